@@ -1,0 +1,263 @@
+"""``run_audit(config) -> AuditResult``: the one entry the CLI and ``batch`` call.
+
+load → measure → judge: the model and the log are read once, each measuring stage gets
+plain values, and the verdict is decided from the finished sections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pluggy
+
+from auditor.config import AuditConfig
+from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, read_pairs
+from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
+from auditor.model import InteractionPairs, ItemStats, ModelBundle
+from auditor.plugins import call_hook, get_plugin_manager
+from auditor.progress import SILENT, Progress
+from auditor.result import AuditResult, Inputs, PlotData
+
+# Probes need a few real batches, not the whole log.
+PROBE_PAIRS = 200_000
+
+
+@dataclass
+class InputCache:
+    """Per-file inputs shared by several audits (batch runs read a shared log once)."""
+
+    counts: dict[tuple[Any, ...], IdCounts] = field(default_factory=dict)
+
+    def item_counts(self, config: AuditConfig, need_users: bool, progress: Progress) -> IdCounts:
+        assert config.interactions is not None
+        key = (
+            Path(config.interactions).resolve(),
+            config.interactions_format,
+            config.user_col,
+            config.item_col,
+        )
+        cached = self.counts.get(key)
+        if cached is None or (need_users and cached.user_counts is None):
+            cached = count_item_ids(
+                config.interactions,
+                fmt=config.interactions_format,
+                user_col=config.user_col,
+                item_col=config.item_col,
+                need_users=need_users,
+                progress=progress,
+            )
+            self.counts[key] = cached
+        return cached
+
+
+def run_audit(
+    config: AuditConfig,
+    *,
+    pm: pluggy.PluginManager | None = None,
+    progress: Progress = SILENT,
+    cache: InputCache | None = None,
+) -> AuditResult:
+    """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict."""
+    pm = pm or get_plugin_manager(config.plugins)
+    cache = cache or InputCache()
+    progress.note(f"Loading {config.model}")
+    bundle = load_model(config.model, config.load_options, pm)
+    warnings = list(bundle.warnings)
+    not_measured: dict[str, str] = {}
+
+    stats = _item_stats(bundle, config, cache, progress, warnings)
+    norms = item_norms(bundle.item_table)
+    frequency_norm = None
+    if stats is None:
+        not_measured["frequency_norm"] = (
+            "no item frequencies: pass --interactions with the training log"
+        )
+    else:
+        with progress.track("Frequency–norm statistics"):
+            frequency_norm, notes = frequency_norm_stats(
+                norms, stats.frequencies, n_bootstrap=config.bootstrap, seed=config.seed
+            )
+        warnings.extend(notes)
+
+    result = AuditResult(
+        inputs=_inputs(bundle, config, stats),
+        frequency_norm=frequency_norm,
+        verdict=None,  # type: ignore[arg-type]  # decided last, from the finished sections
+        settings=_settings(config),
+        warnings=warnings,
+        not_measured=not_measured,
+        plot_data=PlotData(
+            norms=norms, frequencies=None if stats is None else stats.frequencies
+        ),
+    )
+    pairs = _pairs(bundle, config, stats, result)
+    _measure_retrieval(result, bundle, stats, config, pairs, progress)
+    _assess_conditions(result, bundle, stats, config, pairs, pm, progress)
+    for measures in call_hook(pm, "popaudit_measures") or []:  # type: ignore[union-attr]
+        for measure in measures:
+            result.measures[measure.name] = measure.compute(bundle, stats, result)
+
+    from auditor.verdict import decide_verdict
+
+    result.verdict = decide_verdict(result)
+    return result
+
+
+def _item_stats(
+    bundle: ModelBundle,
+    config: AuditConfig,
+    cache: InputCache,
+    progress: Progress,
+    warnings: list[str],
+) -> ItemStats | None:
+    """Frequencies per table row, from the log (preferred) or the checkpoint's record."""
+    if config.interactions is not None:
+        counts = cache.item_counts(config, need_users=config.retrieval, progress=progress)
+        stats = align_counts(counts, bundle.item_ids, bundle.n_items)
+        if stats.n_unmapped:
+            share = stats.n_unmapped / max(1, stats.n_interactions)
+            warnings.append(
+                f"{stats.n_unmapped:,} interactions ({share:.1%}) reference {stats.n_unmapped_ids:,} "
+                "item ids that have no row in the item table; they are left out of the "
+                "frequencies (pass --item-ids if rows are not ids)"
+            )
+        if int(stats.frequencies.sum()) == 0:
+            from auditor.errors import IdMappingError
+
+            raise IdMappingError(
+                f"no interaction in {config.interactions} matches a row of the item table: "
+                "pass --item-ids with the raw id of each row"
+            )
+        return stats
+    if bundle.item_frequencies is not None:
+        freqs = np.asarray(bundle.item_frequencies, dtype=np.int64)
+        return ItemStats(
+            frequencies=freqs,
+            n_interactions=int(freqs.sum()),
+            source=bundle.source,
+            from_checkpoint=True,
+        )
+    return None
+
+
+def _pairs(
+    bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None, result: AuditResult
+) -> InteractionPairs | None:
+    """(user, item) pairs when a stage needs them: history queries or probe batches."""
+    needs_history = config.retrieval and (
+        config.queries == "history" or (config.queries == "auto" and bundle.user_table is None)
+    )
+    needs_probes = config.probes
+    if bundle.train_pairs is not None and not needs_history:
+        return bundle.train_pairs
+    if config.interactions is None or not (needs_history or needs_probes):
+        return bundle.train_pairs
+    return read_pairs(
+        config.interactions,
+        fmt=config.interactions_format,
+        user_col=config.user_col,
+        item_col=config.item_col,
+        item_ids=bundle.item_ids,
+        n_items=bundle.n_items,
+        max_rows=None if needs_history else PROBE_PAIRS,
+        seed=config.seed,
+    )
+
+
+def _measure_retrieval(
+    result: AuditResult,
+    bundle: ModelBundle,
+    stats: ItemStats | None,
+    config: AuditConfig,
+    pairs: InteractionPairs | None,
+    progress: Progress,
+) -> None:
+    if not config.retrieval:
+        result.not_measured["retrieval"] = "skipped with --no-retrieval"
+        return
+    if stats is None:
+        result.not_measured["retrieval"] = "needs item frequencies: pass --interactions"
+        return
+    if bundle.user_table is None and pairs is None and config.queries in ("auto", "users"):
+        result.not_measured["retrieval"] = (
+            "no queries: the model has no user table; pass --interactions (history "
+            "queries) or --queries PATH"
+        )
+        return
+    from auditor.retrieval import measure_retrieval
+
+    outcome = measure_retrieval(bundle, stats, config, pairs, progress)
+    result.retrieval = outcome.retrieval
+    result.plot_data.exposure = outcome.exposure
+    result.warnings.extend(outcome.warnings)
+
+
+def _assess_conditions(
+    result: AuditResult,
+    bundle: ModelBundle,
+    stats: ItemStats | None,
+    config: AuditConfig,
+    pairs: InteractionPairs | None,
+    pm: pluggy.PluginManager,
+    progress: Progress,
+) -> None:
+    from auditor.conditions import assess_conditions
+
+    outcome = assess_conditions(
+        bundle,
+        stats,
+        pairs,
+        config.declared,
+        pm=pm,
+        seed=config.seed,
+        run_probes=config.probes,
+        progress=progress,
+    )
+    result.conditions = outcome.conditions
+    result.probes = outcome.probes
+    result.plot_data.update_angles = outcome.update_angles
+    result.warnings.extend(outcome.warnings)
+    if outcome.probes is None:
+        result.not_measured["probes"] = (
+            "skipped with --no-probes"
+            if not config.probes
+            else "no live encoder and loss: the file holds tables only (retrain with "
+            "popaudit, or load the model through a plugin)"
+        )
+
+
+def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None) -> Inputs:
+    return Inputs(
+        model=str(config.model),
+        interactions=str(config.interactions) if config.interactions else None,
+        item_table=bundle.item_key,
+        user_table=bundle.user_key,
+        n_items=bundle.n_items,
+        dim=bundle.dim,
+        n_interactions=None if stats is None else stats.n_interactions,
+        format=bundle.format,
+        item_ids=str(config.item_ids) if config.item_ids else None,
+        n_users=None if stats is None else stats.n_users,
+        n_unmapped_interactions=0 if stats is None else stats.n_unmapped,
+    )
+
+
+def _settings(config: AuditConfig) -> dict[str, Any]:
+    return {
+        "ks": list(config.ks),
+        "queries": config.queries,
+        "max_queries": config.max_queries,
+        "index": config.index,
+        "popularity": config.popularity,
+        "seed": config.seed,
+        "bootstrap": config.bootstrap,
+        "probes": config.probes,
+        "frequency": "interactions per item row in the training log"
+        + ("" if config.interactions else " (as recorded in the checkpoint)"),
+        "spearman_over": "all items, cold (frequency 0) included",
+        "loglog_slope_over": "items with frequency > 0",
+        "declared": {k: v for k, v in vars(config.declared).items() if v is not None},
+    }

@@ -1,0 +1,37 @@
+"""The ``popaudit`` command: a click group whose commands are thin wrappers over the library.
+
+Each command lives in its own module below; plugins add commands through the
+``popaudit_cli_commands`` hook.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from auditor import __version__
+
+# Modules that define one command each (a module-level ``command``).
+COMMAND_MODULES = (
+    "auditor.cli.check",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="popaudit")
+def cli() -> None:
+    """Audit trained two-tower recommenders for popularity bias in item embedding norms.
+
+    Start with `popaudit check MODEL --interactions LOG`. Exit codes: 0 ran, 1 error,
+    2 usage error, 3 a --fail-on gate tripped.
+    """
+
+
+for _name in COMMAND_MODULES:
+    cli.add_command(importlib.import_module(_name).command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="popaudit")

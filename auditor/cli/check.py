@@ -1,0 +1,182 @@
+"""``popaudit check MODEL``: audit one trained model or embedding table."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from auditor.cli._common import RichProgress, common_options, fail, stderr
+from auditor.config import (
+    INDEX_KINDS,
+    INTERACTION_FORMATS,
+    POPULARITY_KINDS,
+    AuditConfig,
+    DeclaredTraining,
+)
+from auditor.errors import GateError
+from auditor.gate import evaluate_gates, metric_names, parse_gates
+from auditor.io import write_atomic
+from auditor.plugins import call_hook, get_plugin_manager
+from auditor.report import RenderContext, renderers
+
+PathArg = click.Path(path_type=Path, dir_okay=False)
+FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
+
+
+@click.command("check")
+@click.argument("model", type=PathArg)
+@click.option("--interactions", type=PathArg, help="Training log: Parquet, CSV/TSV, MovieLens u.data / ratings.dat / ratings.csv, RecBole .inter. Item frequencies are counted from it.")
+@click.option("--interactions-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of --interactions when the name does not tell.")
+@click.option("--user-col", help="User column of the log (auto-detected from common names).")
+@click.option("--item-col", help="Item column of the log (auto-detected from common names).")
+@click.option("--item-ids", type=PathArg, help="Raw item id of each table row, in row order (default: row index = id, or the ids in a popaudit checkpoint).")
+@click.option("--item-key", help="Name of the item table tensor when auto-detection is ambiguous.")
+@click.option("--user-key", help="Name of the user table tensor when auto-detection is ambiguous.")
+@click.option("-k", "--k", "ks", type=click.IntRange(min=1), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]")
+@click.option("--queries", default="auto", show_default=True, help="Retrieval queries: users (the model's user table), history (mean of each user's history item vectors) or a .npy/Parquet file of vectors; auto picks users, else history.")
+@click.option("--max-queries", type=click.IntRange(min=1), default=10_000, show_default=True, help="Sample at most N queries (seeded).")
+@click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index: exact (IndexFlatIP), ivf or hnsw (approximate; recall is measured and reported), auto by size.")
+@click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures: interactions per item, or distinct users per item.")
+@click.option("--no-retrieval", is_flag=True, help="Skip the retrieval-skew section.")
+@click.option("--no-probes", is_flag=True, help="Skip the numeric probes on a live encoder.")
+@click.option("--optimizer", help="Declare the item tower's optimizer when the file does not record it (sgd, momentum, adam, adamw, adagrad, rmsprop).")
+@click.option("--momentum", type=float, help="Declare the SGD momentum used.")
+@click.option("--weight-decay", type=float, help="Declare the weight decay on the item parameters.")
+@click.option("--lr", type=float, help="Declare the learning rate (condition C5).")
+@click.option("--loss", help="Declare the training loss (infonce-cos, cosine, infonce-dot, bpr, mse, ...).")
+@click.option("--format", "fmt", default="console", show_default=True, help=f"Report format: {FORMATS_HELP}.")
+@click.option("-o", "--output", type=PathArg, help="Write the --format report to this file instead of the terminal.")
+@click.option("--json", "json_path", type=PathArg, help="Also write the JSON report here.")
+@click.option("--html", "html_path", type=PathArg, help="Also write the HTML report (self-contained, with plots) here.")
+@click.option("--markdown", "markdown_path", type=PathArg, help="Also write the Markdown report (images beside it) here.")
+@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds, e.g. 'spearman>0.5' or 'head_share_1pct_ratio@100>1.5' (repeatable).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling, bootstrap and probes.")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman's ρ (0 to skip).")
+@click.option("--max-memory", type=int, help="Memory ceiling in bytes for tables and indexes (larger tables are processed in shards).")
+@click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates (for CI).")
+@common_options
+def command(
+    model: Path,
+    interactions: Path | None,
+    interactions_format: str,
+    user_col: str | None,
+    item_col: str | None,
+    item_ids: Path | None,
+    item_key: str | None,
+    user_key: str | None,
+    ks: tuple[int, ...],
+    queries: str,
+    max_queries: int,
+    index: str,
+    popularity: str,
+    no_retrieval: bool,
+    no_probes: bool,
+    optimizer: str | None,
+    momentum: float | None,
+    weight_decay: float | None,
+    lr: float | None,
+    loss: str | None,
+    fmt: str,
+    output: Path | None,
+    json_path: Path | None,
+    html_path: Path | None,
+    markdown_path: Path | None,
+    fail_on: tuple[str, ...],
+    seed: int,
+    bootstrap: int,
+    max_memory: int | None,
+    trust_pickle: bool,
+    quiet: bool,
+    plugins: tuple[Path, ...],
+) -> None:
+    """Audit one trained model or embedding table for popularity bias.
+
+    MODEL: a .pt/.pth state dict or checkpoint (incl. Lightning and popaudit retrain
+    checkpoints), a TorchScript archive, a .safetensors file, a .npy item table, or a
+    Parquet item table (id column + list<float> column).
+
+    The report gives the frequency–norm correlation (Spearman ρ with a bootstrap CI,
+    Pearson on log(1+freq), Kendall τ, log–log slope, deciles), the retrieval skew of
+    dot-product vs cosine serving vs most-popular (head_share_1pct/10pct/20pct: share of
+    recommended slots taken by the top P% most frequent items, ties at the cut included;
+    arp: mean frequency of recommended items; aplt: share of long-tail items, the short
+    head holding 80% of interactions; gini: of exposure over the whole catalogue;
+    coverage; novelty: mean -log2(users(i)/n_users)), conditions C1-C5 and a verdict.
+
+    \b
+    Example:
+      popaudit check model.pt --interactions train.parquet --html report.html \\
+          --fail-on 'spearman>0.5'
+    """
+    config = AuditConfig(
+        model=model,
+        interactions=interactions,
+        interactions_format=interactions_format,
+        user_col=user_col,
+        item_col=item_col,
+        item_ids=item_ids,
+        item_key=item_key,
+        user_key=user_key,
+        trust_pickle=trust_pickle,
+        ks=tuple(dict.fromkeys(ks)) or (10, 100),
+        queries=queries,
+        max_queries=max_queries,
+        index=index,
+        popularity=popularity,
+        retrieval=not no_retrieval,
+        probes=not no_probes,
+        bootstrap=bootstrap,
+        seed=seed,
+        declared=DeclaredTraining(optimizer, momentum, weight_decay, lr, loss),
+        max_memory=max_memory,
+        plugins=plugins,
+    )
+    pm = get_plugin_manager(plugins)
+    available = renderers(pm)
+    if fmt not in available:
+        raise click.BadParameter(
+            f"{fmt!r} is not a report format; choose from {', '.join(sorted(available))}",
+            param_hint="--format",
+        )
+    extra = [m.name for ms in call_hook(pm, "popaudit_measures") or [] for m in ms]  # type: ignore[union-attr]
+    try:
+        gates = parse_gates(fail_on, metric_names(config.ks, extra))
+    except GateError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+    # Import here so `popaudit --help` stays fast (torch and faiss load on demand).
+    from auditor.audit import run_audit
+
+    result = run_audit(config, pm=pm, progress=RichProgress(enabled=not quiet))
+
+    for path, name in ((json_path, "json"), (html_path, "html"), (markdown_path, "markdown")):
+        if path is not None:
+            write_atomic(path, available[name].render(result, RenderContext(destination=path)))
+    if output is not None:
+        write_atomic(output, available[fmt].render(result, RenderContext(destination=output)))
+    elif not quiet:
+        color = sys.stdout.isatty() and fmt == "console"
+        text = available[fmt].render(result, RenderContext(color=color, width=_width()))
+        click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)
+
+    outcomes = evaluate_gates(gates, result.flat_metrics())
+    unmeasured = [o for o in outcomes if o.value is None]
+    for outcome in outcomes:
+        if outcome.tripped or not quiet:
+            stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None)
+    if unmeasured:
+        fail(
+            "cannot evaluate --fail-on "
+            + ", ".join(str(o.gate) for o in unmeasured)
+            + ": not measured in this run (see 'Not measured' in the report)"
+        )
+    if any(o.tripped for o in outcomes):
+        sys.exit(3)
+
+
+def _width() -> int:
+    return max(80, min(120, shutil.get_terminal_size().columns)) if sys.stdout.isatty() else 100

@@ -1,0 +1,90 @@
+"""Frozen settings of one audit: what the CLI parses and what ``run_audit`` reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from auditor.errors import InputError
+
+QUERY_SOURCES = ("auto", "users", "history")
+INDEX_KINDS = ("auto", "exact", "ivf", "hnsw")
+POPULARITY_KINDS = ("interactions", "users")
+INTERACTION_FORMATS = ("auto", "parquet", "csv", "tsv", "movielens", "recbole")
+
+
+@dataclass(frozen=True)
+class DeclaredTraining:
+    """What the user declares about training when the file cannot show it (C1, C4, C5)."""
+
+    optimizer: str | None = None
+    momentum: float | None = None
+    weight_decay: float | None = None
+    lr: float | None = None
+    loss: str | None = None
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to read a model file (the loading part of :class:`AuditConfig`)."""
+
+    item_key: str | None = None
+    user_key: str | None = None
+    trust_pickle: bool = False
+    item_ids: Path | None = None
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Settings of ``popaudit check`` (CLI.md); every field has the CLI's default."""
+
+    model: Path
+    interactions: Path | None = None
+    interactions_format: str = "auto"
+    user_col: str | None = None
+    item_col: str | None = None
+    item_ids: Path | None = None
+    item_key: str | None = None
+    user_key: str | None = None
+    trust_pickle: bool = False
+    ks: tuple[int, ...] = (10, 100)
+    queries: str = "auto"
+    """auto | users | history | a path to a .npy/Parquet file of query vectors."""
+    max_queries: int | None = 10_000
+    index: str = "auto"
+    popularity: str = "interactions"
+    retrieval: bool = True
+    probes: bool = True
+    bootstrap: int = 1000
+    seed: int = 0
+    declared: DeclaredTraining = field(default_factory=DeclaredTraining)
+    max_memory: int | None = None
+    """Bytes the audit may hold for tables and indexes; None: no ceiling."""
+    plugins: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.ks or any(k < 1 for k in self.ks):
+            raise InputError(f"cut-offs -k must be positive integers, got {list(self.ks)}")
+        if self.index not in INDEX_KINDS:
+            raise InputError(f"--index must be one of {', '.join(INDEX_KINDS)}, got {self.index!r}")
+        if self.popularity not in POPULARITY_KINDS:
+            raise InputError(
+                f"--popularity must be one of {', '.join(POPULARITY_KINDS)}, got {self.popularity!r}"
+            )
+        if self.max_queries is not None and self.max_queries < 1:
+            raise InputError(f"--max-queries must be at least 1, got {self.max_queries}")
+        if self.bootstrap < 0:
+            raise InputError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+
+    @property
+    def load_options(self) -> LoadOptions:
+        return LoadOptions(self.item_key, self.user_key, self.trust_pickle, self.item_ids)
+
+    def with_overrides(self, values: dict[str, Any]) -> AuditConfig:
+        """A copy with ``values`` (e.g. one manifest row) replacing fields by name."""
+        names = {f.name for f in fields(self)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise InputError(f"unknown audit settings: {', '.join(unknown)}")
+        return replace(self, **values)

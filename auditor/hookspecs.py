@@ -1,0 +1,79 @@
+"""Hook specifications of popaudit (pluggy project name and entry-point group ``popaudit``).
+
+Built-in loaders, live-model builders and renderers register through these same hooks.
+Every hook here is documented in ``plugins/README.md`` (a test checks it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from auditor.config import LoadOptions
+    from auditor.model import ItemStats, LiveModel, ModelBundle
+    from auditor.report import Renderer
+    from auditor.result import AuditResult, Condition
+
+hookspec = pluggy.HookspecMarker("popaudit")
+hookimpl = pluggy.HookimplMarker("popaudit")
+
+
+@hookspec(firstresult=True)
+def popaudit_load_model(path: Path, options: LoadOptions) -> ModelBundle | None:
+    """Load the model at ``path``; return None when this plugin does not know the file.
+
+    Called once per audit, plugins first and the built-in loader last. The returned
+    bundle holds at least the item table; it may carry a live model (``bundle.live``).
+    """
+
+
+@hookspec(firstresult=True)
+def popaudit_live_model(bundle: ModelBundle) -> LiveModel | None:
+    """Build a live encoder for a loaded bundle (so probes can step custom towers).
+
+    Called after loading when ``bundle.live`` is None; return None to pass.
+    """
+
+
+@hookspec
+def popaudit_condition_evidence(bundle: ModelBundle) -> dict[str, Condition] | None:
+    """Declare verdicts for conditions C1-C5 that only the model's author knows.
+
+    Return a mapping such as ``{"C3": Condition(...)}``; declared evidence overrides
+    what popaudit infers, and the report says where it came from.
+    """
+
+
+@hookspec
+def popaudit_measures() -> list[Measure]:
+    """Return extra measures computed after the built-in ones (see :class:`Measure`)."""
+
+
+@hookspec
+def popaudit_renderers() -> list[Renderer]:
+    """Return report renderers (a new ``--format`` is a new renderer)."""
+
+
+@hookspec
+def popaudit_cli_commands() -> list[click.Command]:
+    """Return extra click commands added to the ``popaudit`` group."""
+
+
+class Measure(Protocol):
+    """An extra measure: a name, a description and ``compute``.
+
+    ``compute`` returns a float (also a flat metric usable by ``--fail-on``) or any
+    JSON-serialisable value; it is stored under ``measures[name]`` in the report.
+    """
+
+    name: str
+    description: str
+
+    def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: AuditResult) -> Any:
+        """The measure's value for one audit."""
+        ...

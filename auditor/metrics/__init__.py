@@ -1,0 +1,1 @@
+"""Measures computed from a model bundle and its training statistics."""

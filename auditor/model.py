@@ -1,0 +1,129 @@
+"""Value objects handed from loading to measuring: the model and the item statistics.
+
+Data flows one way (ARCHITECTURE.md): loaders build a :class:`ModelBundle` and
+:class:`ItemStats`; metrics, retrieval and conditions read them and never reach back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+
+@runtime_checkable
+class LiveModel(Protocol):
+    """A live two-tower model the numeric probes can evaluate and step.
+
+    Built by ``popaudit retrain`` checkpoints, TorchScript/trusted-pickle modules (when
+    their structure is understood) and plugins. Probes always work on a deep copy of
+    ``module``; implementations must not keep hidden state outside it.
+    """
+
+    module: torch.nn.Module
+    """Holds every trainable parameter of both towers."""
+
+    loss_name: str | None
+    """``infonce-cos``, ``infonce-dot``, ``cosine`` or a plugin's name; None if unknown."""
+
+    def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        """Embeddings (len(rows), dim) of the items at table rows ``rows`` (int64)."""
+        ...
+
+    def encode_users(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        """Query embeddings (len(rows), dim) of the users at rows ``rows`` (int64)."""
+        ...
+
+    def item_parameters(self, module: torch.nn.Module) -> list[torch.nn.Parameter]:
+        """The parameters of the item tower (those C1-C3 are about)."""
+        ...
+
+    def loss(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        """Training loss (scalar) of a batch of matched user/item embeddings."""
+        ...
+
+    def make_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer | None:
+        """The optimizer the model was trained with, over ``module``'s parameters."""
+        ...
+
+
+@dataclass
+class ModelBundle:
+    """Everything popaudit could read from a model file.
+
+    ``item_table`` is the (n_items, dim) float32 matrix of item embeddings whose norms are
+    audited; row r is the item whose raw id is ``item_ids[r]`` (or r when ids are None).
+    """
+
+    source: Path
+    format: str
+    """How it was read: state_dict, checkpoint, lightning, popaudit, torchscript,
+    pickle, safetensors, npy, parquet, or a plugin's name."""
+    item_table: np.ndarray
+    item_key: str | None = None
+    user_table: np.ndarray | None = None
+    user_key: str | None = None
+    item_ids: np.ndarray | None = None
+    """Raw item id of each row (from the file or --item-ids); None means row index = id."""
+    user_ids: np.ndarray | None = None
+    item_frequencies: np.ndarray | None = None
+    """Training frequency per row, when the checkpoint recorded it (popaudit retrain)."""
+    state_dict: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    optimizer_state: Mapping[str, Any] | None = None
+    config: Mapping[str, Any] | None = None
+    """Recorded training settings (config / hparams / hyper_parameters)."""
+    live: LiveModel | None = None
+    train_pairs: InteractionPairs | None = None
+    """(user, item-row) pairs recorded in the checkpoint (popaudit retrain), for probes."""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_items(self) -> int:
+        return int(self.item_table.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.item_table.shape[1])
+
+
+@dataclass
+class ItemStats:
+    """Training-log statistics aligned with the rows of the item table."""
+
+    frequencies: np.ndarray
+    """int64 (n_items,): interactions per table row."""
+    n_interactions: int
+    """Interactions read (including those whose item is not in the table)."""
+    n_unmapped: int = 0
+    """Interactions whose item id has no row in the table (excluded from frequencies)."""
+    n_unmapped_ids: int = 0
+    """Distinct item ids in the log that have no table row."""
+    user_counts: np.ndarray | None = None
+    """int64 (n_items,): distinct users per row, when the log has a user column."""
+    n_users: int | None = None
+    source: Path | None = None
+    from_checkpoint: bool = False
+    """True when frequencies came from a popaudit checkpoint, not an interaction log."""
+
+
+@dataclass
+class InteractionPairs:
+    """(user, item-row) pairs of a log, for history queries and probe batches."""
+
+    user_index: np.ndarray
+    """int64: dense user index 0..n_users-1 in order of first appearance."""
+    item_rows: np.ndarray
+    """int64: table row of the item (only interactions whose item has a row)."""
+    user_ids: np.ndarray
+    """Raw user id of each dense user index."""
+
+    def __len__(self) -> int:
+        return int(self.item_rows.shape[0])
+
+    def iter_blocks(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for start in range(0, len(self), size):
+            yield self.user_index[start : start + size], self.item_rows[start : start + size]

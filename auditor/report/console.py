@@ -1,0 +1,195 @@
+"""The terminal report: a coloured verdict, the numbers, and what to do next.
+
+Rendered by rich into a string (the library never prints); plain text when the output
+is not a terminal.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from auditor.report import RenderContext
+from auditor.result import LIST_MEASURES, AuditResult
+
+SEVERITY_STYLE = {"none": "green", "low": "yellow", "moderate": "dark_orange", "high": "bold red"}
+STATUS_STYLE = {"holds": "red", "violated": "green", "unknown": "dim"}
+
+
+class ConsoleRenderer:
+    name = "console"
+    suffix = ".txt"
+    description = "human-readable report for the terminal (rich tables)"
+
+    def render(self, result: AuditResult, context: RenderContext) -> str:
+        buffer = io.StringIO()
+        console = Console(
+            file=buffer,
+            width=context.width,
+            force_terminal=context.color,
+            color_system="auto" if context.color else None,
+            highlight=False,
+        )
+        for part in _sections(result):
+            console.print(part)
+        return buffer.getvalue()
+
+
+def _sections(result: AuditResult) -> list[object]:
+    parts: list[object] = [_headline(result), _inputs(result)]
+    if result.frequency_norm is not None:
+        parts += [_frequency_norm(result), _deciles(result)]
+    if result.retrieval is not None:
+        parts.append(_retrieval(result))
+    if result.conditions:
+        parts.append(_conditions(result))
+    if result.probes and "update_angles" in result.probes:
+        parts.append(_probes(result))
+    if result.measures:
+        parts.append(_measures(result))
+    if result.verdict.recommendations:
+        parts.append(
+            Group(
+                Text("What to do", style="bold"),
+                *(Text(f"  • {r}") for r in result.verdict.recommendations),
+            )
+        )
+    for section, why in result.not_measured.items():
+        parts.append(Text(f"Not measured: {section}: {why}", style="dim"))
+    for warning in result.warnings:
+        parts.append(Text(f"Warning: {warning}", style="yellow"))
+    parts.append(
+        Text(
+            "Next: --html report.html for plots, --json report.json for machines, "
+            "--fail-on 'spearman>0.5' to gate CI.",
+            style="dim",
+        )
+    )
+    return parts
+
+
+def _headline(result: AuditResult) -> Panel:
+    verdict = result.verdict
+    style = SEVERITY_STYLE.get(verdict.severity, "bold")
+    title = "Popularity bias detected" if verdict.bias_detected else "No popularity bias detected"
+    return Panel(
+        Text(verdict.summary),
+        title=Text(f"{title} · severity {verdict.severity}", style=style),
+        border_style=style,
+    )
+
+
+def _inputs(result: AuditResult) -> Text:
+    i = result.inputs
+    line = f"Model {i.model} ({i.format}): {i.n_items:,} items × {i.dim} dims"
+    if i.interactions:
+        line += f"; log {i.interactions}: {i.n_interactions:,} interactions"
+    elif i.n_interactions is not None:
+        line += f"; frequencies recorded in the checkpoint ({i.n_interactions:,} interactions)"
+    return Text(line, style="dim")
+
+
+def _fmt(value: object, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "—"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _frequency_norm(result: AuditResult) -> Table:
+    fn = result.frequency_norm
+    assert fn is not None
+    table = Table(title="Frequency–norm correlation", show_header=False, title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    lo, hi = fn.spearman_ci
+    table.add_row("Spearman ρ (95% CI)", f"{_fmt(fn.spearman)} [{_fmt(lo)}, {_fmt(hi)}]")
+    table.add_row("p-value", f"{fn.spearman_p:.2g}" if fn.spearman_p == fn.spearman_p else "—")
+    table.add_row("Pearson on log(1+freq)", _fmt(fn.pearson_log))
+    table.add_row("Kendall τ", _fmt(fn.kendall))
+    table.add_row("log–log slope (ideal ≈ 0.25)", _fmt(fn.loglog_slope))
+    table.add_row("items / cold items", f"{fn.n_items:,} / {fn.n_cold:,}")
+    return table
+
+
+def _deciles(result: AuditResult) -> Table:
+    fn = result.frequency_norm
+    assert fn is not None
+    table = Table(title="Item norm by popularity decile", title_justify="left")
+    for name in ("decile", "frequency", "items", "median norm", "mean norm"):
+        table.add_column(name, justify="right")
+    for row in fn.deciles:
+        table.add_row(
+            str(row.decile),
+            f"{row.freq_min:,}–{row.freq_max:,}",
+            f"{row.n:,}",
+            _fmt(row.norm_median),
+            _fmt(row.norm_mean),
+        )
+    return table
+
+
+def _retrieval(result: AuditResult) -> Group:
+    retrieval = result.retrieval
+    assert retrieval is not None
+    tables: list[object] = [
+        Text(
+            f"Retrieval skew: {retrieval.n_queries:,} queries ({retrieval.queries}), "
+            f"index {retrieval.index}, popularity by {retrieval.popularity}",
+            style="bold",
+        )
+    ]
+    for k, cut in sorted(retrieval.at.items()):
+        table = Table(title=f"Top-{k}", title_justify="left")
+        for name in ("measure", "dot", "cosine", "popular", "dot/cosine"):
+            table.add_column(name, justify="right")
+        for metric in LIST_MEASURES:
+            dot, cos, pop = (getattr(getattr(cut, s), metric) for s in ("dot", "cosine", "popular"))
+            ratio = dot / cos if dot is not None and cos else None
+            table.add_row(metric, _fmt(dot), _fmt(cos), _fmt(pop), _fmt(ratio, 2))
+        table.add_row("overlap dot∩cosine", _fmt(cut.overlap_dot_cosine), "", "", "")
+        tables.append(table)
+    if retrieval.recall:
+        recall = ", ".join(f"@{k}: {v:.3f}" for k, v in sorted(retrieval.recall.items()))
+        tables.append(Text(f"Approximate-index recall vs exact search {recall}", style="dim"))
+    return Group(*tables)
+
+
+def _conditions(result: AuditResult) -> Table:
+    assert result.conditions is not None
+    table = Table(
+        title="Sufficient conditions (all holding = norms must grow with popularity)",
+        title_justify="left",
+    )
+    table.add_column("id")
+    table.add_column("condition")
+    table.add_column("status")
+    table.add_column("evidence", overflow="fold")
+    for key, cond in sorted(result.conditions.items()):
+        table.add_row(key, cond.name, Text(cond.status, style=STATUS_STYLE.get(cond.status, "")), cond.evidence)
+    return table
+
+
+def _probes(result: AuditResult) -> Text:
+    angles = (result.probes or {}).get("update_angles") or {}
+    return Text(
+        f"Update angles over {angles.get('n', 0):,} items: median {_fmt(angles.get('median'), 2)}°, "
+        f"{_fmt(100 * (angles.get('share_90pm1') or 0), 1)}% within 90°±1°, "
+        f"{_fmt(100 * (angles.get('share_90pm10') or 0), 1)}% within 90°±10°"
+    )
+
+
+def _measures(result: AuditResult) -> Table:
+    table = Table(title="Plugin measures", show_header=False, title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, value in result.measures.items():
+        table.add_row(name, _fmt(value) if isinstance(value, float) else str(value))
+    return table

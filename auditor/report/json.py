@@ -1,0 +1,17 @@
+"""The JSON report: CLI.md's schema (schema_version 1), indented and stable."""
+
+from __future__ import annotations
+
+import json
+
+from auditor.report import RenderContext
+from auditor.result import AuditResult
+
+
+class JsonRenderer:
+    name = "json"
+    suffix = ".json"
+    description = "machine-readable report (CLI.md schema_version 1)"
+
+    def render(self, result: AuditResult, context: RenderContext) -> str:
+        return json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n"

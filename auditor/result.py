@@ -1,0 +1,230 @@
+"""The audit result: typed sections that serialise to CLI.md's JSON (schema_version 1).
+
+Renderers, gates and batch read this object; ``to_dict`` is the JSON report and
+``flat_metrics`` the flat names (``spearman``, ``head_share_1pct_dot@100``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from auditor import __version__
+
+SCHEMA_VERSION = 1
+Status = Literal["holds", "violated", "unknown"]
+Severity = Literal["none", "low", "moderate", "high"]
+LIST_MEASURES = (
+    "head_share_1pct",
+    "head_share_10pct",
+    "head_share_20pct",
+    "arp",
+    "aplt",
+    "gini",
+    "coverage",
+    "novelty",
+)
+SCORINGS = ("dot", "cosine", "popular")
+
+
+@dataclass
+class Inputs:
+    model: str
+    interactions: str | None
+    item_table: str | None
+    user_table: str | None
+    n_items: int
+    dim: int
+    n_interactions: int | None
+    format: str = ""
+    item_ids: str | None = None
+    n_users: int | None = None
+    n_unmapped_interactions: int = 0
+
+
+@dataclass
+class DecileRow:
+    decile: int
+    freq_min: int
+    freq_max: int
+    n: int
+    norm_median: float
+    norm_mean: float
+
+
+@dataclass
+class FrequencyNorm:
+    spearman: float
+    spearman_ci: tuple[float, float]
+    spearman_p: float
+    pearson_log: float
+    kendall: float
+    loglog_slope: float | None
+    n_items: int
+    n_cold: int
+    deciles: list[DecileRow]
+    cold_norm_median: float | None = None
+    warm_norm_median: float | None = None
+    n_bootstrap: int = 0
+
+
+@dataclass
+class ListMeasures:
+    head_share_1pct: float
+    head_share_10pct: float
+    head_share_20pct: float
+    arp: float
+    aplt: float
+    gini: float
+    coverage: float
+    novelty: float | None
+
+
+@dataclass
+class CutoffMeasures:
+    dot: ListMeasures
+    cosine: ListMeasures
+    popular: ListMeasures
+    overlap_dot_cosine: float
+
+
+@dataclass
+class Retrieval:
+    n_queries: int
+    index: str
+    at: dict[int, CutoffMeasures]
+    recall: dict[int, float] | None = None
+    queries: str = ""
+    popularity: str = "interactions"
+    n_zero_queries: int = 0
+    definitions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Condition:
+    name: str
+    status: Status
+    evidence: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    bias_detected: bool
+    severity: Severity
+    summary: str
+    recommendations: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlotData:
+    """Arrays the renderers plot; not part of the JSON report."""
+
+    norms: np.ndarray | None = None
+    frequencies: np.ndarray | None = None
+    exposure: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    """scoring -> K -> exposure count per item row."""
+    update_angles: np.ndarray | None = None
+
+
+@dataclass
+class AuditResult:
+    inputs: Inputs
+    frequency_norm: FrequencyNorm | None
+    verdict: Verdict
+    retrieval: Retrieval | None = None
+    conditions: dict[str, Condition] | None = None
+    probes: dict[str, Any] | None = None
+    measures: dict[str, Any] = field(default_factory=dict)
+    """Extra measures registered by plugins: name -> JSON-serialisable value."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    not_measured: dict[str, str] = field(default_factory=dict)
+    """Section -> why it was not measured (e.g. ``retrieval``: no queries)."""
+    plot_data: PlotData = field(default_factory=PlotData, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report (CLI.md schema_version 1); NaN/inf become null."""
+        out: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "popaudit", "version": __version__},
+            "inputs": asdict(self.inputs),
+            "frequency_norm": asdict(self.frequency_norm) if self.frequency_norm else None,
+            "retrieval": None,
+            "conditions": (
+                {key: asdict(c) for key, c in self.conditions.items()} if self.conditions else None
+            ),
+            "probes": self.probes,
+            "verdict": asdict(self.verdict),
+            "measures": self.measures,
+            "settings": self.settings,
+            "warnings": list(self.warnings),
+            "not_measured": dict(self.not_measured),
+        }
+        if self.retrieval is not None:
+            retrieval = asdict(self.retrieval)
+            retrieval["at"] = {str(k): v for k, v in retrieval["at"].items()}
+            if retrieval["recall"] is not None:
+                retrieval["recall"] = {str(k): v for k, v in retrieval["recall"].items()}
+            out["retrieval"] = retrieval
+        return _clean(out)
+
+    def flat_metrics(self) -> dict[str, float | None]:
+        """Flat metric names (CLI.md) for ``--fail-on`` gates and batch columns."""
+        flat: dict[str, float | None] = {}
+        fn = self.frequency_norm
+        for name in ("spearman", "pearson_log", "kendall", "loglog_slope"):
+            flat[name] = _num(getattr(fn, name)) if fn else None
+        if fn:
+            flat["spearman_ci_lo"], flat["spearman_ci_hi"] = (_num(x) for x in fn.spearman_ci)
+            flat["spearman_p"] = _num(fn.spearman_p)
+        if self.retrieval is not None:
+            for k, cut in self.retrieval.at.items():
+                for scoring in SCORINGS:
+                    measures = getattr(cut, scoring)
+                    for metric in LIST_MEASURES:
+                        flat[f"{metric}_{scoring}@{k}"] = _num(getattr(measures, metric))
+                for metric in LIST_MEASURES:
+                    flat[f"{metric}_ratio@{k}"] = _ratio(
+                        getattr(cut.dot, metric), getattr(cut.cosine, metric)
+                    )
+                flat[f"overlap_dot_cosine@{k}"] = _num(cut.overlap_dot_cosine)
+            for k, value in (self.retrieval.recall or {}).items():
+                flat[f"recall@{k}"] = _num(value)
+        for name, value in self.measures.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                flat[name] = _num(value)
+        return flat
+
+
+def _num(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _ratio(numerator: Any, denominator: Any) -> float | None:
+    a, b = _num(numerator), _num(denominator)
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def _clean(value: Any) -> Any:
+    """Make a nested structure JSON-safe: numpy scalars to Python, NaN/inf to None."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_clean(v) for v in value.tolist()]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value

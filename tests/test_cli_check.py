@@ -1,0 +1,123 @@
+"""`popaudit check` end to end through click's CliRunner, on tables built in tmp_path."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+
+@pytest.fixture
+def biased(tmp_path):
+    """A table whose norms follow popularity exactly (ρ = 1), its log, and user vectors."""
+    rng = np.random.default_rng(0)
+    n_items, dim, n_users = 60, 8, 40
+    freqs = np.arange(1, n_items + 1)
+    directions = rng.normal(size=(n_items, dim))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    table = (directions * freqs[:, None] ** 0.25).astype(np.float32)
+    items = np.repeat(np.arange(n_items), freqs)
+    users = rng.integers(0, n_users, items.size)
+    np.save(tmp_path / "items.npy", table)
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp_path / "log.parquet")
+    return tmp_path
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_check_reports_perfect_correlation_and_writes_schema_json(biased):
+    out = biased / "report.json"
+    result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet", "--json", out, "--no-probes")
+    assert result.exit_code == 0, result.output
+    assert "Spearman" in result.output
+    report = json.loads(out.read_text())
+    assert report["schema_version"] == 1
+    assert report["tool"]["name"] == "popaudit"
+    for key in ("inputs", "frequency_norm", "retrieval", "conditions", "verdict"):
+        assert key in report
+    fn = report["frequency_norm"]
+    assert fn["spearman"] == pytest.approx(1.0)
+    assert fn["loglog_slope"] == pytest.approx(0.25, abs=1e-6)
+    assert fn["n_items"] == 60 and fn["n_cold"] == 0
+    assert len(fn["deciles"]) == 10
+    assert report["inputs"]["n_interactions"] == int(np.arange(1, 61).sum())
+    assert report["verdict"]["bias_detected"] is True
+    assert not list(biased.glob(".*.tmp"))
+
+
+def test_fail_on_gate_trips_with_exit_3_and_passes_with_0(biased):
+    base = ["check", biased / "items.npy", "--interactions", biased / "log.parquet", "--no-probes", "--no-retrieval", "-q"]
+    tripped = run(*base, "--fail-on", "spearman>0.5")
+    assert tripped.exit_code == 3
+    assert "TRIPPED" in tripped.output
+    assert run(*base, "--fail-on", "spearman<0").exit_code == 0
+
+
+def test_fail_on_typo_is_usage_error_listing_valid_names(biased):
+    result = run("check", biased / "items.npy", "--fail-on", "spearmn>0.5")
+    assert result.exit_code == 2
+    assert "unknown metric 'spearmn'" in result.output
+    assert "head_share_1pct_ratio@100" in result.output or "Valid metrics" in result.output
+
+
+def test_gate_on_unmeasured_metric_is_an_error_not_a_pass(biased):
+    result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet",
+                 "--no-retrieval", "--no-probes", "-q", "--fail-on", "head_share_1pct_ratio@100>1.5")
+    assert result.exit_code == 1
+    assert "not measured" in result.output
+
+
+def test_missing_model_is_error_exit_1_without_traceback(tmp_path):
+    result = run("check", tmp_path / "nope.pt")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error:")
+    assert "nope.pt" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_pickled_module_is_refused_without_trust_flag(tmp_path):
+    model = torch.nn.Module()
+    model.item_embedding = torch.nn.Embedding(10, 4)
+    torch.save(model, tmp_path / "full.pt")
+    result = run("check", tmp_path / "full.pt", "--no-probes")
+    assert result.exit_code == 1
+    assert "--trust-pickle" in result.output
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["check", str(tmp_path / "nope.pt"), "--debug"])
+    assert result.exit_code != 0
+    assert result.exc_info is not None and result.exception is not None
+
+
+def test_output_format_json_to_file_and_stdout(biased):
+    out = biased / "r.json"
+    result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet",
+                 "--no-probes", "--no-retrieval", "--format", "json", "-o", out)
+    assert result.exit_code == 0
+    assert json.loads(out.read_text())["frequency_norm"]["spearman"] == pytest.approx(1.0)
+    result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet",
+                 "--no-probes", "--no-retrieval", "--format", "json")
+    assert json.loads(result.output)["schema_version"] == 1
+
+
+def test_unknown_format_is_usage_error(biased):
+    result = run("check", biased / "items.npy", "--format", "yaml")
+    assert result.exit_code == 2
+    assert "html" in result.output and "json" in result.output
+
+
+def test_python_dash_m_entry_point():
+    done = subprocess.run([sys.executable, "-m", "auditor", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert "check" in done.stdout
