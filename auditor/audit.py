@@ -17,7 +17,7 @@ from auditor.config import AuditConfig
 from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, read_pairs
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
-from auditor.plugins import call_hook, get_plugin_manager
+from auditor.plugins import compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, PlotData
 
@@ -96,9 +96,7 @@ def run_audit(
     pairs = _pairs(bundle, config, stats, result)
     _measure_retrieval(result, bundle, stats, config, pairs, progress)
     _assess_conditions(result, bundle, stats, config, pairs, pm, progress)
-    for measures in call_hook(pm, "popaudit_measures") or []:  # type: ignore[union-attr]
-        for measure in measures:
-            result.measures[measure.name] = measure.compute(bundle, stats, result)
+    result.measures.update(compute_measures(pm, bundle, stats, result))
 
     from auditor.verdict import decide_verdict
 

@@ -44,14 +44,18 @@ def popaudit_live_model(bundle: ModelBundle) -> LiveModel | None:
 def popaudit_condition_evidence(bundle: ModelBundle) -> dict[str, Condition] | None:
     """Declare verdicts for conditions C1-C5 that only the model's author knows.
 
-    Return a mapping such as ``{"C3": Condition(...)}``; declared evidence overrides
-    what popaudit infers, and the report says where it came from.
+    Return a mapping such as ``{"C3": Condition(...)}`` (keys C1..C5, status holds,
+    violated or unknown), or None to pass. Every plugin is asked; declared evidence
+    overrides what popaudit infers, and the report says where it came from.
     """
 
 
 @hookspec
 def popaudit_measures() -> list[Measure]:
-    """Return extra measures computed after the built-in ones (see :class:`Measure`)."""
+    """Return extra measures computed after the built-in ones (see :class:`Measure`).
+
+    Names must be unique across plugins; numeric values become flat metrics.
+    """
 
 
 @hookspec
@@ -61,7 +65,12 @@ def popaudit_renderers() -> list[Renderer]:
 
 @hookspec
 def popaudit_cli_commands() -> list[click.Command]:
-    """Return extra click commands added to the ``popaudit`` group."""
+    """Return extra click commands added to the ``popaudit`` group.
+
+    Asked when a command name is not a built-in one (and for ``--help``): installed
+    plugins and the ``--plugin`` files on the command line are consulted. A name that
+    clashes with a built-in or another plugin's command is a PluginError.
+    """
 
 
 class Measure(Protocol):

@@ -11,14 +11,22 @@ import importlib
 import click
 
 from auditor import __version__
+from auditor.cli._group import PluginGroup
 
 # Modules that define one command each (a module-level ``command``).
 COMMAND_MODULES = (
     "auditor.cli.check",
+    "auditor.cli.plugins",
+    "auditor.cli.batch",
+    "auditor.cli.retrain",
+    "auditor.cli.experiment",
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=PluginGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="popaudit")
 def cli() -> None:
     """Audit trained two-tower recommenders for popularity bias in item embedding norms.

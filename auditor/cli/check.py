@@ -19,7 +19,7 @@ from auditor.config import (
 from auditor.errors import GateError
 from auditor.gate import evaluate_gates, metric_names, parse_gates
 from auditor.io import write_atomic
-from auditor.plugins import call_hook, get_plugin_manager
+from auditor.plugins import collect_measures, get_plugin_manager
 from auditor.report import RenderContext, renderers
 
 PathArg = click.Path(path_type=Path, dir_okay=False)
@@ -142,7 +142,7 @@ def command(
             f"{fmt!r} is not a report format; choose from {', '.join(sorted(available))}",
             param_hint="--format",
         )
-    extra = [m.name for ms in call_hook(pm, "popaudit_measures") or [] for m in ms]  # type: ignore[union-attr]
+    extra = [m.name for m in collect_measures(pm)]
     try:
         gates = parse_gates(fail_on, metric_names(config.ks, extra))
     except GateError as exc:

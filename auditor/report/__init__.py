@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import pluggy
+
+from auditor.errors import InputError, PluginError
+from auditor.io import write_atomic
 from auditor.result import AuditResult
 
 
@@ -37,3 +41,57 @@ class Renderer(Protocol):
     def render(self, result: AuditResult, context: RenderContext) -> str | bytes:
         """The report as text (or bytes), ready to print or write."""
         ...
+
+
+def renderers(pm: pluggy.PluginManager) -> dict[str, Renderer]:
+    """Every renderer registered through ``popaudit_renderers``, by ``--format`` name.
+
+    Two renderers with the same name are a :class:`~auditor.errors.PluginError` naming
+    both plugins; so is a hook that raises or returns something that is not a renderer.
+    """
+    found: dict[str, tuple[Renderer, str]] = {}
+    # Call each implementation on its own, in registration order (built-ins first), so a
+    # clash or a failure names its plugin.
+    for impl in pm.hook.popaudit_renderers.get_hookimpls():
+        plugin = impl.plugin_name
+        try:
+            provided = impl.function()
+        except Exception as exc:
+            raise PluginError(
+                f"plugin {plugin!r} failed in hook popaudit_renderers: {type(exc).__name__}: {exc}"
+            ) from exc
+        for renderer in provided or []:
+            name = getattr(renderer, "name", None)
+            if not isinstance(name, str) or not name or not callable(getattr(renderer, "render", None)):
+                raise PluginError(
+                    f"plugin {plugin!r} returned {renderer!r} from popaudit_renderers, which is not "
+                    "a renderer (it needs a non-empty str name and a render method)"
+                )
+            if name in found:
+                raise PluginError(
+                    f"two renderers are named {name!r}: one from plugin {found[name][1]!r}, "
+                    f"one from plugin {plugin!r}"
+                )
+            found[name] = (renderer, plugin)
+    return {name: renderer for name, (renderer, _plugin) in found.items()}
+
+
+def render_to(
+    result: AuditResult,
+    fmt: str,
+    path: Path,
+    pm: pluggy.PluginManager,
+    *,
+    color: bool = False,
+    width: int = 100,
+) -> None:
+    """Render ``result`` as ``fmt`` and write it to ``path`` atomically.
+
+    An unknown ``fmt`` is an :class:`~auditor.errors.InputError` listing the known ones.
+    """
+    available = renderers(pm)
+    if fmt not in available:
+        raise InputError(f"unknown report format {fmt!r}; available: {', '.join(sorted(available))}")
+    path = Path(path)
+    data = available[fmt].render(result, RenderContext(destination=path, color=color, width=width))
+    write_atomic(path, data)

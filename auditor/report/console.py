@@ -173,7 +173,10 @@ def _conditions(result: AuditResult) -> Table:
     table.add_column("status")
     table.add_column("evidence", overflow="fold")
     for key, cond in sorted(result.conditions.items()):
-        table.add_row(key, cond.name, Text(cond.status, style=STATUS_STYLE.get(cond.status, "")), cond.evidence)
+        # Text() everywhere: evidence like "E[i]" must not be read as rich markup.
+        table.add_row(
+            key, Text(cond.name), Text(cond.status, style=STATUS_STYLE.get(cond.status, "")), Text(cond.evidence)
+        )
     return table
 
 
@@ -191,5 +194,5 @@ def _measures(result: AuditResult) -> Table:
     table.add_column("measure")
     table.add_column("value", justify="right")
     for name, value in result.measures.items():
-        table.add_row(name, _fmt(value) if isinstance(value, float) else str(value))
+        table.add_row(Text(name), Text(_fmt(value) if isinstance(value, float) else str(value)))
     return table

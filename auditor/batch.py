@@ -1,0 +1,1075 @@
+"""Batch audits: one manifest row -> one ``run_audit`` -> one row of a results Parquet file.
+
+The library behind ``popaudit batch MANIFEST`` (CLI.md).
+
+Manifest
+--------
+A Parquet or CSV file (``.csv``/``.tsv``; anything else is read as Parquet) with a
+``model`` column and, optionally, one column per ``check`` setting. Column names are
+:class:`~auditor.config.AuditConfig` field names (``item_key``, ``max_queries``, ``ks``)
+or the command-line spellings (``item-key``, ``--max-queries``, ``k``); the training
+declarations of C1/C4/C5 are ``optimizer``, ``momentum``, ``weight_decay``, ``lr`` and
+``loss`` (``declared_`` prefix optional). ``k`` holds one cut-off or several (``"10,100"``).
+An optional ``label`` column (free text, e.g. a checkpoint date) is carried into the
+results. A value in a row overrides the command-line default for that row; an empty
+cell keeps the default. Relative paths in the manifest are resolved against the
+manifest's folder. A missing ``model`` column or an unknown column is a
+:class:`~auditor.errors.ManifestError` (it lists the valid names); a bad value in one
+row only fails that row.
+
+Results
+-------
+One row per manifest row, sorted by ``row``; the columns and their order are
+:func:`result_schema` (``RESULT_SCHEMA`` is the schema for the default cut-offs 10 and
+100):
+
+==================  =======  ===========================================================
+column              type     meaning
+==================  =======  ===========================================================
+row                 int64    0-based index of the row in the manifest
+model               string   the ``model`` cell as written in the manifest
+label               string   the ``label`` cell (null without that column)
+interactions        string   the interaction log used (absolute path; null: none)
+status              string   ``ok`` or ``error``
+error               string   ``ExceptionType: message`` when status is error, else null
+verdict_severity    string   ``none`` / ``low`` / ``moderate`` / ``high``
+bias_detected       bool     the verdict's ``bias_detected``
+C1_status..C5_status string  ``holds`` / ``violated`` / ``unknown`` per condition
+n_items, dim        int64    item table shape
+n_interactions      int64    interactions read from the log (null: none)
+seconds             float64  wall time of the audit (differs between runs; everything
+                             else is deterministic for a given manifest and seed)
+<flat metrics>      float64  :func:`auditor.gate.metric_names` order: ``spearman``,
+                             ``spearman_ci_lo``, ``spearman_ci_hi``, ``spearman_p``,
+                             ``pearson_log``, ``kendall``, ``loglog_slope``, then for
+                             every requested K (sorted): ``<metric>_<scoring>@K``,
+                             ``<metric>_ratio@K``, ``overlap_dot_cosine@K``, ``recall@K``
+<plugin metrics>    float64  numeric measures added by plugins, sorted by name
+report_json         string   the full JSON report (CLI.md schema_version 1)
+==================  =======  ===========================================================
+
+Metrics that were not measured (and every metric of an ``error`` row) are null.
+
+Crash safety
+------------
+Results are flushed every time audits finish: the whole table is written to a temp
+file beside the target and renamed onto it (:func:`auditor.io.atomic_path`), so the
+file on disk is always a complete, valid Parquet file and a crash or kill loses at most
+the rows in flight. The cost is rewriting every finished row at each flush, O(rows²)
+bytes over a run; with reports of tens of kilobytes this stays far below the audits'
+own cost for manifests of thousands of models (rows finishing together are flushed
+once). ``resume=True`` keeps the rows already ``ok`` (same row index and model) and
+runs the rest.
+
+Parallelism
+-----------
+``jobs=1`` runs audits in this process. ``jobs=N`` runs them in N worker processes
+(``concurrent.futures.ProcessPoolExecutor``, forkserver start method where available,
+else spawn). Rows are dispatched grouped by interaction log and each worker keeps one
+:class:`~auditor.audit.InputCache`, so a log shared by many models is read once per
+worker. At most N rows are in flight; a worker that dies (killed, out of memory, a
+native crash) fails only its row: the other rows in flight are re-run one at a time in
+a fresh pool, so the row that kills its worker is identified and recorded as an error.
+
+Dask
+----
+``scheduler="tcp://HOST:8786"`` submits every row to an existing ``dask.distributed``
+cluster instead (``pip install 'popaudit[dask]'``); results are identical to the local
+run. Start a cluster on the machines that can read the models and logs (shared paths):
+
+.. code-block:: console
+
+    $ dask scheduler                      # prints tcp://HOST:8786; dashboard on :8787
+    $ dask worker tcp://HOST:8786 --nworkers 4 --nthreads 1   # on each machine
+    $ popaudit batch manifest.parquet -o results.parquet --scheduler tcp://HOST:8786
+
+Use one thread per worker process (audits use native threads of their own) and give
+each worker enough memory for one audit (``--memory-limit``). Paths are sent to the
+workers as absolute paths, so they must be valid on every worker. A worker lost
+mid-audit is retried by Dask on another worker; a row that keeps killing workers ends
+as an error row (``KilledWorker``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import re
+import time
+import typing
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import UnionType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from auditor.config import QUERY_SOURCES, AuditConfig, DeclaredTraining
+from auditor.errors import AuditError, InputError, ManifestError
+from auditor.gate import metric_names
+from auditor.io import atomic_path
+from auditor.progress import SILENT, Progress
+
+AuditFn = Callable[..., Any]
+"""``run_audit``'s signature: ``(config, *, pm, progress, cache) -> AuditResult``."""
+
+CONDITION_IDS = ("C1", "C2", "C3", "C4", "C5")
+STATUS_OK = "ok"
+STATUS_ERROR = "error"
+RESULTS_VERSION = 1
+WORKER_DIED = (
+    "the worker process died while auditing this row (killed, out of memory, or a crash "
+    "in native code)"
+)
+
+# Settings that are batch-wide, never per row: plugins change the worker's hook registry.
+_NOT_PER_ROW = {"model", "plugins", "declared"}
+_ALIASES = {"k": "ks", "format": "interactions_format", "data_format": "interactions_format"}
+_DECLARED = tuple(f.name for f in fields(DeclaredTraining))
+_PATH_FIELDS = ("interactions", "item_ids")
+
+
+# ---------------------------------------------------------------------------- schema
+
+_FIXED_HEAD: tuple[tuple[str, pa.DataType, str], ...] = (
+    ("row", pa.int64(), "0-based index of the row in the manifest"),
+    ("model", pa.string(), "the model cell as written in the manifest"),
+    ("label", pa.string(), "the manifest's label cell (null without that column)"),
+    ("interactions", pa.string(), "interaction log used (absolute path; null: none)"),
+    ("status", pa.string(), "ok or error"),
+    ("error", pa.string(), "'ExceptionType: message' for error rows, else null"),
+    ("verdict_severity", pa.string(), "none, low, moderate or high"),
+    ("bias_detected", pa.bool_(), "the verdict's bias_detected"),
+    *((f"{c}_status", pa.string(), f"{c}: holds, violated or unknown") for c in CONDITION_IDS),
+    ("n_items", pa.int64(), "rows of the item table"),
+    ("dim", pa.int64(), "embedding dimension"),
+    ("n_interactions", pa.int64(), "interactions read from the log (null: none)"),
+    ("seconds", pa.float64(), "wall time of the audit in seconds"),
+)
+_FIXED_TAIL: tuple[tuple[str, pa.DataType, str], ...] = (
+    ("report_json", pa.string(), "the full JSON report (CLI.md schema_version 1)"),
+)
+_FIXED_NAMES = {name for name, _, _ in _FIXED_HEAD + _FIXED_TAIL}
+
+
+def _field(name: str, dtype: pa.DataType, doc: str) -> pa.Field:
+    return pa.field(name, dtype, nullable=True, metadata={"description": doc})
+
+
+def result_schema(ks: Iterable[int], extra_metrics: Iterable[str] = ()) -> pa.Schema:
+    """The results table's schema for cut-offs ``ks`` (and plugin metrics), in column order."""
+    flat = metric_names(sorted(set(int(k) for k in ks)))
+    extras = sorted(set(extra_metrics) - set(flat) - _FIXED_NAMES)
+    columns = [_field(*spec) for spec in _FIXED_HEAD]
+    columns += [_field(name, pa.float64(), "flat metric (CLI.md)") for name in flat]
+    columns += [_field(name, pa.float64(), "plugin measure") for name in extras]
+    columns += [_field(*spec) for spec in _FIXED_TAIL]
+    return pa.schema(
+        columns,
+        metadata={"popaudit.batch": json.dumps({"results_version": RESULTS_VERSION, "ks": sorted(set(ks))})},
+    )
+
+
+RESULT_SCHEMA = result_schema((10, 100))
+"""The results schema for the default cut-offs (10, 100); see :func:`result_schema`."""
+
+
+# ---------------------------------------------------------------------------- manifest
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    """One manifest row: its model, label, converted settings and any problem found."""
+
+    index: int
+    model: str | None
+    label: str | None
+    settings: dict[str, Any]
+    """AuditConfig field -> value (paths resolved; ``declared`` fields under their names)."""
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed manifest: its file, the setting each column maps to, and its rows."""
+
+    path: Path
+    columns: dict[str, str]
+    """Column as written -> AuditConfig field (or ``model``/``label``/a declared field)."""
+    rows: list[ManifestRow]
+
+
+def manifest_columns() -> list[str]:
+    """Every column name a manifest may have (canonical spellings)."""
+    names = ["model", "label"]
+    names += [f.name for f in fields(AuditConfig) if f.name not in _NOT_PER_ROW]
+    names += ["k", *_DECLARED]
+    return names
+
+
+def _canonical(column: str) -> str | None:
+    """The setting a column name maps to, or None when it is unknown."""
+    name = column.strip().lstrip("-").lower().replace("-", "_")
+    name = _ALIASES.get(name, name)
+    if name.startswith("declared_") and name[len("declared_") :] in _DECLARED:
+        name = name[len("declared_") :]
+    valid = set(manifest_columns()) - {"k"}
+    return name if name in valid else None
+
+
+def read_manifest(path: Path) -> Manifest:
+    """Read and validate a manifest (Parquet or CSV); raises ManifestError when unusable."""
+    path = Path(path)
+    if not path.is_file():
+        raise ManifestError(f"manifest not found: {path}")
+    table = _read_manifest_table(path)
+    columns: dict[str, str] = {}
+    unknown: list[str] = []
+    for name in table.column_names:
+        canonical = _canonical(name)
+        if canonical is None:
+            unknown.append(name)
+        else:
+            columns[name] = canonical
+    found = ", ".join(table.column_names) or "(none)"
+    if "model" not in columns.values():
+        raise ManifestError(f"manifest {path} has no 'model' column; columns found: {found}")
+    if unknown:
+        raise ManifestError(
+            f"manifest {path}: unknown column(s) {', '.join(map(repr, unknown))}; valid "
+            f"columns: {', '.join(manifest_columns())} (command-line spellings such as "
+            "item-key also work)"
+        )
+    seen: dict[str, str] = {}
+    for name, canonical in columns.items():
+        if canonical in seen:
+            raise ManifestError(
+                f"manifest {path}: columns {seen[canonical]!r} and {name!r} both set {canonical!r}"
+            )
+        seen[canonical] = name
+    if table.num_rows == 0:
+        raise ManifestError(f"manifest {path} has no rows")
+    base = path.resolve().parent
+    data = {name: table.column(name).to_pylist() for name in columns}
+    rows = [
+        _manifest_row(i, {columns[n]: data[n][i] for n in columns}, base)
+        for i in range(table.num_rows)
+    ]
+    return Manifest(path=path, columns=columns, rows=rows)
+
+
+def _read_manifest_table(path: Path) -> pa.Table:
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv", ".txt"):
+            return pacsv.read_csv(
+                path,
+                parse_options=pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ","),
+                # Every cell is converted by setting type below, so read text as text.
+                convert_options=pacsv.ConvertOptions(strings_can_be_null=True, auto_dict_encode=False),
+            )
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        kind = "CSV" if suffix in (".csv", ".tsv", ".txt") else "Parquet"
+        raise ManifestError(f"cannot read manifest {path} as {kind}: {exc}") from exc
+
+
+def _setting_kinds() -> dict[str, str]:
+    """AuditConfig field -> value kind (path, bool, int, size, float, ints, str, query)."""
+    hints = typing.get_type_hints(AuditConfig)
+    hints.update(typing.get_type_hints(DeclaredTraining))
+    kinds: dict[str, str] = {}
+    for name, hint in hints.items():
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        base = args[0] if isinstance(hint, UnionType) or typing.get_origin(hint) is typing.Union else hint
+        if name == "queries":
+            kinds[name] = "query"
+        elif name == "max_memory":
+            kinds[name] = "size"
+        elif base is Path:
+            kinds[name] = "path"
+        elif base is bool:
+            kinds[name] = "bool"
+        elif base is int:
+            kinds[name] = "int"
+        elif base is float:
+            kinds[name] = "float"
+        elif typing.get_origin(base) is tuple:
+            kinds[name] = "ints"
+        else:
+            kinds[name] = "str"
+    return kinds
+
+
+def _manifest_row(index: int, cells: Mapping[str, Any], base: Path) -> ManifestRow:
+    kinds = _setting_kinds()
+    settings: dict[str, Any] = {}
+    problems: list[str] = []
+    model = _text(cells.get("model"))
+    label = _text(cells.get("label"))
+    if model is None:
+        problems.append("the model cell is empty")
+    for name, value in cells.items():
+        if name in ("model", "label") or _missing(value):
+            continue
+        try:
+            settings[name] = convert_setting(name, kinds[name], value, base)
+        except (ValueError, TypeError) as exc:
+            problems.append(f"column {name!r}: {exc}")
+    return ManifestRow(index, model, label, settings, tuple(problems))
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and not value.strip()
+
+
+def _text(value: Any) -> str | None:
+    return None if _missing(value) else str(value).strip()
+
+
+def _resolve(value: str | Path, base: Path) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+_BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_memory_size(value: Any) -> int:
+    """Bytes from an int or text such as ``4G``, ``512MiB``, ``1.5GB`` (powers of 1024)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        number = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a memory size such as 4G or 512MiB")
+        unit = "kmgt".find(match.group(2).lower()) + 1 if match.group(2) else 0
+        number = int(float(match.group(1)) * 1024**unit)
+    if number <= 0:
+        raise ValueError(f"memory size must be positive, got {value!r}")
+    return number
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise ValueError(f"expected an integer, got {value!r}")
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {value!r}") from None
+
+
+def convert_setting(name: str, kind: str, value: Any, base: Path) -> Any:
+    """One manifest cell as the AuditConfig value of setting ``name`` (paths resolved)."""
+    if kind == "path":
+        return _resolve(str(value).strip(), base)
+    if kind == "query":
+        text = str(value).strip()
+        return text if text in QUERY_SOURCES else str(_resolve(text, base))
+    if kind == "bool":
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        text = str(value).strip().lower()
+        if text.endswith(".0"):  # CSV/float columns holding 1.0 / 0.0
+            text = text[:-2]
+        if text not in _BOOLS:
+            raise ValueError(f"expected true or false, got {value!r}")
+        return _BOOLS[text]
+    if kind == "int":
+        return _int(value)
+    if kind == "size":
+        return parse_memory_size(value)
+    if kind == "float":
+        return float(value)
+    if kind == "ints":
+        if isinstance(value, (list, tuple, np.ndarray)):
+            parts: list[Any] = list(value)
+        elif isinstance(value, str):
+            parts = [p for p in re.split(r"[\s,;\[\]]+", value) if p]
+        else:
+            parts = [value]
+        if not parts:
+            raise ValueError(f"expected cut-offs such as '10,100', got {value!r}")
+        return tuple(_int(p) for p in parts)
+    text = str(value).strip()
+    if isinstance(value, float) and value.is_integer():  # e.g. an item_key '0' read as 0.0
+        text = str(int(value))
+    return text
+
+
+# ---------------------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One audit to run: a manifest row and its full config (None when the row is bad)."""
+
+    row: int
+    model: str
+    label: str | None
+    config: AuditConfig | None
+    error: str | None = None
+
+
+def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) -> list[BatchJob]:
+    """A job per manifest row: command-line ``defaults`` overridden by the row's cells.
+
+    ``defaults`` maps AuditConfig field names (not ``model``) to values; invalid defaults
+    raise InputError, an invalid row becomes a job carrying its error.
+    """
+    template = _template(defaults or {})
+    jobs = []
+    for row in manifest.rows:
+        model = row.model or ""
+        if row.problems:
+            jobs.append(BatchJob(row.index, model, row.label, None, "InputError: " + "; ".join(row.problems)))
+            continue
+        try:
+            config = _row_config(template, Path(_resolve(model, manifest.path.resolve().parent)), row.settings)
+        except AuditError as exc:
+            jobs.append(BatchJob(row.index, model, row.label, None, f"{type(exc).__name__}: {exc}"))
+            continue
+        jobs.append(BatchJob(row.index, model, row.label, config))
+    return jobs
+
+
+def _template(defaults: Mapping[str, Any]) -> AuditConfig:
+    values = dict(defaults)
+    if "model" in values:
+        raise InputError("batch defaults cannot set 'model': it comes from the manifest")
+    cwd = Path.cwd()
+    # Absolute paths, so that pool and Dask workers (other cwd) read the same files.
+    for name in _PATH_FIELDS:
+        if values.get(name) is not None:
+            values[name] = _resolve(values[name], cwd).resolve()
+    if values.get("queries") not in (None, *QUERY_SOURCES):
+        values["queries"] = str(_resolve(values["queries"], cwd).resolve())
+    if values.get("plugins"):
+        values["plugins"] = tuple(_resolve(p, cwd).resolve() for p in values["plugins"])
+    try:
+        return AuditConfig(model=Path("."), **values)
+    except TypeError as exc:
+        raise InputError(f"invalid batch defaults: {exc}") from exc
+
+
+def _row_config(template: AuditConfig, model: Path, settings: Mapping[str, Any]) -> AuditConfig:
+    declared = {k: v for k, v in settings.items() if k in _DECLARED}
+    overrides = {k: v for k, v in settings.items() if k not in _DECLARED}
+    overrides["model"] = model
+    if declared:
+        overrides["declared"] = replace(template.declared, **declared)
+    return template.with_overrides(overrides)
+
+
+# ---------------------------------------------------------------------------- workers
+
+# Per-process state of a worker (pool process, Dask worker, or this process for jobs=1).
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_cache(interactions: Path | None) -> Any:
+    """This process's InputCache; replaced when the log changes so memory holds one log.
+
+    Rows arrive grouped by log, so a worker never returns to a log it has moved past.
+    """
+    from auditor.audit import InputCache
+
+    if "cache" not in _WORKER or _WORKER.get("log") != interactions:
+        _WORKER["cache"] = InputCache()
+        _WORKER["log"] = interactions
+    return _WORKER["cache"]
+
+
+def _worker_plugins(paths: tuple[Path, ...]) -> Any:
+    """One plugin manager per worker and plugin list (entry points are scanned once)."""
+    from auditor.plugins import get_plugin_manager
+
+    managers = _WORKER.setdefault("pms", {})
+    if paths not in managers:
+        managers[paths] = get_plugin_manager(paths)
+    return managers[paths]
+
+
+def audit_job(job: BatchJob, audit_fn: AuditFn | None = None) -> dict[str, Any]:
+    """Run one job in this process and return its results record; never raises for a
+    failed audit (the record carries the error)."""
+    if job.config is None:
+        return error_record(job, job.error or "InputError: invalid manifest row")
+    if audit_fn is None:
+        from auditor.audit import run_audit
+
+        audit_fn = run_audit
+    start = time.perf_counter()
+    try:
+        pm = _worker_plugins(job.config.plugins)
+        cache = _worker_cache(job.config.interactions)
+        result = audit_fn(job.config, pm=pm, progress=SILENT, cache=cache)
+        return result_record(job, result, time.perf_counter() - start)
+    except Exception as exc:  # one bad row must never stop the batch
+        return error_record(job, f"{type(exc).__name__}: {exc}", time.perf_counter() - start)
+
+
+def _base_record(job: BatchJob) -> dict[str, Any]:
+    interactions = job.config.interactions if job.config is not None else None
+    return {
+        "row": job.row,
+        "model": job.model,
+        "label": job.label,
+        "interactions": None if interactions is None else str(interactions),
+    }
+
+
+def error_record(job: BatchJob, message: str, seconds: float | None = None) -> dict[str, Any]:
+    """The record of a row that failed: status error, the message, no metrics."""
+    record = _base_record(job)
+    record.update(status=STATUS_ERROR, error=message, seconds=seconds)
+    return record
+
+
+def result_record(job: BatchJob, result: Any, seconds: float) -> dict[str, Any]:
+    """The record of a finished audit: verdict, condition statuses, flat metrics, JSON."""
+    record = _base_record(job)
+    record.update(status=STATUS_OK, error=None, seconds=seconds)
+    record["verdict_severity"] = result.verdict.severity
+    record["bias_detected"] = bool(result.verdict.bias_detected)
+    conditions = result.conditions or {}
+    for cid in CONDITION_IDS:
+        condition = conditions.get(cid)
+        record[f"{cid}_status"] = None if condition is None else condition.status
+    record["n_items"] = int(result.inputs.n_items)
+    record["dim"] = int(result.inputs.dim)
+    n = result.inputs.n_interactions
+    record["n_interactions"] = None if n is None else int(n)
+    for name, value in result.flat_metrics().items():
+        if name not in _FIXED_NAMES:
+            record[name] = value
+    record["report_json"] = json.dumps(result.to_dict(), default=str)
+    return record
+
+
+# ---------------------------------------------------------------------------- dispatch
+
+
+def _dispatch_inline(jobs: Sequence[BatchJob], audit_fn: AuditFn | None) -> Iterator[list[dict[str, Any]]]:
+    for job in jobs:
+        yield [audit_job(job, audit_fn)]
+
+
+def _start_method() -> str:
+    methods = multiprocessing.get_all_start_methods()
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def _dispatch_pool(
+    jobs: Sequence[BatchJob], audit_fn: AuditFn | None, workers: int, start_method: str | None
+) -> Iterator[list[dict[str, Any]]]:
+    """Run jobs in worker processes, at most ``workers`` in flight; survive dead workers."""
+    method = start_method or _start_method()
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        # Workers fork from a server that has imported the audit stack (torch, pyarrow)
+        # once, instead of each importing it; applies when the server starts.
+        context.set_forkserver_preload(["auditor.batch", "auditor.audit", "auditor.plugins"])
+    pending: deque[BatchJob] = deque(jobs)
+    suspects: deque[BatchJob] = deque()  # in flight when a worker died: re-run alone
+    in_flight: dict[Future[dict[str, Any]], BatchJob] = {}
+    pool: ProcessPoolExecutor | None = None
+    try:
+        while pending or suspects or in_flight:
+            if pool is None:
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+            if suspects:
+                if not in_flight:
+                    job = suspects.popleft()
+                    in_flight[pool.submit(audit_job, job, audit_fn)] = job
+            else:
+                while pending and len(in_flight) < workers:
+                    job = pending.popleft()
+                    in_flight[pool.submit(audit_job, job, audit_fn)] = job
+            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                # Every other future of this pool fails too; settle them all now.
+                pool.shutdown(wait=True, cancel_futures=True)
+                pool = None
+                done = set(in_flight)
+            records: list[dict[str, Any]] = []
+            died: list[BatchJob] = []
+            for future in done:
+                job = in_flight.pop(future)
+                exc = future.exception()
+                if exc is None:
+                    records.append(future.result())
+                elif isinstance(exc, BrokenProcessPool):
+                    died.append(job)
+                else:  # e.g. the job could not be pickled
+                    records.append(error_record(job, f"{type(exc).__name__}: {exc}"))
+            if len(died) == 1:
+                records.append(error_record(died[0], WORKER_DIED))
+            else:
+                suspects.extend(sorted(died, key=lambda j: j.row))
+            if records:
+                yield records
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _dispatch_dask(
+    jobs: Sequence[BatchJob], audit_fn: AuditFn | None, address: str
+) -> Iterator[list[dict[str, Any]]]:
+    """Submit every job to the Dask cluster at ``address``; yield records as they finish."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError as exc:
+        raise InputError(
+            "--scheduler needs dask.distributed: pip install 'popaudit[dask]'"
+        ) from exc
+    try:
+        # Connect timeout: Dask's distributed.comm.timeouts.connect (default 30s).
+        client = Client(address, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise InputError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
+    futures: dict[Any, BatchJob] = {}
+    try:
+        token = f"{os.getpid()}-{time.time_ns()}"
+        for job in jobs:  # submission order = priority: rows stay grouped by log
+            future = client.submit(audit_job, job, audit_fn, pure=False, key=f"popaudit-row-{job.row}-{token}")
+            futures[future] = job
+        for batch in as_completed(list(futures), loop=client.loop, with_results=False).batches():
+            records = []
+            for future in batch:
+                job = futures[future]
+                try:
+                    records.append(future.result())
+                except Exception as exc:  # KilledWorker, a lost connection, ...
+                    records.append(error_record(job, f"dask: {type(exc).__name__}: {exc}"))
+            yield records
+    finally:
+        for future in futures:
+            future.cancel()
+        client.close()
+
+
+# ---------------------------------------------------------------------------- run
+
+
+@dataclass
+class BatchOutcome:
+    """What a batch run left behind."""
+
+    output: Path
+    table: pa.Table
+    """The results table as written (sorted by row)."""
+    n_ok: int
+    n_error: int
+    n_resumed: int
+    """Rows kept from an earlier run (``resume``) and not audited again."""
+    failures: list[tuple[int, str, str]] = field(default_factory=list)
+    """(row, model, error) of every error row."""
+
+
+class ResultsWriter:
+    """Holds finished records and rewrites the whole results file atomically on flush."""
+
+    def __init__(self, output: Path, ks: Iterable[int], manifest: Path | None = None) -> None:
+        self.output = Path(output)
+        self.ks = tuple(sorted(set(ks)))
+        self.manifest = manifest
+        self.records: dict[int, dict[str, Any]] = {}
+
+    def add(self, records: Iterable[dict[str, Any]]) -> None:
+        for record in records:
+            self.records[int(record["row"])] = record
+
+    def table(self) -> pa.Table:
+        rows = [self.records[r] for r in sorted(self.records)]
+        extras = {
+            key
+            for record in rows
+            for key, value in record.items()
+            if key not in _FIXED_NAMES and (value is None or isinstance(value, (int, float)))
+            and not isinstance(value, bool)
+        }
+        schema = result_schema(self.ks, extras)
+        if self.manifest is not None:
+            meta = dict(schema.metadata or {})
+            info = json.loads(meta[b"popaudit.batch"])
+            info["manifest"] = str(self.manifest)
+            meta[b"popaudit.batch"] = json.dumps(info).encode()
+            schema = schema.with_metadata(meta)
+        return pa.Table.from_pylist(rows, schema=schema)
+
+    def flush(self) -> pa.Table:
+        table = self.table()
+        with atomic_path(self.output) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+        return table
+
+
+def read_results(path: Path) -> pa.Table:
+    """Read a results file written by :func:`run_batch`; InputError when it is not one."""
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"{path} is not a readable Parquet results file: {exc}") from exc
+    missing = [c for c in ("row", "model", "status") if c not in table.column_names]
+    if missing:
+        raise InputError(f"{path} is not a popaudit batch results file (no {', '.join(missing)} column)")
+    return table
+
+
+def _group_order(jobs: Sequence[BatchJob]) -> list[BatchJob]:
+    """Jobs grouped by interaction log (groups in order of first appearance, rows in order)."""
+    first: dict[str, int] = {}
+    for job in jobs:
+        key = str(job.config.interactions) if job.config is not None else ""
+        first.setdefault(key, len(first))
+    return sorted(jobs, key=lambda j: (first[str(j.config.interactions) if j.config else ""], j.row))
+
+
+def run_batch(
+    manifest: Path | Manifest,
+    output: Path,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    jobs: int = 1,
+    resume: bool = False,
+    scheduler: str | None = None,
+    progress: Progress = SILENT,
+    audit_fn: AuditFn | None = None,
+    start_method: str | None = None,
+) -> BatchOutcome:
+    """Audit every manifest row and write the results Parquet file (module docstring).
+
+    ``defaults``: AuditConfig settings (field names) every row starts from. ``jobs``:
+    worker processes (1: audit in this process). ``scheduler``: a Dask scheduler address
+    (overrides ``jobs``). ``audit_fn``: the audit to run, ``run_audit`` by default (must
+    be importable by name for worker processes). ``start_method``: multiprocessing start
+    method of the pool (default forkserver, else spawn).
+    """
+    if jobs < 1:
+        raise InputError(f"--jobs must be at least 1, got {jobs}")
+    parsed = manifest if isinstance(manifest, Manifest) else read_manifest(Path(manifest))
+    all_jobs = build_jobs(parsed, defaults)
+    ks = {k for job in all_jobs if job.config is not None for k in job.config.ks}
+    ks |= set(_template(defaults or {}).ks)
+    writer = ResultsWriter(output, ks, parsed.path.resolve())
+
+    n_resumed = 0
+    if resume and Path(output).exists():
+        by_row = {job.row: job for job in all_jobs}
+        for record in read_results(Path(output)).to_pylist():
+            job = by_row.get(record.get("row"))  # type: ignore[arg-type]
+            if job is not None and record.get("status") == STATUS_OK and record.get("model") == job.model:
+                writer.add([record])
+                n_resumed += 1
+    todo = [job for job in all_jobs if job.row not in writer.records]
+    writer.add(error_record(job, job.error or "") for job in todo if job.config is None)
+    runnable = _group_order([job for job in todo if job.config is not None])
+    writer.flush()  # the file exists (and is valid) from the start
+
+    if scheduler:
+        batches = _dispatch_dask(runnable, audit_fn, scheduler)
+    elif jobs == 1:
+        batches = _dispatch_inline(runnable, audit_fn)
+    else:
+        batches = _dispatch_pool(runnable, audit_fn, min(jobs, max(1, len(runnable))), start_method)
+
+    n_failed = sum(1 for r in writer.records.values() if r["status"] == STATUS_ERROR)
+    with progress.track(f"Auditing {len(runnable)} of {len(all_jobs)} models", total=len(runnable)) as advance:
+        try:
+            for records in batches:
+                writer.add(records)
+                writer.flush()
+                for record in records:
+                    if record["status"] == STATUS_ERROR:
+                        n_failed += 1
+                        progress.note(
+                            f"row {record['row']} ({record['model']}) failed "
+                            f"[{n_failed} failed so far]: {record['error']}"
+                        )
+                advance(len(records))
+        finally:
+            batches.close()
+    table = writer.table()
+    status = table.column("status").to_pylist()
+    failures = [
+        (int(r["row"]), str(r["model"]), str(r["error"]))
+        for r in table.select(["row", "model", "error", "status"]).to_pylist()
+        if r["status"] == STATUS_ERROR
+    ]
+    return BatchOutcome(
+        output=Path(output),
+        table=table,
+        n_ok=status.count(STATUS_OK),
+        n_error=status.count(STATUS_ERROR),
+        n_resumed=n_resumed,
+        failures=failures,
+    )
+
+
+# ---------------------------------------------------------------------------- summary
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One ok row of the summary: where it sits in the manifest and its bias numbers."""
+
+    row: int
+    model: str
+    label: str | None
+    severity: str | None
+    spearman: float | None
+    head_share: float | None
+    """The summary's head-share ratio metric (dot over cosine), see ``head_share_metric``."""
+    rank_value: float | None
+    delta_spearman: float | None = None
+    """Change from the previous ok row in manifest order (None for the first)."""
+    delta_head_share: float | None = None
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How one metric moved across the manifest order (ok rows only)."""
+
+    metric: str
+    n: int
+    first: float | None
+    last: float | None
+    change: float | None
+    min_row: int | None
+    max_row: int | None
+    kendall_tau: float | None
+    """Kendall's tau between manifest order and the metric (needs 3+ values)."""
+    p_value: float | None
+    direction: str
+    """``rising``, ``falling`` (tau's p < 0.05) or ``no clear trend``."""
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """Models ranked by bias, the manifest-order view, trends and the failed rows."""
+
+    n_rows: int
+    n_ok: int
+    n_error: int
+    rank_by: str
+    head_share_metric: str | None
+    ranking: list[SummaryRow]
+    """Most biased first (descending ``rank_by``; rows without a value last)."""
+    order: list[SummaryRow]
+    """Manifest order, with changes from the previous row."""
+    trends: list[Trend]
+    failures: list[tuple[int, str, str]]
+
+
+def _head_share_metric(columns: Sequence[str], table: pa.Table) -> str | None:
+    """The head-share ratio at the largest K that has values (``head_share_1pct_ratio@K``)."""
+    candidates = []
+    for name in columns:
+        match = re.fullmatch(r"head_share_1pct_ratio@(\d+)", name)
+        if match and table.column(name).null_count < table.num_rows:
+            candidates.append((int(match.group(1)), name))
+    return max(candidates)[1] if candidates else None
+
+
+def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
+    """Rank the ok rows of a results table by ``rank_by`` and follow metrics across rows."""
+    from scipy import stats
+
+    if rank_by not in table.column_names:
+        numeric = [f.name for f in table.schema if pa.types.is_floating(f.type)]
+        raise InputError(f"cannot rank by {rank_by!r}: not a results column; numeric columns: {', '.join(numeric)}")
+    head = _head_share_metric(table.column_names, table)
+    records = sorted(table.to_pylist(), key=lambda r: r["row"])
+    ok = [r for r in records if r["status"] == STATUS_OK]
+    order: list[SummaryRow] = []
+    previous: dict[str, Any] | None = None
+    for r in ok:
+        spearman, share = r.get("spearman"), r.get(head) if head else None
+        order.append(
+            SummaryRow(
+                row=r["row"],
+                model=r["model"],
+                label=r.get("label"),
+                severity=r.get("verdict_severity"),
+                spearman=spearman,
+                head_share=share,
+                rank_value=r.get(rank_by),
+                delta_spearman=_delta(spearman, previous.get("spearman") if previous else None),
+                delta_head_share=_delta(share, previous.get(head) if previous and head else None),
+            )
+        )
+        previous = r
+    ranking = sorted(order, key=lambda s: (s.rank_value is None, -(s.rank_value or 0.0), s.row))
+    trends = []
+    for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
+        points = [(r["row"], r[metric]) for r in ok if r.get(metric) is not None]
+        trends.append(_trend(metric, points, stats))
+    failures = [(r["row"], r["model"], r["error"] or "") for r in records if r["status"] == STATUS_ERROR]
+    return BatchSummary(
+        n_rows=len(records),
+        n_ok=len(ok),
+        n_error=len(failures),
+        rank_by=rank_by,
+        head_share_metric=head,
+        ranking=ranking,
+        order=order,
+        trends=trends,
+        failures=failures,
+    )
+
+
+def _delta(value: float | None, before: float | None) -> float | None:
+    return None if value is None or before is None else value - before
+
+
+def _trend(metric: str, points: list[tuple[int, float]], stats: Any) -> Trend:
+    if not points:
+        return Trend(metric, 0, None, None, None, None, None, None, None, "no clear trend")
+    rows = np.array([p[0] for p in points], dtype=np.float64)
+    values = np.array([p[1] for p in points], dtype=np.float64)
+    tau = p = None
+    direction = "no clear trend"
+    if len(points) >= 3 and np.ptp(values) > 0:
+        test = stats.kendalltau(rows, values)
+        tau, p = float(test.statistic), float(test.pvalue)
+        if p < 0.05:
+            direction = "rising" if tau > 0 else "falling"
+    return Trend(
+        metric=metric,
+        n=len(points),
+        first=float(values[0]),
+        last=float(values[-1]),
+        change=float(values[-1] - values[0]),
+        min_row=int(rows[int(np.argmin(values))]),
+        max_row=int(rows[int(np.argmax(values))]),
+        kendall_tau=tau,
+        p_value=p,
+        direction=direction,
+    )
+
+
+def summary_figure(summary: BatchSummary) -> Any:
+    """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure)."""
+    from auditor.report.plots import _style, new_figure
+
+    fig = new_figure(7.5, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    _style(ax)
+    rows = [s.row for s in summary.order]
+    spearman = [np.nan if s.spearman is None else s.spearman for s in summary.order]
+    ax.plot(rows, spearman, marker="o", color="#D55E00", label="Spearman ρ (norm vs frequency)")
+    ax.set_xlabel("manifest row")
+    ax.set_ylabel("Spearman ρ")
+    ax.axhline(0.0, color="#999999", linewidth=0.8)
+    if summary.head_share_metric:
+        twin = ax.twinx()
+        share = [np.nan if s.head_share is None else s.head_share for s in summary.order]
+        twin.plot(rows, share, marker="s", linestyle="--", color="#0072B2", label=summary.head_share_metric)
+        twin.set_ylabel(f"{summary.head_share_metric} (dot / cosine)")
+        handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, loc="best", fontsize="small")
+    else:
+        ax.legend(loc="best", fontsize="small")
+    ax.set_title("Bias across the manifest order")
+    return fig
+
+
+def summary_html(summary: BatchSummary, *, title: str = "popaudit batch summary") -> str:
+    """A self-contained HTML summary: counts, ranking, manifest-order trend plot, failures."""
+    from html import escape
+
+    from auditor.report.content import fmt_num, fmt_ratio
+    from auditor.report.plots import figure_data_uri
+
+    def table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: set[int]) -> str:
+        head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+        body = "".join(
+            "<tr>" + "".join(
+                f'<td class="{"num" if i in numeric else "txt"}">{escape(c)}</td>' for i, c in enumerate(row)
+            ) + "</tr>"
+            for row in rows
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    share_name = summary.head_share_metric or "head share ratio"
+    parts = [
+        f"<h1>{escape(title)}</h1>",
+        f"<p>{summary.n_rows} rows: {summary.n_ok} audited, {summary.n_error} failed. "
+        f"Ranked by <code>{escape(summary.rank_by)}</code>, most biased first.</p>",
+        "<h2>Ranking</h2>",
+        table(
+            ["rank", "row", "model", "label", "severity", "spearman", share_name],
+            (
+                [str(i + 1), str(s.row), s.model, s.label or "", s.severity or "n/a",
+                 fmt_num(s.spearman), fmt_ratio(s.head_share)]
+                for i, s in enumerate(summary.ranking)
+            ),
+            {0, 1, 5, 6},
+        ),
+        "<h2>Across the manifest order</h2>",
+    ]
+    if summary.order:
+        fig = summary_figure(summary)
+        parts.append(
+            f'<img src="{figure_data_uri(fig)}" alt="Spearman rho and {escape(share_name)} '
+            'for each manifest row, in manifest order">'
+        )
+    parts.append(
+        table(
+            ["metric", "first", "last", "change", "Kendall τ vs order", "p", "trend"],
+            (
+                [t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
+                 fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction]
+                for t in summary.trends
+            ),
+            {1, 2, 3, 4, 5},
+        )
+    )
+    parts.append(
+        table(
+            ["row", "model", "label", "spearman", "Δ spearman", share_name, "Δ"],
+            (
+                [str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+                 fmt_ratio(s.head_share), fmt_num(s.delta_head_share)]
+                for s in summary.order
+            ),
+            {0, 3, 4, 5, 6},
+        )
+    )
+    if summary.failures:
+        parts.append("<h2>Failed rows</h2>")
+        parts.append(table(["row", "model", "error"], ([str(r), m, e] for r, m, e in summary.failures), {0}))
+    style = (
+        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.25em .6em}"
+        "th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}"
+        "img{max-width:100%}"
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )

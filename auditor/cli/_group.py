@@ -1,0 +1,97 @@
+"""The ``popaudit`` click group: built-in commands plus commands added by plugins.
+
+Plugin commands (hook ``popaudit_cli_commands``) come from installed entry points and
+from the ``--plugin PATH`` files named anywhere on the command line, read before click
+parses it. The plugin manager is built only when a name is not a built-in command or
+the command list is asked for (``popaudit --help``), and without the built-in plugin
+modules (they add no commands): ``popaudit --help`` imports only installed plugins,
+and ``popaudit check`` none for this (its own manager comes later, in the command).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from auditor.errors import PluginError
+
+_ARGV_KEY = "popaudit.plugin_paths"
+_COMMANDS_KEY = "popaudit.plugin_commands"
+
+
+class PluginGroup(click.Group):
+    """A click group whose command list also holds the plugins' commands."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from auditor.plugins import plugin_paths_from_argv
+
+        ctx.meta[_ARGV_KEY] = plugin_paths_from_argv(args)
+        return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = set(super().list_commands(ctx))
+        try:
+            names |= set(self._plugin_commands(ctx))
+        except PluginError:
+            pass  # listing stays usable; running a command reports the broken plugin
+        return sorted(names)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        try:
+            return self._plugin_commands(ctx).get(cmd_name)
+        except PluginError as exc:
+            # click cannot carry our exit code from here; fail like common_options does.
+            from auditor.cli._common import fail
+
+            fail(str(exc), exc.exit_code)
+            return None
+
+    def _plugin_commands(self, ctx: click.Context) -> dict[str, click.Command]:
+        cached: dict[str, click.Command] | None = ctx.meta.get(_COMMANDS_KEY)
+        if cached is not None:
+            return cached
+        commands = plugin_commands(ctx.meta.get(_ARGV_KEY, ()), builtin_names=self.commands)
+        ctx.meta[_COMMANDS_KEY] = commands
+        return commands
+
+
+def plugin_commands(plugin_paths: Any, *, builtin_names: Any = ()) -> dict[str, click.Command]:
+    """Commands from installed plugins and ``plugin_paths``, by name.
+
+    A command that is not a ``click.Command``, or whose name is taken by a built-in
+    command or another plugin, is a PluginError naming the plugin.
+    """
+    from auditor.plugins import get_plugin_manager, hook_results
+
+    pm = get_plugin_manager(plugin_paths, builtins=False)
+    commands: dict[str, click.Command] = {}
+    owners: dict[str, str] = {}
+    for result in hook_results(pm, "popaudit_cli_commands"):
+        if not isinstance(result.value, (list, tuple)):
+            raise PluginError(
+                f"plugin {result.plugin!r} returned {type(result.value).__name__} from hook "
+                "popaudit_cli_commands; expected a list of click commands"
+            )
+        for command in result.value:
+            if not isinstance(command, click.Command) or not command.name:
+                raise PluginError(
+                    f"plugin {result.plugin!r} returned {command!r} from hook "
+                    "popaudit_cli_commands, which is not a named click command"
+                )
+            if command.name in builtin_names:
+                raise PluginError(
+                    f"plugin {result.plugin!r} adds command {command.name!r}, "
+                    "which is a built-in popaudit command"
+                )
+            if command.name in owners:
+                raise PluginError(
+                    f"command {command.name!r} is added by both plugin {owners[command.name]!r} "
+                    f"and plugin {result.plugin!r}"
+                )
+            owners[command.name] = result.plugin
+            commands[command.name] = command
+    return commands

@@ -1,0 +1,197 @@
+"""``popaudit batch MANIFEST``: audit every model a manifest lists into one results Parquet."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from auditor.cli._common import RichProgress, common_options, stderr
+from auditor.config import INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS
+from auditor.errors import GateError
+
+PathArg = click.Path(path_type=Path, dir_okay=False)
+MAX_ORDER_ROWS = 40
+"""The console lists every row in manifest order up to this many (the HTML always does)."""
+
+
+class MemorySize(click.ParamType):
+    """Bytes, or a size such as 4G / 512MiB."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from auditor.batch import parse_memory_size
+
+        try:
+            return parse_memory_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+@click.command("batch")
+@click.argument("manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("-o", "--output", type=PathArg, required=True, help="Results Parquet file (one row per manifest row; rewritten atomically as rows finish).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Audits run in parallel worker processes (1: in this process).")
+@click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
+@click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes.")
+@click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
+@click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
+@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (repeatable).")
+@click.option("--interactions", type=PathArg, help="Default training log for rows without an interactions cell.")
+@click.option("--interactions-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of the logs when the name does not tell.")
+@click.option("--user-col", help="User column of the logs (auto-detected from common names).")
+@click.option("--item-col", help="Item column of the logs (auto-detected from common names).")
+@click.option("--item-ids", type=PathArg, help="Default raw item id of each table row, in row order.")
+@click.option("--item-key", help="Name of the item table tensor when auto-detection is ambiguous.")
+@click.option("--user-key", help="Name of the user table tensor when auto-detection is ambiguous.")
+@click.option("-k", "--k", "ks", type=click.IntRange(min=1), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]")
+@click.option("--queries", default="auto", show_default=True, help="Retrieval queries: users, history, or a .npy/Parquet file of vectors.")
+@click.option("--max-queries", type=click.IntRange(min=1), default=10_000, show_default=True, help="Sample at most N queries per audit (seeded).")
+@click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index for retrieval.")
+@click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures.")
+@click.option("--no-retrieval", is_flag=True, help="Skip the retrieval-skew section.")
+@click.option("--no-probes", is_flag=True, help="Skip the numeric probes on live encoders.")
+@click.option("--optimizer", help="Declared item-tower optimizer for models that do not record it.")
+@click.option("--momentum", type=float, help="Declared SGD momentum.")
+@click.option("--weight-decay", type=float, help="Declared weight decay on the item parameters.")
+@click.option("--lr", type=float, help="Declared learning rate (condition C5).")
+@click.option("--loss", help="Declared training loss.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling, bootstrap and probes.")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman's ρ (0 to skip).")
+@click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for tables and indexes: bytes or a size such as 8G.")
+@click.option("--trust-pickle", is_flag=True, help="Allow loading full pickled models (runs code from the files).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors, failed rows and tripped gates.")
+@common_options
+def command(
+    manifest: Path,
+    output: Path,
+    jobs: int,
+    resume: bool,
+    scheduler: str | None,
+    html_path: Path | None,
+    rank_by: str,
+    fail_on: tuple[str, ...],
+    ks: tuple[int, ...],
+    no_retrieval: bool,
+    no_probes: bool,
+    optimizer: str | None,
+    momentum: float | None,
+    weight_decay: float | None,
+    lr: float | None,
+    loss: str | None,
+    quiet: bool,
+    plugins: tuple[Path, ...],
+    **settings: Any,
+) -> None:
+    """Audit every model listed in MANIFEST and write one results row per model.
+
+    MANIFEST is Parquet or CSV with a `model` column; optional columns `interactions`,
+    `item_ids`, `label` (free text carried into the results) and any check option by its
+    name (`item_key` or `item-key`, `k` as "10,100", `max_queries`, `seed`, `optimizer`,
+    ...). A cell overrides the option given here for its row; relative paths are
+    resolved against the manifest's folder.
+
+    The results Parquet has, per row: row, model, label, status (ok/error), error, the
+    verdict and C1-C5 statuses, the flat metrics (spearman, <metric>_<scoring>@<k>,
+    <metric>_ratio@<k>, ...) for every K requested, and report_json. It is rewritten
+    atomically as audits finish, so it is always a valid file; --resume continues an
+    interrupted run. A failing row is recorded and never stops the others; the command
+    still exits 0 (3 when a --fail-on gate holds for an audited row).
+
+    \b
+    Example:
+      popaudit batch nightly.csv -o results.parquet --interactions train.parquet -j 4
+      popaudit batch nightly.csv -o results.parquet --scheduler tcp://host:8786
+    """
+    from auditor.batch import read_manifest, run_batch, summarise, summary_html
+    from auditor.config import DeclaredTraining
+    from auditor.gate import evaluate_gates, metric_names, parse_gates
+    from auditor.io import write_atomic
+
+    defaults = dict(settings)
+    defaults.update(
+        ks=tuple(dict.fromkeys(ks)) or (10, 100),
+        retrieval=not no_retrieval,
+        probes=not no_probes,
+        declared=DeclaredTraining(optimizer, momentum, weight_decay, lr, loss),
+        plugins=plugins,
+    )
+    parsed = read_manifest(manifest)
+    row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
+    try:
+        gates = parse_gates(fail_on, metric_names(sorted(set(defaults["ks"]) | row_ks)))
+    except GateError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+    outcome = run_batch(
+        parsed,
+        output,
+        defaults=defaults,
+        jobs=jobs,
+        resume=resume,
+        scheduler=scheduler,
+        progress=RichProgress(enabled=not quiet),
+    )
+    summary = summarise(outcome.table, rank_by=rank_by)
+    if not quiet:
+        _print_summary(summary, outcome.n_resumed, output)
+    for row, model, error in summary.failures:
+        stderr.print(f"row {row} ({model}) failed: {error}", style="red", markup=False, highlight=False)
+    if html_path is not None:
+        write_atomic(html_path, summary_html(summary, title=f"popaudit batch: {manifest.name}"))
+
+    tripped = False
+    for record in outcome.table.to_pylist():
+        if record["status"] != "ok":
+            continue
+        for gate in evaluate_gates(gates, record):
+            if gate.tripped:
+                tripped = True
+                stderr.print(f"gate row {record['row']} ({record['model']}): {gate.describe()}", style="red", markup=False)
+    if tripped:
+        sys.exit(3)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    from auditor.report.content import fmt_num
+
+    return fmt_num(value, digits)
+
+
+def _print_summary(summary: Any, n_resumed: int, output: Path) -> None:
+    console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
+    resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
+    console.print(
+        f"[bold]{summary.n_rows} rows[/bold]: {summary.n_ok} ok, "
+        f"{summary.n_error} failed{resumed}. Results: {output}"
+    )
+    share = summary.head_share_metric or "head share ratio"
+    ranking = Table(title=f"Models ranked by {summary.rank_by} (most biased first)", title_justify="left")
+    for name, justify in (("#", "right"), ("row", "right"), ("model", "left"), ("label", "left"),
+                          ("severity", "left"), ("spearman", "right"), (share, "right")):
+        ranking.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for i, s in enumerate(summary.ranking, 1):
+        ranking.add_row(str(i), str(s.row), s.model, s.label or "", s.severity or "n/a",
+                        _fmt(s.spearman), _fmt(s.head_share))
+    console.print(ranking)
+    if len(summary.order) > 1:
+        trend = Table(title="Across the manifest order", title_justify="left")
+        for name in ("metric", "first", "last", "change", "Kendall τ", "p", "trend"):
+            trend.add_column(name, justify="left" if name in ("metric", "trend") else "right")
+        for t in summary.trends:
+            trend.add_row(t.metric, _fmt(t.first), _fmt(t.last), _fmt(t.change),
+                          _fmt(t.kendall_tau), _fmt(t.p_value), t.direction)
+        console.print(trend)
+    if 1 < len(summary.order) <= MAX_ORDER_ROWS:
+        order = Table(title="Row by row (changes from the previous audited row)", title_justify="left")
+        for name in ("row", "model", "label", "spearman", "Δ", share, "Δ "):
+            order.add_column(name, justify="left" if name in ("model", "label") else "right")
+        for s in summary.order:
+            order.add_row(str(s.row), s.model, s.label or "", _fmt(s.spearman), _fmt(s.delta_spearman),
+                          _fmt(s.head_share), _fmt(s.delta_head_share))
+        console.print(order)

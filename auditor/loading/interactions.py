@@ -1,0 +1,701 @@
+"""Interaction logs: format detection, column detection, streaming frequency counts,
+alignment of counts with table rows, and (user, item-row) pairs.
+
+Counting streams record batches (Parquet ``iter_batches``, ``pyarrow.csv.open_csv``)
+and merges per-batch ``value_counts`` periodically, so memory is O(distinct items),
+independent of the log's length. Distinct users per item (``need_users``) is exact and
+needs O(distinct (user, item) pairs) memory; distinct users overall O(distinct users).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from auditor.config import INTERACTION_FORMATS
+from auditor.errors import IdMappingError, InputError, InteractionsError
+from auditor.loading.tables import ids_to_numpy
+from auditor.model import InteractionPairs, ItemStats
+from auditor.progress import SILENT, Progress
+
+# Normalised (lower-case, no _ - or space) column names, most specific first.
+ITEM_COLUMN_NAMES = (
+    "itemid", "item", "movieid", "movie", "productid", "product", "trackid", "track", "songid",
+    "videoid", "articleid", "iid", "asin", "parentasin", "businessid", "poiid", "docid", "itemidx",
+)
+USER_COLUMN_NAMES = (
+    "userid", "user", "uid", "customerid", "customer", "memberid", "accountid", "visitorid",
+    "reviewerid", "sessionid", "queryid", "useridx",
+)
+MOVIELENS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
+PARQUET_MAGIC = b"PAR1"
+BATCH_ROWS = 1 << 16
+CSV_BLOCK_BYTES = 1 << 22
+# Merge pending per-batch counts once they hold this many rows (or as many as the merged).
+MERGE_ROWS = 1 << 20
+_SAMPLE_BYTES = 1 << 16
+_NUMBER = re.compile(r"^[+-]?\d+(\.\d+)?([eE][+-]?\d+)?$")
+
+
+@dataclass
+class IdCounts:
+    """Interactions per distinct raw item id of one log (computed once, aligned many times)."""
+
+    ids: np.ndarray
+    """Distinct raw item ids, sorted: int64 for integer columns, else object (str)."""
+    counts: np.ndarray
+    """int64 interactions per id."""
+    user_counts: np.ndarray | None
+    """int64 distinct users per id (None without a user column or need_users=False)."""
+    n_interactions: int
+    """Rows counted (rows with an empty item id excluded)."""
+    n_users: int | None
+    """Distinct users among the counted rows (None without a user column)."""
+    source: Path
+    user_col: str | None
+    """The user column used (None when the log has none)."""
+    item_col: str
+    """The item column used (``:type`` suffixes of RecBole headers stripped)."""
+    n_null_items: int = 0
+    """Rows skipped because their item id was empty."""
+    format: str = ""
+
+
+# ---------------------------------------------------------------- reading logs
+
+
+class _TypeDrift(Exception):
+    """A later block holds ids of another type than the first (re-read them as strings)."""
+
+
+@dataclass
+class _Log:
+    """How to stream one log: its kind, the columns chosen and a batch generator factory."""
+
+    path: Path
+    format: str
+    kind: str  # parquet | delimited | dat
+    columns: list[str]
+    """Column names as the user sees them (``:type`` suffixes stripped)."""
+    raw_columns: list[str]
+    item_col: str
+    user_col: str | None
+    delimiter: str = ","
+    header: bool = True
+    total_rows: int | None = None
+
+    def batches(self, as_strings: bool = False) -> Iterator[tuple[pa.Array, pa.Array | None]]:
+        """(item ids, user ids or None) arrays per record batch."""
+        if self.kind == "parquet":
+            yield from self._parquet()
+        elif self.kind == "dat":
+            yield from self._dat(as_strings)
+        else:
+            yield from self._delimited(as_strings)
+
+    def _raw(self, name: str | None) -> str | None:
+        return None if name is None else self.raw_columns[self.columns.index(name)]
+
+    def _parquet(self) -> Iterator[tuple[pa.Array, pa.Array | None]]:
+        cols = [c for c in (self.item_col, self.user_col) if c is not None]
+        try:
+            # pre_buffer=False: otherwise whole column chunks are buffered ahead (~10x the memory)
+            pf = pq.ParquetFile(self.path, pre_buffer=False)
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
+                yield _plain(batch.column(self.item_col)), (
+                    _plain(batch.column(self.user_col)) if self.user_col else None
+                )
+        except (OSError, pa.ArrowException) as exc:
+            raise InteractionsError(f"cannot read {self.path} as Parquet: {exc}") from exc
+
+    def _delimited(self, as_strings: bool) -> Iterator[tuple[pa.Array, pa.Array | None]]:
+        item_raw, user_raw = self._raw(self.item_col), self._raw(self.user_col)
+        wanted = [c for c in (item_raw, user_raw) if c is not None]
+        read = pacsv.ReadOptions(
+            block_size=CSV_BLOCK_BYTES,
+            column_names=None if self.header else self.raw_columns,
+        )
+        convert = pacsv.ConvertOptions(
+            include_columns=wanted,
+            column_types={c: pa.string() for c in wanted} if as_strings else None,
+            strings_can_be_null=True,
+        )
+        parse = pacsv.ParseOptions(delimiter=self.delimiter)
+        try:
+            reader = pacsv.open_csv(_stream(self.path), read_options=read, parse_options=parse, convert_options=convert)
+            for batch in reader:
+                yield batch.column(item_raw), batch.column(user_raw) if user_raw else None
+        except pa.ArrowInvalid as exc:
+            if not as_strings and "conversion error" in str(exc):
+                raise _TypeDrift from exc
+            raise InteractionsError(f"cannot parse {self.path}: {exc}") from exc
+
+    def _dat(self, as_strings: bool) -> Iterator[tuple[pa.Array, pa.Array | None]]:
+        """``::``-separated lines, split with pyarrow (no per-line Python)."""
+        read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, column_names=["line"])
+        parse = pacsv.ParseOptions(delimiter="\x1f", quote_char=False, escape_char=False)
+        convert = pacsv.ConvertOptions(column_types={"line": pa.string()})
+        item_at = self.columns.index(self.item_col)
+        user_at = self.columns.index(self.user_col) if self.user_col else None
+        needed = max(item_at, user_at or 0) + 1
+        row = 0
+        try:
+            reader = pacsv.open_csv(_stream(self.path), read_options=read, parse_options=parse, convert_options=convert)
+            for batch in reader:
+                parts = pc.split_pattern(batch.column("line"), "::")
+                short = np.flatnonzero(pc.list_value_length(parts).to_numpy(zero_copy_only=False) < needed)
+                if short.size:
+                    raise InteractionsError(
+                        f"line {row + int(short[0]) + 1} of {self.path} has fewer than {needed} "
+                        "'::'-separated fields"
+                    )
+                items = pc.utf8_trim_whitespace(pc.list_element(parts, item_at))
+                users = None if user_at is None else pc.utf8_trim_whitespace(pc.list_element(parts, user_at))
+                if not as_strings:
+                    try:
+                        items = items.cast(pa.int64())
+                        users = users.cast(pa.int64()) if users is not None else None
+                    except pa.ArrowInvalid as exc:
+                        raise _TypeDrift from exc
+                row += batch.num_rows
+                yield items, users
+        except pa.ArrowInvalid as exc:
+            raise InteractionsError(f"cannot parse {self.path}: {exc}") from exc
+
+
+def _maybe_int(arr: pa.Array) -> pa.Array:
+    """String ids that are all canonical integers ("12", not "012") as int64, else unchanged.
+
+    Used after a re-read as strings (another column drifted): the round trip keeps
+    distinct ids distinct.
+    """
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) or len(arr) == 0:
+        return arr
+    try:
+        as_int = arr.cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return arr
+    same = pc.equal(as_int.cast(arr.type), arr)
+    return as_int if pc.all(same).as_py() else arr
+
+
+def _stream(path: Path) -> pa.NativeFile:
+    return pa.input_stream(str(path), compression="detect")
+
+
+def _plain(arr: pa.Array) -> pa.Array:
+    return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name).lower()
+
+
+def _find_column(columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str) -> str | None:
+    """``given`` (exact, then case-insensitive), else the first common name present."""
+    if given is not None:
+        if given in columns:
+            return given
+        lowered = [c for c in columns if c.lower() == given.lower()]
+        if len(lowered) == 1:
+            return lowered[0]
+        raise InteractionsError(
+            f"{what} column {given!r} is not in {path}; columns found: {', '.join(columns)}"
+        )
+    normalised = {}
+    for c in columns:
+        normalised.setdefault(_norm(c), c)
+    for name in names:
+        if name in normalised:
+            return normalised[name]
+    return None
+
+
+def _sample_lines(path: Path) -> list[str]:
+    try:
+        with _stream(path) as fh:
+            data = fh.read(_SAMPLE_BYTES)
+    except (OSError, pa.ArrowException) as exc:
+        raise InteractionsError(f"cannot read {path}: {exc}") from exc
+    text = data.decode("utf-8-sig", errors="replace")
+    lines = text.splitlines()
+    if len(data) == _SAMPLE_BYTES and lines:
+        lines = lines[:-1]  # the last line may be cut
+    return [ln for ln in lines if ln.strip()]
+
+
+def _sniff_delimiter(lines: list[str], allowed: str = ",\t;|") -> str:
+    sample = "\n".join(lines[:20])
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=allowed).delimiter
+    except csv.Error:
+        counts = {d: lines[0].count(d) for d in allowed} if lines else {}
+        best = max(counts, key=lambda d: counts[d]) if counts else ","
+        return best if counts.get(best) else ","
+
+
+def _is_parquet(path: Path) -> bool:
+    if path.suffix.lower() in (".parquet", ".pq"):
+        return True
+    with open(path, "rb") as fh:
+        return fh.read(4) == PARQUET_MAGIC
+
+
+def open_log(path: Path, fmt: str = "auto", user_col: str | None = None, item_col: str | None = None) -> _Log:
+    """Detect the format and columns of an interaction log (nothing is read beyond a sample)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    if fmt not in INTERACTION_FORMATS:
+        raise InteractionsError(f"unknown interactions format {fmt!r}; use one of {', '.join(INTERACTION_FORMATS)}")
+    if fmt == "parquet" or (fmt == "auto" and _is_parquet(path)):
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, pa.ArrowException) as exc:
+            raise InteractionsError(f"cannot read {path} as Parquet: {exc}") from exc
+        names = pf.schema_arrow.names
+        log = _Log(path, "parquet", "parquet", list(names), list(names), "", None, total_rows=pf.metadata.num_rows)
+        return _choose_columns(log, user_col, item_col)
+    lines = _sample_lines(path)
+    if not lines:
+        raise InteractionsError(f"no interactions in {path}: the file is empty")
+    first = lines[0]
+    if fmt in ("auto", "movielens") and "::" in first:
+        cols = list(MOVIELENS_COLUMNS)
+        return _choose_columns(_Log(path, "movielens", "dat", cols, cols, "", None, header=False), user_col, item_col)
+    if fmt == "recbole" or (fmt == "auto" and (path.suffix.lower() == ".inter" or _typed_header(first))):
+        raw = first.split("\t")
+        cols = [c.split(":", 1)[0].strip() for c in raw]
+        log = _Log(path, "recbole", "delimited", cols, [c.strip() for c in raw], "", None, delimiter="\t")
+        return _choose_columns(log, user_col, item_col)
+    if fmt == "tsv":
+        delimiter = "\t"
+    elif fmt == "movielens" or (fmt == "auto" and path.name.lower() == "u.data"):
+        delimiter = "\t" if "\t" in first else _sniff_delimiter(lines)
+    else:
+        delimiter = _sniff_delimiter(lines)
+    fields = first.split(delimiter)
+    label = "tsv" if delimiter == "\t" else "csv"
+    if fmt == "movielens" or path.name.lower() == "u.data":
+        label = "movielens"
+    if all(_NUMBER.match(f.strip()) for f in fields):
+        # No header (u.data and the like): user, item, rating, timestamp, then extras.
+        if len(fields) == 1:
+            cols = ["item_id"]
+        else:
+            cols = list(MOVIELENS_COLUMNS[: len(fields)]) + [f"column_{i + 1}" for i in range(4, len(fields))]
+        log = _Log(path, label, "delimited", cols, cols, "", None, delimiter=delimiter, header=False)
+    else:
+        raw = next(csv.reader([first], delimiter=delimiter))
+        log = _Log(path, label, "delimited", [c.strip() for c in raw], raw, "", None, delimiter=delimiter)
+    return _choose_columns(log, user_col, item_col)
+
+
+def _typed_header(line: str) -> bool:
+    """RecBole headers look like ``user_id:token<TAB>item_id:token``."""
+    fields = line.split("\t")
+    return len(fields) >= 2 and all(re.fullmatch(r"[^:]+:[a-z_]+", f.strip()) for f in fields)
+
+
+def _choose_columns(log: _Log, user_col: str | None, item_col: str | None) -> _Log:
+    item = _find_column(log.columns, item_col, ITEM_COLUMN_NAMES, log.path, "item")
+    if item is None:
+        raise InteractionsError(
+            f"cannot find an item id column in {log.path}; columns found: {', '.join(log.columns)}. "
+            "Pass --item-col NAME"
+        )
+    user = _find_column(log.columns, user_col, USER_COLUMN_NAMES, log.path, "user")
+    if user == item:
+        raise InteractionsError(f"user and item columns of {log.path} are both {item!r}")
+    log.item_col, log.user_col = item, user
+    return log
+
+
+# ---------------------------------------------------------------- counting
+
+
+def count_item_ids(
+    path: Path,
+    *,
+    fmt: str = "auto",
+    user_col: str | None = None,
+    item_col: str | None = None,
+    need_users: bool = True,
+    progress: Progress = SILENT,
+) -> IdCounts:
+    """Interactions (and distinct users) per raw item id, streaming the log once.
+
+    Memory: O(distinct items) for counts, O(distinct users) for ``n_users``, and
+    O(distinct (user, item) pairs) for ``user_counts`` when ``need_users``.
+    """
+    log = open_log(Path(path), fmt, user_col, item_col)
+    for as_strings in (False, True):
+        try:
+            return _count(log, need_users and log.user_col is not None, as_strings, progress)
+        except _TypeDrift:
+            continue
+    raise InteractionsError(f"cannot read the id columns of {path}")  # pragma: no cover - strings never drift
+
+
+class _Merger:
+    """Per-batch partial results, merged once pending rows outgrow the merged ones."""
+
+    def __init__(self, merge: Callable[[pa.Table], pa.Table]) -> None:
+        self.merge = merge
+        self.merged: pa.Table | None = None
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+
+    def add(self, part: pa.Table) -> None:
+        self.pending.append(part)
+        self.pending_rows += part.num_rows
+        if self.pending_rows >= max(MERGE_ROWS, self.merged.num_rows if self.merged is not None else 0):
+            self.flush()
+
+    def flush(self) -> pa.Table | None:
+        parts = ([self.merged] if self.merged is not None else []) + self.pending
+        if parts:
+            self.merged = self.merge(pa.concat_tables(parts).combine_chunks())
+        self.pending, self.pending_rows = [], 0
+        return self.merged
+
+
+def _sum_counts(t: pa.Table) -> pa.Table:
+    return t.group_by("id").aggregate([("n", "sum")]).rename_columns(["id", "n"])
+
+
+def _distinct(t: pa.Table) -> pa.Table:
+    return t.group_by(t.column_names).aggregate([])
+
+
+_LOW32 = (1 << 32) - 1
+
+
+class _SortedKeys:
+    """A set of int64 keys kept as one sorted numpy array, merged by sorting.
+
+    Sorting needs about 2x the keys' bytes at a merge, far less than a hash set.
+    """
+
+    def __init__(self) -> None:
+        self.merged = np.empty(0, dtype=np.int64)
+        self.pending: list[np.ndarray] = []
+        self.pending_rows = 0
+
+    def add(self, keys: np.ndarray) -> None:
+        part = np.unique(keys)
+        self.pending.append(part)
+        self.pending_rows += part.size
+        if self.pending_rows >= max(MERGE_ROWS, self.merged.size):
+            self.flush()
+
+    def flush(self) -> np.ndarray:
+        if self.pending:
+            keys = np.concatenate([self.merged, *self.pending])
+            self.pending, self.pending_rows = [], 0
+            keys.sort()
+            first = np.empty(keys.size, dtype=bool)
+            first[:1] = True
+            np.not_equal(keys[1:], keys[:-1], out=first[1:])
+            self.merged = keys[first]
+        return self.merged
+
+
+class _PairSet:
+    """Distinct (user, item) pairs, for exact distinct users per item.
+
+    Non-negative integer ids that fit are packed into one int64 (user << 32 | item):
+    half the memory of two columns, deduplicated by sorting. Other ids (strings, large
+    numbers) use a two-column pyarrow group-by; a log that stops fitting switches once.
+    """
+
+    def __init__(self) -> None:
+        self.packed: _SortedKeys | None = _SortedKeys()
+        self.table = _Merger(_distinct)
+
+    def add(self, users: pa.Array, items: pa.Array) -> None:
+        if self.packed is not None:
+            keys = _pack(users, items)
+            if keys is not None:
+                self.packed.add(keys)
+                return
+            self._unpack_all()
+        self.table.add(_distinct(pa.table({"u": users, "i": items})))
+
+    def _unpack_all(self) -> None:
+        assert self.packed is not None
+        keys = self.packed.flush()
+        self.packed = None
+        if keys.size:
+            self.table.add(pa.table({"u": keys >> 32, "i": keys & _LOW32}))
+
+    def users_per_item(self) -> pa.Table:
+        """Table (i, n): distinct users per item id."""
+        if self.packed is not None:
+            items, n = np.unique(self.packed.flush() & _LOW32, return_counts=True)
+            return pa.table({"i": items, "n": n.astype(np.int64)})
+        merged = self.table.flush()
+        assert merged is not None
+        return merged.group_by("i").aggregate([("u", "count")]).rename_columns(["i", "n"])
+
+
+def _pack(users: pa.Array, items: pa.Array) -> np.ndarray | None:
+    """user << 32 | item as int64, or None when the ids are not small non-negative integers."""
+    if not (pa.types.is_integer(users.type) and pa.types.is_integer(items.type)):
+        return None
+    u = users.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    i = items.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    if u.size == 0:
+        return u
+    if u.min() < 0 or i.min() < 0 or u.max() > (1 << 31) - 1 or i.max() > _LOW32:
+        return None
+    return (u << 32) | i
+
+
+def _count(log: _Log, need_users: bool, as_strings: bool, progress: Progress) -> IdCounts:
+    items_m = _Merger(_sum_counts)
+    users_m = _Merger(_distinct)
+    pairs = _PairSet()
+    n_rows = n_null = 0
+    with progress.track("Counting interactions", total=log.total_rows) as advance:
+        for items, users in log.batches(as_strings):
+            batch_rows = len(items)
+            n_rows += batch_rows
+            if items.null_count:
+                n_null += items.null_count
+                keep = pc.is_valid(items)
+                items = items.filter(keep)
+                users = users.filter(keep) if users is not None else None
+            vc = pc.value_counts(items)
+            items_m.add(pa.table({"id": vc.field("values"), "n": vc.field("counts")}))
+            if users is not None:
+                valid_users = users.drop_null() if users.null_count else users
+                users_m.add(pa.table({"u": pc.unique(valid_users)}))
+                if need_users:
+                    if users.null_count:
+                        keep_users = pc.is_valid(users)
+                        pairs.add(users.filter(keep_users), items.filter(keep_users))
+                    else:
+                        pairs.add(users, items)
+            advance(batch_rows)
+    n_interactions = n_rows - n_null
+    if n_interactions == 0:
+        detail = f" ({n_null} rows, every item id empty)" if n_null else ""
+        raise InteractionsError(f"no interactions in {log.path}{detail}")
+    merged = items_m.flush()
+    assert merged is not None
+    if as_strings:
+        merged = merged.set_column(0, "id", _maybe_int(merged.column("id").combine_chunks()))
+    merged = merged.sort_by("id")
+    ids = ids_to_numpy(merged.column("id"), f"item column {log.item_col!r} of {log.path}")
+    counts = merged.column("n").to_numpy().astype(np.int64, copy=False)
+    user_counts = None
+    n_users = None
+    if log.user_col is not None:
+        distinct_users = users_m.flush()
+        n_users = distinct_users.num_rows if distinct_users is not None else 0
+    if need_users:
+        per_item = pairs.users_per_item()
+        user_counts = np.zeros(len(ids), dtype=np.int64)
+        if per_item.num_rows:
+            keys, value_set = per_item.column("i"), merged.column("id")
+            if pa.types.is_integer(value_set.type):  # packed pairs come back as int64
+                keys, value_set = keys.cast(pa.int64()), value_set.cast(pa.int64())
+            pos = pc.index_in(keys, value_set=value_set).to_numpy(zero_copy_only=False)
+            user_counts[pos.astype(np.int64)] = per_item.column("n").to_numpy()
+    return IdCounts(
+        ids=ids,
+        counts=counts,
+        user_counts=user_counts,
+        n_interactions=n_interactions,
+        n_users=n_users,
+        source=log.path,
+        user_col=log.user_col,
+        item_col=log.item_col,
+        n_null_items=n_null,
+        format=log.format,
+    )
+
+
+# ---------------------------------------------------------------- aligning with rows
+
+
+def _as_matching(values: np.ndarray, keys: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """pyarrow arrays of ``values`` and ``keys`` of one type (int vs str ids compare as str)."""
+    v, k = pa.array(values), pa.array(keys)
+    if pa.types.is_integer(v.type) != pa.types.is_integer(k.type):
+        v, k = v.cast(pa.string()), k.cast(pa.string())
+    return v, k
+
+
+def lookup_rows(values: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
+    """Row of each raw id in ``item_ids`` (hash lookup), -1 when absent."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.int64)
+    v, k = _as_matching(values, item_ids)
+    return pc.fill_null(pc.index_in(v, value_set=k), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _rows_without_ids(ids: np.ndarray, n_items: int, source: object) -> np.ndarray:
+    if ids.dtype.kind not in "iu":
+        example = ids[0] if len(ids) else ""
+        raise IdMappingError(
+            f"item ids in {source} are not integers (e.g. {example!r}), so they cannot be table row "
+            "indices; pass --item-ids FILE with the raw id of each table row"
+        )
+    ids = ids.astype(np.int64, copy=False)
+    return np.where((ids >= 0) & (ids < n_items), ids, -1)
+
+
+def align_counts(counts: IdCounts, item_ids: np.ndarray | None, n_items: int) -> ItemStats:
+    """Frequencies (and distinct users) per table row.
+
+    ``item_ids`` None: row index = id. Ids without a row are counted in ``n_unmapped``
+    (interactions) and ``n_unmapped_ids`` (distinct ids), not raised.
+    """
+    if item_ids is None:
+        rows = _rows_without_ids(counts.ids, n_items, counts.source)
+    else:
+        if len(item_ids) != n_items:
+            raise IdMappingError(f"{len(item_ids)} item ids for a table of {n_items} rows")
+        rows = lookup_rows(counts.ids, item_ids)
+    found = rows >= 0
+    frequencies = np.zeros(n_items, dtype=np.int64)
+    frequencies[rows[found]] = counts.counts[found]  # ids are distinct, so rows are too
+    user_counts = None
+    if counts.user_counts is not None:
+        user_counts = np.zeros(n_items, dtype=np.int64)
+        user_counts[rows[found]] = counts.user_counts[found]
+    return ItemStats(
+        frequencies=frequencies,
+        n_interactions=counts.n_interactions,
+        n_unmapped=int(counts.counts[~found].sum()),
+        n_unmapped_ids=int((~found).sum()),
+        user_counts=user_counts,
+        n_users=counts.n_users,
+        source=counts.source,
+    )
+
+
+# ---------------------------------------------------------------- pairs
+
+
+def _batch_rows(items: pa.Array, keys: pa.Array | None, n_items: int, source: Path) -> np.ndarray:
+    if keys is None:
+        items = _maybe_int(items)
+        if not pa.types.is_integer(items.type):
+            raise IdMappingError(
+                f"item ids in {source} are not integers, so they cannot be table row indices; "
+                "pass --item-ids FILE with the raw id of each table row"
+            )
+        ids = items.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return np.where((ids >= 0) & (ids < n_items), ids, -1)
+    v = items
+    if pa.types.is_integer(v.type) != pa.types.is_integer(keys.type):
+        v, keys = v.cast(pa.string()), keys.cast(pa.string())
+    return pc.fill_null(pc.index_in(v, value_set=keys), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def read_pairs(
+    path: Path,
+    *,
+    fmt: str = "auto",
+    user_col: str | None = None,
+    item_col: str | None = None,
+    item_ids: np.ndarray | None,
+    n_items: int,
+    max_rows: int | None = None,
+    seed: int = 0,
+) -> InteractionPairs:
+    """(user, item-row) pairs of a log, dropping items without a row.
+
+    With ``max_rows``, a seeded uniform sample (without replacement) of the mapped rows,
+    kept in log order: each row draws a random key and the ``max_rows`` smallest keys
+    survive (memory O(max_rows)). Users get a dense index in order of first appearance.
+    """
+    log = open_log(Path(path), fmt, user_col, item_col)
+    if log.user_col is None:
+        raise InteractionsError(
+            f"cannot find a user id column in {log.path}; columns found: {', '.join(log.columns)}. "
+            "Pass --user-col NAME"
+        )
+    if item_ids is not None and len(item_ids) != n_items:
+        raise IdMappingError(f"{len(item_ids)} item ids for a table of {n_items} rows")
+    if max_rows is not None and max_rows < 1:
+        raise InputError(f"max_rows must be at least 1, got {max_rows}")
+    for as_strings in (False, True):
+        try:
+            return _pairs(log, item_ids, n_items, max_rows, seed, as_strings)
+        except _TypeDrift:
+            continue
+    raise InteractionsError(f"cannot read the id columns of {path}")  # pragma: no cover
+
+
+def _pairs(
+    log: _Log, item_ids: np.ndarray | None, n_items: int, max_rows: int | None, seed: int, as_strings: bool
+) -> InteractionPairs:
+    keys = pa.array(item_ids) if item_ids is not None else None
+    rng = np.random.default_rng(seed)
+    users_parts: list[pa.Array] = []
+    rows_parts: list[np.ndarray] = []
+    pos_parts: list[np.ndarray] = []
+    key_parts: list[np.ndarray] = []
+    kept = 0
+    seen = 0
+    n_read = 0
+    for items, users in log.batches(as_strings):
+        assert users is not None
+        n_read += len(items)
+        valid = pc.and_(pc.is_valid(items), pc.is_valid(users))
+        if items.null_count or users.null_count:
+            items, users = items.filter(valid), users.filter(valid)
+        rows = _batch_rows(items, keys, n_items, log.path)
+        mapped = np.flatnonzero(rows >= 0)
+        users_parts.append(users.take(pa.array(mapped)))
+        rows_parts.append(rows[mapped])
+        pos_parts.append(seen + np.arange(mapped.size, dtype=np.int64))
+        seen += mapped.size
+        kept += mapped.size
+        if max_rows is not None:
+            key_parts.append(rng.random(mapped.size))
+            if kept > 2 * max_rows:
+                kept = _shrink(users_parts, rows_parts, pos_parts, key_parts, max_rows)
+    if max_rows is not None and kept > max_rows:
+        _shrink(users_parts, rows_parts, pos_parts, key_parts, max_rows)
+    if n_read == 0:
+        raise InteractionsError(f"no interactions in {log.path}")
+    users_all = pa.concat_arrays(users_parts) if users_parts else pa.array([], pa.int64())
+    rows_all = np.concatenate(rows_parts)
+    pos_all = np.concatenate(pos_parts)
+    order = np.argsort(pos_all, kind="stable")  # back to log order
+    users_all = users_all.take(pa.array(order))
+    rows_all = rows_all[order]
+    uniq = pc.unique(users_all)  # order of first appearance
+    user_ids = _maybe_int(uniq) if as_strings else uniq
+    user_index = pc.index_in(users_all, value_set=uniq).to_numpy(zero_copy_only=False).astype(np.int64)
+    return InteractionPairs(
+        user_index=user_index,
+        item_rows=rows_all.astype(np.int64, copy=False),
+        user_ids=ids_to_numpy(user_ids, f"user column {log.user_col!r} of {log.path}"),
+    )
+
+
+def _shrink(
+    users: list[pa.Array], rows: list[np.ndarray], pos: list[np.ndarray], keys: list[np.ndarray], size: int
+) -> int:
+    """Keep the ``size`` rows with the smallest random keys (in place); return the count."""
+    k = np.concatenate(keys)
+    keep = np.sort(np.argpartition(k, size - 1)[:size]) if k.size > size else np.arange(k.size)
+    u = pa.concat_arrays(users).take(pa.array(keep))
+    r, p = np.concatenate(rows)[keep], np.concatenate(pos)[keep]
+    users[:], rows[:], pos[:], keys[:] = [u], [r], [p], [k[keep]]
+    return int(keep.size)

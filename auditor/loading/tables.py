@@ -1,0 +1,500 @@
+"""Embedding tables: finding the item/user tables in a state dict, reading table files
+(.npy, Parquet), reading ``--item-ids`` files, and validating what was found.
+
+Discovery works on names and shapes only, so it never needs more than the chosen
+tensors in memory (safetensors and mmap-loaded checkpoints stay lazy).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import torch
+
+from auditor.errors import (
+    AmbiguousTableError,
+    EmbeddingTableError,
+    IdMappingError,
+    InputError,
+    ModelLoadError,
+)
+
+ITEM_WORDS = ("item", "movie", "product", "video", "song", "track", "article", "poi", "doc", "candidate", "target")
+USER_WORDS = ("user", "query", "customer", "member", "account")
+# Words that mark an embedding-style table (higher score than an MLP weight of the tower).
+_TABLE_WORDS = ("emb", "table", "lookup", "factor", "vector")
+_LINEAR_WORDS = ("linear", "fc", "proj", "dense")
+# A Linear weight (d, n) over one-hot ids: n must be at least this many times d.
+ONEHOT_RATIO = 4
+_MIN_ITEMS = 3
+_ID_COLUMN_NAMES = ("item_id", "itemid", "item", "id", "movieid", "product_id", "productid", "iid")
+_VALIDATE_BLOCK = 1 << 16
+_FIRST_ROWS = 5
+
+
+def _tokens(component: str) -> list[str]:
+    """Lower-case words of one dotted-name component (snake_case and camelCase split)."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", component)
+    return [re.sub(r"\d+", "", t).lower() for t in re.split(r"[^A-Za-z0-9]+", spaced) if t]
+
+
+def _has_word(tokens: list[str], words: tuple[str, ...]) -> bool:
+    for tok in tokens:
+        for w in words:
+            # "poi"/"doc" are prefixes of unrelated words (point, docker): whole token only.
+            if tok == w or tok == w + "s" or (len(w) > 3 and tok.startswith(w)):
+                return True
+    return False
+
+
+def table_role(key: str) -> str | None:
+    """``item``, ``user``, ``both`` or None, from the innermost name component that says so."""
+    for component in reversed(key.split(".")):
+        toks = _tokens(component)
+        item, user = _has_word(toks, ITEM_WORDS), _has_word(toks, USER_WORDS)
+        if item and user:
+            return "both"
+        if item:
+            return "item"
+        if user:
+            return "user"
+    return None
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Name-level facts about one tensor of a state dict."""
+
+    key: str
+    shape: tuple[int, ...]
+    floating: bool
+
+    @property
+    def is_candidate(self) -> bool:
+        return len(self.shape) == 2 and self.floating and not self.key.rsplit(".", 1)[-1].startswith("bias")
+
+    @property
+    def onehot_linear(self) -> bool:
+        """A ``*.weight`` of a linear/fc/proj/dense layer whose input (ids) is much wider."""
+        parts = self.key.split(".")
+        if parts[-1] != "weight" or len(self.shape) != 2:
+            return False
+        toks = [t for p in parts[:-1] for t in _tokens(p)]
+        return _has_word(toks, _LINEAR_WORDS) and self.shape[1] >= ONEHOT_RATIO * self.shape[0]
+
+    def score(self, role: str) -> int:
+        """Name score for ``role`` (0: the name does not say ``role``)."""
+        found = table_role(self.key)
+        if found not in (role, "both"):
+            return 0
+        toks = [t for p in self.key.split(".") for t in _tokens(p)]
+        score = 10 if found == role else 5
+        if any(t.startswith(w) for t in toks for w in _TABLE_WORDS):
+            score += 5
+        if any(t in ("pos", "position", "positional") for t in toks):
+            score -= 4
+        if _has_word(toks, _LINEAR_WORDS) and not self.onehot_linear:
+            score -= 3
+        return max(score, 1)
+
+    def describe(self) -> str:
+        return f"{self.key} {list(self.shape)}"
+
+
+def tensor_infos(tensors: Mapping[str, torch.Tensor]) -> list[TensorInfo]:
+    """Name, shape and dtype class of every tensor in a state dict."""
+    return [TensorInfo(k, tuple(int(s) for s in t.shape), bool(t.is_floating_point())) for k, t in tensors.items()]
+
+
+@dataclass
+class TableChoice:
+    """The tensors chosen as item and user tables, and what the reader should be told."""
+
+    item: TensorInfo
+    user: TensorInfo | None
+    warnings: list[str]
+
+
+def _candidates_listing(infos: list[TensorInfo]) -> str:
+    cands = [i for i in infos if i.is_candidate]
+    if not cands:
+        return "(none)"
+    return "; ".join(c.describe() for c in cands)
+
+
+def resolve_key(key: str, infos: list[TensorInfo], flag: str, source: Path) -> TensorInfo:
+    """The tensor named ``key`` exactly, or the one whose name ends with it."""
+    by_key = {i.key: i for i in infos}
+    for k in (key, key.removeprefix("module.")):
+        if k in by_key:
+            return by_key[k]
+    matches = [i for i in infos if i.key.endswith(key) or i.key.endswith(key.removeprefix("module."))]
+    dotted = [i for i in matches if i.key.endswith("." + key)]
+    if len(dotted) == 1:
+        return dotted[0]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ModelLoadError(
+            f"{flag} {key!r} matches several tensors in {source}: "
+            + "; ".join(m.describe() for m in matches)
+            + ". Give the full key."
+        )
+    raise ModelLoadError(
+        f"{flag} {key!r} is not a tensor in {source}; 2-D tensors available: {_candidates_listing(infos)}"
+    )
+
+
+def _pick(infos: list[TensorInfo], role: str, exclude: str | None, source: Path) -> TensorInfo | None:
+    """The unique best-scoring tensor for ``role``; None when no name says ``role``."""
+    scored = [(i.score(role), i) for i in infos if i.is_candidate and i.key != exclude]
+    scored = [(s, i) for s, i in scored if s > 0]
+    if not scored:
+        return None
+    best = max(s for s, _ in scored)
+    top = [i for s, i in scored if s == best]
+    if len(top) > 1:
+        flag = "--item-key" if role == "item" else "--user-key"
+        raise AmbiguousTableError(
+            f"several tensors in {source} could be the {role} table ("
+            + ", ".join(t.key for t in top)
+            + f"); pass {flag} with one of the candidates: {_candidates_listing(infos)}"
+        )
+    return top[0]
+
+
+def choose_tables(
+    infos: list[TensorInfo], source: Path, item_key: str | None = None, user_key: str | None = None
+) -> TableChoice:
+    """Find the item table (required) and the user table (optional) among ``infos``.
+
+    Candidates are 2-D floating tensors; the unique best name score wins, ties raise
+    :class:`AmbiguousTableError` listing every candidate with its shape.
+    """
+    warnings: list[str] = []
+    user = resolve_key(user_key, infos, "--user-key", source) if user_key else None
+    if item_key:
+        item = resolve_key(item_key, infos, "--item-key", source)
+    else:
+        picked = _pick(infos, "item", user.key if user else None, source)
+        if picked is None:
+            rest = [
+                i
+                for i in infos
+                if i.is_candidate and table_role(i.key) is None and (user is None or i.key != user.key)
+            ]
+            if not rest:
+                raise ModelLoadError(
+                    f"no item embedding table in {source}: no 2-D floating tensor"
+                    + (f" (tensors: {'; '.join(i.describe() for i in infos[:20])})" if infos else " (no tensors)")
+                )
+            if len(rest) > 1:
+                raise AmbiguousTableError(
+                    f"cannot tell which tensor in {source} is the item table (no name says item); "
+                    f"pass --item-key with one of the candidates: {_candidates_listing(infos)}"
+                )
+            picked = rest[0]
+            warnings.append(
+                f"no tensor name in {source} says 'item'; using the only 2-D tensor "
+                f"{picked.describe()} as the item table"
+            )
+        item = picked
+    if user is None:
+        user = _pick(infos, "user", item.key, source)
+    if user is not None and user.key == item.key:
+        raise ModelLoadError(f"--item-key and --user-key both name {item.key!r} in {source}")
+    return TableChoice(item, user, warnings)
+
+
+def table_to_numpy(tensor: torch.Tensor, info: TensorInfo, what: str, warnings: list[str]) -> np.ndarray:
+    """A contiguous float32 (rows, dim) array; transposes one-hot linear weights (and says so)."""
+    if not tensor.is_floating_point():
+        raise ModelLoadError(f"{what} {info.key!r} holds {tensor.dtype} values, not floating-point embeddings")
+    arr = tensor.detach().cpu().float().numpy()
+    if info.onehot_linear:
+        warnings.append(
+            f"{what} {info.key!r} has shape {list(arr.shape)}: read as a linear layer over one-hot ids "
+            f"and transposed to {[arr.shape[1], arr.shape[0]]}"
+        )
+        arr = arr.T
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def _first_rows(rows: np.ndarray) -> str:
+    shown = ", ".join(str(int(r)) for r in rows[:_FIRST_ROWS])
+    return shown + (", ..." if len(rows) > _FIRST_ROWS else "")
+
+
+def validate_item_table(table: np.ndarray, source: str) -> list[str]:
+    """Check an item table; return warnings (all-zero rows), raise on fatal problems.
+
+    Fatal: not 2-D, fewer than 3 rows (a rank correlation needs at least 3 items), no
+    columns, NaN/inf values. Scanned in row blocks so memory-mapped tables stay mapped.
+    """
+    if table.ndim != 2:
+        raise EmbeddingTableError(
+            f"item table in {source} must be 2-D (items x dim), got shape {list(table.shape)}"
+        )
+    n, d = table.shape
+    if n == 0:
+        raise EmbeddingTableError(f"item table in {source} is empty (0 rows)")
+    if n < _MIN_ITEMS:
+        raise EmbeddingTableError(
+            f"item table in {source} has only {n} item{'s' if n != 1 else ''}; "
+            f"a frequency-norm correlation needs at least {_MIN_ITEMS} items"
+        )
+    if d == 0:
+        raise EmbeddingTableError(f"item table in {source} has {n} rows but 0 dimensions")
+    bad_parts: list[np.ndarray] = []
+    zero_parts: list[np.ndarray] = []
+    for start in range(0, n, _VALIDATE_BLOCK):
+        block = np.asarray(table[start : start + _VALIDATE_BLOCK])
+        bad_parts.append(np.flatnonzero(~np.isfinite(block).all(axis=1)) + start)
+        zero_parts.append(np.flatnonzero(~block.any(axis=1)) + start)
+    bad = np.concatenate(bad_parts)
+    if bad.size:
+        raise EmbeddingTableError(
+            f"item table in {source} has {bad.size} row{'s' if bad.size != 1 else ''} with NaN or "
+            f"infinite values (rows {_first_rows(bad)})"
+        )
+    zero = np.concatenate(zero_parts)
+    if zero.size:
+        return [
+            f"item table in {source} has {zero.size} all-zero row{'s' if zero.size != 1 else ''} "
+            f"(rows {_first_rows(zero)}); their norm is 0"
+        ]
+    return []
+
+
+def validate_user_table(table: np.ndarray, source: str, dim: int) -> None:
+    """A user table must be 2-D, non-empty, finite and of the item table's dimension."""
+    if table.ndim != 2 or table.shape[0] == 0:
+        raise EmbeddingTableError(f"user table in {source} must be a non-empty 2-D array, got {list(table.shape)}")
+    if table.shape[1] != dim:
+        raise EmbeddingTableError(
+            f"user table in {source} has dimension {table.shape[1]} but the item table has {dim}"
+        )
+    for start in range(0, table.shape[0], _VALIDATE_BLOCK):
+        rows = np.flatnonzero(~np.isfinite(np.asarray(table[start : start + _VALIDATE_BLOCK])).all(axis=1))
+        if rows.size:
+            raise EmbeddingTableError(
+                f"user table in {source} has NaN or infinite values (first row {int(rows[0]) + start})"
+            )
+
+
+# ---------------------------------------------------------------- raw ids
+
+
+def ids_to_numpy(arr: pa.Array | pa.ChunkedArray, what: str) -> np.ndarray:
+    """int64 for integer ids (floats only when integral), else an object array of str."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    t = arr.type
+    if pa.types.is_integer(t):
+        return arr.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    if pa.types.is_floating(t):
+        try:
+            return arr.cast(pa.int64(), safe=True).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise IdMappingError(f"{what} holds non-integer numbers; ids must be integers or strings") from exc
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return arr.cast(pa.string()).to_numpy(zero_copy_only=False)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return arr.cast(pa.string()).to_numpy(zero_copy_only=False)
+    raise IdMappingError(f"{what} has type {t}; ids must be integers or strings")
+
+
+def check_unique_ids(ids: np.ndarray, source: str) -> None:
+    """Raise IdMappingError naming the first duplicated id (by row) and the rows holding it."""
+    if ids.size < 2:
+        return
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    repeat = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1]) + 1
+    if repeat.size == 0:
+        return
+    first_row = int(order[repeat].min())
+    dup = ids[first_row]
+    dup = dup.item() if isinstance(dup, np.generic) else dup  # 7, not np.int64(7)
+    rows = np.flatnonzero(ids == dup)
+    raise IdMappingError(
+        f"duplicate item id {dup!r} in {source} (rows {_first_rows(rows)}); "
+        "each table row needs its own id"
+    )
+
+
+def read_id_file(path: Path) -> np.ndarray:
+    """Raw ids, one per row in row order: .txt/.csv (one per line), .npy, or Parquet (first column)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            arr = np.load(path, allow_pickle=False)
+            if arr.ndim != 1:
+                raise IdMappingError(f"item ids in {path} must be a 1-D array, got shape {list(arr.shape)}")
+            column = pa.array(arr)
+        elif suffix in (".parquet", ".pq"):
+            table = pq.read_table(path)
+            if table.num_columns == 0:
+                raise IdMappingError(f"item ids file {path} has no columns")
+            column = table.column(0)
+        else:
+            column = _read_text_ids(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        if isinstance(exc, IdMappingError):
+            raise
+        raise IdMappingError(f"cannot read item ids from {path}: {exc}") from exc
+    if column.null_count:
+        nulls = np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))
+        raise IdMappingError(f"item ids file {path} has {nulls.size} empty ids (rows {_first_rows(nulls)})")
+    return ids_to_numpy(column, f"item ids file {path}")
+
+
+def _read_text_ids(path: Path) -> pa.ChunkedArray:
+    """One id per line; a first line naming an id column (id, item_id, ...) is a header."""
+    with open(path, "rb") as fh:
+        first = fh.readline().decode("utf-8", errors="replace").strip()
+    first_field = first.split(",")[0].strip().strip('"').lower() if path.suffix.lower() == ".csv" else first.lower()
+    header = first_field in _ID_COLUMN_NAMES
+    delimiter = "," if path.suffix.lower() == ".csv" else "\x1f"  # .txt: whole line is the id
+    table = pacsv.read_csv(
+        path,
+        read_options=pacsv.ReadOptions(autogenerate_column_names=not header, skip_rows=0),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter),
+    )
+    return table.column(0)
+
+
+# ---------------------------------------------------------------- table files
+
+
+def read_npy_table(path: Path, mmap_threshold: int = 256 << 20) -> tuple[np.ndarray, list[str]]:
+    """An item table from ``.npy`` (no pickles; memory-mapped when large and already float32)."""
+    try:
+        big = path.stat().st_size >= mmap_threshold
+        arr = np.load(path, allow_pickle=False, mmap_mode="r" if big else None)
+    except ValueError as exc:
+        raise ModelLoadError(f"cannot read {path} as a numeric .npy table: {exc}") from exc
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read {path}: {exc}") from exc
+    if arr.dtype.kind not in "fiu":
+        raise ModelLoadError(f"{path} holds {arr.dtype} values, not a numeric embedding table")
+    warnings: list[str] = []
+    if arr.dtype.kind in "iu":
+        warnings.append(f"{path} holds integer values ({arr.dtype}); read as float32")
+    if arr.dtype != np.float32 or not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+    return arr, warnings
+
+
+def _is_float_list(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    ) and pa.types.is_floating(t.value_type)
+
+
+def read_parquet_table(path: Path, vector_col: str | None = None) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """(table, ids, vector column) from a Parquet file of an id column and a float-list column.
+
+    Read in record batches into one preallocated float32 array.
+    """
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False)  # stream, do not buffer column chunks ahead
+    except (OSError, pa.ArrowException) as exc:
+        raise ModelLoadError(f"cannot read {path} as Parquet: {exc}") from exc
+    schema = pf.schema_arrow
+    vec_cols = [f.name for f in schema if _is_float_list(f.type)]
+    if vector_col is not None:
+        if vector_col not in schema.names:
+            raise ModelLoadError(
+                f"--item-key {vector_col!r} is not a column of {path}; float-list columns: {vec_cols or '(none)'}"
+            )
+        if vector_col not in vec_cols:
+            raise ModelLoadError(
+                f"column {vector_col!r} of {path} has type {schema.field(vector_col).type}, not a list of floats"
+            )
+    elif len(vec_cols) == 1:
+        vector_col = vec_cols[0]
+    elif not vec_cols:
+        raise ModelLoadError(
+            f"{path} has no list-of-float column to read as embeddings; columns: "
+            + ", ".join(f"{f.name} ({f.type})" for f in schema)
+        )
+    else:
+        raise AmbiguousTableError(
+            f"several list-of-float columns in {path} could be the item table: "
+            + ", ".join(vec_cols)
+            + "; pass --item-key with the column name"
+        )
+    id_col = _parquet_id_column(schema, path)
+    n = pf.metadata.num_rows
+    vtype = schema.field(vector_col).type
+    dim: int | None = vtype.list_size if pa.types.is_fixed_size_list(vtype) else None
+    out: np.ndarray | None = None
+    ids: list[pa.Array] = []
+    row = 0
+    columns = [vector_col] + ([id_col] if id_col else [])
+    for batch in pf.iter_batches(batch_size=65536, columns=columns):
+        vec = batch.column(vector_col)
+        if vec.null_count:
+            nulls = np.flatnonzero(vec.is_null().to_numpy(zero_copy_only=False)) + row
+            raise EmbeddingTableError(f"{path} column {vector_col!r} has empty vectors (rows {_first_rows(nulls)})")
+        if dim is None:
+            lengths = pc.list_value_length(vec).to_numpy(zero_copy_only=False)
+            dim = int(lengths[0]) if lengths.size else None
+        if dim is not None and not pa.types.is_fixed_size_list(vtype):
+            lengths = pc.list_value_length(vec).to_numpy(zero_copy_only=False)
+            bad = np.flatnonzero(lengths != dim)
+            if bad.size:
+                raise EmbeddingTableError(
+                    f"{path} column {vector_col!r}: vectors have different lengths (row {row} has {dim}, "
+                    f"row {int(bad[0]) + row} has {int(lengths[bad[0]])})"
+                )
+        if out is None:
+            out = np.empty((n, dim or 0), dtype=np.float32)
+        values = vec.flatten().to_numpy(zero_copy_only=False)  # nulls inside vectors become NaN
+        out[row : row + batch.num_rows] = values.reshape(batch.num_rows, -1)
+        if id_col:
+            ids.append(batch.column(id_col))
+        row += batch.num_rows
+    if out is None:
+        out = np.empty((0, dim or 0), dtype=np.float32)
+    id_arr = None
+    if id_col:
+        chunked = pa.chunked_array(ids, type=schema.field(id_col).type)
+        if chunked.null_count:
+            raise IdMappingError(f"{path} id column {id_col!r} has {chunked.null_count} empty ids")
+        id_arr = ids_to_numpy(chunked, f"{path} column {id_col!r}")
+    return out, id_arr, vector_col
+
+
+def _parquet_id_column(schema: pa.Schema, path: Path) -> str | None:
+    """The id column: the one integer/string column, or the one named like an item id."""
+    def ok(t: pa.DataType) -> bool:
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        return pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+
+    cands = [f.name for f in schema if ok(f.type)]
+    if len(cands) <= 1:
+        return cands[0] if cands else None
+    lowered = {c.lower(): c for c in cands}
+    for name in _ID_COLUMN_NAMES:
+        if name in lowered:
+            return lowered[name]
+    raise ModelLoadError(
+        f"several columns of {path} could hold the item ids ({', '.join(cands)}); name one of them "
+        "'item_id' or pass --item-ids"
+    )

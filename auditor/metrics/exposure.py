@@ -1,0 +1,427 @@
+"""Exposure measures over top-K lists: head share, ARP, APLT, Gini, coverage, novelty.
+
+Every measure is a small object built once from the training statistics (the LensKit
+habit) with a ``label`` and a ``measure(lists)`` method. ``lists`` is the
+``(n_queries, K)`` int matrix of item *rows* a scoring served; ``-1`` marks an empty slot
+(FAISS's convention when fewer than K items qualify, and the way to pass lists shorter
+than K). All work is vectorised over that matrix.
+
+The defaults are CLI.md's definitions (the ones the report uses). Libraries disagree on
+several conventions, so each alternative is a constructor parameter and the published
+values of RecBole, Evidently and RecTools can be reproduced (``tests/test_metrics_exposure.py``):
+
+========================  ==================================  ===============================
+measure                   popaudit default (CLI.md)           alternatives
+========================  ==================================  ===============================
+ARP                       cold items count with popularity 0  ``cold="drop"`` (Evidently)
+                          (RecBole, RecTools)
+APLT (long tail)          tail = items outside the short      ``bottom_fraction=f``: the f
+                          head holding 80% of interactions    least popular items (RecBole's
+                                                              TailPercentage); ``cold="drop"``
+Gini                      exposure over the whole catalogue,  ``over="recommended"``,
+                          never-shown items count 0 (RecBole) ``unbiased=True`` (Evidently)
+coverage                  distinct recommended / catalogue    ``trained=mask`` (Evidently:
+                                                              among items seen in training)
+novelty                   cold items capped at 1 user         ``cold="drop"`` (Evidently)
+========================  ==================================  ===============================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from auditor.result import ListMeasures
+
+ColdPolicy = Literal["zero", "drop"]
+GiniScope = Literal["catalogue", "recommended"]
+
+DEFINITIONS: dict[str, str] = {
+    "head_share": (
+        "head_share_Ppct: share of all filled recommended slots taken by the head; with "
+        "c = max(1, floor(P/100 * n_items)) and f_c the popularity of the c-th most popular "
+        "item, the head is every item with popularity >= f_c (ties at the cut all in); "
+        "items with popularity 0 are never head"
+    ),
+    "arp": (
+        "arp: mean over queries of the mean popularity of the items in the list; items "
+        "unseen in training count with popularity 0"
+    ),
+    "aplt": (
+        "aplt: mean over queries of the share of long-tail items in the list; the short "
+        "head is the most popular items that together hold 80% of the popularity mass "
+        "(ties at the cut all in), everything else (cold items included) is long tail"
+    ),
+    "gini": (
+        "gini: Gini index of exposure counts over the whole catalogue (items never shown "
+        "count 0), G = sum_i (2i - n - 1) x_(i) / (n sum x), x ascending"
+    ),
+    "coverage": "coverage: distinct recommended items / catalogue size",
+    "novelty": (
+        "novelty: mean over queries of the mean -log2(users(i)/n_users) of the list; items "
+        "no training user saw count as seen by one user (the finite maximum)"
+    ),
+    "overlap_dot_cosine": "overlap_dot_cosine: mean over queries of |dot list ∩ cosine list| / K",
+}
+
+
+@dataclass
+class Slots:
+    """A list matrix prepared once for several measures (validity mask, safe rows)."""
+
+    lists: np.ndarray
+    n_items: int
+    valid: np.ndarray = field(init=False)
+    safe: np.ndarray = field(init=False)
+    _counts: np.ndarray | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        lists = np.asarray(self.lists)
+        if lists.ndim != 2:
+            raise ValueError(f"lists must be a (n_queries, K) matrix, got shape {lists.shape}")
+        if not np.issubdtype(lists.dtype, np.integer):
+            raise ValueError(f"lists must hold integer item rows, got dtype {lists.dtype}")
+        if lists.size and (lists.max() >= self.n_items or lists.min() < -1):
+            raise ValueError(f"item rows must lie in [0, {self.n_items}) or be -1 (empty)")
+        self.lists = lists
+        self.valid = lists >= 0
+        # Empty slots gather row 0 and are masked out by ``valid`` afterwards.
+        self.safe = np.where(self.valid, lists, 0)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Exposure count per item row (int64, length n_items)."""
+        if self._counts is None:
+            self._counts = exposure_counts(self.lists, self.n_items)
+        return self._counts
+
+    def per_list_mean(self, values: np.ndarray, include: np.ndarray | None = None) -> np.ndarray:
+        """Per-query mean of ``values[item]`` over the filled (and included) slots; NaN if none."""
+        mask = self.valid if include is None else self.valid & include[self.safe]
+        total = np.where(mask, values[self.safe], 0.0).sum(axis=1, dtype=np.float64)
+        n = mask.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+
+
+def as_slots(lists: np.ndarray | Slots, n_items: int) -> Slots:
+    """``lists`` as :class:`Slots` (a no-op when it already is one)."""
+    return lists if isinstance(lists, Slots) else Slots(np.asarray(lists), n_items)
+
+
+def exposure_counts(lists: np.ndarray, n_items: int) -> np.ndarray:
+    """How many slots of ``lists`` each item row fills (int64, length ``n_items``)."""
+    lists = np.asarray(lists)
+    return np.bincount(lists[lists >= 0].ravel(), minlength=n_items).astype(np.int64)
+
+
+def _nanmean(values: np.ndarray) -> float:
+    finite = values[~np.isnan(values)]
+    return float(finite.mean()) if finite.size else math.nan
+
+
+def head_mask(popularity: np.ndarray, percent: float) -> np.ndarray:
+    """Boolean mask of the head: items at least as popular as the c-th most popular one.
+
+    c = max(1, floor(percent/100 * n_items)); items tied with the c-th are all in, so the
+    mask does not depend on row order. Items with popularity 0 are never head (when more
+    than (100-percent)% of the catalogue is cold, the head is just the warm items).
+    """
+    popularity = np.asarray(popularity)
+    n = popularity.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    c = max(1, int(math.floor(percent / 100.0 * n + 1e-9)))
+    c = min(c, n)
+    # partition finds the c-th largest without a full sort.
+    f_c = np.partition(popularity, n - c)[n - c]
+    return (popularity >= f_c) & (popularity > 0)
+
+
+def short_head_mask(popularity: np.ndarray, head_mass: float = 0.8) -> np.ndarray:
+    """The short head: the most popular items that together hold ``head_mass`` of the mass.
+
+    Items are taken in decreasing popularity until their cumulative share reaches
+    ``head_mass``; items tied with the last one taken are all in. Zero mass: empty head.
+    """
+    popularity = np.asarray(popularity, dtype=np.float64)
+    total = popularity.sum()
+    if total <= 0:
+        return np.zeros(popularity.shape[0], dtype=bool)
+    ordered = np.sort(popularity)[::-1]
+    cumulative = np.cumsum(ordered) / total
+    last = int(np.searchsorted(cumulative, head_mass - 1e-12, side="left"))
+    last = min(last, ordered.shape[0] - 1)
+    return (popularity >= ordered[last]) & (popularity > 0)
+
+
+def bottom_tail_mask(
+    popularity: np.ndarray, fraction: float, cold: Literal["include", "drop"] = "include"
+) -> np.ndarray:
+    """Long tail as the ``fraction`` least popular items (ties ordered by row).
+
+    max(1, floor(fraction * n)) items, n counting only warm items when ``cold="drop"``
+    (cold items are then neither ranked nor tail). RecBole's TailPercentage convention.
+    """
+    popularity = np.asarray(popularity)
+    rows = np.arange(popularity.shape[0])
+    if cold == "drop":
+        rows = rows[popularity > 0]
+    mask = np.zeros(popularity.shape[0], dtype=bool)
+    if rows.size == 0:
+        return mask
+    cut = max(1, int(math.floor(fraction * rows.size + 1e-9)))
+    order = rows[np.lexsort((rows, popularity[rows]))]
+    mask[order[:cut]] = True
+    return mask
+
+
+def gini_index(counts: np.ndarray, over: GiniScope = "catalogue", unbiased: bool = False) -> float:
+    """Gini index of exposure ``counts`` (one per item).
+
+    ``over="catalogue"`` keeps never-shown items as zeros (popaudit, RecBole);
+    ``"recommended"`` keeps only items shown at least once (Evidently). ``unbiased``
+    divides by n-1 instead of n (Evidently's small-sample form). No exposure: NaN.
+    """
+    x = np.asarray(counts, dtype=np.float64)
+    if over == "recommended":
+        x = x[x > 0]
+    n = x.shape[0]
+    total = x.sum()
+    if n == 0 or total <= 0:
+        return math.nan
+    if unbiased and n == 1:
+        return math.nan
+    x = np.sort(x)
+    weights = 2.0 * np.arange(1, n + 1) - n - 1
+    return float((weights * x).sum() / ((n - 1 if unbiased else n) * total))
+
+
+class HeadShare:
+    """Share of filled recommended slots taken by the head (see :func:`head_mask`)."""
+
+    def __init__(self, popularity: np.ndarray, percent: float) -> None:
+        self.percent = percent
+        self.label = f"head_share_{percent:g}pct"
+        self.mask = head_mask(popularity, percent)
+        self.n_items = int(self.mask.shape[0])
+
+    def measure(self, lists: np.ndarray | Slots) -> float:
+        """Head slots / filled slots over all queries (NaN when no slot is filled)."""
+        slots = as_slots(lists, self.n_items)
+        filled = int(slots.valid.sum())
+        if filled == 0:
+            return math.nan
+        return float((self.mask[slots.safe] & slots.valid).sum() / filled)
+
+
+class AvgRecPopularity:
+    """ARP: mean over queries of the mean popularity of each list's items.
+
+    ``cold="zero"`` (default): items without training interactions count 0 (RecBole
+    AveragePopularity, RecTools AvgRecPopularity). ``cold="drop"``: they are left out of
+    the list mean, and lists with no warm item out of the query mean (Evidently).
+    """
+
+    label = "arp"
+
+    def __init__(self, popularity: np.ndarray, cold: ColdPolicy = "zero") -> None:
+        self.popularity = np.asarray(popularity, dtype=np.float64)
+        self.cold = cold
+        self.n_items = int(self.popularity.shape[0])
+
+    def per_list(self, lists: np.ndarray | Slots) -> np.ndarray:
+        """ARP of each query's list (NaN for a list with no counted item)."""
+        slots = as_slots(lists, self.n_items)
+        include = self.popularity > 0 if self.cold == "drop" else None
+        return slots.per_list_mean(self.popularity, include)
+
+    def measure(self, lists: np.ndarray | Slots) -> float:
+        """Mean of :meth:`per_list` over queries whose list counts at least one item."""
+        return _nanmean(self.per_list(lists))
+
+
+class LongTailShare:
+    """APLT: mean over queries of the share of long-tail items in each list.
+
+    Default: the long tail is everything outside the short head (the most popular items
+    holding ``head_mass`` of the popularity mass, :func:`short_head_mask`). With
+    ``bottom_fraction`` the tail is instead that fraction of least popular items
+    (:func:`bottom_tail_mask`; ``cold="drop"`` keeps cold items out of the ranking).
+    """
+
+    label = "aplt"
+
+    def __init__(
+        self,
+        popularity: np.ndarray,
+        head_mass: float = 0.8,
+        bottom_fraction: float | None = None,
+        cold: Literal["include", "drop"] = "include",
+    ) -> None:
+        popularity = np.asarray(popularity)
+        if bottom_fraction is None:
+            self.tail = ~short_head_mask(popularity, head_mass)
+        else:
+            self.tail = bottom_tail_mask(popularity, bottom_fraction, cold)
+        self.n_items = int(popularity.shape[0])
+
+    def per_list(self, lists: np.ndarray | Slots) -> np.ndarray:
+        """Long-tail share of each list (NaN for an empty list)."""
+        return as_slots(lists, self.n_items).per_list_mean(self.tail.astype(np.float64))
+
+    def measure(self, lists: np.ndarray | Slots) -> float:
+        """Mean of :meth:`per_list` over non-empty lists."""
+        return _nanmean(self.per_list(lists))
+
+
+class GiniIndex:
+    """Gini index of the exposure counts the lists produce (see :func:`gini_index`)."""
+
+    label = "gini"
+
+    def __init__(self, n_items: int, over: GiniScope = "catalogue", unbiased: bool = False) -> None:
+        self.n_items = n_items
+        self.over: GiniScope = over
+        self.unbiased = unbiased
+
+    def measure(self, lists: np.ndarray | Slots) -> float:
+        """Gini of the exposure counts (NaN when nothing is shown)."""
+        return gini_index(as_slots(lists, self.n_items).counts, self.over, self.unbiased)
+
+
+class ItemCoverage:
+    """Distinct recommended items / catalogue size.
+
+    With ``trained`` (a boolean mask of items seen in training) it is the share of
+    trained items recommended, ignoring recommended cold items (Evidently's convention).
+    """
+
+    label = "coverage"
+
+    def __init__(self, n_items: int, trained: np.ndarray | None = None) -> None:
+        self.n_items = n_items
+        self.trained = None if trained is None else np.asarray(trained, dtype=bool)
+
+    def measure(self, lists: np.ndarray | Slots) -> float:
+        """Coverage in [0, 1] (NaN for an empty catalogue)."""
+        shown = as_slots(lists, self.n_items).counts > 0
+        if self.trained is None:
+            return float(shown.sum() / self.n_items) if self.n_items else math.nan
+        n_trained = int(self.trained.sum())
+        return float((shown & self.trained).sum() / n_trained) if n_trained else math.nan
+
+
+class Novelty:
+    """Mean self-information −log2(users(i)/n_users) of the recommended items.
+
+    ``cold="cap"`` (default): an item no training user saw is scored as seen by one user,
+    the finite maximum log2(n_users), so cold items stay in the mean. ``cold="drop"``:
+    such items are left out (Evidently's NoveltyMetric).
+    """
+
+    label = "novelty"
+
+    def __init__(
+        self, user_counts: np.ndarray, n_users: int, cold: Literal["cap", "drop"] = "cap"
+    ) -> None:
+        if n_users < 1:
+            raise ValueError(f"n_users must be at least 1, got {n_users}")
+        counts = np.asarray(user_counts, dtype=np.float64)
+        self.cold = cold
+        self.warm = counts > 0
+        self.information = -np.log2(np.maximum(counts, 1.0) / n_users)
+        self.n_items = int(counts.shape[0])
+
+    def per_list(self, lists: np.ndarray | Slots) -> np.ndarray:
+        """Mean self-information of each list (NaN for a list with no counted item)."""
+        include = self.warm if self.cold == "drop" else None
+        return as_slots(lists, self.n_items).per_list_mean(self.information, include)
+
+    def measure(self, lists: np.ndarray | Slots) -> float:
+        """Mean of :meth:`per_list` over queries whose list counts at least one item."""
+        return _nanmean(self.per_list(lists))
+
+
+def shared_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a_q ∩ b_q| for each query q of two list matrices with the same number of rows.
+
+    Each row holds distinct items, so after concatenating a row of ``a`` with the same
+    row of ``b`` and sorting, every adjacent equal pair is one shared item. Empty slots
+    (-1) get distinct negative fillers so they never match.
+    """
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"list matrices differ in rows: {a.shape} vs {b.shape}")
+    filler = -1 - np.arange(a.shape[1] + b.shape[1], dtype=np.int64)
+    a = np.where(a >= 0, a, filler[: a.shape[1]])
+    b = np.where(b >= 0, b, filler[a.shape[1] :])
+    both = np.sort(np.concatenate([a, b], axis=1), axis=1)
+    return (both[:, 1:] == both[:, :-1]).sum(axis=1)
+
+
+def per_query_overlap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a_q ∩ b_q| / K for each query q of two (n_queries, K) list matrices."""
+    if np.shape(a) != np.shape(b):
+        raise ValueError(f"list matrices differ in shape: {np.shape(a)} vs {np.shape(b)}")
+    k = np.shape(a)[1]
+    if k == 0:
+        return np.zeros(np.shape(a)[0])
+    return shared_counts(a, b) / k
+
+
+def overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over queries of |a ∩ b| / K (CLI.md's overlap_dot_cosine)."""
+    per_query = per_query_overlap(a, b)
+    return float(per_query.mean()) if per_query.size else math.nan
+
+
+class ExposureMeasures:
+    """All of CLI.md's list measures, built once from the training statistics.
+
+    ``popularity`` is what "popular" means for head share, ARP, APLT and the
+    most-popular list (interactions or distinct users per item, ``--popularity``);
+    novelty always uses distinct users and is None when they are unknown.
+    """
+
+    HEAD_PERCENTS = (1, 10, 20)
+
+    def __init__(
+        self,
+        popularity: np.ndarray,
+        user_counts: np.ndarray | None = None,
+        n_users: int | None = None,
+    ) -> None:
+        self.popularity = np.asarray(popularity)
+        self.n_items = int(self.popularity.shape[0])
+        self.head = {p: HeadShare(self.popularity, p) for p in self.HEAD_PERCENTS}
+        self.arp = AvgRecPopularity(self.popularity)
+        self.aplt = LongTailShare(self.popularity)
+        self.gini = GiniIndex(self.n_items)
+        self.coverage = ItemCoverage(self.n_items)
+        self.novelty = (
+            Novelty(user_counts, n_users) if user_counts is not None and n_users else None
+        )
+
+    def measure(self, lists: np.ndarray | Slots) -> ListMeasures:
+        """Every measure of one (n_queries, K) list matrix."""
+        slots = as_slots(lists, self.n_items)
+        return ListMeasures(
+            head_share_1pct=self.head[1].measure(slots),
+            head_share_10pct=self.head[10].measure(slots),
+            head_share_20pct=self.head[20].measure(slots),
+            arp=self.arp.measure(slots),
+            aplt=self.aplt.measure(slots),
+            gini=self.gini.measure(slots),
+            coverage=self.coverage.measure(slots),
+            novelty=self.novelty.measure(slots) if self.novelty is not None else None,
+        )
+
+    def popular_list(self, k: int) -> np.ndarray:
+        """The k most popular item rows (ties by row), the same for every query."""
+        order = np.lexsort((np.arange(self.n_items), -self.popularity.astype(np.float64)))
+        return order[: min(k, self.n_items)].astype(np.int64)

@@ -1,0 +1,332 @@
+"""The HTML report: one self-contained file (inline CSS, PNG data URIs, no scripts).
+
+Reusable layer for other HTML reports (experiment and batch summaries):
+
+* :func:`esc` - escape any value for text or attribute context.
+* :class:`Section` and :func:`page` - a complete document with a contents list, the
+  report's screen and print styles, and a footer.
+* :func:`table_html` - a :class:`~auditor.report.content.Table` as ``<table>``.
+* :func:`figure_html` - a :class:`~auditor.report.plots.Plot` (or PNG bytes) as an
+  inline ``<figure>``.
+* :func:`paragraph`, :func:`bullet_list`, :func:`banner` - small blocks.
+
+Every piece of text goes through :func:`esc`; the only markup is built here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from auditor import __version__
+from auditor.report import RenderContext
+from auditor.report import content as c
+from auditor.result import AuditResult
+
+if TYPE_CHECKING:
+    from auditor.report.plots import Plot
+
+CSS = """
+:root { color-scheme: light; --ink: #1d2329; --muted: #5b6670; --rule: #d7dde2;
+  --none: #1e7b34; --low: #8a6d00; --moderate: #b35300; --high: #b3261e; }
+* { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
+body { margin: 0 auto; max-width: 62rem; padding: 1.5rem 1.5rem 3rem; color: var(--ink);
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+  background: #fff; }
+header h1 { font-size: 1.6rem; margin: 0 0 .2rem; overflow-wrap: anywhere; }
+header p.meta { color: var(--muted); margin: 0 0 1rem; font-size: .9rem; }
+h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; padding-bottom: .25rem;
+  border-bottom: 2px solid var(--rule); }
+h3 { font-size: 1.02rem; margin: 1.4rem 0 .4rem; }
+nav.toc { font-size: .9rem; background: #f5f7f8; border: 1px solid var(--rule); border-radius: 6px;
+  padding: .5rem .9rem; margin: 1rem 0; }
+nav.toc ol { margin: 0; padding-left: 1.2rem; columns: 2; column-gap: 2rem; }
+nav.toc a { color: #0b5cad; text-decoration: none; }
+.banner { border-left: 6px solid var(--sev); background: color-mix(in srgb, var(--sev) 8%, white);
+  padding: .8rem 1rem; border-radius: 4px; margin: .8rem 0 1rem; }
+.banner .verdict { color: var(--sev); }
+.banner p { margin: 0; font-size: 1.05rem; }
+.sev-none { --sev: var(--none); } .sev-low { --sev: var(--low); }
+.sev-moderate { --sev: var(--moderate); } .sev-high { --sev: var(--high); }
+p.summary { margin: .4rem 0 .8rem; }
+p.note { color: var(--muted); font-size: .9rem; margin: .3rem 0 .8rem; }
+p.not-measured { background: #f5f7f8; border: 1px dashed #aab4bd; padding: .5rem .8rem;
+  border-radius: 4px; }
+ul.recs li, ul.warnings li { margin: .25rem 0; }
+ul.warnings li::marker { content: "⚠ "; color: var(--moderate); }
+.table-wrap { overflow-x: auto; margin: .4rem 0 1rem; }
+table { border-collapse: collapse; font-size: .88rem; min-width: 50%; }
+caption { caption-side: bottom; text-align: left; color: var(--muted); font-size: .82rem;
+  padding-top: .3rem; }
+th, td { border-bottom: 1px solid var(--rule); padding: .3rem .7rem; text-align: left;
+  vertical-align: top; }
+th { background: #f5f7f8; font-weight: 600; border-bottom: 2px solid #b9c2ca; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.wrap { overflow-wrap: anywhere; }
+td.nowrap { white-space: nowrap; }
+tbody tr:nth-child(even) td { background: #fafbfc; }
+.badge { display: inline-block; padding: 0 .5rem; border-radius: 999px; font-size: .8rem;
+  font-weight: 600; border: 1px solid currentColor; white-space: nowrap; }
+.badge-holds { color: var(--high); } .badge-violated { color: var(--none); }
+.badge-unknown { color: var(--muted); }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(26rem, 1fr)); column-gap: 2rem; }
+.grid table { width: 100%; }
+figure { margin: 1rem 0 1.4rem; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--rule);
+  border-radius: 4px; }
+figcaption { color: var(--muted); font-size: .85rem; margin-top: .3rem; }
+footer { margin-top: 3rem; color: var(--muted); font-size: .82rem;
+  border-top: 1px solid var(--rule); padding-top: .6rem; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85em; }
+@media print {
+  @page { margin: 1.5cm; }
+  body { max-width: none; padding: 0; font-size: 10.5pt; }
+  nav.toc { display: none; }
+  h2 { break-after: avoid; page-break-after: avoid; }
+  h3, p.note { break-after: avoid; page-break-after: avoid; }
+  figure, table, .banner { break-inside: avoid; page-break-inside: avoid; }
+  figure img { max-height: 9.5cm; width: auto; border: none; }
+  .table-wrap { overflow: visible; }
+  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+}
+"""
+"""The report's styles (screen and print), inlined in every page."""
+
+
+def esc(value: Any) -> str:
+    """``value`` as escaped text, safe in element content and in quoted attributes."""
+    return html.escape(str(value), quote=True)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One ``<section>``: an anchor id, a heading and its body (already-escaped HTML)."""
+
+    id: str
+    title: str
+    body: str
+
+
+def paragraph(text: str, css_class: str | None = None) -> str:
+    """A ``<p>`` of escaped text."""
+    attr = f' class="{esc(css_class)}"' if css_class else ""
+    return f"<p{attr}>{esc(text)}</p>\n"
+
+
+def bullet_list(items: Iterable[str], css_class: str | None = None) -> str:
+    """A ``<ul>`` of escaped items (empty string for no items)."""
+    items = list(items)
+    if not items:
+        return ""
+    attr = f' class="{esc(css_class)}"' if css_class else ""
+    return f"<ul{attr}>\n" + "".join(f"<li>{esc(item)}</li>\n" for item in items) + "</ul>\n"
+
+
+def banner(severity: str, verdict: str, text: str) -> str:
+    """A coloured verdict box: ``severity`` picks the colour (none/low/moderate/high);
+    ``verdict`` is set in bold before ``text``."""
+    sev = severity if severity in ("none", "low", "moderate", "high") else "moderate"
+    return (
+        f'<div class="banner sev-{sev}" role="status"><p>'
+        f'<strong class="verdict">{esc(verdict)}</strong>'
+        f"{': ' if text else ''}{esc(text)}</p></div>\n"
+    )
+
+
+def table_html(
+    table: c.Table,
+    *,
+    badge_column: int | None = None,
+    wrap_columns: Sequence[int] = (),
+    nowrap_columns: Sequence[int] = (),
+) -> str:
+    """A :class:`~auditor.report.content.Table` as an escaped ``<table>`` in a scroll box.
+
+    ``badge_column`` renders that column's cells as status badges (holds / violated /
+    unknown, text kept so the status never depends on colour); ``wrap_columns`` may
+    break anywhere (long file paths, long values); ``nowrap_columns`` never break.
+    """
+    def cls(i: int) -> str:
+        names = ["num"] if table.is_numeric(i) else []
+        names += ["wrap"] if i in wrap_columns else []
+        names += ["nowrap"] if i in nowrap_columns else []
+        return f' class="{" ".join(names)}"' if names else ""
+
+    head = "".join(f'<th scope="col"{cls(i)}>{esc(h)}</th>' for i, h in enumerate(table.headers))
+    body = []
+    for row in table.rows:
+        cells = []
+        for i, cell in enumerate(row):
+            if i == badge_column:
+                cells.append(f'<td><span class="badge badge-{esc(cell)}">{esc(cell)}</span></td>')
+            else:
+                cells.append(f"<td{cls(i)}>{esc(cell)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>\n")
+    caption = f"<caption>{esc(table.caption)}</caption>" if table.caption else ""
+    return (
+        f'<div class="table-wrap"><table>{caption}<thead><tr>{head}</tr></thead>\n'
+        f"<tbody>\n{''.join(body)}</tbody></table></div>\n"
+    )
+
+
+def figure_html(
+    plot: Plot | None = None, *, png: bytes | None = None, alt: str = "", caption: str = ""
+) -> str:
+    """An inline ``<figure>``: a :class:`~auditor.report.plots.Plot`, or ``png`` bytes with alt text."""
+    from auditor.report.plots import png_data_uri
+
+    if plot is not None:
+        png, alt, caption = plot.png, plot.alt, caption or plot.alt
+    if png is None:
+        raise ValueError("figure_html needs a Plot or png bytes")
+    cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
+    return f'<figure><img src="{png_data_uri(png)}" alt="{esc(alt)}">{cap}</figure>\n'
+
+
+def page(
+    title: str, sections: Sequence[Section], *, lead: str = "", subtitle: str = "", footer: str = ""
+) -> str:
+    """A complete, self-contained HTML document.
+
+    ``lead`` is HTML placed before the contents list (e.g. a :func:`banner`);
+    ``subtitle`` and ``footer`` are plain text (escaped). The footer defaults to the
+    tool name and version.
+    """
+    toc = "".join(f'<li><a href="#{esc(s.id)}">{esc(s.title)}</a></li>' for s in sections)
+    nav = f'<nav class="toc" aria-label="Contents"><ol>{toc}</ol></nav>\n' if len(sections) > 1 else ""
+    body = "".join(
+        f'<section id="{esc(s.id)}">\n<h2>{esc(s.title)}</h2>\n{s.body}</section>\n' for s in sections
+    )
+    foot = footer or f"Generated by popaudit {__version__}."
+    sub = f'<p class="meta">{esc(subtitle)}</p>' if subtitle else ""
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="generator" content="popaudit {esc(__version__)}">\n'
+        f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+        f"<header>\n<h1>{esc(title)}</h1>\n{sub}\n</header>\n"
+        f"<main>\n{lead}"
+        + f"{nav}{body}</main>\n<footer><p>{esc(foot)}</p></footer>\n</body>\n</html>\n"
+    )
+
+
+def _not_measured(result: AuditResult, section: str) -> str:
+    return paragraph(
+        f"Not measured: {c.not_measured_reason(result, section)}.", "not-measured"
+    )
+
+
+def _figures(plots: Sequence[Plot], section: str) -> str:
+    return "".join(figure_html(p) for p in plots if p.section == section)
+
+
+def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
+    """The sections of an audit report, in reading order (figures from ``plots``)."""
+    sections: list[Section] = []
+    verdict = result.verdict
+    body = paragraph(verdict.summary, "summary") if verdict.summary else ""
+    if verdict.recommendations:
+        body += "<h3>Recommendations</h3>\n" + bullet_list(verdict.recommendations, "recs")
+    else:
+        body += paragraph("No recommendations: nothing to change.", "note")
+    sections.append(Section("verdict", "Verdict and recommendations", body))
+    if result.warnings:
+        sections.append(Section("warnings", "Warnings", bullet_list(result.warnings, "warnings")))
+
+    fn = result.frequency_norm
+    if fn is not None:
+        body = table_html(c.frequency_norm_table(fn))
+        figs = _figures(plots, "frequency_norm")
+        body += figs or paragraph(
+            "Plots unavailable: this result carries no per-item norms and frequencies "
+            "(for example, it was re-read from a JSON report).", "note")
+        if fn.deciles:
+            body += "<h3>Norm by popularity decile</h3>\n" + table_html(c.deciles_table(fn))
+    else:
+        body = _not_measured(result, "frequency_norm")
+    sections.append(Section("frequency-norm", c.SECTION_TITLES["frequency_norm"], body))
+
+    retrieval = result.retrieval
+    if retrieval is not None:
+        body = paragraph(
+            "The same queries retrieved by dot product (what serving uses), by cosine (norms "
+            "removed) and a most-popular baseline; dot / cosine above 1 means norms push popular "
+            "items into the lists.", "note")
+        body += table_html(c.retrieval_summary_table(retrieval))
+        for k, cut in c.sorted_cutoffs(retrieval):
+            body += f"<h3>Top-{esc(k)}</h3>\n" + table_html(c.cutoff_table(k, cut))
+        body += _figures(plots, "retrieval")
+        if retrieval.definitions:
+            definitions = c.definitions_table(retrieval.definitions)
+            body += "<h3>Definitions used</h3>\n" + table_html(definitions)
+    else:
+        body = _not_measured(result, "retrieval")
+    sections.append(Section("retrieval", c.SECTION_TITLES["retrieval"], body))
+
+    if result.conditions:
+        body = paragraph(
+            "When C1–C4 all hold, every update is orthogonal to the embedding, so norms can only "
+            "grow and more frequent items grow more; C5 (a large learning rate) makes the growth "
+            "visible. A condition that holds is therefore a risk (red); a violated one breaks the "
+            "mechanism (green).",
+            "note")
+        body += table_html(c.conditions_table(result), badge_column=2, nowrap_columns=(1,))
+    else:
+        body = _not_measured(result, "conditions")
+    sections.append(Section("conditions", c.SECTION_TITLES["conditions"], body))
+
+    if result.probes:
+        body, details = "", ""
+        for key, title, table in c.probes_tables(result.probes):
+            block = f"<div><h3>{esc(title)}</h3>\n{table_html(table, wrap_columns=(1,))}</div>\n"
+            if key == "update_angles":
+                body += block + _figures(plots, "probes")
+            else:
+                details += block
+        if "update_angles" not in result.probes:
+            body += _figures(plots, "probes")
+        # The many small detail tables sit side by side rather than in one long column.
+        body += f'<div class="grid">\n{details}</div>\n' if details else ""
+    else:
+        body = _not_measured(result, "probes")
+    sections.append(Section("probes", c.SECTION_TITLES["probes"], body))
+
+    if result.measures:
+        measures = table_html(c.measures_table(result.measures), wrap_columns=(1,))
+        sections.append(Section("measures", "Plugin measures", measures))
+
+    body = "<h3>Inputs</h3>\n" + table_html(c.inputs_table(result.inputs), wrap_columns=(1,))
+    if result.settings:
+        body += "<h3>Settings</h3>\n" + table_html(c.settings_table(result.settings), wrap_columns=(1,))
+    others = c.other_not_measured(result)
+    if others:
+        body += "<h3>Also not measured</h3>\n" + bullet_list(f"{key}: {why}" for key, why in others)
+    sections.append(Section("inputs", "Inputs and settings", body))
+    return sections
+
+
+class HtmlRenderer:
+    """``--format html``: a self-contained page with tables and inline plots."""
+
+    name = "html"
+    suffix = ".html"
+    description = "self-contained HTML page with plots (inline CSS and images, no scripts)"
+
+    def render(self, result: AuditResult, context: RenderContext) -> str:
+        """The whole page as a string."""
+        from auditor.report.plots import audit_plots
+
+        plots = audit_plots(result)
+        phrase, evidence = c.headline_parts(result)
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return page(
+            f"popaudit report: {c.model_name(result)}",
+            audit_sections(result, plots),
+            lead=banner(result.verdict.severity, phrase, evidence + "."),
+            subtitle=f"{result.inputs.model} · generated {stamp} · popaudit {__version__}",
+        )

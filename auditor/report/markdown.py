@@ -1,0 +1,184 @@
+"""The Markdown report (GitHub-flavoured), with plots written beside it.
+
+For a report written to ``path/report.md`` the figures go to
+``path/report_files/<name>.png`` (each written atomically) and are linked relatively,
+so the folder can be moved or committed as a whole. Rendered to standard output
+(``context.destination`` None) there is nowhere to put images: they are left out and
+the report says so.
+
+Reusable layer for other Markdown reports (experiment and batch summaries):
+:func:`md_escape`, :func:`md_table`, :func:`images_folder` and :func:`write_images`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from auditor import __version__
+from auditor.io import write_atomic
+from auditor.report import RenderContext
+from auditor.report import content as c
+from auditor.result import AuditResult
+
+if TYPE_CHECKING:
+    from auditor.report.plots import Plot, PlotSpec
+
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|~#])")
+
+
+def md_escape(text: object) -> str:
+    """``text`` on one line with Markdown's active characters backslash-escaped.
+
+    Escaping ``<`` and ``>`` keeps raw HTML out; ``|`` keeps table cells intact.
+    """
+    return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def md_table(table: c.Table) -> str:
+    """A :class:`~auditor.report.content.Table` as a GFM pipe table (numeric columns right-aligned)."""
+    head = "| " + " | ".join(md_escape(h) for h in table.headers) + " |"
+    rule = "|" + "|".join("---:" if table.is_numeric(i) else ":---" for i in range(len(table.headers))) + "|"
+    rows = ["| " + " | ".join(md_escape(cell) if cell else " " for cell in row) + " |" for row in table.rows]
+    caption = f"\n_{md_escape(table.caption)}_\n" if table.caption else ""
+    return "\n".join([head, rule, *rows]) + "\n" + caption + "\n"
+
+
+def bullets(items: Iterable[str]) -> str:
+    """A Markdown bullet list of escaped items."""
+    return "".join(f"- {md_escape(item)}\n" for item in items) + "\n"
+
+
+def images_folder(destination: Path) -> Path:
+    """Where the figures of a report written to ``destination`` go: ``<stem>_files``."""
+    return destination.parent / f"{destination.stem}_files"
+
+
+def write_images(plots: Sequence[Plot], destination: Path) -> dict[str, str]:
+    """Write each plot's PNG beside ``destination`` atomically; return name -> relative link.
+
+    Links are relative to the report's folder and URL-quoted.
+    """
+    folder = images_folder(destination)
+    links: dict[str, str] = {}
+    for plot in plots:
+        write_atomic(folder / f"{plot.name}.png", plot.png)
+        links[plot.name] = quote(f"{folder.name}/{plot.name}.png")
+    return links
+
+
+def _figures(plots: Sequence[Plot | PlotSpec], links: dict[str, str], section: str) -> str:
+    out = ""
+    for plot in plots:
+        if plot.section == section and plot.name in links:
+            out += f"![{md_escape(plot.alt)}]({links[plot.name]})\n\n_{md_escape(plot.title)}_\n\n"
+    return out
+
+
+def _not_measured(result: AuditResult, section: str) -> str:
+    return f"_Not measured: {md_escape(c.not_measured_reason(result, section))}._\n\n"
+
+
+def render_audit_markdown(
+    result: AuditResult, plots: Sequence[Plot | PlotSpec], links: dict[str, str] | None
+) -> str:
+    """The Markdown report; ``links`` maps plot names to image paths (None: images omitted,
+    with a note when ``plots`` is not empty)."""
+    out: list[str] = [f"# popaudit report: {md_escape(c.model_name(result))}\n\n"]
+    phrase, evidence = c.headline_parts(result)
+    out.append(f"> **{md_escape(phrase)}**: {md_escape(evidence)}.\n\n")
+    if links is None and plots:
+        out.append(
+            "_Plots omitted: this report went to standard output; write it to a file "
+            "(`--markdown PATH` or `-o PATH`) to get the figures beside it._\n\n"
+        )
+    links = links or {}
+
+    verdict = result.verdict
+    out.append("## Verdict and recommendations\n\n")
+    if verdict.summary:
+        out.append(md_escape(verdict.summary) + "\n\n")
+    if verdict.recommendations:
+        out.append("### Recommendations\n\n" + bullets(verdict.recommendations))
+    else:
+        out.append("No recommendations: nothing to change.\n\n")
+    if result.warnings:
+        out.append("## Warnings\n\n" + bullets(result.warnings))
+
+    out.append(f"## {c.SECTION_TITLES['frequency_norm']}\n\n")
+    fn = result.frequency_norm
+    if fn is not None:
+        out.append(md_table(c.frequency_norm_table(fn)))
+        out.append(_figures(plots, links, "frequency_norm"))
+        if fn.deciles:
+            out.append("### Norm by popularity decile\n\n" + md_table(c.deciles_table(fn)))
+    else:
+        out.append(_not_measured(result, "frequency_norm"))
+
+    out.append(f"## {c.SECTION_TITLES['retrieval']}\n\n")
+    retrieval = result.retrieval
+    if retrieval is not None:
+        out.append(
+            "The same queries retrieved by dot product (what serving uses), by cosine (norms removed) "
+            "and a most-popular baseline; dot / cosine above 1 means norms push popular items into "
+            "the lists.\n\n"
+        )
+        out.append(md_table(c.retrieval_summary_table(retrieval)))
+        for k, cut in c.sorted_cutoffs(retrieval):
+            out.append(f"### Top-{k}\n\n" + md_table(c.cutoff_table(k, cut)))
+        out.append(_figures(plots, links, "retrieval"))
+        if retrieval.definitions:
+            out.append("### Definitions used\n\n" + md_table(c.definitions_table(retrieval.definitions)))
+    else:
+        out.append(_not_measured(result, "retrieval"))
+
+    out.append(f"## {c.SECTION_TITLES['conditions']}\n\n")
+    if result.conditions:
+        out.append(md_table(c.conditions_table(result)))
+    else:
+        out.append(_not_measured(result, "conditions"))
+
+    out.append(f"## {c.SECTION_TITLES['probes']}\n\n")
+    if result.probes:
+        for key, title, table in c.probes_tables(result.probes):
+            out.append(f"### {md_escape(title)}\n\n" + md_table(table))
+            if key == "update_angles":
+                out.append(_figures(plots, links, "probes"))
+        if "update_angles" not in result.probes:
+            out.append(_figures(plots, links, "probes"))
+    else:
+        out.append(_not_measured(result, "probes"))
+
+    if result.measures:
+        out.append("## Plugin measures\n\n" + md_table(c.measures_table(result.measures)))
+
+    out.append("## Inputs and settings\n\n### Inputs\n\n" + md_table(c.inputs_table(result.inputs)))
+    if result.settings:
+        out.append("### Settings\n\n" + md_table(c.settings_table(result.settings)))
+    others = c.other_not_measured(result)
+    if others:
+        out.append("### Also not measured\n\n" + bullets(f"{key}: {why}" for key, why in others))
+    out.append(f"---\n\nGenerated by popaudit {md_escape(__version__)}.\n")
+    return "".join(out)
+
+
+class MarkdownRenderer:
+    """``--format markdown``: GitHub-flavoured Markdown, figures as PNGs beside the file."""
+
+    name = "markdown"
+    suffix = ".md"
+    description = "GitHub-flavoured Markdown; plots written to <name>_files/ beside the report"
+
+    def render(self, result: AuditResult, context: RenderContext) -> str:
+        """The report text; writes the figures when ``context.destination`` is a file."""
+        from auditor.report.plots import plot_specs
+
+        specs = plot_specs(result)
+        if context.destination is None:
+            # Nowhere to put images: name them as omitted without drawing them.
+            return render_audit_markdown(result, specs, None)
+        plots = [spec.render() for spec in specs]
+        return render_audit_markdown(result, plots, write_images(plots, Path(context.destination)))

@@ -1,0 +1,33 @@
+"""Baseline two-tower training for ``popaudit retrain`` and ``popaudit experiment``.
+
+Submodules: :mod:`~auditor.train.data` (synthetic and file data),
+:mod:`~auditor.train.models` (encoders), :mod:`~auditor.train.losses`,
+:mod:`~auditor.train.optim`, :mod:`~auditor.train.loop` (training and the
+checkpoint), :mod:`~auditor.train.live` (the live model ``check`` probes),
+:mod:`~auditor.train.experiments` (the grids of SCIENCE.md §5).
+
+This package's own module holds only the option names, so the CLI can list them
+without importing torch.
+"""
+
+from __future__ import annotations
+
+ITEM_ENCODERS = ("embedding", "onehot-linear", "dense-linear", "embedding-linear", "mlp")
+USER_ENCODERS = ("embedding", "mlp", "transformer")
+LOSSES = ("infonce-cos", "infonce-dot", "cosine")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+EXPERIMENTS = ("conditions", "lr-sweep")
+
+
+def default_lr(optimizer: str, loss: str) -> float:
+    """The learning rate used when none is given.
+
+    High for SGD on a cosine loss (10: the exposed baseline of SCIENCE.md §2, C5), 1
+    for SGD on dot-product InfoNCE (unnormalised logits diverge at 10), 0.01 for Adam
+    and AdamW (whose steps are about lr per coordinate whatever the gradient's scale).
+    """
+    if optimizer in ("adam", "adamw"):
+        return 0.01
+    if loss == "infonce-dot":
+        return 1.0
+    return 10.0

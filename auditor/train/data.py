@@ -1,0 +1,218 @@
+"""Training data for ``popaudit retrain``: a synthetic Zipf log, or a real interaction file.
+
+Both give a :class:`TrainingData`: (user row, item row) pairs over dense rows
+0..n-1, the raw id of every row (stored in the checkpoint so ``check`` can map logs
+onto it) and, for synthetic data, dense item features (for the ``dense-linear``
+item tower).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from auditor.config import INTERACTION_FORMATS
+from auditor.errors import InputError, InteractionsError
+from auditor.loading.interactions import count_item_ids, read_pairs
+from auditor.progress import SILENT, Progress
+
+DATA_FORMATS = INTERACTION_FORMATS
+"""auto, parquet, csv, tsv, movielens, recbole (the foundation's readers)."""
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """Interactions as dense (user row, item row) pairs, plus what the towers need."""
+
+    users: np.ndarray
+    """int64 (n,): user row of each interaction."""
+    items: np.ndarray
+    """int64 (n,): item row of each interaction."""
+    n_users: int
+    n_items: int
+    user_ids: list[Any]
+    """Raw id of each user row (int or str)."""
+    item_ids: list[Any]
+    """Raw id of each item row (int or str)."""
+    description: dict[str, Any]
+    """Where the data came from (``kind`` synthetic|file and its settings)."""
+    item_features: np.ndarray | None = field(default=None, repr=False)
+    """float32 (n_items, F) dense item features, when the source has them."""
+
+    def __post_init__(self) -> None:
+        if self.users.shape != self.items.shape or self.users.ndim != 1:
+            raise InputError("users and items must be 1-d arrays of the same length")
+        if len(self.users) == 0:
+            raise InputError("the training data holds no interactions")
+
+    @property
+    def n_interactions(self) -> int:
+        return int(self.items.shape[0])
+
+    @property
+    def item_frequencies(self) -> np.ndarray:
+        """int64 (n_items,): interactions per item row."""
+        return np.bincount(self.items, minlength=self.n_items).astype(np.int64)
+
+    def histories(self, length: int) -> np.ndarray:
+        """int64 (n_users, length): each user's ``length`` most recent item rows.
+
+        Right-aligned (most recent last); empty slots hold ``n_items`` (the padding row).
+        Interactions are taken to be in time order.
+        """
+        # Row order is time order (the log's order); a stable sort by user keeps it.
+        order = np.argsort(self.users, kind="stable")
+        users, items = self.users[order], self.items[order]
+        ends = np.cumsum(np.bincount(users, minlength=self.n_users))
+        from_end = ends[users] - 1 - np.arange(len(users))  # 0 = most recent of that user
+        keep = from_end < length
+        hist = np.full((self.n_users, length), self.n_items, dtype=np.int64)
+        hist[users[keep], length - 1 - from_end[keep]] = items[keep]
+        return hist
+
+
+def synthetic_interactions(
+    n_users: int = 1000,
+    n_items: int = 1000,
+    n_interactions: int = 50_000,
+    zipf: float = 1.0,
+    *,
+    seed: int = 0,
+    n_topics: int = 10,
+    affinity: float = 0.8,
+    n_features: int = 32,
+) -> TrainingData:
+    """A seeded synthetic log with Zipf item popularity and topical user preferences.
+
+    Every item gets a popularity rank (randomly permuted over rows, so row order says
+    nothing about popularity) with weight rank^-zipf, and one of ``n_topics`` topics.
+    Every user prefers one topic and has a log-normal activity level. An interaction
+    picks a user by activity, then with probability ``affinity`` an item of that user's
+    topic (Zipf-weighted within the topic), else an item from the whole catalogue
+    (Zipf-weighted): a two-tower model can learn the topics, and popularity is Zipf.
+    Item features are the item's topic centroid plus noise (for ``dense-linear``).
+    """
+    if n_users < 1 or n_items < 2 or n_interactions < 1:
+        raise InputError(
+            f"synthetic data needs n_users >= 1, n_items >= 2, n_interactions >= 1; got "
+            f"{n_users}, {n_items}, {n_interactions}"
+        )
+    if zipf < 0:
+        raise InputError(f"--zipf must be >= 0, got {zipf}")
+    if not 0.0 <= affinity <= 1.0:
+        raise InputError(f"affinity must be within [0, 1], got {affinity}")
+    rng = np.random.default_rng(seed)
+    n_topics = max(1, min(n_topics, n_items))
+
+    ranks = rng.permutation(n_items) + 1
+    weight = ranks.astype(np.float64) ** -zipf
+    item_topic = rng.permutation(np.arange(n_items) % n_topics)  # every topic non-empty
+
+    # Items grouped by topic; a cumulative weight over that order lets one searchsorted
+    # call draw from any topic's sub-range (topic t covers [start[t], end[t])).
+    by_topic = np.argsort(item_topic, kind="stable")
+    cum = np.cumsum(weight[by_topic])
+    topic_end = cum[np.cumsum(np.bincount(item_topic, minlength=n_topics)) - 1]
+    topic_start = np.concatenate(([0.0], topic_end[:-1]))
+
+    user_topic = rng.integers(0, n_topics, size=n_users)
+    activity = rng.lognormal(0.0, 1.0, size=n_users)
+    users = rng.choice(n_users, size=n_interactions, p=activity / activity.sum())
+
+    topical = rng.random(n_interactions) < affinity
+    t = user_topic[users]
+    lo = np.where(topical, topic_start[t], 0.0)
+    hi = np.where(topical, topic_end[t], cum[-1])
+    target = lo + rng.random(n_interactions) * (hi - lo)
+    pos = np.minimum(np.searchsorted(cum, target, side="right"), n_items - 1)
+    items = by_topic[pos]
+
+    centroids = rng.normal(0.0, 1.0, size=(n_topics, n_features))
+    features = centroids[item_topic] + 0.5 * rng.normal(0.0, 1.0, size=(n_items, n_features))
+    features /= np.sqrt(n_features)
+
+    return TrainingData(
+        users=users.astype(np.int64),
+        items=items.astype(np.int64),
+        n_users=n_users,
+        n_items=n_items,
+        user_ids=list(range(n_users)),
+        item_ids=list(range(n_items)),
+        description={
+            "kind": "synthetic",
+            "n_users": n_users,
+            "n_items": n_items,
+            "n_interactions": n_interactions,
+            "zipf": float(zipf),
+            "seed": seed,
+            "n_topics": n_topics,
+            "affinity": float(affinity),
+        },
+        item_features=features.astype(np.float32),
+    )
+
+
+def random_projection_features(n_items: int, n_features: int, seed: int) -> np.ndarray:
+    """float32 (n_items, n_features): a seeded Gaussian random projection of one-hot ids.
+
+    Used by ``dense-linear`` when the data has no item features: row i is the image of
+    the one-hot vector e_i under a random (n_items -> n_features) map, scaled so rows
+    have norm about 1. Distinct items overlap (non-orthogonal inputs), which is C3's
+    violation.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
+    return (rng.normal(0.0, 1.0, size=(n_items, n_features)) / np.sqrt(n_features)).astype(
+        np.float32
+    )
+
+
+def read_interactions(
+    path: Path,
+    *,
+    fmt: str = "auto",
+    user_col: str | None = None,
+    item_col: str | None = None,
+    progress: Progress = SILENT,
+) -> TrainingData:
+    """Read an interaction log into dense rows through the foundation's readers.
+
+    Formats and column detection are those of :mod:`auditor.loading.interactions`
+    (MovieLens ``u.data``/``ratings.dat``/``ratings.csv``, RecBole ``.inter``, Parquet,
+    CSV/TSV). Item rows follow the raw item ids sorted ascending; user rows follow
+    first appearance in the log. Log order is taken as time order (for histories).
+    """
+    path = Path(path)
+    if fmt not in DATA_FORMATS:
+        raise InputError(f"--data-format must be one of {', '.join(DATA_FORMATS)}, got {fmt!r}")
+    counts = count_item_ids(
+        path, fmt=fmt, user_col=user_col, item_col=item_col, need_users=False, progress=progress
+    )
+    if counts.user_col is None:
+        raise InteractionsError(
+            f"cannot find a user id column in {path}; pass --user-col NAME (training needs users)"
+        )
+    if counts.ids.size < 2:
+        raise InteractionsError(f"{path}: training needs at least 2 distinct items, found {counts.ids.size}")
+    pairs = read_pairs(
+        path, fmt=fmt, user_col=counts.user_col, item_col=counts.item_col,
+        item_ids=counts.ids, n_items=int(counts.ids.size),
+    )
+    return TrainingData(
+        users=pairs.user_index.astype(np.int64, copy=False),
+        items=pairs.item_rows.astype(np.int64, copy=False),
+        n_users=int(pairs.user_ids.size),
+        n_items=int(counts.ids.size),
+        user_ids=pairs.user_ids.tolist(),
+        item_ids=counts.ids.tolist(),
+        description={
+            "kind": "file",
+            "path": str(path),
+            "format": counts.format or fmt,
+            "user_col": counts.user_col,
+            "item_col": counts.item_col,
+            "n_interactions": len(pairs),
+        },
+    )

@@ -1,0 +1,522 @@
+"""Experiment grids that reproduce SCIENCE.md §5: ``conditions`` and ``lr-sweep``.
+
+``conditions`` trains the all-conditions-hold reference (id embedding table, plain
+SGD, cosine InfoNCE, high learning rate) beside one violation at a time and measures,
+for each seed: the angle between q_i and its update Δq_i in one real training step
+(float64, on a copy), the frequency-norm Spearman rho with a bootstrap CI, and
+head_share_1pct@K of dot-product against cosine retrieval (FAISS exact search).
+``lr-sweep`` repeats the reference across learning rates (C5).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+import torch
+from scipy import stats
+
+from auditor import __version__
+from auditor.errors import InputError
+from auditor.io import atomic_path, write_atomic
+from auditor.progress import SILENT, Progress
+from auditor.train.data import synthetic_interactions
+from auditor.train.losses import two_tower_loss
+from auditor.train.loop import TrainConfig, TrainResult, spearman, train
+from auditor.train.optim import make_optimizer
+
+ANGLE_EDGES = np.arange(-0.5, 181.0, 1.0)
+"""Histogram bins of update angles: 1° wide, centred on 0°, 1°, ..., 180°."""
+DEFAULT_LRS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the conditions grid: overrides of the reference training config."""
+
+    name: str
+    label: str
+    violates: str
+    """Which sufficient condition this setting breaks ("none" for the reference)."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExperimentSizes:
+    """The synthetic data and the reference training config every setting starts from."""
+
+    n_users: int = 1000
+    n_items: int = 1000
+    n_interactions: int = 50_000
+    zipf: float = 1.0
+    epochs: int = 5
+    batch_size: int = 256
+    dim: int = 32
+    lr: float = 10.0
+    temperature: float = 0.1
+    init_std: float = 0.1
+    k: int = 100
+    n_bootstrap: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise InputError(f"k must be at least 1, got {self.k}")
+        if self.n_bootstrap < 0:
+            raise InputError(f"n_bootstrap must be >= 0, got {self.n_bootstrap}")
+
+    def config(self, seed: int, **overrides: Any) -> TrainConfig:
+        """The reference config (embedding, SGD, InfoNCE-cos, ``lr``) with ``overrides``.
+
+        Both towers share the optimizer and learning rate unless overridden.
+        """
+        settings: dict[str, Any] = {
+            "optimizer": "sgd",
+            "lr": self.lr,
+            "item_encoder": "embedding",
+            "user_encoder": "embedding",
+            "loss": "infonce-cos",
+            "temperature": self.temperature,
+            "dim": self.dim,
+            "init_std": self.init_std,
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "seed": seed,
+        }
+        settings.update(overrides)
+        return TrainConfig(**settings)
+
+
+def condition_settings(sizes: ExperimentSizes) -> list[Setting]:
+    """The reference and its one-at-a-time violations (SCIENCE.md §2, §5).
+
+    Two settings change the learning rate with the violation, because they do not
+    train at the reference's: Adam runs at 0.01 (its steps are about lr per coordinate,
+    whatever the gradient's scale) and dot-product InfoNCE at lr/10 (unnormalised
+    logits diverge at the reference's lr). The table reports every setting's lr.
+    """
+    return [
+        Setting("reference", "all hold (embedding, SGD, InfoNCE-cos)", "none"),
+        Setting("momentum", "SGD + momentum 0.9", "C1", {"optimizer": "momentum"}),
+        Setting("adam", "Adam", "C1", {"optimizer": "adam", "lr": 0.01}),
+        Setting("weight-decay", "SGD + weight decay", "C1", {"weight_decay": 1e-3}),
+        Setting("mlp", "MLP item tower", "C2", {"item_encoder": "mlp"}),
+        Setting("embedding-linear", "embedding → linear", "C2, C3", {"item_encoder": "embedding-linear"}),
+        Setting("dense-linear", "linear over dense features", "C3", {"item_encoder": "dense-linear"}),
+        Setting("infonce-dot", "InfoNCE over dot products", "C4", {"loss": "infonce-dot", "lr": sizes.lr / 10}),
+        Setting("low-lr", "low learning rate", "C5", {"lr": sizes.lr / 100}),
+    ]
+
+
+# ----------------------------------------------------------------------------- measures
+
+
+def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:
+    """Degrees between q_i and Δq_i for the items of one real training step.
+
+    The step runs on a float64 copy of the model and of the item tower's optimizer
+    (with its state, so momentum/Adam act as in training); the original is untouched.
+    Items whose embedding did not move are left out.
+    """
+    model = copy.deepcopy(result.model).double()
+    cfg = result.config
+    opt = make_optimizer(
+        cfg.optimizer, model.item_parameters(), lr=cfg.item_lr, momentum=cfg.momentum,
+        weight_decay=cfg.weight_decay,
+    )
+    # deepcopy: load_state_dict keeps tensors that already have the right dtype by reference
+    opt.load_state_dict(copy.deepcopy(result.item_optimizer.state_dict()))
+    rows = torch.unique(items)
+    with torch.no_grad():
+        before = model.encode_items(rows)
+    loss = two_tower_loss(cfg.loss, model.encode_users(users), model.encode_items(items), cfg.temperature)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        delta = model.encode_items(rows) - before
+    dnorm = delta.norm(dim=1)
+    moved = dnorm > 0
+    cos = (before * delta).sum(dim=1)[moved] / (before.norm(dim=1)[moved] * dnorm[moved])
+    return torch.rad2deg(torch.arccos(cos.clamp(-1.0, 1.0))).numpy()
+
+
+def angle_summary(angles: np.ndarray) -> dict[str, Any]:
+    """Share within 90°±1° and ±10°, median and a 1° histogram of update angles."""
+    if angles.size == 0:
+        nan = float("nan")
+        return {"n": 0, "share_90pm1": nan, "share_90pm10": nan, "median": nan, "counts": [0] * (len(ANGLE_EDGES) - 1)}
+    dev = np.abs(angles - 90.0)
+    return {
+        "n": int(angles.size),
+        "share_90pm1": float(np.mean(dev <= 1.0)),
+        "share_90pm10": float(np.mean(dev <= 10.0)),
+        "median": float(np.median(angles)),
+        "counts": np.histogram(angles, bins=ANGLE_EDGES)[0].astype(int).tolist(),
+    }
+
+
+def _spearman_vectorised(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Spearman rho along ``axis`` for stacked samples (scipy.stats.bootstrap calls it)."""
+    rx = stats.rankdata(x, axis=axis)
+    ry = stats.rankdata(y, axis=axis)
+    rx -= rx.mean(axis=axis, keepdims=True)
+    ry -= ry.mean(axis=axis, keepdims=True)
+    num = (rx * ry).sum(axis=axis)
+    den = np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def spearman_with_ci(
+    frequencies: np.ndarray, norms: np.ndarray, *, n_resamples: int = 1000, seed: int = 0
+) -> tuple[float, tuple[float, float]]:
+    """Spearman rho of frequency vs norm and its 95% percentile-bootstrap CI over items."""
+    rho = spearman(frequencies, norms)
+    if n_resamples == 0 or math.isnan(rho):
+        return rho, (float("nan"), float("nan"))
+    res = stats.bootstrap(
+        (frequencies.astype(np.float64), norms.astype(np.float64)),
+        _spearman_vectorised,
+        n_resamples=n_resamples,
+        paired=True,
+        vectorized=True,
+        method="percentile",
+        batch=200,
+        rng=np.random.default_rng(seed),
+    )
+    return rho, (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+def head_mask(frequencies: np.ndarray, pct: float = 1.0) -> np.ndarray:
+    """Items with frequency >= that of the c-th most frequent, c = max(1, ⌊pct% n⌋)."""
+    c = max(1, int(math.floor(pct / 100.0 * frequencies.size)))
+    cut = np.sort(frequencies)[::-1][c - 1]
+    return frequencies >= cut
+
+
+def retrieval_head_share(
+    users: np.ndarray, items: np.ndarray, frequencies: np.ndarray, k: int, pct: float = 1.0
+) -> dict[str, float]:
+    """head_share_{pct}pct@k of exact dot-product and cosine retrieval (FAISS IndexFlatIP)."""
+    k = min(k, items.shape[0])
+    head = head_mask(frequencies, pct)
+    queries = np.ascontiguousarray(users, dtype=np.float32)
+    out: dict[str, float] = {}
+    for scoring in ("dot", "cosine"):
+        table = np.array(items, dtype=np.float32, copy=True, order="C")
+        if scoring == "cosine":
+            faiss.normalize_L2(table)
+        index = faiss.IndexFlatIP(table.shape[1])
+        index.add(table)
+        _, top = index.search(queries, k)
+        out[scoring] = float(head[top].mean())
+    out["ratio"] = out["dot"] / out["cosine"] if out["cosine"] > 0 else float("inf")
+    return out
+
+
+def measure_run(
+    result: TrainResult, *, k: int, n_bootstrap: int, seed: int
+) -> tuple[dict[str, Any], np.ndarray]:
+    """All measures of one trained run; returns (measures, raw update angles)."""
+    data = result.data
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA9]))
+    pick = torch.from_numpy(rng.choice(data.n_interactions, result.config.batch_size, replace=False))
+    users = torch.from_numpy(data.users)[pick]
+    items = torch.from_numpy(data.items)[pick]
+    angles = update_angles(result, users, items)
+    summary = angle_summary(angles)
+
+    item_emb = result.item_embeddings().numpy()
+    user_emb = result.user_embeddings().numpy()
+    freq = data.item_frequencies
+    rho, ci = spearman_with_ci(freq, np.linalg.norm(item_emb, axis=1), n_resamples=n_bootstrap, seed=seed)
+    share = retrieval_head_share(user_emb, item_emb, freq, k)
+    k_eff = min(k, data.n_items)
+    measures = {
+        "seed": seed,
+        "share_90pm1": summary["share_90pm1"],
+        "share_90pm10": summary["share_90pm10"],
+        "angle_median": summary["median"],
+        "n_angles": summary["n"],
+        "spearman": rho,
+        "spearman_ci": list(ci),
+        f"head_share_1pct_dot@{k_eff}": share["dot"],
+        f"head_share_1pct_cosine@{k_eff}": share["cosine"],
+        f"head_share_1pct_ratio@{k_eff}": share["ratio"],
+        "final_loss": result.trace[-1]["loss"],
+        "mean_norm": result.trace[-1]["mean_norm"],
+    }
+    return measures, angles
+
+
+def _aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """mean, std (ddof=1 when there are several seeds), min and max of each scalar measure."""
+    out: dict[str, dict[str, float]] = {}
+    for key, value in runs[0].items():
+        if key == "seed" or not isinstance(value, (int, float)):
+            continue
+        vals = np.array([r[key] for r in runs], dtype=np.float64)
+        out[key] = {
+            "mean": float(np.mean(vals)),
+            "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+            "min": float(np.min(vals)),
+            "max": float(np.max(vals)),
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+@dataclass
+class ExperimentResult:
+    """The measures of one experiment grid, ready to write as JSON, Markdown and plots."""
+
+    name: str
+    sizes: ExperimentSizes
+    seeds: list[int]
+    rows: list[dict[str, Any]]
+    """One per setting (or learning rate): its config, per-seed runs and summary."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "experiment": self.name,
+            "tool": {"name": "popaudit", "version": __version__},
+            "seeds": list(self.seeds),
+            "sizes": asdict(self.sizes),
+            "angle_histogram_edges": ANGLE_EDGES.tolist(),
+            "rows": self.rows,
+        }
+
+
+def _run_grid(
+    name: str,
+    grid: list[tuple[Setting, dict[str, Any]]],
+    sizes: ExperimentSizes,
+    seeds: Sequence[int],
+    progress: Progress,
+) -> ExperimentResult:
+    if not seeds:
+        raise InputError("an experiment needs at least one seed")
+    rows: list[dict[str, Any]] = []
+    with progress.track(f"experiment {name}", total=len(grid) * len(seeds)) as advance:
+        for setting, extra in grid:
+            runs: list[dict[str, Any]] = []
+            counts = np.zeros(len(ANGLE_EDGES) - 1, dtype=np.int64)
+            config: TrainConfig | None = None
+            for seed in seeds:
+                data = synthetic_interactions(
+                    sizes.n_users, sizes.n_items, sizes.n_interactions, sizes.zipf, seed=seed
+                )
+                config = sizes.config(seed, **setting.overrides)
+                result = train(data, config)
+                measures, angles = measure_run(result, k=sizes.k, n_bootstrap=sizes.n_bootstrap, seed=seed)
+                counts += np.histogram(angles, bins=ANGLE_EDGES)[0]
+                runs.append(measures)
+                advance(1)
+            assert config is not None
+            rows.append(
+                {
+                    "name": setting.name,
+                    "label": setting.label,
+                    "violates": setting.violates,
+                    **extra,
+                    "config": {
+                        "optimizer": config.optimizer,
+                        "lr": config.item_lr,
+                        "user_lr": config.resolved_user_lr,
+                        "momentum": config.momentum if config.optimizer == "momentum" else 0.0,
+                        "weight_decay": config.weight_decay,
+                        "item_encoder": config.item_encoder,
+                        "user_encoder": config.user_encoder,
+                        "loss": config.loss,
+                        "temperature": config.temperature,
+                    },
+                    "runs": runs,
+                    "summary": _aggregate(runs),
+                    "angle_histogram": counts.tolist(),
+                }
+            )
+    return ExperimentResult(name, sizes, list(seeds), rows)
+
+
+def run_conditions(
+    seeds: Sequence[int] = (0, 1, 2),
+    sizes: ExperimentSizes | None = None,
+    *,
+    settings: Sequence[str] | None = None,
+    progress: Progress = SILENT,
+) -> ExperimentResult:
+    """The conditions grid: the reference and each violation, trained for every seed.
+
+    ``settings`` picks rows by name (default: all of :func:`condition_settings`).
+    """
+    sizes = sizes or ExperimentSizes()
+    grid = condition_settings(sizes)
+    if settings is not None:
+        known = {s.name for s in grid}
+        unknown = [s for s in settings if s not in known]
+        if unknown:
+            raise InputError(f"unknown settings {unknown}; choose from {sorted(known)}")
+        grid = [s for s in grid if s.name in set(settings)]
+    return _run_grid("conditions", [(s, {}) for s in grid], sizes, seeds, progress)
+
+
+def run_lr_sweep(
+    lrs: Sequence[float] = DEFAULT_LRS,
+    seeds: Sequence[int] = (0, 1, 2),
+    sizes: ExperimentSizes | None = None,
+    *,
+    progress: Progress = SILENT,
+) -> ExperimentResult:
+    """The reference setting across learning rates (where the bias appears, C5)."""
+    sizes = sizes or ExperimentSizes()
+    if not lrs or any(lr <= 0 for lr in lrs):
+        raise InputError(f"learning rates must be positive, got {list(lrs)}")
+    grid = [
+        (Setting(f"lr={lr:g}", f"reference at lr {lr:g}", "none", {"lr": float(lr)}), {"lr": float(lr)})
+        for lr in sorted(lrs)
+    ]
+    return _run_grid("lr-sweep", grid, sizes, seeds, progress)
+
+
+# ------------------------------------------------------------------------------- outputs
+
+
+def _pm(summary: dict[str, dict[str, float]], key: str, fmt: str = "{:.3f}") -> str:
+    s = summary.get(key)
+    if s is None or math.isnan(s["mean"]):
+        return "–"
+    return f"{fmt.format(s['mean'])} ± {fmt.format(s['std'])}"
+
+
+def to_markdown(result: ExperimentResult) -> str:
+    """A GitHub-flavoured Markdown table of the grid, with the settings used."""
+    sz = result.sizes
+    k = min(sz.k, sz.n_items)
+    lines = [
+        f"# popaudit experiment {result.name}",
+        "",
+        f"Synthetic data: {sz.n_users} users, {sz.n_items} items, {sz.n_interactions} interactions, "
+        f"Zipf exponent {sz.zipf:g}. Two-tower model, dim {sz.dim}, init std {sz.init_std:g}, "
+        f"{sz.epochs} epochs, batch size {sz.batch_size}, temperature {sz.temperature:g}. "
+        f"Seeds {', '.join(map(str, result.seeds))}; values are mean ± standard deviation over seeds. "
+        f"Update angles from one training step after training (float64, items in the batch); "
+        f"ρ = Spearman frequency–norm correlation with a {sz.n_bootstrap}-resample percentile "
+        f"bootstrap 95% CI (mean of the per-seed bounds); head = top 1% of items by frequency, "
+        f"share of the top-{k} slots of every user's list (exact search).",
+        "",
+        "| setting | violates | optimizer | lr | item encoder | loss | 90°±1° | 90°±10° | ρ | ρ 95% CI "
+        f"| head@{k} dot | head@{k} cos | ratio |",
+        "|---|---|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for row in result.rows:
+        s, c = row["summary"], row["config"]
+        opt = c["optimizer"] + (f" (wd {c['weight_decay']:g})" if c["weight_decay"] else "")
+        bounds = np.array([r["spearman_ci"] for r in row["runs"]], dtype=np.float64)
+        bounds = bounds[~np.isnan(bounds).any(axis=1)]
+        ci = f"[{bounds[:, 0].mean():.3f}, {bounds[:, 1].mean():.3f}]" if len(bounds) else "–"
+        lines.append(
+            f"| {row['label']} | {row['violates']} | {opt} | {c['lr']:g} | {c['item_encoder']} "
+            f"| {c['loss']} | {_pm(s, 'share_90pm1')} | {_pm(s, 'share_90pm10')} "
+            f"| {_pm(s, 'spearman')} | {ci} | {_pm(s, f'head_share_1pct_dot@{k}')} "
+            f"| {_pm(s, f'head_share_1pct_cosine@{k}')} | {_pm(s, f'head_share_1pct_ratio@{k}', '{:.2f}')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN/inf become None so results.json is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def write_results(result: ExperimentResult, out_dir: Path) -> list[Path]:
+    """Write results.json, results.md and the plots into ``out_dir`` (atomically each)."""
+    out_dir = Path(out_dir)
+    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
+    write_atomic(json_path, json.dumps(_json_safe(result.to_dict()), indent=2) + "\n")
+    write_atomic(md_path, to_markdown(result))
+    written = [json_path, md_path]
+    if result.name == "conditions":
+        written.append(_plot_angles(result, out_dir / "angle_histograms.png"))
+    written.append(_plot_rho(result, out_dir / "rho_vs_lr.png"))
+    return written
+
+
+def _plot_angles(result: ExperimentResult, path: Path) -> Path:
+    """One angle histogram per setting (counts pooled over seeds), log-scaled counts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(result.rows)
+    cols = min(3, n)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False, sharex=True)
+    centres = (ANGLE_EDGES[:-1] + ANGLE_EDGES[1:]) / 2
+    for ax, row in zip(axes.flat, result.rows):
+        counts = np.asarray(row["angle_histogram"])
+        ax.bar(centres, counts, width=1.0, color="tab:blue" if row["violates"] == "none" else "tab:orange")
+        ax.set_yscale("symlog", linthresh=1)
+        share = row["summary"].get("share_90pm1", {}).get("mean", float("nan"))
+        ax.set_title(f"{row['label']}\n90°±1°: {share:.1%}", fontsize=9)
+        ax.axvline(90, color="grey", lw=0.6, ls="--")
+        ax.set_xlim(0, 180)
+        ax.set_xticks([0, 45, 90, 135, 180])
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("angle between q and Δq (degrees)")
+    fig.suptitle("Update angles in one training step", fontsize=11)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _plot_rho(result: ExperimentResult, path: Path) -> Path:
+    """Spearman rho (and the dot/cosine head-share ratio) against the learning rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = min(result.sizes.k, result.sizes.n_items)
+    # conditions: only rows that differ from the reference in their lr alone
+    rows = [r for r in result.rows if r["violates"] in ("none", "C5")]
+    rows.sort(key=lambda r: r["config"]["lr"])
+    lrs = np.array([r["config"]["lr"] for r in rows])
+    rho = np.array([r["summary"]["spearman"]["mean"] for r in rows])
+    rho_sd = np.array([r["summary"]["spearman"]["std"] for r in rows])
+    ratio_key = f"head_share_1pct_ratio@{k}"
+    ratio = np.array([r["summary"].get(ratio_key, {"mean": np.nan})["mean"] for r in rows])
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    ax.errorbar(lrs, rho, yerr=rho_sd, marker="o", color="tab:blue", capsize=3, label="Spearman ρ")
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel("frequency–norm Spearman ρ", color="tab:blue")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax2 = ax.twinx()
+    ax2.plot(lrs, ratio, marker="s", color="tab:red", ls="--", label=f"head share ratio @{k}")
+    ax2.set_ylabel(f"head_share_1pct dot / cosine @{k}", color="tab:red")
+    ax.set_title("Where the popularity bias appears (C5)", fontsize=10)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+    return path

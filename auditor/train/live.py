@@ -1,0 +1,132 @@
+"""A live model for ``popaudit retrain`` checkpoints, so probes can step the real towers.
+
+The module is rebuilt from the recorded config and state dict; item features and user
+histories (which some encoders need) and the item tower's optimizer state are read
+from the checkpoint file itself, so nothing beyond ``bundle.source``, ``bundle.config``
+and ``bundle.state_dict`` is asked of the loader.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from auditor.errors import ModelLoadError
+from auditor.model import ModelBundle
+from auditor.train.losses import two_tower_loss
+from auditor.train.models import NEEDS_FEATURES, NEEDS_HISTORIES, ModelSpec, TwoTower, build_model
+from auditor.train.optim import make_optimizer
+
+CHECKPOINT_KEY = "popaudit_checkpoint"
+
+
+class PopauditLiveModel:
+    """:class:`auditor.model.LiveModel` of a popaudit checkpoint."""
+
+    module: torch.nn.Module
+    loss_name: str | None
+
+    def __init__(
+        self,
+        module: TwoTower,
+        config: Mapping[str, Any],
+        optimizer_state: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.module = module
+        self.config = dict(config)
+        self.loss_name = str(config["loss"])
+        self.temperature = float(config.get("temperature", 0.1))
+        self._optimizer_state = optimizer_state
+
+    def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        """Embeddings (len(rows), dim) of the items at table rows ``rows``."""
+        return module.item_tower(rows)  # type: ignore[operator]
+
+    def encode_users(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        """Query embeddings (len(rows), dim) of the users at rows ``rows``."""
+        return module.user_tower(rows)  # type: ignore[operator]
+
+    def item_parameters(self, module: torch.nn.Module) -> list[torch.nn.Parameter]:
+        """The item tower's parameters, in the order the item optimizer holds them."""
+        return list(module.item_tower.parameters())  # type: ignore[union-attr]
+
+    def loss(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        """The training loss of matched (user, item) embeddings, as in training."""
+        return two_tower_loss(self.loss_name or "", users, items, self.temperature)
+
+    def make_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer:
+        """The item tower's optimizer over ``module``'s item parameters, state loaded.
+
+        The saved state (momentum buffers, Adam moments) is copied in, so a probe step
+        acts like the next step of training would; tensors are cast to the parameters'
+        dtype (a float64 probe copy works).
+        """
+        cfg = self.config
+        momentum = float(cfg.get("momentum", 0.0)) or 0.9
+        opt = make_optimizer(
+            str(cfg["optimizer"]),
+            self.item_parameters(module),
+            lr=float(cfg["lr"]),
+            momentum=momentum,
+            weight_decay=float(cfg.get("weight_decay", 0.0)),
+        )
+        if self._optimizer_state is not None:
+            opt.load_state_dict(copy.deepcopy(dict(self._optimizer_state)))
+        return opt
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        ckpt: Mapping[str, Any],
+        *,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
+        config: Mapping[str, Any] | None = None,
+        source: str = "checkpoint",
+    ) -> PopauditLiveModel:
+        """Rebuild from a checkpoint dict (``state_dict``/``config`` override its own)."""
+        config = dict(config if config else ckpt.get("config") or {})
+        state_dict = state_dict if state_dict else ckpt.get("state_dict")
+        if not config or not state_dict:
+            raise ModelLoadError(f"{source}: a popaudit checkpoint needs 'config' and 'state_dict'")
+        try:
+            spec = ModelSpec.from_config(config)
+        except TypeError as exc:
+            raise ModelLoadError(f"{source}: the recorded config is incomplete: {exc}") from exc
+        features = ckpt.get("item_features") if spec.item_encoder in NEEDS_FEATURES else None
+        histories = ckpt.get("user_histories") if spec.user_encoder in NEEDS_HISTORIES else None
+        with torch.random.fork_rng(devices=[]):  # the initial values are overwritten below
+            module = build_model(spec, item_features=features, user_histories=histories)
+        try:
+            module.load_state_dict(dict(state_dict), strict=True)
+        except RuntimeError as exc:
+            raise ModelLoadError(f"{source}: the state dict does not fit the recorded config: {exc}") from exc
+        return cls(module, config, ckpt.get("optimizer_state_dict"))
+
+    @classmethod
+    def from_bundle(cls, bundle: ModelBundle) -> PopauditLiveModel:
+        """Rebuild from a loaded bundle: its state dict and config, extras from its file."""
+        ckpt = read_checkpoint(bundle.source)
+        return cls.from_checkpoint(
+            ckpt, state_dict=bundle.state_dict, config=bundle.config, source=str(bundle.source)
+        )
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """A popaudit checkpoint dict, loaded with ``weights_only=True`` (memory-mapped)."""
+    try:
+        ckpt = torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # torch raises several types for a bad file
+        raise ModelLoadError(f"{path}: cannot read as a popaudit checkpoint: {exc}") from exc
+    if not isinstance(ckpt, dict) or CHECKPOINT_KEY not in ckpt:
+        raise ModelLoadError(f"{path}: not a popaudit checkpoint (no {CHECKPOINT_KEY!r} key)")
+    return ckpt
+
+
+def load_live_model(path: Path) -> PopauditLiveModel:
+    """The live model of the popaudit checkpoint at ``path``."""
+    path = Path(path)
+    return PopauditLiveModel.from_checkpoint(read_checkpoint(path), source=str(path))

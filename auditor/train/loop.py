@@ -1,0 +1,306 @@
+"""The training loop of ``popaudit retrain`` and the checkpoint it writes.
+
+Seeded and deterministic on CPU: torch's RNG (forked, so the caller's global state is
+left alone) initialises the model, a numpy Generator shuffles the interactions. Each
+epoch appends a trace row (mean loss, frequency-norm Spearman rho, mean item norm).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import stats
+
+from auditor import __version__
+from auditor.errors import TrainingError
+from auditor.io import atomic_path
+from auditor.progress import SILENT, Progress
+from auditor.train import LOSSES, OPTIMIZERS, default_lr
+from auditor.train.data import TrainingData, random_projection_features
+from auditor.train.losses import two_tower_loss
+from auditor.train.models import (
+    NEEDS_FEATURES,
+    NEEDS_HISTORIES,
+    ModelSpec,
+    TwoTower,
+    build_model,
+    encode_all,
+)
+from auditor.train.optim import effective_momentum, make_optimizer
+
+CHECKPOINT_VERSION = 1
+MAX_TRAIN_PAIRS = 1_000_000
+"""At most this many (user, item) rows are stored in the checkpoint (a seeded sample)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of one training run (CLI.md ``popaudit retrain`` options).
+
+    ``user_optimizer``/``user_lr`` default to the item tower's. ``momentum`` is used
+    only by the ``momentum`` optimizer; the checkpoint records the effective value.
+    """
+
+    optimizer: str = "sgd"
+    lr: float | None = None
+    """None: :func:`auditor.train.default_lr` for the optimizer and loss."""
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    item_encoder: str = "embedding"
+    user_encoder: str = "embedding"
+    user_optimizer: str | None = None
+    user_lr: float | None = None
+    """None: ``lr`` when the towers share an optimizer, else the user optimizer's default."""
+    loss: str = "infonce-cos"
+    temperature: float = 0.1
+    dim: int = 32
+    init_std: float = 0.1
+    epochs: int = 10
+    batch_size: int = 256
+    seed: int = 0
+    hidden_dim: int = 64
+    n_features: int = 32
+    history_length: int = 20
+    n_heads: int = 2
+    n_layers: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("optimizer", "user_optimizer"):
+            value = getattr(self, name)
+            if value is not None and value not in OPTIMIZERS:
+                raise TrainingError(
+                    f"unknown {name.replace('_', ' ')} {value!r}; choose one of {', '.join(OPTIMIZERS)}"
+                )
+        if self.loss not in LOSSES:
+            raise TrainingError(f"unknown loss {self.loss!r}; choose one of {', '.join(LOSSES)}")
+        if self.lr is None:
+            object.__setattr__(self, "lr", default_lr(self.optimizer, self.loss))
+        if self.user_lr is None:
+            same = self.resolved_user_optimizer == self.optimizer
+            user_lr = self.lr if same else default_lr(self.resolved_user_optimizer, self.loss)
+            object.__setattr__(self, "user_lr", user_lr)
+        if self.lr <= 0 or self.user_lr <= 0:  # type: ignore[operator]
+            raise TrainingError(f"learning rates must be positive, got {self.lr} and {self.user_lr}")
+        if self.temperature <= 0:
+            raise TrainingError(f"--temperature must be positive, got {self.temperature}")
+        if self.epochs < 1:
+            raise TrainingError(f"--epochs must be at least 1, got {self.epochs}")
+        if self.batch_size < 2:
+            raise TrainingError(
+                f"--batch-size must be at least 2 (in-batch negatives), got {self.batch_size}"
+            )
+
+    @property
+    def resolved_user_optimizer(self) -> str:
+        return self.user_optimizer or self.optimizer
+
+    @property
+    def item_lr(self) -> float:
+        """The item tower's learning rate (resolved)."""
+        return float(self.lr)  # type: ignore[arg-type]
+
+    @property
+    def resolved_user_lr(self) -> float:
+        """The user tower's learning rate (resolved)."""
+        return float(self.user_lr)  # type: ignore[arg-type]
+
+    def model_spec(self, data: TrainingData) -> ModelSpec:
+        return ModelSpec(
+            n_users=data.n_users,
+            n_items=data.n_items,
+            dim=self.dim,
+            item_encoder=self.item_encoder,
+            user_encoder=self.user_encoder,
+            init_std=self.init_std,
+            hidden_dim=self.hidden_dim,
+            n_features=self.n_features,
+            history_length=self.history_length,
+            n_heads=self.n_heads,
+            n_layers=self.n_layers,
+        )
+
+    def record(self, data: TrainingData) -> dict[str, Any]:
+        """The checkpoint's ``config``: every setting, resolved, plus the data's shape."""
+        out = asdict(self)
+        out.update(self.model_spec(data).to_dict())
+        out["momentum"] = effective_momentum(self.optimizer, self.momentum)
+        out["user_optimizer"] = self.resolved_user_optimizer
+        out["user_lr"] = float(self.resolved_user_lr)
+        out["user_momentum"] = effective_momentum(self.resolved_user_optimizer, self.momentum)
+        out["user_weight_decay"] = float(self.weight_decay)
+        out["lr"] = self.item_lr
+        out["weight_decay"] = float(self.weight_decay)
+        out["data"] = dict(data.description)
+        out["n_interactions"] = data.n_interactions
+        out["popaudit_version"] = __version__
+        return out
+
+
+@dataclass
+class TrainResult:
+    """A trained model with its optimizers, inputs and per-epoch trace."""
+
+    model: TwoTower
+    item_optimizer: torch.optim.Optimizer
+    user_optimizer: torch.optim.Optimizer
+    config: TrainConfig
+    data: TrainingData
+    trace: list[dict[str, float]] = field(default_factory=list)
+    item_features: torch.Tensor | None = None
+    user_histories: torch.Tensor | None = None
+
+    def item_embeddings(self) -> torch.Tensor:
+        """float32 (n_items, dim): the item tower's output for every row."""
+        return encode_all(self.model.encode_items, self.data.n_items)
+
+    def user_embeddings(self) -> torch.Tensor:
+        """float32 (n_users, dim): the user tower's output for every row."""
+        return encode_all(self.model.encode_users, self.data.n_users)
+
+
+def tower_inputs(
+    config: TrainConfig, data: TrainingData
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The item features / user histories the chosen encoders need (else None)."""
+    features = None
+    if config.item_encoder in NEEDS_FEATURES:
+        array = data.item_features
+        if array is None or array.shape[1] != config.n_features:
+            array = random_projection_features(data.n_items, config.n_features, config.seed)
+        features = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+    histories = None
+    if config.user_encoder in NEEDS_HISTORIES:
+        histories = torch.from_numpy(data.histories(config.history_length))
+    return features, histories
+
+
+def spearman(frequencies: np.ndarray, norms: np.ndarray) -> float:
+    """Spearman rho of frequency against norm (nan when either is constant)."""
+    if np.ptp(frequencies) == 0 or np.ptp(norms) == 0:
+        return float("nan")
+    return float(stats.spearmanr(frequencies, norms).statistic)
+
+
+def train(
+    data: TrainingData, config: TrainConfig, *, progress: Progress = SILENT
+) -> TrainResult:
+    """Train a two-tower model on ``data``; deterministic for a given config on CPU.
+
+    Raises TrainingError when the loss becomes non-finite (lower the learning rate).
+    """
+    features, histories = tower_inputs(config, data)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = build_model(
+            config.model_spec(data), item_features=features, user_histories=histories
+        )
+    item_opt = make_optimizer(
+        config.optimizer,
+        model.item_parameters(),
+        lr=config.item_lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+    )
+    user_opt = make_optimizer(
+        config.resolved_user_optimizer,
+        model.user_parameters(),
+        lr=config.resolved_user_lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+    )
+    result = TrainResult(model, item_opt, user_opt, config, data, [], features, histories)
+
+    rng = np.random.default_rng(config.seed)
+    users = torch.from_numpy(data.users)
+    items = torch.from_numpy(data.items)
+    freq = data.item_frequencies
+    n, bs = data.n_interactions, config.batch_size
+    starts = list(range(0, n, bs))
+    if n - starts[-1] < 2 and len(starts) > 1:
+        starts.pop()  # a one-row tail batch has no in-batch negative
+    rho, mean_loss = float("nan"), float("nan")
+    for epoch in range(1, config.epochs + 1):
+        tic = time.perf_counter()
+        perm = torch.from_numpy(rng.permutation(n))
+        ep_users, ep_items = users[perm], items[perm]
+        total = torch.zeros((), dtype=torch.float64)
+        desc = f"epoch {epoch}/{config.epochs}"
+        if epoch > 1:
+            desc += f" · loss {mean_loss:.4f} · ρ {rho:+.3f}"
+        with progress.track(desc, total=len(starts)) as advance:
+            for start in starts:
+                stop = min(start + bs, n) if start != starts[-1] else n
+                u = model.encode_users(ep_users[start:stop])
+                q = model.encode_items(ep_items[start:stop])
+                loss = two_tower_loss(config.loss, u, q, config.temperature)
+                item_opt.zero_grad(set_to_none=True)
+                user_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                item_opt.step()
+                user_opt.step()
+                total += loss.detach()
+                advance(1)
+        mean_loss = float(total) / len(starts)
+        if not math.isfinite(mean_loss):
+            raise TrainingError(
+                f"the loss became {mean_loss} in epoch {epoch} (lr={config.item_lr}); lower --lr"
+            )
+        norms = result.item_embeddings().norm(dim=1).numpy()
+        rho = spearman(freq, norms)
+        row = {
+            "epoch": epoch,
+            "loss": mean_loss,
+            "spearman": rho,
+            "mean_norm": float(norms.mean()),
+            "seconds": time.perf_counter() - tic,
+        }
+        result.trace.append(row)
+        progress.note(
+            f"epoch {epoch}/{config.epochs}: loss {mean_loss:.4f}, frequency-norm ρ {rho:+.3f}, "
+            f"mean item norm {row['mean_norm']:.3f}"
+        )
+    return result
+
+
+def build_checkpoint(result: TrainResult) -> dict[str, Any]:
+    """The checkpoint dict (loadable with ``torch.load(weights_only=True)``)."""
+    data, config = result.data, result.config
+    n = data.n_interactions
+    pairs = np.stack([data.users, data.items], axis=1)
+    if n > MAX_TRAIN_PAIRS:
+        rng = np.random.default_rng(np.random.SeedSequence([config.seed, 0xA1]))
+        pairs = pairs[np.sort(rng.choice(n, MAX_TRAIN_PAIRS, replace=False))]
+    ckpt: dict[str, Any] = {
+        "popaudit_checkpoint": CHECKPOINT_VERSION,
+        "state_dict": {k: v.detach().clone() for k, v in result.model.state_dict().items()},
+        "optimizer_state_dict": result.item_optimizer.state_dict(),
+        "user_optimizer_state_dict": result.user_optimizer.state_dict(),
+        "config": config.record(data),
+        "item_ids": list(data.item_ids),
+        "user_ids": list(data.user_ids),
+        "item_frequencies": torch.from_numpy(data.item_frequencies),
+        "item_embeddings": result.item_embeddings(),
+        "user_embeddings": result.user_embeddings(),
+        "trace": [dict(row) for row in result.trace],
+        "train_pairs": torch.from_numpy(np.ascontiguousarray(pairs, dtype=np.int64)),
+    }
+    if result.item_features is not None:
+        ckpt["item_features"] = result.item_features.clone()
+    if result.user_histories is not None:
+        ckpt["user_histories"] = result.user_histories.clone()
+    return ckpt
+
+
+def save_checkpoint(result: TrainResult, path: Path) -> Path:
+    """Write the checkpoint of ``result`` to ``path`` atomically; returns the path."""
+    path = Path(path)
+    ckpt = build_checkpoint(result)
+    with atomic_path(path) as tmp:
+        torch.save(ckpt, tmp)
+    return path

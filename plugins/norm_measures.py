@@ -1,0 +1,84 @@
+"""popaudit plugin: two extra measures of how concentrated the item norms are.
+
+Use it with ``--plugin plugins/norm_measures.py``; the values appear under
+``measures`` in the JSON report and as flat metrics usable by ``--fail-on``::
+
+    popaudit check model.pt --interactions log.parquet \
+        --plugin plugins/norm_measures.py --fail-on 'head_norm_ratio_1pct>1.5'
+
+* ``norm_gini``: the Gini index of the item embedding norms (0: every item has the
+  same norm; close to 1: a few items hold all the norm mass).
+* ``head_norm_ratio_1pct``: mean norm of the head items divided by the mean norm of
+  all items, the head being CLI.md's 1% head (c = max(1, ⌊n/100⌋), every item whose
+  frequency is at least that of the c-th most frequent item, ties included). 1 means
+  popular items are no longer than the rest; above 1 is the bias of SCIENCE.md.
+  Needs item frequencies (``--interactions`` or a checkpoint that records them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from auditor.hookspecs import hookimpl
+from auditor.model import ItemStats, ModelBundle
+
+
+def gini(values: np.ndarray) -> float:
+    """Gini index of non-negative values: sum_i (2i - n - 1) x_(i) / (n sum x), x sorted ascending."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.shape[0]
+    total = x.sum()
+    if n == 0 or total <= 0:
+        return 0.0
+    ranks = np.arange(1, n + 1, dtype=np.float64)
+    return float(((2 * ranks - n - 1) * x).sum() / (n * total))
+
+
+def head_mask(frequencies: np.ndarray, percent: float) -> np.ndarray:
+    """The items in the top ``percent`` by frequency, ties at the cut included (CLI.md)."""
+    freq = np.asarray(frequencies)
+    c = max(1, int(np.floor(percent / 100 * freq.shape[0])))
+    f_c = np.partition(freq, freq.shape[0] - c)[freq.shape[0] - c]  # c-th largest
+    return freq >= f_c
+
+
+def _norms(bundle: ModelBundle) -> np.ndarray:
+    return np.linalg.norm(np.asarray(bundle.item_table, dtype=np.float64), axis=1)
+
+
+@dataclass(frozen=True)
+class NormGini:
+    """Gini index of the item embedding norms."""
+
+    name: str = "norm_gini"
+    description: str = "Gini index of item embedding norms (0 = equal norms)"
+
+    def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: Any) -> float:
+        return gini(_norms(bundle))
+
+
+@dataclass(frozen=True)
+class HeadNormRatio:
+    """Mean norm of the 1% head items over the mean norm of all items."""
+
+    name: str = "head_norm_ratio_1pct"
+    description: str = "mean norm of the 1% most frequent items / mean norm of all items"
+    percent: float = 1.0
+
+    def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: Any) -> float | None:
+        if stats is None:
+            return None  # no frequencies: reported as null, never guessed
+        norms = _norms(bundle)
+        mean = norms.mean()
+        if mean == 0:
+            return None
+        return float(norms[head_mask(stats.frequencies, self.percent)].mean() / mean)
+
+
+@hookimpl
+def popaudit_measures() -> list[Any]:
+    """The two norm-concentration measures."""
+    return [NormGini(), HeadNormRatio()]

@@ -1,0 +1,148 @@
+"""Tiny two-tower LiveModel implementations for the condition and probe tests.
+
+Item towers: ``embedding`` (an id table: C2, C3 hold), ``mlp`` (nonlinear: C2, C3
+violated), ``dense-linear`` (a linear layer over fixed dense features: C2 holds, C3
+violated), ``embedding-linear`` (a shared linear layer over an id table: bilinear).
+Losses: in-batch InfoNCE over cosine/temperature (C4 holds) or over dot products.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+DTYPE = torch.float64
+
+
+class Towers(torch.nn.Module):
+    """A user id table and one of several item towers, all float64."""
+
+    def __init__(self, n_items: int, n_users: int, dim: int, encoder: str = "embedding",
+                 *, n_features: int = 6, seed: int = 0, init_std: float = 1.0) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.encoder = encoder
+        self.user_emb = torch.nn.Embedding(n_users, dim, dtype=DTYPE)
+        with torch.no_grad():
+            self.user_emb.weight.copy_(torch.randn(n_users, dim, generator=gen, dtype=DTYPE))
+        if encoder in ("embedding", "mlp", "embedding-linear"):
+            self.item_emb = torch.nn.Embedding(n_items, dim, dtype=DTYPE)
+            with torch.no_grad():
+                self.item_emb.weight.copy_(init_std * torch.randn(n_items, dim, generator=gen, dtype=DTYPE))
+        if encoder == "mlp":
+            self.item_mlp = torch.nn.Sequential(
+                torch.nn.Linear(dim, dim, dtype=DTYPE), torch.nn.Tanh(), torch.nn.Linear(dim, dim, dtype=DTYPE)
+            )
+        if encoder == "embedding-linear":
+            self.item_proj = torch.nn.Linear(dim, dim, bias=False, dtype=DTYPE)
+        if encoder == "dense-linear":
+            # Dense, overlapping features (all positive, so every pair has x_iᵀx_j > 0).
+            self.register_buffer("features", torch.rand(n_items, n_features, generator=gen, dtype=DTYPE) + 0.1)
+            self.item_proj = torch.nn.Linear(n_features, dim, bias=False, dtype=DTYPE)
+
+    def items(self, rows: torch.Tensor) -> torch.Tensor:
+        if self.encoder == "embedding":
+            return self.item_emb(rows)
+        if self.encoder == "mlp":
+            return self.item_mlp(self.item_emb(rows))
+        if self.encoder == "embedding-linear":
+            return self.item_proj(self.item_emb(rows))
+        return self.item_proj(self.features[rows])
+
+    def item_params(self) -> list[torch.nn.Parameter]:
+        return [p for name, p in self.named_parameters() if not name.startswith("user_emb")]
+
+
+@dataclass
+class TinyLive:
+    """A LiveModel over :class:`Towers` with a chosen loss and optimizer."""
+
+    module: Towers
+    loss_name: str | None = "infonce-cos"
+    temperature: float = 0.5
+    optimizer: str = "sgd"
+    lr: float = 0.5
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    optimizer_state: dict[str, Any] | None = None
+    rebuild_optimizer: bool = True
+    n_users: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.n_users = int(self.module.user_emb.num_embeddings)
+
+    def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        return module.items(rows)
+
+    def encode_users(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        return module.user_emb(rows)
+
+    def item_parameters(self, module: torch.nn.Module) -> list[torch.nn.Parameter]:
+        return module.item_params()
+
+    def loss(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        if self.loss_name == "infonce-dot":
+            logits = users @ items.T
+        else:
+            logits = F.normalize(users, dim=1) @ F.normalize(items, dim=1).T / self.temperature
+        return F.cross_entropy(logits, torch.arange(len(users)))
+
+    def build_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer:
+        params = list(module.parameters())
+        if self.optimizer == "adam":
+            return torch.optim.Adam(params, lr=self.lr)
+        return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+
+    def make_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer | None:
+        if not self.rebuild_optimizer:
+            return None
+        opt = self.build_optimizer(module)
+        if self.optimizer_state is not None:
+            opt.load_state_dict(self.optimizer_state)
+        return opt
+
+
+def train_state(live: TinyLive, users: torch.Tensor, items: torch.Tensor, steps: int = 2) -> dict[str, Any]:
+    """Optimizer state after ``steps`` real steps on a throwaway copy (loads momentum/Adam moments)."""
+    import copy
+
+    module = copy.deepcopy(live.module)
+    opt = live.build_optimizer(module)
+    for _ in range(steps):
+        opt.zero_grad()
+        live.loss(live.encode_users(module, users), live.encode_items(module, items)).backward()
+        opt.step()
+    return opt.state_dict()
+
+
+class ScriptableTowers(torch.nn.Module):
+    """Id tables for both towers, written so ``torch.jit.script`` accepts it."""
+
+    def __init__(self, n_items: int, n_users: int, dim: int, seed: int = 0) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.item_emb = torch.nn.Embedding(n_items, dim)
+        self.user_emb = torch.nn.Embedding(n_users, dim)
+        with torch.no_grad():
+            self.item_emb.weight.copy_(torch.randn(n_items, dim, generator=gen))
+            self.user_emb.weight.copy_(torch.randn(n_users, dim, generator=gen))
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        return self.item_emb(rows)
+
+
+@dataclass
+class ScriptLive(TinyLive):
+    """A LiveModel over a TorchScript module (float32, as scripted models usually are)."""
+
+    def __post_init__(self) -> None:
+        self.n_users = int(self.module.user_emb.weight.shape[0])
+
+    def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        return module.item_emb(rows)
+
+    def item_parameters(self, module: torch.nn.Module) -> list[torch.nn.Parameter]:
+        return list(module.item_emb.parameters())

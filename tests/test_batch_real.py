@@ -1,0 +1,77 @@
+"""Batch with the real ``run_audit``: .npy item tables and Parquet logs made here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from scipy import stats
+from test_batch_core import make_log, make_table, write_manifest
+
+import auditor.audit
+from auditor.audit import run_audit
+from auditor.batch import run_batch
+from auditor.config import AuditConfig
+
+DEFAULTS = {"ks": (10,), "bootstrap": 0, "max_queries": 50, "probes": False}
+
+
+@pytest.fixture()
+def models(tmp_path: Path) -> dict[str, Any]:
+    freqs_a = make_log(tmp_path / "log_a.parquet", 300, seed=3)
+    freqs_b = make_log(tmp_path / "log_b.parquet", 300, seed=4)
+    make_table(tmp_path / "flat.npy", freqs_a, 0.0, seed=1)
+    make_table(tmp_path / "mild.npy", freqs_a, 0.5, seed=2)
+    make_table(tmp_path / "strong.npy", freqs_b, 3.0, seed=3)
+    np.save(tmp_path / "wrong_dim.npy", np.zeros((300,), dtype=np.float32))  # 1-D: not a table
+    manifest = write_manifest(
+        tmp_path / "manifest.parquet",
+        {
+            "model": ["flat.npy", "mild.npy", "wrong_dim.npy", "strong.npy"],
+            "interactions": ["log_a.parquet", "log_a.parquet", "log_a.parquet", "log_b.parquet"],
+        },
+    )
+    return {"dir": tmp_path, "manifest": manifest, "freqs": [freqs_a, freqs_a, None, freqs_b]}
+
+
+def test_real_audits_good_and_broken_rows(models: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    d = models["dir"]
+    reads: list[Path] = []
+    real_count = auditor.audit.count_item_ids
+
+    def counting(path: Path, **kwargs: Any) -> Any:
+        reads.append(Path(path).name)
+        return real_count(path, **kwargs)
+
+    monkeypatch.setattr(auditor.audit, "count_item_ids", counting)
+    outcome = run_batch(models["manifest"], d / "results.parquet", defaults=DEFAULTS)
+    rows = pq.read_table(d / "results.parquet").to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "ok", "error", "ok"]
+    assert rows[2]["error"].startswith("EmbeddingTableError: ") and "wrong_dim.npy must be 2-D" in rows[2]["error"]
+    assert outcome.n_error == 1
+    # The shared log_a is read once for its three rows (one InputCache in this process).
+    assert reads == ["log_a.parquet", "log_b.parquet"]
+    for row, name in ((0, "flat.npy"), (1, "mild.npy"), (3, "strong.npy")):
+        norms = np.linalg.norm(np.load(d / name).astype(np.float64), axis=1)
+        expected = stats.spearmanr(norms, models["freqs"][row]).statistic
+        assert rows[row]["spearman"] == pytest.approx(expected, abs=1e-9)
+        direct = run_audit(AuditConfig(model=d / name, interactions=d / rows[row]["interactions"], **DEFAULTS))
+        report = json.loads(rows[row]["report_json"])
+        assert report["frequency_norm"]["spearman"] == pytest.approx(direct.frequency_norm.spearman)
+        assert rows[row]["head_share_1pct_ratio@10"] == pytest.approx(direct.flat_metrics()["head_share_1pct_ratio@10"])
+        assert rows[row]["verdict_severity"] == direct.verdict.severity
+        assert rows[row]["C2_status"] == direct.conditions["C2"].status
+    assert rows[0]["spearman"] < rows[1]["spearman"] < rows[3]["spearman"]
+
+
+def test_real_parallel_equals_serial(models: dict[str, Any]) -> None:
+    d = models["dir"]
+    run_batch(models["manifest"], d / "serial.parquet", defaults=DEFAULTS)
+    run_batch(models["manifest"], d / "parallel.parquet", defaults=DEFAULTS, jobs=2)
+    serial = pq.read_table(d / "serial.parquet").drop(["seconds"]).to_pylist()
+    parallel = pq.read_table(d / "parallel.parquet").drop(["seconds"]).to_pylist()
+    assert parallel == serial

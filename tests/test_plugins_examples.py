@@ -1,0 +1,259 @@
+"""The example plugins in plugins/: feature tower, asymmetric towers, norm measures."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from scipy import stats as scipy_stats
+
+from auditor.config import AuditConfig, LoadOptions
+from auditor.errors import ModelLoadError
+from auditor.model import LiveModel, ModelBundle
+from auditor.plugins import (
+    call_hook,
+    collect_condition_evidence,
+    compute_measures,
+    get_plugin_manager,
+    load_plugin_file,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+FEATURE_TOWER = ROOT / "plugins" / "feature_tower.py"
+ASYMMETRIC = ROOT / "plugins" / "asymmetric.py"
+NORM_MEASURES = ROOT / "plugins" / "norm_measures.py"
+
+
+@pytest.fixture(scope="module")
+def ft() -> ModuleType:
+    return load_plugin_file(FEATURE_TOWER)
+
+
+@pytest.fixture(scope="module")
+def am() -> ModuleType:
+    return load_plugin_file(ASYMMETRIC)
+
+
+@pytest.fixture(scope="module")
+def ft_example(tmp_path_factory: pytest.TempPathFactory, ft: ModuleType) -> tuple[Path, Path]:
+    return ft.write_example(tmp_path_factory.mktemp("feature_tower"))
+
+
+@pytest.fixture(scope="module")
+def am_example(tmp_path_factory: pytest.TempPathFactory, am: ModuleType) -> tuple[Path, Path]:
+    return am.write_example(tmp_path_factory.mktemp("asymmetric"))
+
+
+def load(path: Path, *plugins: Path) -> ModelBundle:
+    pm = get_plugin_manager(plugins, entry_points=False)
+    bundle = call_hook(pm, "popaudit_load_model", path=path, options=LoadOptions())
+    assert isinstance(bundle, ModelBundle)
+    return bundle
+
+
+def update_angles(live: LiveModel, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:
+    """Angles (degrees, float64) between q_i and Δq_i for the items of one real optimizer step."""
+    module = live.module.double()
+    rows = torch.unique(items)
+    with torch.no_grad():
+        before = live.encode_items(module, rows).clone()
+    optimizer = live.make_optimizer(module)
+    assert optimizer is not None
+    optimizer.zero_grad()
+    live.loss(live.encode_users(module, users), live.encode_items(module, items)).backward()
+    optimizer.step()
+    with torch.no_grad():
+        delta = live.encode_items(module, rows) - before
+    cos = (before * delta).sum(1) / (before.norm(dim=1) * delta.norm(dim=1))
+    return np.degrees(np.arccos(np.clip(cos.numpy(), -1.0, 1.0)))
+
+
+# --- feature tower ----------------------------------------------------------------------
+
+
+def test_feature_tower_bundle_is_the_encoder_output(ft_example: tuple[Path, Path]) -> None:
+    model_path, _ = ft_example
+    bundle = load(model_path, FEATURE_TOWER)
+    checkpoint = torch.load(model_path, weights_only=True)
+    state, features = checkpoint["state_dict"], checkpoint["item_features"].numpy()
+    expected = state["item_tower.id_embedding.weight"].numpy() + features @ state["item_tower.feature_proj.weight"].numpy().T
+    assert bundle.format == "feature_tower" and bundle.item_table.shape == (200, 16)
+    np.testing.assert_allclose(bundle.item_table, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(bundle.user_table, state["user_embedding.weight"].numpy())
+    np.testing.assert_array_equal(bundle.item_frequencies, checkpoint["item_frequencies"].numpy())
+    assert bundle.item_frequencies.sum() == 20_000
+    assert isinstance(bundle.live, LiveModel) and bundle.live.loss_name == "infonce-cos"
+    assert bundle.train_pairs is not None and len(bundle.train_pairs) == 20_000
+    assert bundle.optimizer_state is not None and bundle.optimizer_state["param_groups"][0]["momentum"] == 0
+
+
+def test_feature_tower_declares_c3_violated(ft: ModuleType, ft_example: tuple[Path, Path]) -> None:
+    pm = get_plugin_manager([FEATURE_TOWER], entry_points=False)
+    bundle = load(ft_example[0], FEATURE_TOWER)
+    declared = collect_condition_evidence(pm, bundle)
+    c3 = declared.conditions["C3"]
+    assert c3.status == "violated" and declared.conditions["C2"].status == "holds"
+    assert c3.details["source"] == f"file:{FEATURE_TOWER}"
+    assert c3.details["share_overlapping"] == 1.0  # dense Gaussian features: no pair is orthogonal
+    assert "Linear(8->16)" in c3.evidence
+    # Not ours: nothing declared.
+    other = ModelBundle(source=Path("t.npy"), format="npy", item_table=np.ones((3, 2), np.float32))
+    assert collect_condition_evidence(pm, other).conditions == {}
+
+
+def test_feature_overlap_known_answers(ft: ModuleType) -> None:
+    one_hot = torch.eye(5)
+    assert ft.feature_overlap(one_hot) == {"share_overlapping": 0.0, "mean_abs_cos": 0.0, "pairs": 10.0}
+    # Rows (1,0), (1,1), (0,1): |cos| = 1/√2, 0, 1/√2 over the 3 pairs.
+    three = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    overlap = ft.feature_overlap(three)
+    assert overlap["share_overlapping"] == pytest.approx(2 / 3)
+    assert overlap["mean_abs_cos"] == pytest.approx(2 / (3 * math.sqrt(2)))
+
+
+def test_feature_tower_probe_angles_leave_90_degrees(ft_example: tuple[Path, Path]) -> None:
+    bundle = load(ft_example[0], FEATURE_TOWER)
+    assert bundle.live is not None and bundle.train_pairs is not None
+    users = torch.from_numpy(bundle.train_pairs.user_index[:256])
+    items = torch.from_numpy(bundle.train_pairs.item_rows[:256])
+    angles = update_angles(bundle.live, users, items)
+    # The shared Linear layer mixes other items' gradients in: far from orthogonal updates.
+    assert np.mean(np.abs(angles - 90.0) > 1.0) > 0.5
+
+
+def test_feature_tower_passes_on_other_files(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.pt"
+    torch.save({"item_embedding.weight": torch.randn(6, 3)}, plain)
+    bundle = load(plain, FEATURE_TOWER)
+    assert bundle.format != "feature_tower"  # the built-in loader read it
+    assert bundle.item_table.shape == (6, 3)
+
+
+def test_feature_tower_bad_checkpoints(tmp_path: Path, ft_example: tuple[Path, Path]) -> None:
+    checkpoint = torch.load(ft_example[0], weights_only=True)
+    broken = dict(checkpoint)
+    del broken["item_features"]
+    torch.save(broken, tmp_path / "missing.pt")
+    with pytest.raises(ModelLoadError, match=r"missing\.pt lacks item_features"):
+        load(tmp_path / "missing.pt", FEATURE_TOWER)
+    wrong = dict(checkpoint, feature_tower=2)
+    torch.save(wrong, tmp_path / "v2.pt")
+    with pytest.raises(ModelLoadError, match="layout version 2"):
+        load(tmp_path / "v2.pt", FEATURE_TOWER)
+    shape = dict(checkpoint, config=dict(checkpoint["config"], dim=8))
+    torch.save(shape, tmp_path / "dim.pt")
+    with pytest.raises(ModelLoadError, match=r"dim\.pt does not match its config"):
+        load(tmp_path / "dim.pt", FEATURE_TOWER)
+
+
+def test_feature_tower_through_load_model(ft_example: tuple[Path, Path]) -> None:
+    loading = pytest.importorskip("auditor.loading")
+    pm = get_plugin_manager([FEATURE_TOWER], entry_points=False)
+    bundle = loading.load_model(ft_example[0], LoadOptions(), pm)
+    assert bundle.format == "feature_tower" and bundle.item_table.dtype == np.float32
+
+
+# --- asymmetric towers ------------------------------------------------------------------
+
+
+def test_asymmetric_bundle_and_bias(am_example: tuple[Path, Path]) -> None:
+    bundle = load(am_example[0], ASYMMETRIC)
+    checkpoint = torch.load(am_example[0], weights_only=True)
+    assert bundle.format == "asymmetric_two_tower"
+    np.testing.assert_array_equal(bundle.item_table, checkpoint["state_dict"]["item_embedding.weight"].numpy())
+    assert bundle.user_table is not None and bundle.user_table.shape == (300, 16)
+    # Users are the transformer's outputs over their histories, recomputed here.
+    live = bundle.live
+    assert isinstance(live, LiveModel)
+    live.module.eval()
+    with torch.no_grad():
+        again = live.encode_users(live.module, torch.arange(300)).numpy()
+    np.testing.assert_allclose(bundle.user_table, again, rtol=1e-5, atol=1e-6)
+    assert np.isfinite(bundle.user_table).all()
+    histories = checkpoint["user_histories"]
+    assert bool((histories == 200).all(dim=1).any()), "the example has users without history"
+    # Plain SGD + cosine InfoNCE + high lr on an id-embedding item tower: norms follow popularity.
+    rho = scipy_stats.spearmanr(bundle.item_frequencies, np.linalg.norm(bundle.item_table, axis=1))[0]
+    assert rho > 0.7
+
+
+def test_asymmetric_item_updates_are_orthogonal(am_example: tuple[Path, Path]) -> None:
+    bundle = load(am_example[0], ASYMMETRIC)
+    assert bundle.live is not None and bundle.train_pairs is not None
+    users = torch.from_numpy(bundle.train_pairs.user_index[:256])
+    items = torch.from_numpy(bundle.train_pairs.item_rows[:256])
+    angles = update_angles(bundle.live, users, items)
+    # C1-C4 hold on the item side whatever the user tower: every update is at 90° (float64).
+    assert len(angles) > 50
+    np.testing.assert_allclose(angles, 90.0, atol=1e-6)
+
+
+def test_asymmetric_declares_item_side_conditions(am_example: tuple[Path, Path]) -> None:
+    pm = get_plugin_manager([ASYMMETRIC], entry_points=False)
+    declared = collect_condition_evidence(pm, load(am_example[0], ASYMMETRIC))
+    assert {k: c.status for k, c in declared.conditions.items()} == {"C2": "holds", "C3": "holds"}
+
+
+def test_run_audit_with_plugins(am_example: tuple[Path, Path], ft_example: tuple[Path, Path]) -> None:
+    audit = pytest.importorskip("auditor.audit")
+    pytest.importorskip("auditor.conditions")
+    pytest.importorskip("auditor.verdict")
+    plugins = (FEATURE_TOWER, ASYMMETRIC, NORM_MEASURES)
+    pm = get_plugin_manager(plugins, entry_points=False)
+    verdicts = {}
+    for model, log in (am_example, ft_example):
+        config = AuditConfig(model=model, interactions=log, plugins=plugins, bootstrap=20, ks=(10,))
+        result = audit.run_audit(config, pm=pm)
+        assert result.conditions is not None
+        verdicts[result.inputs.format] = {k: result.conditions[k].status for k in ("C2", "C3")}
+        assert set(result.measures) == {"norm_gini", "head_norm_ratio_1pct"}
+        assert result.probes is not None
+    assert verdicts == {
+        "asymmetric_two_tower": {"C2": "holds", "C3": "holds"},
+        "feature_tower": {"C2": "holds", "C3": "violated"},
+    }
+
+
+# --- norm measures ----------------------------------------------------------------------
+
+
+def test_norm_measures_known_answers() -> None:
+    nm = load_plugin_file(NORM_MEASURES)
+    assert nm.gini(np.array([0.0, 0.0, 0.0, 1.0])) == pytest.approx(0.75)
+    assert nm.gini(np.full(7, 3.0)) == pytest.approx(0.0)
+    assert nm.gini(np.array([1.0, 2.0, 3.0])) == pytest.approx(2 / 9)  # mean |xi-xj| / (2 mean)
+    # Ten items, c = max(1, floor(0.1)) = 1; two items tie at the top frequency: both are head.
+    freq = np.array([5, 1, 5, 0, 2, 1, 0, 0, 3, 1])
+    np.testing.assert_array_equal(nm.head_mask(freq, 1.0), freq == 5)
+    assert nm.head_mask(np.arange(200), 1.0).sum() == 2  # c = 2, no ties
+
+    table = np.zeros((10, 2), np.float32)
+    table[:, 0] = [4, 1, 2, 1, 1, 1, 1, 1, 1, 1]  # norms; mean 1.4, head (rows 0 and 2) mean 3
+    bundle = ModelBundle(source=Path("t.npy"), format="npy", item_table=table)
+    from auditor.model import ItemStats
+
+    pm = get_plugin_manager([NORM_MEASURES], entry_points=False)
+    values = compute_measures(pm, bundle, ItemStats(frequencies=freq, n_interactions=18), None)
+    assert values["head_norm_ratio_1pct"] == pytest.approx(3.0 / 1.4)
+    assert values["norm_gini"] == pytest.approx(nm.gini(table[:, 0]))
+    assert compute_measures(pm, bundle, None, None)["head_norm_ratio_1pct"] is None
+
+
+def test_feature_tower_script_writes_the_readme_example(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(FEATURE_TOWER), str(tmp_path / "example")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr
+    model, log = tmp_path / "example" / "feature_tower.pt", tmp_path / "example" / "interactions.parquet"
+    assert out.stdout.strip() == f"wrote {model} and {log}"
+    assert pq.read_table(log).num_rows == 20_000
+    assert load(model, FEATURE_TOWER).format == "feature_tower"

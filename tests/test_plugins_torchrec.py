@@ -1,0 +1,157 @@
+"""The installable popaudit_torchrec plugin: entry-point discovery and its loader."""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from auditor.config import LoadOptions
+from auditor.errors import AmbiguousTableError, ModelLoadError
+from auditor.model import ModelBundle
+from auditor.plugins import call_hook, describe_plugins, get_plugin_manager
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "plugins" / "popaudit_torchrec"
+
+
+def _installed() -> bool:
+    return any(ep.name == "torchrec" for ep in importlib.metadata.entry_points(group="popaudit"))
+
+
+@pytest.fixture(scope="session")
+def torchrec_installed(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Install the plugin package (editable, no deps) unless CI already did."""
+    # pytest-xdist workers share the parent of their base temp dirs: one installs at a time.
+    lock_path = tmp_path_factory.getbasetemp().parent / "popaudit-torchrec-install.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _installed():
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(PACKAGE)],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
+            importlib.invalidate_caches()
+    assert _installed(), "pip install did not register the popaudit entry point"
+    if importlib.util.find_spec("popaudit_torchrec") is None:
+        # An editable install's path hook is read at interpreter start; this process
+        # started before the install, so make the package importable the same way.
+        sys.path.append(str(PACKAGE))
+
+
+def torchrec_checkpoint(path: Path, **extra: object) -> dict[str, torch.Tensor]:
+    """What torch.save writes for a model with an EmbeddingBagCollection, plus its table configs."""
+    gen = torch.Generator().manual_seed(0)
+    weights = {
+        "sparse_arch.ebc.embedding_bags.t_movie.weight": torch.randn(7, 4, generator=gen),
+        "sparse_arch.ebc.embedding_bags.t_user.weight": torch.randn(5, 4, generator=gen),
+        "sparse_arch.ebc.embedding_bags.t_genre.weight": torch.randn(3, 4, generator=gen),
+        "over_arch.linear.weight": torch.randn(4, 12, generator=gen),
+    }
+    checkpoint = {
+        "state_dict": weights,
+        "tables": [
+            {"name": "t_movie", "num_embeddings": 7, "embedding_dim": 4, "feature_names": ["movie_id"]},
+            {"name": "t_user", "num_embeddings": 5, "embedding_dim": 4, "feature_names": ["user_id"]},
+            {"name": "t_genre", "num_embeddings": 3, "embedding_dim": 4, "feature_names": ["genre"]},
+        ],
+        **extra,
+    }
+    torch.save(checkpoint, path)
+    return weights
+
+
+def load(path: Path, options: LoadOptions = LoadOptions()) -> ModelBundle:
+    bundle = call_hook(get_plugin_manager(), "popaudit_load_model", path=path, options=options)
+    assert isinstance(bundle, ModelBundle)
+    return bundle
+
+
+@pytest.mark.usefixtures("torchrec_installed")
+def test_entry_point_is_discovered() -> None:
+    infos = {info.name: info for info in describe_plugins(get_plugin_manager())}
+    info = infos["torchrec"]
+    assert info.kind == "entrypoint" and not info.builtin
+    assert info.distribution == "popaudit-torchrec" and info.version == "0.1.0"
+    assert info.hooks == ("popaudit_load_model",)
+    assert "torchrec" not in {i.name for i in describe_plugins(get_plugin_manager(entry_points=False))}
+
+
+@pytest.mark.usefixtures("torchrec_installed")
+def test_entry_point_in_a_fresh_process() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "auditor", "plugins", "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE), "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr
+    plugins = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}
+    assert plugins["torchrec"]["distribution"] == "popaudit-torchrec"
+    assert plugins["torchrec"]["module"] == "popaudit_torchrec"
+
+
+@pytest.mark.usefixtures("torchrec_installed")
+def test_reads_item_and_user_tables(tmp_path: Path) -> None:
+    path = tmp_path / "dlrm.pt"
+    weights = torchrec_checkpoint(path, item_ids=torch.arange(100, 107))
+    bundle = load(path)
+    assert bundle.format == "torchrec"
+    assert bundle.item_key == "sparse_arch.ebc.embedding_bags.t_movie.weight"
+    np.testing.assert_array_equal(bundle.item_table, weights[bundle.item_key].numpy())
+    assert bundle.user_key == "sparse_arch.ebc.embedding_bags.t_user.weight"
+    np.testing.assert_array_equal(bundle.user_table, weights[bundle.user_key].numpy())
+    np.testing.assert_array_equal(bundle.item_ids, np.arange(100, 107))
+    # --item-key by table name picks another table, whose rows the stored ids do not fit.
+    with pytest.raises(ModelLoadError, match="item_ids has 7 entries but table t_genre has 3 rows"):
+        load(path, LoadOptions(item_key="t_genre"))
+    torchrec_checkpoint(path)
+    genre = load(path, LoadOptions(item_key="t_genre"))
+    assert genre.item_table.shape == (3, 4) and genre.user_key == bundle.user_key
+
+
+@pytest.mark.usefixtures("torchrec_installed")
+def test_ambiguous_and_bad_layouts(tmp_path: Path) -> None:
+    path = tmp_path / "two_items.pt"
+    torchrec_checkpoint(path)
+    ckpt = torch.load(path, weights_only=True)
+    ckpt["tables"][2]["feature_names"] = ["item_genre"]
+    torch.save(ckpt, path)
+    with pytest.raises(AmbiguousTableError) as info:
+        load(path)
+    message = str(info.value)
+    assert "pass --item-key" in message
+    assert "t_movie [movie_id] 7x4" in message and "t_genre [item_genre] 3x4" in message
+    assert load(path, LoadOptions(item_key="t_movie")).item_table.shape == (7, 4)
+    with pytest.raises(ModelLoadError, match="--item-key names 't_nothing'"):
+        load(path, LoadOptions(item_key="t_nothing"))
+
+    ckpt["tables"][0]["num_embeddings"] = 8
+    torch.save(ckpt, path)
+    with pytest.raises(ModelLoadError, match=r"table 't_movie' is 7x4 but its config says num_embeddings=8"):
+        load(path, LoadOptions(item_key="t_movie"))
+    ckpt["tables"].append({"name": "t_ghost", "embedding_dim": 4})
+    ckpt["tables"][0]["num_embeddings"] = 7
+    torch.save(ckpt, path)
+    with pytest.raises(ModelLoadError, match=r"table 't_ghost' has no weight"):
+        load(path)
+
+
+@pytest.mark.usefixtures("torchrec_installed")
+def test_other_files_pass_to_the_builtin_loader(tmp_path: Path) -> None:
+    path = tmp_path / "plain.pt"
+    torch.save({"item_embedding.weight": torch.ones(4, 2)}, path)
+    assert load(path).format != "torchrec"
+    # Embedding-bag keys without a `tables` entry are the built-in loader's too.
+    torch.save({"embedding_bags.t_item.weight": torch.ones(4, 2)}, path)
+    assert load(path).format != "torchrec"

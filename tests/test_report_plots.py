@@ -1,0 +1,183 @@
+"""Report figures: known-answer helpers, figure contents, PNG encoding, no display."""
+
+from __future__ import annotations
+
+import base64
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from auditor.report import plots
+from auditor.result import DecileRow, PlotData
+from report_samples import bare_result, full_result
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    with Image.open(io.BytesIO(png)) as image:
+        image.load()
+        return image.size
+
+
+def test_lorenz_curve_known_points() -> None:
+    x, y = plots.lorenz_curve(np.array([3, 0, 1, 0]))
+    np.testing.assert_allclose(x, [0, 0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(y, [0, 0, 0, 0.25, 1.0])
+
+
+def test_lorenz_curve_resamples_large_catalogues_and_handles_zero() -> None:
+    counts = np.arange(10_000, dtype=np.float64)
+    x, y = plots.lorenz_curve(counts, n_points=101)
+    assert x.size == 101 and y[0] == 0 and y[-1] == pytest.approx(1.0)
+    # For counts 0..n-1 the Lorenz curve is y = x² (up to 1/n).
+    np.testing.assert_allclose(y, x**2, atol=2e-4)
+    x0, y0 = plots.lorenz_curve(np.zeros(5))
+    np.testing.assert_allclose(x0, y0)
+
+
+def test_popularity_groups_follow_the_table_sizes() -> None:
+    freq = np.array([0, 5, 1, 3, 0, 2])
+    rows = [DecileRow(1, 1, 2, 2, 0.0, 0.0), DecileRow(2, 3, 5, 2, 0.0, 0.0)]
+    groups, labels = plots.popularity_groups(freq, rows)
+    assert groups.tolist() == [-1, 1, 0, 1, -1, 0]
+    assert labels == ["1\n1–2", "2\n3–5"]
+    # A table covering every item (cold ones included) puts the cold items in decile 1.
+    # (Deciles keep the table's numbers, which skip empty ones; one value needs no range.)
+    rows_all = [DecileRow(1, 0, 1, 3, 0.0, 0.0), DecileRow(3, 2, 5, 3, 0.0, 0.0)]
+    groups_all, labels_all = plots.popularity_groups(freq, rows_all)
+    assert groups_all.tolist() == [0, 1, 0, 1, 0, 1]
+    assert labels_all == ["1\n0–1", "3\n2–5"]
+    _, single = plots.popularity_groups(np.array([4, 4, 9]), [DecileRow(1, 4, 4, 2, 0, 0), DecileRow(2, 9, 9, 1, 0, 0)])
+    assert single == ["1\n4", "2\n9"]
+
+
+def test_popularity_groups_fall_back_to_equal_ranks() -> None:
+    freq = np.arange(1, 21)
+    groups, labels = plots.popularity_groups(freq, [DecileRow(1, 1, 1, 7, 0, 0)], n_groups=4)
+    assert np.bincount(groups).tolist() == [5, 5, 5, 5]
+    assert groups[0] == 0 and groups[-1] == 3 and labels[3] == "4\n16–20"
+
+
+def test_png_and_data_uri_round_trip() -> None:
+    fig = plots.new_figure(4.0, 3.0)
+    fig.add_subplot().plot([0, 1], [1, 0])
+    png = plots.figure_png(fig, dpi=50)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert _png_size(png) == (200, 150)
+    uri = plots.png_data_uri(png)
+    assert uri.startswith("data:image/png;base64,")
+    assert base64.b64decode(uri.split(",", 1)[1]) == png
+
+
+def _line(fig, label_start: str):  # type: ignore[no-untyped-def]
+    for line in fig.axes[0].get_lines():
+        if str(line.get_label()).startswith(label_start):
+            return line
+    raise AssertionError(f"no line labelled {label_start!r}")
+
+
+def test_norm_vs_frequency_fit_medians_and_cold_line() -> None:
+    freq = np.repeat(np.array([0.0, 1, 4, 16, 64, 256]), 20)
+    norms = np.where(freq > 0, 2.0 * np.sqrt(np.maximum(freq, 1)), 0.5)
+    fig = plots.norm_vs_frequency_figure(norms, freq)
+    fit = _line(fig, "log–log fit")
+    assert "slope 0.500" in fit.get_label()
+    np.testing.assert_allclose(fit.get_ydata(), 2.0 * np.sqrt(fit.get_xdata()), rtol=1e-9)
+    medians = _line(fig, "decile medians")
+    # 100 warm items in 10 rank groups of 10: each group is one frequency level (two per level).
+    np.testing.assert_allclose(medians.get_xdata(), np.repeat([1, 4, 16, 64, 256], 2))
+    np.testing.assert_allclose(medians.get_ydata(), 2.0 * np.sqrt(medians.get_xdata()))
+    cold = _line(fig, "median of 20 cold items")
+    assert cold.get_ydata()[0] == pytest.approx(0.5)
+    assert fig.axes[0].get_xscale() == "log"
+
+
+def test_norm_vs_frequency_uses_the_reported_slope_and_samples_points() -> None:
+    rng = np.random.default_rng(0)
+    freq = rng.integers(1, 1000, 5000).astype(np.float64)
+    norms = freq**0.25
+    fig = plots.norm_vs_frequency_figure(norms, freq, slope=0.25, max_points=1000)
+    fit = _line(fig, "log–log fit")
+    np.testing.assert_allclose(fit.get_ydata(), fit.get_xdata() ** 0.25, rtol=1e-9)
+    scatter = fig.axes[0].collections[0]
+    assert scatter.get_offsets().shape[0] == 1000
+    assert "1,000 of 5,000 shown" in scatter.get_label()
+
+
+def test_norm_by_decile_boxes_match_group_medians() -> None:
+    freq = np.arange(1, 101, dtype=np.float64)
+    norms = freq / 10.0
+    fig = plots.norm_by_decile_figure(norms, freq)
+    ax = fig.axes[0]
+    medians = [line for line in ax.get_lines() if line.get_color() == plots.COLORS["dot"]]
+    assert len(medians) == 10
+    np.testing.assert_allclose([m.get_ydata()[0] for m in medians], [np.median(np.arange(10 * g + 1, 10 * g + 11)) / 10 for g in range(10)])
+
+
+def test_head_share_bars_are_the_measured_percentages() -> None:
+    result = full_result()
+    fig = plots.head_share_figure(result.retrieval)
+    heights = [round(p.get_height(), 6) for p in fig.axes[0].patches]
+    expected = [
+        round(100 * getattr(result.retrieval.at[k], s).head_share_1pct, 6)
+        for s in ("dot", "cosine", "popular")
+        for k in (10, 100)
+    ]
+    assert heights == expected
+
+
+def test_update_angle_histogram_counts_and_share() -> None:
+    angles = np.array([90.2] * 10 + [45.5])
+    fig = plots.update_angle_figure(angles)
+    ax = fig.axes[0]
+    stairs = ax.patches[0]
+    counts = stairs.get_data().values
+    assert counts[90] == 10 and counts[45] == 1 and counts.sum() == 11
+    assert "90.9% within 90° ± 1°" in ax.get_title()
+    hist_fig = plots.update_angle_figure(histogram={"edges": [0, 60, 120, 180], "counts": [1, 2000, 3]})
+    assert hist_fig.axes[0].get_yscale() == "log"
+    with pytest.raises(ValueError):
+        plots.update_angle_figure()
+
+
+def test_spearman_vs_lr_sorts_by_learning_rate() -> None:
+    fig = plots.spearman_vs_lr_figure([1.0, 0.01, 0.1], [0.6, 0.05, 0.2], ci=[(0.5, 0.7), (0.0, 0.1), (0.1, 0.3)])
+    line = fig.axes[0].get_lines()[0]
+    assert line.get_xdata().tolist() == [0.01, 0.1, 1.0]
+    assert line.get_ydata().tolist() == [0.05, 0.2, 0.6]
+
+
+def test_audit_plots_follow_what_the_result_holds() -> None:
+    result = full_result()
+    specs = plots.plot_specs(result)
+    assert [s.name for s in specs] == [
+        "norm_vs_frequency", "norm_by_decile", "exposure_lorenz", "head_share", "update_angles",
+    ]
+    drawn = plots.audit_plots(result)
+    for plot in drawn:
+        width, height = _png_size(plot.png)
+        assert width > 300 and height > 200
+    assert plots.audit_plots(bare_result()) == []
+    # Re-read from JSON: no arrays, so only the head-share bars and the reported histogram.
+    result.plot_data = PlotData()
+    assert [s.name for s in plots.plot_specs(result)] == ["head_share", "update_angles"]
+
+
+def test_rendering_never_imports_pyplot(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from report_samples import full_result\n"
+        "from auditor.report.html import HtmlRenderer\n"
+        "from auditor.report import RenderContext\n"
+        "HtmlRenderer().render(full_result(), RenderContext())\n"
+        "assert 'matplotlib.pyplot' not in sys.modules\n"
+    )
+    # A GUI backend that cannot start here: rendering must not care.
+    env = {"MPLBACKEND": "TkAgg", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,170 @@
+"""The experiment grids: their measures, the expected outcomes, and the files they write."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from auditor.errors import InputError
+from auditor.train.data import synthetic_interactions
+from auditor.train.experiments import (
+    ExperimentSizes,
+    angle_summary,
+    head_mask,
+    retrieval_head_share,
+    run_conditions,
+    run_lr_sweep,
+    spearman_with_ci,
+    to_markdown,
+    update_angles,
+    write_results,
+)
+from auditor.train.loop import TrainConfig, train
+
+SIZES = ExperimentSizes(n_users=500, n_items=500, n_interactions=20_000, epochs=3, n_bootstrap=200)
+K = 100
+
+
+@pytest.fixture(scope="module")
+def conditions():  # type: ignore[no-untyped-def]
+    return run_conditions(seeds=(0, 1), sizes=SIZES)
+
+
+def _mean(row: dict, key: str) -> float:  # type: ignore[type-arg]
+    return float(row["summary"][key]["mean"])
+
+
+def test_reference_holds_every_expected_outcome(conditions) -> None:  # type: ignore[no-untyped-def]
+    ref = conditions.rows[0]
+    assert ref["name"] == "reference" and ref["violates"] == "none"
+    for run in ref["runs"]:
+        assert run["share_90pm1"] >= 0.99
+        assert run["spearman"] >= 0.8
+        lo, hi = run["spearman_ci"]
+        assert lo <= run["spearman"] <= hi
+        assert run[f"head_share_1pct_dot@{K}"] >= 1.5 * run[f"head_share_1pct_cosine@{K}"]
+
+
+@pytest.mark.parametrize("name", ["momentum", "adam", "weight-decay", "mlp", "embedding-linear", "dense-linear", "infonce-dot"])
+def test_each_violation_spreads_the_update_angles(conditions, name: str) -> None:  # type: ignore[no-untyped-def]
+    row = next(r for r in conditions.rows if r["name"] == name)
+    assert row["violates"].startswith("C")
+    for run in row["runs"]:
+        assert run["share_90pm1"] <= 0.5, (name, run["share_90pm1"])
+
+
+def test_low_learning_rate_weakens_the_correlation(conditions) -> None:  # type: ignore[no-untyped-def]
+    ref = next(r for r in conditions.rows if r["name"] == "reference")
+    low = next(r for r in conditions.rows if r["name"] == "low-lr")
+    assert low["config"]["lr"] == pytest.approx(SIZES.lr / 100) and low["config"]["user_lr"] == low["config"]["lr"]
+    assert _mean(low, "spearman") < _mean(ref, "spearman") - 0.4
+    assert _mean(low, "share_90pm1") >= 0.99  # C1-C4 still hold: only C5 is violated
+
+
+def test_summary_aggregates_the_seeds(conditions) -> None:  # type: ignore[no-untyped-def]
+    row = conditions.rows[1]
+    vals = [r["spearman"] for r in row["runs"]]
+    s = row["summary"]["spearman"]
+    assert s["mean"] == pytest.approx(np.mean(vals)) and s["std"] == pytest.approx(np.std(vals, ddof=1))
+    assert s["min"] == min(vals) and s["max"] == max(vals)
+    assert sum(row["angle_histogram"]) == sum(r["n_angles"] for r in row["runs"])
+
+
+def test_results_files(conditions, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    written = write_results(conditions, tmp_path / "out")
+    assert sorted(p.name for p in written) == ["angle_histograms.png", "results.json", "results.md", "rho_vs_lr.png"]
+    doc = json.loads((tmp_path / "out" / "results.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert doc["experiment"] == "conditions" and doc["seeds"] == [0, 1]
+    assert [r["name"] for r in doc["rows"]][:2] == ["reference", "momentum"]
+    assert len(doc["angle_histogram_edges"]) == len(doc["rows"][0]["angle_histogram"]) + 1
+    md = (tmp_path / "out" / "results.md").read_text()
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert len(table) == 2 + len(conditions.rows)
+    assert "| all hold (embedding, SGD, InfoNCE-cos) | none | sgd | 10 |" in md
+    assert "| low learning rate | C5 | sgd | 0.1 |" in md
+    for name in ("angle_histograms.png", "rho_vs_lr.png"):
+        assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no temp files
+
+
+def test_lr_sweep_locates_the_bias(tmp_path: Path) -> None:
+    sizes = ExperimentSizes(n_users=300, n_items=300, n_interactions=10_000, epochs=3, n_bootstrap=0)
+    result = run_lr_sweep([10.0, 0.1, 1.0], seeds=[0], sizes=sizes)
+    assert [r["config"]["lr"] for r in result.rows] == [0.1, 1.0, 10.0]
+    rho = [r["runs"][0]["spearman"] for r in result.rows]
+    assert rho[2] > rho[0] + 0.4
+    assert all(math.isnan(lo) for lo in [r["runs"][0]["spearman_ci"][0] for r in result.rows])
+    written = write_results(result, tmp_path)
+    assert sorted(p.name for p in written) == ["results.json", "results.md", "rho_vs_lr.png"]
+    assert "lr-sweep" in to_markdown(result)
+    with pytest.raises(InputError):
+        run_lr_sweep([0.0], seeds=[0], sizes=sizes)
+
+
+def test_unknown_setting_is_rejected() -> None:
+    with pytest.raises(InputError, match="unknown settings"):
+        run_conditions(seeds=[0], sizes=SIZES, settings=["reference", "rmsprop"])
+    with pytest.raises(InputError, match="seed"):
+        run_conditions(seeds=[], sizes=SIZES)
+
+
+# ----------------------------------------------------------------- measures, by hand
+
+
+def test_update_angles_are_right_angles_under_c1_to_c4_only() -> None:
+    data = synthetic_interactions(100, 100, 2000, seed=0)
+    users, items = torch.from_numpy(data.users[:64]), torch.from_numpy(data.items[:64])
+    ref = train(data, TrainConfig(epochs=1, batch_size=64))
+    angles = update_angles(ref, users, items)
+    assert angles.size == len(torch.unique(items))
+    assert np.abs(angles - 90).max() < 1e-6
+    before = ref.model.item_tower.table.weight.detach().clone()
+    update_angles(ref, users, items)
+    assert torch.equal(before, ref.model.item_tower.table.weight)  # measured on a copy
+    dot = train(data, TrainConfig(loss="infonce-dot", epochs=1, batch_size=64))
+    assert np.abs(update_angles(dot, users, items) - 90).max() > 1.0
+
+
+def test_angle_summary_known_values() -> None:
+    s = angle_summary(np.array([90.0, 90.5, 91.5, 80.0, 100.5, 170.0]))
+    assert s["n"] == 6 and s["share_90pm1"] == pytest.approx(2 / 6) and s["share_90pm10"] == pytest.approx(4 / 6)
+    assert s["median"] == pytest.approx(91.0) and sum(s["counts"]) == 6
+    assert math.isnan(angle_summary(np.array([]))["share_90pm1"])
+
+
+def test_head_mask_takes_every_tie_at_the_cut() -> None:
+    freq = np.array([1] * 97 + [5, 9, 5])
+    assert np.flatnonzero(head_mask(freq, 1.0)).tolist() == [98]  # c = 1
+    assert np.flatnonzero(head_mask(freq, 2.0)).tolist() == [97, 98, 99]  # c = 2: f_c = 5, both 5s
+    assert head_mask(np.array([3, 1, 2]), 1.0).tolist() == [True, False, False]  # c at least 1
+
+
+def test_retrieval_head_share_by_hand() -> None:
+    # item 0 is the head (most frequent) and has a large norm
+    items = np.array([[4.0, 1.0], [0.0, 1.0], [-0.5, 1.0]], np.float32)
+    users = np.array([[0.2, 1.0], [-0.2, 1.0]], np.float32)
+    freq = np.array([10, 1, 2])
+    out = retrieval_head_share(users, items, freq, k=1)
+    # dot: user0 scores 1.8, 1, 0.9 -> item 0 (head); user1 scores 0.2, 1, 1.1 -> item 2
+    # cosine: both users are closest in direction to item 1
+    assert out["dot"] == pytest.approx(0.5) and out["cosine"] == 0.0
+    assert out["ratio"] == float("inf")
+    every = retrieval_head_share(users, items, freq, k=5)  # k above n_items: all 3 listed
+    assert every["dot"] == every["cosine"] == pytest.approx(1 / 3) and every["ratio"] == pytest.approx(1.0)
+
+
+def test_spearman_ci_against_scipy() -> None:
+    rng = np.random.default_rng(0)
+    freq = rng.integers(1, 50, 400)
+    norms = freq + rng.normal(0, 15, 400)
+    rho, (lo, hi) = spearman_with_ci(freq, norms, n_resamples=500, seed=1)
+    assert rho == pytest.approx(stats.spearmanr(freq, norms).statistic)
+    assert lo < rho < hi and hi - lo < 0.2
+    exact, ci = spearman_with_ci(np.arange(50), np.arange(50) ** 2.0, n_resamples=100)
+    assert exact == pytest.approx(1.0) and ci == pytest.approx((1.0, 1.0))
