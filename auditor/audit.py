@@ -219,10 +219,12 @@ def _assess_conditions(
     result.plot_data.update_angles = outcome.update_angles
     result.warnings.extend(outcome.warnings)
     if outcome.probes is None:
+        failure = next((w for w in outcome.warnings if "probe" in w.lower()), None)
         result.not_measured["probes"] = (
             "skipped with --no-probes"
             if not config.probes
-            else "no live encoder and loss: the file holds tables only (retrain with "
+            else failure
+            or "no live encoder and loss: the file holds tables only (retrain with "
             "popaudit, or load the model through a plugin)"
         )
 

@@ -54,12 +54,15 @@ Crash safety
 ------------
 Results are flushed every time audits finish: the whole table is written to a temp
 file beside the target and renamed onto it (:func:`auditor.io.atomic_path`), so the
-file on disk is always a complete, valid Parquet file and a crash or kill loses at most
-the rows in flight. The cost is rewriting every finished row at each flush, O(rows²)
-bytes over a run; with reports of tens of kilobytes this stays far below the audits'
-own cost for manifests of thousands of models (rows finishing together are flushed
-once). ``resume=True`` keeps the rows already ``ok`` (same row index and model) and
-runs the rest.
+file on disk is always a complete, valid Parquet file (holding the rows finished so
+far, sorted by row) and a crash or kill loses at most the rows in flight. The cost is
+rewriting every finished row at each flush, O(rows²) bytes over a run (records are
+converted to Arrow once; only the write repeats). Rows finishing together are flushed
+once, and with reports of tens of kilobytes this stays far below the audits' own cost
+for manifests of thousands of models. For huge manifests of quick audits,
+``flush_interval`` (``--flush-interval``) spaces the rewrites, at the price of also
+losing the rows finished within the last interval. ``resume=True`` keeps the rows
+already ``ok`` (same row index and model) and runs the rest.
 
 Parallelism
 -----------
@@ -92,6 +95,7 @@ as an error row (``KilledWorker``).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import multiprocessing
@@ -110,6 +114,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -133,7 +138,9 @@ WORKER_DIED = (
 
 # Settings that are batch-wide, never per row: plugins change the worker's hook registry.
 _NOT_PER_ROW = {"model", "plugins", "declared"}
-_ALIASES = {"k": "ks", "format": "interactions_format", "data_format": "interactions_format"}
+_ALIASES = {"k": "ks"}
+# The command's --no-X flags, accepted as columns too (true turns X off).
+_NEGATED = {"no_retrieval": "retrieval", "no_probes": "probes"}
 _DECLARED = tuple(f.name for f in fields(DeclaredTraining))
 _PATH_FIELDS = ("interactions", "item_ids")
 
@@ -167,7 +174,8 @@ def _field(name: str, dtype: pa.DataType, doc: str) -> pa.Field:
 
 def result_schema(ks: Iterable[int], extra_metrics: Iterable[str] = ()) -> pa.Schema:
     """The results table's schema for cut-offs ``ks`` (and plugin metrics), in column order."""
-    flat = metric_names(sorted(set(int(k) for k in ks)))
+    cutoffs = sorted({int(k) for k in ks})
+    flat = metric_names(cutoffs)
     extras = sorted(set(extra_metrics) - set(flat) - _FIXED_NAMES)
     columns = [_field(*spec) for spec in _FIXED_HEAD]
     columns += [_field(name, pa.float64(), "flat metric (CLI.md)") for name in flat]
@@ -175,7 +183,7 @@ def result_schema(ks: Iterable[int], extra_metrics: Iterable[str] = ()) -> pa.Sc
     columns += [_field(*spec) for spec in _FIXED_TAIL]
     return pa.schema(
         columns,
-        metadata={"popaudit.batch": json.dumps({"results_version": RESULTS_VERSION, "ks": sorted(set(ks))})},
+        metadata={"popaudit.batch": json.dumps({"results_version": RESULTS_VERSION, "ks": cutoffs})},
     )
 
 
@@ -212,7 +220,7 @@ def manifest_columns() -> list[str]:
     """Every column name a manifest may have (canonical spellings)."""
     names = ["model", "label"]
     names += [f.name for f in fields(AuditConfig) if f.name not in _NOT_PER_ROW]
-    names += ["k", *_DECLARED]
+    names += ["k", *_NEGATED, *_DECLARED]
     return names
 
 
@@ -251,11 +259,12 @@ def read_manifest(path: Path) -> Manifest:
         )
     seen: dict[str, str] = {}
     for name, canonical in columns.items():
-        if canonical in seen:
+        target = _NEGATED.get(canonical, canonical)
+        if target in seen:
             raise ManifestError(
-                f"manifest {path}: columns {seen[canonical]!r} and {name!r} both set {canonical!r}"
+                f"manifest {path}: columns {seen[target]!r} and {name!r} both set {target!r}"
             )
-        seen[canonical] = name
+        seen[target] = name
     if table.num_rows == 0:
         raise ManifestError(f"manifest {path} has no rows")
     base = path.resolve().parent
@@ -274,8 +283,9 @@ def _read_manifest_table(path: Path) -> pa.Table:
             return pacsv.read_csv(
                 path,
                 parse_options=pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ","),
-                # Every cell is converted by setting type below, so read text as text.
-                convert_options=pacsv.ConvertOptions(strings_can_be_null=True, auto_dict_encode=False),
+                # Empty cells are nulls (keep the default); cells are converted per setting
+                # later, so inferred column types (e.g. k read as int64) do not matter.
+                convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
             )
         return pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
@@ -283,10 +293,12 @@ def _read_manifest_table(path: Path) -> pa.Table:
         raise ManifestError(f"cannot read manifest {path} as {kind}: {exc}") from exc
 
 
+@functools.cache
 def _setting_kinds() -> dict[str, str]:
     """AuditConfig field -> value kind (path, bool, int, size, float, ints, str, query)."""
     hints = typing.get_type_hints(AuditConfig)
     hints.update(typing.get_type_hints(DeclaredTraining))
+    hints.update({name: bool for name in _NEGATED})
     kinds: dict[str, str] = {}
     for name, hint in hints.items():
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -322,7 +334,10 @@ def _manifest_row(index: int, cells: Mapping[str, Any], base: Path) -> ManifestR
         if name in ("model", "label") or _missing(value):
             continue
         try:
-            settings[name] = convert_setting(name, kinds[name], value, base)
+            converted = convert_setting(name, kinds[name], value, base)
+            if name in _NEGATED:
+                name, converted = _NEGATED[name], not converted
+            settings[name] = converted
         except (ValueError, TypeError) as exc:
             problems.append(f"column {name!r}: {exc}")
     return ManifestRow(index, model, label, settings, tuple(problems))
@@ -493,12 +508,22 @@ def _worker_cache(interactions: Path | None) -> Any:
     """This process's InputCache; replaced when the log changes so memory holds one log.
 
     Rows arrive grouped by log, so a worker never returns to a log it has moved past.
+    The log is identified by path, size and modification time: a long-lived worker (a
+    Dask worker, a notebook running several batches) never reuses counts of a log that
+    was rewritten since.
     """
     from auditor.audit import InputCache
 
-    if "cache" not in _WORKER or _WORKER.get("log") != interactions:
+    identity: tuple[Any, ...] | None = None
+    if interactions is not None:
+        try:
+            stat = os.stat(interactions)
+            identity = (str(interactions), stat.st_size, stat.st_mtime_ns)
+        except OSError:  # missing: the audit itself reports it
+            identity = (str(interactions),)
+    if "cache" not in _WORKER or _WORKER.get("log") != identity:
         _WORKER["cache"] = InputCache()
-        _WORKER["log"] = interactions
+        _WORKER["log"] = identity
     return _WORKER["cache"]
 
 
@@ -600,17 +625,22 @@ def _dispatch_pool(
         while pending or suspects or in_flight:
             if pool is None:
                 pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-            if suspects:
-                if not in_flight:
-                    job = suspects.popleft()
+            # Suspects run alone; otherwise keep every worker busy.
+            queue, limit = (suspects, 1) if suspects else (pending, workers)
+            broken = False
+            while queue and len(in_flight) < limit:
+                job = queue.popleft()
+                try:
                     in_flight[pool.submit(audit_job, job, audit_fn)] = job
-            else:
-                while pending and len(in_flight) < workers:
-                    job = pending.popleft()
-                    in_flight[pool.submit(audit_job, job, audit_fn)] = job
-            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
-            if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
-                # Every other future of this pool fails too; settle them all now.
+                except BrokenProcessPool:  # a worker died since the last wait
+                    queue.appendleft(job)
+                    broken = True
+                    break
+            if not broken:
+                done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                broken = any(isinstance(f.exception(), BrokenProcessPool) for f in done)
+            if broken:
+                # Every unfinished future of this pool fails too; settle them all now.
                 pool.shutdown(wait=True, cancel_futures=True)
                 pool = None
                 done = set(in_flight)
@@ -691,40 +721,73 @@ class BatchOutcome:
 
 
 class ResultsWriter:
-    """Holds finished records and rewrites the whole results file atomically on flush."""
+    """Finished records as one Arrow table, rewritten whole and atomically on each flush.
+
+    New records are converted once and appended (no per-flush conversion of old rows);
+    each flush still writes every finished row, the price of an always-valid file.
+    """
 
     def __init__(self, output: Path, ks: Iterable[int], manifest: Path | None = None) -> None:
         self.output = Path(output)
         self.ks = tuple(sorted(set(ks)))
         self.manifest = manifest
-        self.records: dict[int, dict[str, Any]] = {}
+        self.status: dict[int, str] = {}
+        """Row -> status of every record added."""
+        self._table: pa.Table | None = None
+        self._pending: list[dict[str, Any]] = []
+        self._extras: set[str] = set()
+        self.last_flush = -math.inf
+        """``time.monotonic()`` at the end of the last flush."""
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
-            self.records[int(record["row"])] = record
+            self.status[int(record["row"])] = record["status"]
+            self._pending.append(record)
+
+    def _schema(self) -> pa.Schema:
+        schema = result_schema(self.ks, self._extras)
+        if self.manifest is None:
+            return schema
+        meta = dict(schema.metadata or {})
+        info = json.loads(meta[b"popaudit.batch"])
+        info["manifest"] = str(self.manifest)
+        meta[b"popaudit.batch"] = json.dumps(info).encode()
+        return schema.with_metadata(meta)
 
     def table(self) -> pa.Table:
-        rows = [self.records[r] for r in sorted(self.records)]
-        extras = {
-            key
-            for record in rows
-            for key, value in record.items()
-            if key not in _FIXED_NAMES and (value is None or isinstance(value, (int, float)))
-            and not isinstance(value, bool)
-        }
-        schema = result_schema(self.ks, extras)
-        if self.manifest is not None:
-            meta = dict(schema.metadata or {})
-            info = json.loads(meta[b"popaudit.batch"])
-            info["manifest"] = str(self.manifest)
-            meta[b"popaudit.batch"] = json.dumps(info).encode()
-            schema = schema.with_metadata(meta)
-        return pa.Table.from_pylist(rows, schema=schema)
+        """Every record added so far, sorted by row (the last record of a row wins)."""
+        if self._pending or self._table is None:
+            self._extras |= {
+                key
+                for record in self._pending
+                for key, value in record.items()
+                if key not in _FIXED_NAMES
+                and (value is None or isinstance(value, (int, float)))
+                and not isinstance(value, bool)
+            }
+            schema = self._schema()
+            latest = {int(r["row"]): r for r in self._pending}
+            new = pa.Table.from_pylist(list(latest.values()), schema=schema)
+            old = self._table
+            if old is not None:
+                if old.schema.names != schema.names:  # a plugin metric appeared: widen
+                    old = pa.table(
+                        [old[f.name] if f.name in old.column_names else pa.nulls(old.num_rows, f.type) for f in schema],
+                        schema=schema,
+                    )
+                replaced = pa.array(list(latest), pa.int64())
+                old = old.filter(pc.invert(pc.is_in(old["row"], value_set=replaced)))
+                new = pa.concat_tables([old, new])
+            self._table = new.sort_by("row").combine_chunks()
+            self._pending = []
+        return self._table
 
     def flush(self) -> pa.Table:
+        """Write every finished row to the results file (temp file + atomic rename)."""
         table = self.table()
         with atomic_path(self.output) as tmp:
             pq.write_table(table, tmp, compression="zstd")
+        self.last_flush = time.monotonic()
         return table
 
 
@@ -760,6 +823,7 @@ def run_batch(
     progress: Progress = SILENT,
     audit_fn: AuditFn | None = None,
     start_method: str | None = None,
+    flush_interval: float = 0.0,
 ) -> BatchOutcome:
     """Audit every manifest row and write the results Parquet file (module docstring).
 
@@ -767,11 +831,19 @@ def run_batch(
     worker processes (1: audit in this process). ``scheduler``: a Dask scheduler address
     (overrides ``jobs``). ``audit_fn``: the audit to run, ``run_audit`` by default (must
     be importable by name for worker processes). ``start_method``: multiprocessing start
-    method of the pool (default forkserver, else spawn).
+    method of the pool (default forkserver, else spawn). ``flush_interval``: minimum
+    seconds between rewrites of the results file; 0 (default) flushes whenever audits
+    finish, so a crash loses only the rows in flight; a larger value bounds the rewrite
+    cost of huge manifests of quick audits, at the price of also losing rows finished
+    within the last interval.
     """
     if jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {jobs}")
+    if flush_interval < 0:
+        raise InputError(f"--flush-interval must be >= 0, got {flush_interval}")
     parsed = manifest if isinstance(manifest, Manifest) else read_manifest(Path(manifest))
+    if Path(output).resolve() == parsed.path.resolve():
+        raise InputError(f"the results file {output} would overwrite the manifest; choose another -o")
     all_jobs = build_jobs(parsed, defaults)
     ks = {k for job in all_jobs if job.config is not None for k in job.config.ks}
     ks |= set(_template(defaults or {}).ks)
@@ -785,8 +857,11 @@ def run_batch(
             if job is not None and record.get("status") == STATUS_OK and record.get("model") == job.model:
                 writer.add([record])
                 n_resumed += 1
-    todo = [job for job in all_jobs if job.row not in writer.records]
-    writer.add(error_record(job, job.error or "") for job in todo if job.config is None)
+    todo = [job for job in all_jobs if job.row not in writer.status]
+    bad = [job for job in todo if job.config is None]
+    writer.add(error_record(job, job.error or "") for job in bad)
+    for number, job in enumerate(bad, 1):
+        progress.note(f"row {job.row} ({job.model}) failed [{number} failed so far]: {job.error}")
     runnable = _group_order([job for job in todo if job.config is not None])
     writer.flush()  # the file exists (and is valid) from the start
 
@@ -797,12 +872,13 @@ def run_batch(
     else:
         batches = _dispatch_pool(runnable, audit_fn, min(jobs, max(1, len(runnable))), start_method)
 
-    n_failed = sum(1 for r in writer.records.values() if r["status"] == STATUS_ERROR)
+    n_failed = list(writer.status.values()).count(STATUS_ERROR)
     with progress.track(f"Auditing {len(runnable)} of {len(all_jobs)} models", total=len(runnable)) as advance:
         try:
             for records in batches:
                 writer.add(records)
-                writer.flush()
+                if time.monotonic() - writer.last_flush >= flush_interval:
+                    writer.flush()
                 for record in records:
                     if record["status"] == STATUS_ERROR:
                         n_failed += 1
@@ -813,6 +889,7 @@ def run_batch(
                 advance(len(records))
         finally:
             batches.close()
+            writer.flush()  # rows finished within the last flush_interval
     table = writer.table()
     status = table.column("status").to_pylist()
     failures = [
@@ -974,102 +1051,87 @@ def _trend(metric: str, points: list[tuple[int, float]], stats: Any) -> Trend:
 
 def summary_figure(summary: BatchSummary) -> Any:
     """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure)."""
-    from auditor.report.plots import _style, new_figure
+    from matplotlib.ticker import MaxNLocator
 
-    fig = new_figure(7.5, 4.2)
+    from auditor.report.plots import new_figure
+
+    fig = new_figure(7.5, 4.4)
     ax = fig.add_subplot(1, 1, 1)
-    _style(ax)
+    ax.grid(True, color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
     rows = [s.row for s in summary.order]
     spearman = [np.nan if s.spearman is None else s.spearman for s in summary.order]
     ax.plot(rows, spearman, marker="o", color="#D55E00", label="Spearman ρ (norm vs frequency)")
     ax.set_xlabel("manifest row")
     ax.set_ylabel("Spearman ρ")
     ax.axhline(0.0, color="#999999", linewidth=0.8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if summary.head_share_metric:
         twin = ax.twinx()
         share = [np.nan if s.head_share is None else s.head_share for s in summary.order]
         twin.plot(rows, share, marker="s", linestyle="--", color="#0072B2", label=summary.head_share_metric)
         twin.set_ylabel(f"{summary.head_share_metric} (dot / cosine)")
-        handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-        ax.legend(handles=handles, loc="best", fontsize="small")
-    else:
-        ax.legend(loc="best", fontsize="small")
+    # Below the axes, so it never hides a point.
+    fig.legend(loc="outside lower center", ncols=2, fontsize="small", frameon=False)
     ax.set_title("Bias across the manifest order")
     return fig
 
 
 def summary_html(summary: BatchSummary, *, title: str = "popaudit batch summary") -> str:
-    """A self-contained HTML summary: counts, ranking, manifest-order trend plot, failures."""
-    from html import escape
+    """A self-contained HTML summary: counts, ranking, manifest-order plot and table, failures.
 
-    from auditor.report.content import fmt_num, fmt_ratio
-    from auditor.report.plots import figure_data_uri
+    Built from the HTML report's pieces (``auditor.report.html``), so it shares its styles.
+    """
+    from auditor.report import html as h
+    from auditor.report.content import Table, fmt_num, fmt_ratio
+    from auditor.report.plots import figure_png
 
-    def table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: set[int]) -> str:
-        head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-        body = "".join(
-            "<tr>" + "".join(
-                f'<td class="{"num" if i in numeric else "txt"}">{escape(c)}</td>' for i, c in enumerate(row)
-            ) + "</tr>"
-            for row in rows
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-    share_name = summary.head_share_metric or "head share ratio"
-    parts = [
-        f"<h1>{escape(title)}</h1>",
-        f"<p>{summary.n_rows} rows: {summary.n_ok} audited, {summary.n_error} failed. "
-        f"Ranked by <code>{escape(summary.rank_by)}</code>, most biased first.</p>",
-        "<h2>Ranking</h2>",
-        table(
-            ["rank", "row", "model", "label", "severity", "spearman", share_name],
-            (
-                [str(i + 1), str(s.row), s.model, s.label or "", s.severity or "n/a",
-                 fmt_num(s.spearman), fmt_ratio(s.head_share)]
-                for i, s in enumerate(summary.ranking)
-            ),
-            {0, 1, 5, 6},
+    share = summary.head_share_metric or "head share ratio"
+    ranking = Table(
+        headers=("rank", "row", "model", "label", "severity", "spearman", share),
+        rows=tuple(
+            (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman), fmt_ratio(s.head_share))
+            for i, s in enumerate(summary.ranking, 1)
         ),
-        "<h2>Across the manifest order</h2>",
-    ]
+        numeric=(True, True, False, False, False, True, True),
+        caption=f"Ranked by {summary.rank_by}, most biased first.",
+    )
+    trends = Table(
+        headers=("metric", "first", "last", "change", "Kendall τ vs order", "p", "trend"),
+        rows=tuple(
+            (t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change), fmt_num(t.kendall_tau),
+             fmt_num(t.p_value), t.direction)
+            for t in summary.trends
+        ),
+        numeric=(False, True, True, True, True, True, False),
+    )
+    order = Table(
+        headers=("row", "model", "label", "spearman", "Δ spearman", share, "Δ"),
+        rows=tuple(
+            (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+             fmt_ratio(s.head_share), fmt_num(s.delta_head_share))
+            for s in summary.order
+        ),
+        numeric=(True, False, False, True, True, True, True),
+        caption="Changes are from the previous audited row.",
+    )
+    moves = h.table_html(trends)
     if summary.order:
-        fig = summary_figure(summary)
-        parts.append(
-            f'<img src="{figure_data_uri(fig)}" alt="Spearman rho and {escape(share_name)} '
-            'for each manifest row, in manifest order">'
+        figure = h.figure_html(
+            png=figure_png(summary_figure(summary)),
+            alt=f"Spearman rho and {share} for each manifest row, in manifest order",
         )
-    parts.append(
-        table(
-            ["metric", "first", "last", "change", "Kendall τ vs order", "p", "trend"],
-            (
-                [t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
-                 fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction]
-                for t in summary.trends
-            ),
-            {1, 2, 3, 4, 5},
-        )
-    )
-    parts.append(
-        table(
-            ["row", "model", "label", "spearman", "Δ spearman", share_name, "Δ"],
-            (
-                [str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-                 fmt_ratio(s.head_share), fmt_num(s.delta_head_share)]
-                for s in summary.order
-            ),
-            {0, 3, 4, 5, 6},
-        )
-    )
+        moves = figure + moves
+    sections = [
+        h.Section("ranking", "Models ranked by bias", h.table_html(ranking, wrap_columns=(2,))),
+        h.Section("order", "Across the manifest order", moves + h.table_html(order, wrap_columns=(1,))),
+    ]
     if summary.failures:
-        parts.append("<h2>Failed rows</h2>")
-        parts.append(table(["row", "model", "error"], ([str(r), m, e] for r, m, e in summary.failures), {0}))
-    style = (
-        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-        "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.25em .6em}"
-        "th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}"
-        "img{max-width:100%}"
-    )
-    return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n"
-    )
+        failed = Table(
+            headers=("row", "model", "error"),
+            rows=tuple((str(r), m, e) for r, m, e in summary.failures),
+            numeric=(True, False, False),
+        )
+        sections.append(h.Section("failures", "Failed rows", h.table_html(failed, wrap_columns=(1, 2))))
+    lead = h.paragraph(f"{summary.n_rows} rows: {summary.n_ok} audited, {summary.n_error} failed.")
+    return h.page(title, sections, lead=lead)

@@ -66,17 +66,24 @@ def _finite(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _head_skew(result: AuditResult) -> dict[str, Any] | None:
-    """head_share_1pct under dot and cosine at the K the verdict quotes.
+def quoted_cutoff(result: AuditResult) -> int | None:
+    """The K that verdicts and headlines quote.
 
-    That is the largest K whose lists hold at most 10% of the catalogue (the smallest K
-    when none does): a list covering a large part of a small catalogue shows no skew.
+    The largest K whose lists hold at most 10% of the catalogue (the smallest K when
+    none does): a list covering a large part of a small catalogue shows no skew.
     """
     if result.retrieval is None or not result.retrieval.at:
         return None
     ks = sorted(result.retrieval.at)
     small = [k for k in ks if k <= 0.1 * result.inputs.n_items]
-    k = small[-1] if small else ks[0]
+    return small[-1] if small else ks[0]
+
+
+def _head_skew(result: AuditResult) -> dict[str, Any] | None:
+    """head_share_1pct under dot and cosine at the quoted K."""
+    k = quoted_cutoff(result)
+    if k is None or result.retrieval is None:
+        return None
     cut: CutoffMeasures = result.retrieval.at[k]
     dot, cos = _finite(cut.dot.head_share_1pct), _finite(cut.cosine.head_share_1pct)
     ratio = dot / cos if dot is not None and cos else None
@@ -142,6 +149,9 @@ def _summary(
     if skew is not None and skew["ratio"] is not None:
         parts.append(_skew_text(skew))
     parts.append(_conditions_text(conditions))
+    if detected and any(conditions.get(k) is not None and conditions[k].status == "violated"
+                        for k in ("C1", "C2", "C3", "C4")):
+        parts.append("the conditions are sufficient, not necessary, so the bias can appear without them")
     return "; ".join(parts) + "."
 
 

@@ -157,12 +157,12 @@ def run_child(engine: str, path: Path, out: Path, threads: int | None) -> dict[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=lambda s: int(s.replace("_", "")), default=100_000_000)
-    parser.add_argument("--items", type=lambda s: int(s.replace("_", "")), default=1_000_000)
-    parser.add_argument("--users", type=lambda s: int(s.replace("_", "")), default=5_000_000)
+    parser.add_argument("--rows", type=lambda s: int(s.replace("_", "")), default=100_000_000, help="interactions in the generated log (default 100M)")
+    parser.add_argument("--items", type=lambda s: int(s.replace("_", "")), default=1_000_000, help="distinct item ids (default 1M)")
+    parser.add_argument("--users", type=lambda s: int(s.replace("_", "")), default=5_000_000, help="user ids, drawn uniformly (default 5M)")
     parser.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of item popularity")
-    parser.add_argument("--row-group", type=lambda s: int(s.replace("_", "")), default=1_000_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--row-group", type=lambda s: int(s.replace("_", "")), default=1_000_000, help="rows per Parquet row group (and per generation step)")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed")
     parser.add_argument("--threads", type=int, default=None, help="threads for both engines (default: all cores)")
     parser.add_argument("--repeat", type=int, default=1, help="timed runs per engine (best is reported)")
     parser.add_argument("--path", type=Path, help="log file (generated when missing)")

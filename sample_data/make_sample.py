@@ -37,7 +37,7 @@ def main() -> None:
     )
     with atomic_path(HERE / "interactions.parquet") as tmp:
         pq.write_table(log, tmp)
-    for name, lr in (("biased", 10.0), ("control", 0.1)):
+    for name, lr in (("biased", 10.0), ("control", 0.02)):
         result = train(data, TrainConfig(optimizer="sgd", lr=lr, loss="infonce-cos", **SETTINGS))
         save_checkpoint(result, HERE / f"{name}.pt")
         last = result.trace[-1]

@@ -24,7 +24,6 @@ from scipy import stats
 
 from auditor.batch import (
     RESULT_SCHEMA,
-    WORKER_DIED,
     BatchJob,
     ResultsWriter,
     _group_order,
@@ -187,6 +186,7 @@ def test_manifest_aliases_paths_and_values(tmp_path: Path) -> None:
             "trust-pickle": ["true", "no"],
             "declared_lr": [0.5, None],
             "queries": ["history", "q.npy"],
+            "no-probes": ["true", None],
         },
     )
     manifest = read_manifest(path)
@@ -201,6 +201,7 @@ def test_manifest_aliases_paths_and_values(tmp_path: Path) -> None:
         "trust_pickle": True,
         "lr": 0.5,
         "queries": "history",
+        "probes": False,
     }
     # Empty cells keep the defaults; relative paths resolve against the manifest folder.
     assert second.settings == {
@@ -214,6 +215,23 @@ def test_manifest_aliases_paths_and_values(tmp_path: Path) -> None:
     assert jobs[0].config.declared.lr == 0.5 and jobs[0].config.seed == 7
     assert jobs[1].config is not None and jobs[1].config.model == Path("/abs/b.npy")
     assert jobs[1].config.ks == (5,) and jobs[1].config.max_queries == 10_000
+    assert jobs[0].config.probes is False and jobs[1].config.probes is True
+
+
+def test_parquet_manifest_typed_columns(tmp_path: Path) -> None:
+    path = write_manifest(
+        tmp_path / "m.parquet",
+        {
+            "model": ["a.npy", "b.npy"],
+            "k": pa.array([[10, 50], None], pa.list_(pa.int64())),
+            "retrieval": pa.array([False, None]),
+            "max_memory": pa.array([1 << 30, None], pa.int64()),
+            "item_key": pa.array([None, "emb.weight"]),
+        },
+    )
+    first, second = read_manifest(path).rows
+    assert first.settings == {"ks": (10, 50), "retrieval": False, "max_memory": 1 << 30}
+    assert second.settings == {"item_key": "emb.weight"}
 
 
 def test_manifest_without_model_column_names_the_columns(tmp_path: Path) -> None:
@@ -233,6 +251,9 @@ def test_manifest_unknown_column_lists_valid_names(tmp_path: Path) -> None:
 def test_manifest_duplicate_setting_empty_and_unreadable(tmp_path: Path) -> None:
     dup = write_manifest(tmp_path / "dup.csv", {"model": ["a"], "k": ["1"], "ks": ["2"]})
     with pytest.raises(ManifestError, match="both set 'ks'"):
+        read_manifest(dup)
+    dup = write_manifest(tmp_path / "dup2.csv", {"model": ["a"], "retrieval": [True], "no_retrieval": [False]})
+    with pytest.raises(ManifestError, match="both set 'retrieval'"):
         read_manifest(dup)
     empty = write_manifest(tmp_path / "empty.parquet", {"model": pa.array([], pa.string())})
     with pytest.raises(ManifestError, match="has no rows"):
@@ -274,6 +295,9 @@ def test_invalid_defaults_raise(tmp_path: Path) -> None:
         run_batch(path, tmp_path / "r.parquet", defaults={"ks": (0,)}, audit_fn=fake_audit)
     with pytest.raises(InputError, match="unexpected keyword|invalid batch defaults"):
         run_batch(path, tmp_path / "r.parquet", defaults={"colour": "red"}, audit_fn=fake_audit)
+    with pytest.raises(InputError, match="would overwrite the manifest"):
+        run_batch(path, tmp_path / "m.csv", audit_fn=fake_audit)
+    assert path.read_text().splitlines() == ['"model"', '"a.npy"']
 
 
 # ---------------------------------------------------------------- running
@@ -362,6 +386,36 @@ def test_results_flushed_as_rows_finish_and_failures_noted(workspace: dict[str, 
     assert not [p for p in d.iterdir() if p.name.startswith(".r.parquet")]  # no temp files left
 
 
+def test_flush_interval_spaces_rewrites_but_the_end_is_complete(workspace: dict[str, Any]) -> None:
+    d = workspace["dir"]
+    manifest = write_manifest(d / "m.parquet", {"model": ["m0.npy", "broken.npy", "m2.npy", "m3.npy"]})
+    out = d / "r.parquet"
+    progress = CheckingProgress(out)
+    outcome = run_batch(
+        manifest, out, defaults={"interactions": d / "log_a.parquet", "ks": (10,)},
+        audit_fn=fake_audit, progress=progress, flush_interval=3600,
+    )
+    assert progress.sizes == [0, 0, 0, 0]  # only the initial (empty, valid) file so far
+    assert pq.read_table(out).num_rows == 4 and outcome.n_ok == 3
+    with pytest.raises(InputError, match="flush-interval"):
+        run_batch(manifest, out, audit_fn=fake_audit, flush_interval=-1)
+
+
+def test_writer_appends_widens_and_replaces(tmp_path: Path) -> None:
+    writer = ResultsWriter(tmp_path / "r.parquet", (10,))
+    writer.add([{"row": 2, "model": "b", "status": "ok", "spearman": 0.5}, {"row": 0, "model": "a", "status": "error", "error": "x"}])
+    first = writer.flush()
+    assert first.column("row").to_pylist() == [0, 2] and first.schema.names == result_schema((10,)).names
+    # A plugin metric appears in a later record: the column is added, earlier rows null.
+    writer.add([{"row": 1, "model": "c", "status": "ok", "my_measure": 3.0}, {"row": 0, "model": "a", "status": "ok", "spearman": 0.1}])
+    table = pq.read_table(writer.output) if writer.flush() is not None else None
+    assert table is not None and table.schema.names == result_schema((10,), ["my_measure"]).names
+    assert table.column("row").to_pylist() == [0, 1, 2]
+    assert table.column("my_measure").to_pylist() == [None, 3.0, None]
+    assert table.column("status").to_pylist() == ["ok", "ok", "ok"]  # row 0 replaced
+    assert table.column("spearman").to_pylist() == [0.1, None, 0.5]
+
+
 def test_resume_skips_ok_rows_and_reruns_failed(workspace: dict[str, Any]) -> None:
     d = workspace["dir"]
     manifest = write_manifest(d / "m.csv", {"model": ["m0.npy", "broken.npy", "m1.npy", "m3.npy"]})
@@ -415,6 +469,19 @@ def test_shared_log_read_once_inline(workspace: dict[str, Any]) -> None:
     assert calls(d) == ["m0", "m2", "m1", "m3"]  # grouped by log
 
 
+def test_a_rewritten_log_is_counted_again(workspace: dict[str, Any]) -> None:
+    d = workspace["dir"]
+    manifest = write_manifest(d / "m.csv", {"model": ["m0.npy"], "interactions": ["log_a.parquet"]})
+    first = run_batch(manifest, d / "r1.parquet", defaults={"ks": (10,)}, audit_fn=fake_audit)
+    # Same path, new content (the counts of log_b): the process-wide cache must not reuse log_a's.
+    os.replace(d / "log_b.parquet", d / "log_a.parquet")
+    second = run_batch(manifest, d / "r2.parquet", defaults={"ks": (10,)}, audit_fn=fake_audit)
+    assert len(calls(d, "read")) == 2
+    expected = expected_rho(d / "m0.npy", workspace["freqs"]["log_b.parquet"])
+    assert second.table.column("spearman")[0].as_py() == pytest.approx(expected, abs=1e-12)
+    assert first.table.column("spearman")[0].as_py() != second.table.column("spearman")[0].as_py()
+
+
 # ---------------------------------------------------------------- schema and summary
 
 
@@ -464,7 +531,8 @@ def test_summary_ranks_and_follows_the_manifest_order() -> None:
         summarise(table, rank_by="nope")
     html = summary_html(summary)
     assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html
-    assert "ValueError: x" in html and "rising" in html and "<td class=\"txt\">e</td>" in html
+    assert "ValueError: x" in html and "rising" in html and ">e</td>" in html
+    assert html.index(">e</td>") < html.index(">c</td>") < html.index(">a</td>")  # ranking first
 
 
 def test_summary_falling_and_flat() -> None:

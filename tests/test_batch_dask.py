@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -17,7 +16,6 @@ distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
 
-@pytest.mark.slow
 def test_dask_equals_local(workspace: dict[str, Any]) -> None:
     d = workspace["dir"]
     manifest = write_manifest(
@@ -32,7 +30,7 @@ def test_dask_equals_local(workspace: dict[str, Any]) -> None:
     local = run_batch(manifest, d / "local.parquet", defaults=defaults, audit_fn=fake_audit)
     (d / "calls.log").unlink()
     with distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
     ) as cluster:
         with distributed.Client(cluster, set_as_default=False) as client:
             worker_pids = set(client.run(os.getpid).values())

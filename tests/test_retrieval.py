@@ -11,7 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from threadpoolctl import threadpool_info
 
+import auditor.retrieval as retrieval_module
 from auditor.config import AuditConfig
 from auditor.errors import EmbeddingTableError, InputError, QueryError
 from auditor.metrics.exposure import ExposureMeasures
@@ -95,6 +97,25 @@ def test_sharded_equals_unsharded(normalise: bool) -> None:
         assert not np.isin(one_rows, [5, 1700]).any()
 
 
+def test_threaded_slices_equal_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retrieval_module, "MIN_ROWS_PER_THREAD", 100)
+    table = RNG.standard_normal((1000, 8)).astype(np.float32)
+    queries = RNG.standard_normal((37, 8)).astype(np.float32)
+    for normalise in (False, True):
+        one = sharded_topk(queries, [table], 30, normalise, threads=1, block=16)
+        for threads in (2, 3, 7):
+            many = sharded_topk(queries, [table], 30, normalise, threads=threads, block=16)
+            np.testing.assert_array_equal(many[1], one[1])
+            np.testing.assert_allclose(many[0], one[0], rtol=1e-5, atol=1e-6)
+    # Small integers make every dot product exact, so the ties below are real ties:
+    # rows 0, 50, 100, ... are copies of one vector, spread over every slice. Other rows
+    # have entries in [-3, 2], so they score less.
+    ints = np.random.default_rng(5).integers(-3, 3, size=(1000, 8)).astype(np.float32)
+    ints[::50] = 3.0  # the query's own direction: the only items scoring the maximum, 72
+    _, rows = sharded_topk(ints[:1], [ints], 20, False, threads=4)
+    assert rows[0].tolist() == list(range(0, 1000, 50))
+
+
 def test_sharded_ties_broken_by_row() -> None:
     # Every row has the same score: the top 5 must be rows 0..4 whatever the sharding.
     table = np.ones((100, 4), dtype=np.float32)
@@ -133,6 +154,8 @@ def test_blas_path_restores_global_threshold() -> None:
     before = faiss.cvar.distance_compute_blas_threshold
     with blas_path():
         assert faiss.cvar.distance_compute_blas_threshold == 0
+        blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+        assert blas and all(lib["num_threads"] == 1 for lib in blas)
     assert faiss.cvar.distance_compute_blas_threshold == before
     with pytest.raises(RuntimeError), blas_path():
         raise RuntimeError("boom")

@@ -115,7 +115,7 @@ def test_recommendations_follow_the_conditions() -> None:
     v = decide_verdict(_result(_fn(0.6, 0.55, 0.65), None, conds))
     text = "\n".join(v.recommendations)
     assert "adaptive optimizer" not in text and "learning rate" not in text and "logQ" not in text
-    assert "C1, C4, C5 violated" in v.summary
+    assert "C1, C4, C5 violated" in v.summary and "sufficient, not necessary" in v.summary
 
 
 def test_sections_not_measured() -> None:

@@ -39,6 +39,7 @@ class MemorySize(click.ParamType):
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Audits run in parallel worker processes (1: in this process).")
 @click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes.")
+@click.option("--flush-interval", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (repeatable).")
@@ -73,6 +74,7 @@ def command(
     jobs: int,
     resume: bool,
     scheduler: str | None,
+    flush_interval: float,
     html_path: Path | None,
     rank_by: str,
     fail_on: tuple[str, ...],
@@ -136,12 +138,13 @@ def command(
         resume=resume,
         scheduler=scheduler,
         progress=RichProgress(enabled=not quiet),
+        flush_interval=flush_interval,
     )
     summary = summarise(outcome.table, rank_by=rank_by)
     if not quiet:
         _print_summary(summary, outcome.n_resumed, output)
     for row, model, error in summary.failures:
-        stderr.print(f"row {row} ({model}) failed: {error}", style="red", markup=False, highlight=False)
+        stderr.print(f"row {row} ({model}) failed: {error}", style="red", markup=False, highlight=False, soft_wrap=True)
     if html_path is not None:
         write_atomic(html_path, summary_html(summary, title=f"popaudit batch: {manifest.name}"))
 
@@ -152,7 +155,10 @@ def command(
         for gate in evaluate_gates(gates, record):
             if gate.tripped:
                 tripped = True
-                stderr.print(f"gate row {record['row']} ({record['model']}): {gate.describe()}", style="red", markup=False)
+                stderr.print(
+                    f"gate row {record['row']} ({record['model']}): {gate.describe()}",
+                    style="red", markup=False, highlight=False, soft_wrap=True,
+                )
     if tripped:
         sys.exit(3)
 

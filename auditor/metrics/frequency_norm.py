@@ -20,7 +20,7 @@ BOOTSTRAP_MAX_ITEMS = 20_000
 N_DECILES = 10
 
 
-def item_norms(table: np.ndarray, block: int = 262_144) -> np.ndarray:
+def item_norms(table: np.ndarray, block: int = 32_768) -> np.ndarray:
     """Euclidean norm of each row, in float64, computed in blocks to bound memory."""
     out = np.empty(table.shape[0], dtype=np.float64)
     for start in range(0, table.shape[0], block):

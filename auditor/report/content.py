@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from auditor.result import AuditResult, CutoffMeasures, FrequencyNorm, Inputs, Retrieval
+from auditor.verdict import quoted_cutoff
 
 MISSING = "n/a"
 """What a value that is absent (None, NaN) reads as."""
@@ -170,13 +171,6 @@ def model_name(result: AuditResult) -> str:
     return model.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or model
 
 
-def headline_cutoff(retrieval: Retrieval | None) -> int | None:
-    """The cut-off the headline quotes: the largest K measured."""
-    if retrieval is None or not retrieval.at:
-        return None
-    return max(retrieval.at)
-
-
 def condition_groups(result: AuditResult) -> dict[str, list[str]]:
     """Condition ids grouped by status (holds / violated / unknown), in C1..C5 order."""
     groups: dict[str, list[str]] = {"holds": [], "violated": [], "unknown": []}
@@ -216,7 +210,7 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         parts.append(f"item norm vs training frequency Spearman ρ = {fmt_num(fn.spearman, 2)}{ci}")
     else:
         parts.append("frequency–norm correlation not measured")
-    k = headline_cutoff(result.retrieval)
+    k = quoted_cutoff(result)
     if result.retrieval is not None and k is not None:
         cut = result.retrieval.at[k]
         dot, cos = cut.dot.head_share_1pct, cut.cosine.head_share_1pct

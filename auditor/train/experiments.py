@@ -30,7 +30,7 @@ from auditor.progress import SILENT, Progress
 from auditor.train.data import synthetic_interactions
 from auditor.train.losses import two_tower_loss
 from auditor.train.loop import TrainConfig, TrainResult, spearman, train
-from auditor.train.optim import make_optimizer
+from auditor.train.optim import effective_momentum, make_optimizer
 
 ANGLE_EDGES = np.arange(-0.5, 181.0, 1.0)
 """Histogram bins of update angles: 1° wide, centred on 0°, 1°, ..., 180°."""
@@ -298,7 +298,7 @@ class ExperimentResult:
 
 def _run_grid(
     name: str,
-    grid: list[tuple[Setting, dict[str, Any]]],
+    grid: list[Setting],
     sizes: ExperimentSizes,
     seeds: Sequence[int],
     progress: Progress,
@@ -307,32 +307,29 @@ def _run_grid(
         raise InputError("an experiment needs at least one seed")
     rows: list[dict[str, Any]] = []
     with progress.track(f"experiment {name}", total=len(grid) * len(seeds)) as advance:
-        for setting, extra in grid:
+        for setting in grid:
             runs: list[dict[str, Any]] = []
             counts = np.zeros(len(ANGLE_EDGES) - 1, dtype=np.int64)
-            config: TrainConfig | None = None
+            config = sizes.config(seeds[0], **setting.overrides)  # validates before training
             for seed in seeds:
                 data = synthetic_interactions(
                     sizes.n_users, sizes.n_items, sizes.n_interactions, sizes.zipf, seed=seed
                 )
-                config = sizes.config(seed, **setting.overrides)
-                result = train(data, config)
+                result = train(data, sizes.config(seed, **setting.overrides))
                 measures, angles = measure_run(result, k=sizes.k, n_bootstrap=sizes.n_bootstrap, seed=seed)
                 counts += np.histogram(angles, bins=ANGLE_EDGES)[0]
                 runs.append(measures)
                 advance(1)
-            assert config is not None
             rows.append(
                 {
                     "name": setting.name,
                     "label": setting.label,
                     "violates": setting.violates,
-                    **extra,
                     "config": {
                         "optimizer": config.optimizer,
                         "lr": config.item_lr,
                         "user_lr": config.resolved_user_lr,
-                        "momentum": config.momentum if config.optimizer == "momentum" else 0.0,
+                        "momentum": effective_momentum(config.optimizer, config.momentum),
                         "weight_decay": config.weight_decay,
                         "item_encoder": config.item_encoder,
                         "user_encoder": config.user_encoder,
@@ -366,7 +363,7 @@ def run_conditions(
         if unknown:
             raise InputError(f"unknown settings {unknown}; choose from {sorted(known)}")
         grid = [s for s in grid if s.name in set(settings)]
-    return _run_grid("conditions", [(s, {}) for s in grid], sizes, seeds, progress)
+    return _run_grid("conditions", grid, sizes, seeds, progress)
 
 
 def run_lr_sweep(
@@ -380,10 +377,7 @@ def run_lr_sweep(
     sizes = sizes or ExperimentSizes()
     if not lrs or any(lr <= 0 for lr in lrs):
         raise InputError(f"learning rates must be positive, got {list(lrs)}")
-    grid = [
-        (Setting(f"lr={lr:g}", f"reference at lr {lr:g}", "none", {"lr": float(lr)}), {"lr": float(lr)})
-        for lr in sorted(lrs)
-    ]
+    grid = [Setting(f"lr={lr:g}", f"reference at lr {lr:g}", "none", {"lr": float(lr)}) for lr in sorted(lrs)]
     return _run_grid("lr-sweep", grid, sizes, seeds, progress)
 
 
