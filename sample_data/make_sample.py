@@ -1,8 +1,8 @@
 """Regenerate the bundled sample data (seeded; run from the repository root).
 
-    python sample_data/make_sample.py
+    python sample_data/make_sample.py [OUT_DIR]
 
-Writes, next to this script:
+Writes, next to this script (or into OUT_DIR):
   interactions.parquet  synthetic log, Zipf item popularity (user_id, item_id)
   biased.pt             all conditions hold: id embeddings, plain SGD, cosine InfoNCE,
                         high learning rate -> norms follow popularity
@@ -12,6 +12,7 @@ Writes, next to this script:
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,8 @@ SIZES = dict(n_users=600, n_items=800, n_interactions=30_000, zipf=1.0)
 SETTINGS = dict(dim=32, epochs=8, batch_size=256, seed=0)
 
 
-def main() -> None:
+def main(out: Path = HERE) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     data = synthetic_interactions(**SIZES, seed=0)
     log = pa.table(
         {
@@ -35,14 +37,14 @@ def main() -> None:
             "item_id": pa.array(np.asarray(data.item_ids)[data.items], pa.int64()),
         }
     )
-    with atomic_path(HERE / "interactions.parquet") as tmp:
+    with atomic_path(out / "interactions.parquet") as tmp:
         pq.write_table(log, tmp)
     for name, lr in (("biased", 10.0), ("control", 0.02)):
         result = train(data, TrainConfig(optimizer="sgd", lr=lr, loss="infonce-cos", **SETTINGS))
-        save_checkpoint(result, HERE / f"{name}.pt")
+        save_checkpoint(result, out / f"{name}.pt")
         last = result.trace[-1]
         print(f"{name}.pt: lr {lr}, final spearman {last.get('spearman', float('nan')):+.3f}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
