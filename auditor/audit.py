@@ -15,6 +15,7 @@ import pluggy
 
 from auditor.config import AuditConfig
 from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, read_pairs
+from auditor.loading.tables import block_rows
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.plugins import compute_measures, get_plugin_manager
@@ -69,7 +70,8 @@ def run_audit(
     not_measured: dict[str, str] = {}
 
     stats = _item_stats(bundle, config, cache, progress, warnings)
-    norms = item_norms(bundle.item_table)
+    # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
+    norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = None
     if stats is None:
         not_measured["frequency_norm"] = (

@@ -48,20 +48,28 @@ _OPTIMIZER_NAMES = {
     "adan": "Adan",
 }
 _MOMENTUM_NAMES = {"momentum", "sgdmomentum", "momentumsgd", "nesterov"}
-# Item-encoder kinds popaudit retrain records, and what SCIENCE.md §2 says of each.
-_ENCODER_C2: dict[str, tuple[Status, str]] = {
-    "embedding": ("holds", "an id embedding table is linear in its rows"),
-    "onehot-linear": ("holds", "a linear layer over one-hot ids is linear in its weights"),
-    "dense-linear": ("holds", "a linear layer over fixed features is linear in its weights"),
-    "embedding-linear": ("violated", "a linear layer over learned embeddings is bilinear in the parameters"),
-    "mlp": ("violated", "an MLP's nonlinearities make J depend on θ"),
-}
-_ENCODER_C3: dict[str, tuple[Status, str]] = {
-    "embedding": ("holds", "each item owns its embedding row"),
-    "onehot-linear": ("holds", "one-hot inputs are orthogonal, so J_i J_jᵀ = x_iᵀx_j I = 0"),
-    "dense-linear": ("violated", "dense features overlap: J_i J_jᵀ = (x_iᵀx_j) I ≠ 0"),
-    "embedding-linear": ("violated", "the shared linear layer couples every pair of items"),
-    "mlp": ("violated", "the MLP's weights are shared by all items"),
+# Item-encoder kinds popaudit retrain records, and what SCIENCE.md §2 says of each: C2, C3.
+_ENCODER_C2_C3: dict[str, tuple[tuple[Status, str], tuple[Status, str]]] = {
+    "embedding": (
+        ("holds", "an id embedding table is linear in its rows"),
+        ("holds", "each item owns its embedding row"),
+    ),
+    "onehot-linear": (
+        ("holds", "a linear layer over one-hot ids is linear in its weights"),
+        ("holds", "one-hot inputs are orthogonal, so J_i J_jᵀ = x_iᵀx_j I = 0"),
+    ),
+    "dense-linear": (
+        ("holds", "a linear layer over fixed features is linear in its weights"),
+        ("violated", "dense features overlap: J_i J_jᵀ = (x_iᵀx_j) I ≠ 0"),
+    ),
+    "embedding-linear": (
+        ("violated", "a linear layer over learned embeddings is bilinear in the parameters"),
+        ("violated", "the shared linear layer couples every pair of items"),
+    ),
+    "mlp": (
+        ("violated", "an MLP's nonlinearities make J depend on θ"),
+        ("violated", "the MLP's weights are shared by all items"),
+    ),
 }
 _COSINE_WORDS = ("cos", "normalized", "normalised", "angular", "spherical", "arcface")
 _NOT_COSINE_WORDS = {
@@ -419,16 +427,12 @@ def _assess_c1(
             f"the recorded config names optimizer {config.kind!r} but the optimizer state is {file_kind}; "
             "the optimizer state wins"
         )
-    for attr, current in (("momentum", file_m), ("weight_decay", file_wd), ("lr", file_lr)):
+    known: dict[str, float | None] = {"momentum": file_m, "weight_decay": file_wd, "lr": file_lr}
+    for attr in known:
         value = getattr(config, attr)
-        if current is None and value is not None and not (attr == "momentum" and file_kind in ADAPTIVE):
+        if known[attr] is None and value is not None and not (attr == "momentum" and file_kind in ADAPTIVE):
             src[attr] = f"config ({config_keys.get(attr)})"
-            if attr == "momentum":
-                file_m = value
-            elif attr == "weight_decay":
-                file_wd = value
-            else:
-                file_lr = value
+            known[attr] = value
     implied = config.momentum_implied and src.get("kind", "").startswith("config")
     # Declared flags fill only what the file is silent on; a conflict warns, the file wins.
     declared_kind = normalise_optimizer(declared.optimizer)[0] if declared.optimizer else None
@@ -444,20 +448,14 @@ def _assess_c1(
                 f"{src['kind']}); the file wins"
             )
     for attr, flag in (("momentum", "--momentum"), ("weight_decay", "--weight-decay"), ("lr", "--lr")):
-        value = getattr(declared, attr)
-        current = {"momentum": file_m, "weight_decay": file_wd, "lr": file_lr}[attr]
+        value, current = getattr(declared, attr), known[attr]
         if value is None:
             continue
         if current is None:
-            if attr == "momentum":
-                file_m = value
-            elif attr == "weight_decay":
-                file_wd = value
-            else:
-                file_lr = value
-            src[attr] = flag
+            known[attr], src[attr] = value, flag
         elif not math.isclose(float(value), float(current), rel_tol=1e-9, abs_tol=1e-12):
             warnings.append(f"{flag} {value:g} conflicts with the file ({current:g} from {src[attr]}); the file wins")
+    file_m, file_wd, file_lr = known["momentum"], known["weight_decay"], known["lr"]
     details.update(
         {"optimizer": file_kind, "lr": file_lr, "momentum": file_m, "weight_decay": file_wd, "sources": dict(src)}
     )
@@ -539,8 +537,8 @@ def _family(kind: str | None) -> str:
 def _static_c2_c3(bundle: ModelBundle, facts: _Facts) -> tuple[tuple[Status, str], tuple[Status, str]]:
     """C2/C3 from what the file shows, without a live encoder."""
     enc = (facts.item_encoder or "").lower()
-    if enc in _ENCODER_C2:
-        c2, c3 = _ENCODER_C2[enc], _ENCODER_C3[enc]
+    if enc in _ENCODER_C2_C3:
+        c2, c3 = _ENCODER_C2_C3[enc]
         return (c2[0], f"recorded item encoder {enc!r}: {c2[1]}"), (c3[0], f"recorded item encoder {enc!r}: {c3[1]}")
     if bundle.format in ("npy", "parquet"):
         text = (

@@ -33,6 +33,8 @@ class LoadOptions:
     user_key: str | None = None
     trust_pickle: bool = False
     item_ids: Path | None = None
+    max_memory: int | None = None
+    """Bytes a table may take in memory; larger tables are streamed to a disk-backed file."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,10 @@ class AuditConfig:
     seed: int = 0
     declared: DeclaredTraining = field(default_factory=DeclaredTraining)
     max_memory: int | None = None
-    """Bytes the audit may hold for tables and indexes; None: no ceiling."""
+    """Bytes the audit may hold for tables and indexes; None: half the available memory."""
     plugins: tuple[Path, ...] = ()
+    scheduler: str | None = None
+    """Address of a dask.distributed scheduler that runs sharded retrieval; None: local."""
 
     def __post_init__(self) -> None:
         if not self.ks or any(k < 1 for k in self.ks):
@@ -76,10 +80,12 @@ class AuditConfig:
             raise InputError(f"--max-queries must be at least 1, got {self.max_queries}")
         if self.bootstrap < 0:
             raise InputError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+        if self.max_memory is not None and self.max_memory < 1:
+            raise InputError(f"--max-memory must be a positive size, got {self.max_memory}")
 
     @property
     def load_options(self) -> LoadOptions:
-        return LoadOptions(self.item_key, self.user_key, self.trust_pickle, self.item_ids)
+        return LoadOptions(self.item_key, self.user_key, self.trust_pickle, self.item_ids, self.max_memory)
 
     def with_overrides(self, values: dict[str, Any]) -> AuditConfig:
         """A copy with ``values`` (e.g. one manifest row) replacing fields by name."""

@@ -25,6 +25,10 @@ Search notes
 * Zero vectors: a zero query scores every item 0, so its list would be arbitrary; such
   queries are dropped (counted and warned). A zero-norm item has no direction, so cosine
   never serves it (it is left out of the cosine search); dot still scores it 0.
+* Memory: when the table and its normalised copy exceed the ceiling (``--max-memory``,
+  else half the available memory) exact search runs over row shards that each fit it,
+  and ``--index auto`` stays exact (an approximate index would hold the whole table).
+  With ``--scheduler`` the shards are searched on a Dask cluster (:mod:`auditor.shards`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from threadpoolctl import threadpool_limits
 
 from auditor.config import AuditConfig
 from auditor.errors import EmbeddingTableError, InputError, QueryError
+from auditor.loading.tables import MIN_BLOCK_ROWS, block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.exposure import DEFINITIONS, ExposureMeasures, Slots, overlap, shared_counts
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.progress import SILENT, Advance, Progress
@@ -572,11 +577,13 @@ def measure_retrieval(
     k_max = ks[-1]
 
     table = bundle.item_table
+    check_memory_ceiling(config.max_memory, dim, "the item table")
     # One pass in slices (a memory-mapped table is never loaded whole): NaN/inf rows are
     # an error, zero rows are counted; the searches below then skip their own checks.
     n_zero_items = 0
-    for start in range(0, n_items, 65_536):
-        part = np.asarray(table[start : start + 65_536])
+    step = block_rows(dim, bytes_per_value=1, max_memory=config.max_memory)
+    for start in range(0, n_items, step):
+        part = np.asarray(table[start : start + step])
         _check_finite(part, "the item table", start, EmbeddingTableError)
         n_zero_items += int((~np.any(part, axis=1)).sum())
     if n_zero_items:
@@ -586,6 +593,18 @@ def measure_retrieval(
         )
 
     index_kind = choose_index(config.index, n_items, n_queries, dim)
+    budget = memory_budget(config.max_memory)
+    over_budget = budget is not None and 2 * n_items * dim * 4 > budget
+    if index_kind != "exact" and over_budget:
+        if config.index == "auto":
+            index_kind = "exact"
+        elif config.max_memory is not None:
+            raise InputError(
+                f"--index {index_kind} builds an in-memory index of the whole item table and its "
+                f"normalised copy ({2 * n_items * dim * 4:,} bytes), more than --max-memory "
+                f"({config.max_memory:,} bytes); use --index exact (searched in shards) or a "
+                "larger --max-memory"
+            )
     popularity_kind = (
         "distinct training users" if config.popularity == "users" else "training interactions"
     )
@@ -602,14 +621,19 @@ def measure_retrieval(
     )
     recall: dict[int, float] | None = None
     if index_kind == "exact":
-        dot_rows, cos_rows, note = _exact_lists(queries, table, k_max, config, progress)
+        dot_rows, cos_rows, note = _exact_lists(queries, table, k_max, config, progress, bundle)
     else:
         dot_rows, cos_rows, note, recall, recall_note = _approximate_lists(
             queries, table, index_kind, ks, config, progress
         )
         definitions["recall"] = recall_note
     definitions["index"] = note
-    if config.index == "auto":
+    if config.index == "auto" and over_budget and choose_index("auto", n_items, n_queries, dim) != "exact":
+        definitions["index"] += (
+            "; auto chose exact: an approximate index would hold the whole table, which "
+            "exceeds the memory ceiling"
+        )
+    elif config.index == "auto":
         relation = "<=" if index_kind == "exact" else ">"
         definitions["index"] += (
             f"; auto chose {index_kind}: 2*n_items*n_queries*dim {relation} {EXACT_FLOP_LIMIT:.0e}"
@@ -647,15 +671,35 @@ def measure_retrieval(
 
 
 def _exact_lists(
-    queries: np.ndarray, table: np.ndarray, k: int, config: AuditConfig, progress: Progress
+    queries: np.ndarray,
+    table: np.ndarray,
+    k: int,
+    config: AuditConfig,
+    progress: Progress,
+    bundle: ModelBundle | None = None,
 ) -> tuple[np.ndarray, np.ndarray, str]:
-    """Exact dot and cosine top-k rows, sharded when ``config.max_memory`` requires it."""
+    """Exact dot and cosine top-k rows, sharded when the table and its normalised copy
+    exceed the memory ceiling (``config.max_memory``, else half the available memory);
+    with ``config.scheduler`` (and ``bundle``) the shards run on that Dask cluster."""
     n_items, dim = table.shape
     shards: list[np.ndarray] = [table]
-    if config.max_memory is not None and 2 * n_items * dim * 4 > config.max_memory:
-        # Each shard and its normalised copy must fit in the budget, with room to spare.
-        rows_per_shard = max(QUERY_BLOCK, config.max_memory // (2 * 4 * dim * 2))
+    budget = memory_budget(config.max_memory)
+    if budget is not None and 2 * n_items * dim * 4 > budget:
+        # A shard (when read from disk) and its normalised copy fit in the budget.
+        rows_per_shard = max(MIN_BLOCK_ROWS, budget // (2 * 4 * dim))
         shards = table_shards(table, rows_per_shard)
+        if config.scheduler and bundle is not None and len(shards) > 1:
+            from auditor.shards import dask_sharded_topk
+
+            bounds = [*range(0, n_items, rows_per_shard), n_items]
+            (_, dot_rows), (_, cos_rows) = dask_sharded_topk(
+                queries, bundle, bounds, k, config.scheduler, progress
+            )
+            note = (
+                f"index: exact (FAISS flat inner product, BLAS path, {len(shards)} shards searched "
+                f"on the Dask cluster at {config.scheduler} and merged)"
+            )
+            return dot_rows, cos_rows, note
     merged = f", {len(shards)} shards merged" if len(shards) > 1 else ""
     note = f"index: exact (FAISS flat inner product, BLAS path{merged})"
     _, dot_rows = sharded_topk(

@@ -39,9 +39,9 @@ from torch import nn
 from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.hookspecs import hookimpl
-from auditor.io import atomic_path
 from auditor.model import InteractionPairs, ModelBundle
 from auditor.result import Condition
+from auditor.train.losses import two_tower_loss
 
 FORMAT = "asymmetric_two_tower"
 LAYOUT_KEY = "asymmetric_two_tower"
@@ -87,13 +87,6 @@ class AsymmetricTwoTower(nn.Module):
         self.register_buffer("histories", histories.to(torch.int64), persistent=False)
 
 
-def infonce_cosine(users: torch.Tensor, items: torch.Tensor, temperature: float) -> torch.Tensor:
-    """InfoNCE over in-batch negatives with cosine logits (a cosine-based loss, C4)."""
-    logits = nn.functional.normalize(users, dim=1) @ nn.functional.normalize(items, dim=1).T
-    labels = torch.arange(users.shape[0], device=users.device)
-    return nn.functional.cross_entropy(logits / temperature, labels)
-
-
 @dataclass
 class AsymmetricLive:
     """:class:`auditor.model.LiveModel` of an :class:`AsymmetricTwoTower`."""
@@ -114,7 +107,8 @@ class AsymmetricLive:
         return [module.item_embedding.weight]  # type: ignore[union-attr]
 
     def loss(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
-        return infonce_cosine(users, items, self.temperature)
+        # popaudit's own InfoNCE over cosine logits (in-batch negatives): a cosine loss, C4.
+        return two_tower_loss("infonce-cos", users, items, self.temperature)
 
     def make_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer | None:
         # Plain SGD on both towers, each with its own learning rate (one optimizer, two groups).
@@ -226,6 +220,7 @@ def train_example(
     C1-C4 hold on the item side. Returns the checkpoint and the (users, items) log rows.
     """
     from auditor.train.data import synthetic_interactions
+    from auditor.train.loop import train_live
 
     data = synthetic_interactions(n_users, n_items, n_interactions, 1.0, seed=seed)
     histories = torch.from_numpy(data.histories(history_length))
@@ -233,18 +228,8 @@ def train_example(
     heads, layers = 2, 1
     model = AsymmetricTwoTower(histories, n_items, dim, heads, layers)
     live = AsymmetricLive(model, temperature, lr, user_lr)
-    optimizer = live.make_optimizer(model)
-    assert optimizer is not None
     users, items = torch.from_numpy(data.users), torch.from_numpy(data.items)
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        order = torch.randperm(len(users), generator=generator)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            optimizer.zero_grad()
-            loss = live.loss(live.encode_users(model, users[batch]), live.encode_items(model, items[batch]))
-            loss.backward()
-            optimizer.step()
+    optimizer = train_live(live, users, items, epochs=epochs, batch_size=batch_size, seed=seed)
     checkpoint = {
         LAYOUT_KEY: LAYOUT_VERSION,
         "state_dict": model.state_dict(),
@@ -276,17 +261,9 @@ def train_example(
 
 def write_example(out_dir: Path, **settings: Any) -> tuple[Path, Path]:
     """Write ``asymmetric.pt`` and ``interactions.parquet`` into ``out_dir``; return both paths."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from auditor.train.loop import save_example
 
-    out_dir = Path(out_dir)
-    checkpoint, users, items = train_example(**settings)
-    model_path, log_path = out_dir / "asymmetric.pt", out_dir / "interactions.parquet"
-    with atomic_path(model_path) as tmp:
-        torch.save(checkpoint, tmp)
-    with atomic_path(log_path) as tmp:
-        pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp)
-    return model_path, log_path
+    return save_example(Path(out_dir), "asymmetric", *train_example(**settings))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -41,9 +41,9 @@ from torch import nn
 from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.hookspecs import hookimpl
-from auditor.io import atomic_path
 from auditor.model import InteractionPairs, ModelBundle
 from auditor.result import Condition
+from auditor.train.losses import two_tower_loss
 
 FORMAT = "feature_tower"
 LAYOUT_KEY = "feature_tower"
@@ -79,13 +79,6 @@ class FeatureTwoTower(nn.Module):
         self.user_embedding = nn.Embedding(n_users, dim)
 
 
-def infonce_cosine(users: torch.Tensor, items: torch.Tensor, temperature: float) -> torch.Tensor:
-    """InfoNCE over in-batch negatives with cosine logits (a cosine-based loss, C4)."""
-    logits = nn.functional.normalize(users, dim=1) @ nn.functional.normalize(items, dim=1).T
-    labels = torch.arange(users.shape[0], device=users.device)
-    return nn.functional.cross_entropy(logits / temperature, labels)
-
-
 @dataclass
 class FeatureTowerLive:
     """:class:`auditor.model.LiveModel` of a :class:`FeatureTwoTower`."""
@@ -105,7 +98,8 @@ class FeatureTowerLive:
         return list(module.item_tower.parameters())  # type: ignore[union-attr]
 
     def loss(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
-        return infonce_cosine(users, items, self.temperature)
+        # popaudit's own InfoNCE over cosine logits (in-batch negatives): a cosine loss, C4.
+        return two_tower_loss("infonce-cos", users, items, self.temperature)
 
     def make_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer | None:
         return torch.optim.SGD(module.parameters(), lr=self.lr)
@@ -261,23 +255,15 @@ def train_example(
     Returns the checkpoint dict and the (users, items) rows of the log it was trained on.
     """
     from auditor.train.data import synthetic_interactions
+    from auditor.train.loop import train_live
 
     data = synthetic_interactions(n_users, n_items, n_interactions, 1.0, seed=seed, n_features=n_features)
     assert data.item_features is not None
     torch.manual_seed(seed)
     model = FeatureTwoTower(n_users, torch.from_numpy(data.item_features), dim)
     live = FeatureTowerLive(model, temperature, lr)
-    optimizer = live.make_optimizer(model)
     users, items = torch.from_numpy(data.users), torch.from_numpy(data.items)
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        order = torch.randperm(len(users), generator=generator)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            optimizer.zero_grad()
-            loss = live.loss(live.encode_users(model, users[batch]), live.encode_items(model, items[batch]))
-            loss.backward()
-            optimizer.step()
+    optimizer = train_live(live, users, items, epochs=epochs, batch_size=batch_size, seed=seed)
     checkpoint = {
         LAYOUT_KEY: LAYOUT_VERSION,
         "state_dict": model.state_dict(),
@@ -310,17 +296,9 @@ def write_example(out_dir: Path, **settings: Any) -> tuple[Path, Path]:
 
     ``settings`` go to :func:`train_example`. Returns (model path, interactions path).
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from auditor.train.loop import save_example
 
-    out_dir = Path(out_dir)
-    checkpoint, users, items = train_example(**settings)
-    model_path, log_path = out_dir / "feature_tower.pt", out_dir / "interactions.parquet"
-    with atomic_path(model_path) as tmp:
-        torch.save(checkpoint, tmp)
-    with atomic_path(log_path) as tmp:
-        pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp)
-    return model_path, log_path
+    return save_example(Path(out_dir), "feature_tower", *train_example(**settings))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,39 +10,30 @@ Use it with ``--plugin plugins/norm_measures.py``; the values appear under
   same norm; close to 1: a few items hold all the norm mass).
 * ``head_norm_ratio_1pct``: mean norm of the head items divided by the mean norm of
   all items, the head being CLI.md's 1% head (c = max(1, ⌊n/100⌋), every item whose
-  frequency is at least that of the c-th most frequent item, ties included). 1 means
+  frequency is at least that of the c-th most frequent item, ties included, never an
+  item of frequency 0: :func:`auditor.metrics.exposure.head_mask`). 1 means
   popular items are no longer than the rest; above 1 is the bias of SCIENCE.md.
   Needs item frequencies (``--interactions`` or a checkpoint that records them).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from auditor.hookspecs import hookimpl
+from auditor.metrics.exposure import gini_index, head_mask
 from auditor.model import ItemStats, ModelBundle
 
 
 def gini(values: np.ndarray) -> float:
-    """Gini index of non-negative values: sum_i (2i - n - 1) x_(i) / (n sum x), x sorted ascending."""
-    x = np.sort(np.asarray(values, dtype=np.float64))
-    n = x.shape[0]
-    total = x.sum()
-    if n == 0 or total <= 0:
-        return 0.0
-    ranks = np.arange(1, n + 1, dtype=np.float64)
-    return float(((2 * ranks - n - 1) * x).sum() / (n * total))
-
-
-def head_mask(frequencies: np.ndarray, percent: float) -> np.ndarray:
-    """The items in the top ``percent`` by frequency, ties at the cut included (CLI.md)."""
-    freq = np.asarray(frequencies)
-    c = max(1, int(np.floor(percent / 100 * freq.shape[0])))
-    f_c = np.partition(freq, freq.shape[0] - c)[freq.shape[0] - c]  # c-th largest
-    return freq >= f_c
+    """Gini index of non-negative values (:func:`auditor.metrics.exposure.gini_index`);
+    0 when they sum to zero (equal norms, all 0)."""
+    value = gini_index(values)
+    return 0.0 if math.isnan(value) else value
 
 
 def _norms(bundle: ModelBundle) -> np.ndarray:
@@ -72,10 +63,11 @@ class HeadNormRatio:
         if stats is None:
             return None  # no frequencies: reported as null, never guessed
         norms = _norms(bundle)
+        head = head_mask(stats.frequencies, self.percent)
         mean = norms.mean()
-        if mean == 0:
+        if mean == 0 or not head.any():  # no norm, or no item was ever seen: no head
             return None
-        return float(norms[head_mask(stats.frequencies, self.percent)].mean() / mean)
+        return float(norms[head].mean() / mean)
 
 
 @hookimpl

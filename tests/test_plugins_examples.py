@@ -18,6 +18,7 @@ from scipy import stats as scipy_stats
 from auditor.config import AuditConfig, LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.model import LiveModel, ModelBundle
+from auditor.probes import ProbeBatch, update_step, working_copy
 from auditor.plugins import (
     call_hook,
     collect_condition_evidence,
@@ -59,21 +60,16 @@ def load(path: Path, *plugins: Path) -> ModelBundle:
     return bundle
 
 
-def update_angles(live: LiveModel, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:
-    """Angles (degrees, float64) between q_i and Δq_i for the items of one real optimizer step."""
-    module = live.module.double()
-    rows = torch.unique(items)
-    with torch.no_grad():
-        before = live.encode_items(module, rows).clone()
-    optimizer = live.make_optimizer(module)
-    assert optimizer is not None
-    optimizer.zero_grad()
-    live.loss(live.encode_users(module, users), live.encode_items(module, items)).backward()
-    optimizer.step()
-    with torch.no_grad():
-        delta = live.encode_items(module, rows) - before
-    cos = (before * delta).sum(1) / (before.norm(dim=1) * delta.norm(dim=1))
-    return np.degrees(np.arccos(np.clip(cos.numpy(), -1.0, 1.0)))
+def update_angles(bundle: ModelBundle, n_pairs: int = 256) -> np.ndarray:
+    """Angles (degrees, float64) between q_i and Δq_i for the items of one real optimizer
+    step of the bundle's live model on its first ``n_pairs`` training pairs."""
+    live, pairs = bundle.live, bundle.train_pairs
+    assert live is not None and pairs is not None
+    module, _ = working_copy(live)
+    batch = ProbeBatch(pairs.user_index[:n_pairs], pairs.item_rows[:n_pairs], "train_pairs")
+    step = update_step(live, module, [batch], extra_rows=np.zeros(0, np.int64), fallback_lr=None)
+    assert step.optimizer_restored  # the plugin's own optimizer, not the fallback
+    return step.angles
 
 
 # --- feature tower ----------------------------------------------------------------------
@@ -120,11 +116,7 @@ def test_feature_overlap_known_answers(ft: ModuleType) -> None:
 
 
 def test_feature_tower_probe_angles_leave_90_degrees(ft_example: tuple[Path, Path]) -> None:
-    bundle = load(ft_example[0], FEATURE_TOWER)
-    assert bundle.live is not None and bundle.train_pairs is not None
-    users = torch.from_numpy(bundle.train_pairs.user_index[:256])
-    items = torch.from_numpy(bundle.train_pairs.item_rows[:256])
-    angles = update_angles(bundle.live, users, items)
+    angles = update_angles(load(ft_example[0], FEATURE_TOWER))
     # The shared Linear layer mixes other items' gradients in: far from orthogonal updates.
     assert np.mean(np.abs(angles - 90.0) > 1.0) > 0.5
 
@@ -186,11 +178,7 @@ def test_asymmetric_bundle_and_bias(am_example: tuple[Path, Path]) -> None:
 
 
 def test_asymmetric_item_updates_are_orthogonal(am_example: tuple[Path, Path]) -> None:
-    bundle = load(am_example[0], ASYMMETRIC)
-    assert bundle.live is not None and bundle.train_pairs is not None
-    users = torch.from_numpy(bundle.train_pairs.user_index[:256])
-    items = torch.from_numpy(bundle.train_pairs.item_rows[:256])
-    angles = update_angles(bundle.live, users, items)
+    angles = update_angles(load(am_example[0], ASYMMETRIC))
     # C1-C4 hold on the item side whatever the user tower: every update is at 90° (float64).
     assert len(angles) > 50
     np.testing.assert_allclose(angles, 90.0, atol=1e-6)

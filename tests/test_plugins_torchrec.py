@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import fcntl
 import importlib.metadata
-import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,25 +29,33 @@ def _installed() -> bool:
 
 
 @pytest.fixture(scope="session")
-def torchrec_installed(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Install the plugin package (editable, no deps) unless CI already did."""
-    # pytest-xdist workers share the parent of their base temp dirs: one installs at a time.
-    lock_path = tmp_path_factory.getbasetemp().parent / "popaudit-torchrec-install.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _installed():
-            subprocess.run(
-                [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(PACKAGE)],
-                check=True,
-                capture_output=True,
-                timeout=300,
-            )
-            importlib.invalidate_caches()
-    assert _installed(), "pip install did not register the popaudit entry point"
-    if importlib.util.find_spec("popaudit_torchrec") is None:
-        # An editable install's path hook is read at interpreter start; this process
-        # started before the install, so make the package importable the same way.
-        sys.path.append(str(PACKAGE))
+def torchrec_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Install the plugin package (no deps) into a temporary folder; yield that folder.
+
+    Nothing is installed into the running environment: the folder goes first on
+    ``sys.path`` for this process (``importlib.metadata`` finds entry points through
+    ``sys.path``; restored afterwards) and on ``PYTHONPATH`` for subprocesses. The
+    package is built from a copy, so the build leaves nothing in the source tree.
+    """
+    work = tmp_path_factory.mktemp("torchrec")
+    source, target = work / "src", work / "site"
+    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    saved = list(sys.path)
+    sys.path.insert(0, str(target))
+    importlib.invalidate_caches()
+    try:
+        assert _installed(), "pip install --target did not register the popaudit entry point"
+        yield target
+    finally:
+        sys.path[:] = saved
+        importlib.invalidate_caches()
 
 
 def torchrec_checkpoint(path: Path, **extra: object) -> dict[str, torch.Tensor]:
@@ -88,12 +96,11 @@ def test_entry_point_is_discovered() -> None:
     assert "torchrec" not in {i.name for i in describe_plugins(get_plugin_manager(entry_points=False))}
 
 
-@pytest.mark.usefixtures("torchrec_installed")
-def test_entry_point_in_a_fresh_process() -> None:
+def test_entry_point_in_a_fresh_process(torchrec_installed: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "auditor", "plugins", "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(PACKAGE), "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "PYTHONPATH": str(torchrec_installed), "OMP_NUM_THREADS": "1"},
     )
     assert out.returncode == 0, out.stderr
     plugins = {p["name"]: p for p in json.loads(out.stdout)["plugins"]}

@@ -12,15 +12,15 @@ import torch
 from scipy import stats
 
 from auditor.errors import InputError
+from auditor.metrics.exposure import head_mask
+from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.train.data import synthetic_interactions
 from auditor.train.experiments import (
     ExperimentSizes,
     angle_summary,
-    head_mask,
     retrieval_head_share,
     run_conditions,
     run_lr_sweep,
-    spearman_with_ci,
     to_markdown,
     update_angles,
     write_results,
@@ -160,11 +160,14 @@ def test_retrieval_head_share_by_hand() -> None:
 
 
 def test_spearman_ci_against_scipy() -> None:
+    # the experiments' rho and CI are frequency_norm_stats' (the audit's own measure)
     rng = np.random.default_rng(0)
     freq = rng.integers(1, 50, 400)
     norms = freq + rng.normal(0, 15, 400)
-    rho, (lo, hi) = spearman_with_ci(freq, norms, n_resamples=500, seed=1)
+    section, _ = frequency_norm_stats(norms, freq, n_bootstrap=500, seed=1)
+    rho, (lo, hi) = section.spearman, section.spearman_ci
     assert rho == pytest.approx(stats.spearmanr(freq, norms).statistic)
     assert lo < rho < hi and hi - lo < 0.2
-    exact, ci = spearman_with_ci(np.arange(50), np.arange(50) ** 2.0, n_resamples=100)
+    exact_section, _ = frequency_norm_stats(np.arange(50) ** 2.0, np.arange(50), n_bootstrap=100)
+    exact, ci = exact_section.spearman, exact_section.spearman_ci
     assert exact == pytest.approx(1.0) and ci == pytest.approx((1.0, 1.0))

@@ -150,3 +150,42 @@ def test_dense_linear_without_data_features_uses_a_random_projection(data) -> No
     plain = dc_replace(data, item_features=None)
     result = train(plain, TrainConfig(item_encoder="dense-linear", n_features=16, epochs=1, batch_size=500))
     assert result.item_features is not None and result.item_features.shape == (300, 16)
+
+
+def test_train_live_one_full_batch_epoch_is_one_sgd_step() -> None:
+    import copy
+
+    from live_towers import TinyLive, Towers
+
+    from auditor.train.loop import train_live
+
+    gen = torch.Generator().manual_seed(0)
+    users, items = torch.randint(0, 10, (32,), generator=gen), torch.randint(0, 20, (32,), generator=gen)
+    torch.manual_seed(0)
+    live = TinyLive(Towers(20, 10, 4), lr=0.5)
+    # By hand: InfoNCE over the whole batch does not depend on the row order, so one epoch
+    # in one batch is one plain SGD step on the full batch.
+    expected = copy.deepcopy(live.module)
+    step = torch.optim.SGD(expected.parameters(), lr=0.5)
+    live.loss(expected.user_emb(users), expected.items(items)).backward()
+    step.step()
+    optimizer = train_live(live, users, items, epochs=1, batch_size=64, seed=3)
+    assert isinstance(optimizer, torch.optim.SGD)
+    for got, want in zip(live.module.parameters(), expected.parameters()):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(TrainingError, match="no optimizer"):
+        train_live(TinyLive(Towers(20, 10, 4), rebuild_optimizer=False), users, items, epochs=1, batch_size=8)
+
+
+def test_save_example_writes_checkpoint_and_log(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from auditor.train.loop import save_example
+
+    users, items = np.array([0, 1, 1], np.int64), np.array([2, 0, 5], np.int64)
+    model, log = save_example(tmp_path, "tiny", {"w": torch.ones(2, 3), "version": 1}, users, items)
+    assert (model, log) == (tmp_path / "tiny.pt", tmp_path / "interactions.parquet")
+    saved = torch.load(model, weights_only=True)
+    assert saved["version"] == 1 and torch.equal(saved["w"], torch.ones(2, 3))
+    assert pq.read_table(log).to_pydict() == {"user_id": [0, 1, 1], "item_id": [2, 0, 5]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["interactions.parquet", "tiny.pt"]  # no temp files

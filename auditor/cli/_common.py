@@ -1,4 +1,5 @@
-"""What every command shares: --debug/--plugin options, error handling, progress bars."""
+"""What commands share: --debug/--plugin options, error handling, progress bars, and the
+audit options of ``check`` and ``batch``."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from auditor.config import INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
 from auditor.errors import AuditError
 from auditor.progress import Advance, Progress
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 stderr = Console(stderr=True, highlight=False)
+PathArg = click.Path(path_type=Path, dir_okay=False)
 
 
 def common_options(command: F) -> F:
@@ -86,3 +89,77 @@ class RichProgress(Progress):
     def note(self, message: str) -> None:
         if self.enabled:
             stderr.print(f"[dim]{message}[/dim]")
+
+
+# ------------------------------------------------------------ audit options (check, batch)
+
+
+def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
+    """One decorator applying ``options`` in the order listed (as if stacked)."""
+
+    def apply(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
+log_column_options = option_group(
+    click.option("--interactions-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of the interaction log when the name does not tell."),
+    click.option("--user-col", help="User column of the interaction log (auto-detected from common names)."),
+    click.option("--item-col", help="Item column of the interaction log (auto-detected from common names)."),
+)
+"""--interactions-format, --user-col, --item-col."""
+
+table_key_options = option_group(
+    click.option("--item-key", help="Name of the item table tensor when auto-detection is ambiguous."),
+    click.option("--user-key", help="Name of the user table tensor when auto-detection is ambiguous."),
+)
+"""--item-key, --user-key."""
+
+retrieval_options = option_group(
+    click.option("-k", "--k", "ks", type=click.IntRange(min=1), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]"),
+    click.option("--queries", default="auto", show_default=True, help="Retrieval queries: users (the model's user table), history (mean of each user's history item vectors) or a .npy/Parquet file of vectors; auto picks users, else history."),
+    click.option("--max-queries", type=click.IntRange(min=1), default=10_000, show_default=True, help="Sample at most N queries per audit (seeded)."),
+    click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index: exact (IndexFlatIP), ivf or hnsw (approximate; recall is measured and reported), auto by size."),
+    click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures: interactions per item, or distinct users per item."),
+    click.option("--no-retrieval", is_flag=True, help="Skip the retrieval-skew section."),
+    click.option("--no-probes", is_flag=True, help="Skip the numeric probes on live encoders."),
+)
+"""-k, --queries, --max-queries, --index, --popularity, --no-retrieval, --no-probes."""
+
+declared_training_options = option_group(
+    click.option("--optimizer", help="Declare the item tower's optimizer when the file does not record it (sgd, momentum, adam, adamw, adagrad, rmsprop)."),
+    click.option("--momentum", type=float, help="Declare the SGD momentum used."),
+    click.option("--weight-decay", type=float, help="Declare the weight decay on the item parameters."),
+    click.option("--lr", type=float, help="Declare the learning rate (condition C5)."),
+    click.option("--loss", help="Declare the training loss (infonce-cos, cosine, infonce-dot, bpr, mse, ...)."),
+)
+"""--optimizer, --momentum, --weight-decay, --lr, --loss (what a file does not record)."""
+
+sampling_options = option_group(
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling, bootstrap and probes."),
+    click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman's ρ (0 to skip)."),
+)
+"""--seed, --bootstrap."""
+
+
+def audit_settings(
+    ks: tuple[int, ...],
+    no_retrieval: bool,
+    no_probes: bool,
+    optimizer: str | None,
+    momentum: float | None,
+    weight_decay: float | None,
+    lr: float | None,
+    loss: str | None,
+) -> dict[str, Any]:
+    """:class:`~auditor.config.AuditConfig` fields from the options above that it names
+    differently: ``ks`` (default 10 and 100), ``retrieval``, ``probes``, ``declared``."""
+    return {
+        "ks": tuple(dict.fromkeys(ks)) or (10, 100),
+        "retrieval": not no_retrieval,
+        "probes": not no_probes,
+        "declared": DeclaredTraining(optimizer, momentum, weight_decay, lr, loss),
+    }

@@ -10,11 +10,20 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from auditor.cli._common import RichProgress, common_options, stderr
-from auditor.config import INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS
+from auditor.cli._common import (
+    PathArg,
+    RichProgress,
+    audit_settings,
+    common_options,
+    declared_training_options,
+    log_column_options,
+    retrieval_options,
+    sampling_options,
+    stderr,
+    table_key_options,
+)
 from auditor.errors import GateError
 
-PathArg = click.Path(path_type=Path, dir_okay=False)
 MAX_ORDER_ROWS = 40
 """The console lists every row in manifest order up to this many (the HTML always does)."""
 
@@ -44,26 +53,12 @@ class MemorySize(click.ParamType):
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (repeatable).")
 @click.option("--interactions", type=PathArg, help="Default training log for rows without an interactions cell.")
-@click.option("--interactions-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of the logs when the name does not tell.")
-@click.option("--user-col", help="User column of the logs (auto-detected from common names).")
-@click.option("--item-col", help="Item column of the logs (auto-detected from common names).")
+@log_column_options
 @click.option("--item-ids", type=PathArg, help="Default raw item id of each table row, in row order.")
-@click.option("--item-key", help="Name of the item table tensor when auto-detection is ambiguous.")
-@click.option("--user-key", help="Name of the user table tensor when auto-detection is ambiguous.")
-@click.option("-k", "--k", "ks", type=click.IntRange(min=1), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]")
-@click.option("--queries", default="auto", show_default=True, help="Retrieval queries: users, history, or a .npy/Parquet file of vectors.")
-@click.option("--max-queries", type=click.IntRange(min=1), default=10_000, show_default=True, help="Sample at most N queries per audit (seeded).")
-@click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index for retrieval.")
-@click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures.")
-@click.option("--no-retrieval", is_flag=True, help="Skip the retrieval-skew section.")
-@click.option("--no-probes", is_flag=True, help="Skip the numeric probes on live encoders.")
-@click.option("--optimizer", help="Declared item-tower optimizer for models that do not record it.")
-@click.option("--momentum", type=float, help="Declared SGD momentum.")
-@click.option("--weight-decay", type=float, help="Declared weight decay on the item parameters.")
-@click.option("--lr", type=float, help="Declared learning rate (condition C5).")
-@click.option("--loss", help="Declared training loss.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling, bootstrap and probes.")
-@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman's ρ (0 to skip).")
+@table_key_options
+@retrieval_options
+@declared_training_options
+@sampling_options
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for tables and indexes: bytes or a size such as 8G.")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading full pickled models (runs code from the files).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors, failed rows and tripped gates.")
@@ -111,17 +106,13 @@ def command(
       popaudit batch nightly.csv -o results.parquet --scheduler tcp://host:8786
     """
     from auditor.batch import read_manifest, run_batch, summarise, summary_html
-    from auditor.config import DeclaredTraining
     from auditor.gate import evaluate_gates, metric_names, parse_gates
     from auditor.io import write_atomic
 
     defaults = dict(settings)
     defaults.update(
-        ks=tuple(dict.fromkeys(ks)) or (10, 100),
-        retrieval=not no_retrieval,
-        probes=not no_probes,
-        declared=DeclaredTraining(optimizer, momentum, weight_decay, lr, loss),
         plugins=plugins,
+        **audit_settings(ks, no_retrieval, no_probes, optimizer, momentum, weight_decay, lr, loss),
     )
     parsed = read_manifest(manifest)
     row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}

@@ -8,54 +8,47 @@ from pathlib import Path
 
 import click
 
-from auditor.cli._common import RichProgress, common_options, fail, stderr
-from auditor.config import (
-    INDEX_KINDS,
-    INTERACTION_FORMATS,
-    POPULARITY_KINDS,
-    AuditConfig,
-    DeclaredTraining,
+from auditor.cli._common import (
+    PathArg,
+    RichProgress,
+    audit_settings,
+    common_options,
+    declared_training_options,
+    fail,
+    log_column_options,
+    retrieval_options,
+    sampling_options,
+    stderr,
+    table_key_options,
 )
+from auditor.cli.batch import MemorySize
+from auditor.config import AuditConfig
 from auditor.errors import GateError
 from auditor.gate import evaluate_gates, metric_names, parse_gates
 from auditor.io import write_atomic
 from auditor.plugins import collect_measures, get_plugin_manager
 from auditor.report import RenderContext, renderers
 
-PathArg = click.Path(path_type=Path, dir_okay=False)
 FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 
 
 @click.command("check")
 @click.argument("model", type=PathArg)
 @click.option("--interactions", type=PathArg, help="Training log: Parquet, CSV/TSV, MovieLens u.data / ratings.dat / ratings.csv, RecBole .inter. Item frequencies are counted from it.")
-@click.option("--interactions-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of --interactions when the name does not tell.")
-@click.option("--user-col", help="User column of the log (auto-detected from common names).")
-@click.option("--item-col", help="Item column of the log (auto-detected from common names).")
+@log_column_options
 @click.option("--item-ids", type=PathArg, help="Raw item id of each table row, in row order (default: row index = id, or the ids in a popaudit checkpoint).")
-@click.option("--item-key", help="Name of the item table tensor when auto-detection is ambiguous.")
-@click.option("--user-key", help="Name of the user table tensor when auto-detection is ambiguous.")
-@click.option("-k", "--k", "ks", type=click.IntRange(min=1), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]")
-@click.option("--queries", default="auto", show_default=True, help="Retrieval queries: users (the model's user table), history (mean of each user's history item vectors) or a .npy/Parquet file of vectors; auto picks users, else history.")
-@click.option("--max-queries", type=click.IntRange(min=1), default=10_000, show_default=True, help="Sample at most N queries (seeded).")
-@click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index: exact (IndexFlatIP), ivf or hnsw (approximate; recall is measured and reported), auto by size.")
-@click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures: interactions per item, or distinct users per item.")
-@click.option("--no-retrieval", is_flag=True, help="Skip the retrieval-skew section.")
-@click.option("--no-probes", is_flag=True, help="Skip the numeric probes on a live encoder.")
-@click.option("--optimizer", help="Declare the item tower's optimizer when the file does not record it (sgd, momentum, adam, adamw, adagrad, rmsprop).")
-@click.option("--momentum", type=float, help="Declare the SGD momentum used.")
-@click.option("--weight-decay", type=float, help="Declare the weight decay on the item parameters.")
-@click.option("--lr", type=float, help="Declare the learning rate (condition C5).")
-@click.option("--loss", help="Declare the training loss (infonce-cos, cosine, infonce-dot, bpr, mse, ...).")
+@table_key_options
+@retrieval_options
+@declared_training_options
 @click.option("--format", "fmt", default="console", show_default=True, help=f"Report format: {FORMATS_HELP}.")
 @click.option("-o", "--output", type=PathArg, help="Write the --format report to this file instead of the terminal.")
 @click.option("--json", "json_path", type=PathArg, help="Also write the JSON report here.")
 @click.option("--html", "html_path", type=PathArg, help="Also write the HTML report (self-contained, with plots) here.")
 @click.option("--markdown", "markdown_path", type=PathArg, help="Also write the Markdown report (images beside it) here.")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds, e.g. 'spearman>0.5' or 'head_share_1pct_ratio@100>1.5' (repeatable).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling, bootstrap and probes.")
-@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman's ρ (0 to skip).")
-@click.option("--max-memory", type=int, help="Memory ceiling in bytes for tables and indexes (larger tables are processed in shards).")
+@sampling_options
+@click.option("--max-memory", type=MemorySize(), help="Memory ceiling for tables and indexes: bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. [default: half the available memory]")
+@click.option("--scheduler", metavar="ADDRESS", help="Search the retrieval shards of a table larger than --max-memory on an existing Dask cluster (e.g. tcp://host:8786); workers need the table's file under the same path.")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates (for CI).")
 @common_options
@@ -89,6 +82,7 @@ def command(
     seed: int,
     bootstrap: int,
     max_memory: int | None,
+    scheduler: str | None,
     trust_pickle: bool,
     quiet: bool,
     plugins: tuple[Path, ...],
@@ -122,18 +116,16 @@ def command(
         item_key=item_key,
         user_key=user_key,
         trust_pickle=trust_pickle,
-        ks=tuple(dict.fromkeys(ks)) or (10, 100),
         queries=queries,
         max_queries=max_queries,
         index=index,
         popularity=popularity,
-        retrieval=not no_retrieval,
-        probes=not no_probes,
         bootstrap=bootstrap,
         seed=seed,
-        declared=DeclaredTraining(optimizer, momentum, weight_decay, lr, loss),
         max_memory=max_memory,
+        scheduler=scheduler,
         plugins=plugins,
+        **audit_settings(ks, no_retrieval, no_probes, optimizer, momentum, weight_decay, lr, loss),
     )
     pm = get_plugin_manager(plugins)
     available = renderers(pm)

@@ -67,11 +67,16 @@ def load_builtin(path: Path, options: LoadOptions) -> ModelBundle | None:
     if kind is None:
         return None
     if kind == "npy":
-        table, warnings = read_npy_table(path)
+        table, warnings = read_npy_table(path, max_memory=options.max_memory)
         return ModelBundle(source=path, format="npy", item_table=table, warnings=warnings)
     if kind == "parquet":
-        table, ids, column = read_parquet_table(path, options.item_key)
-        return ModelBundle(source=path, format="parquet", item_table=table, item_key=column, item_ids=ids)
+        notes: list[str] = []
+        table, ids, column = read_parquet_table(
+            path, options.item_key, max_memory=options.max_memory, warnings=notes
+        )
+        return ModelBundle(
+            source=path, format="parquet", item_table=table, item_key=column, item_ids=ids, warnings=notes
+        )
     raw = read_safetensors(path) if kind == "safetensors" else read_torch(path, options.trust_pickle)
     return bundle_from_raw(raw, path, options)
 

@@ -3,11 +3,21 @@
 
 Discovery works on names and shapes only, so it never needs more than the chosen
 tensors in memory (safetensors and mmap-loaded checkpoints stay lazy).
+
+Tables larger than memory: a float32 ``.npy`` is memory-mapped; a Parquet table (or a
+``.npy`` needing conversion to float32) that exceeds the memory ceiling (``--max-memory``,
+or half the available memory when none is given) is streamed into a temporary ``.npy``
+memory map (:func:`spill_table`), deleted once the table is garbage collected. Every later
+stage reads tables in row blocks, so such a table is never loaded whole.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import tempfile
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +46,135 @@ _LINEAR_WORDS = ("linear", "fc", "proj", "dense")
 ONEHOT_RATIO = 4
 _MIN_ITEMS = 3
 _ID_COLUMN_NAMES = ("item_id", "itemid", "item", "id", "movieid", "product_id", "productid", "iid")
-_VALIDATE_BLOCK = 1 << 16
 _FIRST_ROWS = 5
+
+BLOCK_BYTES = 1 << 20
+"""Scratch memory of one row block in the block-wise scans (validation, norms, finite checks)."""
+MAX_BLOCK_ROWS = 1 << 16
+MIN_BLOCK_ROWS = 1024
+"""The smallest row shard a memory ceiling must hold (with its normalised copy)."""
+PARQUET_BATCH_ROWS = 1 << 16
+SPILL_PREFIX = "popaudit-table-"
+"""Name prefix of the temporary files that hold tables larger than memory."""
+
+
+# ---------------------------------------------------------------- memory ceiling
+
+
+def available_memory() -> int | None:
+    """Bytes of physical memory free now (``os.sysconf``); None where the OS does not say."""
+    try:
+        pages, page_size = os.sysconf("SC_AVPHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return pages * page_size if pages > 0 and page_size > 0 else None
+
+
+def memory_budget(max_memory: int | None) -> int | None:
+    """The ceiling tables must respect: ``max_memory``, else half the available memory."""
+    if max_memory is not None:
+        return max_memory
+    free = available_memory()
+    return None if free is None else free // 2
+
+
+def min_memory(dim: int) -> int:
+    """The smallest ceiling for ``dim``-wide rows: one block of :data:`MIN_BLOCK_ROWS`
+    float32 rows and its normalised copy (what one retrieval shard holds)."""
+    return MIN_BLOCK_ROWS * max(int(dim), 1) * 4 * 2
+
+
+def format_size(n_bytes: int) -> str:
+    """A size ``--max-memory`` accepts, rounded up: ``512K``, ``3M``, ``2G``."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n_bytes >= scale:
+            return f"{math.ceil(n_bytes / scale)}{unit}"
+    return str(n_bytes)
+
+
+def check_memory_ceiling(max_memory: int | None, dim: int, what: str) -> None:
+    """Raise InputError when ``max_memory`` cannot hold one block of ``dim``-wide rows."""
+    if max_memory is None:
+        return
+    need = min_memory(dim)
+    if max_memory < need:
+        raise InputError(
+            f"--max-memory {max_memory:,} bytes is too small for {what}: one block of "
+            f"{MIN_BLOCK_ROWS} rows x {dim} dimensions and its normalised copy need {need:,} "
+            f"bytes; pass --max-memory {format_size(need)} or more"
+        )
+
+
+def block_rows(dim: int, bytes_per_value: int = 4, max_memory: int | None = None) -> int:
+    """Rows per block so that one block of ``bytes_per_value`` scratch stays within
+    :data:`BLOCK_BYTES` (and within a quarter of ``max_memory`` when that is smaller)."""
+    budget = BLOCK_BYTES if max_memory is None else max(1, min(BLOCK_BYTES, max_memory // 4))
+    return int(min(MAX_BLOCK_ROWS, max(1, budget // (max(int(dim), 1) * bytes_per_value))))
+
+
+def _remove_file(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def spill_table(n_rows: int, dim: int, source: object) -> np.ndarray:
+    """A new float32 (n_rows, dim) ``.npy`` memory map in :func:`tempfile.gettempdir`.
+
+    The file is allocated in full up front (a full disk fails here with a clear error,
+    not later with SIGBUS) and deleted when the array and every view of it are garbage
+    collected, or at interpreter exit.
+    """
+    fd, name = tempfile.mkstemp(prefix=SPILL_PREFIX, suffix=".npy")
+    os.close(fd)
+    try:
+        table = np.lib.format.open_memmap(name, mode="w+", dtype=np.float32, shape=(n_rows, dim))
+        if hasattr(os, "posix_fallocate") and table.nbytes:
+            with open(name, "r+b") as fh:
+                os.posix_fallocate(fh.fileno(), 0, table.offset + table.nbytes)
+    except (OSError, ValueError) as exc:
+        _remove_file(name)
+        raise InputError(
+            f"cannot create a {n_rows * dim * 4:,}-byte temporary file for the item table of "
+            f"{source} in {tempfile.gettempdir()}: {exc} (free disk space there, or set TMPDIR "
+            "to a folder with room)"
+        ) from exc
+    weakref.finalize(table, _remove_file, name)
+    return table
+
+
+def spill_note(n_rows: int, dim: int, source: object, max_memory: int | None, path: str) -> str:
+    """The warning that says a table was streamed to disk, and why."""
+    size = n_rows * dim * 4
+    ceiling = (
+        f"--max-memory ({max_memory:,} bytes)" if max_memory is not None else "half the available memory"
+    )
+    return (
+        f"item table of {source} ({n_rows:,} x {dim} float32, {size:,} bytes) exceeds {ceiling}: "
+        f"streamed to the temporary file {path} and read in row blocks (deleted when the audit "
+        "ends; set TMPDIR to place it elsewhere)"
+    )
+
+
+def table_file(table: np.ndarray) -> tuple[str, int] | None:
+    """(file, byte offset of row 0) when ``table`` is a C-contiguous float32 2-D view into a
+    memory-mapped file (a spilled table, a memory-mapped ``.npy``); None otherwise.
+
+    Lets another process (a Dask worker) open the same rows without copying the array.
+    """
+    if table.dtype != np.float32 or table.ndim != 2 or not table.flags.c_contiguous:
+        return None
+    root: np.memmap | None = None
+    obj: object = table
+    while isinstance(obj, np.ndarray):
+        if isinstance(obj, np.memmap):
+            root = obj  # the outermost memmap is the one whose offset matches its data
+        obj = obj.base
+    if root is None or not getattr(root, "filename", None):
+        return None
+    start = table.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return str(root.filename), int(root.offset) + int(start)
 
 
 def _tokens(component: str) -> list[str]:
@@ -255,8 +392,9 @@ def validate_item_table(table: np.ndarray, source: str) -> list[str]:
         raise EmbeddingTableError(f"item table in {source} has {n} rows but 0 dimensions")
     bad_parts: list[np.ndarray] = []
     zero_parts: list[np.ndarray] = []
-    for start in range(0, n, _VALIDATE_BLOCK):
-        block = np.asarray(table[start : start + _VALIDATE_BLOCK])
+    step = block_rows(d, bytes_per_value=1)  # np.isfinite's bool scratch is the largest
+    for start in range(0, n, step):
+        block = np.asarray(table[start : start + step])
         bad_parts.append(np.flatnonzero(~np.isfinite(block).all(axis=1)) + start)
         zero_parts.append(np.flatnonzero(~block.any(axis=1)) + start)
     bad = np.concatenate(bad_parts)
@@ -282,8 +420,9 @@ def validate_user_table(table: np.ndarray, source: str, dim: int) -> None:
         raise EmbeddingTableError(
             f"user table in {source} has dimension {table.shape[1]} but the item table has {dim}"
         )
-    for start in range(0, table.shape[0], _VALIDATE_BLOCK):
-        rows = np.flatnonzero(~np.isfinite(np.asarray(table[start : start + _VALIDATE_BLOCK])).all(axis=1))
+    step = block_rows(dim, bytes_per_value=1)
+    for start in range(0, table.shape[0], step):
+        rows = np.flatnonzero(~np.isfinite(np.asarray(table[start : start + step])).all(axis=1))
         if rows.size:
             raise EmbeddingTableError(
                 f"user table in {source} has NaN or infinite values (first row {int(rows[0]) + start})"
@@ -380,10 +519,20 @@ def _read_text_ids(path: Path) -> pa.ChunkedArray:
 # ---------------------------------------------------------------- table files
 
 
-def read_npy_table(path: Path, mmap_threshold: int = 256 << 20) -> tuple[np.ndarray, list[str]]:
-    """An item table from ``.npy`` (no pickles; memory-mapped when large and already float32)."""
+def read_npy_table(
+    path: Path, mmap_threshold: int = 256 << 20, *, max_memory: int | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """An item table from ``.npy`` (no pickles).
+
+    Memory-mapped when the file is large (``mmap_threshold``) or exceeds the memory
+    ceiling (``max_memory``, else half the available memory); a table that needs
+    converting to float32 and exceeds the ceiling is converted block by block into a
+    temporary memory map (:func:`spill_table`) instead of RAM.
+    """
+    budget = memory_budget(max_memory)
     try:
-        big = path.stat().st_size >= mmap_threshold
+        size = path.stat().st_size
+        big = size >= mmap_threshold or (budget is not None and size > budget)
         arr = np.load(path, allow_pickle=False, mmap_mode="r" if big else None)
     except ValueError as exc:
         raise ModelLoadError(f"cannot read {path} as a numeric .npy table: {exc}") from exc
@@ -395,6 +544,16 @@ def read_npy_table(path: Path, mmap_threshold: int = 256 << 20) -> tuple[np.ndar
     if arr.dtype.kind in "iu":
         warnings.append(f"{path} holds integer values ({arr.dtype}); read as float32")
     if arr.dtype != np.float32 or not arr.flags.c_contiguous:
+        n_bytes = int(np.prod(arr.shape, dtype=np.int64)) * 4
+        if arr.ndim == 2 and arr.shape[0] > 0 and budget is not None and n_bytes > budget:
+            check_memory_ceiling(max_memory, arr.shape[1], f"the item table in {path}")
+            out = spill_table(arr.shape[0], arr.shape[1], path)
+            step = block_rows(arr.shape[1], max_memory=max_memory)
+            for start in range(0, arr.shape[0], step):
+                out[start : start + step] = arr[start : start + step]
+            out.flush()
+            warnings.append(spill_note(arr.shape[0], arr.shape[1], path, max_memory, str(out.filename)))
+            return out, warnings
         arr = np.ascontiguousarray(arr, dtype=np.float32)
     return arr, warnings
 
@@ -405,10 +564,19 @@ def _is_float_list(t: pa.DataType) -> bool:
     ) and pa.types.is_floating(t.value_type)
 
 
-def read_parquet_table(path: Path, vector_col: str | None = None) -> tuple[np.ndarray, np.ndarray | None, str]:
+def read_parquet_table(
+    path: Path,
+    vector_col: str | None = None,
+    *,
+    max_memory: int | None = None,
+    warnings: list[str] | None = None,
+) -> tuple[np.ndarray, np.ndarray | None, str]:
     """(table, ids, vector column) from a Parquet file of an id column and a float-list column.
 
-    Read in record batches into one preallocated float32 array.
+    Read in record batches into one preallocated float32 array: in RAM when the table
+    fits the memory ceiling (``max_memory``, else half the available memory), otherwise a
+    temporary disk-backed memory map (:func:`spill_table`; a note is appended to
+    ``warnings``). Raises InputError when ``max_memory`` cannot hold one row block.
     """
     try:
         pf = pq.ParquetFile(path, pre_buffer=False)  # stream, do not buffer column chunks ahead
@@ -442,11 +610,19 @@ def read_parquet_table(path: Path, vector_col: str | None = None) -> tuple[np.nd
     n = pf.metadata.num_rows
     vtype = schema.field(vector_col).type
     dim: int | None = vtype.list_size if pa.types.is_fixed_size_list(vtype) else None
+    batch_rows = PARQUET_BATCH_ROWS
+    if max_memory is not None:
+        width = dim if dim is not None else _first_vector_length(pf, vector_col)
+        if width:
+            check_memory_ceiling(max_memory, width, f"the item table in {path}")
+            # A batch (Arrow's decoded copy and numpy's view of it) takes <= 1/8 of the ceiling.
+            batch_rows = int(min(PARQUET_BATCH_ROWS, max(MIN_BLOCK_ROWS, max_memory // (8 * width * 4))))
+    budget = memory_budget(max_memory)
     out: np.ndarray | None = None
     ids: list[pa.Array] = []
     row = 0
     columns = [vector_col] + ([id_col] if id_col else [])
-    for batch in pf.iter_batches(batch_size=65536, columns=columns):
+    for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
         vec = batch.column(vector_col)
         if vec.null_count:
             nulls = np.flatnonzero(vec.is_null().to_numpy(zero_copy_only=False)) + row
@@ -463,7 +639,12 @@ def read_parquet_table(path: Path, vector_col: str | None = None) -> tuple[np.nd
                     f"row {int(bad[0]) + row} has {int(lengths[bad[0]])})"
                 )
         if out is None:
-            out = np.empty((n, dim or 0), dtype=np.float32)
+            if dim and budget is not None and n * dim * 4 > budget:
+                out = spill_table(n, dim, path)
+                if warnings is not None:
+                    warnings.append(spill_note(n, dim, path, max_memory, str(out.filename)))
+            else:
+                out = np.empty((n, dim or 0), dtype=np.float32)
         values = vec.flatten().to_numpy(zero_copy_only=False)  # nulls inside vectors become NaN
         out[row : row + batch.num_rows] = values.reshape(batch.num_rows, -1)
         if id_col:
@@ -471,6 +652,8 @@ def read_parquet_table(path: Path, vector_col: str | None = None) -> tuple[np.nd
         row += batch.num_rows
     if out is None:
         out = np.empty((0, dim or 0), dtype=np.float32)
+    if isinstance(out, np.memmap):
+        out.flush()
     id_arr = None
     if id_col:
         chunked = pa.chunked_array(ids, type=schema.field(id_col).type)
@@ -478,6 +661,15 @@ def read_parquet_table(path: Path, vector_col: str | None = None) -> tuple[np.nd
             raise IdMappingError(f"{path} id column {id_col!r} has {chunked.null_count} empty ids")
         id_arr = ids_to_numpy(chunked, f"{path} column {id_col!r}")
     return out, id_arr, vector_col
+
+
+def _first_vector_length(pf: pq.ParquetFile, column: str) -> int | None:
+    """Length of the first non-null vector of a list column (one small batch read)."""
+    batch = next(pf.iter_batches(batch_size=MIN_BLOCK_ROWS, columns=[column]), None)
+    if batch is None:
+        return None
+    lengths = pc.list_value_length(batch.column(0)).drop_null().to_numpy(zero_copy_only=False)
+    return int(lengths[0]) if lengths.size else None
 
 
 def _parquet_id_column(schema: pa.Schema, path: Path) -> str | None:

@@ -10,7 +10,6 @@ head_share_1pct@K of dot-product against cosine retrieval (FAISS exact search).
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Sequence
@@ -18,19 +17,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 import torch
-from scipy import stats
 
 from auditor import __version__
 from auditor.errors import InputError
-from auditor.io import atomic_path, write_atomic
+from auditor.io import write_atomic
+from auditor.metrics.exposure import HeadShare
+from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
+from auditor.probes import ProbeBatch, summarise_angles, update_step, working_copy
 from auditor.progress import SILENT, Progress
+from auditor.report.plots import figure_png, new_figure
+from auditor.retrieval import sharded_topk
 from auditor.train.data import synthetic_interactions
-from auditor.train.losses import two_tower_loss
-from auditor.train.loop import TrainConfig, TrainResult, spearman, train
-from auditor.train.optim import effective_momentum, make_optimizer
+from auditor.train.live import PopauditLiveModel
+from auditor.train.loop import TrainConfig, TrainResult, train
+from auditor.train.optim import effective_momentum
 
 ANGLE_EDGES = np.arange(-0.5, 181.0, 1.0)
 """Histogram bins of update angles: 1° wide, centred on 0°, 1°, ..., 180°."""
@@ -120,103 +122,43 @@ def condition_settings(sizes: ExperimentSizes) -> list[Setting]:
 def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:
     """Degrees between q_i and Δq_i for the items of one real training step.
 
-    The step runs on a float64 copy of the model and of the item tower's optimizer
-    (with its state, so momentum/Adam act as in training); the original is untouched.
-    Items whose embedding did not move are left out.
+    :func:`auditor.probes.update_step` on a float64 copy of the run's live model, with
+    the item tower's optimizer and its state (so momentum/Adam act as in training); the
+    original is untouched. Items whose embedding did not move are left out.
     """
-    model = copy.deepcopy(result.model).double()
-    cfg = result.config
-    opt = make_optimizer(
-        cfg.optimizer, model.item_parameters(), lr=cfg.item_lr, momentum=cfg.momentum,
-        weight_decay=cfg.weight_decay,
+    live = PopauditLiveModel(
+        result.model, result.config.record(result.data), result.item_optimizer.state_dict()
     )
-    # deepcopy: load_state_dict keeps tensors that already have the right dtype by reference
-    opt.load_state_dict(copy.deepcopy(result.item_optimizer.state_dict()))
-    rows = torch.unique(items)
-    with torch.no_grad():
-        before = model.encode_items(rows)
-    loss = two_tower_loss(cfg.loss, model.encode_users(users), model.encode_items(items), cfg.temperature)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    with torch.no_grad():
-        delta = model.encode_items(rows) - before
-    dnorm = delta.norm(dim=1)
-    moved = dnorm > 0
-    cos = (before * delta).sum(dim=1)[moved] / (before.norm(dim=1)[moved] * dnorm[moved])
-    return torch.rad2deg(torch.arccos(cos.clamp(-1.0, 1.0))).numpy()
+    module, _ = working_copy(live)
+    batch = ProbeBatch(users.numpy(), items.numpy(), "training pairs")
+    return update_step(live, module, [batch], extra_rows=np.zeros(0, np.int64), fallback_lr=None).angles
 
 
 def angle_summary(angles: np.ndarray) -> dict[str, Any]:
-    """Share within 90°±1° and ±10°, median and a 1° histogram of update angles."""
-    if angles.size == 0:
-        nan = float("nan")
-        return {"n": 0, "share_90pm1": nan, "share_90pm10": nan, "median": nan, "counts": [0] * (len(ANGLE_EDGES) - 1)}
-    dev = np.abs(angles - 90.0)
+    """:func:`auditor.probes.summarise_angles`' n, median and shares within 90°±1° and
+    ±10° (NaN when there are no angles), with a 1° histogram over :data:`ANGLE_EDGES`."""
+    s = summarise_angles(angles)
+    nan = float("nan")
     return {
-        "n": int(angles.size),
-        "share_90pm1": float(np.mean(dev <= 1.0)),
-        "share_90pm10": float(np.mean(dev <= 10.0)),
-        "median": float(np.median(angles)),
+        "n": s["n"],
+        "share_90pm1": nan if s["share_90pm1"] is None else s["share_90pm1"],
+        "share_90pm10": nan if s["share_90pm10"] is None else s["share_90pm10"],
+        "median": nan if s["median"] is None else s["median"],
         "counts": np.histogram(angles, bins=ANGLE_EDGES)[0].astype(int).tolist(),
     }
-
-
-def _spearman_vectorised(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Spearman rho along ``axis`` for stacked samples (scipy.stats.bootstrap calls it)."""
-    rx = stats.rankdata(x, axis=axis)
-    ry = stats.rankdata(y, axis=axis)
-    rx -= rx.mean(axis=axis, keepdims=True)
-    ry -= ry.mean(axis=axis, keepdims=True)
-    num = (rx * ry).sum(axis=axis)
-    den = np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return num / den
-
-
-def spearman_with_ci(
-    frequencies: np.ndarray, norms: np.ndarray, *, n_resamples: int = 1000, seed: int = 0
-) -> tuple[float, tuple[float, float]]:
-    """Spearman rho of frequency vs norm and its 95% percentile-bootstrap CI over items."""
-    rho = spearman(frequencies, norms)
-    if n_resamples == 0 or math.isnan(rho):
-        return rho, (float("nan"), float("nan"))
-    res = stats.bootstrap(
-        (frequencies.astype(np.float64), norms.astype(np.float64)),
-        _spearman_vectorised,
-        n_resamples=n_resamples,
-        paired=True,
-        vectorized=True,
-        method="percentile",
-        batch=200,
-        rng=np.random.default_rng(seed),
-    )
-    return rho, (float(res.confidence_interval.low), float(res.confidence_interval.high))
-
-
-def head_mask(frequencies: np.ndarray, pct: float = 1.0) -> np.ndarray:
-    """Items with frequency >= that of the c-th most frequent, c = max(1, ⌊pct% n⌋)."""
-    c = max(1, int(math.floor(pct / 100.0 * frequencies.size)))
-    cut = np.sort(frequencies)[::-1][c - 1]
-    return frequencies >= cut
 
 
 def retrieval_head_share(
     users: np.ndarray, items: np.ndarray, frequencies: np.ndarray, k: int, pct: float = 1.0
 ) -> dict[str, float]:
-    """head_share_{pct}pct@k of exact dot-product and cosine retrieval (FAISS IndexFlatIP)."""
+    """head_share_{pct}pct@k (:class:`HeadShare`) of exact dot-product and cosine
+    retrieval (:func:`auditor.retrieval.sharded_topk`), and their ratio."""
     k = min(k, items.shape[0])
-    head = head_mask(frequencies, pct)
-    queries = np.ascontiguousarray(users, dtype=np.float32)
+    head = HeadShare(frequencies, pct)
     out: dict[str, float] = {}
     for scoring in ("dot", "cosine"):
-        table = np.array(items, dtype=np.float32, copy=True, order="C")
-        if scoring == "cosine":
-            faiss.normalize_L2(table)
-        index = faiss.IndexFlatIP(table.shape[1])
-        index.add(table)
-        _, top = index.search(queries, k)
-        out[scoring] = float(head[top].mean())
+        _, lists = sharded_topk(users, [items], k, normalise=scoring == "cosine")
+        out[scoring] = head.measure(lists)
     out["ratio"] = out["dot"] / out["cosine"] if out["cosine"] > 0 else float("inf")
     return out
 
@@ -236,7 +178,7 @@ def measure_run(
     item_emb = result.item_embeddings().numpy()
     user_emb = result.user_embeddings().numpy()
     freq = data.item_frequencies
-    rho, ci = spearman_with_ci(freq, np.linalg.norm(item_emb, axis=1), n_resamples=n_bootstrap, seed=seed)
+    rho_section, _ = frequency_norm_stats(item_norms(item_emb), freq, n_bootstrap=n_bootstrap, seed=seed)
     share = retrieval_head_share(user_emb, item_emb, freq, k)
     k_eff = min(k, data.n_items)
     measures = {
@@ -245,8 +187,8 @@ def measure_run(
         "share_90pm10": summary["share_90pm10"],
         "angle_median": summary["median"],
         "n_angles": summary["n"],
-        "spearman": rho,
-        "spearman_ci": list(ci),
+        "spearman": rho_section.spearman,
+        "spearman_ci": list(rho_section.spearman_ci),
         f"head_share_1pct_dot@{k_eff}": share["dot"],
         f"head_share_1pct_cosine@{k_eff}": share["cosine"],
         f"head_share_1pct_ratio@{k_eff}": share["ratio"],
@@ -452,15 +394,11 @@ def write_results(result: ExperimentResult, out_dir: Path) -> list[Path]:
 
 def _plot_angles(result: ExperimentResult, path: Path) -> Path:
     """One angle histogram per setting (counts pooled over seeds), log-scaled counts."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     n = len(result.rows)
     cols = min(3, n)
     nrows = math.ceil(n / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False, sharex=True)
+    fig = new_figure(4.2 * cols, 2.8 * nrows)
+    axes = fig.subplots(nrows, cols, squeeze=False, sharex=True)
     centres = (ANGLE_EDGES[:-1] + ANGLE_EDGES[1:]) / 2
     for ax, row in zip(axes.flat, result.rows):
         counts = np.asarray(row["angle_histogram"])
@@ -476,20 +414,12 @@ def _plot_angles(result: ExperimentResult, path: Path) -> Path:
     for ax in axes[-1]:
         ax.set_xlabel("angle between q and Δq (degrees)")
     fig.suptitle("Update angles in one training step", fontsize=11)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    write_atomic(path, figure_png(fig))
     return path
 
 
 def _plot_rho(result: ExperimentResult, path: Path) -> Path:
     """Spearman rho (and the dot/cosine head-share ratio) against the learning rate."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     k = min(result.sizes.k, result.sizes.n_items)
     # conditions: only rows that differ from the reference in their lr alone
     rows = [r for r in result.rows if r["violates"] in ("none", "C5")]
@@ -499,7 +429,8 @@ def _plot_rho(result: ExperimentResult, path: Path) -> Path:
     rho_sd = np.array([r["summary"]["spearman"]["std"] for r in rows])
     ratio_key = f"head_share_1pct_ratio@{k}"
     ratio = np.array([r["summary"].get(ratio_key, {"mean": np.nan})["mean"] for r in rows])
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig = new_figure(5.5, 3.6)
+    ax = fig.add_subplot()
     ax.errorbar(lrs, rho, yerr=rho_sd, marker="o", color="tab:blue", capsize=3, label="Spearman ρ")
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
@@ -509,8 +440,5 @@ def _plot_rho(result: ExperimentResult, path: Path) -> Path:
     ax2.plot(lrs, ratio, marker="s", color="tab:red", ls="--", label=f"head share ratio @{k}")
     ax2.set_ylabel(f"head_share_1pct dot / cosine @{k}", color="tab:red")
     ax.set_title("Where the popularity bias appears (C5)", fontsize=10)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    write_atomic(path, figure_png(fig))
     return path

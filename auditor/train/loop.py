@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 from scipy import stats
 
 from auditor import __version__
 from auditor.errors import TrainingError
 from auditor.io import atomic_path
+from auditor.model import LiveModel
 from auditor.progress import SILENT, Progress
 from auditor.train import LOSSES, OPTIMIZERS, default_lr
 from auditor.train.data import TrainingData, random_projection_features
@@ -111,19 +115,21 @@ class TrainConfig:
         return float(self.user_lr)  # type: ignore[arg-type]
 
     def model_spec(self, data: TrainingData) -> ModelSpec:
-        return ModelSpec(
-            n_users=data.n_users,
-            n_items=data.n_items,
-            dim=self.dim,
-            item_encoder=self.item_encoder,
-            user_encoder=self.user_encoder,
-            init_std=self.init_std,
-            hidden_dim=self.hidden_dim,
-            n_features=self.n_features,
-            history_length=self.history_length,
-            n_heads=self.n_heads,
-            n_layers=self.n_layers,
+        """The model to train on ``data``: every :class:`ModelSpec` field this config sets."""
+        fields = {name: getattr(self, name) for name in ModelSpec.__dataclass_fields__ if hasattr(self, name)}
+        return ModelSpec(n_users=data.n_users, n_items=data.n_items, **fields)
+
+    def optimizers(self, model: TwoTower) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
+        """The item tower's and the user tower's optimizers over ``model``."""
+        towers = (
+            (self.optimizer, model.item_parameters(), self.item_lr),
+            (self.resolved_user_optimizer, model.user_parameters(), self.resolved_user_lr),
         )
+        item_opt, user_opt = (
+            make_optimizer(name, params, lr=lr, momentum=self.momentum, weight_decay=self.weight_decay)
+            for name, params, lr in towers
+        )
+        return item_opt, user_opt
 
     def record(self, data: TrainingData) -> dict[str, Any]:
         """The checkpoint's ``config``: every setting, resolved, plus the data's shape."""
@@ -200,20 +206,7 @@ def train(
         model = build_model(
             config.model_spec(data), item_features=features, user_histories=histories
         )
-    item_opt = make_optimizer(
-        config.optimizer,
-        model.item_parameters(),
-        lr=config.item_lr,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-    )
-    user_opt = make_optimizer(
-        config.resolved_user_optimizer,
-        model.user_parameters(),
-        lr=config.resolved_user_lr,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-    )
+    item_opt, user_opt = config.optimizers(model)
     result = TrainResult(model, item_opt, user_opt, config, data, [], features, histories)
 
     rng = np.random.default_rng(config.seed)
@@ -266,6 +259,55 @@ def train(
             f"mean item norm {row['mean_norm']:.3f}"
         )
     return result
+
+
+def train_live(
+    live: LiveModel,
+    users: torch.Tensor,
+    items: torch.Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    seed: int = 0,
+) -> torch.optim.Optimizer:
+    """Train any :class:`~auditor.model.LiveModel` on (user row, item row) pairs, in place.
+
+    Each epoch visits the pairs in a seeded random order, in batches of ``batch_size``,
+    stepping ``live.make_optimizer(live.module)`` on ``live.loss``; for plugin authors
+    who want a small trained example of their own towers. Returns the optimizer (its
+    state belongs in the checkpoint, so probes can rebuild it).
+    """
+    optimizer = live.make_optimizer(live.module)
+    if optimizer is None:
+        raise TrainingError("the live model gives no optimizer to train with")
+    module = live.module
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        order = torch.randperm(len(users), generator=generator)
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            optimizer.zero_grad()
+            loss = live.loss(live.encode_users(module, users[batch]), live.encode_items(module, items[batch]))
+            loss.backward()
+            optimizer.step()
+    return optimizer
+
+
+def save_example(
+    out_dir: Path, name: str, checkpoint: Mapping[str, Any], users: np.ndarray, items: np.ndarray
+) -> tuple[Path, Path]:
+    """Write ``{name}.pt`` (the checkpoint) and ``interactions.parquet`` (``user_id``,
+    ``item_id``: the log it was trained on) into ``out_dir``, each atomically.
+
+    Returns (model path, interactions path).
+    """
+    out_dir = Path(out_dir)
+    model_path, log_path = out_dir / f"{name}.pt", out_dir / "interactions.parquet"
+    with atomic_path(model_path) as tmp:
+        torch.save(dict(checkpoint), tmp)
+    with atomic_path(log_path) as tmp:
+        pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp)
+    return model_path, log_path
 
 
 def build_checkpoint(result: TrainResult) -> dict[str, Any]:

@@ -126,7 +126,10 @@ class EmbeddingLinear(nn.Module):
 
 
 class MLPTower(nn.Module):
-    """An embedding table followed by a two-layer ReLU MLP (non-linear: C2 violated)."""
+    """An embedding table followed by a two-layer ReLU MLP (non-linear: C2 violated).
+
+    Also the ``mlp`` user encoder (over user ids).
+    """
 
     def __init__(self, n: int, hidden: int, dim: int, init_std: float) -> None:
         super().__init__()
@@ -172,19 +175,6 @@ class HistoryTransformer(nn.Module):
         x = self.tokens(seq) + self.position
         h = self.encoder(x, src_key_padding_mask=seq == self.pad)
         return self.out(h[:, 0])
-
-
-class UserMLP(nn.Module):
-    """A user id embedding followed by a two-layer ReLU MLP."""
-
-    def __init__(self, n: int, hidden: int, dim: int, init_std: float) -> None:
-        super().__init__()
-        self.table = nn.Embedding(n, hidden)
-        nn.init.normal_(self.table.weight, 0.0, init_std)
-        self.mlp = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, dim))
-
-    def forward(self, rows: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.table(rows))
 
 
 class TwoTower(nn.Module):
@@ -234,7 +224,7 @@ def build_model(
     if spec.user_encoder == "embedding":
         user = EmbeddingItems(spec.n_users, d, s)
     elif spec.user_encoder == "mlp":
-        user = UserMLP(spec.n_users, h, d, s)
+        user = MLPTower(spec.n_users, h, d, s)
     else:
         if user_histories is None or user_histories.shape[0] != spec.n_users:
             raise TrainingError("the transformer user encoder needs (n_users, L) histories")
