@@ -577,7 +577,7 @@ def measure_retrieval(
     k_max = ks[-1]
 
     table = bundle.item_table
-    check_memory_ceiling(config.max_memory, dim, "the item table")
+    check_memory_ceiling(config.max_memory, dim, "the item table", n_items)
     # One pass in slices (a memory-mapped table is never loaded whole): NaN/inf rows are
     # an error, zero rows are counted; the searches below then skip their own checks.
     n_zero_items = 0
@@ -688,20 +688,17 @@ def _exact_lists(
         # A shard (when read from disk) and its normalised copy fit in the budget.
         rows_per_shard = max(MIN_BLOCK_ROWS, budget // (2 * 4 * dim))
         shards = table_shards(table, rows_per_shard)
-        if config.scheduler and bundle is not None and len(shards) > 1:
-            from auditor.shards import dask_sharded_topk
-
-            bounds = [*range(0, n_items, rows_per_shard), n_items]
-            (_, dot_rows), (_, cos_rows) = dask_sharded_topk(
-                queries, bundle, bounds, k, config.scheduler, progress
-            )
-            note = (
-                f"index: exact (FAISS flat inner product, BLAS path, {len(shards)} shards searched "
-                f"on the Dask cluster at {config.scheduler} and merged)"
-            )
-            return dot_rows, cos_rows, note
     merged = f", {len(shards)} shards merged" if len(shards) > 1 else ""
+    # Where the shards ran is left out of the note: a Dask run reports what a local one does.
     note = f"index: exact (FAISS flat inner product, BLAS path{merged})"
+    if config.scheduler and bundle is not None and len(shards) > 1:
+        from auditor.shards import dask_sharded_topk
+
+        bounds = np.cumsum([0] + [shard.shape[0] for shard in shards]).tolist()
+        (_, dot_rows), (_, cos_rows) = dask_sharded_topk(
+            queries, bundle, bounds, k, config.scheduler, progress
+        )
+        return dot_rows, cos_rows, note
     _, dot_rows = sharded_topk(
         queries, shards, k, False, progress, "retrieval: dot-product search", check_finite=False
     )

@@ -418,3 +418,221 @@ def test_read_pairs_sample_is_seeded_ordered_and_uniform(tmp_path, small_batches
         hits[read_pairs(path, item_ids=None, n_items=n, max_rows=12, seed=seed).item_rows] += 1
     rate = hits / trials  # each row: 12/120 = 0.1
     assert abs(rate[: n // 2].mean() - 0.1) < 0.02 and abs(rate[n // 2 :].mean() - 0.1) < 0.02
+
+
+# ---------------------------------------------------------------- counting paths
+
+
+def _reference(users: np.ndarray, items: np.ndarray, user_ok: np.ndarray, item_ok: np.ndarray):
+    """(ids, counts, distinct users per id, distinct users) computed directly with numpy.
+
+    Rows with an empty item are skipped; rows with an empty user count as interactions
+    but add no user.
+    """
+    ids, item_code, counts = np.unique(items[item_ok], return_inverse=True, return_counts=True)
+    u, u_ok = users[item_ok], user_ok[item_ok]
+    user_values, user_code = np.unique(u[u_ok], return_inverse=True)
+    pairs = np.unique(item_code[u_ok].astype(np.int64) * len(user_values) + user_code)
+    per_item = np.bincount(pairs // len(user_values), minlength=len(ids)) if len(user_values) else np.zeros(len(ids), int)
+    return ids, counts, per_item, len(user_values)
+
+
+def _log_of_kind(kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, pa.DataType, pa.DataType]:
+    """(users, items, user type, item type) of one id layout; Zipf-like items, repeated users."""
+    items = np.minimum(rng.zipf(1.4, n) - 1, 300)
+    users = rng.integers(0, 60, n)
+    if kind == "dense":
+        return users, items, pa.int64(), pa.int64()
+    if kind == "narrow":  # small integer types: int16 items, uint8 users
+        return users, items, pa.uint8(), pa.int16()
+    if kind == "uint64":
+        return users, items, pa.uint64(), pa.uint64()
+    if kind == "sparse":  # huge ids: the hash path from the first batch
+        return users * 7_919_000_003 + 2**40, items * 1_000_000_007 + 2**41, pa.int64(), pa.int64()
+    if kind == "late-sparse":  # dense at first, then one huge id: dense counts move to the hash path
+        items[-40] = 2**45 + 1
+        users[-30] = 2**44
+        return users, items, pa.int64(), pa.int64()
+    if kind == "negative":
+        return users - 30, items - 5, pa.int32(), pa.int64()
+    if kind == "strings":
+        return (
+            np.array([f"u{v}" for v in users], dtype=object),
+            np.array([f"sku-{v:03d}" for v in items], dtype=object),
+            pa.string(),
+            pa.string(),
+        )
+    raise AssertionError(kind)
+
+
+KINDS = ["dense", "narrow", "uint64", "sparse", "late-sparse", "negative", "strings"]
+
+
+@pytest.mark.parametrize("need_users", [True, False])
+@pytest.mark.parametrize("kind", KINDS)
+def test_counting_paths_match_numpy(tmp_path, small_batches, monkeypatch, kind, need_users):
+    rng = np.random.default_rng(KINDS.index(kind))
+    n = 1200
+    users, items, user_type, item_type = _log_of_kind(kind, n, rng)
+    item_ok = rng.random(n) > 0.05
+    user_ok = rng.random(n) > 0.05
+    item_ok[-40] = user_ok[-30] = True  # keep the late huge ids
+    table = pa.table(
+        {
+            "user_id": pa.array(users.tolist(), type=user_type, mask=~user_ok),
+            "item_id": pa.array(items.tolist(), type=item_type, mask=~item_ok),
+        }
+    )
+    path = tmp_path / "log.parquet"
+    pq.write_table(table, path, row_group_size=100)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 12
+    ids, counts, per_item, n_users = _reference(users, items, user_ok, item_ok)
+    for scan_bytes in (inter.SCAN_ROW_GROUP_BYTES, 0):  # whole row groups read ahead, then iter_batches
+        monkeypatch.setattr(inter, "SCAN_ROW_GROUP_BYTES", scan_bytes)
+        c = count_item_ids(path, need_users=need_users)
+        assert c.ids.dtype == (object if kind == "strings" else np.int64)
+        assert c.ids.tolist() == ids.tolist()
+        np.testing.assert_array_equal(c.counts, counts)
+        assert c.n_interactions == int(item_ok.sum()) and c.n_null_items == int((~item_ok).sum())
+        assert c.n_users == n_users
+        if need_users:
+            np.testing.assert_array_equal(c.user_counts, per_item)
+        else:
+            assert c.user_counts is None
+
+
+@pytest.mark.parametrize("need_users", [True, False])
+def test_csv_negative_and_sparse_ids_match_numpy(tmp_path, small_batches, need_users):
+    users, items = _zipf_log(900, 80, 25, seed=7)
+    items = np.where(items % 3 == 0, -items, items * 10**12)
+    users = users - 12
+    path = _write(tmp_path / "log.csv", "user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in zip(users, items)))
+    ok = np.ones(len(items), dtype=bool)
+    ids, counts, per_item, n_users = _reference(users, items, ok, ok)
+    c = count_item_ids(path, need_users=need_users)
+    assert c.ids.tolist() == ids.tolist() and c.counts.tolist() == counts.tolist()
+    assert c.n_users == n_users
+    if need_users:
+        assert c.user_counts.tolist() == per_item.tolist()
+
+
+def test_item_counter_switches_to_hashing_for_sparse_ids():
+    dense = inter._ItemCounter()
+    dense.add(pa.array([3, 1, 3], pa.int32()))
+    dense.add(pa.array([1_000_000, 3], pa.int64()))  # below 4 x 5 rows + 2**20: the array grows
+    assert dense.dense is not None and dense.dense.size >= 1_000_001
+    t = dense.result()
+    assert t.column("id").to_pylist() == [1, 3, 1_000_000] and t.column("n").to_pylist() == [1, 3, 1]
+
+    switched = inter._ItemCounter()
+    switched.add(pa.array([0, 5, 5]))
+    switched.add(pa.array([2**33, 5]))  # above DENSE_MAX_ID: the counts so far move to the hash path
+    assert switched.dense is None
+    t = switched.result().sort_by("id")
+    assert t.column("id").to_pylist() == [0, 5, 2**33] and t.column("n").to_pylist() == [1, 3, 1]
+
+    negative = inter._ItemCounter()
+    negative.add(pa.array([-1, 2, -1]))
+    assert negative.dense is None
+    assert dict(zip(*negative.result().to_pydict().values())) == {-1: 2, 2: 1}
+
+
+def test_dense_limit_follows_rows_read(monkeypatch):
+    monkeypatch.setattr(inter, "DENSE_COUNTS_SLACK", 10)
+    monkeypatch.setattr(inter, "DENSE_SEEN_SLACK", 10)
+    assert inter._dense_limit(5, 4, 10) == 30
+    assert inter._dense_limit(10**12, 4, 10) == inter.DENSE_MAX_ID
+    counter, seen = inter._ItemCounter(), inter._DistinctIds()
+    counter.add(pa.array([0, 1, 29, 29, 29]))  # 5 rows: ids below 4 x 5 + 10 fit
+    seen.add(pa.array([0, 1, 49, 49, 49]))  # 8 x 5 + 10 = 50
+    assert counter.dense is not None and seen.seen is not None
+    counter.add(pa.array([60]))  # 6 rows: limit 34 and nothing allocated that far
+    seen.add(pa.array([60, None]))  # nulls dropped: 6 ids, limit 58
+    assert counter.dense is None and seen.seen is None
+    assert dict(zip(*counter.result().to_pydict().values())) == {0: 1, 1: 1, 29: 3, 60: 1}
+    assert seen.count() == 4
+    seen.add(pa.array([49, 61, 0]))
+    assert seen.count() == 5
+
+
+def test_distinct_ids_dense_grows_and_counts():
+    seen = inter._DistinctIds()
+    for part in ([4, 4, 0], [9], [], [1_000, 4]):
+        seen.add(pa.array(part, pa.int64()))
+    assert seen.seen is not None and seen.count() == 4
+    strings = inter._DistinctIds()
+    strings.add(pa.array(["a", "b", None, "a"]))
+    strings.add(pa.array(["c", "a"]))
+    assert strings.seen is None and strings.count() == 3
+
+
+def test_grown_doubles_up_to_the_limit():
+    a = np.arange(4, dtype=np.int64)
+    assert inter._grown(a, 3, 100) is a
+    assert inter._grown(a, 5, 100).tolist() == [0, 1, 2, 3, 0, 0, 0, 0]
+    assert inter._grown(a, 6, 6).size == 6  # doubling capped by the limit
+    assert inter._grown(a, 50, 100).size == 50
+
+
+def test_sorted_unique_drops_repeats_across_chunks(monkeypatch):
+    monkeypatch.setattr(inter, "_DEDUP_CHUNK", 4)
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 2, 7, 8, 9, 301):
+        keys = rng.integers(-20, 20, n)
+        expected = sorted(set(keys.tolist()))
+        assert inter._sorted_unique(keys.copy()).tolist() == expected
+    runs = np.array([3, 3, 3, 3, 3, 3, 3, 3, 3, 4], dtype=np.int64)  # a repeat spanning three chunks
+    assert inter._sorted_unique(runs).tolist() == [3, 4]
+
+
+def test_sorted_keys_merge_runs(monkeypatch):
+    monkeypatch.setattr(inter, "MERGE_ROWS", 4)
+    keys = inter._SortedKeys()
+    rng = np.random.default_rng(3)
+    parts = [rng.integers(0, 40, 9) for _ in range(12)]
+    for part in parts:
+        keys.add(part.copy())
+    np.testing.assert_array_equal(keys.flush(), np.unique(np.concatenate(parts)))
+
+
+def test_pair_set_packs_item_major_and_counts_users_per_item():
+    for late_user in (None, 2**31):
+        pairs = inter._PairSet()
+        pairs.add(pa.array([5, 5, 7, 2**31 - 1]), pa.array([9, 9, 9, 2**32 - 1]))
+        pairs.add(pa.array([7, 1]), pa.array([0, 9]))
+        assert pairs.packed is not None
+        if late_user is None:
+            t = pairs.users_per_item()
+            assert t.column("i").to_pylist() == [0, 9, 2**32 - 1] and t.column("n").to_pylist() == [1, 3, 1]
+    pairs.add(pa.array([late_user]), pa.array([0]))  # a user that no longer fits: the set unpacks
+    assert pairs.packed is None
+    t = pairs.users_per_item().sort_by("i")
+    assert t.column("i").to_pylist() == [0, 9, 2**32 - 1] and t.column("n").to_pylist() == [2, 3, 1]
+
+
+def test_big_row_groups_stream_with_iter_batches(tmp_path, small_batches, monkeypatch):
+    users, items = _zipf_log(500, 40, 20, seed=4)
+    path = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), path, row_group_size=200)
+    pf = pq.ParquetFile(path)
+    meta = pf.metadata
+    sizes = [[meta.row_group(r).column(j).total_uncompressed_size for j in (0, 1)] for r in range(3)]
+    assert inter._largest_row_group_bytes(pf, ["item_id"]) == max(s[1] for s in sizes)
+    assert inter._largest_row_group_bytes(pf, ["user_id", "item_id"]) == max(sum(s) for s in sizes)
+
+    calls = []
+    original = pq.ParquetFile.iter_batches
+
+    def spy(self, *args, **kwargs):
+        calls.append(kwargs.get("batch_size"))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
+    ids, counts, per_item = _numpy_counts(users, items)
+    for scan_bytes, expected_calls in ((max(sum(s) for s in sizes), []), (max(sum(s) for s in sizes) - 1, [7])):
+        monkeypatch.setattr(inter, "SCAN_ROW_GROUP_BYTES", scan_bytes)
+        calls.clear()
+        c = count_item_ids(path)
+        assert calls == expected_calls  # row groups above the bound: iter_batches, else the scanner
+        assert c.ids.tolist() == ids.tolist() and c.counts.tolist() == counts.tolist()
+        assert c.user_counts.tolist() == per_item.tolist()

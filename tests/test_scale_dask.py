@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,18 @@ def _config(path: Path, queries: Path, **kwargs: object) -> AuditConfig:
     return AuditConfig(model=path, queries=str(queries), ks=(10, 40), **kwargs)  # type: ignore[arg-type]
 
 
+@contextmanager
+def shard_tasks(cluster: distributed.LocalCluster) -> Iterator[list[dict]]:
+    """Records the shard-search tasks the cluster's workers run inside the block."""
+    found: list[dict] = []
+    with distributed.Client(cluster, set_as_default=False) as watcher:
+        with distributed.get_task_stream(client=watcher) as stream:
+            yield found
+        workers = set(cluster.scheduler_info["workers"])
+    found.extend(t for t in stream.data if t["key"].startswith("search_shard"))
+    assert {t["worker"] for t in found} <= workers
+
+
 def _assert_same(remote: object, local: object) -> None:
     assert remote.retrieval.at == local.retrieval.at  # type: ignore[attr-defined]
     for scoring, per_k in local.exposure.items():  # type: ignore[attr-defined]
@@ -84,12 +97,13 @@ def test_shards_on_dask_equal_local_for_every_source(
         else:
             assert sources is None
         local = measure_retrieval(bundle, stats, _config(npy, inputs["queries"], max_memory=CEILING), None)
-        remote = measure_retrieval(
-            bundle, stats, _config(npy, inputs["queries"], max_memory=CEILING, scheduler=address), None
-        )
-        note = remote.retrieval.definitions["index"]
-        assert f"6 shards searched on the Dask cluster at {address} and merged" in note, name
+        with shard_tasks(cluster) as tasks:
+            remote = measure_retrieval(
+                bundle, stats, _config(npy, inputs["queries"], max_memory=CEILING, scheduler=address), None
+            )
+        assert len(tasks) == 6, name  # one task per shard, run by the worker processes
         assert "6 shards merged" in local.retrieval.definitions["index"]
+        assert remote.retrieval == local.retrieval  # every measure, note and definition
         _assert_same(remote, local)
         _assert_same(remote, unsharded)
 
@@ -99,10 +113,10 @@ def test_audit_with_scheduler_equals_local_audit(
 ) -> None:
     base = {"interactions": inputs["log"], "bootstrap": 20, "probes": False, "max_memory": CEILING}
     local = run_audit(_config(inputs["table"], inputs["queries"], **base))
-    remote = run_audit(_config(inputs["table"], inputs["queries"], scheduler=cluster.scheduler_address, **base))
-    assert remote.retrieval is not None and "Dask cluster" in remote.retrieval.definitions["index"]
-    assert remote.flat_metrics() == local.flat_metrics()
-    assert remote.frequency_norm == local.frequency_norm
+    with shard_tasks(cluster) as tasks:
+        remote = run_audit(_config(inputs["table"], inputs["queries"], scheduler=cluster.scheduler_address, **base))
+    assert len(tasks) == 6
+    assert remote.to_dict() == local.to_dict()  # the whole JSON report
 
 
 def test_cli_scheduler_option(cluster: distributed.LocalCluster, inputs: dict[str, Path], tmp_path: Path) -> None:
@@ -112,9 +126,10 @@ def test_cli_scheduler_option(cluster: distributed.LocalCluster, inputs: dict[st
         "-k", "10", "--bootstrap", "0", "--no-probes", "-q", "--max-memory", "300K",
         "--scheduler", cluster.scheduler_address, "--json", str(out),
     ]  # fmt: skip
-    result = CliRunner().invoke(cli, args)
+    with shard_tasks(cluster) as tasks:
+        result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    assert "searched on the Dask cluster" in out.read_text()
+    assert len(tasks) == 5 and "5 shards merged" in out.read_text()  # 300K = 307,200 bytes: 1,200 rows a shard
 
 
 def test_shard_search_from_inside_a_dask_task(cluster: distributed.LocalCluster, inputs: dict[str, Path]) -> None:
@@ -125,9 +140,9 @@ def test_shard_search_from_inside_a_dask_task(cluster: distributed.LocalCluster,
     stats = _stats(table.shape[0])
     config = _config(Path("m.pt"), inputs["queries"], max_memory=CEILING, scheduler="unused-inside-a-task")
     local = measure_retrieval(bundle, stats, _config(Path("m.pt"), inputs["queries"], max_memory=CEILING), None)
-    with distributed.Client(cluster, set_as_default=False) as client:
+    with shard_tasks(cluster) as tasks, distributed.Client(cluster, set_as_default=False) as client:
         nested = client.submit(measure_retrieval, bundle, stats, config, None, pure=False).result()
-    assert "Dask cluster" in nested.retrieval.definitions["index"]
+    assert len(tasks) == 6
     _assert_same(nested, local)
 
 
@@ -141,7 +156,7 @@ def test_worker_that_cannot_read_the_file_is_an_input_error(
     os.unlink(path)  # still mapped here, but workers cannot open it
     np.save(tmp_path / "q.npy", table[:5])
     config = _config(path, tmp_path / "q.npy", max_memory=CEILING, scheduler=cluster.scheduler_address)
-    with pytest.raises(InputError, match=r"a Dask worker could not read rows 0-1171 .*set TMPDIR"):
+    with pytest.raises(InputError, match=r"a Dask worker could not read rows \d+-\d+ of the item table: .*set TMPDIR"):
         measure_retrieval(bundle, _stats(3000), config, None)
 
 

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import auditor.loading.tables as tables_module
 import auditor.retrieval as retrieval_module
 from auditor.audit import run_audit
 from auditor.cli import cli
@@ -90,7 +91,7 @@ def test_audit_over_ceiling_equals_in_memory(inputs: dict[str, Path], spill_dir:
     plain = run_audit(config(inputs))
     bounded = run_audit(config(inputs, max_memory=CEILING))
     assert not any("streamed" in w for w in plain.warnings)
-    spilled = [w for w in bounded.warnings if "streamed to the temporary file" in w]
+    spilled = [w for w in bounded.warnings if f"streamed to a temporary file in {spill_dir} " in w]
     assert len(spilled) == 1 and f"--max-memory ({CEILING:,} bytes)" in spilled[0]
     assert "40,000 x 128 float32" in spilled[0]
 
@@ -110,6 +111,19 @@ def test_audit_over_ceiling_equals_in_memory(inputs: dict[str, Path], spill_dir:
     assert bounded.flat_metrics() == plain.flat_metrics()
     gc.collect()
     assert list(spill_dir.iterdir()) == []  # the temporary table went with the audit
+
+
+def test_without_a_ceiling_half_the_available_memory_applies(
+    inputs: dict[str, Path], spill_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = run_audit(config(inputs))
+    monkeypatch.setattr(tables_module, "available_memory", lambda: 2 * CEILING)
+    squeezed = run_audit(config(inputs))
+    assert any("exceeds half the available memory: streamed" in w for w in squeezed.warnings)
+    assert squeezed.retrieval is not None and "10 shards merged" in squeezed.retrieval.definitions["index"]
+    assert squeezed.flat_metrics() == plain.flat_metrics()
+    gc.collect()
+    assert list(spill_dir.iterdir()) == []
 
 
 def test_spilled_table_is_a_temporary_memmap_removed_with_the_bundle(
@@ -157,6 +171,11 @@ def test_ceiling_below_one_block_is_a_clear_error(inputs: dict[str, Path], spill
     with pytest.raises(InputError, match="need 65,536 bytes"):
         check_memory_ceiling(65_535, 8, "the item table")
     check_memory_ceiling(65_536, 8, "the item table")
+    # A table smaller than one block needs only its own rows (10 x 8 x 4 bytes, twice).
+    assert min_memory(8, n_rows=10) == 640
+    check_memory_ceiling(640, 8, "a small table", n_rows=10)
+    with pytest.raises(InputError, match="one block of 10 rows x 8 dimensions .* need 640 bytes"):
+        check_memory_ceiling(639, 8, "a small table", n_rows=10)
     assert (format_size(1000), format_size(1 << 20), format_size((1 << 20) + 1), format_size(3 << 30)) == (
         "1000", "1M", "2M", "3G"
     )
@@ -244,7 +263,7 @@ def test_cli_accepts_human_sizes(inputs: dict[str, Path], tmp_path: Path, spill_
     result = runner.invoke(cli, [*base, "--max-memory", "4M", "--json", str(out)])
     assert result.exit_code == 0, result.output
     report = out.read_text()
-    assert "streamed to the temporary file" in report and f"--max-memory ({CEILING:,} bytes)" in report
+    assert "streamed to a temporary file in" in report and f"--max-memory ({CEILING:,} bytes)" in report
     small = runner.invoke(cli, [*base, "--max-memory", "512K"])
     assert small.exit_code != 0
     assert "--max-memory 524,288 bytes is too small" in small.output and "pass --max-memory 1M or more" in small.output

@@ -163,3 +163,17 @@ def audit_settings(
         "probes": not no_probes,
         "declared": DeclaredTraining(optimizer, momentum, weight_decay, lr, loss),
     }
+
+
+class MemorySize(click.ParamType):
+    """Bytes, or a size such as 4G / 512MiB."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from auditor.batch import parse_memory_size
+
+        try:
+            return parse_memory_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from auditor.cli._common import (
+    MemorySize,
     PathArg,
     RichProgress,
     audit_settings,
@@ -26,20 +27,6 @@ from auditor.errors import GateError
 
 MAX_ORDER_ROWS = 40
 """The console lists every row in manifest order up to this many (the HTML always does)."""
-
-
-class MemorySize(click.ParamType):
-    """Bytes, or a size such as 4G / 512MiB."""
-
-    name = "SIZE"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from auditor.batch import parse_memory_size
-
-        try:
-            return parse_memory_size(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 @click.command("batch")

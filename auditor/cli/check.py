@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from auditor.cli._common import (
+    MemorySize,
     PathArg,
     RichProgress,
     audit_settings,
@@ -21,7 +22,6 @@ from auditor.cli._common import (
     stderr,
     table_key_options,
 )
-from auditor.cli.batch import MemorySize
 from auditor.config import AuditConfig
 from auditor.errors import GateError
 from auditor.gate import evaluate_gates, metric_names, parse_gates

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import csv
 import re
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from auditor.config import INTERACTION_FORMATS
@@ -45,8 +46,9 @@ PARQUET_MAGIC = b"PAR1"
 BATCH_ROWS = 1 << 20
 CSV_BLOCK_BYTES = 1 << 22
 # Parquet files whose row groups hold at most this many uncompressed bytes of the id
-# columns are read with the dataset scanner (decoding ahead on Arrow's threads).
+# columns are read whole row group by row group, READ_AHEAD of them decoded ahead.
 SCAN_ROW_GROUP_BYTES = 1 << 26
+READ_AHEAD = 2
 # Merge pending per-batch partial results once they hold this many rows (or as many as the merged).
 MERGE_ROWS = 1 << 22
 # Dense (id-indexed array) counting: ids must stay below DENSE_MAX_ID and below
@@ -125,15 +127,8 @@ class _Log:
             # pre_buffer=False: otherwise whole column chunks are buffered ahead (~10x the memory)
             pf = pq.ParquetFile(self.path, pre_buffer=False)
             if _largest_row_group_bytes(pf, cols) <= SCAN_ROW_GROUP_BYTES:
-                # The dataset scanner decodes the next row group on Arrow's threads while
-                # this one is counted (~1.5x faster); it holds whole row groups, so only
-                # when they are small. Else iter_batches streams within row groups.
-                fmt = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
-                fragment = fmt.make_fragment(str(self.path.resolve()), filesystem=pafs.LocalFileSystem())
-                batches = fragment.to_batches(
-                    columns=cols, batch_size=BATCH_ROWS, batch_readahead=1, fragment_readahead=1, use_threads=True
-                )
-            else:
+                batches = _row_group_batches(self.path, pf, cols)
+            else:  # big row groups: iter_batches streams within them
                 batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=cols)
             for batch in batches:
                 yield _plain(batch.column(self.item_col)), (
@@ -195,6 +190,36 @@ class _Log:
                 yield items, users
         except pa.ArrowInvalid as exc:
             raise InteractionsError(f"cannot parse {self.path}: {exc}") from exc
+
+
+def _row_group_batches(path: Path, pf: pq.ParquetFile, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """Record batches of whole row groups, the next ``READ_AHEAD`` decoded on background threads.
+
+    Decoding overlaps counting (about 1.5x faster than ``iter_batches`` on two cores).
+    Memory: ``READ_AHEAD + 1`` row groups, so only for row groups of bounded size.
+    Each thread reads through its own ``ParquetFile`` (the footer is parsed once).
+    """
+    n_groups = pf.metadata.num_row_groups
+    local = threading.local()
+
+    def read(index: int) -> pa.Table:
+        if not hasattr(local, "file"):
+            local.file = pq.ParquetFile(path, metadata=pf.metadata, pre_buffer=False)
+        return local.file.read_row_group(index, columns=columns, use_threads=True)
+
+    with ThreadPoolExecutor(max_workers=READ_AHEAD, thread_name_prefix="popaudit-parquet") as pool:
+        ahead = deque(pool.submit(read, i) for i in range(min(READ_AHEAD, n_groups)))
+        following = len(ahead)
+        try:
+            while ahead:
+                table = ahead.popleft().result()
+                if following < n_groups:
+                    ahead.append(pool.submit(read, following))
+                    following += 1
+                yield from table.to_batches(max_chunksize=BATCH_ROWS)
+        finally:
+            for future in ahead:  # stopped early: drop the reads not yet started
+                future.cancel()
 
 
 def _largest_row_group_bytes(pf: pq.ParquetFile, columns: list[str]) -> int:
@@ -550,18 +575,32 @@ _ITEM_LIMIT = 1 << 32  # item << 31 | user stays below 2**63
 
 
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
-    """Sort ``keys`` in place and return its distinct values.
+    """Sort ``keys`` (an array owning its data) and drop repeats, both in place.
 
+    Returns ``keys`` shrunk to its distinct values. Repeats are dropped chunk by chunk
+    so the extra memory is one chunk, not a mask and a copy of the whole array.
     ``np.unique`` is avoided on purpose: in numpy >= 2.3 it hashes, ~40x slower here
     than numpy's vectorised sort for int64.
     """
     keys.sort()
     if keys.size < 2:
         return keys
-    first = np.empty(keys.size, dtype=bool)
-    first[0] = True
-    np.not_equal(keys[1:], keys[:-1], out=first[1:])
-    return keys[first]
+    write = 0
+    previous = None
+    for start in range(0, keys.size, _DEDUP_CHUNK):
+        chunk = keys[start : start + _DEDUP_CHUNK]
+        keep = np.empty(chunk.size, dtype=bool)
+        keep[0] = previous is None or chunk[0] != previous
+        np.not_equal(chunk[1:], chunk[:-1], out=keep[1:])
+        previous = chunk[-1]  # a copy: the writes below may reach this chunk
+        kept = chunk[keep]
+        keys[write : write + kept.size] = kept  # write <= start, so unread keys stay intact
+        write += kept.size
+    keys.resize(write, refcheck=False)  # shrinks in place (realloc)
+    return keys
+
+
+_DEDUP_CHUNK = 1 << 20
 
 
 class _SortedKeys:
@@ -569,8 +608,9 @@ class _SortedKeys:
 
     Each batch is sorted and deduplicated on arrival; the pending sorted runs are merged
     into the set once they reach ``MERGE_ROWS`` and the set's size (so each key is
-    re-sorted only a few times). A merge holds the set, the pending runs and one array
-    of their total size: about 16 bytes per distinct key at peak, far less than a hash set.
+    re-sorted only a few times). A merge extends the set's array in place (realloc),
+    copies the pending runs in, sorts and deduplicates in place: about 8 bytes per
+    distinct key plus the pending runs, far less than a hash set.
     """
 
     def __init__(self) -> None:
@@ -579,6 +619,7 @@ class _SortedKeys:
         self.pending_rows = 0
 
     def add(self, keys: np.ndarray) -> None:
+        """Add ``keys`` (an int64 array the set may sort and resize: it takes it over)."""
         part = _sorted_unique(keys)
         self.pending.append(part)
         self.pending_rows += part.size
@@ -586,16 +627,16 @@ class _SortedKeys:
             self.flush()
 
     def flush(self) -> np.ndarray:
+        """Merge the pending runs; returns the set (sorted, distinct)."""
         if self.pending:
-            keys = np.empty(self.merged.size + self.pending_rows, dtype=np.int64)
-            keys[: self.merged.size] = self.merged
-            at = self.merged.size
-            self.merged = np.empty(0, dtype=np.int64)  # free each input once copied
+            keys, at = self.merged, self.merged.size
+            self.merged = np.empty(0, dtype=np.int64)
+            keys.resize(at + self.pending_rows, refcheck=False)  # large arrays grow by mremap, no copy
             while self.pending:
                 part = self.pending.pop(0)
                 keys[at : at + part.size] = part
                 at += part.size
-                del part
+                del part  # free each run once copied
             self.pending_rows = 0
             self.merged = _sorted_unique(keys)
         return self.merged
@@ -636,9 +677,10 @@ class _PairSet:
             )
 
     def users_per_item(self) -> pa.Table:
-        """Table (i, n): distinct users per item id."""
+        """Table (i, n): distinct users per item id (called once, at the end: it spends the set)."""
         if self.packed is not None:
-            items = self.packed.flush() >> _USER_BITS  # sorted: one run per item
+            items = self.packed.flush()
+            items >>= _USER_BITS  # in place (the set is spent): sorted, one run per item
             if items.size == 0:
                 return pa.table({"i": pa.array([], pa.int64()), "n": pa.array([], pa.int64())})
             starts = np.flatnonzero(np.concatenate(([True], items[1:] != items[:-1])))

@@ -62,7 +62,15 @@ SPILL_PREFIX = "popaudit-table-"
 
 
 def available_memory() -> int | None:
-    """Bytes of physical memory free now (``os.sysconf``); None where the OS does not say."""
+    """Bytes of memory available now: Linux's MemAvailable (free plus reclaimable page
+    cache), else free physical pages (``os.sysconf``); None where the OS does not say."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # reported in kB
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         pages, page_size = os.sysconf("SC_AVPHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
@@ -78,10 +86,12 @@ def memory_budget(max_memory: int | None) -> int | None:
     return None if free is None else free // 2
 
 
-def min_memory(dim: int) -> int:
+def min_memory(dim: int, n_rows: int | None = None) -> int:
     """The smallest ceiling for ``dim``-wide rows: one block of :data:`MIN_BLOCK_ROWS`
-    float32 rows and its normalised copy (what one retrieval shard holds)."""
-    return MIN_BLOCK_ROWS * max(int(dim), 1) * 4 * 2
+    float32 rows (fewer when the table has fewer) and its normalised copy (what one
+    retrieval shard holds)."""
+    rows = MIN_BLOCK_ROWS if n_rows is None else max(1, min(MIN_BLOCK_ROWS, int(n_rows)))
+    return rows * max(int(dim), 1) * 4 * 2
 
 
 def format_size(n_bytes: int) -> str:
@@ -92,15 +102,17 @@ def format_size(n_bytes: int) -> str:
     return str(n_bytes)
 
 
-def check_memory_ceiling(max_memory: int | None, dim: int, what: str) -> None:
-    """Raise InputError when ``max_memory`` cannot hold one block of ``dim``-wide rows."""
+def check_memory_ceiling(max_memory: int | None, dim: int, what: str, n_rows: int | None = None) -> None:
+    """Raise InputError when ``max_memory`` cannot hold one block of ``dim``-wide rows
+    (:func:`min_memory`; ``n_rows``: the table's rows, when known)."""
     if max_memory is None:
         return
-    need = min_memory(dim)
+    need = min_memory(dim, n_rows)
     if max_memory < need:
+        rows = need // (max(int(dim), 1) * 8)
         raise InputError(
             f"--max-memory {max_memory:,} bytes is too small for {what}: one block of "
-            f"{MIN_BLOCK_ROWS} rows x {dim} dimensions and its normalised copy need {need:,} "
+            f"{rows} rows x {dim} dimensions and its normalised copy need {need:,} "
             f"bytes; pass --max-memory {format_size(need)} or more"
         )
 
@@ -145,15 +157,18 @@ def spill_table(n_rows: int, dim: int, source: object) -> np.ndarray:
 
 
 def spill_note(n_rows: int, dim: int, source: object, max_memory: int | None, path: str) -> str:
-    """The warning that says a table was streamed to disk, and why."""
+    """The warning that says a table was streamed to disk, and why.
+
+    Names the folder, not the random file name, so two runs' reports stay identical.
+    """
     size = n_rows * dim * 4
     ceiling = (
         f"--max-memory ({max_memory:,} bytes)" if max_memory is not None else "half the available memory"
     )
     return (
         f"item table of {source} ({n_rows:,} x {dim} float32, {size:,} bytes) exceeds {ceiling}: "
-        f"streamed to the temporary file {path} and read in row blocks (deleted when the audit "
-        "ends; set TMPDIR to place it elsewhere)"
+        f"streamed to a temporary file in {os.path.dirname(path)} and read in row blocks "
+        "(deleted when the audit ends; set TMPDIR to place it elsewhere)"
     )
 
 
@@ -546,7 +561,7 @@ def read_npy_table(
     if arr.dtype != np.float32 or not arr.flags.c_contiguous:
         n_bytes = int(np.prod(arr.shape, dtype=np.int64)) * 4
         if arr.ndim == 2 and arr.shape[0] > 0 and budget is not None and n_bytes > budget:
-            check_memory_ceiling(max_memory, arr.shape[1], f"the item table in {path}")
+            check_memory_ceiling(max_memory, arr.shape[1], f"the item table in {path}", arr.shape[0])
             out = spill_table(arr.shape[0], arr.shape[1], path)
             step = block_rows(arr.shape[1], max_memory=max_memory)
             for start in range(0, arr.shape[0], step):
@@ -614,7 +629,7 @@ def read_parquet_table(
     if max_memory is not None:
         width = dim if dim is not None else _first_vector_length(pf, vector_col)
         if width:
-            check_memory_ceiling(max_memory, width, f"the item table in {path}")
+            check_memory_ceiling(max_memory, width, f"the item table in {path}", n)
             # A batch (Arrow's decoded copy and numpy's view of it) takes <= 1/8 of the ceiling.
             batch_rows = int(min(PARQUET_BATCH_ROWS, max(MIN_BLOCK_ROWS, max_memory // (8 * width * 4))))
     budget = memory_budget(max_memory)

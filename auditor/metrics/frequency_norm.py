@@ -113,7 +113,7 @@ def spearman_bootstrap_ci(
             paired=True,
             vectorized=True,
             n_resamples=n_bootstrap,
-            batch=max(1, 4_000_000 // max(1, x.shape[0])),
+            batch=max(1, 1_000_000 // max(1, x.shape[0])),  # ~8 MB per resampled array
             confidence_level=level,
             method="percentile",
             rng=rng,
