@@ -117,12 +117,17 @@ def _item_stats(
     if config.interactions is not None:
         counts = cache.item_counts(config, need_users=config.retrieval, progress=progress)
         stats = align_counts(counts, bundle.item_ids, bundle.n_items)
+        if counts.n_null_items:
+            warnings.append(
+                f"{counts.n_null_items:,} interactions in {config.interactions} have an empty "
+                f"item id ({counts.item_col!r} column); they are left out"
+            )
         if stats.n_unmapped:
             share = stats.n_unmapped / max(1, stats.n_interactions)
             warnings.append(
-                f"{stats.n_unmapped:,} interactions ({share:.1%}) reference {stats.n_unmapped_ids:,} "
-                "item ids that have no row in the item table; they are left out of the "
-                "frequencies (pass --item-ids if rows are not ids)"
+                f"{stats.n_unmapped:,} interactions ({share:.1%}) reference "
+                f"{_count(stats.n_unmapped_ids, 'item id')} with no row in the item table; "
+                "they are left out of the frequencies (pass --item-ids if rows are not ids)"
             )
         if int(stats.frequencies.sum()) == 0:
             from auditor.errors import IdMappingError
@@ -141,6 +146,10 @@ def _item_stats(
             from_checkpoint=True,
         )
     return None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _pairs(

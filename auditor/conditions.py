@@ -18,9 +18,9 @@ import numpy as np
 import pluggy
 
 from auditor.config import DeclaredTraining
-from auditor.errors import PluginError, ProbeError
+from auditor.errors import ProbeError
 from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
-from auditor.plugins import call_hook
+from auditor.plugins import call_hook, collect_condition_evidence
 from auditor import probes as probe_module
 from auditor.probes import ProbeOutcome
 from auditor.progress import SILENT, Progress
@@ -803,7 +803,7 @@ def assess_conditions(
     }
     conditions["C5"] = _assess_c5(bundle, stats, facts, lr, probe, conditions)
     if pm is not None:
-        _apply_plugin_evidence(pm, bundle, conditions)
+        _apply_plugin_evidence(pm, bundle, conditions, warnings)
     angles = probe.update.angles if probe is not None and probe.update is not None else None
     return ConditionsOutcome(
         conditions=conditions,
@@ -813,33 +813,20 @@ def assess_conditions(
     )
 
 
-def _apply_plugin_evidence(pm: pluggy.PluginManager, bundle: ModelBundle, conditions: dict[str, Condition]) -> None:
+def _apply_plugin_evidence(
+    pm: pluggy.PluginManager, bundle: ModelBundle, conditions: dict[str, Condition], warnings: list[str]
+) -> None:
     """Plugin-declared verdicts replace inferred ones (the first plugin to declare a key wins)."""
-    results = call_hook(pm, "popaudit_condition_evidence", bundle=bundle) or []
-    declared: set[str] = set()
-    for result in results:  # type: ignore[union-attr]
-        if not result:
-            continue
-        if not isinstance(result, Mapping):
-            raise PluginError(f"popaudit_condition_evidence must return a dict of Condition, got {type(result).__name__}")
-        for key, cond in result.items():
-            if key not in CONDITION_NAMES:
-                raise PluginError(f"popaudit_condition_evidence returned unknown condition {key!r} (expected C1..C5)")
-            if key in declared:
-                continue
-            if isinstance(cond, Mapping):
-                cond = Condition(cond.get("name", CONDITION_NAMES[key]), cond.get("status", ""), cond.get("evidence", ""),
-                                 dict(cond.get("details", {})))
-            if not isinstance(cond, Condition) or cond.status not in ("holds", "violated", "unknown"):
-                raise PluginError(
-                    f"popaudit_condition_evidence returned an invalid {key}: status must be holds/violated/unknown"
-                )
-            inferred = conditions[key]
-            conditions[key] = Condition(
-                cond.name or CONDITION_NAMES[key], cond.status, f"declared by a plugin: {cond.evidence}",
-                {**cond.details, "inferred": {"status": inferred.status, "evidence": inferred.evidence}},
-            )
-            declared.add(key)
+    declared = collect_condition_evidence(pm, bundle)
+    warnings.extend(declared.warnings)
+    for key, cond in declared.conditions.items():
+        inferred = conditions[key]
+        conditions[key] = Condition(
+            cond.name or CONDITION_NAMES[key],
+            cond.status,
+            f"declared by a plugin ({cond.details['source']}): {cond.evidence}",
+            {**cond.details, "inferred": {"status": inferred.status, "evidence": inferred.evidence}},
+        )
 
 
 def _float(value: Any) -> float | None:

@@ -6,7 +6,7 @@ Data flows one way (ARCHITECTURE.md): loaders build a :class:`ModelBundle` and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -123,7 +123,3 @@ class InteractionPairs:
 
     def __len__(self) -> int:
         return int(self.item_rows.shape[0])
-
-    def iter_blocks(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for start in range(0, len(self), size):
-            yield self.user_index[start : start + size], self.item_rows[start : start + size]

@@ -121,3 +121,21 @@ def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "auditor", "--help"], capture_output=True, text=True)
     assert done.returncode == 0
     assert "check" in done.stdout
+
+
+def test_unmapped_and_empty_item_ids_are_reported_not_silently_dropped(biased):
+    log = pq.read_table(biased / "log.parquet")
+    items = log.column("item_id").to_pylist()
+    items[:5] = [None] * 5  # five interactions without an item
+    items[5:8] = [999] * 3  # three interactions with an item the table lacks
+    pq.write_table(pa.table({"user_id": log.column("user_id"), "item_id": pa.array(items, pa.int64())}),
+                   biased / "holes.parquet")
+    out = biased / "holes.json"
+    result = run("check", biased / "items.npy", "--interactions", biased / "holes.parquet",
+                 "--no-probes", "--no-retrieval", "-q", "--json", out)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    warnings = " ".join(report["warnings"])
+    assert "5 interactions" in warnings and "empty item id" in warnings
+    assert "3 interactions" in warnings and "1 item id with no row" in warnings
+    assert report["inputs"]["n_unmapped_interactions"] == 3

@@ -144,13 +144,6 @@ def test_update_angle_histogram_counts_and_share() -> None:
         plots.update_angle_figure()
 
 
-def test_spearman_vs_lr_sorts_by_learning_rate() -> None:
-    fig = plots.spearman_vs_lr_figure([1.0, 0.01, 0.1], [0.6, 0.05, 0.2], ci=[(0.5, 0.7), (0.0, 0.1), (0.1, 0.3)])
-    line = fig.axes[0].get_lines()[0]
-    assert line.get_xdata().tolist() == [0.01, 0.1, 1.0]
-    assert line.get_ydata().tolist() == [0.05, 0.2, 0.6]
-
-
 def test_audit_plots_follow_what_the_result_holds() -> None:
     result = full_result()
     specs = plots.plot_specs(result)

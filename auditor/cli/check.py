@@ -25,9 +25,8 @@ from auditor.cli._common import (
 from auditor.config import AuditConfig
 from auditor.errors import GateError
 from auditor.gate import evaluate_gates, metric_names, parse_gates
-from auditor.io import write_atomic
 from auditor.plugins import collect_measures, get_plugin_manager
-from auditor.report import RenderContext, renderers
+from auditor.report import RenderContext, render_to, renderers
 
 FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 
@@ -145,12 +144,10 @@ def command(
 
     result = run_audit(config, pm=pm, progress=RichProgress(enabled=not quiet))
 
-    for path, name in ((json_path, "json"), (html_path, "html"), (markdown_path, "markdown")):
+    for path, name in ((json_path, "json"), (html_path, "html"), (markdown_path, "markdown"), (output, fmt)):
         if path is not None:
-            write_atomic(path, available[name].render(result, RenderContext(destination=path)))
-    if output is not None:
-        write_atomic(output, available[fmt].render(result, RenderContext(destination=output)))
-    elif not quiet:
+            render_to(result, name, path, pm)
+    if output is None and not quiet:
         color = sys.stdout.isatty() and fmt == "console"
         text = available[fmt].render(result, RenderContext(color=color, width=_width()))
         click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)

@@ -52,7 +52,6 @@ MEASURE_LABELS: dict[str, tuple[str, str]] = {
     "coverage": ("catalogue coverage", "pct"),
     "novelty": ("novelty (bits)", "num2"),
 }
-SCORING_LABELS = {"dot": "dot product", "cosine": "cosine", "popular": "most popular"}
 
 
 @dataclass(frozen=True)

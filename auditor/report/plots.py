@@ -10,7 +10,6 @@ threads and worker processes). Reusable pieces for other reports (experiments, b
 * :class:`Plot` - a named PNG with a title and a text alternative.
 * :func:`audit_plots` / :func:`plot_specs` - every figure an
   :class:`~auditor.result.AuditResult` supports (drawn, or planned and drawn on demand).
-* :func:`spearman_vs_lr_figure` - ρ against learning rate, for an lr sweep.
 """
 
 from __future__ import annotations
@@ -349,36 +348,6 @@ def update_angle_figure(
     share = f"; {share_90pm1 * 100:.1f}% within 90° ± 1°" if share_90pm1 is not None else ""
     ax.set_title(f"Update angles in one probe step{share}")
     ax.legend(loc="upper left", fontsize=8, frameon=False)
-    return fig
-
-
-def spearman_vs_lr_figure(
-    learning_rates: Sequence[float],
-    spearman: Sequence[float],
-    ci: Sequence[tuple[float, float]] | None = None,
-    *,
-    label: str | None = None,
-) -> Figure:
-    """Spearman ρ (frequency vs norm) against learning rate (log x), with CI bars if given."""
-    lr = np.asarray(learning_rates, dtype=np.float64)
-    rho = np.asarray(spearman, dtype=np.float64)
-    order = np.argsort(lr)
-    fig = new_figure(6.5, 3.8)
-    ax = fig.add_subplot()
-    _style(ax)
-    if ci is not None:
-        bounds = np.asarray(ci, dtype=np.float64)[order]
-        yerr = np.vstack([rho[order] - bounds[:, 0], bounds[:, 1] - rho[order]])
-        ax.errorbar(lr[order], rho[order], yerr=np.clip(yerr, 0, None), fmt="o-", color=COLORS["dot"],
-                    capsize=3, label=label or "Spearman ρ (95% CI)")
-    else:
-        ax.plot(lr[order], rho[order], "o-", color=COLORS["dot"], label=label or "Spearman ρ")
-    ax.axhline(0.0, color="#999999", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("learning rate η (log scale)")
-    ax.set_ylabel("Spearman ρ, frequency vs norm")
-    ax.set_title("Frequency–norm correlation against learning rate")
-    ax.legend(loc="best", fontsize=8, frameon=False)
     return fig
 
 

@@ -11,7 +11,6 @@ import torch.nn.functional as F
 
 from auditor.errors import TrainingError
 from auditor.train import LOSSES
-COSINE_LOSSES = frozenset({"infonce-cos", "cosine"})
 
 
 def two_tower_loss(
