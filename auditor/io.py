@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,8 +21,13 @@ def atomic_path(target: Path) -> Iterator[Path]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"cannot create folder {target.parent}: {exc.strerror}") from exc
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists()), None)
+        reason = f"{blocker} is a file, not a folder" if blocker and not blocker.is_dir() else exc.strerror
+        raise InputError(f"cannot create folder {target.parent} for {target}: {reason}") from exc
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:  # read-only folder, no permission: name the target, not the temp file
+        raise InputError(f"cannot write {target}: {exc.strerror} (folder {target.parent})") from exc
     os.close(fd)
     tmp_path = Path(tmp)
     # mkstemp creates 0600; give the report the mode a plain open() would (umask applies).
@@ -43,3 +48,22 @@ def write_atomic(target: Path, data: str | bytes) -> None:
             tmp.write_bytes(data)
         else:
             tmp.write_text(data, encoding="utf-8")
+
+
+def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None]) -> None:
+    """Raise InputError when an output path names an input file (never overwrite an input).
+
+    Both mappings go from the option that named the path (``-o``, ``--interactions``) to
+    the path; ``None`` entries are skipped. Links and relative paths are resolved, so
+    ``./log.csv`` and ``log.csv`` are the same file.
+    """
+    existing = {flag: Path(p) for flag, p in inputs.items() if p is not None and Path(p).exists()}
+    for out_flag, out in outputs.items():
+        if out is None or not Path(out).exists():
+            continue
+        for in_flag, src in existing.items():
+            if os.path.samefile(out, src):
+                raise InputError(
+                    f"{out_flag} {out} is the input file given as {in_flag}; popaudit never "
+                    "overwrites an input: choose another output path"
+                )

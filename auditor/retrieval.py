@@ -310,8 +310,9 @@ def load_query_file(path: Path) -> np.ndarray:
     if suffix == ".npy":
         try:
             vectors = np.load(path, mmap_mode="r", allow_pickle=False)
-        except ValueError as exc:
-            raise QueryError(f"cannot read query vectors from {path}: {exc}") from exc
+        except (ValueError, EOFError, OSError) as exc:  # EOFError: empty or cut-off file
+            detail = "the file is empty (0 bytes)" if path.is_file() and path.stat().st_size == 0 else exc
+            raise QueryError(f"cannot read query vectors from {path}: {detail}") from exc
         if vectors.ndim != 2:
             raise QueryError(
                 f"{path} holds an array of shape {vectors.shape}; expected (n_queries, dim)"

@@ -629,7 +629,9 @@ def test_big_row_groups_stream_with_iter_batches(tmp_path, small_batches, monkey
 
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
     ids, counts, per_item = _numpy_counts(users, items)
-    for scan_bytes, expected_calls in ((max(sum(s) for s in sizes), []), (max(sum(s) for s in sizes) - 1, [7])):
+    largest = max(sum(s) for s in sizes)
+    for scan_rows, scan_bytes, expected_calls in ((200, largest, []), (200, largest - 1, [7]), (199, largest, [7])):
+        monkeypatch.setattr(inter, "SCAN_ROW_GROUP_ROWS", scan_rows)
         monkeypatch.setattr(inter, "SCAN_ROW_GROUP_BYTES", scan_bytes)
         calls.clear()
         c = count_item_ids(path)

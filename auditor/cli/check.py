@@ -25,6 +25,7 @@ from auditor.cli._common import (
 from auditor.config import AuditConfig
 from auditor.errors import GateError
 from auditor.gate import evaluate_gates, metric_names, parse_gates
+from auditor.io import check_not_inputs
 from auditor.plugins import collect_measures, get_plugin_manager
 from auditor.report import RenderContext, render_to, renderers
 
@@ -138,6 +139,11 @@ def command(
         gates = parse_gates(fail_on, metric_names(config.ks, extra))
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
+
+    check_not_inputs(
+        {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path},
+        {"MODEL": model, "--interactions": interactions, "--item-ids": item_ids, "--queries": Path(queries)},
+    )
 
     # Import here so `popaudit --help` stays fast (torch and faiss load on demand).
     from auditor.audit import run_audit

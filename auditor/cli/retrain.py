@@ -9,6 +9,7 @@ import click
 
 from auditor.cli._common import RichProgress, common_options
 from auditor.config import INTERACTION_FORMATS
+from auditor.io import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 
 Positive = click.FloatRange(min=0, min_open=True)
@@ -88,6 +89,8 @@ def command(
     from auditor.train.data import read_interactions, synthetic_interactions
     from auditor.train.loop import TrainConfig, save_checkpoint, train
 
+    if data_source != "synthetic":
+        check_not_inputs({"-o": output}, {"--data": Path(data_source)})
     progress = RichProgress()
     config = TrainConfig(
         optimizer=optimizer,

@@ -63,6 +63,8 @@ def load_builtin(path: Path, options: LoadOptions) -> ModelBundle | None:
     """Read ``path`` with the built-in readers; None when the file is of no known kind."""
     if not path.is_file():
         return None
+    if path.stat().st_size == 0:  # no format has an empty file; say so rather than EOFError
+        raise ModelLoadError(f"cannot read {path}: the file is empty (0 bytes)")
     kind = detect_kind(path)
     if kind is None:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import pickletools
 import re
 import warnings
 import zipfile
@@ -108,6 +109,13 @@ def read_torch(path: Path, trust_pickle: bool) -> RawModel:
     except pickle.UnpicklingError as exc:
         if "Weights only load failed" not in str(exc):
             raise ModelLoadError(f"cannot read {path} as a PyTorch file: {_first_line(exc)}") from exc
+        if "Unsupported global" not in str(exc) and not _is_pickle(path):
+            # Garbage and truncated files also fail the weights-only unpickler; they are
+            # not pickles, so --trust-pickle would not help and must not be suggested.
+            raise ModelLoadError(
+                f"cannot read {path} as a PyTorch file: it is neither a torch.save zip archive nor a "
+                "complete pickle (corrupt, truncated, or another format)"
+            ) from exc
         if not trust_pickle:
             found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
             what = f" (it needs {found.group(1)})" if found else ""
@@ -131,6 +139,21 @@ def read_torch(path: Path, trust_pickle: bool) -> RawModel:
     if trusted:
         raw.warnings.append(f"{path} was fully unpickled (--trust-pickle)")
     return raw
+
+
+def _is_pickle(path: Path) -> bool:
+    """True when ``path`` starts with a complete, well-formed pickle stream.
+
+    ``pickletools.genops`` parses opcodes without building any object, so this runs no code
+    from the file; it stops at the first STOP opcode (legacy torch files hold several pickles).
+    """
+    try:
+        with open(path, "rb") as fh:
+            for _ in pickletools.genops(fh):
+                pass
+    except Exception:  # genops raises ValueError for unknown opcodes, others for truncation
+        return False
+    return True
 
 
 def _first_line(exc: BaseException) -> str:

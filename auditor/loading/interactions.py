@@ -45,8 +45,9 @@ MOVIELENS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
 PARQUET_MAGIC = b"PAR1"
 BATCH_ROWS = 1 << 20
 CSV_BLOCK_BYTES = 1 << 22
-# Parquet files whose row groups hold at most this many uncompressed bytes of the id
-# columns are read whole row group by row group, READ_AHEAD of them decoded ahead.
+# Parquet files whose row groups hold at most this many rows and uncompressed bytes of
+# the id columns are read whole row group by row group, READ_AHEAD of them decoded ahead.
+SCAN_ROW_GROUP_ROWS = 1 << 22
 SCAN_ROW_GROUP_BYTES = 1 << 26
 READ_AHEAD = 2
 # Merge pending per-batch partial results once they hold this many rows (or as many as the merged).
@@ -126,7 +127,10 @@ class _Log:
         try:
             # pre_buffer=False: otherwise whole column chunks are buffered ahead (~10x the memory)
             pf = pq.ParquetFile(self.path, pre_buffer=False)
-            if _largest_row_group_bytes(pf, cols) <= SCAN_ROW_GROUP_BYTES:
+            meta = pf.metadata
+            largest_rows = max((meta.row_group(r).num_rows for r in range(meta.num_row_groups)), default=0)
+            # Both bounds: encoded bytes can understate the decoded size (dictionary strings).
+            if largest_rows <= SCAN_ROW_GROUP_ROWS and _largest_row_group_bytes(pf, cols) <= SCAN_ROW_GROUP_BYTES:
                 batches = _row_group_batches(self.path, pf, cols)
             else:  # big row groups: iter_batches streams within them
                 batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=cols)

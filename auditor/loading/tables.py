@@ -258,7 +258,8 @@ class TensorInfo:
         return max(score, 1)
 
     def describe(self) -> str:
-        return f"{self.key} {list(self.shape)}"
+        # Say why a 2-D tensor is no candidate: an int/bool/complex table is a common mix-up.
+        return f"{self.key} {list(self.shape)}" + ("" if self.floating else " (not floating-point)")
 
 
 def tensor_infos(tensors: Mapping[str, torch.Tensor]) -> list[TensorInfo]:
@@ -464,8 +465,25 @@ def ids_to_numpy(arr: pa.Array | pa.ChunkedArray, what: str) -> np.ndarray:
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return arr.cast(pa.string()).to_numpy(zero_copy_only=False)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return arr.cast(pa.string()).to_numpy(zero_copy_only=False)
+        try:
+            return arr.cast(pa.string()).to_numpy(zero_copy_only=False)
+        except pa.ArrowInvalid as exc:  # bytes that are not UTF-8 (e.g. a Latin-1 file)
+            raise IdMappingError(
+                f"{what} holds ids that are not valid UTF-8 text (e.g. {_first_non_utf8(arr)!r}); "
+                "re-save the file as UTF-8"
+            ) from exc
     raise IdMappingError(f"{what} has type {t}; ids must be integers or strings")
+
+
+def _first_non_utf8(arr: pa.Array) -> bytes | None:
+    """The first value of a binary array that does not decode as UTF-8 (error path only)."""
+    for value in arr.to_pylist():
+        if value is not None:
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                return bytes(value)
+    return None
 
 
 def check_unique_ids(ids: np.ndarray, source: str) -> None:
@@ -549,7 +567,7 @@ def read_npy_table(
         size = path.stat().st_size
         big = size >= mmap_threshold or (budget is not None and size > budget)
         arr = np.load(path, allow_pickle=False, mmap_mode="r" if big else None)
-    except ValueError as exc:
+    except (ValueError, EOFError) as exc:  # EOFError: header cut off
         raise ModelLoadError(f"cannot read {path} as a numeric .npy table: {exc}") from exc
     except OSError as exc:
         raise ModelLoadError(f"cannot read {path}: {exc}") from exc
@@ -673,7 +691,10 @@ def read_parquet_table(
     if id_col:
         chunked = pa.chunked_array(ids, type=schema.field(id_col).type)
         if chunked.null_count:
-            raise IdMappingError(f"{path} id column {id_col!r} has {chunked.null_count} empty ids")
+            nulls = np.flatnonzero(chunked.is_null().to_numpy(zero_copy_only=False))
+            raise IdMappingError(
+                f"{path} id column {id_col!r} has {nulls.size} empty ids (rows {_first_rows(nulls)})"
+            )
         id_arr = ids_to_numpy(chunked, f"{path} column {id_col!r}")
     return out, id_arr, vector_col
 

@@ -89,9 +89,12 @@ class TrainConfig:
             same = self.resolved_user_optimizer == self.optimizer
             user_lr = self.lr if same else default_lr(self.resolved_user_optimizer, self.loss)
             object.__setattr__(self, "user_lr", user_lr)
-        if self.lr <= 0 or self.user_lr <= 0:  # type: ignore[operator]
-            raise TrainingError(f"learning rates must be positive, got {self.lr} and {self.user_lr}")
-        if self.temperature <= 0:
+        if not (self.lr > 0 and self.user_lr > 0 and math.isfinite(self.lr) and math.isfinite(self.user_lr)):  # type: ignore[operator, arg-type]
+            raise TrainingError(f"learning rates must be positive finite numbers, got {self.lr} and {self.user_lr}")
+        for name in ("momentum", "weight_decay", "init_std"):  # click ranges let NaN through
+            if not math.isfinite(getattr(self, name)):
+                raise TrainingError(f"--{name.replace('_', '-')} must be a finite number, got {getattr(self, name)}")
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
             raise TrainingError(f"--temperature must be positive, got {self.temperature}")
         if self.epochs < 1:
             raise TrainingError(f"--epochs must be at least 1, got {self.epochs}")
@@ -245,6 +248,11 @@ def train(
                 f"the loss became {mean_loss} in epoch {epoch} (lr={config.item_lr}); lower --lr"
             )
         norms = result.item_embeddings().norm(dim=1).numpy()
+        if not np.isfinite(norms).all():  # a bounded (cosine) loss stays finite while weights blow up
+            raise TrainingError(
+                f"training diverged in epoch {epoch}: {int((~np.isfinite(norms)).sum())} item embeddings "
+                f"became infinite or NaN (lr={config.item_lr:g}); lower --lr"
+            )
         rho = spearman(freq, norms)
         row = {
             "epoch": epoch,
