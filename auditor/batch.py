@@ -240,6 +240,12 @@ def read_manifest(path: Path) -> Manifest:
     if not path.is_file():
         raise ManifestError(f"manifest not found: {path}")
     table = _read_manifest_table(path)
+    repeated = sorted({n for n in table.column_names if table.column_names.count(n) > 1})
+    if repeated:
+        raise ManifestError(f"manifest {path}: column(s) {', '.join(map(repr, repeated))} appear more than once")
+    for field in table.schema:
+        if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):  # CSV bytes not UTF-8
+            raise ManifestError(f"manifest {path}: column {field.name!r} is not valid UTF-8 text; re-save it as UTF-8")
     columns: dict[str, str] = {}
     unknown: list[str] = []
     for name in table.column_names:

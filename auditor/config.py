@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,15 @@ class DeclaredTraining:
     weight_decay: float | None = None
     lr: float | None = None
     loss: str | None = None
+
+    def __post_init__(self) -> None:
+        checks = (("--momentum", self.momentum, 0.0), ("--weight-decay", self.weight_decay, 0.0))
+        for flag, value, low in checks + (("--lr", self.lr, None),):
+            if value is None:
+                continue
+            if not math.isfinite(value) or (low is not None and value < low) or (low is None and value <= 0):
+                wanted = "a positive number" if low is None else f"a finite number >= {low:g}"
+                raise InputError(f"{flag} must be {wanted}, got {value}")
 
 
 @dataclass(frozen=True)

@@ -623,6 +623,11 @@ def measure_retrieval(
     recall: dict[int, float] | None = None
     if index_kind == "exact":
         dot_rows, cos_rows, note = _exact_lists(queries, table, k_max, config, progress, bundle)
+        if config.scheduler and "shards" not in note:
+            warnings.append(
+                f"--scheduler {config.scheduler} was not used: the table fits in the memory "
+                "ceiling, so it was searched here in one piece (lower --max-memory to shard it)"
+            )
     else:
         dot_rows, cos_rows, note, recall, recall_note = _approximate_lists(
             queries, table, index_kind, ks, config, progress

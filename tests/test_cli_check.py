@@ -139,3 +139,22 @@ def test_unmapped_and_empty_item_ids_are_reported_not_silently_dropped(biased):
     assert "5 interactions" in warnings and "empty item id" in warnings
     assert "3 interactions" in warnings and "1 item id with no row" in warnings
     assert report["inputs"]["n_unmapped_interactions"] == 3
+
+
+@pytest.mark.parametrize(
+    "flag, value, words",
+    [("--lr", "-1", "--lr must be a positive number"), ("--lr", "nan", "--lr must be a positive number"),
+     ("--momentum", "-0.5", "--momentum must be a finite number >= 0"), ("--weight-decay", "inf", "--weight-decay")],
+)
+def test_declared_training_values_are_validated(biased, flag, value, words):
+    result = run("check", biased / "items.npy", flag, value, "-q")
+    assert result.exit_code == 1
+    assert words in result.output
+
+
+def test_scheduler_unused_for_a_small_table_is_said_not_silent(biased):
+    out = biased / "s.json"
+    result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet", "--no-probes",
+                 "--scheduler", "tcp://127.0.0.1:1", "-q", "--json", out)
+    assert result.exit_code == 0, result.output
+    assert any("--scheduler tcp://127.0.0.1:1 was not used" in w for w in json.loads(out.read_text())["warnings"])

@@ -99,6 +99,10 @@ def command(
         k=k,
         n_bootstrap=bootstrap,
     )
+    if settings and name != "conditions":  # silently running every setting would mislead
+        raise click.UsageError(f"--settings applies to 'conditions' only, not {name!r}")
+    if lrs and name != "lr-sweep":
+        raise click.UsageError(f"--lrs applies to 'lr-sweep' only, not {name!r}")
     seed_list = list(range(seed, seed + seeds))
     progress = RichProgress()
     if name == "conditions":

@@ -109,7 +109,7 @@ def read_torch(path: Path, trust_pickle: bool) -> RawModel:
     except pickle.UnpicklingError as exc:
         if "Weights only load failed" not in str(exc):
             raise ModelLoadError(f"cannot read {path} as a PyTorch file: {_first_line(exc)}") from exc
-        if "Unsupported global" not in str(exc) and not _is_pickle(path):
+        if "Unsupported global" not in str(exc) and not (zipfile.is_zipfile(path) or _is_pickle(path)):
             # Garbage and truncated files also fail the weights-only unpickler; they are
             # not pickles, so --trust-pickle would not help and must not be suggested.
             raise ModelLoadError(
@@ -275,6 +275,11 @@ def _popaudit(obj: Mapping[str, Any], path: Path) -> RawModel:
         )
         if obj.get(k) is not None
     }
+    for key in ("item_embeddings", "user_embeddings"):
+        if key in extras and not isinstance(extras[key], torch.Tensor):  # a hand-edited file
+            raise ModelLoadError(
+                f"popaudit checkpoint {path}: '{key}' is a {type(extras[key]).__name__}, not a tensor"
+            )
     return RawModel(
         tensors,
         "popaudit",

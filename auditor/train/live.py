@@ -88,7 +88,10 @@ class PopauditLiveModel:
         source: str = "checkpoint",
     ) -> PopauditLiveModel:
         """Rebuild from a checkpoint dict (``state_dict``/``config`` override its own)."""
-        config = dict(config if config else ckpt.get("config") or {})
+        recorded = config if config else ckpt.get("config") or {}
+        if not isinstance(recorded, Mapping):  # a hand-edited file; dict("...") would raise ValueError
+            raise ModelLoadError(f"{source}: the recorded 'config' is a {type(recorded).__name__}, not a mapping")
+        config = dict(recorded)
         state_dict = state_dict if state_dict else ckpt.get("state_dict")
         if not config or not state_dict:
             raise ModelLoadError(f"{source}: a popaudit checkpoint needs 'config' and 'state_dict'")
