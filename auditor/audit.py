@@ -122,6 +122,11 @@ def _item_stats(
                 f"{counts.n_null_items:,} interactions in {config.interactions} have an empty "
                 f"item id ({counts.item_col!r} column); they are left out"
             )
+        if counts.n_null_users:
+            warnings.append(
+                f"{counts.n_null_users:,} interactions in {config.interactions} have an empty "
+                f"user id ({counts.user_col!r} column); they count as interactions, not as users"
+            )
         if stats.n_unmapped:
             share = stats.n_unmapped / max(1, stats.n_interactions)
             warnings.append(

@@ -11,6 +11,7 @@ length. Distinct users per item (``need_users``) is exact and needs O(distinct
 
 from __future__ import annotations
 
+import codecs
 import csv
 import re
 import threading
@@ -27,7 +28,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from auditor.config import INTERACTION_FORMATS
-from auditor.errors import IdMappingError, InputError, InteractionsError
+from auditor.errors import AuditError, IdMappingError, InputError, InteractionsError
 from auditor.loading.tables import ids_to_numpy
 from auditor.model import InteractionPairs, ItemStats
 from auditor.progress import SILENT, Progress
@@ -85,6 +86,8 @@ class IdCounts:
     n_null_items: int = 0
     """Rows skipped because their item id was empty."""
     format: str = ""
+    n_null_users: int = 0
+    """Counted rows (item id present) whose user id is empty: in ``n_interactions``, not in ``n_users``."""
 
 
 # ---------------------------------------------------------------- reading logs
@@ -157,7 +160,11 @@ class _Log:
         try:
             reader = pacsv.open_csv(_stream(self.path), read_options=read, parse_options=parse, convert_options=convert)
             for batch in reader:
-                yield batch.column(item_raw), batch.column(user_raw) if user_raw else None
+                items, users = batch.column(item_raw), batch.column(user_raw) if user_raw else None
+                # Inferred bools, dates or times are ids written that way: read them as text.
+                if not as_strings and not (_id_like(items.type) and (users is None or _id_like(users.type))):
+                    raise _TypeDrift
+                yield items, users
         except pa.ArrowInvalid as exc:
             if not as_strings and "conversion error" in str(exc):
                 raise _TypeDrift from exc
@@ -253,6 +260,14 @@ def _maybe_int(arr: pa.Array) -> pa.Array:
     return as_int if pc.all(same).as_py() else arr
 
 
+def _id_like(t: pa.DataType) -> bool:
+    """Types the CSV reader infers for id columns (null: an all-empty block; binary: not UTF-8)."""
+    return (
+        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
+        or pa.types.is_binary(t) or pa.types.is_null(t)  # binary: not UTF-8, ids_to_numpy says so
+    )
+
+
 def _stream(path: Path) -> pa.NativeFile:
     return pa.input_stream(str(path), compression="detect")
 
@@ -285,12 +300,68 @@ def _find_column(columns: list[str], given: str | None, names: tuple[str, ...], 
     return None
 
 
-def _sample_lines(path: Path) -> list[str]:
+# Leading bytes of files that are often passed by mistake, and what they are.
+_BINARY_MAGIC = (
+    (PARQUET_MAGIC, "a Parquet file"),
+    (b"\x93NUMPY", "a NumPy .npy array"),
+    (b"PK\x03\x04", "a zip archive (.npz, .pt, .xlsx, ...)"),
+    (b"\x1f\x8b", "gzip-compressed data without a .gz name"),
+    (b"\x80\x02", "a Python pickle"),
+    (b"\x80\x03", "a Python pickle"),
+    (b"\x80\x04", "a Python pickle"),
+    (b"\x80\x05", "a Python pickle"),
+    (b"\xff\xfe", "UTF-16 text"),
+    (b"\xfe\xff", "UTF-16 text"),
+)
+_TEXT_CHECK_BYTES = 1024
+# Share of printable ASCII bytes above which non-UTF-8 bytes are taken for a legacy text encoding.
+_TEXT_SHARE = 0.9
+
+
+def _check_text(path: Path, data: bytes, fmt: str) -> None:
+    """Raise InteractionsError when the first KB of a log read as text is not UTF-8 text.
+
+    Otherwise binary files (Parquet, .npy, pickles) reach the CSV reader and their bytes
+    come back as "columns found".
+    """
+    head = data[:_TEXT_CHECK_BYTES]
+    what = next((name for magic, name in _BINARY_MAGIC if head.startswith(magic)), None)
+    if what is None and b"\x00" in head:
+        what = "binary data, with NUL bytes"
+    if what is None:
+        try:  # final=False: a character cut at the 1 KB boundary is not an error
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        except UnicodeDecodeError as exc:
+            # Mostly printable ASCII: text in a legacy encoding (Latin-1), which the reader
+            # handles (ids that are not UTF-8 get their own error); otherwise binary.
+            raw = np.frombuffer(head, dtype=np.uint8)
+            texty = ((raw >= 0x20) & (raw < 0x7F)) | (raw == 9) | (raw == 10) | (raw == 13)
+            if texty.mean() < _TEXT_SHARE:
+                what = f"binary data, invalid UTF-8 at byte {exc.start}"
+    if what is None:
+        return
+    if what == "a Parquet file":
+        hint = (
+            f"it was read as {fmt} because that format was given; pass --interactions-format parquet "
+            "(--data-format parquet for retrain)"
+            if fmt != "auto" else "name it .parquet or pass --interactions-format parquet"
+        )
+    elif what.startswith("gzip"):
+        hint = "name it with a .gz suffix so it is decompressed"
+    elif what.startswith("UTF-16"):
+        hint = "re-save it as UTF-8 text"
+    else:
+        hint = "pass the training interaction log (Parquet, CSV/TSV, MovieLens or RecBole .inter)"
+    raise InteractionsError(f"{path} is not a text interaction log (it looks like {what}); {hint}")
+
+
+def _sample_lines(path: Path, fmt: str = "auto") -> list[str]:
     try:
         with _stream(path) as fh:
             data = fh.read(_SAMPLE_BYTES)
     except (OSError, pa.ArrowException) as exc:
         raise InteractionsError(f"cannot read {path}: {exc}") from exc
+    _check_text(path, data, fmt)
     text = data.decode("utf-8-sig", errors="replace")
     lines = text.splitlines()
     if len(data) == _SAMPLE_BYTES and lines:
@@ -329,8 +400,10 @@ def open_log(path: Path, fmt: str = "auto", user_col: str | None = None, item_co
             raise InteractionsError(f"cannot read {path} as Parquet: {exc}") from exc
         names = pf.schema_arrow.names
         log = _Log(path, "parquet", "parquet", list(names), list(names), "", None, total_rows=pf.metadata.num_rows)
-        return _choose_columns(log, user_col, item_col)
-    lines = _sample_lines(path)
+        log = _choose_columns(log, user_col, item_col)
+        _check_id_types(log, pf.schema_arrow)
+        return log
+    lines = _sample_lines(path, fmt)
     if not lines:
         raise InteractionsError(f"no interactions in {path}: the file is empty")
     first = lines[0]
@@ -363,6 +436,23 @@ def open_log(path: Path, fmt: str = "auto", user_col: str | None = None, item_co
         raw = next(csv.reader([first], delimiter=delimiter))
         log = _Log(path, label, "delimited", [c.strip() for c in raw], raw, "", None, delimiter=delimiter)
     return _choose_columns(log, user_col, item_col)
+
+
+def _check_id_types(log: _Log, schema: pa.Schema) -> None:
+    """The chosen Parquet id columns must hold integers or strings (floats: integral ones)."""
+    for what, name in (("item", log.item_col), ("user", log.user_col)):
+        if name is None:
+            continue
+        t = schema.field(name).type
+        value = t.value_type if pa.types.is_dictionary(t) else t
+        if not (
+            pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_string(value)
+            or pa.types.is_large_string(value) or pa.types.is_binary(value) or pa.types.is_large_binary(value)
+        ):
+            raise InteractionsError(
+                f"{what} column {name!r} of {log.path} has type {t}; ids must be integers or strings "
+                f"(pass --{what}-col NAME to use another column)"
+            )
 
 
 def _typed_header(line: str) -> bool:
@@ -716,7 +806,7 @@ def _count(log: _Log, need_users: bool, as_strings: bool, progress: Progress) ->
     items_c = _ItemCounter()
     users_c = _DistinctIds()
     pairs = _PairSet()
-    n_rows = n_null = 0
+    n_rows = n_null = n_null_users = 0
     with progress.track("Counting interactions", total=log.total_rows) as advance:
         for items, users in log.batches(as_strings):
             batch_rows = len(items)
@@ -728,6 +818,7 @@ def _count(log: _Log, need_users: bool, as_strings: bool, progress: Progress) ->
                 users = users.filter(keep) if users is not None else None
             items_c.add(items)
             if users is not None:
+                n_null_users += users.null_count
                 users_c.add(users)
                 if need_users:
                     if users.null_count:
@@ -768,6 +859,7 @@ def _count(log: _Log, need_users: bool, as_strings: bool, progress: Progress) ->
         item_col=log.item_col,
         n_null_items=n_null,
         format=log.format,
+        n_null_users=n_null_users,
     )
 
 
@@ -790,13 +882,72 @@ def lookup_rows(values: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
     return pc.fill_null(pc.index_in(v, value_set=k), -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _rows_without_ids(ids: np.ndarray, n_items: int, source: object) -> np.ndarray:
-    if ids.dtype.kind not in "iu":
-        example = ids[0] if len(ids) else ""
-        raise IdMappingError(
-            f"item ids in {source} are not integers (e.g. {example!r}), so they cannot be table row "
-            "indices; pass --item-ids FILE with the raw id of each table row"
+# Canonical integers, as _maybe_int keeps them ("12", "-3"; not "012", "+5", "1.0").
+_CANONICAL_INT = r"^(0|-?[1-9][0-9]*)$"
+
+
+def _first_non_integer(ids: pa.Array) -> object | None:
+    """The first id that is not an integer: a string not in canonical integer form, a
+    fractional float, else (other types) the first non-null id; None when there is none."""
+    if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
+        bad = pc.invert(pc.match_substring_regex(ids, _CANONICAL_INT))
+    elif pa.types.is_floating(ids.type):
+        bad = pc.not_equal(pc.trunc(ids), ids)  # NaN != NaN, so NaN counts as bad too
+    else:
+        bad = pc.is_valid(ids)
+    at = pc.index(pc.fill_null(bad, False), True).as_py()
+    return None if at < 0 else ids[at].as_py()
+
+
+def _row_of(log: _Log, value: object) -> int | None:
+    """1-based data row (header excluded) of the first occurrence of item id ``value``.
+
+    Error path only: streams the log again, as text, one vectorised search per batch.
+    """
+    row = 0
+    try:
+        for items, _ in log.batches(as_strings=True):
+            if not pa.types.is_string(items.type):
+                items = items.cast(pa.string())
+            at = pc.index(items, pa.scalar(str(value), items.type)).as_py()
+            if at >= 0:
+                return row + at + 1
+            row += len(items)
+    except (AuditError, _TypeDrift, pa.ArrowException, OSError):
+        return None
+    return None
+
+
+def _not_integers(log: _Log | None, source: object, example: object | None) -> IdMappingError:
+    """The error for item ids that cannot be row indices, showing an offending id and its row."""
+    where = ""
+    if example is not None:
+        row = _row_of(log, example) if log is not None else None
+        where = f" (e.g. {example!r}" + (
+            f" in data row {row}, counting from 1 after any header)" if row is not None else ")"
         )
+    return IdMappingError(
+        f"item ids in {source} are not integers{where}, so they cannot be table row "
+        "indices; pass --item-ids FILE with the raw id of each table row"
+    )
+
+
+def _reopen(counts: IdCounts) -> _Log | None:
+    """The log behind ``counts`` opened again (error path), or None when that fails."""
+    try:
+        return open_log(counts.source, counts.format or "auto", counts.user_col, counts.item_col)
+    except AuditError:
+        return None
+
+
+def _rows_without_ids(counts: IdCounts, n_items: int) -> np.ndarray:
+    ids = counts.ids
+    if ids.dtype.kind not in "iu":
+        if ids.dtype == object:  # str ids (sorted): find one that is not an integer's spelling
+            example = _first_non_integer(pa.array(ids, pa.string()))
+        else:
+            example = ids[0] if len(ids) else None
+        raise _not_integers(_reopen(counts), counts.source, example)
     ids = ids.astype(np.int64, copy=False)
     return np.where((ids >= 0) & (ids < n_items), ids, -1)
 
@@ -808,7 +959,7 @@ def align_counts(counts: IdCounts, item_ids: np.ndarray | None, n_items: int) ->
     (interactions) and ``n_unmapped_ids`` (distinct ids), not raised.
     """
     if item_ids is None:
-        rows = _rows_without_ids(counts.ids, n_items, counts.source)
+        rows = _rows_without_ids(counts, n_items)
     else:
         if len(item_ids) != n_items:
             raise IdMappingError(f"{len(item_ids)} item ids for a table of {n_items} rows")
@@ -834,14 +985,16 @@ def align_counts(counts: IdCounts, item_ids: np.ndarray | None, n_items: int) ->
 # ---------------------------------------------------------------- pairs
 
 
-def _batch_rows(items: pa.Array, keys: pa.Array | None, n_items: int, source: Path) -> np.ndarray:
+def _batch_rows(items: pa.Array, keys: pa.Array | None, n_items: int, log: _Log) -> np.ndarray:
     if keys is None:
         items = _maybe_int(items)
+        if pa.types.is_floating(items.type):  # integral floats are ids, as ids_to_numpy reads them
+            try:
+                items = items.cast(pa.int64(), safe=True)
+            except pa.ArrowInvalid:
+                pass
         if not pa.types.is_integer(items.type):
-            raise IdMappingError(
-                f"item ids in {source} are not integers, so they cannot be table row indices; "
-                "pass --item-ids FILE with the raw id of each table row"
-            )
+            raise _not_integers(log, log.path, _first_non_integer(items))
         ids = items.cast(pa.int64()).to_numpy(zero_copy_only=False)
         return np.where((ids >= 0) & (ids < n_items), ids, -1)
     v = items
@@ -903,7 +1056,7 @@ def _pairs(
         valid = pc.and_(pc.is_valid(items), pc.is_valid(users))
         if items.null_count or users.null_count:
             items, users = items.filter(valid), users.filter(valid)
-        rows = _batch_rows(items, keys, n_items, log.path)
+        rows = _batch_rows(items, keys, n_items, log)
         mapped = np.flatnonzero(rows >= 0)
         users_parts.append(users.take(pa.array(mapped)))
         rows_parts.append(rows[mapped])
