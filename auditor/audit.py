@@ -14,6 +14,7 @@ import numpy as np
 import pluggy
 
 from auditor.config import AuditConfig
+from auditor.errors import IdMappingError
 from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, read_pairs
 from auditor.loading.tables import block_rows
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
@@ -33,6 +34,8 @@ class InputCache:
     counts: dict[tuple[Any, ...], IdCounts] = field(default_factory=dict)
 
     def item_counts(self, config: AuditConfig, need_users: bool, progress: Progress) -> IdCounts:
+        """Counts of ``config.interactions``, read on first use (again only when distinct
+        users are needed now and the cached counts lack them)."""
         assert config.interactions is not None
         key = (
             Path(config.interactions).resolve(),
@@ -135,8 +138,6 @@ def _item_stats(
                 "they are left out of the frequencies (pass --item-ids if rows are not ids)"
             )
         if int(stats.frequencies.sum()) == 0:
-            from auditor.errors import IdMappingError
-
             raise IdMappingError(
                 f"no interaction in {config.interactions} matches a row of the item table: "
                 "pass --item-ids with the raw id of each row"

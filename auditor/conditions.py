@@ -20,6 +20,16 @@ import pluggy
 from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
 from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
+from auditor.optimizers import (  # re-exported: C1's recognition lived here first
+    ADAPTIVE,
+    OptimizerGroup,
+    as_float,
+    item_optimizer_state,
+    locate_item_parameter,
+    normalise_optimizer,
+    optimizer_family,
+    recognise_optimizer,
+)
 from auditor.plugins import call_hook, collect_condition_evidence
 from auditor import probes as probe_module
 from auditor.probes import ProbeOutcome
@@ -33,21 +43,6 @@ CONDITION_NAMES: dict[str, str] = {
     "C4": "cosine-based loss",
     "C5": "sufficiently large learning rate",
 }
-ADAPTIVE = {
-    "Adam", "AdamW", "Adam/AdamW", "Adam-like", "Adamax", "NAdam", "RAdam", "SparseAdam",
-    "Adagrad", "RMSprop", "Adadelta", "Adafactor", "Rprop", "LAMB", "LARS", "Lion",
-    "Shampoo", "AdaBelief", "Yogi", "Novograd", "Adan", "adaptive (unrecognised)",
-}
-_OPTIMIZER_NAMES = {
-    "sgd": "SGD", "momentum": "SGD", "sgdmomentum": "SGD", "momentumsgd": "SGD",
-    "nesterov": "SGD", "adam": "Adam", "adamw": "AdamW", "adamax": "Adamax",
-    "nadam": "NAdam", "radam": "RAdam", "sparseadam": "SparseAdam", "adagrad": "Adagrad",
-    "rmsprop": "RMSprop", "adadelta": "Adadelta", "adafactor": "Adafactor", "rprop": "Rprop",
-    "asgd": "ASGD", "lbfgs": "LBFGS", "lamb": "LAMB", "lars": "LARS", "lion": "Lion",
-    "shampoo": "Shampoo", "adabelief": "AdaBelief", "yogi": "Yogi", "novograd": "Novograd",
-    "adan": "Adan",
-}
-_MOMENTUM_NAMES = {"momentum", "sgdmomentum", "momentumsgd", "nesterov"}
 # Item-encoder kinds popaudit retrain records, and what SCIENCE.md §2 says of each: C2, C3.
 _ENCODER_C2_C3: dict[str, tuple[tuple[Status, str], tuple[Status, str]]] = {
     "embedding": (
@@ -80,7 +75,6 @@ _NOT_COSINE_WORDS = {
     "bce": "binary cross-entropy on raw scores", "logistic": "logistic loss on raw scores",
     "wmf": "matrix-factorisation loss on dot products", "als": "matrix-factorisation loss on dot products",
 }
-_BUFFER_SUFFIXES = ("running_mean", "running_var", "num_batches_tracked")
 
 
 @dataclass
@@ -91,173 +85,6 @@ class ConditionsOutcome:
     probes: dict[str, Any] | None
     update_angles: np.ndarray | None
     warnings: list[str] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------- optimizers
-
-
-@dataclass
-class OptimizerGroup:
-    """One param group of a torch optimizer state dict, recognised."""
-
-    index: int
-    kind: str
-    lr: float | None
-    momentum: float | None
-    nesterov: bool
-    weight_decay: float | None
-    params: list[int]
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def adaptive(self) -> bool:
-        return self.kind in ADAPTIVE
-
-    def violations(self) -> list[str]:
-        """Why this group's updates are not plain SGD (empty when they are)."""
-        out: list[str] = []
-        if self.adaptive:
-            extra = f", betas={tuple(self.settings['betas'])}" if "betas" in self.settings else ""
-            out.append(f"{self.kind} rescales each coordinate by its gradient history{extra}")
-        if self.momentum:
-            out.append(f"momentum {self.momentum:g}" + (" (Nesterov)" if self.nesterov else ""))
-        if self.weight_decay:
-            decoupled = " (decoupled)" if self.settings.get("decoupled_weight_decay") else ""
-            out.append(f"weight decay {self.weight_decay:g}{decoupled}")
-        if self.kind == "ASGD":
-            out.append(f"ASGD shrinks parameters by (1 − λη) every step (λ={self.settings.get('lambd')})")
-        if self.kind == "LBFGS":
-            out.append("L-BFGS preconditions steps with its curvature history")
-        return out
-
-    def status(self) -> Status:
-        if self.violations():
-            return "violated"
-        return "holds" if self.kind == "SGD" else "unknown"
-
-    def describe(self) -> str:
-        parts = [f"lr={self.lr:g}" if self.lr is not None else "lr=?"]
-        if self.kind in ("SGD", "RMSprop"):
-            parts.append(f"momentum={self.momentum:g}" if self.momentum is not None else "momentum=?")
-        parts.append(f"weight_decay={self.weight_decay:g}" if self.weight_decay is not None else "weight_decay=?")
-        return f"{self.kind} ({', '.join(parts)})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "group": self.index, "optimizer": self.kind, "lr": self.lr, "momentum": self.momentum,
-            "nesterov": self.nesterov, "weight_decay": self.weight_decay,
-            "n_params": len(self.params), "status": self.status(),
-        }
-
-
-def recognise_optimizer(state: Mapping[str, Any]) -> list[OptimizerGroup]:
-    """Recognise each param group of a torch optimizer ``state_dict``.
-
-    The kind comes from the group's keys (torch writes each optimizer's constructor
-    arguments there) and, where keys are ambiguous, from the per-parameter state
-    (``momentum_buffer``, ``exp_avg``/``exp_avg_sq``, ``exp_inf``, ``sum``, ...).
-    """
-    groups = state.get("param_groups")
-    if not isinstance(groups, (list, tuple)) or not groups:
-        return []
-    per_param = state.get("state") or {}
-    out: list[OptimizerGroup] = []
-    for index, group in enumerate(groups):
-        if not isinstance(group, Mapping):
-            continue
-        params = [int(p) for p in group.get("params", []) if isinstance(p, (int, np.integer, str)) and str(p).isdigit()]
-        state_keys: set[str] = set()
-        for p in params:
-            entry = per_param.get(p, per_param.get(str(p)))
-            if isinstance(entry, Mapping):
-                state_keys.update(str(k) for k in entry)
-        kind = _optimizer_kind(set(map(str, group)), state_keys, group)
-        momentum = _float(group.get("momentum")) if kind in ("SGD", "RMSprop") else None
-        if kind == "adaptive (unrecognised)" or kind == "unknown":
-            momentum = _float(group.get("momentum"))
-        settings = {
-            k: (list(v) if isinstance(v, tuple) else v)
-            for k, v in group.items()
-            if k != "params" and isinstance(v, (int, float, bool, str, tuple, list)) and v is not None
-        }
-        out.append(
-            OptimizerGroup(
-                index=index, kind=kind, lr=_float(group.get("lr")), momentum=momentum,
-                nesterov=bool(group.get("nesterov", False)),
-                weight_decay=_float(group.get("weight_decay")), params=params, settings=settings,
-            )
-        )
-    return out
-
-
-def _optimizer_kind(keys: set[str], state_keys: set[str], group: Mapping[str, Any]) -> str:
-    if "history_size" in keys:
-        return "LBFGS"
-    if {"lambd", "t0"} <= keys:
-        return "ASGD"
-    if {"etas", "step_sizes"} <= keys:
-        return "Rprop"
-    if "beta2_decay" in keys:
-        return "Adafactor"
-    if "rho" in keys and "betas" not in keys:
-        return "Adadelta"
-    if "lr_decay" in keys or "initial_accumulator_value" in keys:
-        return "Adagrad"
-    if {"alpha", "centered"} <= keys:
-        return "RMSprop"
-    if "betas" in keys:
-        if "momentum_decay" in keys:
-            return "NAdam"
-        if "exp_inf" in state_keys:
-            return "Adamax"
-        if "amsgrad" in keys:
-            # Recent torch writes decoupled_weight_decay: False for Adam, True for AdamW.
-            if "decoupled_weight_decay" in keys:
-                return "AdamW" if group.get("decoupled_weight_decay") else "Adam"
-            return "Adam/AdamW"
-        if "decoupled_weight_decay" in keys:
-            return "RAdam"
-        if "weight_decay" not in keys:
-            return "SparseAdam"
-        return "Adam-like"
-    if "nesterov" in keys or "dampening" in keys:
-        return "SGD"
-    if state_keys & {"exp_avg_sq", "square_avg", "sum", "exp_inf", "acc_delta"}:
-        return "adaptive (unrecognised)"
-    return "unknown"
-
-
-def locate_item_parameter(groups: list[OptimizerGroup], state: Mapping[str, Any], bundle: ModelBundle) -> tuple[int | None, str]:
-    """Which optimizer parameter index is the item table, and how that was found.
-
-    First by the shape of its per-parameter state ((n_items, dim) or the transposed
-    linear-weight layout); then by position, when the optimizer holds exactly the
-    state dict's parameters (buffers left out) in order and every state shape agrees.
-    """
-    n, d = bundle.n_items, bundle.dim
-    targets = {(n, d), (d, n)}
-    per_param = state.get("state") or {}
-    shapes: dict[int, set[tuple[int, ...]]] = {}
-    for key, entry in per_param.items():
-        if isinstance(entry, Mapping) and str(key).isdigit():
-            shapes[int(key)] = {tuple(v.shape) for v in entry.values() if hasattr(v, "shape") and len(v.shape) >= 1}
-    matches = [i for i, s in shapes.items() if s & targets]
-    if len(matches) == 1 and (n, d) != (d, n):
-        return matches[0], "matched by the shape of its optimizer state"
-    indices = [p for g in groups for p in g.params]
-    keys = [
-        k for k, v in bundle.state_dict.items()
-        if hasattr(v, "is_floating_point") and v.is_floating_point() and not k.endswith(_BUFFER_SUFFIXES)
-    ]
-    if bundle.item_key in keys and len(keys) == len(indices):
-        order = sorted(indices)
-        position = {idx: keys[i] for i, idx in enumerate(order)}
-        consistent = all(
-            tuple(bundle.state_dict[position[idx]].shape) in s for idx, s in shapes.items() if s and idx in position
-        )
-        if consistent:
-            return order[keys.index(bundle.item_key)], "matched by position in the state dict's parameter order"
-    return None, "could not tell which parameter is the item table"
 
 
 # ---------------------------------------------------------------------------- config
@@ -280,10 +107,6 @@ def config_value(config: Mapping[str, Any] | None, names: tuple[str, ...], depth
     return None
 
 
-def normalise_optimizer(name: str) -> tuple[str | None, bool]:
-    """(optimizer kind, whether the name itself implies momentum) of a recorded name."""
-    low = str(name).lower().rsplit(".", 1)[-1].replace("_", "").replace("-", "").replace(" ", "")
-    return _OPTIMIZER_NAMES.get(low), low in _MOMENTUM_NAMES
 
 
 def classify_loss(name: str) -> tuple[Status, str]:
@@ -299,7 +122,7 @@ def classify_loss(name: str) -> tuple[Status, str]:
 
 @dataclass
 class _Facts:
-    """Training settings gathered from the file and the flags, with their sources."""
+    """Training settings recorded in the file's config (their keys are returned beside them)."""
 
     kind: str | None = None
     momentum_implied: bool = False
@@ -307,11 +130,9 @@ class _Facts:
     momentum: float | None = None
     weight_decay: float | None = None
     loss: str | None = None
-    temperature: float | None = None
     epochs: float | None = None
     batch_size: int | None = None
     item_encoder: str | None = None
-    sources: dict[str, str] = field(default_factory=dict)
 
 
 def _config_facts(config: Mapping[str, Any] | None) -> tuple[_Facts, dict[str, str]]:
@@ -332,14 +153,13 @@ def _config_facts(config: Mapping[str, Any] | None) -> tuple[_Facts, dict[str, s
         ("lr", ("item_lr", "lr", "learning_rate")),
         ("momentum", ("item_momentum", "momentum")),
         ("weight_decay", ("item_weight_decay", "weight_decay", "wd")),
-        ("temperature", ("temperature", "tau", "temp")),
         ("epochs", ("epochs", "max_epochs", "n_epochs", "num_epochs")),
         ("batch_size", ("batch_size", "batchsize")),
     ):
         hit = config_value(nested, names) if nested is not None else None
         hit = hit or config_value(config, names)
-        if hit is not None and _float(hit[0]) is not None:
-            setattr(facts, attr, _float(hit[0]))
+        if hit is not None and as_float(hit[0]) is not None:
+            setattr(facts, attr, as_float(hit[0]))
             keys[attr] = hit[1]
     if facts.batch_size is not None:
         facts.batch_size = int(facts.batch_size)
@@ -366,7 +186,7 @@ def _assess_c1(
     group: OptimizerGroup | None = None
     state_note = ""
     groups: list[OptimizerGroup] = []
-    opt_state, which = _item_optimizer_state(bundle)
+    opt_state, which = item_optimizer_state(bundle)
     if opt_state is not None:
         groups = recognise_optimizer(opt_state)
         if not groups:
@@ -422,7 +242,7 @@ def _assess_c1(
     # Config fills what the optimizer state does not show.
     if file_kind is None and config.kind is not None:
         file_kind, src["kind"] = config.kind, f"config ({config_keys.get('optimizer')})"
-    elif file_kind is not None and config.kind is not None and _family(config.kind) != _family(file_kind):
+    elif config.kind is not None and optimizer_family(config.kind) != optimizer_family(file_kind):
         warnings.append(
             f"the recorded config names optimizer {config.kind!r} but the optimizer state is {file_kind}; "
             "the optimizer state wins"
@@ -435,14 +255,13 @@ def _assess_c1(
             known[attr] = value
     implied = config.momentum_implied and src.get("kind", "").startswith("config")
     # Declared flags fill only what the file is silent on; a conflict warns, the file wins.
-    declared_kind = normalise_optimizer(declared.optimizer)[0] if declared.optimizer else None
     if declared.optimizer:
-        declared_implied = normalise_optimizer(declared.optimizer)[1]
+        declared_kind, declared_implied = normalise_optimizer(declared.optimizer)
         if file_kind is None:
             file_kind = declared_kind or declared.optimizer
             src["kind"] = "--optimizer"
             implied = implied or declared_implied
-        elif _family(declared_kind or declared.optimizer) != _family(file_kind):
+        elif optimizer_family(declared_kind or declared.optimizer) != optimizer_family(file_kind):
             warnings.append(
                 f"--optimizer {declared.optimizer} conflicts with the file ({file_kind} from "
                 f"{src['kind']}); the file wins"
@@ -460,12 +279,12 @@ def _assess_c1(
         {"optimizer": file_kind, "lr": file_lr, "momentum": file_m, "weight_decay": file_wd, "sources": dict(src)}
     )
     where = state_note or (src.get("kind") or src.get("momentum") or src.get("weight_decay") or "")
-    violations: list[str] = []
-    if file_kind in ADAPTIVE:
-        violations.append(f"{file_kind} rescales each coordinate by its gradient history")
     if group is not None and group.kind != "unknown":
-        violations = group.violations()
+        violations = group.violations()  # file_kind is group.kind here
     else:
+        violations = []
+        if file_kind in ADAPTIVE:
+            violations.append(f"{file_kind} rescales each coordinate by its gradient history")
         if file_m:
             violations.append(f"momentum {file_m:g}")
         elif implied and file_m is None:
@@ -499,36 +318,6 @@ def _assess_c1(
     return Condition(CONDITION_NAMES["C1"], "unknown", evidence, details), file_lr
 
 
-def _item_optimizer_state(bundle: ModelBundle) -> tuple[Mapping[str, Any] | None, str]:
-    """The optimizer state that trains the item table, and a note when several exist.
-
-    Lightning checkpoints may hold several optimizers (``optimizer_states``, kept whole
-    by the loader); the one with a per-parameter state of the item table's shape is the
-    item optimizer. When none or several match, the first is used and the note says so.
-    """
-    state = bundle.optimizer_state
-    if not isinstance(state, Mapping):
-        return None, ""
-    states = [s for s in (state.get("optimizer_states") or []) if isinstance(s, Mapping)]
-    if len(states) <= 1:
-        return state, ""
-    n, d = bundle.n_items, bundle.dim
-    targets = {(n, d), (d, n)}
-    hits = [
-        i for i, s in enumerate(states)
-        if any(
-            hasattr(v, "shape") and tuple(v.shape) in targets
-            for entry in (s.get("state") or {}).values() if isinstance(entry, Mapping)
-            for v in entry.values()
-        )
-    ]
-    if len(hits) == 1:
-        return states[hits[0]], f"optimizer {hits[0] + 1} of {len(states)} (its state has the item table's shape)"
-    return states[0], f"the first of {len(states)} optimizers (which one trains the item table is not recorded)"
-
-
-def _family(kind: str | None) -> str:
-    return "adam" if kind in ("Adam", "AdamW", "Adam/AdamW", "Adam-like") else str(kind).lower()
 
 
 # ---------------------------------------------------------------------------- C2, C3
@@ -779,8 +568,7 @@ def assess_conditions(
     c1, lr = _assess_c1(bundle, declared, facts, config_keys, warnings)
     live = bundle.live
     if live is None and pm is not None:
-        built = call_hook(pm, "popaudit_live_model", bundle=bundle)
-        live = built if built is not None else None
+        live = call_hook(pm, "popaudit_live_model", bundle=bundle)
     probe: ProbeOutcome | None = None
     if live is not None and run_probes:
         try:
@@ -827,13 +615,3 @@ def _apply_plugin_evidence(
             f"declared by a plugin ({cond.details['source']}): {cond.evidence}",
             {**cond.details, "inferred": {"status": inferred.status, "evidence": inferred.evidence}},
         )
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None

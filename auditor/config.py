@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,7 @@ class AuditConfig:
 
     @property
     def load_options(self) -> LoadOptions:
+        """The settings the model loader reads."""
         return LoadOptions(self.item_key, self.user_key, self.trust_pickle, self.item_ids, self.max_memory)
 
     def with_overrides(self, values: dict[str, Any]) -> AuditConfig:
@@ -104,3 +107,33 @@ class AuditConfig:
         if unknown:
             raise InputError(f"unknown audit settings: {', '.join(unknown)}")
         return replace(self, **values)
+
+
+# ---------------------------------------------------------------- --max-memory sizes
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_memory_size(value: Any) -> int:
+    """Bytes from an int or text such as ``4G``, ``512MiB``, ``1.5GB`` (powers of 1024)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        number = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a memory size such as 4G or 512MiB")
+        unit = "kmgt".find(match.group(2).lower()) + 1 if match.group(2) else 0
+        number = int(float(match.group(1)) * 1024**unit)
+    if number <= 0:
+        raise ValueError(f"memory size must be positive, got {value!r}")
+    return number
+
+
+def format_size(n_bytes: int) -> str:
+    """A size :func:`parse_memory_size` (``--max-memory``) accepts, rounded up: ``512K``, ``3M``, ``2G``."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n_bytes >= scale:
+            return f"{math.ceil(n_bytes / scale)}{unit}"
+    return str(n_bytes)

@@ -48,11 +48,14 @@ class Gate:
 
 @dataclass(frozen=True)
 class GateOutcome:
+    """One gate evaluated: the metric's value (None: not measured) and whether it tripped."""
+
     gate: Gate
     value: float | None
     tripped: bool
 
     def describe(self) -> str:
+        """One line for the console, e.g. ``spearman>0.3: 0.41 (TRIPPED)``."""
         if self.value is None:
             return f"{self.gate}: not measured"
         state = "TRIPPED" if self.tripped else "ok"

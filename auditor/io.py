@@ -30,11 +30,11 @@ def atomic_path(target: Path) -> Iterator[Path]:
         raise InputError(f"cannot write {target}: {exc.strerror} (folder {target.parent})") from exc
     os.close(fd)
     tmp_path = Path(tmp)
-    # mkstemp creates 0600; give the report the mode a plain open() would (umask applies).
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)
-    try:
+    try:  # from here on, any failure removes the temp file
+        # mkstemp creates 0600; give the report the mode a plain open() would (umask applies).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_path, 0o666 & ~umask)
         yield tmp_path
         os.replace(tmp_path, target)
     finally:

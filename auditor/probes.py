@@ -225,13 +225,14 @@ def item_tower_layers(live: LiveModel, module: torch.nn.Module) -> dict[str, Any
     whole model (towers side by side), only the layers owning item parameters are listed
     and activations between them cannot be attributed.
     """
-    item_ids = {id(p) for p in live.item_parameters(module)}
+    item_params = list(live.item_parameters(module))
+    item_ids = {id(p) for p in item_params}
     owners = [
         name
         for name, m in module.named_modules()
         if any(id(p) in item_ids for p in m.parameters(recurse=False))
     ]
-    n_params = int(sum(p.numel() for p in live.item_parameters(module)))
+    n_params = int(sum(p.numel() for p in item_params))
     modules = dict(module.named_modules())  # get_submodule is not supported on ScriptModules
     prefix = _common_prefix(owners)
     tower = modules[prefix] if prefix else module
@@ -372,11 +373,9 @@ def cross_jacobian(live: LiveModel, module: torch.nn.Module, rows: torch.Tensor)
     """
     f, params = _item_function(live, module, rows)
     dtype = next(iter(params.values())).dtype
-    with torch.no_grad():
-        out = f(params)
+    out, vjp_fn = vjp(f, params)  # one forward gives both the output shape and the vjp
     m, dim = int(out.shape[0]), int(out.shape[1])
     n_out = m * dim
-    _, vjp_fn = vjp(f, params)
 
     def column(cotangent: torch.Tensor) -> torch.Tensor:
         (tangent,) = vjp_fn(cotangent)
@@ -499,15 +498,16 @@ def update_step(
     """
     optimizer = live.make_optimizer(module)
     restored = optimizer is not None
+    item_params = list(live.item_parameters(module))
     if optimizer is not None:
         # load_state_dict keeps the caller's state tensors when dtype and device already
         # match, so stepping would change the live model's stored state: own a copy.
         optimizer.load_state_dict(copy.deepcopy(optimizer.state_dict()))
-    if optimizer is None:
+    else:
         lr = fallback_lr if fallback_lr is not None else 1.0
-        optimizer = torch.optim.SGD(live.item_parameters(module), lr=lr)
+        optimizer = torch.optim.SGD(item_params, lr=lr)
     lrs = {float(g["lr"]) for g in optimizer.param_groups if "lr" in g}
-    item_ids = {id(p) for p in live.item_parameters(module)}
+    item_ids = {id(p) for p in item_params}
     item_lrs = {
         float(g["lr"]) for g in optimizer.param_groups
         if "lr" in g and any(id(p) in item_ids for p in g["params"])
@@ -667,7 +667,8 @@ def run_probes(
     n_extra_items: int = 1024,
     progress: Progress = SILENT,
 ) -> ProbeOutcome:
-    """Run every probe on float64 copies of the model (never on ``live.module`` itself).
+    """Run every probe on copies of the model, float64 where it runs in it (never on
+    ``live.module`` itself).
 
     A probe that raises (user or plugin code that torch.func cannot trace, say) is
     recorded in ``errors`` and the others still run; :class:`ProbeError` means no probe

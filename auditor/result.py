@@ -32,6 +32,8 @@ SCORINGS = ("dot", "cosine", "popular")
 
 @dataclass
 class Inputs:
+    """What was audited: files, table keys and sizes (the report's ``inputs``)."""
+
     model: str
     interactions: str | None
     item_table: str | None
@@ -47,6 +49,8 @@ class Inputs:
 
 @dataclass
 class DecileRow:
+    """Norm summary of one popularity decile (1 = least popular)."""
+
     decile: int
     freq_min: int
     freq_max: int
@@ -57,6 +61,8 @@ class DecileRow:
 
 @dataclass
 class FrequencyNorm:
+    """Frequency-norm statistics (the report's ``frequency_norm``); NaN: undefined."""
+
     spearman: float
     spearman_ci: tuple[float, float]
     spearman_p: float
@@ -73,6 +79,8 @@ class FrequencyNorm:
 
 @dataclass
 class ListMeasures:
+    """CLI.md's exposure measures of one set of top-K lists (None: novelty unknown)."""
+
     head_share_1pct: float
     head_share_10pct: float
     head_share_20pct: float
@@ -85,6 +93,8 @@ class ListMeasures:
 
 @dataclass
 class CutoffMeasures:
+    """The measures of each scoring at one cut-off K, and the dot/cosine overlap."""
+
     dot: ListMeasures
     cosine: ListMeasures
     popular: ListMeasures
@@ -93,6 +103,8 @@ class CutoffMeasures:
 
 @dataclass
 class Retrieval:
+    """The retrieval section: measures per K, index, recall and the definitions used."""
+
     n_queries: int
     index: str
     at: dict[int, CutoffMeasures]
@@ -105,6 +117,8 @@ class Retrieval:
 
 @dataclass
 class Condition:
+    """One mechanism condition (C1-C5): its status and the evidence for it."""
+
     name: str
     status: Status
     evidence: str
@@ -113,6 +127,8 @@ class Condition:
 
 @dataclass
 class Verdict:
+    """The audit's conclusion, decided from the finished sections."""
+
     bias_detected: bool
     severity: Severity
     summary: str
@@ -132,6 +148,8 @@ class PlotData:
 
 @dataclass
 class AuditResult:
+    """Everything one audit found; ``to_dict`` is the JSON report."""
+
     inputs: Inputs
     frequency_norm: FrequencyNorm | None
     verdict: Verdict
@@ -222,7 +240,9 @@ def _clean(value: Any) -> Any:
         return [_clean(v) for v in value]
     if isinstance(value, np.ndarray):
         return [_clean(v) for v in value.tolist()]
-    if isinstance(value, (np.integer,)):
+    if isinstance(value, np.bool_):  # before the number checks: json cannot write it
+        return bool(value)
+    if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, (float, np.floating)):
         value = float(value)

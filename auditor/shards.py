@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from auditor.errors import AuditError, EmbeddingTableError, InputError
-from auditor.loading.tables import table_file
+from auditor.errors import EmbeddingTableError, InputError
+from auditor.loading.tables import PARQUET_BATCH_ROWS, table_file
 from auditor.model import ModelBundle
 from auditor.progress import SILENT, Progress
 
@@ -87,7 +87,7 @@ class ParquetRows:
         parts: list[np.ndarray] = []
         row = 0 if first is None else first
         what = f"{self.path} column {self.column!r}"
-        for batch in reader.iter_batches(batch_size=65_536, row_groups=groups, columns=[self.column]):
+        for batch in reader.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups, columns=[self.column]):
             low, high = max(self.start, row), min(self.stop, row + batch.num_rows)
             if low < high:
                 parts.append(_vector_column(batch.column(0).slice(low - row, high - low), what, EmbeddingTableError))
@@ -207,9 +207,7 @@ def dask_sharded_topk(
             for future in as_completed(list(futures), loop=client.loop):
                 try:
                     found_dot, found_cos = future.result()
-                except AuditError:
-                    raise
-                except OSError as exc:
+                except OSError as exc:  # AuditErrors (not OSErrors) pass through as they are
                     start, stop = futures[future]
                     raise InputError(
                         f"a Dask worker could not read rows {start}-{stop} of the item table: {exc}. "

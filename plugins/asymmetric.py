@@ -224,9 +224,10 @@ def train_example(
 
     data = synthetic_interactions(n_users, n_items, n_interactions, 1.0, seed=seed)
     histories = torch.from_numpy(data.histories(history_length))
-    torch.manual_seed(seed)
     heads, layers = 2, 1
-    model = AsymmetricTwoTower(histories, n_items, dim, heads, layers)
+    with torch.random.fork_rng(devices=[]):  # seed the initialisation, not the caller's RNG
+        torch.manual_seed(seed)
+        model = AsymmetricTwoTower(histories, n_items, dim, heads, layers)
     live = AsymmetricLive(model, temperature, lr, user_lr)
     users, items = torch.from_numpy(data.users), torch.from_numpy(data.items)
     optimizer = train_live(live, users, items, epochs=epochs, batch_size=batch_size, seed=seed)

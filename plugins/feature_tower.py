@@ -259,8 +259,9 @@ def train_example(
 
     data = synthetic_interactions(n_users, n_items, n_interactions, 1.0, seed=seed, n_features=n_features)
     assert data.item_features is not None
-    torch.manual_seed(seed)
-    model = FeatureTwoTower(n_users, torch.from_numpy(data.item_features), dim)
+    with torch.random.fork_rng(devices=[]):  # seed the initialisation, not the caller's RNG
+        torch.manual_seed(seed)
+        model = FeatureTwoTower(n_users, torch.from_numpy(data.item_features), dim)
     live = FeatureTowerLive(model, temperature, lr)
     users, items = torch.from_numpy(data.users), torch.from_numpy(data.items)
     optimizer = train_live(live, users, items, epochs=epochs, batch_size=batch_size, seed=seed)

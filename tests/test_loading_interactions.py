@@ -387,6 +387,17 @@ def test_read_pairs_dense_users_in_order_of_first_appearance(tmp_path):
     assert len(p) == 4
 
 
+def test_read_pairs_block_whose_user_ids_are_all_empty(tmp_path, small_batches):
+    # The first CSV blocks hold no user id at all: the log is re-read as text and those
+    # blocks add no pair, instead of failing as "item ids are not integers".
+    log = tmp_path / "log.csv"
+    log.write_text("item_id,user_id\n" + "5,\n" * 40 + "5,7\n6,8\n5,8\n")
+    pairs = read_pairs(log, item_ids=None, n_items=10)
+    assert pairs.item_rows.tolist() == [5, 6, 5]
+    assert pairs.user_index.tolist() == [0, 1, 1]
+    assert pairs.user_ids.tolist() == [7, 8]
+
+
 def test_read_pairs_with_item_ids(tmp_path):
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user": [5, 6, 5], "sku": ["b", "zz", "a"]}), path)

@@ -88,7 +88,7 @@ class RichProgress(Progress):
 
     def note(self, message: str) -> None:
         if self.enabled:
-            stderr.print(f"[dim]{message}[/dim]")
+            stderr.print(message, style="dim", markup=False)  # a message may contain [brackets]
 
 
 # ------------------------------------------------------------ audit options (check, batch)
@@ -131,9 +131,9 @@ retrieval_options = option_group(
 
 declared_training_options = option_group(
     click.option("--optimizer", help="Declare the item tower's optimizer when the file does not record it (sgd, momentum, adam, adamw, adagrad, rmsprop)."),
-    click.option("--momentum", type=float, help="Declare the SGD momentum used."),
+    click.option("--momentum", type=float, help="Declare the item tower's SGD momentum (0: plain SGD)."),
     click.option("--weight-decay", type=float, help="Declare the weight decay on the item parameters."),
-    click.option("--lr", type=float, help="Declare the learning rate (condition C5)."),
+    click.option("--lr", type=float, help="Declare the item tower's learning rate (used by C5)."),
     click.option("--loss", help="Declare the training loss (infonce-cos, cosine, infonce-dot, bpr, mse, ...)."),
 )
 """--optimizer, --momentum, --weight-decay, --lr, --loss (what a file does not record)."""
@@ -171,7 +171,7 @@ class MemorySize(click.ParamType):
     name = "SIZE"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from auditor.batch import parse_memory_size
+        from auditor.config import parse_memory_size
 
         try:
             return parse_memory_size(value)

@@ -141,13 +141,9 @@ def command(
         sys.exit(3)
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    from auditor.report.content import fmt_num
-
-    return fmt_num(value, digits)
-
-
 def _print_summary(summary: Any, n_resumed: int, output: Path) -> None:
+    from auditor.report.content import fmt_num  # here, so `popaudit --help` stays light
+
     console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
     resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
     console.print(
@@ -161,21 +157,21 @@ def _print_summary(summary: Any, n_resumed: int, output: Path) -> None:
         ranking.add_column(name, justify=justify)  # type: ignore[arg-type]
     for i, s in enumerate(summary.ranking, 1):
         ranking.add_row(str(i), str(s.row), s.model, s.label or "", s.severity or "n/a",
-                        _fmt(s.spearman), _fmt(s.head_share))
+                        fmt_num(s.spearman), fmt_num(s.head_share))
     console.print(ranking)
     if len(summary.order) > 1:
         trend = Table(title="Across the manifest order", title_justify="left")
         for name in ("metric", "first", "last", "change", "Kendall τ", "p", "trend"):
             trend.add_column(name, justify="left" if name in ("metric", "trend") else "right")
         for t in summary.trends:
-            trend.add_row(t.metric, _fmt(t.first), _fmt(t.last), _fmt(t.change),
-                          _fmt(t.kendall_tau), _fmt(t.p_value), t.direction)
+            trend.add_row(t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
+                          fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction)
         console.print(trend)
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
         order = Table(title="Row by row (changes from the previous audited row)", title_justify="left")
         for name in ("row", "model", "label", "spearman", "Δ", share, "Δ "):
             order.add_column(name, justify="left" if name in ("model", "label") else "right")
         for s in summary.order:
-            order.add_row(str(s.row), s.model, s.label or "", _fmt(s.spearman), _fmt(s.delta_spearman),
-                          _fmt(s.head_share), _fmt(s.delta_head_share))
+            order.add_row(str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+                          fmt_num(s.head_share), fmt_num(s.delta_head_share))
         console.print(order)

@@ -666,6 +666,7 @@ class _DistinctIds:
 _USER_BITS = 31
 _USER_MASK = (1 << _USER_BITS) - 1
 _ITEM_LIMIT = 1 << 32  # item << 31 | user stays below 2**63
+_DEDUP_CHUNK = 1 << 20  # keys deduplicated per chunk by _sorted_unique
 
 
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -692,9 +693,6 @@ def _sorted_unique(keys: np.ndarray) -> np.ndarray:
         write += kept.size
     keys.resize(write, refcheck=False)  # shrinks in place (realloc)
     return keys
-
-
-_DEDUP_CHUNK = 1 << 20
 
 
 class _SortedKeys:
@@ -866,20 +864,31 @@ def _count(log: _Log, need_users: bool, as_strings: bool, progress: Progress) ->
 # ---------------------------------------------------------------- aligning with rows
 
 
-def _as_matching(values: np.ndarray, keys: np.ndarray) -> tuple[pa.Array, pa.Array]:
-    """pyarrow arrays of ``values`` and ``keys`` of one type (int vs str ids compare as str)."""
-    v, k = pa.array(values), pa.array(keys)
-    if pa.types.is_integer(v.type) != pa.types.is_integer(k.type):
-        v, k = v.cast(pa.string()), k.cast(pa.string())
-    return v, k
+class _RowLookup:
+    """Raw item id -> table row (hash lookup), -1 when absent.
+
+    Integer and string ids compare as strings; the id set is cast to text at most once,
+    not once per batch of a streamed log.
+    """
+
+    def __init__(self, item_ids: np.ndarray) -> None:
+        self.keys = pa.array(item_ids)
+        self._text: pa.Array | None = None
+
+    def __call__(self, values: pa.Array) -> np.ndarray:
+        keys = self.keys
+        if pa.types.is_integer(values.type) != pa.types.is_integer(keys.type):
+            if self._text is None:
+                self._text = keys.cast(pa.string())
+            values, keys = values.cast(pa.string()), self._text
+        return pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def lookup_rows(values: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
     """Row of each raw id in ``item_ids`` (hash lookup), -1 when absent."""
     if len(values) == 0:
         return np.empty(0, dtype=np.int64)
-    v, k = _as_matching(values, item_ids)
-    return pc.fill_null(pc.index_in(v, value_set=k), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return _RowLookup(item_ids)(pa.array(values))
 
 
 # Canonical integers, as _maybe_int keeps them ("12", "-3"; not "012", "+5", "1.0").
@@ -985,8 +994,11 @@ def align_counts(counts: IdCounts, item_ids: np.ndarray | None, n_items: int) ->
 # ---------------------------------------------------------------- pairs
 
 
-def _batch_rows(items: pa.Array, keys: pa.Array | None, n_items: int, log: _Log) -> np.ndarray:
-    if keys is None:
+def _batch_rows(items: pa.Array, lookup: _RowLookup | None, n_items: int, log: _Log) -> np.ndarray:
+    """Table row of each item id of one batch (-1: no row); ids are rows when ``lookup`` is None."""
+    if len(items) == 0:  # e.g. every user id of the block empty: no type to judge the ids by
+        return np.empty(0, dtype=np.int64)
+    if lookup is None:
         items = _maybe_int(items)
         if pa.types.is_floating(items.type):  # integral floats are ids, as ids_to_numpy reads them
             try:
@@ -997,10 +1009,7 @@ def _batch_rows(items: pa.Array, keys: pa.Array | None, n_items: int, log: _Log)
             raise _not_integers(log, log.path, _first_non_integer(items))
         ids = items.cast(pa.int64()).to_numpy(zero_copy_only=False)
         return np.where((ids >= 0) & (ids < n_items), ids, -1)
-    v = items
-    if pa.types.is_integer(v.type) != pa.types.is_integer(keys.type):
-        v, keys = v.cast(pa.string()), keys.cast(pa.string())
-    return pc.fill_null(pc.index_in(v, value_set=keys), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return lookup(items)
 
 
 def read_pairs(
@@ -1041,7 +1050,7 @@ def read_pairs(
 def _pairs(
     log: _Log, item_ids: np.ndarray | None, n_items: int, max_rows: int | None, seed: int, as_strings: bool
 ) -> InteractionPairs:
-    keys = pa.array(item_ids) if item_ids is not None else None
+    lookup = _RowLookup(item_ids) if item_ids is not None else None
     rng = np.random.default_rng(seed)
     users_parts: list[pa.Array] = []
     rows_parts: list[np.ndarray] = []
@@ -1056,7 +1065,7 @@ def _pairs(
         valid = pc.and_(pc.is_valid(items), pc.is_valid(users))
         if items.null_count or users.null_count:
             items, users = items.filter(valid), users.filter(valid)
-        rows = _batch_rows(items, keys, n_items, log)
+        rows = _batch_rows(items, lookup, n_items, log)
         mapped = np.flatnonzero(rows >= 0)
         users_parts.append(users.take(pa.array(mapped)))
         rows_parts.append(rows[mapped])
@@ -1071,7 +1080,7 @@ def _pairs(
         _shrink(users_parts, rows_parts, pos_parts, key_parts, max_rows)
     if n_read == 0:
         raise InteractionsError(f"no interactions in {log.path}")
-    users_all = pa.concat_arrays(users_parts) if users_parts else pa.array([], pa.int64())
+    users_all = pa.concat_arrays(users_parts)  # not empty: at least one batch was read
     rows_all = np.concatenate(rows_parts)
     pos_all = np.concatenate(pos_parts)
     order = np.argsort(pos_all, kind="stable")  # back to log order

@@ -13,7 +13,6 @@ stage reads tables in row blocks, so such a table is never loaded whole.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import tempfile
@@ -29,6 +28,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import torch
 
+from auditor.config import format_size
 from auditor.errors import (
     AmbiguousTableError,
     EmbeddingTableError,
@@ -92,14 +92,6 @@ def min_memory(dim: int, n_rows: int | None = None) -> int:
     retrieval shard holds)."""
     rows = MIN_BLOCK_ROWS if n_rows is None else max(1, min(MIN_BLOCK_ROWS, int(n_rows)))
     return rows * max(int(dim), 1) * 4 * 2
-
-
-def format_size(n_bytes: int) -> str:
-    """A size ``--max-memory`` accepts, rounded up: ``512K``, ``3M``, ``2G``."""
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n_bytes >= scale:
-            return f"{math.ceil(n_bytes / scale)}{unit}"
-    return str(n_bytes)
 
 
 def check_memory_ceiling(max_memory: int | None, dim: int, what: str, n_rows: int | None = None) -> None:
@@ -660,15 +652,14 @@ def read_parquet_table(
         if vec.null_count:
             nulls = np.flatnonzero(vec.is_null().to_numpy(zero_copy_only=False)) + row
             raise EmbeddingTableError(f"{path} column {vector_col!r} has empty vectors (rows {_first_rows(nulls)})")
-        if dim is None:
+        if not pa.types.is_fixed_size_list(vtype):  # variable length: row 0 sets the width
             lengths = pc.list_value_length(vec).to_numpy(zero_copy_only=False)
-            dim = int(lengths[0]) if lengths.size else None
-        if dim is not None and not pa.types.is_fixed_size_list(vtype):
-            lengths = pc.list_value_length(vec).to_numpy(zero_copy_only=False)
+            if dim is None and lengths.size:
+                dim = int(lengths[0])
             bad = np.flatnonzero(lengths != dim)
             if bad.size:
                 raise EmbeddingTableError(
-                    f"{path} column {vector_col!r}: vectors have different lengths (row {row} has {dim}, "
+                    f"{path} column {vector_col!r}: vectors have different lengths (row 0 has {dim}, "
                     f"row {int(bad[0]) + row} has {int(lengths[bad[0]])})"
                 )
         if out is None:

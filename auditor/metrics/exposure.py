@@ -115,7 +115,7 @@ def as_slots(lists: np.ndarray | Slots, n_items: int) -> Slots:
 def exposure_counts(lists: np.ndarray, n_items: int) -> np.ndarray:
     """How many slots of ``lists`` each item row fills (int64, length ``n_items``)."""
     lists = np.asarray(lists)
-    return np.bincount(lists[lists >= 0].ravel(), minlength=n_items).astype(np.int64)
+    return np.bincount(lists[lists >= 0], minlength=n_items).astype(np.int64)
 
 
 def _nanmean(values: np.ndarray) -> float:
@@ -271,7 +271,7 @@ class LongTailShare:
 
     def per_list(self, lists: np.ndarray | Slots) -> np.ndarray:
         """Long-tail share of each list (NaN for an empty list)."""
-        return as_slots(lists, self.n_items).per_list_mean(self.tail.astype(np.float64))
+        return as_slots(lists, self.n_items).per_list_mean(self.tail)  # bool: 1 per tail slot
 
     def measure(self, lists: np.ndarray | Slots) -> float:
         """Mean of :meth:`per_list` over non-empty lists."""

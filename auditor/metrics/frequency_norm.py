@@ -1,6 +1,7 @@
 """How strongly item embedding norms follow item popularity (SCIENCE.md §6).
 
-All statistics are vectorised over items; the only Python loop runs over the ten deciles.
+All statistics are vectorised over items; Python loops run only over the ten deciles
+and over row blocks of the table.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 from scipy import stats as sps
 
 from auditor.errors import EmbeddingTableError
+from auditor.loading.tables import block_rows
 from auditor.result import DecileRow, FrequencyNorm
 
 # Above this many items the bootstrap resamples a fixed-size subsample instead of all
@@ -20,8 +22,11 @@ BOOTSTRAP_MAX_ITEMS = 20_000
 N_DECILES = 10
 
 
-def item_norms(table: np.ndarray, block: int = 32_768) -> np.ndarray:
-    """Euclidean norm of each row, in float64, computed in blocks to bound memory."""
+def item_norms(table: np.ndarray, block: int | None = None) -> np.ndarray:
+    """Euclidean norm of each row, in float64, computed in row blocks to bound memory
+    (``block`` rows; default: :func:`~auditor.loading.tables.block_rows` for float64)."""
+    if block is None:
+        block = block_rows(table.shape[1], bytes_per_value=8)
     out = np.empty(table.shape[0], dtype=np.float64)
     for start in range(0, table.shape[0], block):
         rows = np.asarray(table[start : start + block], dtype=np.float64)
@@ -51,9 +56,10 @@ def frequency_norm_stats(
     if n < 3:
         raise EmbeddingTableError(f"a correlation needs at least 3 items, the table has {n}")
     notes: list[str] = []
-    constant = np.ptp(freqs) == 0 or np.ptp(norms) == 0
+    constant_freqs = np.ptp(freqs) == 0
+    constant = constant_freqs or np.ptp(norms) == 0
     if constant:
-        which = "frequency" if np.ptp(freqs) == 0 else "norm"
+        which = "frequency" if constant_freqs else "norm"
         notes.append(f"every item has the same {which}: correlations are undefined (reported as null)")
         spearman = spearman_p = pearson_log = kendall = float("nan")
         ci = (float("nan"), float("nan"))

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.report import RenderContext
+from auditor.report.content import fmt_num, fmt_pct, fmt_ratio, ratio
 from auditor.result import LIST_MEASURES, AuditResult
 
 SEVERITY_STYLE = {"none": "green", "low": "yellow", "moderate": "dark_orange", "high": "bold red"}
@@ -21,11 +22,14 @@ STATUS_STYLE = {"holds": "red", "violated": "green", "unknown": "dim"}
 
 
 class ConsoleRenderer:
+    """``--format console``: rich tables, coloured only when ``context.color`` is set."""
+
     name = "console"
     suffix = ".txt"
     description = "human-readable report for the terminal (rich tables)"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
+        """The report as text, ``context.width`` columns wide."""
         buffer = io.StringIO()
         console = Console(
             file=buffer,
@@ -93,16 +97,6 @@ def _inputs(result: AuditResult) -> Text:
     return Text(line, style="dim")
 
 
-def _fmt(value: object, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        if value != value:  # NaN
-            return "—"
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def _frequency_norm(result: AuditResult) -> Table:
     fn = result.frequency_norm
     assert fn is not None
@@ -110,11 +104,12 @@ def _frequency_norm(result: AuditResult) -> Table:
     table.add_column("measure")
     table.add_column("value", justify="right")
     lo, hi = fn.spearman_ci
-    table.add_row("Spearman ρ (95% CI)", f"{_fmt(fn.spearman)} [{_fmt(lo)}, {_fmt(hi)}]")
-    table.add_row("p-value", f"{fn.spearman_p:.2g}" if fn.spearman_p == fn.spearman_p else "—")
-    table.add_row("Pearson on log(1+freq)", _fmt(fn.pearson_log))
-    table.add_row("Kendall τ", _fmt(fn.kendall))
-    table.add_row("log–log slope (ideal ≈ 0.25)", _fmt(fn.loglog_slope))
+    table.add_row("Spearman ρ (95% CI)", f"{fmt_num(fn.spearman)} [{fmt_num(lo)}, {fmt_num(hi)}]")
+    # A p-value of exactly 0 is a float underflow, not certainty (as in content.py).
+    table.add_row("p-value", "< 1e-300" if fn.spearman_p == 0 else fmt_num(fn.spearman_p))
+    table.add_row("Pearson on log(1+freq)", fmt_num(fn.pearson_log))
+    table.add_row("Kendall τ", fmt_num(fn.kendall))
+    table.add_row("log–log slope (ideal ≈ 0.25)", fmt_num(fn.loglog_slope))
     table.add_row("items / cold items", f"{fn.n_items:,} / {fn.n_cold:,}")
     return table
 
@@ -130,8 +125,8 @@ def _deciles(result: AuditResult) -> Table:
             str(row.decile),
             f"{row.freq_min:,}–{row.freq_max:,}",
             f"{row.n:,}",
-            _fmt(row.norm_median),
-            _fmt(row.norm_mean),
+            fmt_num(row.norm_median),
+            fmt_num(row.norm_mean),
         )
     return table
 
@@ -152,9 +147,8 @@ def _retrieval(result: AuditResult) -> Group:
             table.add_column(name, justify="right")
         for metric in LIST_MEASURES:
             dot, cos, pop = (getattr(getattr(cut, s), metric) for s in ("dot", "cosine", "popular"))
-            ratio = dot / cos if dot is not None and cos else None
-            table.add_row(metric, _fmt(dot), _fmt(cos), _fmt(pop), _fmt(ratio, 2))
-        table.add_row("overlap dot∩cosine", _fmt(cut.overlap_dot_cosine), "", "", "")
+            table.add_row(metric, fmt_num(dot), fmt_num(cos), fmt_num(pop), fmt_ratio(ratio(dot, cos)))
+        table.add_row("overlap dot∩cosine", fmt_num(cut.overlap_dot_cosine), "", "", "")
         tables.append(table)
     if retrieval.recall:
         recall = ", ".join(f"@{k}: {v:.3f}" for k, v in sorted(retrieval.recall.items()))
@@ -183,9 +177,9 @@ def _conditions(result: AuditResult) -> Table:
 def _probes(result: AuditResult) -> Text:
     angles = (result.probes or {}).get("update_angles") or {}
     return Text(
-        f"Update angles over {angles.get('n', 0):,} items: median {_fmt(angles.get('median'), 2)}°, "
-        f"{_fmt(100 * (angles.get('share_90pm1') or 0), 1)}% within 90°±1°, "
-        f"{_fmt(100 * (angles.get('share_90pm10') or 0), 1)}% within 90°±10°"
+        f"Update angles over {angles.get('n', 0):,} items: median {fmt_num(angles.get('median'), 2)}°, "
+        f"{fmt_pct(angles.get('share_90pm1'))} within 90°±1°, "
+        f"{fmt_pct(angles.get('share_90pm10'))} within 90°±10°"
     )
 
 
@@ -194,5 +188,5 @@ def _measures(result: AuditResult) -> Table:
     table.add_column("measure")
     table.add_column("value", justify="right")
     for name, value in result.measures.items():
-        table.add_row(Text(name), Text(_fmt(value) if isinstance(value, float) else str(value)))
+        table.add_row(Text(name), Text(fmt_num(value) if isinstance(value, float) else str(value)))
     return table

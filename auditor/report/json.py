@@ -9,9 +9,12 @@ from auditor.result import AuditResult
 
 
 class JsonRenderer:
+    """``--format json``: :meth:`AuditResult.to_dict`, indented, NaN refused (strict JSON)."""
+
     name = "json"
     suffix = ".json"
     description = "machine-readable report (CLI.md schema_version 1)"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
+        """The JSON document, newline-terminated (``context`` is not needed)."""
         return json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n"

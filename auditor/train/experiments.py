@@ -166,7 +166,8 @@ def retrieval_head_share(
 def measure_run(
     result: TrainResult, *, k: int, n_bootstrap: int, seed: int
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """All measures of one trained run; returns (measures, raw update angles)."""
+    """All measures of one trained run; returns (measures, update-angle counts over
+    :data:`ANGLE_EDGES`)."""
     data = result.data
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA9]))
     pick = torch.from_numpy(rng.choice(data.n_interactions, result.config.batch_size, replace=False))
@@ -195,7 +196,7 @@ def measure_run(
         "final_loss": result.trace[-1]["loss"],
         "mean_norm": result.trace[-1]["mean_norm"],
     }
-    return measures, angles
+    return measures, np.asarray(summary["counts"], dtype=np.int64)
 
 
 def _aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -258,8 +259,8 @@ def _run_grid(
                     sizes.n_users, sizes.n_items, sizes.n_interactions, sizes.zipf, seed=seed
                 )
                 result = train(data, sizes.config(seed, **setting.overrides))
-                measures, angles = measure_run(result, k=sizes.k, n_bootstrap=sizes.n_bootstrap, seed=seed)
-                counts += np.histogram(angles, bins=ANGLE_EDGES)[0]
+                measures, angle_counts = measure_run(result, k=sizes.k, n_bootstrap=sizes.n_bootstrap, seed=seed)
+                counts += angle_counts
                 runs.append(measures)
                 advance(1)
             rows.append(

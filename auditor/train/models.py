@@ -10,6 +10,7 @@ tower's do) but let the asymmetric, production-like case be trained.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from torch import nn
 
 from auditor.errors import TrainingError
 from auditor.train import ITEM_ENCODERS, USER_ENCODERS
+
 NEEDS_FEATURES = frozenset({"dense-linear"})
 NEEDS_HISTORIES = frozenset({"transformer"})
 
@@ -58,6 +60,7 @@ class ModelSpec:
             )
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, as recorded in the checkpoint's config."""
         return asdict(self)
 
     @classmethod
@@ -186,15 +189,19 @@ class TwoTower(nn.Module):
         self.user_tower = user_tower
 
     def encode_items(self, rows: torch.Tensor) -> torch.Tensor:
+        """Item embeddings (len(rows), dim) of item table rows ``rows``."""
         return self.item_tower(rows)
 
     def encode_users(self, rows: torch.Tensor) -> torch.Tensor:
+        """User embeddings (len(rows), dim) of user rows ``rows``."""
         return self.user_tower(rows)
 
     def item_parameters(self) -> list[nn.Parameter]:
+        """The item tower's parameters (what the item optimizer trains)."""
         return list(self.item_tower.parameters())
 
     def user_parameters(self) -> list[nn.Parameter]:
+        """The user tower's parameters (what the user optimizer trains)."""
         return list(self.user_tower.parameters())
 
 
@@ -233,7 +240,7 @@ def build_model(
 
 
 @torch.no_grad()
-def encode_all(encode: Any, n: int, chunk: int = 65_536) -> torch.Tensor:
+def encode_all(encode: Callable[[torch.Tensor], torch.Tensor], n: int, chunk: int = 65_536) -> torch.Tensor:
     """float32 (n, dim): ``encode(rows)`` for rows 0..n-1, in chunks to bound memory."""
     parts = [
         encode(torch.arange(start, min(start + chunk, n), dtype=torch.int64))
