@@ -145,24 +145,20 @@ sampling_options = option_group(
 """--seed, --bootstrap."""
 
 
-def audit_settings(
-    ks: tuple[int, ...],
-    no_retrieval: bool,
-    no_probes: bool,
-    optimizer: str | None,
-    momentum: float | None,
-    weight_decay: float | None,
-    lr: float | None,
-    loss: str | None,
-) -> dict[str, Any]:
-    """:class:`~auditor.config.AuditConfig` fields from the options above that it names
-    differently: ``ks`` (default 10 and 100), ``retrieval``, ``probes``, ``declared``."""
-    return {
-        "ks": tuple(dict.fromkeys(ks)) or (10, 100),
-        "retrieval": not no_retrieval,
-        "probes": not no_probes,
-        "declared": DeclaredTraining(optimizer, momentum, weight_decay, lr, loss),
-    }
+def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """:class:`~auditor.config.AuditConfig` fields from parsed options.
+
+    The options above that the config names differently become ``ks`` (default 10 and
+    100), ``retrieval``, ``probes`` and ``declared``; every other option passes through
+    under its own name, which is the config field's.
+    """
+    fields = dict(options)
+    declared = [fields.pop(name) for name in ("optimizer", "momentum", "weight_decay", "lr", "loss")]
+    fields["ks"] = tuple(dict.fromkeys(fields.pop("ks"))) or (10, 100)
+    fields["retrieval"] = not fields.pop("no_retrieval")
+    fields["probes"] = not fields.pop("no_probes")
+    fields["declared"] = DeclaredTraining(*declared)
+    return fields
 
 
 class MemorySize(click.ParamType):

@@ -14,7 +14,7 @@ from auditor.cli._common import (
     MemorySize,
     PathArg,
     RichProgress,
-    audit_settings,
+    audit_fields,
     common_options,
     declared_training_options,
     log_column_options,
@@ -60,14 +60,6 @@ def command(
     html_path: Path | None,
     rank_by: str,
     fail_on: tuple[str, ...],
-    ks: tuple[int, ...],
-    no_retrieval: bool,
-    no_probes: bool,
-    optimizer: str | None,
-    momentum: float | None,
-    weight_decay: float | None,
-    lr: float | None,
-    loss: str | None,
     quiet: bool,
     plugins: tuple[Path, ...],
     **settings: Any,
@@ -96,11 +88,7 @@ def command(
     from auditor.gate import evaluate_gates, metric_names, parse_gates
     from auditor.io import write_atomic
 
-    defaults = dict(settings)
-    defaults.update(
-        plugins=plugins,
-        **audit_settings(ks, no_retrieval, no_probes, optimizer, momentum, weight_decay, lr, loss),
-    )
+    defaults = {**audit_fields(settings), "plugins": plugins}
     parsed = read_manifest(manifest)
     row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
     try:

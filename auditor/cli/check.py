@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,7 +13,7 @@ from auditor.cli._common import (
     MemorySize,
     PathArg,
     RichProgress,
-    audit_settings,
+    audit_fields,
     common_options,
     declared_training_options,
     fail,
@@ -54,38 +55,15 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @common_options
 def command(
     model: Path,
-    interactions: Path | None,
-    interactions_format: str,
-    user_col: str | None,
-    item_col: str | None,
-    item_ids: Path | None,
-    item_key: str | None,
-    user_key: str | None,
-    ks: tuple[int, ...],
-    queries: str,
-    max_queries: int,
-    index: str,
-    popularity: str,
-    no_retrieval: bool,
-    no_probes: bool,
-    optimizer: str | None,
-    momentum: float | None,
-    weight_decay: float | None,
-    lr: float | None,
-    loss: str | None,
     fmt: str,
     output: Path | None,
     json_path: Path | None,
     html_path: Path | None,
     markdown_path: Path | None,
     fail_on: tuple[str, ...],
-    seed: int,
-    bootstrap: int,
-    max_memory: int | None,
-    scheduler: str | None,
-    trust_pickle: bool,
     quiet: bool,
     plugins: tuple[Path, ...],
+    **options: Any,
 ) -> None:
     """Audit one trained model or embedding table for popularity bias.
 
@@ -106,27 +84,7 @@ def command(
       popaudit check model.pt --interactions train.parquet --html report.html \\
           --fail-on 'spearman>0.5'
     """
-    config = AuditConfig(
-        model=model,
-        interactions=interactions,
-        interactions_format=interactions_format,
-        user_col=user_col,
-        item_col=item_col,
-        item_ids=item_ids,
-        item_key=item_key,
-        user_key=user_key,
-        trust_pickle=trust_pickle,
-        queries=queries,
-        max_queries=max_queries,
-        index=index,
-        popularity=popularity,
-        bootstrap=bootstrap,
-        seed=seed,
-        max_memory=max_memory,
-        scheduler=scheduler,
-        plugins=plugins,
-        **audit_settings(ks, no_retrieval, no_probes, optimizer, momentum, weight_decay, lr, loss),
-    )
+    config = AuditConfig(model=model, plugins=plugins, **audit_fields(options))
     pm = get_plugin_manager(plugins)
     available = renderers(pm)
     if fmt not in available:
@@ -142,7 +100,8 @@ def command(
 
     check_not_inputs(
         {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path},
-        {"MODEL": model, "--interactions": interactions, "--item-ids": item_ids, "--queries": Path(queries)},
+        {"MODEL": model, "--interactions": config.interactions, "--item-ids": config.item_ids,
+         "--queries": Path(config.queries)},
     )
 
     # Import here so `popaudit --help` stays fast (torch and faiss load on demand).

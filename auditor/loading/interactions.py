@@ -254,7 +254,7 @@ def _maybe_int(arr: pa.Array) -> pa.Array:
         return arr
     try:
         as_int = arr.cast(pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except pa.ArrowException:  # not integers, or no cast kernel
         return arr
     same = pc.equal(as_int.cast(arr.type), arr)
     return as_int if pc.all(same).as_py() else arr

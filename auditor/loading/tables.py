@@ -452,7 +452,7 @@ def ids_to_numpy(arr: pa.Array | pa.ChunkedArray, what: str) -> np.ndarray:
     if pa.types.is_floating(t):
         try:
             return arr.cast(pa.int64(), safe=True).to_numpy(zero_copy_only=False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        except pa.ArrowException as exc:  # lossy or unsupported cast
             raise IdMappingError(f"{what} holds non-integer numbers; ids must be integers or strings") from exc
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return arr.cast(pa.string()).to_numpy(zero_copy_only=False)
