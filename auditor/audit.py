@@ -14,12 +14,14 @@ import numpy as np
 import pluggy
 
 from auditor.config import AuditConfig
-from auditor.errors import IdMappingError
+from auditor.errors import IdMappingError, setting
 from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, read_pairs
-from auditor.loading.tables import block_rows
+from auditor.loading.history import HistoryQueries, history_from_log, history_from_pairs
+from auditor.loading.idmap import check_assumed_rows, describe_mapping
+from auditor.memory import block_rows
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
-from auditor.plugins import compute_measures, get_plugin_manager
+from auditor.plugins import call_hook, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, PlotData
 
@@ -78,7 +80,7 @@ def run_audit(
     frequency_norm = None
     if stats is None:
         not_measured["frequency_norm"] = (
-            "no item frequencies: pass --interactions with the training log"
+            f"no item frequencies: pass {setting('interactions')} with the training log"
         )
     else:
         with progress.track("Frequency–norm statistics"):
@@ -98,8 +100,12 @@ def run_audit(
             norms=norms, frequencies=None if stats is None else stats.frequencies
         ),
     )
-    pairs = _pairs(bundle, config, stats, result)
-    _measure_retrieval(result, bundle, stats, config, pairs, progress)
+    history = _history(bundle, config, progress)
+    _measure_retrieval(result, bundle, stats, config, history, progress)
+    if bundle.live is None:  # a plugin may know how to run this model
+        bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+    # The log is read for probe batches only when there is a model to probe.
+    pairs = _probe_pairs(bundle, config) if config.probes and bundle.live is not None else None
     _assess_conditions(result, bundle, stats, config, pairs, pm, progress)
     result.measures.update(compute_measures(pm, bundle, stats, result))
 
@@ -119,7 +125,16 @@ def _item_stats(
     """Frequencies per table row, from the log (preferred) or the checkpoint's record."""
     if config.interactions is not None:
         counts = cache.item_counts(config, need_users=config.retrieval, progress=progress)
-        stats = align_counts(counts, bundle.item_ids, bundle.n_items)
+        policy = config.row_ids
+        if bundle.item_ids is not None and policy.offset is not None:
+            raise IdMappingError(
+                f"{setting('id_offset')} applies where ids are taken as rows, but the item rows of "
+                f"{bundle.source} are mapped through {bundle.item_ids_source}"
+            )
+        stats = align_counts(counts, bundle.item_ids, bundle.n_items, offset=policy.shift)
+        if bundle.item_ids is None:
+            # align_counts refused non-integer ids already: these are integers.
+            check_assumed_rows(counts.ids, bundle.n_items, policy, "item", config.interactions, stats.n_unmapped)
         if counts.n_null_items:
             warnings.append(
                 f"{counts.n_null_items:,} interactions in {config.interactions} have an empty "
@@ -135,12 +150,13 @@ def _item_stats(
             warnings.append(
                 f"{stats.n_unmapped:,} interactions ({share:.1%}) reference "
                 f"{_count(stats.n_unmapped_ids, 'item id')} with no row in the item table; "
-                "they are left out of the frequencies (pass --item-ids if rows are not ids)"
+                "they are left out of the frequencies"
+                + (f" ({setting('assume_row_ids')}: ids taken as rows anyway)" if bundle.item_ids is None else "")
             )
         if int(stats.frequencies.sum()) == 0:
             raise IdMappingError(
                 f"no interaction in {config.interactions} matches a row of the item table: "
-                "pass --item-ids with the raw id of each row"
+                f"pass {setting('item_ids')} with the raw id of each row"
             )
         return stats
     if bundle.item_frequencies is not None:
@@ -158,17 +174,38 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def _pairs(
-    bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None, result: AuditResult
-) -> InteractionPairs | None:
-    """(user, item) pairs when a stage needs them: history queries or probe batches."""
-    needs_history = config.retrieval and (
+def _needs_history(bundle: ModelBundle, config: AuditConfig) -> bool:
+    return config.retrieval and (
         config.queries == "history" or (config.queries == "auto" and bundle.user_table is None)
     )
-    needs_probes = config.probes
-    if bundle.train_pairs is not None and not needs_history:
-        return bundle.train_pairs
-    if config.interactions is None or not (needs_history or needs_probes):
+
+
+def _history(bundle: ModelBundle, config: AuditConfig, progress: Progress) -> HistoryQueries | None:
+    """History queries when retrieval uses them: streamed from the log (only the sampled
+    users' interactions are kept), else from the pairs a popaudit checkpoint recorded."""
+    if not _needs_history(bundle, config):
+        return None
+    if config.interactions is not None:
+        return history_from_log(
+            config.interactions,
+            fmt=config.interactions_format,
+            user_col=config.user_col,
+            item_col=config.item_col,
+            item_ids=bundle.item_ids,
+            table=bundle.item_table,
+            max_users=config.max_queries,
+            seed=config.seed,
+            offset=config.row_ids.shift,
+            progress=progress,
+        )
+    if bundle.train_pairs is not None and len(bundle.train_pairs):
+        return history_from_pairs(bundle.train_pairs, bundle.item_table, config.max_queries, config.seed)
+    return None
+
+
+def _probe_pairs(bundle: ModelBundle, config: AuditConfig) -> InteractionPairs | None:
+    """A seeded sample of (user, item-row) pairs for the probes' training batches."""
+    if config.interactions is None:
         return bundle.train_pairs
     return read_pairs(
         config.interactions,
@@ -177,8 +214,9 @@ def _pairs(
         item_col=config.item_col,
         item_ids=bundle.item_ids,
         n_items=bundle.n_items,
-        max_rows=None if needs_history else PROBE_PAIRS,
+        max_rows=PROBE_PAIRS,
         seed=config.seed,
+        offset=config.row_ids.shift,
     )
 
 
@@ -187,24 +225,24 @@ def _measure_retrieval(
     bundle: ModelBundle,
     stats: ItemStats | None,
     config: AuditConfig,
-    pairs: InteractionPairs | None,
+    history: HistoryQueries | None,
     progress: Progress,
 ) -> None:
     if not config.retrieval:
-        result.not_measured["retrieval"] = "skipped with --no-retrieval"
+        result.not_measured["retrieval"] = f"skipped with {setting('retrieval')}"
         return
     if stats is None:
-        result.not_measured["retrieval"] = "needs item frequencies: pass --interactions"
+        result.not_measured["retrieval"] = f"needs item frequencies: pass {setting('interactions')}"
         return
-    if bundle.user_table is None and pairs is None and config.queries in ("auto", "users"):
+    if bundle.user_table is None and history is None and config.queries in ("auto", "users"):
         result.not_measured["retrieval"] = (
-            "no queries: the model has no user table; pass --interactions (history "
-            "queries) or --queries PATH"
+            f"no queries: the model has no user table; pass {setting('interactions')} (history "
+            f"queries) or {setting('queries')} PATH"
         )
         return
     from auditor.retrieval import measure_retrieval
 
-    outcome = measure_retrieval(bundle, stats, config, pairs, progress)
+    outcome = measure_retrieval(bundle, stats, config, history, progress)
     result.retrieval = outcome.retrieval
     result.plot_data.exposure = outcome.exposure
     result.warnings.extend(outcome.warnings)
@@ -230,23 +268,19 @@ def _assess_conditions(
         seed=config.seed,
         run_probes=config.probes,
         progress=progress,
+        row_ids=config.row_ids,
     )
     result.conditions = outcome.conditions
-    result.probes = outcome.probes
+    result.probes = None if outcome.probes is None else outcome.probes.to_dict()
     result.plot_data.update_angles = outcome.update_angles
     result.warnings.extend(outcome.warnings)
-    if outcome.probes is None:
-        failure = next((w for w in outcome.warnings if "probe" in w.lower()), None)
-        result.not_measured["probes"] = (
-            "skipped with --no-probes"
-            if not config.probes
-            else failure
-            or "no live encoder and loss: the file holds tables only (retrain with "
-            "popaudit, or load the model through a plugin)"
-        )
+    if outcome.probes_not_run is not None:
+        result.not_measured["probes"] = outcome.probes_not_run.describe()
 
 
 def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None) -> Inputs:
+    policy = config.row_ids
+    assumed = bundle.item_ids is None and policy.offset is None and stats is not None and not stats.from_checkpoint
     return Inputs(
         model=str(config.model),
         interactions=str(config.interactions) if config.interactions else None,
@@ -259,6 +293,11 @@ def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None) -
         item_ids=str(config.item_ids) if config.item_ids else None,
         n_users=None if stats is None else stats.n_users,
         n_unmapped_interactions=0 if stats is None else stats.n_unmapped,
+        item_id_mapping=describe_mapping("item", bundle.item_ids_source, policy),
+        user_id_mapping=(
+            describe_mapping("user", bundle.user_ids_source, policy) if bundle.user_table is not None else None
+        ),
+        row_ids_assumed=assumed,
     )
 
 

@@ -7,9 +7,12 @@ import numbers
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from auditor.errors import InputError
+from auditor.errors import InputError, setting
+
+if TYPE_CHECKING:
+    from auditor.loading.idmap import RowIdPolicy
 
 QUERY_SOURCES = ("auto", "users", "history")
 INDEX_KINDS = ("auto", "exact", "ivf", "hnsw")
@@ -28,13 +31,13 @@ class DeclaredTraining:
     loss: str | None = None
 
     def __post_init__(self) -> None:
-        checks = (("--momentum", self.momentum, 0.0), ("--weight-decay", self.weight_decay, 0.0))
-        for flag, value, low in checks + (("--lr", self.lr, None),):
+        checks = (("momentum", self.momentum, 0.0), ("weight_decay", self.weight_decay, 0.0))
+        for name, value, low in checks + (("lr", self.lr, None),):
             if value is None:
                 continue
             if not math.isfinite(value) or (low is not None and value < low) or (low is None and value <= 0):
                 wanted = "a positive number" if low is None else f"a finite number >= {low:g}"
-                raise InputError(f"{flag} must be {wanted}, got {value}")
+                raise InputError(f"{setting(name)} must be {wanted}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,13 @@ class LoadOptions:
     item_ids: Path | None = None
     max_memory: int | None = None
     """Bytes a table may take in memory; larger tables are streamed to a disk-backed file."""
+    user_ids: Path | None = None
+    """Raw user id of each user-table row, in row order."""
 
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """Settings of ``popaudit check`` (CLI.md); every field has the CLI's default."""
+    """Settings of one audit (``popaudit check``); every field has the CLI's default."""
 
     model: Path
     interactions: Path | None = None
@@ -62,6 +67,12 @@ class AuditConfig:
     item_key: str | None = None
     user_key: str | None = None
     trust_pickle: bool = False
+    user_ids: Path | None = None
+    """Raw user id of each user-table row, in row order (where user rows meet log users)."""
+    id_offset: int | None = None
+    """Table row = raw id − id_offset wherever ids are taken as rows (1 for 1-based ids)."""
+    assume_row_ids: bool = False
+    """Take raw ids as table rows even when the log shows they evidently are not."""
     ks: tuple[int, ...] = (10, 100)
     queries: str = "auto"
     """auto | users | history | a path to a .npy/Parquet file of query vectors."""
@@ -81,24 +92,62 @@ class AuditConfig:
 
     def __post_init__(self) -> None:
         if not self.ks or any(k < 1 for k in self.ks):
-            raise InputError(f"cut-offs -k must be positive integers, got {list(self.ks)}")
+            raise InputError(f"cut-offs {setting('ks')} must be positive integers, got {list(self.ks)}")
         if self.index not in INDEX_KINDS:
-            raise InputError(f"--index must be one of {', '.join(INDEX_KINDS)}, got {self.index!r}")
+            raise InputError(f"{setting('index')} must be one of {', '.join(INDEX_KINDS)}, got {self.index!r}")
         if self.popularity not in POPULARITY_KINDS:
             raise InputError(
-                f"--popularity must be one of {', '.join(POPULARITY_KINDS)}, got {self.popularity!r}"
+                f"{setting('popularity')} must be one of {', '.join(POPULARITY_KINDS)}, got {self.popularity!r}"
             )
         if self.max_queries is not None and self.max_queries < 1:
-            raise InputError(f"--max-queries must be at least 1, got {self.max_queries}")
+            raise InputError(f"{setting('max_queries')} must be at least 1, got {self.max_queries}")
         if self.bootstrap < 0:
-            raise InputError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+            raise InputError(f"{setting('bootstrap')} must be >= 0, got {self.bootstrap}")
         if self.max_memory is not None and self.max_memory < 1:
-            raise InputError(f"--max-memory must be a positive size, got {self.max_memory}")
+            raise InputError(f"{setting('max_memory')} must be a positive size, got {self.max_memory}")
+        if self.seed < 0:
+            raise InputError(f"{setting('seed')} must be >= 0, got {self.seed}")
+        if self.id_offset is not None and self.id_offset < 0:
+            raise InputError(f"{setting('id_offset')} must be >= 0, got {self.id_offset}")
 
     @property
     def load_options(self) -> LoadOptions:
         """The settings the model loader reads."""
-        return LoadOptions(self.item_key, self.user_key, self.trust_pickle, self.item_ids, self.max_memory)
+        return LoadOptions(
+            self.item_key, self.user_key, self.trust_pickle, self.item_ids, self.max_memory, self.user_ids
+        )
+
+    def input_files(self) -> dict[str, Path | None]:
+        """Every file this audit reads, by the setting that names it (outputs must never
+        overwrite one of them)."""
+        files: dict[str, Path | None] = {
+            setting(name): getattr(self, name) for name in ("model", "interactions", "item_ids", "user_ids")
+        }
+        if self.queries not in QUERY_SOURCES:
+            files[setting("queries")] = Path(self.queries)
+        for plugin in self.plugins:
+            files[f"{setting('plugins')} {plugin}"] = plugin
+        return files
+
+    def check_inputs(self) -> None:
+        """Raise InputError for an input that is missing or not a regular file (a FIFO
+        would block, /dev/zero never end): before any heavy import or reading."""
+        from auditor.io import require_regular_file
+
+        require_regular_file(self.model, "model file", folder_ok=True)
+        for path, what in ((self.interactions, "interaction log"), (self.item_ids, "item ids file"),
+                           (self.user_ids, "user ids file")):
+            if path is not None:
+                require_regular_file(path, what)
+        if self.queries not in QUERY_SOURCES:
+            require_regular_file(self.queries, "query file")
+
+    @property
+    def row_ids(self) -> RowIdPolicy:
+        """What the user said about taking raw ids as table rows."""
+        from auditor.loading.idmap import RowIdPolicy
+
+        return RowIdPolicy(self.id_offset, self.assume_row_ids)
 
     def with_overrides(self, values: dict[str, Any]) -> AuditConfig:
         """A copy with ``values`` (e.g. one manifest row) replacing fields by name."""

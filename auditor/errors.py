@@ -1,10 +1,27 @@
 """The one exception hierarchy of popaudit.
 
 Library code raises these; the CLI turns them into ``Error: ...`` on stderr and the
-exit code in ``exit_code`` (CLI.md). Messages name the file, column or row at fault.
+exit code in ``exit_code`` (docs/report.md). Messages name the file, column or row at fault.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+
+_SETTING_NAMES: dict[str, str] = {}
+
+
+def setting(name: str) -> str:
+    """How a message names the setting ``name`` (an ``AuditConfig`` field such as
+    ``item_ids``): the front end registers its spelling (the CLI's ``--item-ids``,
+    see :func:`name_settings`); library callers see the field name itself, which is
+    also the batch manifest's column name."""
+    return _SETTING_NAMES.get(name, name)
+
+
+def name_settings(names: Mapping[str, str]) -> None:
+    """Register how messages name settings (field name -> e.g. command-line flag)."""
+    _SETTING_NAMES.update(names)
 
 
 class AuditError(Exception):
@@ -15,6 +32,10 @@ class AuditError(Exception):
 
 class InputError(AuditError):
     """A user-supplied file or value is missing, unreadable or malformed."""
+
+
+class OutputError(AuditError):
+    """An output file could not be written (no space, no permission, a folder in the way)."""
 
 
 class ModelLoadError(InputError):

@@ -1,17 +1,25 @@
-"""``--fail-on`` gates: ``metric OP value`` expressions over the flat metric names.
+"""Gates (``--fail-on``): ``metric OP value`` expressions over the flat metric names, and
+the one policy that ``check`` and ``batch`` apply to them.
 
-Expressions are parsed and their names checked before the audit runs, so a typo is a
-usage error listing the valid names rather than a silently passing gate.
+* Names: the built-in flat metrics for the run's cut-offs plus the measures of the loaded
+  plugins (:func:`gates_for`). Expressions are parsed and their names checked before
+  any audit runs, so a typo is a usage error (:class:`~auditor.errors.GateError`,
+  exit 2) listing the valid names rather than a silently passing gate.
+* Evaluation: a gate trips when its condition holds in a run (a ``check``, or one
+  audited batch row). A run that did not measure the metric leaves the gate
+  unevaluated there; a gate that no run measured, or that had no run at all, is an
+  :class:`UnmeasuredGateError` (exit 1): a gate that cannot be evaluated fails the
+  build rather than pass it. That error comes before a tripped gate's exit 3.
 """
 
 from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from auditor.errors import GateError
+from auditor.errors import GateError, setting
 from auditor.result import LIST_MEASURES, SCORINGS
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
@@ -36,7 +44,7 @@ BASE_METRICS = (
 
 @dataclass(frozen=True)
 class Gate:
-    """One parsed ``--fail-on`` expression."""
+    """One parsed gate expression."""
 
     metric: str
     op: str
@@ -60,6 +68,13 @@ class GateOutcome:
             return f"{self.gate}: not measured"
         state = "TRIPPED" if self.tripped else "ok"
         return f"{self.gate}: {self.value:.4g} ({state})"
+
+
+class UnmeasuredGateError(GateError):
+    """A gate on a metric that no audited run measured: it cannot be evaluated, so it
+    fails (exit 1) instead of passing silently."""
+
+    exit_code = 1
 
 
 def metric_names(ks: Iterable[int], extra: Iterable[str] = ()) -> list[str]:
@@ -90,8 +105,14 @@ def parse_gates(expressions: Iterable[str], valid_names: Iterable[str]) -> list[
         gates.append(Gate(name, op, float(number)))
     if problems:
         shown = ", ".join(valid[:12]) + (f", ... ({len(valid)} in all)" if len(valid) > 12 else "")
-        raise GateError("invalid --fail-on: " + "; ".join(problems) + f". Valid metrics: {shown}")
+        raise GateError(f"invalid {setting('fail_on')}: " + "; ".join(problems) + f". Valid metrics: {shown}")
     return gates
+
+
+def gates_for(expressions: Iterable[str], ks: Iterable[int], measures: Iterable[str] = ()) -> list[Gate]:
+    """Parse gates for a run with cut-offs ``ks`` and plugin ``measures`` (their names):
+    the valid names of ``check`` and ``batch`` alike. GateError lists every problem."""
+    return parse_gates(expressions, metric_names(sorted(set(ks)), measures))
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:
@@ -102,3 +123,12 @@ def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -
         tripped = value is not None and _OPERATORS[gate.op](value, gate.threshold)
         outcomes.append(GateOutcome(gate, value, tripped))
     return outcomes
+
+
+def require_measured(gates: Sequence[Gate], runs: Iterable[Sequence[GateOutcome]], *, where: str) -> None:
+    """UnmeasuredGateError naming every gate that no run measured (``runs``: the
+    outcomes of each run, from :func:`evaluate_gates`); ``where`` ends the message."""
+    measured = {outcome.gate for outcomes in runs for outcome in outcomes if outcome.value is not None}
+    missing = [str(gate) for gate in dict.fromkeys(gates) if gate not in measured]
+    if missing:
+        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')} {', '.join(missing)}: not measured {where}")

@@ -1,33 +1,107 @@
-"""Output files are written atomically: a temp file beside the target, then a rename."""
+"""Files in and out: inputs must be regular files; outputs are written atomically.
+
+Outputs go to a temp file beside the target that is renamed onto it, so a crash never
+leaves half a report. Targets that are not regular files (``/dev/null``, ``/dev/stdout``,
+a FIFO, a device) are written directly: renaming onto them would replace the special
+file with a regular one. Every write error (a full disk included) is an
+:class:`~auditor.errors.OutputError` naming the target.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from auditor.errors import InputError
+from auditor.errors import InputError, OutputError
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words (from ``os.stat().st_mode``)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def require_regular_file(
+    path: Path | str, what: str = "file", *, folder_ok: bool = False, error: type[InputError] = InputError
+) -> Path:
+    """``path`` as a Path, or InputError when it is missing, a special file or (unless
+    ``folder_ok``: a plugin may read a model saved as a folder) a folder.
+
+    Reading a FIFO blocks forever and a device such as /dev/zero never ends, so every
+    input is checked before it is opened (symlinks are followed). ``error``: the
+    InputError subclass to raise (QueryError for query files, ...).
+    """
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror}") from exc
+    if stat.S_ISDIR(mode):
+        if folder_ok:
+            return path
+        raise error(f"{what} {path} is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        raise error(f"{what} {path} is {file_kind(mode)}, not a regular file; popaudit reads regular files only")
+    return path
+
+
+def _is_special(path: Path) -> bool:
+    """True when ``path`` exists and is neither a regular file nor a folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_error(target: Path, exc: OSError) -> OutputError:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return OutputError(f"cannot write {target}: {reason}")
 
 
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """Yield a temporary path in ``target``'s folder; rename it onto ``target`` on success.
+    """Yield the path to write ``target``'s content to.
 
-    A crash or an exception leaves any existing ``target`` untouched and no temp file.
+    For a regular target: a temporary file in the same folder, renamed onto ``target``
+    on success (a crash or an exception leaves any existing ``target`` untouched and no
+    temp file). A symlinked target is resolved, so the link keeps pointing at the new
+    content. For a special target (``/dev/null``, ``/dev/stdout``, a FIFO): the target
+    itself. Write errors become :class:`OutputError`.
     """
     target = Path(target)
+    if _is_special(target):  # /dev/stdout is a link to a pipe or terminal: keep its name
+        try:
+            yield target
+        except OSError as exc:
+            raise _write_error(target, exc) from exc
+        return
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+    if target.is_dir():
+        raise OutputError(f"cannot write {target}: it is a folder")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists()), None)
         reason = f"{blocker} is a file, not a folder" if blocker and not blocker.is_dir() else exc.strerror
-        raise InputError(f"cannot create folder {target.parent} for {target}: {reason}") from exc
+        raise OutputError(f"cannot create folder {target.parent} for {target}: {reason}") from exc
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:  # read-only folder, no permission: name the target, not the temp file
-        raise InputError(f"cannot write {target}: {exc.strerror} (folder {target.parent})") from exc
+        raise OutputError(f"cannot write {target}: {exc.strerror} (folder {target.parent})") from exc
     os.close(fd)
     tmp_path = Path(tmp)
     try:  # from here on, any failure removes the temp file
@@ -35,31 +109,45 @@ def atomic_path(target: Path) -> Iterator[Path]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp_path, 0o666 & ~umask)
-        yield tmp_path
-        os.replace(tmp_path, target)
+        try:
+            yield tmp_path
+            os.replace(tmp_path, target)
+        except OSError as exc:  # ENOSPC, EIO, EDQUOT ... while writing or renaming
+            raise _write_error(target, exc) from exc
     finally:
         tmp_path.unlink(missing_ok=True)
 
 
 def write_atomic(target: Path, data: str | bytes) -> None:
-    """Write text (UTF-8) or bytes to ``target`` atomically."""
-    with atomic_path(target) as tmp:
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data, encoding="utf-8")
+    """Write text (UTF-8) or bytes to ``target`` (atomically when it is a regular file)."""
+    with atomic_path(target) as path:
+        with open(path, "wb") as fh:
+            fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
 
 
 def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None]) -> None:
-    """Raise InputError when an output path names an input file (never overwrite an input).
+    """Raise InputError when an output would overwrite an input (never destroy an input).
 
-    Both mappings go from the option that named the path (``-o``, ``--interactions``) to
-    the path; ``None`` entries are skipped. Links and relative paths are resolved, so
-    ``./log.csv`` and ``log.csv`` are the same file.
+    Both mappings go from what named the path (``-o``, ``--interactions``, ``row 3
+    model``) to the path; ``None`` entries are skipped. Paths are compared as the files
+    they resolve to (symlinks followed, hard links by inode), so ``./log.csv``,
+    ``log.csv`` and a link to it are the same file. Special files (``/dev/null``) are
+    never inputs worth protecting from an output. Two outputs naming the same regular
+    file are refused too (one would silently replace the other).
     """
-    existing = {flag: Path(p) for flag, p in inputs.items() if p is not None and Path(p).exists()}
+    existing = {
+        flag: Path(p) for flag, p in inputs.items()
+        if p is not None and Path(p).exists() and not _is_special(Path(p))
+    }
+    named: dict[str, str] = {}
     for out_flag, out in outputs.items():
-        if out is None or not Path(out).exists():
+        if out is None or _is_special(Path(out)):
+            continue
+        real = os.path.realpath(out)
+        if real in named:
+            raise InputError(f"{named[real]} and {out_flag} both name {out}; give each output its own file")
+        named[real] = out_flag
+        if not Path(out).exists():
             continue
         for in_flag, src in existing.items():
             if os.path.samefile(out, src):

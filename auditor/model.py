@@ -1,6 +1,6 @@
 """Value objects handed from loading to measuring: the model and the item statistics.
 
-Data flows one way (ARCHITECTURE.md): loaders build a :class:`ModelBundle` and
+Data flows one way (docs/architecture.md): loaders build a :class:`ModelBundle` and
 :class:`ItemStats`; metrics, retrieval and conditions read them and never reach back.
 """
 
@@ -70,6 +70,11 @@ class ModelBundle:
     item_ids: np.ndarray | None = None
     """Raw item id of each row (from the file or --item-ids); None means row index = id."""
     user_ids: np.ndarray | None = None
+    """Raw user id of each user-table row (from the file or --user-ids); None: row = id."""
+    item_ids_source: str | None = None
+    """Where ``item_ids`` came from, for the report (None: rows are taken as ids)."""
+    user_ids_source: str | None = None
+    """Where ``user_ids`` came from, for the report."""
     item_frequencies: np.ndarray | None = None
     """Training frequency per row, when the checkpoint recorded it (popaudit retrain)."""
     state_dict: Mapping[str, torch.Tensor] = field(default_factory=dict)
@@ -77,6 +82,10 @@ class ModelBundle:
     config: Mapping[str, Any] | None = None
     """Recorded training settings (config / hparams / hyper_parameters)."""
     live: LiveModel | None = None
+    module: Any = None
+    """With ``--trust-pickle`` only: the real object the file unpickles to (``torch.load`` or
+    ``torch.jit.load``), for a plugin's ``popaudit_live_model`` hook; None otherwise, since
+    popaudit reads model files without running code from them."""
     train_pairs: InteractionPairs | None = None
     """(user, item-row) pairs recorded in the checkpoint (popaudit retrain), for probes."""
     warnings: list[str] = field(default_factory=list)
@@ -120,6 +129,8 @@ class InteractionPairs:
     """int64: table row of the item (only interactions whose item has a row)."""
     user_ids: np.ndarray
     """Raw user id of each dense user index."""
+    source: Path | None = None
+    """The log the pairs were read from (None: pairs recorded in a checkpoint)."""
 
     def __len__(self) -> int:
         return int(self.item_rows.shape[0])

@@ -3,8 +3,9 @@
 :func:`recognise_optimizer` reads each param group's kind (SGD, Adam, ...) and
 settings; :func:`locate_item_parameter` and :func:`item_optimizer_state` find which
 group and which optimizer train the item table; :func:`normalise_optimizer` maps a
-recorded or declared name to the same kinds. :mod:`auditor.conditions` turns these into
-the C1 verdict.
+recorded or declared name to the same kinds. :mod:`auditor.conditions.facts` merges
+these with the config and the declared settings; :mod:`auditor.conditions.c1_sgd`
+judges C1 from them.
 """
 
 from __future__ import annotations

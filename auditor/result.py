@@ -1,4 +1,4 @@
-"""The audit result: typed sections that serialise to CLI.md's JSON (schema_version 1).
+"""The audit result: typed sections that serialise to the JSON of docs/report.md (schema_version 1).
 
 Renderers, gates and batch read this object; ``to_dict`` is the JSON report and
 ``flat_metrics`` the flat names (``spearman``, ``head_share_1pct_dot@100``, ...).
@@ -29,6 +29,20 @@ LIST_MEASURES = (
 )
 SCORINGS = ("dot", "cosine", "popular")
 
+# The sufficient conditions (docs/theory.md §2): ids are the keys of ``AuditResult.conditions``,
+# the JSON report and the batch columns, so they are spelled here only.
+C1, C2, C3, C4, C5 = "C1", "C2", "C3", "C4", "C5"
+CONDITION_NAMES: dict[str, str] = {
+    C1: "plain SGD",
+    C2: "parameter-linear encoder",
+    C3: "non-shared parameters",
+    C4: "cosine-based loss",
+    C5: "sufficiently large learning rate",
+}
+CONDITION_IDS: tuple[str, ...] = tuple(CONDITION_NAMES)
+ORTHOGONALITY_IDS: tuple[str, ...] = (C1, C2, C3, C4)
+"""Together these make every update orthogonal to the embedding (norms can only grow)."""
+
 
 @dataclass
 class Inputs:
@@ -45,6 +59,12 @@ class Inputs:
     item_ids: str | None = None
     n_users: int | None = None
     n_unmapped_interactions: int = 0
+    item_id_mapping: str = ""
+    """How raw item ids of the log were mapped to table rows (the rule, in words)."""
+    user_id_mapping: str | None = None
+    """The same for user ids, when user rows were matched to log users."""
+    row_ids_assumed: bool = False
+    """True when item rows were taken to be the raw ids because nothing else was given."""
 
 
 @dataclass
@@ -75,11 +95,15 @@ class FrequencyNorm:
     cold_norm_median: float | None = None
     warm_norm_median: float | None = None
     n_bootstrap: int = 0
+    undefined_reason: str | None = None
+    """Why ρ could not be computed, in plain words (None when it was)."""
+    ci_method: str = ""
+    """How ``spearman_ci`` was computed (empty when no CI was computed)."""
 
 
 @dataclass
 class ListMeasures:
-    """CLI.md's exposure measures of one set of top-K lists (None: novelty unknown)."""
+    """The exposure measures (docs/measures.md) of one set of top-K lists (None: novelty unknown)."""
 
     head_share_1pct: float
     head_share_10pct: float
@@ -133,6 +157,10 @@ class Verdict:
     severity: Severity
     summary: str
     recommendations: list[str] = field(default_factory=list)
+    quoted_k: int | None = None
+    """The cut-off K whose dot/cosine skew decided the severity (None: no retrieval)."""
+    rule: str = ""
+    """The severity rule, in words."""
 
 
 @dataclass
@@ -156,6 +184,7 @@ class AuditResult:
     retrieval: Retrieval | None = None
     conditions: dict[str, Condition] | None = None
     probes: dict[str, Any] | None = None
+    """the report's ``probes`` section (docs/report.md): ``ProbeOutcome.to_dict()`` of :mod:`auditor.probes`."""
     measures: dict[str, Any] = field(default_factory=dict)
     """Extra measures registered by plugins: name -> JSON-serialisable value."""
     settings: dict[str, Any] = field(default_factory=dict)
@@ -165,7 +194,7 @@ class AuditResult:
     plot_data: PlotData = field(default_factory=PlotData, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON report (CLI.md schema_version 1); NaN/inf become null."""
+        """The JSON report (docs/report.md, schema_version 1); NaN/inf become null."""
         out: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "popaudit", "version": __version__},
@@ -188,10 +217,11 @@ class AuditResult:
             if retrieval["recall"] is not None:
                 retrieval["recall"] = {str(k): v for k, v in retrieval["recall"].items()}
             out["retrieval"] = retrieval
-        return _clean(out)
+        report: dict[str, Any] = json_safe(out)
+        return report
 
     def flat_metrics(self) -> dict[str, float | None]:
-        """Flat metric names (CLI.md) for ``--fail-on`` gates and batch columns."""
+        """Flat metric names (docs/measures.md) for ``--fail-on`` gates and batch columns."""
         flat: dict[str, float | None] = {}
         fn = self.frequency_norm
         for name in ("spearman", "pearson_log", "kendall", "loglog_slope"):
@@ -232,14 +262,14 @@ def _ratio(numerator: Any, denominator: Any) -> float | None:
     return a / b
 
 
-def _clean(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """Make a nested structure JSON-safe: numpy scalars to Python, NaN/inf to None."""
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, np.ndarray):
-        return [_clean(v) for v in value.tolist()]
+        return [json_safe(v) for v in value.tolist()]
     if isinstance(value, np.bool_):  # before the number checks: json cannot write it
         return bool(value)
     if isinstance(value, np.integer):

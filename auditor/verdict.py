@@ -1,30 +1,82 @@
-"""The verdict: is there popularity bias in the item norms, how severe, and what to do.
+"""The verdict: does dot-product serving over-serve popular items here, how much, and why.
 
-Bias is claimed only when the frequency–norm Spearman ρ is positive with a 95% CI that
-excludes 0 (the p-value stands in when no bootstrap ran) and ρ is at least
-:data:`RHO_NEGLIGIBLE`, or when its CI excludes 0 and dot-product retrieval measurably
-skews towards the head. Severity follows ρ with the usual correlation bands (0.1 / 0.3
-/ 0.5) and is raised when dot-product retrieval gives the top-1% items a clearly larger
-share of the slots than cosine retrieval does (at the largest K whose lists hold at most
-10% of the catalogue). Recommendations are chosen from the
+Two questions, kept apart:
+
+* **Mechanism**: do item norms track training frequency? Spearman ρ > 0 with a 95% CI
+  that excludes 0 (the p-value stands in when no bootstrap ran), graded by |ρ|:
+  weak from :data:`RHO_WEAK`, moderate from :data:`RHO_MODERATE`, strong from
+  :data:`RHO_STRONG`.
+* **Harm**: how much more of the served slots the top-1% items get under dot-product
+  than under cosine retrieval, measured at every cut-off K a user is served (K at most
+  10% of the catalogue; the smallest K when none is). Both the ratio and the absolute
+  excess count: 0.7% vs 0.5% is 1.4× but harms nobody.
+
+Severity is the harm (:data:`HARM_BANDS`, the worst K decides and is the one quoted);
+the mechanism alone, when the harm is below every band, gives "low". Without a
+retrieval measurement the harm is unknown: the mechanism gives at most "moderate".
+``bias_detected`` is severity above "none". Recommendations are chosen from the
 evidence (conditions, retrieval, probes), each with its caveat.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from auditor.result import AuditResult, Condition, CutoffMeasures, Severity, Verdict
+from auditor.errors import setting
+from auditor.result import C1, C4, C5, ORTHOGONALITY_IDS, AuditResult, Condition, Severity, Verdict
 
-RHO_NEGLIGIBLE = 0.1
+RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
-RHO_HIGH = 0.5
-SKEW_MODERATE = 1.25
-"""Dot/cosine head-share ratio from which dot-product serving visibly skews to the head."""
-SKEW_HIGH = 2.0
+RHO_STRONG = 0.5
+HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
+    ("high", 2.0, 0.05),
+    ("moderate", 1.25, 0.02),
+    ("low", 1.1, 0.005),
+)
+"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share."""
+SERVED_SHARE = 0.1
+"""Cut-offs K up to this share of the catalogue are the lists a user is served."""
+SEVERITY_RULE = (
+    "severity = the harm: the top-1% items' share of dot-product vs cosine top-K slots at "
+    "the worst served K (K <= 10% of the catalogue): high from 2x and +5 points, moderate "
+    "from 1.25x and +2 points, low from 1.1x and +0.5 points; norms that track popularity "
+    "(Spearman rho >= 0.1, CI above 0) with no such harm are low; without retrieval, the "
+    "correlation alone gives at most moderate"
+)
 _ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")
 _IN_BATCH_WORDS = ("infonce", "softmax", "in-batch", "inbatch", "sampled", "contrastive", "nce")
+Strength = Literal["strong", "moderate", "weak", "negligible"]
+
+
+@dataclass(frozen=True)
+class Skew:
+    """The top-1% head share of dot vs cosine lists at one cut-off K, and its harm band."""
+
+    k: int
+    dot: float | None
+    cosine: float | None
+    overlap: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.dot is None or self.cosine is None:
+            return None
+        if self.cosine == 0:
+            return math.inf if self.dot > 0 else None
+        return self.dot / self.cosine
+
+    @property
+    def excess(self) -> float | None:
+        return None if self.dot is None or self.cosine is None else self.dot - self.cosine
+
+    @property
+    def severity(self) -> Severity:
+        ratio, excess = self.ratio, self.excess
+        if ratio is None or excess is None:
+            return "none"
+        return next((name for name, r, e in HARM_BANDS if ratio >= r and excess >= e), "none")
 
 
 def decide_verdict(result: AuditResult) -> Verdict:
@@ -37,26 +89,30 @@ def decide_verdict(result: AuditResult) -> Verdict:
         significant = lo > 0 or hi < 0
     else:
         significant = p is not None and p < 0.05
-    skew = _head_skew(result)
+    strength = _strength(rho) if rho is not None and significant else None
+    rises = strength is not None and strength != "negligible" and rho is not None and rho > 0
+    skew = worst_skew(result)
     conditions = result.conditions or {}
 
-    severity: Severity = "none"
-    detected = False
-    if rho is not None and significant and rho > 0:
-        if rho >= RHO_HIGH:
-            severity = "high"
-        elif rho >= RHO_MODERATE:
-            severity = "moderate"
-        elif rho >= RHO_NEGLIGIBLE:
+    if skew is not None:
+        severity = skew.severity
+        if severity == "none" and rises:
             severity = "low"
-        skewed = skew is not None and skew["ratio"] is not None and skew["ratio"] >= SKEW_MODERATE
-        detected = severity != "none" or skewed
-        if skewed:
-            floor: Severity = "high" if skew["ratio"] >= SKEW_HIGH else "moderate"
-            severity = max(severity, floor, key=_ORDER.index)
-    summary = _summary(result, detected, severity, rho, lo, hi, p, significant, skew, conditions)
+    elif rises:
+        severity = "moderate" if strength in ("moderate", "strong") else "low"
+    else:
+        severity = "none"
+    detected = severity != "none"
+    summary = _summary(result, severity, rho, lo, hi, p, significant, strength, skew, conditions)
     recommendations = _recommendations(result, detected, skew, conditions)
-    return Verdict(bias_detected=detected, severity=severity, summary=summary, recommendations=recommendations)
+    return Verdict(
+        bias_detected=detected,
+        severity=severity,
+        summary=summary,
+        recommendations=recommendations,
+        quoted_k=skew.k if skew is not None else None,
+        rule=SEVERITY_RULE,
+    )
 
 
 def _finite(value: Any) -> float | None:
@@ -66,42 +122,64 @@ def _finite(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def quoted_cutoff(result: AuditResult) -> int | None:
-    """The K that verdicts and headlines quote.
+def _strength(rho: float) -> Strength:
+    size = abs(rho)
+    if size >= RHO_STRONG:
+        return "strong"
+    if size >= RHO_MODERATE:
+        return "moderate"
+    return "weak" if size >= RHO_WEAK else "negligible"
 
-    The largest K whose lists hold at most 10% of the catalogue (the smallest K when
-    none does): a list covering a large part of a small catalogue shows no skew.
-    """
+
+def served_cutoffs(result: AuditResult) -> list[int]:
+    """The cut-offs K whose lists are the size a user is served: K at most
+    :data:`SERVED_SHARE` of the catalogue (the smallest K when none is; a list
+    covering a large part of a small catalogue shows no skew)."""
     if result.retrieval is None or not result.retrieval.at:
-        return None
+        return []
     ks = sorted(result.retrieval.at)
-    small = [k for k in ks if k <= 0.1 * result.inputs.n_items]
-    return small[-1] if small else ks[0]
+    served = [k for k in ks if k <= SERVED_SHARE * result.inputs.n_items]
+    return served or ks[:1]
 
 
-def _head_skew(result: AuditResult) -> dict[str, Any] | None:
-    """head_share_1pct under dot and cosine at the quoted K."""
-    k = quoted_cutoff(result)
-    if k is None or result.retrieval is None:
+def skew_at(result: AuditResult, k: int) -> Skew:
+    """The head-share skew of the lists at cut-off ``k`` (which must be measured)."""
+    assert result.retrieval is not None
+    cut = result.retrieval.at[k]
+    return Skew(k, _finite(cut.dot.head_share_1pct), _finite(cut.cosine.head_share_1pct),
+                _finite(cut.overlap_dot_cosine))
+
+
+def worst_skew(result: AuditResult) -> Skew | None:
+    """The served cut-off with the most harm (ties: the larger ratio, then the smaller K):
+    the one severity follows and reports quote."""
+    skews = [skew_at(result, k) for k in served_cutoffs(result)]
+    if not skews:
         return None
-    cut: CutoffMeasures = result.retrieval.at[k]
-    dot, cos = _finite(cut.dot.head_share_1pct), _finite(cut.cosine.head_share_1pct)
-    ratio = dot / cos if dot is not None and cos else None
-    if ratio is None and dot is not None and cos == 0.0:
-        ratio = math.inf if dot > 0 else None
-    return {"k": k, "dot": dot, "cosine": cos, "ratio": ratio, "overlap": _finite(cut.overlap_dot_cosine)}
+
+    def weight(skew: Skew) -> tuple[int, float, int]:
+        ratio = skew.ratio if skew.ratio is not None else -1.0
+        return (_ORDER.index(skew.severity), ratio, -skew.k)
+
+    return max(skews, key=weight)
+
+
+def quoted_cutoff(result: AuditResult) -> int | None:
+    """The K that verdicts and headlines quote (see :func:`worst_skew`)."""
+    skew = worst_skew(result)
+    return None if skew is None else skew.k
 
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def _skew_text(skew: dict[str, Any]) -> str:
-    ratio = skew["ratio"]
+def _skew_text(skew: Skew) -> str:
+    ratio = skew.ratio
     times = "∞" if ratio == math.inf else f"{ratio:.2f}"
     return (
         f"dot-product retrieval gives the top-1% items {times}× the slots cosine retrieval does at "
-        f"K={skew['k']} ({_pct(skew['dot'])} vs {_pct(skew['cosine'])})"
+        f"K={skew.k} ({_pct(skew.dot)} vs {_pct(skew.cosine)})"
     )
 
 
@@ -118,60 +196,82 @@ def _conditions_text(conditions: dict[str, Condition]) -> str:
             word = ("holds" if len(keys) == 1 else "hold") if status == "holds" else status
             parts.append(f"{', '.join(keys)} {word}")
     text = "conditions: " + "; ".join(parts)
-    if all(conditions.get(k) is not None and conditions[k].status == "holds" for k in ("C1", "C2", "C3", "C4")):
+    if all(conditions.get(k) is not None and conditions[k].status == "holds" for k in ORTHOGONALITY_IDS):
         text += " (C1–C4 make norm growth structural: every update is orthogonal to the embedding)"
     return text
 
 
 def _summary(
-    result: AuditResult, detected: bool, severity: Severity, rho: float | None, lo: float | None,
-    hi: float | None, p: float | None, significant: bool, skew: dict[str, Any] | None,
+    result: AuditResult, severity: Severity, rho: float | None, lo: float | None, hi: float | None,
+    p: float | None, significant: bool, strength: Strength | None, skew: Skew | None,
     conditions: dict[str, Condition],
 ) -> str:
     fn = result.frequency_norm
-    if fn is None or rho is None:
-        why = result.not_measured.get("frequency_norm", "no item frequencies (give --interactions)")
-        lead = f"Popularity bias not assessed: the frequency–norm correlation was not measured ({why})"
+    harm = skew.severity if skew is not None else None
+    if fn is None:
+        why = result.not_measured.get("frequency_norm", f"no item frequencies (give {setting('interactions')})")
+        mechanism = f"the frequency–norm correlation was not measured ({why})"
+    elif rho is None:
+        why = fn.undefined_reason or "the correlation is undefined for this table"
+        mechanism = f"the frequency–norm correlation is undefined: {why}"
     else:
         ci = f"95% CI [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else (
             f"p = {p:.2g}" if p is not None else "no CI")
         stat = f"Spearman ρ = {rho:.2f}, {ci}, over {fn.n_items} items"
-        if detected:
-            lead = f"Popularity bias detected ({severity}): item norms grow with training frequency ({stat})"
-        elif significant and rho < 0:
-            lead = (f"No popularity bias: norms fall with training frequency ({stat}), so dot-product "
-                    "scores favour less popular items")
-        elif significant:
-            lead = f"No material popularity bias: the correlation is significant but negligible ({stat})"
+        if not significant:
+            mechanism = f"the CI of the frequency–norm correlation includes 0 ({stat})"
+        elif strength == "negligible":
+            mechanism = f"item norms and training frequency are not materially related ({stat})"
+        elif rho < 0:
+            mechanism = (f"item norms fall with training frequency ({stat}), so dot-product scores "
+                         "favour less popular items")
+        elif strength == "weak":
+            mechanism = f"item norms rise slightly with training frequency ({stat})"
         else:
-            lead = f"No popularity bias detected: the CI of the frequency–norm correlation includes 0 ({stat})"
+            mechanism = f"item norms grow with training frequency ({stat})"
+    if severity == "none" and rho is None and skew is None:
+        lead = f"Popularity bias not assessed: {mechanism}"
+    elif severity == "none":
+        lead = f"No popularity bias detected: {mechanism}"
+    else:
+        lead = f"Popularity bias detected ({severity}): {mechanism}"
     parts = [lead]
-    if skew is not None and skew["ratio"] is not None:
-        parts.append(_skew_text(skew))
+    if skew is not None and skew.ratio is not None:
+        harm_words = {
+            "high": "serving by dot product strongly over-serves popular items",
+            "moderate": "serving by dot product over-serves popular items",
+            "low": "serving by dot product slightly over-serves popular items",
+            "none": "serving by dot product barely changes what popular items get",
+        }[harm or "none"]
+        parts.append(f"{harm_words}: {_skew_text(skew)}")
+    elif skew is None:
+        parts.append("the harm to serving was not measured (no retrieval), so severity rests on the correlation")
+    if result.inputs.row_ids_assumed:
+        parts.append("item ids were taken as table rows (no id mapping was given)")
     parts.append(_conditions_text(conditions))
-    if detected and any(conditions.get(k) is not None and conditions[k].status == "violated"
-                        for k in ("C1", "C2", "C3", "C4")):
+    if severity != "none" and any(conditions.get(k) is not None and conditions[k].status == "violated"
+                                  for k in ORTHOGONALITY_IDS):
         parts.append("the conditions are sufficient, not necessary, so the bias can appear without them")
     return "; ".join(parts) + "."
 
 
 def _recommendations(
-    result: AuditResult, detected: bool, skew: dict[str, Any] | None, conditions: dict[str, Condition]
+    result: AuditResult, detected: bool, skew: Skew | None, conditions: dict[str, Condition]
 ) -> list[str]:
     recs: list[str] = []
     status = {k: c.status for k, c in conditions.items()}
-    skewed = skew is not None and skew["ratio"] is not None and skew["ratio"] >= SKEW_MODERATE
+    skewed = skew is not None and skew.severity != "none"
     if result.frequency_norm is None:
         recs.append(
-            "Give the training interactions (--interactions) so the frequency–norm correlation and the "
+            f"Give the training interactions ({setting('interactions')}) so the frequency–norm correlation and the "
             "popularity of retrieved items can be measured; without them this audit cannot claim or rule out bias."
         )
     if detected or skewed:
-        if skew is not None and skew["ratio"] is not None:
-            overlap = f", and the two lists overlap {_pct(skew['overlap'])}" if skew["overlap"] is not None else ""
+        if skew is not None and skew.ratio is not None:
+            overlap = f", and the two lists overlap {_pct(skew.overlap)}" if skew.overlap is not None else ""
             measured = (
-                f"here the top-1% items' share of the top-{skew['k']} slots goes from {_pct(skew['dot'])} (dot) "
-                f"to {_pct(skew['cosine'])} (cosine){overlap}"
+                f"here the top-1% items' share of the top-{skew.k} slots goes from {_pct(skew.dot)} (dot) "
+                f"to {_pct(skew.cosine)} (cosine){overlap}"
             )
         else:
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"
@@ -186,7 +286,7 @@ def _recommendations(
             "accuracy against exposure."
         )
     if detected:
-        c1 = conditions.get("C1")
+        c1 = conditions.get(C1)
         if c1 is not None and c1.status in ("holds", "unknown"):
             recs.append(
                 "Training the item table with weight decay or an adaptive optimizer (Adam, Adagrad) breaks C1, "
@@ -195,7 +295,7 @@ def _recommendations(
                 + ". Caveat: this changes C1, not the popularity signal in the gradients; measure, do not assume, "
                 "that the coupling goes away (popaudit retrain / experiment conditions, then check again)."
             )
-        c5 = conditions.get("C5")
+        c5 = conditions.get(C5)
         if c5 is not None and c5.status in ("holds", "unknown"):
             g = c5.details.get("growth_per_update")
             lr = c5.details.get("probe_lr") or c5.details.get("lr")
@@ -208,7 +308,7 @@ def _recommendations(
                 "slower or softer training; the correlation weakens at low learning rates but need not vanish, "
                 "so audit the retrained model."
             )
-        c4 = conditions.get("C4")
+        c4 = conditions.get(C4)
         loss = str((c4.details.get("loss") if c4 is not None else None) or "")
         if loss and any(word in loss.lower() for word in _IN_BATCH_WORDS):
             recs.append(
@@ -217,7 +317,7 @@ def _recommendations(
                 "from its logit). Caveat: it corrects the sampling bias of the loss, not the norm growth itself; "
                 "audit again after retraining."
             )
-    elif result.frequency_norm is not None and all(status.get(k) == "holds" for k in ("C1", "C2", "C3", "C4")):
+    elif result.frequency_norm is not None and all(status.get(k) == "holds" for k in ORTHOGONALITY_IDS):
         recs.append(
             "The model meets C1–C4, so its updates grow item norms with every appearance; no bias shows now, but "
             "a higher learning rate or longer training can bring it out. Re-audit after retraining "

@@ -1,8 +1,11 @@
-"""Peak memory of `popaudit check` (frequency–norm audit) on a large table and log.
+"""Peak memory of `popaudit check` on a large table and log, with history queries.
 
-Default sizes are issue #2's: a 1M-item × 64-dim table and 100M interactions in Parquet.
-The audit runs in a subprocess; its peak RSS is compared with the size of the log once
-decompressed (rows × 16 bytes for two int64 columns) and with the table's size.
+Default sizes: a 1M-item × 64-dim table (no user table, so retrieval queries are each
+user's mean history vector) and a 100M-row Zipf log over 1M users, in Parquet. Each run
+is a subprocess whose peak RSS is read with wait4(); the baseline, measured in the same
+run, is the frequency–norm audit alone (`--no-retrieval`). Retrieval with history
+queries streams the log twice and keeps only the sampled users' sums, so it should add
+little beyond the table's normalised copy.
 
     python benchmarks/bench_check_memory.py                 # 1M × 64, 100M rows
     python benchmarks/bench_check_memory.py --rows 10000000 # quicker
@@ -11,7 +14,7 @@ decompressed (rows × 16 bytes for two int64 columns) and with the table's size.
 from __future__ import annotations
 
 import argparse
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -57,20 +60,36 @@ def main() -> None:
         t0 = time.perf_counter()
         table_path, log_path = make_inputs(folder, args.items, args.dim, args.rows)
         print(f"generated {args.items:,} × {args.dim} table and {args.rows:,}-row log in {time.perf_counter() - t0:.1f} s")
-        cmd = [sys.executable, "-m", "auditor", "check", str(table_path), "--interactions", str(log_path),
-               "--no-retrieval", "--no-probes", "--format", "json", "-o", str(folder / "report.json")]
-        t0 = time.perf_counter()
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        elapsed = time.perf_counter() - t0
-        if done.returncode != 0:
-            sys.exit(f"check failed ({done.returncode}): {done.stderr}")
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        base = [sys.executable, "-m", "auditor", "check", str(table_path), "--interactions", str(log_path),
+                "--no-probes", "--format", "json", "-o", str(folder / "report.json")]
+        runs = {
+            "frequency-norm only (--no-retrieval)": base + ["--no-retrieval"],
+            "with retrieval, history queries (10,000 users)": base + ["--queries", "history", "-k", "10", "-k", "100"],
+        }
+        peaks = {}
+        for name, cmd in runs.items():
+            seconds, peak = run_measured(cmd)
+            peaks[name] = peak
+            print(f"{name}: {seconds:.1f} s, peak RSS {peak / 2**30:.2f} GiB")
         decompressed = args.rows * 16
         table_bytes = args.items * args.dim * 4
-        print(f"check: {elapsed:.1f} s, peak RSS {peak / 2**30:.2f} GiB")
         print(f"log decompressed {decompressed / 2**30:.2f} GiB (file {log_path.stat().st_size / 2**30:.2f} GiB); "
               f"table {table_bytes / 2**30:.2f} GiB")
-        print(f"peak / decompressed log = {peak / decompressed:.2f}")
+        first, second = peaks.values()
+        print(f"peak with history retrieval / peak without retrieval = {second / first:.2f}")
+        print(f"peak with history retrieval / decompressed log = {second / decompressed:.3f}")
+
+
+def run_measured(cmd: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (bytes) of one command (os.wait4 gives this child's own)."""
+    t0 = time.perf_counter()
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - t0
+    stderr = child.stderr.read().decode() if child.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"check failed: {stderr}")
+    return elapsed, usage.ru_maxrss * 1024
 
 
 if __name__ == "__main__":

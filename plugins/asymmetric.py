@@ -7,7 +7,7 @@ Use it with ``--plugin``::
 
 The user tower is a small transformer encoder over each user's recent item history
 (with its own history-token embedding); the item tower is a plain id-embedding table.
-Only the item tower enters C1-C3 (SCIENCE.md §4), so the item-side verdict is the one
+Only the item tower enters C1-C3 (docs/theory.md §2), so the item-side verdict is the one
 of a plain embedding table: C2 (parameter-linear) and C3 (non-shared rows) hold, and
 with plain SGD, a cosine loss and a high learning rate the norms still follow
 popularity however complex the user tower is.

@@ -9,10 +9,10 @@ Use it with ``--plugin plugins/norm_measures.py``; the values appear under
 * ``norm_gini``: the Gini index of the item embedding norms (0: every item has the
   same norm; close to 1: a few items hold all the norm mass).
 * ``head_norm_ratio_1pct``: mean norm of the head items divided by the mean norm of
-  all items, the head being CLI.md's 1% head (c = max(1, ⌊n/100⌋), every item whose
+  all items, the head being the 1% head of docs/measures.md (c = max(1, ⌊n/100⌋), every item whose
   frequency is at least that of the c-th most frequent item, ties included, never an
   item of frequency 0: :func:`auditor.metrics.exposure.head_mask`). 1 means
-  popular items are no longer than the rest; above 1 is the bias of SCIENCE.md.
+  popular items are no longer than the rest; above 1 is the bias of docs/theory.md.
   Needs item frequencies (``--interactions`` or a checkpoint that records them).
 """
 
@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from auditor.hookspecs import hookimpl
-from auditor.metrics.exposure import gini_index, head_mask
+from auditor.metrics.exposure import gini_index
+from auditor.metrics.popularity_sets import head_mask
 from auditor.model import ItemStats, ModelBundle
 
 

@@ -4,7 +4,9 @@ code, no traceback, no input file modified and no temp file left behind."""
 import collections
 import gzip
 import hashlib
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -17,10 +19,13 @@ from auditor.cli import cli
 
 
 class NotATensor:
-    """A class torch's weights-only unpickler refuses: the file needs --trust-pickle."""
+    """A foreign class: unpickling it for real would call ``__setstate__`` and write a marker."""
 
-    def __init__(self) -> None:
-        self.value = 1
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __setstate__(self, state: dict) -> None:
+        Path(state["marker"]).write_text("ran")
 
 
 def run(*args):
@@ -65,10 +70,20 @@ def test_corrupt_pt_is_not_called_a_pickle(tmp_path, content):
     assert "--trust-pickle" not in result.output  # it would not help: the file is no pickle
 
 
-def test_real_pickle_still_asks_for_trust_pickle(tmp_path):
-    path = tmp_path / "model.pt"
-    torch.save({"item.weight": torch.zeros(3, 2), "extra": NotATensor()}, path)
-    assert_error(run("check", path), 1, str(path), "pickled Python objects", "--trust-pickle")
+def test_foreign_objects_beside_tensors_are_read_without_running_them(tmp_path):
+    path, marker = tmp_path / "model.pt", tmp_path / "ran"
+    torch.save({"item.weight": torch.arange(6.0).view(3, 2), "extra": NotATensor(marker)}, path)
+    result = run("check", path, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["inputs"]["n_items"] == 3
+    assert not marker.exists()  # the object's class was never imported or called
+
+
+def test_a_pickle_of_only_foreign_objects_asks_for_trust_pickle(tmp_path):
+    path, marker = tmp_path / "model.pt", tmp_path / "ran"
+    torch.save(NotATensor(marker), path)
+    assert_error(run("check", path), 1, str(path), "NotATensor", "--trust-pickle")
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("name", ["model.pt", "items.npy", "items.parquet", "model.safetensors", "model"])
@@ -124,7 +139,8 @@ def test_non_utf8_item_ids_in_log(ok):
     log.write_bytes("user_id,item_id\n1,caf\xe9\n2,th\xe9\n".encode("latin-1"))
     before = digest(log)
     result = run("check", ok / "items.npy", "--interactions", log)
-    assert_error(result, 1, str(log), "'item_id'", "not valid UTF-8", "caf\\xe9")
+    assert_error(result, 1, str(log), "'item_id'", "not valid UTF-8")
+    assert "caf" not in result.output  # values of a file are never quoted
     assert digest(log) == before
 
 
@@ -214,11 +230,16 @@ def test_retrain_divergence_is_an_error_and_writes_nothing(tmp_path):
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize(("flag", "word"), [("--lr", "learning rates"), ("--momentum", "--momentum"), ("--temperature", "--temperature")])
-def test_retrain_rejects_nan_settings(tmp_path, flag, word):
+@pytest.mark.parametrize(("flag", "value", "why"), [
+    ("--lr", "nan", "not a finite number"), ("--momentum", "nan", "not a finite number"),
+    ("--temperature", "nan", "not a finite number"), ("--momentum", "-1", "'-1' must be > 0"),
+    ("--momentum", "1", "'1' must be < 1"), ("--lr", "0", "'0' must be > 0"),
+    ("--weight-decay", "inf", "not a finite number"),
+])
+def test_retrain_rejects_impossible_settings_as_usage_errors(tmp_path, flag, value, why):
     out = tmp_path / "m.pt"
-    result = run("retrain", "--optimizer", "momentum", flag, "nan", "-o", out)
-    assert_error(result, 1, word, "nan")
+    result = run("retrain", "--optimizer", "momentum", flag, value, "-o", out)
+    assert_error(result, 2, f"Invalid value for '{flag}'", why)
     assert not out.exists()
 
 

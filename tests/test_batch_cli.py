@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,15 @@ import pytest
 from click.testing import CliRunner
 from test_batch_core import fake_audit, workspace, write_manifest  # noqa: F401
 
+import auditor.batch
 from auditor.cli import cli
 
 
 @pytest.fixture()
 def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    # jobs=1 audits in this process and looks run_audit up at call time.
-    monkeypatch.setattr("auditor.audit.run_audit", fake_audit)
+    # The command audits in worker processes at every -j: hand them the fake audit (the
+    # command looks run_batch up at call time; workers import fake_audit by name).
+    monkeypatch.setattr("auditor.batch.run_batch", functools.partial(auditor.batch.run_batch, audit_fn=fake_audit))
     return CliRunner()
 
 

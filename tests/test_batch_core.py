@@ -26,18 +26,17 @@ from auditor.batch import (
     RESULT_SCHEMA,
     BatchJob,
     ResultsWriter,
-    _group_order,
     build_jobs,
     parse_memory_size,
     read_manifest,
     result_schema,
     run_batch,
-    summarise,
-    summary_html,
 )
+from auditor.batch.dispatch import _group_order
 from auditor.config import AuditConfig
 from auditor.errors import InputError, ManifestError
 from auditor.progress import Progress
+from auditor.report.batch_summary import summarise, summary_html
 from auditor.result import (
     AuditResult,
     Condition,
@@ -183,7 +182,6 @@ def test_manifest_aliases_paths_and_values(tmp_path: Path) -> None:
             "--max-queries": [20, None],
             "interactions": ["../log.parquet", None],
             "max_memory": ["2G", "1048576"],
-            "trust-pickle": ["true", "no"],
             "declared_lr": [0.5, None],
             "queries": ["history", "q.npy"],
             "no-probes": ["true", None],
@@ -198,7 +196,6 @@ def test_manifest_aliases_paths_and_values(tmp_path: Path) -> None:
         "max_queries": 20,
         "interactions": sub / "../log.parquet",
         "max_memory": 2 * 1024**3,
-        "trust_pickle": True,
         "lr": 0.5,
         "queries": "history",
         "probes": False,
@@ -207,7 +204,6 @@ def test_manifest_aliases_paths_and_values(tmp_path: Path) -> None:
     assert second.settings == {
         "ks": (5,),
         "max_memory": 1048576,
-        "trust_pickle": False,
         "queries": str(sub.resolve() / "q.npy"),
     }
     jobs = build_jobs(manifest, {"seed": 7, "ks": (20,)})
@@ -463,8 +459,8 @@ def test_shared_log_read_once_inline(workspace: dict[str, Any]) -> None:
         d / "m.csv",
         {"model": ["m0.npy", "m1.npy", "m2.npy", "m3.npy"], "interactions": ["log_a.parquet", "log_b.parquet", "log_a.parquet", "log_b.parquet"]},
     )
-    run_batch(manifest, d / "r.parquet", defaults={"ks": (10,)}, audit_fn=fake_audit)
-    # One read per log, not per model, in this process (jobs=1 audits inline).
+    run_batch(manifest, d / "r.parquet", defaults={"ks": (10,)}, audit_fn=fake_audit, inline=True)
+    # One read per log, not per model, in this process (inline=True audits here).
     assert calls_by_pid(d, "read") == [(os.getpid(), "log_a.parquet"), (os.getpid(), "log_b.parquet")]
     assert calls(d) == ["m0", "m2", "m1", "m3"]  # grouped by log
 

@@ -7,14 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from scipy import stats
-from test_batch_core import make_log, make_table, write_manifest
+from test_batch_core import expected_rho, make_log, make_table, write_manifest
 
 import auditor.audit
 from auditor.audit import run_audit
 from auditor.batch import run_batch
+from auditor.cli import cli
 from auditor.config import AuditConfig
 
 DEFAULTS = {"ks": (10,), "bootstrap": 0, "max_queries": 50, "probes": False}
@@ -48,7 +51,7 @@ def test_real_audits_good_and_broken_rows(models: dict[str, Any], monkeypatch: p
         return real_count(path, **kwargs)
 
     monkeypatch.setattr(auditor.audit, "count_item_ids", counting)
-    outcome = run_batch(models["manifest"], d / "results.parquet", defaults=DEFAULTS)
+    outcome = run_batch(models["manifest"], d / "results.parquet", defaults=DEFAULTS, inline=True)
     rows = pq.read_table(d / "results.parquet").to_pylist()
     assert [r["status"] for r in rows] == ["ok", "ok", "error", "ok"]
     assert rows[2]["error"].startswith("EmbeddingTableError: ") and "wrong_dim.npy must be 2-D" in rows[2]["error"]
@@ -75,3 +78,25 @@ def test_real_parallel_equals_serial(models: dict[str, Any]) -> None:
     serial = pq.read_table(d / "serial.parquet").drop(["seconds"]).to_pylist()
     parallel = pq.read_table(d / "parallel.parquet").drop(["seconds"]).to_pylist()
     assert parallel == serial
+
+
+def test_one_based_logs_need_an_id_offset_per_row_or_from_the_command_line(tmp_path: Path) -> None:
+    freqs = make_log(tmp_path / "log0.parquet", 300, seed=3)
+    log = pq.read_table(tmp_path / "log0.parquet")
+    pq.write_table(log.set_column(1, "item_id", pc.add(log.column("item_id"), 1)), tmp_path / "log1.parquet")
+    make_table(tmp_path / "strong.npy", freqs, 3.0, seed=3)
+    expected = expected_rho(tmp_path / "strong.npy", freqs)
+    manifest = write_manifest(
+        tmp_path / "m.csv", {"model": ["strong.npy", "strong.npy"], "interactions": ["log1.parquet", "log1.parquet"],
+                             "id_offset": [1, None]},
+    )
+    args = ["batch", str(manifest), "-k", "10", "--bootstrap", "0", "--no-probes", "--max-queries", "50"]
+    runner = CliRunner()
+    result = runner.invoke(cli, [*args, "-o", str(tmp_path / "a.parquet")])
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(tmp_path / "a.parquet").to_pylist()
+    assert rows[0]["status"] == "ok" and rows[0]["spearman"] == pytest.approx(expected, abs=1e-9)
+    assert rows[1]["status"] == "error" and "id_offset" in rows[1]["error"]  # the manifest column to set
+    result = runner.invoke(cli, [*args, "--id-offset", "1", "-o", str(tmp_path / "b.parquet")])
+    rows = pq.read_table(tmp_path / "b.parquet").to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "ok"] and rows[1]["spearman"] == pytest.approx(expected, abs=1e-9)

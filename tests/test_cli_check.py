@@ -84,13 +84,15 @@ def test_missing_model_is_error_exit_1_without_traceback(tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_pickled_module_is_refused_without_trust_flag(tmp_path):
+def test_pickled_module_is_read_without_running_it(tmp_path):
     model = torch.nn.Module()
     model.item_embedding = torch.nn.Embedding(10, 4)
     torch.save(model, tmp_path / "full.pt")
-    result = run("check", tmp_path / "full.pt", "--no-probes")
-    assert result.exit_code == 1
-    assert "--trust-pickle" in result.output
+    result = run("check", tmp_path / "full.pt", "--no-probes", "--format", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["inputs"]["n_items"] == 10 and report["inputs"]["dim"] == 4
+    assert any("without running code" in w for w in report["warnings"])
 
 
 def test_debug_shows_the_traceback(tmp_path):
@@ -131,7 +133,12 @@ def test_unmapped_and_empty_item_ids_are_reported_not_silently_dropped(biased):
     pq.write_table(pa.table({"user_id": log.column("user_id"), "item_id": pa.array(items, pa.int64())}),
                    biased / "holes.parquet")
     out = biased / "holes.json"
-    result = run("check", biased / "items.npy", "--interactions", biased / "holes.parquet",
+    # Without a mapping, an id beyond the table stops the audit (rows evidently are not ids) ...
+    stopped = run("check", biased / "items.npy", "--interactions", biased / "holes.parquet", "-q")
+    assert stopped.exit_code == 1
+    assert "--item-ids FILE" in stopped.output and "--assume-row-ids" in stopped.output
+    # ... and when the user says rows are ids anyway, the unmapped interactions are reported.
+    result = run("check", biased / "items.npy", "--interactions", biased / "holes.parquet", "--assume-row-ids",
                  "--no-probes", "--no-retrieval", "-q", "--json", out)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
@@ -143,13 +150,14 @@ def test_unmapped_and_empty_item_ids_are_reported_not_silently_dropped(biased):
 
 @pytest.mark.parametrize(
     "flag, value, words",
-    [("--lr", "-1", "--lr must be a positive number"), ("--lr", "nan", "--lr must be a positive number"),
-     ("--momentum", "-0.5", "--momentum must be a finite number >= 0"), ("--weight-decay", "inf", "--weight-decay")],
+    [("--lr", "-1", "'-1' must be > 0"), ("--lr", "nan", "'nan' is not a finite number"),
+     ("--momentum", "-0.5", "'-0.5' must be >= 0"), ("--weight-decay", "inf", "'inf' is not a finite number"),
+     ("--momentum", "-1", "'-1' must be >= 0"), ("--seed", "-1", "-1 is not in the range x>=0")],
 )
-def test_declared_training_values_are_validated(biased, flag, value, words):
+def test_declared_training_values_are_usage_errors(biased, flag, value, words):
     result = run("check", biased / "items.npy", flag, value, "-q")
-    assert result.exit_code == 1
-    assert words in result.output
+    assert result.exit_code == 2
+    assert words in result.output and flag in result.output
 
 
 def test_scheduler_unused_for_a_small_table_is_said_not_silent(biased):

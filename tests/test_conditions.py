@@ -16,18 +16,13 @@ import pytest
 import torch
 
 from auditor import hookspecs
-from auditor.conditions import (
-    CONDITION_NAMES,
-    assess_conditions,
-    classify_loss,
-    config_value,
-    recognise_optimizer,
-)
+from auditor.conditions import assess_conditions, classify_loss, config_value
 from auditor.config import DeclaredTraining
 from auditor.errors import PluginError
 from auditor.hookspecs import hookimpl
 from auditor.model import ItemStats, ModelBundle
-from auditor.result import Condition
+from auditor.optimizers import recognise_optimizer
+from auditor.result import CONDITION_NAMES, Condition
 from live_towers import TinyLive, Towers
 
 N_ITEMS, N_USERS, DIM = 40, 30, 8
@@ -276,17 +271,17 @@ def test_numeric_c2_c3_c4_on_live_towers(encoder: str, loss: str, expected: dict
     assert "cross-Jacobian" in out.conditions["C3"].evidence
     assert "gradient alignment" in out.conditions["C4"].evidence
     assert out.probes is not None and out.update_angles is not None
-    assert out.probes["update_angles"]["n"] == out.update_angles.size > 0
+    assert out.probes.update.angle_summary.n == out.update_angles.size > 0
 
 
 def test_probe_angles_follow_the_conditions() -> None:
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM), loss_name="infonce-cos", lr=0.5)
     out = assess_conditions(_live_bundle(live), None, None, NONE, seed=2)
-    assert out.probes["update_angles"]["share_90pm1"] == 1.0
-    assert out.probes["pythagorean_residual"]["max_abs"] < 1e-9
+    assert out.probes.update.angle_summary.share_90pm1 == 1.0
+    assert np.max(np.abs(out.probes.update.residuals)) < 1e-9
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM), loss_name="infonce-dot", lr=0.05)
     out = assess_conditions(_live_bundle(live), None, None, NONE, seed=2)
-    assert out.probes["update_angles"]["share_90pm1"] < 0.5
+    assert out.probes.update.angle_summary.share_90pm1 < 0.5
 
 
 def test_c5_from_probe_growth_and_frequencies() -> None:
@@ -299,7 +294,7 @@ def test_c5_from_probe_growth_and_frequencies() -> None:
     c5 = out.conditions["C5"]
     d = c5.details
     # Hand check of the projection: g from the probe, T = frequency × epochs, s_T/s = √(1+2gT).
-    g = out.probes["growth_per_update"]["per_appearance"]["median"]
+    g = float(np.median(out.probes.update.growth_per_appearance))
     assert d["growth_per_update"] == pytest.approx(g)
     freq = stats.frequencies.astype(float)
     t_head, t_med = np.quantile(freq, 0.99) * 5, np.median(freq) * 5
@@ -324,7 +319,7 @@ def test_c5_unknown_cases() -> None:
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM), rebuild_optimizer=False)
     out = assess_conditions(_live_bundle(live), _zipf_stats(), None, NONE)
     assert out.conditions["C5"].status == "unknown" and "per unit lr²" in out.conditions["C5"].evidence
-    assert out.probes["optimizer"]["restored"] is False
+    assert out.probes.update.optimizer_restored is False
 
 
 def test_no_probes_when_disabled() -> None:
@@ -411,8 +406,8 @@ def test_popaudit_retrain_checkpoint_end_to_end(tmp_path: Path) -> None:
     out = assess_conditions(bundle, stats, None, NONE, pm=pm, seed=0)
     status = {k: c.status for k, c in out.conditions.items()}
     assert status["C1"] == status["C2"] == status["C3"] == status["C4"] == "holds", out.conditions
-    assert out.probes is not None and out.probes["update_angles"]["share_90pm1"] == 1.0
-    assert out.probes["optimizer"]["restored"] is True
+    assert out.probes is not None and out.probes.update.angle_summary.share_90pm1 == 1.0
+    assert out.probes.update.optimizer_restored is True
 
 
 def test_c1_unrecognised_optimizer_keys_leave_the_name_to_the_config() -> None:

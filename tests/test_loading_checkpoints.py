@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import re
+import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +24,7 @@ N_ITEMS, N_USERS, DIM = 12, 7, 4
 
 
 class TwoTower(torch.nn.Module):
-    """A custom class: pickling an instance needs --trust-pickle to load it back."""
+    """A custom class: its tensors are read without importing it; only --trust-pickle makes one."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -134,16 +138,49 @@ def test_lightning_checkpoint(tmp_path, pm, tables):
     assert bundle.config == {"lr": 0.01, "temperature": 0.05}
 
 
-def test_pickled_module_is_refused_without_trust(tmp_path, pm):
+def _assert_state_dict(bundle: ModelBundle, model: torch.nn.Module, prefix: str = "") -> None:
+    """The bundle's tensors are exactly the module's state_dict (names, order and bits)."""
+    want = model.state_dict()
+    got = {k[len(prefix) :]: v for k, v in bundle.state_dict.items() if k.startswith(prefix)}
+    assert list(got) == list(want)
+    for key, tensor in want.items():
+        assert got[key].dtype == tensor.dtype and torch.equal(got[key], tensor), key
+
+
+def test_pickled_module_is_read_without_trust(tmp_path, pm):
+    model = TwoTower()
     path = tmp_path / "full.pt"
-    torch.save(TwoTower(), path)
+    torch.save(model, path)
+    bundle = _load(path, pm)
+    assert bundle.format == "pickle" and bundle.module is None
+    _assert_state_dict(bundle, model)
+    assert bundle.item_key == "item_embedding.weight" and bundle.user_key == "user_embedding.weight"
+    np.testing.assert_array_equal(bundle.item_table, model.item_embedding.weight.detach().numpy())
+    np.testing.assert_array_equal(bundle.user_table, model.user_embedding.weight.detach().numpy())
+    (note,) = [w for w in bundle.warnings if "pickled" in w]
+    assert str(path) in note and f"{TwoTower.__module__}.TwoTower" in note
+    assert "tensors were read without running code from the file" in note
+
+
+class Opaque:
+    """A foreign object holding no tensor popaudit can reach (its scores are plain lists)."""
+
+    def __init__(self) -> None:
+        self.scores = [[0.5, 1.5], [2.5, 3.5]]
+
+
+def test_pickle_of_an_object_without_tensors_is_refused_without_trust(tmp_path, pm):
+    path = tmp_path / "opaque.pt"
+    torch.save(Opaque(), path)
     with pytest.raises(UntrustedPickleError) as err:
         _load(path, pm)
     msg = str(err.value)
-    assert "--trust-pickle" in msg
-    assert "runs code" in msg
-    assert "TwoTower" in msg
-    assert str(path) in msg
+    assert f"{path} holds a pickled {Opaque.__module__}.Opaque that popaudit cannot read" in msg
+    assert "--trust-pickle" in msg and "runs code from the file" in msg
+    # With trust the real object is unpickled; it still holds no table, which is now the error.
+    with pytest.raises(ModelLoadError, match="holds an object of type Opaque, not a state dict") as err:
+        _load(path, pm, trust_pickle=True)
+    assert not isinstance(err.value, UntrustedPickleError)
 
 
 def test_pickled_module_is_loaded_with_trust(tmp_path, pm):
@@ -152,24 +189,88 @@ def test_pickled_module_is_loaded_with_trust(tmp_path, pm):
     torch.save(model, path)
     bundle = _load(path, pm, trust_pickle=True)
     assert bundle.format == "pickle"
+    assert type(bundle.module) is TwoTower  # the real object, for plugins that run the model
+    assert torch.equal(bundle.module.item_embedding.weight, model.item_embedding.weight)
+    _assert_state_dict(bundle, model)
     assert bundle.item_key == "item_embedding.weight"
     np.testing.assert_array_equal(bundle.item_table, model.item_embedding.weight.detach().numpy())
     assert bundle.user_table.shape == (N_USERS, DIM)
-    assert any("--trust-pickle" in w for w in bundle.warnings)
+    assert any(w == f"{path} was fully unpickled (--trust-pickle)" for w in bundle.warnings)
 
 
-def test_trusted_pickle_dict_is_read_as_checkpoint(tmp_path, pm):
+def test_pickled_module_checkpoint_is_read_with_and_without_trust(tmp_path, pm):
     model = TwoTower()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.3, momentum=0.8)
+    model(torch.tensor([0, 1]), torch.tensor([2, 3])).sum().backward()
+    optimizer.step()  # momentum buffers: the optimizer state has tensors keyed by parameter
     path = tmp_path / "full_ckpt.pt"
     torch.save({"model": model, "optimizer": optimizer, "config": {"lr": 0.3}}, path)
-    with pytest.raises(UntrustedPickleError):
+    want = optimizer.state_dict()
+    for trust in (False, True):
+        bundle = _load(path, pm, trust_pickle=trust)
+        assert bundle.format == "checkpoint"
+        _assert_state_dict(bundle, model)
+        assert bundle.optimizer_state["param_groups"] == want["param_groups"]
+        assert set(bundle.optimizer_state["state"]) == set(want["state"]) == {0, 1}
+        for index, state in want["state"].items():
+            assert torch.equal(bundle.optimizer_state["state"][index]["momentum_buffer"], state["momentum_buffer"])
+        assert bundle.config == {"lr": 0.3}
+        assert (bundle.module is not None) == trust
+    assert type(bundle.module["model"]) is TwoTower and isinstance(bundle.module["optimizer"], torch.optim.SGD)
+
+
+def test_placeholder_class_names_in_messages_are_plain(tmp_path, pm):
+    path = tmp_path / "odd.pt"
+    path.write_bytes(b"\x80\x02cevil\nName\x1b[31m\n)\x81.")  # an object of a class named with escapes
+    with pytest.raises(UntrustedPickleError, match=r"holds a pickled \(a name with unusual characters\) that") as err:
         _load(path, pm)
-    bundle = _load(path, pm, trust_pickle=True)
-    assert bundle.format == "checkpoint"
-    assert bundle.item_table.shape == (N_ITEMS, DIM)
-    assert bundle.optimizer_state["param_groups"][0]["momentum"] == 0.8
-    assert bundle.config == {"lr": 0.3}
+    assert "\x1b" not in str(err.value)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_bad_torchscript_archive_always_gives_a_reason(tmp_path, pm):
+    path = tmp_path / "scripted.pt"
+    torch.jit.save(torch.jit.script(TwoTower()), str(path))
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-300])  # the zip directory is cut off
+    cut = f"cannot read {path}: it starts like a zip archive but is not a valid one (File is not a zip file)"
+    for trust in (False, True):  # a damaged archive is not retried with torch (its OSError says nothing)
+        with pytest.raises(ModelLoadError) as err:
+            _load(path, pm, trust_pickle=trust)
+        assert str(err.value) == cut
+    # Code torch cannot compile: the tables are read from the archive; torch.jit.load's reason
+    # is named (its first sentence, quotes elided), never empty.
+    broken = tmp_path / "broken.pt"
+    with zipfile.ZipFile(io.BytesIO(whole)) as src, zipfile.ZipFile(broken, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, data.replace(b"def forward", b"def forward(((") if info.filename.endswith(".py") else data)
+    bundle = _load(broken, pm, trust_pickle=True)
+    assert bundle.module is None and bundle.item_key == "item_embedding.weight"
+    (note,) = [w for w in bundle.warnings if "--trust-pickle" in w]
+    assert re.fullmatch(
+        re.escape(f"cannot unpickle {broken} even with --trust-pickle: ")
+        + r"RuntimeError: [A-Za-z][^;]*[a-z]; the tables were read without running the file",
+        note,
+    ), note
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("kind", ["module", "legacy module", "torchscript"])
+def test_trusted_loads_print_no_torch_warnings(tmp_path, pm, capfd, kind):
+    model, path = TwoTower(), tmp_path / "m.pt"
+    if kind == "torchscript":
+        torch.jit.save(torch.jit.script(model), str(path))
+    else:
+        torch.save(model, path, _use_new_zipfile_serialization=kind == "module")
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bundle = _load(path, pm, trust_pickle=True)
+    assert bundle.module is not None
+    np.testing.assert_array_equal(bundle.item_table, model.item_embedding.weight.detach().numpy())
+    assert [str(w.message) for w in caught] == []
+    assert capfd.readouterr().err == ""
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -12,7 +12,7 @@ import pytest
 
 from auditor.errors import IdMappingError, InputError, InteractionsError
 from auditor.loading import align_counts, count_item_ids, read_pairs
-from auditor.loading import interactions as inter
+from auditor.loading import counting, logs, merging
 from auditor.progress import Progress
 
 # user, item, rating, timestamp: items 3 (x3, users 1 2 3), 5 (x2, user 1 twice), 8 (x1)
@@ -32,9 +32,9 @@ def _check_counts(c, item_col: str, user_col: str | None) -> None:
 @pytest.fixture
 def small_batches(monkeypatch):
     """Many tiny batches and frequent merges, so streaming and merging are exercised."""
-    monkeypatch.setattr(inter, "BATCH_ROWS", 7)
-    monkeypatch.setattr(inter, "MERGE_ROWS", 16)
-    monkeypatch.setattr(inter, "CSV_BLOCK_BYTES", 64)
+    monkeypatch.setattr(logs, "BATCH_ROWS", 7)
+    monkeypatch.setattr(merging, "MERGE_ROWS", 16)
+    monkeypatch.setattr(logs, "CSV_BLOCK_BYTES", 64)
 
 
 def _write(path: Path, text: str) -> Path:
@@ -176,11 +176,19 @@ def test_missing_override_column_lists_columns(tmp_path):
         count_item_ids(path, user_col="customer")
 
 
-def test_no_item_column_lists_columns(tmp_path):
+def test_no_item_column_lists_the_columns_of_a_header(tmp_path):
     path = tmp_path / "log.parquet"
-    pq.write_table(pa.table({"a": [1], "b": [2]}), path)
-    with pytest.raises(InteractionsError, match=r"cannot find an item id column in .*; columns found: a, b\. Pass --item-col"):
+    pq.write_table(pa.table({"customer_id": [1], "sku_code": [2]}), path)
+    with pytest.raises(InteractionsError, match=r"cannot find an item id column in .*; columns found: customer_id, sku_code\. Pass --item-col"):
         count_item_ids(path)
+
+
+def test_a_headerless_data_line_is_never_echoed(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("alice,hunter2\nbob,letmein\n")
+    with pytest.raises(InteractionsError, match=r"2 fields that do not look like a header") as err:
+        count_item_ids(path)
+    assert "alice" not in str(err.value) and "hunter2" not in str(err.value)
 
 
 def test_no_user_column_counts_items_only(tmp_path):
@@ -202,7 +210,7 @@ def test_need_users_false(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(InputError, match=r"^file not found: .*nope.csv$"):
+    with pytest.raises(InputError, match=r"^interaction log not found: .*nope.csv$"):
         count_item_ids(tmp_path / "nope.csv")
 
 
@@ -328,7 +336,7 @@ def test_ids_that_cannot_be_packed_switch_pair_sets(tmp_path, small_batches):
 
 
 def _counts(ids, counts, user_counts=None):
-    return inter.IdCounts(
+    return counting.IdCounts(
         ids=np.asarray(ids),
         counts=np.asarray(counts, dtype=np.int64),
         user_counts=None if user_counts is None else np.asarray(user_counts, dtype=np.int64),
@@ -350,7 +358,7 @@ def test_align_row_index_is_id_and_unmapped_counted():
 
 
 def test_align_string_ids_need_item_ids():
-    with pytest.raises(IdMappingError, match=r"not integers \(e.g. 'a'\).*pass --item-ids"):
+    with pytest.raises(IdMappingError, match=r"not integers, .*pass --item-ids"):
         align_counts(_counts(np.array(["a", "b"], dtype=object), [1, 2]), None, 5)
 
 
@@ -498,8 +506,8 @@ def test_counting_paths_match_numpy(tmp_path, small_batches, monkeypatch, kind, 
     pq.write_table(table, path, row_group_size=100)
     assert pq.ParquetFile(path).metadata.num_row_groups == 12
     ids, counts, per_item, n_users = _reference(users, items, user_ok, item_ok)
-    for scan_bytes in (inter.SCAN_ROW_GROUP_BYTES, 0):  # whole row groups read ahead, then iter_batches
-        monkeypatch.setattr(inter, "SCAN_ROW_GROUP_BYTES", scan_bytes)
+    for scan_bytes in (logs.SCAN_ROW_GROUP_BYTES, 0):  # whole row groups read ahead, then iter_batches
+        monkeypatch.setattr(logs, "SCAN_ROW_GROUP_BYTES", scan_bytes)
         c = count_item_ids(path, need_users=need_users)
         assert c.ids.dtype == (object if kind == "strings" else np.int64)
         assert c.ids.tolist() == ids.tolist()
@@ -528,32 +536,32 @@ def test_csv_negative_and_sparse_ids_match_numpy(tmp_path, small_batches, need_u
 
 
 def test_item_counter_switches_to_hashing_for_sparse_ids():
-    dense = inter._ItemCounter()
+    dense = counting._ItemCounter()
     dense.add(pa.array([3, 1, 3], pa.int32()))
     dense.add(pa.array([1_000_000, 3], pa.int64()))  # below 4 x 5 rows + 2**20: the array grows
     assert dense.dense is not None and dense.dense.size >= 1_000_001
     t = dense.result()
     assert t.column("id").to_pylist() == [1, 3, 1_000_000] and t.column("n").to_pylist() == [1, 3, 1]
 
-    switched = inter._ItemCounter()
+    switched = counting._ItemCounter()
     switched.add(pa.array([0, 5, 5]))
     switched.add(pa.array([2**33, 5]))  # above DENSE_MAX_ID: the counts so far move to the hash path
     assert switched.dense is None
     t = switched.result().sort_by("id")
     assert t.column("id").to_pylist() == [0, 5, 2**33] and t.column("n").to_pylist() == [1, 3, 1]
 
-    negative = inter._ItemCounter()
+    negative = counting._ItemCounter()
     negative.add(pa.array([-1, 2, -1]))
     assert negative.dense is None
     assert dict(zip(*negative.result().to_pydict().values())) == {-1: 2, 2: 1}
 
 
 def test_dense_limit_follows_rows_read(monkeypatch):
-    monkeypatch.setattr(inter, "DENSE_COUNTS_SLACK", 10)
-    monkeypatch.setattr(inter, "DENSE_SEEN_SLACK", 10)
-    assert inter._dense_limit(5, 4, 10) == 30
-    assert inter._dense_limit(10**12, 4, 10) == inter.DENSE_MAX_ID
-    counter, seen = inter._ItemCounter(), inter._DistinctIds()
+    monkeypatch.setattr(counting, "DENSE_COUNTS_SLACK", 10)
+    monkeypatch.setattr(counting, "DENSE_SEEN_SLACK", 10)
+    assert counting._dense_limit(5, 4, 10) == 30
+    assert counting._dense_limit(10**12, 4, 10) == counting.DENSE_MAX_ID
+    counter, seen = counting._ItemCounter(), counting._DistinctIds()
     counter.add(pa.array([0, 1, 29, 29, 29]))  # 5 rows: ids below 4 x 5 + 10 fit
     seen.add(pa.array([0, 1, 49, 49, 49]))  # 8 x 5 + 10 = 50
     assert counter.dense is not None and seen.seen is not None
@@ -567,11 +575,11 @@ def test_dense_limit_follows_rows_read(monkeypatch):
 
 
 def test_distinct_ids_dense_grows_and_counts():
-    seen = inter._DistinctIds()
+    seen = counting._DistinctIds()
     for part in ([4, 4, 0], [9], [], [1_000, 4]):
         seen.add(pa.array(part, pa.int64()))
     assert seen.seen is not None and seen.count() == 4
-    strings = inter._DistinctIds()
+    strings = counting._DistinctIds()
     strings.add(pa.array(["a", "b", None, "a"]))
     strings.add(pa.array(["c", "a"]))
     assert strings.seen is None and strings.count() == 3
@@ -579,26 +587,26 @@ def test_distinct_ids_dense_grows_and_counts():
 
 def test_grown_doubles_up_to_the_limit():
     a = np.arange(4, dtype=np.int64)
-    assert inter._grown(a, 3, 100) is a
-    assert inter._grown(a, 5, 100).tolist() == [0, 1, 2, 3, 0, 0, 0, 0]
-    assert inter._grown(a, 6, 6).size == 6  # doubling capped by the limit
-    assert inter._grown(a, 50, 100).size == 50
+    assert counting._grown(a, 3, 100) is a
+    assert counting._grown(a, 5, 100).tolist() == [0, 1, 2, 3, 0, 0, 0, 0]
+    assert counting._grown(a, 6, 6).size == 6  # doubling capped by the limit
+    assert counting._grown(a, 50, 100).size == 50
 
 
 def test_sorted_unique_drops_repeats_across_chunks(monkeypatch):
-    monkeypatch.setattr(inter, "_DEDUP_CHUNK", 4)
+    monkeypatch.setattr(merging, "_DEDUP_CHUNK", 4)
     rng = np.random.default_rng(5)
     for n in (0, 1, 2, 7, 8, 9, 301):
         keys = rng.integers(-20, 20, n)
         expected = sorted(set(keys.tolist()))
-        assert inter._sorted_unique(keys.copy()).tolist() == expected
+        assert merging._sorted_unique(keys.copy()).tolist() == expected
     runs = np.array([3, 3, 3, 3, 3, 3, 3, 3, 3, 4], dtype=np.int64)  # a repeat spanning three chunks
-    assert inter._sorted_unique(runs).tolist() == [3, 4]
+    assert merging._sorted_unique(runs).tolist() == [3, 4]
 
 
 def test_sorted_keys_merge_runs(monkeypatch):
-    monkeypatch.setattr(inter, "MERGE_ROWS", 4)
-    keys = inter._SortedKeys()
+    monkeypatch.setattr(merging, "MERGE_ROWS", 4)
+    keys = merging.SortedKeys()
     rng = np.random.default_rng(3)
     parts = [rng.integers(0, 40, 9) for _ in range(12)]
     for part in parts:
@@ -608,7 +616,7 @@ def test_sorted_keys_merge_runs(monkeypatch):
 
 def test_pair_set_packs_item_major_and_counts_users_per_item():
     for late_user in (None, 2**31):
-        pairs = inter._PairSet()
+        pairs = counting._PairSet()
         pairs.add(pa.array([5, 5, 7, 2**31 - 1]), pa.array([9, 9, 9, 2**32 - 1]))
         pairs.add(pa.array([7, 1]), pa.array([0, 9]))
         assert pairs.packed is not None
@@ -628,8 +636,8 @@ def test_big_row_groups_stream_with_iter_batches(tmp_path, small_batches, monkey
     pf = pq.ParquetFile(path)
     meta = pf.metadata
     sizes = [[meta.row_group(r).column(j).total_uncompressed_size for j in (0, 1)] for r in range(3)]
-    assert inter._largest_row_group_bytes(pf, ["item_id"]) == max(s[1] for s in sizes)
-    assert inter._largest_row_group_bytes(pf, ["user_id", "item_id"]) == max(sum(s) for s in sizes)
+    assert logs._largest_row_group_bytes(pf, ["item_id"]) == max(s[1] for s in sizes)
+    assert logs._largest_row_group_bytes(pf, ["user_id", "item_id"]) == max(sum(s) for s in sizes)
 
     calls = []
     original = pq.ParquetFile.iter_batches
@@ -642,8 +650,8 @@ def test_big_row_groups_stream_with_iter_batches(tmp_path, small_batches, monkey
     ids, counts, per_item = _numpy_counts(users, items)
     largest = max(sum(s) for s in sizes)
     for scan_rows, scan_bytes, expected_calls in ((200, largest, []), (200, largest - 1, [7]), (199, largest, [7])):
-        monkeypatch.setattr(inter, "SCAN_ROW_GROUP_ROWS", scan_rows)
-        monkeypatch.setattr(inter, "SCAN_ROW_GROUP_BYTES", scan_bytes)
+        monkeypatch.setattr(logs, "SCAN_ROW_GROUP_ROWS", scan_rows)
+        monkeypatch.setattr(logs, "SCAN_ROW_GROUP_BYTES", scan_bytes)
         calls.clear()
         c = count_item_ids(path)
         assert calls == expected_calls  # row groups above the bound: iter_batches, else the scanner

@@ -11,7 +11,8 @@ import torch
 from auditor.config import LoadOptions
 from auditor.errors import AmbiguousTableError, EmbeddingTableError, IdMappingError, InputError, ModelLoadError
 from auditor.loading import load_model, validate_item_table
-from auditor.loading.tables import read_npy_table, table_role
+from auditor.loading.discovery import table_role
+from auditor.loading.npy import read_npy_table
 from auditor.plugins import get_plugin_manager
 
 

@@ -20,14 +20,12 @@ from auditor.metrics.exposure import (
     LongTailShare,
     Novelty,
     Slots,
-    bottom_tail_mask,
     exposure_counts,
     gini_index,
-    head_mask,
     overlap,
     per_query_overlap,
-    short_head_mask,
 )
+from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_head_mask
 from auditor.result import ListMeasures
 
 # --- RecBole tests/metrics/test_topk_metrics.py -------------------------------------
@@ -77,13 +75,31 @@ EVIDENTLY_USERS = np.array([0, 3, 1, 0])
 
 
 def test_evidently_popularity_bias() -> None:
-    # Evidently drops cold items (cold="drop"), counts coverage among trained items, and
-    # takes Gini over recommended items with the n-1 denominator.
-    assert AvgRecPopularity(EVIDENTLY_FREQ, cold="drop").measure(EVIDENTLY_LISTS) == pytest.approx(1.5)
+    # Evidently's ARP takes popularity as distinct users per item and drops cold items
+    # (here users = interactions, see the next test); it counts coverage among trained
+    # items and takes Gini over recommended items with the n-1 denominator.
+    assert AvgRecPopularity(EVIDENTLY_USERS, cold="drop").measure(EVIDENTLY_LISTS) == pytest.approx(1.5)
     coverage = ItemCoverage(4, trained=EVIDENTLY_FREQ > 0)
     assert coverage.measure(EVIDENTLY_LISTS) == pytest.approx(1.0)
     gini = GiniIndex(4, over="recommended", unbiased=True)
     assert gini.measure(EVIDENTLY_LISTS) == pytest.approx(0.2)
+
+
+def test_evidently_arp_needs_user_popularity_not_just_dropped_cold_items() -> None:
+    # Train (u1, i1) twice, (u2, i1), (u3, i2): item 1 has 3 interactions but 2 users.
+    # Lists u1: [1], u2: [1, 2]. Evidently: mean(2, (2 + 1) / 2) = 1.75 (by hand);
+    # cold="drop" over interaction counts gives mean(3, (3 + 1) / 2) = 2.5 instead.
+    lists = np.array([[1, -1], [1, 2]])
+    users, interactions = np.array([0, 2, 1]), np.array([0, 3, 1])
+    assert AvgRecPopularity(users, cold="drop").measure(lists) == pytest.approx(1.75)
+    assert AvgRecPopularity(interactions, cold="drop").measure(lists) == pytest.approx(2.5)
+
+
+def test_recbole_tail_cut_truncates_like_int() -> None:
+    # RecBole's TailPercentage: cut = max(int(n * ratio), 1); 100 * 0.29 = 28.999... -> 28.
+    pop = np.arange(1, 101)
+    assert bottom_tail_mask(pop, 0.29).sum() == int(100 * 0.29) == 28
+    assert bottom_tail_mask(pop, 0.001).sum() == 1
 
 
 def test_evidently_novelty() -> None:

@@ -11,6 +11,12 @@ from auditor.metrics.frequency_norm import (
     item_norms,
     loglog_slope,
     popularity_deciles,
+    undefined_reason,
+)
+from auditor.metrics.spearman_ci import (
+    BOOTSTRAP_MAX_ITEMS,
+    _bootstrap_rho,
+    _spearman_rho,
     spearman_bootstrap_ci,
 )
 
@@ -87,9 +93,151 @@ def test_constant_frequencies_are_reported_not_invented():
     assert section.loglog_slope is None
 
 
-def test_too_few_items_is_an_error():
-    with pytest.raises(EmbeddingTableError, match="at least 3 items"):
-        frequency_norm_stats(np.array([1.0, 2.0]), np.array([1, 2]))
+def test_too_few_items_are_reported_as_undefined():
+    section, notes = frequency_norm_stats(np.array([1.0, 2.0]), np.array([1, 2]))
+    assert np.isnan(section.spearman) and np.isnan(section.spearman_ci[0])
+    assert section.undefined_reason is not None and "only 2 items" in section.undefined_reason
+    assert "at least 3" in section.undefined_reason
+    assert section.n_bootstrap == 0 and section.ci_method == ""
+    assert any("at least 3" in n for n in notes)
+    empty, _ = frequency_norm_stats(np.array([]), np.array([]))
+    assert "no items" in (empty.undefined_reason or "")
+
+
+def test_mismatched_norms_and_frequencies_are_an_error():
+    with pytest.raises(EmbeddingTableError, match="do not describe the same items"):
+        frequency_norm_stats(np.array([1.0, 2.0, 3.0]), np.array([1, 2]))
+
+
+def test_constant_table_says_why_rho_is_undefined():
+    table = np.full((50, 8), 0.25, dtype=np.float32)
+    section, notes = frequency_norm_stats(item_norms(table), np.arange(50), n_bootstrap=50)
+    assert section.undefined_reason == (
+        "every item has the same norm (a constant table): the correlation is undefined"
+    )
+    assert np.isnan(section.spearman) and section.n_bootstrap == 0
+    assert any("same norm" in n for n in notes)
+
+
+def test_undefined_reasons_name_the_cause():
+    norms, freqs = np.array([1.0, 2.0, 3.0]), np.array([4.0, 4.0, 4.0])
+    assert "same training frequency (4)" in (undefined_reason(norms, freqs) or "")
+    assert "same training frequency and the same norm" in (
+        undefined_reason(np.ones(3), freqs) or ""
+    )
+    assert "not finite" in (undefined_reason(np.array([1.0, np.inf, 2.0]), np.arange(3.0)) or "")
+    assert undefined_reason(norms, np.arange(3.0)) is None
+
+
+def test_defined_rho_has_no_reason_and_names_its_ci_method():
+    freqs = np.arange(1, 101)
+    section, _ = frequency_norm_stats(np.sqrt(freqs) + np.sin(freqs), freqs, n_bootstrap=100)
+    assert section.undefined_reason is None
+    assert section.ci_method == "percentile bootstrap, 100 resamples"
+
+
+def test_small_tables_keep_the_previous_ci_digits():
+    # Values recorded from the previous implementation (percentile bootstrap over all
+    # items via scipy.stats.bootstrap) before the large-table path was replaced; for
+    # n <= BOOTSTRAP_MAX_ITEMS the interval must stay bit-for-bit the same.
+    rng = np.random.default_rng(11)
+    freqs = rng.zipf(1.7, 3000).astype(float)
+    freqs[rng.random(3000) < 0.3] = 0
+    norms = rng.uniform(0.5, 1.5, 3000)
+    assert spearman_bootstrap_ci(freqs, norms, n_bootstrap=500, seed=3) == (
+        -0.028925553747949074,
+        0.042887190343246964,
+    )
+    rng = np.random.default_rng(12)
+    freqs = rng.zipf(1.6, BOOTSTRAP_MAX_ITEMS).astype(float)  # the boundary: still the old path
+    norms = freqs**0.25 + rng.normal(0, 0.3, freqs.size)
+    assert spearman_bootstrap_ci(freqs, norms, n_bootstrap=200, seed=5) == (
+        0.7522218247074158,
+        0.7666380831227135,
+    )
+    rng = np.random.default_rng(13)
+    freqs = np.concatenate([np.zeros(100), rng.zipf(1.5, 900)])
+    norms = np.log1p(freqs) + rng.normal(0, 0.5, freqs.size)
+    section, notes = frequency_norm_stats(norms, freqs, n_bootstrap=300, seed=0)
+    assert section.spearman == 0.8763562735664948
+    assert section.spearman_ci == (0.8566733340414077, 0.894992278232801)
+    assert section.n_bootstrap == 300 and notes == []
+
+
+def test_large_tables_centre_the_ci_on_the_full_sample_rho():
+    rng = np.random.default_rng(21)
+    freqs = rng.zipf(1.6, 80_000).astype(float)
+    norms = freqs**0.25 + rng.normal(0, 0.3, freqs.size)
+    section, _ = frequency_norm_stats(norms, freqs, n_bootstrap=200, seed=2)
+    lo, hi = section.spearman_ci
+    assert lo < section.spearman < hi
+    z = np.arctanh([lo, section.spearman, hi])
+    assert z[1] - z[0] == pytest.approx(z[2] - z[1], rel=1e-9)
+    assert section.ci_method.startswith("Fisher-z interval around the full-sample ρ")
+    assert "200-resample bootstrap of a 20,000-item subsample" in section.ci_method
+    assert section.n_bootstrap == 200
+
+
+def test_fast_rho_matches_scipy_with_ties():
+    rng = np.random.default_rng(22)
+    freqs = np.concatenate([np.zeros(5000), rng.zipf(1.5, 45_000)]).astype(float)
+    norms = np.round(np.log1p(freqs) + rng.normal(0, 1.0, freqs.size), 2)
+    assert _spearman_rho(freqs, norms) == pytest.approx(sps.spearmanr(freqs, norms).statistic, abs=1e-12)
+
+
+@pytest.mark.parametrize("tied_norms", [False, True])
+def test_weighted_bootstrap_equals_spearman_of_the_expanded_resample(tied_norms):
+    # Each resample is held as multiplicities; its ρ must be Spearman's ρ of the
+    # resample written out item by item (ties from repeats and from equal values).
+    rng = np.random.default_rng(23)
+    m = 3000
+    freqs = rng.zipf(1.6, m).astype(float)
+    freqs[rng.random(m) < 0.4] = 0
+    norms = freqs**0.2 + rng.normal(0, 0.5, m)
+    if tied_norms:
+        norms = np.round(norms, 1)
+    got = _bootstrap_rho(freqs, norms, 5, np.random.default_rng(4))
+    order = np.argsort(freqs, kind="stable")  # items as the bootstrap holds them
+    draws = np.random.default_rng(4).spawn(1)[0].integers(0, m, size=(5, m))
+    for r in range(5):
+        copies = np.bincount(draws[r], minlength=m)
+        expanded = sps.spearmanr(np.repeat(freqs[order], copies), np.repeat(norms[order], copies))
+        assert got[r] == pytest.approx(expanded.statistic, abs=1e-12)
+
+
+def test_item_norms_are_bit_identical_to_plain_float64_for_ordinary_tables():
+    table = np.random.default_rng(24).normal(size=(5000, 33)).astype(np.float32)
+    plain = np.sqrt(np.einsum("ij,ij->i", table.astype(np.float64), table.astype(np.float64)))
+    np.testing.assert_array_equal(item_norms(table, block=700), plain)
+
+
+def test_item_norms_never_overflow_or_underflow():
+    f32 = np.finfo(np.float32)
+    table = np.array(
+        [[f32.max, -f32.max, f32.max], [3e38, 1.0, 0.0], [0.0, 0.0, 0.0], [f32.smallest_subnormal, 0.0, 0.0]],
+        dtype=np.float32,
+    )
+    norms = item_norms(table)
+    assert np.isfinite(norms).all()
+    np.testing.assert_allclose(norms, np.linalg.norm(table.astype(np.float64), axis=1), rtol=1e-15)
+    # float64 tables beyond float32's range: squaring would overflow / underflow.
+    wide = np.array([[1e300, -1e300], [1e-300, 1e-300], [3e200, 4e200]])
+    np.testing.assert_allclose(item_norms(wide), [np.sqrt(2) * 1e300, np.sqrt(2) * 1e-300, 5e200], rtol=1e-15)
+    before = wide.copy()
+    item_norms(wide)
+    np.testing.assert_array_equal(wide, before)  # the caller's table is not scaled in place
+
+
+def test_huge_float32_table_gives_a_defined_rho():
+    rng = np.random.default_rng(25)
+    freqs = rng.zipf(1.5, 2000)
+    direction = rng.normal(size=(2000, 16))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    scale = 1e37 * (1 + np.log1p(freqs))  # norms up to ~1e38 per entry
+    table = (direction * scale[:, None]).astype(np.float32)
+    section, _ = frequency_norm_stats(item_norms(table), freqs, n_bootstrap=100)
+    assert section.undefined_reason is None
+    assert section.spearman > 0.9
 
 
 def test_deciles_do_not_depend_on_row_order_and_ties_share_a_decile():

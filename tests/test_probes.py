@@ -138,8 +138,8 @@ def test_adam_moves_angles_off_90() -> None:
     probe = update_step(live, module, [_batch()], extra_rows=np.arange(N_ITEMS), fallback_lr=None)
     summary = summarise_angles(probe.angles)
     assert probe.optimizer == "Adam"
-    assert summary["share_90pm1"] < 0.5
-    assert summary["max_abs_deviation_from_90"] > 10.0
+    assert summary.share_90pm1 < 0.5
+    assert summary.max_abs_deviation_from_90 > 10.0
     assert np.max(np.abs(probe.residuals)) > 1e-3
 
 
@@ -155,15 +155,15 @@ def test_fallback_sgd_when_the_optimizer_cannot_be_rebuilt() -> None:
 def test_summarise_angles_histogram_and_shares() -> None:
     angles = np.array([90.0, 90.5, 89.2, 95.0, 120.0, 10.0])
     out = summarise_angles(angles)
-    assert out["n"] == 6
-    assert out["median"] == pytest.approx(90.25)
-    assert out["share_90pm1"] == pytest.approx(3 / 6)
-    assert out["share_90pm10"] == pytest.approx(4 / 6)
-    edges, counts = out["histogram"]["edges"], out["histogram"]["counts"]
+    assert out.n == 6
+    assert out.median == pytest.approx(90.25)
+    assert out.share_90pm1 == pytest.approx(3 / 6)
+    assert out.share_90pm10 == pytest.approx(4 / 6)
+    edges, counts = out.edges, out.counts
     assert edges[0] == 0.0 and edges[-1] == 180.0 and len(edges) == 46
     assert sum(counts) == 6
     assert counts[22] == 3  # [88°, 92°) holds 89.2, 90, 90.5
-    assert summarise_angles(np.zeros(0))["median"] is None
+    assert summarise_angles(np.zeros(0)).median is None
 
 
 def test_second_difference_linear_vs_curved() -> None:
@@ -172,62 +172,62 @@ def test_second_difference_linear_vs_curved() -> None:
     for encoder in ("embedding", "dense-linear"):
         live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, encoder))
         out = second_difference(live, live.module, rows, generator=gen)
-        assert out["linear"] and max(out["relative"]) < 1e-13
+        assert out.linear and max(out.relative) < 1e-13
     # A shared linear layer over an embedding is bilinear: the second difference is
     # exactly 2ε²·V·u, so it scales with ε² (ratio 100 per decade of ε).
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "embedding-linear"))
     out = second_difference(live, live.module, rows, generator=gen)
-    rel = out["relative"]
-    assert not out["linear"]
+    rel = out.relative
+    assert not out.linear
     assert rel[0] / rel[1] == pytest.approx(100.0, rel=1e-9)
     assert rel[1] / rel[2] == pytest.approx(100.0, rel=1e-6)
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "mlp"))
-    assert not second_difference(live, live.module, rows, generator=gen)["linear"]
+    assert not second_difference(live, live.module, rows, generator=gen).linear
 
 
 def test_cross_jacobian_embedding_is_zero_and_dense_linear_is_feature_cosine() -> None:
     rows = torch.tensor([0, 3, 5, 11, 17])
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM))
     out = cross_jacobian(live, live.module, rows)
-    assert out["max_offdiag_relative"] == 0.0 and out["max_isotropy_deviation"] == 0.0
-    assert out["shared"] is False and out["isotropic"] is True and out["n_pairs"] == 10
+    assert out.max_offdiag_relative == 0.0 and out.max_isotropy_deviation == 0.0
+    assert out.shared is False and out.isotropic is True and out.n_pairs == 10
     # Linear over features x: J_iJ_jᵀ = (x_iᵀx_j) I, so the normalised block norm is |cos(x_i, x_j)|.
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "dense-linear"))
     out = cross_jacobian(live, live.module, rows)
     x = live.module.features[rows].numpy()
     cos = (x @ x.T) / np.outer(np.linalg.norm(x, axis=1), np.linalg.norm(x, axis=1))
     off = cos[~np.eye(len(rows), dtype=bool)]
-    assert out["max_offdiag_relative"] == pytest.approx(off.max(), rel=1e-12)
-    assert out["median_offdiag_relative"] == pytest.approx(np.median(off), rel=1e-12)
-    assert out["max_isotropy_deviation"] < 1e-12  # J_iJ_iᵀ = ‖x_i‖² I
-    assert out["shared"] is True
+    assert out.max_offdiag_relative == pytest.approx(off.max(), rel=1e-12)
+    assert out.median_offdiag_relative == pytest.approx(np.median(off), rel=1e-12)
+    assert out.max_isotropy_deviation < 1e-12  # J_iJ_iᵀ = ‖x_i‖² I
+    assert out.shared is True
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "mlp"))
     out = cross_jacobian(live, live.module, rows)
-    assert out["shared"] is True and out["isotropic"] is False
+    assert out.shared is True and out.isotropic is False
 
 
 def test_gradient_alignment_cosine_vs_dot() -> None:
     batch = _batch()
     cos = gradient_alignment(TinyLive(Towers(N_ITEMS, N_USERS, DIM)), Towers(N_ITEMS, N_USERS, DIM), batch)
-    assert cos["orthogonal"] is True and cos["max"] < 1e-12 and cos["n"] == 12
+    assert cos.orthogonal is True and cos.max < 1e-12 and cos.n == 12
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM), loss_name="infonce-dot")
     dot = gradient_alignment(live, live.module, batch)
-    assert dot["orthogonal"] is False
+    assert dot.orthogonal is False
     # Hand check of one slot: g_j = (softmax column j − e_j)ᵀ users, by the InfoNCE formula.
     u = live.module.user_emb.weight.detach()[torch.as_tensor(batch.users)]
     q = live.module.item_emb.weight.detach()[torch.as_tensor(batch.items)]
     p = F.softmax(u @ q.T, dim=1)
     g = ((p - torch.eye(len(u), dtype=u.dtype)).T @ u) / len(u)
     align = (q * g).sum(1).abs() / (q.norm(dim=1) * g.norm(dim=1))
-    assert dot["max"] == pytest.approx(float(align.max()), rel=1e-10)
+    assert dot.max == pytest.approx(float(align.max()), rel=1e-10)
 
 
 def test_item_tower_layers() -> None:
-    assert item_tower_layers(*_live_and_module("embedding"))["kind"] == "embedding"
-    assert item_tower_layers(*_live_and_module("dense-linear"))["kind"] == "linear"
+    assert item_tower_layers(*_live_and_module("embedding")).kind == "embedding"
+    assert item_tower_layers(*_live_and_module("dense-linear")).kind == "linear"
     mlp = item_tower_layers(*_live_and_module("mlp"))
-    assert mlp["kind"] == "nonlinear" and "Tanh" in mlp["layers"]
-    assert item_tower_layers(*_live_and_module("embedding-linear"))["kind"] == "composed"
+    assert mlp.kind == "nonlinear" and "Tanh" in mlp.layers
+    assert item_tower_layers(*_live_and_module("embedding-linear")).kind == "composed"
 
 
 def _live_and_module(encoder: str) -> tuple[TinyLive, torch.nn.Module]:

@@ -14,6 +14,7 @@ from PIL import Image
 from auditor import hookspecs
 from auditor.report import RenderContext, render_to
 from auditor.report import content as c
+from auditor.report import formatting as f
 from auditor.report.markdown import MarkdownRenderer, md_escape, md_table
 from auditor.result import AuditResult, Condition, CutoffMeasures, Inputs, ListMeasures, Retrieval, Verdict
 from report_samples import bare_result, full_result
@@ -173,30 +174,30 @@ def test_headline_known_sentence() -> None:
     none = _small_result(frequency_norm=None, retrieval=None, conditions=None,
                          verdict=Verdict(False, "none", "", []))
     assert c.headline(none) == (
-        "No popularity bias detected (severity none): frequency–norm correlation not measured; "
+        "Popularity bias not assessed: frequency–norm correlation not measured; "
         "retrieval not measured; conditions not assessed."
     )
 
 
 def test_number_formatting() -> None:
-    assert c.fmt_num(1234567) == "1,234,567"
-    assert c.fmt_num(0.12345) == "0.123"
-    assert c.fmt_num(3.2e-12) == "3.20e-12"
-    assert c.fmt_num(float("nan")) == "n/a" and c.fmt_num(None) == "n/a"
-    assert c.fmt_num(12345.678) == "12,345.7"
-    assert c.fmt_pct(0.341) == "34.1%" and c.fmt_pct(0.0042) == "0.42%"
-    assert c.fmt_ratio(4.1558) == "4.16×" and c.fmt_ratio(None) == "n/a"
-    assert c.ratio(1.0, 0.0) is None and c.ratio(3, 2) == 1.5
-    assert c.fmt_range(3, 3) == "3" and c.fmt_range(1, 2000) == "1–2,000"
-    assert c.fmt_scalar(10.0) == "10" and c.fmt_scalar(0.0070352) == "0.007035" and c.fmt_scalar(True) == "yes"
-    assert c.fmt_value({"a": [1, 2]}) == '{"a": [1, 2]}'
-    assert c.fmt_value("x" * 200, limit=10) == "x" * 9 + "…"
-    assert c.flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == [("a.b", 1), ("a.c.d", 2), ("e", 3)]
+    assert f.fmt_num(1234567) == "1,234,567"
+    assert f.fmt_num(0.12345) == "0.123"
+    assert f.fmt_num(3.2e-12) == "3.20e-12"
+    assert f.fmt_num(float("nan")) == "n/a" and f.fmt_num(None) == "n/a"
+    assert f.fmt_num(12345.678) == "12,345.7"
+    assert f.fmt_pct(0.341) == "34.1%" and f.fmt_pct(0.0042) == "0.42%"
+    assert f.fmt_ratio(4.1558) == "4.16×" and f.fmt_ratio(None) == "n/a"
+    assert f.ratio(1.0, 0.0) is None and f.ratio(3, 2) == 1.5
+    assert f.fmt_range(3, 3) == "3" and f.fmt_range(1, 2000) == "1–2,000"
+    assert f.fmt_scalar(10.0) == "10" and f.fmt_scalar(0.0070352) == "0.007035" and f.fmt_scalar(True) == "yes"
+    assert f.fmt_value({"a": [1, 2]}) == '{"a": [1, 2]}'
+    assert f.fmt_value("x" * 200, limit=10) == "x" * 9 + "…"
+    assert f.flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == [("a.b", 1), ("a.c.d", 2), ("e", 3)]
 
 
 def test_md_helpers_escape() -> None:
     assert md_escape("a|b *c* <d>\nnext") == r"a\|b \*c\* \<d\> next"
-    table = c.Table(("k", "v"), (("x|y", "1"),), (False, True), caption="note_1")
+    table = f.Table(("k", "v"), (("x|y", "1"),), (False, True), caption="note_1")
     assert md_table(table) == "| k | v |\n|:---|---:|\n| x\\|y | 1 |\n\n_note\\_1_\n\n"
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from auditor.report import plots
+from auditor.report import plot_data, plots
 from auditor.result import DecileRow, PlotData
 from report_samples import bare_result, full_result
 
@@ -24,40 +24,40 @@ def _png_size(png: bytes) -> tuple[int, int]:
 
 
 def test_lorenz_curve_known_points() -> None:
-    x, y = plots.lorenz_curve(np.array([3, 0, 1, 0]))
+    x, y = plot_data.lorenz_curve(np.array([3, 0, 1, 0]))
     np.testing.assert_allclose(x, [0, 0.25, 0.5, 0.75, 1.0])
     np.testing.assert_allclose(y, [0, 0, 0, 0.25, 1.0])
 
 
 def test_lorenz_curve_resamples_large_catalogues_and_handles_zero() -> None:
     counts = np.arange(10_000, dtype=np.float64)
-    x, y = plots.lorenz_curve(counts, n_points=101)
+    x, y = plot_data.lorenz_curve(counts, n_points=101)
     assert x.size == 101 and y[0] == 0 and y[-1] == pytest.approx(1.0)
     # For counts 0..n-1 the Lorenz curve is y = x² (up to 1/n).
     np.testing.assert_allclose(y, x**2, atol=2e-4)
-    x0, y0 = plots.lorenz_curve(np.zeros(5))
+    x0, y0 = plot_data.lorenz_curve(np.zeros(5))
     np.testing.assert_allclose(x0, y0)
 
 
 def test_popularity_groups_follow_the_table_sizes() -> None:
     freq = np.array([0, 5, 1, 3, 0, 2])
     rows = [DecileRow(1, 1, 2, 2, 0.0, 0.0), DecileRow(2, 3, 5, 2, 0.0, 0.0)]
-    groups, labels = plots.popularity_groups(freq, rows)
+    groups, labels = plot_data.popularity_groups(freq, rows)
     assert groups.tolist() == [-1, 1, 0, 1, -1, 0]
     assert labels == ["1\n1–2", "2\n3–5"]
     # A table covering every item (cold ones included) puts the cold items in decile 1.
     # (Deciles keep the table's numbers, which skip empty ones; one value needs no range.)
     rows_all = [DecileRow(1, 0, 1, 3, 0.0, 0.0), DecileRow(3, 2, 5, 3, 0.0, 0.0)]
-    groups_all, labels_all = plots.popularity_groups(freq, rows_all)
+    groups_all, labels_all = plot_data.popularity_groups(freq, rows_all)
     assert groups_all.tolist() == [0, 1, 0, 1, 0, 1]
     assert labels_all == ["1\n0–1", "3\n2–5"]
-    _, single = plots.popularity_groups(np.array([4, 4, 9]), [DecileRow(1, 4, 4, 2, 0, 0), DecileRow(2, 9, 9, 1, 0, 0)])
+    _, single = plot_data.popularity_groups(np.array([4, 4, 9]), [DecileRow(1, 4, 4, 2, 0, 0), DecileRow(2, 9, 9, 1, 0, 0)])
     assert single == ["1\n4", "2\n9"]
 
 
 def test_popularity_groups_fall_back_to_equal_ranks() -> None:
     freq = np.arange(1, 21)
-    groups, labels = plots.popularity_groups(freq, [DecileRow(1, 1, 1, 7, 0, 0)], n_groups=4)
+    groups, labels = plot_data.popularity_groups(freq, [DecileRow(1, 1, 1, 7, 0, 0)], n_groups=4)
     assert np.bincount(groups).tolist() == [5, 5, 5, 5]
     assert groups[0] == 0 and groups[-1] == 3 and labels[3] == "4\n16–20"
 

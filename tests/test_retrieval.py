@@ -13,17 +13,17 @@ import pyarrow.parquet as pq
 import pytest
 from threadpoolctl import threadpool_info
 
-import auditor.retrieval as retrieval_module
+import auditor.retrieval.search as retrieval_module
 from auditor.config import AuditConfig
 from auditor.errors import EmbeddingTableError, InputError, QueryError
 from auditor.metrics.exposure import ExposureMeasures
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.progress import Advance, Progress
+from auditor.loading.history import history_from_log, history_from_pairs
 from auditor.retrieval import (
     EXACT_FLOP_LIMIT,
     blas_path,
     choose_index,
-    history_queries,
     l2_normalise,
     load_query_file,
     measure_retrieval,
@@ -266,7 +266,7 @@ def test_query_sources(tmp_path: Path) -> None:
     with pytest.raises(QueryError, match="dimension 5 but the item table has dimension 16"):
         wrong = _config(ks=(5,), queries=str(tmp_path / "wrong.npy"))
         measure_retrieval(_bundle(items), stats, wrong, None)
-    with pytest.raises(QueryError, match="does not exist"):
+    with pytest.raises(QueryError, match="query file not found"):
         load_query_file(tmp_path / "missing.npy")
     two = tmp_path / "two.parquet"
     pq.write_table(pa.table({"a": pa.array([[1.0, 2.0]]), "b": pa.array([[1.0, 2.0]])}), two)
@@ -295,10 +295,15 @@ def test_history_queries_are_per_user_means() -> None:
         user_ids=np.array(["a", "b", "c"]),
     )
     expected = np.stack([items[[1, 2, 4]].mean(0), items[5], items[[0, 0, 3]].mean(0)])
-    np.testing.assert_allclose(history_queries(pairs, items), expected, rtol=1e-6)
-    np.testing.assert_allclose(history_queries(pairs, items, np.array([2])), expected[[2]], rtol=1e-6)
+    history = history_from_pairs(pairs, items, None, 0)
+    np.testing.assert_allclose(history.vectors, expected, rtol=1e-6)
+    assert (history.n_eligible, history.sampled) == (3, False)
+    sampled = history_from_pairs(pairs, items, 2, seed=4)
+    picked = np.sort(np.random.default_rng(4).choice(3, size=2, replace=False))
+    np.testing.assert_allclose(sampled.vectors, expected[picked], rtol=1e-6)
+    assert sampled.sampled and "2 sampled with seed 4" in sampled.describe()
     freq = np.bincount(pairs.item_rows, minlength=6)
-    outcome = measure_retrieval(_bundle(items), _stats(freq), _config(ks=(2,)), pairs)
+    outcome = measure_retrieval(_bundle(items), _stats(freq), _config(ks=(2,)), history)
     assert outcome.retrieval.queries.startswith("history") and outcome.retrieval.n_queries == 3
 
 
@@ -384,3 +389,21 @@ def test_auto_index_threshold() -> None:
     assert choose_index("auto", limit_items, 1000, 100) == "exact"
     assert choose_index("auto", limit_items + 1, 1000, 100) == "ivf"
     assert choose_index("hnsw", 10, 10, 10) == "hnsw"
+
+
+@pytest.mark.parametrize("max_users", [None, 7])
+def test_streamed_history_equals_the_in_memory_one(tmp_path: Path, max_users: int | None) -> None:
+    """The log streamed twice gives the queries the full pair list gives (same sample)."""
+    from auditor.loading import read_pairs
+
+    rng = np.random.default_rng(3)
+    items = rng.standard_normal((40, 5)).astype(np.float32)
+    users = rng.choice(np.array([f"u{i}" for i in range(25)]), 600)
+    log_items = rng.integers(0, 45, 600)  # ids 40-44 have no row: left out of the histories
+    log = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"user_id": users, "item_id": log_items}), log)
+    pairs = read_pairs(log, item_ids=None, n_items=40)
+    expected = history_from_pairs(pairs, items, max_users, seed=11)
+    streamed = history_from_log(log, item_ids=None, table=items, max_users=max_users, seed=11)
+    assert (streamed.n_eligible, streamed.sampled) == (expected.n_eligible, expected.sampled)
+    np.testing.assert_allclose(streamed.vectors, expected.vectors, rtol=1e-6)

@@ -24,8 +24,7 @@ from auditor.config import AuditConfig, LoadOptions
 from auditor.errors import InputError
 from auditor.loading import load_model
 from auditor.model import ItemStats, ModelBundle
-from auditor.retrieval import measure_retrieval
-from auditor.shards import MappedRows, ParquetRows, dask_client, shard_sources
+from auditor.retrieval import MappedRows, ParquetRows, dask_client, measure_retrieval, shard_sources
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")

@@ -8,6 +8,7 @@ temporary file behind.
 from __future__ import annotations
 
 import gc
+import os
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -18,24 +19,17 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-import auditor.loading.tables as tables_module
-import auditor.retrieval as retrieval_module
+import auditor.memory as tables_module
+import auditor.retrieval.measure as retrieval_module
 from auditor.audit import run_audit
 from auditor.cli import cli
-from auditor.config import AuditConfig, LoadOptions
+from auditor.config import AuditConfig, LoadOptions, format_size
 from auditor.errors import InputError
 from auditor.loading import load_model
-from auditor.loading.tables import (
-    SPILL_PREFIX,
-    check_memory_ceiling,
-    format_size,
-    min_memory,
-    read_npy_table,
-    table_file,
-)
+from auditor.loading.npy import read_npy_table
+from auditor.memory import SPILL_PREFIX, check_memory_ceiling, min_memory, table_file
 from auditor.model import ItemStats, ModelBundle
-from auditor.retrieval import measure_retrieval
-from auditor.shards import MappedRows, ParquetRows
+from auditor.retrieval import MappedRows, ParquetRows, measure_retrieval
 
 N_ITEMS, DIM = 40_000, 128  # 20.5 MB of float32
 CEILING = 4 << 20  # 4 MiB: the table is ~5x the ceiling
@@ -271,3 +265,22 @@ def test_cli_accepts_human_sizes(inputs: dict[str, Path], tmp_path: Path, spill_
     assert bad.exit_code == 2 and "not a memory size" in bad.output
     gc.collect()
     assert list(spill_dir.iterdir()) == []
+
+
+def test_a_killed_runs_spill_file_is_removed_by_the_next_run(inputs: dict[str, Path], spill_dir: Path) -> None:
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # that process has exited: its files are stale
+    stale = spill_dir / f"{SPILL_PREFIX}{dead_pid}-abc123.npy"
+    stale.write_bytes(b"left by a run killed with -9")
+    live = spill_dir / f"{SPILL_PREFIX}{os.getpid()}-def456.npy"  # a live run's file (this process)
+    live.write_bytes(b"in use")
+    other = spill_dir / "unrelated-1.npy"
+    other.write_bytes(b"not ours")
+    bundle = load_model(inputs["table"], LoadOptions(max_memory=CEILING))  # spills, cleaning up first
+    assert not stale.exists() and live.exists() and other.exists()
+    backing = table_file(bundle.item_table)
+    assert backing is not None and Path(backing[0]).name.startswith(f"{SPILL_PREFIX}{os.getpid()}-")
+    live.unlink()

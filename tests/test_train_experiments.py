@@ -12,18 +12,17 @@ import torch
 from scipy import stats
 
 from auditor.errors import InputError
-from auditor.metrics.exposure import head_mask
+from auditor.metrics.popularity_sets import head_mask
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.train.data import synthetic_interactions
+from auditor.report.experiment_summary import to_markdown, write_results
 from auditor.train.experiments import (
     ExperimentSizes,
     angle_summary,
     retrieval_head_share,
     run_conditions,
     run_lr_sweep,
-    to_markdown,
     update_angles,
-    write_results,
 )
 from auditor.train.loop import TrainConfig, train
 

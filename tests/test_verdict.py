@@ -30,10 +30,17 @@ def _measures(head: float) -> ListMeasures:
                         aplt=0.1, gini=0.8, coverage=0.2, novelty=3.0)
 
 
+def _cut(dot: float, cos: float) -> CutoffMeasures:
+    return CutoffMeasures(dot=_measures(dot), cosine=_measures(cos), popular=_measures(1.0), overlap_dot_cosine=0.35)
+
+
 def _retrieval(dot: float, cos: float) -> Retrieval:
-    cut = lambda d, c: CutoffMeasures(dot=_measures(d), cosine=_measures(c), popular=_measures(1.0),  # noqa: E731
-                                      overlap_dot_cosine=0.35)
-    return Retrieval(n_queries=500, index="exact", at={10: cut(0.9, 0.1), 100: cut(dot, cos)})
+    """K=10 with a 9x skew beside K=100 with the given head shares."""
+    return Retrieval(n_queries=500, index="exact", at={10: _cut(0.9, 0.1), 100: _cut(dot, cos)})
+
+
+def _single(dot: float, cos: float, k: int = 100) -> Retrieval:
+    return Retrieval(n_queries=500, index="exact", at={k: _cut(dot, cos)})
 
 
 def _conds(**status: str) -> dict[str, Condition]:
@@ -54,18 +61,22 @@ def _result(fn: FrequencyNorm | None, retrieval: Retrieval | None = None,
 @pytest.mark.parametrize(
     ("rho", "lo", "hi", "detected", "severity"),
     [
-        (0.62, 0.58, 0.66, True, "high"),
+        (0.62, 0.58, 0.66, True, "moderate"),  # no retrieval: the harm is unknown, so at most moderate
         (0.40, 0.35, 0.45, True, "moderate"),
         (0.15, 0.05, 0.25, True, "low"),
         (0.05, 0.02, 0.08, False, "none"),     # significant but negligible
-        (0.35, -0.02, 0.70, False, "none"),    # CI includes 0: never claim bias
+        (0.35, -0.02, 0.70, False, "none"),    # CI includes 0: never claim the mechanism
         (-0.40, -0.45, -0.35, False, "none"),  # norms fall with popularity
     ],
 )
-def test_severity_from_rho_and_its_ci(rho: float, lo: float, hi: float, detected: bool, severity: str) -> None:
+def test_without_retrieval_severity_rests_on_rho_and_its_ci(
+    rho: float, lo: float, hi: float, detected: bool, severity: str
+) -> None:
     v = decide_verdict(_result(_fn(rho, lo, hi)))
     assert (v.bias_detected, v.severity) == (detected, severity)
     assert f"ρ = {rho:.2f}" in v.summary and f"[{lo:.2f}, {hi:.2f}]" in v.summary
+    assert "harm to serving was not measured" in v.summary
+    assert v.quoted_k is None and "severity = the harm" in v.rule
 
 
 def test_ci_includes_zero_summary_says_so() -> None:
@@ -75,24 +86,58 @@ def test_ci_includes_zero_summary_says_so() -> None:
     assert "fall with training frequency" in v.summary
 
 
+def test_a_negligible_correlation_is_not_read_as_norms_falling() -> None:
+    # The 1M-item report: rho = -0.0005 with a CI excluding 0 must not say "norms fall".
+    v = decide_verdict(_result(_fn(-0.0005, -0.002, -0.0001)))
+    assert not v.bias_detected and "fall" not in v.summary and "not materially related" in v.summary
+
+
 def test_no_bootstrap_falls_back_to_p_value() -> None:
     assert decide_verdict(_result(_fn(0.4, math.nan, math.nan, p=1e-4))).bias_detected
     assert not decide_verdict(_result(_fn(0.4, math.nan, math.nan, p=0.2))).bias_detected
 
 
-def test_retrieval_skew_raises_severity_and_is_quoted() -> None:
-    # ρ alone says low; dot gives the head 3× the cosine share at K=100: high.
-    v = decide_verdict(_result(_fn(0.15, 0.05, 0.25), _retrieval(0.30, 0.10), _conds()))
+@pytest.mark.parametrize(
+    ("dot", "cos", "severity"),
+    [
+        (0.30, 0.15, "high"),       # 2.00x and +15 points: the high band's edge
+        (0.299, 0.15, "moderate"),  # just under 2x
+        (0.10, 0.05, "high"),       # 2x and +5 points exactly
+        (0.09, 0.045, "moderate"),  # 2x but only +4.5 points
+        (0.125, 0.10, "moderate"),  # 1.25x and +2.5 points
+        (0.025, 0.020, "low"),      # 1.25x but only +0.5 points
+        (0.124, 0.10, "low"),       # under 1.25x
+        (0.011, 0.010, "none"),     # 1.1x but +0.1 points: no harm
+        (0.015, 0.005, "low"),      # 3x of tiny shares: +1 point, low
+        (0.107, 0.10, "none"),      # 1.07x: no harm
+    ],
+)
+def test_severity_is_the_harm_to_serving(dot: float, cos: float, severity: str) -> None:
+    v = decide_verdict(_result(_fn(0.05, -0.02, 0.12), _single(dot, cos)))  # no mechanism evidence
+    assert v.severity == severity and v.bias_detected == (severity != "none")
+    assert v.quoted_k == 100
+
+
+def test_norms_tracking_popularity_without_harm_is_low() -> None:
+    # The Adam model: rho high but dot barely changes what the head gets (1.07x).
+    v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.107, 0.10), _conds(C1="violated")))
+    assert (v.bias_detected, v.severity) == (True, "low")
+    assert "barely changes" in v.summary and "1.07×" in v.summary
+    # A low-lr model: rho 0.13, no skew: low, worded as a slight rise, not "grow".
+    v = decide_verdict(_result(_fn(0.13, 0.06, 0.20), _single(0.10, 0.10)))
+    assert v.severity == "low" and "rise slightly" in v.summary and "grow" not in v.summary
+
+
+def test_retrieval_skew_is_quoted_with_its_numbers() -> None:
+    v = decide_verdict(_result(_fn(0.15, 0.05, 0.25), _single(0.30, 0.10), _conds()))
     assert v.bias_detected and v.severity == "high"
     assert "3.00×" in v.summary and "K=100" in v.summary and "30.0% vs 10.0%" in v.summary
     serve = [r for r in v.recommendations if r.startswith("Serve with cosine")]
     assert len(serve) == 1 and "30.0% (dot) to 10.0% (cosine)" in serve[0] and "overlap 35.0%" in serve[0]
     assert "Caveat" in serve[0]
-    v = decide_verdict(_result(_fn(0.15, 0.05, 0.25), _retrieval(0.15, 0.10), _conds()))
-    assert v.severity == "moderate"  # 1.5×
-    # Retrieval skew never overrides a CI that includes 0.
-    v = decide_verdict(_result(_fn(0.15, -0.05, 0.25), _retrieval(0.30, 0.10), _conds()))
-    assert not v.bias_detected and v.severity == "none" and "3.00×" in v.summary
+    # Harm is measured directly, so it counts even when the correlation's CI includes 0.
+    v = decide_verdict(_result(_fn(0.15, -0.05, 0.25), _single(0.30, 0.10), _conds()))
+    assert v.bias_detected and v.severity == "high" and "includes 0" in v.summary
     assert any(r.startswith("Serve with cosine") for r in v.recommendations)
 
 
@@ -130,11 +175,21 @@ def test_sections_not_measured() -> None:
     assert "C5 unknown" in v.summary
 
 
-def test_skew_is_quoted_at_a_k_small_against_the_catalogue() -> None:
-    # 1000 items: K=100 is 10% of the catalogue, the largest allowed.
+def test_skew_is_quoted_at_the_worst_served_k() -> None:
+    # 1000 items: K=10 and K=100 (10% of the catalogue) are both served sizes; K=10
+    # (0.9 vs 0.1, 9x) is worse than K=100 (3x), so it decides and is quoted.
     v = decide_verdict(_result(_fn(0.4, 0.3, 0.5), _retrieval(0.30, 0.10)))
-    assert "K=100" in v.summary
-    small = _result(_fn(0.4, 0.3, 0.5), _retrieval(0.30, 0.10))
-    small.inputs.n_items = 400  # K=100 would be a quarter of the catalogue: K=10 (0.9 vs 0.1) is quoted
+    assert v.quoted_k == 10 and "K=10 " in v.summary and "9.00×" in v.summary
+    # Same band at both K: the larger ratio is quoted.
+    v = decide_verdict(_result(_fn(0.4, 0.3, 0.5), _retrieval(0.95, 0.05)))
+    assert v.quoted_k == 100 and "19.00×" in v.summary
+    small = _result(_fn(0.4, 0.3, 0.5), _retrieval(0.95, 0.05))
+    small.inputs.n_items = 400  # K=100 is a quarter of the catalogue: not a served size
     v = decide_verdict(small)
-    assert "K=10 " in v.summary and "9.00×" in v.summary and v.severity == "high"
+    assert v.quoted_k == 10 and "9.00×" in v.summary and v.severity == "high"
+
+
+def test_assumed_row_ids_are_said_in_the_summary() -> None:
+    result = _result(_fn(0.4, 0.3, 0.5), _retrieval(0.30, 0.10))
+    result.inputs.row_ids_assumed = True
+    assert "item ids were taken as table rows" in decide_verdict(result).summary

@@ -11,7 +11,9 @@ import importlib
 import click
 
 from auditor import __version__
+from auditor.cli._common import option_names
 from auditor.cli._group import PluginGroup
+from auditor.errors import name_settings
 
 # Modules that define one command each (a module-level ``command``).
 COMMAND_MODULES = (
@@ -38,6 +40,9 @@ def cli() -> None:
 
 for _name in COMMAND_MODULES:
     cli.add_command(importlib.import_module(_name).command)
+
+# Library messages name settings; on the command line they are these flags.
+name_settings(option_names())
 
 
 def main() -> None:

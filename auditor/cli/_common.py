@@ -4,6 +4,7 @@ audit options of ``check`` and ``batch``."""
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -76,7 +77,7 @@ class RichProgress(Progress):
     @contextmanager
     def track(self, description: str, total: float | None = None) -> Iterator[Advance]:
         if not self.enabled:
-            yield lambda n=1: None
+            yield _no_progress
             return
         columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn()]
         if total is not None:
@@ -84,7 +85,10 @@ class RichProgress(Progress):
         columns.append(TimeElapsedColumn())
         with RichBar(*columns, console=stderr, transient=True) as bar:
             task = bar.add_task(description, total=total)
-            yield lambda n=1: bar.advance(task, n)
+            def advance(n: float = 1) -> None:
+                bar.advance(task, n)
+
+            yield advance
 
     def note(self, message: str) -> None:
         if self.enabled:
@@ -129,17 +133,57 @@ retrieval_options = option_group(
 )
 """-k, --queries, --max-queries, --index, --popularity, --no-retrieval, --no-probes."""
 
+def _no_progress(n: float = 1) -> None:
+    """Progress is not shown (not a terminal, or -q)."""
+
+
+class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic in recent click only
+    """A finite float (nan and inf are usage errors) in [low, high], ends excluded when
+    ``open``/``high_open``; click's FloatRange lets nan through (nan < low is false)."""
+
+    name = "FLOAT"
+
+    def __init__(
+        self, low: float = -math.inf, high: float = math.inf, *, open: bool = False, high_open: bool = False
+    ) -> None:
+        self.low, self.high, self.open, self.high_open = low, high, open, high_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if number < self.low or (self.open and number == self.low):
+            self.fail(f"{value!r} must be {'>' if self.open else '>='} {self.low:g}", param, ctx)
+        if number > self.high or (self.high_open and number == self.high):
+            self.fail(f"{value!r} must be {'<' if self.high_open else '<='} {self.high:g}", param, ctx)
+        return number
+
+
+Positive = FiniteFloat(0.0, open=True)
+NonNegative = FiniteFloat(0.0)
+
+
 declared_training_options = option_group(
     click.option("--optimizer", help="Declare the item tower's optimizer when the file does not record it (sgd, momentum, adam, adamw, adagrad, rmsprop)."),
-    click.option("--momentum", type=float, help="Declare the item tower's SGD momentum (0: plain SGD)."),
-    click.option("--weight-decay", type=float, help="Declare the weight decay on the item parameters."),
-    click.option("--lr", type=float, help="Declare the item tower's learning rate (used by C5)."),
+    click.option("--momentum", type=NonNegative, help="Declare the item tower's SGD momentum (0: plain SGD)."),
+    click.option("--weight-decay", type=NonNegative, help="Declare the weight decay on the item parameters."),
+    click.option("--lr", type=Positive, help="Declare the item tower's learning rate (used by C5)."),
     click.option("--loss", help="Declare the training loss (infonce-cos, cosine, infonce-dot, bpr, mse, ...)."),
 )
 """--optimizer, --momentum, --weight-decay, --lr, --loss (what a file does not record)."""
 
+id_mapping_options = option_group(
+    click.option("--user-ids", type=PathArg, help="Raw user id of each user-table row, in row order (where user rows meet log users: probes)."),
+    click.option("--id-offset", type=click.IntRange(min=0), help="Table row = raw id - N wherever ids are taken as rows (1 for 1-based ids, as in MovieLens)."),
+    click.option("--assume-row-ids", is_flag=True, help="Take raw ids as table rows even when the log shows they evidently are not (ids beyond the table); the report says so."),
+)
+"""--user-ids, --id-offset, --assume-row-ids."""
+
 sampling_options = option_group(
-    click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling, bootstrap and probes."),
+    click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed for sampling, bootstrap and probes."),
     click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman's ρ (0 to skip)."),
 )
 """--seed, --bootstrap."""
@@ -161,7 +205,19 @@ def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-class MemorySize(click.ParamType):
+def option_names() -> dict[str, str]:
+    """Setting (AuditConfig field) -> the command-line flag that sets it, for messages."""
+    from dataclasses import fields
+
+    from auditor.config import AuditConfig, DeclaredTraining
+
+    special = {"model": "MODEL", "ks": "-k", "retrieval": "--no-retrieval", "probes": "--no-probes",
+               "plugins": "--plugin"}
+    names = [f.name for f in fields(AuditConfig)] + [f.name for f in fields(DeclaredTraining)]
+    return {name: special.get(name, "--" + name.replace("_", "-")) for name in names}
+
+
+class MemorySize(click.ParamType):  # type: ignore[type-arg]  # generic in recent click only
     """Bytes, or a size such as 4G / 512MiB."""
 
     name = "SIZE"

@@ -39,10 +39,11 @@ class PluginGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
-        if command is not None:
-            return command
         try:
-            return self._plugin_commands(ctx).get(cmd_name)
+            # Asked for built-ins too: a plugin adding a command named like one (check) is an
+            # error, not silently shadowed. Plugins load anyway for the command that runs.
+            plugin = self._plugin_commands(ctx).get(cmd_name)
+            return command if command is not None else plugin
         except PluginError as exc:
             # click cannot carry our exit code from here; fail like common_options does.
             from auditor.cli._common import fail

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from auditor.cli._common import (
     MemorySize,
@@ -16,38 +16,52 @@ from auditor.cli._common import (
     RichProgress,
     audit_fields,
     common_options,
+    NonNegative,
     declared_training_options,
+    id_mapping_options,
     log_column_options,
     retrieval_options,
     sampling_options,
     stderr,
     table_key_options,
 )
-from auditor.errors import GateError
+from auditor.errors import GateError, name_settings
 
-MAX_ORDER_ROWS = 40
-"""The console lists every row in manifest order up to this many (the HTML always does)."""
+_RAW_ARGS = "popaudit.batch_args"
+
+# This command's own settings that library messages name (the audit settings are named
+# for every command in auditor.cli).
+name_settings({"output": "-o", "jobs": "--jobs", "flush_interval": "--flush-interval", "fail_on": "--fail-on"})
 
 
-@click.command("batch")
-@click.argument("manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+class _BatchCommand(click.Command):
+    """Keeps the command's arguments as typed, to print the command that resumes a run."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_RAW_ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+
+@click.command("batch", cls=_BatchCommand)
+@click.argument("manifest", type=PathArg)
 @click.option("-o", "--output", type=PathArg, required=True, help="Results Parquet file (one row per manifest row; rewritten atomically as rows finish).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Audits run in parallel worker processes (1: in this process).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Audits run in parallel, each in a worker process (a row that crashes its worker fails only that row).")
 @click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
-@click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes.")
-@click.option("--flush-interval", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
+@click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes (never a manifest column).")
+@click.option("--flush-interval", type=NonNegative, default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (repeatable).")
 @click.option("--interactions", type=PathArg, help="Default training log for rows without an interactions cell.")
 @log_column_options
 @click.option("--item-ids", type=PathArg, help="Default raw item id of each table row, in row order.")
+@id_mapping_options
 @table_key_options
 @retrieval_options
 @declared_training_options
 @sampling_options
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for tables and indexes: bytes or a size such as 8G.")
-@click.option("--trust-pickle", is_flag=True, help="Allow loading full pickled models (runs code from the files).")
+@click.option("--trust-pickle", is_flag=True, help="Allow loading full pickled models for every row (runs code from the files; never a manifest column).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors, failed rows and tripped gates.")
 @common_options
 def command(
@@ -70,96 +84,108 @@ def command(
     `item_ids`, `label` (free text carried into the results) and any check option by its
     name (`item_key` or `item-key`, `k` as "10,100", `max_queries`, `seed`, `optimizer`,
     ...). A cell overrides the option given here for its row; relative paths are
-    resolved against the manifest's folder.
+    resolved against the manifest's folder. A manifest cannot grant trust or pick
+    where code runs: `trust_pickle`, `scheduler` and `plugins` columns are refused (use
+    --trust-pickle, --scheduler, --plugin). Outputs never overwrite an input.
 
     The results Parquet has, per row: row, model, label, status (ok/error), error, the
     verdict and C1-C5 statuses, the flat metrics (spearman, <metric>_<scoring>@<k>,
     <metric>_ratio@<k>, ...) for every K requested, and report_json. It is rewritten
     atomically as audits finish, so it is always a valid file; --resume continues an
-    interrupted run. A failing row is recorded and never stops the others; the command
-    still exits 0 (3 when a --fail-on gate holds for an audited row).
+    interrupted run (Ctrl-C prints the command). Each audit runs in a worker process: a
+    failing row, even one that crashes its worker, is recorded and never stops the
+    others; the command still exits 0 (3 when a --fail-on gate holds for an audited row,
+    1 when no audited row measured a gate's metric).
 
     \b
     Example:
       popaudit batch nightly.csv -o results.parquet --interactions train.parquet -j 4
       popaudit batch nightly.csv -o results.parquet --scheduler tcp://host:8786
     """
-    from auditor.batch import read_manifest, run_batch, summarise, summary_html
-    from auditor.gate import evaluate_gates, metric_names, parse_gates
+    from auditor.batch import read_manifest, run_batch
+    from auditor.gate import evaluate_gates, gates_for, require_measured
     from auditor.io import write_atomic
+    from auditor.report.batch_summary import summarise, summary_console, summary_html
 
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed = read_manifest(manifest)
     row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
+    measures: list[str] = []
+    if fail_on:  # plugin code runs here only when gates may name its measures
+        from auditor.plugins import collect_measures, get_plugin_manager
+
+        measures = [m.name for m in collect_measures(get_plugin_manager(plugins))]
     try:
-        gates = parse_gates(fail_on, metric_names(sorted(set(defaults["ks"]) | row_ks)))
+        gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures)
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
 
-    outcome = run_batch(
-        parsed,
-        output,
-        defaults=defaults,
-        jobs=jobs,
-        resume=resume,
-        scheduler=scheduler,
-        progress=RichProgress(enabled=not quiet),
-        flush_interval=flush_interval,
-    )
+    try:
+        outcome = run_batch(
+            parsed,
+            output,
+            defaults=defaults,
+            jobs=jobs,
+            resume=resume,
+            scheduler=scheduler,
+            progress=RichProgress(enabled=not quiet),
+            flush_interval=flush_interval,
+            other_outputs={"--html": html_path},
+        )
+    except KeyboardInterrupt as exc:
+        _interrupted(exc, output)
     summary = summarise(outcome.table, rank_by=rank_by)
     if not quiet:
-        _print_summary(summary, outcome.n_resumed, output)
+        console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
+        for part in summary_console(summary, n_resumed=outcome.n_resumed, output=output):
+            console.print(part)
     for row, model, error in summary.failures:
         stderr.print(f"row {row} ({model}) failed: {error}", style="red", markup=False, highlight=False, soft_wrap=True)
     if html_path is not None:
         write_atomic(html_path, summary_html(summary, title=f"popaudit batch: {manifest.name}"))
 
-    tripped = False
-    for record in outcome.table.to_pylist():
-        if record["status"] != "ok":
-            continue
-        for gate in evaluate_gates(gates, record):
+    if not gates:
+        return
+    audited = [record for record in outcome.table.to_pylist() if record["status"] == "ok"]
+    runs = [evaluate_gates(gates, record) for record in audited]
+    for record, outcomes in zip(audited, runs):
+        for gate in outcomes:
             if gate.tripped:
-                tripped = True
                 stderr.print(
                     f"gate row {record['row']} ({record['model']}): {gate.describe()}",
                     style="red", markup=False, highlight=False, soft_wrap=True,
                 )
-    if tripped:
+    require_measured(gates, runs, where="in any audited row")
+    if any(gate.tripped for outcomes in runs for gate in outcomes):
         sys.exit(3)
 
 
-def _print_summary(summary: Any, n_resumed: int, output: Path) -> None:
-    from auditor.report.content import fmt_num  # here, so `popaudit --help` stays light
+def _interrupted(exc: KeyboardInterrupt, output: Path) -> NoReturn:
+    """Ctrl-C: say what is saved and the command that continues the run; exit 130."""
+    from auditor.batch import BatchInterrupted
 
-    console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
-    resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
-    console.print(
-        f"[bold]{summary.n_rows} rows[/bold]: {summary.n_ok} ok, "
-        f"{summary.n_error} failed{resumed}. Results: {output}"
+    if isinstance(exc, BatchInterrupted):
+        failed = exc.n_saved - exc.n_ok
+        saved = (
+            f"{exc.n_saved} of {exc.n_rows} rows are saved in {output} ({exc.n_ok} ok, {failed} failed)"
+            if exc.n_saved
+            else f"no row was finished; {output} holds none of the {exc.n_rows} rows"
+        )
+    else:
+        saved = "no row was audited yet"
+    click.echo(
+        f"Error: interrupted: {saved}. To continue (rows already ok are kept), run:\n"
+        f"  {resume_command()}",
+        err=True,
     )
-    share = summary.head_share_metric or "head share ratio"
-    ranking = Table(title=f"Models ranked by {summary.rank_by} (most biased first)", title_justify="left")
-    for name, justify in (("#", "right"), ("row", "right"), ("model", "left"), ("label", "left"),
-                          ("severity", "left"), ("spearman", "right"), (share, "right")):
-        ranking.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for i, s in enumerate(summary.ranking, 1):
-        ranking.add_row(str(i), str(s.row), s.model, s.label or "", s.severity or "n/a",
-                        fmt_num(s.spearman), fmt_num(s.head_share))
-    console.print(ranking)
-    if len(summary.order) > 1:
-        trend = Table(title="Across the manifest order", title_justify="left")
-        for name in ("metric", "first", "last", "change", "Kendall τ", "p", "trend"):
-            trend.add_column(name, justify="left" if name in ("metric", "trend") else "right")
-        for t in summary.trends:
-            trend.add_row(t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
-                          fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction)
-        console.print(trend)
-    if 1 < len(summary.order) <= MAX_ORDER_ROWS:
-        order = Table(title="Row by row (changes from the previous audited row)", title_justify="left")
-        for name in ("row", "model", "label", "spearman", "Δ", share, "Δ "):
-            order.add_column(name, justify="left" if name in ("model", "label") else "right")
-        for s in summary.order:
-            order.add_row(str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-                          fmt_num(s.head_share), fmt_num(s.delta_head_share))
-        console.print(order)
+    sys.exit(130)
+
+
+def resume_command() -> str:
+    """The command line of this ``batch`` run, as typed, with --resume added (shell-quoted)."""
+    ctx = click.get_current_context()
+    args = list(ctx.meta.get(_RAW_ARGS, ()))
+    if "--resume" not in args:  # before a "--" that ends the options
+        args.insert(args.index("--") if "--" in args else len(args), "--resume")
+    root = ctx.find_root().info_name or "popaudit"
+    return " ".join([*(shlex.quote(p) for p in root.split()), shlex.quote(ctx.info_name or "batch"), *(shlex.quote(a) for a in args)])

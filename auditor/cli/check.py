@@ -16,7 +16,7 @@ from auditor.cli._common import (
     audit_fields,
     common_options,
     declared_training_options,
-    fail,
+    id_mapping_options,
     log_column_options,
     retrieval_options,
     sampling_options,
@@ -24,13 +24,15 @@ from auditor.cli._common import (
     table_key_options,
 )
 from auditor.config import AuditConfig
-from auditor.errors import GateError
-from auditor.gate import evaluate_gates, metric_names, parse_gates
+from auditor.errors import GateError, name_settings
+from auditor.gate import evaluate_gates, gates_for, require_measured
 from auditor.io import check_not_inputs
 from auditor.plugins import collect_measures, get_plugin_manager
-from auditor.report import RenderContext, render_to, renderers
+from auditor.report import RenderContext, render, render_outputs, renderers
 
 FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
+
+name_settings({"fail_on": "--fail-on"})  # as library gate messages name it
 
 
 @click.command("check")
@@ -38,6 +40,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--interactions", type=PathArg, help="Training log: Parquet, CSV/TSV, MovieLens u.data / ratings.dat / ratings.csv, RecBole .inter. Item frequencies are counted from it.")
 @log_column_options
 @click.option("--item-ids", type=PathArg, help="Raw item id of each table row, in row order (default: row index = id, or the ids in a popaudit checkpoint).")
+@id_mapping_options
 @table_key_options
 @retrieval_options
 @declared_training_options
@@ -85,6 +88,7 @@ def command(
           --fail-on 'spearman>0.5'
     """
     config = AuditConfig(model=model, plugins=plugins, **audit_fields(options))
+    config.check_inputs()
     pm = get_plugin_manager(plugins)
     available = renderers(pm)
     if fmt not in available:
@@ -92,42 +96,34 @@ def command(
             f"{fmt!r} is not a report format; choose from {', '.join(sorted(available))}",
             param_hint="--format",
         )
-    extra = [m.name for m in collect_measures(pm)]
     try:
-        gates = parse_gates(fail_on, metric_names(config.ks, extra))
+        gates = gates_for(fail_on, config.ks, [m.name for m in collect_measures(pm)])
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
 
-    check_not_inputs(
-        {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path},
-        {"MODEL": model, "--interactions": config.interactions, "--item-ids": config.item_ids,
-         "--queries": Path(config.queries)},
-    )
+    files = {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path}
+    check_not_inputs(files, config.input_files())
 
     # Import here so `popaudit --help` stays fast (torch and faiss load on demand).
     from auditor.audit import run_audit
 
     result = run_audit(config, pm=pm, progress=RichProgress(enabled=not quiet))
 
-    for path, name in ((json_path, "json"), (html_path, "html"), (markdown_path, "markdown"), (output, fmt)):
-        if path is not None:
-            render_to(result, name, path, pm)
+    formats = {"-o": fmt, "--json": "json", "--html": "html", "--markdown": "markdown"}
+    written = render_outputs(result, [(formats[flag], path) for flag, path in files.items() if path], pm)
     if output is None and not quiet:
         color = sys.stdout.isatty() and fmt == "console"
-        text = available[fmt].render(result, RenderContext(color=color, width=_width()))
+        text = render(result, fmt, pm, RenderContext(color=color, width=_width()))
         click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)
+    if not quiet:
+        for path in written:
+            stderr.print(f"Wrote {path}", markup=False, highlight=False)
 
     outcomes = evaluate_gates(gates, result.flat_metrics())
-    unmeasured = [o for o in outcomes if o.value is None]
     for outcome in outcomes:
         if outcome.tripped or not quiet:
             stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None)
-    if unmeasured:
-        fail(
-            "cannot evaluate --fail-on "
-            + ", ".join(str(o.gate) for o in unmeasured)
-            + ": not measured in this run (see 'Not measured' in the report)"
-        )
+    require_measured(gates, [outcomes], where="in this run (see 'Not measured' in the report)")
     if any(o.tripped for o in outcomes):
         sys.exit(3)
 

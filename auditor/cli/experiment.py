@@ -1,4 +1,4 @@
-"""``popaudit experiment NAME``: the grids of SCIENCE.md §5 on synthetic data."""
+"""``popaudit experiment NAME``: the grids of docs/theory.md §7 on synthetic data."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from auditor.cli._common import RichProgress, common_options
+from auditor.cli._common import NonNegative, Positive, RichProgress, common_options
 from auditor.errors import InputError
 from auditor.train import EXPERIMENTS
 
@@ -27,14 +27,14 @@ def _floats(text: str | None, what: str) -> list[float] | None:
 @click.argument("name", type=click.Choice(EXPERIMENTS))
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, help="Folder for results.json, results.md and the plots (created if missing).")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std.")
-@click.option("--seed", type=int, default=0, show_default=True, help="First seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="First seed.")
 @click.option("--settings", metavar="NAMES", help="conditions: comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr. [default: all]")
 @click.option("--lrs", metavar="LRS", help="lr-sweep: comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True, help="Learning rate of the reference setting and the other SGD settings (infonce-dot uses lr/10, low-lr lr/100, adam 0.01).")
+@click.option("--lr", type=Positive, default=10.0, show_default=True, help="Learning rate of the reference setting and the other SGD settings (infonce-dot uses lr/10, low-lr lr/100, adam 0.01).")
 @click.option("--n-users", type=click.IntRange(min=1), default=1000, show_default=True, help="Synthetic data: users.")
 @click.option("--n-items", type=click.IntRange(min=2), default=1000, show_default=True, help="Synthetic data: items.")
 @click.option("--n-interactions", type=click.IntRange(min=1), default=50_000, show_default=True, help="Synthetic data: interactions.")
-@click.option("--zipf", type=click.FloatRange(min=0), default=1.0, show_default=True, help="Synthetic data: Zipf exponent of item popularity.")
+@click.option("--zipf", type=NonNegative, default=1.0, show_default=True, help="Synthetic data: Zipf exponent of item popularity.")
 @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True, help="Training epochs per run.")
 @click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch.")
 @click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension.")
@@ -83,9 +83,8 @@ def command(
         ExperimentSizes,
         run_conditions,
         run_lr_sweep,
-        to_markdown,
-        write_results,
     )
+    from auditor.report.experiment_summary import to_markdown, write_results
 
     sizes = ExperimentSizes(
         n_users=n_users,

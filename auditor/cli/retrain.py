@@ -7,12 +7,15 @@ from pathlib import Path
 
 import click
 
-from auditor.cli._common import RichProgress, common_options
+from auditor.cli._common import FiniteFloat, NonNegative, Positive, RichProgress, common_options
 from auditor.config import INTERACTION_FORMATS
+from auditor.errors import name_settings
 from auditor.io import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 
-Positive = click.FloatRange(min=0, min_open=True)
+
+
+name_settings({"data_format": "--data-format", "zipf": "--zipf"})  # as library messages name them
 
 
 @click.command("retrain")
@@ -22,8 +25,8 @@ Positive = click.FloatRange(min=0, min_open=True)
 @click.option("--item-col", help="Item column of the --data file (auto-detected from common names).")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="sgd", show_default=True, help="Item-tower optimizer (C1 holds only for plain sgd without weight decay).")
 @click.option("--lr", type=Positive, help="Item-tower learning rate. [default: 10 for sgd/momentum on a cosine loss, 1 for sgd/momentum on infonce-dot, 0.01 for adam/adamw]")
-@click.option("--momentum", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.9, show_default=True, help="Momentum of the 'momentum' optimizer.")
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Weight decay of both towers' optimizers.")
+@click.option("--momentum", type=FiniteFloat(0, 1, open=True, high_open=True), default=0.9, show_default=True, help="Momentum of the 'momentum' optimizer.")
+@click.option("--weight-decay", type=NonNegative, default=0.0, show_default=True, help="Weight decay of both towers' optimizers.")
 @click.option("--item-encoder", type=click.Choice(ITEM_ENCODERS), default="embedding", show_default=True, help="Item tower: id table (embedding, onehot-linear: C2/C3 hold), linear over dense features (dense-linear: C3 violated), embedding-linear or mlp (C2 violated).")
 @click.option("--user-encoder", type=click.Choice(USER_ENCODERS), default="embedding", show_default=True, help="User tower: id table, MLP, or a small transformer over the user's recent items.")
 @click.option("--user-optimizer", type=click.Choice(OPTIMIZERS), help="User-tower optimizer. [default: --optimizer]")
@@ -33,7 +36,7 @@ Positive = click.FloatRange(min=0, min_open=True)
 @click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension of both towers.")
 @click.option("--epochs", type=click.IntRange(min=1), default=10, show_default=True, help="Passes over the interactions.")
 @click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU).")
 @click.option("--init-std", type=Positive, default=0.1, show_default=True, help="Standard deviation of the normal initialisation of the id tables.")
 @click.option("--hidden-dim", type=click.IntRange(min=1), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers.")
 @click.option("--history-length", type=click.IntRange(min=1), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
@@ -41,7 +44,7 @@ Positive = click.FloatRange(min=0, min_open=True)
 @click.option("--n-users", type=click.IntRange(min=1), default=1000, show_default=True, help="Synthetic data: users.")
 @click.option("--n-items", type=click.IntRange(min=2), default=1000, show_default=True, help="Synthetic data: items.")
 @click.option("--n-interactions", type=click.IntRange(min=1), default=50_000, show_default=True, help="Synthetic data: interactions.")
-@click.option("--zipf", type=click.FloatRange(min=0), default=1.0, show_default=True, help="Synthetic data: Zipf exponent of item popularity.")
+@click.option("--zipf", type=NonNegative, default=1.0, show_default=True, help="Synthetic data: Zipf exponent of item popularity.")
 @common_options
 def command(
     data_source: str,

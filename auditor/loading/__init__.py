@@ -13,10 +13,15 @@ import numpy as np
 import pluggy
 
 from auditor.config import LoadOptions
-from auditor.errors import IdMappingError, InputError, ModelLoadError, PluginError
+from auditor.errors import IdMappingError, ModelLoadError, PluginError, setting
+from auditor.io import require_regular_file
 from auditor.loading.builtin import SUPPORTED_FORMATS
-from auditor.loading.interactions import IdCounts, align_counts, count_item_ids, open_log, read_pairs
-from auditor.loading.tables import check_unique_ids, read_id_file, validate_item_table, validate_user_table
+from auditor.loading.alignment import align_counts
+from auditor.loading.counting import IdCounts, count_item_ids
+from auditor.loading.logs import open_log
+from auditor.loading.pairs import read_pairs
+from auditor.loading.ids import check_unique_ids, read_id_file
+from auditor.loading.validation import validate_item_table, validate_user_table
 from auditor.model import ModelBundle
 
 
@@ -28,9 +33,7 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
     """
     from auditor.plugins import call_hook, get_plugin_manager
 
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"file not found: {path}")
+    path = require_regular_file(path, folder_ok=True)
     if pm is None:
         pm = get_plugin_manager()
     bundle = call_hook(pm, "popaudit_load_model", path=path, options=options)
@@ -56,11 +59,26 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
     if options.item_ids is not None:
         ids = read_id_file(Path(options.item_ids))
         if bundle.item_ids is not None:
-            bundle.warnings.append(f"--item-ids {options.item_ids} replaces the item ids stored in {source}")
-        _check_ids(ids, bundle.n_items, f"--item-ids file {options.item_ids}", source)
+            bundle.warnings.append(f"{setting('item_ids')} {options.item_ids} replaces the item ids stored in {source}")
+        _check_ids(ids, bundle.n_items, f"{setting('item_ids')} file {options.item_ids}", source, "item")
         bundle.item_ids = ids
+        bundle.item_ids_source = f"{setting('item_ids')} {options.item_ids}"
     elif bundle.item_ids is not None:
-        _check_ids(np.asarray(bundle.item_ids), bundle.n_items, f"the item ids stored in {source}", source)
+        _check_ids(np.asarray(bundle.item_ids), bundle.n_items, f"the item ids stored in {source}", source, "item")
+        bundle.item_ids_source = bundle.item_ids_source or f"the item ids stored in {source}"
+    if options.user_ids is not None:
+        if bundle.user_table is None:
+            raise IdMappingError(
+                f"{setting('user_ids')} {options.user_ids} given, but {source} has no user table"
+            )
+        ids = read_id_file(Path(options.user_ids), "user ids")
+        if bundle.user_ids is not None:
+            bundle.warnings.append(f"{setting('user_ids')} {options.user_ids} replaces the user ids stored in {source}")
+        _check_ids(ids, bundle.user_table.shape[0], f"{setting('user_ids')} file {options.user_ids}", source, "user")
+        bundle.user_ids = ids
+        bundle.user_ids_source = f"{setting('user_ids')} {options.user_ids}"
+    elif bundle.user_ids is not None:
+        bundle.user_ids_source = bundle.user_ids_source or f"the user ids stored in {source}"
     return bundle
 
 
@@ -73,13 +91,13 @@ def _as_float32(table: object, what: str, source: str) -> np.ndarray:
     return arr
 
 
-def _check_ids(ids: np.ndarray, n_items: int, what: str, source: str) -> None:
-    if len(ids) != n_items:
+def _check_ids(ids: np.ndarray, n_rows: int, what: str, source: str, role: str) -> None:
+    if len(ids) != n_rows:
         raise IdMappingError(
-            f"{what} has {len(ids)} ids but the item table in {source} has {n_items} rows; "
+            f"{what} has {len(ids)} ids but the {role} table in {source} has {n_rows} rows; "
             "it needs exactly one id per row, in row order"
         )
-    check_unique_ids(ids, what)
+    check_unique_ids(ids, what, role)
 
 
 __all__ = [

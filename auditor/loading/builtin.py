@@ -12,24 +12,21 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.hookspecs import hookimpl
 from auditor.loading.checkpoints import RawModel, read_safetensors, read_torch
-from auditor.loading.tables import (
-    choose_tables,
-    ids_to_numpy,
-    read_npy_table,
-    read_parquet_table,
-    table_to_numpy,
-    tensor_infos,
-)
+from auditor.loading.discovery import choose_tables, table_to_numpy, tensor_infos
+from auditor.loading.ids import ids_to_numpy
+from auditor.loading.npy import read_npy_table
+from auditor.loading.parquet_table import read_parquet_table
 from auditor.model import InteractionPairs, ModelBundle
 
 SUPPORTED_FORMATS = (
-    ".pt/.pth/.ckpt (state dict, checkpoint, Lightning, popaudit, pickled module with --trust-pickle)",
+    ".pt/.pth/.ckpt/.pkl (state dict, checkpoint, Lightning, popaudit, pickled module or plain pickle, "
+    "read without running code from the file)",
     "TorchScript archive",
     ".safetensors",
     ".npy item table",
     "Parquet item table (.parquet: id column + list-of-float column)",
 )
-_TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".torch", ".tar")
+_TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".torch", ".tar")
 
 
 def detect_kind(path: Path) -> str | None:
@@ -108,6 +105,7 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         optimizer_state=raw.optimizer_state,
         config=raw.config,
         warnings=warnings,
+        module=raw.module,
     )
 
 
@@ -159,6 +157,7 @@ def _popaudit_bundle(raw: RawModel, path: Path, options: LoadOptions, warnings: 
         optimizer_state=raw.optimizer_state,
         config=raw.config,
         warnings=warnings,
+        module=raw.module,
     )
 
 

@@ -1,26 +1,38 @@
 """Reading model files into a flat state dict plus what the checkpoint recorded.
 
-PyTorch files are opened with ``torch.load(weights_only=True)`` only; full unpickling
-(which runs code from the file) needs ``--trust-pickle``. TorchScript archives are
-loaded but never run. Safetensors files are read with the safetensors library.
+PyTorch files (zip, legacy, TorchScript and plain pickles) are read by the restricted reader
+of :mod:`auditor.loading.torch_archive`, which rebuilds tensors and plain containers and
+turns every other class into an inert placeholder: no code from the file runs, whatever it
+holds. Only with ``--trust-pickle`` is the real object also loaded (``torch.load`` with
+``weights_only=False`` or ``torch.jit.load``, which run code from the file) and attached as
+``RawModel.module``. Safetensors files are read with the safetensors library.
 """
 
 from __future__ import annotations
 
 import argparse
-import pickle
-import pickletools
-import re
 import warnings
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from auditor.errors import ModelLoadError, UntrustedPickleError
+from auditor.loading.pickle_rebuild import SafeArray
+from auditor.loading.pickle_scan import CorruptFileError, reason, shown
+from auditor.loading.safe_pickle import (
+    Placeholder,
+    as_mapping,
+    is_module,
+    module_state_dict,
+    placeholder_attrs,
+    qualname_of,
+    to_plain,
+)
+from auditor.loading.torch_archive import TorchFile, read_torch_file
 
 MODEL_KEYS = ("state_dict", "model_state_dict", "model")
 OPTIMIZER_KEYS = ("optimizer_state_dict", "optimizer", "optimizer_states")
@@ -48,31 +60,8 @@ class RawModel:
     extras: dict[str, Any] = field(default_factory=dict)
     """popaudit checkpoints: item_embeddings, user_embeddings, item_ids, user_ids, ..."""
     warnings: list[str] = field(default_factory=list)
-
-
-def is_torchscript(path: Path) -> bool:
-    """True for a zip archive written by ``torch.jit.save`` (it holds constants.pkl / code/)."""
-    if not zipfile.is_zipfile(path):
-        return False
-    try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-    except (zipfile.BadZipFile, OSError):
-        return False
-    return any(n.endswith("/constants.pkl") or n == "constants.pkl" or "/code/" in n for n in names)
-
-
-def read_torchscript(path: Path) -> RawModel:
-    """Named parameters and buffers of a TorchScript archive (the model is not run)."""
-    try:
-        with warnings.catch_warnings():  # torch marks jit.load deprecated; reading archives still works
-            warnings.simplefilter("ignore", DeprecationWarning)
-            module = torch.jit.load(str(path), map_location="cpu")
-    except Exception as exc:  # torch raises RuntimeError subclasses with C++ text
-        raise ModelLoadError(f"cannot read {path} as a TorchScript archive: {exc}") from exc
-    tensors = {k: v.detach() for k, v in module.named_parameters()}
-    tensors.update({k: v.detach() for k, v in module.named_buffers()})
-    return RawModel(tensors, "torchscript")
+    module: Any = None
+    """With ``--trust-pickle`` only: the object ``torch.load``/``torch.jit.load`` returned."""
 
 
 def read_safetensors(path: Path) -> RawModel:
@@ -85,91 +74,101 @@ def read_safetensors(path: Path) -> RawModel:
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}
             metadata = fh.metadata()
     except (SafetensorError, OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot read {path} as safetensors: {exc}") from exc
+        raise ModelLoadError(f"cannot read {path} as safetensors: {reason(exc)}") from exc
     return RawModel(tensors, "safetensors", config=dict(metadata) if metadata else None)
 
 
-def _torch_load(path: Path, weights_only: bool) -> Any:
-    """torch.load on CPU, memory-mapped when the file format allows it."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=weights_only, mmap=True)
-    except RuntimeError as exc:
-        if "mmap" not in str(exc):
-            raise
-    return torch.load(path, map_location="cpu", weights_only=weights_only)
-
-
 def read_torch(path: Path, trust_pickle: bool) -> RawModel:
-    """A ``.pt``/``.pth`` file: state dict, checkpoint, Lightning, popaudit or pickled module."""
-    if is_torchscript(path):
-        return read_torchscript(path)
+    """A ``.pt``/``.pth`` file: state dict, checkpoint, Lightning, popaudit, TorchScript or
+    pickled module, read without running code from it.
+
+    A pickled module's tensors are read from its recorded state; a pickle whose objects hold
+    no tensor popaudit can reach raises UntrustedPickleError. With ``trust_pickle`` the real
+    object is loaded as well when the file holds more than tensors and plain values
+    (``RawModel.module``), and a file the restricted reader refuses, unless it is damaged
+    (:class:`CorruptFileError`), is loaded with ``torch.load(weights_only=False)`` instead.
+    """
     try:
-        obj = _torch_load(path, weights_only=True)
-        trusted = False
-    except pickle.UnpicklingError as exc:
-        if "Weights only load failed" not in str(exc):
-            raise ModelLoadError(f"cannot read {path} as a PyTorch file: {_first_line(exc)}") from exc
-        if "Unsupported global" not in str(exc) and not (zipfile.is_zipfile(path) or _is_pickle(path)):
-            # Garbage and truncated files also fail the weights-only unpickler; they are
-            # not pickles, so --trust-pickle would not help and must not be suggested.
-            raise ModelLoadError(
-                f"cannot read {path} as a PyTorch file: it is neither a torch.save zip archive nor a "
-                "complete pickle (corrupt, truncated, or another format)"
-            ) from exc
-        if not trust_pickle:
-            found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
-            what = f" (it needs {found.group(1)})" if found else ""
-            raise UntrustedPickleError(
-                f"{path} holds pickled Python objects{what}, not just tensors; loading it runs code "
-                "from the file. Pass --trust-pickle only if you trust where the file came from, "
-                "or re-save it as a state dict (torch.save(model.state_dict(), ...))."
-            ) from exc
+        found = read_torch_file(path)
+        raw = _raw_from(found, path)
+    except ModelLoadError as exc:
+        if not trust_pickle or isinstance(exc, CorruptFileError):
+            raise  # a damaged file, or one that is no pickle, cannot be helped by unpickling it
+        obj = _trusted_load(path, torchscript=False, fallback_of=exc)
+        raw = interpret(obj, path)
+        raw.module = obj
+        raw.warnings.append(f"{path} was fully unpickled (--trust-pickle): {exc}")
+        return raw
+    if trust_pickle and (found.kind == "torchscript" or found.placeholders):
         try:
-            obj = _torch_load(path, weights_only=False)
-        except Exception as exc2:  # arbitrary unpickling: any class may fail to import
-            raise ModelLoadError(
-                f"cannot unpickle {path} even with --trust-pickle: {type(exc2).__name__}: {exc2}"
-            ) from exc2
-        trusted = True
-    except Exception as exc:  # torch raises RuntimeError/KeyError/EOFError for foreign files
-        if "TorchScript" in str(exc):  # torch.load recognised an archive our zip check missed
-            return read_torchscript(path)
-        raise ModelLoadError(f"cannot read {path} as a PyTorch file: {type(exc).__name__}: {_first_line(exc)}") from exc
-    raw = interpret(obj, path)
-    if trusted:
-        raw.warnings.append(f"{path} was fully unpickled (--trust-pickle)")
+            raw.module = _trusted_load(path, torchscript=found.kind == "torchscript")
+            raw.warnings.append(f"{path} was fully unpickled (--trust-pickle)")
+        except ModelLoadError as exc:
+            raw.warnings.append(f"{exc}; the tables were read without running the file")
     return raw
 
 
-def _is_pickle(path: Path) -> bool:
-    """True when ``path`` starts with a complete, well-formed pickle stream.
+def _raw_from(found: TorchFile, path: Path) -> RawModel:
+    if found.tensors is not None:  # TorchScript: named parameters and buffers
+        if not found.tensors:
+            raise ModelLoadError(f"cannot read {path}: the TorchScript archive holds no parameters or buffers")
+        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings))
+    raw = interpret(found.root, path)
+    if not raw.tensors and raw.format != "popaudit":
+        if isinstance(found.root, Placeholder) or (found.placeholders and _holds_placeholder(found.root)):
+            raise UntrustedPickleError(
+                f"{path} holds a pickled {_root_name(found.root)} that popaudit cannot read without running "
+                "code from the file: it holds no tensors popaudit can reach. --trust-pickle would unpickle it "
+                "fully, which runs code from the file: pass it only if you trust where the file came from, "
+                "or re-save the model as a state dict (torch.save(model.state_dict(), ...))."
+            )
+        raise ModelLoadError(f"cannot read {path}: it holds no tensors (a {type(found.root).__name__} of plain values)")
+    return raw
 
-    ``pickletools.genops`` parses opcodes without building any object, so this runs no code
-    from the file; it stops at the first STOP opcode (legacy torch files hold several pickles).
-    """
+
+def _root_name(root: Any) -> str:
+    if isinstance(root, Placeholder):
+        return shown(qualname_of(root))
+    found = [shown(qualname_of(v)) for v in as_mapping(root).values() if isinstance(v, Placeholder)]
+    return f"{type(root).__name__} of {', '.join(found[:3])}" if found else type(root).__name__
+
+
+def _holds_placeholder(root: Any) -> bool:
+    return any(isinstance(v, Placeholder) for v in as_mapping(root).values())
+
+
+def _trusted_load(path: Path, torchscript: bool, fallback_of: ModelLoadError | None = None) -> Any:
+    """The real object: runs code from the file. Only reached with --trust-pickle."""
     try:
-        with open(path, "rb") as fh:
-            for _ in pickletools.genops(fh):
-                pass
-    except Exception:  # genops raises ValueError for unknown opcodes, others for truncation
-        return False
-    return True
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+        with warnings.catch_warnings():  # torch's own notices would reach stderr; popaudit speaks for it
+            warnings.simplefilter("ignore")
+            if torchscript:
+                return torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call]
+            try:
+                return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+            except RuntimeError as exc:
+                if "mmap" not in str(exc):  # legacy files cannot be memory-mapped
+                    raise
+                return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # arbitrary unpickling: any class may fail to import
+        prefix = f"{fallback_of}; " if fallback_of is not None else ""
+        raise ModelLoadError(f"{prefix}cannot unpickle {path} even with --trust-pickle: {reason(exc)}") from exc
 
 
 def interpret(obj: Any, path: Path) -> RawModel:
-    """Turn what torch.load returned into a :class:`RawModel`."""
-    if isinstance(obj, torch.nn.Module):
-        return RawModel(_flatten(obj), "pickle")
-    if isinstance(obj, torch.Tensor):
-        return RawModel({path.stem: obj}, "state_dict")
+    """Turn what a torch file holds (restricted read or ``torch.load``) into a :class:`RawModel`."""
+    if isinstance(obj, torch.nn.Module) or is_module(obj):
+        raw = RawModel(_strip_ddp(_flatten(obj)), "pickle")
+        _note_module(obj, raw.warnings, path)
+        return raw
+    if isinstance(obj, (torch.Tensor, np.ndarray)):
+        return RawModel(_flatten({path.stem: obj}), "state_dict")
+    if isinstance(obj, Placeholder):
+        # A dict subclass (its items) or a plain object (its attributes) stands for a checkpoint.
+        obj = as_mapping(obj) or placeholder_attrs(obj) or {}
     if not isinstance(obj, Mapping):
         raise ModelLoadError(
-            f"{path} holds a {type(obj).__name__}, not a state dict, checkpoint dict or module"
+            f"{path} holds an object of type {type(obj).__name__}, not a state dict, checkpoint dict or module"
         )
     if POPAUDIT_MARKER in obj:
         return _popaudit(obj, path)
@@ -182,27 +181,65 @@ def interpret(obj: Any, path: Path) -> RawModel:
         tensors = _flatten({k: v for k, v in obj.items() if k not in _METADATA_KEYS})
         fmt = "checkpoint" if any(k in obj for k in _METADATA_KEYS) else "state_dict"
     raw = RawModel(_strip_ddp(tensors), fmt)
+    if model_key is not None:
+        _note_module(obj[model_key], raw.warnings, path)
     raw.optimizer_state = _optimizer_state(obj)
     raw.config = _config(obj, raw.warnings, path)
     return raw
 
 
+def _note_module(obj: Any, notes: list[str], path: Path) -> None:
+    if is_module(obj):
+        notes.append(
+            f"{path} holds a pickled {shown(qualname_of(obj))} module; its tensors were read without running code "
+            "from the file. --trust-pickle is only needed when a plugin must run the module itself."
+        )
+
+
 def _is_model(value: Any) -> bool:
-    return isinstance(value, (Mapping, torch.nn.Module))
+    return isinstance(value, (Mapping, torch.nn.Module)) or is_module(value)
 
 
-def _flatten(obj: Any, prefix: str = "") -> dict[str, torch.Tensor]:
-    """Tensor leaves of nested mappings/modules as dotted keys."""
-    if isinstance(obj, torch.nn.Module):
-        obj = obj.state_dict()
+def _flatten(obj: Any) -> dict[str, torch.Tensor]:
+    """Tensor leaves of nested mappings and modules (real or placeholders) as dotted keys.
+
+    Numeric numpy arrays become tensors (plain pickles hold tables as arrays); other
+    placeholders are ignored. Iterative; each mapping is entered once (cycles, shared dicts).
+    """
     out: dict[str, torch.Tensor] = {}
-    for key, value in obj.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, torch.Tensor):
+    seen: set[int] = set()
+    stack: list[tuple[str | None, Any]] = [(None, obj)]
+    while stack:
+        name, value = stack.pop()
+        prefix = "" if name is None else f"{name}."
+        if isinstance(value, torch.Tensor) and name is not None:
             out[name] = value
-        elif isinstance(value, (Mapping, torch.nn.Module)):
-            out.update(_flatten(value, name + "."))
+        elif isinstance(value, np.ndarray) and name is not None:
+            tensor = _array_tensor(value)
+            if tensor is not None:
+                out[name] = tensor
+        elif is_module(value):
+            out.update((prefix + k, v) for k, v in module_state_dict(value).items())
+        elif isinstance(value, (Mapping, torch.nn.Module)) and id(value) not in seen:
+            seen.add(id(value))
+            items = list((value.state_dict() if isinstance(value, torch.nn.Module) else value).items())
+            stack.extend((f"{prefix}{k}", v) for k, v in reversed(items))
     return out
+
+
+def _array_tensor(arr: np.ndarray[Any, Any]) -> torch.Tensor | None:
+    """A numeric numpy array as a tensor; None for other dtypes (strings, objects)."""
+    if (isinstance(arr, SafeArray) and arr.unread) or arr.dtype.kind not in "biufc":
+        return None
+    arr = np.asarray(arr)
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    with warnings.catch_warnings():  # read-only arrays: torch warns that writes would be undefined
+        warnings.simplefilter("ignore")
+        try:
+            return torch.from_numpy(arr)
+        except (TypeError, ValueError, RuntimeError):  # a dtype torch lacks, negative strides
+            return None
 
 
 def _strip_ddp(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -232,7 +269,23 @@ def _as_state(value: Any) -> Mapping[str, Any] | None:
         return value.state_dict()
     if isinstance(value, Mapping):
         return value
+    attrs = placeholder_attrs(value)
+    if attrs is not None and isinstance(attrs.get("param_groups"), list):
+        return _optimizer_placeholder(attrs)
     return None
+
+
+def _optimizer_placeholder(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """A pickled optimizer's state as ``Optimizer.state_dict()`` gives it (params as indices)."""
+    index: dict[int, int] = {}
+    groups = []
+    for group in attrs["param_groups"]:
+        if isinstance(group, Mapping):
+            params = group.get("params")
+            ids = [index.setdefault(id(p), len(index)) for p in (params if isinstance(params, list) else [])]
+            groups.append({**group, "params": ids})
+    state = {index[id(k)]: v for k, v in as_mapping(attrs.get("state")).items() if id(k) in index}
+    return {"state": state, "param_groups": groups}
 
 
 def _config(obj: Mapping[str, Any], warnings: list[str], path: Path) -> Mapping[str, Any] | None:
@@ -242,19 +295,29 @@ def _config(obj: Mapping[str, Any], warnings: list[str], path: Path) -> Mapping[
         value = obj[key]
         if isinstance(value, argparse.Namespace):
             value = vars(value)
+        elif isinstance(value, Placeholder):
+            value = _plain_config(value)
         if isinstance(value, Mapping):
-            return dict(value)
+            return {k: to_plain(v) if isinstance(v, Placeholder) else v for k, v in value.items()}
         warnings.append(f"{path}: '{key}' is a {type(value).__name__}, not a mapping; ignored")
     return None
+
+
+def _plain_config(value: Placeholder) -> Any:
+    """The recorded values of a pickled config object (RecBole's Config, a Namespace, ...)."""
+    plain = to_plain(value)
+    if isinstance(plain, dict) and (qualname_of(value) == "argparse.Namespace" or value.setitems):
+        plain.pop("__class__", None)  # a Namespace or a dict subclass: its values are the config
+    return plain
 
 
 def _popaudit(obj: Mapping[str, Any], path: Path) -> RawModel:
     """A checkpoint written by ``popaudit retrain`` (its encoder outputs are the tables)."""
     version = obj.get(POPAUDIT_MARKER)
     if version != POPAUDIT_VERSION:
+        named = version if type(version) is int else f"a {type(version).__name__}"  # never the file's text
         raise ModelLoadError(
-            f"{path} is a popaudit checkpoint of version {version!r}; this popaudit reads version "
-            f"{POPAUDIT_VERSION}"
+            f"{path} is a popaudit checkpoint of version {named}; this popaudit reads version {POPAUDIT_VERSION}"
         )
     missing = [k for k in ("item_embeddings", "state_dict") if k not in obj]
     if missing:

@@ -6,15 +6,15 @@ habit) with a ``label`` and a ``measure(lists)`` method. ``lists`` is the
 (FAISS's convention when fewer than K items qualify, and the way to pass lists shorter
 than K). All work is vectorised over that matrix.
 
-The defaults are CLI.md's definitions (the ones the report uses). Libraries disagree on
+The defaults are the definitions in ``docs/measures.md`` (the ones the report uses). Libraries disagree on
 several conventions, so each alternative is a constructor parameter and the published
 values of RecBole, Evidently and RecTools can be reproduced (``tests/test_metrics_exposure.py``):
 
 ========================  ==================================  ===============================
-measure                   popaudit default (CLI.md)           alternatives
+measure                   popaudit default                    alternatives
 ========================  ==================================  ===============================
-ARP                       cold items count with popularity 0  ``cold="drop"`` (Evidently)
-                          (RecBole, RecTools)
+ARP                       cold items count with popularity 0  ``cold="drop"`` with popularity =
+                          (RecBole, RecTools)                 distinct users (Evidently)
 APLT (long tail)          tail = items outside the short      ``bottom_fraction=f``: the f
                           head holding 80% of interactions    least popular items (RecBole's
                                                               TailPercentage); ``cold="drop"``
@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_head_mask
 from auditor.result import ListMeasures
 
 ColdPolicy = Literal["zero", "drop"]
@@ -61,8 +62,10 @@ DEFINITIONS: dict[str, str] = {
     ),
     "coverage": "coverage: distinct recommended items / catalogue size",
     "novelty": (
-        "novelty: mean over queries of the mean -log2(users(i)/n_users) of the list; items "
-        "no training user saw count as seen by one user (the finite maximum)"
+        "novelty: mean over queries of the mean -log2(users(i)/n_users) of the list, where "
+        "users(i) is the number of distinct training users of item i and n_users the number "
+        "of distinct users in the training log (all of them, queried or not); items no "
+        "training user saw count as seen by one user (the finite maximum)"
     ),
     "overlap_dot_cosine": "overlap_dot_cosine: mean over queries of |dot list ∩ cosine list| / K",
 }
@@ -121,62 +124,6 @@ def exposure_counts(lists: np.ndarray, n_items: int) -> np.ndarray:
 def _nanmean(values: np.ndarray) -> float:
     finite = values[~np.isnan(values)]
     return float(finite.mean()) if finite.size else math.nan
-
-
-def head_mask(popularity: np.ndarray, percent: float) -> np.ndarray:
-    """Boolean mask of the head: items at least as popular as the c-th most popular one.
-
-    c = max(1, floor(percent/100 * n_items)); items tied with the c-th are all in, so the
-    mask does not depend on row order. Items with popularity 0 are never head (when more
-    than (100-percent)% of the catalogue is cold, the head is just the warm items).
-    """
-    popularity = np.asarray(popularity)
-    n = popularity.shape[0]
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    c = max(1, int(math.floor(percent / 100.0 * n + 1e-9)))
-    c = min(c, n)
-    # partition finds the c-th largest without a full sort.
-    f_c = np.partition(popularity, n - c)[n - c]
-    return (popularity >= f_c) & (popularity > 0)
-
-
-def short_head_mask(popularity: np.ndarray, head_mass: float = 0.8) -> np.ndarray:
-    """The short head: the most popular items that together hold ``head_mass`` of the mass.
-
-    Items are taken in decreasing popularity until their cumulative share reaches
-    ``head_mass``; items tied with the last one taken are all in. Zero mass: empty head.
-    """
-    popularity = np.asarray(popularity, dtype=np.float64)
-    total = popularity.sum()
-    if total <= 0:
-        return np.zeros(popularity.shape[0], dtype=bool)
-    ordered = np.sort(popularity)[::-1]
-    cumulative = np.cumsum(ordered) / total
-    last = int(np.searchsorted(cumulative, head_mass - 1e-12, side="left"))
-    last = min(last, ordered.shape[0] - 1)
-    return (popularity >= ordered[last]) & (popularity > 0)
-
-
-def bottom_tail_mask(
-    popularity: np.ndarray, fraction: float, cold: Literal["include", "drop"] = "include"
-) -> np.ndarray:
-    """Long tail as the ``fraction`` least popular items (ties ordered by row).
-
-    max(1, floor(fraction * n)) items, n counting only warm items when ``cold="drop"``
-    (cold items are then neither ranked nor tail). RecBole's TailPercentage convention.
-    """
-    popularity = np.asarray(popularity)
-    rows = np.arange(popularity.shape[0])
-    if cold == "drop":
-        rows = rows[popularity > 0]
-    mask = np.zeros(popularity.shape[0], dtype=bool)
-    if rows.size == 0:
-        return mask
-    cut = max(1, int(math.floor(fraction * rows.size + 1e-9)))
-    order = rows[np.lexsort((rows, popularity[rows]))]
-    mask[order[:cut]] = True
-    return mask
 
 
 def gini_index(counts: np.ndarray, over: GiniScope = "catalogue", unbiased: bool = False) -> float:
@@ -318,6 +265,10 @@ class ItemCoverage:
 class Novelty:
     """Mean self-information −log2(users(i)/n_users) of the recommended items.
 
+    ``user_counts``: distinct training users per item; ``n_users``: distinct users in the
+    whole training log (not only the queried ones), so the scale does not depend on the
+    query sample.
+
     ``cold="cap"`` (default): an item no training user saw is scored as seen by one user,
     the finite maximum log2(n_users), so cold items stay in the mean. ``cold="drop"``:
     such items are left out (Evidently's NoveltyMetric).
@@ -375,13 +326,14 @@ def per_query_overlap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def overlap(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean over queries of |a ∩ b| / K (CLI.md's overlap_dot_cosine)."""
+    """Mean over queries of |a ∩ b| / K (docs/measures.md's overlap_dot_cosine)."""
     per_query = per_query_overlap(a, b)
     return float(per_query.mean()) if per_query.size else math.nan
 
 
 class ExposureMeasures:
-    """All of CLI.md's list measures, built once from the training statistics.
+    """Every list measure of the report (``docs/measures.md``), built once from the
+    training statistics.
 
     ``popularity`` is what "popular" means for head share, ARP, APLT and the
     most-popular list (interactions or distinct users per item, ``--popularity``);

@@ -1,4 +1,4 @@
-"""How strongly item embedding norms follow item popularity (SCIENCE.md §6).
+"""How strongly item embedding norms follow item popularity (docs/measures.md).
 
 All statistics are vectorised over items; Python loops run only over the ten deciles
 and over row blocks of the table.
@@ -12,25 +12,36 @@ import numpy as np
 from scipy import stats as sps
 
 from auditor.errors import EmbeddingTableError
-from auditor.loading.tables import block_rows
+from auditor.memory import block_rows
+from auditor.metrics.spearman_ci import spearman_ci
 from auditor.result import DecileRow, FrequencyNorm
 
-# Above this many items the bootstrap resamples a fixed-size subsample instead of all
-# items: the CI of ρ shrinks like 1/sqrt(n), and full resampling of a million items
-# a thousand times costs minutes for a width that is already below 0.01.
-BOOTSTRAP_MAX_ITEMS = 20_000
 N_DECILES = 10
 
 
 def item_norms(table: np.ndarray, block: int | None = None) -> np.ndarray:
     """Euclidean norm of each row, in float64, computed in row blocks to bound memory
-    (``block`` rows; default: :func:`~auditor.loading.tables.block_rows` for float64)."""
+    (``block`` rows; default: :func:`~auditor.loading.tables.block_rows` for float64).
+
+    Finite for any finite table: each row is scaled by the power of two nearest above
+    its largest |x| before squaring and the norm scaled back. Scaling by a power of two
+    is exact, so wherever plain float64 squaring neither overflows nor underflows the
+    result is bit-for-bit that of ``sqrt(sum(x**2))``.
+    """
     if block is None:
         block = block_rows(table.shape[1], bytes_per_value=8)
     out = np.empty(table.shape[0], dtype=np.float64)
     for start in range(0, table.shape[0], block):
         rows = np.asarray(table[start : start + block], dtype=np.float64)
-        out[start : start + block] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+        # max and -min instead of abs(): no block-sized temporary.
+        peak = np.maximum(rows.max(axis=1, initial=0.0), -rows.min(axis=1, initial=0.0))
+        _, exponent = np.frexp(peak)  # peak = mantissa * 2**exponent, mantissa in [0.5, 1)
+        # In place only on our own float64 copy, never on the caller's table.
+        own = not np.may_share_memory(rows, table)
+        scaled = np.ldexp(rows, -exponent[:, None], out=rows if own else None)
+        out[start : start + block] = np.ldexp(
+            np.sqrt(np.einsum("ij,ij->i", scaled, scaled)), exponent
+        )
     return out
 
 
@@ -41,10 +52,11 @@ def frequency_norm_stats(
     n_bootstrap: int = 1000,
     seed: int = 0,
 ) -> tuple[FrequencyNorm, list[str]]:
-    """Spearman ρ (with bootstrap CI and p-value), Pearson on log(1+f), Kendall τ,
-    the log–log slope over warm items and per-decile norm summaries.
+    """Spearman ρ (with CI and p-value), Pearson on log(1+f), Kendall τ, the log–log
+    slope over warm items and per-decile norm summaries.
 
-    Returns the section and warnings for the report (e.g. constant frequencies).
+    Returns the section and warnings for the report (e.g. constant frequencies). When ρ
+    cannot be computed the correlations are NaN and ``undefined_reason`` says why.
     """
     norms = np.asarray(norms, dtype=np.float64)
     freqs = np.asarray(frequencies, dtype=np.float64)
@@ -53,14 +65,15 @@ def frequency_norm_stats(
             f"norms {norms.shape} and frequencies {freqs.shape} do not describe the same items"
         )
     n = norms.shape[0]
-    if n < 3:
-        raise EmbeddingTableError(f"a correlation needs at least 3 items, the table has {n}")
     notes: list[str] = []
-    constant_freqs = np.ptp(freqs) == 0
-    constant = constant_freqs or np.ptp(norms) == 0
-    if constant:
-        which = "frequency" if constant_freqs else "norm"
-        notes.append(f"every item has the same {which}: correlations are undefined (reported as null)")
+    reason = undefined_reason(norms, freqs)
+    ci_method, resamples = "", 0
+    if reason is not None:
+        if n >= 3 and np.isfinite(norms).all() and np.isfinite(freqs).all():
+            which = "frequency" if np.ptp(freqs) == 0 else "norm"
+            notes.append(f"every item has the same {which}: correlations are undefined (reported as null)")
+        else:
+            notes.append(f"{reason} (reported as null)")
         spearman = spearman_p = pearson_log = kendall = float("nan")
         ci = (float("nan"), float("nan"))
     else:
@@ -70,9 +83,10 @@ def frequency_norm_stats(
             spearman, spearman_p = float(rho.statistic), float(rho.pvalue)
             pearson_log = float(sps.pearsonr(np.log1p(freqs), norms).statistic)
             kendall = float(sps.kendalltau(freqs, norms).statistic)
-        ci = spearman_bootstrap_ci(freqs, norms, n_bootstrap=n_bootstrap, seed=seed)
+        interval = spearman_ci(freqs, norms, n_bootstrap=n_bootstrap, seed=seed, rho=spearman)
+        ci, ci_method, resamples = (interval.low, interval.high), interval.method, interval.n_resamples
     warm = freqs > 0
-    slope = loglog_slope(freqs[warm], norms[warm])
+    slope = loglog_slope(freqs[warm], norms[warm]) if np.isfinite(norms).all() else None
     if slope is None:
         notes.append("log-log slope undefined: fewer than two distinct positive frequencies")
     deciles = decile_rows(freqs, norms)
@@ -88,59 +102,38 @@ def frequency_norm_stats(
         deciles=deciles,
         cold_norm_median=float(np.median(norms[~warm])) if (~warm).any() else None,
         warm_norm_median=float(np.median(norms[warm])) if warm.any() else None,
-        n_bootstrap=0 if constant else n_bootstrap,
+        n_bootstrap=resamples,
+        undefined_reason=reason,
+        ci_method=ci_method,
     )
     return section, notes
 
 
-def spearman_bootstrap_ci(
-    x: np.ndarray, y: np.ndarray, *, n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of Spearman ρ, resampling items with replacement.
-
-    Uses scipy.stats.bootstrap (paired, vectorised). For catalogues larger than
-    BOOTSTRAP_MAX_ITEMS the CI is computed on a seeded subsample and rescaled by
-    sqrt(m/n), the 1/sqrt(n) law of the sampling spread of ρ.
-    """
-    if n_bootstrap <= 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    n = x.shape[0]
-    scale = 1.0
-    if n > BOOTSTRAP_MAX_ITEMS:
-        pick = rng.choice(n, BOOTSTRAP_MAX_ITEMS, replace=False)
-        x, y = x[pick], y[pick]
-        scale = np.sqrt(BOOTSTRAP_MAX_ITEMS / n)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = sps.bootstrap(
-            (x, y),
-            _spearman_along_axis,
-            paired=True,
-            vectorized=True,
-            n_resamples=n_bootstrap,
-            batch=max(1, 1_000_000 // max(1, x.shape[0])),  # ~8 MB per resampled array
-            confidence_level=level,
-            method="percentile",
-            rng=rng,
+def undefined_reason(norms: np.ndarray, freqs: np.ndarray) -> str | None:
+    """Why Spearman ρ of ``freqs`` and ``norms`` is undefined, in plain words; None if
+    it is defined (at least 3 items, finite values, neither side constant)."""
+    n = norms.shape[0]
+    if n < 3:
+        items = "no items" if n == 0 else f"only {n} item{'s' if n > 1 else ''}"
+        return f"the table has {items}; a rank correlation needs at least 3: the correlation is undefined"
+    bad_norms, bad_freqs = int((~np.isfinite(norms)).sum()), int((~np.isfinite(freqs)).sum())
+    if bad_norms or bad_freqs:
+        what = f"{bad_norms} item norms" if bad_norms else f"{bad_freqs} item frequencies"
+        return f"{what} are not finite (NaN or infinite): the correlation is undefined"
+    same_freq, same_norm = bool(np.ptp(freqs) == 0), bool(np.ptp(norms) == 0)
+    if same_freq and same_norm:
+        return (
+            "every item has the same training frequency and the same norm (a constant table): "
+            "the correlation is undefined"
         )
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if scale != 1.0:
-        centre = float(sps.spearmanr(x, y).statistic)
-        lo, hi = centre - (centre - lo) * scale, centre + (hi - centre) * scale
-    return (max(-1.0, lo), min(1.0, hi))
-
-
-def _spearman_along_axis(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Spearman ρ of each resample (rows of x and y), tie-aware through average ranks."""
-    rx = sps.rankdata(x, axis=axis)
-    ry = sps.rankdata(y, axis=axis)
-    rx = rx - rx.mean(axis=axis, keepdims=True)
-    ry = ry - ry.mean(axis=axis, keepdims=True)
-    num = (rx * ry).sum(axis=axis)
-    den = np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return num / den
+    if same_freq:
+        return (
+            f"every item has the same training frequency ({freqs[0]:g}): the correlation is "
+            "undefined"
+        )
+    if same_norm:
+        return "every item has the same norm (a constant table): the correlation is undefined"
+    return None
 
 
 def loglog_slope(freqs: np.ndarray, norms: np.ndarray) -> float | None:

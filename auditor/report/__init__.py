@@ -7,14 +7,17 @@ register through the same ``popaudit_renderers`` hook as plugins.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import pluggy
 
-from auditor.errors import InputError, PluginError
-from auditor.io import write_atomic
+from auditor.errors import AuditError, InputError, PluginError
+from auditor.io import atomic_path
+from auditor.plugins import PLUGIN_FAILURES, describe_failure
 from auditor.result import AuditResult
 
 
@@ -27,6 +30,10 @@ class RenderContext:
     them beside it."""
     color: bool = False
     width: int = 100
+    attachments: dict[Path, bytes] = field(default_factory=dict)
+    """Files a renderer produces beside ``destination`` (e.g. Markdown's images): put
+    here rather than written, so that every output of a run is written only once all
+    of them rendered (a failing renderer leaves nothing behind)."""
 
 
 class Renderer(Protocol):
@@ -49,6 +56,11 @@ def renderers(pm: pluggy.PluginManager) -> dict[str, Renderer]:
     Two renderers with the same name are a :class:`~auditor.errors.PluginError` naming
     both plugins; so is a hook that raises or returns something that is not a renderer.
     """
+    return {name: renderer for name, (renderer, _plugin) in _registered(pm).items()}
+
+
+def _registered(pm: pluggy.PluginManager) -> dict[str, tuple[Renderer, str]]:
+    """Renderer name -> (renderer, name of the plugin that registered it)."""
     found: dict[str, tuple[Renderer, str]] = {}
     # Call each implementation on its own, in registration order (built-ins first), so a
     # clash or a failure names its plugin.
@@ -56,11 +68,18 @@ def renderers(pm: pluggy.PluginManager) -> dict[str, Renderer]:
         plugin = impl.plugin_name
         try:
             provided = impl.function()
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:  # a plugin cannot end the run, not even with exit(0)
             raise PluginError(
-                f"plugin {plugin!r} failed in hook popaudit_renderers: {type(exc).__name__}: {exc}"
+                f"plugin {plugin!r} failed in hook popaudit_renderers: {describe_failure(exc)}"
             ) from exc
-        for renderer in provided or []:
+        if provided is None:
+            continue
+        if not isinstance(provided, (list, tuple)):
+            raise PluginError(
+                f"plugin {plugin!r} returned a {type(provided).__name__} from popaudit_renderers; "
+                "it must return a list of renderers"
+            )
+        for renderer in provided:
             name = getattr(renderer, "name", None)
             if not isinstance(name, str) or not name or not callable(getattr(renderer, "render", None)):
                 raise PluginError(
@@ -73,25 +92,64 @@ def renderers(pm: pluggy.PluginManager) -> dict[str, Renderer]:
                     f"one from plugin {plugin!r}"
                 )
             found[name] = (renderer, plugin)
-    return {name: renderer for name, (renderer, _plugin) in found.items()}
+    return found
 
 
-def render_to(
-    result: AuditResult,
-    fmt: str,
-    path: Path,
-    pm: pluggy.PluginManager,
-    *,
-    color: bool = False,
-    width: int = 100,
-) -> None:
-    """Render ``result`` as ``fmt`` and write it to ``path`` atomically.
+def render(
+    result: AuditResult, fmt: str, pm: pluggy.PluginManager, context: RenderContext | None = None
+) -> str | bytes:
+    """``result`` rendered as ``fmt``.
 
-    An unknown ``fmt`` is an :class:`~auditor.errors.InputError` listing the known ones.
+    An unknown ``fmt`` is an :class:`~auditor.errors.InputError` listing the known ones;
+    a renderer that raises (or calls ``sys.exit``) is a PluginError naming its plugin.
     """
-    available = renderers(pm)
+    available = _registered(pm)
     if fmt not in available:
         raise InputError(f"unknown report format {fmt!r}; available: {', '.join(sorted(available))}")
-    path = Path(path)
-    data = available[fmt].render(result, RenderContext(destination=path, color=color, width=width))
-    write_atomic(path, data)
+    renderer, plugin = available[fmt]
+    try:
+        return renderer.render(result, context or RenderContext())
+    except AuditError:
+        raise
+    except PLUGIN_FAILURES as exc:
+        raise PluginError(
+            f"renderer {fmt!r} of plugin {plugin!r} failed: {describe_failure(exc)}"
+        ) from exc
+
+
+def render_outputs(
+    result: AuditResult,
+    outputs: Sequence[tuple[str, Path]],
+    pm: pluggy.PluginManager,
+    *,
+    width: int = 100,
+) -> list[Path]:
+    """Render ``result`` in each (format, path) and write them all, or none.
+
+    Every report (and its attachments) is rendered in memory first; only then are the
+    files written, each to a temp file renamed into place once all are written. So a
+    failing renderer or a full disk leaves no output of this run behind. Returns the
+    paths written (attachments included), in order.
+    """
+    files: dict[Path, bytes] = {}
+    for fmt, path in outputs:
+        context = RenderContext(destination=Path(path), width=width)
+        data = render(result, fmt, pm, context)
+        files[Path(path)] = data if isinstance(data, bytes) else data.encode("utf-8")
+        files.update(context.attachments)
+    write_all(files)
+    return list(files)
+
+
+def render_to(result: AuditResult, fmt: str, path: Path, pm: pluggy.PluginManager) -> None:
+    """Render ``result`` as ``fmt`` and write it (with its attachments) to ``path``."""
+    render_outputs(result, [(fmt, Path(path))], pm)
+
+
+def write_all(files: Mapping[Path, bytes]) -> None:
+    """Write every file, or (on any error) none: all temp files first, then the renames."""
+    with ExitStack() as stack:
+        for path, data in files.items():
+            tmp = stack.enter_context(atomic_path(path))
+            with open(tmp, "wb") as fh:
+                fh.write(data)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from auditor.report import RenderContext
-from auditor.report.content import fmt_num, fmt_pct, fmt_ratio, ratio
+from auditor.report.content import severity_rule, verdict_phrase
+from auditor.report.formatting import fmt_num, fmt_pct, fmt_ratio, ratio
 from auditor.result import LIST_MEASURES, AuditResult
 
 SEVERITY_STYLE = {"none": "green", "low": "yellow", "moderate": "dark_orange", "high": "bold red"}
@@ -79,9 +80,12 @@ def _sections(result: AuditResult) -> list[object]:
 def _headline(result: AuditResult) -> Panel:
     verdict = result.verdict
     style = SEVERITY_STYLE.get(verdict.severity, "bold")
-    title = "Popularity bias detected" if verdict.bias_detected else "No popularity bias detected"
+    title = verdict_phrase(result).split(" (")[0]
+    body = Text(verdict.summary)
+    if verdict.rule:
+        body.append("\n" + severity_rule(result), style="dim")
     return Panel(
-        Text(verdict.summary),
+        body,
         title=Text(f"{title} · severity {verdict.severity}", style=style),
         border_style=style,
     )
@@ -134,7 +138,7 @@ def _deciles(result: AuditResult) -> Table:
 def _retrieval(result: AuditResult) -> Group:
     retrieval = result.retrieval
     assert retrieval is not None
-    tables: list[object] = [
+    tables: list[RenderableType] = [
         Text(
             f"Retrieval skew: {retrieval.n_queries:,} queries ({retrieval.queries}), "
             f"index {retrieval.index}, popularity by {retrieval.popularity}",

@@ -8,29 +8,33 @@ cells are plain strings and each format escapes them itself.
 Reusable pieces:
 
 * :func:`headline` - the verdict and severity in one sentence with the numbers behind it.
-* :func:`fmt_num`, :func:`fmt_pct`, :func:`fmt_ratio` - consistent number formatting.
-* :class:`Table` - headers, rows of plain strings, which columns are numeric, a caption.
+* :mod:`auditor.report.formatting` - :class:`Table` and the number formatting they use.
 * ``*_table`` builders - one per report section.
 * :func:`not_measured_reason` - why a section is missing from a result.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
-import numpy as np
-
-from auditor.result import AuditResult, CutoffMeasures, FrequencyNorm, Inputs, Retrieval
+from auditor.report.formatting import (
+    MISSING,
+    Table,
+    finite,
+    flatten,
+    fmt_num,
+    fmt_pct,
+    fmt_range,
+    fmt_ratio,
+    fmt_value,
+    join_words,
+    ratio,
+)
+from auditor.result import CONDITION_IDS, AuditResult, CutoffMeasures, FrequencyNorm, Inputs, Retrieval
 from auditor.verdict import quoted_cutoff
 
-MISSING = "n/a"
-"""What a value that is absent (None, NaN) reads as."""
-
-CONDITION_IDS = ("C1", "C2", "C3", "C4", "C5")
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
 
@@ -52,110 +56,6 @@ MEASURE_LABELS: dict[str, tuple[str, str]] = {
     "coverage": ("catalogue coverage", "pct"),
     "novelty": ("novelty (bits)", "num2"),
 }
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table of plain-string cells; each format renders and escapes it.
-
-    ``numeric[i]`` right-aligns column i; shorter than ``headers`` means the rest are text.
-    """
-
-    headers: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    numeric: tuple[bool, ...] = ()
-    caption: str = ""
-
-    def is_numeric(self, column: int) -> bool:
-        """Whether column ``column`` holds numbers (right-aligned)."""
-        return column < len(self.numeric) and self.numeric[column]
-
-
-def _finite(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def fmt_num(value: Any, digits: int = 3) -> str:
-    """A number for people: ints with thousands separators, floats to ``digits`` places.
-
-    None and NaN read as ``n/a``; tiny non-zero values (p-values) use scientific notation.
-    """
-    if value is None:
-        return MISSING
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
-    number = _finite(value)
-    if number is None:
-        return MISSING
-    if number == 0:
-        return f"{0:.{digits}f}"
-    if abs(number) < 10 ** (-digits):
-        return f"{number:.2e}"
-    if abs(number) >= 1000:
-        return f"{number:,.1f}"
-    return f"{number:.{digits}f}"
-
-
-def fmt_pct(value: Any) -> str:
-    """A share in [0, 1] as a percentage (one decimal; two below 1%)."""
-    number = _finite(value)
-    if number is None:
-        return MISSING
-    percent = 100.0 * number
-    return f"{percent:.2f}%" if 0 < abs(percent) < 1 else f"{percent:.1f}%"
-
-
-def fmt_ratio(value: Any) -> str:
-    """A ratio such as dot/cosine, as ``4.16×``."""
-    number = _finite(value)
-    return MISSING if number is None else f"{number:.2f}×"
-
-
-def fmt_scalar(value: Any) -> str:
-    """A loose scalar (a setting, a probe detail): ints with separators, floats to 4
-    significant digits (``10``, ``0.007035``, ``5.684e-14``), booleans as yes/no."""
-    if value is None or isinstance(value, (bool, np.bool_)):
-        return MISSING if value is None else ("yes" if value else "no")
-    if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
-    number = _finite(value)
-    return MISSING if number is None else format(number, ".4g")
-
-
-def fmt_value(value: Any, limit: int = 160) -> str:
-    """Any JSON-like value in one line (numbers via :func:`fmt_scalar`, long text cut at
-    ``limit``)."""
-    if isinstance(value, str):
-        text = value
-    elif value is None or isinstance(value, (bool, int, float, np.generic)):
-        return fmt_scalar(value)
-    elif isinstance(value, (list, tuple)) and all(isinstance(v, (int, float, str)) for v in value):
-        text = ", ".join(v if isinstance(v, str) else fmt_scalar(v) for v in value)
-    else:
-        text = json.dumps(value, default=str, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def fmt_range(low: Any, high: Any) -> str:
-    """``3–7``, or a single value when both ends are equal."""
-    return fmt_num(low) if low == high else f"{fmt_num(low)}–{fmt_num(high)}"
-
-
-def ratio(numerator: Any, denominator: Any) -> float | None:
-    """``numerator / denominator``, or None when either is missing or the divisor is 0."""
-    a, b = _finite(numerator), _finite(denominator)
-    if a is None or b is None or b == 0:
-        return None
-    return a / b
 
 
 def not_measured_reason(result: AuditResult, section: str) -> str:
@@ -183,14 +83,22 @@ def verdict_phrase(result: AuditResult) -> str:
     verdict = result.verdict
     if verdict.bias_detected:
         return f"Popularity bias detected (severity {verdict.severity})"
+    if result.frequency_norm is None and result.retrieval is None:
+        return "Popularity bias not assessed"
     return f"No popularity bias detected (severity {verdict.severity})"
+
+
+def severity_rule(result: AuditResult) -> str:
+    """``How severity is decided: ...`` (empty for results that carry no rule)."""
+    rule = result.verdict.rule
+    return f"How severity is decided: {rule}." if rule else ""
 
 
 def headline(result: AuditResult) -> str:
     """The verdict and severity in one sentence, with the numbers behind it.
 
     Quotes Spearman ρ with its 95% CI, the top-1% head share of dot-product vs cosine
-    retrieval at the largest K, and which conditions hold; a section that was not
+    retrieval at the K that decided the severity, and which conditions hold; a section that was not
     measured is named as such instead. Equal to ``"{phrase}: {evidence}."`` of
     :func:`headline_parts`.
     """
@@ -205,7 +113,7 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     fn = result.frequency_norm
     if fn is not None:
         lo, hi = fn.spearman_ci
-        ci = f", 95% CI {fmt_num(lo, 2)} to {fmt_num(hi, 2)}" if _finite(lo) is not None else ""
+        ci = f", 95% CI {fmt_num(lo, 2)} to {fmt_num(hi, 2)}" if finite(lo) is not None else ""
         parts.append(f"item norm vs training frequency Spearman ρ = {fmt_num(fn.spearman, 2)}{ci}")
     else:
         parts.append("frequency–norm correlation not measured")
@@ -232,6 +140,8 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         parts.append("conditions: " + ", ".join(pieces))
     else:
         parts.append("conditions not assessed")
+    if result.inputs.row_ids_assumed:
+        parts.append("item ids taken as table rows (no id mapping given)")
     return verdict_phrase(result), "; ".join(parts)
 
 
@@ -375,6 +285,9 @@ def inputs_table(inputs: Inputs) -> Table:
         "item_ids": "item ids file",
         "n_users": "users",
         "n_unmapped_interactions": "interactions with unknown items (dropped)",
+        "item_id_mapping": "item id → row",
+        "user_id_mapping": "user id → row",
+        "row_ids_assumed": "item rows assumed to be ids",
     }
     values = {f.name: getattr(inputs, f.name) for f in fields(inputs)}
     rows = tuple(
@@ -382,18 +295,6 @@ def inputs_table(inputs: Inputs) -> Table:
         for name, value in values.items()
     )
     return Table(("input", "value"), rows, (False, False))
-
-
-def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """Nested mappings as ``(dotted.key, value)`` pairs, in insertion order."""
-    items: list[tuple[str, Any]] = []
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            items.extend(flatten(value, f"{name}."))
-        else:
-            items.append((name, value))
-    return items
 
 
 def settings_table(settings: Mapping[str, Any]) -> Table:
@@ -431,10 +332,3 @@ def other_not_measured(result: AuditResult) -> list[tuple[str, str]]:
 def sorted_cutoffs(retrieval: Retrieval) -> list[tuple[int, CutoffMeasures]]:
     """The retrieval cut-offs in increasing K."""
     return sorted(retrieval.at.items())
-
-
-def join_words(words: Sequence[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    if len(words) <= 1:
-        return "".join(words)
-    return ", ".join(words[:-1]) + " and " + words[-1]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from auditor import __version__
 from auditor.report import RenderContext
 from auditor.report import content as c
+from auditor.report.formatting import Table
 from auditor.result import AuditResult
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def banner(severity: str, verdict: str, text: str) -> str:
 
 
 def table_html(
-    table: c.Table,
+    table: Table,
     *,
     badge_column: int | None = None,
     wrap_columns: Sequence[int] = (),
@@ -230,6 +231,8 @@ def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
     sections: list[Section] = []
     verdict = result.verdict
     body = paragraph(verdict.summary, "summary") if verdict.summary else ""
+    if verdict.rule:
+        body += paragraph(c.severity_rule(result), "note")
     if verdict.recommendations:
         body += "<h3>Recommendations</h3>\n" + bullet_list(verdict.recommendations, "recs")
     else:

@@ -1,4 +1,4 @@
-"""The JSON report: CLI.md's schema (schema_version 1), indented and stable."""
+"""The JSON report: the schema of docs/report.md (schema_version 1), indented and stable."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class JsonRenderer:
 
     name = "json"
     suffix = ".json"
-    description = "machine-readable report (CLI.md schema_version 1)"
+    description = "machine-readable report (docs/report.md, schema_version 1)"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
         """The JSON document, newline-terminated (``context`` is not needed)."""

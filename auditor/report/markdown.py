@@ -7,7 +7,7 @@ so the folder can be moved or committed as a whole. Rendered to standard output
 the report says so.
 
 Reusable layer for other Markdown reports (experiment and batch summaries):
-:func:`md_escape`, :func:`md_table`, :func:`images_folder` and :func:`write_images`.
+:func:`md_escape`, :func:`md_table`, :func:`images_folder` and :func:`image_files`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from auditor import __version__
-from auditor.io import write_atomic
 from auditor.report import RenderContext
 from auditor.report import content as c
+from auditor.report.formatting import Table
 from auditor.result import AuditResult
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def md_escape(text: object) -> str:
     return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
 
 
-def md_table(table: c.Table) -> str:
+def md_table(table: Table) -> str:
     """A :class:`~auditor.report.content.Table` as a GFM pipe table (numeric columns right-aligned)."""
     head = "| " + " | ".join(md_escape(h) for h in table.headers) + " |"
     rule = "|" + "|".join("---:" if table.is_numeric(i) else ":---" for i in range(len(table.headers))) + "|"
@@ -57,17 +57,18 @@ def images_folder(destination: Path) -> Path:
     return destination.parent / f"{destination.stem}_files"
 
 
-def write_images(plots: Sequence[Plot], destination: Path) -> dict[str, str]:
-    """Write each plot's PNG beside ``destination`` atomically; return name -> relative link.
+def image_files(plots: Sequence[Plot], destination: Path) -> tuple[dict[Path, bytes], dict[str, str]]:
+    """Each plot's PNG file beside ``destination`` and name -> relative link.
 
     Links are relative to the report's folder and URL-quoted.
     """
     folder = images_folder(destination)
+    files: dict[Path, bytes] = {}
     links: dict[str, str] = {}
     for plot in plots:
-        write_atomic(folder / f"{plot.name}.png", plot.png)
+        files[folder / f"{plot.name}.png"] = plot.png
         links[plot.name] = quote(f"{folder.name}/{plot.name}.png")
-    return links
+    return files, links
 
 
 def _figures(plots: Sequence[Plot | PlotSpec], links: dict[str, str], section: str) -> str:
@@ -101,6 +102,8 @@ def render_audit_markdown(
     out.append("## Verdict and recommendations\n\n")
     if verdict.summary:
         out.append(md_escape(verdict.summary) + "\n\n")
+    if verdict.rule:
+        out.append("_" + md_escape(c.severity_rule(result)) + "_\n\n")
     if verdict.recommendations:
         out.append("### Recommendations\n\n" + bullets(verdict.recommendations))
     else:
@@ -173,7 +176,8 @@ class MarkdownRenderer:
     description = "GitHub-flavoured Markdown; plots written to <name>_files/ beside the report"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
-        """The report text; writes the figures when ``context.destination`` is a file."""
+        """The report text; its figures go to ``context.attachments`` when it is written
+        to a file (``context.destination``)."""
         from auditor.report.plots import plot_specs
 
         specs = plot_specs(result)
@@ -181,4 +185,6 @@ class MarkdownRenderer:
             # Nowhere to put images: name them as omitted without drawing them.
             return render_audit_markdown(result, specs, None)
         plots = [spec.render() for spec in specs]
-        return render_audit_markdown(result, plots, write_images(plots, Path(context.destination)))
+        files, links = image_files(plots, Path(context.destination))
+        context.attachments.update(files)
+        return render_audit_markdown(result, plots, links)

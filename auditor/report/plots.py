@@ -5,8 +5,9 @@ rendering works on headless machines and never touches pyplot's global state (sa
 threads and worker processes). Reusable pieces for other reports (experiments, batch):
 
 * :func:`new_figure` - an Agg-backed figure with the report's style.
-* :func:`figure_png` / :func:`png_data_uri` / :func:`figure_data_uri` - a figure as PNG
-  bytes or as a ``data:image/png;base64,...`` URI for self-contained HTML.
+* :func:`figure_png` / :func:`png_data_uri` - a figure as PNG bytes, and PNG bytes as a
+  ``data:image/png;base64,...`` URI for self-contained HTML.
+* :mod:`auditor.report.plot_data` - what the figures plot (Lorenz curves, popularity groups).
 * :class:`Plot` - a named PNG with a title and a text alternative.
 * :func:`audit_plots` / :func:`plot_specs` - every figure an
   :class:`~auditor.result.AuditResult` supports (drawn, or planned and drawn on demand).
@@ -21,8 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from auditor.report.plot_data import lorenz_curve, popularity_groups
 from auditor.result import AuditResult, DecileRow, Retrieval
 
 COLORS = {"dot": "#D55E00", "cosine": "#0072B2", "popular": "#7F7F7F"}
@@ -48,11 +51,6 @@ class Plot:
     alt: str
     png: bytes
 
-    @property
-    def data_uri(self) -> str:
-        """The PNG as a ``data:`` URI."""
-        return png_data_uri(self.png)
-
 
 def new_figure(width: float = 7.5, height: float = 4.2) -> Figure:
     """A figure on an Agg canvas (no display, no pyplot), in inches."""
@@ -73,78 +71,11 @@ def png_data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def figure_data_uri(fig: Figure, *, dpi: int = DPI) -> str:
-    """``fig`` as a PNG data URI, ready for an ``<img src>``."""
-    return png_data_uri(figure_png(fig, dpi=dpi))
-
-
-def _style(ax) -> None:  # type: ignore[no-untyped-def]
+def _style(ax: Axes) -> None:
     ax.grid(True, color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-
-
-def lorenz_curve(counts: np.ndarray, n_points: int = 512) -> tuple[np.ndarray, np.ndarray]:
-    """Lorenz curve of exposure counts: (share of items, share of exposure), from (0, 0).
-
-    Items are sorted by their own exposure, least exposed first. Catalogues larger than
-    ``n_points`` are resampled by linear interpolation (the curve is piecewise linear,
-    so nothing is lost at figure resolution). All-zero counts give the diagonal.
-    """
-    values = np.sort(np.asarray(counts, dtype=np.float64).ravel())
-    n = values.size
-    x = np.linspace(0.0, 1.0, n + 1)
-    total = values.sum()
-    if n == 0 or total <= 0:
-        return np.array([0.0, 1.0]), np.array([0.0, 1.0])
-    y = np.concatenate(([0.0], np.cumsum(values) / total))
-    if n + 1 > n_points:
-        grid = np.linspace(0.0, 1.0, n_points)
-        return grid, np.interp(grid, x, y)
-    return x, y
-
-
-def popularity_groups(
-    frequencies: np.ndarray, deciles: Sequence[DecileRow] | None = None, n_groups: int = 10
-) -> tuple[np.ndarray, list[str]]:
-    """Assign each item row a popularity group for the by-decile figure.
-
-    Returns ``(group per item, labels)``; group -1 is a cold item (frequency 0) when
-    cold items form their own group. When ``deciles`` (the result's table) covers the
-    same items, consecutive runs of the frequency-sorted items of the table's sizes
-    reproduce its grouping (tied frequencies never straddle a boundary there, so the
-    runs are exact) and keep its decile numbers; otherwise warm items are split into
-    ``n_groups`` equal-rank groups. Labels read ``"<decile>\\n<freq range>"``.
-    """
-    freq = np.asarray(frequencies, dtype=np.float64).ravel()
-    order = np.argsort(freq, kind="stable")
-    groups = np.full(freq.size, -1, dtype=np.int64)
-    sizes = [row.n for row in deciles] if deciles else []
-    numbers = [row.decile for row in deciles] if deciles else []
-    warm = freq > 0
-    if sizes and sum(sizes) == freq.size:
-        population = order
-    else:
-        population = order[warm[order]]
-        if not sizes or sum(sizes) != population.size:
-            k = min(n_groups, max(population.size, 1))
-            sizes = [len(chunk) for chunk in np.array_split(np.arange(population.size), k)]
-            numbers = list(range(1, len(sizes) + 1))
-    bounds = np.concatenate(([0], np.cumsum(sizes)))
-    group_of_rank = np.repeat(np.arange(len(sizes)), sizes)
-    groups[population] = group_of_rank
-    labels = []
-    for g in range(len(sizes)):
-        members = freq[population[bounds[g] : bounds[g + 1]]]
-        if not members.size:
-            span = "empty"
-        elif members.min() == members.max():
-            span = f"{members.min():,.0f}"
-        else:
-            span = f"{members.min():,.0f}–{members.max():,.0f}"
-        labels.append(f"{numbers[g]}\n{span}")
-    return groups, labels
 
 
 def _loglog_intercept(log_f: np.ndarray, log_n: np.ndarray, slope: float | None) -> tuple[float, float]:

@@ -4,7 +4,7 @@ Submodules: :mod:`~auditor.train.data` (synthetic and file data),
 :mod:`~auditor.train.models` (encoders), :mod:`~auditor.train.losses`,
 :mod:`~auditor.train.optim`, :mod:`~auditor.train.loop` (training and the
 checkpoint), :mod:`~auditor.train.live` (the live model ``check`` probes),
-:mod:`~auditor.train.experiments` (the grids of SCIENCE.md §5).
+:mod:`~auditor.train.experiments` (the grids of docs/theory.md §7).
 
 This package's own module holds only the option names, so the CLI can list them
 without importing torch.
@@ -22,7 +22,7 @@ EXPERIMENTS = ("conditions", "lr-sweep")
 def default_lr(optimizer: str, loss: str) -> float:
     """The learning rate used when none is given.
 
-    High for SGD on a cosine loss (10: the exposed baseline of SCIENCE.md §2, C5), 1
+    High for SGD on a cosine loss (10: the exposed baseline of docs/theory.md §2, C5), 1
     for SGD on dot-product InfoNCE (unnormalised logits diverge at 10), 0.01 for Adam
     and AdamW (whose steps are about lr per coordinate whatever the gradient's scale).
     """

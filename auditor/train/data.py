@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from auditor.config import INTERACTION_FORMATS
-from auditor.errors import InputError, InteractionsError
-from auditor.loading.interactions import count_item_ids, read_pairs
+from auditor.errors import InputError, InteractionsError, setting
+from auditor.loading.counting import count_item_ids
+from auditor.loading.pairs import read_pairs
 from auditor.progress import SILENT, Progress
 
 DATA_FORMATS = INTERACTION_FORMATS
@@ -101,7 +102,7 @@ def synthetic_interactions(
             f"{n_users}, {n_items}, {n_interactions}"
         )
     if zipf < 0:
-        raise InputError(f"--zipf must be >= 0, got {zipf}")
+        raise InputError(f"{setting('zipf')} must be >= 0, got {zipf}")
     if not 0.0 <= affinity <= 1.0:
         raise InputError(f"affinity must be within [0, 1], got {affinity}")
     rng = np.random.default_rng(seed)
@@ -179,20 +180,20 @@ def read_interactions(
 ) -> TrainingData:
     """Read an interaction log into dense rows through the foundation's readers.
 
-    Formats and column detection are those of :mod:`auditor.loading.interactions`
+    Formats and column detection are those of :mod:`auditor.loading.logs`
     (MovieLens ``u.data``/``ratings.dat``/``ratings.csv``, RecBole ``.inter``, Parquet,
     CSV/TSV). Item rows follow the raw item ids sorted ascending; user rows follow
     first appearance in the log. Log order is taken as time order (for histories).
     """
     path = Path(path)
     if fmt not in DATA_FORMATS:
-        raise InputError(f"--data-format must be one of {', '.join(DATA_FORMATS)}, got {fmt!r}")
+        raise InputError(f"{setting('data_format')} must be one of {', '.join(DATA_FORMATS)}, got {fmt!r}")
     counts = count_item_ids(
         path, fmt=fmt, user_col=user_col, item_col=item_col, need_users=False, progress=progress
     )
     if counts.user_col is None:
         raise InteractionsError(
-            f"cannot find a user id column in {path}; pass --user-col NAME (training needs users)"
+            f"cannot find a user id column in {path}; pass {setting('user_col')} NAME (training needs users)"
         )
     if counts.ids.size < 2:
         raise InteractionsError(f"{path}: training needs at least 2 distinct items, found {counts.ids.size}")

@@ -45,7 +45,7 @@ MAX_TRAIN_PAIRS = 1_000_000
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Every setting of one training run (CLI.md ``popaudit retrain`` options).
+    """Every setting of one training run (the ``popaudit retrain`` options).
 
     ``user_optimizer``/``user_lr`` default to the item tower's. ``momentum`` is used
     only by the ``momentum`` optimizer; the checkpoint records the effective value.
@@ -237,7 +237,7 @@ def train(
                 loss = two_tower_loss(config.loss, u, q, config.temperature)
                 item_opt.zero_grad(set_to_none=True)
                 user_opt.zero_grad(set_to_none=True)
-                loss.backward()
+                loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
                 item_opt.step()
                 user_opt.step()
                 total += loss.detach()
@@ -296,7 +296,7 @@ def train_live(
             batch = order[start : start + batch_size]
             optimizer.zero_grad()
             loss = live.loss(live.encode_users(module, users[batch]), live.encode_items(module, items[batch]))
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
             optimizer.step()
     return optimizer
 

@@ -1,4 +1,4 @@
-"""Training losses of the baselines, by name (SCIENCE.md C4 is about which of them hold).
+"""Training losses of the baselines, by name (docs/theory.md C4 is about which of them hold).
 
 ``infonce-cos`` and ``cosine`` depend on item embeddings only through q/||q|| (C4
 holds); ``infonce-dot`` uses raw dot products (C4 violated).

@@ -1,6 +1,6 @@
 """Two-tower baselines: item and user encoders, chosen by name.
 
-The item encoders span the conditions of SCIENCE.md §2: ``embedding`` and
+The item encoders span the conditions of docs/theory.md §2: ``embedding`` and
 ``onehot-linear`` satisfy C2/C3 (parameter-linear, non-shared); ``dense-linear`` is
 parameter-linear but shares its weight between items (C3 violated);
 ``embedding-linear`` and ``mlp`` are not parameter-linear (C2 violated; the shared

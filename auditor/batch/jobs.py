@@ -1,0 +1,148 @@
+"""Batch jobs: each manifest row's full AuditConfig, and every file a batch reads.
+
+A row starts from the batch defaults (the command-line options) and its non-empty cells
+override them. A row the settings reject becomes a job carrying its error rather than
+stopping the batch; defaults that are invalid stop it before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from auditor.batch.manifest import _DECLARED, _LIMITS, REFUSED, Manifest, _resolve, refusal
+from auditor.config import QUERY_SOURCES, AuditConfig
+from auditor.errors import AuditError, InputError, ManifestError, setting
+
+# Default files resolved against the caller's cwd, so workers (another cwd) read them too.
+_PATH_FIELDS = ("interactions", "item_ids", "user_ids")
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One audit to run: a manifest row and its full config (None when the row is bad)."""
+
+    row: int
+    model: str
+    label: str | None
+    config: AuditConfig | None
+    error: str | None = None
+
+
+def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) -> list[BatchJob]:
+    """A job per manifest row: the batch ``defaults`` overridden by the row's cells.
+
+    ``defaults`` maps AuditConfig field names (not ``model``) to values; invalid defaults
+    raise InputError, an invalid row becomes a job carrying its error.
+    """
+    template = _template(defaults or {})
+    base = manifest.path.resolve().parent
+    jobs = []
+    for row in manifest.rows:
+        refused = sorted(set(row.settings) & REFUSED)
+        if refused:  # a Manifest built by hand, not read by read_manifest
+            raise ManifestError(
+                f"manifest {manifest.path} row {row.index}: "
+                + "; ".join(f"{name!r} is not allowed: {refusal(name)}" for name in refused)
+            )
+        model = row.model or ""
+        if row.problems:
+            jobs.append(BatchJob(row.index, model, row.label, None, "InputError: " + "; ".join(row.problems)))
+            continue
+        try:
+            config = _row_config(template, _resolve(model, base), row.settings)
+        except AuditError as exc:
+            jobs.append(BatchJob(row.index, model, row.label, None, _row_error(template, model, base, row.settings, exc)))
+            continue
+        jobs.append(BatchJob(row.index, model, row.label, config))
+    return jobs
+
+
+def _row_error(template: AuditConfig, model: str, base: Path, settings: Mapping[str, Any], exc: AuditError) -> str:
+    """The error of a row the audit settings reject, naming the column(s) at fault."""
+    culprits = []
+    for name, value in settings.items():
+        try:
+            _row_config(template, _resolve(model, base), {name: value})
+        except AuditError:
+            culprits.append(name)
+    where = f"column {culprits[0]!r}: " if len(culprits) == 1 else (
+        f"columns {', '.join(map(repr, culprits))}: " if culprits else ""
+    )
+    return f"{type(exc).__name__}: {where}{exc}"
+
+
+def batch_inputs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) -> dict[str, Path]:
+    """Every existing file a run reads, by what names it: ``the manifest``, the default
+    files (by their setting: ``interactions``, ``item_ids``, ``user_ids``, ``queries``,
+    ``plugins``) and each row's files (``the model of manifest row 3``); a file named
+    twice is listed once, under its first name. For :func:`auditor.io.check_not_inputs`,
+    so that no output overwrites an input."""
+    template = _template(defaults or {})
+    base = manifest.path.resolve().parent
+    inputs: dict[str, Path] = {}
+    seen: set[str] = set()
+
+    def add(label: str, path: str | Path | None) -> None:
+        if path is None or path in QUERY_SOURCES:
+            return
+        try:  # only existing files can be overwritten; odd paths (NUL, too long) are none
+            os.stat(path)
+            key = os.path.realpath(path)
+        except (OSError, ValueError):
+            return
+        if key not in seen:
+            seen.add(key)
+            inputs[label] = Path(path)
+
+    add("the manifest", manifest.path)
+    for name in ("interactions", "item_ids", "user_ids", "queries"):
+        add(setting(name), getattr(template, name))
+    for i, plugin in enumerate(template.plugins):
+        add(setting("plugins") + ("" if i == 0 else f" #{i + 1}"), plugin)
+    for row in manifest.rows:
+        if row.model is not None:
+            add(f"the model of manifest row {row.index}", _resolve(row.model, base))
+        for name in ("interactions", "item_ids", "user_ids", "queries"):
+            add(f"the {name} of manifest row {row.index}", row.settings.get(name))
+    return inputs
+
+
+def _template(defaults: Mapping[str, Any]) -> AuditConfig:
+    """The config every row starts from; InputError when the defaults are invalid."""
+    values = dict(defaults)
+    if "model" in values:
+        raise InputError("batch defaults cannot set 'model': it comes from the manifest")
+    cwd = Path.cwd()
+    for name in _PATH_FIELDS:
+        if values.get(name) is not None:
+            values[name] = _resolve(values[name], cwd).resolve()
+    if values.get("queries") not in (None, *QUERY_SOURCES):
+        values["queries"] = str(_resolve(values["queries"], cwd).resolve())
+    if values.get("plugins"):
+        values["plugins"] = tuple(_resolve(p, cwd).resolve() for p in values["plugins"])
+    for name, (low, high) in _LIMITS.items():
+        value = values.get(name)
+        if value is not None and not (
+            isinstance(value, (int, np.integer)) and not isinstance(value, bool) and low <= value <= high
+        ):
+            raise InputError(f"{setting(name)} must be an integer from {low} to {high}, got {value}")
+    try:
+        return AuditConfig(model=Path("."), **values)
+    except TypeError as exc:
+        raise InputError(f"invalid batch defaults: {exc}") from exc
+
+
+def _row_config(template: AuditConfig, model: Path, settings: Mapping[str, Any]) -> AuditConfig:
+    """``template`` with a row's settings; declared-training cells update ``declared``."""
+    declared = {k: v for k, v in settings.items() if k in _DECLARED}
+    overrides = {k: v for k, v in settings.items() if k not in _DECLARED}
+    overrides["model"] = model
+    if declared:
+        overrides["declared"] = replace(template.declared, **declared)
+    return template.with_overrides(overrides)

@@ -1,0 +1,337 @@
+"""Batch manifests: which columns a manifest may have and how its cells become settings.
+
+A manifest is a Parquet or CSV file (``.csv``/``.tsv``; anything else is read as
+Parquet) with a ``model`` column and, optionally, one column per ``check`` setting.
+Column names are :class:`~auditor.config.AuditConfig` field names (``item_key``,
+``max_queries``, ``ks``) or the command-line spellings (``item-key``, ``--max-queries``,
+``k``); the training declarations of C1/C4/C5 are ``optimizer``, ``momentum``,
+``weight_decay``, ``lr`` and ``loss`` (``declared_`` prefix optional). ``k`` holds one
+cut-off or several (``"10,100"``). An optional ``label`` column (free text, e.g. a
+checkpoint date) is carried into the results. A value in a row overrides the batch
+default for that row; an empty cell keeps the default. Relative paths in the manifest
+are resolved against the manifest's folder. A missing ``model`` column or an unknown
+column is a :class:`~auditor.errors.ManifestError` (it lists the valid names); a bad
+value in one row only fails that row, with a message naming the column.
+
+A manifest is data, often written by someone else: it cannot grant trust or choose
+where code runs. ``trust_pickle`` (full unpickling runs code from the model file),
+``scheduler`` (where the audits are sent) and ``plugins`` (code to load) are refused as
+columns; only the person running the batch sets them, for every row.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import UnionType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from auditor.config import INTERACTION_FORMATS, QUERY_SOURCES, AuditConfig, DeclaredTraining, parse_memory_size
+from auditor.errors import ManifestError, setting
+from auditor.io import require_regular_file
+
+# Settings that are batch-wide, never per row: plugins change the worker's hook registry.
+_NOT_PER_ROW = {"model", "plugins", "declared", "trust_pickle", "scheduler"}
+# Columns a manifest may never have: they grant trust or pick where code runs, which only
+# the person running the batch decides (column spelling -> the setting refused).
+_REFUSED_SPELLINGS = {"trust_pickle": "trust_pickle", "scheduler": "scheduler", "plugins": "plugins", "plugin": "plugins"}
+REFUSED = frozenset(_REFUSED_SPELLINGS.values())
+# Limits the audit's own validation does not enforce (setting -> inclusive range).
+_LIMITS = {"seed": (0, 2**64 - 1)}
+# Settings with a fixed set of values that only the audit would reject, mid-run.
+_CHOICES = {"interactions_format": INTERACTION_FORMATS}
+_ALIASES = {"k": "ks"}
+# The command's --no-X flags, accepted as columns too (true turns X off).
+_NEGATED = {"no_retrieval": "retrieval", "no_probes": "probes"}
+_DECLARED = tuple(f.name for f in fields(DeclaredTraining))
+
+
+def refusal(name: str) -> str:
+    """Why a manifest may not set ``name`` (a refused setting) and who sets it instead.
+
+    Built when raised, so that it names the setting as the front end spells it.
+    """
+    how = setting(name)
+    if name == "trust_pickle":
+        return (
+            "a manifest cannot allow full unpickling, which runs code from the model files; "
+            f"only the person running popaudit can, with {how} on the command line "
+            "(it applies to every row)"
+        )
+    if name == "scheduler":
+        return f"a manifest cannot choose the Dask cluster the audits are sent to; pass {how} ADDRESS on the command line"
+    return f"a manifest cannot load plugins, which run code; pass {how} PATH on the command line (it applies to every row)"
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    """One manifest row: its model, label, converted settings and any problem found."""
+
+    index: int
+    model: str | None
+    label: str | None
+    settings: dict[str, Any]
+    """AuditConfig field -> value (paths resolved; ``declared`` fields under their names)."""
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed manifest: its file, the setting each column maps to, and its rows."""
+
+    path: Path
+    columns: dict[str, str]
+    """Column as written -> AuditConfig field (or ``model``/``label``/a declared field)."""
+    rows: list[ManifestRow]
+
+
+def manifest_columns() -> list[str]:
+    """Every column name a manifest may have (canonical spellings)."""
+    names = ["model", "label"]
+    names += [f.name for f in fields(AuditConfig) if f.name not in _NOT_PER_ROW]
+    names += ["k", *_NEGATED, *_DECLARED]
+    return names
+
+
+def _spelling(column: str) -> str:
+    """A column name as a setting name (``--Item-Key`` -> ``item_key``)."""
+    return column.strip().lstrip("-").lower().replace("-", "_")
+
+
+def _canonical(column: str) -> str | None:
+    """The setting a column name maps to, or None when it is unknown."""
+    name = _spelling(column)
+    name = _ALIASES.get(name, name)
+    if name.startswith("declared_") and name[len("declared_") :] in _DECLARED:
+        name = name[len("declared_") :]
+    valid = set(manifest_columns()) - {"k"}
+    return name if name in valid else None
+
+
+def read_manifest(path: Path) -> Manifest:
+    """Read and validate a manifest (Parquet or CSV); raises ManifestError when unusable."""
+    path = require_regular_file(path, "manifest", error=ManifestError)
+    table = _read_manifest_table(path)
+    repeated = sorted({n for n in table.column_names if table.column_names.count(n) > 1})
+    if repeated:
+        raise ManifestError(f"manifest {path}: column(s) {_show_names(repeated)} appear more than once")
+    for field in table.schema:
+        if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):  # CSV bytes not UTF-8
+            raise ManifestError(f"manifest {path}: column {_show_names([field.name])} is not valid UTF-8 text; re-save it as UTF-8")
+    refused = [name for name in table.column_names if _spelling(name) in _REFUSED_SPELLINGS]
+    if refused:
+        raise ManifestError(
+            f"manifest {path}: "
+            + "; ".join(f"column {name!r} is not allowed: {refusal(_REFUSED_SPELLINGS[_spelling(name)])}" for name in refused)
+        )
+    columns: dict[str, str] = {}
+    unknown: list[str] = []
+    for name in table.column_names:
+        canonical = _canonical(name)
+        if canonical is None:
+            unknown.append(name)
+        else:
+            columns[name] = canonical
+    found = _show_names(table.column_names, quote=False) or "(none)"
+    if "model" not in columns.values():
+        raise ManifestError(f"manifest {path} has no 'model' column; columns found: {found}")
+    if unknown:
+        raise ManifestError(
+            f"manifest {path}: unknown column(s) {_show_names(unknown)}; valid "
+            f"columns: {', '.join(manifest_columns())} (command-line spellings such as "
+            "item-key also work)"
+        )
+    seen: dict[str, str] = {}
+    for name, canonical in columns.items():
+        target = _NEGATED.get(canonical, canonical)
+        if target in seen:
+            raise ManifestError(
+                f"manifest {path}: columns {seen[target]!r} and {name!r} both set {target!r}"
+            )
+        seen[target] = name
+    if table.num_rows == 0:
+        raise ManifestError(f"manifest {path} has no rows")
+    base = path.resolve().parent
+    data = {name: table.column(name).to_pylist() for name in columns}
+    rows = [
+        _manifest_row(i, {columns[n]: data[n][i] for n in columns}, base)
+        for i in range(table.num_rows)
+    ]
+    return Manifest(path=path, columns=columns, rows=rows)
+
+
+def _read_manifest_table(path: Path) -> pa.Table:
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv", ".txt"):
+            return pacsv.read_csv(
+                path,
+                parse_options=pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ","),
+                # Empty cells are nulls (keep the default); cells are converted per setting
+                # later, so inferred column types (e.g. k read as int64) do not matter.
+                convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
+            )
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        kind = "CSV" if suffix in (".csv", ".tsv", ".txt") else "Parquet"
+        # Arrow's CSV errors quote the offending line: leave it out (the manifest may be
+        # a link to a file that is no manifest at all, e.g. secrets).
+        reason = re.sub(r"(got \d+):.*", r"\1", str(exc), flags=re.DOTALL)
+        raise ManifestError(f"cannot read manifest {path} as {kind}: {reason}") from exc
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_\-. ]{1,64}")
+
+
+def _show_names(names: Sequence[str], *, quote: bool = True) -> str:
+    """Column names for a message, when they look like a manifest's; otherwise only how
+    many there are, so a file that is no manifest (a key file, an environment dump)
+    never has its first line echoed to the console."""
+    if all(_PLAIN_NAME.fullmatch(name) for name in names):
+        return ", ".join(map(repr, names) if quote else names)
+    return f"{len(names)} column(s) whose names do not look like a manifest's (not shown)"
+
+
+@functools.cache
+def _setting_kinds() -> dict[str, str]:
+    """AuditConfig field -> value kind (path, bool, int, size, float, ints, str, query)."""
+    hints = typing.get_type_hints(AuditConfig)
+    hints.update(typing.get_type_hints(DeclaredTraining))
+    hints.update({name: bool for name in _NEGATED})
+    kinds: dict[str, str] = {}
+    for name, hint in hints.items():
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        base = args[0] if isinstance(hint, UnionType) or typing.get_origin(hint) is typing.Union else hint
+        if name == "queries":
+            kinds[name] = "query"
+        elif name == "max_memory":
+            kinds[name] = "size"
+        elif base is Path:
+            kinds[name] = "path"
+        elif base is bool:
+            kinds[name] = "bool"
+        elif base is int:
+            kinds[name] = "int"
+        elif base is float:
+            kinds[name] = "float"
+        elif typing.get_origin(base) is tuple:
+            kinds[name] = "ints"
+        else:
+            kinds[name] = "str"
+    return kinds
+
+
+def _manifest_row(index: int, cells: Mapping[str, Any], base: Path) -> ManifestRow:
+    kinds = _setting_kinds()
+    settings: dict[str, Any] = {}
+    problems: list[str] = []
+    model = _text(cells.get("model"))
+    label = _text(cells.get("label"))
+    if model is None:
+        problems.append("the model cell is empty")
+    for name, value in cells.items():
+        if name in ("model", "label") or _missing(value):
+            continue
+        try:
+            converted = convert_setting(kinds[name], value, base)
+            _check_value(name, converted)
+            if name in _NEGATED:
+                name, converted = _NEGATED[name], not converted
+            settings[name] = converted
+        except (ValueError, TypeError, OverflowError) as exc:
+            problems.append(f"column {name!r}: {exc}")
+    return ManifestRow(index, model, label, settings, tuple(problems))
+
+
+def _check_value(name: str, value: Any) -> None:
+    """ValueError when a converted cell is out of the setting's range or choices."""
+    if name in _LIMITS:
+        low, high = _LIMITS[name]
+        if not low <= value <= high:
+            raise ValueError(f"must be an integer from {low} to {high}, got {value}")
+    if name in _CHOICES and value not in _CHOICES[name]:
+        raise ValueError(f"must be one of {', '.join(_CHOICES[name])}, got {value!r}")
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and not value.strip()
+
+
+def _text(value: Any) -> str | None:
+    return None if _missing(value) else str(value).strip()
+
+
+def _resolve(value: str | Path, base: Path) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+_BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise ValueError(f"expected an integer, got {value!r}")
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {value!r}") from None
+
+
+def convert_setting(kind: str, value: Any, base: Path) -> Any:
+    """One manifest cell as an AuditConfig value of ``kind`` (see ``_setting_kinds``;
+    relative paths resolved against ``base``)."""
+    if kind == "path":
+        return _resolve(str(value).strip(), base)
+    if kind == "query":
+        text = str(value).strip()
+        return text if text in QUERY_SOURCES else str(_resolve(text, base))
+    if kind == "bool":
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        text = str(value).strip().lower()
+        if text.endswith(".0"):  # CSV/float columns holding 1.0 / 0.0
+            text = text[:-2]
+        if text not in _BOOLS:
+            raise ValueError(f"expected true or false, got {value!r}")
+        return _BOOLS[text]
+    if kind == "int":
+        return _int(value)
+    if kind == "size":
+        return parse_memory_size(value)
+    if kind == "float":
+        return float(value)
+    if kind == "ints":
+        if isinstance(value, (list, tuple, np.ndarray)):
+            parts: list[Any] = list(value)
+        elif isinstance(value, str):
+            parts = [p for p in re.split(r"[\s,;\[\]]+", value) if p]
+        else:
+            parts = [value]
+        if not parts:
+            raise ValueError(f"expected cut-offs such as '10,100', got {value!r}")
+        return tuple(_int(p) for p in parts)
+    text = str(value).strip()
+    if isinstance(value, float) and value.is_integer():  # e.g. an item_key '0' read as 0.0
+        text = str(int(value))
+    return text

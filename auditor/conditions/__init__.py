@@ -1,0 +1,128 @@
+"""The sufficient conditions C1-C5 (docs/theory.md §2-3): a verdict and its evidence for each.
+
+Evidence comes, strongest first, from plugins (``popaudit_condition_evidence``), the
+numeric probes on a live encoder (:mod:`auditor.probes`), the file (optimizer state,
+recorded config, what the tensors show) and the settings the user declared (which fill
+in only what the file does not say; a conflict is a warning and the file wins). Anything
+that cannot be established is ``unknown``, never a guess.
+
+:mod:`~auditor.conditions.facts` reads the training facts with their sources; one module
+per group of checks judges them: ``c1_sgd``, ``c2_c3_encoder``, ``c4_loss``, ``c5_growth``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pluggy
+
+from auditor.conditions.c1_sgd import assess_c1
+from auditor.conditions.c2_c3_encoder import assess_c2, assess_c3, static_c2_c3
+from auditor.conditions.c4_loss import assess_c4, classify_loss
+from auditor.conditions.c5_growth import assess_c5
+from auditor.conditions.facts import config_value, merge_optimizer_facts, read_config, read_optimizer_state
+from auditor.config import DeclaredTraining
+from auditor.errors import ProbeError
+from auditor.loading.idmap import RowIdPolicy
+from auditor.model import InteractionPairs, ItemStats, ModelBundle
+from auditor.plugins import call_hook, collect_condition_evidence
+from auditor.probes.results import ProbeOutcome, ProbesNotRun
+from auditor.probes.run import run_probes as run_all_probes
+from auditor.progress import SILENT, Progress
+from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, Condition
+
+__all__ = ["ConditionsOutcome", "assess_conditions", "classify_loss", "config_value"]
+
+
+@dataclass
+class ConditionsOutcome:
+    """What :func:`assess_conditions` found: C1-C5, the probes (or why none ran), warnings."""
+
+    conditions: dict[str, Condition]
+    probes: ProbeOutcome | None
+    probes_not_run: ProbesNotRun | None
+    """Why ``probes`` is None (None when the probes ran)."""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def update_angles(self) -> np.ndarray | None:
+        """The probe step's update angles in degrees (None without a step)."""
+        update = self.probes.update if self.probes is not None else None
+        return None if update is None else update.angles
+
+
+def assess_conditions(
+    bundle: ModelBundle,
+    stats: ItemStats | None,
+    pairs: InteractionPairs | None,
+    declared: DeclaredTraining,
+    *,
+    pm: pluggy.PluginManager | None = None,
+    seed: int = 0,
+    run_probes: bool = True,
+    progress: Progress = SILENT,
+    row_ids: RowIdPolicy = RowIdPolicy(),
+) -> ConditionsOutcome:
+    """Verdicts for C1-C5 with evidence, and the probes when a live encoder exists.
+
+    The probes run on a float64 deep copy of the live model (``bundle.live`` or one a
+    plugin builds); the user's model and files are never touched. Plugin evidence
+    (``popaudit_condition_evidence``) overrides the inferred verdicts.
+    """
+    warnings: list[str] = []
+    config = read_config(bundle.config)
+    state = read_optimizer_state(bundle, warnings)
+    optimizer = merge_optimizer_facts(state, config, declared, warnings)
+    c1 = assess_c1(state, optimizer)
+    live = bundle.live
+    if live is None and pm is not None:
+        live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+    probe: ProbeOutcome | None = None
+    not_run: ProbesNotRun | None = None
+    if not run_probes:
+        not_run = ProbesNotRun("disabled")
+    elif live is None:
+        not_run = ProbesNotRun("no live model")
+    else:
+        batch_size = config.batch_size.value if config.batch_size else None
+        try:
+            probe = run_all_probes(
+                live, bundle, pairs, seed=seed, batch_size=batch_size or 256,
+                fallback_lr=optimizer.lr.value if optimizer.lr else None, progress=progress, row_ids=row_ids,
+            )
+        except ProbeError as exc:
+            not_run = ProbesNotRun("failed", str(exc))
+            warnings.append(not_run.describe())
+        else:
+            warnings.extend(
+                f"probe {key} could not run: {failure.message}"
+                for key, failure in probe.errors.items() if not failure.skipped
+            )
+    static_c2, static_c3 = static_c2_c3(bundle, config)
+    conditions = {
+        C1: c1,
+        C2: assess_c2(static_c2, probe),
+        C3: assess_c3(static_c3, probe),
+        C4: assess_c4(config, declared, live, probe, warnings),
+    }
+    conditions[C5] = assess_c5(bundle, stats, config.epochs, optimizer.lr, probe, conditions)
+    if pm is not None:
+        _apply_plugin_evidence(pm, bundle, conditions, warnings)
+    return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)
+
+
+def _apply_plugin_evidence(
+    pm: pluggy.PluginManager, bundle: ModelBundle, conditions: dict[str, Condition], warnings: list[str]
+) -> None:
+    """Plugin-declared verdicts replace inferred ones (the first plugin to declare a key wins)."""
+    declared = collect_condition_evidence(pm, bundle)
+    warnings.extend(declared.warnings)
+    for key, cond in declared.conditions.items():
+        inferred = conditions[key]
+        conditions[key] = Condition(
+            cond.name or CONDITION_NAMES[key],
+            cond.status,
+            f"declared by a plugin ({cond.details['source']}): {cond.evidence}",
+            {**cond.details, "inferred": {"status": inferred.status, "evidence": inferred.evidence}},
+        )

@@ -1,0 +1,91 @@
+"""C1 (plain SGD on the item table) from the merged optimizer facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from auditor.conditions.facts import OptimizerFacts, StateReading
+from auditor.errors import setting
+from auditor.optimizers import ADAPTIVE
+from auditor.result import C1, CONDITION_NAMES, Condition, Status
+
+
+def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
+    """Violated by anything that is not a plain SGD step: adaptive scaling, momentum,
+    weight decay; holds for SGD with momentum and weight decay known to be 0; else unknown."""
+    details: dict[str, Any] = {}
+    if state.groups:
+        details["groups"] = [g.to_dict() for g in state.groups]
+    if state.ambiguous:
+        return _ambiguous(state, details)
+    if state.choice:
+        details["optimizer_choice"] = state.choice
+    group = state.group
+    if group is not None:
+        details["item_group"] = group.index
+        if "initial_lr" in group.settings:
+            details["initial_lr"] = group.settings["initial_lr"]
+    kind = None if facts.kind is None else facts.kind.value
+    momentum = None if facts.momentum is None else facts.momentum.value
+    decay = None if facts.weight_decay is None else facts.weight_decay.value
+    lr = None if facts.lr is None else facts.lr.value
+    sources = facts.sources()
+    details.update({"optimizer": kind, "lr": lr, "momentum": momentum, "weight_decay": decay, "sources": sources})
+    where = state.note or (sources.get("kind") or sources.get("momentum") or sources.get("weight_decay") or "")
+    if group is not None and group.kind != "unknown":
+        violations = group.violations()  # the group's kind is the merged kind here
+    else:
+        violations = []
+        if kind in ADAPTIVE:
+            violations.append(f"{kind} rescales each coordinate by its gradient history")
+        if momentum:
+            violations.append(f"momentum {momentum:g}")
+        elif facts.momentum_implied and momentum is None:
+            violations.append("momentum (named by the optimizer, value not recorded)")
+        if decay:
+            violations.append(f"weight decay {decay:g}")
+        if kind in ("ASGD", "LBFGS"):
+            violations.append(f"{kind} is not plain SGD")
+    name = CONDITION_NAMES[C1]
+    if violations:
+        return Condition(name, "violated", f"{where}: {'; '.join(violations)} on the item parameters", details)
+    if kind == "SGD" and momentum is not None and decay is not None:
+        lr_text = f"lr={lr:g}, " if lr is not None else ""
+        evidence = f"{where}: SGD ({lr_text}momentum={momentum:g}, weight_decay={decay:g})"
+        if sources.get("momentum") != sources.get("kind") or sources.get("weight_decay") != sources.get("kind"):
+            evidence += f" [momentum from {sources['momentum']}, weight decay from {sources['weight_decay']}]"
+        return Condition(name, "holds", evidence, details)
+    if kind is None and momentum is None and decay is None:
+        evidence = (
+            f"no optimizer state, recorded optimizer or "
+            f"{setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')}"
+        )
+    elif kind == "SGD":
+        missing = [n for n, v in (("momentum", momentum), ("weight decay", decay)) if v is None]
+        evidence = (
+            f"{where} names SGD but not its {' or '.join(missing)}; declare them "
+            f"({setting('momentum')} 0 {setting('weight_decay')} 0) to settle C1"
+        )
+    else:
+        evidence = (
+            f"no momentum or weight decay known, but the optimizer itself is "
+            f"{'unknown' if kind is None else repr(kind) + ' (not recognised)'}"
+        )
+    return Condition(name, "unknown", evidence, details)
+
+
+def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:
+    """Param groups that differ, none known to hold the item table: violated only when
+    every group breaks plain SGD."""
+    statuses = {g.status() for g in state.groups}
+    listing = "; ".join(f"group {g.index}: {g.describe()}" for g in state.groups)
+    status: Status = "violated" if statuses == {"violated"} else "unknown"
+    why = (
+        "every group breaks plain SGD" if status == "violated"
+        else f"which group holds the item table is unknown (use {setting('item_key')}, or a plugin)"
+    )
+    return Condition(
+        CONDITION_NAMES[C1], status,
+        f"optimizer state has {len(state.groups)} param groups that differ ({listing}); {why}",
+        details,
+    )

@@ -1,0 +1,126 @@
+"""C2 (parameter-linear encoder) and C3 (non-shared parameters) of the item tower.
+
+The numeric probes decide when they ran; otherwise the file's structure (a recorded
+encoder kind, a bare table, the tensors beside the item table) gives the verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from auditor.conditions.facts import RecordedConfig
+from auditor.model import ModelBundle
+from auditor.probes.results import ProbeOutcome
+from auditor.result import C2, C3, CONDITION_NAMES, Condition, Status
+
+Static = tuple[Status, str]
+"""A verdict from the file alone, and why."""
+
+# Item-encoder kinds popaudit retrain records, and what docs/theory.md §2 says of each: C2, C3.
+_ENCODER_C2_C3: dict[str, tuple[Static, Static]] = {
+    "embedding": (
+        ("holds", "an id embedding table is linear in its rows"),
+        ("holds", "each item owns its embedding row"),
+    ),
+    "onehot-linear": (
+        ("holds", "a linear layer over one-hot ids is linear in its weights"),
+        ("holds", "one-hot inputs are orthogonal, so J_i J_jᵀ = x_iᵀx_j I = 0"),
+    ),
+    "dense-linear": (
+        ("holds", "a linear layer over fixed features is linear in its weights"),
+        ("violated", "dense features overlap: J_i J_jᵀ = (x_iᵀx_j) I ≠ 0"),
+    ),
+    "embedding-linear": (
+        ("violated", "a linear layer over learned embeddings is bilinear in the parameters"),
+        ("violated", "the shared linear layer couples every pair of items"),
+    ),
+    "mlp": (
+        ("violated", "an MLP's nonlinearities make J depend on θ"),
+        ("violated", "the MLP's weights are shared by all items"),
+    ),
+}
+
+
+def static_c2_c3(bundle: ModelBundle, config: RecordedConfig) -> tuple[Static, Static]:
+    """C2/C3 from what the file shows, without a live encoder."""
+    enc = (config.item_encoder.value if config.item_encoder else "").lower()
+    if enc in _ENCODER_C2_C3:
+        c2, c3 = _ENCODER_C2_C3[enc]
+        return (c2[0], f"recorded item encoder {enc!r}: {c2[1]}"), (c3[0], f"recorded item encoder {enc!r}: {c3[1]}")
+    if bundle.format in ("npy", "parquet"):
+        text = (
+            f"the file is an item table ({bundle.format}), audited as an id embedding table: "
+            "{}; if its rows are outputs of an encoder, declare C2/C3 with a plugin"
+        )
+        return (("holds", text.format("one free row per item is parameter-linear by construction")),
+                ("holds", text.format("each item owns its row, so no parameter is shared")))
+    if bundle.state_dict:
+        others = [k for k in bundle.state_dict if k not in (bundle.item_key, bundle.user_key)]
+        item_side = [k for k in others if "item" in k.lower()]
+        unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
+        key = bundle.item_key or "the item table"
+        if not others or (not item_side and not unclear):
+            text = f"the only item-side tensor is the embedding table `{key}` {tuple(bundle.item_table.shape)}: {{}}"
+            return (("holds", text.format("parameter-linear by construction")),
+                    ("holds", text.format("each item owns its row")))
+        listed = ", ".join(f"`{k}`" for k in (item_side or unclear)[:5])
+        why = (
+            f"the item side has tensors besides `{key}` ({listed}): the encoder is more than a table"
+            if item_side else f"tensors not attributable to either tower ({listed})"
+        )
+        text = f"{why}; a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check"
+        return ("unknown", text), ("unknown", text)
+    text = f"no live encoder and no structure to inspect in the {bundle.format} file"
+    return ("unknown", text), ("unknown", text)
+
+
+def assess_c2(static: Static, probe: ProbeOutcome | None) -> Condition:
+    """C2 from the second difference when it ran, else the tower's layers or the file."""
+    name = CONDITION_NAMES[C2]
+    layers = _layers_text(probe)
+    if probe is not None and probe.second_difference is not None:
+        c2 = probe.second_difference
+        numbers = ", ".join(f"ε={e:g}: {r:.2e}" for e, r in zip(c2.epsilons, c2.relative))
+        evidence = (
+            f"second difference ‖f(θ+εv)+f(θ−εv)−2f(θ)‖/‖f‖ over {c2.n_directions} random directions "
+            f"({numbers}; tolerance {c2.tolerance:.0e}){layers}"
+        )
+        status: Status = "holds" if c2.linear else "violated"
+        details = {"second_difference": c2.to_dict(), "max_relative": max(c2.relative), "static": static[1]}
+        return Condition(name, status, evidence, details)
+    if probe is not None and probe.layers is not None and probe.layers.kind == "embedding":
+        return Condition(name, "holds", f"the item tower is one embedding table{layers}: linear by construction",
+                         {"static": static[1], "probe_error": probe.error("c2")})
+    error = probe.error("c2") if probe is not None else None
+    if error is not None:
+        return Condition(name, static[0], f"{static[1]} (numeric check failed: {error})", {"probe_error": error})
+    return Condition(name, static[0], static[1])
+
+
+def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
+    """C3 from the cross-Jacobian when it ran, else the tower's layers or the file."""
+    name = CONDITION_NAMES[C3]
+    layers = _layers_text(probe)
+    c3 = probe.cross_jacobian if probe is not None else None
+    if c3 is not None and c3.shared is not None:
+        evidence = (
+            f"cross-Jacobian over {c3.n_pairs} item pairs: largest ‖J_iJ_jᵀ‖/√(‖J_iJ_iᵀ‖‖J_jJ_jᵀ‖) = "
+            f"{c3.max_offdiag_relative:.3g}, largest deviation of J_iJ_iᵀ from αI = "
+            f"{c3.max_isotropy_deviation:.3g} (tolerance {c3.tolerance:.0e}){layers}"
+        )
+        status: Status = "holds" if not c3.shared and c3.isotropic else "violated"
+        return Condition(name, status, evidence, {"cross_jacobian": c3.to_dict(), "static": static[1]})
+    if probe is not None and probe.layers is not None and probe.layers.kind == "embedding":
+        return Condition(name, "holds", f"the item tower is one embedding table{layers}: each item owns its row",
+                         {"static": static[1], "probe_error": probe.error("c3")})
+    error = probe.error("c3") if probe is not None else None
+    if error is not None:
+        return Condition(name, static[0], f"{static[1]} (numeric check failed: {error})", {"probe_error": error})
+    return Condition(name, static[0], static[1])
+
+
+def _layers_text(probe: ProbeOutcome | None) -> str:
+    if probe is None or probe.layers is None:
+        return ""
+    names = ", ".join(dict.fromkeys(probe.layers.layers)) or "none"
+    return f"; item tower layers: {names}"

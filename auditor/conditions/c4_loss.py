@@ -1,0 +1,79 @@
+"""C4 (a cosine-based loss): measured gradient alignment, else the loss's name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from auditor.conditions.facts import RecordedConfig
+from auditor.config import DeclaredTraining
+from auditor.errors import setting
+from auditor.model import LiveModel
+from auditor.probes.results import ProbeOutcome
+from auditor.result import C4, CONDITION_NAMES, Condition, Status
+
+_COSINE_WORDS = ("cos", "normalized", "normalised", "angular", "spherical", "arcface")
+_NOT_COSINE_WORDS = {
+    "dot": "dot-product logits", "inner": "inner-product logits",
+    "bpr": "BPR ranks by dot-product scores", "mse": "squared error on raw scores",
+    "rmse": "squared error on raw scores", "l2": "L2 distances", "euclid": "Euclidean distances",
+    "triplet": "distance-based triplet loss", "hinge": "margin loss on raw scores",
+    "bce": "binary cross-entropy on raw scores", "logistic": "logistic loss on raw scores",
+    "wmf": "matrix-factorisation loss on dot products", "als": "matrix-factorisation loss on dot products",
+}
+
+
+def classify_loss(name: str) -> tuple[Status, str]:
+    """C4 verdict from a loss name: cosine-based names hold, dot/distance ones do not."""
+    low = str(name).lower()
+    if any(word in low for word in _COSINE_WORDS):
+        return "holds", "scores items by cosine (direction only)"
+    for word, why in _NOT_COSINE_WORDS.items():
+        if word in low:
+            return "violated", why
+    return "unknown", "the name does not say whether scores are cosines or dot products"
+
+
+def assess_c4(
+    config: RecordedConfig, declared: DeclaredTraining, live: LiveModel | None, probe: ProbeOutcome | None,
+    warnings: list[str],
+) -> Condition:
+    """The gradient-alignment probe decides when it ran; a loss name that disagrees with it
+    is a warning. Without it, the recorded, live or declared loss name (in that order)."""
+    name = CONDITION_NAMES[C4]
+    named: tuple[str, str] | None = None
+    if config.loss is not None and config.loss.value:
+        named = (config.loss.value, f"recorded loss ({config.loss.key})")
+    elif live is not None and live.loss_name:
+        named = (live.loss_name, "the live model's loss")
+    if declared.loss:
+        if named is None:
+            named = (declared.loss, setting("loss"))
+        elif classify_loss(declared.loss)[0] != classify_loss(named[0])[0] or declared.loss.lower() != named[0].lower():
+            warnings.append(
+                f"{setting('loss')} {declared.loss} conflicts with the file ({named[0]!r}, {named[1]}); the file wins"
+            )
+    details: dict[str, Any] = {"loss": named[0] if named else None, "loss_source": named[1] if named else None}
+    alignment = probe.gradient_alignment if probe is not None else None
+    if alignment is not None and alignment.orthogonal is not None:
+        details["gradient_alignment"] = alignment.to_dict()
+        status: Status = "holds" if alignment.orthogonal else "violated"
+        evidence = (
+            f"gradient alignment |q·∇_qL|/(‖q‖‖∇_qL‖) on a real batch: max {alignment.max:.2e}, median "
+            f"{alignment.median:.2e} over {alignment.n} item slots (tolerance {alignment.tolerance:.0e})"
+        )
+        if named:
+            evidence += f"; loss {named[0]!r}"
+            by_name = classify_loss(named[0])[0]
+            if by_name != "unknown" and by_name != status:
+                warnings.append(
+                    f"the loss is named {named[0]!r} but the measured gradients say C4 {status}; the measurement wins"
+                )
+        return Condition(name, status, evidence, details)
+    if named is None:
+        why = f"no recorded loss, live loss or {setting('loss')}"
+        error = probe.error("c4") if probe is not None else None
+        if error is not None:
+            why += f" (numeric check failed: {error})"
+        return Condition(name, "unknown", why, details)
+    status, why = classify_loss(named[0])
+    return Condition(name, status, f"{named[1]} {named[0]!r}: {why}", details)

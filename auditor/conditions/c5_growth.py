@@ -1,0 +1,105 @@
+"""C5 (a learning rate large enough for the bias to materialise), from measured growth."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from auditor.conditions.facts import Fact, Origin
+from auditor.errors import setting
+from auditor.model import ItemStats, ModelBundle
+from auditor.probes.results import ProbeOutcome
+from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, Status
+
+
+def assess_c5(
+    bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None, lr: Fact[float] | None,
+    probe: ProbeOutcome | None, others: Mapping[str, Condition],
+) -> Condition:
+    """C5 from the measured per-update growth c/s² and the items' training appearances.
+
+    With c fixed, s ← s + c/s gives s_T² ≈ s_0² + 2cT, so T appearances multiply s by
+    √(1 + 2gT) with g = c/s² measured now (per appearance: an item's growth in the probe
+    step divided by its copies in the batch). The head (99th-percentile frequency) and the
+    median item get T = frequency × epochs; the norm ratio growth alone makes between
+    them, ((1+2gT_head)/(1+2gT_med))^¼, is compared with the relative spread of norms a
+    random initialisation leaves in d dimensions, 1/√(2d). The probe runs at the
+    checkpoint, where norms are largest, so g (and the growth) is if anything underestimated.
+    The projection assumes the orthogonal updates of C1-C4; when one is violated the
+    evidence says the numbers are indicative only.
+    """
+    name = CONDITION_NAMES[C5]
+    update = probe.update if probe is not None else None
+    known_lr = None if lr is None else lr.value
+    details: dict[str, Any] = {"lr": known_lr}
+    if update is None or update.growth.size == 0:
+        if known_lr is None:
+            return Condition(name, "unknown", "no learning rate known and no probe step measured the growth", details)
+        why = "no probe step ran" if update is None else "no item moved in the probe step"
+        return Condition(
+            name, "unknown",
+            f"lr={known_lr:g} is known but {why}; whether it is large enough depends on the per-update growth c/s², "
+            "which needs a live encoder",
+            details,
+        )
+    sample = update.growth_per_appearance if update.growth_per_appearance.size else update.growth
+    g = float(np.median(sample))
+    if not update.optimizer_restored and known_lr is None:
+        details["growth_per_unit_lr2"] = g
+        return Condition(
+            name, "unknown",
+            f"measured growth c/s² = {g:.3g} per unit lr² (the model's optimizer could not be rebuilt and no lr is "
+            f"known; pass {setting('lr')})",
+            details,
+        )
+    # The probe's own step says which lr the growth was measured at; else the known one.
+    stepped = Fact(update.lr, Origin.PROBE) if update.lr is not None else lr
+    lr_text = f"lr={stepped.value:g}" if stepped is not None else "lr as restored"
+    details.update({"growth_per_update": g, "probe_lr": update.lr})
+    freq = stats.frequencies if stats is not None else bundle.item_frequencies
+    if freq is None or not np.any(np.asarray(freq) > 0):
+        doubling = 1.5 / g if g > 0 else math.inf
+        details["appearances_to_double_s"] = doubling
+        return Condition(
+            name, "unknown",
+            f"{lr_text}: measured growth per update c/s² = {g:.3g}; s doubles after ~{doubling:.3g} appearances, "
+            f"but item frequencies are unknown (give {setting('interactions')})",
+            details,
+        )
+    positive = np.asarray(freq, dtype=np.float64)
+    positive = positive[positive > 0]
+    n_epochs = None if epochs is None else epochs.value
+    e = n_epochs if n_epochs is not None else 1.0
+    f_med, f_head = float(np.median(positive)), float(np.quantile(positive, 0.99))
+    t_med, t_head = f_med * e, f_head * e
+    s_med, s_head = math.sqrt(1 + 2 * g * t_med), math.sqrt(1 + 2 * g * t_head)
+    ratio = math.sqrt(s_head / s_med)
+    threshold = 1 + 1 / math.sqrt(2 * bundle.dim)
+    details.update({
+        "epochs": n_epochs, "freq_median": f_med, "freq_head_p99": f_head,
+        "appearances_median": t_med, "appearances_head": t_head,
+        "s_growth_median": s_med, "s_growth_head": s_head,
+        "head_median_norm_ratio": ratio, "threshold": threshold,
+    })
+    epoch_text = f"{e:g} epochs" if n_epochs is not None else "1 epoch (epochs not recorded, so a lower estimate)"
+    status: Status = "holds" if ratio >= threshold else "violated"
+    verdict = (
+        "the bias materialises" if status == "holds"
+        else "growth is too small for the bias to stand out (measured at the checkpoint, so an underestimate)"
+    )
+    evidence = (
+        f"{lr_text}: measured growth per update c/s² = {g:.3g}; over frequency × {epoch_text}, a head item "
+        f"(p99 frequency {f_head:g}, {t_head:g} updates) would grow s by ×{s_head:.4g} vs ×{s_med:.4g} for a median "
+        f"item ({t_med:g} updates): a norm ratio of {ratio:.4g} from growth alone, "
+        f"{'above' if status == 'holds' else 'below'} the init spread 1+1/√(2d) = {threshold:.3g}, so {verdict}"
+    )
+    broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
+    if broken:
+        evidence += (
+            f" [indicative only: the projection assumes the orthogonal updates s ← s + c/s, and "
+            f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
+        )
+    return Condition(name, status, evidence, details)

@@ -1,0 +1,268 @@
+"""Training facts for C1-C5, each with where it was read.
+
+Three sources describe the item optimizer, strongest first: the recorded optimizer
+state, the recorded config, and what the user declared. :func:`merge_optimizer_facts`
+takes each setting from the strongest source that has it; a weaker source that
+disagrees is a warning, never a change of verdict. The probes add what they measure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+from auditor.config import DeclaredTraining
+from auditor.errors import setting
+from auditor.model import ModelBundle
+from auditor.optimizers import (
+    ADAPTIVE,
+    OptimizerGroup,
+    as_float,
+    item_optimizer_state,
+    locate_item_parameter,
+    normalise_optimizer,
+    optimizer_family,
+    recognise_optimizer,
+)
+
+V = TypeVar("V")
+OPTIMIZER_SETTINGS = ("kind", "momentum", "weight_decay", "lr")
+"""The optimizer facts, in the order evidence and ``details["sources"]`` list them."""
+
+
+class Origin(Enum):
+    """Where a fact was read; earlier members outrank later ones in the merge."""
+
+    STATE = "optimizer state"
+    CONFIG = "config"
+    DECLARED = "declared"
+    PROBE = "probe"
+
+
+@dataclass(frozen=True)
+class Fact(Generic[V]):
+    """One training setting and where it came from."""
+
+    value: V
+    origin: Origin
+    key: str = ""
+    """The config key path (CONFIG) or the setting's field name (DECLARED)."""
+
+    @property
+    def source(self) -> str:
+        """How evidence names the source: ``optimizer state``, ``config (optim.lr)``, ``--lr``."""
+        if self.origin is Origin.CONFIG:
+            return f"config ({self.key})"
+        if self.origin is Origin.DECLARED:
+            return setting(self.key)
+        return str(self.origin.value)
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def config_value(config: Mapping[str, Any] | None, names: tuple[str, ...], depth: int = 3) -> tuple[Any, str] | None:
+    """The first of ``names`` found in ``config`` (top level first, then nested dicts)."""
+    if not isinstance(config, Mapping):
+        return None
+    lowered = {str(k).lower(): k for k in config}
+    for name in names:
+        if name in lowered and config[lowered[name]] is not None:
+            return config[lowered[name]], str(lowered[name])
+    if depth > 0:
+        for key, value in config.items():
+            if isinstance(value, Mapping):
+                found = config_value(value, names, depth - 1)
+                if found is not None:
+                    return found[0], f"{key}.{found[1]}"
+    return None
+
+
+@dataclass(frozen=True)
+class RecordedConfig:
+    """Training settings the file's config records."""
+
+    optimizer: Fact[str] | None = None
+    momentum_implied: bool = False
+    """The optimizer's name (``nesterov``, ``momentum``) implies momentum."""
+    lr: Fact[float] | None = None
+    momentum: Fact[float] | None = None
+    weight_decay: Fact[float] | None = None
+    epochs: Fact[float] | None = None
+    batch_size: Fact[int] | None = None
+    loss: Fact[str] | None = None
+    item_encoder: Fact[str] | None = None
+
+
+_NUMBER_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("lr", ("item_lr", "lr", "learning_rate")),
+    ("momentum", ("item_momentum", "momentum")),
+    ("weight_decay", ("item_weight_decay", "weight_decay", "wd")),
+    ("epochs", ("epochs", "max_epochs", "n_epochs", "num_epochs")),
+    ("batch_size", ("batch_size", "batchsize")),
+)
+_TEXT_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("loss", ("loss", "loss_name", "loss_fn", "criterion", "objective")),
+    ("item_encoder", ("item_encoder", "item_tower")),
+)
+
+
+def read_config(config: Mapping[str, Any] | None) -> RecordedConfig:
+    """The settings in a recorded config (popaudit, Lightning ``hyper_parameters``, ...).
+
+    An optimizer entry may be a name or a mapping (``{"name": "sgd", "lr": ...}`` or a
+    Lightning CLI ``class_path``/``init_args``); numbers inside it come first.
+    """
+    found: dict[str, Any] = {}
+    nested: Mapping[str, Any] | None = None
+    hit = config_value(config, ("item_optimizer", "optimizer", "optim", "optimizer_name", "opt"))
+    if hit is not None:
+        value, key = hit
+        if isinstance(value, Mapping):
+            nested = value.get("init_args") if isinstance(value.get("init_args"), Mapping) else value
+            value = value.get("name") or value.get("type") or value.get("class_path")
+        if isinstance(value, str):
+            kind, found["momentum_implied"] = normalise_optimizer(value)
+            found["optimizer"] = Fact(kind or value, Origin.CONFIG, key)
+    for attr, names in _NUMBER_NAMES:
+        number = (config_value(nested, names) if nested is not None else None) or config_value(config, names)
+        if number is not None and (amount := as_float(number[0])) is not None:
+            found[attr] = Fact(int(amount) if attr == "batch_size" else amount, Origin.CONFIG, number[1])
+    for attr, names in _TEXT_NAMES:
+        text = config_value(config, names)
+        if text is not None and isinstance(text[0], str):
+            found[attr] = Fact(text[0], Origin.CONFIG, text[1])
+    return RecordedConfig(**found)
+
+
+# ---------------------------------------------------------------------------- optimizer state
+
+
+@dataclass(frozen=True)
+class StateReading:
+    """What the checkpoint's optimizer state shows about the item table's optimizer."""
+
+    groups: tuple[OptimizerGroup, ...] = ()
+    group: OptimizerGroup | None = None
+    """The param group that trains the item table, when it is known."""
+    note: str = ""
+    """Where the evidence was read (``optimizer state, param group 1 (...)``)."""
+    choice: str = ""
+    """Which of several optimizers was read, when the file holds several."""
+    ambiguous: bool = False
+    """The groups differ and none is known to hold the item table: C1 rests on them alone."""
+
+
+def read_optimizer_state(bundle: ModelBundle, warnings: list[str]) -> StateReading:
+    """Find the item table's param group in the recorded optimizer state."""
+    state, choice = item_optimizer_state(bundle)
+    groups: list[OptimizerGroup] = []
+    if state is not None:
+        groups = recognise_optimizer(state)
+        if not groups:
+            warnings.append(
+                "the checkpoint's optimizer state has no torch param_groups "
+                f"(keys: {', '.join(map(str, list(state)[:8]))}); C1 uses the config and flags"
+            )
+    group: OptimizerGroup | None = None
+    note = ""
+    if state is not None and groups:
+        alike = len({(g.kind, g.momentum, g.weight_decay) for g in groups}) == 1
+        if bundle.format == "popaudit":
+            group = groups[0] if alike else None
+            note = "the item tower's optimizer state"
+        elif len(groups) == 1:
+            group = groups[0]
+            note = "optimizer state (one param group, so it covers the item table)"
+        else:
+            index, how = locate_item_parameter(groups, state, bundle)
+            hit = [g for g in groups if index is not None and index in g.params]
+            if hit:
+                group = hit[0]
+                note = f"optimizer state, param group {group.index} (item table is parameter {index}, {how})"
+            elif alike and len({g.status() for g in groups}) == 1:
+                group = groups[0]
+                note = f"optimizer state (all {len(groups)} param groups alike)"
+            else:
+                return StateReading(groups=tuple(groups), ambiguous=True)
+    if choice:
+        note = f"{note}, {choice}" if note else choice
+    return StateReading(groups=tuple(groups), group=group, note=note, choice=choice)
+
+
+# ---------------------------------------------------------------------------- merge
+
+
+@dataclass(frozen=True)
+class OptimizerFacts:
+    """The item optimizer's settings, each from the strongest source that records it."""
+
+    kind: Fact[str] | None = None
+    momentum: Fact[float] | None = None
+    weight_decay: Fact[float] | None = None
+    lr: Fact[float] | None = None
+    momentum_implied: bool = False
+    """The optimizer's name implies momentum although no value is recorded."""
+
+    def sources(self) -> dict[str, str]:
+        """Setting -> source, in the order the merge took them (C1's ``details``)."""
+        ranks = list(Origin)
+        facts = [(name, getattr(self, name)) for name in OPTIMIZER_SETTINGS if getattr(self, name) is not None]
+        facts.sort(key=lambda item: (ranks.index(item[1].origin), OPTIMIZER_SETTINGS.index(item[0])))
+        return {name: fact.source for name, fact in facts}
+
+
+def merge_optimizer_facts(
+    state: StateReading, config: RecordedConfig, declared: DeclaredTraining, warnings: list[str]
+) -> OptimizerFacts:
+    """Optimizer state, then config, then declarations: each fills only what the stronger
+    sources leave open; a weaker source that disagrees is a warning and loses."""
+    if state.ambiguous:
+        return OptimizerFacts()
+    kind: Fact[str] | None = None
+    numbers: dict[str, Fact[float] | None] = {"momentum": None, "weight_decay": None, "lr": None}
+    if state.group is not None:
+        group = state.group
+        # An unrecognised kind leaves the name to the config or the declaration.
+        kind = None if group.kind == "unknown" else Fact(group.kind, Origin.STATE)
+        for name, value in (("momentum", group.momentum), ("weight_decay", group.weight_decay), ("lr", group.lr)):
+            numbers[name] = None if value is None else Fact(value, Origin.STATE)
+    if config.optimizer is not None:
+        if kind is None:
+            kind = config.optimizer
+        elif optimizer_family(config.optimizer.value) != optimizer_family(kind.value):
+            warnings.append(
+                f"the recorded config names optimizer {config.optimizer.value!r} but the optimizer state is "
+                f"{kind.value}; the optimizer state wins"
+            )
+    for name in numbers:
+        recorded: Fact[float] | None = getattr(config, name)
+        adaptive_momentum = name == "momentum" and kind is not None and kind.value in ADAPTIVE
+        if numbers[name] is None and recorded is not None and not adaptive_momentum:
+            numbers[name] = recorded
+    implied = config.momentum_implied and kind is not None and kind.origin is Origin.CONFIG
+    if declared.optimizer:
+        declared_kind, declared_implied = normalise_optimizer(declared.optimizer)
+        if kind is None:
+            kind = Fact(declared_kind or declared.optimizer, Origin.DECLARED, "optimizer")
+            implied = implied or declared_implied
+        elif optimizer_family(declared_kind or declared.optimizer) != optimizer_family(kind.value):
+            warnings.append(
+                f"{setting('optimizer')} {declared.optimizer} conflicts with the file ({kind.value} from "
+                f"{kind.source}); the file wins"
+            )
+    for name, current in list(numbers.items()):
+        value = getattr(declared, name)
+        if value is None:
+            continue
+        if current is None:
+            numbers[name] = Fact(value, Origin.DECLARED, name)
+        elif not math.isclose(float(value), current.value, rel_tol=1e-9, abs_tol=1e-12):
+            warnings.append(
+                f"{setting(name)} {value:g} conflicts with the file ({current.value:g} from {current.source}); "
+                "the file wins"
+            )
+    return OptimizerFacts(kind=kind, momentum_implied=implied, **numbers)

@@ -1,0 +1,195 @@
+"""Raw item ids to table rows: through the raw id of each row (``item_ids``), else
+``row = id − offset``; per distinct id for counts (:func:`align_counts`), per batch for
+streamed pairs (:func:`mapped_pairs`).
+
+Ids without a row are reported, not raised: whether that is acceptable is
+:mod:`auditor.loading.idmap`'s call. Ids that cannot be row numbers at all (strings,
+fractional floats) raise IdMappingError naming the data row of the first one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from auditor.errors import AuditError, IdMappingError, setting
+from auditor.loading.counting import IdCounts
+from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log
+from auditor.model import ItemStats
+
+
+class RowLookup:
+    """Raw item id -> table row (hash lookup), -1 when absent.
+
+    Integer and string ids compare as strings; the id set is cast to text at most once,
+    not once per batch of a streamed log.
+    """
+
+    def __init__(self, item_ids: np.ndarray) -> None:
+        self.keys = pa.array(item_ids)
+        self._text: pa.Array | None = None
+
+    def __call__(self, values: pa.Array) -> np.ndarray:
+        keys = self.keys
+        if pa.types.is_integer(values.type) != pa.types.is_integer(keys.type):
+            if self._text is None:
+                self._text = keys.cast(pa.string())
+            values, keys = values.cast(pa.string()), self._text
+        rows: np.ndarray = pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy(zero_copy_only=False)
+        return rows.astype(np.int64)
+
+
+def lookup_rows(values: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
+    """Row of each raw id in ``item_ids`` (hash lookup), -1 when absent."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.int64)
+    return RowLookup(item_ids)(pa.array(values))
+
+
+# Canonical integers, as maybe_int keeps them ("12", "-3"; not "012", "+5", "1.0").
+_CANONICAL_INT = r"^(0|-?[1-9][0-9]*)$"
+
+
+def _first_non_integer(ids: pa.Array) -> object | None:
+    """The first id that is not an integer: a string not in canonical integer form, a
+    fractional float, else (other types) the first non-null id; None when there is none."""
+    if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
+        bad = pc.invert(pc.match_substring_regex(ids, _CANONICAL_INT))
+    elif pa.types.is_floating(ids.type):
+        bad = pc.not_equal(pc.trunc(ids), ids)  # NaN != NaN, so NaN counts as bad too
+    else:
+        bad = pc.is_valid(ids)
+    at = pc.index(pc.fill_null(bad, False), True).as_py()
+    return None if at < 0 else ids[at].as_py()
+
+
+def _row_of(log: Log, value: object) -> int | None:
+    """1-based data row (header excluded) of the first occurrence of item id ``value``.
+
+    Error path only: streams the log again, as text, one vectorised search per batch.
+    """
+    row = 0
+    try:
+        for items, _ in log.batches(as_strings=True):
+            if not pa.types.is_string(items.type):
+                items = items.cast(pa.string())
+            at = int(pc.index(items, pa.scalar(str(value), items.type)).as_py())
+            if at >= 0:
+                return row + at + 1
+            row += len(items)
+    except (AuditError, TypeDrift, pa.ArrowException, OSError):
+        return None
+    return None
+
+
+def _not_integers(log: Log | None, source: object, example: object | None) -> IdMappingError:
+    """The error for item ids that cannot be row indices, naming the row of an offending id.
+
+    The id itself is not quoted: the file may not be the log it was said to be.
+    """
+    row = _row_of(log, example) if log is not None and example is not None else None
+    where = f" (the first in data row {row}, counting from 1 after any header)" if row is not None else ""
+    return IdMappingError(
+        f"item ids in {source} are not integers{where}, so they cannot be table row "
+        f"indices; pass {setting('item_ids')} FILE with the raw id of each table row"
+    )
+
+
+def _reopen(counts: IdCounts) -> Log | None:
+    """The log behind ``counts`` opened again (error path), or None when that fails."""
+    try:
+        return open_log(counts.source, counts.format or "auto", counts.user_col, counts.item_col)
+    except AuditError:
+        return None
+
+
+def _rows_without_ids(counts: IdCounts, n_items: int, offset: int) -> np.ndarray:
+    """Row of each counted id taken as a row number (id − ``offset``); raises when the ids
+    are not integers."""
+    ids = counts.ids
+    if ids.dtype.kind not in "iu":
+        if ids.dtype == object:  # str ids (sorted): find one that is not an integer's spelling
+            example = _first_non_integer(pa.array(ids, pa.string()))
+            if example is None and len(ids):  # integers too large for int64 (uint64 ids)
+                raise IdMappingError(
+                    f"item ids in {counts.source} reach {max(ids, key=len)}, beyond any table row "
+                    f"number; pass {setting('item_ids')} FILE with the raw id of each table row"
+                )
+        else:
+            example = ids[0] if len(ids) else None
+        raise _not_integers(_reopen(counts), counts.source, example)
+    return _id_rows(ids, n_items, offset)
+
+
+def _id_rows(ids: np.ndarray, n_rows: int, offset: int) -> np.ndarray:
+    """row = id − offset for integer ids; -1 where that is no row. uint64 ids beyond
+    int64 can be no row (tables have fewer than 2**63 rows)."""
+    if ids.dtype == np.uint64:
+        big = ids > np.iinfo(np.int64).max
+        rows = np.where(big, -1, ids.astype(np.int64, copy=False) - offset) if big.any() else ids.astype(np.int64) - offset
+    else:
+        rows = ids.astype(np.int64, copy=False) - offset
+    return np.where((rows >= 0) & (rows < n_rows), rows, -1)
+
+
+def align_counts(counts: IdCounts, item_ids: np.ndarray | None, n_items: int, offset: int = 0) -> ItemStats:
+    """Frequencies (and distinct users) per table row.
+
+    ``item_ids`` None: row index = id − ``offset``. Ids without a row are counted in
+    ``n_unmapped`` (interactions) and ``n_unmapped_ids`` (distinct ids), not raised
+    (whether that is acceptable is :mod:`auditor.loading.idmap`'s call).
+    """
+    if item_ids is None:
+        rows = _rows_without_ids(counts, n_items, offset)
+    else:
+        if len(item_ids) != n_items:
+            raise IdMappingError(f"{len(item_ids)} item ids for a table of {n_items} rows")
+        rows = lookup_rows(counts.ids, item_ids)
+    found = rows >= 0
+    frequencies = np.zeros(n_items, dtype=np.int64)
+    frequencies[rows[found]] = counts.counts[found]  # ids are distinct, so rows are too
+    user_counts = None
+    if counts.user_counts is not None:
+        user_counts = np.zeros(n_items, dtype=np.int64)
+        user_counts[rows[found]] = counts.user_counts[found]
+    return ItemStats(
+        frequencies=frequencies,
+        n_interactions=counts.n_interactions,
+        n_unmapped=int(counts.counts[~found].sum()),
+        n_unmapped_ids=int((~found).sum()),
+        user_counts=user_counts,
+        n_users=counts.n_users,
+        source=counts.source,
+    )
+
+
+def _batch_rows(items: pa.Array, lookup: RowLookup | None, n_items: int, log: Log, offset: int = 0) -> np.ndarray:
+    """Table row of each item id of one batch (-1: no row); rows are ids − ``offset``
+    when ``lookup`` is None."""
+    if len(items) == 0:  # e.g. every user id of the block empty: no type to judge the ids by
+        return np.empty(0, dtype=np.int64)
+    if lookup is None:
+        items = maybe_int(items)
+        if pa.types.is_floating(items.type):  # integral floats are ids, as ids_to_numpy reads them
+            try:
+                items = items.cast(pa.int64(), safe=True)
+            except pa.ArrowInvalid:
+                pass
+        if not pa.types.is_integer(items.type):
+            raise _not_integers(log, log.path, _first_non_integer(items))
+        return _id_rows(items.to_numpy(zero_copy_only=False), n_items, offset)
+    return lookup(items)
+
+
+def mapped_pairs(
+    items: pa.Array, users: pa.Array, lookup: RowLookup | None, n_items: int, offset: int, log: Log
+) -> tuple[pa.Array, np.ndarray]:
+    """The users and table rows of one batch's interactions whose item has a row
+    (rows with an empty user or item id dropped)."""
+    valid = pc.and_(pc.is_valid(items), pc.is_valid(users))
+    if items.null_count or users.null_count:
+        items, users = items.filter(valid), users.filter(valid)
+    rows = _batch_rows(items, lookup, n_items, log, offset)
+    mapped = np.flatnonzero(rows >= 0)
+    return users.take(pa.array(mapped)), rows[mapped]

@@ -1,0 +1,216 @@
+"""Finding the item and user tables among the tensors of a state dict.
+
+Discovery works on names and shapes only, so it never needs more than the chosen
+tensors in memory (safetensors and mmap-loaded checkpoints stay lazy).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from auditor.errors import AmbiguousTableError, ModelLoadError, setting
+
+ITEM_WORDS = ("item", "movie", "product", "video", "song", "track", "article", "poi", "doc", "candidate", "target")
+USER_WORDS = ("user", "query", "customer", "member", "account")
+# Words that mark an embedding-style table (higher score than an MLP weight of the tower).
+_TABLE_WORDS = ("emb", "table", "lookup", "factor", "vector")
+_LINEAR_WORDS = ("linear", "fc", "proj", "dense")
+ONEHOT_RATIO = 4
+"""A Linear weight (d, n) over one-hot ids: n must be at least this many times d."""
+
+
+def _tokens(component: str) -> list[str]:
+    """Lower-case words of one dotted-name component (snake_case and camelCase split)."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", component)
+    return [re.sub(r"\d+", "", t).lower() for t in re.split(r"[^A-Za-z0-9]+", spaced) if t]
+
+
+def _has_word(tokens: list[str], words: tuple[str, ...]) -> bool:
+    for tok in tokens:
+        for w in words:
+            # "poi"/"doc" are prefixes of unrelated words (point, docker): whole token only.
+            if tok == w or tok == w + "s" or (len(w) > 3 and tok.startswith(w)):
+                return True
+    return False
+
+
+def table_role(key: str) -> str | None:
+    """``item``, ``user``, ``both`` or None, from the innermost name component that says so."""
+    for component in reversed(key.split(".")):
+        toks = _tokens(component)
+        item, user = _has_word(toks, ITEM_WORDS), _has_word(toks, USER_WORDS)
+        if item and user:
+            return "both"
+        if item:
+            return "item"
+        if user:
+            return "user"
+    return None
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Name-level facts about one tensor of a state dict."""
+
+    key: str
+    shape: tuple[int, ...]
+    floating: bool
+
+    @property
+    def is_candidate(self) -> bool:
+        return len(self.shape) == 2 and self.floating and not self.key.rsplit(".", 1)[-1].startswith("bias")
+
+    @property
+    def onehot_linear(self) -> bool:
+        """A ``*.weight`` of a linear/fc/proj/dense layer whose input (ids) is much wider."""
+        parts = self.key.split(".")
+        if parts[-1] != "weight" or len(self.shape) != 2:
+            return False
+        toks = [t for p in parts[:-1] for t in _tokens(p)]
+        return _has_word(toks, _LINEAR_WORDS) and self.shape[1] >= ONEHOT_RATIO * self.shape[0]
+
+    def score(self, role: str) -> int:
+        """Name score for ``role`` (0: the name does not say ``role``)."""
+        found = table_role(self.key)
+        if found not in (role, "both"):
+            return 0
+        toks = [t for p in self.key.split(".") for t in _tokens(p)]
+        score = 10 if found == role else 5
+        if any(t.startswith(w) for t in toks for w in _TABLE_WORDS):
+            score += 5
+        if any(t in ("pos", "position", "positional") for t in toks):
+            score -= 4
+        if _has_word(toks, _LINEAR_WORDS) and not self.onehot_linear:
+            score -= 3
+        return max(score, 1)
+
+    def describe(self) -> str:
+        # Say why a 2-D tensor is no candidate: an int/bool/complex table is a common mix-up.
+        return f"{self.key} {list(self.shape)}" + ("" if self.floating else " (not floating-point)")
+
+
+def tensor_infos(tensors: Mapping[str, torch.Tensor]) -> list[TensorInfo]:
+    """Name, shape and dtype class of every tensor in a state dict."""
+    return [TensorInfo(k, tuple(int(s) for s in t.shape), bool(t.is_floating_point())) for k, t in tensors.items()]
+
+
+@dataclass
+class TableChoice:
+    """The tensors chosen as item and user tables, and what the reader should be told."""
+
+    item: TensorInfo
+    user: TensorInfo | None
+    warnings: list[str]
+
+
+def _candidates_listing(infos: list[TensorInfo]) -> str:
+    cands = [i for i in infos if i.is_candidate]
+    if not cands:
+        return "(none)"
+    return "; ".join(c.describe() for c in cands)
+
+
+def resolve_key(key: str, infos: list[TensorInfo], flag: str, source: Path) -> TensorInfo:
+    """The tensor named ``key`` exactly, or the one whose name ends with it (``flag``:
+    how messages name the setting that gave ``key``)."""
+    by_key = {i.key: i for i in infos}
+    for k in (key, key.removeprefix("module.")):
+        if k in by_key:
+            return by_key[k]
+    matches = [i for i in infos if i.key.endswith(key) or i.key.endswith(key.removeprefix("module."))]
+    dotted = [i for i in matches if i.key.endswith("." + key)]
+    if len(dotted) == 1:
+        return dotted[0]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ModelLoadError(
+            f"{flag} {key!r} matches several tensors in {source}: "
+            + "; ".join(m.describe() for m in matches)
+            + ". Give the full key."
+        )
+    raise ModelLoadError(
+        f"{flag} {key!r} is not a tensor in {source}; 2-D tensors available: {_candidates_listing(infos)}"
+    )
+
+
+def _pick(infos: list[TensorInfo], role: str, exclude: str | None, source: Path) -> TensorInfo | None:
+    """The unique best-scoring tensor for ``role``; None when no name says ``role``."""
+    scored = [(i.score(role), i) for i in infos if i.is_candidate and i.key != exclude]
+    scored = [(s, i) for s, i in scored if s > 0]
+    if not scored:
+        return None
+    best = max(s for s, _ in scored)
+    top = [i for s, i in scored if s == best]
+    if len(top) > 1:
+        raise AmbiguousTableError(
+            f"several tensors in {source} could be the {role} table ("
+            + ", ".join(t.key for t in top)
+            + f"); pass {setting(role + '_key')} with one of the candidates: {_candidates_listing(infos)}"
+        )
+    return top[0]
+
+
+def choose_tables(
+    infos: list[TensorInfo], source: Path, item_key: str | None = None, user_key: str | None = None
+) -> TableChoice:
+    """Find the item table (required) and the user table (optional) among ``infos``.
+
+    Candidates are 2-D floating tensors; the unique best name score wins, ties raise
+    :class:`AmbiguousTableError` listing every candidate with its shape.
+    """
+    warnings: list[str] = []
+    user = resolve_key(user_key, infos, setting("user_key"), source) if user_key else None
+    if item_key:
+        item = resolve_key(item_key, infos, setting("item_key"), source)
+    else:
+        picked = _pick(infos, "item", user.key if user else None, source)
+        if picked is None:
+            rest = [
+                i
+                for i in infos
+                if i.is_candidate and table_role(i.key) is None and (user is None or i.key != user.key)
+            ]
+            if not rest:
+                raise ModelLoadError(
+                    f"no item embedding table in {source}: no 2-D floating tensor"
+                    + (f" (tensors: {'; '.join(i.describe() for i in infos[:20])})" if infos else " (no tensors)")
+                )
+            if len(rest) > 1:
+                raise AmbiguousTableError(
+                    f"cannot tell which tensor in {source} is the item table (no name says item); "
+                    f"pass {setting('item_key')} with one of the candidates: {_candidates_listing(infos)}"
+                )
+            picked = rest[0]
+            warnings.append(
+                f"no tensor name in {source} says 'item'; using the only 2-D tensor "
+                f"{picked.describe()} as the item table"
+            )
+        item = picked
+    if user is None:
+        user = _pick(infos, "user", item.key, source)
+    if user is not None and user.key == item.key:
+        raise ModelLoadError(
+            f"{setting('item_key')} and {setting('user_key')} both name {item.key!r} in {source}"
+        )
+    return TableChoice(item, user, warnings)
+
+
+def table_to_numpy(tensor: torch.Tensor, info: TensorInfo, what: str, warnings: list[str]) -> np.ndarray:
+    """A contiguous float32 (rows, dim) array; transposes one-hot linear weights (and says so)."""
+    if not tensor.is_floating_point():
+        raise ModelLoadError(f"{what} {info.key!r} holds {tensor.dtype} values, not floating-point embeddings")
+    arr = tensor.detach().cpu().float().numpy()
+    if info.onehot_linear:
+        warnings.append(
+            f"{what} {info.key!r} has shape {list(arr.shape)}: read as a linear layer over one-hot ids "
+            f"and transposed to {[arr.shape[1], arr.shape[0]]}"
+        )
+        arr = arr.T
+    return np.ascontiguousarray(arr, dtype=np.float32)

@@ -1,0 +1,62 @@
+"""What error messages may say about a file's content.
+
+A batch manifest can point any path column at any file (``/etc/passwd``), and its error
+messages land in a results table other people read. So a message about a file that is
+not in the expected format describes it in structural terms (format, number and types
+of columns) and never quotes its values. Column names are listed only when the first line
+reads as a log's header: several identifier-like names, at least one of them in a log's
+vocabulary (``user_id``, ``movieId``, ``timestamp``...). That is what a user needs to pick
+the item column, while a headerless data line (``alice,hunter2``) is never echoed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .\-]{0,63}")
+_LOG_WORDS = re.compile(r"id|user|item|movie|product|sku|session|rating|time|event|count|query|label", re.I)
+_EXPECTED_COLUMNS = re.compile(r"Expected (\d+) columns?, got (\d+)")
+_ROW_NUMBER = re.compile(r"[Rr]ow #?(\d+)")
+
+
+def looks_like_names(columns: Sequence[str]) -> bool:
+    """True for at least two identifier-like names, one of them in a log's vocabulary."""
+    names = [str(c).strip() for c in columns]
+    return (
+        len(names) >= 2
+        and all(_NAME.fullmatch(n) for n in names)
+        and any(_LOG_WORDS.search(n) for n in names)
+    )
+
+
+def columns_found(columns: Sequence[str]) -> str:
+    """``columns found: a, b`` for a header of column names; otherwise how many columns
+    the first line has, without quoting it."""
+    if looks_like_names(columns):
+        return "columns found: " + ", ".join(str(c) for c in columns)
+    n = len(columns)
+    return (
+        f"its first line holds {n} field{'s' if n != 1 else ''} that do not look like a header of "
+        "column names (is it an interaction log?)"
+    )
+
+
+def arrow_reason(exc: BaseException) -> str:
+    """A pyarrow error in words that quote no content of the file.
+
+    pyarrow's CSV errors end with the offending row (``Expected 2 columns, got 3: a,b,c``)
+    and its block-size error suggests a setting popaudit does not expose.
+    """
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "straddling" in text or "block size" in text:
+        return "a line is longer than 4 MiB (binary data, or a file that is not line-based)"
+    expected = _EXPECTED_COLUMNS.search(text)
+    if expected:
+        row = _ROW_NUMBER.search(text)
+        where = f" (row {row.group(1)})" if row else ""
+        return f"a line has {expected.group(2)} fields where the first line has {expected.group(1)}{where}"
+    if "conversion error" in text or "invalid value" in text:
+        return "a value could not be read as the column's type"
+    # Keep pyarrow's own explanation (format, footer, magic bytes) but nothing quoted after it.
+    return re.sub(r":\s*'.*$|:\s*\".*$", "", text)[:200]

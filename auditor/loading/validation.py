@@ -1,0 +1,81 @@
+"""What an item or user table must hold before anything is measured on it.
+
+Whatever loader produced a table (built-in or plugin), these checks run on it, in row
+blocks so a memory-mapped or spilled table stays on disk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from auditor.errors import EmbeddingTableError
+from auditor.memory import block_rows
+
+MIN_ITEMS = 3
+"""A rank correlation of frequency and norm needs at least this many items."""
+_FIRST_ROWS = 5
+
+
+def first_rows(rows: np.ndarray) -> str:
+    """The first few offending rows for a message: ``3, 8, 9, 12, 40, ...``."""
+    shown = ", ".join(str(int(r)) for r in rows[:_FIRST_ROWS])
+    return shown + (", ..." if len(rows) > _FIRST_ROWS else "")
+
+
+def validate_item_table(table: np.ndarray, source: str) -> list[str]:
+    """Check an item table; return warnings (all-zero rows), raise on fatal problems.
+
+    Fatal: not 2-D, fewer than 3 rows (a rank correlation needs at least 3 items), no
+    columns, NaN/inf values.
+    """
+    if table.ndim != 2:
+        raise EmbeddingTableError(
+            f"item table in {source} must be 2-D (items x dim), got shape {list(table.shape)}"
+        )
+    n, d = table.shape
+    if n == 0:
+        raise EmbeddingTableError(f"item table in {source} is empty (0 rows)")
+    if n < MIN_ITEMS:
+        raise EmbeddingTableError(
+            f"item table in {source} has only {n} item{'s' if n != 1 else ''}; "
+            f"a frequency-norm correlation needs at least {MIN_ITEMS} items"
+        )
+    if d == 0:
+        raise EmbeddingTableError(f"item table in {source} has {n} rows but 0 dimensions")
+    bad_parts: list[np.ndarray] = []
+    zero_parts: list[np.ndarray] = []
+    step = block_rows(d, bytes_per_value=1)  # np.isfinite's bool scratch is the largest
+    for start in range(0, n, step):
+        block = np.asarray(table[start : start + step])
+        bad_parts.append(np.flatnonzero(~np.isfinite(block).all(axis=1)) + start)
+        zero_parts.append(np.flatnonzero(~block.any(axis=1)) + start)
+    bad = np.concatenate(bad_parts)
+    if bad.size:
+        raise EmbeddingTableError(
+            f"item table in {source} has {bad.size} row{'s' if bad.size != 1 else ''} with NaN or "
+            f"infinite values (rows {first_rows(bad)})"
+        )
+    zero = np.concatenate(zero_parts)
+    if zero.size:
+        return [
+            f"item table in {source} has {zero.size} all-zero row{'s' if zero.size != 1 else ''} "
+            f"(rows {first_rows(zero)}); their norm is 0"
+        ]
+    return []
+
+
+def validate_user_table(table: np.ndarray, source: str, dim: int) -> None:
+    """A user table must be 2-D, non-empty, finite and of the item table's dimension."""
+    if table.ndim != 2 or table.shape[0] == 0:
+        raise EmbeddingTableError(f"user table in {source} must be a non-empty 2-D array, got {list(table.shape)}")
+    if table.shape[1] != dim:
+        raise EmbeddingTableError(
+            f"user table in {source} has dimension {table.shape[1]} but the item table has {dim}"
+        )
+    step = block_rows(dim, bytes_per_value=1)
+    for start in range(0, table.shape[0], step):
+        rows = np.flatnonzero(~np.isfinite(np.asarray(table[start : start + step])).all(axis=1))
+        if rows.size:
+            raise EmbeddingTableError(
+                f"user table in {source} has NaN or infinite values (first row {int(rows[0]) + start})"
+            )

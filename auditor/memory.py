@@ -1,0 +1,193 @@
+"""The memory ceiling, row blocks, and the temporary files tables spill to.
+
+Every stage that scans a table (loading, validation, norms, retrieval) reads it in row
+blocks sized here, so a table larger than the ceiling (the ``max_memory`` setting, else
+half the available memory) is never loaded whole. Such a table lives in a temporary
+``.npy`` memory map (:func:`spill_table`) deleted once the table is garbage collected.
+Kept apart from the loaders so metrics and retrieval need no loader to size their blocks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from auditor.config import format_size
+from auditor.errors import InputError, setting
+
+BLOCK_BYTES = 1 << 20
+"""Scratch memory of one row block in the block-wise scans (validation, norms, finite checks)."""
+MAX_BLOCK_ROWS = 1 << 16
+MIN_BLOCK_ROWS = 1024
+"""The smallest row shard a memory ceiling must hold (with its normalised copy)."""
+SPILL_PREFIX = "popaudit-table-"
+"""Name prefix of the temporary files that hold tables larger than memory."""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now: Linux's MemAvailable (free plus reclaimable page
+    cache), else free physical pages (``os.sysconf``); None where the OS does not say."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # reported in kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        pages, page_size = os.sysconf("SC_AVPHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return pages * page_size if pages > 0 and page_size > 0 else None
+
+
+def memory_budget(max_memory: int | None) -> int | None:
+    """The ceiling tables must respect: ``max_memory``, else half the available memory."""
+    if max_memory is not None:
+        return max_memory
+    free = available_memory()
+    return None if free is None else free // 2
+
+
+def min_memory(dim: int, n_rows: int | None = None) -> int:
+    """The smallest ceiling for ``dim``-wide rows: one block of :data:`MIN_BLOCK_ROWS`
+    float32 rows (fewer when the table has fewer) and its normalised copy (what one
+    retrieval shard holds)."""
+    rows = MIN_BLOCK_ROWS if n_rows is None else max(1, min(MIN_BLOCK_ROWS, int(n_rows)))
+    return rows * max(int(dim), 1) * 4 * 2
+
+
+def check_memory_ceiling(max_memory: int | None, dim: int, what: str, n_rows: int | None = None) -> None:
+    """Raise InputError when ``max_memory`` cannot hold one block of ``dim``-wide rows
+    (:func:`min_memory`; ``n_rows``: the table's rows, when known)."""
+    if max_memory is None:
+        return
+    need = min_memory(dim, n_rows)
+    if max_memory < need:
+        rows = need // (max(int(dim), 1) * 8)
+        flag = setting("max_memory")
+        raise InputError(
+            f"{flag} {max_memory:,} bytes is too small for {what}: one block of "
+            f"{rows} rows x {dim} dimensions and its normalised copy need {need:,} "
+            f"bytes; pass {flag} {format_size(need)} or more"
+        )
+
+
+def block_rows(dim: int, bytes_per_value: int = 4, max_memory: int | None = None) -> int:
+    """Rows per block so that one block of ``bytes_per_value`` scratch stays within
+    :data:`BLOCK_BYTES` (and within a quarter of ``max_memory`` when that is smaller)."""
+    budget = BLOCK_BYTES if max_memory is None else max(1, min(BLOCK_BYTES, max_memory // 4))
+    return int(min(MAX_BLOCK_ROWS, max(1, budget // (max(int(dim), 1) * bytes_per_value))))
+
+
+# ---------------------------------------------------------------- spill files
+
+
+def _remove_file(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale_spills(folder: str | None = None) -> list[str]:
+    """Delete spill files left by popaudit runs that were killed (their owner process is
+    gone); return their paths. Files of live runs and of other users are kept."""
+    folder = folder or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for name in names:
+        match = re.fullmatch(re.escape(SPILL_PREFIX) + r"(\d+)-[^/]*\.npy", name)
+        if match is None or _pid_alive(int(match.group(1))):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            if uid is not None and os.stat(path).st_uid != uid:
+                continue
+            os.unlink(path)
+            removed.append(path)
+        except OSError:
+            continue  # gone meanwhile, or not ours to remove
+    return removed
+
+
+def spill_table(n_rows: int, dim: int, source: object) -> np.memmap:
+    """A new float32 (n_rows, dim) ``.npy`` memory map in :func:`tempfile.gettempdir`.
+
+    The file is allocated in full up front (a full disk fails here with a clear error,
+    not later with SIGBUS) and deleted when the array and every view of it are garbage
+    collected, or at interpreter exit. Its name carries this process's id, so a later
+    run removes it (:func:`remove_stale_spills`) if this one is killed before cleaning up.
+    """
+    remove_stale_spills()
+    fd, name = tempfile.mkstemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-", suffix=".npy")
+    os.close(fd)
+    try:
+        table = np.lib.format.open_memmap(name, mode="w+", dtype=np.float32, shape=(n_rows, dim))
+        if hasattr(os, "posix_fallocate") and table.nbytes:
+            with open(name, "r+b") as fh:
+                os.posix_fallocate(fh.fileno(), 0, table.offset + table.nbytes)
+    except (OSError, ValueError) as exc:
+        _remove_file(name)
+        raise InputError(
+            f"cannot create a {n_rows * dim * 4:,}-byte temporary file for the item table of "
+            f"{source} in {tempfile.gettempdir()}: {exc} (free disk space there, or set TMPDIR "
+            "to a folder with room)"
+        ) from exc
+    weakref.finalize(table, _remove_file, name)
+    return table
+
+
+def spill_note(n_rows: int, dim: int, source: object, max_memory: int | None, path: str | Path) -> str:
+    """The warning that says a table was streamed to disk, and why.
+
+    Names the folder, not the random file name, so two runs' reports stay identical.
+    """
+    size = n_rows * dim * 4
+    ceiling = (
+        f"{setting('max_memory')} ({max_memory:,} bytes)" if max_memory is not None else "half the available memory"
+    )
+    return (
+        f"item table of {source} ({n_rows:,} x {dim} float32, {size:,} bytes) exceeds {ceiling}: "
+        f"streamed to a temporary file in {os.path.dirname(path)} and read in row blocks "
+        "(deleted when the audit ends; set TMPDIR to place it elsewhere)"
+    )
+
+
+def table_file(table: np.ndarray) -> tuple[str, int] | None:
+    """(file, byte offset of row 0) when ``table`` is a C-contiguous float32 2-D view into a
+    memory-mapped file (a spilled table, a memory-mapped ``.npy``); None otherwise.
+
+    Lets another process (a Dask worker) open the same rows without copying the array.
+    """
+    if table.dtype != np.float32 or table.ndim != 2 or not table.flags.c_contiguous:
+        return None
+    root: np.memmap | None = None
+    obj: object = table
+    while isinstance(obj, np.ndarray):
+        if isinstance(obj, np.memmap):
+            root = obj  # the outermost memmap is the one whose offset matches its data
+        obj = obj.base
+    if root is None or not getattr(root, "filename", None):
+        return None
+    start = table.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return str(root.filename), int(root.offset) + int(start)

@@ -1,0 +1,115 @@
+"""Every probe in one call: :func:`run_probes` on copies of the live model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+from auditor.errors import ProbeError
+from auditor.loading.idmap import RowIdPolicy
+from auditor.model import InteractionPairs, LiveModel, ModelBundle
+from auditor.probes.copies import working_copy
+from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
+from auditor.probes.results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference
+from auditor.probes.sampling import sample_batches
+from auditor.probes.structure import item_tower_layers
+from auditor.probes.update import update_step
+from auditor.progress import SILENT, Progress
+
+T = TypeVar("T")
+NUMERIC_PARAMETER_LIMIT = 5_000_000
+"""Item towers with more parameters skip the C2/C3 numerics (memory: one tangent per vector)."""
+
+
+def run_probes(
+    live: LiveModel,
+    bundle: ModelBundle,
+    pairs: InteractionPairs | None,
+    *,
+    seed: int = 0,
+    batch_size: int = 256,
+    steps: int = 1,
+    fallback_lr: float | None = None,
+    n_jacobian_items: int = 8,
+    n_curvature_items: int = 64,
+    n_extra_items: int = 1024,
+    progress: Progress = SILENT,
+    row_ids: RowIdPolicy = RowIdPolicy(),
+) -> ProbeOutcome:
+    """Run every probe on copies of the model, float64 where it runs in it (never on
+    ``live.module`` itself).
+
+    A probe that raises (user or plugin code that torch.func cannot trace, say) is
+    recorded in ``errors`` and the others still run; :class:`ProbeError` means no probe
+    could run (no batch can be formed, or the module cannot be copied).
+    """
+    rng = np.random.default_rng(seed)
+    generator = torch.Generator().manual_seed(seed)
+    batches = sample_batches(bundle, pairs, live, size=batch_size, steps=steps, rng=rng, row_ids=row_ids)
+    try:
+        module, dtype = working_copy(live)
+    except Exception as exc:  # noqa: BLE001 - a module that cannot be copied cannot be probed safely
+        raise ProbeError(f"cannot copy the live model for probing: {_describe(exc)}") from exc
+    n_items = bundle.n_items
+    curve_rows = torch.as_tensor(
+        np.sort(rng.choice(n_items, size=min(n_curvature_items, n_items), replace=False)),
+        dtype=torch.int64,
+    )
+    # J Jᵀ costs one vjp and one jvp per output coordinate: at most ~1024 of them.
+    n_jac = min(n_jacobian_items, len(curve_rows), max(2, 1024 // max(1, bundle.dim)))
+    jac_rows = curve_rows[torch.as_tensor(rng.choice(len(curve_rows), size=n_jac, replace=False))]
+    extra = rng.choice(n_items, size=min(n_extra_items, n_items), replace=False).astype(np.int64)
+    errors: dict[ProbeKey, ProbeFailure] = {}
+    second: SecondDifference | None = None
+    cross: CrossJacobian | None = None
+    numeric: tuple[ProbeKey, ...] = ("c2", "c3")
+    with progress.track("numeric probes", 5) as advance:
+        layers = _attempt(errors, "item_tower", lambda: item_tower_layers(live, module))
+        advance(1)
+        n_params = layers.n_parameters if layers is not None else None
+        if n_params is not None and n_params > NUMERIC_PARAMETER_LIMIT:
+            for key in numeric:
+                errors[key] = ProbeFailure(
+                    f"skipped: the item tower has {n_params} parameters "
+                    f"(numeric check limit {NUMERIC_PARAMETER_LIMIT})",
+                    skipped=True,
+                )
+                advance(1)
+        else:
+            second = _attempt(errors, "c2", lambda: second_difference(live, module, curve_rows, generator=generator))
+            advance(1)
+            cross = _attempt(errors, "c3", lambda: cross_jacobian(live, module, jac_rows))
+            advance(1)
+        alignment = _attempt(errors, "c4", lambda: gradient_alignment(live, module, batches[0]))
+        advance(1)
+        # A fresh copy for the step: torch.func's parameter swapping must not leak into
+        # it (TorchScript modules keep the swapped tensors as non-leaf parameters).
+        del module
+        step_module, _ = working_copy(live, float64=dtype == torch.float64)
+        update = _attempt(
+            errors, "update",
+            lambda: update_step(live, step_module, batches, extra_rows=extra, fallback_lr=fallback_lr),
+        )
+        advance(1)
+    return ProbeOutcome(
+        dtype=str(dtype).removeprefix("torch."), seed=seed,
+        batch_source=batches[0].source, batch_size=int(len(batches[0].items)),
+        layers=layers, second_difference=second, cross_jacobian=cross,
+        gradient_alignment=alignment, update=update, errors=errors,
+    )
+
+
+def _attempt(errors: dict[ProbeKey, ProbeFailure], key: ProbeKey, probe: Callable[[], T]) -> T | None:
+    """The probe's result, or None with its failure recorded under ``key``."""
+    try:
+        return probe()
+    except Exception as exc:  # noqa: BLE001
+        errors[key] = ProbeFailure(_describe(exc))
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

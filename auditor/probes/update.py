@@ -1,0 +1,106 @@
+"""The norm-growth probe: real optimisation step(s) on a copy, per-item geometry of Δq."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from auditor.errors import ProbeError
+from auditor.model import LiveModel
+from auditor.probes.copies import tolerance
+from auditor.probes.results import UpdateProbe
+from auditor.probes.sampling import ProbeBatch
+
+
+def update_step(
+    live: LiveModel,
+    module: torch.nn.Module,
+    batches: list[ProbeBatch],
+    *,
+    extra_rows: np.ndarray,
+    fallback_lr: float | None,
+) -> UpdateProbe:
+    """Real optimisation step(s) on ``module`` (a copy) with the model's own optimizer.
+
+    ``live.make_optimizer`` restores the checkpoint's optimizer state, so momentum
+    buffers and Adam moments act as they would in the next training step. When the model
+    cannot rebuild its optimizer, plain SGD over the item parameters is used at
+    ``fallback_lr`` (angles then test C2-C4 only; with no lr at all, lr = 1 and the growth
+    is per unit lr²). Embeddings are compared on the batch items plus ``extra_rows``, so
+    items moved only by optimizer state are counted too.
+    """
+    optimizer = live.make_optimizer(module)
+    restored = optimizer is not None
+    item_params = list(live.item_parameters(module))
+    if optimizer is not None:
+        # load_state_dict keeps the caller's state tensors when dtype and device already
+        # match, so stepping would change the live model's stored state: own a copy.
+        optimizer.load_state_dict(copy.deepcopy(optimizer.state_dict()))
+    else:
+        lr = fallback_lr if fallback_lr is not None else 1.0
+        optimizer = torch.optim.SGD(item_params, lr=lr)
+    lrs = {float(g["lr"]) for g in optimizer.param_groups if "lr" in g}
+    item_ids = {id(p) for p in item_params}
+    item_lrs = {
+        float(g["lr"]) for g in optimizer.param_groups
+        if "lr" in g and any(id(p) in item_ids for p in g["params"])
+    }
+    lr_used = next(iter(item_lrs or lrs)) if len(item_lrs or lrs) == 1 else None
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("a", "r", "g", "g1", "c")}
+    n_eval = 0
+    for batch in batches:
+        rows, counts = np.unique(np.concatenate([batch.items, extra_rows]), return_counts=True)
+        in_batch = np.unique(batch.items, return_counts=True)
+        copies = np.zeros(len(rows), dtype=np.int64)
+        copies[np.searchsorted(rows, in_batch[0])] = in_batch[1]
+        rows_t = torch.as_tensor(rows, dtype=torch.int64)
+        with torch.no_grad():
+            before = live.encode_items(module, rows_t).detach().double().clone()
+        optimizer.zero_grad(set_to_none=True)
+        users = live.encode_users(module, torch.as_tensor(batch.users, dtype=torch.int64))
+        items = live.encode_items(module, torch.as_tensor(batch.items, dtype=torch.int64))
+        loss = live.loss(users, items)
+        if not torch.isfinite(loss):
+            raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss)})")
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+        optimizer.step()
+        with torch.no_grad():
+            after = live.encode_items(module, rows_t).detach().double()
+        n_eval += len(rows)
+        a, r, g, c, moved = _step_geometry(before, after, tolerance(items.dtype) * 1e-4)
+        parts["a"].append(a)
+        parts["r"].append(r)
+        parts["g"].append(g)
+        parts["c"].append(c)
+        k = copies[moved]
+        parts["g1"].append(g[k > 0] / k[k > 0])
+    cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
+    name = type(optimizer).__name__
+    return UpdateProbe(
+        angles=cat["a"], residuals=cat["r"], growth=cat["g"], growth_per_appearance=cat["g1"],
+        relative_change=cat["c"], n_evaluated=n_eval,
+        optimizer=name if restored else f"{name} (fallback: the model's optimizer could not be rebuilt)",
+        optimizer_restored=restored, lr=lr_used, steps=len(batches),
+    )
+
+
+def _step_geometry(
+    before: torch.Tensor, after: torch.Tensor, rel_tol: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Angles, Pythagorean residuals, c/s² and relative change of s for moved items."""
+    q = before.numpy()
+    dq = (after - before).numpy()
+    s = np.einsum("ij,ij->i", q, q)
+    d2 = np.einsum("ij,ij->i", dq, dq)
+    moved = (d2 > 0) & (d2 > (rel_tol**2) * s) & (s > 0)
+    q, dq, s, d2 = q[moved], dq[moved], s[moved], d2[moved]
+    dot = np.einsum("ij,ij->i", q, dq)
+    # atan2 of the perpendicular and parallel parts is accurate at every angle.
+    perp = np.linalg.norm(dq - (dot / s)[:, None] * q, axis=1) * np.sqrt(s)
+    angles = np.degrees(np.arctan2(perp, dot))
+    # ‖q+Δq‖² − ‖q‖² − ‖Δq‖² = 2 qᵀΔq exactly; the right side avoids cancellation.
+    residual = 2.0 * dot / d2
+    s_after = np.einsum("ij,ij->i", q + dq, q + dq)
+    return angles, residual, d2 / s, (s_after - s) / s, moved

@@ -1,0 +1,294 @@
+"""Summaries of a ``popaudit batch`` results table: models ranked by bias, how the metrics
+move across the manifest order, and the failed rows.
+
+:func:`summarise` reads a results table (:mod:`auditor.batch.results`) into a
+:class:`BatchSummary`; :func:`summary_console` (rich tables for the terminal),
+:func:`summary_html` (a self-contained page) and :func:`summary_figure` (the trend plot)
+render it. Nothing here prints or writes files: the CLI decides where output goes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from rich.console import RenderableType
+from rich.table import Table as RichTable
+
+from auditor.batch.results import STATUS_ERROR, STATUS_OK
+from auditor.errors import InputError
+from auditor.report.formatting import fmt_num
+
+MAX_ORDER_ROWS = 40
+"""The console lists every row in manifest order up to this many (the HTML always does)."""
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One ok row of the summary: where it sits in the manifest and its bias numbers."""
+
+    row: int
+    model: str
+    label: str | None
+    severity: str | None
+    spearman: float | None
+    head_share: float | None
+    """The summary's head-share ratio metric (dot over cosine), see ``head_share_metric``."""
+    rank_value: float | None
+    delta_spearman: float | None = None
+    """Change from the previous ok row in manifest order (None for the first)."""
+    delta_head_share: float | None = None
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How one metric moved across the manifest order (ok rows only)."""
+
+    metric: str
+    n: int
+    first: float | None
+    last: float | None
+    change: float | None
+    min_row: int | None
+    max_row: int | None
+    kendall_tau: float | None
+    """Kendall's tau between manifest order and the metric (needs 3+ values)."""
+    p_value: float | None
+    direction: str
+    """``rising``, ``falling`` (tau's p < 0.05) or ``no clear trend``."""
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """Models ranked by bias, the manifest-order view, trends and the failed rows."""
+
+    n_rows: int
+    n_ok: int
+    n_error: int
+    rank_by: str
+    head_share_metric: str | None
+    ranking: list[SummaryRow]
+    """Most biased first (descending ``rank_by``; rows without a value last)."""
+    order: list[SummaryRow]
+    """Manifest order, with changes from the previous row."""
+    trends: list[Trend]
+    failures: list[tuple[int, str, str]]
+
+
+def _head_share_metric(table: pa.Table) -> str | None:
+    """The head-share ratio at the largest K that has values (``head_share_1pct_ratio@K``)."""
+    candidates = []
+    for name in table.column_names:
+        match = re.fullmatch(r"head_share_1pct_ratio@(\d+)", name)
+        if match and table.column(name).null_count < table.num_rows:
+            candidates.append((int(match.group(1)), name))
+    return max(candidates)[1] if candidates else None
+
+
+def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
+    """Rank the ok rows of a results table by ``rank_by`` and follow metrics across rows."""
+    stats = importlib.import_module("scipy.stats")  # loaded on demand, like the plots
+
+    if rank_by not in table.column_names:
+        numeric = [f.name for f in table.schema if pa.types.is_floating(f.type)]
+        raise InputError(f"cannot rank by {rank_by!r}: not a results column; numeric columns: {', '.join(numeric)}")
+    head = _head_share_metric(table)
+    # The reports (tens of KB a row) are never read here: leave them in Arrow.
+    if "report_json" in table.column_names and rank_by != "report_json":
+        table = table.drop_columns(["report_json"])
+    records = sorted(table.to_pylist(), key=lambda r: r["row"])
+    ok = [r for r in records if r["status"] == STATUS_OK]
+    order: list[SummaryRow] = []
+    previous: dict[str, Any] | None = None
+    for r in ok:
+        spearman, share = r.get("spearman"), r.get(head) if head else None
+        order.append(
+            SummaryRow(
+                row=r["row"],
+                model=r["model"],
+                label=r.get("label"),
+                severity=r.get("verdict_severity"),
+                spearman=spearman,
+                head_share=share,
+                rank_value=r.get(rank_by),
+                delta_spearman=_delta(spearman, previous.get("spearman") if previous else None),
+                delta_head_share=_delta(share, previous.get(head) if previous and head else None),
+            )
+        )
+        previous = r
+    ranking = sorted(order, key=lambda s: (s.rank_value is None, -(s.rank_value or 0.0), s.row))
+    trends = []
+    for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
+        points = [(r["row"], r[metric]) for r in ok if r.get(metric) is not None]
+        trends.append(_trend(metric, points, stats))
+    failures = [(r["row"], r["model"], r["error"] or "") for r in records if r["status"] == STATUS_ERROR]
+    return BatchSummary(
+        n_rows=len(records),
+        n_ok=len(ok),
+        n_error=len(failures),
+        rank_by=rank_by,
+        head_share_metric=head,
+        ranking=ranking,
+        order=order,
+        trends=trends,
+        failures=failures,
+    )
+
+
+def _delta(value: float | None, before: float | None) -> float | None:
+    return None if value is None or before is None else value - before
+
+
+def _trend(metric: str, points: list[tuple[int, float]], stats: Any) -> Trend:
+    if not points:
+        return Trend(metric, 0, None, None, None, None, None, None, None, "no clear trend")
+    rows = np.array([p[0] for p in points], dtype=np.float64)
+    values = np.array([p[1] for p in points], dtype=np.float64)
+    tau = p = None
+    direction = "no clear trend"
+    if len(points) >= 3 and np.ptp(values) > 0:
+        test = stats.kendalltau(rows, values)
+        tau, p = float(test.statistic), float(test.pvalue)
+        if p < 0.05:
+            direction = "rising" if tau > 0 else "falling"
+    return Trend(
+        metric=metric,
+        n=len(points),
+        first=float(values[0]),
+        last=float(values[-1]),
+        change=float(values[-1] - values[0]),
+        min_row=int(rows[int(np.argmin(values))]),
+        max_row=int(rows[int(np.argmax(values))]),
+        kendall_tau=tau,
+        p_value=p,
+        direction=direction,
+    )
+
+
+def summary_figure(summary: BatchSummary) -> Any:
+    """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure)."""
+    from matplotlib.ticker import MaxNLocator
+
+    from auditor.report.plots import new_figure
+
+    fig = new_figure(7.5, 4.4)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.grid(True, color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    rows = [s.row for s in summary.order]
+    spearman = [np.nan if s.spearman is None else s.spearman for s in summary.order]
+    ax.plot(rows, spearman, marker="o", color="#D55E00", label="Spearman ρ (norm vs frequency)")
+    ax.set_xlabel("manifest row")
+    ax.set_ylabel("Spearman ρ")
+    ax.axhline(0.0, color="#999999", linewidth=0.8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if summary.head_share_metric:
+        twin = ax.twinx()
+        share = [np.nan if s.head_share is None else s.head_share for s in summary.order]
+        twin.plot(rows, share, marker="s", linestyle="--", color="#0072B2", label=summary.head_share_metric)
+        twin.set_ylabel(f"{summary.head_share_metric} (dot / cosine)")
+    # Below the axes, so it never hides a point.
+    fig.legend(loc="outside lower center", ncols=2, fontsize="small", frameon=False)
+    ax.set_title("Bias across the manifest order")
+    return fig
+
+
+def summary_html(summary: BatchSummary, *, title: str = "popaudit batch summary") -> str:
+    """A self-contained HTML summary: counts, ranking, manifest-order plot and table, failures.
+
+    Built from the HTML report's pieces (``auditor.report.html``), so it shares its styles.
+    """
+    from auditor.report import html as h
+    from auditor.report.formatting import Table, fmt_ratio
+    from auditor.report.plots import figure_png
+
+    share = summary.head_share_metric or "head share ratio"
+    ranking = Table(
+        headers=("rank", "row", "model", "label", "severity", "spearman", share),
+        rows=tuple(
+            (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman), fmt_ratio(s.head_share))
+            for i, s in enumerate(summary.ranking, 1)
+        ),
+        numeric=(True, True, False, False, False, True, True),
+        caption=f"Ranked by {summary.rank_by}, most biased first.",
+    )
+    trends = Table(
+        headers=("metric", "first", "last", "change", "Kendall τ vs order", "p", "trend"),
+        rows=tuple(
+            (t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change), fmt_num(t.kendall_tau),
+             fmt_num(t.p_value), t.direction)
+            for t in summary.trends
+        ),
+        numeric=(False, True, True, True, True, True, False),
+    )
+    order = Table(
+        headers=("row", "model", "label", "spearman", "Δ spearman", share, "Δ"),
+        rows=tuple(
+            (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+             fmt_ratio(s.head_share), fmt_num(s.delta_head_share))
+            for s in summary.order
+        ),
+        numeric=(True, False, False, True, True, True, True),
+        caption="Changes are from the previous audited row.",
+    )
+    moves = h.table_html(trends)
+    if summary.order:
+        figure = h.figure_html(
+            png=figure_png(summary_figure(summary)),
+            alt=f"Spearman rho and {share} for each manifest row, in manifest order",
+        )
+        moves = figure + moves
+    sections = [
+        h.Section("ranking", "Models ranked by bias", h.table_html(ranking, wrap_columns=(2,))),
+        h.Section("order", "Across the manifest order", moves + h.table_html(order, wrap_columns=(1,))),
+    ]
+    if summary.failures:
+        failed = Table(
+            headers=("row", "model", "error"),
+            rows=tuple((str(r), m, e) for r, m, e in summary.failures),
+            numeric=(True, False, False),
+        )
+        sections.append(h.Section("failures", "Failed rows", h.table_html(failed, wrap_columns=(1, 2))))
+    lead = h.paragraph(f"{summary.n_rows} rows: {summary.n_ok} audited, {summary.n_error} failed.")
+    return h.page(title, sections, lead=lead)
+
+
+def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path) -> list[RenderableType]:
+    """The terminal summary: counts, the ranking, and (for 2+ rows) the trends and, up to
+    :data:`MAX_ORDER_ROWS` rows, the row-by-row changes; for ``Console.print``."""
+    resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
+    parts: list[RenderableType] = [
+        f"[bold]{summary.n_rows} rows[/bold]: {summary.n_ok} ok, "
+        f"{summary.n_error} failed{resumed}. Results: {output}"
+    ]
+    share = summary.head_share_metric or "head share ratio"
+    ranking = RichTable(title=f"Models ranked by {summary.rank_by} (most biased first)", title_justify="left")
+    for name, right in (("#", True), ("row", True), ("model", False), ("label", False),
+                        ("severity", False), ("spearman", True), (share, True)):
+        ranking.add_column(name, justify="right" if right else "left")
+    for i, s in enumerate(summary.ranking, 1):
+        ranking.add_row(str(i), str(s.row), s.model, s.label or "", s.severity or "n/a",
+                        fmt_num(s.spearman), fmt_num(s.head_share))
+    parts.append(ranking)
+    if len(summary.order) > 1:
+        trend = RichTable(title="Across the manifest order", title_justify="left")
+        for name in ("metric", "first", "last", "change", "Kendall τ", "p", "trend"):
+            trend.add_column(name, justify="left" if name in ("metric", "trend") else "right")
+        for t in summary.trends:
+            trend.add_row(t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
+                          fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction)
+        parts.append(trend)
+    if 1 < len(summary.order) <= MAX_ORDER_ROWS:
+        order = RichTable(title="Row by row (changes from the previous audited row)", title_justify="left")
+        for name in ("row", "model", "label", "spearman", "Δ", share, "Δ "):
+            order.add_column(name, justify="left" if name in ("model", "label") else "right")
+        for s in summary.order:
+            order.add_row(str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+                          fmt_num(s.head_share), fmt_num(s.delta_head_share))
+        parts.append(order)
+    return parts

@@ -1,0 +1,138 @@
+"""Format-neutral building blocks of every report for people: the :class:`Table` of
+plain-string cells and consistent number formatting (each format escapes cells itself)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MISSING = "n/a"
+"""What a value that is absent (None, NaN) reads as."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of plain-string cells; each format renders and escapes it.
+
+    ``numeric[i]`` right-aligns column i; shorter than ``headers`` means the rest are text.
+    """
+
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    numeric: tuple[bool, ...] = ()
+    caption: str = ""
+
+    def is_numeric(self, column: int) -> bool:
+        """Whether column ``column`` holds numbers (right-aligned)."""
+        return column < len(self.numeric) and self.numeric[column]
+
+
+def finite(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def fmt_num(value: Any, digits: int = 3) -> str:
+    """A number for people: ints with thousands separators, floats to ``digits`` places.
+
+    None and NaN read as ``n/a``; tiny non-zero values (p-values) use scientific notation.
+    """
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    number = finite(value)
+    if number is None:
+        return MISSING
+    if number == 0:
+        return f"{0:.{digits}f}"
+    if abs(number) < 10 ** (-digits):
+        return f"{number:.2e}"
+    if abs(number) >= 1000:
+        return f"{number:,.1f}"
+    return f"{number:.{digits}f}"
+
+
+def fmt_pct(value: Any) -> str:
+    """A share in [0, 1] as a percentage (one decimal; two below 1%)."""
+    number = finite(value)
+    if number is None:
+        return MISSING
+    percent = 100.0 * number
+    return f"{percent:.2f}%" if 0 < abs(percent) < 1 else f"{percent:.1f}%"
+
+
+def fmt_ratio(value: Any) -> str:
+    """A ratio such as dot/cosine, as ``4.16×``."""
+    number = finite(value)
+    return MISSING if number is None else f"{number:.2f}×"
+
+
+def fmt_scalar(value: Any) -> str:
+    """A loose scalar (a setting, a probe detail): ints with separators, floats to 4
+    significant digits (``10``, ``0.007035``, ``5.684e-14``), booleans as yes/no."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return MISSING if value is None else ("yes" if value else "no")
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    number = finite(value)
+    return MISSING if number is None else format(number, ".4g")
+
+
+def fmt_value(value: Any, limit: int = 160) -> str:
+    """Any JSON-like value in one line (numbers via :func:`fmt_scalar`, long text cut at
+    ``limit``)."""
+    if isinstance(value, str):
+        text = value
+    elif value is None or isinstance(value, (bool, int, float, np.generic)):
+        return fmt_scalar(value)
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, (int, float, str)) for v in value):
+        text = ", ".join(v if isinstance(v, str) else fmt_scalar(v) for v in value)
+    else:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def fmt_range(low: Any, high: Any) -> str:
+    """``3–7``, or a single value when both ends are equal."""
+    return fmt_num(low) if low == high else f"{fmt_num(low)}–{fmt_num(high)}"
+
+
+def ratio(numerator: Any, denominator: Any) -> float | None:
+    """``numerator / denominator``, or None when either is missing or the divisor is 0."""
+    a, b = finite(numerator), finite(denominator)
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested mappings as ``(dotted.key, value)`` pairs, in insertion order."""
+    items: list[tuple[str, Any]] = []
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            items.extend(flatten(value, f"{name}."))
+        else:
+            items.append((name, value))
+    return items
+
+
+def join_words(words: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(words) <= 1:
+        return "".join(words)
+    return ", ".join(words[:-1]) + " and " + words[-1]

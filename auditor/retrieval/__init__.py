@@ -1,0 +1,48 @@
+"""Retrieval skew: exact and approximate top-K search over item tables of any size, and
+its measurement (:func:`measure_retrieval`).
+
+Modules: :mod:`~auditor.retrieval.search` (exact FAISS search and the top-K contract,
+:func:`select_topk`), :mod:`~auditor.retrieval.approximate` (IVF/HNSW and recall),
+:mod:`~auditor.retrieval.queries` (query vectors), :mod:`~auditor.retrieval.shards`
+(row shards and their file references), :mod:`~auditor.retrieval.dask` (shards on a
+Dask cluster), :mod:`~auditor.retrieval.measure` (the measurement).
+"""
+
+from auditor.retrieval.approximate import approximate_topk, recall_at
+from auditor.retrieval.dask import dask_client, dask_sharded_topk, search_shard
+from auditor.retrieval.measure import (
+    EXACT_FLOP_LIMIT,
+    RetrievalOutcome,
+    RetrievalSettings,
+    choose_index,
+    measure_retrieval,
+)
+from auditor.retrieval.queries import load_query_file
+from auditor.retrieval.search import TopK, blas_path, l2_normalise, merge_topk, select_topk, sharded_topk
+from auditor.retrieval.shards import MappedRows, ParquetRows, ShardSource, parquet_shards, shard_sources, table_shards
+
+__all__ = [
+    "EXACT_FLOP_LIMIT",
+    "MappedRows",
+    "ParquetRows",
+    "RetrievalOutcome",
+    "RetrievalSettings",
+    "ShardSource",
+    "TopK",
+    "approximate_topk",
+    "blas_path",
+    "choose_index",
+    "dask_client",
+    "dask_sharded_topk",
+    "l2_normalise",
+    "load_query_file",
+    "measure_retrieval",
+    "merge_topk",
+    "parquet_shards",
+    "recall_at",
+    "search_shard",
+    "select_topk",
+    "shard_sources",
+    "sharded_topk",
+    "table_shards",
+]

@@ -1,0 +1,1 @@
+"""Hostile-input regression corpus (see corpus.py)."""

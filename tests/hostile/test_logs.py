@@ -1,0 +1,269 @@
+"""Hostile interaction logs, item-id files and query files given to ``popaudit check``."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    N_ITEMS,
+    Built,
+    Case,
+    Outcome,
+    check_args,
+    fifo,
+    log,
+    params,
+    parquet,
+    run_case,
+    strict_json,
+    symlink,
+    table,
+    write,
+)
+
+BIG_IDS = [2**63 + 7 * i for i in range(N_ITEMS)]
+"""Raw uint64 ids at and above 2^63 (hashed ids): beyond int64, exact only as integers."""
+
+
+def _rows_csv() -> str:
+    items = np.repeat(np.arange(N_ITEMS), np.arange(1, N_ITEMS + 1))
+    return "user_id,item_id\n" + "".join(f"{u % 5},{i}\n" for u, i in enumerate(items))
+
+
+def _log_file(name: str, content: bytes | str, *extra: str) -> Any:
+    """The valid table and ``content`` as the interaction log."""
+
+    def build(d: Path) -> Built:
+        table(d)
+        write(d, name, content)
+        return Built(check_args("items.npy", *extra, interactions=name))
+
+    return build
+
+
+def _with_log(*extra: str, make: Any) -> Any:
+    """The valid table and log, plus whatever ``make(d)`` writes (named in ``extra``)."""
+
+    def build(d: Path) -> Built:
+        table(d)
+        log(d)
+        make(d)
+        return Built(check_args("items.npy", *extra))
+
+    return build
+
+
+def _special_log(path: str) -> Any:
+    def build(d: Path) -> Built:
+        table(d)
+        return Built(check_args("items.npy", interactions=path))
+
+    return build
+
+
+def _fifo_as(flag: str) -> Any:
+    def build(d: Path) -> Built:
+        table(d)
+        log(d)
+        fifo(d, "pipe")
+        if flag == "--interactions":
+            return Built(check_args("items.npy", interactions="pipe"))
+        return Built(check_args("items.npy", flag, "pipe"))
+
+    return build
+
+
+def _u64_log(name: str, *, mapped: bool) -> Any:
+    def build(d: Path) -> Built:
+        table(d)
+        log(d, name, ids=BIG_IDS)
+        if not mapped:
+            return Built(check_args("items.npy", interactions=name))
+        write(d, "ids.txt", "".join(f"{i}\n" for i in BIG_IDS))
+        return Built(check_args("items.npy", "--item-ids", "ids.txt", "--json", "r.json", interactions=name),
+                     outputs=["r.json"], must_exist=["r.json"], check=_all_mapped)
+
+    return build
+
+
+def _all_mapped(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["inputs"]["n_interactions"] == N_ITEMS * (N_ITEMS + 1) // 2
+    assert report["frequency_norm"]["n_cold"] == 0  # every id found its row: none collapsed
+    assert not report["inputs"].get("n_unmapped_interactions")
+
+
+def _offset_by_one(*extra: str, outputs: tuple[str, ...] = ()) -> Any:
+    def build(d: Path) -> Built:
+        table(d)
+        log(d, ids=list(range(1, N_ITEMS + 1)))
+        return Built(check_args("items.npy", *extra), outputs=outputs, must_exist=outputs)
+
+    return build
+
+
+def _scrambled(d: Path) -> Built:
+    table(d)
+    log(d, ids=[int(i) for i in np.random.default_rng(0).choice(10**9, N_ITEMS, replace=False)])
+    return Built(check_args("items.npy"))
+
+
+def _parquet_log(columns: dict[str, Any]) -> Any:
+    def build(d: Path) -> Built:
+        table(d)
+        parquet(d, "bad.parquet", columns)
+        return Built(check_args("items.npy", interactions="bad.parquet"))
+
+    return build
+
+
+def _truncated_gzip(d: Path) -> Built:
+    table(d)
+    data = gzip.compress(("user_id,item_id\n" + "".join(f"{i % 5},{i % 10}\n" for i in range(2000))).encode())
+    write(d, "log.csv.gz", data[: len(data) // 2])
+    return Built(check_args("items.npy", interactions="log.csv.gz"))
+
+
+def _truncated_parquet(d: Path) -> Built:
+    table(d)
+    log(d, "full.parquet")
+    data = (d / "full.parquet").read_bytes()
+    write(d, "cut.parquet", data[: len(data) // 2])
+    return Built(check_args("items.npy", interactions="cut.parquet"))
+
+
+def _two_item_columns(d: Path) -> Built:
+    table(d)
+    write(d, "log.csv", "user_id,item_id,item_id\n1,2,3\n2,3,4\n")
+    return Built(check_args("items.npy", interactions="log.csv"))
+
+
+def _folder_log(d: Path) -> Built:
+    table(d)
+    (d / "logs").mkdir()
+    return Built(check_args("items.npy", interactions="logs"))
+
+
+def _loop_log(d: Path) -> Built:
+    table(d)
+    symlink(d, "a.csv", "b.csv")
+    symlink(d, "b.csv", "a.csv")
+    return Built(check_args("items.npy", interactions="a.csv"))
+
+
+def _missing_log(d: Path) -> Built:
+    table(d)
+    return Built(check_args("items.npy", interactions="nope.parquet"))
+
+
+def _queries(array: np.ndarray) -> Any:
+    return lambda d: np.save(d / "q.npy", array, allow_pickle=array.dtype == object)
+
+
+CASES = [
+    Case("empty-log", _log_file("log.csv", ""), EXIT_ERROR, r"no interactions in log\.csv: the file is empty \(0 bytes\)"),
+    Case("blank-lines-log", _log_file("log.csv", "\n\n  \n\n"), EXIT_ERROR,
+         r"no interactions in log\.csv: it holds only blank lines"),
+    Case("header-only-log", _log_file("log.csv", "user_id,item_id\n"), EXIT_ERROR, r"no interactions in log\.csv"),
+    Case("utf8-bom-header", _log_file("log.csv", ("\ufeff" + _rows_csv()).encode()), EXIT_OK, None),
+    Case("crlf-line-ends", _log_file("log.csv", _rows_csv().replace("\n", "\r\n").encode()), EXIT_OK, None),
+    Case("empty-parquet-log", _parquet_log({"user_id": pa.array([], pa.int64()), "item_id": pa.array([], pa.int64())}),
+         EXIT_ERROR, r"no interactions in bad\.parquet"),
+    Case("all-null-item-ids", _parquet_log({"user_id": [1, 2], "item_id": pa.array([None, None], pa.int64())}),
+         EXIT_ERROR, r"no interactions in bad\.parquet \(2 rows, every item id empty\)"),
+    Case("binary-log", _log_file("log.csv", bytes(range(256)) * 4), EXIT_ERROR,
+         r"log\.csv is not a text interaction log \(it looks like binary data"),
+    Case("nul-inside-csv", _log_file("log.csv", b"user_id,item_id\n1,2\n2,\x003\n"), EXIT_ERROR,
+         r"log\.csv is not a text interaction log"),
+    Case("two-item-id-columns", _two_item_columns, EXIT_ERROR,
+         r"log\.csv could be the item id column \('item_id', 'item_id'\).*--item-col"),
+    Case("uint64-ids-parquet-unmapped", _u64_log("big.parquet", mapped=False), EXIT_ERROR,
+         r"big\.parquet reach 9223372036854775\d+.*--item-ids FILE"),
+    Case("ids-offset-by-one", _offset_by_one(), EXIT_ERROR, r"log\.parquet.*look shifted: pass --id-offset 1"),
+    Case("ids-offset-by-one-declared", _offset_by_one("--id-offset", "1", "--json", "r.json", outputs=("r.json",)),
+         EXIT_OK, None),
+    Case("scrambled-ids-beyond-table", _scrambled, EXIT_ERROR,
+         r"10 of the 10 distinct item ids in log\.parquet.*evidently not the table's row numbers.*--item-ids FILE"),
+    Case("negative-ids", _log_file("log.csv", "user_id,item_id\n1,-3\n2,4\n"), EXIT_ERROR,
+         r"log\.csv.*ids run from -3 to 4.*--item-ids FILE"),
+    Case("fifo-interactions", _fifo_as("--interactions"), EXIT_ERROR,
+         r"interaction log pipe is a FIFO \(named pipe\)", process=True, timeout=30),
+    Case("fifo-queries", _fifo_as("--queries"), EXIT_ERROR, r"query file pipe is a FIFO \(named pipe\)",
+         process=True, timeout=30),
+    Case("fifo-item-ids", _fifo_as("--item-ids"), EXIT_ERROR, r"item ids file pipe is a FIFO \(named pipe\)",
+         process=True, timeout=30),
+    Case("dev-zero-interactions", _special_log("/dev/zero"), EXIT_ERROR,
+         r"interaction log /dev/zero is a character device", process=True, timeout=30),
+    Case("dev-zero-item-ids", _with_log("--item-ids", "/dev/zero", make=lambda d: None), EXIT_ERROR,
+         r"item ids file /dev/zero is a character device", process=True, timeout=30),
+    Case("latin1-log", _log_file("log.csv", "user_id,item_id\n1,caf\xe9\n2,th\xe9\n".encode("latin-1")), EXIT_ERROR,
+         r"'item_id' of log\.csv .*not valid UTF-8"),
+    Case("parquet-struct-ids", _parquet_log({"user_id": [[1.0], [2.0]], "item_id": [{"a": 1}, {"a": 2}]}), EXIT_ERROR,
+         r"item column 'item_id' of bad\.parquet has type struct<a: int64>.*--item-col"),
+    Case("parquet-float-ids", _parquet_log({"user_id": [1, 2], "item_id": [0.5, 1.5]}), EXIT_ERROR,
+         r"item column 'item_id' of bad\.parquet holds non-integer numbers"),
+    Case("parquet-binary-ids", _parquet_log({"user_id": [1, 2], "item_id": pa.array([b"\xff\x00", b"\x01"])}),
+         EXIT_ERROR, r"'item_id' of bad\.parquet"),
+    Case("huge-line-without-newline", _log_file("log.csv", "user_id,item_id\n1," + "9" * (9 << 20)), EXIT_ERROR,
+         r"log\.csv: a line is longer than 4 MiB"),
+    Case("ragged-csv", _log_file("log.csv", "user_id,item_id\n1,2\n2,3,4,5\n3,4\n"), EXIT_ERROR,
+         r"log\.csv: a line has 4 fields where the first line has 2"),
+    Case("truncated-gzip", _truncated_gzip, EXIT_ERROR, r"log\.csv\.gz.*[Tt]runcated"),
+    Case("truncated-parquet", _truncated_parquet, EXIT_ERROR, r"cut\.parquet as Parquet"),
+    Case("no-item-column", _log_file("log.csv", "alpha,beta\n1,2\n3,4\n"), EXIT_ERROR,
+         r"cannot find an item id column in log\.csv.*--item-col NAME"),
+    Case("item-col-not-there", _with_log("--item-col", "nope", make=lambda d: None), EXIT_ERROR,
+         r"item column 'nope' is not in log\.parquet; columns found: user_id, item_id"),
+    Case("tsv-declared-parquet", _log_file("log.tsv", "user_id\titem_id\n1\t2\n", "--interactions-format", "parquet"),
+         EXIT_ERROR, r"log\.tsv as Parquet"),
+    Case("item-ids-too-short", _with_log("--item-ids", "ids.txt", make=lambda d: write(d, "ids.txt", "0\n1\n2\n")),
+         EXIT_ERROR, r"--item-ids file ids\.txt has 3 ids but the item table in items\.npy has 10 rows"),
+    Case("item-ids-duplicated", _with_log("--item-ids", "ids.txt", make=lambda d: write(d, "ids.txt", "5\n" * 10)),
+         EXIT_ERROR, r"duplicate item id 5 in --item-ids file ids\.txt"),
+    Case("item-ids-latin1", _with_log("--item-ids", "ids.txt", make=lambda d: write(
+        d, "ids.txt", b"".join(b"caf\xe9%d\n" % i for i in range(10)))), EXIT_ERROR, r"ids\.txt.*not valid UTF-8"),
+    Case("queries-nan", _with_log("--queries", "q.npy", make=_queries(np.full((3, 4), np.nan, np.float32))),
+         EXIT_ERROR, r"query file q\.npy holds NaN or infinite values"),
+    Case("queries-object-dtype", _with_log("--queries", "q.npy", make=_queries(np.array([{"a": 1}] * 3, dtype=object))),
+         EXIT_ERROR, r"q\.npy.*Python objects"),
+    Case("queries-wrong-dimension", _with_log("--queries", "q.npy", make=_queries(np.ones((3, 7), np.float32))),
+         EXIT_ERROR, r"q\.npy.*dimension 7.*dimension 4"),
+    Case("folder-log", _folder_log, EXIT_USAGE, r"'--interactions'.*logs.*is a directory"),
+    Case("symlink-loop-log", _loop_log, EXIT_ERROR, r"interaction log a\.csv.*symbolic links"),
+    Case("missing-log", _missing_log, EXIT_ERROR, r"not found: nope\.parquet"),
+]
+
+PRODUCT_FAILURES = [
+    Case("line-of-5MiB-without-newline", _log_file("log.csv", "user_id,item_id\n1," + "9" * (5 << 20)), EXIT_ERROR,
+         r"log\.csv.*(longer than 4 MiB|too long)", absent=r"non-integer",
+         product_failure="a 5 MiB line (one 5-million-digit id, no newline) is not refused as 'longer than 4 MiB' "
+                         "as a 9 MiB one is; it is read as a float and reported as 'non-integer numbers'"),
+    Case("uint64-ids-csv-unmapped", _u64_log("big.csv", mapped=False), EXIT_ERROR, r"big\.csv.*--item-ids",
+         absent=r"non-integer",
+         product_failure="uint64 ids >= 2^63 in a CSV log are reported as 'non-integer numbers' (they are integers "
+                         "beyond int64) instead of ids beyond the table with the --item-ids hint the Parquet log gets"),
+    Case("uint64-ids-parquet-mapped", _u64_log("big.parquet", mapped=True), EXIT_OK, None,
+         product_failure="an --item-ids file of uint64 ids >= 2^63 is refused as 'non-integer numbers', so a log of "
+                         "hashed 64-bit ids cannot be audited at all"),
+    Case("uint64-ids-csv-mapped", _u64_log("big.csv", mapped=True), EXIT_OK, None,
+         product_failure="uint64 ids >= 2^63 in a CSV log with a matching --item-ids file: refused as "
+                         "'non-integer numbers' (read as float, which would also merge neighbouring ids)"),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_log(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
+
+
+def test_corpus_size() -> None:
+    assert len(CASES) + len(PRODUCT_FAILURES) >= 25

@@ -1,0 +1,229 @@
+"""Hostile ``popaudit batch`` manifests: columns that try to grant trust or pick a
+cluster, paths that escape, broken files, outputs that would overwrite an input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    FAST,
+    Built,
+    Case,
+    Outcome,
+    fifo,
+    log,
+    no_dev_full,
+    params,
+    parquet,
+    run_case,
+    symlink,
+    table,
+    write,
+)
+
+NEVER_OVERWRITES = r"popaudit never overwrites an input"
+NOT_ALLOWED = r"manifest m\.{suffix}: column '{column}' is not allowed: .*{flag}"
+
+
+def _batch(manifest: str | bytes | dict[str, list[Any]] | None, *extra: str, name: str = "m.csv",
+           outputs: tuple[str, ...] = (), check: Any = None, make: Any = None, quiet: bool = True) -> Any:
+    """The valid table and log, the manifest ``name`` (CSV text/bytes, or columns written
+    as Parquet), ``make(d)``, then ``batch m.csv -o r.parquet --interactions log.parquet``
+    (with -q unless ``quiet`` is false: the console summary is then printed)."""
+
+    def build(d: Path) -> Built:
+        table(d)
+        log(d)
+        if isinstance(manifest, dict):
+            parquet(d, name, manifest)
+        elif manifest is not None:
+            write(d, name, manifest)
+        if make is not None:
+            make(d)
+        args = ["batch", name, *extra]
+        if "-o" not in extra:
+            args += ["-o", "r.parquet"]
+        fast = FAST if quiet else tuple(a for a in FAST if a != "-q")
+        return Built([*args, "--interactions", "log.parquet", *fast], outputs=outputs, check=check)
+
+    return build
+
+
+def _results(*statuses: str, no: str | None = None) -> Any:
+    """Check r.parquet: one row per manifest row with these statuses; no error cell holds ``no``."""
+
+    def check(d: Path, outcome: Outcome) -> None:
+        rows = pq.read_table(d / "r.parquet").to_pylist()
+        assert [r["status"] for r in rows] == list(statuses), rows
+        for row in rows:
+            if row["status"] == "error":
+                assert row["error"], row
+                assert no is None or no not in row["error"], row["error"]
+
+    return check
+
+
+RESULTS = ("r.parquet",)
+
+
+def _etc_passwd(column: str, cell: str) -> Any:
+    header = "model,interactions" if column == "interactions" else "model"
+    line = f"items.npy,{cell}" if column == "interactions" else cell
+    return _batch(f"{header}\n{line}\n", outputs=RESULTS, check=_results("error", no="root:"))
+
+
+def _no_etc_passwd() -> str | None:
+    passwd = Path("/etc/passwd")
+    readable = passwd.is_file() and os.access(passwd, os.R_OK)
+    return None if readable and "root:" in passwd.read_text(errors="replace") else "no /etc/passwd with a root entry"
+
+
+def _foreign_resume(d: Path) -> Built:
+    """A results file written for manifest a/m.csv, resumed with manifest b/m.csv whose
+    row 0 has the same model cell (items.npy) but names another file."""
+    log(d)
+    for sub, seed in (("a", 0), ("b", 5)):
+        (d / sub).mkdir()
+        table(d / sub, seed=seed)
+        write(d / sub, "m.csv", "model\nitems.npy\n")
+    first = CliRunner().invoke(cli, ["batch", str(d / "a" / "m.csv"), "-o", str(d / "r.parquet"),
+                                     "--interactions", str(d / "log.parquet"), *FAST])
+    assert first.exit_code == 0, first.output
+    return Built(["batch", "b/m.csv", "-o", "r.parquet", "--resume", "--interactions", "log.parquet", *FAST])
+
+
+def _special_manifest(path: str) -> Any:
+    def build(d: Path) -> Built:
+        table(d)
+        log(d)
+        return Built(["batch", path, "-o", "r.parquet", *FAST])
+
+    return build
+
+
+def _fifo_manifest(d: Path) -> Built:
+    fifo(d, "m.csv")
+    return Built(["batch", "m.csv", "-o", "r.parquet", *FAST])
+
+
+def _links(d: Path) -> None:
+    symlink(d, "alias.csv", "m.csv")
+    symlink(d, "log-link.parquet", "log.parquet")
+    write(d, "p.py", "X = 1\n")
+
+
+def _html_escaped(d: Path, outcome: Outcome) -> None:
+    page = (d / "s.html").read_text()
+    assert "<script>alert(1)</script>" not in page and "<img src=x onerror" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def _label_literal(d: Path, outcome: Outcome) -> None:
+    labels = [r["label"] for r in pq.read_table(d / "r.parquet").to_pylist()]
+    assert labels == ["[/bold]", "[bold red]styled[/]"], labels
+
+
+CASES = [
+    Case("trust-pickle-column-csv", _batch("model,trust_pickle\nitems.npy,true\n"), EXIT_ERROR,
+         NOT_ALLOWED.format(suffix="csv", column="trust_pickle", flag="--trust-pickle")),
+    Case("trust-pickle-column-parquet", _batch({"model": ["items.npy"], "trust_pickle": [True]}, name="m.parquet"),
+         EXIT_ERROR, NOT_ALLOWED.format(suffix="parquet", column="trust_pickle", flag="--trust-pickle")),
+    Case("scheduler-column", _batch("model,scheduler\nitems.npy,tcp://203.0.113.9:8786\n"), EXIT_ERROR,
+         NOT_ALLOWED.format(suffix="csv", column="scheduler", flag="--scheduler")),
+    Case("plugins-column", _batch("model,plugins\nitems.npy,evil.py\n", make=lambda d: write(
+        d, "evil.py", "raise SystemExit('plugin code ran')\n")), EXIT_ERROR,
+         NOT_ALLOWED.format(suffix="csv", column="plugins", flag="--plugin")),
+    Case("model-is-etc-passwd", _etc_passwd("model", "/etc/passwd"), EXIT_OK, None,
+         stderr=r"row 0 \(/etc/passwd\) failed: ", absent=r"root:", skip=_no_etc_passwd),
+    Case("model-escapes-to-etc-passwd", _etc_passwd("model", "../../../../../../../../../etc/passwd"), EXIT_OK, None,
+         stderr=r"row 0 \(\.\./.*etc/passwd\) failed: ", absent=r"root:", skip=_no_etc_passwd),
+    Case("interactions-is-etc-passwd", _etc_passwd("interactions", "/etc/passwd"), EXIT_OK, None,
+         stderr=r"row 0 \(items\.npy\) failed: ", absent=r"root:", skip=_no_etc_passwd),
+    Case("duplicate-columns", _batch("model,model\nitems.npy,items.npy\n"), EXIT_ERROR,
+         r"manifest m\.csv: column\(s\) 'model' appear more than once"),
+    Case("empty-manifest", _batch(""), EXIT_ERROR, r"manifest m\.csv.*[Ee]mpty"),
+    Case("header-only-manifest", _batch("model\n"), EXIT_ERROR, r"manifest m\.csv has no rows"),
+    Case("no-model-column", _batch("label,path\nx,items.npy\n"), EXIT_ERROR,
+         r"manifest m\.csv has no 'model' column; columns found: label, path"),
+    Case("nul-in-header", _batch(b"model\x00,label\nitems.npy,x\n"), EXIT_ERROR, r"manifest m\.csv has no 'model' column"),
+    Case("latin1-model-cell", _batch(b"model,label\ncaf\xe9.npy,x\n"), EXIT_ERROR,
+         r"m\.csv.*column 'model' is not valid UTF-8"),
+    Case("rows-name-missing-files", _batch("model,interactions\nnope.npy,\nitems.npy,gone.parquet\nitems.npy,\n",
+                                          outputs=RESULTS, check=_results("error", "error", "ok")), EXIT_OK, None,
+         stderr=r"row 0 \(nope\.npy\) failed: .*not found.*nope\.npy.*row 1 \(items\.npy\) failed: .*not found.*gone\.parquet"),
+    Case("row-model-dev-zero-and-empty-cell", _batch('model\n/dev/zero\n""\nitems.npy\n', outputs=RESULTS,
+                                                     check=_results("error", "error", "ok")), EXIT_OK, None,
+         stderr=r"row 0 \(/dev/zero\) failed: .*character device.*row 1 \(\) failed: .*model cell is empty"),
+    Case("row-interactions-fifo", _batch("model,interactions\nitems.npy,pipe.parquet\n", outputs=RESULTS,
+                                         make=lambda d: fifo(d, "pipe.parquet"), check=_results("error")),
+         EXIT_OK, None, stderr=r"row 0 \(items\.npy\) failed: .*pipe\.parquet is a FIFO"),
+    Case("label-html-injection", _batch('model,label\nitems.npy,<script>alert(1)</script>\n'
+                                        'items.npy,"<img src=x onerror=alert(2)>"\n', "--html", "s.html",
+                                        outputs=("r.parquet", "s.html"), check=_html_escaped), EXIT_OK, None),
+    Case("output-is-manifest", _batch("model\nitems.npy\n", "-o", "m.csv"), EXIT_ERROR,
+         r"the results file m\.csv would overwrite the manifest"),
+    Case("output-is-manifest-via-link", _batch("model\nitems.npy\n", "-o", "alias.csv", make=_links), EXIT_ERROR,
+         r"alias\.csv would overwrite the manifest"),
+    Case("html-is-manifest", _batch("model\nitems.npy\n", "-o", "r.parquet", "--html", "m.csv"), EXIT_ERROR,
+         r"--html m\.csv is the input file given as the manifest; " + NEVER_OVERWRITES),
+    Case("output-is-row-model", _batch("model\nitems.npy\n", "-o", "items.npy"), EXIT_ERROR,
+         r"-o items\.npy is the input file given as the model of manifest row 0; " + NEVER_OVERWRITES),
+    Case("output-is-row-log-via-link", _batch("model,interactions\nitems.npy,log-link.parquet\n", "-o", "log-link.parquet",
+                                              make=_links), EXIT_ERROR, r"-o log-link\.parquet .*" + NEVER_OVERWRITES),
+    Case("output-is-default-log", _batch("model\nitems.npy\n", "-o", "log.parquet"), EXIT_ERROR,
+         r"-o log\.parquet is the input file given as --interactions; " + NEVER_OVERWRITES),
+    Case("output-is-plugin", _batch("model\nitems.npy\n", "-o", "p.py", "--plugin", "p.py", make=_links), EXIT_ERROR,
+         r"-o p\.py is the input file given as --plugin; " + NEVER_OVERWRITES),
+    Case("output-is-folder", _batch("model\nitems.npy\n", "-o", "out", make=lambda d: (d / "out").mkdir()), EXIT_USAGE,
+         r"'-o' / '--output': File 'out' is a directory"),
+    Case("resume-from-garbage-results", _batch("model\nitems.npy\n", "--resume", make=lambda d: write(
+        d, "r.parquet", "not parquet\n")), EXIT_ERROR, r"r\.parquet is not a readable Parquet results file"),
+    Case("fifo-manifest", _fifo_manifest, EXIT_ERROR, r"manifest m\.csv is a FIFO \(named pipe\)", process=True,
+         timeout=30),
+    Case("dev-zero-manifest", _special_manifest("/dev/zero"), EXIT_ERROR, r"manifest /dev/zero is a character device",
+         process=True, timeout=30),
+    Case("folder-manifest", _special_manifest("."), EXIT_USAGE, r"'MANIFEST': File '\.' is a directory"),
+    Case("missing-manifest", _special_manifest("nope.csv"), EXIT_ERROR, r"manifest not found: nope\.csv"),
+    Case("garbage-parquet-manifest", _batch(b"PAR1\x00\x01garbage", name="m.parquet"), EXIT_ERROR,
+         r"cannot read manifest m\.parquet as Parquet"),
+    Case("html-dev-full", _batch("model\nitems.npy\n", "-o", "r.parquet", "--html", "/dev/full", outputs=RESULTS),
+         EXIT_ERROR, r"cannot write /dev/full", skip=no_dev_full),
+]
+
+PRODUCT_FAILURES = [
+    Case("label-rich-markup", _batch("model,label\nitems.npy,[/bold]\nitems.npy,[bold red]styled[/]\n", "-k", "10",
+                                     outputs=RESULTS, check=_label_literal, quiet=False),
+         EXIT_OK, None, stdout=r"\[/bold\].*\[bold red\]styled\[/\]",
+         product_failure="manifest labels are printed as rich markup in the console summary: the label '[/bold]' "
+                         "crashes batch after every audit ran (rich.errors.MarkupError traceback, exit 1) and "
+                         "'[bold red]styled[/]' is shown as a styled 'styled'"),
+    Case("resume-with-results-of-another-manifest", _foreign_resume, EXIT_ERROR, r"r\.parquet.*manifest",
+         product_failure="--resume keeps a row of a results file written for another manifest (a/m.csv) because "
+                         "its row number and model cell match, although b/m.csv's items.npy is another file: the "
+                         "results silently report a/items.npy's audit as b's (exit 0)"),
+    Case("nul-byte-in-model-cell", _batch(b"model,label\nitems.npy\x00,x\n"), EXIT_ERROR,
+         r"m\.csv.*column 'model'.*(NUL|null byte)",
+         product_failure="a NUL byte in a model cell fails its row with Python's bare 'ValueError: embedded null "
+                         "byte', which names neither the manifest nor the column (a non-UTF-8 cell is a clear "
+                         "manifest error, exit 1)"),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_manifest(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
+
+
+def test_corpus_size() -> None:
+    assert len(CASES) + len(PRODUCT_FAILURES) >= 20

@@ -1,0 +1,420 @@
+"""Hostile model files given to ``popaudit check MODEL``: broken, lying, malicious, special."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import pickle
+import struct
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    Built,
+    Case,
+    Outcome,
+    check_args,
+    fifo,
+    log,
+    params,
+    parquet,
+    run_case,
+    standard,
+    strict_json,
+    symlink,
+    write,
+)
+
+PICKLE_REFUSED = r"holds a pickled .* without running code from the file.*--trust-pickle"
+
+
+# ---------------------------------------------------------------------------- payloads
+
+
+class _Reduce:
+    """Pickles as ``func(*args)``: what a malicious pickle runs when loaded."""
+
+    def __init__(self, func: Any, *args: Any) -> None:
+        self.func, self.args = func, args
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return self.func, self.args
+
+
+def _marker(d: Path) -> Path:
+    return d / "PWNED"
+
+
+def _pickle_case(name: str, payload: Any) -> Any:
+    """A file holding ``payload(marker)`` pickled; running it would create the marker."""
+
+    def build(d: Path) -> Built:
+        log(d)
+        marker = _marker(d)
+        data = payload(marker) if callable(payload) else payload
+        write(d, name, data if isinstance(data, bytes) else pickle.dumps(data, protocol=2))
+        return Built(check_args(name), markers=[marker])
+
+    return build
+
+
+def _touch_cmd(marker: Path) -> str:
+    return f"touch {marker}"
+
+
+def _chain(marker: Path) -> bytes:
+    """getattr(__import__('os'), 'system')('touch MARKER'): a chain of REDUCE opcodes."""
+    return (b"c__builtin__\ngetattr\n(c__builtin__\n__import__\n(S'os'\ntRS'system'\ntR(S'"
+            + _touch_cmd(marker).encode() + b"'\ntR.")
+
+
+def _protocol0(marker: Path) -> bytes:
+    return b"cos\nsystem\n(S'" + _touch_cmd(marker).encode() + b"'\ntR."
+
+
+def _nested(marker: Path) -> Any:
+    inner = pickle.dumps(_Reduce(os.system, _touch_cmd(marker)), protocol=2)
+    return _Reduce(pickle.loads, inner)
+
+
+def _torch_zip_evil(d: Path) -> Built:
+    """A real torch.save zip archive whose data.pkl calls os.system."""
+    log(d)
+    marker = _marker(d)
+    torch.save(_Reduce(os.system, _touch_cmd(marker)), d / "model.pt")
+    return Built(check_args("model.pt"), markers=[marker])
+
+
+def _state_dict_with_evil(d: Path) -> Built:
+    """A usable state dict plus one object that would run code: the table is audited
+    from the tensors alone, and the object's code never runs."""
+    log(d)
+    marker = _marker(d)
+    torch.save({"item.weight": torch.randn(10, 4), "extra": _Reduce(os.system, _touch_cmd(marker))}, d / "model.pt")
+    return Built(check_args("model.pt"), markers=[marker])
+
+
+class Tripwire(torch.nn.Module):
+    """A pickled module whose unpickling (``__setstate__``) writes a marker file."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.items = torch.nn.Embedding(10, 4)
+        self.marker = marker
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)  # type: ignore[no-untyped-call]
+        Path(self.marker).write_text("unpickled\n")
+
+
+def _pickled_module(d: Path) -> Built:
+    log(d)
+    marker = _marker(d)
+    torch.save(Tripwire(str(marker)), d / "model.pt")
+    return Built(check_args("model.pt"), markers=[marker])
+
+
+class _ScriptHook(torch.nn.Module):
+    """A TorchScript submodule whose scripted ``__setstate__`` (run by torch.jit.load)
+    creates the file named in its state (torch.from_file with shared=True creates it)."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @torch.jit.export
+    def __getstate__(self) -> tuple[str, bool]:
+        return (self.marker, self.training)
+
+    @torch.jit.export
+    def __setstate__(self, state: tuple[str, bool]) -> None:
+        self.marker = state[0]
+        written = torch.from_file(state[0], shared=True, size=4, dtype=torch.uint8)
+        self.training = bool(int(written.fill_(65).sum()) > 0) and state[1]
+
+
+class _ScriptModel(torch.nn.Module):
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.item_embedding = torch.nn.Embedding(10, 4)
+        self.hook = _ScriptHook(marker)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.hook(self.item_embedding(x))
+        return out
+
+
+def _torchscript_setstate(d: Path) -> Built:
+    log(d)
+    marker = _marker(d)
+    torch.jit.save(torch.jit.script(_ScriptModel(str(marker))), str(d / "scripted.pt"))
+    assert not marker.exists()  # saving runs nothing; torch.jit.load would create it
+    return Built(check_args("scripted.pt", "--json", "r.json"), outputs=["r.json"], must_exist=["r.json"],
+                 markers=[marker])
+
+
+# ---------------------------------------------------------------------------- broken files
+
+
+def _torch_bytes() -> bytes:
+    buffer = io.BytesIO()
+    torch.save({"item.weight": torch.randn(10, 4, generator=torch.Generator().manual_seed(0))}, buffer)
+    return buffer.getvalue()
+
+
+def _truncated_pt(d: Path) -> Built:
+    log(d)
+    data = _torch_bytes()
+    write(d, "model.pt", data[: len(data) // 2])
+    return Built(check_args("model.pt"))
+
+
+def _zip_without_end(d: Path) -> Built:
+    log(d)
+    write(d, "model.pt", _torch_bytes()[:-30])  # the end-of-central-directory record is gone
+    return Built(check_args("model.pt"))
+
+
+def _zip_bad_crc(d: Path) -> Built:
+    """A torch.save archive with one byte of the tensor data flipped: its CRC-32 no
+    longer matches, so the table read from it is not the one that was saved."""
+    log(d)
+    data = bytearray(_torch_bytes())
+    archive = zipfile.ZipFile(io.BytesIO(bytes(data)))
+    info = next(i for i in archive.infolist() if i.filename.endswith("/data/0"))
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26: info.header_offset + 30])
+    start = info.header_offset + 30 + name_len + extra_len
+    data[start + 5] ^= 0xFF
+    write(d, "model.pt", bytes(data))
+    return Built(check_args("model.pt"))
+
+
+def _lying_storage(d: Path) -> Built:
+    """A torch.save archive whose data.pkl declares a 10^12-element storage (4 TB) and a
+    [2.5e11, 4] tensor over the 160 bytes of data/0."""
+    log(d)
+    archive = zipfile.ZipFile(io.BytesIO(_torch_bytes()))
+    name = next(n for n in archive.namelist() if n.endswith("/data.pkl"))
+    pkl = archive.read(name)
+
+    def long1(value: int) -> bytes:
+        data = value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True)
+        return b"\x8a" + bytes([len(data)]) + data
+
+    numel = pkl.index(b"K\x28", pkl.index(b"cpu"))  # BININT1 40 (the storage's numel) follows the device
+    size = pkl.index(b"K\x0aK\x04\x86", numel)  # the size tuple (10, 4)
+    lying = pkl[:numel] + long1(10**12) + pkl[numel + 2:size] + long1(250_000_000_000) + pkl[size + 2:]
+    with zipfile.ZipFile(d / "model.pt", "w", zipfile.ZIP_STORED) as out:
+        for entry in archive.namelist():
+            out.writestr(entry, lying if entry == name else archive.read(entry))
+    return Built(check_args("model.pt"))
+
+
+def _lying_npy(d: Path) -> Built:
+    """A .npy header claiming 3e18 x 1 float32 (12 EB, ~3 EiB rows) over 64 bytes of data."""
+    log(d)
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3000000000000000000, 1), }"
+    header = header.ljust(117) + "\n"
+    write(d, "lie.npy", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * 64)
+    return Built(check_args("lie.npy"))
+
+
+def _npy(name: str, array: np.ndarray, *extra: str, outputs: tuple[str, ...] = (), check: Any = None) -> Any:
+    def build(d: Path) -> Built:
+        log(d)
+        np.save(d / name, array, allow_pickle=array.dtype == object)
+        return Built(check_args(name, *extra), outputs=outputs, must_exist=outputs, check=check)
+
+    return build
+
+
+def _nan_weight_pt(d: Path) -> Built:
+    log(d)
+    weight = torch.randn(10, 4)
+    weight[3, 1] = float("nan")
+    torch.save({"item.weight": weight}, d / "model.pt")
+    return Built(check_args("model.pt"))
+
+
+def _scalars_pt(d: Path) -> Built:
+    log(d)
+    torch.save({"step": torch.tensor(3), "lr": 0.1}, d / "model.pt")
+    return Built(check_args("model.pt"))
+
+
+def _report_ok(constant_norms: bool) -> Any:
+    def check(d: Path, outcome: Outcome) -> None:
+        report = strict_json(d / "r.json")
+        rho = report["frequency_norm"]["spearman"]
+        if constant_norms:
+            assert rho is None
+            assert any("same norm" in w for w in report["warnings"]), report["warnings"]
+        else:
+            assert rho is not None and -1 <= rho <= 1
+
+    return check
+
+
+def _huge_values() -> np.ndarray:
+    values = (np.random.default_rng(1).uniform(-1, 1, (10, 4)) * 3e38).astype(np.float32)
+    values[0] = [3e38, -3e38, 3e38, -3e38]
+    return values
+
+
+def _safetensors_lying_header(d: Path) -> Built:
+    log(d)
+    write(d, "model.safetensors", struct.pack("<Q", 2**62) + b'{"item.weight": {}}')
+    return Built(check_args("model.safetensors"))
+
+
+def _special_model(path: str) -> Any:
+    def build(d: Path) -> Built:
+        log(d)
+        return Built(check_args(path))
+
+    return build
+
+
+def _fifo_model(d: Path) -> Built:
+    log(d)
+    fifo(d, "model.pt")
+    return Built(check_args("model.pt"))
+
+
+def _folder_model(d: Path) -> Built:
+    log(d)
+    (d / "model.pt").mkdir()
+    return Built(check_args("model.pt"))
+
+
+def _loop(d: Path) -> Built:
+    log(d)
+    symlink(d, "a.pt", "b.pt")
+    symlink(d, "b.pt", "a.pt")
+    return Built(check_args("a.pt"))
+
+
+def _dangling(d: Path) -> Built:
+    log(d)
+    symlink(d, "model.pt", "gone/model.pt")
+    return Built(check_args("model.pt"))
+
+
+def _no_vector_parquet(d: Path) -> Built:
+    log(d)
+    parquet(d, "items.parquet", {"id": [0, 1, 2], "name": ["a", "b", "c"], "score": [1.0, 2.0, 3.0]})
+    return Built(check_args("items.parquet"))
+
+
+def _simple(name: str, content: bytes | str) -> Any:
+    def build(d: Path) -> Built:
+        log(d)
+        write(d, name, content)
+        return Built(check_args(name))
+
+    return build
+
+
+def _zeros(d: Path) -> Built:
+    log(d)
+    np.save(d / "zeros.npy", np.zeros((10, 4), np.float32))
+    return Built(check_args("zeros.npy"))
+
+
+def _symlink_to_table(d: Path) -> Built:
+    """A valid table reached through two links: audited as the file it names."""
+    standard(d)
+    symlink(d, "link1.npy", "items.npy")
+    symlink(d, "link2.npy", "link1.npy")
+    return Built(check_args("link2.npy", "--json", "r.json"), outputs=["r.json"], must_exist=["r.json"])
+
+
+CASES = [
+    Case("empty-pt", _simple("model.pt", b""), EXIT_ERROR, r"model\.pt.*the file is empty \(0 bytes\)"),
+    Case("empty-npy", _simple("items.npy", b""), EXIT_ERROR, r"items\.npy.*the file is empty \(0 bytes\)"),
+    Case("empty-safetensors", _simple("m.safetensors", b""), EXIT_ERROR, r"m\.safetensors.*the file is empty"),
+    Case("truncated-pt", _truncated_pt, EXIT_ERROR, r"cannot read model\.pt: .*(zip|truncated|corrupt)"),
+    Case("zip-without-end-record", _zip_without_end, EXIT_ERROR, r"cannot read model\.pt: .*(zip|truncated|corrupt)"),
+    Case("garbage-pt", _simple("model.pt", bytes(range(7, 256)) * 8), EXIT_ERROR,
+         r"model\.pt.*neither a torch\.save zip archive nor a complete pickle", absent=r"--trust-pickle"),
+    Case("garbage-bin", _simple("model.bin", np.random.default_rng(3).bytes(100)), EXIT_ERROR,
+         r"cannot read model\.bin .*(corrupt|not a model file)"),
+    Case("pickle-os-system", _pickle_case("evil.pt", lambda m: _Reduce(os.system, _touch_cmd(m))), EXIT_ERROR,
+         r"evil\.pt " + PICKLE_REFUSED),
+    Case("pickle-eval", _pickle_case("evil.pt", lambda m: _Reduce(builtins.eval, f"open({str(m)!r}, 'w')")),
+         EXIT_ERROR, r"evil\.pt " + PICKLE_REFUSED),
+    Case("pickle-exec", _pickle_case("evil.pkl", lambda m: _Reduce(builtins.exec, f"open({str(m)!r}, 'w')")),
+         EXIT_ERROR, r"evil\.pkl " + PICKLE_REFUSED),
+    Case("pickle-subprocess", _pickle_case("evil.pt", lambda m: _Reduce(subprocess.check_call, ["touch", str(m)])),
+         EXIT_ERROR, r"evil\.pt .*subprocess.*--trust-pickle"),
+    Case("pickle-reduce-chain", _pickle_case("evil.pt", _chain), EXIT_ERROR, r"evil\.pt " + PICKLE_REFUSED),
+    Case("pickle-protocol-0", _pickle_case("evil.pkl", _protocol0), EXIT_ERROR, r"evil\.pkl .*os\.system.*--trust-pickle"),
+    Case("pickle-nested-loads", _pickle_case("evil.pt", _nested), EXIT_ERROR, r"evil\.pt .*loads.*--trust-pickle"),
+    Case("torch-zip-os-system", _torch_zip_evil, EXIT_ERROR, r"model\.pt " + PICKLE_REFUSED),
+    # Read without unpickling: the tensors are rebuilt, Tripwire.__setstate__ never runs.
+    Case("pickled-module-tripwire", _pickled_module, EXIT_OK, None),
+    Case("state-dict-with-evil-object", _state_dict_with_evil, EXIT_OK, None),
+    Case("torchscript-setstate-writes-file", _torchscript_setstate, EXIT_OK, None),
+    Case("pt-storage-claims-4TB", _lying_storage, EXIT_ERROR,
+         r"model\.pt: .*data\.pkl: storage .*data/0 declares 4000000000000 bytes but the archive holds 160"),
+    Case("npy-lying-header-3EiB", _lying_npy, EXIT_ERROR,
+         r"lie\.npy.*header declares shape \[3000000000000000000, 1\].*truncated or corrupt"),
+    Case("npy-object-dtype", _npy("obj.npy", np.array([[1, 2], [3, "x"]], dtype=object)), EXIT_ERROR,
+         r"obj\.npy.*Python objects.*never unpickled"),
+    Case("npy-all-nan", _npy("nan.npy", np.full((10, 4), np.nan, np.float32)), EXIT_ERROR,
+         r"nan\.npy has 10 rows with NaN or infinite values"),
+    Case("npy-some-inf", _npy("inf.npy", np.where(np.eye(10, 4) > 0, np.inf, 1.0).astype(np.float32)), EXIT_ERROR,
+         r"inf\.npy has 4 rows with NaN or infinite values \(rows 0, 1, 2, 3\)"),
+    Case("pt-nan-weight", _nan_weight_pt, EXIT_ERROR, r"model\.pt has 1 row with NaN or infinite values \(rows 3\)"),
+    Case("npy-constant-table", _npy("const.npy", np.ones((10, 4), np.float32), "--json", "r.json",
+                                    outputs=("r.json",), check=_report_ok(constant_norms=True)), EXIT_OK, None),
+    Case("npy-plus-minus-3e38", _npy("huge.npy", _huge_values(), "--json", "r.json", outputs=("r.json",),
+                                     check=_report_ok(constant_norms=False)), EXIT_OK, None),
+    Case("npy-zero-rows", _npy("none.npy", np.zeros((0, 4), np.float32)), EXIT_ERROR, r"none\.npy is empty \(0 rows\)"),
+    Case("npy-1d", _npy("flat.npy", np.arange(10.0)), EXIT_ERROR, r"flat\.npy.*must be 2-D"),
+    Case("pt-no-float-table", _scalars_pt, EXIT_ERROR, r"no item embedding table in model\.pt"),
+    Case("safetensors-garbage", _simple("m.safetensors", "not safetensors at all\n"), EXIT_ERROR,
+         r"m\.safetensors as safetensors"),
+    Case("safetensors-lying-header", _safetensors_lying_header, EXIT_ERROR, r"model\.safetensors as safetensors"),
+    Case("parquet-no-vector-column", _no_vector_parquet, EXIT_ERROR,
+         r"items\.parquet has no list-of-float column.*id \(int64\), name \(string\), score \(double\)"),
+    Case("parquet-garbage", _simple("items.parquet", b"PAR1garbagePAR1"), EXIT_ERROR, r"items\.parquet as Parquet"),
+    Case("fifo-model", _fifo_model, EXIT_ERROR, r"model\.pt is a FIFO \(named pipe\), not a regular file",
+         process=True, timeout=30),
+    Case("dev-zero-model", _special_model("/dev/zero"), EXIT_ERROR, r"/dev/zero is a character device",
+         process=True, timeout=30),
+    Case("folder-model", _folder_model, EXIT_USAGE, r"'MODEL'.*model\.pt.*is a directory"),
+    Case("symlink-loop-model", _loop, EXIT_ERROR, r"a\.pt.*(Too many levels of symbolic links|symlink loop)"),
+    Case("dangling-symlink-model", _dangling, EXIT_ERROR, r"not found: model\.pt"),
+    Case("symlink-chain-to-table", _symlink_to_table, EXIT_OK, None),
+]
+
+PRODUCT_FAILURES = [
+    Case("zip-bad-crc", _zip_bad_crc, EXIT_ERROR, r"model\.pt.*(CRC|checksum|corrupt)",
+         product_failure="a torch.save archive whose tensor data fails its CRC-32 is audited as if intact (exit 0)"),
+    Case("npy-all-zero-table", _zeros, EXIT_ERROR, r"zeros\.npy",
+         product_failure="an all-zero table fails with 'all 5 query vectors are zero', which names neither the "
+                         "model file nor the cause (every item vector is zero)"),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_model_file(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
+
+
+def test_corpus_size() -> None:
+    assert len(CASES) + len(PRODUCT_FAILURES) >= 30

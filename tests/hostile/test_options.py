@@ -1,0 +1,187 @@
+"""Hostile option values and output paths: out-of-range numbers, gates, and outputs that
+would overwrite an input, write to special files, or land where nothing can be written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_GATE,
+    EXIT_OK,
+    EXIT_USAGE,
+    Built,
+    Case,
+    Outcome,
+    check_args,
+    no_dev_full,
+    params,
+    run_case,
+    standard,
+    strict_json,
+    symlink,
+    unwritable_folder,
+    write,
+)
+
+NEVER_OVERWRITES = r"is the input file given as {given}; popaudit never overwrites an input"
+
+
+def _check(*extra: str, outputs: tuple[str, ...] = (), must_exist: tuple[str, ...] = (), check: Any = None,
+           make: Any = None, outside: tuple[Path, ...] = ()) -> Any:
+    """The valid table and log, ``make(d)`` for more files, then ``check`` with ``extra``."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        if make is not None:
+            make(d)
+        return Built(check_args("items.npy", *extra), outputs=outputs, must_exist=must_exist, check=check,
+                     outside=outside)
+
+    return build
+
+
+def _retrain(*extra: str) -> Any:
+    def build(d: Path) -> Built:
+        return Built(["retrain", "--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1",
+                      *extra, "-o", "model.pt"])
+
+    return build
+
+
+def _ids(d: Path) -> None:
+    write(d, "ids.txt", "".join(f"{i}\n" for i in range(10)))
+
+
+def _links(d: Path) -> None:
+    _ids(d)
+    symlink(d, "report.json", "items.npy")
+    symlink(d, "report.html", "log.parquet")
+    symlink(d, "ids-link.txt", "ids.txt")
+    os.link(d / "ids.txt", d / "hard.md")
+
+
+def _same_via_link(d: Path) -> None:
+    symlink(d, "alias.json", "r.json")
+
+
+def _readonly(d: Path) -> Built:
+    standard(d)
+    folder = unwritable_folder(d)
+    if folder is None:
+        pytest.skip("no folder this process cannot write to (root without a read-only file system)")
+    target = folder / "popaudit-hostile-report.json"
+    return Built(check_args("items.npy", "--json", str(target)), outside=() if folder.is_relative_to(d) else (target,))
+
+
+def _stdout_has_report(d: Path, outcome: Outcome) -> None:
+    assert "Spearman" in outcome.stdout, outcome.stdout[-2000:]
+
+
+def _json_report(d: Path, outcome: Outcome) -> None:
+    assert strict_json(d / "new" / "deeper" / "r.json")["schema_version"] == 1
+
+
+def _old_report_kept(d: Path) -> None:
+    write(d, "r.json", '{"old": "report of yesterday"}\n')
+
+
+def _broken_model(d: Path) -> Built:
+    standard(d)
+    write(d, "broken.npy", b"\x93NUMPY garbage")
+    _old_report_kept(d)
+    return Built(check_args("broken.npy", "--json", "r.json", "--html", "r.html"))
+
+
+CASES = [
+    Case("seed-negative", _check("--seed", "-1"), EXIT_USAGE, r"'--seed': -1 is not in the range x>=0"),
+    Case("lr-nan", _check("--lr", "nan"), EXIT_USAGE, r"'--lr': 'nan' is not a finite number"),
+    Case("lr-inf", _check("--lr", "inf"), EXIT_USAGE, r"'--lr': 'inf' is not a finite number"),
+    Case("lr-zero", _check("--lr", "0"), EXIT_USAGE, r"'--lr': '0' must be > 0"),
+    Case("momentum-negative", _check("--momentum", "-1"), EXIT_USAGE, r"'--momentum': '-1' must be >= 0"),
+    Case("weight-decay-nan", _check("--weight-decay", "nan"), EXIT_USAGE, r"'--weight-decay': 'nan' is not a finite"),
+    Case("retrain-temperature-zero", _retrain("--temperature", "0"), EXIT_USAGE, r"'--temperature': '0' must be > 0"),
+    Case("retrain-lr-nan", _retrain("--lr", "nan"), EXIT_USAGE, r"'--lr': 'nan' is not a finite number"),
+    Case("retrain-seed-negative", _retrain("--seed", "-1"), EXIT_USAGE, r"'--seed': -1 is not in the range"),
+    Case("k-zero", _check("-k", "0"), EXIT_USAGE, r"'-k' / '--k': 0 is not in the range x>=1"),
+    Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range x>=1"),
+    Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
+    Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
+    Case("max-memory-zero", _check("--max-memory", "0"), EXIT_USAGE, r"'--max-memory': memory size must be positive"),
+    Case("format-unknown", _check("--format", "pdf"), EXIT_USAGE, r"--format: 'pdf' is not a report format"),
+    Case("fail-on-garbage", _check("--fail-on", "garbage"), EXIT_USAGE,
+         r"invalid --fail-on: 'garbage' is not 'METRIC OP NUMBER'.*Valid metrics: spearman"),
+    Case("fail-on-nan-threshold", _check("--fail-on", "spearman>nan"), EXIT_USAGE, r"invalid --fail-on: 'spearman>nan'"),
+    Case("fail-on-misspelled", _check("--fail-on", "spearmn>0.5"), EXIT_USAGE, r"unknown metric 'spearmn'"),
+    Case("fail-on-trips-exit-3", _check("--no-retrieval", "--fail-on", "spearman>-2"), EXIT_GATE, None,
+         stderr=r"gate spearman>-2: .*TRIPPED"),
+    Case("fail-on-unmeasured", _check("--no-retrieval", "--fail-on", "head_share_1pct_ratio@100>1.5"), EXIT_ERROR,
+         r"cannot evaluate --fail-on head_share_1pct_ratio@100>1\.5: not measured in this run"),
+    Case("output-is-model", _check("-o", "items.npy"), EXIT_ERROR, r"-o items\.npy " + NEVER_OVERWRITES.format(given="MODEL")),
+    Case("output-is-log", _check("--json", "log.parquet"), EXIT_ERROR,
+         r"--json log\.parquet " + NEVER_OVERWRITES.format(given="--interactions")),
+    Case("output-is-item-ids", _check("--item-ids", "ids.txt", "--html", "ids.txt", make=_ids), EXIT_ERROR,
+         r"--html ids\.txt " + NEVER_OVERWRITES.format(given="--item-ids")),
+    Case("output-symlink-to-model", _check("--json", "report.json", make=_links), EXIT_ERROR,
+         r"--json report\.json " + NEVER_OVERWRITES.format(given="MODEL")),
+    Case("output-symlink-to-log", _check("--html", "report.html", make=_links), EXIT_ERROR,
+         r"--html report\.html " + NEVER_OVERWRITES.format(given="--interactions")),
+    Case("output-symlink-to-item-ids", _check("--item-ids", "ids.txt", "-o", "ids-link.txt", make=_links), EXIT_ERROR,
+         r"-o ids-link\.txt " + NEVER_OVERWRITES.format(given="--item-ids")),
+    Case("output-hardlink-to-item-ids", _check("--item-ids", "ids.txt", "--markdown", "hard.md", make=_links),
+         EXIT_ERROR, r"--markdown hard\.md " + NEVER_OVERWRITES.format(given="--item-ids")),
+    Case("output-is-plugin", _check("--plugin", "p.py", "-o", "p.py", make=lambda d: write(d, "p.py", "X = 1\n")),
+         EXIT_ERROR, r"-o p\.py " + NEVER_OVERWRITES.format(given="--plugin p.py")),
+    Case("output-is-queries", _check("--queries", "q.npy", "--json", "q.npy",
+                                     make=lambda d: shutil.copy(d / "items.npy", d / "q.npy")),
+         EXIT_ERROR, r"--json q\.npy " + NEVER_OVERWRITES.format(given="--queries")),
+    Case("output-dev-null", _check("-o", "/dev/null", "--json", "/dev/null"), EXIT_OK, None),
+    Case("output-dev-stdout", _check("-o", "/dev/stdout", check=_stdout_has_report), EXIT_OK, None,
+         process=True, timeout=60, slow=True),
+    Case("json-and-html-same-path", _check("--json", "r.json", "--html", "r.json"), EXIT_ERROR,
+         r"--json and --html both name r\.json; give each output its own file"),
+    Case("json-and-html-same-file-via-link", _check("--json", "r.json", "--html", "alias.json", make=_same_via_link),
+         EXIT_ERROR, r"--json and --html both name alias\.json"),
+    Case("output-into-missing-folder", _check("--json", "new/deeper/r.json", outputs=("new", "new/deeper", "new/deeper/r.json"),
+                                              must_exist=("new/deeper/r.json",), check=_json_report), EXIT_OK, None),
+    Case("output-under-a-file", _check("--json", "afile/r.json", make=lambda d: write(d, "afile", "x")), EXIT_ERROR,
+         r"cannot create folder afile for afile/r\.json: afile is a file, not a folder"),
+    Case("output-is-a-folder", _check("-o", "out", make=lambda d: (d / "out").mkdir()), EXIT_USAGE,
+         r"'-o' / '--output': File 'out' is a directory"),
+    Case("output-read-only-folder", _readonly, EXIT_ERROR, r"cannot write .*popaudit-hostile-report\.json"),
+    Case("failed-run-keeps-old-report", _broken_model, EXIT_ERROR, r"cannot read broken\.npy"),
+    Case("output-dev-full", _check("--json", "/dev/full"), EXIT_ERROR, r"cannot write /dev/full: No space left",
+         skip=no_dev_full),
+]
+
+PRODUCT_FAILURES = [
+    Case("json-collides-with-markdown-figure", _check("--markdown", "r.md", "--json", "r_files/head_share.png"),
+         EXIT_ERROR, r"(--json|--markdown).*r_files/head_share\.png",
+         product_failure="--json r_files/head_share.png and --markdown r.md both write r_files/head_share.png "
+                         "(a figure of the Markdown report): one output silently replaces the other (exit 0) "
+                         "instead of the 'both name ...; give each output its own file' error two flags get"),
+    Case("output-with-trailing-slash", _check("-o", "newdir/"), EXIT_USAGE, r"-o.*newdir/",
+         product_failure="-o newdir/ (a path that names a folder) writes the report to a regular file named "
+                         "'newdir' (exit 0); an existing folder is a usage error (exit 2)"),
+    Case("json-empty-path", _check("--json", ""), EXIT_USAGE, r"--json",
+         product_failure="--json '' (an unset shell variable) fails with 'cannot write .: it is a folder', which "
+                         "names neither the option nor the empty path, and exits 1 instead of a usage error"),
+    Case("markdown-to-dev-null", _check("--markdown", "/dev/null", outside=(Path("/dev/null_files"),)), EXIT_OK, None,
+         slow=True,  # draws every figure
+         product_failure="--markdown /dev/null creates the folder /dev/null_files and writes the report's PNG "
+                         "figures into /dev (rendered to a special file the images should be left out, as for stdout)"),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_option(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
+
+
+def test_corpus_size() -> None:
+    assert len(CASES) + len(PRODUCT_FAILURES) >= 20

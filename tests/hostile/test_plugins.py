@@ -1,0 +1,213 @@
+"""Hostile ``--plugin`` files: ones that raise, end the process, return junk from their
+hooks, hijack a built-in command, or are no Python file at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_OK,
+    FAST,
+    Built,
+    Case,
+    Outcome,
+    check_args,
+    fifo,
+    params,
+    run_case,
+    standard,
+    strict_json,
+    write,
+)
+
+HOOKIMPL = "from auditor.hookspecs import hookimpl\n"
+
+MEASURE = HOOKIMPL + '''
+class Measure:
+    name = {name!r}
+    description = "a hostile measure"
+
+    def compute(self, bundle, stats, result):
+        return {value}
+
+
+@hookimpl
+def popaudit_measures():
+    return [Measure()]
+'''
+
+RENDERER = HOOKIMPL + '''
+class Renderer:
+    name = {name!r}
+    suffix = ".txt"
+    description = "a hostile renderer"
+
+    def render(self, result, context):
+        {body}
+
+
+@hookimpl
+def popaudit_renderers():
+    return [Renderer()]
+'''
+
+COMMAND = '''import click
+from auditor.hookspecs import hookimpl
+
+
+@click.command({name!r})
+def hijack():
+    click.echo("HIJACKED")
+
+
+@hookimpl
+def popaudit_cli_commands():
+    return [hijack]
+'''
+
+EXIT_IN_HOOK = HOOKIMPL + '''import sys
+
+
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    sys.exit({code!r})
+'''
+
+
+def _plugin(source: str | bytes | None, *extra: str, name: str = "plug.py", command: str = "check",
+            outputs: tuple[str, ...] = (), check: Any = None, make: Any = None) -> Any:
+    """The valid table and log, the plugin file ``name`` (unless ``source`` is None), then
+    ``popaudit COMMAND ... --plugin NAME`` with ``extra``."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        if source is not None:
+            write(d, name, source)
+        if make is not None:
+            make(d)
+        if command == "check":
+            args = check_args("items.npy", "--plugin", name, *extra)
+        elif command == "batch":
+            write(d, "m.csv", "model\nitems.npy\n")
+            args = ["batch", "m.csv", "-o", "r.parquet", "--interactions", "log.parquet", *FAST, "--plugin", name, *extra]
+        else:
+            args = [command, "--plugin", name, *extra]
+        return Built(args, outputs=outputs, check=check)
+
+    return build
+
+
+def _nan_measure_is_null(d: Path, outcome: Outcome) -> None:
+    assert strict_json(d / "r.json")["measures"] == {"nan_measure": None}
+
+
+def _batch_row_failed(d: Path, outcome: Outcome) -> None:
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(d / "r.parquet").to_pylist()
+    assert [r["status"] for r in rows] == ["error"], rows
+    assert "sys.exit(0)" in rows[0]["error"], rows[0]["error"]
+
+
+def _old_reports(d: Path) -> None:
+    write(d, "r.json", '{"old": "report of yesterday"}\n')
+
+
+CASES = [
+    Case("raises-at-import", _plugin("raise RuntimeError('boom at import')\n"), EXIT_ERROR,
+         r"plugin plug\.py failed to import: RuntimeError: boom at import"),
+    Case("sys-exit-0-at-import", _plugin("import sys\nsys.exit(0)\n"), EXIT_ERROR,
+         r"plugin plug\.py failed to import: it called sys\.exit\(0\); a plugin cannot end the run",
+         process=True, timeout=60),
+    Case("sys-exit-0-in-hook", _plugin(EXIT_IN_HOOK.format(code=0)), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_condition_evidence: it called sys\.exit\(0\)",
+         process=True, timeout=60, slow=True),
+    Case("sys-exit-message-in-hook", _plugin(EXIT_IN_HOOK.format(code="bye")), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_condition_evidence: it called sys\.exit\('bye'\)"),
+    Case("sys-exit-0-in-hook-batch", _plugin(EXIT_IN_HOOK.format(code=0), command="batch", outputs=("r.parquet",),
+                                             check=_batch_row_failed), EXIT_OK, None,
+         stderr=r"row 0 \(items\.npy\) failed: PluginError: plugin 'file:.*plug\.py' failed in hook "
+                r"popaudit_condition_evidence: it called sys\.exit\(0\)"),
+    Case("renderer-raises", _plugin(RENDERER.format(name="boom", body="raise RuntimeError('renderer exploded')"),
+                                    "--format", "boom", "-o", "rep.txt", "--json", "r.json", "--html", "r.html"),
+         EXIT_ERROR, r"renderer 'boom' of plugin 'file:plug\.py' failed: RuntimeError: renderer exploded"),
+    Case("renderer-raises-old-report-kept", _plugin(RENDERER.format(name="boom", body="raise ValueError('no')"),
+                                                    "--format", "boom", "-o", "rep.txt", "--json", "r.json",
+                                                    make=_old_reports),
+         EXIT_ERROR, r"renderer 'boom' of plugin 'file:plug\.py' failed: ValueError: no"),
+    Case("renderer-named-json", _plugin(RENDERER.format(name="json", body="return '{}'")), EXIT_ERROR,
+         r"two renderers are named 'json': one from plugin 'builtin:report', one from plugin 'file:plug\.py'"),
+    Case("measure-returns-set", _plugin(MEASURE.format(name="weird", value="{1, 2}"), "--json", "r.json"), EXIT_ERROR,
+         r"measure 'weird' of plugin 'file:plug\.py' returned a set, which is not JSON-serialisable"),
+    Case("measure-returns-object", _plugin(MEASURE.format(name="weird", value="object()"), "--json", "r.json"),
+         EXIT_ERROR, r"measure 'weird' of plugin 'file:plug\.py' returned a object, which is not JSON-serialisable"),
+    Case("measure-returns-nan", _plugin(MEASURE.format(name="nan_measure", value="float('nan')"), "--json", "r.json",
+                                        outputs=("r.json",), check=_nan_measure_is_null), EXIT_OK, None),
+    Case("same-plugin-twice", _plugin(MEASURE.format(name="nan_measure", value="1.5"), "--plugin", "./plug.py",
+                                      "--json", "r.json", outputs=("r.json",)), EXIT_OK, None),
+    Case("plugin-name-with-dots-and-dashes", _plugin(MEASURE.format(name="m", value="1.5"), "--json", "r.json",
+                                                     name="my-plugin.v2.py", outputs=("r.json",)), EXIT_OK, None),
+    Case("measures-hook-returns-int", _plugin(HOOKIMPL + "@hookimpl\ndef popaudit_measures():\n    return 42\n"),
+         EXIT_ERROR, r"plugin 'file:plug\.py' returned int from hook popaudit_measures; expected a list"),
+    Case("command-named-check", _plugin(COMMAND.format(name="check")), EXIT_ERROR,
+         r"plugin 'file:plug\.py' adds command 'check', which is a built-in popaudit command", absent=r"HIJACKED"),
+    Case("command-named-batch", _plugin(COMMAND.format(name="batch"), command="plugins"), EXIT_ERROR,
+         r"plugin 'file:plug\.py' adds command 'batch', which is a built-in popaudit command", absent=r"HIJACKED"),
+    Case("two-plugins-same-command", _plugin(COMMAND.format(name="hello"), "--plugin", "other.py", command="hello",
+                                             make=lambda d: write(d, "other.py", COMMAND.format(name="hello"))),
+         EXIT_ERROR, r"command 'hello' is added by both plugin 'file:\w+\.py' and plugin 'file:\w+\.py'",
+         absent=r"HIJACKED"),
+    Case("missing-plugin-file", _plugin(None, name="nothere.py"), EXIT_ERROR, r"plugin file not found: nothere\.py"),
+    Case("syntax-error", _plugin("def broken(:\n"), EXIT_ERROR,
+         r"plugin plug\.py failed to import: SyntaxError: .*\(plug\.py, line 1\)"),
+    Case("latin1-source", _plugin(b'x = "caf\xe9"\n'), EXIT_ERROR, r"plugin plug\.py failed to import: SyntaxError"),
+    Case("fifo-plugin", _plugin(None, name="pipe.py", make=lambda d: fifo(d, "pipe.py")), EXIT_ERROR,
+         r"plugin file pipe\.py is a FIFO \(named pipe\)", process=True, timeout=30),
+    Case("dev-zero-plugin", _plugin(None, name="/dev/zero"), EXIT_ERROR, r"plugin file /dev/zero is a character device",
+         process=True, timeout=30),
+    Case("folder-plugin", _plugin(None, name="plugdir", make=lambda d: (d / "plugdir").mkdir()), EXIT_ERROR,
+         r"plugin file plugdir is a folder"),
+    Case("misspelled-hook", _plugin(HOOKIMPL + "@hookimpl\ndef popaudit_load_modle(path, options):\n    return None\n"),
+         EXIT_ERROR, r"plugin 'file:plug\.py' defines popaudit_load_modle, which is not a popaudit hook "
+                     r"\(did you mean popaudit_load_model\?\)"),
+    Case("hook-without-hookimpl", _plugin("def popaudit_measures():\n    return []\n"), EXIT_ERROR,
+         r"plugin 'file:plug\.py' defines popaudit_measures without @hookimpl"),
+    Case("loader-returns-str", _plugin(HOOKIMPL + "@hookimpl\ndef popaudit_load_model(path, options):\n"
+                                                  "    return 'not a bundle'\n"),
+         EXIT_ERROR, r"popaudit_load_model plugin returned str for items\.npy, not a ModelBundle"),
+    Case("hook-raises-input-error", _plugin(HOOKIMPL + "from auditor.errors import InputError\n@hookimpl\n"
+                                                       "def popaudit_condition_evidence(bundle):\n"
+                                                       "    raise InputError('the sidecar config.yaml is missing')\n"),
+         EXIT_ERROR, r"plugin 'file:plug\.py' \(hook popaudit_condition_evidence\): the sidecar config\.yaml is missing"),
+    Case("plugins-command-import-error", _plugin("raise ImportError('no module named secret_dep')\n", command="plugins"),
+         EXIT_ERROR, r"plugin plug\.py failed to import: ImportError: no module named secret_dep"),
+    Case("batch-plugin-import-error", _plugin("raise RuntimeError('boom at import')\n", command="batch"), EXIT_ERROR,
+         r"plugin plug\.py failed to import: RuntimeError: boom at import"),
+]
+
+PRODUCT_FAILURES = [
+    Case("renderer-returns-int", _plugin(RENDERER.format(name="num", body="return 42"), "--format", "num",
+                                         "-o", "rep.txt", "--json", "r.json"),
+         EXIT_ERROR, r"renderer 'num' of plugin 'file:plug\.py'.*int",
+         product_failure="a renderer whose render() returns an int (not str/bytes) crashes check with a traceback "
+                         "(AttributeError: 'int' object has no attribute 'encode' in render_outputs) instead of "
+                         "an Error: naming the renderer and its plugin, as a raising renderer gets"),
+    Case("measure-shadows-spearman", _plugin(MEASURE.format(name="spearman", value="0.0"), "--fail-on", "spearman<-0.001"),
+         EXIT_ERROR, r"plug\.py.*'spearman'",
+         product_failure="a plugin measure named 'spearman' silently replaces the built-in flat metric: the gate "
+                         "spearman<-0.001 that trips (exit 3) without the plugin passes (exit 0) with it; a name "
+                         "clash with a built-in metric should be an error naming the plugin"),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
+
+
+def test_corpus_size() -> None:
+    assert len(CASES) + len(PRODUCT_FAILURES) >= 15

@@ -1,0 +1,122 @@
+"""One gate policy for ``check`` and ``batch``: the same expressions accepted and rejected,
+the same exit codes (2 unknown name, 1 unmeasured metric, 3 a gate holds).
+
+Both commands run real audits of one small table (ρ = 1); ``batch`` audits inline here
+(the same audit, in this process) so that the comparison stays quick.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+
+import auditor.batch
+from auditor.cli import cli
+from auditor.gate import UnmeasuredGateError, evaluate_gates, gates_for, require_measured
+
+PLUGIN = ["--plugin", str(Path(__file__).parents[1] / "plugins" / "norm_measures.py")]
+FAST = ["-k", "10", "--bootstrap", "0", "--no-retrieval", "--no-probes", "-q"]
+
+
+@pytest.fixture()
+def biased(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A table whose norms follow popularity exactly, its log, and a one-row manifest."""
+    rng = np.random.default_rng(0)
+    freqs = np.arange(1, 61)
+    directions = rng.normal(size=(60, 8))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    np.save(tmp_path / "items.npy", (directions * freqs[:, None] ** 0.25).astype(np.float32))
+    items = np.repeat(np.arange(60), freqs)
+    pq.write_table(pa.table({"user_id": rng.integers(0, 40, items.size), "item_id": items}), tmp_path / "log.parquet")
+    pacsv.write_csv(pa.table({"model": ["items.npy"]}), tmp_path / "m.csv")
+    monkeypatch.setattr("auditor.batch.run_batch", functools.partial(auditor.batch.run_batch, inline=True))
+    return tmp_path
+
+
+def check(d: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["check", str(d / "items.npy"), "--interactions", str(d / "log.parquet"), *FAST, *args])
+
+
+def batch(d: Path, *args: str, manifest: str = "m.csv") -> Result:
+    return CliRunner().invoke(
+        cli, ["batch", str(d / manifest), "-o", str(d / "r.parquet"), "--interactions", str(d / "log.parquet"), *FAST, *args]
+    )
+
+
+def fail_on(*expressions: str) -> list[str]:
+    return [arg for expr in expressions for arg in ("--fail-on", expr)]
+
+
+def error_line(result: Result) -> str:
+    return next(line for line in result.stderr.splitlines() if line.startswith("Error:"))
+
+
+@pytest.mark.parametrize(
+    ("expressions", "plugin", "problem"),
+    [
+        (["spearmn>0.5"], False, "unknown metric 'spearmn'"),
+        (["spearman >> 1"], False, "is not 'METRIC OP NUMBER'"),
+        (["recall@5>0.9"], False, "unknown metric 'recall@5'"),  # a K that was not requested
+        (["norm_gini>0"], False, "unknown metric 'norm_gini'"),  # a plugin measure, no plugin
+        (["spearman>0.5", "norm_gini>>0"], True, "'norm_gini>>0' is not"),
+    ],
+)
+def test_both_reject_the_same_expressions_with_the_same_usage_error(
+    biased: Path, expressions: list[str], plugin: bool, problem: str
+) -> None:
+    args = fail_on(*expressions) + (PLUGIN if plugin else [])
+    checked, batched = check(biased, *args), batch(biased, *args)
+    assert (checked.exit_code, batched.exit_code) == (2, 2), (checked.output, batched.output)
+    assert problem in error_line(checked)
+    assert error_line(checked) == error_line(batched)  # the same names are valid for both
+    assert not (biased / "r.parquet").exists()  # rejected before anything ran
+
+
+@pytest.mark.parametrize(
+    ("expressions", "plugin", "code"),
+    [
+        (["spearman>0.5"], False, 3),
+        (["spearman<0"], False, 0),
+        (["norm_gini>0"], True, 3),  # a plugin measure is a valid gate name for both
+        (["norm_gini>1", "spearman<0"], True, 0),
+        (["head_share_1pct_ratio@10>1.5"], False, 1),  # --no-retrieval: never measured
+        (["spearman>0.5", "head_share_1pct_ratio@10>1.5"], False, 1),  # unmeasured beats tripped
+    ],
+)
+def test_both_accept_the_same_expressions_with_the_same_exit_code(
+    biased: Path, expressions: list[str], plugin: bool, code: int
+) -> None:
+    args = fail_on(*expressions) + (PLUGIN if plugin else [])
+    checked, batched = check(biased, *args), batch(biased, *args)
+    assert (checked.exit_code, batched.exit_code) == (code, code), (checked.output, batched.output)
+    if code == 3:
+        assert "TRIPPED" in checked.stderr and "gate row 0 (items.npy)" in batched.stderr
+    if code == 1:
+        for result in (checked, batched):
+            assert error_line(result).startswith("Error: cannot evaluate --fail-on head_share_1pct_ratio@10>1.5: not measured")
+
+
+def test_a_batch_gate_with_no_audited_row_is_an_error_not_a_pass(biased: Path) -> None:
+    (biased / "broken.npy").write_bytes(b"not a table")
+    pacsv.write_csv(pa.table({"model": ["broken.npy"]}), biased / "broken.csv")
+    assert batch(biased, manifest="broken.csv").exit_code == 0  # failing rows alone: still 0
+    result = batch(biased, *fail_on("spearman>0.5"), manifest="broken.csv")
+    assert result.exit_code == 1 and "not measured in any audited row" in error_line(result)
+
+
+def test_require_measured_needs_one_run_that_measured_each_gate() -> None:
+    gates = gates_for(["spearman>0.5", "norm_gini>0"], [10, 10], ["norm_gini"])
+    runs = [evaluate_gates(gates, {"spearman": None, "norm_gini": 0.2}), evaluate_gates(gates, {"spearman": 0.7})]
+    require_measured(gates, runs, where="in any row")  # each gate measured somewhere
+    with pytest.raises(UnmeasuredGateError) as info:
+        require_measured(gates, runs[:1], where="in any row")
+    assert info.value.exit_code == 1 and "spearman>0.5" in str(info.value) and "norm_gini" not in str(info.value)
+    with pytest.raises(UnmeasuredGateError):
+        require_measured(gates, [], where="in any row")  # no run at all: never a pass
