@@ -57,13 +57,18 @@ def require_regular_file(
     return path
 
 
-def _is_special(path: Path) -> bool:
-    """True when ``path`` exists and is neither a regular file nor a folder."""
+def is_special_file(path: Path | str) -> bool:
+    """True when ``path`` exists and is neither a regular file nor a folder (``/dev/null``,
+    ``/dev/stdout``, a FIFO, a device; symlinks followed). An output there is written
+    directly, and nothing can be put beside it (a Markdown report's figures)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return False
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+_is_special = is_special_file
 
 
 def _write_error(target: Path, exc: OSError) -> OutputError:
@@ -133,7 +138,9 @@ def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Pa
     they resolve to (symlinks followed, hard links by inode), so ``./log.csv``,
     ``log.csv`` and a link to it are the same file. Special files (``/dev/null``) are
     never inputs worth protecting from an output. Two outputs naming the same regular
-    file are refused too (one would silently replace the other).
+    file are refused too (one would silently replace the other); list every file a run
+    writes, a Markdown report's figures included (see
+    :func:`auditor.report.planned_outputs`), under a name that says whose it is.
     """
     existing = {
         flag: Path(p) for flag, p in inputs.items()

@@ -536,3 +536,66 @@ def test_summary_falling_and_flat() -> None:
     assert falling.trends[0].direction == "falling" and falling.head_share_metric is None
     flat = summarise(_summary_table([(f"m{i}", 0.2, None, "ok") for i in range(4)]))
     assert flat.trends[0].direction == "no clear trend" and flat.trends[0].kendall_tau is None
+
+
+# ---------------------------------------------------------------- hostile cells and provenance
+
+
+def test_nul_byte_in_a_path_cell_is_a_manifest_error(tmp_path: Path) -> None:
+    for column in ("model", "item_ids", "interactions", "--item-ids"):
+        cells = {"model": ["a.npy", "b.npy"], column: ["ids.npy", "ids\x00.npy"]}
+        if column == "model":
+            cells = {"model": ["a.npy", "b\x00.npy"]}
+        manifest = write_manifest(tmp_path / "m.parquet", cells)
+        with pytest.raises(ManifestError, match=rf"manifest .*m\.parquet: column '{column}', row 1: .*NUL byte"):
+            read_manifest(manifest)
+    # Free text may hold anything: a label is no path.
+    manifest = write_manifest(tmp_path / "m.parquet", {"model": ["a.npy"], "label": ["x\x00y"]})
+    assert read_manifest(manifest).rows[0].label == "x\x00y"
+
+
+def test_results_record_the_manifest_path_and_hash(workspace: dict[str, Any]) -> None:
+    import hashlib
+
+    from auditor.batch.results import results_manifest
+
+    d = workspace["dir"]
+    manifest = write_manifest(d / "m.csv", {"model": ["m0.npy"]})
+    run_batch(manifest, d / "r.parquet", defaults={"interactions": d / "log_a.parquet", "ks": (10,)}, audit_fn=fake_audit)
+    recorded = results_manifest(pq.read_table(d / "r.parquet"))
+    assert recorded == (str(manifest.resolve()), hashlib.sha256(manifest.read_bytes()).hexdigest())
+    assert read_manifest(manifest).sha256 == recorded[1]
+    assert results_manifest(pa.table({"row": [0]})) == (None, None)  # a file that records nothing
+
+
+def test_resume_refuses_results_of_another_manifest(workspace: dict[str, Any]) -> None:
+    d = workspace["dir"]
+    defaults = {"interactions": d / "log_a.parquet", "ks": (10,)}
+    (d / "b").mkdir()
+    np.save(d / "b" / "m0.npy", np.load(d / "m2.npy"))
+    first = write_manifest(d / "m.csv", {"model": ["m0.npy"]})
+    other = write_manifest(d / "b" / "m.csv", {"model": ["m0.npy"]})  # same bytes, another m0.npy
+    out = d / "r.parquet"
+    run_batch(first, out, defaults=defaults, audit_fn=fake_audit)
+    before = out.read_bytes()
+    (d / "calls.log").unlink()
+    with pytest.raises(ManifestError, match=r"r\.parquet was written for manifest .*m\.csv, not for .*b/m\.csv.*same content"):
+        run_batch(other, out, defaults=defaults, audit_fn=fake_audit, resume=True)
+    assert out.read_bytes() == before and calls(d / "b") == []  # untouched, nothing audited
+    # Without --resume the file is replaced; the same manifest edited in place still resumes.
+    assert run_batch(other, out, defaults=defaults, audit_fn=fake_audit).n_ok == 1
+    write_manifest(d / "b" / "m.csv", {"model": ["m0.npy", "m0.npy"]})
+    assert run_batch(other, out, defaults=defaults, audit_fn=fake_audit, resume=True).n_resumed == 1
+
+
+def test_console_summary_prints_cells_literally() -> None:
+    from rich.console import Console
+
+    from auditor.report.batch_summary import summary_console
+
+    table = _summary_table([("[/bold]", 0.1, 1.0, "ok"), ("[bold red]x[/]", 0.2, 1.5, "ok"), ("[link=y]z", None, None, "error")])
+    console = Console(width=200, record=True, color_system=None)
+    for part in summary_console(summarise(table), n_resumed=0, output=Path("[/r].parquet")):
+        console.print(part)
+    text = console.export_text()
+    assert "[/bold]" in text and "[bold red]x[/]" in text and "[/r].parquet" in text

@@ -1,6 +1,7 @@
 """`popaudit check` end to end through click's CliRunner, on tables built in tmp_path."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -166,3 +167,36 @@ def test_scheduler_unused_for_a_small_table_is_said_not_silent(biased):
                  "--scheduler", "tcp://127.0.0.1:1", "-q", "--json", out)
     assert result.exit_code == 0, result.output
     assert any("--scheduler tcp://127.0.0.1:1 was not used" in w for w in json.loads(out.read_text())["warnings"])
+
+
+def test_markdown_figure_that_is_an_input_is_refused_before_the_audit(biased):
+    figures = biased / "r_files"
+    figures.mkdir()
+    ids = figures / "head_share.png"
+    ids.write_text("".join(f"{i}\n" for i in range(60)))
+    result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet", "--item-ids", ids,
+                 "--markdown", biased / "r.md", "--no-probes")
+    assert result.exit_code == 1, result.output
+    assert "figure head_share.png of --markdown" in result.output
+    assert "is the input file given as --item-ids" in result.output
+    assert ids.read_text().startswith("0\n") and not (biased / "r.md").exists()
+
+
+def test_markdown_to_a_special_file_omits_its_figures(biased, tmp_path_factory):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    fifo = tmp_path_factory.mktemp("fifo") / "pipe.md"
+    os.mkfifo(fifo)
+    import threading
+
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet", "--markdown", fifo,
+                 "--no-probes", "-q")
+    reader.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    text = got[0].decode()
+    assert f"Plots omitted: this report went to {fifo}, not a regular file" in text
+    assert "](" not in text.split("## Verdict")[1].split("## Inputs")[0]  # no image links
+    assert not (fifo.parent / "pipe_files").exists()

@@ -426,3 +426,18 @@ def test_plugin_error_names_the_plugin(tmp_path):
     torch.save({"item_emb.weight": torch.randn(4, 2)}, path)
     with pytest.raises(PluginError, match="popaudit_load_model: RuntimeError: boom"):
         load_model(path, LoadOptions(), pm)
+
+
+def test_tensor_data_failing_its_crc_is_refused(tmp_path):
+    import struct
+
+    buf = io.BytesIO()
+    torch.save({"item_emb.weight": torch.randn(8, 4)}, buf)
+    data = bytearray(buf.getvalue())
+    info = next(i for i in zipfile.ZipFile(io.BytesIO(bytes(data))).infolist() if i.filename.endswith("/data/0"))
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26 : info.header_offset + 30])
+    data[info.header_offset + 30 + name_len + extra_len + 3] ^= 0x01
+    path = tmp_path / "m.pt"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match=r"m\.pt.*data/0 fails its CRC-32 check"):
+        load_model(path, LoadOptions())

@@ -657,3 +657,37 @@ def test_big_row_groups_stream_with_iter_batches(tmp_path, small_batches, monkey
         assert calls == expected_calls  # row groups above the bound: iter_batches, else the scanner
         assert c.ids.tolist() == ids.tolist() and c.counts.tolist() == counts.tolist()
         assert c.user_counts.tolist() == per_item.tolist()
+
+
+# ---------------------------------------------------------------- ids beyond int64 (hashed uint64 ids)
+
+
+def test_csv_ids_beyond_int64_stay_distinct_and_match_an_id_file(tmp_path):
+    from auditor.loading.ids import read_id_file
+
+    big = [2**63 + 1, 2**63 + 2, 2**64 - 1]  # neighbours a double would merge
+    log = _write(tmp_path / "log.csv", "user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in enumerate(big + big[:1])))
+    counts = count_item_ids(log)
+    assert sorted(counts.ids.tolist()) == sorted(str(i) for i in big)
+    assert sorted(counts.counts.tolist()) == [1, 1, 2]
+    ids_file = _write(tmp_path / "ids.txt", "".join(f"{i}\n" for i in big))
+    item_ids = read_id_file(ids_file)
+    stats = align_counts(counts, item_ids, len(big))
+    assert stats.frequencies.tolist() == [2, 1, 1] and stats.n_unmapped == 0
+    with pytest.raises(IdMappingError, match=r"reach 18446744073709551615, beyond any table row.*--item-ids"):
+        align_counts(counts, None, len(big))
+
+
+def test_maybe_int_reads_text_beyond_int64_as_uint64():
+    assert logs.maybe_int(pa.array(["1", "18446744073709551615"])).type == pa.uint64()
+    assert logs.maybe_int(pa.array(["1", "-2"])).type == pa.int64()
+    assert logs.maybe_int(pa.array(["1", "18446744073709551616"])).type == pa.string()  # beyond uint64: text
+    assert not logs.inexact_floats(pa.array([1.0, 2.5]))
+    assert logs.inexact_floats(pa.array([1.0, 2.0**63]))
+
+
+def test_a_field_longer_than_the_csv_block_is_a_long_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(logs, "CSV_BLOCK_BYTES", 1 << 16)
+    log = _write(tmp_path / "log.csv", "user_id,item_id\n1,2\n2," + "x" * (90 << 10) + "\n")
+    with pytest.raises(InteractionsError, match=r"log\.csv: a line is longer than 4 MiB"):
+        count_item_ids(log)

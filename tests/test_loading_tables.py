@@ -387,3 +387,8 @@ def test_item_ids_duplicates(tmp_path, pm, npy_table):
 def test_item_ids_missing_file(tmp_path, pm, npy_table):
     with pytest.raises(InputError, match="file not found: .*nothere.txt"):
         _load(npy_table, pm, item_ids=tmp_path / "nothere.txt")
+
+
+def test_an_all_zero_item_table_is_refused_naming_its_source():
+    with pytest.raises(EmbeddingTableError, match=r"item table in src is all zeros: every one of its 4 item vectors"):
+        validate_item_table(np.zeros((4, 3), np.float32), "src")

@@ -22,6 +22,7 @@ columns; only the person running the batch sets them, for every row.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
 import typing
@@ -93,6 +94,9 @@ class Manifest:
     columns: dict[str, str]
     """Column as written -> AuditConfig field (or ``model``/``label``/a declared field)."""
     rows: list[ManifestRow]
+    sha256: str | None = None
+    """SHA-256 of the manifest file's bytes as read (None for a manifest built in code);
+    recorded in the results file, see :mod:`auditor.batch.results`."""
 
 
 def manifest_columns() -> list[str]:
@@ -121,6 +125,7 @@ def _canonical(column: str) -> str | None:
 def read_manifest(path: Path) -> Manifest:
     """Read and validate a manifest (Parquet or CSV); raises ManifestError when unusable."""
     path = require_regular_file(path, "manifest", error=ManifestError)
+    digest = _file_sha256(path)
     table = _read_manifest_table(path)
     repeated = sorted({n for n in table.column_names if table.column_names.count(n) > 1})
     if repeated:
@@ -163,11 +168,41 @@ def read_manifest(path: Path) -> Manifest:
         raise ManifestError(f"manifest {path} has no rows")
     base = path.resolve().parent
     data = {name: table.column(name).to_pylist() for name in columns}
+    _check_path_cells(path, columns, data)
     rows = [
         _manifest_row(i, {columns[n]: data[n][i] for n in columns}, base)
         for i in range(table.num_rows)
     ]
-    return Manifest(path=path, columns=columns, rows=rows)
+    return Manifest(path=path, columns=columns, rows=rows, sha256=digest)
+
+
+def _file_sha256(path: Path) -> str:
+    """SHA-256 of a manifest file's bytes; ManifestError when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise ManifestError(f"cannot read manifest {path}: {exc.strerror or exc}") from exc
+    return digest.hexdigest()
+
+
+def _check_path_cells(path: Path, columns: Mapping[str, str], data: Mapping[str, list[Any]]) -> None:
+    """ManifestError for a NUL byte in a cell that names a file (``model``,
+    ``interactions``, ``item_ids``, ...): no path can hold one, and the OS call would
+    fail the row with a bare "embedded null byte" naming neither the manifest nor the
+    column. Like a cell that is not UTF-8, it is a broken manifest, not a failed row."""
+    kinds = _setting_kinds()
+    for name, canonical in columns.items():
+        if canonical != "model" and kinds.get(canonical) not in ("path", "query"):
+            continue
+        for row, value in enumerate(data[name]):
+            if isinstance(value, str) and "\x00" in value:
+                raise ManifestError(
+                    f"manifest {path}: column {_show_names([name])}, row {row}: the cell holds a NUL byte "
+                    "(\\x00), which no file path can contain"
+                )
 
 
 def _read_manifest_table(path: Path) -> pa.Table:

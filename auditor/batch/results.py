@@ -49,6 +49,15 @@ for manifests of thousands of models. For huge manifests of quick audits,
 :func:`auditor.batch.run_batch`'s ``flush_interval`` spaces the rewrites, at the price of
 also losing the rows finished within the last interval. ``resume=True`` keeps the rows
 already ``ok`` (same row index and model) and runs the rest.
+
+Provenance
+----------
+The schema metadata ``popaudit.batch`` (JSON) records ``results_version``, ``ks``, the
+manifest the file was written for (``manifest``: its resolved path) and
+``manifest_sha256`` (the SHA-256 of the manifest file as read); see
+:func:`results_manifest`. ``resume=True`` refuses (ManifestError, the file left as it
+is) a results file recorded for another manifest path: the same row and model cell
+there may name another file. The same manifest edited in place resumes.
 """
 
 from __future__ import annotations
@@ -130,10 +139,15 @@ class ResultsWriter:
     each flush still writes every finished row, the price of an always-valid file.
     """
 
-    def __init__(self, output: Path, ks: Iterable[int], manifest: Path | None = None) -> None:
+    def __init__(
+        self, output: Path, ks: Iterable[int], manifest: Path | None = None, manifest_sha256: str | None = None
+    ) -> None:
         self.output = Path(output)
         self.ks = tuple(sorted(set(ks)))
         self.manifest = manifest
+        """The manifest the results are for (resolved path), recorded in the schema metadata."""
+        self.manifest_sha256 = manifest_sha256
+        """SHA-256 of the manifest file, recorded beside its path."""
         self.status: dict[int, str] = {}
         """Row -> status of every record added."""
         self._table: pa.Table | None = None
@@ -154,6 +168,8 @@ class ResultsWriter:
         meta = dict(schema.metadata or {})
         info = json.loads(meta[b"popaudit.batch"])
         info["manifest"] = str(self.manifest)
+        if self.manifest_sha256 is not None:
+            info["manifest_sha256"] = self.manifest_sha256
         meta[b"popaudit.batch"] = json.dumps(info).encode()
         return schema.with_metadata(meta)
 
@@ -192,6 +208,20 @@ class ResultsWriter:
             pq.write_table(table, tmp, compression="zstd")
         self.last_flush = time.monotonic()
         return table
+
+
+def results_manifest(table: pa.Table) -> tuple[str | None, str | None]:
+    """The manifest a results table was written for: (resolved path, SHA-256 of the
+    file), from its schema metadata; None for what a file does not record."""
+    raw = (table.schema.metadata or {}).get(b"popaudit.batch")
+    try:
+        info = json.loads(raw) if raw else {}
+    except ValueError:
+        info = {}
+    if not isinstance(info, dict):
+        return None, None
+    path, digest = info.get("manifest"), info.get("manifest_sha256")
+    return (path if isinstance(path, str) else None, digest if isinstance(digest, str) else None)
 
 
 def read_results(path: Path) -> pa.Table:

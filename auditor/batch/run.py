@@ -19,9 +19,9 @@ import pyarrow as pa
 from auditor.batch.dispatch import dispatch
 from auditor.batch.jobs import BatchJob, _template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
-from auditor.batch.results import STATUS_ERROR, STATUS_OK, ResultsWriter, read_results
+from auditor.batch.results import STATUS_ERROR, STATUS_OK, ResultsWriter, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
-from auditor.errors import InputError, setting
+from auditor.errors import InputError, ManifestError, setting
 from auditor.io import check_not_inputs
 from auditor.progress import SILENT, Progress
 
@@ -93,7 +93,9 @@ def run_batch(
     Worker processes import the main module, so a script that calls this must do so
     under ``if __name__ == "__main__":``. Raises InputError (an output names an input,
     bad defaults), ManifestError, AuditError (no worker process could start), and
-    :class:`BatchInterrupted` on Ctrl-C once the finished rows are saved.
+    :class:`BatchInterrupted` on Ctrl-C once the finished rows are saved. ``resume`` with a
+    results file written for another manifest (another resolved path) is a
+    ManifestError, raised before the file is touched.
     """
     if jobs < 1:
         raise InputError(f"{setting('jobs')} must be at least 1, got {jobs}")
@@ -108,9 +110,9 @@ def run_batch(
     check_not_inputs({setting("output"): Path(output), **(other_outputs or {})}, batch_inputs(parsed, defaults))
     ks = {k for job in all_jobs if job.config is not None for k in job.config.ks}
     ks |= set(_template(defaults or {}).ks)
-    writer = ResultsWriter(output, ks, parsed.path.resolve())
+    writer = ResultsWriter(output, ks, parsed.path.resolve(), parsed.sha256)
 
-    n_resumed = _resume(writer, all_jobs) if resume and Path(output).exists() else 0
+    n_resumed = _resume(writer, all_jobs, parsed) if resume and Path(output).exists() else 0
     todo = [job for job in all_jobs if job.row not in writer.status]
     bad = [job for job in todo if job.config is None]
     writer.add(error_record(job, job.error or "") for job in bad)
@@ -162,14 +164,38 @@ def run_batch(
     )
 
 
-def _resume(writer: ResultsWriter, jobs: list[BatchJob]) -> int:
+def _resume(writer: ResultsWriter, jobs: list[BatchJob], manifest: Manifest) -> int:
     """Keep the rows of the earlier results file that are ok for the same row and model
-    (a changed manifest re-runs what changed); returns how many were kept."""
+    (a changed manifest re-runs what changed); returns how many were kept.
+
+    The file must have been written for this manifest (the resolved path its schema
+    metadata records): the same row and model cell in another manifest's results can
+    name another file (relative paths resolve against each manifest's folder), so
+    keeping them would report one model's audit as another's. ManifestError otherwise,
+    before anything is written. Files that record no manifest are taken as they are.
+    """
+    earlier = read_results(writer.output)
+    _check_same_manifest(writer.output, earlier, manifest)
     by_row = {job.row: job for job in jobs}
     kept = 0
-    for record in read_results(writer.output).to_pylist():
+    for record in earlier.to_pylist():
         job = by_row.get(record.get("row"))
         if job is not None and record.get("status") == STATUS_OK and record.get("model") == job.model:
             writer.add([record])
             kept += 1
     return kept
+
+
+def _check_same_manifest(output: Path, earlier: pa.Table, manifest: Manifest) -> None:
+    """ManifestError when the results file ``output`` was written for another manifest."""
+    recorded, digest = results_manifest(earlier)
+    here = manifest.path.resolve()
+    if recorded is None or Path(recorded) == here:
+        return
+    same_bytes = digest is not None and digest == manifest.sha256
+    note = " (the files have the same content, but relative paths resolve against each one's folder)" if same_bytes else ""
+    raise ManifestError(
+        f"cannot resume: the results file {output} was written for manifest {recorded}, not for "
+        f"{manifest.path} ({here}){note}; its rows may be audits of other models. Write to "
+        f"another {setting('output')}, or run without {setting('resume')} to replace it"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +31,26 @@ from auditor.progress import Advance, Progress
 F = TypeVar("F", bound=Callable[..., Any])
 
 stderr = Console(stderr=True, highlight=False)
-PathArg = click.Path(path_type=Path, dir_okay=False)
+
+
+class FilePath(click.Path):
+    """A file path: click's Path (a folder that exists is a usage error), and also a usage
+    error when empty (``--json "$UNSET"``) or when it names a folder that does not exist
+    yet: a trailing ``/`` (``-o newdir/``, which would otherwise write a file ``newdir``),
+    or a last part ``.`` or ``..``."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):  # as typed (a converted Path has lost its trailing /)
+            if not value:
+                self.fail("the path is empty; give a file name", param, ctx)
+            seps = tuple(sep for sep in (os.sep, os.altsep) if sep)
+            names_folder = value.endswith(seps) or os.path.basename(value) in (".", "..")
+            if names_folder and not os.path.isdir(value):  # an existing one: click says "is a directory"
+                self.fail(f"{value!r} names a folder, not a file; give a file name", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+PathArg = FilePath(path_type=Path, dir_okay=False)
 
 
 def common_options(command: F) -> F:

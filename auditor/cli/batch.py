@@ -31,7 +31,7 @@ _RAW_ARGS = "popaudit.batch_args"
 
 # This command's own settings that library messages name (the audit settings are named
 # for every command in auditor.cli).
-name_settings({"output": "-o", "jobs": "--jobs", "flush_interval": "--flush-interval", "fail_on": "--fail-on"})
+name_settings({"output": "-o", "jobs": "--jobs", "flush_interval": "--flush-interval", "fail_on": "--fail-on", "resume": "--resume"})
 
 
 class _BatchCommand(click.Command):

@@ -28,7 +28,7 @@ from auditor.errors import GateError, name_settings
 from auditor.gate import evaluate_gates, gates_for, require_measured
 from auditor.io import check_not_inputs
 from auditor.plugins import collect_measures, get_plugin_manager
-from auditor.report import RenderContext, render, render_outputs, renderers
+from auditor.report import RenderContext, planned_outputs, render, render_outputs, renderers
 
 FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 
@@ -102,15 +102,19 @@ def command(
         raise click.UsageError(str(exc)) from exc
 
     files = {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path}
-    check_not_inputs(files, config.input_files())
+    formats = {"-o": fmt, "--json": "json", "--html": "html", "--markdown": "markdown"}
+    # Every file the run writes (a Markdown report's figures included) before the audit.
+    check_not_inputs(planned_outputs({flag: (formats[flag], path) for flag, path in files.items()}),
+                     config.input_files())
 
     # Import here so `popaudit --help` stays fast (torch and faiss load on demand).
     from auditor.audit import run_audit
 
     result = run_audit(config, pm=pm, progress=RichProgress(enabled=not quiet))
 
-    formats = {"-o": fmt, "--json": "json", "--html": "html", "--markdown": "markdown"}
-    written = render_outputs(result, [(formats[flag], path) for flag, path in files.items() if path], pm)
+    chosen = [(flag, path) for flag, path in files.items() if path is not None]
+    written = render_outputs(result, [(formats[flag], path) for flag, path in chosen], pm,
+                             labels=[flag for flag, _path in chosen], inputs=config.input_files())
     if output is None and not quiet:
         color = sys.stdout.isatty() and fmt == "console"
         text = render(result, fmt, pm, RenderContext(color=color, width=_width()))

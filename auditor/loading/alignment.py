@@ -113,7 +113,7 @@ def _rows_without_ids(counts: IdCounts, n_items: int, offset: int) -> np.ndarray
             example = _first_non_integer(pa.array(ids, pa.string()))
             if example is None and len(ids):  # integers too large for int64 (uint64 ids)
                 raise IdMappingError(
-                    f"item ids in {counts.source} reach {max(ids, key=len)}, beyond any table row "
+                    f"item ids in {counts.source} reach {max(ids, key=lambda i: (len(i), i))}, beyond any table row "
                     f"number; pass {setting('item_ids')} FILE with the raw id of each table row"
                 )
         else:

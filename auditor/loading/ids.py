@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from auditor.errors import IdMappingError
 from auditor.io import require_regular_file
+from auditor.loading.logs import inexact_floats, maybe_int
 from auditor.loading.messages import arrow_reason
 from auditor.loading.npy import load_npy
 from auditor.loading.validation import first_rows
@@ -114,9 +115,14 @@ def _read_text_ids(path: Path) -> pa.ChunkedArray:
     first_field = first.split(",")[0].strip().strip('"').lower() if path.suffix.lower() == ".csv" else first.lower()
     header = first_field in ID_COLUMN_NAMES
     delimiter = "," if path.suffix.lower() == ".csv" else "\x1f"  # .txt: whole line is the id
-    table = pacsv.read_csv(
-        path,
-        read_options=pacsv.ReadOptions(autogenerate_column_names=not header, skip_rows=0),
-        parse_options=pacsv.ParseOptions(delimiter=delimiter),
-    )
-    return table.column(0)
+    read = pacsv.ReadOptions(autogenerate_column_names=not header, skip_rows=0)
+    parse = pacsv.ParseOptions(delimiter=delimiter)
+    table = pacsv.read_csv(path, read_options=read, parse_options=parse)
+    column = table.column(0)
+    if inexact_floats(column):
+        # Integers beyond int64 (hashed uint64 ids) are inferred as doubles, which would
+        # merge neighbouring ids: read them again as text, kept exact (as uint64 or text).
+        as_text = pacsv.ConvertOptions(column_types={table.column_names[0]: pa.string()})
+        text = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=as_text).column(0)
+        column = pa.chunked_array([maybe_int(text.combine_chunks())])
+    return column

@@ -5,7 +5,10 @@
 per record batch through pyarrow's Parquet and CSV readers, so the log is never held
 whole. Text ids are first read with inferred types; a block whose ids drift to another
 type raises :class:`TypeDrift` and the reader starts over with every id as a string
-(:func:`read_ids`).
+(:func:`read_ids`). So does a column inferred as floats holding values a float cannot
+hold exactly as integers (``|x| >= 2**53``): integers beyond int64 (hashed uint64 ids)
+that pyarrow reads as doubles, which would merge neighbouring ids. As text they are
+kept exact and become uint64 (:func:`maybe_int`) or text ids.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pyarrow.parquet as pq
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.messages import arrow_reason
+from auditor.loading.messages import LONG_LINE, arrow_reason
 from auditor.loading.sniff import (
     MOVIELENS_COLUMNS,
     all_numbers,
@@ -42,6 +45,9 @@ from auditor.loading.sniff import (
 
 BATCH_ROWS = 1 << 20
 CSV_BLOCK_BYTES = 1 << 22
+"""The CSV reader's block: a line longer than this is refused (:data:`LONG_LINE`)."""
+EXACT_FLOAT_INTS = 2.0**53
+"""Floats at or beyond this magnitude are not exact integers (ids read as text instead)."""
 # Parquet files whose row groups hold at most this many rows and uncompressed bytes of
 # the id columns are read whole row group by row group, READ_AHEAD of them decoded ahead.
 SCAN_ROW_GROUP_ROWS = 1 << 22
@@ -122,6 +128,12 @@ class Log:
                 # Inferred bools, dates or times are ids written that way: read them as text.
                 if not as_strings and not (_id_like(items.type) and (users is None or _id_like(users.type))):
                     raise TypeDrift
+                # Doubles beyond 2**53 (integers past int64, inf from a huge number): re-read as text.
+                if not as_strings and (inexact_floats(items) or (users is not None and inexact_floats(users))):
+                    raise TypeDrift
+                _check_field_length(self.path, items)
+                if users is not None:
+                    _check_field_length(self.path, users)
                 yield items, users
         except pa.ArrowInvalid as exc:
             if not as_strings and "conversion error" in str(exc):
@@ -140,6 +152,7 @@ class Log:
         try:
             reader = pacsv.open_csv(open_stream(self.path), read_options=read, parse_options=parse, convert_options=convert)
             for batch in reader:
+                _check_field_length(self.path, batch.column("line"))
                 parts = pc.split_pattern(batch.column("line"), "::")
                 short = np.flatnonzero(pc.list_value_length(parts).to_numpy(zero_copy_only=False) < needed)
                 if short.size:
@@ -213,19 +226,44 @@ def _largest_row_group_bytes(pf: pq.ParquetFile, columns: list[str]) -> int:
 
 
 def maybe_int(arr: pa.Array) -> pa.Array:
-    """String ids that are all canonical integers ("12", not "012") as int64, else unchanged.
+    """String ids that are all canonical integers ("12", not "012") as int64 (as uint64
+    when some are beyond int64: hashed 64-bit ids), else unchanged.
 
-    Used after a re-read as strings (another column drifted): the round trip keeps
-    distinct ids distinct.
+    Used after a re-read as strings (another column drifted, or integers too large for
+    int64): the round trip keeps distinct ids distinct.
     """
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) or len(arr) == 0:
         return arr
-    try:
-        as_int = arr.cast(pa.int64())
-    except pa.ArrowException:  # not integers, or no cast kernel
-        return arr
-    same = pc.equal(as_int.cast(arr.type), arr)
-    return as_int if pc.all(same).as_py() else arr
+    for int_type in (pa.int64(), pa.uint64()):
+        try:
+            as_int = arr.cast(int_type)
+        except pa.ArrowException:  # not integers (of this range), or no cast kernel
+            continue
+        same = pc.equal(as_int.cast(arr.type), arr)
+        return as_int if pc.all(same).as_py() else arr
+    return arr
+
+
+def inexact_floats(arr: pa.Array | pa.ChunkedArray) -> bool:
+    """True for floats of which some are not exact integers by magnitude (``|x| >= 2**53``,
+    infinities): text read as doubles that was integers beyond int64 or a huge number."""
+    if not pa.types.is_floating(arr.type) or len(arr) == 0:
+        return False
+    big = pc.greater_equal(pc.abs(arr), pa.scalar(EXACT_FLOAT_INTS, arr.type))
+    return bool(pc.any(big).as_py())
+
+
+def _check_field_length(path: Path, arr: pa.Array) -> None:
+    """Refuse text longer than the CSV block (as pyarrow does a line spanning three blocks).
+
+    pyarrow accepts a line straddling one block boundary, so a 5 MiB line would be read
+    while a 9 MiB one is refused; a field longer than the block is such a line.
+    """
+    if not (pa.types.is_string(arr.type) or pa.types.is_binary(arr.type)) or len(arr) == 0:
+        return
+    longest = pc.max(pc.binary_length(arr)).as_py()
+    if longest is not None and longest > CSV_BLOCK_BYTES:
+        raise InteractionsError(f"cannot parse {path}: {LONG_LINE}")
 
 
 def _id_like(t: pa.DataType) -> bool:

@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+LONG_LINE = "a line is longer than 4 MiB (binary data, or a file that is not line-based)"
+"""Why a log with a line beyond the CSV reader's 4 MiB block is refused, however it shows."""
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .\-]{0,63}")
 _LOG_WORDS = re.compile(r"id|user|item|movie|product|sku|session|rating|time|event|count|query|label", re.I)
 _EXPECTED_COLUMNS = re.compile(r"Expected (\d+) columns?, got (\d+)")
@@ -50,7 +53,7 @@ def arrow_reason(exc: BaseException) -> str:
     """
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "straddling" in text or "block size" in text:
-        return "a line is longer than 4 MiB (binary data, or a file that is not line-based)"
+        return LONG_LINE
     expected = _EXPECTED_COLUMNS.search(text)
     if expected:
         row = _ROW_NUMBER.search(text)

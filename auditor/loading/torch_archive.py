@@ -20,9 +20,7 @@ import errno
 import io
 import os
 import re
-import struct
 import zipfile
-import zlib
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -34,17 +32,24 @@ import torch
 from auditor.errors import ModelLoadError
 from auditor.loading.pickle_rebuild import FileBytes, Storage, StorageType, check_int
 from auditor.loading.pickle_scan import BoundedReader, CorruptFileError, PickleScanError, reason, scan_pickle, shown
+from auditor.loading.zip_members import (
+    BAD_ZIP,
+    MAX_DEFLATED,
+    ZIP_ERRORS,
+    ZipError,
+    check_crc,
+    data_offset,
+    read_member,
+    zip_reason,
+)
 from auditor.loading.safe_pickle import Placeholder, Unpickled, placeholder_attrs, qualname_of, safe_load
 
-MAX_DEFLATED = 256 << 20  # largest compressed member popaudit inflates (torch never compresses)
-MAX_RATIO = 1100  # deflate cannot do better than about 1032:1; more is a lie or a bomb
 MAX_CODE = 64 << 20  # TorchScript code read to name parameters
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 NOT_TORCH = (
     "it is neither a torch.save zip archive nor a complete pickle (corrupt, truncated, or another format)"
 )
-BAD_ZIP = "it starts like a zip archive but is not a valid one"
 
 
 @dataclass
@@ -86,47 +91,26 @@ def _storage_type(value: Any) -> StorageType:
 # ------------------------------------------------------------------ zip archives
 
 
-class _ZipError(CorruptFileError):
-    """A fault of the archive itself, worded without the file's name (callers add it once)."""
-
-
-def _zip_reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.errno in (errno.EINVAL, None):  # zipfile seeks where the directory says
-        return "an offset in it points outside the file"
-    if isinstance(exc, zlib.error):
-        return "its compressed data is corrupt"
-    if isinstance(exc, UnicodeError):
-        return "a member name is not valid text"
-    if isinstance(exc, NotImplementedError):
-        return "it uses a zip feature popaudit does not read"
-    return reason(exc).removeprefix("BadZipFile: ")
-
-
-_ZIP_ERRORS = (
-    zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, OSError, ValueError, EOFError, struct.error, NotImplementedError
-)
-
-
 def _read_zip(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile:
     try:
         return _read_zip_members(path, fh, size)
-    except _ZipError as exc:  # from the members read outside data.pkl; safe_load names data.pkl's own
+    except ZipError as exc:  # from the members read outside data.pkl; safe_load names data.pkl's own
         raise CorruptFileError(f"cannot read {path}: {exc}") from exc
 
 
 def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile:
     try:
         zf = zipfile.ZipFile(fh)
-    except _ZIP_ERRORS as exc:
-        raise _ZipError(f"{BAD_ZIP} ({_zip_reason(exc)})") from exc
+    except ZIP_ERRORS as exc:
+        raise ZipError(f"{BAD_ZIP} ({zip_reason(exc)})") from exc
     infos = {i.filename: i for i in zf.infolist()}
     pickles = [n for n in infos if n.count("/") == 1 and n.endswith("/data.pkl")]
     if not pickles:
-        raise _ZipError("a zip archive without data.pkl is not a torch.save or TorchScript file")
+        raise ZipError("a zip archive without data.pkl is not a torch.save or TorchScript file")
     prefix = pickles[0][: -len("/data.pkl")]
     order = infos.get(f"{prefix}/byteorder")
-    if order is not None and _member(fh, size, zf, order, 16) != b"little":
-        raise _ZipError("it was written on a big-endian machine; popaudit reads little-endian files")
+    if order is not None and read_member(fh, size, zf, order, 16) != b"little":
+        raise ZipError("it was written on a big-endian machine; popaudit reads little-endian files")
     files = FileBytes(path, fh, size)
     storages: dict[str, Storage] = {}
 
@@ -144,14 +128,17 @@ def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile
             if nbytes > info.file_size:
                 raise ModelLoadError(f"storage {shown(name)} declares {nbytes} bytes but the archive holds {info.file_size}")
             if info.compress_type == zipfile.ZIP_STORED:
-                data = files.tensor(_data_offset(fh, size, info), nbytes)
+                # The whole member, mapped (not read): its CRC-32 covers all of it.
+                held = files.tensor(data_offset(fh, size, info), info.file_size)
+                check_crc(name, held, info.CRC)
+                data = held[:nbytes]
             else:
-                raw = bytearray(_member(fh, size, zf, info, MAX_DEFLATED))
+                raw = bytearray(read_member(fh, size, zf, info, MAX_DEFLATED))
                 data = torch.frombuffer(raw, dtype=torch.uint8)[:nbytes] if nbytes else torch.empty(0, dtype=torch.uint8)
             storages[key] = Storage(data, stype.dtype, name)
         return storages[key]  # views of one storage share it, as torch.load does
 
-    data = _member(fh, size, zf, infos[pickles[0]], MAX_DEFLATED)
+    data = read_member(fh, size, zf, infos[pickles[0]], MAX_DEFLATED)
     reader = BoundedReader(io.BytesIO(data), len(data), data)
     loaded = safe_load(reader, len(data), f"cannot read {path}: {shown(pickles[0])}", persistent)
     script = [i for n, i in infos.items() if n.startswith(f"{prefix}/code/")]
@@ -159,49 +146,6 @@ def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile
         return TorchFile(loaded.value, "zip", loaded.placeholders)
     tensors, notes = _script_tensors(loaded, _script_classes(fh, size, zf, script))
     return TorchFile(loaded.value, "torchscript", loaded.placeholders, tensors, notes)
-
-
-def _data_offset(fh: io.BufferedIOBase, size: int, info: zipfile.ZipInfo) -> int:
-    """Where a member's bytes start (after its local header), checked to lie inside the file."""
-    name = shown(info.filename)
-    if not 0 <= info.header_offset <= size - 30:  # checked before seeking: a negative seek is EINVAL
-        raise _ZipError(f"{BAD_ZIP} (its directory places member {name} outside the file)")
-    fh.seek(info.header_offset)
-    head = fh.read(30)
-    if len(head) != 30 or head[:4] != b"PK\x03\x04":
-        raise _ZipError(f"{BAD_ZIP} (member {name} has no local header)")
-    name_len, extra_len = struct.unpack("<HH", head[26:30])
-    start: int = info.header_offset + 30 + name_len + extra_len
-    if start + info.compress_size > size:
-        raise _ZipError(f"zip member {name} runs past the end of the file (truncated?)")
-    return start
-
-
-def _member(fh: io.BufferedIOBase, size: int, zf: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> bytes:
-    """A member's bytes; compressed ones only when their declared size is plausible and small."""
-    name = shown(info.filename)
-    if info.flag_bits & 0x41:  # bit 0: encrypted, bit 6: strong encryption
-        raise _ZipError(f"zip member {name} is encrypted")
-    if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
-        raise _ZipError(f"{BAD_ZIP} (stored member {name} has inconsistent sizes)")
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise _ZipError(f"zip member {name} uses an unsupported compression")
-    if info.compress_type == zipfile.ZIP_DEFLATED and (
-        info.file_size > cap or info.file_size > MAX_RATIO * info.compress_size + 4096
-    ):
-        raise _ZipError(
-            f"zip member {name} declares {info.file_size} bytes from {info.compress_size} "
-            f"compressed bytes (a zip bomb?); popaudit inflates at most {min(cap, MAX_DEFLATED)} bytes"
-        )
-    _data_offset(fh, size, info)
-    try:
-        with zf.open(info) as member:
-            data = member.read(info.file_size)
-    except _ZIP_ERRORS as exc:
-        raise _ZipError(f"zip member {name} is corrupt ({_zip_reason(exc)})") from exc
-    if len(data) != info.file_size:
-        raise _ZipError(f"zip member {name} holds {len(data)} of {info.file_size} bytes")
-    return data
 
 
 # ------------------------------------------------------------------ legacy files and plain pickles
@@ -317,7 +261,7 @@ def _script_classes(fh: io.BufferedIOBase, size: int, zf: zipfile.ZipFile, infos
         if not (rest.startswith("__torch__") and rest.endswith(".py")) or info.file_size > budget:
             continue
         budget -= info.file_size
-        text = _member(fh, size, zf, info, MAX_CODE).decode("utf-8", "replace")
+        text = read_member(fh, size, zf, info, MAX_CODE).decode("utf-8", "replace")
         module = rest[:-3].replace("/", ".")
         found = list(_CLASS.finditer(text))
         for i, match in enumerate(found):

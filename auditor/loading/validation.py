@@ -26,7 +26,7 @@ def validate_item_table(table: np.ndarray, source: str) -> list[str]:
     """Check an item table; return warnings (all-zero rows), raise on fatal problems.
 
     Fatal: not 2-D, fewer than 3 rows (a rank correlation needs at least 3 items), no
-    columns, NaN/inf values.
+    columns, NaN/inf values, every row all-zero (no norm, no direction to retrieve by).
     """
     if table.ndim != 2:
         raise EmbeddingTableError(
@@ -56,6 +56,11 @@ def validate_item_table(table: np.ndarray, source: str) -> list[str]:
             f"infinite values (rows {first_rows(bad)})"
         )
     zero = np.concatenate(zero_parts)
+    if zero.size == n:
+        raise EmbeddingTableError(
+            f"item table in {source} is all zeros: every one of its {n} item vectors is zero, "
+            "so there are no norms to correlate and nothing to retrieve (an untrained or blanked table?)"
+        )
     if zero.size:
         return [
             f"item table in {source} has {zero.size} all-zero row{'s' if zero.size != 1 else ''} "

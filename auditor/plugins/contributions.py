@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from auditor.errors import PluginError
+from auditor.errors import PluginError, setting
 from auditor.plugins.calls import as_list, attribute_failure, hook_results, require_attributes
 from auditor.plugins.manager import PLUGIN_FAILURES
 
@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # the result types load numpy: imported where used, not for -
 
 
 def collect_measures(pm: pluggy.PluginManager) -> list[Any]:
-    """Extra measures from every plugin; a name given twice is a PluginError.
+    """Extra measures from every plugin; a name given twice, or the name of a built-in
+    metric (:func:`builtin_metric_clash`), is a PluginError.
 
     Each measure must have ``name``, ``description`` and ``compute``.
     """
@@ -57,12 +58,41 @@ def _json_safe(value: Any) -> Any:
     return json_safe(value)
 
 
+def builtin_metric_clash(name: str) -> str | None:
+    """Why a plugin measure may not be called ``name``, or None when it may.
+
+    Plugin measures share one namespace with the built-in flat metrics
+    (``AuditResult.flat_metrics``: the ``--fail-on`` names and the batch columns), where a
+    plugin value would silently replace the built-in one. Refused: every name
+    :func:`auditor.gate.metric_names` gives for any cut-off (``spearman``,
+    ``head_share_1pct_dot@10``, ``recall@7``, ...) and the bare built-in measure names
+    (``gini``, ``head_share_1pct_dot``, ``overlap_dot_cosine``, ...).
+    """
+    from auditor.gate import metric_names  # loads the result types (numpy): on demand
+    from auditor.result import LIST_MEASURES
+
+    stem, at, cutoff = name.partition("@")
+    if at:
+        if cutoff.isascii() and cutoff.isdigit() and name in metric_names([int(cutoff)]):
+            return f"the built-in metric {name!r} (cut-off {int(cutoff)})"
+        return None
+    bare = {*metric_names(()), *LIST_MEASURES, *(n.partition("@")[0] for n in metric_names([1]))}
+    return f"the built-in metric {name!r}" if stem in bare else None
+
+
 def _measures(pm: pluggy.PluginManager) -> list[tuple[str, Any]]:
     measures: dict[str, tuple[str, Any]] = {}
     for result in hook_results(pm, "popaudit_measures"):
         for measure in as_list(result, "popaudit_measures"):
             require_attributes(result, "popaudit_measures", measure, ("name", "description"), ("compute",))
             name = str(measure.name)
+            clash = builtin_metric_clash(name)
+            if clash is not None:
+                raise PluginError(
+                    f"plugin {result.plugin!r} (hook popaudit_measures) defines measure {name!r}, which "
+                    f"clashes with {clash}: its value would replace the built-in one in {setting('fail_on')} "
+                    "gates, reports and batch columns; rename the measure"
+                )
             if name in measures:
                 raise PluginError(
                     f"measure {name!r} is defined by both plugin {measures[name][0]!r} "

@@ -16,7 +16,7 @@ from typing import Protocol
 import pluggy
 
 from auditor.errors import AuditError, InputError, PluginError
-from auditor.io import atomic_path
+from auditor.io import atomic_path, check_not_inputs
 from auditor.plugins import PLUGIN_FAILURES, describe_failure
 from auditor.result import AuditResult
 
@@ -101,20 +101,44 @@ def render(
     """``result`` rendered as ``fmt``.
 
     An unknown ``fmt`` is an :class:`~auditor.errors.InputError` listing the known ones;
-    a renderer that raises (or calls ``sys.exit``) is a PluginError naming its plugin.
+    a renderer that raises (or calls ``sys.exit``), or returns something other than str
+    or bytes, is a PluginError naming its plugin.
     """
     available = _registered(pm)
     if fmt not in available:
         raise InputError(f"unknown report format {fmt!r}; available: {', '.join(sorted(available))}")
     renderer, plugin = available[fmt]
     try:
-        return renderer.render(result, context or RenderContext())
+        data = renderer.render(result, context or RenderContext())
     except AuditError:
         raise
     except PLUGIN_FAILURES as exc:
         raise PluginError(
             f"renderer {fmt!r} of plugin {plugin!r} failed: {describe_failure(exc)}"
         ) from exc
+    if not isinstance(data, (str, bytes)):
+        raise PluginError(
+            f"renderer {fmt!r} of plugin {plugin!r} returned {type(data).__name__} from render(); "
+            "it must return the report as str or bytes"
+        )
+    return data
+
+
+def planned_outputs(outputs: Mapping[str, tuple[str, Path | None]]) -> dict[str, Path | None]:
+    """Every file the reports in ``outputs`` (what names it, e.g. ``--markdown``, to
+    (format, path)) will write, by what names it: each report, and the figures a
+    Markdown report puts beside a regular file (``r_files/*.png`` for ``r.md``), named
+    "figure head_share.png of --markdown r.md". For :func:`~auditor.io.check_not_inputs`
+    before the audit runs, so that no output replaces another or an input.
+    """
+    from auditor.report.markdown import figure_paths
+
+    files: dict[str, Path | None] = {label: path for label, (_fmt, path) in outputs.items()}
+    for label, (fmt, path) in outputs.items():
+        if fmt == "markdown" and path is not None:
+            for figure in figure_paths(Path(path)):
+                files[f"figure {figure.name} of {label} {path}"] = figure
+    return files
 
 
 def render_outputs(
@@ -123,20 +147,35 @@ def render_outputs(
     pm: pluggy.PluginManager,
     *,
     width: int = 100,
+    labels: Sequence[str] | None = None,
+    inputs: Mapping[str, Path | None] | None = None,
 ) -> list[Path]:
     """Render ``result`` in each (format, path) and write them all, or none.
 
     Every report (and its attachments) is rendered in memory first; only then are the
     files written, each to a temp file renamed into place once all are written. So a
-    failing renderer or a full disk leaves no output of this run behind. Returns the
-    paths written (attachments included), in order.
+    failing renderer or a full disk leaves no output of this run behind. Before anything
+    is written, every file (attachments included) must be distinct and none may be one
+    of ``inputs`` (:func:`~auditor.io.check_not_inputs`; ``labels``: what named each
+    output, e.g. ``--json``, for its messages). Returns the paths written (attachments
+    included), in order.
     """
+    names = list(labels) if labels is not None else [f"the {fmt} report {path}" for fmt, path in outputs]
+    if len(names) != len(outputs):
+        raise ValueError(f"{len(names)} labels for {len(outputs)} outputs")
     files: dict[Path, bytes] = {}
-    for fmt, path in outputs:
+    named: dict[str, Path | None] = {}
+    for (fmt, path), name in zip(outputs, names):
         context = RenderContext(destination=Path(path), width=width)
         data = render(result, fmt, pm, context)
         files[Path(path)] = data if isinstance(data, bytes) else data.encode("utf-8")
-        files.update(context.attachments)
+        named[name] = Path(path)
+        for attachment, content in context.attachments.items():
+            files[Path(attachment)] = content
+            kind = "figure" if fmt == "markdown" else "file"
+            owner = name if labels is None else f"{name} {path}"  # default labels name the path
+            named[f"{kind} {Path(attachment).name} of {owner}"] = Path(attachment)
+    check_not_inputs(named, inputs or {})
     write_all(files)
     return list(files)
 

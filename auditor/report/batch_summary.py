@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 from rich.console import RenderableType
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from auditor.batch.results import STATUS_ERROR, STATUS_OK
 from auditor.errors import InputError
@@ -258,37 +259,50 @@ def summary_html(summary: BatchSummary, *, title: str = "popaudit batch summary"
     return h.page(title, sections, lead=lead)
 
 
+def _literal(*cells: str) -> tuple[Text, ...]:
+    """Cells as rich ``Text``: manifest labels, model paths and column names are data,
+    never rich markup (``[/bold]`` must print as written, not crash or style the row)."""
+    return tuple(Text(cell) for cell in cells)
+
+
+def _table(title: str) -> RichTable:
+    return RichTable(title=Text(title, style="table.title"), title_justify="left")
+
+
 def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path) -> list[RenderableType]:
     """The terminal summary: counts, the ranking, and (for 2+ rows) the trends and, up to
-    :data:`MAX_ORDER_ROWS` rows, the row-by-row changes; for ``Console.print``."""
+    :data:`MAX_ORDER_ROWS` rows, the row-by-row changes; for ``Console.print``.
+
+    Every cell is a literal ``Text``: nothing from the manifest or the results is markup.
+    """
     resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
-    parts: list[RenderableType] = [
-        f"[bold]{summary.n_rows} rows[/bold]: {summary.n_ok} ok, "
-        f"{summary.n_error} failed{resumed}. Results: {output}"
-    ]
+    headline = Text()
+    headline.append(f"{summary.n_rows} rows", style="bold")
+    headline.append(f": {summary.n_ok} ok, {summary.n_error} failed{resumed}. Results: {output}")
+    parts: list[RenderableType] = [headline]
     share = summary.head_share_metric or "head share ratio"
-    ranking = RichTable(title=f"Models ranked by {summary.rank_by} (most biased first)", title_justify="left")
+    ranking = _table(f"Models ranked by {summary.rank_by} (most biased first)")
     for name, right in (("#", True), ("row", True), ("model", False), ("label", False),
                         ("severity", False), ("spearman", True), (share, True)):
-        ranking.add_column(name, justify="right" if right else "left")
+        ranking.add_column(Text(name), justify="right" if right else "left")
     for i, s in enumerate(summary.ranking, 1):
-        ranking.add_row(str(i), str(s.row), s.model, s.label or "", s.severity or "n/a",
-                        fmt_num(s.spearman), fmt_num(s.head_share))
+        ranking.add_row(*_literal(str(i), str(s.row), s.model, s.label or "", s.severity or "n/a",
+                                  fmt_num(s.spearman), fmt_num(s.head_share)))
     parts.append(ranking)
     if len(summary.order) > 1:
-        trend = RichTable(title="Across the manifest order", title_justify="left")
+        trend = _table("Across the manifest order")
         for name in ("metric", "first", "last", "change", "Kendall τ", "p", "trend"):
-            trend.add_column(name, justify="left" if name in ("metric", "trend") else "right")
+            trend.add_column(Text(name), justify="left" if name in ("metric", "trend") else "right")
         for t in summary.trends:
-            trend.add_row(t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
-                          fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction)
+            trend.add_row(*_literal(t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
+                                    fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction))
         parts.append(trend)
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
-        order = RichTable(title="Row by row (changes from the previous audited row)", title_justify="left")
+        order = _table("Row by row (changes from the previous audited row)")
         for name in ("row", "model", "label", "spearman", "Δ", share, "Δ "):
-            order.add_column(name, justify="left" if name in ("model", "label") else "right")
+            order.add_column(Text(name), justify="left" if name in ("model", "label") else "right")
         for s in summary.order:
-            order.add_row(str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-                          fmt_num(s.head_share), fmt_num(s.delta_head_share))
+            order.add_row(*_literal(str(s.row), s.model, s.label or "", fmt_num(s.spearman),
+                                    fmt_num(s.delta_spearman), fmt_num(s.head_share), fmt_num(s.delta_head_share)))
         parts.append(order)
     return parts

@@ -3,11 +3,13 @@
 For a report written to ``path/report.md`` the figures go to
 ``path/report_files/<name>.png`` (each written atomically) and are linked relatively,
 so the folder can be moved or committed as a whole. Rendered to standard output
-(``context.destination`` None) there is nowhere to put images: they are left out and
-the report says so.
+(``context.destination`` None) or to a file that is not a regular one (``/dev/null``,
+``/dev/stdout``, a FIFO) there is nowhere to put images: they are left out and the
+report says so.
 
 Reusable layer for other Markdown reports (experiment and batch summaries):
-:func:`md_escape`, :func:`md_table`, :func:`images_folder` and :func:`image_files`.
+:func:`md_escape`, :func:`md_table`, :func:`images_folder`, :func:`image_files` and
+:func:`figure_paths`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from auditor import __version__
+from auditor.io import is_special_file
 from auditor.report import RenderContext
 from auditor.report import content as c
 from auditor.report.formatting import Table
@@ -57,6 +60,27 @@ def images_folder(destination: Path) -> Path:
     return destination.parent / f"{destination.stem}_files"
 
 
+FIGURE_NAMES = ("norm_vs_frequency", "norm_by_decile", "exposure_lorenz", "head_share", "update_angles")
+"""Every figure an audit report can have (:func:`auditor.report.plots.plot_specs`); its
+file is ``<stem>_files/<name>.png``."""
+
+
+def has_figures(destination: Path | None) -> bool:
+    """Whether a report written to ``destination`` gets its figures beside it: not on
+    standard output (None) nor in a special file (``/dev/null``: no ``/dev/null_files``)."""
+    return destination is not None and not is_special_file(destination)
+
+
+def figure_paths(destination: Path | None) -> list[Path]:
+    """Every file the figures of an audit report written to ``destination`` may take
+    (none where it gets no figures), for checking that outputs are distinct before the
+    audit runs."""
+    if destination is None or not has_figures(destination):
+        return []
+    folder = images_folder(Path(destination))
+    return [folder / f"{name}.png" for name in FIGURE_NAMES]
+
+
 def image_files(plots: Sequence[Plot], destination: Path) -> tuple[dict[Path, bytes], dict[str, str]]:
     """Each plot's PNG file beside ``destination`` and name -> relative link.
 
@@ -84,16 +108,21 @@ def _not_measured(result: AuditResult, section: str) -> str:
 
 
 def render_audit_markdown(
-    result: AuditResult, plots: Sequence[Plot | PlotSpec], links: dict[str, str] | None
+    result: AuditResult,
+    plots: Sequence[Plot | PlotSpec],
+    links: dict[str, str] | None,
+    *,
+    went_to: str = "standard output",
 ) -> str:
     """The Markdown report; ``links`` maps plot names to image paths (None: images omitted,
-    with a note when ``plots`` is not empty)."""
+    with a note saying the report ``went_to`` where none can go, when ``plots`` is not
+    empty)."""
     out: list[str] = [f"# popaudit report: {md_escape(c.model_name(result))}\n\n"]
     phrase, evidence = c.headline_parts(result)
     out.append(f"> **{md_escape(phrase)}**: {md_escape(evidence)}.\n\n")
     if links is None and plots:
         out.append(
-            "_Plots omitted: this report went to standard output; write it to a file "
+            f"_Plots omitted: this report went to {md_escape(went_to)}; write it to a regular file "
             "(`--markdown PATH` or `-o PATH`) to get the figures beside it._\n\n"
         )
     links = links or {}
@@ -177,13 +206,15 @@ class MarkdownRenderer:
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
         """The report text; its figures go to ``context.attachments`` when it is written
-        to a file (``context.destination``)."""
+        to a regular file (``context.destination``)."""
         from auditor.report.plots import plot_specs
 
         specs = plot_specs(result)
-        if context.destination is None:
-            # Nowhere to put images: name them as omitted without drawing them.
-            return render_audit_markdown(result, specs, None)
+        if context.destination is None or not has_figures(context.destination):
+            # Standard output or a special file (/dev/null, a FIFO): nowhere to put
+            # images, so name them as omitted without drawing them.
+            went_to = "standard output" if context.destination is None else f"{context.destination}, not a regular file"
+            return render_audit_markdown(result, specs, None, went_to=went_to)
         plots = [spec.render() for spec in specs]
         files, links = image_files(plots, Path(context.destination))
         context.attachments.update(files)

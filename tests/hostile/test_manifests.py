@@ -100,7 +100,13 @@ def _foreign_resume(d: Path) -> Built:
     first = CliRunner().invoke(cli, ["batch", str(d / "a" / "m.csv"), "-o", str(d / "r.parquet"),
                                      "--interactions", str(d / "log.parquet"), *FAST])
     assert first.exit_code == 0, first.output
-    return Built(["batch", "b/m.csv", "-o", "r.parquet", "--resume", "--interactions", "log.parquet", *FAST])
+    before = (d / "r.parquet").read_bytes()
+
+    def unchanged(d: Path, outcome: Outcome) -> None:
+        assert (d / "r.parquet").read_bytes() == before, "the refused --resume rewrote the results file"
+
+    return Built(["batch", "b/m.csv", "-o", "r.parquet", "--resume", "--interactions", "log.parquet", *FAST],
+                 outputs=RESULTS, check=unchanged)
 
 
 def _special_manifest(path: str) -> Any:
@@ -199,25 +205,18 @@ CASES = [
          r"cannot read manifest m\.parquet as Parquet"),
     Case("html-dev-full", _batch("model\nitems.npy\n", "-o", "r.parquet", "--html", "/dev/full", outputs=RESULTS),
          EXIT_ERROR, r"cannot write /dev/full", skip=no_dev_full),
-]
-
-PRODUCT_FAILURES = [
     Case("label-rich-markup", _batch("model,label\nitems.npy,[/bold]\nitems.npy,[bold red]styled[/]\n", "-k", "10",
                                      outputs=RESULTS, check=_label_literal, quiet=False),
-         EXIT_OK, None, stdout=r"\[/bold\].*\[bold red\]styled\[/\]",
-         product_failure="manifest labels are printed as rich markup in the console summary: the label '[/bold]' "
-                         "crashes batch after every audit ran (rich.errors.MarkupError traceback, exit 1) and "
-                         "'[bold red]styled[/]' is shown as a styled 'styled'"),
-    Case("resume-with-results-of-another-manifest", _foreign_resume, EXIT_ERROR, r"r\.parquet.*manifest",
-         product_failure="--resume keeps a row of a results file written for another manifest (a/m.csv) because "
-                         "its row number and model cell match, although b/m.csv's items.npy is another file: the "
-                         "results silently report a/items.npy's audit as b's (exit 0)"),
+         EXIT_OK, None, stdout=r"\[/bold\].*\[bold red\]styled\[/\]"),
+    Case("resume-with-results-of-another-manifest", _foreign_resume, EXIT_ERROR,
+         r"results file r\.parquet was written for manifest .*a/m\.csv, not for b/m\.csv"),
     Case("nul-byte-in-model-cell", _batch(b"model,label\nitems.npy\x00,x\n"), EXIT_ERROR,
-         r"m\.csv.*column 'model'.*(NUL|null byte)",
-         product_failure="a NUL byte in a model cell fails its row with Python's bare 'ValueError: embedded null "
-                         "byte', which names neither the manifest nor the column (a non-UTF-8 cell is a clear "
-                         "manifest error, exit 1)"),
+         r"m\.csv.*column 'model'.*(NUL|null byte)"),
+    Case("nul-byte-in-interactions-cell", _batch(b"model,interactions\nitems.npy,\nitems.npy,log\x00.parquet\n"),
+         EXIT_ERROR, r"m\.csv.*column 'interactions', row 1.*(NUL|null byte)"),
 ]
+
+PRODUCT_FAILURES: list[Case] = []
 
 
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
