@@ -21,7 +21,7 @@ N_DECILES = 10
 
 def item_norms(table: np.ndarray, block: int | None = None) -> np.ndarray:
     """Euclidean norm of each row, in float64, computed in row blocks to bound memory
-    (``block`` rows; default: :func:`~auditor.loading.tables.block_rows` for float64).
+    (``block`` rows; default: :func:`~auditor.memory.block_rows` for float64).
 
     Finite for any finite table: each row is scaled by the power of two nearest above
     its largest |x| before squaring and the norm scaled back. Scaling by a power of two

@@ -45,20 +45,6 @@ class SpearmanInterval(NamedTuple):
     """Bootstrap resamples the interval rests on (0: none were drawn)."""
 
 
-def spearman_bootstrap_ci(
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    n_bootstrap: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-    rho: float | None = None,
-) -> tuple[float, float]:
-    """The (low, high) of :func:`spearman_ci` (which also says how it was computed)."""
-    interval = spearman_ci(x, y, n_bootstrap=n_bootstrap, seed=seed, level=level, rho=rho)
-    return (interval.low, interval.high)
-
-
 def spearman_ci(
     x: np.ndarray,
     y: np.ndarray,
