@@ -6,9 +6,10 @@ plain values, and the verdict is decided from the finished sections.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pluggy
@@ -17,13 +18,21 @@ from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, setting
 from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, read_pairs
 from auditor.loading.history import HistoryQueries, history_from_log, history_from_pairs
+from auditor.loading.frequencies import needs_the_log, read_frequencies
 from auditor.loading.idmap import check_assumed_rows, describe_mapping
 from auditor.memory import block_rows
+from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.plugins import call_hook, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
-from auditor.result import AuditResult, Inputs, PlotData
+from auditor.evaluation import Evaluation, evaluate, holdout_reason
+from auditor.result import Accuracy, AuditResult, Inputs, MeasuredSections, PlotData
+from auditor.tradeoff import judge_tradeoff
+
+if TYPE_CHECKING:  # loaded on demand: conditions bring the probes, retrieval FAISS
+    from auditor.conditions import ConditionsOutcome
+    from auditor.retrieval.measure import RetrievalOutcome
 
 # Probes need a few real batches, not the whole log.
 PROBE_PAIRS = 200_000
@@ -37,7 +46,13 @@ class InputCache:
 
     def item_counts(self, config: AuditConfig, need_users: bool, progress: Progress) -> IdCounts:
         """Counts of ``config.interactions``, read on first use (again only when distinct
-        users are needed now and the cached counts lack them)."""
+        users are needed now and the cached counts lack them); or ``config.frequencies``."""
+        if config.frequencies is not None:  # counts computed elsewhere: read whole, no log
+            key = (Path(config.frequencies).resolve(), config.item_col, config.count_col, config.user_count_col)
+            if key not in self.counts:
+                self.counts[key] = read_frequencies(config.frequencies, item_col=config.item_col,
+                                                    count_col=config.count_col, user_count_col=config.user_count_col)
+            return self.counts[key]
         assert config.interactions is not None
         key = (
             Path(config.interactions).resolve(),
@@ -71,6 +86,10 @@ def run_audit(
     cache = cache or InputCache()
     progress.note(f"Loading {config.model}")
     bundle = load_model(config.model, config.load_options, pm)
+    if bundle.log_id_rule is not None and config.interactions is not None:  # e.g. RecBole numbers ids by the log
+        bundle.log_id_rule.apply(
+            bundle, Path(config.interactions), config.interactions_format, config.user_col, config.item_col
+        )
     warnings = list(bundle.warnings)
     not_measured: dict[str, str] = {}
 
@@ -89,30 +108,74 @@ def run_audit(
             )
         warnings.extend(notes)
 
-    result = AuditResult(
-        inputs=_inputs(bundle, config, stats),
-        frequency_norm=frequency_norm,
-        verdict=None,  # type: ignore[arg-type]  # decided last, from the finished sections
-        settings=_settings(config),
-        warnings=warnings,
-        not_measured=not_measured,
-        plot_data=PlotData(
-            norms=norms, frequencies=None if stats is None else stats.frequencies
-        ),
-    )
-    history = _history(bundle, config, progress)
-    _measure_retrieval(result, bundle, stats, config, history, progress)
+    evaluation = None
+    accuracy_reason = holdout_reason(bundle, config)
+    if accuracy_reason is None and stats is None:
+        accuracy_reason = f"needs item frequencies: pass {setting('interactions')}"
+    if accuracy_reason is None and config.frequencies is not None:
+        accuracy_reason = needs_the_log("held-out accuracy (each user's training items: seen-item filtering, history queries)")
+    if accuracy_reason is None:
+        assert stats is not None
+        # The retrieval section then measures the held-out users' lists (one serving).
+        evaluation = evaluate(bundle, stats, config, progress)
+        serving: RetrievalOutcome | Evaluation | None = evaluation
+    else:
+        not_measured["accuracy"] = accuracy_reason
+        history = _history(bundle, config, progress)
+        serving = _measure_retrieval(bundle, stats, config, history, progress, not_measured)
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
     # The log is read for probe batches only when there is a model to probe.
     pairs = _probe_pairs(bundle, config) if config.probes and bundle.live is not None else None
-    _assess_conditions(result, bundle, stats, config, pairs, pm, progress)
-    result.measures.update(compute_measures(pm, bundle, stats, result))
+    assessed = _assess_conditions(bundle, stats, config, pairs, pm, progress)
+    if assessed.probes_not_run is not None:
+        not_measured["probes"] = assessed.probes_not_run.describe()
+        if config.frequencies and pairs is None and assessed.probes_not_run.reason == "failed":
+            not_measured["probes"] = needs_the_log("numeric probes (training batches)")
+    if serving is not None and stats is not None:
+        origin = "frequencies" if config.frequencies else "checkpoint" if stats.from_checkpoint else "log"
+        if (why := novelty_unmeasured(stats.user_counts, stats.n_users, origin)) is not None:
+            not_measured["novelty"] = why
+    warnings += (serving.warnings if serving else []) + assessed.warnings
+
+    sections = MeasuredSections(
+        inputs=_inputs(bundle, config, stats),
+        frequency_norm=frequency_norm,
+        retrieval=serving.retrieval if serving else None,
+        conditions=assessed.conditions,
+        probes=assessed.probes,
+        settings=_settings(config),
+        warnings=warnings,
+        not_measured=not_measured,
+        plot_data=PlotData(
+            norms=norms,
+            frequencies=None if stats is None else stats.frequencies,
+            exposure=serving.exposure if serving else {},
+            update_angles=assessed.update_angles,
+        ),
+    )
+    if evaluation is not None:
+        sections = replace(sections, accuracy=_judged(evaluation.accuracy, sections))
+    measures = compute_measures(pm, bundle, stats, sections)
 
     from auditor.verdict import decide_verdict
 
-    result.verdict = decide_verdict(result)
-    return result
+    return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures)
+
+
+def _judged(accuracy: Accuracy, sections: MeasuredSections) -> Accuracy:
+    """The accuracy section with its trade-off decided at the verdict's quoted K."""
+    from auditor.verdict import quoted_cutoff
+
+    k = quoted_cutoff(sections)
+    if k is None or sections.retrieval is None:
+        return accuracy
+    return judge_tradeoff(accuracy, sections.retrieval.at[k], k)
+
+
+def _fields(sections: MeasuredSections) -> dict[str, Any]:
+    """The sections' fields by name (shallow: the measured values are not copied)."""
+    return {f.name: getattr(sections, f.name) for f in dataclass_fields(sections)}
 
 
 def _item_stats(
@@ -123,7 +186,8 @@ def _item_stats(
     warnings: list[str],
 ) -> ItemStats | None:
     """Frequencies per table row, from the log (preferred) or the checkpoint's record."""
-    if config.interactions is not None:
+    counted = config.interactions or config.frequencies  # the log, or counts made from it elsewhere
+    if counted is not None:
         counts = cache.item_counts(config, need_users=config.retrieval, progress=progress)
         policy = config.row_ids
         if bundle.item_ids is not None and policy.offset is not None:
@@ -134,15 +198,15 @@ def _item_stats(
         stats = align_counts(counts, bundle.item_ids, bundle.n_items, offset=policy.shift)
         if bundle.item_ids is None:
             # align_counts refused non-integer ids already: these are integers.
-            check_assumed_rows(counts.ids, bundle.n_items, policy, "item", config.interactions, stats.n_unmapped)
+            check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped)
         if counts.n_null_items:
             warnings.append(
-                f"{counts.n_null_items:,} interactions in {config.interactions} have an empty "
+                f"{counts.n_null_items:,} interactions in {counted} have an empty "
                 f"item id ({counts.item_col!r} column); they are left out"
             )
         if counts.n_null_users:
             warnings.append(
-                f"{counts.n_null_users:,} interactions in {config.interactions} have an empty "
+                f"{counts.n_null_users:,} interactions in {counted} have an empty "
                 f"user id ({counts.user_col!r} column); they count as interactions, not as users"
             )
         if stats.n_unmapped:
@@ -155,7 +219,7 @@ def _item_stats(
             )
         if int(stats.frequencies.sum()) == 0:
             raise IdMappingError(
-                f"no interaction in {config.interactions} matches a row of the item table: "
+                f"no interaction in {counted} matches a row of the item table: "
                 f"pass {setting('item_ids')} with the raw id of each row"
             )
         return stats
@@ -221,45 +285,45 @@ def _probe_pairs(bundle: ModelBundle, config: AuditConfig) -> InteractionPairs |
 
 
 def _measure_retrieval(
-    result: AuditResult,
     bundle: ModelBundle,
     stats: ItemStats | None,
     config: AuditConfig,
     history: HistoryQueries | None,
     progress: Progress,
-) -> None:
+    not_measured: dict[str, str],
+) -> RetrievalOutcome | None:
+    """The retrieval section, or None with the reason recorded in ``not_measured``."""
     if not config.retrieval:
-        result.not_measured["retrieval"] = f"skipped with {setting('retrieval')}"
-        return
+        not_measured["retrieval"] = f"skipped with {setting('retrieval')}"
+        return None
     if stats is None:
-        result.not_measured["retrieval"] = f"needs item frequencies: pass {setting('interactions')}"
-        return
+        not_measured["retrieval"] = f"needs item frequencies: pass {setting('interactions')}"
+        return None
+    if bundle.user_table is None and history is None and config.queries in ("auto", "users") and config.frequencies:
+        not_measured["retrieval"] = needs_the_log("retrieval without a user table (history queries)") + f" or {setting('queries')} PATH"
+        return None
     if bundle.user_table is None and history is None and config.queries in ("auto", "users"):
-        result.not_measured["retrieval"] = (
+        not_measured["retrieval"] = (
             f"no queries: the model has no user table; pass {setting('interactions')} (history "
             f"queries) or {setting('queries')} PATH"
         )
-        return
+        return None
     from auditor.retrieval import measure_retrieval
 
-    outcome = measure_retrieval(bundle, stats, config, history, progress)
-    result.retrieval = outcome.retrieval
-    result.plot_data.exposure = outcome.exposure
-    result.warnings.extend(outcome.warnings)
+    return measure_retrieval(bundle, stats, config, history, progress)
 
 
 def _assess_conditions(
-    result: AuditResult,
     bundle: ModelBundle,
     stats: ItemStats | None,
     config: AuditConfig,
     pairs: InteractionPairs | None,
     pm: pluggy.PluginManager,
     progress: Progress,
-) -> None:
+) -> ConditionsOutcome:
     from auditor.conditions import assess_conditions
 
-    outcome = assess_conditions(
+    return assess_conditions(
         bundle,
         stats,
         pairs,
@@ -270,12 +334,6 @@ def _assess_conditions(
         progress=progress,
         row_ids=config.row_ids,
     )
-    result.conditions = outcome.conditions
-    result.probes = None if outcome.probes is None else outcome.probes.to_dict()
-    result.plot_data.update_angles = outcome.update_angles
-    result.warnings.extend(outcome.warnings)
-    if outcome.probes_not_run is not None:
-        result.not_measured["probes"] = outcome.probes_not_run.describe()
 
 
 def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None) -> Inputs:
@@ -311,8 +369,10 @@ def _settings(config: AuditConfig) -> dict[str, Any]:
         "seed": config.seed,
         "bootstrap": config.bootstrap,
         "probes": config.probes,
+        **({"frequencies": str(config.frequencies)} if config.frequencies else {}),
         "frequency": "interactions per item row in the training log"
-        + ("" if config.interactions else " (as recorded in the checkpoint)"),
+        + ("" if config.interactions else f" (counted elsewhere: {config.frequencies})" if config.frequencies
+           else " (as recorded in the checkpoint)"),
         "spearman_over": "all items, cold (frequency 0) included",
         "loglog_slope_over": "items with frequency > 0",
         "declared": {k: v for k, v in vars(config.declared).items() if v is not None},

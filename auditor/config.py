@@ -18,6 +18,7 @@ QUERY_SOURCES = ("auto", "users", "history")
 INDEX_KINDS = ("auto", "exact", "ivf", "hnsw")
 POPULARITY_KINDS = ("interactions", "users")
 INTERACTION_FORMATS = ("auto", "parquet", "csv", "tsv", "movielens", "recbole")
+DEFAULT_ALPHAS = (0.25, 0.5, 0.75)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,13 @@ class AuditConfig:
 
     model: Path
     interactions: Path | None = None
+    frequencies: Path | None = None
+    """Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct
+    users) in place of ``interactions`` where counts suffice (auditor/loading/frequencies.py)."""
+    count_col: str | None = None
+    """Count column of ``frequencies`` (auto-detected from common names)."""
+    user_count_col: str | None = None
+    """Distinct-users column of ``frequencies`` (optional; auto-detected from common names)."""
     interactions_format: str = "auto"
     user_col: str | None = None
     item_col: str | None = None
@@ -89,6 +97,14 @@ class AuditConfig:
     plugins: tuple[Path, ...] = ()
     scheduler: str | None = None
     """Address of a dask.distributed scheduler that runs sharded retrieval; None: local."""
+    holdout: Path | None = None
+    """Held-out interactions (any log format) for accuracy beside exposure (docs/measures.md)."""
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    """Norm-aware scorings alpha_<a>: score = |q|^a |k|^a cos(q, k); 0 is cosine, 1 is dot."""
+    accuracy_tolerance: float = 0.98
+    """The recommended scoring keeps at least this share of dot's NDCG@K."""
+    keep_seen: bool = False
+    """Keep each user's training items among the accuracy candidates (default: excluded)."""
 
     def __post_init__(self) -> None:
         if not self.ks or any(k < 1 for k in self.ks):
@@ -109,6 +125,18 @@ class AuditConfig:
             raise InputError(f"{setting('seed')} must be >= 0, got {self.seed}")
         if self.id_offset is not None and self.id_offset < 0:
             raise InputError(f"{setting('id_offset')} must be >= 0, got {self.id_offset}")
+        if self.interactions is not None and self.frequencies is not None:
+            raise InputError(
+                f"{setting('interactions')} and {setting('frequencies')} both give the item counts; pass one "
+                f"({setting('frequencies')} when the log itself is not available)"
+            )
+        bad_alphas = [a for a in self.alphas if not (math.isfinite(a) and 0.0 <= a <= 1.0)]
+        if bad_alphas:
+            raise InputError(f"{setting('alphas')} must lie in [0, 1], got {bad_alphas[0]}")
+        if not (math.isfinite(self.accuracy_tolerance) and 0.0 < self.accuracy_tolerance <= 1.0):
+            raise InputError(
+                f"{setting('accuracy_tolerance')} must lie in (0, 1], got {self.accuracy_tolerance}"
+            )
 
     @property
     def load_options(self) -> LoadOptions:
@@ -121,7 +149,8 @@ class AuditConfig:
         """Every file this audit reads, by the setting that names it (outputs must never
         overwrite one of them)."""
         files: dict[str, Path | None] = {
-            setting(name): getattr(self, name) for name in ("model", "interactions", "item_ids", "user_ids")
+            setting(name): getattr(self, name)
+            for name in ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout")
         }
         if self.queries not in QUERY_SOURCES:
             files[setting("queries")] = Path(self.queries)
@@ -135,8 +164,9 @@ class AuditConfig:
         from auditor.io import require_regular_file
 
         require_regular_file(self.model, "model file", folder_ok=True)
-        for path, what in ((self.interactions, "interaction log"), (self.item_ids, "item ids file"),
-                           (self.user_ids, "user ids file")):
+        for path, what in ((self.interactions, "interaction log"), (self.frequencies, "frequencies file"),
+                           (self.item_ids, "item ids file"),
+                           (self.user_ids, "user ids file"), (self.holdout, "held-out log")):
             if path is not None:
                 require_regular_file(path, what)
         if self.queries not in QUERY_SOURCES:

@@ -76,6 +76,13 @@ class GateError(AuditError):
     exit_code = 2
 
 
+class UnmeasuredGateError(GateError):
+    """A gate on a metric that no audited run measured: it cannot be evaluated, so it
+    fails (exit 1) instead of passing silently."""
+
+    exit_code = 1
+
+
 class PluginError(AuditError):
     """A plugin failed to load or a hook implementation raised."""
 

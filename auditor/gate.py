@@ -19,8 +19,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from auditor.errors import GateError, setting
-from auditor.result import LIST_MEASURES, SCORINGS
+from auditor.errors import GateError, UnmeasuredGateError, setting
+from auditor.config import DEFAULT_ALPHAS
+from auditor.result import ACCURACY_MEASURES, LIST_MEASURES, SCORINGS, alpha_scoring
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -70,20 +71,17 @@ class GateOutcome:
         return f"{self.gate}: {self.value:.4g} ({state})"
 
 
-class UnmeasuredGateError(GateError):
-    """A gate on a metric that no audited run measured: it cannot be evaluated, so it
-    fails (exit 1) instead of passing silently."""
-
-    exit_code = 1
-
-
-def metric_names(ks: Iterable[int], extra: Iterable[str] = ()) -> list[str]:
-    """Every flat metric name a ``check`` with cut-offs ``ks`` can produce."""
+def metric_names(ks: Iterable[int], extra: Iterable[str] = (), alphas: Iterable[float] = DEFAULT_ALPHAS) -> list[str]:
+    """Every flat metric name a ``check`` with cut-offs ``ks`` and norm-aware exponents
+    ``alphas`` can produce (accuracy names are measured only with a held-out log)."""
     names = list(BASE_METRICS)
+    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas)]
     for k in ks:
         for metric in LIST_MEASURES:
-            names += [f"{metric}_{s}@{k}" for s in SCORINGS] + [f"{metric}_ratio@{k}"]
+            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
         names += [f"overlap_dot_cosine@{k}", f"recall@{k}"]
+        for metric in ACCURACY_MEASURES:
+            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
     return names + list(extra)
 
 
@@ -109,10 +107,16 @@ def parse_gates(expressions: Iterable[str], valid_names: Iterable[str]) -> list[
     return gates
 
 
-def gates_for(expressions: Iterable[str], ks: Iterable[int], measures: Iterable[str] = ()) -> list[Gate]:
-    """Parse gates for a run with cut-offs ``ks`` and plugin ``measures`` (their names):
-    the valid names of ``check`` and ``batch`` alike. GateError lists every problem."""
-    return parse_gates(expressions, metric_names(sorted(set(ks)), measures))
+def gates_for(
+    expressions: Iterable[str],
+    ks: Iterable[int],
+    measures: Iterable[str] = (),
+    alphas: Iterable[float] = DEFAULT_ALPHAS,
+) -> list[Gate]:
+    """Parse gates for a run with cut-offs ``ks``, plugin ``measures`` (their names) and
+    norm-aware ``alphas``: the valid names of ``check`` and ``batch`` alike. GateError
+    lists every problem."""
+    return parse_gates(expressions, metric_names(sorted(set(ks)), measures, alphas))
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:

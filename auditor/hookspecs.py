@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from auditor.config import LoadOptions
     from auditor.model import ItemStats, LiveModel, ModelBundle
     from auditor.report import Renderer
-    from auditor.result import AuditResult, Condition
+    from auditor.result import Condition, MeasuredSections
 
 hookspec = pluggy.HookspecMarker("popaudit")
 hookimpl = pluggy.HookimplMarker("popaudit")
@@ -83,6 +83,7 @@ class Measure(Protocol):
     name: str
     description: str
 
-    def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: AuditResult) -> Any:
-        """The measure's value for one audit."""
+    def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: MeasuredSections) -> Any:
+        """The measure's value for one audit; ``result`` holds every measured section
+        (the verdict is decided after the measures)."""
         ...

@@ -51,6 +51,19 @@ class LiveModel(Protocol):
         ...
 
 
+@runtime_checkable
+class LogIdRule(Protocol):
+    """How a framework numbered raw ids as table rows, when only the training log tells
+    which id each row holds (RecBole numbers ids in order of first appearance)."""
+
+    def apply(
+        self, bundle: ModelBundle, log: Path, fmt: str, user_col: str | None, item_col: str | None
+    ) -> None:
+        """Set ``bundle``'s item (and user) ids and their sources from ``log``; raise
+        IdMappingError when the rule cannot be reproduced from it."""
+        ...
+
+
 @dataclass
 class ModelBundle:
     """Everything popaudit could read from a model file.
@@ -61,7 +74,7 @@ class ModelBundle:
 
     source: Path
     format: str
-    """How it was read: state_dict, checkpoint, lightning, popaudit, torchscript,
+    """How it was read: state_dict, checkpoint, lightning, recbole, popaudit, torchscript,
     pickle, safetensors, npy, parquet, or a plugin's name."""
     item_table: np.ndarray
     item_key: str | None = None
@@ -88,6 +101,15 @@ class ModelBundle:
     popaudit reads model files without running code from them."""
     train_pairs: InteractionPairs | None = None
     """(user, item-row) pairs recorded in the checkpoint (popaudit retrain), for probes."""
+    holdout_pairs: InteractionPairs | None = None
+    """Held-out (user, item-row) pairs a checkpoint recorded (``retrain --holdout-fraction``):
+    never trained on, for accuracy when no holdout file is given."""
+    item_biases: np.ndarray | None = None
+    """float32 (n_items,): the model's per-item bias term (LightFM, cornac, implicit BPR),
+    a second channel for popularity beside the norms; None when the model has none."""
+    log_id_rule: LogIdRule | None = None
+    """A framework's own rule giving the raw ids of the rows from the training log
+    (RecBole); applied once the log is known, before the log is aligned with the rows."""
     warnings: list[str] = field(default_factory=list)
 
     @property

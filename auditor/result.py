@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from auditor import __version__
+
+if TYPE_CHECKING:  # the probes package loads torch; the result and its renderers need not
+    from auditor.probes.results import ProbeOutcome
 
 SCHEMA_VERSION = 1
 Status = Literal["holds", "violated", "unknown"]
@@ -28,6 +31,12 @@ LIST_MEASURES = (
     "novelty",
 )
 SCORINGS = ("dot", "cosine", "popular")
+ACCURACY_MEASURES = ("recall", "ndcg", "hit_rate", "mrr")
+
+
+def alpha_scoring(alpha: float) -> str:
+    """The name of the norm-aware scoring with exponent ``alpha`` (``alpha_0.5``)."""
+    return f"alpha_{alpha:g}"
 
 # The sufficient conditions (docs/theory.md §2): ids are the keys of ``AuditResult.conditions``,
 # the JSON report and the batch columns, so they are spelled here only.
@@ -123,6 +132,12 @@ class CutoffMeasures:
     cosine: ListMeasures
     popular: ListMeasures
     overlap_dot_cosine: float
+    norm_aware: dict[str, ListMeasures] = field(default_factory=dict)
+    """``alpha_<a>`` -> measures of the norm-aware scoring (only with ``alphas`` measured)."""
+
+    def scorings(self) -> dict[str, ListMeasures]:
+        """Every scoring measured at this cut-off, by name: dot, cosine, popular, alpha_<a>."""
+        return {"dot": self.dot, "cosine": self.cosine, "popular": self.popular, **self.norm_aware}
 
 
 @dataclass
@@ -137,6 +152,39 @@ class Retrieval:
     popularity: str = "interactions"
     n_zero_queries: int = 0
     definitions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RankingAccuracy:
+    """Held-out accuracy of one scoring at one K (RecBole's definitions, docs/measures.md)."""
+
+    recall: float
+    ndcg: float
+    hit_rate: float
+    mrr: float
+
+
+@dataclass
+class Accuracy:
+    """The accuracy section: held-out accuracy per K and scoring, and the trade-off's choice."""
+
+    protocol: str
+    n_users_evaluated: int
+    n_dropped: int
+    """Held-out interactions left out: item without a table row, or user without a query."""
+    at: dict[int, dict[str, RankingAccuracy]]
+    holdout: str = ""
+    n_holdout_interactions: int = 0
+    n_dropped_users: int = 0
+    seen_excluded: bool = True
+    tolerance: float = 0.98
+    quoted_k: int | None = None
+    """The K the trade-off is judged at (the verdict's quoted K, where measured)."""
+    recommended: str | None = None
+    """The scoring the trade-off recommends (dot, cosine or alpha_<a>); None: not decided."""
+    recommendation: str = ""
+    pareto: list[str] = field(default_factory=list)
+    """Scorings on the accuracy/head-share Pareto front at ``quoted_k``."""
 
 
 @dataclass
@@ -174,24 +222,32 @@ class PlotData:
     update_angles: np.ndarray | None = None
 
 
-@dataclass
-class AuditResult:
-    """Everything one audit found; ``to_dict`` is the JSON report."""
+@dataclass(frozen=True, kw_only=True)
+class MeasuredSections:
+    """What one audit measured, before the verdict and the plugin measures: what plugin
+    measures and :func:`auditor.verdict.decide_verdict` read."""
 
     inputs: Inputs
     frequency_norm: FrequencyNorm | None
-    verdict: Verdict
     retrieval: Retrieval | None = None
+    accuracy: Accuracy | None = None
     conditions: dict[str, Condition] | None = None
-    probes: dict[str, Any] | None = None
-    """the report's ``probes`` section (docs/report.md): ``ProbeOutcome.to_dict()`` of :mod:`auditor.probes`."""
-    measures: dict[str, Any] = field(default_factory=dict)
-    """Extra measures registered by plugins: name -> JSON-serialisable value."""
+    probes: ProbeOutcome | None = None
+    """The numeric probes' typed results (:mod:`auditor.probes.results`); None: not run."""
     settings: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     not_measured: dict[str, str] = field(default_factory=dict)
     """Section -> why it was not measured (e.g. ``retrieval``: no queries)."""
     plot_data: PlotData = field(default_factory=PlotData, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditResult(MeasuredSections):
+    """Everything one audit found, assembled once; ``to_dict`` is the JSON report."""
+
+    verdict: Verdict
+    measures: dict[str, Any] = field(default_factory=dict)
+    """Extra measures registered by plugins: name -> JSON-serialisable value."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (docs/report.md, schema_version 1); NaN/inf become null."""
@@ -201,10 +257,11 @@ class AuditResult:
             "inputs": asdict(self.inputs),
             "frequency_norm": asdict(self.frequency_norm) if self.frequency_norm else None,
             "retrieval": None,
+            "accuracy": None,
             "conditions": (
                 {key: asdict(c) for key, c in self.conditions.items()} if self.conditions else None
             ),
-            "probes": self.probes,
+            "probes": None if self.probes is None else self.probes.to_dict(),
             "verdict": asdict(self.verdict),
             "measures": self.measures,
             "settings": self.settings,
@@ -213,10 +270,14 @@ class AuditResult:
         }
         if self.retrieval is not None:
             retrieval = asdict(self.retrieval)
-            retrieval["at"] = {str(k): v for k, v in retrieval["at"].items()}
+            retrieval["at"] = {str(k): _cutoff_dict(v) for k, v in retrieval["at"].items()}
             if retrieval["recall"] is not None:
                 retrieval["recall"] = {str(k): v for k, v in retrieval["recall"].items()}
             out["retrieval"] = retrieval
+        if self.accuracy is not None:
+            accuracy = asdict(self.accuracy)
+            accuracy["at"] = {str(k): v for k, v in accuracy["at"].items()}
+            out["accuracy"] = accuracy
         report: dict[str, Any] = json_safe(out)
         return report
 
@@ -231,8 +292,7 @@ class AuditResult:
             flat["spearman_p"] = _num(fn.spearman_p)
         if self.retrieval is not None:
             for k, cut in self.retrieval.at.items():
-                for scoring in SCORINGS:
-                    measures = getattr(cut, scoring)
+                for scoring, measures in cut.scorings().items():
                     for metric in LIST_MEASURES:
                         flat[f"{metric}_{scoring}@{k}"] = _num(getattr(measures, metric))
                 for metric in LIST_MEASURES:
@@ -242,10 +302,25 @@ class AuditResult:
                 flat[f"overlap_dot_cosine@{k}"] = _num(cut.overlap_dot_cosine)
             for k, value in (self.retrieval.recall or {}).items():
                 flat[f"recall@{k}"] = _num(value)
+        for k, by_scoring in (self.accuracy.at.items() if self.accuracy else ()):
+            for scoring, accuracy in by_scoring.items():
+                for metric in ACCURACY_MEASURES:
+                    flat[f"{metric}_{scoring}@{k}"] = _num(getattr(accuracy, metric))
+            if "dot" in by_scoring and "cosine" in by_scoring:
+                for metric in ACCURACY_MEASURES:  # the share of dot's accuracy cosine keeps
+                    flat[f"{metric}_ratio@{k}"] = _ratio(
+                        getattr(by_scoring["cosine"], metric), getattr(by_scoring["dot"], metric)
+                    )
         for name, value in self.measures.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 flat[name] = _num(value)
         return flat
+
+
+def _cutoff_dict(cut: dict[str, Any]) -> dict[str, Any]:
+    """One cut-off's JSON: norm-aware scorings sit beside dot, cosine and popular."""
+    norm_aware = cut.pop("norm_aware", {})
+    return {**cut, **norm_aware}
 
 
 def _num(value: Any) -> float | None:

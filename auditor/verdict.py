@@ -11,7 +11,8 @@ Two questions, kept apart:
   10% of the catalogue; the smallest K when none is). Both the ratio and the absolute
   excess count: 0.7% vs 0.5% is 1.4× but harms nobody.
 
-Severity is the harm (:data:`HARM_BANDS`, the worst K decides and is the one quoted);
+Severity is the harm (:data:`HARM_BANDS`, the worst K decides and is the one quoted;
+the smallest served K, what a user sees first, is quoted beside it when it differs);
 the mechanism alone, when the harm is below every band, gives "low". Without a
 retrieval measurement the harm is unknown: the mechanism gives at most "moderate".
 ``bias_detected`` is severity above "none". Recommendations are chosen from the
@@ -24,8 +25,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import setting
-from auditor.result import C1, C4, C5, ORTHOGONALITY_IDS, AuditResult, Condition, Severity, Verdict
+from auditor.result import C1, C4, C5, ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
@@ -40,7 +42,8 @@ SERVED_SHARE = 0.1
 """Cut-offs K up to this share of the catalogue are the lists a user is served."""
 SEVERITY_RULE = (
     "severity = the harm: the top-1% items' share of dot-product vs cosine top-K slots at "
-    "the worst served K (K <= 10% of the catalogue): high from 2x and +5 points, moderate "
+    "the worst served K (K <= 10% of the catalogue, else the smallest K; worst: the highest band, "
+    "then the larger ratio): high from 2x and +5 points, moderate "
     "from 1.25x and +2 points, low from 1.1x and +0.5 points; norms that track popularity "
     "(Spearman rho >= 0.1, CI above 0) with no such harm are low; without retrieval, the "
     "correlation alone gives at most moderate"
@@ -79,7 +82,7 @@ class Skew:
         return next((name for name, r, e in HARM_BANDS if ratio >= r and excess >= e), "none")
 
 
-def decide_verdict(result: AuditResult) -> Verdict:
+def decide_verdict(result: MeasuredSections) -> Verdict:
     """The verdict of one audit; sections that are None count as not measured."""
     fn = result.frequency_norm
     rho = _finite(fn.spearman) if fn is not None else None
@@ -131,7 +134,7 @@ def _strength(rho: float) -> Strength:
     return "weak" if size >= RHO_WEAK else "negligible"
 
 
-def served_cutoffs(result: AuditResult) -> list[int]:
+def served_cutoffs(result: MeasuredSections) -> list[int]:
     """The cut-offs K whose lists are the size a user is served: K at most
     :data:`SERVED_SHARE` of the catalogue (the smallest K when none is; a list
     covering a large part of a small catalogue shows no skew)."""
@@ -142,7 +145,7 @@ def served_cutoffs(result: AuditResult) -> list[int]:
     return served or ks[:1]
 
 
-def skew_at(result: AuditResult, k: int) -> Skew:
+def skew_at(result: MeasuredSections, k: int) -> Skew:
     """The head-share skew of the lists at cut-off ``k`` (which must be measured)."""
     assert result.retrieval is not None
     cut = result.retrieval.at[k]
@@ -150,7 +153,7 @@ def skew_at(result: AuditResult, k: int) -> Skew:
                 _finite(cut.overlap_dot_cosine))
 
 
-def worst_skew(result: AuditResult) -> Skew | None:
+def worst_skew(result: MeasuredSections) -> Skew | None:
     """The served cut-off with the most harm (ties: the larger ratio, then the smaller K):
     the one severity follows and reports quote."""
     skews = [skew_at(result, k) for k in served_cutoffs(result)]
@@ -164,10 +167,19 @@ def worst_skew(result: AuditResult) -> Skew | None:
     return max(skews, key=weight)
 
 
-def quoted_cutoff(result: AuditResult) -> int | None:
+def quoted_cutoff(result: MeasuredSections) -> int | None:
     """The K that verdicts and headlines quote (see :func:`worst_skew`)."""
     skew = worst_skew(result)
     return None if skew is None else skew.k
+
+
+def first_seen_skew(result: MeasuredSections) -> Skew | None:
+    """The skew at the smallest served K (the first slots a user sees) when it is not the
+    quoted K: reports quote it beside the worst K (it never changes the severity)."""
+    served, worst = served_cutoffs(result), worst_skew(result)
+    if not served or worst is None or served[0] == worst.k:
+        return None
+    return skew_at(result, served[0])
 
 
 def _pct(x: float | None) -> str:
@@ -202,7 +214,7 @@ def _conditions_text(conditions: dict[str, Condition]) -> str:
 
 
 def _summary(
-    result: AuditResult, severity: Severity, rho: float | None, lo: float | None, hi: float | None,
+    result: MeasuredSections, severity: Severity, rho: float | None, lo: float | None, hi: float | None,
     p: float | None, significant: bool, strength: Strength | None, skew: Skew | None,
     conditions: dict[str, Condition],
 ) -> str:
@@ -244,6 +256,10 @@ def _summary(
             "none": "serving by dot product barely changes what popular items get",
         }[harm or "none"]
         parts.append(f"{harm_words}: {_skew_text(skew)}")
+        first = first_seen_skew(result)
+        if first is not None and first.ratio is not None:
+            times = "∞" if first.ratio == math.inf else f"{first.ratio:.2f}"
+            parts[-1] += f" (at K={first.k}, the first slots a user sees: {times}×, {_pct(first.dot)} vs {_pct(first.cosine)})"
     elif skew is None:
         parts.append("the harm to serving was not measured (no retrieval), so severity rests on the correlation")
     if result.inputs.row_ids_assumed:
@@ -256,7 +272,7 @@ def _summary(
 
 
 def _recommendations(
-    result: AuditResult, detected: bool, skew: Skew | None, conditions: dict[str, Condition]
+    result: MeasuredSections, detected: bool, skew: Skew | None, conditions: dict[str, Condition]
 ) -> list[str]:
     recs: list[str] = []
     status = {k: c.status for k, c in conditions.items()}
@@ -275,16 +291,7 @@ def _recommendations(
             )
         else:
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"
-        recs.append(
-            "Serve with cosine similarity, or L2-normalise item vectors before indexing: " + measured + ". "
-            "Caveat: norms may also carry useful signal (item quality, confidence); check offline accuracy "
-            "(recall/NDCG) before switching."
-        )
-        recs.append(
-            "Norm-aware scoring keeps part of the norm signal: score with ‖q‖^α‖k‖^α·cos(q, k) for α in (0, 1) "
-            "(α = 0 is cosine, α = 1 is dot product). Caveat: α must be tuned on held-out data; it trades "
-            "accuracy against exposure."
-        )
+        recs += _serving_recommendations(result, measured)
     if detected:
         c1 = conditions.get(C1)
         if c1 is not None and c1.status in ("holds", "unknown"):
@@ -310,7 +317,8 @@ def _recommendations(
             )
         c4 = conditions.get(C4)
         loss = str((c4.details.get("loss") if c4 is not None else None) or "")
-        if loss and any(word in loss.lower() for word in _IN_BATCH_WORDS):
+        logq = c4 is not None and c4.details.get("logq") is True
+        if loss and not logq and any(word in loss.lower() for word in _IN_BATCH_WORDS):
             recs.append(
                 f"The loss ({loss!r}) uses in-batch or sampled negatives, in which popular items appear as "
                 "negatives more often: apply logQ correction (subtract log of each item's sampling probability "
@@ -324,3 +332,25 @@ def _recommendations(
             "(e.g. with --fail-on in CI)."
         )
     return recs
+
+
+def _serving_recommendations(result: MeasuredSections, measured: str) -> list[str]:
+    """Cosine and norm-aware serving: the measured trade-off when held-out accuracy was
+    measured (:mod:`auditor.tradeoff`), else the advice and how to measure its cost."""
+    accuracy = result.accuracy
+    if accuracy is not None and accuracy.recommendation:
+        fix = ""
+        if accuracy.recommended not in (None, "dot"):
+            fix = (
+                f" `popaudit mitigate MODEL --alpha auto -o OUT` writes the item table rescaled for it "
+                "(k·‖k‖^(α−1)), so an existing inner-product index serves it unchanged."
+            )
+        return ["Held-out accuracy beside exposure: " + accuracy.recommendation + fix]
+    how = f"measure it with {setting('holdout')} (held-out interactions): recall/NDCG of every scoring beside its exposure"
+    return [
+        "Serve with cosine similarity, or L2-normalise item vectors before indexing: " + measured + ". "
+        "Caveat: norms may also carry useful signal (item quality, confidence); " + how + ".",
+        "Norm-aware scoring keeps part of the norm signal: score with ‖q‖^α‖k‖^α·cos(q, k) for α in (0, 1) "
+        "(α = 0 is cosine, α = 1 is dot product). Caveat: it trades accuracy against exposure; "
+        f"{setting('holdout')} measures α = {', '.join(f'{a:g}' for a in DEFAULT_ALPHAS)} (or your {setting('alphas')}).",
+    ]

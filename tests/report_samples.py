@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from auditor.metrics.frequency_norm import frequency_norm_stats
+from auditor.probes.results import GradientAlignment, ProbeOutcome, UpdateProbe
 from auditor.result import (
     AuditResult,
     Condition,
@@ -69,15 +70,16 @@ def full_result() -> AuditResult:
         "C4": Condition("cosine-based loss", "violated", "config loss = infonce-dot | dot logits"),
         "C5": Condition("large learning rate", "holds", "lr = 1.0 (declared)"),
     }
-    probes = {
-        "update_angles": {
-            "n": 1000, "median": float(np.median(angles)),
-            "share_90pm1": float(np.mean(np.abs(angles - 90) <= 1)),
-            "share_90pm10": float(np.mean(np.abs(angles - 90) <= 10)),
-            "histogram": {"edges": list(range(0, 181, 10)), "counts": [5] * 8 + [900] + [5] * 9},
-        },
-        "gradient_orthogonality": {"max_abs_cosine": 1.2e-7, "n": 64},
-    }
+    moved = np.abs(angles - 90.0) < 45.0
+    probes = ProbeOutcome(
+        dtype="float32", seed=0, batch_source="interactions (seeded sample)", batch_size=256,
+        gradient_alignment=GradientAlignment(n=64, median=3.1e-8, max=1.2e-7, tolerance=1e-5, orthogonal=True),
+        update=UpdateProbe(
+            angles=angles, residuals=rng.normal(0, 1e-7, angles.size), growth=np.full(angles.size, 0.02),
+            growth_per_appearance=np.full(angles.size, 0.01), relative_change=np.where(moved, 0.02, 0.5),
+            n_evaluated=1200, optimizer="SGD", optimizer_restored=True, lr=1.0, steps=1,
+        ),
+    )
     return AuditResult(
         inputs=Inputs("runs/2026-11/model with spaces.pt", "data/interactions.parquet", "item_emb.weight",
                       "user_emb.weight", N_ITEMS, 64, int(freq.sum()), "state_dict", None, 940, 13),

@@ -75,7 +75,7 @@ def test_foreign_objects_beside_tensors_are_read_without_running_them(tmp_path):
     torch.save({"item.weight": torch.arange(6.0).view(3, 2), "extra": NotATensor(marker)}, path)
     result = run("check", path, "--format", "json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["inputs"]["n_items"] == 3
+    assert json.loads(result.stdout)["inputs"]["n_items"] == 3
     assert not marker.exists()  # the object's class was never imported or called
 
 

@@ -91,7 +91,7 @@ def test_pickled_module_is_read_without_running_it(tmp_path):
     torch.save(model, tmp_path / "full.pt")
     result = run("check", tmp_path / "full.pt", "--no-probes", "--format", "json")
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)  # stderr: progress lines (not a terminal)
     assert report["inputs"]["n_items"] == 10 and report["inputs"]["dim"] == 4
     assert any("without running code" in w for w in report["warnings"])
 
@@ -111,7 +111,7 @@ def test_output_format_json_to_file_and_stdout(biased):
     assert json.loads(out.read_text())["frequency_norm"]["spearman"] == pytest.approx(1.0)
     result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet",
                  "--no-probes", "--no-retrieval", "--format", "json")
-    assert json.loads(result.output)["schema_version"] == 1
+    assert json.loads(result.stdout)["schema_version"] == 1
 
 
 def test_unknown_format_is_usage_error(biased):

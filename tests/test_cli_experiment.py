@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
@@ -24,7 +26,9 @@ def test_conditions_subset_writes_results(tmp_path: Path) -> None:
     assert doc["seeds"] == [0] and doc["sizes"]["n_items"] == 200
     ref, adam = doc["rows"][0]["runs"][0], doc["rows"][1]["runs"][0]
     assert ref["share_90pm1"] >= 0.99 > adam["share_90pm1"]
-    assert "| setting | violates |" in res.output and f"Wrote {out / 'results.md'}" in res.output
+    # results.md holds the Markdown table; the console shows it as a rich table, not Markdown
+    assert "| setting | violates |" in (out / "results.md").read_text() and f"Wrote {out / 'results.md'}" in res.output
+    assert "┃ setting" in res.stdout and "┃ violates" in res.stdout and "|---" not in res.stdout
 
 
 def test_lr_sweep_with_given_rates_and_seeds(tmp_path: Path) -> None:
@@ -50,3 +54,83 @@ def test_errors_and_usage(tmp_path: Path) -> None:
     help_text = runner.invoke(cli, ["experiment", "--help"]).output
     for word in ("conditions", "lr-sweep", "--seeds", "--output"):
         assert word in help_text
+
+
+# ------------------------------------------------------------------ on a user's own log
+
+
+def _recbole_log(path: Path, n_users: int = 40, n_items: int = 60, per_user: int = 15, seed: int = 0) -> tuple[int, int, int]:
+    """A RecBole .inter log with Zipf-like item popularity; returns (users, items, interactions)
+    as counted here, independently of popaudit."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, n_items + 1)
+    lines = ["user_id:token\titem_id:token\trating:float\ttimestamp:float"]
+    users, items = set(), set()
+    t = 880_000_000
+    for u in range(n_users):
+        for i in rng.choice(n_items, size=per_user, replace=False, p=weights / weights.sum()):
+            lines.append(f"u{u}\ti{i}\t4\t{t}")
+            users.add(u)
+            items.add(int(i))
+            t += 1
+    path.write_text("\n".join(lines) + "\n")
+    return len(users), len(items), n_users * per_user
+
+
+FAST = ["--epochs", "2", "--batch-size", "64", "--bootstrap", "20", "-k", "10", "--dim", "8"]
+
+
+def test_conditions_on_a_recbole_log_states_the_data_and_one_seed_values(tmp_path: Path) -> None:
+    log = tmp_path / "mine.inter"
+    n_users, n_items, n_inter = _recbole_log(log)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["experiment", "conditions", "--data", str(log), *FAST, "--seeds", "1", "--seed", "3",
+                                   "--settings", "reference,low-lr", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["data"] == {"kind": "file", "path": str(log), "format": "recbole", "user_col": "user_id",
+                           "item_col": "item_id", "n_interactions": n_inter, "n_users": n_users, "n_items": n_items}
+    md = (out / "results.md").read_text()
+    assert (f"Data: {log} (recbole, columns user_id/item_id): {n_users} users, {n_items} items, {n_inter} interactions, "
+            "the same interactions for every seed. Seed 3 (one run per setting); 2 epochs per run.") in md
+    rows = [line for line in md.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == 2 and all(" ± " not in row for row in rows)  # one seed: the value alone
+    rho = doc["rows"][0]["runs"][0]["spearman"]
+    assert f"| {rho:.3f} |" in rows[0]
+    assert "┃ setting" in res.stdout and f"{n_items} items" in res.stdout and " ± " not in res.stdout
+
+
+@pytest.mark.slow
+def test_parallel_runs_equal_serial_runs(tmp_path: Path) -> None:
+    log = tmp_path / "u.data"
+    rng = np.random.default_rng(1)
+    rows = [f"{u}\t{i}\t4\t{880000000 + n}" for n, (u, i) in
+            enumerate(zip(rng.integers(1, 30, 500), rng.zipf(1.5, 500) % 50 + 1))]
+    log.write_text("\n".join(rows) + "\n")
+    docs = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"j{jobs}"
+        res = CliRunner().invoke(cli, ["experiment", "conditions", "--data", str(log), *FAST, "--seeds", "2",
+                                       "--settings", "reference,weight-decay,mlp", "-j", jobs, "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        docs.append(json.loads((out / "results.json").read_text()))
+    assert docs[0]["rows"] == docs[1]["rows"] and docs[0]["data"] == docs[1]["data"]
+    assert [run["seed"] for run in docs[1]["rows"][2]["runs"]] == [0, 1]
+    assert " ± " in (tmp_path / "j2" / "results.md").read_text()  # two seeds: mean ± std
+
+
+def test_data_options_belong_to_their_kind_of_data(tmp_path: Path) -> None:
+    runner = CliRunner()
+    log = tmp_path / "mine.inter"
+    _recbole_log(log)
+    res = runner.invoke(cli, ["experiment", "conditions", "--data", str(log), "--n-users", "5", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "--n-users applies to synthetic data" in res.output
+    res = runner.invoke(cli, ["experiment", "lr-sweep", "--user-col", "uid", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "--user-col applies to a --data PATH log" in res.output
+    res = runner.invoke(cli, ["experiment", "conditions", "--holdout-fraction", "0.1", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "--holdout-fraction applies to 'mitigations' only" in res.output
+    res = runner.invoke(cli, ["experiment", "conditions", "--data", str(tmp_path / "none.csv"), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1 and "none.csv" in res.output
+    help_text = runner.invoke(cli, ["experiment", "--help"]).output
+    for option in ("--data", "--data-format", "--user-col", "--item-col", "--jobs", "--threads", "asymmetric"):
+        assert option in help_text, option

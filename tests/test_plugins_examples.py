@@ -202,7 +202,7 @@ def test_run_audit_with_plugins(am_example: tuple[Path, Path], ft_example: tuple
         result = audit.run_audit(config, pm=pm)
         assert result.conditions is not None
         verdicts[result.inputs.format] = {k: result.conditions[k].status for k in ("C2", "C3")}
-        assert set(result.measures) == {"norm_gini", "head_norm_ratio_1pct"}
+        assert set(result.measures) == {"norm_gini", "head_norm_ratio_1pct", "item_bias_spearman"}
         assert result.probes is not None
     assert verdicts == {
         "asymmetric_two_tower": {"C2": "holds", "C3": "holds"},

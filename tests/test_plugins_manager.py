@@ -71,8 +71,9 @@ def popaudit_measures():
     pm = get_plugin_manager([path], entry_points=False)
     info = next(i for i in describe_plugins(pm) if i.kind == "file")
     assert info.name == f"file:{path}" and info.path == str(path) and info.hooks == ("popaudit_measures",)
-    assert [m.name for m in collect_measures(pm)] == ["m_one", "m_two"]
-    assert compute_measures(pm, None, None, None) == {"m_one": 1.5, "m_two": 2.0}
+    # The built-in measures come through the same hook, after the plugins' own.
+    assert [m.name for m in collect_measures(pm)] == ["m_one", "m_two", "item_bias_spearman"]
+    assert compute_measures(pm, None, None, None) == {"m_one": 1.5, "m_two": 2.0, "item_bias_spearman": None}
     # The same file twice is registered once.
     pm2 = get_plugin_manager([path, tmp_path / "." / "two.py"], entry_points=False)
     assert sum(1 for i in describe_plugins(pm2) if i.kind == "file") == 1
@@ -194,7 +195,9 @@ def test_hook_results_and_measure_validation(tmp_path: Path) -> None:
     second = write_plugin(tmp_path, "second", MEASURE + "@hookimpl\ndef popaudit_measures():\n    return [Measure('dup', 2.0)]\n")
     pm = get_plugin_manager([first, second], entry_points=False)
     # pluggy calls the last registered first.
-    assert [r.plugin for r in hook_results(pm, "popaudit_measures")] == [f"file:{second}", f"file:{first}"]
+    assert [r.plugin for r in hook_results(pm, "popaudit_measures")] == [
+        f"file:{second}", f"file:{first}", "builtin:metrics"
+    ]
     with pytest.raises(PluginError, match=r"measure 'dup' is defined by both plugin .*second.* and plugin .*first"):
         collect_measures(pm)
 

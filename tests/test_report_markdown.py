@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import io
 import re
 from pathlib import Path
@@ -155,21 +157,22 @@ def _small_result(**changes: object) -> AuditResult:
     lm = ListMeasures(0.3, 0.5, 0.6, 10.0, 0.2, 0.8, 0.3, 5.0)
     lc = ListMeasures(0.1, 0.3, 0.4, 5.0, 0.4, 0.5, 0.6, 6.0)
     result = full_result()
-    result.retrieval = Retrieval(20, "exact", {10: CutoffMeasures(lc, lc, lc, 1.0), 100: CutoffMeasures(lm, lc, lm, 0.4)})
-    result.conditions = {"C2": Condition("linear", "violated", "mlp"), "C1": Condition("sgd", "holds", "sgd")}
-    result.verdict = Verdict(True, "moderate", "", [])
     result.frequency_norm.spearman = 0.5
     result.frequency_norm.spearman_ci = (0.4, 0.6)
-    for key, value in changes.items():
-        setattr(result, key, value)
-    return result
+    fields = {
+        "retrieval": Retrieval(20, "exact", {10: CutoffMeasures(lc, lc, lc, 1.0), 100: CutoffMeasures(lm, lc, lm, 0.4)}),
+        "conditions": {"C2": Condition("linear", "violated", "mlp"), "C1": Condition("sgd", "holds", "sgd")},
+        "verdict": Verdict(True, "moderate", "", []),
+    }
+    return dataclasses.replace(result, **{**fields, **changes})
 
 
 def test_headline_known_sentence() -> None:
     assert c.headline(_small_result()) == (
         "Popularity bias detected (severity moderate): item norm vs training frequency Spearman "
         "ρ = 0.50, 95% CI 0.40 to 0.60; at K=100 the top-1% items fill 30.0% of dot-product slots "
-        "vs 10.0% under cosine (3.00×); conditions: C1 holds, C2 violated."
+        "vs 10.0% under cosine (3.00×); at K=10, the first slots a user sees: 10.0% vs 10.0% (1.00×); "
+        "conditions: C1 holds, C2 violated."
     )
     none = _small_result(frequency_norm=None, retrieval=None, conditions=None,
                          verdict=Verdict(False, "none", "", []))
@@ -220,12 +223,16 @@ def test_probe_tables_group_setup_and_flatten_details() -> None:
     assert [(key, title) for key, title, _ in tables] == [
         ("update_angles", "Update angles (one probe step)"),
         ("setup", "Probe setup"),
-        ("c3_cross_jacobian", "C3 cross jacobian"),
+        ("c3_cross_jacobian", "C3 no sharing: Jacobians of distinct items"),
     ]
+    # Reader labels and units (auditor/report/labels.py), not the JSON keys.
     angles = dict(tables[0][2].rows)
-    assert angles["median angle"] == "90.00°" and angles["mean"] == "90" and "histogram" not in angles
-    assert dict(tables[1][2].rows) == {"dtype": "float64", "seed": "7"}
-    assert dict(tables[2][2].rows) == {"n_pairs": "28", "shared": "no", "inner.max": "5.684e-14"}
+    assert angles["median angle"] == "90.00°" and angles["mean angle"] == "90.00°"
+    assert not any("histogram" in label for label in angles)
+    assert dict(tables[1][2].rows) == {"numeric precision of the probe copy": "float64", "random seed": "7"}
+    assert dict(tables[2][2].rows) == {
+        "pairs of distinct items": "28", "parameters shared between items (C3 violated)": "no", "inner.max": "5.684e-14"
+    }
 
 
 def test_definitions_drop_a_repeated_term_prefix() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import base64
 import io
 import subprocess
@@ -156,7 +158,7 @@ def test_audit_plots_follow_what_the_result_holds() -> None:
         assert width > 300 and height > 200
     assert plots.audit_plots(bare_result()) == []
     # Re-read from JSON: no arrays, so only the head-share bars and the reported histogram.
-    result.plot_data = PlotData()
+    result = dataclasses.replace(result, plot_data=PlotData())
     assert [s.name for s in plots.plot_specs(result)] == ["head_share", "update_angles"]
 
 

@@ -234,6 +234,19 @@ def test_inst_obj_build_setitems_appends_on_placeholders():
     assert qualname_of(second) == "evil.Other" and second.args == (5,) and second.items == [7, 8]
 
 
+def test_getattr_names_nested_classes_and_returns_nothing_real():
+    # getattr(evil.Outer, "Inner") is how protocol 2 names a nested class: it becomes the
+    # placeholder class evil.Outer.Inner (NEWOBJ then builds an instance of it). getattr on
+    # anything else (an allowed constructor, os.system) is an inert record, never an attribute.
+    nested = b"\x80\x02cbuiltins\ngetattr\ncevil\nOuter\nVInner\n\x86R)\x81."
+    obj = load(nested)
+    assert qualname_of(obj) == "evil.Outer.Inner" and isinstance(obj, Placeholder)
+    on_allowed = b"\x80\x02cbuiltins\ngetattr\ncbuiltins\ndict\nV__subclasses__\n\x86R."
+    assert qualname_of(load(on_allowed)) == "builtins.getattr"
+    on_system = b"\x80\x02cbuiltins\ngetattr\ncos\nsystem\nV__call__\n\x86R(Vtouch /tmp/x\ntR."
+    assert qualname_of(load(on_system)) == "os.system.__call__"
+
+
 def test_newobj_ex_stack_global_and_ext_codes():
     copyreg.add_extension("os", "system", 0xF0)
     try:

@@ -44,7 +44,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, cast
 
 from auditor.batch.jobs import BatchJob
-from auditor.batch.workers import AuditFn, _init_worker, audit_job, error_record
+from auditor.batch.workers import AuditFn, init_worker, audit_job, error_record
 from auditor.errors import AuditError
 
 WORKER_DIED = (
@@ -117,7 +117,7 @@ def _dispatch_pool(
             if pool is None:
                 started = context.Value("i", 0)
                 pool = ProcessPoolExecutor(
-                    max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(os.getpid(), started)
+                    max_workers=workers, mp_context=context, initializer=init_worker, initargs=(os.getpid(), started)
                 )
             # Suspects run alone; otherwise keep every worker busy.
             queue, limit = (suspects, 1) if suspects else (pending, workers)

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from auditor.batch.manifest import _DECLARED, _LIMITS, REFUSED, Manifest, _resolve, refusal
+from auditor.batch.manifest import DECLARED_SETTINGS, SETTING_LIMITS, REFUSED, Manifest, resolve_path, refusal
 from auditor.config import QUERY_SOURCES, AuditConfig
 from auditor.errors import AuditError, InputError, ManifestError, setting
 
 # Default files resolved against the caller's cwd, so workers (another cwd) read them too.
-_PATH_FIELDS = ("interactions", "item_ids", "user_ids")
+_PATH_FIELDS = ("interactions", "frequencies", "item_ids", "user_ids")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
     ``defaults`` maps AuditConfig field names (not ``model``) to values; invalid defaults
     raise InputError, an invalid row becomes a job carrying its error.
     """
-    template = _template(defaults or {})
+    template = config_template(defaults or {})
     base = manifest.path.resolve().parent
     jobs = []
     for row in manifest.rows:
@@ -55,7 +55,7 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
             jobs.append(BatchJob(row.index, model, row.label, None, "InputError: " + "; ".join(row.problems)))
             continue
         try:
-            config = _row_config(template, _resolve(model, base), row.settings)
+            config = _row_config(template, resolve_path(model, base), row.settings)
         except AuditError as exc:
             jobs.append(BatchJob(row.index, model, row.label, None, _row_error(template, model, base, row.settings, exc)))
             continue
@@ -68,7 +68,7 @@ def _row_error(template: AuditConfig, model: str, base: Path, settings: Mapping[
     culprits = []
     for name, value in settings.items():
         try:
-            _row_config(template, _resolve(model, base), {name: value})
+            _row_config(template, resolve_path(model, base), {name: value})
         except AuditError:
             culprits.append(name)
     where = f"column {culprits[0]!r}: " if len(culprits) == 1 else (
@@ -79,11 +79,11 @@ def _row_error(template: AuditConfig, model: str, base: Path, settings: Mapping[
 
 def batch_inputs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) -> dict[str, Path]:
     """Every existing file a run reads, by what names it: ``the manifest``, the default
-    files (by their setting: ``interactions``, ``item_ids``, ``user_ids``, ``queries``,
-    ``plugins``) and each row's files (``the model of manifest row 3``); a file named
+    files (by their setting: ``interactions``, ``frequencies``, ``item_ids``, ``user_ids``,
+    ``queries``, ``plugins``) and each row's files (``the model of manifest row 3``); a file named
     twice is listed once, under its first name. For :func:`auditor.io.check_not_inputs`,
     so that no output overwrites an input."""
-    template = _template(defaults or {})
+    template = config_template(defaults or {})
     base = manifest.path.resolve().parent
     inputs: dict[str, Path] = {}
     seen: set[str] = set()
@@ -101,19 +101,19 @@ def batch_inputs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) 
             inputs[label] = Path(path)
 
     add("the manifest", manifest.path)
-    for name in ("interactions", "item_ids", "user_ids", "queries"):
+    for name in ("interactions", "frequencies", "item_ids", "user_ids", "queries"):
         add(setting(name), getattr(template, name))
     for i, plugin in enumerate(template.plugins):
         add(setting("plugins") + ("" if i == 0 else f" #{i + 1}"), plugin)
     for row in manifest.rows:
         if row.model is not None:
-            add(f"the model of manifest row {row.index}", _resolve(row.model, base))
-        for name in ("interactions", "item_ids", "user_ids", "queries"):
+            add(f"the model of manifest row {row.index}", resolve_path(row.model, base))
+        for name in ("interactions", "frequencies", "item_ids", "user_ids", "queries"):
             add(f"the {name} of manifest row {row.index}", row.settings.get(name))
     return inputs
 
 
-def _template(defaults: Mapping[str, Any]) -> AuditConfig:
+def config_template(defaults: Mapping[str, Any]) -> AuditConfig:
     """The config every row starts from; InputError when the defaults are invalid."""
     values = dict(defaults)
     if "model" in values:
@@ -121,12 +121,12 @@ def _template(defaults: Mapping[str, Any]) -> AuditConfig:
     cwd = Path.cwd()
     for name in _PATH_FIELDS:
         if values.get(name) is not None:
-            values[name] = _resolve(values[name], cwd).resolve()
+            values[name] = resolve_path(values[name], cwd).resolve()
     if values.get("queries") not in (None, *QUERY_SOURCES):
-        values["queries"] = str(_resolve(values["queries"], cwd).resolve())
+        values["queries"] = str(resolve_path(values["queries"], cwd).resolve())
     if values.get("plugins"):
-        values["plugins"] = tuple(_resolve(p, cwd).resolve() for p in values["plugins"])
-    for name, (low, high) in _LIMITS.items():
+        values["plugins"] = tuple(resolve_path(p, cwd).resolve() for p in values["plugins"])
+    for name, (low, high) in SETTING_LIMITS.items():
         value = values.get(name)
         if value is not None and not (
             isinstance(value, (int, np.integer)) and not isinstance(value, bool) and low <= value <= high
@@ -140,9 +140,12 @@ def _template(defaults: Mapping[str, Any]) -> AuditConfig:
 
 def _row_config(template: AuditConfig, model: Path, settings: Mapping[str, Any]) -> AuditConfig:
     """``template`` with a row's settings; declared-training cells update ``declared``."""
-    declared = {k: v for k, v in settings.items() if k in _DECLARED}
-    overrides = {k: v for k, v in settings.items() if k not in _DECLARED}
+    declared = {k: v for k, v in settings.items() if k in DECLARED_SETTINGS}
+    overrides = {k: v for k, v in settings.items() if k not in DECLARED_SETTINGS}
     overrides["model"] = model
+    for given, other in (("interactions", "frequencies"), ("frequencies", "interactions")):
+        if overrides.get(given) is not None and other not in overrides:
+            overrides[other] = None  # a row's log (or counts) replaces the default counts (or log)
     if declared:
         overrides["declared"] = replace(template.declared, **declared)
     return template.with_overrides(overrides)

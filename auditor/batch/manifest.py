@@ -8,7 +8,8 @@ Column names are :class:`~auditor.config.AuditConfig` field names (``item_key``,
 ``weight_decay``, ``lr`` and ``loss`` (``declared_`` prefix optional). ``k`` holds one
 cut-off or several (``"10,100"``). An optional ``label`` column (free text, e.g. a
 checkpoint date) is carried into the results. A value in a row overrides the batch
-default for that row; an empty cell keeps the default. Relative paths in the manifest
+default for that row (a ``frequencies`` cell, item counts computed elsewhere, replaces
+the default ``interactions``, and the other way round); an empty cell keeps the default. Relative paths in the manifest
 are resolved against the manifest's folder. A missing ``model`` column or an unknown
 column is a :class:`~auditor.errors.ManifestError` (it lists the valid names); a bad
 value in one row only fails that row, with a message naming the column.
@@ -48,13 +49,13 @@ _NOT_PER_ROW = {"model", "plugins", "declared", "trust_pickle", "scheduler"}
 _REFUSED_SPELLINGS = {"trust_pickle": "trust_pickle", "scheduler": "scheduler", "plugins": "plugins", "plugin": "plugins"}
 REFUSED = frozenset(_REFUSED_SPELLINGS.values())
 # Limits the audit's own validation does not enforce (setting -> inclusive range).
-_LIMITS = {"seed": (0, 2**64 - 1)}
+SETTING_LIMITS = {"seed": (0, 2**64 - 1)}
 # Settings with a fixed set of values that only the audit would reject, mid-run.
 _CHOICES = {"interactions_format": INTERACTION_FORMATS}
-_ALIASES = {"k": "ks"}
+_ALIASES = {"k": "ks", "alpha": "alphas"}
 # The command's --no-X flags, accepted as columns too (true turns X off).
 _NEGATED = {"no_retrieval": "retrieval", "no_probes": "probes"}
-_DECLARED = tuple(f.name for f in fields(DeclaredTraining))
+DECLARED_SETTINGS = tuple(f.name for f in fields(DeclaredTraining))
 
 
 def refusal(name: str) -> str:
@@ -103,7 +104,7 @@ def manifest_columns() -> list[str]:
     """Every column name a manifest may have (canonical spellings)."""
     names = ["model", "label"]
     names += [f.name for f in fields(AuditConfig) if f.name not in _NOT_PER_ROW]
-    names += ["k", *_NEGATED, *_DECLARED]
+    names += ["k", "alpha", *_NEGATED, *DECLARED_SETTINGS]
     return names
 
 
@@ -116,9 +117,9 @@ def _canonical(column: str) -> str | None:
     """The setting a column name maps to, or None when it is unknown."""
     name = _spelling(column)
     name = _ALIASES.get(name, name)
-    if name.startswith("declared_") and name[len("declared_") :] in _DECLARED:
+    if name.startswith("declared_") and name[len("declared_") :] in DECLARED_SETTINGS:
         name = name[len("declared_") :]
-    valid = set(manifest_columns()) - {"k"}
+    valid = set(manifest_columns()) - {"k", "alpha"}
     return name if name in valid else None
 
 
@@ -260,7 +261,7 @@ def _setting_kinds() -> dict[str, str]:
         elif base is float:
             kinds[name] = "float"
         elif typing.get_origin(base) is tuple:
-            kinds[name] = "ints"
+            kinds[name] = "floats" if typing.get_args(base)[0] is float else "ints"
         else:
             kinds[name] = "str"
     return kinds
@@ -290,8 +291,8 @@ def _manifest_row(index: int, cells: Mapping[str, Any], base: Path) -> ManifestR
 
 def _check_value(name: str, value: Any) -> None:
     """ValueError when a converted cell is out of the setting's range or choices."""
-    if name in _LIMITS:
-        low, high = _LIMITS[name]
+    if name in SETTING_LIMITS:
+        low, high = SETTING_LIMITS[name]
         if not low <= value <= high:
             raise ValueError(f"must be an integer from {low} to {high}, got {value}")
     if name in _CHOICES and value not in _CHOICES[name]:
@@ -310,7 +311,7 @@ def _text(value: Any) -> str | None:
     return None if _missing(value) else str(value).strip()
 
 
-def _resolve(value: str | Path, base: Path) -> Path:
+def resolve_path(value: str | Path, base: Path) -> Path:
     path = Path(value).expanduser()
     return path if path.is_absolute() else base / path
 
@@ -337,10 +338,10 @@ def convert_setting(kind: str, value: Any, base: Path) -> Any:
     """One manifest cell as an AuditConfig value of ``kind`` (see ``_setting_kinds``;
     relative paths resolved against ``base``)."""
     if kind == "path":
-        return _resolve(str(value).strip(), base)
+        return resolve_path(str(value).strip(), base)
     if kind == "query":
         text = str(value).strip()
-        return text if text in QUERY_SOURCES else str(_resolve(text, base))
+        return text if text in QUERY_SOURCES else str(resolve_path(text, base))
     if kind == "bool":
         if isinstance(value, (bool, np.bool_)):
             return bool(value)
@@ -356,7 +357,7 @@ def convert_setting(kind: str, value: Any, base: Path) -> Any:
         return parse_memory_size(value)
     if kind == "float":
         return float(value)
-    if kind == "ints":
+    if kind in ("ints", "floats"):
         if isinstance(value, (list, tuple, np.ndarray)):
             parts: list[Any] = list(value)
         elif isinstance(value, str):
@@ -364,8 +365,9 @@ def convert_setting(kind: str, value: Any, base: Path) -> Any:
         else:
             parts = [value]
         if not parts:
-            raise ValueError(f"expected cut-offs such as '10,100', got {value!r}")
-        return tuple(_int(p) for p in parts)
+            example = "'10,100'" if kind == "ints" else "'0.25,0.5'"
+            raise ValueError(f"expected a list such as {example}, got {value!r}")
+        return tuple(_int(p) if kind == "ints" else float(p) for p in parts)
     text = str(value).strip()
     if isinstance(value, float) and value.is_integer():  # e.g. an item_key '0' read as 0.0
         text = str(int(value))

@@ -103,7 +103,7 @@ _FIXED_HEAD: tuple[tuple[str, pa.DataType, str], ...] = (
 _FIXED_TAIL: tuple[tuple[str, pa.DataType, str], ...] = (
     ("report_json", pa.string(), "the full JSON report (docs/report.md, schema_version 1)"),
 )
-_FIXED_NAMES = {name for name, _, _ in _FIXED_HEAD + _FIXED_TAIL}
+FIXED_COLUMNS = {name for name, _, _ in _FIXED_HEAD + _FIXED_TAIL}
 
 
 def _field(name: str, dtype: pa.DataType, doc: str) -> pa.Field:
@@ -114,7 +114,7 @@ def result_schema(ks: Iterable[int], extra_metrics: Iterable[str] = ()) -> pa.Sc
     """The results table's schema for cut-offs ``ks`` (and plugin metrics), in column order."""
     cutoffs = sorted({int(k) for k in ks})
     flat = metric_names(cutoffs)
-    extras = sorted(set(extra_metrics) - set(flat) - _FIXED_NAMES)
+    extras = sorted(set(extra_metrics) - set(flat) - FIXED_COLUMNS)
     columns = [_field(*spec) for spec in _FIXED_HEAD]
     columns += [_field(name, pa.float64(), "flat metric (docs/measures.md)") for name in flat]
     columns += [_field(name, pa.float64(), "plugin measure") for name in extras]
@@ -180,7 +180,7 @@ class ResultsWriter:
                 key
                 for record in self._pending
                 for key, value in record.items()
-                if key not in _FIXED_NAMES
+                if key not in FIXED_COLUMNS
                 and (value is None or isinstance(value, (int, float)))
                 and not isinstance(value, bool)
             }

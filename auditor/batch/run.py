@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from auditor.batch.dispatch import dispatch
-from auditor.batch.jobs import BatchJob, _template, batch_inputs, build_jobs
+from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.results import STATUS_ERROR, STATUS_OK, ResultsWriter, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
@@ -109,7 +109,7 @@ def run_batch(
     all_jobs = build_jobs(parsed, defaults)
     check_not_inputs({setting("output"): Path(output), **(other_outputs or {})}, batch_inputs(parsed, defaults))
     ks = {k for job in all_jobs if job.config is not None for k in job.config.ks}
-    ks |= set(_template(defaults or {}).ks)
+    ks |= set(config_template(defaults or {}).ks)
     writer = ResultsWriter(output, ks, parsed.path.resolve(), parsed.sha256)
 
     n_resumed = _resume(writer, all_jobs, parsed) if resume and Path(output).exists() else 0

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.batch.jobs import BatchJob
-from auditor.batch.results import _FIXED_NAMES, STATUS_ERROR, STATUS_OK
+from auditor.batch.results import FIXED_COLUMNS, STATUS_ERROR, STATUS_OK
 from auditor.progress import SILENT
 from auditor.result import CONDITION_IDS
 
@@ -37,7 +37,7 @@ _WATCH_POLL_SECONDS = 0.25
 _PR_SET_PDEATHSIG = 1
 
 
-def _init_worker(main_pid: int, started: Any = None) -> None:
+def init_worker(main_pid: int, started: Any = None) -> None:
     """Pool initializer: the worker leaves Ctrl-C to the main process (which stops the
     pool and saves what finished) and exits as soon as the main process is gone;
     ``started`` (a shared counter) counts the workers that got this far.
@@ -210,7 +210,7 @@ def result_record(job: BatchJob, result: Any, seconds: float) -> dict[str, Any]:
     n = result.inputs.n_interactions
     record["n_interactions"] = None if n is None else int(n)
     for name, value in result.flat_metrics().items():
-        if name not in _FIXED_NAMES:
+        if name not in FIXED_COLUMNS:
             record[name] = value
     record["report_json"] = json.dumps(result.to_dict(), default=str)
     return record

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "auditor.cli.batch",
     "auditor.cli.retrain",
     "auditor.cli.experiment",
+    "auditor.cli.mitigate",
 )
 
 

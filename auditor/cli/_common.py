@@ -7,26 +7,16 @@ import functools
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress as RichBar,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from auditor.config import INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
+from auditor.config import DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
 from auditor.errors import AuditError
-from auditor.progress import Advance, Progress
+from auditor.cli._progress import RichProgress as RichProgress  # bars, or plain lines off a terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,33 +78,6 @@ def fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
-class RichProgress(Progress):
-    """Progress bars on stderr (hidden when stderr is not a terminal)."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled and stderr.is_terminal
-
-    @contextmanager
-    def track(self, description: str, total: float | None = None) -> Iterator[Advance]:
-        if not self.enabled:
-            yield _no_progress
-            return
-        columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn()]
-        if total is not None:
-            columns += [MofNCompleteColumn(), TimeRemainingColumn()]
-        columns.append(TimeElapsedColumn())
-        with RichBar(*columns, console=stderr, transient=True) as bar:
-            task = bar.add_task(description, total=total)
-            def advance(n: float = 1) -> None:
-                bar.advance(task, n)
-
-            yield advance
-
-    def note(self, message: str) -> None:
-        if self.enabled:
-            stderr.print(message, style="dim", markup=False)  # a message may contain [brackets]
-
-
 # ------------------------------------------------------------ audit options (check, batch)
 
 
@@ -136,6 +99,13 @@ log_column_options = option_group(
 )
 """--interactions-format, --user-col, --item-col."""
 
+frequencies_options = option_group(
+    click.option("--frequencies", type=PathArg, help="Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct users per item) in place of --interactions: frequency-norm and retrieval exposure need only counts; history queries, probe batches and seen-item filtering need the log (the report says what was not measured). --item-col names its id column."),
+    click.option("--count-col", help="Count column of --frequencies (auto-detected: count, frequency, freq, interactions, ...)."),
+    click.option("--user-count-col", help="Distinct-users column of --frequencies (optional; auto-detected: users, n_users, distinct_users, ...)."),
+)
+"""--frequencies, --count-col, --user-count-col."""
+
 table_key_options = option_group(
     click.option("--item-key", help="Name of the item table tensor when auto-detection is ambiguous."),
     click.option("--user-key", help="Name of the user table tensor when auto-detection is ambiguous."),
@@ -152,10 +122,6 @@ retrieval_options = option_group(
     click.option("--no-probes", is_flag=True, help="Skip the numeric probes on live encoders."),
 )
 """-k, --queries, --max-queries, --index, --popularity, --no-retrieval, --no-probes."""
-
-def _no_progress(n: float = 1) -> None:
-    """Progress is not shown (not a terminal, or -q)."""
-
 
 class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic in recent click only
     """A finite float (nan and inf are usage errors) in [low, high], ends excluded when
@@ -185,6 +151,14 @@ class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic in rece
 Positive = FiniteFloat(0.0, open=True)
 NonNegative = FiniteFloat(0.0)
 
+
+accuracy_options = option_group(
+    click.option("--holdout", type=PathArg, help="Held-out interactions (any --interactions format, same id columns) for accuracy beside exposure: recall, NDCG, hit rate and MRR @K of dot, cosine, popular and norm-aware serving. Candidates exclude each user's --interactions items."),
+    click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, help="Norm-aware scoring alpha_A: score = |q|^A |k|^A cos(q, k) (0 is cosine, 1 is dot); repeatable. [default: 0.25, 0.5, 0.75]"),
+    click.option("--accuracy-tolerance", type=FiniteFloat(0.0, 1.0, open=True), default=0.98, show_default=True, help="The recommended scoring keeps at least this share of dot's NDCG@K."),
+    click.option("--keep-seen", is_flag=True, help="Keep each user's training items among the accuracy candidates (default: excluded, as served)."),
+)
+"""--holdout, --alpha, --accuracy-tolerance, --keep-seen."""
 
 declared_training_options = option_group(
     click.option("--optimizer", help="Declare the item tower's optimizer when the file does not record it (sgd, momentum, adam, adamw, adagrad, rmsprop)."),
@@ -222,18 +196,25 @@ def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
     fields["retrieval"] = not fields.pop("no_retrieval")
     fields["probes"] = not fields.pop("no_probes")
     fields["declared"] = DeclaredTraining(*declared)
+    if "alphas" in fields:
+        fields["alphas"] = tuple(dict.fromkeys(fields["alphas"])) or DEFAULT_ALPHAS
     return fields
 
 
 def option_names() -> dict[str, str]:
-    """Setting (AuditConfig field) -> the command-line flag that sets it, for messages."""
+    """Setting (an AuditConfig field, or a command's own setting) -> the command-line flag
+    that sets it, for messages: the one place the CLI's spellings are registered."""
     from dataclasses import fields
 
     from auditor.config import AuditConfig, DeclaredTraining
 
     special = {"model": "MODEL", "ks": "-k", "retrieval": "--no-retrieval", "probes": "--no-probes",
-               "plugins": "--plugin"}
+               "plugins": "--plugin", "alphas": "--alpha", "output": "-o"}
     names = [f.name for f in fields(AuditConfig)] + [f.name for f in fields(DeclaredTraining)]
+    # Settings of the commands themselves (batch, retrain) that library messages name.
+    names += ["output", "jobs", "flush_interval", "fail_on", "resume", "data_format", "zipf"]
+    names += ["threads", "holdout_fraction", "split", "time_col", "logq"]  # retrain, experiment
+    names += ["alpha", "tensors_only"]  # popaudit mitigate
     return {name: special.get(name, "--" + name.replace("_", "-")) for name in names}
 
 

@@ -18,20 +18,21 @@ from auditor.cli._common import (
     common_options,
     NonNegative,
     declared_training_options,
+    frequencies_options,
     id_mapping_options,
     log_column_options,
+    accuracy_options,
     retrieval_options,
     sampling_options,
     stderr,
     table_key_options,
 )
-from auditor.errors import GateError, name_settings
+from auditor.errors import GateError
 
 _RAW_ARGS = "popaudit.batch_args"
 
 # This command's own settings that library messages name (the audit settings are named
 # for every command in auditor.cli).
-name_settings({"output": "-o", "jobs": "--jobs", "flush_interval": "--flush-interval", "fail_on": "--fail-on", "resume": "--resume"})
 
 
 class _BatchCommand(click.Command):
@@ -54,13 +55,15 @@ class _BatchCommand(click.Command):
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (repeatable).")
 @click.option("--interactions", type=PathArg, help="Default training log for rows without an interactions cell.")
 @log_column_options
+@frequencies_options
 @click.option("--item-ids", type=PathArg, help="Default raw item id of each table row, in row order.")
 @id_mapping_options
 @table_key_options
 @retrieval_options
+@accuracy_options
 @declared_training_options
 @sampling_options
-@click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for tables and indexes: bytes or a size such as 8G.")
+@click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for tables and indexes: bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. With -j N, audits run side by side: give each a share. [default: half the memory available when each audit starts]")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading full pickled models for every row (runs code from the files; never a manifest column).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors, failed rows and tripped gates.")
 @common_options
@@ -107,6 +110,8 @@ def command(
     from auditor.io import write_atomic
     from auditor.report.batch_summary import summarise, summary_console, summary_html
 
+    if settings.get("interactions") is not None and settings.get("frequencies") is not None:
+        raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed = read_manifest(manifest)
     row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
@@ -116,7 +121,8 @@ def command(
 
         measures = [m.name for m in collect_measures(get_plugin_manager(plugins))]
     try:
-        gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures)
+        row_alphas = [a for row in parsed.rows for a in row.settings.get("alphas", ())]
+        gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures, [*defaults["alphas"], *row_alphas])
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -128,7 +134,7 @@ def command(
             jobs=jobs,
             resume=resume,
             scheduler=scheduler,
-            progress=RichProgress(enabled=not quiet),
+            progress=RichProgress(enabled=not quiet, task_seconds=0.0),  # off a terminal: a line per audited row
             flush_interval=flush_interval,
             other_outputs={"--html": html_path},
         )

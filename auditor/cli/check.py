@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -16,33 +17,33 @@ from auditor.cli._common import (
     audit_fields,
     common_options,
     declared_training_options,
+    frequencies_options,
     id_mapping_options,
     log_column_options,
+    accuracy_options,
     retrieval_options,
     sampling_options,
     stderr,
     table_key_options,
 )
 from auditor.config import AuditConfig
-from auditor.errors import GateError, name_settings
-from auditor.gate import evaluate_gates, gates_for, require_measured
+from auditor.errors import GateError
 from auditor.io import check_not_inputs
-from auditor.plugins import collect_measures, get_plugin_manager
-from auditor.report import RenderContext, planned_outputs, render, render_outputs, renderers
 
 FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 
-name_settings({"fail_on": "--fail-on"})  # as library gate messages name it
 
 
 @click.command("check")
 @click.argument("model", type=PathArg)
 @click.option("--interactions", type=PathArg, help="Training log: Parquet, CSV/TSV, MovieLens u.data / ratings.dat / ratings.csv, RecBole .inter. Item frequencies are counted from it.")
 @log_column_options
+@frequencies_options
 @click.option("--item-ids", type=PathArg, help="Raw item id of each table row, in row order (default: row index = id, or the ids in a popaudit checkpoint).")
 @id_mapping_options
 @table_key_options
 @retrieval_options
+@accuracy_options
 @declared_training_options
 @click.option("--format", "fmt", default="console", show_default=True, help=f"Report format: {FORMATS_HELP}.")
 @click.option("-o", "--output", type=PathArg, help="Write the --format report to this file instead of the terminal.")
@@ -87,8 +88,18 @@ def command(
       popaudit check model.pt --interactions train.parquet --html report.html \\
           --fail-on 'spearman>0.5'
     """
+    if options.get("interactions") is not None and options.get("frequencies") is not None:
+        raise click.UsageError("--interactions and --frequencies both give the item counts; pass one")
+    for flag in ("count_col", "user_count_col"):
+        if options.get(flag) is not None and options.get("frequencies") is None:
+            raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --frequencies, which was not given")
     config = AuditConfig(model=model, plugins=plugins, **audit_fields(options))
     config.check_inputs()
+    # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
+    from auditor.gate import evaluate_gates, gates_for, require_measured
+    from auditor.plugins import collect_measures, get_plugin_manager
+    from auditor.report import RenderContext, planned_outputs, render, render_outputs, renderers
+
     pm = get_plugin_manager(plugins)
     available = renderers(pm)
     if fmt not in available:
@@ -97,7 +108,7 @@ def command(
             param_hint="--format",
         )
     try:
-        gates = gates_for(fail_on, config.ks, [m.name for m in collect_measures(pm)])
+        gates = gates_for(fail_on, config.ks, [m.name for m in collect_measures(pm)], config.alphas)
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -120,8 +131,8 @@ def command(
         text = render(result, fmt, pm, RenderContext(color=color, width=_width()))
         click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)
     if not quiet:
-        for path in written:
-            stderr.print(f"Wrote {path}", markup=False, highlight=False)
+        _confirm_written([(formats[flag], path) for flag, path in chosen], written, bool(fail_on),
+                         suggest=output is None and fmt == "console")
 
     outcomes = evaluate_gates(gates, result.flat_metrics())
     for outcome in outcomes:
@@ -130,6 +141,30 @@ def command(
     require_measured(gates, [outcomes], where="in this run (see 'Not measured' in the report)")
     if any(o.tripped for o in outcomes):
         sys.exit(3)
+
+
+def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool) -> None:
+    """Say which file was written (each report, then any figures beside it); after a
+    console report (``suggest``), suggest only the outputs this run did not produce."""
+    reports = {Path(path): fmt for fmt, path in chosen}
+    for path, fmt in reports.items():
+        stderr.print(f"Wrote the {_FORMAT_NAMES.get(fmt, fmt)} report: {path}", markup=False, highlight=False,
+                     soft_wrap=True)  # a path is never broken across lines
+    beside = [path for path in written if path not in reports]  # a Markdown report's figures
+    if beside:
+        folders = ", ".join(sorted({f"{path.parent}{os.sep}" for path in beside}))
+        stderr.print(f"Wrote {len(beside)} figure file{'s' * (len(beside) != 1)} in {folders}",
+                     markup=False, highlight=False, soft_wrap=True)
+    done = set(reports.values())
+    hints = [hint for fmt, hint in (("html", "--html report.html for plots"), ("json", "--json report.json for machines"))
+             if fmt not in done]
+    if not gated:
+        hints.append("--fail-on 'spearman>0.5' to gate CI")
+    if hints and suggest:
+        stderr.print("Next: " + ", ".join(hints) + ".", style="dim", markup=False, highlight=False, soft_wrap=True)
+
+
+_FORMAT_NAMES = {"html": "HTML", "json": "JSON", "markdown": "Markdown", "console": "text"}
 
 
 def _width() -> int:

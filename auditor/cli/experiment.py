@@ -1,14 +1,21 @@
-"""``popaudit experiment NAME``: the grids of docs/theory.md §7 on synthetic data."""
+"""``popaudit experiment NAME``: the grids of docs/theory.md §7, on synthetic data or a log."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
-from auditor.cli._common import NonNegative, Positive, RichProgress, common_options
+from auditor.cli._common import FiniteFloat, Positive, RichProgress, common_options
+from auditor.cli._training import DataChoice, data_options, holdout_options, jobs_option, threads_option
+from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
+from auditor.io import check_not_inputs
 from auditor.train import EXPERIMENTS
+
+OUTPUT_FILES = ("results.json", "results.md", "angle_histograms.png", "rho_vs_lr.png", "accuracy_vs_head_share.png")
 
 
 def _floats(text: str | None, what: str) -> list[float] | None:
@@ -23,23 +30,32 @@ def _floats(text: str | None, what: str) -> list[float] | None:
     return values
 
 
+def _only_for(name: str, **given: tuple[bool, str]) -> None:
+    """Options that apply to one experiment only are usage errors with the others."""
+    for flag, (was_given, applies_to) in given.items():
+        if was_given and name != applies_to:  # silently ignoring it would mislead
+            raise click.UsageError(f"{flag} applies to {applies_to!r} only, not {name!r}")
+
+
 @click.command("experiment")
 @click.argument("name", type=click.Choice(EXPERIMENTS))
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, help="Folder for results.json, results.md and the plots (created if missing).")
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std.")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std (one seed: the value).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="First seed.")
-@click.option("--settings", metavar="NAMES", help="conditions: comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr. [default: all]")
+@click.option("--settings", metavar="NAMES", help="conditions: comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr, asymmetric (transformer user tower over history, id item table). [default: all]")
+@click.option("--mitigations", "mitigation_names", metavar="NAMES", help="mitigations: comma-separated subset of the trained models reference, logq, weight-decay, adam (cosine and alpha serving come with reference). [default: all]")
 @click.option("--lrs", metavar="LRS", help="lr-sweep: comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]")
 @click.option("--lr", type=Positive, default=10.0, show_default=True, help="Learning rate of the reference setting and the other SGD settings (infonce-dot uses lr/10, low-lr lr/100, adam 0.01).")
-@click.option("--n-users", type=click.IntRange(min=1), default=1000, show_default=True, help="Synthetic data: users.")
-@click.option("--n-items", type=click.IntRange(min=2), default=1000, show_default=True, help="Synthetic data: items.")
-@click.option("--n-interactions", type=click.IntRange(min=1), default=50_000, show_default=True, help="Synthetic data: interactions.")
-@click.option("--zipf", type=NonNegative, default=1.0, show_default=True, help="Synthetic data: Zipf exponent of item popularity.")
+@data_options
 @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True, help="Training epochs per run.")
 @click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch.")
 @click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension.")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman rho (0: no CI).")
-@click.option("-k", "--k", type=click.IntRange(min=1), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K.")
+@click.option("-k", "--k", type=click.IntRange(min=1), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K (and of the accuracy measures of mitigations).")
+@holdout_options(0.2)
+@click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, help="mitigations: norm-aware serving alpha_A of the reference model (repeatable). [default: 0.25, 0.5, 0.75]")
+@jobs_option
+@threads_option
 @common_options
 def command(
     name: str,
@@ -47,50 +63,68 @@ def command(
     seeds: int,
     seed: int,
     settings: str | None,
+    mitigation_names: str | None,
     lrs: str | None,
     lr: float,
-    n_users: int,
-    n_items: int,
-    n_interactions: int,
-    zipf: float,
+    data: DataChoice,
     epochs: int,
     batch_size: int,
     dim: int,
     bootstrap: int,
     k: int,
+    holdout_fraction: float,
+    split: str,
+    alphas: tuple[float, ...],
+    jobs: int,
+    threads: int | None,
     plugins: tuple[Path, ...],
 ) -> None:
-    """Reproduce the published ablations on synthetic data and write them to -o DIR.
+    """Reproduce the published ablations on synthetic data or your own log, into -o DIR.
 
     \b
-    conditions  the all-conditions-hold reference (id embeddings, plain SGD, cosine
-                InfoNCE, high lr) beside one violation at a time (momentum, Adam,
-                weight decay, MLP tower, embedding->linear, dense-linear, dot-product
-                InfoNCE, low lr): update-angle shares within 90°±1° and ±10°,
-                frequency-norm Spearman rho with its bootstrap CI, and
-                head_share_1pct@K of dot vs cosine retrieval.
-    lr-sweep    the reference across learning rates: where the bias appears (C5).
+    conditions   the all-conditions-hold reference (id embeddings, plain SGD, cosine
+                 InfoNCE, high lr) beside one violation at a time (momentum, Adam,
+                 weight decay, MLP tower, embedding->linear, dense-linear, dot-product
+                 InfoNCE, low lr) and the asymmetric model (transformer user tower
+                 over history, id item table): update-angle shares within 90°±1° and
+                 ±10°, frequency-norm Spearman rho with its bootstrap CI, and
+                 head_share_1pct@K of dot vs cosine retrieval.
+    lr-sweep     the reference across learning rates: where the bias appears (C5).
+    mitigations  the reference and each training-side mitigation (logQ correction,
+                 weight decay, Adam) trained on the same held-out split, and the
+                 reference served by cosine and norm-aware alpha scoring: held-out
+                 NDCG@K and recall@K against head_share_1pct@K and Gini@K.
 
-    Writes results.json, results.md (a table) and plots (angle_histograms.png,
-    rho_vs_lr.png).
+    --data PATH runs every setting on a log (MovieLens, RecBole .inter, Parquet,
+    CSV): where does your own catalogue start to skew? -j N runs the grid's runs in
+    N processes (identical results). Writes results.json, results.md (a table) and
+    plots (angle_histograms.png, rho_vs_lr.png; accuracy_vs_head_share.png).
 
     \b
-    Example:
+    Examples:
       popaudit experiment conditions --seeds 3 -o results/conditions
+      popaudit experiment lr-sweep --data ml-100k/u.data --seeds 1 -j 4 -o results/lr
+      popaudit experiment mitigations --data ml-100k/u.data -o results/mitigations
     """
-    from auditor.train.experiments import (
-        DEFAULT_LRS,
-        ExperimentSizes,
-        run_conditions,
-        run_lr_sweep,
-    )
-    from auditor.report.experiment_summary import to_markdown, write_results
+    from auditor.train.experiments import DEFAULT_LRS, ExperimentSizes, run_conditions, run_lr_sweep
+    from auditor.train.threads import set_threads
 
+    ctx = click.get_current_context()
+    given = {
+        p: ctx.get_parameter_source(p) == ParameterSource.COMMANDLINE
+        for p in ("holdout_fraction", "split", "alphas")
+    }
+    _only_for(name, **{"--settings": (bool(settings), "conditions"), "--lrs": (bool(lrs), "lr-sweep"),
+                       "--mitigations": (bool(mitigation_names), "mitigations"),
+                       "--holdout-fraction": (given["holdout_fraction"], "mitigations"),
+                       "--split": (given["split"], "mitigations"), "--alpha": (bool(alphas), "mitigations")})
+    if data.path is not None:
+        check_not_inputs({f"-o {file}": out_dir / file for file in OUTPUT_FILES}, {"--data": data.path})
     sizes = ExperimentSizes(
-        n_users=n_users,
-        n_items=n_items,
-        n_interactions=n_interactions,
-        zipf=zipf,
+        n_users=data.n_users,
+        n_items=data.n_items,
+        n_interactions=data.n_interactions,
+        zipf=data.zipf,
         epochs=epochs,
         batch_size=batch_size,
         dim=dim,
@@ -98,19 +132,45 @@ def command(
         k=k,
         n_bootstrap=bootstrap,
     )
-    if settings and name != "conditions":  # silently running every setting would mislead
-        raise click.UsageError(f"--settings applies to 'conditions' only, not {name!r}")
-    if lrs and name != "lr-sweep":
-        raise click.UsageError(f"--lrs applies to 'lr-sweep' only, not {name!r}")
     seed_list = list(range(seed, seed + seeds))
+    chosen = settings or mitigation_names
+    names = [s.strip() for s in chosen.split(",") if s.strip()] if chosen else None
     progress = RichProgress()
+    if jobs == 1:
+        set_threads(threads)
+    log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
+    if name == "mitigations":
+        from auditor.report import mitigation_summary
+        from auditor.train.mitigations import run_mitigations
+
+        found = run_mitigations(
+            seed_list, sizes, fraction=holdout_fraction, split=split, alphas=alphas or DEFAULT_ALPHAS,
+            settings=names, data=log, jobs=jobs, threads=threads, progress=progress,
+        )
+        show(mitigation_summary.to_console(found), mitigation_summary.write_results(found, out_dir))
+        return
     if name == "conditions":
-        names = [s.strip() for s in settings.split(",") if s.strip()] if settings else None
-        result = run_conditions(seed_list, sizes, settings=names, progress=progress)
+        result = run_conditions(seed_list, sizes, settings=names, data=log, jobs=jobs, threads=threads, progress=progress)
     else:
         rates = _floats(lrs, "--lrs") or list(DEFAULT_LRS)
-        result = run_lr_sweep(rates, seed_list, sizes, progress=progress)
+        result = run_lr_sweep(rates, seed_list, sizes, data=log, jobs=jobs, threads=threads, progress=progress)
+    from auditor.report.experiment_summary import to_console, write_results
+
     written = write_results(result, out_dir)
-    click.echo(to_markdown(result))
+    show(to_console(result), written)
+
+
+def show(renderables: list[Any], written: list[Path]) -> None:
+    """The data sentence and table on stdout (rich), then each file written."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # a log file: the table's natural width, no wrapping inside it
+        widths = [Measurement.get(console, console.options.update_width(10_000), r).maximum
+                  for r in renderables if not isinstance(r, str)]
+        console.width = max([console.width, *widths])
+    for item in renderables:
+        console.print(item, soft_wrap=isinstance(item, str))  # text: one line, as in results.md
     for path in written:
         click.echo(f"Wrote {path}")

@@ -8,21 +8,14 @@ from pathlib import Path
 import click
 
 from auditor.cli._common import FiniteFloat, NonNegative, Positive, RichProgress, common_options
-from auditor.config import INTERACTION_FORMATS
-from auditor.errors import name_settings
+from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
 from auditor.io import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 
 
-
-name_settings({"data_format": "--data-format", "zipf": "--zipf"})  # as library messages name them
-
-
 @click.command("retrain")
-@click.option("--data", "data_source", default="synthetic", show_default=True, metavar="synthetic|PATH", help="Training data: 'synthetic' (Zipf popularity, topical users) or an interaction log (MovieLens u.data/ratings.dat/ratings.csv, RecBole .inter, Parquet, CSV/TSV).")
-@click.option("--data-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of the --data file when its name does not tell.")
-@click.option("--user-col", help="User column of the --data file (auto-detected from common names).")
-@click.option("--item-col", help="Item column of the --data file (auto-detected from common names).")
+@data_options
+@holdout_options(None)
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="sgd", show_default=True, help="Item-tower optimizer (C1 holds only for plain sgd without weight decay).")
 @click.option("--lr", type=Positive, help="Item-tower learning rate. [default: 10 for sgd/momentum on a cosine loss, 1 for sgd/momentum on infonce-dot, 0.01 for adam/adamw]")
 @click.option("--momentum", type=FiniteFloat(0, 1, open=True, high_open=True), default=0.9, show_default=True, help="Momentum of the 'momentum' optimizer.")
@@ -33,6 +26,7 @@ name_settings({"data_format": "--data-format", "zipf": "--zipf"})  # as library 
 @click.option("--user-lr", type=Positive, help="User-tower learning rate. [default: --lr when the towers share an optimizer, else that optimizer's default]")
 @click.option("--loss", type=click.Choice(LOSSES), default="infonce-cos", show_default=True, help="infonce-cos (in-batch softmax over cosine/temperature), infonce-dot (over dot products: C4 violated) or cosine (pointwise).")
 @click.option("--temperature", type=Positive, default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses.")
+@click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only): a training-side mitigation of popularity bias.")
 @click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension of both towers.")
 @click.option("--epochs", type=click.IntRange(min=1), default=10, show_default=True, help="Passes over the interactions.")
 @click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
@@ -41,16 +35,12 @@ name_settings({"data_format": "--data-format", "zipf": "--zipf"})  # as library 
 @click.option("--hidden-dim", type=click.IntRange(min=1), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers.")
 @click.option("--history-length", type=click.IntRange(min=1), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
-@click.option("--n-users", type=click.IntRange(min=1), default=1000, show_default=True, help="Synthetic data: users.")
-@click.option("--n-items", type=click.IntRange(min=2), default=1000, show_default=True, help="Synthetic data: items.")
-@click.option("--n-interactions", type=click.IntRange(min=1), default=50_000, show_default=True, help="Synthetic data: interactions.")
-@click.option("--zipf", type=NonNegative, default=1.0, show_default=True, help="Synthetic data: Zipf exponent of item popularity.")
+@threads_option
 @common_options
 def command(
-    data_source: str,
-    data_format: str,
-    user_col: str | None,
-    item_col: str | None,
+    data: DataChoice,
+    holdout_fraction: float | None,
+    split: str,
     optimizer: str,
     lr: float | None,
     momentum: float,
@@ -61,6 +51,7 @@ def command(
     user_lr: float | None,
     loss: str,
     temperature: float,
+    logq: bool,
     dim: int,
     epochs: int,
     batch_size: int,
@@ -69,10 +60,7 @@ def command(
     hidden_dim: int,
     history_length: int,
     output: Path,
-    n_users: int,
-    n_items: int,
-    n_interactions: int,
-    zipf: float,
+    threads: int | None,
     plugins: tuple[Path, ...],
 ) -> None:
     """Train a two-tower baseline and write a checkpoint `popaudit check` audits as is.
@@ -83,17 +71,30 @@ def command(
     all-conditions-hold baseline (id embeddings, plain SGD, cosine InfoNCE, high
     learning rate), the case most exposed to popularity bias.
 
+    With --holdout-fraction F the latest F of each user's interactions (--split time)
+    or a seeded random F are held out, never trained on, and stored in the
+    checkpoint: `popaudit check model.pt` then measures accuracy beside exposure.
+    --logq trains with the logQ correction, a training-side mitigation.
+
+    torch uses --threads threads (default: the cores this process may use that the load
+    average leaves idle, at most 8; torch's own default, every core of the machine,
+    crawls when other processes keep them busy).
+
     \b
     Examples:
       popaudit retrain -o baseline.pt
       popaudit retrain --optimizer adam -o adam.pt
       popaudit retrain --data ml-100k/u.data --user-encoder transformer -o ml.pt
+      popaudit retrain --data ml-100k/u.data --holdout-fraction 0.2 --logq -o logq.pt
     """
-    from auditor.train.data import read_interactions, synthetic_interactions
     from auditor.train.loop import TrainConfig, save_checkpoint, train
+    from auditor.train.split import split_holdout
+    from auditor.train.threads import set_threads
 
-    if data_source != "synthetic":
-        check_not_inputs({"-o": output}, {"--data": Path(data_source)})
+    if holdout_fraction is None and split != "auto":
+        raise click.UsageError("--split applies with --holdout-fraction only")
+    if data.path is not None:
+        check_not_inputs({"-o": output}, {"--data": data.path})
     progress = RichProgress()
     config = TrainConfig(
         optimizer=optimizer,
@@ -113,27 +114,33 @@ def command(
         seed=seed,
         hidden_dim=hidden_dim,
         history_length=history_length,
+        logq=logq,
     )
-    if data_source == "synthetic":
-        data = synthetic_interactions(n_users, n_items, n_interactions, zipf, seed=seed)
-    else:
-        progress.note(f"reading {data_source}")
-        data = read_interactions(
-            Path(data_source), fmt=data_format, user_col=user_col, item_col=item_col, progress=progress
-        )
+    n_threads = set_threads(threads)
+    full = data.read(seed, with_time=holdout_fraction is not None and split != "random", progress=progress)
+    holdout = split_holdout(full, holdout_fraction, split, seed=seed) if holdout_fraction is not None else None
+    train_data = holdout.train if holdout is not None else full
     tic = time.perf_counter()
-    result = train(data, config, progress=progress)
+    result = train(train_data, config, progress=progress)
     seconds = time.perf_counter() - tic
-    save_checkpoint(result, output)
+    save_checkpoint(result, output, holdout)
 
     last = result.trace[-1]
-    source = "synthetic" if data_source == "synthetic" else data_source
+    source = "synthetic" if data.path is None else str(data.path)
     click.echo(
-        f"Trained on {source}: {data.n_users} users, {data.n_items} items, "
-        f"{data.n_interactions} interactions, {epochs} epochs in {seconds:.1f} s."
+        f"Trained on {source}: {full.n_users} users, {full.n_items} items, "
+        f"{train_data.n_interactions} interactions, {epochs} epochs in {seconds:.1f} s ({n_threads} thread{'s' if n_threads != 1 else ''})."
     )
+    if holdout is not None:
+        held_users = len(set(holdout.holdout[:, 0].tolist())) if holdout.holdout.size else 0
+        repeats = f"; {holdout.n_repeats_dropped} repeats of training pairs left out" if holdout.n_repeats_dropped else ""
+        click.echo(
+            f"Held out ({holdout.method} split, fraction {holdout.fraction:g}): {len(holdout.holdout)} interactions "
+            f"of {held_users} users, never trained on{repeats}; stored in the checkpoint."
+        )
     click.echo(
-        f"Model: {item_encoder} item tower, {user_encoder} user tower, dim {dim}, loss {loss}; "
+        f"Model: {item_encoder} item tower, {user_encoder} user tower, dim {dim}, loss {loss}"
+        f"{' with logQ correction' if logq else ''}; "
         f"item optimizer {optimizer} (lr {config.item_lr:g}), user optimizer "
         f"{config.resolved_user_optimizer} (lr {config.resolved_user_lr:g})."
     )

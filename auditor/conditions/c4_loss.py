@@ -22,6 +22,15 @@ _NOT_COSINE_WORDS = {
 }
 
 
+# Models whose loss is fixed by the model itself (checked in RecBole 1.2.1's
+# recbole/model/general_recommender/{bpr,lightgcn,ngcf}.py: BPRLoss on torch.mul(u, i).sum).
+_MODEL_LOSSES = {
+    "bpr": "the BPR loss, a pairwise loss on dot-product scores u·i (not cosines)",
+    "lightgcn": "the BPR loss on dot products of its propagated embeddings (not cosines)",
+    "ngcf": "the BPR loss on dot products of its propagated embeddings (not cosines)",
+}
+
+
 def classify_loss(name: str) -> tuple[Status, str]:
     """C4 verdict from a loss name: cosine-based names hold, dot/distance ones do not."""
     low = str(name).lower()
@@ -41,10 +50,15 @@ def assess_c4(
     is a warning. Without it, the recorded, live or declared loss name (in that order)."""
     name = CONDITION_NAMES[C4]
     named: tuple[str, str] | None = None
+    by_model = False
     if config.loss is not None and config.loss.value:
         named = (config.loss.value, f"recorded loss ({config.loss.key})")
     elif live is not None and live.loss_name:
         named = (live.loss_name, "the live model's loss")
+    elif config.model is not None and str(config.model.value).lower() in _MODEL_LOSSES:
+        how = _MODEL_LOSSES[str(config.model.value).lower()]
+        named = ("BPR", f"recorded model {config.model.value!r} ({config.model.key}), trained with {how}")
+        by_model = True
     if declared.loss:
         if named is None:
             named = (declared.loss, setting("loss"))
@@ -52,7 +66,8 @@ def assess_c4(
             warnings.append(
                 f"{setting('loss')} {declared.loss} conflicts with the file ({named[0]!r}, {named[1]}); the file wins"
             )
-    details: dict[str, Any] = {"loss": named[0] if named else None, "loss_source": named[1] if named else None}
+    details: dict[str, Any] = {"loss": named[0] if named else None, "loss_source": named[1] if named else None,
+                               "logq": config.logq}
     alignment = probe.gradient_alignment if probe is not None else None
     if alignment is not None and alignment.orthogonal is not None:
         details["gradient_alignment"] = alignment.to_dict()
@@ -76,4 +91,6 @@ def assess_c4(
             why += f" (numeric check failed: {error})"
         return Condition(name, "unknown", why, details)
     status, why = classify_loss(named[0])
+    if by_model and named[0] == "BPR":  # the loss is the model's own, not a recorded name
+        return Condition(name, status, f"{named[1]}: {why}", details)
     return Condition(name, status, f"{named[1]} {named[0]!r}: {why}", details)

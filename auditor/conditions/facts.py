@@ -95,6 +95,10 @@ class RecordedConfig:
     batch_size: Fact[int] | None = None
     loss: Fact[str] | None = None
     item_encoder: Fact[str] | None = None
+    model: Fact[str] | None = None
+    """The model class the config names (RecBole's ``model``), for C4 when no loss is named."""
+    logq: bool = False
+    """The loss subtracted log p_j from each item's logit (logQ correction, ``retrain --logq``)."""
 
 
 _NUMBER_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -102,11 +106,12 @@ _NUMBER_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("momentum", ("item_momentum", "momentum")),
     ("weight_decay", ("item_weight_decay", "weight_decay", "wd")),
     ("epochs", ("epochs", "max_epochs", "n_epochs", "num_epochs")),
-    ("batch_size", ("batch_size", "batchsize")),
+    ("batch_size", ("batch_size", "batchsize", "train_batch_size")),
 )
 _TEXT_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("loss", ("loss", "loss_name", "loss_fn", "criterion", "objective")),
+    ("loss", ("loss", "loss_name", "loss_fn", "criterion", "objective", "loss_type")),
     ("item_encoder", ("item_encoder", "item_tower")),
+    ("model", ("model", "model_name")),
 )
 
 
@@ -118,7 +123,7 @@ def read_config(config: Mapping[str, Any] | None) -> RecordedConfig:
     """
     found: dict[str, Any] = {}
     nested: Mapping[str, Any] | None = None
-    hit = config_value(config, ("item_optimizer", "optimizer", "optim", "optimizer_name", "opt"))
+    hit = config_value(config, ("item_optimizer", "optimizer", "optim", "optimizer_name", "opt", "learner"))
     if hit is not None:
         value, key = hit
         if isinstance(value, Mapping):
@@ -135,6 +140,8 @@ def read_config(config: Mapping[str, Any] | None) -> RecordedConfig:
         text = config_value(config, names)
         if text is not None and isinstance(text[0], str):
             found[attr] = Fact(text[0], Origin.CONFIG, text[1])
+    logq = config_value(config, ("logq", "logq_correction"))
+    found["logq"] = logq is not None and logq[0] is True
     return RecordedConfig(**found)
 
 

@@ -14,8 +14,12 @@ from auditor.hookspecs import hookimpl
 from auditor.loading.checkpoints import RawModel, read_safetensors, read_torch
 from auditor.loading.discovery import choose_tables, table_to_numpy, tensor_infos
 from auditor.loading.ids import ids_to_numpy
+from auditor.loading.keras_h5 import read_keras
+from auditor.loading.mf_models import names_library, read_mf_pickle, read_npz
 from auditor.loading.npy import read_npy_table
+from auditor.loading.onnx_model import read_onnx
 from auditor.loading.parquet_table import read_parquet_table
+from auditor.loading.recbole import as_recbole, finish_recbole
 from auditor.model import InteractionPairs, ModelBundle
 
 SUPPORTED_FORMATS = (
@@ -25,6 +29,10 @@ SUPPORTED_FORMATS = (
     ".safetensors",
     ".npy item table",
     "Parquet item table (.parquet: id column + list-of-float column)",
+    ".npz (implicit model.save, or any archive of arrays)",
+    "pickled implicit, LightFM or cornac models (.pkl)",
+    ".keras archive or Keras .weights.h5/.h5 (needs popaudit[keras])",
+    ".onnx (embedding initializers; needs popaudit[onnx])",
 )
 _TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".torch", ".tar")
 
@@ -34,6 +42,10 @@ def detect_kind(path: Path) -> str | None:
     suffix = path.suffix.lower()
     if suffix == ".npy":
         return "npy"
+    if suffix in (".npz", ".keras", ".onnx"):
+        return suffix[1:]
+    if suffix in (".h5", ".hdf5"):
+        return "h5"
     if suffix in (".parquet", ".pq"):
         return "parquet"
     if suffix == ".safetensors":
@@ -49,6 +61,8 @@ def detect_kind(path: Path) -> str | None:
         return "npy"
     if head.startswith(b"PAR1"):
         return "parquet"
+    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+        return "h5"
     if head.startswith(b"PK\x03\x04") or head.startswith(b"\x80"):  # zip (torch.save) or pickle
         return "torch"
     if len(head) > 8 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < path.stat().st_size:
@@ -76,7 +90,17 @@ def load_builtin(path: Path, options: LoadOptions) -> ModelBundle | None:
         return ModelBundle(
             source=path, format="parquet", item_table=table, item_key=column, item_ids=ids, warnings=notes
         )
-    raw = read_safetensors(path) if kind == "safetensors" else read_torch(path, options.trust_pickle)
+    if kind == "npz":
+        return read_npz(path, options)
+    if kind in ("keras", "h5"):
+        return read_keras(path, options)
+    if kind == "onnx":
+        return read_onnx(path, options)
+    if kind == "torch" and names_library(path):  # implicit, LightFM, cornac: None if no model is found
+        found = read_mf_pickle(path, options)
+        if found is not None:
+            return found
+    raw = read_safetensors(path) if kind == "safetensors" else as_recbole(read_torch(path, options.trust_pickle))
     return bundle_from_raw(raw, path, options)
 
 
@@ -94,7 +118,7 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         if choice.user is not None
         else None
     )
-    return ModelBundle(
+    bundle = ModelBundle(
         source=path,
         format=raw.format,
         item_table=item,
@@ -107,6 +131,9 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         warnings=warnings,
         module=raw.module,
     )
+    if raw.format == "recbole":  # padding row 0 dropped; raw ids by RecBole's rule once the log is known
+        finish_recbole(bundle, options)
+    return bundle
 
 
 def _popaudit_bundle(raw: RawModel, path: Path, options: LoadOptions, warnings: list[str]) -> ModelBundle:
@@ -138,6 +165,7 @@ def _popaudit_bundle(raw: RawModel, path: Path, options: LoadOptions, warnings: 
                 f"item table has {item.shape[0]} rows"
             )
     train_pairs = _train_pairs(ex.get("train_pairs"), user_ids, item.shape[0], path)
+    holdout_pairs = _train_pairs(ex.get("holdout_pairs"), user_ids, item.shape[0], path, "holdout_pairs")
     if user is not None and user_ids is not None and len(user_ids) != user.shape[0]:
         raise ModelLoadError(
             f"popaudit checkpoint {path}: {len(user_ids)} user_ids but the user table has {user.shape[0]} rows"
@@ -153,6 +181,7 @@ def _popaudit_bundle(raw: RawModel, path: Path, options: LoadOptions, warnings: 
         user_ids=user_ids,
         item_frequencies=frequencies,
         train_pairs=train_pairs,
+        holdout_pairs=holdout_pairs,
         state_dict=raw.tensors,
         optimizer_state=raw.optimizer_state,
         config=raw.config,
@@ -162,15 +191,16 @@ def _popaudit_bundle(raw: RawModel, path: Path, options: LoadOptions, warnings: 
 
 
 def _train_pairs(
-    value: object, user_ids: np.ndarray | None, n_items: int, path: Path
+    value: object, user_ids: np.ndarray | None, n_items: int, path: Path, key: str = "train_pairs"
 ) -> InteractionPairs | None:
-    """The recorded (user_row, item_row) training pairs, checked against the tables."""
+    """The recorded (user_row, item_row) training (or held-out: ``key``) pairs, checked
+    against the tables."""
     if value is None:
         return None
     pairs = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
     if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu":
         raise ModelLoadError(
-            f"popaudit checkpoint {path}: train_pairs must be an integer (n, 2) tensor, got "
+            f"popaudit checkpoint {path}: {key} must be an integer (n, 2) tensor, got "
             f"{pairs.dtype} {list(pairs.shape)}"
         )
     pairs = pairs.astype(np.int64, copy=False)
@@ -181,7 +211,7 @@ def _train_pairs(
     if bad_items.size or bad_users.size:
         row = int(bad_items[0]) if bad_items.size else int(bad_users[0])
         raise ModelLoadError(
-            f"popaudit checkpoint {path}: train_pairs row {row} ({int(users[row])}, {int(items[row])}) "
+            f"popaudit checkpoint {path}: {key} row {row} ({int(users[row])}, {int(items[row])}) "
             f"is outside the tables ({n_users} users, {n_items} items)"
         )
     ids = user_ids if user_ids is not None else np.arange(n_users, dtype=np.int64)

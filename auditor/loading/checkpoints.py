@@ -335,6 +335,7 @@ def _popaudit(obj: Mapping[str, Any], path: Path) -> RawModel:
             "user_optimizer_state_dict",
             "trace",
             "train_pairs",
+            "holdout_pairs",
         )
         if obj.get(k) is not None
     }

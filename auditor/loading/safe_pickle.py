@@ -128,6 +128,14 @@ def _reconstructor(ctx: _Context, cls: Any, base: Any, state: Any = None) -> Any
     return ctx.unread("copyreg", "_reconstructor", cls, base, state)
 
 
+def _nested_class(ctx: _Context, owner: Any, *args: Any) -> Any:
+    """``builtins.getattr``, as protocol 2 names a nested class (``getattr(Outer, "Inner")``):
+    the placeholder class of ``module.Outer.Inner``. Any other use stays an inert record."""
+    if isinstance(owner, type) and issubclass(owner, Placeholder) and len(args) == 1 and isinstance(args[0], str):
+        return ctx.placeholder(owner.pickle_module, f"{owner.pickle_name}.{args[0]}")
+    return ctx.unread("builtins", "getattr", owner, *args)
+
+
 def _pairs(items: Any, what: str) -> Any:
     check_call(isinstance(items, (list, tuple, dict)), what)
     return items
@@ -170,6 +178,7 @@ class _Context(RebuildContext):
             ("builtins", "bytes"): _bytes,
             ("builtins", "bytearray"): lambda *a: bytearray(_bytes(*a)),
             ("copyreg", "_reconstructor"): lambda *a: _reconstructor(self, *a),
+            ("builtins", "getattr"): lambda *a: _nested_class(self, *a),
             ("_codecs", "encode"): _latin1,
             ("torch.jit._pickle", "restore_type_tag"): lambda value, *_: value,
         })  # fmt: skip

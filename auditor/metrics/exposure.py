@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from auditor.errors import setting
 from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_head_mask
 from auditor.result import ListMeasures
 
@@ -377,3 +378,17 @@ class ExposureMeasures:
         """The k most popular item rows (ties by row), the same for every query."""
         order = np.lexsort((np.arange(self.n_items), -self.popularity.astype(np.float64)))
         return order[: min(k, self.n_items)].astype(np.int64)
+
+
+def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, origin: str) -> str | None:
+    """Why :class:`ExposureMeasures` leaves novelty None (None: it is measured); ``origin``
+    (``log``, ``checkpoint``, ``frequencies``): where the counts came from, for the remedy."""
+    if user_counts is not None and n_users:
+        return None
+    log = setting("interactions")
+    remedy = {"log": f"the log has no user column: pass {setting('user_col')} NAME",
+              "checkpoint": f"the checkpoint records interactions per item only: pass its training log with {log}",
+              "frequencies": f"a counts file cannot give the distinct users of the whole log: pass the log with {log}"}
+    missing = ("users(i) and n_users (the distinct training users of each item and of the whole log)"
+               if user_counts is None else "n_users (the distinct training users of the whole log)")
+    return f"novelty, -log2(users(i)/n_users), needs {missing}; {remedy[origin]}"

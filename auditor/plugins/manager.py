@@ -37,6 +37,7 @@ BUILTIN_PREFIX = "builtin:"
 FILE_PREFIX = "file:"
 BUILTIN_PLUGINS = (
     "auditor.loading.builtin",
+    "auditor.metrics.builtin_measures",
     "auditor.report.builtin",
     "auditor.train.plugin",
 )

@@ -27,6 +27,8 @@ from auditor.report.formatting import fmt_num
 
 MAX_ORDER_ROWS = 40
 """The console lists every row in manifest order up to this many (the HTML always does)."""
+MAX_TICK_LABELS = 30
+"""The trend plot names at most this many models on its x-axis (every n-th beyond)."""
 
 
 @dataclass(frozen=True)
@@ -171,23 +173,30 @@ def _trend(metric: str, points: list[tuple[int, float]], stats: Any) -> Trend:
     )
 
 
+def model_tick(row: SummaryRow, width: int = 24) -> str:
+    """A model's name on the trend plot's x-axis: its label, else its file name (cut to ``width``)."""
+    name = row.label or Path(row.model).name or row.model or f"row {row.row}"
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
 def summary_figure(summary: BatchSummary) -> Any:
     """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure)."""
-    from matplotlib.ticker import MaxNLocator
-
     from auditor.report.plots import new_figure
 
     fig = new_figure(7.5, 4.4)
     ax = fig.add_subplot(1, 1, 1)
     ax.grid(True, color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
-    rows = [s.row for s in summary.order]
+    rows = list(range(len(summary.order)))  # one position per audited model, in manifest order
     spearman = [np.nan if s.spearman is None else s.spearman for s in summary.order]
     ax.plot(rows, spearman, marker="o", color="#D55E00", label="Spearman ρ (norm vs frequency)")
-    ax.set_xlabel("manifest row")
+    ax.set_xlabel("model (label, else file name), in manifest order")
     ax.set_ylabel("Spearman ρ")
     ax.axhline(0.0, color="#999999", linewidth=0.8)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    # Every model is named while the names fit; beyond that every n-th.
+    step = max(1, -(-len(rows) // MAX_TICK_LABELS))
+    ax.set_xticks(rows[::step], [model_tick(s) for s in summary.order[::step]], rotation=30, ha="right",
+                  fontsize="small")
     if summary.head_share_metric:
         twin = ax.twinx()
         share = [np.nan if s.head_share is None else s.head_share for s in summary.order]
@@ -241,7 +250,7 @@ def summary_html(summary: BatchSummary, *, title: str = "popaudit batch summary"
     if summary.order:
         figure = h.figure_html(
             png=figure_png(summary_figure(summary)),
-            alt=f"Spearman rho and {share} for each manifest row, in manifest order",
+            alt=f"Spearman rho and {share} for each model, named on the x-axis, in manifest order",
         )
         moves = figure + moves
     sections = [

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.report import RenderContext
+from auditor.report import accuracy as accuracy_view
 from auditor.report.content import severity_rule, verdict_phrase
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_ratio, ratio
 from auditor.result import LIST_MEASURES, AuditResult
@@ -50,9 +51,11 @@ def _sections(result: AuditResult) -> list[object]:
         parts += [_frequency_norm(result), _deciles(result)]
     if result.retrieval is not None:
         parts.append(_retrieval(result))
+    if result.accuracy is not None:
+        parts.append(_accuracy(result))
     if result.conditions:
         parts.append(_conditions(result))
-    if result.probes and "update_angles" in result.probes:
+    if result.probes is not None and result.probes.update is not None:
         parts.append(_probes(result))
     if result.measures:
         parts.append(_measures(result))
@@ -67,13 +70,7 @@ def _sections(result: AuditResult) -> list[object]:
         parts.append(Text(f"Not measured: {section}: {why}", style="dim"))
     for warning in result.warnings:
         parts.append(Text(f"Warning: {warning}", style="yellow"))
-    parts.append(
-        Text(
-            "Next: --html report.html for plots, --json report.json for machines, "
-            "--fail-on 'spearman>0.5' to gate CI.",
-            style="dim",
-        )
-    )
+    # What to run next depends on what this run wrote: the CLI says it (auditor/cli/check.py).
     return parts
 
 
@@ -96,6 +93,8 @@ def _inputs(result: AuditResult) -> Text:
     line = f"Model {i.model} ({i.format}): {i.n_items:,} items × {i.dim} dims"
     if i.interactions:
         line += f"; log {i.interactions}: {i.n_interactions:,} interactions"
+    elif result.settings.get("frequencies") and i.n_interactions is not None:
+        line += f"; counts {result.settings['frequencies']}: {i.n_interactions:,} interactions"
     elif i.n_interactions is not None:
         line += f"; frequencies recorded in the checkpoint ({i.n_interactions:,} interactions)"
     return Text(line, style="dim")
@@ -127,7 +126,7 @@ def _deciles(result: AuditResult) -> Table:
     for row in fn.deciles:
         table.add_row(
             str(row.decile),
-            f"{row.freq_min:,}–{row.freq_max:,}",
+            f"{row.freq_min:,}" if row.freq_min == row.freq_max else f"{row.freq_min:,}–{row.freq_max:,}",
             f"{row.n:,}",
             fmt_num(row.norm_median),
             fmt_num(row.norm_mean),
@@ -146,18 +145,42 @@ def _retrieval(result: AuditResult) -> Group:
         )
     ]
     for k, cut in sorted(retrieval.at.items()):
+        scorings = cut.scorings()
         table = Table(title=f"Top-{k}", title_justify="left")
-        for name in ("measure", "dot", "cosine", "popular", "dot/cosine"):
+        for name in ("measure", *scorings, "dot/cosine"):
             table.add_column(name, justify="right")
         for metric in LIST_MEASURES:
-            dot, cos, pop = (getattr(getattr(cut, s), metric) for s in ("dot", "cosine", "popular"))
-            table.add_row(metric, fmt_num(dot), fmt_num(cos), fmt_num(pop), fmt_ratio(ratio(dot, cos)))
-        table.add_row("overlap dot∩cosine", fmt_num(cut.overlap_dot_cosine), "", "", "")
+            values = [getattr(measures, metric) for measures in scorings.values()]
+            table.add_row(metric, *map(fmt_num, values), fmt_ratio(ratio(values[0], values[1])))
+        table.add_row("overlap dot∩cosine", fmt_num(cut.overlap_dot_cosine), *[""] * len(scorings))
         tables.append(table)
     if retrieval.recall:
         recall = ", ".join(f"@{k}: {v:.3f}" for k, v in sorted(retrieval.recall.items()))
         tables.append(Text(f"Approximate-index recall vs exact search {recall}", style="dim"))
     return Group(*tables)
+
+
+def _accuracy(result: AuditResult) -> Group:
+    accuracy = result.accuracy
+    assert accuracy is not None
+    parts: list[RenderableType] = [
+        Text(
+            f"{accuracy_view.TITLE}: {accuracy.n_users_evaluated:,} held-out users "
+            f"({accuracy.n_dropped:,} held-out interactions dropped)",
+            style="bold",
+        )
+    ]
+    for k in sorted(accuracy.at):
+        shown = accuracy_view.tradeoff_table(result, k)
+        table = Table(title=f"Top-{k}", title_justify="left")
+        for column, name in enumerate(shown.headers):
+            table.add_column(name, justify="right" if shown.is_numeric(column) else "left")
+        for row in shown.rows:
+            table.add_row(*(Text(cell) for cell in row))
+        parts.append(table)
+    if accuracy.recommendation:
+        parts.append(Text(accuracy.recommendation))
+    return Group(*parts)
 
 
 def _conditions(result: AuditResult) -> Table:
@@ -179,16 +202,17 @@ def _conditions(result: AuditResult) -> Table:
 
 
 def _probes(result: AuditResult) -> Text:
-    angles = (result.probes or {}).get("update_angles") or {}
+    assert result.probes is not None and result.probes.update is not None
+    angles = result.probes.update.angle_summary
     return Text(
-        f"Update angles over {angles.get('n', 0):,} items: median {fmt_num(angles.get('median'), 2)}°, "
-        f"{fmt_pct(angles.get('share_90pm1'))} within 90°±1°, "
-        f"{fmt_pct(angles.get('share_90pm10'))} within 90°±10°"
+        f"Update angles over {angles.n:,} items: median {fmt_num(angles.median, 2)}°, "
+        f"{fmt_pct(angles.share_90pm1)} within 90°±1°, "
+        f"{fmt_pct(angles.share_90pm10)} within 90°±10°"
     )
 
 
 def _measures(result: AuditResult) -> Table:
-    table = Table(title="Plugin measures", show_header=False, title_justify="left")
+    table = Table(title="Additional measures (built-in and plugins)", show_header=False, title_justify="left")
     table.add_column("measure")
     table.add_column("value", justify="right")
     for name, value in result.measures.items():

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
+from auditor.report.accuracy import scoring_label
+from auditor.report.labels import PROBE_FIELDS, PROBE_TITLES
 from auditor.report.formatting import (
     MISSING,
     Table,
@@ -33,7 +35,7 @@ from auditor.report.formatting import (
     ratio,
 )
 from auditor.result import CONDITION_IDS, AuditResult, CutoffMeasures, FrequencyNorm, Inputs, Retrieval
-from auditor.verdict import quoted_cutoff
+from auditor.verdict import first_seen_skew, quoted_cutoff
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -41,6 +43,7 @@ SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 SECTION_TITLES = {
     "frequency_norm": "Frequency and norm",
     "retrieval": "Retrieval skew",
+    "accuracy": "Accuracy and the trade-off",
     "conditions": "Conditions C1–C5",
     "probes": "Probes",
 }
@@ -123,6 +126,10 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         dot, cos = cut.dot.head_share_1pct, cut.cosine.head_share_1pct
         r = ratio(dot, cos)
         times = f" ({fmt_ratio(r)})" if r is not None else ""
+        first = first_seen_skew(result)  # the smallest served K, when the worst K is another
+        if first is not None:
+            times += f"; at K={first.k}, the first slots a user sees: {fmt_pct(first.dot)} vs {fmt_pct(first.cosine)}"
+            times += f" ({fmt_ratio(first.ratio)})" if first.ratio is not None else ""
         parts.append(
             f"at K={k} the top-1% items fill {fmt_pct(dot)} of dot-product slots "
             f"vs {fmt_pct(cos)} under cosine{times}"
@@ -194,15 +201,16 @@ def deciles_table(fn: FrequencyNorm) -> Table:
 def cutoff_table(k: int, cut: CutoffMeasures) -> Table:
     """One K: each list measure under dot, cosine and most-popular, with dot/cosine."""
     rows: list[tuple[str, ...]] = []
+    scorings = {"dot": cut.dot, **cut.norm_aware, "cosine": cut.cosine, "popular": cut.popular}
     for metric, (label, kind) in MEASURE_LABELS.items():
-        values = [getattr(getattr(cut, scoring), metric) for scoring in ("dot", "cosine", "popular")]
+        values = [getattr(measures, metric) for measures in scorings.values()]
         cells = [fmt_pct(v) if kind == "pct" else fmt_num(v, int(kind[3:])) for v in values]
-        rows.append((label, *cells, fmt_ratio(ratio(values[0], values[1]))))
-    rows.append(("overlap of dot and cosine lists", fmt_pct(cut.overlap_dot_cosine), "", "", ""))
+        rows.append((label, *cells, fmt_ratio(ratio(getattr(cut.dot, metric), getattr(cut.cosine, metric)))))
+    rows.append(("overlap of dot and cosine lists", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
     return Table(
-        ("measure", "dot product", "cosine", "most popular", "dot / cosine"),
+        ("measure", *map(scoring_label, scorings), "dot / cosine"),
         tuple(rows),
-        (False, True, True, True, True),
+        (False, *[True] * (len(scorings) + 1)),
         f"Top-{k} lists.",
     )
 
@@ -232,34 +240,53 @@ def conditions_table(result: AuditResult) -> Table:
 
 
 def probes_tables(probes: Mapping[str, Any]) -> list[tuple[str, str, Table]]:
-    """(key, title, table) per probe: update angles first, then one table of the probe
-    setup (top-level scalars), then each other probe with nested keys dotted."""
+    """(key, title, table) per probe block, every field under its reader label and unit
+    (:mod:`auditor.report.labels`, in its order): update angles first, then the probe
+    setup (top-level scalars), then each other block."""
     out: list[tuple[str, str, Table]] = []
     angles = probes.get("update_angles")
     if isinstance(angles, Mapping):
-        rows = [
-            ("items updated", fmt_num(angles.get("n"))),
-            ("median angle", _degrees(angles.get("median"))),
-            ("share within 90° ± 1°", fmt_pct(angles.get("share_90pm1"))),
-            ("share within 90° ± 10°", fmt_pct(angles.get("share_90pm10"))),
-        ]
-        known = {"n", "median", "share_90pm1", "share_90pm10", "histogram"}
-        rows += [(k, fmt_value(v)) for k, v in flatten(angles) if k.split(".")[0] not in known]
-        table = Table(("statistic", "value"), tuple(rows), (False, True))
-        out.append(("update_angles", "Update angles (one probe step)", table))
-    others = [(k, v) for k, v in probes.items() if k != "update_angles"]
-    setup = [(k, fmt_value(v)) for k, v in others if not isinstance(v, Mapping)]
+        out.append(("update_angles", probe_title("update_angles"), _probe_table(angles, "update_angles.")))
+    setup = {k: v for k, v in probes.items() if not isinstance(v, Mapping)}
     if setup:
-        out.append(("setup", "Probe setup", Table(("setting", "value"), tuple(setup))))
-    for name, value in others:
-        if isinstance(value, Mapping):
-            rows = [(k, fmt_value(v)) for k, v in flatten(value)]
-            out.append((name, probe_title(name), Table(("statistic", "value"), tuple(rows))))
+        out.append(("setup", probe_title("setup"), _probe_table(setup, "")))
+    for name, value in probes.items():
+        if isinstance(value, Mapping) and name != "update_angles":
+            out.append((name, probe_title(name), _probe_table(value, name + ".")))
     return out
 
 
+def _probe_table(block: Mapping[str, Any], prefix: str) -> Table:
+    """One probe block's fields (the angle histogram is a figure, not rows)."""
+    order = {key: i for i, key in enumerate(PROBE_FIELDS)}
+    fields_ = sorted((prefix + k for k, _ in flatten(block)), key=lambda k: order.get(k, len(order)))
+    values = dict((prefix + k, v) for k, v in flatten(block))
+    rows = []
+    for key in fields_:
+        if key.startswith("update_angles.histogram"):
+            continue
+        label, unit = PROBE_FIELDS.get(key, (key[len(prefix):], "text"))  # a new field: its own name
+        rows.append((label, _probe_value(values[key], unit)))
+    return Table(("statistic", "value"), tuple(rows), (False, True))
+
+
+def _probe_value(value: Any, unit: str) -> str:
+    if unit == "deg":
+        return _degrees(value)
+    if unit == "pct":
+        return fmt_pct(value)
+    if unit == "count" and isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if unit == "text" and value == {}:
+        return "none"
+    return fmt_value(value)
+
+
 def probe_title(key: str) -> str:
-    """``c3_cross_jacobian`` -> ``C3 cross jacobian``."""
+    """The reader's title of a probe block (``c3_cross_jacobian`` -> ``C3 no sharing: ...``);
+    an unknown block: its key in words."""
+    if key in PROBE_TITLES:
+        return PROBE_TITLES[key]
     words = key.replace("_", " ").strip()
     if len(words) > 1 and words[0] == "c" and words[1].isdigit():
         words = "C" + words[1:]
@@ -299,7 +326,7 @@ def inputs_table(inputs: Inputs) -> Table:
 
 def settings_table(settings: Mapping[str, Any]) -> Table:
     """The audit settings (K, index, seeds, ...) flattened to one row per setting."""
-    rows = tuple((key, fmt_value(value)) for key, value in flatten(settings))
+    rows = tuple((key, "none" if value == {} else fmt_value(value)) for key, value in flatten(settings))
     return Table(("setting", "value"), rows, (False, False))
 
 

@@ -6,54 +6,132 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from rich.table import Table
 
 from auditor.io import write_atomic
 from auditor.report.plots import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.train.experiments import ANGLE_EDGES, ExperimentResult
 
-def _pm(summary: dict[str, dict[str, float]], key: str, fmt: str = "{:.3f}") -> str:
+
+def mean_pm(summary: dict[str, dict[str, float]], key: str, fmt: str = "{:.3f}", seeds: int = 2) -> str:
+    """mean ± std over seeds; the value alone for one seed (no "± 0.000")."""
     s = summary.get(key)
     if s is None or math.isnan(s["mean"]):
         return "–"
+    if seeds < 2:
+        return fmt.format(s["mean"])
     return f"{fmt.format(s['mean'])} ± {fmt.format(s['std'])}"
 
 
-def to_markdown(result: ExperimentResult) -> str:
-    """A GitHub-flavoured Markdown table of the grid, with the settings used."""
+def seeds_text(seeds: list[int]) -> str:
+    """"seed 0; values of that one run" or "seeds 0, 1, 2; mean ± standard deviation"."""
+    if len(seeds) == 1:
+        return f"Seed {seeds[0]} (one run per setting)"
+    return f"Seeds {', '.join(map(str, seeds))}; values are mean ± standard deviation over seeds"
+
+
+def data_text(data: dict[str, Any], seeds: list[int], epochs: int) -> str:
+    """What the runs trained on, its sizes, the seeds and the epochs, in one sentence."""
+    if data.get("kind") == "file":
+        cols = f", columns {data.get('user_col')}/{data.get('item_col')}" if data.get("user_col") else ""
+        source = f"Data: {data.get('path')} ({data.get('format')}{cols})"
+        same = "the same interactions for every seed"
+    else:
+        source = f"Data: synthetic (Zipf exponent {float(data.get('zipf', 1.0)):g}, regenerated for each seed)"
+        same = ""
+    sizes = (
+        f"{int(data.get('n_users', 0)):,} users, {int(data.get('n_items', 0)):,} items, "
+        f"{int(data.get('n_interactions', 0)):,} interactions"
+    )
+    return f"{source}: {sizes}{', ' + same if same else ''}. {seeds_text(seeds)}; {epochs} epochs per run."
+
+
+def _data(result: ExperimentResult) -> dict[str, Any]:
+    """The result's data description (older results: the synthetic sizes)."""
     sz = result.sizes
-    k = min(sz.k, sz.n_items)
-    lines = [
-        f"# popaudit experiment {result.name}",
-        "",
-        f"Synthetic data: {sz.n_users} users, {sz.n_items} items, {sz.n_interactions} interactions, "
-        f"Zipf exponent {sz.zipf:g}. Two-tower model, dim {sz.dim}, init std {sz.init_std:g}, "
-        f"{sz.epochs} epochs, batch size {sz.batch_size}, temperature {sz.temperature:g}. "
-        f"Seeds {', '.join(map(str, result.seeds))}; values are mean ± standard deviation over seeds. "
-        f"Update angles from one training step after training (float64, items in the batch); "
-        f"ρ = Spearman frequency–norm correlation with a {sz.n_bootstrap}-resample percentile "
-        f"bootstrap 95% CI (mean of the per-seed bounds); head = top 1% of items by frequency, "
-        f"share of the top-{k} slots of every user's list (exact search).",
-        "",
-        "| setting | violates | optimizer | lr | item encoder | loss | 90°±1° | 90°±10° | ρ | ρ 95% CI "
-        f"| head@{k} dot | head@{k} cos | ratio |",
-        "|---|---|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|",
+    return result.data or {"kind": "synthetic", "n_users": sz.n_users, "n_items": sz.n_items,
+                           "n_interactions": sz.n_interactions, "zipf": sz.zipf}
+
+
+def _user_tower(c: dict[str, Any]) -> str:
+    user = str(c.get("user_encoder", "embedding"))
+    if c.get("user_optimizer", c["optimizer"]) != c["optimizer"]:
+        user += f" ({c['user_optimizer']}, lr {c['user_lr']:g})"
+    return user
+
+
+def grid_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
+    """The grid as a header and rows of text (one per setting), for any rendering."""
+    k = min(result.sizes.k, int(_data(result).get("n_items", result.sizes.n_items)))
+    n = len(result.seeds)
+    header = [
+        "setting", "violates", "optimizer", "lr", "item encoder", "user encoder", "loss", "90°±1°", "90°±10°",
+        "ρ", "ρ 95% CI", f"head@{k} dot", f"head@{k} cos", "ratio",
     ]
+    rows = []
     for row in result.rows:
         s, c = row["summary"], row["config"]
         opt = c["optimizer"] + (f" (wd {c['weight_decay']:g})" if c["weight_decay"] else "")
         bounds = np.array([r["spearman_ci"] for r in row["runs"]], dtype=np.float64)
         bounds = bounds[~np.isnan(bounds).any(axis=1)]
         ci = f"[{bounds[:, 0].mean():.3f}, {bounds[:, 1].mean():.3f}]" if len(bounds) else "–"
-        lines.append(
-            f"| {row['label']} | {row['violates']} | {opt} | {c['lr']:g} | {c['item_encoder']} "
-            f"| {c['loss']} | {_pm(s, 'share_90pm1')} | {_pm(s, 'share_90pm10')} "
-            f"| {_pm(s, 'spearman')} | {ci} | {_pm(s, f'head_share_1pct_dot@{k}')} "
-            f"| {_pm(s, f'head_share_1pct_cosine@{k}')} | {_pm(s, f'head_share_1pct_ratio@{k}', '{:.2f}')} |"
-        )
-    return "\n".join(lines) + "\n"
+        rows.append([
+            row["label"], row["violates"], opt, f"{c['lr']:g}", c["item_encoder"], _user_tower(c), c["loss"],
+            mean_pm(s, "share_90pm1", seeds=n), mean_pm(s, "share_90pm10", seeds=n), mean_pm(s, "spearman", seeds=n), ci,
+            mean_pm(s, f"head_share_1pct_dot@{k}", seeds=n), mean_pm(s, f"head_share_1pct_cosine@{k}", seeds=n),
+            mean_pm(s, f"head_share_1pct_ratio@{k}", "{:.2f}", seeds=n),
+        ])
+    return header, rows
+
+
+def _intro(result: ExperimentResult) -> str:
+    sz = result.sizes
+    k = min(sz.k, int(_data(result).get("n_items", sz.n_items)))
+    return (
+        f"{data_text(_data(result), result.seeds, sz.epochs)} Two-tower model, dim {sz.dim}, init std "
+        f"{sz.init_std:g}, batch size {sz.batch_size}, temperature {sz.temperature:g}. "
+        f"Update angles from one training step after training (float64, items in the batch); "
+        f"ρ = Spearman frequency–norm correlation with a {sz.n_bootstrap}-resample percentile "
+        f"bootstrap 95% CI (mean of the per-seed bounds); head = top 1% of items by frequency, "
+        f"share of the top-{k} slots of every user's list (exact search)."
+    )
+
+
+def markdown_table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """GitHub-flavoured Markdown table lines (columns in ``right`` right-aligned)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return lines
+
+
+def rich_table(title: str, header: list[str], rows: list[list[str]], right: set[int]) -> Table:
+    """The same table for the console (rich)."""
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for i, name in enumerate(header):
+        table.add_column(name, justify="right" if i in right else "left", overflow="fold")
+    for cells in rows:
+        table.add_row(*cells)
+    return table
+
+
+_RIGHT = {3, 7, 8, 9, 11, 12, 13}
+
+
+def to_markdown(result: ExperimentResult) -> str:
+    """A GitHub-flavoured Markdown table of the grid, with the data and settings used."""
+    header, rows = grid_table(result)
+    lines = [f"# popaudit experiment {result.name}", "", _intro(result), ""]
+    return "\n".join(lines + markdown_table(header, rows, _RIGHT)) + "\n"
+
+
+def to_console(result: ExperimentResult) -> list[Any]:
+    """What the console shows: the data sentence and the grid as a rich table."""
+    header, rows = grid_table(result)
+    return [_intro(result), rich_table(f"popaudit experiment {result.name}", header, rows, _RIGHT)]
 
 
 def write_results(result: ExperimentResult, out_dir: Path) -> list[Path]:
@@ -97,9 +175,10 @@ def _plot_angles(result: ExperimentResult, path: Path) -> Path:
 
 def _plot_rho(result: ExperimentResult, path: Path) -> Path:
     """Spearman rho (and the dot/cosine head-share ratio) against the learning rate."""
-    k = min(result.sizes.k, result.sizes.n_items)
+    k = min(result.sizes.k, int(_data(result).get("n_items", result.sizes.n_items)))
     # conditions: only rows that differ from the reference in their lr alone
-    rows = [r for r in result.rows if r["violates"] in ("none", "C5")]
+    rows = [r for r in result.rows
+            if r["violates"] in ("none", "C5") and r["config"].get("user_encoder", "embedding") == "embedding"]
     rows.sort(key=lambda r: r["config"]["lr"])
     lrs = np.array([r["config"]["lr"] for r in rows])
     rho = np.array([r["summary"]["spearman"]["mean"] for r in rows])

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
+from auditor.report import accuracy as accuracy_view
 from auditor.report import RenderContext
 from auditor.report import content as c
 from auditor.report.formatting import Table
@@ -271,6 +272,17 @@ def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
         body = _not_measured(result, "retrieval")
     sections.append(Section("retrieval", c.SECTION_TITLES["retrieval"], body))
 
+    accuracy = result.accuracy
+    if accuracy is not None:
+        body = paragraph(accuracy.recommendation, "summary") if accuracy.recommendation else ""
+        body += table_html(accuracy_view.summary_table(accuracy), wrap_columns=(1,))
+        for k in sorted(accuracy.at):
+            body += f"<h3>Top-{esc(k)}</h3>\n" + table_html(accuracy_view.tradeoff_table(result, k))
+        body += _figures(plots, "accuracy")
+    else:
+        body = _not_measured(result, "accuracy")
+    sections.append(Section("accuracy", c.SECTION_TITLES["accuracy"], body))
+
     if result.conditions:
         body = paragraph(
             "When C1–C4 all hold, every update is orthogonal to the embedding, so norms can only "
@@ -283,15 +295,15 @@ def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
         body = _not_measured(result, "conditions")
     sections.append(Section("conditions", c.SECTION_TITLES["conditions"], body))
 
-    if result.probes:
+    if result.probes is not None:
         body, details = "", ""
-        for key, title, table in c.probes_tables(result.probes):
+        for key, title, table in c.probes_tables(result.probes.to_dict()):
             block = f"<div><h3>{esc(title)}</h3>\n{table_html(table, wrap_columns=(1,))}</div>\n"
             if key == "update_angles":
                 body += block + _figures(plots, "probes")
             else:
                 details += block
-        if "update_angles" not in result.probes:
+        if result.probes.update is None:
             body += _figures(plots, "probes")
         # The many small detail tables sit side by side rather than in one long column.
         body += f'<div class="grid">\n{details}</div>\n' if details else ""
@@ -301,7 +313,7 @@ def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
 
     if result.measures:
         measures = table_html(c.measures_table(result.measures), wrap_columns=(1,))
-        sections.append(Section("measures", "Plugin measures", measures))
+        sections.append(Section("measures", "Additional measures (built-in and plugins)", measures))
 
     body = "<h3>Inputs</h3>\n" + table_html(c.inputs_table(result.inputs), wrap_columns=(1,))
     if result.settings:

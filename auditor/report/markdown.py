@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from auditor import __version__
 from auditor.io import is_special_file
+from auditor.report import accuracy as accuracy_view
 from auditor.report import RenderContext
 from auditor.report import content as c
 from auditor.report.formatting import Table
@@ -167,6 +168,18 @@ def render_audit_markdown(
     else:
         out.append(_not_measured(result, "retrieval"))
 
+    out.append(f"## {c.SECTION_TITLES['accuracy']}\n\n")
+    accuracy = result.accuracy
+    if accuracy is not None:
+        out.append(md_table(accuracy_view.summary_table(accuracy)))
+        for k in sorted(accuracy.at):
+            out.append(f"### Top-{k}\n\n" + md_table(accuracy_view.tradeoff_table(result, k)))
+        out.append(_figures(plots, links, "accuracy"))
+        if accuracy.recommendation:
+            out.append(md_escape(accuracy.recommendation) + "\n\n")
+    else:
+        out.append(_not_measured(result, "accuracy"))
+
     out.append(f"## {c.SECTION_TITLES['conditions']}\n\n")
     if result.conditions:
         out.append(md_table(c.conditions_table(result)))
@@ -174,18 +187,18 @@ def render_audit_markdown(
         out.append(_not_measured(result, "conditions"))
 
     out.append(f"## {c.SECTION_TITLES['probes']}\n\n")
-    if result.probes:
-        for key, title, table in c.probes_tables(result.probes):
+    if result.probes is not None:
+        for key, title, table in c.probes_tables(result.probes.to_dict()):
             out.append(f"### {md_escape(title)}\n\n" + md_table(table))
             if key == "update_angles":
                 out.append(_figures(plots, links, "probes"))
-        if "update_angles" not in result.probes:
+        if result.probes.update is None:
             out.append(_figures(plots, links, "probes"))
     else:
         out.append(_not_measured(result, "probes"))
 
     if result.measures:
-        out.append("## Plugin measures\n\n" + md_table(c.measures_table(result.measures)))
+        out.append("## Additional measures (built-in and plugins)\n\n" + md_table(c.measures_table(result.measures)))
 
     out.append("## Inputs and settings\n\n### Inputs\n\n" + md_table(c.inputs_table(result.inputs)))
     if result.settings:

@@ -25,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from auditor.report import accuracy as accuracy_view
 from auditor.report.plot_data import lorenz_curve, popularity_groups
 from auditor.result import AuditResult, DecileRow, Retrieval
 
@@ -71,7 +72,7 @@ def png_data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _style(ax: Axes) -> None:
+def style_axes(ax: Axes) -> None:
     ax.grid(True, color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
@@ -108,7 +109,7 @@ def norm_vs_frequency_figure(
     cold = ok & (freq == 0)
     fig = new_figure()
     ax = fig.add_subplot()
-    _style(ax)
+    style_axes(ax)
     idx = np.flatnonzero(warm)
     shown = idx
     if idx.size > max_points:
@@ -164,7 +165,7 @@ def norm_by_decile_figure(
         names.append(label)
     fig = new_figure(7.5, 4.0)
     ax = fig.add_subplot()
-    _style(ax)
+    style_axes(ax)
     keep = [i for i, d in enumerate(data) if d.size]
     ax.boxplot([data[i] for i in keep], showfliers=False, widths=0.6, patch_artist=True,
                boxprops={"facecolor": "#cfe3f3", "edgecolor": COLORS["cosine"]},
@@ -188,7 +189,7 @@ def exposure_lorenz_figure(
     fig = new_figure(min(3.6 * max(len(ks), 1) + 0.6, 11.0), 3.9)
     axes = fig.subplots(1, max(len(ks), 1), squeeze=False)[0]
     for ax, k in zip(axes, ks):
-        _style(ax)
+        style_axes(ax)
         ax.plot([0, 1], [0, 1], color="#bbbbbb", linewidth=1, linestyle=":", label="equal exposure")
         for scoring in ("dot", "cosine", "popular"):
             counts = exposure.get(scoring, {}).get(k)
@@ -219,7 +220,7 @@ def head_share_figure(retrieval: Retrieval) -> Figure:
     width = 0.26
     for ax, (metric, title) in zip(axes, (("head_share_1pct", "top 1% of items"),
                                           ("head_share_10pct", "top 10% of items"))):
-        _style(ax)
+        style_axes(ax)
         top = 0.0
         for i, scoring in enumerate(("dot", "cosine", "popular")):
             measured = [getattr(getattr(retrieval.at[k], scoring), metric) for k in ks]
@@ -252,7 +253,7 @@ def update_angle_figure(
     """
     fig = new_figure(7.5, 3.6)
     ax = fig.add_subplot()
-    _style(ax)
+    style_axes(ax)
     if angles is not None:
         values = np.asarray(angles, dtype=np.float64).ravel()
         values = values[np.isfinite(values)]
@@ -348,14 +349,19 @@ def plot_specs(result: AuditResult) -> list[PlotSpec]:
             "items, for dot-product, cosine and most-popular retrieval at each K.",
             lambda: head_share_figure(retrieval),
         ))
-    probes = result.probes or {}
-    info = probes.get("update_angles")
-    info = info if isinstance(info, Mapping) else {}
-    histogram = info.get("histogram")
+    if accuracy_view.has_figure(result):
+        specs.append(PlotSpec(
+            "tradeoff", "accuracy", "Accuracy against exposure",
+            "Held-out NDCG of each scoring (dot, cosine, norm-aware, most popular) against the top-1% "
+            "head share and the Gini index of its lists, the Pareto front dashed and the recommended "
+            "scoring ringed.",
+            lambda: accuracy_view.tradeoff_figure(result),
+        ))
+    summary = result.probes.update.angle_summary if result.probes and result.probes.update else None
+    histogram = None if summary is None else {"edges": summary.edges, "counts": summary.counts}
     raw = data.update_angles if data.update_angles is not None and len(data.update_angles) else None
-    has_hist = isinstance(histogram, Mapping) and "edges" in histogram and "counts" in histogram
-    if raw is not None or has_hist:
-        share = info.get("share_90pm1")
+    if raw is not None or histogram is not None:
+        share = None if summary is None else summary.share_90pm1
         specs.append(PlotSpec(
             "update_angles", "probes", "Update-angle histogram",
             "Histogram of the angle between each item embedding and its one-step update; "

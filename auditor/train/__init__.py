@@ -4,7 +4,9 @@ Submodules: :mod:`~auditor.train.data` (synthetic and file data),
 :mod:`~auditor.train.models` (encoders), :mod:`~auditor.train.losses`,
 :mod:`~auditor.train.optim`, :mod:`~auditor.train.loop` (training and the
 checkpoint), :mod:`~auditor.train.live` (the live model ``check`` probes),
-:mod:`~auditor.train.experiments` (the grids of docs/theory.md §7).
+:mod:`~auditor.train.split` (held-out interactions),
+:mod:`~auditor.train.experiments` and :mod:`~auditor.train.mitigations` (the grids
+of docs/theory.md §7, run in parallel by :mod:`~auditor.train.grid`).
 
 This package's own module holds only the option names, so the CLI can list them
 without importing torch.
@@ -16,7 +18,8 @@ ITEM_ENCODERS = ("embedding", "onehot-linear", "dense-linear", "embedding-linear
 USER_ENCODERS = ("embedding", "mlp", "transformer")
 LOSSES = ("infonce-cos", "infonce-dot", "cosine")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
-EXPERIMENTS = ("conditions", "lr-sweep")
+EXPERIMENTS = ("conditions", "lr-sweep", "mitigations")
+SPLITS = ("auto", "time", "random")
 
 
 def default_lr(optimizer: str, loss: str) -> float:

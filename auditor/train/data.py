@@ -8,7 +8,7 @@ item tower).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InputError, InteractionsError, setting
 from auditor.loading.counting import count_item_ids
+from auditor.loading.logs import open_log
 from auditor.loading.pairs import read_pairs
 from auditor.progress import SILENT, Progress
 
@@ -42,12 +43,27 @@ class TrainingData:
     """Where the data came from (``kind`` synthetic|file and its settings)."""
     item_features: np.ndarray | None = field(default=None, repr=False)
     """float32 (n_items, F) dense item features, when the source has them."""
+    timestamps: np.ndarray | None = field(default=None, repr=False)
+    """float64 (n,): the time of each interaction, when read (``with_time``)."""
 
     def __post_init__(self) -> None:
         if self.users.shape != self.items.shape or self.users.ndim != 1:
             raise InputError("users and items must be 1-d arrays of the same length")
         if len(self.users) == 0:
             raise InputError("the training data holds no interactions")
+        if self.timestamps is not None and self.timestamps.shape != self.users.shape:
+            raise InputError("timestamps must hold one time per interaction")
+
+    def subset(self, rows: np.ndarray, **description: Any) -> TrainingData:
+        """The interactions at positions ``rows`` (in that order) over the same user and
+        item rows and ids; ``description`` entries are added to the description."""
+        return replace(
+            self,
+            users=self.users[rows],
+            items=self.items[rows],
+            timestamps=None if self.timestamps is None else self.timestamps[rows],
+            description={**self.description, **description},
+        )
 
     @property
     def n_interactions(self) -> int:
@@ -176,6 +192,8 @@ def read_interactions(
     fmt: str = "auto",
     user_col: str | None = None,
     item_col: str | None = None,
+    time_col: str | None = None,
+    with_time: bool = False,
     progress: Progress = SILENT,
 ) -> TrainingData:
     """Read an interaction log into dense rows through the foundation's readers.
@@ -184,6 +202,10 @@ def read_interactions(
     (MovieLens ``u.data``/``ratings.dat``/``ratings.csv``, RecBole ``.inter``, Parquet,
     CSV/TSV). Item rows follow the raw item ids sorted ascending; user rows follow
     first appearance in the log. Log order is taken as time order (for histories).
+
+    With ``with_time`` (or a ``time_col``), the time of each interaction is read too
+    (:mod:`auditor.train.timestamps`; the column is found by its name when not given)
+    when the log has such a column; ``timestamps`` stays None when it has none.
     """
     path = Path(path)
     if fmt not in DATA_FORMATS:
@@ -201,6 +223,28 @@ def read_interactions(
         path, fmt=fmt, user_col=counts.user_col, item_col=counts.item_col,
         item_ids=counts.ids, n_items=int(counts.ids.size),
     )
+    description = {
+        "kind": "file",
+        "path": str(path),
+        "format": counts.format or fmt,
+        "user_col": counts.user_col,
+        "item_col": counts.item_col,
+        "n_interactions": len(pairs),
+    }
+    times = None
+    if with_time or time_col is not None:
+        from auditor.train.timestamps import find_time_column, read_times
+
+        log = open_log(path, fmt, counts.user_col, counts.item_col)
+        column = find_time_column(log, time_col)
+        if column is not None:
+            times = read_times(log, column)
+            if times.shape[0] != len(pairs):  # both keep the rows whose two ids are present
+                raise InteractionsError(
+                    f"{path}: read {times.shape[0]:,} times for {len(pairs):,} interactions; pass "
+                    f"{setting('split')} random"
+                )
+            description["time_col"] = column
     return TrainingData(
         users=pairs.user_index.astype(np.int64, copy=False),
         items=pairs.item_rows.astype(np.int64, copy=False),
@@ -208,12 +252,6 @@ def read_interactions(
         n_items=int(counts.ids.size),
         user_ids=pairs.user_ids.tolist(),
         item_ids=counts.ids.tolist(),
-        description={
-            "kind": "file",
-            "path": str(path),
-            "format": counts.format or fmt,
-            "user_col": counts.user_col,
-            "item_col": counts.item_col,
-            "n_interactions": len(pairs),
-        },
+        description=description,
+        timestamps=times,
     )

@@ -1,11 +1,15 @@
 """Experiment grids that reproduce docs/theory.md §7: ``conditions`` and ``lr-sweep``.
 
 ``conditions`` trains the all-conditions-hold reference (id embedding table, plain
-SGD, cosine InfoNCE, high learning rate) beside one violation at a time and measures,
-for each seed: the angle between q_i and its update Δq_i in one real training step
-(float64, on a copy), the frequency-norm Spearman rho with a bootstrap CI, and
-head_share_1pct@K of dot-product against cosine retrieval (FAISS exact search).
-``lr-sweep`` repeats the reference across learning rates (C5).
+SGD, cosine InfoNCE, high learning rate) beside one violation at a time, and beside the
+asymmetric model (a transformer user tower over each user's history, the same id item
+table: no item-side condition is broken). ``lr-sweep`` repeats the reference across
+learning rates (C5). Each run is measured by :mod:`auditor.train.measures`.
+
+The data is synthetic (regenerated for each seed, so seeds vary the data too) or a
+log's interactions (the same for every seed; seeds vary initialisation and order).
+Runs are independent: :func:`auditor.train.grid.run_tasks` runs them in ``jobs``
+processes with the same results.
 """
 
 from __future__ import annotations
@@ -15,23 +19,30 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 from auditor import __version__
 from auditor.errors import InputError
-from auditor.metrics.exposure import HeadShare
-from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
-from auditor.probes import ProbeBatch, summarise_angles, update_step, working_copy
 from auditor.progress import SILENT, Progress
-from auditor.retrieval import sharded_topk
-from auditor.train.data import synthetic_interactions
-from auditor.train.live import PopauditLiveModel
-from auditor.train.loop import TrainConfig, TrainResult, train
+from auditor.train.data import TrainingData, synthetic_interactions
+from auditor.train.grid import run_tasks
+from auditor.train.loop import TrainConfig, train
+from auditor.train.measures import (
+    ANGLE_EDGES,
+    aggregate,
+    angle_summary,
+    measure_run,
+    retrieval_head_share,
+    update_angles,
+)
 from auditor.train.optim import effective_momentum
 
-ANGLE_EDGES = np.arange(-0.5, 181.0, 1.0)
-"""Histogram bins of update angles: 1° wide, centred on 0°, 1°, ..., 180°."""
 DEFAULT_LRS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+
+__all__ = [
+    "ANGLE_EDGES", "DEFAULT_LRS", "ExperimentResult", "ExperimentSizes", "RunTask", "Setting", "angle_summary",
+    "condition_settings", "data_description", "retrieval_head_share", "run_conditions", "run_lr_sweep",
+    "update_angles",
+]
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,8 @@ class Setting:
 
 @dataclass(frozen=True)
 class ExperimentSizes:
-    """The synthetic data and the reference training config every setting starts from."""
+    """The synthetic data (when no log is given) and the reference training config
+    every setting starts from."""
 
     n_users: int = 1000
     n_items: int = 1000
@@ -91,12 +103,15 @@ class ExperimentSizes:
 
 
 def condition_settings(sizes: ExperimentSizes) -> list[Setting]:
-    """The reference and its one-at-a-time violations (docs/theory.md §2, §7).
+    """The reference, its one-at-a-time violations (docs/theory.md §2, §7) and the
+    asymmetric model.
 
     Two settings change the learning rate with the violation, because they do not
     train at the reference's: Adam runs at 0.01 (its steps are about lr per coordinate,
     whatever the gradient's scale) and dot-product InfoNCE at lr/10 (unnormalised
-    logits diverge at the reference's lr). The table reports every setting's lr.
+    logits diverge at the reference's lr). The asymmetric model's transformer user
+    tower trains with Adam (lr 0.01: under SGD at the reference's lr it does not learn);
+    its item tower is the reference's. The table reports every setting's lr.
     """
     return [
         Setting("reference", "all hold (embedding, SGD, InfoNCE-cos)", "none"),
@@ -108,109 +123,24 @@ def condition_settings(sizes: ExperimentSizes) -> list[Setting]:
         Setting("dense-linear", "linear over dense features", "C3", {"item_encoder": "dense-linear"}),
         Setting("infonce-dot", "InfoNCE over dot products", "C4", {"loss": "infonce-dot", "lr": sizes.lr / 10}),
         Setting("low-lr", "low learning rate", "C5", {"lr": sizes.lr / 100}),
+        Setting(
+            "asymmetric", "transformer user tower (Adam), id item table", "none",
+            {"user_encoder": "transformer", "user_optimizer": "adam"},
+        ),
     ]
 
 
-# ----------------------------------------------------------------------------- measures
-
-
-def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:
-    """Degrees between q_i and Δq_i for the items of one real training step.
-
-    :func:`auditor.probes.update_step` on a float64 copy of the run's live model, with
-    the item tower's optimizer and its state (so momentum/Adam act as in training); the
-    original is untouched. Items whose embedding did not move are left out.
-    """
-    live = PopauditLiveModel(
-        result.model, result.config.record(result.data), result.item_optimizer.state_dict()
-    )
-    module, _ = working_copy(live)
-    batch = ProbeBatch(users.numpy(), items.numpy(), "training pairs")
-    return update_step(live, module, [batch], extra_rows=np.zeros(0, np.int64), fallback_lr=None).angles
-
-
-def angle_summary(angles: np.ndarray) -> dict[str, Any]:
-    """:func:`auditor.probes.summarise_angles`' n, median and shares within 90°±1° and
-    ±10° (NaN when there are no angles), with a 1° histogram over :data:`ANGLE_EDGES`."""
-    s = summarise_angles(angles)
-    nan = float("nan")
-    return {
-        "n": s.n,
-        "share_90pm1": nan if s.share_90pm1 is None else s.share_90pm1,
-        "share_90pm10": nan if s.share_90pm10 is None else s.share_90pm10,
-        "median": nan if s.median is None else s.median,
-        "counts": np.histogram(angles, bins=ANGLE_EDGES)[0].astype(int).tolist(),
-    }
-
-
-def retrieval_head_share(
-    users: np.ndarray, items: np.ndarray, frequencies: np.ndarray, k: int, pct: float = 1.0
-) -> dict[str, float]:
-    """head_share_{pct}pct@k (:class:`HeadShare`) of exact dot-product and cosine
-    retrieval (:func:`auditor.retrieval.sharded_topk`), and their ratio."""
-    k = min(k, items.shape[0])
-    head = HeadShare(frequencies, pct)
-    out: dict[str, float] = {}
-    for scoring in ("dot", "cosine"):
-        _, lists = sharded_topk(users, [items], k, normalise=scoring == "cosine")
-        out[scoring] = head.measure(lists)
-    out["ratio"] = out["dot"] / out["cosine"] if out["cosine"] > 0 else float("inf")
-    return out
-
-
-def measure_run(
-    result: TrainResult, *, k: int, n_bootstrap: int, seed: int
-) -> tuple[dict[str, Any], np.ndarray]:
-    """All measures of one trained run; returns (measures, update-angle counts over
-    :data:`ANGLE_EDGES`)."""
-    data = result.data
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA9]))
-    pick = torch.from_numpy(rng.choice(data.n_interactions, result.config.batch_size, replace=False))
-    users = torch.from_numpy(data.users)[pick]
-    items = torch.from_numpy(data.items)[pick]
-    angles = update_angles(result, users, items)
-    summary = angle_summary(angles)
-
-    item_emb = result.item_embeddings().numpy()
-    user_emb = result.user_embeddings().numpy()
-    freq = data.item_frequencies
-    rho_section, _ = frequency_norm_stats(item_norms(item_emb), freq, n_bootstrap=n_bootstrap, seed=seed)
-    share = retrieval_head_share(user_emb, item_emb, freq, k)
-    k_eff = min(k, data.n_items)
-    measures = {
-        "seed": seed,
-        "share_90pm1": summary["share_90pm1"],
-        "share_90pm10": summary["share_90pm10"],
-        "angle_median": summary["median"],
-        "n_angles": summary["n"],
-        "spearman": rho_section.spearman,
-        "spearman_ci": list(rho_section.spearman_ci),
-        f"head_share_1pct_dot@{k_eff}": share["dot"],
-        f"head_share_1pct_cosine@{k_eff}": share["cosine"],
-        f"head_share_1pct_ratio@{k_eff}": share["ratio"],
-        "final_loss": result.trace[-1]["loss"],
-        "mean_norm": result.trace[-1]["mean_norm"],
-    }
-    return measures, np.asarray(summary["counts"], dtype=np.int64)
-
-
-def _aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """mean, std (ddof=1 when there are several seeds), min and max of each scalar measure."""
-    out: dict[str, dict[str, float]] = {}
-    for key, value in runs[0].items():
-        if key == "seed" or not isinstance(value, (int, float)):
-            continue
-        vals = np.array([r[key] for r in runs], dtype=np.float64)
-        out[key] = {
-            "mean": float(np.mean(vals)),
-            "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
-            "min": float(np.min(vals)),
-            "max": float(np.max(vals)),
+def data_description(sizes: ExperimentSizes, data: TrainingData | None) -> dict[str, Any]:
+    """What the runs trained on: a log (path, format, columns and its sizes) or the
+    synthetic generator's settings (regenerated per seed)."""
+    if data is None:
+        return {
+            "kind": "synthetic", "n_users": sizes.n_users, "n_items": sizes.n_items,
+            "n_interactions": sizes.n_interactions, "zipf": sizes.zipf,
         }
+    out = {k: v for k, v in data.description.items() if k != "holdout"}
+    out.update(n_users=data.n_users, n_items=data.n_items, n_interactions=data.n_interactions)
     return out
-
-
-# --------------------------------------------------------------------------- experiments
 
 
 @dataclass
@@ -222,16 +152,59 @@ class ExperimentResult:
     seeds: list[int]
     rows: list[dict[str, Any]]
     """One per setting (or learning rate): its config, per-seed runs and summary."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """:func:`data_description` of what the runs trained on."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "experiment": self.name,
             "tool": {"name": "popaudit", "version": __version__},
             "seeds": list(self.seeds),
+            "data": dict(self.data),
             "sizes": asdict(self.sizes),
             "angle_histogram_edges": ANGLE_EDGES.tolist(),
             "rows": self.rows,
         }
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One run of a grid: the settings' overrides of the reference, and the seed."""
+
+    sizes: ExperimentSizes
+    overrides: dict[str, Any]
+    seed: int
+
+
+def run_data(sizes: ExperimentSizes, data: TrainingData | None, seed: int) -> TrainingData:
+    """``data``, or the synthetic log of ``sizes`` for ``seed``."""
+    if data is not None:
+        return data
+    return synthetic_interactions(sizes.n_users, sizes.n_items, sizes.n_interactions, sizes.zipf, seed=seed)
+
+
+def measure_one(data: TrainingData | None, task: RunTask) -> tuple[dict[str, Any], np.ndarray]:
+    """Train and measure one run (a worker's unit of work)."""
+    sz = task.sizes
+    result = train(run_data(sz, data, task.seed), sz.config(task.seed, **task.overrides))
+    return measure_run(result, k=sz.k, n_bootstrap=sz.n_bootstrap, seed=task.seed)
+
+
+def config_row(config: TrainConfig) -> dict[str, Any]:
+    """The settings a results row reports."""
+    return {
+        "optimizer": config.optimizer,
+        "lr": config.item_lr,
+        "user_lr": config.resolved_user_lr,
+        "user_optimizer": config.resolved_user_optimizer,
+        "momentum": effective_momentum(config.optimizer, config.momentum),
+        "weight_decay": config.weight_decay,
+        "item_encoder": config.item_encoder,
+        "user_encoder": config.user_encoder,
+        "loss": config.loss,
+        "temperature": config.temperature,
+        "logq": config.logq,
+    }
 
 
 def _run_grid(
@@ -240,46 +213,35 @@ def _run_grid(
     sizes: ExperimentSizes,
     seeds: Sequence[int],
     progress: Progress,
+    data: TrainingData | None,
+    jobs: int,
+    threads: int | None,
 ) -> ExperimentResult:
     if not seeds:
         raise InputError("an experiment needs at least one seed")
+    configs = [sizes.config(seeds[0], **s.overrides) for s in grid]  # validates before training
+    tasks = [RunTask(sizes, s.overrides, seed) for s in grid for seed in seeds]
+    runs = run_tasks(
+        measure_one, tasks, shared=data, jobs=jobs, threads=threads, progress=progress,
+        description=f"experiment {name}",
+    )
     rows: list[dict[str, Any]] = []
-    with progress.track(f"experiment {name}", total=len(grid) * len(seeds)) as advance:
-        for setting in grid:
-            runs: list[dict[str, Any]] = []
-            counts = np.zeros(len(ANGLE_EDGES) - 1, dtype=np.int64)
-            config = sizes.config(seeds[0], **setting.overrides)  # validates before training
-            for seed in seeds:
-                data = synthetic_interactions(
-                    sizes.n_users, sizes.n_items, sizes.n_interactions, sizes.zipf, seed=seed
-                )
-                result = train(data, sizes.config(seed, **setting.overrides))
-                measures, angle_counts = measure_run(result, k=sizes.k, n_bootstrap=sizes.n_bootstrap, seed=seed)
-                counts += angle_counts
-                runs.append(measures)
-                advance(1)
-            rows.append(
-                {
-                    "name": setting.name,
-                    "label": setting.label,
-                    "violates": setting.violates,
-                    "config": {
-                        "optimizer": config.optimizer,
-                        "lr": config.item_lr,
-                        "user_lr": config.resolved_user_lr,
-                        "momentum": effective_momentum(config.optimizer, config.momentum),
-                        "weight_decay": config.weight_decay,
-                        "item_encoder": config.item_encoder,
-                        "user_encoder": config.user_encoder,
-                        "loss": config.loss,
-                        "temperature": config.temperature,
-                    },
-                    "runs": runs,
-                    "summary": _aggregate(runs),
-                    "angle_histogram": counts.tolist(),
-                }
-            )
-    return ExperimentResult(name, sizes, list(seeds), rows)
+    for at, (setting, config) in enumerate(zip(grid, configs)):
+        mine = runs[at * len(seeds) : (at + 1) * len(seeds)]
+        measures = [m for m, _ in mine]
+        counts = np.sum([c for _, c in mine], axis=0).astype(np.int64)
+        rows.append(
+            {
+                "name": setting.name,
+                "label": setting.label,
+                "violates": setting.violates,
+                "config": config_row(config),
+                "runs": measures,
+                "summary": aggregate(measures),
+                "angle_histogram": counts.tolist(),
+            }
+        )
+    return ExperimentResult(name, sizes, list(seeds), rows, data_description(sizes, data))
 
 
 def run_conditions(
@@ -287,11 +249,16 @@ def run_conditions(
     sizes: ExperimentSizes | None = None,
     *,
     settings: Sequence[str] | None = None,
+    data: TrainingData | None = None,
+    jobs: int = 1,
+    threads: int | None = None,
     progress: Progress = SILENT,
 ) -> ExperimentResult:
-    """The conditions grid: the reference and each violation, trained for every seed.
+    """The conditions grid: the reference and each other setting, trained for every seed.
 
-    ``settings`` picks rows by name (default: all of :func:`condition_settings`).
+    ``settings`` picks rows by name (default: all of :func:`condition_settings`);
+    ``data``: a log's interactions (default: synthetic data of ``sizes`` per seed);
+    ``jobs``/``threads``: :func:`auditor.train.grid.run_tasks`.
     """
     sizes = sizes or ExperimentSizes()
     grid = condition_settings(sizes)
@@ -301,7 +268,7 @@ def run_conditions(
         if unknown:
             raise InputError(f"unknown settings {unknown}; choose from {sorted(known)}")
         grid = [s for s in grid if s.name in set(settings)]
-    return _run_grid("conditions", grid, sizes, seeds, progress)
+    return _run_grid("conditions", grid, sizes, seeds, progress, data, jobs, threads)
 
 
 def run_lr_sweep(
@@ -309,6 +276,9 @@ def run_lr_sweep(
     seeds: Sequence[int] = (0, 1, 2),
     sizes: ExperimentSizes | None = None,
     *,
+    data: TrainingData | None = None,
+    jobs: int = 1,
+    threads: int | None = None,
     progress: Progress = SILENT,
 ) -> ExperimentResult:
     """The reference setting across learning rates (where the bias appears, C5)."""
@@ -316,4 +286,4 @@ def run_lr_sweep(
     if not lrs or any(lr <= 0 for lr in lrs):
         raise InputError(f"learning rates must be positive, got {list(lrs)}")
     grid = [Setting(f"lr={lr:g}", f"reference at lr {lr:g}", "none", {"lr": float(lr)}) for lr in sorted(lrs)]
-    return _run_grid("lr-sweep", grid, sizes, seeds, progress)
+    return _run_grid("lr-sweep", grid, sizes, seeds, progress, data, jobs, threads)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +21,7 @@ import torch
 from scipy import stats
 
 from auditor import __version__
-from auditor.errors import TrainingError
+from auditor.errors import TrainingError, setting
 from auditor.io import atomic_path
 from auditor.model import LiveModel
 from auditor.progress import SILENT, Progress
@@ -37,6 +37,9 @@ from auditor.train.models import (
     encode_all,
 )
 from auditor.train.optim import effective_momentum, make_optimizer
+
+if TYPE_CHECKING:
+    from auditor.train.split import HoldoutSplit
 
 CHECKPOINT_VERSION = 1
 MAX_TRAIN_PAIRS = 1_000_000
@@ -73,6 +76,9 @@ class TrainConfig:
     history_length: int = 20
     n_heads: int = 2
     n_layers: int = 1
+    logq: bool = False
+    """Subtract log p_j (p_j: item j's share of the training interactions) from the
+    in-batch softmax logits (:func:`auditor.train.losses.in_batch_logits`)."""
 
     def __post_init__(self) -> None:
         for name in ("optimizer", "user_optimizer"):
@@ -96,6 +102,11 @@ class TrainConfig:
                 raise TrainingError(f"--{name.replace('_', '-')} must be a finite number, got {getattr(self, name)}")
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
             raise TrainingError(f"--temperature must be positive, got {self.temperature}")
+        if self.logq and self.loss == "cosine":
+            raise TrainingError(
+                f"{setting('logq')} corrects in-batch softmax logits: use it with {setting('loss')} infonce-cos "
+                "or infonce-dot, not cosine"
+            )
         if self.epochs < 1:
             raise TrainingError(f"--epochs must be at least 1, got {self.epochs}")
         if self.batch_size < 2:
@@ -148,6 +159,8 @@ class TrainConfig:
         out["data"] = dict(data.description)
         out["n_interactions"] = data.n_interactions
         out["popaudit_version"] = __version__
+        if not self.logq:  # recorded only when used: absent reads as no correction, as in older checkpoints
+            del out["logq"]
         return out
 
 
@@ -216,6 +229,7 @@ def train(
     users = torch.from_numpy(data.users)
     items = torch.from_numpy(data.items)
     freq = data.item_frequencies
+    log_p = torch.from_numpy(np.log(np.maximum(freq, 1) / data.n_interactions)).float() if config.logq else None
     n, bs = data.n_interactions, config.batch_size
     starts = list(range(0, n, bs))
     if n - starts[-1] < 2 and len(starts) > 1:
@@ -234,7 +248,8 @@ def train(
                 stop = min(start + bs, n) if start != starts[-1] else n
                 u = model.encode_users(ep_users[start:stop])
                 q = model.encode_items(ep_items[start:stop])
-                loss = two_tower_loss(config.loss, u, q, config.temperature)
+                log_q = None if log_p is None else log_p[ep_items[start:stop]]
+                loss = two_tower_loss(config.loss, u, q, config.temperature, log_q)
                 item_opt.zero_grad(set_to_none=True)
                 user_opt.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
@@ -318,8 +333,13 @@ def save_example(
     return model_path, log_path
 
 
-def build_checkpoint(result: TrainResult) -> dict[str, Any]:
-    """The checkpoint dict (loadable with ``torch.load(weights_only=True)``)."""
+def build_checkpoint(result: TrainResult, holdout: HoldoutSplit | None = None) -> dict[str, Any]:
+    """The checkpoint dict (loadable with ``torch.load(weights_only=True)``).
+
+    With ``holdout`` (``result`` trained on ``holdout.train``), the held-out pairs are
+    stored as ``holdout_pairs`` (int64 (n, 2): user row, item row) and the split's
+    settings under ``config["holdout"]``.
+    """
     data, config = result.data, result.config
     n = data.n_interactions
     pairs = np.stack([data.users, data.items], axis=1)
@@ -340,6 +360,9 @@ def build_checkpoint(result: TrainResult) -> dict[str, Any]:
         "trace": [dict(row) for row in result.trace],
         "train_pairs": torch.from_numpy(np.ascontiguousarray(pairs, dtype=np.int64)),
     }
+    if holdout is not None:
+        ckpt["holdout_pairs"] = torch.from_numpy(np.ascontiguousarray(holdout.holdout, dtype=np.int64))
+        ckpt["config"]["holdout"] = holdout.record()
     if result.item_features is not None:
         ckpt["item_features"] = result.item_features.clone()
     if result.user_histories is not None:
@@ -347,10 +370,10 @@ def build_checkpoint(result: TrainResult) -> dict[str, Any]:
     return ckpt
 
 
-def save_checkpoint(result: TrainResult, path: Path) -> Path:
-    """Write the checkpoint of ``result`` to ``path`` atomically; returns the path."""
+def save_checkpoint(result: TrainResult, path: Path, holdout: HoldoutSplit | None = None) -> Path:
+    """Write the checkpoint of ``result`` (and ``holdout``) to ``path`` atomically; returns the path."""
     path = Path(path)
-    ckpt = build_checkpoint(result)
+    ckpt = build_checkpoint(result, holdout)
     with atomic_path(path) as tmp:
         torch.save(ckpt, tmp)
     return path

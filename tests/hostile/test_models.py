@@ -166,6 +166,63 @@ def _torchscript_setstate(d: Path) -> Built:
                  markers=[marker])
 
 
+class _RecBoleConfig:
+    """Pickled under RecBole's name (recbole.config.configurator.Config); unpickling it for
+    real would run ``__setstate__``, which writes a marker file."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        Path(state["marker"]).write_text("unpickled\n")
+
+
+def _recbole_like(settings: dict[str, Any], evil: bool = False, log_rows: int = 10) -> Any:
+    """A checkpoint laid out as RecBole's trainer saves it (config object, state_dict with
+    padding row 0, optimizer state), its .inter log, and optionally an os.system payload
+    inside the config's BUILD state."""
+
+    def build(d: Path) -> Built:
+        import sys
+        import types
+
+        marker = _marker(d)
+        final = {"model": "BPR", "learner": "sgd", "learning_rate": 0.05, "USER_ID_FIELD": "user_id",
+                 "ITEM_ID_FIELD": "item_id", "load_col": {"inter": ["user_id", "item_id"]}, **settings}
+        config = _RecBoleConfig()
+        config.__dict__.update(final_config_dict=final, model="BPR", marker=str(marker))
+        if evil:
+            config.__dict__["hook"] = _Reduce(os.system, _touch_cmd(marker))
+        g = torch.Generator().manual_seed(0)
+        state = {"user_embedding.weight": torch.randn(4, 4, generator=g), "item_embedding.weight": torch.randn(9, 4, generator=g)}
+        optimizer = torch.optim.SGD([torch.nn.Parameter(t.clone()) for t in state.values()], lr=0.05).state_dict()
+        fake = types.ModuleType("recbole.config.configurator")
+        fake.Config = _RecBoleConfig  # type: ignore[attr-defined]
+        saved = (_RecBoleConfig.__module__, _RecBoleConfig.__qualname__)
+        _RecBoleConfig.__module__, _RecBoleConfig.__qualname__ = fake.__name__, "Config"
+        names = ("recbole", "recbole.config", fake.__name__)
+        # Only while saving: pickle imports the class's module by name.
+        sys.modules.update({n: fake if n == fake.__name__ else types.ModuleType(n) for n in names})
+        try:
+            torch.save({"config": config, "epoch": 3, "state_dict": state, "optimizer": optimizer}, d / "BPR.pth",
+                       pickle_protocol=4)
+        finally:
+            for name in names:
+                del sys.modules[name]
+            _RecBoleConfig.__module__, _RecBoleConfig.__qualname__ = saved
+        items = [f"i{k}" for k in (3, 1, 4, 1, 5, 9, 2, 6, 8, 3)][:log_rows]  # 8 distinct items, 3 users
+        rows = "".join(f"u{n % 3}\t{item}\n" for n, item in enumerate(items))
+        write(d, "x.inter", "user_id:token\titem_id:token\n" + rows)
+        return Built(check_args("BPR.pth", "--json", "r.json", interactions="x.inter"), outputs=["r.json"],
+                     markers=[marker], check=_recbole_ok if log_rows == 10 and not settings else None)
+
+    return build
+
+
+def _recbole_ok(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["inputs"]["format"] == "recbole" and report["inputs"]["n_items"] == 8  # padding row dropped
+    assert "RecBole's own rule" in report["inputs"]["item_id_mapping"]
+    assert report["conditions"]["C4"]["status"] == "violated"
+
+
 # ---------------------------------------------------------------------------- broken files
 
 
@@ -342,6 +399,106 @@ def _symlink_to_table(d: Path) -> Built:
     return Built(check_args("link2.npy", "--json", "r.json"), outputs=["r.json"], must_exist=["r.json"])
 
 
+# ---------------------------------------------------------------------------- other frameworks' files
+
+
+def _no_h5py() -> str | None:
+    try:
+        import h5py  # noqa: F401
+    except ImportError:
+        return "the keras extra (h5py) is not installed"
+    return None
+
+
+def _no_onnx() -> str | None:
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        return "the onnx extra is not installed"
+    return None
+
+
+def _keras_weights(d: Path, name: str, tables: bool) -> None:
+    """Keras 3's save_weights layout: layers/<auto name>/vars/<i>, the layer's name as an attribute."""
+    import h5py
+
+    with h5py.File(d / name, "w") as h5:
+        group = h5.create_group("layers/embedding/vars")
+        group.attrs["name"] = "item_embedding"
+        group.create_dataset("0", data=np.random.default_rng(0).normal(size=(10, 4)) if tables else np.ones(4))
+
+
+def _truncated_h5(d: Path) -> Built:
+    log(d)
+    _keras_weights(d, "full.weights.h5", tables=True)
+    data = (d / "full.weights.h5").read_bytes()
+    (d / "full.weights.h5").unlink()
+    write(d, "model.weights.h5", data[: len(data) // 2])
+    return Built(check_args("model.weights.h5"))
+
+
+def _h5_without_table(d: Path) -> Built:
+    log(d)
+    _keras_weights(d, "model.weights.h5", tables=False)
+    return Built(check_args("model.weights.h5"))
+
+
+def _npz_objects(d: Path) -> Built:
+    """An .npz whose member would run os.system if np.load unpickled it."""
+    log(d)
+    marker = _marker(d)
+    evil = np.array([_Reduce(os.system, _touch_cmd(marker))], dtype=object)
+    np.savez(d / "model.npz", item_factors=evil, user_factors=np.ones((5, 4), np.float32))
+    return Built(check_args("model.npz"), markers=[marker])
+
+
+class _LightFMLike:
+    """Pickled under LightFM's name (lightfm.lightfm.LightFM), with an os.system payload in its state."""
+
+
+def _lightfm_with_payload(d: Path) -> Built:
+    """A LightFM-style pickle: the arrays are read from its BUILD state, the payload stays inert."""
+    import sys
+    import types
+
+    log(d)
+    marker = _marker(d)
+    rng = np.random.default_rng(0)
+    model = _LightFMLike()
+    model.__dict__.update(item_embeddings=rng.normal(size=(10, 4)).astype(np.float32),
+                          item_biases=np.arange(10, dtype=np.float32), loss="warp",
+                          user_embeddings=rng.normal(size=(5, 4)).astype(np.float32),
+                          hook=_Reduce(os.system, _touch_cmd(marker)))  # fmt: skip
+    fake = types.ModuleType("lightfm.lightfm")
+    fake.LightFM = _LightFMLike  # type: ignore[attr-defined]
+    saved = (_LightFMLike.__module__, _LightFMLike.__qualname__)
+    _LightFMLike.__module__, _LightFMLike.__qualname__ = fake.__name__, "LightFM"
+    sys.modules.update({"lightfm": types.ModuleType("lightfm"), fake.__name__: fake})
+    try:  # only while saving: pickle looks the class up by name
+        write(d, "model.pkl", pickle.dumps(model, protocol=4))
+    finally:
+        del sys.modules["lightfm"], sys.modules[fake.__name__]
+        _LightFMLike.__module__, _LightFMLike.__qualname__ = saved
+
+    def check(folder: Path, outcome: Outcome) -> None:
+        report = strict_json(folder / "r.json")
+        assert report["inputs"]["format"] == "lightfm" and report["inputs"]["item_table"] == "item_embeddings"
+        assert any("item bias term (10 values" in w for w in report["warnings"]), report["warnings"]
+
+    return Built(check_args("model.pkl", "--json", "r.json"), outputs=["r.json"], must_exist=["r.json"],
+                 markers=[marker], check=check)
+
+
+def _onnx_without_table(d: Path) -> Built:
+    import onnx
+    from onnx import helper, numpy_helper
+
+    log(d)
+    graph = helper.make_graph([], "g", [], [], [numpy_helper.from_array(np.ones(4, np.float32), "bias")])
+    onnx.save(helper.make_model(graph), str(d / "model.onnx"))
+    return Built(check_args("model.onnx"))
+
+
 CASES = [
     Case("empty-pt", _simple("model.pt", b""), EXIT_ERROR, r"model\.pt.*the file is empty \(0 bytes\)"),
     Case("empty-npy", _simple("items.npy", b""), EXIT_ERROR, r"items\.npy.*the file is empty \(0 bytes\)"),
@@ -403,6 +560,23 @@ CASES = [
     Case("zip-bad-crc", _zip_bad_crc, EXIT_ERROR, r"model\.pt.*archive/data/0 fails its CRC-32 check.*corrupt"),
     Case("npy-all-zero-table", _zeros, EXIT_ERROR, r"zeros\.npy is all zeros: every one of its 10 item vectors is zero",
          absent=r"query vectors"),
+    Case("h5-truncated", _truncated_h5, EXIT_ERROR, r"cannot read model\.weights\.h5 as HDF5 .*truncated or corrupt",
+         skip=_no_h5py),
+    Case("h5-no-embedding", _h5_without_table, EXIT_ERROR,
+         r"no item embedding table in model\.weights\.h5: it holds no 2-D floating-point weights", skip=_no_h5py),
+    Case("npz-object-arrays", _npz_objects, EXIT_ERROR,
+         r"cannot read model\.npz: member item_factors\.npy holds Python objects .*never unpickled"),
+    Case("lightfm-pickle-with-os-system", _lightfm_with_payload, EXIT_OK, None),
+    Case("onnx-no-2d-initializer", _onnx_without_table, EXIT_ERROR,
+         r"no item embedding table in model\.onnx: .*no 2-D floating-point initializer \(initializers: bias \[4\]\)",
+         skip=_no_onnx),
+    Case("pickle-protocol-5-os-system", _pickle_case("evil.pt", lambda m: pickle.dumps(
+        _Reduce(os.system, _touch_cmd(m)), protocol=5)), EXIT_ERROR, r"evil\.pt " + PICKLE_REFUSED),
+    Case("recbole-config-build-os-system", _recbole_like({}, evil=True), EXIT_OK, None),
+    Case("recbole-filtered-needs-item-ids", _recbole_like({"item_inter_num_interval": "[5,inf)"}), EXIT_ERROR,
+         r"BPR\.pth was trained by RecBole .*item_inter_num_interval='\[5,inf\)'.*--item-ids FILE"),
+    Case("recbole-log-of-other-ids", _recbole_like({}, log_rows=6), EXIT_ERROR,
+         r"x\.inter holds 5 distinct item ids .* BPR\.pth has 8 rows after its padding row.*--item-ids FILE"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []

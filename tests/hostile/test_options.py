@@ -46,6 +46,18 @@ def _check(*extra: str, outputs: tuple[str, ...] = (), must_exist: tuple[str, ..
     return build
 
 
+def _mitigate(*extra: str, out: str = "o.npy", make: Any = None, outputs: tuple[str, ...] = ()) -> Any:
+    """The valid table and log, ``make(d)``, then ``mitigate items.npy -o OUT`` with ``extra``."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        if make is not None:
+            make(d)
+        return Built(["mitigate", "items.npy", "-o", out, *extra], outputs=outputs, must_exist=outputs)
+
+    return build
+
+
 def _retrain(*extra: str) -> Any:
     def build(d: Path) -> Built:
         return Built(["retrain", "--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1",
@@ -164,6 +176,24 @@ CASES = [
          r"'-o' / '--output': 'newdir/' names a folder, not a file"),
     Case("json-empty-path", _check("--json", ""), EXIT_USAGE, r"'--json': the path is empty"),
     Case("markdown-to-dev-null", _check("--markdown", "/dev/null", outside=(Path("/dev/null_files"),)), EXIT_OK, None),
+    # popaudit mitigate: alpha outside [0, 1], outputs that are inputs or another format
+    Case("mitigate-alpha-above-one", _mitigate("--alpha", "1.5"), EXIT_USAGE, r"Invalid value for '--alpha': '1\.5' must be <= 1"),
+    Case("mitigate-alpha-nan", _mitigate("--alpha", "nan"), EXIT_USAGE, r"Invalid value for '--alpha': 'nan' is not a finite number"),
+    Case("mitigate-alpha-negative", _mitigate("--alpha", "-0.5"), EXIT_USAGE, r"Invalid value for '--alpha': '-0\.5' must be >= 0"),
+    Case("mitigate-output-is-model", _mitigate("--alpha", "0.5", out="items.npy"), EXIT_ERROR,
+         r"-o items\.npy " + NEVER_OVERWRITES.format(given="MODEL")),
+    Case("mitigate-output-symlink-to-model", _mitigate("--alpha", "0.5", out="report.json", make=_links), EXIT_ERROR,
+         r"-o report\.json " + NEVER_OVERWRITES.format(given="MODEL")),
+    Case("mitigate-sidecar-is-log", _mitigate("--alpha", "0.5", "--interactions", "o.npy.popaudit.json", out="o.npy",
+                                              make=lambda d: os.rename(d / "log.parquet", d / "o.npy.popaudit.json")),
+         EXIT_ERROR, r"the sidecar of -o o\.npy o\.npy\.popaudit\.json " + NEVER_OVERWRITES.format(given="--interactions")),
+    Case("mitigate-output-other-format", _mitigate("--alpha", "0.5", out="o.pt"), EXIT_ERROR,
+         r"-o o\.pt names a PyTorch file but items\.npy is a \.npy table"),
+    Case("mitigate-auto-without-holdout", _mitigate("--alpha", "auto", "--interactions", "log.parquet"), EXIT_USAGE,
+         r"--alpha auto needs --interactions and --holdout"),
+    Case("mitigate-into-missing-folder", _mitigate("--alpha", "0.5", out="new/o.npy",
+                                                   outputs=("new", "new/o.npy", "new/o.npy.popaudit.json")),
+         EXIT_OK, None, stdout=r"Next: popaudit check new/o\.npy"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []

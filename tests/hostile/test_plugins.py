@@ -102,7 +102,7 @@ def _plugin(source: str | bytes | None, *extra: str, name: str = "plug.py", comm
 
 
 def _nan_measure_is_null(d: Path, outcome: Outcome) -> None:
-    assert strict_json(d / "r.json")["measures"] == {"nan_measure": None}
+    assert strict_json(d / "r.json")["measures"] == {"nan_measure": None, "item_bias_spearman": None}
 
 
 def _batch_row_failed(d: Path, outcome: Outcome) -> None:

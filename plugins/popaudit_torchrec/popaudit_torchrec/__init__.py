@@ -14,7 +14,10 @@ The layout it recognises is what ``torch.save`` writes for a model holding a Tor
      "item_ids": int64 (N,)}      # optional: raw id of each item row
 
 The weights may also sit under ``model_state_dict`` or ``model``, or beside ``tables``
-at the top level; ``<prefix>`` is any module path (``sparse_arch.ebc.``). The item
+at the top level; ``<prefix>`` is any module path (``sparse_arch.ebc.``). A
+``DistributedModelParallel`` state dict needs no ``tables``: its ``ShardedTensor`` tables
+are put back together from their shards and the wrapper prefixes dropped
+(:mod:`popaudit_torchrec.sharded`); each table's config is then its shape. The item
 table is the one named by ``--item-key`` (table name or full key), by ``item_table``,
 or else the one table whose name or feature names say item (movie, product, ...);
 otherwise the error lists every table with its shape.
@@ -32,6 +35,7 @@ from auditor.config import LoadOptions
 from auditor.errors import AmbiguousTableError, ModelLoadError
 from auditor.hookspecs import hookimpl
 from auditor.model import ModelBundle
+from popaudit_torchrec.sharded import is_dmp_state, materialise
 
 __version__ = "0.1.0"
 
@@ -83,7 +87,7 @@ def bundle_from_checkpoint(checkpoint: Mapping[str, Any], path: Path, options: L
             f"with one of: {'; '.join(t.describe() for t in tables)}"
         )
     others = [t for t in tables if t.name != item.name]
-    warnings: list[str] = []
+    warnings: list[str] = list(checkpoint.get("notes") or [])
     try:
         user = _choose(others, options.user_key, checkpoint.get("user_table"), USER_WORDS, ITEM_WORDS, "user", path)
     except AmbiguousTableError as exc:
@@ -195,17 +199,36 @@ def _state_dict(checkpoint: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _read(path: Path) -> Mapping[str, Any] | None:
+    """The checkpoint, read with popaudit's restricted reader (no code from the file runs),
+    with any DistributedModelParallel wrapping undone; None when it is no TorchRec file."""
     if path.suffix.lower() not in (".pt", ".pth", ".ckpt") or not path.is_file():
         return None
-    import torch
+    from auditor.loading.safe_pickle import as_mapping
+    from auditor.loading.torch_archive import read_torch_file
 
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # not a weights-only torch file: the built-in loader says why
+        found = read_torch_file(path)
+    except ModelLoadError:  # not a torch file popaudit reads: the built-in loader says why
         return None
-    if not isinstance(checkpoint, Mapping) or "tables" not in checkpoint:
-        return None
+    checkpoint = as_mapping(found.root) if found.tensors is None else {}
     state = _state_dict(checkpoint)
-    if not any(TABLE_KEY.search(str(key)) for key in state):
+    dmp = is_dmp_state(state)
+    if "tables" not in checkpoint and not dmp:
         return None
-    return checkpoint
+    tensors, notes = materialise(state, path)
+    if not any(TABLE_KEY.search(key) for key in tensors):
+        return None
+    checkpoint = {k: v for k, v in checkpoint.items() if k not in STATE_KEYS}
+    if "tables" not in checkpoint:  # a bare DMP state dict: each table's shape is its config
+        checkpoint["tables"] = _tables_from_keys(tensors)
+    return {**checkpoint, "state_dict": tensors, "notes": notes}
+
+
+def _tables_from_keys(tensors: Mapping[str, Any]) -> list[dict[str, Any]]:
+    tables: list[dict[str, Any]] = []
+    for key, weight in tensors.items():
+        match = TABLE_KEY.search(key)
+        if match and weight.ndim == 2:
+            tables.append({"name": match.group(1), "num_embeddings": int(weight.shape[0]),
+                           "embedding_dim": int(weight.shape[1]), "feature_names": []})
+    return tables

@@ -1,0 +1,133 @@
+"""``popaudit mitigate MODEL --alpha A -o OUT``: the model with its item table rescaled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from auditor.cli._common import (
+    FiniteFloat,
+    MemorySize,
+    PathArg,
+    RichProgress,
+    common_options,
+    id_mapping_options,
+    log_column_options,
+    stderr,
+    table_key_options,
+)
+
+_ALPHA = FiniteFloat(0.0, 1.0)
+
+
+class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recent click only
+    """A finite number in [0, 1], or ``auto``."""
+
+    name = "A|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | str:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        return _ALPHA.convert(value, param, ctx)
+
+
+@click.command("mitigate")
+@click.argument("model", type=PathArg)
+@click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout).")
+@click.option("-o", "--output", type=PathArg, required=True, help="The rescaled model, in MODEL's format (never MODEL itself). A JSON sidecar OUT.popaudit.json is written beside it.")
+@click.option("--interactions", type=PathArg, help="Training log: the sidecar then records the frequency-norm Spearman rho before and after.")
+@log_column_options
+@click.option("--item-ids", type=PathArg, help="Raw item id of each table row, in row order (as for check).")
+@id_mapping_options
+@table_key_options
+@click.option("--holdout", type=PathArg, help="With --alpha auto: held-out interactions for check's accuracy trade-off.")
+@click.option("--tensors-only", is_flag=True, help="A PyTorch file that holds objects popaudit cannot write back (pickled modules, config objects, TorchScript): write its tensors as a plain state dict instead of refusing.")
+@click.option("--max-memory", type=MemorySize(), help="Memory ceiling: bytes or a size such as 8G. [default: half the available memory]")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@common_options
+def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins: tuple[Path, ...], **options: Any) -> None:
+    """Write MODEL with its item table rescaled for norm-aware serving.
+
+    Each item row k becomes k*|k|^(A-1): its direction is kept and its norm becomes
+    |k|^A. An inner-product index (FAISS, ScaNN, a vector database) built from the output
+    then serves the alpha_A scoring of `popaudit check` with no change to the query
+    side: dot products over OUT equal (q.k)*|k|^(A-1) over MODEL.
+
+    MODEL and OUT share a format: a .pt/.pth/.ckpt state dict or checkpoint (every other
+    key kept), .safetensors (other tensors and metadata kept), .npy, or Parquet (other
+    columns kept). The table is the one `check` reads (--item-key to choose it). The
+    sidecar OUT.popaudit.json records A, MODEL's sha256, the rule and the norms before
+    and after (and Spearman rho with --interactions).
+
+    \b
+    Example:
+      popaudit mitigate model.pt --alpha 0.5 -o model.alpha05.pt --interactions train.parquet
+    """
+    from auditor.config import AuditConfig
+    from auditor.mitigate import MitigateConfig, auto_alpha, check_outputs, mitigate, sidecar_path
+    from auditor.plugins import get_plugin_manager
+
+    holdout, user_ids, user_key = options.pop("holdout"), options.pop("user_ids"), options["user_key"]
+    if alpha != "auto" and (holdout is not None or user_ids is not None):
+        given = "--holdout" if holdout is not None else "--user-ids"
+        raise click.UsageError(f"{given} is read only with --alpha auto", ctx=click.get_current_context())
+    chosen = 1.0 if alpha == "auto" else float(alpha)
+    config = MitigateConfig(model=model, output=output, alpha=chosen, **options)
+    inputs = {**config.input_files(), "--holdout": holdout, "--user-ids": user_ids}
+    inputs.update({f"--plugin {p}": p for p in plugins})
+    check_outputs(config, inputs)
+    pm = get_plugin_manager(plugins)
+    progress = RichProgress(enabled=not quiet)
+    if alpha == "auto":
+        if options["interactions"] is None or holdout is None:
+            raise click.UsageError("--alpha auto needs --interactions and --holdout (the alpha is the one "
+                                   "check's held-out accuracy trade-off recommends)", ctx=click.get_current_context())
+        audit = AuditConfig(
+            model=model, interactions=options["interactions"], interactions_format=options["interactions_format"],
+            user_col=options["user_col"], item_col=options["item_col"], item_ids=options["item_ids"],
+            item_key=options["item_key"], user_key=user_key, user_ids=user_ids, id_offset=options["id_offset"],
+            assume_row_ids=options["assume_row_ids"], max_memory=options["max_memory"], holdout=holdout,
+            probes=False, bootstrap=0, plugins=plugins,
+        )
+        audit.check_inputs()
+        chosen, sentence = auto_alpha(audit, pm=pm, progress=progress)
+        config = MitigateConfig(model=model, output=output, alpha=chosen, alpha_source=sentence, **options)
+    result = mitigate(config, pm=pm, progress=progress, inputs=inputs)
+    if quiet:
+        return
+    for warning in result.warnings:
+        stderr.print(f"note: {warning}", style="yellow", markup=False, highlight=False)
+    _summary(result)
+    stderr.print(f"Wrote {output}", markup=False, highlight=False)
+    stderr.print(f"Wrote {sidecar_path(output)}", markup=False, highlight=False)
+    log = options["interactions"] or "LOG"
+    click.echo(f"Next: popaudit check {output} --interactions {log}")
+
+
+def _summary(result: Any) -> None:
+    """The before/after figures as a small table on stdout."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = 100
+    key = f" {result.item_key}" if result.item_key else ""
+    console.print(f"Item table{key} rescaled, k -> k*|k|^(alpha-1) with alpha = {result.alpha:g}", markup=False)
+    table = Table()
+    table.add_column("")
+    table.add_column("before", justify="right")
+    table.add_column("after", justify="right")
+    before, after = result.norms["before"], result.norms["after"]
+    for name in ("mean", "median", "max"):
+        table.add_row(f"norm {name}", f"{before[name]:.4g}", f"{after[name]:.4g}")
+    ratio = [f"{s['max'] / s['median']:.3g}" if s["median"] > 0 else "-" for s in (before, after)]
+    table.add_row("max / median norm", *ratio)
+    if result.frequency_norm is not None:
+        for name, label in (("spearman", "Spearman rho (frequency, norm)"), ("loglog_slope", "log-log slope")):
+            values = [result.frequency_norm[w][name] for w in ("before", "after")]
+            table.add_row(label, *(f"{v:.3f}" if v is not None and v == v else "undefined" for v in values))
+    console.print(table)
+    console.print(f"{result.n_items:,} items x {result.dim} ({result.dtype}); alpha: {result.alpha_source}",
+                  markup=False)

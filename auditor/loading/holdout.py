@@ -1,0 +1,399 @@
+"""Held-out interactions for accuracy: the evaluated users with their held-out and their
+training (seen) item rows, as CSR.
+
+The holdout, in any interaction-log format, is streamed: items map to table rows as the
+training log's do (``item_ids``, else ``row = id − offset``), users to user-table rows
+through ``user_ids`` (raw user id of each row), else ``row = id − offset``, checked like
+every assumed mapping (:mod:`auditor.loading.idmap`). Interactions whose item has no row,
+and users without a user-table row (when there is a user table), are dropped and counted.
+The training log is streamed once more keeping only the evaluated users' rows (matched by
+raw id), so memory follows those users, not the log. A popaudit checkpoint's recorded
+pairs give the same objects without a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from auditor.errors import IdMappingError, InteractionsError, setting
+from auditor.loading.alignment import RowLookup, lookup_rows, mapped_pairs
+from auditor.loading.idmap import RowIdPolicy, check_assumed_rows
+from auditor.loading.ids import ids_to_numpy
+from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.loading.messages import columns_found
+from auditor.model import InteractionPairs
+from auditor.progress import SILENT, Progress
+
+if TYPE_CHECKING:
+    from auditor.config import AuditConfig
+    from auditor.model import ModelBundle
+
+GATHER_ROWS = 1 << 16
+"""Item vectors gathered per step when averaging users' training items."""
+
+
+@dataclass(frozen=True)
+class HeldOutUsers:
+    """The evaluated users (order of first appearance) and their held-out item rows."""
+
+    raw_ids: np.ndarray
+    """Raw user id of each evaluated user (int64, or str objects)."""
+    user_rows: np.ndarray
+    """int64: the user-table row of each, -1 when there is no user table."""
+    indptr: np.ndarray
+    """int64 (n + 1,): user u's held-out rows are ``item_rows[indptr[u]:indptr[u + 1]]``."""
+    item_rows: np.ndarray
+    """int64: held-out item rows, distinct and ascending within each user."""
+
+    @property
+    def n(self) -> int:
+        return int(self.raw_ids.shape[0])
+
+    def subset(self, index: np.ndarray) -> HeldOutUsers:
+        """The users at positions ``index``, in that order."""
+        index = np.asarray(index, dtype=np.int64)
+        indptr, rows = take_csr(self.indptr, self.item_rows, index)
+        return HeldOutUsers(self.raw_ids[index], self.user_rows[index], indptr, rows)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A holdout read and mapped: the evaluated users and what was left out."""
+
+    users: HeldOutUsers
+    source: str
+    n_interactions: int
+    """Rows read (every held-out interaction, mapped or not)."""
+    n_empty_ids: int = 0
+    """Dropped: interactions with an empty user or item id."""
+    n_dropped_items: int = 0
+    """Dropped: interactions whose item has no row in the item table."""
+    n_dropped_users: int = 0
+    """Dropped: users without a row in the user table (only when there is one)..."""
+    n_dropped_user_interactions: int = 0
+    """... and their interactions on table items."""
+
+    @property
+    def n_users_evaluated(self) -> int:
+        return self.users.n
+
+    @property
+    def n_dropped(self) -> int:
+        """Held-out interactions left out for any reason."""
+        return self.n_empty_ids + self.n_dropped_items + self.n_dropped_user_interactions
+
+    @property
+    def warnings(self) -> list[str]:
+        """What was left out, for the report."""
+        out = []
+        if self.n_empty_ids:
+            out.append(f"{self.n_empty_ids:,} held-out interactions in {self.source} have an empty user or item id")
+        if self.n_dropped_items:
+            out.append(
+                f"{self.n_dropped_items:,} of the {self.n_interactions:,} held-out interactions in {self.source} "
+                f"({self.n_dropped_items / self.n_interactions:.1%}) have an item without a row in the item table; "
+                "left out of the accuracy"
+            )
+        if self.n_dropped_users:
+            out.append(
+                f"{self.n_dropped_users:,} held-out users in {self.source} ({self.n_dropped_user_interactions:,} "
+                "interactions) have no row in the user table; left out of the accuracy"
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class SeenItems:
+    """Each evaluated user's training item rows (CSR aligned with :class:`HeldOutUsers`)."""
+
+    indptr: np.ndarray
+    rows: np.ndarray
+    """int64: distinct and ascending within each user."""
+    source: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def subset(self, index: np.ndarray) -> SeenItems:
+        indptr, rows = take_csr(self.indptr, self.rows, np.asarray(index, dtype=np.int64))
+        return SeenItems(indptr, rows, self.source, self.warnings)
+
+
+def read_holdout(
+    path: Path, *, fmt: str = "auto", user_col: str | None = None, item_col: str | None = None,
+    item_ids: np.ndarray | None, n_items: int, user_ids: np.ndarray | None = None, n_user_rows: int | None = None,
+    row_ids: RowIdPolicy = RowIdPolicy(), progress: Progress = SILENT,
+) -> HeldOut:
+    """The held-out log at ``path`` mapped onto the tables (module docstring).
+
+    ``n_user_rows`` None: no user table (every user is evaluated, ``user_rows`` -1).
+    """
+    log, lookup = _open(path, fmt, user_col, item_col, item_ids, n_items, "held-out accuracy")
+
+    def read(as_strings: bool) -> tuple[InteractionPairs, int, int]:
+        users_parts: list[pa.Array] = []
+        rows_parts: list[np.ndarray] = []
+        n_read = n_valid = 0
+        with progress.track(f"Held-out interactions: reading {log.path.name}", total=log.total_rows) as advance:
+            for items, users in log.batches(as_strings):
+                assert users is not None
+                n_read += len(items)
+                n_valid += int(pc.sum(pc.and_(pc.is_valid(items), pc.is_valid(users))).as_py() or 0)
+                batch_users, rows = mapped_pairs(items, users, lookup, n_items, row_ids.shift, log)
+                if len(rows):
+                    users_parts.append(_plain_ids(batch_users))
+                    rows_parts.append(rows)
+                advance(len(items))
+        if not rows_parts:
+            none = np.empty(0, np.int64)
+            return InteractionPairs(none, none, none), n_read, n_valid
+        every = pa.concat_arrays(users_parts)
+        distinct = pc.unique(every)  # order of first appearance
+        index = pc.index_in(every, value_set=distinct).to_numpy(zero_copy_only=False).astype(np.int64)
+        what = f"user column {log.user_col!r} of {log.path}"
+        raw = ids_to_numpy(maybe_int(distinct) if as_strings else distinct, what)
+        return InteractionPairs(index, np.concatenate(rows_parts), raw, log.path), n_read, n_valid
+
+    pairs, n_read, n_valid = read_ids(log, read)
+    where = f"the held-out log {log.path} ({setting('holdout')})"
+    if n_read == 0:
+        raise InteractionsError(f"{where} holds no interactions")
+    if len(pairs) == 0:
+        how, fix = (
+            (f"through {setting('item_ids')}", "the holdout must come from the model's catalogue")
+            if item_ids is not None
+            else ("taken as row numbers", f"pass {setting('item_ids')} FILE with the raw item id of each table row")
+        )
+        raise IdMappingError(
+            f"no item id of {where} (column {log.item_col!r}) has a row in the {n_items:,}-row item table "
+            f"when mapped {how}: {fix}"
+        )
+    held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, check=True, user_column=log.user_col)
+    return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs))
+
+
+def holdout_from_pairs(
+    pairs: InteractionPairs, *, user_ids: np.ndarray | None, n_user_rows: int | None, source: str
+) -> HeldOut:
+    """The same objects from held-out pairs recorded in a popaudit checkpoint (item rows
+    already; ``pairs.user_ids[user_index]`` the raw user ids, mapped through ``user_ids``)."""
+    if len(pairs) == 0:
+        raise InteractionsError(f"the held-out pairs recorded in {source} are empty")
+    return _held_out(pairs, source, user_ids, n_user_rows, RowIdPolicy(), check=False, user_column=None)
+
+
+def _held_out(
+    pairs: InteractionPairs, source: str, user_ids: np.ndarray | None, n_user_rows: int | None,
+    row_ids: RowIdPolicy, *, check: bool, user_column: str | None,
+) -> HeldOut:
+    """Users matched to user-table rows, the unmatched dropped, the rest as CSR."""
+    raw = np.asarray(pairs.user_ids)
+    column = f" (column {user_column!r})" if user_column else ""
+    if n_user_rows is None:
+        rows = np.full(raw.shape[0], -1, dtype=np.int64)
+    elif user_ids is not None:
+        if len(user_ids) != n_user_rows:
+            raise IdMappingError(f"{len(user_ids)} user ids for a user table of {n_user_rows} rows")
+        rows = lookup_rows(raw, np.asarray(user_ids))
+        if not np.any(rows >= 0):
+            raise IdMappingError(
+                f"none of the {raw.shape[0]:,} user ids of {source}{column} is among the raw ids of the user "
+                f"table's rows ({setting('user_ids')}): the holdout's users are not the model's users"
+            )
+    else:
+        if raw.dtype.kind not in "iu":
+            raise IdMappingError(
+                f"user ids of {source}{column} are not integers, so they cannot be user-table row numbers; "
+                f"pass {setting('user_ids')} FILE with the raw user id of each user-table row"
+            )
+        if check:
+            check_assumed_rows(raw, n_user_rows, row_ids, "user", source)
+        rows = raw.astype(np.int64) - row_ids.shift
+        rows = np.where((rows >= 0) & (rows < n_user_rows), rows, -1)
+    present = np.bincount(pairs.user_index, minlength=raw.shape[0]) > 0  # recorded ids may lack pairs
+    kept = np.flatnonzero(present & ((rows >= 0) | (n_user_rows is None)))
+    position = np.full(raw.shape[0], -1, dtype=np.int64)
+    position[kept] = np.arange(kept.size)
+    user_of = position[pairs.user_index]
+    mapped = user_of >= 0
+    indptr, items = build_csr(user_of[mapped], pairs.item_rows[mapped], kept.size)
+    users = HeldOutUsers(raw[kept], rows[kept], indptr, items)
+    n_dropped_users = int(present.sum()) - kept.size
+    return HeldOut(users, source, len(pairs), n_dropped_users=n_dropped_users,
+                   n_dropped_user_interactions=int((~mapped).sum()))
+
+
+def read_seen(
+    path: Path, *, fmt: str = "auto", user_col: str | None = None, item_col: str | None = None,
+    item_ids: np.ndarray | None, n_items: int, offset: int = 0, users: HeldOutUsers, progress: Progress = SILENT,
+) -> SeenItems:
+    """Each evaluated user's training item rows, streamed from the log at ``path``
+    (users matched by raw id; only their rows are kept)."""
+    log, lookup = _open(path, fmt, user_col, item_col, item_ids, n_items, "excluding training items")
+    position = RowLookup(users.raw_ids)
+
+    def read(as_strings: bool) -> tuple[np.ndarray, np.ndarray]:
+        user_parts, row_parts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        with progress.track(f"Training items of the held-out users: {log.path.name}", total=log.total_rows) as advance:
+            for items, batch_users in log.batches(as_strings):
+                assert batch_users is not None
+                found, rows = mapped_pairs(items, batch_users, lookup, n_items, offset, log)
+                if len(rows):
+                    at = position(_plain_ids(found))
+                    keep = at >= 0
+                    user_parts.append(at[keep])
+                    row_parts.append(rows[keep])
+                advance(len(items))
+        return np.concatenate(user_parts), np.concatenate(row_parts)
+
+    user_of, rows = read_ids(log, read)
+    indptr, rows = build_csr(user_of, rows, users.n)
+    return SeenItems(indptr, rows, str(log.path))
+
+
+def seen_from_pairs(pairs: InteractionPairs, users: HeldOutUsers, source: str) -> SeenItems:
+    """Each evaluated user's training item rows from pairs held in memory (a checkpoint's)."""
+    at_dense = lookup_rows(np.asarray(pairs.user_ids), users.raw_ids) if users.n else np.empty(0, np.int64)
+    user_of = at_dense[pairs.user_index] if len(pairs) else np.empty(0, np.int64)
+    keep = user_of >= 0
+    indptr, rows = build_csr(user_of[keep], pairs.item_rows[keep], users.n)
+    return SeenItems(indptr, rows, source)
+
+
+def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_seen: bool) -> list[str]:
+    """Warnings when held-out (user, item) pairs also appear in training (a leak, or the
+    training log given as holdout)."""
+    n_held = int(users.item_rows.size)
+    owners = np.concatenate([np.repeat(np.arange(users.n), np.diff(indptr)) for indptr in (users.indptr, seen.indptr)])
+    items = np.concatenate((users.item_rows, seen.rows))
+    order = np.lexsort((items, owners))
+    u, i = owners[order], items[order]
+    n_both = int(np.count_nonzero((u[1:] == u[:-1]) & (i[1:] == i[:-1])))  # each side is distinct
+    if n_both == 0 or n_held == 0:
+        return []
+    if n_both == n_held:
+        same = "identical to" if seen.rows.size == n_held else "a subset of"
+        message = (
+            f"the holdout {holdout} is {same} the training log {seen.source} for its {users.n:,} users: "
+            "accuracy on training data says nothing about how well a scoring ranks unseen items"
+        )
+    else:
+        message = (
+            f"{n_both:,} of the {n_held:,} held-out (user, item) pairs in {holdout} ({n_both / n_held:.1%}) "
+            f"also appear in the training log {seen.source}"
+        )
+    if keep_seen:
+        return [message + f" (kept among the candidates with {setting('keep_seen')})"]
+    return [message + "; excluded from the candidates as training items, they can never be hit"]
+
+
+def load_holdout(bundle: ModelBundle, config: AuditConfig, progress: Progress = SILENT) -> HeldOut:
+    """The audit's holdout: ``config.holdout`` read against the bundle's tables, else the
+    held-out pairs a popaudit checkpoint recorded."""
+    n_user_rows = int(bundle.user_table.shape[0]) if bundle.user_table is not None else None
+    if config.holdout is not None:
+        return read_holdout(
+            config.holdout, fmt=config.interactions_format, user_col=config.user_col, item_col=config.item_col,
+            item_ids=bundle.item_ids, n_items=bundle.n_items, user_ids=bundle.user_ids,
+            n_user_rows=n_user_rows, row_ids=config.row_ids, progress=progress,
+        )
+    pairs = getattr(bundle, "holdout_pairs", None)
+    if not isinstance(pairs, InteractionPairs):
+        raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
+    return holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
+                              source=f"{bundle.source} (recorded holdout)")
+
+
+def load_seen(bundle: ModelBundle, config: AuditConfig, users: HeldOutUsers, progress: Progress = SILENT) -> SeenItems:
+    """The evaluated users' training items: from ``config.interactions``, else from the
+    pairs a popaudit checkpoint recorded; with overlap warnings."""
+    warnings: list[str] = []
+    if config.interactions is not None:
+        seen = read_seen(
+            config.interactions, fmt=config.interactions_format, user_col=config.user_col,
+            item_col=config.item_col, item_ids=bundle.item_ids, n_items=bundle.n_items,
+            offset=config.row_ids.shift, users=users, progress=progress,
+        )
+    elif bundle.train_pairs is not None:
+        seen = seen_from_pairs(bundle.train_pairs, users, f"{bundle.source} (recorded training pairs)")
+        recorded = int(np.asarray(bundle.item_frequencies).sum()) if bundle.item_frequencies is not None else 0
+        if recorded > len(bundle.train_pairs):
+            warnings.append(
+                f"{bundle.source} records {len(bundle.train_pairs):,} of its {recorded:,} training interactions: "
+                f"the other training items stay among the candidates (pass {setting('interactions')} to exclude all)"
+            )
+    else:
+        empty = np.zeros(users.n + 1, dtype=np.int64)
+        return SeenItems(empty, np.empty(0, np.int64), "", [
+            f"no training log ({setting('interactions')}): training items could not be excluded from the candidates"
+        ])
+    holdout = str(config.holdout) if config.holdout is not None else f"{bundle.source} (recorded holdout)"
+    warnings += overlap_warnings(users, seen, holdout, config.keep_seen)
+    return SeenItems(seen.indptr, seen.rows, seen.source, warnings)
+
+
+def mean_rows(table: np.ndarray, indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """float32 (n, dim): the mean of each CSR row set's table rows (zeros for an empty set)."""
+    counts = np.diff(indptr)
+    sums = np.zeros((counts.shape[0], table.shape[1]), dtype=np.float64)
+    owner = np.repeat(np.arange(counts.shape[0]), counts)
+    for start in range(0, int(rows.shape[0]), GATHER_ROWS):  # owners ascend: sum runs of one owner
+        own = owner[start : start + GATHER_ROWS]
+        runs = np.flatnonzero(np.concatenate(([True], own[1:] != own[:-1])))
+        gathered = np.asarray(table[rows[start : start + GATHER_ROWS]], dtype=np.float64)
+        sums[own[runs]] += np.add.reduceat(gathered, runs, axis=0)
+    means: np.ndarray = sums / np.maximum(counts, 1)[:, None]
+    return means.astype(np.float32)
+
+
+def build_csr(owner: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, values) of ``n`` sets from (owner, value) pairs: distinct and ascending
+    within each set (a lexicographic sort, no combined key to overflow)."""
+    order = np.lexsort((values, owner))
+    o, v = owner[order], values[order]
+    first = np.ones(o.shape[0], dtype=bool)
+    first[1:] = (o[1:] != o[:-1]) | (v[1:] != v[:-1])
+    o, v = o[first], v[first]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(o, minlength=n), out=indptr[1:])
+    return indptr, v.astype(np.int64, copy=False)
+
+
+def take_csr(indptr: np.ndarray, values: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sets at positions ``index`` (any order, repeats allowed), vectorised."""
+    starts, counts = indptr[index], indptr[index + 1] - indptr[index]
+    new = np.zeros(index.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=new[1:])
+    at = np.repeat(starts - new[:-1], counts) + np.arange(int(new[-1]), dtype=np.int64)
+    return new, values[at]
+
+
+def _open(
+    path: Path, fmt: str, user_col: str | None, item_col: str | None, item_ids: np.ndarray | None, n_items: int,
+    why: str,
+) -> tuple[Log, RowLookup | None]:
+    """The log with its user column found, and the item-row lookup (None: rows are ids)."""
+    log = open_log(Path(path), fmt, user_col, item_col)
+    if log.user_col is None:
+        raise InteractionsError(
+            f"{why} needs the user of each interaction, but no user id column was found in {log.path}; "
+            f"{columns_found(log.columns)}. Pass {setting('user_col')} NAME"
+        )
+    if item_ids is not None and len(item_ids) != n_items:
+        raise IdMappingError(f"{len(item_ids)} item ids for a table of {n_items} rows")
+    return log, RowLookup(item_ids) if item_ids is not None else None
+
+
+def _plain_ids(arr: pa.Array) -> pa.Array:
+    """User ids as raw ids compare: integral floats as int64, other string kinds as string."""
+    t = arr.type
+    textual = pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    to = pa.int64() if pa.types.is_floating(t) else pa.string() if textual else None
+    try:
+        return arr if to is None else arr.cast(to, safe=True)
+    except pa.ArrowException:  # fractional floats, bytes that are not UTF-8: compared as they are
+        return arr

@@ -1,0 +1,289 @@
+"""Keras and TensorFlow Recommenders models: ``.keras`` archives and ``.weights.h5`` / ``.h5``
+files, read with h5py (the optional extra ``popaudit[keras]``); no TensorFlow, no Keras.
+
+Two HDF5 layouts are read:
+
+- Keras 3 (``model.save`` / ``model.save_weights``, also inside a ``.keras`` zip as
+  ``model.weights.h5``): each layer's variables are ``<object path>/vars/<i>``, where a
+  layer list is ``layers/<auto name>`` and a subclassed model's attribute is its own
+  segment; the ``vars`` group's ``name`` attribute is the layer's own name
+  (``item_embedding``). A ``.keras`` archive's ``config.json`` gives each layer's class.
+- Keras 2 / tf.keras (``save_weights("x.h5")``, full-model ``.h5``): ``layer_names`` and
+  per-layer ``weight_names`` attributes (``candidate_tower/embedding_1/embeddings:0``).
+
+Embedding tables (an ``Embedding`` layer's variable, by class or by name) become candidates
+named by their layers' names; the item and user towers are then told apart by those names
+as in a state dict (``candidate``/``item``/``movie`` vs ``query``/``user``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from auditor.config import LoadOptions
+from auditor.errors import ModelLoadError
+from auditor.loading.discovery import choose_tables, tensor_infos
+from auditor.loading.pickle_scan import reason, shown
+from auditor.loading.zip_members import ZIP_ERRORS, ZipError, data_offset, read_member, zip_reason
+from auditor.model import ModelBundle
+
+EXTRA = 'pip install "popaudit[keras]"'
+WEIGHTS_MEMBER = "model.weights.h5"
+MAX_CONFIG = 64 << 20
+MAX_EXPANSION = 1100
+"""A dataset may not declare more bytes than this many times the file holds (compressed chunks)."""
+_AUTO_EMBEDDING = re.compile(r"^embedding(_\d+)?$")
+_EMBEDDING_CLASSES = ("Embedding", "ReversibleEmbedding", "TokenAndPositionEmbedding")
+
+
+def _h5py() -> Any:
+    try:
+        import h5py  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    except ImportError as exc:
+        raise ModelLoadError(f"reading Keras .keras/.h5 files needs h5py: {EXTRA}") from exc
+    return h5py
+
+
+def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
+    """The item (and user) embedding tables of a ``.keras`` archive or a Keras HDF5 file."""
+    h5py = _h5py()
+    classes: dict[str, str] = {}
+    training: dict[str, Any] = {}
+    with open(path, "rb") as fh:
+        size = path.stat().st_size
+        if zipfile.is_zipfile(fh) or path.suffix.lower() == ".keras":
+            source, classes, training = _archive_weights(fh, size, path)
+        else:
+            fh.seek(0)
+            source = fh
+        try:
+            with h5py.File(source, "r") as h5:
+                tensors, others = _tables(h5, classes, size, path)
+        except ModelLoadError:
+            raise
+        except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
+            raise ModelLoadError(f"cannot read {path} as HDF5 (Keras weights): {reason(exc)} (truncated or corrupt?)") from exc
+    if not tensors:
+        raise ModelLoadError(f"no item embedding table in {path}: it holds no 2-D floating-point weights")
+    choice = choose_tables(tensor_infos(tensors), path, options.item_key, options.user_key)
+    item = tensors[choice.item.key].numpy()
+    user = tensors[choice.user.key].numpy() if choice.user else None
+    tower = choice.item.key.rsplit(".", 2)[0] + "."
+    after = [k for k in others if k.startswith(tower)]
+    notes = list(choice.warnings)
+    keys = [choice.item.key] + ([choice.user.key] if choice.user else [])
+    if after:
+        notes.append(
+            f"the item tower `{tower[:-1]}` has weights besides its embedding table ({', '.join(after[:4])}): "
+            "the norms audited are the table's rows, not the tower's outputs"
+        )
+    return ModelBundle(
+        source=path,
+        format="keras",
+        item_table=item,
+        item_key=choice.item.key,
+        user_table=user,
+        user_key=choice.user.key if choice.user else None,
+        state_dict={**{k: tensors[k] for k in keys}, **others},
+        config=training or None,
+        warnings=notes,
+    )
+
+
+# ---------------------------------------------------------------------------- the .keras zip
+
+
+def _archive_weights(fh: io.BufferedReader, size: int, path: Path) -> tuple[Any, dict[str, str], dict[str, Any]]:
+    """``model.weights.h5`` of a ``.keras`` archive (a window onto the file when stored), each
+    layer's class and the training settings from ``config.json``."""
+    try:
+        zf = zipfile.ZipFile(fh)
+        infos = {i.filename: i for i in zf.infolist()}
+        if WEIGHTS_MEMBER not in infos:
+            raise ModelLoadError(
+                f"cannot read {path} as a .keras archive: it has no {WEIGHTS_MEMBER} "
+                f"(members: {', '.join(shown(n) for n in list(infos)[:8]) or 'none'})"
+            )
+        config: Any = None
+        if "config.json" in infos:
+            config = json.loads(read_member(fh, size, zf, infos["config.json"], MAX_CONFIG).decode("utf-8"))
+        classes, training = layer_classes(config), training_config(config)
+        info = infos[WEIGHTS_MEMBER]
+        if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x41:
+            return _Window(fh, data_offset(fh, size, info), info.file_size), classes, training
+        return io.BytesIO(read_member(fh, size, zf, info, 1 << 40)), classes, training
+    except ModelLoadError:
+        raise
+    except ZipError as exc:
+        raise ModelLoadError(f"cannot read {path} as a .keras archive: {exc}") from exc
+    except (*ZIP_ERRORS, UnicodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"cannot read {path} as a .keras archive: {zip_reason(exc)}") from exc
+
+
+class _Window(io.RawIOBase):
+    """A read-only view of ``length`` bytes of ``fh`` from ``start`` (a stored zip member)."""
+
+    def __init__(self, fh: io.BufferedReader, start: int, length: int) -> None:
+        super().__init__()
+        self._fh, self._start, self._length, self._pos = fh, start, length, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self._pos, self._length)[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self._length - self._pos))
+        self._fh.seek(self._start + self._pos)
+        got = self._fh.readinto(view[:n]) or 0
+        self._pos += got
+        return got
+
+
+def training_config(config: Any) -> dict[str, Any]:
+    """Optimizer, its numbers and the loss from a ``.keras`` config's ``compile_config``."""
+    compiled = config.get("compile_config") if isinstance(config, dict) else None
+    if not isinstance(compiled, dict):
+        return {}
+    out: dict[str, Any] = {}
+    optimizer = compiled.get("optimizer")
+    if isinstance(optimizer, dict) and isinstance(optimizer.get("class_name"), str):
+        out["optimizer"] = optimizer["class_name"].lower()
+        found = optimizer.get("config")
+        settings: dict[str, Any] = found if isinstance(found, dict) else {}
+        if "weight_decay" in settings and settings["weight_decay"] is None:  # Keras: None means no decay
+            out["weight_decay"] = 0.0
+        for key in ("learning_rate", "momentum", "weight_decay", "nesterov"):
+            value = settings.get(key)
+            if isinstance(value, (int, float)):  # a schedule (a dict) is no single number
+                out[key] = value
+    elif isinstance(optimizer, str):
+        out["optimizer"] = optimizer.lower()
+    loss = compiled.get("loss")
+    name = loss.get("class_name") if isinstance(loss, dict) else loss
+    if isinstance(name, str):
+        out["loss"] = name
+    return out
+
+
+def layer_classes(config: Any) -> dict[str, str]:
+    """Layer name -> class name, from every nested ``{"class_name", "config": {"name"}}``."""
+    found: dict[str, str] = {}
+    stack = [config]
+    while stack and len(found) < 100_000:
+        node = stack.pop()
+        if isinstance(node, dict):
+            inner = node.get("config")
+            if isinstance(node.get("class_name"), str) and isinstance(inner, dict) and isinstance(inner.get("name"), str):
+                found.setdefault(inner["name"], node["class_name"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+# ---------------------------------------------------------------------------- the HDF5 layouts
+
+
+def _tables(
+    h5: Any, classes: dict[str, str], size: int, path: Path
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Embedding-like 2-D float variables under readable names (every 2-D one when none is),
+    and the model's other float variables (the rest of each tower)."""
+    root = h5["model_weights"] if "model_weights" in h5 and "layer_names" in h5["model_weights"].attrs else h5
+    found = [f for f in (_legacy(root) if "layer_names" in root.attrs else _keras3(h5, classes)) if f[1].dtype.kind == "f"]
+    tables = [(key, ds, emb) for key, ds, emb in found if ds.ndim == 2]
+    chosen = {key for key, _, emb in tables if emb} or {key for key, _, _ in tables}
+    out: dict[str, torch.Tensor] = {}
+    others: dict[str, torch.Tensor] = {}
+    for key, ds, _ in found:
+        if ds.size * ds.dtype.itemsize > MAX_EXPANSION * max(size, 1) + (1 << 20):
+            raise ModelLoadError(
+                f"cannot read {path}: {key} declares shape {list(ds.shape)}, more than the file can hold (corrupt?)"
+            )
+        value = torch.from_numpy(np.ascontiguousarray(ds[()], dtype=np.float32))
+        (out if key in chosen else others)[key] = value
+    return out, others
+
+
+def _keras3(h5: Any, classes: dict[str, str]) -> Iterator[tuple[str, Any, bool]]:
+    """(readable name, dataset, is an embedding) of every ``.../vars/<i>`` dataset."""
+    stack: list[tuple[Any, list[str], bool]] = [(h5, [], False)]
+    while stack:
+        group, parts, in_list = stack.pop()
+        for segment in sorted(group.keys(), reverse=True):
+            child = group[segment]
+            if not hasattr(child, "keys"):
+                continue
+            if segment == "vars":
+                name = _text(child.attrs.get("name"))
+                layer = parts[-1] if parts else ""
+                embedding = classes.get(layer) in _EMBEDDING_CLASSES or (
+                    not classes and bool(_AUTO_EMBEDDING.match(_segment_of(group)))
+                )
+                for index in sorted(child.keys(), key=lambda k: (len(k), k)):
+                    var = child[index]
+                    if hasattr(var, "shape"):
+                        leaf = "embeddings" if embedding and index == "0" else f"var{index}"
+                        yield ".".join([*parts, leaf]) if parts else (name or "model") + "." + leaf, var, embedding
+                continue
+            if segment == "layers":
+                stack.append((child, parts, True))
+                continue
+            if segment == "optimizer" and not parts:  # the optimizer's slots, not the model's weights
+                continue
+            own = _text(child["vars"].attrs.get("name")) if "vars" in child else None
+            named = [own or segment] if in_list else [segment] + ([own] if own and own != segment else [])
+            stack.append((child, parts + named, False))
+
+
+def _segment_of(group: Any) -> str:
+    return str(group.name).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _legacy(root: Any) -> Iterator[tuple[str, Any, bool]]:
+    """Keras 2's layout: ``layer_names`` and each layer's ``weight_names``."""
+    for layer in _texts(root.attrs.get("layer_names")):
+        group = root.get(layer)
+        if group is None:
+            continue
+        for weight in _texts(group.attrs.get("weight_names")):
+            ds = group.get(weight)
+            if ds is not None and hasattr(ds, "shape"):
+                key = weight.split(":", 1)[0].replace("/", ".")
+                yield key, ds, key.rsplit(".", 1)[-1] == "embeddings"
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else None
+
+
+def _texts(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = value.tolist() if isinstance(value, np.ndarray) else value
+    return [t for t in (_text(v) for v in (items if isinstance(items, (list, tuple)) else [items])) if t]
+
+
+__all__ = ["EXTRA", "layer_classes", "read_keras"]

@@ -1,0 +1,153 @@
+"""ONNX models: embedding tables among the graph's initializers, read with the ``onnx``
+package (the optional extra ``popaudit[onnx]``); the graph itself is never run.
+
+An embedding table is a 2-D floating-point initializer that a ``Gather`` (axis 0) looks rows
+up in; when its name says nothing of its role, the graph input that feeds the ids does
+(``item_id`` → the item table). Without such a ``Gather``, every 2-D floating-point
+initializer is a candidate, chosen by name as in a state dict. Weights kept in external
+data files (what ``torch.onnx.export`` writes beside the model) are read only from regular
+files inside the model's folder, their offsets and lengths checked against the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from auditor.config import LoadOptions
+from auditor.errors import ModelLoadError
+from auditor.loading.discovery import choose_tables, table_role, table_to_numpy, tensor_infos
+from auditor.loading.pickle_scan import reason, shown
+from auditor.model import ModelBundle
+
+EXTRA = 'pip install "popaudit[onnx]"'
+# TensorProto data types popaudit reads as floats, and their little-endian numpy dtypes.
+_FLOATS = {1: "<f4", 10: "<f2", 11: "<f8", 16: "<u2"}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16 (bits)
+_EXTERNAL = 1  # TensorProto.EXTERNAL
+_PASS_IDS = ("Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Clip", "Mod")
+"""Ops between a graph input and a Gather's indices that keep them the same ids."""
+
+
+def _onnx() -> Any:
+    try:
+        import onnx  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        raise ModelLoadError(f"reading ONNX models needs the onnx package: {EXTRA}") from exc
+    return onnx
+
+
+def read_onnx(path: Path, options: LoadOptions) -> ModelBundle:
+    """The item (and user) embedding tables among an ONNX model's initializers."""
+    onnx = _onnx()
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError and the C++ parser's errors share no base class
+        raise ModelLoadError(f"cannot read {path} as ONNX: {reason(exc)} (truncated or corrupt?)") from exc
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    inits.update({n.output[0]: a.t for n in graph.node if n.op_type == "Constant" and n.output
+                  for a in n.attribute if a.name == "value" and a.type == 4})  # fmt: skip  (TENSOR attribute)
+    floats = {name: t for name, t in inits.items() if t.data_type in _FLOATS}
+    if not any(len(t.dims) == 2 for t in floats.values()):
+        found = "; ".join(f"{shown(n)} {list(t.dims)}" for n, t in list(inits.items())[:10]) or "none"
+        raise ModelLoadError(
+            f"no item embedding table in {path}: the ONNX graph has no 2-D floating-point initializer "
+            f"(initializers: {found})"
+        )
+    gathered = _gathered(graph, floats)
+    tables = {key: floats[name] for key, name in gathered.items()} or {
+        name: t for name, t in floats.items() if len(t.dims) == 2
+    }
+    tensors = {key: _tensor(t, path, onnx) for key, t in tables.items()}
+    choice = choose_tables(tensor_infos(tensors), path, options.item_key, options.user_key)
+    notes = list(choice.warnings)
+    item = table_to_numpy(tensors[choice.item.key], choice.item, "item table", notes)
+    user = table_to_numpy(tensors[choice.user.key], choice.user, "user table", notes) if choice.user else None
+    used = {tables[choice.item.key].name} | ({tables[choice.user.key].name} if choice.user else set())
+    others = {n: _tensor(t, path, onnx) for n, t in floats.items() if n not in used and len(t.dims) >= 1}
+    state = {choice.item.key: tensors[choice.item.key], **others}
+    if choice.user:
+        state[choice.user.key] = tensors[choice.user.key]
+    return ModelBundle(
+        source=path,
+        format="onnx",
+        item_table=item,
+        item_key=choice.item.key,
+        user_table=user,
+        user_key=choice.user.key if choice.user else None,
+        state_dict=state,
+        config={"producer": f"{model.producer_name} {model.producer_version}".strip()},
+        warnings=notes,
+    )
+
+
+def _gathered(graph: Any, floats: dict[str, Any]) -> dict[str, str]:
+    """Key -> initializer name of 2-D float initializers a Gather (axis 0) reads rows of.
+
+    A name that says neither item nor user is prefixed with the graph input of the ids.
+    """
+    inputs = {i.name for i in graph.input}
+    producers = {o: n for n in graph.node for o in n.output}
+    out: dict[str, str] = {}
+    for node in graph.node:
+        if node.op_type != "Gather" or len(node.input) < 2 or node.input[0] not in floats:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        name = node.input[0]
+        if axis != 0 or len(floats[name].dims) != 2:
+            continue
+        ids, steps = node.input[1], 0
+        while ids in producers and producers[ids].op_type in _PASS_IDS and steps < 16:  # Cast, Reshape, ...
+            ids, steps = producers[ids].input[0], steps + 1
+        key = name if table_role(name) is not None or ids not in inputs else f"{ids}/{name}"
+        out.setdefault(key, name)
+    return out
+
+
+def _tensor(proto: Any, path: Path, onnx: Any) -> torch.Tensor:
+    """A float initializer as a float32 tensor (external data read from checked files)."""
+    dims = tuple(int(d) for d in proto.dims)
+    dtype = np.dtype(_FLOATS[proto.data_type])
+    if proto.data_location == _EXTERNAL:
+        array = _external(proto, dims, dtype, path)
+    else:
+        try:
+            array = np.asarray(onnx.numpy_helper.to_array(proto))
+        except Exception as exc:  # a size that does not match the data, an unknown type
+            raise ModelLoadError(f"cannot read {path}: initializer {shown(proto.name)} is malformed ({reason(exc)})") from exc
+        if proto.data_type == 16 and array.dtype != np.float32:  # bfloat16 through ml_dtypes
+            array = array.astype(np.float32)
+    if proto.data_type == 16 and array.dtype == np.uint16:  # raw bfloat16 bits: the high half of a float32
+        array = (array.astype(np.uint32) << 16).view(np.float32)
+    return torch.from_numpy(np.require(array, np.float32, ["C", "W"]).reshape(dims))
+
+
+def _external(proto: Any, dims: tuple[int, ...], dtype: np.dtype[Any], path: Path) -> np.ndarray:
+    info = {e.key: e.value for e in proto.external_data}
+    name = shown(proto.name)
+    location = info.get("location", "")
+    folder = path.resolve().parent
+    target = (folder / location).resolve()
+    if not location or Path(location).is_absolute() or folder not in target.parents or not target.is_file():
+        raise ModelLoadError(
+            f"cannot read {path}: initializer {name} keeps its data in {shown(location)!s}, "
+            "which is not a regular file inside the model's folder"
+        )
+    try:
+        offset, size = int(info.get("offset", "0")), target.stat().st_size
+        count = int(np.prod(dims, dtype=np.int64))
+        length = int(info.get("length", str(count * dtype.itemsize)))
+    except ValueError as exc:
+        raise ModelLoadError(f"cannot read {path}: initializer {name} has a malformed external-data entry") from exc
+    if length != count * dtype.itemsize or offset < 0 or offset + length > size:
+        raise ModelLoadError(
+            f"cannot read {path}: initializer {name} {list(dims)} needs {count * dtype.itemsize} bytes at offset "
+            f"{offset} of {target.name} ({size} bytes; the entry says {length}): truncated or corrupt"
+        )
+    return np.fromfile(target, dtype=dtype, count=count, offset=offset)
+
+
+__all__ = ["EXTRA", "read_onnx"]

@@ -1,0 +1,139 @@
+"""The one rescaling rule of ``popaudit mitigate``, applied in row blocks.
+
+Each item row k becomes k·‖k‖^(α−1): its direction is kept and its norm becomes ‖k‖^α,
+so the plain inner product q·k' over the rescaled table equals (q·k)·‖k‖^(α−1), the
+norm-aware score ``alpha_<α>`` of ``check`` (a = 0 is cosine, a = 1 is dot). Rows are
+read in float64 (every float dtype converts exactly), norms are the overflow-safe ones
+of :func:`~auditor.metrics.frequency_norm.item_norms`, and the new row is computed as
+(k/‖k‖)·‖k‖^α, which neither overflows nor divides by zero: zero rows stay zero.
+α = 1 copies every row unchanged, bit for bit.
+
+Writers (one per file format, :mod:`auditor.mitigation.tables` and
+:mod:`auditor.mitigation.torch_file`) give :func:`rescale_blocks` two callables: one reads
+rows [start, stop) as float64, the other stores float64 rows in the table's own dtype and
+returns what was stored (as float64), from which the after-norms are taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from auditor.memory import block_rows
+from auditor.metrics.frequency_norm import item_norms
+from auditor.progress import SILENT, Progress
+
+RULE = (
+    "k -> k * ||k||^(alpha - 1) per item row (direction kept, norm becomes ||k||^alpha; zero rows stay "
+    "zero; alpha = 1 leaves every row unchanged), computed in float64 and written in the table's dtype: "
+    "dot-product scores over the result equal (q . k) * ||k||^(alpha - 1) over the original"
+)
+"""The rule in words, as the sidecar records it."""
+
+ReadRows = Callable[[int, int], np.ndarray]
+"""Rows [start, stop) of the source table as a float64 (rows, dim) array."""
+WriteRows = Callable[[int, int, np.ndarray], np.ndarray]
+"""Store float64 rows [start, stop) in the table's dtype; return the stored rows as float64."""
+
+
+@dataclass
+class RowNorms:
+    """Every row's norm before and after the rescaling (float64, one per item)."""
+
+    before: np.ndarray
+    after: np.ndarray
+
+
+@dataclass
+class Written:
+    """What a format writer wrote."""
+
+    norms: RowNorms
+    dtype: str
+    """The table's dtype, kept in the output (``float32``, ``bfloat16``, ...)."""
+    layout: str = "rows"
+    """``rows``, or ``columns`` for a linear layer over one-hot ids (its columns are the items)."""
+    notes: list[str] = field(default_factory=list)
+    format: str | None = None
+    """The output's format when it is not the input's (a state dict written with ``tensors_only``)."""
+
+
+def rescale_rows(rows: np.ndarray, alpha: float, norms: np.ndarray | None = None) -> np.ndarray:
+    """``rows`` (float64) rescaled to k·‖k‖^(α−1); ``norms``: their norms if known.
+
+    α = 1 returns ``rows`` itself. Zero rows stay zero (for α = 0 too).
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    if alpha == 1.0:
+        return rows
+    if norms is None:
+        norms = item_norms(rows, block=max(1, rows.shape[0]))
+    out = np.zeros_like(rows)
+    nonzero = norms > 0
+    np.divide(rows, norms[:, None], out=out, where=nonzero[:, None])  # unit rows: entries in [-1, 1]
+    out *= np.power(norms, alpha)[:, None]
+    return out
+
+
+def rescale_blocks(
+    n_rows: int,
+    dim: int,
+    alpha: float,
+    read: ReadRows,
+    write: WriteRows,
+    *,
+    max_memory: int | None = None,
+    progress: Progress = SILENT,
+) -> RowNorms:
+    """Rescale an (n_rows, dim) table block by block through ``read`` and ``write``.
+
+    A block holds a few float64 copies of at most :func:`~auditor.memory.block_rows` rows
+    (about a megabyte, less under ``max_memory``), whatever the table's size.
+    """
+    step = block_rows(dim, bytes_per_value=8, max_memory=max_memory)
+    before = np.zeros(n_rows, dtype=np.float64)
+    after = np.zeros(n_rows, dtype=np.float64)
+    with progress.track("Rescaling the item table", total=n_rows) as advance:
+        for start in range(0, n_rows, step):
+            stop = min(n_rows, start + step)
+            rows = read(start, stop)
+            norms = item_norms(rows, block=max(1, stop - start))
+            before[start:stop] = norms
+            stored = write(start, stop, rescale_rows(rows, alpha, norms))
+            after[start:stop] = item_norms(stored, block=max(1, stop - start))
+            advance(stop - start)
+    return RowNorms(before, after)
+
+
+def numpy_io(source: np.ndarray, target: np.ndarray) -> tuple[ReadRows, WriteRows]:
+    """``read``/``write`` over two (n, dim) numpy arrays (memory maps included) of one dtype."""
+
+    def read(start: int, stop: int) -> np.ndarray:
+        return np.asarray(source[start:stop], dtype=np.float64)
+
+    def write(start: int, stop: int, rows: np.ndarray) -> np.ndarray:
+        target[start:stop] = rows  # float64 -> the table's float dtype, rounded to nearest
+        return np.asarray(target[start:stop], dtype=np.float64)
+
+    return read, write
+
+
+@dataclass(frozen=True)
+class NormSummary:
+    """Mean, median and maximum of the item norms, and how many rows are zero."""
+
+    mean: float
+    median: float
+    max: float
+    n_zero_rows: int
+
+    @classmethod
+    def of(cls, norms: np.ndarray) -> NormSummary:
+        return cls(
+            mean=float(np.mean(norms)),
+            median=float(np.median(norms)),
+            max=float(np.max(norms)),
+            n_zero_rows=int(np.count_nonzero(norms == 0)),
+        )

@@ -1,0 +1,122 @@
+"""The accuracy section in every format: held-out accuracy beside exposure, the
+trade-off table per K and its figure (accuracy against head share and Gini, Pareto front
+marked). The choice itself is made in :mod:`auditor.tradeoff`; this module only shows it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from auditor.report.formatting import Table, fmt_num, fmt_pct
+from auditor.result import Accuracy, AuditResult, ListMeasures, RankingAccuracy
+
+TITLE = "Accuracy and the trade-off"
+SCORING_LABELS = {"dot": "dot product", "cosine": "cosine", "popular": "most popular"}
+
+
+def scoring_label(name: str) -> str:
+    """``alpha_0.5`` -> ``norm-aware α=0.5``; built-in scorings by their words."""
+    if name.startswith("alpha_"):
+        return f"norm-aware α={name[len('alpha_'):]}"
+    return SCORING_LABELS.get(name, name)
+
+
+def summary_table(accuracy: Accuracy) -> Table:
+    """How the held-out evaluation ran: protocol, users, what was dropped."""
+    rows = [
+        ("held-out log", accuracy.holdout or "—"),
+        ("protocol", accuracy.protocol),
+        ("users evaluated", fmt_num(accuracy.n_users_evaluated)),
+        ("held-out interactions read", fmt_num(accuracy.n_holdout_interactions)),
+        ("held-out interactions dropped (item without a row, or user without a query)", fmt_num(accuracy.n_dropped)),
+        ("users dropped (no user-table row)", fmt_num(accuracy.n_dropped_users)),
+        ("training items excluded from candidates", "yes" if accuracy.seen_excluded else "no (--keep-seen)"),
+        ("tolerance (share of dot's NDCG to keep)", fmt_pct(accuracy.tolerance)),
+    ]
+    return Table(("evaluation setting", "value"), tuple(rows), (False, False))
+
+
+def tradeoff_table(result: AuditResult, k: int) -> Table:
+    """One K: every scoring's accuracy beside its exposure, with the front and the choice."""
+    accuracy, retrieval = result.accuracy, result.retrieval
+    assert accuracy is not None
+    exposure = retrieval.at[k].scorings() if retrieval is not None and k in retrieval.at else {}
+    on_front = set(accuracy.pareto) if accuracy.quoted_k == k else set()
+    rows = []
+    for name, acc in _ordered(accuracy.at[k]):
+        listed = exposure.get(name)
+        mark = "recommended" if accuracy.quoted_k == k and name == accuracy.recommended else ""
+        if name in on_front:
+            mark = ", ".join(filter(None, (mark, "Pareto front")))
+        rows.append((
+            scoring_label(name), fmt_num(acc.recall, 4), fmt_num(acc.ndcg, 4), fmt_num(acc.hit_rate, 4),
+            fmt_num(acc.mrr, 4), fmt_pct(listed.head_share_1pct) if listed else "—",
+            fmt_num(listed.gini, 3) if listed else "—", mark,
+        ))  # fmt: skip
+    return Table(
+        ("scoring", f"recall@{k}", f"NDCG@{k}", f"hit rate@{k}", f"MRR@{k}", "head share 1%", "Gini", ""),
+        tuple(rows),
+        (False, True, True, True, True, True, True, False),
+        f"Top-{k} lists of the evaluated users, training items excluded; accuracy on the held-out items, "
+        "exposure of the same lists.",
+    )
+
+
+def _ordered(by_scoring: dict[str, RankingAccuracy]) -> list[tuple[str, RankingAccuracy]]:
+    """dot, the norm-aware scorings from α near 1 down, cosine, then most popular."""
+
+    def key(item: tuple[str, RankingAccuracy]) -> tuple[int, float]:
+        name = item[0]
+        if name.startswith("alpha_"):
+            return (1, -float(name[len("alpha_"):]))
+        return ({"dot": 0, "cosine": 2, "popular": 3}.get(name, 4), 0.0)
+
+    return sorted(by_scoring.items(), key=key)
+
+
+def tradeoff_figure(result: AuditResult) -> Figure:
+    """NDCG@K against head share and against Gini, one point per scoring, the Pareto
+    front joined and the recommended scoring ringed (K: the trade-off's K)."""
+    from auditor.report.plots import COLORS, new_figure, style_axes
+
+    accuracy, retrieval = result.accuracy, result.retrieval
+    assert accuracy is not None and retrieval is not None and accuracy.quoted_k is not None
+    k = accuracy.quoted_k
+    exposure = retrieval.at[k].scorings()
+    named = [(n, a, exposure[n]) for n, a in _ordered(accuracy.at[k]) if n in exposure]
+    fig = new_figure(8.4, 3.8)
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, (metric, label, scale) in zip(axes, (("head_share_1pct", "head share, top 1% (%)", 100.0),
+                                                 ("gini", "Gini index of exposure", 1.0))):
+        style_axes(ax)
+        xs = [_value(listed, metric) * scale for _, _, listed in named]
+        ys = [acc.ndcg for _, acc, _ in named]
+        for (name, _, _), x, y in zip(named, xs, ys):
+            color = COLORS.get(name, "#009E73")
+            ax.scatter([x], [y], s=36, color=color, zorder=3)
+            ax.annotate(scoring_label(name), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
+            if name == accuracy.recommended:
+                ax.scatter([x], [y], s=140, facecolors="none", edgecolors="black", linewidths=1.2, zorder=4)
+        front = sorted((x, y) for (name, _, _), x, y in zip(named, xs, ys) if name in accuracy.pareto)
+        if metric == "head_share_1pct" and len(front) > 1:
+            ax.plot(*zip(*front), color="#444444", linewidth=1, linestyle="--", label="Pareto front")
+            ax.legend(loc="lower right", fontsize=7.5, frameon=False)
+        ax.set_xlabel(label)
+    axes[0].set_ylabel(f"NDCG@{k} (held-out)")
+    fig.suptitle(f"What the cure costs at K={k}: accuracy against exposure (up and left is better)")
+    return fig
+
+
+def _value(listed: ListMeasures, metric: str) -> float:
+    value = getattr(listed, metric)
+    return float(value) if value is not None and np.isfinite(value) else float("nan")
+
+
+def has_figure(result: AuditResult) -> bool:
+    """Whether the trade-off figure can be drawn (accuracy judged at a measured K)."""
+    accuracy, retrieval = result.accuracy, result.retrieval
+    return (
+        accuracy is not None and retrieval is not None and accuracy.quoted_k is not None
+        and accuracy.quoted_k in accuracy.at and accuracy.quoted_k in retrieval.at
+    )

@@ -1,0 +1,104 @@
+"""Reader labels and units of the probe results: one mapping, used by every format.
+
+Keys are the dotted keys of the ``probes`` section as JSON writes it
+(:meth:`auditor.probes.results.ProbeOutcome.to_dict`): JSON keeps them for machines,
+the HTML and Markdown reports show :data:`PROBE_FIELDS`' label and format the value
+by its unit, in this mapping's order. A key without a label (a field added later) shows
+under its own name; ``tests/test_report_labels.py`` fails until it gets one.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Unit = Literal["deg", "pct", "count", "bool", "number", "text"]
+"""How a value is shown: degrees, a percentage, a whole count, yes/no, a number
+(3 significant digits), or as is."""
+
+PROBE_TITLES: dict[str, str] = {
+    "update_angles": "Update angles (one probe step)",
+    "setup": "Probe setup",
+    "batch": "Probe batch",
+    "item_tower": "Item tower",
+    "optimizer": "Optimizer of the probe step",
+    "pythagorean_residual": "Pythagorean residual (‖q+Δq‖² − ‖q‖² − ‖Δq‖²)/‖Δq‖² per item: 0 when Δq ⟂ q",
+    "growth_per_update": "Norm growth per update: c/s² = ‖Δq‖²/‖q‖², s = ‖q‖² (docs/theory.md eq. 3)",
+    "c2_second_difference": "C2 linearity: second difference of the item encoder",
+    "c3_cross_jacobian": "C3 no sharing: Jacobians of distinct items",
+    "c4_gradient_alignment": "C4 orthogonality: gradient against the embedding",
+    "errors": "Probes that could not run",
+}
+"""Title of each block's table (``setup``: the top-level scalars)."""
+
+_SPREAD: dict[str, tuple[str, Unit]] = {
+    "n": ("items measured", "count"),
+    "median": ("median", "number"),
+    "mean": ("mean", "number"),
+    "p10": ("10th percentile", "number"),
+    "p90": ("90th percentile", "number"),
+    "max_abs": ("largest |value|", "number"),
+}
+
+
+def _spread(prefix: str, what: str = "") -> dict[str, tuple[str, Unit]]:
+    """Labels of a :class:`~auditor.probes.results.Spread` block: ``median <what>``, ..."""
+    return {f"{prefix}.{key}": (f"{label}, {what}" if what else label, unit) for key, (label, unit) in _SPREAD.items()}
+
+
+PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
+    "dtype": ("numeric precision of the probe copy", "text"),
+    "seed": ("random seed", "text"),
+    "batch.source": ("where the probe batches come from", "text"),
+    "batch.size": ("interactions per probe batch", "count"),
+    "batch.steps": ("optimizer steps taken", "count"),
+    "item_tower.tower": ("item tower (module path)", "text"),
+    "item_tower.layers": ("layers, input to output", "text"),
+    "item_tower.attributable": ("layers attributable to the item tower alone", "bool"),
+    "item_tower.kind": ("kind of item tower", "text"),
+    "item_tower.n_parameters": ("parameters of the item tower", "count"),
+    "optimizer.name": ("optimizer stepped", "text"),
+    "optimizer.restored": ("optimizer state restored from the file", "bool"),
+    "optimizer.lr": ("learning rate of the item parameters", "number"),
+    "update_angles.n": ("items whose embedding moved (the angles are over these)", "count"),
+    "update_angles.n_evaluated": ("items compared before and after the step (batch items and a sample of others)", "count"),
+    "update_angles.median": ("median angle", "deg"),
+    "update_angles.share_90pm1": ("share within 90° ± 1°", "pct"),
+    "update_angles.share_90pm10": ("share within 90° ± 10°", "pct"),
+    "update_angles.mean": ("mean angle", "deg"),
+    "update_angles.min": ("smallest angle", "deg"),
+    "update_angles.max": ("largest angle", "deg"),
+    "update_angles.max_abs_deviation_from_90": ("largest distance from 90°, |angle − 90°|", "deg"),
+    **_spread("pythagorean_residual"),
+    **_spread("growth_per_update", "c/s² per step"),
+    **_spread("growth_per_update.per_appearance", "c/s² per copy of the item in the batch"),
+    **_spread("growth_per_update.relative_change_of_s", "measured change of s, (s′ − s)/s"),
+    "growth_per_update.definition": ("definition", "text"),
+    "c2_second_difference.epsilons": ("step sizes ε", "text"),
+    "c2_second_difference.relative": ("‖f(θ+εv) + f(θ−εv) − 2f(θ)‖ / ‖f(θ)‖ at each ε (worst direction)", "text"),
+    "c2_second_difference.n_directions": ("random directions v", "count"),
+    "c2_second_difference.n_items": ("items probed", "count"),
+    "c2_second_difference.tolerance": ("tolerance (linear at or below it)", "number"),
+    "c2_second_difference.linear": ("item encoder linear in its parameters (C2 holds)", "bool"),
+    "c3_cross_jacobian.items": ("item rows probed", "text"),
+    "c3_cross_jacobian.n_items": ("items probed", "count"),
+    "c3_cross_jacobian.n_pairs": ("pairs of distinct items", "count"),
+    "c3_cross_jacobian.max_offdiag_relative": ("largest ‖J_i J_jᵀ‖, relative (0: no shared parameters)", "number"),
+    "c3_cross_jacobian.median_offdiag_relative": ("median ‖J_i J_jᵀ‖, relative", "number"),
+    "c3_cross_jacobian.max_isotropy_deviation": ("largest deviation of J_i J_iᵀ from a multiple of I, relative", "number"),
+    "c3_cross_jacobian.n_items_without_parameters": ("items with no parameters of their own", "count"),
+    "c3_cross_jacobian.tolerance": ("tolerance", "number"),
+    "c3_cross_jacobian.shared": ("parameters shared between items (C3 violated)", "bool"),
+    "c3_cross_jacobian.isotropic": ("J_i J_iᵀ isotropic", "bool"),
+    "c4_gradient_alignment.n": ("item slots of the batch", "count"),
+    "c4_gradient_alignment.median": ("median |cos(q, ∇_q L)|", "number"),
+    "c4_gradient_alignment.max": ("largest |cos(q, ∇_q L)|", "number"),
+    "c4_gradient_alignment.tolerance": ("tolerance (orthogonal at or below it)", "number"),
+    "c4_gradient_alignment.orthogonal": ("gradient orthogonal to the embedding (C4 holds)", "bool"),
+    "errors.item_tower": ("item tower structure", "text"),
+    "errors.c2": ("C2 second difference", "text"),
+    "errors.c3": ("C3 cross Jacobian", "text"),
+    "errors.c4": ("C4 gradient alignment", "text"),
+    "errors.update": ("update step (angles and growth)", "text"),
+}
+"""Dotted probe key -> (reader label, unit)."""
+

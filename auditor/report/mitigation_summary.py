@@ -1,0 +1,103 @@
+"""The files ``popaudit experiment mitigations`` writes: results.json, results.md (accuracy
+against exposure per mitigation) and accuracy_vs_head_share.png."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from auditor.io import write_atomic
+from auditor.report.experiment_summary import data_text, markdown_table, mean_pm, rich_table
+from auditor.report.plots import figure_png, new_figure
+from auditor.result import json_safe
+from auditor.train.mitigations import MitigationResult
+
+_KIND = {"reference": "none (reference)", "training": "training", "serving": "serving", "baseline": "baseline"}
+_RIGHT = {3, 4, 5, 6, 7, 8}
+
+
+def mitigation_table(result: MitigationResult) -> tuple[list[str], list[list[str]]]:
+    """Header and text rows: one per mitigation."""
+    k, n = result.k, len(result.seeds)
+    header = ["mitigation", "side", "model", f"NDCG@{k}", f"recall@{k}", f"head share 1%@{k}", f"Gini@{k}",
+              "ρ (model)", "NDCG vs reference"]
+    ref = next((r for r in result.rows if r["name"] == "reference"), None)
+    ref_ndcg = ref["summary"]["ndcg"]["mean"] if ref else float("nan")
+    rows = []
+    for row in result.rows:
+        s = row["summary"]
+        share = s["ndcg"]["mean"] / ref_ndcg if ref_ndcg and not math.isnan(ref_ndcg) else float("nan")
+        rows.append([
+            row["label"], _KIND[row["kind"]], "–" if row["kind"] == "baseline" else row["model"],
+            mean_pm(s, "ndcg", seeds=n), mean_pm(s, "recall", seeds=n), mean_pm(s, "head_share_1pct", seeds=n),
+            mean_pm(s, "gini", seeds=n), "–" if row["kind"] == "baseline" else mean_pm(s, "spearman", seeds=n),
+            "–" if math.isnan(share) else f"{share:.1%}",
+        ])
+    return header, rows
+
+
+def _intro(result: MitigationResult) -> str:
+    sz, k = result.sizes, result.k
+    first = result.rows[0]["runs"][0] if result.rows else {}
+    held = (f" ({int(first['n_holdout_pairs']):,} held-out interactions of {int(first['n_holdout_users']):,} users, "
+            f"{int(first['n_train_interactions']):,} for training, seed {first['seed']})") if first else ""
+    how = "each user's latest" if result.split == "time" else "a seeded random"
+    return (
+        f"{data_text(result.data, result.seeds, sz.epochs)} Holdout: {how} {result.fraction:g} of each user's "
+        f"interactions{held}, never trained on. Every model: two-tower, dim {sz.dim}, batch size "
+        f"{sz.batch_size}, temperature {sz.temperature:g}, reference lr {sz.lr:g}. Accuracy over the held-out "
+        f"users (RecBole's NDCG and recall, candidates without each user's training items); exposure over "
+        f"every user's top-{k} list: head = top 1% of items by training frequency, Gini of item exposure. "
+        "Training-side rows are separate models; serving-side rows rank the reference model's vectors."
+    )
+
+
+def to_markdown(result: MitigationResult) -> str:
+    header, rows = mitigation_table(result)
+    lines = ["# popaudit experiment mitigations", "", _intro(result), ""]
+    return "\n".join(lines + markdown_table(header, rows, _RIGHT)) + "\n"
+
+
+def to_console(result: MitigationResult) -> list[Any]:
+    header, rows = mitigation_table(result)
+    return [_intro(result), rich_table("popaudit experiment mitigations", header, rows, _RIGHT)]
+
+
+def write_results(result: MitigationResult, out_dir: Path) -> list[Path]:
+    """Write results.json, results.md and the plot into ``out_dir`` (atomically each)."""
+    out_dir = Path(out_dir)
+    json_path, md_path, png = out_dir / "results.json", out_dir / "results.md", out_dir / "accuracy_vs_head_share.png"
+    write_atomic(json_path, json.dumps(json_safe(result.to_dict()), indent=2) + "\n")
+    write_atomic(md_path, to_markdown(result))
+    write_atomic(png, _plot(result))
+    return [json_path, md_path, png]
+
+
+_COLOURS = {"reference": "black", "training": "tab:orange", "serving": "tab:blue", "baseline": "tab:grey"}
+
+
+def _plot(result: MitigationResult) -> bytes:
+    """NDCG@K against head_share_1pct@K, one point per mitigation (mean over seeds, std bars)."""
+    k = result.k
+    fig = new_figure(6.0, 4.2)
+    ax = fig.add_subplot()
+    for row in result.rows:
+        s = row["summary"]
+        x, y = s["head_share_1pct"], s["ndcg"]
+        if math.isnan(x["mean"]) or math.isnan(y["mean"]):
+            continue
+        colour = _COLOURS[row["kind"]]
+        ax.errorbar(x["mean"], y["mean"], xerr=x["std"] or None, yerr=y["std"] or None, marker="o", color=colour,
+                    capsize=3, ls="none")
+        ax.annotate(row["name"], (x["mean"], y["mean"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    for kind, colour in _COLOURS.items():
+        if any(r["kind"] == kind for r in result.rows):
+            ax.plot([], [], marker="o", ls="none", color=colour, label=kind)
+    ax.set_xlabel(f"head_share_1pct@{k} (share of top-{k} slots taken by the top 1% of items)")
+    ax.set_ylabel(f"NDCG@{k} (held out)")
+    ax.legend(fontsize=8, loc="best")
+    ax.set_title("Accuracy against exposure, per mitigation", fontsize=10)
+    ax.margins(x=0.15, y=0.1)
+    return figure_png(fig)

@@ -1,0 +1,320 @@
+"""Exact top-K under several scorings at once: dot, cosine and the norm-aware
+``|q|^a |k|^a cos(q, k)`` for any exponents a in [0, 1] (1 is dot, 0 is cosine), from
+one pass of inner products, with each query's excluded rows never served.
+
+:func:`multi_scoring_topk` computes each block of ``Q . K^T`` once (sgemm, torch/MKL)
+and ranks it under every scoring (:mod:`~auditor.retrieval.scoring_blocks`); every list
+keeps the top-K contract of :func:`~auditor.retrieval.search.select_topk` (score
+descending, then lower row; empty slots row -1, score -inf), so the a = 1 and a = 0
+lists are those of :func:`~auditor.retrieval.search.sharded_topk` without and with
+``normalise``.
+
+* Rows are scanned shard by shard (a table larger than the memory ceiling is read in
+  row shards, as :func:`~auditor.retrieval.lists.exact_lists` does); inside a shard by
+  decreasing norm, so the floors of the scorings with a > 0 rise within a few tiles.
+* Zero vectors: never served by cosine (no direction); score 0 for a > 0 (the limit).
+* Query blocks run on one thread each (torch single-threaded in each; sgemm and the
+  elementwise passes release the GIL).
+* Huge values: when an inner product could overflow float32 (dim x max|x| x max|q|
+  near 2**126), queries and table are divided by powers of two first (ranking
+  unchanged; the rule of :func:`~auditor.retrieval.search.sharded_topk`) and the scores
+  scaled back in float64; scores are float32, or float64 when one lies beyond
+  float32's range.
+* NaN/inf vectors are the caller's to refuse first (they are never served, or give
+  NaN/inf scores, but nothing fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+
+import numpy as np
+import torch
+
+from auditor.errors import EmbeddingTableError, QueryError
+from auditor.memory import MIN_BLOCK_ROWS, block_rows, memory_budget
+from auditor.progress import SILENT, Progress
+from auditor.retrieval.scoring_blocks import (
+    CAPACITY_EXTRA,
+    ROW_LIMIT,
+    SEGMENT,
+    PreparedShard,
+    TopKBuffer,
+    block_exclusions,
+    decode,
+    scan_block,
+)
+from auditor.retrieval.search import TopK, _overflow_shifts
+
+QUERY_BLOCK = 512
+"""Queries per block: one thread's unit of work, and the rows of one score tile."""
+ITEM_BLOCK = 2048
+"""Rows per score tile (512 x 2048 float32 = 4 MiB, within L2 plus L3 on small machines)."""
+FIRST_TILE = 256
+"""Rows of a shard's first tile; tiles then double up to :data:`ITEM_BLOCK` (the floors
+are unknown at first, so the first tiles are small to keep their candidates few)."""
+STATE_BYTES = 1 << 28
+"""Bound on the per-query buffers held at once; more queries are ranked in chunks."""
+
+
+def multi_scoring_topk(
+    queries: np.ndarray,
+    table: np.ndarray,
+    k: int,
+    alphas: Sequence[float],
+    exclude: tuple[np.ndarray, np.ndarray] | None = None,
+    progress: Progress = SILENT,
+    description: str = "exact search, every scoring",
+    max_memory: int | None = None,
+    query_block: int = QUERY_BLOCK,
+    item_block: int = ITEM_BLOCK,
+    threads: int | None = None,
+) -> dict[float, TopK]:
+    """Exact top-``k`` of each query under every scoring ``a`` in ``alphas``.
+
+    ``queries`` (n, dim) and ``table`` (m, dim) are float32 (``table`` may be a memory
+    map: it is read in shards within ``max_memory``, else half the available memory).
+    ``alphas``: distinct exponents in [0, 1]. ``exclude``: ``(indptr int64 (n+1,), rows
+    int64)``, CSR of each query's excluded table rows, or None. Returns ``{a: (scores,
+    rows int64)}``, each (n, k) under the top-K contract, scores ``|q|^a |k|^a cos``.
+    ``query_block``/``item_block`` size the score tiles; ``threads`` caps the threads
+    (default: torch's thread count).
+    """
+    exponents = _check_alphas(alphas)
+    if k < 1:
+        raise ValueError(f"k must be positive, got {k}")
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    if q.ndim != 2:
+        raise QueryError(f"query vectors must be a 2-D matrix, got shape {q.shape}")
+    if table.ndim != 2 or table.shape[1] != q.shape[1]:
+        raise EmbeddingTableError(f"the item table has shape {table.shape}; expected (rows, {q.shape[1]})")
+    n, dim = q.shape
+    m = int(table.shape[0])
+    if m > ROW_LIMIT + 1:
+        raise ValueError(f"tables of more than {ROW_LIMIT + 1:,} rows are not supported, got {m:,}")
+    if exclude is not None:
+        exclude = _check_exclude(exclude, n, m)
+    norms, table_peak = _norms_and_peak(table, max_memory)
+    query_norms = np.sqrt(np.einsum("ij,ij->i", q.astype(np.float64), q.astype(np.float64)))
+    shift_table, shift_query = _overflow_shifts(table_peak, _finite_peak(q), dim)
+    scaled = np.ldexp(q, -shift_query) if shift_query else q
+    bounds = _shard_bounds(m, dim, max_memory)
+    chunk = max(query_block, STATE_BYTES // (len(exponents) * (2 * k + CAPACITY_EXTRA) * 8))
+    n_threads = max(1, threads if threads is not None else torch.get_num_threads())
+    # Without rescaling every |score| <= |q| |k| <= dim max|x| max|q| fits float32.
+    dtype = np.float64 if shift_table or shift_query else np.float32
+    found = {a: (np.empty((n, k), dtype=dtype), np.empty((n, k), dtype=np.int64)) for a in exponents}
+    cached: list[PreparedShard] = []
+
+    def shard_at(s0: int, s1: int, pool: Executor | None) -> PreparedShard:
+        if cached:  # one shard: prepared once for every chunk of queries
+            return cached[0]
+        shard = prepare_shard(table, s0, s1, norms, exponents, shift_table, item_block, k, pool)
+        if len(bounds) == 1:
+            cached.append(shard)
+        return shard
+
+    previous_threads = torch.get_num_threads()
+    try:
+        with progress.track(description, n * len(bounds)) as advance, ThreadPoolExecutor(n_threads) as pool:
+            for c0 in range(0, n, chunk):
+                c1 = min(c0 + chunk, n)
+                buffers = [_ChunkBuffers(c1 - c0, k) for _ in exponents]
+                for s0, s1 in bounds:
+                    shard = shard_at(s0, s1, pool if n_threads > 1 else None)
+
+                    def run(b0: int, b1: int, shard: PreparedShard = shard, c0: int = c0) -> int:
+                        torch.set_num_threads(1)  # this thread's operations; restored below
+                        scratch = torch.empty((b1 - b0) * item_block, dtype=torch.float32)
+                        views = [b.block(b0 - c0, b1 - c0) for b in buffers]
+                        exclusions = block_exclusions(shard, b0, b1, exclude)
+                        scan_block(torch.from_numpy(scaled[b0:b1]), shard, views, exclusions, scratch)
+                        return b1 - b0
+
+                    blocks = [(b0, min(b0 + query_block, c1)) for b0 in range(c0, c1, query_block)]
+                    if n_threads == 1:  # inline (and visible to a profiler)
+                        for b0, b1 in blocks:
+                            advance(run(b0, b1))
+                    else:
+                        for done in as_completed([pool.submit(run, b0, b1) for b0, b1 in blocks]):
+                            advance(done.result())
+                for a, buffer in zip(exponents, buffers):
+                    scores, rows = _final_lists(buffer.keys, k, a, query_norms[c0:c1], shift_table, shift_query)
+                    found[a][0][c0:c1], found[a][1][c0:c1] = scores, rows
+    finally:
+        torch.set_num_threads(previous_threads)
+    return {a: _float32_if_it_fits(scores, rows) for a, (scores, rows) in found.items()}
+
+
+class _ChunkBuffers:
+    """One scoring's buffers for a chunk of queries (see :class:`TopKBuffer`)."""
+
+    def __init__(self, n: int, k: int) -> None:
+        self.keys = np.zeros((n, 2 * k + CAPACITY_EXTRA), dtype=np.uint64)
+        self.fill = np.zeros(n, dtype=np.int64)
+        self.floor = np.full(n, -np.inf, dtype=np.float32)
+        self.k = k
+
+    def block(self, b0: int, b1: int) -> TopKBuffer:
+        return TopKBuffer(self.keys[b0:b1], self.fill[b0:b1], self.floor[b0:b1], self.k)
+
+
+def _check_alphas(alphas: Sequence[float]) -> tuple[float, ...]:
+    exponents = tuple(float(a) for a in alphas)
+    if not exponents:
+        raise ValueError("at least one scoring exponent is needed")
+    if len(set(exponents)) != len(exponents):
+        raise ValueError(f"scoring exponents must be distinct, got {exponents}")
+    bad = [a for a in exponents if not 0.0 <= a <= 1.0]
+    if bad:
+        raise ValueError(f"scoring exponents must lie in [0, 1], got {bad}")
+    return exponents
+
+
+def _check_exclude(exclude: tuple[np.ndarray, np.ndarray], n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    indptr = np.asarray(exclude[0], dtype=np.int64)
+    rows = np.asarray(exclude[1], dtype=np.int64)
+    if indptr.shape != (n + 1,) or indptr[0] != 0 or indptr[-1] != rows.size or np.any(np.diff(indptr) < 0):
+        raise ValueError(f"exclude must be a CSR (indptr of {n + 1} non-decreasing offsets from 0 to {rows.size})")
+    if rows.size and (rows.min() < 0 or rows.max() >= m):
+        raise ValueError(f"excluded rows must lie in [0, {m})")
+    return indptr, rows
+
+
+def _finite_peak(vectors: np.ndarray) -> float:
+    """max |x| over the finite entries (0 when none)."""
+    if vectors.size == 0:
+        return 0.0
+    peak = float(max(vectors.max(), -vectors.min()))
+    if np.isfinite(peak):
+        return peak
+    finite = np.abs(vectors[np.isfinite(vectors)])
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _norms_and_peak(table: np.ndarray, max_memory: int | None) -> tuple[np.ndarray, float]:
+    """Float64 norms of every row and max |x| over finite entries, in row blocks."""
+    m, dim = table.shape
+    norms = np.empty(m, dtype=np.float64)
+    peak = 0.0
+    step = block_rows(dim, bytes_per_value=8, max_memory=max_memory)
+    for start in range(0, m, step):
+        rows = np.asarray(table[start : start + step], dtype=np.float32).astype(np.float64)
+        norms[start : start + rows.shape[0]] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+        peak = max(peak, _finite_peak(rows))
+    return norms, peak
+
+
+def _shard_bounds(m: int, dim: int, max_memory: int | None) -> list[tuple[int, int]]:
+    """Row ranges read at once: the whole table, or shards that fit the memory ceiling
+    twice (the rows as read, and their copy in norm order)."""
+    budget = memory_budget(max_memory)
+    rows = m
+    if budget is not None and 2 * m * dim * 4 > budget:
+        rows = max(MIN_BLOCK_ROWS, budget // (2 * 4 * max(dim, 1)))
+    return [(s, min(s + rows, m)) for s in range(0, m, max(rows, 1))]
+
+
+def scoring_weights(norms: np.ndarray, alpha: float) -> np.ndarray:
+    """``|k|^(a - 1)`` of non-zero norms: the factor that turns an inner product into a
+    score ranking like ``|q|^a |k|^a cos`` (1 for dot, ``1/|k|`` for cosine)."""
+    if alpha == 1.0:
+        return np.ones_like(norms)
+    if alpha == 0.0:
+        return 1.0 / norms
+    return np.power(norms, alpha - 1.0)
+
+
+def prepare_shard(
+    table: np.ndarray,
+    start: int,
+    stop: int,
+    norms: np.ndarray,
+    alphas: tuple[float, ...],
+    shift: int,
+    item_block: int,
+    k: int,
+    pool: Executor | None = None,
+) -> PreparedShard:
+    """Rows [start, stop) of ``table`` ready to scan: non-zero rows in decreasing norm
+    (ties by row), divided by ``2**shift``, with their weights and tiles (gathered on
+    ``pool``'s threads when given)."""
+    local = norms[start:stop]
+    order = np.argsort(-local, kind="stable")
+    vector_local = order[local[order] > 0]  # NaN rows drop out here too
+    rows = np.asarray(table[start:stop], dtype=np.float32)
+    tiles = _tiles(vector_local.size, item_block, k)
+    gather = pool.map if pool is not None else map
+    blocks = [torch.from_numpy(b) for b in gather(lambda t: _tile_block(rows, vector_local[t[0] : t[1]], shift), tiles)]
+    sorted_norms = np.ldexp(local[vector_local], -shift)
+    weights = np.stack([scoring_weights(sorted_norms, a) for a in alphas]) if vector_local.size else np.zeros(
+        (len(alphas), 0)
+    )
+    starts = [t0 for t0, _ in tiles]
+    if tiles:
+        w_min, w_max = np.minimum.reduceat(weights, starts, axis=1), np.maximum.reduceat(weights, starts, axis=1)
+    else:
+        w_min = w_max = np.zeros((len(alphas), 0))
+    position = np.full(stop - start, -1, dtype=np.int64)
+    position[vector_local] = np.arange(vector_local.size)
+    return PreparedShard(
+        blocks=blocks,
+        rows=vector_local.astype(np.int64) + start,
+        weights=weights,
+        tiles=tiles,
+        w_min=w_min,
+        w_max=w_max,
+        position=position,
+        zero_rows=np.flatnonzero(local == 0).astype(np.int64) + start,
+        zero_served=tuple(a > 0 for a in alphas),
+        start=start,
+    )
+
+
+def _tile_block(rows: np.ndarray, picked: np.ndarray, shift: int) -> np.ndarray:
+    """The ``picked`` rows transposed, contiguous, divided by ``2**shift`` (exact)."""
+    block = np.ascontiguousarray(rows[picked].T)
+    return np.ldexp(block, np.int32(-shift)).astype(np.float32) if shift else block
+
+
+def _tiles(n_rows: int, item_block: int, k: int) -> list[tuple[int, int]]:
+    """Tile bounds: :data:`FIRST_TILE` rows (at least the buffer's capacity), doubling
+    up to ``item_block``."""
+    first = max(FIRST_TILE, 2 * k + CAPACITY_EXTRA + 1)
+    size = min(item_block, -(-first // SEGMENT) * SEGMENT)  # whole segments
+    tiles, start = [], 0
+    while start < n_rows:
+        tiles.append((start, min(start + size, n_rows)))
+        start += size
+        size = min(item_block, 2 * size)
+    return tiles
+
+
+def _final_lists(
+    keys: np.ndarray, k: int, alpha: float, query_norms: np.ndarray, shift_table: int, shift_query: int
+) -> TopK:
+    """Each query's K best keys in contract order, as (scores |q|^a |k|^a cos, rows)."""
+    best = np.sort(keys, axis=1)[:, ::-1][:, :k]
+    ranking, rows = decode(best)
+    scores = ranking.astype(np.float64)
+    scale = shift_query + shift_table * alpha
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if scale:
+            scores = scores * 2.0**scale
+        if alpha < 1:
+            # A zero query scores 0 everywhere (its inner products are all 0).
+            factor = np.where(query_norms > 0, np.power(query_norms, alpha - 1.0), 0.0)
+            scores = scores * factor[:, None]
+    scores[rows < 0] = -np.inf
+    return scores, rows
+
+
+def _float32_if_it_fits(scores: np.ndarray, rows: np.ndarray) -> TopK:
+    """Rescaled scores back in float32 where every finite one fits (as sharded_topk does)."""
+    if scores.dtype == np.float32:
+        return scores, rows
+    finite = scores[np.isfinite(scores)]
+    if finite.size == 0 or np.abs(finite).max() <= np.finfo(np.float32).max:
+        return scores.astype(np.float32), rows
+    return scores, rows

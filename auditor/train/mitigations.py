@@ -1,0 +1,201 @@
+"""``experiment mitigations``: what each cure of popularity bias costs in accuracy.
+
+For every seed, the interactions are split once (each user's latest or a random
+fraction held out, :mod:`auditor.train.split`); the reference (id tables, plain SGD,
+cosine InfoNCE, high lr) and each training-side mitigation (the logQ correction,
+weight decay, Adam) are trained on the training part, written as a checkpoint that
+records the split, and audited by the library entry point
+:func:`auditor.audit.run_audit`, which measures held-out accuracy beside exposure.
+The serving-side mitigations (cosine and norm-aware alpha_<a> scoring) and the
+most-popular baseline come from the reference model's audit. Every row reads NDCG@K,
+recall@K, head_share_1pct@K and Gini@K through ``AuditResult.flat_metrics()``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from auditor import __version__
+from auditor.errors import InputError
+from auditor.progress import SILENT, Progress
+from auditor.train.data import TrainingData
+from auditor.train.experiments import (
+    ExperimentSizes,
+    Setting,
+    condition_settings,
+    config_row,
+    data_description,
+    run_data,
+)
+from auditor.train.grid import run_tasks
+from auditor.train.measures import aggregate
+
+METRICS = ("ndcg", "recall", "head_share_1pct", "gini")
+"""The flat metrics read per scoring: ``<metric>_<scoring>@K``."""
+
+
+def mitigation_settings(sizes: ExperimentSizes) -> list[Setting]:
+    """The reference and the training-side mitigations (weight decay and Adam as in the
+    conditions grid, so the two experiments describe the same models)."""
+    grid = {s.name: s for s in condition_settings(sizes)}
+    return [
+        grid["reference"],
+        Setting("logq", "logQ correction (Yi et al. 2019)", "none", {"logq": True}),
+        grid["weight-decay"],
+        grid["adam"],
+    ]
+
+
+@dataclass(frozen=True)
+class MitigationTask:
+    """One training run: a setting, a seed, and the audit's settings."""
+
+    sizes: ExperimentSizes
+    setting: Setting
+    seed: int
+    fraction: float
+    split: str
+    alphas: tuple[float, ...]
+
+
+def alpha_name(alpha: float) -> str:
+    """The scoring name of norm-aware serving with exponent ``alpha`` (``alpha_0.5``)."""
+    return f"alpha_{alpha:g}"
+
+
+def audit_one(data: TrainingData | None, task: MitigationTask) -> dict[str, Any]:
+    """Split, train, save and audit one run; the measures of each scoring it serves
+    (the reference serves dot, cosine, popular and every alpha; the others dot)."""
+    from auditor.audit import run_audit
+    from auditor.config import AuditConfig
+    from auditor.train.loop import save_checkpoint, train
+    from auditor.train.split import split_holdout
+
+    sz = task.sizes
+    split = split_holdout(run_data(sz, data, task.seed), task.fraction, task.split, seed=task.seed)
+    result = train(split.train, sz.config(task.seed, **task.setting.overrides))
+    with tempfile.TemporaryDirectory(prefix="popaudit-mitigation-") as folder:
+        path = save_checkpoint(result, Path(folder) / f"{task.setting.name}-{task.seed}.pt", split)
+        audit = run_audit(AuditConfig(model=path, ks=(sz.k,), alphas=task.alphas, bootstrap=0, probes=False,
+                                      seed=task.seed))
+    flat = audit.flat_metrics()
+    k = min(sz.k, split.train.n_items)
+    scorings = ["dot"]
+    if task.setting.name == "reference":
+        scorings += ["cosine", *(alpha_name(a) for a in task.alphas), "popular"]
+    record = split.record()
+    return {
+        "seed": task.seed,
+        "k": k,
+        "spearman": flat.get("spearman"),
+        "n_train_interactions": record["n_train_interactions"],
+        "n_holdout_pairs": record["n_holdout_pairs"],
+        "n_holdout_users": record["n_holdout_users"],
+        "split": record["split"],
+        "scorings": {s: {m: flat.get(f"{m}_{s}@{k}") for m in METRICS} for s in scorings},
+    }
+
+
+@dataclass
+class MitigationResult:
+    """Accuracy against exposure per mitigation, ready to write."""
+
+    sizes: ExperimentSizes
+    seeds: list[int]
+    fraction: float
+    split: str
+    alphas: tuple[float, ...]
+    rows: list[dict[str, Any]]
+    """One per mitigation: name, label, kind (training|serving|baseline), model,
+    config, per-seed measures and their summary."""
+    data: dict[str, Any] = field(default_factory=dict)
+    name: str = "mitigations"
+
+    @property
+    def k(self) -> int:
+        return int(self.rows[0]["runs"][0]["k"]) if self.rows else self.sizes.k
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "experiment": self.name,
+            "tool": {"name": "popaudit", "version": __version__},
+            "seeds": list(self.seeds),
+            "data": dict(self.data),
+            "holdout": {"fraction": self.fraction, "split": self.split},
+            "alphas": list(self.alphas),
+            "k": self.k,
+            "sizes": asdict(self.sizes),
+            "rows": self.rows,
+        }
+
+
+def _row(name: str, label: str, kind: str, model: str, config: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": name, "label": label, "kind": kind, "model": model, "config": config, "runs": runs,
+            "summary": aggregate(runs)}
+
+
+def run_mitigations(
+    seeds: Sequence[int] = (0, 1, 2),
+    sizes: ExperimentSizes | None = None,
+    *,
+    fraction: float = 0.2,
+    split: str = "auto",
+    alphas: Sequence[float] = (0.25, 0.5, 0.75),
+    settings: Sequence[str] | None = None,
+    data: TrainingData | None = None,
+    jobs: int = 1,
+    threads: int | None = None,
+    progress: Progress = SILENT,
+) -> MitigationResult:
+    """Train and audit the reference and each training-side mitigation for every seed
+    (module docstring); ``settings`` picks training rows by name (default: all)."""
+    sizes = sizes or ExperimentSizes()
+    if not seeds:
+        raise InputError("an experiment needs at least one seed")
+    grid = mitigation_settings(sizes)
+    if settings is not None:
+        known = [s.name for s in grid]
+        unknown = [s for s in settings if s not in known]
+        if unknown:
+            raise InputError(f"unknown settings {unknown}; mitigations has {known}")
+        grid = [s for s in grid if s.name in set(settings)]
+    alphas = tuple(dict.fromkeys(float(a) for a in alphas))
+    configs = [sizes.config(seeds[0], **s.overrides) for s in grid]  # validates before training
+    tasks = [MitigationTask(sizes, s, seed, fraction, split, alphas) for s in grid for seed in seeds]
+    runs = run_tasks(audit_one, tasks, shared=data, jobs=jobs, threads=threads, progress=progress,
+                     description="experiment mitigations")
+    rows: list[dict[str, Any]] = []
+    serving: list[dict[str, Any]] = []
+    for at, (setting, config) in enumerate(zip(grid, configs)):
+        mine = runs[at * len(seeds) : (at + 1) * len(seeds)]
+        kind = "reference" if setting.name == "reference" else "training"
+        rows.append(_row(setting.name, setting.label, kind, setting.name, config_row(config), [_flat(r, "dot") for r in mine]))
+        if setting.name == "reference":
+            cfg = config_row(config)
+            serving.append(_row("cosine", "cosine serving", "serving", "reference", cfg, [_flat(r, "cosine") for r in mine]))
+            for a in alphas:
+                serving.append(_row(alpha_name(a), f"norm-aware serving, α = {a:g}", "serving", "reference", cfg,
+                                    [_flat(r, alpha_name(a)) for r in mine]))
+            serving.append(_row("popular", "most popular (no model)", "baseline", "reference", {},
+                                [_flat(r, "popular") for r in mine]))
+    method = runs[0]["split"] if runs else split
+    return MitigationResult(sizes, list(seeds), float(fraction), method, alphas, rows + serving,
+                            data_description(sizes, data))
+
+
+def _flat(run: dict[str, Any], scoring: str) -> dict[str, Any]:
+    """One seed's measures of one scoring, with the run's split sizes."""
+    out: dict[str, Any] = {"seed": run["seed"], "k": run["k"]}
+    out.update({m: _nan(run["scorings"][scoring][m]) for m in METRICS})
+    out["spearman"] = _nan(run["spearman"])
+    for key in ("n_train_interactions", "n_holdout_pairs", "n_holdout_users"):
+        out[key] = run[key]
+    return out
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)

@@ -1,0 +1,138 @@
+"""The time of each interaction of a log, for ``retrain --split time``.
+
+The log is opened as :mod:`auditor.loading.logs` opens it (same format detection, id
+columns, delimiter and header); its time column is streamed beside the id columns and
+kept for the rows :func:`auditor.loading.pairs.read_pairs` keeps (both ids present), so
+the times line up with the pairs one for one. Numbers (Unix time, any unit) are taken
+as they are; text or Parquet timestamps become nanoseconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from auditor.errors import InteractionsError, setting
+from auditor.loading.logs import BATCH_ROWS, CSV_BLOCK_BYTES, Log
+from auditor.loading.messages import arrow_reason, columns_found
+from auditor.loading.sniff import open_stream
+
+TIME_COLUMN_NAMES = (
+    "timestamp", "time", "ts", "datetime", "date", "eventtime", "eventtimestamp", "createdat", "unixtime",
+    "unixtimestamp",
+)
+"""Normalised names (lower case, no ``_ - `` or space) taken for the time column, in order."""
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "").replace(" ", "")
+
+
+def find_time_column(log: Log, given: str | None = None) -> str | None:
+    """``given`` (exact, then case-insensitive), else the first common time column name
+    present among ``log.columns``; None when there is none."""
+    columns = [c for c in log.columns if c not in (log.item_col, log.user_col)]
+    if given is not None:
+        found = [c for c in columns if c == given] or [c for c in columns if c.lower() == given.lower()]
+        if len(found) != 1:
+            why = "is not" if not found else f"appears {len(found)} times"
+            raise InteractionsError(f"time column {given!r} {why} in {log.path}; {columns_found(log.columns)}")
+        return found[0]
+    for name in TIME_COLUMN_NAMES:
+        matches = [c for c in columns if _norm(c) == name]
+        if matches:
+            return matches[0]
+    return None
+
+
+def read_times(log: Log, column: str) -> np.ndarray:
+    """float64 time of every row with both ids present, in log order."""
+    parts: list[np.ndarray] = []
+    try:
+        for items, users, times in _batches(log, column):
+            valid = pc.and_(pc.is_valid(items), pc.is_valid(users))
+            parts.append(_numbers(times.filter(valid), column, log))
+    except pa.ArrowInvalid as exc:
+        raise InteractionsError(
+            f"cannot read the time column {column!r} of {log.path}: {arrow_reason(exc)}; pass "
+            f"{setting('split')} random to split without it"
+        ) from exc
+    except OSError as exc:
+        raise InteractionsError(f"cannot read {log.path}: {exc}") from exc
+    return np.concatenate(parts) if parts else np.empty(0, np.float64)
+
+
+def _numbers(times: pa.Array, column: str, log: Log) -> np.ndarray:
+    """Times as float64: numbers as they are, timestamps and dates in ns since the epoch."""
+    if times.null_count:
+        raise InteractionsError(
+            f"{times.null_count:,} interactions of {log.path} have no time in column {column!r}; "
+            f"fill them or pass {setting('split')} random"
+        )
+    t = times.type
+    if pa.types.is_dictionary(t):
+        times, t = times.dictionary_decode(), t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        try:
+            times = times.cast(pa.float64())
+        except pa.ArrowInvalid:
+            times = times.cast(pa.timestamp("ns"))  # ISO 8601 text; ArrowInvalid if not that either
+        t = times.type
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        times = times.cast(pa.timestamp("ns")).cast(pa.int64())
+    elif not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        raise InteractionsError(
+            f"the time column {column!r} of {log.path} holds {t}, not numbers or dates; pass "
+            f"{setting('split')} random"
+        )
+    out = np.asarray(times.to_numpy(zero_copy_only=False), dtype=np.float64)
+    if not np.isfinite(out).all():
+        raise InteractionsError(f"the time column {column!r} of {log.path} holds values that are not finite")
+    return out
+
+
+def _batches(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]:
+    """(item ids, user ids, times) per record batch, as the log's own reader splits it."""
+    assert log.user_col is not None
+    if log.kind == "parquet":
+        pf = pq.ParquetFile(log.path, pre_buffer=False)
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=[log.item_col, log.user_col, column]):
+            yield batch.column(log.item_col), batch.column(log.user_col), batch.column(column)
+    elif log.kind == "dat":
+        yield from _dat(log, column)
+    else:
+        raw = {name: log.raw_columns[log.columns.index(name)] for name in (log.item_col, log.user_col, column)}
+        wanted = list(dict.fromkeys(raw.values()))
+        read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, column_names=None if log.header else log.raw_columns)
+        convert = pacsv.ConvertOptions(
+            include_columns=wanted,
+            # ids as text: only whether they are present matters here (as read_pairs sees it)
+            column_types={raw[log.item_col]: pa.string(), raw[log.user_col]: pa.string(), raw[column]: pa.string()},
+            strings_can_be_null=True,
+        )
+        parse = pacsv.ParseOptions(delimiter=log.delimiter)
+        reader = pacsv.open_csv(open_stream(log.path), read_options=read, parse_options=parse, convert_options=convert)
+        for batch in reader:
+            yield batch.column(raw[log.item_col]), batch.column(raw[log.user_col]), batch.column(raw[column])
+
+
+def _dat(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]:
+    """``::``-separated lines (MovieLens ratings.dat): fields by position."""
+    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, column_names=["line"])
+    parse = pacsv.ParseOptions(delimiter="\x1f", quote_char=False, escape_char=False)
+    convert = pacsv.ConvertOptions(column_types={"line": pa.string()})
+    at = [log.columns.index(name) for name in (log.item_col, log.user_col, column)]  # type: ignore[arg-type]
+    reader = pacsv.open_csv(open_stream(log.path), read_options=read, parse_options=parse, convert_options=convert)
+    for batch in reader:
+        parts = pc.split_pattern(batch.column("line"), "::")
+        short = pc.less(pc.list_value_length(parts), max(at) + 1)
+        if pc.any(short).as_py():
+            raise InteractionsError(f"{log.path} has lines with fewer than {max(at) + 1} '::'-separated fields")
+        item, user, times = (pc.utf8_trim_whitespace(pc.list_element(parts, i)) for i in at)
+        yield item, user, times
+

@@ -1,0 +1,134 @@
+"""Hostile ``--frequencies`` files (item counts computed elsewhere) given to ``popaudit check``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    N_ITEMS,
+    Built,
+    Case,
+    Outcome,
+    check_args,
+    fifo,
+    log,
+    params,
+    parquet,
+    run_case,
+    strict_json,
+    table,
+    write,
+)
+
+GOOD = "item_id,count\n" + "".join(f"{i},{i + 1}\n" for i in range(N_ITEMS))
+"""The counts of the corpus's standard log (item i seen i + 1 times)."""
+
+
+def _counts(name: str, content: bytes | str | dict[str, Any], *extra: str, outputs: tuple[str, ...] = (),
+            check: Any = None) -> Any:
+    """The valid table and ``content`` as the ``--frequencies`` file (a dict: Parquet columns)."""
+
+    def build(d: Path) -> Built:
+        table(d)
+        if isinstance(content, dict):
+            parquet(d, name, content)
+        else:
+            write(d, name, content)
+        return Built([*check_args("items.npy", interactions=None), "--frequencies", name, *extra], outputs=outputs,
+                     check=check)
+
+    return build
+
+
+def _with_good(*extra: str, make: Any = None, outputs: tuple[str, ...] = (), check: Any = None) -> Any:
+    def build(d: Path) -> Built:
+        table(d)
+        write(d, "counts.csv", GOOD)
+        if make is not None:
+            make(d)
+        return Built([*check_args("items.npy", interactions=None), *extra], outputs=outputs, check=check)
+
+    return build
+
+
+def _warned(d: Path, outcome: Outcome) -> None:
+    assert "4 interactions in counts.csv have an empty item id" in strict_json(d / "r.json")["warnings"][0]
+
+
+def _says_why(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["frequency_norm"]["n_items"] == N_ITEMS
+    # The table has no user table: history queries need the log itself.
+    assert "--frequencies gives counts only" in report["not_measured"]["retrieval"]
+
+
+CASES = [
+    Case("frequencies-ok", _counts("counts.csv", GOOD, "--json", "r.json", outputs=("r.json",)), EXIT_OK, None),
+    Case("frequencies-no-user-table-says-why", _with_good("--frequencies", "counts.csv", "--json", "r.json",
+                                                           outputs=("r.json",), check=_says_why), EXIT_OK, None),
+    Case("frequencies-duplicate-id", _counts("counts.csv", GOOD + "3,7\n"), EXIT_ERROR,
+         r"duplicate item id 3 in column 'item_id' of counts\.csv \(data rows 4, 11\).*add them up"),
+    Case("frequencies-negative-count", _counts("counts.csv", "item_id,count\n0,3\n1,-5\n"), EXIT_ERROR,
+         r"count column 'count' of counts\.csv: data row 2 is negative"),
+    Case("frequencies-fractional-count", _counts("counts.csv", "item_id,count\n0,3\n1,2.5\n"), EXIT_ERROR,
+         r"count column 'count' of counts\.csv: data row 2 is not a whole number"),
+    Case("frequencies-text-count", _counts("counts.csv", "item_id,count\n0,3\n1,3\n2,many\n"), EXIT_ERROR,
+         r"count column 'count' of counts\.csv: data row 3 is not a whole number", absent="many"),
+    Case("frequencies-empty-count", _counts("counts.csv", "item_id,count\n0,3\n1,\n"), EXIT_ERROR,
+         r"count column 'count' of counts\.csv: data row 2 is empty"),
+    Case("frequencies-nan-count-parquet", _counts("c.parquet", {"item_id": [0, 1], "count": [3.0, float("nan")]}),
+         EXIT_ERROR, r"count column 'count' of c\.parquet: data row 2 is not a whole number"),
+    Case("frequencies-count-beyond-int64", _counts("counts.csv", "item_id,count\n0,3\n1,99999999999999999999\n"),
+         EXIT_ERROR, r"count column 'count' of counts\.csv: data row 2 is beyond int64"),
+    Case("frequencies-sum-beyond-int64", _counts("counts.csv", f"item_id,count\n0,{2**62}\n1,{2**62}\n"),
+         EXIT_ERROR, r"counts in column 'count' of counts\.csv add up beyond int64"),
+    Case("frequencies-more-users-than-interactions", _counts("counts.csv", "item_id,count,users\n0,3,2\n1,3,4\n"),
+         EXIT_ERROR, r"distinct-users column 'users' of counts\.csv exceeds the count column 'count' in data row 2"),
+    Case("frequencies-all-zero", _counts("counts.csv", "item_id,count\n0,0\n1,0\n"), EXIT_ERROR,
+         r"no interactions in counts\.csv: every count in column 'count' is 0"),
+    Case("frequencies-header-only", _counts("counts.csv", "item_id,count\n"), EXIT_ERROR,
+         r"no item counts in counts\.csv: it has a header but no rows"),
+    Case("frequencies-empty-file", _counts("counts.csv", ""), EXIT_ERROR,
+         r"no item counts in counts\.csv: the file is empty"),
+    Case("frequencies-npy-file", _counts("counts.csv", b"\x93NUMPY" + bytes(100)), EXIT_ERROR,
+         r"counts\.csv is not a text frequencies file \(it looks like a NumPy \.npy array\); pass a Parquet or CSV"),
+    Case("frequencies-no-count-column", _counts("counts.csv", "item_id,value\n0,3\n"), EXIT_ERROR,
+         r"cannot find the count column of frequencies file counts\.csv; columns found: item_id, value\. "
+         r"Pass --count-col NAME"),
+    Case("frequencies-count-col-not-there", _counts("counts.csv", GOOD, "--count-col", "n_clicks"), EXIT_ERROR,
+         r"count column 'n_clicks' \(--count-col\) is not in counts\.csv"),
+    Case("frequencies-count-col-is-item-col", _counts("counts.csv", GOOD, "--count-col", "item_id"), EXIT_ERROR,
+         r"item id, count and distinct-users columns of counts\.csv must be different columns"),
+    Case("frequencies-headerless-four-columns", _counts("counts.csv", "0,3,1,9\n1,4,1,9\n"), EXIT_ERROR,
+         r"counts\.csv has no header and 4 columns"),
+    Case("frequencies-null-item-id-left-out", _counts("counts.csv", GOOD + ",4\n", "--json", "r.json",
+                                                      outputs=("r.json",), check=_warned), EXIT_OK, None),
+    Case("frequencies-and-interactions", _with_good("--frequencies", "counts.csv", "--interactions", "log.parquet",
+                                                    make=log), EXIT_USAGE,
+         r"--interactions and --frequencies both give the item counts; pass one"),
+    Case("count-col-without-frequencies", _with_good("--interactions", "log.parquet", "--count-col", "n",
+                                                     make=log), EXIT_USAGE,
+         r"--count-col names a column of --frequencies, which was not given"),
+    Case("frequencies-missing", _with_good("--frequencies", "nope.csv"), EXIT_ERROR,
+         r"frequencies file not found: nope\.csv"),
+    Case("frequencies-fifo", _with_good("--frequencies", "pipe", make=lambda d: fifo(d, "pipe")), EXIT_ERROR,
+         r"frequencies file pipe is a FIFO \(named pipe\)", process=True, timeout=30),
+    Case("output-is-frequencies", _with_good("--frequencies", "counts.csv", "--json", "counts.csv"), EXIT_ERROR,
+         r"--json counts\.csv is the input file given as --frequencies; popaudit never overwrites an input"),
+    Case("frequencies-ids-not-rows", _counts("counts.csv", "item_id,count\nabc,3\ndef,4\n"), EXIT_ERROR,
+         r"item ids in counts\.csv are not integers.*--item-ids FILE"),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_frequencies(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
+

@@ -1,0 +1,131 @@
+"""Hostile held-out logs given to ``popaudit check --holdout`` (auditor/loading/holdout.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from .corpus import (
+    DIM,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    N_ITEMS,
+    Built,
+    Case,
+    Outcome,
+    check_args,
+    params,
+    run_case,
+    standard,
+    strict_json,
+    write,
+)
+
+N_USERS = 5
+
+
+def _two_tower(d: Path) -> str:
+    """A state dict with an item table and a 5-row user table."""
+    rng = torch.Generator().manual_seed(0)
+    torch.save(
+        {"item_embedding.weight": torch.randn(N_ITEMS, DIM, generator=rng),
+         "user_embedding.weight": torch.randn(N_USERS, DIM, generator=rng)},
+        d / "tt.pt",
+    )
+    return "tt.pt"
+
+
+def _holdout(content: str, *extra: str, model: str = "items.npy", json: bool = False,
+             check: Any = None, make: Any = None) -> Any:
+    """The standard table and log, a two-tower model when ``model`` is tt.pt, and
+    ``content`` as held.csv."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        if model == "tt.pt":
+            _two_tower(d)
+        if make is not None:
+            make(d)
+        write(d, "held.csv", content)
+        report = ("--json", "r.json") if json else ()
+        outputs = ["r.json"] if json else []
+        return Built(check_args(model, "--holdout", "held.csv", "-k", "5", *report, *extra),
+                     outputs=outputs, must_exist=outputs, check=check)
+
+    return build
+
+
+def _rows(pairs: list[tuple[Any, Any]]) -> str:
+    return "user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in pairs)
+
+
+def _accuracy(**expected: int) -> Any:
+    def check(d: Path, outcome: Outcome) -> None:
+        accuracy = strict_json(d / "r.json")["accuracy"]
+        for name, value in expected.items():
+            assert accuracy[name] == value, (name, accuracy[name])
+
+    return check
+
+
+def _warned(pattern: str) -> Any:
+    def check(d: Path, outcome: Outcome) -> None:
+        warnings = strict_json(d / "r.json")["warnings"]
+        assert any(pattern in w for w in warnings), warnings
+
+    return check
+
+
+def _same_as_training(d: Path) -> Built:
+    standard(d)
+    return Built(check_args("items.npy", "--holdout", "log.parquet", "-k", "5", "--json", "r.json"),
+                 outputs=["r.json"], must_exist=["r.json"],
+                 check=_warned("is identical to the training log log.parquet"))
+
+
+CASES = [
+    Case("holdout-empty-file", _holdout(""), EXIT_ERROR, r"held\.csv.*empty"),
+    Case("holdout-header-only", _holdout("user_id,item_id\n"), EXIT_ERROR,
+         r"the held-out log held\.csv \(--holdout\) holds no interactions"),
+    Case("holdout-items-without-rows", _holdout(_rows([(0, 50), (1, 51)])), EXIT_ERROR,
+         r"no item id of the held-out log held\.csv \(--holdout\) \(column 'item_id'\) has a row in the "
+         r"10-row item table.*--item-ids FILE"),
+    Case("holdout-some-items-without-rows", _holdout(_rows([(0, 1), (1, 51), (2, 3)]), json=True,
+                                                      check=_accuracy(n_dropped=1, n_users_evaluated=2)),
+         EXIT_OK, None),
+    Case("holdout-no-user-column", _holdout("item_id\n1\n2\n"), EXIT_ERROR,
+         r"held-out accuracy needs the user of each interaction, but no user id column was found in held\.csv"
+         r".*--user-col NAME"),
+    Case("holdout-users-beyond-user-table", _holdout(_rows([(100 + u, u) for u in range(8)]), model="tt.pt"),
+         EXIT_ERROR, r"8 of the 8 distinct user ids in held\.csv have no row .* 5-row user table.*--user-ids FILE"),
+    Case("holdout-text-users-without-user-ids", _holdout(_rows([("alice", 1), ("bob", 2)]), model="tt.pt"),
+         EXIT_ERROR, r"user ids of held\.csv \(column 'user_id'\) are not integers.*--user-ids FILE"),
+    Case("holdout-users-not-among-user-ids",
+         _holdout(_rows([("x", 1), ("y", 2)]), "--user-ids", "users.txt", model="tt.pt",
+                  make=lambda d: write(d, "users.txt", "a\nb\nc\nd\ne\n")),
+         EXIT_ERROR, r"none of the 2 user ids of held\.csv \(column 'user_id'\) is among the raw ids of the user "
+         r"table's rows \(--user-ids\)"),
+    Case("holdout-one-user-without-row",
+         _holdout(_rows([("a", 1), ("zz", 2), ("c", 3)]), "--user-ids", "users.txt", model="tt.pt", json=True,
+                  make=lambda d: write(d, "users.txt", "a\nb\nc\nd\ne\n"),
+                  check=_accuracy(n_dropped=1, n_dropped_users=1, n_users_evaluated=2)),
+         EXIT_OK, None),
+    Case("holdout-is-the-training-log", _same_as_training, EXIT_OK, None),
+    # Norm-aware exponents outside [0, 1] and a tolerance outside (0, 1] are usage errors.
+    Case("alpha-above-one", _holdout(_rows([(0, 1)]), "--alpha", "1.5"), EXIT_USAGE, r"--alpha.*1\.5.*<= 1"),
+    Case("alpha-negative", _holdout(_rows([(0, 1)]), "--alpha", "-0.1"), EXIT_USAGE, r"--alpha.*-0\.1.*>= 0"),
+    Case("alpha-nan", _holdout(_rows([(0, 1)]), "--alpha", "nan"), EXIT_USAGE, r"--alpha.*not a finite number"),
+    Case("tolerance-zero", _holdout(_rows([(0, 1)]), "--accuracy-tolerance", "0"), EXIT_USAGE,
+         r"--accuracy-tolerance.*must be > 0"),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_holdout(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)

@@ -1,0 +1,86 @@
+"""Hostile options and logs for training: retrain's held-out split, time column, logQ and
+threads, and experiment's data options, jobs and outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .corpus import EXIT_ERROR, EXIT_USAGE, Built, Case, params, run_case, write
+
+SMALL = ["--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1"]
+LOG = "user_id,item_id\n1,5\n1,6\n2,5\n2,7\n3,6\n"
+
+
+def _retrain(*extra: str, files: dict[str, str] | None = None, synthetic: bool = True) -> Any:
+    def build(d: Path) -> Built:
+        for name, text in (files or {}).items():
+            write(d, name, text)
+        return Built(["retrain", *(SMALL if synthetic else ["--epochs", "1"]), *extra, "-o", "model.pt"])
+
+    return build
+
+
+def _experiment(*extra: str, files: dict[str, str] | None = None, out: str = "out") -> Any:
+    def build(d: Path) -> Built:
+        for name, text in (files or {}).items():
+            write(d, name, text)
+        return Built(["experiment", *extra, "-o", out])
+
+    return build
+
+
+CASES = [
+    Case("retrain-holdout-fraction-one", _retrain("--holdout-fraction", "1"), EXIT_USAGE,
+         r"'--holdout-fraction': '1' must be < 1"),
+    Case("retrain-holdout-fraction-zero", _retrain("--holdout-fraction", "0"), EXIT_USAGE,
+         r"'--holdout-fraction': '0' must be > 0"),
+    Case("retrain-holdout-fraction-nan", _retrain("--holdout-fraction", "nan"), EXIT_USAGE,
+         r"'--holdout-fraction': 'nan' is not a finite number"),
+    Case("retrain-split-without-fraction", _retrain("--split", "time"), EXIT_USAGE,
+         r"--split applies with --holdout-fraction only"),
+    Case("retrain-time-split-synthetic", _retrain("--holdout-fraction", "0.2", "--split", "time"), EXIT_ERROR,
+         r"--split time needs the time of each interaction, but synthetic data has no time column"),
+    Case("retrain-time-split-no-column",
+         _retrain("--data", "log.csv", "--holdout-fraction", "0.2", "--split", "time", files={"log.csv": LOG},
+                  synthetic=False),
+         EXIT_ERROR, r"--split time needs the time of each interaction, but log\.csv has no time column.*--time-col"),
+    Case("retrain-time-col-missing",
+         _retrain("--data", "log.csv", "--holdout-fraction", "0.2", "--time-col", "when", files={"log.csv": LOG},
+                  synthetic=False),
+         EXIT_ERROR, r"time column 'when' is not in log\.csv; .*user_id"),
+    Case("retrain-time-not-a-time",
+         _retrain("--data", "log.csv", "--holdout-fraction", "0.5",
+                  files={"log.csv": "user_id,item_id,timestamp\n1,5,yesterday\n1,6,today\n"}, synthetic=False),
+         EXIT_ERROR, r"cannot read the time column 'timestamp' of log\.csv.*--split random"),
+    Case("retrain-time-empty",
+         _retrain("--data", "log.csv", "--holdout-fraction", "0.5",
+                  files={"log.csv": "user_id,item_id,timestamp\n1,5,10\n1,6,\n"}, synthetic=False),
+         EXIT_ERROR, r"1 interactions of log\.csv have no time in column 'timestamp'.*--split random"),
+    Case("retrain-logq-pointwise", _retrain("--logq", "--loss", "cosine"), EXIT_ERROR,
+         r"--logq corrects in-batch softmax logits: use it with --loss infonce-cos or infonce-dot"),
+    Case("retrain-threads-zero", _retrain("--threads", "0"), EXIT_USAGE, r"'--threads': 0 is not in the range x>=1"),
+    Case("retrain-synthetic-option-with-log",
+         _retrain("--data", "log.csv", "--n-users", "5", files={"log.csv": LOG}, synthetic=False), EXIT_USAGE,
+         r"--n-users applies to synthetic data \(without --data PATH\) only"),
+    Case("experiment-jobs-zero", _experiment("conditions", "-j", "0"), EXIT_USAGE,
+         r"'-j' / '--jobs': 0 is not in the range x>=1"),
+    Case("experiment-alpha-outside-mitigations", _experiment("conditions", "--alpha", "0.5"), EXIT_USAGE,
+         r"--alpha applies to 'mitigations' only, not 'conditions'"),
+    Case("experiment-file-option-without-log", _experiment("lr-sweep", "--time-col", "ts"), EXIT_USAGE,
+         r"--time-col applies to a --data PATH log only"),
+    Case("experiment-output-is-the-log",
+         _experiment("conditions", "--data", "out/results.md", "--data-format", "csv",
+                     files={"out/results.md": LOG}),
+         EXIT_ERROR, r"-o results\.md out/results\.md is the input file given as --data; popaudit never overwrites"),
+    Case("experiment-missing-log", _experiment("conditions", "--data", "nope.csv"), EXIT_ERROR, r"nope\.csv"),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_training(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)

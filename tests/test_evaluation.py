@@ -1,0 +1,155 @@
+"""Held-out accuracy beside exposure (`check --holdout`), end to end against a brute-force
+reference: every scoring ranked in float64 by plain numpy, training items excluded, and
+RecBole's recall/NDCG/hit/MRR computed one user at a time."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from click.testing import CliRunner
+
+from auditor.audit import run_audit
+from auditor.cli import cli
+from auditor.config import AuditConfig
+
+N_USERS, N_ITEMS, DIM = 40, 120, 8
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """User and item tables (item norms grow with popularity), a training log, a holdout."""
+    root = tmp_path_factory.mktemp("evaluation")
+    rng = np.random.default_rng(7)
+    popularity = 1.0 / np.arange(1, N_ITEMS + 1) ** 0.9
+    popularity /= popularity.sum()
+    users = rng.integers(0, N_USERS, 3000)
+    items = rng.choice(N_ITEMS, size=3000, p=popularity)
+    held = rng.random(3000) < 0.2
+    freq = np.bincount(items[~held], minlength=N_ITEMS)
+    directions = rng.normal(size=(N_ITEMS, DIM))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    item_table = directions * (1.0 + freq[:, None]) ** 0.3
+    user_table = rng.normal(size=(N_USERS, DIM))
+    torch.save({"user_emb.weight": torch.tensor(user_table, dtype=torch.float32),
+                "item_emb.weight": torch.tensor(item_table, dtype=torch.float32)}, root / "model.pt")
+    pq.write_table(pa.table({"user_id": users[~held], "item_id": items[~held]}), root / "train.parquet")
+    pq.write_table(pa.table({"user_id": users[held], "item_id": items[held]}), root / "holdout.parquet")
+    return root
+
+
+def _reference(root: Path, alpha: float | None, k: int, keep_seen: bool = False) -> dict[str, float]:
+    """Brute force: rank with float64 scores (ties by row), RecBole's measures per user."""
+    state = torch.load(root / "model.pt")
+    users = state["user_emb.weight"].double().numpy()
+    items = state["item_emb.weight"].double().numpy()
+    train = pq.read_table(root / "train.parquet").to_pydict()
+    held = pq.read_table(root / "holdout.parquet").to_pydict()
+    norms = np.linalg.norm(items, axis=1)
+    totals = {"recall": 0.0, "ndcg": 0.0, "hit_rate": 0.0, "mrr": 0.0}
+    evaluated = sorted(set(held["user_id"]))
+    for user in evaluated:
+        if alpha is None:  # most popular
+            counts = np.bincount(train["item_id"], minlength=N_ITEMS).astype(np.float64)
+            scores = counts.copy()
+        else:
+            cos = items @ users[user] / (norms * np.linalg.norm(users[user]))
+            scores = cos * norms**alpha
+        seen = {i for u, i in zip(train["user_id"], train["item_id"]) if u == user}
+        if not keep_seen:
+            scores[list(seen)] = -np.inf
+        order = np.lexsort((np.arange(N_ITEMS), -scores))[:k]
+        relevant = {i for u, i in zip(held["user_id"], held["item_id"]) if u == user}
+        ranks = [r + 1 for r, item in enumerate(order) if item in relevant]
+        idcg = sum(1 / math.log2(r + 1) for r in range(1, min(len(relevant), k) + 1))
+        totals["recall"] += len(ranks) / len(relevant)
+        totals["ndcg"] += sum(1 / math.log2(r + 1) for r in ranks) / idcg
+        totals["hit_rate"] += float(bool(ranks))
+        totals["mrr"] += 1 / ranks[0] if ranks else 0.0
+    return {name: value / len(evaluated) for name, value in totals.items()}
+
+
+@pytest.mark.parametrize("keep_seen", [False, True])
+def test_accuracy_of_every_scoring_matches_brute_force(model_files: Path, keep_seen: bool) -> None:
+    config = AuditConfig(
+        model=model_files / "model.pt", interactions=model_files / "train.parquet",
+        holdout=model_files / "holdout.parquet", ks=(5, 20), probes=False, bootstrap=0, keep_seen=keep_seen,
+    )
+    result = run_audit(config)
+    assert result.accuracy is not None and result.retrieval is not None
+    assert result.accuracy.seen_excluded is not keep_seen
+    for k in (5, 20):
+        measured = result.accuracy.at[k]
+        assert set(measured) == {"dot", "cosine", "popular", "alpha_0.25", "alpha_0.5", "alpha_0.75"}
+        for name, alpha in (("dot", 1.0), ("cosine", 0.0), ("alpha_0.5", 0.5), ("popular", None)):
+            expected = _reference(model_files, alpha, k, keep_seen)
+            got = measured[name]
+            for metric, value in expected.items():
+                assert getattr(got, metric) == pytest.approx(value, abs=1e-12), (k, name, metric)
+        # Exposure is measured for the same lists, every scoring.
+        assert set(result.retrieval.at[k].scorings()) == set(measured)
+    flat = result.flat_metrics()
+    assert flat["ndcg_ratio@5"] == pytest.approx(flat["ndcg_cosine@5"] / flat["ndcg_dot@5"])
+    assert result.accuracy.n_users_evaluated == len(set(pq.read_table(model_files / "holdout.parquet")["user_id"].to_pylist()))
+
+
+def test_report_sections_gate_and_recommendation(model_files: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    args = ["check", str(model_files / "model.pt"), "--interactions", str(model_files / "train.parquet"),
+            "--holdout", str(model_files / "holdout.parquet"), "--no-probes", "-k", "10", "--alpha", "0.5",
+            "--json", str(report), "--markdown", str(tmp_path / "r.md"), "--html", str(tmp_path / "r.html")]
+    ran = CliRunner().invoke(cli, args + ["--fail-on", "ndcg_ratio@10>100"], catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    data = json.loads(report.read_text())
+    accuracy = data["accuracy"]
+    assert set(accuracy["at"]["10"]) == {"dot", "cosine", "popular", "alpha_0.5"}
+    assert set(data["retrieval"]["at"]["10"]) >= {"dot", "cosine", "popular", "alpha_0.5"}
+    assert accuracy["quoted_k"] == 10 and accuracy["recommended"] in {"dot", "cosine", "alpha_0.5"}
+    assert accuracy["recommendation"].startswith("At K=10, ")
+    assert accuracy["recommendation"] in " ".join(data["verdict"]["recommendations"])
+    assert "Accuracy and the trade-off" in (tmp_path / "r.md").read_text()
+    html = (tmp_path / "r.html").read_text()
+    assert "Accuracy and the trade-off" in html and "Held-out NDCG of each scoring" in html  # the trade-off figure
+    # A gate on the accuracy ratio trips with exit 3.
+    gated = CliRunner().invoke(cli, args + ["--fail-on", "ndcg_ratio@10<100"], catch_exceptions=False)
+    assert gated.exit_code == 3, gated.output
+
+
+def test_without_holdout_the_report_says_how_to_measure(model_files: Path) -> None:
+    config = AuditConfig(model=model_files / "model.pt", interactions=model_files / "train.parquet",
+                         probes=False, bootstrap=0)
+    result = run_audit(config)
+    assert result.accuracy is None and "holdout" in result.not_measured["accuracy"]
+    assert set(result.retrieval.at[10].scorings()) == {"dot", "cosine", "popular"}
+    assert any("holdout" in r for r in result.verdict.recommendations)
+
+
+def test_mitigate_alpha_auto_applies_the_recommended_scoring(model_files: Path, tmp_path: Path) -> None:
+    """`mitigate --alpha auto` takes the trade-off's choice; plain dot serving of its output
+    then gives exactly the accuracy and exposure that scoring had on the original."""
+    from auditor.tradeoff import scoring_alpha
+
+    common = dict(interactions=model_files / "train.parquet", holdout=model_files / "holdout.parquet",
+                  probes=False, bootstrap=0)
+    before = run_audit(AuditConfig(model=model_files / "model.pt", **common))
+    assert before.accuracy is not None and before.accuracy.recommended is not None
+    out = tmp_path / "fixed.pt"
+    ran = CliRunner().invoke(cli, [
+        "mitigate", str(model_files / "model.pt"), "--alpha", "auto", "-o", str(out),
+        "--interactions", str(model_files / "train.parquet"), "--holdout", str(model_files / "holdout.parquet"),
+    ], catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    sidecar = json.loads((tmp_path / "fixed.pt.popaudit.json").read_text())
+    assert sidecar["alpha"] == scoring_alpha(before.accuracy.recommended)
+    after = run_audit(AuditConfig(model=out, **common))
+    assert after.accuracy is not None and after.retrieval is not None and before.retrieval is not None
+    chosen, k = before.accuracy.recommended, before.accuracy.quoted_k
+    assert k is not None
+    assert after.accuracy.at[k]["dot"] == before.accuracy.at[k][chosen]
+    assert after.retrieval.at[k].dot == before.retrieval.at[k].scorings()[chosen]

@@ -1,0 +1,137 @@
+"""``--frequencies``: item counts computed elsewhere give the same figures as the log they
+were counted from, say what needs the log itself, and work in batch manifests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+from auditor.batch import run_batch
+from auditor.cli import cli
+from auditor.loading import count_item_ids
+from auditor.loading.frequencies import read_frequencies
+
+N_ITEMS, N_USERS, DIM = 120, 80, 8
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path) -> Path:
+    """A log (string item ids, one row each), its counts as SQL would give them, an item
+    table whose norms grow with frequency, a user table as query file, and item ids."""
+    rng = np.random.default_rng(5)
+    items = np.minimum(rng.zipf(1.4, 6000) - 1, N_ITEMS - 1)
+    users = rng.integers(0, N_USERS, items.size)
+    ids = np.array([f"sku-{i:03d}" for i in range(N_ITEMS)])
+    pq.write_table(pa.table({"user_id": users, "item_id": ids[items]}), tmp_path / "log.parquet")
+    # GROUP BY item_id: count(*), count(DISTINCT user_id), rows in no particular order.
+    grouped = pa.table({"user_id": users, "item_id": ids[items]}).group_by("item_id").aggregate(
+        [("user_id", "count"), ("user_id", "count_distinct")])
+    counts = grouped.rename_columns(["item_id", "n_interactions", "distinct_users"]).take(
+        rng.permutation(grouped.num_rows))
+    pq.write_table(counts, tmp_path / "counts.parquet")
+    pacsv.write_csv(counts.select(["item_id", "n_interactions"]), tmp_path / "counts.csv")
+    freq = np.bincount(items, minlength=N_ITEMS)
+    table = rng.normal(size=(N_ITEMS, DIM)) * (1.0 + 0.4 * np.log1p(freq))[:, None]
+    np.save(tmp_path / "items.npy", table.astype(np.float32))
+    np.save(tmp_path / "queries.npy", rng.normal(size=(N_USERS, DIM)).astype(np.float32))
+    (tmp_path / "ids.txt").write_text("".join(f"{i}\n" for i in ids))
+    return tmp_path
+
+
+def _check(d: Path, *args: str) -> dict[str, Any]:
+    out = d / f"r{len(list(d.glob('r*.json')))}.json"
+    base = ["check", str(d / "items.npy"), "--item-ids", str(d / "ids.txt"), "--queries", str(d / "queries.npy"),
+            "-k", "5", "-k", "20", "--bootstrap", "200", "--no-probes", "--json", str(out), "-q"]
+    result = CliRunner().invoke(cli, base + list(args))
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def test_read_frequencies_equals_counting_the_log(workspace: Path) -> None:
+    from_log = count_item_ids(workspace / "log.parquet")
+    given = read_frequencies(workspace / "counts.parquet")  # columns found by name
+    assert given.ids.tolist() == from_log.ids.tolist()  # sorted, as counting gives them
+    assert given.counts.tolist() == from_log.counts.tolist()
+    assert given.user_counts is not None and from_log.user_counts is not None
+    assert given.user_counts.tolist() == from_log.user_counts.tolist()
+    assert given.n_interactions == from_log.n_interactions == 6000
+    assert given.n_users is None and from_log.n_users == len(np.unique(pq.read_table(workspace / "log.parquet")
+                                                                     .column("user_id").to_numpy()))
+
+
+@pytest.mark.parametrize("popularity", ["interactions", "users"])
+def test_report_figures_equal_those_from_the_log(workspace: Path, popularity: str) -> None:
+    log = _check(workspace, "--interactions", str(workspace / "log.parquet"), "--popularity", popularity)
+    counts = _check(workspace, "--frequencies", str(workspace / "counts.parquet"), "--popularity", popularity)
+    assert counts["frequency_norm"] == log["frequency_norm"]
+    assert log["frequency_norm"]["spearman"] > 0.5
+    for k in ("5", "20"):
+        for scoring in ("dot", "cosine", "popular"):
+            a, b = log["retrieval"]["at"][k][scoring], counts["retrieval"]["at"][k][scoring]
+            assert b.pop("novelty") is None and a.pop("novelty") is not None
+            assert a == b
+    # Novelty needs the distinct users of the whole log, which per-item counts cannot give.
+    assert "n_users" in counts["not_measured"]["novelty"] and "--interactions" in counts["not_measured"]["novelty"]
+    assert "novelty" not in log["not_measured"]
+    assert counts["settings"]["frequencies"].endswith("counts.parquet")
+
+
+def test_a_csv_of_counts_with_named_columns(workspace: Path) -> None:
+    log = _check(workspace, "--interactions", str(workspace / "log.parquet"))
+    counts = _check(workspace, "--frequencies", str(workspace / "counts.csv"), "--count-col", "n_interactions")
+    assert counts["frequency_norm"]["spearman"] == log["frequency_norm"]["spearman"]
+    # Without a distinct-users column, --popularity users cannot be measured.
+    result = CliRunner().invoke(cli, ["check", str(workspace / "items.npy"), "--item-ids", str(workspace / "ids.txt"),
+                                      "--frequencies", str(workspace / "counts.csv"), "--queries",
+                                      str(workspace / "queries.npy"), "--popularity", "users", "-q"])
+    assert result.exit_code == 1 and "Error:" in result.output
+
+
+def test_batch_manifest_frequencies_column(workspace: Path) -> None:
+    manifest = workspace / "manifest.csv"
+    manifest.write_text("model,frequencies,interactions\nitems.npy,counts.parquet,\nitems.npy,,log.parquet\n")
+    defaults = {"ks": (5,), "bootstrap": 0, "probes": False, "item_ids": workspace / "ids.txt",
+                "queries": str(workspace / "queries.npy")}
+    run_batch(manifest, workspace / "results.parquet", defaults=defaults, inline=True)
+    rows = pq.read_table(workspace / "results.parquet").to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    assert rows[0]["spearman"] == rows[1]["spearman"]
+    # A row's frequencies replace a default --interactions (and the other way round).
+    run_batch(manifest, workspace / "results2.parquet", inline=True,
+              defaults={**defaults, "interactions": workspace / "log.parquet"})
+    assert [r["status"] for r in pq.read_table(workspace / "results2.parquet").to_pylist()] == ["ok", "ok"]
+
+
+def test_token_embeddings_with_token_counts(tmp_path: Path) -> None:
+    """The README's language-model example: a token embedding table and token counts."""
+    rng = np.random.default_rng(0)
+    vocab, dim = 500, 16
+    counts = np.floor(1e5 / np.arange(1, vocab + 1) ** 1.1).astype(np.int64)
+    rng.shuffle(counts)
+    # Frequent tokens end up with larger norms (the mechanism popaudit looks for).
+    table = rng.normal(size=(vocab, dim)) * (0.2 + 0.2 * np.log1p(counts))[:, None]
+    np.save(tmp_path / "token_embeddings.npy", table.astype(np.float32))
+    pq.write_table(pa.table({"token_id": np.arange(vocab), "count": counts}), tmp_path / "token_counts.parquet")
+    result = CliRunner().invoke(cli, [
+        "check", str(tmp_path / "token_embeddings.npy"), "--frequencies", str(tmp_path / "token_counts.parquet"),
+        "--json", str(tmp_path / "report.json"), "--bootstrap", "200",
+    ])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    norms = np.linalg.norm(table.astype(np.float32), axis=1)
+    assert report["frequency_norm"]["spearman"] == pytest.approx(stats.spearmanr(counts, norms).statistic)
+    assert report["frequency_norm"]["spearman"] > 0.5 and report["verdict"]["bias_detected"]
+    assert report["inputs"]["n_interactions"] == int(counts.sum())
+    # No user table and no log: retrieval would need history queries, and says so.
+    assert "--frequencies gives counts only" in report["not_measured"]["retrieval"]
+    assert "Wrote the JSON report" in result.output

@@ -1,0 +1,169 @@
+"""retrain --holdout-fraction: the per-user split, the time column, and the held-out
+pairs stored in the checkpoint and loaded as ModelBundle.holdout_pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from auditor.cli import cli
+from auditor.config import LoadOptions
+from auditor.errors import InputError, ModelLoadError
+from auditor.loading import load_model
+from auditor.train.data import TrainingData, read_interactions, synthetic_interactions
+from auditor.train.split import held_out_counts, split_holdout
+
+
+def _data(users: list[int], items: list[int], times: list[float] | None = None, n_items: int = 10) -> TrainingData:
+    n_users = max(users) + 1
+    return TrainingData(
+        users=np.array(users, np.int64), items=np.array(items, np.int64), n_users=n_users, n_items=n_items,
+        user_ids=list(range(n_users)), item_ids=list(range(n_items)), description={"kind": "file", "path": "x"},
+        timestamps=None if times is None else np.array(times, np.float64),
+    )
+
+
+def test_held_out_counts_follow_the_ratio_rule() -> None:
+    counts = np.array([0, 1, 2, 3, 5, 9, 10, 100])
+    # floor(0.2 n), at least 1 for users with 2 or more (RecBole's two-part ratio split), none of 1
+    assert held_out_counts(counts, 0.2).tolist() == [0, 0, 1, 1, 1, 1, 2, 20]
+    assert held_out_counts(np.array([100]), 0.29).tolist() == [29]  # int(0.29 * 100) would be 28
+    assert held_out_counts(np.array([2, 30]), 0.9).tolist() == [1, 27]  # at most n - 1
+    assert held_out_counts(np.array([30]), 0.1).tolist() == [3]
+
+
+def test_time_split_holds_out_each_users_latest() -> None:
+    #            user 0: five items at shuffled times       user 1: one   user 2: two
+    data = _data([0, 0, 0, 0, 0, 1, 2, 2], [0, 1, 2, 3, 4, 5, 6, 7], [50, 10, 40, 20, 30, 5, 7, 3])
+    split = split_holdout(data, 0.4, "auto", seed=0)
+    assert split.method == "time"  # auto: the data has times
+    assert split.holdout.tolist() == [[0, 2], [0, 0], [2, 6]]  # user 0: times 40, 50; user 2: time 7
+    train = split.train
+    assert sorted(zip(train.users.tolist(), train.items.tolist())) == [(0, 1), (0, 3), (0, 4), (1, 5), (2, 7)]
+    assert np.all(np.diff(train.timestamps) >= 0)  # training part in time order
+    assert train.n_users == 3 and train.n_items == 10 and train.user_ids == data.user_ids
+    assert split.record()["n_holdout_pairs"] == 3 and split.record()["n_holdout_users"] == 2
+
+
+def test_random_split_is_seeded_and_keeps_the_fraction_per_user() -> None:
+    data = synthetic_interactions(50, 40, 3000, seed=1)
+    a = split_holdout(data, 0.25, "auto", seed=3)
+    assert a.method == "random"  # synthetic data has no times
+    b = split_holdout(data, 0.25, "random", seed=3)
+    c = split_holdout(data, 0.25, "random", seed=4)
+    assert np.array_equal(a.holdout, b.holdout) and not np.array_equal(a.holdout, c.holdout)
+    n = np.bincount(data.users, minlength=50)
+    held = np.bincount(a.holdout[:, 0], minlength=50) + 0
+    trained = np.bincount(a.train.users, minlength=50)
+    # every interaction is in exactly one part, save repeats of training pairs (dropped from the holdout)
+    assert np.array_equal(trained + held + np.bincount(_repeat_users(data, a), minlength=50), n)
+    assert np.array_equal(trained, n - held_out_counts(n, 0.25))
+    train_pairs = set(zip(a.train.users.tolist(), a.train.items.tolist()))
+    assert not train_pairs & set(map(tuple, a.holdout.tolist()))  # never trained on
+    assert len(set(map(tuple, a.holdout.tolist()))) == len(a.holdout)
+
+
+def _repeat_users(data: TrainingData, split: object) -> np.ndarray:
+    """Users of held-out interactions that were dropped as repeats (recomputed by hand)."""
+    held_rows = held_out_counts(np.bincount(data.users, minlength=data.n_users), split.fraction)  # type: ignore[attr-defined]
+    kept = np.bincount(split.holdout[:, 0], minlength=data.n_users)  # type: ignore[attr-defined]
+    return np.repeat(np.arange(data.n_users), held_rows - kept)
+
+
+def test_repeats_of_training_pairs_leave_the_holdout() -> None:
+    data = _data([0, 0, 0, 0], [7, 1, 7, 2], [1, 2, 9, 8])  # item 7 again at the latest time
+    split = split_holdout(data, 0.5, "time", seed=0)  # holds out times 9 and 8: items 7 (repeat) and 2
+    assert split.holdout.tolist() == [[0, 2]] and split.n_repeats_dropped == 1
+
+
+def test_refusals() -> None:
+    data = _data([0, 0], [1, 2])
+    with pytest.raises(InputError, match="time column"):
+        split_holdout(data, 0.5, "time")
+    with pytest.raises(InputError, match="between 0 and 1"):
+        split_holdout(data, 1.0, "random")
+
+
+# ------------------------------------------------------------------------ time columns
+
+
+def test_time_columns_of_every_log_kind(tmp_path: Path) -> None:
+    inter = tmp_path / "a.inter"
+    inter.write_text("user_id:token\titem_id:token\ttimestamp:float\nu1\ti1\t30.5\nu2\ti2\t10\n\ti3\t99\nu1\ti2\t20\n")
+    d = read_interactions(inter, with_time=True)
+    assert d.timestamps.tolist() == [30.5, 10.0, 20.0]  # the row without a user is dropped, as from the pairs
+    csv = tmp_path / "b.csv"
+    csv.write_text("user,item,when\n1,5,2024-01-02T00:00:00\n2,6,2024-01-01T00:00:00\n")
+    d = read_interactions(csv, time_col="when")
+    assert d.timestamps.tolist() == [1704153600e9, 1704067200e9] and d.description["time_col"] == "when"
+    dat = tmp_path / "ratings.dat"
+    dat.write_text("1::10::5::978300760\n1::20::3::978302109\n2::10::4::978301968\n")
+    assert read_interactions(dat, with_time=True).timestamps.tolist() == [978300760, 978302109, 978301968]
+    plain = tmp_path / "c.csv"
+    plain.write_text("user_id,item_id\n1,2\n1,3\n")
+    assert read_interactions(plain, with_time=True).timestamps is None  # no time column: random split
+
+
+# ------------------------------------------------------------- checkpoint round trip
+
+
+def _udata(path: Path) -> dict[int, list[tuple[int, int]]]:
+    """A u.data log in shuffled time order; returns each user's (time, item) pairs."""
+    rng = np.random.default_rng(5)
+    by_user: dict[int, list[tuple[int, int]]] = {}
+    rows = []
+    for user in range(1, 13):
+        n = int(rng.integers(1, 9))
+        items = rng.choice(np.arange(100, 140), size=n, replace=False)
+        times = rng.choice(np.arange(880_000_000, 880_001_000), size=n, replace=False)
+        by_user[user] = sorted(zip(times.tolist(), items.tolist()))
+        rows += [f"{user}\t{i}\t3\t{t}" for t, i in zip(times.tolist(), items.tolist())]
+    rng.shuffle(rows)
+    path.write_text("\n".join(rows) + "\n")
+    return by_user
+
+
+def test_retrain_stores_the_time_split_and_check_loads_it(tmp_path: Path) -> None:
+    log = tmp_path / "u.data"
+    by_user = _udata(log)
+    out = tmp_path / "m.pt"
+    res = CliRunner().invoke(cli, ["retrain", "--data", str(log), "--holdout-fraction", "0.3", "--epochs", "1",
+                                   "--batch-size", "8", "--dim", "4", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "Held out (time split, fraction 0.3)" in res.output
+    ck = torch.load(out, weights_only=True)
+    assert ck["config"]["holdout"]["split"] == "time" and ck["config"]["holdout"]["time_col"] == "timestamp"
+    bundle = load_model(out, LoadOptions())
+    held, trained = bundle.holdout_pairs, bundle.train_pairs
+    assert held is not None and trained is not None
+    item_ids = np.asarray(bundle.item_ids)
+    got = {(int(held.user_ids[u]), int(item_ids[r])) for u, r in zip(held.user_index, held.item_rows)}
+    expected = set()
+    for user, events in by_user.items():
+        h = int(held_out_counts(np.array([len(events)]), 0.3)[0])
+        expected |= {(user, item) for _, item in events[len(events) - h:]}  # the latest h by time
+    assert got == expected and len(got) == len(held)
+    train_set = {(int(trained.user_ids[u]), int(item_ids[r])) for u, r in zip(trained.user_index, trained.item_rows)}
+    assert not got & train_set and len(got) + len(train_set) == sum(map(len, by_user.values()))
+    assert int(bundle.item_frequencies.sum()) == len(train_set)  # frequencies count the training part only
+
+
+def test_loader_checks_the_recorded_holdout(tmp_path: Path) -> None:
+    out = tmp_path / "m.pt"
+    res = CliRunner().invoke(cli, ["retrain", "--n-users", "20", "--n-items", "10", "--n-interactions", "200",
+                                   "--holdout-fraction", "0.2", "--epochs", "1", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "random split" in res.output
+    ck = torch.load(out, weights_only=True)
+    assert ck["holdout_pairs"].dtype == torch.int64 and ck["holdout_pairs"].shape[1] == 2
+    ck["holdout_pairs"][0, 1] = 10  # beyond the 10-item table
+    torch.save(ck, tmp_path / "bad.pt")
+    with pytest.raises(ModelLoadError, match="holdout_pairs row 0"):
+        load_model(tmp_path / "bad.pt", LoadOptions())
+    del ck["holdout_pairs"]
+    torch.save(ck, tmp_path / "none.pt")
+    assert load_model(tmp_path / "none.pt", LoadOptions()).holdout_pairs is None
