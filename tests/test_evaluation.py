@@ -44,7 +44,7 @@ def model_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _reference(root: Path, alpha: float | None, k: int, keep_seen: bool = False) -> dict[str, float]:
+def _reference(root: Path, alpha: float | None, k: int, keep_seen: bool = False, history: bool = False) -> dict[str, float]:
     """Brute force: rank with float64 scores (ties by row), RecBole's measures per user."""
     state = torch.load(root / "model.pt")
     users = state["user_emb.weight"].double().numpy()
@@ -59,7 +59,9 @@ def _reference(root: Path, alpha: float | None, k: int, keep_seen: bool = False)
             counts = np.bincount(train["item_id"], minlength=N_ITEMS).astype(np.float64)
             scores = counts.copy()
         else:
-            cos = items @ users[user] / (norms * np.linalg.norm(users[user]))
+            seen_rows = sorted({i for u, i in zip(train["user_id"], train["item_id"]) if u == user})
+            query = items[seen_rows].mean(axis=0) if history else users[user]
+            cos = items @ query / (norms * np.linalg.norm(query))
             scores = cos * norms**alpha
         seen = {i for u, i in zip(train["user_id"], train["item_id"]) if u == user}
         if not keep_seen:
@@ -97,6 +99,20 @@ def test_accuracy_of_every_scoring_matches_brute_force(model_files: Path, keep_s
     flat = result.flat_metrics()
     assert flat["ndcg_ratio@5"] == pytest.approx(flat["ndcg_cosine@5"] / flat["ndcg_dot@5"])
     assert result.accuracy.n_users_evaluated == len(set(pq.read_table(model_files / "holdout.parquet")["user_id"].to_pylist()))
+
+
+def test_without_a_user_table_queries_are_the_mean_of_training_items(model_files: Path, tmp_path: Path) -> None:
+    np.save(tmp_path / "items.npy", torch.load(model_files / "model.pt")["item_emb.weight"].numpy())
+    config = AuditConfig(model=tmp_path / "items.npy", interactions=model_files / "train.parquet",
+                         holdout=model_files / "holdout.parquet", ks=(10,), probes=False, bootstrap=0)
+    result = run_audit(config)
+    assert result.accuracy is not None and result.retrieval is not None
+    assert "mean of their training items" in result.retrieval.queries
+    for name, alpha in (("dot", 1.0), ("cosine", 0.0), ("alpha_0.25", 0.25)):
+        expected = _reference(model_files, alpha, 10, history=True)
+        for metric, value in expected.items():
+            # The audit ranks float32 means, the reference float64 ones: the same lists here.
+            assert getattr(result.accuracy.at[10][name], metric) == pytest.approx(value, abs=1e-9), (name, metric)
 
 
 def test_report_sections_gate_and_recommendation(model_files: Path, tmp_path: Path) -> None:

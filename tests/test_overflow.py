@@ -8,7 +8,7 @@ import pytest
 
 from auditor.retrieval import l2_normalise, search_shard, sharded_topk, table_shards
 from auditor.retrieval import merge_topk as _merge
-from auditor.retrieval.search import _overflow_shifts
+from auditor.retrieval.search import overflow_shifts
 
 F32_MAX = float(np.finfo(np.float32).max)
 
@@ -98,9 +98,9 @@ def test_shards_of_different_magnitude_merge_on_one_scale() -> None:
 
 
 def test_ordinary_tables_are_searched_untouched() -> None:
-    assert _overflow_shifts(10.0, 10.0, 128) == (0, 0)
-    assert _overflow_shifts(1e30, 1e4, 512) == (0, 0)  # 5e36: large, but fits
-    assert _overflow_shifts(1e30, 1e6, 512) != (0, 0)  # 5e38 would not
+    assert overflow_shifts(10.0, 10.0, 128) == (0, 0)
+    assert overflow_shifts(1e30, 1e4, 512) == (0, 0)  # 5e36: large, but fits
+    assert overflow_shifts(1e30, 1e6, 512) != (0, 0)  # 5e38 would not
     table = np.random.default_rng(8).standard_normal((500, 8)).astype(np.float32)
     scores, _ = sharded_topk(table[:5], [table], 10, normalise=False)
     assert scores.dtype == np.float32
@@ -108,8 +108,8 @@ def test_ordinary_tables_are_searched_untouched() -> None:
 
 def test_overflow_shifts_bound_every_inner_product() -> None:
     for table_peak, query_peak, dim in [(3e38, 1.0, 64), (3e38, 3e38, 1024), (1.0, 3e38, 8), (1e20, 1e20, 4)]:
-        t, q = _overflow_shifts(table_peak, query_peak, dim)
+        t, q = overflow_shifts(table_peak, query_peak, dim)
         assert t >= 0 and q >= 0
         assert dim * np.ldexp(table_peak, -t) * np.ldexp(query_peak, -q) < 2.0**126
     # The larger side is shifted first: ordinary queries stay untouched.
-    assert _overflow_shifts(3e38, 1.0, 64)[1] == 0
+    assert overflow_shifts(3e38, 1.0, 64)[1] == 0

@@ -167,10 +167,10 @@ def _dispatch_pool(
             if finished:
                 pool.shutdown(wait=True)
             else:  # interrupted or closed early: audits in flight must not run on
-                _stop_pool(pool)
+                stop_pool(pool)
 
 
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
+def stop_pool(pool: ProcessPoolExecutor) -> None:
     """Kill the pool's workers now (their rows are lost, not recorded) and release it.
 
     ``shutdown`` alone would let every running audit finish first, however long it takes.

@@ -45,7 +45,7 @@ from auditor.retrieval.scoring_blocks import (
     decode,
     scan_block,
 )
-from auditor.retrieval.search import TopK, _overflow_shifts
+from auditor.retrieval.search import TopK, overflow_shifts
 
 QUERY_BLOCK = 512
 """Queries per block: one thread's unit of work, and the rows of one score tile."""
@@ -97,7 +97,7 @@ def multi_scoring_topk(
         exclude = _check_exclude(exclude, n, m)
     norms, table_peak = _norms_and_peak(table, max_memory)
     query_norms = np.sqrt(np.einsum("ij,ij->i", q.astype(np.float64), q.astype(np.float64)))
-    shift_table, shift_query = _overflow_shifts(table_peak, _finite_peak(q), dim)
+    shift_table, shift_query = overflow_shifts(table_peak, _finite_peak(q), dim)
     scaled = np.ldexp(q, -shift_query) if shift_query else q
     bounds = _shard_bounds(m, dim, max_memory)
     chunk = max(query_block, STATE_BYTES // (len(exponents) * (2 * k + CAPACITY_EXTRA) * 8))

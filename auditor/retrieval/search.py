@@ -194,7 +194,7 @@ def _search_blocks(
     return scores, rows
 
 
-def _overflow_shifts(table_peak: float, query_peak: float, dim: int) -> tuple[int, int]:
+def overflow_shifts(table_peak: float, query_peak: float, dim: int) -> tuple[int, int]:
     """Powers of two ``(t, q)`` to divide the table and the queries by so that no inner
     product (nor partial sum) can overflow float32: |x . q| <= dim x max|x| x max|q|.
 
@@ -228,9 +228,9 @@ def _search_shard(
     threads: int | None,
 ) -> TopK:
     """One shard's exact top-k (rows local to it), divided by powers of two first when
-    its inner products could overflow float32 (:func:`_overflow_shifts`); the scores are
+    its inner products could overflow float32 (:func:`overflow_shifts`); the scores are
     scaled back in float64 so shards still merge on one scale."""
-    shift_table, shift_query = _overflow_shifts(_peak(shard), query_peak, queries.shape[1]) if query_peak else (0, 0)
+    shift_table, shift_query = overflow_shifts(_peak(shard), query_peak, queries.shape[1]) if query_peak else (0, 0)
     if not (shift_table or shift_query):
         return _search_blocks(queries, shard, k, advance, block, threads)
     # Powers of two: exact, ranking unchanged.

@@ -104,20 +104,7 @@ def run_tasks(
             if finished:
                 pool.shutdown(wait=True)
             else:
-                _stop(pool)
+                from auditor.batch.dispatch import stop_pool  # batch kills its pools the same way
+
+                stop_pool(pool)
     return results
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Kill the workers now (their runs are lost) and release the pool; ``shutdown``
-    alone would let every running run finish first."""
-    kill = getattr(pool, "kill_workers", None)  # Python 3.14+
-    if kill is not None:
-        kill()
-    else:
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            try:
-                process.kill()
-            except (OSError, ValueError, AttributeError):
-                pass
-    pool.shutdown(wait=True, cancel_futures=True)
