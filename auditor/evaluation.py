@@ -41,7 +41,7 @@ class Evaluation:
 
 def holdout_reason(bundle: ModelBundle, config: AuditConfig) -> str | None:
     """Why accuracy cannot be measured here (None: it can)."""
-    if config.holdout is None and getattr(bundle, "holdout_pairs", None) is None:
+    if config.holdout is None and bundle.holdout_pairs is None:
         return (
             f"no held-out interactions: pass {setting('holdout')} PATH (a log of interactions kept out of "
             "training) to measure recall/NDCG of dot, cosine and norm-aware serving beside their exposure"

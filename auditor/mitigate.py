@@ -29,6 +29,7 @@ from auditor.mitigation.rescale import RULE, NormSummary, RowNorms, Written
 from auditor.progress import SILENT, Progress
 
 if TYPE_CHECKING:
+    from auditor.result import AuditResult
     import pluggy
 
     from auditor.config import AuditConfig
@@ -308,23 +309,22 @@ def _finite(value: Any) -> Any:
 # ---------------------------------------------------------------- --alpha auto
 
 
-def recommended_alpha(result: Any) -> float:
+def recommended_alpha(result: AuditResult) -> float:
     """The α of the scoring the accuracy trade-off of ``check`` recommends: dot 1, cosine 0,
     ``alpha_<a>`` a. InputError when accuracy was not measured or recommends nothing."""
-    accuracy = getattr(result, "accuracy", None)
+    from auditor.tradeoff import scoring_alpha  # the one mapping: dot 1, cosine 0, alpha_<a> a
+
+    accuracy = result.accuracy
     if accuracy is None:
-        reason = (getattr(result, "not_measured", None) or {}).get("accuracy", "no held-out log")
+        reason = result.not_measured.get("accuracy", "no held-out log")
         raise InputError(
             f"{setting('alpha')} auto takes the α the accuracy trade-off recommends, but accuracy was not "
             f"measured ({reason}); pass {setting('interactions')} and {setting('holdout')}, or give "
             f"{setting('alpha')} a number in [0, 1]"
         )
-    from auditor.tradeoff import scoring_alpha  # the one mapping: dot 1, cosine 0, alpha_<a> a
-
-    scoring = getattr(accuracy, "recommended", None)
-    alpha = scoring_alpha(scoring) if isinstance(scoring, str) else None
-    if alpha is None or not (math.isfinite(alpha) and 0.0 <= alpha <= 1.0):
-        said = getattr(accuracy, "recommendation", "") or "no scoring was recommended"
+    alpha = scoring_alpha(accuracy.recommended) if accuracy.recommended is not None else None
+    if alpha is None:
+        said = accuracy.recommendation or "no scoring was recommended"
         raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with ({said})")
     return alpha
 
@@ -340,8 +340,8 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
 
     result = run_audit(config, pm=pm, progress=progress)
     alpha = recommended_alpha(result)
-    accuracy = getattr(result, "accuracy", None)
-    return alpha, f"auto: {getattr(accuracy, 'recommendation', '')}".strip()
+    assert result.accuracy is not None  # recommended_alpha refused a result without it
+    return alpha, f"auto: {result.accuracy.recommendation}".strip()
 
 
 __all__ = [

@@ -301,7 +301,7 @@ def load_holdout(bundle: ModelBundle, config: AuditConfig, progress: Progress = 
             item_ids=bundle.item_ids, n_items=bundle.n_items, user_ids=bundle.user_ids,
             n_user_rows=n_user_rows, row_ids=config.row_ids, progress=progress,
         )
-    pairs = getattr(bundle, "holdout_pairs", None)
+    pairs = bundle.holdout_pairs
     if not isinstance(pairs, InteractionPairs):
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
     return holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
