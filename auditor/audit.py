@@ -64,9 +64,7 @@ class InputCache:
         if cached is None or (need_users and cached.user_counts is None):
             cached = count_item_ids(
                 config.interactions,
-                fmt=config.interactions_format,
-                user_col=config.user_col,
-                item_col=config.item_col,
+                **config.log_reading,
                 need_users=need_users,
                 progress=progress,
             )
@@ -252,9 +250,7 @@ def _history(bundle: ModelBundle, config: AuditConfig, progress: Progress) -> Hi
     if config.interactions is not None:
         return history_from_log(
             config.interactions,
-            fmt=config.interactions_format,
-            user_col=config.user_col,
-            item_col=config.item_col,
+            **config.log_reading,
             item_ids=bundle.item_ids,
             table=bundle.item_table,
             max_users=config.max_queries,
@@ -273,9 +269,7 @@ def _probe_pairs(bundle: ModelBundle, config: AuditConfig) -> InteractionPairs |
         return bundle.train_pairs
     return read_pairs(
         config.interactions,
-        fmt=config.interactions_format,
-        user_col=config.user_col,
-        item_col=config.item_col,
+        **config.log_reading,
         item_ids=bundle.item_ids,
         n_items=bundle.n_items,
         max_rows=PROBE_PAIRS,

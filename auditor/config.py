@@ -173,6 +173,12 @@ class AuditConfig:
             require_regular_file(self.queries, "query file")
 
     @property
+    def log_reading(self) -> dict[str, Any]:
+        """How this audit's logs (training, held-out) are read: format and id columns, as the
+        keywords every log reader takes (``fmt``, ``user_col``, ``item_col``)."""
+        return {"fmt": self.interactions_format, "user_col": self.user_col, "item_col": self.item_col}
+
+    @property
     def row_ids(self) -> RowIdPolicy:
         """What the user said about taking raw ids as table rows."""
         from auditor.loading.idmap import RowIdPolicy

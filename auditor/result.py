@@ -7,7 +7,7 @@ Renderers, gates and batch read this object; ``to_dict`` is the JSON report and
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -20,16 +20,6 @@ if TYPE_CHECKING:  # the probes package loads torch; the result and its renderer
 SCHEMA_VERSION = 1
 Status = Literal["holds", "violated", "unknown"]
 Severity = Literal["none", "low", "moderate", "high"]
-LIST_MEASURES = (
-    "head_share_1pct",
-    "head_share_10pct",
-    "head_share_20pct",
-    "arp",
-    "aplt",
-    "gini",
-    "coverage",
-    "novelty",
-)
 SCORINGS = ("dot", "cosine", "popular")
 ACCURACY_MEASURES = ("recall", "ndcg", "hit_rate", "mrr")
 
@@ -110,18 +100,33 @@ class FrequencyNorm:
     """How ``spearman_ci`` was computed (empty when no CI was computed)."""
 
 
+def _measure(label: str, display: str) -> Any:
+    """A list measure's field: the report's label and display format (pct, or numN: N
+    decimals) live beside it, so a new measure is this field and its computation in
+    :class:`auditor.metrics.exposure.ExposureMeasures`; flat names, gates, batch columns
+    and every report table follow from the fields."""
+    return field(metadata={"label": label, "display": display})
+
+
 @dataclass
 class ListMeasures:
     """The exposure measures (docs/measures.md) of one set of top-K lists (None: novelty unknown)."""
 
-    head_share_1pct: float
-    head_share_10pct: float
-    head_share_20pct: float
-    arp: float
-    aplt: float
-    gini: float
-    coverage: float
-    novelty: float | None
+    head_share_1pct: float = _measure("head share, top 1% of items", "pct")
+    head_share_10pct: float = _measure("head share, top 10% of items", "pct")
+    head_share_20pct: float = _measure("head share, top 20% of items", "pct")
+    arp: float = _measure("ARP (mean training frequency of recommended items)", "num1")
+    aplt: float = _measure("APLT (long-tail share per list)", "pct")
+    gini: float = _measure("Gini index of exposure", "num3")
+    coverage: float = _measure("catalogue coverage", "pct")
+    novelty: float | None = _measure("novelty (bits)", "num2")
+
+
+LIST_MEASURES: tuple[str, ...] = tuple(f.name for f in fields(ListMeasures))
+MEASURE_LABELS: dict[str, tuple[str, str]] = {
+    f.name: (f.metadata["label"], f.metadata["display"]) for f in fields(ListMeasures)
+}
+"""List measure -> (report label, display format)."""
 
 
 @dataclass

@@ -297,9 +297,8 @@ def load_holdout(bundle: ModelBundle, config: AuditConfig, progress: Progress = 
     n_user_rows = int(bundle.user_table.shape[0]) if bundle.user_table is not None else None
     if config.holdout is not None:
         return read_holdout(
-            config.holdout, fmt=config.interactions_format, user_col=config.user_col, item_col=config.item_col,
-            item_ids=bundle.item_ids, n_items=bundle.n_items, user_ids=bundle.user_ids,
-            n_user_rows=n_user_rows, row_ids=config.row_ids, progress=progress,
+            config.holdout, **config.log_reading, item_ids=bundle.item_ids, n_items=bundle.n_items,
+            user_ids=bundle.user_ids, n_user_rows=n_user_rows, row_ids=config.row_ids, progress=progress,
         )
     pairs = bundle.holdout_pairs
     if not isinstance(pairs, InteractionPairs):
@@ -314,8 +313,7 @@ def load_seen(bundle: ModelBundle, config: AuditConfig, users: HeldOutUsers, pro
     warnings: list[str] = []
     if config.interactions is not None:
         seen = read_seen(
-            config.interactions, fmt=config.interactions_format, user_col=config.user_col,
-            item_col=config.item_col, item_ids=bundle.item_ids, n_items=bundle.n_items,
+            config.interactions, **config.log_reading, item_ids=bundle.item_ids, n_items=bundle.n_items,
             offset=config.row_ids.shift, users=users, progress=progress,
         )
     elif bundle.train_pairs is not None:

@@ -34,7 +34,15 @@ from auditor.report.formatting import (
     join_words,
     ratio,
 )
-from auditor.result import CONDITION_IDS, AuditResult, CutoffMeasures, FrequencyNorm, Inputs, Retrieval
+from auditor.result import (
+    CONDITION_IDS,
+    MEASURE_LABELS,
+    AuditResult,
+    CutoffMeasures,
+    FrequencyNorm,
+    Inputs,
+    Retrieval,
+)
 from auditor.verdict import first_seen_skew, quoted_cutoff
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
@@ -46,18 +54,6 @@ SECTION_TITLES = {
     "accuracy": "Accuracy and the trade-off",
     "conditions": "Conditions C1–C5",
     "probes": "Probes",
-}
-
-# Retrieval list measures: label and format (pct: percentage; numN: N decimals).
-MEASURE_LABELS: dict[str, tuple[str, str]] = {
-    "head_share_1pct": ("head share, top 1% of items", "pct"),
-    "head_share_10pct": ("head share, top 10% of items", "pct"),
-    "head_share_20pct": ("head share, top 20% of items", "pct"),
-    "arp": ("ARP (mean training frequency of recommended items)", "num1"),
-    "aplt": ("APLT (long-tail share per list)", "pct"),
-    "gini": ("Gini index of exposure", "num3"),
-    "coverage": ("catalogue coverage", "pct"),
-    "novelty": ("novelty (bits)", "num2"),
 }
 
 
