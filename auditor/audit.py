@@ -26,7 +26,7 @@ from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.plugins import call_hook, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
-from auditor.evaluation import Evaluation, evaluate, holdout_reason
+from auditor.evaluation import evaluate, holdout_reason
 from auditor.result import Accuracy, AuditResult, Inputs, MeasuredSections, PlotData
 from auditor.tradeoff import judge_tradeoff
 
@@ -116,7 +116,7 @@ def run_audit(
         assert stats is not None
         # The retrieval section then measures the held-out users' lists (one serving).
         evaluation = evaluate(bundle, stats, config, progress)
-        serving: RetrievalOutcome | Evaluation | None = evaluation
+        serving: RetrievalOutcome | None = evaluation.serving
     else:
         not_measured["accuracy"] = accuracy_reason
         history = _history(bundle, config, progress)

@@ -10,7 +10,9 @@ section measures those same lists, and :mod:`auditor.metrics.accuracy` scores th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,7 +21,10 @@ from auditor.errors import setting
 from auditor.loading.history import sample_indices
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
-from auditor.result import Accuracy, RankingAccuracy, Retrieval
+from auditor.result import Accuracy, RankingAccuracy
+
+if TYPE_CHECKING:
+    from auditor.retrieval.measure import RetrievalOutcome
 
 PROTOCOL = (
     "queries: users with a held-out item (their user-table rows, else the mean of their training items); "
@@ -31,12 +36,11 @@ PROTOCOL_KEEP_SEEN = PROTOCOL.replace("every item but the user's training items"
 
 @dataclass
 class Evaluation:
-    """The retrieval section over the held-out users' lists, and their accuracy."""
+    """The retrieval measured over the held-out users' lists (with the evaluation's own
+    warnings added), and those lists' accuracy."""
 
-    retrieval: Retrieval
-    exposure: dict[str, dict[int, np.ndarray]]
+    serving: RetrievalOutcome
     accuracy: Accuracy
-    warnings: list[str] = field(default_factory=list)
 
 
 def holdout_reason(bundle: ModelBundle, config: AuditConfig) -> str | None:
@@ -111,4 +115,5 @@ def evaluate(
         seen_excluded=not config.keep_seen,
         tolerance=config.accuracy_tolerance,
     )
-    return Evaluation(outcome.retrieval, outcome.exposure, accuracy, warnings + outcome.warnings)
+    outcome.warnings[:0] = warnings
+    return Evaluation(outcome, accuracy)

@@ -25,15 +25,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import time
-from collections.abc import Callable
-from typing import Any
 
 import faiss
 import numpy as np
 import torch
 
 from auditor.retrieval.scorings import multi_scoring_topk
+from bench_retrieval import bare_search, best_of, timed  # the same timing rules as the retrieval benchmark
 
 ALPHAS = (1.0, 0.0, 0.25, 0.5, 0.75)
 
@@ -54,30 +52,6 @@ def make_data(
     codes = np.unique(owner * n_items + drawn)
     indptr = np.searchsorted(codes // n_items, np.arange(n_queries + 1)).astype(np.int64)
     return items, queries, (indptr, codes % n_items)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - start, value
-
-
-def best_of(repeat: int, runs: dict[str, Callable[[], Any]]) -> tuple[dict[str, float], dict[str, Any]]:
-    """Fastest wall time of each run over ``repeat`` interleaved rounds (shared machines are noisy)."""
-    best = {name: float("inf") for name in runs}
-    values: dict[str, Any] = {}
-    for _ in range(repeat):
-        for name, fn in runs.items():
-            seconds, values[name] = timed(fn)
-            best[name] = min(best[name], seconds)
-    return best, values
-
-
-def bare_search(table: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """What a user writes: an IndexFlatIP with FAISS's default settings, one search call."""
-    index = faiss.IndexFlatIP(table.shape[1])
-    index.add(table)
-    return index.search(queries, k)
 
 
 def reference_rows(

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
+from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
 from auditor.report.labels import PROBE_FIELDS, PROBE_TITLES
 from auditor.report.formatting import (
@@ -51,7 +52,7 @@ SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 SECTION_TITLES = {
     "frequency_norm": "Frequency and norm",
     "retrieval": "Retrieval skew",
-    "accuracy": "Accuracy and the trade-off",
+    "accuracy": accuracy_view.TITLE,
     "conditions": "Conditions C1–C5",
     "probes": "Probes",
 }
