@@ -24,7 +24,7 @@ from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
-from auditor.plugins import call_hook, compute_measures, get_plugin_manager
+from auditor.plugins import RegisteredMeasures, call_hook, collect_measures, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
 from auditor.evaluation import evaluate, holdout_reason
 from auditor.result import Accuracy, AuditResult, Inputs, MeasuredSections, PlotData
@@ -62,12 +62,9 @@ class InputCache:
         )
         cached = self.counts.get(key)
         if cached is None or (need_users and cached.user_counts is None):
-            cached = count_item_ids(
-                config.interactions,
-                **config.log_reading,
-                need_users=need_users,
-                progress=progress,
-            )
+            spec = config.training_log
+            assert spec is not None
+            cached = count_item_ids(spec, need_users=need_users, progress=progress)
             self.counts[key] = cached
         return cached
 
@@ -81,6 +78,7 @@ def run_audit(
 ) -> AuditResult:
     """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict."""
     pm = pm or get_plugin_manager(config.plugins)
+    registered = collect_measures(pm)  # before any work: a malformed plugin measure stops here
     cache = cache or InputCache()
     progress.note(f"Loading {config.model}")
     bundle = load_model(config.model, config.load_options, pm)
@@ -115,12 +113,12 @@ def run_audit(
     if accuracy_reason is None:
         assert stats is not None
         # The retrieval section then measures the held-out users' lists (one serving).
-        evaluation = evaluate(bundle, stats, config, progress)
+        evaluation = evaluate(bundle, stats, config, progress, registered.lists)
         serving: RetrievalOutcome | None = evaluation.serving
     else:
         not_measured["accuracy"] = accuracy_reason
         history = _history(bundle, config, progress)
-        serving = _measure_retrieval(bundle, stats, config, history, progress, not_measured)
+        serving = _measure_retrieval(bundle, stats, config, history, progress, not_measured, registered)
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
     # The log is read for probe batches only when there is a model to probe.
@@ -154,7 +152,7 @@ def run_audit(
     )
     if evaluation is not None:
         sections = replace(sections, accuracy=_judged(evaluation.accuracy, sections))
-    measures = compute_measures(pm, bundle, stats, sections)
+    measures = compute_measures(registered, bundle, stats, sections)
 
     from auditor.verdict import decide_verdict
 
@@ -193,7 +191,7 @@ def _item_stats(
                 f"{setting('id_offset')} applies where ids are taken as rows, but the item rows of "
                 f"{bundle.source} are mapped through {bundle.item_ids_source}"
             )
-        stats = align_counts(counts, bundle.item_ids, bundle.n_items, offset=policy.shift)
+        stats = align_counts(counts, config.item_rows(bundle.item_ids, bundle.n_items))
         if bundle.item_ids is None:
             # align_counts refused non-integer ids already: these are integers.
             check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped)
@@ -247,15 +245,14 @@ def _history(bundle: ModelBundle, config: AuditConfig, progress: Progress) -> Hi
     users' interactions are kept), else from the pairs a popaudit checkpoint recorded."""
     if not _needs_history(bundle, config):
         return None
-    if config.interactions is not None:
+    spec = config.training_log
+    if spec is not None:
         return history_from_log(
-            config.interactions,
-            **config.log_reading,
-            item_ids=bundle.item_ids,
+            spec,
+            config.item_rows(bundle.item_ids, bundle.n_items),
             table=bundle.item_table,
             max_users=config.max_queries,
             seed=config.seed,
-            offset=config.row_ids.shift,
             progress=progress,
         )
     if bundle.train_pairs is not None and len(bundle.train_pairs):
@@ -265,17 +262,10 @@ def _history(bundle: ModelBundle, config: AuditConfig, progress: Progress) -> Hi
 
 def _probe_pairs(bundle: ModelBundle, config: AuditConfig) -> InteractionPairs | None:
     """A seeded sample of (user, item-row) pairs for the probes' training batches."""
-    if config.interactions is None:
+    spec = config.training_log
+    if spec is None:
         return bundle.train_pairs
-    return read_pairs(
-        config.interactions,
-        **config.log_reading,
-        item_ids=bundle.item_ids,
-        n_items=bundle.n_items,
-        max_rows=PROBE_PAIRS,
-        seed=config.seed,
-        offset=config.row_ids.shift,
-    )
+    return read_pairs(spec, config.item_rows(bundle.item_ids, bundle.n_items), max_rows=PROBE_PAIRS, seed=config.seed)
 
 
 def _measure_retrieval(
@@ -285,6 +275,7 @@ def _measure_retrieval(
     history: HistoryQueries | None,
     progress: Progress,
     not_measured: dict[str, str],
+    registered: RegisteredMeasures,
 ) -> RetrievalOutcome | None:
     """The retrieval section, or None with the reason recorded in ``not_measured``."""
     if not config.retrieval:
@@ -304,7 +295,7 @@ def _measure_retrieval(
         return None
     from auditor.retrieval import measure_retrieval
 
-    return measure_retrieval(bundle, stats, config, history, progress)
+    return measure_retrieval(bundle, stats, config, history, progress, list_measures=registered.lists)
 
 
 def _assess_conditions(

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 from auditor.errors import InputError, setting
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from auditor.loading.alignment import ItemRows
     from auditor.loading.idmap import RowIdPolicy
+    from auditor.loading.logs import LogSpec
 
 QUERY_SOURCES = ("auto", "users", "history")
 INDEX_KINDS = ("auto", "exact", "ivf", "hnsw")
@@ -173,10 +177,20 @@ class AuditConfig:
             require_regular_file(self.queries, "query file")
 
     @property
-    def log_reading(self) -> dict[str, Any]:
-        """How this audit's logs (training, held-out) are read: format and id columns, as the
-        keywords every log reader takes (``fmt``, ``user_col``, ``item_col``)."""
-        return {"fmt": self.interactions_format, "user_col": self.user_col, "item_col": self.item_col}
+    def training_log(self) -> LogSpec | None:
+        """The training log (``interactions``) and how it is read (format, id columns);
+        None without one."""
+        return None if self.interactions is None else self._log(self.interactions)
+
+    @property
+    def holdout_log(self) -> LogSpec | None:
+        """The held-out log (``holdout``), read as the training log is; None without one."""
+        return None if self.holdout is None else self._log(self.holdout)
+
+    def _log(self, path: Path) -> LogSpec:
+        from auditor.loading.logs import LogSpec
+
+        return LogSpec(path, self.interactions_format, self.user_col, self.item_col)
 
     @property
     def row_ids(self) -> RowIdPolicy:
@@ -184,6 +198,13 @@ class AuditConfig:
         from auditor.loading.idmap import RowIdPolicy
 
         return RowIdPolicy(self.id_offset, self.assume_row_ids)
+
+    def item_rows(self, item_ids: np.ndarray | None, n_items: int) -> ItemRows:
+        """How this audit maps its logs' raw item ids to the rows of an ``n_items``-row
+        table: through ``item_ids`` (raw id of each row), else ``row = id − id_offset``."""
+        from auditor.loading.alignment import ItemRows
+
+        return ItemRows(item_ids, n_items, self.row_ids.shift)
 
     def with_overrides(self, values: dict[str, Any]) -> AuditConfig:
         """A copy with ``values`` (e.g. one manifest row) replacing fields by name."""

@@ -10,6 +10,7 @@ section measures those same lists, and :mod:`auditor.metrics.accuracy` scores th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
@@ -19,11 +20,13 @@ import numpy as np
 from auditor.config import AuditConfig
 from auditor.errors import setting
 from auditor.loading.history import sample_indices
+from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
 from auditor.result import Accuracy, RankingAccuracy
 
 if TYPE_CHECKING:
+    from auditor.hookspecs import ListMeasure
     from auditor.retrieval.measure import RetrievalOutcome
 
 PROTOCOL = (
@@ -60,8 +63,10 @@ def evaluate(
     stats: ItemStats,
     config: AuditConfig,
     progress: Progress,
+    list_measures: Sequence[ListMeasure] = LIST_MEASURES,
 ) -> Evaluation:
-    """Rank the held-out users' candidates under every scoring; measure accuracy and exposure."""
+    """Rank the held-out users' candidates under every scoring; measure accuracy and exposure
+    (with ``list_measures``, default the built-in ones)."""
     from auditor.loading.holdout import load_holdout, load_seen, mean_rows
     from auditor.metrics.accuracy import accuracy_at
     from auditor.retrieval.measure import measure_retrieval
@@ -100,7 +105,7 @@ def evaluate(
         exclude_indptr=None if exclude is None else exclude[0],
         exclude_rows=None if exclude is None else exclude[1],
     )
-    outcome = measure_retrieval(bundle, stats, config, None, progress, served=served)
+    outcome = measure_retrieval(bundle, stats, config, None, progress, served=served, list_measures=list_measures)
     ks = sorted(outcome.retrieval.at)
     by_scoring = {name: accuracy_at(rows, users.indptr, users.item_rows, ks) for name, rows in outcome.lists.items()}
     at: dict[int, dict[str, RankingAccuracy]] = {k: {name: per_k[k] for name, per_k in by_scoring.items()} for k in ks}

@@ -1,8 +1,8 @@
 """Gates (``--fail-on``): ``metric OP value`` expressions over the flat metric names, and
 the one policy that ``check`` and ``batch`` apply to them.
 
-* Names: the built-in flat metrics for the run's cut-offs plus the measures of the loaded
-  plugins (:func:`gates_for`). Expressions are parsed and their names checked before
+* Names: the flat metrics for the run's cut-offs, of the registered list measures and
+  audit measures (built-in and plugins', :func:`gates_for`). Expressions are parsed and their names checked before
   any audit runs, so a typo is a usage error (:class:`~auditor.errors.GateError`,
   exit 2) listing the valid names rather than a silently passing gate.
 * Evaluation: a gate trips when its condition holds in a run (a ``check``, or one
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
-from auditor.result import ACCURACY_MEASURES, LIST_MEASURES, SCORINGS, alpha_scoring
+from auditor.result import ACCURACY_MEASURES, SCORINGS, alpha_scoring
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -71,13 +71,24 @@ class GateOutcome:
         return f"{self.gate}: {self.value:.4g} ({state})"
 
 
-def metric_names(ks: Iterable[int], extra: Iterable[str] = (), alphas: Iterable[float] = DEFAULT_ALPHAS) -> list[str]:
-    """Every flat metric name a ``check`` with cut-offs ``ks`` and norm-aware exponents
-    ``alphas`` can produce (accuracy names are measured only with a held-out log)."""
+def metric_names(
+    ks: Iterable[int],
+    extra: Iterable[str] = (),
+    alphas: Iterable[float] = DEFAULT_ALPHAS,
+    list_measures: Iterable[str] | None = None,
+) -> list[str]:
+    """Every flat metric name a ``check`` with cut-offs ``ks``, norm-aware exponents
+    ``alphas``, the registered ``list_measures`` (default: the built-in ones) and the
+    audit measures ``extra`` can produce (accuracy names need a held-out log)."""
     names = list(BASE_METRICS)
     scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas)]
+    if list_measures is None:
+        from auditor.metrics.builtin_measures import LIST_MEASURES  # numpy: loaded when needed
+
+        list_measures = [m.name for m in LIST_MEASURES]
+    list_measures = list(list_measures)
     for k in ks:
-        for metric in LIST_MEASURES:
+        for metric in list_measures:
             names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
         names += [f"overlap_dot_cosine@{k}", f"recall@{k}"]
         for metric in ACCURACY_MEASURES:
@@ -112,11 +123,13 @@ def gates_for(
     ks: Iterable[int],
     measures: Iterable[str] = (),
     alphas: Iterable[float] = DEFAULT_ALPHAS,
+    list_measures: Iterable[str] | None = None,
 ) -> list[Gate]:
-    """Parse gates for a run with cut-offs ``ks``, plugin ``measures`` (their names) and
+    """Parse gates for a run with cut-offs ``ks``, audit ``measures`` and
+    ``list_measures`` (their names; list measures default to the built-in ones) and
     norm-aware ``alphas``: the valid names of ``check`` and ``batch`` alike. GateError
     lists every problem."""
-    return parse_gates(expressions, metric_names(sorted(set(ks)), measures, alphas))
+    return parse_gates(expressions, metric_names(sorted(set(ks)), measures, alphas, list_measures))
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:

@@ -6,6 +6,7 @@ Every hook here is documented in ``plugins/README.md`` (a test checks it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     import click
 
     from auditor.config import LoadOptions
+    from auditor.metrics.exposure import ListContext, Slots
     from auditor.model import ItemStats, LiveModel, ModelBundle
     from auditor.report import Renderer
     from auditor.result import Condition, MeasuredSections
@@ -51,10 +53,13 @@ def popaudit_condition_evidence(bundle: ModelBundle) -> dict[str, Condition] | N
 
 
 @hookspec
-def popaudit_measures() -> list[Measure]:
-    """Return extra measures computed after the built-in ones (see :class:`Measure`).
+def popaudit_measures() -> list[Measure | ListMeasure]:
+    """Return measures: :class:`Measure` (one value per audit, computed after the
+    sections) or :class:`ListMeasure` (measured on every scoring's top-K lists at every K).
 
-    Names must be unique across plugins; numeric values become flat metrics.
+    The built-in list measures (head share, ARP, ..., novelty) and audit measures come
+    through this hook too. Names must be unique across plugins and built-ins; numeric
+    values become flat metrics.
     """
 
 
@@ -86,4 +91,30 @@ class Measure(Protocol):
     def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: MeasuredSections) -> Any:
         """The measure's value for one audit; ``result`` holds every measured section
         (the verdict is decided after the measures)."""
+        ...
+
+
+class ListMeasure(Protocol):
+    """A measure of top-K lists, measured for every scoring (dot, cosine, popular,
+    alpha_<a>) at every K like the built-in exposure measures.
+
+    Its flat metrics are ``<name>_<scoring>@K`` and ``<name>_ratio@K`` (dot / cosine),
+    usable by ``--fail-on`` and written as batch columns; the report lists it under
+    ``label`` in every K's table and its ``definition`` under ``retrieval.definitions``.
+    """
+
+    name: str
+    """An identifier (letters, digits, underscores), unique among all measures."""
+    label: str
+    """How report tables name it, e.g. ``"head share, top 1% of items"``."""
+    display: str
+    """``"pct"`` (a share shown as a percentage) or ``"numN"`` (N decimals, N 0-9)."""
+    definition: str
+    """What it measures, in words, starting with ``"<name>: "``."""
+
+    def bind(self, context: ListContext) -> Callable[[Slots], float | None] | None:
+        """Build the measure from one audit's statistics, once; the returned callable
+        measures one scoring's lists at one K (an :class:`~auditor.metrics.exposure.Slots`:
+        ``lists`` is the (n_queries, K) matrix of item rows, -1 for an empty slot).
+        Return None when the audit lacks what the measure needs (its values are null)."""
         ...

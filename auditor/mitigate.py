@@ -247,15 +247,17 @@ def _frequencies(bundle: Any, config: MitigateConfig, progress: Progress, warnin
         freqs = bundle.item_frequencies
         return None if freqs is None else np.asarray(freqs, dtype=np.int64)
     from auditor.loading import align_counts, count_item_ids
+    from auditor.loading.alignment import ItemRows
     from auditor.loading.idmap import RowIdPolicy, check_assumed_rows
+    from auditor.loading.logs import LogSpec
 
-    counts = count_item_ids(config.interactions, fmt=config.interactions_format, user_col=config.user_col,
-                            item_col=config.item_col, need_users=False, progress=progress)
+    spec = LogSpec(config.interactions, config.interactions_format, config.user_col, config.item_col)
+    counts = count_item_ids(spec, need_users=False, progress=progress)
     policy = RowIdPolicy(config.id_offset, config.assume_row_ids)
     if bundle.item_ids is not None and policy.offset is not None:
         raise IdMappingError(f"{setting('id_offset')} applies where ids are taken as rows, but the item rows of "
                              f"{bundle.source} are mapped through {bundle.item_ids_source}")
-    stats = align_counts(counts, bundle.item_ids, bundle.n_items, offset=policy.shift)
+    stats = align_counts(counts, ItemRows(bundle.item_ids, bundle.n_items, policy.shift))
     if bundle.item_ids is None:
         check_assumed_rows(counts.ids, bundle.n_items, policy, "item", config.interactions, stats.n_unmapped)
     if stats.n_unmapped:

@@ -7,7 +7,8 @@ Renderers, gates and batch read this object; ``to_dict`` is the JSON report and
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -100,33 +101,39 @@ class FrequencyNorm:
     """How ``spearman_ci`` was computed (empty when no CI was computed)."""
 
 
-def _measure(label: str, display: str) -> Any:
-    """A list measure's field: the report's label and display format (pct, or numN: N
-    decimals) live beside it, so a new measure is this field and its computation in
-    :class:`auditor.metrics.exposure.ExposureMeasures`; flat names, gates, batch columns
-    and every report table follow from the fields."""
-    return field(metadata={"label": label, "display": display})
+@dataclass(frozen=True)
+class ListMeasureInfo:
+    """How reports show a list measure: its label and display format (``pct``, or
+    ``numN``: N decimals)."""
+
+    label: str
+    display: str
 
 
-@dataclass
-class ListMeasures:
-    """The exposure measures (docs/measures.md) of one set of top-K lists (None: novelty unknown)."""
+@dataclass(frozen=True)
+class ListMeasures(Mapping[str, "float | None"]):
+    """The list measures (docs/measures.md, and plugins') of one set of top-K lists:
+    measure name -> value (None: not measurable, e.g. novelty without user counts).
 
-    head_share_1pct: float = _measure("head share, top 1% of items", "pct")
-    head_share_10pct: float = _measure("head share, top 10% of items", "pct")
-    head_share_20pct: float = _measure("head share, top 20% of items", "pct")
-    arp: float = _measure("ARP (mean training frequency of recommended items)", "num1")
-    aplt: float = _measure("APLT (long-tail share per list)", "pct")
-    gini: float = _measure("Gini index of exposure", "num3")
-    coverage: float = _measure("catalogue coverage", "pct")
-    novelty: float | None = _measure("novelty (bits)", "num2")
+    The measures are those registered through ``popaudit_measures`` (built-ins:
+    :mod:`auditor.metrics.builtin_measures`), in report order.
+    """
 
+    data: Mapping[str, float | None]
 
-LIST_MEASURES: tuple[str, ...] = tuple(f.name for f in fields(ListMeasures))
-MEASURE_LABELS: dict[str, tuple[str, str]] = {
-    f.name: (f.metadata["label"], f.metadata["display"]) for f in fields(ListMeasures)
-}
-"""List measure -> (report label, display format)."""
+    def __getitem__(self, name: str) -> float | None:
+        return self.data[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def number(self, name: str) -> float:
+        """The value of ``name`` as a float: NaN when not measured (or not registered)."""
+        value = self.data.get(name)
+        return math.nan if value is None else float(value)
 
 
 @dataclass
@@ -157,6 +164,16 @@ class Retrieval:
     popularity: str = "interactions"
     n_zero_queries: int = 0
     definitions: dict[str, str] = field(default_factory=dict)
+    list_measures: dict[str, ListMeasureInfo] = field(default_factory=lambda: builtin_list_measures())
+    """The list measures measured, in report order, with their labels (not in the JSON)."""
+
+
+def builtin_list_measures() -> dict[str, ListMeasureInfo]:
+    """The built-in list measures' labels, in report order."""
+    from auditor.metrics.builtin_measures import LIST_MEASURES  # the registry imports this module
+    from auditor.metrics.list_measures import measure_info
+
+    return measure_info(LIST_MEASURES)
 
 
 @dataclass(frozen=True)
@@ -275,7 +292,8 @@ class AuditResult(MeasuredSections):
         }
         if self.retrieval is not None:
             retrieval = asdict(self.retrieval)
-            retrieval["at"] = {str(k): _cutoff_dict(v) for k, v in retrieval["at"].items()}
+            del retrieval["list_measures"]  # presentation, not a finding
+            retrieval["at"] = {str(k): _cutoff_dict(cut) for k, cut in self.retrieval.at.items()}
             if retrieval["recall"] is not None:
                 retrieval["recall"] = {str(k): v for k, v in retrieval["recall"].items()}
             out["retrieval"] = retrieval
@@ -298,12 +316,10 @@ class AuditResult(MeasuredSections):
         if self.retrieval is not None:
             for k, cut in self.retrieval.at.items():
                 for scoring, measures in cut.scorings().items():
-                    for metric in LIST_MEASURES:
-                        flat[f"{metric}_{scoring}@{k}"] = _num(getattr(measures, metric))
-                for metric in LIST_MEASURES:
-                    flat[f"{metric}_ratio@{k}"] = _ratio(
-                        getattr(cut.dot, metric), getattr(cut.cosine, metric)
-                    )
+                    for metric, value in measures.items():
+                        flat[f"{metric}_{scoring}@{k}"] = _num(value)
+                for metric, value in cut.dot.items():
+                    flat[f"{metric}_ratio@{k}"] = _ratio(value, cut.cosine.get(metric))
                 flat[f"overlap_dot_cosine@{k}"] = _num(cut.overlap_dot_cosine)
             for k, value in (self.retrieval.recall or {}).items():
                 flat[f"recall@{k}"] = _num(value)
@@ -322,10 +338,11 @@ class AuditResult(MeasuredSections):
         return flat
 
 
-def _cutoff_dict(cut: dict[str, Any]) -> dict[str, Any]:
+def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
     """One cut-off's JSON: norm-aware scorings sit beside dot, cosine and popular."""
-    norm_aware = cut.pop("norm_aware", {})
-    return {**cut, **norm_aware}
+    out: dict[str, Any] = {name: dict(getattr(cut, name)) for name in SCORINGS}
+    out["overlap_dot_cosine"] = cut.overlap_dot_cosine
+    return {**out, **{name: dict(measures) for name, measures in cut.norm_aware.items()}}
 
 
 def _num(value: Any) -> float | None:

@@ -33,9 +33,9 @@ def points(accuracy: dict[str, RankingAccuracy], cut: CutoffMeasures) -> list[Po
     """The scorings measured both ways (accuracy and exposure), in report order."""
     exposure = cut.scorings()
     return [
-        Point(name, acc.ndcg, exposure[name].head_share_1pct, exposure[name].gini)
+        Point(name, acc.ndcg, exposure[name].number("head_share_1pct"), exposure[name].number("gini"))
         for name, acc in accuracy.items()
-        if name in exposure and math.isfinite(acc.ndcg) and math.isfinite(exposure[name].head_share_1pct)
+        if name in exposure and math.isfinite(acc.ndcg) and math.isfinite(exposure[name].number("head_share_1pct"))
     ]
 
 

@@ -149,7 +149,7 @@ def skew_at(result: MeasuredSections, k: int) -> Skew:
     """The head-share skew of the lists at cut-off ``k`` (which must be measured)."""
     assert result.retrieval is not None
     cut = result.retrieval.at[k]
-    return Skew(k, _finite(cut.dot.head_share_1pct), _finite(cut.cosine.head_share_1pct),
+    return Skew(k, _finite(cut.dot.get("head_share_1pct")), _finite(cut.cosine.get("head_share_1pct")),
                 _finite(cut.overlap_dot_cosine))
 
 
@@ -329,7 +329,7 @@ def _recommendations(
         recs.append(
             "The model meets C1–C4, so its updates grow item norms with every appearance; no bias shows now, but "
             "a higher learning rate or longer training can bring it out. Re-audit after retraining "
-            "(e.g. with --fail-on in CI)."
+            f"(e.g. with {setting('fail_on')} in CI)."
         )
     return recs
 
@@ -342,7 +342,7 @@ def _serving_recommendations(result: MeasuredSections, measured: str) -> list[st
         fix = ""
         if accuracy.recommended not in (None, "dot"):
             fix = (
-                f" `popaudit mitigate MODEL --alpha auto -o OUT` writes the item table rescaled for it "
+                f" `popaudit mitigate MODEL {setting('alpha')} auto {setting('output')} OUT` writes the item table rescaled for it "
                 "(k·‖k‖^(α−1)), so an existing inner-product index serves it unchanged."
             )
         return ["Held-out accuracy beside exposure: " + accuracy.recommendation + fix]

@@ -5,10 +5,10 @@ Generates (seeded, vectorised, row group by row group) a Parquet interaction log
 a Zipf law over ``--items`` ids (ids shuffled so popularity is not id order), then times
 in the same run, each in its own subprocess:
 
-* popaudit: ``auditor.loading.count_item_ids(path, need_users=False)``
+* popaudit: ``auditor.loading.count_item_ids(LogSpec(path), need_users=False)``
 * DuckDB:   ``SELECT item_id, count(*) FROM read_parquet(path) GROUP BY item_id``
 * with ``--with-users``, also the pass an audit with retrieval makes:
-  ``count_item_ids(path, need_users=True)`` against DuckDB's ``count(DISTINCT user_id)``
+  ``count_item_ids(LogSpec(path), need_users=True)`` against DuckDB's ``count(DISTINCT user_id)``
   per item plus the number of distinct users
 
 and checks both give the same counts. Timings cover the counting call only (imports and
@@ -96,6 +96,7 @@ def worker(engine: str, path: Path, out: Path, threads: int | None) -> dict[str,
         import pyarrow as pa
 
         from auditor.loading import count_item_ids
+        from auditor.loading.logs import LogSpec
 
         if threads:
             pa.set_cpu_count(threads)
@@ -111,7 +112,7 @@ def worker(engine: str, path: Path, out: Path, threads: int | None) -> dict[str,
     n_users = None
     start = time.perf_counter()
     if engine.startswith("popaudit"):
-        counts = count_item_ids(path, need_users=engine == "popaudit-users")
+        counts = count_item_ids(LogSpec(path), need_users=engine == "popaudit-users")
         ids, n = np.asarray(counts.ids), np.asarray(counts.counts)
         users, n_users = counts.user_counts, counts.n_users
     else:

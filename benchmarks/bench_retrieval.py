@@ -113,8 +113,8 @@ def run_main(args: argparse.Namespace) -> None:
     print(f"dot exposure identical to bare search on {same:.4%} of items")
     cut = outcome.retrieval.at[k]
     print(
-        f"head_share_1pct@{k}: dot {cut.dot.head_share_1pct:.4f}, cosine "
-        f"{cut.cosine.head_share_1pct:.4f}, popular {cut.popular.head_share_1pct:.4f}"
+        f"head_share_1pct@{k}: dot {cut.dot['head_share_1pct']:.4f}, cosine "
+        f"{cut.cosine['head_share_1pct']:.4f}, popular {cut.popular['head_share_1pct']:.4f}"
     )
 
 

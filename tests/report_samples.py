@@ -10,6 +10,7 @@ import numpy as np
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.probes.results import GradientAlignment, ProbeOutcome, UpdateProbe
 from auditor.result import (
+    builtin_list_measures,
     AuditResult,
     Condition,
     CutoffMeasures,
@@ -35,9 +36,17 @@ def synthetic_arrays(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return norms, freq
 
 
+def builtin_measures(*values: float | None) -> ListMeasures:
+    """The built-in list measures with these values, in report order (head_share_1pct,
+    head_share_10pct, head_share_20pct, arp, aplt, gini, coverage, novelty)."""
+    names = list(builtin_list_measures())
+    assert len(values) == len(names)
+    return ListMeasures(dict(zip(names, values)))
+
+
 def measures(head1: float, head10: float, gini: float) -> ListMeasures:
-    return ListMeasures(head1, head10, min(1.0, head10 * 1.5), 400.0 * head1 + 20, 1 - head10, gini,
-                        0.9 - gini * 0.8, 6.0 - head1 * 4)
+    return builtin_measures(head1, head10, min(1.0, head10 * 1.5), 400.0 * head1 + 20, 1 - head10, gini,
+                            0.9 - gini * 0.8, 6.0 - head1 * 4)
 
 
 def full_result() -> AuditResult:

@@ -15,6 +15,8 @@ from click.testing import CliRunner, Result
 from auditor.cli import cli
 from auditor.errors import IdMappingError, InteractionsError
 from auditor.loading import count_item_ids, read_pairs
+from auditor.loading.alignment import ItemRows
+from auditor.loading.logs import LogSpec
 
 
 def run(*args: object) -> Result:
@@ -77,14 +79,14 @@ def test_user_column_of_unusable_type(tmp_path, table):
 def test_dictionary_and_float_id_columns_still_count(tmp_path):
     users = pa.array(["a", "b", "a"]).dictionary_encode()
     log = _parquet(tmp_path / "log.parquet", user_id=users, item_id=[3.0, 3.0, 1.0])
-    c = count_item_ids(log)
+    c = count_item_ids(LogSpec(log))
     assert c.ids.tolist() == [1, 3] and c.counts.tolist() == [1, 2] and c.n_users == 2
 
 
 def test_csv_bool_and_date_ids_are_read_as_text(tmp_path):
     # pyarrow's CSV reader infers bool / timestamp types; as ids they are just text
     log = _text(tmp_path / "log.csv", "user_id,item_id\ntrue,2020-01-01\nfalse,2020-01-02\ntrue,2020-01-01\n")
-    c = count_item_ids(log)
+    c = count_item_ids(LogSpec(log))
     assert c.ids.tolist() == ["2020-01-01", "2020-01-02"] and c.counts.tolist() == [2, 1]
     assert c.user_counts.tolist() == [1, 1] and c.n_users == 2
 
@@ -114,22 +116,22 @@ def test_not_integers_row_found_across_batches(tmp_path, monkeypatch):
     monkeypatch.setattr(logs, "CSV_BLOCK_BYTES", 64)
     lines = "".join(f"{u},{u % 7}\n" for u in range(200))
     log = _text(tmp_path / "log.csv", "user_id,item_id\n" + lines + "5,x9\n6,1\n,\n7,x9\n")
-    c = count_item_ids(log)
+    c = count_item_ids(LogSpec(log))
     with pytest.raises(IdMappingError, match=r"the first in data row 201"):
         from auditor.loading import align_counts
 
-        align_counts(c, None, 10)
+        align_counts(c, ItemRows(None, 10))
     with pytest.raises(IdMappingError, match=r"the first in data row 201"):
-        read_pairs(log, item_ids=None, n_items=10)
+        read_pairs(LogSpec(log), ItemRows(None, 10))
 
 
 def test_read_pairs_accepts_integral_float_ids_and_names_a_fractional_one(tmp_path):
     good = _parquet(tmp_path / "good.parquet", user_id=[1, 2, 1], item_id=[0.0, 2.0, 9.0])
-    pairs = read_pairs(good, item_ids=None, n_items=5)
+    pairs = read_pairs(LogSpec(good), ItemRows(None, 5))
     assert pairs.item_rows.tolist() == [0, 2] and pairs.user_ids.tolist() == [1, 2]
     bad = _parquet(tmp_path / "bad.parquet", user_id=[1, 2, 1], item_id=[0.0, 2.5, 1.0])
     with pytest.raises(IdMappingError, match=r"the first in data row 2,"):
-        read_pairs(bad, item_ids=None, n_items=5)
+        read_pairs(LogSpec(bad), ItemRows(None, 5))
 
 
 # ---------------------------------------------------------------- binary files as text
@@ -168,7 +170,7 @@ def test_invalid_utf8_binary_and_latin1_text(tmp_path, table):
     assert "caf" not in result.output
     titled = tmp_path / "titled.csv"
     titled.write_bytes("user_id,item_id,title\n1,2,caf\u00e9\n2,2,na\u00efve\n".encode("latin-1"))
-    c = count_item_ids(titled)
+    c = count_item_ids(LogSpec(titled))
     assert c.ids.tolist() == [2] and c.counts.tolist() == [2] and c.n_users == 2
 
 
@@ -179,7 +181,7 @@ def test_utf8_character_cut_at_the_check_boundary_is_fine(tmp_path):
     # a 2-byte character straddling byte 1024 of the sample
     pad = "x" * (sniff._TEXT_CHECK_BYTES - len(header) - 3)
     log = _text(tmp_path / "log.csv", header + f"1,{pad}\u00e9\n2,b\n")
-    assert count_item_ids(log).n_interactions == 2
+    assert count_item_ids(LogSpec(log)).n_interactions == 2
 
 
 def test_parquet_given_a_text_format(tmp_path, table):
@@ -198,22 +200,22 @@ def test_gzip_without_gz_name(tmp_path):
     log = tmp_path / "log.csv"
     log.write_bytes(gzip.compress(b"user_id,item_id\n1,2\n"))
     with pytest.raises(InteractionsError, match="gzip"):
-        count_item_ids(log)
+        count_item_ids(LogSpec(log))
     named = tmp_path / "log.csv.gz"
     named.write_bytes(gzip.compress(b"user_id,item_id\n1,2\n"))
-    assert count_item_ids(named).n_interactions == 1
+    assert count_item_ids(LogSpec(named)).n_interactions == 1
 
 
 # ---------------------------------------------------------------- empty user ids
 
 
 def test_empty_user_ids_are_counted(tmp_path):
-    c = count_item_ids(_text(tmp_path / "log.csv", "user_id,item_id\n1,2\n,4\n3,5\n,5\n"))
+    c = count_item_ids(LogSpec(_text(tmp_path / "log.csv", "user_id,item_id\n1,2\n,4\n3,5\n,5\n")))
     assert (c.n_interactions, c.n_users, c.n_null_users) == (4, 2, 2)
     assert c.user_counts.tolist() == [1, 0, 1]  # items 2 4 5: the empty users are no user
     # a row with neither id is an empty item row, not an empty user row
-    c = count_item_ids(_text(tmp_path / "both.csv", "user_id,item_id\n1,2\n,\n3,5\n"))
+    c = count_item_ids(LogSpec(_text(tmp_path / "both.csv", "user_id,item_id\n1,2\n,\n3,5\n")))
     assert (c.n_interactions, c.n_null_items, c.n_null_users) == (2, 1, 0)
-    no_users = count_item_ids(_text(tmp_path / "items.csv", "item_id\n2\n4\n"))
+    no_users = count_item_ids(LogSpec(_text(tmp_path / "items.csv", "item_id\n2\n4\n")))
     assert no_users.n_null_users == 0 and no_users.n_users is None
 

@@ -23,7 +23,6 @@ import pytest
 from scipy import stats
 
 from auditor.batch import (
-    RESULT_SCHEMA,
     BatchJob,
     ResultsWriter,
     build_jobs,
@@ -43,10 +42,10 @@ from auditor.result import (
     CutoffMeasures,
     FrequencyNorm,
     Inputs,
-    ListMeasures,
     Retrieval,
     Verdict,
 )
+from report_samples import builtin_measures
 
 
 # ---------------------------------------------------------------- the fake audit
@@ -87,7 +86,7 @@ def fake_audit(config: AuditConfig, *, pm: Any = None, progress: Any = None, cac
             shares[scoring] = float(head[top].mean())
         shares["popular"] = float(head[np.argsort(-freqs)[:k]].mean())
         measures = {
-            s: ListMeasures(v, v, v, float(k), 0.5, 0.1, 0.2, None) for s, v in shares.items()
+            s: builtin_measures(v, v, v, float(k), 0.5, 0.1, 0.2, None) for s, v in shares.items()
         }
         at[k] = CutoffMeasures(measures["dot"], measures["cosine"], measures["popular"], 0.5)
     conditions = {
@@ -482,12 +481,13 @@ def test_a_rewritten_log_is_counted_again(workspace: dict[str, Any]) -> None:
 
 
 def test_result_schema_documented_and_ordered() -> None:
-    names = RESULT_SCHEMA.names
+    schema = result_schema((10, 100))
+    names = schema.names
     assert names[:6] == ["row", "model", "label", "interactions", "status", "error"]
     assert names[-1] == "report_json"
     assert names.index("C5_status") < names.index("spearman") < names.index("head_share_1pct_dot@10")
     assert names.index("recall@10") < names.index("head_share_1pct_dot@100")
-    assert all(RESULT_SCHEMA.field(n).metadata[b"description"] for n in names)
+    assert all(schema.field(n).metadata[b"description"] for n in names)
     with_plugin = result_schema((100, 10), ["my_measure", "spearman"])
     assert with_plugin.names == names[:-1] + ["my_measure", "report_json"]
 

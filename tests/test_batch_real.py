@@ -19,6 +19,7 @@ from auditor.audit import run_audit
 from auditor.batch import run_batch
 from auditor.cli import cli
 from auditor.config import AuditConfig
+from auditor.loading.logs import LogSpec
 
 DEFAULTS = {"ks": (10,), "bootstrap": 0, "max_queries": 50, "probes": False}
 
@@ -46,9 +47,9 @@ def test_real_audits_good_and_broken_rows(models: dict[str, Any], monkeypatch: p
     reads: list[Path] = []
     real_count = auditor.audit.count_item_ids
 
-    def counting(path: Path, **kwargs: Any) -> Any:
-        reads.append(Path(path).name)
-        return real_count(path, **kwargs)
+    def counting(spec: LogSpec, **kwargs: Any) -> Any:
+        reads.append(spec.path.name)
+        return real_count(spec, **kwargs)
 
     monkeypatch.setattr(auditor.audit, "count_item_ids", counting)
     outcome = run_batch(models["manifest"], d / "results.parquet", defaults=DEFAULTS, inline=True)

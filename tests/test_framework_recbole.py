@@ -28,7 +28,7 @@ from auditor.config import DeclaredTraining, LoadOptions
 from auditor.errors import IdMappingError
 from auditor.loading import load_model
 from auditor.loading.checkpoints import read_torch
-from auditor.loading.logs import open_log
+from auditor.loading.logs import LogSpec, open_log
 from auditor.loading.recbole import _InOrder, first_seen, unreproducible_settings
 from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
@@ -97,7 +97,7 @@ def test_first_seen_order_skips_rows_without_both_ids(tmp_path):
         "u3\tb\n",
         encoding="utf-8",
     )
-    opened = open_log(log)
+    opened = open_log(LogSpec(log))
     items, users = first_seen(opened, as_strings=False)
     assert items.tolist() == ["b", "a", "z"]
     assert users.tolist() == ["u2", "u1", "u3"]

@@ -18,6 +18,7 @@ from scipy import stats
 from auditor.batch import run_batch
 from auditor.cli import cli
 from auditor.loading import count_item_ids
+from auditor.loading.logs import LogSpec
 from auditor.loading.frequencies import read_frequencies
 
 N_ITEMS, N_USERS, DIM = 120, 80, 8
@@ -58,7 +59,7 @@ def _check(d: Path, *args: str) -> dict[str, Any]:
 
 
 def test_read_frequencies_equals_counting_the_log(workspace: Path) -> None:
-    from_log = count_item_ids(workspace / "log.parquet")
+    from_log = count_item_ids(LogSpec(workspace / "log.parquet"))
     given = read_frequencies(workspace / "counts.parquet")  # columns found by name
     assert given.ids.tolist() == from_log.ids.tolist()  # sorted, as counting gives them
     assert given.counts.tolist() == from_log.counts.tolist()

@@ -15,7 +15,9 @@ from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, InteractionsError, setting
 from auditor.loading import holdout as ho
 from auditor.loading import logs
+from auditor.loading.alignment import ItemRows
 from auditor.loading.idmap import RowIdPolicy
+from auditor.loading.logs import LogSpec
 from auditor.model import InteractionPairs, ModelBundle
 
 N_ITEMS = 6
@@ -55,7 +57,7 @@ def test_csv_without_user_table(tmp_path: Path, request: pytest.FixtureRequest, 
     if batches == "small":
         request.getfixturevalue("small_batches")
     path = _write(tmp_path / "holdout.csv", HOLDOUT_CSV)
-    held = ho.read_holdout(path, item_ids=None, n_items=N_ITEMS)
+    held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
     users = held.users
     assert users.raw_ids.tolist() == [7, 2, 4]  # order of first appearance
     assert users.user_rows.tolist() == [-1, -1, -1]  # no user table
@@ -76,7 +78,7 @@ def test_parquet_through_item_ids_and_user_ids(tmp_path: Path) -> None:
     item_ids = np.array(["d", "c", "b", "a", "e", "f"], dtype=object)  # raw id of each item row
     user_ids = np.array(["al", "bo", "cy"], dtype=object)  # raw id of each user row
     held = ho.read_holdout(
-        path, user_col="user", item_col="sku", item_ids=item_ids, n_items=N_ITEMS, user_ids=user_ids, n_user_rows=3
+        LogSpec(path, user_col="user", item_col="sku"), ItemRows(item_ids, N_ITEMS), user_ids=user_ids, n_user_rows=3
     )
     assert held.users.raw_ids.tolist() == ["bo", "al"]
     assert held.users.user_rows.tolist() == [1, 0]
@@ -91,7 +93,7 @@ def test_recbole_inter_file_with_user_table_rows(tmp_path: Path) -> None:
         tmp_path / "ml.test.inter",
         "user_id:token\titem_id:token\trating:float\n1\t2\t4.0\n0\t5\t3.0\n1\t4\t1.0\n",
     )
-    held = ho.read_holdout(path, item_ids=None, n_items=N_ITEMS, n_user_rows=2)
+    held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), n_user_rows=2)
     assert held.users.raw_ids.tolist() == [1, 0]
     assert held.users.user_rows.tolist() == [1, 0]
     assert _csr(held.users) == [[2, 4], [5]]
@@ -99,14 +101,14 @@ def test_recbole_inter_file_with_user_table_rows(tmp_path: Path) -> None:
 
 def test_movielens_dat_with_one_based_ids(tmp_path: Path) -> None:
     path = _write(tmp_path / "ratings.dat", "1::6::5::978300760\n2::1::3::978302109\n1::3::4::978301968\n")
-    held = ho.read_holdout(path, item_ids=None, n_items=N_ITEMS, n_user_rows=2, row_ids=RowIdPolicy(offset=1))
+    held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS, 1), n_user_rows=2, row_ids=RowIdPolicy(offset=1))
     assert held.users.user_rows.tolist() == [0, 1]
     assert _csr(held.users) == [[2, 5], [0]]
 
 
 def test_empty_user_or_item_ids_are_counted(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n1,2\n,3\n1,\n2,4\n")
-    held = ho.read_holdout(path, item_ids=None, n_items=N_ITEMS)
+    held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
     assert _csr(held.users) == [[2], [4]]
     assert (held.n_interactions, held.n_empty_ids, held.n_dropped) == (4, 2, 2)
     assert held.warnings == [f"2 held-out interactions in {path} have an empty user or item id"]
@@ -114,7 +116,9 @@ def test_empty_user_or_item_ids_are_counted(tmp_path: Path) -> None:
 
 def test_assumed_user_rows_with_assume_row_ids_drop_the_users_beyond(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n0,1\n5,2\n1,3\n")
-    held = ho.read_holdout(path, item_ids=None, n_items=N_ITEMS, n_user_rows=2, row_ids=RowIdPolicy(assume_row_ids=True))
+    held = ho.read_holdout(
+        LogSpec(path), ItemRows(None, N_ITEMS), n_user_rows=2, row_ids=RowIdPolicy(assume_row_ids=True)
+    )
     assert held.users.user_rows.tolist() == [0, 1]
     assert (held.n_dropped_users, held.n_dropped_user_interactions) == (1, 1)
 
@@ -125,63 +129,63 @@ def test_assumed_user_rows_with_assume_row_ids_drop_the_users_beyond(tmp_path: P
 def test_empty_holdout(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n")
     with pytest.raises(InteractionsError, match=rf"the held-out log {path} \({_s('holdout')}\) holds no interactions"):
-        ho.read_holdout(path, item_ids=None, n_items=N_ITEMS)
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
 
 
 def test_no_held_out_item_has_a_row(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n1,10\n2,11\n")
     with pytest.raises(IdMappingError, match=rf"no item id of the held-out log {path} \({_s('holdout')}\) \(column 'item_id'\)"
                        rf".*6-row item table when mapped taken as row numbers: pass {_s('item_ids')} FILE"):
-        ho.read_holdout(path, item_ids=None, n_items=N_ITEMS)
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
     item_ids = np.array([100, 101, 102, 103, 104, 105])
     with pytest.raises(IdMappingError, match=rf"mapped through {_s('item_ids')}: the holdout must come from the model's catalogue"):
-        ho.read_holdout(path, item_ids=item_ids, n_items=N_ITEMS)
+        ho.read_holdout(LogSpec(path), ItemRows(item_ids, N_ITEMS))
 
 
 def test_text_item_ids_without_item_ids(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n1,a\n")
     with pytest.raises(IdMappingError, match=rf"item ids in {path} are not integers.*pass {_s('item_ids')} FILE"):
-        ho.read_holdout(path, item_ids=None, n_items=N_ITEMS)
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
 
 
 def test_users_beyond_the_user_table_without_user_ids(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n" + "".join(f"{u},1\n" for u in range(100, 140)))
     with pytest.raises(IdMappingError, match=rf"40 of the 40 distinct user ids in {path} have no row.*"
                        rf"2-row user table.*Pass {_s('user_ids')} FILE with the raw user id of each table row"):
-        ho.read_holdout(path, item_ids=None, n_items=N_ITEMS, n_user_rows=2)
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), n_user_rows=2)
 
 
 def test_text_user_ids_without_user_ids(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\nalice,1\n")
     with pytest.raises(IdMappingError, match=rf"user ids of {path} \(column 'user_id'\) are not integers.*"
                        rf"pass {_s('user_ids')} FILE with the raw user id of each user-table row"):
-        ho.read_holdout(path, item_ids=None, n_items=N_ITEMS, n_user_rows=2)
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), n_user_rows=2)
 
 
 def test_no_holdout_user_among_the_user_ids(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\nalice,1\n")
     with pytest.raises(IdMappingError, match=r"none of the 1 user ids of .* is among the raw ids of the user table's "
                        rf"rows \({_s('user_ids')}\)"):
-        ho.read_holdout(path, item_ids=None, n_items=N_ITEMS, user_ids=np.array(["bob", "cy"], dtype=object),
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), user_ids=np.array(["bob", "cy"], dtype=object),
                         n_user_rows=2)
     with pytest.raises(IdMappingError, match="3 user ids for a user table of 2 rows"):
-        ho.read_holdout(path, item_ids=None, n_items=N_ITEMS, user_ids=np.array([1, 2, 3]), n_user_rows=2)
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), user_ids=np.array([1, 2, 3]), n_user_rows=2)
 
 
 def test_no_user_column(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "item_id\n1\n2\n")
     with pytest.raises(InteractionsError, match=rf"held-out accuracy needs the user of each interaction, but no user "
                        rf"id column was found in {path}.*Pass {_s('user_col')} NAME"):
-        ho.read_holdout(path, item_ids=None, n_items=N_ITEMS)
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
 
 
 # ---------------------------------------------------------------- training items of the evaluated users
 
 
 def test_seen_items_of_the_evaluated_users_only(tmp_path: Path, small_batches: None) -> None:
-    held = ho.read_holdout(_write(tmp_path / "holdout.csv", HOLDOUT_CSV), item_ids=None, n_items=N_ITEMS)
+    held = ho.read_holdout(LogSpec(_write(tmp_path / "holdout.csv", HOLDOUT_CSV)), ItemRows(None, N_ITEMS))
     train = _write(tmp_path / "train.csv", "user_id,item_id\n4,2\n9,1\n7,0\n4,2\n4,5\n7,8\n2,4\n")
-    seen = ho.read_seen(train, item_ids=None, n_items=N_ITEMS, users=held.users)
+    seen = ho.read_seen(LogSpec(train), ItemRows(None, N_ITEMS), users=held.users)
     # users 7, 2, 4 in the holdout's order; user 9 is not evaluated; item 8 has no row.
     assert _seen_csr(seen) == [[0], [4], [2, 5]]
     assert seen.source == str(train)
@@ -189,32 +193,32 @@ def test_seen_items_of_the_evaluated_users_only(tmp_path: Path, small_batches: N
 
 
 def test_seen_items_match_users_across_id_types(tmp_path: Path) -> None:
-    held = ho.read_holdout(_write(tmp_path / "holdout.csv", HOLDOUT_CSV), item_ids=None, n_items=N_ITEMS)
+    held = ho.read_holdout(LogSpec(_write(tmp_path / "holdout.csv", HOLDOUT_CSV)), ItemRows(None, N_ITEMS))
     train = tmp_path / "train.parquet"  # user ids written as text, item ids as raw ids
     pq.write_table(pa.table({"user_id": ["7", "4", "2", "x"], "item_id": [12, 13, 14, 12]}), train)
     item_ids = np.array([10, 11, 12, 13, 14, 15])
-    seen = ho.read_seen(train, item_ids=item_ids, n_items=N_ITEMS, users=held.users)
+    seen = ho.read_seen(LogSpec(train), ItemRows(item_ids, N_ITEMS), users=held.users)
     assert _seen_csr(seen) == [[2], [4], [3]]
 
 
 def test_overlap_warnings(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n1,2\n1,3\n2,4\n")
-    held = ho.read_holdout(path, item_ids=None, n_items=N_ITEMS)
-    same = ho.read_seen(path, item_ids=None, n_items=N_ITEMS, users=held.users)
+    held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
+    same = ho.read_seen(LogSpec(path), ItemRows(None, N_ITEMS), users=held.users)
     [identical] = ho.overlap_warnings(held.users, same, str(path), keep_seen=False)
     assert identical.startswith(f"the holdout {path} is identical to the training log {path} for its 2 users: "
                                 "accuracy on training data says nothing")
     assert identical.endswith("excluded from the candidates as training items, they can never be hit")
-    larger = ho.read_seen(_write(tmp_path / "t.csv", "user_id,item_id\n1,2\n1,3\n2,4\n2,5\n"), item_ids=None,
-                          n_items=N_ITEMS, users=held.users)
+    larger = ho.read_seen(LogSpec(_write(tmp_path / "t.csv", "user_id,item_id\n1,2\n1,3\n2,4\n2,5\n")),
+                          ItemRows(None, N_ITEMS), users=held.users)
     [subset] = ho.overlap_warnings(held.users, larger, str(path), keep_seen=True)
     assert " is a subset of the training log " in subset and subset.endswith(f"(kept among the candidates with {setting('keep_seen')})")
-    part = ho.read_seen(_write(tmp_path / "p.csv", "user_id,item_id\n1,3\n2,5\n"), item_ids=None, n_items=N_ITEMS,
+    part = ho.read_seen(LogSpec(_write(tmp_path / "p.csv", "user_id,item_id\n1,3\n2,5\n")), ItemRows(None, N_ITEMS),
                         users=held.users)
     [partial] = ho.overlap_warnings(held.users, part, str(path), keep_seen=False)
     assert partial.startswith(f"1 of the 3 held-out (user, item) pairs in {path} (33.3%) also appear in the training")
-    disjoint = ho.read_seen(_write(tmp_path / "d.csv", "user_id,item_id\n1,4\n2,2\n"), item_ids=None,
-                            n_items=N_ITEMS, users=held.users)
+    disjoint = ho.read_seen(LogSpec(_write(tmp_path / "d.csv", "user_id,item_id\n1,4\n2,2\n")),
+                            ItemRows(None, N_ITEMS), users=held.users)
     assert ho.overlap_warnings(held.users, disjoint, str(path), keep_seen=False) == []
 
 

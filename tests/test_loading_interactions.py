@@ -13,6 +13,8 @@ import pytest
 from auditor.errors import IdMappingError, InputError, InteractionsError
 from auditor.loading import align_counts, count_item_ids, read_pairs
 from auditor.loading import counting, logs, merging
+from auditor.loading.alignment import ItemRows
+from auditor.loading.logs import LogSpec
 from auditor.progress import Progress
 
 # user, item, rating, timestamp: items 3 (x3, users 1 2 3), 5 (x2, user 1 twice), 8 (x1)
@@ -49,7 +51,7 @@ def test_parquet(tmp_path):
     u, i, r, t = zip(*ROWS)
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user_id": u, "item_id": i, "rating": r}), path)
-    c = count_item_ids(path)
+    c = count_item_ids(LogSpec(path))
     _check_counts(c, "item_id", "user_id")
     assert c.format == "parquet" and c.source == path
 
@@ -58,20 +60,20 @@ def test_parquet_explicit_format(tmp_path):
     u, i, r, t = zip(*ROWS)
     path = tmp_path / "log.data"
     pq.write_table(pa.table({"userId": u, "movieId": i}), path)
-    _check_counts(count_item_ids(path, fmt="parquet"), "movieId", "userId")
+    _check_counts(count_item_ids(LogSpec(path, fmt="parquet")), "movieId", "userId")
 
 
 def test_csv_explicit_format(tmp_path):
     text = "user_id,item_id\n" + "".join(f"{a},{b}\n" for a, b, _, _ in ROWS)
-    c = count_item_ids(_write(tmp_path / "log.txt", text), fmt="csv")
+    c = count_item_ids(LogSpec(_write(tmp_path / "log.txt", text), fmt="csv"))
     _check_counts(c, "item_id", "user_id")
     assert c.format == "csv"
 
 
 def test_headerless_csv_two_columns_and_one_column(tmp_path):
     two = _write(tmp_path / "pairs.csv", "".join(f"{a},{b}\n" for a, b, _, _ in ROWS))
-    _check_counts(count_item_ids(two), "item_id", "user_id")
-    one = count_item_ids(_write(tmp_path / "items.csv", "3\n3\n5\n3\n5\n8\n"))
+    _check_counts(count_item_ids(LogSpec(two)), "item_id", "user_id")
+    one = count_item_ids(LogSpec(_write(tmp_path / "items.csv", "3\n3\n5\n3\n5\n8\n")))
     assert one.ids.tolist() == [3, 5, 8] and one.counts.tolist() == [3, 2, 1] and one.user_col is None
 
 
@@ -79,12 +81,12 @@ def test_parquet_without_extension_is_sniffed(tmp_path):
     u, i, r, t = zip(*ROWS)
     path = tmp_path / "log.bin"
     pq.write_table(pa.table({"uid": u, "iid": i}), path)
-    _check_counts(count_item_ids(path), "iid", "uid")
+    _check_counts(count_item_ids(LogSpec(path)), "iid", "uid")
 
 
 def test_movielens_ratings_csv(tmp_path):
     text = "userId,movieId,rating,timestamp\n" + "".join(f"{a},{b},{c}.0,{d}\n" for a, b, c, d in ROWS)
-    c = count_item_ids(_write(tmp_path / "ratings.csv", text))
+    c = count_item_ids(LogSpec(_write(tmp_path / "ratings.csv", text)))
     _check_counts(c, "movieId", "userId")
     assert c.format == "csv"
 
@@ -93,12 +95,12 @@ def test_movielens_ratings_csv(tmp_path):
 def test_delimited_with_header(tmp_path, delimiter):
     text = delimiter.join(["User", "Item", "Rating"]) + "\n"
     text += "".join(delimiter.join(map(str, row[:3])) + "\n" for row in ROWS)
-    _check_counts(count_item_ids(_write(tmp_path / "log.txt", text)), "Item", "User")
+    _check_counts(count_item_ids(LogSpec(_write(tmp_path / "log.txt", text))), "Item", "User")
 
 
 def test_tsv_explicit(tmp_path):
     text = "customer_id\tproduct_id\n" + "".join(f"{a}\t{b}\n" for a, b, _, _ in ROWS)
-    c = count_item_ids(_write(tmp_path / "log.data", text), fmt="tsv")
+    c = count_item_ids(LogSpec(_write(tmp_path / "log.data", text), fmt="tsv"))
     _check_counts(c, "product_id", "customer_id")
     assert c.format == "tsv"
 
@@ -106,7 +108,7 @@ def test_tsv_explicit(tmp_path):
 @pytest.mark.parametrize("fmt", ["auto", "movielens"])
 def test_movielens_u_data(tmp_path, fmt):
     text = "".join(f"{a}\t{b}\t{c}\t{d}\n" for a, b, c, d in ROWS)
-    c = count_item_ids(_write(tmp_path / "u.data", text), fmt=fmt)
+    c = count_item_ids(LogSpec(_write(tmp_path / "u.data", text), fmt=fmt))
     _check_counts(c, "item_id", "user_id")
     assert c.format == "movielens"
 
@@ -114,7 +116,7 @@ def test_movielens_u_data(tmp_path, fmt):
 @pytest.mark.parametrize("fmt", ["auto", "movielens"])
 def test_movielens_ratings_dat(tmp_path, fmt, small_batches):
     text = "".join(f"{a}::{b}::{c}::{d}\n" for a, b, c, d in ROWS * 5)
-    c = count_item_ids(_write(tmp_path / "ratings.dat", text), fmt=fmt)
+    c = count_item_ids(LogSpec(_write(tmp_path / "ratings.dat", text), fmt=fmt))
     assert c.ids.tolist() == [3, 5, 8] and c.counts.tolist() == [15, 10, 5]
     assert c.user_counts.tolist() == [3, 1, 1] and c.n_users == 3
     assert c.format == "movielens"
@@ -122,16 +124,16 @@ def test_movielens_ratings_dat(tmp_path, fmt, small_batches):
 
 def test_ratings_dat_column_override_and_string_ids(tmp_path):
     text = "".join(f"{a}::m{b}::{c}::{d}\n" for a, b, c, d in ROWS)
-    c = count_item_ids(_write(tmp_path / "ratings.dat", text))
+    c = count_item_ids(LogSpec(_write(tmp_path / "ratings.dat", text)))
     assert c.ids.tolist() == ["m3", "m5", "m8"] and c.counts.tolist() == [3, 2, 1]
-    by_rating = count_item_ids(tmp_path / "ratings.dat", item_col="rating", user_col="user_id")
+    by_rating = count_item_ids(LogSpec(tmp_path / "ratings.dat", user_col="user_id", item_col="rating"))
     assert by_rating.ids.tolist() == [1, 2, 3, 4, 5] and by_rating.counts.tolist() == [1, 1, 1, 1, 2]
 
 
 def test_ratings_dat_bad_line(tmp_path):
     path = _write(tmp_path / "ratings.dat", "1::2::5::9\n1;2;5;9\n")
     with pytest.raises(InteractionsError, match=r"line 2 of .*ratings.dat has fewer than 2 '::'-separated fields"):
-        count_item_ids(path)
+        count_item_ids(LogSpec(path))
 
 
 @pytest.mark.parametrize("fmt", ["auto", "recbole"])
@@ -139,14 +141,14 @@ def test_recbole_inter(tmp_path, fmt):
     text = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
     text += "".join(f"{a}\t{b}\t{c}\t{d}\n" for a, b, c, d in ROWS)
     name = "ml.inter" if fmt == "auto" else "ml.tsv"
-    c = count_item_ids(_write(tmp_path / name, text), fmt=fmt)
+    c = count_item_ids(LogSpec(_write(tmp_path / name, text), fmt=fmt))
     _check_counts(c, "item_id", "user_id")
     assert c.format == "recbole"
 
 
 def test_recbole_column_override_uses_stripped_names(tmp_path):
     text = "session:token\tsku:token\n" + "".join(f"{a}\t{b}\n" for a, b, _, _ in ROWS)
-    c = count_item_ids(_write(tmp_path / "x.inter", text), user_col="session", item_col="sku")
+    c = count_item_ids(LogSpec(_write(tmp_path / "x.inter", text), user_col="session", item_col="sku"))
     _check_counts(c, "sku", "session")
 
 
@@ -154,7 +156,7 @@ def test_gzip_csv(tmp_path):
     text = "user_id,item_id\n" + "".join(f"{a},{b}\n" for a, b, _, _ in ROWS)
     path = tmp_path / "log.csv.gz"
     path.write_bytes(gzip.compress(text.encode()))
-    _check_counts(count_item_ids(path), "item_id", "user_id")
+    _check_counts(count_item_ids(LogSpec(path)), "item_id", "user_id")
 
 
 # ---------------------------------------------------------------- columns
@@ -163,37 +165,37 @@ def test_gzip_csv(tmp_path):
 def test_column_overrides(tmp_path):
     text = "who,what,user_id,item_id\n" + "".join(f"{a},{b},0,0\n" for a, b, _, _ in ROWS)
     path = _write(tmp_path / "log.csv", text)
-    _check_counts(count_item_ids(path, user_col="who", item_col="what"), "what", "who")
-    _check_counts(count_item_ids(path, user_col="WHO", item_col="What"), "what", "who")  # case-insensitive
-    assert count_item_ids(path).ids.tolist() == [0]  # auto-detection picks item_id
+    _check_counts(count_item_ids(LogSpec(path, user_col="who", item_col="what")), "what", "who")
+    _check_counts(count_item_ids(LogSpec(path, user_col="WHO", item_col="What")), "what", "who")  # case-insensitive
+    assert count_item_ids(LogSpec(path)).ids.tolist() == [0]  # auto-detection picks item_id
 
 
 def test_missing_override_column_lists_columns(tmp_path):
     path = _write(tmp_path / "log.csv", "user_id,item_id,rating\n1,2,3\n")
     with pytest.raises(InteractionsError, match=r"item column 'sku' is not in .*log.csv; columns found: user_id, item_id, rating"):
-        count_item_ids(path, item_col="sku")
+        count_item_ids(LogSpec(path, item_col="sku"))
     with pytest.raises(InteractionsError, match=r"user column 'customer' is not in"):
-        count_item_ids(path, user_col="customer")
+        count_item_ids(LogSpec(path, user_col="customer"))
 
 
 def test_no_item_column_lists_the_columns_of_a_header(tmp_path):
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"customer_id": [1], "sku_code": [2]}), path)
     with pytest.raises(InteractionsError, match=r"cannot find an item id column in .*; columns found: customer_id, sku_code\. Pass --item-col"):
-        count_item_ids(path)
+        count_item_ids(LogSpec(path))
 
 
 def test_a_headerless_data_line_is_never_echoed(tmp_path):
     path = tmp_path / "log.csv"
     path.write_text("alice,hunter2\nbob,letmein\n")
     with pytest.raises(InteractionsError, match=r"2 fields that do not look like a header") as err:
-        count_item_ids(path)
+        count_item_ids(LogSpec(path))
     assert "alice" not in str(err.value) and "hunter2" not in str(err.value)
 
 
 def test_no_user_column_counts_items_only(tmp_path):
     path = _write(tmp_path / "log.csv", "item,weight\n3,1\n3,1\n4,1\n")
-    c = count_item_ids(path)
+    c = count_item_ids(LogSpec(path))
     assert c.ids.tolist() == [3, 4] and c.counts.tolist() == [2, 1]
     assert c.user_col is None and c.user_counts is None and c.n_users is None
 
@@ -202,7 +204,7 @@ def test_need_users_false(tmp_path):
     u, i, _, _ = zip(*ROWS)
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user": u, "item": i}), path)
-    c = count_item_ids(path, need_users=False)
+    c = count_item_ids(LogSpec(path), need_users=False)
     assert c.user_counts is None and c.n_users == 3 and c.counts.tolist() == [3, 2, 1]
 
 
@@ -211,26 +213,26 @@ def test_need_users_false(tmp_path):
 
 def test_missing_file(tmp_path):
     with pytest.raises(InputError, match=r"^interaction log not found: .*nope.csv$"):
-        count_item_ids(tmp_path / "nope.csv")
+        count_item_ids(LogSpec(tmp_path / "nope.csv"))
 
 
 @pytest.mark.parametrize("text", ["", "user_id,item_id\n"])
 def test_empty_csv(tmp_path, text):
     with pytest.raises(InteractionsError, match="no interactions in .*log.csv"):
-        count_item_ids(_write(tmp_path / "log.csv", text))
+        count_item_ids(LogSpec(_write(tmp_path / "log.csv", text)))
 
 
 def test_empty_parquet(tmp_path):
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user_id": pa.array([], pa.int64()), "item_id": pa.array([], pa.int64())}), path)
     with pytest.raises(InteractionsError, match="no interactions in"):
-        count_item_ids(path)
+        count_item_ids(LogSpec(path))
 
 
 def test_null_item_ids_are_skipped_and_counted(tmp_path):
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user_id": [1, 2, 3, None], "item_id": [7, None, 7, 8]}), path)
-    c = count_item_ids(path)
+    c = count_item_ids(LogSpec(path))
     assert c.ids.tolist() == [7, 8] and c.counts.tolist() == [2, 1]
     assert c.n_null_items == 1 and c.n_interactions == 3
     assert c.user_counts.tolist() == [2, 0]  # the row with no user still counts as an interaction
@@ -240,13 +242,13 @@ def test_null_item_ids_are_skipped_and_counted(tmp_path):
 def test_all_item_ids_null(tmp_path):
     path = _write(tmp_path / "log.csv", "user_id,item_id\n1,\n2,\n")
     with pytest.raises(InteractionsError, match=r"no interactions in .* \(2 rows, every item id empty\)"):
-        count_item_ids(path)
+        count_item_ids(LogSpec(path))
 
 
 def test_unknown_format(tmp_path):
     path = _write(tmp_path / "log.csv", "user_id,item_id\n1,2\n")
     with pytest.raises(InteractionsError, match="unknown interactions format 'xlsx'"):
-        count_item_ids(path, fmt="xlsx")
+        count_item_ids(LogSpec(path, fmt="xlsx"))
 
 
 # ---------------------------------------------------------------- streaming
@@ -282,7 +284,7 @@ def test_streaming_parquet_counts_match_numpy(tmp_path, small_batches):
             return super().track(description, total)
 
     rec = Recorder()
-    c = count_item_ids(path, progress=rec)
+    c = count_item_ids(LogSpec(path), progress=rec)
     ids, counts, per_item_users = _numpy_counts(users, items)
     np.testing.assert_array_equal(c.ids, ids)
     np.testing.assert_array_equal(c.counts, counts)
@@ -294,7 +296,7 @@ def test_streaming_parquet_counts_match_numpy(tmp_path, small_batches):
 def test_streaming_csv_counts_match_numpy(tmp_path, small_batches):
     users, items = _zipf_log(1500, 200, 40, seed=1)
     path = _write(tmp_path / "log.csv", "user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in zip(users, items)))
-    c = count_item_ids(path)
+    c = count_item_ids(LogSpec(path))
     ids, counts, per_item_users = _numpy_counts(users, items)
     np.testing.assert_array_equal(c.ids, ids)
     np.testing.assert_array_equal(c.counts, counts)
@@ -303,7 +305,7 @@ def test_streaming_csv_counts_match_numpy(tmp_path, small_batches):
 
 def test_string_ids_after_integer_blocks_are_reread_as_strings(tmp_path, small_batches):
     lines = [f"{u},{i}" for u, i in [(1, 1), (1, 2), (2, 1)] * 20] + ["3,sku-9"]
-    c = count_item_ids(_write(tmp_path / "log.csv", "user_id,item_id\n" + "\n".join(lines) + "\n"))
+    c = count_item_ids(LogSpec(_write(tmp_path / "log.csv", "user_id,item_id\n" + "\n".join(lines) + "\n")))
     assert c.ids.dtype == object and c.ids.tolist() == ["1", "2", "sku-9"]
     assert c.counts.tolist() == [40, 20, 1]
     assert c.user_counts.tolist() == [2, 1, 1] and c.n_users == 3
@@ -312,10 +314,10 @@ def test_string_ids_after_integer_blocks_are_reread_as_strings(tmp_path, small_b
 def test_string_users_after_integer_blocks_keep_integer_items(tmp_path, small_batches):
     lines = [f"{u},{i}" for u, i in [(1, 0), (1, 2), (2, 0)] * 20] + ["guest,2"]
     path = _write(tmp_path / "log.csv", "user_id,item_id\n" + "\n".join(lines) + "\n")
-    c = count_item_ids(path)
+    c = count_item_ids(LogSpec(path))
     assert c.ids.dtype == np.int64 and c.ids.tolist() == [0, 2] and c.counts.tolist() == [40, 21]
     assert c.user_counts.tolist() == [2, 2]
-    p = read_pairs(path, item_ids=None, n_items=3)
+    p = read_pairs(LogSpec(path), ItemRows(None, 3))
     assert p.user_ids.tolist() == ["1", "2", "guest"] and p.item_rows.tolist()[-2:] == [0, 2]
 
 
@@ -325,7 +327,7 @@ def test_ids_that_cannot_be_packed_switch_pair_sets(tmp_path, small_batches):
     users[350] = 2**40
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user_id": users, "item_id": items}), path, row_group_size=25)
-    c = count_item_ids(path)
+    c = count_item_ids(LogSpec(path))
     ids, counts, per_item_users = _numpy_counts(users, items)
     np.testing.assert_array_equal(c.ids, ids)
     np.testing.assert_array_equal(c.counts, counts)
@@ -350,7 +352,7 @@ def _counts(ids, counts, user_counts=None):
 
 def test_align_row_index_is_id_and_unmapped_counted():
     c = _counts([-1, 0, 2, 4, 5, 9], [1, 10, 20, 40, 50, 90], [1, 1, 2, 3, 4, 4])
-    s = align_counts(c, None, 5)
+    s = align_counts(c, ItemRows(None, 5))
     assert s.frequencies.tolist() == [10, 0, 20, 0, 40]
     assert s.user_counts.tolist() == [1, 0, 2, 0, 3]
     assert s.n_unmapped == 1 + 50 + 90 and s.n_unmapped_ids == 3
@@ -359,27 +361,27 @@ def test_align_row_index_is_id_and_unmapped_counted():
 
 def test_align_string_ids_need_item_ids():
     with pytest.raises(IdMappingError, match=r"not integers, .*pass --item-ids"):
-        align_counts(_counts(np.array(["a", "b"], dtype=object), [1, 2]), None, 5)
+        align_counts(_counts(np.array(["a", "b"], dtype=object), [1, 2]), ItemRows(None, 5))
 
 
 def test_align_with_item_ids():
     c = _counts(np.array(["x", "y", "z", "q"], dtype=object), [5, 6, 7, 8])
-    s = align_counts(c, np.array(["z", "w", "x"], dtype=object), 3)
+    s = align_counts(c, ItemRows(np.array(["z", "w", "x"], dtype=object), 3))
     assert s.frequencies.tolist() == [7, 0, 5]
     assert s.n_unmapped == 6 + 8 and s.n_unmapped_ids == 2
 
 
 def test_align_integer_log_with_string_item_ids():
-    s = align_counts(_counts([10, 20, 30], [1, 2, 3]), np.array(["30", "10", "99"], dtype=object), 3)
+    s = align_counts(_counts([10, 20, 30], [1, 2, 3]), ItemRows(np.array(["30", "10", "99"], dtype=object), 3))
     assert s.frequencies.tolist() == [3, 1, 0] and s.n_unmapped == 2
 
 
 def test_counts_realign_to_many_tables(tmp_path):
     path = _write(tmp_path / "log.csv", "user_id,item_id\n1,0\n1,1\n2,1\n2,2\n")
-    c = count_item_ids(path)
-    assert align_counts(c, None, 3).frequencies.tolist() == [1, 2, 1]
-    assert align_counts(c, np.array([2, 1, 0]), 3).frequencies.tolist() == [1, 2, 1][::-1]
-    two = align_counts(c, None, 2)
+    c = count_item_ids(LogSpec(path))
+    assert align_counts(c, ItemRows(None, 3)).frequencies.tolist() == [1, 2, 1]
+    assert align_counts(c, ItemRows(np.array([2, 1, 0]), 3)).frequencies.tolist() == [1, 2, 1][::-1]
+    two = align_counts(c, ItemRows(None, 2))
     assert two.frequencies.tolist() == [1, 2] and two.n_unmapped == 1
 
 
@@ -388,7 +390,7 @@ def test_counts_realign_to_many_tables(tmp_path):
 
 def test_read_pairs_dense_users_in_order_of_first_appearance(tmp_path):
     text = "user_id,item_id\nu9,1\nu2,0\nu9,7\nu5,2\nu2,2\n"
-    p = read_pairs(_write(tmp_path / "log.csv", text), item_ids=None, n_items=3)
+    p = read_pairs(LogSpec(_write(tmp_path / "log.csv", text)), ItemRows(None, 3))
     assert p.user_ids.tolist() == ["u9", "u2", "u5"]
     assert p.user_index.tolist() == [0, 1, 2, 1]  # (u9, 7) dropped: no row 7
     assert p.item_rows.tolist() == [1, 0, 2, 2]
@@ -400,7 +402,7 @@ def test_read_pairs_block_whose_user_ids_are_all_empty(tmp_path, small_batches):
     # blocks add no pair, instead of failing as "item ids are not integers".
     log = tmp_path / "log.csv"
     log.write_text("item_id,user_id\n" + "5,\n" * 40 + "5,7\n6,8\n5,8\n")
-    pairs = read_pairs(log, item_ids=None, n_items=10)
+    pairs = read_pairs(LogSpec(log), ItemRows(None, 10))
     assert pairs.item_rows.tolist() == [5, 6, 5]
     assert pairs.user_index.tolist() == [0, 1, 1]
     assert pairs.user_ids.tolist() == [7, 8]
@@ -409,14 +411,14 @@ def test_read_pairs_block_whose_user_ids_are_all_empty(tmp_path, small_batches):
 def test_read_pairs_with_item_ids(tmp_path):
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user": [5, 6, 5], "sku": ["b", "zz", "a"]}), path)
-    p = read_pairs(path, item_col="sku", item_ids=np.array(["a", "b"], dtype=object), n_items=2)
+    p = read_pairs(LogSpec(path, item_col="sku"), ItemRows(np.array(["a", "b"], dtype=object), 2))
     assert p.user_ids.tolist() == [5] and p.item_rows.tolist() == [1, 0] and p.user_index.tolist() == [0, 0]
 
 
 def test_read_pairs_needs_a_user_column(tmp_path):
     path = _write(tmp_path / "log.csv", "item_id\n1\n")
     with pytest.raises(InteractionsError, match="cannot find a user id column .*--user-col"):
-        read_pairs(path, item_ids=None, n_items=3)
+        read_pairs(LogSpec(path), ItemRows(None, 3))
 
 
 def test_read_pairs_sample_is_seeded_ordered_and_uniform(tmp_path, small_batches):
@@ -424,17 +426,17 @@ def test_read_pairs_sample_is_seeded_ordered_and_uniform(tmp_path, small_batches
     path = tmp_path / "log.parquet"
     # item = row number, so a sampled pair tells which row it came from
     pq.write_table(pa.table({"user_id": np.arange(n) % 11, "item_id": np.arange(n)}), path, row_group_size=10)
-    full = read_pairs(path, item_ids=None, n_items=n)
+    full = read_pairs(LogSpec(path), ItemRows(None, n))
     assert full.item_rows.tolist() == list(range(n))
-    a = read_pairs(path, item_ids=None, n_items=n, max_rows=12, seed=3)
-    b = read_pairs(path, item_ids=None, n_items=n, max_rows=12, seed=3)
+    a = read_pairs(LogSpec(path), ItemRows(None, n), max_rows=12, seed=3)
+    b = read_pairs(LogSpec(path), ItemRows(None, n), max_rows=12, seed=3)
     assert len(a) == 12 and a.item_rows.tolist() == b.item_rows.tolist()
     assert a.item_rows.tolist() == sorted(a.item_rows.tolist())  # log order kept
     assert a.user_ids[a.user_index].tolist() == (a.item_rows % 11).tolist()
     hits = np.zeros(n)
     trials = 200
     for seed in range(trials):
-        hits[read_pairs(path, item_ids=None, n_items=n, max_rows=12, seed=seed).item_rows] += 1
+        hits[read_pairs(LogSpec(path), ItemRows(None, n), max_rows=12, seed=seed).item_rows] += 1
     rate = hits / trials  # each row: 12/120 = 0.1
     assert abs(rate[: n // 2].mean() - 0.1) < 0.02 and abs(rate[n // 2 :].mean() - 0.1) < 0.02
 
@@ -508,7 +510,7 @@ def test_counting_paths_match_numpy(tmp_path, small_batches, monkeypatch, kind, 
     ids, counts, per_item, n_users = _reference(users, items, user_ok, item_ok)
     for scan_bytes in (logs.SCAN_ROW_GROUP_BYTES, 0):  # whole row groups read ahead, then iter_batches
         monkeypatch.setattr(logs, "SCAN_ROW_GROUP_BYTES", scan_bytes)
-        c = count_item_ids(path, need_users=need_users)
+        c = count_item_ids(LogSpec(path), need_users=need_users)
         assert c.ids.dtype == (object if kind == "strings" else np.int64)
         assert c.ids.tolist() == ids.tolist()
         np.testing.assert_array_equal(c.counts, counts)
@@ -528,7 +530,7 @@ def test_csv_negative_and_sparse_ids_match_numpy(tmp_path, small_batches, need_u
     path = _write(tmp_path / "log.csv", "user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in zip(users, items)))
     ok = np.ones(len(items), dtype=bool)
     ids, counts, per_item, n_users = _reference(users, items, ok, ok)
-    c = count_item_ids(path, need_users=need_users)
+    c = count_item_ids(LogSpec(path), need_users=need_users)
     assert c.ids.tolist() == ids.tolist() and c.counts.tolist() == counts.tolist()
     assert c.n_users == n_users
     if need_users:
@@ -653,7 +655,7 @@ def test_big_row_groups_stream_with_iter_batches(tmp_path, small_batches, monkey
         monkeypatch.setattr(logs, "SCAN_ROW_GROUP_ROWS", scan_rows)
         monkeypatch.setattr(logs, "SCAN_ROW_GROUP_BYTES", scan_bytes)
         calls.clear()
-        c = count_item_ids(path)
+        c = count_item_ids(LogSpec(path))
         assert calls == expected_calls  # row groups above the bound: iter_batches, else the scanner
         assert c.ids.tolist() == ids.tolist() and c.counts.tolist() == counts.tolist()
         assert c.user_counts.tolist() == per_item.tolist()
@@ -667,15 +669,15 @@ def test_csv_ids_beyond_int64_stay_distinct_and_match_an_id_file(tmp_path):
 
     big = [2**63 + 1, 2**63 + 2, 2**64 - 1]  # neighbours a double would merge
     log = _write(tmp_path / "log.csv", "user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in enumerate(big + big[:1])))
-    counts = count_item_ids(log)
+    counts = count_item_ids(LogSpec(log))
     assert sorted(counts.ids.tolist()) == sorted(str(i) for i in big)
     assert sorted(counts.counts.tolist()) == [1, 1, 2]
     ids_file = _write(tmp_path / "ids.txt", "".join(f"{i}\n" for i in big))
     item_ids = read_id_file(ids_file)
-    stats = align_counts(counts, item_ids, len(big))
+    stats = align_counts(counts, ItemRows(item_ids, len(big)))
     assert stats.frequencies.tolist() == [2, 1, 1] and stats.n_unmapped == 0
     with pytest.raises(IdMappingError, match=r"reach 18446744073709551615, beyond any table row.*--item-ids"):
-        align_counts(counts, None, len(big))
+        align_counts(counts, ItemRows(None, len(big)))
 
 
 def test_maybe_int_reads_text_beyond_int64_as_uint64():
@@ -690,4 +692,4 @@ def test_a_field_longer_than_the_csv_block_is_a_long_line(tmp_path, monkeypatch)
     monkeypatch.setattr(logs, "CSV_BLOCK_BYTES", 1 << 16)
     log = _write(tmp_path / "log.csv", "user_id,item_id\n1,2\n2," + "x" * (90 << 10) + "\n")
     with pytest.raises(InteractionsError, match=r"log\.csv: a line is longer than 4 MiB"):
-        count_item_ids(log)
+        count_item_ids(LogSpec(log))

@@ -13,7 +13,6 @@ import pytest
 
 from auditor.metrics.exposure import (
     AvgRecPopularity,
-    ExposureMeasures,
     GiniIndex,
     HeadShare,
     ItemCoverage,
@@ -26,6 +25,7 @@ from auditor.metrics.exposure import (
     per_query_overlap,
 )
 from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_head_mask
+from auditor.metrics.list_measures import ExposureMeasures
 from auditor.result import ListMeasures
 
 # --- RecBole tests/metrics/test_topk_metrics.py -------------------------------------
@@ -223,13 +223,13 @@ def test_exposure_measures_bundle() -> None:
     lists = np.array([[0, 1], [0, 2]])
     result = measures.measure(lists)
     assert isinstance(result, ListMeasures)
-    assert result.arp == pytest.approx((75 + 75) / 2)
-    assert result.coverage == pytest.approx(3 / 10)
-    assert result.head_share_20pct == pytest.approx(1.0)
-    assert result.head_share_1pct == pytest.approx(0.5)
+    assert result["arp"] == pytest.approx((75 + 75) / 2)
+    assert result["coverage"] == pytest.approx(3 / 10)
+    assert result["head_share_20pct"] == pytest.approx(1.0)
+    assert result["head_share_1pct"] == pytest.approx(0.5)
     # novelty: item 0 seen by all 10 users (0 bits), items 1 and 2 by half (1 bit).
-    assert result.novelty == pytest.approx(0.5)
-    assert ExposureMeasures(POP).measure(lists).novelty is None
+    assert result["novelty"] == pytest.approx(0.5)
+    assert ExposureMeasures(POP).measure(lists)["novelty"] is None
     # Most-popular list: by popularity, ties by row.
     assert measures.popular_list(4).tolist() == [0, 1, 2, 3]
     assert ExposureMeasures(np.array([1, 3, 3, 0])).popular_list(10).tolist() == [1, 2, 0, 3]

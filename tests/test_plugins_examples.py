@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -13,8 +14,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from click.testing import CliRunner
 from scipy import stats as scipy_stats
 
+from auditor.cli import cli
 from auditor.config import AuditConfig, LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.model import LiveModel, ModelBundle
@@ -22,6 +25,7 @@ from auditor.probes import ProbeBatch, update_step, working_copy
 from auditor.plugins import (
     call_hook,
     collect_condition_evidence,
+    collect_measures,
     compute_measures,
     get_plugin_manager,
     load_plugin_file,
@@ -229,10 +233,36 @@ def test_norm_measures_known_answers() -> None:
     from auditor.model import ItemStats
 
     pm = get_plugin_manager([NORM_MEASURES], entry_points=False)
-    values = compute_measures(pm, bundle, ItemStats(frequencies=freq, n_interactions=18), None)
+    values = compute_measures(collect_measures(pm), bundle, ItemStats(frequencies=freq, n_interactions=18), None)
     assert values["head_norm_ratio_1pct"] == pytest.approx(3.0 / 1.4)
     assert values["norm_gini"] == pytest.approx(nm.gini(table[:, 0]))
-    assert compute_measures(pm, bundle, None, None)["head_norm_ratio_1pct"] is None
+    assert compute_measures(collect_measures(pm), bundle, None, None)["head_norm_ratio_1pct"] is None
+
+
+def test_norm_percentile_list_measure_known_answer() -> None:
+    from auditor.metrics.exposure import ListContext, Slots
+
+    nm = load_plugin_file(NORM_MEASURES)
+    table = np.zeros((5, 2))
+    table[:, 1] = [3.0, 1.0, 4.0, 2.0, 2.0]  # ranks 4, 1, 5, 2.5, 2.5 -> percentiles 0.75, 0, 1, 0.375, 0.375
+    measure = nm.NormPercentile().bind(ListContext(np.ones(5), item_table=table))
+    lists = np.array([[2, 0], [3, -1]])  # filled slots: 1, 0.75, 0.375
+    assert measure(Slots(lists, 5)) == pytest.approx((1 + 0.75 + 0.375) / 3)
+    assert np.isnan(measure(Slots(np.full((2, 2), -1), 5)))
+    assert nm.NormPercentile().bind(ListContext(np.ones(5))) is None  # no table: not measurable
+
+
+def test_norm_percentile_shows_dot_serving_long_vectors(tmp_path: Path) -> None:
+    ran = CliRunner().invoke(cli, ["check", "sample_data/biased.pt", "--interactions", "sample_data/interactions.parquet",
+                                   "--plugin", str(NORM_MEASURES), "--no-probes", "--bootstrap", "0", "-k", "10",
+                                   "-q", "--json", str(tmp_path / "r.json"), "--fail-on", "norm_percentile_ratio@10>1.1"])
+    assert ran.exit_code == 3, ran.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    at10 = report["retrieval"]["at"]["10"]
+    # The popular items have the longest vectors: the most-popular list is near 1, dot close behind.
+    assert at10["popular"]["norm_percentile"] > at10["dot"]["norm_percentile"] > 0.8
+    assert at10["cosine"]["norm_percentile"] < 0.6
+    assert report["retrieval"]["definitions"]["norm_percentile"].startswith("norm_percentile: ")
 
 
 def test_feature_tower_script_writes_the_readme_example(tmp_path: Path) -> None:

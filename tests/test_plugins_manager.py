@@ -24,7 +24,6 @@ from auditor.plugins import (
     hook_names,
     hook_results,
     load_plugin_file,
-    plugin_paths_from_argv,
 )
 from auditor.result import Condition
 
@@ -72,8 +71,8 @@ def popaudit_measures():
     info = next(i for i in describe_plugins(pm) if i.kind == "file")
     assert info.name == f"file:{path}" and info.path == str(path) and info.hooks == ("popaudit_measures",)
     # The built-in measures come through the same hook, after the plugins' own.
-    assert [m.name for m in collect_measures(pm)] == ["m_one", "m_two", "item_bias_spearman"]
-    assert compute_measures(pm, None, None, None) == {"m_one": 1.5, "m_two": 2.0, "item_bias_spearman": None}
+    assert collect_measures(pm).audit_names == ["m_one", "m_two", "item_bias_spearman"]
+    assert compute_measures(collect_measures(pm), None, None, None) == {"m_one": 1.5, "m_two": 2.0, "item_bias_spearman": None}
     # The same file twice is registered once.
     pm2 = get_plugin_manager([path, tmp_path / "." / "two.py"], entry_points=False)
     assert sum(1 for i in describe_plugins(pm2) if i.kind == "file") == 1
@@ -209,7 +208,7 @@ def test_hook_results_and_measure_validation(tmp_path: Path) -> None:
         collect_measures(get_plugin_manager([no_compute], entry_points=False))
     boom = write_plugin(tmp_path, "boom", MEASURE + "@hookimpl\ndef popaudit_measures():\n    return [Measure('m', 'boom')]\n")
     with pytest.raises(PluginError, match=r"plugin '.*boom\.py' failed in hook popaudit_measures \(measure 'm'\): ZeroDivisionError"):
-        compute_measures(get_plugin_manager([boom], entry_points=False), None, None, None)
+        compute_measures(collect_measures(get_plugin_manager([boom], entry_points=False)), None, None, None)
 
 
 def test_condition_evidence_is_merged_with_its_source(tmp_path: Path) -> None:
@@ -265,6 +264,8 @@ def test_broken_entry_point_names_itself(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_plugin_paths_from_argv() -> None:
+    from auditor.cli._group import plugin_paths_from_argv
+
     argv = ["check", "m.pt", "--plugin", "a.py", "--plugin=b.py", "-k", "10", "--", "--plugin", "c.py"]
     assert plugin_paths_from_argv(argv) == (Path("a.py"), Path("b.py"))
 

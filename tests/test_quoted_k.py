@@ -8,11 +8,12 @@ from dataclasses import replace
 
 from auditor.report.content import headline_parts
 from auditor.result import AuditResult, CutoffMeasures, FrequencyNorm, Inputs, ListMeasures, Retrieval, Verdict
+from report_samples import builtin_measures
 from auditor.verdict import decide_verdict, first_seen_skew, quoted_cutoff
 
 
 def _measures(head: float) -> ListMeasures:
-    return ListMeasures(head, 0.5, 0.6, 100.0, 0.1, 0.8, 0.2, 3.0)
+    return builtin_measures(head, 0.5, 0.6, 100.0, 0.1, 0.8, 0.2, 3.0)
 
 
 def _result(n_items: int, shares: dict[int, tuple[float, float]]) -> AuditResult:

@@ -92,7 +92,7 @@ def test_structure_is_valid_and_complete(full_html: str) -> None:
     assert "script" not in names and "link" not in names and "iframe" not in names
     # Every contents link points at a section that exists.
     ids = {attrs.get("id") for _, attrs in doc.tags}
-    anchors = [attrs["href"] for tag, attrs in doc.tags if tag == "a"]
+    anchors = [attrs['href'] for tag, attrs in doc.tags if tag == "a"]
     assert anchors and all(a.startswith("#") and a[1:] in ids for a in anchors)
     assert "@media print" in full_html
 
@@ -159,12 +159,12 @@ def test_sections_match_the_result(full_html: str) -> None:
         cut = result.retrieval.at[k]
         head = rows[0]
         assert head[1:] == [
-            f"{100 * cut.dot.head_share_1pct:.1f}%", f"{100 * cut.cosine.head_share_1pct:.1f}%",
-            f"{100 * cut.popular.head_share_1pct:.1f}%",
-            f"{cut.dot.head_share_1pct / cut.cosine.head_share_1pct:.2f}×",
+            f"{100 * cut.dot['head_share_1pct']:.1f}%", f"{100 * cut.cosine['head_share_1pct']:.1f}%",
+            f"{100 * cut.popular['head_share_1pct']:.1f}%",
+            f"{cut.dot['head_share_1pct'] / cut.cosine['head_share_1pct']:.2f}×",
         ]
         gini = next(r for r in rows if r[0] == "Gini index of exposure")
-        assert gini[1] == f"{cut.dot.gini:.3f}"
+        assert gini[1] == f"{cut.dot['gini']:.3f}"
     assert "recall@100 of the approximate index vs exact search" in text
     # Conditions: every id with its status.
     conditions = _table_with(doc, ["id", "condition", "status", "evidence"])
@@ -181,7 +181,7 @@ def test_sections_match_the_result(full_html: str) -> None:
     settings = dict(_table_with(doc, ["setting", "value"]))
     assert settings["ks"] == "10, 100" and settings["queries.max_queries"] == "500"
     assert settings["index"] == "auto" and settings["seed"] == "0"
-    assert dict(_table_with(doc, ["retrieval setting", "value"]))["index"] == "ivf"
+    assert dict(_table_with(doc, ["retrieval setting", "value"]))['index'] == "ivf"
     assert "probes.growth: the checkpoint has no optimizer state" in text
     assert f"popaudit {__version__}" in text
 
@@ -205,7 +205,7 @@ def test_page_helpers_escape_and_align() -> None:
     document = page("T <1>", [Section("one", "One", "<p>x</p>\n"), Section("two", "Two & more", "")])
     doc = parse(document)
     assert "<title>T &lt;1&gt;</title>" in document and "Two &amp; more" in document
-    assert [attrs["href"] for tag, attrs in doc.tags if tag == "a"] == ["#one", "#two"]
+    assert [attrs['href'] for tag, attrs in doc.tags if tag == "a"] == ["#one", "#two"]
     assert esc('"q"') == "&quot;q&quot;"
 
 

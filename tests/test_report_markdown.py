@@ -18,8 +18,8 @@ from auditor.report import RenderContext, render_to
 from auditor.report import content as c
 from auditor.report import formatting as f
 from auditor.report.markdown import MarkdownRenderer, md_escape, md_table
-from auditor.result import AuditResult, Condition, CutoffMeasures, Inputs, ListMeasures, Retrieval, Verdict
-from report_samples import bare_result, full_result
+from auditor.result import AuditResult, Condition, CutoffMeasures, Inputs, Retrieval, Verdict
+from report_samples import bare_result, builtin_measures, full_result
 
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]+)\)")
 
@@ -154,8 +154,8 @@ def test_bare_result_says_what_was_not_measured(tmp_path: Path) -> None:
 
 
 def _small_result(**changes: object) -> AuditResult:
-    lm = ListMeasures(0.3, 0.5, 0.6, 10.0, 0.2, 0.8, 0.3, 5.0)
-    lc = ListMeasures(0.1, 0.3, 0.4, 5.0, 0.4, 0.5, 0.6, 6.0)
+    lm = builtin_measures(0.3, 0.5, 0.6, 10.0, 0.2, 0.8, 0.3, 5.0)
+    lc = builtin_measures(0.1, 0.3, 0.4, 5.0, 0.4, 0.5, 0.6, 6.0)
     result = full_result()
     result.frequency_norm.spearman = 0.5
     result.frequency_norm.spearman_ci = (0.4, 0.6)

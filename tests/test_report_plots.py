@@ -125,7 +125,7 @@ def test_head_share_bars_are_the_measured_percentages() -> None:
     fig = plots.head_share_figure(result.retrieval)
     heights = [round(p.get_height(), 6) for p in fig.axes[0].patches]
     expected = [
-        round(100 * getattr(result.retrieval.at[k], s).head_share_1pct, 6)
+        round(100 * getattr(result.retrieval.at[k], s)["head_share_1pct"], 6)
         for s in ("dot", "cosine", "popular")
         for k in (10, 100)
     ]

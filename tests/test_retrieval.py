@@ -16,10 +16,12 @@ from threadpoolctl import threadpool_info
 import auditor.retrieval.search as retrieval_module
 from auditor.config import AuditConfig
 from auditor.errors import EmbeddingTableError, InputError, QueryError
-from auditor.metrics.exposure import ExposureMeasures
+from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.progress import Advance, Progress
+from auditor.loading.alignment import ItemRows
 from auditor.loading.history import history_from_log, history_from_pairs
+from auditor.loading.logs import LogSpec
 from auditor.retrieval import (
     EXACT_FLOP_LIMIT,
     blas_path,
@@ -177,15 +179,15 @@ def test_dot_serves_popular_items_more_than_cosine() -> None:
     assert retrieval.index == "exact" and retrieval.n_queries == 300
     for k in (10, 100):
         cut = retrieval.at[k]
-        assert cut.dot.head_share_1pct > 2 * cut.cosine.head_share_1pct
-        assert cut.dot.head_share_10pct > cut.cosine.head_share_10pct
-        assert cut.dot.arp > cut.cosine.arp
-        assert cut.dot.gini > cut.cosine.gini
-        assert cut.dot.coverage < cut.cosine.coverage
+        assert cut.dot["head_share_1pct"] > 2 * cut.cosine["head_share_1pct"]
+        assert cut.dot["head_share_10pct"] > cut.cosine["head_share_10pct"]
+        assert cut.dot["arp"] > cut.cosine["arp"]
+        assert cut.dot["gini"] > cut.cosine["gini"]
+        assert cut.dot["coverage"] < cut.cosine["coverage"]
         assert 0.0 <= cut.overlap_dot_cosine < 1.0
         # The most-popular list is all head at 1% for K <= 1% of the catalogue.
-        assert cut.popular.arp >= cut.dot.arp
-    assert retrieval.at[10].popular.head_share_1pct == 1.0
+        assert cut.popular["arp"] >= cut.dot["arp"]
+    assert retrieval.at[10].popular["head_share_1pct"] == 1.0
     # With norms removed the table is direction-only: dot == cosine.
     unit = items / np.linalg.norm(items, axis=1, keepdims=True)
     same = measure_retrieval(_bundle(unit, users), _stats(freq), _config(ks=(10,)), None).retrieval
@@ -214,7 +216,7 @@ def test_k_clamped_with_warning() -> None:
     outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10, 100)), None)
     assert sorted(outcome.retrieval.at) == [10, 40]
     assert any("K=100" in w and "clamped to 40" in w for w in outcome.warnings)
-    assert outcome.retrieval.at[40].dot.coverage == 1.0
+    assert outcome.retrieval.at[40].dot["coverage"] == 1.0
 
 
 def test_zero_and_nan_queries() -> None:
@@ -224,7 +226,7 @@ def test_zero_and_nan_queries() -> None:
     assert outcome.retrieval.n_zero_queries == 2
     assert outcome.retrieval.n_queries == 28
     assert any("2 of 30 query vectors are zero" in w for w in outcome.warnings)
-    assert not np.isnan(outcome.retrieval.at[5].cosine.arp)
+    assert not np.isnan(outcome.retrieval.at[5].cosine["arp"])
     users[4, 1] = np.nan
     with pytest.raises(QueryError, match="row 4"):
         measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(5,)), None)
@@ -379,7 +381,7 @@ def test_approximate_index_reports_recall(kind: str) -> None:
     exact = measure_retrieval(bundle, stats, _config(ks=(10, 50), index="exact"), None)
     assert exact.retrieval.recall is None
     # High recall: the approximate measures are close to the exact ones.
-    assert retrieval.at[10].dot.arp == pytest.approx(exact.retrieval.at[10].dot.arp, rel=0.1)
+    assert retrieval.at[10].dot["arp"] == pytest.approx(exact.retrieval.at[10].dot["arp"], rel=0.1)
 
 
 def test_auto_index_threshold() -> None:
@@ -402,8 +404,8 @@ def test_streamed_history_equals_the_in_memory_one(tmp_path: Path, max_users: in
     log_items = rng.integers(0, 45, 600)  # ids 40-44 have no row: left out of the histories
     log = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user_id": users, "item_id": log_items}), log)
-    pairs = read_pairs(log, item_ids=None, n_items=40)
+    pairs = read_pairs(LogSpec(log), ItemRows(None, 40))
     expected = history_from_pairs(pairs, items, max_users, seed=11)
-    streamed = history_from_log(log, item_ids=None, table=items, max_users=max_users, seed=11)
+    streamed = history_from_log(LogSpec(log), ItemRows(None, 40), table=items, max_users=max_users, seed=11)
     assert (streamed.n_eligible, streamed.sampled) == (expected.n_eligible, expected.sampled)
     np.testing.assert_allclose(streamed.vectors, expected.vectors, rtol=1e-6)

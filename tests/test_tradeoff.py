@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from auditor.result import Accuracy, CutoffMeasures, ListMeasures, RankingAccuracy
+from report_samples import builtin_measures
 from auditor.tradeoff import Point, choose_scoring, judge_tradeoff, pareto_front, scoring_alpha
 
 
@@ -49,7 +50,7 @@ def test_popular_is_never_recommended_and_zero_dot_ndcg_is_undecided() -> None:
 
 def test_judge_tradeoff_fills_the_section() -> None:
     def lm(head: float) -> ListMeasures:
-        return ListMeasures(head, 0.5, 0.6, 10.0, 0.2, 0.8, 0.3, None)
+        return builtin_measures(head, 0.5, 0.6, 10.0, 0.2, 0.8, 0.3, None)
 
     cut = CutoffMeasures(lm(0.4), lm(0.1), lm(0.9), 0.5, norm_aware={"alpha_0.5": lm(0.2)})
     at = {10: {"dot": RankingAccuracy(0.2, 0.30, 0.5, 0.2), "cosine": RankingAccuracy(0.1, 0.2, 0.3, 0.1),

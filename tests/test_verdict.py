@@ -26,8 +26,8 @@ def _fn(rho: float, lo: float, hi: float, p: float = 1e-6) -> FrequencyNorm:
 
 
 def _measures(head: float) -> ListMeasures:
-    return ListMeasures(head_share_1pct=head, head_share_10pct=0.5, head_share_20pct=0.6, arp=100.0,
-                        aplt=0.1, gini=0.8, coverage=0.2, novelty=3.0)
+    return ListMeasures(dict(head_share_1pct=head, head_share_10pct=0.5, head_share_20pct=0.6, arp=100.0,
+                             aplt=0.1, gini=0.8, coverage=0.2, novelty=3.0))
 
 
 def _cut(dot: float, cos: float) -> CutoffMeasures:

@@ -22,7 +22,6 @@ from auditor.batch.dispatch import WORKER_DIED
 from auditor.batch.jobs import BatchJob, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, ManifestRow, convert_setting, manifest_columns, read_manifest
 from auditor.batch.results import (
-    RESULT_SCHEMA,
     RESULTS_VERSION,
     STATUS_ERROR,
     STATUS_OK,
@@ -38,7 +37,6 @@ from auditor.result import CONDITION_IDS
 __all__ = [
     "CONDITION_IDS",
     "RESULTS_VERSION",
-    "RESULT_SCHEMA",
     "STATUS_ERROR",
     "STATUS_OK",
     "WORKER_DIED",

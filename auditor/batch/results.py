@@ -6,8 +6,7 @@
 Results
 -------
 One row per manifest row, sorted by ``row``; the columns and their order are
-:func:`result_schema` (``RESULT_SCHEMA`` is the schema for the default cut-offs 10 and
-100):
+:func:`result_schema` (shown for the cut-offs 10 and 100):
 
 ==================  =======  ===========================================================
 column              type     meaning
@@ -123,10 +122,6 @@ def result_schema(ks: Iterable[int], extra_metrics: Iterable[str] = ()) -> pa.Sc
         columns,
         metadata={"popaudit.batch": json.dumps({"results_version": RESULTS_VERSION, "ks": cutoffs})},
     )
-
-
-RESULT_SCHEMA = result_schema((10, 100))
-"""The results schema for the default cut-offs (10, 100); see :func:`result_schema`."""
 
 
 # ---------------------------------------------------------------------------- writer

@@ -214,7 +214,9 @@ def option_names() -> dict[str, str]:
     # Settings of the commands themselves (batch, retrain) that library messages name.
     names += ["output", "jobs", "flush_interval", "fail_on", "resume", "data_format", "zipf"]
     names += ["threads", "holdout_fraction", "split", "time_col", "logq"]  # retrain, experiment
+    names += ["temperature", "epochs", "batch_size", "init_std"]  # retrain, experiment (training settings)
     names += ["alpha", "tensors_only"]  # popaudit mitigate
+    names += ["markdown"]  # check's report outputs
     return {name: special.get(name, "--" + name.replace("_", "-")) for name in names}
 
 

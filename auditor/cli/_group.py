@@ -10,6 +10,8 @@ and ``popaudit check`` none for this (its own manager comes later, in the comman
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,12 +22,32 @@ _ARGV_KEY = "popaudit.plugin_paths"
 _COMMANDS_KEY = "popaudit.plugin_commands"
 
 
+def plugin_paths_from_argv(argv: Iterable[str]) -> tuple[Path, ...]:
+    """``--plugin PATH`` / ``--plugin=PATH`` values in a raw command line, in order.
+
+    The CLI reads these before click parses, so plugin commands can be found.
+    """
+    args = list(argv)
+    paths: list[Path] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break
+        if arg == "--plugin" and i + 1 < len(args):
+            paths.append(Path(args[i + 1]))
+            i += 2
+            continue
+        if arg.startswith("--plugin="):
+            paths.append(Path(arg.split("=", 1)[1]))
+        i += 1
+    return tuple(paths)
+
+
 class PluginGroup(click.Group):
     """A click group whose command list also holds the plugins' commands."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        from auditor.plugins import plugin_paths_from_argv
-
         ctx.meta[_ARGV_KEY] = plugin_paths_from_argv(args)
         return super().parse_args(ctx, args)
 

@@ -116,13 +116,16 @@ def command(
     parsed = read_manifest(manifest)
     row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
     measures: list[str] = []
+    list_measures: list[str] | None = None  # the built-in ones
     if fail_on:  # plugin code runs here only when gates may name its measures
         from auditor.plugins import collect_measures, get_plugin_manager
 
-        measures = [m.name for m in collect_measures(get_plugin_manager(plugins))]
+        registered = collect_measures(get_plugin_manager(plugins))
+        measures, list_measures = registered.audit_names, registered.list_names
     try:
         row_alphas = [a for row in parsed.rows for a in row.settings.get("alphas", ())]
-        gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures, [*defaults["alphas"], *row_alphas])
+        gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures, [*defaults["alphas"], *row_alphas],
+                          list_measures)
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
 

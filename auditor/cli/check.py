@@ -108,7 +108,8 @@ def command(
             param_hint="--format",
         )
     try:
-        gates = gates_for(fail_on, config.ks, [m.name for m in collect_measures(pm)], config.alphas)
+        registered = collect_measures(pm)
+        gates = gates_for(fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names)
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
 

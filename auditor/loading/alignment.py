@@ -1,6 +1,7 @@
 """Raw item ids to table rows: through the raw id of each row (``item_ids``), else
-``row = id − offset``; per distinct id for counts (:func:`align_counts`), per batch for
-streamed pairs (:func:`mapped_pairs`).
+``row = id − offset``, as one :class:`ItemRows` every reader that maps items takes; per
+distinct id for counts (:func:`align_counts`), per batch for streamed pairs
+(:func:`mapped_pairs`).
 
 Ids without a row are reported, not raised: whether that is acceptable is
 :mod:`auditor.loading.idmap`'s call. Ids that cannot be row numbers at all (strings,
@@ -9,13 +10,16 @@ fractional floats) raise IdMappingError naming the data row of the first one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import AuditError, IdMappingError, setting
 from auditor.loading.counting import IdCounts
-from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log
+from auditor.loading.logs import Log, LogSpec, TypeDrift, maybe_int, open_log
 from auditor.model import ItemStats
 
 
@@ -38,6 +42,29 @@ class RowLookup:
             values, keys = values.cast(pa.string()), self._text
         rows: np.ndarray = pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy(zero_copy_only=False)
         return rows.astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class ItemRows:
+    """How raw item ids map to the rows of an ``n_items``-row item table: through
+    ``item_ids`` (the raw id of each row, in row order), else ``row = id − offset``.
+
+    Raises IdMappingError when ``item_ids`` does not hold one id per row.
+    """
+
+    item_ids: np.ndarray | None
+    n_items: int
+    offset: int = 0
+    """Only where ids are taken as rows (``item_ids`` None)."""
+
+    def __post_init__(self) -> None:
+        if self.item_ids is not None and len(self.item_ids) != self.n_items:
+            raise IdMappingError(f"{len(self.item_ids)} item ids for a table of {self.n_items} rows")
+
+    @cached_property
+    def lookup(self) -> RowLookup | None:
+        """The hash lookup through ``item_ids`` (built once, on first use); None: rows are ids."""
+        return RowLookup(self.item_ids) if self.item_ids is not None else None
 
 
 def lookup_rows(values: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
@@ -99,7 +126,7 @@ def _not_integers(log: Log | None, source: object, example: object | None) -> Id
 def _reopen(counts: IdCounts) -> Log | None:
     """The log behind ``counts`` opened again (error path), or None when that fails."""
     try:
-        return open_log(counts.source, counts.format or "auto", counts.user_col, counts.item_col)
+        return open_log(LogSpec(counts.source, counts.format or "auto", counts.user_col, counts.item_col))
     except AuditError:
         return None
 
@@ -133,19 +160,18 @@ def _id_rows(ids: np.ndarray, n_rows: int, offset: int) -> np.ndarray:
     return np.where((rows >= 0) & (rows < n_rows), rows, -1)
 
 
-def align_counts(counts: IdCounts, item_ids: np.ndarray | None, n_items: int, offset: int = 0) -> ItemStats:
-    """Frequencies (and distinct users) per table row.
+def align_counts(counts: IdCounts, mapping: ItemRows) -> ItemStats:
+    """Frequencies (and distinct users) per table row, ids mapped by ``mapping``.
 
-    ``item_ids`` None: row index = id − ``offset``. Ids without a row are counted in
-    ``n_unmapped`` (interactions) and ``n_unmapped_ids`` (distinct ids), not raised
-    (whether that is acceptable is :mod:`auditor.loading.idmap`'s call).
+    Ids without a row are counted in ``n_unmapped`` (interactions) and ``n_unmapped_ids``
+    (distinct ids), not raised (whether that is acceptable is
+    :mod:`auditor.loading.idmap`'s call).
     """
-    if item_ids is None:
-        rows = _rows_without_ids(counts, n_items, offset)
+    n_items = mapping.n_items
+    if mapping.item_ids is None:
+        rows = _rows_without_ids(counts, n_items, mapping.offset)
     else:
-        if len(item_ids) != n_items:
-            raise IdMappingError(f"{len(item_ids)} item ids for a table of {n_items} rows")
-        rows = lookup_rows(counts.ids, item_ids)
+        rows = lookup_rows(counts.ids, mapping.item_ids)
     found = rows >= 0
     frequencies = np.zeros(n_items, dtype=np.int64)
     frequencies[rows[found]] = counts.counts[found]  # ids are distinct, so rows are too
@@ -164,11 +190,11 @@ def align_counts(counts: IdCounts, item_ids: np.ndarray | None, n_items: int, of
     )
 
 
-def _batch_rows(items: pa.Array, lookup: RowLookup | None, n_items: int, log: Log, offset: int = 0) -> np.ndarray:
-    """Table row of each item id of one batch (-1: no row); rows are ids − ``offset``
-    when ``lookup`` is None."""
+def _batch_rows(items: pa.Array, mapping: ItemRows, log: Log) -> np.ndarray:
+    """Table row of each item id of one batch (-1: no row)."""
     if len(items) == 0:  # e.g. every user id of the block empty: no type to judge the ids by
         return np.empty(0, dtype=np.int64)
+    lookup = mapping.lookup
     if lookup is None:
         items = maybe_int(items)
         if pa.types.is_floating(items.type):  # integral floats are ids, as ids_to_numpy reads them
@@ -178,18 +204,16 @@ def _batch_rows(items: pa.Array, lookup: RowLookup | None, n_items: int, log: Lo
                 pass
         if not pa.types.is_integer(items.type):
             raise _not_integers(log, log.path, _first_non_integer(items))
-        return _id_rows(items.to_numpy(zero_copy_only=False), n_items, offset)
+        return _id_rows(items.to_numpy(zero_copy_only=False), mapping.n_items, mapping.offset)
     return lookup(items)
 
 
-def mapped_pairs(
-    items: pa.Array, users: pa.Array, lookup: RowLookup | None, n_items: int, offset: int, log: Log
-) -> tuple[pa.Array, np.ndarray]:
-    """The users and table rows of one batch's interactions whose item has a row
-    (rows with an empty user or item id dropped)."""
+def mapped_pairs(items: pa.Array, users: pa.Array, mapping: ItemRows, log: Log) -> tuple[pa.Array, np.ndarray]:
+    """The users and table rows (through ``mapping``) of one batch's interactions whose
+    item has a row (rows with an empty user or item id dropped)."""
     valid = pc.and_(pc.is_valid(items), pc.is_valid(users))
     if items.null_count or users.null_count:
         items, users = items.filter(valid), users.filter(valid)
-    rows = _batch_rows(items, lookup, n_items, log, offset)
+    rows = _batch_rows(items, mapping, log)
     mapped = np.flatnonzero(rows >= 0)
     return users.take(pa.array(mapped)), rows[mapped]

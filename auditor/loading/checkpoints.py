@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from auditor.errors import ModelLoadError, UntrustedPickleError
+from auditor.errors import ModelLoadError, UntrustedPickleError, setting
 from auditor.loading.pickle_rebuild import SafeArray
 from auditor.loading.pickle_scan import CorruptFileError, reason, shown
 from auditor.loading.safe_pickle import (
@@ -97,12 +97,12 @@ def read_torch(path: Path, trust_pickle: bool) -> RawModel:
         obj = _trusted_load(path, torchscript=False, fallback_of=exc)
         raw = interpret(obj, path)
         raw.module = obj
-        raw.warnings.append(f"{path} was fully unpickled (--trust-pickle): {exc}")
+        raw.warnings.append(f"{path} was fully unpickled ({setting('trust_pickle')}): {exc}")
         return raw
     if trust_pickle and (found.kind == "torchscript" or found.placeholders):
         try:
             raw.module = _trusted_load(path, torchscript=found.kind == "torchscript")
-            raw.warnings.append(f"{path} was fully unpickled (--trust-pickle)")
+            raw.warnings.append(f"{path} was fully unpickled ({setting('trust_pickle')})")
         except ModelLoadError as exc:
             raw.warnings.append(f"{exc}; the tables were read without running the file")
     return raw
@@ -118,7 +118,7 @@ def _raw_from(found: TorchFile, path: Path) -> RawModel:
         if isinstance(found.root, Placeholder) or (found.placeholders and _holds_placeholder(found.root)):
             raise UntrustedPickleError(
                 f"{path} holds a pickled {_root_name(found.root)} that popaudit cannot read without running "
-                "code from the file: it holds no tensors popaudit can reach. --trust-pickle would unpickle it "
+                f"code from the file: it holds no tensors popaudit can reach. {setting('trust_pickle')} would unpickle it "
                 "fully, which runs code from the file: pass it only if you trust where the file came from, "
                 "or re-save the model as a state dict (torch.save(model.state_dict(), ...))."
             )
@@ -152,7 +152,9 @@ def _trusted_load(path: Path, torchscript: bool, fallback_of: ModelLoadError | N
                 return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # arbitrary unpickling: any class may fail to import
         prefix = f"{fallback_of}; " if fallback_of is not None else ""
-        raise ModelLoadError(f"{prefix}cannot unpickle {path} even with --trust-pickle: {reason(exc)}") from exc
+        raise ModelLoadError(
+            f"{prefix}cannot unpickle {path} even with {setting('trust_pickle')}: {reason(exc)}"
+        ) from exc
 
 
 def interpret(obj: Any, path: Path) -> RawModel:
@@ -192,7 +194,7 @@ def _note_module(obj: Any, notes: list[str], path: Path) -> None:
     if is_module(obj):
         notes.append(
             f"{path} holds a pickled {shown(qualname_of(obj))} module; its tensors were read without running code "
-            "from the file. --trust-pickle is only needed when a plugin must run the module itself."
+            f"from the file. {setting('trust_pickle')} is only needed when a plugin must run the module itself."
         )
 
 

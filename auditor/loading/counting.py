@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import InteractionsError
-from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.loading.logs import Log, LogSpec, maybe_int, open_log, read_ids
 from auditor.loading.merging import Merger, SortedKeys
 from auditor.loading.ids import ids_to_numpy
 from auditor.progress import SILENT, Progress
@@ -62,16 +62,8 @@ class IdCounts:
     """Counted rows (item id present) whose user id is empty: in ``n_interactions``, not in ``n_users``."""
 
 
-def count_item_ids(
-    path: Path,
-    *,
-    fmt: str = "auto",
-    user_col: str | None = None,
-    item_col: str | None = None,
-    need_users: bool = True,
-    progress: Progress = SILENT,
-) -> IdCounts:
-    """Interactions (and distinct users) per raw item id, streaming the log once.
+def count_item_ids(spec: LogSpec, *, need_users: bool = True, progress: Progress = SILENT) -> IdCounts:
+    """Interactions (and distinct users) per raw item id, streaming the log ``spec`` names once.
 
     Non-negative integer ids that are dense enough (see ``_dense_limit``) are counted with
     ``np.bincount`` into an array indexed by id; other ids (negative, very sparse, strings,
@@ -83,7 +75,7 @@ def count_item_ids(
     path), and about 16 bytes per distinct (user, item) pair at peak for ``user_counts``
     when ``need_users``.
     """
-    log = open_log(Path(path), fmt, user_col, item_col)
+    log = open_log(spec)
     return read_ids(log, lambda as_strings: _count(log, need_users and log.user_col is not None, as_strings, progress))
 
 

@@ -15,15 +15,14 @@ Peak memory is O(distinct users + max_users × dim), whatever the log's length.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import InteractionsError, setting
-from auditor.loading.alignment import RowLookup, mapped_pairs
-from auditor.loading.logs import Log, open_log, read_ids
+from auditor.loading.alignment import ItemRows, mapped_pairs
+from auditor.loading.logs import Log, LogSpec, open_log, read_ids
 from auditor.loading.merging import Merger
 from auditor.loading.messages import columns_found
 from auditor.model import InteractionPairs
@@ -78,41 +77,38 @@ def history_from_pairs(
 
 
 def history_from_log(
-    path: Path,
+    spec: LogSpec,
+    mapping: ItemRows,
     *,
-    fmt: str = "auto",
-    user_col: str | None = None,
-    item_col: str | None = None,
-    item_ids: np.ndarray | None,
     table: np.ndarray,
     max_users: int | None,
     seed: int = 0,
-    offset: int = 0,
     progress: Progress = SILENT,
 ) -> HistoryQueries:
-    """History queries streamed from the log at ``path`` (module docstring): at most
+    """History queries streamed from the log ``spec`` names (module docstring): at most
     ``max_users`` users, sampled with ``seed`` among those with a mapped interaction.
 
-    Items map to rows through ``item_ids`` (raw id of each row), else row = id − ``offset``.
+    Items map to rows of ``table`` through ``mapping`` (its ``n_items`` must be the
+    table's row count).
     """
-    log = open_log(Path(path), fmt, user_col, item_col)
+    if mapping.n_items != table.shape[0]:
+        raise ValueError(f"the item mapping is for {mapping.n_items} rows, the table has {table.shape[0]}")
+    log = open_log(spec)
     if log.user_col is None:
         raise InteractionsError(
             f"history queries need the user of each interaction, but no user id column was found in "
             f"{log.path}; {columns_found(log.columns)}. Pass {setting('user_col')} NAME"
         )
-    n_items = int(table.shape[0])
-    lookup = RowLookup(item_ids) if item_ids is not None else None
 
     def queries(as_strings: bool) -> HistoryQueries:
-        eligible = _eligible_users(log, lookup, n_items, offset, as_strings, progress)
+        eligible = _eligible_users(log, mapping, as_strings, progress)
         if len(eligible) == 0:
             raise InteractionsError(
                 f"no interaction in {log.path} maps onto a row of the item table, so no history query exists"
             )
         picked = sample_indices(len(eligible), max_users, seed)
         chosen = eligible if picked is None else eligible.take(pa.array(picked))
-        sums, counts = _stream_sums(log, chosen, lookup, n_items, offset, table, as_strings, progress)
+        sums, counts = _stream_sums(log, chosen, mapping, table, as_strings, progress)
         return HistoryQueries(_means(sums, counts), len(eligible), picked is not None, seed)
 
     return read_ids(log, queries)
@@ -122,16 +118,14 @@ def _first_appearance(t: pa.Table) -> pa.Table:
     return t.group_by("u").aggregate([("p", "min")]).rename_columns(["u", "p"])
 
 
-def _eligible_users(
-    log: Log, lookup: RowLookup | None, n_items: int, offset: int, as_strings: bool, progress: Progress
-) -> pa.Array:
+def _eligible_users(log: Log, mapping: ItemRows, as_strings: bool, progress: Progress) -> pa.Array:
     """Distinct users with a mapped interaction, in order of first appearance."""
     merger = Merger(_first_appearance)
     seen = 0
     with progress.track("History queries: finding users", total=log.total_rows) as advance:
         for items, users in log.batches(as_strings):
             assert users is not None
-            batch_users, _ = mapped_pairs(items, users, lookup, n_items, offset, log)
+            batch_users, _ = mapped_pairs(items, users, mapping, log)
             unique = pc.unique(batch_users)  # first-appearance order within the batch
             merger.add(pa.table({"u": unique, "p": pa.array(np.arange(seen, seen + len(unique)))}))
             seen += len(unique)
@@ -145,9 +139,7 @@ def _eligible_users(
 def _stream_sums(
     log: Log,
     chosen: pa.Array,
-    lookup: RowLookup | None,
-    n_items: int,
-    offset: int,
+    mapping: ItemRows,
     table: np.ndarray,
     as_strings: bool,
     progress: Progress,
@@ -158,7 +150,7 @@ def _stream_sums(
     with progress.track("History queries: averaging histories", total=log.total_rows) as advance:
         for items, users in log.batches(as_strings):
             assert users is not None
-            batch_users, rows = mapped_pairs(items, users, lookup, n_items, offset, log)
+            batch_users, rows = mapped_pairs(items, users, mapping, log)
             position = pc.index_in(batch_users, value_set=chosen)
             keep = np.flatnonzero(position.is_valid().to_numpy(zero_copy_only=False))
             if keep.size:

@@ -2,10 +2,11 @@
 training (seen) item rows, as CSR.
 
 The holdout, in any interaction-log format, is streamed: items map to table rows as the
-training log's do (``item_ids``, else ``row = id − offset``), users to user-table rows
-through ``user_ids`` (raw user id of each row), else ``row = id − offset``, checked like
-every assumed mapping (:mod:`auditor.loading.idmap`). Interactions whose item has no row,
-and users without a user-table row (when there is a user table), are dropped and counted.
+training log's do (an :class:`~auditor.loading.alignment.ItemRows`), users to user-table
+rows through ``user_ids`` (raw user id of each row), else ``row = id − offset`` (the
+:class:`~auditor.loading.idmap.RowIdPolicy`), checked like every assumed mapping
+(:mod:`auditor.loading.idmap`). Interactions whose item has no row, and users without a
+user-table row (when there is a user table), are dropped and counted.
 The training log is streamed once more keeping only the evaluated users' rows (matched by
 raw id), so memory follows those users, not the log. A popaudit checkpoint's recorded
 pairs give the same objects without a file.
@@ -14,7 +15,6 @@ pairs give the same objects without a file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import IdMappingError, InteractionsError, setting
-from auditor.loading.alignment import RowLookup, lookup_rows, mapped_pairs
+from auditor.loading.alignment import ItemRows, RowLookup, lookup_rows, mapped_pairs
 from auditor.loading.idmap import RowIdPolicy, check_assumed_rows
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.loading.logs import Log, LogSpec, maybe_int, open_log, read_ids
 from auditor.loading.messages import columns_found
 from auditor.model import InteractionPairs
 from auditor.progress import SILENT, Progress
@@ -124,15 +124,15 @@ class SeenItems:
 
 
 def read_holdout(
-    path: Path, *, fmt: str = "auto", user_col: str | None = None, item_col: str | None = None,
-    item_ids: np.ndarray | None, n_items: int, user_ids: np.ndarray | None = None, n_user_rows: int | None = None,
+    spec: LogSpec, mapping: ItemRows, *, user_ids: np.ndarray | None = None, n_user_rows: int | None = None,
     row_ids: RowIdPolicy = RowIdPolicy(), progress: Progress = SILENT,
 ) -> HeldOut:
-    """The held-out log at ``path`` mapped onto the tables (module docstring).
+    """The held-out log ``spec`` names mapped onto the tables (module docstring): items
+    by ``mapping``, users through ``user_ids``, else by ``row_ids``.
 
     ``n_user_rows`` None: no user table (every user is evaluated, ``user_rows`` -1).
     """
-    log, lookup = _open(path, fmt, user_col, item_col, item_ids, n_items, "held-out accuracy")
+    log = _open(spec, "held-out accuracy")
 
     def read(as_strings: bool) -> tuple[InteractionPairs, int, int]:
         users_parts: list[pa.Array] = []
@@ -143,7 +143,7 @@ def read_holdout(
                 assert users is not None
                 n_read += len(items)
                 n_valid += int(pc.sum(pc.and_(pc.is_valid(items), pc.is_valid(users))).as_py() or 0)
-                batch_users, rows = mapped_pairs(items, users, lookup, n_items, row_ids.shift, log)
+                batch_users, rows = mapped_pairs(items, users, mapping, log)
                 if len(rows):
                     users_parts.append(_plain_ids(batch_users))
                     rows_parts.append(rows)
@@ -165,11 +165,11 @@ def read_holdout(
     if len(pairs) == 0:
         how, fix = (
             (f"through {setting('item_ids')}", "the holdout must come from the model's catalogue")
-            if item_ids is not None
+            if mapping.item_ids is not None
             else ("taken as row numbers", f"pass {setting('item_ids')} FILE with the raw item id of each table row")
         )
         raise IdMappingError(
-            f"no item id of {where} (column {log.item_col!r}) has a row in the {n_items:,}-row item table "
+            f"no item id of {where} (column {log.item_col!r}) has a row in the {mapping.n_items:,}-row item table "
             f"when mapped {how}: {fix}"
         )
     held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, check=True, user_column=log.user_col)
@@ -228,12 +228,11 @@ def _held_out(
 
 
 def read_seen(
-    path: Path, *, fmt: str = "auto", user_col: str | None = None, item_col: str | None = None,
-    item_ids: np.ndarray | None, n_items: int, offset: int = 0, users: HeldOutUsers, progress: Progress = SILENT,
+    spec: LogSpec, mapping: ItemRows, *, users: HeldOutUsers, progress: Progress = SILENT
 ) -> SeenItems:
-    """Each evaluated user's training item rows, streamed from the log at ``path``
-    (users matched by raw id; only their rows are kept)."""
-    log, lookup = _open(path, fmt, user_col, item_col, item_ids, n_items, "excluding training items")
+    """Each evaluated user's training item rows (through ``mapping``), streamed from the
+    log ``spec`` names (users matched by raw id; only their rows are kept)."""
+    log = _open(spec, "excluding training items")
     position = RowLookup(users.raw_ids)
 
     def read(as_strings: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -241,7 +240,7 @@ def read_seen(
         with progress.track(f"Training items of the held-out users: {log.path.name}", total=log.total_rows) as advance:
             for items, batch_users in log.batches(as_strings):
                 assert batch_users is not None
-                found, rows = mapped_pairs(items, batch_users, lookup, n_items, offset, log)
+                found, rows = mapped_pairs(items, batch_users, mapping, log)
                 if len(rows):
                     at = position(_plain_ids(found))
                     keep = at >= 0
@@ -295,11 +294,11 @@ def load_holdout(bundle: ModelBundle, config: AuditConfig, progress: Progress = 
     """The audit's holdout: ``config.holdout`` read against the bundle's tables, else the
     held-out pairs a popaudit checkpoint recorded."""
     n_user_rows = int(bundle.user_table.shape[0]) if bundle.user_table is not None else None
-    if config.holdout is not None:
-        return read_holdout(
-            config.holdout, **config.log_reading, item_ids=bundle.item_ids, n_items=bundle.n_items,
-            user_ids=bundle.user_ids, n_user_rows=n_user_rows, row_ids=config.row_ids, progress=progress,
-        )
+    spec = config.holdout_log
+    if spec is not None:
+        mapping = config.item_rows(bundle.item_ids, bundle.n_items)
+        return read_holdout(spec, mapping, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
+                            row_ids=config.row_ids, progress=progress)
     pairs = bundle.holdout_pairs
     if not isinstance(pairs, InteractionPairs):
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
@@ -311,11 +310,9 @@ def load_seen(bundle: ModelBundle, config: AuditConfig, users: HeldOutUsers, pro
     """The evaluated users' training items: from ``config.interactions``, else from the
     pairs a popaudit checkpoint recorded; with overlap warnings."""
     warnings: list[str] = []
-    if config.interactions is not None:
-        seen = read_seen(
-            config.interactions, **config.log_reading, item_ids=bundle.item_ids, n_items=bundle.n_items,
-            offset=config.row_ids.shift, users=users, progress=progress,
-        )
+    spec = config.training_log
+    if spec is not None:
+        seen = read_seen(spec, config.item_rows(bundle.item_ids, bundle.n_items), users=users, progress=progress)
     elif bundle.train_pairs is not None:
         seen = seen_from_pairs(bundle.train_pairs, users, f"{bundle.source} (recorded training pairs)")
         recorded = int(np.asarray(bundle.item_frequencies).sum()) if bundle.item_frequencies is not None else 0
@@ -370,20 +367,15 @@ def take_csr(indptr: np.ndarray, values: np.ndarray, index: np.ndarray) -> tuple
     return new, values[at]
 
 
-def _open(
-    path: Path, fmt: str, user_col: str | None, item_col: str | None, item_ids: np.ndarray | None, n_items: int,
-    why: str,
-) -> tuple[Log, RowLookup | None]:
-    """The log with its user column found, and the item-row lookup (None: rows are ids)."""
-    log = open_log(Path(path), fmt, user_col, item_col)
+def _open(spec: LogSpec, why: str) -> Log:
+    """The log with its user column found."""
+    log = open_log(spec)
     if log.user_col is None:
         raise InteractionsError(
             f"{why} needs the user of each interaction, but no user id column was found in {log.path}; "
             f"{columns_found(log.columns)}. Pass {setting('user_col')} NAME"
         )
-    if item_ids is not None and len(item_ids) != n_items:
-        raise IdMappingError(f"{len(item_ids)} item ids for a table of {n_items} rows")
-    return log, RowLookup(item_ids) if item_ids is not None else None
+    return log
 
 
 def _plain_ids(arr: pa.Array) -> pa.Array:

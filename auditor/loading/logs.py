@@ -1,6 +1,7 @@
 """Opening an interaction log and streaming its id columns as record batches.
 
-:func:`open_log` detects the format and id columns from a sample (see
+A :class:`LogSpec` names one log and how to read it (format, id columns); every log
+reader takes one. :func:`open_log` detects the format and id columns from a sample (see
 :mod:`auditor.loading.sniff`); :meth:`Log.batches` then streams (item ids, user ids)
 per record batch through pyarrow's Parquet and CSV readers, so the log is never held
 whole. Text ids are first read with inferred types; a block whose ids drift to another
@@ -55,6 +56,23 @@ SCAN_ROW_GROUP_BYTES = 1 << 26
 READ_AHEAD = 2
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    """One interaction log and how to read it; what every log reader takes first.
+
+    ``fmt`` is one of ``INTERACTION_FORMATS`` (checked when the log is opened);
+    ``user_col``/``item_col`` None: detected from the header (see :mod:`auditor.loading.sniff`).
+    """
+
+    path: Path
+    fmt: str = "auto"
+    user_col: str | None = None
+    item_col: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))  # a str path is taken as a Path
 
 
 class TypeDrift(Exception):
@@ -278,9 +296,10 @@ def _plain(arr: pa.Array) -> pa.Array:
     return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
 
 
-def open_log(path: Path, fmt: str = "auto", user_col: str | None = None, item_col: str | None = None) -> Log:
+def open_log(spec: LogSpec) -> Log:
     """Detect the format and columns of an interaction log (nothing is read beyond a sample)."""
-    path = require_regular_file(path, "interaction log")
+    path = require_regular_file(spec.path, "interaction log")
+    fmt, user_col, item_col = spec.fmt, spec.user_col, spec.item_col
     if fmt not in INTERACTION_FORMATS:
         raise InteractionsError(f"unknown interactions format {fmt!r}; use one of {', '.join(INTERACTION_FORMATS)}")
     if fmt == "parquet" or (fmt == "auto" and is_parquet(path)):

@@ -4,57 +4,38 @@ seeded uniform sample of at most ``max_rows`` kept in log order (memory O(max_ro
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditor.errors import IdMappingError, InputError, InteractionsError, setting
-from auditor.loading.alignment import RowLookup, mapped_pairs
-from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.errors import InputError, InteractionsError, setting
+from auditor.loading.alignment import ItemRows, mapped_pairs
+from auditor.loading.logs import Log, LogSpec, maybe_int, open_log, read_ids
 from auditor.loading.messages import columns_found
 from auditor.loading.ids import ids_to_numpy
 from auditor.model import InteractionPairs
 
 
-def read_pairs(
-    path: Path,
-    *,
-    fmt: str = "auto",
-    user_col: str | None = None,
-    item_col: str | None = None,
-    item_ids: np.ndarray | None,
-    n_items: int,
-    max_rows: int | None = None,
-    seed: int = 0,
-    offset: int = 0,
-) -> InteractionPairs:
-    """(user, item-row) pairs of a log, dropping items without a row (rows are ids −
-    ``offset`` when ``item_ids`` is None).
+def read_pairs(spec: LogSpec, mapping: ItemRows, *, max_rows: int | None = None, seed: int = 0) -> InteractionPairs:
+    """(user, item-row) pairs of the log ``spec`` names, items mapped to rows by
+    ``mapping``, dropping items without a row.
 
     With ``max_rows``, a seeded uniform sample (without replacement) of the mapped rows,
     kept in log order: each row draws a random key and the ``max_rows`` smallest keys
     survive (memory O(max_rows)). Users get a dense index in order of first appearance.
     """
-    log = open_log(Path(path), fmt, user_col, item_col)
+    log = open_log(spec)
     if log.user_col is None:
         raise InteractionsError(
             f"cannot find a user id column in {log.path}; {columns_found(log.columns)}. "
             f"Pass {setting('user_col')} NAME"
         )
-    if item_ids is not None and len(item_ids) != n_items:
-        raise IdMappingError(f"{len(item_ids)} item ids for a table of {n_items} rows")
     if max_rows is not None and max_rows < 1:
         raise InputError(f"max_rows must be at least 1, got {max_rows}")
-    return read_ids(log, lambda as_strings: _pairs(log, item_ids, n_items, max_rows, seed, as_strings, offset))
+    return read_ids(log, lambda as_strings: _pairs(log, mapping, max_rows, seed, as_strings))
 
 
-def _pairs(
-    log: Log, item_ids: np.ndarray | None, n_items: int, max_rows: int | None, seed: int, as_strings: bool,
-    offset: int,
-) -> InteractionPairs:
-    lookup = RowLookup(item_ids) if item_ids is not None else None
+def _pairs(log: Log, mapping: ItemRows, max_rows: int | None, seed: int, as_strings: bool) -> InteractionPairs:
     rng = np.random.default_rng(seed)
     users_parts: list[pa.Array] = []
     rows_parts: list[np.ndarray] = []
@@ -66,7 +47,7 @@ def _pairs(
     for items, users in log.batches(as_strings):
         assert users is not None
         n_read += len(items)
-        batch_users, rows = mapped_pairs(items, users, lookup, n_items, offset, log)
+        batch_users, rows = mapped_pairs(items, users, mapping, log)
         users_parts.append(batch_users)
         rows_parts.append(rows)
         pos_parts.append(seen + np.arange(rows.size, dtype=np.int64))

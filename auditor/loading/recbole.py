@@ -32,7 +32,7 @@ from auditor.config import LoadOptions
 from auditor.errors import IdMappingError, ModelLoadError, setting
 from auditor.loading.checkpoints import RawModel
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
+from auditor.loading.logs import Log, LogSpec, TypeDrift, maybe_int, open_log, read_ids
 from auditor.model import ModelBundle
 
 CONFIG_CLASS = "recbole.config.configurator.Config"
@@ -172,7 +172,7 @@ class RecBoleIds:
         if self.filters:
             self._refuse_filtered(bundle, log)
             return
-        opened = open_log(log, fmt, user_col, item_col)
+        opened = open_log(LogSpec(log, fmt, user_col, item_col))
         for what, given, chosen, field in (
             ("item", item_col, opened.item_col, self.item_field),
             ("user", user_col, opened.user_col, self.user_field),

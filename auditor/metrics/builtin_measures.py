@@ -1,4 +1,12 @@
-"""Built-in extra measures, registered through ``popaudit_measures`` like any plugin's.
+"""The built-in measures, registered through ``popaudit_measures`` like any plugin's.
+
+List measures (measured on the top-K lists of every scoring at every K; docs/measures.md):
+head share of the 1/10/20% head, ARP, APLT, Gini, coverage, novelty. Each is declared
+once here, with its report label, display format and definition; flat names
+(``gini_dot@10``, ``gini_ratio@10``), gates, batch columns and report tables follow. The
+computations are the tested classes of :mod:`auditor.metrics.exposure`.
+
+Audit measures (one value per audit):
 
 * ``item_bias_spearman``: Spearman ρ between a model's per-item bias term and training
   frequency. Matrix-factorisation models (LightFM, cornac, implicit BPR) add a bias to
@@ -8,16 +16,103 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from auditor.hookspecs import hookimpl
+from auditor.metrics.exposure import (
+    AvgRecPopularity,
+    GiniIndex,
+    HeadShare,
+    ItemCoverage,
+    ListContext,
+    LongTailShare,
+    Novelty,
+    Slots,
+)
 
 if TYPE_CHECKING:
-    from auditor.hookspecs import Measure
+    from auditor.hookspecs import ListMeasure, Measure
     from auditor.model import ItemStats, ModelBundle
     from auditor.result import MeasuredSections
+
+Scorer = Callable[[Slots], "float | None"]
+
+
+@dataclass
+class BuiltinListMeasure:
+    """A built-in list measure: its declaration and how it is built from an audit's statistics."""
+
+    name: str
+    label: str
+    display: str
+    definition: str
+    make: Callable[[ListContext], Scorer | None]
+
+    def bind(self, context: ListContext) -> Scorer | None:
+        """The measure for this audit (None: not measurable, e.g. novelty without users)."""
+        return self.make(context)
+
+
+def _head_share(percent: int) -> BuiltinListMeasure:
+    name = f"head_share_{percent}pct"
+    return BuiltinListMeasure(
+        name, f"head share, top {percent}% of items", "pct",
+        f"{name}: share of all filled recommended slots taken by the head; with "
+        f"c = max(1, floor({percent}/100 * n_items)) and f_c the popularity of the c-th most "
+        "popular item, the head is every item with popularity >= f_c (ties at the cut all "
+        "in); items with popularity 0 are never head",
+        lambda context: HeadShare(context.popularity, percent).measure,
+    )  # fmt: skip
+
+
+def _novelty(context: ListContext) -> Scorer | None:
+    if context.user_counts is None or not context.n_users:
+        return None  # the audit says why in not_measured (exposure.novelty_unmeasured)
+    return Novelty(context.user_counts, context.n_users).measure
+
+
+LIST_MEASURES: tuple[BuiltinListMeasure, ...] = (
+    _head_share(1),
+    _head_share(10),
+    _head_share(20),
+    BuiltinListMeasure(
+        "arp", "ARP (mean training frequency of recommended items)", "num1",
+        "arp: mean over queries of the mean popularity of the items in the list; items "
+        "unseen in training count with popularity 0",
+        lambda context: AvgRecPopularity(context.popularity).measure,
+    ),
+    BuiltinListMeasure(
+        "aplt", "APLT (long-tail share per list)", "pct",
+        "aplt: mean over queries of the share of long-tail items in the list; the short "
+        "head is the most popular items that together hold 80% of the popularity mass "
+        "(ties at the cut all in), everything else (cold items included) is long tail",
+        lambda context: LongTailShare(context.popularity).measure,
+    ),
+    BuiltinListMeasure(
+        "gini", "Gini index of exposure", "num3",
+        "gini: Gini index of exposure counts over the whole catalogue (items never shown "
+        "count 0), G = sum_i (2i - n - 1) x_(i) / (n sum x), x ascending",
+        lambda context: GiniIndex(context.n_items).measure,
+    ),
+    BuiltinListMeasure(
+        "coverage", "catalogue coverage", "pct",
+        "coverage: distinct recommended items / catalogue size",
+        lambda context: ItemCoverage(context.n_items).measure,
+    ),
+    BuiltinListMeasure(
+        "novelty", "novelty (bits)", "num2",
+        "novelty: mean over queries of the mean -log2(users(i)/n_users) of the list, where "
+        "users(i) is the number of distinct training users of item i and n_users the number "
+        "of distinct users in the training log (all of them, queried or not); items no "
+        "training user saw count as seen by one user (the finite maximum)",
+        _novelty,
+    ),
+)  # fmt: skip
+"""The report's list measures, in report order."""
 
 
 class ItemBiasSpearman:
@@ -44,6 +139,6 @@ class ItemBiasSpearman:
 
 
 @hookimpl
-def popaudit_measures() -> list[Measure]:
-    """The built-in extra measures."""
-    return [ItemBiasSpearman()]
+def popaudit_measures() -> list[Measure | ListMeasure]:
+    """The built-in measures: the report's list measures, then the audit measures."""
+    return [*LIST_MEASURES, ItemBiasSpearman()]

@@ -6,6 +6,11 @@ habit) with a ``label`` and a ``measure(lists)`` method. ``lists`` is the
 (FAISS's convention when fewer than K items qualify, and the way to pass lists shorter
 than K). All work is vectorised over that matrix.
 
+The report's list measures are declared (name, label, definition) and registered in
+:mod:`auditor.metrics.builtin_measures` and bound to one audit in
+:mod:`auditor.metrics.list_measures`; a plugin's list measure gets the same
+:class:`ListContext` and :class:`Slots`.
+
 The defaults are the definitions in ``docs/measures.md`` (the ones the report uses). Libraries disagree on
 several conventions, so each alternative is a constructor parameter and the published
 values of RecBole, Evidently and RecTools can be reproduced (``tests/test_metrics_exposure.py``):
@@ -36,40 +41,31 @@ import numpy as np
 
 from auditor.errors import setting
 from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_head_mask
-from auditor.result import ListMeasures
 
 ColdPolicy = Literal["zero", "drop"]
 GiniScope = Literal["catalogue", "recommended"]
 
-DEFINITIONS: dict[str, str] = {
-    "head_share": (
-        "head_share_Ppct: share of all filled recommended slots taken by the head; with "
-        "c = max(1, floor(P/100 * n_items)) and f_c the popularity of the c-th most popular "
-        "item, the head is every item with popularity >= f_c (ties at the cut all in); "
-        "items with popularity 0 are never head"
-    ),
-    "arp": (
-        "arp: mean over queries of the mean popularity of the items in the list; items "
-        "unseen in training count with popularity 0"
-    ),
-    "aplt": (
-        "aplt: mean over queries of the share of long-tail items in the list; the short "
-        "head is the most popular items that together hold 80% of the popularity mass "
-        "(ties at the cut all in), everything else (cold items included) is long tail"
-    ),
-    "gini": (
-        "gini: Gini index of exposure counts over the whole catalogue (items never shown "
-        "count 0), G = sum_i (2i - n - 1) x_(i) / (n sum x), x ascending"
-    ),
-    "coverage": "coverage: distinct recommended items / catalogue size",
-    "novelty": (
-        "novelty: mean over queries of the mean -log2(users(i)/n_users) of the list, where "
-        "users(i) is the number of distinct training users of item i and n_users the number "
-        "of distinct users in the training log (all of them, queried or not); items no "
-        "training user saw count as seen by one user (the finite maximum)"
-    ),
-    "overlap_dot_cosine": "overlap_dot_cosine: mean over queries of |dot list ∩ cosine list| / K",
-}
+OVERLAP_DEFINITION = "overlap_dot_cosine: mean over queries of |dot list ∩ cosine list| / K"
+
+
+@dataclass(frozen=True)
+class ListContext:
+    """What a list measure is built from, once per audit (``ListMeasure.bind``)."""
+
+    popularity: np.ndarray
+    """Popularity per item row: training interactions, or distinct users (``popularity``)."""
+    user_counts: np.ndarray | None = None
+    """Distinct training users per item row (None: the log has no user column)."""
+    n_users: int | None = None
+    """Distinct users of the whole training log (None: unknown)."""
+    item_table: np.ndarray | None = None
+    """The audited item table (rows as in the lists), e.g. for norm-based measures."""
+    item_ids: np.ndarray | None = None
+    """Raw item id of each row (None: row = id), to join the measure's own item data."""
+
+    @property
+    def n_items(self) -> int:
+        return int(np.shape(self.popularity)[0])
 
 
 @dataclass
@@ -327,57 +323,16 @@ def per_query_overlap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def overlap(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean over queries of |a ∩ b| / K (docs/measures.md's overlap_dot_cosine)."""
+    """Mean over queries of |a ∩ b| / K (:data:`OVERLAP_DEFINITION`)."""
     per_query = per_query_overlap(a, b)
     return float(per_query.mean()) if per_query.size else math.nan
 
 
-class ExposureMeasures:
-    """Every list measure of the report (``docs/measures.md``), built once from the
-    training statistics.
-
-    ``popularity`` is what "popular" means for head share, ARP, APLT and the
-    most-popular list (interactions or distinct users per item, ``--popularity``);
-    novelty always uses distinct users and is None when they are unknown.
-    """
-
-    HEAD_PERCENTS = (1, 10, 20)
-
-    def __init__(
-        self,
-        popularity: np.ndarray,
-        user_counts: np.ndarray | None = None,
-        n_users: int | None = None,
-    ) -> None:
-        self.popularity = np.asarray(popularity)
-        self.n_items = int(self.popularity.shape[0])
-        self.head = {p: HeadShare(self.popularity, p) for p in self.HEAD_PERCENTS}
-        self.arp = AvgRecPopularity(self.popularity)
-        self.aplt = LongTailShare(self.popularity)
-        self.gini = GiniIndex(self.n_items)
-        self.coverage = ItemCoverage(self.n_items)
-        self.novelty = (
-            Novelty(user_counts, n_users) if user_counts is not None and n_users else None
-        )
-
-    def measure(self, lists: np.ndarray | Slots) -> ListMeasures:
-        """Every measure of one (n_queries, K) list matrix."""
-        slots = as_slots(lists, self.n_items)
-        return ListMeasures(
-            head_share_1pct=self.head[1].measure(slots),
-            head_share_10pct=self.head[10].measure(slots),
-            head_share_20pct=self.head[20].measure(slots),
-            arp=self.arp.measure(slots),
-            aplt=self.aplt.measure(slots),
-            gini=self.gini.measure(slots),
-            coverage=self.coverage.measure(slots),
-            novelty=self.novelty.measure(slots) if self.novelty is not None else None,
-        )
-
-    def popular_list(self, k: int) -> np.ndarray:
-        """The k most popular item rows (ties by row), the same for every query."""
-        order = np.lexsort((np.arange(self.n_items), -self.popularity.astype(np.float64)))
-        return order[: min(k, self.n_items)].astype(np.int64)
+def popular_order(popularity: np.ndarray, k: int) -> np.ndarray:
+    """The k most popular item rows (ties by row), the most-popular scoring's list."""
+    n_items = int(np.shape(popularity)[0])
+    order = np.lexsort((np.arange(n_items), -np.asarray(popularity, dtype=np.float64)))
+    return order[: min(k, n_items)].astype(np.int64)
 
 
 def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, origin: str) -> str | None:

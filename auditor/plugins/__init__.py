@@ -8,6 +8,7 @@ runs at import time and nothing heavy is imported, so ``popaudit --help`` stays 
 from auditor.plugins.calls import HookResult, call_hook, hook_results
 from auditor.plugins.contributions import (
     DeclaredConditions,
+    RegisteredMeasures,
     collect_condition_evidence,
     collect_measures,
     compute_measures,
@@ -25,7 +26,6 @@ from auditor.plugins.manager import (
     get_plugin_manager,
     hook_names,
     load_plugin_file,
-    plugin_paths_from_argv,
 )
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "HookResult",
     "PluginInfo",
     "PluginKind",
+    "RegisteredMeasures",
     "call_hook",
     "collect_condition_evidence",
     "collect_measures",
@@ -50,5 +51,4 @@ __all__ = [
     "hook_names",
     "hook_results",
     "load_plugin_file",
-    "plugin_paths_from_argv",
 ]

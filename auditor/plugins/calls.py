@@ -28,7 +28,7 @@ def call_hook(pm: pluggy.PluginManager, hook_name: str, **kwargs: object) -> Any
     try:
         return hook(**kwargs)
     except PLUGIN_FAILURES as exc:
-        error = attribute_failure(pm, hook_name, exc, _culprit(pm, hook_name, exc))
+        error = attribute_failure(hook_name, exc, _culprit(pm, hook_name, exc))
         if error is exc:
             raise
         raise error from exc
@@ -57,7 +57,7 @@ def hook_results(pm: pluggy.PluginManager, hook_name: str, **kwargs: object) -> 
         try:
             value = impl.function(*[kwargs[arg] for arg in impl.argnames])
         except PLUGIN_FAILURES as exc:
-            error = attribute_failure(pm, hook_name, exc, impl.plugin_name)
+            error = attribute_failure(hook_name, exc, impl.plugin_name)
             if error is exc:
                 raise
             raise error from exc
@@ -73,7 +73,7 @@ def _hook(pm: pluggy.PluginManager, hook_name: str) -> Any:
     return hook
 
 
-def attribute_failure(pm: pluggy.PluginManager, hook_name: str, exc: BaseException, culprit: str | None) -> BaseException:
+def attribute_failure(hook_name: str, exc: BaseException, culprit: str | None) -> BaseException:
     """The exception to raise for ``exc`` raised by plugin ``culprit`` in ``hook_name``."""
     if isinstance(exc, AuditError):
         if culprit is None or culprit.startswith(BUILTIN_PREFIX) or isinstance(exc, PluginError):

@@ -1,46 +1,98 @@
-"""What plugins contribute to an audit: extra measures and declared condition verdicts."""
+"""What plugins (and the built-ins, through the same hooks) contribute to an audit:
+measures and declared condition verdicts."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import numbers
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pluggy
 
 from auditor.errors import PluginError, setting
 from auditor.plugins.calls import as_list, attribute_failure, hook_results, require_attributes
-from auditor.plugins.manager import PLUGIN_FAILURES
+from auditor.plugins.manager import BUILTIN_PREFIX, PLUGIN_FAILURES
 
 if TYPE_CHECKING:  # the result types load numpy: imported where used, not for --help
     from auditor.result import Condition
 
 
-def collect_measures(pm: pluggy.PluginManager) -> list[Any]:
-    """Extra measures from every plugin; a name given twice, or the name of a built-in
-    metric (:func:`builtin_metric_clash`), is a PluginError.
+@dataclass(frozen=True)
+class RegisteredMeasures:
+    """The measures of every plugin and built-in (hook ``popaudit_measures``), checked."""
 
-    Each measure must have ``name``, ``description`` and ``compute``.
+    audit: tuple[tuple[str, Any], ...] = ()
+    """(plugin, measure) of each audit measure: one value per audit (``compute``)."""
+    lists: tuple[Any, ...] = ()
+    """Each list measure (``bind``), built-ins first: measured on every scoring's lists at
+    every K; failures inside it name its plugin."""
+
+    @property
+    def audit_names(self) -> list[str]:
+        return [str(measure.name) for _, measure in self.audit]
+
+    @property
+    def list_names(self) -> list[str]:
+        return [str(measure.name) for measure in self.lists]
+
+
+def collect_measures(pm: pluggy.PluginManager) -> RegisteredMeasures:
+    """Every plugin's and built-in's measures; a malformed measure, a name given twice,
+    or a name that would shadow a built-in metric (:func:`builtin_metric_clash`) is a
+    PluginError naming the plugin.
+
+    An audit measure has ``name``, ``description`` and ``compute``; a list measure
+    ``name``, ``label``, ``display``, ``definition`` and ``bind`` (auditor.hookspecs).
     """
-    return [measure for _, measure in _measures(pm)]
+    audit: dict[str, tuple[str, Any]] = {}
+    lists: dict[str, tuple[str, Any]] = {}
+    for result in hook_results(pm, "popaudit_measures"):
+        for measure in as_list(result, "popaudit_measures"):
+            is_list = callable(getattr(measure, "bind", None))
+            if is_list:
+                require_attributes(result, "popaudit_measures", measure, LIST_ATTRIBUTES, ("bind",))
+            else:
+                require_attributes(result, "popaudit_measures", measure, ("name", "description"), ("compute",))
+            name = str(measure.name)
+            taken = audit.get(name) or lists.get(name)
+            if taken is not None:
+                raise PluginError(
+                    f"measure {name!r} is defined by both plugin {taken[0]!r} "
+                    f"and plugin {result.plugin!r} (hook popaudit_measures)"
+                )
+            (lists if is_list else audit)[name] = (result.plugin, measure)
+    for name, (plugin, measure) in lists.items():
+        _check_list_measure(plugin, measure)
+    for name, (plugin, _) in audit.items():
+        clash = builtin_metric_clash(name, list(lists))
+        if clash is not None:
+            raise PluginError(
+                f"plugin {plugin!r} (hook popaudit_measures) defines measure {name!r}, which "
+                f"clashes with {clash}: its value would replace the built-in one in {setting('fail_on')} "
+                "gates, reports and batch columns; rename the measure"
+            )
+    ordered = sorted(lists.values(), key=lambda entry: not entry[0].startswith(BUILTIN_PREFIX))  # stable
+    return RegisteredMeasures(
+        audit=tuple(audit.values()),
+        lists=tuple(AttributedListMeasure(plugin, measure) for plugin, measure in ordered),
+    )
 
 
-def compute_measures(pm: pluggy.PluginManager, bundle: Any, stats: Any, result: Any) -> dict[str, Any]:
-    """Every plugin measure's value for one audit, by name (for ``AuditResult.measures``).
+def compute_measures(registered: RegisteredMeasures, bundle: Any, stats: Any, result: Any) -> dict[str, Any]:
+    """Every audit measure's value for one audit, by name (for ``AuditResult.measures``).
 
     A measure whose ``compute`` raises is a PluginError naming the measure and its plugin
     (an AuditError keeps its class, with them prefixed to its message).
     """
     values: dict[str, Any] = {}
-    for plugin, measure in _measures(pm):
+    for plugin, measure in registered.audit:
         try:
             value = measure.compute(bundle, stats, result)
         except PLUGIN_FAILURES as exc:
-            error = attribute_failure(pm, f"popaudit_measures (measure {measure.name!r})", exc, plugin)
-            if error is exc:
-                raise
-            raise error from exc
+            _raise_attributed(f"popaudit_measures (measure {measure.name!r})", exc, plugin)
         try:  # the report is JSON: a value that cannot be written must fail here, named
             json.dumps(_json_safe(value), allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -58,48 +110,90 @@ def _json_safe(value: Any) -> Any:
     return json_safe(value)
 
 
-def builtin_metric_clash(name: str) -> str | None:
-    """Why a plugin measure may not be called ``name``, or None when it may.
+def builtin_metric_clash(name: str, list_measures: Iterable[str]) -> str | None:
+    """Why an audit measure may not be called ``name``, or None when it may.
 
-    Plugin measures share one namespace with the built-in flat metrics
-    (``AuditResult.flat_metrics``: the ``--fail-on`` names and the batch columns), where a
-    plugin value would silently replace the built-in one. Refused: every name
-    :func:`auditor.gate.metric_names` gives for any cut-off (``spearman``,
-    ``head_share_1pct_dot@10``, ``recall@7``, ...) and the bare built-in measure names
-    (``gini``, ``head_share_1pct_dot``, ``overlap_dot_cosine``, ...).
+    Measures share one namespace with the flat metrics (``AuditResult.flat_metrics``:
+    the ``--fail-on`` names and the batch columns), where a measure's value would
+    silently replace another. Refused: every name :func:`auditor.gate.metric_names`
+    gives for any cut-off with the registered ``list_measures``, e.g. ``spearman``, ``head_share_1pct_dot@10``, ``recall@7``, and the bare
+    stems of those names (``gini``, ``head_share_1pct_dot``, ``overlap_dot_cosine``, ...).
     """
     from auditor.gate import metric_names  # loads the result types (numpy): on demand
-    from auditor.result import LIST_MEASURES
 
     stem, at, cutoff = name.partition("@")
     if at:
-        if cutoff.isascii() and cutoff.isdigit() and name in metric_names([int(cutoff)]):
+        if cutoff.isascii() and cutoff.isdigit() and name in metric_names([int(cutoff)], list_measures=list_measures):
             return f"the built-in metric {name!r} (cut-off {int(cutoff)})"
         return None
-    bare = {*metric_names(()), *LIST_MEASURES, *(n.partition("@")[0] for n in metric_names([1]))}
+    list_measures = list(list_measures)
+    names = metric_names([1], list_measures=list_measures)
+    bare = {*metric_names(()), *list_measures, *(n.partition("@")[0] for n in names)}
     return f"the built-in metric {name!r}" if stem in bare else None
 
 
-def _measures(pm: pluggy.PluginManager) -> list[tuple[str, Any]]:
-    measures: dict[str, tuple[str, Any]] = {}
-    for result in hook_results(pm, "popaudit_measures"):
-        for measure in as_list(result, "popaudit_measures"):
-            require_attributes(result, "popaudit_measures", measure, ("name", "description"), ("compute",))
-            name = str(measure.name)
-            clash = builtin_metric_clash(name)
-            if clash is not None:
-                raise PluginError(
-                    f"plugin {result.plugin!r} (hook popaudit_measures) defines measure {name!r}, which "
-                    f"clashes with {clash}: its value would replace the built-in one in {setting('fail_on')} "
-                    "gates, reports and batch columns; rename the measure"
-                )
-            if name in measures:
-                raise PluginError(
-                    f"measure {name!r} is defined by both plugin {measures[name][0]!r} "
-                    f"and plugin {result.plugin!r} (hook popaudit_measures)"
-                )
-            measures[name] = (result.plugin, measure)
-    return list(measures.values())
+LIST_ATTRIBUTES = ("name", "label", "display", "definition")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DISPLAY = re.compile(r"pct|num[0-9]")
+
+
+def _check_list_measure(plugin: str, measure: Any) -> None:
+    """PluginError unless the list measure's name makes valid flat names of its own
+    (``<name>_<scoring>@K`` may not be another metric's) and its display is known."""
+    from auditor.gate import BASE_METRICS
+    from auditor.result import ACCURACY_MEASURES
+
+    where = f"plugin {plugin!r} (hook popaudit_measures) defines list measure {measure.name!r}"
+    if not _IDENTIFIER.fullmatch(measure.name):
+        raise PluginError(f"{where}: a list measure's name must be letters, digits and underscores "
+                          "(it becomes <name>_<scoring>@K)")
+    if measure.name in {*BASE_METRICS, *ACCURACY_MEASURES, "overlap_dot"}:
+        raise PluginError(f"{where}, whose flat names <name>_<scoring>@K would be built-in metrics' names; rename it")
+    if not _DISPLAY.fullmatch(measure.display):
+        raise PluginError(f"{where} with display {measure.display!r}; use 'pct' or 'numN' (N decimals, 0-9)")
+
+
+class AttributedListMeasure:
+    """A registered list measure whose failures, and malformed values, name its plugin."""
+
+    def __init__(self, plugin: str, measure: Any) -> None:
+        self.plugin = plugin
+        self.measure = measure
+        self.name, self.label, self.display, self.definition = (str(getattr(measure, a)) for a in LIST_ATTRIBUTES)
+
+    def bind(self, context: Any) -> Callable[[Any], float | None] | None:
+        """The measure built for one audit (None: not measurable there)."""
+        try:
+            scorer = self.measure.bind(context)
+        except PLUGIN_FAILURES as exc:
+            _raise_attributed(f"popaudit_measures (list measure {self.name!r})", exc, self.plugin)
+        if scorer is None:
+            return None
+        if not callable(scorer):
+            raise PluginError(f"list measure {self.name!r} of plugin {self.plugin!r} returned "
+                              f"{type(scorer).__name__} from bind(); expected a callable(slots) -> float or None")
+
+        def measure(slots: Any) -> float | None:
+            try:
+                value = scorer(slots)
+            except PLUGIN_FAILURES as exc:
+                _raise_attributed(f"popaudit_measures (list measure {self.name!r})", exc, self.plugin)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise PluginError(f"list measure {self.name!r} of plugin {self.plugin!r} returned "
+                                  f"{type(value).__name__}; return a float (NaN allowed) or None")
+            return float(value)
+
+        return measure
+
+
+def _raise_attributed(where: str, exc: BaseException, plugin: str) -> NoReturn:
+    """Raise ``exc`` as a failure of ``plugin`` in ``where`` (an AuditError keeps its class)."""
+    error = attribute_failure(where, exc, plugin)
+    if error is exc:
+        raise exc
+    raise error from exc
 
 
 @dataclass

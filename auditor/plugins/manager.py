@@ -146,28 +146,6 @@ def hook_names() -> tuple[str, ...]:
     )
 
 
-def plugin_paths_from_argv(argv: Iterable[str]) -> tuple[Path, ...]:
-    """``--plugin PATH`` / ``--plugin=PATH`` values in a raw command line, in order.
-
-    The CLI reads these before click parses, so plugin commands can be found.
-    """
-    args = list(argv)
-    paths: list[Path] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            break
-        if arg == "--plugin" and i + 1 < len(args):
-            paths.append(Path(args[i + 1]))
-            i += 2
-            continue
-        if arg.startswith("--plugin="):
-            paths.append(Path(arg.split("=", 1)[1]))
-        i += 1
-    return tuple(paths)
-
-
 def _register(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
     try:
         pm.register(plugin, name=name)

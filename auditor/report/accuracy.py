@@ -5,11 +5,11 @@ marked). The choice itself is made in :mod:`auditor.tradeoff`; this module only 
 
 from __future__ import annotations
 
-import numpy as np
 from matplotlib.figure import Figure
 
+from auditor.errors import setting
 from auditor.report.formatting import Table, fmt_num, fmt_pct
-from auditor.result import Accuracy, AuditResult, ListMeasures, RankingAccuracy
+from auditor.result import Accuracy, AuditResult, RankingAccuracy
 
 TITLE = "Accuracy and the trade-off"
 SCORING_LABELS = {"dot": "dot product", "cosine": "cosine", "popular": "most popular"}
@@ -31,7 +31,7 @@ def summary_table(accuracy: Accuracy) -> Table:
         ("held-out interactions read", fmt_num(accuracy.n_holdout_interactions)),
         ("held-out interactions dropped (item without a row, or user without a query)", fmt_num(accuracy.n_dropped)),
         ("users dropped (no user-table row)", fmt_num(accuracy.n_dropped_users)),
-        ("training items excluded from candidates", "yes" if accuracy.seen_excluded else "no (--keep-seen)"),
+        ("training items excluded from candidates", "yes" if accuracy.seen_excluded else f"no ({setting('keep_seen')})"),
         ("tolerance (share of dot's NDCG to keep)", fmt_pct(accuracy.tolerance)),
     ]
     return Table(("evaluation setting", "value"), tuple(rows), (False, False))
@@ -51,8 +51,8 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
             mark = ", ".join(filter(None, (mark, "Pareto front")))
         rows.append((
             scoring_label(name), fmt_num(acc.recall, 4), fmt_num(acc.ndcg, 4), fmt_num(acc.hit_rate, 4),
-            fmt_num(acc.mrr, 4), fmt_pct(listed.head_share_1pct) if listed else "—",
-            fmt_num(listed.gini, 3) if listed else "—", mark,
+            fmt_num(acc.mrr, 4), fmt_pct(listed.get("head_share_1pct")) if listed else "—",
+            fmt_num(listed.get("gini"), 3) if listed else "—", mark,
         ))  # fmt: skip
     return Table(
         ("scoring", f"recall@{k}", f"NDCG@{k}", f"hit rate@{k}", f"MRR@{k}", "head share 1%", "Gini", ""),
@@ -90,7 +90,7 @@ def tradeoff_figure(result: AuditResult) -> Figure:
     for ax, (metric, label, scale) in zip(axes, (("head_share_1pct", "head share, top 1% (%)", 100.0),
                                                  ("gini", "Gini index of exposure", 1.0))):
         style_axes(ax)
-        xs = [_value(listed, metric) * scale for _, _, listed in named]
+        xs = [listed.number(metric) * scale for _, _, listed in named]
         ys = [acc.ndcg for _, acc, _ in named]
         for (name, _, _), x, y in zip(named, xs, ys):
             color = COLORS.get(name, "#009E73")
@@ -106,11 +106,6 @@ def tradeoff_figure(result: AuditResult) -> Figure:
     axes[0].set_ylabel(f"NDCG@{k} (held-out)")
     fig.suptitle(f"What the cure costs at K={k}: accuracy against exposure (up and left is better)")
     return fig
-
-
-def _value(listed: ListMeasures, metric: str) -> float:
-    value = getattr(listed, metric)
-    return float(value) if value is not None and np.isfinite(value) else float("nan")
 
 
 def has_figure(result: AuditResult) -> bool:

@@ -17,7 +17,7 @@ from auditor.report import RenderContext
 from auditor.report import accuracy as accuracy_view
 from auditor.report.content import severity_rule, verdict_phrase
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_ratio, ratio
-from auditor.result import LIST_MEASURES, AuditResult
+from auditor.result import AuditResult
 
 SEVERITY_STYLE = {"none": "green", "low": "yellow", "moderate": "dark_orange", "high": "bold red"}
 STATUS_STYLE = {"holds": "red", "violated": "green", "unknown": "dim"}
@@ -149,8 +149,8 @@ def _retrieval(result: AuditResult) -> Group:
         table = Table(title=f"Top-{k}", title_justify="left")
         for name in ("measure", *scorings, "dot/cosine"):
             table.add_column(name, justify="right")
-        for metric in LIST_MEASURES:
-            values = [getattr(measures, metric) for measures in scorings.values()]
+        for metric in retrieval.list_measures:
+            values = [listed.get(metric) for listed in scorings.values()]
             table.add_row(metric, *map(fmt_num, values), fmt_ratio(ratio(values[0], values[1])))
         table.add_row("overlap dot∩cosine", fmt_num(cut.overlap_dot_cosine), *[""] * len(scorings))
         tables.append(table)

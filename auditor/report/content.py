@@ -37,11 +37,11 @@ from auditor.report.formatting import (
 )
 from auditor.result import (
     CONDITION_IDS,
-    MEASURE_LABELS,
     AuditResult,
     CutoffMeasures,
     FrequencyNorm,
     Inputs,
+    ListMeasureInfo,
     Retrieval,
 )
 from auditor.verdict import first_seen_skew, quoted_cutoff
@@ -120,7 +120,7 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     k = quoted_cutoff(result)
     if result.retrieval is not None and k is not None:
         cut = result.retrieval.at[k]
-        dot, cos = cut.dot.head_share_1pct, cut.cosine.head_share_1pct
+        dot, cos = cut.dot.get("head_share_1pct"), cut.cosine.get("head_share_1pct")
         r = ratio(dot, cos)
         times = f" ({fmt_ratio(r)})" if r is not None else ""
         first = first_seen_skew(result)  # the smallest served K, when the worst K is another
@@ -195,14 +195,15 @@ def deciles_table(fn: FrequencyNorm) -> Table:
     )
 
 
-def cutoff_table(k: int, cut: CutoffMeasures) -> Table:
-    """One K: each list measure under dot, cosine and most-popular, with dot/cosine."""
+def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasureInfo]) -> Table:
+    """One K: each list measure (``measures``: name -> label and display, in order) under
+    dot, cosine and most-popular, with dot/cosine."""
     rows: list[tuple[str, ...]] = []
     scorings = {"dot": cut.dot, **cut.norm_aware, "cosine": cut.cosine, "popular": cut.popular}
-    for metric, (label, kind) in MEASURE_LABELS.items():
-        values = [getattr(measures, metric) for measures in scorings.values()]
-        cells = [fmt_pct(v) if kind == "pct" else fmt_num(v, int(kind[3:])) for v in values]
-        rows.append((label, *cells, fmt_ratio(ratio(getattr(cut.dot, metric), getattr(cut.cosine, metric)))))
+    for metric, info in measures.items():
+        values = [listed.get(metric) for listed in scorings.values()]
+        cells = [fmt_pct(v) if info.display == "pct" else fmt_num(v, int(info.display[3:])) for v in values]
+        rows.append((info.label, *cells, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric)))))
     rows.append(("overlap of dot and cosine lists", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
     return Table(
         ("measure", *map(scoring_label, scorings), "dot / cosine"),

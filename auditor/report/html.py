@@ -263,7 +263,7 @@ def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
             "items into the lists.", "note")
         body += table_html(c.retrieval_summary_table(retrieval))
         for k, cut in c.sorted_cutoffs(retrieval):
-            body += f"<h3>Top-{esc(k)}</h3>\n" + table_html(c.cutoff_table(k, cut))
+            body += f"<h3>Top-{esc(k)}</h3>\n" + table_html(c.cutoff_table(k, cut, retrieval.list_measures))
         body += _figures(plots, "retrieval")
         if retrieval.definitions:
             definitions = c.definitions_table(retrieval.definitions)

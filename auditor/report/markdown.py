@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from auditor import __version__
+from auditor.errors import setting
 from auditor.io import is_special_file
 from auditor.report import accuracy as accuracy_view
 from auditor.report import RenderContext
@@ -124,7 +125,7 @@ def render_audit_markdown(
     if links is None and plots:
         out.append(
             f"_Plots omitted: this report went to {md_escape(went_to)}; write it to a regular file "
-            "(`--markdown PATH` or `-o PATH`) to get the figures beside it._\n\n"
+            f"(`{setting('markdown')} PATH` or `{setting('output')} PATH`) to get the figures beside it._\n\n"
         )
     links = links or {}
 
@@ -161,7 +162,7 @@ def render_audit_markdown(
         )
         out.append(md_table(c.retrieval_summary_table(retrieval)))
         for k, cut in c.sorted_cutoffs(retrieval):
-            out.append(f"### Top-{k}\n\n" + md_table(c.cutoff_table(k, cut)))
+            out.append(f"### Top-{k}\n\n" + md_table(c.cutoff_table(k, cut, retrieval.list_measures)))
         out.append(_figures(plots, links, "retrieval"))
         if retrieval.definitions:
             out.append("### Definitions used\n\n" + md_table(c.definitions_table(retrieval.definitions)))

@@ -223,8 +223,7 @@ def head_share_figure(retrieval: Retrieval) -> Figure:
         style_axes(ax)
         top = 0.0
         for i, scoring in enumerate(("dot", "cosine", "popular")):
-            measured = [getattr(getattr(retrieval.at[k], scoring), metric) for k in ks]
-            values = np.array(measured, dtype=np.float64)
+            values = np.array([getattr(retrieval.at[k], scoring).number(metric) for k in ks])
             values = np.where(np.isfinite(values), values, 0.0) * 100
             top = max(top, float(values.max(initial=0.0)))
             bars = ax.bar(x + (i - 1) * width, values, width, color=COLORS[scoring],
@@ -334,7 +333,7 @@ def plot_specs(result: AuditResult) -> list[PlotSpec]:
         if data.exposure:
             exposure = data.exposure
             gini = {
-                s: {k: getattr(cut, s).gini for k, cut in retrieval.at.items()}
+                s: {k: getattr(cut, s).number("gini") for k, cut in retrieval.at.items()}
                 for s in ("dot", "cosine", "popular")
             }
             specs.append(PlotSpec(

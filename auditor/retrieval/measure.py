@@ -2,8 +2,8 @@
 
 Dot-product serving multiplies every score by the item norm (docs/theory.md §2); cosine
 serving removes it. :func:`measure_retrieval` runs both searches with FAISS, builds the
-most-popular reference list, and measures each set of top-K lists with
-:class:`auditor.metrics.exposure.ExposureMeasures`.
+most-popular reference list, and measures each set of top-K lists with the registered
+list measures (:class:`auditor.metrics.list_measures.ExposureMeasures`).
 
 * Ties: every list keeps the top-K contract of :func:`~auditor.retrieval.search.select_topk`
   (higher score, then lower row), so sharded and Dask searches equal one search.
@@ -20,15 +20,18 @@ most-popular reference list, and measures each set of top-K lists with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.loading.history import HistoryQueries
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
-from auditor.metrics.exposure import DEFINITIONS, ExposureMeasures, Slots, overlap
+from auditor.metrics.builtin_measures import LIST_MEASURES
+from auditor.metrics.exposure import OVERLAP_DEFINITION, Slots, overlap
+from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.result import CutoffMeasures, ListMeasures, Retrieval
@@ -36,6 +39,9 @@ from auditor.retrieval.lists import approximate_lists, exact_lists
 from auditor.retrieval.queries import drop_zero_queries, query_vectors
 from auditor.retrieval.search import require_finite
 from auditor.retrieval.serving import SERVED_INDEX_NOTE, ServedQueries, served_lists
+
+if TYPE_CHECKING:
+    from auditor.hookspecs import ListMeasure
 
 EXACT_FLOP_LIMIT = 4e12
 """``index`` ``auto`` searches exactly while one scoring costs at most this many FLOPs
@@ -202,6 +208,7 @@ def measure_retrieval(
     history: HistoryQueries | None,
     progress: Progress = SILENT,
     served: ServedQueries | None = None,
+    list_measures: Sequence[ListMeasure] = LIST_MEASURES,
 ) -> RetrievalOutcome:
     """Retrieve the same queries by dot product, by cosine and by popularity; measure each.
 
@@ -209,13 +216,15 @@ def measure_retrieval(
     to the catalogue with a warning); index ``settings.index``. With ``served`` (held-out
     evaluation) its queries are ranked instead, exactly, under every scoring at once
     (dot, cosine, popular and ``served.alphas``) with each query's excluded rows left out.
+    ``list_measures``: the registered list measures (default: the built-in ones).
     Raises :class:`QueryError` when no queries can be formed, :class:`InputError` for
     ``popularity`` ``users`` without user counts.
     """
     warnings: list[str] = []
     n_items, dim = bundle.n_items, bundle.dim
     popularity = _popularity(stats, settings.popularity, n_items)
-    measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users)
+    measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users, measures=list_measures,
+                                item_table=bundle.item_table, item_ids=bundle.item_ids)
 
     if served is None:
         queries, query_source = query_vectors(bundle, settings.queries, history, settings.max_queries, settings.seed)
@@ -250,7 +259,8 @@ def measure_retrieval(
     popularity_kind = (
         "distinct training users" if settings.popularity == "users" else "training interactions"
     )
-    definitions = dict(DEFINITIONS)
+    definitions = {m.name: m.definition for m in list_measures}
+    definitions["overlap_dot_cosine"] = OVERLAP_DEFINITION
     definitions["popularity"] = (
         f"popularity: {popularity_kind} per item (head share, arp, aplt, most-popular list)"
     )
@@ -284,5 +294,6 @@ def measure_retrieval(
         popularity=settings.popularity,
         n_zero_queries=n_zero,
         definitions=definitions,
+        list_measures=measures.info,
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists)

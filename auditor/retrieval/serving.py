@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditor.metrics.exposure import ExposureMeasures
+from auditor.metrics.list_measures import ExposureMeasures
 from auditor.progress import Progress
 from auditor.result import alpha_scoring
 

@@ -16,8 +16,9 @@ import numpy as np
 
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InputError, InteractionsError, setting
+from auditor.loading.alignment import ItemRows
 from auditor.loading.counting import count_item_ids
-from auditor.loading.logs import open_log
+from auditor.loading.logs import LogSpec, open_log
 from auditor.loading.pairs import read_pairs
 from auditor.progress import SILENT, Progress
 
@@ -210,19 +211,15 @@ def read_interactions(
     path = Path(path)
     if fmt not in DATA_FORMATS:
         raise InputError(f"{setting('data_format')} must be one of {', '.join(DATA_FORMATS)}, got {fmt!r}")
-    counts = count_item_ids(
-        path, fmt=fmt, user_col=user_col, item_col=item_col, need_users=False, progress=progress
-    )
+    counts = count_item_ids(LogSpec(path, fmt, user_col, item_col), need_users=False, progress=progress)
     if counts.user_col is None:
         raise InteractionsError(
             f"cannot find a user id column in {path}; pass {setting('user_col')} NAME (training needs users)"
         )
     if counts.ids.size < 2:
         raise InteractionsError(f"{path}: training needs at least 2 distinct items, found {counts.ids.size}")
-    pairs = read_pairs(
-        path, fmt=fmt, user_col=counts.user_col, item_col=counts.item_col,
-        item_ids=counts.ids, n_items=int(counts.ids.size),
-    )
+    found = LogSpec(path, fmt, counts.user_col, counts.item_col)  # the columns the counting chose
+    pairs = read_pairs(found, ItemRows(counts.ids, int(counts.ids.size)))
     description = {
         "kind": "file",
         "path": str(path),
@@ -235,7 +232,7 @@ def read_interactions(
     if with_time or time_col is not None:
         from auditor.train.timestamps import find_time_column, read_times
 
-        log = open_log(path, fmt, counts.user_col, counts.item_col)
+        log = open_log(found)
         column = find_time_column(log, time_col)
         if column is not None:
             times = read_times(log, column)

@@ -99,19 +99,19 @@ class TrainConfig:
             raise TrainingError(f"learning rates must be positive finite numbers, got {self.lr} and {self.user_lr}")
         for name in ("momentum", "weight_decay", "init_std"):  # click ranges let NaN through
             if not math.isfinite(getattr(self, name)):
-                raise TrainingError(f"--{name.replace('_', '-')} must be a finite number, got {getattr(self, name)}")
+                raise TrainingError(f"{setting(name)} must be a finite number, got {getattr(self, name)}")
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise TrainingError(f"--temperature must be positive, got {self.temperature}")
+            raise TrainingError(f"{setting('temperature')} must be positive, got {self.temperature}")
         if self.logq and self.loss == "cosine":
             raise TrainingError(
                 f"{setting('logq')} corrects in-batch softmax logits: use it with {setting('loss')} infonce-cos "
                 "or infonce-dot, not cosine"
             )
         if self.epochs < 1:
-            raise TrainingError(f"--epochs must be at least 1, got {self.epochs}")
+            raise TrainingError(f"{setting('epochs')} must be at least 1, got {self.epochs}")
         if self.batch_size < 2:
             raise TrainingError(
-                f"--batch-size must be at least 2 (in-batch negatives), got {self.batch_size}"
+                f"{setting('batch_size')} must be at least 2 (in-batch negatives), got {self.batch_size}"
             )
 
     @property
@@ -260,13 +260,13 @@ def train(
         mean_loss = float(total) / len(starts)
         if not math.isfinite(mean_loss):
             raise TrainingError(
-                f"the loss became {mean_loss} in epoch {epoch} (lr={config.item_lr}); lower --lr"
+                f"the loss became {mean_loss} in epoch {epoch} (lr={config.item_lr}); lower {setting('lr')}"
             )
         norms = result.item_embeddings().norm(dim=1).numpy()
         if not np.isfinite(norms).all():  # a bounded (cosine) loss stays finite while weights blow up
             raise TrainingError(
                 f"training diverged in epoch {epoch}: {int((~np.isfinite(norms)).sum())} item embeddings "
-                f"became infinite or NaN (lr={config.item_lr:g}); lower --lr"
+                f"became infinite or NaN (lr={config.item_lr:g}); lower {setting('lr')}"
             )
         rho = spearman(freq, norms)
         row = {

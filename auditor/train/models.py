@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from auditor.errors import TrainingError
+from auditor.errors import TrainingError, setting
 from auditor.train import ITEM_ENCODERS, USER_ENCODERS
 
 NEEDS_FEATURES = frozenset({"dense-linear"})
@@ -53,7 +53,7 @@ class ModelSpec:
             if getattr(self, name) < 1:
                 raise TrainingError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.init_std <= 0:
-            raise TrainingError(f"--init-std must be positive, got {self.init_std}")
+            raise TrainingError(f"{setting('init_std')} must be positive, got {self.init_std}")
         if self.user_encoder == "transformer" and self.hidden_dim % self.n_heads:
             raise TrainingError(
                 f"hidden_dim {self.hidden_dim} must be divisible by n_heads {self.n_heads}"

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import torch
 
-from auditor.errors import TrainingError
+from auditor.errors import TrainingError, setting
 from auditor.train import OPTIMIZERS
 
 
@@ -25,13 +25,13 @@ def make_optimizer(
     if lr <= 0:
         raise TrainingError(f"the learning rate must be positive, got {lr}")
     if weight_decay < 0:
-        raise TrainingError(f"--weight-decay must be >= 0, got {weight_decay}")
+        raise TrainingError(f"{setting('weight_decay')} must be >= 0, got {weight_decay}")
     params = list(params)
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     if name == "momentum":
         if not 0.0 < momentum < 1.0:
-            raise TrainingError(f"--momentum must be within (0, 1), got {momentum}")
+            raise TrainingError(f"{setting('momentum')} must be within (0, 1), got {momentum}")
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)

@@ -40,6 +40,28 @@ def popaudit_measures():
     return [Measure()]
 '''
 
+LIST_MEASURE = HOOKIMPL + '''
+class ListMeasure:
+    name = {name!r}
+    label = "a hostile list measure"
+    display = {display!r}
+    definition = "hostile: a list measure"
+
+    def bind(self, context):
+        {bind}
+
+
+@hookimpl
+def popaudit_measures():
+    return [ListMeasure()]
+'''
+
+
+def _list_measure(name: str = "hostile", display: str = "pct", bind: str = "return lambda slots: 0.5",
+                  *extra: str) -> Any:
+    return _plugin(LIST_MEASURE.format(name=name, display=display, bind=bind), *extra)
+
+
 RENDERER = HOOKIMPL + '''
 class Renderer:
     name = {name!r}
@@ -195,6 +217,26 @@ CASES = [
          EXIT_ERROR, r"plugin 'file:plug\.py'.*measure 'spearman'.*clashes with the built-in metric 'spearman'"),
     Case("measure-shadows-flat-metric-at-k", _plugin(MEASURE.format(name="head_share_1pct_dot@10", value="0.0")),
          EXIT_ERROR, r"plug\.py.*'head_share_1pct_dot@10'.*built-in metric"),
+    Case("measure-shadows-list-measure-flat-name", _plugin(MEASURE.format(name="gini_ratio@100", value="0.0")),
+         EXIT_ERROR, r"plug\.py.*'gini_ratio@100'.*clashes with the built-in metric 'gini_ratio@100'"),
+    Case("list-measure-name-not-identifier", _list_measure("cold-share"), EXIT_ERROR,
+         r"plugin 'file:plug\.py' \(hook popaudit_measures\) defines list measure 'cold-share': a list "
+         r"measure's name must be letters, digits and underscores"),
+    Case("list-measure-name-makes-accuracy-names", _list_measure("recall"), EXIT_ERROR,
+         r"list measure 'recall', whose flat names <name>_<scoring>@K would be built-in metrics' names"),
+    Case("list-measure-shadows-builtin", _list_measure("gini"), EXIT_ERROR,
+         r"measure 'gini' is defined by both plugin 'file:plug\.py' and plugin 'builtin:metrics'"),
+    Case("list-measure-unknown-display", _list_measure(display="percent"), EXIT_ERROR,
+         r"list measure 'hostile' with display 'percent'; use 'pct' or 'numN'"),
+    Case("list-measure-bind-raises", _list_measure(bind="raise RuntimeError('no catalogue metadata')"), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_measures \(list measure 'hostile'\): "
+         r"RuntimeError: no catalogue metadata"),
+    Case("list-measure-bind-returns-number", _list_measure(bind="return 3"), EXIT_ERROR,
+         r"list measure 'hostile' of plugin 'file:plug\.py' returned int from bind\(\); expected a callable"),
+    Case("list-measure-returns-text", _list_measure(bind="return lambda slots: 'high'"), EXIT_ERROR,
+         r"list measure 'hostile' of plugin 'file:plug\.py' returned str; return a float \(NaN allowed\) or None"),
+    Case("list-measure-scorer-raises", _list_measure(bind="return lambda slots: 1 / 0"), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_measures \(list measure 'hostile'\): ZeroDivisionError"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
