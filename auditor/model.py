@@ -14,6 +14,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+CHECKPOINT_MARKER = "popaudit_checkpoint"
+CHECKPOINT_VERSION = 1
+"""A ``popaudit retrain`` checkpoint is a dict whose ``CHECKPOINT_MARKER`` key holds the
+format version: written by :mod:`auditor.train.loop`, read by the loader and the live model."""
+
 
 @runtime_checkable
 class LiveModel(Protocol):

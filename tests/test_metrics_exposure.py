@@ -233,3 +233,15 @@ def test_exposure_measures_bundle() -> None:
     # Most-popular list: by popularity, ties by row.
     assert measures.popular_list(4).tolist() == [0, 1, 2, 3]
     assert ExposureMeasures(np.array([1, 3, 3, 0])).popular_list(10).tolist() == [1, 2, 0, 3]
+
+
+def test_popular_order_equals_a_full_sort_with_ties() -> None:
+    from auditor.metrics.exposure import popular_order
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # few distinct values: many ties at the k-th item
+        n = int(rng.integers(1, 60))
+        popularity = rng.integers(0, 5, n)
+        for k in (0, 1, 3, n, n + 5):
+            reference = np.lexsort((np.arange(n), -popularity))[: min(k, n)]
+            assert popular_order(popularity, k).tolist() == reference.tolist()

@@ -33,6 +33,7 @@ from auditor.loading.safe_pickle import (
     to_plain,
 )
 from auditor.loading.torch_archive import TorchFile, read_torch_file
+from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION
 
 MODEL_KEYS = ("state_dict", "model_state_dict", "model")
 OPTIMIZER_KEYS = ("optimizer_state_dict", "optimizer", "optimizer_states")
@@ -45,8 +46,6 @@ _METADATA_KEYS = frozenset(
     + LIGHTNING_KEYS
     + ("lr_schedulers", "callbacks", "loops", "scheduler", "lr_scheduler", "args", "hparams_name")
 )
-POPAUDIT_MARKER = "popaudit_checkpoint"
-POPAUDIT_VERSION = 1
 
 
 @dataclass
@@ -172,7 +171,7 @@ def interpret(obj: Any, path: Path) -> RawModel:
         raise ModelLoadError(
             f"{path} holds an object of type {type(obj).__name__}, not a state dict, checkpoint dict or module"
         )
-    if POPAUDIT_MARKER in obj:
+    if CHECKPOINT_MARKER in obj:
         return _popaudit(obj, path)
     model_key = next((k for k in MODEL_KEYS if k in obj and _is_model(obj[k])), None)
     if model_key is not None:
@@ -315,11 +314,11 @@ def _plain_config(value: Placeholder) -> Any:
 
 def _popaudit(obj: Mapping[str, Any], path: Path) -> RawModel:
     """A checkpoint written by ``popaudit retrain`` (its encoder outputs are the tables)."""
-    version = obj.get(POPAUDIT_MARKER)
-    if version != POPAUDIT_VERSION:
+    version = obj.get(CHECKPOINT_MARKER)
+    if version != CHECKPOINT_VERSION:
         named = version if type(version) is int else f"a {type(version).__name__}"  # never the file's text
         raise ModelLoadError(
-            f"{path} is a popaudit checkpoint of version {named}; this popaudit reads version {POPAUDIT_VERSION}"
+            f"{path} is a popaudit checkpoint of version {named}; this popaudit reads version {CHECKPOINT_VERSION}"
         )
     missing = [k for k in ("item_embeddings", "state_dict") if k not in obj]
     if missing:

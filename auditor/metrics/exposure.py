@@ -330,9 +330,13 @@ def overlap(a: np.ndarray, b: np.ndarray) -> float:
 
 def popular_order(popularity: np.ndarray, k: int) -> np.ndarray:
     """The k most popular item rows (ties by row), the most-popular scoring's list."""
-    n_items = int(np.shape(popularity)[0])
-    order = np.lexsort((np.arange(n_items), -np.asarray(popularity, dtype=np.float64)))
-    return order[: min(k, n_items)].astype(np.int64)
+    negative = -np.asarray(popularity, dtype=np.float64)
+    k = min(k, negative.shape[0])
+    if k == 0:
+        return np.empty(0, dtype=np.int64)
+    # Only items at least as popular as the k-th (ties included) can be in the list: O(n).
+    rows = np.flatnonzero(negative <= np.partition(negative, k - 1)[k - 1])
+    return rows[np.lexsort((rows, negative[rows]))][:k].astype(np.int64)
 
 
 def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, origin: str) -> str | None:

@@ -16,12 +16,10 @@ from typing import Any
 import torch
 
 from auditor.errors import ModelLoadError
-from auditor.model import ModelBundle
+from auditor.model import CHECKPOINT_MARKER, ModelBundle
 from auditor.train.losses import two_tower_loss
 from auditor.train.models import NEEDS_FEATURES, NEEDS_HISTORIES, ModelSpec, TwoTower, build_model
 from auditor.train.optim import make_optimizer
-
-CHECKPOINT_KEY = "popaudit_checkpoint"
 
 
 class PopauditLiveModel:
@@ -124,8 +122,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         ckpt = torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # torch raises several types for a bad file
         raise ModelLoadError(f"{path}: cannot read as a popaudit checkpoint: {exc}") from exc
-    if not isinstance(ckpt, dict) or CHECKPOINT_KEY not in ckpt:
-        raise ModelLoadError(f"{path}: not a popaudit checkpoint (no {CHECKPOINT_KEY!r} key)")
+    if not isinstance(ckpt, dict) or CHECKPOINT_MARKER not in ckpt:
+        raise ModelLoadError(f"{path}: not a popaudit checkpoint (no {CHECKPOINT_MARKER!r} key)")
     return ckpt
 
 

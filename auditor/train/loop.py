@@ -23,7 +23,7 @@ from scipy import stats
 from auditor import __version__
 from auditor.errors import TrainingError, setting
 from auditor.io import atomic_path
-from auditor.model import LiveModel
+from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION, LiveModel
 from auditor.progress import SILENT, Progress
 from auditor.train import LOSSES, OPTIMIZERS, default_lr
 from auditor.train.data import TrainingData, random_projection_features
@@ -41,7 +41,6 @@ from auditor.train.optim import effective_momentum, make_optimizer
 if TYPE_CHECKING:
     from auditor.train.split import HoldoutSplit
 
-CHECKPOINT_VERSION = 1
 MAX_TRAIN_PAIRS = 1_000_000
 """At most this many (user, item) rows are stored in the checkpoint (a seeded sample)."""
 
@@ -347,7 +346,7 @@ def build_checkpoint(result: TrainResult, holdout: HoldoutSplit | None = None) -
         rng = np.random.default_rng(np.random.SeedSequence([config.seed, 0xA1]))
         pairs = pairs[np.sort(rng.choice(n, MAX_TRAIN_PAIRS, replace=False))]
     ckpt: dict[str, Any] = {
-        "popaudit_checkpoint": CHECKPOINT_VERSION,
+        CHECKPOINT_MARKER: CHECKPOINT_VERSION,
         "state_dict": {k: v.detach().clone() for k, v in result.model.state_dict().items()},
         "optimizer_state_dict": result.item_optimizer.state_dict(),
         "user_optimizer_state_dict": result.user_optimizer.state_dict(),
