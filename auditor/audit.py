@@ -191,7 +191,7 @@ def _item_stats(
                 f"{setting('id_offset')} applies where ids are taken as rows, but the item rows of "
                 f"{bundle.source} are mapped through {bundle.item_ids_source}"
             )
-        stats = align_counts(counts, config.item_rows(bundle.item_ids, bundle.n_items))
+        stats = align_counts(counts, config.item_rows(bundle))
         if bundle.item_ids is None:
             # align_counts refused non-integer ids already: these are integers.
             check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped)
@@ -249,7 +249,7 @@ def _history(bundle: ModelBundle, config: AuditConfig, progress: Progress) -> Hi
     if spec is not None:
         return history_from_log(
             spec,
-            config.item_rows(bundle.item_ids, bundle.n_items),
+            config.item_rows(bundle),
             table=bundle.item_table,
             max_users=config.max_queries,
             seed=config.seed,
@@ -265,7 +265,7 @@ def _probe_pairs(bundle: ModelBundle, config: AuditConfig) -> InteractionPairs |
     spec = config.training_log
     if spec is None:
         return bundle.train_pairs
-    return read_pairs(spec, config.item_rows(bundle.item_ids, bundle.n_items), max_rows=PROBE_PAIRS, seed=config.seed)
+    return read_pairs(spec, config.item_rows(bundle), max_rows=PROBE_PAIRS, seed=config.seed)
 
 
 def _measure_retrieval(

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 from auditor.errors import InputError, setting
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from auditor.loading.alignment import ItemRows
     from auditor.loading.idmap import RowIdPolicy
     from auditor.loading.logs import LogSpec
+    from auditor.model import ModelBundle
 
 QUERY_SOURCES = ("auto", "users", "history")
 INDEX_KINDS = ("auto", "exact", "ivf", "hnsw")
@@ -199,12 +198,12 @@ class AuditConfig:
 
         return RowIdPolicy(self.id_offset, self.assume_row_ids)
 
-    def item_rows(self, item_ids: np.ndarray | None, n_items: int) -> ItemRows:
-        """How this audit maps its logs' raw item ids to the rows of an ``n_items``-row
-        table: through ``item_ids`` (raw id of each row), else ``row = id − id_offset``."""
+    def item_rows(self, bundle: ModelBundle) -> ItemRows:
+        """How this audit maps its logs' raw item ids to the rows of ``bundle``'s item
+        table: through its ``item_ids`` (raw id of each row), else ``row = id − id_offset``."""
         from auditor.loading.alignment import ItemRows
 
-        return ItemRows(item_ids, n_items, self.row_ids.shift)
+        return ItemRows(bundle.item_ids, bundle.n_items, self.row_ids.shift)
 
     def with_overrides(self, values: dict[str, Any]) -> AuditConfig:
         """A copy with ``values`` (e.g. one manifest row) replacing fields by name."""

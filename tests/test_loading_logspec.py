@@ -13,6 +13,7 @@ from auditor.errors import IdMappingError
 from auditor.loading import align_counts, count_item_ids, read_pairs
 from auditor.loading.alignment import ItemRows
 from auditor.loading.logs import LogSpec
+from auditor.model import ModelBundle
 
 
 def test_item_rows_need_one_raw_id_per_row() -> None:
@@ -43,7 +44,7 @@ def test_audit_config_describes_its_logs_and_item_rows() -> None:
                          interactions_format="tsv", user_col="who", item_col="what", id_offset=1)
     assert config.training_log == LogSpec(Path("train.tsv"), "tsv", "who", "what")
     assert config.holdout_log == LogSpec(Path("test.tsv"), "tsv", "who", "what")  # read as the training log
-    rows = config.item_rows(None, 10)
+    rows = config.item_rows(ModelBundle(source=Path("m.npy"), format="npy", item_table=np.zeros((10, 2))))
     assert (rows.item_ids, rows.n_items, rows.offset) == (None, 10, 1)
     bare = AuditConfig(model=Path("m.pt"))
-    assert bare.training_log is None and bare.holdout_log is None and bare.item_rows(None, 4).offset == 0
+    assert bare.training_log is None and bare.holdout_log is None and bare.item_rows(ModelBundle(source=Path("m.npy"), format="npy", item_table=np.zeros((4, 2)))).offset == 0

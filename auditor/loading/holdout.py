@@ -296,7 +296,7 @@ def load_holdout(bundle: ModelBundle, config: AuditConfig, progress: Progress = 
     n_user_rows = int(bundle.user_table.shape[0]) if bundle.user_table is not None else None
     spec = config.holdout_log
     if spec is not None:
-        mapping = config.item_rows(bundle.item_ids, bundle.n_items)
+        mapping = config.item_rows(bundle)
         return read_holdout(spec, mapping, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
                             row_ids=config.row_ids, progress=progress)
     pairs = bundle.holdout_pairs
@@ -312,7 +312,7 @@ def load_seen(bundle: ModelBundle, config: AuditConfig, users: HeldOutUsers, pro
     warnings: list[str] = []
     spec = config.training_log
     if spec is not None:
-        seen = read_seen(spec, config.item_rows(bundle.item_ids, bundle.n_items), users=users, progress=progress)
+        seen = read_seen(spec, config.item_rows(bundle), users=users, progress=progress)
     elif bundle.train_pairs is not None:
         seen = seen_from_pairs(bundle.train_pairs, users, f"{bundle.source} (recorded training pairs)")
         recorded = int(np.asarray(bundle.item_frequencies).sum()) if bundle.item_frequencies is not None else 0

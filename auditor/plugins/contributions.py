@@ -64,7 +64,7 @@ def collect_measures(pm: pluggy.PluginManager) -> RegisteredMeasures:
                     f"and plugin {result.plugin!r} (hook popaudit_measures)"
                 )
             (lists if is_list else audit)[name] = (result.plugin, measure)
-    for name, (plugin, measure) in lists.items():
+    for plugin, measure in lists.values():
         _check_list_measure(plugin, measure)
     for name, (plugin, _) in audit.items():
         clash = builtin_metric_clash(name, list(lists))
