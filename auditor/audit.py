@@ -17,18 +17,18 @@ import pluggy
 from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, setting
 from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, read_pairs
-from auditor.loading.history import HistoryQueries, history_from_log, history_from_pairs
+from auditor.loading.population import QueryPopulation, population_of
 from auditor.loading.frequencies import needs_the_log, read_frequencies
-from auditor.loading.idmap import check_assumed_rows, describe_mapping
+from auditor.loading.idmap import check_assumed_rows, describe_mapping, offset_signals
 from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.plugins import RegisteredMeasures, call_hook, collect_measures, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
-from auditor.evaluation import evaluate, holdout_reason
-from auditor.result import Accuracy, AuditResult, Inputs, MeasuredSections, PlotData
-from auditor.tradeoff import judge_tradeoff
+from auditor.evaluation import Evaluation, evaluate, holdout_reason
+from auditor.result import Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData
+from auditor.tradeoff import UserValues, head_slots, judge_tradeoff
 
 if TYPE_CHECKING:  # loaded on demand: conditions bring the probes, retrieval FAISS
     from auditor.conditions import ConditionsOutcome
@@ -104,26 +104,23 @@ def run_audit(
             )
         warnings.extend(notes)
 
+    population = _population(bundle, stats, config, progress, not_measured)
+    serving = _measure_retrieval(bundle, stats, config, population, progress, registered)
     evaluation = None
     accuracy_reason = holdout_reason(bundle, config)
-    if accuracy_reason is None and stats is None:
-        accuracy_reason = f"needs item frequencies: pass {setting('interactions')}"
-    if accuracy_reason is None and config.frequencies is not None:
-        accuracy_reason = needs_the_log("held-out accuracy (each user's training items: seen-item filtering, history queries)")
     if accuracy_reason is None:
-        assert stats is not None
-        # The retrieval section then measures the held-out users' lists (one serving).
-        evaluation = evaluate(bundle, stats, config, progress, registered.lists)
-        serving: RetrievalOutcome | None = evaluation.serving
+        accuracy_reason = _accuracy_blocker(config, serving, population, not_measured)
+    if accuracy_reason is None:
+        assert serving is not None and population is not None
+        evaluation = evaluate(bundle, config, population, serving.lists, sorted(serving.retrieval.at), progress)
+        warnings += evaluation.warnings
     else:
         not_measured["accuracy"] = accuracy_reason
-        history = _history(bundle, config, progress)
-        serving = _measure_retrieval(bundle, stats, config, history, progress, not_measured, registered)
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
     # The log is read for probe batches only when there is a model to probe.
     pairs = _probe_pairs(bundle, config) if config.probes and bundle.live is not None else None
-    assessed = _assess_conditions(bundle, stats, config, pairs, pm, progress)
+    assessed = _assess_conditions(bundle, stats, config, pairs, pm, progress, frequency_norm)
     if assessed.probes_not_run is not None:
         not_measured["probes"] = assessed.probes_not_run.describe()
         if config.frequencies and pairs is None and assessed.probes_not_run.reason == "failed":
@@ -135,7 +132,7 @@ def run_audit(
     warnings += (serving.warnings if serving else []) + assessed.warnings
 
     sections = MeasuredSections(
-        inputs=_inputs(bundle, config, stats),
+        inputs=_inputs(bundle, config, stats, population),
         frequency_norm=frequency_norm,
         retrieval=serving.retrieval if serving else None,
         conditions=assessed.conditions,
@@ -151,7 +148,7 @@ def run_audit(
         ),
     )
     if evaluation is not None:
-        sections = replace(sections, accuracy=_judged(evaluation.accuracy, sections))
+        sections = replace(sections, accuracy=_judged(evaluation, serving, sections, config))
     measures = compute_measures(registered, bundle, stats, sections)
 
     from auditor.verdict import decide_verdict
@@ -159,14 +156,19 @@ def run_audit(
     return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures)
 
 
-def _judged(accuracy: Accuracy, sections: MeasuredSections) -> Accuracy:
-    """The accuracy section with its trade-off decided at the verdict's quoted K."""
+def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: MeasuredSections,
+            config: AuditConfig) -> Accuracy:
+    """The accuracy section with its trade-off decided at the verdict's quoted K, with
+    paired bootstrap intervals over users."""
     from auditor.verdict import quoted_cutoff
 
     k = quoted_cutoff(sections)
-    if k is None or sections.retrieval is None:
-        return accuracy
-    return judge_tradeoff(accuracy, sections.retrieval.at[k], k)
+    if k is None or sections.retrieval is None or serving is None:
+        return evaluation.accuracy
+    values = None
+    if serving.popularity is not None and k in evaluation.ndcg:
+        values = UserValues(evaluation.ndcg[k], head_slots(serving.lists, serving.popularity, k))
+    return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed)
 
 
 def _fields(sections: MeasuredSections) -> dict[str, Any]:
@@ -194,7 +196,8 @@ def _item_stats(
         stats = align_counts(counts, config.item_rows(bundle))
         if bundle.item_ids is None:
             # align_counts refused non-integer ids already: these are integers.
-            check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped)
+            check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format)
+            warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0])
         if counts.n_null_items:
             warnings.append(
                 f"{counts.n_null_items:,} interactions in {counted} have an empty "
@@ -234,29 +237,40 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def _needs_history(bundle: ModelBundle, config: AuditConfig) -> bool:
-    return config.retrieval and (
-        config.queries == "history" or (config.queries == "auto" and bundle.user_table is None)
-    )
-
-
-def _history(bundle: ModelBundle, config: AuditConfig, progress: Progress) -> HistoryQueries | None:
-    """History queries when retrieval uses them: streamed from the log (only the sampled
-    users' interactions are kept), else from the pairs a popaudit checkpoint recorded."""
-    if not _needs_history(bundle, config):
+def _population(
+    bundle: ModelBundle, stats: ItemStats | None, config: AuditConfig, progress: Progress,
+    not_measured: dict[str, str],
+) -> QueryPopulation | None:
+    """Who retrieval serves (:mod:`auditor.loading.population`), or None with the reason
+    recorded in ``not_measured``."""
+    if not config.retrieval:
+        not_measured["retrieval"] = f"skipped with {setting('retrieval')}"
         return None
-    spec = config.training_log
-    if spec is not None:
-        return history_from_log(
-            spec,
-            config.item_rows(bundle),
-            table=bundle.item_table,
-            max_users=config.max_queries,
-            seed=config.seed,
-            progress=progress,
+    if stats is None:
+        not_measured["retrieval"] = f"needs item frequencies: pass {setting('interactions')}"
+        return None
+    no_history = config.training_log is None and (bundle.train_pairs is None or not len(bundle.train_pairs))
+    if bundle.user_table is None and no_history and config.queries in ("auto", "users", "history"):
+        not_measured["retrieval"] = (
+            needs_the_log("retrieval without a user table (history queries)") + f" or {setting('queries')} PATH"
+            if config.frequencies else
+            f"no queries: the model has no user table; pass {setting('interactions')} (history queries) or "
+            f"{setting('queries')} PATH"
         )
-    if bundle.train_pairs is not None and len(bundle.train_pairs):
-        return history_from_pairs(bundle.train_pairs, bundle.item_table, config.max_queries, config.seed)
+        return None
+    return population_of(bundle, config, progress)
+
+
+def _accuracy_blocker(
+    config: AuditConfig, serving: RetrievalOutcome | None, population: QueryPopulation | None,
+    not_measured: dict[str, str],
+) -> str | None:
+    """Why held-out accuracy cannot be read off the served lists (None: it can)."""
+    if serving is None or population is None:
+        return f"needs the retrieval section ({not_measured.get('retrieval', 'not measured')})"
+    if population.raw_ids is None:
+        return (f"the queries of {setting('queries')} {config.queries} carry no user identity, so they cannot be "
+                "matched to held-out users")
     return None
 
 
@@ -272,30 +286,16 @@ def _measure_retrieval(
     bundle: ModelBundle,
     stats: ItemStats | None,
     config: AuditConfig,
-    history: HistoryQueries | None,
+    population: QueryPopulation | None,
     progress: Progress,
-    not_measured: dict[str, str],
     registered: RegisteredMeasures,
 ) -> RetrievalOutcome | None:
-    """The retrieval section, or None with the reason recorded in ``not_measured``."""
-    if not config.retrieval:
-        not_measured["retrieval"] = f"skipped with {setting('retrieval')}"
-        return None
-    if stats is None:
-        not_measured["retrieval"] = f"needs item frequencies: pass {setting('interactions')}"
-        return None
-    if bundle.user_table is None and history is None and config.queries in ("auto", "users") and config.frequencies:
-        not_measured["retrieval"] = needs_the_log("retrieval without a user table (history queries)") + f" or {setting('queries')} PATH"
-        return None
-    if bundle.user_table is None and history is None and config.queries in ("auto", "users"):
-        not_measured["retrieval"] = (
-            f"no queries: the model has no user table; pass {setting('interactions')} (history "
-            f"queries) or {setting('queries')} PATH"
-        )
+    """The retrieval section over the population (None when there is none)."""
+    if population is None or stats is None:
         return None
     from auditor.retrieval import measure_retrieval
 
-    return measure_retrieval(bundle, stats, config, history, progress, list_measures=registered.lists)
+    return measure_retrieval(bundle, stats, config, population, progress, list_measures=registered.lists)
 
 
 def _assess_conditions(
@@ -305,6 +305,7 @@ def _assess_conditions(
     pairs: InteractionPairs | None,
     pm: pluggy.PluginManager,
     progress: Progress,
+    frequency_norm: FrequencyNorm | None,
 ) -> ConditionsOutcome:
     from auditor.conditions import assess_conditions
 
@@ -318,10 +319,12 @@ def _assess_conditions(
         run_probes=config.probes,
         progress=progress,
         row_ids=config.row_ids,
+        frequency_norm=frequency_norm,
     )
 
 
-def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None) -> Inputs:
+def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None,
+            population: QueryPopulation | None) -> Inputs:
     policy = config.row_ids
     assumed = bundle.item_ids is None and policy.offset is None and stats is not None and not stats.from_checkpoint
     return Inputs(
@@ -341,6 +344,7 @@ def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None) -
             describe_mapping("user", bundle.user_ids_source, policy) if bundle.user_table is not None else None
         ),
         row_ids_assumed=assumed,
+        n_untrained_user_rows=None if population is None else population.n_untrained_rows,
     )
 
 

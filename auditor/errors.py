@@ -83,6 +83,11 @@ class UnmeasuredGateError(GateError):
     exit_code = 1
 
 
+class NoClearGainError(InputError):
+    """``--alpha auto``: the trade-off keeps dot (no scoring is clearly better), so there is
+    nothing to write; the message gives the best alpha available and its cost."""
+
+
 class PluginError(AuditError):
     """A plugin failed to load or a hook implementation raised."""
 

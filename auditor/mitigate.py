@@ -6,7 +6,8 @@ serves the norm-aware scoring ``alpha_<α>`` of ``check`` with no change on the 
 The table is found exactly as ``check`` finds it (:func:`~auditor.loading.load_model`,
 ``item_key`` honoured); the format writers live in :mod:`auditor.mitigation`. A JSON
 sidecar beside the output (:func:`sidecar_path`) records α, the source file and its
-sha256, the rule and the before/after figures.
+sha256, the rule and the before/after figures the rescaling changes (norms, the log–log
+slope, and with ``--alpha auto`` the trade-off's accuracy and head share).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from auditor import __version__
 from auditor.config import LoadOptions
-from auditor.errors import IdMappingError, InputError, ModelLoadError, UntrustedPickleError, setting
+from auditor.errors import IdMappingError, InputError, ModelLoadError, NoClearGainError, UntrustedPickleError, setting
 from auditor.io import atomic_path, check_not_inputs, is_special_file, require_regular_file
 from auditor.mitigation.rescale import RULE, NormSummary, RowNorms, Written
 from auditor.progress import SILENT, Progress
@@ -74,6 +75,8 @@ class MitigateConfig:
     """A torch file popaudit cannot write back faithfully: write its tensors as a state dict."""
     alpha_source: str = "given"
     """How α was chosen: ``given``, or the trade-off's recommendation (``auto``)."""
+    tradeoff: dict[str, Any] | None = None
+    """With ``auto``: the trade-off figures of the chosen scoring (:func:`tradeoff_figures`)."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and 0.0 <= self.alpha <= 1.0):
@@ -105,6 +108,9 @@ class Mitigation:
     norms: dict[str, dict[str, float | int]]
     frequency_norm: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
+    tradeoff: dict[str, Any] | None = None
+    """With ``--alpha auto``: what dot serving of the output gives against the input's dot
+    serving at the trade-off's K (held-out NDCG, top-1% head share, their paired intervals)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The sidecar (strict JSON: NaN becomes null)."""
@@ -215,8 +221,9 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             dtype=written.dtype,
             layout=written.layout,
             norms={"before": asdict(NormSummary.of(norms.before)), "after": asdict(NormSummary.of(norms.after))},
-            frequency_norm=None if freqs is None else _correlations(norms, freqs, config),
+            frequency_norm=None if freqs is None else _slopes(norms, freqs, config),
             warnings=warnings + written.notes,
+            tradeoff=config.tradeoff,
         )
         with open(side_tmp, "w", encoding="utf-8") as fh:
             json.dump(result.to_dict(), fh, indent=2, allow_nan=False, ensure_ascii=False)
@@ -259,7 +266,8 @@ def _frequencies(bundle: Any, config: MitigateConfig, progress: Progress, warnin
                              f"{bundle.source} are mapped through {bundle.item_ids_source}")
     stats = align_counts(counts, ItemRows(bundle.item_ids, bundle.n_items, policy.shift))
     if bundle.item_ids is None:
-        check_assumed_rows(counts.ids, bundle.n_items, policy, "item", config.interactions, stats.n_unmapped)
+        check_assumed_rows(counts.ids, bundle.n_items, policy, "item", config.interactions, stats.n_unmapped,
+                           bundle.format)
     if stats.n_unmapped:
         warnings.append(f"{stats.n_unmapped:,} interactions in {config.interactions} reference items with no row "
                         "in the item table; they are left out of the frequencies")
@@ -269,22 +277,20 @@ def _frequencies(bundle: Any, config: MitigateConfig, progress: Progress, warnin
     return np.asarray(stats.frequencies, dtype=np.int64)
 
 
-def _correlations(norms: RowNorms, freqs: np.ndarray, config: MitigateConfig) -> dict[str, Any]:
-    """Spearman ρ and the log–log slope of frequency and norm, before and after."""
+def _slopes(norms: RowNorms, freqs: np.ndarray, config: MitigateConfig) -> dict[str, Any]:
+    """The log–log slope of norm on frequency, before and after: the frequency–norm figure
+    the rescaling changes (Spearman's ρ it cannot move: ‖k‖^α keeps the norms' order)."""
     from auditor.metrics.frequency_norm import frequency_norm_stats
 
     out: dict[str, Any] = {"frequencies": str(config.interactions) if config.interactions else "the checkpoint's record"}
     for when, values in (("before", norms.before), ("after", norms.after)):
         section, _notes = frequency_norm_stats(values, freqs, n_bootstrap=0)
-        out[when] = {"spearman": section.spearman, "loglog_slope": section.loglog_slope,
-                     "undefined_reason": section.undefined_reason}
-    if config.alpha == 0.0:  # unit rows: what ρ would rank is the dtype's rounding of 1
-        out["after"].update(spearman=None, undefined_reason=(
-            "alpha = 0: every nonzero row has norm 1 (the rest is the table dtype's rounding), so every item "
-            "has the same norm: the correlation is undefined"))
+        out[when] = {"loglog_slope": section.loglog_slope}
+    if config.alpha == 0.0:  # unit rows: what a slope would fit is the dtype's rounding of 1
+        out["after"]["loglog_slope"] = None
     out["note"] = (
-        "rho is a rank correlation and ||k||^alpha keeps the norms' order for alpha > 0, so rho changes only "
-        "through ties (alpha = 0 makes every norm 1: undefined); the log-log slope scales by alpha"
+        "the log-log slope of norm on frequency scales by alpha (alpha = 0 makes every norm 1: no slope); "
+        "Spearman's rho is not reported: ||k||^alpha keeps the norms' order, so rescaling cannot move it"
     )
     return out
 
@@ -312,8 +318,9 @@ def _finite(value: Any) -> Any:
 
 
 def recommended_alpha(result: AuditResult) -> float:
-    """The α of the scoring the accuracy trade-off of ``check`` recommends: dot 1, cosine 0,
-    ``alpha_<a>`` a. InputError when accuracy was not measured or recommends nothing."""
+    """The α of the scoring the accuracy trade-off of ``check`` recommends: cosine 0,
+    ``alpha_<a>`` a. InputError when accuracy was not measured; NoClearGainError when the
+    trade-off keeps dot (no scoring clearly better), naming the best α available."""
     from auditor.tradeoff import scoring_alpha  # the one mapping: dot 1, cosine 0, alpha_<a> a
 
     accuracy = result.accuracy
@@ -328,13 +335,46 @@ def recommended_alpha(result: AuditResult) -> float:
     if alpha is None:
         said = accuracy.recommendation or "no scoring was recommended"
         raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with ({said})")
+    if alpha == 1.0:
+        best = accuracy.best_alternative
+        best_alpha = scoring_alpha(best) if best is not None else None
+        offer = (
+            f"; the best available is {setting('alpha')} {best_alpha:g} ({best}): pass it to write that table anyway, "
+            f"or loosen {setting('accuracy_tolerance')}" if best_alpha is not None else ""
+        )
+        raise NoClearGainError(
+            f"{setting('alpha')} auto wrote nothing: the trade-off keeps dot-product serving. "
+            f"{accuracy.recommendation.rstrip('.')}{offer}"
+        )
     return alpha
 
 
+def tradeoff_figures(result: AuditResult, scoring: str) -> dict[str, Any]:
+    """What dot serving of the rescaled table gives against the original's dot serving,
+    at the trade-off's K: the figures the rescaling changes."""
+    accuracy, retrieval = result.accuracy, result.retrieval
+    assert accuracy is not None and accuracy.quoted_k is not None and retrieval is not None
+    k = accuracy.quoted_k
+    exposure = retrieval.at[k].scorings()
+    change = accuracy.changes.get(scoring)
+    return {
+        "k": k,
+        "scoring": scoring,
+        "ndcg": {"before": accuracy.at[k]["dot"].ndcg, "after": accuracy.at[k][scoring].ndcg},
+        "head_share_1pct": {"before": exposure["dot"].number("head_share_1pct"),
+                            "after": exposure[scoring].number("head_share_1pct")},
+        "ndcg_delta_ci": None if change is None else change.ndcg_delta_ci,
+        "head_share_delta_ci": None if change is None else change.head_share_delta_ci,
+        "n_bootstrap": accuracy.n_bootstrap,
+        "recommendation": accuracy.recommendation,
+    }
+
+
 def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
-               progress: Progress = SILENT) -> tuple[float, str]:
+               progress: Progress = SILENT) -> tuple[float, str, dict[str, Any]]:
     """Run the audit of ``config`` (it needs ``interactions`` and ``holdout``) and take the
-    α its accuracy trade-off recommends: (α, the recommendation's sentence)."""
+    α its accuracy trade-off recommends: (α, the recommendation's sentence, the trade-off
+    figures of that scoring)."""
     if config.interactions is None or config.holdout is None:
         raise InputError(f"{setting('alpha')} auto needs {setting('interactions')} and {setting('holdout')}: the "
                          "α is the one the held-out accuracy trade-off recommends")
@@ -342,11 +382,11 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
 
     result = run_audit(config, pm=pm, progress=progress)
     alpha = recommended_alpha(result)
-    assert result.accuracy is not None  # recommended_alpha refused a result without it
-    return alpha, f"auto: {result.accuracy.recommendation}".strip()
+    assert result.accuracy is not None and result.accuracy.recommended is not None
+    return alpha, f"auto: {result.accuracy.recommendation}".strip(), tradeoff_figures(result, result.accuracy.recommended)
 
 
 __all__ = [
     "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "auto_alpha", "check_outputs", "mitigate",
-    "planned_outputs", "recommended_alpha", "sidecar_path",
+    "planned_outputs", "recommended_alpha", "sidecar_path", "tradeoff_figures",
 ]  # fmt: skip

@@ -112,6 +112,10 @@ class ModelBundle:
     item_biases: np.ndarray | None = None
     """float32 (n_items,): the model's per-item bias term (LightFM, cornac, implicit BPR),
     a second channel for popularity beside the norms; None when the model has none."""
+    user_rows_unknown: str | None = None
+    """Why the raw user id of each user-table row is unknown although the rows are not the
+    ids (a framework numbered them and the rule could not be reproduced): retrieval then
+    queries every user row, nothing excluded, and says so."""
     log_id_rule: LogIdRule | None = None
     """A framework's own rule giving the raw ids of the rows from the training log
     (RecBole); applied once the log is known, before the log is aligned with the rows."""

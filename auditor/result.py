@@ -7,13 +7,23 @@ Renderers, gates and batch read this object; ``to_dict`` is the JSON report and
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from auditor import __version__
+from auditor.sections import (
+    Accuracy,
+    CutoffMeasures,
+    ListMeasureInfo,
+    ListMeasures,
+    Population,
+    RankingAccuracy,
+    Retrieval,
+    ScoringChange,
+    builtin_list_measures,
+)
 
 if TYPE_CHECKING:  # the probes package loads torch; the result and its renderers need not
     from auditor.probes.results import ProbeOutcome
@@ -65,6 +75,8 @@ class Inputs:
     """The same for user ids, when user rows were matched to log users."""
     row_ids_assumed: bool = False
     """True when item rows were taken to be the raw ids because nothing else was given."""
+    n_untrained_user_rows: int | None = None
+    """User-table rows of users absent from the training log (not queried; None: unknown)."""
 
 
 @dataclass
@@ -99,114 +111,6 @@ class FrequencyNorm:
     """Why ρ could not be computed, in plain words (None when it was)."""
     ci_method: str = ""
     """How ``spearman_ci`` was computed (empty when no CI was computed)."""
-
-
-@dataclass(frozen=True)
-class ListMeasureInfo:
-    """How reports show a list measure: its label and display format (``pct``, or
-    ``numN``: N decimals)."""
-
-    label: str
-    display: str
-
-
-@dataclass(frozen=True)
-class ListMeasures(Mapping[str, "float | None"]):
-    """The list measures (docs/measures.md, and plugins') of one set of top-K lists:
-    measure name -> value (None: not measurable, e.g. novelty without user counts).
-
-    The measures are those registered through ``popaudit_measures`` (built-ins:
-    :mod:`auditor.metrics.builtin_measures`), in report order.
-    """
-
-    data: Mapping[str, float | None]
-
-    def __getitem__(self, name: str) -> float | None:
-        return self.data[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def number(self, name: str) -> float:
-        """The value of ``name`` as a float: NaN when not measured (or not registered)."""
-        value = self.data.get(name)
-        return math.nan if value is None else float(value)
-
-
-@dataclass
-class CutoffMeasures:
-    """The measures of each scoring at one cut-off K, and the dot/cosine overlap."""
-
-    dot: ListMeasures
-    cosine: ListMeasures
-    popular: ListMeasures
-    overlap_dot_cosine: float
-    norm_aware: dict[str, ListMeasures] = field(default_factory=dict)
-    """``alpha_<a>`` -> measures of the norm-aware scoring (only with ``alphas`` measured)."""
-
-    def scorings(self) -> dict[str, ListMeasures]:
-        """Every scoring measured at this cut-off, by name: dot, cosine, popular, alpha_<a>."""
-        return {"dot": self.dot, "cosine": self.cosine, "popular": self.popular, **self.norm_aware}
-
-
-@dataclass
-class Retrieval:
-    """The retrieval section: measures per K, index, recall and the definitions used."""
-
-    n_queries: int
-    index: str
-    at: dict[int, CutoffMeasures]
-    recall: dict[int, float] | None = None
-    queries: str = ""
-    popularity: str = "interactions"
-    n_zero_queries: int = 0
-    definitions: dict[str, str] = field(default_factory=dict)
-    list_measures: dict[str, ListMeasureInfo] = field(default_factory=lambda: builtin_list_measures())
-    """The list measures measured, in report order, with their labels (not in the JSON)."""
-
-
-def builtin_list_measures() -> dict[str, ListMeasureInfo]:
-    """The built-in list measures' labels, in report order."""
-    from auditor.metrics.builtin_measures import LIST_MEASURES  # the registry imports this module
-    from auditor.metrics.list_measures import measure_info
-
-    return measure_info(LIST_MEASURES)
-
-
-@dataclass(frozen=True)
-class RankingAccuracy:
-    """Held-out accuracy of one scoring at one K (RecBole's definitions, docs/measures.md)."""
-
-    recall: float
-    ndcg: float
-    hit_rate: float
-    mrr: float
-
-
-@dataclass
-class Accuracy:
-    """The accuracy section: held-out accuracy per K and scoring, and the trade-off's choice."""
-
-    protocol: str
-    n_users_evaluated: int
-    n_dropped: int
-    """Held-out interactions left out: item without a table row, or user without a query."""
-    at: dict[int, dict[str, RankingAccuracy]]
-    holdout: str = ""
-    n_holdout_interactions: int = 0
-    n_dropped_users: int = 0
-    seen_excluded: bool = True
-    tolerance: float = 0.98
-    quoted_k: int | None = None
-    """The K the trade-off is judged at (the verdict's quoted K, where measured)."""
-    recommended: str | None = None
-    """The scoring the trade-off recommends (dot, cosine or alpha_<a>); None: not decided."""
-    recommendation: str = ""
-    pareto: list[str] = field(default_factory=list)
-    """Scorings on the accuracy/head-share Pareto front at ``quoted_k``."""
 
 
 @dataclass
@@ -328,9 +232,9 @@ class AuditResult(MeasuredSections):
                 for metric in ACCURACY_MEASURES:
                     flat[f"{metric}_{scoring}@{k}"] = _num(getattr(accuracy, metric))
             if "dot" in by_scoring and "cosine" in by_scoring:
-                for metric in ACCURACY_MEASURES:  # the share of dot's accuracy cosine keeps
+                for metric in ACCURACY_MEASURES:  # one rule for every ratio: dot / cosine
                     flat[f"{metric}_ratio@{k}"] = _ratio(
-                        getattr(by_scoring["cosine"], metric), getattr(by_scoring["dot"], metric)
+                        getattr(by_scoring["dot"], metric), getattr(by_scoring["cosine"], metric)
                     )
         for name, value in self.measures.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -375,3 +279,11 @@ def json_safe(value: Any) -> Any:
         value = float(value)
         return value if math.isfinite(value) else None
     return value
+
+
+__all__ = [
+    "ACCURACY_MEASURES", "Accuracy", "AuditResult", "CONDITION_IDS", "CONDITION_NAMES", "Condition", "CutoffMeasures",
+    "DecileRow", "FrequencyNorm", "Inputs", "ListMeasureInfo", "ListMeasures", "MeasuredSections", "ORTHOGONALITY_IDS",
+    "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange",
+    "Severity", "Status", "Verdict", "alpha_scoring", "builtin_list_measures", "json_safe",
+]  # fmt: skip

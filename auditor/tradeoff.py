@@ -2,21 +2,36 @@
 one policy that picks a scoring from it (docs/report.md, "Trade-off").
 
 Each scoring (dot, cosine, popular, alpha_<a>) is a point: held-out NDCG@K against the
-top-1% head share of its lists at the same K. The recommended scoring is, among the
-personalised scorings that keep at least ``tolerance`` of dot's NDCG@K, the one with the
-lowest head share (ties: higher NDCG, then the scoring listed first). ``popular`` is a
+top-1% head share of its lists at the same K. Against dot, each other scoring's change
+of both gets a paired bootstrap 95% interval over users (the same seeded resamples for
+every scoring; NDCG over the evaluated users, head share over every queried user).
+
+Policy: dot stays unless another personalised scoring is *clearly* better: it keeps at
+least ``tolerance`` of dot's NDCG@K and its head-share reduction's interval excludes 0
+(the point estimate alone when no bootstrap ran). Among those, the lowest head share
+wins (ties: higher NDCG, then the scoring listed first). Otherwise the sentence says no
+serving change is clearly better, with the best alternative's numbers. ``popular`` is a
 reference point, never recommended.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from auditor.result import Accuracy, CutoffMeasures, RankingAccuracy
+import numpy as np
+
+from auditor.metrics.popularity_sets import head_mask
+from auditor.metrics.resampling import percentile_intervals
+from auditor.result import Accuracy, CutoffMeasures, RankingAccuracy, ScoringChange
+from auditor.wording import interval, moves, points as point_change
 
 REFERENCE_SCORINGS = ("popular",)
 """Scorings shown on the trade-off but never recommended (not a way to serve a model)."""
+HEAD_PERCENT = 1.0
+"""The trade-off's exposure axis: the top-1% head share (the verdict's measure)."""
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -29,7 +44,29 @@ class Point:
     gini: float
 
 
-def points(accuracy: dict[str, RankingAccuracy], cut: CutoffMeasures) -> list[Point]:
+@dataclass(frozen=True)
+class UserValues:
+    """The per-user values behind the trade-off's intervals at one K."""
+
+    ndcg: Mapping[str, np.ndarray]
+    """Scoring -> NDCG@K of each evaluated user."""
+    head_slots: Mapping[str, tuple[np.ndarray, np.ndarray]]
+    """Scoring -> (top-1% head slots, filled slots) of each queried user's top-K list."""
+
+
+def head_slots(lists: Mapping[str, np.ndarray], popularity: np.ndarray, k: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per query, the top-K slots held by the top-1% head (ties at the cut in) and the
+    filled slots, for every scoring's lists (-1: empty)."""
+    head = head_mask(popularity, HEAD_PERCENT)
+    out = {}
+    for name, rows in lists.items():
+        top = np.asarray(rows[:, :k])
+        filled = top >= 0
+        out[name] = ((head[np.where(filled, top, 0)] & filled).sum(axis=1), filled.sum(axis=1))
+    return out
+
+
+def points(accuracy: Mapping[str, RankingAccuracy], cut: CutoffMeasures) -> list[Point]:
     """The scorings measured both ways (accuracy and exposure), in report order."""
     exposure = cut.scorings()
     return [
@@ -51,62 +88,136 @@ def pareto_front(candidates: list[Point]) -> list[str]:
     return [p.scoring for p in candidates if not dominated(p)]
 
 
-def choose_scoring(candidates: list[Point], tolerance: float) -> tuple[str | None, str]:
-    """The recommended scoring and the sentence that says why, quoting both numbers."""
+def paired_changes(
+    candidates: list[Point], values: UserValues | None, n_bootstrap: int, seed: int
+) -> dict[str, ScoringChange]:
+    """Every other scoring's NDCG and head share minus dot's, with paired bootstrap 95%
+    intervals over users when ``values`` and ``n_bootstrap`` > 0 allow."""
     by_name = {p.scoring: p for p in candidates}
     dot = by_name.get("dot")
     if dot is None:
-        return None, "dot-product accuracy was not measured, so no scoring can be compared with it"
-    served = [p for p in candidates if p.scoring not in REFERENCE_SCORINGS]
+        return {}
+    others = [p.scoring for p in candidates if p.scoring != "dot"]
+    ndcg_ci = head_ci = None
+    if values is not None and n_bootstrap > 0 and others:
+        ndcg_ci = _ndcg_intervals(values, others, n_bootstrap, seed)
+        head_ci = _head_intervals(values, others, n_bootstrap, seed)
+    return {
+        name: ScoringChange(
+            ndcg_delta=by_name[name].ndcg - dot.ndcg,
+            head_share_delta=by_name[name].head_share - dot.head_share,
+            ndcg_delta_ci=None if ndcg_ci is None else ndcg_ci[i],
+            head_share_delta_ci=None if head_ci is None else head_ci[i],
+        )
+        for i, name in enumerate(others)
+    }
+
+
+def _ndcg_intervals(values: UserValues, others: list[str], n_bootstrap: int, seed: int) -> list[tuple[float, float]]:
+    """Intervals of each scoring's mean NDCG minus dot's, over the evaluated users."""
+    dot = values.ndcg["dot"]
+    deltas = np.stack([values.ndcg[name] - dot for name in others], axis=1)
+    n = deltas.shape[0]
+    return percentile_intervals(deltas, lambda sums: sums / n, n_bootstrap, seed, CONFIDENCE)
+
+
+def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, seed: int) -> list[tuple[float, float]]:
+    """Intervals of each scoring's head share (head slots / filled slots) minus dot's,
+    over every queried user."""
+    s = len(others)
+    columns = [values.head_slots[name][0] for name in others] + [values.head_slots[name][1] for name in others]
+    columns += list(values.head_slots["dot"])
+    table = np.stack(columns, axis=1).astype(np.float64)
+
+    def change(sums: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return sums[..., :s] / sums[..., s : 2 * s] - (sums[..., 2 * s] / sums[..., 2 * s + 1])[..., None]
+
+    return percentile_intervals(table, change, n_bootstrap, seed, CONFIDENCE)
+
+
+def choose_scoring(
+    candidates: list[Point], tolerance: float, changes: Mapping[str, ScoringChange] | None = None
+) -> tuple[str | None, str, str | None]:
+    """The recommended scoring, the sentence that says why (quoting the numbers and their
+    intervals), and the best alternative to dot (recommended or not)."""
+    by_name = {p.scoring: p for p in candidates}
+    dot = by_name.get("dot")
+    if dot is None:
+        return None, "dot-product accuracy was not measured, so no scoring can be compared with it", None
     if dot.ndcg <= 0:
         return None, (
             "dot-product serving finds no held-out item (NDCG 0), so the trade-off cannot be judged; "
             "check that the held-out log matches the model's ids and users"
-        )
-    keeps = [p for p in served if p.ndcg >= tolerance * dot.ndcg]
-    best = min(keeps, key=lambda p: (p.head_share, -p.ndcg, served.index(p)))
-    if best.scoring == "dot":
-        mildest = max((p for p in served if p.scoring != "dot"), key=lambda p: p.ndcg, default=None)
-        text = (
-            f"every change costs accuracy: no scoring keeps {tolerance:.0%} of dot's NDCG "
-            f"({dot.ndcg:.4f}) with a lower head share"
-        )
-        if mildest is not None:
-            text += (
-                f"; the mildest, {mildest.scoring}, keeps {mildest.ndcg / dot.ndcg:.1%} of it "
-                f"({mildest.ndcg:.4f}) and moves the top-1% head share from {dot.head_share:.1%} "
-                f"to {mildest.head_share:.1%}"
-            )
-        return "dot", text
-    if best.ndcg >= dot.ndcg:
-        return best.scoring, (
-            f"{best.scoring} costs nothing: its NDCG ({best.ndcg:.4f}) is at least dot's "
-            f"({dot.ndcg:.4f}), and the top-1% head share falls from {dot.head_share:.1%} to "
-            f"{best.head_share:.1%}"
-        )
-    text = (
-        f"serve with {best.scoring}: it keeps {best.ndcg / dot.ndcg:.1%} of dot's NDCG "
-        f"({best.ndcg:.4f} vs {dot.ndcg:.4f}) and cuts the top-1% head share from "
-        f"{dot.head_share:.1%} to {best.head_share:.1%}"
+        ), None
+    changes = changes if changes is not None else {
+        p.scoring: ScoringChange(p.ndcg - dot.ndcg, p.head_share - dot.head_share) for p in candidates
+    }
+    served = [p for p in candidates if p.scoring not in REFERENCE_SCORINGS and p.scoring != "dot" and p.scoring in changes]
+    within = [p for p in served if p.ndcg >= tolerance * dot.ndcg]
+    better = [p for p in within if changes[p.scoring].clearly_less_head]
+    rank = {p.scoring: i for i, p in enumerate(served)}
+    if better:
+        best = min(better, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring]))
+        return best.scoring, _serve_with(best, dot, changes[best.scoring], by_name.get("cosine")), best.scoring
+    pool = within or served
+    if not pool:
+        return "dot", "no other scoring was measured, so dot stays", None
+    alternative = (min(pool, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring])) if within
+                   else max(pool, key=lambda p: (p.ndcg, -p.head_share)))
+    return "dot", _keep_dot(alternative, dot, changes[alternative.scoring], tolerance), alternative.scoring
+
+
+def _figures(p: Point, dot: Point, change: ScoringChange) -> str:
+    return (
+        f"keeps {p.ndcg / dot.ndcg:.1%} of dot's NDCG ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
+        f"{change.ndcg_delta:+.4f}{interval(change.ndcg_delta_ci)}), and {moves(dot.head_share, p.head_share, 'the top-1% head share')} "
+        f"({point_change(change.head_share_delta)}{interval(change.head_share_delta_ci, 100, 2)})"
     )
-    cosine = by_name.get("cosine")
-    if cosine is not None and cosine.ndcg >= dot.ndcg:
-        text += f" (cosine costs nothing either: NDCG {cosine.ndcg:.4f}, head share {cosine.head_share:.1%})"
-    return best.scoring, text
 
 
-def judge_tradeoff(accuracy: Accuracy, cut: CutoffMeasures, k: int) -> Accuracy:
-    """``accuracy`` with the trade-off at cut-off ``k`` decided (front, choice, sentence)."""
+def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None) -> str:
+    text = f"serve with {best.scoring}: it {_figures(best, dot, change)}"
+    if change.head_share_delta_ci is None:
+        text += " (no bootstrap ran: the uncertainty was not measured)"
+    if best.scoring != "cosine" and cosine is not None and cosine.ndcg >= dot.ndcg:
+        text += f"; cosine costs no accuracy either (NDCG {cosine.ndcg:.4f})"
+    return text
+
+
+def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: float) -> str:
+    if alternative.ndcg < tolerance * dot.ndcg:
+        why = f"it is below the {tolerance:.0%} accuracy tolerance"
+    elif change.head_share_delta_ci is not None:
+        why = "the interval of its head-share change includes 0"
+    else:
+        why = "it does not lower the head share"
+    return (
+        f"no serving change is clearly better than dot: the best alternative, {alternative.scoring}, "
+        f"{_figures(alternative, dot, change)}, but {why}"
+    )
+
+
+def judge_tradeoff(
+    accuracy: Accuracy, cut: CutoffMeasures, k: int, values: UserValues | None = None, n_bootstrap: int = 0,
+    seed: int = 0,
+) -> Accuracy:
+    """``accuracy`` with the trade-off at cut-off ``k`` decided (front, changes with their
+    intervals, choice, sentence)."""
     if k not in accuracy.at:
         return accuracy
     candidates = points(accuracy.at[k], cut)
-    recommended, sentence = choose_scoring(candidates, accuracy.tolerance)
+    changes = paired_changes(candidates, values, n_bootstrap, seed)
+    recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, changes)
     return replace(
         accuracy,
         quoted_k=k,
         recommended=recommended,
         recommendation=f"At K={k}, {sentence}.",
         pareto=pareto_front(candidates),
+        changes=changes,
+        n_bootstrap=n_bootstrap if values is not None and changes else 0,
+        best_alternative=alternative,
     )
 
 

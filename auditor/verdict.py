@@ -12,11 +12,14 @@ Two questions, kept apart:
   excess count: 0.7% vs 0.5% is 1.4× but harms nobody.
 
 Severity is the harm (:data:`HARM_BANDS`, the worst K decides and is the one quoted;
-the smallest served K, what a user sees first, is quoted beside it when it differs);
-the mechanism alone, when the harm is below every band, gives "low". Without a
-retrieval measurement the harm is unknown: the mechanism gives at most "moderate".
-``bias_detected`` is severity above "none". Recommendations are chosen from the
-evidence (conditions, retrieval, probes), each with its caveat.
+the smallest served K, what a user sees first, is quoted beside it when it differs).
+A skew below every band is negligible: then severity is "none" even when norms follow
+popularity, and the headline says so (norms follow popularity, serving is not skewed).
+Without a retrieval measurement the harm is unknown: the mechanism gives at most
+"moderate". ``bias_detected`` is severity above "none". When the model's own
+dot-product accuracy is below the most-popular list's, the verdict says the model is
+weak before any advice about bias. Recommendations are chosen from the evidence
+(conditions, retrieval, probes, accuracy), each with its caveat.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, Literal
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import setting
 from auditor.result import C1, C4, C5, ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
+from auditor.wording import pct, pct_pair
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
@@ -44,9 +48,9 @@ SEVERITY_RULE = (
     "severity = the harm: the top-1% items' share of dot-product vs cosine top-K slots at "
     "the worst served K (K <= 10% of the catalogue, else the smallest K; worst: the highest band, "
     "then the larger ratio): high from 2x and +5 points, moderate "
-    "from 1.25x and +2 points, low from 1.1x and +0.5 points; norms that track popularity "
-    "(Spearman rho >= 0.1, CI above 0) with no such harm are low; without retrieval, the "
-    "correlation alone gives at most moderate"
+    "from 1.25x and +2 points, low from 1.1x and +0.5 points; below that the skew is negligible "
+    "and severity is none, even when norms track popularity; without retrieval, the "
+    "correlation alone gives at most moderate (docs/report.md, \"Severity\")"
 )
 _ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")
 _IN_BATCH_WORDS = ("infonce", "softmax", "in-batch", "inbatch", "sampled", "contrastive", "nce")
@@ -98,16 +102,19 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
     conditions = result.conditions or {}
 
     if skew is not None:
-        severity = skew.severity
-        if severity == "none" and rises:
-            severity = "low"
+        severity = skew.severity  # a negligible skew is no harm, whatever the norms do
     elif rises:
         severity = "moderate" if strength in ("moderate", "strong") else "low"
     else:
         severity = "none"
     detected = severity != "none"
     summary = _summary(result, severity, rho, lo, hi, p, significant, strength, skew, conditions)
-    recommendations = _recommendations(result, detected, skew, conditions)
+    recommendations = _recommendations(result, detected, skew, conditions, rises)
+    weak = weak_model(result)
+    if weak is not None:
+        summary = f"{weak} {summary}"
+        recommendations.insert(0, weak + " Improve the model before tuning its serving: a fix for popularity bias "
+                               "cannot make it useful.")
     return Verdict(
         bias_detected=detected,
         severity=severity,
@@ -115,6 +122,22 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         recommendations=recommendations,
         quoted_k=skew.k if skew is not None else None,
         rule=SEVERITY_RULE,
+    )
+
+
+def weak_model(result: MeasuredSections) -> str | None:
+    """The warning when dot-product serving is less accurate than the most-popular list at
+    the trade-off's K (None: not so, or accuracy not measured)."""
+    accuracy = result.accuracy
+    k = accuracy.quoted_k if accuracy is not None else None
+    if accuracy is None or k is None or k not in accuracy.at:
+        return None
+    dot, popular = accuracy.at[k].get("dot"), accuracy.at[k].get("popular")
+    if dot is None or popular is None or not dot.ndcg < popular.ndcg:
+        return None
+    return (
+        f"The model itself is weak: its dot-product serving reaches a held-out NDCG@{k} of {dot.ndcg:.4f}, "
+        f"below the most-popular list's {popular.ndcg:.4f}."
     )
 
 
@@ -182,16 +205,13 @@ def first_seen_skew(result: MeasuredSections) -> Skew | None:
     return skew_at(result, served[0])
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def _skew_text(skew: Skew) -> str:
     ratio = skew.ratio
     times = "∞" if ratio == math.inf else f"{ratio:.2f}"
+    dot, cosine = pct_pair(skew.dot, skew.cosine)
     return (
         f"dot-product retrieval gives the top-1% items {times}× the slots cosine retrieval does at "
-        f"K={skew.k} ({_pct(skew.dot)} vs {_pct(skew.cosine)})"
+        f"K={skew.k} ({dot} vs {cosine})"
     )
 
 
@@ -243,6 +263,10 @@ def _summary(
             mechanism = f"item norms grow with training frequency ({stat})"
     if severity == "none" and rho is None and skew is None:
         lead = f"Popularity bias not assessed: {mechanism}"
+    elif severity == "none" and skew is not None and rho is not None and significant and rho > 0 and (
+        strength not in (None, "negligible")
+    ):
+        lead = f"Norms follow popularity, but serving is not skewed: {mechanism}"
     elif severity == "none":
         lead = f"No popularity bias detected: {mechanism}"
     else:
@@ -259,7 +283,8 @@ def _summary(
         first = first_seen_skew(result)
         if first is not None and first.ratio is not None:
             times = "∞" if first.ratio == math.inf else f"{first.ratio:.2f}"
-            parts[-1] += f" (at K={first.k}, the first slots a user sees: {times}×, {_pct(first.dot)} vs {_pct(first.cosine)})"
+            dot, cosine = pct_pair(first.dot, first.cosine)
+            parts[-1] += f" (at K={first.k}, the first slots a user sees: {times}×, {dot} vs {cosine})"
     elif skew is None:
         parts.append("the harm to serving was not measured (no retrieval), so severity rests on the correlation")
     if result.inputs.row_ids_assumed:
@@ -272,7 +297,7 @@ def _summary(
 
 
 def _recommendations(
-    result: MeasuredSections, detected: bool, skew: Skew | None, conditions: dict[str, Condition]
+    result: MeasuredSections, detected: bool, skew: Skew | None, conditions: dict[str, Condition], rises: bool
 ) -> list[str]:
     recs: list[str] = []
     status = {k: c.status for k, c in conditions.items()}
@@ -284,11 +309,9 @@ def _recommendations(
         )
     if detected or skewed:
         if skew is not None and skew.ratio is not None:
-            overlap = f", and the two lists overlap {_pct(skew.overlap)}" if skew.overlap is not None else ""
-            measured = (
-                f"here the top-1% items' share of the top-{skew.k} slots goes from {_pct(skew.dot)} (dot) "
-                f"to {_pct(skew.cosine)} (cosine){overlap}"
-            )
+            overlap = f", and the two lists overlap {pct(skew.overlap)}" if skew.overlap is not None else ""
+            dot, cosine = pct_pair(skew.dot, skew.cosine)
+            measured = f"here the top-1% items' share of the top-{skew.k} slots goes from {dot} (dot) to {cosine} (cosine){overlap}"
         else:
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"
         recs += _serving_recommendations(result, measured)
@@ -325,6 +348,13 @@ def _recommendations(
                 "from its logit). Caveat: it corrects the sampling bias of the loss, not the norm growth itself; "
                 "audit again after retraining."
             )
+    elif rises and skew is not None:
+        recs.append(
+            f"Item norms follow popularity, but dot-product serving is not skewed at K={skew.k} "
+            f"(below {HARM_BANDS[-1][1]:g}x and +{100 * HARM_BANDS[-1][2]:g} points, the lowest harm band): nothing to "
+            "fix in serving now. Norms keep growing while such a model trains, so re-audit after retraining "
+            f"(e.g. {setting('fail_on')} 'head_share_1pct_ratio@{skew.k}>{HARM_BANDS[-1][1]:g}' in CI)."
+        )
     elif result.frequency_norm is not None and all(status.get(k) == "holds" for k in ORTHOGONALITY_IDS):
         recs.append(
             "The model meets C1–C4, so its updates grow item norms with every appearance; no bias shows now, but "

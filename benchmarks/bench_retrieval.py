@@ -33,6 +33,7 @@ import faiss
 import numpy as np
 
 from auditor.config import AuditConfig
+from auditor.loading.population import population_of
 from auditor.model import ItemStats, ModelBundle
 from auditor.retrieval import measure_retrieval, sharded_topk
 
@@ -77,7 +78,7 @@ def popaudit_section(items: np.ndarray, queries: np.ndarray, freq: np.ndarray, k
     bundle = ModelBundle(source=Path("bench.npy"), format="npy", item_table=items, user_table=queries)
     stats = ItemStats(frequencies=freq, n_interactions=int(freq.sum()))
     config = AuditConfig(model=Path("bench.npy"), ks=(k,), max_queries=None, index="exact")
-    return measure_retrieval(bundle, stats, config, None)
+    return measure_retrieval(bundle, stats, config, population_of(bundle, config))
 
 
 def gflops(n_items: int, n_queries: int, dim: int, searches: int, seconds: float) -> float:

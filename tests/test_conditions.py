@@ -162,7 +162,15 @@ def test_c1_declared_flags_fill_gaps_and_lose_conflicts() -> None:
     assert _c(_bundle())[0]["C1"].status == "unknown"
     conds, _ = _c(_bundle(), DeclaredTraining(optimizer="sgd", momentum=0.0, weight_decay=0.0, lr=0.3))
     assert conds["C1"].status == "holds" and "--optimizer" in conds["C1"].evidence
+    # A declared "sgd" is torch.optim.SGD: momentum 0 and weight decay 0 unless declared, said as assumed.
     conds, _ = _c(_bundle(), DeclaredTraining(optimizer="sgd"))
+    assert conds["C1"].status == "holds"
+    assert "SGD (momentum=0, weight_decay=0)" in conds["C1"].evidence
+    assert "torch.optim.SGD's default, assumed from --optimizer sgd" in conds["C1"].evidence
+    assert _c(_bundle(), DeclaredTraining(optimizer="sgd", weight_decay=1e-4))[0]["C1"].status == "violated"
+    assert _c(_bundle(), DeclaredTraining(optimizer="nesterov"))[0]["C1"].status == "violated"
+    # A config that names SGD without its settings is not a declaration: still unknown.
+    conds, _ = _c(_bundle(config={"optimizer": "sgd"}))
     assert conds["C1"].status == "unknown" and "momentum or weight decay" in conds["C1"].evidence
     conds, _ = _c(_bundle(), DeclaredTraining(momentum=0.9))
     assert conds["C1"].status == "violated"
@@ -428,3 +436,46 @@ def test_probe_that_cannot_form_a_batch_is_a_warning_not_a_crash() -> None:
     assert out.probes is None
     assert any("numeric probes could not run" in w and "probe batch" in w for w in out.warnings)
     assert out.conditions["C4"].status == "holds"  # still from the live model's loss name
+
+
+# ---------------------------------------------------------------------------- declared facts mean what the framework means
+
+
+def test_c4_from_recbole_model_names() -> None:
+    simplex, _ = _c(_bundle(config={"model": "SimpleX", "reg_weight": 1e-5}, fmt="recbole"))
+    assert simplex["C4"].status == "holds" and "CCL loss on cosines" in simplex["C4"].evidence
+    assert "L2 penalty (reg_weight = 1e-05)" in simplex["C4"].evidence and simplex["C4"].details["norm_penalty"] == 1e-5
+    for model in ("BPR", "LightGCN", "NGCF", "SGL", "NCL", "DGCF", "SpectralCF"):
+        c4 = _c(_bundle(config={"model": model}, fmt="recbole"))[0]["C4"]
+        assert c4.status == "violated" and "dot" in c4.evidence, model
+
+
+def _fn(rho: float, lo: float, hi: float) -> "FrequencyNorm":
+    from auditor.result import FrequencyNorm
+
+    return FrequencyNorm(spearman=rho, spearman_ci=(lo, hi), spearman_p=1e-6, pearson_log=rho, kendall=rho,
+                         loglog_slope=0.2, n_items=N_ITEMS, n_cold=0, deciles=[])
+
+
+def test_c5_with_a_declared_lr_reads_the_table_without_a_probe() -> None:
+    declared = DeclaredTraining(optimizer="sgd", lr=1.0)
+    grown = _c(_bundle(), declared, frequency_norm=_fn(0.62, 0.55, 0.68))[0]["C5"]
+    assert grown.status == "holds"
+    assert grown.evidence.startswith("lr=1 (--lr); no probe step ran, but the table shows the growth materialised")
+    assert "Spearman ρ = 0.62, 95% CI [0.55, 0.68]" in grown.evidence
+    # No growth while every update was orthogonal (C1-C4 hold): the lr was too small.
+    orthogonal = {key: Condition(CONDITION_NAMES[key], "holds", "test") for key in ("C1", "C2", "C3", "C4")}
+    from auditor.conditions.c5_growth import assess_c5
+
+    flat = assess_c5(_bundle(), None, None, _declared_lr(0.01), None, orthogonal, _fn(0.02, -0.05, 0.09))
+    assert flat.status == "violated" and "too small" in flat.evidence
+    # The same table while C2 is unknown: the learning rate's part cannot be told apart.
+    unsure = {**orthogonal, "C2": Condition(CONDITION_NAMES["C2"], "unknown", "test")}
+    assert assess_c5(_bundle(), None, None, _declared_lr(0.01), None, unsure, _fn(0.02, -0.05, 0.09)).status == "unknown"
+    assert "was not measured" in assess_c5(_bundle(), None, None, _declared_lr(0.01), None, unsure, None).evidence
+
+
+def _declared_lr(lr: float) -> Any:
+    from auditor.conditions.facts import Fact, Origin
+
+    return Fact(lr, Origin.DECLARED, "lr")

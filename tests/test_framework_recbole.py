@@ -155,7 +155,8 @@ def test_zero_config_audit_equals_the_exported_state_dict(tmp_path):
     rho = stats.spearmanr(norms, freq).statistic
     assert recbole["frequency_norm"]["spearman"] == pytest.approx(rho, abs=1e-12)
     # A wrong mapping gives another answer: the constant shift the log's id range suggests.
-    shifted = _json(tmp_path, "shifted", plain, "--interactions", LOG, "--id-offset", "101")
+    shifted = _json(tmp_path, "shifted", plain, "--interactions", LOG, "--id-offset", "101",
+                    "--user-ids", tmp_path / "users.txt")
     assert abs(shifted["frequency_norm"]["spearman"] - rho) > 0.1
 
 

@@ -16,6 +16,7 @@ from auditor.config import AuditConfig
 from auditor.gate import metric_names
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.list_measures import ExposureMeasures
+from auditor.loading.population import population_of
 from auditor.model import ItemStats, ModelBundle
 from auditor.plugins import collect_measures, get_plugin_manager
 from auditor.retrieval import measure_retrieval
@@ -102,7 +103,8 @@ def test_a_plugin_list_measure_is_measured_for_every_scoring_and_k(tmp_path: Pat
     assert registered.list_names == [*BUILTIN_NAMES, "cold_share"]  # built-ins first
     bundle = ModelBundle(source=model, format="npy", item_table=items, user_table=users)
     stats = ItemStats(frequencies=freq, n_interactions=int(freq.sum()))
-    outcome = measure_retrieval(bundle, stats, AuditConfig(model=model, ks=(5, 20)), None,
+    config = AuditConfig(model=model, ks=(5, 20))
+    outcome = measure_retrieval(bundle, stats, config, population_of(bundle, config),
                                 list_measures=registered.lists)
     # By hand: the exact top-K of every user under each scoring, then the cold slots.
     scores = users.astype(np.float64) @ items.T.astype(np.float64)

@@ -1,5 +1,5 @@
-"""Held-out logs (auditor/loading/holdout.py): formats, id mapping, counts, the training
-items of the evaluated users, checkpoint pairs, and every refusal."""
+"""Held-out logs (auditor/loading/holdout.py): formats, id mapping, counts, overlap with the
+training items, checkpoint pairs, and every refusal."""
 
 from __future__ import annotations
 
@@ -35,10 +35,6 @@ def _write(path: Path, text: str) -> Path:
 
 def _csr(users: ho.HeldOutUsers) -> list[list[int]]:
     return [users.item_rows[users.indptr[u] : users.indptr[u + 1]].tolist() for u in range(users.n)]
-
-
-def _seen_csr(seen: ho.SeenItems) -> list[list[int]]:
-    return [seen.rows[seen.indptr[u] : seen.indptr[u + 1]].tolist() for u in range(len(seen.indptr) - 1)]
 
 
 # user 7: items 3, 1, 3 (again); user 2: items 5, 9 (no row in a 6-row table); user 4: item 0
@@ -179,47 +175,26 @@ def test_no_user_column(tmp_path: Path) -> None:
         ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
 
 
-# ---------------------------------------------------------------- training items of the evaluated users
+# ---------------------------------------------------------------- overlap with the training items
 
 
-def test_seen_items_of_the_evaluated_users_only(tmp_path: Path, small_batches: None) -> None:
-    held = ho.read_holdout(LogSpec(_write(tmp_path / "holdout.csv", HOLDOUT_CSV)), ItemRows(None, N_ITEMS))
-    train = _write(tmp_path / "train.csv", "user_id,item_id\n4,2\n9,1\n7,0\n4,2\n4,5\n7,8\n2,4\n")
-    seen = ho.read_seen(LogSpec(train), ItemRows(None, N_ITEMS), users=held.users)
-    # users 7, 2, 4 in the holdout's order; user 9 is not evaluated; item 8 has no row.
-    assert _seen_csr(seen) == [[0], [4], [2, 5]]
-    assert seen.source == str(train)
-    assert _seen_csr(seen.subset(np.array([2, 0]))) == [[2, 5], [0]]
-
-
-def test_seen_items_match_users_across_id_types(tmp_path: Path) -> None:
-    held = ho.read_holdout(LogSpec(_write(tmp_path / "holdout.csv", HOLDOUT_CSV)), ItemRows(None, N_ITEMS))
-    train = tmp_path / "train.parquet"  # user ids written as text, item ids as raw ids
-    pq.write_table(pa.table({"user_id": ["7", "4", "2", "x"], "item_id": [12, 13, 14, 12]}), train)
-    item_ids = np.array([10, 11, 12, 13, 14, 15])
-    seen = ho.read_seen(LogSpec(train), ItemRows(item_ids, N_ITEMS), users=held.users)
-    assert _seen_csr(seen) == [[2], [4], [3]]
+def _seen(*sets: list[int]) -> ho.SeenItems:
+    indptr = np.concatenate(([0], np.cumsum([len(x) for x in sets]))).astype(np.int64)
+    return ho.SeenItems(indptr, np.array([r for x in sets for r in x], dtype=np.int64), "train.csv")
 
 
 def test_overlap_warnings(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n1,2\n1,3\n2,4\n")
     held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
-    same = ho.read_seen(LogSpec(path), ItemRows(None, N_ITEMS), users=held.users)
-    [identical] = ho.overlap_warnings(held.users, same, str(path), keep_seen=False)
-    assert identical.startswith(f"the holdout {path} is identical to the training log {path} for its 2 users: "
+    [identical] = ho.overlap_warnings(held.users, _seen([2, 3], [4]), str(path), keep_seen=False)
+    assert identical.startswith(f"the holdout {path} is identical to the training log train.csv for its 2 users: "
                                 "accuracy on training data says nothing")
     assert identical.endswith("excluded from the candidates as training items, they can never be hit")
-    larger = ho.read_seen(LogSpec(_write(tmp_path / "t.csv", "user_id,item_id\n1,2\n1,3\n2,4\n2,5\n")),
-                          ItemRows(None, N_ITEMS), users=held.users)
-    [subset] = ho.overlap_warnings(held.users, larger, str(path), keep_seen=True)
+    [subset] = ho.overlap_warnings(held.users, _seen([2, 3], [4, 5]), str(path), keep_seen=True)
     assert " is a subset of the training log " in subset and subset.endswith(f"(kept among the candidates with {setting('keep_seen')})")
-    part = ho.read_seen(LogSpec(_write(tmp_path / "p.csv", "user_id,item_id\n1,3\n2,5\n")), ItemRows(None, N_ITEMS),
-                        users=held.users)
-    [partial] = ho.overlap_warnings(held.users, part, str(path), keep_seen=False)
+    [partial] = ho.overlap_warnings(held.users, _seen([3], [5]), str(path), keep_seen=False)
     assert partial.startswith(f"1 of the 3 held-out (user, item) pairs in {path} (33.3%) also appear in the training")
-    disjoint = ho.read_seen(LogSpec(_write(tmp_path / "d.csv", "user_id,item_id\n1,4\n2,2\n")),
-                            ItemRows(None, N_ITEMS), users=held.users)
-    assert ho.overlap_warnings(held.users, disjoint, str(path), keep_seen=False) == []
+    assert ho.overlap_warnings(held.users, _seen([4], [2]), str(path), keep_seen=False) == []
 
 
 # ---------------------------------------------------------------- checkpoint pairs and the audit's entry points
@@ -238,40 +213,25 @@ def test_checkpoint_pairs() -> None:
     assert held.users.user_rows.tolist() == [0, 2]
     assert _csr(held.users) == [[1], [0, 5]]
     assert (held.n_interactions, held.n_dropped) == (4, 0)
-    seen = ho.seen_from_pairs(_recorded([0, 2, 3, 0], [4, 3, 1, 4]), held.users, "model.pt")
-    assert _seen_csr(seen) == [[4], [3]]
     with pytest.raises(InteractionsError, match="the held-out pairs recorded in model.pt are empty"):
         ho.holdout_from_pairs(_recorded([], []), user_ids=user_ids, n_user_rows=4, source="model.pt")
 
 
-def test_load_holdout_and_seen_from_the_audit_settings(tmp_path: Path) -> None:
+def test_load_holdout_from_the_audit_settings(tmp_path: Path) -> None:
     holdout = _write(tmp_path / "holdout.csv", "user_id,item_id\n2,3\n1,1\n2,6\n")  # 1-based ids
-    train = _write(tmp_path / "train.csv", "user_id,item_id\n1,2\n2,5\n2,3\n3,4\n")
     bundle = ModelBundle(
         source=tmp_path / "model.npy", format="npy",
         item_table=np.eye(N_ITEMS, 3, dtype=np.float32), user_table=np.ones((3, 3), dtype=np.float32),
     )
-    config = AuditConfig(model=bundle.source, interactions=train, holdout=holdout, id_offset=1)
-    held = ho.load_holdout(bundle, config)
+    config = AuditConfig(model=bundle.source, holdout=holdout, id_offset=1)
+    held = ho.load_holdout(bundle, config, n_user_rows=3)
     assert held.users.user_rows.tolist() == [1, 0] and _csr(held.users) == [[2, 5], [0]]
-    seen = ho.load_seen(bundle, config, held.users)
-    assert _seen_csr(seen) == [[2, 4], [1]]
-    assert len(seen.warnings) == 1 and seen.warnings[0].startswith(f"1 of the 3 held-out (user, item) pairs in {holdout}")
-    no_log = ho.load_seen(bundle, AuditConfig(model=bundle.source, holdout=holdout, id_offset=1), held.users)
-    assert no_log.rows.size == 0 and no_log.indptr.tolist() == [0, 0, 0]
-    assert "training items could not be excluded" in no_log.warnings[0]
-
-
-def test_load_seen_from_recorded_training_pairs_warns_when_sampled(tmp_path: Path) -> None:
-    held = ho.holdout_from_pairs(_recorded([1, 3], [0, 2]), user_ids=None, n_user_rows=None, source="m.pt")
-    bundle = ModelBundle(
-        source=tmp_path / "m.pt", format="popaudit", item_table=np.eye(N_ITEMS, 2, dtype=np.float32),
-        train_pairs=_recorded([1, 1, 3, 0], [4, 0, 5, 5]), item_frequencies=np.array([1, 1, 1, 1, 1, 5]),
-    )
-    seen = ho.load_seen(bundle, AuditConfig(model=bundle.source), held.users)
-    assert _seen_csr(seen) == [[0, 4], [5]]
-    assert seen.warnings[0].startswith(f"{bundle.source} records 4 of its 10 training interactions")
-    assert "held-out (user, item) pairs" in seen.warnings[1]
+    by_id = ho.load_holdout(bundle, config, n_user_rows=None)  # history queries: users by raw id
+    assert by_id.users.raw_ids.tolist() == [2, 1] and by_id.users.user_rows.tolist() == [-1, -1]
+    recorded = ModelBundle(source=tmp_path / "m.pt", format="popaudit", item_table=bundle.item_table,
+                           holdout_pairs=_recorded([1, 3], [0, 2]))
+    from_pairs = ho.load_holdout(recorded, AuditConfig(model=recorded.source), n_user_rows=None)
+    assert from_pairs.source == f"{recorded.source} (recorded holdout)" and _csr(from_pairs.users) == [[0], [2]]
 
 
 # ---------------------------------------------------------------- helpers

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from safetensors.torch import save_file
 
 from auditor.cli import cli
-from auditor.errors import InputError
+from auditor.errors import NoClearGainError, InputError
 from auditor.loading.builtin import detect_kind
 from auditor.mitigate import SUFFIX_KINDS, recommended_alpha, sidecar_path
 from auditor.mitigation.rescale import rescale_rows
@@ -366,7 +366,7 @@ def test_popaudit_checkpoint_uses_its_recorded_frequencies(tmp_path: Path) -> No
     # row i seen i + 1 times, |k_i| = sqrt(i + 1) except the zero row: rho over ranks, slope 0.5 -> 0.25
     assert fn["before"]["loglog_slope"] == pytest.approx(0.5, abs=0.02)
     assert fn["after"]["loglog_slope"] == pytest.approx(0.25, abs=0.01)
-    assert fn["before"]["spearman"] == pytest.approx(fn["after"]["spearman"])
+    assert "spearman" not in fn["before"] and "cannot move it" in fn["note"]  # rescaling cannot change rho
     assert any("item encoder" in w for w in side["warnings"])
 
 
@@ -380,7 +380,7 @@ def test_sidecar_records_the_run(tmp_path: Path) -> None:
     result = run("mitigate", tmp_path / "items.npy", "--alpha", "0.5", "-o", tmp_path / "new" / "out.npy",
                  "--interactions", log)
     assert result.exit_code == 0, result.output
-    assert f"Next: popaudit check {tmp_path / 'new' / 'out.npy'} --interactions {log}" in result.output
+    assert f"Next: popaudit check {tmp_path / 'new' / 'out.npy'} --interactions {log}\n" in result.output
     side = json.loads((tmp_path / "new" / "out.npy.popaudit.json").read_text())
     assert side["popaudit_mitigation"] == 1 and side["alpha"] == 0.5 and side["alpha_source"] == "given"
     assert side["source"]["sha256"] == sha256(tmp_path / "items.npy")
@@ -393,21 +393,20 @@ def test_sidecar_records_the_run(tmp_path: Path) -> None:
     assert side["norms"]["after"]["mean"] == pytest.approx(np.mean(norms**0.5), rel=1e-6)
     assert side["norms"]["after"]["n_zero_rows"] == 1
     fn = side["frequency_norm"]
-    # Frequencies 1..50 and norms sqrt(1..50) rank alike but for the zero row 7 (rank 1 of 50
-    # instead of 8): d = 7 for it and -1 for rows 0..6, so rho = 1 - 6 * (49 + 7) / (50 * (50^2 - 1)).
-    expected = 1 - 6 * (49 + 7) / (N_ITEMS * (N_ITEMS**2 - 1))
-    assert fn["before"]["spearman"] == pytest.approx(expected) and fn["after"]["spearman"] == pytest.approx(expected)
+    # Only what the rescaling changes: the slope scales by alpha; rho (order of norms) is not reported.
+    assert set(fn["before"]) == set(fn["after"]) == {"loglog_slope"}
     assert fn["after"]["loglog_slope"] == pytest.approx(0.5 * fn["before"]["loglog_slope"], rel=1e-6)
+    assert side["tradeoff"] is None and "Spearman" not in result.output and "rho" not in result.output
 
 
-def test_alpha_zero_makes_rho_undefined(tmp_path: Path) -> None:
+def test_alpha_zero_leaves_no_slope(tmp_path: Path) -> None:
     np.save(tmp_path / "items.npy", np.delete(table(), ZERO_ROW, axis=0)[: N_ITEMS - 1])
     items = np.repeat(np.arange(N_ITEMS - 1), np.arange(1, N_ITEMS))
     pq.write_table(pa.table({"user_id": items % 5, "item_id": items}), tmp_path / "log.parquet")
     mitigate(tmp_path / "items.npy", 0, tmp_path / "out.npy", "--interactions", tmp_path / "log.parquet")
     fn = json.loads(sidecar_path(tmp_path / "out.npy").read_text())["frequency_norm"]
-    assert fn["before"]["spearman"] == pytest.approx(1.0)
-    assert fn["after"]["spearman"] is None and "same norm" in fn["after"]["undefined_reason"]
+    assert fn["before"]["loglog_slope"] == pytest.approx(0.5, abs=0.02)  # norms sqrt(1..49) on frequencies 1..49
+    assert fn["after"]["loglog_slope"] is None and "every norm 1" in fn["note"]
 
 
 @pytest.mark.parametrize("fmt", ["npy", "pt", "safetensors", "parquet"])
@@ -469,6 +468,7 @@ def test_large_torch_table_spills_and_cleans_up(tmp_path: Path, monkeypatch: pyt
 class _Accuracy:
     recommended: str | None
     recommendation: str = ""
+    best_alternative: str | None = None
 
 
 @dataclass
@@ -478,7 +478,10 @@ class _Result:
 
 
 def test_recommended_alpha_reads_the_trade_off() -> None:
-    assert recommended_alpha(_Result(_Accuracy("dot"))) == 1.0
+    kept = "At K=10, no serving change is clearly better than dot: the best alternative, alpha_0.75, keeps ..."
+    with pytest.raises(NoClearGainError, match=r"wrote nothing: the trade-off keeps dot-product serving\. At K=10, "
+                       r"no serving change .* the best available is --alpha 0\.75 \(alpha_0\.75\): pass it"):
+        recommended_alpha(_Result(_Accuracy("dot", kept, "alpha_0.75")))
     assert recommended_alpha(_Result(_Accuracy("cosine"))) == 0.0
     assert recommended_alpha(_Result(_Accuracy("alpha_0.25"))) == 0.25
     with pytest.raises(InputError, match=r"accuracy was not measured \(no held-out log\)"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -98,7 +99,9 @@ def test_retrain_prints_a_line_per_epoch_when_not_on_a_terminal(retrained: tuple
     assert epochs == ["1", "2", "3"]
 
 
-def test_check_confirms_each_file_and_suggests_only_what_was_not_done(retrained: tuple[Path, str]) -> None:
+def test_check_confirms_each_file_and_suggests_only_what_was_not_done(
+    retrained: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, _ = retrained
     report = model.with_name("r.json")
     result = CliRunner().invoke(cli, ["check", str(model), "--bootstrap", "0", "--no-probes", "--json", str(report),
@@ -106,8 +109,13 @@ def test_check_confirms_each_file_and_suggests_only_what_was_not_done(retrained:
     assert result.exit_code == 0, result.output
     assert f"Wrote the JSON report: {report}" in result.stderr
     next_line = next(line for line in result.stderr.splitlines() if line.startswith("Next:"))
-    assert next_line == "Next: --html report.html for plots."  # JSON written, a gate given
+    # JSON written, a gate given: the same audit with the HTML report, as a command that runs as printed.
+    command = shlex.join(["popaudit", "check", str(model), "--no-probes", "--bootstrap", "0", "--html", "report.html"])
+    assert next_line == f"Next: {command}"
     assert "Next:" not in result.stdout  # the report itself no longer guesses
+    monkeypatch.chdir(model.parent)  # the suggested report.html lands in the working folder
+    rerun = CliRunner().invoke(cli, shlex.split(command)[1:], catch_exceptions=False)
+    assert rerun.exit_code == 0 and (model.parent / "report.html").is_file()
     # Novelty is null for a checkpoint's counts, and the report says why.
     data = json.loads(report.read_text())
     assert data["retrieval"]["at"]["10"]["dot"]["novelty"] is None

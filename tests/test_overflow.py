@@ -91,8 +91,8 @@ def test_shards_of_different_magnitude_merge_on_one_scale() -> None:
     # The Dask path searches shards separately and merges their (rescaled) scores.
     merged = None
     for start in (1000, 0):  # any completion order
-        found_dot, _ = search_shard(table[start : start + 1000], queries, 25, start)
-        merged = _merge(merged, found_dot, 25)
+        found = search_shard(table[start : start + 1000], queries, 25, start, (1.0, 0.0), None)
+        merged = _merge(merged, found[1.0], 25)
     assert merged is not None
     np.testing.assert_array_equal(merged[1], reference)
 

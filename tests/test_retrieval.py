@@ -20,15 +20,16 @@ from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.progress import Advance, Progress
 from auditor.loading.alignment import ItemRows
-from auditor.loading.history import history_from_log, history_from_pairs
 from auditor.loading.logs import LogSpec
+from auditor.loading.population import QueryPopulation, load_population
+from auditor.progress import SILENT
 from auditor.retrieval import (
     EXACT_FLOP_LIMIT,
     blas_path,
     choose_index,
     l2_normalise,
     load_query_file,
-    measure_retrieval,
+    measure_retrieval as _measure_population,
     parquet_shards,
     recall_at,
     sharded_topk,
@@ -53,6 +54,18 @@ def _stats(freq: np.ndarray, users: np.ndarray | None = None, n_users: int | Non
 
 def _config(**kwargs: object) -> AuditConfig:
     return AuditConfig(model=Path("model.npy"), **kwargs)  # type: ignore[arg-type]
+
+
+def _population(bundle: ModelBundle, config: AuditConfig) -> QueryPopulation:
+    return load_population(
+        bundle, queries=config.queries, log=config.training_log, mapping=config.item_rows(bundle),
+        row_ids=config.row_ids, max_queries=config.max_queries, seed=config.seed, keep_seen=config.keep_seen,
+    )
+
+
+def measure_retrieval(bundle: ModelBundle, stats: ItemStats, config: AuditConfig, progress: Progress = SILENT):
+    """The retrieval section over the population ``config`` defines (as run_audit does)."""
+    return _measure_population(bundle, stats, config, _population(bundle, config), progress)
 
 
 def _skewed_model(n_items: int = 2000, dim: int = 16, n_users: int = 300, seed: int = 0):
@@ -174,7 +187,7 @@ def test_nan_item_raises() -> None:
 # --- the retrieval section ---------------------------------------------------------------
 def test_dot_serves_popular_items_more_than_cosine() -> None:
     items, users, freq = _skewed_model()
-    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10, 100)), None)
+    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10, 100)))
     retrieval = outcome.retrieval
     assert retrieval.index == "exact" and retrieval.n_queries == 300
     for k in (10, 100):
@@ -190,14 +203,14 @@ def test_dot_serves_popular_items_more_than_cosine() -> None:
     assert retrieval.at[10].popular["head_share_1pct"] == 1.0
     # With norms removed the table is direction-only: dot == cosine.
     unit = items / np.linalg.norm(items, axis=1, keepdims=True)
-    same = measure_retrieval(_bundle(unit, users), _stats(freq), _config(ks=(10,)), None).retrieval
+    same = measure_retrieval(_bundle(unit, users), _stats(freq), _config(ks=(10,))).retrieval
     assert same.at[10].overlap_dot_cosine == pytest.approx(1.0)
     assert same.at[10].dot == same.at[10].cosine
 
 
 def test_measures_match_exposure_module_on_the_lists() -> None:
     items, users, freq = _skewed_model(n_items=500, n_users=50)
-    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(7,)), None)
+    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(7,)))
     _, dot_rows = sharded_topk(users, [items], 7, False)
     _, cos_rows = sharded_topk(users, [items], 7, True)
     measures = ExposureMeasures(freq)
@@ -213,7 +226,7 @@ def test_measures_match_exposure_module_on_the_lists() -> None:
 
 def test_k_clamped_with_warning() -> None:
     items, users, freq = _skewed_model(n_items=40, n_users=20)
-    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10, 100)), None)
+    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10, 100)))
     assert sorted(outcome.retrieval.at) == [10, 40]
     assert any("K=100" in w and "clamped to 40" in w for w in outcome.warnings)
     assert outcome.retrieval.at[40].dot["coverage"] == 1.0
@@ -222,22 +235,22 @@ def test_k_clamped_with_warning() -> None:
 def test_zero_and_nan_queries() -> None:
     items, users, freq = _skewed_model(n_items=300, n_users=30)
     users[[3, 9]] = 0.0
-    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(5,)), None)
+    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(5,)))
     assert outcome.retrieval.n_zero_queries == 2
     assert outcome.retrieval.n_queries == 28
     assert any("2 of 30 query vectors are zero" in w for w in outcome.warnings)
     assert not np.isnan(outcome.retrieval.at[5].cosine["arp"])
     users[4, 1] = np.nan
     with pytest.raises(QueryError, match="row 4"):
-        measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(5,)), None)
+        measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(5,)))
     with pytest.raises(QueryError, match="all 30 query vectors are zero"):
-        measure_retrieval(_bundle(items, np.zeros_like(users)), _stats(freq), _config(ks=(5,)), None)
+        measure_retrieval(_bundle(items, np.zeros_like(users)), _stats(freq), _config(ks=(5,)))
 
 
 def test_zero_items_never_served_by_cosine() -> None:
     items, users, freq = _skewed_model(n_items=300, n_users=30)
     items[:20] = 0.0
-    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10,)), None)
+    outcome = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10,)))
     assert outcome.exposure["cosine"][10][:20].sum() == 0
     assert any("20 item vectors are zero" in w for w in outcome.warnings)
 
@@ -245,29 +258,29 @@ def test_zero_items_never_served_by_cosine() -> None:
 def test_query_sources(tmp_path: Path) -> None:
     items, users, freq = _skewed_model(n_items=200, n_users=60)
     stats = _stats(freq)
-    auto = measure_retrieval(_bundle(items, users), stats, _config(ks=(5,)), None).retrieval
+    auto = measure_retrieval(_bundle(items, users), stats, _config(ks=(5,))).retrieval
     assert auto.queries.startswith("users") and auto.n_queries == 60
     with pytest.raises(QueryError, match="--queries PATH.*--interactions"):
-        measure_retrieval(_bundle(items), stats, _config(ks=(5,)), None)
+        measure_retrieval(_bundle(items), stats, _config(ks=(5,)))
     with pytest.raises(QueryError, match="no user table"):
-        measure_retrieval(_bundle(items), stats, _config(ks=(5,), queries="users"), None)
+        measure_retrieval(_bundle(items), stats, _config(ks=(5,), queries="users"))
     with pytest.raises(QueryError, match="--interactions"):
-        measure_retrieval(_bundle(items, users), stats, _config(ks=(5,), queries="history"), None)
+        measure_retrieval(_bundle(items, users), stats, _config(ks=(5,), queries="history"))
 
     npy = tmp_path / "queries.npy"
     np.save(npy, users)
-    from_npy = measure_retrieval(_bundle(items), stats, _config(ks=(5,), queries=str(npy)), None)
+    from_npy = measure_retrieval(_bundle(items), stats, _config(ks=(5,), queries=str(npy)))
     from_npy = from_npy.retrieval
     assert from_npy.at == auto.at
     parquet = tmp_path / "queries.parquet"
     pq.write_table(pa.table({"q": pa.array(list(users.astype(np.float64)))}), parquet)
-    from_parquet = measure_retrieval(_bundle(items), stats, _config(ks=(5,), queries=str(parquet)), None)
+    from_parquet = measure_retrieval(_bundle(items), stats, _config(ks=(5,), queries=str(parquet)))
     assert from_parquet.retrieval.at == auto.at
 
     np.save(tmp_path / "wrong.npy", users[:, :5])
     with pytest.raises(QueryError, match="dimension 5 but the item table has dimension 16"):
         wrong = _config(ks=(5,), queries=str(tmp_path / "wrong.npy"))
-        measure_retrieval(_bundle(items), stats, wrong, None)
+        measure_retrieval(_bundle(items), stats, wrong)
     with pytest.raises(QueryError, match="query file not found"):
         load_query_file(tmp_path / "missing.npy")
     two = tmp_path / "two.parquet"
@@ -280,7 +293,7 @@ def test_max_queries_sampling_is_seeded() -> None:
     items, users, freq = _skewed_model(n_items=200, n_users=500)
     runs = [
         measure_retrieval(
-            _bundle(items, users), _stats(freq), _config(ks=(5,), max_queries=100, seed=s), None
+            _bundle(items, users), _stats(freq), _config(ks=(5,), max_queries=100, seed=s)
         )
         for s in (1, 1, 2)
     ]
@@ -289,44 +302,49 @@ def test_max_queries_sampling_is_seeded() -> None:
     assert not np.array_equal(runs[0].exposure["dot"][5], runs[2].exposure["dot"][5])
 
 
-def test_history_queries_are_per_user_means() -> None:
+def test_history_queries_are_means_of_distinct_training_items() -> None:
     items = RNG.standard_normal((6, 3)).astype(np.float32)
     pairs = InteractionPairs(
         user_index=np.array([0, 0, 1, 2, 2, 2, 0]),
         item_rows=np.array([1, 2, 5, 0, 0, 3, 4]),
         user_ids=np.array(["a", "b", "c"]),
     )
-    expected = np.stack([items[[1, 2, 4]].mean(0), items[5], items[[0, 0, 3]].mean(0)])
-    history = history_from_pairs(pairs, items, None, 0)
+    # User c saw item 0 twice: its history is the set {0, 3}.
+    expected = np.stack([items[[1, 2, 4]].mean(0), items[5], items[[0, 3]].mean(0)])
+    bundle = _bundle(items)
+    bundle.train_pairs = pairs
+    history = _population(bundle, _config())
     np.testing.assert_allclose(history.vectors, expected, rtol=1e-6)
-    assert (history.n_eligible, history.sampled) == (3, False)
-    sampled = history_from_pairs(pairs, items, 2, seed=4)
+    assert (history.n_eligible, history.sampled, history.source) == (3, False, "history")
+    assert history.raw_ids.tolist() == ["a", "b", "c"] and history.seen_items == "excluded"
+    sampled = _population(bundle, _config(max_queries=2, seed=4))
     picked = np.sort(np.random.default_rng(4).choice(3, size=2, replace=False))
     np.testing.assert_allclose(sampled.vectors, expected[picked], rtol=1e-6)
-    assert sampled.sampled and "2 sampled with seed 4" in sampled.describe()
+    assert sampled.sampled and "2 sampled with seed 4" in sampled.description
     freq = np.bincount(pairs.item_rows, minlength=6)
-    outcome = measure_retrieval(_bundle(items), _stats(freq), _config(ks=(2,)), history)
+    outcome = measure_retrieval(bundle, _stats(freq), _config(ks=(2,)))
     assert outcome.retrieval.queries.startswith("history") and outcome.retrieval.n_queries == 3
+    # Training items are never served: user b's only item (5) never reaches its list.
+    assert 5 not in outcome.lists["dot"][1] and 5 not in outcome.lists["cosine"][1]
 
 
 def test_popularity_kind() -> None:
     items, users, freq = _skewed_model(n_items=100, n_users=20)
     with pytest.raises(InputError, match="no user column"):
         by_users = _config(ks=(5,), popularity="users")
-        measure_retrieval(_bundle(items, users), _stats(freq), by_users, None)
+        measure_retrieval(_bundle(items, users), _stats(freq), by_users)
     # Distinct users order the items in reverse of interactions: the popular list flips.
     user_counts = freq.max() - freq + 1
     outcome = measure_retrieval(
         _bundle(items, users),
         _stats(freq, user_counts, 5000),
         _config(ks=(5,), popularity="users"),
-        None,
     )
     top_users = np.lexsort((np.arange(100), -user_counts))[:5]
     assert np.flatnonzero(outcome.exposure["popular"][5]).tolist() == sorted(top_users.tolist())
     assert outcome.retrieval.popularity == "users"
     with pytest.raises(InputError, match="cover 99 items"):
-        measure_retrieval(_bundle(items, users), _stats(freq[:99]), _config(ks=(5,)), None)
+        measure_retrieval(_bundle(items, users), _stats(freq[:99]), _config(ks=(5,)))
 
 
 class _Recorder(Progress):
@@ -346,13 +364,13 @@ class _Recorder(Progress):
 def test_progress_and_memory_bounded_sharding() -> None:
     items, users, freq = _skewed_model(n_items=9000, dim=8, n_users=50)
     recorder = _Recorder()
-    plain = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10,)), None)
+    plain = measure_retrieval(_bundle(items, users), _stats(freq), _config(ks=(10,)))
     sharded = measure_retrieval(
-        _bundle(items, users), _stats(freq), _config(ks=(10,), max_memory=200_000), None, recorder
+        _bundle(items, users), _stats(freq), _config(ks=(10,), max_memory=200_000), recorder
     )
     assert "shards merged" in sharded.retrieval.definitions["index"]
     assert sharded.retrieval.at == plain.retrieval.at
-    assert recorder.seen["retrieval: dot-product search"] == 50 * 3  # 3 shards of 4096 rows
+    assert recorder.seen["retrieval: every scoring in one pass"] == 50 * 3  # 3 shards of 4096 rows
 
 
 # --- approximate indexes -------------------------------------------------------------------
@@ -371,14 +389,14 @@ def test_approximate_index_reports_recall(kind: str) -> None:
     users = centres[rng.integers(0, 30, 200)] + rng.standard_normal((200, 16)).astype(np.float32)
     freq = rng.zipf(1.7, 6000).clip(max=1000)
     bundle, stats = _bundle(items, users), _stats(freq)
-    outcome = measure_retrieval(bundle, stats, _config(ks=(10, 50), index=kind), None)
+    outcome = measure_retrieval(bundle, stats, _config(ks=(10, 50), index=kind))
     retrieval = outcome.retrieval
     assert retrieval.index == kind
     assert retrieval.recall is not None and sorted(retrieval.recall) == [10, 50]
     assert all(0.8 <= r <= 1.0 for r in retrieval.recall.values())
     assert "recall@K" in retrieval.definitions["recall"]
     assert "200 sampled queries" in retrieval.definitions["recall"]
-    exact = measure_retrieval(bundle, stats, _config(ks=(10, 50), index="exact"), None)
+    exact = measure_retrieval(bundle, stats, _config(ks=(10, 50), index="exact"))
     assert exact.retrieval.recall is None
     # High recall: the approximate measures are close to the exact ones.
     assert retrieval.at[10].dot["arp"] == pytest.approx(exact.retrieval.at[10].dot["arp"], rel=0.1)
@@ -394,8 +412,8 @@ def test_auto_index_threshold() -> None:
 
 
 @pytest.mark.parametrize("max_users", [None, 7])
-def test_streamed_history_equals_the_in_memory_one(tmp_path: Path, max_users: int | None) -> None:
-    """The log streamed twice gives the queries the full pair list gives (same sample)."""
+def test_streamed_population_equals_the_in_memory_one(tmp_path: Path, max_users: int | None) -> None:
+    """The log streamed twice gives the population the full pair list gives (same sample)."""
     from auditor.loading import read_pairs
 
     rng = np.random.default_rng(3)
@@ -404,8 +422,12 @@ def test_streamed_history_equals_the_in_memory_one(tmp_path: Path, max_users: in
     log_items = rng.integers(0, 45, 600)  # ids 40-44 have no row: left out of the histories
     log = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user_id": users, "item_id": log_items}), log)
-    pairs = read_pairs(LogSpec(log), ItemRows(None, 40))
-    expected = history_from_pairs(pairs, items, max_users, seed=11)
-    streamed = history_from_log(LogSpec(log), ItemRows(None, 40), table=items, max_users=max_users, seed=11)
+    in_memory = _bundle(items)
+    in_memory.train_pairs = read_pairs(LogSpec(log), ItemRows(None, 40))
+    expected = _population(in_memory, _config(max_queries=max_users, seed=11))
+    streamed = _population(_bundle(items), _config(interactions=log, max_queries=max_users, seed=11))
     assert (streamed.n_eligible, streamed.sampled) == (expected.n_eligible, expected.sampled)
+    assert streamed.raw_ids.tolist() == expected.raw_ids.tolist()
     np.testing.assert_allclose(streamed.vectors, expected.vectors, rtol=1e-6)
+    np.testing.assert_array_equal(streamed.seen_indptr, expected.seen_indptr)
+    np.testing.assert_array_equal(streamed.seen_rows, expected.seen_rows)

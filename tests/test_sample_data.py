@@ -38,7 +38,8 @@ def test_biased_sample_shows_the_bias_and_every_condition_holding(tmp_path):
     report = audit("biased", tmp_path)
     assert report["frequency_norm"]["spearman"] > 0.9
     assert report["verdict"]["bias_detected"] is True
-    assert report["verdict"]["severity"] == "high"
+    # 4.1% vs 0.1% of the top-10 slots to the top-1% items: 41x, but +4 points is below high's +5.
+    assert report["verdict"]["severity"] == "moderate"
     assert {c["status"] for c in report["conditions"].values()} == {"holds"}
     assert report["probes"]["update_angles"]["share_90pm1"] > 0.99
     at10 = report["retrieval"]["at"]["10"]

@@ -23,13 +23,19 @@ from auditor.cli import cli
 from auditor.config import AuditConfig, LoadOptions
 from auditor.errors import InputError
 from auditor.loading import load_model
+from auditor.loading.population import population_of
 from auditor.model import ItemStats, ModelBundle
-from auditor.retrieval import MappedRows, ParquetRows, dask_client, measure_retrieval, shard_sources
+from auditor.retrieval import MappedRows, ParquetRows, RetrievalOutcome, dask_client, measure_retrieval, shard_sources
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
 CEILING = 300_000  # bytes: a few 1,171-row shards of the 32-dim tables below
+
+def _measure(bundle: ModelBundle, stats: ItemStats, config: AuditConfig) -> RetrievalOutcome:
+    """The retrieval section over the population ``config`` defines (as run_audit does)."""
+    return measure_retrieval(bundle, stats, config, population_of(bundle, config))
+
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +93,7 @@ def test_shards_on_dask_equal_local_for_every_source(
         "memory": ModelBundle(source=Path("m.pt"), format="state_dict", item_table=table.copy()),
     }
     kinds = {"parquet": ParquetRows, "mapped": MappedRows}
-    unsharded = measure_retrieval(bundles["memory"], stats, _config(npy, inputs["queries"]), None)
+    unsharded = _measure(bundles["memory"], stats, _config(npy, inputs["queries"]))
     for name, bundle in bundles.items():
         sources = shard_sources(bundle, [0, 2500, 6000])
         if name in kinds:
@@ -95,11 +101,9 @@ def test_shards_on_dask_equal_local_for_every_source(
             assert np.array_equal(sources[1].read(), table[2500:6000])
         else:
             assert sources is None
-        local = measure_retrieval(bundle, stats, _config(npy, inputs["queries"], max_memory=CEILING), None)
+        local = _measure(bundle, stats, _config(npy, inputs["queries"], max_memory=CEILING))
         with shard_tasks(cluster) as tasks:
-            remote = measure_retrieval(
-                bundle, stats, _config(npy, inputs["queries"], max_memory=CEILING, scheduler=address), None
-            )
+            remote = _measure(bundle, stats, _config(npy, inputs["queries"], max_memory=CEILING, scheduler=address))
         assert len(tasks) == 6, name  # one task per shard, run by the worker processes
         assert "6 shards merged" in local.retrieval.definitions["index"]
         assert remote.retrieval == local.retrieval  # every measure, note and definition
@@ -138,9 +142,10 @@ def test_shard_search_from_inside_a_dask_task(cluster: distributed.LocalCluster,
     bundle = ModelBundle(source=Path("m.pt"), format="state_dict", item_table=table)
     stats = _stats(table.shape[0])
     config = _config(Path("m.pt"), inputs["queries"], max_memory=CEILING, scheduler="unused-inside-a-task")
-    local = measure_retrieval(bundle, stats, _config(Path("m.pt"), inputs["queries"], max_memory=CEILING), None)
+    population = population_of(bundle, config)
+    local = _measure(bundle, stats, _config(Path("m.pt"), inputs["queries"], max_memory=CEILING))
     with shard_tasks(cluster) as tasks, distributed.Client(cluster, set_as_default=False) as client:
-        nested = client.submit(measure_retrieval, bundle, stats, config, None, pure=False).result()
+        nested = client.submit(measure_retrieval, bundle, stats, config, population, pure=False).result()
     assert len(tasks) == 6
     _assert_same(nested, local)
 
@@ -156,7 +161,7 @@ def test_worker_that_cannot_read_the_file_is_an_input_error(
     np.save(tmp_path / "q.npy", table[:5])
     config = _config(path, tmp_path / "q.npy", max_memory=CEILING, scheduler=cluster.scheduler_address)
     with pytest.raises(InputError, match=r"a Dask worker could not read rows \d+-\d+ of the item table: .*set TMPDIR"):
-        measure_retrieval(bundle, _stats(3000), config, None)
+        _measure(bundle, _stats(3000), config)
 
 
 def test_missing_dask_and_unreachable_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:

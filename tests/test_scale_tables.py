@@ -28,11 +28,17 @@ from auditor.errors import InputError
 from auditor.loading import load_model
 from auditor.loading.npy import read_npy_table
 from auditor.memory import SPILL_PREFIX, check_memory_ceiling, min_memory, table_file
+from auditor.loading.population import population_of
 from auditor.model import ItemStats, ModelBundle
-from auditor.retrieval import MappedRows, ParquetRows, measure_retrieval
+from auditor.retrieval import MappedRows, ParquetRows, RetrievalOutcome, measure_retrieval
 
 N_ITEMS, DIM = 40_000, 128  # 20.5 MB of float32
 CEILING = 4 << 20  # 4 MiB: the table is ~5x the ceiling
+
+def _measure(bundle: ModelBundle, stats: ItemStats, config: AuditConfig) -> RetrievalOutcome:
+    """The retrieval section over the population ``config`` defines (as run_audit does)."""
+    return measure_retrieval(bundle, stats, config, population_of(bundle, config))
+
 
 
 def write_inputs(folder: Path, n_items: int = N_ITEMS, dim: int = DIM, seed: int = 0) -> dict[str, Path]:
@@ -235,15 +241,15 @@ def test_approximate_index_respects_the_ceiling(monkeypatch: pytest.MonkeyPatch)
     ceiling = 200_000
     assert table_bytes == 768_000
     with pytest.raises(InputError, match=r"--index ivf builds an in-memory index .* \(768,000 bytes\), more than --max-memory \(200,000 bytes\)"):
-        measure_retrieval(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,), index="ivf", max_memory=ceiling), None)
+        _measure(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,), index="ivf", max_memory=ceiling))
     # auto would pick IVF here (limit lowered), but the table exceeds the ceiling: exact.
     monkeypatch.setattr(retrieval_module, "EXACT_FLOP_LIMIT", 0.0)
-    auto = measure_retrieval(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,), max_memory=ceiling), None)
-    exact = measure_retrieval(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,), index="exact"), None)
+    auto = _measure(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,), max_memory=ceiling))
+    exact = _measure(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,), index="exact"))
     assert auto.retrieval.index == "exact" and auto.retrieval.recall is None
     assert "auto chose exact: an approximate index would hold the whole table" in auto.retrieval.definitions["index"]
     assert auto.retrieval.at == exact.retrieval.at
-    unbounded = measure_retrieval(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,)), None)
+    unbounded = _measure(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,)))
     assert unbounded.retrieval.index == "ivf"  # without a ceiling the lowered limit applies
 
 

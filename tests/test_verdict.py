@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from auditor.result import (
+    Accuracy,
+    RankingAccuracy,
     AuditResult,
     Condition,
     CutoffMeasures,
@@ -118,14 +120,33 @@ def test_severity_is_the_harm_to_serving(dot: float, cos: float, severity: str) 
     assert v.quoted_k == 100
 
 
-def test_norms_tracking_popularity_without_harm_is_low() -> None:
-    # The Adam model: rho high but dot barely changes what the head gets (1.07x).
+def test_norms_tracking_popularity_without_harm_is_no_bias() -> None:
+    # The Adam model: rho high but dot barely changes what the head gets (1.07x): a negligible skew.
     v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.107, 0.10), _conds(C1="violated")))
-    assert (v.bias_detected, v.severity) == (True, "low")
-    assert "barely changes" in v.summary and "1.07×" in v.summary
-    # A low-lr model: rho 0.13, no skew: low, worded as a slight rise, not "grow".
+    assert (v.bias_detected, v.severity) == (False, "none")
+    assert v.summary.startswith("Norms follow popularity, but serving is not skewed: item norms grow with training")
+    assert "barely changes" in v.summary and "1.07×" in v.summary and "detected" not in v.summary
+    assert any(r.startswith("Item norms follow popularity, but dot-product serving is not skewed at K=100")
+               and "head_share_1pct_ratio@100>1.1" in r for r in v.recommendations)
+    assert not any(r.startswith("Serve with cosine") for r in v.recommendations)
+    # A low-lr model: rho 0.13, no skew: no bias, worded as a slight rise, not "grow".
     v = decide_verdict(_result(_fn(0.13, 0.06, 0.20), _single(0.10, 0.10)))
-    assert v.severity == "low" and "rise slightly" in v.summary and "grow" not in v.summary
+    assert v.severity == "none" and "rise slightly" in v.summary and "grow" not in v.summary
+    # Without retrieval the harm is unknown: the mechanism alone still counts.
+    assert decide_verdict(_result(_fn(0.13, 0.06, 0.20))).severity == "low"
+
+
+def test_a_model_weaker_than_the_popular_list_is_said_first() -> None:
+    at = {10: {"dot": RankingAccuracy(0.05, 0.1151, 0.3, 0.1), "popular": RankingAccuracy(0.1, 0.3400, 0.6, 0.3),
+               "cosine": RankingAccuracy(0.01, 0.0403, 0.1, 0.02)}}
+    accuracy = Accuracy("p", 100, 0, at, quoted_k=10)
+    v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.30, 0.10, k=10), _conds(), accuracy=accuracy))
+    weak = "The model itself is weak: its dot-product serving reaches a held-out NDCG@10 of 0.1151, below the " \
+           "most-popular list's 0.3400."
+    assert v.summary.startswith(weak) and v.recommendations[0].startswith(weak)
+    better = Accuracy("p", 100, 0, {10: {**at[10], "dot": RankingAccuracy(0.2, 0.5, 0.7, 0.4)}}, quoted_k=10)
+    v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.30, 0.10, k=10), _conds(), accuracy=better))
+    assert "weak" not in v.summary and not v.recommendations[0].startswith("The model itself")
 
 
 def test_retrieval_skew_is_quoted_with_its_numbers() -> None:

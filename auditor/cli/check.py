@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from auditor.cli._common import (
     stderr,
     table_key_options,
 )
+from auditor.cli._next import check_command
 from auditor.config import AuditConfig
 from auditor.errors import GateError
 from auditor.io import check_not_inputs
@@ -133,7 +135,7 @@ def command(
         click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)
     if not quiet:
         _confirm_written([(formats[flag], path) for flag, path in chosen], written, bool(fail_on),
-                         suggest=output is None and fmt == "console")
+                         suggest=output is None and fmt == "console", config=config)
 
     outcomes = evaluate_gates(gates, result.flat_metrics())
     for outcome in outcomes:
@@ -144,9 +146,11 @@ def command(
         sys.exit(3)
 
 
-def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool) -> None:
+def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,
+                     config: AuditConfig) -> None:
     """Say which file was written (each report, then any figures beside it); after a
-    console report (``suggest``), suggest only the outputs this run did not produce."""
+    console report (``suggest``), suggest the same audit with the outputs this run did
+    not produce, as a command that runs as printed."""
     reports = {Path(path): fmt for fmt, path in chosen}
     for path, fmt in reports.items():
         stderr.print(f"Wrote the {_FORMAT_NAMES.get(fmt, fmt)} report: {path}", markup=False, highlight=False,
@@ -157,12 +161,14 @@ def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated:
         stderr.print(f"Wrote {len(beside)} figure file{'s' * (len(beside) != 1)} in {folders}",
                      markup=False, highlight=False, soft_wrap=True)
     done = set(reports.values())
-    hints = [hint for fmt, hint in (("html", "--html report.html for plots"), ("json", "--json report.json for machines"))
-             if fmt not in done]
+    extra = [word for fmt, flag, name in (("html", "--html", "report.html"), ("json", "--json", "report.json"))
+             if fmt not in done for word in (flag, name)]
     if not gated:
-        hints.append("--fail-on 'spearman>0.5' to gate CI")
-    if hints and suggest:
-        stderr.print("Next: " + ", ".join(hints) + ".", style="dim", markup=False, highlight=False, soft_wrap=True)
+        extra += ["--fail-on", "spearman>0.5"]
+    if extra and suggest:
+        settings = {f.name: getattr(config, f.name) for f in dataclass_fields(config)}
+        stderr.print("Next: " + check_command(config.model, settings, extra),
+                     style="dim", markup=False, highlight=False, soft_wrap=True)
 
 
 _FORMAT_NAMES = {"html": "HTML", "json": "JSON", "markdown": "Markdown", "console": "text"}

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from auditor.cli._next import check_command
 from auditor.cli._common import (
     FiniteFloat,
     MemorySize,
@@ -37,7 +38,7 @@ class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recen
 
 @click.command("mitigate")
 @click.argument("model", type=PathArg)
-@click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout).")
+@click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout); when no scoring is clearly better than dot, nothing is written (exit 1) and the best A available is named.")
 @click.option("-o", "--output", type=PathArg, required=True, help="The rescaled model, in MODEL's format (never MODEL itself). A JSON sidecar OUT.popaudit.json is written beside it.")
 @click.option("--interactions", type=PathArg, help="Training log: the sidecar then records the frequency-norm Spearman rho before and after.")
 @log_column_options
@@ -45,6 +46,8 @@ class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recen
 @id_mapping_options
 @table_key_options
 @click.option("--holdout", type=PathArg, help="With --alpha auto: held-out interactions for check's accuracy trade-off.")
+@click.option("--accuracy-tolerance", type=FiniteFloat(0.0, 1.0, open=True), default=0.98, show_default=True, help="With --alpha auto: the chosen scoring keeps at least this share of dot's NDCG@K.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="With --alpha auto: seed of the trade-off's paired bootstrap over users.")
 @click.option("--tensors-only", is_flag=True, help="A PyTorch file that holds objects popaudit cannot write back (pickled modules, config objects, TorchScript): write its tensors as a plain state dict instead of refusing.")
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling: bytes or a size such as 8G. [default: half the available memory]")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
@@ -72,6 +75,7 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     from auditor.plugins import get_plugin_manager
 
     holdout, user_ids, user_key = options.pop("holdout"), options.pop("user_ids"), options["user_key"]
+    tolerance, seed = options.pop("accuracy_tolerance"), options.pop("seed")
     if alpha != "auto" and (holdout is not None or user_ids is not None):
         given = "--holdout" if holdout is not None else "--user-ids"
         raise click.UsageError(f"{given} is read only with --alpha auto", ctx=click.get_current_context())
@@ -91,11 +95,12 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
             user_col=options["user_col"], item_col=options["item_col"], item_ids=options["item_ids"],
             item_key=options["item_key"], user_key=user_key, user_ids=user_ids, id_offset=options["id_offset"],
             assume_row_ids=options["assume_row_ids"], max_memory=options["max_memory"], holdout=holdout,
-            probes=False, bootstrap=0, plugins=plugins,
+            accuracy_tolerance=tolerance, seed=seed, probes=False, plugins=plugins,
         )
         audit.check_inputs()
-        chosen, sentence = auto_alpha(audit, pm=pm, progress=progress)
-        config = MitigateConfig(model=model, output=output, alpha=chosen, alpha_source=sentence, **options)
+        chosen, sentence, figures = auto_alpha(audit, pm=pm, progress=progress)
+        config = MitigateConfig(model=model, output=output, alpha=chosen, alpha_source=sentence, tradeoff=figures,
+                                **options)
     result = mitigate(config, pm=pm, progress=progress, inputs=inputs)
     if quiet:
         return
@@ -104,12 +109,13 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     _summary(result)
     stderr.print(f"Wrote {output}", markup=False, highlight=False)
     stderr.print(f"Wrote {sidecar_path(output)}", markup=False, highlight=False)
-    log = options["interactions"] or "LOG"
-    click.echo(f"Next: popaudit check {output} --interactions {log}")
+    click.echo("Next: " + check_command(output, {**options, "user_ids": user_ids, "holdout": holdout}))
 
 
 def _summary(result: Any) -> None:
-    """The before/after figures as a small table on stdout."""
+    """The before/after figures the rescaling changes, as a small table on stdout."""
+    from auditor.wording import pct_pair
+
     console = Console(highlight=False)
     if not console.is_terminal:
         console.width = 100
@@ -122,12 +128,16 @@ def _summary(result: Any) -> None:
     before, after = result.norms["before"], result.norms["after"]
     for name in ("mean", "median", "max"):
         table.add_row(f"norm {name}", f"{before[name]:.4g}", f"{after[name]:.4g}")
-    ratio = [f"{s['max'] / s['median']:.3g}" if s["median"] > 0 else "-" for s in (before, after)]
+    ratio = [f"{s['max'] / s['median']:.3g}" if s["median"] > 0 else "n/a" for s in (before, after)]
     table.add_row("max / median norm", *ratio)
     if result.frequency_norm is not None:
-        for name, label in (("spearman", "Spearman rho (frequency, norm)"), ("loglog_slope", "log-log slope")):
-            values = [result.frequency_norm[w][name] for w in ("before", "after")]
-            table.add_row(label, *(f"{v:.3f}" if v is not None and v == v else "undefined" for v in values))
+        slopes = [result.frequency_norm[w]["loglog_slope"] for w in ("before", "after")]
+        table.add_row("log-log slope (norm on frequency)", *(f"{v:.3f}" if v is not None else "n/a" for v in slopes))
+    if result.tradeoff is not None:
+        k, figures = result.tradeoff["k"], result.tradeoff
+        table.add_row(f"held-out NDCG@{k} of dot serving", *(f"{figures['ndcg'][w]:.4f}" for w in ("before", "after")))
+        shares = pct_pair(figures["head_share_1pct"]["before"], figures["head_share_1pct"]["after"])
+        table.add_row(f"top-1% head share @{k}", *shares)
     console.print(table)
     console.print(f"{result.n_items:,} items x {result.dim} ({result.dtype}); alpha: {result.alpha_source}",
                   markup=False)

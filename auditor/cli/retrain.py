@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 
@@ -149,4 +150,4 @@ def command(
         f"mean item norm {last['mean_norm']:.3f}."
     )
     click.echo(f"Wrote {output}")
-    click.echo(f"Next: popaudit check {output}")
+    click.echo("Next: " + shlex.join(["popaudit", "check", str(output)]))

@@ -30,7 +30,7 @@ from auditor.plugins import call_hook, collect_condition_evidence
 from auditor.probes.results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
-from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, Condition
+from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, Condition, FrequencyNorm
 
 __all__ = ["ConditionsOutcome", "assess_conditions", "classify_loss", "config_value"]
 
@@ -63,6 +63,7 @@ def assess_conditions(
     run_probes: bool = True,
     progress: Progress = SILENT,
     row_ids: RowIdPolicy = RowIdPolicy(),
+    frequency_norm: FrequencyNorm | None = None,
 ) -> ConditionsOutcome:
     """Verdicts for C1-C5 with evidence, and the probes when a live encoder exists.
 
@@ -106,7 +107,7 @@ def assess_conditions(
         C3: assess_c3(static_c3, probe),
         C4: assess_c4(config, declared, live, probe, warnings),
     }
-    conditions[C5] = assess_c5(bundle, stats, config.epochs, optimizer.lr, probe, conditions)
+    conditions[C5] = assess_c5(bundle, stats, config.epochs, optimizer.lr, probe, conditions, frequency_norm)
     if pm is not None:
         _apply_plugin_evidence(pm, bundle, conditions, warnings)
     return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)

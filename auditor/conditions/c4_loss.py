@@ -22,12 +22,22 @@ _NOT_COSINE_WORDS = {
 }
 
 
-# Models whose loss is fixed by the model itself (checked in RecBole 1.2.1's
-# recbole/model/general_recommender/{bpr,lightgcn,ngcf}.py: BPRLoss on torch.mul(u, i).sum).
-_MODEL_LOSSES = {
-    "bpr": "the BPR loss, a pairwise loss on dot-product scores u·i (not cosines)",
-    "lightgcn": "the BPR loss on dot products of its propagated embeddings (not cosines)",
-    "ngcf": "the BPR loss on dot products of its propagated embeddings (not cosines)",
+# Models whose loss is fixed by the model itself, checked in RecBole 1.2.1's
+# recbole/model/general_recommender/: bpr, lightgcn, ngcf, dgcf, spectralcf train BPRLoss on
+# torch.mul(u, i).sum; sgl and ncl add contrastive terms on normalised vectors to that BPR
+# loss; simplex trains its CCL loss on cosines (F.normalize of both sides) plus an L2
+# penalty (reg_weight) on the sampled embeddings.
+_GRAPH_BPR = "the BPR loss on dot products of its propagated embeddings (not cosines)"
+_MODEL_LOSSES: dict[str, tuple[str, str]] = {
+    "bpr": ("BPR", "the BPR loss, a pairwise loss on dot-product scores u·i (not cosines)"),
+    "lightgcn": ("BPR", _GRAPH_BPR),
+    "ngcf": ("BPR", _GRAPH_BPR),
+    "dgcf": ("BPR", _GRAPH_BPR),
+    "spectralcf": ("BPR", _GRAPH_BPR),
+    "sgl": ("BPR", _GRAPH_BPR + ", with a contrastive term on normalised views"),
+    "ncl": ("BPR", _GRAPH_BPR + ", with contrastive terms on normalised embeddings"),
+    "simplex": ("CCL (cosine contrastive loss)", "its CCL loss on cosines between the aggregated user vector and "
+                "the items (F.normalize of both sides)"),
 }
 
 
@@ -56,8 +66,8 @@ def assess_c4(
     elif live is not None and live.loss_name:
         named = (live.loss_name, "the live model's loss")
     elif config.model is not None and str(config.model.value).lower() in _MODEL_LOSSES:
-        how = _MODEL_LOSSES[str(config.model.value).lower()]
-        named = ("BPR", f"recorded model {config.model.value!r} ({config.model.key}), trained with {how}")
+        loss, how = _MODEL_LOSSES[str(config.model.value).lower()]
+        named = (loss, f"recorded model {config.model.value!r} ({config.model.key}), trained with {how}")
         by_model = True
     if declared.loss:
         if named is None:
@@ -91,6 +101,13 @@ def assess_c4(
             why += f" (numeric check failed: {error})"
         return Condition(name, "unknown", why, details)
     status, why = classify_loss(named[0])
-    if by_model and named[0] == "BPR":  # the loss is the model's own, not a recorded name
-        return Condition(name, status, f"{named[1]}: {why}", details)
+    if by_model:  # the loss is the model's own, not a recorded name
+        evidence = f"{named[1]}: {why}"
+        if status == "holds" and config.reg_weight is not None and config.reg_weight.value:
+            details["norm_penalty"] = config.reg_weight.value
+            evidence += (
+                f"; its L2 penalty ({config.reg_weight.key} = {config.reg_weight.value:g}) pulls the sampled "
+                "embeddings towards 0 as weight decay does, so norms grow only where the cosine gradient outweighs it"
+            )
+        return Condition(name, status, evidence, details)
     return Condition(name, status, f"{named[1]} {named[0]!r}: {why}", details)

@@ -12,12 +12,12 @@ from auditor.conditions.facts import Fact, Origin
 from auditor.errors import setting
 from auditor.model import ItemStats, ModelBundle
 from auditor.probes.results import ProbeOutcome
-from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, Status
+from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
 
 
 def assess_c5(
     bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None, lr: Fact[float] | None,
-    probe: ProbeOutcome | None, others: Mapping[str, Condition],
+    probe: ProbeOutcome | None, others: Mapping[str, Condition], frequency_norm: FrequencyNorm | None = None,
 ) -> Condition:
     """C5 from the measured per-update growth c/s² and the items' training appearances.
 
@@ -39,12 +39,8 @@ def assess_c5(
         if known_lr is None:
             return Condition(name, "unknown", "no learning rate known and no probe step measured the growth", details)
         why = "no probe step ran" if update is None else "no item moved in the probe step"
-        return Condition(
-            name, "unknown",
-            f"lr={known_lr:g} is known but {why}; whether it is large enough depends on the per-update growth c/s², "
-            "which needs a live encoder",
-            details,
-        )
+        assert lr is not None
+        return _from_the_table(name, f"lr={known_lr:g} ({lr.source})", why, frequency_norm, others, details)
     sample = update.growth_per_appearance if update.growth_per_appearance.size else update.growth
     g = float(np.median(sample))
     if not update.optimizer_restored and known_lr is None:
@@ -103,3 +99,48 @@ def assess_c5(
             f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
         )
     return Condition(name, status, evidence, details)
+
+
+def _from_the_table(
+    name: str, lr_text: str, why: str, fn: FrequencyNorm | None, others: Mapping[str, Condition],
+    details: dict[str, Any],
+) -> Condition:
+    """C5 with a known learning rate but no measured growth: what the finished table shows.
+
+    A moderate or strong positive frequency–norm correlation (95% CI above 0) is growth
+    that materialised at this learning rate: holds. No material correlation while C1–C4
+    hold (so every update grew the norm) means the growth stayed too small: violated.
+    Anything else cannot tell the learning rate's part from the other conditions': unknown.
+    """
+    rho = None if fn is None or not math.isfinite(fn.spearman) else float(fn.spearman)
+    if fn is None or rho is None:
+        return Condition(
+            name, "unknown",
+            f"{lr_text} is known but {why}, and the frequency–norm correlation was not measured; whether it is large "
+            "enough depends on the per-update growth c/s², which needs a live encoder or the training log",
+            details,
+        )
+    lo, hi = fn.spearman_ci
+    significant = math.isfinite(lo) and (lo > 0 or hi < 0) if math.isfinite(hi) else fn.spearman_p < 0.05
+    ci = f", 95% CI [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else ""
+    shown = f"Spearman ρ = {rho:.2f}{ci}" + (f", log–log slope {fn.loglog_slope:.3f}" if fn.loglog_slope else "")
+    details.update({"evidence": "the audited table", "spearman": rho})
+    if significant and rho >= 0.3:
+        return Condition(
+            name, "holds",
+            f"{lr_text}; {why}, but the table shows the growth materialised at it: {shown}", details,
+        )
+    orthogonal = all(k in others and others[k].status == "holds" for k in ORTHOGONALITY_IDS)
+    if (not significant or abs(rho) < 0.1) and orthogonal:
+        return Condition(
+            name, "violated",
+            f"{lr_text}; {why}, and under C1–C4 (every update grows a norm) the table shows no material growth: "
+            f"{shown}, so the learning rate was too small for the bias to stand out",
+            details,
+        )
+    return Condition(
+        name, "unknown",
+        f"{lr_text}; {why}; the table shows {shown}, which cannot tell the learning rate's part from the other "
+        "conditions' (a probe on a live encoder measures the growth per update)",
+        details,
+    )

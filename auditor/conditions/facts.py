@@ -39,6 +39,9 @@ class Origin(Enum):
     STATE = "optimizer state"
     CONFIG = "config"
     DECLARED = "declared"
+    ASSUMED = "assumed"
+    """A framework default taken for what a declaration leaves open (``optimizer`` sgd:
+    torch.optim.SGD's momentum 0 and weight decay 0)."""
     PROBE = "probe"
 
 
@@ -58,6 +61,8 @@ class Fact(Generic[V]):
             return f"config ({self.key})"
         if self.origin is Origin.DECLARED:
             return setting(self.key)
+        if self.origin is Origin.ASSUMED:
+            return f"torch.optim.SGD's default, assumed from {setting('optimizer')} {self.key}"
         return str(self.origin.value)
 
 
@@ -99,6 +104,8 @@ class RecordedConfig:
     """The model class the config names (RecBole's ``model``), for C4 when no loss is named."""
     logq: bool = False
     """The loss subtracted log p_j from each item's logit (logQ correction, ``retrain --logq``)."""
+    reg_weight: Fact[float] | None = None
+    """An L2 penalty on the embeddings inside the loss (RecBole's ``reg_weight``)."""
 
 
 _NUMBER_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -107,6 +114,7 @@ _NUMBER_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("weight_decay", ("item_weight_decay", "weight_decay", "wd")),
     ("epochs", ("epochs", "max_epochs", "n_epochs", "num_epochs")),
     ("batch_size", ("batch_size", "batchsize", "train_batch_size")),
+    ("reg_weight", ("reg_weight",)),
 )
 _TEXT_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loss", ("loss", "loss_name", "loss_fn", "criterion", "objective", "loss_type")),
@@ -272,4 +280,9 @@ def merge_optimizer_facts(
                 f"{setting(name)} {value:g} conflicts with the file ({current.value:g} from {current.source}); "
                 "the file wins"
             )
+    if kind is not None and kind.origin is Origin.DECLARED and kind.value == "SGD" and not implied:
+        # A declared "sgd" means torch.optim.SGD: what nothing records takes its defaults.
+        for name in ("momentum", "weight_decay"):
+            if numbers[name] is None:
+                numbers[name] = Fact(0.0, Origin.ASSUMED, str(declared.optimizer))
     return OptimizerFacts(kind=kind, momentum_implied=implied, **numbers)

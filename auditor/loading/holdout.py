@@ -1,15 +1,13 @@
-"""Held-out interactions for accuracy: the evaluated users with their held-out and their
-training (seen) item rows, as CSR.
+"""Held-out interactions for accuracy: the held-out users with their held-out item rows,
+as CSR, and the CSR helpers the query population shares.
 
 The holdout, in any interaction-log format, is streamed: items map to table rows as the
 training log's do (an :class:`~auditor.loading.alignment.ItemRows`), users to user-table
 rows through ``user_ids`` (raw user id of each row), else ``row = id − offset`` (the
 :class:`~auditor.loading.idmap.RowIdPolicy`), checked like every assumed mapping
 (:mod:`auditor.loading.idmap`). Interactions whose item has no row, and users without a
-user-table row (when there is a user table), are dropped and counted.
-The training log is streamed once more keeping only the evaluated users' rows (matched by
-raw id), so memory follows those users, not the log. A popaudit checkpoint's recorded
-pairs give the same objects without a file.
+user-table row (when there is a user table), are dropped and counted. A popaudit
+checkpoint's recorded pairs give the same objects without a file.
 """
 
 from __future__ import annotations
@@ -22,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import IdMappingError, InteractionsError, setting
-from auditor.loading.alignment import ItemRows, RowLookup, lookup_rows, mapped_pairs
-from auditor.loading.idmap import RowIdPolicy, check_assumed_rows
+from auditor.loading.alignment import ItemRows, mapped_pairs
+from auditor.loading.idmap import RowIdPolicy, table_rows
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, LogSpec, maybe_int, open_log, read_ids
 from auditor.loading.messages import columns_found
@@ -145,7 +143,7 @@ def read_holdout(
                 n_valid += int(pc.sum(pc.and_(pc.is_valid(items), pc.is_valid(users))).as_py() or 0)
                 batch_users, rows = mapped_pairs(items, users, mapping, log)
                 if len(rows):
-                    users_parts.append(_plain_ids(batch_users))
+                    users_parts.append(plain_ids(batch_users))
                     rows_parts.append(rows)
                 advance(len(items))
         if not rows_parts:
@@ -195,25 +193,15 @@ def _held_out(
     column = f" (column {user_column!r})" if user_column else ""
     if n_user_rows is None:
         rows = np.full(raw.shape[0], -1, dtype=np.int64)
-    elif user_ids is not None:
-        if len(user_ids) != n_user_rows:
+    else:
+        if user_ids is not None and len(user_ids) != n_user_rows:
             raise IdMappingError(f"{len(user_ids)} user ids for a user table of {n_user_rows} rows")
-        rows = lookup_rows(raw, np.asarray(user_ids))
-        if not np.any(rows >= 0):
+        rows = table_rows(raw, user_ids, n_user_rows, row_ids, "user", source, user_column, check=check)
+        if user_ids is not None and not np.any(rows >= 0):
             raise IdMappingError(
                 f"none of the {raw.shape[0]:,} user ids of {source}{column} is among the raw ids of the user "
                 f"table's rows ({setting('user_ids')}): the holdout's users are not the model's users"
             )
-    else:
-        if raw.dtype.kind not in "iu":
-            raise IdMappingError(
-                f"user ids of {source}{column} are not integers, so they cannot be user-table row numbers; "
-                f"pass {setting('user_ids')} FILE with the raw user id of each user-table row"
-            )
-        if check:
-            check_assumed_rows(raw, n_user_rows, row_ids, "user", source)
-        rows = raw.astype(np.int64) - row_ids.shift
-        rows = np.where((rows >= 0) & (rows < n_user_rows), rows, -1)
     present = np.bincount(pairs.user_index, minlength=raw.shape[0]) > 0  # recorded ids may lack pairs
     kept = np.flatnonzero(present & ((rows >= 0) | (n_user_rows is None)))
     position = np.full(raw.shape[0], -1, dtype=np.int64)
@@ -225,42 +213,6 @@ def _held_out(
     n_dropped_users = int(present.sum()) - kept.size
     return HeldOut(users, source, len(pairs), n_dropped_users=n_dropped_users,
                    n_dropped_user_interactions=int((~mapped).sum()))
-
-
-def read_seen(
-    spec: LogSpec, mapping: ItemRows, *, users: HeldOutUsers, progress: Progress = SILENT
-) -> SeenItems:
-    """Each evaluated user's training item rows (through ``mapping``), streamed from the
-    log ``spec`` names (users matched by raw id; only their rows are kept)."""
-    log = _open(spec, "excluding training items")
-    position = RowLookup(users.raw_ids)
-
-    def read(as_strings: bool) -> tuple[np.ndarray, np.ndarray]:
-        user_parts, row_parts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
-        with progress.track(f"Training items of the held-out users: {log.path.name}", total=log.total_rows) as advance:
-            for items, batch_users in log.batches(as_strings):
-                assert batch_users is not None
-                found, rows = mapped_pairs(items, batch_users, mapping, log)
-                if len(rows):
-                    at = position(_plain_ids(found))
-                    keep = at >= 0
-                    user_parts.append(at[keep])
-                    row_parts.append(rows[keep])
-                advance(len(items))
-        return np.concatenate(user_parts), np.concatenate(row_parts)
-
-    user_of, rows = read_ids(log, read)
-    indptr, rows = build_csr(user_of, rows, users.n)
-    return SeenItems(indptr, rows, str(log.path))
-
-
-def seen_from_pairs(pairs: InteractionPairs, users: HeldOutUsers, source: str) -> SeenItems:
-    """Each evaluated user's training item rows from pairs held in memory (a checkpoint's)."""
-    at_dense = lookup_rows(np.asarray(pairs.user_ids), users.raw_ids) if users.n else np.empty(0, np.int64)
-    user_of = at_dense[pairs.user_index] if len(pairs) else np.empty(0, np.int64)
-    keep = user_of >= 0
-    indptr, rows = build_csr(user_of[keep], pairs.item_rows[keep], users.n)
-    return SeenItems(indptr, rows, source)
 
 
 def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_seen: bool) -> list[str]:
@@ -290,10 +242,12 @@ def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_se
     return [message + "; excluded from the candidates as training items, they can never be hit"]
 
 
-def load_holdout(bundle: ModelBundle, config: AuditConfig, progress: Progress = SILENT) -> HeldOut:
-    """The audit's holdout: ``config.holdout`` read against the bundle's tables, else the
+def load_holdout(
+    bundle: ModelBundle, config: AuditConfig, n_user_rows: int | None, progress: Progress = SILENT
+) -> HeldOut:
+    """The audit's holdout: ``config.holdout`` read against the bundle's tables (users
+    matched to the ``n_user_rows`` user-table rows; None: users kept by raw id), else the
     held-out pairs a popaudit checkpoint recorded."""
-    n_user_rows = int(bundle.user_table.shape[0]) if bundle.user_table is not None else None
     spec = config.holdout_log
     if spec is not None:
         mapping = config.item_rows(bundle)
@@ -304,31 +258,6 @@ def load_holdout(bundle: ModelBundle, config: AuditConfig, progress: Progress = 
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
     return holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
                               source=f"{bundle.source} (recorded holdout)")
-
-
-def load_seen(bundle: ModelBundle, config: AuditConfig, users: HeldOutUsers, progress: Progress = SILENT) -> SeenItems:
-    """The evaluated users' training items: from ``config.interactions``, else from the
-    pairs a popaudit checkpoint recorded; with overlap warnings."""
-    warnings: list[str] = []
-    spec = config.training_log
-    if spec is not None:
-        seen = read_seen(spec, config.item_rows(bundle), users=users, progress=progress)
-    elif bundle.train_pairs is not None:
-        seen = seen_from_pairs(bundle.train_pairs, users, f"{bundle.source} (recorded training pairs)")
-        recorded = int(np.asarray(bundle.item_frequencies).sum()) if bundle.item_frequencies is not None else 0
-        if recorded > len(bundle.train_pairs):
-            warnings.append(
-                f"{bundle.source} records {len(bundle.train_pairs):,} of its {recorded:,} training interactions: "
-                f"the other training items stay among the candidates (pass {setting('interactions')} to exclude all)"
-            )
-    else:
-        empty = np.zeros(users.n + 1, dtype=np.int64)
-        return SeenItems(empty, np.empty(0, np.int64), "", [
-            f"no training log ({setting('interactions')}): training items could not be excluded from the candidates"
-        ])
-    holdout = str(config.holdout) if config.holdout is not None else f"{bundle.source} (recorded holdout)"
-    warnings += overlap_warnings(users, seen, holdout, config.keep_seen)
-    return SeenItems(seen.indptr, seen.rows, seen.source, warnings)
 
 
 def mean_rows(table: np.ndarray, indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -378,7 +307,7 @@ def _open(spec: LogSpec, why: str) -> Log:
     return log
 
 
-def _plain_ids(arr: pa.Array) -> pa.Array:
+def plain_ids(arr: pa.Array) -> pa.Array:
     """User ids as raw ids compare: integral floats as int64, other string kinds as string."""
     t = arr.type
     textual = pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)

@@ -16,6 +16,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.errors import IdMappingError, setting
+from auditor.loading.alignment import lookup_rows
+
+
+FRAMEWORK_ROWS: dict[str, str] = {
+    "lightfm": (
+        "LightFM numbers rows by lightfm.data.Dataset's own mapping (Dataset.mapping(): ids in order of first "
+        "appearance when the dataset was fit), which the model's pickle does not hold"
+    ),
+    "implicit": (
+        "implicit numbers rows by the columns of the user-item matrix it was fit on (often pandas.factorize or "
+        "category codes, i.e. an order of appearance), which the model file does not hold"
+    ),
+    "cornac": "cornac numbers rows by its train set's iid_map, which this file does not hold",
+}
+"""How frameworks that number rows themselves did it, where their files do not say
+(``ModelBundle.format`` -> the sentence the id error gives instead of guessing an offset)."""
 
 
 @dataclass(frozen=True)
@@ -49,15 +65,18 @@ def check_assumed_rows(
     what: str,
     source: object,
     n_unmapped_interactions: int | None = None,
+    framework: str | None = None,
 ) -> None:
     """Raise IdMappingError when taking ``distinct_ids`` (integers) as rows of an
     ``n_rows``-row table is evidently wrong: some id has no row.
 
     Ids beyond the table (or below 0) mean the log and the table do not share row
     numbering: ids shifted by a constant (1-based ids), a table of another catalogue,
-    or rows in another order. The message says which fix fits: an offset when one
-    constant shift puts every id on a row, else the raw id of each row. Does nothing
-    when the user asked to assume row ids anyway.
+    or rows in another order. The message puts the raw id of each row first; it names
+    the framework's own numbering where the file says which framework wrote it
+    (``framework``, a ``ModelBundle.format`` in :data:`FRAMEWORK_ROWS`), and offers an
+    offset only otherwise, when one constant shift puts every id on a row of a densely
+    covered table. Does nothing when the user asked to assume row ids anyway.
     """
     if policy.assume_row_ids or distinct_ids.size == 0:
         return
@@ -76,15 +95,87 @@ def check_assumed_rows(
         f"when taken{shifted} as rows of the {n_rows:,}-row {what} table (ids run from {low} to {high}), "
         f"so the {what} ids are evidently not the table's row numbers"
     )
-    # Offsets c that put every id on a row: high − c <= n_rows − 1 and low − c >= 0.
-    first, last = high - (n_rows - 1), low
-    if first <= last and first >= 0 and (high - low + 1) >= n_rows // 2:
-        offset = 1 if first <= 1 <= last else first
+    message += f". Pass {setting(what + '_ids')} FILE with the raw {what} id of each table row"
+    if framework in FRAMEWORK_ROWS:
+        message += f" ({FRAMEWORK_ROWS[framework]})"
+    elif (offset := _evident_offset(ids, n_rows)) is not None:
         message += (
-            f". The ids look shifted: pass {setting('id_offset')} {offset} (row = id − {offset})"
-            f"{' for 1-based ids' if offset == 1 else ''}, or {setting(what + '_ids')} FILE"
+            f"; the ids look shifted: if the rows are the ids minus {offset}"
+            f"{' (1-based ids)' if offset == 1 else ''}, pass {setting('id_offset')} {offset} instead"
         )
-    else:
-        message += f". Pass {setting(what + '_ids')} FILE with the raw {what} id of each table row"
     message += f" (or {setting('assume_row_ids')} to audit with ids as rows anyway)"
     raise IdMappingError(message)
+
+
+def table_rows(
+    raw: np.ndarray,
+    row_ids: np.ndarray | None,
+    n_rows: int,
+    policy: RowIdPolicy,
+    what: str,
+    source: object,
+    column: str | None = None,
+    *,
+    check: bool = True,
+    framework: str | None = None,
+) -> np.ndarray:
+    """Table row of each raw ``what`` id (-1: none): through ``row_ids`` (the raw id of
+    each row), else ``row = id − offset`` (``check``: with :func:`check_assumed_rows`).
+
+    Raises IdMappingError when ids taken as rows are not integers.
+    """
+    if row_ids is not None:
+        return lookup_rows(raw, np.asarray(row_ids))
+    if raw.size and raw.dtype.kind not in "iu":
+        named = f" (column {column!r})" if column else ""
+        raise IdMappingError(
+            f"{what} ids of {source}{named} are not integers, so they cannot be {what}-table row numbers; "
+            f"pass {setting(what + '_ids')} FILE with the raw {what} id of each {what}-table row"
+        )
+    if check:
+        check_assumed_rows(raw, n_rows, policy, what, source, framework=framework)
+    rows = raw.astype(np.int64) - policy.shift
+    return np.where((rows >= 0) & (rows < n_rows), rows, -1)
+
+
+def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
+    """The shift c that puts every id on a row, when the ids then cover at least 90% of
+    the rows (a dense numbering off by a constant); None when no shift is evident."""
+    low, high = int(ids.min()), int(ids.max())
+    first, last = high - (n_rows - 1), low  # offsets with high - c <= n_rows - 1 and low - c >= 0
+    if not (0 <= first <= last) or np.unique(ids).size < 0.9 * n_rows:
+        return None
+    return 1 if first <= 1 <= last else first
+
+
+def offset_signals(
+    distinct_ids: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object, first_row: np.ndarray
+) -> list[str]:
+    """Warnings when ids taken as rows fit the table by chance (no id beyond it, so
+    :func:`check_assumed_rows` passed) but the evidence points at 1-based ids, or at a
+    padding row: row 0 never occurs while every other row does, or (``assume_row_ids``)
+    the last id is the only one beyond the table."""
+    if policy.offset is not None or distinct_ids.size == 0 or n_rows < 3:
+        return []
+    ids = np.unique(np.asarray(distinct_ids, dtype=np.int64))
+    inside = ids[(ids >= 0) & (ids < n_rows)]
+    outside = ids[(ids < 0) | (ids >= n_rows)]
+    rest_all_there = inside.size == n_rows - 1 and (inside.size == 0 or inside[0] == 1)
+    if policy.assume_row_ids and outside.tolist() == [n_rows] and rest_all_there:
+        return [
+            f"only the largest {what} id of {source} ({n_rows}) has no row of the {n_rows:,}-row {what} table and row 0 "
+            f"never occurs: the ids look 1-based; pass {setting('id_offset')} 1 (row = id − 1) unless the rows are "
+            f"the ids ({setting('assume_row_ids')} took them as rows)"
+        ]
+    if outside.size or not rest_all_there:
+        return []
+    if not np.any(first_row):
+        return [
+            f"row 0 of the {what} table is all zeros and never occurs in {source} while every other row does: a "
+            f"padding row (as nn.Embedding(n + 1, padding_idx=0) keeps); it is audited as a cold {what} with norm 0"
+        ]
+    return [
+        f"row 0 of the {what} table never occurs in {source} while every other row does: if the {what} ids are "
+        f"1-based, the rows are off by one; pass {setting('id_offset')} 1 (row = id − 1), or "
+        f"{setting(what + '_ids')} FILE"
+    ]

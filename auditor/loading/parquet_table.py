@@ -9,6 +9,7 @@ memory is never held whole.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -196,3 +197,19 @@ def _id_column(schema: pa.Schema, path: Path) -> str | None:
         f"several columns of {path} could hold the item ids ({', '.join(cands)}); name one of them "
         f"'item_id' or pass {setting('item_ids')}"
     )
+
+
+def parquet_shards(
+    path: Path, column: str, rows_per_shard: int = PARQUET_BATCH_ROWS, error: type[InputError] = EmbeddingTableError
+) -> Iterator[np.ndarray]:
+    """Float32 row shards of a list-of-number column of a Parquet file, read in record
+    batches (:func:`~auditor.loading.parquet_table.vector_matrix`'s rule across them),
+    so a column larger than memory can be searched in shards."""
+    what = f"{path} column {column!r}"
+    width: int | None = None
+    row = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=rows_per_shard, columns=[column]):
+        shard = vector_matrix(batch.column(0), what, first_row=row, width=width, error=error)
+        width = shard.shape[1] if shard.shape[0] else width
+        row += batch.num_rows
+        yield shard

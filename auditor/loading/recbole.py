@@ -10,6 +10,9 @@ row 0 of ``user_embedding``/``item_embedding`` is padding (never trained) and ro
 is the r-th distinct id of the log. Rows whose user or item id is missing are dropped
 before numbering (``_filter_nan_user_or_item``).
 
+The rule holds only for the atomic file RecBole read: a log read as anything else (a
+plain CSV or Parquet log, even one holding every id) is refused, never numbered by it.
+
 Filtering changes which ids are numbered (``user/item_inter_num_interval`` k-core loops,
 ``val_interval``, ``rm_dup_inter`` after a sort by time, ``.user``/``.item`` files);
 popaudit does not re-run it: when the config shows it, the rule is refused and the raw
@@ -173,6 +176,15 @@ class RecBoleIds:
             self._refuse_filtered(bundle, log)
             return
         opened = open_log(LogSpec(log, fmt, user_col, item_col))
+        if opened.format != "recbole":
+            raise IdMappingError(
+                f"{bundle.source} is a RecBole checkpoint: its rows are numbered by RecBole's own rule over the "
+                f".inter file it read (ids in order of first appearance, [PAD] first), which holds only for that "
+                f"file; {log} is read as a {opened.format} log, not a RecBole .inter file, so the numbering is not "
+                f"reproduced from it. Pass {setting('item_ids')} FILE with the raw item id of each row (RecBole's "
+                f"dataset.field2id_token[{self.item_field!r}] without {PAD!r}), or the dataset's .inter file as "
+                f"{setting('interactions')} ({setting('interactions_format')} recbole if its name does not say so)"
+            )
         for what, given, chosen, field in (
             ("item", item_col, opened.item_col, self.item_field),
             ("user", user_col, opened.user_col, self.user_field),
@@ -202,6 +214,7 @@ class RecBoleIds:
                     f"{log} holds {len(user_ids):,} distinct user ids but {bundle.source} has {n_rows:,} user rows "
                     f"after its padding row: user rows not mapped (pass {setting('user_ids')})"
                 )
+                bundle.user_rows_unknown = f"RecBole numbered users of another log than {log}"
 
     def _refuse_filtered(self, bundle: ModelBundle, log: Path) -> None:
         shown = "; ".join(self.filters)
@@ -211,6 +224,8 @@ class RecBoleIds:
                 f"not mapped to raw user ids (pass {setting('user_ids')}), and the frequencies count every row of "
                 f"{log}, including rows RecBole's filtering left out of training"
             )
+            if self.map_users:
+                bundle.user_rows_unknown = f"RecBole filtered its data before numbering the users ({shown})"
             return
         raise IdMappingError(
             f"{bundle.source} was trained by RecBole with data settings that drop or reorder ids before RecBole "

@@ -3,13 +3,13 @@ its measurement (:func:`measure_retrieval`).
 
 Modules: :mod:`~auditor.retrieval.search` (exact FAISS search and the top-K contract,
 :func:`select_topk`), :mod:`~auditor.retrieval.approximate` (IVF/HNSW and recall),
-:mod:`~auditor.retrieval.queries` (query vectors), :mod:`~auditor.retrieval.shards`
+:mod:`~auditor.retrieval.shards`
 (row shards and their file references), :mod:`~auditor.retrieval.dask` (shards on a
 Dask cluster), :mod:`~auditor.retrieval.measure` (the measurement).
 """
 
 from auditor.retrieval.approximate import approximate_topk, recall_at
-from auditor.retrieval.dask import dask_client, dask_sharded_topk, search_shard
+from auditor.retrieval.dask import dask_client, dask_multi_scoring_topk, search_shard
 from auditor.retrieval.measure import (
     EXACT_FLOP_LIMIT,
     RetrievalOutcome,
@@ -17,9 +17,11 @@ from auditor.retrieval.measure import (
     choose_index,
     measure_retrieval,
 )
-from auditor.retrieval.queries import load_query_file
+from auditor.loading.parquet_table import parquet_shards
+from auditor.loading.queries import load_query_file
+from auditor.retrieval.scorings import multi_scoring_topk
 from auditor.retrieval.search import TopK, blas_path, l2_normalise, merge_topk, select_topk, sharded_topk
-from auditor.retrieval.shards import MappedRows, ParquetRows, ShardSource, parquet_shards, shard_sources, table_shards
+from auditor.retrieval.shards import MappedRows, ParquetRows, ShardSource, shard_sources, table_shards
 
 __all__ = [
     "EXACT_FLOP_LIMIT",
@@ -33,11 +35,12 @@ __all__ = [
     "blas_path",
     "choose_index",
     "dask_client",
-    "dask_sharded_topk",
+    "dask_multi_scoring_topk",
     "l2_normalise",
     "load_query_file",
     "measure_retrieval",
     "merge_topk",
+    "multi_scoring_topk",
     "parquet_shards",
     "recall_at",
     "search_shard",

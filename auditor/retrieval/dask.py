@@ -1,7 +1,7 @@
 """Sharded exact search on a ``dask.distributed`` cluster (the ``scheduler`` setting).
 
-When retrieval is sharded (the table and its normalised copy exceed the memory ceiling)
-each shard's exact dot and cosine top-K search runs as one Dask task, the shard passed
+When retrieval is sharded (the table and its sorted copy exceed the memory ceiling)
+each shard's exact top-K search under every scoring runs as one Dask task, the shard passed
 by file reference where possible (:mod:`auditor.retrieval.shards`), else its rows
 scattered. Each task returns its shard's lists with table-wide rows; they are merged
 here by the top-K contract (:func:`~auditor.retrieval.search.merge_topk`), a total
@@ -19,22 +19,29 @@ import numpy as np
 from auditor.errors import InputError, setting
 from auditor.model import ModelBundle
 from auditor.progress import SILENT, Progress
-from auditor.retrieval.search import TopK, merge_topk, sharded_topk
+from auditor.retrieval.scorings import multi_scoring_topk
+from auditor.retrieval.search import TopK, merge_topk
+from auditor.retrieval.serving import Exclusions, shard_exclusions
 from auditor.retrieval.shards import ShardSource, shard_sources
 
 
-def search_shard(source: ShardSource | np.ndarray, queries: np.ndarray, k: int, start: int) -> tuple[TopK, TopK]:
-    """Exact dot and cosine top-k of ``queries`` in one shard, rows numbered table-wide.
+def search_shard(
+    source: ShardSource | np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    start: int,
+    exponents: tuple[float, ...],
+    exclude: Exclusions | None,
+) -> dict[float, TopK]:
+    """Exact top-k of ``queries`` in one shard under every exponent, rows numbered table-wide.
 
-    The Dask task: the same :func:`~auditor.retrieval.search.sharded_topk` the local
-    path runs, single-threaded (the cluster's workers are the parallelism).
+    The Dask task: the same one-pass :func:`~auditor.retrieval.scorings.multi_scoring_topk`
+    the local path runs, single-threaded (the cluster's workers are the parallelism);
+    ``exclude`` holds the excluded rows inside this shard, numbered from its first row.
     """
     shard = source if isinstance(source, np.ndarray) else source.read()
-    found = []
-    for normalise in (False, True):
-        scores, rows = sharded_topk(queries, [shard], k, normalise, check_finite=False, threads=1)
-        found.append((scores, np.where(rows >= 0, rows + start, -1)))
-    return found[0], found[1]
+    found = multi_scoring_topk(queries, shard, k, exponents, exclude=exclude, threads=1)
+    return {a: (scores, np.where(rows >= 0, rows + start, -1)) for a, (scores, rows) in found.items()}
 
 
 @contextmanager
@@ -65,16 +72,19 @@ def dask_client(address: str) -> Iterator[Any]:
         client.close()  # type: ignore[no-untyped-call]
 
 
-def dask_sharded_topk(
+def dask_multi_scoring_topk(
     queries: np.ndarray,
     bundle: ModelBundle,
     bounds: Sequence[int],
     k: int,
+    exponents: tuple[float, ...],
+    exclude: Exclusions | None,
     address: str,
     progress: Progress = SILENT,
-) -> tuple[TopK, TopK]:
-    """Exact dot and cosine top-k over the table's shards [bounds[j], bounds[j+1]), one
-    Dask task per shard on the cluster at ``address``; equal to the local sharded search.
+) -> dict[float, TopK]:
+    """Exact top-k under every exponent over the table's shards [bounds[j], bounds[j+1]),
+    one Dask task per shard on the cluster at ``address``; equal to the local search up
+    to float32 near-ties (shards merge by score, then row).
 
     Raises InputError when dask.distributed is missing, the scheduler cannot be reached,
     or a worker cannot read a shard's file.
@@ -91,14 +101,14 @@ def dask_sharded_topk(
                 payload: Any = sources[j]
             else:  # in-memory table: ship the rows themselves
                 payload = client.scatter(np.ascontiguousarray(bundle.item_table[start:stop]), hash=False)
-            future = client.submit(search_shard, payload, shared, k, int(start), pure=False)
+            local = shard_exclusions(exclude, int(start), int(stop))
+            future = client.submit(search_shard, payload, shared, k, int(start), exponents, local, pure=False)
             futures[future] = (int(start), int(stop))
-        dot: TopK | None = None
-        cos: TopK | None = None
+        merged: dict[float, TopK] = {}
         with progress.track(f"retrieval: shard search on Dask ({len(futures)} shards)", len(futures)) as advance:
             for future in as_completed(list(futures), loop=client.loop):  # type: ignore[no-untyped-call]
                 try:
-                    found_dot, found_cos = future.result()
+                    found = future.result()
                 except OSError as exc:  # AuditErrors (not OSErrors) pass through as they are
                     start, stop = futures[future]
                     raise InputError(
@@ -106,8 +116,8 @@ def dask_sharded_topk(
                         "Workers need the table's file under the same path (for a table spilled "
                         "to a temporary file, set TMPDIR to a folder the workers share)"
                     ) from exc
-                dot, cos = merge_topk(dot, found_dot, k), merge_topk(cos, found_cos, k)
+                for a, lists in found.items():
+                    merged[a] = merge_topk(merged.get(a), lists, k)
                 future.release()
                 advance(1)
-    assert dot is not None and cos is not None, "bounds describe at least one shard"
-    return dot, cos
+    return merged

@@ -1,62 +1,82 @@
-"""The dot and cosine top-K lists of retrieval: exact (FAISS, sharded past the memory
-ceiling, optionally on a Dask cluster) or approximate (IVF/HNSW, with measured recall)."""
+"""Every scoring's top-K lists for the query population: exact (one pass of inner products
+ranked under dot, cosine and every norm-aware exponent; row shards past the memory
+ceiling, optionally on a Dask cluster) or approximate (IVF/HNSW for dot and cosine, with
+measured recall). Each query's excluded rows (its training items) are never served.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from auditor.errors import setting
 from auditor.loading.history import sample_indices
-from auditor.memory import MIN_BLOCK_ROWS, memory_budget
-from auditor.model import ModelBundle
 from auditor.progress import Progress
 from auditor.retrieval.approximate import approximate_topk, recall_at
-from auditor.retrieval.dask import dask_sharded_topk
-from auditor.retrieval.search import sharded_topk
-from auditor.retrieval.shards import table_shards
+from auditor.retrieval.dask import dask_multi_scoring_topk
+from auditor.retrieval.scorings import multi_scoring_topk, shard_bounds
+from auditor.retrieval.serving import Exclusions, filter_excluded, max_excluded, subset_exclusions
 
 if TYPE_CHECKING:
+    from auditor.model import ModelBundle
     from auditor.retrieval.measure import RetrievalSettings
 
 RECALL_SAMPLE = 1000
 """Queries (seeded sample) on which an approximate index's recall is measured."""
+EXACT_NOTE = (
+    "index: exact (one pass of inner products per block, ranked under every scoring: dot, cosine, "
+    "alpha_<a> = |q|^a |k|^a cos(q, k))"
+)
+
+
+@dataclass
+class ScoringLists:
+    """Each scoring's (n_queries, K) item rows (-1: empty slot), keyed by exponent
+    (1 dot, 0 cosine, a for alpha_<a>), and how they were found."""
+
+    rows: dict[float, np.ndarray]
+    note: str
+    recall: dict[int, float] | None = None
+    recall_note: str | None = None
+    notes: list[str] = field(default_factory=list)
+    """What the caller should warn about (e.g. a scheduler left unused)."""
 
 
 def exact_lists(
     queries: np.ndarray,
     table: np.ndarray,
     k: int,
+    exponents: tuple[float, ...],
+    exclude: Exclusions | None,
     settings: RetrievalSettings,
     progress: Progress,
     bundle: ModelBundle,
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """Exact dot and cosine top-k rows, sharded when the table and its normalised copy
-    exceed the memory ceiling (``settings.max_memory``, else half the available memory);
-    with ``settings.scheduler`` the shards run on that Dask cluster."""
+) -> ScoringLists:
+    """Exact top-k under every exponent, from one pass over the table (in row shards when
+    it and its sorted copy exceed the memory ceiling; those shards on the Dask cluster
+    of ``settings.scheduler`` when one is given)."""
     n_items, dim = table.shape
-    shards: list[np.ndarray] = [table]
-    budget = memory_budget(settings.max_memory)
-    if budget is not None and 2 * n_items * dim * 4 > budget:
-        # A shard (when read from disk) and its normalised copy fit in the budget.
-        rows_per_shard = max(MIN_BLOCK_ROWS, budget // (2 * 4 * dim))
-        shards = table_shards(table, rows_per_shard)
-    merged = f", {len(shards)} shards merged" if len(shards) > 1 else ""
+    bounds = shard_bounds(n_items, dim, settings.max_memory)
+    merged = f"; {len(bounds)} shards merged" if len(bounds) > 1 else ""
     # Where the shards ran is left out of the note: a Dask run reports what a local one does.
-    note = f"index: exact (FAISS flat inner product, BLAS path{merged})"
-    if settings.scheduler and len(shards) > 1:
-        bounds = np.cumsum([0] + [shard.shape[0] for shard in shards]).tolist()
-        (_, dot_rows), (_, cos_rows) = dask_sharded_topk(
-            queries, bundle, bounds, k, settings.scheduler, progress
-        )
-        return dot_rows, cos_rows, note
-    _, dot_rows = sharded_topk(
-        queries, shards, k, False, progress, "retrieval: dot-product search", check_finite=False
-    )
-    _, cos_rows = sharded_topk(
-        queries, shards, k, True, progress, "retrieval: cosine search", check_finite=False
-    )
-    return dot_rows, cos_rows, note
+    lists = ScoringLists({}, EXACT_NOTE[:-1] + merged + ")")
+    if settings.scheduler and len(bounds) > 1:
+        edges = [start for start, _ in bounds] + [bounds[-1][1]]
+        found = dask_multi_scoring_topk(queries, bundle, edges, k, exponents, exclude, settings.scheduler, progress)
+    else:
+        if settings.scheduler:
+            lists.notes.append(
+                f"{setting('scheduler')} {settings.scheduler} was not used: the table fits in the memory ceiling, so "
+                f"it was searched here in one piece (lower {setting('max_memory')} to shard it)"
+            )
+        found = multi_scoring_topk(
+            queries, table, k, exponents, exclude=exclude, progress=progress,
+            description="retrieval: every scoring in one pass", max_memory=settings.max_memory,
+        )  # fmt: skip
+    lists.rows = {a: rows for a, (_, rows) in found.items()}
+    return lists
 
 
 def approximate_lists(
@@ -64,40 +84,44 @@ def approximate_lists(
     table: np.ndarray,
     kind: str,
     ks: list[int],
+    exclude: Exclusions | None,
     seed: int,
     progress: Progress,
-) -> tuple[np.ndarray, np.ndarray, str, dict[int, float], str]:
-    """Approximate dot and cosine top-k rows, with recall@K against exact search."""
+) -> ScoringLists:
+    """Approximate dot and cosine top-k rows (enough extra candidates fetched to drop each
+    query's excluded rows), with recall@K against exact search on a sample."""
     k_max = ks[-1]
+    n_items = int(table.shape[0])
+    fetch = min(n_items, k_max + max_excluded(exclude))
     table32 = np.ascontiguousarray(table, dtype=np.float32)
-    lists: dict[bool, np.ndarray] = {}
-    exact: dict[bool, np.ndarray] = {}
     sample = sample_indices(queries.shape[0], RECALL_SAMPLE, seed + 1)
     sample_idx = np.arange(queries.shape[0]) if sample is None else sample
+    exact = multi_scoring_topk(
+        np.ascontiguousarray(queries[sample_idx]), table32, k_max, (1.0, 0.0),
+        exclude=subset_exclusions(exclude, sample_idx), progress=progress, description="retrieval: recall check",
+    )  # fmt: skip
+    rows: dict[float, np.ndarray] = {}
     settings: dict[str, int] = {}
-    for normalise, name in ((False, "dot-product"), (True, "cosine")):
-        _, lists[normalise], settings = approximate_topk(
-            queries, table32, k_max, normalise, kind, seed, progress,
+    recall: dict[int, float] = {}
+    per_k: dict[int, list[str]] = {k: [] for k in ks}
+    for alpha, normalise, name in ((1.0, False, "dot"), (0.0, True, "cosine")):
+        _, candidates, settings = approximate_topk(
+            queries, table32, fetch, normalise, kind, seed, progress,
             f"retrieval: {name} search ({kind})", check_finite=False,
         )  # fmt: skip
-        _, exact[normalise] = sharded_topk(
-            np.ascontiguousarray(queries[sample_idx]), [table32], k_max, normalise, progress,
-            f"retrieval: recall check ({name})", check_finite=False,
-        )  # fmt: skip
-    recall: dict[int, float] = {}
-    per_k: list[str] = []
-    for k in ks:
-        r_dot = recall_at(lists[False][sample_idx, :k], exact[False][:, :k])
-        r_cos = recall_at(lists[True][sample_idx, :k], exact[True][:, :k])
-        recall[k] = min(r_dot, r_cos)
-        per_k.append(f"@{k}: dot {r_dot:.4f}, cosine {r_cos:.4f}")
+        rows[alpha] = filter_excluded(candidates, exclude, n_items, k_max)
+        for k in ks:
+            value = recall_at(rows[alpha][sample_idx, :k], exact[alpha][1][:, :k])
+            recall[k] = min(recall.get(k, value), value)
+            per_k[k].append(f"{name} {value:.4f}")
     described = ", ".join(f"{name}={value}" for name, value in settings.items())
     note = (
-        f"index: {kind} (FAISS, inner product; {described}; the cosine index holds the "
-        "normalised vectors with the same settings)"
+        f"index: {kind} (FAISS, inner product; {described}; the cosine index holds the normalised vectors "
+        "with the same settings; norm-aware scorings are measured with exact search only)"
     )
     recall_note = (
-        f"recall@K: mean |approximate ∩ exact| / K over {sample_idx.shape[0]} sampled queries "
-        f"(seed {seed + 1}); the lower of dot and cosine is reported ({'; '.join(per_k)})"
+        f"recall@K: mean |approximate ∩ exact| / K over {sample_idx.shape[0]} sampled queries (seed {seed + 1}); "
+        "the lower of dot and cosine is reported ("
+        + "; ".join(f"@{k}: {', '.join(parts)}" for k, parts in per_k.items()) + ")"
     )
-    return lists[False], lists[True], note, recall, recall_note
+    return ScoringLists(rows, note, recall, recall_note)

@@ -1,21 +1,24 @@
-"""Retrieval skew: the same queries served by dot product, by cosine and a popular list.
+"""Retrieval skew: the query population served by dot product, by cosine, by the
+norm-aware scorings and by a most-popular list, each measured the same way.
 
 Dot-product serving multiplies every score by the item norm (docs/theory.md §2); cosine
-serving removes it. :func:`measure_retrieval` runs both searches with FAISS, builds the
-most-popular reference list, and measures each set of top-K lists with the registered
-list measures (:class:`auditor.metrics.list_measures.ExposureMeasures`).
+serving removes it. :func:`measure_retrieval` ranks the population's queries
+(:mod:`auditor.loading.population`: the training users, their training items excluded)
+under every scoring, builds the most-popular list under the same exclusions, and
+measures each set of top-K lists with the registered list measures
+(:class:`auditor.metrics.list_measures.ExposureMeasures`).
 
+* One population, one set of lists: held-out accuracy reads these same lists, so no
+  option but the population's own (``queries``, ``max_queries``, ``seed``,
+  ``keep_seen``) changes an exposure figure.
 * Ties: every list keeps the top-K contract of :func:`~auditor.retrieval.search.select_topk`
   (higher score, then lower row), so sharded and Dask searches equal one search.
-* Zero vectors: zero queries are dropped (counted and warned); a zero-norm item has no
+* Zero vectors: zero queries were dropped with the population; a zero-norm item has no
   direction, so cosine never serves it; dot still scores it 0.
-* Memory: when the table and its normalised copy exceed the ceiling (``max_memory``,
+* Memory: when the table and its sorted copy exceed the ceiling (``max_memory``,
   else half the available memory) exact search runs over row shards that each fit it,
   and ``index`` ``auto`` stays exact (an approximate index would hold the whole table).
   With a ``scheduler`` the shards are searched on that Dask cluster.
-* Held-out evaluation (``served``): the given queries are ranked exactly under every
-  scoring in one pass (:mod:`auditor.retrieval.serving`), each query's training items
-  excluded, and the same measures are taken for every scoring.
 """
 
 from __future__ import annotations
@@ -27,18 +30,17 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError, setting
-from auditor.loading.history import HistoryQueries
+from auditor.loading.population import QueryPopulation
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, Slots, overlap
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
-from auditor.result import CutoffMeasures, ListMeasures, Retrieval
-from auditor.retrieval.lists import approximate_lists, exact_lists
-from auditor.retrieval.queries import drop_zero_queries, query_vectors
+from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval, alpha_scoring
+from auditor.retrieval.lists import ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
-from auditor.retrieval.serving import SERVED_INDEX_NOTE, ServedQueries, served_lists
+from auditor.retrieval.serving import popular_lists
 
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
@@ -69,6 +71,8 @@ class RetrievalSettings(Protocol):
     def max_memory(self) -> int | None: ...
     @property
     def scheduler(self) -> str | None: ...
+    @property
+    def alphas(self) -> tuple[float, ...]: ...
 
 
 @dataclass
@@ -81,6 +85,8 @@ class RetrievalOutcome:
     warnings: list[str] = field(default_factory=list)
     lists: dict[str, np.ndarray] = field(default_factory=dict)
     """scoring -> (n_queries, K_max) item rows served (-1: empty slot)."""
+    popularity: np.ndarray | None = None
+    """The popularity per item row the measures used (``popularity`` setting)."""
 
 
 def choose_index(kind: str, n_items: int, n_queries: int, dim: int) -> str:
@@ -120,21 +126,19 @@ def _scan_items(table: np.ndarray, max_memory: int | None) -> int:
     return n_zero
 
 
-def _dot_cosine_popular(
-    queries: np.ndarray,
+def _scoring_lists(
+    population: QueryPopulation,
     table: np.ndarray,
     ks: list[int],
     settings: RetrievalSettings,
-    measures: ExposureMeasures,
     bundle: ModelBundle,
     progress: Progress,
-    definitions: dict[str, str],
-    warnings: list[str],
-) -> tuple[str, dict[str, np.ndarray], dict[int, float] | None]:
-    """The index used, the dot, cosine and popular lists, and an approximate index's recall."""
+) -> tuple[str, ScoringLists, dict[str, str]]:
+    """The index used, every scoring's lists (exact: dot, cosine and each alpha; approximate:
+    dot and cosine), and the index's definitions for the report."""
     n_items, dim = table.shape
-    n_queries, k_max = queries.shape[0], ks[-1]
-    index_kind = choose_index(settings.index, n_items, n_queries, dim)
+    queries, exclude = population.vectors, population.exclude
+    index_kind = choose_index(settings.index, n_items, population.n_queries, dim)
     budget = memory_budget(settings.max_memory)
     over_budget = budget is not None and 2 * n_items * dim * 4 > budget
     if index_kind != "exact" and over_budget:
@@ -147,33 +151,31 @@ def _dot_cosine_popular(
                 f"({settings.max_memory:,} bytes); use {setting('index')} exact (searched in shards) or a "
                 f"larger {setting('max_memory')}"
             )
-    recall: dict[int, float] | None = None
+    definitions: dict[str, str] = {}
     if index_kind == "exact":
-        dot_rows, cos_rows, note = exact_lists(queries, table, k_max, settings, progress, bundle)
-        if settings.scheduler and "shards" not in note:
-            warnings.append(
-                f"{setting('scheduler')} {settings.scheduler} was not used: the table fits in the memory "
-                f"ceiling, so it was searched here in one piece (lower {setting('max_memory')} to shard it)"
-            )
+        exponents = tuple(dict.fromkeys((1.0, 0.0, *settings.alphas)))
+        lists = exact_lists(queries, table, ks[-1], exponents, exclude, settings, progress, bundle)
     else:
-        dot_rows, cos_rows, note, recall, recall_note = approximate_lists(
-            queries, table, index_kind, ks, settings.seed, progress
-        )
-        definitions["recall"] = recall_note
-    definitions["index"] = note
-    if settings.index == "auto" and over_budget and choose_index("auto", n_items, n_queries, dim) != "exact":
+        lists = approximate_lists(queries, table, index_kind, ks, exclude, settings.seed, progress)
+        definitions["recall"] = lists.recall_note or ""
+    definitions["index"] = lists.note
+    if settings.index == "auto" and over_budget and choose_index("auto", n_items, population.n_queries, dim) != "exact":
         definitions["index"] += (
-            "; auto chose exact: an approximate index would hold the whole table, which "
-            "exceeds the memory ceiling"
+            "; auto chose exact: an approximate index would hold the whole table, which exceeds the memory ceiling"
         )
     elif settings.index == "auto":
         relation = "<=" if index_kind == "exact" else ">"
-        definitions["index"] += (
-            f"; auto chose {index_kind}: 2*n_items*n_queries*dim {relation} {EXACT_FLOP_LIMIT:.0e}"
-        )
+        definitions["index"] += f"; auto chose {index_kind}: 2*n_items*n_queries*dim {relation} {EXACT_FLOP_LIMIT:.0e}"
+    return index_kind, lists, definitions
 
-    popular = np.broadcast_to(measures.popular_list(k_max), (n_queries, k_max))
-    return index_kind, {"dot": dot_rows, "cosine": cos_rows, "popular": popular}, recall
+
+def _named(lists: ScoringLists, popular: np.ndarray) -> dict[str, np.ndarray]:
+    """Scoring name -> lists: dot, cosine, popular, then alpha_<a> in the order given."""
+    named = {"dot": lists.rows[1.0], "cosine": lists.rows[0.0], "popular": popular}
+    for alpha, rows in lists.rows.items():
+        if alpha not in (0.0, 1.0):
+            named[alpha_scoring(alpha)] = rows
+    return named
 
 
 def _measure_lists(
@@ -205,95 +207,90 @@ def measure_retrieval(
     bundle: ModelBundle,
     stats: ItemStats,
     settings: RetrievalSettings,
-    history: HistoryQueries | None,
+    population: QueryPopulation,
     progress: Progress = SILENT,
-    served: ServedQueries | None = None,
     list_measures: Sequence[ListMeasure] = LIST_MEASURES,
 ) -> RetrievalOutcome:
-    """Retrieve the same queries by dot product, by cosine and by popularity; measure each.
+    """Serve the ``population`` by dot product, cosine, every ``settings.alphas`` and
+    popularity; measure each scoring's lists at every cut-off.
 
-    Queries follow ``settings.queries`` (see docs/measures.md); cut-offs ``settings.ks`` (clamped
-    to the catalogue with a warning); index ``settings.index``. With ``served`` (held-out
-    evaluation) its queries are ranked instead, exactly, under every scoring at once
-    (dot, cosine, popular and ``served.alphas``) with each query's excluded rows left out.
-    ``list_measures``: the registered list measures (default: the built-in ones).
-    Raises :class:`QueryError` when no queries can be formed, :class:`InputError` for
-    ``popularity`` ``users`` without user counts.
+    Cut-offs ``settings.ks`` are clamped to the catalogue with a warning; index
+    ``settings.index``. ``list_measures``: the registered list measures (default: the
+    built-in ones). Raises :class:`InputError` for ``popularity`` ``users`` without user
+    counts, :class:`EmbeddingTableError` for NaN/inf item vectors.
     """
-    warnings: list[str] = []
+    warnings: list[str] = list(population.warnings)
     n_items, dim = bundle.n_items, bundle.dim
     popularity = _popularity(stats, settings.popularity, n_items)
     measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_table=bundle.item_table, item_ids=bundle.item_ids)
-
-    if served is None:
-        queries, query_source = query_vectors(bundle, settings.queries, history, settings.max_queries, settings.seed)
-        n_all = queries.shape[0]
-        queries, n_zero = drop_zero_queries(queries)
-        if n_zero:
-            warnings.append(
-                f"{n_zero} of {n_all} query vectors are zero (they score every item 0) "
-                "and were left out of retrieval"
-            )
-    else:  # the caller formed these queries and dropped zero ones
-        queries, query_source, n_zero = served.vectors, served.description, 0
-    n_queries = int(queries.shape[0])
-
     ks = sorted({min(k, n_items) for k in settings.ks})
     for k in sorted(set(settings.ks)):
         if k > n_items:
-            warnings.append(
-                f"cut-off K={k} exceeds the catalogue ({n_items} items); clamped to {n_items}"
-            )
-    k_max = ks[-1]
+            warnings.append(f"cut-off K={k} exceeds the catalogue ({n_items} items); clamped to {n_items}")
 
     table = bundle.item_table
     check_memory_ceiling(settings.max_memory, dim, "the item table", n_items)
     n_zero_items = _scan_items(table, settings.max_memory)
     if n_zero_items:
         warnings.append(
-            f"{n_zero_items} item vectors are zero: cosine never serves them (no direction), "
-            "dot scores them 0"
+            f"{n_zero_items} item vectors are zero: cosine never serves them (no direction), dot scores them 0"
         )
-
-    popularity_kind = (
-        "distinct training users" if settings.popularity == "users" else "training interactions"
-    )
-    definitions = {m.name: m.definition for m in list_measures}
-    definitions["overlap_dot_cosine"] = OVERLAP_DEFINITION
-    definitions["popularity"] = (
-        f"popularity: {popularity_kind} per item (head share, arp, aplt, most-popular list)"
-    )
-    definitions["queries"] = f"queries: {query_source}"
-    definitions["ties"] = (
-        "ties: higher score first, then lower item row; popular list: by popularity, then row"
-    )
-    definitions["zero_vectors"] = (
-        "zero vectors: zero queries are dropped; zero-norm items are never served by cosine"
-    )
-    recall: dict[int, float] | None = None
-    if served is not None:
-        index_kind = "exact"
-        lists = served_lists(queries, table, k_max, served, measures, progress, settings.max_memory)
-        definitions["index"] = SERVED_INDEX_NOTE
-        if settings.index not in ("auto", "exact"):
-            warnings.append(
-                f"{setting('index')} {settings.index} was not used: held-out evaluation ranks exactly"
-            )
-    else:
-        index_kind, lists, recall = _dot_cosine_popular(
-            queries, table, ks, settings, measures, bundle, progress, definitions, warnings
-        )
+    index_kind, found, definitions = _scoring_lists(population, table, ks, settings, bundle, progress)
+    warnings += found.notes
+    popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
+    lists = _named(found, popular)
+    definitions.update(_definitions(list_measures, settings, population))
     at, exposure = _measure_lists(lists, ks, measures, n_items, progress)
     retrieval = Retrieval(
-        n_queries=n_queries,
+        n_queries=population.n_queries,
         index=index_kind,
         at=at,
-        recall=recall,
-        queries=query_source,
+        recall=found.recall,
+        queries=population.description,
         popularity=settings.popularity,
-        n_zero_queries=n_zero,
+        n_zero_queries=population.n_zero,
         definitions=definitions,
         list_measures=measures.info,
+        population=population_section(population),
     )
-    return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists)
+    return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
+                            popularity=popularity)
+
+
+def _definitions(
+    list_measures: Sequence[ListMeasure], settings: RetrievalSettings, population: QueryPopulation
+) -> dict[str, str]:
+    kind = "distinct training users" if settings.popularity == "users" else "training interactions"
+    seen = {
+        "excluded": "each query's training items are never served (as a deployed recommender serves)",
+        "kept": f"training items stay among the candidates ({setting('keep_seen')})",
+        "unknown": "training items could not be excluded (the queries' users or their training items are unknown)",
+    }[population.seen_items]
+    definitions = {m.name: m.definition for m in list_measures}
+    definitions.update(
+        overlap_dot_cosine=OVERLAP_DEFINITION,
+        popularity=f"popularity: {kind} per item (head share, arp, aplt, most-popular list)",
+        queries=f"queries: {population.description}",
+        seen_items=f"seen items: {seen}",
+        ties="ties: higher score first, then lower item row; popular list: by popularity, then row",
+        zero_vectors="zero vectors: zero queries are dropped; zero-norm items are never served by cosine",
+    )
+    return definitions
+
+
+def population_section(population: QueryPopulation) -> Population:
+    """The report's statement of who was queried."""
+    return Population(
+        source=population.source,
+        n_queries=population.n_queries,
+        n_eligible=population.n_eligible,
+        sampled=population.sampled,
+        seed=population.seed,
+        n_zero_queries=population.n_zero,
+        seen_items=population.seen_items,
+        n_user_rows=population.n_user_rows,
+        n_untrained_user_rows=population.n_untrained_rows,
+        n_unmatched_log_users=population.n_unmatched_users,
+        description=population.description,
+    )

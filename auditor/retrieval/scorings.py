@@ -10,7 +10,7 @@ lists are those of :func:`~auditor.retrieval.search.sharded_topk` without and wi
 ``normalise``.
 
 * Rows are scanned shard by shard (a table larger than the memory ceiling is read in
-  row shards, as :func:`~auditor.retrieval.lists.exact_lists` does); inside a shard by
+  row shards, :func:`shard_bounds`); inside a shard by
   decreasing norm, so the floors of the scorings with a > 0 rise within a few tiles.
 * Zero vectors: never served by cosine (no direction); score 0 for a > 0 (the limit).
 * Query blocks run on one thread each (torch single-threaded in each; sgemm and the
@@ -56,6 +56,8 @@ FIRST_TILE = 256
 are unknown at first, so the first tiles are small to keep their candidates few)."""
 STATE_BYTES = 1 << 28
 """Bound on the per-query buffers held at once; more queries are ranked in chunks."""
+MIN_QUERY_BLOCK = 16
+"""Fewest queries per block when a small memory ceiling shrinks the score tiles."""
 
 
 def multi_scoring_topk(
@@ -85,6 +87,8 @@ def multi_scoring_topk(
     if k < 1:
         raise ValueError(f"k must be positive, got {k}")
     q = np.ascontiguousarray(queries, dtype=np.float32)
+    if not q.flags.writeable:  # a memory-mapped query file: torch wants writable memory
+        q = q.copy()
     if q.ndim != 2:
         raise QueryError(f"query vectors must be a 2-D matrix, got shape {q.shape}")
     if table.ndim != 2 or table.shape[1] != q.shape[1]:
@@ -99,9 +103,14 @@ def multi_scoring_topk(
     query_norms = np.sqrt(np.einsum("ij,ij->i", q.astype(np.float64), q.astype(np.float64)))
     shift_table, shift_query = overflow_shifts(table_peak, _finite_peak(q), dim)
     scaled = np.ldexp(q, -shift_query) if shift_query else q
-    bounds = _shard_bounds(m, dim, max_memory)
-    chunk = max(query_block, STATE_BYTES // (len(exponents) * (2 * k + CAPACITY_EXTRA) * 8))
+    bounds = shard_bounds(m, dim, max_memory)
     n_threads = max(1, threads if threads is not None else torch.get_num_threads())
+    state_bytes = STATE_BYTES
+    budget = memory_budget(max_memory)
+    if budget is not None:  # the scan's working set (score tiles, per-query buffers): an eighth of the ceiling each
+        query_block = max(MIN_QUERY_BLOCK, min(query_block, budget // (8 * 4 * item_block * n_threads)))
+        state_bytes = min(state_bytes, budget // 8)
+    chunk = max(query_block, state_bytes // (len(exponents) * (2 * k + CAPACITY_EXTRA) * 8))
     # Without rescaling every |score| <= |q| |k| <= dim max|x| max|q| fits float32.
     dtype = np.float64 if shift_table or shift_query else np.float32
     found = {a: (np.empty((n, k), dtype=dtype), np.empty((n, k), dtype=np.int64)) for a in exponents}
@@ -206,7 +215,7 @@ def _norms_and_peak(table: np.ndarray, max_memory: int | None) -> tuple[np.ndarr
     return norms, peak
 
 
-def _shard_bounds(m: int, dim: int, max_memory: int | None) -> list[tuple[int, int]]:
+def shard_bounds(m: int, dim: int, max_memory: int | None) -> list[tuple[int, int]]:
     """Row ranges read at once: the whole table, or shards that fit the memory ceiling
     twice (the rows as read, and their copy in norm order)."""
     budget = memory_budget(max_memory)

@@ -34,22 +34,6 @@ def table_shards(table: np.ndarray, rows_per_shard: int) -> list[np.ndarray]:
     return [table[start : start + rows_per_shard] for start in starts]
 
 
-def parquet_shards(
-    path: Path, column: str, rows_per_shard: int = PARQUET_BATCH_ROWS, error: type[InputError] = EmbeddingTableError
-) -> Iterator[np.ndarray]:
-    """Float32 row shards of a list-of-number column of a Parquet file, read in record
-    batches (:func:`~auditor.loading.parquet_table.vector_matrix`'s rule across them),
-    so a column larger than memory can feed :func:`~auditor.retrieval.search.sharded_topk`."""
-    what = f"{path} column {column!r}"
-    width: int | None = None
-    row = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=rows_per_shard, columns=[column]):
-        shard = vector_matrix(batch.column(0), what, first_row=row, width=width, error=error)
-        width = shard.shape[1] if shard.shape[0] else width
-        row += batch.num_rows
-        yield shard
-
-
 @dataclass(frozen=True)
 class MappedRows:
     """Rows [start, stop) of a C-contiguous float32 (rows, dim) matrix stored in a file

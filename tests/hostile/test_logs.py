@@ -188,7 +188,7 @@ CASES = [
          r"log\.csv could be the item id column \('item_id', 'item_id'\).*--item-col"),
     Case("uint64-ids-parquet-unmapped", _u64_log("big.parquet", mapped=False), EXIT_ERROR,
          r"big\.parquet reach 9223372036854775\d+.*--item-ids FILE"),
-    Case("ids-offset-by-one", _offset_by_one(), EXIT_ERROR, r"log\.parquet.*look shifted: pass --id-offset 1"),
+    Case("ids-offset-by-one", _offset_by_one(), EXIT_ERROR, r"log\.parquet.*Pass --item-ids FILE.*the ids look shifted: if the rows are the ids minus 1 \(1-based ids\), pass --id-offset 1"),
     Case("ids-offset-by-one-declared", _offset_by_one("--id-offset", "1", "--json", "r.json", outputs=("r.json",)),
          EXIT_OK, None),
     Case("scrambled-ids-beyond-table", _scrambled, EXIT_ERROR,

@@ -1,0 +1,398 @@
+"""Who retrieval serves: the query population, defined once for every audit (docs/measures.md,
+"Query population").
+
+A deployed recommender serves the users it was trained on, each the top-K of the items
+they have not interacted with. So, whatever the other options:
+
+* **users** (a user table): the users who appear in the training log, each by their
+  user-table row. Rows of users who never appear in it (initial, untrained vectors)
+  are not queried; they are counted.
+* **history** (no user table, or asked for): the same users, each by the mean vector of
+  the distinct items in their training history.
+* **file** (``queries`` PATH): the file's rows; nothing identifies their users, so no
+  training item can be excluded.
+
+The population is sampled to ``max_queries`` with ``seed`` (users in user-row order;
+histories in order of first appearance in the log), zero vectors are dropped (they rank
+nothing), and each query carries its training item rows (CSR) to exclude from every
+scoring's candidates unless ``keep_seen``. Without the training log (counts from
+``frequencies``) the users of the log are unknown: every user-table row is queried and
+nothing is excluded, with a warning. A popaudit checkpoint's recorded pairs stand in for
+the log.
+
+The log is streamed twice: the distinct users first (memory: the users), then only the
+chosen users' interactions (memory: their training items).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from auditor.errors import IdMappingError, InteractionsError, QueryError, setting
+from auditor.loading.alignment import ItemRows, RowLookup, mapped_pairs
+from auditor.loading.history import eligible_users, sample_indices
+from auditor.loading.holdout import build_csr, mean_rows, plain_ids, take_csr
+from auditor.loading.idmap import RowIdPolicy, table_rows
+from auditor.loading.ids import ids_to_numpy
+from auditor.loading.logs import LogSpec, maybe_int, open_log, read_ids
+from auditor.loading.messages import columns_found
+from auditor.loading.queries import sample_query_file
+from auditor.model import InteractionPairs, ModelBundle
+from auditor.progress import SILENT, Progress
+
+SOURCES = ("users", "history", "file")
+
+
+@dataclass(frozen=True)
+class QueryPopulation:
+    """The queries every scoring serves, who they are, and what each has seen."""
+
+    vectors: np.ndarray
+    """float32 (n_queries, dim): no zero rows."""
+    source: str
+    """``users``, ``history`` or ``file`` (module docstring)."""
+    description: str
+    """Who is queried, in one sentence (the report's ``queries`` definition)."""
+    raw_ids: np.ndarray | None = None
+    """Raw user id of each query (None: a query file, no identity)."""
+    source_rows: np.ndarray | None = None
+    """Row of the user table (``users``) or query file (``file``) of each query; None: histories."""
+    seen_indptr: np.ndarray | None = None
+    """CSR (n_queries + 1,) over ``seen_rows``: each query's training item rows (None: unknown)."""
+    seen_rows: np.ndarray | None = None
+    keep_seen: bool = False
+    """Training items stay among the candidates (``keep_seen``)."""
+    seen_source: str = ""
+    """Where the training items came from (the log's path, or the checkpoint's pairs)."""
+    what: str = ""
+    """What the vectors were read from, for messages (``query file q.npy``)."""
+    n_eligible: int = 0
+    """Users (or file rows) the sample was drawn from."""
+    eligible_ids: np.ndarray | None = None
+    """Raw ids of every eligible user, sampled or not (to tell held-out users apart)."""
+    sampled: bool = False
+    seed: int = 0
+    n_zero: int = 0
+    """Queries dropped for a zero vector."""
+    n_user_rows: int | None = None
+    """Rows of the user table (None: none was queried)."""
+    n_untrained_rows: int | None = None
+    """User-table rows of users who never appear in the training log (not queried; None: unknown)."""
+    n_unmatched_users: int = 0
+    """Training-log users without a user-table row (cannot be queried)."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.vectors.shape[0])
+
+    @property
+    def exclude(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """CSR of each query's excluded item rows, or None when nothing is excluded."""
+        if self.keep_seen or self.seen_indptr is None or self.seen_rows is None:
+            return None
+        return self.seen_indptr, self.seen_rows
+
+    @property
+    def seen_items(self) -> str:
+        """``excluded``, ``kept`` (``keep_seen``) or ``unknown`` (no user identity or no log)."""
+        if self.seen_indptr is None:
+            return "unknown"
+        return "kept" if self.keep_seen else "excluded"
+
+
+class PopulationSettings(Protocol):
+    """The settings a population is defined by (an :class:`~auditor.config.AuditConfig` has them all)."""
+
+    @property
+    def queries(self) -> str: ...
+    @property
+    def max_queries(self) -> int | None: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def keep_seen(self) -> bool: ...
+    @property
+    def training_log(self) -> LogSpec | None: ...
+    @property
+    def row_ids(self) -> RowIdPolicy: ...
+    def item_rows(self, bundle: ModelBundle) -> ItemRows: ...
+
+
+def population_of(bundle: ModelBundle, settings: PopulationSettings, progress: Progress = SILENT) -> QueryPopulation:
+    """The query population ``settings`` define for ``bundle`` (:func:`load_population`)."""
+    return load_population(
+        bundle, queries=settings.queries, log=settings.training_log, mapping=settings.item_rows(bundle),
+        row_ids=settings.row_ids, max_queries=settings.max_queries, seed=settings.seed,
+        keep_seen=settings.keep_seen, progress=progress,
+    )
+
+
+def load_population(
+    bundle: ModelBundle,
+    *,
+    queries: str,
+    log: LogSpec | None,
+    mapping: ItemRows,
+    row_ids: RowIdPolicy,
+    max_queries: int | None,
+    seed: int,
+    keep_seen: bool,
+    progress: Progress = SILENT,
+) -> QueryPopulation:
+    """The audit's query population (module docstring) for the ``queries`` setting
+    (``auto``, ``users``, ``history`` or a path), from the training ``log`` (items mapped
+    by ``mapping``, users by ``bundle.user_ids`` or ``row_ids``), else the checkpoint's pairs."""
+    source = _source(bundle, queries, log)
+    if source == "users" and bundle.user_ids is None and bundle.user_rows_unknown is not None:
+        population = _every_user_row(bundle, max_queries, seed, bundle.user_rows_unknown,
+                                     f"pass {setting('user_ids')} to query the training users only")
+    elif source == "file":
+        population = _from_file(bundle, queries, max_queries, seed, has_log=log is not None)
+    elif log is not None:
+        population = _from_log(bundle, source, log, mapping, row_ids, max_queries, seed, progress)
+    elif bundle.train_pairs is not None and len(bundle.train_pairs):
+        population = _from_pairs(bundle, source, bundle.train_pairs, max_queries, seed)
+    elif source == "users":
+        population = _every_user_row(bundle, max_queries, seed, "without the training log the users it holds are "
+                                     "unknown", f"pass it as {setting('interactions')} to query them only")
+    else:
+        raise QueryError(
+            f"{setting('queries')} history needs {setting('interactions')} (each user's training items)"
+        )
+    what = population.what or {"users": f"the user table {bundle.user_key or ''}".rstrip()}.get(source, "history")
+    return _without_zero_vectors(replace(population, keep_seen=keep_seen, seed=seed), what)
+
+
+def _source(bundle: ModelBundle, queries: str, log: LogSpec | None) -> str:
+    flag = setting("queries")
+    if queries == "auto":
+        if bundle.user_table is not None:
+            return "users"
+        if log is None and (bundle.train_pairs is None or not len(bundle.train_pairs)):
+            raise QueryError(
+                f"retrieval needs queries: the model has no user table, so pass {flag} PATH "
+                f"(a .npy or Parquet file of query vectors) or {setting('interactions')} (history queries)"
+            )
+        return "history"
+    if queries == "users" and bundle.user_table is None:
+        raise QueryError(
+            f"{flag} users: {bundle.source} has no user table (use {setting('user_key')}, "
+            f"{flag} history with {setting('interactions')}, or {flag} PATH)"
+        )
+    return queries if queries in ("users", "history") else "file"
+
+
+def _from_file(bundle: ModelBundle, path: str, max_queries: int | None, seed: int, *, has_log: bool) -> QueryPopulation:
+    vectors, rows, n_rows = sample_query_file(Path(path), bundle.dim, max_queries, seed)
+    sampled = f", {rows.size:,} sampled with seed {seed}" if rows.size < n_rows else ""
+    note = (f"the query vectors of {path} carry no user identity, so training items could not be excluded from the "
+            "candidates (every scoring may serve items a user already has)")
+    return QueryPopulation(
+        vectors=vectors, source="file", description=f"file: query file {path} ({n_rows:,} rows{sampled})",
+        what=f"query file {path}", source_rows=rows, n_eligible=n_rows, sampled=rows.size < n_rows,
+        warnings=(note,) if has_log else (),
+    )
+
+
+def _every_user_row(bundle: ModelBundle, max_queries: int | None, seed: int, why: str, remedy: str) -> QueryPopulation:
+    """Every user-table row, when ``why`` the training users cannot be told apart (no log,
+    or rows a framework numbered beyond reproduction)."""
+    assert bundle.user_table is not None
+    n_rows = int(bundle.user_table.shape[0])
+    picked = sample_indices(n_rows, max_queries, seed)
+    rows = np.arange(n_rows) if picked is None else picked
+    sampled = f", {rows.size:,} sampled with seed {seed}" if picked is not None else ""
+    return QueryPopulation(
+        vectors=np.asarray(bundle.user_table[rows], dtype=np.float32),
+        source="users",
+        source_rows=rows,
+        description=f"users: every row of the user table ({n_rows:,} rows{sampled}); the training users are unknown",
+        n_eligible=n_rows, sampled=picked is not None, n_user_rows=n_rows,
+        warnings=(
+            f"{why}: every row of the user table was queried (untrained rows included) and training items could "
+            f"not be excluded ({remedy})",
+        ),
+    )
+
+
+def _from_log(
+    bundle: ModelBundle, source: str, spec: LogSpec, mapping: ItemRows, row_ids: RowIdPolicy,
+    max_queries: int | None, seed: int, progress: Progress,
+) -> QueryPopulation:
+    log = open_log(spec)
+    if log.user_col is None:
+        raise InteractionsError(
+            f"retrieval queries the users of the training log, but no user id column was found in {log.path}; "
+            f"{columns_found(log.columns)}. Pass {setting('user_col')} NAME"
+        )
+
+    def read(as_strings: bool) -> QueryPopulation:
+        users = eligible_users(log, mapping, as_strings, progress)
+        if len(users) == 0:
+            raise InteractionsError(f"no interaction in {log.path} maps onto a row of the item table, so no user can be queried")
+        raw = ids_to_numpy(maybe_int(users) if as_strings else users, f"user column {log.user_col!r} of {log.path}")
+        chosen = _choose(bundle, source, raw, row_ids, f"the training log {log.path}", log.user_col, max_queries, seed)
+        key = RowLookup(chosen.raw_ids)
+        owners, rows = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        with progress.track(f"Queried users' training items: {log.path.name}", total=log.total_rows) as advance:
+            for items, batch_users in log.batches(as_strings):
+                assert batch_users is not None
+                found, item_rows = mapped_pairs(items, batch_users, mapping, log)
+                if len(item_rows):
+                    at = key(plain_ids(found))
+                    keep = at >= 0
+                    owners.append(at[keep])
+                    rows.append(item_rows[keep])
+                advance(len(items))
+        indptr, seen = build_csr(np.concatenate(owners), np.concatenate(rows), chosen.raw_ids.shape[0])
+        return chosen.finish(bundle, indptr, seen, f"the training log {log.path}", str(log.path))
+
+    return read_ids(log, read)
+
+
+def _from_pairs(
+    bundle: ModelBundle, source: str, pairs: InteractionPairs, max_queries: int | None, seed: int
+) -> QueryPopulation:
+    """The same population from the (user, item-row) pairs a popaudit checkpoint recorded."""
+    present = np.flatnonzero(np.bincount(pairs.user_index, minlength=len(pairs.user_ids)) > 0)
+    raw = np.asarray(pairs.user_ids)[present]
+    chosen = _choose(bundle, source, raw, RowIdPolicy(), str(bundle.source), None, max_queries, seed)
+    position = np.full(len(pairs.user_ids), -1, dtype=np.int64)
+    position[present[chosen.picked_positions]] = np.arange(chosen.raw_ids.shape[0])
+    owner = position[pairs.user_index]
+    keep = owner >= 0
+    indptr, seen = build_csr(owner[keep], pairs.item_rows[keep], chosen.raw_ids.shape[0])
+    population = chosen.finish(bundle, indptr, seen, f"the training pairs recorded in {bundle.source}",
+                               f"{bundle.source} (recorded training pairs)")
+    recorded = int(np.asarray(bundle.item_frequencies).sum()) if bundle.item_frequencies is not None else 0
+    if recorded > len(pairs):
+        note = (f"{bundle.source} records {len(pairs):,} of its {recorded:,} training interactions: the others stay "
+                f"among the candidates (pass {setting('interactions')} to exclude them all)")
+        population = replace(population, warnings=population.warnings + (note,))
+    return population
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """The eligible users, the sample drawn from them, and (users) their table rows."""
+
+    source: str
+    eligible_ids: np.ndarray
+    picked_positions: np.ndarray
+    """Positions in ``eligible_ids`` of the chosen users, in query order."""
+    user_rows: np.ndarray | None
+    """User-table row of each chosen user (``users`` only)."""
+    n_untrained_rows: int | None
+    n_unmatched: int
+    sampled: bool
+    seed: int
+
+    @property
+    def raw_ids(self) -> np.ndarray:
+        return self.eligible_ids[self.picked_positions]
+
+    def finish(
+        self, bundle: ModelBundle, indptr: np.ndarray, seen: np.ndarray, where: str, seen_source: str
+    ) -> QueryPopulation:
+        n = int(self.picked_positions.size)
+        sampled = f", {n:,} sampled with seed {self.seed}" if self.sampled else ""
+        if self.source == "users":
+            assert self.user_rows is not None and bundle.user_table is not None
+            vectors = np.asarray(bundle.user_table[self.user_rows], dtype=np.float32)
+            what = f"their user-table rows, for the {self.eligible_ids.size:,} users in {where}{sampled}"
+        else:
+            vectors = mean_rows(bundle.item_table, indptr, seen)
+            what = (f"the mean of their training items (each distinct item once), for the "
+                    f"{self.eligible_ids.size:,} users in {where}{sampled}")
+        warnings: list[str] = []
+        if self.n_untrained_rows:
+            warnings.append(
+                f"{self.n_untrained_rows:,} user-table rows belong to users who never appear in {where} (untrained "
+                "vectors): they were not queried"
+            )
+        if self.n_unmatched:
+            warnings.append(
+                f"{self.n_unmatched:,} users of {where} have no row in the user table: they could not be queried"
+            )
+        return QueryPopulation(
+            vectors=vectors, source=self.source, description=f"{self.source}: {what}", raw_ids=self.raw_ids,
+            source_rows=self.user_rows,
+            seen_indptr=indptr, seen_rows=seen, seen_source=seen_source, n_eligible=int(self.eligible_ids.size),
+            eligible_ids=self.eligible_ids, sampled=self.sampled,
+            n_user_rows=None if bundle.user_table is None or self.source != "users" else int(bundle.user_table.shape[0]),
+            n_untrained_rows=self.n_untrained_rows, n_unmatched_users=self.n_unmatched, warnings=tuple(warnings),
+        )
+
+
+def _choose(
+    bundle: ModelBundle, source: str, raw: np.ndarray, row_ids: RowIdPolicy, where: str, column: str | None,
+    max_queries: int | None, seed: int,
+) -> _Chosen:
+    """The eligible users (``users``: those with a user-table row, in row order) and the sample."""
+    user_rows = None
+    n_untrained = None
+    n_unmatched = 0
+    if source == "users":
+        assert bundle.user_table is not None
+        n_rows = int(bundle.user_table.shape[0])
+        rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format)
+        matched = np.flatnonzero(rows >= 0)
+        n_unmatched = int(raw.size - matched.size)
+        order = matched[np.argsort(rows[matched], kind="stable")]
+        raw, user_rows = raw[order], rows[order]
+        n_untrained = n_rows - int(np.unique(user_rows).size)
+        if raw.size == 0:
+            named = f" (column {column!r})" if column else ""
+            if bundle.user_ids is not None:
+                raise IdMappingError(
+                    f"none of the {n_unmatched:,} user ids of {where}{named} is among the raw ids of the user table's "
+                    f"rows ({bundle.user_ids_source or setting('user_ids')}): the log's users are not the model's users"
+                )
+            raise QueryError(
+                f"none of the users of {where}{named} has a row in the user table, so no user can be queried; pass "
+                f"{setting('user_ids')} FILE with the raw user id of each user-table row"
+            )
+    picked = sample_indices(raw.size, max_queries, seed)
+    positions = np.arange(raw.size) if picked is None else picked
+    return _Chosen(
+        source=source, eligible_ids=raw, picked_positions=positions,
+        user_rows=None if user_rows is None else user_rows[positions],
+        n_untrained_rows=n_untrained, n_unmatched=n_unmatched, sampled=picked is not None, seed=seed,
+    )
+
+
+def _without_zero_vectors(population: QueryPopulation, what: str) -> QueryPopulation:
+    """The population without its zero query vectors (they rank nothing), counted; a
+    NaN or infinite vector is an error naming the row of ``what`` that holds it."""
+    finite = np.isfinite(population.vectors).all(axis=1)
+    if not finite.all():
+        first = int(np.flatnonzero(~finite)[0])
+        row = first if population.source_rows is None else int(population.source_rows[first])
+        raise QueryError(f"{what} holds NaN or infinite values (first at row {row})")
+    nonzero = np.any(population.vectors, axis=1)
+    if nonzero.all():
+        return population
+    n_zero = int((~nonzero).sum())
+    if n_zero == population.n_queries:
+        raise QueryError(f"all {n_zero:,} query vectors are zero; nothing can be retrieved")
+    keep = np.flatnonzero(nonzero)
+    indptr, rows = population.seen_indptr, population.seen_rows
+    if indptr is not None and rows is not None:
+        indptr, rows = take_csr(indptr, rows, keep)
+    note = (f"{n_zero:,} of {population.n_queries:,} query vectors are zero (they score every item 0) and were "
+            "left out of retrieval")
+    return replace(
+        population, vectors=np.ascontiguousarray(population.vectors[keep]), seen_indptr=indptr, seen_rows=rows,
+        raw_ids=None if population.raw_ids is None else population.raw_ids[keep],
+        source_rows=None if population.source_rows is None else population.source_rows[keep], n_zero=n_zero,
+        warnings=population.warnings + (note,),
+    )
+
+
+__all__ = ["PopulationSettings", "QueryPopulation", "SOURCES", "load_population", "population_of"]

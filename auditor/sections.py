@@ -1,0 +1,169 @@
+"""The retrieval and accuracy sections of the audit result: list measures per scoring and
+cut-off, who was queried, held-out accuracy and the trade-off (docs/report.md)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ListMeasureInfo:
+    """How reports show a list measure: its label and display format (``pct``, or
+    ``numN``: N decimals)."""
+
+    label: str
+    display: str
+
+
+@dataclass(frozen=True)
+class ListMeasures(Mapping[str, "float | None"]):
+    """The list measures (docs/measures.md, and plugins') of one set of top-K lists:
+    measure name -> value (None: not measurable, e.g. novelty without user counts).
+
+    The measures are those registered through ``popaudit_measures`` (built-ins:
+    :mod:`auditor.metrics.builtin_measures`), in report order.
+    """
+
+    data: Mapping[str, float | None]
+
+    def __getitem__(self, name: str) -> float | None:
+        return self.data[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def number(self, name: str) -> float:
+        """The value of ``name`` as a float: NaN when not measured (or not registered)."""
+        value = self.data.get(name)
+        return math.nan if value is None else float(value)
+
+
+@dataclass
+class CutoffMeasures:
+    """The measures of each scoring at one cut-off K, and the dot/cosine overlap."""
+
+    dot: ListMeasures
+    cosine: ListMeasures
+    popular: ListMeasures
+    overlap_dot_cosine: float
+    norm_aware: dict[str, ListMeasures] = field(default_factory=dict)
+    """``alpha_<a>`` -> measures of the norm-aware scoring (only with ``alphas`` measured)."""
+
+    def scorings(self) -> dict[str, ListMeasures]:
+        """Every scoring measured at this cut-off, by name: dot, cosine, popular, alpha_<a>."""
+        return {"dot": self.dot, "cosine": self.cosine, "popular": self.popular, **self.norm_aware}
+
+
+@dataclass
+class Population:
+    """Who retrieval served (docs/measures.md, "Query population"): every exposure figure,
+    gate and the verdict are over these queries, with or without a holdout."""
+
+    source: str
+    """``users`` (user-table rows), ``history`` (mean of training items) or ``file``."""
+    n_queries: int
+    n_eligible: int
+    """Users (or file rows) the queries were drawn from."""
+    sampled: bool
+    seed: int
+    n_zero_queries: int
+    seen_items: str
+    """``excluded`` (each user's training items never served), ``kept`` or ``unknown``."""
+    n_user_rows: int | None
+    n_untrained_user_rows: int | None
+    """User-table rows of users who never appear in the training log: not queried."""
+    n_unmatched_log_users: int
+    """Training-log users without a user-table row: cannot be queried."""
+    description: str
+
+
+@dataclass
+class Retrieval:
+    """The retrieval section: measures per K, index, recall and the definitions used."""
+
+    n_queries: int
+    index: str
+    at: dict[int, CutoffMeasures]
+    recall: dict[int, float] | None = None
+    queries: str = ""
+    popularity: str = "interactions"
+    n_zero_queries: int = 0
+    definitions: dict[str, str] = field(default_factory=dict)
+    list_measures: dict[str, ListMeasureInfo] = field(default_factory=lambda: builtin_list_measures())
+    """The list measures measured, in report order, with their labels (not in the JSON)."""
+    population: Population | None = None
+    """Who was queried (None only for results built by hand)."""
+
+
+def builtin_list_measures() -> dict[str, ListMeasureInfo]:
+    """The built-in list measures' labels, in report order."""
+    from auditor.metrics.builtin_measures import LIST_MEASURES  # the registry imports this module
+    from auditor.metrics.list_measures import measure_info
+
+    return measure_info(LIST_MEASURES)
+
+
+@dataclass(frozen=True)
+class RankingAccuracy:
+    """Held-out accuracy of one scoring at one K (RecBole's definitions, docs/measures.md)."""
+
+    recall: float
+    ndcg: float
+    hit_rate: float
+    mrr: float
+
+
+@dataclass(frozen=True)
+class ScoringChange:
+    """One scoring against dot at the trade-off's K: its NDCG@K and top-1% head share minus
+    dot's, with paired bootstrap 95% intervals over users (None: no bootstrap ran)."""
+
+    ndcg_delta: float
+    head_share_delta: float
+    ndcg_delta_ci: tuple[float, float] | None = None
+    head_share_delta_ci: tuple[float, float] | None = None
+
+    @property
+    def clearly_less_head(self) -> bool:
+        """The head share falls, and its interval excludes 0 (the point alone without one)."""
+        if self.head_share_delta_ci is not None:
+            return self.head_share_delta_ci[1] < 0
+        return self.head_share_delta < 0
+
+
+@dataclass
+class Accuracy:
+    """The accuracy section: held-out accuracy per K and scoring, and the trade-off's choice."""
+
+    protocol: str
+    n_users_evaluated: int
+    n_dropped: int
+    """Held-out interactions left out: item without a table row, or user without a query."""
+    at: dict[int, dict[str, RankingAccuracy]]
+    holdout: str = ""
+    n_holdout_interactions: int = 0
+    n_dropped_users: int = 0
+    seen_excluded: bool = True
+    tolerance: float = 0.98
+    quoted_k: int | None = None
+    """The K the trade-off is judged at (the verdict's quoted K, where measured)."""
+    recommended: str | None = None
+    """The scoring the trade-off recommends (dot, cosine or alpha_<a>); None: not decided."""
+    recommendation: str = ""
+    pareto: list[str] = field(default_factory=list)
+    """Scorings on the accuracy/head-share Pareto front at ``quoted_k``."""
+    n_users_not_in_training: int = 0
+    """Held-out users absent from the training log (no trained vector): not evaluated."""
+    n_users_not_sampled: int = 0
+    """Held-out users who trained but were not queried (sampled out, zero vector)."""
+    changes: dict[str, ScoringChange] = field(default_factory=dict)
+    """Each other scoring against dot at ``quoted_k``, with paired bootstrap intervals."""
+    n_bootstrap: int = 0
+    """Resamples of the paired bootstrap over users behind ``changes`` (0: none ran)."""
+    best_alternative: str | None = None
+    """The personalised scoring other than dot with the best trade-off, recommended or not."""
