@@ -42,6 +42,11 @@ def finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def text_or_missing(value: Any) -> str:
+    """A piece of text for people: ``n/a`` for None or an empty string, never ``None``."""
+    return MISSING if value is None or value == "" else str(value)
+
+
 def fmt_num(value: Any, digits: int = 3) -> str:
     """A number for people: ints with thousands separators, floats to ``digits`` places.
 
