@@ -12,7 +12,8 @@ import numpy as np
 from rich.table import Table
 
 from auditor.io import write_atomic
-from auditor.report.formatting import MISSING, finite, text_or_missing
+from auditor.report.formatting import MISSING, finite, fmt_pct, text_or_missing
+from auditor.report.plot_text import fit_title
 from auditor.report.plots import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.train.experiments import ANGLE_EDGES, ExperimentResult
@@ -174,8 +175,8 @@ def _plot_angles(result: ExperimentResult, path: Path) -> Path:
         counts = np.asarray(row["angle_histogram"])
         ax.bar(centres, counts, width=1.0, color="tab:blue" if row["violates"] == "none" else "tab:orange")
         ax.set_yscale("symlog", linthresh=1)
-        share = row["summary"].get("share_90pm1", {}).get("mean", float("nan"))
-        ax.set_title(f"{row['label']}\n90°±1°: {share:.1%}", fontsize=9)
+        share = row["summary"].get("share_90pm1", {}).get("mean")
+        fit_title(ax, f"{row['label']}\n90°±1°: {fmt_pct(share)}", fontsize=9)
         ax.axvline(90, color="grey", lw=0.6, ls="--")
         ax.set_xlim(0, 180)
         ax.set_xticks([0, 45, 90, 135, 180])
@@ -183,7 +184,7 @@ def _plot_angles(result: ExperimentResult, path: Path) -> Path:
         ax.set_visible(False)
     for ax in axes[-1]:
         ax.set_xlabel("angle between q and Δq (degrees)")
-    fig.suptitle("Update angles in one training step", fontsize=11)
+    fit_title(fig, "Update angles in one training step", fontsize=11)
     write_atomic(path, figure_png(fig))
     return path
 
@@ -210,6 +211,6 @@ def _plot_rho(result: ExperimentResult, path: Path) -> Path:
     ax2 = ax.twinx()
     ax2.plot(lrs, ratio, marker="s", color="tab:red", ls="--", label=f"head share ratio @{k}")
     ax2.set_ylabel(f"head_share_1pct dot / cosine @{k}", color="tab:red")
-    ax.set_title("Where the popularity bias appears (C5)", fontsize=10)
+    fit_title(ax, "Where the popularity bias appears (C5)", fontsize=10)
     write_atomic(path, figure_png(fig))
     return path

@@ -11,6 +11,7 @@ from typing import Any
 from auditor.io import write_atomic
 from auditor.report.formatting import MISSING
 from auditor.report.experiment_summary import data_text, fmt_count, markdown_table, mean_pm, rich_table
+from auditor.report.plot_text import fit_title
 from auditor.report.plots import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.train.mitigations import MitigationResult
@@ -113,6 +114,6 @@ def _plot(result: MitigationResult) -> bytes:
     ax.set_xlabel(f"head_share_1pct@{k} (share of top-{k} slots taken by the top 1% of items)")
     ax.set_ylabel(f"NDCG@{k} (held out)")
     ax.legend(fontsize=8, loc="best")
-    ax.set_title("Accuracy against exposure, per mitigation", fontsize=10)
+    fit_title(ax, "Accuracy against exposure, per mitigation", fontsize=10)
     ax.margins(x=0.15, y=0.1)
     return figure_png(fig)
