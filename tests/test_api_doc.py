@@ -46,3 +46,14 @@ def test_every_example_runs_and_prints_what_the_page_shows(tmp_path: Path, monke
         assert printed.getvalue() == (shown or ""), f"example {number} printed:\n{printed.getvalue()}"
     assert (tmp_path / "report.html").stat().st_size > 10_000
     assert sorted(os.listdir(tmp_path)) == ["report.html", "report.json", "sample_data"]
+
+
+def test_the_readme_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    (code,) = [body for kind, body in BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+               if kind == "python"]
+    monkeypatch.chdir(ROOT)  # it reads only the sample and writes nothing
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md example", "exec"), {"__name__": "readme"})  # noqa: S102 - the README's own code
+    severity, ratio = printed.getvalue().split()
+    assert severity == "high" and float(ratio) == pytest.approx(5.3946, abs=1e-4)
