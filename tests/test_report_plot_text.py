@@ -83,7 +83,7 @@ def test_a_phrase_wider_than_the_room_is_set_smaller_not_split() -> None:
     assert extent.x0 >= 0 and extent.x1 <= fig.bbox.x1
 
 
-@pytest.mark.parametrize("ks", [(10,), (10, 100), (5, 10, 50, 200)])
+@pytest.mark.parametrize("ks", [(10,), (5, 10, 50, 200)])  # the narrowest Lorenz figure; the most crowded bars
 def test_every_audit_figure_title_fits_and_wraps_between_phrases(ks: tuple[int, ...]) -> None:
     result = full_result()
     cut = result.retrieval.at[10]
