@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from auditor.cli.experiment import command, name_first
 
 SMALL = ["--n-users", "200", "--n-items", "200", "--n-interactions", "6000", "--epochs", "2", "--bootstrap", "50"]
 
@@ -52,8 +54,52 @@ def test_errors_and_usage(tmp_path: Path) -> None:
     assert runner.invoke(cli, ["experiment", "ablation", "-o", str(tmp_path)]).exit_code == 2
     assert runner.invoke(cli, ["experiment", "conditions"]).exit_code == 2  # -o is required
     help_text = runner.invoke(cli, ["experiment", "--help"]).output
-    for word in ("conditions", "lr-sweep", "--seeds", "--output"):
+    for word in ("conditions", "lr-sweep", "mitigations", "NAME --help"):
         assert word in help_text
+
+
+# The options of each grid, and those it must not list (another grid's).
+OWN = {
+    "conditions": ({"--settings", "--lr", "--bootstrap"}, {"--lrs", "--mitigations", "--holdout-fraction", "--split", "--alpha"}),
+    "lr-sweep": ({"--lrs", "--bootstrap"}, {"--settings", "--lr", "--mitigations", "--holdout-fraction", "--split", "--alpha"}),
+    "mitigations": ({"--mitigations", "--lr", "--holdout-fraction", "--split", "--alpha"}, {"--settings", "--lrs", "--bootstrap"}),
+}
+SHARED = {"--output", "--seeds", "--seed", "--data", "--data-format", "--user-col", "--item-col", "--epochs",
+          "--batch-size", "--dim", "--k", "--jobs", "--threads", "--plugin", "--debug"}
+
+
+@pytest.mark.parametrize("name", sorted(OWN))
+def test_each_grid_lists_only_its_own_options(name: str) -> None:
+    result = CliRunner().invoke(cli, ["experiment", name, "--help"])
+    assert result.exit_code == 0, result.output
+    listed = set(re.findall(r"^\s+(?:-\w, )?(--[\w-]+)", result.output, re.M))
+    own, foreign = OWN[name]
+    assert own | SHARED <= listed and not foreign & listed, sorted(listed)
+
+
+@pytest.mark.parametrize("name", sorted(OWN))
+def test_another_grids_option_is_refused_by_name(name: str, tmp_path: Path) -> None:
+    values = {"--settings": "reference", "--lrs": "1", "--mitigations": "reference", "--lr": "1",
+              "--bootstrap": "10", "--holdout-fraction": "0.1", "--split": "random", "--alpha": "0.5"}
+    for flag in sorted(OWN[name][1]):
+        res = CliRunner().invoke(cli, ["experiment", name, flag, values[flag], "-o", str(tmp_path / "o")])
+        owners = " and ".join(repr(g) for g in sorted(OWN, key=list(OWN).index) if flag in OWN[g][0])
+        assert res.exit_code == 2 and f"{flag} applies to {owners} only, not {name!r}" in res.output, res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_options_may_come_before_the_name(tmp_path: Path) -> None:
+    """As when experiment was one command: ``experiment -o DIR --seeds 1 lr-sweep ...``."""
+    out = tmp_path / "lr-sweep"  # an option value that is also a grid's name stays a value
+    res = CliRunner().invoke(cli, ["experiment", "-o", str(out), "--seeds", "1", "lr-sweep", "--n-users", "50", "--n-items", "40",
+                                   "--n-interactions", "1000", "--epochs", "1", "--bootstrap", "0", "--lrs", "1"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["experiment"] == "lr-sweep" and doc["seeds"] == [0]
+    assert name_first(["-o", "lr-sweep", "-j", "2", "conditions"], command.commands) == [
+        "conditions", "-o", "lr-sweep", "-j", "2"]
+    assert name_first(["--debug", "conditions", "-o", "x"], command.commands) == ["conditions", "--debug", "-o", "x"]
+    assert name_first(["ablation", "conditions"], command.commands) == ["ablation", "conditions"]
 
 
 # ------------------------------------------------------------------ on a user's own log
@@ -131,6 +177,6 @@ def test_data_options_belong_to_their_kind_of_data(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "--holdout-fraction applies to 'mitigations' only" in res.output
     res = runner.invoke(cli, ["experiment", "conditions", "--data", str(tmp_path / "none.csv"), "-o", str(tmp_path / "o")])
     assert res.exit_code == 1 and "none.csv" in res.output
-    help_text = runner.invoke(cli, ["experiment", "--help"]).output
+    help_text = runner.invoke(cli, ["experiment", "conditions", "--help"]).output
     for option in ("--data", "--data-format", "--user-col", "--item-col", "--jobs", "--threads", "asymmetric"):
         assert option in help_text, option

@@ -153,15 +153,15 @@ def test_sections_match_the_result(full_html: str) -> None:
     assert [row[0] for row in deciles] == [str(d.decile) for d in fn.deciles]
     assert [row[3] for row in deciles] == [f"{d.norm_median:.3f}" for d in fn.deciles]
     # Retrieval: one table per K, values and the dot/cosine ratio.
-    per_k = [t[1:] for t in doc.tables if t and t[0] == ["measure", "dot product", "cosine", "most popular", "dot / cosine"]]
+    per_k = [t[1:] for t in doc.tables if t and t[0] == ["measure", "dot product", "cosine", "dot / cosine", "most popular"]]
     assert len(per_k) == 2
     for rows, k in zip(per_k, (10, 100)):
         cut = result.retrieval.at[k]
         head = rows[0]
         assert head[1:] == [
             f"{100 * cut.dot['head_share_1pct']:.1f}%", f"{100 * cut.cosine['head_share_1pct']:.1f}%",
-            f"{100 * cut.popular['head_share_1pct']:.1f}%",
             f"{cut.dot['head_share_1pct'] / cut.cosine['head_share_1pct']:.2f}×",
+            f"{100 * cut.popular['head_share_1pct']:.1f}%",
         ]
         gini = next(r for r in rows if r[0] == "Gini index of exposure")
         assert gini[1] == f"{cut.dot['gini']:.3f}"

@@ -69,8 +69,10 @@ def test_files_and_one_seed_table(result, tmp_path: Path) -> None:  # type: igno
     assert len(rows) == 1 + len(result.rows) and not any(" ± " in r for r in rows)
     ref = result.rows[0]["runs"][0]
     assert f"| {ref['ndcg']:.3f} | {ref['recall']:.3f} |" in rows[1] and rows[1].endswith("| 100.0% |")
-    held = ref["n_holdout_pairs"]
-    assert f"({held:,} held-out interactions of" in md and "a seeded random 0.25 of each user's" in md
+    trained, held, pairs = ref["n_train_interactions"], ref["n_holdout_interactions"], ref["n_holdout_pairs"]
+    assert trained + held == SIZES.n_interactions and held == pairs + ref["n_repeats_dropped"]
+    assert f"(seed 0: {trained:,} interactions trained on, {held:,} held out; {pairs:,} distinct held-out" in md
+    assert "a seeded random 0.25 of each user's" in md
 
 
 def test_unknown_setting() -> None:

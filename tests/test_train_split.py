@@ -167,3 +167,35 @@ def test_loader_checks_the_recorded_holdout(tmp_path: Path) -> None:
     del ck["holdout_pairs"]
     torch.save(ck, tmp_path / "none.pt")
     assert load_model(tmp_path / "none.pt", LoadOptions()).holdout_pairs is None
+
+
+def test_results_md_counts_trained_and_held_out_interactions_of_a_known_split() -> None:
+    """experiment mitigations' results.md: the interactions trained on exclude the held-out
+    ones, the two add up to the log, and the evaluated pairs are told apart from them."""
+    from auditor.report.mitigation_summary import to_markdown
+    from auditor.train.experiments import ExperimentSizes
+    from auditor.train.mitigations import MitigationResult
+
+    #                user 0: 5 at times 1-5    user 1: 5 at times 1-5   user 2: one
+    data = _data([0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2], [1, 2, 3, 1, 4, 5, 6, 7, 8, 5, 9],
+                 [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1])
+    split = split_holdout(data, 0.4, "time", seed=0)
+    # floor(0.4 * 5) = 2 latest of users 0 and 1, none of user 2: items 1, 4 and 8, 5 held out;
+    # 1 (user 0) and 5 (user 1) repeat a training pair, so two pairs are evaluated.
+    record = split.record()
+    assert (record["n_train_interactions"], record["n_holdout_interactions"]) == (7, 4)
+    assert (record["n_holdout_pairs"], record["n_holdout_users"], record["n_repeats_dropped"]) == (2, 2, 2)
+    assert sorted(split.holdout.tolist()) == [[0, 4], [1, 8]]
+    run = {"seed": 0, "k": 10, **{key: record[key] for key in (
+        "n_train_interactions", "n_holdout_interactions", "n_holdout_pairs", "n_holdout_users", "n_repeats_dropped")}}
+    nan = {"mean": float("nan"), "std": float("nan")}
+    row = {"name": "reference", "label": "reference", "kind": "reference", "model": "reference", "config": {},
+           "runs": [run], "summary": {m: nan for m in ("ndcg", "recall", "head_share_1pct", "gini", "spearman")}}
+    description = {"kind": "file", "path": "x", "format": "csv", "user_col": "u", "item_col": "i",
+                   "n_users": 3, "n_items": 10, "n_interactions": 11}
+    md = to_markdown(MitigationResult(ExperimentSizes(epochs=1), [0], 0.4, "time", (0.5,), [row], description))
+    assert "3 users, 10 items, 11 interactions" in md and "1 epoch per run" in md
+    assert ("Holdout: each user's latest 0.4 of each user's interactions, never trained on (seed 0: 7 interactions "
+            "trained on, 4 held out; 2 distinct held-out (user, item) pairs of 2 users evaluated, 2 repeats of a "
+            "training pair left out).") in md
+    assert "None" not in md and "| n/a | n/a |" in md  # nothing measured: n/a, never None or nan

@@ -1,14 +1,22 @@
-"""``popaudit experiment NAME``: the grids of docs/theory.md §7, on synthetic data or a log."""
+"""``popaudit experiment NAME``: the grids of docs/theory.md §7, on synthetic data or a log.
+
+One subcommand per grid, so ``popaudit experiment lr-sweep --help`` lists lr-sweep's
+options only. Every subcommand parses the same options: one that belongs to another grid
+is hidden from its help and, when given, is a usage error that names the grid it belongs
+to (silently ignoring it would mislead). Options may still come before NAME
+(``popaudit experiment -o out lr-sweep``), as when ``experiment`` was one command.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from auditor.cli._common import FiniteFloat, Positive, RichProgress, common_options
+from auditor.cli._common import FiniteFloat, Positive, RichProgress, common_options, option_group
 from auditor.cli._training import DataChoice, data_options, holdout_options, jobs_option, threads_option
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
@@ -16,6 +24,57 @@ from auditor.io import check_not_inputs
 from auditor.train import EXPERIMENTS
 
 OUTPUT_FILES = ("results.json", "results.md", "angle_histograms.png", "rho_vs_lr.png", "accuracy_vs_head_share.png")
+
+OWN_OPTIONS: dict[str, tuple[str, ...]] = {
+    "settings": ("conditions",),
+    "lrs": ("lr-sweep",),
+    "mitigation_names": ("mitigations",),
+    "lr": ("conditions", "mitigations"),
+    "bootstrap": ("conditions", "lr-sweep"),
+    "holdout_fraction": ("mitigations",),
+    "split": ("mitigations",),
+    "alphas": ("mitigations",),
+}
+"""Options that only some grids use, by parameter name: the grids that use them. The
+others parse them (hidden) only to refuse them by name."""
+
+HELP = {
+    "conditions": (
+        "the all-conditions-hold reference beside one violation at a time",
+        """The all-conditions-hold reference (id embeddings, plain SGD, cosine InfoNCE, high lr)
+        beside one violation at a time (momentum, Adam, weight decay, MLP tower,
+        embedding->linear, dense-linear, dot-product InfoNCE, low lr) and the asymmetric model
+        (transformer user tower over history, id item table): update-angle shares within
+        90°±1° and ±10°, frequency-norm Spearman rho with its bootstrap CI, and
+        head_share_1pct@K of dot vs cosine retrieval. Writes results.json, results.md (a
+        table), angle_histograms.png and rho_vs_lr.png into -o DIR.""",
+        "popaudit experiment conditions --seeds 3 -o results/conditions",
+    ),
+    "lr-sweep": (
+        "the reference across learning rates: where the bias appears (C5)",
+        """The all-conditions-hold reference trained at each learning rate of --lrs: where
+        the popularity bias appears (C5). Writes results.json, results.md (a table) and
+        rho_vs_lr.png (Spearman rho and the head-share ratio against the learning rate)
+        into -o DIR.""",
+        "popaudit experiment lr-sweep --data ml-100k/u.data --seeds 1 -j 4 -o results/lr",
+    ),
+    "mitigations": (
+        "what each cure costs: held-out accuracy against exposure",
+        """The reference and each training-side mitigation (logQ correction, weight decay,
+        Adam) trained on the same held-out split, and the reference served by cosine and
+        norm-aware alpha scoring: held-out NDCG@K and recall@K against head_share_1pct@K
+        and Gini@K. Writes results.json, results.md (a table) and
+        accuracy_vs_head_share.png into -o DIR.""",
+        "popaudit experiment mitigations --data ml-100k/u.data -o results/mitigations",
+    ),
+}
+"""Per grid: the one-line summary listed by ``experiment --help``, the description and an example."""
+
+
+LR_HELP = {
+    "conditions": "Learning rate of the reference setting and the other SGD settings (infonce-dot uses lr/10, low-lr lr/100, adam 0.01).",
+    "mitigations": "Learning rate of the reference and of the other SGD models (logq, weight-decay; adam uses 0.01).",
+}
 
 
 def _floats(text: str | None, what: str) -> list[float] | None:
@@ -30,35 +89,118 @@ def _floats(text: str | None, what: str) -> list[float] | None:
     return values
 
 
-def _only_for(name: str, **given: tuple[bool, str]) -> None:
-    """Options that apply to one experiment only are usage errors with the others."""
-    for flag, (was_given, applies_to) in given.items():
-        if was_given and name != applies_to:  # silently ignoring it would mislead
-            raise click.UsageError(f"{flag} applies to {applies_to!r} only, not {name!r}")
+def _own_options(name: str) -> Callable[[Any], Any]:
+    """The grid-specific options, shown in ``name``'s help only where ``name`` uses them."""
+
+    def hide(param: str) -> bool:
+        return name not in OWN_OPTIONS[param]
+
+    return option_group(
+        click.option("--settings", metavar="NAMES", hidden=hide("settings"), help="Comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr, asymmetric (transformer user tower over history, id item table). [default: all]"),
+        click.option("--mitigations", "mitigation_names", metavar="NAMES", hidden=hide("mitigation_names"), help="Comma-separated subset of the trained models reference, logq, weight-decay, adam (cosine and alpha serving come with reference). [default: all]"),
+        click.option("--lrs", metavar="LRS", hidden=hide("lrs"), help="Comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]"),
+        click.option("--lr", type=Positive, default=10.0, show_default=True, hidden=hide("lr"), help=LR_HELP.get(name, "")),
+        click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, hidden=hide("bootstrap"), help="Bootstrap resamples for the CI of Spearman rho (0: no CI)."),
+        _hidden_unless(holdout_options(0.2), hide("holdout_fraction")),
+        click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, hidden=hide("alphas"), help="Norm-aware serving alpha_A of the reference model (repeatable). [default: 0.25, 0.5, 0.75]"),
+    )
 
 
-@click.command("experiment")
-@click.argument("name", type=click.Choice(EXPERIMENTS))
-@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, help="Folder for results.json, results.md and the plots (created if missing).")
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std (one seed: the value).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="First seed.")
-@click.option("--settings", metavar="NAMES", help="conditions: comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr, asymmetric (transformer user tower over history, id item table). [default: all]")
-@click.option("--mitigations", "mitigation_names", metavar="NAMES", help="mitigations: comma-separated subset of the trained models reference, logq, weight-decay, adam (cosine and alpha serving come with reference). [default: all]")
-@click.option("--lrs", metavar="LRS", help="lr-sweep: comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]")
-@click.option("--lr", type=Positive, default=10.0, show_default=True, help="Learning rate of the reference setting and the other SGD settings (infonce-dot uses lr/10, low-lr lr/100, adam 0.01).")
-@data_options
-@click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True, help="Training epochs per run.")
-@click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch.")
-@click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension.")
-@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman rho (0: no CI).")
-@click.option("-k", "--k", type=click.IntRange(min=1), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K (and of the accuracy measures of mitigations).")
-@holdout_options(0.2)
-@click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, help="mitigations: norm-aware serving alpha_A of the reference model (repeatable). [default: 0.25, 0.5, 0.75]")
-@jobs_option
-@threads_option
-@common_options
-def command(
+def _hidden_unless(decorator: Callable[[Any], Any], hidden: bool) -> Callable[[Any], Any]:
+    """``decorator`` (options defined elsewhere), its options hidden when ``hidden``."""
+
+    def apply(function: Any) -> Any:
+        before = len(getattr(function, "__click_params__", []))
+        function = decorator(function)
+        for param in function.__click_params__[before:]:
+            param.hidden = hidden
+        return function
+
+    return apply
+
+
+def _refuse_foreign(name: str, ctx: click.Context) -> None:
+    """An option of another grid, given on the command line, is a usage error."""
+    for param in ctx.command.params:
+        users = OWN_OPTIONS.get(param.name or "")
+        if users is None or name in users or ctx.get_parameter_source(param.name or "") != ParameterSource.COMMANDLINE:
+            continue
+        flag = max(param.opts, key=len)
+        which = " and ".join(repr(u) for u in users)
+        raise click.UsageError(f"{flag} applies to {which} only, not {name!r}")
+
+
+def _subcommand(name: str) -> click.Command:
+    summary, description, example = HELP[name]
+
+    @click.command(name, short_help=summary, help=f"{' '.join(description.split())}\n\n\b\nExample:\n  {example}")
+    @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, help="Folder for results.json, results.md and the plots (created if missing).")
+    @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std (one seed: the value).")
+    @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="First seed.")
+    @_own_options(name)
+    @data_options
+    @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True, help="Training epochs per run.")
+    @click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch.")
+    @click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension.")
+    @click.option("-k", "--k", type=click.IntRange(min=1), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K" + (" and of the accuracy measures." if name == "mitigations" else "."))
+    @jobs_option
+    @threads_option
+    @common_options
+    def run(**options: Any) -> None:
+        _refuse_foreign(name, click.get_current_context())
+        options.pop("plugins")
+        run_experiment(name, **options)
+
+    return run
+
+
+class ExperimentGroup(click.Group):
+    """The grids as subcommands; NAME may follow options, as it could before."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, name_first(args, self.commands))
+
+
+def name_first(args: list[str], commands: Mapping[str, click.Command]) -> list[str]:
+    """``args`` with the first subcommand name moved to the front, when options (and
+    their values) come before it; otherwise unchanged."""
+    takes_value = {
+        opt for cmd in commands.values() for param in cmd.params
+        if isinstance(param, click.Option) and not param.is_flag and not param.count for opt in param.opts
+    }
+    i = 0
+    while i < len(args) and args[i] != "--":
+        if args[i] in commands:
+            return [args[i], *args[:i], *args[i + 1:]]
+        if not args[i].startswith("-") or args[i] == "-":
+            break
+        i += 2 if args[i] in takes_value else 1
+    return args
+
+
+@click.group("experiment", cls=ExperimentGroup)
+def command() -> None:
+    """Reproduce the published ablations on synthetic data or your own log, into -o DIR.
+
+    --data PATH runs every setting on a log (MovieLens, RecBole .inter, Parquet, CSV):
+    where does your own catalogue start to skew? -j N runs a grid's runs in N processes
+    (identical results). `popaudit experiment NAME --help` lists NAME's options.
+
+    \b
+    Examples:
+      popaudit experiment conditions --seeds 3 -o results/conditions
+      popaudit experiment lr-sweep --data ml-100k/u.data --seeds 1 -j 4 -o results/lr
+      popaudit experiment mitigations --data ml-100k/u.data -o results/mitigations
+    """
+
+
+for _name in EXPERIMENTS:
+    command.add_command(_subcommand(_name))
+
+
+def run_experiment(
     name: str,
+    *,
     out_dir: Path,
     seeds: int,
     seed: int,
@@ -77,47 +219,11 @@ def command(
     alphas: tuple[float, ...],
     jobs: int,
     threads: int | None,
-    plugins: tuple[Path, ...],
 ) -> None:
-    """Reproduce the published ablations on synthetic data or your own log, into -o DIR.
-
-    \b
-    conditions   the all-conditions-hold reference (id embeddings, plain SGD, cosine
-                 InfoNCE, high lr) beside one violation at a time (momentum, Adam,
-                 weight decay, MLP tower, embedding->linear, dense-linear, dot-product
-                 InfoNCE, low lr) and the asymmetric model (transformer user tower
-                 over history, id item table): update-angle shares within 90°±1° and
-                 ±10°, frequency-norm Spearman rho with its bootstrap CI, and
-                 head_share_1pct@K of dot vs cosine retrieval.
-    lr-sweep     the reference across learning rates: where the bias appears (C5).
-    mitigations  the reference and each training-side mitigation (logQ correction,
-                 weight decay, Adam) trained on the same held-out split, and the
-                 reference served by cosine and norm-aware alpha scoring: held-out
-                 NDCG@K and recall@K against head_share_1pct@K and Gini@K.
-
-    --data PATH runs every setting on a log (MovieLens, RecBole .inter, Parquet,
-    CSV): where does your own catalogue start to skew? -j N runs the grid's runs in
-    N processes (identical results). Writes results.json, results.md (a table) and
-    plots (angle_histograms.png, rho_vs_lr.png; accuracy_vs_head_share.png).
-
-    \b
-    Examples:
-      popaudit experiment conditions --seeds 3 -o results/conditions
-      popaudit experiment lr-sweep --data ml-100k/u.data --seeds 1 -j 4 -o results/lr
-      popaudit experiment mitigations --data ml-100k/u.data -o results/mitigations
-    """
+    """Run grid ``name`` with the parsed options, print its table and write its files."""
     from auditor.train.experiments import DEFAULT_LRS, ExperimentSizes, run_conditions, run_lr_sweep
     from auditor.train.threads import set_threads
 
-    ctx = click.get_current_context()
-    given = {
-        p: ctx.get_parameter_source(p) == ParameterSource.COMMANDLINE
-        for p in ("holdout_fraction", "split", "alphas")
-    }
-    _only_for(name, **{"--settings": (bool(settings), "conditions"), "--lrs": (bool(lrs), "lr-sweep"),
-                       "--mitigations": (bool(mitigation_names), "mitigations"),
-                       "--holdout-fraction": (given["holdout_fraction"], "mitigations"),
-                       "--split": (given["split"], "mitigations"), "--alpha": (bool(alphas), "mitigations")})
     if data.path is not None:
         check_not_inputs({f"-o {file}": out_dir / file for file in OUTPUT_FILES}, {"--data": data.path})
     sizes = ExperimentSizes(

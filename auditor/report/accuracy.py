@@ -78,6 +78,7 @@ def _ordered(by_scoring: dict[str, RankingAccuracy]) -> list[tuple[str, RankingA
 def tradeoff_figure(result: AuditResult) -> Figure:
     """NDCG@K against head share and against Gini, one point per scoring, the Pareto
     front joined and the recommended scoring ringed (K: the trade-off's K)."""
+    from auditor.report.plot_text import fit_title
     from auditor.report.plots import COLORS, new_figure, style_axes
 
     accuracy, retrieval = result.accuracy, result.retrieval
@@ -104,7 +105,7 @@ def tradeoff_figure(result: AuditResult) -> Figure:
             ax.legend(loc="lower right", fontsize=7.5, frameon=False)
         ax.set_xlabel(label)
     axes[0].set_ylabel(f"NDCG@{k} (held-out)")
-    fig.suptitle(f"What the cure costs at K={k}: accuracy against exposure (up and left is better)")
+    fit_title(fig, f"What the cure costs at K={k}: accuracy against exposure (up and left is better)")
     return fig
 
 

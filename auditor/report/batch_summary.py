@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -181,6 +181,7 @@ def model_tick(row: SummaryRow, width: int = 24) -> str:
 
 def summary_figure(summary: BatchSummary) -> Any:
     """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure)."""
+    from auditor.report.plot_text import fit_title
     from auditor.report.plots import new_figure
 
     fig = new_figure(7.5, 4.4)
@@ -204,7 +205,7 @@ def summary_figure(summary: BatchSummary) -> Any:
         twin.set_ylabel(f"{summary.head_share_metric} (dot / cosine)")
     # Below the axes, so it never hides a point.
     fig.legend(loc="outside lower center", ncols=2, fontsize="small", frameon=False)
-    ax.set_title("Bias across the manifest order")
+    fit_title(ax, "Bias across the manifest order")
     return fig
 
 
@@ -278,6 +279,13 @@ def _table(title: str) -> RichTable:
     return RichTable(title=Text(title, style="table.title"), title_justify="left")
 
 
+def _titled(table: RichTable) -> Group:
+    """``table`` under its title on a line of its own: a rich title wraps at the table's
+    width, which splits it mid-phrase over a narrow table (few, short model names)."""
+    title, table.title = table.title, None
+    return Group(title if isinstance(title, Text) else Text(str(title or "")), table)
+
+
 def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path) -> list[RenderableType]:
     """The terminal summary: counts, the ranking, and (for 2+ rows) the trends and, up to
     :data:`MAX_ORDER_ROWS` rows, the row-by-row changes; for ``Console.print``.
@@ -297,7 +305,7 @@ def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path) -> l
     for i, s in enumerate(summary.ranking, 1):
         ranking.add_row(*_literal(str(i), str(s.row), s.model, s.label or "", s.severity or "n/a",
                                   fmt_num(s.spearman), fmt_num(s.head_share)))
-    parts.append(ranking)
+    parts.append(_titled(ranking))
     if len(summary.order) > 1:
         trend = _table("Across the manifest order")
         for name in ("metric", "first", "last", "change", "Kendall τ", "p", "trend"):
@@ -305,7 +313,7 @@ def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path) -> l
         for t in summary.trends:
             trend.add_row(*_literal(t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
                                     fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction))
-        parts.append(trend)
+        parts.append(_titled(trend))
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
         order = _table("Row by row (changes from the previous audited row)")
         for name in ("row", "model", "label", "spearman", "Δ", share, "Δ "):
@@ -313,5 +321,5 @@ def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path) -> l
         for s in summary.order:
             order.add_row(*_literal(str(s.row), s.model, s.label or "", fmt_num(s.spearman),
                                     fmt_num(s.delta_spearman), fmt_num(s.head_share), fmt_num(s.delta_head_share)))
-        parts.append(order)
+        parts.append(_titled(order))
     return parts

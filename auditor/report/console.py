@@ -15,8 +15,8 @@ from rich.text import Text
 
 from auditor.report import RenderContext
 from auditor.report import accuracy as accuracy_view
-from auditor.report.content import severity_rule, verdict_phrase
-from auditor.report.formatting import fmt_num, fmt_pct, fmt_ratio, ratio
+from auditor.report.content import RATIO_HEADER, SEVERITY_POINTER, format_measure, verdict_phrase
+from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
 from auditor.result import AuditResult
 
 SEVERITY_STYLE = {"none": "green", "low": "yellow", "moderate": "dark_orange", "high": "bold red"}
@@ -78,9 +78,8 @@ def _headline(result: AuditResult) -> Panel:
     verdict = result.verdict
     style = SEVERITY_STYLE.get(verdict.severity, "bold")
     title = verdict_phrase(result).split(" (")[0]
-    body = Text(verdict.summary)
-    if verdict.rule:
-        body.append("\n" + severity_rule(result), style="dim")
+    body = Text(text_or_missing(verdict.summary))
+    body.append("\n" + SEVERITY_POINTER, style="dim")
     return Panel(
         body,
         title=Text(f"{title} · severity {verdict.severity}", style=style),
@@ -90,20 +89,20 @@ def _headline(result: AuditResult) -> Panel:
 
 def _inputs(result: AuditResult) -> Text:
     i = result.inputs
-    line = f"Model {i.model} ({i.format}): {i.n_items:,} items × {i.dim} dims"
+    line = f"Model {i.model} ({text_or_missing(i.format)}): {fmt_num(i.n_items)} items × {fmt_num(i.dim)} dims"
     if i.interactions:
-        line += f"; log {i.interactions}: {i.n_interactions:,} interactions"
+        line += f"; log {i.interactions}: {fmt_num(i.n_interactions)} interactions"
     elif result.settings.get("frequencies") and i.n_interactions is not None:
-        line += f"; counts {result.settings['frequencies']}: {i.n_interactions:,} interactions"
+        line += f"; counts {result.settings['frequencies']}: {fmt_num(i.n_interactions)} interactions"
     elif i.n_interactions is not None:
-        line += f"; frequencies recorded in the checkpoint ({i.n_interactions:,} interactions)"
+        line += f"; frequencies recorded in the checkpoint ({fmt_num(i.n_interactions)} interactions)"
     return Text(line, style="dim")
 
 
-def _frequency_norm(result: AuditResult) -> Table:
+def _frequency_norm(result: AuditResult) -> Group:
     fn = result.frequency_norm
     assert fn is not None
-    table = Table(title="Frequency–norm correlation", show_header=False, title_justify="left")
+    table = Table(show_header=False)
     table.add_column("measure")
     table.add_column("value", justify="right")
     lo, hi = fn.spearman_ci
@@ -113,25 +112,25 @@ def _frequency_norm(result: AuditResult) -> Table:
     table.add_row("Pearson on log(1+freq)", fmt_num(fn.pearson_log))
     table.add_row("Kendall τ", fmt_num(fn.kendall))
     table.add_row("log–log slope (ideal ≈ 0.25)", fmt_num(fn.loglog_slope))
-    table.add_row("items / cold items", f"{fn.n_items:,} / {fn.n_cold:,}")
-    return table
+    table.add_row("items / cold items", f"{fmt_num(fn.n_items)} / {fmt_num(fn.n_cold)}")
+    return titled("Frequency–norm correlation", table)
 
 
-def _deciles(result: AuditResult) -> Table:
+def _deciles(result: AuditResult) -> Group:
     fn = result.frequency_norm
     assert fn is not None
-    table = Table(title="Item norm by popularity decile", title_justify="left")
+    table = Table()
     for name in ("decile", "frequency", "items", "median norm", "mean norm"):
         table.add_column(name, justify="right")
     for row in fn.deciles:
         table.add_row(
             str(row.decile),
-            f"{row.freq_min:,}" if row.freq_min == row.freq_max else f"{row.freq_min:,}–{row.freq_max:,}",
-            f"{row.n:,}",
+            fmt_range(row.freq_min, row.freq_max),
+            fmt_num(row.n),
             fmt_num(row.norm_median),
             fmt_num(row.norm_mean),
         )
-    return table
+    return titled("Item norm by popularity decile", table)
 
 
 def _retrieval(result: AuditResult) -> Group:
@@ -139,23 +138,27 @@ def _retrieval(result: AuditResult) -> Group:
     assert retrieval is not None
     tables: list[RenderableType] = [
         Text(
-            f"Retrieval skew: {retrieval.n_queries:,} queries ({retrieval.queries}), "
-            f"index {retrieval.index}, popularity by {retrieval.popularity}",
+            f"Retrieval skew: {fmt_num(retrieval.n_queries)} queries ({text_or_missing(retrieval.queries)}), "
+            f"index {text_or_missing(retrieval.index)}, popularity by {text_or_missing(retrieval.popularity)}",
             style="bold",
         )
     ]
     for k, cut in sorted(retrieval.at.items()):
-        scorings = cut.scorings()
-        table = Table(title=f"Top-{k}", title_justify="left")
-        for name in ("measure", *scorings, "dot/cosine"):
+        # dot, cosine and their ratio first (the headline's numbers), as in every format.
+        scorings = {"dot": cut.dot, "cosine": cut.cosine, **cut.norm_aware, "popular": cut.popular}
+        table = Table()
+        names = list(scorings)
+        names.insert(2, RATIO_HEADER)
+        for name in ("measure", *names):
             table.add_column(name, justify="right")
-        for metric in retrieval.list_measures:
-            values = [listed.get(metric) for listed in scorings.values()]
-            table.add_row(metric, *map(fmt_num, values), fmt_ratio(ratio(values[0], values[1])))
-        table.add_row("overlap dot∩cosine", fmt_num(cut.overlap_dot_cosine), *[""] * len(scorings))
-        tables.append(table)
+        for metric, info in retrieval.list_measures.items():
+            cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
+            cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
+            table.add_row(metric, *cells)
+        table.add_row("overlap dot∩cosine", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings))
+        tables.append(titled(f"Top-{k}", table))
     if retrieval.recall:
-        recall = ", ".join(f"@{k}: {v:.3f}" for k, v in sorted(retrieval.recall.items()))
+        recall = ", ".join(f"@{k}: {fmt_num(v)}" for k, v in sorted(retrieval.recall.items()))
         tables.append(Text(f"Approximate-index recall vs exact search {recall}", style="dim"))
     return Group(*tables)
 
@@ -165,30 +168,27 @@ def _accuracy(result: AuditResult) -> Group:
     assert accuracy is not None
     parts: list[RenderableType] = [
         Text(
-            f"{accuracy_view.TITLE}: {accuracy.n_users_evaluated:,} held-out users "
-            f"({accuracy.n_dropped:,} held-out interactions dropped)",
+            f"{accuracy_view.TITLE}: {fmt_num(accuracy.n_users_evaluated)} held-out users "
+            f"({fmt_num(accuracy.n_dropped)} held-out interactions dropped)",
             style="bold",
         )
     ]
     for k in sorted(accuracy.at):
         shown = accuracy_view.tradeoff_table(result, k)
-        table = Table(title=f"Top-{k}", title_justify="left")
+        table = Table()
         for column, name in enumerate(shown.headers):
             table.add_column(name, justify="right" if shown.is_numeric(column) else "left")
         for row in shown.rows:
             table.add_row(*(Text(cell) for cell in row))
-        parts.append(table)
+        parts.append(titled(f"Top-{k}", table))
     if accuracy.recommendation:
         parts.append(Text(accuracy.recommendation))
     return Group(*parts)
 
 
-def _conditions(result: AuditResult) -> Table:
+def _conditions(result: AuditResult) -> Group:
     assert result.conditions is not None
-    table = Table(
-        title="Sufficient conditions (all holding = norms must grow with popularity)",
-        title_justify="left",
-    )
+    table = Table()
     table.add_column("id")
     table.add_column("condition")
     table.add_column("status")
@@ -196,25 +196,32 @@ def _conditions(result: AuditResult) -> Table:
     for key, cond in sorted(result.conditions.items()):
         # Text() everywhere: evidence like "E[i]" must not be read as rich markup.
         table.add_row(
-            key, Text(cond.name), Text(cond.status, style=STATUS_STYLE.get(cond.status, "")), Text(cond.evidence)
+            key, Text(text_or_missing(cond.name)), Text(cond.status, style=STATUS_STYLE.get(cond.status, "")),
+            Text(text_or_missing(cond.evidence)),
         )
-    return table
+    return titled("Sufficient conditions (all holding = norms must grow with popularity)", table)
 
 
 def _probes(result: AuditResult) -> Text:
     assert result.probes is not None and result.probes.update is not None
     angles = result.probes.update.angle_summary
     return Text(
-        f"Update angles over {angles.n:,} items: median {fmt_num(angles.median, 2)}°, "
+        f"Update angles over {fmt_num(angles.n)} items: median {fmt_num(angles.median, 2)}°, "
         f"{fmt_pct(angles.share_90pm1)} within 90°±1°, "
         f"{fmt_pct(angles.share_90pm10)} within 90°±10°"
     )
 
 
-def _measures(result: AuditResult) -> Table:
-    table = Table(title="Additional measures (built-in and plugins)", show_header=False, title_justify="left")
+def _measures(result: AuditResult) -> Group:
+    table = Table(show_header=False)
     table.add_column("measure")
     table.add_column("value", justify="right")
     for name, value in result.measures.items():
-        table.add_row(Text(name), Text(fmt_num(value) if isinstance(value, float) else str(value)))
-    return table
+        table.add_row(Text(name), Text(fmt_num(value) if isinstance(value, float) else fmt_value(value)))
+    return titled("Additional measures (built-in and plugins)", table)
+
+
+def titled(title: str, table: Table) -> Group:
+    """``table`` under its title on a line of its own: a title set on a rich table wraps
+    at the table's width, which splits a long title mid-phrase over a narrow table."""
+    return Group(Text(title, style="bold"), table)

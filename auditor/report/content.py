@@ -88,10 +88,14 @@ def verdict_phrase(result: AuditResult) -> str:
     return f"No popularity bias detected (severity {verdict.severity})"
 
 
-def severity_rule(result: AuditResult) -> str:
-    """``How severity is decided: ...`` (empty for results that carry no rule)."""
-    rule = result.verdict.rule
-    return f"How severity is decided: {rule}." if rule else ""
+SEVERITY_DOC = "docs/report.md"
+SEVERITY_POINTER = (
+    "Severity grades how many more of the top-K slots the top-1% items get under dot product than "
+    f'under cosine; the full rule: section "Severity" of popaudit\'s {SEVERITY_DOC}.'
+)
+"""The one line every report for people gives about severity: its rule is explained once,
+in :data:`SEVERITY_DOC`, not repeated in each report (the JSON report keeps the rule
+itself as ``verdict.rule``)."""
 
 
 def headline(result: AuditResult) -> str:
@@ -195,22 +199,38 @@ def deciles_table(fn: FrequencyNorm) -> Table:
     )
 
 
+RATIO_HEADER = "dot / cosine"
+"""The header of the headline ratio column of every per-K retrieval table."""
+
+
 def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasureInfo]) -> Table:
     """One K: each list measure (``measures``: name -> label and display, in order) under
-    dot, cosine and most-popular, with dot/cosine."""
+    dot and cosine, their ratio, then the norm-aware scorings and most-popular.
+
+    The ratio (the headline's number) comes right after the two lists it compares, so it
+    stays in view however many norm-aware scorings follow (a report read in a window
+    1280 px wide, or a terminal, never scrolls it away)."""
     rows: list[tuple[str, ...]] = []
-    scorings = {"dot": cut.dot, **cut.norm_aware, "cosine": cut.cosine, "popular": cut.popular}
+    scorings = {"dot": cut.dot, "cosine": cut.cosine, **cut.norm_aware, "popular": cut.popular}
     for metric, info in measures.items():
-        values = [listed.get(metric) for listed in scorings.values()]
-        cells = [fmt_pct(v) if info.display == "pct" else fmt_num(v, int(info.display[3:])) for v in values]
-        rows.append((info.label, *cells, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric)))))
+        cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
+        cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
+        rows.append((info.label, *cells))
     rows.append(("overlap of dot and cosine lists", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
+    headers = [scoring_label(name) for name in scorings]
+    headers.insert(2, RATIO_HEADER)
     return Table(
-        ("measure", *map(scoring_label, scorings), "dot / cosine"),
+        ("measure", *headers),
         tuple(rows),
         (False, *[True] * (len(scorings) + 1)),
         f"Top-{k} lists.",
     )
+
+
+def format_measure(value: Any, display: str) -> str:
+    """A list measure's value as its registration says: ``pct`` (a share, as a
+    percentage) or ``numN`` (N decimals)."""
+    return fmt_pct(value) if display == "pct" else fmt_num(value, int(display[3:]))
 
 
 def retrieval_summary_table(retrieval: Retrieval) -> Table:

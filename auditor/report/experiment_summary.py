@@ -12,19 +12,23 @@ import numpy as np
 from rich.table import Table
 
 from auditor.io import write_atomic
+from auditor.report.formatting import MISSING, finite, fmt_pct, text_or_missing
+from auditor.report.plot_text import fit_title
 from auditor.report.plots import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.train.experiments import ANGLE_EDGES, ExperimentResult
 
 
 def mean_pm(summary: dict[str, dict[str, float]], key: str, fmt: str = "{:.3f}", seeds: int = 2) -> str:
-    """mean ± std over seeds; the value alone for one seed (no "± 0.000")."""
+    """mean ± std over seeds; the value alone for one seed (no "± 0.000"); ``n/a`` when
+    no seed measured it."""
     s = summary.get(key)
-    if s is None or math.isnan(s["mean"]):
-        return "–"
-    if seeds < 2:
-        return fmt.format(s["mean"])
-    return f"{fmt.format(s['mean'])} ± {fmt.format(s['std'])}"
+    mean, std = (finite(s.get("mean")), finite(s.get("std"))) if s is not None else (None, None)
+    if mean is None:
+        return MISSING
+    if seeds < 2 or std is None:
+        return fmt.format(mean)
+    return f"{fmt.format(mean)} ± {fmt.format(std)}"
 
 
 def seeds_text(seeds: list[int]) -> str:
@@ -37,17 +41,29 @@ def seeds_text(seeds: list[int]) -> str:
 def data_text(data: dict[str, Any], seeds: list[int], epochs: int) -> str:
     """What the runs trained on, its sizes, the seeds and the epochs, in one sentence."""
     if data.get("kind") == "file":
-        cols = f", columns {data.get('user_col')}/{data.get('item_col')}" if data.get("user_col") else ""
-        source = f"Data: {data.get('path')} ({data.get('format')}{cols})"
+        cols = f", columns {data.get('user_col')}/{text_or_missing(data.get('item_col'))}" if data.get("user_col") else ""
+        source = f"Data: {text_or_missing(data.get('path'))} ({text_or_missing(data.get('format'))}{cols})"
         same = "the same interactions for every seed"
     else:
-        source = f"Data: synthetic (Zipf exponent {float(data.get('zipf', 1.0)):g}, regenerated for each seed)"
+        zipf = finite(data.get("zipf"))
+        source = f"Data: synthetic (Zipf exponent {MISSING if zipf is None else format(zipf, 'g')}, regenerated for each seed)"
         same = ""
     sizes = (
-        f"{int(data.get('n_users', 0)):,} users, {int(data.get('n_items', 0)):,} items, "
-        f"{int(data.get('n_interactions', 0)):,} interactions"
+        f"{fmt_count(data.get('n_users'))} users, {fmt_count(data.get('n_items'))} items, "
+        f"{fmt_count(data.get('n_interactions'))} interactions"
     )
-    return f"{source}: {sizes}{', ' + same if same else ''}. {seeds_text(seeds)}; {epochs} epochs per run."
+    return f"{source}: {sizes}{', ' + same if same else ''}. {seeds_text(seeds)}; {plural(epochs, 'epoch')} per run."
+
+
+def fmt_count(value: Any) -> str:
+    """A count with thousands separators (``n/a`` when absent)."""
+    number = finite(value)
+    return MISSING if number is None else f"{int(number):,}"
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 epoch``, ``5 epochs``, ``2,003 interactions``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _data(result: ExperimentResult) -> dict[str, Any]:
@@ -78,7 +94,7 @@ def grid_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
         opt = c["optimizer"] + (f" (wd {c['weight_decay']:g})" if c["weight_decay"] else "")
         bounds = np.array([r["spearman_ci"] for r in row["runs"]], dtype=np.float64)
         bounds = bounds[~np.isnan(bounds).any(axis=1)]
-        ci = f"[{bounds[:, 0].mean():.3f}, {bounds[:, 1].mean():.3f}]" if len(bounds) else "–"
+        ci = f"[{bounds[:, 0].mean():.3f}, {bounds[:, 1].mean():.3f}]" if len(bounds) else MISSING
         rows.append([
             row["label"], row["violates"], opt, f"{c['lr']:g}", c["item_encoder"], _user_tower(c), c["loss"],
             mean_pm(s, "share_90pm1", seeds=n), mean_pm(s, "share_90pm10", seeds=n), mean_pm(s, "spearman", seeds=n), ci,
@@ -159,8 +175,8 @@ def _plot_angles(result: ExperimentResult, path: Path) -> Path:
         counts = np.asarray(row["angle_histogram"])
         ax.bar(centres, counts, width=1.0, color="tab:blue" if row["violates"] == "none" else "tab:orange")
         ax.set_yscale("symlog", linthresh=1)
-        share = row["summary"].get("share_90pm1", {}).get("mean", float("nan"))
-        ax.set_title(f"{row['label']}\n90°±1°: {share:.1%}", fontsize=9)
+        share = row["summary"].get("share_90pm1", {}).get("mean")
+        fit_title(ax, f"{row['label']}\n90°±1°: {fmt_pct(share)}", fontsize=9)
         ax.axvline(90, color="grey", lw=0.6, ls="--")
         ax.set_xlim(0, 180)
         ax.set_xticks([0, 45, 90, 135, 180])
@@ -168,7 +184,7 @@ def _plot_angles(result: ExperimentResult, path: Path) -> Path:
         ax.set_visible(False)
     for ax in axes[-1]:
         ax.set_xlabel("angle between q and Δq (degrees)")
-    fig.suptitle("Update angles in one training step", fontsize=11)
+    fit_title(fig, "Update angles in one training step", fontsize=11)
     write_atomic(path, figure_png(fig))
     return path
 
@@ -195,6 +211,6 @@ def _plot_rho(result: ExperimentResult, path: Path) -> Path:
     ax2 = ax.twinx()
     ax2.plot(lrs, ratio, marker="s", color="tab:red", ls="--", label=f"head share ratio @{k}")
     ax2.set_ylabel(f"head_share_1pct dot / cosine @{k}", color="tab:red")
-    ax.set_title("Where the popularity bias appears (C5)", fontsize=10)
+    fit_title(ax, "Where the popularity bias appears (C5)", fontsize=10)
     write_atomic(path, figure_png(fig))
     return path

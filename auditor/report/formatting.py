@@ -42,6 +42,11 @@ def finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def text_or_missing(value: Any) -> str:
+    """A piece of text for people: ``n/a`` for None or an empty string, never ``None``."""
+    return MISSING if value is None or value == "" else str(value)
+
+
 def fmt_num(value: Any, digits: int = 3) -> str:
     """A number for people: ints with thousands separators, floats to ``digits`` places.
 
@@ -66,12 +71,21 @@ def fmt_num(value: Any, digits: int = 3) -> str:
 
 
 def fmt_pct(value: Any) -> str:
-    """A share in [0, 1] as a percentage (one decimal; two below 1%)."""
+    """A share in [0, 1] as a percentage, with the decimals its size needs: one from 1%
+    (``34.1%``), two below (``0.42%``), and two significant digits below 0.1%
+    (``0.036%``, ``0.0042%``), so a small share never reads as 0."""
     number = finite(value)
-    if number is None:
-        return MISSING
-    percent = 100.0 * number
-    return f"{percent:.2f}%" if 0 < abs(percent) < 1 else f"{percent:.1f}%"
+    return MISSING if number is None else percent_text(100.0 * number)
+
+
+def percent_text(percent: float) -> str:
+    """``percent`` (already in %) as :func:`fmt_pct` writes it."""
+    magnitude = abs(percent)
+    if magnitude == 0 or magnitude >= 1:
+        return f"{percent:.1f}%"
+    # Decimals for two significant digits, at least two (0.42%), at most eight.
+    decimals = min(8, max(2, 1 - math.floor(math.log10(magnitude))))
+    return f"{percent:.{decimals}f}%"
 
 
 def fmt_ratio(value: Any) -> str:

@@ -67,7 +67,10 @@ caption { caption-side: bottom; text-align: left; color: var(--muted); font-size
 th, td { border-bottom: 1px solid var(--rule); padding: .3rem .7rem; text-align: left;
   vertical-align: top; }
 th { background: #f5f7f8; font-weight: 600; border-bottom: 2px solid #b9c2ca; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+th { white-space: normal; overflow-wrap: normal; }
+th .word { white-space: nowrap; }
 td.wrap { overflow-wrap: anywhere; }
 td.nowrap { white-space: nowrap; }
 tbody tr:nth-child(even) td { background: #fafbfc; }
@@ -158,7 +161,7 @@ def table_html(
         names += ["nowrap"] if i in nowrap_columns else []
         return f' class="{" ".join(names)}"' if names else ""
 
-    head = "".join(f'<th scope="col"{cls(i)}>{esc(h)}</th>' for i, h in enumerate(table.headers))
+    head = "".join(f'<th scope="col"{cls(i)}>{_header(h)}</th>' for i, h in enumerate(table.headers))
     body = []
     for row in table.rows:
         cells = []
@@ -173,6 +176,12 @@ def table_html(
         f'<div class="table-wrap"><table>{caption}<thead><tr>{head}</tr></thead>\n'
         f"<tbody>\n{''.join(body)}</tbody></table></div>\n"
     )
+
+
+def _header(text: str) -> str:
+    """A column header that may wrap between words, never inside one: narrow columns
+    keep a wide table inside the page, and "norm-aware" never breaks at its hyphen."""
+    return " ".join(f'<span class="word">{esc(w)}</span>' if "-" in w else esc(w) for w in text.split(" "))
 
 
 def figure_html(
@@ -232,8 +241,7 @@ def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
     sections: list[Section] = []
     verdict = result.verdict
     body = paragraph(verdict.summary, "summary") if verdict.summary else ""
-    if verdict.rule:
-        body += paragraph(c.severity_rule(result), "note")
+    body += paragraph(c.SEVERITY_POINTER, "note")
     if verdict.recommendations:
         body += "<h3>Recommendations</h3>\n" + bullet_list(verdict.recommendations, "recs")
     else:

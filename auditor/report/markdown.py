@@ -133,8 +133,7 @@ def render_audit_markdown(
     out.append("## Verdict and recommendations\n\n")
     if verdict.summary:
         out.append(md_escape(verdict.summary) + "\n\n")
-    if verdict.rule:
-        out.append("_" + md_escape(c.severity_rule(result)) + "_\n\n")
+    out.append("_" + md_escape(c.SEVERITY_POINTER) + "_\n\n")
     if verdict.recommendations:
         out.append("### Recommendations\n\n" + bullets(verdict.recommendations))
     else:

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from auditor.io import write_atomic
-from auditor.report.experiment_summary import data_text, markdown_table, mean_pm, rich_table
+from auditor.report.formatting import MISSING
+from auditor.report.experiment_summary import data_text, fmt_count, markdown_table, mean_pm, rich_table
+from auditor.report.plot_text import fit_title
 from auditor.report.plots import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.train.mitigations import MitigationResult
@@ -33,20 +35,34 @@ def mitigation_table(result: MitigationResult) -> tuple[list[str], list[list[str
             row["label"], _KIND[row["kind"]], "–" if row["kind"] == "baseline" else row["model"],
             mean_pm(s, "ndcg", seeds=n), mean_pm(s, "recall", seeds=n), mean_pm(s, "head_share_1pct", seeds=n),
             mean_pm(s, "gini", seeds=n), "–" if row["kind"] == "baseline" else mean_pm(s, "spearman", seeds=n),
-            "–" if math.isnan(share) else f"{share:.1%}",
+            MISSING if math.isnan(share) else f"{share:.1%}",
         ])
     return header, rows
+
+
+def split_text(run: dict[str, Any]) -> str:
+    """One seed's split in words: interactions trained on and held out (these two make
+    the whole log), and the held-out pairs evaluated (repeats of a training pair left out)."""
+    if not run:
+        return ""
+    trained, held = fmt_count(run.get("n_train_interactions")), run.get("n_holdout_interactions")
+    pairs, users = fmt_count(run.get("n_holdout_pairs")), fmt_count(run.get("n_holdout_users"))
+    if held is None:  # results written before the split recorded what it held out
+        return f" (seed {run['seed']}: {trained} interactions trained on; {pairs} held-out interactions of {users} users)"
+    repeats = int(run.get("n_repeats_dropped") or 0)
+    evaluated = f"{pairs} distinct held-out (user, item) pairs of {users} users evaluated"
+    if repeats:
+        evaluated += f", {repeats:,} repeats of a training pair left out"
+    return f" (seed {run['seed']}: {trained} interactions trained on, {fmt_count(held)} held out; {evaluated})"
 
 
 def _intro(result: MitigationResult) -> str:
     sz, k = result.sizes, result.k
     first = result.rows[0]["runs"][0] if result.rows else {}
-    held = (f" ({int(first['n_holdout_pairs']):,} held-out interactions of {int(first['n_holdout_users']):,} users, "
-            f"{int(first['n_train_interactions']):,} for training, seed {first['seed']})") if first else ""
     how = "each user's latest" if result.split == "time" else "a seeded random"
     return (
         f"{data_text(result.data, result.seeds, sz.epochs)} Holdout: {how} {result.fraction:g} of each user's "
-        f"interactions{held}, never trained on. Every model: two-tower, dim {sz.dim}, batch size "
+        f"interactions, never trained on{split_text(first)}. Every model: two-tower, dim {sz.dim}, batch size "
         f"{sz.batch_size}, temperature {sz.temperature:g}, reference lr {sz.lr:g}. Accuracy over the held-out "
         f"users (RecBole's NDCG and recall, candidates without each user's training items); exposure over "
         f"every user's top-{k} list: head = top 1% of items by training frequency, Gini of item exposure. "
@@ -98,6 +114,6 @@ def _plot(result: MitigationResult) -> bytes:
     ax.set_xlabel(f"head_share_1pct@{k} (share of top-{k} slots taken by the top 1% of items)")
     ax.set_ylabel(f"NDCG@{k} (held out)")
     ax.legend(fontsize=8, loc="best")
-    ax.set_title("Accuracy against exposure, per mitigation", fontsize=10)
+    fit_title(ax, "Accuracy against exposure, per mitigation", fontsize=10)
     ax.margins(x=0.15, y=0.1)
     return figure_png(fig)

@@ -8,6 +8,7 @@ threads and worker processes). Reusable pieces for other reports (experiments, b
 * :func:`figure_png` / :func:`png_data_uri` - a figure as PNG bytes, and PNG bytes as a
   ``data:image/png;base64,...`` URI for self-contained HTML.
 * :mod:`auditor.report.plot_data` - what the figures plot (Lorenz curves, popularity groups).
+* :mod:`auditor.report.plot_text` - titles that fit their figure, bar labels that show small values.
 * :class:`Plot` - a named PNG with a title and a text alternative.
 * :func:`audit_plots` / :func:`plot_specs` - every figure an
   :class:`~auditor.result.AuditResult` supports (drawn, or planned and drawn on demand).
@@ -21,11 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from auditor.report import accuracy as accuracy_view
+from auditor.report.plot_text import bar_labels, fit_title
 from auditor.report.plot_data import lorenz_curve, popularity_groups
 from auditor.result import AuditResult, DecileRow, Retrieval
 
@@ -144,7 +146,7 @@ def norm_vs_frequency_figure(
         ax.set_xscale("log")
     ax.set_xlabel("training frequency (interactions per item, log scale)")
     ax.set_ylabel("item embedding norm ‖q‖")
-    ax.set_title("Item norm vs training frequency")
+    fit_title(ax, "Item norm vs training frequency")
     ax.legend(loc="best", fontsize=8, frameon=False)
     return fig
 
@@ -173,7 +175,7 @@ def norm_by_decile_figure(
     ax.set_xticks(range(1, len(keep) + 1), [names[i] for i in keep], fontsize=7)
     ax.set_xlabel("popularity decile (1 = least frequent) and its frequency range")
     ax.set_ylabel("item embedding norm ‖q‖")
-    ax.set_title("Norm distribution by popularity decile (boxes: quartiles; whiskers: 1.5 IQR)")
+    fit_title(ax, "Norm distribution by popularity decile (boxes: quartiles; whiskers: 1.5 IQR)")
     return fig
 
 
@@ -186,7 +188,7 @@ def exposure_lorenz_figure(
     ``gini[scoring][k]`` (the reported values) labels each curve when given.
     """
     ks = sorted({k for per_k in exposure.values() for k in per_k})
-    fig = new_figure(min(3.6 * max(len(ks), 1) + 0.6, 11.0), 3.9)
+    fig = new_figure(min(max(3.6 * len(ks) + 0.6, 6.0), 11.0), 3.9)
     axes = fig.subplots(1, max(len(ks), 1), squeeze=False)[0]
     for ax, k in zip(axes, ks):
         style_axes(ax)
@@ -203,11 +205,11 @@ def exposure_lorenz_figure(
             ax.plot(x, y, color=COLORS.get(scoring), linewidth=2, label=label)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
-        ax.set_title(f"top-{k} lists")
+        fit_title(ax, f"top-{k} lists")
         ax.set_xlabel("share of catalogue (least exposed first)")
         ax.legend(loc="upper left", fontsize=7.5, frameon=False)
     axes[0].set_ylabel("share of recommended slots")
-    fig.suptitle("Exposure Lorenz curves: the further below the diagonal, the more concentrated")
+    fit_title(fig, "Exposure Lorenz curves: the further below the diagonal, the more concentrated")
     return fig
 
 
@@ -218,6 +220,8 @@ def head_share_figure(retrieval: Retrieval) -> Figure:
     axes = fig.subplots(1, 2, sharey=False)
     x = np.arange(len(ks))
     width = 0.26
+    # Labels such as "100.0%" are wider than the bars from three cut-offs on: turn them.
+    rotate = len(ks) > 2
     for ax, (metric, title) in zip(axes, (("head_share_1pct", "top 1% of items"),
                                           ("head_share_10pct", "top 10% of items"))):
         style_axes(ax)
@@ -228,13 +232,13 @@ def head_share_figure(retrieval: Retrieval) -> Figure:
             top = max(top, float(values.max(initial=0.0)))
             bars = ax.bar(x + (i - 1) * width, values, width, color=COLORS[scoring],
                           label=LABELS[scoring])
-            ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
+            bar_labels(ax, bars, values, rotate=rotate)
         ax.set_xticks(x, [f"K={k}" for k in ks])
-        # Head room for the value labels above the tallest bar.
-        ax.set_ylim(0, top * 1.12 + 2)
+        # Head room for the value labels above the tallest bar (more when they stand upright).
+        ax.set_ylim(0, top * (1.3 if rotate else 1.12) + 2)
         ax.set_yticks([t for t in ax.get_yticks() if 0 <= t <= 100])
         ax.set_ylabel("% of recommended slots")
-        ax.set_title(f"Head share: {title}")
+        fit_title(ax, f"Head share: {title}")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside upper center", ncols=3, fontsize=8, frameon=False)
     return fig
@@ -277,7 +281,7 @@ def update_angle_figure(
     ax.set_xlabel("angle between q and its update Δq (degrees)")
     ax.set_ylabel("items (log scale)" if log_y else "items")
     share = f"; {share_90pm1 * 100:.1f}% within 90° ± 1°" if share_90pm1 is not None else ""
-    ax.set_title(f"Update angles in one probe step{share}")
+    fit_title(ax, f"Update angles in one probe step{share}")
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     return fig
 

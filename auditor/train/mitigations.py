@@ -36,6 +36,9 @@ from auditor.train.measures import aggregate
 
 METRICS = ("ndcg", "recall", "head_share_1pct", "gini")
 """The flat metrics read per scoring: ``<metric>_<scoring>@K``."""
+SPLIT_COUNTS = ("n_train_interactions", "n_holdout_interactions", "n_holdout_pairs", "n_holdout_users",
+                "n_repeats_dropped")
+"""The split's sizes each run records (:meth:`auditor.train.split.HoldoutSplit.record`)."""
 
 
 def mitigation_settings(sizes: ExperimentSizes) -> list[Setting]:
@@ -93,8 +96,10 @@ def audit_one(data: TrainingData | None, task: MitigationTask) -> dict[str, Any]
         "k": k,
         "spearman": flat.get("spearman"),
         "n_train_interactions": record["n_train_interactions"],
+        "n_holdout_interactions": record["n_holdout_interactions"],
         "n_holdout_pairs": record["n_holdout_pairs"],
         "n_holdout_users": record["n_holdout_users"],
+        "n_repeats_dropped": record["n_repeats_dropped"],
         "split": record["split"],
         "scorings": {s: {m: flat.get(f"{m}_{s}@{k}") for m in METRICS} for s in scorings},
     }
@@ -192,7 +197,7 @@ def _flat(run: dict[str, Any], scoring: str) -> dict[str, Any]:
     out: dict[str, Any] = {"seed": run["seed"], "k": run["k"]}
     out.update({m: _nan(run["scorings"][scoring][m]) for m in METRICS})
     out["spearman"] = _nan(run["spearman"])
-    for key in ("n_train_interactions", "n_holdout_pairs", "n_holdout_users"):
+    for key in SPLIT_COUNTS:
         out[key] = run[key]
     return out
 

@@ -45,6 +45,8 @@ class HoldoutSplit:
     """Held-out interactions dropped as repeats of a training pair (or of each other)."""
     n_users_sampled: int | None = None
     """When the holdout was capped at MAX_HOLDOUT_PAIRS: the users it keeps."""
+    n_held_out: int | None = None
+    """Interactions taken out of training (repeats included): with ``train``, the whole log."""
 
     def record(self) -> dict[str, Any]:
         """What the checkpoint's config says about the split."""
@@ -53,6 +55,7 @@ class HoldoutSplit:
             "split": self.method,
             "seed": self.seed,
             "n_train_interactions": self.train.n_interactions,
+            "n_holdout_interactions": self.n_held_out,
             "n_holdout_pairs": int(self.holdout.shape[0]),
             "n_holdout_users": int(np.unique(self.holdout[:, 0]).size),
             "n_repeats_dropped": self.n_repeats_dropped,
@@ -117,7 +120,7 @@ def split_holdout(data: TrainingData, fraction: float, method: str = "auto", *, 
         train_rows, holdout={"fraction": float(fraction), "split": method, "seed": seed},
         n_interactions=int(train_rows.size),
     )
-    return HoldoutSplit(train, pairs, float(fraction), method, seed, n_repeats, n_sampled)
+    return HoldoutSplit(train, pairs, float(fraction), method, seed, n_repeats, n_sampled, n - int(train_rows.size))
 
 
 def _drop_repeats(
