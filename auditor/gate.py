@@ -32,6 +32,8 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
 }
 _EXPR = re.compile(r"^\s*([A-Za-z_][\w@.]*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+RATIO_RULE = "every <metric>_ratio@K is dot / cosine (accuracy ratios included)"
+"""The one direction of every ratio, said wherever gate names are listed."""
 BASE_METRICS = (
     "spearman",
     "spearman_ci_lo",
@@ -114,7 +116,8 @@ def parse_gates(expressions: Iterable[str], valid_names: Iterable[str]) -> list[
         gates.append(Gate(name, op, float(number)))
     if problems:
         shown = ", ".join(valid[:12]) + (f", ... ({len(valid)} in all)" if len(valid) > 12 else "")
-        raise GateError(f"invalid {setting('fail_on')}: " + "; ".join(problems) + f". Valid metrics: {shown}")
+        raise GateError(f"invalid {setting('fail_on')}: " + "; ".join(problems) + f". Valid metrics: {shown}; "
+                        f"{RATIO_RULE}")
     return gates
 
 

@@ -14,17 +14,24 @@ def pct(x: float | None, decimals: int = 1) -> str:
 
 
 def pct_pair(before: float | None, after: float | None) -> tuple[str, str]:
-    """Both shares as percentages, each with two significant digits at least (one decimal
-    at least), and more up to :data:`MAX_DECIMALS` until they differ: 0.66% and 0.56%,
-    not 0.7% and 0.6%; never "from 0.8% to 0.8%" when they are not equal."""
-    values = [abs(100 * x) for x in (before, after) if x is not None and math.isfinite(x) and x != 0]
-    smallest = min(values, default=10.0)
-    first = min(MAX_DECIMALS, max(1, 1 - math.floor(math.log10(smallest))))
-    for decimals in range(first, MAX_DECIMALS + 1):
-        a, b = pct(before, decimals), pct(after, decimals)
+    """Both shares as percentages, each with two significant digits (one decimal at least:
+    0.66%, 4.1%, 0.050%), more up to :data:`MAX_DECIMALS` while they print alike: never
+    "from 0.8% to 0.8%" between shares that differ."""
+    first = [_decimals(x) for x in (before, after)]
+    if before == after:
+        return pct(before, first[0]), pct(after, first[1])
+    for extra in range(MAX_DECIMALS):
+        a, b = (pct(x, min(MAX_DECIMALS, d + extra)) for x, d in zip((before, after), first))
         if a != b:
-            return a, b
-    return pct(before, MAX_DECIMALS), pct(after, MAX_DECIMALS)
+            break
+    return a, b
+
+
+def _decimals(x: float | None) -> int:
+    """Decimals that give a share two significant digits as a percentage (1 to 3)."""
+    if x is None or not math.isfinite(x) or x == 0:
+        return 1
+    return min(MAX_DECIMALS, max(1, 1 - math.floor(math.log10(abs(100 * x)))))
 
 
 def moves(before: float | None, after: float | None, what: str) -> str:

@@ -56,4 +56,4 @@ def test_the_readme_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "README.md example", "exec"), {"__name__": "readme"})  # noqa: S102 - the README's own code
     severity, ratio = printed.getvalue().split()
-    assert severity == "high" and float(ratio) == pytest.approx(5.3946, abs=1e-4)
+    assert severity == "moderate" and float(ratio) == pytest.approx(82.6667, abs=1e-4)

@@ -72,6 +72,7 @@ def test_fail_on_typo_is_usage_error_listing_valid_names(biased):
     assert result.exit_code == 2
     assert "unknown metric 'spearmn'" in result.output
     assert "head_share_1pct_ratio@100" in result.output or "Valid metrics" in result.output
+    assert "every <metric>_ratio@K is dot / cosine" in result.output  # one direction, said where names are listed
 
 
 def test_gate_on_unmeasured_metric_is_an_error_not_a_pass(biased):

@@ -42,7 +42,8 @@ def test_the_doc_states_the_thresholds_the_verdict_applies() -> None:
     for said, dot, cos, severity_name in (
         ("8.4% of dot-product top-10 slots against 2.1% under cosine is 4.0× and 6.3 points: *high*", 0.084, 0.021, "high"),
         ("3.0% against 2.2% is 1.36× but 0.8 points: *low*", 0.030, 0.022, "low"),
-        ("0.04% against 0.01% is 4× but 0.03 points, below every band: *none*", 0.0004, 0.0001, "none"),
+        ("0.04% against 0.01% is 4× but 0.03 points, below every band: *none*, whatever ρ is", 0.0004, 0.0001,
+         "none"),
     ):
         assert said in text
         assert Skew(10, dot, cos, None).severity == severity_name

@@ -314,12 +314,12 @@ def test_history_queries_are_means_of_distinct_training_items() -> None:
     bundle = _bundle(items)
     bundle.train_pairs = pairs
     history = _population(bundle, _config())
-    np.testing.assert_allclose(history.vectors, expected, rtol=1e-6)
+    np.testing.assert_allclose(history.vectors, expected, rtol=1e-6, atol=1e-6)
     assert (history.n_eligible, history.sampled, history.source) == (3, False, "history")
     assert history.raw_ids.tolist() == ["a", "b", "c"] and history.seen_items == "excluded"
     sampled = _population(bundle, _config(max_queries=2, seed=4))
     picked = np.sort(np.random.default_rng(4).choice(3, size=2, replace=False))
-    np.testing.assert_allclose(sampled.vectors, expected[picked], rtol=1e-6)
+    np.testing.assert_allclose(sampled.vectors, expected[picked], rtol=1e-6, atol=1e-6)
     assert sampled.sampled and "2 sampled with seed 4" in sampled.description
     freq = np.bincount(pairs.item_rows, minlength=6)
     outcome = measure_retrieval(bundle, _stats(freq), _config(ks=(2,)))

@@ -114,8 +114,8 @@ table_key_options = option_group(
 
 retrieval_options = option_group(
     click.option("-k", "--k", "ks", type=click.IntRange(min=1), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]"),
-    click.option("--queries", default="auto", show_default=True, help="Retrieval queries: users (the model's user table), history (mean of each user's history item vectors) or a .npy/Parquet file of vectors; auto picks users, else history."),
-    click.option("--max-queries", type=click.IntRange(min=1), default=10_000, show_default=True, help="Sample at most N queries per audit (seeded)."),
+    click.option("--queries", default="auto", show_default=True, help="Who is queried: users (the training log's users by their user-table rows; rows of users absent from the log are untrained and not queried), history (each training user's mean training-item vector) or a .npy/Parquet file of vectors (no user identity: nothing excluded); auto picks users, else history. Every scoring serves each user the top-K of the items they did not train on."),
+    click.option("--max-queries", type=click.IntRange(min=1), default=10_000, show_default=True, help="Sample at most N of the population's users per audit (seeded)."),
     click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index: exact (IndexFlatIP), ivf or hnsw (approximate; recall is measured and reported), auto by size."),
     click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures: interactions per item, or distinct users per item."),
     click.option("--no-retrieval", is_flag=True, help="Skip the retrieval-skew section."),
@@ -153,10 +153,10 @@ NonNegative = FiniteFloat(0.0)
 
 
 accuracy_options = option_group(
-    click.option("--holdout", type=PathArg, help="Held-out interactions (any --interactions format, same id columns) for accuracy beside exposure: recall, NDCG, hit rate and MRR @K of dot, cosine, popular and norm-aware serving. Candidates exclude each user's --interactions items."),
-    click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, help="Norm-aware scoring alpha_A: score = |q|^A |k|^A cos(q, k) (0 is cosine, 1 is dot); repeatable. [default: 0.25, 0.5, 0.75]"),
-    click.option("--accuracy-tolerance", type=FiniteFloat(0.0, 1.0, open=True), default=0.98, show_default=True, help="The recommended scoring keeps at least this share of dot's NDCG@K."),
-    click.option("--keep-seen", is_flag=True, help="Keep each user's training items among the accuracy candidates (default: excluded, as served)."),
+    click.option("--holdout", type=PathArg, help="Held-out interactions (any --interactions format, same id columns): recall, NDCG, hit rate and MRR @K of the lists retrieval serves (dot, cosine, popular, norm-aware), for the queried users with a held-out item; changes no exposure figure."),
+    click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, help="Norm-aware scoring alpha_A measured beside dot and cosine: score = |q|^A |k|^A cos(q, k) (0 is cosine, 1 is dot); repeatable. [default: 0.25, 0.5, 0.75]"),
+    click.option("--accuracy-tolerance", type=FiniteFloat(0.0, 1.0, open=True), default=0.98, show_default=True, help="A scoring is recommended over dot only when it keeps at least this share of dot's NDCG@K and its head-share reduction's 95% interval excludes 0."),
+    click.option("--keep-seen", is_flag=True, help="Keep each user's training items among every scoring's candidates, for exposure and accuracy alike (default: excluded, as a deployed recommender serves)."),
 )
 """--holdout, --alpha, --accuracy-tolerance, --keep-seen."""
 
@@ -178,7 +178,7 @@ id_mapping_options = option_group(
 
 sampling_options = option_group(
     click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed for sampling, bootstrap and probes."),
-    click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman's ρ (0 to skip)."),
+    click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the 95% intervals: Spearman's ρ, and with --holdout each scoring's change against dot (paired over users); 0 to skip."),
 )
 """--seed, --bootstrap."""
 

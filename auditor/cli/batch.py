@@ -52,7 +52,7 @@ class _BatchCommand(click.Command):
 @click.option("--flush-interval", type=NonNegative, default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
-@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (repeatable).")
+@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; repeatable).")
 @click.option("--interactions", type=PathArg, help="Default training log for rows without an interactions cell.")
 @log_column_options
 @frequencies_options

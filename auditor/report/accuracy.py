@@ -5,12 +5,16 @@ marked). The choice itself is made in :mod:`auditor.tradeoff`; this module only 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
 from matplotlib.figure import Figure
 
 from auditor.errors import setting
 from auditor.report.formatting import Table, fmt_num, fmt_pct
 from auditor.result import Accuracy, AuditResult, RankingAccuracy
 
+T = TypeVar("T")
 TITLE = "Accuracy and the trade-off"
 SCORING_LABELS = {"dot": "dot product", "cosine": "cosine", "popular": "most popular"}
 
@@ -63,10 +67,35 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
     )
 
 
-def _ordered(by_scoring: dict[str, RankingAccuracy]) -> list[tuple[str, RankingAccuracy]]:
+def changes_table(accuracy: Accuracy) -> Table:
+    """Each other scoring against dot at the trade-off's K: NDCG and head share change,
+    with the paired bootstrap 95% intervals the recommendation rests on."""
+    rows = []
+    for name, change in _ordered(accuracy.changes):
+        ndcg_ci, head_ci = change.ndcg_delta_ci, change.head_share_delta_ci
+        rows.append((
+            scoring_label(name), f"{change.ndcg_delta:+.4f}", _interval(ndcg_ci, 1.0, 4),
+            f"{100 * change.head_share_delta:+.2f}", _interval(head_ci, 100.0, 2),
+            "yes" if change.clearly_less_head else "no",
+        ))  # fmt: skip
+    how = (f"paired bootstrap over users, {accuracy.n_bootstrap:,} resamples" if accuracy.n_bootstrap
+           else f"no bootstrap ({setting('bootstrap')} 0): point estimates only")
+    return Table(
+        ("scoring", "NDCG − dot", "95% CI", "head share − dot (points)", "95% CI", "clearly less head"),
+        tuple(rows), (False, True, True, True, True, False),
+        f"At K={accuracy.quoted_k}; intervals: {how}. A scoring is recommended only when its head-share "
+        "interval lies below 0 and it keeps the tolerance of dot's NDCG.",
+    )
+
+
+def _interval(ci: tuple[float, float] | None, scale: float, decimals: int) -> str:
+    return "n/a" if ci is None else f"[{scale * ci[0]:+.{decimals}f}, {scale * ci[1]:+.{decimals}f}]"
+
+
+def _ordered(by_scoring: Mapping[str, T]) -> list[tuple[str, T]]:
     """dot, the norm-aware scorings from α near 1 down, cosine, then most popular."""
 
-    def key(item: tuple[str, RankingAccuracy]) -> tuple[int, float]:
+    def key(item: tuple[str, T]) -> tuple[int, float]:
         name = item[0]
         if name.startswith("alpha_"):
             return (1, -float(name[len("alpha_"):]))

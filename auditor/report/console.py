@@ -16,6 +16,8 @@ from rich.text import Text
 from auditor.report import RenderContext
 from auditor.report import accuracy as accuracy_view
 from auditor.report.content import RATIO_HEADER, SEVERITY_POINTER, format_measure, verdict_phrase
+from auditor.report.population import population_rows
+from auditor.report.formatting import Table as PlainTable
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
 from auditor.result import AuditResult
 
@@ -143,6 +145,7 @@ def _retrieval(result: AuditResult) -> Group:
             style="bold",
         )
     ]
+    tables += [Text(f"{name}: {value}", style="dim") for name, value in population_rows(retrieval)[1:]]
     for k, cut in sorted(retrieval.at.items()):
         # dot, cosine and their ratio first (the headline's numbers), as in every format.
         scorings = {"dot": cut.dot, "cosine": cut.cosine, **cut.norm_aware, "popular": cut.popular}
@@ -174,16 +177,21 @@ def _accuracy(result: AuditResult) -> Group:
         )
     ]
     for k in sorted(accuracy.at):
-        shown = accuracy_view.tradeoff_table(result, k)
-        table = Table()
-        for column, name in enumerate(shown.headers):
-            table.add_column(name, justify="right" if shown.is_numeric(column) else "left")
-        for row in shown.rows:
-            table.add_row(*(Text(cell) for cell in row))
-        parts.append(titled(f"Top-{k}", table))
+        parts.append(_rich_table(accuracy_view.tradeoff_table(result, k), f"Top-{k}"))
+    if accuracy.changes:
+        parts.append(_rich_table(accuracy_view.changes_table(accuracy), f"Against dot at K={accuracy.quoted_k}"))
     if accuracy.recommendation:
         parts.append(Text(accuracy.recommendation))
     return Group(*parts)
+
+
+def _rich_table(shown: PlainTable, title: str) -> RenderableType:
+    table = Table()
+    for column, name in enumerate(shown.headers):
+        table.add_column(name, justify="right" if shown.is_numeric(column) else "left")
+    for row in shown.rows:
+        table.add_row(*(Text(cell) for cell in row))
+    return titled(title, table)
 
 
 def _conditions(result: AuditResult) -> Group:

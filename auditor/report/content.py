@@ -22,6 +22,7 @@ from typing import Any
 from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
 from auditor.report.labels import PROBE_FIELDS, PROBE_TITLES
+from auditor.report.population import population_rows
 from auditor.report.formatting import (
     MISSING,
     Table,
@@ -234,10 +235,12 @@ def format_measure(value: Any, display: str) -> str:
 
 
 def retrieval_summary_table(retrieval: Retrieval) -> Table:
-    """How retrieval was run: queries, index, recall of approximate indexes."""
-    rows = [
+    """How retrieval was run: who was queried, index, recall of approximate indexes."""
+    rows = population_rows(retrieval) or [
         ("queries", fmt_num(retrieval.n_queries)),
         ("query source", retrieval.queries or MISSING),
+    ]
+    rows += [
         ("index", retrieval.index),
         ("popularity measured by", retrieval.popularity),
         ("queries with zero vectors (skipped)", fmt_num(retrieval.n_zero_queries)),

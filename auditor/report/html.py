@@ -286,6 +286,8 @@ def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
         body += table_html(accuracy_view.summary_table(accuracy), wrap_columns=(1,))
         for k in sorted(accuracy.at):
             body += f"<h3>Top-{esc(k)}</h3>\n" + table_html(accuracy_view.tradeoff_table(result, k))
+        if accuracy.changes:
+            body += f"<h3>Against dot at K={esc(accuracy.quoted_k)}</h3>\n" + table_html(accuracy_view.changes_table(accuracy))
         body += _figures(plots, "accuracy")
     else:
         body = _not_measured(result, "accuracy")

@@ -174,6 +174,8 @@ def render_audit_markdown(
         out.append(md_table(accuracy_view.summary_table(accuracy)))
         for k in sorted(accuracy.at):
             out.append(f"### Top-{k}\n\n" + md_table(accuracy_view.tradeoff_table(result, k)))
+        if accuracy.changes:
+            out.append(f"### Against dot at K={accuracy.quoted_k}\n\n" + md_table(accuracy_view.changes_table(accuracy)))
         out.append(_figures(plots, links, "accuracy"))
         if accuracy.recommendation:
             out.append(md_escape(accuracy.recommendation) + "\n\n")
