@@ -185,14 +185,15 @@ def topk_rows(queries: torch.Tensor, table: torch.Tensor, k: int, *, cosine: boo
             if cosine:
                 scores[:, zero] = -math.inf
             best, found = torch.topk(scores, k_plus, dim=1)
-        values, top = best.cpu().numpy(), found[:, :k].cpu().numpy()
-        if k_plus > k:
-            tied = np.flatnonzero(values[:, k - 1] == values[:, k])
+        values, top = best[:, :k].cpu().numpy(), found[:, :k].cpu().numpy()
+        values, top = select_topk(values, top, k)  # the contract's order within each list
+        if k_plus > k:  # the K-th score ties one left out: which rows are in is the contract's too
+            tied = np.flatnonzero(values[:, k - 1] == best[:, k].cpu().numpy())
             if tied.size:
                 chosen = scores[torch.from_numpy(tied).to(scores.device)].cpu().numpy()
                 every = np.broadcast_to(np.arange(chosen.shape[1]), chosen.shape)
-                values[tied, :k], top[tied] = select_topk(chosen, every, k)
-        top[values[:, :k] == -math.inf] = -1
+                values[tied], top[tied] = select_topk(chosen, every, k)
+        top[values == -math.inf] = -1
         out.append(top)
     return np.concatenate(out).astype(np.int64)
 

@@ -118,6 +118,7 @@ class TrainingMonitor:
         self._step_update = UpdateSample.empty()
         self._start = time.perf_counter()
         self._epoch_start = self._start
+        self._epoch_first_step = 0
         self._closed = False
         header = TraceHeader(
             source=source, n_items=n, dim=self.source.dim, counts="given" if self._given else "running",
@@ -188,6 +189,7 @@ class TrainingMonitor:
         self._epoch_updates = []
         self.epoch += 1
         self._epoch_start = time.perf_counter()
+        self._epoch_first_step = self.global_step
         return record
 
     def close(self, reason: str = "completed") -> None:
@@ -195,7 +197,8 @@ class TrainingMonitor:
         if self._closed:
             return
         self._closed = True
-        end = TraceEnd(self.global_step, self.epoch, reason)
+        begun = self.epoch if self.global_step > self._epoch_first_step else self.epoch - 1
+        end = TraceEnd(self.global_step, max(begun, 0) or None, reason)
         if self._writer is not None:
             self._writer.write(end.to_json())
             self._writer.close()

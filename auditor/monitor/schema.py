@@ -181,6 +181,7 @@ class TraceEnd:
 
     step: int
     epoch: int | None
+    """The last epoch begun (None: none)."""
     reason: str
     """``completed``, ``stopped by alert ...``, ``raised by alert ...`` or an error's text."""
 

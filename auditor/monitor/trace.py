@@ -228,6 +228,8 @@ def _json_lines(path: Path) -> tuple[list[tuple[int, Any]], bool]:
         try:
             out.append((number, json.loads(data.decode("utf-8"))))
         except (UnicodeDecodeError, ValueError):
+            if not out:
+                raise TraceError(f"{path} is not a popaudit trace: line {number} is not a trace header") from None
             if number == last:
                 truncated = True
                 continue

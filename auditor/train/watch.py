@@ -52,8 +52,7 @@ def retrain_monitor(
 ) -> TrainingMonitor:
     """The monitor of one ``retrain`` run: the item tower's outputs for every row, the
     data's frequencies as counts, the user tower on a fixed user sample as queries."""
-    rng = np.random.default_rng(np.random.SeedSequence([config.seed, 0xB1A5]))
-    users = torch.from_numpy(np.sort(rng.choice(data.n_users, min(N_QUERY_USERS, data.n_users), replace=False)))
+    users = query_users(data.n_users, config.seed)
     return TrainingMonitor(
         model.encode_items,
         n_items=data.n_items,
@@ -71,6 +70,12 @@ def retrain_monitor(
         source="retrain",
         config=config.record(data),
     )
+
+
+def query_users(n_users: int, seed: int) -> torch.Tensor:
+    """The fixed seeded sample of user rows whose vectors are the head share's queries."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xB1A5]))
+    return torch.from_numpy(np.sort(rng.choice(n_users, min(N_QUERY_USERS, n_users), replace=False)))
 
 
 def trace_row(record: TraceRecord) -> dict[str, float]:
