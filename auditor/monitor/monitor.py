@@ -52,7 +52,8 @@ class TrainingMonitor:
     ``interval``: steps between step records (0: epoch records only). ``trace``: the
     JSON-lines file to write. ``alerts``: ``--fail-on``-style expressions over the
     record's figures, each acting by ``on_alert`` (``warn``, ``raise``, ``stop``).
-    ``optimizer``: read for the learning rate (and named in the trace). ``queries``:
+    ``optimizer``: read for the learning rate (and named in the trace; a torch
+    optimizer, or any with a ``learning_rate``, such as Keras'). ``queries``:
     head-share queries (:data:`~auditor.monitor.sources.Queries`). Above
     ``max_exact_items`` items, every table-wide figure is taken on a fixed seeded sample
     of ``sample_items`` rows (ρ then with its interval). ``mlflow``: None logs to the
@@ -72,7 +73,7 @@ class TrainingMonitor:
         trace: Path | str | None = None,
         alerts: Iterable[str] = (),
         on_alert: str = "warn",
-        optimizer: torch.optim.Optimizer | None = None,
+        optimizer: torch.optim.Optimizer | Any = None,
         queries: Queries = None,
         n_queries: int = 256,
         k: int = 10,
@@ -140,13 +141,14 @@ class TrainingMonitor:
         if not self._given:
             self._pending.append(torch.as_tensor(items).detach().reshape(-1).to(torch.int64, copy=True))
 
-    def before_step(self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None) -> None:
+    def before_step(self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None, *, count: bool = True) -> None:
         """Call before ``optimizer.step()`` with the batch's item rows (or None).
 
-        Counts them, and when the coming step is due for a record keeps the rows'
-        vectors (the whole table when ``items`` is None), to measure the update angles.
+        Counts them (unless ``count`` is False: already passed to :meth:`observe`), and
+        when the coming step is due for a record keeps the rows' vectors (the whole
+        table when ``items`` is None), to measure the update angles.
         """
-        if items is not None:
+        if items is not None and count:
             self.observe(items)
         if not self._due(self.global_step + 1):
             return
@@ -210,7 +212,7 @@ class TrainingMonitor:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if exc is None:
-            self.close(self._stop_reason or "completed")
+            self.close(self.stop_reason or "completed")
         elif not self._closed:
             self.close(f"error: {type(exc).__name__}: {exc}")
 
@@ -222,7 +224,8 @@ class TrainingMonitor:
 
     # -- inside ---------------------------------------------------------------------
 
-    _stop_reason: str | None = None
+    stop_reason: str | None = None
+    """Why an alert asked training to stop (None: none did)."""
 
     def _due(self, step: int) -> bool:
         return self.interval > 0 and step % self.interval == 0
@@ -283,9 +286,13 @@ class TrainingMonitor:
         )
 
     def _lr(self) -> float | None:
-        """The learning rate of the item table's parameter group (or of every group, when they agree)."""
+        """The learning rate of the item table's parameter group (or of every group, when
+        they agree); a Keras optimizer's ``learning_rate``."""
         if self.optimizer is None:
             return None
+        if not hasattr(self.optimizer, "param_groups"):
+            rate = getattr(self.optimizer, "learning_rate", None)
+            return None if rate is None else float(rate)
         groups = [g for g in self.optimizer.param_groups if "lr" in g]
         param = self.source.parameter
         if param is not None:
@@ -302,7 +309,7 @@ class TrainingMonitor:
             self._writer.write(event.to_json())
         if event.action == "stop":
             self.should_stop = True
-            self._stop_reason = f"stopped by alert {event.alert} at step {event.step}"
+            self.stop_reason = f"stopped by alert {event.alert} at step {event.step}"
         if event.action == "raise":
             self.close(f"raised by alert {event.alert} at step {event.step}")
         act(event)
