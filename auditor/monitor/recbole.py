@@ -89,8 +89,12 @@ class PopauditTrainerMixin:
             )
         if self._popaudit_hooked is not self.optimizer:  # hooked once per optimizer
             monitor = self.popaudit
+
+            def after(*_: Any) -> None:
+                monitor.after_step()
+
             self.optimizer.register_step_pre_hook(lambda *_: monitor.before_step(None))
-            self.optimizer.register_step_post_hook(lambda *_: monitor.after_step())
+            self.optimizer.register_step_post_hook(after)
             self._popaudit_hooked = self.optimizer
         return self.popaudit
 
