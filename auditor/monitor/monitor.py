@@ -38,7 +38,7 @@ from auditor.monitor.sinks import Sink, make_sinks
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
 from auditor.monitor.trace import TraceWriter
 
-DEFAULT_INTERVAL = 100
+DEFAULT_INTERVAL = 200
 """Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
 
 
@@ -75,7 +75,7 @@ class TrainingMonitor:
         on_alert: str = "warn",
         optimizer: torch.optim.Optimizer | Any = None,
         queries: Queries = None,
-        n_queries: int = 256,
+        n_queries: int = 128,
         k: int = 10,
         head_percent: float = 1.0,
         max_exact_items: int = 200_000,

@@ -51,7 +51,7 @@ class TraceWriter:
         self.path = Path(path)
         self.fsync = fsync and not is_special_file(self.path)
         self._synced = -math.inf
-        _refuse_foreign(self.path)
+        refuse_foreign(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh: IO[str] | None = open(self.path, "w", encoding="utf-8")
@@ -85,7 +85,7 @@ class TraceWriter:
                 self._fh = None
 
 
-def _refuse_foreign(path: Path) -> None:
+def refuse_foreign(path: Path) -> None:
     """OutputError when ``path`` is a folder, or a non-empty file whose first line is not
     a trace header: a mistyped path must never destroy someone's data."""
     if path.is_dir():

@@ -19,13 +19,14 @@ import torch
 from auditor.errors import TrainingError, setting
 from auditor.monitor import DEFAULT_INTERVAL, TraceRecord, TrainingMonitor
 from auditor.monitor.alerts import check_action, parse_alerts
+from auditor.monitor.trace import refuse_foreign
 
 if TYPE_CHECKING:
     from auditor.train.data import TrainingData
     from auditor.train.loop import TrainConfig
     from auditor.train.models import TwoTower
 
-N_QUERY_USERS = 256
+N_QUERY_USERS = 128
 """Users whose current vectors are the head share's queries (a fixed seeded sample)."""
 
 
@@ -44,6 +45,8 @@ class WatchOptions:
     def __post_init__(self) -> None:
         parse_alerts(self.alerts)  # a typo is a usage error before any training
         check_action(self.on_alert)
+        if self.trace is not None:  # as is a trace path that must not be written
+            refuse_foreign(Path(self.trace))
 
 
 def retrain_monitor(
