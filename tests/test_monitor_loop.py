@@ -35,7 +35,7 @@ def plain_loop(data, config: TrainConfig, trace: Path) -> TrainingMonitor:
     item_opt, user_opt = config.optimizers(model)
     users = query_users(data.n_users, config.seed)
     monitor = TrainingMonitor(model.encode_items, n_items=data.n_items, optimizer=item_opt, trace=trace,
-                              queries=lambda: model.encode_users(users), seed=config.seed)
+                              queries=lambda: model.encode_users(users), seed=config.seed, interval=100)
     rng = np.random.default_rng(config.seed)
     all_users, all_items = torch.from_numpy(data.users), torch.from_numpy(data.items)
     with monitor:
@@ -62,7 +62,7 @@ def test_plain_loop_reproduces_retrains_trace_and_checks_rho(tmp_path: Path) -> 
     assert data.n_interactions % CONFIG.batch_size >= 2  # retrain then keeps the same batches
     plain_loop(data, CONFIG, tmp_path / "plain.jsonl")
     mine = read_trace(tmp_path / "plain.jsonl")
-    result = train(data, CONFIG, watch=WatchOptions(trace=tmp_path / "retrain.jsonl"))
+    result = train(data, CONFIG, watch=WatchOptions(trace=tmp_path / "retrain.jsonl", interval=100))
     theirs = read_trace(tmp_path / "retrain.jsonl")
     model_path = save_checkpoint(result, tmp_path / "model.pt")
 
@@ -112,3 +112,10 @@ def test_retrain_writes_its_trace_and_an_alert_stops_it(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, [*args, "--alert", "spearman>0.3", "--on-alert", "fail", "-o", str(tmp_path / "no.pt")])
     assert done.exit_code == 3 and "Error: alert spearman>0.3 fired at step 4" in done.output
     assert not (tmp_path / "no.pt").exists()
+
+
+def test_retrains_default_interval_is_the_monitors() -> None:
+    from auditor.monitor import DEFAULT_INTERVAL
+
+    (option,) = [p for p in cli.commands["retrain"].params if p.name == "trace_every"]
+    assert option.default == DEFAULT_INTERVAL

@@ -263,8 +263,9 @@ class TrainingMonitor:
     def _measure(self, kind: str, update: UpdateSample, loss: float | torch.Tensor | None, seconds: float | None) -> TraceRecord:
         sample = self._sample
         vectors = self.source.table() if sample is None else self.source.rows(sample)
-        cpu = vectors.to("cpu")
-        array = cpu.numpy() if cpu.dtype in (torch.float32, torch.float64) else cpu.to(torch.float32).numpy()
+        if vectors.dtype not in (torch.float32, torch.float64):  # half precision: numpy has no bfloat16
+            vectors = vectors.float()
+        array = vectors.to("cpu").numpy()
         counts = self._counts if sample is None else self._counts[sample.numpy()]
         norms = item_norms(array)
         finite = np.isfinite(norms)

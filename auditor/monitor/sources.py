@@ -66,14 +66,6 @@ class ItemSource:
         """The tensor the optimizer updates, when the table is one (else None)."""
         return self._embedding.weight if self._embedding is not None else self._tensor
 
-    @property
-    def device(self) -> torch.device:
-        param = self.parameter
-        if param is not None:
-            return param.device
-        with torch.no_grad():
-            return self.rows(torch.zeros(1, dtype=torch.int64)).device
-
     def rows(self, rows: torch.Tensor) -> torch.Tensor:
         """The current vectors of ``rows`` (int64), detached."""
         with torch.no_grad():

@@ -57,7 +57,7 @@ def retrain_monitor(
     data's frequencies as counts, the user tower on a fixed user sample as queries."""
     users = query_users(data.n_users, config.seed)
     return TrainingMonitor(
-        model.encode_items,
+        model.item_tower,  # what encode_items calls: the monitor's reads stay out of the training path
         n_items=data.n_items,
         item_ids=list(data.item_ids),
         counts=data.item_frequencies,
@@ -66,7 +66,7 @@ def retrain_monitor(
         alerts=options.alerts,
         on_alert=options.on_alert,
         optimizer=item_optimizer,
-        queries=lambda: model.encode_users(users),
+        queries=lambda: model.user_tower(users),
         seed=config.seed,
         mlflow=options.mlflow,
         tensorboard=options.tensorboard,
