@@ -197,10 +197,12 @@ def test_alerts_fire_once_warn_stop_and_raise(tmp_path) -> None:
 def test_the_monitor_leaves_training_randomness_and_gradients_alone() -> None:
     torch.manual_seed(0)
     emb = torch.nn.Embedding(50, 4)
-    dropout = torch.nn.Dropout(0.5)  # queries drawn through dropout consume the RNG
-    monitor = TrainingMonitor(emb, interval=1, queries=lambda: dropout(emb.weight[:8]))
+    dropout = torch.nn.Dropout(0.5)  # towers and queries with dropout consume the RNG when called
+    tower = lambda rows: dropout(emb(rows))  # noqa: E731
     state = torch.random.get_rng_state()
+    monitor = TrainingMonitor(tower, n_items=50, interval=1, queries=lambda: dropout(emb.weight[:8]))
     monitor.before_step([1, 2])
     monitor.after_step()
-    assert torch.equal(torch.random.get_rng_state(), state)
+    monitor.end_epoch()
+    assert len(monitor.records) == 2 and torch.equal(torch.random.get_rng_state(), state)
     assert emb.weight.grad is None

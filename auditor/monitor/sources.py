@@ -9,7 +9,8 @@ detached tensors; nothing is copied except what a caller asks to keep.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Union
 
 import numpy as np
@@ -25,6 +26,14 @@ Queries = Union[torch.Tensor, np.ndarray, Callable[[], torch.Tensor], None]
 
 CHUNK = 65_536
 """Rows per call of an encoder callable when the whole table is read."""
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Around every call of user code: no autograd graph, and torch's CPU random state
+    restored afterwards (a tower with dropout must not shift the training's randomness)."""
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        yield
 
 
 class ItemSource:
@@ -46,7 +55,7 @@ class ItemSource:
             if n_items is None:
                 raise TrainingError("an item encoder callable needs n_items: how many item rows it encodes")
             self._encode = items
-            with torch.no_grad():
+            with quiet():
                 probe = items(torch.zeros(1, dtype=torch.int64))
             if not isinstance(probe, torch.Tensor) or probe.ndim != 2 or probe.shape[0] != 1:
                 raise TrainingError("the item encoder must return a (rows, dim) tensor for a 1-D tensor of item rows")
@@ -68,11 +77,11 @@ class ItemSource:
 
     def rows(self, rows: torch.Tensor) -> torch.Tensor:
         """The current vectors of ``rows`` (int64), detached."""
-        with torch.no_grad():
-            param = self.parameter
-            if param is not None:
-                return param.detach()[rows.to(param.device)]
-            assert self._encode is not None
+        param = self.parameter
+        if param is not None:
+            return param.detach()[rows.to(param.device)]
+        assert self._encode is not None
+        with quiet():
             return self._encode(rows).detach()
 
     def table(self) -> torch.Tensor:
@@ -116,7 +125,7 @@ class QuerySource:
 
     def vectors(self) -> torch.Tensor:
         """(n_queries, dim), detached."""
-        with torch.no_grad():
+        with quiet():
             if self._fixed is not None:
                 out = self._fixed
             elif self._call is not None:
