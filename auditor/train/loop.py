@@ -284,7 +284,7 @@ def _epochs(result: TrainResult, monitor: TrainingMonitor, progress: Progress) -
         for event in monitor.fired[fired:]:
             progress.note(event.describe() + ("; stopping training" if event.action == "stop" else ""))
         fired = len(monitor.fired)
-        require_finite(record, config.item_lr)
+        require_finite(record, result)
         row = trace_row(record)
         rho = row["spearman"]
         result.trace.append(row)

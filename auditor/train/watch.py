@@ -23,7 +23,7 @@ from auditor.monitor.trace import refuse_foreign
 
 if TYPE_CHECKING:
     from auditor.train.data import TrainingData
-    from auditor.train.loop import TrainConfig
+    from auditor.train.loop import TrainConfig, TrainResult
     from auditor.train.models import TwoTower
 
 N_QUERY_USERS = 128
@@ -101,13 +101,16 @@ def trace_row(record: TraceRecord) -> dict[str, float]:
     return row
 
 
-def require_finite(record: TraceRecord, lr: float) -> None:
-    """TrainingError when an epoch's mean loss or an item embedding became non-finite."""
-    epoch, loss = record.epoch, record.loss
+def require_finite(record: TraceRecord, result: TrainResult) -> None:
+    """TrainingError when an epoch's mean loss became non-finite, or the item table's
+    float32 norms did (NaN, or entries so large their squares overflow: training
+    diverged, though the monitor's float64 norms may still be finite)."""
+    epoch, loss, lr = record.epoch, record.loss, result.config.item_lr
     if loss is not None and not math.isfinite(loss):
         raise TrainingError(f"the loss became {loss} in epoch {epoch} (lr={lr}); lower {setting('lr')}")
-    if record.n_nonfinite:  # a bounded (cosine) loss stays finite while weights blow up
+    bad = int((~torch.isfinite(result.item_embeddings().norm(dim=1))).sum())
+    if bad:  # a bounded (cosine) loss stays finite while weights blow up
         raise TrainingError(
-            f"training diverged in epoch {epoch}: {record.n_nonfinite} item embeddings "
+            f"training diverged in epoch {epoch}: {bad} item embeddings "
             f"became infinite or NaN (lr={lr:g}); lower {setting('lr')}"
         )
