@@ -36,7 +36,7 @@ from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 @click.option("--history-length", type=click.IntRange(min=1), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
 @click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), help="Write the training monitor's trace (JSON lines: rho, slope, update angles, head share every --trace-every steps and at each epoch end, alerts) as training goes; readable if training dies (docs/monitor.md).")
-@click.option("--trace-every", type=click.IntRange(min=0), default=200, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")
+@click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")
 @click.option("--alert", "alerts", multiple=True, metavar="EXPR", help="Training alert in --fail-on syntax over the monitor's figures, e.g. 'spearman>0.5' or 'angle_share_90_1>0.9'; repeatable.")
 @click.option("--on-alert", type=click.Choice(["warn", "stop", "fail"]), default="warn", show_default=True, help="When an alert fires: print it, stop training (the checkpoint holds the model so far), or fail (exit 3, no checkpoint).")
 @threads_option

@@ -38,7 +38,7 @@ from auditor.monitor.sinks import Sink, make_sinks
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
 from auditor.monitor.trace import TraceWriter
 
-DEFAULT_INTERVAL = 200
+DEFAULT_INTERVAL = 500
 """Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
 
 
