@@ -206,3 +206,15 @@ def test_the_monitor_leaves_training_randomness_and_gradients_alone() -> None:
     monitor.end_epoch()
     assert len(monitor.records) == 2 and torch.equal(torch.random.get_rng_state(), state)
     assert emb.weight.grad is None
+
+
+def test_importing_popaudit_never_imports_a_training_framework() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, auditor, auditor.monitor, auditor.train.loop, auditor.cli, auditor.tracking\n"
+            "print(sorted(m for m in ('lightning', 'pytorch_lightning', 'keras', 'mlflow', 'tensorboard', 'recbole')"
+            " if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
