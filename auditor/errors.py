@@ -98,3 +98,14 @@ class ProbeError(AuditError):
 
 class TrainingError(AuditError):
     """Training a baseline failed (bad settings, diverged loss)."""
+
+
+class TraceError(InputError):
+    """A training trace is unreadable, not a popaudit trace, or malformed."""
+
+
+class AlertTripped(AuditError):
+    """A training alert with the action "raise" fired: training stopped; exit code 3,
+    like a tripped ``--fail-on`` gate."""
+
+    exit_code = 3

@@ -98,8 +98,13 @@ def metric_names(
     return names + list(extra)
 
 
-def parse_gates(expressions: Iterable[str], valid_names: Iterable[str]) -> list[Gate]:
-    """Parse every expression; all problems are reported together in one GateError."""
+def parse_gates(
+    expressions: Iterable[str], valid_names: Iterable[str], *, option: str = "fail_on"
+) -> list[Gate]:
+    """Parse every expression; all problems are reported together in one GateError.
+
+    ``option``: the setting the expressions came from, as messages name it (the
+    training monitor's alerts use the same syntax under their own setting)."""
     valid = list(valid_names)
     known = set(valid)
     gates: list[Gate] = []
@@ -116,7 +121,7 @@ def parse_gates(expressions: Iterable[str], valid_names: Iterable[str]) -> list[
         gates.append(Gate(name, op, float(number)))
     if problems:
         shown = ", ".join(valid[:12]) + (f", ... ({len(valid)} in all)" if len(valid) > 12 else "")
-        raise GateError(f"invalid {setting('fail_on')}: " + "; ".join(problems) + f". Valid metrics: {shown}; "
+        raise GateError(f"invalid {setting(option)}: " + "; ".join(problems) + f". Valid metrics: {shown}; "
                         f"{RATIO_RULE}")
     return gates
 

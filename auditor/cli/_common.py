@@ -209,7 +209,7 @@ def option_names() -> dict[str, str]:
     from auditor.config import AuditConfig, DeclaredTraining
 
     special = {"model": "MODEL", "ks": "-k", "retrieval": "--no-retrieval", "probes": "--no-probes",
-               "plugins": "--plugin", "alphas": "--alpha", "output": "-o"}
+               "plugins": "--plugin", "alphas": "--alpha", "output": "-o", "alerts": "--alert"}
     names = [f.name for f in fields(AuditConfig)] + [f.name for f in fields(DeclaredTraining)]
     # Settings of the commands themselves (batch, retrain) that library messages name.
     names += ["output", "jobs", "flush_interval", "fail_on", "resume", "data_format", "zipf"]
@@ -217,6 +217,7 @@ def option_names() -> dict[str, str]:
     names += ["temperature", "epochs", "batch_size", "init_std"]  # retrain, experiment (training settings)
     names += ["alpha", "tensors_only"]  # popaudit mitigate
     names += ["markdown"]  # check's report outputs
+    names += ["alerts", "trace"]  # the training monitor (retrain)
     return {name: special.get(name, "--" + name.replace("_", "-")) for name in names}
 
 

@@ -36,6 +36,10 @@ from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 @click.option("--hidden-dim", type=click.IntRange(min=1), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers.")
 @click.option("--history-length", type=click.IntRange(min=1), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
+@click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), help="Write the training monitor's trace (JSON lines: rho, slope, update angles, head share every --trace-every steps and at each epoch end, alerts) as training goes; readable if training dies (docs/monitor.md).")
+@click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")
+@click.option("--alert", "alerts", multiple=True, metavar="EXPR", help="Training alert in --fail-on syntax over the monitor's figures, e.g. 'spearman>0.5' or 'angle_share_90_1>0.9'; repeatable.")
+@click.option("--on-alert", type=click.Choice(["warn", "stop", "fail"]), default="warn", show_default=True, help="When an alert fires: print it, stop training (the checkpoint holds the model so far), or fail (exit 3, no checkpoint).")
 @threads_option
 @common_options
 def command(
@@ -61,6 +65,10 @@ def command(
     hidden_dim: int,
     history_length: int,
     output: Path,
+    trace: Path | None,
+    trace_every: int,
+    alerts: tuple[str, ...],
+    on_alert: str,
     threads: int | None,
     plugins: tuple[Path, ...],
 ) -> None:
@@ -77,6 +85,10 @@ def command(
     checkpoint: `popaudit check model.pt` then measures accuracy beside exposure.
     --logq trains with the logQ correction, a training-side mitigation.
 
+    The training monitor watches every run: its per-epoch figures are the checkpoint's
+    trace; --trace also writes every record to a file as training goes, and --alert
+    'spearman>0.5' (with --on-alert stop) ends training when the bias appears.
+
     torch uses --threads threads (default: the cores this process may use that the load
     average leaves idle, at most 8; torch's own default, every core of the machine,
     crawls when other processes keep them busy).
@@ -87,15 +99,16 @@ def command(
       popaudit retrain --optimizer adam -o adam.pt
       popaudit retrain --data ml-100k/u.data --user-encoder transformer -o ml.pt
       popaudit retrain --data ml-100k/u.data --holdout-fraction 0.2 --logq -o logq.pt
+      popaudit retrain --trace trace.jsonl --alert 'spearman>0.5' --on-alert stop
     """
     from auditor.train.loop import TrainConfig, save_checkpoint, train
     from auditor.train.split import split_holdout
     from auditor.train.threads import set_threads
+    from auditor.train.watch import WatchOptions
 
     if holdout_fraction is None and split != "auto":
         raise click.UsageError("--split applies with --holdout-fraction only")
-    if data.path is not None:
-        check_not_inputs({"-o": output}, {"--data": data.path})
+    check_not_inputs({"-o": output, "--trace": trace}, {"--data": data.path})
     progress = RichProgress()
     config = TrainConfig(
         optimizer=optimizer,
@@ -117,12 +130,13 @@ def command(
         history_length=history_length,
         logq=logq,
     )
+    watch = WatchOptions(trace=trace, interval=trace_every, alerts=alerts, on_alert="raise" if on_alert == "fail" else on_alert)
     n_threads = set_threads(threads)
     full = data.read(seed, with_time=holdout_fraction is not None and split != "random", progress=progress)
     holdout = split_holdout(full, holdout_fraction, split, seed=seed) if holdout_fraction is not None else None
     train_data = holdout.train if holdout is not None else full
     tic = time.perf_counter()
-    result = train(train_data, config, progress=progress)
+    result = train(train_data, config, progress=progress, watch=watch)
     seconds = time.perf_counter() - tic
     save_checkpoint(result, output, holdout)
 
@@ -130,7 +144,7 @@ def command(
     source = "synthetic" if data.path is None else str(data.path)
     click.echo(
         f"Trained on {source}: {full.n_users} users, {full.n_items} items, "
-        f"{train_data.n_interactions} interactions, {epochs} epochs in {seconds:.1f} s ({n_threads} thread{'s' if n_threads != 1 else ''})."
+        f"{train_data.n_interactions} interactions, {len(result.trace)} epochs in {seconds:.1f} s ({n_threads} thread{'s' if n_threads != 1 else ''})."
     )
     if holdout is not None:
         held_users = len(set(holdout.holdout[:, 0].tolist())) if holdout.holdout.size else 0
@@ -149,5 +163,7 @@ def command(
         f"Final epoch: loss {last['loss']:.4f}, frequency-norm Spearman ρ {last['spearman']:+.3f}, "
         f"mean item norm {last['mean_norm']:.3f}."
     )
-    click.echo(f"Wrote {output}")
+    if result.stopped is not None:
+        click.echo(f"Training {result.stopped}; the checkpoint holds the model at that point.")
+    click.echo(f"Wrote {output}" + (f" and the trace {trace}" if trace is not None else ""))
     click.echo("Next: " + shlex.join(["popaudit", "check", str(output)]))

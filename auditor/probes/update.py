@@ -69,7 +69,7 @@ def update_step(
         with torch.no_grad():
             after = live.encode_items(module, rows_t).detach().double()
         n_eval += len(rows)
-        a, r, g, c, moved = _step_geometry(before, after, tolerance(items.dtype) * 1e-4)
+        a, r, g, c, moved = step_geometry(before, after, tolerance(items.dtype) * 1e-4)
         parts["a"].append(a)
         parts["r"].append(r)
         parts["g"].append(g)
@@ -86,10 +86,17 @@ def update_step(
     )
 
 
-def _step_geometry(
+def step_geometry(
     before: torch.Tensor, after: torch.Tensor, rel_tol: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Angles, Pythagorean residuals, c/s² and relative change of s for moved items."""
+    """Angles, Pythagorean residuals, c/s² and relative change of s for moved items.
+
+    ``before`` and ``after`` are float64 (n, d) rows of the same items around one step;
+    an item counts as moved when ‖Δq‖ > ``rel_tol`` · ‖q‖ (and ‖q‖ > 0). Returns the
+    four per-moved-item arrays and the boolean ``moved`` mask over the n rows. Shared
+    with the training monitor (:mod:`auditor.monitor`), so a probe step and a measured
+    training step are one geometry.
+    """
     q = before.numpy()
     dq = (after - before).numpy()
     s = np.einsum("ij,ij->i", q, q)

@@ -1,14 +1,15 @@
 """The training loop of ``popaudit retrain`` and the checkpoint it writes.
 
 Seeded and deterministic on CPU: torch's RNG (forked, so the caller's global state is
-left alone) initialises the model, a numpy Generator shuffles the interactions. Each
-epoch appends a trace row (mean loss, frequency-norm Spearman rho, mean item norm).
+left alone) initialises the model, a numpy Generator shuffles the interactions. The
+training monitor (:mod:`auditor.train.watch`) records the trace; each epoch appends its
+row (mean loss, frequency-norm Spearman rho, mean item norm, the monitor's figures).
 """
 
 from __future__ import annotations
 
 import math
-import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from auditor import __version__
 from auditor.errors import TrainingError, setting
 from auditor.io import atomic_path
 from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION, LiveModel
+from auditor.monitor import TrainingAlertWarning, TrainingMonitor
 from auditor.progress import SILENT, Progress
 from auditor.train import LOSSES, OPTIMIZERS, default_lr
 from auditor.train.data import TrainingData, random_projection_features
@@ -37,6 +39,7 @@ from auditor.train.models import (
     encode_all,
 )
 from auditor.train.optim import effective_momentum, make_optimizer
+from auditor.train.watch import WatchOptions, require_finite, retrain_monitor, trace_row
 
 if TYPE_CHECKING:
     from auditor.train.split import HoldoutSplit
@@ -175,6 +178,8 @@ class TrainResult:
     trace: list[dict[str, float]] = field(default_factory=list)
     item_features: torch.Tensor | None = None
     user_histories: torch.Tensor | None = None
+    stopped: str | None = None
+    """Why training ended before ``config.epochs`` (an alert), or None."""
 
     def item_embeddings(self) -> torch.Tensor:
         """float32 (n_items, dim): the item tower's output for every row."""
@@ -209,11 +214,14 @@ def spearman(frequencies: np.ndarray, norms: np.ndarray) -> float:
 
 
 def train(
-    data: TrainingData, config: TrainConfig, *, progress: Progress = SILENT
+    data: TrainingData, config: TrainConfig, *, progress: Progress = SILENT, watch: WatchOptions | None = None
 ) -> TrainResult:
     """Train a two-tower model on ``data``; deterministic for a given config on CPU.
 
-    Raises TrainingError when the loss becomes non-finite (lower the learning rate).
+    The training monitor (settings ``watch``) takes the trace; its epoch records are the
+    result's ``trace``. An alert with the action ``stop`` ends training after its step
+    (``stopped`` says why); ``raise`` raises AlertTripped. Raises TrainingError when the
+    loss becomes non-finite (lower the learning rate).
     """
     features, histories = tower_inputs(config, data)
     with torch.random.fork_rng(devices=[]):
@@ -223,7 +231,17 @@ def train(
         )
     item_opt, user_opt = config.optimizers(model)
     result = TrainResult(model, item_opt, user_opt, config, data, [], features, histories)
+    monitor = retrain_monitor(model, item_opt, data, config, watch or WatchOptions())
+    with monitor, warnings.catch_warnings():
+        warnings.simplefilter("ignore", TrainingAlertWarning)  # alerts reach the user through progress
+        _epochs(result, monitor, progress)
+    return result
 
+
+def _epochs(result: TrainResult, monitor: TrainingMonitor, progress: Progress) -> None:
+    """The epochs of :func:`train`, each closed by the monitor's epoch record."""
+    data, config, model = result.data, result.config, result.model
+    item_opt, user_opt = result.item_optimizer, result.user_optimizer
     rng = np.random.default_rng(config.seed)
     users = torch.from_numpy(data.users)
     items = torch.from_numpy(data.items)
@@ -233,54 +251,50 @@ def train(
     starts = list(range(0, n, bs))
     if n - starts[-1] < 2 and len(starts) > 1:
         starts.pop()  # a one-row tail batch has no in-batch negative
-    rho, mean_loss = float("nan"), float("nan")
+    rho, mean_loss, fired = float("nan"), float("nan"), 0
     for epoch in range(1, config.epochs + 1):
-        tic = time.perf_counter()
         perm = torch.from_numpy(rng.permutation(n))
         ep_users, ep_items = users[perm], items[perm]
         total = torch.zeros((), dtype=torch.float64)
         desc = f"epoch {epoch}/{config.epochs}"
         if epoch > 1:
             desc += f" · loss {mean_loss:.4f} · ρ {rho:+.3f}"
+        done = 0
         with progress.track(desc, total=len(starts)) as advance:
             for start in starts:
                 stop = min(start + bs, n) if start != starts[-1] else n
+                batch_items = ep_items[start:stop]
                 u = model.encode_users(ep_users[start:stop])
-                q = model.encode_items(ep_items[start:stop])
-                log_q = None if log_p is None else log_p[ep_items[start:stop]]
+                q = model.encode_items(batch_items)
+                log_q = None if log_p is None else log_p[batch_items]
                 loss = two_tower_loss(config.loss, u, q, config.temperature, log_q)
                 item_opt.zero_grad(set_to_none=True)
                 user_opt.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
-                item_opt.step()
-                user_opt.step()
+                with monitor.step(batch_items):
+                    item_opt.step()
+                    user_opt.step()
                 total += loss.detach()
+                done += 1
                 advance(1)
-        mean_loss = float(total) / len(starts)
-        if not math.isfinite(mean_loss):
-            raise TrainingError(
-                f"the loss became {mean_loss} in epoch {epoch} (lr={config.item_lr}); lower {setting('lr')}"
-            )
-        norms = result.item_embeddings().norm(dim=1).numpy()
-        if not np.isfinite(norms).all():  # a bounded (cosine) loss stays finite while weights blow up
-            raise TrainingError(
-                f"training diverged in epoch {epoch}: {int((~np.isfinite(norms)).sum())} item embeddings "
-                f"became infinite or NaN (lr={config.item_lr:g}); lower {setting('lr')}"
-            )
-        rho = spearman(freq, norms)
-        row = {
-            "epoch": epoch,
-            "loss": mean_loss,
-            "spearman": rho,
-            "mean_norm": float(norms.mean()),
-            "seconds": time.perf_counter() - tic,
-        }
+                if monitor.should_stop:
+                    break
+        mean_loss = float(total) / done
+        record = monitor.end_epoch(epoch=epoch, loss=mean_loss)
+        for event in monitor.fired[fired:]:
+            progress.note(event.describe() + ("; stopping training" if event.action == "stop" else ""))
+        fired = len(monitor.fired)
+        require_finite(record, result)
+        row = trace_row(record)
+        rho = row["spearman"]
         result.trace.append(row)
         progress.note(
             f"epoch {epoch}/{config.epochs}: loss {mean_loss:.4f}, frequency-norm ρ {rho:+.3f}, "
             f"mean item norm {row['mean_norm']:.3f}"
         )
-    return result
+        if monitor.should_stop:
+            result.stopped = f"stopped in epoch {epoch} at step {monitor.global_step} by an alert"
+            return
 
 
 def train_live(
@@ -359,6 +373,8 @@ def build_checkpoint(result: TrainResult, holdout: HoldoutSplit | None = None) -
         "trace": [dict(row) for row in result.trace],
         "train_pairs": torch.from_numpy(np.ascontiguousarray(pairs, dtype=np.int64)),
     }
+    if result.stopped is not None:  # the epochs actually begun, for C5's projection
+        ckpt["config"].update(epochs=len(result.trace), stopped=result.stopped)
     if holdout is not None:
         ckpt["holdout_pairs"] = torch.from_numpy(np.ascontiguousarray(holdout.holdout, dtype=np.int64))
         ckpt["config"]["holdout"] = holdout.record()

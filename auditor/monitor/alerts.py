@@ -1,0 +1,67 @@
+"""Training alerts: ``--fail-on``'s expression syntax over a record's figures, and what
+an alert does when it fires.
+
+An alert fires once, at the first record (step or epoch) whose figure meets it; a
+figure that was not measured never fires. Actions: ``warn`` (a
+:class:`TrainingAlertWarning` through :mod:`warnings`), ``stop`` (warn, and ask the
+trainer to stop: the monitor's ``should_stop``, which adapters pass on to Lightning's
+``should_stop`` and Keras' ``stop_training``), ``raise`` (:class:`~auditor.errors.AlertTripped`
+after the alert and the end of training are in the trace).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+
+from auditor.errors import AlertTripped, TrainingError
+from auditor.gate import Gate, evaluate_gates, parse_gates
+from auditor.monitor.schema import ALERT_ACTIONS, FIGURES, AlertAction, AlertEvent, TraceRecord
+
+
+class TrainingAlertWarning(UserWarning):
+    """An alert of the training monitor fired (action ``warn`` or ``stop``)."""
+
+
+def parse_alerts(expressions: Iterable[str]) -> list[Gate]:
+    """Alert expressions (``spearman>0.5``, ``angle_share_90_1>0.9``) over the figures of
+    a trace record; every problem in one :class:`~auditor.errors.GateError`, as ``--fail-on``."""
+    return parse_gates(expressions, FIGURES, option="alerts")
+
+
+def check_action(action: str, allowed: Sequence[str] = ALERT_ACTIONS) -> AlertAction:
+    """``action`` when it is one of ``allowed`` (an adapter may support fewer), else TrainingError."""
+    if action not in allowed:
+        raise TrainingError(f"alert action {action!r} is not one of {', '.join(allowed)} here")
+    return action  # type: ignore[return-value]  # checked against the literal's values
+
+
+class Alerts:
+    """The parsed alerts of one monitor and which of them have fired."""
+
+    def __init__(self, expressions: Iterable[str], action: AlertAction) -> None:
+        self.gates = parse_alerts(expressions)
+        self.action = action
+        self._fired: set[Gate] = set()
+
+    def fire(self, record: TraceRecord) -> list[AlertEvent]:
+        """The alerts that fire at ``record`` (each at most once over the run)."""
+        pending = [g for g in self.gates if g not in self._fired]
+        if not pending:
+            return []
+        events = []
+        for outcome in evaluate_gates(pending, record.figures()):
+            if outcome.tripped and outcome.value is not None:
+                self._fired.add(outcome.gate)
+                events.append(
+                    AlertEvent(record.step, record.epoch, str(outcome.gate), outcome.gate.metric, outcome.value, self.action)
+                )
+        return events
+
+
+def act(event: AlertEvent) -> None:
+    """Warn for ``warn`` and ``stop``; raise AlertTripped for ``raise``."""
+    if event.action == "raise":
+        raise AlertTripped(f"{event.describe()}; training stopped")
+    suffix = "; asking the trainer to stop" if event.action == "stop" else ""
+    warnings.warn(event.describe() + suffix, TrainingAlertWarning, stacklevel=4)

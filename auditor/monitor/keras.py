@@ -1,0 +1,87 @@
+"""The training monitor as a Keras 3 callback, torch backend (extra ``popaudit[keras]``).
+
+::
+
+    os.environ["KERAS_BACKEND"] = "torch"  # before Keras is imported
+    from auditor.monitor.keras import PopauditCallback
+
+    callback = PopauditCallback("item_embedding", counts=item_counts, trace="trace.jsonl",
+                                alerts=["spearman>0.5"], on_alert="stop")
+    model.fit(dataset, epochs=5, callbacks=[callback])
+
+Keras callbacks never see the batch's data, so the counts are given up front
+(interactions per item row) and each measured step compares the whole table before and
+after it: the angles are those of every item the step moved. An alert with the action
+``stop`` sets ``model.stop_training``. Imports ``keras``; ``import auditor`` never does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from auditor.errors import TrainingError
+from auditor.monitor.monitor import TrainingMonitor
+
+
+class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras ships no type information
+    """Runs a :class:`~auditor.monitor.TrainingMonitor` inside ``model.fit``.
+
+    ``items``: the name of the model's ``Embedding`` layer holding the item table, the
+    layer itself, or its variable. ``counts``: interactions per item row (required).
+    Every other keyword goes to :class:`~auditor.monitor.TrainingMonitor` (the
+    learning rate is read from the model's optimizer).
+    """
+
+    def __init__(self, items: Any, *, counts: Any, **monitor_options: Any) -> None:
+        super().__init__()
+        if keras.backend.backend() != "torch":
+            raise TrainingError(
+                f"the popaudit Keras callback needs the torch backend (KERAS_BACKEND=torch), not {keras.backend.backend()}"
+            )
+        if counts is None:
+            raise TrainingError("Keras callbacks do not see the batches: give counts, the interactions per item row")
+        self._items = items
+        self._options = {"source": "keras", "counts": counts, **monitor_options}
+        self.monitor: TrainingMonitor | None = None
+
+    def _table(self) -> Any:
+        items = self._items
+        if isinstance(items, str):
+            items = self.model.get_layer(items)
+        if isinstance(items, keras.layers.Embedding):
+            items = items.embeddings
+        if isinstance(items, keras.Variable):
+            return items.value  # the torch parameter the optimizer updates in place
+        raise TrainingError(
+            f"items must name an Embedding layer of the model, or be one or its variable, not {type(items).__name__}"
+        )
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        options = dict(self._options)
+        options.setdefault("optimizer", self.model.optimizer)
+        self.monitor = TrainingMonitor(self._table(), **options)
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.monitor is not None:
+            self.monitor.before_step(None)
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.monitor is None:
+            return
+        self.monitor.after_step()
+        if self.monitor.should_stop:
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.monitor is None:
+            return
+        loss = (logs or {}).get("loss")
+        self.monitor.end_epoch(epoch=epoch + 1, loss=None if loss is None else float(loss))
+        if self.monitor.should_stop:
+            self.model.stop_training = True
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        if self.monitor is not None:
+            self.monitor.close(self.monitor.stop_reason or "completed")

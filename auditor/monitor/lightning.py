@@ -1,0 +1,113 @@
+"""The training monitor as a PyTorch Lightning callback (extra ``popaudit[lightning]``).
+
+::
+
+    from auditor.monitor.lightning import PopauditCallback
+
+    callback = PopauditCallback(
+        "item_embedding",  # the item table: an attribute of the LightningModule (or the table itself)
+        batch_items=lambda batch: batch["item"],  # the batch's item rows (running counts, angles)
+        trace="trace.jsonl", alerts=["spearman>0.5"], on_alert="stop",
+    )
+    lightning.Trainer(callbacks=[callback], max_epochs=5).fit(model, loader)
+
+Hooks: ``on_train_batch_start`` counts the batch's items, ``on_before_optimizer_step``
+keeps the rows about to move (so gradient accumulation is handled: only real steps are
+measured), ``on_train_batch_end`` measures after the step, ``on_train_epoch_end`` takes
+the epoch record (mean of the batches' losses), ``on_fit_end`` closes the trace. An
+alert with the action ``stop`` sets ``trainer.should_stop``. Imports ``lightning``
+(or, without it, ``pytorch_lightning``); ``import auditor`` never does.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from auditor.monitor.monitor import TrainingMonitor
+from auditor.monitor.sources import ItemTable
+
+try:
+    import lightning.pytorch as pl
+except ImportError:  # the older package name
+    import pytorch_lightning as pl  # type: ignore[no-redef]
+
+
+class PopauditCallback(pl.Callback):
+    """Runs a :class:`~auditor.monitor.TrainingMonitor` inside ``Trainer.fit``.
+
+    ``items``: the item table (:data:`~auditor.monitor.sources.ItemTable`) or the dotted
+    name of an attribute of the LightningModule holding it (read when training starts,
+    once the module is on its device). ``batch_items``: a function of a batch returning its item rows; None
+    means counts must be given (``counts=``) and angles compare the whole table.
+    Every other keyword goes to :class:`~auditor.monitor.TrainingMonitor` (the
+    optimizer is the trainer's first one unless given).
+    """
+
+    def __init__(
+        self,
+        items: ItemTable | str,
+        *,
+        batch_items: Callable[[Any], torch.Tensor] | None = None,
+        **monitor_options: Any,
+    ) -> None:
+        super().__init__()
+        self._items = items
+        self._batch_items = batch_items
+        self._options = {"source": "lightning", **monitor_options}
+        self.monitor: TrainingMonitor | None = None
+        self._pending: torch.Tensor | None = None
+        self._stepped = False
+        self._losses: list[float] = []
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        items = self._items
+        if isinstance(items, str):
+            items = operator.attrgetter(items)(pl_module)
+        options = dict(self._options)
+        if "optimizer" not in options and trainer.optimizers:
+            options["optimizer"] = trainer.optimizers[0]
+        self.monitor = TrainingMonitor(items, **options)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        rows = self._batch_items(batch) if self._batch_items is not None else None
+        if rows is not None and self.monitor is not None:
+            self.monitor.observe(rows)
+        self._pending = None if rows is None else torch.as_tensor(rows)
+
+    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer) -> None:
+        if self.monitor is None:
+            return
+        self.monitor.before_step(self._pending, count=False)  # counted at batch start
+        self._stepped = True
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor):
+            self._losses.append(float(loss.detach()))
+        if self.monitor is None or not self._stepped:
+            return
+        self._stepped = False
+        self.monitor.after_step()
+        if self.monitor.should_stop:
+            trainer.should_stop = True
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.monitor is None:
+            return
+        loss = sum(self._losses) / len(self._losses) if self._losses else None
+        self._losses = []
+        self.monitor.end_epoch(epoch=trainer.current_epoch + 1, loss=loss)
+        if self.monitor.should_stop:
+            trainer.should_stop = True
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.monitor is not None:
+            self.monitor.close(self.monitor.stop_reason or "completed")
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if self.monitor is not None:
+            self.monitor.close(f"error: {type(exception).__name__}: {exception}")

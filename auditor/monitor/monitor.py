@@ -1,0 +1,339 @@
+"""The training monitor: the popularity-bias figures of an item table while it trains.
+
+One implementation for every loop: a plain PyTorch loop calls it around
+``optimizer.step()``, the adapters (Lightning, Keras, RecBole) call it from their
+trainers' hooks, and ``popaudit retrain`` trains with it (its per-epoch trace is the
+monitor's epoch records). Every ``interval`` optimizer steps, and at every epoch end,
+it records (docs/monitor.md): ρ of counts against norms and the log–log slope, the
+angles between q_i and Δq_i of the items the step moved, their growth per update, the
+head share of dot vs cosine top-K for a fixed query sample, the learning rate, wall
+time. Records go to a trace file (JSON lines, on disk as each is taken), to MLflow and
+TensorBoard when asked, and through the alerts.
+
+Its computations never touch the training's random state (CPU RNG forked) nor its
+autograd graph (``no_grad``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import torch
+
+from auditor import __version__
+from auditor.errors import TrainingError
+from auditor.metrics.frequency_norm import item_norms
+from auditor.monitor.alerts import Alerts, act, check_action
+from auditor.monitor.figures import UpdateSample, angle_figures, head_figures, rank_figures, update_sample
+from auditor.monitor.schema import AlertAction, AlertEvent, TraceEnd, TraceHeader, TraceRecord
+from auditor.monitor.sinks import Sink, make_sinks
+from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
+from auditor.monitor.trace import TraceWriter
+
+DEFAULT_INTERVAL = 500
+"""Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
+
+
+class TrainingMonitor:
+    """Watches an item table train; see the module docstring and docs/monitor.md.
+
+    ``items``: an ``nn.Embedding``, a (n_items, dim) tensor updated in place, or a
+    callable ``encode(rows) -> vectors`` (then ``n_items`` is required). ``counts``:
+    interactions per item row (or a mapping raw id -> count, with ``item_ids``), given
+    up front; None: counted from the batches passed to :meth:`before_step`/:meth:`observe`.
+    ``interval``: steps between step records (0: epoch records only). ``trace``: the
+    JSON-lines file to write. ``alerts``: ``--fail-on``-style expressions over the
+    record's figures, each acting by ``on_alert`` (``warn``, ``raise``, ``stop``).
+    ``optimizer``: read for the learning rate (and named in the trace; a torch
+    optimizer, or any with a ``learning_rate``, such as Keras'). ``queries``:
+    head-share queries (:data:`~auditor.monitor.sources.Queries`). Above
+    ``max_exact_items`` items, every table-wide figure is taken on a fixed seeded sample
+    of ``sample_items`` rows (ρ then with its interval). ``mlflow``: None logs to the
+    active MLflow run when MLflow is imported and a run is active; True: to the active
+    run or a new one; a run id: to that run; False: never. ``tensorboard``: a log
+    folder or a ``SummaryWriter``.
+    """
+
+    def __init__(
+        self,
+        items: ItemTable,
+        *,
+        n_items: int | None = None,
+        item_ids: Sequence[Any] | None = None,
+        counts: np.ndarray | Sequence[float] | Mapping[Any, float] | None = None,
+        interval: int = DEFAULT_INTERVAL,
+        trace: Path | str | None = None,
+        alerts: Iterable[str] = (),
+        on_alert: str = "warn",
+        optimizer: torch.optim.Optimizer | Any = None,
+        queries: Queries = None,
+        n_queries: int = 128,
+        k: int = 10,
+        head_percent: float = 1.0,
+        max_exact_items: int = 200_000,
+        sample_items: int = 100_000,
+        seed: int = 0,
+        mlflow: bool | str | None = None,
+        tensorboard: Any = None,
+        source: str = "pytorch",
+        config: Mapping[str, Any] | None = None,
+        fsync: bool = True,
+    ) -> None:
+        if interval < 0:
+            raise TrainingError(f"interval must be 0 (epoch records only) or a positive number of steps, got {interval}")
+        if k < 1 or not 0 < head_percent <= 100 or max_exact_items < 3 or not 3 < sample_items <= max_exact_items:
+            raise TrainingError(
+                "k must be at least 1, head_percent in (0, 100], and 3 < sample_items <= max_exact_items"
+            )
+        self.source = ItemSource(items, n_items)
+        n = self.source.n_items
+        self.interval = int(interval)
+        self.optimizer = optimizer
+        self.k, self.head_percent = int(k), float(head_percent)
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
+        self._sample: torch.Tensor | None = None
+        if n > max_exact_items:
+            self._sample = torch.from_numpy(np.sort(rng.choice(n, sample_items, replace=False)).astype(np.int64))
+        self.queries = QuerySource(queries, self.source, n_queries, rng)
+        self._given = counts is not None
+        self._counts = _given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
+        self._pending: list[torch.Tensor] = []
+        self._alerts = Alerts(alerts, check_action(on_alert))
+        self.global_step = 0
+        self.epoch = 1
+        """The epoch in progress (1-based); :meth:`end_epoch` moves it on."""
+        self.records: list[TraceRecord] = []
+        self.fired: list[AlertEvent] = []
+        self.should_stop = False
+        """Set when an alert with the action ``stop`` fired: the training loop should stop."""
+        self._snapshot: tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None] | None = None
+        self._epoch_updates: list[UpdateSample] = []
+        self._step_update = UpdateSample.empty()
+        self._start = time.perf_counter()
+        self._epoch_start = self._start
+        self._epoch_first_step = 0
+        self._closed = False
+        header = TraceHeader(
+            source=source, n_items=n, dim=self.source.dim, counts="given" if self._given else "running",
+            interval=self.interval, k=self.k, head_percent=self.head_percent, queries=self.queries.kind,
+            n_queries=self.queries.n, max_exact_items=int(max_exact_items), sample_items=int(sample_items),
+            alerts=tuple(str(g) for g in self._alerts.gates), alert_action=self._alerts.action,
+            optimizer=type(optimizer).__name__ if optimizer is not None else None,
+            item_ids_sha256=_ids_digest(item_ids), created_unix=time.time(), popaudit_version=__version__,
+            config=dict(config or {}),
+        )
+        self.header = header
+        self._writer = TraceWriter(trace, header, fsync=fsync) if trace is not None else None
+        self._sinks: list[Sink] = make_sinks(mlflow, tensorboard)
+
+    # -- the calls a training loop makes ------------------------------------------------
+
+    def observe(self, items: torch.Tensor | np.ndarray | Sequence[int]) -> None:
+        """Count the item rows of a batch (running counts only; cheap: kept until the next record)."""
+        if not self._given:
+            self._pending.append(torch.as_tensor(items).detach().reshape(-1).to(torch.int64, copy=True))
+
+    def before_step(self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None, *, count: bool = True) -> None:
+        """Call before ``optimizer.step()`` with the batch's item rows (or None).
+
+        Counts them (unless ``count`` is False: already passed to :meth:`observe`), and
+        when the coming step is due for a record keeps the rows' vectors (the whole
+        table when ``items`` is None), to measure the update angles.
+        """
+        if items is not None and count:
+            self.observe(items)
+        if not self._due(self.global_step + 1):
+            return
+        if items is None:
+            self._snapshot = (None, self.source.table().clone(), None)
+            return
+        rows, copies = torch.unique(torch.as_tensor(items).detach().reshape(-1).to(torch.int64), return_counts=True)
+        self._check_rows(rows)
+        self._snapshot = (rows, self.source.rows(rows).clone(), copies)
+
+    def after_step(self, *, loss: float | torch.Tensor | None = None) -> TraceRecord | None:
+        """Call after ``optimizer.step()``; returns the record when this step took one."""
+        self.global_step += 1
+        if self._snapshot is not None:
+            rows, before, copies = self._snapshot
+            self._snapshot = None
+            after = self.source.table() if rows is None else self.source.rows(rows)
+            self._step_update = update_sample(before, after, copies)
+            self._epoch_updates.append(self._step_update)
+        if not self._due(self.global_step):
+            return None
+        record = self._record("step", self._step_update, loss=loss)
+        self._step_update = UpdateSample.empty()
+        return record
+
+    @contextmanager
+    def step(self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None) -> Iterator[None]:
+        """``with monitor.step(batch_items): optimizer.step()``: :meth:`before_step` and :meth:`after_step` in one."""
+        self.before_step(items)
+        yield
+        self.after_step()
+
+    def end_epoch(self, *, epoch: int | None = None, loss: float | torch.Tensor | None = None) -> TraceRecord:
+        """Record the end of an epoch (``epoch``: its number, default the one in progress)
+        with its mean ``loss`` when known; the update angles measured during it are pooled."""
+        if epoch is not None:
+            self.epoch = int(epoch)
+        seconds = time.perf_counter() - self._epoch_start
+        record = self._record("epoch", UpdateSample.pooled(self._epoch_updates), loss=loss, seconds=seconds)
+        self._epoch_updates = []
+        self.epoch += 1
+        self._epoch_start = time.perf_counter()
+        self._epoch_first_step = self.global_step
+        return record
+
+    def close(self, reason: str = "completed") -> None:
+        """Write the end record and close the trace and trackers (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        begun = self.epoch if self.global_step > self._epoch_first_step else self.epoch - 1
+        end = TraceEnd(self.global_step, max(begun, 0) or None, reason)
+        if self._writer is not None:
+            self._writer.write(end.to_json())
+            self._writer.close()
+        for sink in self._sinks:
+            sink.close()
+
+    def __enter__(self) -> TrainingMonitor:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is None:
+            self.close(self.stop_reason or "completed")
+        elif not self._closed:
+            self.close(f"error: {type(exc).__name__}: {exc}")
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Interactions per item row so far (running) or as given."""
+        self._flush_counts()
+        return self._counts
+
+    # -- inside ---------------------------------------------------------------------
+
+    stop_reason: str | None = None
+    """Why an alert asked training to stop (None: none did)."""
+
+    def _due(self, step: int) -> bool:
+        return self.interval > 0 and step % self.interval == 0
+
+    def _check_rows(self, rows: torch.Tensor) -> None:
+        if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= self.source.n_items):
+            bad = int(rows.min()) if int(rows.min()) < 0 else int(rows.max())
+            raise TrainingError(f"batch item row {bad} is outside the item table (rows 0..{self.source.n_items - 1})")
+
+    def _flush_counts(self) -> None:
+        if not self._pending:
+            return
+        rows = torch.cat(self._pending)
+        self._pending = []
+        self._check_rows(rows)
+        self._counts += torch.bincount(rows, minlength=self.source.n_items).cpu().numpy()
+
+    def _record(
+        self, kind: str, update: UpdateSample, *, loss: float | torch.Tensor | None, seconds: float | None = None
+    ) -> TraceRecord:
+        tic = time.perf_counter()
+        self._flush_counts()
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            record = self._measure(kind, update, loss, seconds)
+        record = replace(record, monitor_s=time.perf_counter() - tic)
+        self.records.append(record)
+        if self._writer is not None:
+            self._writer.write(record.to_json())
+        for sink in self._sinks:
+            sink.log(record)
+        for event in self._alerts.fire(record):
+            self._alert(event)
+        return record
+
+    def _measure(self, kind: str, update: UpdateSample, loss: float | torch.Tensor | None, seconds: float | None) -> TraceRecord:
+        sample = self._sample
+        vectors = self.source.table() if sample is None else self.source.rows(sample)
+        if vectors.dtype not in (torch.float32, torch.float64):  # half precision: numpy has no bfloat16
+            vectors = vectors.float()
+        array = vectors.to("cpu").numpy()
+        counts = self._counts if sample is None else self._counts[sample.numpy()]
+        norms = item_norms(array)
+        finite = np.isfinite(norms)
+        ranks = rank_figures(norms, counts, population=self.source.n_items)
+        heads = head_figures(self.queries.vectors().to(vectors.dtype), vectors, counts, self.k, self.head_percent) \
+            if finite.all() else None
+        angles = angle_figures(update)
+        now = time.perf_counter()
+        return TraceRecord(
+            kind=kind, step=self.global_step, epoch=self.epoch, elapsed_s=now - self._start, wall_time=time.time(),  # type: ignore[arg-type]
+            spearman=ranks.spearman, spearman_n=ranks.n, spearman_method=ranks.method,  # type: ignore[arg-type]
+            spearman_ci=ranks.ci, loglog_slope=ranks.slope, mean_norm=float(norms.mean()),
+            n_nonfinite=int((~finite).sum()), n_counted=int(self._counts.sum()),
+            angle_n=angles.n, angle_share_90_1=angles.share_90_1, angle_share_90_10=angles.share_90_10,
+            angle_median=angles.median, growth_per_update=angles.growth,
+            head_share_dot=heads.dot if heads else None, head_share_cosine=heads.cosine if heads else None,
+            head_share_ratio=heads.ratio if heads else None,
+            lr=self._lr(), loss=None if loss is None else float(loss), seconds=seconds,
+        )
+
+    def _lr(self) -> float | None:
+        """The learning rate of the item table's parameter group (or of every group, when
+        they agree); a Keras optimizer's ``learning_rate``."""
+        if self.optimizer is None:
+            return None
+        if not hasattr(self.optimizer, "param_groups"):
+            rate = getattr(self.optimizer, "learning_rate", None)
+            return None if rate is None else float(rate)
+        groups = [g for g in self.optimizer.param_groups if "lr" in g]
+        param = self.source.parameter
+        if param is not None:
+            view_of = getattr(param, "_base", None)  # a view such as weight[1:] belongs to its base
+            base = param if view_of is None else view_of
+            mine = [g for g in groups if any(p is param or p is base for p in g["params"])]
+            groups = mine or groups
+        lrs = {float(g["lr"]) for g in groups}
+        return lrs.pop() if len(lrs) == 1 else None
+
+    def _alert(self, event: AlertEvent) -> None:
+        self.fired.append(event)
+        if self._writer is not None:
+            self._writer.write(event.to_json())
+        if event.action == "stop":
+            self.should_stop = True
+            self.stop_reason = f"stopped by alert {event.alert} at step {event.step}"
+        if event.action == "raise":
+            self.close(f"raised by alert {event.alert} at step {event.step}")
+        act(event)
+
+
+def _given_counts(counts: Any, item_ids: Sequence[Any] | None, n: int) -> np.ndarray:
+    """Counts per row from an array (row order) or a mapping raw id -> count (with ``item_ids``)."""
+    if isinstance(counts, Mapping):
+        if item_ids is None:
+            raise TrainingError("counts given as a mapping of item ids need item_ids: the raw id of each table row")
+        out = np.array([float(counts.get(i, 0)) for i in item_ids], dtype=np.float64)
+    else:
+        out = np.asarray(counts, dtype=np.float64).reshape(-1)
+    if out.shape[0] != n:
+        raise TrainingError(f"counts has {out.shape[0]} entries but the item table has {n} rows")
+    if not np.isfinite(out).all() or (out < 0).any():
+        raise TrainingError("counts must be finite and non-negative")
+    if item_ids is not None and len(item_ids) != n:
+        raise TrainingError(f"item_ids has {len(item_ids)} entries but the item table has {n} rows")
+    return out
+
+
+def _ids_digest(item_ids: Sequence[Any] | None) -> str | None:
+    if item_ids is None:
+        return None
+    return hashlib.sha256("\n".join(str(i) for i in item_ids).encode("utf-8")).hexdigest()

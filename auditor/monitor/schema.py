@@ -1,0 +1,189 @@
+"""The training trace's records as typed values, and their JSON form (docs/monitor.md).
+
+A trace is JSON lines: one ``header`` line, then ``step`` and ``epoch`` records (the
+figures), ``alert`` records (an alert that fired) and, when training ended normally or
+by an alert, one ``end`` record. Every line carries ``"record"``; the header carries
+``"schema": "popaudit-trace"`` and ``"version"``. Non-finite numbers are written as
+``null``; readers ignore keys they do not know, so fields can be added within a version.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+TRACE_SCHEMA = "popaudit-trace"
+TRACE_VERSION = 1
+"""Bumped only when a field changes meaning or is removed; additions keep the version."""
+
+RecordKind = Literal["step", "epoch"]
+AlertAction = Literal["warn", "raise", "stop"]
+ALERT_ACTIONS: tuple[AlertAction, ...] = ("warn", "raise", "stop")
+
+FIGURES = (
+    "spearman",
+    "loglog_slope",
+    "mean_norm",
+    "angle_share_90_1",
+    "angle_share_90_10",
+    "angle_median",
+    "growth_per_update",
+    "head_share_dot",
+    "head_share_cosine",
+    "head_share_ratio",
+    "loss",
+    "lr",
+)
+"""The numeric figures of a record that alerts, trackers and plots read, by name."""
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` as a float, None when it is missing or not finite (JSON has no NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class TraceHeader:
+    """What was monitored and how: the first line of a trace."""
+
+    source: str
+    """Who wrote the trace: ``pytorch`` (a plain loop), ``retrain``, ``lightning``, ``keras``, ``recbole``."""
+    n_items: int
+    dim: int
+    counts: Literal["running", "given"]
+    """``running``: counted from the batches the monitor was shown; ``given``: up front."""
+    interval: int
+    """Optimizer steps between step records (0: epoch records only)."""
+    k: int
+    head_percent: float
+    queries: str
+    """Which queries the head share uses (``items``: a fixed sample of item rows; ``vectors``; ``callable``)."""
+    n_queries: int
+    max_exact_items: int
+    """Up to this many items ρ is exact; above it, measured on a fixed seeded sample."""
+    sample_items: int
+    alerts: tuple[str, ...] = ()
+    alert_action: AlertAction = "warn"
+    optimizer: str | None = None
+    """The optimizer's class name, when the monitor was given it (C1's evidence)."""
+    item_ids_sha256: str | None = None
+    """sha256 of the item ids in row order (one per line), when they were given."""
+    created_unix: float = 0.0
+    popaudit_version: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """Free-form settings of the run (``retrain`` records its training config)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"record": "header", "schema": TRACE_SCHEMA, "version": TRACE_VERSION, **asdict(self)}
+        out["alerts"] = list(self.alerts)
+        out["config"] = dict(self.config)
+        return out
+
+
+@dataclass(frozen=True)
+class TraceRecord:
+    """The figures at one optimizer step (``kind="step"``) or at the end of an epoch.
+
+    Epoch records pool the update angles measured during the epoch. Every figure is
+    None where it could not be measured (no angles yet, an undefined correlation, a
+    table that held NaN).
+    """
+
+    kind: RecordKind
+    step: int
+    """Optimizer steps taken so far."""
+    epoch: int | None
+    """The epoch in progress (1-based) for a step record; the epoch that ended for an epoch record."""
+    elapsed_s: float
+    """Seconds since the monitor started."""
+    wall_time: float
+    """Unix time of the record."""
+    spearman: float | None
+    spearman_n: int
+    """Items ρ was measured on (all of them, or the sample)."""
+    spearman_method: Literal["exact", "sample"]
+    spearman_ci: tuple[float, float] | None
+    """95% Fisher-z interval of ρ when measured on a sample (None when exact)."""
+    loglog_slope: float | None
+    mean_norm: float | None
+    n_nonfinite: int
+    """Item vectors with a NaN or infinite norm (training diverged)."""
+    n_counted: int
+    """Interactions counted so far (running counts) or given."""
+    angle_n: int
+    angle_share_90_1: float | None
+    angle_share_90_10: float | None
+    angle_median: float | None
+    growth_per_update: float | None
+    """Median c/s² = ‖Δq‖²/‖q‖² of the moved items, per appearance in the batch when known."""
+    head_share_dot: float | None
+    head_share_cosine: float | None
+    head_share_ratio: float | None
+    lr: float | None
+    loss: float | None
+    seconds: float | None = None
+    """Epoch records: the epoch's duration."""
+    monitor_s: float = 0.0
+    """Seconds the monitor spent on this record."""
+
+    def figure(self, name: str) -> float | None:
+        """One of :data:`FIGURES` by name (None: not measured)."""
+        if name not in FIGURES:
+            raise KeyError(name)
+        return finite_or_none(getattr(self, name))
+
+    def figures(self) -> dict[str, float | None]:
+        """Every figure of :data:`FIGURES`, by name."""
+        return {name: self.figure(name) for name in FIGURES}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"record": self.kind}
+        for f in fields(self):
+            if f.name == "kind":
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, float):
+                value = finite_or_none(value)
+            elif isinstance(value, tuple):
+                value = [finite_or_none(v) for v in value]
+            out[f.name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """An alert that fired: at which step and epoch, on which value, and what was done."""
+
+    step: int
+    epoch: int | None
+    alert: str
+    """The expression as written, e.g. ``spearman>0.5``."""
+    metric: str
+    value: float
+    action: AlertAction
+
+    def to_json(self) -> dict[str, Any]:
+        return {"record": "alert", **asdict(self)}
+
+    def describe(self) -> str:
+        where = f"step {self.step}" + (f" (epoch {self.epoch})" if self.epoch is not None else "")
+        return f"alert {self.alert} fired at {where}: {self.metric} = {self.value:.4g}"
+
+
+@dataclass(frozen=True)
+class TraceEnd:
+    """The last line of a trace whose training ended without dying."""
+
+    step: int
+    epoch: int | None
+    """The last epoch begun (None: none)."""
+    reason: str
+    """``completed``, ``stopped by alert ...``, ``raised by alert ...`` or an error's text."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"record": "end", **asdict(self)}

@@ -1,0 +1,93 @@
+"""Where the monitor's records go besides the trace: MLflow metrics and TensorBoard scalars.
+
+Names: step records as ``popaudit/<figure>`` at the optimizer step, epoch records as
+``popaudit/epoch/<figure>`` at the epoch number; unmeasured figures are left out.
+Neither tracker is imported unless asked for (MLflow: when it is already imported and
+a run is active, or when asked by name).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+from auditor.errors import TrainingError
+from auditor.monitor.schema import TraceRecord
+from auditor.tracking import MlflowRun
+
+
+class Sink(Protocol):
+    """Receives every record the monitor takes."""
+
+    def log(self, record: TraceRecord) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def scalar_names(record: TraceRecord) -> dict[str, float]:
+    """The record's measured figures under their tracker names, and the x they belong at."""
+    prefix = "popaudit/" if record.kind == "step" else "popaudit/epoch/"
+    out = {prefix + name: value for name, value in record.figures().items() if value is not None}
+    if record.spearman_ci is not None:
+        out[prefix + "spearman_ci_lo"], out[prefix + "spearman_ci_hi"] = record.spearman_ci
+    return out
+
+
+def _x(record: TraceRecord) -> int:
+    return record.step if record.kind == "step" else (record.epoch or 0)
+
+
+class MlflowSink:
+    """Logs each record's figures as metrics of one MLflow run."""
+
+    def __init__(self, run_id: str | None) -> None:
+        self.run = MlflowRun(run_id)
+
+    def log(self, record: TraceRecord) -> None:
+        self.run.log_metrics(scalar_names(record), step=_x(record), timestamp_ms=int(record.wall_time * 1000))
+
+    def close(self) -> None:
+        self.run.close()
+
+
+class TensorBoardSink:
+    """Writes each record's figures as TensorBoard scalars (``add_scalar``)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.owned = isinstance(writer, (str, Path))
+        if self.owned:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise TrainingError("TensorBoard logging needs the tensorboard package: pip install tensorboard") from None
+            writer = SummaryWriter(log_dir=str(writer))
+        if not callable(getattr(writer, "add_scalar", None)):
+            raise TrainingError("tensorboard must be a log folder or a SummaryWriter (an object with add_scalar)")
+        self.writer = writer
+
+    def log(self, record: TraceRecord) -> None:
+        for name, value in scalar_names(record).items():
+            self.writer.add_scalar(name, value, _x(record), walltime=record.wall_time)
+        if callable(getattr(self.writer, "flush", None)):
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.owned:
+            self.writer.close()
+
+
+def make_sinks(mlflow: bool | str | None, tensorboard: Any) -> list[Sink]:
+    """The sinks a monitor's ``mlflow`` and ``tensorboard`` arguments ask for."""
+    sinks: list[Sink] = []
+    if mlflow is None:  # automatic: only a run the user already started, never an import
+        module = sys.modules.get("mlflow")
+        if module is not None and module.active_run() is not None:
+            sinks.append(MlflowSink(None))
+    elif mlflow is True:
+        sinks.append(MlflowSink(None))
+    elif isinstance(mlflow, str):
+        sinks.append(MlflowSink(mlflow))
+    if tensorboard is not None:
+        sinks.append(TensorBoardSink(tensorboard))
+    return sinks

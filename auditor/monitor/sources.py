@@ -1,0 +1,139 @@
+"""Where the monitor reads item vectors and queries from.
+
+An item table is an ``nn.Embedding``, a tensor or parameter (n_items, dim) updated in
+place by the optimizer (a view such as ``weight[1:]`` works, and skips a padding row),
+or a callable ``encode(rows) -> vectors`` for towers that compute their vectors (an
+MLP over features, say). Everything here runs under ``torch.no_grad`` and returns
+detached tensors; nothing is copied except what a caller asks to keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Union
+
+import numpy as np
+import torch
+
+from auditor.errors import TrainingError
+
+ItemTable = Union[torch.nn.Embedding, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
+"""What :class:`~auditor.monitor.TrainingMonitor` accepts as the item table."""
+Queries = Union[torch.Tensor, np.ndarray, Callable[[], torch.Tensor], None]
+"""Head-share queries: fixed vectors, a callable returning the current query vectors
+(e.g. the user tower on a fixed user sample), or None: a fixed sample of item rows."""
+
+CHUNK = 65_536
+"""Rows per call of an encoder callable when the whole table is read."""
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Around every call of user code: no autograd graph, and torch's CPU random state
+    restored afterwards (a tower with dropout must not shift the training's randomness)."""
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        yield
+
+
+class ItemSource:
+    """The current item vectors, whole or by rows, from any :data:`ItemTable`."""
+
+    def __init__(self, items: ItemTable, n_items: int | None = None) -> None:
+        self._encode: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self._embedding: torch.nn.Embedding | None = None
+        self._tensor: torch.Tensor | None = None
+        if isinstance(items, torch.nn.Embedding):
+            self._embedding = items
+            shape = tuple(items.weight.shape)
+        elif isinstance(items, torch.Tensor):
+            if items.ndim != 2:
+                raise TrainingError(f"the item table must be a 2-D tensor (n_items, dim), got shape {tuple(items.shape)}")
+            self._tensor = items
+            shape = tuple(items.shape)
+        elif callable(items):
+            if n_items is None:
+                raise TrainingError("an item encoder callable needs n_items: how many item rows it encodes")
+            self._encode = items
+            with quiet():
+                probe = items(torch.zeros(1, dtype=torch.int64))
+            if not isinstance(probe, torch.Tensor) or probe.ndim != 2 or probe.shape[0] != 1:
+                raise TrainingError("the item encoder must return a (rows, dim) tensor for a 1-D tensor of item rows")
+            shape = (int(n_items), int(probe.shape[1]))
+        else:
+            raise TrainingError(
+                f"items must be an nn.Embedding, a (n_items, dim) tensor or a callable, not {type(items).__name__}"
+            )
+        if n_items is not None and int(n_items) != shape[0]:
+            raise TrainingError(f"n_items is {n_items} but the item table has {shape[0]} rows")
+        self.n_items, self.dim = int(shape[0]), int(shape[1])
+        if self.n_items < 1 or self.dim < 1:
+            raise TrainingError(f"the item table is empty (shape {shape})")
+
+    @property
+    def parameter(self) -> torch.Tensor | None:
+        """The tensor the optimizer updates, when the table is one (else None)."""
+        return self._embedding.weight if self._embedding is not None else self._tensor
+
+    def rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """The current vectors of ``rows`` (int64), detached."""
+        param = self.parameter
+        if param is not None:
+            return param.detach()[rows.to(param.device)]
+        assert self._encode is not None
+        with quiet():
+            return self._encode(rows).detach()
+
+    def table(self) -> torch.Tensor:
+        """Every row's current vector, detached (a view of the parameter where there is one)."""
+        param = self.parameter
+        if param is not None:
+            return param.detach()
+        with torch.no_grad():
+            parts = [
+                self.rows(torch.arange(start, min(start + CHUNK, self.n_items), dtype=torch.int64))
+                for start in range(0, self.n_items, CHUNK)
+            ]
+        return torch.cat(parts)
+
+
+class QuerySource:
+    """The head share's fixed query sample, read as current vectors at each record."""
+
+    def __init__(self, queries: Queries, items: ItemSource, n_queries: int, rng: np.random.Generator) -> None:
+        self._fixed: torch.Tensor | None = None
+        self._call: Callable[[], torch.Tensor] | None = None
+        self._rows: torch.Tensor | None = None
+        self._items = items
+        if queries is None:
+            picked = np.sort(rng.choice(items.n_items, min(n_queries, items.n_items), replace=False))
+            self._rows = torch.from_numpy(picked.astype(np.int64))
+            self.kind, self.n = "items", int(picked.shape[0])
+        elif isinstance(queries, (torch.Tensor, np.ndarray)):
+            fixed = torch.as_tensor(queries)
+            if fixed.ndim != 2 or fixed.shape[1] != items.dim:
+                raise TrainingError(
+                    f"queries must be (n_queries, {items.dim}) to match the item table, got shape {tuple(fixed.shape)}"
+                )
+            self._fixed = fixed.detach()
+            self.kind, self.n = "vectors", int(fixed.shape[0])
+        elif callable(queries):
+            self._call = queries
+            self.kind, self.n = "callable", 0
+        else:
+            raise TrainingError(f"queries must be a tensor, an array, a callable or None, not {type(queries).__name__}")
+
+    def vectors(self) -> torch.Tensor:
+        """(n_queries, dim), detached."""
+        with quiet():
+            if self._fixed is not None:
+                out = self._fixed
+            elif self._call is not None:
+                out = self._call().detach()
+            else:
+                assert self._rows is not None
+                out = self._items.rows(self._rows)
+        if out.ndim != 2 or out.shape[1] != self._items.dim:
+            raise TrainingError(f"the queries callable returned shape {tuple(out.shape)}, not (n, {self._items.dim})")
+        self.n = int(out.shape[0])
+        return out

@@ -1,0 +1,72 @@
+"""The Keras 3 callback with real Keras on the torch backend (auditor/monitor/keras.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+keras = pytest.importorskip("keras")
+if keras.backend.backend() != "torch":  # pragma: no cover - Keras was imported with another backend first
+    pytest.skip("Keras runs on another backend in this process", allow_module_level=True)
+
+from auditor.errors import TrainingError  # noqa: E402
+from auditor.monitor import TrainingAlertWarning, read_trace  # noqa: E402
+from auditor.monitor.keras import PopauditCallback  # noqa: E402
+
+N_USERS, N_ITEMS = 30, 50
+
+
+def data() -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """Positives with Zipf item popularity and as many uniform negatives."""
+    rng = np.random.default_rng(1)
+    users = rng.integers(0, N_USERS, 512)
+    items = np.minimum(rng.zipf(1.3, 512) - 1, N_ITEMS - 1)
+    negatives = rng.integers(0, N_ITEMS, 512)
+    u, i = np.concatenate([users, users]), np.concatenate([items, negatives])
+    labels = np.concatenate([np.ones(512), np.zeros(512)]).astype("float32")
+    counts = np.bincount(i, minlength=N_ITEMS)  # every item row the model trains on
+    return [u[:, None], i[:, None]], labels, counts
+
+
+def model() -> keras.Model:
+    """Id embeddings scored by cosine (keras Dot, normalize=True): C1-C4 hold with plain SGD."""
+    keras.utils.set_random_seed(0)
+    user_in, item_in = keras.Input((1,), dtype="int64"), keras.Input((1,), dtype="int64")
+    u = keras.layers.Flatten()(keras.layers.Embedding(N_USERS, 8, name="user_embedding")(user_in))
+    q = keras.layers.Flatten()(keras.layers.Embedding(N_ITEMS, 8, name="item_embedding")(item_in))
+    score = keras.layers.Rescaling(5.0)(keras.layers.Dot(axes=1, normalize=True)([u, q]))
+    net = keras.Model([user_in, item_in], score)
+    net.compile(optimizer=keras.optimizers.SGD(learning_rate=2.0), loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    return net
+
+
+def test_keras_writes_a_trace_of_real_steps(tmp_path: Path) -> None:
+    x, y, counts = data()
+    path = tmp_path / "trace.jsonl"
+    callback = PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)
+    model().fit(x, y, batch_size=128, epochs=2, shuffle=True, verbose=0, callbacks=[callback])
+    trace = read_trace(path)
+    assert trace.header.source == "keras" and trace.header.counts == "given" and trace.header.optimizer == "SGD"
+    assert [r.step for r in trace.steps] == [3, 6, 9, 12, 15] and [r.epoch for r in trace.epochs] == [1, 2]
+    assert trace.steps[0].lr == pytest.approx(2.0) and trace.epochs[0].loss is not None and trace.complete
+    angles = trace.angles()  # whole-table comparison: every row the step moved, all at 90°
+    assert angles is not None and angles.n >= 5 * 20 and angles.share_90_1 == 1.0
+
+
+def test_an_alert_stops_keras(tmp_path: Path) -> None:
+    x, y, counts = data()
+    path = tmp_path / "trace.jsonl"
+    callback = PopauditCallback("item_embedding", counts=counts, interval=2, trace=path,
+                                alerts=["angle_share_90_1>0.9"], on_alert="stop")
+    net = model()
+    with pytest.warns(TrainingAlertWarning):
+        history = net.fit(x, y, batch_size=128, epochs=5, verbose=0, callbacks=[callback])
+    assert len(history.history["loss"]) == 1  # stopped in the first of 5 epochs
+    trace = read_trace(path)
+    assert [a.step for a in trace.alerts] == [2] and trace.end is not None and "stopped by alert" in trace.end.reason
+    with pytest.raises(TrainingError, match="Keras callbacks do not see the batches: give counts"):
+        PopauditCallback("item_embedding", counts=None)

@@ -1,0 +1,81 @@
+"""The Lightning callback with the real Lightning: a few steps write a trace, and an alert
+stops the run (auditor/monitor/lightning.py)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pl = pytest.importorskip("lightning.pytorch")
+
+from auditor.monitor import TrainingAlertWarning, read_trace  # noqa: E402
+from auditor.monitor.lightning import PopauditCallback  # noqa: E402
+
+N_USERS, N_ITEMS = 40, 60
+
+
+class TwoTower(pl.LightningModule):
+    """Id embeddings, cosine InfoNCE, plain SGD: the all-conditions-hold baseline."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.user_embedding = torch.nn.Embedding(N_USERS, 8)
+        self.item_embedding = torch.nn.Embedding(N_ITEMS, 8)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        u = torch.nn.functional.normalize(self.user_embedding(batch["user"]), dim=1)
+        q = torch.nn.functional.normalize(self.item_embedding(batch["item"]), dim=1)
+        logits = u @ q.T / 0.1
+        return torch.nn.functional.cross_entropy(logits, torch.arange(len(logits)))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=5.0)
+
+
+def loader() -> torch.utils.data.DataLoader:
+    rng = np.random.default_rng(0)
+    items = np.minimum(rng.zipf(1.3, 1024) - 1, N_ITEMS - 1)
+    users = rng.integers(0, N_USERS, 1024)
+    rows = [{"user": torch.tensor(u), "item": torch.tensor(i)} for u, i in zip(users, items)]
+    return torch.utils.data.DataLoader(rows, batch_size=64, shuffle=False)
+
+
+def fit(callback: PopauditCallback, epochs: int) -> pl.Trainer:
+    torch.manual_seed(0)
+    trainer = pl.Trainer(max_epochs=epochs, callbacks=[callback], accelerator="cpu", logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(num_workers|does not have many workers).*")
+        trainer.fit(TwoTower(), loader())
+    return trainer
+
+
+def test_lightning_writes_a_trace_of_real_steps(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    callback = PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=4, trace=path)
+    trainer = fit(callback, epochs=2)
+    trace = read_trace(path)
+    assert trace.header.source == "lightning" and trace.header.counts == "running" and trace.header.optimizer == "SGD"
+    assert [r.step for r in trace.steps] == [4, 8, 12, 16, 20, 24, 28, 32] and trainer.global_step == 32
+    assert [r.epoch for r in trace.epochs] == [1, 2] and trace.complete
+    assert trace.epochs[-1].n_counted == 2 * 1024 and trace.steps[0].lr == 5.0
+    assert trace.epochs[0].loss is not None and trace.epochs[0].loss > trace.epochs[1].loss
+    angles = trace.angles()  # plain SGD on a cosine loss: every update at 90°
+    assert angles is not None and angles.n > 50 and angles.share_90_1 == 1.0
+    assert trace.epochs[-1].spearman > 0.3
+
+
+def test_an_alert_stops_lightning(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    callback = PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=2, trace=path,
+                                alerts=["angle_share_90_1>0.9"], on_alert="stop")
+    with pytest.warns(TrainingAlertWarning, match="asking the trainer to stop"):
+        trainer = fit(callback, epochs=5)
+    assert trainer.global_step == 2  # stopped right after the step that fired, not after 5 x 16 steps
+    trace = read_trace(path)
+    assert [(a.step, a.alert, a.action) for a in trace.alerts] == [(2, "angle_share_90_1>0.9", "stop")]
+    assert trace.end is not None and trace.end.reason == "stopped by alert angle_share_90_1>0.9 at step 2"
