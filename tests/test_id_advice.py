@@ -1,0 +1,111 @@
+"""No silent id rule, no misleading advice (#20 item 7, #23 item 9): RecBole's numbering only
+for its own .inter file, the raw ids first in every id error, the framework's own mapping
+named instead of a guessed offset, and the cheap signals of 1-based ids or a padding row."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from click.testing import CliRunner
+
+from auditor.cli import cli
+from auditor.errors import IdMappingError
+from auditor.loading.idmap import RowIdPolicy, check_assumed_rows, offset_signals
+
+DATA = Path(__file__).resolve().parent / "data"
+FAST = ("--no-probes", "--bootstrap", "0", "-q")
+
+
+def _check(*args: object) -> tuple[int, str]:
+    ran = CliRunner().invoke(cli, ["check", *map(str, args), *FAST])
+    return ran.exit_code, ran.output
+
+
+def _shifted_csv(source: Path, target: Path, shift: int) -> Path:
+    rows = list(csv.DictReader(source.open()))
+    with target.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["user_id", "item_id"])
+        out.writerows([[row["user_id"], int(row["item_id"]) + shift] for row in rows])
+    return target
+
+
+def test_recbole_rule_only_for_its_own_inter_file(tmp_path: Path) -> None:
+    inter = DATA / "recbole" / "tiny.inter"
+    plain = tmp_path / "train.csv"
+    lines = inter.read_text().splitlines()
+    plain.write_text("user_id,item_id\n" + "".join(",".join(line.split("\t")[:2]) + "\n" for line in lines[1:]))
+    code, output = _check(DATA / "recbole" / "BPR-tiny.pth", "--interactions", plain)
+    assert code == 1
+    assert re.search(r"Error: .*BPR-tiny\.pth is a RecBole checkpoint: its rows are numbered by RecBole's own rule "
+                     r"over the \.inter file it read .*train\.csv is read as a csv log, not a RecBole \.inter file, "
+                     r"so the numbering is not reproduced from it\. Pass --item-ids FILE .* or the dataset's \.inter "
+                     r"file as --interactions \(--interactions-format recbole", " ".join(output.split()))
+    # The same rows read as RecBole's own file: audited through the rule.
+    assert _check(DATA / "recbole" / "BPR-tiny.pth", "--interactions", inter)[0] == 0
+
+
+def test_a_framework_numbering_is_named_instead_of_an_offset(tmp_path: Path) -> None:
+    """LightFM numbers rows by its Dataset's mapping: 1-based raw ids are not an offset."""
+    log = _shifted_csv(DATA / "lightfm" / "interactions.csv", tmp_path / "one_based.csv", 1)
+    code, output = _check(DATA / "lightfm" / "lightfm_warp.pkl", "--interactions", log)
+    text = " ".join(output.split())
+    assert code == 1 and "1 of the 80 distinct item ids" in text
+    assert "Pass --item-ids FILE with the raw item id of each table row (LightFM numbers rows by " \
+           "lightfm.data.Dataset's own mapping" in text
+    assert "--id-offset" not in text
+
+
+def test_the_raw_ids_come_first_and_an_offset_only_on_evidence() -> None:
+    dense = np.arange(1, 101)  # 1-based ids over 100 rows: one shift puts every id on a row
+    try:
+        check_assumed_rows(dense, 100, RowIdPolicy(), "item", "log.csv")
+    except IdMappingError as exc:
+        message = str(exc)
+    assert message.index("--item-ids FILE") < message.index("--id-offset 1")
+    assert "if the rows are the ids minus 1 (1-based ids), pass --id-offset 1 instead" in message
+    sparse = np.array([1, 5, 40, 100])  # ids fit after a shift, but cover 4% of the rows: no evidence
+    try:
+        check_assumed_rows(sparse, 100, RowIdPolicy(), "item", "log.csv")
+    except IdMappingError as exc:
+        message = str(exc)
+    assert "--item-ids FILE" in message and "--id-offset" not in message
+
+
+def test_ids_that_fit_by_chance_are_warned_about() -> None:
+    table_row0 = np.ones(4, dtype=np.float32)
+    # Rows 1..9 all occur, row 0 never: 1-based ids whose last item is not in the log.
+    [one_based] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "log.csv", table_row0)
+    assert "row 0 of the item table never occurs in log.csv while every other row does" in one_based
+    assert "pass --id-offset 1 (row = id − 1)" in one_based
+    # The same with row 0 all zeros: a padding row, named as such.
+    [padding] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "model.onnx log", np.zeros(4))
+    assert "all zeros" in padding and "padding row (as nn.Embedding(n + 1, padding_idx=0) keeps)" in padding
+    # --assume-row-ids over 1-based ids: only the last id (10) has no row.
+    [assumed] = offset_signals(np.arange(1, 11), 10, RowIdPolicy(assume_row_ids=True), "item", "log.csv", table_row0)
+    assert "only the largest item id of log.csv (10) has no row" in assumed and "--id-offset 1" in assumed
+    # No signal: row 0 occurs, or some other row is missing too, or an offset was given.
+    assert offset_signals(np.arange(0, 10), 10, RowIdPolicy(), "item", "log.csv", table_row0) == []
+    assert offset_signals(np.arange(2, 10), 10, RowIdPolicy(), "item", "log.csv", table_row0) == []
+    assert offset_signals(np.arange(1, 10), 10, RowIdPolicy(offset=0), "item", "log.csv", table_row0) == []
+
+
+def test_the_padding_row_warning_reaches_the_report(tmp_path: Path) -> None:
+    """An nn.Embedding(n + 1, padding_idx=0) table audited against its 1..n log."""
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(21, 4)).astype(np.float32)
+    table[0] = 0.0
+    np.save(tmp_path / "items.npy", table)
+    items = np.repeat(np.arange(1, 21), 3)
+    pq.write_table(pa.table({"user_id": np.arange(items.size) % 7, "item_id": items}), tmp_path / "log.parquet")
+    report = tmp_path / "r.json"
+    code, output = _check(tmp_path / "items.npy", "--interactions", tmp_path / "log.parquet", "--json", report)
+    assert code == 0, output
+    warnings = json.loads(report.read_text())["warnings"]
+    assert any("row 0 of the item table is all zeros and never occurs" in w and "padding row" in w for w in warnings)
