@@ -1,25 +1,25 @@
 """Hook specifications of popaudit (pluggy project name and entry-point group ``popaudit``).
 
 Built-in loaders, live-model builders and renderers register through these same hooks.
-Every hook here is documented in ``plugins/README.md`` (a test checks it).
+Every hook here is documented in ``plugins/README.md`` (a test checks it); the types the
+hooks take and return are in :mod:`auditor.plugin_api`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import pluggy
 
-if TYPE_CHECKING:
+from auditor.plugin_api import ListMeasure, Measure, Renderer
+
+if TYPE_CHECKING:  # click is a heavy import a plugin's hook never needs at runtime
     import click
 
     from auditor.config import LoadOptions
-    from auditor.metrics.exposure import ListContext, Slots
-    from auditor.model import ItemStats, LiveModel, ModelBundle
-    from auditor.report import Renderer
-    from auditor.result import Condition, MeasuredSections
+    from auditor.model import LiveModel, ModelBundle
+    from auditor.result import Condition
 
 hookspec = pluggy.HookspecMarker("popaudit")
 hookimpl = pluggy.HookimplMarker("popaudit")
@@ -78,43 +78,4 @@ def popaudit_cli_commands() -> list[click.Command]:
     """
 
 
-class Measure(Protocol):
-    """An extra measure: a name, a description and ``compute``.
-
-    ``compute`` returns a float (also a flat metric usable by ``--fail-on``) or any
-    JSON-serialisable value; it is stored under ``measures[name]`` in the report.
-    """
-
-    name: str
-    description: str
-
-    def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: MeasuredSections) -> Any:
-        """The measure's value for one audit; ``result`` holds every measured section
-        (the verdict is decided after the measures)."""
-        ...
-
-
-class ListMeasure(Protocol):
-    """A measure of top-K lists, measured for every scoring (dot, cosine, popular,
-    alpha_<a>) at every K like the built-in exposure measures.
-
-    Its flat metrics are ``<name>_<scoring>@K`` and ``<name>_ratio@K`` (dot / cosine),
-    usable by ``--fail-on`` and written as batch columns; the report lists it under
-    ``label`` in every K's table and its ``definition`` under ``retrieval.definitions``.
-    """
-
-    name: str
-    """An identifier (letters, digits, underscores), unique among all measures."""
-    label: str
-    """How report tables name it, e.g. ``"head share, top 1% of items"``."""
-    display: str
-    """``"pct"`` (a share shown as a percentage) or ``"numN"`` (N decimals, N 0-9)."""
-    definition: str
-    """What it measures, in words, starting with ``"<name>: "``."""
-
-    def bind(self, context: ListContext) -> Callable[[Slots], float | None] | None:
-        """Build the measure from one audit's statistics, once; the returned callable
-        measures one scoring's lists at one K (an :class:`~auditor.metrics.exposure.Slots`:
-        ``lists`` is the (n_queries, K) matrix of item rows, -1 for an empty slot).
-        Return None when the audit lacks what the measure needs (its values are null)."""
-        ...
+__all__ = ["ListMeasure", "Measure", "Renderer", "hookimpl", "hookspec"]

@@ -100,7 +100,8 @@ def command(
     # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
     from auditor.gate import evaluate_gates, gates_for, require_measured
     from auditor.plugins import collect_measures, get_plugin_manager
-    from auditor.report import RenderContext, planned_outputs, render, render_outputs, renderers
+    from auditor.plugin_api import RenderContext
+    from auditor.report import planned_outputs, render, render_outputs, renderers
 
     pm = get_plugin_manager(plugins)
     available = renderers(pm)

@@ -23,19 +23,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.hookspecs import hookimpl
-from auditor.metrics.exposure import (
-    AvgRecPopularity,
-    GiniIndex,
-    HeadShare,
-    ItemCoverage,
-    ListContext,
-    LongTailShare,
-    Novelty,
-    Slots,
-)
+from auditor.metrics.exposure import AvgRecPopularity, GiniIndex, HeadShare, ItemCoverage, LongTailShare, Novelty
+from auditor.plugin_api import ListContext, ListMeasure, Measure, Slots
 
 if TYPE_CHECKING:
-    from auditor.hookspecs import ListMeasure, Measure
     from auditor.model import ItemStats, ModelBundle
     from auditor.result import MeasuredSections
 

@@ -40,82 +40,13 @@ from typing import Literal
 import numpy as np
 
 from auditor.errors import setting
+from auditor.plugin_api import ListContext, Slots, as_slots, exposure_counts  # re-exported: where measures have always found them
 from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_head_mask
 
 ColdPolicy = Literal["zero", "drop"]
 GiniScope = Literal["catalogue", "recommended"]
 
 OVERLAP_DEFINITION = "overlap_dot_cosine: mean over queries of |dot list ∩ cosine list| / K"
-
-
-@dataclass(frozen=True)
-class ListContext:
-    """What a list measure is built from, once per audit (``ListMeasure.bind``)."""
-
-    popularity: np.ndarray
-    """Popularity per item row: training interactions, or distinct users (``popularity``)."""
-    user_counts: np.ndarray | None = None
-    """Distinct training users per item row (None: the log has no user column)."""
-    n_users: int | None = None
-    """Distinct users of the whole training log (None: unknown)."""
-    item_table: np.ndarray | None = None
-    """The audited item table (rows as in the lists), e.g. for norm-based measures."""
-    item_ids: np.ndarray | None = None
-    """Raw item id of each row (None: row = id), to join the measure's own item data."""
-
-    @property
-    def n_items(self) -> int:
-        return int(np.shape(self.popularity)[0])
-
-
-@dataclass
-class Slots:
-    """A list matrix prepared once for several measures (validity mask, safe rows)."""
-
-    lists: np.ndarray
-    n_items: int
-    valid: np.ndarray = field(init=False)
-    safe: np.ndarray = field(init=False)
-    _counts: np.ndarray | None = field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        lists = np.asarray(self.lists)
-        if lists.ndim != 2:
-            raise ValueError(f"lists must be a (n_queries, K) matrix, got shape {lists.shape}")
-        if not np.issubdtype(lists.dtype, np.integer):
-            raise ValueError(f"lists must hold integer item rows, got dtype {lists.dtype}")
-        if lists.size and (lists.max() >= self.n_items or lists.min() < -1):
-            raise ValueError(f"item rows must lie in [0, {self.n_items}) or be -1 (empty)")
-        self.lists = lists
-        self.valid = lists >= 0
-        # Empty slots gather row 0 and are masked out by ``valid`` afterwards.
-        self.safe = np.where(self.valid, lists, 0)
-
-    @property
-    def counts(self) -> np.ndarray:
-        """Exposure count per item row (int64, length n_items)."""
-        if self._counts is None:
-            self._counts = exposure_counts(self.lists, self.n_items)
-        return self._counts
-
-    def per_list_mean(self, values: np.ndarray, include: np.ndarray | None = None) -> np.ndarray:
-        """Per-query mean of ``values[item]`` over the filled (and included) slots; NaN if none."""
-        mask = self.valid if include is None else self.valid & include[self.safe]
-        total = np.where(mask, values[self.safe], 0.0).sum(axis=1, dtype=np.float64)
-        n = mask.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n > 0, total / np.maximum(n, 1), np.nan)
-
-
-def as_slots(lists: np.ndarray | Slots, n_items: int) -> Slots:
-    """``lists`` as :class:`Slots` (a no-op when it already is one)."""
-    return lists if isinstance(lists, Slots) else Slots(np.asarray(lists), n_items)
-
-
-def exposure_counts(lists: np.ndarray, n_items: int) -> np.ndarray:
-    """How many slots of ``lists`` each item row fills (int64, length ``n_items``)."""
-    lists = np.asarray(lists)
-    return np.bincount(lists[lists >= 0], minlength=n_items).astype(np.int64)
 
 
 def _nanmean(values: np.ndarray) -> float:
@@ -351,3 +282,10 @@ def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, orig
     missing = ("users(i) and n_users (the distinct training users of each item and of the whole log)"
                if user_counts is None else "n_users (the distinct training users of the whole log)")
     return f"novelty, -log2(users(i)/n_users), needs {missing}; {remedy[origin]}"
+
+
+__all__ = [
+    "AvgRecPopularity", "GiniIndex", "HeadShare", "ItemCoverage", "ListContext", "LongTailShare", "Novelty", "Slots",
+    "as_slots", "exposure_counts", "gini_index", "novelty_unmeasured", "overlap", "per_query_overlap", "popular_order",
+    "shared_counts",
+]  # fmt: skip

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.metrics.builtin_measures import LIST_MEASURES
-from auditor.metrics.exposure import ListContext, Slots, as_slots, popular_order
+from auditor.metrics.exposure import popular_order
+from auditor.plugin_api import ListContext, Slots, as_slots
 from auditor.result import ListMeasureInfo, ListMeasures
 
 if TYPE_CHECKING:

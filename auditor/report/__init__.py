@@ -17,37 +17,9 @@ import pluggy
 
 from auditor.errors import AuditError, InputError, PluginError
 from auditor.io import atomic_path, check_not_inputs
+from auditor.plugin_api import RenderContext, Renderer
 from auditor.plugins import PLUGIN_FAILURES, describe_failure
 from auditor.result import AuditResult
-
-
-@dataclass(frozen=True)
-class RenderContext:
-    """Where and how a report is rendered."""
-
-    destination: Path | None = None
-    """The file being written (None: the terminal); renderers that write images put
-    them beside it."""
-    color: bool = False
-    width: int = 100
-    attachments: dict[Path, bytes] = field(default_factory=dict)
-    """Files a renderer produces beside ``destination`` (e.g. Markdown's images): put
-    here rather than written, so that every output of a run is written only once all
-    of them rendered (a failing renderer leaves nothing behind)."""
-
-
-class Renderer(Protocol):
-    """One output format."""
-
-    name: str
-    """The ``--format`` value."""
-    suffix: str
-    """Default file extension, with the dot."""
-    description: str
-
-    def render(self, result: AuditResult, context: RenderContext) -> str | bytes:
-        """The report as text (or bytes), ready to print or write."""
-        ...
 
 
 def renderers(pm: pluggy.PluginManager) -> dict[str, Renderer]:
@@ -192,3 +164,6 @@ def write_all(files: Mapping[Path, bytes]) -> None:
             tmp = stack.enter_context(atomic_path(path))
             with open(tmp, "wb") as fh:
                 fh.write(data)
+
+
+__all__ = ["RenderContext", "Renderer", "planned_outputs", "render", "render_outputs", "render_to", "renderers"]

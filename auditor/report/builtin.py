@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from auditor.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from auditor.report import Renderer
+    from auditor.plugin_api import Renderer
 
 
 @hookimpl

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from auditor.report import RenderContext
+from auditor.plugin_api import RenderContext
 from auditor.report import accuracy as accuracy_view
 from auditor.report.content import RATIO_HEADER, SEVERITY_POINTER, format_measure, verdict_phrase
 from auditor.report.population import population_rows

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
 from auditor.report import accuracy as accuracy_view
-from auditor.report import RenderContext
+from auditor.plugin_api import RenderContext
 from auditor.report import content as c
 from auditor.report.formatting import Table
 from auditor.result import AuditResult

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from auditor.report import RenderContext
+from auditor.plugin_api import RenderContext
 from auditor.result import AuditResult
 
 

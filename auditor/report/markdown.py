@@ -24,7 +24,7 @@ from auditor import __version__
 from auditor.errors import setting
 from auditor.io import is_special_file
 from auditor.report import accuracy as accuracy_view
-from auditor.report import RenderContext
+from auditor.plugin_api import RenderContext
 from auditor.report import content as c
 from auditor.report.formatting import Table
 from auditor.result import AuditResult

@@ -33,7 +33,8 @@ from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.loading.population import QueryPopulation
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
-from auditor.metrics.exposure import OVERLAP_DEFINITION, Slots, overlap
+from auditor.metrics.exposure import OVERLAP_DEFINITION, overlap
+from auditor.plugin_api import Slots
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
