@@ -35,12 +35,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from auditor.errors import setting
 from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_head_mask
+
+if TYPE_CHECKING:
+    from auditor.metrics.popularity_groups import GroupPolicy
 
 ColdPolicy = Literal["zero", "drop"]
 GiniScope = Literal["catalogue", "recommended"]
@@ -62,6 +65,15 @@ class ListContext:
     """The audited item table (rows as in the lists), e.g. for norm-based measures."""
     item_ids: np.ndarray | None = None
     """Raw item id of each row (None: row = id), to join the measure's own item data."""
+    profiles: tuple[np.ndarray, np.ndarray] | None = None
+    """CSR ``(indptr, item_rows)`` of each list row's training items, aligned with the
+    rows of every scoring's lists (the query population's ``seen_indptr``/``seen_rows``);
+    None: unknown (a query file), and the user-side measures are null."""
+    relevant: tuple[np.ndarray, np.ndarray] | None = None
+    """CSR ``(indptr, item_rows)`` of each list row's held-out items, aligned like
+    ``profiles`` (a row without held-out items is empty); None: no holdout."""
+    groups: GroupPolicy | None = None
+    """The popularity groups' cut-offs (None: :data:`~auditor.metrics.popularity_groups.DEFAULT_GROUPS`)."""
 
     @property
     def n_items(self) -> int:
