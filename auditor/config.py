@@ -25,6 +25,49 @@ DEFAULT_ALPHAS = (0.25, 0.5, 0.75)
 
 
 @dataclass(frozen=True)
+class GroupPolicy:
+    """The cut-offs of the popularity groups; each field is a setting of its name."""
+
+    head_mass: float = 0.2
+    """Head H: the most popular items holding this share of the popularity mass."""
+    tail_mass: float = 0.2
+    """Tail T: the items outside the most popular ones holding ``1 - tail_mass``."""
+    popular_percent: float = 20.0
+    """Popular items for the user grouping: the top ``popular_percent``% of the catalogue."""
+    niche_fraction: float = 0.2
+    """The share of users, lowest popular ratio first, who are niche."""
+    blockbuster_fraction: float = 0.2
+    """The share of users, highest popular ratio first, who are blockbuster."""
+    short_head_mass: float = 0.8
+    """Elliot's short head (PopRSP, PopREO, ACLT): the most popular items holding this share."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            upper = 100.0 if f.name == "popular_percent" else 1.0
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0.0 < value <= upper):
+                raise InputError(f"{setting(f.name)} must be a number in (0, {upper:g}], got {value!r}")
+        if self.head_mass + self.tail_mass > 1.0:
+            raise InputError(f"{setting('head_mass')} + {setting('tail_mass')} must be at most 1 (the head and "
+                             f"the tail may not overlap), got {self.head_mass:g} + {self.tail_mass:g}")
+        if self.niche_fraction + self.blockbuster_fraction > 1.0:
+            raise InputError(f"{setting('niche_fraction')} + {setting('blockbuster_fraction')} must be at most 1, "
+                             f"got {self.niche_fraction:g} + {self.blockbuster_fraction:g}")
+
+    def describe(self) -> str:
+        """The cut-offs in one sentence (a report's ``retrieval.definitions`` entry, so two
+        reports with different cut-offs are told apart)."""
+        return (
+            f"popularity groups: head = most popular items holding {self.head_mass:.0%} of the popularity mass, "
+            f"tail = items outside the most popular ones holding {1 - self.tail_mass:.0%} (cold items included), "
+            f"mid = the rest; users by the share of their training items in the top {self.popular_percent:g}% "
+            f"of items: lowest {self.niche_fraction:.0%} niche, highest {self.blockbuster_fraction:.0%} "
+            f"blockbuster, the rest diverse (ties on one side); short head (PopRSP, PopREO, ACLT) = most popular "
+            f"items holding {self.short_head_mass:.0%} of the mass"
+        )
+
+
+@dataclass(frozen=True)
 class DeclaredTraining:
     """What the user declares about training when the file cannot show it (C1, C4, C5)."""
 

@@ -109,3 +109,7 @@ class AlertTripped(AuditError):
     like a tripped ``--fail-on`` gate."""
 
     exit_code = 3
+
+
+class ReportError(InputError):
+    """A JSON report is not a popaudit report, or two reports cannot be compared."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from auditor.config import GroupPolicy
 from auditor.model import ItemStats, LiveModel, LogIdRule, ModelBundle
 
 if TYPE_CHECKING:
@@ -73,6 +74,15 @@ class ListContext:
     """The audited item table (rows as in the lists), e.g. for norm-based measures."""
     item_ids: np.ndarray | None = None
     """Raw item id of each row (None: row = id), to join the measure's own item data."""
+    profiles: tuple[np.ndarray, np.ndarray] | None = None
+    """CSR ``(indptr, item_rows)`` of each list row's training items, aligned with the
+    rows of every scoring's lists (the query population's ``seen_indptr``/``seen_rows``);
+    None: unknown (a query file), and the user-side measures are null."""
+    relevant: tuple[np.ndarray, np.ndarray] | None = None
+    """CSR ``(indptr, item_rows)`` of each list row's held-out items, aligned like
+    ``profiles`` (a row without held-out items is empty); None: no holdout."""
+    groups: GroupPolicy | None = None
+    """The popularity groups' cut-offs (None: the defaults, :class:`~auditor.config.GroupPolicy`)."""
 
     @property
     def n_items(self) -> int:

@@ -1,0 +1,303 @@
+"""Two JSON reports compared (docs/diff.md): every flat metric side by side with its
+change and direction, the verdict's and conditions' changes, and the settings that make
+figures incomparable.
+
+Comparability, one rule per setting:
+
+* ``schema_version`` (or a file that is not a popaudit report): **refused**, a
+  :class:`~auditor.errors.ReportError`; nothing is compared.
+* cut-offs: a figure at a K that only one report measured is listed as only in that
+  report (never compared); the shared Ks are compared.
+* ``retrieval.popularity`` (interactions or distinct users): every figure that depends
+  on it (:func:`~auditor.diff.directions.depends_on_popularity`) is **flagged**.
+* ``retrieval.population`` source or seen-item handling: every retrieval and accuracy
+  figure is flagged (the lists serve different queries or candidates).
+* a list measure's definition (``retrieval.definitions``): that measure's figures are
+  flagged; a changed ``popularity_groups`` definition flags the user- and item-side
+  measures.
+* the held-out set (``accuracy.n_holdout_interactions``, ``accuracy.seen_excluded``):
+  every accuracy figure, and the group NDCG and PopREO, are flagged.
+
+A flagged figure keeps both values but no change (``delta`` None), so no gate on its
+change can pass silently. Differences that leave figures comparable (another model
+file, more queries, another catalogue size) are listed as notes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from auditor.diff.directions import Direction, depends_on_popularity, direction
+from auditor.diff.flat import FlatEntry, flat_entries
+from auditor.errors import ReportError
+
+Status = Literal["compared", "only_base", "only_new", "incomparable"]
+SEVERITIES = ("none", "low", "moderate", "high")
+CONDITION_IDS = ("C1", "C2", "C3", "C4", "C5")
+GROUP_MEASURES = ("gap_delta_*", "miscalibration*", "ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_rsp",
+                  "pop_reo", "aclt")  # fmt: skip
+HOLDOUT_MEASURES = ("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_reo")
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    """One flat metric in both reports."""
+
+    name: str
+    base: float | None
+    new: float | None
+    delta: float | None
+    """new − base (None: either is missing, or the figure is not comparable)."""
+    relative: float | None
+    """delta / |base| (None also when base is 0)."""
+    direction: Direction
+    status: Status
+    reason: str | None = None
+    """Why the figure is not compared (the settings that differ)."""
+
+
+@dataclass(frozen=True)
+class SettingChange:
+    """A setting that differs between the reports, and what that does to the comparison."""
+
+    setting: str
+    base: Any
+    new: Any
+    effect: str
+
+
+@dataclass(frozen=True)
+class VerdictChange:
+    """The verdicts of both reports; ``direction`` by severity (none < low < moderate < high)."""
+
+    base_severity: str
+    new_severity: str
+    base_bias_detected: bool
+    new_bias_detected: bool
+    base_quoted_k: int | None
+    new_quoted_k: int | None
+    base_recommended: str | None
+    new_recommended: str | None
+    direction: Literal["less bias", "more bias", "unchanged"]
+
+    @property
+    def changed(self) -> bool:
+        return (self.base_severity, self.base_bias_detected, self.base_recommended) != (
+            self.new_severity, self.new_bias_detected, self.new_recommended)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ConditionChange:
+    """One condition's status in both reports (None: the report has no conditions)."""
+
+    id: str
+    name: str
+    base: str | None
+    new: str | None
+
+    @property
+    def changed(self) -> bool:
+        return self.base != self.new
+
+
+@dataclass(frozen=True)
+class ReportDiff:
+    """Two reports compared (module docstring)."""
+
+    metrics: tuple[MetricChange, ...]
+    verdict: VerdictChange
+    conditions: tuple[ConditionChange, ...]
+    settings: tuple[SettingChange, ...] = ()
+    base_model: str = ""
+    new_model: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def metric(self, name: str) -> MetricChange:
+        """The change of one flat metric (KeyError when neither report has it)."""
+        for change in self.metrics:
+            if change.name == name:
+                return change
+        raise KeyError(name)
+
+    def flat(self) -> dict[str, float | None]:
+        """What diff gates read: ``NAME`` (the new value), ``NAME.delta``, ``NAME.rel``."""
+        out: dict[str, float | None] = {}
+        for change in self.metrics:
+            out[change.name] = change.new
+            out[f"{change.name}.delta"] = change.delta
+            out[f"{change.name}.rel"] = change.relative
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (non-finite numbers are never stored: they are None already)."""
+        return {
+            "base_model": self.base_model,
+            "new_model": self.new_model,
+            "verdict": {**asdict(self.verdict), "changed": self.verdict.changed},
+            "conditions": [{**asdict(c), "changed": c.changed} for c in self.conditions],
+            "settings": [asdict(s) for s in self.settings],
+            "notes": list(self.notes),
+            "metrics": [asdict(m) for m in self.metrics],
+        }
+
+
+def diff_reports(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
+    """Compare two JSON reports (``AuditResult.to_dict()``, docs/report.md); ReportError
+    when either is not a popaudit report or their schema versions differ."""
+    _check_report(base, "base")
+    _check_report(new, "new")
+    if base["schema_version"] != new["schema_version"]:
+        raise ReportError(f"the reports have schema versions {base['schema_version']} (base) and "
+                          f"{new['schema_version']} (new): their figures are not comparable; audit both with one "
+                          "popaudit version")  # fmt: skip
+    entries_base, entries_new = flat_entries(base), flat_entries(new)
+    flags, settings, notes = _comparability(base, new)
+    metrics = [
+        _change(name, entries_base.get(name), entries_new.get(name), flags)
+        for name in dict.fromkeys([*entries_base, *entries_new])
+    ]
+    return ReportDiff(
+        metrics=tuple(metrics),
+        verdict=_verdict(base, new),
+        conditions=_conditions(base, new),
+        settings=tuple(settings),
+        base_model=str((base.get("inputs") or {}).get("model", "")),
+        new_model=str((new.get("inputs") or {}).get("model", "")),
+        notes=tuple(notes),
+    )
+
+
+def _check_report(report: Any, which: str) -> None:
+    if not isinstance(report, dict) or not isinstance(report.get("schema_version"), int):
+        raise ReportError(f"the {which} report is not a popaudit JSON report (no schema_version)")
+    tool = report.get("tool")
+    if not isinstance(tool, dict) or tool.get("name") != "popaudit":
+        raise ReportError(f"the {which} report was not written by popaudit (tool.name is not 'popaudit')")
+
+
+Flag = tuple[Callable[[FlatEntry], bool], str]
+
+
+def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag], list[SettingChange], list[str]]:
+    """The flags (which figures a differing setting makes incomparable, and why), the
+    settings that differ and the notes (module docstring)."""
+    flags: list[Flag] = []
+    settings: list[SettingChange] = []
+
+    def differs(setting: str, a: Any, b: Any, affects: Callable[[FlatEntry], bool], effect: str) -> None:
+        if a != b:
+            settings.append(SettingChange(setting, a, b, effect))
+            flags.append((affects, f"{setting} differs ({a!r} vs {b!r})"))
+
+    rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
+    in_lists = _in_sections("retrieval", "accuracy")
+    if rb and rn:
+        differs("retrieval.popularity", rb.get("popularity"), rn.get("popularity"),
+                lambda e: e.section in ("retrieval", "accuracy") and depends_on_popularity(e),
+                "figures that depend on the popularity definition are not compared")
+        pb, pn = rb.get("population") or {}, rn.get("population") or {}
+        for key in ("source", "seen_items"):
+            differs(f"retrieval.population.{key}", pb.get(key), pn.get(key), in_lists,
+                    "retrieval and accuracy figures are not compared: the lists serve other queries or candidates")
+        db, dn = rb.get("definitions") or {}, rn.get("definitions") or {}
+        for name in sorted(_list_measures(rb) & _list_measures(rn)):
+            differs(f"retrieval.definitions.{name}", db.get(name), dn.get(name),
+                    lambda e, name=name: e.section == "retrieval" and e.measure == name,  # type: ignore[misc]
+                    f"the figures of {name} are not compared: it is defined differently")
+        differs("retrieval.definitions.popularity_groups", db.get("popularity_groups"), dn.get("popularity_groups"),
+                lambda e: _named(e, GROUP_MEASURES), "the user- and item-side measures are not compared")
+    ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
+    if ab and an:
+        for key in ("n_holdout_interactions", "seen_excluded"):
+            differs(f"accuracy.{key}", ab.get(key), an.get(key),
+                    lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES),
+                    "accuracy figures are not compared: they are measured on other held-out sets")
+    notes = _notes(base, new, rb, rn, ab, an)
+    return flags, settings, notes
+
+
+def _in_sections(*sections: str) -> Callable[[FlatEntry], bool]:
+    return lambda entry: entry.section in sections
+
+
+def _named(entry: FlatEntry, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(entry.measure, p) for p in patterns)
+
+
+def _list_measures(retrieval: dict[str, Any]) -> set[str]:
+    names: set[str] = set()
+    for cut in (retrieval.get("at") or {}).values():
+        for measures in cut.values():
+            if isinstance(measures, dict):
+                names.update(measures)
+    return names
+
+
+def _notes(base: dict[str, Any], new: dict[str, Any], rb: dict[str, Any], rn: dict[str, Any],
+           ab: dict[str, Any], an: dict[str, Any]) -> list[str]:
+    """Differences that leave the shared figures comparable, said once."""
+    notes: list[str] = []
+    kb, kn = set((rb.get("at") or {})), set((rn.get("at") or {}))
+    if kb != kn:
+        notes.append(f"cut-offs differ (base K = {_ks(kb)}, new K = {_ks(kn)}): figures at a K only one report "
+                     f"measured are listed, not compared")  # fmt: skip
+    if bool(rb) != bool(rn):
+        notes.append(f"only the {'base' if rb else 'new'} report measured retrieval")
+    if bool(ab) != bool(an):
+        notes.append(f"only the {'base' if ab else 'new'} report measured accuracy (a holdout)")
+    for section, key in (("inputs", "n_items"), ("inputs", "n_interactions"), ("retrieval", "n_queries")):
+        a, b = (base.get(section) or {}).get(key), (new.get(section) or {}).get(key)
+        if a != b:
+            notes.append(f"{section}.{key} differs ({a} vs {b})")
+    return notes
+
+
+def _ks(keys: set[str]) -> str:
+    return ", ".join(sorted(keys, key=int)) or "none"
+
+
+def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: list[Flag]) -> MetricChange:
+    entry = base or new
+    assert entry is not None
+    a, b = (base.value if base else None), (new.value if new else None)
+    if base is None or new is None:
+        return MetricChange(name, a, b, None, None, "unknown", "only_new" if base is None else "only_base")
+    reasons = [reason for affects, reason in flags if affects(entry)]
+    if reasons:
+        return MetricChange(name, a, b, None, None, "unknown", "incomparable", "; ".join(reasons))
+    delta = None if a is None or b is None else b - a
+    if delta is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15):  # type: ignore[arg-type]
+        delta = 0.0  # a float written and read back, not a change
+    relative = None if delta is None or a == 0 else delta / abs(a)  # type: ignore[arg-type]
+    return MetricChange(name, a, b, delta, relative, direction(entry, delta), "compared")
+
+
+def _verdict(base: dict[str, Any], new: dict[str, Any]) -> VerdictChange:
+    vb, vn = base.get("verdict") or {}, new.get("verdict") or {}
+    sb, sn = str(vb.get("severity", "none")), str(vn.get("severity", "none"))
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    step = rank.get(sn, 0) - rank.get(sb, 0)
+    moved: Literal["less bias", "more bias", "unchanged"] = (
+        "unchanged" if step == 0 else "less bias" if step < 0 else "more bias"
+    )
+    return VerdictChange(
+        base_severity=sb, new_severity=sn,
+        base_bias_detected=bool(vb.get("bias_detected")), new_bias_detected=bool(vn.get("bias_detected")),
+        base_quoted_k=vb.get("quoted_k"), new_quoted_k=vn.get("quoted_k"),
+        base_recommended=(base.get("accuracy") or {}).get("recommended"),
+        new_recommended=(new.get("accuracy") or {}).get("recommended"),
+        direction=moved,
+    )  # fmt: skip
+
+
+def _conditions(base: dict[str, Any], new: dict[str, Any]) -> tuple[ConditionChange, ...]:
+    cb, cn = base.get("conditions") or {}, new.get("conditions") or {}
+    out = []
+    for key in CONDITION_IDS:
+        b, n = cb.get(key) or {}, cn.get(key) or {}
+        out.append(ConditionChange(key, str(b.get("name") or n.get("name") or key), b.get("status"), n.get("status")))
+    return tuple(out)

@@ -1,0 +1,90 @@
+"""Which way is better for each metric family: the one table the diff reads (docs/diff.md).
+
+Each rule names a family of measures (shell-style patterns over the measure's name), the
+aspect it speaks to (``bias`` or ``accuracy``), which way is better, and whether its
+figures depend on the popularity definition (``retrieval.popularity``: interactions or
+distinct users per item). A measure no rule names (a plugin's) has no direction
+(``unknown``) and is taken to depend on popularity (the cautious side).
+
+Two exceptions hold for every family: the ``popular`` scoring is a reference baseline
+(most popular items, whatever the model), so its figures have no direction and always
+depend on popularity; and accuracy ratios (dot / cosine) say which scoring is more
+accurate, not whether the model improved, so they have none either. A bias measure's
+ratio keeps the measure's direction (a lower head-share ratio is less skew).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from auditor.diff.flat import RATIO, FlatEntry
+
+Aspect = Literal["bias", "accuracy", "none"]
+Better = Literal["lower", "higher", "none"]
+Direction = Literal["less bias", "more bias", "more accuracy", "less accuracy", "unchanged", "neutral", "unknown"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One family of measures and which way is better for it."""
+
+    patterns: tuple[str, ...]
+    aspect: Aspect
+    better: Better
+    popularity: bool
+    """Its figures change meaning when the popularity definition changes."""
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(("head_share_*pct", "arp", "gap_delta_*", "miscalibration", "miscalibration_*", "pop_rsp", "pop_reo"),
+         "bias", "lower", True),
+    Rule(("aplt", "aclt"), "bias", "higher", True),
+    Rule(("gini",), "bias", "lower", False),
+    Rule(("coverage", "novelty"), "bias", "higher", False),
+    Rule(("spearman", "spearman_ci_lo", "spearman_ci_hi", "pearson_log", "kendall", "loglog_slope",
+          "item_bias_spearman"), "bias", "lower", False),
+    Rule(("recall", "ndcg", "hit_rate", "mrr"), "accuracy", "higher", False),
+    Rule(("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster"), "accuracy", "higher", True),
+    Rule(("index_recall",), "accuracy", "higher", False),
+    Rule(("overlap_dot_cosine", "spearman_p"), "none", "none", False),
+)  # fmt: skip
+"""The direction table (module docstring); every family the built-in reports hold."""
+_UNKNOWN = Rule((), "none", "none", True)
+
+
+def rule_for(entry: FlatEntry) -> Rule:
+    """The rule of one flat metric (a measure no rule names: no direction, popularity-dependent)."""
+    for rule in RULES:
+        if any(fnmatchcase(entry.measure, pattern) for pattern in rule.patterns):
+            return rule
+    return _UNKNOWN
+
+
+def has_direction(entry: FlatEntry) -> bool:
+    """Whether a change of this figure is better or worse (module docstring's exceptions)."""
+    rule = rule_for(entry)
+    if rule.better == "none" or entry.scoring == "popular":
+        return False
+    return not (rule.aspect == "accuracy" and entry.scoring == RATIO)
+
+
+def depends_on_popularity(entry: FlatEntry) -> bool:
+    """Whether the figure changes meaning with the popularity definition."""
+    return entry.scoring == "popular" or rule_for(entry).popularity
+
+
+def direction(entry: FlatEntry, delta: float | None) -> Direction:
+    """Which way ``delta`` (new − base) moved the figure."""
+    rule = rule_for(entry)
+    if delta is None:
+        return "unknown"
+    if delta == 0:
+        return "unchanged"
+    if not has_direction(entry):
+        return "unknown" if rule is _UNKNOWN else "neutral"
+    improved = (delta < 0) == (rule.better == "lower")
+    if rule.aspect == "bias":
+        return "less bias" if improved else "more bias"
+    return "more accuracy" if improved else "less accuracy"

@@ -1,0 +1,91 @@
+"""The flat metric names of a JSON report (docs/report.md), derived exactly as
+:meth:`auditor.result.AuditResult.flat_metrics` derives them from the result object, so
+a report read back from disk gates and compares like the audit that wrote it. Each name
+also records where it comes from (:class:`FlatEntry`), which the diff's direction table
+and comparability rules read."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Section = Literal["frequency_norm", "retrieval", "accuracy", "measures"]
+_CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
+_ACCURACY = ("recall", "ndcg", "hit_rate", "mrr")  # auditor.result.ACCURACY_MEASURES, in its order
+RATIO = "ratio"
+"""The pseudo-scoring of ``<measure>_ratio@K`` (dot / cosine)."""
+
+
+@dataclass(frozen=True)
+class FlatEntry:
+    """One flat metric: its value and origin."""
+
+    value: float | None
+    section: Section
+    measure: str
+    """The list or accuracy measure (``head_share_1pct``, ``ndcg``), or the name itself."""
+    scoring: str | None = None
+    """``dot``, ``cosine``, ``popular``, ``alpha_<a>``, ``ratio`` (None: not per scoring)."""
+    k: int | None = None
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    a, b = _num(a), _num(b)
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
+    """Every flat metric of ``report`` with its origin, in ``flat_metrics`` order."""
+    flat: dict[str, FlatEntry] = {}
+    fn = report.get("frequency_norm")
+    for name in _CORRELATIONS:
+        flat[name] = FlatEntry(_num(fn.get(name)) if fn else None, "frequency_norm", name)
+    if fn:
+        ci = fn.get("spearman_ci") or [None, None]
+        flat["spearman_ci_lo"] = FlatEntry(_num(ci[0]), "frequency_norm", "spearman_ci_lo")
+        flat["spearman_ci_hi"] = FlatEntry(_num(ci[1]), "frequency_norm", "spearman_ci_hi")
+        flat["spearman_p"] = FlatEntry(_num(fn.get("spearman_p")), "frequency_norm", "spearman_p")
+    retrieval = report.get("retrieval")
+    if retrieval:
+        for key, cut in (retrieval.get("at") or {}).items():
+            k = int(key)
+            scorings = {name: measures for name, measures in cut.items() if isinstance(measures, dict)}
+            for scoring, measures in scorings.items():
+                for metric, value in measures.items():
+                    flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(value), "retrieval", metric, scoring, k)
+            for metric, value in (scorings.get("dot") or {}).items():
+                ratio = _ratio(value, (scorings.get("cosine") or {}).get(metric))
+                flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "retrieval", metric, RATIO, k)
+            flat[f"overlap_dot_cosine@{k}"] = FlatEntry(
+                _num(cut.get("overlap_dot_cosine")), "retrieval", "overlap_dot_cosine", None, k
+            )
+        for key, value in (retrieval.get("recall") or {}).items():
+            flat[f"recall@{int(key)}"] = FlatEntry(_num(value), "retrieval", "index_recall", None, int(key))
+    accuracy = report.get("accuracy")
+    for key, by_scoring in ((accuracy.get("at") or {}).items() if accuracy else ()):
+        k = int(key)
+        for scoring, values in by_scoring.items():
+            for metric in _ACCURACY:
+                flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(values.get(metric)), "accuracy", metric, scoring, k)
+        if "dot" in by_scoring and "cosine" in by_scoring:
+            for metric in _ACCURACY:
+                ratio = _ratio(by_scoring["dot"].get(metric), by_scoring["cosine"].get(metric))
+                flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "accuracy", metric, RATIO, k)
+    for name, value in (report.get("measures") or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[name] = FlatEntry(_num(value), "measures", name)
+    return flat
+
+
+def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:
+    """The flat metrics of a JSON report: equal to ``AuditResult.flat_metrics()`` of the
+    result that wrote it."""
+    return {name: entry.value for name, entry in flat_entries(report).items()}

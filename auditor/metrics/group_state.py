@@ -1,0 +1,211 @@
+"""What the user- and item-side list measures share within one audit: the popularity
+groups and per-user profile figures, prepared once per :class:`ListContext`, and the
+per-list figures of one scoring at one K, computed once per :class:`Slots` however many
+of those measures read them.
+
+Each registered measure is bound separately (``ListMeasure.bind``), so the preparation is
+memoised by the context's identity (a few entries, checked by a weak reference: a
+recycled ``id`` never returns another audit's groups), and the per-list figures by the
+identity of the last ``Slots`` measured (retrieval measures one scoring and K at a time).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from dataclasses import dataclass, field
+import numpy as np
+
+from auditor.metrics.accuracy import find_hits
+from auditor.metrics.exposure import ListContext, Slots
+from auditor.metrics.popularity_groups import (
+    DEFAULT_GROUPS,
+    GroupPolicy,
+    Profiles,
+    as_profiles,
+    item_groups,
+    long_tail,
+    user_groups,
+)
+
+N_GROUPS = 3
+_MAX_CONTEXTS = 4
+
+
+@dataclass
+class ListFigures:
+    """Per-list figures of one scoring at one K (one row per list)."""
+
+    list_pop: np.ndarray
+    """Mean popularity of the list's filled slots (NaN: nothing served)."""
+    js: np.ndarray | None
+    """Jensen–Shannon divergence of the profile's and the list's head/mid/tail shares (NaN: no profile or no list)."""
+    ndcg: np.ndarray | None = None
+    """NDCG@K of each row with held-out items (aligned with ``Prepared.relevant_rows``)."""
+    reo_numerator: tuple[float, float] | None = None
+    """Recommended relevant short-head and long-tail items, summed over users (PopREO)."""
+
+
+@dataclass
+class Prepared:
+    """One audit's groups and profile figures (``None`` fields: the input is missing)."""
+
+    policy: GroupPolicy
+    popularity: np.ndarray
+    item_group: np.ndarray
+    """Head/mid/tail code per item row."""
+    tail: np.ndarray
+    """Elliot's long tail (bool per item row); the short head is its complement."""
+    profiles: Profiles | None = None
+    user_group: np.ndarray | None = None
+    """Niche/diverse/blockbuster code per list row (-1: empty profile)."""
+    profile_pop: np.ndarray | None = None
+    """Mean popularity of each row's profile items (NaN: empty profile)."""
+    profile_shares: np.ndarray | None = None
+    """(n_rows, 3) head/mid/tail shares of each row's profile (NaN rows: empty profile)."""
+    rsp_denominator: tuple[float, float] | None = None
+    """Short-head and long-tail items each user has not trained on, summed over rows (PopRSP)."""
+    relevant: Profiles | None = None
+    relevant_rows: np.ndarray | None = None
+    """The list rows with held-out items, ascending."""
+    relevant_sub: Profiles | None = None
+    """``relevant`` restricted to ``relevant_rows`` (what :func:`find_hits` reads)."""
+    reo_denominator: tuple[float, float] | None = None
+    """Held-out short-head and long-tail items each user has not trained on, summed (PopREO)."""
+    _last: tuple[weakref.ref[Slots], ListFigures] | None = field(default=None, repr=False)
+
+    def figures(self, slots: Slots) -> ListFigures:
+        """The per-list figures of ``slots``, computed once for every measure that reads them."""
+        last = self._last
+        if last is not None and last[0]() is slots:
+            return last[1]
+        figures = _list_figures(self, slots)
+        self._last = (weakref.ref(slots), figures)
+        return figures
+
+
+_CACHE: dict[int, tuple[weakref.ref[ListContext], Prepared]] = {}
+_LOCK = threading.Lock()
+
+
+def prepared(context: ListContext) -> Prepared:
+    """The groups and profile figures of ``context``, prepared once (module docstring)."""
+    key = id(context)
+    with _LOCK:
+        entry = _CACHE.get(key)
+        if entry is not None and entry[0]() is context:
+            return entry[1]
+    state = _prepare(context)
+    with _LOCK:
+        for stale in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+            del _CACHE[stale]
+        while len(_CACHE) >= _MAX_CONTEXTS:
+            del _CACHE[next(iter(_CACHE))]
+        _CACHE[key] = (weakref.ref(context), state)
+    return state
+
+
+def _prepare(context: ListContext) -> Prepared:
+    policy = context.groups if context.groups is not None else DEFAULT_GROUPS
+    popularity = np.asarray(context.popularity, dtype=np.float64)
+    n_items = int(popularity.shape[0])
+    state = Prepared(policy, popularity, item_groups(popularity, policy), long_tail(popularity, policy))
+    if context.profiles is not None:
+        profiles = as_profiles(context.profiles, n_items, "profiles")
+        sizes = profiles.sizes
+        with np.errstate(invalid="ignore", divide="ignore"):
+            state.profile_pop = np.where(sizes > 0, profiles.row_sums(popularity) / np.maximum(sizes, 1), np.nan)
+            shares = np.stack([profiles.row_sums(state.item_group == g) for g in range(N_GROUPS)], axis=1)
+            state.profile_shares = shares / np.where(sizes > 0, sizes, np.nan)[:, None]
+        state.profiles = profiles
+        state.user_group = user_groups(popularity, profiles, policy)
+        head = ~state.tail
+        trained_head = profiles.row_sums(head)
+        state.rsp_denominator = (
+            float(profiles.n * head.sum() - trained_head.sum()),
+            float(profiles.n * state.tail.sum() - (sizes - trained_head).sum()),
+        )
+    if context.relevant is not None:
+        relevant = as_profiles(context.relevant, n_items, "relevant")
+        state.relevant = relevant
+        rows = np.flatnonzero(relevant.sizes > 0)
+        state.relevant_rows = rows
+        state.relevant_sub = _take(relevant, rows)
+        if state.profiles is not None:
+            state.reo_denominator = _untrained_relevant(relevant, state.profiles, state.tail, n_items)
+    return state
+
+
+def _take(csr: Profiles, rows: np.ndarray) -> Profiles:
+    """The sets of ``rows`` as a CSR of their own (vectorised)."""
+    starts, counts = csr.indptr[rows], csr.sizes[rows]
+    indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    at = np.repeat(starts - indptr[:-1], counts) + np.arange(int(indptr[-1]), dtype=np.int64)
+    return Profiles(indptr, csr.rows[at])
+
+
+def _untrained_relevant(relevant: Profiles, profiles: Profiles, tail: np.ndarray, n_items: int) -> tuple[float, float]:
+    """Σ_u |(short head ∩ R_u) − T_u| and Σ_u |(long tail ∩ R_u) − T_u| over distinct items
+    (R_u held out, T_u trained): PopREO's denominators."""
+    if relevant.n != profiles.n:
+        raise ValueError(f"relevant has {relevant.n} rows but profiles {profiles.n}; both must align with the lists")
+    held = relevant.owner * n_items + relevant.rows  # distinct keys (as_profiles), < n_rows * n_items
+    trained = profiles.owner * n_items + profiles.rows
+    items = (held[~np.isin(held, trained, assume_unique=True)] % n_items).astype(np.int64)
+    in_tail = tail[items]
+    return float((~in_tail).sum()), float(in_tail.sum())
+
+
+def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
+    """Everything the group measures read from one list matrix, in a few vectorised passes."""
+    valid, safe = slots.valid, slots.safe
+    n_filled = valid.sum(axis=1)
+    list_pop = slots.per_list_mean(state.popularity)
+    js = None
+    if state.profile_shares is not None:
+        codes = np.where(valid, state.item_group[safe], -1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shares = np.stack([(codes == g).sum(axis=1) for g in range(N_GROUPS)], axis=1) / np.where(
+                n_filled > 0, n_filled, np.nan
+            )[:, None]
+        js = jensen_shannon(state.profile_shares, shares)
+    figures = ListFigures(list_pop=list_pop, js=js)
+    if state.relevant_sub is not None and state.relevant_rows is not None:
+        lists = slots.lists[state.relevant_rows]
+        hits = find_hits(lists, state.relevant_sub.indptr, state.relevant_sub.rows)
+        figures.ndcg = hits.at(max(int(lists.shape[1]), 1)).ndcg
+        hit_tail = hits.hits & state.tail[np.where(lists >= 0, lists, 0)]
+        figures.reo_numerator = (float(hits.hits.sum() - hit_tail.sum()), float(hit_tail.sum()))
+    return figures
+
+
+def jensen_shannon(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Row-wise Jensen–Shannon divergence in bits (log base 2, so in [0, 1]) of two
+    (n, m) matrices of distributions; rows with a NaN stay NaN."""
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    m = 0.5 * (p + q)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kl_p = np.where(p > 0, p * np.log2(p / m), 0.0).sum(axis=1)
+        kl_q = np.where(q > 0, q * np.log2(q / m), 0.0).sum(axis=1)
+    out = 0.5 * (kl_p + kl_q)
+    out[np.isnan(p).any(axis=1) | np.isnan(q).any(axis=1)] = np.nan
+    return np.maximum(out, 0.0)  # rounding may leave -1e-17 for identical rows
+
+
+def group_mean(values: np.ndarray, codes: np.ndarray, group: int) -> float:
+    """Mean of ``values`` over the rows of ``group`` where it is finite (NaN: none)."""
+    chosen = values[(codes == group) & np.isfinite(values)]
+    return float(chosen.mean()) if chosen.size else math.nan
+
+
+def relative_std(numerator: tuple[float, float], denominator: tuple[float, float]) -> float:
+    """std / mean of the two probabilities numerator / denominator (Elliot: ``np.std``,
+    the population form), i.e. |a − b| / (a + b); NaN when either is undefined or both 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pr = np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64)
+    if not np.all(np.isfinite(pr)) or pr.sum() == 0:
+        return math.nan
+    return float(np.std(pr) / np.mean(pr))

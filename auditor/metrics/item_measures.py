@@ -1,0 +1,100 @@
+"""Item-side popularity measures with Elliot's definitions (docs/measures.md, "Which items
+gain"): parity between short-head and long-tail items.
+
+The short head is the most popular items holding ``short_head_mass`` (0.8) of the
+popularity mass, every other item is long tail (the split of ``aplt``; Elliot's
+``Popularity`` with ``pop_ratio`` 0.8, which counts distinct users per item: popaudit's
+``popularity users``). Over every list row u with top-K set L_u and training items T_u:
+
+* ``pop_rsp`` (Zhu et al., SIGIR 2020; Elliot ``PopRSP``): with
+  P(g) = Σ_u |L_u ∩ g| / Σ_u |g − T_u| for g = short head, long tail, the relative
+  standard deviation std/mean of the two (population std: |a − b| / (a + b));
+* ``pop_reo`` (Elliot ``PopREO``), over rows with held-out items R_u:
+  P(g) = Σ_u |L_u ∩ R_u ∩ g| / Σ_u |(g ∩ R_u) − T_u|, then std/mean;
+* ``aclt`` (Abdollahpouri et al. 2019; Elliot ``ACLT``): mean over rows of |L_u ∩ long tail|.
+
+0 is parity for the first two; both are NaN when a probability is undefined (an empty
+group) or both are 0. Lists hold distinct items (as every scoring serves), so a list's
+count of items is the size of its set.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from auditor.metrics.exposure import ListContext, Slots
+from auditor.metrics.group_state import Prepared, prepared, relative_std
+from auditor.metrics.user_measures import GroupListMeasure, Scorer
+
+
+def pop_rsp(state: Prepared, slots: Slots) -> float:
+    """PopRSP of one list matrix (module docstring)."""
+    if state.rsp_denominator is None:
+        return math.nan
+    in_tail = slots.valid & state.tail[slots.safe]
+    numerator = (float(slots.valid.sum() - in_tail.sum()), float(in_tail.sum()))
+    return relative_std(numerator, state.rsp_denominator)
+
+
+def pop_reo(state: Prepared, slots: Slots) -> float:
+    """PopREO of one list matrix (module docstring)."""
+    figures = state.figures(slots)
+    if figures.reo_numerator is None or state.reo_denominator is None:
+        return math.nan
+    return relative_std(figures.reo_numerator, state.reo_denominator)
+
+
+def aclt(state: Prepared, slots: Slots) -> float:
+    """ACLT: mean over every list row of its number of long-tail items (NaN: no rows)."""
+    if slots.lists.shape[0] == 0:
+        return math.nan
+    return float((slots.valid & state.tail[slots.safe]).sum(axis=1).mean())
+
+
+def _make_rsp(context: ListContext) -> Scorer | None:
+    if context.profiles is None:
+        return None
+    state = prepared(context)
+    return lambda slots: pop_rsp(state, slots)
+
+
+def _make_reo(context: ListContext) -> Scorer | None:
+    if context.profiles is None or context.relevant is None:
+        return None
+    state = prepared(context)
+    return lambda slots: pop_reo(state, slots)
+
+
+def _make_aclt(context: ListContext) -> Scorer | None:
+    state = prepared(context)
+    return lambda slots: aclt(state, slots)
+
+
+_SPLIT = ("the short head is the most popular items holding short_head_mass (0.8) of the popularity mass "
+          "(ties at the cut all in), every other item long tail")  # fmt: skip
+
+ITEM_MEASURES: tuple[GroupListMeasure, ...] = (
+    GroupListMeasure(
+        "pop_rsp", "PopRSP (short-head vs long-tail statistical parity)", "num3",
+        "pop_rsp: std / mean of P(g) = Σ_u |L_u ∩ g| / Σ_u |g − T_u| over g = short head, long tail "
+        "(L_u the list, T_u the user's training items; population std, so |a − b| / (a + b)); 0 is parity "
+        f"(Zhu et al. 2020, Elliot PopRSP); {_SPLIT}; null without each user's training items",
+        _make_rsp,
+    ),
+    GroupListMeasure(
+        "pop_reo", "PopREO (short-head vs long-tail equal opportunity)", "num3",
+        "pop_reo: std / mean of P(g) = Σ_u |L_u ∩ R_u ∩ g| / Σ_u |(g ∩ R_u) − T_u| over g = short head, long "
+        "tail, over users with held-out items R_u; 0 is parity (Zhu et al. 2020, Elliot PopREO); "
+        f"{_SPLIT}; null without a holdout or without each user's training items",
+        _make_reo,
+    ),
+    GroupListMeasure(
+        "aclt", "ACLT (long-tail items per list)", "num2",
+        f"aclt: mean over every list of its number of long-tail items (Abdollahpouri et al. 2019, Elliot ACLT); "
+        f"{_SPLIT}",
+        _make_aclt,
+    ),
+)  # fmt: skip
+"""The item-side list measures, in report order."""

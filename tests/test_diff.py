@@ -1,0 +1,176 @@
+"""The diff core (auditor/diff): flat names read back from JSON reports, changes with their
+directions, comparability, and gates on changes; on before/after ``mitigate``, on two
+``retrain`` runs with different learning rates, and on incomparable pairs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.audit import run_audit
+from auditor.cli import cli
+from auditor.config import AuditConfig
+from auditor.diff import diff_reports, evaluate_diff_gates, flat_metrics_from_report, parse_diff_gates
+from auditor.diff.directions import direction
+from auditor.diff.flat import FlatEntry
+from auditor.errors import GateError, ReportError, UnmeasuredGateError
+from auditor.mitigate import MitigateConfig, mitigate
+from auditor.result import AuditResult
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+SMALL = ["--n-users", "100", "--n-items", "120", "--n-interactions", "3000", "--batch-size", "128"]
+
+
+def audit(model: Path, **options: Any) -> AuditResult:
+    options = {"ks": (10, 50), "probes": False, "bootstrap": 0, **options}
+    return run_audit(AuditConfig(model=model, **options))
+
+
+def as_json(result: AuditResult) -> dict[str, Any]:
+    """The report as written to disk and read back."""
+    return json.loads(json.dumps(result.to_dict(), allow_nan=False))
+
+
+@pytest.fixture(scope="module")
+def mitigated(tmp_path_factory: pytest.TempPathFactory) -> tuple[AuditResult, AuditResult]:
+    out = tmp_path_factory.mktemp("mitigate") / "fixed.pt"
+    mitigate(MitigateConfig(model=SAMPLE / "biased.pt", output=out, alpha=0.5))
+    return audit(SAMPLE / "biased.pt"), audit(out)
+
+
+@pytest.fixture(scope="module")
+def retrained(tmp_path_factory: pytest.TempPathFactory) -> tuple[AuditResult, AuditResult]:
+    folder = tmp_path_factory.mktemp("retrain")
+    results = []
+    for lr in ("10", "0.1"):
+        out = folder / f"lr{lr}.pt"
+        ran = CliRunner().invoke(cli, ["retrain", *SMALL, "--epochs", "3", "--lr", lr, "--holdout-fraction", "0.2",
+                                       "-o", str(out)])  # fmt: skip
+        assert ran.exit_code == 0, ran.output
+        results.append(audit(out))
+    return results[0], results[1]
+
+
+def test_flat_names_from_json_equal_the_results(mitigated: tuple[AuditResult, AuditResult],
+                                                retrained: tuple[AuditResult, AuditResult]) -> None:
+    for result in (*mitigated, *retrained):
+        assert flat_metrics_from_report(as_json(result)) == result.flat_metrics()
+    assert retrained[0].accuracy is not None  # accuracy names (and their ratios) are covered too
+    assert "ndcg_ratio@10" in flat_metrics_from_report(as_json(retrained[0]))
+
+
+def test_mitigate_before_after(mitigated: tuple[AuditResult, AuditResult]) -> None:
+    before, after = mitigated
+    diff = diff_reports(as_json(before), as_json(after))
+    assert diff.settings == () and diff.notes == ()
+    head = diff.metric("head_share_1pct_dot@10")
+    # Plain dot serving of the rescaled table ranks as alpha_0.5 of the original.
+    assert head.new == pytest.approx(before.flat_metrics()["head_share_1pct_alpha_0.5@10"])
+    assert head.delta == pytest.approx(head.new - head.base) and head.delta < 0
+    assert head.relative == pytest.approx(head.delta / head.base)
+    assert head.direction == "less bias" and head.status == "compared"
+    # Rescaling each row by a power of its norm keeps directions (cosine) and the norm order (ρ).
+    assert diff.metric("head_share_1pct_cosine@10").direction == "unchanged"
+    assert diff.metric("spearman").delta == 0 and diff.metric("loglog_slope").delta < 0
+    assert diff.metric("loglog_slope").direction == "less bias"
+    assert diff.metric("aplt_dot@10").direction in {"less bias", "unchanged"}
+    assert diff.metric("head_share_1pct_popular@10").direction == "unchanged"
+    assert all(c.direction == "neutral" for c in diff.metrics if c.name.startswith("overlap") and c.delta)
+    assert diff.verdict.base_severity == before.verdict.severity and diff.verdict.new_severity == after.verdict.severity
+    assert not any(c.changed for c in diff.conditions)
+    json.dumps(diff.to_dict(), allow_nan=False)
+
+
+def test_delta_gates(mitigated: tuple[AuditResult, AuditResult]) -> None:
+    diff = diff_reports(as_json(mitigated[0]), as_json(mitigated[1]))
+    names = list(flat_metrics_from_report(as_json(mitigated[1])))
+    gates = parse_diff_gates(["head_share_1pct_dot@10.delta<0", "head_share_1pct_dot@10.delta>0.01",
+                              "head_share_1pct_dot@10.rel<-0.05", "spearman>0.5"], names)  # fmt: skip
+    outcomes = evaluate_diff_gates(gates, diff)
+    assert [o.tripped for o in outcomes] == [True, False, diff.metric("head_share_1pct_dot@10").relative < -0.05,
+                                             True]  # fmt: skip
+    assert "head_share_1pct_dot@10.delta<0: " in outcomes[0].describe()
+    with pytest.raises(GateError, match=r"unknown metric 'head_share_1pct_dot@10\.delt'"):
+        parse_diff_gates(["head_share_1pct_dot@10.delt>0"], names)
+    assert parse_diff_gates(["ndcg_alpha_0.5@10.rel<0"], ["ndcg_alpha_0.5@10"])[0].metric == "ndcg_alpha_0.5@10.rel"
+
+
+def test_two_retrain_runs(retrained: tuple[AuditResult, AuditResult]) -> None:
+    high, low = retrained
+    diff = diff_reports(as_json(high), as_json(low))
+    assert diff.settings == ()  # the same data, split and options: everything compares
+    rho = diff.metric("spearman")
+    assert rho.delta == pytest.approx(low.flat_metrics()["spearman"] - high.flat_metrics()["spearman"])
+    assert rho.direction == ("less bias" if rho.delta < 0 else "more bias")
+    ndcg = diff.metric("ndcg_dot@10")
+    assert ndcg.status == "compared" and ndcg.delta is not None
+    assert ndcg.direction == ("more accuracy" if ndcg.delta > 0 else "less accuracy" if ndcg.delta < 0 else "unchanged")
+    assert diff.metric("ndcg_ratio@10").direction in {"neutral", "unchanged"}  # which scoring wins, not better
+    assert diff.metric("ndcg_popular@10").direction == "unchanged"  # the baseline: same data, same lists
+    assert {c.id for c in diff.conditions} == {"C1", "C2", "C3", "C4", "C5"}
+
+
+def test_different_cutoffs_are_listed_not_compared(mitigated: tuple[AuditResult, AuditResult]) -> None:
+    narrow = audit(SAMPLE / "biased.pt", ks=(10,))
+    diff = diff_reports(as_json(narrow), as_json(mitigated[1]))
+    assert diff.metric("gini_dot@50").status == "only_new" and diff.metric("gini_dot@50").delta is None
+    assert diff.metric("gini_dot@10").status == "compared"
+    assert any("cut-offs differ (base K = 10, new K = 10, 50)" in note for note in diff.notes)
+    gates = parse_diff_gates(["gini_dot@50.delta>0"], flat_metrics_from_report(as_json(mitigated[1])))
+    with pytest.raises(UnmeasuredGateError, match=r"gini_dot@50.delta>0"):
+        evaluate_diff_gates(gates, diff)
+
+
+def test_a_different_popularity_flags_the_figures_that_depend_on_it() -> None:
+    log = SAMPLE / "interactions.parquet"
+    by_users = audit(SAMPLE / "biased.pt", interactions=log, popularity="users")
+    diff = diff_reports(as_json(audit(SAMPLE / "biased.pt", interactions=log)), as_json(by_users))
+    assert [s.setting for s in diff.settings] == ["retrieval.popularity"]
+    head = diff.metric("head_share_1pct_dot@10")
+    assert head.status == "incomparable" and head.delta is None and "retrieval.popularity differs" in (head.reason or "")
+    assert head.base is not None and head.new is not None  # both values stay visible
+    assert diff.metric("gini_popular@10").status == "incomparable"  # the popular list itself changes
+    assert diff.metric("gini_dot@10").status == "compared" and diff.metric("gini_dot@10").delta == 0
+    assert diff.metric("spearman").status == "compared"
+    gates = parse_diff_gates(["head_share_1pct_dot@10.delta>0"], list(flat_metrics_from_report(as_json(by_users))))
+    with pytest.raises(UnmeasuredGateError):
+        evaluate_diff_gates(gates, diff)
+
+
+def test_other_incomparable_settings(mitigated: tuple[AuditResult, AuditResult]) -> None:
+    base = as_json(mitigated[0])
+    redefined = copy.deepcopy(base)
+    redefined["retrieval"]["definitions"]["gini"] = "gini: something else"
+    diff = diff_reports(base, redefined)
+    assert diff.metric("gini_dot@10").status == "incomparable" and diff.metric("arp_dot@10").status == "compared"
+    kept = copy.deepcopy(base)
+    kept["retrieval"]["population"]["seen_items"] = "kept"
+    diff = diff_reports(base, kept)
+    assert all(c.status == "incomparable" for c in diff.metrics if "@" in c.name)
+    assert diff.metric("spearman").status == "compared"
+    newer = copy.deepcopy(base)
+    newer["schema_version"] = 2
+    with pytest.raises(ReportError, match="schema versions 1 .base. and 2 .new."):
+        diff_reports(base, newer)
+    with pytest.raises(ReportError, match="the new report is not a popaudit JSON report"):
+        diff_reports(base, {"rows": []})
+    with pytest.raises(ReportError, match="not written by popaudit"):
+        diff_reports({**base, "tool": {"name": "other"}}, base)
+
+
+def test_direction_table() -> None:
+    def moved(measure: str, delta: float, scoring: str | None = "dot") -> str:
+        return direction(FlatEntry(0.0, "retrieval", measure, scoring, 10), delta)
+
+    assert moved("head_share_1pct", -0.1) == "less bias" and moved("aplt", -0.1) == "more bias"
+    assert moved("coverage", 0.1) == "less bias" and moved("gap_delta_niche", 0.2) == "more bias"
+    assert moved("pop_reo", -0.1) == "less bias" and moved("aclt", 1.0) == "less bias"
+    assert moved("ndcg", 0.01) == "more accuracy" and moved("ndcg_niche", -0.01) == "less accuracy"
+    assert moved("ndcg", 0.01, "ratio") == "neutral" and moved("head_share_1pct", -0.1, "ratio") == "less bias"
+    assert moved("gini", 0.1, "popular") == "neutral" and moved("overlap_dot_cosine", 0.1, None) == "neutral"
+    assert moved("cold_share", 0.1) == "unknown" and moved("gini", 0.0) == "unchanged"
