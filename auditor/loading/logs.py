@@ -171,7 +171,10 @@ class Log:
                 _check_field_length(self.path, items)
                 if users is not None:
                     _check_field_length(self.path, users)
-                yield items, users, batch.column(value_raw) if value_raw is not None else None
+                values = batch.column(value_raw) if value_raw is not None else None
+                if values is not None:
+                    _check_field_length(self.path, values)
+                yield items, users, values
         except pa.ArrowInvalid as exc:
             if not as_strings and "conversion error" in str(exc):
                 raise TypeDrift from exc

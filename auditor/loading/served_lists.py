@@ -185,7 +185,7 @@ def open_served(spec: LogSpec, rank_col: str | None, score_col: str | None) -> t
 def _reworded(text: str) -> str:
     text = text.replace("no interactions in", "no served lists in")
     if "text interaction log" in text:
-        hint = "name it .parquet" if "Parquet" in text else "pass a Parquet or CSV/TSV file of served lists"
+        hint = "name it .parquet" if "like a Parquet file" in text else "pass a Parquet or CSV/TSV file of served lists"
         text = text.replace("text interaction log", "text recommendations file").split("; ")[0] + f"; {hint}"
     return text
 
