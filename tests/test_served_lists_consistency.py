@@ -83,6 +83,7 @@ def test_served_dot_lists_give_the_audits_dot_figures_at_every_k(tmp_path: Path,
     lists, missing = lists_for(served, population.raw_ids)
     assert missing == 0 and served.warnings == () and served.n_unknown_users == 0
     np.testing.assert_array_equal(lists, outcome.lists["dot"])
+    assert outcome.popularity is not None
     measures = ExposureMeasures(outcome.popularity, stats.user_counts, stats.n_users)
     for k in KS:
         assert measures.measure(lists[:, :k]) == pytest.approx(outcome.retrieval.at[k].dot), k
