@@ -249,3 +249,16 @@ def test_lists_for_follows_a_population_order(tmp_path: Path) -> None:
     served = read_served_lists(_csv(tmp_path, RANKED))
     lists, missing = lists_for(served, np.array([2, 9, 1]))
     assert lists.tolist() == [[0, 1, 4], [-1, -1, -1], [2, 3, 0]] and missing == 1
+
+
+def test_ids_that_turn_to_text_after_the_first_block_are_read_again_as_text(tmp_path: Path) -> None:
+    # About 5 MiB of integer user ids, then a text one: the CSV reader typed the column
+    # from its first 4 MiB block, so the reader starts over with every id as text, and
+    # integer ids keep their integer identity where all of them are integers (items).
+    n = 400_000
+    body = "".join(f"{i // 10},{i % 10},{i % 10 + 1}\n" for i in range(n))
+    served = read_served_lists(_csv(tmp_path, "user_id,item_id,rank\n" + body + "guest,3,1\n"))
+    assert served.n_users == n // 10 + 1 and served.k == 10
+    assert served.user_ids.dtype == object and served.user_ids[-1] == "guest"
+    assert served.items.item_ids is not None and served.items.item_ids.tolist() == list(range(10))
+    assert served.lists[0].tolist() == list(range(10))

@@ -236,7 +236,7 @@ def _read(log: Log, order: OrderColumn, as_strings: bool, progress: Progress) ->
             keys.append(batch_keys)
             n_rows += len(values)
             advance(len(values))
-    where = f"{log.path}"
+    where = log.path
     if n_rows == 0:
         raise ServedListsError(f"no served lists in {where}: it has {'a header but ' * (log.kind != 'parquet')}no rows")
     user_ids, user_codes = _typed(users, as_strings, f"user column {log.user_col!r} of {where}")
