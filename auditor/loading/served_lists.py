@@ -18,8 +18,9 @@ its ``warnings`` where something was changed or left out:
   never saw there); counted, and an error when no item has a row. Without a model the
   reader builds the catalogue: the distinct item ids of the training log
   (``log_items``) and of the lists, sorted, row r being the r-th (:attr:`ServedLists.items`,
-  through which the log's counts are aligned). List items the log never saw are kept
-  as cold items (popularity 0, as the measures already treat cold items); counted.
+  through which the log's counts are aligned). Listed items the log never saw are kept
+  as cold items (popularity 0, as the measures already treat cold items); counted, in
+  either case, when ``log_items`` is given.
 * **order**: rank (lower first; 0- or 1-based, from the file's lowest rank) or score
   (higher first). Ties are broken by the lower item row, the retrieval contract
   (:func:`~auditor.retrieval.search.select_topk`); lists with ties are counted. Ranks
@@ -84,7 +85,7 @@ class ServedLists:
     n_unknown_rows: int = 0
     """Rows naming those items (their slots left empty)."""
     n_cold_items: int = 0
-    """Without a model: distinct listed items absent from ``log_items`` (kept, popularity 0)."""
+    """Distinct listed items with a row but absent from ``log_items`` (kept, popularity 0)."""
     n_cold_rows: int = 0
     n_unknown_users: int | None = None
     """Users absent from ``log_users`` (kept); None: the log's users were not given."""
@@ -124,7 +125,8 @@ def read_served_lists(
 
     ``items``: the audit's item mapping (with a model); None builds the catalogue from
     ``log_items`` (distinct raw item ids of the training log, e.g.
-    :attr:`~auditor.loading.counting.IdCounts.ids`) and the lists' items. ``log_users``:
+    :attr:`~auditor.loading.counting.IdCounts.ids`) and the lists' items; given with
+    ``items`` too, it counts the listed items the log never saw. ``log_users``:
     distinct raw user ids of the training log, to count the served users it lacks.
     ``max_k``: cut every list to this many slots. Raises :class:`ServedListsError` (or
     :class:`IdMappingError` for ids that cannot be rows) naming the file, column and row.
@@ -297,8 +299,8 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
             "row in the item table: their slots were left empty, and the items after them keep their positions"
         )
     cold = np.zeros(code_rows.size, dtype=bool)
-    if served.catalogue and log_items is not None and len(log_items):
-        cold = lookup_rows(read.item_ids, np.asarray(log_items)) < 0
+    if log_items is not None and len(log_items):  # items with a row that the log never saw
+        cold = (lookup_rows(read.item_ids, np.asarray(log_items)) < 0) & ~unknown
     n_cold, n_cold_rows = int(cold.sum()), int(cold[item_codes].sum())
     if n_cold:
         notes.append(

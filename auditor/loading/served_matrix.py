@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from auditor.config import format_size
 from auditor.errors import ServedListsError, setting
@@ -82,8 +84,9 @@ def build_lists(
     rows = code_rows[records.item_codes]
     users = records.user_codes
     primary = records.keys if records.kind == "rank" else -records.keys.astype(np.float64)
-    secondary = np.where(rows >= 0, rows, _INT64_MAX)  # the top-K contract: lower row first, none last
-    order = np.lexsort((secondary, primary, users))
+    # The top-K contract: lower row first, items without a row last.
+    secondary = np.where(rows >= 0, rows, max(int(code_rows.max()), 0) + 1)
+    order = _list_order(users, records.n_users, primary, secondary)
     users, rows, keys = users[order], rows[order], primary[order]
     counts = np.bincount(users, minlength=records.n_users)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
@@ -107,6 +110,23 @@ def build_lists(
     )
 
 
+def _list_order(users: np.ndarray, n_users: int, primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """Positions of the records by user, then ``primary``, then ``secondary`` (a stable lexsort).
+
+    Ranks whose span fits pack with the user and the row into one int64 key, sorted once;
+    otherwise pyarrow's multi-key sort (np.lexsort's three stable passes took 7 of the 8
+    seconds of 5M rows, pyarrow's sort about a third of that).
+    """
+    if primary.dtype.kind == "i" and primary.size:
+        low = int(primary.min())
+        span, n_secondary = int(primary.max()) - low + 1, int(secondary.max()) + 1
+        if n_users * span * n_secondary < _INT64_MAX:
+            return np.argsort((users * span + (primary - low)) * n_secondary + secondary, kind="stable")
+    table = pa.table({"u": users, "p": primary + 0.0 if primary.dtype.kind == "f" else primary, "s": secondary})
+    order = pc.sort_indices(table, sort_keys=[("u", "ascending"), ("p", "ascending"), ("s", "ascending")])
+    return np.asarray(order.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
 def _gaps(all_keys: np.ndarray, users: np.ndarray, keys: np.ndarray, same_key: np.ndarray, counts: np.ndarray,
           starts: np.ndarray) -> tuple[int, int]:
     """(rank base, lists whose ranks skip a position): a list of d distinct ranks has no
@@ -123,6 +143,11 @@ def refuse_repeats(records: Records, path: Path, user_ids: np.ndarray, item_ids:
     n = records.user_codes.size
     if n < 2:
         return
+    n_items = int(records.item_codes.max()) + 1
+    if records.n_users * n_items < _INT64_MAX:  # one sort of one key, no positions, while nothing repeats
+        pairs = np.sort(records.user_codes * n_items + records.item_codes)
+        if not (pairs[1:] == pairs[:-1]).any():
+            return
     order = np.lexsort((records.item_codes, records.user_codes))
     u, i = records.user_codes[order], records.item_codes[order]
     repeat = np.flatnonzero((u[1:] == u[:-1]) & (i[1:] == i[:-1]))
