@@ -58,6 +58,10 @@ class InteractionsError(InputError):
     """An interaction log is unreadable or lacks the needed columns."""
 
 
+class ServedListsError(InputError):
+    """A file of served lists (recommendations) is unreadable, malformed or lacks the needed columns."""
+
+
 class IdMappingError(InputError):
     """Raw ids cannot be mapped onto table rows (duplicates, unknown ids, bad length)."""
 

@@ -208,6 +208,12 @@ def _batch_rows(items: pa.Array, mapping: ItemRows, log: Log) -> np.ndarray:
     return lookup(items)
 
 
+def rows_of(items: pa.Array, mapping: ItemRows, log: Log) -> np.ndarray:
+    """Table row of each raw item id of ``log``'s (-1: no row), as streamed pairs are
+    mapped; IdMappingError naming a data row of ``log`` for ids that cannot be rows."""
+    return _batch_rows(items, mapping, log)
+
+
 def mapped_pairs(items: pa.Array, users: pa.Array, mapping: ItemRows, log: Log) -> tuple[pa.Array, np.ndarray]:
     """The users and table rows (through ``mapping``) of one batch's interactions whose
     item has a row (rows with an empty user or item id dropped)."""

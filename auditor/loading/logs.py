@@ -98,17 +98,31 @@ class Log:
     def batches(self, as_strings: bool = False) -> Iterator[tuple[pa.Array, pa.Array | None]]:
         """(item ids, user ids or None) arrays per record batch."""
         if self.kind == "parquet":
-            yield from self._parquet()
+            for items, users, _ in self._parquet(None):
+                yield items, users
         elif self.kind == "dat":
             yield from self._dat(as_strings)
         else:
-            yield from self._delimited(as_strings)
+            for items, users, _ in self._delimited(as_strings, None):
+                yield items, users
+
+    def value_batches(self, value_col: str, as_strings: bool = False) -> Iterator[tuple[pa.Array, pa.Array | None, pa.Array]]:
+        """(item ids, user ids or None, values of ``value_col``) per record batch: the ids as
+        :meth:`batches` reads them, the values as Parquet stores them and as text in a
+        delimited file (their reader parses and checks them: a rank or score column of
+        served lists). Not for ``::``-separated files."""
+        if self.kind == "dat":
+            raise InteractionsError(f"{self.path} is a '::'-separated log; only Parquet and CSV/TSV have extra columns")
+        stream = self._parquet(value_col) if self.kind == "parquet" else self._delimited(as_strings, value_col)
+        for items, users, values in stream:
+            assert values is not None
+            yield items, users, values
 
     def _raw(self, name: str | None) -> str | None:
         return None if name is None else self.raw_columns[self.columns.index(name)]
 
-    def _parquet(self) -> Iterator[tuple[pa.Array, pa.Array | None]]:
-        cols = [c for c in (self.item_col, self.user_col) if c is not None]
+    def _parquet(self, value_col: str | None) -> Iterator[tuple[pa.Array, pa.Array | None, pa.Array | None]]:
+        cols = [c for c in (self.item_col, self.user_col, value_col) if c is not None]
         try:
             # pre_buffer=False: otherwise whole column chunks are buffered ahead (~10x the memory)
             pf = pq.ParquetFile(self.path, pre_buffer=False)
@@ -122,20 +136,25 @@ class Log:
             for batch in batches:
                 yield _plain(batch.column(self.item_col)), (
                     _plain(batch.column(self.user_col)) if self.user_col else None
-                )
+                ), _plain(batch.column(value_col)) if value_col else None
         except (OSError, pa.ArrowException) as exc:
             raise InteractionsError(f"cannot read {self.path} as Parquet: {arrow_reason(exc)}") from exc
 
-    def _delimited(self, as_strings: bool) -> Iterator[tuple[pa.Array, pa.Array | None]]:
-        item_raw, user_raw = self._raw(self.item_col), self._raw(self.user_col)
+    def _delimited(
+        self, as_strings: bool, value_col: str | None
+    ) -> Iterator[tuple[pa.Array, pa.Array | None, pa.Array | None]]:
+        item_raw, user_raw, value_raw = self._raw(self.item_col), self._raw(self.user_col), self._raw(value_col)
         wanted = [c for c in (item_raw, user_raw) if c is not None]
         read = pacsv.ReadOptions(
             block_size=CSV_BLOCK_BYTES,
             column_names=None if self.header else self.raw_columns,
         )
+        types = {c: pa.string() for c in wanted} if as_strings else {}
+        if value_raw is not None:  # as text: its reader parses it and names a bad cell's row
+            types[value_raw] = pa.string()
         convert = pacsv.ConvertOptions(
-            include_columns=wanted,
-            column_types={c: pa.string() for c in wanted} if as_strings else None,
+            include_columns=wanted + ([value_raw] if value_raw is not None else []),
+            column_types=types or None,
             strings_can_be_null=True,
         )
         parse = pacsv.ParseOptions(delimiter=self.delimiter)
@@ -152,7 +171,10 @@ class Log:
                 _check_field_length(self.path, items)
                 if users is not None:
                     _check_field_length(self.path, users)
-                yield items, users
+                values = batch.column(value_raw) if value_raw is not None else None
+                if values is not None:
+                    _check_field_length(self.path, values)
+                yield items, users, values
         except pa.ArrowInvalid as exc:
             if not as_strings and "conversion error" in str(exc):
                 raise TypeDrift from exc
