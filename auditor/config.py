@@ -189,7 +189,7 @@ class AuditConfig:
     def _log(self, path: Path) -> LogSpec:
         from auditor.loading.logs import LogSpec
 
-        return LogSpec(path, self.interactions_format, self.user_col, self.item_col)
+        return LogSpec(path, self.interactions_format, self.user_col, self.item_col, self.max_memory)
 
     @property
     def row_ids(self) -> RowIdPolicy:

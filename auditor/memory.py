@@ -27,6 +27,12 @@ MIN_BLOCK_ROWS = 1024
 """The smallest row shard a memory ceiling must hold (with its normalised copy)."""
 SPILL_PREFIX = "popaudit-table-"
 """Name prefix of the temporary files that hold tables larger than memory."""
+MAX_EXPANSION = 1100
+"""No compression popaudit reads expands data by more than this (deflate cannot do better
+than about 1032:1): data declared beyond it was never in the file (a lie or a bomb)."""
+EXPANSION_SLACK = 1 << 20
+"""Declared bytes allowed beyond :data:`MAX_EXPANSION` times the stored ones (fill values
+of small unwritten datasets, headers)."""
 
 
 def available_memory() -> int | None:
@@ -75,6 +81,45 @@ def check_memory_ceiling(max_memory: int | None, dim: int, what: str, n_rows: in
             f"{flag} {max_memory:,} bytes is too small for {what}: one block of "
             f"{rows} rows x {dim} dimensions and its normalised copy need {need:,} "
             f"bytes; pass {flag} {format_size(need)} or more"
+        )
+
+
+def check_expansion(
+    what: str,
+    declared: int,
+    stored: int,
+    max_memory: int | None,
+    error: type[InputError] = InputError,
+    *,
+    in_memory: bool = True,
+) -> None:
+    """Refuse data a file declares but did not pay for, before anything is decompressed.
+
+    ``declared``: bytes the data takes once read; ``stored``: bytes the file holds for
+    it (compressed, or none at all for unwritten chunks). The one policy of compressed
+    data (HDF5 filters, zip members, Parquet pages): read only when the declared size
+    is within :data:`MAX_EXPANSION` of the stored one and, when it expands at all, fits
+    the memory ceiling (``max_memory``, else half the available memory), so no file can
+    make popaudit inflate data to find out how large it is. Raises ``error`` naming ``what``.
+    ``in_memory`` False: the data is streamed (a column chunk read page by page), so
+    only the ratio applies.
+    """
+    if declared > MAX_EXPANSION * max(stored, 0) + EXPANSION_SLACK:
+        raise error(
+            f"{what} declares {declared:,} bytes of data from {stored:,} bytes stored in the file, "
+            f"more than any compression yields (at most {MAX_EXPANSION}:1): the file is corrupt "
+            "or a decompression bomb"
+        )
+    if not in_memory or declared <= max(stored, EXPANSION_SLACK):
+        return  # data the file stores as it is read is paid for; a MiB always fits (no /proc read per page)
+    budget = memory_budget(max_memory)
+    if budget is not None and declared > budget:
+        flag = setting("max_memory")
+        ceiling = f"{flag} ({max_memory:,} bytes)" if max_memory is not None else f"half the available memory ({budget:,} bytes)"
+        raise error(
+            f"{what} declares {declared:,} bytes of data ({stored:,} stored in the file), more than "
+            f"{ceiling}; it is read only when it fits the memory ceiling (pass {flag} "
+            f"{format_size(declared * 2)} if the file is trusted and the memory is there)"
         )
 
 

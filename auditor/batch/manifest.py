@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from auditor.config import INTERACTION_FORMATS, QUERY_SOURCES, AuditConfig, DeclaredTraining, parse_memory_size
 from auditor.errors import ManifestError, setting
@@ -217,7 +216,10 @@ def _read_manifest_table(path: Path) -> pa.Table:
                 # later, so inferred column types (e.g. k read as int64) do not matter.
                 convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
             )
-        return pq.read_table(path)
+        # Imported here: auditor.loading loads torch, which reading a CSV manifest never needs.
+        from auditor.loading.parquet_bounds import read_table as bounded_read_table
+
+        return bounded_read_table(path, None, ManifestError)
     except (pa.ArrowInvalid, OSError) as exc:
         kind = "CSV" if suffix in (".csv", ".tsv", ".txt") else "Parquet"
         # Arrow's CSV errors quote the offending line: leave it out (the manifest may be

@@ -222,7 +222,9 @@ def results_manifest(table: pa.Table) -> tuple[str | None, str | None]:
 def read_results(path: Path) -> pa.Table:
     """Read a results file written by :func:`~auditor.batch.run_batch`; InputError when it is not one."""
     try:
-        table = pq.read_table(path)
+        from auditor.loading.parquet_bounds import read_table as bounded_read_table  # loads torch
+
+        table = bounded_read_table(path, None, InputError)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(f"{path} is not a readable Parquet results file: {exc}") from exc
     missing = [c for c in ("row", "model", "status") if c not in table.column_names]
