@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import stat
 import tempfile
 import weakref
 from pathlib import Path
@@ -27,6 +29,9 @@ MIN_BLOCK_ROWS = 1024
 """The smallest row shard a memory ceiling must hold (with its normalised copy)."""
 SPILL_PREFIX = "popaudit-table-"
 """Name prefix of the temporary files that hold tables larger than memory."""
+POOL_PREFIX = "pymp-popaudit-"
+"""Name prefix of the temporary folder of popaudit's worker pools (multiprocessing's own
+``pymp-*`` folder, named with the owner's process id so a later run can remove it)."""
 MAX_EXPANSION = 1100
 """No compression popaudit reads expands data by more than this (deflate cannot do better
 than about 1032:1): data declared beyond it was never in the file (a lie or a bomb)."""
@@ -150,9 +155,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_STALE = re.compile(rf"(?:{re.escape(SPILL_PREFIX)}(\d+)-[^/]*\.npy|{re.escape(POOL_PREFIX)}(\d+)-[^/]*)")
+
+
 def remove_stale_spills(folder: str | None = None) -> list[str]:
-    """Delete spill files left by popaudit runs that were killed (their owner process is
-    gone); return their paths. Files of live runs and of other users are kept."""
+    """Delete spill files and pool folders left by popaudit runs that were killed (their
+    owner process is gone); return their paths. Those of live runs and of other users
+    are kept."""
     folder = folder or tempfile.gettempdir()
     removed: list[str] = []
     try:
@@ -161,18 +170,42 @@ def remove_stale_spills(folder: str | None = None) -> list[str]:
         return removed
     uid = os.getuid() if hasattr(os, "getuid") else None
     for name in names:
-        match = re.fullmatch(re.escape(SPILL_PREFIX) + r"(\d+)-[^/]*\.npy", name)
-        if match is None or _pid_alive(int(match.group(1))):
+        match = _STALE.fullmatch(name)
+        if match is None or _pid_alive(int(match.group(1) or match.group(2))):
             continue
         path = os.path.join(folder, name)
         try:
-            if uid is not None and os.stat(path).st_uid != uid:
+            st = os.lstat(path)
+            if uid is not None and st.st_uid != uid:
                 continue
-            os.unlink(path)
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
             removed.append(path)
         except OSError:
             continue  # gone meanwhile, or not ours to remove
     return removed
+
+
+def own_pool_folder() -> str:
+    """multiprocessing's temporary folder for this process (the forkserver's socket, shared
+    memory arenas), named with this process's id so that a later run removes it when a
+    kill leaves it behind (:func:`remove_stale_spills`); call before starting a pool.
+    multiprocessing removes it at a normal exit, as its own ``pymp-*`` folder."""
+    from multiprocessing import process, util
+
+    remove_stale_spills()
+    config = process.current_process()._config  # where util.get_temp_dir() keeps its folder
+    existing = config.get("tempdir")
+    if existing:
+        return str(existing)
+    folder = tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-")
+    remove = getattr(util, "_remove_temp_dir", None)
+    util.Finalize(None, remove or shutil.rmtree, args=(shutil.rmtree, folder) if remove else (folder,),
+                  exitpriority=-100)
+    config["tempdir"] = folder
+    return folder
 
 
 def spill_table(n_rows: int, dim: int, source: object) -> np.memmap:

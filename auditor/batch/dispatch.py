@@ -46,6 +46,7 @@ from typing import Any, cast
 from auditor.batch.jobs import BatchJob
 from auditor.batch.workers import AuditFn, init_worker, audit_job, error_record
 from auditor.errors import AuditError
+from auditor.memory import own_pool_folder
 
 WORKER_DIED = (
     "the worker process died while auditing this row (killed, out of memory, or a crash "
@@ -103,6 +104,7 @@ def _dispatch_pool(
 ) -> Records:
     """Run jobs in worker processes, at most ``workers`` in flight; survive dead workers."""
     method = start_method or _start_method()
+    own_pool_folder()  # a kill leaves no anonymous pymp-* folder behind
     context = multiprocessing.get_context(method)
     if method == "forkserver":
         context.set_forkserver_preload(_PRELOAD)  # applies when the server starts

@@ -16,8 +16,8 @@ from typing import Protocol
 import pluggy
 
 from auditor.errors import AuditError, InputError, PluginError
-from auditor.io import atomic_path, check_not_inputs
-from auditor.plugins import PLUGIN_FAILURES, describe_failure
+from auditor.io import atomic_path, check_not_inputs, refuse_linked_folder
+from auditor.plugins import PLUGIN_FAILURES, describe_failure, reraise_interrupt
 from auditor.result import AuditResult
 
 
@@ -69,6 +69,7 @@ def _registered(pm: pluggy.PluginManager) -> dict[str, tuple[Renderer, str]]:
         try:
             provided = impl.function()
         except PLUGIN_FAILURES as exc:  # a plugin cannot end the run, not even with exit(0)
+            reraise_interrupt(exc)
             raise PluginError(
                 f"plugin {plugin!r} failed in hook popaudit_renderers: {describe_failure(exc)}"
             ) from exc
@@ -113,6 +114,7 @@ def render(
     except AuditError:
         raise
     except PLUGIN_FAILURES as exc:
+        reraise_interrupt(exc)
         raise PluginError(
             f"renderer {fmt!r} of plugin {plugin!r} failed: {describe_failure(exc)}"
         ) from exc
@@ -137,6 +139,7 @@ def planned_outputs(outputs: Mapping[str, tuple[str, Path | None]]) -> dict[str,
     for label, (fmt, path) in outputs.items():
         if fmt == "markdown" and path is not None:
             for figure in figure_paths(Path(path)):
+                refuse_linked_folder(figure.parent, f"{label} {path}")
                 files[f"figure {figure.name} of {label} {path}"] = figure
     return files
 
@@ -152,7 +155,9 @@ def render_outputs(
 ) -> list[Path]:
     """Render ``result`` in each (format, path) and write them all, or none.
 
-    Every report (and its attachments) is rendered in memory first; only then are the
+    Attachments go into a real folder beside their report, never through a symlink there
+    (:func:`~auditor.io.refuse_linked_folder`). Every report (and its attachments) is
+    rendered in memory first; only then are the
     files written, each to a temp file renamed into place once all are written. So a
     failing renderer or a full disk leaves no output of this run behind. Before anything
     is written, every file (attachments included) must be distinct and none may be one
@@ -171,6 +176,8 @@ def render_outputs(
         files[Path(path)] = data if isinstance(data, bytes) else data.encode("utf-8")
         named[name] = Path(path)
         for attachment, content in context.attachments.items():
+            if Path(attachment).parent != Path(path).parent:  # a folder popaudit makes, not one named
+                refuse_linked_folder(Path(attachment).parent, f"{name} {path}" if labels is not None else name)
             files[Path(attachment)] = content
             kind = "figure" if fmt == "markdown" else "file"
             owner = name if labels is None else f"{name} {path}"  # default labels name the path
