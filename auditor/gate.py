@@ -40,6 +40,7 @@ BASE_METRICS = (
     "pearson_log",
     "kendall",
     "loglog_slope",
+    "unsafe_globals",
 )
 
 

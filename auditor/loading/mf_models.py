@@ -121,7 +121,9 @@ def read_mf_pickle(path: Path, options: LoadOptions) -> ModelBundle | None:
     model = _model_object(found.root)
     if model is None:
         return None
-    return _bundle(_from_placeholder(model, path), path, options, "pickle")
+    bundle = _bundle(_from_placeholder(model, path), path, options, "pickle")
+    bundle.replaced_globals = dict(found.placeholders)  # the model's own class among them (inert)
+    return bundle
 
 
 def _model_object(root: Any) -> Placeholder | None:
