@@ -27,6 +27,7 @@ from auditor.cli._common import (
     stderr,
     table_key_options,
 )
+from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError
 
 _RAW_ARGS = "popaudit.batch_args"
@@ -117,11 +118,10 @@ def command(
     row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
     measures: list[str] = []
     list_measures: list[str] | None = None  # the built-in ones
-    if fail_on:  # plugin code runs here only when gates may name its measures
-        from auditor.plugins import collect_measures, get_plugin_manager
-
-        registered = collect_measures(get_plugin_manager(plugins))
-        measures, list_measures = registered.audit_names, registered.list_names
+    if third_party_plugins(plugins):  # never in this process: its exit code is the gate's
+        debug = bool(click.get_current_context().params.get("debug"))
+        measures, list_measures = run_isolated(_plugin_measures, plugins, bool(fail_on), timeout=None,
+                                               what="loading the plugins", debug=debug)
     try:
         row_alphas = [a for row in parsed.rows for a in row.settings.get("alphas", ())]
         gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures, [*defaults["alphas"], *row_alphas],
@@ -167,6 +167,20 @@ def command(
     require_measured(gates, runs, where="in any audited row")
     if any(gate.tripped for outcomes in runs for gate in outcomes):
         sys.exit(3)
+
+
+def _plugin_measures(plugins: tuple[Path, ...], gated: bool) -> tuple[list[str], list[str] | None]:
+    """Check the plugins' commands against the built-in ones; with gates, the names of
+    their measures (run in the isolated child: plugin code may end its process)."""
+    from auditor.cli import cli
+    from auditor.cli._group import plugin_commands
+    from auditor.plugins import collect_measures, get_plugin_manager
+
+    plugin_commands(plugins, builtin_names=cli.commands)
+    if not gated:
+        return [], None
+    registered = collect_measures(get_plugin_manager(plugins))
+    return registered.audit_names, registered.list_names
 
 
 def _interrupted(exc: KeyboardInterrupt, output: Path) -> NoReturn:

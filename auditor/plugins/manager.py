@@ -112,12 +112,9 @@ def get_plugin_manager(
     return pm
 
 
-def load_plugin_file(path: Path) -> ModuleType:
-    """Import a single-file plugin given with ``--plugin PATH``.
-
-    The module is cached under a name derived from the resolved path and reused while
-    the file is unchanged, so building several managers in one process imports it once.
-    """
+def check_plugin_file(path: Path) -> Path:
+    """``path`` when it can be a plugin file (a regular ``.py`` file); PluginError
+    otherwise. Nothing is imported."""
     path = Path(path)
     try:
         require_regular_file(path, "plugin file")
@@ -125,6 +122,16 @@ def load_plugin_file(path: Path) -> ModuleType:
         raise PluginError(str(exc)) from None
     if path.suffix != ".py":
         raise PluginError(f"plugin file {path} is not a Python file (.py)")
+    return path
+
+
+def load_plugin_file(path: Path) -> ModuleType:
+    """Import a single-file plugin given with ``--plugin PATH``.
+
+    The module is cached under a name derived from the resolved path and reused while
+    the file is unchanged, so building several managers in one process imports it once.
+    """
+    path = check_plugin_file(path)
     resolved = path.resolve()
     stat = resolved.stat()
     digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]

@@ -153,17 +153,32 @@ def render_outputs(
     labels: Sequence[str] | None = None,
     inputs: Mapping[str, Path | None] | None = None,
 ) -> list[Path]:
-    """Render ``result`` in each (format, path) and write them all, or none.
+    """Render ``result`` in each (format, path) and write them all, or none
+    (:func:`render_files`, then :func:`write_all`); returns the paths written."""
+    files = render_files(result, outputs, pm, width=width, labels=labels, inputs=inputs)
+    write_all(files)
+    return list(files)
+
+
+def render_files(
+    result: AuditResult,
+    outputs: Sequence[tuple[str, Path]],
+    pm: pluggy.PluginManager,
+    *,
+    width: int = 100,
+    labels: Sequence[str] | None = None,
+    inputs: Mapping[str, Path | None] | None = None,
+) -> dict[Path, bytes]:
+    """``result`` rendered in each (format, path): every file's content by path, the
+    attachments included, in order, for :func:`write_all` (rendering, which may run a
+    plugin's renderer, and writing can happen in different processes).
 
     Attachments go into a real folder beside their report, never through a symlink there
-    (:func:`~auditor.io.refuse_linked_folder`). Every report (and its attachments) is
-    rendered in memory first; only then are the
-    files written, each to a temp file renamed into place once all are written. So a
-    failing renderer or a full disk leaves no output of this run behind. Before anything
-    is written, every file (attachments included) must be distinct and none may be one
-    of ``inputs`` (:func:`~auditor.io.check_not_inputs`; ``labels``: what named each
-    output, e.g. ``--json``, for its messages). Returns the paths written (attachments
-    included), in order.
+    (:func:`~auditor.io.refuse_linked_folder`). Every report is rendered in memory, so a
+    failing renderer leaves no output of this run behind. Every file (attachments
+    included) must be distinct and none may be one of ``inputs``
+    (:func:`~auditor.io.check_not_inputs`; ``labels``: what named each output, e.g.
+    ``--json``, for its messages).
     """
     names = list(labels) if labels is not None else [f"the {fmt} report {path}" for fmt, path in outputs]
     if len(names) != len(outputs):
@@ -183,8 +198,7 @@ def render_outputs(
             owner = name if labels is None else f"{name} {path}"  # default labels name the path
             named[f"{kind} {Path(attachment).name} of {owner}"] = Path(attachment)
     check_not_inputs(named, inputs or {})
-    write_all(files)
-    return list(files)
+    return files
 
 
 def render_to(result: AuditResult, fmt: str, path: Path, pm: pluggy.PluginManager) -> None:
