@@ -489,7 +489,7 @@ def test_result_schema_documented_and_ordered() -> None:
     assert names.index("recall@10") < names.index("head_share_1pct_dot@100")
     assert all(schema.field(n).metadata[b"description"] for n in names)
     with_plugin = result_schema((100, 10), ["my_measure", "spearman"])
-    assert with_plugin.names == names[:-1] + ["my_measure", "report_json"]
+    assert with_plugin.names == names[:-2] + ["my_measure", "provenance", "report_json"]
 
 
 def _summary_table(values: list[tuple[str, float | None, float | None, str]]) -> pa.Table:

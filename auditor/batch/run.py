@@ -19,7 +19,15 @@ import pyarrow as pa
 from auditor.batch.dispatch import dispatch
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
-from auditor.batch.results import STATUS_ERROR, STATUS_OK, ResultsWriter, read_results, results_manifest
+from auditor.batch.provenance import FileStates, change, encode, row_provenance
+from auditor.batch.results import (
+    STATUS_ERROR,
+    STATUS_OK,
+    ResultsWriter,
+    has_provenance,
+    read_results,
+    results_manifest,
+)
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import InputError, ManifestError, setting
 from auditor.io import check_not_inputs
@@ -55,6 +63,9 @@ class BatchOutcome:
     """Rows kept from an earlier run (``resume``) and not audited again."""
     failures: list[tuple[int, str, str]] = field(default_factory=list)
     """(row, model, error) of every error row."""
+    recomputed: list[tuple[int, str]] = field(default_factory=list)
+    """(row, why) of every row an earlier run had finished that ``resume`` audited again
+    because what produced it changed (a cell, an input file)."""
 
 
 def run_batch(
@@ -111,8 +122,14 @@ def run_batch(
     ks = {k for job in all_jobs if job.config is not None for k in job.config.ks}
     ks |= set(config_template(defaults or {}).ks)
     writer = ResultsWriter(output, ks, parsed.path.resolve(), parsed.sha256)
+    states = FileStates()
+    provenance = {job.row: row_provenance(job.config, states) for job in all_jobs if job.config is not None}
 
-    n_resumed = _resume(writer, all_jobs, parsed) if resume and Path(output).exists() else 0
+    recomputed: list[tuple[int, str]] = []
+    if resume and Path(output).exists():
+        n_resumed, recomputed = _resume(writer, all_jobs, parsed, provenance)
+    else:
+        n_resumed = 0
     todo = [job for job in all_jobs if job.row not in writer.status]
     bad = [job for job in todo if job.config is None]
     writer.add(error_record(job, job.error or "") for job in bad)
@@ -128,6 +145,9 @@ def run_batch(
     with progress.track(f"Auditing {len(runnable)} of {len(all_jobs)} models", total=len(runnable)) as advance:
         try:
             for records in batches:
+                for record in records:  # what produced it, for a later resume
+                    if record["row"] in provenance:
+                        record["provenance"] = encode(provenance[record["row"]])
                 writer.add(records)
                 if time.monotonic() - writer.last_flush >= flush_interval:
                     writer.flush()
@@ -161,29 +181,45 @@ def run_batch(
         n_error=status.count(STATUS_ERROR),
         n_resumed=n_resumed,
         failures=failures,
+        recomputed=recomputed,
     )
 
 
-def _resume(writer: ResultsWriter, jobs: list[BatchJob], manifest: Manifest) -> int:
+def _resume(
+    writer: ResultsWriter, jobs: list[BatchJob], manifest: Manifest, provenance: Mapping[int, dict[str, Any]]
+) -> tuple[int, list[tuple[int, str]]]:
     """Keep the rows of the earlier results file that are ok for the same row and model
-    (a changed manifest re-runs what changed); returns how many were kept.
+    and whose provenance (settings after defaults, each input file's size, mtime and
+    hash: :mod:`auditor.batch.provenance`) is what the row has now; returns how many were
+    kept and (row, why) of each finished row audited again.
 
-    The file must have been written for this manifest (the resolved path its schema
-    metadata records): the same row and model cell in another manifest's results can
-    name another file (relative paths resolve against each manifest's folder), so
-    keeping them would report one model's audit as another's. ManifestError otherwise,
-    before anything is written. Files that record no manifest are taken as they are.
+    The file must have been written by popaudit with provenance, for this manifest (the
+    resolved path its schema metadata records): the same row and model cell in another
+    manifest's results can name another file, and a row without provenance cannot be
+    checked against its inputs. ManifestError otherwise, before anything is written.
     """
     earlier = read_results(writer.output)
     _check_same_manifest(writer.output, earlier, manifest)
+    if not has_provenance(earlier):
+        raise ManifestError(
+            f"cannot resume from {writer.output}: it records no provenance (it was not written by popaudit, or "
+            "by a version before results_version 2), so its rows cannot be checked against the inputs that "
+            f"produced them. Run without {setting('resume')} to replace it, or write to another {setting('output')}"
+        )
     by_row = {job.row: job for job in jobs}
     kept = 0
+    recomputed: list[tuple[int, str]] = []
     for record in earlier.to_pylist():
         job = by_row.get(record.get("row"))
-        if job is not None and record.get("status") == STATUS_OK and record.get("model") == job.model:
-            writer.add([record])
+        if job is None or record.get("status") != STATUS_OK or record.get("model") != job.model:
+            continue
+        why = change(record.get("provenance"), provenance[job.row]) if job.row in provenance else "the row is invalid now"
+        if why is None:
+            writer.add([{**record, "label": job.label}])  # the label is no input: the current one
             kept += 1
-    return kept
+        else:
+            recomputed.append((job.row, why))
+    return kept, recomputed
 
 
 def _check_same_manifest(output: Path, earlier: pa.Table, manifest: Manifest) -> None:

@@ -143,6 +143,11 @@ def command(
         )
     except KeyboardInterrupt as exc:
         _interrupted(exc, output)
+    if outcome.recomputed:  # said even with -q: a resumed file is not what it was
+        shown = "; ".join(f"row {row}: {why}" for row, why in outcome.recomputed[:10])
+        more = f"; and {len(outcome.recomputed) - 10} more" if len(outcome.recomputed) > 10 else ""
+        stderr.print(f"--resume: {len(outcome.recomputed)} finished row(s) audited again because what produced "
+                     f"them changed ({shown}{more})", markup=False, highlight=False, soft_wrap=True)
     summary = summarise(outcome.table, rank_by=rank_by)
     if not quiet:
         console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))

@@ -75,6 +75,9 @@ class Built:
     """Paths outside the case folder the run must not create (removed if it does)."""
     check: Callable[[Path, Outcome], None] | None = None
     """More assertions on the result, given the case folder."""
+    replaced: Sequence[str] = ()
+    """Files the case made that the run may rewrite (an earlier run's results that
+    ``--resume`` continues); every other file must stay as it was."""
 
 
 @dataclass(frozen=True)
@@ -244,7 +247,7 @@ def _check(case: Case, built: Built, work: Path, tmpdir: Path, before: dict[str,
     made_outside = [str(p) for p in built.outside if p.exists() or p.is_symlink()]
     assert not made_outside, f"the run created {made_outside} outside its folder{shown}"
     after = snapshot(work)
-    changed = [name for name, entry in before.items() if after.get(name) != entry]
+    changed = [name for name, entry in before.items() if after.get(name) != entry and name not in built.replaced]
     assert not changed, f"input changed or removed: {changed}{shown}"
     new = sorted(set(after) - set(before))
     stray = [name for name in new if not any(fnmatch.fnmatch(name, pattern) for pattern in built.outputs)]
