@@ -100,11 +100,16 @@ def atomic_path(target: Path) -> Iterator[Path]:
     """
     target = Path(target)
     if _is_special(target):  # /dev/stdout is a link to a pipe or terminal: keep its name
-        _require_reader(target)
+        held = _hold_fifo(target)
         try:
-            yield target
+            # While a FIFO is held open for writing, opening it again never blocks and its
+            # reader never sees an early end: the writer gets it through /proc/self/fd.
+            yield target if held is None else Path(f"/proc/self/fd/{held}")
         except OSError as exc:
             raise _write_error(target, exc) from exc
+        finally:
+            if held is not None:
+                os.close(held)
         return
     if target.is_dir() and not target.is_symlink():
         raise OutputError(f"cannot write {target}: it is a folder")
@@ -134,12 +139,14 @@ def atomic_path(target: Path) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
 
 
-def _require_reader(target: Path) -> None:
-    """OutputError when ``target`` is a FIFO nobody reads: opening it for writing would
-    block forever. Opened without blocking, a FIFO with no reader fails with ENXIO."""
+def _hold_fifo(target: Path) -> int | None:
+    """A blocking write descriptor of ``target`` when it is a FIFO with a reader (None for
+    any other special file, or where /proc/self/fd cannot reopen it); OutputError when
+    no process reads it: opening it for writing would block forever. Opened without
+    blocking, a FIFO with no reader fails with ENXIO."""
     try:
         if not stat.S_ISFIFO(os.stat(target).st_mode):
-            return
+            return None
         fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
@@ -147,8 +154,12 @@ def _require_reader(target: Path) -> None:
                 f"cannot write {target}: it is a FIFO (named pipe) that no process is reading; start the "
                 "reader first, or write to a file"
             ) from exc
-        return  # other errors surface, worded, when the writer opens it
-    os.close(fd)
+        return None  # other errors surface, worded, when the writer opens it
+    os.set_blocking(fd, True)
+    if not os.path.exists(f"/proc/self/fd/{fd}"):  # no procfs: write the FIFO by name
+        os.close(fd)
+        return None
+    return fd
 
 
 def refuse_linked_folder(folder: Path, owner: str) -> None:

@@ -108,7 +108,7 @@ _FIXED_HEAD: tuple[tuple[str, pa.DataType, str], ...] = (
 )
 _FIXED_TAIL: tuple[tuple[str, pa.DataType, str], ...] = (
     ("provenance", pa.string(), "what produced the row: its settings and each input file's size, mtime and "
-                                "SHA-256 (JSON; checked by --resume)"),
+                                "SHA-256 (JSON; checked when the batch is resumed)"),
     ("report_json", pa.string(), "the full JSON report (docs/report.md, schema_version 1)"),
 )
 FIXED_COLUMNS = {name for name, _, _ in _FIXED_HEAD + _FIXED_TAIL}
@@ -159,6 +159,8 @@ class ResultsWriter:
         self._extras: set[str] = set()
         self.last_flush = -math.inf
         """``time.monotonic()`` at the end of the last flush."""
+        self.last_cost = 0.0
+        """Seconds the last flush took (the caller spaces flushes by it)."""
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
@@ -207,10 +209,12 @@ class ResultsWriter:
 
     def flush(self) -> pa.Table:
         """Write every finished row to the results file (temp file + atomic rename)."""
+        began = time.monotonic()
         table = self.table()
         with atomic_path(self.output) as tmp:
             pq.write_table(table, tmp, compression="zstd")
         self.last_flush = time.monotonic()
+        self.last_cost = self.last_flush - began
         return table
 
 

@@ -16,7 +16,7 @@ from auditor.cli._common import (
     RichProgress,
     audit_fields,
     common_options,
-    NonNegative,
+    ranged,
     declared_training_options,
     frequencies_options,
     id_mapping_options,
@@ -47,10 +47,11 @@ class _BatchCommand(click.Command):
 @click.command("batch", cls=_BatchCommand)
 @click.argument("manifest", type=PathArg)
 @click.option("-o", "--output", type=PathArg, required=True, help="Results Parquet file (one row per manifest row; rewritten atomically as rows finish).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Audits run in parallel, each in a worker process (a row that crashes its worker fails only that row).")
+@click.option("-j", "--jobs", type=ranged("jobs"), default=1, show_default=True, help="Audits run in parallel, each in a worker process (a row that crashes its worker fails only that row).")
 @click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes (never a manifest column).")
-@click.option("--flush-interval", type=NonNegative, default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
+@click.option("--row-timeout", type=ranged("row_timeout"), default=3600.0, show_default=True, metavar="SECONDS", help="Stop a row whose audit runs longer (its worker process is killed), record it as an error and go on (0: no limit; local workers, not --scheduler).")
+@click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (repeatable).")
@@ -75,6 +76,7 @@ def command(
     resume: bool,
     scheduler: str | None,
     flush_interval: float,
+    row_timeout: float,
     html_path: Path | None,
     rank_by: str,
     fail_on: tuple[str, ...],
@@ -140,6 +142,7 @@ def command(
             progress=RichProgress(enabled=not quiet, task_seconds=0.0),  # off a terminal: a line per audited row
             flush_interval=flush_interval,
             other_outputs={"--html": html_path},
+            row_timeout=row_timeout,
         )
     except KeyboardInterrupt as exc:
         _interrupted(exc, output)

@@ -13,7 +13,7 @@ import click
 
 from auditor.cli._common import (
     MemorySize,
-    NonNegative,
+    ranged,
     PathArg,
     RichProgress,
     audit_fields,
@@ -59,7 +59,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--scheduler", metavar="ADDRESS", help="Search the retrieval shards of a table larger than --max-memory on an existing Dask cluster (e.g. tcp://host:8786); workers need the table's file under the same path.")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates (for CI).")
-@click.option("--plugin-timeout", type=NonNegative, default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the audit runs in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1), never a passed gate, and its prints go to stderr.")
+@click.option("--plugin-timeout", type=ranged("plugin_timeout"), default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the audit runs in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1), never a passed gate, and its prints go to stderr.")
 @common_options
 def command(
     model: Path,

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from auditor.cli._common import FiniteFloat, Positive, RichProgress, common_options
+from auditor.cli._common import RichProgress, common_options, ranged
 from auditor.cli._training import DataChoice, data_options, holdout_options, jobs_option, threads_option
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
@@ -40,20 +40,20 @@ def _only_for(name: str, **given: tuple[bool, str]) -> None:
 @click.command("experiment")
 @click.argument("name", type=click.Choice(EXPERIMENTS))
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, help="Folder for results.json, results.md and the plots (created if missing).")
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std (one seed: the value).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="First seed.")
+@click.option("--seeds", type=ranged("seeds"), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std (one seed: the value).")
+@click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="First seed.")
 @click.option("--settings", metavar="NAMES", help="conditions: comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr, asymmetric (transformer user tower over history, id item table). [default: all]")
 @click.option("--mitigations", "mitigation_names", metavar="NAMES", help="mitigations: comma-separated subset of the trained models reference, logq, weight-decay, adam (cosine and alpha serving come with reference). [default: all]")
 @click.option("--lrs", metavar="LRS", help="lr-sweep: comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]")
-@click.option("--lr", type=Positive, default=10.0, show_default=True, help="Learning rate of the reference setting and the other SGD settings (infonce-dot uses lr/10, low-lr lr/100, adam 0.01).")
+@click.option("--lr", type=ranged("train_lr"), default=10.0, show_default=True, help="Learning rate of the reference setting and the other SGD settings (infonce-dot uses lr/10, low-lr lr/100, adam 0.01).")
 @data_options
-@click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True, help="Training epochs per run.")
-@click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch.")
-@click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension.")
-@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman rho (0: no CI).")
-@click.option("-k", "--k", type=click.IntRange(min=1), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K (and of the accuracy measures of mitigations).")
+@click.option("--epochs", type=ranged("epochs"), default=5, show_default=True, help="Training epochs per run.")
+@click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch.")
+@click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension.")
+@click.option("--bootstrap", type=ranged("bootstrap"), default=1000, show_default=True, help="Bootstrap resamples for the CI of Spearman rho (0: no CI).")
+@click.option("-k", "--k", type=ranged("k"), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K (and of the accuracy measures of mitigations).")
 @holdout_options(0.2)
-@click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, help="mitigations: norm-aware serving alpha_A of the reference model (repeatable). [default: 0.25, 0.5, 0.75]")
+@click.option("--alpha", "alphas", type=ranged("alphas"), multiple=True, help="mitigations: norm-aware serving alpha_A of the reference model (repeatable). [default: 0.25, 0.5, 0.75]")
 @jobs_option
 @threads_option
 @common_options

@@ -10,18 +10,18 @@ from rich.console import Console
 from rich.table import Table
 
 from auditor.cli._common import (
-    FiniteFloat,
     MemorySize,
     PathArg,
     RichProgress,
     common_options,
     id_mapping_options,
     log_column_options,
+    ranged,
     stderr,
     table_key_options,
 )
 
-_ALPHA = FiniteFloat(0.0, 1.0)
+_ALPHA = ranged("alphas")
 
 
 class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recent click only
