@@ -196,7 +196,7 @@ def own_pool_folder() -> str:
     from multiprocessing import process, util
 
     remove_stale_spills()
-    config = process.current_process()._config  # where util.get_temp_dir() keeps its folder
+    config: dict[str, object] = getattr(process.current_process(), "_config")  # where util.get_temp_dir() keeps its folder
     existing = config.get("tempdir")
     if existing:
         return str(existing)

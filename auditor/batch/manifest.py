@@ -294,9 +294,10 @@ def _check_value(name: str, value: Any) -> None:
     """ValueError when a converted cell is out of the setting's range (auditor/ranges.py,
     the table the command-line options use too) or choices."""
     found = RANGES.get(name)
-    for one in (value if isinstance(value, tuple) else (value,)) if found is not None else ():
-        if not found.contains(one):
-            raise ValueError(f"must be {found.describe()}, got {one!r}")
+    if found is not None:
+        for one in value if isinstance(value, tuple) else (value,):
+            if not found.contains(one):
+                raise ValueError(f"must be {found.describe()}, got {one!r}")
     if name in _CHOICES and value not in _CHOICES[name]:
         raise ValueError(f"must be one of {', '.join(_CHOICES[name])}, got {value!r}")
 

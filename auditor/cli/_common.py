@@ -126,7 +126,7 @@ Positive = FiniteFloat(0.0, open=True)
 NonNegative = FiniteFloat(0.0)
 
 
-def ranged(name: str) -> click.ParamType:
+def ranged(name: str) -> click.ParamType:  # type: ignore[type-arg]  # generic in recent click only
     """The option type of numeric setting ``name``: its range from auditor/ranges.py (the
     table manifest cells and library calls are checked against too), shown in --help."""
     found = RANGES[name]

@@ -82,7 +82,7 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: 
         )
     kind, payload = pickle.loads(data)
     if kind == "ok":
-        return payload  # type: ignore[no-any-return]
+        return payload
     if kind == "usage":
         raise click.UsageError(payload)
     message, code = payload
