@@ -20,6 +20,7 @@ from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, 
 from auditor.loading.population import QueryPopulation, population_of
 from auditor.loading.frequencies import needs_the_log, read_frequencies
 from auditor.loading.idmap import check_assumed_rows, describe_mapping, offset_signals
+from auditor.loading.pickle_globals import globals_warning, replaced_globals
 from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
@@ -87,6 +88,8 @@ def run_audit(
             bundle, Path(config.interactions), config.interactions_format, config.user_col, config.item_col
         )
     warnings = list(bundle.warnings)
+    found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried (#23)
+    warnings.extend(globals_warning(found_globals, config.model))
     not_measured: dict[str, str] = {}
 
     stats = _item_stats(bundle, config, cache, progress, warnings)
@@ -140,6 +143,7 @@ def run_audit(
         settings=_settings(config),
         warnings=warnings,
         not_measured=not_measured,
+        replaced_globals=found_globals,
         plot_data=PlotData(
             norms=norms,
             frequencies=None if stats is None else stats.frequencies,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import InputError, setting
+from auditor.ranges import check_ranges
 
 if TYPE_CHECKING:
     from auditor.loading.alignment import ItemRows
@@ -22,6 +23,8 @@ INDEX_KINDS = ("auto", "exact", "ivf", "hnsw")
 POPULARITY_KINDS = ("interactions", "users")
 INTERACTION_FORMATS = ("auto", "parquet", "csv", "tsv", "movielens", "recbole")
 DEFAULT_ALPHAS = (0.25, 0.5, 0.75)
+_RANGED = ("bootstrap", "max_queries", "ks", "seed", "id_offset", "alphas", "accuracy_tolerance", "max_memory")
+"""The numeric AuditConfig fields whose ranges auditor/ranges.py holds."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class DeclaredTraining:
             if not math.isfinite(value) or (low is not None and value < low) or (low is None and value <= 0):
                 wanted = "a positive number" if low is None else f"a finite number >= {low:g}"
                 raise InputError(f"{setting(name)} must be {wanted}, got {value}")
+        check_ranges({"momentum": self.momentum, "weight_decay": self.weight_decay, "lr": self.lr})
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,8 @@ class AuditConfig:
             raise InputError(
                 f"{setting('accuracy_tolerance')} must lie in (0, 1], got {self.accuracy_tolerance}"
             )
+        # Upper bounds too (auditor/ranges.py): a bootstrap of 10**9 or a K of 10**8 is no audit.
+        check_ranges({name: getattr(self, name) for name in _RANGED})
 
     @property
     def load_options(self) -> LoadOptions:
@@ -232,7 +238,7 @@ class AuditConfig:
     def _log(self, path: Path) -> LogSpec:
         from auditor.loading.logs import LogSpec
 
-        return LogSpec(path, self.interactions_format, self.user_col, self.item_col)
+        return LogSpec(path, self.interactions_format, self.user_col, self.item_col, self.max_memory)
 
     @property
     def row_ids(self) -> RowIdPolicy:

@@ -42,6 +42,7 @@ BASE_METRICS = (
     "pearson_log",
     "kendall",
     "loglog_slope",
+    "unsafe_globals",
 )
 
 

@@ -1,14 +1,18 @@
 """Files in and out: inputs must be regular files; outputs are written atomically.
 
 Outputs go to a temp file beside the target that is renamed onto it, so a crash never
-leaves half a report. Targets that are not regular files (``/dev/null``, ``/dev/stdout``,
-a FIFO, a device) are written directly: renaming onto them would replace the special
-file with a regular one. Every write error (a full disk included) is an
-:class:`~auditor.errors.OutputError` naming the target.
+leaves half a report. A symlink at the target is replaced by the new file, never
+followed: a link someone planted (``report.json -> ~/.bashrc``) cannot make popaudit
+write over what it points at. Targets that are not regular files (``/dev/null``,
+``/dev/stdout``, a FIFO, a device) are written directly: renaming onto them would
+replace the special file with a regular one. A FIFO is opened without blocking first:
+one with no reader is refused instead of hanging the run. Every write error (a full
+disk included) is an :class:`~auditor.errors.OutputError` naming the target.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -76,26 +80,38 @@ def _write_error(target: Path, exc: OSError) -> OutputError:
     return OutputError(f"cannot write {target}: {reason}")
 
 
+def serializer_error(target: Path, exc: BaseException) -> OutputError:
+    """The OutputError for a serializer that reports a failed write its own way (torch's
+    writer raises RuntimeError for a full disk or ``/dev/full``): worded for the user."""
+    detail = str(exc).rsplit("] ", 1)[-1].strip(" .") or type(exc).__name__
+    return OutputError(f"cannot write {target}: the write failed ({detail}); is the disk full or the target not a file?")
+
+
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
     """Yield the path to write ``target``'s content to.
 
     For a regular target: a temporary file in the same folder, renamed onto ``target``
     on success (a crash or an exception leaves any existing ``target`` untouched and no
-    temp file). A symlinked target is resolved, so the link keeps pointing at the new
-    content. For a special target (``/dev/null``, ``/dev/stdout``, a FIFO): the target
-    itself. Write errors become :class:`OutputError`.
+    temp file). A symlink at ``target`` is replaced by the file, never followed (what it
+    points at is left as it is). For a special target (``/dev/null``, ``/dev/stdout``, a
+    FIFO with a reader): the target itself; a FIFO without a reader is an OutputError.
+    Write errors become :class:`OutputError`.
     """
     target = Path(target)
     if _is_special(target):  # /dev/stdout is a link to a pipe or terminal: keep its name
+        held = _hold_fifo(target)
         try:
-            yield target
+            # While a FIFO is held open for writing, opening it again never blocks and its
+            # reader never sees an early end: the writer gets it through /proc/self/fd.
+            yield target if held is None else Path(f"/proc/self/fd/{held}")
         except OSError as exc:
             raise _write_error(target, exc) from exc
+        finally:
+            if held is not None:
+                os.close(held)
         return
-    if target.is_symlink():
-        target = Path(os.path.realpath(target))
-    if target.is_dir():
+    if target.is_dir() and not target.is_symlink():
         raise OutputError(f"cannot write {target}: it is a folder")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -121,6 +137,41 @@ def atomic_path(target: Path) -> Iterator[Path]:
             raise _write_error(target, exc) from exc
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _hold_fifo(target: Path) -> int | None:
+    """A blocking write descriptor of ``target`` when it is a FIFO with a reader (None for
+    any other special file, or where /proc/self/fd cannot reopen it); OutputError when
+    no process reads it: opening it for writing would block forever. Opened without
+    blocking, a FIFO with no reader fails with ENXIO."""
+    try:
+        if not stat.S_ISFIFO(os.stat(target).st_mode):
+            return None
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputError(
+                f"cannot write {target}: it is a FIFO (named pipe) that no process is reading; start the "
+                "reader first, or write to a file"
+            ) from exc
+        return None  # other errors surface, worded, when the writer opens it
+    os.set_blocking(fd, True)
+    if not os.path.exists(f"/proc/self/fd/{fd}"):  # no procfs: write the FIFO by name
+        os.close(fd)
+        return None
+    return fd
+
+
+def refuse_linked_folder(folder: Path, owner: str) -> None:
+    """OutputError when ``folder`` (one popaudit creates beside an output: a Markdown
+    report's figures) is a symlink: files are written into a folder the user named, or
+    into a real one popaudit made, never through a link to somewhere else."""
+    if Path(folder).is_symlink():
+        raise OutputError(
+            f"cannot write the files of {owner} into {folder}: it is a symbolic link (to "
+            f"{os.readlink(folder)}), and popaudit never writes through a link it was not given; "
+            "remove the link or choose another output path"
+        )
 
 
 def write_atomic(target: Path, data: str | bytes) -> None:

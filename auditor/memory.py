@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import stat
 import tempfile
 import weakref
 from pathlib import Path
@@ -27,6 +29,15 @@ MIN_BLOCK_ROWS = 1024
 """The smallest row shard a memory ceiling must hold (with its normalised copy)."""
 SPILL_PREFIX = "popaudit-table-"
 """Name prefix of the temporary files that hold tables larger than memory."""
+POOL_PREFIX = "pymp-popaudit-"
+"""Name prefix of the temporary folder of popaudit's worker pools (multiprocessing's own
+``pymp-*`` folder, named with the owner's process id so a later run can remove it)."""
+MAX_EXPANSION = 1100
+"""No compression popaudit reads expands data by more than this (deflate cannot do better
+than about 1032:1): data declared beyond it was never in the file (a lie or a bomb)."""
+EXPANSION_SLACK = 1 << 20
+"""Declared bytes allowed beyond :data:`MAX_EXPANSION` times the stored ones (fill values
+of small unwritten datasets, headers)."""
 
 
 def available_memory() -> int | None:
@@ -78,6 +89,45 @@ def check_memory_ceiling(max_memory: int | None, dim: int, what: str, n_rows: in
         )
 
 
+def check_expansion(
+    what: str,
+    declared: int,
+    stored: int,
+    max_memory: int | None,
+    error: type[InputError] = InputError,
+    *,
+    in_memory: bool = True,
+) -> None:
+    """Refuse data a file declares but did not pay for, before anything is decompressed.
+
+    ``declared``: bytes the data takes once read; ``stored``: bytes the file holds for
+    it (compressed, or none at all for unwritten chunks). The one policy of compressed
+    data (HDF5 filters, zip members, Parquet pages): read only when the declared size
+    is within :data:`MAX_EXPANSION` of the stored one and, when it expands at all, fits
+    the memory ceiling (``max_memory``, else half the available memory), so no file can
+    make popaudit inflate data to find out how large it is. Raises ``error`` naming ``what``.
+    ``in_memory`` False: the data is streamed (a column chunk read page by page), so
+    only the ratio applies.
+    """
+    if declared > MAX_EXPANSION * max(stored, 0) + EXPANSION_SLACK:
+        raise error(
+            f"{what} declares {declared:,} bytes of data from {stored:,} bytes stored in the file, "
+            f"more than any compression yields (at most {MAX_EXPANSION}:1): the file is corrupt "
+            "or a decompression bomb"
+        )
+    if not in_memory or declared <= max(stored, EXPANSION_SLACK):
+        return  # data the file stores as it is read is paid for; a MiB always fits (no /proc read per page)
+    budget = memory_budget(max_memory)
+    if budget is not None and declared > budget:
+        flag = setting("max_memory")
+        ceiling = f"{flag} ({max_memory:,} bytes)" if max_memory is not None else f"half the available memory ({budget:,} bytes)"
+        raise error(
+            f"{what} declares {declared:,} bytes of data ({stored:,} stored in the file), more than "
+            f"{ceiling}; it is read only when it fits the memory ceiling (pass {flag} "
+            f"{format_size(declared * 2)} if the file is trusted and the memory is there)"
+        )
+
+
 def block_rows(dim: int, bytes_per_value: int = 4, max_memory: int | None = None) -> int:
     """Rows per block so that one block of ``bytes_per_value`` scratch stays within
     :data:`BLOCK_BYTES` (and within a quarter of ``max_memory`` when that is smaller)."""
@@ -105,9 +155,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_STALE = re.compile(rf"(?:{re.escape(SPILL_PREFIX)}(\d+)-[^/]*\.npy|{re.escape(POOL_PREFIX)}(\d+)-[^/]*)")
+
+
 def remove_stale_spills(folder: str | None = None) -> list[str]:
-    """Delete spill files left by popaudit runs that were killed (their owner process is
-    gone); return their paths. Files of live runs and of other users are kept."""
+    """Delete spill files and pool folders left by popaudit runs that were killed (their
+    owner process is gone); return their paths. Those of live runs and of other users
+    are kept."""
     folder = folder or tempfile.gettempdir()
     removed: list[str] = []
     try:
@@ -116,18 +170,42 @@ def remove_stale_spills(folder: str | None = None) -> list[str]:
         return removed
     uid = os.getuid() if hasattr(os, "getuid") else None
     for name in names:
-        match = re.fullmatch(re.escape(SPILL_PREFIX) + r"(\d+)-[^/]*\.npy", name)
-        if match is None or _pid_alive(int(match.group(1))):
+        match = _STALE.fullmatch(name)
+        if match is None or _pid_alive(int(match.group(1) or match.group(2))):
             continue
         path = os.path.join(folder, name)
         try:
-            if uid is not None and os.stat(path).st_uid != uid:
+            st = os.lstat(path)
+            if uid is not None and st.st_uid != uid:
                 continue
-            os.unlink(path)
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
             removed.append(path)
         except OSError:
             continue  # gone meanwhile, or not ours to remove
     return removed
+
+
+def own_pool_folder() -> str:
+    """multiprocessing's temporary folder for this process (the forkserver's socket, shared
+    memory arenas), named with this process's id so that a later run removes it when a
+    kill leaves it behind (:func:`remove_stale_spills`); call before starting a pool.
+    multiprocessing removes it at a normal exit, as its own ``pymp-*`` folder."""
+    from multiprocessing import process, util
+
+    remove_stale_spills()
+    config: dict[str, object] = getattr(process.current_process(), "_config")  # where util.get_temp_dir() keeps its folder
+    existing = config.get("tempdir")
+    if existing:
+        return str(existing)
+    folder = tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-")
+    remove = getattr(util, "_remove_temp_dir", None)
+    util.Finalize(None, remove or shutil.rmtree, args=(shutil.rmtree, folder) if remove else (folder,),
+                  exitpriority=-100)
+    config["tempdir"] = folder
+    return folder
 
 
 def spill_table(n_rows: int, dim: int, source: object) -> np.memmap:

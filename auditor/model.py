@@ -120,6 +120,10 @@ class ModelBundle:
     """A framework's own rule giving the raw ids of the rows from the training log
     (RecBole); applied once the log is known, before the log is aligned with the rows."""
     warnings: list[str] = field(default_factory=list)
+    replaced_globals: dict[str, int] | None = None
+    """Globals the file's pickle named that popaudit replaced by inert placeholders ->
+    count; {} for files the built-in readers read with no such global (or no pickle);
+    None when unknown (a plugin's loader, a full unpickle)."""
 
     @property
     def n_items(self) -> int:

@@ -148,6 +148,19 @@ class PlotData:
     update_angles: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class ReplacedGlobal:
+    """A global a model file's pickle named that popaudit replaced by an inert placeholder
+    (``auditor.loading.pickle_globals`` classifies them)."""
+
+    name: str
+    """``module.qualname`` as the pickle names it (``posix.system``)."""
+    severity: str
+    """``runs-code`` (would run code under a real unpickle) or ``inert`` (names a class)."""
+    count: int
+    """How many times the pickle names it."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class MeasuredSections:
     """What one audit measured, before the verdict and the plugin measures: what plugin
@@ -165,6 +178,9 @@ class MeasuredSections:
     not_measured: dict[str, str] = field(default_factory=dict)
     """Section -> why it was not measured (e.g. ``retrieval``: no queries)."""
     plot_data: PlotData = field(default_factory=PlotData, repr=False)
+    replaced_globals: tuple[ReplacedGlobal, ...] | None = None
+    """Globals the model file's pickle named and popaudit replaced; None when the file was
+    not read by popaudit's restricted unpickler (a plugin's loader)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +209,7 @@ class AuditResult(MeasuredSections):
             "settings": self.settings,
             "warnings": list(self.warnings),
             "not_measured": dict(self.not_measured),
+            "replaced_globals": None if self.replaced_globals is None else [asdict(g) for g in self.replaced_globals],
         }
         if self.retrieval is not None:
             retrieval = asdict(self.retrieval)
@@ -236,6 +253,9 @@ class AuditResult(MeasuredSections):
                     flat[f"{metric}_ratio@{k}"] = _ratio(
                         getattr(by_scoring["dot"], metric), getattr(by_scoring["cosine"], metric)
                     )
+        flat["unsafe_globals"] = None if self.replaced_globals is None else float(
+            sum(g.severity == "runs-code" for g in self.replaced_globals)
+        )
         for name, value in self.measures.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 flat[name] = _num(value)

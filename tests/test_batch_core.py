@@ -270,8 +270,8 @@ def test_bad_cells_fail_only_their_row(tmp_path: Path) -> None:
     assert jobs[0].config is not None and jobs[0].error is None
     assert jobs[1].config is None and "column 'ks'" in (jobs[1].error or "") and "'ten'" in (jobs[1].error or "")
     assert jobs[2].config is None and "model cell is empty" in (jobs[2].error or "")
-    # AuditConfig's own validation (k must be positive) also fails just that row.
-    assert jobs[3].config is None and "positive" in (jobs[3].error or "")
+    # A value outside the setting's range (auditor/ranges.py) also fails just that row.
+    assert jobs[3].config is None and "column 'ks': must be an integer from 1 to 10,000, got 0" in (jobs[3].error or "")
 
 
 def test_parse_memory_size() -> None:
@@ -327,7 +327,8 @@ def test_good_and_broken_rows(workspace: dict[str, Any]) -> None:
     assert [r["status"] for r in rows] == ["ok", "error", "ok", "error", "ok"]
     assert [r["label"] for r in rows] == ["day1", "day2", "day3", "day4", "day5"]
     assert rows[1]["error"].startswith(("ValueError", "UnpicklingError", "OSError"))
-    assert rows[3]["error"].startswith("FileNotFoundError") and "missing.npy" in rows[3]["error"]
+    # A missing model is found before the row is sent to a worker (run.py _missing_inputs).
+    assert rows[3]["error"].startswith("InputError: model file not found") and "missing.npy" in rows[3]["error"]
     assert rows[1]["spearman"] is None and rows[1]["report_json"] is None
     freqs = workspace["freqs"]
     for r, model, log in ((rows[0], "m0.npy", "log_a.parquet"), (rows[2], "m1.npy", "log_b.parquet"), (rows[4], "m2.npy", "log_a.parquet")):
@@ -489,7 +490,7 @@ def test_result_schema_documented_and_ordered() -> None:
     assert names.index("recall@10") < names.index("head_share_1pct_dot@100")
     assert all(schema.field(n).metadata[b"description"] for n in names)
     with_plugin = result_schema((100, 10), ["my_measure", "spearman"])
-    assert with_plugin.names == names[:-1] + ["my_measure", "report_json"]
+    assert with_plugin.names == names[:-2] + ["my_measure", "provenance", "report_json"]
 
 
 def _summary_table(values: list[tuple[str, float | None, float | None, str]]) -> pa.Table:

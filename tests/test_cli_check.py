@@ -158,7 +158,7 @@ def test_unmapped_and_empty_item_ids_are_reported_not_silently_dropped(biased):
     "flag, value, words",
     [("--lr", "-1", "'-1' must be > 0"), ("--lr", "nan", "'nan' is not a finite number"),
      ("--momentum", "-0.5", "'-0.5' must be >= 0"), ("--weight-decay", "inf", "'inf' is not a finite number"),
-     ("--momentum", "-1", "'-1' must be >= 0"), ("--seed", "-1", "-1 is not in the range x>=0")],
+     ("--momentum", "-1", "'-1' must be >= 0"), ("--seed", "-1", "-1 is not in the range 0<=x<=18446744073709551615")],
 )
 def test_declared_training_values_are_usage_errors(biased, flag, value, words):
     result = run("check", biased / "items.npy", flag, value, "-q")

@@ -56,3 +56,35 @@ def test_outputs_colliding_with_an_attachment_are_refused_before_writing(tmp_pat
     with pytest.raises(InputError, match=r"--json and figure head_share\.png of --markdown .*r\.md both name"):
         check_not_inputs(files, {})
     assert planned_outputs({"--markdown": ("markdown", "/dev/null")}) == {"--markdown": "/dev/null"}
+
+
+def test_a_symlinked_output_is_replaced_not_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    link = tmp_path / "report.json"
+    os.symlink(victim, link)
+    write_atomic(link, "{}\n")
+    assert victim.read_text() == "keep me\n"  # what the link pointed at is untouched
+    assert not link.is_symlink() and link.read_text() == "{}\n"
+
+
+def test_a_fifo_output_needs_a_reader_and_its_reader_sees_the_whole_report(tmp_path):
+    import threading
+
+    from auditor.errors import OutputError
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match=r"cannot write .*pipe: it is a FIFO \(named pipe\) that no process is reading"):
+        write_atomic(fifo, "lost")
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    while not got and reader.is_alive():  # the reader has the FIFO open once a writer can open it
+        try:
+            write_atomic(fifo, "x" * 100_000)  # more than a pipe buffer: written through the held descriptor
+            break
+        except OutputError:  # the reader thread has not opened it yet
+            continue
+    reader.join(10)
+    assert got == [b"x" * 100_000]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 from collections import deque
 from collections.abc import Generator, Sequence
@@ -45,7 +46,8 @@ from typing import Any, cast
 
 from auditor.batch.jobs import BatchJob
 from auditor.batch.workers import AuditFn, init_worker, audit_job, error_record
-from auditor.errors import AuditError
+from auditor.errors import AuditError, setting
+from auditor.memory import own_pool_folder
 
 WORKER_DIED = (
     "the worker process died while auditing this row (killed, out of memory, or a crash "
@@ -73,17 +75,18 @@ def _group_order(jobs: Sequence[BatchJob]) -> list[BatchJob]:
 
 def dispatch(
     jobs: Sequence[BatchJob], audit_fn: AuditFn | None, *, workers: int, scheduler: str | None,
-    inline: bool, start_method: str | None,
+    inline: bool, start_method: str | None, row_timeout: float = 0.0,
 ) -> Records:
     """The records of ``jobs`` as they finish: on Dask at ``scheduler``, inline, or in a
     pool of at most ``workers`` processes, rows grouped by log. Closing the generator
-    stops the audits."""
+    stops the audits. ``row_timeout`` (seconds, 0: none; pools only): a row running
+    longer has its worker killed and is recorded as an error."""
     jobs = _group_order(jobs)
     if scheduler:
         return _dispatch_dask(jobs, audit_fn, scheduler)
     if inline:
         return _dispatch_inline(jobs, audit_fn)
-    return _dispatch_pool(jobs, audit_fn, min(workers, max(1, len(jobs))), start_method)
+    return _dispatch_pool(jobs, audit_fn, min(workers, max(1, len(jobs))), start_method, row_timeout)
 
 
 def _dispatch_inline(jobs: Sequence[BatchJob], audit_fn: AuditFn | None) -> Records:
@@ -99,10 +102,13 @@ def _start_method() -> str:
 
 
 def _dispatch_pool(
-    jobs: Sequence[BatchJob], audit_fn: AuditFn | None, workers: int, start_method: str | None
+    jobs: Sequence[BatchJob], audit_fn: AuditFn | None, workers: int, start_method: str | None,
+    row_timeout: float = 0.0,
 ) -> Records:
-    """Run jobs in worker processes, at most ``workers`` in flight; survive dead workers."""
+    """Run jobs in worker processes, at most ``workers`` in flight; survive dead workers
+    and stop (kill) the worker of a row that runs past ``row_timeout`` seconds."""
     method = start_method or _start_method()
+    own_pool_folder()  # a kill leaves no anonymous pymp-* folder behind
     context = multiprocessing.get_context(method)
     if method == "forkserver":
         context.set_forkserver_preload(_PRELOAD)  # applies when the server starts
@@ -111,13 +117,16 @@ def _dispatch_pool(
     in_flight: dict[Future[dict[str, Any]], BatchJob] = {}
     pool: ProcessPoolExecutor | None = None
     started: Any = None
+    clock = RowClock(row_timeout)
     finished = False
     try:
         while pending or suspects or in_flight:
             if pool is None:
                 started = context.Value("i", 0)
+                clock.starts = context.SimpleQueue() if row_timeout else None
                 pool = ProcessPoolExecutor(
-                    max_workers=workers, mp_context=context, initializer=init_worker, initargs=(os.getpid(), started)
+                    max_workers=workers, mp_context=context, initializer=init_worker,
+                    initargs=(os.getpid(), started, clock.starts),
                 )
             # Suspects run alone; otherwise keep every worker busy.
             queue, limit = (suspects, 1) if suspects else (pending, workers)
@@ -131,12 +140,15 @@ def _dispatch_pool(
                     broken = True
                     break
             if not broken:
-                done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                done, _ = wait(list(in_flight), timeout=clock.poll(), return_when=FIRST_COMPLETED)
                 broken = any(isinstance(f.exception(), BrokenProcessPool) for f in done)
+                if not done and clock.stop_overdue(in_flight.values()):
+                    continue  # the killed worker breaks the pool: settled on the next pass
             if broken:
                 # Every unfinished future of this pool fails too; settle them all now.
                 pool.shutdown(wait=True, cancel_futures=True)
                 pool = None
+                clock.running.clear()  # those workers are gone (their pids may be reused)
                 if started.value == 0:  # no worker came up: the pool failed, not a row
                     raise AuditError(
                         "the batch's worker processes died while starting, before auditing any row; "
@@ -155,6 +167,13 @@ def _dispatch_pool(
                     died.append(job)
                 else:  # e.g. the job could not be pickled
                     records.append(error_record(job, f"{type(exc).__name__}: {exc}"))
+            if clock.stopped:  # we killed a worker: its row timed out, the others are innocent
+                for job in sorted(died, key=lambda j: j.row, reverse=True):
+                    if job.row in clock.stopped:
+                        records.append(error_record(job, clock.message(), clock.stopped.pop(job.row)))
+                    else:
+                        pending.appendleft(job)
+                died = []
             if len(died) == 1:
                 records.append(error_record(died[0], WORKER_DIED))
             else:
@@ -168,6 +187,47 @@ def _dispatch_pool(
                 pool.shutdown(wait=True)
             else:  # interrupted or closed early: audits in flight must not run on
                 stop_pool(pool)
+
+
+class RowClock:
+    """When each row began in which worker (heard on a queue), and the workers to stop."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.starts: Any = None
+        """The pool's queue of (row, pid) as audits begin; None without a time limit."""
+        self.running: dict[int, tuple[int, float]] = {}
+        self.stopped: dict[int, float] = {}
+        """Row -> seconds it ran, for rows whose worker this clock killed."""
+
+    def poll(self) -> float | None:
+        """How long to wait for a result before looking at the clock again."""
+        return None if not self.timeout else min(1.0, max(0.05, self.timeout / 10))
+
+    def stop_overdue(self, jobs: Any) -> bool:
+        """Kill the worker of every in-flight row past the time limit; True if any was."""
+        if not self.timeout or self.starts is None:
+            return False
+        while not self.starts.empty():
+            row, pid = self.starts.get()
+            self.running[row] = (pid, time.monotonic())
+        now, killed = time.monotonic(), False
+        for job in jobs:
+            began = self.running.get(job.row)
+            if began is not None and now - began[1] > self.timeout and job.row not in self.stopped:
+                try:
+                    os.kill(began[0], signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    continue
+                self.stopped[job.row] = now - began[1]
+                killed = True
+        return killed
+
+    def message(self) -> str:
+        return (
+            f"RowTimeout: the audit ran longer than {setting('row_timeout')} {self.timeout:g} s; its worker "
+            "process was stopped and the batch went on"
+        )
 
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:

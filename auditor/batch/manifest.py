@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from auditor.config import INTERACTION_FORMATS, QUERY_SOURCES, AuditConfig, DeclaredTraining, parse_memory_size
 from auditor.errors import ManifestError, setting
 from auditor.io import require_regular_file
+from auditor.ranges import RANGES
 
 # Settings that are batch-wide, never per row: plugins change the worker's hook registry.
 _NOT_PER_ROW = {"model", "plugins", "declared", "trust_pickle", "scheduler"}
@@ -48,8 +48,6 @@ _NOT_PER_ROW = {"model", "plugins", "declared", "trust_pickle", "scheduler"}
 # the person running the batch decides (column spelling -> the setting refused).
 _REFUSED_SPELLINGS = {"trust_pickle": "trust_pickle", "scheduler": "scheduler", "plugins": "plugins", "plugin": "plugins"}
 REFUSED = frozenset(_REFUSED_SPELLINGS.values())
-# Limits the audit's own validation does not enforce (setting -> inclusive range).
-SETTING_LIMITS = {"seed": (0, 2**64 - 1)}
 # Settings with a fixed set of values that only the audit would reject, mid-run.
 _CHOICES = {"interactions_format": INTERACTION_FORMATS}
 _ALIASES = {"k": "ks", "alpha": "alphas"}
@@ -217,7 +215,10 @@ def _read_manifest_table(path: Path) -> pa.Table:
                 # later, so inferred column types (e.g. k read as int64) do not matter.
                 convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
             )
-        return pq.read_table(path)
+        # Imported here: auditor.loading loads torch, which reading a CSV manifest never needs.
+        from auditor.loading.parquet_bounds import read_table as bounded_read_table
+
+        return bounded_read_table(path, None, ManifestError)
     except (pa.ArrowInvalid, OSError) as exc:
         kind = "CSV" if suffix in (".csv", ".tsv", ".txt") else "Parquet"
         # Arrow's CSV errors quote the offending line: leave it out (the manifest may be
@@ -290,11 +291,13 @@ def _manifest_row(index: int, cells: Mapping[str, Any], base: Path) -> ManifestR
 
 
 def _check_value(name: str, value: Any) -> None:
-    """ValueError when a converted cell is out of the setting's range or choices."""
-    if name in SETTING_LIMITS:
-        low, high = SETTING_LIMITS[name]
-        if not low <= value <= high:
-            raise ValueError(f"must be an integer from {low} to {high}, got {value}")
+    """ValueError when a converted cell is out of the setting's range (auditor/ranges.py,
+    the table the command-line options use too) or choices."""
+    found = RANGES.get(name)
+    if found is not None:
+        for one in value if isinstance(value, tuple) else (value,):
+            if not found.contains(one):
+                raise ValueError(f"must be {found.describe()}, got {one!r}")
     if name in _CHOICES and value not in _CHOICES[name]:
         raise ValueError(f"must be one of {', '.join(_CHOICES[name])}, got {value!r}")
 

@@ -30,6 +30,8 @@ seconds             float64  wall time of the audit (differs between runs; every
                              every requested K (sorted): ``<metric>_<scoring>@K``,
                              ``<metric>_ratio@K``, ``overlap_dot_cosine@K``, ``recall@K``
 <plugin metrics>    float64  numeric measures added by plugins, sorted by name
+provenance          string   what produced the row: its settings after the defaults and
+                             each input file's size, mtime and SHA-256 (JSON)
 report_json         string   the full JSON report (docs/report.md, schema_version 1)
 ==================  =======  ===========================================================
 
@@ -47,7 +49,8 @@ once, and with reports of tens of kilobytes this stays far below the audits' own
 for manifests of thousands of models. For huge manifests of quick audits,
 :func:`auditor.batch.run_batch`'s ``flush_interval`` spaces the rewrites, at the price of
 also losing the rows finished within the last interval. ``resume=True`` keeps the rows
-already ``ok`` (same row index and model) and runs the rest.
+already ``ok`` whose provenance (:mod:`auditor.batch.provenance`) is unchanged and runs
+the rest.
 
 Provenance
 ----------
@@ -55,8 +58,11 @@ The schema metadata ``popaudit.batch`` (JSON) records ``results_version``, ``ks`
 manifest the file was written for (``manifest``: its resolved path) and
 ``manifest_sha256`` (the SHA-256 of the manifest file as read); see
 :func:`results_manifest`. ``resume=True`` refuses (ManifestError, the file left as it
-is) a results file recorded for another manifest path: the same row and model cell
-there may name another file. The same manifest edited in place resumes.
+is) a results file recorded for another manifest path (the same row and model cell there
+may name another file), and a results file without provenance (not written by popaudit,
+or by a version before results_version 2): its rows cannot be checked against their
+inputs. The same manifest edited in place resumes; each row is kept only when its
+settings and input files are what produced it (the ``provenance`` column).
 """
 
 from __future__ import annotations
@@ -79,7 +85,8 @@ from auditor.result import CONDITION_IDS
 
 STATUS_OK = "ok"
 STATUS_ERROR = "error"
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
+"""2: rows carry their ``provenance`` (what ``--resume`` checks); 1 had none."""
 
 
 # ---------------------------------------------------------------------------- schema
@@ -100,6 +107,8 @@ _FIXED_HEAD: tuple[tuple[str, pa.DataType, str], ...] = (
     ("seconds", pa.float64(), "wall time of the audit in seconds"),
 )
 _FIXED_TAIL: tuple[tuple[str, pa.DataType, str], ...] = (
+    ("provenance", pa.string(), "what produced the row: its settings and each input file's size, mtime and "
+                                "SHA-256 (JSON; checked when the batch is resumed)"),
     ("report_json", pa.string(), "the full JSON report (docs/report.md, schema_version 1)"),
 )
 FIXED_COLUMNS = {name for name, _, _ in _FIXED_HEAD + _FIXED_TAIL}
@@ -150,6 +159,8 @@ class ResultsWriter:
         self._extras: set[str] = set()
         self.last_flush = -math.inf
         """``time.monotonic()`` at the end of the last flush."""
+        self.last_cost = 0.0
+        """Seconds the last flush took (the caller spaces flushes by it)."""
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
@@ -198,10 +209,12 @@ class ResultsWriter:
 
     def flush(self) -> pa.Table:
         """Write every finished row to the results file (temp file + atomic rename)."""
+        began = time.monotonic()
         table = self.table()
         with atomic_path(self.output) as tmp:
             pq.write_table(table, tmp, compression="zstd")
         self.last_flush = time.monotonic()
+        self.last_cost = self.last_flush - began
         return table
 
 
@@ -219,10 +232,23 @@ def results_manifest(table: pa.Table) -> tuple[str | None, str | None]:
     return (path if isinstance(path, str) else None, digest if isinstance(digest, str) else None)
 
 
+def has_provenance(table: pa.Table) -> bool:
+    """True for a results table popaudit wrote with each row's provenance (version 2 on)."""
+    raw = (table.schema.metadata or {}).get(b"popaudit.batch")
+    try:
+        info = json.loads(raw) if raw else {}
+    except ValueError:
+        return False
+    version = info.get("results_version") if isinstance(info, dict) else None
+    return isinstance(version, int) and version >= 2 and "provenance" in table.column_names
+
+
 def read_results(path: Path) -> pa.Table:
     """Read a results file written by :func:`~auditor.batch.run_batch`; InputError when it is not one."""
     try:
-        table = pq.read_table(path)
+        from auditor.loading.parquet_bounds import read_table as bounded_read_table  # loads torch
+
+        table = bounded_read_table(path, None, InputError)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(f"{path} is not a readable Parquet results file: {exc}") from exc
     missing = [c for c in ("row", "model", "status") if c not in table.column_names]

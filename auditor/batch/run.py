@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,19 @@ import pyarrow as pa
 from auditor.batch.dispatch import dispatch
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
-from auditor.batch.results import STATUS_ERROR, STATUS_OK, ResultsWriter, read_results, results_manifest
+from auditor.batch.provenance import FileStates, change, encode, row_provenance
+from auditor.batch.results import (
+    STATUS_ERROR,
+    STATUS_OK,
+    ResultsWriter,
+    has_provenance,
+    read_results,
+    results_manifest,
+)
 from auditor.batch.workers import AuditFn, error_record
-from auditor.errors import InputError, ManifestError, setting
+from auditor.errors import AuditError, InputError, ManifestError, setting
 from auditor.io import check_not_inputs
+from auditor.ranges import check_ranges
 from auditor.progress import SILENT, Progress
 
 
@@ -55,6 +64,9 @@ class BatchOutcome:
     """Rows kept from an earlier run (``resume``) and not audited again."""
     failures: list[tuple[int, str, str]] = field(default_factory=list)
     """(row, model, error) of every error row."""
+    recomputed: list[tuple[int, str]] = field(default_factory=list)
+    """(row, why) of every row an earlier run had finished that ``resume`` audited again
+    because what produced it changed (a cell, an input file)."""
 
 
 def run_batch(
@@ -71,6 +83,7 @@ def run_batch(
     flush_interval: float = 0.0,
     inline: bool = False,
     other_outputs: Mapping[str, Path | None] | None = None,
+    row_timeout: float = 0.0,
 ) -> BatchOutcome:
     """Audit every manifest row and write the results Parquet file.
 
@@ -88,7 +101,9 @@ def run_batch(
     within the last interval. ``inline``: audit in this process, one row at a time (no
     isolation: a row that crashes the process ends the batch; for tests and debugging).
     ``other_outputs``: files the caller writes after the run (``{"--html": path}``),
-    checked with ``output`` against every input before anything runs.
+    checked with ``output`` against every input before anything runs. ``row_timeout``:
+    seconds a row may run in a local worker process before that process is killed and
+    the row recorded as an error (0: no limit; not for inline or Dask runs).
 
     Worker processes import the main module, so a script that calls this must do so
     under ``if __name__ == "__main__":``. Raises InputError (an output names an input,
@@ -99,6 +114,7 @@ def run_batch(
     """
     if jobs < 1:
         raise InputError(f"{setting('jobs')} must be at least 1, got {jobs}")
+    check_ranges({"jobs": jobs, "row_timeout": row_timeout, "flush_interval": flush_interval})
     if inline and jobs != 1:
         raise InputError(f"inline audits run one at a time; {setting('jobs')} must be 1, got {jobs}")
     if flush_interval < 0:
@@ -111,25 +127,39 @@ def run_batch(
     ks = {k for job in all_jobs if job.config is not None for k in job.config.ks}
     ks |= set(config_template(defaults or {}).ks)
     writer = ResultsWriter(output, ks, parsed.path.resolve(), parsed.sha256)
+    provenance = Provenances(all_jobs)
 
-    n_resumed = _resume(writer, all_jobs, parsed) if resume and Path(output).exists() else 0
+    recomputed: list[tuple[int, str]] = []
+    if resume and Path(output).exists():
+        n_resumed, recomputed = _resume(writer, all_jobs, parsed, provenance)
+    else:
+        n_resumed = 0
     todo = [job for job in all_jobs if job.row not in writer.status]
-    bad = [job for job in todo if job.config is None]
+    bad = [job for job in todo if job.config is None] + _missing_inputs(todo)
     writer.add(error_record(job, job.error or "") for job in bad)
     for number, job in enumerate(bad, 1):
         progress.note(f"row {job.row} ({job.model}) failed [{number} failed so far]: {job.error}")
-    runnable = [job for job in todo if job.config is not None]
+    failed_early = {job.row for job in bad}
+    runnable = [job for job in todo if job.row not in failed_early]
+    for job in runnable:  # the inputs as the audits will find them, before any runs
+        provenance.of(job.row)
     writer.flush()  # the file exists (and is valid) from the start
 
-    batches = dispatch(runnable, audit_fn, workers=jobs, scheduler=scheduler, inline=inline, start_method=start_method)
+    batches = dispatch(runnable, audit_fn, workers=jobs, scheduler=scheduler, inline=inline, start_method=start_method,
+                       row_timeout=row_timeout)
 
     n_failed = list(writer.status.values()).count(STATUS_ERROR)
     interrupted = False
     with progress.track(f"Auditing {len(runnable)} of {len(all_jobs)} models", total=len(runnable)) as advance:
         try:
             for records in batches:
+                for record in records:  # what produced it, for a later resume
+                    if (found := provenance.of(record["row"])) is not None:
+                        record["provenance"] = encode(found)
                 writer.add(records)
-                if time.monotonic() - writer.last_flush >= flush_interval:
+                # At most about a tenth of the time goes to rewriting the file, so a huge
+                # manifest of quick rows stays linear in its rows (not quadratic).
+                if time.monotonic() - writer.last_flush >= max(flush_interval, FLUSH_SHARE * writer.last_cost):
                     writer.flush()
                 for record in records:
                     if record["status"] == STATUS_ERROR:
@@ -161,29 +191,83 @@ def run_batch(
         n_error=status.count(STATUS_ERROR),
         n_resumed=n_resumed,
         failures=failures,
+        recomputed=recomputed,
     )
 
 
-def _resume(writer: ResultsWriter, jobs: list[BatchJob], manifest: Manifest) -> int:
-    """Keep the rows of the earlier results file that are ok for the same row and model
-    (a changed manifest re-runs what changed); returns how many were kept.
+FLUSH_SHARE = 9.0
+"""A flush waits at least this many times as long as the previous one took."""
 
-    The file must have been written for this manifest (the resolved path its schema
-    metadata records): the same row and model cell in another manifest's results can
-    name another file (relative paths resolve against each manifest's folder), so
-    keeping them would report one model's audit as another's. ManifestError otherwise,
-    before anything is written. Files that record no manifest are taken as they are.
+
+class Provenances:
+    """Each row's provenance, computed when first needed (rows that fail before running
+    need none) and then kept: it describes the inputs as the row's audit found them."""
+
+    def __init__(self, jobs: list[BatchJob]) -> None:
+        self._jobs = {job.row: job for job in jobs}
+        self._states = FileStates()
+        self._done: dict[int, dict[str, Any]] = {}
+
+    def of(self, row: int) -> dict[str, Any] | None:
+        job = self._jobs.get(row)
+        if job is None or job.config is None:
+            return None
+        if row not in self._done:
+            self._done[row] = row_provenance(job.config, self._states)
+        return self._done[row]
+
+
+def _resume(
+    writer: ResultsWriter, jobs: list[BatchJob], manifest: Manifest, provenance: Provenances
+) -> tuple[int, list[tuple[int, str]]]:
+    """Keep the rows of the earlier results file that are ok for the same row and model
+    and whose provenance (settings after defaults, each input file's size, mtime and
+    hash: :mod:`auditor.batch.provenance`) is what the row has now; returns how many were
+    kept and (row, why) of each finished row audited again.
+
+    The file must have been written by popaudit with provenance, for this manifest (the
+    resolved path its schema metadata records): the same row and model cell in another
+    manifest's results can name another file, and a row without provenance cannot be
+    checked against its inputs. ManifestError otherwise, before anything is written.
     """
     earlier = read_results(writer.output)
     _check_same_manifest(writer.output, earlier, manifest)
+    if not has_provenance(earlier):
+        raise ManifestError(
+            f"cannot resume from {writer.output}: it records no provenance (it was not written by popaudit, or "
+            "by a version before results_version 2), so its rows cannot be checked against the inputs that "
+            f"produced them. Run without {setting('resume')} to replace it, or write to another {setting('output')}"
+        )
     by_row = {job.row: job for job in jobs}
     kept = 0
+    recomputed: list[tuple[int, str]] = []
     for record in earlier.to_pylist():
         job = by_row.get(record.get("row"))
-        if job is not None and record.get("status") == STATUS_OK and record.get("model") == job.model:
-            writer.add([record])
+        if job is None or record.get("status") != STATUS_OK or record.get("model") != job.model:
+            continue
+        now = provenance.of(job.row)
+        why = "the row is invalid now" if now is None else change(record.get("provenance"), now)
+        if why is None:
+            writer.add([{**record, "label": job.label}])  # the label is no input: the current one
             kept += 1
-    return kept
+        else:
+            recomputed.append((job.row, why))
+    return kept, recomputed
+
+
+def _missing_inputs(jobs: list[BatchJob]) -> list[BatchJob]:
+    """Rows whose model or another input is missing or a special file, each as a job
+    carrying its error: recorded here, without a trip to a worker process (a manifest
+    of 100,000 rows naming missing files finishes in time proportional to its rows)."""
+    failed: list[BatchJob] = []
+    for job in jobs:
+        if job.config is None:
+            continue
+        try:
+            job.config.check_inputs()
+        except AuditError as exc:
+            failed.append(replace(job, config=None, error=f"{type(exc).__name__}: {exc}"))
+    return failed
 
 
 def _check_same_manifest(output: Path, earlier: pa.Table, manifest: Manifest) -> None:

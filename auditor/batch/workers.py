@@ -37,13 +37,16 @@ _WATCH_POLL_SECONDS = 0.25
 _PR_SET_PDEATHSIG = 1
 
 
-def init_worker(main_pid: int, started: Any = None) -> None:
+def init_worker(main_pid: int, started: Any = None, starts: Any = None) -> None:
     """Pool initializer: the worker leaves Ctrl-C to the main process (which stops the
     pool and saves what finished) and exits as soon as the main process is gone;
-    ``started`` (a shared counter) counts the workers that got this far.
+    ``started`` (a shared counter) counts the workers that got this far; ``starts`` (a
+    queue) hears (row, pid) as each audit begins, so the main process can stop a worker
+    whose row runs past its time limit.
 
     Never raises: a failing initializer would break the pool for every row.
     """
+    _WORKER["starts"] = starts
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     except (OSError, ValueError):
@@ -167,6 +170,9 @@ def audit_job(job: BatchJob, audit_fn: AuditFn | None = None) -> dict[str, Any]:
         from auditor.audit import run_audit
 
         audit_fn = run_audit
+    starts = _WORKER.get("starts")
+    if starts is not None:  # the main process times the row from here (row_timeout)
+        starts.put((job.row, os.getpid()))
     start = time.perf_counter()
     try:
         pm = _worker_plugins(job.config.plugins)

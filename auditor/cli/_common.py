@@ -16,6 +16,7 @@ from rich.console import Console
 
 from auditor.config import DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
 from auditor.errors import AuditError
+from auditor.ranges import RANGES
 from auditor.cli._progress import RichProgress as RichProgress  # bars, or plain lines off a terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -92,6 +93,48 @@ def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
     return apply
 
 
+class FiniteFloat(click.FloatRange):
+    """A finite float (nan and inf are usage errors) in [low, high], ends excluded when
+    ``open``/``high_open``; click's FloatRange lets nan through (nan < low is false).
+    A FloatRange for click's help, which then shows the range."""
+
+    name = "FLOAT"
+
+    def __init__(
+        self, low: float = -math.inf, high: float = math.inf, *, open: bool = False, high_open: bool = False
+    ) -> None:
+        super().__init__(
+            None if math.isinf(low) else low, None if math.isinf(high) else high, min_open=open, max_open=high_open
+        )
+        self.low, self.high, self.open, self.high_open = low, high, open, high_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if number < self.low or (self.open and number == self.low):
+            self.fail(f"{value!r} must be {'>' if self.open else '>='} {self.low:g}", param, ctx)
+        if number > self.high or (self.high_open and number == self.high):
+            self.fail(f"{value!r} must be {'<' if self.high_open else '<='} {self.high:g}", param, ctx)
+        return number
+
+
+Positive = FiniteFloat(0.0, open=True)
+NonNegative = FiniteFloat(0.0)
+
+
+def ranged(name: str) -> click.ParamType:  # type: ignore[type-arg]  # generic in recent click only
+    """The option type of numeric setting ``name``: its range from auditor/ranges.py (the
+    table manifest cells and library calls are checked against too), shown in --help."""
+    found = RANGES[name]
+    if found.integer:
+        return click.IntRange(int(found.low), int(found.high), min_open=found.low_open, max_open=found.high_open)
+    return FiniteFloat(found.low, found.high, open=found.low_open, high_open=found.high_open)
+
+
 log_column_options = option_group(
     click.option("--interactions-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of the interaction log when the name does not tell."),
     click.option("--user-col", help="User column of the interaction log (auto-detected from common names)."),
@@ -113,9 +156,9 @@ table_key_options = option_group(
 """--item-key, --user-key."""
 
 retrieval_options = option_group(
-    click.option("-k", "--k", "ks", type=click.IntRange(min=1), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]"),
+    click.option("-k", "--k", "ks", type=ranged("ks"), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]"),
     click.option("--queries", default="auto", show_default=True, help="Who is queried: users (the training log's users by their user-table rows; rows of users absent from the log are untrained and not queried), history (each training user's mean training-item vector) or a .npy/Parquet file of vectors (no user identity: nothing excluded); auto picks users, else history. Every scoring serves each user the top-K of the items they did not train on."),
-    click.option("--max-queries", type=click.IntRange(min=1), default=10_000, show_default=True, help="Sample at most N of the population's users per audit (seeded)."),
+    click.option("--max-queries", type=ranged("max_queries"), default=10_000, show_default=True, help="Sample at most N of the population's users per audit (seeded)."),
     click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index: exact (IndexFlatIP), ivf or hnsw (approximate; recall is measured and reported), auto by size."),
     click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures: interactions per item, or distinct users per item."),
     click.option("--no-retrieval", is_flag=True, help="Skip the retrieval-skew section."),
@@ -123,62 +166,33 @@ retrieval_options = option_group(
 )
 """-k, --queries, --max-queries, --index, --popularity, --no-retrieval, --no-probes."""
 
-class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic in recent click only
-    """A finite float (nan and inf are usage errors) in [low, high], ends excluded when
-    ``open``/``high_open``; click's FloatRange lets nan through (nan < low is false)."""
-
-    name = "FLOAT"
-
-    def __init__(
-        self, low: float = -math.inf, high: float = math.inf, *, open: bool = False, high_open: bool = False
-    ) -> None:
-        self.low, self.high, self.open, self.high_open = low, high, open, high_open
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        if number < self.low or (self.open and number == self.low):
-            self.fail(f"{value!r} must be {'>' if self.open else '>='} {self.low:g}", param, ctx)
-        if number > self.high or (self.high_open and number == self.high):
-            self.fail(f"{value!r} must be {'<' if self.high_open else '<='} {self.high:g}", param, ctx)
-        return number
-
-
-Positive = FiniteFloat(0.0, open=True)
-NonNegative = FiniteFloat(0.0)
-
-
 accuracy_options = option_group(
     click.option("--holdout", type=PathArg, help="Held-out interactions (any --interactions format, same id columns): recall, NDCG, hit rate and MRR @K of the lists retrieval serves (dot, cosine, popular, norm-aware), for the queried users with a held-out item; changes no exposure figure."),
-    click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, help="Norm-aware scoring alpha_A measured beside dot and cosine: score = |q|^A |k|^A cos(q, k) (0 is cosine, 1 is dot); repeatable. [default: 0.25, 0.5, 0.75]"),
-    click.option("--accuracy-tolerance", type=FiniteFloat(0.0, 1.0, open=True), default=0.98, show_default=True, help="A scoring is recommended over dot only when it keeps at least this share of dot's NDCG@K and its head-share reduction's 95% interval excludes 0."),
+    click.option("--alpha", "alphas", type=ranged("alphas"), multiple=True, help="Norm-aware scoring alpha_A measured beside dot and cosine: score = |q|^A |k|^A cos(q, k) (0 is cosine, 1 is dot); repeatable. [default: 0.25, 0.5, 0.75]"),
+    click.option("--accuracy-tolerance", type=ranged("accuracy_tolerance"), default=0.98, show_default=True, help="A scoring is recommended over dot only when it keeps at least this share of dot's NDCG@K and its head-share reduction's 95% interval excludes 0."),
     click.option("--keep-seen", is_flag=True, help="Keep each user's training items among every scoring's candidates, for exposure and accuracy alike (default: excluded, as a deployed recommender serves)."),
 )
 """--holdout, --alpha, --accuracy-tolerance, --keep-seen."""
 
 declared_training_options = option_group(
     click.option("--optimizer", help="Declare the item tower's optimizer when the file does not record it (sgd, momentum, adam, adamw, adagrad, rmsprop)."),
-    click.option("--momentum", type=NonNegative, help="Declare the item tower's SGD momentum (0: plain SGD)."),
-    click.option("--weight-decay", type=NonNegative, help="Declare the weight decay on the item parameters."),
-    click.option("--lr", type=Positive, help="Declare the item tower's learning rate (used by C5)."),
+    click.option("--momentum", type=ranged("momentum"), help="Declare the item tower's SGD momentum (0: plain SGD)."),
+    click.option("--weight-decay", type=ranged("weight_decay"), help="Declare the weight decay on the item parameters."),
+    click.option("--lr", type=ranged("lr"), help="Declare the item tower's learning rate (used by C5)."),
     click.option("--loss", help="Declare the training loss (infonce-cos, cosine, infonce-dot, bpr, mse, ...)."),
 )
 """--optimizer, --momentum, --weight-decay, --lr, --loss (what a file does not record)."""
 
 id_mapping_options = option_group(
     click.option("--user-ids", type=PathArg, help="Raw user id of each user-table row, in row order (where user rows meet log users: probes)."),
-    click.option("--id-offset", type=click.IntRange(min=0), help="Table row = raw id - N wherever ids are taken as rows (1 for 1-based ids, as in MovieLens)."),
+    click.option("--id-offset", type=ranged("id_offset"), help="Table row = raw id - N wherever ids are taken as rows (1 for 1-based ids, as in MovieLens)."),
     click.option("--assume-row-ids", is_flag=True, help="Take raw ids as table rows even when the log shows they evidently are not (ids beyond the table); the report says so."),
 )
 """--user-ids, --id-offset, --assume-row-ids."""
 
 sampling_options = option_group(
-    click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed for sampling, bootstrap and probes."),
-    click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, help="Bootstrap resamples for the 95% intervals: Spearman's ρ, and with --holdout each scoring's change against dot (paired over users); 0 to skip."),
+    click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="Seed for sampling, bootstrap and probes."),
+    click.option("--bootstrap", type=ranged("bootstrap"), default=1000, show_default=True, help="Bootstrap resamples for the 95% intervals: Spearman's ρ, and with --holdout each scoring's change against dot (paired over users); 0 to skip."),
 )
 """--seed, --bootstrap."""
 
@@ -212,7 +226,7 @@ def option_names() -> dict[str, str]:
                "plugins": "--plugin", "alphas": "--alpha", "output": "-o", "alerts": "--alert"}
     names = [f.name for f in fields(AuditConfig)] + [f.name for f in fields(DeclaredTraining)]
     # Settings of the commands themselves (batch, retrain) that library messages name.
-    names += ["output", "jobs", "flush_interval", "fail_on", "resume", "data_format", "zipf"]
+    names += ["output", "jobs", "flush_interval", "fail_on", "resume", "data_format", "zipf", "row_timeout", "plugin_timeout"]
     names += ["threads", "holdout_fraction", "split", "time_col", "logq"]  # retrain, experiment
     names += ["temperature", "epochs", "batch_size", "init_std"]  # retrain, experiment (training settings)
     names += ["alpha", "tensors_only"]  # popaudit mitigate
@@ -230,6 +244,9 @@ class MemorySize(click.ParamType):  # type: ignore[type-arg]  # generic in recen
         from auditor.config import parse_memory_size
 
         try:
-            return parse_memory_size(value)
+            size = parse_memory_size(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        if not RANGES["max_memory"].contains(size):
+            self.fail(f"{value!r} is more than 1 PiB", param, ctx)
+        return size

@@ -20,6 +20,9 @@ from auditor.errors import PluginError
 
 _ARGV_KEY = "popaudit.plugin_paths"
 _COMMANDS_KEY = "popaudit.plugin_commands"
+ISOLATED = frozenset({"check", "batch"})
+"""Built-in commands that check plugin command names themselves, in the child process
+their plugin code runs in (auditor/cli/_isolation.py): no plugin is imported here for them."""
 
 
 def plugin_paths_from_argv(argv: Iterable[str]) -> tuple[Path, ...]:
@@ -62,6 +65,12 @@ class PluginGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
         try:
+            if command is not None and cmd_name in ISOLATED:
+                from auditor.plugins.manager import check_plugin_file
+
+                for path in ctx.meta.get(_ARGV_KEY, ()):  # said before click's own path checks
+                    check_plugin_file(path)
+                return command
             # Asked for built-ins too: a plugin adding a command named like one (check) is an
             # error, not silently shadowed. Plugins load anyway for the command that runs.
             plugin = self._plugin_commands(ctx).get(cmd_name)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from auditor.cli._common import FiniteFloat, NonNegative, option_group
+from auditor.cli._common import option_group, ranged
 from auditor.config import INTERACTION_FORMATS
 from auditor.progress import SILENT, Progress
 from auditor.train import SPLITS
@@ -70,10 +70,10 @@ _DATA_OPTIONS = option_group(
     click.option("--user-col", help="User column of the --data file (auto-detected from common names)."),
     click.option("--item-col", help="Item column of the --data file (auto-detected from common names)."),
     click.option("--time-col", help="Time column of the --data file, for --split time (auto-detected: timestamp, time, ts, datetime, ...)."),
-    click.option("--n-users", type=click.IntRange(min=1), default=1000, show_default=True, help="Synthetic data: users."),
-    click.option("--n-items", type=click.IntRange(min=2), default=1000, show_default=True, help="Synthetic data: items."),
-    click.option("--n-interactions", type=click.IntRange(min=1), default=50_000, show_default=True, help="Synthetic data: interactions."),
-    click.option("--zipf", type=NonNegative, default=1.0, show_default=True, help="Synthetic data: Zipf exponent of item popularity."),
+    click.option("--n-users", type=ranged("n_users"), default=1000, show_default=True, help="Synthetic data: users."),
+    click.option("--n-items", type=ranged("n_items"), default=1000, show_default=True, help="Synthetic data: items."),
+    click.option("--n-interactions", type=ranged("n_interactions"), default=50_000, show_default=True, help="Synthetic data: interactions."),
+    click.option("--zipf", type=ranged("zipf"), default=1.0, show_default=True, help="Synthetic data: Zipf exponent of item popularity."),
 )
 
 
@@ -100,14 +100,14 @@ def data_options(command: F) -> F:
 
 
 threads_option = click.option(
-    "--threads", type=click.IntRange(min=1),
+    "--threads", type=ranged("threads"),
     help="torch threads per training process. [default: the cores this process may use (CPU affinity, "
     "cgroup quota) that the load average leaves idle, at most 8; with -j N, that divided by N]",
 )
 """--threads."""
 
 jobs_option = click.option(
-    "-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+    "-j", "--jobs", type=ranged("jobs"), default=1, show_default=True,
     help="Train the grid's runs in N parallel processes, one progress display. Results equal -j 1's "
     "(at the same --threads: the transformer user tower's float sums depend on the thread count).",
 )
@@ -118,6 +118,6 @@ def holdout_options(default_fraction: float | None) -> Callable[[F], F]:
     """--holdout-fraction (default ``default_fraction``; None: no holdout) and --split."""
     default_text = "no holdout" if default_fraction is None else f"{default_fraction:g}"
     return option_group(
-        click.option("--holdout-fraction", type=FiniteFloat(0.0, 1.0, open=True, high_open=True), default=default_fraction, help=f"Hold out this fraction of each user's interactions (never trained on; stored in the checkpoint, so check measures accuracy on them): floor(F*n), at least 1 for users with 2 or more, none for users with 1. [default: {default_text}]"),
+        click.option("--holdout-fraction", type=ranged("holdout_fraction"), default=default_fraction, help=f"Hold out this fraction of each user's interactions (never trained on; stored in the checkpoint, so check measures accuracy on them): floor(F*n), at least 1 for users with 2 or more, none for users with 1. [default: {default_text}]"),
         click.option("--split", type=click.Choice(SPLITS), default="auto", show_default=True, help="Which interactions are held out: each user's latest (time: needs a time column), or a seeded random draw; auto: time when the log has a time column, else random."),
     )

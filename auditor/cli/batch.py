@@ -16,7 +16,7 @@ from auditor.cli._common import (
     RichProgress,
     audit_fields,
     common_options,
-    NonNegative,
+    ranged,
     declared_training_options,
     frequencies_options,
     id_mapping_options,
@@ -27,6 +27,7 @@ from auditor.cli._common import (
     stderr,
     table_key_options,
 )
+from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError
 
 _RAW_ARGS = "popaudit.batch_args"
@@ -46,10 +47,11 @@ class _BatchCommand(click.Command):
 @click.command("batch", cls=_BatchCommand)
 @click.argument("manifest", type=PathArg)
 @click.option("-o", "--output", type=PathArg, required=True, help="Results Parquet file (one row per manifest row; rewritten atomically as rows finish).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Audits run in parallel, each in a worker process (a row that crashes its worker fails only that row).")
+@click.option("-j", "--jobs", type=ranged("jobs"), default=1, show_default=True, help="Audits run in parallel, each in a worker process (a row that crashes its worker fails only that row).")
 @click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes (never a manifest column).")
-@click.option("--flush-interval", type=NonNegative, default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
+@click.option("--row-timeout", type=ranged("row_timeout"), default=3600.0, show_default=True, metavar="SECONDS", help="Stop a row whose audit runs longer (its worker process is killed), record it as an error and go on (0: no limit; local workers, not --scheduler).")
+@click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; repeatable).")
@@ -74,6 +76,7 @@ def command(
     resume: bool,
     scheduler: str | None,
     flush_interval: float,
+    row_timeout: float,
     html_path: Path | None,
     rank_by: str,
     fail_on: tuple[str, ...],
@@ -117,11 +120,10 @@ def command(
     row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
     measures: list[str] = []
     list_measures: list[str] | None = None  # the built-in ones
-    if fail_on:  # plugin code runs here only when gates may name its measures
-        from auditor.plugins import collect_measures, get_plugin_manager
-
-        registered = collect_measures(get_plugin_manager(plugins))
-        measures, list_measures = registered.audit_names, registered.list_names
+    if third_party_plugins(plugins):  # never in this process: its exit code is the gate's
+        debug = bool(click.get_current_context().params.get("debug"))
+        measures, list_measures = run_isolated(_plugin_measures, plugins, bool(fail_on), timeout=None,
+                                               what="loading the plugins", debug=debug)
     try:
         row_alphas = [a for row in parsed.rows for a in row.settings.get("alphas", ())]
         gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures, [*defaults["alphas"], *row_alphas],
@@ -140,9 +142,15 @@ def command(
             progress=RichProgress(enabled=not quiet, task_seconds=0.0),  # off a terminal: a line per audited row
             flush_interval=flush_interval,
             other_outputs={"--html": html_path},
+            row_timeout=row_timeout,
         )
     except KeyboardInterrupt as exc:
         _interrupted(exc, output)
+    if outcome.recomputed:  # said even with -q: a resumed file is not what it was
+        shown = "; ".join(f"row {row}: {why}" for row, why in outcome.recomputed[:10])
+        more = f"; and {len(outcome.recomputed) - 10} more" if len(outcome.recomputed) > 10 else ""
+        stderr.print(f"--resume: {len(outcome.recomputed)} finished row(s) audited again because what produced "
+                     f"them changed ({shown}{more})", markup=False, highlight=False, soft_wrap=True)
     summary = summarise(outcome.table, rank_by=rank_by)
     if not quiet:
         console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
@@ -167,6 +175,20 @@ def command(
     require_measured(gates, runs, where="in any audited row")
     if any(gate.tripped for outcomes in runs for gate in outcomes):
         sys.exit(3)
+
+
+def _plugin_measures(plugins: tuple[Path, ...], gated: bool) -> tuple[list[str], list[str] | None]:
+    """Check the plugins' commands against the built-in ones; with gates, the names of
+    their measures (run in the isolated child: plugin code may end its process)."""
+    from auditor.cli import cli
+    from auditor.cli._group import plugin_commands
+    from auditor.plugins import collect_measures, get_plugin_manager
+
+    plugin_commands(plugins, builtin_names=cli.commands)
+    if not gated:
+        return [], None
+    registered = collect_measures(get_plugin_manager(plugins))
+    return registered.audit_names, registered.list_names
 
 
 def _interrupted(exc: KeyboardInterrupt, output: Path) -> NoReturn:

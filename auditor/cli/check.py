@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import click
 
 from auditor.cli._common import (
     MemorySize,
+    ranged,
     PathArg,
     RichProgress,
     audit_fields,
@@ -27,6 +29,7 @@ from auditor.cli._common import (
     stderr,
     table_key_options,
 )
+from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command
 from auditor.config import AuditConfig
 from auditor.errors import GateError
@@ -58,6 +61,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--scheduler", metavar="ADDRESS", help="Search the retrieval shards of a table larger than --max-memory on an existing Dask cluster (e.g. tcp://host:8786); workers need the table's file under the same path.")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates (for CI).")
+@click.option("--plugin-timeout", type=ranged("plugin_timeout"), default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the audit runs in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1), never a passed gate, and its prints go to stderr.")
 @common_options
 def command(
     model: Path,
@@ -68,6 +72,7 @@ def command(
     markdown_path: Path | None,
     fail_on: tuple[str, ...],
     quiet: bool,
+    plugin_timeout: float,
     plugins: tuple[Path, ...],
     **options: Any,
 ) -> None:
@@ -97,54 +102,102 @@ def command(
             raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --frequencies, which was not given")
     config = AuditConfig(model=model, plugins=plugins, **audit_fields(options))
     config.check_inputs()
+    files = {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path}
+    formats = {"-o": fmt, "--json": "json", "--html": "html", "--markdown": "markdown"}
+    job = _Job(config, fmt, files, formats, fail_on, quiet, sys.stdout.isatty() and fmt == "console", _width())
+    if third_party_plugins(plugins):  # their death or their prints must not pass for a report
+        audited = run_isolated(_audit, job, timeout=plugin_timeout or None, what="the audit with plugins",
+                               debug=bool(click.get_current_context().params.get("debug")))
+    else:
+        audited = _audit(job)
+
+    from auditor.gate import evaluate_gates, require_measured
+    from auditor.report import write_all
+
+    write_all(audited.files)
+    if audited.stdout is not None:
+        text = audited.stdout
+        click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)
+    chosen = [(formats[flag], path) for flag, path in files.items() if path is not None]
+    if not quiet:
+        _confirm_written(chosen, list(audited.files), bool(fail_on), suggest=output is None and fmt == "console",
+                         config=config)
+
+    outcomes = evaluate_gates(audited.gates, audited.metrics)
+    for outcome in outcomes:
+        if outcome.tripped or not quiet:
+            stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None)
+    require_measured(audited.gates, [outcomes], where="in this run (see 'Not measured' in the report)")
+    if any(o.tripped for o in outcomes):
+        sys.exit(3)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What one ``check`` audits and renders (sent to the isolated child as it is)."""
+
+    config: AuditConfig
+    fmt: str
+    files: dict[str, Path | None]
+    formats: dict[str, str]
+    fail_on: tuple[str, ...]
+    quiet: bool
+    color: bool
+    width: int
+
+
+@dataclass(frozen=True)
+class _Audited:
+    """A completed audit: the report files to write, the stdout report, the gates."""
+
+    files: dict[Path, bytes]
+    stdout: str | bytes | None
+    metrics: dict[str, float | None]
+    gates: list[Any]
+
+
+def _audit(job: _Job) -> _Audited:
+    """Everything of ``check`` that may run plugin code: loading plugins, parsing gates
+    against their measures, the audit and every renderer. Writes nothing."""
     # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
-    from auditor.gate import evaluate_gates, gates_for, require_measured
+    from auditor.cli._group import plugin_commands
+    from auditor.gate import gates_for
     from auditor.plugins import collect_measures, get_plugin_manager
     from auditor.plugin_api import RenderContext
-    from auditor.report import planned_outputs, render, render_outputs, renderers
+    from auditor.report import planned_outputs, render, render_files, renderers
 
-    pm = get_plugin_manager(plugins)
+    config = job.config
+    if config.plugins:  # a plugin command named like a built-in one is refused here, not in the parent
+        from auditor.cli import cli
+
+        plugin_commands(config.plugins, builtin_names=cli.commands)
+    pm = get_plugin_manager(config.plugins)
     available = renderers(pm)
-    if fmt not in available:
+    if job.fmt not in available:
         raise click.BadParameter(
-            f"{fmt!r} is not a report format; choose from {', '.join(sorted(available))}",
+            f"{job.fmt!r} is not a report format; choose from {', '.join(sorted(available))}",
             param_hint="--format",
         )
     try:
         registered = collect_measures(pm)
-        gates = gates_for(fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names)
+        gates = gates_for(job.fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names)
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
-
-    files = {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path}
-    formats = {"-o": fmt, "--json": "json", "--html": "html", "--markdown": "markdown"}
     # Every file the run writes (a Markdown report's figures included) before the audit.
-    check_not_inputs(planned_outputs({flag: (formats[flag], path) for flag, path in files.items()}),
+    check_not_inputs(planned_outputs({flag: (job.formats[flag], path) for flag, path in job.files.items()}),
                      config.input_files())
 
     # Import here so `popaudit --help` stays fast (torch and faiss load on demand).
     from auditor.audit import run_audit
 
-    result = run_audit(config, pm=pm, progress=RichProgress(enabled=not quiet))
-
-    chosen = [(flag, path) for flag, path in files.items() if path is not None]
-    written = render_outputs(result, [(formats[flag], path) for flag, path in chosen], pm,
-                             labels=[flag for flag, _path in chosen], inputs=config.input_files())
-    if output is None and not quiet:
-        color = sys.stdout.isatty() and fmt == "console"
-        text = render(result, fmt, pm, RenderContext(color=color, width=_width()))
-        click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)
-    if not quiet:
-        _confirm_written([(formats[flag], path) for flag, path in chosen], written, bool(fail_on),
-                         suggest=output is None and fmt == "console", config=config)
-
-    outcomes = evaluate_gates(gates, result.flat_metrics())
-    for outcome in outcomes:
-        if outcome.tripped or not quiet:
-            stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None)
-    require_measured(gates, [outcomes], where="in this run (see 'Not measured' in the report)")
-    if any(o.tripped for o in outcomes):
-        sys.exit(3)
+    result = run_audit(config, pm=pm, progress=RichProgress(enabled=not job.quiet))
+    chosen = [(flag, path) for flag, path in job.files.items() if path is not None]
+    files = render_files(result, [(job.formats[flag], path) for flag, path in chosen], pm,
+                         labels=[flag for flag, _path in chosen], inputs=config.input_files())
+    stdout = None
+    if job.files["-o"] is None and not job.quiet:
+        stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
+    return _Audited(files, stdout, result.flat_metrics(), gates)
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,

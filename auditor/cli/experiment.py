@@ -16,7 +16,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from auditor.cli._common import FiniteFloat, Positive, RichProgress, common_options, option_group
+from auditor.cli._common import RichProgress, common_options, option_group, ranged
 from auditor.cli._training import DataChoice, data_options, holdout_options, jobs_option, threads_option
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
@@ -99,10 +99,10 @@ def _own_options(name: str) -> Callable[[Any], Any]:
         click.option("--settings", metavar="NAMES", hidden=hide("settings"), help="Comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr, asymmetric (transformer user tower over history, id item table). [default: all]"),
         click.option("--mitigations", "mitigation_names", metavar="NAMES", hidden=hide("mitigation_names"), help="Comma-separated subset of the trained models reference, logq, weight-decay, adam (cosine and alpha serving come with reference). [default: all]"),
         click.option("--lrs", metavar="LRS", hidden=hide("lrs"), help="Comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]"),
-        click.option("--lr", type=Positive, default=10.0, show_default=True, hidden=hide("lr"), help=LR_HELP.get(name, "")),
-        click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True, hidden=hide("bootstrap"), help="Bootstrap resamples for the CI of Spearman rho (0: no CI)."),
+        click.option("--lr", type=ranged("train_lr"), default=10.0, show_default=True, hidden=hide("lr"), help=LR_HELP.get(name, "")),
+        click.option("--bootstrap", type=ranged("bootstrap"), default=1000, show_default=True, hidden=hide("bootstrap"), help="Bootstrap resamples for the CI of Spearman rho (0: no CI)."),
         _hidden_unless(holdout_options(0.2), hide("holdout_fraction")),
-        click.option("--alpha", "alphas", type=FiniteFloat(0.0, 1.0), multiple=True, hidden=hide("alphas"), help="Norm-aware serving alpha_A of the reference model (repeatable). [default: 0.25, 0.5, 0.75]"),
+        click.option("--alpha", "alphas", type=ranged("alphas"), multiple=True, hidden=hide("alphas"), help="Norm-aware serving alpha_A of the reference model (repeatable). [default: 0.25, 0.5, 0.75]"),
     )
 
 
@@ -135,14 +135,14 @@ def _subcommand(name: str) -> click.Command:
 
     @click.command(name, short_help=summary, help=f"{' '.join(description.split())}\n\n\b\nExample:\n  {example}")
     @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True, help="Folder for results.json, results.md and the plots (created if missing).")
-    @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std (one seed: the value).")
-    @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="First seed.")
+    @click.option("--seeds", type=ranged("seeds"), default=3, show_default=True, help="Number of seeds per setting (seeds SEED, SEED+1, ...); the table reports mean ± std (one seed: the value).")
+    @click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="First seed.")
     @_own_options(name)
     @data_options
-    @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True, help="Training epochs per run.")
-    @click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch.")
-    @click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension.")
-    @click.option("-k", "--k", type=click.IntRange(min=1), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K" + (" and of the accuracy measures." if name == "mitigations" else "."))
+    @click.option("--epochs", type=ranged("epochs"), default=5, show_default=True, help="Training epochs per run.")
+    @click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch.")
+    @click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension.")
+    @click.option("-k", "--k", type=ranged("k"), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K" + (" and of the accuracy measures." if name == "mitigations" else "."))
     @jobs_option
     @threads_option
     @common_options

@@ -11,18 +11,18 @@ from rich.table import Table
 
 from auditor.cli._next import check_command
 from auditor.cli._common import (
-    FiniteFloat,
     MemorySize,
     PathArg,
     RichProgress,
     common_options,
     id_mapping_options,
     log_column_options,
+    ranged,
     stderr,
     table_key_options,
 )
 
-_ALPHA = FiniteFloat(0.0, 1.0)
+_ALPHA = ranged("alphas")
 
 
 class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recent click only
@@ -40,14 +40,14 @@ class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recen
 @click.argument("model", type=PathArg)
 @click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout); when no scoring is clearly better than dot, nothing is written (exit 1) and the best A available is named.")
 @click.option("-o", "--output", type=PathArg, required=True, help="The rescaled model, in MODEL's format (never MODEL itself). A JSON sidecar OUT.popaudit.json is written beside it.")
-@click.option("--interactions", type=PathArg, help="Training log: the sidecar then records the frequency-norm Spearman rho before and after.")
+@click.option("--interactions", type=PathArg, help="Training log: the sidecar then records the log-log slope of norm on frequency before and after.")
 @log_column_options
 @click.option("--item-ids", type=PathArg, help="Raw item id of each table row, in row order (as for check).")
 @id_mapping_options
 @table_key_options
 @click.option("--holdout", type=PathArg, help="With --alpha auto: held-out interactions for check's accuracy trade-off.")
-@click.option("--accuracy-tolerance", type=FiniteFloat(0.0, 1.0, open=True), default=0.98, show_default=True, help="With --alpha auto: the chosen scoring keeps at least this share of dot's NDCG@K.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="With --alpha auto: seed of the trade-off's paired bootstrap over users.")
+@click.option("--accuracy-tolerance", type=ranged("accuracy_tolerance"), default=0.98, show_default=True, help="With --alpha auto: the chosen scoring keeps at least this share of dot's NDCG@K.")
+@click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="With --alpha auto: seed of the trade-off's paired bootstrap over users.")
 @click.option("--tensors-only", is_flag=True, help="A PyTorch file that holds objects popaudit cannot write back (pickled modules, config objects, TorchScript): write its tensors as a plain state dict instead of refusing.")
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling: bytes or a size such as 8G. [default: half the available memory]")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from auditor.cli._common import FiniteFloat, NonNegative, Positive, RichProgress, common_options
+from auditor.cli._common import RichProgress, common_options, ranged
 from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
 from auditor.io import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
@@ -18,23 +18,23 @@ from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 @data_options
 @holdout_options(None)
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="sgd", show_default=True, help="Item-tower optimizer (C1 holds only for plain sgd without weight decay).")
-@click.option("--lr", type=Positive, help="Item-tower learning rate. [default: 10 for sgd/momentum on a cosine loss, 1 for sgd/momentum on infonce-dot, 0.01 for adam/adamw]")
-@click.option("--momentum", type=FiniteFloat(0, 1, open=True, high_open=True), default=0.9, show_default=True, help="Momentum of the 'momentum' optimizer.")
-@click.option("--weight-decay", type=NonNegative, default=0.0, show_default=True, help="Weight decay of both towers' optimizers.")
+@click.option("--lr", type=ranged("train_lr"), help="Item-tower learning rate. [default: 10 for sgd/momentum on a cosine loss, 1 for sgd/momentum on infonce-dot, 0.01 for adam/adamw]")
+@click.option("--momentum", type=ranged("train_momentum"), default=0.9, show_default=True, help="Momentum of the 'momentum' optimizer.")
+@click.option("--weight-decay", type=ranged("weight_decay"), default=0.0, show_default=True, help="Weight decay of both towers' optimizers.")
 @click.option("--item-encoder", type=click.Choice(ITEM_ENCODERS), default="embedding", show_default=True, help="Item tower: id table (embedding, onehot-linear: C2/C3 hold), linear over dense features (dense-linear: C3 violated), embedding-linear or mlp (C2 violated).")
 @click.option("--user-encoder", type=click.Choice(USER_ENCODERS), default="embedding", show_default=True, help="User tower: id table, MLP, or a small transformer over the user's recent items.")
 @click.option("--user-optimizer", type=click.Choice(OPTIMIZERS), help="User-tower optimizer. [default: --optimizer]")
-@click.option("--user-lr", type=Positive, help="User-tower learning rate. [default: --lr when the towers share an optimizer, else that optimizer's default]")
+@click.option("--user-lr", type=ranged("train_lr"), help="User-tower learning rate. [default: --lr when the towers share an optimizer, else that optimizer's default]")
 @click.option("--loss", type=click.Choice(LOSSES), default="infonce-cos", show_default=True, help="infonce-cos (in-batch softmax over cosine/temperature), infonce-dot (over dot products: C4 violated) or cosine (pointwise).")
-@click.option("--temperature", type=Positive, default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses.")
+@click.option("--temperature", type=ranged("temperature"), default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses.")
 @click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only): a training-side mitigation of popularity bias.")
-@click.option("--dim", type=click.IntRange(min=1), default=32, show_default=True, help="Embedding dimension of both towers.")
-@click.option("--epochs", type=click.IntRange(min=1), default=10, show_default=True, help="Passes over the interactions.")
-@click.option("--batch-size", type=click.IntRange(min=2), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU).")
-@click.option("--init-std", type=Positive, default=0.1, show_default=True, help="Standard deviation of the normal initialisation of the id tables.")
-@click.option("--hidden-dim", type=click.IntRange(min=1), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers.")
-@click.option("--history-length", type=click.IntRange(min=1), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
+@click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension of both towers.")
+@click.option("--epochs", type=ranged("epochs"), default=10, show_default=True, help="Passes over the interactions.")
+@click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
+@click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU).")
+@click.option("--init-std", type=ranged("init_std"), default=0.1, show_default=True, help="Standard deviation of the normal initialisation of the id tables.")
+@click.option("--hidden-dim", type=ranged("hidden_dim"), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers.")
+@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
 @click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), help="Write the training monitor's trace (JSON lines: rho, slope, update angles, head share every --trace-every steps and at each epoch end, alerts) as training goes; readable if training dies (docs/monitor.md).")
 @click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")

@@ -71,7 +71,20 @@ def detect_kind(path: Path) -> str | None:
 
 
 def load_builtin(path: Path, options: LoadOptions) -> ModelBundle | None:
-    """Read ``path`` with the built-in readers; None when the file is of no known kind."""
+    """Read ``path`` with the built-in readers; None when the file is of no known kind.
+
+    The bundle says which globals a pickle in it named (``replaced_globals``): {} for the
+    formats that hold no pickle, as no code can hide in them."""
+    bundle = _load_builtin(path, options)
+    if bundle is not None and bundle.replaced_globals is None and bundle.format in _NO_PICKLE:
+        bundle.replaced_globals = {}
+    return bundle
+
+
+_NO_PICKLE = frozenset({"npy", "parquet", "npz", "keras", "onnx", "safetensors"})
+
+
+def _load_builtin(path: Path, options: LoadOptions) -> ModelBundle | None:
     if not path.is_file():
         return None
     if path.stat().st_size == 0:  # no format has an empty file; say so rather than EOFError
@@ -130,6 +143,7 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         config=raw.config,
         warnings=warnings,
         module=raw.module,
+        replaced_globals=raw.replaced_globals,
     )
     if raw.format == "recbole":  # padding row 0 dropped; raw ids by RecBole's rule once the log is known
         finish_recbole(bundle, options)
@@ -187,6 +201,7 @@ def _popaudit_bundle(raw: RawModel, path: Path, options: LoadOptions, warnings: 
         config=raw.config,
         warnings=warnings,
         module=raw.module,
+        replaced_globals=raw.replaced_globals,
     )
 
 

@@ -61,6 +61,9 @@ class RawModel:
     warnings: list[str] = field(default_factory=list)
     module: Any = None
     """With ``--trust-pickle`` only: the object ``torch.load``/``torch.jit.load`` returned."""
+    replaced_globals: dict[str, int] | None = field(default_factory=dict)
+    """Globals the file's pickle named that were replaced by placeholders -> count ({}: none,
+    or no pickle at all; None: unknown, the file was fully unpickled)."""
 
 
 def read_safetensors(path: Path) -> RawModel:
@@ -96,8 +99,10 @@ def read_torch(path: Path, trust_pickle: bool) -> RawModel:
         obj = _trusted_load(path, torchscript=False, fallback_of=exc)
         raw = interpret(obj, path)
         raw.module = obj
+        raw.replaced_globals = None  # torch.load ran whatever the file named
         raw.warnings.append(f"{path} was fully unpickled ({setting('trust_pickle')}): {exc}")
         return raw
+    raw.replaced_globals = dict(found.placeholders)
     if trust_pickle and (found.kind == "torchscript" or found.placeholders):
         try:
             raw.module = _trusted_load(path, torchscript=found.kind == "torchscript")

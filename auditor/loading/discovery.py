@@ -202,10 +202,26 @@ def choose_tables(
     return TableChoice(item, user, warnings)
 
 
+def rows_alias(tensor: torch.Tensor) -> bool:
+    """True when two elements of ``tensor`` share memory: with dimensions of more than one
+    element ordered by stride, each stride must pass every element the smaller ones reach."""
+    reach = 0
+    for stride, size in sorted((s, n) for n, s in zip(tensor.shape, tensor.stride()) if n > 1):
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
 def table_to_numpy(tensor: torch.Tensor, info: TensorInfo, what: str, warnings: list[str]) -> np.ndarray:
     """A contiguous float32 (rows, dim) array; transposes one-hot linear weights (and says so)."""
     if not tensor.is_floating_point():
         raise ModelLoadError(f"{what} {info.key!r} holds {tensor.dtype} values, not floating-point embeddings")
+    if rows_alias(tensor):
+        raise ModelLoadError(
+            f"{what} {info.key!r} of size {list(tensor.shape)} has stride {list(tensor.stride())}: its rows share "
+            "memory (zero or overlapping strides), so it is no table of separate item vectors"
+        )
     arr = tensor.detach().cpu().float().numpy()
     if info.onehot_linear:
         warnings.append(

@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
+from auditor.loading.parquet_bounds import read_table as bounded_read_table
 from auditor.loading.counting import IdCounts
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import inexact_floats, maybe_int
@@ -114,7 +114,7 @@ def _read(path: Path, text_column: str | None = None) -> tuple[pa.Table, list[st
     """The whole table (a counts table is O(items)) and its column names."""
     try:
         if is_parquet(path):
-            table = pq.read_table(path)
+            table = bounded_read_table(path, None, InteractionsError)
             return table, list(table.column_names)
         try:
             lines = sample_lines(path)

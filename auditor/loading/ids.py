@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from auditor.errors import IdMappingError
 from auditor.io import require_regular_file
+from auditor.loading.parquet_bounds import read_table as bounded_read_table
 from auditor.loading.logs import inexact_floats, maybe_int
 from auditor.loading.messages import arrow_reason
 from auditor.loading.npy import load_npy
@@ -92,7 +92,7 @@ def read_id_file(path: Path, what: str = "item ids") -> np.ndarray:
                 raise IdMappingError(f"{what} in {path} must be a 1-D array, got shape {list(arr.shape)}")
             column = pa.array(arr)
         elif suffix in (".parquet", ".pq"):
-            table = pq.read_table(path)
+            table = bounded_read_table(path, None, IdMappingError)
             if table.num_columns == 0:
                 raise IdMappingError(f"{what} file {path} has no columns")
             column = table.column(0)

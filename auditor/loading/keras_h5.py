@@ -32,15 +32,15 @@ import torch
 from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, tensor_infos
+from auditor.loading.hdf5_safe import H5Walk, read_float32
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.zip_members import ZIP_ERRORS, ZipError, data_offset, read_member, zip_reason
+from auditor.memory import check_expansion
 from auditor.model import ModelBundle
 
 EXTRA = 'pip install "popaudit[keras]"'
 WEIGHTS_MEMBER = "model.weights.h5"
 MAX_CONFIG = 64 << 20
-MAX_EXPANSION = 1100
-"""A dataset may not declare more bytes than this many times the file holds (compressed chunks)."""
 _AUTO_EMBEDDING = re.compile(r"^embedding(_\d+)?$")
 _EMBEDDING_CLASSES = ("Embedding", "ReversibleEmbedding", "TokenAndPositionEmbedding")
 
@@ -61,13 +61,13 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
     with open(path, "rb") as fh:
         size = path.stat().st_size
         if zipfile.is_zipfile(fh) or path.suffix.lower() == ".keras":
-            source, classes, training = _archive_weights(fh, size, path)
+            source, classes, training = _archive_weights(fh, size, path, options.max_memory)
         else:
             fh.seek(0)
             source = fh
         try:
             with h5py.File(source, "r") as h5:
-                tensors, others = _tables(h5, classes, size, path)
+                tensors, others = _tables(h5, classes, H5Walk(h5py, path), options.max_memory)
         except ModelLoadError:
             raise
         except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
@@ -102,9 +102,12 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
 # ---------------------------------------------------------------------------- the .keras zip
 
 
-def _archive_weights(fh: io.BufferedReader, size: int, path: Path) -> tuple[Any, dict[str, str], dict[str, Any]]:
-    """``model.weights.h5`` of a ``.keras`` archive (a window onto the file when stored), each
-    layer's class and the training settings from ``config.json``."""
+def _archive_weights(
+    fh: io.BufferedReader, size: int, path: Path, max_memory: int | None
+) -> tuple[Any, dict[str, str], dict[str, Any]]:
+    """``model.weights.h5`` of a ``.keras`` archive (a window onto the file when stored; a
+    compressed one only when its declared size fits the memory ceiling), each layer's
+    class and the training settings from ``config.json``."""
     try:
         zf = zipfile.ZipFile(fh)
         infos = {i.filename: i for i in zf.infolist()}
@@ -120,6 +123,7 @@ def _archive_weights(fh: io.BufferedReader, size: int, path: Path) -> tuple[Any,
         info = infos[WEIGHTS_MEMBER]
         if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x41:
             return _Window(fh, data_offset(fh, size, info), info.file_size), classes, training
+        check_expansion(f"{path}: zip member {WEIGHTS_MEMBER}", info.file_size, info.compress_size, max_memory, ModelLoadError)
         return io.BytesIO(read_member(fh, size, zf, info, 1 << 40)), classes, training
     except ModelLoadError:
         raise
@@ -205,34 +209,34 @@ def layer_classes(config: Any) -> dict[str, str]:
 
 
 def _tables(
-    h5: Any, classes: dict[str, str], size: int, path: Path
+    h5: Any, classes: dict[str, str], walk: H5Walk, max_memory: int | None
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Embedding-like 2-D float variables under readable names (every 2-D one when none is),
     and the model's other float variables (the rest of each tower)."""
-    root = h5["model_weights"] if "model_weights" in h5 and "layer_names" in h5["model_weights"].attrs else h5
-    found = [f for f in (_legacy(root) if "layer_names" in root.attrs else _keras3(h5, classes)) if f[1].dtype.kind == "f"]
+    weights = walk.get(h5, "model_weights")
+    root = weights if weights is not None and "layer_names" in weights.attrs else h5
+    found = [f for f in (_legacy(root, walk) if "layer_names" in root.attrs else _keras3(h5, classes, walk))
+             if f[1].dtype.kind == "f"]  # fmt: skip
     tables = [(key, ds, emb) for key, ds, emb in found if ds.ndim == 2]
     chosen = {key for key, _, emb in tables if emb} or {key for key, _, _ in tables}
     out: dict[str, torch.Tensor] = {}
     others: dict[str, torch.Tensor] = {}
     for key, ds, _ in found:
-        if ds.size * ds.dtype.itemsize > MAX_EXPANSION * max(size, 1) + (1 << 20):
-            raise ModelLoadError(
-                f"cannot read {path}: {key} declares shape {list(ds.shape)}, more than the file can hold (corrupt?)"
-            )
-        value = torch.from_numpy(np.ascontiguousarray(ds[()], dtype=np.float32))
+        value = torch.from_numpy(read_float32(ds, key, walk.path, max_memory))
         (out if key in chosen else others)[key] = value
     return out, others
 
 
-def _keras3(h5: Any, classes: dict[str, str]) -> Iterator[tuple[str, Any, bool]]:
-    """(readable name, dataset, is an embedding) of every ``.../vars/<i>`` dataset."""
+def _keras3(h5: Any, classes: dict[str, str], walk: H5Walk) -> Iterator[tuple[str, Any, bool]]:
+    """(readable name, dataset, is an embedding) of every ``.../vars/<i>`` dataset; links
+    are followed inside the file only and each group is entered once."""
+    walk.enter(h5)
     stack: list[tuple[Any, list[str], bool]] = [(h5, [], False)]
     while stack:
         group, parts, in_list = stack.pop()
         for segment in sorted(group.keys(), reverse=True):
-            child = group[segment]
-            if not hasattr(child, "keys"):
+            child = walk.get(group, segment)
+            if child is None or not hasattr(child, "keys") or not walk.enter(child):
                 continue
             if segment == "vars":
                 name = _text(child.attrs.get("name"))
@@ -241,8 +245,8 @@ def _keras3(h5: Any, classes: dict[str, str]) -> Iterator[tuple[str, Any, bool]]
                     not classes and bool(_AUTO_EMBEDDING.match(_segment_of(group)))
                 )
                 for index in sorted(child.keys(), key=lambda k: (len(k), k)):
-                    var = child[index]
-                    if hasattr(var, "shape"):
+                    var = walk.get(child, index)
+                    if var is not None and hasattr(var, "shape"):
                         leaf = "embeddings" if embedding and index == "0" else f"var{index}"
                         yield ".".join([*parts, leaf]) if parts else (name or "model") + "." + leaf, var, embedding
                 continue
@@ -251,7 +255,8 @@ def _keras3(h5: Any, classes: dict[str, str]) -> Iterator[tuple[str, Any, bool]]
                 continue
             if segment == "optimizer" and not parts:  # the optimizer's slots, not the model's weights
                 continue
-            own = _text(child["vars"].attrs.get("name")) if "vars" in child else None
+            own_vars = walk.get(child, "vars")
+            own = _text(own_vars.attrs.get("name")) if own_vars is not None else None
             named = [own or segment] if in_list else [segment] + ([own] if own and own != segment else [])
             stack.append((child, parts + named, False))
 
@@ -260,14 +265,14 @@ def _segment_of(group: Any) -> str:
     return str(group.name).rstrip("/").rsplit("/", 1)[-1]
 
 
-def _legacy(root: Any) -> Iterator[tuple[str, Any, bool]]:
+def _legacy(root: Any, walk: H5Walk) -> Iterator[tuple[str, Any, bool]]:
     """Keras 2's layout: ``layer_names`` and each layer's ``weight_names``."""
     for layer in _texts(root.attrs.get("layer_names")):
-        group = root.get(layer)
-        if group is None:
+        group = walk.get(root, layer)
+        if group is None or not hasattr(group, "attrs"):
             continue
         for weight in _texts(group.attrs.get("weight_names")):
-            ds = group.get(weight)
+            ds = walk.get(group, weight)
             if ds is not None and hasattr(ds, "shape"):
                 key = weight.split(":", 1)[0].replace("/", ".")
                 yield key, ds, key.rsplit(".", 1)[-1] == "embeddings"

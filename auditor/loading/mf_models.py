@@ -29,6 +29,7 @@ from auditor.loading.logs import maybe_int
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.safe_pickle import Placeholder, as_mapping, placeholder_attrs, qualname_of
 from auditor.loading.torch_archive import read_torch_file
+from auditor.memory import check_expansion
 from auditor.model import ModelBundle
 
 LIBRARIES = ("implicit", "lightfm", "cornac")
@@ -120,7 +121,9 @@ def read_mf_pickle(path: Path, options: LoadOptions) -> ModelBundle | None:
     model = _model_object(found.root)
     if model is None:
         return None
-    return _bundle(_from_placeholder(model, path), path, options, "pickle")
+    bundle = _bundle(_from_placeholder(model, path), path, options, "pickle")
+    bundle.replaced_globals = dict(found.placeholders)  # the model's own class among them (inert)
+    return bundle
 
 
 def _model_object(root: Any) -> Placeholder | None:
@@ -268,7 +271,7 @@ def _scalars(attrs: Mapping[str, Any]) -> dict[str, Any]:
 def read_npz(path: Path, options: LoadOptions) -> ModelBundle:
     """An ``.npz`` archive: implicit's ``model.save`` (item_factors, user_factors, settings)
     or any archive of arrays, whose tables are found by name as in a state dict."""
-    arrays = _npz_arrays(path)
+    arrays = _npz_arrays(path, options.max_memory)
     if "item_factors" in arrays and _is_table(arrays["item_factors"]):
         settings = {k: v.item() for k, v in arrays.items() if v.ndim == 0 and v.dtype.kind in "biufU"}
         found = _Found("implicit", "implicit (model.save)", _floats(arrays["item_factors"], "item_factors", path),
@@ -293,12 +296,18 @@ def read_npz(path: Path, options: LoadOptions) -> ModelBundle:
     )  # fmt: skip
 
 
-def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Every member of an ``.npz`` as an array; object arrays are refused, never unpickled."""
+def _npz_arrays(path: Path, max_memory: int | None = None) -> dict[str, np.ndarray]:
+    """Every member of an ``.npz`` as an array; object arrays are refused, never unpickled;
+    a compressed member only when its declared size is one the file can hold and fits
+    the memory ceiling (:func:`~auditor.memory.check_expansion`)."""
     try:
         with zipfile.ZipFile(path) as zf:
-            infos = [i for i in zf.infolist() if i.filename.endswith(".npy")]
-            for info in infos:
+            for info in zf.infolist():
+                if info.compress_type != zipfile.ZIP_STORED:  # inflated in memory by np.load
+                    check_expansion(f"cannot read {path}: member {shown(info.filename)}", info.file_size,
+                                    info.compress_size, max_memory, ModelLoadError)
+                if not info.filename.endswith(".npy"):
+                    continue
                 with zf.open(info) as member:
                     version = np.lib.format.read_magic(member)
                     read_header = (

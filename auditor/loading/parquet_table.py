@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from auditor.errors import AmbiguousTableError, EmbeddingTableError, IdMappingError, InputError, ModelLoadError, setting
 from auditor.loading.ids import ID_COLUMN_NAMES, ids_to_numpy
 from auditor.loading.messages import arrow_reason, looks_like_names
+from auditor.loading.parquet_bounds import TextDecoder, check_pages, check_values, text_columns
 from auditor.loading.validation import first_rows
 from auditor.memory import MIN_BLOCK_ROWS, check_memory_ceiling, memory_budget, spill_note, spill_table
 
@@ -92,16 +93,23 @@ def read_parquet_table(
     schema = pf.schema_arrow
     vector_col = _choose_vector_column(schema, path, vector_col)
     id_col = _id_column(schema, path)
+    read = [vector_col] + ([id_col] if id_col else [])
     n = int(pf.metadata.num_rows)
     vtype = schema.field(vector_col).type
     dim: int | None = int(vtype.list_size) if pa.types.is_fixed_size_list(vtype) else None
     batch_rows = PARQUET_BATCH_ROWS
     if max_memory is not None:
-        width = dim if dim is not None else _first_vector_length(pf, vector_col)
+        width = dim if dim is not None else _vector_width(pf, vector_col)
         if width:
             check_memory_ceiling(max_memory, width, f"the item table in {path}", n)
             # A batch (Arrow's decoded copy and numpy's view of it) takes <= 1/8 of the ceiling.
             batch_rows = int(min(PARQUET_BATCH_ROWS, max(MIN_BLOCK_ROWS, max_memory // (8 * width * 4))))
+    # Nothing is decoded before the pages and the values they declare are checked.
+    check_values(pf, path, vector_col, ModelLoadError)
+    check_pages(pf, path, read, max_memory, ModelLoadError)
+    text = text_columns(schema, read)
+    if text:  # text ids stay dictionaries until their decoded size is checked
+        pf = pq.ParquetFile(path, pre_buffer=False, read_dictionary=text, metadata=pf.metadata)
     budget = memory_budget(max_memory)
     out: np.ndarray | None = None
     ids: list[pa.Array] = []
@@ -127,7 +135,8 @@ def read_parquet_table(
         out.flush()
     id_arr = None
     if id_col:
-        chunked = pa.chunked_array(ids, type=schema.field(id_col).type)
+        decoder = TextDecoder(path, max_memory, ModelLoadError)
+        chunked = decoder.plain(pa.chunked_array(ids), id_col) if ids else pa.chunked_array([], schema.field(id_col).type)
         if chunked.null_count:
             nulls = np.flatnonzero(chunked.is_null().to_numpy(zero_copy_only=False))
             raise IdMappingError(
@@ -169,13 +178,16 @@ def _choose_vector_column(schema: pa.Schema, path: Path, wanted: str | None) -> 
     )
 
 
-def _first_vector_length(pf: pq.ParquetFile, column: str) -> int | None:
-    """Length of the first non-null vector of a list column (one small batch read)."""
-    batch = next(pf.iter_batches(batch_size=MIN_BLOCK_ROWS, columns=[column]), None)
-    if batch is None:
-        return None
-    lengths = pc.list_value_length(batch.column(0)).drop_null().to_numpy(zero_copy_only=False)
-    return int(lengths[0]) if lengths.size else None
+def _vector_width(pf: pq.ParquetFile, column: str) -> int | None:
+    """Values per row of a list column, from the footer (the first row group with rows):
+    sizes the row blocks before a page is read."""
+    meta = pf.metadata
+    leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path.split(".")[0] == column), None)
+    for r in range(meta.num_row_groups):
+        group = meta.row_group(r)
+        if leaf is not None and group.num_rows:
+            return max(1, int(group.column(leaf).num_values) // int(group.num_rows))
+    return None
 
 
 def _id_column(schema: pa.Schema, path: Path) -> str | None:

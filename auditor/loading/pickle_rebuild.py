@@ -196,6 +196,15 @@ def _rebuild(ctx: RebuildContext, storage: Any, offset: Any, size: Any, stride: 
             f"a tensor of size {list(shape)} at offset {start} reaches element {end} of storage "
             f"{shown(storage.key)}, which holds {flat.numel()}"
         )
+    if math.prod(shape) > flat.numel() - start:
+        # Zero or overlapping strides: the view repeats elements, and copying it (any
+        # table read) would allocate more than the file holds. What a view covers is
+        # counted from its size, not from the span its strides reach.
+        raise ModelLoadError(
+            f"a tensor of size {list(shape)} and stride {list(strides)} has {math.prod(shape):,} elements but "
+            f"storage {shown(storage.key)} holds {flat.numel() - start:,} from offset {start}: its elements "
+            "alias each other (zero or overlapping strides), which torch.save never writes for a table"
+        )
     return ctx.guard(flat.as_strided(shape, strides, start))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import _compat_pickle
 import pickle
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar, cast
@@ -147,12 +147,14 @@ class _Context(RebuildContext):
     def __init__(self) -> None:
         super().__init__()
         self.classes: dict[tuple[str, str], type[Placeholder]] = {}
-        self.names: set[str] = set()
+        self.names: Counter[str] = Counter()
+        """``module.name`` -> how many times the pickle named it (GLOBAL/STACK_GLOBAL, or a
+        call popaudit does not make)."""
 
     def placeholder(self, module: str, name: str) -> type[Placeholder]:
         """The placeholder class for global ``module.name`` (made once per load)."""
         key = (module, name)
-        self.names.add(f"{module}.{name}")
+        self.names[f"{module}.{name}"] += 1
         if key not in self.classes:
             title = re.sub(r"\W", "_", name.rsplit(".", 1)[-1])[:100] or "_"
             attrs = {"pickle_module": module, "pickle_name": name, "__module__": "popaudit.placeholders"}
@@ -242,8 +244,9 @@ class Unpickled:
     value: Any
     end: int
     """Offset just past its STOP opcode."""
-    placeholders: set[str]
-    """``module.name`` of every global that became a placeholder."""
+    placeholders: dict[str, int]
+    """``module.name`` of every global that became a placeholder -> how often it is named
+    (:mod:`auditor.loading.pickle_globals` says which would run code)."""
     requires_grad: dict[int, bool]
     """id(tensor) -> requires_grad, for tensors rebuilt as parameters or with the flag."""
 
@@ -275,7 +278,7 @@ def safe_load(
     finally:
         ctx.release()
     reader.seek(stop)
-    return Unpickled(value, stop, ctx.names, ctx.requires_grad)
+    return Unpickled(value, stop, dict(ctx.names), ctx.requires_grad)
 
 
 def as_mapping(obj: Any) -> dict[Any, Any]:

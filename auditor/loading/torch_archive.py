@@ -60,8 +60,8 @@ class TorchFile:
     """The unpickled object (placeholders stand for classes popaudit does not import)."""
     kind: str
     """``zip``, ``legacy``, ``pickle`` or ``torchscript``."""
-    placeholders: set[str]
-    """``module.name`` of every global read as a placeholder."""
+    placeholders: dict[str, int]
+    """``module.name`` of every global read as a placeholder -> how often the pickle names it."""
     tensors: dict[str, torch.Tensor] | None = None
     """TorchScript: named parameters, then named buffers."""
     warnings: list[str] = field(default_factory=list)

@@ -26,6 +26,7 @@ from auditor.plugins.manager import (
     get_plugin_manager,
     hook_names,
     load_plugin_file,
+    reraise_interrupt,
 )
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "collect_measures",
     "compute_measures",
     "describe_failure",
+    "reraise_interrupt",
     "describe_plugins",
     "get_plugin_manager",
     "hook_names",

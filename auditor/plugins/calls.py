@@ -14,7 +14,7 @@ from typing import Any
 import pluggy
 
 from auditor.errors import AuditError, PluginError
-from auditor.plugins.manager import BUILTIN_PREFIX, PLUGIN_FAILURES, describe_failure, hook_names
+from auditor.plugins.manager import BUILTIN_PREFIX, PLUGIN_FAILURES, describe_failure, hook_names, reraise_interrupt
 
 
 def call_hook(pm: pluggy.PluginManager, hook_name: str, **kwargs: object) -> Any:
@@ -28,6 +28,7 @@ def call_hook(pm: pluggy.PluginManager, hook_name: str, **kwargs: object) -> Any
     try:
         return hook(**kwargs)
     except PLUGIN_FAILURES as exc:
+        reraise_interrupt(exc)
         error = attribute_failure(hook_name, exc, _culprit(pm, hook_name, exc))
         if error is exc:
             raise
@@ -57,6 +58,7 @@ def hook_results(pm: pluggy.PluginManager, hook_name: str, **kwargs: object) -> 
         try:
             value = impl.function(*[kwargs[arg] for arg in impl.argnames])
         except PLUGIN_FAILURES as exc:
+            reraise_interrupt(exc)
             error = attribute_failure(hook_name, exc, impl.plugin_name)
             if error is exc:
                 raise

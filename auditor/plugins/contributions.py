@@ -14,7 +14,7 @@ import pluggy
 
 from auditor.errors import PluginError, setting
 from auditor.plugins.calls import as_list, attribute_failure, hook_results, require_attributes
-from auditor.plugins.manager import BUILTIN_PREFIX, PLUGIN_FAILURES
+from auditor.plugins.manager import BUILTIN_PREFIX, PLUGIN_FAILURES, reraise_interrupt
 
 if TYPE_CHECKING:  # the result types load numpy: imported where used, not for --help
     from auditor.result import Condition
@@ -92,13 +92,18 @@ def compute_measures(registered: RegisteredMeasures, bundle: Any, stats: Any, re
         try:
             value = measure.compute(bundle, stats, result)
         except PLUGIN_FAILURES as exc:
+            reraise_interrupt(exc)
             _raise_attributed(f"popaudit_measures (measure {measure.name!r})", exc, plugin)
         try:  # the report is JSON: a value that cannot be written must fail here, named
             json.dumps(_json_safe(value), allow_nan=False)
-        except (TypeError, ValueError) as exc:
+            if isinstance(value, int) and not isinstance(value, bool):
+                float(value)  # a flat metric: it must be a float64 (10**400 is not)
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            why = {RecursionError: "a container that holds itself", OverflowError: "a number beyond a 64-bit float's range"}
+            why_text = next((text for kind, text in why.items() if isinstance(exc, kind)), str(exc))
             raise PluginError(
                 f"measure {measure.name!r} of plugin {plugin!r} returned a {type(value).__name__}, "
-                f"which is not JSON-serialisable ({exc}); return a number, string, list or dict"
+                f"which is not JSON-serialisable ({why_text}); return a number, string, list or dict"
             ) from exc
         values[str(measure.name)] = value
     return values
@@ -166,6 +171,7 @@ class AttributedListMeasure:
         try:
             scorer = self.measure.bind(context)
         except PLUGIN_FAILURES as exc:
+            reraise_interrupt(exc)
             _raise_attributed(f"popaudit_measures (list measure {self.name!r})", exc, self.plugin)
         if scorer is None:
             return None
@@ -177,6 +183,7 @@ class AttributedListMeasure:
             try:
                 value = scorer(slots)
             except PLUGIN_FAILURES as exc:
+                reraise_interrupt(exc)
                 _raise_attributed(f"popaudit_measures (list measure {self.name!r})", exc, self.plugin)
             if value is None:
                 return None

@@ -42,16 +42,29 @@ BUILTIN_PLUGINS = (
     "auditor.train.plugin",
 )
 
-PLUGIN_FAILURES = (Exception, SystemExit)
-"""What plugin code may raise and popaudit catches: a plugin that calls ``sys.exit(0)``
-at import or in a hook must not end the run with success (a CI gate would pass)."""
+PLUGIN_FAILURES = (BaseException,)
+"""What plugin code may raise and popaudit catches: anything (a plugin that calls
+``sys.exit(0)``, raises ``GeneratorExit`` or a bare ``BaseException`` at import or in a
+hook must not end the run with success or a traceback), except Ctrl-C, which every
+handler passes on through :func:`reraise_interrupt`."""
+
+
+def reraise_interrupt(exc: BaseException) -> None:
+    """Re-raise ``exc`` when it is a KeyboardInterrupt: Ctrl-C during plugin code is the
+    user stopping the run, not the plugin failing."""
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
 
 
 def describe_failure(exc: BaseException) -> str:
     """``Type: message`` of an exception raised by plugin code (sys.exit said as such)."""
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r}); a plugin cannot end the run"
-    return f"{type(exc).__name__}: {exc}"
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001  (a plugin's __str__ may raise too)
+        text = "(its message cannot be shown)"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def get_plugin_manager(
@@ -73,6 +86,7 @@ def get_plugin_manager(
             try:
                 module = importlib.import_module(module_name)
             except PLUGIN_FAILURES as exc:
+                reraise_interrupt(exc)
                 raise PluginError(
                     f"built-in plugin {module_name} failed to import: {describe_failure(exc)}"
                 ) from exc
@@ -98,12 +112,9 @@ def get_plugin_manager(
     return pm
 
 
-def load_plugin_file(path: Path) -> ModuleType:
-    """Import a single-file plugin given with ``--plugin PATH``.
-
-    The module is cached under a name derived from the resolved path and reused while
-    the file is unchanged, so building several managers in one process imports it once.
-    """
+def check_plugin_file(path: Path) -> Path:
+    """``path`` when it can be a plugin file (a regular ``.py`` file); PluginError
+    otherwise. Nothing is imported."""
     path = Path(path)
     try:
         require_regular_file(path, "plugin file")
@@ -111,6 +122,16 @@ def load_plugin_file(path: Path) -> ModuleType:
         raise PluginError(str(exc)) from None
     if path.suffix != ".py":
         raise PluginError(f"plugin file {path} is not a Python file (.py)")
+    return path
+
+
+def load_plugin_file(path: Path) -> ModuleType:
+    """Import a single-file plugin given with ``--plugin PATH``.
+
+    The module is cached under a name derived from the resolved path and reused while
+    the file is unchanged, so building several managers in one process imports it once.
+    """
+    path = check_plugin_file(path)
     resolved = path.resolve()
     stat = resolved.stat()
     digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
@@ -129,6 +150,7 @@ def load_plugin_file(path: Path) -> ModuleType:
     try:
         spec.loader.exec_module(module)
     except PLUGIN_FAILURES as exc:
+        reraise_interrupt(exc)
         del sys.modules[module_name]
         raise PluginError(f"plugin {path} failed to import: {describe_failure(exc)}") from exc
     module.__popaudit_stamp__ = stamp  # type: ignore[attr-defined]
@@ -171,6 +193,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             detail = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
             raise PluginError(f"installed plugin {where} has an invalid hook implementation: {detail}") from exc
         except PLUGIN_FAILURES as exc:
+            reraise_interrupt(exc)
             raise PluginError(
                 f"installed plugin {where} failed to load: {describe_failure(exc)}"
             ) from exc

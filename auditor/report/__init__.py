@@ -16,9 +16,9 @@ from typing import Protocol
 import pluggy
 
 from auditor.errors import AuditError, InputError, PluginError
-from auditor.io import atomic_path, check_not_inputs
+from auditor.io import atomic_path, check_not_inputs, refuse_linked_folder
 from auditor.plugin_api import RenderContext, Renderer
-from auditor.plugins import PLUGIN_FAILURES, describe_failure
+from auditor.plugins import PLUGIN_FAILURES, describe_failure, reraise_interrupt
 from auditor.result import AuditResult
 
 
@@ -41,6 +41,7 @@ def _registered(pm: pluggy.PluginManager) -> dict[str, tuple[Renderer, str]]:
         try:
             provided = impl.function()
         except PLUGIN_FAILURES as exc:  # a plugin cannot end the run, not even with exit(0)
+            reraise_interrupt(exc)
             raise PluginError(
                 f"plugin {plugin!r} failed in hook popaudit_renderers: {describe_failure(exc)}"
             ) from exc
@@ -85,6 +86,7 @@ def render(
     except AuditError:
         raise
     except PLUGIN_FAILURES as exc:
+        reraise_interrupt(exc)
         raise PluginError(
             f"renderer {fmt!r} of plugin {plugin!r} failed: {describe_failure(exc)}"
         ) from exc
@@ -109,6 +111,7 @@ def planned_outputs(outputs: Mapping[str, tuple[str, Path | None]]) -> dict[str,
     for label, (fmt, path) in outputs.items():
         if fmt == "markdown" and path is not None:
             for figure in figure_paths(Path(path)):
+                refuse_linked_folder(figure.parent, f"{label} {path}")
                 files[f"figure {figure.name} of {label} {path}"] = figure
     return files
 
@@ -122,15 +125,32 @@ def render_outputs(
     labels: Sequence[str] | None = None,
     inputs: Mapping[str, Path | None] | None = None,
 ) -> list[Path]:
-    """Render ``result`` in each (format, path) and write them all, or none.
+    """Render ``result`` in each (format, path) and write them all, or none
+    (:func:`render_files`, then :func:`write_all`); returns the paths written."""
+    files = render_files(result, outputs, pm, width=width, labels=labels, inputs=inputs)
+    write_all(files)
+    return list(files)
 
-    Every report (and its attachments) is rendered in memory first; only then are the
-    files written, each to a temp file renamed into place once all are written. So a
-    failing renderer or a full disk leaves no output of this run behind. Before anything
-    is written, every file (attachments included) must be distinct and none may be one
-    of ``inputs`` (:func:`~auditor.io.check_not_inputs`; ``labels``: what named each
-    output, e.g. ``--json``, for its messages). Returns the paths written (attachments
-    included), in order.
+
+def render_files(
+    result: AuditResult,
+    outputs: Sequence[tuple[str, Path]],
+    pm: pluggy.PluginManager,
+    *,
+    width: int = 100,
+    labels: Sequence[str] | None = None,
+    inputs: Mapping[str, Path | None] | None = None,
+) -> dict[Path, bytes]:
+    """``result`` rendered in each (format, path): every file's content by path, the
+    attachments included, in order, for :func:`write_all` (rendering, which may run a
+    plugin's renderer, and writing can happen in different processes).
+
+    Attachments go into a real folder beside their report, never through a symlink there
+    (:func:`~auditor.io.refuse_linked_folder`). Every report is rendered in memory, so a
+    failing renderer leaves no output of this run behind. Every file (attachments
+    included) must be distinct and none may be one of ``inputs``
+    (:func:`~auditor.io.check_not_inputs`; ``labels``: what named each output, e.g.
+    ``--json``, for its messages).
     """
     names = list(labels) if labels is not None else [f"the {fmt} report {path}" for fmt, path in outputs]
     if len(names) != len(outputs):
@@ -143,13 +163,14 @@ def render_outputs(
         files[Path(path)] = data if isinstance(data, bytes) else data.encode("utf-8")
         named[name] = Path(path)
         for attachment, content in context.attachments.items():
+            if Path(attachment).parent != Path(path).parent:  # a folder popaudit makes, not one named
+                refuse_linked_folder(Path(attachment).parent, f"{name} {path}" if labels is not None else name)
             files[Path(attachment)] = content
             kind = "figure" if fmt == "markdown" else "file"
             owner = name if labels is None else f"{name} {path}"  # default labels name the path
             named[f"{kind} {Path(attachment).name} of {owner}"] = Path(attachment)
     check_not_inputs(named, inputs or {})
-    write_all(files)
-    return list(files)
+    return files
 
 
 def render_to(result: AuditResult, fmt: str, path: Path, pm: pluggy.PluginManager) -> None:

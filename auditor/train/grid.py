@@ -23,6 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from auditor.errors import InputError, TrainingError, setting
+from auditor.memory import own_pool_folder
 from auditor.progress import SILENT, Progress
 from auditor.train.threads import default_threads, set_threads
 
@@ -80,6 +81,7 @@ def run_tasks(
             return results
         workers = min(jobs, len(tasks))
         per_worker = threads if threads is not None else default_threads(workers)
+        own_pool_folder()  # a kill leaves no anonymous pymp-* folder behind
         pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),

@@ -75,6 +75,9 @@ class Built:
     """Paths outside the case folder the run must not create (removed if it does)."""
     check: Callable[[Path, Outcome], None] | None = None
     """More assertions on the result, given the case folder."""
+    replaced: Sequence[str] = ()
+    """Files the case made that the run may rewrite (an earlier run's results that
+    ``--resume`` continues); every other file must stay as it was."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,9 @@ class Case:
     timeout: float = 60.0
     product_failure: str | None = None
     """Why the product fails this case today: the case runs as a strict xfail."""
+    peak_memory: int | None = None
+    """Bytes the run may peak at (its largest resident set, children included); measured
+    in a subprocess, so it implies ``process``."""
     slow: bool = False
     skip: Callable[[], str | None] | None = None
     """Returns a reason to skip on this machine, or None."""
@@ -147,8 +153,8 @@ def run_case(case: Case, root: Path, monkeypatch: pytest.MonkeyPatch) -> Outcome
     # in it, whose path may not exceed 107 bytes.
     tmpdir = Path(tempfile.mkdtemp(prefix="hostile-", dir=_REAL_TMP))
     try:
-        if case.process:
-            outcome = _run_process(built.args, work, tmpdir, case.timeout)
+        if case.process or case.peak_memory is not None:
+            outcome = _run_process(built.args, work, tmpdir, case.timeout, case.peak_memory)
         else:
             outcome = _run_inline(built.args, work, tmpdir, monkeypatch)
         _check(case, built, work, tmpdir, before, outcome)
@@ -175,17 +181,44 @@ def _run_inline(args: Sequence[str], work: Path, tmpdir: Path, monkeypatch: pyte
     return Outcome(result.exit_code, result.stdout, stderr)
 
 
-def _run_process(args: Sequence[str], work: Path, tmpdir: Path, timeout: float) -> Outcome:
+_PEAK_WRAPPER = """
+import atexit, resource, runpy, sys
+def _peak():
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    with open(peak_file, "w") as fh:
+        fh.write(str(max(own, kids) * 1024))  # ru_maxrss is in KiB on Linux
+atexit.register(_peak)
+peak_file = sys.argv[1]
+sys.argv = ["popaudit", *sys.argv[2:]]
+runpy.run_module("auditor", run_name="__main__", alter_sys=True)
+"""
+
+
+def _run_process(args: Sequence[str], work: Path, tmpdir: Path, timeout: float,
+                 peak_memory: int | None = None) -> Outcome:
     env = {**os.environ, "TMPDIR": str(tmpdir)}
+    command = [sys.executable, "-m", "auditor", *args]
+    peak_file = Path(tempfile.mkdtemp(prefix="peak-", dir=_REAL_TMP)) / "rss"
+    if peak_memory is not None:
+        command = [sys.executable, "-c", _PEAK_WRAPPER, str(peak_file), *args]
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "auditor", *args], cwd=work, env=env, capture_output=True,
-            timeout=timeout, stdin=subprocess.DEVNULL,
+            command, cwd=work, env=env, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"popaudit {shlex.join(args)} hung: still running after {timeout:.0f} s "
                     f"(output so far: {exc.stderr!r})")
-    return Outcome(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    finally:
+        peak = int(peak_file.read_text()) if peak_file.exists() else None
+        _remove(peak_file.parent)
+    outcome = Outcome(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    if peak_memory is not None:
+        assert peak is not None, f"the run left no peak-memory record{outcome.stderr[-2000:]}"
+        assert peak <= peak_memory, (
+            f"popaudit {shlex.join(args)} peaked at {peak:,} bytes of memory, more than {peak_memory:,}"
+        )
+    return outcome
 
 
 def _check(case: Case, built: Built, work: Path, tmpdir: Path, before: dict[str, tuple[Any, ...]], outcome: Outcome) -> None:
@@ -214,7 +247,7 @@ def _check(case: Case, built: Built, work: Path, tmpdir: Path, before: dict[str,
     made_outside = [str(p) for p in built.outside if p.exists() or p.is_symlink()]
     assert not made_outside, f"the run created {made_outside} outside its folder{shown}"
     after = snapshot(work)
-    changed = [name for name, entry in before.items() if after.get(name) != entry]
+    changed = [name for name, entry in before.items() if after.get(name) != entry and name not in built.replaced]
     assert not changed, f"input changed or removed: {changed}{shown}"
     new = sorted(set(after) - set(before))
     stray = [name for name in new if not any(fnmatch.fnmatch(name, pattern) for pattern in built.outputs)]

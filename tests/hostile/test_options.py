@@ -111,7 +111,7 @@ def _broken_model(d: Path) -> Built:
 
 
 CASES = [
-    Case("seed-negative", _check("--seed", "-1"), EXIT_USAGE, r"'--seed': -1 is not in the range x>=0"),
+    Case("seed-negative", _check("--seed", "-1"), EXIT_USAGE, r"'--seed': -1 is not in the range 0<=x<=18446744073709551615"),
     Case("lr-nan", _check("--lr", "nan"), EXIT_USAGE, r"'--lr': 'nan' is not a finite number"),
     Case("lr-inf", _check("--lr", "inf"), EXIT_USAGE, r"'--lr': 'inf' is not a finite number"),
     Case("lr-zero", _check("--lr", "0"), EXIT_USAGE, r"'--lr': '0' must be > 0"),
@@ -120,8 +120,8 @@ CASES = [
     Case("retrain-temperature-zero", _retrain("--temperature", "0"), EXIT_USAGE, r"'--temperature': '0' must be > 0"),
     Case("retrain-lr-nan", _retrain("--lr", "nan"), EXIT_USAGE, r"'--lr': 'nan' is not a finite number"),
     Case("retrain-seed-negative", _retrain("--seed", "-1"), EXIT_USAGE, r"'--seed': -1 is not in the range"),
-    Case("k-zero", _check("-k", "0"), EXIT_USAGE, r"'-k' / '--k': 0 is not in the range x>=1"),
-    Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range x>=1"),
+    Case("k-zero", _check("-k", "0"), EXIT_USAGE, r"'-k' / '--k': 0 is not in the range 1<=x<=10000"),
+    Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
     Case("max-memory-zero", _check("--max-memory", "0"), EXIT_USAGE, r"'--max-memory': memory size must be positive"),

@@ -11,6 +11,7 @@ import pytest
 from .corpus import (
     EXIT_ERROR,
     EXIT_OK,
+    EXIT_USAGE,
     FAST,
     Built,
     Case,
@@ -237,6 +238,89 @@ CASES = [
          r"list measure 'hostile' of plugin 'file:plug\.py' returned str; return a float \(NaN allowed\) or None"),
     Case("list-measure-scorer-raises", _list_measure(bind="return lambda slots: 1 / 0"), EXIT_ERROR,
          r"plugin 'file:plug\.py' failed in hook popaudit_measures \(list measure 'hostile'\): ZeroDivisionError"),
+]
+
+
+
+# Issue #23, items 6-8: plugin code whose death, prints or stalls must not pass for a report.
+ENDED = (r"the audit with plugins ended without finishing \(exit status 0\): plugin code ended the process "
+         r"\(os\._exit, a signal, a crash in native code\); no report is written and no gate is passed")
+GATED = ("--fail-on", "spearman>-2")  # holds on any table: only a completed audit may say so
+
+
+def _stdout_is_json(d: Path, outcome: Outcome) -> None:
+    import json
+
+    assert json.loads(outcome.stdout)["schema_version"] == 1, outcome.stdout[:300]
+    assert "PLUGIN-NOISE" not in outcome.stdout and "PLUGIN-NOISE" in outcome.stderr
+
+
+def _raises(kind: str) -> str:
+    return MEASURE.format(name="m", value=f"(_ for _ in ()).throw({kind})")
+
+
+CONDITION_EXIT = HOOKIMPL + """import os
+
+
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    os._exit(0)
+"""
+
+CASES += [
+    Case("measure-os-exit-0-gate", _plugin(MEASURE.format(name="m", value="__import__('os')._exit(0)"), *GATED),
+         EXIT_ERROR, ENDED, process=True, timeout=90),
+    Case("import-os-exit-0-gate", _plugin("import os\nos._exit(0)\n", *GATED), EXIT_ERROR, ENDED, process=True,
+         timeout=90),
+    Case("condition-hook-os-exit-0", _plugin(CONDITION_EXIT, *GATED), EXIT_ERROR, ENDED, process=True, timeout=90),
+    Case("renderer-os-exit-0", _plugin(RENDERER.format(name="x", body="__import__('os')._exit(0)"), "--format", "x",
+                                       "-o", "rep.txt", *GATED), EXIT_ERROR, ENDED, process=True, timeout=90),
+    Case("list-measure-os-exit-0", _list_measure(bind="__import__('os')._exit(0)"), EXIT_ERROR, ENDED,
+         process=True, timeout=90),
+    Case("measure-sigkill-self", _plugin(MEASURE.format(name="m", value="__import__('os').kill(__import__('os')"
+                                                                      ".getpid(), 9)"), *GATED),
+         EXIT_ERROR, r"ended without finishing \(killed by SIGKILL\)", process=True, timeout=90),
+    Case("measure-prints-into-json-stdout", _plugin(MEASURE.format(name="m", value="print('PLUGIN-NOISE') or 1.0"),
+                                                    "--json", "/dev/stdout", check=_stdout_is_json), EXIT_OK, None,
+         process=True, timeout=90),
+    Case("import-prints-into-json-stdout", _plugin(MEASURE.format(name="m", value="1.0") + "print('PLUGIN-NOISE')\n",
+                                                   "--json", "/dev/stdout", check=_stdout_is_json), EXIT_OK, None,
+         process=True, timeout=90),
+    Case("measure-writes-fd-1", _plugin(MEASURE.format(name="m", value="__import__('os').write(1, b'PLUGIN-NOISE\\n')"
+                                                                      " and 1.0"), "--json", "/dev/stdout",
+                                        check=_stdout_is_json), EXIT_OK, None, process=True, timeout=90),
+    Case("measure-sleeps-past-timeout", _plugin(MEASURE.format(name="m", value="__import__('time').sleep(600)"),
+                                                "--plugin-timeout", "3", *GATED), EXIT_ERROR,
+         r"the audit with plugins did not finish within 3 s \(the plugin time limit\) and was stopped", process=True,
+         timeout=90),
+    Case("measure-spins-past-timeout", _plugin(MEASURE.format(name="m", value="[0 for _ in iter(int, 1)]"),
+                                               "--plugin-timeout", "3"), EXIT_ERROR, r"did not finish within 3 s",
+         process=True, timeout=90),
+    Case("measure-raises-base-exception", _plugin(_raises("BaseException('b')")), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_measures \(measure 'm'\): BaseException: b"),
+    Case("measure-raises-generator-exit", _plugin(_raises("GeneratorExit()")), EXIT_ERROR,
+         r"\(measure 'm'\): GeneratorExit"),
+    Case("measure-raises-unprintable", _plugin(HOOKIMPL + "class E(Exception):\n    def __str__(self):\n"
+                                                          "        raise ValueError('no')\n" + MEASURE.replace(HOOKIMPL, "")
+                                                .format(name="m", value="(_ for _ in ()).throw(E())")),
+         EXIT_ERROR, r"\(measure 'm'\): E: \(its message cannot be shown\)"),
+    Case("measure-returns-10-pow-400", _plugin(MEASURE.format(name="m", value="10**400")), EXIT_ERROR,
+         r"measure 'm' of plugin 'file:plug\.py' returned a int, which is not JSON-serialisable \(a number beyond "
+         r"a 64-bit float's range\)"),
+    Case("measure-returns-self-containing-list", _plugin(MEASURE.format(name="m", value="(lambda x: x.append(x) or x)([])")),
+         EXIT_ERROR, r"measure 'm' of plugin 'file:plug\.py' returned a list, which is not JSON-serialisable \(a "
+                     r"container that holds itself\)"),
+    Case("measure-returns-self-containing-dict",
+         _plugin(MEASURE.format(name="m", value="(lambda x: x.update(me=x) or x)({})")), EXIT_ERROR,
+         r"returned a dict, which is not JSON-serialisable \(a container that holds itself\)"),
+    Case("plugin-timeout-negative", _plugin(MEASURE.format(name="m", value="1.0"), "--plugin-timeout", "-1"),
+         EXIT_USAGE, r"'--plugin-timeout': '-1' must be >= 0"),
+    Case("batch-gate-plugin-os-exit-0", _plugin(HOOKIMPL + "@hookimpl\ndef popaudit_measures():\n"
+                                                           "    __import__('os')._exit(0)\n", *GATED,
+                                                command="batch"), EXIT_ERROR,
+         r"loading the plugins ended without finishing \(exit status 0\)", process=True, timeout=90),
+    Case("batch-plugin-import-os-exit-0", _plugin("import os\nos._exit(0)\n", command="batch"), EXIT_ERROR,
+         r"loading the plugins ended without finishing", process=True, timeout=90),
 ]
 
 PRODUCT_FAILURES: list[Case] = []

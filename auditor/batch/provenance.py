@@ -1,0 +1,122 @@
+"""What produced a batch row: its settings and the state of every file it read.
+
+``--resume`` keeps a finished row only when what would produce it now is what produced it
+then. A row's provenance is its full settings after the batch defaults (every
+:class:`~auditor.config.AuditConfig` field, so an edited ``interactions`` or ``k`` cell
+counts) and, for each file it reads (model, logs, id files, queries, plugins), the
+file's size, modification time (ns) and, for files up to :data:`HASH_LIMIT` bytes, the
+SHA-256 of its content (a file rewritten in place with the same size and time still
+counts as changed). It is stored as JSON in the results' ``provenance`` column; a row
+whose provenance differs, or is missing, is audited again and the reason said.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from auditor.config import QUERY_SOURCES, AuditConfig
+
+HASH_LIMIT = 64 << 20
+"""Files up to this size are identified by content too (hashing 64 MiB takes ~0.1 s)."""
+PROVENANCE_VERSION = 1
+
+
+class FileStates:
+    """Each file's (size, mtime_ns, sha256) once per batch, however many rows read it."""
+
+    def __init__(self, hash_limit: int = HASH_LIMIT) -> None:
+        self.hash_limit = hash_limit
+        self._seen: dict[tuple[str, int, int], str | None] = {}
+
+    def state(self, path: Path) -> dict[str, Any]:
+        """The identity of ``path`` now (``missing`` when it cannot be read)."""
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError) as exc:
+            return {"missing": type(exc).__name__}
+        if not stat.S_ISREG(st.st_mode):
+            return {"kind": "folder" if stat.S_ISDIR(st.st_mode) else "special", "mtime_ns": st.st_mtime_ns}
+        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+        if key not in self._seen:
+            self._seen[key] = _sha256(path) if st.st_size <= self.hash_limit else None
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": self._seen[key]}
+
+
+def _sha256(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+_FILE_SETTINGS = ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout")
+
+
+def row_provenance(config: AuditConfig, files: FileStates) -> dict[str, Any]:
+    """The provenance of one row: its settings and the state of each file it reads
+    (named by setting, e.g. ``interactions``, ``plugins[0]``)."""
+    settings = json.loads(json.dumps(dataclasses.asdict(config), default=str, sort_keys=True))
+    read: dict[str, Path] = {name: Path(getattr(config, name)) for name in _FILE_SETTINGS
+                             if getattr(config, name) is not None}
+    if config.queries not in QUERY_SOURCES:
+        read["queries"] = Path(config.queries)
+    read.update({f"plugins[{i}]": Path(p) for i, p in enumerate(config.plugins)})
+    states = {name: {"path": str(path), **files.state(path)} for name, path in sorted(read.items())}
+    return {"version": PROVENANCE_VERSION, "settings": settings, "files": states}
+
+
+def encode(provenance: dict[str, Any]) -> str:
+    return json.dumps(provenance, sort_keys=True, separators=(",", ":"))
+
+
+def change(recorded: str | None, now: dict[str, Any]) -> str | None:
+    """Why a finished row must be audited again (None: nothing it depends on changed)."""
+    if not recorded:
+        return "the results file records no provenance for it"
+    try:
+        old = json.loads(recorded)
+    except ValueError:
+        return "its recorded provenance is unreadable"
+    if not isinstance(old, dict) or old.get("version") != now["version"]:
+        return "its provenance was recorded by another popaudit version"
+    old_settings, new_settings = old.get("settings") or {}, now["settings"]
+    changed = sorted(k for k in set(old_settings) | set(new_settings) if old_settings.get(k) != new_settings.get(k))
+    if changed:
+        return "setting(s) " + ", ".join(changed) + " changed"
+    old_files, new_files = old.get("files") or {}, now["files"]
+    for name in sorted(set(old_files) | set(new_files)):
+        before, after = old_files.get(name), new_files.get(name)
+        if not _same_file(before, after):
+            path = (after or before or {}).get("path", name)
+            if "missing" in (after or {}):
+                return f"its {name} file {path} is missing"
+            if not before or not after or before.get("size") != after.get("size"):
+                return f"its {name} file {path} changed (size)"
+            what = "content" if before.get("sha256") and after.get("sha256") else "modification time"
+            return f"its {name} file {path} changed ({what})"
+    return None
+
+
+def _same_file(before: Any, after: Any) -> bool:
+    """Same path and size, and the same content where both were hashed (a file only
+    touched is unchanged), else the same modification time."""
+    if not isinstance(before, dict) or not isinstance(after, dict) or "missing" in after:
+        return False
+    if before.get("path") != after.get("path") or before.get("size") != after.get("size"):
+        return False
+    if before.get("sha256") and after.get("sha256"):
+        return bool(before["sha256"] == after["sha256"])
+    return bool(before.get("mtime_ns") == after.get("mtime_ns")) and before.get("kind") == after.get("kind")
+
+
+__all__ = ["HASH_LIMIT", "FileStates", "change", "encode", "row_provenance"]

@@ -1,0 +1,113 @@
+"""The range of every numeric setting: one table for options, manifest cells and library calls.
+
+A number a user (or a manifest row written by someone else) sets bounds the work an audit
+does: a ``bootstrap`` of 10**9 resamples or a cut-off K of 10**8 would hang a batch, a
+``jobs`` of 10**6 would fork without end. Every numeric setting has its range here, and
+the click option types (:mod:`auditor.cli._common`), the manifest cell conversion
+(:mod:`auditor.batch.manifest`) and the config checks (:mod:`auditor.config`) all read
+this table; README.md lists it. Ranges are generous: they bound hostile values, not
+real workloads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from auditor.errors import InputError, setting
+
+
+@dataclass(frozen=True)
+class Range:
+    """Inclusive bounds (exclusive where ``*_open``); ``integer`` for whole numbers."""
+
+    low: float
+    high: float
+    integer: bool = True
+    low_open: bool = False
+    high_open: bool = False
+    why: str = ""
+    """What the bounds protect (README)."""
+
+    def contains(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.integer and not float(value).is_integer():
+            return False
+        if not math.isfinite(float(value)):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return bool(above and below)
+
+    def describe(self) -> str:
+        """``an integer from 0 to 100,000`` / ``a number > 0 and <= 1``."""
+        if self.integer and not (self.low_open or self.high_open):
+            return f"an integer from {_number(self.low)} to {_number(self.high)}"
+        low = f"{'>' if self.low_open else '>='} {_number(self.low)}"
+        high = f"{'<' if self.high_open else '<='} {_number(self.high)}"
+        return f"{'an integer' if self.integer else 'a number'} {low} and {high}"
+
+    def check(self, name: str, value: Any) -> None:
+        """InputError naming setting ``name`` when ``value`` is outside the range."""
+        if not self.contains(value):
+            raise InputError(f"{setting(name)} must be {self.describe()}, got {value!r}")
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+DAY = 86_400
+RANGES: dict[str, Range] = {
+    # check and batch: the audit
+    "bootstrap": Range(0, 100_000, why="resamples of the CI of Spearman's rho (each sorts the catalogue)"),
+    "max_queries": Range(1, 10_000_000, why="queries retrieved (each holds K results per scoring)"),
+    "ks": Range(1, 10_000, why="cut-off K of every top list (queries x K results per scoring)"),
+    "seed": Range(0, 2**64 - 1, why="seeds numpy accepts"),
+    "id_offset": Range(0, 2**63 - 1, why="an int64 id minus the offset is a row"),
+    "alphas": Range(0.0, 1.0, integer=False, why="0 is cosine, 1 is dot"),
+    "accuracy_tolerance": Range(0.0, 1.0, integer=False, low_open=True, why="a share of dot's NDCG"),
+    "max_memory": Range(1, 2**50, why="bytes (up to 1 PiB)"),
+    "momentum": Range(0.0, 1.0, integer=False, why="declared SGD momentum (1 or more diverges)"),
+    "weight_decay": Range(0.0, 1e6, integer=False, why="declared weight decay"),
+    "lr": Range(0.0, 1e30, integer=False, low_open=True, why="declared learning rate"),
+    # check and batch: the run
+    "plugin_timeout": Range(0.0, 7 * DAY, integer=False, why="seconds; 0: no limit"),
+    "row_timeout": Range(0.0, 7 * DAY, integer=False, why="seconds per batch row; 0: no limit"),
+    "jobs": Range(1, 512, why="worker processes"),
+    "flush_interval": Range(0.0, DAY, integer=False, why="seconds between rewrites of the results"),
+    # retrain and experiment
+    "epochs": Range(1, 10_000, why="passes over the interactions"),
+    "dim": Range(1, 4_096, why="embedding dimension"),
+    "hidden_dim": Range(1, 16_384, why="hidden width"),
+    "history_length": Range(1, 10_000, why="items per user history"),
+    "batch_size": Range(2, 1_000_000, why="interactions per batch"),
+    "n_users": Range(1, 10_000_000, why="synthetic users"),
+    "n_items": Range(2, 10_000_000, why="synthetic items"),
+    "n_interactions": Range(1, 100_000_000, why="synthetic interactions"),
+    "zipf": Range(0.0, 10.0, integer=False, why="Zipf exponent"),
+    "temperature": Range(0.0, 1e3, integer=False, low_open=True, why="InfoNCE temperature"),
+    "train_lr": Range(0.0, 1e30, integer=False, low_open=True, why="learning rate (a huge one diverges, said as such)"),
+    "train_momentum": Range(0.0, 1.0, integer=False, low_open=True, high_open=True, why="momentum optimizer"),
+    "init_std": Range(0.0, 1e3, integer=False, low_open=True, why="initialisation std"),
+    "threads": Range(1, 1_024, why="torch threads"),
+    "seeds": Range(1, 1_000, why="seeds per setting"),
+    "k": Range(1, 10_000, why="cut-off K of the experiments"),
+    "holdout_fraction": Range(0.0, 1.0, integer=False, low_open=True, high_open=True, why="share held out"),
+}
+
+
+def check_ranges(values: dict[str, Any]) -> None:
+    """InputError for the first value of ``values`` (setting -> value, or a tuple of
+    values for ``ks`` and ``alphas``) outside its range; None values are not set."""
+    for name, value in values.items():
+        found = RANGES.get(name)
+        if found is None or value is None:
+            continue
+        for one in value if isinstance(value, (tuple, list)) else (value,):
+            found.check(name, one)
+
+
+__all__ = ["RANGES", "Range", "check_ranges"]

@@ -1,0 +1,188 @@
+"""Unbounded work from an option or a manifest cell: every numeric setting has one range
+(auditor/ranges.py) enforced for options (usage error) and cells (that row fails, naming
+the column) alike, and ``batch --row-timeout`` stops a row that runs too long by killing
+its worker, records it as an error and goes on (issue #23, item 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    FAST,
+    Built,
+    Case,
+    Outcome,
+    check_args,
+    params,
+    run_case,
+    standard,
+    table,
+    log,
+    write,
+)
+
+
+def _check(*extra: str) -> Any:
+    def build(d: Path) -> Built:
+        standard(d)
+        return Built([*check_args("items.npy"), *extra])
+
+    return build
+
+
+def _batch(header: str, cell: str, *extra: str) -> Any:
+    """A manifest of one row with ``header`` = ``cell`` beside a valid row: the bad row
+    fails naming its column, the other is audited."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        write(d, "m.csv", f"model,{header}\nitems.npy,\"{cell}\"\nitems.npy,\n")
+
+        def check(folder: Path, outcome: Outcome) -> None:
+            rows = pq.read_table(folder / "r.parquet").to_pylist()
+            assert [r["status"] for r in rows] == ["error", "ok"], rows
+
+        return Built(["batch", "m.csv", "-o", "r.parquet", "--interactions", "log.parquet", *FAST, *extra],
+                     outputs=("r.parquet",), check=check)
+
+    return build
+
+
+def _command(*args: str) -> Any:
+    def build(d: Path) -> Built:
+        standard(d)
+        write(d, "m.csv", "model\nitems.npy\n")
+        return Built(list(args))
+
+    return build
+
+
+def _row(column: str, text: str) -> str:
+    return rf"row 0 \(items\.npy\) failed: InputError: column '{column}': {text}"
+
+
+SLEEPER = '''from auditor.hookspecs import hookimpl
+
+
+class Measure:
+    name = "slow"
+    description = "sleeps on the second table"
+
+    def compute(self, bundle, stats, result):
+        if bundle.n_items == 12:
+            __import__("time").sleep(600)
+        return 1.0
+
+
+@hookimpl
+def popaudit_measures():
+    return [Measure()]
+'''
+
+
+def _row_timeout(d: Path) -> Built:
+    log(d)
+    table(d, "items.npy")
+    table(d, "slow.npy", rows=12)
+    write(d, "slow.py", SLEEPER)
+    write(d, "m.csv", "model\nitems.npy\nslow.npy\nitems.npy\n")
+
+    def check(folder: Path, outcome: Outcome) -> None:
+        rows = pq.read_table(folder / "r.parquet").to_pylist()
+        assert [r["status"] for r in rows] == ["ok", "error", "ok"], rows
+        assert rows[1]["error"].startswith("RowTimeout: the audit ran longer than --row-timeout 3 s"), rows[1]
+        assert 3 <= rows[1]["seconds"] < 30, rows[1]
+
+    return Built(["batch", "m.csv", "-o", "r.parquet", "--interactions", "log.parquet", *FAST, "--plugin", "slow.py",
+                  "--row-timeout", "3", "-j", "2"], outputs=("r.parquet",), check=check)
+
+
+RETRAIN = ("retrain", "--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1", "-o", "m.pt")
+CASES = [
+    Case("bootstrap-option-1e8", _check("--bootstrap", "100000000"), EXIT_USAGE,
+         r"'--bootstrap': 100000000 is not in the range 0<=x<=100000"),
+    Case("k-option-1e6", _check("-k", "1000000"), EXIT_USAGE, r"'-k' / '--k': 1000000 is not in the range 1<=x<=10000"),
+    Case("max-queries-option-1e9", _check("--max-queries", "1000000000"), EXIT_USAGE,
+         r"'--max-queries': 1000000000 is not in the range 1<=x<=10000000"),
+    Case("momentum-option-above-one", _check("--momentum", "1.5"), EXIT_USAGE, r"'--momentum': '1\.5' must be <= 1"),
+    Case("lr-option-1e31", _check("--lr", "1e31"), EXIT_USAGE, r"'--lr': '1e31' must be <= 1e\+30"),
+    Case("seed-option-2-pow-70", _check("--seed", str(2**70)), EXIT_USAGE, r"'--seed': \d+ is not in the range"),
+    Case("max-memory-option-10P", _check("--max-memory", "10000T"), EXIT_USAGE, r"'--max-memory': '10000T' is more than 1 PiB"),
+    Case("plugin-timeout-option-1e9", _check("--plugin-timeout", "1e9"), EXIT_USAGE,
+         r"'--plugin-timeout': '1e9' must be <= 604800"),
+    Case("bootstrap-cell-1e9", _batch("bootstrap", "1000000000"), EXIT_OK, None,
+         stderr=_row("bootstrap", r"must be an integer from 0 to 100,000, got 1000000000")),
+    Case("k-cell-1e6", _batch("k", "10,1000000"), EXIT_OK, None,
+         stderr=_row("ks", r"must be an integer from 1 to 10,000, got 1000000")),
+    Case("max-queries-cell-1e9", _batch("max_queries", "1000000000"), EXIT_OK, None,
+         stderr=_row("max_queries", r"must be an integer from 1 to 10,000,000")),
+    Case("alpha-cell-5", _batch("alpha", "0.5,5"), EXIT_OK, None, stderr=_row("alphas", r"must be a number >= 0 and <= 1, got 5\.0")),
+    Case("momentum-cell-5", _batch("momentum", "5"), EXIT_OK, None,
+         stderr=_row("momentum", r"must be a number >= 0 and <= 1, got 5\.0")),
+    Case("seed-cell-2-pow-70", _batch("seed", str(2**70)), EXIT_OK, None,
+         stderr=_row("seed", r"must be an integer from 0 to 18,446,744,073,709,551,615")),
+    Case("accuracy-tolerance-cell-0", _batch("accuracy_tolerance", "0"), EXIT_OK, None,
+         stderr=_row("accuracy_tolerance", r"must be a number > 0 and <= 1, got 0\.0")),
+    Case("id-offset-cell-negative", _batch("id_offset", "-3"), EXIT_OK, None,
+         stderr=_row("id_offset", r"must be an integer from 0 to 9,223,372,036,854,775,807, got -3")),
+    Case("max-memory-cell-huge", _batch("max_memory", "999999T"), EXIT_OK, None,
+         stderr=_row("max_memory", r"must be an integer from 1 to 1,125,899,906,842,624")),
+    Case("jobs-option-1e5", _command("batch", "m.csv", "-o", "r.parquet", "-j", "100000"), EXIT_USAGE,
+         r"'-j' / '--jobs': 100000 is not in the range 1<=x<=512"),
+    Case("row-timeout-option-negative", _command("batch", "m.csv", "-o", "r.parquet", "--row-timeout", "-1"),
+         EXIT_USAGE, r"'--row-timeout': '-1' must be >= 0"),
+    Case("flush-interval-option-1e9", _command("batch", "m.csv", "-o", "r.parquet", "--flush-interval", "1e9"),
+         EXIT_USAGE, r"'--flush-interval': '1e9' must be <= 86400"),
+    Case("retrain-epochs-1e9", _command(*RETRAIN, "--epochs", "1000000000"), EXIT_USAGE,
+         r"'--epochs': 1000000000 is not in the range 1<=x<=10000"),
+    Case("retrain-dim-1e6", _command(*RETRAIN, "--dim", "1000000"), EXIT_USAGE, r"'--dim': 1000000 is not in the range 1<=x<=4096"),
+    Case("retrain-n-items-1e10", _command("retrain", "--n-items", "10000000000", "-o", "m.pt"), EXIT_USAGE,
+         r"'--n-items': 10000000000 is not in the range 2<=x<=10000000"),
+    Case("retrain-batch-size-1e9", _command(*RETRAIN, "--batch-size", "1000000000"), EXIT_USAGE,
+         r"'--batch-size': 1000000000 is not in the range 2<=x<=1000000"),
+    Case("retrain-temperature-1e9", _command(*RETRAIN, "--temperature", "1e9"), EXIT_USAGE,
+         r"'--temperature': '1e9' must be <= 1000"),
+    Case("experiment-seeds-1e6", _command("experiment", "conditions", "-o", "out", "--seeds", "1000000"), EXIT_USAGE,
+         r"'--seeds': 1000000 is not in the range 1<=x<=1000"),
+    Case("experiment-k-1e6", _command("experiment", "lr-sweep", "-o", "out", "-k", "1000000"), EXIT_USAGE,
+         r"'-k' / '--k': 1000000 is not in the range 1<=x<=10000"),
+    Case("row-timeout-stops-stuck-row", _row_timeout, EXIT_OK, None,
+         stderr=r"row 1 \(slow\.npy\) failed: RowTimeout: the audit ran longer than --row-timeout 3 s; its worker "
+                r"process was stopped and the batch went on", process=True, timeout=120),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_range(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
+
+
+def test_corpus_size() -> None:
+    assert len(CASES) + len(PRODUCT_FAILURES) >= 20
+
+
+def test_one_table_for_options_and_cells() -> None:
+    """Every ranged option's click type is built from auditor/ranges.py: the bounds in
+    --help are the ones manifest cells are checked against."""
+    import click
+
+    from auditor.cli import cli
+    from auditor.ranges import RANGES
+
+    check = cli.commands["check"]
+    for param in check.params:
+        name = {"ks": "ks", "alphas": "alphas"}.get(param.name or "", param.name or "")
+        if name in RANGES and isinstance(param.type, (click.IntRange, click.FloatRange)):
+            found = RANGES[name]
+            assert (param.type.min, param.type.max) in ((found.low, found.high), (int(found.low), int(found.high))), name
+    ranged = [p.name for p in check.params if isinstance(p.type, (click.IntRange, click.FloatRange))]
+    assert {"bootstrap", "max_queries", "ks", "seed", "alphas", "plugin_timeout"} <= set(ranged), ranged
