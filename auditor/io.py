@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from auditor.errors import InputError, OutputError
 
@@ -78,6 +79,17 @@ _is_special = is_special_file
 def _write_error(target: Path, exc: OSError) -> OutputError:
     reason = exc.strerror or str(exc) or type(exc).__name__
     return OutputError(f"cannot write {target}: {reason}")
+
+
+def torch_save(obj: Any, path: Path, target: Path | None = None, *, zip_format: bool = True) -> None:
+    """``torch.save`` to ``path``; torch's failed writes (RuntimeError for a full disk or
+    ``/dev/full``) become an OutputError naming ``target`` (default: ``path``)."""
+    import torch  # heavy: loaded only by the commands that write checkpoints
+
+    try:
+        torch.save(obj, path, _use_new_zipfile_serialization=zip_format)
+    except RuntimeError as exc:
+        raise serializer_error(target or path, exc) from exc
 
 
 def serializer_error(target: Path, exc: BaseException) -> OutputError:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from auditor.errors import ModelLoadError, setting
-from auditor.io import serializer_error
+from auditor.io import torch_save
 from auditor.loading.checkpoints import interpret
 from auditor.loading.discovery import tensor_infos
 from auditor.loading.pickle_scan import shown
@@ -115,14 +115,6 @@ def _spill_error(n_bytes: int, exc: OSError) -> ModelLoadError:
     )
 
 
-def _save(obj: Any, target: Path, zip_format: bool = True) -> None:
-    """``torch.save``; torch's failed writes (RuntimeError) become an OutputError naming ``target``."""
-    try:
-        torch.save(obj, target, _use_new_zipfile_serialization=zip_format)
-    except RuntimeError as exc:
-        raise serializer_error(target, exc) from exc
-
-
 def write_torch(
     source: Path,
     target: Path,
@@ -172,7 +164,7 @@ def write_torch(
         norms = rescale_tensor(tensor, out, alpha, transposed, max_memory=max_memory, progress=progress)
         if problems:
             state = {k: (out if v is tensor else v) for k, v in pool.items()}
-            _save(state, target)
+            torch_save(state, target)
             notes.append(
                 f"{source} holds {problems[0]}: only its tensors ({_count(len(pool), 'tensor')}) were written, "
                 f"as a state dict ({setting('tensors_only')})"
@@ -183,7 +175,7 @@ def write_torch(
                 with open(target, "wb") as fh:
                     pickle.dump(root, fh, protocol=4)
             else:
-                _save(root, target, zip_format=found.kind != "legacy")
+                torch_save(root, target, zip_format=found.kind != "legacy")
     if "item_embeddings" in extras and key == "item_embeddings":
         notes.append(
             "popaudit checkpoint: item_embeddings (the table check reads) was rescaled; the item encoder's "

@@ -23,7 +23,7 @@ from scipy import stats
 
 from auditor import __version__
 from auditor.errors import TrainingError, setting
-from auditor.io import atomic_path, serializer_error
+from auditor.io import atomic_path, torch_save
 from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION, LiveModel
 from auditor.monitor import TrainingAlertWarning, TrainingMonitor
 from auditor.progress import SILENT, Progress
@@ -340,7 +340,7 @@ def save_example(
     out_dir = Path(out_dir)
     model_path, log_path = out_dir / f"{name}.pt", out_dir / "interactions.parquet"
     with atomic_path(model_path) as tmp:
-        _torch_save(dict(checkpoint), tmp, model_path)
+        torch_save(dict(checkpoint), tmp, model_path)
     with atomic_path(log_path) as tmp:
         pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp)
     return model_path, log_path
@@ -390,13 +390,5 @@ def save_checkpoint(result: TrainResult, path: Path, holdout: HoldoutSplit | Non
     path = Path(path)
     ckpt = build_checkpoint(result, holdout)
     with atomic_path(path) as tmp:
-        _torch_save(ckpt, tmp, path)
+        torch_save(ckpt, tmp, path)
     return path
-
-
-def _torch_save(obj: Any, tmp: Path, target: Path) -> None:
-    """``torch.save``, its failed writes (RuntimeError from torch's writer) an OutputError naming ``target``."""
-    try:
-        torch.save(obj, tmp)
-    except RuntimeError as exc:
-        raise serializer_error(target, exc) from exc
