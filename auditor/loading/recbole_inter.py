@@ -37,6 +37,8 @@ PANDAS_MISSING = (
     "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
 )  # fmt: skip
 """The words ``pandas.read_csv`` (2.x) reads as missing values, token columns included."""
+BLOCK_BYTES = CSV_BLOCK_BYTES
+"""Bytes of the file parsed per record batch (its longest line must fit)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ def _batches(path: Path, fields: InterFields) -> Any:
     try:
         reader = pacsv.open_csv(
             open_stream(path),
-            read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+            read_options=pacsv.ReadOptions(block_size=BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(delimiter=fields.separator),
             convert_options=convert,
         )

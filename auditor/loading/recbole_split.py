@@ -115,9 +115,9 @@ def split_plan(config: Mapping[str, Any]) -> SplitPlan:
         return SplitPlan("LS", leave_one=str(value))
     if method not in ("RS", "TS"):
         raise _refuse(f"eval_args split {method!r} (RecBole reads RS, LS or TS)")
-    if not (isinstance(value, (list, tuple)) and len(value) == 3 and all(_positive(v) for v in value[:1])
-            and all(_non_negative(v) for v in value)):
-        raise _refuse(f"eval_args split {method} {value!r} (three ratios, train, valid and test, are needed)")
+    if not (isinstance(value, (list, tuple)) and len(value) == 3 and all(_non_negative(v) for v in value)
+            and sum(value) > 0):
+        raise _refuse(f"eval_args split {method} {value!r} (RecBole needs three non-negative ratios: train, valid, test)")
     group = args.get("group_by")
     by_user = method == "TS" or group == "user"
     if method == "RS" and not (group == "user" or group is None or str(group).lower() == "none"):
@@ -131,10 +131,6 @@ def _model_type(value: Any) -> int | None:
         args = value.get("__args__")
         value = args[0] if isinstance(args, list) and args else None
     return value if type(value) is int else None
-
-
-def _positive(value: Any) -> bool:
-    return _non_negative(value) and float(value) > 0
 
 
 def _non_negative(value: Any) -> bool:
@@ -225,10 +221,13 @@ def recbole_split(config: Mapping[str, Any], inter: Path) -> RecBoleSplit:
     """The split RecBole 1.2.1 made of ``inter`` under the run's settings ``config`` (a
     checkpoint's ``final_config_dict``, as popaudit's RecBole reader gives it)."""
     plan = split_plan(config)
-    fields = inter_fields(config, Path(inter), need_time=True)
-    if fields.time is None:
+    try:  # what the file and its reading refuse, with the way out added
+        fields = inter_fields(config, Path(inter), need_time=True)
+        data = read_inter(Path(inter), fields, config) if fields.time is not None else None
+    except EvaluationSplitError as exc:
+        raise EvaluationSplitError(f"{exc}, so popaudit cannot reproduce RecBole's evaluation split: {route()}") from exc
+    if data is None:
         raise _refuse(f"eval_args order 'TO' but no loaded float time column (TIME_FIELD {config.get('TIME_FIELD')!r})")
-    data = read_inter(Path(inter), fields, config)
     assert data.times is not None
     order = np.argsort(data.times, kind="stable")  # Interaction.sort: numpy's stable argsort of the float32 column
     if plan.method == "TS":
@@ -239,8 +238,8 @@ def recbole_split(config: Mapping[str, Any], inter: Path) -> RecBoleSplit:
         labels, sequence = _by_ratio_per_user(data.users[order], plan.ratios), _grouped(data.users[order])
     else:
         labels, sequence = _by_ratio(len(order), plan.ratios), np.arange(len(order))
-    parts = [_part(data, order[sequence[labels[sequence] == p]]) for p in range(3)]
-    return RecBoleSplit(*parts, data.user_ids, data.item_ids, plan, Path(inter), data.n_dropped)
+    train, valid, test = (_part(data, order[sequence[labels[sequence] == p]]) for p in range(3))
+    return RecBoleSplit(train, valid, test, data.user_ids, data.item_ids, plan, Path(inter), data.n_dropped)
 
 
 def _part(data: InterRows, index: np.ndarray) -> Part:

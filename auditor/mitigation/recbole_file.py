@@ -80,7 +80,7 @@ def write_recbole(
     shutil.copyfile(source, target)
     with open(target, "r+b") as fh:
         size = fh.seek(0, 2)
-        start = data_offset(fh, size, info) + tensor.storage_offset() * tensor.element_size()
+        start = data_offset(fh, size, info) + int(tensor.storage_offset()) * tensor.element_size()
         padding = tensor[0].clone()
         source_rows, _ = torch_io(tensor[1:], tensor[1:])
         row_bytes = dim * tensor.element_size()
@@ -171,7 +171,7 @@ def _fix_crc(fh: Any, size: int, info: zipfile.ZipInfo, source: Path) -> None:
 def _central_crc(fh: Any, size: int, info: zipfile.ZipInfo, source: Path) -> int:
     """Where the central directory records the CRC-32 of ``info``'s member."""
     with zipfile.ZipFile(fh) as zf:
-        at, count = zf.start_dir, len(zf.infolist())  # type: ignore[attr-defined]
+        at, count = zf.start_dir, len(zf.infolist())
     name = info.filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
     for _ in range(count):
         fh.seek(at)
