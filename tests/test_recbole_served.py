@@ -15,7 +15,6 @@ import dataclasses
 import re
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest

@@ -155,6 +155,15 @@ def test_float32_ties_keep_file_order(tmp_path: Path) -> None:
     assert [str(i) for i in split.item_ids] == ["x", "y", "z"] and [str(u) for u in split.user_ids] == ["a", "b"]
 
 
+def test_valid_only_leaves_nobody_to_rank(tmp_path: Path) -> None:
+    path = _inter(tmp_path, ["a\tx\t1", "a\ty\t2", "b\tx\t3"])
+    split = recbole_split(_settings({"LS": "valid_only"}), path)
+    assert split.valid.rows.tolist() == [1] and len(split.test) == 0  # b's only interaction stays in train
+    users, indptr, items = split.held_out()
+    assert users.size == items.size == 0 and indptr.tolist() == [0]
+    assert [a.tolist() for a in split.masked()] == [[0], []]
+
+
 def test_missing_times_are_filled_with_the_mean(tmp_path: Path) -> None:
     """A row without a time sorts at the mean of the others (RecBole's _fill_nan): here 20,
     between the user's 10 and 30; pandas' missing words ('NA', 'None') count as missing."""
@@ -175,6 +184,8 @@ def test_scaled_times_keep_float32_resolution_of_the_scaled_values(tmp_path: Pat
     scaled = recbole_split(_settings({"LS": "test_only"}, normalize_all=True), _inter(tmp_path, lines))
     assert tied.test.rows.tolist() == [1, 2]  # a: a float32 tie, file order; b: 880000064 < 880000128
     assert scaled.test.rows.tolist() == [0, 2]  # scaled: 1e-2 apart, a's later row is held out
+    named = recbole_split(_settings({"LS": "test_only"}, normalize_field=["timestamp"]), _inter(tmp_path, lines))
+    assert named.test.rows.tolist() == [0, 2]
 
 
 # ---------------------------------------------------------------------------- refusals
@@ -233,6 +244,8 @@ def test_time_column_problems_are_refused(config: dict[str, Any], tmp_path: Path
 
 
 def test_file_problems(tmp_path: Path) -> None:
+    with pytest.raises(EvaluationSplitError, match=r"field_separator '::' is not one character.*holdout"):
+        recbole_split(_settings({"LS": "test_only"}, field_separator="::"), _inter(tmp_path, ["a::x::1"]))
     with pytest.raises(EvaluationSplitError, match=r"the item column 'item_id' \(ITEM_ID_FIELD\) is not a loaded column"):
         recbole_split(_settings({"LS": "test_only"}), _inter(tmp_path, ["a\t1"], header="user_id:token\tmovie:token"))
     with pytest.raises(InteractionsError, match=r"header field 'user_id' is not NAME:TYPE"):

@@ -74,7 +74,10 @@ class InterRows:
 def inter_fields(config: Mapping[str, Any], path: Path, need_time: bool) -> InterFields:
     """The user, item and time columns of ``path`` that the run's config names, checked
     against the typed header (EvaluationSplitError when RecBole could not have read them)."""
-    separator = config.get("field_separator") or "\t"
+    separator = config.get("field_separator")
+    separator = separator if isinstance(separator, str) and separator else "\t"
+    if len(separator) != 1:
+        raise EvaluationSplitError(f"field_separator {separator!r} is not one character (popaudit reads those only)")
     header = sample_lines(path, "recbole")[0].rstrip("\r\n")
     types: dict[str, str] = {}
     for part in header.split(separator):
@@ -190,7 +193,8 @@ def _as_recbole_time(values: np.ndarray, name: str, config: Mapping[str, Any]) -
     if isinstance(discretized, Mapping) and name in discretized:
         raise EvaluationSplitError(f"the time column {name!r} is discretized (discretization), which popaudit does not reproduce")
     fields = config.get("normalize_field")
-    if (fields and name in fields) or (not fields and config.get("normalize_all")):
+    fields = fields if isinstance(fields, (list, tuple)) else ()
+    if name in fields or (not fields and config.get("normalize_all")):
         high, low = values.max(), values.min()
         values = np.ones_like(values) if high == low else (values - low) / (high - low)
     return values.astype(np.float32)

@@ -201,6 +201,8 @@ class RecBoleSplit:
         """(indptr, item rows) aligned with :meth:`evaluated_users`: what RecBole's test masks,
         each user's train and valid items that are not among their test items."""
         users = self.evaluated_users()
+        if users.shape[0] == 0:  # no test part (LS valid_only): nobody is ranked
+            return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
         seen_users = np.concatenate([self.train.users, self.valid.users])
         seen_items = np.concatenate([self.train.items, self.valid.items])
         at = np.searchsorted(users, seen_users)
