@@ -116,6 +116,21 @@ def test_graph_models_are_refused_with_the_table_route(tmp_path: Path) -> None:
     assert not (tmp_path / "out.pth").exists()
 
 
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("SimpleX", r"scores with the cosine .*: its serving ignores item norms already, so rescaling them changes nothing"),
+        ("NeuMF", r"scores with an MLP .*, not with dot products of its tables"),
+        ("NGCF", r"scores with vectors its forward\(\) computes .* a \.npy or \.parquet name"),
+    ],
+)
+def test_models_not_served_by_their_tables_are_refused(tmp_path: Path, model: str, said: str) -> None:
+    path = tmp_path / "model.pth"
+    write_checkpoint(path, model, {}, 5, 6)
+    with pytest.raises(ModelLoadError, match=said):
+        write_recbole(path, tmp_path / "out.pth", KEY, 0.5)
+
+
 def test_a_cached_restore_item_e_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "cached.pth"
     write_checkpoint(path, "BPR", {}, 5, 6, other_parameter={"restore_user_e": torch.zeros(6, 4),
@@ -127,7 +142,7 @@ def test_a_cached_restore_item_e_is_refused(tmp_path: Path) -> None:
 def test_other_files_are_refused(tmp_path: Path) -> None:
     plain = tmp_path / "plain.pth"
     torch.save({"state_dict": {KEY: torch.ones(3, 2)}}, plain)
-    with pytest.raises(ModelLoadError, match="the model .*scores with whatever RecBole model"):
+    with pytest.raises(ModelLoadError, match="is not a RecBole checkpoint: it holds no pickled RecBole Config"):
         write_recbole(plain, tmp_path / "out.pth", KEY, 0.5)
     with pytest.raises(ModelLoadError, match=r"not a RecBole checkpoint \(a torch zip archive with state_dict\['nope'\]\)"):
         write_recbole(SOURCE, tmp_path / "out.pth", "nope", 0.5)

@@ -36,7 +36,7 @@ import torch
 from auditor.errors import ModelLoadError, setting
 from auditor.loading.checkpoints import interpret
 from auditor.loading.recbole import as_recbole
-from auditor.loading.recbole_models import TABLES, serving_of
+from auditor.loading.recbole_models import CACHED, PROPAGATED, TABLES, serving_of
 from auditor.loading.torch_archive import TorchFile, read_torch_file
 from auditor.loading.zip_members import CRC_CHUNK, data_offset
 from auditor.mitigation.rescale import Written, numpy_io, rescale_blocks
@@ -103,14 +103,20 @@ def write_recbole(
 
 def _check_model(found: TorchFile, source: Path) -> None:
     """Refuse models whose served vectors are not the stored tables, and stale caches."""
-    config = as_recbole(interpret(found.root, source)).config or {}
-    serving = serving_of(config)
-    if serving.kind != TABLES:
+    raw = as_recbole(interpret(found.root, source))
+    if raw.format != "recbole" or raw.config is None:
+        raise ModelLoadError(f"{source} is not a RecBole checkpoint: it holds no pickled RecBole Config")
+    serving = serving_of(raw.config)
+    model = f"{source} is a RecBole {serving.model or 'model'} checkpoint: the model scores with {serving.how}"
+    if serving.kind in (PROPAGATED, CACHED):
         raise ModelLoadError(
-            f"{source} is a RecBole {serving.model or 'model'} checkpoint: the model scores with {serving.how}, so a "
-            "rescaled stored table is not norm-aware serving. Write the rescaled served item vectors as a plain table "
-            f"for the index instead: give {setting('output')} a .npy or .parquet name"
+            f"{model}, so a rescaled stored table is not norm-aware serving. Write the rescaled served item vectors "
+            f"as a plain table for the index instead: give {setting('output')} a .npy or .parquet name"
         )
+    if serving.scoring == "cosine":
+        raise ModelLoadError(f"{model}: its serving ignores item norms already, so rescaling them changes nothing")
+    if serving.kind != TABLES:
+        raise ModelLoadError(f"{model}, not with dot products of its tables: a rescaled table would not change what it serves")
     other = found.root.get("other_parameter") if isinstance(found.root, Mapping) else None
     if isinstance(other, Mapping) and isinstance(other.get("restore_item_e"), torch.Tensor):
         raise ModelLoadError(
