@@ -66,6 +66,10 @@ class IdMappingError(InputError):
     """Raw ids cannot be mapped onto table rows (duplicates, unknown ids, bad length)."""
 
 
+class EvaluationSplitError(InputError):
+    """A recorded evaluation split (RecBole's ``eval_args``) cannot be reproduced exactly."""
+
+
 class QueryError(InputError):
     """Retrieval queries are missing, malformed or of the wrong dimension."""
 

@@ -56,7 +56,7 @@ def as_recbole(raw: RawModel) -> RawModel:
     if not isinstance(final, Mapping):
         return raw
     settings = dict(final)
-    for key in ("model", "dataset"):  # Config keeps them beside the dict as well
+    for key in ("model", "dataset", "model_class"):  # Config keeps them beside the dict (model_class: its name)
         if settings.get(key) is None and isinstance(config.get(key), str):
             settings[key] = config[key]
     return replace(raw, format="recbole", config=settings)

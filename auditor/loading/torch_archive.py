@@ -65,6 +65,14 @@ class TorchFile:
     tensors: dict[str, torch.Tensor] | None = None
     """TorchScript: named parameters, then named buffers."""
     warnings: list[str] = field(default_factory=list)
+    storages: dict[str, Storage] = field(default_factory=dict)
+    """zip archives: each storage read, by its key (``Storage.key`` names its zip member)."""
+
+    def storage_of(self, tensor: torch.Tensor) -> Storage | None:
+        """The storage ``tensor`` is a view of (every view shares its storage's bytes), or None."""
+        pointer = tensor.untyped_storage().data_ptr()
+        found = [s for s in self.storages.values() if s.data.numel() and s.data.untyped_storage().data_ptr() == pointer]
+        return found[0] if len(found) == 1 else None
 
 
 def read_torch_file(path: Path) -> TorchFile:
@@ -143,7 +151,7 @@ def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile
     loaded = safe_load(reader, len(data), f"cannot read {path}: {shown(pickles[0])}", persistent)
     script = [i for n, i in infos.items() if n.startswith(f"{prefix}/code/")]
     if f"{prefix}/constants.pkl" not in infos and not script:
-        return TorchFile(loaded.value, "zip", loaded.placeholders)
+        return TorchFile(loaded.value, "zip", loaded.placeholders, storages=storages)
     tensors, notes = _script_tensors(loaded, _script_classes(fh, size, zf, script))
     return TorchFile(loaded.value, "torchscript", loaded.placeholders, tensors, notes)
 
