@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # annotations only: the values here never need torch loaded
+    import torch
 
 CHECKPOINT_MARKER = "popaudit_checkpoint"
 CHECKPOINT_VERSION = 1

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from auditor import __version__
+from auditor.flat import flat_metrics_from_report
 from auditor.sections import (
     Accuracy,
     CutoffMeasures,
@@ -226,40 +227,9 @@ class AuditResult(MeasuredSections):
         return report
 
     def flat_metrics(self) -> dict[str, float | None]:
-        """Flat metric names (docs/measures.md) for ``--fail-on`` gates and batch columns."""
-        flat: dict[str, float | None] = {}
-        fn = self.frequency_norm
-        for name in ("spearman", "pearson_log", "kendall", "loglog_slope"):
-            flat[name] = _num(getattr(fn, name)) if fn else None
-        if fn:
-            flat["spearman_ci_lo"], flat["spearman_ci_hi"] = (_num(x) for x in fn.spearman_ci)
-            flat["spearman_p"] = _num(fn.spearman_p)
-        if self.retrieval is not None:
-            for k, cut in self.retrieval.at.items():
-                for scoring, measures in cut.scorings().items():
-                    for metric, value in measures.items():
-                        flat[f"{metric}_{scoring}@{k}"] = _num(value)
-                for metric, value in cut.dot.items():
-                    flat[f"{metric}_ratio@{k}"] = _ratio(value, cut.cosine.get(metric))
-                flat[f"overlap_dot_cosine@{k}"] = _num(cut.overlap_dot_cosine)
-            for k, value in (self.retrieval.recall or {}).items():
-                flat[f"recall@{k}"] = _num(value)
-        for k, by_scoring in (self.accuracy.at.items() if self.accuracy else ()):
-            for scoring, accuracy in by_scoring.items():
-                for metric in ACCURACY_MEASURES:
-                    flat[f"{metric}_{scoring}@{k}"] = _num(getattr(accuracy, metric))
-            if "dot" in by_scoring and "cosine" in by_scoring:
-                for metric in ACCURACY_MEASURES:  # one rule for every ratio: dot / cosine
-                    flat[f"{metric}_ratio@{k}"] = _ratio(
-                        getattr(by_scoring["dot"], metric), getattr(by_scoring["cosine"], metric)
-                    )
-        flat["unsafe_globals"] = None if self.replaced_globals is None else float(
-            sum(g.severity == "runs-code" for g in self.replaced_globals)
-        )
-        for name, value in self.measures.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                flat[name] = _num(value)
-        return flat
+        """Flat metric names (docs/measures.md) for ``--fail-on`` gates and batch columns:
+        derived from the JSON report, as for a report read back from disk."""
+        return flat_metrics_from_report(self.to_dict())
 
 
 def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
@@ -267,20 +237,6 @@ def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
     out: dict[str, Any] = {name: dict(getattr(cut, name)) for name in SCORINGS}
     out["overlap_dot_cosine"] = cut.overlap_dot_cosine
     return {**out, **{name: dict(measures) for name, measures in cut.norm_aware.items()}}
-
-
-def _num(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _ratio(numerator: Any, denominator: Any) -> float | None:
-    a, b = _num(numerator), _num(denominator)
-    if a is None or b is None or b == 0:
-        return None
-    return a / b
 
 
 def json_safe(value: Any) -> Any:
