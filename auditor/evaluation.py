@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from auditor.config import AuditConfig
 from auditor.errors import setting
-from auditor.loading.alignment import RowLookup
+from auditor.values import RowLookup
 from auditor.loading.holdout import HeldOut, HeldOutUsers, SeenItems, load_holdout, overlap_warnings, take_csr
 from auditor.loading.population import QueryPopulation
 from auditor.metrics.accuracy import find_hits

@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditor.loading.alignment import ItemRows, mapped_pairs
+from auditor.loading.alignment import mapped_pairs
+from auditor.values import ItemRows
 from auditor.loading.logs import Log
 from auditor.loading.merging import Merger
 from auditor.progress import SILENT, Progress

@@ -34,12 +34,15 @@ from typing import Protocol
 import numpy as np
 
 from auditor.errors import IdMappingError, InteractionsError, QueryError, setting
-from auditor.loading.alignment import ItemRows, RowLookup, mapped_pairs
+from auditor.loading.alignment import mapped_pairs
+from auditor.values import ItemRows, RowLookup
 from auditor.loading.history import eligible_users, sample_indices
 from auditor.loading.holdout import build_csr, mean_rows, plain_ids, take_csr
-from auditor.loading.idmap import RowIdPolicy, table_rows
+from auditor.loading.idmap import table_rows
+from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import LogSpec, maybe_int, open_log, read_ids
+from auditor.loading.logs import maybe_int, open_log, read_ids
+from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.loading.queries import sample_query_file
 from auditor.model import InteractionPairs, ModelBundle
