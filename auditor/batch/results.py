@@ -76,9 +76,8 @@ from auditor.errors import InputError
 from auditor.gate import metric_names
 from auditor.io import atomic_path
 from auditor.result import CONDITION_IDS
+from auditor.summaries import STATUS_ERROR, STATUS_OK
 
-STATUS_OK = "ok"
-STATUS_ERROR = "error"
 RESULTS_VERSION = 1
 
 

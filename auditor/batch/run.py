@@ -19,11 +19,12 @@ import pyarrow as pa
 from auditor.batch.dispatch import dispatch
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
-from auditor.batch.results import STATUS_ERROR, STATUS_OK, ResultsWriter, read_results, results_manifest
+from auditor.batch.results import ResultsWriter, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import InputError, ManifestError, setting
 from auditor.io import check_not_inputs
 from auditor.progress import SILENT, Progress
+from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 
 class BatchInterrupted(KeyboardInterrupt):

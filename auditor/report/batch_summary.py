@@ -21,7 +21,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from auditor.batch.results import STATUS_ERROR, STATUS_OK
+from auditor.summaries import STATUS_ERROR, STATUS_OK
 from auditor.errors import InputError
 from auditor.report.formatting import fmt_num
 

@@ -16,7 +16,7 @@ from auditor.report.formatting import MISSING, finite, fmt_pct, text_or_missing
 from auditor.report.plot_text import fit_title
 from auditor.report.plots import figure_png, new_figure
 from auditor.result import json_safe
-from auditor.train.experiments import ANGLE_EDGES, ExperimentResult
+from auditor.summaries import ANGLE_EDGES, ExperimentResult
 
 
 def mean_pm(summary: dict[str, dict[str, float]], key: str, fmt: str = "{:.3f}", seeds: int = 2) -> str:
