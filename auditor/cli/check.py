@@ -101,7 +101,7 @@ def command(
     from auditor.gate import evaluate_gates, gates_for, require_measured
     from auditor.plugins import collect_measures, get_plugin_manager
     from auditor.plugin_api import RenderContext
-    from auditor.report import planned_outputs, render, render_outputs, renderers
+    from auditor.plugins.renderers import planned_outputs, render, render_outputs, renderers
 
     pm = get_plugin_manager(plugins)
     available = renderers(pm)
