@@ -8,7 +8,7 @@ written with the report, atomically, or not at all. Rendered to standard output
 ``/dev/stdout``, a FIFO) there is nowhere to put images: they are left out and the
 report says so.
 
-Reusable pieces: :func:`md_escape`, :func:`md_table`, :func:`bullets`,
+Reusable pieces: :func:`md_escape`, :func:`md_text`, :func:`md_table`, :func:`bullets`,
 :func:`images_folder` and :func:`figure_paths`.
 """
 
@@ -39,6 +39,7 @@ from auditor.report.figures import FIGURE_NAMES
 from auditor.result import AuditResult
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~#])")
+_TEXT_SPECIAL = re.compile(r"[\\`*\[\]<>|~#]|(?<![^\W_])_|_(?![^\W_])")
 
 
 def md_escape(text: object) -> str:
@@ -47,6 +48,13 @@ def md_escape(text: object) -> str:
     Escaping ``<`` and ``>`` keeps raw HTML out; ``|`` keeps table cells intact.
     """
     return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def md_text(text: object) -> str:
+    """Running text for a paragraph: :func:`md_escape`, except that an underscore inside a
+    word (letters or digits on both sides, which Markdown never reads as emphasis) stays
+    as written, so paths and names such as ``alpha_0.5`` read as typed."""
+    return _TEXT_SPECIAL.sub(lambda match: "\\" + match.group(0), " ".join(str(text).split()))
 
 
 def md_table(table: Table) -> str:
@@ -117,7 +125,7 @@ def markdown_text(document: Document, links: Mapping[str, str] | None, *, went_t
 def block_text(block: Block, links: Mapping[str, str]) -> str:
     """One block as Markdown (a figure only where ``links`` has it)."""
     if isinstance(block, Paragraph):
-        text = md_escape(block.text)
+        text = md_text(block.text)
         return {"note": f"_{text}_", "missing": f"_{text}_", "title": f"**{text}**"}.get(block.role, text) + "\n\n"
     if isinstance(block, Heading):
         return f"### {md_escape(block.text)}\n\n"
