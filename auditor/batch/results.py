@@ -1,7 +1,8 @@
 """The results table of ``popaudit batch``: its schema, its writer and its reader.
 
 :func:`auditor.batch.run_batch` hands each finished row to :class:`ResultsWriter`;
-:mod:`auditor.report.batch_summary` reads a finished table.
+:mod:`auditor.report.batch_summary` reads a finished table (the ``status`` values are
+:mod:`auditor.summaries`' ``STATUS_OK`` and ``STATUS_ERROR``).
 
 Results
 -------
@@ -76,7 +77,6 @@ from auditor.errors import InputError
 from auditor.gate import metric_names
 from auditor.io import atomic_path
 from auditor.result import CONDITION_IDS
-from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 RESULTS_VERSION = 1
 
