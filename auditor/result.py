@@ -136,6 +136,11 @@ class Verdict:
     """The cut-off K whose dot/cosine skew decided the severity (None: no retrieval)."""
     rule: str = ""
     """The severity rule, in words."""
+    first_seen_k: int | None = None
+    """The smallest served K (the first slots a user sees), quoted beside ``quoted_k``
+    when it is another K (None: it is the same K, or no retrieval). Kept out of the JSON
+    report (schema_version 1 is unchanged); docs/report.md, "Which K is quoted", says
+    how it is chosen."""
 
 
 @dataclass
@@ -205,7 +210,7 @@ class AuditResult(MeasuredSections):
                 {key: asdict(c) for key, c in self.conditions.items()} if self.conditions else None
             ),
             "probes": None if self.probes is None else self.probes.to_dict(),
-            "verdict": asdict(self.verdict),
+            "verdict": {k: v for k, v in asdict(self.verdict).items() if k not in _NOT_IN_JSON},
             "measures": self.measures,
             "settings": self.settings,
             "warnings": list(self.warnings),
@@ -230,6 +235,10 @@ class AuditResult(MeasuredSections):
         """Flat metric names (docs/measures.md) for ``--fail-on`` gates and batch columns:
         derived from the JSON report, as for a report read back from disk."""
         return flat_metrics_from_report(self.to_dict())
+
+
+_NOT_IN_JSON = frozenset({"first_seen_k"})
+"""Verdict fields the reports read but the JSON report (schema_version 1) does not hold."""
 
 
 def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The results table of ``popaudit batch``: its schema, its writer and its reader.
 
 :func:`auditor.batch.run_batch` hands each finished row to :class:`ResultsWriter`;
-:mod:`auditor.report.batch_summary` reads a finished table.
+:mod:`auditor.report.batch_summary` reads a finished table (the ``status`` values are
+:mod:`auditor.summaries`' ``STATUS_OK`` and ``STATUS_ERROR``).
 
 Results
 -------
@@ -83,8 +84,6 @@ from auditor.gate import metric_names
 from auditor.io import atomic_path
 from auditor.result import CONDITION_IDS
 
-STATUS_OK = "ok"
-STATUS_ERROR = "error"
 RESULTS_VERSION = 2
 """2: rows carry their ``provenance`` (what ``--resume`` checks); 1 had none."""
 

@@ -20,19 +20,13 @@ from auditor.batch.dispatch import dispatch
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
-from auditor.batch.results import (
-    STATUS_ERROR,
-    STATUS_OK,
-    ResultsWriter,
-    has_provenance,
-    read_results,
-    results_manifest,
-)
+from auditor.batch.results import ResultsWriter, has_provenance, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
 from auditor.io import check_not_inputs
 from auditor.ranges import check_ranges
 from auditor.progress import SILENT, Progress
+from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 
 class BatchInterrupted(KeyboardInterrupt):

@@ -111,7 +111,8 @@ def command(
     from auditor.batch import read_manifest, run_batch
     from auditor.gate import evaluate_gates, gates_for, require_measured
     from auditor.io import write_atomic
-    from auditor.report.batch_summary import summarise, summary_console, summary_html
+    from auditor.cli._reports import print_report, rendered
+    from auditor.report.batch_summary import batch_document, summarise
 
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
@@ -152,14 +153,14 @@ def command(
         stderr.print(f"--resume: {len(outcome.recomputed)} finished row(s) audited again because what produced "
                      f"them changed ({shown}{more})", markup=False, highlight=False, soft_wrap=True)
     summary = summarise(outcome.table, rank_by=rank_by)
+    document = batch_document(summary, title=f"popaudit batch: {manifest.name}", n_resumed=outcome.n_resumed,
+                              output=output)
     if not quiet:
-        console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
-        for part in summary_console(summary, n_resumed=outcome.n_resumed, output=output):
-            console.print(part)
+        print_report(document, width=max(100, Console().width))
     for row, model, error in summary.failures:
         stderr.print(f"row {row} ({model}) failed: {error}", style="red", markup=False, highlight=False, soft_wrap=True)
     if html_path is not None:
-        write_atomic(html_path, summary_html(summary, title=f"popaudit batch: {manifest.name}"))
+        write_atomic(html_path, rendered(document, "html"))
 
     if not gates:
         return

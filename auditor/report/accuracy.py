@@ -6,13 +6,14 @@ marked). The choice itself is made in :mod:`auditor.tradeoff`; this module only 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVar
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, TypeVar
 
 from auditor.errors import setting
 from auditor.report.formatting import Table, fmt_num, fmt_pct
 from auditor.result import Accuracy, AuditResult, RankingAccuracy
+
+if TYPE_CHECKING:  # drawn on demand: a report that shows no figure never loads matplotlib
+    from matplotlib.figure import Figure
 
 T = TypeVar("T")
 TITLE = "Accuracy and the trade-off"

@@ -11,14 +11,15 @@ threads and worker processes). Reusable pieces for other reports (experiments, b
 * :mod:`auditor.report.plot_text` - titles that fit their figure, bar labels that show small values.
 * :class:`Plot` - a named PNG with a title and a text alternative.
 * :func:`audit_plots` / :func:`plot_specs` - every figure an
-  :class:`~auditor.result.AuditResult` supports (drawn, or planned and drawn on demand).
+  :class:`~auditor.result.AuditResult` supports (drawn, or planned and drawn on demand:
+  :mod:`auditor.report.figures` says which).
 """
 
 from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from auditor.report import accuracy as accuracy_view
+from auditor.report import document
+from auditor.report.figures import audit_figures
 from auditor.report.plot_text import bar_labels, fit_title
 from auditor.report.plot_data import lorenz_curve, popularity_groups
 from auditor.result import AuditResult, DecileRow, Retrieval
@@ -286,19 +288,8 @@ def update_angle_figure(
     return fig
 
 
-@dataclass(frozen=True)
-class PlotSpec:
-    """A figure a result supports, not drawn yet: :meth:`render` draws it."""
-
-    name: str
-    section: str
-    title: str
-    alt: str
-    draw: Callable[[], Figure]
-
-    def render(self, *, dpi: int = DPI) -> Plot:
-        """Draw the figure and encode it as PNG."""
-        return Plot(self.name, self.section, self.title, self.alt, figure_png(self.draw(), dpi=dpi))
+PlotSpec = document.Figure
+"""A figure a result supports, not drawn yet (:meth:`~auditor.report.document.Figure.render` draws it)."""
 
 
 def audit_plots(result: AuditResult) -> list[Plot]:
@@ -306,73 +297,7 @@ def audit_plots(result: AuditResult) -> list[Plot]:
     return [spec.render() for spec in plot_specs(result)]
 
 
-def plot_specs(result: AuditResult) -> list[PlotSpec]:
-    """The figures ``result`` supports, in report order, without drawing them.
-
-    Frequency–norm figures need ``plot_data.norms`` and ``frequencies``; retrieval
-    figures need the retrieval section (Lorenz curves also ``plot_data.exposure``); the
-    update-angle histogram needs probe angles (raw or the reported histogram).
-    """
-    specs: list[PlotSpec] = []
-    data = result.plot_data
-    fn = result.frequency_norm
-    norms, freq = data.norms, data.frequencies
-    if norms is not None and freq is not None and len(norms) == len(freq):
-        deciles = fn.deciles if fn is not None else None
-        slope = fn.loglog_slope if fn is not None and _is_finite(fn.loglog_slope) else None
-        specs.append(PlotSpec(
-            "norm_vs_frequency", "frequency_norm", "Item norm vs training frequency",
-            "Scatter of item embedding norm against training frequency on a log axis, with the "
-            "median norm of each popularity decile and the fitted log–log line"
-            + (f" (slope {slope:.3f})." if slope is not None else "."),
-            lambda: norm_vs_frequency_figure(norms, freq, deciles, slope),
-        ))
-        specs.append(PlotSpec(
-            "norm_by_decile", "frequency_norm", "Norm distribution by popularity decile",
-            "Box plots of item embedding norm for each popularity decile, least frequent first.",
-            lambda: norm_by_decile_figure(norms, freq, deciles),
-        ))
-    retrieval = result.retrieval
-    if retrieval is not None and retrieval.at:
-        if data.exposure:
-            exposure = data.exposure
-            gini = {
-                s: {k: getattr(cut, s).number("gini") for k, cut in retrieval.at.items()}
-                for s in ("dot", "cosine", "popular")
-            }
-            specs.append(PlotSpec(
-                "exposure_lorenz", "retrieval", "Exposure Lorenz curves",
-                "Lorenz curves of how recommended slots are spread over the catalogue, for "
-                "dot-product, cosine and most-popular retrieval, one panel per K.",
-                lambda: exposure_lorenz_figure(exposure, gini),
-            ))
-        specs.append(PlotSpec(
-            "head_share", "retrieval", "Head share per K",
-            "Bars of the share of recommended slots taken by the top 1% and top 10% most frequent "
-            "items, for dot-product, cosine and most-popular retrieval at each K.",
-            lambda: head_share_figure(retrieval),
-        ))
-    if accuracy_view.has_figure(result):
-        specs.append(PlotSpec(
-            "tradeoff", "accuracy", "Accuracy against exposure",
-            "Held-out NDCG of each scoring (dot, cosine, norm-aware, most popular) against the top-1% "
-            "head share and the Gini index of its lists, the Pareto front dashed and the recommended "
-            "scoring ringed.",
-            lambda: accuracy_view.tradeoff_figure(result),
-        ))
-    summary = result.probes.update.angle_summary if result.probes and result.probes.update else None
-    histogram = None if summary is None else {"edges": summary.edges, "counts": summary.counts}
-    raw = data.update_angles if data.update_angles is not None and len(data.update_angles) else None
-    if raw is not None or histogram is not None:
-        share = None if summary is None else summary.share_90pm1
-        specs.append(PlotSpec(
-            "update_angles", "probes", "Update-angle histogram",
-            "Histogram of the angle between each item embedding and its one-step update; "
-            "a spike at 90 degrees means updates only grow norms.",
-            lambda: update_angle_figure(raw, None if raw is not None else histogram, share),
-        ))
-    return specs
-
-
-def _is_finite(value: object) -> bool:
-    return isinstance(value, (int, float, np.floating)) and bool(np.isfinite(value))
+def plot_specs(result: AuditResult) -> list[document.Figure]:
+    """The figures ``result`` supports, in report order, without drawing them
+    (:func:`auditor.report.figures.audit_figures`)."""
+    return audit_figures(result)
