@@ -109,7 +109,7 @@ def tradeoff_figure(result: AuditResult) -> Figure:
     """NDCG@K against head share and against Gini, one point per scoring, the Pareto
     front joined and the recommended scoring ringed (K: the trade-off's K)."""
     from auditor.report.plot_text import fit_title
-    from auditor.report.plots import COLORS, new_figure, style_axes
+    from auditor.report.drawing import COLORS, new_figure, style_axes
 
     accuracy, retrieval = result.accuracy, result.retrieval
     assert accuracy is not None and retrieval is not None and accuracy.quoted_k is not None

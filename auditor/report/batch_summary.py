@@ -185,7 +185,7 @@ def model_tick(row: SummaryRow, width: int = 24) -> str:
 def summary_figure(summary: BatchSummary) -> Any:
     """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure)."""
     from auditor.report.plot_text import fit_title
-    from auditor.report.plots import new_figure
+    from auditor.report.drawing import new_figure
 
     fig = new_figure(7.5, 4.4)
     ax = fig.add_subplot(1, 1, 1)

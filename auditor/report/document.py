@@ -24,7 +24,7 @@ from auditor.plugin_api import RenderContext, Renderer
 from auditor.report.formatting import Table
 
 if TYPE_CHECKING:
-    from auditor.report.plots import Plot
+    from auditor.report.drawing import Plot
 
 Role = Literal["body", "summary", "note", "missing", "title", "warning"]
 """What a paragraph is: running text, the section's conclusion, a muted explanation, a
@@ -82,13 +82,13 @@ class Figure:
 
     def png(self, *, dpi: int | None = None) -> bytes:
         """The figure drawn and encoded as PNG."""
-        from auditor.report.plots import DPI, figure_png
+        from auditor.report.drawing import DPI, figure_png
 
         return figure_png(self.draw(), dpi=dpi or DPI)
 
     def render(self, *, dpi: int | None = None) -> Plot:
         """The figure drawn, as a :class:`~auditor.report.plots.Plot`."""
-        from auditor.report.plots import Plot
+        from auditor.report.drawing import Plot
 
         return Plot(self.name, self.section, self.title, self.alt, self.png(dpi=dpi))
 

@@ -19,7 +19,7 @@ from auditor.report.formatting import MISSING, finite, fmt_pct, text_or_missing
 from auditor.report.json import JsonRenderer
 from auditor.report.markdown import MarkdownRenderer
 from auditor.report.plot_text import fit_title
-from auditor.report.plots import figure_png, new_figure
+from auditor.report.drawing import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.summaries import ANGLE_EDGES, ExperimentResult
 

@@ -44,12 +44,12 @@ def _frequency_figures(result: AuditResult) -> list[Figure]:
     slope = fn.loglog_slope if fn is not None and _is_finite(fn.loglog_slope) else None
 
     def scatter() -> Any:
-        from auditor.report.plots import norm_vs_frequency_figure
+        from auditor.report.drawing import norm_vs_frequency_figure
 
         return norm_vs_frequency_figure(norms, freq, deciles, slope)
 
     def boxes() -> Any:
-        from auditor.report.plots import norm_by_decile_figure
+        from auditor.report.drawing import norm_by_decile_figure
 
         return norm_by_decile_figure(norms, freq, deciles)
 
@@ -87,13 +87,13 @@ def _retrieval_figures(result: AuditResult) -> list[Figure]:
 
 
 def _lorenz(exposure: Mapping[str, Mapping[int, np.ndarray]], gini: Mapping[str, Mapping[int, float]]) -> Any:
-    from auditor.report.plots import exposure_lorenz_figure
+    from auditor.report.drawing import exposure_lorenz_figure
 
     return exposure_lorenz_figure(exposure, gini)
 
 
 def _head_share(retrieval: Retrieval) -> Any:
-    from auditor.report.plots import head_share_figure
+    from auditor.report.drawing import head_share_figure
 
     return head_share_figure(retrieval)
 
@@ -122,7 +122,7 @@ def _probe_figures(result: AuditResult) -> list[Figure]:
     share = None if summary is None else summary.share_90pm1
 
     def draw() -> Any:
-        from auditor.report.plots import update_angle_figure
+        from auditor.report.drawing import update_angle_figure
 
         return update_angle_figure(raw, None if raw is not None else histogram, share)
 

@@ -40,7 +40,7 @@ from auditor.report.document import (
 from auditor.result import AuditResult
 
 if TYPE_CHECKING:
-    from auditor.report.plots import Plot
+    from auditor.report.drawing import Plot
 
 CSS = """
 :root { color-scheme: light; --ink: #1d2329; --muted: #5b6670; --rule: #d7dde2;
@@ -199,7 +199,7 @@ def figure_html(
     plot: Plot | None = None, *, png: bytes | None = None, alt: str = "", caption: str = ""
 ) -> str:
     """An inline ``<figure>``: a :class:`~auditor.report.plots.Plot`, or ``png`` bytes with alt text."""
-    from auditor.report.plots import png_data_uri
+    from auditor.report.drawing import png_data_uri
 
     if plot is not None:
         png, alt, caption = plot.png, plot.alt, caption or plot.alt

@@ -17,7 +17,7 @@ from auditor.report.experiment_summary import data_text, fmt_count, grid_block, 
 from auditor.report.formatting import MISSING
 from auditor.report.markdown import MarkdownRenderer
 from auditor.report.plot_text import fit_title
-from auditor.report.plots import figure_png, new_figure
+from auditor.report.drawing import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.summaries import MitigationResult
 
