@@ -255,7 +255,7 @@ def _frequencies(bundle: Any, config: MitigateConfig, progress: Progress, warnin
         return None if freqs is None else np.asarray(freqs, dtype=np.int64)
     from auditor.loading import align_counts, count_item_ids
     from auditor.values import ItemRows
-    from auditor.loading.idmap import check_assumed_rows
+    from auditor.idmap import check_assumed_rows
     from auditor.values import RowIdPolicy
     from auditor.values import LogSpec
 

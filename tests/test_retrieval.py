@@ -21,7 +21,8 @@ from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.progress import Advance, Progress
 from auditor.values import ItemRows
 from auditor.values import LogSpec
-from auditor.loading.population import QueryPopulation, load_population
+from auditor.loading.population import load_population
+from auditor.model import QueryPopulation
 from auditor.progress import SILENT
 from auditor.retrieval import (
     EXACT_FLOP_LIMIT,

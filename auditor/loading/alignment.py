@@ -4,7 +4,7 @@ distinct id for counts (:func:`align_counts`), per batch for streamed pairs
 (:func:`mapped_pairs`).
 
 Ids without a row are reported, not raised: whether that is acceptable is
-:mod:`auditor.loading.idmap`'s call. Ids that cannot be row numbers at all (strings,
+:mod:`auditor.idmap`'s call. Ids that cannot be row numbers at all (strings,
 fractional floats) raise IdMappingError naming the data row of the first one.
 """
 
@@ -115,7 +115,7 @@ def align_counts(counts: IdCounts, mapping: ItemRows) -> ItemStats:
 
     Ids without a row are counted in ``n_unmapped`` (interactions) and ``n_unmapped_ids``
     (distinct ids), not raised (whether that is acceptable is
-    :mod:`auditor.loading.idmap`'s call).
+    :mod:`auditor.idmap`'s call).
     """
     n_items = mapping.n_items
     if mapping.item_ids is None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from auditor.errors import setting
-from auditor.loading.history import sample_indices
+from auditor.sampling import sample_indices
 from auditor.progress import Progress
 from auditor.retrieval.approximate import approximate_topk, recall_at
 from auditor.retrieval.dask import dask_multi_scoring_topk

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError, setting
-from auditor.loading.population import QueryPopulation
+from auditor.model import QueryPopulation
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, overlap
