@@ -7,8 +7,6 @@ byte of what it declares is allocated (issue #23, items 1 and 2)."""
 from __future__ import annotations
 
 import io
-import os
-import pickle
 import struct
 import zipfile
 import zlib
@@ -34,7 +32,6 @@ from .corpus import (
     run_case,
     standard,
     table,
-    write,
 )
 
 GB = 1 << 30
