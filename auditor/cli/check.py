@@ -167,7 +167,7 @@ def _audit(job: _Job) -> _Audited:
     from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
 
     config = job.config
-    if config.plugins:  # a plugin command named like a built-in one is refused here, not in the parent
+    if third_party_plugins(config.plugins):  # a plugin command named like a built-in one is refused here
         from auditor.cli import cli
 
         plugin_commands(config.plugins, builtin_names=cli.commands)
