@@ -7,12 +7,26 @@ exactly like the audit that wrote it. Each name also records where it comes from
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from auditor.config import DEFAULT_ALPHAS
+from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, SCORINGS, alpha_scoring
+
 Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
-_ACCURACY = ("recall", "ndcg", "hit_rate", "mrr")  # auditor.result.ACCURACY_MEASURES, in its order
+BASE_METRICS = (
+    "spearman",
+    "spearman_ci_lo",
+    "spearman_ci_hi",
+    "spearman_p",
+    "pearson_log",
+    "kendall",
+    "loglog_slope",
+    "unsafe_globals",
+)
+"""The flat names that stand alone (no scoring, no K); the rest are ``<measure>_<scoring>@K``."""
 RATIO = "ratio"
 """The pseudo-scoring of ``<measure>_ratio@K`` (dot / cosine)."""
 
@@ -40,6 +54,27 @@ def _num(value: Any) -> float | None:
 def _ratio(a: Any, b: Any) -> float | None:
     a, b = _num(a), _num(b)
     return None if a is None or b is None or b == 0 else a / b
+
+
+def metric_names(
+    ks: Iterable[int],
+    extra: Iterable[str] = (),
+    alphas: Iterable[float] = DEFAULT_ALPHAS,
+    list_measures: Iterable[str] | None = None,
+) -> list[str]:
+    """Every flat metric name a ``check`` with cut-offs ``ks``, norm-aware exponents
+    ``alphas``, the registered ``list_measures`` (default: the built-in ones) and the
+    audit measures ``extra`` can produce (accuracy names need a held-out log)."""
+    names = list(BASE_METRICS)
+    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas)]
+    list_measures = list(BUILTIN_LIST_MEASURES if list_measures is None else list_measures)
+    for k in ks:
+        for metric in list_measures:
+            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
+        names += [f"overlap_dot_cosine@{k}", f"recall@{k}"]
+        for metric in ACCURACY_MEASURES:
+            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
+    return names + list(extra)
 
 
 def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
@@ -73,10 +108,10 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     for key, by_scoring in ((accuracy.get("at") or {}).items() if accuracy else ()):
         k = int(key)
         for scoring, values in by_scoring.items():
-            for metric in _ACCURACY:
+            for metric in ACCURACY_MEASURES:
                 flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(values.get(metric)), "accuracy", metric, scoring, k)
         if "dot" in by_scoring and "cosine" in by_scoring:
-            for metric in _ACCURACY:
+            for metric in ACCURACY_MEASURES:
                 ratio = _ratio(by_scoring["dot"].get(metric), by_scoring["cosine"].get(metric))
                 flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "accuracy", metric, RATIO, k)
     replaced = report.get("replaced_globals")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
-from auditor.result import ACCURACY_MEASURES, SCORINGS, alpha_scoring
+from auditor.flat import metric_names
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -34,18 +34,6 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
 _EXPR = re.compile(r"^\s*([A-Za-z_][\w@.]*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 RATIO_RULE = "every <metric>_ratio@K is dot / cosine (accuracy ratios included)"
 """The one direction of every ratio, said wherever gate names are listed."""
-BASE_METRICS = (
-    "spearman",
-    "spearman_ci_lo",
-    "spearman_ci_hi",
-    "spearman_p",
-    "pearson_log",
-    "kendall",
-    "loglog_slope",
-    "unsafe_globals",
-)
-
-
 @dataclass(frozen=True)
 class Gate:
     """One parsed gate expression."""
@@ -72,31 +60,6 @@ class GateOutcome:
             return f"{self.gate}: not measured"
         state = "TRIPPED" if self.tripped else "ok"
         return f"{self.gate}: {self.value:.4g} ({state})"
-
-
-def metric_names(
-    ks: Iterable[int],
-    extra: Iterable[str] = (),
-    alphas: Iterable[float] = DEFAULT_ALPHAS,
-    list_measures: Iterable[str] | None = None,
-) -> list[str]:
-    """Every flat metric name a ``check`` with cut-offs ``ks``, norm-aware exponents
-    ``alphas``, the registered ``list_measures`` (default: the built-in ones) and the
-    audit measures ``extra`` can produce (accuracy names need a held-out log)."""
-    names = list(BASE_METRICS)
-    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas)]
-    if list_measures is None:
-        from auditor.metrics.builtin_measures import LIST_MEASURES  # numpy: loaded when needed
-
-        list_measures = [m.name for m in LIST_MEASURES]
-    list_measures = list(list_measures)
-    for k in ks:
-        for metric in list_measures:
-            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
-        names += [f"overlap_dot_cosine@{k}", f"recall@{k}"]
-        for metric in ACCURACY_MEASURES:
-            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
-    return names + list(extra)
 
 
 def parse_gates(

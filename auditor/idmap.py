@@ -11,7 +11,6 @@ stops with what to pass instead, unless the user says the rows are ids anyway.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 

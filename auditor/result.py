@@ -15,6 +15,8 @@ import numpy as np
 from auditor import __version__
 from auditor.flat import flat_metrics_from_report
 from auditor.sections import (
+    ACCURACY_MEASURES,
+    SCORINGS,
     Accuracy,
     CutoffMeasures,
     ListMeasureInfo,
@@ -23,23 +25,16 @@ from auditor.sections import (
     RankingAccuracy,
     Retrieval,
     ScoringChange,
+    alpha_scoring,
     builtin_list_measures,
 )
 
 if TYPE_CHECKING:  # the probes package loads torch; the result and its renderers need not
-    from auditor.probes.results import ProbeOutcome
+    from auditor.probe_results import ProbeOutcome
 
 SCHEMA_VERSION = 1
 Status = Literal["holds", "violated", "unknown"]
 Severity = Literal["none", "low", "moderate", "high"]
-SCORINGS = ("dot", "cosine", "popular")
-ACCURACY_MEASURES = ("recall", "ndcg", "hit_rate", "mrr")
-
-
-def alpha_scoring(alpha: float) -> str:
-    """The name of the norm-aware scoring with exponent ``alpha`` (``alpha_0.5``)."""
-    return f"alpha_{alpha:g}"
-
 # The sufficient conditions (docs/theory.md §2): ids are the keys of ``AuditResult.conditions``,
 # the JSON report and the batch columns, so they are spelled here only.
 C1, C2, C3, C4, C5 = "C1", "C2", "C3", "C4", "C5"
@@ -178,7 +173,7 @@ class MeasuredSections:
     accuracy: Accuracy | None = None
     conditions: dict[str, Condition] | None = None
     probes: ProbeOutcome | None = None
-    """The numeric probes' typed results (:mod:`auditor.probes.results`); None: not run."""
+    """The numeric probes' typed results (:mod:`auditor.probe_results`); None: not run."""
     settings: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     not_measured: dict[str, str] = field(default_factory=dict)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from auditor.retrieval.scorings import multi_scoring_topk
-from bench_retrieval import bare_search, best_of, timed  # the same timing rules as the retrieval benchmark
+from bench_retrieval import bare_search, best_of  # the same timing rules as the retrieval benchmark
 
 ALPHAS = (1.0, 0.0, 0.25, 0.5, 0.75)
 

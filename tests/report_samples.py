@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from auditor.metrics.frequency_norm import frequency_norm_stats
-from auditor.probes.results import GradientAlignment, ProbeOutcome, UpdateProbe
+from auditor.probe_results import GradientAlignment, ProbeOutcome, UpdateProbe
 from auditor.result import (
     builtin_list_measures,
     AuditResult,

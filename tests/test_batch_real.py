@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from scipy import stats
 from test_batch_core import expected_rho, make_log, make_table, write_manifest
 
-import auditor.audit
+import auditor.loading.statistics
 from auditor.audit import run_audit
 from auditor.batch import run_batch
 from auditor.cli import cli
@@ -45,13 +45,13 @@ def models(tmp_path: Path) -> dict[str, Any]:
 def test_real_audits_good_and_broken_rows(models: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     d = models["dir"]
     reads: list[Path] = []
-    real_count = auditor.audit.count_item_ids
+    real_count = auditor.loading.statistics.count_item_ids
 
     def counting(spec: LogSpec, **kwargs: Any) -> Any:
         reads.append(spec.path.name)
         return real_count(spec, **kwargs)
 
-    monkeypatch.setattr(auditor.audit, "count_item_ids", counting)
+    monkeypatch.setattr(auditor.loading.statistics, "count_item_ids", counting)
     outcome = run_batch(models["manifest"], d / "results.parquet", defaults=DEFAULTS, inline=True)
     rows = pq.read_table(d / "results.parquet").to_pylist()
     assert [r["status"] for r in rows] == ["ok", "ok", "error", "ok"]

@@ -3,7 +3,8 @@
 import pytest
 
 from auditor.errors import GateError
-from auditor.gate import evaluate_gates, metric_names, parse_gates
+from auditor.flat import metric_names
+from auditor.gate import evaluate_gates, parse_gates
 
 
 def test_parse_and_evaluate_all_operators():

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from auditor.cli import cli
 from auditor.config import AuditConfig
-from auditor.gate import metric_names
+from auditor.flat import metric_names
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.loading.population import population_of

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from auditor.probes.results import (
+from auditor.probe_results import (
     CrossJacobian,
     GradientAlignment,
     ProbeFailure,

@@ -25,7 +25,7 @@ n_items, dim        int64    item table shape
 n_interactions      int64    interactions read from the log (null: none)
 seconds             float64  wall time of the audit (differs between runs; everything
                              else is deterministic for a given manifest and seed)
-<flat metrics>      float64  :func:`auditor.gate.metric_names` order: ``spearman``,
+<flat metrics>      float64  :func:`auditor.flat.metric_names` order: ``spearman``,
                              ``spearman_ci_lo``, ``spearman_ci_hi``, ``spearman_p``,
                              ``pearson_log``, ``kendall``, ``loglog_slope``, then for
                              every requested K (sorted): ``<metric>_<scoring>@K``,
@@ -81,7 +81,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from auditor.errors import InputError
-from auditor.gate import metric_names
+from auditor.flat import metric_names
 from auditor.io import atomic_path
 from auditor.result import CONDITION_IDS
 

@@ -125,6 +125,11 @@ def command(
         debug = bool(click.get_current_context().params.get("debug"))
         measures, list_measures = run_isolated(_plugin_measures, plugins, bool(fail_on), timeout=None,
                                                what="loading the plugins", debug=debug)
+    elif fail_on:  # the built-in measures alone: no plugin code, so in this process
+        from auditor.plugins import collect_measures, get_plugin_manager
+
+        registered = collect_measures(get_plugin_manager(plugins))
+        measures, list_measures = registered.audit_names, registered.list_names
     try:
         row_alphas = [a for row in parsed.rows for a in row.settings.get("alphas", ())]
         gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures, [*defaults["alphas"], *row_alphas],

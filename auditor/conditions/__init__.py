@@ -27,7 +27,7 @@ from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.plugins import call_hook, collect_condition_evidence
-from auditor.probes.results import ProbeOutcome, ProbesNotRun
+from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
 from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, Condition, FrequencyNorm

@@ -6,11 +6,10 @@ encoder kind, a bare table, the tensors beside the item table) gives the verdict
 
 from __future__ import annotations
 
-from typing import Any
 
 from auditor.conditions.facts import RecordedConfig
 from auditor.model import ModelBundle
-from auditor.probes.results import ProbeOutcome
+from auditor.probe_results import ProbeOutcome
 from auditor.result import C2, C3, CONDITION_NAMES, Condition, Status
 
 Static = tuple[Status, str]

@@ -8,7 +8,7 @@ from auditor.conditions.facts import RecordedConfig
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
 from auditor.model import LiveModel
-from auditor.probes.results import ProbeOutcome
+from auditor.probe_results import ProbeOutcome
 from auditor.result import C4, CONDITION_NAMES, Condition, Status
 
 _COSINE_WORDS = ("cos", "normalized", "normalised", "angular", "spherical", "arcface")

@@ -11,7 +11,7 @@ import numpy as np
 from auditor.conditions.facts import Fact, Origin
 from auditor.errors import setting
 from auditor.model import ItemStats, ModelBundle
-from auditor.probes.results import ProbeOutcome
+from auditor.probe_results import ProbeOutcome
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
 
 

@@ -10,8 +10,6 @@ fractional floats) raise IdMappingError naming the data row of the first one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +18,7 @@ import pyarrow.compute as pc
 from auditor.errors import AuditError, IdMappingError, setting
 from auditor.loading.counting import IdCounts
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log
-from auditor.values import ItemRows, LogSpec, RowLookup, lookup_rows
+from auditor.values import ItemRows, LogSpec, lookup_rows
 from auditor.model import ItemStats
 
 

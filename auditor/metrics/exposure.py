@@ -34,7 +34,6 @@ novelty                   cold items capped at 1 user         ``cold="drop"`` (E
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.metrics.group_state import Prepared, prepared, relative_std

@@ -26,12 +26,11 @@ niche.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
 from auditor.config import GroupPolicy
-from auditor.errors import InputError, setting
 from auditor.metrics.popularity_sets import head_mask, short_head_mask
 
 ITEM_GROUPS = ("head", "mid", "tail")

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pluggy
 
+from auditor.flat import BASE_METRICS, metric_names
+from auditor.sections import ACCURACY_MEASURES
 from auditor.errors import PluginError, setting
 from auditor.plugins.calls import as_list, attribute_failure, hook_results, require_attributes
 from auditor.plugins.manager import BUILTIN_PREFIX, PLUGIN_FAILURES, reraise_interrupt
@@ -120,12 +122,10 @@ def builtin_metric_clash(name: str, list_measures: Iterable[str]) -> str | None:
 
     Measures share one namespace with the flat metrics (``AuditResult.flat_metrics``:
     the ``--fail-on`` names and the batch columns), where a measure's value would
-    silently replace another. Refused: every name :func:`auditor.gate.metric_names`
+    silently replace another. Refused: every name :func:`auditor.flat.metric_names`
     gives for any cut-off with the registered ``list_measures``, e.g. ``spearman``, ``head_share_1pct_dot@10``, ``recall@7``, and the bare
     stems of those names (``gini``, ``head_share_1pct_dot``, ``overlap_dot_cosine``, ...).
     """
-    from auditor.gate import metric_names  # loads the result types (numpy): on demand
-
     stem, at, cutoff = name.partition("@")
     if at:
         if cutoff.isascii() and cutoff.isdigit() and name in metric_names([int(cutoff)], list_measures=list_measures):
@@ -145,8 +145,6 @@ _DISPLAY = re.compile(r"pct|num[0-9]")
 def _check_list_measure(plugin: str, measure: Any) -> None:
     """PluginError unless the list measure's name makes valid flat names of its own
     (``<name>_<scoring>@K`` may not be another metric's) and its display is known."""
-    from auditor.gate import BASE_METRICS
-    from auditor.result import ACCURACY_MEASURES
 
     where = f"plugin {plugin!r} (hook popaudit_measures) defines list measure {measure.name!r}"
     if not _IDENTIFIER.fullmatch(measure.name):

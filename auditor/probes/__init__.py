@@ -11,13 +11,13 @@ allows it), never on the user's model or files:
 
 :func:`run_probes` runs them all into a :class:`ProbeOutcome`, whose ``to_dict`` is
 the report's ``probes`` section (docs/report.md). All randomness comes from the ``seed`` argument. Modules:
-:mod:`~auditor.probes.results` (the typed results, torch-free), ``sampling`` (batches),
+:mod:`~auditor.probe_results` (the typed results, torch-free), ``sampling`` (batches),
 ``copies`` (working copies), ``structure``, ``numerics``, ``update`` and ``run``.
 """
 
 from auditor.probes.copies import tolerance, working_copy
 from auditor.probes.numerics import EPSILONS, cross_jacobian, gradient_alignment, second_difference
-from auditor.probes.results import (
+from auditor.probe_results import (
     ANGLE_BIN_WIDTH,
     AngleSummary,
     CrossJacobian,

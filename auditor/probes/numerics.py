@@ -14,7 +14,7 @@ from torch.func import jvp, vjp, vmap
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
 from auditor.probes.copies import item_function, tolerance
-from auditor.probes.results import CrossJacobian, GradientAlignment, SecondDifference
+from auditor.probe_results import CrossJacobian, GradientAlignment, SecondDifference
 from auditor.probes.sampling import ProbeBatch
 
 EPSILONS = (1e-1, 1e-2, 1e-3)

@@ -13,7 +13,7 @@ from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, LiveModel, ModelBundle
 from auditor.probes.copies import working_copy
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
-from auditor.probes.results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference
+from auditor.probe_results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference
 from auditor.probes.sampling import sample_batches
 from auditor.probes.structure import item_tower_layers
 from auditor.probes.update import update_step

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from auditor.model import LiveModel
-from auditor.probes.results import TowerKind, TowerLayers
+from auditor.probe_results import TowerKind, TowerLayers
 
 _NONLINEAR = {
     "relu", "relu6", "leakyrelu", "prelu", "rrelu", "elu", "selu", "celu", "gelu", "silu",

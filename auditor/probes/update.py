@@ -10,7 +10,7 @@ import torch
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
 from auditor.probes.copies import tolerance
-from auditor.probes.results import UpdateProbe
+from auditor.probe_results import UpdateProbe
 from auditor.probes.sampling import ProbeBatch
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from auditor.errors import setting
 from auditor.report.formatting import Table, fmt_num, fmt_pct
-from auditor.result import Accuracy, AuditResult, RankingAccuracy
+from auditor.result import Accuracy, AuditResult
 
 if TYPE_CHECKING:  # drawn on demand: a report that shows no figure never loads matplotlib
     from matplotlib.figure import Figure

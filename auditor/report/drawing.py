@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 
 from auditor.report.plot_text import bar_labels, fit_title
 from auditor.report.plot_data import lorenz_curve, popularity_groups
-from auditor.result import AuditResult, DecileRow, Retrieval
+from auditor.result import DecileRow, Retrieval
 
 COLORS = {"dot": "#D55E00", "cosine": "#0072B2", "popular": "#7F7F7F"}
 """One colour per scoring (Okabe–Ito, readable by colour-blind readers)."""

@@ -2,7 +2,7 @@
 the probe tables built from it.
 
 Keys are the dotted keys of the ``probes`` section as JSON writes it
-(:meth:`auditor.probes.results.ProbeOutcome.to_dict`): JSON keeps them for machines,
+(:meth:`auditor.probe_results.ProbeOutcome.to_dict`): JSON keeps them for machines,
 the HTML and Markdown reports show :data:`PROBE_FIELDS`' label and format the value
 by its unit, in this mapping's order. A key without a label (a field added later) shows
 under its own name; ``tests/test_report_labels.py`` fails until it gets one.
@@ -45,7 +45,7 @@ _SPREAD: dict[str, tuple[str, Unit]] = {
 
 
 def _spread(prefix: str, what: str = "") -> dict[str, tuple[str, Unit]]:
-    """Labels of a :class:`~auditor.probes.results.Spread` block: ``median <what>``, ..."""
+    """Labels of a :class:`~auditor.probe_results.Spread` block: ``median <what>``, ..."""
     return {f"{prefix}.{key}": (f"{label}, {what}" if what else label, unit) for key, (label, unit) in _SPREAD.items()}
 
 

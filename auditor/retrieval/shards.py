@@ -13,14 +13,13 @@ for a spilled table, set ``TMPDIR`` to a shared folder).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from auditor.errors import EmbeddingTableError, InputError
+from auditor.errors import EmbeddingTableError
 from auditor.loading.parquet_table import PARQUET_BATCH_ROWS, vector_matrix
 from auditor.memory import table_file
 from auditor.model import ModelBundle
