@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -22,6 +22,11 @@ from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
 from auditor.io import check_not_inputs
 from auditor.train import EXPERIMENTS
+
+if TYPE_CHECKING:
+    from auditor.progress import Progress
+    from auditor.train.data import TrainingData
+    from auditor.train.experiments import ExperimentSizes
 
 OUTPUT_FILES = ("results.json", "results.md", "angle_histograms.png", "rho_vs_lr.png", "accuracy_vs_head_share.png")
 
@@ -221,30 +226,22 @@ def run_experiment(
     threads: int | None,
 ) -> None:
     """Run grid ``name`` with the parsed options, print its table and write its files."""
-    from auditor.train.experiments import DEFAULT_LRS, ExperimentSizes, run_conditions, run_lr_sweep
+    from auditor.train.experiments import ExperimentSizes
     from auditor.train.threads import set_threads
 
     if data.path is not None:
         check_not_inputs({f"-o {file}": out_dir / file for file in OUTPUT_FILES}, {"--data": data.path})
     sizes = ExperimentSizes(
-        n_users=data.n_users,
-        n_items=data.n_items,
-        n_interactions=data.n_interactions,
-        zipf=data.zipf,
-        epochs=epochs,
-        batch_size=batch_size,
-        dim=dim,
-        lr=lr,
-        k=k,
-        n_bootstrap=bootstrap,
+        n_users=data.n_users, n_items=data.n_items, n_interactions=data.n_interactions, zipf=data.zipf,
+        epochs=epochs, batch_size=batch_size, dim=dim, lr=lr, k=k, n_bootstrap=bootstrap,
     )
-    seed_list = list(range(seed, seed + seeds))
     chosen = settings or mitigation_names
     names = [s.strip() for s in chosen.split(",") if s.strip()] if chosen else None
     progress = RichProgress()
     if jobs == 1:
         set_threads(threads)
     log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
+    seed_list = list(range(seed, seed + seeds))
     if name == "mitigations":
         from auditor.report import mitigation_summary
         from auditor.train.mitigations import run_mitigations
@@ -254,14 +251,23 @@ def run_experiment(
             settings=names, data=log, jobs=jobs, threads=threads, progress=progress,
         )
         show(mitigation_summary.to_console(found), mitigation_summary.write_results(found, out_dir))
-        return
+    else:
+        _run_grid(name, seed_list, sizes, names, lrs, out_dir, log, jobs, threads, progress)
+
+
+def _run_grid(
+    name: str, seeds: list[int], sizes: ExperimentSizes, names: list[str] | None, lrs: str | None, out_dir: Path,
+    log: TrainingData | None, jobs: int, threads: int | None, progress: Progress,
+) -> None:
+    """``conditions`` or ``lr-sweep``: run it, print its table, write its files."""
+    from auditor.report.experiment_summary import to_console, write_results
+    from auditor.train.experiments import DEFAULT_LRS, run_conditions, run_lr_sweep
+
     if name == "conditions":
-        result = run_conditions(seed_list, sizes, settings=names, data=log, jobs=jobs, threads=threads, progress=progress)
+        result = run_conditions(seeds, sizes, settings=names, data=log, jobs=jobs, threads=threads, progress=progress)
     else:
         rates = _floats(lrs, "--lrs") or list(DEFAULT_LRS)
-        result = run_lr_sweep(rates, seed_list, sizes, data=log, jobs=jobs, threads=threads, progress=progress)
-    from auditor.report.experiment_summary import to_console, write_results
-
+        result = run_lr_sweep(rates, seeds, sizes, data=log, jobs=jobs, threads=threads, progress=progress)
     written = write_results(result, out_dir)
     show(to_console(result), written)
 
