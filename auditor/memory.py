@@ -31,7 +31,8 @@ SPILL_PREFIX = "popaudit-table-"
 """Name prefix of the temporary files that hold tables larger than memory."""
 POOL_PREFIX = "pymp-popaudit-"
 """Name prefix of the temporary folder of popaudit's worker pools (multiprocessing's own
-``pymp-*`` folder, named with the owner's process id so a later run can remove it)."""
+``pymp-*`` folder, named with the owner's process id so a later run can remove it;
+:func:`auditor.parallel.own_pool_folder` makes it)."""
 MAX_EXPANSION = 1100
 """No compression popaudit reads expands data by more than this (deflate cannot do better
 than about 1032:1): data declared beyond it was never in the file (a lie or a bomb)."""
@@ -186,26 +187,6 @@ def remove_stale_spills(folder: str | None = None) -> list[str]:
         except OSError:
             continue  # gone meanwhile, or not ours to remove
     return removed
-
-
-def own_pool_folder() -> str:
-    """multiprocessing's temporary folder for this process (the forkserver's socket, shared
-    memory arenas), named with this process's id so that a later run removes it when a
-    kill leaves it behind (:func:`remove_stale_spills`); call before starting a pool.
-    multiprocessing removes it at a normal exit, as its own ``pymp-*`` folder."""
-    from multiprocessing import process, util
-
-    remove_stale_spills()
-    config: dict[str, object] = getattr(process.current_process(), "_config")  # where util.get_temp_dir() keeps its folder
-    existing = config.get("tempdir")
-    if existing:
-        return str(existing)
-    folder = tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-")
-    remove = getattr(util, "_remove_temp_dir", None)
-    util.Finalize(None, remove or shutil.rmtree, args=(shutil.rmtree, folder) if remove else (folder,),
-                  exitpriority=-100)
-    config["tempdir"] = folder
-    return folder
 
 
 def spill_table(n_rows: int, dim: int, source: object) -> np.memmap:

@@ -271,7 +271,7 @@ def test_the_watchdog_ends_a_worker_once_its_main_process_is_gone(mode: str) -> 
     unreaped zombie; ``poll`` is the fallback where pidfd_open is missing."""
     script = (
         "import os, sys, time, threading; sys.path.insert(0, sys.argv[1]);"
-        "from auditor.batch.workers import _exit_when_gone;"
+        "from auditor.parallel import _exit_when_gone;"
         + ("del os.pidfd_open;" if mode == "poll" else "")
         + "threading.Thread(target=_exit_when_gone, args=(int(sys.argv[2]),), daemon=True).start();"
         "time.sleep(60)"

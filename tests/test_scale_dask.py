@@ -25,7 +25,8 @@ from auditor.errors import InputError
 from auditor.loading import load_model
 from auditor.loading.population import population_of
 from auditor.model import ItemStats, ModelBundle
-from auditor.retrieval import MappedRows, ParquetRows, RetrievalOutcome, dask_client, measure_retrieval, shard_sources
+from auditor.parallel import dask_client
+from auditor.retrieval import MappedRows, ParquetRows, RetrievalOutcome, measure_retrieval, shard_sources
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")

@@ -6,9 +6,10 @@ The library behind ``popaudit batch MANIFEST`` (README.md). One job per module:
   columns, cell conversion);
 * :mod:`~auditor.batch.jobs`: rows -> :class:`~auditor.config.AuditConfig` jobs, and
   every file a batch reads (outputs never overwrite inputs);
-* :mod:`~auditor.batch.workers`: what runs in a worker process (set-up, watchdog,
-  caches, one audit and its record);
-* :mod:`~auditor.batch.dispatch`: inline, process-pool and Dask dispatch;
+* :mod:`~auditor.batch.workers`: what runs in a worker process (caches, one audit and
+  its record);
+* :mod:`~auditor.batch.dispatch`: inline, process-pool and Dask dispatch (the pools and
+  the Dask client are :mod:`auditor.parallel`'s);
 * :mod:`~auditor.batch.run`: :func:`run_batch` (resume, flushing, interruption);
 * :mod:`~auditor.batch.results`: the results table's schema, writer and reader.
 

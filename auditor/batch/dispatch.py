@@ -9,7 +9,8 @@ never takes the batch down. Rows are dispatched grouped by interaction log and e
 worker keeps one :class:`~auditor.audit.InputCache`, so a log shared by many models is
 read once per worker. At most N rows are in flight; a worker that dies fails only its
 row (``WORKER_DIED``): the other rows in flight are re-run one at a time in a fresh
-pool, so the row that kills its worker is identified and recorded as an error.
+pool, so the row that kills its worker is identified and recorded as an error. The
+pools are :mod:`auditor.parallel`'s (workers die with the main process, row time limits).
 Inline dispatch (library callers only: tests, debugging) audits in this process instead.
 
 Dask
@@ -34,20 +35,18 @@ as an error row (``KilledWorker``).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
 import time
 from collections import deque
 from collections.abc import Generator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, cast
 
 from auditor.batch.jobs import BatchJob
-from auditor.batch.workers import AuditFn, init_worker, audit_job, error_record
+from auditor.batch.workers import AuditFn, audit_job, error_record
 from auditor.errors import AuditError, setting
-from auditor.memory import own_pool_folder
+from auditor.parallel import TaskClock, WorkerPool, dask_client, pool_context
 
 WORKER_DIED = (
     "the worker process died while auditing this row (killed, out of memory, or a crash "
@@ -98,167 +97,119 @@ def _dispatch_inline(jobs: Sequence[BatchJob], audit_fn: AuditFn | None) -> Reco
         yield [audit_job(job, audit_fn)]
 
 
-def _start_method() -> str:
-    """forkserver where available: workers fork from one process that imported the stack."""
-    methods = multiprocessing.get_all_start_methods()
-    return "forkserver" if "forkserver" in methods else "spawn"
-
-
 def _dispatch_pool(
     jobs: Sequence[BatchJob], audit_fn: AuditFn | None, workers: int, start_method: str | None,
     row_timeout: float = 0.0,
 ) -> Records:
     """Run jobs in worker processes, at most ``workers`` in flight; survive dead workers
-    and stop (kill) the worker of a row that runs past ``row_timeout`` seconds."""
-    method = start_method or _start_method()
-    own_pool_folder()  # a kill leaves no anonymous pymp-* folder behind
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(_PRELOAD)  # applies when the server starts
-    pending: deque[BatchJob] = deque(jobs)
-    suspects: deque[BatchJob] = deque()  # in flight when a worker died: re-run alone
-    in_flight: dict[Future[dict[str, Any]], BatchJob] = {}
-    pool: ProcessPoolExecutor | None = None
-    started: Any = None
-    clock = RowClock(row_timeout)
-    finished = False
-    try:
-        while pending or suspects or in_flight:
-            if pool is None:
-                started = context.Value("i", 0)
-                clock.starts = context.SimpleQueue() if row_timeout else None
-                pool = ProcessPoolExecutor(
-                    max_workers=workers, mp_context=context, initializer=init_worker,
-                    initargs=(os.getpid(), started, clock.starts),
-                )
-            # Suspects run alone; otherwise keep every worker busy.
-            queue, limit = (suspects, 1) if suspects else (pending, workers)
-            broken = False
-            while queue and len(in_flight) < limit:
-                job = queue.popleft()
-                try:
-                    in_flight[pool.submit(audit_job, job, audit_fn)] = job
-                except BrokenProcessPool:  # a worker died since the last wait
-                    queue.appendleft(job)
-                    broken = True
-                    break
+    and stop (kill) the worker of a row that runs past ``row_timeout`` seconds.
+
+    A pool whose worker died is given up and the rows go on in a fresh one.
+    """
+    context = pool_context(start_method, _PRELOAD)
+    rows = _PoolRows(jobs, workers, TaskClock(row_timeout))
+    while rows.unfinished():
+        with WorkerPool(context, workers, timed=bool(row_timeout)) as pool:
+            rows.clock.watch(pool)
+            yield from rows.run(pool, audit_fn)
+
+
+class _PoolRows:
+    """The rows of one pool dispatch: waiting, suspects (in flight when a worker died:
+    re-run alone, so the row that kills its worker is found) and in flight."""
+
+    def __init__(self, jobs: Sequence[BatchJob], workers: int, clock: TaskClock) -> None:
+        self.pending: deque[BatchJob] = deque(jobs)
+        self.suspects: deque[BatchJob] = deque()
+        self.in_flight: dict[Future[dict[str, Any]], BatchJob] = {}
+        self.workers = workers
+        self.clock = clock
+
+    def unfinished(self) -> bool:
+        return bool(self.pending or self.suspects or self.in_flight)
+
+    def run(self, pool: WorkerPool, audit_fn: AuditFn | None) -> Records:
+        """Keep ``pool`` busy until every row is done or a worker dies (the pool is then
+        settled: every row of it is recorded or queued again, and it is given up)."""
+        while self.unfinished():
+            broken = self._submit(pool, audit_fn)
+            done: set[Future[dict[str, Any]]] = set()
             if not broken:
-                done, _ = wait(list(in_flight), timeout=clock.poll(), return_when=FIRST_COMPLETED)
+                done, _ = wait(list(self.in_flight), timeout=self.clock.poll(IDLE_TICK), return_when=FIRST_COMPLETED)
                 broken = any(isinstance(f.exception(), BrokenProcessPool) for f in done)
                 if not done:
-                    if not clock.stop_overdue(in_flight.values()):
+                    if not self.clock.stop_overdue(job.row for job in self.in_flight.values()):
                         yield []  # nothing finished: the caller may save what it held back
                     continue  # a killed worker breaks the pool: settled on the next pass
             if broken:
                 # Every unfinished future of this pool fails too; settle them all now.
-                pool.shutdown(wait=True, cancel_futures=True)
-                pool = None
-                clock.running.clear()  # those workers are gone (their pids may be reused)
-                if started.value == 0:  # no worker came up: the pool failed, not a row
+                pool.settle()
+                if not pool.any_started():  # no worker came up: the pool failed, not a row
                     raise AuditError(
                         "the batch's worker processes died while starting, before auditing any row; "
                         "a script that calls run_batch must call it under "
                         "'if __name__ == \"__main__\":' (each worker imports the main module)"
                     )
-                done = set(in_flight)
-            records: list[dict[str, Any]] = []
-            died: list[BatchJob] = []
-            for future in done:
-                job = in_flight.pop(future)
-                exc = future.exception()
-                if exc is None:
-                    records.append(future.result())
-                elif isinstance(exc, BrokenProcessPool):
-                    died.append(job)
-                else:  # e.g. the job could not be pickled
-                    records.append(error_record(job, f"{type(exc).__name__}: {exc}"))
-            if clock.stopped:  # we killed a worker: its row timed out, the others are innocent
-                for job in sorted(died, key=lambda j: j.row, reverse=True):
-                    if job.row in clock.stopped:
-                        records.append(error_record(job, clock.message(), clock.stopped.pop(job.row)))
-                    else:
-                        pending.appendleft(job)
-                died = []
-            if len(died) == 1:
-                records.append(error_record(died[0], WORKER_DIED))
-            else:
-                suspects.extend(sorted(died, key=lambda j: j.row))
+                done = set(self.in_flight)
+            records = self._settle(done)
             if records:
                 yield records
-        finished = True
-    finally:
-        if pool is not None:
-            if finished:
-                pool.shutdown(wait=True)
-            else:  # interrupted or closed early: audits in flight must not run on
-                stop_pool(pool)
+            if broken:
+                return
 
-
-class RowClock:
-    """When each row began in which worker (heard on a queue), and the workers to stop."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.starts: Any = None
-        """The pool's queue of (row, pid) as audits begin; None without a time limit."""
-        self.running: dict[int, tuple[int, float]] = {}
-        self.stopped: dict[int, float] = {}
-        """Row -> seconds it ran, for rows whose worker this clock killed."""
-
-    def poll(self) -> float:
-        """How long to wait for a result before looking at the clock (and letting the
-        caller save rows it held back) again."""
-        return IDLE_TICK if not self.timeout else min(IDLE_TICK, max(0.05, self.timeout / 10))
-
-    def stop_overdue(self, jobs: Any) -> bool:
-        """Kill the worker of every in-flight row past the time limit; True if any was."""
-        if not self.timeout or self.starts is None:
-            return False
-        while not self.starts.empty():
-            row, pid = self.starts.get()
-            self.running[row] = (pid, time.monotonic())
-        now, killed = time.monotonic(), False
-        for job in jobs:
-            began = self.running.get(job.row)
-            if began is not None and now - began[1] > self.timeout and job.row not in self.stopped:
-                try:
-                    os.kill(began[0], signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    continue
-                self.stopped[job.row] = now - began[1]
-                killed = True
-        return killed
-
-    def message(self) -> str:
-        return (
-            f"RowTimeout: the audit ran longer than {setting('row_timeout')} {self.timeout:g} s; its worker "
-            "process was stopped and the batch went on"
-        )
-
-
-def stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Kill the pool's workers now (their rows are lost, not recorded) and release it.
-
-    ``shutdown`` alone would let every running audit finish first, however long it takes.
-    """
-    kill = getattr(pool, "kill_workers", None)  # Python 3.14+
-    if kill is not None:
-        kill()
-    else:
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
+    def _submit(self, pool: WorkerPool, audit_fn: AuditFn | None) -> bool:
+        """Fill the free workers (suspects run alone); True when the pool turned out broken."""
+        queue, limit = (self.suspects, 1) if self.suspects else (self.pending, self.workers)
+        while queue and len(self.in_flight) < limit:
+            job = queue.popleft()
             try:
-                process.kill()
-            except (OSError, ValueError, AttributeError):
-                pass
-    pool.shutdown(wait=True, cancel_futures=True)
+                self.in_flight[pool.submit(audit_job, job, audit_fn)] = job
+            except BrokenProcessPool:  # a worker died since the last wait
+                queue.appendleft(job)
+                return True
+        return False
+
+    def _settle(self, done: set[Future[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The records of the finished futures ``done``; rows whose worker died are
+        recorded (alone in flight, or timed out) or queued again (as suspects, or as
+        innocent bystanders of a worker this clock killed)."""
+        records: list[dict[str, Any]] = []
+        died: list[BatchJob] = []
+        for future in done:
+            job = self.in_flight.pop(future)
+            exc = future.exception()
+            if exc is None:
+                records.append(future.result())
+            elif isinstance(exc, BrokenProcessPool):
+                died.append(job)
+            else:  # e.g. the job could not be pickled
+                records.append(error_record(job, f"{type(exc).__name__}: {exc}"))
+        stopped = self.clock.stopped
+        if stopped:  # we killed a worker: its row timed out, the others are innocent
+            for job in sorted(died, key=lambda j: j.row, reverse=True):
+                if job.row in stopped:
+                    records.append(error_record(job, _timeout_message(self.clock.timeout), stopped.pop(job.row)))
+                else:
+                    self.pending.appendleft(job)
+            died = []
+        if len(died) == 1:
+            records.append(error_record(died[0], WORKER_DIED))
+        else:
+            self.suspects.extend(sorted(died, key=lambda j: j.row))
+        return records
+
+
+def _timeout_message(timeout: float) -> str:
+    return (
+        f"RowTimeout: the audit ran longer than {setting('row_timeout')} {timeout:g} s; its worker "
+        "process was stopped and the batch went on"
+    )
 
 
 def _dispatch_dask(
     jobs: Sequence[BatchJob], audit_fn: AuditFn | None, address: str
 ) -> Records:
     """Submit every job to the Dask cluster at ``address``; yield records as they finish."""
-    from auditor.retrieval import dask_client
-
     with dask_client(address) as client:  # InputError when dask is missing or unreachable
         from distributed import as_completed as untyped_as_completed
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from auditor.batch.dispatch import dispatch
+from auditor.batch.dispatch import Records, dispatch
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
@@ -25,7 +25,7 @@ from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
 from auditor.io import check_not_inputs
 from auditor.ranges import check_ranges
-from auditor.progress import SILENT, Progress
+from auditor.progress import SILENT, Advance, Progress
 from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 
@@ -107,6 +107,26 @@ def run_batch(
     results file written for another manifest (another resolved path) is a
     ManifestError, raised before the file is touched.
     """
+    _check_settings(jobs, inline, flush_interval, row_timeout)
+    parsed = manifest if isinstance(manifest, Manifest) else read_manifest(Path(manifest))
+    all_jobs = _jobs(parsed, output, defaults, other_outputs)
+    writer = _writer(parsed, output, all_jobs, defaults)
+    provenance = Provenances(all_jobs)
+    resumed = resume and Path(output).exists()
+    n_resumed, recomputed = _resume(writer, all_jobs, parsed, provenance) if resumed else (0, [])
+    runnable = _fail_early(writer, all_jobs, provenance, progress)
+    batches = dispatch(runnable, audit_fn, workers=jobs, scheduler=scheduler, inline=inline, start_method=start_method,
+                       row_timeout=row_timeout)
+    with progress.track(f"Auditing {len(runnable)} of {len(all_jobs)} models", total=len(runnable)) as advance:
+        interrupted = _collect(batches, writer, provenance, progress, advance, flush_interval)
+    if interrupted:
+        statuses = list(writer.status.values())
+        raise BatchInterrupted(Path(output), len(all_jobs), len(statuses), statuses.count(STATUS_OK))
+    return _outcome(writer.table(), Path(output), n_resumed, recomputed)
+
+
+def _check_settings(jobs: int, inline: bool, flush_interval: float, row_timeout: float) -> None:
+    """InputError for settings out of range or that do not go together."""
     if jobs < 1:
         raise InputError(f"{setting('jobs')} must be at least 1, got {jobs}")
     check_ranges({"jobs": jobs, "row_timeout": row_timeout, "flush_interval": flush_interval})
@@ -114,68 +134,82 @@ def run_batch(
         raise InputError(f"inline audits run one at a time; {setting('jobs')} must be 1, got {jobs}")
     if flush_interval < 0:
         raise InputError(f"{setting('flush_interval')} must be >= 0, got {flush_interval}")
-    parsed = manifest if isinstance(manifest, Manifest) else read_manifest(Path(manifest))
+
+
+def _jobs(
+    parsed: Manifest, output: Path, defaults: Mapping[str, Any] | None, other_outputs: Mapping[str, Path | None] | None,
+) -> list[BatchJob]:
+    """The manifest's jobs, once no output (the results file, ``other_outputs``) names an input."""
     if Path(output).resolve() == parsed.path.resolve():
         raise InputError(f"the results file {output} would overwrite the manifest; choose another {setting('output')}")
     all_jobs = build_jobs(parsed, defaults)
     check_not_inputs({setting("output"): Path(output), **(other_outputs or {})}, batch_inputs(parsed, defaults))
-    ks = {k for job in all_jobs if job.config is not None for k in job.config.ks}
-    ks |= set(config_template(defaults or {}).ks)
-    writer = ResultsWriter(output, ks, parsed.path.resolve(), parsed.sha256)
-    provenance = Provenances(all_jobs)
+    return all_jobs
 
-    recomputed: list[tuple[int, str]] = []
-    if resume and Path(output).exists():
-        n_resumed, recomputed = _resume(writer, all_jobs, parsed, provenance)
-    else:
-        n_resumed = 0
-    todo = [job for job in all_jobs if job.row not in writer.status]
+
+def _writer(parsed: Manifest, output: Path, jobs: list[BatchJob], defaults: Mapping[str, Any] | None) -> ResultsWriter:
+    """The results writer, with a column per K any row (or the defaults) asks for."""
+    ks = {k for job in jobs if job.config is not None for k in job.config.ks}
+    ks |= set(config_template(defaults or {}).ks)
+    return ResultsWriter(output, ks, parsed.path.resolve(), parsed.sha256)
+
+
+def _fail_early(writer: ResultsWriter, jobs: list[BatchJob], provenance: Provenances, progress: Progress) -> list[BatchJob]:
+    """Record the rows still to do that fail before any audit (invalid rows, missing
+    inputs) and return the others, their provenance taken now: the inputs as the audits
+    will find them. The results file exists (and is valid) from here on."""
+    todo = [job for job in jobs if job.row not in writer.status]
     bad = [job for job in todo if job.config is None] + _missing_inputs(todo)
     writer.add(error_record(job, job.error or "") for job in bad)
     for number, job in enumerate(bad, 1):
         progress.note(f"row {job.row} ({job.model}) failed [{number} failed so far]: {job.error}")
     failed_early = {job.row for job in bad}
     runnable = [job for job in todo if job.row not in failed_early]
-    for job in runnable:  # the inputs as the audits will find them, before any runs
+    for job in runnable:
         provenance.of(job.row)
-    writer.flush()  # the file exists (and is valid) from the start
+    writer.flush()
+    return runnable
 
-    batches = dispatch(runnable, audit_fn, workers=jobs, scheduler=scheduler, inline=inline, start_method=start_method,
-                       row_timeout=row_timeout)
 
+def _collect(
+    batches: Records, writer: ResultsWriter, provenance: Provenances, progress: Progress, advance: Advance,
+    flush_interval: float,
+) -> bool:
+    """Write the records of ``batches`` as audits finish, each with its provenance (for a
+    later resume), and say each failed row; True when Ctrl-C ended the run. Either way
+    the workers are stopped (audits in flight are dropped) and the finished rows saved."""
     n_failed = list(writer.status.values()).count(STATUS_ERROR)
-    interrupted = False
-    with progress.track(f"Auditing {len(runnable)} of {len(all_jobs)} models", total=len(runnable)) as advance:
-        try:
-            for records in batches:
-                for record in records:  # what produced it, for a later resume
-                    if (found := provenance.of(record["row"])) is not None:
-                        record["provenance"] = encode(found)
-                writer.add(records)
-                # At most about a tenth of the time goes to rewriting the file, so a huge
-                # manifest of quick rows stays linear in its rows (not quadratic); rows
-                # held back are saved at the next idle moment the dispatcher gives.
-                gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
-                if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
-                    writer.flush()
-                for record in records:
-                    if record["status"] == STATUS_ERROR:
-                        n_failed += 1
-                        progress.note(
-                            f"row {record['row']} ({record['model']}) failed "
-                            f"[{n_failed} failed so far]: {record['error']}"
-                        )
-                if records:
-                    advance(len(records))
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            batches.close()  # stops the workers: audits in flight are dropped
-            writer.flush()  # rows finished within the last flush_interval
-    if interrupted:
-        statuses = list(writer.status.values())
-        raise BatchInterrupted(Path(output), len(all_jobs), len(statuses), statuses.count(STATUS_OK))
-    table = writer.table()
+    try:
+        for records in batches:
+            for record in records:
+                if (found := provenance.of(record["row"])) is not None:
+                    record["provenance"] = encode(found)
+            writer.add(records)
+            # At most about a tenth of the time goes to rewriting the file, so a huge
+            # manifest of quick rows stays linear in its rows (not quadratic); rows
+            # held back are saved at the next idle moment the dispatcher gives.
+            gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
+            if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
+                writer.flush()
+            for record in records:
+                if record["status"] == STATUS_ERROR:
+                    n_failed += 1
+                    progress.note(
+                        f"row {record['row']} ({record['model']}) failed "
+                        f"[{n_failed} failed so far]: {record['error']}"
+                    )
+            if records:
+                advance(len(records))
+    except KeyboardInterrupt:
+        return True
+    finally:
+        batches.close()  # stops the workers: audits in flight are dropped
+        writer.flush()  # rows finished within the last flush_interval
+    return False
+
+
+def _outcome(table: pa.Table, output: Path, n_resumed: int, recomputed: list[tuple[int, str]]) -> BatchOutcome:
+    """What the run left behind, from the results table as written."""
     status = table.column("status").to_pylist()
     failures = [
         (int(r["row"]), str(r["model"]), str(r["error"]))
@@ -183,7 +217,7 @@ def run_batch(
         if r["status"] == STATUS_ERROR
     ]
     return BatchOutcome(
-        output=Path(output),
+        output=output,
         table=table,
         n_ok=status.count(STATUS_OK),
         n_error=status.count(STATUS_ERROR),

@@ -1,21 +1,15 @@
-"""What runs in a batch worker: its set-up, its caches, one audit and its results record.
+"""What runs in a batch worker: its caches, one audit and its results record.
 
-A worker is a pool process, a Dask worker, or the calling process for inline runs.
-Workers exit when the main process dies, even by ``kill -9``: each watches the main
-process (a pidfd on Linux, else polling) from a daemon thread, and workers that are
-its direct children also get ``PR_SET_PDEATHSIG``; the forkserver exits once its
-workers are gone. Everything here is sent to workers by qualified name, so it must
-stay importable as ``auditor.batch.workers``.
+A worker is a pool process, a Dask worker, or the calling process for inline runs. Pool
+workers are set up by :mod:`auditor.parallel` (they die with the main process and leave
+Ctrl-C to it). Everything here is sent to workers by qualified name, so it must stay
+importable as ``auditor.batch.workers``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import select
-import signal
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +17,7 @@ from typing import Any
 
 from auditor.batch.jobs import BatchJob
 from auditor.batch.results import FIXED_COLUMNS
+from auditor.parallel import task_started
 from auditor.progress import SILENT
 from auditor.result import CONDITION_IDS
 from auditor.summaries import STATUS_ERROR, STATUS_OK
@@ -32,101 +27,6 @@ AuditFn = Callable[..., Any]
 
 # Per-process state of a worker (pool process, Dask worker, or this process when inline).
 _WORKER: dict[str, Any] = {}
-
-_WATCH_POLL_SECONDS = 0.25
-"""How often a worker checks the main process where no pidfd can wait for it."""
-_PR_SET_PDEATHSIG = 1
-
-
-def init_worker(main_pid: int, started: Any = None, starts: Any = None) -> None:
-    """Pool initializer: the worker leaves Ctrl-C to the main process (which stops the
-    pool and saves what finished) and exits as soon as the main process is gone;
-    ``started`` (a shared counter) counts the workers that got this far; ``starts`` (a
-    queue) hears (row, pid) as each audit begins, so the main process can stop a worker
-    whose row runs past its time limit.
-
-    Never raises: a failing initializer would break the pool for every row.
-    """
-    _WORKER["starts"] = starts
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except (OSError, ValueError):
-        pass
-    if started is not None:
-        try:
-            with started.get_lock():
-                started.value += 1
-        except Exception:  # noqa: BLE001  (only a diagnostic)
-            pass
-    if os.getppid() == main_pid and sys.platform.startswith("linux"):
-        # A direct child (spawn, fork): the kernel kills it with its parent, even while it
-        # holds the GIL in native code. Pool workers are started by the thread that
-        # submits, which lives as long as the pool (PDEATHSIG fires when that thread
-        # exits). Forkserver workers are children of the forkserver: the watchdog only.
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-        if os.getppid() != main_pid:  # the parent died before prctl took effect
-            os._exit(1)
-    try:
-        threading.Thread(
-            target=_exit_when_gone, args=(main_pid,), name="popaudit-watchdog", daemon=True
-        ).start()
-    except RuntimeError:
-        pass
-
-
-def _exit_when_gone(pid: int) -> None:
-    """Block until process ``pid`` has exited, then end this process at once."""
-    try:
-        fd = os.pidfd_open(pid)  # Linux 5.3+: readable once the process has exited
-    except ProcessLookupError:
-        os._exit(1)
-    except (AttributeError, OSError):  # no pidfd (other OS, old kernel, seccomp): poll
-        start = _process_start(pid)
-        while _is_running(pid, start):
-            time.sleep(_WATCH_POLL_SECONDS)
-    else:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        while not poller.poll():
-            pass
-    os._exit(1)
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time) of ``pid`` from /proc, or None when it is gone or unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-        fields_ = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) "
-        return fields_[0].decode(), fields_[19].decode()
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _process_start(pid: int) -> str | None:
-    """When ``pid`` started, to tell it from a later process given the same pid."""
-    stat = _proc_stat(pid)
-    return None if stat is None else stat[1]
-
-
-def _is_running(pid: int, start: str | None) -> bool:
-    """Whether ``pid`` still runs (not a zombie, not a new process reusing the pid)."""
-    if start is not None:
-        stat = _proc_stat(pid)
-        return stat is not None and stat[0] not in ("Z", "X", "x") and stat[1] == start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _worker_cache(interactions: Path | None) -> Any:
@@ -171,9 +71,7 @@ def audit_job(job: BatchJob, audit_fn: AuditFn | None = None) -> dict[str, Any]:
         from auditor.audit import run_audit
 
         audit_fn = run_audit
-    starts = _WORKER.get("starts")
-    if starts is not None:  # the main process times the row from here (row_timeout)
-        starts.put((job.row, os.getpid()))
+    task_started(job.row)  # the main process times the row from here (row_timeout)
     start = time.perf_counter()
     try:
         pm = _worker_plugins(job.config.plugins)

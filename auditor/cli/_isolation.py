@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 import click
 
 from auditor.errors import AuditError
+from auditor.parallel import die_with_parent
 
 T = TypeVar("T")
-_PR_SET_PDEATHSIG = 1
 
 
 class ChildError(AuditError):
@@ -94,7 +94,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], write_end: int, debug:
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-        _die_with_parent()
+        die_with_parent()  # the kernel kills the child with its parent: no audit outlives it
         os.dup2(2, 1)  # plugin prints (and any native writes to fd 1) go to stderr
         sys.stdout = sys.stderr
         try:
@@ -120,18 +120,6 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], write_end: int, debug:
             sys.stderr.flush()
         finally:
             os._exit(code)
-
-
-def _die_with_parent() -> None:
-    """The kernel kills this child when its parent dies (Linux), so no audit outlives it."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _read_all(fd: int, pid: int, timeout: float | None, what: str) -> bytes:

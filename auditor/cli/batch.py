@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.console import Console
@@ -29,6 +29,12 @@ from auditor.cli._common import (
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from auditor.batch import BatchOutcome, Manifest
+    from auditor.gate import Gate
 
 _RAW_ARGS = "popaudit.batch_args"
 
@@ -108,15 +114,33 @@ def command(
       popaudit batch nightly.csv -o results.parquet --interactions train.parquet -j 4
       popaudit batch nightly.csv -o results.parquet --scheduler tcp://host:8786
     """
-    from auditor.batch import read_manifest, run_batch
-    from auditor.gate import evaluate_gates, gates_for, require_measured
-    from auditor.io import write_atomic
-    from auditor.cli._reports import print_report, rendered
-    from auditor.report.batch_summary import batch_document, summarise
+    from auditor.batch import run_batch
 
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
     defaults = {**audit_fields(settings), "plugins": plugins}
+    parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, plugins)
+    try:
+        outcome = run_batch(
+            parsed, output, defaults=defaults, jobs=jobs, resume=resume, scheduler=scheduler,
+            progress=RichProgress(enabled=not quiet, task_seconds=0.0),  # off a terminal: a line per audited row
+            flush_interval=flush_interval, other_outputs={"--html": html_path}, row_timeout=row_timeout,
+        )
+    except KeyboardInterrupt as exc:
+        _interrupted(exc, output)
+    _report(outcome, manifest, output, rank_by=rank_by, quiet=quiet, html_path=html_path)
+    if gates and _gates_trip(gates, outcome.table):
+        sys.exit(3)
+
+
+def _manifest_and_gates(
+    manifest: Path, defaults: dict[str, Any], fail_on: tuple[str, ...], plugins: tuple[Path, ...],
+) -> tuple[Manifest, list[Gate]]:
+    """The parsed manifest and the ``--fail-on`` gates over every K and alpha it (or the
+    defaults) asks for, and over the plugins' measures (named in an isolated child)."""
+    from auditor.batch import read_manifest
+    from auditor.gate import gates_for
+
     parsed = read_manifest(manifest)
     row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
     measures: list[str] = []
@@ -136,22 +160,16 @@ def command(
                           list_measures)
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
+    return parsed, gates
 
-    try:
-        outcome = run_batch(
-            parsed,
-            output,
-            defaults=defaults,
-            jobs=jobs,
-            resume=resume,
-            scheduler=scheduler,
-            progress=RichProgress(enabled=not quiet, task_seconds=0.0),  # off a terminal: a line per audited row
-            flush_interval=flush_interval,
-            other_outputs={"--html": html_path},
-            row_timeout=row_timeout,
-        )
-    except KeyboardInterrupt as exc:
-        _interrupted(exc, output)
+
+def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str, quiet: bool,
+            html_path: Path | None) -> None:
+    """Rows audited again on resume, the summary (unless quiet), failed rows, the HTML page."""
+    from auditor.cli._reports import print_report, rendered
+    from auditor.io import write_atomic
+    from auditor.report.batch_summary import batch_document, summarise
+
     if outcome.recomputed:  # said even with -q: a resumed file is not what it was
         shown = "; ".join(f"row {row}: {why}" for row, why in outcome.recomputed[:10])
         more = f"; and {len(outcome.recomputed) - 10} more" if len(outcome.recomputed) > 10 else ""
@@ -167,9 +185,13 @@ def command(
     if html_path is not None:
         write_atomic(html_path, rendered(document, "html"))
 
-    if not gates:
-        return
-    audited = [record for record in outcome.table.to_pylist() if record["status"] == "ok"]
+
+def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
+    """Each gate that trips for an audited row, said on stderr; True when any did.
+    GateError when no audited row measured a gate's metric."""
+    from auditor.gate import evaluate_gates, require_measured
+
+    audited = [record for record in table.to_pylist() if record["status"] == "ok"]
     runs = [evaluate_gates(gates, record) for record in audited]
     for record, outcomes in zip(audited, runs):
         for gate in outcomes:
@@ -179,8 +201,7 @@ def command(
                     style="red", markup=False, highlight=False, soft_wrap=True,
                 )
     require_measured(gates, runs, where="in any audited row")
-    if any(gate.tripped for outcomes in runs for gate in outcomes):
-        sys.exit(3)
+    return any(gate.tripped for outcomes in runs for gate in outcomes)
 
 
 def _plugin_measures(plugins: tuple[Path, ...], gated: bool) -> tuple[list[str], list[str] | None]:

@@ -24,7 +24,10 @@ from auditor.io import check_not_inputs
 from auditor.train import EXPERIMENTS
 
 if TYPE_CHECKING:
+    from auditor.progress import Progress
     from auditor.report.document import Document
+    from auditor.train.data import TrainingData
+    from auditor.train.experiments import ExperimentSizes
 
 OUTPUT_FILES = ("results.json", "results.md", "angle_histograms.png", "rho_vs_lr.png", "accuracy_vs_head_share.png")
 
@@ -224,30 +227,22 @@ def run_experiment(
     threads: int | None,
 ) -> None:
     """Run grid ``name`` with the parsed options, print its table and write its files."""
-    from auditor.train.experiments import DEFAULT_LRS, ExperimentSizes, run_conditions, run_lr_sweep
+    from auditor.train.experiments import ExperimentSizes
     from auditor.train.threads import set_threads
 
     if data.path is not None:
         check_not_inputs({f"-o {file}": out_dir / file for file in OUTPUT_FILES}, {"--data": data.path})
     sizes = ExperimentSizes(
-        n_users=data.n_users,
-        n_items=data.n_items,
-        n_interactions=data.n_interactions,
-        zipf=data.zipf,
-        epochs=epochs,
-        batch_size=batch_size,
-        dim=dim,
-        lr=lr,
-        k=k,
-        n_bootstrap=bootstrap,
+        n_users=data.n_users, n_items=data.n_items, n_interactions=data.n_interactions, zipf=data.zipf,
+        epochs=epochs, batch_size=batch_size, dim=dim, lr=lr, k=k, n_bootstrap=bootstrap,
     )
-    seed_list = list(range(seed, seed + seeds))
     chosen = settings or mitigation_names
     names = [s.strip() for s in chosen.split(",") if s.strip()] if chosen else None
     progress = RichProgress()
     if jobs == 1:
         set_threads(threads)
     log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
+    seed_list = list(range(seed, seed + seeds))
     if name == "mitigations":
         from auditor.report.mitigation_summary import mitigation_document
         from auditor.report.mitigation_summary import write_results as write_mitigations
@@ -258,14 +253,23 @@ def run_experiment(
             settings=names, data=log, jobs=jobs, threads=threads, progress=progress,
         )
         show(mitigation_document(found), write_mitigations(found, out_dir))
-        return
+    else:
+        _run_grid(name, seed_list, sizes, names, lrs, out_dir, log, jobs, threads, progress)
+
+
+def _run_grid(
+    name: str, seeds: list[int], sizes: ExperimentSizes, names: list[str] | None, lrs: str | None, out_dir: Path,
+    log: TrainingData | None, jobs: int, threads: int | None, progress: Progress,
+) -> None:
+    """``conditions`` or ``lr-sweep``: run it, print its table, write its files."""
+    from auditor.report.experiment_summary import experiment_document, write_results
+    from auditor.train.experiments import DEFAULT_LRS, run_conditions, run_lr_sweep
+
     if name == "conditions":
-        result = run_conditions(seed_list, sizes, settings=names, data=log, jobs=jobs, threads=threads, progress=progress)
+        result = run_conditions(seeds, sizes, settings=names, data=log, jobs=jobs, threads=threads, progress=progress)
     else:
         rates = _floats(lrs, "--lrs") or list(DEFAULT_LRS)
-        result = run_lr_sweep(rates, seed_list, sizes, data=log, jobs=jobs, threads=threads, progress=progress)
-    from auditor.report.experiment_summary import experiment_document, write_results
-
+        result = run_lr_sweep(rates, seeds, sizes, data=log, jobs=jobs, threads=threads, progress=progress)
     show(experiment_document(result), write_results(result, out_dir))
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shlex
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from auditor.cli._common import RichProgress, common_options, ranged
 from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
 from auditor.io import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
+
+if TYPE_CHECKING:
+    from auditor.train.retrain import Retrained
 
 
 @click.command("retrain")
@@ -46,24 +49,6 @@ def command(
     data: DataChoice,
     holdout_fraction: float | None,
     split: str,
-    optimizer: str,
-    lr: float | None,
-    momentum: float,
-    weight_decay: float,
-    item_encoder: str,
-    user_encoder: str,
-    user_optimizer: str | None,
-    user_lr: float | None,
-    loss: str,
-    temperature: float,
-    logq: bool,
-    dim: int,
-    epochs: int,
-    batch_size: int,
-    seed: int,
-    init_std: float,
-    hidden_dim: int,
-    history_length: int,
     output: Path,
     trace: Path | None,
     trace_every: int,
@@ -71,6 +56,7 @@ def command(
     on_alert: str,
     threads: int | None,
     plugins: tuple[Path, ...],
+    **settings: Any,
 ) -> None:
     """Train a two-tower baseline and write a checkpoint `popaudit check` audits as is.
 
@@ -101,62 +87,44 @@ def command(
       popaudit retrain --data ml-100k/u.data --holdout-fraction 0.2 --logq -o logq.pt
       popaudit retrain --trace trace.jsonl --alert 'spearman>0.5' --on-alert stop
     """
-    from auditor.train.loop import TrainConfig, save_checkpoint, train
-    from auditor.train.split import split_holdout
-    from auditor.train.threads import set_threads
+    from auditor.train.loop import TrainConfig
+    from auditor.train.retrain import retrain
     from auditor.train.watch import WatchOptions
 
     if holdout_fraction is None and split != "auto":
         raise click.UsageError("--split applies with --holdout-fraction only")
     check_not_inputs({"-o": output, "--trace": trace}, {"--data": data.path})
     progress = RichProgress()
-    config = TrainConfig(
-        optimizer=optimizer,
-        lr=lr,
-        momentum=momentum,
-        weight_decay=weight_decay,
-        item_encoder=item_encoder,
-        user_encoder=user_encoder,
-        user_optimizer=user_optimizer,
-        user_lr=user_lr,
-        loss=loss,
-        temperature=temperature,
-        dim=dim,
-        init_std=init_std,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        hidden_dim=hidden_dim,
-        history_length=history_length,
-        logq=logq,
-    )
+    config = TrainConfig(**settings)  # every other option is a training setting of the same name
     watch = WatchOptions(trace=trace, interval=trace_every, alerts=alerts, on_alert="raise" if on_alert == "fail" else on_alert)
-    n_threads = set_threads(threads)
-    full = data.read(seed, with_time=holdout_fraction is not None and split != "random", progress=progress)
-    holdout = split_holdout(full, holdout_fraction, split, seed=seed) if holdout_fraction is not None else None
-    train_data = holdout.train if holdout is not None else full
-    tic = time.perf_counter()
-    result = train(train_data, config, progress=progress, watch=watch)
-    seconds = time.perf_counter() - tic
-    save_checkpoint(result, output, holdout)
+    done = retrain(
+        lambda with_time: data.read(config.seed, with_time=with_time, progress=progress), config, output,
+        holdout_fraction=holdout_fraction, split=split, watch=watch, threads=threads, progress=progress,
+    )
+    _summary(done, data.path, output, trace)
 
+
+def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | None) -> None:
+    """What was trained on, the split, the model, the final epoch, and the files written."""
+    result, config, trained_on, holdout = done.result, done.result.config, done.train_data, done.holdout
     last = result.trace[-1]
-    source = "synthetic" if data.path is None else str(data.path)
+    source = "synthetic" if path is None else str(path)
     click.echo(
-        f"Trained on {source}: {full.n_users} users, {full.n_items} items, "
-        f"{train_data.n_interactions} interactions, {len(result.trace)} epochs in {seconds:.1f} s ({n_threads} thread{'s' if n_threads != 1 else ''})."
+        f"Trained on {source}: {done.data.n_users} users, {done.data.n_items} items, "
+        f"{trained_on.n_interactions} interactions, {len(result.trace)} epochs in {done.seconds:.1f} s "
+        f"({done.threads} thread{'s' if done.threads != 1 else ''})."
     )
     if holdout is not None:
-        held_users = len(set(holdout.holdout[:, 0].tolist())) if holdout.holdout.size else 0
+        held_users = holdout.record()["n_holdout_users"]
         repeats = f"; {holdout.n_repeats_dropped} repeats of training pairs left out" if holdout.n_repeats_dropped else ""
         click.echo(
             f"Held out ({holdout.method} split, fraction {holdout.fraction:g}): {len(holdout.holdout)} interactions "
             f"of {held_users} users, never trained on{repeats}; stored in the checkpoint."
         )
     click.echo(
-        f"Model: {item_encoder} item tower, {user_encoder} user tower, dim {dim}, loss {loss}"
-        f"{' with logQ correction' if logq else ''}; "
-        f"item optimizer {optimizer} (lr {config.item_lr:g}), user optimizer "
+        f"Model: {config.item_encoder} item tower, {config.user_encoder} user tower, dim {config.dim}, "
+        f"loss {config.loss}{' with logQ correction' if config.logq else ''}; "
+        f"item optimizer {config.optimizer} (lr {config.item_lr:g}), user optimizer "
         f"{config.resolved_user_optimizer} (lr {config.resolved_user_lr:g})."
     )
     click.echo(

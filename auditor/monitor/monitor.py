@@ -87,12 +87,7 @@ class TrainingMonitor:
         config: Mapping[str, Any] | None = None,
         fsync: bool = True,
     ) -> None:
-        if interval < 0:
-            raise TrainingError(f"interval must be 0 (epoch records only) or a positive number of steps, got {interval}")
-        if k < 1 or not 0 < head_percent <= 100 or max_exact_items < 3 or not 3 < sample_items <= max_exact_items:
-            raise TrainingError(
-                "k must be at least 1, head_percent in (0, 100], and 3 < sample_items <= max_exact_items"
-            )
+        _check_settings(interval, k, head_percent, max_exact_items, sample_items)
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)
@@ -121,18 +116,25 @@ class TrainingMonitor:
         self._epoch_start = self._start
         self._epoch_first_step = 0
         self._closed = False
-        header = TraceHeader(
-            source=source, n_items=n, dim=self.source.dim, counts="given" if self._given else "running",
-            interval=self.interval, k=self.k, head_percent=self.head_percent, queries=self.queries.kind,
-            n_queries=self.queries.n, max_exact_items=int(max_exact_items), sample_items=int(sample_items),
+        self.header = self._make_header(source, item_ids, max_exact_items, sample_items, config)
+        self._writer = TraceWriter(trace, self.header, fsync=fsync) if trace is not None else None
+        self._sinks: list[Sink] = make_sinks(mlflow, tensorboard)
+
+    def _make_header(
+        self, source: str, item_ids: Sequence[Any] | None, max_exact_items: int, sample_items: int,
+        config: Mapping[str, Any] | None,
+    ) -> TraceHeader:
+        """The trace's first record: how this monitor measures (its settings, resolved)."""
+        return TraceHeader(
+            source=source, n_items=self.source.n_items, dim=self.source.dim,
+            counts="given" if self._given else "running", interval=self.interval, k=self.k,
+            head_percent=self.head_percent, queries=self.queries.kind, n_queries=self.queries.n,
+            max_exact_items=int(max_exact_items), sample_items=int(sample_items),
             alerts=tuple(str(g) for g in self._alerts.gates), alert_action=self._alerts.action,
-            optimizer=type(optimizer).__name__ if optimizer is not None else None,
+            optimizer=type(self.optimizer).__name__ if self.optimizer is not None else None,
             item_ids_sha256=_ids_digest(item_ids), created_unix=time.time(), popaudit_version=__version__,
             config=dict(config or {}),
         )
-        self.header = header
-        self._writer = TraceWriter(trace, header, fsync=fsync) if trace is not None else None
-        self._sinks: list[Sink] = make_sinks(mlflow, tensorboard)
 
     # -- the calls a training loop makes ------------------------------------------------
 
@@ -314,6 +316,16 @@ class TrainingMonitor:
         if event.action == "raise":
             self.close(f"raised by alert {event.alert} at step {event.step}")
         act(event)
+
+
+def _check_settings(interval: int, k: int, head_percent: float, max_exact_items: int, sample_items: int) -> None:
+    """TrainingError for monitor settings out of range."""
+    if interval < 0:
+        raise TrainingError(f"interval must be 0 (epoch records only) or a positive number of steps, got {interval}")
+    if k < 1 or not 0 < head_percent <= 100 or max_exact_items < 3 or not 3 < sample_items <= max_exact_items:
+        raise TrainingError(
+            "k must be at least 1, head_percent in (0, 100], and 3 < sample_items <= max_exact_items"
+        )
 
 
 def _given_counts(counts: Any, item_ids: Sequence[Any] | None, n: int) -> np.ndarray:

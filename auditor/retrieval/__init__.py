@@ -9,7 +9,7 @@ Dask cluster), :mod:`~auditor.retrieval.measure` (the measurement).
 """
 
 from auditor.retrieval.approximate import approximate_topk, recall_at
-from auditor.retrieval.dask import dask_client, dask_multi_scoring_topk, search_shard
+from auditor.retrieval.dask import dask_multi_scoring_topk, search_shard
 from auditor.retrieval.lists import RetrievalSettings
 from auditor.retrieval.measure import (
     EXACT_FLOP_LIMIT,
@@ -34,7 +34,6 @@ __all__ = [
     "approximate_topk",
     "blas_path",
     "choose_index",
-    "dask_client",
     "dask_multi_scoring_topk",
     "l2_normalise",
     "load_query_file",

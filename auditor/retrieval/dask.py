@@ -6,18 +6,20 @@ by file reference where possible (:mod:`auditor.retrieval.shards`), else its row
 scattered. Each task returns its shard's lists with table-wide rows; they are merged
 here by the top-K contract (:func:`~auditor.retrieval.search.merge_topk`), a total
 order, so the result equals the local sharded search whatever order tasks finish in.
+The client is :func:`auditor.parallel.dask_client` (inside a batch row running on Dask,
+the cluster that runs it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from auditor.errors import InputError, setting
+from auditor.errors import InputError
 from auditor.model import ModelBundle
+from auditor.parallel import dask_client
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.scorings import multi_scoring_topk
 from auditor.retrieval.search import TopK, merge_topk
@@ -42,34 +44,6 @@ def search_shard(
     shard = source if isinstance(source, np.ndarray) else source.read()
     found = multi_scoring_topk(queries, shard, k, exponents, exclude=exclude, threads=1)
     return {a: (scores, np.where(rows >= 0, rows + start, -1)) for a, (scores, rows) in found.items()}
-
-
-@contextmanager
-def dask_client(address: str) -> Iterator[Any]:
-    """A client of the cluster at ``address``; inside a Dask task (``popaudit batch
-    with a scheduler``), the running cluster's client, with the task's thread seceded so
-    waiting on shards does not hold a worker slot."""
-    try:
-        from distributed import Client, get_worker, worker_client
-    except ImportError as exc:
-        raise InputError(f"{setting('scheduler')} needs dask.distributed: pip install 'popaudit[dask]'") from exc
-    try:
-        get_worker()
-    except ValueError:
-        pass
-    else:
-        with worker_client() as client:
-            yield client
-        return
-    try:
-        # Connect timeout: Dask's distributed.comm.timeouts.connect (default 30 s).
-        client = Client(address, set_as_default=False)  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
-    try:
-        yield client
-    finally:
-        client.close()  # type: ignore[no-untyped-call]
 
 
 def dask_multi_scoring_topk(

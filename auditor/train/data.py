@@ -22,6 +22,7 @@ from auditor.loading.logs import open_log
 from auditor.values import LogSpec
 from auditor.loading.pairs import read_pairs
 from auditor.progress import SILENT, Progress
+from auditor.train.timestamps import find_time_column, read_times
 
 DATA_FORMATS = INTERACTION_FORMATS
 """auto, parquet, csv, tsv, movielens, recbole (the foundation's readers)."""
@@ -114,41 +115,10 @@ def synthetic_interactions(
     (Zipf-weighted): a two-tower model can learn the topics, and popularity is Zipf.
     Item features are the item's topic centroid plus noise (for ``dense-linear``).
     """
-    if n_users < 1 or n_items < 2 or n_interactions < 1:
-        raise InputError(
-            f"synthetic data needs n_users >= 1, n_items >= 2, n_interactions >= 1; got "
-            f"{n_users}, {n_items}, {n_interactions}"
-        )
-    if zipf < 0:
-        raise InputError(f"{setting('zipf')} must be >= 0, got {zipf}")
-    if not 0.0 <= affinity <= 1.0:
-        raise InputError(f"affinity must be within [0, 1], got {affinity}")
+    _check_synthetic(n_users, n_items, n_interactions, zipf, affinity)
     rng = np.random.default_rng(seed)
     n_topics = max(1, min(n_topics, n_items))
-
-    ranks = rng.permutation(n_items) + 1
-    weight = ranks.astype(np.float64) ** -zipf
-    item_topic = rng.permutation(np.arange(n_items) % n_topics)  # every topic non-empty
-
-    # Items grouped by topic; a cumulative weight over that order lets one searchsorted
-    # call draw from any topic's sub-range (topic t covers [start[t], end[t])).
-    by_topic = np.argsort(item_topic, kind="stable")
-    cum = np.cumsum(weight[by_topic])
-    topic_end = cum[np.cumsum(np.bincount(item_topic, minlength=n_topics)) - 1]
-    topic_start = np.concatenate(([0.0], topic_end[:-1]))
-
-    user_topic = rng.integers(0, n_topics, size=n_users)
-    activity = rng.lognormal(0.0, 1.0, size=n_users)
-    users = rng.choice(n_users, size=n_interactions, p=activity / activity.sum())
-
-    topical = rng.random(n_interactions) < affinity
-    t = user_topic[users]
-    lo = np.where(topical, topic_start[t], 0.0)
-    hi = np.where(topical, topic_end[t], cum[-1])
-    target = lo + rng.random(n_interactions) * (hi - lo)
-    pos = np.minimum(np.searchsorted(cum, target, side="right"), n_items - 1)
-    items = by_topic[pos]
-
+    users, items, item_topic = _zipf_topics(rng, n_users, n_items, n_interactions, zipf, n_topics, affinity)
     centroids = rng.normal(0.0, 1.0, size=(n_topics, n_features))
     features = centroids[item_topic] + 0.5 * rng.normal(0.0, 1.0, size=(n_items, n_features))
     features /= np.sqrt(n_features)
@@ -172,6 +142,49 @@ def synthetic_interactions(
         },
         item_features=features.astype(np.float32),
     )
+
+
+def _check_synthetic(n_users: int, n_items: int, n_interactions: int, zipf: float, affinity: float) -> None:
+    """InputError for sizes a synthetic log cannot have."""
+    if n_users < 1 or n_items < 2 or n_interactions < 1:
+        raise InputError(
+            f"synthetic data needs n_users >= 1, n_items >= 2, n_interactions >= 1; got "
+            f"{n_users}, {n_items}, {n_interactions}"
+        )
+    if zipf < 0:
+        raise InputError(f"{setting('zipf')} must be >= 0, got {zipf}")
+    if not 0.0 <= affinity <= 1.0:
+        raise InputError(f"affinity must be within [0, 1], got {affinity}")
+
+
+def _zipf_topics(
+    rng: np.random.Generator, n_users: int, n_items: int, n_interactions: int, zipf: float, n_topics: int,
+    affinity: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(user, item) rows of every interaction and each item's topic, drawn from ``rng``
+    as :func:`synthetic_interactions` describes."""
+    ranks = rng.permutation(n_items) + 1
+    weight = ranks.astype(np.float64) ** -zipf
+    item_topic = rng.permutation(np.arange(n_items) % n_topics)  # every topic non-empty
+
+    # Items grouped by topic; a cumulative weight over that order lets one searchsorted
+    # call draw from any topic's sub-range (topic t covers [start[t], end[t])).
+    by_topic = np.argsort(item_topic, kind="stable")
+    cum = np.cumsum(weight[by_topic])
+    topic_end = cum[np.cumsum(np.bincount(item_topic, minlength=n_topics)) - 1]
+    topic_start = np.concatenate(([0.0], topic_end[:-1]))
+
+    user_topic = rng.integers(0, n_topics, size=n_users)
+    activity = rng.lognormal(0.0, 1.0, size=n_users)
+    users = rng.choice(n_users, size=n_interactions, p=activity / activity.sum())
+
+    topical = rng.random(n_interactions) < affinity
+    t = user_topic[users]
+    lo = np.where(topical, topic_start[t], 0.0)
+    hi = np.where(topical, topic_end[t], cum[-1])
+    target = lo + rng.random(n_interactions) * (hi - lo)
+    pos = np.minimum(np.searchsorted(cum, target, side="right"), n_items - 1)
+    return users, by_topic[pos], item_topic
 
 
 def random_projection_features(n_items: int, n_features: int, seed: int) -> np.ndarray:
@@ -229,20 +242,7 @@ def read_interactions(
         "item_col": counts.item_col,
         "n_interactions": len(pairs),
     }
-    times = None
-    if with_time or time_col is not None:
-        from auditor.train.timestamps import find_time_column, read_times
-
-        log = open_log(found)
-        column = find_time_column(log, time_col)
-        if column is not None:
-            times = read_times(log, column)
-            if times.shape[0] != len(pairs):  # both keep the rows whose two ids are present
-                raise InteractionsError(
-                    f"{path}: read {times.shape[0]:,} times for {len(pairs):,} interactions; pass "
-                    f"{setting('split')} random"
-                )
-            description["time_col"] = column
+    times = _read_times(found, time_col, len(pairs), description) if with_time or time_col is not None else None
     return TrainingData(
         users=pairs.user_index.astype(np.int64, copy=False),
         items=pairs.item_rows.astype(np.int64, copy=False),
@@ -253,3 +253,20 @@ def read_interactions(
         description=description,
         timestamps=times,
     )
+
+
+def _read_times(log_spec: LogSpec, time_col: str | None, n_pairs: int, description: dict[str, Any]) -> np.ndarray | None:
+    """The time of each of the log's ``n_pairs`` interactions (its column, named in
+    ``description``), or None when the log has no time column."""
+    log = open_log(log_spec)
+    column = find_time_column(log, time_col)
+    if column is None:
+        return None
+    times = read_times(log, column)
+    if times.shape[0] != n_pairs:  # both keep the rows whose two ids are present
+        raise InteractionsError(
+            f"{log_spec.path}: read {times.shape[0]:,} times for {n_pairs:,} interactions; pass "
+            f"{setting('split')} random"
+        )
+    description["time_col"] = column
+    return times

@@ -7,23 +7,22 @@ whatever order the runs finish in, and a run gives the same result inline or in 
 worker (seeded; :func:`run_tasks` says when the thread count matters).
 
 Workers are spawned (a fresh interpreter: no state forked from the caller), die with
-the calling process (:func:`auditor.batch.workers.init_worker`: the kernel's parent-
-death signal and a watchdog), leave Ctrl-C to it, and use ``threads`` torch threads
+the calling process (:class:`auditor.parallel.WorkerPool`: the kernel's parent-death
+signal and a watchdog), leave Ctrl-C to it, and use ``threads`` torch threads
 each (default: the usable cores divided among them). The caller sees one progress
 display: a run counted as it finishes.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from auditor.errors import InputError, TrainingError, setting
-from auditor.memory import own_pool_folder
+from auditor.parallel import WorkerPool, pool_context
 from auditor.progress import SILENT, Progress
 from auditor.train.threads import default_threads, set_threads
 
@@ -34,11 +33,8 @@ _SHARED: dict[str, Any] = {}
 """A worker's copy of the runs' shared input."""
 
 
-def _init(main_pid: int, threads: int, shared: Any) -> None:
-    """Worker set-up: exit with the caller, ignore Ctrl-C, set threads, keep ``shared``."""
-    from auditor.batch.workers import init_worker
-
-    init_worker(main_pid)
+def _setup(threads: int, shared: Any) -> None:
+    """Worker set-up after :func:`auditor.parallel.init_worker`: set threads, keep ``shared``."""
     # Before torch or FAISS start their OpenMP pools: FAISS (the audits of `mitigations`) too
     # keeps to this worker's share of the cores.
     os.environ["OMP_NUM_THREADS"] = str(threads)
@@ -81,32 +77,18 @@ def run_tasks(
             return results
         workers = min(jobs, len(tasks))
         per_worker = threads if threads is not None else default_threads(workers)
-        own_pool_folder()  # a kill leaves no anonymous pymp-* folder behind
-        pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init,
-            initargs=(os.getpid(), per_worker, shared),
-        )
-        finished = False
+        context = pool_context("spawn")  # a fresh interpreter: no state forked from the caller
         try:
-            pending: dict[Future[Any], int] = {pool.submit(_call, fn, task): i for i, task in enumerate(tasks)}
-            while pending:
-                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-                for future in done:
-                    results[pending.pop(future)] = future.result()  # a run's exception is raised here
-                    advance(1)
-            finished = True
-        except BrokenProcessPool as exc:
+            with WorkerPool(context, workers, setup=_setup, setup_args=(per_worker, shared)) as pool:
+                pending = {pool.submit(_call, fn, task): i for i, task in enumerate(tasks)}
+                while pending:
+                    done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                    for future in done:
+                        results[pending.pop(future)] = future.result()  # a run's exception is raised here
+                        advance(1)
+        except BrokenProcessPool as exc:  # the pool's workers are killed by then
             raise TrainingError(
                 "a worker process died (out of memory, killed, or a script that starts workers without "
                 "'if __name__ == \"__main__\":'); run with fewer jobs or -j 1"
             ) from exc
-        finally:
-            if finished:
-                pool.shutdown(wait=True)
-            else:
-                from auditor.batch.dispatch import stop_pool  # batch kills its pools the same way
-
-                stop_pool(pool)
     return results

@@ -231,7 +231,7 @@ def train(
         )
     item_opt, user_opt = config.optimizers(model)
     result = TrainResult(model, item_opt, user_opt, config, data, [], features, histories)
-    monitor = retrain_monitor(model, item_opt, data, config, watch or WatchOptions())
+    monitor = retrain_monitor(model, item_opt, data, watch or WatchOptions(), seed=config.seed, config=config.record(data))
     with monitor, warnings.catch_warnings():
         warnings.simplefilter("ignore", TrainingAlertWarning)  # alerts reach the user through progress
         _epochs(result, monitor, progress)
@@ -284,7 +284,7 @@ def _epochs(result: TrainResult, monitor: TrainingMonitor, progress: Progress) -
         for event in monitor.fired[fired:]:
             progress.note(event.describe() + ("; stopping training" if event.action == "stop" else ""))
         fired = len(monitor.fired)
-        require_finite(record, result)
+        require_finite(record, result.item_embeddings, config.item_lr)
         row = trace_row(record)
         rho = row["spearman"]
         result.trace.append(row)

@@ -8,7 +8,7 @@ its records (steps, epochs, alerts) to a file as training goes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,6 @@ from auditor.monitor.trace import refuse_foreign
 
 if TYPE_CHECKING:
     from auditor.train.data import TrainingData
-    from auditor.train.loop import TrainConfig, TrainResult
     from auditor.train.models import TwoTower
 
 N_QUERY_USERS = 128
@@ -50,12 +49,13 @@ class WatchOptions:
 
 
 def retrain_monitor(
-    model: TwoTower, item_optimizer: torch.optim.Optimizer, data: TrainingData, config: TrainConfig,
-    options: WatchOptions,
+    model: TwoTower, item_optimizer: torch.optim.Optimizer, data: TrainingData, options: WatchOptions, *,
+    seed: int, config: Mapping[str, Any],
 ) -> TrainingMonitor:
     """The monitor of one ``retrain`` run: the item tower's outputs for every row, the
-    data's frequencies as counts, the user tower on a fixed user sample as queries."""
-    users = query_users(data.n_users, config.seed)
+    data's frequencies as counts, the user tower on a fixed user sample (drawn by
+    ``seed``) as queries; ``config`` is the run's training config as the trace records it."""
+    users = query_users(data.n_users, seed)
     return TrainingMonitor(
         model.item_tower,  # what encode_items calls: the monitor's reads stay out of the training path
         n_items=data.n_items,
@@ -67,11 +67,11 @@ def retrain_monitor(
         on_alert=options.on_alert,
         optimizer=item_optimizer,
         queries=lambda: model.user_tower(users),
-        seed=config.seed,
+        seed=seed,
         mlflow=options.mlflow,
         tensorboard=options.tensorboard,
         source="retrain",
-        config=config.record(data),
+        config=config,
     )
 
 
@@ -101,14 +101,16 @@ def trace_row(record: TraceRecord) -> dict[str, float]:
     return row
 
 
-def require_finite(record: TraceRecord, result: TrainResult) -> None:
+def require_finite(record: TraceRecord, item_embeddings: Callable[[], torch.Tensor], lr: float) -> None:
     """TrainingError when an epoch's mean loss became non-finite, or the item table's
     float32 norms did (NaN, or entries so large their squares overflow: training
-    diverged, though the monitor's float64 norms may still be finite)."""
-    epoch, loss, lr = record.epoch, record.loss, result.config.item_lr
+    diverged, though the monitor's float64 norms may still be finite). ``item_embeddings``
+    gives the table (computed only when the loss is finite); ``lr``: the item tower's
+    learning rate, which the message names."""
+    epoch, loss = record.epoch, record.loss
     if loss is not None and not math.isfinite(loss):
         raise TrainingError(f"the loss became {loss} in epoch {epoch} (lr={lr}); lower {setting('lr')}")
-    bad = int((~torch.isfinite(result.item_embeddings().norm(dim=1))).sum())
+    bad = int((~torch.isfinite(item_embeddings().norm(dim=1))).sum())
     if bad:  # a bounded (cosine) loss stays finite while weights blow up
         raise TrainingError(
             f"training diverged in epoch {epoch}: {bad} item embeddings "
