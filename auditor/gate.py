@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
-from auditor.result import ACCURACY_MEASURES, SCORINGS, alpha_scoring
+from auditor.alpha import alpha_scoring
+from auditor.result import ACCURACY_MEASURES, SCORINGS
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,

@@ -35,10 +35,6 @@ SCORINGS = ("dot", "cosine", "popular")
 ACCURACY_MEASURES = ("recall", "ndcg", "hit_rate", "mrr")
 
 
-def alpha_scoring(alpha: float) -> str:
-    """The name of the norm-aware scoring with exponent ``alpha`` (``alpha_0.5``)."""
-    return f"alpha_{alpha:g}"
-
 # The sufficient conditions (docs/theory.md §2): ids are the keys of ``AuditResult.conditions``,
 # the JSON report and the batch columns, so they are spelled here only.
 C1, C2, C3, C4, C5 = "C1", "C2", "C3", "C4", "C5"
@@ -305,5 +301,5 @@ __all__ = [
     "ACCURACY_MEASURES", "Accuracy", "AuditResult", "CONDITION_IDS", "CONDITION_NAMES", "Condition", "CutoffMeasures",
     "DecileRow", "FrequencyNorm", "Inputs", "ListMeasureInfo", "ListMeasures", "MeasuredSections", "ORTHOGONALITY_IDS",
     "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange",
-    "Severity", "Status", "Verdict", "alpha_scoring", "builtin_list_measures", "json_safe",
+    "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
 ]  # fmt: skip
