@@ -11,16 +11,16 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pluggy
 
 from auditor.config import AuditConfig
-from auditor.errors import IdMappingError, setting
-from auditor.loading import IdCounts, align_counts, count_item_ids, load_model, read_pairs
+from auditor.errors import setting
+from auditor.loading import IdCounts, count_item_ids, load_model, read_pairs
 from auditor.loading.population import QueryPopulation, population_of
 from auditor.loading.frequencies import needs_the_log, read_frequencies
-from auditor.loading.idmap import check_assumed_rows, describe_mapping, offset_signals
+from auditor.loading.idmap import describe_mapping
 from auditor.loading.pickle_globals import globals_warning, replaced_globals
+from auditor.loading.statistics import item_stats
 from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
@@ -189,56 +189,8 @@ def _item_stats(
 ) -> ItemStats | None:
     """Frequencies per table row, from the log (preferred) or the checkpoint's record."""
     counted = config.interactions or config.frequencies  # the log, or counts made from it elsewhere
-    if counted is not None:
-        counts = cache.item_counts(config, need_users=config.retrieval, progress=progress)
-        policy = config.row_ids
-        if bundle.item_ids is not None and policy.offset is not None:
-            raise IdMappingError(
-                f"{setting('id_offset')} applies where ids are taken as rows, but the item rows of "
-                f"{bundle.source} are mapped through {bundle.item_ids_source}"
-            )
-        stats = align_counts(counts, config.item_rows(bundle))
-        if bundle.item_ids is None:
-            # align_counts refused non-integer ids already: these are integers.
-            check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format)
-            warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0])
-        if counts.n_null_items:
-            warnings.append(
-                f"{counts.n_null_items:,} interactions in {counted} have an empty "
-                f"item id ({counts.item_col!r} column); they are left out"
-            )
-        if counts.n_null_users:
-            warnings.append(
-                f"{counts.n_null_users:,} interactions in {counted} have an empty "
-                f"user id ({counts.user_col!r} column); they count as interactions, not as users"
-            )
-        if stats.n_unmapped:
-            share = stats.n_unmapped / max(1, stats.n_interactions)
-            warnings.append(
-                f"{stats.n_unmapped:,} interactions ({share:.1%}) reference "
-                f"{_count(stats.n_unmapped_ids, 'item id')} with no row in the item table; "
-                "they are left out of the frequencies"
-                + (f" ({setting('assume_row_ids')}: ids taken as rows anyway)" if bundle.item_ids is None else "")
-            )
-        if int(stats.frequencies.sum()) == 0:
-            raise IdMappingError(
-                f"no interaction in {counted} matches a row of the item table: "
-                f"pass {setting('item_ids')} with the raw id of each row"
-            )
-        return stats
-    if bundle.item_frequencies is not None:
-        freqs = np.asarray(bundle.item_frequencies, dtype=np.int64)
-        return ItemStats(
-            frequencies=freqs,
-            n_interactions=int(freqs.sum()),
-            source=bundle.source,
-            from_checkpoint=True,
-        )
-    return None
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+    counts = None if counted is None else cache.item_counts(config, need_users=config.retrieval, progress=progress)
+    return item_stats(bundle, counts, counted, config.row_ids, warnings)
 
 
 def _population(
