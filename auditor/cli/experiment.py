@@ -247,7 +247,7 @@ def run_experiment(
     log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
     if name == "mitigations":
         from auditor.report import mitigation_summary
-        from auditor.train.mitigations import run_mitigations
+        from auditor.mitigation.experiment import run_mitigations
 
         found = run_mitigations(
             seed_list, sizes, fraction=holdout_fraction, split=split, alphas=alphas or DEFAULT_ALPHAS,

@@ -14,7 +14,7 @@ from auditor.report.experiment_summary import data_text, fmt_count, markdown_tab
 from auditor.report.plot_text import fit_title
 from auditor.report.plots import figure_png, new_figure
 from auditor.result import json_safe
-from auditor.train.mitigations import MitigationResult
+from auditor.mitigation.experiment import MitigationResult
 
 _KIND = {"reference": "none (reference)", "training": "training", "serving": "serving", "baseline": "baseline"}
 _RIGHT = {3, 4, 5, 6, 7, 8}
