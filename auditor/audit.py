@@ -1,33 +1,30 @@
 """``run_audit(config) -> AuditResult``: the one entry the CLI and ``batch`` call.
 
-load → measure → judge: the model and the log are read once, each measuring stage gets
-plain values, and the verdict is decided from the finished sections.
+load → measure → judge: the load stage (:func:`auditor.loading.inputs.load_inputs`) reads
+every file once into plain values; measuring takes those values; the verdict is decided
+from the finished sections.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from dataclasses import fields as dataclass_fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from auditor.config import AuditConfig
-from auditor.errors import setting
-from auditor.loading import IdCounts, count_item_ids, load_model, read_pairs
-from auditor.loading.population import QueryPopulation, population_of
-from auditor.loading.frequencies import needs_the_log, read_frequencies
-from auditor.loading.idmap import describe_mapping
-from auditor.loading.pickle_globals import globals_warning, replaced_globals
-from auditor.loading.statistics import item_stats
+from auditor.evaluation import Evaluation, evaluate
+from auditor.idmap import describe_mapping
+from auditor.loading.frequencies import needs_the_log
+from auditor.loading.inputs import AuditInputs, load_inputs
+from auditor.loading.statistics import InputCache
 from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
-from auditor.model import InteractionPairs, ItemStats, ModelBundle
-from auditor.plugins import RegisteredMeasures, call_hook, collect_measures, compute_measures, get_plugin_manager
+from auditor.model import ItemStats, ModelBundle, QueryPopulation
+from auditor.plugins import RegisteredMeasures, collect_measures, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
-from auditor.evaluation import Evaluation, evaluate, holdout_reason
 from auditor.result import Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData
 from auditor.tradeoff import UserValues, head_slots, judge_tradeoff
 
@@ -35,39 +32,7 @@ if TYPE_CHECKING:  # loaded on demand: conditions bring the probes, retrieval FA
     from auditor.conditions import ConditionsOutcome
     from auditor.retrieval.measure import RetrievalOutcome
 
-# Probes need a few real batches, not the whole log.
-PROBE_PAIRS = 200_000
-
-
-@dataclass
-class InputCache:
-    """Per-file inputs shared by several audits (batch runs read a shared log once)."""
-
-    counts: dict[tuple[Any, ...], IdCounts] = field(default_factory=dict)
-
-    def item_counts(self, config: AuditConfig, need_users: bool, progress: Progress) -> IdCounts:
-        """Counts of ``config.interactions``, read on first use (again only when distinct
-        users are needed now and the cached counts lack them); or ``config.frequencies``."""
-        if config.frequencies is not None:  # counts computed elsewhere: read whole, no log
-            key = (Path(config.frequencies).resolve(), config.item_col, config.count_col, config.user_count_col)
-            if key not in self.counts:
-                self.counts[key] = read_frequencies(config.frequencies, item_col=config.item_col,
-                                                    count_col=config.count_col, user_count_col=config.user_count_col)
-            return self.counts[key]
-        assert config.interactions is not None
-        key = (
-            Path(config.interactions).resolve(),
-            config.interactions_format,
-            config.user_col,
-            config.item_col,
-        )
-        cached = self.counts.get(key)
-        if cached is None or (need_users and cached.user_counts is None):
-            spec = config.training_log
-            assert spec is not None
-            cached = count_item_ids(spec, need_users=need_users, progress=progress)
-            self.counts[key] = cached
-        return cached
+__all__ = ["InputCache", "run_audit"]
 
 
 def run_audit(
@@ -80,53 +45,18 @@ def run_audit(
     """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict."""
     pm = pm or get_plugin_manager(config.plugins)
     registered = collect_measures(pm)  # before any work: a malformed plugin measure stops here
-    cache = cache or InputCache()
-    progress.note(f"Loading {config.model}")
-    bundle = load_model(config.model, config.load_options, pm)
-    if bundle.log_id_rule is not None and config.interactions is not None:  # e.g. RecBole numbers ids by the log
-        bundle.log_id_rule.apply(
-            bundle, Path(config.interactions), config.interactions_format, config.user_col, config.item_col
-        )
-    warnings = list(bundle.warnings)
-    found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried (#23)
-    warnings.extend(globals_warning(found_globals, config.model))
-    not_measured: dict[str, str] = {}
-
-    stats = _item_stats(bundle, config, cache, progress, warnings)
+    inputs = load_inputs(config, pm, progress, cache)
+    bundle, stats = inputs.bundle, inputs.stats
+    warnings, not_measured = inputs.warnings, inputs.not_measured
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
-    frequency_norm = None
-    if stats is None:
-        not_measured["frequency_norm"] = (
-            f"no item frequencies: pass {setting('interactions')} with the training log"
-        )
-    else:
-        with progress.track("Frequency–norm statistics"):
-            frequency_norm, notes = frequency_norm_stats(
-                norms, stats.frequencies, n_bootstrap=config.bootstrap, seed=config.seed
-            )
-        warnings.extend(notes)
-
-    population = _population(bundle, stats, config, progress, not_measured)
-    serving = _measure_retrieval(bundle, stats, config, population, progress, registered)
-    evaluation = None
-    accuracy_reason = holdout_reason(bundle, config)
-    if accuracy_reason is None:
-        accuracy_reason = _accuracy_blocker(config, serving, population, not_measured)
-    if accuracy_reason is None:
-        assert serving is not None and population is not None
-        evaluation = evaluate(bundle, config, population, serving.lists, sorted(serving.retrieval.at), progress)
-        warnings += evaluation.warnings
-    else:
-        not_measured["accuracy"] = accuracy_reason
-    if bundle.live is None:  # a plugin may know how to run this model
-        bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
-    # The log is read for probe batches only when there is a model to probe.
-    pairs = _probe_pairs(bundle, config) if config.probes and bundle.live is not None else None
-    assessed = _assess_conditions(bundle, stats, config, pairs, pm, progress, frequency_norm)
+    frequency_norm = _frequency_norm(norms, stats, config, progress, warnings)
+    serving = _measure_retrieval(bundle, stats, config, inputs.population, progress, registered)
+    evaluation = _evaluation(inputs, serving, config)
+    assessed = _assess_conditions(inputs, config, pm, progress, frequency_norm)
     if assessed.probes_not_run is not None:
         not_measured["probes"] = assessed.probes_not_run.describe()
-        if config.frequencies and pairs is None and assessed.probes_not_run.reason == "failed":
+        if config.frequencies and inputs.probe_pairs is None and assessed.probes_not_run.reason == "failed":
             not_measured["probes"] = needs_the_log("numeric probes (training batches)")
     if serving is not None and stats is not None:
         origin = "frequencies" if config.frequencies else "checkpoint" if stats.from_checkpoint else "log"
@@ -135,7 +65,7 @@ def run_audit(
     warnings += (serving.warnings if serving else []) + assessed.warnings
 
     sections = MeasuredSections(
-        inputs=_inputs(bundle, config, stats, population),
+        inputs=_inputs(bundle, config, stats, inputs.population),
         frequency_norm=frequency_norm,
         retrieval=serving.retrieval if serving else None,
         conditions=assessed.conditions,
@@ -143,7 +73,7 @@ def run_audit(
         settings=_settings(config),
         warnings=warnings,
         not_measured=not_measured,
-        replaced_globals=found_globals,
+        replaced_globals=inputs.replaced_globals,
         plot_data=PlotData(
             norms=norms,
             frequencies=None if stats is None else stats.frequencies,
@@ -158,6 +88,26 @@ def run_audit(
     from auditor.verdict import decide_verdict
 
     return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures)
+
+
+def _frequency_norm(
+    norms: Any, stats: ItemStats | None, config: AuditConfig, progress: Progress, warnings: list[str]
+) -> FrequencyNorm | None:
+    if stats is None:
+        return None
+    with progress.track("Frequency–norm statistics"):
+        frequency_norm, notes = frequency_norm_stats(norms, stats.frequencies, n_bootstrap=config.bootstrap,
+                                                     seed=config.seed)
+    warnings.extend(notes)
+    return frequency_norm
+
+
+def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig) -> Evaluation | None:
+    """Held-out accuracy of the served lists (None: no holdout, or nothing served)."""
+    if inputs.heldout is None or serving is None or inputs.population is None:
+        return None
+    return evaluate(inputs.heldout, serving.lists, sorted(serving.retrieval.at), tolerance=config.accuracy_tolerance,
+                    keep_seen=config.keep_seen, seen_excluded=inputs.population.exclude is not None)
 
 
 def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: MeasuredSections,
@@ -180,64 +130,6 @@ def _fields(sections: MeasuredSections) -> dict[str, Any]:
     return {f.name: getattr(sections, f.name) for f in dataclass_fields(sections)}
 
 
-def _item_stats(
-    bundle: ModelBundle,
-    config: AuditConfig,
-    cache: InputCache,
-    progress: Progress,
-    warnings: list[str],
-) -> ItemStats | None:
-    """Frequencies per table row, from the log (preferred) or the checkpoint's record."""
-    counted = config.interactions or config.frequencies  # the log, or counts made from it elsewhere
-    counts = None if counted is None else cache.item_counts(config, need_users=config.retrieval, progress=progress)
-    return item_stats(bundle, counts, counted, config.row_ids, warnings)
-
-
-def _population(
-    bundle: ModelBundle, stats: ItemStats | None, config: AuditConfig, progress: Progress,
-    not_measured: dict[str, str],
-) -> QueryPopulation | None:
-    """Who retrieval serves (:mod:`auditor.loading.population`), or None with the reason
-    recorded in ``not_measured``."""
-    if not config.retrieval:
-        not_measured["retrieval"] = f"skipped with {setting('retrieval')}"
-        return None
-    if stats is None:
-        not_measured["retrieval"] = f"needs item frequencies: pass {setting('interactions')}"
-        return None
-    no_history = config.training_log is None and (bundle.train_pairs is None or not len(bundle.train_pairs))
-    if bundle.user_table is None and no_history and config.queries in ("auto", "users", "history"):
-        not_measured["retrieval"] = (
-            needs_the_log("retrieval without a user table (history queries)") + f" or {setting('queries')} PATH"
-            if config.frequencies else
-            f"no queries: the model has no user table; pass {setting('interactions')} (history queries) or "
-            f"{setting('queries')} PATH"
-        )
-        return None
-    return population_of(bundle, config, progress)
-
-
-def _accuracy_blocker(
-    config: AuditConfig, serving: RetrievalOutcome | None, population: QueryPopulation | None,
-    not_measured: dict[str, str],
-) -> str | None:
-    """Why held-out accuracy cannot be read off the served lists (None: it can)."""
-    if serving is None or population is None:
-        return f"needs the retrieval section ({not_measured.get('retrieval', 'not measured')})"
-    if population.raw_ids is None:
-        return (f"the queries of {setting('queries')} {config.queries} carry no user identity, so they cannot be "
-                "matched to held-out users")
-    return None
-
-
-def _probe_pairs(bundle: ModelBundle, config: AuditConfig) -> InteractionPairs | None:
-    """A seeded sample of (user, item-row) pairs for the probes' training batches."""
-    spec = config.training_log
-    if spec is None:
-        return bundle.train_pairs
-    return read_pairs(spec, config.item_rows(bundle), max_rows=PROBE_PAIRS, seed=config.seed)
-
-
 def _measure_retrieval(
     bundle: ModelBundle,
     stats: ItemStats | None,
@@ -255,27 +147,14 @@ def _measure_retrieval(
 
 
 def _assess_conditions(
-    bundle: ModelBundle,
-    stats: ItemStats | None,
-    config: AuditConfig,
-    pairs: InteractionPairs | None,
-    pm: pluggy.PluginManager,
-    progress: Progress,
+    inputs: AuditInputs, config: AuditConfig, pm: pluggy.PluginManager, progress: Progress,
     frequency_norm: FrequencyNorm | None,
 ) -> ConditionsOutcome:
     from auditor.conditions import assess_conditions
 
     return assess_conditions(
-        bundle,
-        stats,
-        pairs,
-        config.declared,
-        pm=pm,
-        seed=config.seed,
-        run_probes=config.probes,
-        progress=progress,
-        row_ids=config.row_ids,
-        frequency_norm=frequency_norm,
+        inputs.bundle, inputs.stats, inputs.probe_pairs, config.declared, pm=pm, seed=config.seed,
+        run_probes=config.probes, progress=progress, row_ids=config.row_ids, frequency_norm=frequency_norm,
     )
 
 

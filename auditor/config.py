@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any
 from auditor.errors import InputError, setting
 from auditor.ranges import check_ranges
 
+from auditor.values import ItemRows, LogSpec, RowIdPolicy
+
 if TYPE_CHECKING:
-    from auditor.loading.alignment import ItemRows
-    from auditor.loading.idmap import RowIdPolicy
-    from auditor.loading.logs import LogSpec
     from auditor.model import ModelBundle
 
 QUERY_SOURCES = ("auto", "users", "history")
@@ -236,22 +235,16 @@ class AuditConfig:
         return None if self.holdout is None else self._log(self.holdout)
 
     def _log(self, path: Path) -> LogSpec:
-        from auditor.loading.logs import LogSpec
-
         return LogSpec(path, self.interactions_format, self.user_col, self.item_col, self.max_memory)
 
     @property
     def row_ids(self) -> RowIdPolicy:
         """What the user said about taking raw ids as table rows."""
-        from auditor.loading.idmap import RowIdPolicy
-
         return RowIdPolicy(self.id_offset, self.assume_row_ids)
 
     def item_rows(self, bundle: ModelBundle) -> ItemRows:
         """How this audit maps its logs' raw item ids to the rows of ``bundle``'s item
         table: through its ``item_ids`` (raw id of each row), else ``row = id − id_offset``."""
-        from auditor.loading.alignment import ItemRows
-
         return ItemRows(bundle.item_ids, bundle.n_items, self.row_ids.shift)
 
     def with_overrides(self, values: dict[str, Any]) -> AuditConfig:

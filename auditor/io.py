@@ -203,7 +203,7 @@ def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Pa
     never inputs worth protecting from an output. Two outputs naming the same regular
     file are refused too (one would silently replace the other); list every file a run
     writes, a Markdown report's figures included (see
-    :func:`auditor.report.planned_outputs`), under a name that says whose it is.
+    :func:`auditor.plugins.renderers.planned_outputs`), under a name that says whose it is.
     """
     existing = {
         flag: Path(p) for flag, p in inputs.items()

@@ -255,9 +255,10 @@ def _frequencies(bundle: Any, config: MitigateConfig, progress: Progress, warnin
         freqs = bundle.item_frequencies
         return None if freqs is None else np.asarray(freqs, dtype=np.int64)
     from auditor.loading import align_counts, count_item_ids
-    from auditor.loading.alignment import ItemRows
-    from auditor.loading.idmap import RowIdPolicy, check_assumed_rows
-    from auditor.loading.logs import LogSpec
+    from auditor.values import ItemRows
+    from auditor.idmap import check_assumed_rows
+    from auditor.values import RowIdPolicy
+    from auditor.values import LogSpec
 
     spec = LogSpec(config.interactions, config.interactions_format, config.user_col, config.item_col)
     counts = count_item_ids(spec, need_users=False, progress=progress)

@@ -1,4 +1,5 @@
-"""Value objects handed from loading to measuring: the model and the item statistics.
+"""Value objects handed from loading to measuring: the model, the item statistics, the
+query population and the held-out sets.
 
 Data flows one way (docs/architecture.md): loaders build a :class:`ModelBundle` and
 :class:`ItemStats`; metrics, retrieval and conditions read them and never reach back.
@@ -9,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # annotations only: the values here never need torch loaded
+    import torch
 
 CHECKPOINT_MARKER = "popaudit_checkpoint"
 CHECKPOINT_VERSION = 1
@@ -169,3 +172,91 @@ class InteractionPairs:
 
     def __len__(self) -> int:
         return int(self.item_rows.shape[0])
+
+
+@dataclass(frozen=True)
+class QueryPopulation:
+    """The queries every scoring serves, who they are, and what each has seen."""
+
+    vectors: np.ndarray
+    """float32 (n_queries, dim): no zero rows."""
+    source: str
+    """``users``, ``history`` or ``file`` (module docstring)."""
+    description: str
+    """Who is queried, in one sentence (the report's ``queries`` definition)."""
+    raw_ids: np.ndarray | None = None
+    """Raw user id of each query (None: a query file, no identity)."""
+    source_rows: np.ndarray | None = None
+    """Row of the user table (``users``) or query file (``file``) of each query; None: histories."""
+    seen_indptr: np.ndarray | None = None
+    """CSR (n_queries + 1,) over ``seen_rows``: each query's training item rows (None: unknown)."""
+    seen_rows: np.ndarray | None = None
+    keep_seen: bool = False
+    """Training items stay among the candidates (``keep_seen``)."""
+    seen_source: str = ""
+    """Where the training items came from (the log's path, or the checkpoint's pairs)."""
+    what: str = ""
+    """What the vectors were read from, for messages (``query file q.npy``)."""
+    n_eligible: int = 0
+    """Users (or file rows) the sample was drawn from."""
+    eligible_ids: np.ndarray | None = None
+    """Raw ids of every eligible user, sampled or not (to tell held-out users apart)."""
+    sampled: bool = False
+    seed: int = 0
+    n_zero: int = 0
+    """Queries dropped for a zero vector."""
+    n_user_rows: int | None = None
+    """Rows of the user table (None: none was queried)."""
+    n_untrained_rows: int | None = None
+    """User-table rows of users who never appear in the training log (not queried; None: unknown)."""
+    n_unmatched_users: int = 0
+    """Training-log users without a user-table row (cannot be queried)."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.vectors.shape[0])
+
+    @property
+    def exclude(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """CSR of each query's excluded item rows, or None when nothing is excluded."""
+        if self.keep_seen or self.seen_indptr is None or self.seen_rows is None:
+            return None
+        return self.seen_indptr, self.seen_rows
+
+    @property
+    def seen_items(self) -> str:
+        """``excluded``, ``kept`` (``keep_seen``) or ``unknown`` (no user identity or no log)."""
+        if self.seen_indptr is None:
+            return "unknown"
+        return "kept" if self.keep_seen else "excluded"
+
+
+@dataclass(frozen=True)
+class HeldOutQueries:
+    """The held-out items of the queried users who have some, at their query positions:
+    what held-out accuracy scores the served lists against (docs/measures.md)."""
+
+    positions: np.ndarray
+    """int64: the population position (row of every scoring's lists) of each evaluated user."""
+    indptr: np.ndarray
+    """int64 CSR over ``items``: evaluated user u's held-out rows are ``items[indptr[u]:indptr[u + 1]]``."""
+    items: np.ndarray
+    """int64: held-out item rows, distinct and ascending within each user."""
+    source: str
+    """The holdout (a file, or a checkpoint's recorded split)."""
+    n_interactions: int = 0
+    """Held-out interactions read."""
+    n_dropped: int = 0
+    """Held-out interactions left out (empty ids, items without a row, users without a row)."""
+    n_dropped_users: int = 0
+    """Held-out users without a user-table row."""
+    n_not_in_training: int = 0
+    """Held-out users absent from the training log (no trained vector): not evaluated."""
+    n_not_sampled: int = 0
+    """Held-out users who trained but were not queried (sampled out, zero vector)."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return int(self.positions.shape[0])

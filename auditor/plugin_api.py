@@ -44,7 +44,12 @@ class RenderContext:
 
 
 class Renderer(Protocol):
-    """One output format."""
+    """One output format.
+
+    A renderer may also have ``render_document(document, context)``
+    (:class:`auditor.report.document.DocumentRenderer`): then it renders every report
+    document, the batch and experiment summaries included; without it, audits only.
+    """
 
     name: str
     """The ``--format`` value."""

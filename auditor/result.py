@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from auditor import __version__
+from auditor.flat import flat_metrics_from_report
 from auditor.sections import (
     Accuracy,
     CutoffMeasures,
@@ -131,6 +132,11 @@ class Verdict:
     """The cut-off K whose dot/cosine skew decided the severity (None: no retrieval)."""
     rule: str = ""
     """The severity rule, in words."""
+    first_seen_k: int | None = None
+    """The smallest served K (the first slots a user sees), quoted beside ``quoted_k``
+    when it is another K (None: it is the same K, or no retrieval). Kept out of the JSON
+    report (schema_version 1 is unchanged); docs/report.md, "Which K is quoted", says
+    how it is chosen."""
 
 
 @dataclass
@@ -200,7 +206,7 @@ class AuditResult(MeasuredSections):
                 {key: asdict(c) for key, c in self.conditions.items()} if self.conditions else None
             ),
             "probes": None if self.probes is None else self.probes.to_dict(),
-            "verdict": asdict(self.verdict),
+            "verdict": {k: v for k, v in asdict(self.verdict).items() if k not in _NOT_IN_JSON},
             "measures": self.measures,
             "settings": self.settings,
             "warnings": list(self.warnings),
@@ -222,40 +228,13 @@ class AuditResult(MeasuredSections):
         return report
 
     def flat_metrics(self) -> dict[str, float | None]:
-        """Flat metric names (docs/measures.md) for ``--fail-on`` gates and batch columns."""
-        flat: dict[str, float | None] = {}
-        fn = self.frequency_norm
-        for name in ("spearman", "pearson_log", "kendall", "loglog_slope"):
-            flat[name] = _num(getattr(fn, name)) if fn else None
-        if fn:
-            flat["spearman_ci_lo"], flat["spearman_ci_hi"] = (_num(x) for x in fn.spearman_ci)
-            flat["spearman_p"] = _num(fn.spearman_p)
-        if self.retrieval is not None:
-            for k, cut in self.retrieval.at.items():
-                for scoring, measures in cut.scorings().items():
-                    for metric, value in measures.items():
-                        flat[f"{metric}_{scoring}@{k}"] = _num(value)
-                for metric, value in cut.dot.items():
-                    flat[f"{metric}_ratio@{k}"] = _ratio(value, cut.cosine.get(metric))
-                flat[f"overlap_dot_cosine@{k}"] = _num(cut.overlap_dot_cosine)
-            for k, value in (self.retrieval.recall or {}).items():
-                flat[f"recall@{k}"] = _num(value)
-        for k, by_scoring in (self.accuracy.at.items() if self.accuracy else ()):
-            for scoring, accuracy in by_scoring.items():
-                for metric in ACCURACY_MEASURES:
-                    flat[f"{metric}_{scoring}@{k}"] = _num(getattr(accuracy, metric))
-            if "dot" in by_scoring and "cosine" in by_scoring:
-                for metric in ACCURACY_MEASURES:  # one rule for every ratio: dot / cosine
-                    flat[f"{metric}_ratio@{k}"] = _ratio(
-                        getattr(by_scoring["dot"], metric), getattr(by_scoring["cosine"], metric)
-                    )
-        flat["unsafe_globals"] = None if self.replaced_globals is None else float(
-            sum(g.severity == "runs-code" for g in self.replaced_globals)
-        )
-        for name, value in self.measures.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                flat[name] = _num(value)
-        return flat
+        """Flat metric names (docs/measures.md) for ``--fail-on`` gates and batch columns:
+        derived from the JSON report, as for a report read back from disk."""
+        return flat_metrics_from_report(self.to_dict())
+
+
+_NOT_IN_JSON = frozenset({"first_seen_k"})
+"""Verdict fields the reports read but the JSON report (schema_version 1) does not hold."""
 
 
 def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
@@ -263,20 +242,6 @@ def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
     out: dict[str, Any] = {name: dict(getattr(cut, name)) for name in SCORINGS}
     out["overlap_dot_cosine"] = cut.overlap_dot_cosine
     return {**out, **{name: dict(measures) for name, measures in cut.norm_aware.items()}}
-
-
-def _num(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _ratio(numerator: Any, denominator: Any) -> float | None:
-    a, b = _num(numerator), _num(denominator)
-    if a is None or b is None or b == 0:
-        return None
-    return a / b
 
 
 def json_safe(value: Any) -> Any:

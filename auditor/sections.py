@@ -17,6 +17,25 @@ class ListMeasureInfo:
     display: str
 
 
+BUILTIN_LIST_MEASURES: dict[str, ListMeasureInfo] = {
+    "head_share_1pct": ListMeasureInfo("head share, top 1% of items", "pct"),
+    "head_share_10pct": ListMeasureInfo("head share, top 10% of items", "pct"),
+    "head_share_20pct": ListMeasureInfo("head share, top 20% of items", "pct"),
+    "arp": ListMeasureInfo("ARP (mean training frequency of recommended items)", "num1"),
+    "aplt": ListMeasureInfo("APLT (long-tail share per list)", "pct"),
+    "gini": ListMeasureInfo("Gini index of exposure", "num3"),
+    "coverage": ListMeasureInfo("catalogue coverage", "pct"),
+    "novelty": ListMeasureInfo("novelty (bits)", "num2"),
+}
+"""How reports label and show the built-in list measures, in report order (their
+definitions and how they are measured: :mod:`auditor.metrics.builtin_measures`)."""
+
+
+def builtin_list_measures() -> dict[str, ListMeasureInfo]:
+    """The built-in list measures' labels, in report order (a copy)."""
+    return dict(BUILTIN_LIST_MEASURES)
+
+
 @dataclass(frozen=True)
 class ListMeasures(Mapping[str, "float | None"]):
     """The list measures (docs/measures.md, and plugins') of one set of top-K lists:
@@ -94,18 +113,10 @@ class Retrieval:
     popularity: str = "interactions"
     n_zero_queries: int = 0
     definitions: dict[str, str] = field(default_factory=dict)
-    list_measures: dict[str, ListMeasureInfo] = field(default_factory=lambda: builtin_list_measures())
+    list_measures: dict[str, ListMeasureInfo] = field(default_factory=builtin_list_measures)
     """The list measures measured, in report order, with their labels (not in the JSON)."""
     population: Population | None = None
     """Who was queried (None only for results built by hand)."""
-
-
-def builtin_list_measures() -> dict[str, ListMeasureInfo]:
-    """The built-in list measures' labels, in report order."""
-    from auditor.metrics.builtin_measures import LIST_MEASURES  # the registry imports this module
-    from auditor.metrics.list_measures import measure_info
-
-    return measure_info(LIST_MEASURES)
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         summary = f"{weak} {summary}"
         recommendations.insert(0, weak + " Improve the model before tuning its serving: a fix for popularity bias "
                                "cannot make it useful.")
+    first = first_seen_skew(result)
     return Verdict(
         bias_detected=detected,
         severity=severity,
@@ -122,6 +123,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         recommendations=recommendations,
         quoted_k=skew.k if skew is not None else None,
         rule=SEVERITY_RULE,
+        first_seen_k=first.k if first is not None else None,
     )
 
 

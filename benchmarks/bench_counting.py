@@ -96,7 +96,7 @@ def worker(engine: str, path: Path, out: Path, threads: int | None) -> dict[str,
         import pyarrow as pa
 
         from auditor.loading import count_item_ids
-        from auditor.loading.logs import LogSpec
+        from auditor.values import LogSpec
 
         if threads:
             pa.set_cpu_count(threads)

@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 from auditor.cli import cli
 from auditor.errors import IdMappingError, InteractionsError
 from auditor.loading import count_item_ids, read_pairs
-from auditor.loading.alignment import ItemRows
-from auditor.loading.logs import LogSpec
+from auditor.values import ItemRows
+from auditor.values import LogSpec
 
 
 def run(*args: object) -> Result:

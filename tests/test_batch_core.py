@@ -371,7 +371,12 @@ class CheckingProgress(Progress):
         self.notes.append(message)
 
 
-def test_results_flushed_as_rows_finish_and_failures_noted(workspace: dict[str, Any]) -> None:
+def test_results_flushed_as_rows_finish_and_failures_noted(
+    workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import auditor.batch.run
+
+    monkeypatch.setattr(auditor.batch.run, "FLUSH_SHARE", 0.0)  # no spacing: a flush per finished row
     d = workspace["dir"]
     manifest = write_manifest(d / "m.parquet", {"model": ["m0.npy", "broken.npy", "m2.npy", "m3.npy"]})
     out = d / "r.parquet"
@@ -380,6 +385,34 @@ def test_results_flushed_as_rows_finish_and_failures_noted(workspace: dict[str, 
     assert progress.sizes == [1, 2, 3, 4]
     assert len(progress.notes) == 1 and "row 1 (broken.npy) failed [1 failed so far]" in progress.notes[0]
     assert not [p for p in d.iterdir() if p.name.startswith(".r.parquet")]  # no temp files left
+
+
+def test_quick_rows_are_flushed_together_so_rewriting_stays_a_fraction_of_the_run(
+    workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows finishing faster than a flush takes are saved together: a flood of quick rows
+    costs far fewer rewrites than rows (each rewrite is of the whole table), and the
+    file holds every row at the end."""
+    from auditor.batch import results
+
+    flushes: list[int] = []
+    real = results.ResultsWriter.flush
+
+    def counted(self: results.ResultsWriter) -> Any:
+        table = real(self)
+        flushes.append(table.num_rows)
+        self.last_cost = max(self.last_cost, 0.2)  # as a large table's rewrite would take
+        return table
+
+    monkeypatch.setattr(results.ResultsWriter, "flush", counted)
+    d = workspace["dir"]
+    manifest = write_manifest(d / "m.csv", {"model": ["m0.npy"] * 60})
+    out = d / "r.parquet"
+    outcome = run_batch(manifest, out, defaults={"interactions": d / "log_a.parquet", "ks": (10,)},
+                        audit_fn=fake_audit, inline=True)
+    assert outcome.n_ok == 60 and pq.read_table(out).num_rows == 60
+    assert len(flushes) <= 4, flushes  # the initial empty file, the end, and few in between
+    assert flushes[0] == 0 and flushes[-1] == 60
 
 
 def test_flush_interval_spaces_rewrites_but_the_end_is_complete(workspace: dict[str, Any]) -> None:

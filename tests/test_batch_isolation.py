@@ -202,6 +202,68 @@ def test_workers_and_forkserver_exit_when_the_parent_is_killed(slow_run: dict[st
     assert snapshot(d, skip=("r.parquet", "stderr.txt", "started.log")) == before
 
 
+@pytest.mark.slow
+def test_a_killed_batch_leaves_its_pool_folder_for_the_next_run_to_remove(slow_run: dict[str, Any]) -> None:
+    """multiprocessing's own ``pymp-*`` folder would stay in $TMPDIR after a kill; popaudit
+    names it with the owner's pid, so the next run removes it (issue #23, item 8)."""
+    import shutil
+    import tempfile
+
+    # Short: the forkserver's socket goes in it, and a socket path may not exceed 107 bytes.
+    tmp = Path(tempfile.mkdtemp(prefix="pool-", dir="/tmp" if os.access("/tmp", os.W_OK) else None))
+    try:
+        _killed_then_cleaned(slow_run, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _killed_then_cleaned(slow_run: dict[str, Any], tmp: Path) -> None:
+    d, token = slow_run["dir"], slow_run["token"]
+    env = {**slow_run["env"], "TMPDIR": str(tmp)}
+    manifest = write_manifest(d / "m.csv", {"model": ["slow2.npy", "m0.npy"]})
+    args = ["--interactions", str(d / "log.parquet"), "--plugin", str(d / "plugin.py"), *COMMON]
+    proc = subprocess.Popen([*popaudit_argv(), "batch", str(manifest), "-o", str(d / "r.parquet"), *args],
+                            env=env, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: started(d) == ["slow2"], 60, proc)
+        left = list(tmp.glob(f"pymp-popaudit-{proc.pid}-*"))
+        assert len(left) == 1 and left[0].is_dir(), list(tmp.iterdir())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert wait_for(lambda: not marked_processes(token), 10), marked_processes(token)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert left[0].exists()  # the kill left it behind
+    (d / "slow.flag").unlink()
+    again = write_manifest(d / "m2.csv", {"model": ["m1.npy"]})
+    done = subprocess.run([*popaudit_argv(), "batch", str(again), "-o", str(d / "r2.parquet"), *args], env=env, cwd=d,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert not left[0].exists() and not list(tmp.glob("pymp-*")), list(tmp.iterdir())
+
+
+@pytest.mark.slow
+def test_the_check_child_of_a_plugin_run_dies_with_its_parent(slow_run: dict[str, Any]) -> None:
+    """With a third-party plugin, check audits in a forked child; killing the parent kills it."""
+    d, token = slow_run["dir"], slow_run["token"]
+    proc = subprocess.Popen([*popaudit_argv(), "check", str(d / "slow2.npy"), "--interactions", str(d / "log.parquet"),
+                             "--plugin", str(d / "plugin.py"), *COMMON],
+                            env=slow_run["env"], cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: started(d) == ["slow2"], 60, proc)
+        running = marked_processes(token)
+        assert len(running) == 2 and proc.pid in running, running  # the parent and its child
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert wait_for(lambda: not marked_processes(token), 5), marked_processes(token)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize("mode", ["pidfd", "poll"])
 def test_the_watchdog_ends_a_worker_once_its_main_process_is_gone(mode: str) -> None:
     """The watchdog thread alone: a process watching a stand-in for the main process (not
@@ -300,7 +362,8 @@ def test_ctrl_c_saves_the_finished_rows_and_prints_the_command_to_continue(slow_
         # Two rows are saved and the third is being audited: press Ctrl-C (the terminal
         # sends SIGINT to the whole foreground process group).
         assert wait_for(lambda: "slow2" in started(d), 60, proc), proc.communicate(timeout=5)
-        assert out.exists() and pq.read_table(out).num_rows == 2
+        # Rows finished in quick succession are saved together a moment later (results.py).
+        assert wait_for(lambda: out.exists() and pq.read_table(out).num_rows == 2, 10), pq.read_table(out).num_rows
         os.killpg(proc.pid, signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=20)
         gone = wait_for(lambda: not marked_processes(token), 10)

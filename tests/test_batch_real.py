@@ -19,7 +19,7 @@ from auditor.audit import run_audit
 from auditor.batch import run_batch
 from auditor.cli import cli
 from auditor.config import AuditConfig
-from auditor.loading.logs import LogSpec
+from auditor.values import LogSpec
 
 DEFAULTS = {"ks": (10,), "bootstrap": 0, "max_queries": 50, "probes": False}
 

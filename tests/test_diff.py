@@ -17,7 +17,7 @@ from auditor.cli import cli
 from auditor.config import AuditConfig
 from auditor.diff import diff_reports, evaluate_diff_gates, flat_metrics_from_report, parse_diff_gates
 from auditor.diff.directions import direction
-from auditor.diff.flat import FlatEntry
+from auditor.flat import FlatEntry
 from auditor.errors import GateError, ReportError, UnmeasuredGateError
 from auditor.mitigate import MitigateConfig, mitigate
 from auditor.result import AuditResult

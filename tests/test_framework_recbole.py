@@ -28,7 +28,8 @@ from auditor.config import DeclaredTraining, LoadOptions
 from auditor.errors import IdMappingError
 from auditor.loading import load_model
 from auditor.loading.checkpoints import read_torch
-from auditor.loading.logs import LogSpec, open_log
+from auditor.loading.logs import open_log
+from auditor.values import LogSpec
 from auditor.loading.recbole import _InOrder, first_seen, unreproducible_settings
 from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager

@@ -18,7 +18,7 @@ from scipy import stats
 from auditor.batch import run_batch
 from auditor.cli import cli
 from auditor.loading import count_item_ids
-from auditor.loading.logs import LogSpec
+from auditor.values import LogSpec
 from auditor.loading.frequencies import read_frequencies
 
 N_ITEMS, N_USERS, DIM = 120, 80, 8

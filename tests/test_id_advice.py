@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from auditor.cli import cli
 from auditor.errors import IdMappingError
-from auditor.loading.idmap import RowIdPolicy, check_assumed_rows, offset_signals
+from auditor.idmap import check_assumed_rows, offset_signals
+from auditor.values import RowIdPolicy
 
 DATA = Path(__file__).resolve().parent / "data"
 FAST = ("--no-probes", "--bootstrap", "0", "-q")

@@ -47,7 +47,7 @@ def test_special_files_are_told_apart_from_regular_files_and_folders(tmp_path):
 
 def test_outputs_colliding_with_an_attachment_are_refused_before_writing(tmp_path):
     from auditor.errors import InputError
-    from auditor.report import planned_outputs
+    from auditor.plugins.renderers import planned_outputs
 
     from auditor.io import check_not_inputs
 

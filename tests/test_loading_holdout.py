@@ -15,9 +15,9 @@ from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, InteractionsError, setting
 from auditor.loading import holdout as ho
 from auditor.loading import logs
-from auditor.loading.alignment import ItemRows
-from auditor.loading.idmap import RowIdPolicy
-from auditor.loading.logs import LogSpec
+from auditor.values import ItemRows
+from auditor.values import RowIdPolicy
+from auditor.values import LogSpec
 from auditor.model import InteractionPairs, ModelBundle
 
 N_ITEMS = 6

@@ -13,8 +13,8 @@ import pytest
 from auditor.errors import IdMappingError, InputError, InteractionsError
 from auditor.loading import align_counts, count_item_ids, read_pairs
 from auditor.loading import counting, logs, merging
-from auditor.loading.alignment import ItemRows
-from auditor.loading.logs import LogSpec
+from auditor.values import ItemRows
+from auditor.values import LogSpec
 from auditor.progress import Progress
 
 # user, item, rating, timestamp: items 3 (x3, users 1 2 3), 5 (x2, user 1 twice), 8 (x1)

@@ -11,8 +11,8 @@ import pytest
 from auditor.config import AuditConfig
 from auditor.errors import IdMappingError
 from auditor.loading import align_counts, count_item_ids, read_pairs
-from auditor.loading.alignment import ItemRows
-from auditor.loading.logs import LogSpec
+from auditor.values import ItemRows
+from auditor.values import LogSpec
 from auditor.model import ModelBundle
 
 

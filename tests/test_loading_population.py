@@ -14,7 +14,8 @@ import pytest
 from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, QueryError, setting
 from auditor.loading import logs
-from auditor.loading.population import QueryPopulation, load_population
+from auditor.loading.population import load_population
+from auditor.model import QueryPopulation
 from auditor.model import InteractionPairs, ModelBundle
 
 N_ITEMS = 6

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from auditor.errors import IdMappingError, ServedListsError, setting
-from auditor.loading.alignment import ItemRows
-from auditor.loading.logs import LogSpec
+from auditor.values import ItemRows
+from auditor.values import LogSpec
 from auditor.loading.served_lists import lists_for, read_served_lists
 
 # Three users; item ids 10..14. User 2: 10, 11, 14 (ranks 1, 2, 3); user 1: 12, 13, 10.

@@ -14,7 +14,7 @@ from PIL import Image
 
 from auditor import __version__, hookspecs
 from auditor.errors import InputError, PluginError
-from auditor.report import RenderContext, render_to, renderers
+from auditor.plugins.renderers import RenderContext, render_to, renderers
 from auditor.report import content as c
 from auditor.report import formatting as f
 from auditor.report.html import HtmlRenderer, Section, esc, page, table_html

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from auditor import hookspecs
-from auditor.report import RenderContext, render_to
+from auditor.plugins.renderers import RenderContext, render_to
 from auditor.report import content as c
 from auditor.report import formatting as f
 from auditor.report.markdown import MarkdownRenderer, md_escape, md_table

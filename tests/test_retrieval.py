@@ -19,9 +19,10 @@ from auditor.errors import EmbeddingTableError, InputError, QueryError
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.progress import Advance, Progress
-from auditor.loading.alignment import ItemRows
-from auditor.loading.logs import LogSpec
-from auditor.loading.population import QueryPopulation, load_population
+from auditor.values import ItemRows
+from auditor.values import LogSpec
+from auditor.loading.population import load_population
+from auditor.model import QueryPopulation
 from auditor.progress import SILENT
 from auditor.retrieval import (
     EXACT_FLOP_LIMIT,

@@ -14,7 +14,7 @@ import pytest
 
 from auditor.loading.alignment import align_counts
 from auditor.loading.counting import count_item_ids
-from auditor.loading.logs import LogSpec
+from auditor.values import LogSpec
 from auditor.loading.served_lists import ServedLists, lists_for, read_served_lists
 from auditor.metrics.exposure import AvgRecPopularity, GiniIndex, ItemCoverage, Novelty, overlap
 from auditor.metrics.list_measures import ExposureMeasures

@@ -15,8 +15,9 @@ import pytest
 from auditor.config import AuditConfig
 from auditor.loading.alignment import align_counts
 from auditor.loading.counting import count_item_ids
-from auditor.loading.logs import LogSpec
-from auditor.loading.population import QueryPopulation, population_of
+from auditor.values import LogSpec
+from auditor.loading.population import population_of
+from auditor.model import QueryPopulation
 from auditor.loading.served_lists import lists_for, read_served_lists
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import ModelBundle

@@ -23,8 +23,6 @@ from auditor.batch.jobs import BatchJob, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, ManifestRow, convert_setting, manifest_columns, read_manifest
 from auditor.batch.results import (
     RESULTS_VERSION,
-    STATUS_ERROR,
-    STATUS_OK,
     ResultsWriter,
     read_results,
     result_schema,
@@ -33,6 +31,7 @@ from auditor.batch.run import BatchInterrupted, BatchOutcome, run_batch
 from auditor.batch.workers import AuditFn, audit_job, error_record, result_record
 from auditor.config import parse_memory_size
 from auditor.result import CONDITION_IDS
+from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 __all__ = [
     "CONDITION_IDS",

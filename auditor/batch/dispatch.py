@@ -57,7 +57,10 @@ WORKER_DIED = (
 _PRELOAD = ["auditor.batch.workers", "auditor.audit", "auditor.plugins"]
 
 Records = Generator[list[dict[str, Any]], None, None]
-"""What a dispatcher yields: the records of the rows that finished together."""
+"""What a dispatcher yields: the records of the rows that finished together (none, now
+and then, while rows run: a moment to save what finished before)."""
+IDLE_TICK = 0.25
+"""Seconds between such moments while a pool's rows run."""
 
 
 def _group_order(jobs: Sequence[BatchJob]) -> list[BatchJob]:
@@ -142,8 +145,10 @@ def _dispatch_pool(
             if not broken:
                 done, _ = wait(list(in_flight), timeout=clock.poll(), return_when=FIRST_COMPLETED)
                 broken = any(isinstance(f.exception(), BrokenProcessPool) for f in done)
-                if not done and clock.stop_overdue(in_flight.values()):
-                    continue  # the killed worker breaks the pool: settled on the next pass
+                if not done:
+                    if not clock.stop_overdue(in_flight.values()):
+                        yield []  # nothing finished: the caller may save what it held back
+                    continue  # a killed worker breaks the pool: settled on the next pass
             if broken:
                 # Every unfinished future of this pool fails too; settle them all now.
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -200,9 +205,10 @@ class RowClock:
         self.stopped: dict[int, float] = {}
         """Row -> seconds it ran, for rows whose worker this clock killed."""
 
-    def poll(self) -> float | None:
-        """How long to wait for a result before looking at the clock again."""
-        return None if not self.timeout else min(1.0, max(0.05, self.timeout / 10))
+    def poll(self) -> float:
+        """How long to wait for a result before looking at the clock (and letting the
+        caller save rows it held back) again."""
+        return IDLE_TICK if not self.timeout else min(IDLE_TICK, max(0.05, self.timeout / 10))
 
     def stop_overdue(self, jobs: Any) -> bool:
         """Kill the worker of every in-flight row past the time limit; True if any was."""

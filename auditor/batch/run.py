@@ -20,19 +20,13 @@ from auditor.batch.dispatch import dispatch
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
-from auditor.batch.results import (
-    STATUS_ERROR,
-    STATUS_OK,
-    ResultsWriter,
-    has_provenance,
-    read_results,
-    results_manifest,
-)
+from auditor.batch.results import ResultsWriter, has_provenance, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
 from auditor.io import check_not_inputs
 from auditor.ranges import check_ranges
 from auditor.progress import SILENT, Progress
+from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 
 class BatchInterrupted(KeyboardInterrupt):
@@ -95,10 +89,11 @@ def run_batch(
     (overrides ``jobs``). ``audit_fn``: the audit to run, ``run_audit`` by default (must
     be importable by name for worker processes). ``start_method``: multiprocessing start
     method of the pool (default forkserver, else spawn). ``flush_interval``: minimum
-    seconds between rewrites of the results file; 0 (default) flushes whenever audits
-    finish, so a crash loses only the rows in flight; a larger value bounds the rewrite
-    cost of huge manifests of quick audits, at the price of also losing rows finished
-    within the last interval. ``inline``: audit in this process, one row at a time (no
+    seconds between rewrites of the results file; 0 (default) flushes as audits finish,
+    spaced so that rewriting takes at most about a tenth of the run (rows finishing
+    faster are saved together a moment later), so a crash loses the rows in flight and
+    at most those; a larger value bounds the rewrite cost further, at the price of also
+    losing rows finished within the last interval. ``inline``: audit in this process, one row at a time (no
     isolation: a row that crashes the process ends the batch; for tests and debugging).
     ``other_outputs``: files the caller writes after the run (``{"--html": path}``),
     checked with ``output`` against every input before anything runs. ``row_timeout``:
@@ -158,8 +153,10 @@ def run_batch(
                         record["provenance"] = encode(found)
                 writer.add(records)
                 # At most about a tenth of the time goes to rewriting the file, so a huge
-                # manifest of quick rows stays linear in its rows (not quadratic).
-                if time.monotonic() - writer.last_flush >= max(flush_interval, FLUSH_SHARE * writer.last_cost):
+                # manifest of quick rows stays linear in its rows (not quadratic); rows
+                # held back are saved at the next idle moment the dispatcher gives.
+                gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
+                if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
                     writer.flush()
                 for record in records:
                     if record["status"] == STATUS_ERROR:
@@ -168,7 +165,8 @@ def run_batch(
                             f"row {record['row']} ({record['model']}) failed "
                             f"[{n_failed} failed so far]: {record['error']}"
                         )
-                advance(len(records))
+                if records:
+                    advance(len(records))
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from auditor.batch.jobs import BatchJob
-from auditor.batch.results import FIXED_COLUMNS, STATUS_ERROR, STATUS_OK
+from auditor.batch.results import FIXED_COLUMNS
 from auditor.progress import SILENT
 from auditor.result import CONDITION_IDS
+from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 AuditFn = Callable[..., Any]
 """``run_audit``'s signature: ``(config, *, pm, progress, cache) -> AuditResult``."""

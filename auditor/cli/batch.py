@@ -51,7 +51,7 @@ class _BatchCommand(click.Command):
 @click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes (never a manifest column).")
 @click.option("--row-timeout", type=ranged("row_timeout"), default=3600.0, show_default=True, metavar="SECONDS", help="Stop a row whose audit runs longer (its worker process is killed), record it as an error and go on (0: no limit; local workers, not --scheduler).")
-@click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: after every finished audit; raise it for huge manifests of quick audits: a crash then also loses rows finished in the last interval).")
+@click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: as audits finish, spaced so rewriting takes at most about a tenth of the run; raise it to rewrite less often: a crash then also loses rows finished in the last interval).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; repeatable).")
@@ -111,7 +111,8 @@ def command(
     from auditor.batch import read_manifest, run_batch
     from auditor.gate import evaluate_gates, gates_for, require_measured
     from auditor.io import write_atomic
-    from auditor.report.batch_summary import summarise, summary_console, summary_html
+    from auditor.cli._reports import print_report, rendered
+    from auditor.report.batch_summary import batch_document, summarise
 
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
@@ -152,14 +153,14 @@ def command(
         stderr.print(f"--resume: {len(outcome.recomputed)} finished row(s) audited again because what produced "
                      f"them changed ({shown}{more})", markup=False, highlight=False, soft_wrap=True)
     summary = summarise(outcome.table, rank_by=rank_by)
+    document = batch_document(summary, title=f"popaudit batch: {manifest.name}", n_resumed=outcome.n_resumed,
+                              output=output)
     if not quiet:
-        console = Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
-        for part in summary_console(summary, n_resumed=outcome.n_resumed, output=output):
-            console.print(part)
+        print_report(document, width=max(100, Console().width))
     for row, model, error in summary.failures:
         stderr.print(f"row {row} ({model}) failed: {error}", style="red", markup=False, highlight=False, soft_wrap=True)
     if html_path is not None:
-        write_atomic(html_path, summary_html(summary, title=f"popaudit batch: {manifest.name}"))
+        write_atomic(html_path, rendered(document, "html"))
 
     if not gates:
         return

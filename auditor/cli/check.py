@@ -112,7 +112,7 @@ def command(
         audited = _audit(job)
 
     from auditor.gate import evaluate_gates, require_measured
-    from auditor.report import write_all
+    from auditor.plugins.renderers import write_all
 
     write_all(audited.files)
     if audited.stdout is not None:
@@ -164,10 +164,10 @@ def _audit(job: _Job) -> _Audited:
     from auditor.gate import gates_for
     from auditor.plugins import collect_measures, get_plugin_manager
     from auditor.plugin_api import RenderContext
-    from auditor.report import planned_outputs, render, render_files, renderers
+    from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
 
     config = job.config
-    if config.plugins:  # a plugin command named like a built-in one is refused here, not in the parent
+    if third_party_plugins(config.plugins):  # a plugin command named like a built-in one is refused here
         from auditor.cli import cli
 
         plugin_commands(config.plugins, builtin_names=cli.commands)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -22,6 +22,9 @@ from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
 from auditor.io import check_not_inputs
 from auditor.train import EXPERIMENTS
+
+if TYPE_CHECKING:
+    from auditor.report.document import Document
 
 OUTPUT_FILES = ("results.json", "results.md", "angle_histograms.png", "rho_vs_lr.png", "accuracy_vs_head_share.png")
 
@@ -246,37 +249,34 @@ def run_experiment(
         set_threads(threads)
     log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
     if name == "mitigations":
-        from auditor.report import mitigation_summary
+        from auditor.report.mitigation_summary import mitigation_document
+        from auditor.report.mitigation_summary import write_results as write_mitigations
         from auditor.mitigation.experiment import run_mitigations
 
         found = run_mitigations(
             seed_list, sizes, fraction=holdout_fraction, split=split, alphas=alphas or DEFAULT_ALPHAS,
             settings=names, data=log, jobs=jobs, threads=threads, progress=progress,
         )
-        show(mitigation_summary.to_console(found), mitigation_summary.write_results(found, out_dir))
+        show(mitigation_document(found), write_mitigations(found, out_dir))
         return
     if name == "conditions":
         result = run_conditions(seed_list, sizes, settings=names, data=log, jobs=jobs, threads=threads, progress=progress)
     else:
         rates = _floats(lrs, "--lrs") or list(DEFAULT_LRS)
         result = run_lr_sweep(rates, seed_list, sizes, data=log, jobs=jobs, threads=threads, progress=progress)
-    from auditor.report.experiment_summary import to_console, write_results
+    from auditor.report.experiment_summary import experiment_document, write_results
 
-    written = write_results(result, out_dir)
-    show(to_console(result), written)
+    show(experiment_document(result), write_results(result, out_dir))
 
 
-def show(renderables: list[Any], written: list[Path]) -> None:
-    """The data sentence and table on stdout (rich), then each file written."""
+def show(document: Document, written: list[Path]) -> None:
+    """The data sentence and table on stdout, then each file written; off a terminal (a
+    log file) the table keeps its natural width and the sentence one line, as in results.md."""
     from rich.console import Console
-    from rich.measure import Measurement
 
-    console = Console(highlight=False, soft_wrap=False)
-    if not console.is_terminal:  # a log file: the table's natural width, no wrapping inside it
-        widths = [Measurement.get(console, console.options.update_width(10_000), r).maximum
-                  for r in renderables if not isinstance(r, str)]
-        console.width = max([console.width, *widths])
-    for item in renderables:
-        console.print(item, soft_wrap=isinstance(item, str))  # text: one line, as in results.md
+    from auditor.cli._reports import print_report
+
+    console = Console()
+    print_report(document, width=console.width if console.is_terminal else 0)
     for path in written:
         click.echo(f"Wrote {path}")

@@ -24,7 +24,7 @@ from auditor.conditions.c5_growth import assess_c5
 from auditor.conditions.facts import config_value, merge_optimizer_facts, read_config, read_optimizer_state
 from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
-from auditor.loading.idmap import RowIdPolicy
+from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, ItemStats, ModelBundle
 from auditor.plugins import call_hook, collect_condition_evidence
 from auditor.probes.results import ProbeOutcome, ProbesNotRun

@@ -4,7 +4,7 @@ conditions' changes, the settings that make figures incomparable, and gates on c
 (docs/diff.md)."""
 
 from auditor.diff.compare import MetricChange, ReportDiff, diff_reports
-from auditor.diff.flat import flat_metrics_from_report
+from auditor.flat import flat_metrics_from_report
 from auditor.diff.gates import diff_gate_names, evaluate_diff_gates, parse_diff_gates
 
 __all__ = [

@@ -32,7 +32,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
-from auditor.diff.flat import FlatEntry, flat_entries
+from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
 
 Status = Literal["compared", "only_base", "only_new", "incomparable"]

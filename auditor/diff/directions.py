@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from auditor.diff.flat import RATIO, FlatEntry
+from auditor.flat import RATIO, FlatEntry
 
 Aspect = Literal["bias", "accuracy", "none"]
 Better = Literal["lower", "higher", "none"]

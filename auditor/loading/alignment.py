@@ -4,7 +4,7 @@ distinct id for counts (:func:`align_counts`), per batch for streamed pairs
 (:func:`mapped_pairs`).
 
 Ids without a row are reported, not raised: whether that is acceptable is
-:mod:`auditor.loading.idmap`'s call. Ids that cannot be row numbers at all (strings,
+:mod:`auditor.idmap`'s call. Ids that cannot be row numbers at all (strings,
 fractional floats) raise IdMappingError naming the data row of the first one.
 """
 
@@ -19,59 +19,9 @@ import pyarrow.compute as pc
 
 from auditor.errors import AuditError, IdMappingError, setting
 from auditor.loading.counting import IdCounts
-from auditor.loading.logs import Log, LogSpec, TypeDrift, maybe_int, open_log
+from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log
+from auditor.values import ItemRows, LogSpec, RowLookup, lookup_rows
 from auditor.model import ItemStats
-
-
-class RowLookup:
-    """Raw item id -> table row (hash lookup), -1 when absent.
-
-    Integer and string ids compare as strings; the id set is cast to text at most once,
-    not once per batch of a streamed log.
-    """
-
-    def __init__(self, item_ids: np.ndarray) -> None:
-        self.keys = pa.array(item_ids)
-        self._text: pa.Array | None = None
-
-    def __call__(self, values: pa.Array) -> np.ndarray:
-        keys = self.keys
-        if pa.types.is_integer(values.type) != pa.types.is_integer(keys.type):
-            if self._text is None:
-                self._text = keys.cast(pa.string())
-            values, keys = values.cast(pa.string()), self._text
-        rows: np.ndarray = pc.fill_null(pc.index_in(values, value_set=keys), -1).to_numpy(zero_copy_only=False)
-        return rows.astype(np.int64)
-
-
-@dataclass(frozen=True, eq=False)
-class ItemRows:
-    """How raw item ids map to the rows of an ``n_items``-row item table: through
-    ``item_ids`` (the raw id of each row, in row order), else ``row = id − offset``.
-
-    Raises IdMappingError when ``item_ids`` does not hold one id per row.
-    """
-
-    item_ids: np.ndarray | None
-    n_items: int
-    offset: int = 0
-    """Only where ids are taken as rows (``item_ids`` None)."""
-
-    def __post_init__(self) -> None:
-        if self.item_ids is not None and len(self.item_ids) != self.n_items:
-            raise IdMappingError(f"{len(self.item_ids)} item ids for a table of {self.n_items} rows")
-
-    @cached_property
-    def lookup(self) -> RowLookup | None:
-        """The hash lookup through ``item_ids`` (built once, on first use); None: rows are ids."""
-        return RowLookup(self.item_ids) if self.item_ids is not None else None
-
-
-def lookup_rows(values: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
-    """Row of each raw id in ``item_ids`` (hash lookup), -1 when absent."""
-    if len(values) == 0:
-        return np.empty(0, dtype=np.int64)
-    return RowLookup(item_ids)(pa.array(values))
 
 
 # Canonical integers, as maybe_int keeps them ("12", "-3"; not "012", "+5", "1.0").
@@ -165,7 +115,7 @@ def align_counts(counts: IdCounts, mapping: ItemRows) -> ItemStats:
 
     Ids without a row are counted in ``n_unmapped`` (interactions) and ``n_unmapped_ids``
     (distinct ids), not raised (whether that is acceptable is
-    :mod:`auditor.loading.idmap`'s call).
+    :mod:`auditor.idmap`'s call).
     """
     n_items = mapping.n_items
     if mapping.item_ids is None:

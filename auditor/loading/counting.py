@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import InteractionsError
-from auditor.loading.logs import Log, LogSpec, maybe_int, open_log, read_ids
+from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.values import LogSpec
 from auditor.loading.merging import Merger, SortedKeys
 from auditor.loading.ids import ids_to_numpy
 from auditor.progress import SILENT, Progress

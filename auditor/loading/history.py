@@ -1,9 +1,8 @@
-"""The users of a log and seeded samples of them.
+"""The users of a log.
 
 :func:`eligible_users` streams a log once and returns the distinct users with at least
 one interaction on a table row, in order of first appearance (memory: the distinct
-users, merged rarely); :func:`sample_indices` is the one seeded sample every query
-source draws.
+users, merged rarely).
 """
 
 from __future__ import annotations
@@ -12,17 +11,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditor.loading.alignment import ItemRows, mapped_pairs
+from auditor.loading.alignment import mapped_pairs
+from auditor.values import ItemRows
 from auditor.loading.logs import Log
 from auditor.loading.merging import Merger
 from auditor.progress import SILENT, Progress
-
-
-def sample_indices(n: int, max_n: int | None, seed: int) -> np.ndarray | None:
-    """Sorted seeded sample of ``max_n`` of ``n`` indices without replacement; None: keep all."""
-    if max_n is None or n <= max_n:
-        return None
-    return np.sort(np.random.default_rng(seed).choice(n, size=max_n, replace=False))
 
 
 def _first_appearance(t: pa.Table) -> pa.Table:

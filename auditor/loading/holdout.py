@@ -4,8 +4,8 @@ as CSR, and the CSR helpers the query population shares.
 The holdout, in any interaction-log format, is streamed: items map to table rows as the
 training log's do (an :class:`~auditor.loading.alignment.ItemRows`), users to user-table
 rows through ``user_ids`` (raw user id of each row), else ``row = id − offset`` (the
-:class:`~auditor.loading.idmap.RowIdPolicy`), checked like every assumed mapping
-(:mod:`auditor.loading.idmap`). Interactions whose item has no row, and users without a
+:class:`~auditor.values.RowIdPolicy`), checked like every assumed mapping
+(:mod:`auditor.idmap`). Interactions whose item has no row, and users without a
 user-table row (when there is a user table), are dropped and counted. A popaudit
 checkpoint's recorded pairs give the same objects without a file.
 """
@@ -20,12 +20,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import IdMappingError, InteractionsError, setting
-from auditor.loading.alignment import ItemRows, mapped_pairs
-from auditor.loading.idmap import RowIdPolicy, table_rows
+from auditor.loading.alignment import mapped_pairs
+from auditor.values import RowLookup, ItemRows
+from auditor.idmap import table_rows
+from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import Log, LogSpec, maybe_int, open_log, read_ids
+from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
-from auditor.model import InteractionPairs
+from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
 from auditor.progress import SILENT, Progress
 
 if TYPE_CHECKING:
@@ -316,3 +319,52 @@ def plain_ids(arr: pa.Array) -> pa.Array:
         return arr if to is None else arr.cast(to, safe=True)
     except pa.ArrowException:  # fractional floats, bytes that are not UTF-8: compared as they are
         return arr
+
+
+def heldout_queries(
+    bundle: ModelBundle, config: AuditConfig, population: QueryPopulation, progress: Progress = SILENT
+) -> HeldOutQueries:
+    """The audit's holdout at the query population's positions: its users found among the
+    queried users by raw id, the rest counted (never trained; trained but not queried),
+    with the overlap of held-out and training pairs warned about."""
+    n_user_rows = None
+    if population.source == "users" and bundle.user_table is not None:
+        n_user_rows = int(bundle.user_table.shape[0])
+    heldout = load_holdout(bundle, config, n_user_rows, progress)
+    held = heldout.users
+    assert population.raw_ids is not None, "a population without user ids has no held-out users"
+    at = RowLookup(population.raw_ids)(pa.array(held.raw_ids)) if held.n else np.empty(0, np.int64)
+    found = np.flatnonzero(at >= 0)
+    eligible = (RowLookup(population.eligible_ids)(pa.array(held.raw_ids)) >= 0) if held.n and (
+        population.eligible_ids is not None) else np.zeros(held.n, dtype=bool)
+    not_sampled = int((eligible & (at < 0)).sum())
+    untrained = held.n - found.size - not_sampled
+    users, positions = held.subset(found), at[found]
+    warnings = list(heldout.warnings) + _left_out(heldout.source, held.n, found.size, untrained, not_sampled)
+    if population.seen_indptr is not None and population.seen_rows is not None and users.n:
+        indptr, rows = take_csr(population.seen_indptr, population.seen_rows, positions)
+        warnings += overlap_warnings(users, SeenItems(indptr, rows, population.seen_source), heldout.source,
+                                     config.keep_seen)
+    return HeldOutQueries(
+        positions=positions, indptr=users.indptr, items=users.item_rows, source=heldout.source,
+        n_interactions=heldout.n_interactions, n_dropped=heldout.n_dropped, n_dropped_users=heldout.n_dropped_users,
+        n_not_in_training=untrained, n_not_sampled=not_sampled, warnings=tuple(warnings),
+    )
+
+
+def _left_out(source: str, n_held: int, n_found: int, untrained: int, not_sampled: int) -> list[str]:
+    """What the counts of held-out users left out of the accuracy mean, in words."""
+    warnings = []
+    if untrained:
+        warnings.append(
+            f"{untrained:,} of the {n_held:,} held-out users in {source} never appear in the training log "
+            "(no trained vector, no history to rank by): left out of the accuracy"
+        )
+    if not_sampled:
+        warnings.append(
+            f"{not_sampled:,} of the {n_held:,} held-out users were not among the queries (sampled out, or a zero "
+            f"query vector): accuracy is over the {n_found:,} that were ({setting('max_queries')})"
+        )
+    if n_found == 0:
+        warnings.append(f"no held-out user of {source} is among the queried users: accuracy is not defined")
+    return warnings

@@ -34,6 +34,7 @@ from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
 from auditor.loading.messages import LONG_LINE, arrow_reason
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
+from auditor.values import LogSpec
 from auditor.loading.sniff import (
     MOVIELENS_COLUMNS,
     all_numbers,
@@ -57,26 +58,6 @@ SCAN_ROW_GROUP_BYTES = 1 << 26
 READ_AHEAD = 2
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class LogSpec:
-    """One interaction log and how to read it; what every log reader takes first.
-
-    ``fmt`` is one of ``INTERACTION_FORMATS`` (checked when the log is opened);
-    ``user_col``/``item_col`` None: detected from the header (see :mod:`auditor.loading.sniff`).
-    """
-
-    path: Path
-    fmt: str = "auto"
-    user_col: str | None = None
-    item_col: str | None = None
-    max_memory: int | None = None
-    """The memory ceiling compressed pages and dictionary-encoded ids are read under
-    (:mod:`auditor.loading.parquet_bounds`); None: half the available memory."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))  # a str path is taken as a Path
 
 
 class TypeDrift(Exception):

@@ -9,8 +9,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import InputError, InteractionsError, setting
-from auditor.loading.alignment import ItemRows, mapped_pairs
-from auditor.loading.logs import Log, LogSpec, maybe_int, open_log, read_ids
+from auditor.loading.alignment import mapped_pairs
+from auditor.values import ItemRows
+from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.loading.ids import ids_to_numpy
 from auditor.model import InteractionPairs

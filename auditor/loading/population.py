@@ -34,76 +34,22 @@ from typing import Protocol
 import numpy as np
 
 from auditor.errors import IdMappingError, InteractionsError, QueryError, setting
-from auditor.loading.alignment import ItemRows, RowLookup, mapped_pairs
-from auditor.loading.history import eligible_users, sample_indices
+from auditor.loading.alignment import mapped_pairs
+from auditor.values import ItemRows, RowLookup
+from auditor.loading.history import eligible_users
+from auditor.sampling import sample_indices
 from auditor.loading.holdout import build_csr, mean_rows, plain_ids, take_csr
-from auditor.loading.idmap import RowIdPolicy, table_rows
+from auditor.idmap import table_rows
+from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import LogSpec, maybe_int, open_log, read_ids
+from auditor.loading.logs import maybe_int, open_log, read_ids
+from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.loading.queries import sample_query_file
-from auditor.model import InteractionPairs, ModelBundle
+from auditor.model import InteractionPairs, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 
 SOURCES = ("users", "history", "file")
-
-
-@dataclass(frozen=True)
-class QueryPopulation:
-    """The queries every scoring serves, who they are, and what each has seen."""
-
-    vectors: np.ndarray
-    """float32 (n_queries, dim): no zero rows."""
-    source: str
-    """``users``, ``history`` or ``file`` (module docstring)."""
-    description: str
-    """Who is queried, in one sentence (the report's ``queries`` definition)."""
-    raw_ids: np.ndarray | None = None
-    """Raw user id of each query (None: a query file, no identity)."""
-    source_rows: np.ndarray | None = None
-    """Row of the user table (``users``) or query file (``file``) of each query; None: histories."""
-    seen_indptr: np.ndarray | None = None
-    """CSR (n_queries + 1,) over ``seen_rows``: each query's training item rows (None: unknown)."""
-    seen_rows: np.ndarray | None = None
-    keep_seen: bool = False
-    """Training items stay among the candidates (``keep_seen``)."""
-    seen_source: str = ""
-    """Where the training items came from (the log's path, or the checkpoint's pairs)."""
-    what: str = ""
-    """What the vectors were read from, for messages (``query file q.npy``)."""
-    n_eligible: int = 0
-    """Users (or file rows) the sample was drawn from."""
-    eligible_ids: np.ndarray | None = None
-    """Raw ids of every eligible user, sampled or not (to tell held-out users apart)."""
-    sampled: bool = False
-    seed: int = 0
-    n_zero: int = 0
-    """Queries dropped for a zero vector."""
-    n_user_rows: int | None = None
-    """Rows of the user table (None: none was queried)."""
-    n_untrained_rows: int | None = None
-    """User-table rows of users who never appear in the training log (not queried; None: unknown)."""
-    n_unmatched_users: int = 0
-    """Training-log users without a user-table row (cannot be queried)."""
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def n_queries(self) -> int:
-        return int(self.vectors.shape[0])
-
-    @property
-    def exclude(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """CSR of each query's excluded item rows, or None when nothing is excluded."""
-        if self.keep_seen or self.seen_indptr is None or self.seen_rows is None:
-            return None
-        return self.seen_indptr, self.seen_rows
-
-    @property
-    def seen_items(self) -> str:
-        """``excluded``, ``kept`` (``keep_seen``) or ``unknown`` (no user identity or no log)."""
-        if self.seen_indptr is None:
-            return "unknown"
-        return "kept" if self.keep_seen else "excluded"
 
 
 class PopulationSettings(Protocol):

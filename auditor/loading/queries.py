@@ -54,7 +54,7 @@ def sample_query_file(path: Path, dim: int, max_queries: int | None, seed: int) 
     """float32 vectors of a seeded sample of at most ``max_queries`` rows of the query
     file, their file rows, and the file's row count; QueryError when the file holds no
     (dim-wide) vectors."""
-    from auditor.loading.history import sample_indices
+    from auditor.sampling import sample_indices
 
     table = load_query_file(path)
     if table.ndim != 2 or table.shape[0] == 0:

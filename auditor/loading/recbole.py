@@ -35,7 +35,8 @@ from auditor.config import LoadOptions
 from auditor.errors import IdMappingError, ModelLoadError, setting
 from auditor.loading.checkpoints import RawModel
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import Log, LogSpec, TypeDrift, maybe_int, open_log, read_ids
+from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
+from auditor.values import LogSpec
 from auditor.model import ModelBundle
 
 CONFIG_CLASS = "recbole.config.configurator.Config"

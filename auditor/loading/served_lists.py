@@ -47,9 +47,11 @@ import pyarrow.compute as pc
 
 from auditor.errors import IdMappingError, InteractionsError, ServedListsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.alignment import ItemRows, lookup_rows, rows_of
+from auditor.loading.alignment import rows_of
+from auditor.values import ItemRows, lookup_rows
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import Log, LogSpec, maybe_int, open_log, read_ids
+from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.loading.served_matrix import Matrix, Records, build_lists
 from auditor.loading.served_order import OrderColumn, choose_order, order_keys

@@ -1,22 +1,75 @@
-"""Item statistics of a model: interactions per item-table row, from a log's counts or
-the checkpoint's own record, with what the alignment left out said in warnings.
+"""Item statistics: interactions per item-table row, from a log's counts (read once per
+log: a batch shares its logs between audits) or the checkpoint's own record, with what
+the alignment left out said in warnings.
 
-``check`` (:mod:`auditor.audit`) and ``popaudit mitigate`` (:mod:`auditor.mitigation.run`)
-both count through :func:`item_stats`, so a model's frequencies are the same whichever
-command reads it.
+``check`` (:func:`item_statistics`, through the load stage) and ``popaudit mitigate``
+(:mod:`auditor.mitigation.run`) both count through :func:`item_stats`, so a model's
+frequencies are the same whichever command reads it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, setting
-from auditor.loading.alignment import ItemRows, align_counts
-from auditor.loading.counting import IdCounts
-from auditor.loading.idmap import RowIdPolicy, check_assumed_rows, offset_signals
+from auditor.loading.alignment import align_counts
+from auditor.loading.counting import IdCounts, count_item_ids
+from auditor.loading.frequencies import read_frequencies
+from auditor.idmap import check_assumed_rows, offset_signals
+from auditor.values import ItemRows, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
+from auditor.progress import Progress
+
+
+@dataclass
+class InputCache:
+    """Per-file inputs shared by several audits (batch runs read a shared log once)."""
+
+    counts: dict[tuple[Any, ...], IdCounts] = field(default_factory=dict)
+
+    def item_counts(self, config: AuditConfig, need_users: bool, progress: Progress) -> IdCounts:
+        """Counts of ``config.interactions``, read on first use (again only when distinct
+        users are needed now and the cached counts lack them); or ``config.frequencies``."""
+        if config.frequencies is not None:  # counts computed elsewhere: read whole, no log
+            key = (Path(config.frequencies).resolve(), config.item_col, config.count_col, config.user_count_col)
+            if key not in self.counts:
+                self.counts[key] = read_frequencies(config.frequencies, item_col=config.item_col,
+                                                    count_col=config.count_col, user_count_col=config.user_count_col)
+            return self.counts[key]
+        assert config.interactions is not None
+        key = (
+            Path(config.interactions).resolve(),
+            config.interactions_format,
+            config.user_col,
+            config.item_col,
+        )
+        cached = self.counts.get(key)
+        if cached is None or (need_users and cached.user_counts is None):
+            spec = config.training_log
+            assert spec is not None
+            cached = count_item_ids(spec, need_users=need_users, progress=progress)
+            self.counts[key] = cached
+        return cached
+
+
+def item_statistics(
+    bundle: ModelBundle,
+    config: AuditConfig,
+    cache: InputCache,
+    progress: Progress,
+    warnings: list[str],
+) -> ItemStats | None:
+    """Frequencies (and distinct users) per table row, from the log (preferred), counts
+    made elsewhere (``frequencies``), or the checkpoint's record; None without any. What
+    the counts leave out is warned about; an evident id mismatch stops the audit."""
+    counted = config.interactions or config.frequencies  # the log, or counts made from it elsewhere
+    counts = None if counted is None else cache.item_counts(config, need_users=config.retrieval, progress=progress)
+    return item_stats(bundle, counts, counted, config.row_ids, warnings)
 
 
 def item_stats(
@@ -88,4 +141,4 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-__all__ = ["item_stats"]
+__all__ = ["InputCache", "item_statistics", "item_stats"]

@@ -25,6 +25,7 @@ import numpy as np
 from auditor.hookspecs import hookimpl
 from auditor.metrics.exposure import AvgRecPopularity, GiniIndex, HeadShare, ItemCoverage, LongTailShare, Novelty
 from auditor.plugin_api import ListContext, ListMeasure, Measure, Slots
+from auditor.sections import BUILTIN_LIST_MEASURES
 
 if TYPE_CHECKING:
     from auditor.model import ItemStats, ModelBundle
@@ -48,10 +49,16 @@ class BuiltinListMeasure:
         return self.make(context)
 
 
+def _declared(name: str, definition: str, make: Callable[[ListContext], Scorer | None]) -> BuiltinListMeasure:
+    """A built-in measure with the label and display the reports declare for it."""
+    info = BUILTIN_LIST_MEASURES[name]
+    return BuiltinListMeasure(name, info.label, info.display, definition, make)
+
+
 def _head_share(percent: int) -> BuiltinListMeasure:
     name = f"head_share_{percent}pct"
-    return BuiltinListMeasure(
-        name, f"head share, top {percent}% of items", "pct",
+    return _declared(
+        name,
         f"{name}: share of all filled recommended slots taken by the head; with "
         f"c = max(1, floor({percent}/100 * n_items)) and f_c the popularity of the c-th most "
         "popular item, the head is every item with popularity >= f_c (ties at the cut all "
@@ -70,32 +77,32 @@ LIST_MEASURES: tuple[BuiltinListMeasure, ...] = (
     _head_share(1),
     _head_share(10),
     _head_share(20),
-    BuiltinListMeasure(
-        "arp", "ARP (mean training frequency of recommended items)", "num1",
+    _declared(
+        "arp",
         "arp: mean over queries of the mean popularity of the items in the list; items "
         "unseen in training count with popularity 0",
         lambda context: AvgRecPopularity(context.popularity).measure,
     ),
-    BuiltinListMeasure(
-        "aplt", "APLT (long-tail share per list)", "pct",
+    _declared(
+        "aplt",
         "aplt: mean over queries of the share of long-tail items in the list; the short "
         "head is the most popular items that together hold 80% of the popularity mass "
         "(ties at the cut all in), everything else (cold items included) is long tail",
         lambda context: LongTailShare(context.popularity).measure,
     ),
-    BuiltinListMeasure(
-        "gini", "Gini index of exposure", "num3",
+    _declared(
+        "gini",
         "gini: Gini index of exposure counts over the whole catalogue (items never shown "
         "count 0), G = sum_i (2i - n - 1) x_(i) / (n sum x), x ascending",
         lambda context: GiniIndex(context.n_items).measure,
     ),
-    BuiltinListMeasure(
-        "coverage", "catalogue coverage", "pct",
+    _declared(
+        "coverage",
         "coverage: distinct recommended items / catalogue size",
         lambda context: ItemCoverage(context.n_items).measure,
     ),
-    BuiltinListMeasure(
-        "novelty", "novelty (bits)", "num2",
+    _declared(
+        "novelty",
         "novelty: mean over queries of the mean -log2(users(i)/n_users) of the list, where "
         "users(i) is the number of distinct training users of item i and n_users the number "
         "of distinct users in the training log (all of them, queried or not); items no "

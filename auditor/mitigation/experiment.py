@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from auditor import __version__
 from auditor.alpha import alpha_scoring
 from auditor.errors import InputError
 from auditor.progress import SILENT, Progress
+from auditor.summaries import MitigationResult
 from auditor.train.data import TrainingData
 from auditor.train.experiments import (
     ExperimentSizes,
@@ -30,6 +30,7 @@ from auditor.train.experiments import (
     condition_settings,
     config_row,
     data_description,
+    reference_config,
     run_data,
 )
 from auditor.train.grid import run_tasks
@@ -76,7 +77,7 @@ def audit_one(data: TrainingData | None, task: MitigationTask) -> dict[str, Any]
 
     sz = task.sizes
     split = split_holdout(run_data(sz, data, task.seed), task.fraction, task.split, seed=task.seed)
-    result = train(split.train, sz.config(task.seed, **task.setting.overrides))
+    result = train(split.train, reference_config(sz, task.seed, **task.setting.overrides))
     with tempfile.TemporaryDirectory(prefix="popaudit-mitigation-") as folder:
         path = save_checkpoint(result, Path(folder) / f"{task.setting.name}-{task.seed}.pt", split)
         audit = run_audit(AuditConfig(model=path, ks=(sz.k,), alphas=task.alphas, bootstrap=0, probes=False,
@@ -99,39 +100,6 @@ def audit_one(data: TrainingData | None, task: MitigationTask) -> dict[str, Any]
         "split": record["split"],
         "scorings": {s: {m: flat.get(f"{m}_{s}@{k}") for m in METRICS} for s in scorings},
     }
-
-
-@dataclass
-class MitigationResult:
-    """Accuracy against exposure per mitigation, ready to write."""
-
-    sizes: ExperimentSizes
-    seeds: list[int]
-    fraction: float
-    split: str
-    alphas: tuple[float, ...]
-    rows: list[dict[str, Any]]
-    """One per mitigation: name, label, kind (training|serving|baseline), model,
-    config, per-seed measures and their summary."""
-    data: dict[str, Any] = field(default_factory=dict)
-    name: str = "mitigations"
-
-    @property
-    def k(self) -> int:
-        return int(self.rows[0]["runs"][0]["k"]) if self.rows else self.sizes.k
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "experiment": self.name,
-            "tool": {"name": "popaudit", "version": __version__},
-            "seeds": list(self.seeds),
-            "data": dict(self.data),
-            "holdout": {"fraction": self.fraction, "split": self.split},
-            "alphas": list(self.alphas),
-            "k": self.k,
-            "sizes": asdict(self.sizes),
-            "rows": self.rows,
-        }
 
 
 def _row(name: str, label: str, kind: str, model: str, config: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -165,7 +133,7 @@ def run_mitigations(
             raise InputError(f"unknown settings {unknown}; mitigations has {known}")
         grid = [s for s in grid if s.name in set(settings)]
     alphas = tuple(dict.fromkeys(float(a) for a in alphas))
-    configs = [sizes.config(seeds[0], **s.overrides) for s in grid]  # validates before training
+    configs = [reference_config(sizes, seeds[0], **s.overrides) for s in grid]  # validates before training
     tasks = [MitigationTask(sizes, s, seed, fraction, split, alphas) for s in grid for seed in seeds]
     runs = run_tasks(audit_one, tasks, shared=data, jobs=jobs, threads=threads, progress=progress,
                      description="experiment mitigations")

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from auditor.errors import ProbeError
-from auditor.loading.idmap import RowIdPolicy
+from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, LiveModel, ModelBundle
 from auditor.probes.copies import working_copy
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.errors import ProbeError
-from auditor.loading.idmap import RowIdPolicy, check_assumed_rows
+from auditor.idmap import check_assumed_rows
+from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, LiveModel, ModelBundle
 
 

@@ -6,13 +6,14 @@ marked). The choice itself is made in :mod:`auditor.tradeoff`; this module only 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVar
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, TypeVar
 
 from auditor.errors import setting
 from auditor.report.formatting import Table, fmt_num, fmt_pct
 from auditor.result import Accuracy, AuditResult, RankingAccuracy
+
+if TYPE_CHECKING:  # drawn on demand: a report that shows no figure never loads matplotlib
+    from matplotlib.figure import Figure
 
 T = TypeVar("T")
 TITLE = "Accuracy and the trade-off"
@@ -108,7 +109,7 @@ def tradeoff_figure(result: AuditResult) -> Figure:
     """NDCG@K against head share and against Gini, one point per scoring, the Pareto
     front joined and the recommended scoring ringed (K: the trade-off's K)."""
     from auditor.report.plot_text import fit_title
-    from auditor.report.plots import COLORS, new_figure, style_axes
+    from auditor.report.drawing import COLORS, new_figure, style_axes
 
     accuracy, retrieval = result.accuracy, result.retrieval
     assert accuracy is not None and retrieval is not None and accuracy.quoted_k is not None

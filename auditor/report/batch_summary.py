@@ -1,29 +1,32 @@
 """Summaries of a ``popaudit batch`` results table: models ranked by bias, how the metrics
 move across the manifest order, and the failed rows.
 
-:func:`summarise` reads a results table (:mod:`auditor.batch.results`) into a
-:class:`BatchSummary`; :func:`summary_console` (rich tables for the terminal),
-:func:`summary_html` (a self-contained page) and :func:`summary_figure` (the trend plot)
-render it. Nothing here prints or writes files: the CLI decides where output goes.
+:func:`summarise` reads a results table (the schema of :mod:`auditor.batch.results`) into a
+:class:`BatchSummary`; :func:`batch_document` makes it a report document that every
+format renders (:func:`summary_console` and :func:`summary_html` are its terminal view
+and its HTML page), with :func:`summary_figure`, the trend plot. Nothing here prints or
+writes files: the CLI decides where output goes.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from rich.console import Group, RenderableType
-from rich.table import Table as RichTable
-from rich.text import Text
 
-from auditor.batch.results import STATUS_ERROR, STATUS_OK
 from auditor.errors import InputError
-from auditor.report.formatting import fmt_num
+from auditor.report.document import Block, Document, Figure, Paragraph, Section, Table
+from auditor.report.formatting import fmt_num, fmt_ratio
+from auditor.result import json_safe
+from auditor.summaries import STATUS_ERROR, STATUS_OK
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 MAX_ORDER_ROWS = 40
 """The console lists every row in manifest order up to this many (the HTML always does)."""
@@ -182,7 +185,7 @@ def model_tick(row: SummaryRow, width: int = 24) -> str:
 def summary_figure(summary: BatchSummary) -> Any:
     """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure)."""
     from auditor.report.plot_text import fit_title
-    from auditor.report.plots import new_figure
+    from auditor.report.drawing import new_figure
 
     fig = new_figure(7.5, 4.4)
     ax = fig.add_subplot(1, 1, 1)
@@ -209,117 +212,103 @@ def summary_figure(summary: BatchSummary) -> Any:
     return fig
 
 
-def summary_html(summary: BatchSummary, *, title: str = "popaudit batch summary") -> str:
-    """A self-contained HTML summary: counts, ranking, manifest-order plot and table, failures.
-
-    Built from the HTML report's pieces (``auditor.report.html``), so it shares its styles.
-    """
-    from auditor.report import html as h
-    from auditor.report.formatting import Table, fmt_ratio
-    from auditor.report.plots import figure_png
-
+def batch_document(
+    summary: BatchSummary, *, title: str = "popaudit batch summary", n_resumed: int = 0, output: Path | None = None
+) -> Document:
+    """The summary as a report document: counts, the ranking, the manifest-order figure
+    and tables, the failed rows; its brief (the terminal's view) says how many rows were
+    kept from an earlier run (``n_resumed``) and where the results are (``output``)."""
     share = summary.head_share_metric or "head share ratio"
-    ranking = Table(
-        headers=("rank", "row", "model", "label", "severity", "spearman", share),
-        rows=tuple(
-            (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman), fmt_ratio(s.head_share))
-            for i, s in enumerate(summary.ranking, 1)
-        ),
-        numeric=(True, True, False, False, False, True, True),
-        caption=f"Ranked by {summary.rank_by}, most biased first.",
-    )
-    trends = Table(
-        headers=("metric", "first", "last", "change", "Kendall τ vs order", "p", "trend"),
-        rows=tuple(
-            (t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change), fmt_num(t.kendall_tau),
-             fmt_num(t.p_value), t.direction)
-            for t in summary.trends
-        ),
-        numeric=(False, True, True, True, True, True, False),
-    )
-    order = Table(
-        headers=("row", "model", "label", "spearman", "Δ spearman", share, "Δ"),
-        rows=tuple(
-            (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-             fmt_ratio(s.head_share), fmt_num(s.delta_head_share))
-            for s in summary.order
-        ),
-        numeric=(True, False, False, True, True, True, True),
-        caption="Changes are from the previous audited row.",
-    )
-    moves = h.table_html(trends)
+    order: list[Block] = []
     if summary.order:
-        figure = h.figure_html(
-            png=figure_png(summary_figure(summary)),
-            alt=f"Spearman rho and {share} for each model, named on the x-axis, in manifest order",
-        )
-        moves = figure + moves
+        order.append(Figure(
+            "batch_trend", "order", "Bias across the manifest order",
+            f"Spearman rho and {share} for each model, named on the x-axis, in manifest order",
+            lambda: summary_figure(summary),
+        ))  # fmt: skip
+    order += [_trends_table(summary, "Kendall τ vs order"), _order_table(summary, share)]
     sections = [
-        h.Section("ranking", "Models ranked by bias", h.table_html(ranking, wrap_columns=(2,))),
-        h.Section("order", "Across the manifest order", moves + h.table_html(order, wrap_columns=(1,))),
+        Section("ranking", "Models ranked by bias", (_ranking_table(summary, share),)),
+        Section("order", "Across the manifest order", tuple(order)),
     ]
     if summary.failures:
-        failed = Table(
-            headers=("row", "model", "error"),
-            rows=tuple((str(r), m, e) for r, m, e in summary.failures),
-            numeric=(True, False, False),
-        )
-        sections.append(h.Section("failures", "Failed rows", h.table_html(failed, wrap_columns=(1, 2))))
-    lead = h.paragraph(f"{summary.n_rows} rows: {summary.n_ok} audited, {summary.n_error} failed.")
-    return h.page(title, sections, lead=lead)
+        failed = Table(("row", "model", "error"), tuple((str(r), m, e) for r, m, e in summary.failures),
+                       (True, False, False), wrap=(1, 2))
+        sections.append(Section("failures", "Failed rows", (failed,)))
+    lead = Paragraph(f"{summary.n_rows} rows: {summary.n_ok} audited, {summary.n_error} failed.")
+    return Document(
+        kind="batch", title=title, lead=(lead,), sections=tuple(sections),
+        brief=_brief(summary, share, n_resumed, output), payload=lambda: json_safe(asdict(summary)),
+    )  # fmt: skip
 
 
-def _literal(*cells: str) -> tuple[Text, ...]:
-    """Cells as rich ``Text``: manifest labels, model paths and column names are data,
-    never rich markup (``[/bold]`` must print as written, not crash or style the row)."""
-    return tuple(Text(cell) for cell in cells)
+def _ranking_table(summary: BatchSummary, share: str) -> Table:
+    rows = tuple(
+        (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman), fmt_ratio(s.head_share))
+        for i, s in enumerate(summary.ranking, 1)
+    )
+    return Table(("rank", "row", "model", "label", "severity", "spearman", share), rows,
+                 (True, True, False, False, False, True, True), f"Ranked by {summary.rank_by}, most biased first.",
+                 wrap=(2,))  # fmt: skip
 
 
-def _table(title: str) -> RichTable:
-    return RichTable(title=Text(title, style="table.title"), title_justify="left")
+def _trends_table(summary: BatchSummary, tau: str) -> Table:
+    rows = tuple(
+        (t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change), fmt_num(t.kendall_tau), fmt_num(t.p_value),
+         t.direction)
+        for t in summary.trends
+    )  # fmt: skip
+    return Table(("metric", "first", "last", "change", tau, "p", "trend"), rows,
+                 (False, True, True, True, True, True, False))  # fmt: skip
 
 
-def _titled(table: RichTable) -> Group:
-    """``table`` under its title on a line of its own: a rich title wraps at the table's
-    width, which splits it mid-phrase over a narrow table (few, short model names)."""
-    title, table.title = table.title, None
-    return Group(title if isinstance(title, Text) else Text(str(title or "")), table)
+def _order_table(summary: BatchSummary, share: str) -> Table:
+    rows = tuple(
+        (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman), fmt_ratio(s.head_share),
+         fmt_num(s.delta_head_share))
+        for s in summary.order
+    )  # fmt: skip
+    return Table(("row", "model", "label", "spearman", "Δ spearman", share, "Δ"), rows,
+                 (True, False, False, True, True, True, True), "Changes are from the previous audited row.",
+                 wrap=(1,))  # fmt: skip
+
+
+def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | None) -> tuple[Block, ...]:
+    """The terminal's view: the counts, the ranking and (for 2+ rows) the trends and, up
+    to :data:`MAX_ORDER_ROWS` rows, the row-by-row changes."""
+    resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
+    where = f" Results: {output}" if output is not None else ""
+    blocks: list[Block] = [
+        Paragraph(f"{summary.n_rows} rows: {summary.n_ok} ok, {summary.n_error} failed{resumed}.{where}"),
+        Table(
+            ("#", "row", "model", "label", "severity", "spearman", share),
+            tuple((str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman),
+                   fmt_num(s.head_share)) for i, s in enumerate(summary.ranking, 1)),
+            (True, True, False, False, False, True, True),
+            title=f"Models ranked by {summary.rank_by} (most biased first)",
+        ),
+    ]  # fmt: skip
+    if len(summary.order) > 1:
+        blocks.append(replace(_trends_table(summary, "Kendall τ"), title="Across the manifest order"))
+    if 1 < len(summary.order) <= MAX_ORDER_ROWS:
+        rows = tuple((str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+                      fmt_num(s.head_share), fmt_num(s.delta_head_share)) for s in summary.order)  # fmt: skip
+        blocks.append(Table(("row", "model", "label", "spearman", "Δ", share, "Δ "), rows,
+                            (True, False, False, True, True, True, True),
+                            title="Row by row (changes from the previous audited row)"))  # fmt: skip
+    return tuple(blocks)
+
+
+def summary_html(summary: BatchSummary, *, title: str = "popaudit batch summary") -> str:
+    """The summary as a self-contained HTML page (:func:`batch_document`, HTML format)."""
+    from auditor.report.html import document_html
+
+    return document_html(batch_document(summary, title=title))
 
 
 def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path) -> list[RenderableType]:
-    """The terminal summary: counts, the ranking, and (for 2+ rows) the trends and, up to
-    :data:`MAX_ORDER_ROWS` rows, the row-by-row changes; for ``Console.print``.
+    """The summary's terminal view (:func:`batch_document`'s brief) as rich renderables,
+    for ``Console.print``; every cell is literal text, never markup."""
+    from auditor.report.console import renderables
 
-    Every cell is a literal ``Text``: nothing from the manifest or the results is markup.
-    """
-    resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
-    headline = Text()
-    headline.append(f"{summary.n_rows} rows", style="bold")
-    headline.append(f": {summary.n_ok} ok, {summary.n_error} failed{resumed}. Results: {output}")
-    parts: list[RenderableType] = [headline]
-    share = summary.head_share_metric or "head share ratio"
-    ranking = _table(f"Models ranked by {summary.rank_by} (most biased first)")
-    for name, right in (("#", True), ("row", True), ("model", False), ("label", False),
-                        ("severity", False), ("spearman", True), (share, True)):
-        ranking.add_column(Text(name), justify="right" if right else "left")
-    for i, s in enumerate(summary.ranking, 1):
-        ranking.add_row(*_literal(str(i), str(s.row), s.model, s.label or "", s.severity or "n/a",
-                                  fmt_num(s.spearman), fmt_num(s.head_share)))
-    parts.append(_titled(ranking))
-    if len(summary.order) > 1:
-        trend = _table("Across the manifest order")
-        for name in ("metric", "first", "last", "change", "Kendall τ", "p", "trend"):
-            trend.add_column(Text(name), justify="left" if name in ("metric", "trend") else "right")
-        for t in summary.trends:
-            trend.add_row(*_literal(t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change),
-                                    fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction))
-        parts.append(_titled(trend))
-    if 1 < len(summary.order) <= MAX_ORDER_ROWS:
-        order = _table("Row by row (changes from the previous audited row)")
-        for name in ("row", "model", "label", "spearman", "Δ", share, "Δ "):
-            order.add_column(Text(name), justify="left" if name in ("model", "label") else "right")
-        for s in summary.order:
-            order.add_row(*_literal(str(s.row), s.model, s.label or "", fmt_num(s.spearman),
-                                    fmt_num(s.delta_spearman), fmt_num(s.head_share), fmt_num(s.delta_head_share)))
-        parts.append(_titled(order))
-    return parts
+    return renderables(batch_document(summary, n_resumed=n_resumed, output=output))

@@ -21,7 +21,7 @@ from typing import Any
 
 from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
-from auditor.report.labels import PROBE_FIELDS, PROBE_TITLES
+from auditor.report.labels import probe_title as probe_title, probes_tables as probes_tables  # re-exported
 from auditor.report.population import population_rows
 from auditor.report.formatting import (
     MISSING,
@@ -45,7 +45,6 @@ from auditor.result import (
     ListMeasureInfo,
     Retrieval,
 )
-from auditor.verdict import first_seen_skew, quoted_cutoff
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -122,20 +121,9 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         parts.append(f"item norm vs training frequency Spearman ρ = {fmt_num(fn.spearman, 2)}{ci}")
     else:
         parts.append("frequency–norm correlation not measured")
-    k = quoted_cutoff(result)
+    k, first_k = quoted_cutoffs(result)
     if result.retrieval is not None and k is not None:
-        cut = result.retrieval.at[k]
-        dot, cos = cut.dot.get("head_share_1pct"), cut.cosine.get("head_share_1pct")
-        r = ratio(dot, cos)
-        times = f" ({fmt_ratio(r)})" if r is not None else ""
-        first = first_seen_skew(result)  # the smallest served K, when the worst K is another
-        if first is not None:
-            times += f"; at K={first.k}, the first slots a user sees: {fmt_pct(first.dot)} vs {fmt_pct(first.cosine)}"
-            times += f" ({fmt_ratio(first.ratio)})" if first.ratio is not None else ""
-        parts.append(
-            f"at K={k} the top-1% items fill {fmt_pct(dot)} of dot-product slots "
-            f"vs {fmt_pct(cos)} under cosine{times}"
-        )
+        parts.append(_skew_text(result.retrieval, k, first_k))
     else:
         parts.append("retrieval not measured")
     if result.conditions:
@@ -152,6 +140,39 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     if result.inputs.row_ids_assumed:
         parts.append("item ids taken as table rows (no id mapping given)")
     return verdict_phrase(result), "; ".join(parts)
+
+
+def quoted_cutoffs(result: AuditResult) -> tuple[int | None, int | None]:
+    """The K the headline quotes and the first-seen K quoted beside it, as the verdict
+    decided them (``quoted_k``, ``first_seen_k``; :mod:`auditor.verdict` holds the rule).
+
+    A verdict that names no K although retrieval was measured was not decided by popaudit
+    (one built by hand): the largest measured K is quoted, the smallest beside it.
+    """
+    retrieval, verdict = result.retrieval, result.verdict
+    if retrieval is None or not retrieval.at:
+        return None, None
+    if verdict.quoted_k in retrieval.at:
+        first = verdict.first_seen_k if verdict.first_seen_k in retrieval.at else None
+        return verdict.quoted_k, first
+    ks = sorted(retrieval.at)
+    return ks[-1], (ks[0] if len(ks) > 1 else None)
+
+
+def _skew_text(retrieval: Retrieval, k: int, first_k: int | None) -> str:
+    """The top-1% head share of dot vs cosine lists at ``k`` (and at ``first_k``, the
+    first slots a user sees, when given)."""
+    cut = retrieval.at[k]
+    dot, cos = cut.dot.get("head_share_1pct"), cut.cosine.get("head_share_1pct")
+    r = ratio(dot, cos)
+    times = f" ({fmt_ratio(r)})" if r is not None else ""
+    if first_k is not None:
+        first = retrieval.at[first_k]
+        dot1, cos1 = first.dot.get("head_share_1pct"), first.cosine.get("head_share_1pct")
+        times += f"; at K={first_k}, the first slots a user sees: {fmt_pct(dot1)} vs {fmt_pct(cos1)}"
+        r1 = ratio(dot1, cos1)
+        times += f" ({fmt_ratio(r1)})" if r1 is not None else ""
+    return f"at K={k} the top-1% items fill {fmt_pct(dot)} of dot-product slots vs {fmt_pct(cos)} under cosine" + times
 
 
 def frequency_norm_table(fn: FrequencyNorm) -> Table:
@@ -258,65 +279,6 @@ def conditions_table(result: AuditResult) -> Table:
         (key, conditions[key].name, conditions[key].status, conditions[key].evidence) for key in order
     )
     return Table(("id", "condition", "status", "evidence"), rows)
-
-
-def probes_tables(probes: Mapping[str, Any]) -> list[tuple[str, str, Table]]:
-    """(key, title, table) per probe block, every field under its reader label and unit
-    (:mod:`auditor.report.labels`, in its order): update angles first, then the probe
-    setup (top-level scalars), then each other block."""
-    out: list[tuple[str, str, Table]] = []
-    angles = probes.get("update_angles")
-    if isinstance(angles, Mapping):
-        out.append(("update_angles", probe_title("update_angles"), _probe_table(angles, "update_angles.")))
-    setup = {k: v for k, v in probes.items() if not isinstance(v, Mapping)}
-    if setup:
-        out.append(("setup", probe_title("setup"), _probe_table(setup, "")))
-    for name, value in probes.items():
-        if isinstance(value, Mapping) and name != "update_angles":
-            out.append((name, probe_title(name), _probe_table(value, name + ".")))
-    return out
-
-
-def _probe_table(block: Mapping[str, Any], prefix: str) -> Table:
-    """One probe block's fields (the angle histogram is a figure, not rows)."""
-    order = {key: i for i, key in enumerate(PROBE_FIELDS)}
-    fields_ = sorted((prefix + k for k, _ in flatten(block)), key=lambda k: order.get(k, len(order)))
-    values = dict((prefix + k, v) for k, v in flatten(block))
-    rows = []
-    for key in fields_:
-        if key.startswith("update_angles.histogram"):
-            continue
-        label, unit = PROBE_FIELDS.get(key, (key[len(prefix):], "text"))  # a new field: its own name
-        rows.append((label, _probe_value(values[key], unit)))
-    return Table(("statistic", "value"), tuple(rows), (False, True))
-
-
-def _probe_value(value: Any, unit: str) -> str:
-    if unit == "deg":
-        return _degrees(value)
-    if unit == "pct":
-        return fmt_pct(value)
-    if unit == "count" and isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if unit == "text" and value == {}:
-        return "none"
-    return fmt_value(value)
-
-
-def probe_title(key: str) -> str:
-    """The reader's title of a probe block (``c3_cross_jacobian`` -> ``C3 no sharing: ...``);
-    an unknown block: its key in words."""
-    if key in PROBE_TITLES:
-        return PROBE_TITLES[key]
-    words = key.replace("_", " ").strip()
-    if len(words) > 1 and words[0] == "c" and words[1].isdigit():
-        words = "C" + words[1:]
-    return words[:1].upper() + words[1:]
-
-
-def _degrees(value: Any) -> str:
-    text = fmt_num(value, 2)
-    return text if text == MISSING else f"{text}°"
 
 
 def inputs_table(inputs: Inputs) -> Table:

@@ -1,22 +1,30 @@
-"""The files ``popaudit experiment`` writes: results.json, results.md and the plots
-(angle histograms per setting, ρ and the head-share ratio against the learning rate)."""
+"""The report of ``popaudit experiment`` (conditions, lr-sweep): one document, written as
+results.json and results.md, and the plots (angle histograms per setting, ρ and the
+head-share ratio against the learning rate)."""
 
 from __future__ import annotations
 
-import json
 import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rich.table import Table
 
 from auditor.io import write_atomic
+from auditor.plugin_api import RenderContext
+from auditor.report.console import renderables
+from auditor.report.document import Document, Paragraph, Table
 from auditor.report.formatting import MISSING, finite, fmt_pct, text_or_missing
+from auditor.report.json import JsonRenderer
+from auditor.report.markdown import MarkdownRenderer
 from auditor.report.plot_text import fit_title
-from auditor.report.plots import figure_png, new_figure
+from auditor.report.drawing import figure_png, new_figure
 from auditor.result import json_safe
-from auditor.train.experiments import ANGLE_EDGES, ExperimentResult
+from auditor.summaries import ANGLE_EDGES, ExperimentResult
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 
 def mean_pm(summary: dict[str, dict[str, float]], key: str, fmt: str = "{:.3f}", seeds: int = 2) -> str:
@@ -117,46 +125,50 @@ def _intro(result: ExperimentResult) -> str:
     )
 
 
-def markdown_table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    """GitHub-flavoured Markdown table lines (columns in ``right`` right-aligned)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    return lines
-
-
-def rich_table(title: str, header: list[str], rows: list[list[str]], right: set[int]) -> Table:
-    """The same table for the console (rich)."""
-    table = Table(title=title, title_justify="left", show_lines=False)
-    for i, name in enumerate(header):
-        table.add_column(name, justify="right" if i in right else "left", overflow="fold")
-    for cells in rows:
-        table.add_row(*cells)
-    return table
-
-
 _RIGHT = {3, 7, 8, 9, 11, 12, 13}
 
 
+def grid_block(header: list[str], rows: list[list[str]], right: set[int]) -> Table:
+    """A grid as a table block (columns in ``right`` hold numbers). Every column may
+    wrap: a terminal narrower than the grid folds cells rather than cutting them."""
+    n = len(header)
+    return Table(tuple(header), tuple(map(tuple, rows)), tuple(i in right for i in range(n)), wrap=tuple(range(n)))
+
+
+def experiment_document(result: ExperimentResult) -> Document:
+    """The grid as a report document: what it trained on, and one row per setting
+    (the figures are files of their own, :func:`write_results`)."""
+    header, rows = grid_table(result)
+    title = f"popaudit experiment {result.name}"
+    intro, table = Paragraph(_intro(result)), grid_block(header, rows, _RIGHT)
+    return Document(
+        kind="experiment", title=title, lead=(intro, table), brief=(intro, replace(table, title=title)),
+        payload=lambda: json_safe(result.to_dict()),
+    )  # fmt: skip
+
+
 def to_markdown(result: ExperimentResult) -> str:
-    """A GitHub-flavoured Markdown table of the grid, with the data and settings used."""
-    header, rows = grid_table(result)
-    lines = [f"# popaudit experiment {result.name}", "", _intro(result), ""]
-    return "\n".join(lines + markdown_table(header, rows, _RIGHT)) + "\n"
+    """The grid as GitHub-flavoured Markdown, with the data and settings used."""
+    return MarkdownRenderer().render_document(experiment_document(result), RenderContext())
 
 
-def to_console(result: ExperimentResult) -> list[Any]:
-    """What the console shows: the data sentence and the grid as a rich table."""
-    header, rows = grid_table(result)
-    return [_intro(result), rich_table(f"popaudit experiment {result.name}", header, rows, _RIGHT)]
+def to_console(result: ExperimentResult) -> list[RenderableType]:
+    """What the console shows: the data sentence and the grid."""
+    return renderables(experiment_document(result))
+
+
+def write_document(document: Document, out_dir: Path) -> list[Path]:
+    """``document`` as results.json and results.md in ``out_dir`` (atomically each)."""
+    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
+    write_atomic(json_path, JsonRenderer().render_document(document, RenderContext()))
+    write_atomic(md_path, MarkdownRenderer().render_document(document, RenderContext(destination=md_path)))
+    return [json_path, md_path]
 
 
 def write_results(result: ExperimentResult, out_dir: Path) -> list[Path]:
     """Write results.json, results.md and the plots into ``out_dir`` (atomically each)."""
     out_dir = Path(out_dir)
-    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
-    write_atomic(json_path, json.dumps(json_safe(result.to_dict()), indent=2) + "\n")
-    write_atomic(md_path, to_markdown(result))
-    written = [json_path, md_path]
+    written = write_document(experiment_document(result), out_dir)
     if result.name == "conditions":
         written.append(_plot_angles(result, out_dir / "angle_histograms.png"))
     written.append(_plot_rho(result, out_dir / "rho_vs_lr.png"))

@@ -20,12 +20,20 @@ class Table:
     """A table of plain-string cells; each format renders and escapes it.
 
     ``numeric[i]`` right-aligns column i; shorter than ``headers`` means the rest are text.
+    The layout hints are format-neutral: ``badge`` is a column of statuses (holds /
+    violated / unknown) a format may colour, ``wrap`` columns may break anywhere (long
+    paths, long values), ``nowrap`` columns never break.
     """
 
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     numeric: tuple[bool, ...] = ()
     caption: str = ""
+    title: str = ""
+    """Shown above the table where no heading names it (a terminal's tables)."""
+    badge: int | None = None
+    wrap: tuple[int, ...] = ()
+    nowrap: tuple[int, ...] = ()
 
     def is_numeric(self, column: int) -> bool:
         """Whether column ``column`` holds numbers (right-aligned)."""

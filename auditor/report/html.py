@@ -1,11 +1,12 @@
-"""The HTML report: one self-contained file (inline CSS, PNG data URIs, no scripts).
+"""The HTML format: any report document as one self-contained page (inline CSS, PNG
+data URIs, no scripts).
 
-Reusable layer for other HTML reports (experiment and batch summaries):
+:func:`document_html` walks a :class:`~auditor.report.document.Document` with these pieces:
 
 * :func:`esc` - escape any value for text or attribute context.
-* :class:`Section` and :func:`page` - a complete document with a contents list, the
+* :class:`Section` and :func:`page` - a complete page with a contents list, the
   report's screen and print styles, and a footer.
-* :func:`table_html` - a :class:`~auditor.report.content.Table` as ``<table>``.
+* :func:`table_html` - a :class:`~auditor.report.formatting.Table` as ``<table>``.
 * :func:`figure_html` - a :class:`~auditor.report.plots.Plot` (or PNG bytes) as an
   inline ``<figure>``.
 * :func:`paragraph`, :func:`bullet_list`, :func:`banner` - small blocks.
@@ -22,14 +23,24 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
-from auditor.report import accuracy as accuracy_view
 from auditor.plugin_api import RenderContext
-from auditor.report import content as c
-from auditor.report.formatting import Table
+from auditor.report.audit_doc import audit_document
+from auditor.report.document import (
+    Block,
+    Bullets,
+    Document,
+    Figure,
+    Group,
+    Heading,
+    Headline,
+    KeyValues,
+    Paragraph,
+    Table,
+)
 from auditor.result import AuditResult
 
 if TYPE_CHECKING:
-    from auditor.report.plots import Plot
+    from auditor.report.drawing import Plot
 
 CSS = """
 :root { color-scheme: light; --ink: #1d2329; --muted: #5b6670; --rule: #d7dde2;
@@ -188,7 +199,7 @@ def figure_html(
     plot: Plot | None = None, *, png: bytes | None = None, alt: str = "", caption: str = ""
 ) -> str:
     """An inline ``<figure>``: a :class:`~auditor.report.plots.Plot`, or ``png`` bytes with alt text."""
-    from auditor.report.plots import png_data_uri
+    from auditor.report.drawing import png_data_uri
 
     if plot is not None:
         png, alt, caption = plot.png, plot.alt, caption or plot.alt
@@ -226,113 +237,49 @@ def page(
     )
 
 
-def _not_measured(result: AuditResult, section: str) -> str:
-    return paragraph(
-        f"Not measured: {c.not_measured_reason(result, section)}.", "not-measured"
-    )
+def block_html(block: Block) -> str:
+    """One block as escaped HTML."""
+    if isinstance(block, Paragraph):
+        if block.role == "title":
+            return f"<p><strong>{esc(block.text)}</strong></p>\n"
+        return paragraph(block.text, PARAGRAPH_CLASS.get(block.role))
+    if isinstance(block, Heading):
+        return f"<h3>{esc(block.text)}</h3>\n"
+    if isinstance(block, Table):
+        title = f"<h3>{esc(block.title)}</h3>\n" if block.title else ""
+        return title + table_html(block, badge_column=block.badge, wrap_columns=block.wrap, nowrap_columns=block.nowrap)
+    if isinstance(block, Bullets):
+        return bullet_list(block.items, BULLETS_CLASS.get(block.role))
+    if isinstance(block, KeyValues):
+        title = f"<h3>{esc(block.title)}</h3>\n" if block.title else ""
+        return title + table_html(Table(("", ""), block.rows, (False, True)), wrap_columns=(1,))
+    if isinstance(block, Figure):
+        return figure_html(png=block.png(), alt=block.alt, caption=block.alt)
+    if isinstance(block, Headline):
+        return banner(block.severity, block.phrase, block.evidence + ".")
+    if isinstance(block, Group):
+        inner = "".join(block_html(child) for child in block.blocks)
+        # Side by side: the many small detail tables sit in columns, not in one long one.
+        return f'<div class="grid">\n{inner}</div>\n' if block.side_by_side else f"<div>{inner}</div>\n"
+    raise TypeError(f"the html format has no rendering for {type(block).__name__}")
 
 
-def _figures(plots: Sequence[Plot], section: str) -> str:
-    return "".join(figure_html(p) for p in plots if p.section == section)
+PARAGRAPH_CLASS = {"summary": "summary", "note": "note", "missing": "not-measured", "warning": "note"}
+"""The CSS class of each paragraph role (none: plain text)."""
+BULLETS_CLASS = {"recommendations": "recs", "warnings": "warnings"}
 
 
-def audit_sections(result: AuditResult, plots: Sequence[Plot]) -> list[Section]:
-    """The sections of an audit report, in reading order (figures from ``plots``)."""
-    sections: list[Section] = []
-    verdict = result.verdict
-    body = paragraph(verdict.summary, "summary") if verdict.summary else ""
-    body += paragraph(c.SEVERITY_POINTER, "note")
-    if verdict.recommendations:
-        body += "<h3>Recommendations</h3>\n" + bullet_list(verdict.recommendations, "recs")
-    else:
-        body += paragraph("No recommendations: nothing to change.", "note")
-    sections.append(Section("verdict", "Verdict and recommendations", body))
-    if result.warnings:
-        sections.append(Section("warnings", "Warnings", bullet_list(result.warnings, "warnings")))
-
-    fn = result.frequency_norm
-    if fn is not None:
-        body = table_html(c.frequency_norm_table(fn))
-        figs = _figures(plots, "frequency_norm")
-        body += figs or paragraph(
-            "Plots unavailable: this result carries no per-item norms and frequencies "
-            "(for example, it was re-read from a JSON report).", "note")
-        if fn.deciles:
-            body += "<h3>Norm by popularity decile</h3>\n" + table_html(c.deciles_table(fn))
-    else:
-        body = _not_measured(result, "frequency_norm")
-    sections.append(Section("frequency-norm", c.SECTION_TITLES["frequency_norm"], body))
-
-    retrieval = result.retrieval
-    if retrieval is not None:
-        body = paragraph(
-            "The same queries retrieved by dot product (what serving uses), by cosine (norms "
-            "removed) and a most-popular baseline; dot / cosine above 1 means norms push popular "
-            "items into the lists.", "note")
-        body += table_html(c.retrieval_summary_table(retrieval))
-        for k, cut in c.sorted_cutoffs(retrieval):
-            body += f"<h3>Top-{esc(k)}</h3>\n" + table_html(c.cutoff_table(k, cut, retrieval.list_measures))
-        body += _figures(plots, "retrieval")
-        if retrieval.definitions:
-            definitions = c.definitions_table(retrieval.definitions)
-            body += "<h3>Definitions used</h3>\n" + table_html(definitions)
-    else:
-        body = _not_measured(result, "retrieval")
-    sections.append(Section("retrieval", c.SECTION_TITLES["retrieval"], body))
-
-    accuracy = result.accuracy
-    if accuracy is not None:
-        body = paragraph(accuracy.recommendation, "summary") if accuracy.recommendation else ""
-        body += table_html(accuracy_view.summary_table(accuracy), wrap_columns=(1,))
-        for k in sorted(accuracy.at):
-            body += f"<h3>Top-{esc(k)}</h3>\n" + table_html(accuracy_view.tradeoff_table(result, k))
-        if accuracy.changes:
-            body += f"<h3>Against dot at K={esc(accuracy.quoted_k)}</h3>\n" + table_html(accuracy_view.changes_table(accuracy))
-        body += _figures(plots, "accuracy")
-    else:
-        body = _not_measured(result, "accuracy")
-    sections.append(Section("accuracy", c.SECTION_TITLES["accuracy"], body))
-
-    if result.conditions:
-        body = paragraph(
-            "When C1–C4 all hold, every update is orthogonal to the embedding, so norms can only "
-            "grow and more frequent items grow more; C5 (a large learning rate) makes the growth "
-            "visible. A condition that holds is therefore a risk (red); a violated one breaks the "
-            "mechanism (green).",
-            "note")
-        body += table_html(c.conditions_table(result), badge_column=2, nowrap_columns=(1,))
-    else:
-        body = _not_measured(result, "conditions")
-    sections.append(Section("conditions", c.SECTION_TITLES["conditions"], body))
-
-    if result.probes is not None:
-        body, details = "", ""
-        for key, title, table in c.probes_tables(result.probes.to_dict()):
-            block = f"<div><h3>{esc(title)}</h3>\n{table_html(table, wrap_columns=(1,))}</div>\n"
-            if key == "update_angles":
-                body += block + _figures(plots, "probes")
-            else:
-                details += block
-        if result.probes.update is None:
-            body += _figures(plots, "probes")
-        # The many small detail tables sit side by side rather than in one long column.
-        body += f'<div class="grid">\n{details}</div>\n' if details else ""
-    else:
-        body = _not_measured(result, "probes")
-    sections.append(Section("probes", c.SECTION_TITLES["probes"], body))
-
-    if result.measures:
-        measures = table_html(c.measures_table(result.measures), wrap_columns=(1,))
-        sections.append(Section("measures", "Additional measures (built-in and plugins)", measures))
-
-    body = "<h3>Inputs</h3>\n" + table_html(c.inputs_table(result.inputs), wrap_columns=(1,))
-    if result.settings:
-        body += "<h3>Settings</h3>\n" + table_html(c.settings_table(result.settings), wrap_columns=(1,))
-    others = c.other_not_measured(result)
-    if others:
-        body += "<h3>Also not measured</h3>\n" + bullet_list(f"{key}: {why}" for key, why in others)
-    sections.append(Section("inputs", "Inputs and settings", body))
-    return sections
+def document_html(document: Document) -> str:
+    """``document`` as a complete, self-contained page."""
+    sections = [
+        Section(s.key, s.title, "".join(block_html(block) for block in s.blocks)) for s in document.sections
+    ]
+    subtitle = ""
+    if document.subtitle:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        subtitle = f"{document.subtitle} · generated {stamp} · popaudit {__version__}"
+    lead = "".join(block_html(block) for block in document.lead)
+    return page(document.title, sections, lead=lead, subtitle=subtitle, footer=document.footer)
 
 
 class HtmlRenderer:
@@ -343,15 +290,9 @@ class HtmlRenderer:
     description = "self-contained HTML page with plots (inline CSS and images, no scripts)"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
-        """The whole page as a string."""
-        from auditor.report.plots import audit_plots
+        """The audit's whole page as a string."""
+        return self.render_document(audit_document(result), context)
 
-        plots = audit_plots(result)
-        phrase, evidence = c.headline_parts(result)
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        return page(
-            f"popaudit report: {c.model_name(result)}",
-            audit_sections(result, plots),
-            lead=banner(result.verdict.severity, phrase, evidence + "."),
-            subtitle=f"{result.inputs.model} · generated {stamp} · popaudit {__version__}",
-        )
+    def render_document(self, document: Document, context: RenderContext) -> str:
+        """``document``'s whole page as a string (``context`` is not needed)."""
+        return document_html(document)

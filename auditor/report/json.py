@@ -1,20 +1,31 @@
-"""The JSON report: the schema of docs/report.md (schema_version 1), indented and stable."""
+"""The JSON format: a document's data, indented and stable; for an audit the schema of
+docs/report.md (schema_version 1), :meth:`AuditResult.to_dict <auditor.result.AuditResult.to_dict>`."""
 
 from __future__ import annotations
 
 import json
 
+from auditor.errors import InputError
 from auditor.plugin_api import RenderContext
+from auditor.report.audit_doc import audit_document
+from auditor.report.document import Document
 from auditor.result import AuditResult
 
 
 class JsonRenderer:
-    """``--format json``: :meth:`AuditResult.to_dict`, indented, NaN refused (strict JSON)."""
+    """``--format json``: the document's data, indented, NaN refused (strict JSON)."""
 
     name = "json"
     suffix = ".json"
     description = "machine-readable report (docs/report.md, schema_version 1)"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
-        """The JSON document, newline-terminated (``context`` is not needed)."""
-        return json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n"
+        """The audit's JSON report, newline-terminated (``context`` is not needed)."""
+        return self.render_document(audit_document(result), context)
+
+    def render_document(self, document: Document, context: RenderContext) -> str:
+        """``document``'s data as JSON, newline-terminated; a document without data is an
+        :class:`~auditor.errors.InputError`."""
+        if document.payload is None:
+            raise InputError(f"the json format cannot render the {document.kind} report: it carries no data")
+        return json.dumps(document.payload(), indent=2, allow_nan=False) + "\n"

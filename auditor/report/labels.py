@@ -1,4 +1,5 @@
-"""Reader labels and units of the probe results: one mapping, used by every format.
+"""Reader labels and units of the probe results, one mapping used by every format, and
+the probe tables built from it.
 
 Keys are the dotted keys of the ``probes`` section as JSON writes it
 (:meth:`auditor.probes.results.ProbeOutcome.to_dict`): JSON keeps them for machines,
@@ -9,7 +10,10 @@ under its own name; ``tests/test_report_labels.py`` fails until it gets one.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from auditor.report.formatting import MISSING, Table, flatten, fmt_num, fmt_pct, fmt_value
 
 Unit = Literal["deg", "pct", "count", "bool", "number", "text"]
 """How a value is shown: degrees, a percentage, a whole count, yes/no, a number
@@ -102,3 +106,61 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
 }
 """Dotted probe key -> (reader label, unit)."""
 
+
+def probes_tables(probes: Mapping[str, Any]) -> list[tuple[str, str, Table]]:
+    """(key, title, table) per probe block, every field under its reader label and unit
+    (:mod:`auditor.report.labels`, in its order): update angles first, then the probe
+    setup (top-level scalars), then each other block."""
+    out: list[tuple[str, str, Table]] = []
+    angles = probes.get("update_angles")
+    if isinstance(angles, Mapping):
+        out.append(("update_angles", probe_title("update_angles"), _probe_table(angles, "update_angles.")))
+    setup = {k: v for k, v in probes.items() if not isinstance(v, Mapping)}
+    if setup:
+        out.append(("setup", probe_title("setup"), _probe_table(setup, "")))
+    for name, value in probes.items():
+        if isinstance(value, Mapping) and name != "update_angles":
+            out.append((name, probe_title(name), _probe_table(value, name + ".")))
+    return out
+
+
+def _probe_table(block: Mapping[str, Any], prefix: str) -> Table:
+    """One probe block's fields (the angle histogram is a figure, not rows)."""
+    order = {key: i for i, key in enumerate(PROBE_FIELDS)}
+    fields_ = sorted((prefix + k for k, _ in flatten(block)), key=lambda k: order.get(k, len(order)))
+    values = dict((prefix + k, v) for k, v in flatten(block))
+    rows = []
+    for key in fields_:
+        if key.startswith("update_angles.histogram"):
+            continue
+        label, unit = PROBE_FIELDS.get(key, (key[len(prefix):], "text"))  # a new field: its own name
+        rows.append((label, _probe_value(values[key], unit)))
+    return Table(("statistic", "value"), tuple(rows), (False, True))
+
+
+def _probe_value(value: Any, unit: str) -> str:
+    if unit == "deg":
+        return _degrees(value)
+    if unit == "pct":
+        return fmt_pct(value)
+    if unit == "count" and isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if unit == "text" and value == {}:
+        return "none"
+    return fmt_value(value)
+
+
+def probe_title(key: str) -> str:
+    """The reader's title of a probe block (``c3_cross_jacobian`` -> ``C3 no sharing: ...``);
+    an unknown block: its key in words."""
+    if key in PROBE_TITLES:
+        return PROBE_TITLES[key]
+    words = key.replace("_", " ").strip()
+    if len(words) > 1 and words[0] == "c" and words[1].isdigit():
+        words = "C" + words[1:]
+    return words[:1].upper() + words[1:]
+
+
+def _degrees(value: Any) -> str:
+    text = fmt_num(value, 2)
+    return text if text == MISSING else f"{text}°"

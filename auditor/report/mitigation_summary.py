@@ -1,20 +1,28 @@
-"""The files ``popaudit experiment mitigations`` writes: results.json, results.md (accuracy
-against exposure per mitigation) and accuracy_vs_head_share.png."""
+"""The report of ``popaudit experiment mitigations``: one document (accuracy against
+exposure per mitigation), written as results.json and results.md, and
+accuracy_vs_head_share.png."""
 
 from __future__ import annotations
 
-import json
 import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auditor.io import write_atomic
+from auditor.plugin_api import RenderContext
+from auditor.report.console import renderables
+from auditor.report.document import Document, Paragraph
+from auditor.report.experiment_summary import data_text, fmt_count, grid_block, mean_pm, write_document
 from auditor.report.formatting import MISSING
-from auditor.report.experiment_summary import data_text, fmt_count, markdown_table, mean_pm, rich_table
+from auditor.report.markdown import MarkdownRenderer
 from auditor.report.plot_text import fit_title
-from auditor.report.plots import figure_png, new_figure
+from auditor.report.drawing import figure_png, new_figure
 from auditor.result import json_safe
-from auditor.mitigation.experiment import MitigationResult
+from auditor.summaries import MitigationResult
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 _KIND = {"reference": "none (reference)", "training": "training", "serving": "serving", "baseline": "baseline"}
 _RIGHT = {3, 4, 5, 6, 7, 8}
@@ -70,25 +78,33 @@ def _intro(result: MitigationResult) -> str:
     )
 
 
+def mitigation_document(result: MitigationResult) -> Document:
+    """The mitigations as a report document: the data and split, and one row per
+    mitigation (the plot is a file of its own, :func:`write_results`)."""
+    header, rows = mitigation_table(result)
+    title = "popaudit experiment mitigations"
+    intro, table = Paragraph(_intro(result)), grid_block(header, rows, _RIGHT)
+    return Document(
+        kind="mitigation", title=title, lead=(intro, table), brief=(intro, replace(table, title=title)),
+        payload=lambda: json_safe(result.to_dict()),
+    )  # fmt: skip
+
+
 def to_markdown(result: MitigationResult) -> str:
-    header, rows = mitigation_table(result)
-    lines = ["# popaudit experiment mitigations", "", _intro(result), ""]
-    return "\n".join(lines + markdown_table(header, rows, _RIGHT)) + "\n"
+    return MarkdownRenderer().render_document(mitigation_document(result), RenderContext())
 
 
-def to_console(result: MitigationResult) -> list[Any]:
-    header, rows = mitigation_table(result)
-    return [_intro(result), rich_table("popaudit experiment mitigations", header, rows, _RIGHT)]
+def to_console(result: MitigationResult) -> list[RenderableType]:
+    return renderables(mitigation_document(result))
 
 
 def write_results(result: MitigationResult, out_dir: Path) -> list[Path]:
     """Write results.json, results.md and the plot into ``out_dir`` (atomically each)."""
     out_dir = Path(out_dir)
-    json_path, md_path, png = out_dir / "results.json", out_dir / "results.md", out_dir / "accuracy_vs_head_share.png"
-    write_atomic(json_path, json.dumps(json_safe(result.to_dict()), indent=2) + "\n")
-    write_atomic(md_path, to_markdown(result))
+    written = write_document(mitigation_document(result), out_dir)
+    png = out_dir / "accuracy_vs_head_share.png"
     write_atomic(png, _plot(result))
-    return [json_path, md_path, png]
+    return [*written, png]
 
 
 _COLOURS = {"reference": "black", "training": "tab:orange", "serving": "tab:blue", "baseline": "tab:grey"}

@@ -10,10 +10,10 @@ Dask cluster), :mod:`~auditor.retrieval.measure` (the measurement).
 
 from auditor.retrieval.approximate import approximate_topk, recall_at
 from auditor.retrieval.dask import dask_client, dask_multi_scoring_topk, search_shard
+from auditor.retrieval.lists import RetrievalSettings
 from auditor.retrieval.measure import (
     EXACT_FLOP_LIMIT,
     RetrievalOutcome,
-    RetrievalSettings,
     choose_index,
     measure_retrieval,
 )

@@ -13,7 +13,7 @@ import faiss
 import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError
-from auditor.loading.history import sample_indices
+from auditor.sampling import sample_indices
 from auditor.metrics.exposure import shared_counts
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.search import QUERY_BLOCK, directions, l2_normalise, require_finite, select_topk

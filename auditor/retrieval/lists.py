@@ -7,12 +7,12 @@ measured recall). Each query's excluded rows (its training items) are never serv
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from auditor.errors import setting
-from auditor.loading.history import sample_indices
+from auditor.sampling import sample_indices
 from auditor.progress import Progress
 from auditor.retrieval.approximate import approximate_topk, recall_at
 from auditor.retrieval.dask import dask_multi_scoring_topk
@@ -21,7 +21,30 @@ from auditor.retrieval.serving import Exclusions, filter_excluded, max_excluded,
 
 if TYPE_CHECKING:
     from auditor.model import ModelBundle
-    from auditor.retrieval.measure import RetrievalSettings
+
+class RetrievalSettings(Protocol):
+    """The settings retrieval reads (an :class:`~auditor.config.AuditConfig` has them all),
+    so this module needs neither the rest of an audit's settings nor the config module."""
+
+    @property
+    def ks(self) -> tuple[int, ...]: ...
+    @property
+    def queries(self) -> str: ...
+    @property
+    def max_queries(self) -> int | None: ...
+    @property
+    def index(self) -> str: ...
+    @property
+    def popularity(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def max_memory(self) -> int | None: ...
+    @property
+    def scheduler(self) -> str | None: ...
+    @property
+    def alphas(self) -> tuple[float, ...]: ...
+
 
 RECALL_SAMPLE = 1000
 """Queries (seeded sample) on which an approximate index's recall is measured."""

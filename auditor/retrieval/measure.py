@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError, setting
-from auditor.loading.population import QueryPopulation
+from auditor.model import QueryPopulation
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, overlap
@@ -40,7 +40,7 @@ from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
 from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
-from auditor.retrieval.lists import ScoringLists, approximate_lists, exact_lists
+from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
 from auditor.retrieval.serving import popular_lists
 
@@ -52,30 +52,6 @@ EXACT_FLOP_LIMIT = 4e12
 (2 x n_items x n_queries x dim). At the 50-100 GFLOP/s two cores reach with K=100 that
 is under about a minute per scoring; 1M items x 10,000 queries x 64 dims (1.3e12) is
 still exact, 10M items x 10,000 x 128 (2.6e13) goes approximate (IVF)."""
-
-class RetrievalSettings(Protocol):
-    """The settings retrieval reads (an :class:`~auditor.config.AuditConfig` has them all),
-    so this module needs neither the rest of an audit's settings nor the config module."""
-
-    @property
-    def ks(self) -> tuple[int, ...]: ...
-    @property
-    def queries(self) -> str: ...
-    @property
-    def max_queries(self) -> int | None: ...
-    @property
-    def index(self) -> str: ...
-    @property
-    def popularity(self) -> str: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def max_memory(self) -> int | None: ...
-    @property
-    def scheduler(self) -> str | None: ...
-    @property
-    def alphas(self) -> tuple[float, ...]: ...
-
 
 @dataclass
 class RetrievalOutcome:

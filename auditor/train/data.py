@@ -16,9 +16,10 @@ import numpy as np
 
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InputError, InteractionsError, setting
-from auditor.loading.alignment import ItemRows
+from auditor.values import ItemRows
 from auditor.loading.counting import count_item_ids
-from auditor.loading.logs import LogSpec, open_log
+from auditor.loading.logs import open_log
+from auditor.values import LogSpec
 from auditor.loading.pairs import read_pairs
 from auditor.progress import SILENT, Progress
 

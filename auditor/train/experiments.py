@@ -15,19 +15,18 @@ processes with the same results.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from auditor import __version__
 from auditor.errors import InputError
 from auditor.progress import SILENT, Progress
+from auditor.summaries import ANGLE_EDGES, ExperimentResult, ExperimentSizes
 from auditor.train.data import TrainingData, synthetic_interactions
 from auditor.train.grid import run_tasks
 from auditor.train.loop import TrainConfig, train
 from auditor.train.measures import (
-    ANGLE_EDGES,
     aggregate,
     angle_summary,
     measure_run,
@@ -40,8 +39,8 @@ DEFAULT_LRS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 
 __all__ = [
     "ANGLE_EDGES", "DEFAULT_LRS", "ExperimentResult", "ExperimentSizes", "RunTask", "Setting", "angle_summary",
-    "condition_settings", "data_description", "retrieval_head_share", "run_conditions", "run_lr_sweep",
-    "update_angles",
+    "condition_settings", "data_description", "reference_config", "retrieval_head_share", "run_conditions",
+    "run_lr_sweep", "update_angles",
 ]
 
 
@@ -56,50 +55,27 @@ class Setting:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class ExperimentSizes:
-    """The synthetic data (when no log is given) and the reference training config
-    every setting starts from."""
+def reference_config(sizes: ExperimentSizes, seed: int, **overrides: Any) -> TrainConfig:
+    """The reference config of ``sizes`` (embedding, SGD, InfoNCE-cos, ``sizes.lr``) with
+    ``overrides``.
 
-    n_users: int = 1000
-    n_items: int = 1000
-    n_interactions: int = 50_000
-    zipf: float = 1.0
-    epochs: int = 5
-    batch_size: int = 256
-    dim: int = 32
-    lr: float = 10.0
-    temperature: float = 0.1
-    init_std: float = 0.1
-    k: int = 100
-    n_bootstrap: int = 1000
-
-    def __post_init__(self) -> None:
-        if self.k < 1:
-            raise InputError(f"k must be at least 1, got {self.k}")
-        if self.n_bootstrap < 0:
-            raise InputError(f"n_bootstrap must be >= 0, got {self.n_bootstrap}")
-
-    def config(self, seed: int, **overrides: Any) -> TrainConfig:
-        """The reference config (embedding, SGD, InfoNCE-cos, ``lr``) with ``overrides``.
-
-        Both towers share the optimizer and learning rate unless overridden.
-        """
-        settings: dict[str, Any] = {
-            "optimizer": "sgd",
-            "lr": self.lr,
-            "item_encoder": "embedding",
-            "user_encoder": "embedding",
-            "loss": "infonce-cos",
-            "temperature": self.temperature,
-            "dim": self.dim,
-            "init_std": self.init_std,
-            "epochs": self.epochs,
-            "batch_size": self.batch_size,
-            "seed": seed,
-        }
-        settings.update(overrides)
-        return TrainConfig(**settings)
+    Both towers share the optimizer and learning rate unless overridden.
+    """
+    settings: dict[str, Any] = {
+        "optimizer": "sgd",
+        "lr": sizes.lr,
+        "item_encoder": "embedding",
+        "user_encoder": "embedding",
+        "loss": "infonce-cos",
+        "temperature": sizes.temperature,
+        "dim": sizes.dim,
+        "init_std": sizes.init_std,
+        "epochs": sizes.epochs,
+        "batch_size": sizes.batch_size,
+        "seed": seed,
+    }
+    settings.update(overrides)
+    return TrainConfig(**settings)
 
 
 def condition_settings(sizes: ExperimentSizes) -> list[Setting]:
@@ -143,30 +119,6 @@ def data_description(sizes: ExperimentSizes, data: TrainingData | None) -> dict[
     return out
 
 
-@dataclass
-class ExperimentResult:
-    """The measures of one experiment grid, ready to write as JSON, Markdown and plots."""
-
-    name: str
-    sizes: ExperimentSizes
-    seeds: list[int]
-    rows: list[dict[str, Any]]
-    """One per setting (or learning rate): its config, per-seed runs and summary."""
-    data: dict[str, Any] = field(default_factory=dict)
-    """:func:`data_description` of what the runs trained on."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "experiment": self.name,
-            "tool": {"name": "popaudit", "version": __version__},
-            "seeds": list(self.seeds),
-            "data": dict(self.data),
-            "sizes": asdict(self.sizes),
-            "angle_histogram_edges": ANGLE_EDGES.tolist(),
-            "rows": self.rows,
-        }
-
-
 @dataclass(frozen=True)
 class RunTask:
     """One run of a grid: the settings' overrides of the reference, and the seed."""
@@ -186,7 +138,7 @@ def run_data(sizes: ExperimentSizes, data: TrainingData | None, seed: int) -> Tr
 def measure_one(data: TrainingData | None, task: RunTask) -> tuple[dict[str, Any], np.ndarray]:
     """Train and measure one run (a worker's unit of work)."""
     sz = task.sizes
-    result = train(run_data(sz, data, task.seed), sz.config(task.seed, **task.overrides))
+    result = train(run_data(sz, data, task.seed), reference_config(sz, task.seed, **task.overrides))
     return measure_run(result, k=sz.k, n_bootstrap=sz.n_bootstrap, seed=task.seed)
 
 
@@ -219,7 +171,7 @@ def _run_grid(
 ) -> ExperimentResult:
     if not seeds:
         raise InputError("an experiment needs at least one seed")
-    configs = [sizes.config(seeds[0], **s.overrides) for s in grid]  # validates before training
+    configs = [reference_config(sizes, seeds[0], **s.overrides) for s in grid]  # validates before training
     tasks = [RunTask(sizes, s.overrides, seed) for s in grid for seed in seeds]
     runs = run_tasks(
         measure_one, tasks, shared=data, jobs=jobs, threads=threads, progress=progress,

@@ -17,11 +17,10 @@ from auditor.metrics.exposure import HeadShare
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.probes import ProbeBatch, summarise_angles, update_step, working_copy
 from auditor.retrieval import sharded_topk
+from auditor.summaries import ANGLE_EDGES
 from auditor.train.live import PopauditLiveModel
 from auditor.train.loop import TrainResult
 
-ANGLE_EDGES = np.arange(-0.5, 181.0, 1.0)
-"""Histogram bins of update angles: 1° wide, centred on 0°, 1°, ..., 180°."""
 
 
 def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:

@@ -75,6 +75,9 @@ class Built:
     """Paths outside the case folder the run must not create (removed if it does)."""
     check: Callable[[Path, Outcome], None] | None = None
     """More assertions on the result, given the case folder."""
+    in_tmp: Callable[[Path], None] | None = None
+    """Makes files in the run's $TMPDIR before it starts (what an earlier, killed run left),
+    which the run must clean up: $TMPDIR must still be empty afterwards."""
     replaced: Sequence[str] = ()
     """Files the case made that the run may rewrite (an earlier run's results that
     ``--resume`` continues); every other file must stay as it was."""
@@ -152,6 +155,8 @@ def run_case(case: Case, root: Path, monkeypatch: pytest.MonkeyPatch) -> Outcome
     # The run's $TMPDIR, empty before and after. Short: batch workers put a Unix socket
     # in it, whose path may not exceed 107 bytes.
     tmpdir = Path(tempfile.mkdtemp(prefix="hostile-", dir=_REAL_TMP))
+    if built.in_tmp is not None:
+        built.in_tmp(tmpdir)
     try:
         if case.process or case.peak_memory is not None:
             outcome = _run_process(built.args, work, tmpdir, case.timeout, case.peak_memory)

@@ -140,7 +140,35 @@ def _label_literal(d: Path, outcome: Outcome) -> None:
     assert labels == ["[/bold]", "[bold red]styled[/]"], labels
 
 
+def _dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def _killed_run_left(tmp: Path) -> None:
+    """What a batch killed with SIGKILL leaves in $TMPDIR: its pool folder (with the
+    forkserver's socket path in it) and a spill file, both named with its pid."""
+    pid = _dead_pid()
+    pool = tmp / f"pymp-popaudit-{pid}-abc123"
+    pool.mkdir()
+    (pool / "listener-xyz").write_bytes(b"")
+    (tmp / f"popaudit-table-{pid}-q1w2e3.npy").write_bytes(b"\x93NUMPY")
+
+
+def _after_a_kill(d: Path) -> Built:
+    table(d)
+    log(d)
+    write(d, "m.csv", "model\nitems.npy\n")
+    return Built(["batch", "m.csv", "-o", "r.parquet", "--interactions", "log.parquet", *FAST], outputs=RESULTS,
+                 in_tmp=_killed_run_left)
+
+
 CASES = [
+    Case("stale-pool-folder-and-spill-removed", _after_a_kill, EXIT_OK, None, process=True, timeout=120),
     Case("trust-pickle-column-csv", _batch("model,trust_pickle\nitems.npy,true\n"), EXIT_ERROR,
          NOT_ALLOWED.format(suffix="csv", column="trust_pickle", flag="--trust-pickle")),
     Case("trust-pickle-column-parquet", _batch({"model": ["items.npy"], "trust_pickle": [True]}, name="m.parquet"),

@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from .corpus import (
-    EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
     FAST,

@@ -35,7 +35,7 @@ import pytest
 from auditor.config import parse_memory_size
 from auditor.errors import AuditError
 from auditor.loading.counting import count_item_ids
-from auditor.loading.logs import LogSpec
+from auditor.values import LogSpec
 from auditor.loading.served_lists import read_served_lists
 
 from .corpus import (

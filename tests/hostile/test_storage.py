@@ -7,8 +7,6 @@ byte of what it declares is allocated (issue #23, items 1 and 2)."""
 from __future__ import annotations
 
 import io
-import os
-import pickle
 import struct
 import zipfile
 import zlib
@@ -34,7 +32,6 @@ from .corpus import (
     run_case,
     standard,
     table,
-    write,
 )
 
 GB = 1 << 30
@@ -210,10 +207,10 @@ CASES = [
          r"\(4,\d{3},\d{3} stored in the file\), more than --max-memory \(536,870,912 bytes\)",
          peak_memory=PEAK, timeout=60, slow=True, **H5),
     Case("h5-unwritten-chunks-4GiB", _h5(_unwritten), EXIT_ERROR,
-         r"declares 4,294,967,296 bytes of data from 0 bytes stored in the file, " + BOMB, peak_memory=PEAK,
+         r"declares 4,294,967,296 bytes of data from 0 bytes stored in the file, " + BOMB,
          timeout=60, **H5),
     Case("h5-one-huge-chunk", _h5(_huge_chunk, "--max-memory", "128M"), EXIT_ERROR,
-         r"of shape \[10, 4\] declares 268,435,456 bytes of data .*more than --max-memory", peak_memory=PEAK,
+         r"of shape \[10, 4\] declares 268,435,456 bytes of data .*more than --max-memory",
          timeout=60, **H5),
 ]
 
@@ -293,7 +290,7 @@ CASES += [
     Case("npz-member-declares-4GB", _npz_case({"item_factors.npy": _table_bytes()},
                                               lie={"item_factors.npy": 4_000_000_000}), EXIT_ERROR,
          r"cannot read model\.npz: member item_factors\.npy declares 4,000,000,000 bytes of data from \d+ bytes "
-         r"stored in the file, " + BOMB, peak_memory=PEAK),
+         r"stored in the file, " + BOMB),
     Case("npz-text-member-declares-4GB", _npz_case(lambda: {"item_factors.npy": _table_bytes(), "notes.txt": b"x" * 1000},
                                                    lie={"notes.txt": 4_000_000_000}), EXIT_ERROR,
          r"member notes\.txt declares 4,000,000,000 bytes of data from [\d,]+ bytes stored in the file, " + BOMB),
@@ -374,7 +371,7 @@ CASES += [
          r"model\.pt: .*a tensor of size \[1000000, 1000\] and stride \[0, 1\] has 1,000,000,000 elements but "
          r"storage .* holds 1,000 from offset 0: " + ALIAS, peak_memory=PEAK),
     Case("pt-stride-zero-rows-legacy", _torch_file(_stride_zero_rows, legacy=True), EXIT_ERROR,
-         r"cannot read model\.pt \(a legacy torch\.save file\): .*size \[1000000, 1000\] and stride \[0, 1\] .*" + ALIAS, peak_memory=PEAK),
+         r"cannot read model\.pt \(a legacy torch\.save file\): .*size \[1000000, 1000\] and stride \[0, 1\] .*" + ALIAS),
     Case("pt-stride-zero-columns", _torch_file(_stride_zero_columns), EXIT_ERROR,
          r"size \[10, 4\] and stride \[1, 0\] has 40 elements but storage .* holds 10 .*" + ALIAS),
     Case("pt-overlapping-rows", _torch_file(_overlapping_rows), EXIT_ERROR,
@@ -478,7 +475,7 @@ CASES += [
          r"[\d,]+ bytes stored in the file, " + BOMB, peak_memory=PEAK),
     Case("parquet-log-text-dictionary-bomb", _log_case(_text_dictionary_bomb), EXIT_ERROR,
          r"bomb\.parquet: column 'item_id' \(dictionary-encoded text, 20,000 rows\) declares 20,971,520,000 "
-         r"bytes of data from [\d,]+ bytes stored in the file, " + BOMB, peak_memory=PEAK),
+         r"bytes of data from [\d,]+ bytes stored in the file, " + BOMB),
     Case("parquet-user-text-dictionary-bomb", _log_case(_user_dictionary_bomb), EXIT_ERROR,
          r"bomb\.parquet: column 'user_id' \(dictionary-encoded text, 20,000 rows\) declares"),
     Case("parquet-holdout-page-bomb", _log_case(_page_bomb_log, "--holdout"), EXIT_ERROR,
@@ -489,7 +486,7 @@ CASES += [
          r"ids\.parquet: column 'item_id' \(dictionary-encoded text, 20,000 rows\) declares 20,971,520,000"),
     Case("parquet-table-vector-dictionary-bomb", _vector_dictionary_bomb, EXIT_ERROR,
          r"items\.parquet: column 'embedding' \(1,048,576 rows\) declares 67,108,864 bytes of data from [\d,]+ "
-         r"bytes stored in the file, " + BOMB, peak_memory=PEAK),
+         r"bytes stored in the file, " + BOMB),
     Case("parquet-table-text-id-bomb", _table_with_text_id_bomb, EXIT_ERROR,
          r"items\.parquet: column 'item_id' \(dictionary-encoded text, 20,000 rows\) declares 20,971,520,000"),
     Case("parquet-manifest-dictionary-bomb", _manifest_bomb, EXIT_ERROR,

@@ -1,8 +1,8 @@
-"""The flat metric names of a JSON report (docs/report.md), derived exactly as
-:meth:`auditor.result.AuditResult.flat_metrics` derives them from the result object, so
-a report read back from disk gates and compares like the audit that wrote it. Each name
-also records where it comes from (:class:`FlatEntry`), which the diff's direction table
-and comparability rules read."""
+"""The flat metric names (docs/report.md): the one derivation, from a JSON report. An
+audit's :meth:`~auditor.result.AuditResult.flat_metrics` is this function of its own
+``to_dict()``, so a report read back from disk gates, fills batch columns and compares
+exactly like the audit that wrote it. Each name also records where it comes from
+(:class:`FlatEntry`), which the diff's direction table and comparability rules read."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Section = Literal["frequency_norm", "retrieval", "accuracy", "measures"]
+Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
 _ACCURACY = ("recall", "ndcg", "hit_rate", "mrr")  # auditor.result.ACCURACY_MEASURES, in its order
 RATIO = "ratio"
@@ -79,6 +79,9 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
             for metric in _ACCURACY:
                 ratio = _ratio(by_scoring["dot"].get(metric), by_scoring["cosine"].get(metric))
                 flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "accuracy", metric, RATIO, k)
+    replaced = report.get("replaced_globals")
+    unsafe = None if replaced is None else float(sum(g.get("severity") == "runs-code" for g in replaced))
+    flat["unsafe_globals"] = FlatEntry(unsafe, "inputs", "unsafe_globals")
     for name, value in (report.get("measures") or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             flat[name] = FlatEntry(_num(value), "measures", name)

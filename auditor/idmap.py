@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.errors import IdMappingError, setting
-from auditor.loading.alignment import lookup_rows
+from auditor.values import RowIdPolicy, lookup_rows
 
 
 FRAMEWORK_ROWS: dict[str, str] = {
@@ -32,20 +32,6 @@ FRAMEWORK_ROWS: dict[str, str] = {
 }
 """How frameworks that number rows themselves did it, where their files do not say
 (``ModelBundle.format`` -> the sentence the id error gives instead of guessing an offset)."""
-
-
-@dataclass(frozen=True)
-class RowIdPolicy:
-    """What the user said about taking raw ids as table rows."""
-
-    offset: int | None = None
-    """row = raw id − offset (None: no offset given, rows assumed to be the ids)."""
-    assume_row_ids: bool = False
-    """Take ids as rows even when the log shows they evidently are not."""
-
-    @property
-    def shift(self) -> int:
-        return self.offset or 0
 
 
 def describe_mapping(what: str, ids_source: str | None, policy: RowIdPolicy) -> str:

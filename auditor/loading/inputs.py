@@ -1,0 +1,117 @@
+"""The load stage of an audit: every file it reads, read once, into plain values.
+
+:func:`load_inputs` reads the model (and a framework's own id rule), the item statistics,
+the query population, the holdout at the population's positions and the probes'
+training pairs; what cannot be read for a section becomes that section's reason in
+``not_measured``. Measuring and judging then never open a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pluggy
+
+from auditor.config import AuditConfig
+from auditor.errors import setting
+from auditor.loading import load_model
+from auditor.loading.frequencies import needs_the_log
+from auditor.loading.holdout import heldout_queries
+from auditor.loading.pairs import read_pairs
+from auditor.loading.pickle_globals import globals_warning, replaced_globals
+from auditor.loading.population import population_of
+from auditor.loading.statistics import InputCache, item_statistics
+from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
+from auditor.result import ReplacedGlobal
+from auditor.plugins import call_hook
+from auditor.progress import SILENT, Progress
+
+PROBE_PAIRS = 200_000
+"""Probes need a few real batches, not the whole log."""
+
+
+@dataclass
+class AuditInputs:
+    """What one audit measures: the model, its statistics, who is queried, the holdout at
+    the queried users, the probes' training pairs, and what could not be read."""
+
+    bundle: ModelBundle
+    stats: ItemStats | None
+    population: QueryPopulation | None
+    heldout: HeldOutQueries | None
+    probe_pairs: InteractionPairs | None
+    replaced_globals: tuple[ReplacedGlobal, ...] | None
+    warnings: list[str] = field(default_factory=list)
+    not_measured: dict[str, str] = field(default_factory=dict)
+
+
+def load_inputs(
+    config: AuditConfig, pm: pluggy.PluginManager, progress: Progress = SILENT, cache: InputCache | None = None
+) -> AuditInputs:
+    """Read every input of the audit ``config`` describes (module docstring)."""
+    progress.note(f"Loading {config.model}")
+    bundle = load_model(config.model, config.load_options, pm)
+    if bundle.log_id_rule is not None and config.interactions is not None:  # e.g. RecBole numbers ids by the log
+        bundle.log_id_rule.apply(
+            bundle, Path(config.interactions), config.interactions_format, config.user_col, config.item_col
+        )
+    found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
+    inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings))
+    inputs.warnings.extend(globals_warning(found_globals, config.model))
+    inputs.stats = item_statistics(bundle, config, cache or InputCache(), progress, inputs.warnings)
+    if inputs.stats is None:
+        inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
+    inputs.population = _population(inputs, config, progress)
+    inputs.heldout = _heldout(inputs, config, progress)
+    if bundle.live is None:  # a plugin may know how to run this model
+        bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+    if config.probes and bundle.live is not None:  # the log is read for batches only when there is a model to step
+        spec = config.training_log
+        inputs.probe_pairs = bundle.train_pairs if spec is None else read_pairs(
+            spec, config.item_rows(bundle), max_rows=PROBE_PAIRS, seed=config.seed
+        )
+    return inputs
+
+
+def _population(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> QueryPopulation | None:
+    """Who retrieval serves, or None with the reason recorded."""
+    bundle = inputs.bundle
+    if not config.retrieval:
+        inputs.not_measured["retrieval"] = f"skipped with {setting('retrieval')}"
+        return None
+    if inputs.stats is None:
+        inputs.not_measured["retrieval"] = f"needs item frequencies: pass {setting('interactions')}"
+        return None
+    no_history = config.training_log is None and (bundle.train_pairs is None or not len(bundle.train_pairs))
+    if bundle.user_table is None and no_history and config.queries in ("auto", "users", "history"):
+        inputs.not_measured["retrieval"] = (
+            needs_the_log("retrieval without a user table (history queries)") + f" or {setting('queries')} PATH"
+            if config.frequencies else
+            f"no queries: the model has no user table; pass {setting('interactions')} (history queries) or "
+            f"{setting('queries')} PATH"
+        )
+        return None
+    return population_of(bundle, config, progress)
+
+
+def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> HeldOutQueries | None:
+    """The holdout at the queried users, or None with the reason accuracy is not measured."""
+    if config.holdout is None and inputs.bundle.holdout_pairs is None:
+        reason = (
+            f"no held-out interactions: pass {setting('holdout')} PATH (a log of interactions kept out of "
+            "training) to measure recall/NDCG of dot, cosine and norm-aware serving beside their exposure"
+        )
+    elif not config.retrieval:
+        reason = f"skipped with {setting('retrieval')} (accuracy ranks the same lists as retrieval)"
+    elif inputs.population is None:
+        reason = f"needs the retrieval section ({inputs.not_measured.get('retrieval', 'not measured')})"
+    elif inputs.population.raw_ids is None:
+        reason = (f"the queries of {setting('queries')} {config.queries} carry no user identity, so they cannot be "
+                  "matched to held-out users")
+    else:
+        heldout = heldout_queries(inputs.bundle, config, inputs.population, progress)
+        inputs.warnings.extend(heldout.warnings)
+        return heldout
+    inputs.not_measured["accuracy"] = reason
+    return None

@@ -1,0 +1,143 @@
+"""The terminal's short view of an audit: the verdict, the numbers, and what to do.
+
+It says what the full report says, compactly: a panel with the verdict, one line on the
+inputs, a table per section (statistics by their measure names, every K's list
+measures), the recommendations, and what was not measured. What to run next depends on
+what the run wrote, so the CLI says it (``auditor/cli/check.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from auditor.report import accuracy as accuracy_view
+from auditor.report.content import RATIO_HEADER, format_measure
+from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
+from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
+from auditor.report.population import population_rows
+from auditor.result import AuditResult
+
+
+def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
+    """The blocks a terminal shows for ``result``, under ``headline``."""
+    blocks: list[Block] = [headline, Paragraph(_inputs_line(result), "note")]
+    if result.frequency_norm is not None:
+        blocks += [_frequency_norm(result), _deciles(result)]
+    if result.retrieval is not None:
+        blocks += _retrieval(result)
+    if result.accuracy is not None:
+        blocks += _accuracy(result)
+    if result.conditions:
+        blocks.append(_conditions(result))
+    if result.probes is not None and result.probes.update is not None:
+        angles = result.probes.update.angle_summary
+        blocks.append(Paragraph(
+            f"Update angles over {fmt_num(angles.n)} items: median {fmt_num(angles.median, 2)}°, "
+            f"{fmt_pct(angles.share_90pm1)} within 90°±1°, {fmt_pct(angles.share_90pm10)} within 90°±10°"
+        ))  # fmt: skip
+    if result.measures:
+        rows = tuple((name, fmt_num(v) if isinstance(v, float) else fmt_value(v)) for name, v in result.measures.items())
+        blocks.append(KeyValues(rows, "Additional measures (built-in and plugins)"))
+    if result.verdict.recommendations:
+        blocks += [Paragraph("What to do", "title"), Bullets(tuple(result.verdict.recommendations))]
+    blocks += [Paragraph(f"Not measured: {section}: {why}", "note") for section, why in result.not_measured.items()]
+    blocks += [Paragraph(f"Warning: {warning}", "warning") for warning in result.warnings]
+    return tuple(blocks)
+
+
+def _inputs_line(result: AuditResult) -> str:
+    i = result.inputs
+    line = f"Model {i.model} ({text_or_missing(i.format)}): {fmt_num(i.n_items)} items × {fmt_num(i.dim)} dims"
+    if i.interactions:
+        line += f"; log {i.interactions}: {fmt_num(i.n_interactions)} interactions"
+    elif result.settings.get("frequencies") and i.n_interactions is not None:
+        line += f"; counts {result.settings['frequencies']}: {fmt_num(i.n_interactions)} interactions"
+    elif i.n_interactions is not None:
+        line += f"; frequencies recorded in the checkpoint ({fmt_num(i.n_interactions)} interactions)"
+    return line
+
+
+def _frequency_norm(result: AuditResult) -> KeyValues:
+    fn = result.frequency_norm
+    assert fn is not None
+    lo, hi = fn.spearman_ci
+    return KeyValues(
+        (
+            ("Spearman ρ (95% CI)", f"{fmt_num(fn.spearman)} [{fmt_num(lo)}, {fmt_num(hi)}]"),
+            # A p-value of exactly 0 is a float underflow, not certainty (as in content.py).
+            ("p-value", "< 1e-300" if fn.spearman_p == 0 else fmt_num(fn.spearman_p)),
+            ("Pearson on log(1+freq)", fmt_num(fn.pearson_log)),
+            ("Kendall τ", fmt_num(fn.kendall)),
+            ("log–log slope (ideal ≈ 0.25)", fmt_num(fn.loglog_slope)),
+            ("items / cold items", f"{fmt_num(fn.n_items)} / {fmt_num(fn.n_cold)}"),
+        ),
+        "Frequency–norm correlation",
+    )
+
+
+def _deciles(result: AuditResult) -> Table:
+    fn = result.frequency_norm
+    assert fn is not None
+    rows = tuple(
+        (str(r.decile), fmt_range(r.freq_min, r.freq_max), fmt_num(r.n), fmt_num(r.norm_median), fmt_num(r.norm_mean))
+        for r in fn.deciles
+    )
+    headers = ("decile", "frequency", "items", "median norm", "mean norm")
+    return Table(headers, rows, (True,) * len(headers), title="Item norm by popularity decile")
+
+
+def _retrieval(result: AuditResult) -> list[Block]:
+    retrieval = result.retrieval
+    assert retrieval is not None
+    blocks: list[Block] = [Paragraph(
+        f"Retrieval skew: {fmt_num(retrieval.n_queries)} queries ({text_or_missing(retrieval.queries)}), "
+        f"index {text_or_missing(retrieval.index)}, popularity by {text_or_missing(retrieval.popularity)}",
+        "title",
+    )]  # fmt: skip
+    blocks += [Paragraph(f"{name}: {value}", "note") for name, value in population_rows(retrieval)[1:]]
+    for k, cut in sorted(retrieval.at.items()):
+        # dot, cosine and their ratio first (the headline's numbers), as in every format.
+        scorings = {"dot": cut.dot, "cosine": cut.cosine, **cut.norm_aware, "popular": cut.popular}
+        names = list(scorings)
+        names.insert(2, RATIO_HEADER)
+        rows = []
+        for metric, info in retrieval.list_measures.items():
+            cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
+            cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
+            rows.append((metric, *cells))
+        rows.append(("overlap dot∩cosine", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
+        blocks.append(Table(("measure", *names), tuple(rows), (True,) * (len(names) + 1), title=f"Top-{k}"))
+    if retrieval.recall:
+        recall = ", ".join(f"@{k}: {fmt_num(v)}" for k, v in sorted(retrieval.recall.items()))
+        blocks.append(Paragraph(f"Approximate-index recall vs exact search {recall}", "note"))
+    return blocks
+
+
+def _accuracy(result: AuditResult) -> list[Block]:
+    accuracy = result.accuracy
+    assert accuracy is not None
+    blocks: list[Block] = [Paragraph(
+        f"{accuracy_view.TITLE}: {fmt_num(accuracy.n_users_evaluated)} held-out users "
+        f"({fmt_num(accuracy.n_dropped)} held-out interactions dropped)",
+        "title",
+    )]  # fmt: skip
+    for k in sorted(accuracy.at):
+        blocks.append(replace(accuracy_view.tradeoff_table(result, k), title=f"Top-{k}", caption=""))
+    if accuracy.changes:
+        title = f"Against dot at K={accuracy.quoted_k}"
+        blocks.append(replace(accuracy_view.changes_table(accuracy), title=title, caption=""))
+    if accuracy.recommendation:
+        blocks.append(Paragraph(accuracy.recommendation))
+    return blocks
+
+
+def _conditions(result: AuditResult) -> Table:
+    assert result.conditions is not None
+    rows = tuple(
+        (key, text_or_missing(cond.name), cond.status, text_or_missing(cond.evidence))
+        for key, cond in sorted(result.conditions.items())
+    )
+    return Table(
+        ("id", "condition", "status", "evidence"), rows, badge=2, wrap=(3,),
+        title="Sufficient conditions (all holding = norms must grow with popularity)",
+    )  # fmt: skip
