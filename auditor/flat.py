@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from auditor.config import DEFAULT_ALPHAS
-from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, SCORINGS, alpha_scoring
+from auditor.alpha import alpha_scoring
+from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, SCORINGS
 
 Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")

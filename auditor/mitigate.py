@@ -26,7 +26,8 @@ from auditor import __version__
 from auditor.config import LoadOptions
 from auditor.errors import IdMappingError, InputError, ModelLoadError, NoClearGainError, UntrustedPickleError, setting
 from auditor.io import atomic_path, check_not_inputs, is_special_file, require_regular_file
-from auditor.mitigation.rescale import RULE, NormSummary, RowNorms, Written
+from auditor.alpha import RULE
+from auditor.mitigation.rescale import NormSummary, RowNorms, Written
 from auditor.progress import SILENT, Progress
 
 if TYPE_CHECKING:
@@ -322,7 +323,7 @@ def recommended_alpha(result: AuditResult) -> float:
     """The α of the scoring the accuracy trade-off of ``check`` recommends: cosine 0,
     ``alpha_<a>`` a. InputError when accuracy was not measured; NoClearGainError when the
     trade-off keeps dot (no scoring clearly better), naming the best α available."""
-    from auditor.tradeoff import scoring_alpha  # the one mapping: dot 1, cosine 0, alpha_<a> a
+    from auditor.alpha import scoring_alpha  # the one mapping: dot 1, cosine 0, alpha_<a> a
 
     accuracy = result.accuracy
     if accuracy is None:

@@ -25,7 +25,6 @@ from auditor.sections import (
     RankingAccuracy,
     Retrieval,
     ScoringChange,
-    alpha_scoring,
     builtin_list_measures,
 )
 
@@ -265,5 +264,5 @@ __all__ = [
     "ACCURACY_MEASURES", "Accuracy", "AuditResult", "CONDITION_IDS", "CONDITION_NAMES", "Condition", "CutoffMeasures",
     "DecileRow", "FrequencyNorm", "Inputs", "ListMeasureInfo", "ListMeasures", "MeasuredSections", "ORTHOGONALITY_IDS",
     "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange",
-    "Severity", "Status", "Verdict", "alpha_scoring", "builtin_list_measures", "json_safe",
+    "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
 ]  # fmt: skip

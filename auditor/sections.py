@@ -7,15 +7,9 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-
 SCORINGS = ("dot", "cosine", "popular")
-"""The fixed scorings of every audit (norm-aware ones are named by :func:`alpha_scoring`)."""
+"""The fixed scorings of every audit (norm-aware ones are named by :func:`auditor.alpha.alpha_scoring`)."""
 ACCURACY_MEASURES = ("recall", "ndcg", "hit_rate", "mrr")
-
-
-def alpha_scoring(alpha: float) -> str:
-    """The name of the norm-aware scoring with exponent ``alpha`` (``alpha_0.5``)."""
-    return f"alpha_{alpha:g}"
 
 
 @dataclass(frozen=True)

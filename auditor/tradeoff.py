@@ -219,17 +219,3 @@ def judge_tradeoff(
         n_bootstrap=n_bootstrap if values is not None and changes else 0,
         best_alternative=alternative,
     )
-
-
-def scoring_alpha(scoring: str) -> float | None:
-    """The exponent a scoring serves with: dot 1, cosine 0, alpha_<a> a; None otherwise."""
-    if scoring == "dot":
-        return 1.0
-    if scoring == "cosine":
-        return 0.0
-    if scoring.startswith("alpha_"):
-        try:
-            return float(scoring[len("alpha_") :])
-        except ValueError:
-            return None
-    return None

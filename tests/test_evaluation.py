@@ -170,7 +170,7 @@ def test_without_holdout_exposure_is_the_same_and_the_report_says_how_to_measure
 def test_mitigate_alpha_auto_applies_the_recommended_scoring(skewed_files: Path, tmp_path: Path) -> None:
     """`mitigate --alpha auto` takes the trade-off's choice; plain dot serving of its output
     then gives exactly the accuracy and exposure that scoring had on the original."""
-    from auditor.tradeoff import scoring_alpha
+    from auditor.alpha import scoring_alpha
 
     common = dict(interactions=skewed_files / "train.parquet", holdout=skewed_files / "holdout.parquet",
                   probes=False, accuracy_tolerance=0.8)

@@ -8,6 +8,7 @@ import pytest
 
 from auditor.result import Accuracy, CutoffMeasures, ListMeasures, RankingAccuracy, ScoringChange
 from report_samples import builtin_measures
+from auditor.alpha import scoring_alpha
 from auditor.tradeoff import (
     Point,
     UserValues,
@@ -16,7 +17,6 @@ from auditor.tradeoff import (
     judge_tradeoff,
     paired_changes,
     pareto_front,
-    scoring_alpha,
 )
 
 

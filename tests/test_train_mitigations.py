@@ -16,7 +16,7 @@ from auditor.config import AuditConfig
 from auditor.errors import InputError
 from auditor.report.mitigation_summary import to_markdown, write_results
 from auditor.train.experiments import ExperimentSizes
-from auditor.train.mitigations import run_mitigations
+from auditor.mitigation.experiment import run_mitigations
 
 SIZES = ExperimentSizes(n_users=120, n_items=100, n_interactions=3000, epochs=2, k=10, n_bootstrap=0, dim=16)
 

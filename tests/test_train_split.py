@@ -174,7 +174,7 @@ def test_results_md_counts_trained_and_held_out_interactions_of_a_known_split() 
     ones, the two add up to the log, and the evaluated pairs are told apart from them."""
     from auditor.report.mitigation_summary import to_markdown
     from auditor.train.experiments import ExperimentSizes
-    from auditor.train.mitigations import MitigationResult
+    from auditor.mitigation.experiment import MitigationResult
 
     #                user 0: 5 at times 1-5    user 1: 5 at times 1-5   user 2: one
     data = _data([0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2], [1, 2, 3, 1, 4, 5, 6, 7, 8, 5, 9],

@@ -246,7 +246,7 @@ def run_experiment(
     if name == "mitigations":
         from auditor.report.mitigation_summary import mitigation_document
         from auditor.report.mitigation_summary import write_results as write_mitigations
-        from auditor.train.mitigations import run_mitigations
+        from auditor.mitigation.experiment import run_mitigations
 
         found = run_mitigations(
             seed_list, sizes, fraction=holdout_fraction, split=split, alphas=alphas or DEFAULT_ALPHAS,

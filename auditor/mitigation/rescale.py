@@ -1,12 +1,11 @@
 """The one rescaling rule of ``popaudit mitigate``, applied in row blocks.
 
-Each item row k becomes k·‖k‖^(α−1): its direction is kept and its norm becomes ‖k‖^α,
-so the plain inner product q·k' over the rescaled table equals (q·k)·‖k‖^(α−1), the
-norm-aware score ``alpha_<α>`` of ``check`` (a = 0 is cosine, a = 1 is dot). Rows are
+Each item row k becomes k·‖k‖^(α−1) (the rule of :mod:`auditor.alpha`): its direction
+is kept and its norm becomes ‖k‖^α, so the plain inner product q·k' over the rescaled
+table equals (q·k)·‖k‖^(α−1), the norm-aware score ``alpha_<α>`` of ``check``. Rows are
 read in float64 (every float dtype converts exactly), norms are the overflow-safe ones
-of :func:`~auditor.metrics.frequency_norm.item_norms`, and the new row is computed as
-(k/‖k‖)·‖k‖^α, which neither overflows nor divides by zero: zero rows stay zero.
-α = 1 copies every row unchanged, bit for bit.
+of :func:`~auditor.metrics.frequency_norm.item_norms`; zero rows stay zero and α = 1
+copies every row unchanged, bit for bit.
 
 Writers (one per file format, :mod:`auditor.mitigation.tables` and
 :mod:`auditor.mitigation.torch_file`) give :func:`rescale_blocks` two callables: one reads
@@ -21,16 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from auditor.alpha import rescale_rows as alpha_rule
 from auditor.memory import block_rows
 from auditor.metrics.frequency_norm import item_norms
 from auditor.progress import SILENT, Progress
-
-RULE = (
-    "k -> k * ||k||^(alpha - 1) per item row (direction kept, norm becomes ||k||^alpha; zero rows stay "
-    "zero; alpha = 1 leaves every row unchanged), computed in float64 and written in the table's dtype: "
-    "dot-product scores over the result equal (q . k) * ||k||^(alpha - 1) over the original"
-)
-"""The rule in words, as the sidecar records it."""
 
 ReadRows = Callable[[int, int], np.ndarray]
 """Rows [start, stop) of the source table as a float64 (rows, dim) array."""
@@ -61,20 +54,12 @@ class Written:
 
 
 def rescale_rows(rows: np.ndarray, alpha: float, norms: np.ndarray | None = None) -> np.ndarray:
-    """``rows`` (float64) rescaled to k·‖k‖^(α−1); ``norms``: their norms if known.
-
-    α = 1 returns ``rows`` itself. Zero rows stay zero (for α = 0 too).
-    """
+    """``rows`` (float64) rewritten by the α rule (:func:`auditor.alpha.rescale_rows`);
+    ``norms``: their norms if known (else computed, overflow-safe)."""
     rows = np.asarray(rows, dtype=np.float64)
-    if alpha == 1.0:
-        return rows
-    if norms is None:
+    if norms is None and alpha != 1.0:
         norms = item_norms(rows, block=max(1, rows.shape[0]))
-    out = np.zeros_like(rows)
-    nonzero = norms > 0
-    np.divide(rows, norms[:, None], out=out, where=nonzero[:, None])  # unit rows: entries in [-1, 1]
-    out *= np.power(norms, alpha)[:, None]
-    return out
+    return rows if norms is None else alpha_rule(rows, alpha, norms)
 
 
 def rescale_blocks(

@@ -38,7 +38,8 @@ from auditor.plugin_api import Slots
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
-from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval, alpha_scoring
+from auditor.alpha import alpha_scoring
+from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
 from auditor.retrieval.serving import popular_lists

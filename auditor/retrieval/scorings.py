@@ -32,6 +32,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 import numpy as np
 import torch
 
+from auditor.alpha import norm_weights, query_factors
 from auditor.errors import EmbeddingTableError, QueryError
 from auditor.memory import MIN_BLOCK_ROWS, block_rows, memory_budget
 from auditor.progress import SILENT, Progress
@@ -225,16 +226,6 @@ def shard_bounds(m: int, dim: int, max_memory: int | None) -> list[tuple[int, in
     return [(s, min(s + rows, m)) for s in range(0, m, max(rows, 1))]
 
 
-def scoring_weights(norms: np.ndarray, alpha: float) -> np.ndarray:
-    """``|k|^(a - 1)`` of non-zero norms: the factor that turns an inner product into a
-    score ranking like ``|q|^a |k|^a cos`` (1 for dot, ``1/|k|`` for cosine)."""
-    if alpha == 1.0:
-        return np.ones_like(norms)
-    if alpha == 0.0:
-        return 1.0 / norms
-    return np.power(norms, alpha - 1.0)
-
-
 def prepare_shard(
     table: np.ndarray,
     start: int,
@@ -257,7 +248,7 @@ def prepare_shard(
     gather = pool.map if pool is not None else map
     blocks = [torch.from_numpy(b) for b in gather(lambda t: _tile_block(rows, vector_local[t[0] : t[1]], shift), tiles)]
     sorted_norms = np.ldexp(local[vector_local], -shift)
-    weights = np.stack([scoring_weights(sorted_norms, a) for a in alphas]) if vector_local.size else np.zeros(
+    weights = np.stack([norm_weights(sorted_norms, a) for a in alphas]) if vector_local.size else np.zeros(
         (len(alphas), 0)
     )
     starts = [t0 for t0, _ in tiles]
@@ -313,8 +304,7 @@ def _final_lists(
             scores = scores * 2.0**scale
         if alpha < 1:
             # A zero query scores 0 everywhere (its inner products are all 0).
-            factor = np.where(query_norms > 0, np.power(query_norms, alpha - 1.0), 0.0)
-            scores = scores * factor[:, None]
+            scores = scores * query_factors(query_norms, alpha)[:, None]
     scores[rows < 0] = -np.inf
     return scores, rows
 

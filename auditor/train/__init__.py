@@ -5,8 +5,8 @@ Submodules: :mod:`~auditor.train.data` (synthetic and file data),
 :mod:`~auditor.train.optim`, :mod:`~auditor.train.loop` (training and the
 checkpoint), :mod:`~auditor.train.live` (the live model ``check`` probes),
 :mod:`~auditor.train.split` (held-out interactions),
-:mod:`~auditor.train.experiments` and :mod:`~auditor.train.mitigations` (the grids
-of docs/theory.md §7, run in parallel by :mod:`~auditor.train.grid`).
+:mod:`~auditor.train.experiments` (the grids of docs/theory.md §7, run in parallel by
+:mod:`~auditor.train.grid`; the mitigations grid is :mod:`auditor.mitigation.experiment`).
 
 This package's own module holds only the option names, so the CLI can list them
 without importing torch.

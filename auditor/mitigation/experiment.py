@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from auditor.alpha import alpha_scoring
 from auditor.errors import InputError
 from auditor.progress import SILENT, Progress
 from auditor.summaries import MitigationResult
@@ -66,11 +67,6 @@ class MitigationTask:
     alphas: tuple[float, ...]
 
 
-def alpha_name(alpha: float) -> str:
-    """The scoring name of norm-aware serving with exponent ``alpha`` (``alpha_0.5``)."""
-    return f"alpha_{alpha:g}"
-
-
 def audit_one(data: TrainingData | None, task: MitigationTask) -> dict[str, Any]:
     """Split, train, save and audit one run; the measures of each scoring it serves
     (the reference serves dot, cosine, popular and every alpha; the others dot)."""
@@ -90,7 +86,7 @@ def audit_one(data: TrainingData | None, task: MitigationTask) -> dict[str, Any]
     k = min(sz.k, split.train.n_items)
     scorings = ["dot"]
     if task.setting.name == "reference":
-        scorings += ["cosine", *(alpha_name(a) for a in task.alphas), "popular"]
+        scorings += ["cosine", *(alpha_scoring(a) for a in task.alphas), "popular"]
     record = split.record()
     return {
         "seed": task.seed,
@@ -151,8 +147,8 @@ def run_mitigations(
             cfg = config_row(config)
             serving.append(_row("cosine", "cosine serving", "serving", "reference", cfg, [_flat(r, "cosine") for r in mine]))
             for a in alphas:
-                serving.append(_row(alpha_name(a), f"norm-aware serving, α = {a:g}", "serving", "reference", cfg,
-                                    [_flat(r, alpha_name(a)) for r in mine]))
+                serving.append(_row(alpha_scoring(a), f"norm-aware serving, α = {a:g}", "serving", "reference", cfg,
+                                    [_flat(r, alpha_scoring(a)) for r in mine]))
             serving.append(_row("popular", "most popular (no model)", "baseline", "reference", {},
                                 [_flat(r, "popular") for r in mine]))
     method = runs[0]["split"] if runs else split

@@ -1,0 +1,87 @@
+"""Norm-aware serving: the one α rule, at the bottom of the import graph.
+
+A norm-aware scoring with exponent α in [0, 1] scores an item k for a query q by
+‖q‖^α ‖k‖^α cos(q, k). Ranking by it is ranking by the inner product q·k weighted by
+‖k‖^(α−1) (the query's own factor ‖q‖^(1−α) is the same for every item of one query),
+so the same rule serves three purposes:
+
+* names: the scoring ``alpha_<α>`` (:func:`alpha_scoring`), and back
+  (:func:`scoring_alpha`: ``dot`` is α = 1, ``cosine`` α = 0);
+* retrieval: the weight ‖k‖^(α−1) of each item's inner product (:func:`norm_weights`);
+* ``popaudit mitigate``: each item row rewritten as k·‖k‖^(α−1) (:func:`rescale_rows`),
+  so that plain dot-product serving of the rewritten table ranks as ``alpha_<α>``.
+
+Norms are given by the caller (the overflow-safe ones of
+:func:`auditor.metrics.frequency_norm.item_norms`); nothing here imports popaudit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ALPHA_PREFIX = "alpha_"
+"""Norm-aware scorings are named ``alpha_<a>`` (``alpha_0.5``); 1 is ``dot``, 0 ``cosine``."""
+
+RULE = (
+    "k -> k * ||k||^(alpha - 1) per item row (direction kept, norm becomes ||k||^alpha; zero rows stay "
+    "zero; alpha = 1 leaves every row unchanged), computed in float64 and written in the table's dtype: "
+    "dot-product scores over the result equal (q . k) * ||k||^(alpha - 1) over the original"
+)
+"""The rule in words, as the sidecar of ``popaudit mitigate`` records it."""
+
+
+def alpha_scoring(alpha: float) -> str:
+    """The name of the norm-aware scoring with exponent ``alpha`` (``alpha_0.5``)."""
+    return f"{ALPHA_PREFIX}{alpha:g}"
+
+
+def scoring_alpha(scoring: str) -> float | None:
+    """The exponent a scoring serves with: dot 1, cosine 0, alpha_<a> a; None otherwise."""
+    if scoring == "dot":
+        return 1.0
+    if scoring == "cosine":
+        return 0.0
+    if scoring.startswith(ALPHA_PREFIX):
+        try:
+            return float(scoring[len(ALPHA_PREFIX) :])
+        except ValueError:
+            return None
+    return None
+
+
+def norm_weights(norms: np.ndarray, alpha: float) -> np.ndarray:
+    """``‖k‖^(α − 1)`` of non-zero norms: the factor that turns an inner product into a
+    score ranking like ``‖q‖^α ‖k‖^α cos`` (1 for dot, ``1/‖k‖`` for cosine)."""
+    if alpha == 1.0:
+        return np.ones_like(norms)
+    if alpha == 0.0:
+        return 1.0 / norms
+    return np.power(norms, alpha - 1.0)
+
+
+def query_factors(norms: np.ndarray, alpha: float) -> np.ndarray:
+    """``‖q‖^(α − 1)`` per query, 0 for a zero query (whose inner products are all 0):
+    what turns a query's weighted inner products into its ``alpha_<α>`` scores."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.where(norms > 0, np.power(norms, alpha - 1.0), 0.0)
+
+
+def rescale_rows(rows: np.ndarray, alpha: float, norms: np.ndarray) -> np.ndarray:
+    """``rows`` (float64, with their ``norms``) rewritten as k·‖k‖^(α−1).
+
+    Computed as (k/‖k‖)·‖k‖^α, which neither overflows nor divides by zero for a finite
+    table: zero rows stay zero (for α = 0 too). α = 1 returns ``rows`` itself.
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    if alpha == 1.0:
+        return rows
+    out = np.zeros_like(rows)
+    nonzero = norms > 0
+    np.divide(rows, norms[:, None], out=out, where=nonzero[:, None])  # unit rows: entries in [-1, 1]
+    out *= np.power(norms, alpha)[:, None]
+    return out
+
+
+__all__ = [
+    "ALPHA_PREFIX", "RULE", "alpha_scoring", "norm_weights", "query_factors", "rescale_rows", "scoring_alpha",
+]  # fmt: skip
