@@ -71,7 +71,8 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
       popaudit mitigate model.pt --alpha 0.5 -o model.alpha05.pt --interactions train.parquet
     """
     from auditor.config import AuditConfig
-    from auditor.mitigate import MitigateConfig, auto_alpha, check_outputs, mitigate, sidecar_path
+    from auditor.mitigation.auto import auto_alpha
+    from auditor.mitigation.run import MitigateConfig, check_outputs, mitigate, sidecar_path, writable_formats
     from auditor.plugins import get_plugin_manager
 
     holdout, user_ids, user_key = options.pop("holdout"), options.pop("user_ids"), options["user_key"]
@@ -83,8 +84,8 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     config = MitigateConfig(model=model, output=output, alpha=chosen, **options)
     inputs = {**config.input_files(), "--holdout": holdout, "--user-ids": user_ids}
     inputs.update({f"--plugin {p}": p for p in plugins})
-    check_outputs(config, inputs)
     pm = get_plugin_manager(plugins)
+    check_outputs(config, inputs, writable_formats(pm))
     progress = RichProgress(enabled=not quiet)
     if alpha == "auto":
         if options["interactions"] is None or holdout is None:

@@ -4,10 +4,12 @@ Writes the model with its item table rescaled row by row, k·‖k‖^(α−1), i
 format and under the same item key, so that any inner-product index built from the output
 serves the norm-aware scoring ``alpha_<α>`` of ``check`` with no change on the query side.
 The table is found exactly as ``check`` finds it (:func:`~auditor.loading.load_model`,
-``item_key`` honoured); the format writers live in :mod:`auditor.mitigation`. A JSON
-sidecar beside the output (:func:`sidecar_path`) records α, the source file and its
-sha256, the rule and the before/after figures the rescaling changes (norms, the log–log
-slope, and with ``--alpha auto`` the trade-off's accuracy and head share).
+``item_key`` honoured); the writer is the one the table of model formats gives the
+model's format (:mod:`auditor.loading.formats`, built-in writers in
+:mod:`auditor.mitigation.writers`, plugins' formats first). A JSON sidecar beside the
+output (:func:`sidecar_path`) records α, the source file and its sha256, the rule and the
+before/after figures the rescaling changes (norms, the log–log slope, and with
+``--alpha auto`` (:mod:`auditor.mitigation.auto`) the trade-off's accuracy and head share).
 """
 
 from __future__ import annotations
@@ -15,43 +17,43 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pluggy
 
 from auditor import __version__
-from auditor.config import LoadOptions
-from auditor.errors import IdMappingError, InputError, ModelLoadError, NoClearGainError, UntrustedPickleError, setting
-from auditor.io import atomic_path, check_not_inputs, is_special_file, require_regular_file
 from auditor.alpha import RULE
-from auditor.mitigation.rescale import NormSummary, RowNorms, Written
+from auditor.config import LoadOptions
+from auditor.errors import IdMappingError, InputError, ModelLoadError, UntrustedPickleError, setting
+from auditor.idmap import check_assumed_rows
+from auditor.io import atomic_path, check_not_inputs, is_special_file, require_regular_file
+from auditor.loading import align_counts, count_item_ids, load_model
+from auditor.loading.formats import BUILTIN_FORMATS, ModelFormat, WriteJob, detect_format, suffix_kinds, writer_format
+from auditor.metrics.frequency_norm import frequency_norm_stats
+from auditor.mitigation.rescale import NormSummary, RowNorms
+from auditor.mitigation.writers import with_writers
+from auditor.model import ModelBundle
+from auditor.plugins import get_plugin_manager
+from auditor.plugins.formats import model_formats, write_plugin_format
 from auditor.progress import SILENT, Progress
-
-if TYPE_CHECKING:
-    from auditor.result import AuditResult
-    import pluggy
-
-    from auditor.config import AuditConfig
+from auditor.values import ItemRows, LogSpec, RowIdPolicy
 
 SIDECAR_SUFFIX = ".popaudit.json"
 """The sidecar is the output's path plus this suffix (``items.npy`` -> ``items.npy.popaudit.json``)."""
 SIDECAR_VERSION = 1
-SUFFIX_KINDS = {
-    ".npy": "npy", ".parquet": "parquet", ".pq": "parquet", ".safetensors": "safetensors",
-    **dict.fromkeys((".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".torch", ".tar"), "torch"),
-    ".npz": "npz", ".keras": "keras", ".onnx": "onnx", ".h5": "h5", ".hdf5": "h5",
-}  # fmt: skip
-"""The file kinds :func:`auditor.loading.builtin.detect_kind` tells by suffix alone."""
-BUILTIN_FORMATS = {
-    "npy": {"npy"},
-    "parquet": {"parquet"},
-    "safetensors": {"safetensors"},
-    "torch": {"state_dict", "checkpoint", "lightning", "popaudit", "pickle", "torchscript"},
-}
-"""Per file kind, the ``ModelBundle.format`` values the built-in loader gives."""
+SUFFIX_KINDS = suffix_kinds()
+"""The built-in file kinds :func:`auditor.loading.formats.detect_kind` tells by suffix alone."""
+
+
+def writable_formats(pm: pluggy.PluginManager | None = None) -> list[ModelFormat]:
+    """The table of model formats with every writer: plugins' formats (when ``pm`` is
+    given) first, then the built-in ones with the writers of :mod:`auditor.mitigation.writers`."""
+    return with_writers(model_formats(pm) if pm is not None else BUILTIN_FORMATS)
 
 
 @dataclass(frozen=True)
@@ -130,44 +132,59 @@ def planned_outputs(output: Path) -> dict[str, Path | None]:
     return {f"{out}": output, f"the sidecar of {out} {output}": sidecar_path(output)}
 
 
-def check_outputs(config: MitigateConfig, inputs: dict[str, Path | None] | None = None) -> str:
+def check_outputs(config: MitigateConfig, inputs: dict[str, Path | None] | None = None,
+                  formats: Sequence[ModelFormat] | None = None) -> str:
     """The file kind of the model; raise when the outputs cannot be written as asked.
 
-    Refused: an output that is an input (a symlink or hard link to one included), a
-    special file (a model and its sidecar are regular files), a name whose suffix says
-    another format than the model's. ``inputs``: every file the run reads (default: the
-    config's own).
+    Refused: a model of a kind no format writes, an output that is an input (a symlink or
+    hard link to one included), a special file (a model and its sidecar are regular
+    files), a name whose suffix says another format than the model's (or than the kinds
+    its formats may also write, :attr:`ModelFormat.output_kinds`). ``inputs``: every file
+    the run reads (default: the config's own); ``formats``: the table
+    (:func:`writable_formats`; default the built-in one).
     """
-    from auditor.loading.builtin import detect_kind
-
+    table = list(formats) if formats is not None else writable_formats()
     model = require_regular_file(config.model, "model file")
-    kind = detect_kind(model)
-    if kind not in BUILTIN_FORMATS:
+    found = detect_format(model, table)
+    if found is None or not any(f.file_kind == found.name and f.write is not None for f in table):
+        plugins = [f.name for f in table if f.write is not None and f.name not in _NAMES]
+        also = f", and the plugin formats {', '.join(plugins)}" if plugins else ""
         raise ModelLoadError(f"{model} is not a model file popaudit mitigate writes: it writes .pt/.pth/.ckpt "
-                             "state dicts and checkpoints, .safetensors, .npy and Parquet tables")
+                             f"state dicts and checkpoints, .safetensors, .npy and Parquet tables{also}")
     outputs = planned_outputs(config.output)
     for name, path in outputs.items():
         if path is not None and is_special_file(path):
             raise InputError(f"{name} {path} is not a regular file; popaudit mitigate writes a model file "
                              "and a JSON sidecar beside it")
-    wanted = SUFFIX_KINDS.get(config.output.suffix.lower())
-    if wanted is not None and wanted != kind:
-        raise InputError(
-            f"{setting('output')} {config.output} names {_kind_name(wanted)} but {model} is {_kind_name(kind)}; "
-            f"mitigate writes the input's own format: give the output a {_suffixes(kind)} name"
-        )
+    kind = found.name
+    allowed = {kind}.union(*(f.output_kinds for f in table if f.file_kind == kind))
+    output_kind(config, model, kind, table, allowed)
     check_not_inputs(outputs, inputs if inputs is not None else config.input_files())
     return kind
+
+
+_NAMES = frozenset(f.name for f in BUILTIN_FORMATS)
+
+
+def output_kind(config: MitigateConfig, model: Path, kind: str, table: Sequence[ModelFormat],
+                allowed: set[str] | frozenset[str] | tuple[str, ...]) -> str | None:
+    """The kind the output's suffix names (None: it names none); InputError when that is
+    not one of ``allowed``: mitigate writes the input's own format."""
+    kinds = suffix_kinds(table)
+    wanted = kinds.get(config.output.suffix.lower())
+    if wanted is not None and wanted not in allowed:
+        suffixes = "/".join(s for s, k in kinds.items() if k == kind)
+        raise InputError(
+            f"{setting('output')} {config.output} names {_kind_name(wanted)} but {model} is {_kind_name(kind)}; "
+            f"mitigate writes the input's own format: give the output a {suffixes} name"
+        )
+    return wanted
 
 
 def _kind_name(kind: str) -> str:
     names = {"npy": "a .npy table", "parquet": "a Parquet table", "safetensors": "a safetensors file",
              "torch": "a PyTorch file"}
     return names.get(kind, f"a .{kind} file")
-
-
-def _suffixes(kind: str) -> str:
-    return "/".join(s for s, k in SUFFIX_KINDS.items() if k == kind)
 
 
 def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, progress: Progress = SILENT,
@@ -177,25 +194,9 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     Both files are written to temporary files renamed into place only when both are
     complete; no input is ever written.
     """
-    from auditor.loading import load_model
-
-    kind = check_outputs(config, inputs)
-    progress.note(f"Loading {config.model}")
-    try:
-        bundle = load_model(config.model, config.load_options, pm)
-    except UntrustedPickleError as exc:
-        raise UntrustedPickleError(
-            f"{config.model} holds pickled objects popaudit cannot read without running code from the file, and "
-            "mitigate never runs code from a file: re-save the model as a state dict "
-            f"(torch.save(model.state_dict(), ...)) ({exc})"
-        ) from exc
-    if bundle.format not in BUILTIN_FORMATS[kind]:
-        raise ModelLoadError(
-            f"{config.model} is read as a {bundle.format!r} model, which popaudit mitigate does not write back (it "
-            "writes state dicts, checkpoints, popaudit checkpoints, safetensors, .npy and Parquet tables); export "
-            "the item table as .npy or Parquet and mitigate that"
-        )
-    n_items, dim, key, fmt, warnings = bundle.n_items, bundle.dim, bundle.item_key, bundle.format, list(bundle.warnings)
+    pm = pm if pm is not None else get_plugin_manager()
+    bundle, writer, job = _prepare(config, pm, inputs, progress)
+    n_items, fmt, warnings = bundle.n_items, bundle.format, list(bundle.warnings)
     freqs = _frequencies(bundle, config, progress, warnings)
     del bundle  # the float32 copy check measures is not needed to write
 
@@ -205,7 +206,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     with ExitStack() as stack:
         side_tmp = stack.enter_context(atomic_path(sidecar))  # renamed last: after the model
         out_tmp = stack.enter_context(atomic_path(config.output))
-        written = _write(kind, key, dim, config, out_tmp, progress)
+        written = write_plugin_format(pm, writer, replace(job, target=out_tmp))
         norms = written.norms
         if len(norms.before) != n_items:
             raise ModelLoadError(f"{config.model}: wrote {len(norms.before)} rows but check reads {n_items}")
@@ -216,9 +217,9 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             source=source,
             output={"path": str(config.output), "sidecar": str(sidecar), "format": written.format or fmt,
                     "bytes": out_tmp.stat().st_size, "sha256": _sha256(out_tmp)},
-            item_key=key,
+            item_key=job.item_key,
             n_items=n_items,
-            dim=dim,
+            dim=job.dim,
             dtype=written.dtype,
             layout=written.layout,
             norms={"before": asdict(NormSummary.of(norms.before)), "after": asdict(NormSummary.of(norms.after))},
@@ -232,34 +233,47 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     return result
 
 
-def _write(kind: str, key: str | None, dim: int, config: MitigateConfig, target: Path, progress: Progress) -> Written:
-    """Run the writer of the model's format."""
-    from auditor.mitigation.tables import write_npy, write_parquet, write_safetensors
-    from auditor.mitigation.torch_file import write_torch
+def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str, Path | None] | None,
+             progress: Progress) -> tuple[ModelBundle, ModelFormat, WriteJob]:
+    """The model loaded as ``check`` loads it, the format that writes it back, and the job
+    (its ``target`` filled in by the caller)."""
+    table = writable_formats(pm)
+    kind = check_outputs(config, inputs, table)
+    progress.note(f"Loading {config.model}")
+    try:
+        bundle = load_model(config.model, config.load_options, pm)
+    except UntrustedPickleError as exc:
+        raise UntrustedPickleError(
+            f"{config.model} holds pickled objects popaudit cannot read without running code from the file, and "
+            "mitigate never runs code from a file: re-save the model as a state dict "
+            f"(torch.save(model.state_dict(), ...)) ({exc})"
+        ) from exc
+    writer = writer_format(table, kind, bundle.format)
+    if writer is None or writer.write is None:
+        raise ModelLoadError(
+            f"{config.model} is read as a {bundle.format!r} model, which popaudit mitigate does not write back (it "
+            "writes state dicts, checkpoints, popaudit and RecBole checkpoints, safetensors, .npy and Parquet tables"
+            + "".join(f", {f.name}" for f in table if f.write is not None and f.name not in _NAMES)
+            + "); export the item table as .npy or Parquet and mitigate that"
+        )
+    if bundle.log_id_rule is not None and config.interactions is not None:  # RecBole numbers ids by the log
+        bundle.log_id_rule.apply(bundle, Path(config.interactions), config.interactions_format, config.user_col,
+                                 config.item_col)
+    job = WriteJob(
+        source=Path(config.model), target=Path(config.output), alpha=float(config.alpha), model_format=bundle.format,
+        item_key=bundle.item_key, n_items=bundle.n_items, dim=bundle.dim, options=config.load_options,
+        output_kind=output_kind(config, config.model, kind, table, {kind, *writer.output_kinds}),
+        item_ids=bundle.item_ids, interactions=config.interactions, tensors_only=config.tensors_only,
+        max_memory=config.max_memory, progress=progress,
+    )  # fmt: skip
+    return bundle, writer, job
 
-    model, alpha, memory = Path(config.model), float(config.alpha), config.max_memory
-    if kind == "npy":
-        return write_npy(model, target, alpha, max_memory=memory, progress=progress)
-    assert key is not None, "tables of torch, safetensors and Parquet files have keys"
-    if kind == "parquet":
-        return write_parquet(model, target, key, alpha, dim, max_memory=memory, progress=progress)
-    if kind == "safetensors":
-        return write_safetensors(model, target, key, alpha, max_memory=memory, progress=progress)
-    return write_torch(model, target, key, alpha, tensors_only=config.tensors_only, max_memory=memory,
-                       progress=progress)
 
-
-def _frequencies(bundle: Any, config: MitigateConfig, progress: Progress, warnings: list[str]) -> np.ndarray | None:
+def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress, warnings: list[str]) -> np.ndarray | None:
     """Interactions per item row, as ``check`` counts them (the log, else the checkpoint's record)."""
     if config.interactions is None:
         freqs = bundle.item_frequencies
         return None if freqs is None else np.asarray(freqs, dtype=np.int64)
-    from auditor.loading import align_counts, count_item_ids
-    from auditor.values import ItemRows
-    from auditor.idmap import check_assumed_rows
-    from auditor.values import RowIdPolicy
-    from auditor.values import LogSpec
-
     spec = LogSpec(config.interactions, config.interactions_format, config.user_col, config.item_col)
     counts = count_item_ids(spec, need_users=False, progress=progress)
     policy = RowIdPolicy(config.id_offset, config.assume_row_ids)
@@ -282,8 +296,6 @@ def _frequencies(bundle: Any, config: MitigateConfig, progress: Progress, warnin
 def _slopes(norms: RowNorms, freqs: np.ndarray, config: MitigateConfig) -> dict[str, Any]:
     """The log–log slope of norm on frequency, before and after: the frequency–norm figure
     the rescaling changes (Spearman's ρ it cannot move: ‖k‖^α keeps the norms' order)."""
-    from auditor.metrics.frequency_norm import frequency_norm_stats
-
     out: dict[str, Any] = {"frequencies": str(config.interactions) if config.interactions else "the checkpoint's record"}
     for when, values in (("before", norms.before), ("after", norms.after)):
         section, _notes = frequency_norm_stats(values, freqs, n_bootstrap=0)
@@ -316,79 +328,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-# ---------------------------------------------------------------- --alpha auto
-
-
-def recommended_alpha(result: AuditResult) -> float:
-    """The α of the scoring the accuracy trade-off of ``check`` recommends: cosine 0,
-    ``alpha_<a>`` a. InputError when accuracy was not measured; NoClearGainError when the
-    trade-off keeps dot (no scoring clearly better), naming the best α available."""
-    from auditor.alpha import scoring_alpha  # the one mapping: dot 1, cosine 0, alpha_<a> a
-
-    accuracy = result.accuracy
-    if accuracy is None:
-        reason = result.not_measured.get("accuracy", "no held-out log")
-        raise InputError(
-            f"{setting('alpha')} auto takes the α the accuracy trade-off recommends, but accuracy was not "
-            f"measured ({reason}); pass {setting('interactions')} and {setting('holdout')}, or give "
-            f"{setting('alpha')} a number in [0, 1]"
-        )
-    alpha = scoring_alpha(accuracy.recommended) if accuracy.recommended is not None else None
-    if alpha is None:
-        said = accuracy.recommendation or "no scoring was recommended"
-        raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with ({said})")
-    if alpha == 1.0:
-        best = accuracy.best_alternative
-        best_alpha = scoring_alpha(best) if best is not None else None
-        offer = (
-            f"; the best available is {setting('alpha')} {best_alpha:g} ({best}): pass it to write that table anyway, "
-            f"or loosen {setting('accuracy_tolerance')}" if best_alpha is not None else ""
-        )
-        raise NoClearGainError(
-            f"{setting('alpha')} auto wrote nothing: the trade-off keeps dot-product serving. "
-            f"{accuracy.recommendation.rstrip('.')}{offer}"
-        )
-    return alpha
-
-
-def tradeoff_figures(result: AuditResult, scoring: str) -> dict[str, Any]:
-    """What dot serving of the rescaled table gives against the original's dot serving,
-    at the trade-off's K: the figures the rescaling changes."""
-    accuracy, retrieval = result.accuracy, result.retrieval
-    assert accuracy is not None and accuracy.quoted_k is not None and retrieval is not None
-    k = accuracy.quoted_k
-    exposure = retrieval.at[k].scorings()
-    change = accuracy.changes.get(scoring)
-    return {
-        "k": k,
-        "scoring": scoring,
-        "ndcg": {"before": accuracy.at[k]["dot"].ndcg, "after": accuracy.at[k][scoring].ndcg},
-        "head_share_1pct": {"before": exposure["dot"].number("head_share_1pct"),
-                            "after": exposure[scoring].number("head_share_1pct")},
-        "ndcg_delta_ci": None if change is None else change.ndcg_delta_ci,
-        "head_share_delta_ci": None if change is None else change.head_share_delta_ci,
-        "n_bootstrap": accuracy.n_bootstrap,
-        "recommendation": accuracy.recommendation,
-    }
-
-
-def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
-               progress: Progress = SILENT) -> tuple[float, str, dict[str, Any]]:
-    """Run the audit of ``config`` (it needs ``interactions`` and ``holdout``) and take the
-    α its accuracy trade-off recommends: (α, the recommendation's sentence, the trade-off
-    figures of that scoring)."""
-    if config.interactions is None or config.holdout is None:
-        raise InputError(f"{setting('alpha')} auto needs {setting('interactions')} and {setting('holdout')}: the "
-                         "α is the one the held-out accuracy trade-off recommends")
-    from auditor.audit import run_audit
-
-    result = run_audit(config, pm=pm, progress=progress)
-    alpha = recommended_alpha(result)
-    assert result.accuracy is not None and result.accuracy.recommended is not None
-    return alpha, f"auto: {result.accuracy.recommendation}".strip(), tradeoff_figures(result, result.accuracy.recommended)
-
-
 __all__ = [
-    "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "auto_alpha", "check_outputs", "mitigate",
-    "planned_outputs", "recommended_alpha", "sidecar_path", "tradeoff_figures",
+    "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "SUFFIX_KINDS", "check_outputs", "mitigate",
+    "output_kind", "planned_outputs", "sidecar_path", "writable_formats",
 ]  # fmt: skip
