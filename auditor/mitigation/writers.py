@@ -23,7 +23,7 @@ from dataclasses import replace
 from auditor.errors import ModelLoadError, setting
 from auditor.loading.builtin import load_builtin
 from auditor.loading.formats import ModelFormat, WriteJob, Writer, Written
-from auditor.loading.recbole_models import CACHED, PROPAGATED, serving_of
+from auditor.loading.recbole_models import CACHED, PROPAGATED, TABLES, serving_of
 from auditor.loading.recbole_split import recbole_split
 from auditor.loading.served import read_cache, served_vectors
 from auditor.mitigation.recbole_file import write_recbole, write_served_table
@@ -69,11 +69,16 @@ def _served_table(job: WriteJob, fmt: str) -> Written:
     assert bundle is not None and bundle.format == "recbole"
     serving = serving_of(bundle.config or {})
     model = f"{job.source} is a RecBole {serving.model or 'model'} checkpoint: the model scores with {serving.how}"
-    if serving.kind not in (PROPAGATED, CACHED):
+    if serving.scoring == "cosine":
+        raise ModelLoadError(f"{model}: its serving ignores item norms already, so rescaling them changes nothing")
+    if serving.kind == TABLES:
         raise ModelLoadError(
-            f"{model}, so its served item vectors are its stored table: mitigate writes it as a RecBole checkpoint; "
-            f"give {setting('output')} a .pth name"
+            f"{model}, so its served item vectors are its stored table: mitigate writes it back as a RecBole "
+            f"checkpoint; give {setting('output')} a .pth name"
         )
+    if serving.kind not in (PROPAGATED, CACHED):
+        raise ModelLoadError(f"{model}, not with dot products of item vectors: a rescaled table would not change "
+                             "what it serves")
     cache = read_cache(job.source)
     train = None
     if cache is None and serving.kind == PROPAGATED:

@@ -85,7 +85,7 @@ def write_plugin_format(pm: pluggy.PluginManager, fmt: ModelFormat, job: WriteJo
 
 
 def _owner(owners: list[tuple[ModelFormat, str]], fmt: ModelFormat) -> str | None:
-    return next((plugin for f, plugin in owners if f is fmt), None)
+    return next((plugin for f, plugin in owners if f.name == fmt.name), None)  # names are unique
 
 
 def _attributed(plugin: str | None, call: Callable[[], T]) -> T:
