@@ -41,9 +41,10 @@ def popaudit_model_formats() -> list[ModelFormat]:
     suffixes, magic bytes or sniff that tell its files apart, a reader, and optionally a
     writer through which ``popaudit mitigate`` writes the rescaled model in that format.
 
-    Every plugin is asked; plugin formats are tried before the built-in ones, by
-    ``load_model`` (after ``popaudit_load_model`` plugins) and by ``mitigate``. A name
-    taken by a built-in format or another plugin's is a PluginError.
+    Every plugin is asked. A file a plugin format claims (suffix first, then content) is
+    read by its reader, before the ``popaudit_load_model`` loaders and the built-in
+    formats (a reader that returns None lets them try); ``mitigate`` writes it with its
+    writer. A name taken by a built-in format or another plugin's is a PluginError.
     """
 
 

@@ -29,19 +29,19 @@ import pluggy
 from auditor import __version__
 from auditor.alpha import RULE
 from auditor.config import LoadOptions
-from auditor.errors import IdMappingError, InputError, ModelLoadError, UntrustedPickleError, setting
-from auditor.idmap import check_assumed_rows
+from auditor.errors import InputError, ModelLoadError, UntrustedPickleError, setting
 from auditor.io import atomic_path, check_not_inputs, is_special_file, require_regular_file
-from auditor.loading import align_counts, count_item_ids, load_model
+from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, ModelFormat, WriteJob, detect_format, suffix_kinds, writer_format
+from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import NormSummary, RowNorms
 from auditor.mitigation.writers import with_writers
 from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
-from auditor.plugins.formats import model_formats, write_plugin_format
+from auditor.plugins.formats import model_formats, write_model_format
 from auditor.progress import SILENT, Progress
-from auditor.values import ItemRows, LogSpec, RowIdPolicy
+from auditor.values import LogSpec, RowIdPolicy
 
 SIDECAR_SUFFIX = ".popaudit.json"
 """The sidecar is the output's path plus this suffix (``items.npy`` -> ``items.npy.popaudit.json``)."""
@@ -206,7 +206,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     with ExitStack() as stack:
         side_tmp = stack.enter_context(atomic_path(sidecar))  # renamed last: after the model
         out_tmp = stack.enter_context(atomic_path(config.output))
-        written = write_plugin_format(pm, writer, replace(job, target=out_tmp))
+        written = write_model_format(pm, writer, replace(job, target=out_tmp))
         norms = written.norms
         if len(norms.before) != n_items:
             raise ModelLoadError(f"{config.model}: wrote {len(norms.before)} rows but check reads {n_items}")
@@ -270,27 +270,15 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
 
 
 def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress, warnings: list[str]) -> np.ndarray | None:
-    """Interactions per item row, as ``check`` counts them (the log, else the checkpoint's record)."""
-    if config.interactions is None:
-        freqs = bundle.item_frequencies
-        return None if freqs is None else np.asarray(freqs, dtype=np.int64)
-    spec = LogSpec(config.interactions, config.interactions_format, config.user_col, config.item_col)
-    counts = count_item_ids(spec, need_users=False, progress=progress)
+    """Interactions per item row, counted by the one function ``check`` counts with
+    (:func:`~auditor.loading.statistics.item_stats`: the log, else the checkpoint's record)."""
+    counts = None
+    if config.interactions is not None:
+        spec = LogSpec(config.interactions, config.interactions_format, config.user_col, config.item_col)
+        counts = count_item_ids(spec, need_users=False, progress=progress)
     policy = RowIdPolicy(config.id_offset, config.assume_row_ids)
-    if bundle.item_ids is not None and policy.offset is not None:
-        raise IdMappingError(f"{setting('id_offset')} applies where ids are taken as rows, but the item rows of "
-                             f"{bundle.source} are mapped through {bundle.item_ids_source}")
-    stats = align_counts(counts, ItemRows(bundle.item_ids, bundle.n_items, policy.shift))
-    if bundle.item_ids is None:
-        check_assumed_rows(counts.ids, bundle.n_items, policy, "item", config.interactions, stats.n_unmapped,
-                           bundle.format)
-    if stats.n_unmapped:
-        warnings.append(f"{stats.n_unmapped:,} interactions in {config.interactions} reference items with no row "
-                        "in the item table; they are left out of the frequencies")
-    if int(stats.frequencies.sum()) == 0:
-        raise IdMappingError(f"no interaction in {config.interactions} matches a row of the item table: "
-                             f"pass {setting('item_ids')} with the raw id of each row")
-    return np.asarray(stats.frequencies, dtype=np.int64)
+    stats = item_stats(bundle, counts, config.interactions, policy, warnings)
+    return None if stats is None else np.asarray(stats.frequencies, dtype=np.int64)
 
 
 def _slopes(norms: RowNorms, freqs: np.ndarray, config: MitigateConfig) -> dict[str, Any]:

@@ -69,7 +69,7 @@ def read_plugin_format(pm: pluggy.PluginManager, path: Path, options: LoadOption
     return bundle
 
 
-def write_plugin_format(pm: pluggy.PluginManager, fmt: ModelFormat, job: WriteJob) -> Written:
+def write_model_format(pm: pluggy.PluginManager, fmt: ModelFormat, job: WriteJob) -> Written:
     """``job`` written by ``fmt``'s writer; what it raises (or a result that is not a
     :class:`Written`) names its plugin (built-in formats' writers are called as they are)."""
     assert fmt.write is not None
@@ -120,4 +120,4 @@ def _problem(fmt: object) -> str | None:
     return None
 
 
-__all__ = ["model_formats", "plugin_formats", "read_plugin_format", "registered_formats", "write_plugin_format"]
+__all__ = ["model_formats", "plugin_formats", "read_plugin_format", "registered_formats", "write_model_format"]
