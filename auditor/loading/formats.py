@@ -39,7 +39,7 @@ from auditor.progress import SILENT, Progress
 HEAD_BYTES = 16
 """How many leading bytes magic numbers and sniffs see."""
 
-Reader = Callable[[Path, LoadOptions], "ModelBundle | None"]
+Reader = Callable[[Path, LoadOptions], ModelBundle | None]
 """``read(path, options)``: the model, or None when the file is not one after all."""
 Sniff = Callable[[bytes, int], bool]
 """``sniff(head, size)``: the file's first :data:`HEAD_BYTES` bytes and its size say it is one."""
