@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # click is a heavy import a plugin's hook never needs at runt
     import click
 
     from auditor.config import LoadOptions
+    from auditor.loading.formats import ModelFormat
     from auditor.model import LiveModel, ModelBundle
     from auditor.result import Condition
 
@@ -31,6 +32,19 @@ def popaudit_load_model(path: Path, options: LoadOptions) -> ModelBundle | None:
 
     Called once per audit, plugins first and the built-in loader last. The returned
     bundle holds at least the item table; it may carry a live model (``bundle.live``).
+    """
+
+
+@hookspec
+def popaudit_model_formats() -> list[ModelFormat]:
+    """Return model formats (:class:`auditor.loading.formats.ModelFormat`): a name, the
+    suffixes, magic bytes or sniff that tell its files apart, a reader, and optionally a
+    writer through which ``popaudit mitigate`` writes the rescaled model in that format.
+
+    Every plugin is asked. A file a plugin format claims (suffix first, then content) is
+    read by its reader, before the ``popaudit_load_model`` loaders and the built-in
+    formats (a reader that returns None lets them try); ``mitigate`` writes it with its
+    writer. A name taken by a built-in format or another plugin's is a PluginError.
     """
 
 

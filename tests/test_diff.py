@@ -19,7 +19,7 @@ from auditor.diff import diff_reports, evaluate_diff_gates, flat_metrics_from_re
 from auditor.diff.directions import direction
 from auditor.flat import FlatEntry
 from auditor.errors import GateError, ReportError, UnmeasuredGateError
-from auditor.mitigate import MitigateConfig, mitigate
+from auditor.mitigation.run import MitigateConfig, mitigate
 from auditor.result import AuditResult
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"

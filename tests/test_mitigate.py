@@ -23,7 +23,8 @@ from safetensors.torch import save_file
 from auditor.cli import cli
 from auditor.errors import NoClearGainError, InputError
 from auditor.loading.builtin import detect_kind
-from auditor.mitigate import SUFFIX_KINDS, recommended_alpha, sidecar_path
+from auditor.mitigation.auto import recommended_alpha
+from auditor.mitigation.run import SUFFIX_KINDS, sidecar_path
 from auditor.mitigation.rescale import rescale_rows
 
 N_ITEMS, DIM, N_QUERIES, K = 50, 6, 20, 10

@@ -39,7 +39,7 @@ class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recen
 @click.command("mitigate")
 @click.argument("model", type=PathArg)
 @click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout); when no scoring is clearly better than dot, nothing is written (exit 1) and the best A available is named.")
-@click.option("-o", "--output", type=PathArg, required=True, help="The rescaled model, in MODEL's format (never MODEL itself). A JSON sidecar OUT.popaudit.json is written beside it.")
+@click.option("-o", "--output", type=PathArg, required=True, help="The rescaled model, in MODEL's format (never MODEL itself); for a RecBole graph model (LightGCN, ...), a .npy or .parquet name: its served item vectors, rescaled. A JSON sidecar OUT.popaudit.json is written beside it.")
 @click.option("--interactions", type=PathArg, help="Training log: the sidecar then records the log-log slope of norm on frequency before and after.")
 @log_column_options
 @click.option("--item-ids", type=PathArg, help="Raw item id of each table row, in row order (as for check).")
@@ -61,8 +61,9 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     side: dot products over OUT equal (q.k)*|k|^(A-1) over MODEL.
 
     MODEL and OUT share a format: a .pt/.pth/.ckpt state dict or checkpoint (every other
-    key kept), .safetensors (other tensors and metadata kept), .npy, or Parquet (other
-    columns kept). The table is the one `check` reads (--item-key to choose it). The
+    key kept), a RecBole checkpoint (only the item table's bytes changed), .safetensors
+    (other tensors and metadata kept), .npy, Parquet (other columns kept), or a plugin's
+    format with a writer. The table is the one `check` reads (--item-key to choose it). The
     sidecar OUT.popaudit.json records A, MODEL's sha256, the rule and the norms before
     and after (and Spearman rho with --interactions).
 
@@ -71,7 +72,8 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
       popaudit mitigate model.pt --alpha 0.5 -o model.alpha05.pt --interactions train.parquet
     """
     from auditor.config import AuditConfig
-    from auditor.mitigate import MitigateConfig, auto_alpha, check_outputs, mitigate, sidecar_path
+    from auditor.mitigation.auto import auto_alpha
+    from auditor.mitigation.run import MitigateConfig, check_outputs, mitigate, sidecar_path, writable_formats
     from auditor.plugins import get_plugin_manager
 
     holdout, user_ids, user_key = options.pop("holdout"), options.pop("user_ids"), options["user_key"]
@@ -83,8 +85,8 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     config = MitigateConfig(model=model, output=output, alpha=chosen, **options)
     inputs = {**config.input_files(), "--holdout": holdout, "--user-ids": user_ids}
     inputs.update({f"--plugin {p}": p for p in plugins})
-    check_outputs(config, inputs)
     pm = get_plugin_manager(plugins)
+    check_outputs(config, inputs, writable_formats(pm))
     progress = RichProgress(enabled=not quiet)
     if alpha == "auto":
         if options["interactions"] is None or holdout is None:

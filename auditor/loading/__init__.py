@@ -1,8 +1,10 @@
 """Loading: model files into a :class:`ModelBundle`, interaction logs into counts.
 
-``load_model`` asks the ``popaudit_load_model`` hook (plugins first, the built-in
-loader in :mod:`auditor.loading.builtin` last), then applies ``--item-ids`` and
-validates the item table whichever loader answered.
+``load_model`` reads a file that a plugin's format claims (``popaudit_model_formats``,
+:mod:`auditor.loading.formats`) with that format's reader; any other file it asks the
+``popaudit_load_model`` hook (plugins first, the built-in loader in
+:mod:`auditor.loading.builtin`, which reads the built-in formats, last). It then applies
+``--item-ids`` and validates the item table whichever loader answered.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pluggy
 from auditor.config import LoadOptions
 from auditor.errors import IdMappingError, ModelLoadError, PluginError, setting
 from auditor.io import require_regular_file
-from auditor.loading.builtin import SUPPORTED_FORMATS
+from auditor.loading.formats import supported
 from auditor.loading.alignment import align_counts
 from auditor.loading.counting import IdCounts, count_item_ids
 from auditor.loading.logs import open_log
@@ -32,14 +34,17 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
     and the table/id errors of :func:`validate_item_table` and ``--item-ids``.
     """
     from auditor.plugins import call_hook, get_plugin_manager
+    from auditor.plugins.formats import model_formats, read_plugin_format
 
     path = require_regular_file(path, folder_ok=True)
     if pm is None:
         pm = get_plugin_manager()
-    bundle = call_hook(pm, "popaudit_load_model", path=path, options=options)
+    bundle = read_plugin_format(pm, path, options)  # a plugin format's files: its own reader
+    if bundle is None:
+        bundle = call_hook(pm, "popaudit_load_model", path=path, options=options)
     if bundle is None:
         raise ModelLoadError(
-            f"cannot read {path}: not a model file popaudit knows. Supported: " + "; ".join(SUPPORTED_FORMATS)
+            f"cannot read {path}: not a model file popaudit knows. Supported: " + "; ".join(supported(model_formats(pm)))
         )
     if not isinstance(bundle, ModelBundle):
         raise PluginError(

@@ -7,8 +7,10 @@ read in float64 (every float dtype converts exactly), norms are the overflow-saf
 of :func:`~auditor.metrics.frequency_norm.item_norms`; zero rows stay zero and α = 1
 copies every row unchanged, bit for bit.
 
-Writers (one per file format, :mod:`auditor.mitigation.tables` and
-:mod:`auditor.mitigation.torch_file`) give :func:`rescale_blocks` two callables: one reads
+Writers (one per file format, :mod:`auditor.mitigation.tables`,
+:mod:`auditor.mitigation.torch_file` and :mod:`auditor.mitigation.recbole_file`, and
+plugins' writers; what they return, :class:`Written`, is part of the format table in
+:mod:`auditor.loading.formats`) give :func:`rescale_blocks` two callables: one reads
 rows [start, stop) as float64, the other stores float64 rows in the table's own dtype and
 returns what was stored (as float64), from which the after-norms are taken.
 """
@@ -16,11 +18,12 @@ returns what was stored (as float64), from which the after-norms are taken.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from auditor.alpha import rescale_rows as alpha_rule
+from auditor.loading.formats import RowNorms, Written
 from auditor.memory import block_rows
 from auditor.metrics.frequency_norm import item_norms
 from auditor.progress import SILENT, Progress
@@ -29,28 +32,6 @@ ReadRows = Callable[[int, int], np.ndarray]
 """Rows [start, stop) of the source table as a float64 (rows, dim) array."""
 WriteRows = Callable[[int, int, np.ndarray], np.ndarray]
 """Store float64 rows [start, stop) in the table's dtype; return the stored rows as float64."""
-
-
-@dataclass
-class RowNorms:
-    """Every row's norm before and after the rescaling (float64, one per item)."""
-
-    before: np.ndarray
-    after: np.ndarray
-
-
-@dataclass
-class Written:
-    """What a format writer wrote."""
-
-    norms: RowNorms
-    dtype: str
-    """The table's dtype, kept in the output (``float32``, ``bfloat16``, ...)."""
-    layout: str = "rows"
-    """``rows``, or ``columns`` for a linear layer over one-hot ids (its columns are the items)."""
-    notes: list[str] = field(default_factory=list)
-    format: str | None = None
-    """The output's format when it is not the input's (a state dict written with ``tensors_only``)."""
 
 
 def rescale_rows(rows: np.ndarray, alpha: float, norms: np.ndarray | None = None) -> np.ndarray:
@@ -122,3 +103,6 @@ class NormSummary:
             max=float(np.max(norms)),
             n_zero_rows=int(np.count_nonzero(norms == 0)),
         )
+
+
+__all__ = ["NormSummary", "ReadRows", "RowNorms", "WriteRows", "Written", "numpy_io", "rescale_blocks", "rescale_rows"]

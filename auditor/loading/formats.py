@@ -1,0 +1,247 @@
+"""The table of model formats: how each is told apart, read and (by ``mitigate``) written.
+
+One :class:`ModelFormat` record per format: its name (the file kind), suffixes, magic
+bytes or content sniff, reader, whether its files can hold a pickle, and which loaded
+models (``ModelBundle.format``) ``popaudit mitigate`` writes back in it. The built-in
+loader (:mod:`auditor.loading.builtin`) reads through :data:`BUILTIN_FORMATS`; plugins
+add formats through the ``popaudit_model_formats`` hook (:mod:`auditor.plugins.formats`),
+which ``load_model`` and ``mitigate`` consult first. A built-in format's writer lives in
+:mod:`auditor.mitigation.writers` (writing sits above loading), keyed by its name; a
+plugin's format carries its own.
+
+Some formats are told apart only by what a reader finds inside a file of another kind
+(a RecBole checkpoint is a torch file whose pickle holds RecBole's ``Config``): such a
+record names that ``kind`` and has no suffixes, magic or reader of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from auditor.config import LoadOptions
+from auditor.errors import ModelLoadError
+from auditor.loading.checkpoints import read_safetensors, read_torch
+from auditor.loading.keras_h5 import read_keras
+from auditor.loading.mf_models import names_library, read_mf_pickle, read_npz
+from auditor.loading.npy import read_npy_table
+from auditor.loading.onnx_model import read_onnx
+from auditor.loading.parquet_table import read_parquet_table
+from auditor.loading.recbole import as_recbole
+from auditor.loading.torch_bundle import bundle_from_raw
+from auditor.model import ModelBundle
+from auditor.progress import SILENT, Progress
+
+HEAD_BYTES = 16
+"""How many leading bytes magic numbers and sniffs see."""
+
+Reader = Callable[[Path, LoadOptions], ModelBundle | None]
+"""``read(path, options)``: the model, or None when the file is not one after all."""
+Sniff = Callable[[bytes, int], bool]
+"""``sniff(head, size)``: the file's first :data:`HEAD_BYTES` bytes and its size say it is one."""
+
+
+@dataclass
+class RowNorms:
+    """Every row's norm before and after the rescaling (float64, one per item)."""
+
+    before: np.ndarray
+    after: np.ndarray
+
+
+@dataclass
+class Written:
+    """What a format writer wrote."""
+
+    norms: RowNorms
+    dtype: str
+    """The table's dtype, kept in the output (``float32``, ``bfloat16``, ...)."""
+    layout: str = "rows"
+    """``rows``, or ``columns`` for a linear layer over one-hot ids (its columns are the items)."""
+    notes: list[str] = field(default_factory=list)
+    format: str | None = None
+    """The output's format when it is not the input's (a state dict written with ``tensors_only``)."""
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """What a writer is asked: ``source`` with its item table rescaled by ``alpha`` into
+    ``target`` (a temporary file renamed into place by the caller)."""
+
+    source: Path
+    target: Path
+    alpha: float
+    model_format: str
+    """``ModelBundle.format`` of the loaded model (``state_dict``, ``recbole``, ...)."""
+    item_key: str | None
+    n_items: int
+    dim: int
+    options: LoadOptions
+    """How the model was read (``item_key``, ...), for writers that read it again."""
+    output_kind: str | None = None
+    """The kind the output's suffix names, when it names one (writers that may write
+    another kind than the input's decide by it)."""
+    item_ids: np.ndarray | None = None
+    interactions: Path | None = None
+    """The training log given to ``mitigate``, for writers that need it (RecBole's split)."""
+    tensors_only: bool = False
+    max_memory: int | None = None
+    progress: Progress = SILENT
+
+
+class Writer(Protocol):
+    """Writes ``job.source`` rescaled into ``job.target``; ModelLoadError (or another
+    AuditError) when it cannot write this model faithfully."""
+
+    def __call__(self, job: WriteJob) -> Written: ...
+
+
+@dataclass(frozen=True)
+class ModelFormat:
+    """One model format (module docstring)."""
+
+    name: str
+    """The file kind (``torch``, ``npy``, ...); a plugin's format name."""
+    description: str
+    """What its files are, in the words of "Supported: ..." messages."""
+    suffixes: tuple[str, ...] = ()
+    """Lower-case suffixes with the dot (``.npy``); a suffix decides before content does."""
+    magic: tuple[bytes, ...] = ()
+    """Leading bytes of its files (any one of them)."""
+    sniff: Sniff | None = None
+    """A content test beyond leading bytes, tried after every format's magic."""
+    read: Reader | None = None
+    kind: str | None = None
+    """For a format told apart inside files of another kind: that kind (read by its reader)."""
+    pickle_free: bool = False
+    """Its files hold no pickle, so no code can hide in them."""
+    writes: frozenset[str] = frozenset()
+    """The loaded models (``ModelBundle.format``) ``mitigate`` writes back in this format."""
+    write: Writer | None = None
+    output_kinds: tuple[str, ...] = ()
+    """Kinds besides its own an output may be named as (RecBole graph models: a plain table)."""
+
+    @property
+    def file_kind(self) -> str:
+        return self.kind or self.name
+
+    def writes_back(self, model_format: str) -> bool:
+        """Whether ``mitigate`` writes a model read as ``model_format`` in this format
+        (a format that lists none writes back the models read as its own name)."""
+        return model_format in (self.writes or {self.name})
+
+    def matches_suffix(self, path: Path) -> bool:
+        return path.suffix.lower() in self.suffixes
+
+    def matches_content(self, head: bytes, size: int) -> bool:
+        return any(head.startswith(m) for m in self.magic) or (self.sniff is not None and self.sniff(head, size))
+
+
+def _npy(path: Path, options: LoadOptions) -> ModelBundle:
+    table, warnings = read_npy_table(path, max_memory=options.max_memory)
+    return ModelBundle(source=path, format="npy", item_table=table, warnings=warnings)
+
+
+def _parquet(path: Path, options: LoadOptions) -> ModelBundle:
+    notes: list[str] = []
+    table, ids, column = read_parquet_table(path, options.item_key, max_memory=options.max_memory, warnings=notes)
+    return ModelBundle(source=path, format="parquet", item_table=table, item_key=column, item_ids=ids, warnings=notes)
+
+
+def _torch(path: Path, options: LoadOptions) -> ModelBundle:
+    if names_library(path):  # implicit, LightFM, cornac: None if no model is found
+        found = read_mf_pickle(path, options)
+        if found is not None:
+            return found
+    return bundle_from_raw(as_recbole(read_torch(path, options.trust_pickle)), path, options)
+
+
+def _safetensors(path: Path, options: LoadOptions) -> ModelBundle:
+    return bundle_from_raw(read_safetensors(path), path, options)
+
+
+def _safetensors_header(head: bytes, size: int) -> bool:
+    """An 8-byte little-endian header length shorter than the file, then JSON."""
+    return len(head) > 8 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < size
+
+
+_TORCH_WRITES = frozenset({"state_dict", "checkpoint", "lightning", "popaudit", "pickle", "torchscript"})
+BUILTIN_FORMATS: tuple[ModelFormat, ...] = (
+    ModelFormat("npy", ".npy item table", (".npy",), (b"\x93NUMPY",), read=_npy, pickle_free=True,
+                writes=frozenset({"npy"})),
+    ModelFormat("parquet", "Parquet item table (.parquet: id column + list-of-float column)", (".parquet", ".pq"),
+                (b"PAR1",), read=_parquet, pickle_free=True, writes=frozenset({"parquet"})),
+    ModelFormat("npz", ".npz (implicit model.save, or any archive of arrays)", (".npz",), read=read_npz,
+                pickle_free=True),
+    ModelFormat("keras", ".keras archive (needs popaudit[keras])", (".keras",), read=read_keras, pickle_free=True),
+    ModelFormat("h5", "Keras .weights.h5/.h5 (needs popaudit[keras])", (".h5", ".hdf5"), (b"\x89HDF\r\n\x1a\n",),
+                read=read_keras, pickle_free=True),
+    ModelFormat("onnx", ".onnx (embedding initializers; needs popaudit[onnx])", (".onnx",), read=read_onnx,
+                pickle_free=True),
+    ModelFormat("safetensors", ".safetensors", (".safetensors",), sniff=_safetensors_header, read=_safetensors,
+                pickle_free=True, writes=frozenset({"safetensors"})),
+    ModelFormat("torch", ".pt/.pth/.ckpt/.pkl (state dict, checkpoint, Lightning, popaudit, pickled module or plain "
+                "pickle, read without running code from the file), TorchScript archive, pickled implicit, LightFM or "
+                "cornac models (.pkl)",
+                (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".torch", ".tar"), (b"PK\x03\x04", b"\x80"),
+                read=_torch, writes=_TORCH_WRITES),
+    ModelFormat("recbole", "RecBole checkpoint (a torch file holding RecBole's pickled Config)", kind="torch",
+                writes=frozenset({"recbole"}), output_kinds=("npy", "parquet")),
+)  # fmt: skip
+"""The built-in formats, in the order content is tested (suffixes decide first)."""
+
+
+def detect_format(path: Path, formats: Sequence[ModelFormat] = BUILTIN_FORMATS) -> ModelFormat | None:
+    """The first of ``formats`` whose suffix ``path`` has; else the first whose magic bytes
+    or sniff its content matches; None when none does. ModelLoadError when the file
+    cannot be read."""
+    readable = [f for f in formats if f.kind is None]
+    for fmt in readable:
+        if fmt.matches_suffix(path):
+            return fmt
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read {path}: {exc.strerror}") from exc
+    return next((f for f in readable if f.matches_content(head, size)), None)
+
+
+def detect_kind(path: Path) -> str | None:
+    """The built-in file kind of ``path`` (``torch``, ``npy``, ...): by suffix, else by content."""
+    found = detect_format(path)
+    return None if found is None else found.name
+
+
+def suffix_kinds(formats: Iterable[ModelFormat] = BUILTIN_FORMATS) -> dict[str, str]:
+    """Suffix -> the kind it names (the first format that claims it)."""
+    out: dict[str, str] = {}
+    for fmt in formats:
+        for suffix in fmt.suffixes:
+            out.setdefault(suffix, fmt.name)
+    return out
+
+
+def supported(formats: Iterable[ModelFormat] = BUILTIN_FORMATS) -> tuple[str, ...]:
+    """What "not a model file popaudit knows" lists: every readable format's description."""
+    return tuple(f.description for f in formats if f.read is not None)
+
+
+def writer_format(formats: Iterable[ModelFormat], kind: str, model_format: str) -> ModelFormat | None:
+    """The format of file kind ``kind`` that writes back models read as ``model_format``."""
+    return next((f for f in formats if f.file_kind == kind and f.writes_back(model_format)), None)
+
+
+SUFFIX_KINDS = suffix_kinds()
+"""The built-in file kinds :func:`detect_kind` tells by suffix alone."""
+SUPPORTED_FORMATS = supported()
+
+__all__ = [
+    "BUILTIN_FORMATS", "HEAD_BYTES", "ModelFormat", "Reader", "RowNorms", "SUFFIX_KINDS", "SUPPORTED_FORMATS", "Sniff",
+    "WriteJob", "Writer", "Written", "detect_format", "detect_kind", "suffix_kinds", "supported", "writer_format",
+]  # fmt: skip

@@ -1,0 +1,82 @@
+"""``popaudit mitigate --alpha auto``: the α the held-out accuracy trade-off of ``check``
+recommends, and the trade-off figures the sidecar records for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+from auditor.alpha import scoring_alpha
+from auditor.audit import run_audit
+from auditor.config import AuditConfig
+from auditor.errors import InputError, NoClearGainError, setting
+from auditor.progress import SILENT, Progress
+from auditor.result import AuditResult
+
+def recommended_alpha(result: AuditResult) -> float:
+    """The α of the scoring the accuracy trade-off of ``check`` recommends: cosine 0,
+    ``alpha_<a>`` a. InputError when accuracy was not measured; NoClearGainError when the
+    trade-off keeps dot (no scoring clearly better), naming the best α available."""
+    accuracy = result.accuracy
+    if accuracy is None:
+        reason = result.not_measured.get("accuracy", "no held-out log")
+        raise InputError(
+            f"{setting('alpha')} auto takes the α the accuracy trade-off recommends, but accuracy was not "
+            f"measured ({reason}); pass {setting('interactions')} and {setting('holdout')}, or give "
+            f"{setting('alpha')} a number in [0, 1]"
+        )
+    alpha = scoring_alpha(accuracy.recommended) if accuracy.recommended is not None else None
+    if alpha is None:
+        said = accuracy.recommendation or "no scoring was recommended"
+        raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with ({said})")
+    if alpha == 1.0:
+        best = accuracy.best_alternative
+        best_alpha = scoring_alpha(best) if best is not None else None
+        offer = (
+            f"; the best available is {setting('alpha')} {best_alpha:g} ({best}): pass it to write that table anyway, "
+            f"or loosen {setting('accuracy_tolerance')}" if best_alpha is not None else ""
+        )
+        raise NoClearGainError(
+            f"{setting('alpha')} auto wrote nothing: the trade-off keeps dot-product serving. "
+            f"{accuracy.recommendation.rstrip('.')}{offer}"
+        )
+    return alpha
+
+
+def tradeoff_figures(result: AuditResult, scoring: str) -> dict[str, Any]:
+    """What dot serving of the rescaled table gives against the original's dot serving,
+    at the trade-off's K: the figures the rescaling changes."""
+    accuracy, retrieval = result.accuracy, result.retrieval
+    assert accuracy is not None and accuracy.quoted_k is not None and retrieval is not None
+    k = accuracy.quoted_k
+    exposure = retrieval.at[k].scorings()
+    change = accuracy.changes.get(scoring)
+    return {
+        "k": k,
+        "scoring": scoring,
+        "ndcg": {"before": accuracy.at[k]["dot"].ndcg, "after": accuracy.at[k][scoring].ndcg},
+        "head_share_1pct": {"before": exposure["dot"].number("head_share_1pct"),
+                            "after": exposure[scoring].number("head_share_1pct")},
+        "ndcg_delta_ci": None if change is None else change.ndcg_delta_ci,
+        "head_share_delta_ci": None if change is None else change.head_share_delta_ci,
+        "n_bootstrap": accuracy.n_bootstrap,
+        "recommendation": accuracy.recommendation,
+    }
+
+
+def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
+               progress: Progress = SILENT) -> tuple[float, str, dict[str, Any]]:
+    """Run the audit of ``config`` (it needs ``interactions`` and ``holdout``) and take the
+    α its accuracy trade-off recommends: (α, the recommendation's sentence, the trade-off
+    figures of that scoring)."""
+    if config.interactions is None or config.holdout is None:
+        raise InputError(f"{setting('alpha')} auto needs {setting('interactions')} and {setting('holdout')}: the "
+                         "α is the one the held-out accuracy trade-off recommends")
+    result = run_audit(config, pm=pm, progress=progress)
+    alpha = recommended_alpha(result)
+    assert result.accuracy is not None and result.accuracy.recommended is not None
+    return alpha, f"auto: {result.accuracy.recommendation}".strip(), tradeoff_figures(result, result.accuracy.recommended)
+
+
+__all__ = ["auto_alpha", "recommended_alpha", "tradeoff_figures"]

@@ -1,0 +1,123 @@
+"""The model formats plugins register through ``popaudit_model_formats``, checked and
+placed before the built-in table (:mod:`auditor.loading.formats`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pluggy
+
+from auditor.config import LoadOptions
+from auditor.errors import PluginError
+from auditor.loading.formats import BUILTIN_FORMATS, ModelFormat, WriteJob, Written, detect_format
+from auditor.model import ModelBundle
+from auditor.plugins.calls import as_list, attribute_failure, hook_results
+from auditor.plugins.manager import PLUGIN_FAILURES, reraise_interrupt
+
+HOOK = "popaudit_model_formats"
+T = TypeVar("T")
+
+
+def plugin_formats(pm: pluggy.PluginManager) -> list[ModelFormat]:
+    """Every format a plugin registered (:func:`registered_formats`), without owners."""
+    return [fmt for fmt, _plugin in registered_formats(pm)]
+
+
+def registered_formats(pm: pluggy.PluginManager) -> list[tuple[ModelFormat, str]]:
+    """Every format a plugin registered, in pluggy's call order.
+
+    PluginError, naming the plugin, for an answer that is not a list of
+    :class:`ModelFormat`, a format with no reader or no way to tell its files apart
+    (suffixes, magic bytes or a sniff), a suffix that is not lower case with its dot,
+    and a name a built-in format or another plugin's already has."""
+    taken = {f.name: "popaudit (built-in)" for f in BUILTIN_FORMATS}
+    found: list[tuple[ModelFormat, str]] = []
+    for result in hook_results(pm, HOOK):
+        for fmt in as_list(result, HOOK):
+            problem = _problem(fmt)
+            if problem is not None:
+                raise PluginError(f"plugin {result.plugin!r} returned {fmt!r} from hook {HOOK}: {problem}")
+            if fmt.name in taken:
+                raise PluginError(
+                    f"two model formats are named {fmt.name!r}: one from {taken[fmt.name]}, one from plugin "
+                    f"{result.plugin!r}"
+                )
+            taken[fmt.name] = f"plugin {result.plugin!r}"
+            found.append((fmt, result.plugin))
+    return found
+
+
+def model_formats(pm: pluggy.PluginManager) -> list[ModelFormat]:
+    """The whole table: plugins' formats first, then the built-in ones."""
+    return [*plugin_formats(pm), *BUILTIN_FORMATS]
+
+
+def read_plugin_format(pm: pluggy.PluginManager, path: Path, options: LoadOptions) -> ModelBundle | None:
+    """``path`` read by the reader of the plugin format that claims it; None when none
+    does or its reader passes. What the reader raises names its plugin."""
+    owners = registered_formats(pm)
+    fmt = detect_format(path, [f for f, _ in owners]) if owners and path.is_file() else None
+    if fmt is None or fmt.read is None:
+        return None
+    read, owner = fmt.read, _owner(owners, fmt)
+    bundle = _attributed(owner, lambda: read(path, options))
+    if bundle is not None and not isinstance(bundle, ModelBundle):
+        raise PluginError(f"the reader of plugin {owner!r}'s format {fmt.name!r} returned "
+                          f"{type(bundle).__name__} for {path}, not a ModelBundle")
+    return bundle
+
+
+def write_model_format(pm: pluggy.PluginManager, fmt: ModelFormat, job: WriteJob) -> Written:
+    """``job`` written by ``fmt``'s writer; what it raises (or a result that is not a
+    :class:`Written`) names its plugin (built-in formats' writers are called as they are)."""
+    assert fmt.write is not None
+    write = fmt.write
+    owner = _owner(registered_formats(pm), fmt)
+    if owner is None:
+        return write(job)
+    written = _attributed(owner, lambda: write(job))
+    if not isinstance(written, Written):
+        raise PluginError(f"the writer of plugin {owner!r}'s format {fmt.name!r} returned "
+                          f"{type(written).__name__}, not an auditor.loading.formats.Written")
+    return written
+
+
+def _owner(owners: list[tuple[ModelFormat, str]], fmt: ModelFormat) -> str | None:
+    return next((plugin for f, plugin in owners if f.name == fmt.name), None)  # names are unique
+
+
+def _attributed(plugin: str | None, call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except PLUGIN_FAILURES as exc:
+        reraise_interrupt(exc)
+        error = attribute_failure(HOOK, exc, plugin)
+        if error is exc:
+            raise
+        raise error from exc
+
+
+def _problem(fmt: object) -> str | None:
+    if not isinstance(fmt, ModelFormat):
+        return "it is not an auditor.loading.formats.ModelFormat"
+    if not fmt.name or not isinstance(fmt.name, str):
+        return "it has no name"
+    if fmt.kind is not None:
+        return "a plugin format is read by its own reader: leave kind unset"
+    if not callable(fmt.read):
+        return "it has no reader (read)"
+    if fmt.write is not None and not callable(fmt.write):
+        return "its writer (write) is not callable"
+    if not (fmt.suffixes or fmt.magic or fmt.sniff is not None):
+        return "nothing tells its files apart: give suffixes, magic bytes or a sniff"
+    bad = [s for s in fmt.suffixes if not (isinstance(s, str) and s.startswith(".") and s == s.lower())]
+    if bad:
+        return f"suffixes must be lower case and start with a dot, got {bad!r}"
+    if any(not isinstance(m, bytes) or not m for m in fmt.magic):
+        return "magic must be non-empty bytes"
+    return None
+
+
+__all__ = ["model_formats", "plugin_formats", "read_plugin_format", "registered_formats", "write_model_format"]
