@@ -197,7 +197,7 @@ def test_filtered_run_is_refused_without_item_ids():
     assert code == 1
     assert "Traceback" not in stderr
     assert "user_inter_num_interval='[8,inf)'" in stderr and "item_inter_num_interval='[5,inf)'" in stderr
-    assert "--item-ids and --user-ids FILE" in stderr and "field2id_token" in stderr  # the split's refusal
+    assert "--item-ids FILE" in stderr and "field2id_token['item_id']" in stderr
     with pytest.raises(IdMappingError, match="does not re-run RecBole's filtering"):
         _load(FILTERED)
 

@@ -71,11 +71,11 @@ def load_inputs(
     """Read every input of the audit ``config`` describes (module docstring)."""
     progress.note(f"Loading {config.model}")
     bundle = load_model(config.model, config.load_options, pm)
-    evaluation = recbole_evaluation(bundle, config) if reproduces_split(bundle, config) else None
-    if evaluation is None and bundle.log_id_rule is not None and config.interactions is not None:  # e.g. RecBole
+    if bundle.log_id_rule is not None and config.interactions is not None:  # e.g. RecBole numbers ids by the log
         bundle.log_id_rule.apply(
             bundle, Path(config.interactions), config.interactions_format, config.user_col, config.item_col
         )
+    evaluation = recbole_evaluation(bundle, config) if reproduces_split(bundle, config) else None
     found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
     inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings), recbole=evaluation)
     inputs.warnings.extend(globals_warning(found_globals, config.model))
