@@ -130,7 +130,7 @@ def test_simplex_is_audited_with_its_own_users_and_cosine() -> None:
     served = result.served
     assert served is not None and (served.source, served.scoring) == ("simplex", "cosine")
     assert served.frequency_norm is None  # its served item vectors are the stored table
-    assert not result.warnings
+    assert len(result.warnings) == 1 and "SimpleX scores by cosine: its own lists are the 'cosine'" in result.warnings[0]
 
 
 def test_every_format_labels_the_stored_and_served_statistics(lightgcn: AuditResult, tmp_path: Path) -> None:

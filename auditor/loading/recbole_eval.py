@@ -54,10 +54,10 @@ class RecBoleEvaluation:
 
 def reproduces_split(bundle: ModelBundle, config: AuditConfig) -> bool:
     """True when the audit takes RecBole's own split: a RecBole checkpoint, its ``.inter``
-    file as the log, and no holdout, id file or counts given (the user's choice wins)."""
+    file as the log, and no holdout, id file or counts file given (the user's choice wins)."""
     if bundle.format != "recbole" or bundle.config is None or config.interactions is None:
         return False
-    if config.holdout is not None or config.item_ids is not None or config.user_ids is not None:
+    if config.holdout is not None or config.item_ids is not None or config.user_ids is not None or config.frequencies:
         return False
     spec = config.training_log
     return spec is not None and open_log(spec).format == "recbole"
@@ -153,7 +153,13 @@ def served_of(bundle: ModelBundle, evaluation: RecBoleEvaluation | None) -> Serv
     if bundle.format != "recbole":
         return None
     train = None if evaluation is None else (evaluation.split.train.users, evaluation.split.train.items)
-    return served_vectors(bundle, train, read_cache(bundle.source))
+    served = served_vectors(bundle, train, read_cache(bundle.source))
+    if served.scoring == "cosine":
+        served.warnings.append(
+            f"{served.serving.model} scores by cosine: its own lists are the 'cosine' scoring; the 'dot' figures (and "
+            "the verdict's skew, dot against cosine) describe serving the same vectors by dot product instead"
+        )
+    return served
 
 
 def serving_bundle(bundle: ModelBundle, served: ServedVectors | None) -> ModelBundle:

@@ -32,7 +32,7 @@ def served_rows(served: Served) -> tuple[tuple[str, str], ...]:
         ("vectors used", SOURCES.get(served.source, served.source)),
         ("how they were obtained", served.description),
         ("the model's own scoring", served.scoring),
-        ("what the model serves with", used),
+        ("the vectors the model serves", used),
     )
 
 
