@@ -22,6 +22,7 @@ from auditor.audit import run_audit
 from auditor.cli import cli
 from auditor.config import AuditConfig, LoadOptions
 from auditor.loading import load_model
+from auditor.loading.checkpoints import read_torch
 from auditor.plugin_api import RenderContext
 from auditor.plugins import get_plugin_manager
 from auditor.plugins.renderers import render_document
@@ -167,3 +168,20 @@ def test_explicit_holdout_keeps_the_ordinary_route(tmp_path: Path) -> None:
     assert result.served is not None and result.served.source == "cache"
     assert result.accuracy is not None
     assert any("is a subset of the training log" in w for w in result.warnings)  # the whole file trained on
+
+
+def test_lightgcn_without_its_cache_is_propagated(tmp_path: Path) -> None:
+    """The same weights saved without restore_user_e/restore_item_e: popaudit propagates over
+    the training part of the reproduced split, says so, and still gives RecBole's metrics."""
+    weights = read_torch(DATA / "LightGCN-eval.pth", trust_pickle=False).tensors
+    config = load_model(DATA / "LightGCN-eval.pth", LoadOptions()).config
+    assert config is not None
+    path = tmp_path / "uncached.pth"
+    write_checkpoint(path, "LightGCN", {"eval_args": config["eval_args"], "load_col": config["load_col"],
+                                        "n_layers": config["n_layers"]}, 160, 120,
+                     tables=(weights["user_embedding.weight"].numpy(), weights["item_embedding.weight"].numpy()))
+    result = _audit(path)
+    assert result.served is not None and result.served.source == "propagated"
+    assert "n_layers=2" in result.served.description and "2,499 training interactions" in result.served.description
+    assert_recboles(_recboles_names(result, "dot"), RECORD["runs"]["LightGCN"])
+    assert not result.warnings
