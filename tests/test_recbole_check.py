@@ -69,6 +69,8 @@ def test_zero_option_check_equals_recboles_test_metrics(tmp_path: Path) -> None:
     assert "2,499 training, 248 validation and 248 test interactions" in split
     # the training part is the training log: its counts, not the whole file's 2,995 rows with ids
     assert report["inputs"]["n_interactions"] == 2499
+    population = report["retrieval"]["population"]["description"]
+    assert "160 users in the training part of RecBole's split" in population and "validation items" in population
     assert report["accuracy"]["n_users_evaluated"] == 160 and report["accuracy"]["n_dropped"] == 0
     assert report["served"] == {"model": "BPR", "source": "tables", "description": "the stored tables",
                                 "scoring": "dot", "as_served": True, "frequency_norm": None}  # fmt: skip

@@ -116,8 +116,10 @@ def recbole_population(
         max_queries=config.max_queries, seed=config.seed, keep_seen=config.keep_seen, progress=progress,
     )
     where = f"the training part of RecBole's split of {evaluation.split.source}"
-    population = replace(population, description=population.description.replace(
-        f"the training pairs recorded in {bundle.source}", where))
+    described = population.description.replace(f"the training pairs recorded in {bundle.source}", where)
+    if not config.keep_seen:
+        described += "; each without their training and validation items, as RecBole's full-sort test masks them"
+    population = replace(population, description=described)
     return masked_population(population, evaluation)
 
 
