@@ -25,7 +25,7 @@ from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import ItemStats, ModelBundle, QueryPopulation
 from auditor.plugins import RegisteredMeasures, collect_measures, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
-from auditor.result import Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData
+from auditor.result import Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, Served
 from auditor.tradeoff import UserValues, head_slots, judge_tradeoff
 
 if TYPE_CHECKING:  # loaded on demand: conditions bring the probes, retrieval FAISS
@@ -51,7 +51,7 @@ def run_audit(
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = _frequency_norm(norms, stats, config, progress, warnings)
-    serving = _measure_retrieval(bundle, stats, config, inputs.population, progress, registered)
+    serving = _measure_retrieval(inputs.serving_bundle, stats, config, inputs.population, progress, registered)
     evaluation = _evaluation(inputs, serving, config)
     assessed = _assess_conditions(inputs, config, pm, progress, frequency_norm)
     if assessed.probes_not_run is not None:
@@ -65,7 +65,8 @@ def run_audit(
     warnings += (serving.warnings if serving else []) + assessed.warnings
 
     sections = MeasuredSections(
-        inputs=_inputs(bundle, config, stats, inputs.population),
+        inputs=replace(_inputs(bundle, config, stats, inputs.population),
+                       split=None if inputs.recbole is None else inputs.recbole.description),
         frequency_norm=frequency_norm,
         retrieval=serving.retrieval if serving else None,
         conditions=assessed.conditions,
@@ -74,6 +75,7 @@ def run_audit(
         warnings=warnings,
         not_measured=not_measured,
         replaced_globals=inputs.replaced_globals,
+        served=_served(inputs, config, progress, warnings),
         plot_data=PlotData(
             norms=norms,
             frequencies=None if stats is None else stats.frequencies,
@@ -100,6 +102,21 @@ def _frequency_norm(
                                                      seed=config.seed)
     warnings.extend(notes)
     return frequency_norm
+
+
+def _served(inputs: AuditInputs, config: AuditConfig, progress: Progress, warnings: list[str]) -> Served | None:
+    """What the model serves with, and the frequency–norm statistics of its served item
+    vectors when they are not the stored table (None: not a model popaudit knows serves otherwise)."""
+    served = inputs.served
+    if served is None:
+        return None
+    frequency_norm = None
+    if served.items is not inputs.bundle.item_table:  # SimpleX serves its stored item table
+        table = served.items
+        norms = item_norms(table, block=block_rows(int(table.shape[1]), 8, config.max_memory))
+        frequency_norm = _frequency_norm(norms, inputs.stats, config, progress, warnings)
+    return Served(model=served.serving.model, source=served.source, description=served.description,
+                  scoring=served.scoring, as_served=served.as_served, frequency_norm=frequency_norm)
 
 
 def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig) -> Evaluation | None:

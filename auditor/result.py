@@ -72,6 +72,9 @@ class Inputs:
     """True when item rows were taken to be the raw ids because nothing else was given."""
     n_untrained_user_rows: int | None = None
     """User-table rows of users absent from the training log (not queried; None: unknown)."""
+    split: str | None = None
+    """How the training log and the holdout were obtained when popaudit reproduced a
+    framework's own evaluation split (RecBole's ``eval_args``); None otherwise."""
 
 
 @dataclass
@@ -106,6 +109,28 @@ class FrequencyNorm:
     """Why ρ could not be computed, in plain words (None when it was)."""
     ci_method: str = ""
     """How ``spearman_ci`` was computed (empty when no CI was computed)."""
+
+
+@dataclass
+class Served:
+    """The vectors a model serves with, when they are not its stored tables' dot products
+    (the report's ``served``): RecBole's graph models (propagated, or the checkpoint's
+    cache), SimpleX (aggregated users, cosine). Retrieval, accuracy and the verdict use them;
+    ``frequency_norm`` is the served item vectors' (what dot serving sees), beside the
+    top-level ``frequency_norm`` of the stored item table (the training mechanism)."""
+
+    model: str
+    """The model's name as its framework records it (``LightGCN``)."""
+    source: str
+    """``tables`` (the stored tables: the model serves with them, or with something popaudit
+    cannot rebuild, then warned about), ``cache``, ``propagated`` or ``simplex``."""
+    description: str
+    scoring: str
+    """How the model compares the served vectors: ``dot`` or ``cosine`` (its own scoring)."""
+    as_served: bool
+    """True when the audited vectors are the ones the model serves with."""
+    frequency_norm: FrequencyNorm | None = None
+    """The served item vectors' statistics; None when they are the stored table."""
 
 
 @dataclass
@@ -181,6 +206,8 @@ class MeasuredSections:
     replaced_globals: tuple[ReplacedGlobal, ...] | None = None
     """Globals the model file's pickle named and popaudit replaced; None when the file was
     not read by popaudit's restricted unpickler (a plugin's loader)."""
+    served: Served | None = None
+    """The vectors the model serves with (RecBole checkpoints); None for other models."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,6 +237,7 @@ class AuditResult(MeasuredSections):
             "warnings": list(self.warnings),
             "not_measured": dict(self.not_measured),
             "replaced_globals": None if self.replaced_globals is None else [asdict(g) for g in self.replaced_globals],
+            "served": None if self.served is None else asdict(self.served),
         }
         if self.retrieval is not None:
             retrieval = asdict(self.retrieval)
@@ -263,6 +291,6 @@ def json_safe(value: Any) -> Any:
 __all__ = [
     "ACCURACY_MEASURES", "Accuracy", "AuditResult", "CONDITION_IDS", "CONDITION_NAMES", "Condition", "CutoffMeasures",
     "DecileRow", "FrequencyNorm", "Inputs", "ListMeasureInfo", "ListMeasures", "MeasuredSections", "ORTHOGONALITY_IDS",
-    "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange",
+    "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange", "Served",
     "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
 ]  # fmt: skip

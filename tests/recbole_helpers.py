@@ -87,14 +87,18 @@ def write_checkpoint(
     model_type: int | None = 1,
     seed: int = 0,
     item_view: str | None = None,
+    tables: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, torch.Tensor]:
     """A checkpoint of ``model`` with tables of ``n_users``/``n_items`` ids (plus the
     padding row 0) and ``settings`` over :data:`DEFAULTS` (a None value drops one);
-    ``item_view``: also a state entry of that name viewing the item table's rows 2:."""
+    ``item_view``: also a state entry of that name viewing the item table's rows 2:;
+    ``tables``: the (user, item) tables, padding row included (else random)."""
     rng = np.random.default_rng(seed)
+    users, items = tables if tables is not None else (rng.normal(size=(n_users + 1, dim)),
+                                                     rng.normal(size=(n_items + 1, dim)))  # fmt: skip
     state = {
-        "user_embedding.weight": torch.from_numpy(rng.normal(size=(n_users + 1, dim)).astype(np.float32)),
-        "item_embedding.weight": torch.from_numpy(rng.normal(size=(n_items + 1, dim)).astype(np.float32)),
+        "user_embedding.weight": torch.from_numpy(np.asarray(users, dtype=np.float32)),
+        "item_embedding.weight": torch.from_numpy(np.asarray(items, dtype=np.float32)),
     }
     if item_view is not None:
         state[item_view] = state["item_embedding.weight"][2:]

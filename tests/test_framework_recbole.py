@@ -127,11 +127,28 @@ def _json(tmp_path: Path, name: str, *args: object) -> dict[str, Any]:
     return report
 
 
-def test_zero_config_audit_equals_the_exported_state_dict(tmp_path):
-    """`popaudit check BPR.pth --interactions tiny.inter` with no flags gives the same figures
-    as the same tables exported as a plain state dict (padding row dropped) with --item-ids
+def _user_ids(tmp_path: Path, model: Path = MODEL) -> Path:
+    """RecBole's user tokens as a --user-ids file: with it, the whole log is the training log."""
+    path = tmp_path / "recbole-users.txt"
+    path.write_text("\n".join(_tokens(model)["user_id"][1:]) + "\n")
+    return path
+
+
+def test_random_order_run_is_refused_without_id_files():
+    """BPR-tiny.pth records RecBole's default eval_args order RO: its split cannot be
+    reproduced, so the zero-option check refuses, naming the setting and the routes."""
+    code, _, stderr = _check(MODEL, "--interactions", LOG, *FAST)
+    assert code == 1 and "Traceback" not in stderr
+    assert "eval_args order 'RO'" in stderr and "--holdout FILE" in stderr and "--user-ids" in stderr
+    assert "without held-out accuracy" in stderr
+
+
+def test_item_rule_audit_equals_the_exported_state_dict(tmp_path):
+    """`popaudit check BPR.pth --interactions tiny.inter --user-ids USERS` (the item rows
+    numbered by RecBole's rule, the whole log the training log) gives the same figures as
+    the same tables exported as a plain state dict (padding row dropped) with --item-ids
     and --user-ids files holding RecBole's tokens."""
-    recbole = _json(tmp_path, "recbole", MODEL, "--interactions", LOG)
+    recbole = _json(tmp_path, "recbole", MODEL, "--interactions", LOG, "--user-ids", _user_ids(tmp_path))
     tokens, weights = _tokens(MODEL), _weights(MODEL)
     plain = tmp_path / "plain.pt"
     torch.save({k: weights[k][1:].clone() for k in ("item_embedding.weight", "user_embedding.weight")}, plain)
@@ -167,7 +184,7 @@ def test_recbole_file_is_read_without_warnings_on_stderr(tmp_path):
         warnings.simplefilter("always")
         _load(MODEL)
     assert [str(w.message) for w in caught] == []
-    code, _, stderr = _check(MODEL, "--interactions", LOG, *FAST)
+    code, _, stderr = _check(DATA / "BPR-eval.pth", "--interactions", DATA / "eval.inter", *FAST)
     assert code == 0
     assert "warn" not in stderr.lower() and "pickle protocol" not in stderr.lower()
 
@@ -228,16 +245,23 @@ def test_log_of_another_dataset_is_refused(tmp_path):
     """One extra item in the log: RecBole did not number this log's ids."""
     log = tmp_path / "other.inter"
     log.write_text(LOG.read_text() + "3\t999\t4\t881000000\n", encoding="utf-8")
-    code, _, stderr = _check(MODEL, "--interactions", log, *FAST)
+    code, _, stderr = _check(MODEL, "--interactions", log, "--user-ids", _user_ids(tmp_path), *FAST)
     assert code == 1
     assert "81 distinct item ids" in stderr and "80 rows after its padding row" in stderr
+    # the same through RecBole's reproduced split (a time-ordered run)
+    inter = DATA / "eval.inter"
+    header, body = inter.read_text().split("\n", 1)
+    log.write_text(header + "\n" + body + body.splitlines()[0].split("\t")[0] + "\t99999\t1\t1\n")
+    code, _, stderr = _check(DATA / "BPR-eval.pth", "--interactions", log, *FAST)
+    assert code == 1
+    assert "121 distinct item ids" in stderr and "120 rows after its padding row" in stderr
 
 
 # ---------------------------------------------------------------------------- C1 and C4
 
 
 def test_c1_and_c4_from_recboles_record(tmp_path):
-    report = _json(tmp_path, "r", MODEL, "--interactions", LOG)
+    report = _json(tmp_path, "r", MODEL, "--interactions", LOG, "--user-ids", _user_ids(tmp_path))
     c1, c4 = report["conditions"]["C1"], report["conditions"]["C4"]
     assert c1["status"] == "violated" and "Adam" in c1["evidence"]
     assert c1["details"]["sources"] == {"kind": "optimizer state", "weight_decay": "optimizer state",

@@ -48,8 +48,12 @@ def test_recbole_rule_only_for_its_own_inter_file(tmp_path: Path) -> None:
                      r"over the \.inter file it read .*train\.csv is read as a csv log, not a RecBole \.inter file, "
                      r"so the numbering is not reproduced from it\. Pass --item-ids FILE .* or the dataset's \.inter "
                      r"file as --interactions \(--interactions-format recbole", " ".join(output.split()))
-    # The same rows read as RecBole's own file: audited through the rule.
-    assert _check(DATA / "recbole" / "BPR-tiny.pth", "--interactions", inter)[0] == 0
+    # The same rows read as RecBole's own file: audited through the rule (the user rows given,
+    # since this run's random-order split cannot be reproduced; a time-ordered run needs nothing).
+    users = tmp_path / "users.txt"
+    users.write_text("\n".join(json.loads((DATA / "recbole" / "BPR-tiny.tokens.json").read_text())["user_id"][1:]))
+    assert _check(DATA / "recbole" / "BPR-tiny.pth", "--interactions", inter, "--user-ids", users)[0] == 0
+    assert _check(DATA / "recbole" / "BPR-eval.pth", "--interactions", DATA / "recbole" / "eval.inter")[0] == 0
 
 
 def test_a_framework_numbering_is_named_instead_of_an_offset(tmp_path: Path) -> None:

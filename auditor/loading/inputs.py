@@ -21,6 +21,16 @@ from auditor.loading.holdout import heldout_queries
 from auditor.loading.pairs import read_pairs
 from auditor.loading.pickle_globals import globals_warning, replaced_globals
 from auditor.loading.population import population_of
+from auditor.loading.recbole_eval import (
+    RecBoleEvaluation,
+    recbole_evaluation,
+    recbole_population,
+    reproduces_split,
+    served_of,
+    serving_bundle,
+    training_stats,
+)
+from auditor.loading.served import ServedVectors
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
@@ -44,6 +54,15 @@ class AuditInputs:
     replaced_globals: tuple[ReplacedGlobal, ...] | None
     warnings: list[str] = field(default_factory=list)
     not_measured: dict[str, str] = field(default_factory=dict)
+    recbole: RecBoleEvaluation | None = None
+    """RecBole's own evaluation split, reproduced (zero-option RecBole audits)."""
+    served: ServedVectors | None = None
+    """The vectors a RecBole model serves with (None: other formats)."""
+
+    @property
+    def serving_bundle(self) -> ModelBundle:
+        """The bundle retrieval and accuracy serve from: the served vectors in place of the tables."""
+        return serving_bundle(self.bundle, self.served)
 
 
 def load_inputs(
@@ -56,10 +75,15 @@ def load_inputs(
         bundle.log_id_rule.apply(
             bundle, Path(config.interactions), config.interactions_format, config.user_col, config.item_col
         )
+    evaluation = recbole_evaluation(bundle, config) if reproduces_split(bundle, config) else None
     found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
-    inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings))
+    inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings), recbole=evaluation)
     inputs.warnings.extend(globals_warning(found_globals, config.model))
-    inputs.stats = item_statistics(bundle, config, cache or InputCache(), progress, inputs.warnings)
+    inputs.stats = training_stats(evaluation) if evaluation is not None else item_statistics(
+        bundle, config, cache or InputCache(), progress, inputs.warnings
+    )
+    inputs.served = served_of(bundle, evaluation)
+    inputs.warnings.extend(inputs.served.warnings if inputs.served is not None else [])
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
     inputs.population = _population(inputs, config, progress)
@@ -92,7 +116,9 @@ def _population(inputs: AuditInputs, config: AuditConfig, progress: Progress) ->
             f"{setting('queries')} PATH"
         )
         return None
-    return population_of(bundle, config, progress)
+    if inputs.recbole is not None:  # RecBole's training part and test masking
+        return recbole_population(inputs.serving_bundle, config, inputs.recbole, progress)
+    return population_of(inputs.serving_bundle, config, progress)
 
 
 def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> HeldOutQueries | None:

@@ -54,7 +54,8 @@ def route() -> str:
     return (
         f"pass the held-out (test) interactions as {setting('holdout')} FILE and the training part as "
         f"{setting('interactions')}, with {setting('item_ids')} and {setting('user_ids')} FILE holding the raw id "
-        "of each table row (RecBole's dataset.field2id_token without its first entry '[PAD]')"
+        "of each table row (RecBole's dataset.field2id_token without its first entry '[PAD]'); with the id files "
+        "and no holdout, the whole file is audited as the training log, without held-out accuracy"
     )
 
 

@@ -15,6 +15,7 @@ from auditor.report.content import RATIO_HEADER, format_measure
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
 from auditor.report.population import population_rows
+from auditor.report.served import served_brief
 from auditor.result import AuditResult
 
 
@@ -23,6 +24,7 @@ def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
     blocks: list[Block] = [headline, Paragraph(_inputs_line(result), "note")]
     if result.frequency_norm is not None:
         blocks += [_frequency_norm(result), _deciles(result)]
+    blocks += served_brief(result)
     if result.retrieval is not None:
         blocks += _retrieval(result)
     if result.accuracy is not None:
@@ -54,6 +56,8 @@ def _inputs_line(result: AuditResult) -> str:
         line += f"; counts {result.settings['frequencies']}: {fmt_num(i.n_interactions)} interactions"
     elif i.n_interactions is not None:
         line += f"; frequencies recorded in the checkpoint ({fmt_num(i.n_interactions)} interactions)"
+    if i.split:
+        line += f". Split: {i.split}"
     return line
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from auditor import __version__
 from auditor.report import accuracy as accuracy_view
 from auditor.report import content as c
+from auditor.report import served as served_view
 from auditor.report.audit_brief import audit_brief
 from auditor.report.document import Block, Bullets, Document, Figure, Group, Heading, Headline, Paragraph, Section
 from auditor.report.figures import audit_figures
@@ -92,11 +93,19 @@ def frequency_norm_section(result: AuditResult, figures: Sequence[Figure]) -> Se
     if fn is None:
         return Section("frequency-norm", title, (_not_measured(result, "frequency_norm"),))
     blocks: list[Block] = [c.frequency_norm_table(fn), *_figures(figures, "frequency_norm")]
+    if (note := served_view.stored_note(result)) is not None:
+        blocks.insert(0, note)
     if not _figures(audit_figures(result), "frequency_norm"):  # what the result holds, not what is shown
         blocks.append(Paragraph(NO_PLOT_DATA, "note"))
     if fn.deciles:
         blocks += [Heading("Norm by popularity decile"), c.deciles_table(fn)]
     return Section("frequency-norm", title, tuple(blocks))
+
+
+def served_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
+    """What the model serves with (RecBole checkpoints), and the served vectors' statistics."""
+    blocks = served_view.served_blocks(result)
+    return Section("served", served_view.TITLE, tuple(blocks)) if blocks else None
 
 
 def retrieval_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
@@ -179,6 +188,7 @@ SECTIONS: tuple[Callable[[AuditResult, Sequence[Figure]], Section | None], ...] 
     verdict_section,
     warnings_section,
     frequency_norm_section,
+    served_section,
     retrieval_section,
     accuracy_section,
     conditions_section,

@@ -298,6 +298,7 @@ def inputs_table(inputs: Inputs) -> Table:
         "item_id_mapping": "item id → row",
         "user_id_mapping": "user id → row",
         "row_ids_assumed": "item rows assumed to be ids",
+        "split": "training log and holdout",
     }
     values = {f.name: getattr(inputs, f.name) for f in fields(inputs)}
     rows = tuple(

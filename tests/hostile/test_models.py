@@ -185,7 +185,10 @@ def _recbole_like(settings: dict[str, Any], evil: bool = False, log_rows: int = 
 
         marker = _marker(d)
         final = {"model": "BPR", "learner": "sgd", "learning_rate": 0.05, "USER_ID_FIELD": "user_id",
-                 "ITEM_ID_FIELD": "item_id", "load_col": {"inter": ["user_id", "item_id"]}, **settings}
+                 "ITEM_ID_FIELD": "item_id", "TIME_FIELD": "timestamp",
+                 "load_col": {"inter": ["user_id", "item_id", "timestamp"]},
+                 "eval_args": {"split": {"RS": [0.8, 0.1, 0.1]}, "order": "TO", "group_by": "user", "mode": "full"},
+                 **settings}  # fmt: skip
         config = _RecBoleConfig()
         config.__dict__.update(final_config_dict=final, model="BPR", marker=str(marker))
         if evil:
@@ -208,8 +211,8 @@ def _recbole_like(settings: dict[str, Any], evil: bool = False, log_rows: int = 
                 del sys.modules[name]
             _RecBoleConfig.__module__, _RecBoleConfig.__qualname__ = saved
         items = [f"i{k}" for k in (3, 1, 4, 1, 5, 9, 2, 6, 8, 3)][:log_rows]  # 8 distinct items, 3 users
-        rows = "".join(f"u{n % 3}\t{item}\n" for n, item in enumerate(items))
-        write(d, "x.inter", "user_id:token\titem_id:token\n" + rows)
+        rows = "".join(f"u{n % 3}\t{item}\t{n}\n" for n, item in enumerate(items))
+        write(d, "x.inter", "user_id:token\titem_id:token\ttimestamp:float\n" + rows)
         return Built(check_args("BPR.pth", "--json", "r.json", interactions="x.inter"), outputs=["r.json"],
                      markers=[marker], check=_recbole_ok if log_rows == 10 and not settings else None)
 

@@ -1,0 +1,175 @@
+"""RecBole's own evaluation wired into the load stage: ``check MODEL.pth --interactions
+DATASET.inter`` with nothing else audits what RecBole evaluated and what the model serves.
+
+When the model is a RecBole checkpoint, the log is the ``.inter`` file it read, and no
+holdout or id file is given, the split the checkpoint's settings record (``eval_args``)
+is reproduced (:mod:`auditor.loading.recbole_split`, refused naming the setting when it
+cannot be): the training part becomes the training log (item counts, each user's
+training items, the queried users), the test part the holdout, and each queried user's
+exclusions what RecBole's full-sort test masks (training and validation items, minus the
+user's own test items). An explicit ``holdout`` (or id file) is the user's choice and
+keeps the ordinary route: the whole ``.inter`` is then the training log.
+
+Whichever route, a RecBole model is audited with the vectors it serves
+(:mod:`auditor.loading.served`): propagated or cached for the LightGCN family, SimpleX's
+aggregated users, the stored tables otherwise (with a warning when the model scores
+with something else).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from auditor.config import AuditConfig
+from auditor.errors import IdMappingError, setting
+from auditor.loading.holdout import build_csr
+from auditor.loading.logs import open_log
+from auditor.loading.population import load_population
+from auditor.loading.recbole_split import RecBoleSplit, recbole_split
+from auditor.loading.served import ServedVectors, read_cache, served_vectors
+from auditor.model import InteractionPairs, ItemStats, ModelBundle, QueryPopulation
+from auditor.progress import SILENT, Progress
+from auditor.values import RowLookup
+
+
+@dataclass(frozen=True)
+class RecBoleEvaluation:
+    """RecBole's split of the ``.inter`` file, reproduced for one audit."""
+
+    split: RecBoleSplit
+
+    @property
+    def description(self) -> str:
+        """The report's ``inputs.split``: where the split came from, in words."""
+        return (
+            f"{self.split.description}; reproduced from the checkpoint's eval_args: the training part is the "
+            "training log, the test part the holdout, and training and validation items are masked as RecBole's "
+            "full-sort test masks them"
+        )
+
+
+def reproduces_split(bundle: ModelBundle, config: AuditConfig) -> bool:
+    """True when the audit takes RecBole's own split: a RecBole checkpoint, its ``.inter``
+    file as the log, and no holdout, id file or counts file given (the user's choice wins)."""
+    if bundle.format != "recbole" or bundle.config is None or config.interactions is None:
+        return False
+    if config.holdout is not None or config.item_ids is not None or config.user_ids is not None or config.frequencies:
+        return False
+    spec = config.training_log
+    return spec is not None and open_log(spec).format == "recbole"
+
+
+def recbole_evaluation(bundle: ModelBundle, config: AuditConfig) -> RecBoleEvaluation:
+    """Reproduce the split and set ``bundle``'s ids, training pairs and held-out pairs from it.
+
+    EvaluationSplitError when the recorded settings make the split unreproducible;
+    IdMappingError when the file holds other ids than the checkpoint's tables."""
+    assert bundle.config is not None and config.interactions is not None
+    inter = Path(config.interactions)
+    split = recbole_split(bundle.config, inter)
+    _check_rows(bundle, split, "item", split.n_items, bundle.n_items)
+    if bundle.user_table is not None:
+        _check_rows(bundle, split, "user", split.n_users, int(bundle.user_table.shape[0]))
+    rule = f"RecBole's own rule (Dataset._remap) over {inter}, as its evaluation split read it; row 0 ([PAD]) dropped"
+    bundle.item_ids, bundle.item_ids_source = split.item_ids, rule.replace("rule", "rule for item ids", 1)
+    bundle.user_ids, bundle.user_ids_source = split.user_ids, rule.replace("rule", "rule for user ids", 1)
+    bundle.log_id_rule = None
+    bundle.train_pairs = InteractionPairs(split.train.users, split.train.items, split.user_ids, source=inter)
+    bundle.holdout_pairs = InteractionPairs(split.test.users, split.test.items, split.user_ids, source=inter)
+    return RecBoleEvaluation(split)
+
+
+def _check_rows(bundle: ModelBundle, split: RecBoleSplit, what: str, found: int, rows: int) -> None:
+    if found == rows:
+        return
+    raise IdMappingError(
+        f"{split.source} holds {found:,} distinct {what} ids (rows with both ids), but the {what} table of RecBole "
+        f"checkpoint {bundle.source} has {rows:,} rows after its padding row: RecBole read another file. Pass the "
+        f".inter file RecBole read, or the held-out interactions as {setting('holdout')} FILE with "
+        f"{setting('item_ids')} and {setting('user_ids')} FILE"
+    )
+
+
+def training_stats(evaluation: RecBoleEvaluation) -> ItemStats:
+    """Item statistics of the training part (the training log RecBole trained on)."""
+    train = evaluation.split.train
+    n_items = evaluation.split.n_items
+    pairs = np.unique(train.users * n_items + train.items) if len(train) else np.empty(0, np.int64)
+    user_counts = np.bincount(pairs % n_items, minlength=n_items).astype(np.int64) if pairs.size else (
+        np.zeros(n_items, dtype=np.int64))
+    return ItemStats(
+        frequencies=evaluation.split.train_counts(), n_interactions=len(train), user_counts=user_counts,
+        n_users=int(np.unique(train.users).size), source=evaluation.split.source,
+    )
+
+
+def recbole_population(
+    bundle: ModelBundle, config: AuditConfig, evaluation: RecBoleEvaluation, progress: Progress = SILENT
+) -> QueryPopulation:
+    """The users of the training part (``bundle.train_pairs``), each with RecBole's test masking."""
+    population = load_population(
+        bundle, queries=config.queries, log=None, mapping=config.item_rows(bundle), row_ids=config.row_ids,
+        max_queries=config.max_queries, seed=config.seed, keep_seen=config.keep_seen, progress=progress,
+    )
+    where = f"the training part of RecBole's split of {evaluation.split.source}"
+    described = population.description.replace(f"the training pairs recorded in {bundle.source}", where)
+    if not config.keep_seen:
+        described += "; each without their training and validation items, as RecBole's full-sort test masks them"
+    population = replace(population, description=described)
+    return masked_population(population, evaluation)
+
+
+def masked_population(population: QueryPopulation, evaluation: RecBoleEvaluation) -> QueryPopulation:
+    """``population`` with each query's exclusions set to what RecBole's full-sort test
+    masks: the user's training and validation items, less the user's own test items (an
+    item trained on and held out again stays rankable)."""
+    if population.raw_ids is None:
+        return population
+    split = evaluation.split
+    rows = RowLookup(split.user_ids)(pa.array(population.raw_ids))
+    position = np.full(split.n_users, -1, dtype=np.int64)
+    position[rows[rows >= 0]] = np.flatnonzero(rows >= 0)
+    seen_users = np.concatenate([split.train.users, split.valid.users])
+    seen_items = np.concatenate([split.train.items, split.valid.items])
+    at = position[seen_users]
+    keep = at >= 0
+    at, seen_items = at[keep], seen_items[keep]
+    test_at = position[split.test.users]
+    tested = test_at >= 0
+    test_keys = np.unique(test_at[tested] * split.n_items + split.test.items[tested])
+    rankable = np.isin(at * split.n_items + seen_items, test_keys)
+    indptr, items = build_csr(at[~rankable], seen_items[~rankable], population.n_queries)
+    return replace(
+        population, seen_indptr=indptr, seen_rows=items,
+        seen_source=f"{split.source} (RecBole's training and validation parts, as its full-sort test masks them)",
+    )
+
+
+def served_of(bundle: ModelBundle, evaluation: RecBoleEvaluation | None) -> ServedVectors | None:
+    """The vectors a RecBole ``bundle`` serves (None for other formats): propagated and
+    aggregated over the training part when the split was reproduced, else from the cache."""
+    if bundle.format != "recbole":
+        return None
+    train = None if evaluation is None else (evaluation.split.train.users, evaluation.split.train.items)
+    served = served_vectors(bundle, train, read_cache(bundle.source))
+    if served.scoring == "cosine":
+        served.warnings.append(
+            f"{served.serving.model} scores by cosine: its own lists are the 'cosine' scoring; the 'dot' figures (and "
+            "the verdict's skew, dot against cosine) describe serving the same vectors by dot product instead"
+        )
+    return served
+
+
+def serving_bundle(bundle: ModelBundle, served: ServedVectors | None) -> ModelBundle:
+    """The bundle retrieval and accuracy serve from: the served vectors in place of the tables."""
+    if served is None or served.source == "tables":
+        return bundle
+    return replace(bundle, item_table=served.items, user_table=served.users)
+
+
+__all__ = ["RecBoleEvaluation", "masked_population", "recbole_evaluation", "recbole_population", "reproduces_split", "served_of",
+           "serving_bundle", "training_stats"]

@@ -1,0 +1,93 @@
+"""What the model serves with, as every report states it (the result's ``served``).
+
+A RecBole graph model trains its stored item table but serves propagated vectors (or the
+checkpoint's cache of them), and SimpleX scores aggregated users by cosine: retrieval,
+accuracy and the verdict are measured on what is served. The frequency–norm statistics
+are reported twice, labelled: the stored item table (the training mechanism: how norms
+grow with training frequency) and the served item vectors (what dot serving sees).
+"""
+
+from __future__ import annotations
+
+from auditor.report.document import Block, KeyValues, Paragraph, Table
+from auditor.report.formatting import fmt_num
+from auditor.result import AuditResult, FrequencyNorm, Served
+
+TITLE = "Served vectors"
+STORED = "stored item table (the training mechanism)"
+SERVED = "served item vectors (what dot serving sees)"
+SOURCES = {
+    "tables": "the stored tables",
+    "cache": "the checkpoint's cache (restore_user_e/restore_item_e)",
+    "propagated": "propagated by popaudit from the stored tables",
+    "simplex": "SimpleX's aggregated user vectors, the stored item table",
+}
+
+
+def served_rows(served: Served) -> tuple[tuple[str, str], ...]:
+    """What was served and how it was compared, in words."""
+    used = "yes" if served.as_served else "no: the stored tables stand in (see the warnings)"
+    return (
+        ("model", served.model or "n/a"),
+        ("vectors used", SOURCES.get(served.source, served.source)),
+        ("how they were obtained", served.description),
+        ("the model's own scoring", served.scoring),
+        ("the vectors the model serves", used),
+    )
+
+
+def stored_note(result: AuditResult) -> Paragraph | None:
+    """Under the frequency–norm section: which table its statistics are of."""
+    served = result.served
+    if served is None or served.frequency_norm is None:
+        return None
+    return Paragraph(
+        f"These are the statistics of the {STORED}; the model serves other vectors, whose statistics are in "
+        f"'{TITLE}'.", "note",
+    )  # fmt: skip
+
+
+def comparison_table(stored: FrequencyNorm, served: FrequencyNorm) -> Table:
+    """The frequency–norm statistics of the stored table and of the served vectors, side by side."""
+
+    def rows(fn: FrequencyNorm) -> tuple[str, ...]:
+        lo, hi = fn.spearman_ci
+        return (fmt_num(fn.spearman), f"{fmt_num(lo)} to {fmt_num(hi)}", fmt_num(fn.pearson_log),
+                fmt_num(fn.kendall), fmt_num(fn.loglog_slope), fmt_num(fn.warm_norm_median))  # fmt: skip
+
+    names = ("Spearman ρ", "Spearman ρ, 95% CI", "Pearson r on log(1 + frequency)", "Kendall τ",
+             "log–log slope (norm on frequency)", "median norm, items seen in training")  # fmt: skip
+    table = tuple(zip(names, rows(stored), rows(served)))
+    return Table(("statistic", STORED, SERVED), table, (False, True, True))
+
+
+def served_blocks(result: AuditResult) -> list[Block]:
+    """The served-vectors section's blocks (empty when the result has no ``served``)."""
+    served = result.served
+    if served is None:
+        return []
+    blocks: list[Block] = [KeyValues(served_rows(served))]
+    if served.frequency_norm is not None and result.frequency_norm is not None:
+        blocks.append(comparison_table(result.frequency_norm, served.frequency_norm))
+    elif served.source == "simplex":
+        blocks.append(Paragraph(
+            "The served item vectors are the stored item table: its frequency–norm statistics are both. The model "
+            "scores by cosine, so norms do not enter its own lists (the 'cosine' scoring); 'dot' shows what serving "
+            "the same vectors by dot product would do.", "note",
+        ))  # fmt: skip
+    return blocks
+
+
+def served_brief(result: AuditResult) -> list[Block]:
+    """The terminal's lines: what was served and, when they differ, the served vectors' ρ."""
+    served = result.served
+    if served is None or (served.source == "tables" and served.as_served):
+        return []
+    rows = [("vectors used", SOURCES.get(served.source, served.source)), ("model's own scoring", served.scoring)]
+    fn = served.frequency_norm
+    if fn is not None:
+        lo, hi = fn.spearman_ci
+        rows += [(f"Spearman ρ, {SERVED}", f"{fmt_num(fn.spearman)} [{fmt_num(lo)}, {fmt_num(hi)}]"),
+                 ("log–log slope, served", fmt_num(fn.loglog_slope))]  # fmt: skip
+    note = f"; the correlation above is the {STORED}" if fn is not None else ""
+    return [KeyValues(tuple(rows), f"{TITLE} ({served.model}){note}")]
