@@ -74,6 +74,7 @@ def run_audit(
         warnings=warnings,
         not_measured=not_measured,
         replaced_globals=inputs.replaced_globals,
+        training=inputs.training,
         plot_data=PlotData(
             norms=norms,
             frequencies=None if stats is None else stats.frequencies,
@@ -155,6 +156,7 @@ def _assess_conditions(
     return assess_conditions(
         inputs.bundle, inputs.stats, inputs.probe_pairs, config.declared, pm=pm, seed=config.seed,
         run_probes=config.probes, progress=progress, row_ids=config.row_ids, frequency_norm=frequency_norm,
+        training=inputs.training,
     )
 
 

@@ -17,11 +17,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pluggy
 
-from auditor.conditions.c1_sgd import assess_c1
+from auditor.conditions.c1_sgd import assess_c1, with_trace_angles
 from auditor.conditions.c2_c3_encoder import assess_c2, assess_c3, static_c2_c3
-from auditor.conditions.c4_loss import assess_c4, classify_loss
+from auditor.conditions.c4_loss import assess_c4, classify_loss, with_trace_angles_c4
 from auditor.conditions.c5_growth import assess_c5
-from auditor.conditions.facts import config_value, merge_optimizer_facts, read_config, read_optimizer_state
+from auditor.conditions.facts import (
+    config_value,
+    merge_optimizer_facts,
+    read_config,
+    read_optimizer_state,
+    read_trace_facts,
+    with_trace,
+)
 from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
@@ -31,6 +38,7 @@ from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
 from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, Condition, FrequencyNorm
+from auditor.trace_section import TrainingSection
 
 __all__ = ["ConditionsOutcome", "assess_conditions", "classify_loss", "config_value"]
 
@@ -64,18 +72,22 @@ def assess_conditions(
     progress: Progress = SILENT,
     row_ids: RowIdPolicy = RowIdPolicy(),
     frequency_norm: FrequencyNorm | None = None,
+    training: TrainingSection | None = None,
 ) -> ConditionsOutcome:
     """Verdicts for C1-C5 with evidence, and the probes when a live encoder exists.
 
     The probes run on a float64 deep copy of the live model (``bundle.live`` or one a
     plugin builds); the user's model and files are never touched. Plugin evidence
-    (``popaudit_condition_evidence``) overrides the inferred verdicts.
+    (``popaudit_condition_evidence``) overrides the inferred verdicts. A training trace
+    (``training``, of this model) adds its optimizer name, learning rate and measured
+    update angles to C1, C4 and C5 (:func:`~auditor.conditions.facts.read_trace_facts`).
     """
     warnings: list[str] = []
     config = read_config(bundle.config)
     state = read_optimizer_state(bundle, warnings)
-    optimizer = merge_optimizer_facts(state, config, declared, warnings)
-    c1 = assess_c1(state, optimizer)
+    trace = read_trace_facts(training)
+    optimizer = with_trace(merge_optimizer_facts(state, config, declared, warnings), trace)
+    c1 = with_trace_angles(assess_c1(state, optimizer), trace)
     live = bundle.live
     if live is None and pm is not None:
         live = call_hook(pm, "popaudit_live_model", bundle=bundle)
@@ -107,7 +119,9 @@ def assess_conditions(
         C3: assess_c3(static_c3, probe),
         C4: assess_c4(config, declared, live, probe, warnings),
     }
-    conditions[C5] = assess_c5(bundle, stats, config.epochs, optimizer.lr, probe, conditions, frequency_norm)
+    conditions[C4] = with_trace_angles_c4(conditions[C4], trace, conditions, warnings)
+    conditions[C5] = assess_c5(bundle, stats, config.epochs or trace.epochs, optimizer.lr, probe, conditions,
+                               frequency_norm, trace)
     if pm is not None:
         _apply_plugin_evidence(pm, bundle, conditions, warnings)
     return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)

@@ -22,10 +22,12 @@ from auditor.loading.pairs import read_pairs
 from auditor.loading.pickle_globals import globals_warning, replaced_globals
 from auditor.loading.population import population_of
 from auditor.loading.statistics import InputCache, item_statistics
+from auditor.loading.trace_input import load_training
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
 from auditor.plugins import call_hook
 from auditor.progress import SILENT, Progress
+from auditor.trace_section import TrainingSection
 
 PROBE_PAIRS = 200_000
 """Probes need a few real batches, not the whole log."""
@@ -44,6 +46,8 @@ class AuditInputs:
     replaced_globals: tuple[ReplacedGlobal, ...] | None
     warnings: list[str] = field(default_factory=list)
     not_measured: dict[str, str] = field(default_factory=dict)
+    training: TrainingSection | None = None
+    """What the training trace showed (``trace``; None without one)."""
 
 
 def load_inputs(
@@ -59,6 +63,8 @@ def load_inputs(
     found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
     inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings))
     inputs.warnings.extend(globals_warning(found_globals, config.model))
+    if config.trace is not None:  # before the heavy reads: a bad trace fails fast
+        inputs.training = load_training(config.trace, bundle, inputs.warnings)
     inputs.stats = item_statistics(bundle, config, cache or InputCache(), progress, inputs.warnings)
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"

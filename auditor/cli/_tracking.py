@@ -1,0 +1,50 @@
+"""``check --mlflow``: the audit logged to an MLflow run, a thin layer over
+:func:`auditor.tracking.log_audit` (the run, the metric names and the artifacts are its)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from auditor.cli._common import stderr
+
+if TYPE_CHECKING:
+    from auditor.result import AuditResult
+
+REPORT_FORMATS = {"html": "report.html", "json": "report.json"}
+"""The reports logged as artifacts (``popaudit/report.html``, ``popaudit/report.json``)."""
+
+
+def require_mlflow() -> None:
+    """Before any work: MLflow must be importable (else the error names the extra)."""
+    from auditor.tracking import mlflow_module
+
+    mlflow_module()
+
+
+def log_to_mlflow(result: AuditResult, reports: Mapping[str, str | bytes], *, quiet: bool) -> str:
+    """Log ``result`` with its rendered ``reports`` (format -> content) to the active MLflow
+    run or a new one under ``MLFLOW_TRACKING_URI`` (default ``./mlruns``); returns the run id."""
+    from auditor.tracking import log_audit
+
+    with tempfile.TemporaryDirectory(prefix="popaudit-reports-") as tmp:
+        paths: dict[str, Path] = {}
+        for fmt, content in reports.items():
+            path = Path(tmp) / REPORT_FORMATS[fmt]
+            path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+            paths[fmt] = path
+        run_id = log_audit(result, reports=paths)
+    if not quiet:
+        stderr.print(f"Logged the audit to MLflow run {run_id} ({_where()})", markup=False, highlight=False,
+                     soft_wrap=True)
+    return run_id
+
+
+def _where() -> str:
+    import mlflow
+
+    from auditor.tracking import tracking_uri
+
+    return mlflow.get_tracking_uri() if mlflow.active_run() is not None else tracking_uri()
