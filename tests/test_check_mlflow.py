@@ -84,3 +84,12 @@ def test_without_mlflow_the_error_names_the_extra(tmp_path: Path, monkeypatch: p
     assert done.exit_code == 1
     assert "Error: MLflow is not installed: pip install 'popaudit[mlflow]'" in done.output
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no report, no ./mlruns
+
+
+def test_a_store_mlflow_cannot_use_is_an_error_after_the_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "nosuchscheme://tracking.invalid")
+    done = CliRunner().invoke(cli, ["check", *_inputs(tmp_path), "--mlflow", "--json", str(tmp_path / "r.json")])
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert "Error: cannot log the audit to MLflow (nosuchscheme://tracking.invalid): " in done.output
+    assert json.loads((tmp_path / "r.json").read_text())["frequency_norm"]["spearman"] == 1.0  # written before

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.cli._common import stderr
+from auditor.errors import AuditError
 
 if TYPE_CHECKING:
     from auditor.result import AuditResult
@@ -26,7 +27,11 @@ def require_mlflow() -> None:
 
 def log_to_mlflow(result: AuditResult, reports: Mapping[str, str | bytes], *, quiet: bool) -> str:
     """Log ``result`` with its rendered ``reports`` (format -> content) to the active MLflow
-    run or a new one under ``MLFLOW_TRACKING_URI`` (default ``./mlruns``); returns the run id."""
+    run or a new one under ``MLFLOW_TRACKING_URI`` (default ``./mlruns``); returns the run id.
+    A store MLflow cannot reach or write is an :class:`~auditor.errors.AuditError` (exit 1)
+    saying so; the report files were written before."""
+    import mlflow
+
     from auditor.tracking import log_audit
 
     with tempfile.TemporaryDirectory(prefix="popaudit-reports-") as tmp:
@@ -35,7 +40,11 @@ def log_to_mlflow(result: AuditResult, reports: Mapping[str, str | bytes], *, qu
             path = Path(tmp) / REPORT_FORMATS[fmt]
             path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
             paths[fmt] = path
-        run_id = log_audit(result, reports=paths)
+        try:
+            run_id = log_audit(result, reports=paths)
+        except (mlflow.exceptions.MlflowException, OSError) as exc:
+            message = getattr(exc, "message", None) or getattr(exc, "strerror", None) or str(exc)
+            raise AuditError(f"cannot log the audit to MLflow ({_where()}): {str(message).splitlines()[0]}") from None
     if not quiet:
         stderr.print(f"Logged the audit to MLflow run {run_id} ({_where()})", markup=False, highlight=False,
                      soft_wrap=True)

@@ -77,7 +77,8 @@ def summary_table(training: TrainingSection, audited_rho: float | None) -> Table
             ("within 90° ± 1° (pooled)", f"{fmt_pct(angles.share_90_1)} ({verdict}; orthogonal at ≥ "
                                          f"{fmt_pct(ORTHOGONAL_SHARE)})"),
             ("within 90° ± 10° (pooled)", fmt_pct(angles.share_90_10)),
-            ("growth per update c/s² (median)", fmt_num(angles.growth_per_update)),
+            ("growth per update c/s² (median)",
+             "n/a" if angles.growth_per_update is None else f"{angles.growth_per_update:.3g}"),
         ]
     return Table(("", "value"), tuple(rows), (False, False), wrap=(1,))
 
