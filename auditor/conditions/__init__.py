@@ -22,6 +22,8 @@ from auditor.conditions.c2_c3_encoder import assess_c2, assess_c3, static_c2_c3
 from auditor.conditions.c4_loss import assess_c4, classify_loss, with_trace_angles_c4
 from auditor.conditions.c5_growth import assess_c5
 from auditor.conditions.facts import (
+    Fact,
+    RecordedConfig,
     config_value,
     merge_optimizer_facts,
     read_config,
@@ -32,7 +34,7 @@ from auditor.conditions.facts import (
 from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
-from auditor.model import InteractionPairs, ItemStats, ModelBundle
+from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
 from auditor.plugins import call_hook, collect_condition_evidence
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
@@ -91,27 +93,8 @@ def assess_conditions(
     live = bundle.live
     if live is None and pm is not None:
         live = call_hook(pm, "popaudit_live_model", bundle=bundle)
-    probe: ProbeOutcome | None = None
-    not_run: ProbesNotRun | None = None
-    if not run_probes:
-        not_run = ProbesNotRun("disabled")
-    elif live is None:
-        not_run = ProbesNotRun("no live model")
-    else:
-        batch_size = config.batch_size.value if config.batch_size else None
-        try:
-            probe = run_all_probes(
-                live, bundle, pairs, seed=seed, batch_size=batch_size or 256,
-                fallback_lr=optimizer.lr.value if optimizer.lr else None, progress=progress, row_ids=row_ids,
-            )
-        except ProbeError as exc:
-            not_run = ProbesNotRun("failed", str(exc))
-            warnings.append(not_run.describe())
-        else:
-            warnings.extend(
-                f"probe {key} could not run: {failure.message}"
-                for key, failure in probe.errors.items() if not failure.skipped
-            )
+    probe, not_run = _probes(live, bundle, pairs, config, optimizer.lr, run_probes, warnings,
+                             seed=seed, progress=progress, row_ids=row_ids)
     static_c2, static_c3 = static_c2_c3(bundle, config)
     conditions = {
         C1: c1,
@@ -125,6 +108,36 @@ def assess_conditions(
     if pm is not None:
         _apply_plugin_evidence(pm, bundle, conditions, warnings)
     return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)
+
+
+def _probes(
+    live: LiveModel | None, bundle: ModelBundle, pairs: InteractionPairs | None, config: RecordedConfig,
+    lr: Fact[float] | None, run_probes: bool, warnings: list[str], *, seed: int, progress: Progress,
+    row_ids: RowIdPolicy,
+) -> tuple[ProbeOutcome | None, ProbesNotRun | None]:
+    """The numeric probes on the live model, or why none ran (a failure is also a warning)."""
+    probe: ProbeOutcome | None = None
+    not_run: ProbesNotRun | None = None
+    if not run_probes:
+        not_run = ProbesNotRun("disabled")
+    elif live is None:
+        not_run = ProbesNotRun("no live model")
+    else:
+        batch_size = config.batch_size.value if config.batch_size else None
+        try:
+            probe = run_all_probes(
+                live, bundle, pairs, seed=seed, batch_size=batch_size or 256,
+                fallback_lr=lr.value if lr else None, progress=progress, row_ids=row_ids,
+            )
+        except ProbeError as exc:
+            not_run = ProbesNotRun("failed", str(exc))
+            warnings.append(not_run.describe())
+        else:
+            warnings.extend(
+                f"probe {key} could not run: {failure.message}"
+                for key, failure in probe.errors.items() if not failure.skipped
+            )
+    return probe, not_run
 
 
 def _apply_plugin_evidence(

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from auditor.report.document import Block, Bullets, Figure, Heading, KeyValues, Paragraph
-from auditor.report.formatting import Table, fmt_num, fmt_pct
+from auditor.report.formatting import MISSING, Table, fmt_num, fmt_pct
 from auditor.trace_section import ORTHOGONAL_SHARE, TrainingSection
 
 TITLE = "While it trained"
@@ -78,7 +78,7 @@ def summary_table(training: TrainingSection, audited_rho: float | None) -> Table
                                          f"{fmt_pct(ORTHOGONAL_SHARE)})"),
             ("within 90° ± 10° (pooled)", fmt_pct(angles.share_90_10)),
             ("growth per update c/s² (median)",
-             "n/a" if angles.growth_per_update is None else f"{angles.growth_per_update:.3g}"),
+             MISSING if angles.growth_per_update is None else f"{angles.growth_per_update:.3g}"),
         ]
     return Table(("", "value"), tuple(rows), (False, False), wrap=(1,))
 
