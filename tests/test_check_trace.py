@@ -142,3 +142,47 @@ def test_the_recbole_adapters_trace_renders_with_its_checkpoint(tmp_path: Path) 
     assert c4["status"] == "violated" and "recorded model 'BPR'" in c4["evidence"]
     assert "5.6% within 90° ± 1°" in c4["evidence"] and "(source: trace)" in c4["evidence"]
     assert "## While it trained" in out.read_text() and (tmp_path / "r_files" / "training.png").exists()
+
+
+def hand_trace(path: Path, n_items: int, optimizer: str | None, share: float, lr: float | None) -> None:
+    """A trace written record by record with the monitor's own schema: two step records."""
+    from auditor.monitor.schema import TraceEnd, TraceHeader, TraceRecord
+
+    header = TraceHeader(source="pytorch", n_items=n_items, dim=4, counts="running", interval=5, k=10,
+                         head_percent=1.0, queries="items", n_queries=n_items, max_exact_items=200_000,
+                         sample_items=100_000, optimizer=optimizer)
+    records = [TraceRecord(
+        kind="step", step=step, epoch=1, elapsed_s=0.1, wall_time=1.0e9, spearman=0.2, spearman_n=n_items,
+        spearman_method="exact", spearman_ci=None, loglog_slope=0.1, mean_norm=1.0, n_nonfinite=0, n_counted=100,
+        angle_n=n, angle_share_90_1=share, angle_share_90_10=1.0, angle_median=90.0, growth_per_update=None,
+        head_share_dot=0.1, head_share_cosine=0.1, head_share_ratio=1.0, lr=lr, loss=1.0,
+    ).to_json() for step, n in ((5, 30), (10, 10))]
+    lines = [header.to_json(), *records, TraceEnd(step=10, epoch=1, reason="completed").to_json()]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_the_traces_optimizer_and_tilted_angles(tmp_path: Path) -> None:
+    """An optimizer the file does not record comes from the trace; tilted angles settle
+    nothing alone, and with C1-C3 known to hold they make the loss the cause."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "items.npy", rng.normal(size=(20, 4)).astype(np.float32))
+    (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{i + 1}\n" for i in range(20)))
+    args = [str(tmp_path / "items.npy"), "--frequencies", str(tmp_path / "counts.csv"), "--bootstrap", "0",
+            "--no-probes", "--format", "json", "--trace", str(tmp_path / "t.jsonl")]
+
+    hand_trace(tmp_path / "t.jsonl", 20, "Adam", 0.3, 0.01)
+    c = json.loads(check(*args).stdout)["conditions"]
+    assert c["C1"]["status"] == "violated"
+    assert c["C1"]["evidence"].startswith("trace (header.optimizer): Adam rescales each coordinate")
+    # pooled over the records by their angle counts: (30 x 0.3 + 10 x 0.3) / 40
+    assert "40 update angles over steps 5–10: 30.0% within 90° ± 1°" in c["C1"]["evidence"]
+    assert c["C4"]["status"] == "unknown" and "not orthogonal" not in c["C4"]["evidence"]
+
+    hand_trace(tmp_path / "t.jsonl", 20, "SGD", 0.3, 0.5)  # plain SGD declared: the loss must be the cause
+    c = json.loads(check(*args, "--momentum", "0", "--weight-decay", "0").stdout)["conditions"]
+    assert c["C1"]["status"] == "holds" and c["C1"]["details"]["lr"] == 0.5
+    assert c["C4"]["status"] == "violated" and "not orthogonal although C1–C3 hold" in c["C4"]["evidence"]
+
+    hand_trace(tmp_path / "t.jsonl", 20, "SGD", 0.7, 0.5)  # neither clearly orthogonal nor tilted
+    c = json.loads(check(*args, "--momentum", "0", "--weight-decay", "0").stdout)["conditions"]
+    assert c["C4"]["status"] == "unknown" and c["C4"]["details"]["trace_angles"]["orthogonal"] is None
