@@ -86,6 +86,8 @@ def _used(d: Path, outcome: Outcome) -> None:
     assert report["conditions"]["C1"]["status"] == "holds" and "source: trace" in report["conditions"]["C1"]["evidence"]
 
 
+NO_ITEMS = GOOD.replace('"n_items": 10, ', "", 1)
+NOT_A_RECORD = GOOD.replace("\n", "\n[1, 2, 3]\n", 1)
 NEWER = GOOD.replace('"version": 1', '"version": 99', 1)
 BAD_TYPE = GOOD.replace('"step": 4,', '"step": "four",', 1)
 
@@ -109,6 +111,10 @@ CASES = [
          r"trace\.jsonl: line 2 is not valid JSON \(UTF-8\)"),
     Case("trace-field-of-wrong-type", _trace(BAD_TYPE), EXIT_ERROR,
          r"trace\.jsonl: line 3: 'step' is not of the documented type \(int\)", absent="four"),
+    Case("trace-header-lacks-a-key", _trace(NO_ITEMS), EXIT_ERROR,
+         r"trace\.jsonl: line 1: the header record lacks 'n_items'"),
+    Case("trace-line-not-a-record", _trace(NOT_A_RECORD), EXIT_ERROR,
+         r"trace\.jsonl: line 2 is not a trace record \(no \"record\" key\)"),
     Case("trace-cut-mid-write", _trace("\n".join(trace_lines()[:3]) + "\n" + trace_lines()[3][:15], "--json", "r.json",
                                        outputs=("r.json",), check=_cut), EXIT_OK, None),
     Case("trace-of-another-model", _trace("\n".join(trace_lines(12)) + "\n", "--json", "r.json", outputs=("r.json",),
