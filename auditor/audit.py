@@ -76,6 +76,7 @@ def run_audit(
         not_measured=not_measured,
         replaced_globals=inputs.replaced_globals,
         served=_served(inputs, config, progress, warnings),
+        training=inputs.training,
         plot_data=PlotData(
             norms=norms,
             frequencies=None if stats is None else stats.frequencies,
@@ -172,6 +173,7 @@ def _assess_conditions(
     return assess_conditions(
         inputs.bundle, inputs.stats, inputs.probe_pairs, config.declared, pm=pm, seed=config.seed,
         run_probes=config.probes, progress=progress, row_ids=config.row_ids, frequency_norm=frequency_norm,
+        training=inputs.training,
     )
 
 

@@ -154,6 +154,9 @@ class AuditConfig:
     """The recommended scoring keeps at least this share of dot's NDCG@K."""
     keep_seen: bool = False
     """Keep each user's training items among the accuracy candidates (default: excluded)."""
+    trace: Path | None = None
+    """A training trace the monitor wrote (docs/monitor.md): the report's training section, and
+    measured update angles as evidence for C1, C4 and C5."""
 
     def __post_init__(self) -> None:
         if not self.ks or any(k < 1 for k in self.ks):
@@ -201,7 +204,7 @@ class AuditConfig:
         overwrite one of them)."""
         files: dict[str, Path | None] = {
             setting(name): getattr(self, name)
-            for name in ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout")
+            for name in ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace")
         }
         if self.queries not in QUERY_SOURCES:
             files[setting("queries")] = Path(self.queries)
@@ -217,7 +220,8 @@ class AuditConfig:
         require_regular_file(self.model, "model file", folder_ok=True)
         for path, what in ((self.interactions, "interaction log"), (self.frequencies, "frequencies file"),
                            (self.item_ids, "item ids file"),
-                           (self.user_ids, "user ids file"), (self.holdout, "held-out log")):
+                           (self.user_ids, "user ids file"), (self.holdout, "held-out log"),
+                           (self.trace, "trace")):
             if path is not None:
                 require_regular_file(path, what)
         if self.queries not in QUERY_SOURCES:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # click is a heavy import a plugin's hook never needs at runt
     import click
 
     from auditor.config import LoadOptions
-    from auditor.loading.formats import ModelFormat
+    from auditor.plugin_api import ModelFormat
     from auditor.model import LiveModel, ModelBundle
     from auditor.result import Condition
 

@@ -5,7 +5,9 @@ or take these: a :class:`Renderer` (one report format) rendering with a
 :class:`RenderContext`; a :class:`Measure` (one value per audit) or a :class:`ListMeasure`
 (measured on every scoring's top-K lists, bound once to a :class:`ListContext`, called on
 :class:`Slots`); a loader's :class:`~auditor.model.ModelBundle` and a
-:class:`~auditor.model.LiveModel`. Nothing here imports the rest of popaudit but the
+:class:`~auditor.model.LiveModel`; a :class:`ModelFormat` (hook ``popaudit_model_formats``:
+how files of a format are told apart, read and written by ``mitigate``, with its
+:class:`WriteJob` and :class:`Written`). Nothing here imports the rest of popaudit but the
 value types of :mod:`auditor.model` and the results of :mod:`auditor.result`.
 """
 
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from auditor.config import GroupPolicy
+from auditor.config import GroupPolicy, LoadOptions
 from auditor.model import ItemStats, LiveModel, LogIdRule, ModelBundle
+from auditor.progress import SILENT, Progress
 
 if TYPE_CHECKING:
     from auditor.result import AuditResult, MeasuredSections
@@ -194,3 +197,110 @@ __all__ = [
     "ItemStats", "ListContext", "ListMeasure", "LiveModel", "LogIdRule", "Measure", "ModelBundle", "RenderContext",
     "Renderer", "Scorer", "Slots", "as_slots", "exposure_counts",
 ]  # fmt: skip
+
+
+# ---------------------------------------------------------------- model formats (loading/formats.py)
+
+HEAD_BYTES = 16
+"""How many leading bytes magic numbers and sniffs see."""
+
+Reader = Callable[[Path, LoadOptions], ModelBundle | None]
+"""``read(path, options)``: the model, or None when the file is not one after all."""
+Sniff = Callable[[bytes, int], bool]
+"""``sniff(head, size)``: the file's first :data:`HEAD_BYTES` bytes and its size say it is one."""
+
+
+@dataclass
+class RowNorms:
+    """Every row's norm before and after the rescaling (float64, one per item)."""
+
+    before: np.ndarray
+    after: np.ndarray
+
+
+@dataclass
+class Written:
+    """What a format writer wrote."""
+
+    norms: RowNorms
+    dtype: str
+    """The table's dtype, kept in the output (``float32``, ``bfloat16``, ...)."""
+    layout: str = "rows"
+    """``rows``, or ``columns`` for a linear layer over one-hot ids (its columns are the items)."""
+    notes: list[str] = field(default_factory=list)
+    format: str | None = None
+    """The output's format when it is not the input's (a state dict written with ``tensors_only``)."""
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """What a writer is asked: ``source`` with its item table rescaled by ``alpha`` into
+    ``target`` (a temporary file renamed into place by the caller)."""
+
+    source: Path
+    target: Path
+    alpha: float
+    model_format: str
+    """``ModelBundle.format`` of the loaded model (``state_dict``, ``recbole``, ...)."""
+    item_key: str | None
+    n_items: int
+    dim: int
+    options: LoadOptions
+    """How the model was read (``item_key``, ...), for writers that read it again."""
+    output_kind: str | None = None
+    """The kind the output's suffix names, when it names one (writers that may write
+    another kind than the input's decide by it)."""
+    item_ids: np.ndarray | None = None
+    interactions: Path | None = None
+    """The training log given to ``mitigate``, for writers that need it (RecBole's split)."""
+    tensors_only: bool = False
+    max_memory: int | None = None
+    progress: Progress = SILENT
+
+
+class Writer(Protocol):
+    """Writes ``job.source`` rescaled into ``job.target``; ModelLoadError (or another
+    AuditError) when it cannot write this model faithfully."""
+
+    def __call__(self, job: WriteJob) -> Written: ...
+
+
+@dataclass(frozen=True)
+class ModelFormat:
+    """One model format (module docstring)."""
+
+    name: str
+    """The file kind (``torch``, ``npy``, ...); a plugin's format name."""
+    description: str
+    """What its files are, in the words of "Supported: ..." messages."""
+    suffixes: tuple[str, ...] = ()
+    """Lower-case suffixes with the dot (``.npy``); a suffix decides before content does."""
+    magic: tuple[bytes, ...] = ()
+    """Leading bytes of its files (any one of them)."""
+    sniff: Sniff | None = None
+    """A content test beyond leading bytes, tried after every format's magic."""
+    read: Reader | None = None
+    kind: str | None = None
+    """For a format told apart inside files of another kind: that kind (read by its reader)."""
+    pickle_free: bool = False
+    """Its files hold no pickle, so no code can hide in them."""
+    writes: frozenset[str] = frozenset()
+    """The loaded models (``ModelBundle.format``) ``mitigate`` writes back in this format."""
+    write: Writer | None = None
+    output_kinds: tuple[str, ...] = ()
+    """Kinds besides its own an output may be named as (RecBole graph models: a plain table)."""
+
+    @property
+    def file_kind(self) -> str:
+        return self.kind or self.name
+
+    def writes_back(self, model_format: str) -> bool:
+        """Whether ``mitigate`` writes a model read as ``model_format`` in this format
+        (a format that lists none writes back the models read as its own name)."""
+        return model_format in (self.writes or {self.name})
+
+    def matches_suffix(self, path: Path) -> bool:
+        return path.suffix.lower() in self.suffixes
+
+    def matches_content(self, head: bytes, size: int) -> bool:
+        return any(head.startswith(m) for m in self.magic) or (self.sniff is not None and self.sniff(head, size))

@@ -28,6 +28,8 @@ from auditor.sections import (
     builtin_list_measures,
 )
 
+from auditor.trace_section import TrainingSection
+
 if TYPE_CHECKING:  # the probes package loads torch; the result and its renderers need not
     from auditor.probe_results import ProbeOutcome
 
@@ -208,6 +210,8 @@ class MeasuredSections:
     not read by popaudit's restricted unpickler (a plugin's loader)."""
     served: Served | None = None
     """The vectors the model serves with (RecBole checkpoints); None for other models."""
+    training: TrainingSection | None = None
+    """What a training trace showed (``check --trace``); None without one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,6 +243,8 @@ class AuditResult(MeasuredSections):
             "replaced_globals": None if self.replaced_globals is None else [asdict(g) for g in self.replaced_globals],
             "served": None if self.served is None else asdict(self.served),
         }
+        if self.training is not None:  # additive: only reports of an audit given a trace carry it
+            out["training"] = self.training.to_dict()
         if self.retrieval is not None:
             retrieval = asdict(self.retrieval)
             del retrieval["list_measures"]  # presentation, not a finding

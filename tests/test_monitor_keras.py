@@ -57,6 +57,34 @@ def test_keras_writes_a_trace_of_real_steps(tmp_path: Path) -> None:
     assert angles is not None and angles.n >= 5 * 20 and angles.share_90_1 == 1.0
 
 
+def test_check_renders_the_keras_trace(tmp_path: Path) -> None:
+    """The trace beside the trained table: check --trace shows it and takes C1 and C4 from its angles."""
+    import json
+
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    x, y, counts = data()
+    path = tmp_path / "trace.jsonl"
+    net = model()
+    net.fit(x, y, batch_size=128, epochs=2, shuffle=True, verbose=0,
+            callbacks=[PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)])
+    table = keras.ops.convert_to_numpy(net.get_layer("item_embedding").embeddings)
+    np.save(tmp_path / "items.npy", table)
+    (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(counts)))
+    done = CliRunner().invoke(cli, ["check", str(tmp_path / "items.npy"), "--frequencies", str(tmp_path / "counts.csv"),
+                                    "--trace", str(path), "--bootstrap", "0", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    trace = read_trace(path)
+    assert report["training"]["source"] == "keras" and report["training"]["matches_model"]
+    assert [p["step"] for p in report["training"]["points"]] == [r.step for r in trace.steps]
+    assert trace.epochs[-1].spearman == report["frequency_norm"]["spearman"]  # the same table and counts
+    for key in ("C1", "C4"):
+        assert report["conditions"][key]["status"] == "holds" and "(source: trace)" in report["conditions"][key]["evidence"]
+
+
 def test_an_alert_stops_keras(tmp_path: Path) -> None:
     x, y, counts = data()
     path = tmp_path / "trace.jsonl"

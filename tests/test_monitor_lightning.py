@@ -69,6 +69,33 @@ def test_lightning_writes_a_trace_of_real_steps(tmp_path: Path) -> None:
     assert trace.epochs[-1].spearman > 0.3
 
 
+def test_check_renders_the_lightning_trace(tmp_path: Path) -> None:
+    """The trace beside the trained table: check --trace shows it and takes C1 and C4 from its angles."""
+    import json
+
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    path = tmp_path / "trace.jsonl"
+    trainer = fit(PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=4, trace=path), 2)
+    np.save(tmp_path / "items.npy", trainer.lightning_module.item_embedding.weight.detach().numpy())
+    items = np.concatenate([batch["item"].numpy() for batch in loader()])
+    counts = np.bincount(items, minlength=N_ITEMS)
+    (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(counts)))
+    done = CliRunner().invoke(cli, ["check", str(tmp_path / "items.npy"), "--frequencies", str(tmp_path / "counts.csv"),
+                                    "--trace", str(path), "--bootstrap", "0", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    trace = read_trace(path)
+    assert report["training"]["source"] == "lightning" and report["training"]["matches_model"]
+    assert [p["step"] for p in report["training"]["points"]] == [r.step for r in trace.steps]
+    # running counts over 2 epochs rank the items as the log's counts: the same rho as check's
+    assert report["training"]["points"][-1]["spearman"] == trace.epochs[-1].spearman == report["frequency_norm"]["spearman"]
+    for key in ("C1", "C4"):
+        assert report["conditions"][key]["status"] == "holds" and "(source: trace)" in report["conditions"][key]["evidence"]
+
+
 def test_an_alert_stops_lightning(tmp_path: Path) -> None:
     path = tmp_path / "trace.jsonl"
     callback = PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=2, trace=path,

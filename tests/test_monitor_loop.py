@@ -84,9 +84,15 @@ def test_plain_loop_reproduces_retrains_trace_and_checks_rho(tmp_path: Path) -> 
 
     # the last rho is check's on the saved model, exactly
     out = tmp_path / "report.json"
-    done = CliRunner().invoke(cli, ["check", str(model_path), "--json", str(out), "--bootstrap", "0", "--no-probes", "-q"])
+    done = CliRunner().invoke(cli, ["check", str(model_path), "--json", str(out), "--bootstrap", "0", "--no-probes", "-q",
+                                    "--trace", str(tmp_path / "plain.jsonl")])
     assert done.exit_code == 0, done.output
-    assert json.loads(out.read_text())["frequency_norm"]["spearman"] == mine.epochs[-1].spearman
+    report = json.loads(out.read_text())
+    assert report["frequency_norm"]["spearman"] == mine.epochs[-1].spearman
+    # and the plain loop's trace renders beside the saved model, as the same catalogue
+    assert report["training"]["source"] == "pytorch" and report["training"]["matches_model"]
+    assert [p["step"] for p in report["training"]["points"]] == [100, 200, 300]
+    assert report["training"]["angles"]["n"] == mine.angles().n
 
 
 def test_retrain_writes_its_trace_and_an_alert_stops_it(tmp_path: Path) -> None:

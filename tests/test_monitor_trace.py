@@ -1,5 +1,5 @@
 """The trace file: written as training goes, read back typed, readable after a crash, and
-refusing what is not a trace (auditor/monitor/trace.py, docs/monitor.md)."""
+refusing what is not a trace (auditor/monitor/trace.py, auditor/loading/trace.py, docs/monitor.md)."""
 
 from __future__ import annotations
 

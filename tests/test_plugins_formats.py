@@ -21,7 +21,7 @@ from auditor.loading import load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format
 from auditor.mitigation.run import sidecar_path
 from auditor.plugins import get_plugin_manager
-from auditor.plugins.formats import model_formats
+from auditor.loading.plugin_formats import model_formats
 
 N_ITEMS, DIM = 40, 4
 
@@ -29,9 +29,9 @@ TOY = '''
 """A toy format: b"TOY1", rows and dim as uint32, then float32 rows."""
 import numpy as np
 from auditor.hookspecs import hookimpl
-from auditor.loading.formats import ModelFormat
+from auditor.plugin_api import ModelFormat
 from auditor.mitigation.rescale import numpy_io, rescale_blocks
-from auditor.loading.formats import Written
+from auditor.plugin_api import Written
 from auditor.model import ModelBundle
 
 def _table(path):
@@ -172,7 +172,7 @@ def test_malformed_formats_name_the_plugin(tmp_path: Path, body: str, said: str)
     path = tmp_path / "bad_format.py"
     path.write_text(textwrap.dedent(f"""
         from auditor.hookspecs import hookimpl
-        from auditor.loading.formats import ModelFormat
+        from auditor.plugin_api import ModelFormat
 
         def read(path, options):
             return None

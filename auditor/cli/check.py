@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -31,9 +31,13 @@ from auditor.cli._common import (
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command
+from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
 from auditor.errors import GateError
 from auditor.io import check_not_inputs
+
+if TYPE_CHECKING:
+    from auditor.result import AuditResult
 
 FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 
@@ -62,6 +66,8 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates (for CI).")
 @click.option("--plugin-timeout", type=ranged("plugin_timeout"), default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the audit runs in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1), never a passed gate, and its prints go to stderr.")
+@click.option("--trace", type=PathArg, help="A training trace the monitor wrote (retrain --trace, the PyTorch, Lightning, Keras or RecBole monitor): adds a training section (ρ, slope and the 90° share over steps, alerts) to every report, and its measured update angles to the evidence of C1, C4 and C5.")
+@click.option("--mlflow", "mlflow", is_flag=True, help="Also log the audit to MLflow: flat metrics, the verdict (tags) and the HTML and JSON reports as artifacts, in the active run or a new one under MLFLOW_TRACKING_URI (default ./mlruns). Needs popaudit[mlflow].")
 @common_options
 def command(
     model: Path,
@@ -74,6 +80,7 @@ def command(
     quiet: bool,
     plugin_timeout: float,
     plugins: tuple[Path, ...],
+    mlflow: bool,
     **options: Any,
 ) -> None:
     """Audit one trained model or embedding table for popularity bias.
@@ -102,9 +109,11 @@ def command(
             raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --frequencies, which was not given")
     config = AuditConfig(model=model, plugins=plugins, **audit_fields(options))
     config.check_inputs()
+    if mlflow:
+        require_mlflow()
     files = {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path}
     formats = {"-o": fmt, "--json": "json", "--html": "html", "--markdown": "markdown"}
-    job = _Job(config, fmt, files, formats, fail_on, quiet, sys.stdout.isatty() and fmt == "console", _width())
+    job = _Job(config, fmt, files, formats, fail_on, quiet, sys.stdout.isatty() and fmt == "console", _width(), mlflow)
     if third_party_plugins(plugins):  # their death or their prints must not pass for a report
         audited = run_isolated(_audit, job, timeout=plugin_timeout or None, what="the audit with plugins",
                                debug=bool(click.get_current_context().params.get("debug")))
@@ -122,6 +131,8 @@ def command(
     if not quiet:
         _confirm_written(chosen, list(audited.files), bool(fail_on), suggest=output is None and fmt == "console",
                          config=config)
+    if audited.result is not None:  # --mlflow: logged before the gates decide the exit code
+        log_to_mlflow(audited.result, audited.mlflow_reports, quiet=quiet)
 
     outcomes = evaluate_gates(audited.gates, audited.metrics)
     for outcome in outcomes:
@@ -144,16 +155,20 @@ class _Job:
     quiet: bool
     color: bool
     width: int
+    mlflow: bool = False
 
 
 @dataclass(frozen=True)
 class _Audited:
-    """A completed audit: the report files to write, the stdout report, the gates."""
+    """A completed audit: the report files to write, the stdout report, the gates (and,
+    for ``--mlflow``, the result and the reports to log)."""
 
     files: dict[Path, bytes]
     stdout: str | bytes | None
     metrics: dict[str, float | None]
     gates: list[Any]
+    result: AuditResult | None = None
+    mlflow_reports: dict[str, str | bytes] = field(default_factory=dict)
 
 
 def _audit(job: _Job) -> _Audited:
@@ -197,7 +212,10 @@ def _audit(job: _Job) -> _Audited:
     stdout = None
     if job.files["-o"] is None and not job.quiet:
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
-    return _Audited(files, stdout, result.flat_metrics(), gates)
+    if not job.mlflow:
+        return _Audited(files, stdout, result.flat_metrics(), gates)
+    logged = {fmt: render(result, fmt, pm, RenderContext(color=False, width=job.width)) for fmt in REPORT_FORMATS}
+    return _Audited(files, stdout, result.flat_metrics(), gates, result, logged)
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,

@@ -17,20 +17,30 @@ from dataclasses import dataclass, field
 import numpy as np
 import pluggy
 
-from auditor.conditions.c1_sgd import assess_c1
+from auditor.conditions.c1_sgd import assess_c1, with_trace_angles
 from auditor.conditions.c2_c3_encoder import assess_c2, assess_c3, static_c2_c3
-from auditor.conditions.c4_loss import assess_c4, classify_loss
+from auditor.conditions.c4_loss import assess_c4, classify_loss, with_trace_angles_c4
 from auditor.conditions.c5_growth import assess_c5
-from auditor.conditions.facts import config_value, merge_optimizer_facts, read_config, read_optimizer_state
+from auditor.conditions.facts import (
+    Fact,
+    RecordedConfig,
+    config_value,
+    merge_optimizer_facts,
+    read_config,
+    read_optimizer_state,
+    read_trace_facts,
+    with_trace,
+)
 from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
-from auditor.model import InteractionPairs, ItemStats, ModelBundle
+from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
 from auditor.plugins import call_hook, collect_condition_evidence
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
 from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, Condition, FrequencyNorm
+from auditor.trace_section import TrainingSection
 
 __all__ = ["ConditionsOutcome", "assess_conditions", "classify_loss", "config_value"]
 
@@ -64,21 +74,48 @@ def assess_conditions(
     progress: Progress = SILENT,
     row_ids: RowIdPolicy = RowIdPolicy(),
     frequency_norm: FrequencyNorm | None = None,
+    training: TrainingSection | None = None,
 ) -> ConditionsOutcome:
     """Verdicts for C1-C5 with evidence, and the probes when a live encoder exists.
 
     The probes run on a float64 deep copy of the live model (``bundle.live`` or one a
     plugin builds); the user's model and files are never touched. Plugin evidence
-    (``popaudit_condition_evidence``) overrides the inferred verdicts.
+    (``popaudit_condition_evidence``) overrides the inferred verdicts. A training trace
+    (``training``, of this model) adds its optimizer name, learning rate and measured
+    update angles to C1, C4 and C5 (:func:`~auditor.conditions.facts.read_trace_facts`).
     """
     warnings: list[str] = []
     config = read_config(bundle.config)
     state = read_optimizer_state(bundle, warnings)
-    optimizer = merge_optimizer_facts(state, config, declared, warnings)
-    c1 = assess_c1(state, optimizer)
+    trace = read_trace_facts(training)
+    optimizer = with_trace(merge_optimizer_facts(state, config, declared, warnings), trace)
+    c1 = with_trace_angles(assess_c1(state, optimizer), trace)
     live = bundle.live
     if live is None and pm is not None:
         live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+    probe, not_run = _probes(live, bundle, pairs, config, optimizer.lr, run_probes, warnings,
+                             seed=seed, progress=progress, row_ids=row_ids)
+    static_c2, static_c3 = static_c2_c3(bundle, config)
+    conditions = {
+        C1: c1,
+        C2: assess_c2(static_c2, probe),
+        C3: assess_c3(static_c3, probe),
+        C4: assess_c4(config, declared, live, probe, warnings),
+    }
+    conditions[C4] = with_trace_angles_c4(conditions[C4], trace, conditions, warnings)
+    conditions[C5] = assess_c5(bundle, stats, config.epochs or trace.epochs, optimizer.lr, probe, conditions,
+                               frequency_norm, trace)
+    if pm is not None:
+        _apply_plugin_evidence(pm, bundle, conditions, warnings)
+    return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)
+
+
+def _probes(
+    live: LiveModel | None, bundle: ModelBundle, pairs: InteractionPairs | None, config: RecordedConfig,
+    lr: Fact[float] | None, run_probes: bool, warnings: list[str], *, seed: int, progress: Progress,
+    row_ids: RowIdPolicy,
+) -> tuple[ProbeOutcome | None, ProbesNotRun | None]:
+    """The numeric probes on the live model, or why none ran (a failure is also a warning)."""
     probe: ProbeOutcome | None = None
     not_run: ProbesNotRun | None = None
     if not run_probes:
@@ -90,7 +127,7 @@ def assess_conditions(
         try:
             probe = run_all_probes(
                 live, bundle, pairs, seed=seed, batch_size=batch_size or 256,
-                fallback_lr=optimizer.lr.value if optimizer.lr else None, progress=progress, row_ids=row_ids,
+                fallback_lr=lr.value if lr else None, progress=progress, row_ids=row_ids,
             )
         except ProbeError as exc:
             not_run = ProbesNotRun("failed", str(exc))
@@ -100,17 +137,7 @@ def assess_conditions(
                 f"probe {key} could not run: {failure.message}"
                 for key, failure in probe.errors.items() if not failure.skipped
             )
-    static_c2, static_c3 = static_c2_c3(bundle, config)
-    conditions = {
-        C1: c1,
-        C2: assess_c2(static_c2, probe),
-        C3: assess_c3(static_c3, probe),
-        C4: assess_c4(config, declared, live, probe, warnings),
-    }
-    conditions[C5] = assess_c5(bundle, stats, config.epochs, optimizer.lr, probe, conditions, frequency_norm)
-    if pm is not None:
-        _apply_plugin_evidence(pm, bundle, conditions, warnings)
-    return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)
+    return probe, not_run
 
 
 def _apply_plugin_evidence(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
 from typing import Any
 
-from auditor.conditions.facts import OptimizerFacts, StateReading
+from auditor.conditions.facts import OptimizerFacts, StateReading, TraceFacts
 from auditor.errors import setting
 from auditor.optimizers import ADAPTIVE
 from auditor.result import C1, CONDITION_NAMES, Condition, Status
@@ -89,3 +90,34 @@ def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:
         f"optimizer state has {len(state.groups)} param groups that differ ({listing}); {why}",
         details,
     )
+
+
+def with_trace_angles(c1: Condition, trace: TraceFacts) -> Condition:
+    """C1 with the update angles a training trace measured (source ``trace``).
+
+    Plain SGD on a cosine loss moves every embedding at 90° to itself; momentum (a step
+    along earlier gradients), weight decay (a pull along -q) and adaptive steps (a
+    per-coordinate rescaling) tilt it. Orthogonal measured updates therefore settle a C1
+    that the file leaves unknown; updates that are not orthogonal say that one of C1–C4
+    fails without telling which, so they settle nothing. A verdict from the file stands,
+    with the measurement beside it.
+    """
+    angles = trace.angles
+    if angles is None:
+        return c1
+    details = {**c1.details, "trace_angles": {**asdict(angles), "orthogonal": angles.orthogonal}}
+    measured = f"{angles.describe()} (source: trace)"
+    if c1.status == "unknown" and angles.orthogonal:
+        return Condition(
+            c1.name, "holds",
+            f"{measured}: the geometry of plain SGD on a cosine loss (momentum, weight decay or adaptive steps "
+            f"would tilt them off 90°) [the file alone: {c1.evidence}]",
+            details,
+        )
+    if angles.orthogonal is False:
+        note = f"; {measured}: not orthogonal, so at least one of C1–C4 fails"
+    elif angles.orthogonal:
+        note = f"; {measured}: orthogonal, as plain SGD on a cosine loss gives"
+    else:
+        note = f"; {measured}"
+    return replace(c1, evidence=c1.evidence + note, details=details)

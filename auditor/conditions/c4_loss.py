@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import asdict, replace
 from typing import Any
 
-from auditor.conditions.facts import RecordedConfig
+from auditor.conditions.facts import RecordedConfig, TraceFacts
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
 from auditor.model import LiveModel
 from auditor.probe_results import ProbeOutcome
-from auditor.result import C4, CONDITION_NAMES, Condition, Status
+from auditor.result import C1, C2, C3, C4, CONDITION_NAMES, Condition, Status
 
 _COSINE_WORDS = ("cos", "normalized", "normalised", "angular", "spherical", "arcface")
 _NOT_COSINE_WORDS = {
@@ -111,3 +113,36 @@ def assess_c4(
             )
         return Condition(name, status, evidence, details)
     return Condition(name, status, f"{named[1]} {named[0]!r}: {why}", details)
+
+
+def with_trace_angles_c4(c4: Condition, trace: TraceFacts, others: Mapping[str, Condition],
+                         warnings: list[str]) -> Condition:
+    """C4 with the update angles a training trace measured, when no probe measured the
+    gradient alignment (which is the direct measurement and stays decisive).
+
+    Orthogonal updates mean the loss's gradient had no component along q, as a cosine
+    loss gives: C4 holds. Updates that are not orthogonal while plain SGD (C1) and a
+    linear, non-shared item tower (C2, C3) are known make the loss the cause: violated.
+    Otherwise the angles cannot single out the loss, and the loss's name decides. A name
+    that disagrees with a decisive measurement is a warning; the measurement wins.
+    """
+    angles = trace.angles
+    if angles is None or "gradient_alignment" in c4.details:
+        return c4
+    details = {**c4.details, "trace_angles": {**asdict(angles), "orthogonal": angles.orthogonal}}
+    measured = f"{angles.describe()} (source: trace)"
+    rest = all(key in others and others[key].status == "holds" for key in (C1, C2, C3))
+    status: Status | None = None
+    if angles.orthogonal:
+        status, why = "holds", "orthogonal: the gradient had no component along q, as a cosine loss gives"
+    elif angles.orthogonal is False and rest:
+        status, why = "violated", "not orthogonal although C1–C3 hold, so the loss pulls along q (not a cosine loss)"
+    if status is None:
+        return replace(c4, evidence=f"{c4.evidence}; {measured}", details=details)
+    if c4.status not in ("unknown", status) and details.get("loss"):
+        warnings.append(
+            f"the loss is named {details['loss']!r} but the update angles of the training trace say C4 {status}; "
+            "the measurement wins"
+        )
+    evidence = f"{measured}: {why}" + (f" [{c4.evidence}]" if details.get("loss") else "")
+    return Condition(CONDITION_NAMES[C4], status, evidence, details)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.conditions.facts import Fact, Origin
+from auditor.conditions.facts import Fact, Origin, TraceFacts
 from auditor.errors import setting
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome
@@ -18,6 +18,7 @@ from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, Fr
 def assess_c5(
     bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None, lr: Fact[float] | None,
     probe: ProbeOutcome | None, others: Mapping[str, Condition], frequency_norm: FrequencyNorm | None = None,
+    trace: TraceFacts | None = None,
 ) -> Condition:
     """C5 from the measured per-update growth c/s² and the items' training appearances.
 
@@ -30,8 +31,14 @@ def assess_c5(
     checkpoint, where norms are largest, so g (and the growth) is if anything underestimated.
     The projection assumes the orthogonal updates of C1-C4; when one is violated the
     evidence says the numbers are indicative only.
+
+    A training trace (``trace``) that measured the growth during training replaces the
+    probe's: it is the growth at the learning rates the run really used, over many
+    steps, rather than one step at the checkpoint.
     """
     name = CONDITION_NAMES[C5]
+    if trace is not None and trace.angles is not None and trace.angles.growth_per_update is not None:
+        return _from_the_trace(name, bundle, stats, epochs or trace.epochs, lr or trace.lr, trace, probe, others)
     update = probe.update if probe is not None else None
     known_lr = None if lr is None else lr.value
     details: dict[str, Any] = {"lr": known_lr}
@@ -55,13 +62,43 @@ def assess_c5(
     stepped = Fact(update.lr, Origin.PROBE) if update.lr is not None else lr
     lr_text = f"lr={stepped.value:g}" if stepped is not None else "lr as restored"
     details.update({"growth_per_update": g, "probe_lr": update.lr})
+    return _projected(name, g, f"{lr_text}: measured growth per update c/s² = {g:.3g}", bundle, stats, epochs,
+                      others, details)
+
+
+def _from_the_trace(
+    name: str, bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None, lr: Fact[float] | None,
+    trace: TraceFacts, probe: ProbeOutcome | None, others: Mapping[str, Condition],
+) -> Condition:
+    """C5 from the growth per update the training trace measured (source ``trace``)."""
+    angles = trace.angles
+    assert angles is not None and angles.growth_per_update is not None
+    g = angles.growth_per_update
+    details: dict[str, Any] = {"lr": None if lr is None else lr.value, "growth_per_update": g,
+                               "growth_source": "trace", "trace_steps": [angles.first_step, angles.last_step]}
+    update = probe.update if probe is not None else None
+    if update is not None and update.growth.size:
+        sample = update.growth_per_appearance if update.growth_per_appearance.size else update.growth
+        details["probe_growth_per_update"] = float(np.median(sample))
+    lr_text = f"lr={lr.value:g} ({lr.source})" if lr is not None else "lr unknown"
+    measured = (f"{lr_text}: growth per update c/s² = {g:.3g}, the median the training trace measured over steps "
+                f"{angles.first_step}–{angles.last_step} (source: trace)")
+    return _projected(name, g, measured, bundle, stats, epochs, others, details)
+
+
+def _projected(
+    name: str, g: float, measured: str, bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None,
+    others: Mapping[str, Condition], details: dict[str, Any],
+) -> Condition:
+    """C5 from a measured growth per update ``g``, projected over the items' appearances
+    (the rule of :func:`assess_c5`); ``measured`` says where ``g`` came from."""
     freq = stats.frequencies if stats is not None else bundle.item_frequencies
     if freq is None or not np.any(np.asarray(freq) > 0):
         doubling = 1.5 / g if g > 0 else math.inf
         details["appearances_to_double_s"] = doubling
         return Condition(
             name, "unknown",
-            f"{lr_text}: measured growth per update c/s² = {g:.3g}; s doubles after ~{doubling:.3g} appearances, "
+            f"{measured}; s doubles after ~{doubling:.3g} appearances, "
             f"but item frequencies are unknown (give {setting('interactions')})",
             details,
         )
@@ -87,7 +124,7 @@ def assess_c5(
         else "growth is too small for the bias to stand out (measured at the checkpoint, so an underestimate)"
     )
     evidence = (
-        f"{lr_text}: measured growth per update c/s² = {g:.3g}; over frequency × {epoch_text}, a head item "
+        f"{measured}; over frequency × {epoch_text}, a head item "
         f"(p99 frequency {f_head:g}, {t_head:g} updates) would grow s by ×{s_head:.4g} vs ×{s_med:.4g} for a median "
         f"item ({t_med:g} updates): a norm ratio of {ratio:.4g} from growth alone, "
         f"{'above' if status == 'holds' else 'below'} the init spread 1+1/√(2d) = {threshold:.3g}, so {verdict}"

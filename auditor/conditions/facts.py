@@ -3,7 +3,9 @@
 Three sources describe the item optimizer, strongest first: the recorded optimizer
 state, the recorded config, and what the user declared. :func:`merge_optimizer_facts`
 takes each setting from the strongest source that has it; a weaker source that
-disagrees is a warning, never a change of verdict. The probes add what they measure.
+disagrees is a warning, never a change of verdict. The probes add what they measure; a
+training trace (``check --trace``) adds what the monitor measured during training
+(:func:`read_trace_facts`, source ``trace``) and fills what the others leave open.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Generic, TypeVar
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
 from auditor.model import ModelBundle
+from auditor.trace_section import TrainingAngles, TrainingSection
 from auditor.optimizers import (
     ADAPTIVE,
     OptimizerGroup,
@@ -43,6 +46,8 @@ class Origin(Enum):
     """A framework default taken for what a declaration leaves open (``optimizer`` sgd:
     torch.optim.SGD's momentum 0 and weight decay 0)."""
     PROBE = "probe"
+    TRACE = "trace"
+    """The training monitor's trace (``check --trace``): what it recorded or measured."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class Fact(Generic[V]):
             return setting(self.key)
         if self.origin is Origin.ASSUMED:
             return f"torch.optim.SGD's default, assumed from {setting('optimizer')} {self.key}"
+        if self.origin is Origin.TRACE:
+            return f"trace ({self.key})"
         return str(self.origin.value)
 
 
@@ -286,3 +293,49 @@ def merge_optimizer_facts(
             if numbers[name] is None:
                 numbers[name] = Fact(0.0, Origin.ASSUMED, str(declared.optimizer))
     return OptimizerFacts(kind=kind, momentum_implied=implied, **numbers)
+
+
+# ---------------------------------------------------------------------------- trace
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """What a training trace says about the training, each fact with source ``trace``."""
+
+    optimizer: Fact[str] | None = None
+    """The optimizer's class name the monitor was given."""
+    lr: Fact[float] | None = None
+    """The item table's learning rate at the last record that knew it."""
+    epochs: Fact[float] | None = None
+    """Epochs the trace saw begin."""
+    angles: TrainingAngles | None = None
+    """The measured update angles, pooled (None: none measured, or the trace is another model's)."""
+
+
+def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
+    """The facts of a training section; none from a trace of another model (its
+    figures describe another table)."""
+    if training is None or not training.matches_model:
+        return TraceFacts()
+    lr = next(((p.step, p.lr) for p in reversed(training.points) if p.lr is not None), None)
+    kind = None
+    if training.optimizer:
+        kind, _implied = normalise_optimizer(training.optimizer)
+    return TraceFacts(
+        optimizer=Fact(kind or training.optimizer, Origin.TRACE, "header.optimizer") if training.optimizer else None,
+        lr=None if lr is None else Fact(lr[1], Origin.TRACE, f"lr at step {lr[0]}"),
+        epochs=None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, "epochs"),
+        angles=training.evidence,
+    )
+
+
+def with_trace(facts: OptimizerFacts, trace: TraceFacts) -> OptimizerFacts:
+    """The merged optimizer facts with the trace's filling what no file or declaration says
+    (the optimizer's name, the learning rate): a trace records the run, but only by name."""
+    kind = facts.kind if facts.kind is not None else trace.optimizer
+    lr = facts.lr if facts.lr is not None else trace.lr
+    implied = facts.momentum_implied
+    if facts.kind is None and trace.optimizer is not None:
+        implied = normalise_optimizer(trace.optimizer.value)[1]
+    return OptimizerFacts(kind=kind, momentum=facts.momentum, weight_decay=facts.weight_decay, lr=lr,
+                          momentum_implied=implied)

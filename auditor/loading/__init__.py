@@ -34,7 +34,7 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
     and the table/id errors of :func:`validate_item_table` and ``--item-ids``.
     """
     from auditor.plugins import call_hook, get_plugin_manager
-    from auditor.plugins.formats import model_formats, read_plugin_format
+    from auditor.loading.plugin_formats import model_formats, read_plugin_format
 
     path = require_regular_file(path, folder_ok=True)
     if pm is None:

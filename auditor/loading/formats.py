@@ -4,7 +4,7 @@ One :class:`ModelFormat` record per format: its name (the file kind), suffixes, 
 bytes or content sniff, reader, whether its files can hold a pickle, and which loaded
 models (``ModelBundle.format``) ``popaudit mitigate`` writes back in it. The built-in
 loader (:mod:`auditor.loading.builtin`) reads through :data:`BUILTIN_FORMATS`; plugins
-add formats through the ``popaudit_model_formats`` hook (:mod:`auditor.plugins.formats`),
+add formats through the ``popaudit_model_formats`` hook (:mod:`auditor.loading.plugin_formats`),
 which ``load_model`` and ``mitigate`` consult first. A built-in format's writer lives in
 :mod:`auditor.mitigation.writers` (writing sits above loading), keyed by its name; a
 plugin's format carries its own.
@@ -16,12 +16,8 @@ record names that ``kind`` and has no suffixes, magic or reader of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
-
-import numpy as np
 
 from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
@@ -34,112 +30,7 @@ from auditor.loading.parquet_table import read_parquet_table
 from auditor.loading.recbole import as_recbole
 from auditor.loading.torch_bundle import bundle_from_raw
 from auditor.model import ModelBundle
-from auditor.progress import SILENT, Progress
-
-HEAD_BYTES = 16
-"""How many leading bytes magic numbers and sniffs see."""
-
-Reader = Callable[[Path, LoadOptions], ModelBundle | None]
-"""``read(path, options)``: the model, or None when the file is not one after all."""
-Sniff = Callable[[bytes, int], bool]
-"""``sniff(head, size)``: the file's first :data:`HEAD_BYTES` bytes and its size say it is one."""
-
-
-@dataclass
-class RowNorms:
-    """Every row's norm before and after the rescaling (float64, one per item)."""
-
-    before: np.ndarray
-    after: np.ndarray
-
-
-@dataclass
-class Written:
-    """What a format writer wrote."""
-
-    norms: RowNorms
-    dtype: str
-    """The table's dtype, kept in the output (``float32``, ``bfloat16``, ...)."""
-    layout: str = "rows"
-    """``rows``, or ``columns`` for a linear layer over one-hot ids (its columns are the items)."""
-    notes: list[str] = field(default_factory=list)
-    format: str | None = None
-    """The output's format when it is not the input's (a state dict written with ``tensors_only``)."""
-
-
-@dataclass(frozen=True)
-class WriteJob:
-    """What a writer is asked: ``source`` with its item table rescaled by ``alpha`` into
-    ``target`` (a temporary file renamed into place by the caller)."""
-
-    source: Path
-    target: Path
-    alpha: float
-    model_format: str
-    """``ModelBundle.format`` of the loaded model (``state_dict``, ``recbole``, ...)."""
-    item_key: str | None
-    n_items: int
-    dim: int
-    options: LoadOptions
-    """How the model was read (``item_key``, ...), for writers that read it again."""
-    output_kind: str | None = None
-    """The kind the output's suffix names, when it names one (writers that may write
-    another kind than the input's decide by it)."""
-    item_ids: np.ndarray | None = None
-    interactions: Path | None = None
-    """The training log given to ``mitigate``, for writers that need it (RecBole's split)."""
-    tensors_only: bool = False
-    max_memory: int | None = None
-    progress: Progress = SILENT
-
-
-class Writer(Protocol):
-    """Writes ``job.source`` rescaled into ``job.target``; ModelLoadError (or another
-    AuditError) when it cannot write this model faithfully."""
-
-    def __call__(self, job: WriteJob) -> Written: ...
-
-
-@dataclass(frozen=True)
-class ModelFormat:
-    """One model format (module docstring)."""
-
-    name: str
-    """The file kind (``torch``, ``npy``, ...); a plugin's format name."""
-    description: str
-    """What its files are, in the words of "Supported: ..." messages."""
-    suffixes: tuple[str, ...] = ()
-    """Lower-case suffixes with the dot (``.npy``); a suffix decides before content does."""
-    magic: tuple[bytes, ...] = ()
-    """Leading bytes of its files (any one of them)."""
-    sniff: Sniff | None = None
-    """A content test beyond leading bytes, tried after every format's magic."""
-    read: Reader | None = None
-    kind: str | None = None
-    """For a format told apart inside files of another kind: that kind (read by its reader)."""
-    pickle_free: bool = False
-    """Its files hold no pickle, so no code can hide in them."""
-    writes: frozenset[str] = frozenset()
-    """The loaded models (``ModelBundle.format``) ``mitigate`` writes back in this format."""
-    write: Writer | None = None
-    output_kinds: tuple[str, ...] = ()
-    """Kinds besides its own an output may be named as (RecBole graph models: a plain table)."""
-
-    @property
-    def file_kind(self) -> str:
-        return self.kind or self.name
-
-    def writes_back(self, model_format: str) -> bool:
-        """Whether ``mitigate`` writes a model read as ``model_format`` in this format
-        (a format that lists none writes back the models read as its own name)."""
-        return model_format in (self.writes or {self.name})
-
-    def matches_suffix(self, path: Path) -> bool:
-        return path.suffix.lower() in self.suffixes
-
-    def matches_content(self, head: bytes, size: int) -> bool:
-        return any(head.startswith(m) for m in self.magic) or (self.sniff is not None and self.sniff(head, size))
-
+from auditor.plugin_api import HEAD_BYTES, ModelFormat, Reader, Sniff, Writer, WriteJob, Written, RowNorms
 
 def _npy(path: Path, options: LoadOptions) -> ModelBundle:
     table, warnings = read_npy_table(path, max_memory=options.max_memory)

@@ -32,10 +32,12 @@ from auditor.loading.recbole_eval import (
 )
 from auditor.loading.served import ServedVectors
 from auditor.loading.statistics import InputCache, item_statistics
+from auditor.loading.trace_input import load_training
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
 from auditor.plugins import call_hook
 from auditor.progress import SILENT, Progress
+from auditor.trace_section import TrainingSection
 
 PROBE_PAIRS = 200_000
 """Probes need a few real batches, not the whole log."""
@@ -63,6 +65,8 @@ class AuditInputs:
     def serving_bundle(self) -> ModelBundle:
         """The bundle retrieval and accuracy serve from: the served vectors in place of the tables."""
         return serving_bundle(self.bundle, self.served)
+    training: TrainingSection | None = None
+    """What the training trace showed (``trace``; None without one)."""
 
 
 def load_inputs(
@@ -79,6 +83,8 @@ def load_inputs(
     found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
     inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings), recbole=evaluation)
     inputs.warnings.extend(globals_warning(found_globals, config.model))
+    if config.trace is not None:  # before the heavy reads: a bad trace fails fast
+        inputs.training = load_training(config.trace, bundle, inputs.warnings)
     inputs.stats = training_stats(evaluation) if evaluation is not None else item_statistics(
         bundle, config, cache or InputCache(), progress, inputs.warnings
     )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.alpha import rescale_rows as alpha_rule
-from auditor.loading.formats import RowNorms, Written
+from auditor.plugin_api import RowNorms, Written
 from auditor.memory import block_rows
 from auditor.metrics.frequency_norm import item_norms
 from auditor.progress import SILENT, Progress

@@ -32,14 +32,15 @@ from auditor.config import LoadOptions
 from auditor.errors import InputError, ModelLoadError, UntrustedPickleError, setting
 from auditor.io import atomic_path, check_not_inputs, is_special_file, require_regular_file
 from auditor.loading import count_item_ids, load_model
-from auditor.loading.formats import BUILTIN_FORMATS, ModelFormat, WriteJob, detect_format, suffix_kinds, writer_format
+from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
+from auditor.plugin_api import ModelFormat, WriteJob
 from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import NormSummary, RowNorms
 from auditor.mitigation.writers import with_writers
 from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
-from auditor.plugins.formats import model_formats, write_model_format
+from auditor.loading.plugin_formats import model_formats, write_model_format
 from auditor.progress import SILENT, Progress
 from auditor.values import LogSpec, RowIdPolicy
 

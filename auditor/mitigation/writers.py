@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from auditor.errors import ModelLoadError, setting
 from auditor.loading.builtin import load_builtin
-from auditor.loading.formats import ModelFormat, WriteJob, Writer, Written
+from auditor.plugin_api import ModelFormat, WriteJob, Writer, Written
 from auditor.loading.recbole_models import CACHED, PROPAGATED, TABLES, serving_of
 from auditor.loading.recbole_split import recbole_split
 from auditor.loading.served import read_cache, served_vectors

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from auditor.monitor.alerts import TrainingAlertWarning, parse_alerts
 from auditor.monitor.monitor import DEFAULT_INTERVAL, TrainingMonitor
-from auditor.monitor.schema import (
+from auditor.trace_schema import (
     FIGURES,
     TRACE_SCHEMA,
     TRACE_VERSION,
@@ -30,7 +30,7 @@ from auditor.monitor.schema import (
     TraceHeader,
     TraceRecord,
 )
-from auditor.monitor.trace import Trace, TraceAngles, read_trace
+from auditor.loading.trace import Trace, TraceAngles, read_trace
 
 __all__ = [
     "DEFAULT_INTERVAL",

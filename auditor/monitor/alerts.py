@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from auditor.errors import AlertTripped, TrainingError
 from auditor.gate import Gate, evaluate_gates, parse_gates
-from auditor.monitor.schema import ALERT_ACTIONS, FIGURES, AlertAction, AlertEvent, TraceRecord
+from auditor.trace_schema import ALERT_ACTIONS, FIGURES, AlertAction, AlertEvent, TraceRecord
 
 
 class TrainingAlertWarning(UserWarning):

@@ -33,7 +33,7 @@ from auditor.errors import TrainingError
 from auditor.metrics.frequency_norm import item_norms
 from auditor.monitor.alerts import Alerts, act, check_action
 from auditor.monitor.figures import UpdateSample, angle_figures, head_figures, rank_figures, update_sample
-from auditor.monitor.schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
+from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, make_sinks
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
 from auditor.monitor.trace import TraceWriter

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from auditor.errors import TrainingError
-from auditor.monitor.schema import TraceRecord
+from auditor.trace_schema import TraceRecord
 from auditor.tracking import MlflowRun
 
 

@@ -16,6 +16,7 @@ from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragra
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
 from auditor.report.population import population_rows
 from auditor.report.served import served_brief
+from auditor.report.training import training_brief
 from auditor.result import AuditResult
 
 
@@ -37,6 +38,9 @@ def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
             f"Update angles over {fmt_num(angles.n)} items: median {fmt_num(angles.median, 2)}°, "
             f"{fmt_pct(angles.share_90pm1)} within 90°±1°, {fmt_pct(angles.share_90pm10)} within 90°±10°"
         ))  # fmt: skip
+    if result.training is not None:
+        fn = result.frequency_norm
+        blocks += training_brief(result.training, None if fn is None else fn.spearman)
     if result.measures:
         rows = tuple((name, fmt_num(v) if isinstance(v, float) else fmt_value(v)) for name, v in result.measures.items())
         blocks.append(KeyValues(rows, "Additional measures (built-in and plugins)"))

@@ -20,6 +20,8 @@ from auditor.report import served as served_view
 from auditor.report.audit_brief import audit_brief
 from auditor.report.document import Block, Bullets, Document, Figure, Group, Heading, Headline, Paragraph, Section
 from auditor.report.figures import audit_figures
+from auditor.report.training import TITLE as TRAINING_TITLE
+from auditor.report.training import training_blocks
 from auditor.result import AuditResult
 
 NO_PLOT_DATA = (
@@ -166,6 +168,16 @@ def probes_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     return Section("probes", c.SECTION_TITLES["probes"], tuple(blocks))
 
 
+def training_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
+    """What a training trace showed (``check --trace``): a summary, its records, the alerts, the figure."""
+    training = result.training
+    if training is None:
+        return None
+    fn = result.frequency_norm
+    blocks = training_blocks(training, None if fn is None else fn.spearman)
+    return Section("training", TRAINING_TITLE, (*blocks, *_figures(figures, "training")))
+
+
 def measures_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
     if not result.measures:
         return None
@@ -193,6 +205,7 @@ SECTIONS: tuple[Callable[[AuditResult, Sequence[Figure]], Section | None], ...] 
     accuracy_section,
     conditions_section,
     probes_section,
+    training_section,
     measures_section,
     inputs_section,
 )

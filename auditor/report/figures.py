@@ -5,7 +5,8 @@ walker asks for its PNG (building a report never loads matplotlib).
 Frequency–norm figures need ``plot_data.norms`` and ``frequencies``; retrieval figures
 need the retrieval section (Lorenz curves also ``plot_data.exposure``); the trade-off
 figure needs accuracy judged at a measured K; the update-angle histogram needs probe
-angles (raw, or the reported histogram).
+angles (raw, or the reported histogram); the training figure needs a trace's records
+(``check --trace``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import numpy as np
 
 from auditor.report import accuracy as accuracy_view
 from auditor.report.document import Figure
+from auditor.report.training import training_figure
 from auditor.result import AuditResult, DecileRow, Retrieval
 
-FIGURE_NAMES = ("norm_vs_frequency", "norm_by_decile", "exposure_lorenz", "head_share", "tradeoff", "update_angles")
+FIGURE_NAMES = ("norm_vs_frequency", "norm_by_decile", "exposure_lorenz", "head_share", "tradeoff", "update_angles",
+                "training")
 """Every figure an audit report can have, in report order; each is ``<name>.png``
 beside a Markdown report (:func:`auditor.report.markdown.figure_paths`)."""
 
@@ -32,6 +35,7 @@ def audit_figures(result: AuditResult) -> list[Figure]:
         *_retrieval_figures(result),
         *_accuracy_figures(result),
         *_probe_figures(result),
+        *_training_figures(result),
     ]
 
 
@@ -132,6 +136,11 @@ def _probe_figures(result: AuditResult) -> list[Figure]:
         "a spike at 90 degrees means updates only grow norms.",
         draw,
     )]  # fmt: skip
+
+
+def _training_figures(result: AuditResult) -> list[Figure]:
+    training = result.training
+    return [] if training is None or not training.points else [training_figure(training)]
 
 
 def _is_finite(value: object) -> bool:

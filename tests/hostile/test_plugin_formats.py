@@ -13,7 +13,7 @@ from .corpus import EXIT_ERROR, Built, Case, check_args, params, run_case, stand
 
 FORMAT = '''
 from auditor.hookspecs import hookimpl
-from auditor.loading.formats import ModelFormat
+from auditor.plugin_api import ModelFormat
 
 def read(path, options):
     {read}

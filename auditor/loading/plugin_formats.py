@@ -11,7 +11,8 @@ import pluggy
 
 from auditor.config import LoadOptions
 from auditor.errors import PluginError
-from auditor.loading.formats import BUILTIN_FORMATS, ModelFormat, WriteJob, Written, detect_format
+from auditor.loading.formats import BUILTIN_FORMATS, detect_format
+from auditor.plugin_api import ModelFormat, WriteJob, Written
 from auditor.model import ModelBundle
 from auditor.plugins.calls import as_list, attribute_failure, hook_results
 from auditor.plugins.manager import PLUGIN_FAILURES, reraise_interrupt

@@ -1,0 +1,78 @@
+"""A training trace as an audit input (``trace``, ``check --trace``): read once, checked
+against the audited table, summarised into the report's training section.
+
+The trace file is read by the monitor's own reader (:func:`auditor.loading.trace.read_trace`,
+which imports only the values at the bottom): a file that is not a trace, of a newer
+version, or with a malformed line is a :class:`~auditor.errors.TraceError` naming the
+line; a last line cut mid-write (training died while writing it) is dropped and counted
+as a warning. A trace written for another catalogue (another item count, or other item
+ids when both sides record them) is flagged: its section says so and its angles are no
+evidence for the conditions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from auditor.errors import setting
+from auditor.model import ModelBundle
+from auditor.loading.trace import Trace, read_trace
+from auditor.trace_section import TrainingAlert, TrainingAngles, TrainingPoint, TrainingSection
+
+
+def load_training(path: Path, bundle: ModelBundle, warnings: list[str]) -> TrainingSection:
+    """The training section of the trace at ``path`` for the audited ``bundle``; what the
+    reader tolerated and a trace of another model are added to ``warnings``."""
+    trace = read_trace(path)
+    if trace.truncated:
+        warnings.append(
+            f"{setting('trace')} {path}: its last line was cut mid-write (training died while writing it) "
+            "and was dropped; 1 record lost"
+        )
+    mismatch = _mismatch(trace, bundle)
+    if mismatch is not None:
+        warnings.append(
+            f"{setting('trace')} {path} is of another model: {mismatch}; its figures are shown but its update "
+            "angles are not used as evidence for C1, C4 or C5"
+        )
+    return summarise(trace, path, mismatch)
+
+
+def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> TrainingSection:
+    """The section's values from a trace that was read (``mismatch``: why it is not the model's)."""
+    chosen = trace.steps or trace.epochs
+    points = tuple(
+        TrainingPoint(r.step, r.epoch, r.figure("spearman"), r.figure("loglog_slope"),
+                      r.figure("angle_share_90_1"), r.figure("lr"))
+        for r in chosen
+    )
+    alerts = tuple(TrainingAlert(a.step, a.epoch, a.alert, a.metric, a.value, a.action) for a in trace.alerts)
+    pooled = trace.angles()
+    angles = None if pooled is None else TrainingAngles(
+        pooled.n_records, pooled.n, pooled.share_90_1, pooled.share_90_10, pooled.growth_per_update,
+        pooled.first_step, pooled.last_step,
+    )
+    epochs = [r.epoch for r in trace.records if r.epoch is not None]
+    if trace.end is not None and trace.end.epoch is not None:
+        epochs.append(trace.end.epoch)
+    return TrainingSection(
+        trace=str(path), source=trace.header.source, n_items=trace.header.n_items, interval=trace.header.interval,
+        optimizer=trace.header.optimizer, complete=trace.complete,
+        end_reason=None if trace.end is None else trace.end.reason, truncated=trace.truncated,
+        matches_model=mismatch is None, mismatch=mismatch, points=points,
+        point_kind="step" if trace.steps else "epoch", alerts=alerts, angles=angles,
+        epochs=max(epochs) if epochs else None,
+    )
+
+
+def _mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
+    """Why the trace's catalogue is not the audited table's (None: it is, as far as both record)."""
+    header = trace.header
+    if header.n_items != bundle.n_items:
+        return f"the trace watched {header.n_items:,} items, the audited table has {bundle.n_items:,} rows"
+    if header.item_ids_sha256 is not None and bundle.item_ids is not None:
+        digest = hashlib.sha256("\n".join(str(i) for i in bundle.item_ids.tolist()).encode("utf-8")).hexdigest()
+        if digest != header.item_ids_sha256:
+            return "the trace's item ids (in row order) are not the audited table's"
+    return None

@@ -1,0 +1,125 @@
+"""The report's training section: what a training trace (``check --trace``) showed, as plain
+values the report, the conditions and the JSON share (docs/report.md, ``training``).
+
+Built by the load stage (:mod:`auditor.loading.trace_input`) from a trace file the
+training monitor wrote (docs/monitor.md); it sits at the bottom so that the conditions
+and the report read it without importing the monitor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ORTHOGONAL_SHARE = 0.95
+"""Pooled share of measured update angles within 90° ± 1° at or above which the trace shows
+orthogonal updates (norms can only grow): plain SGD on a cosine loss puts every angle there
+up to rounding, so anything that tilts the step (momentum, weight decay, adaptive scaling, a
+dot-product loss) shows as a share well below it."""
+TILTED_SHARE = 0.5
+"""At or below this share the updates are not orthogonal: at least one of C1–C4 fails."""
+
+SERIES = ("spearman", "loglog_slope", "angle_share_90_1", "lr")
+"""The figures of the training section's table and figure, over optimizer steps."""
+
+
+@dataclass(frozen=True)
+class TrainingPoint:
+    """One record of the trace: the optimizer step and the figures of :data:`SERIES` (None: not measured)."""
+
+    step: int
+    epoch: int | None
+    spearman: float | None
+    loglog_slope: float | None
+    angle_share_90_1: float | None
+    lr: float | None
+
+
+@dataclass(frozen=True)
+class TrainingAlert:
+    """An alert the monitor fired: where, on which value, and what it did."""
+
+    step: int
+    epoch: int | None
+    alert: str
+    metric: str
+    value: float
+    action: str
+
+
+@dataclass(frozen=True)
+class TrainingAngles:
+    """The step records' measured update angles, pooled over the trace."""
+
+    n_records: int
+    n: int
+    """Update angles measured in all (items moved by the recorded steps)."""
+    share_90_1: float
+    share_90_10: float
+    growth_per_update: float | None
+    """Median over the records of their median growth c/s² per update."""
+    first_step: int
+    last_step: int
+
+    @property
+    def orthogonal(self) -> bool | None:
+        """True: the updates were orthogonal (:data:`ORTHOGONAL_SHARE`); False: they were
+        not (:data:`TILTED_SHARE`); None: in between, which says neither."""
+        if self.share_90_1 >= ORTHOGONAL_SHARE:
+            return True
+        return False if self.share_90_1 <= TILTED_SHARE else None
+
+    def describe(self) -> str:
+        """The measurement in words, for condition evidence."""
+        return (
+            f"the training trace measured {self.n:,} update angles over steps {self.first_step}–{self.last_step}: "
+            f"{self.share_90_1:.1%} within 90° ± 1°, {self.share_90_10:.1%} within ± 10°"
+        )
+
+
+@dataclass(frozen=True)
+class TrainingSection:
+    """What a training trace showed, and whether it belongs to the audited model."""
+
+    trace: str
+    """The trace file as given."""
+    source: str
+    """Who wrote it (``pytorch``, ``retrain``, ``lightning``, ``keras``, ``recbole``)."""
+    n_items: int
+    interval: int
+    optimizer: str | None
+    complete: bool
+    """Training ended normally or by an alert (False: it died, or is still running)."""
+    end_reason: str | None
+    truncated: bool
+    """A last line cut mid-write was dropped."""
+    matches_model: bool
+    """The trace's catalogue is the audited table's (item count, and item ids when both record them)."""
+    mismatch: str | None
+    """Why it does not match (None when it does); its angles are then no evidence."""
+    points: tuple[TrainingPoint, ...]
+    """Step records in order (epoch records when the trace has no step record)."""
+    point_kind: str
+    """``step`` or ``epoch``: which records :attr:`points` holds."""
+    alerts: tuple[TrainingAlert, ...]
+    angles: TrainingAngles | None
+    epochs: int | None
+    """Epochs the trace saw begin (None: none recorded)."""
+
+    @property
+    def evidence(self) -> TrainingAngles | None:
+        """The angles the conditions may use: None when the trace is of another model."""
+        return self.angles if self.matches_model else None
+
+    @property
+    def last(self) -> TrainingPoint | None:
+        return self.points[-1] if self.points else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report's ``training`` object (docs/report.md)."""
+        out = asdict(self)
+        out["points"] = [asdict(p) for p in self.points]
+        out["alerts"] = [asdict(a) for a in self.alerts]
+        if self.angles is not None:
+            out["angles"]["orthogonal"] = self.angles.orthogonal
+        return out

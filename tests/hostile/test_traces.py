@@ -1,0 +1,131 @@
+"""Hostile ``--trace`` files (training traces) given to ``popaudit check``: what is not a
+trace, a newer or broken one, one cut mid-write, one of another model, and an output
+aimed at the trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from auditor.trace_schema import TraceEnd, TraceHeader, TraceRecord
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    N_ITEMS,
+    Built,
+    Case,
+    Outcome,
+    check_args,
+    fifo,
+    params,
+    run_case,
+    standard,
+    strict_json,
+    write,
+)
+
+
+def _record(step: int, share: float | None = 1.0) -> dict[str, Any]:
+    return TraceRecord(
+        kind="step", step=step, epoch=1, elapsed_s=0.1 * step, wall_time=1.0e9 + step, spearman=0.1 * step,
+        spearman_n=N_ITEMS, spearman_method="exact", spearman_ci=None, loglog_slope=0.05 * step, mean_norm=1.0,
+        n_nonfinite=0, n_counted=55, angle_n=4, angle_share_90_1=share, angle_share_90_10=share, angle_median=90.0,
+        growth_per_update=0.01, head_share_dot=0.2, head_share_cosine=0.1, head_share_ratio=2.0, lr=1.0, loss=0.5,
+    ).to_json()
+
+
+def trace_lines(n_items: int = N_ITEMS) -> list[str]:
+    """A valid trace of the corpus's standard table: a header, two step records, the end."""
+    header = TraceHeader(source="pytorch", n_items=n_items, dim=4, counts="running", interval=2, k=10,
+                         head_percent=1.0, queries="items", n_queries=n_items, max_exact_items=200_000,
+                         sample_items=100_000, optimizer="SGD")
+    records = [header.to_json(), _record(2), _record(4), TraceEnd(step=4, epoch=1, reason="completed").to_json()]
+    return [json.dumps(r) for r in records]
+
+
+GOOD = "\n".join(trace_lines()) + "\n"
+
+
+def _trace(content: bytes | str | None, *extra: str, name: str = "trace.jsonl", outputs: tuple[str, ...] = (),
+           check: Any = None, make: Any = None) -> Any:
+    """The standard table and log, ``content`` as the trace (None: none written)."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        if content is not None:
+            write(d, name, content)
+        if make is not None:
+            make(d)
+        return Built([*check_args("items.npy"), "--trace", name, *extra], outputs=outputs, check=check)
+
+    return build
+
+
+def _cut(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["training"]["truncated"] is True and len(report["training"]["points"]) == 2
+    assert any("its last line was cut mid-write" in w and "1 record lost" in w for w in report["warnings"])
+
+
+def _other_model(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["training"]["matches_model"] is False
+    assert report["training"]["mismatch"] == f"the trace watched 12 items, the audited table has {N_ITEMS} rows"
+    assert any("is of another model" in w for w in report["warnings"])
+    assert "trace_angles" not in report["conditions"]["C1"]["details"]  # another model's angles are no evidence
+
+
+def _used(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert [p["step"] for p in report["training"]["points"]] == [2, 4]
+    assert report["conditions"]["C1"]["status"] == "holds" and "source: trace" in report["conditions"]["C1"]["evidence"]
+
+
+NO_ITEMS = GOOD.replace('"n_items": 10, ', "", 1)
+NOT_A_RECORD = GOOD.replace("\n", "\n[1, 2, 3]\n", 1)
+NEWER = GOOD.replace('"version": 1', '"version": 99', 1)
+BAD_TYPE = GOOD.replace('"step": 4,', '"step": "four",', 1)
+
+CASES = [
+    Case("trace-ok", _trace(GOOD, "--json", "r.json", outputs=("r.json",), check=_used), EXIT_OK, None),
+    Case("trace-missing", _trace(None, name="nope.jsonl"), EXIT_ERROR, r"trace not found: nope\.jsonl"),
+    Case("trace-is-a-folder", _trace(None, name="runs", make=lambda d: write(d, "runs/keep.txt", "x")), EXIT_USAGE,
+         r"Invalid value for '--trace': File 'runs' is a directory"),
+    Case("trace-fifo", _trace(None, name="pipe", make=lambda d: fifo(d, "pipe")), EXIT_ERROR,
+         r"trace pipe is a FIFO \(named pipe\)", process=True, timeout=30),
+    Case("trace-empty", _trace(""), EXIT_ERROR, r"trace\.jsonl is empty, not a popaudit trace"),
+    Case("trace-is-a-csv", _trace("user_id,item_id\n1,2\n", name="log.csv"), EXIT_ERROR,
+         r"log\.csv is not a popaudit trace: line 1 is not a trace header", absent="user_id"),
+    Case("trace-is-binary", _trace(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe"), EXIT_ERROR,
+         r"trace\.jsonl is not a popaudit trace: line 1 is not a trace header"),
+    Case("trace-foreign-json-lines", _trace('{"event": "epoch", "secret": "token-123"}\n'), EXIT_ERROR,
+         r"trace\.jsonl is not a popaudit trace: line 1 is not a trace header", absent="token-123"),
+    Case("trace-newer-version", _trace(NEWER), EXIT_ERROR,
+         r"trace\.jsonl is a popaudit trace of version 99; this popaudit reads version 1"),
+    Case("trace-broken-middle-line", _trace(GOOD.replace("\n", "\n{not json\n", 1)), EXIT_ERROR,
+         r"trace\.jsonl: line 2 is not valid JSON \(UTF-8\)"),
+    Case("trace-field-of-wrong-type", _trace(BAD_TYPE), EXIT_ERROR,
+         r"trace\.jsonl: line 3: 'step' is not of the documented type \(int\)", absent="four"),
+    Case("trace-header-lacks-a-key", _trace(NO_ITEMS), EXIT_ERROR,
+         r"trace\.jsonl: line 1: the header record lacks 'n_items'"),
+    Case("trace-line-not-a-record", _trace(NOT_A_RECORD), EXIT_ERROR,
+         r"trace\.jsonl: line 2 is not a trace record \(no \"record\" key\)"),
+    Case("trace-cut-mid-write", _trace("\n".join(trace_lines()[:3]) + "\n" + trace_lines()[3][:15], "--json", "r.json",
+                                       outputs=("r.json",), check=_cut), EXIT_OK, None),
+    Case("trace-of-another-model", _trace("\n".join(trace_lines(12)) + "\n", "--json", "r.json", outputs=("r.json",),
+                                          check=_other_model), EXIT_OK, None),
+    Case("output-is-the-trace", _trace(GOOD, "--json", "trace.jsonl"), EXIT_ERROR,
+         r"--json trace\.jsonl is the input file given as --trace; popaudit never overwrites an input"),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_traces(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)

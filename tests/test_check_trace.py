@@ -1,0 +1,188 @@
+"""``popaudit check MODEL --trace TRACE`` (issue #26): the training section in every format,
+the measured angles as C1/C4/C5 evidence, and a trace of another model flagged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from auditor.cli import cli
+from auditor.monitor import read_trace
+
+RECBOLE = Path(__file__).resolve().parent / "data" / "recbole"
+FAST = ["--bootstrap", "0", "--no-probes", "-q"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A retrained model (plain SGD, cosine InfoNCE, lr 10) and its trace, an alert that fired in it."""
+    folder = tmp_path_factory.mktemp("trained")
+    model, trace = folder / "model.pt", folder / "trace.jsonl"
+    done = CliRunner().invoke(cli, ["retrain", "--n-users", "100", "--n-items", "150", "--n-interactions", "3000",
+                                    "--epochs", "3", "--trace", str(trace), "--trace-every", "4",
+                                    "--alert", "spearman>0.3", "-o", str(model)])
+    assert done.exit_code == 0, done.output
+    return model, trace
+
+
+def check(*args: str) -> Any:
+    done = CliRunner().invoke(cli, ["check", *args])
+    assert done.exit_code == 0, done.output
+    return done
+
+
+@pytest.mark.slow  # three audits, two of them drawing every figure
+def test_every_format_has_the_training_section(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    model, trace_path = trained
+    before = trace_path.read_bytes()
+    out = tmp_path / "r"
+    done = check(str(model), "--trace", str(trace_path), "--bootstrap", "0", "--no-probes", "--json", f"{out}.json",
+                 "--html", f"{out}.html", "--markdown", f"{out}.md")
+    assert trace_path.read_bytes() == before
+    trace = read_trace(trace_path)
+    report = json.loads(Path(f"{out}.json").read_text())
+    training = report["training"]
+    assert training["source"] == "retrain" and training["point_kind"] == "step" and training["matches_model"]
+    assert [p["step"] for p in training["points"]] == [r.step for r in trace.steps] == list(range(4, 37, 4))
+    assert [p["spearman"] for p in training["points"]] == [r.spearman for r in trace.steps]
+    assert [p["angle_share_90_1"] for p in training["points"]] == [r.angle_share_90_1 for r in trace.steps]
+    assert all(p["lr"] == 10.0 for p in training["points"])
+    assert [(a["step"], a["alert"]) for a in training["alerts"]] == [(4, "spearman>0.3")]
+    pooled = trace.angles()
+    assert pooled is not None and training["angles"]["n"] == pooled.n and training["angles"]["orthogonal"] is True
+    assert training["angles"]["share_90_1"] == pooled.share_90_1 == 1.0
+    # the last step record is the end of training: its rho is check's on the saved model, exactly
+    assert trace.steps[-1].step == trace.epochs[-1].step
+    assert training["points"][-1]["spearman"] == report["frequency_norm"]["spearman"]
+
+    markdown = Path(f"{out}.md").read_text()
+    assert "## While it trained" in markdown and "| last Spearman ρ in the trace |" in markdown
+    assert "spearman\\>0.3 fired at step 4" in markdown and (tmp_path / "r_files" / "training.png").stat().st_size
+    html = Path(f"{out}.html").read_text()
+    assert "While it trained" in html and 'alt="Lines of Spearman ρ' in html
+    console = check(str(model), "--trace", str(trace_path), *FAST[:3])
+    assert "While it trained" in console.output and "Alert spearman>0.3 fired at step 4" in console.output
+    assert "While it trained" not in check(str(model), *FAST[:3]).output
+    assert "training" not in json.loads(check(str(model), *FAST[:3], "--format", "json").stdout)
+
+
+def bare_table(trained: tuple[Path, Path], folder: Path, rows: slice = slice(None)) -> list[str]:
+    """The retrained item table as a .npy and its counts: a file that records no optimizer and no loss."""
+    ckpt = torch.load(trained[0], weights_only=True)
+    np.save(folder / "items.npy", ckpt["item_embeddings"].numpy()[rows])
+    ids, freq = ckpt["item_ids"][rows], ckpt["item_frequencies"][rows]
+    (folder / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{int(f)}\n" for i, f in zip(ids, freq)))
+    return [str(folder / "items.npy"), "--frequencies", str(folder / "counts.csv"), "--bootstrap", "0", "--format", "json"]
+
+
+def test_measured_angles_settle_c1_c4_c5_of_a_bare_table(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    args = bare_table(trained, tmp_path)
+    alone = json.loads(check(*args).stdout)["conditions"]
+    assert (alone["C1"]["status"], alone["C4"]["status"], alone["C5"]["status"]) == ("unknown", "unknown", "unknown")
+
+    report = json.loads(check(*args, "--trace", str(trained[1])).stdout)
+    c = report["conditions"]
+    pooled = read_trace(trained[1]).angles()
+    assert pooled is not None
+    for key in ("C1", "C4"):  # every measured update at 90°: plain SGD on a cosine loss
+        assert c[key]["status"] == "holds", c[key]
+        assert "729 update angles over steps 4–36: 100.0% within 90° ± 1°" in c[key]["evidence"]
+        assert "(source: trace)" in c[key]["evidence"] and c[key]["details"]["trace_angles"]["n"] == pooled.n == 729
+    assert c["C1"]["details"]["optimizer"] == "SGD" and c["C1"]["details"]["sources"]["kind"] == "trace (header.optimizer)"
+    assert c["C1"]["details"]["lr"] == 10.0 and c["C1"]["details"]["sources"]["lr"] == "trace (lr at step 36)"
+    c5 = c["C5"]
+    assert c5["status"] == "holds" and c5["details"]["growth_source"] == "trace"
+    assert c5["details"]["growth_per_update"] == pooled.growth_per_update and c5["details"]["epochs"] == 3.0
+    assert c5["evidence"].startswith("lr=10 (trace (lr at step 36)): growth per update c/s² = ")
+    # the projection of C5's docstring from the trace's growth and the counts, by hand
+    freq = np.array([int(line.split(",")[1]) for line in (tmp_path / "counts.csv").read_text().splitlines()[1:]])
+    g, pos = pooled.growth_per_update, freq[freq > 0].astype(float)
+    head = np.sqrt(1 + 2 * g * np.quantile(pos, 0.99) * 3)
+    assert c5["details"]["s_growth_head"] == pytest.approx(head, rel=1e-12)
+
+
+def test_a_trace_of_another_model_is_flagged(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    report = json.loads(check(*bare_table(trained, tmp_path, slice(0, 149)), "--trace", str(trained[1])).stdout)
+    assert report["training"]["matches_model"] is False
+    assert report["training"]["mismatch"] == "the trace watched 150 items, the audited table has 149 rows"
+    assert any("is of another model" in w and "not used as evidence" in w for w in report["warnings"])
+    assert report["conditions"]["C1"]["status"] == "unknown" and "trace" not in report["conditions"]["C1"]["evidence"]
+    assert report["conditions"]["C5"]["details"].get("growth_source") != "trace"
+
+    # the same item count, but other item ids in row order
+    args = bare_table(trained, tmp_path)
+    ids = tmp_path / "ids.txt"
+    ids.write_text("".join(f"{1000 + i}\n" for i in range(150)))
+    counts = tmp_path / "counts.csv"
+    counts.write_text("item_id,count\n" + "".join(f"{1000 + i},{i + 1}\n" for i in range(150)))
+    report = json.loads(check(*args, "--item-ids", str(ids), "--trace", str(trained[1])).stdout)
+    assert report["training"]["mismatch"] == "the trace's item ids (in row order) are not the audited table's"
+
+
+@pytest.mark.slow  # a full audit of a RecBole checkpoint with its figures
+def test_the_recbole_adapters_trace_renders_with_its_checkpoint(tmp_path: Path) -> None:
+    """BPR on tiny.inter: the trace of a real RecBole run (SGD, a dot-product loss) beside a
+    checkpoint of the same catalogue; the spread angles confirm C4's violation."""
+    out = tmp_path / "r.md"
+    done = check(str(RECBOLE / "BPR-tiny.pth"), "--interactions", str(RECBOLE / "tiny.inter"), "--trace",
+                 str(RECBOLE / "BPR-tiny.trace.jsonl"), *FAST, "--markdown", str(out), "--json", str(tmp_path / "r.json"))
+    assert done.exit_code == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    training = report["training"]
+    assert training["source"] == "recbole" and training["matches_model"] and training["angles"]["orthogonal"] is False
+    assert [p["step"] for p in training["points"]] == list(range(2, 21, 2))
+    assert [(a["step"], a["alert"]) for a in training["alerts"]] == [(2, "angle_share_90_1<0.5")]
+    c4 = report["conditions"]["C4"]
+    assert c4["status"] == "violated" and "recorded model 'BPR'" in c4["evidence"]
+    assert "5.6% within 90° ± 1°" in c4["evidence"] and "(source: trace)" in c4["evidence"]
+    assert "## While it trained" in out.read_text() and (tmp_path / "r_files" / "training.png").exists()
+
+
+def hand_trace(path: Path, n_items: int, optimizer: str | None, share: float, lr: float | None) -> None:
+    """A trace written record by record with the monitor's own schema: two step records."""
+    from auditor.trace_schema import TraceEnd, TraceHeader, TraceRecord
+
+    header = TraceHeader(source="pytorch", n_items=n_items, dim=4, counts="running", interval=5, k=10,
+                         head_percent=1.0, queries="items", n_queries=n_items, max_exact_items=200_000,
+                         sample_items=100_000, optimizer=optimizer)
+    records = [TraceRecord(
+        kind="step", step=step, epoch=1, elapsed_s=0.1, wall_time=1.0e9, spearman=0.2, spearman_n=n_items,
+        spearman_method="exact", spearman_ci=None, loglog_slope=0.1, mean_norm=1.0, n_nonfinite=0, n_counted=100,
+        angle_n=n, angle_share_90_1=share, angle_share_90_10=1.0, angle_median=90.0, growth_per_update=None,
+        head_share_dot=0.1, head_share_cosine=0.1, head_share_ratio=1.0, lr=lr, loss=1.0,
+    ).to_json() for step, n in ((5, 30), (10, 10))]
+    lines = [header.to_json(), *records, TraceEnd(step=10, epoch=1, reason="completed").to_json()]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_the_traces_optimizer_and_tilted_angles(tmp_path: Path) -> None:
+    """An optimizer the file does not record comes from the trace; tilted angles settle
+    nothing alone, and with C1-C3 known to hold they make the loss the cause."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "items.npy", rng.normal(size=(20, 4)).astype(np.float32))
+    (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{i + 1}\n" for i in range(20)))
+    args = [str(tmp_path / "items.npy"), "--frequencies", str(tmp_path / "counts.csv"), "--bootstrap", "0",
+            "--no-probes", "--format", "json", "--trace", str(tmp_path / "t.jsonl")]
+
+    hand_trace(tmp_path / "t.jsonl", 20, "Adam", 0.3, 0.01)
+    c = json.loads(check(*args).stdout)["conditions"]
+    assert c["C1"]["status"] == "violated"
+    assert c["C1"]["evidence"].startswith("trace (header.optimizer): Adam rescales each coordinate")
+    # pooled over the records by their angle counts: (30 x 0.3 + 10 x 0.3) / 40
+    assert "40 update angles over steps 5–10: 30.0% within 90° ± 1°" in c["C1"]["evidence"]
+    assert c["C4"]["status"] == "unknown" and "not orthogonal" not in c["C4"]["evidence"]
+
+    hand_trace(tmp_path / "t.jsonl", 20, "SGD", 0.3, 0.5)  # plain SGD declared: the loss must be the cause
+    c = json.loads(check(*args, "--momentum", "0", "--weight-decay", "0").stdout)["conditions"]
+    assert c["C1"]["status"] == "holds" and c["C1"]["details"]["lr"] == 0.5
+    assert c["C4"]["status"] == "violated" and "not orthogonal although C1–C3 hold" in c["C4"]["evidence"]
+
+    hand_trace(tmp_path / "t.jsonl", 20, "SGD", 0.7, 0.5)  # neither clearly orthogonal nor tilted
+    c = json.loads(check(*args, "--momentum", "0", "--weight-decay", "0").stdout)["conditions"]
+    assert c["C4"]["status"] == "unknown" and c["C4"]["details"]["trace_angles"]["orthogonal"] is None

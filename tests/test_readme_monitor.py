@@ -1,0 +1,169 @@
+"""The README's "While it trains" examples run as printed (issue #26): each Python block of
+that section is executed with only the names it leaves to the reader defined (a model, its
+optimizer and data), and the trace it writes is read back and rendered by ``check --trace``.
+
+RecBole needs numpy < 2 and cannot run here; its block is compiled and held to the calls
+``tests/data/recbole/make_trace.py`` makes with real RecBole (which wrote the trace the
+RecBole tests read).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from auditor.monitor import read_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+N_USERS, N_ITEMS = 40, 60
+
+
+def blocks() -> dict[str, str]:
+    """The section's Python blocks by the trainer they show."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## While it trains\n", 1)[1].split("\n## ", 1)[0]
+    found = re.findall(r"```python\n(.*?)```", section, re.S)
+    named = {}
+    for code in found:
+        key = next(k for k in ("lightning", "keras", "recbole") if f"auditor.monitor.{k}" in code) if (
+            "auditor.monitor." in code) else "pytorch"
+        named[key] = code
+    return named
+
+
+def zipf_pairs(n: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.integers(0, N_USERS, n), np.minimum(rng.zipf(1.3, n) - 1, N_ITEMS - 1)
+
+
+class TwoTower(torch.nn.Module):
+    """Id embeddings and cosine InfoNCE: what the README's ``model`` stands for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.user_embedding = torch.nn.Embedding(N_USERS, 8)
+        self.item_embedding = torch.nn.Embedding(N_ITEMS, 8)
+
+    def loss(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        u = torch.nn.functional.normalize(self.user_embedding(users), dim=1)
+        q = torch.nn.functional.normalize(self.item_embedding(items), dim=1)
+        return torch.nn.functional.cross_entropy(u @ q.T / 0.1, torch.arange(len(u)))
+
+
+def run(code: str, names: dict[str, Any], folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.chdir(folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, "README.md (While it trains)", "exec"), names)  # noqa: S102 - the README's own code
+    return names
+
+
+def renders(folder: Path, table: np.ndarray, counts: np.ndarray) -> dict[str, Any]:
+    """``check --trace`` of the trace the example wrote, beside the table it trained."""
+    import json
+
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    np.save(folder / "items.npy", table)
+    (folder / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(counts)))
+    done = CliRunner().invoke(cli, ["check", "items.npy", "--frequencies", "counts.csv", "--trace", "trace.jsonl",
+                                    "--bootstrap", "0", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["training"]["matches_model"] and report["training"]["points"]
+    return report
+
+
+@pytest.mark.slow  # ten epochs and an audit
+def test_the_plain_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    model = TwoTower()
+    users, items = zipf_pairs()
+    loader = [(torch.from_numpy(users[s:s + 64]), torch.from_numpy(items[s:s + 64])) for s in range(0, 1024, 64)]
+    names = {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=5.0), "loader": loader}
+    run(blocks()["pytorch"], names, tmp_path, monkeypatch)
+    trace = read_trace(tmp_path / "trace.jsonl")
+    assert trace.header.source == "pytorch" and trace.complete and trace.epochs
+    assert "(array([" in capsys.readouterr().out  # the example prints the rho series
+    report = renders(tmp_path, model.item_embedding.weight.detach().numpy(), np.bincount(items, minlength=N_ITEMS))
+    assert report["training"]["source"] == "pytorch"
+
+
+@pytest.mark.slow  # Lightning's start-up, ten epochs and an audit
+def test_the_lightning_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+
+    class Module(pl.LightningModule):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.tower = TwoTower()
+            self.item_embedding = self.tower.item_embedding
+
+        def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.tower.loss(batch["user"], batch["item"])
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=5.0)
+
+    users, items = zipf_pairs()
+    rows = [{"user": torch.tensor(u), "item": torch.tensor(i)} for u, i in zip(users, items)]
+    names = {"model": Module(), "train_loader": torch.utils.data.DataLoader(rows, batch_size=64)}
+    names = run(blocks()["lightning"], names, tmp_path, monkeypatch)
+    trace = read_trace(tmp_path / "trace.jsonl")
+    assert trace.header.source == "lightning" and trace.complete
+    report = renders(tmp_path, names["model"].item_embedding.weight.detach().numpy(),
+                     np.bincount(items, minlength=N_ITEMS))
+    assert report["training"]["source"] == "lightning"
+
+
+def test_the_keras_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "torch":  # pragma: no cover - Keras was imported with another backend first
+        pytest.skip("Keras runs on another backend in this process")
+    keras.utils.set_random_seed(0)
+    user_in, item_in = keras.Input((1,), dtype="int64"), keras.Input((1,), dtype="int64")
+    u = keras.layers.Flatten()(keras.layers.Embedding(N_USERS, 8, name="user_embedding")(user_in))
+    q = keras.layers.Flatten()(keras.layers.Embedding(N_ITEMS, 8, name="item_embedding")(item_in))
+    model = keras.Model([user_in, item_in], keras.layers.Rescaling(5.0)(keras.layers.Dot(axes=1, normalize=True)([u, q])))
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=2.0),
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    users, items = zipf_pairs(512)
+    negatives = np.random.default_rng(1).integers(0, N_ITEMS, 512)
+    train_items = np.concatenate([items, negatives])
+    x = [np.concatenate([users, users])[:, None], train_items[:, None]]
+    y = np.concatenate([np.ones(512), np.zeros(512)]).astype("float32")
+    names = {"model": model, "x": x, "y": y, "train_items": train_items, "n_items": N_ITEMS}
+    run(blocks()["keras"], names, tmp_path, monkeypatch)
+    trace = read_trace(tmp_path / "trace.jsonl")
+    assert trace.header.source == "keras" and trace.complete
+    table = keras.ops.convert_to_numpy(model.get_layer("item_embedding").embeddings)
+    report = renders(tmp_path, table, np.bincount(train_items, minlength=N_ITEMS))
+    assert report["training"]["source"] == "keras"
+
+
+def test_the_recbole_example_makes_the_calls_of_the_real_run() -> None:
+    code = blocks()["recbole"]
+    tree = ast.parse(code)  # it compiles
+    script = (ROOT / "tests" / "data" / "recbole" / "make_trace.py").read_text(encoding="utf-8")
+
+    def imported(source: str) -> set[tuple[str, str]]:
+        return {(node.module or "", alias.name) for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+
+    assert imported(code) <= imported(script)  # every import of the example, as the real run imports it
+    calls = {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    assert {"monitored(Trainer)", "create_dataset", "data_preparation", "trainer.fit"} <= calls
+    for call in ("monitored(Trainer)(config, model, trace=", "create_dataset(config)", "data_preparation(config, dataset)",
+                 "BPR(config, train_data.dataset)"):
+        assert call in code and call in script, call
