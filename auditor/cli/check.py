@@ -19,6 +19,7 @@ from auditor.cli._common import (
     RichProgress,
     audit_fields,
     common_options,
+    group_options,
     declared_training_options,
     frequencies_options,
     id_mapping_options,
@@ -62,6 +63,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates (for CI).")
 @click.option("--plugin-timeout", type=ranged("plugin_timeout"), default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the audit runs in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1), never a passed gate, and its prints go to stderr.")
+@group_options
 @common_options
 def command(
     model: Path,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from auditor.report import accuracy as accuracy_view
-from auditor.report.content import RATIO_HEADER, format_measure
+from auditor.report.content import RATIO_HEADER, format_measure, shown_measures
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
 from auditor.report.population import population_rows
@@ -101,7 +101,7 @@ def _retrieval(result: AuditResult) -> list[Block]:
         names = list(scorings)
         names.insert(2, RATIO_HEADER)
         rows = []
-        for metric, info in retrieval.list_measures.items():
+        for metric, info in shown_measures(cut, retrieval.list_measures).items():
             cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
             cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
             rows.append((metric, *cells))

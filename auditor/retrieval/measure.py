@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,8 +34,10 @@ from auditor.model import QueryPopulation
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, overlap
-from auditor.plugin_api import Slots
+from auditor.config import GroupPolicy
+from auditor.plugin_api import ListContext, Slots
 from auditor.metrics.list_measures import ExposureMeasures
+from auditor.metrics.user_measures import group_table
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
@@ -65,6 +67,8 @@ class RetrievalOutcome:
     """scoring -> (n_queries, K_max) item rows served (-1: empty slot)."""
     popularity: np.ndarray | None = None
     """The popularity per item row the measures used (``popularity`` setting)."""
+    context: ListContext | None = None
+    """What the list measures were bound to (the per-group table of the report reads it)."""
 
 
 def choose_index(kind: str, n_items: int, n_queries: int, dim: int) -> str:
@@ -188,20 +192,29 @@ def measure_retrieval(
     population: QueryPopulation,
     progress: Progress = SILENT,
     list_measures: Sequence[ListMeasure] = LIST_MEASURES,
+    *,
+    relevant: tuple[np.ndarray, np.ndarray] | None = None,
+    groups: GroupPolicy | None = None,
 ) -> RetrievalOutcome:
     """Serve the ``population`` by dot product, cosine, every ``settings.alphas`` and
     popularity; measure each scoring's lists at every cut-off.
 
     Cut-offs ``settings.ks`` are clamped to the catalogue with a warning; index
     ``settings.index``. ``list_measures``: the registered list measures (default: the
-    built-in ones). Raises :class:`InputError` for ``popularity`` ``users`` without user
+    built-in ones); ``relevant``: CSR of each query's held-out items (the group NDCG and
+    PopREO); ``groups``: the popularity groups' cut-offs (default: GroupPolicy's). Raises :class:`InputError` for ``popularity`` ``users`` without user
     counts, :class:`EmbeddingTableError` for NaN/inf item vectors.
     """
     warnings: list[str] = list(population.warnings)
     n_items, dim = bundle.n_items, bundle.dim
     popularity = _popularity(stats, settings.popularity, n_items)
+    groups = groups or GroupPolicy()
+    profiles = None
+    if population.seen_indptr is not None and population.seen_rows is not None:
+        profiles = (population.seen_indptr, population.seen_rows)
     measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users, measures=list_measures,
-                                item_table=bundle.item_table, item_ids=bundle.item_ids)
+                                item_table=bundle.item_table, item_ids=bundle.item_ids, profiles=profiles,
+                                relevant=relevant, groups=groups)
     ks = sorted({min(k, n_items) for k in settings.ks})
     for k in sorted(set(settings.ks)):
         if k > n_items:
@@ -219,6 +232,7 @@ def measure_retrieval(
     popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
     lists = _named(found, popular)
     definitions.update(_definitions(list_measures, settings, population))
+    definitions["popularity_groups"] = groups.describe()
     at, exposure = _measure_lists(lists, ks, measures, n_items, progress)
     retrieval = Retrieval(
         n_queries=population.n_queries,
@@ -231,9 +245,25 @@ def measure_retrieval(
         definitions=definitions,
         list_measures=measures.info,
         population=population_section(population),
+        user_groups=_group_tables(lists, ks, measures.context),
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
-                            popularity=popularity)
+                            popularity=popularity, context=measures.context)
+
+
+def _group_tables(
+    lists: dict[str, np.ndarray], ks: list[int], context: ListContext
+) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """K -> scoring -> the per-user-group figures (empty without training profiles)."""
+    if context.profiles is None:
+        return {}
+    tables: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for k in ks:
+        tables[k] = {}
+        for name, rows in lists.items():
+            table = group_table(context, Slots(rows[:, :k], context.n_items))
+            tables[k][name] = [] if table is None else [row.to_dict() for row in table]
+    return tables
 
 
 def _definitions(
