@@ -113,3 +113,15 @@ def test_bad_cut_offs_are_usage_errors_and_manifest_cells(files: Path, tmp_path:
     rows = read_manifest(manifest).rows
     assert rows[0].settings == {"niche_fraction": 0.25, "short_head_mass": 0.7}
     assert rows[1].problems and "column 'niche_fraction'" in rows[1].problems[0]
+
+
+def test_every_format_shows_who_pays_and_which_items_gain(files: Path, tmp_path: Path) -> None:
+    _, report, console = check(files, tmp_path, "--top-items", "4", "--holdout", str(files / "holdout.parquet"),
+                               "--markdown", str(tmp_path / "r.md"), "--html", str(tmp_path / "r.html"))
+    first = report["retrieval"]["exposure_shift"][str(report["verdict"]["quoted_k"])]["gained"][0]
+    markdown, html = (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
+    for text in (console, markdown, html):
+        assert "Who pays" in text and "Items dot serving favours" in text and "NDCG dot" in text
+        assert f"+{first['gain']:,}" in text  # the first gained item's row
+    assert (tmp_path / "r_files" / "exposure_gain.png").stat().st_size > 1000
+    assert "exposure gain under dot-product serving" in html  # the figure, inline
