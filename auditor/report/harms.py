@@ -70,7 +70,7 @@ def shift_tables(retrieval: Retrieval, k: int) -> list[Table]:
 def _items_table(items: Sequence[Mapping[str, Any]], n_queries: Any, caption: str, key: str) -> Table:
     headers = ("item", "frequency", "norm", "norm pct.", "exposure dot", "exposure cosine", "exposure popular",
                "gain")  # fmt: skip
-    rows = tuple(
+    rows: tuple[tuple[str, ...], ...] = tuple(
         (str(item.get("item_id")), fmt_num(item.get("frequency")), fmt_num(item.get("norm")),
          f"{fmt_num(item.get('norm_percentile'), 1)}%", _exposure(item.get("exposure_dot"), n_queries),
          _exposure(item.get("exposure_cosine"), n_queries), _exposure(item.get("exposure_popular"), n_queries),
