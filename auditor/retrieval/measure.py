@@ -209,12 +209,9 @@ def measure_retrieval(
     n_items, dim = bundle.n_items, bundle.dim
     popularity = _popularity(stats, settings.popularity, n_items)
     groups = groups or GroupPolicy()
-    profiles = None
-    if population.seen_indptr is not None and population.seen_rows is not None:
-        profiles = (population.seen_indptr, population.seen_rows)
     measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users, measures=list_measures,
-                                item_table=bundle.item_table, item_ids=bundle.item_ids, profiles=profiles,
-                                relevant=relevant, groups=groups)
+                                item_table=bundle.item_table, item_ids=bundle.item_ids,
+                                profiles=_profiles(population), relevant=relevant, groups=groups)
     ks = sorted({min(k, n_items) for k in settings.ks})
     for k in sorted(set(settings.ks)):
         if k > n_items:
@@ -249,6 +246,14 @@ def measure_retrieval(
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
                             popularity=popularity, context=measures.context)
+
+
+def _profiles(population: QueryPopulation) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each query's training items (CSR), what the user- and item-side measures read; None
+    when unknown (a query file). Known even with ``keep_seen``, where they stay candidates."""
+    if population.seen_indptr is None or population.seen_rows is None:
+        return None
+    return population.seen_indptr, population.seen_rows
 
 
 def _group_tables(
