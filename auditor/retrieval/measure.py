@@ -49,6 +49,8 @@ from auditor.retrieval.serving import popular_lists
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
 
+GroupTables = dict[int, dict[str, list[dict[str, Any]]]]
+"""K -> scoring -> the per-user-group rows (``Retrieval.user_groups``)."""
 EXACT_FLOP_LIMIT = 4e12
 """``index`` ``auto`` searches exactly while one scoring costs at most this many FLOPs
 (2 x n_items x n_queries x dim). At the 50-100 GFLOP/s two cores reach with K=100 that
@@ -162,10 +164,13 @@ def _named(lists: ScoringLists, popular: np.ndarray) -> dict[str, np.ndarray]:
 
 def _measure_lists(
     lists: dict[str, np.ndarray], ks: list[int], measures: ExposureMeasures, n_items: int, progress: Progress
-) -> tuple[dict[int, CutoffMeasures], dict[str, dict[int, np.ndarray]]]:
-    """Every exposure measure of every scoring's lists at each K, and the exposure counts."""
+) -> tuple[dict[int, CutoffMeasures], dict[str, dict[int, np.ndarray]], GroupTables]:
+    """Every exposure measure of every scoring's lists at each K, the exposure counts, and
+    the per-user-group table (from the figures the group measures just computed on the
+    same :class:`Slots`, so at no extra cost; empty without training profiles)."""
     at: dict[int, CutoffMeasures] = {}
     exposure: dict[str, dict[int, np.ndarray]] = {name: {} for name in lists}
+    tables: GroupTables = {}
     with progress.track("retrieval: exposure measures", len(ks) * len(lists)) as advance:
         for k in ks:
             measured: dict[str, ListMeasures] = {}
@@ -174,6 +179,8 @@ def _measure_lists(
                 slots[name] = Slots(rows[:, :k], n_items)
                 measured[name] = measures.measure(slots[name])
                 exposure[name][k] = slots[name].counts
+                if (table := group_table(measures.context, slots[name])) is not None:
+                    tables.setdefault(k, {})[name] = [row.to_dict() for row in table]
                 advance(1)
             at[k] = CutoffMeasures(
                 dot=measured.pop("dot"),
@@ -182,7 +189,7 @@ def _measure_lists(
                 overlap_dot_cosine=overlap(slots["dot"].lists, slots["cosine"].lists),
                 norm_aware=measured,
             )
-    return at, exposure
+    return at, exposure, tables
 
 
 def measure_retrieval(
@@ -230,7 +237,7 @@ def measure_retrieval(
     lists = _named(found, popular)
     definitions.update(_definitions(list_measures, settings, population))
     definitions["popularity_groups"] = groups.describe()
-    at, exposure = _measure_lists(lists, ks, measures, n_items, progress)
+    at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress)
     retrieval = Retrieval(
         n_queries=population.n_queries,
         index=index_kind,
@@ -242,7 +249,7 @@ def measure_retrieval(
         definitions=definitions,
         list_measures=measures.info,
         population=population_section(population),
-        user_groups=_group_tables(lists, ks, measures.context),
+        user_groups=group_tables,
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
                             popularity=popularity, context=measures.context)
@@ -254,21 +261,6 @@ def _profiles(population: QueryPopulation) -> tuple[np.ndarray, np.ndarray] | No
     if population.seen_indptr is None or population.seen_rows is None:
         return None
     return population.seen_indptr, population.seen_rows
-
-
-def _group_tables(
-    lists: dict[str, np.ndarray], ks: list[int], context: ListContext
-) -> dict[int, dict[str, list[dict[str, Any]]]]:
-    """K -> scoring -> the per-user-group figures (empty without training profiles)."""
-    if context.profiles is None:
-        return {}
-    tables: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    for k in ks:
-        tables[k] = {}
-        for name, rows in lists.items():
-            table = group_table(context, Slots(rows[:, :k], context.n_items))
-            tables[k][name] = [] if table is None else [row.to_dict() for row in table]
-    return tables
 
 
 def _definitions(
