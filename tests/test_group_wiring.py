@@ -125,3 +125,23 @@ def test_every_format_shows_who_pays_and_which_items_gain(files: Path, tmp_path:
         assert f"+{first['gain']:,}" in text  # the first gained item's row
     assert (tmp_path / "r_files" / "exposure_gain.png").stat().st_size > 1000
     assert "exposure gain under dot-product serving" in html  # the figure, inline
+
+
+def test_batch_columns_gates_and_manifest_cells(files: Path, tmp_path: Path) -> None:
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"model,niche_fraction,label\n{files / 'model.pt'},,default\n{files / 'model.pt'},0.4,wide\n")
+    out = tmp_path / "r.parquet"
+    ran = CliRunner().invoke(cli, ["batch", str(manifest), "-o", str(out), "--interactions", str(files / "train.parquet"),
+                                   "-k", "10", "--no-probes", "--bootstrap", "0", "-q",
+                                   "--fail-on", "aclt_dot@10>=0"])  # fmt: skip
+    assert ran.exit_code == 3, ran.output  # ACLT is never negative: the gate trips on both rows
+    rows = pq.read_table(out).to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    for r in rows:
+        report = json.loads(r["report_json"])
+        assert r["gap_delta_niche_dot@10"] == report["retrieval"]["at"]["10"]["dot"]["gap_delta_niche"]
+        assert r["pop_reo_dot@10"] is None  # no holdout: null, never 0
+    groups = [json.loads(r["report_json"])["settings"]["groups"]["niche_fraction"] for r in rows]
+    assert groups == [0.2, 0.4]
+    sizes = [json.loads(r["report_json"])["retrieval"]["user_groups"]["10"]["dot"][0]["n_users"] for r in rows]
+    assert sizes[1] > sizes[0]  # a larger niche fraction, more niche users
