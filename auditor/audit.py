@@ -22,7 +22,8 @@ from auditor.loading.statistics import InputCache
 from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
-from auditor.model import ItemStats, ModelBundle, QueryPopulation
+from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
+from auditor.metrics.harm_inputs import relevant_rows, with_exposure_shift
 from auditor.plugins import RegisteredMeasures, collect_measures, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
 from auditor.result import Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, Served
@@ -51,7 +52,14 @@ def run_audit(
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = _frequency_norm(norms, stats, config, progress, warnings)
-    serving = _measure_retrieval(inputs.serving_bundle, stats, config, inputs.population, progress, registered)
+    served = inputs.serving_bundle
+    serving = _measure_retrieval(served, stats, config, inputs.population, progress, registered, inputs.heldout)
+    if serving is not None and stats is not None:
+        # The norms dot serving sees: the served vectors' where the model serves others than its table.
+        served_norms = norms if served is bundle else item_norms(served.item_table, block=block_rows(served.dim, 8,
+                                                                                                    config.max_memory))
+        serving.retrieval = with_exposure_shift(serving.retrieval, serving.exposure, stats, served_norms,
+                                                bundle.item_ids, config.top_items)
     evaluation = _evaluation(inputs, serving, config)
     assessed = _assess_conditions(inputs, config, pm, progress, frequency_norm)
     if assessed.probes_not_run is not None:
@@ -155,13 +163,15 @@ def _measure_retrieval(
     population: QueryPopulation | None,
     progress: Progress,
     registered: RegisteredMeasures,
+    heldout: HeldOutQueries | None = None,
 ) -> RetrievalOutcome | None:
     """The retrieval section over the population (None when there is none)."""
     if population is None or stats is None:
         return None
     from auditor.retrieval import measure_retrieval
 
-    return measure_retrieval(bundle, stats, config, population, progress, list_measures=registered.lists)
+    return measure_retrieval(bundle, stats, config, population, progress, list_measures=registered.lists,
+                             relevant=relevant_rows(heldout, population.n_queries), groups=config.groups)
 
 
 def _assess_conditions(
@@ -219,4 +229,6 @@ def _settings(config: AuditConfig) -> dict[str, Any]:
         "spearman_over": "all items, cold (frequency 0) included",
         "loglog_slope_over": "items with frequency > 0",
         "declared": {k: v for k, v in vars(config.declared).items() if v is not None},
+        "groups": vars(config.groups),
+        "top_items": config.top_items,
     }

@@ -69,6 +69,10 @@ class GroupPolicy:
         )
 
 
+_GROUP_FIELDS = tuple(f.name for f in fields(GroupPolicy))
+"""The AuditConfig fields that are :class:`GroupPolicy`'s, by the same names."""
+
+
 @dataclass(frozen=True)
 class DeclaredTraining:
     """What the user declares about training when the file cannot show it (C1, C4, C5)."""
@@ -157,6 +161,15 @@ class AuditConfig:
     trace: Path | None = None
     """A training trace the monitor wrote (docs/monitor.md): the report's training section, and
     measured update angles as evidence for C1, C4 and C5."""
+    head_mass: float = GroupPolicy.head_mass
+    """The popularity groups' cut-offs (:class:`GroupPolicy`, docs/measures.md): head items' mass share."""
+    tail_mass: float = GroupPolicy.tail_mass
+    popular_percent: float = GroupPolicy.popular_percent
+    niche_fraction: float = GroupPolicy.niche_fraction
+    blockbuster_fraction: float = GroupPolicy.blockbuster_fraction
+    short_head_mass: float = GroupPolicy.short_head_mass
+    top_items: int = 20
+    """Items listed on each side of the table of items dot serving raises and lowers most over cosine."""
 
     def __post_init__(self) -> None:
         if not self.ks or any(k < 1 for k in self.ks):
@@ -191,6 +204,13 @@ class AuditConfig:
             )
         # Upper bounds too (auditor/ranges.py): a bootstrap of 10**9 or a K of 10**8 is no audit.
         check_ranges({name: getattr(self, name) for name in _RANGED})
+        check_ranges({name: getattr(self, name) for name in (*_GROUP_FIELDS, "top_items")})
+        self.groups  # the cut-offs together (head and tail may not overlap, nor niche and blockbuster)
+
+    @property
+    def groups(self) -> GroupPolicy:
+        """The popularity groups' cut-offs of this audit."""
+        return GroupPolicy(**{name: getattr(self, name) for name in _GROUP_FIELDS})
 
     @property
     def load_options(self) -> LoadOptions:

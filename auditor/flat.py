@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from auditor.config import DEFAULT_ALPHAS
 from auditor.alpha import alpha_scoring
-from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, SCORINGS
+from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, SCORINGS
 
 Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
@@ -68,7 +68,7 @@ def metric_names(
     audit measures ``extra`` can produce (accuracy names need a held-out log)."""
     names = list(BASE_METRICS)
     scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas)]
-    list_measures = list(BUILTIN_LIST_MEASURES if list_measures is None else list_measures)
+    list_measures = list({**BUILTIN_LIST_MEASURES, **GROUP_LIST_MEASURES} if list_measures is None else list_measures)
     for k in ks:
         for metric in list_measures:
             names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]

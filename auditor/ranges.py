@@ -73,6 +73,14 @@ RANGES: dict[str, Range] = {
     "momentum": Range(0.0, 1.0, integer=False, why="declared SGD momentum (1 or more diverges)"),
     "weight_decay": Range(0.0, 1e6, integer=False, why="declared weight decay"),
     "lr": Range(0.0, 1e30, integer=False, low_open=True, why="declared learning rate"),
+    # check and batch: the popularity groups (auditor/config.py GroupPolicy) and the gain/lose table
+    "head_mass": Range(0.0, 1.0, integer=False, low_open=True, why="share of the popularity mass in the head"),
+    "tail_mass": Range(0.0, 1.0, integer=False, low_open=True, why="share of the popularity mass in the tail"),
+    "popular_percent": Range(0.0, 100.0, integer=False, low_open=True, why="percent of items popular for users"),
+    "niche_fraction": Range(0.0, 1.0, integer=False, low_open=True, why="share of users who are niche"),
+    "blockbuster_fraction": Range(0.0, 1.0, integer=False, low_open=True, why="share of users who are blockbuster"),
+    "short_head_mass": Range(0.0, 1.0, integer=False, low_open=True, why="Elliot's short head: share of the mass"),
+    "top_items": Range(0, 10_000, why="items listed on each side of the gain/lose table"),
     # check and batch: the run
     "plugin_timeout": Range(0.0, 7 * DAY, integer=False, why="seconds; 0: no limit"),
     "row_timeout": Range(0.0, 7 * DAY, integer=False, why="seconds per batch row; 0: no limit"),

@@ -251,6 +251,8 @@ class AuditResult(MeasuredSections):
             retrieval["at"] = {str(k): _cutoff_dict(cut) for k, cut in self.retrieval.at.items()}
             if retrieval["recall"] is not None:
                 retrieval["recall"] = {str(k): v for k, v in retrieval["recall"].items()}
+            for key in ("user_groups", "exposure_shift"):
+                retrieval[key] = {str(k): v for k, v in retrieval[key].items()}
             out["retrieval"] = retrieval
         if self.accuracy is not None:
             accuracy = asdict(self.accuracy)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 SCORINGS = ("dot", "cosine", "popular")
 """The fixed scorings of every audit (norm-aware ones are named by :func:`auditor.alpha.alpha_scoring`)."""
@@ -33,6 +34,22 @@ BUILTIN_LIST_MEASURES: dict[str, ListMeasureInfo] = {
 }
 """How reports label and show the built-in list measures, in report order (their
 definitions and how they are measured: :mod:`auditor.metrics.builtin_measures`)."""
+
+
+GROUP_LIST_MEASURES: dict[str, ListMeasureInfo] = {
+    **{name: info for group in ("niche", "diverse", "blockbuster") for name, info in (
+        (f"gap_delta_{group}", ListMeasureInfo(f"ΔGAP, {group} users (list vs profile popularity)", "num3")),
+        (f"miscalibration_{group}", ListMeasureInfo(f"popularity miscalibration, {group} users (JS, bits)", "num3")),
+        (f"ndcg_{group}", ListMeasureInfo(f"NDCG, {group} users", "num3")),
+    )},
+    "miscalibration": ListMeasureInfo("popularity miscalibration, all users (JS, bits)", "num3"),
+    "pop_rsp": ListMeasureInfo("PopRSP (short-head vs long-tail statistical parity)", "num3"),
+    "pop_reo": ListMeasureInfo("PopREO (short-head vs long-tail equal opportunity)", "num3"),
+    "aclt": ListMeasureInfo("ACLT (long-tail items per list)", "num2"),
+}  # fmt: skip
+"""How reports label and show the built-in user- and item-side list measures, in report
+order, after :data:`BUILTIN_LIST_MEASURES` (how they are measured:
+:mod:`auditor.metrics.group_measures`)."""
 
 
 def builtin_list_measures() -> dict[str, ListMeasureInfo]:
@@ -121,6 +138,13 @@ class Retrieval:
     """The list measures measured, in report order, with their labels (not in the JSON)."""
     population: Population | None = None
     """Who was queried (None only for results built by hand)."""
+    user_groups: dict[int, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    """K -> scoring -> one JSON-ready row per user group (niche, diverse, blockbuster):
+    ``group``, ``n_users``, ``gap_profile``, ``gap_list``, ``gap_delta``, ``miscalibration``,
+    ``n_evaluated``, ``ndcg`` (docs/report.md); empty without each user's training items."""
+    exposure_shift: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """K -> the items dot serving raises and lowers most over cosine, JSON-ready: ``k``,
+    ``n``, ``n_queries``, ``definition``, ``gained`` and ``lost`` (docs/report.md)."""
 
 
 @dataclass(frozen=True)

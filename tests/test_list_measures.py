@@ -21,7 +21,10 @@ from auditor.model import ItemStats, ModelBundle
 from auditor.plugins import collect_measures, get_plugin_manager
 from auditor.retrieval import measure_retrieval
 
-BUILTIN_NAMES = ["head_share_1pct", "head_share_10pct", "head_share_20pct", "arp", "aplt", "gini", "coverage", "novelty"]
+EXPOSURE_NAMES = ["head_share_1pct", "head_share_10pct", "head_share_20pct", "arp", "aplt", "gini", "coverage", "novelty"]
+GROUP_NAMES = [*(f"{m}_{g}" for g in ("niche", "diverse", "blockbuster") for m in ("gap_delta", "miscalibration", "ndcg")),
+               "miscalibration", "pop_rsp", "pop_reo", "aclt"]  # fmt: skip
+BUILTIN_NAMES = [*EXPOSURE_NAMES, *GROUP_NAMES]
 
 COLD_SHARE = '''
 import numpy as np

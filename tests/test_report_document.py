@@ -144,8 +144,10 @@ def test_the_new_format_renders_every_summary(pm) -> None:  # type: ignore[no-un
     assert batch.startswith("popaudit batch summary\n\n4 rows: 3 audited, 1 failed.\n")
     ranking = batch.split("== Models ranked by bias ==\n")[1].split("\n\n")[0].splitlines()
     assert ranking == [
-        "rank\trow\tmodel\tlabel\tseverity\tspearman\thead_share_1pct_ratio@10",
-        "1\t1\tb.pt\t\tn/a\t0.600\t3.00×", "2\t3\td.pt\t\tn/a\t0.400\t2.00×", "3\t0\ta.pt\t\tn/a\t0.200\t1.50×",
+        "rank\trow\tmodel\tlabel\tseverity\tspearman\thead_share_1pct_ratio@10\tNDCG@10 dot\trecall@10 dot\t"
+        "recommended",
+        "1\t1\tb.pt\t\tn/a\t0.600\t3.00×\tn/a\tn/a\t—", "2\t3\td.pt\t\tn/a\t0.400\t2.00×\tn/a\tn/a\t—",
+        "3\t0\ta.pt\t\tn/a\t0.200\t1.50×\tn/a\tn/a\t—",
     ]  # fmt: skip
     assert "2\tc.pt\tValueError: broken" in batch.split("== Failed rows ==\n")[1]
     assert "[figure: Bias across the manifest order]" in batch

@@ -5,6 +5,7 @@ whether it is read against the model's rows or as a lists-only audit (no model).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +20,7 @@ from auditor.values import LogSpec
 from auditor.loading.population import population_of
 from auditor.model import QueryPopulation
 from auditor.loading.served_lists import lists_for, read_served_lists
+from auditor.metrics.builtin_measures import EXPOSURE_MEASURES
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import ModelBundle
 from auditor.retrieval import measure_retrieval
@@ -70,6 +72,10 @@ def _write_dot_lists(path: Path, population: QueryPopulation, outcome: Retrieval
         pq.write_table(pa.table(columns), path)
 
 
+def _exposure(measured: Any) -> dict[str, Any]:
+    return {m.name: measured[m.name] for m in EXPOSURE_MEASURES}
+
+
 @pytest.mark.parametrize("scores", [False, True], ids=["ranks-parquet", "scores-csv"])
 def test_served_dot_lists_give_the_audits_dot_figures_at_every_k(tmp_path: Path, scores: bool) -> None:
     bundle, config, population, outcome, raw_items = _audit(tmp_path)
@@ -85,19 +91,22 @@ def test_served_dot_lists_give_the_audits_dot_figures_at_every_k(tmp_path: Path,
     assert missing == 0 and served.warnings == () and served.n_unknown_users == 0
     np.testing.assert_array_equal(lists, outcome.lists["dot"])
     assert outcome.popularity is not None
-    measures = ExposureMeasures(outcome.popularity, stats.user_counts, stats.n_users)
+    # The exposure measures (the user-side ones also read each user's training items, which
+    # served lists alone do not carry).
+    measures = ExposureMeasures(outcome.popularity, stats.user_counts, stats.n_users, measures=EXPOSURE_MEASURES)
     for k in KS:
-        assert measures.measure(lists[:, :k]) == pytest.approx(outcome.retrieval.at[k].dot), k
+        assert measures.measure(lists[:, :k]) == pytest.approx(_exposure(outcome.retrieval.at[k].dot)), k
 
     # Lists only: the catalogue is the log's items (every table item is in the log), so
     # only the row numbering differs, and no figure depends on it.
     alone = read_served_lists(LogSpec(path), log_items=counts.ids, log_users=population.raw_ids)
     assert alone.catalogue and alone.items.n_items == N_ITEMS and alone.warnings == ()
     catalogue_stats = align_counts(counts, alone.items)
-    measures = ExposureMeasures(catalogue_stats.frequencies, catalogue_stats.user_counts, catalogue_stats.n_users)
+    measures = ExposureMeasures(catalogue_stats.frequencies, catalogue_stats.user_counts, catalogue_stats.n_users,
+                                measures=EXPOSURE_MEASURES)
     for k in KS:
         figures = measures.measure(alone.lists[:, :k])
-        assert figures == pytest.approx(outcome.retrieval.at[k].dot), k
+        assert figures == pytest.approx(_exposure(outcome.retrieval.at[k].dot)), k
     # The lists are biased (popular items have longer vectors): the figures compared are not trivial.
     dot, cosine = outcome.retrieval.at[10].dot, outcome.retrieval.at[10].cosine
     assert float(dot["arp"] or 0) > 1.3 * float(cosine["arp"] or 0) > 0

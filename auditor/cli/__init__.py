@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "auditor.cli.retrain",
     "auditor.cli.experiment",
     "auditor.cli.mitigate",
+    "auditor.cli.diff",
 )
 
 

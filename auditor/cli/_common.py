@@ -197,6 +197,17 @@ sampling_options = option_group(
 )
 """--seed, --bootstrap."""
 
+group_options = option_group(
+    click.option("--head-mass", type=ranged("head_mass"), default=0.2, show_default=True, help="Head items of the user-side measures: the most popular items holding this share of the popularity mass."),
+    click.option("--tail-mass", type=ranged("tail_mass"), default=0.2, show_default=True, help="Tail items: those outside the most popular items holding 1 - this share (cold items included)."),
+    click.option("--popular-percent", type=ranged("popular_percent"), default=20.0, show_default=True, help="Users are grouped by the share of their training items among the top P% most popular items."),
+    click.option("--niche-fraction", type=ranged("niche_fraction"), default=0.2, show_default=True, help="Share of users, lowest popular share first, who are niche."),
+    click.option("--blockbuster-fraction", type=ranged("blockbuster_fraction"), default=0.2, show_default=True, help="Share of users, highest popular share first, who are blockbuster (the rest are diverse)."),
+    click.option("--short-head-mass", type=ranged("short_head_mass"), default=0.8, show_default=True, help="Short head of PopRSP, PopREO and ACLT: the most popular items holding this share of the mass."),
+    click.option("--top-items", type=ranged("top_items"), default=20, show_default=True, metavar="N", help="Items listed in the table of items dot serving raises most over cosine, and of those it lowers most."),
+)
+"""The popularity groups' cut-offs (docs/measures.md) and --top-items."""
+
 
 def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
     """:class:`~auditor.config.AuditConfig` fields from parsed options.
@@ -220,7 +231,7 @@ def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
 def option_names() -> dict[str, str]:
     """Setting (an AuditConfig field, or a command's own setting) -> the command-line flag
     that sets it, for messages: the one place the CLI's spellings are registered."""
-    from auditor.config import AuditConfig, DeclaredTraining
+    from auditor.config import AuditConfig, DeclaredTraining, GroupPolicy
 
     special = {"model": "MODEL", "ks": "-k", "retrieval": "--no-retrieval", "probes": "--no-probes",
                "plugins": "--plugin", "alphas": "--alpha", "output": "-o", "alerts": "--alert"}
@@ -232,6 +243,7 @@ def option_names() -> dict[str, str]:
     names += ["alpha", "tensors_only"]  # popaudit mitigate
     names += ["markdown"]  # check's report outputs
     names += ["alerts", "trace"]  # the training monitor (retrain)
+    names += [f.name for f in dataclasses.fields(GroupPolicy)]  # the popularity groups (AuditConfig fields of these names)
     return {name: special.get(name, "--" + name.replace("_", "-")) for name in names}
 
 

@@ -16,6 +16,7 @@ from auditor.cli._common import (
     RichProgress,
     audit_fields,
     common_options,
+    group_options,
     ranged,
     declared_training_options,
     frequencies_options,
@@ -74,6 +75,7 @@ class _BatchCommand(click.Command):
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for tables and indexes: bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. With -j N, audits run side by side: give each a share. [default: half the memory available when each audit starts]")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading full pickled models for every row (runs code from the files; never a manifest column).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors, failed rows and tripped gates.")
+@group_options
 @common_options
 def command(
     manifest: Path,

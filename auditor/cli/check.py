@@ -19,6 +19,7 @@ from auditor.cli._common import (
     RichProgress,
     audit_fields,
     common_options,
+    group_options,
     declared_training_options,
     frequencies_options,
     id_mapping_options,
@@ -68,6 +69,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--plugin-timeout", type=ranged("plugin_timeout"), default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the audit runs in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1), never a passed gate, and its prints go to stderr.")
 @click.option("--trace", type=PathArg, help="A training trace the monitor wrote (retrain --trace, the PyTorch, Lightning, Keras or RecBole monitor): adds a training section (ρ, slope and the 90° share over steps, alerts) to every report, and its measured update angles to the evidence of C1, C4 and C5.")
 @click.option("--mlflow", "mlflow", is_flag=True, help="Also log the audit to MLflow: flat metrics, the verdict (tags) and the HTML and JSON reports as artifacts, in the active run or a new one under MLFLOW_TRACKING_URI (default ./mlruns). Needs popaudit[mlflow].")
+@group_options
 @common_options
 def command(
     model: Path,

@@ -6,8 +6,9 @@ conditions' changes, the settings that make figures incomparable, and gates on c
 from auditor.diff.compare import MetricChange, ReportDiff, diff_reports
 from auditor.flat import flat_metrics_from_report
 from auditor.diff.gates import diff_gate_names, evaluate_diff_gates, parse_diff_gates
+from auditor.diff.read import read_report
 
 __all__ = [
     "MetricChange", "ReportDiff", "diff_gate_names", "diff_reports", "evaluate_diff_gates",
-    "flat_metrics_from_report", "parse_diff_gates",
+    "flat_metrics_from_report", "parse_diff_gates", "read_report",
 ]  # fmt: skip

@@ -154,6 +154,14 @@ def diff_reports(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
         raise ReportError(f"the reports have schema versions {base['schema_version']} (base) and "
                           f"{new['schema_version']} (new): their figures are not comparable; audit both with one "
                           "popaudit version")  # fmt: skip
+    try:
+        return _compared(base, new)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:  # a field of the wrong type
+        raise ReportError(f"the reports carry popaudit's tag but not its structure ({type(exc).__name__}: {exc}); "
+                          "compare reports written by popaudit check") from None
+
+
+def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
     entries_base, entries_new = flat_entries(base), flat_entries(new)
     flags, settings, notes = _comparability(base, new)
     metrics = [

@@ -1,7 +1,9 @@
 """The built-in measures, registered through ``popaudit_measures`` like any plugin's.
 
 List measures (measured on the top-K lists of every scoring at every K; docs/measures.md):
-head share of the 1/10/20% head, ARP, APLT, Gini, coverage, novelty. Each is declared
+head share of the 1/10/20% head, ARP, APLT, Gini, coverage, novelty, then the user- and
+item-side measures of :mod:`auditor.metrics.group_measures` (ΔGAP, miscalibration and NDCG
+per user group, PopRSP, PopREO, ACLT). Each is declared
 once here, with its report label, display format and definition; flat names
 (``gini_dot@10``, ``gini_ratio@10``), gates, batch columns and report tables follow. The
 computations are the tested classes of :mod:`auditor.metrics.exposure`.
@@ -24,6 +26,8 @@ import numpy as np
 
 from auditor.hookspecs import hookimpl
 from auditor.metrics.exposure import AvgRecPopularity, GiniIndex, HeadShare, ItemCoverage, LongTailShare, Novelty
+from auditor.metrics.group_measures import GROUP_MEASURES
+from auditor.metrics.user_measures import GroupListMeasure
 from auditor.plugin_api import ListContext, ListMeasure, Measure, Slots
 from auditor.sections import BUILTIN_LIST_MEASURES
 
@@ -73,7 +77,7 @@ def _novelty(context: ListContext) -> Scorer | None:
     return Novelty(context.user_counts, context.n_users).measure
 
 
-LIST_MEASURES: tuple[BuiltinListMeasure, ...] = (
+EXPOSURE_MEASURES: tuple[BuiltinListMeasure, ...] = (
     _head_share(1),
     _head_share(10),
     _head_share(20),
@@ -110,7 +114,12 @@ LIST_MEASURES: tuple[BuiltinListMeasure, ...] = (
         _novelty,
     ),
 )  # fmt: skip
-"""The report's list measures, in report order."""
+"""The exposure measures, in report order."""
+
+LIST_MEASURES: tuple[BuiltinListMeasure | GroupListMeasure, ...] = (*EXPOSURE_MEASURES, *GROUP_MEASURES)
+"""The report's list measures, in report order: the exposure measures, then the user- and
+item-side measures (:mod:`auditor.metrics.group_measures`; null where the audit lacks
+each user's training items or a holdout)."""
 
 
 class ItemBiasSpearman:

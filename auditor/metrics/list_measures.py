@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from auditor.config import GroupPolicy
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import popular_order
 from auditor.plugin_api import ListContext, Slots, as_slots
@@ -34,7 +35,9 @@ class ExposureMeasures:
 
     ``popularity`` is what "popular" means for head share, ARP, APLT and the
     most-popular list (interactions or distinct users per item, ``popularity``);
-    novelty always uses distinct users and is None when they are unknown. ``measures``
+    novelty always uses distinct users and is None when they are unknown. ``profiles`` and
+    ``relevant`` (CSR of each list row's training and held-out items) and ``groups`` (the
+    cut-offs) are what the user- and item-side measures read. ``measures``
     (default: the built-in ones) are the registered list measures, in report order.
     """
 
@@ -47,10 +50,15 @@ class ExposureMeasures:
         measures: Sequence[ListMeasure] = LIST_MEASURES,
         item_table: np.ndarray | None = None,
         item_ids: np.ndarray | None = None,
+        profiles: tuple[np.ndarray, np.ndarray] | None = None,
+        relevant: tuple[np.ndarray, np.ndarray] | None = None,
+        groups: GroupPolicy | None = None,
     ) -> None:
         self.popularity = np.asarray(popularity)
         self.n_items = int(self.popularity.shape[0])
-        context = ListContext(self.popularity, user_counts, n_users, item_table, item_ids)
+        context = ListContext(self.popularity, user_counts, n_users, item_table, item_ids, profiles, relevant, groups)
+        self.context = context
+        """What every measure was bound to (the report's per-group table reads it too)."""
         self.info = measure_info(measures)
         self._bound: dict[str, Callable[[Slots], float | None] | None] = {
             m.name: m.bind(context) for m in measures

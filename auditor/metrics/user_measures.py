@@ -31,14 +31,16 @@ import numpy as np
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.metrics.group_state import ListFigures, Prepared, group_mean, prepared
 from auditor.metrics.popularity_groups import USER_GROUPS
+from auditor.sections import GROUP_LIST_MEASURES
 
 Scorer = Callable[[Slots], "float | None"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class GroupListMeasure:
     """A user- or item-side list measure: its declaration and how it binds to one audit
-    (the shape of :class:`auditor.hookspecs.ListMeasure`)."""
+    (the shape of :class:`auditor.hookspecs.ListMeasure`; not frozen, as that protocol's
+    attributes are plain ones)."""
 
     name: str
     label: str
@@ -49,6 +51,13 @@ class GroupListMeasure:
     def bind(self, context: ListContext) -> Scorer | None:
         """The measure for this audit (None: the audit lacks its inputs; values null)."""
         return self.make(context)
+
+
+def shown(name: str) -> tuple[str, str, str]:
+    """A measure's name with the label and display format the reports declare for it."""
+    info = GROUP_LIST_MEASURES[name]
+    return name, info.label, info.display
+
 
 _NEEDS_PROFILES = "null without each user's training items (a query file has none)"
 _GROUPING = ("users grouped by the share of their training items among the top popular_percent of items "
@@ -106,21 +115,21 @@ def _bound(read: Callable[[Prepared, ListFigures], float], needs_relevant: bool 
 def _group_measures(code: int, group: str) -> tuple[GroupListMeasure, ...]:
     return (
         GroupListMeasure(
-            f"gap_delta_{group}", f"ΔGAP, {group} users (list vs profile popularity)", "num3",
+            *shown(f"gap_delta_{group}"),
             f"gap_delta_{group}: (GAP of the lists − GAP of the profiles) / GAP of the profiles over the "
             f"{group} users with a non-empty list, GAP = mean over users of the mean popularity of their items "
             f"(Abdollahpouri et al. 2019); {_GROUPING}; {_NEEDS_PROFILES}",
             _bound(lambda s, f: gap_delta(s, f, code)),
         ),
         GroupListMeasure(
-            f"miscalibration_{group}", f"popularity miscalibration, {group} users (JS, bits)", "num3",
+            *shown(f"miscalibration_{group}"),
             f"miscalibration_{group}: mean over the {group} users with a non-empty list of the Jensen-Shannon "
             "divergence (log base 2, in [0, 1]) between the shares of head, mid and tail items in the user's "
             f"training profile and in the list (Abdollahpouri et al., UMAP 2021); {_GROUPING}; {_NEEDS_PROFILES}",
             _bound(lambda s, f: miscalibration(s, f, code)),
         ),
         GroupListMeasure(
-            f"ndcg_{group}", f"NDCG, {group} users", "num3",
+            *shown(f"ndcg_{group}"),
             f"ndcg_{group}: mean NDCG@K (as the accuracy section's) over the {group} users with held-out items; "
             f"{_GROUPING}; null without a holdout or without each user's training items",
             _bound(lambda s, f: group_ndcg(s, f, code), needs_relevant=True),
@@ -131,7 +140,7 @@ def _group_measures(code: int, group: str) -> tuple[GroupListMeasure, ...]:
 USER_MEASURES: tuple[GroupListMeasure, ...] = (
     *(m for code, group in enumerate(USER_GROUPS) for m in _group_measures(code, group)),
     GroupListMeasure(
-        "miscalibration", "popularity miscalibration, all users (JS, bits)", "num3",
+        *shown("miscalibration"),
         "miscalibration: mean over every user with a training profile and a non-empty list of the "
         "Jensen-Shannon divergence (log base 2) between the profile's and the list's shares of head, mid and "
         f"tail items; {_NEEDS_PROFILES}",

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from auditor.report import accuracy as accuracy_view
-from auditor.report.content import RATIO_HEADER, format_measure
+from auditor.report import harms
+from auditor.report.content import RATIO_HEADER, format_measure, quoted_cutoffs, shown_measures
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
 from auditor.report.population import population_rows
@@ -30,6 +31,7 @@ def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
         blocks += _retrieval(result)
     if result.accuracy is not None:
         blocks += _accuracy(result)
+    blocks += _harms(result)
     if result.conditions:
         blocks.append(_conditions(result))
     if result.probes is not None and result.probes.update is not None:
@@ -49,6 +51,21 @@ def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
     blocks += [Paragraph(f"Not measured: {section}: {why}", "note") for section, why in result.not_measured.items()]
     blocks += [Paragraph(f"Warning: {warning}", "warning") for warning in result.warnings]
     return tuple(blocks)
+
+
+def _harms(result: AuditResult) -> list[Block]:
+    """Who pays and which items gain, at the quoted K (nothing when not measured)."""
+    k = quoted_cutoffs(result)[0]
+    if k is None or result.retrieval is None:
+        return []
+    blocks: list[Block] = []
+    groups = harms.group_table(result.retrieval, k)
+    if groups is not None:
+        blocks.append(replace(groups, title=f"Who pays: users by profile popularity, top-{k}"))
+    for table, title in zip(harms.shift_tables(result.retrieval, k), ("Items dot serving favours",
+                                                                        "Items dot serving starves")):
+        blocks.append(replace(table, title=f"{title}, top-{k}"))
+    return blocks
 
 
 def _inputs_line(result: AuditResult) -> str:
@@ -109,7 +126,7 @@ def _retrieval(result: AuditResult) -> list[Block]:
         names = list(scorings)
         names.insert(2, RATIO_HEADER)
         rows = []
-        for metric, info in retrieval.list_measures.items():
+        for metric, info in shown_measures(cut, retrieval.list_measures).items():
             cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
             cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
             rows.append((metric, *cells))

@@ -17,6 +17,7 @@ from auditor import __version__
 from auditor.report import accuracy as accuracy_view
 from auditor.report import content as c
 from auditor.report import served as served_view
+from auditor.report import harms
 from auditor.report.audit_brief import audit_brief
 from auditor.report.document import Block, Bullets, Document, Figure, Group, Heading, Headline, Paragraph, Section
 from auditor.report.figures import audit_figures
@@ -140,6 +141,27 @@ def accuracy_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     return Section("accuracy", accuracy_view.TITLE, tuple(blocks))
 
 
+def user_groups_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
+    """Who pays: the per-user-group table at the quoted K (None without training profiles)."""
+    k = c.quoted_cutoffs(result)[0]
+    table = None if k is None or result.retrieval is None else harms.group_table(result.retrieval, k)
+    if table is None:
+        return None
+    return Section("user-groups", "Who pays: users by profile popularity", (Paragraph(harms.GROUPS_NOTE, "note"), table))
+
+
+def exposure_shift_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
+    """Which items gain and lose under dot serving at the quoted K, and their figure."""
+    k = c.quoted_cutoffs(result)[0]
+    tables = [] if k is None or result.retrieval is None else harms.shift_tables(result.retrieval, k)
+    if not tables:
+        return None
+    blocks: list[Block] = [Paragraph(harms.SHIFT_NOTE, "note")]
+    for table, heading in zip(tables, ("Items dot serving favours", "Items dot serving starves")):
+        blocks += [Heading(heading), table]
+    return Section("exposure-shift", "Which items gain", (*blocks, *_figures(figures, "exposure_shift")))
+
+
 def conditions_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     title = c.SECTION_TITLES["conditions"]
     if not result.conditions:
@@ -203,6 +225,8 @@ SECTIONS: tuple[Callable[[AuditResult, Sequence[Figure]], Section | None], ...] 
     served_section,
     retrieval_section,
     accuracy_section,
+    user_groups_section,
+    exposure_shift_section,
     conditions_section,
     probes_section,
     training_section,

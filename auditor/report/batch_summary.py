@@ -11,6 +11,7 @@ writes files: the CLI decides where output goes.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -49,6 +50,13 @@ class SummaryRow:
     delta_spearman: float | None = None
     """Change from the previous ok row in manifest order (None for the first)."""
     delta_head_share: float | None = None
+    ndcg: float | None = None
+    """Held-out NDCG of dot serving at the summary's K (``ndcg_dot@K``; None: no holdout)."""
+    recall: float | None = None
+    """Held-out recall of dot serving at the summary's K (``recall_dot@K``)."""
+    recommended: str | None = None
+    """The trade-off's recommended scoring (``accuracy.recommended`` of the row's report;
+    None: no holdout, or no scoring clearly better than dot)."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,8 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
         numeric = [f.name for f in table.schema if pa.types.is_floating(f.type)]
         raise InputError(f"cannot rank by {rank_by!r}: not a results column; numeric columns: {', '.join(numeric)}")
     head = _head_share_metric(table)
-    # The reports (tens of KB a row) are never read here: leave them in Arrow.
+    recommended = _recommended(table)
+    # The reports (tens of KB a row) are read above one at a time: leave them in Arrow.
     if "report_json" in table.column_names and rank_by != "report_json":
         table = table.drop_columns(["report_json"])
     records = sorted(table.to_pylist(), key=lambda r: r["row"])
@@ -124,10 +133,11 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
                 rank_value=r.get(rank_by),
                 delta_spearman=_delta(spearman, previous.get("spearman") if previous else None),
                 delta_head_share=_delta(share, previous.get(head) if previous and head else None),
+                **_accuracy(r, head, recommended.get(r["row"])),
             )
         )
         previous = r
-    ranking = sorted(order, key=lambda s: (s.rank_value is None, -(s.rank_value or 0.0), s.row))
+    ranking = sorted(order, key=ranking_key)
     trends = []
     for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
         points = [(r["row"], r[metric]) for r in ok if r.get(metric) is not None]
@@ -144,6 +154,40 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
         trends=trends,
         failures=failures,
     )
+
+
+def ranking_key(row: SummaryRow) -> tuple[bool, float, bool, float, int]:
+    """The ranking rule (docs/report.md, "Batch summary"): most biased first by the
+    ``rank_by`` column, descending; ties (and equal values) by the head-share ratio,
+    descending; then by manifest row. Rows without a value come after every row with one,
+    at each step."""
+    return (row.rank_value is None, -(row.rank_value or 0.0), row.head_share is None, -(row.head_share or 0.0),
+            row.row)
+
+
+def _accuracy(record: dict[str, Any], head: str | None, recommended: str | None) -> dict[str, Any]:
+    """The accuracy fields of one ok row: dot's NDCG and recall at the head-share K."""
+    k = head.rsplit("@", 1)[1] if head else None
+    return {"ndcg": record.get(f"ndcg_dot@{k}") if k else None, "recall": record.get(f"recall_dot@{k}") if k else None,
+            "recommended": recommended}  # fmt: skip
+
+
+def _recommended(table: pa.Table) -> dict[int, str | None]:
+    """Each row's recommended scoring, read from its JSON report one row at a time (the
+    reports are tens of kilobytes each: never all decoded at once)."""
+    if "report_json" not in table.column_names or "row" not in table.column_names:
+        return {}
+    out: dict[int, str | None] = {}
+    rows, reports = table.column("row"), table.column("report_json")
+    for i in range(table.num_rows):
+        text = reports[i].as_py()
+        try:
+            accuracy = (json.loads(text) or {}).get("accuracy") if text else None
+        except (ValueError, AttributeError):
+            accuracy = None
+        chosen = accuracy.get("recommended") if isinstance(accuracy, dict) else None
+        out[int(rows[i].as_py())] = chosen if isinstance(chosen, str) else None
+    return out
 
 
 def _delta(value: float | None, before: float | None) -> float | None:
@@ -243,13 +287,18 @@ def batch_document(
 
 
 def _ranking_table(summary: BatchSummary, share: str) -> Table:
+    k = share.rsplit("@", 1)[1] if "@" in share else "K"
     rows = tuple(
-        (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman), fmt_ratio(s.head_share))
+        (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman), fmt_ratio(s.head_share),
+         fmt_num(s.ndcg), fmt_num(s.recall), s.recommended or "—")
         for i, s in enumerate(summary.ranking, 1)
     )
-    return Table(("rank", "row", "model", "label", "severity", "spearman", share), rows,
-                 (True, True, False, False, False, True, True), f"Ranked by {summary.rank_by}, most biased first.",
-                 wrap=(2,))  # fmt: skip
+    return Table(("rank", "row", "model", "label", "severity", "spearman", share, f"NDCG@{k} dot", f"recall@{k} dot",
+                  "recommended"), rows,
+                 (True, True, False, False, False, True, True, True, True, False),
+                 f"Ranked by {summary.rank_by}, most biased first (ties: by {share}, then manifest row); NDCG and "
+                 "recall of dot serving on the holdout; recommended: the trade-off's scoring ('—': no holdout, or "
+                 "none clearly better than dot).", wrap=(2,))  # fmt: skip
 
 
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
@@ -281,10 +330,11 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
     blocks: list[Block] = [
         Paragraph(f"{summary.n_rows} rows: {summary.n_ok} ok, {summary.n_error} failed{resumed}.{where}"),
         Table(
-            ("#", "row", "model", "label", "severity", "spearman", share),
+            ("#", "row", "model", "label", "severity", "spearman", share, "NDCG dot", "recommended"),
             tuple((str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman),
-                   fmt_num(s.head_share)) for i, s in enumerate(summary.ranking, 1)),
-            (True, True, False, False, False, True, True),
+                   fmt_num(s.head_share), fmt_num(s.ndcg), s.recommended or "—")
+                  for i, s in enumerate(summary.ranking, 1)),
+            (True, True, False, False, False, True, True, True, False),
             title=f"Models ranked by {summary.rank_by} (most biased first)",
         ),
     ]  # fmt: skip

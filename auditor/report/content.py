@@ -45,6 +45,7 @@ from auditor.result import (
     ListMeasureInfo,
     Retrieval,
 )
+from auditor.sections import GROUP_LIST_MEASURES
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -234,7 +235,7 @@ def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasure
     1280 px wide, or a terminal, never scrolls it away)."""
     rows: list[tuple[str, ...]] = []
     scorings = {"dot": cut.dot, "cosine": cut.cosine, **cut.norm_aware, "popular": cut.popular}
-    for metric, info in measures.items():
+    for metric, info in shown_measures(cut, measures).items():
         cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
         cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
         rows.append((info.label, *cells))
@@ -247,6 +248,15 @@ def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasure
         (False, *[True] * (len(scorings) + 1)),
         f"Top-{k} lists.",
     )
+
+
+def shown_measures(cut: CutoffMeasures, measures: Mapping[str, ListMeasureInfo]) -> dict[str, ListMeasureInfo]:
+    """The list measures a K's table shows: a user- or item-side measure the audit could
+    not measure (no training profiles, no holdout: null under every scoring) is left out
+    rather than shown empty; every other measure is shown, measured or not."""
+    scorings = cut.scorings().values()
+    return {name: info for name, info in measures.items()
+            if name not in GROUP_LIST_MEASURES or any(listed.get(name) is not None for listed in scorings)}
 
 
 def format_measure(value: Any, display: str) -> str:

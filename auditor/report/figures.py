@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 
 from auditor.report import accuracy as accuracy_view
+from auditor.report.content import quoted_cutoffs
 from auditor.report.document import Figure
 from auditor.report.training import training_figure
 from auditor.result import AuditResult, DecileRow, Retrieval
 
 FIGURE_NAMES = ("norm_vs_frequency", "norm_by_decile", "exposure_lorenz", "head_share", "tradeoff", "update_angles",
-                "training")
+                "training", "exposure_gain")
 """Every figure an audit report can have, in report order; each is ``<name>.png``
 beside a Markdown report (:func:`auditor.report.markdown.figure_paths`)."""
 
@@ -34,6 +35,7 @@ def audit_figures(result: AuditResult) -> list[Figure]:
         *_frequency_figures(result),
         *_retrieval_figures(result),
         *_accuracy_figures(result),
+        *_shift_figures(result),
         *_probe_figures(result),
         *_training_figures(result),
     ]
@@ -112,6 +114,35 @@ def _accuracy_figures(result: AuditResult) -> list[Figure]:
         "head share and the Gini index of its lists, the Pareto front dashed and the recommended "
         "scoring ringed.",
         lambda: accuracy_view.tradeoff_figure(result),
+    )]  # fmt: skip
+
+
+def _shift_figures(result: AuditResult) -> list[Figure]:
+    """The exposure gain against frequency at the quoted K: needs the per-item exposure and
+    frequencies (a live result) and the gain/lose table."""
+    retrieval, data = result.retrieval, result.plot_data
+    k = quoted_cutoffs(result)[0]
+    if retrieval is None or k is None or k not in retrieval.exposure_shift or data.frequencies is None:
+        return []
+    dot, cosine = data.exposure.get("dot", {}).get(k), data.exposure.get("cosine", {}).get(k)
+    if dot is None or cosine is None or len(dot) != len(data.frequencies):
+        return []
+    gain = np.asarray(dot, dtype=np.int64) - np.asarray(cosine, dtype=np.int64)
+    shift = retrieval.exposure_shift[k]
+    listed = [int(item["row"]) for key in ("gained", "lost") for item in shift.get(key) or ()]
+    frequencies = data.frequencies
+
+    def draw() -> Any:
+        from auditor.report.shift_plot import exposure_gain_figure
+
+        return exposure_gain_figure(gain, frequencies, k, listed)
+
+    return [Figure(
+        "exposure_gain", "exposure_shift", f"Exposure gain against frequency, top-{k}",
+        f"Scatter of each item's exposure gain under dot-product serving over cosine (lists holding it at "
+        f"top-{k}) against its training frequency on a log axis; items served more by dot in one colour, "
+        "more by cosine in another, the items of the tables ringed.",
+        draw,
     )]  # fmt: skip
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,8 +34,10 @@ from auditor.model import QueryPopulation
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, overlap
-from auditor.plugin_api import Slots
+from auditor.config import GroupPolicy
+from auditor.plugin_api import ListContext, Slots
 from auditor.metrics.list_measures import ExposureMeasures
+from auditor.metrics.user_measures import group_table
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
@@ -47,6 +49,8 @@ from auditor.retrieval.serving import popular_lists
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
 
+GroupTables = dict[int, dict[str, list[dict[str, Any]]]]
+"""K -> scoring -> the per-user-group rows (``Retrieval.user_groups``)."""
 EXACT_FLOP_LIMIT = 4e12
 """``index`` ``auto`` searches exactly while one scoring costs at most this many FLOPs
 (2 x n_items x n_queries x dim). At the 50-100 GFLOP/s two cores reach with K=100 that
@@ -65,6 +69,8 @@ class RetrievalOutcome:
     """scoring -> (n_queries, K_max) item rows served (-1: empty slot)."""
     popularity: np.ndarray | None = None
     """The popularity per item row the measures used (``popularity`` setting)."""
+    context: ListContext | None = None
+    """What the list measures were bound to (the per-group table of the report reads it)."""
 
 
 def choose_index(kind: str, n_items: int, n_queries: int, dim: int) -> str:
@@ -158,10 +164,13 @@ def _named(lists: ScoringLists, popular: np.ndarray) -> dict[str, np.ndarray]:
 
 def _measure_lists(
     lists: dict[str, np.ndarray], ks: list[int], measures: ExposureMeasures, n_items: int, progress: Progress
-) -> tuple[dict[int, CutoffMeasures], dict[str, dict[int, np.ndarray]]]:
-    """Every exposure measure of every scoring's lists at each K, and the exposure counts."""
+) -> tuple[dict[int, CutoffMeasures], dict[str, dict[int, np.ndarray]], GroupTables]:
+    """Every exposure measure of every scoring's lists at each K, the exposure counts, and
+    the per-user-group table (from the figures the group measures just computed on the
+    same :class:`Slots`, so at no extra cost; empty without training profiles)."""
     at: dict[int, CutoffMeasures] = {}
     exposure: dict[str, dict[int, np.ndarray]] = {name: {} for name in lists}
+    tables: GroupTables = {}
     with progress.track("retrieval: exposure measures", len(ks) * len(lists)) as advance:
         for k in ks:
             measured: dict[str, ListMeasures] = {}
@@ -170,6 +179,8 @@ def _measure_lists(
                 slots[name] = Slots(rows[:, :k], n_items)
                 measured[name] = measures.measure(slots[name])
                 exposure[name][k] = slots[name].counts
+                if (table := group_table(measures.context, slots[name])) is not None:
+                    tables.setdefault(k, {})[name] = [row.to_dict() for row in table]
                 advance(1)
             at[k] = CutoffMeasures(
                 dot=measured.pop("dot"),
@@ -178,7 +189,7 @@ def _measure_lists(
                 overlap_dot_cosine=overlap(slots["dot"].lists, slots["cosine"].lists),
                 norm_aware=measured,
             )
-    return at, exposure
+    return at, exposure, tables
 
 
 def measure_retrieval(
@@ -188,20 +199,26 @@ def measure_retrieval(
     population: QueryPopulation,
     progress: Progress = SILENT,
     list_measures: Sequence[ListMeasure] = LIST_MEASURES,
+    *,
+    relevant: tuple[np.ndarray, np.ndarray] | None = None,
+    groups: GroupPolicy | None = None,
 ) -> RetrievalOutcome:
     """Serve the ``population`` by dot product, cosine, every ``settings.alphas`` and
     popularity; measure each scoring's lists at every cut-off.
 
     Cut-offs ``settings.ks`` are clamped to the catalogue with a warning; index
     ``settings.index``. ``list_measures``: the registered list measures (default: the
-    built-in ones). Raises :class:`InputError` for ``popularity`` ``users`` without user
+    built-in ones); ``relevant``: CSR of each query's held-out items (the group NDCG and
+    PopREO); ``groups``: the popularity groups' cut-offs (default: GroupPolicy's). Raises :class:`InputError` for ``popularity`` ``users`` without user
     counts, :class:`EmbeddingTableError` for NaN/inf item vectors.
     """
     warnings: list[str] = list(population.warnings)
     n_items, dim = bundle.n_items, bundle.dim
     popularity = _popularity(stats, settings.popularity, n_items)
+    groups = groups or GroupPolicy()
     measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users, measures=list_measures,
-                                item_table=bundle.item_table, item_ids=bundle.item_ids)
+                                item_table=bundle.item_table, item_ids=bundle.item_ids,
+                                profiles=_profiles(population), relevant=relevant, groups=groups)
     ks = sorted({min(k, n_items) for k in settings.ks})
     for k in sorted(set(settings.ks)):
         if k > n_items:
@@ -219,7 +236,8 @@ def measure_retrieval(
     popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
     lists = _named(found, popular)
     definitions.update(_definitions(list_measures, settings, population))
-    at, exposure = _measure_lists(lists, ks, measures, n_items, progress)
+    definitions["popularity_groups"] = groups.describe()
+    at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress)
     retrieval = Retrieval(
         n_queries=population.n_queries,
         index=index_kind,
@@ -231,9 +249,18 @@ def measure_retrieval(
         definitions=definitions,
         list_measures=measures.info,
         population=population_section(population),
+        user_groups=group_tables,
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
-                            popularity=popularity)
+                            popularity=popularity, context=measures.context)
+
+
+def _profiles(population: QueryPopulation) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each query's training items (CSR), what the user- and item-side measures read; None
+    when unknown (a query file). Known even with ``keep_seen``, where they stay candidates."""
+    if population.seen_indptr is None or population.seen_rows is None:
+        return None
+    return population.seen_indptr, population.seen_rows
 
 
 def _definitions(

@@ -1,0 +1,92 @@
+"""Who pays and which items gain, as format-neutral tables (docs/report.md): the per-user-group
+table and the items dot serving raises and lowers most over cosine, at one K, read from
+the retrieval section's ``user_groups`` and ``exposure_shift`` (JSON-ready rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from auditor.report.formatting import Table, fmt_num, fmt_pct
+from auditor.result import Retrieval
+
+GROUPS_NOTE = (
+    "Users grouped by the share of popular items in their training profiles (niche: the lowest, blockbuster: "
+    "the highest; cut-offs under 'popularity_groups' in the definitions). GAP is the mean popularity of a "
+    "user's items, averaged over the group: ΔGAP = (lists − profiles) / profiles says how much more popular "
+    "the lists are than what the users trained on; miscalibration is the Jensen–Shannon divergence (bits) "
+    "between the head/mid/tail shares of profile and list. A larger ΔGAP or miscalibration for niche users "
+    "means popularity bias costs them most."
+)
+SHIFT_NOTE = (
+    "Exposure = the number of the queried users' top-K lists that hold the item. The gain is dot's exposure "
+    "minus cosine's: the first table lists the items dot product serves most more often than cosine, the "
+    "second those it serves most less often. Norm percentile: share of the catalogue whose norm is at most "
+    "the item's."
+)
+GROUP_SCORINGS = ("dot", "cosine")
+"""The scorings the per-group table sets side by side (the JSON holds every scoring)."""
+
+
+def group_table(retrieval: Retrieval, k: int) -> Table | None:
+    """One row per user group at ``k``: users, profile GAP, then ΔGAP, miscalibration and
+    (with a holdout) NDCG under dot and cosine. None without training profiles."""
+    by_scoring = retrieval.user_groups.get(k) or {}
+    scorings = [s for s in GROUP_SCORINGS if by_scoring.get(s)]
+    if not scorings:
+        return None
+    first = by_scoring[scorings[0]]
+    has_ndcg = any(row.get("ndcg") is not None for s in scorings for row in by_scoring[s])
+    headers = ["user group", "users", "profile GAP"]
+    for scoring in scorings:
+        headers += [f"ΔGAP {scoring}", f"JS {scoring}"] + ([f"NDCG {scoring}"] if has_ndcg else [])
+    rows = []
+    for i, base in enumerate(first):
+        cells = [str(base["group"]), fmt_num(base.get("n_users")), fmt_num(base.get("gap_profile"), 1)]
+        for scoring in scorings:
+            row = by_scoring[scoring][i]
+            cells += [fmt_pct(row.get("gap_delta")), fmt_num(row.get("miscalibration"))]
+            cells += [fmt_num(row.get("ndcg"))] if has_ndcg else []
+        rows.append(tuple(cells))
+    caption = f"Top-{k} lists; ΔGAP as a change of the profiles' GAP; JS: popularity miscalibration (bits)."
+    if has_ndcg:
+        caption += " NDCG over each group's users with held-out items."
+    return Table(tuple(headers), tuple(rows), (False, *[True] * (len(headers) - 1)), caption)
+
+
+def shift_tables(retrieval: Retrieval, k: int) -> list[Table]:
+    """The gained and the lost items at ``k`` (empty when the table was not built)."""
+    shift = retrieval.exposure_shift.get(k)
+    if not shift:
+        return []
+    tables = []
+    for key, what in (("gained", "raises most"), ("lost", "lowers most")):
+        items: Sequence[Mapping[str, Any]] = shift.get(key) or []
+        caption = f"Top-{k}: the {len(items)} items whose exposure dot serving {what} over cosine."
+        tables.append(_items_table(items, shift.get("n_queries"), caption, key))
+    return tables
+
+
+def _items_table(items: Sequence[Mapping[str, Any]], n_queries: Any, caption: str, key: str) -> Table:
+    headers = ("item", "frequency", "norm", "norm pct.", "exposure dot", "exposure cosine", "exposure popular",
+               "gain")  # fmt: skip
+    rows: tuple[tuple[str, ...], ...] = tuple(
+        (str(item.get("item_id")), fmt_num(item.get("frequency")), fmt_num(item.get("norm")),
+         f"{fmt_num(item.get('norm_percentile'), 1)}%", _exposure(item.get("exposure_dot"), n_queries),
+         _exposure(item.get("exposure_cosine"), n_queries), _exposure(item.get("exposure_popular"), n_queries),
+         f"{int(item.get('gain') or 0):+,}")
+        for item in items
+    )  # fmt: skip
+    if not rows:
+        caption += f" None: no item's exposure {'rose' if key == 'gained' else 'fell'}."
+        rows = (("—", *[""] * 7),)
+    return Table(headers, rows, (False, *[True] * 7), caption)
+
+
+def _exposure(count: Any, n_queries: Any) -> str:
+    """A count of lists, with the share of lists it is when the number of lists is known."""
+    if count is None:
+        return fmt_num(None)
+    if isinstance(n_queries, int) and n_queries > 0:
+        return f"{int(count):,} ({fmt_pct(count / n_queries)})"
+    return f"{int(count):,}"

@@ -1,0 +1,79 @@
+"""Hostile inputs of ``popaudit diff``: files that are not JSON, JSON that is not a popaudit
+report (another tool's, another schema, a tagged object of the wrong structure), special
+files, bombs of nesting, outputs over an input, and malformed gates. Each is one Error:
+line naming the file or option, the documented exit code, and nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .corpus import EXIT_ERROR, EXIT_GATE, EXIT_OK, EXIT_USAGE, Built, Case, fifo, params, run_case, write
+
+
+def report(spearman: float = 0.5, **extra: Any) -> str:
+    """A minimal popaudit JSON report (what diff reads of it)."""
+    body = {"schema_version": 1, "tool": {"name": "popaudit", "version": "0.1.0"},
+            "frequency_norm": {"spearman": spearman, "pearson_log": 0.4, "kendall": 0.3, "loglog_slope": 0.2},
+            "verdict": {"severity": "low", "bias_detected": True}, **extra}  # fmt: skip
+    return json.dumps(body)
+
+
+def pair(new: str | bytes, *extra: str, base: str | bytes | None = None, outputs: tuple[str, ...] = ()) -> Any:
+    def build(d: Path) -> Built:
+        write(d, "base.json", report() if base is None else base)
+        write(d, "new.json", new)
+        return Built(["diff", "base.json", "new.json", *extra], outputs=outputs)
+
+    return build
+
+
+def special(*extra: str) -> Any:
+    def build(d: Path) -> Built:
+        write(d, "base.json", report())
+        fifo(d, "new.json")
+        return Built(["diff", "base.json", "new.json", *extra])
+
+    return build
+
+
+CASES = [
+    Case("not-json", pair("spearman,0.5\n"), EXIT_ERROR, r"new report new\.json is not JSON"),
+    Case("binary", pair(b"\x89PNG\r\n\x1a\n\x00\xff\xfe"), EXIT_ERROR, r"new report new\.json is not UTF-8 text"),
+    Case("empty-file", pair(""), EXIT_ERROR, r"new report new\.json is not JSON"),
+    Case("json-array", pair("[1, 2, 3]"), EXIT_ERROR, r"new report new\.json is JSON but not an object"),
+    Case("nan-constant", pair('{"schema_version": 1, "x": NaN}'), EXIT_ERROR, r"new\.json is not JSON: NaN"),
+    Case("deep-nesting", pair("[" * 200_000 + "]" * 200_000), EXIT_ERROR, r"new\.json (nests too deeply|is not JSON)"),
+    Case("no-schema", pair('{"tool": {"name": "popaudit"}}'), EXIT_ERROR,
+         r"the new report is not a popaudit JSON report \(no schema_version\)"),
+    Case("another-tool", pair(json.dumps({"schema_version": 1, "tool": {"name": "evidently"}, "metrics": []})),
+         EXIT_ERROR, r"the new report was not written by popaudit"),
+    Case("other-schema", pair(json.dumps({**json.loads(report()), "schema_version": 2})), EXIT_ERROR,
+         r"schema versions 1 \(base\) and 2 \(new\)"),
+    Case("tagged-wrong-structure", pair(report(retrieval={"at": ["10"]})), EXIT_ERROR,
+         r"carry popaudit's tag but not its structure"),
+    Case("fifo-input", special(), EXIT_ERROR, r"new report new\.json is a FIFO"),
+    Case("missing-base", lambda d: (write(d, "new.json", report()), Built(["diff", "gone.json", "new.json"]))[1],
+         EXIT_ERROR, r"base report not found: gone\.json"),
+    Case("output-over-input", pair(report(0.6), "-o", "base.json", "--format", "json"), EXIT_ERROR,
+         r"base\.json"),
+    Case("unknown-gate-name", pair(report(0.6), "--fail-on", "spearmann.delta>0"), EXIT_USAGE, r"spearmann"),
+    Case("bad-gate-suffix", pair(report(0.6), "--fail-on", "spearman.change>0"), EXIT_USAGE, r"spearman\.change"),
+    Case("unknown-format", pair(report(0.6), "--format", "pdf"), EXIT_USAGE, r"'pdf' is not a report format"),
+    Case("gate-on-unknown-figure", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0"), EXIT_USAGE, r"gini_dot@10"),
+    Case("gate-on-one-sided-figure", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0", base=report(
+        retrieval={"at": {"10": {"dot": {"gini": 0.5}, "cosine": {"gini": 0.2}}}})), EXIT_ERROR,
+        r"gini_dot@10\.delta.*cannot be evaluated|gini_dot@10\.delta.*not measured|gini_dot@10\.delta"),
+    Case("gate-tripped", pair(report(0.6), "--fail-on", "spearman.delta>0.05", "--json", "d.json",
+                              outputs=("d.json",)), EXIT_GATE, None, stderr=r"gate spearman\.delta>0\.05"),
+    Case("compared", pair(report(0.6), "--format", "markdown"), EXIT_OK, None,
+         stdout=r"\| spearman \| 0\.5000 \| 0\.6000 \| \+0\.1000 \| \+20\.0% \| more bias \|"),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES))
+def test_hostile_diff(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)

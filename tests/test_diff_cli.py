@@ -1,0 +1,97 @@
+"""``popaudit diff BASE NEW`` (auditor/cli/diff.py, auditor/report/diff_doc.py): before/after
+``mitigate`` on sample_data, two retrain runs, an incomparable pair (another popularity
+definition, other group cut-offs), gates on changes and their exit codes, and every
+format from one document. The diff core itself is tested in tests/test_diff.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import cli
+from auditor.report.diff_doc import diff_document
+from auditor.result import AuditResult
+from test_diff import SAMPLE, as_json, audit, mitigated, retrained  # noqa: F401  (fixtures)
+
+
+def save(folder: Path, name: str, report: dict[str, Any]) -> Path:
+    path = folder / name
+    path.write_text(json.dumps(report))
+    return path
+
+
+def run(*args: Any) -> Any:
+    return CliRunner().invoke(cli, ["diff", *map(str, args)])
+
+
+def test_before_after_mitigate_in_every_format(mitigated: tuple[AuditResult, AuditResult], tmp_path: Path) -> None:
+    base, new = save(tmp_path, "before.json", as_json(mitigated[0])), save(tmp_path, "after.json", as_json(mitigated[1]))
+    md, html, js = tmp_path / "d.md", tmp_path / "d.html", tmp_path / "d.json"
+    ran = run(base, new, "--markdown", md, "--html", html, "--json", js, "--fail-on", "head_share_1pct_dot@10.delta<0")
+    assert ran.exit_code == 3, ran.output  # the head share fell: the gate trips
+    assert "gate head_share_1pct_dot@10.delta<0" in ran.stderr
+    data = json.loads(js.read_text())
+    head = next(m for m in data["metrics"] if m["name"] == "head_share_1pct_dot@10")
+    # Plain dot serving of the rescaled table ranks as alpha_0.5 of the original.
+    assert head["new"] == pytest.approx(mitigated[0].flat_metrics()["head_share_1pct_alpha_0.5@10"])
+    assert head["direction"] == "less bias" and head["delta"] < 0
+    markdown = md.read_text()
+    assert len(markdown) < 8000  # a pull-request comment, not the whole table
+    assert "| head\\_share\\_1pct\\_dot@10 |" in markdown and "## Every figure" not in markdown
+    assert "<h2>Every figure</h2>" in html.read_text() and "head_share_1pct_alpha_0.5@50" in html.read_text()
+    for name in ("head_share_1pct_dot@10", "Key figures at K=", "Largest changes"):
+        assert name in ran.stdout  # the console view is the same document
+    assert run(base, new, "--fail-on", "head_share_1pct_dot@10.rel<-0.5", "-q").exit_code == 3
+    assert run(base, new, "--fail-on", "head_share_1pct_dot@10.delta>0").exit_code == 0
+
+
+def test_two_retrain_runs_compare_accuracy(retrained: tuple[AuditResult, AuditResult], tmp_path: Path) -> None:
+    base, new = save(tmp_path, "lr10.json", as_json(retrained[0])), save(tmp_path, "lr01.json", as_json(retrained[1]))
+    js = tmp_path / "d.json"
+    assert run(base, new, "--json", js, "-q").exit_code == 0
+    data = json.loads(js.read_text())
+    ndcg = next(m for m in data["metrics"] if m["name"] == "ndcg_dot@10")
+    assert ndcg["status"] == "compared"
+    assert ndcg["direction"] == ("more accuracy" if ndcg["delta"] > 0 else "less accuracy" if ndcg["delta"] < 0
+                                 else "unchanged")
+    niche = next(m for m in data["metrics"] if m["name"] == "ndcg_niche_dot@10")  # with the recorded holdout
+    assert niche["status"] == "compared" and niche["base"] is not None
+
+
+def test_incomparable_group_cutoffs_are_flagged_per_figure(mitigated: tuple[AuditResult, AuditResult],
+                                                            tmp_path: Path) -> None:
+    before = as_json(mitigated[0])
+    other = copy.deepcopy(before)
+    other["retrieval"]["definitions"]["popularity_groups"] += " (changed)"
+    base, new = save(tmp_path, "a.json", before), save(tmp_path, "b.json", other)
+    js = tmp_path / "d.json"
+    ran = run(base, new, "--json", js, "--format", "markdown", "--fail-on", "pop_rsp_dot@10.delta>0")
+    assert ran.exit_code == 1 and "cannot evaluate --fail-on pop_rsp_dot@10.delta>0" in ran.stderr
+    assert "retrieval.definitions.popularity\\_groups" in ran.stdout  # the settings table says why
+    data = json.loads(js.read_text())
+    status = {m["name"]: m["status"] for m in data["metrics"]}
+    assert status["pop_rsp_dot@10"] == status["gap_delta_niche_dot@10"] == "incomparable"
+    assert status["gini_dot@10"] == status["head_share_1pct_dot@10"] == "compared"
+
+
+def test_another_popularity_definition_is_flagged(tmp_path: Path) -> None:
+    log = SAMPLE / "interactions.parquet"
+    base = save(tmp_path, "a.json", as_json(audit(SAMPLE / "biased.pt", interactions=log)))
+    new = save(tmp_path, "b.json", as_json(audit(SAMPLE / "biased.pt", interactions=log, popularity="users")))
+    ran = run(base, new, "--format", "markdown")
+    assert ran.exit_code == 0 and "not comparable" in ran.stdout and "retrieval.popularity" in ran.stdout
+
+
+def test_the_document_is_short_unless_full() -> None:
+    metrics = [{"name": f"gini_dot@{k}", "base": 0.5, "new": 0.4, "delta": -0.1, "relative": -0.2,
+                "direction": "less bias", "status": "compared"} for k in range(1, 200)]
+    data = {"verdict": {"base_severity": "high", "new_severity": "low", "direction": "less bias"}, "metrics": metrics}
+    short, full = diff_document(data), diff_document(data, full=True)
+    assert [s.key for s in short.sections] == ["verdict", "key", "largest", "comparability"]
+    assert full.sections[-1].key == "all" and len(full.sections[-1].blocks[0].rows) == 199  # type: ignore[union-attr]
+    assert "199 less bias" in short.lead[0].text  # type: ignore[union-attr]
