@@ -26,7 +26,7 @@ from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulatio
 from auditor.metrics.harm_inputs import relevant_rows, with_exposure_shift
 from auditor.plugins import RegisteredMeasures, collect_measures, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
-from auditor.result import Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, Served
+from auditor.result import Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, ServedVectorsSection
 from auditor.tradeoff import UserValues, head_slots, judge_tradeoff
 
 if TYPE_CHECKING:  # loaded on demand: conditions bring the probes, retrieval FAISS
@@ -83,7 +83,7 @@ def run_audit(
         warnings=warnings,
         not_measured=not_measured,
         replaced_globals=inputs.replaced_globals,
-        served=_served(inputs, config, progress, warnings),
+        served_vectors=_served_vectors(inputs, config, progress, warnings),
         training=inputs.training,
         plot_data=PlotData(
             norms=norms,
@@ -113,10 +113,12 @@ def _frequency_norm(
     return frequency_norm
 
 
-def _served(inputs: AuditInputs, config: AuditConfig, progress: Progress, warnings: list[str]) -> Served | None:
+def _served_vectors(
+    inputs: AuditInputs, config: AuditConfig, progress: Progress, warnings: list[str]
+) -> ServedVectorsSection | None:
     """What the model serves with, and the frequency–norm statistics of its served item
     vectors when they are not the stored table (None: not a model popaudit knows serves otherwise)."""
-    served = inputs.served
+    served = inputs.served_vectors
     if served is None:
         return None
     frequency_norm = None
@@ -124,8 +126,8 @@ def _served(inputs: AuditInputs, config: AuditConfig, progress: Progress, warnin
         table = served.items
         norms = item_norms(table, block=block_rows(int(table.shape[1]), 8, config.max_memory))
         frequency_norm = _frequency_norm(norms, inputs.stats, config, progress, warnings)
-    return Served(model=served.serving.model, source=served.source, description=served.description,
-                  scoring=served.scoring, as_served=served.as_served, frequency_norm=frequency_norm)
+    return ServedVectorsSection(model=served.serving.model, source=served.source, description=served.description,
+                                scoring=served.scoring, as_served=served.as_served, frequency_norm=frequency_norm)
 
 
 def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig) -> Evaluation | None:

@@ -114,7 +114,7 @@ class FrequencyNorm:
 
 
 @dataclass
-class Served:
+class ServedVectorsSection:
     """The vectors a model serves with, when they are not its stored tables' dot products
     (the report's ``served``): RecBole's graph models (propagated, or the checkpoint's
     cache), SimpleX (aggregated users, cosine). Retrieval, accuracy and the verdict use them;
@@ -208,7 +208,7 @@ class MeasuredSections:
     replaced_globals: tuple[ReplacedGlobal, ...] | None = None
     """Globals the model file's pickle named and popaudit replaced; None when the file was
     not read by popaudit's restricted unpickler (a plugin's loader)."""
-    served: Served | None = None
+    served_vectors: ServedVectorsSection | None = None
     """The vectors the model serves with (RecBole checkpoints); None for other models."""
     training: TrainingSection | None = None
     """What a training trace showed (``check --trace``); None without one."""
@@ -241,7 +241,7 @@ class AuditResult(MeasuredSections):
             "warnings": list(self.warnings),
             "not_measured": dict(self.not_measured),
             "replaced_globals": None if self.replaced_globals is None else [asdict(g) for g in self.replaced_globals],
-            "served": None if self.served is None else asdict(self.served),
+            "served_vectors": None if self.served_vectors is None else asdict(self.served_vectors),
         }
         if self.training is not None:  # additive: only reports of an audit given a trace carry it
             out["training"] = self.training.to_dict()
@@ -299,6 +299,6 @@ def json_safe(value: Any) -> Any:
 __all__ = [
     "ACCURACY_MEASURES", "Accuracy", "AuditResult", "CONDITION_IDS", "CONDITION_NAMES", "Condition", "CutoffMeasures",
     "DecileRow", "FrequencyNorm", "Inputs", "ListMeasureInfo", "ListMeasures", "MeasuredSections", "ORTHOGONALITY_IDS",
-    "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange", "Served",
+    "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange", "ServedVectorsSection",
     "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
 ]  # fmt: skip

@@ -72,7 +72,7 @@ def test_zero_option_check_equals_recboles_test_metrics(tmp_path: Path) -> None:
     population = report["retrieval"]["population"]["description"]
     assert "160 users in the training part of RecBole's split" in population and "validation items" in population
     assert report["accuracy"]["n_users_evaluated"] == 160 and report["accuracy"]["n_dropped"] == 0
-    assert report["served"] == {"model": "BPR", "source": "tables", "description": "the stored tables",
+    assert report["served_vectors"] == {"model": "BPR", "source": "tables", "description": "the stored tables",
                                 "scoring": "dot", "as_served": True, "frequency_norm": None}  # fmt: skip
     assert not any("also appear in the training log" in w for w in report["warnings"])
 
@@ -95,7 +95,7 @@ def test_training_part_is_the_training_log() -> None:
 def test_lightgcn_served_vectors_give_recboles_metrics(lightgcn: AuditResult) -> None:
     """LightGCN serves its cache (restore_*), said in the report; accuracy equals RecBole's."""
     assert_recboles(_recboles_names(lightgcn, "dot"), RECORD["runs"]["LightGCN"])
-    served = lightgcn.served
+    served = lightgcn.served_vectors
     assert served is not None and (served.source, served.scoring, served.as_served) == ("cache", "dot", True)
     assert "restore_user_e/restore_item_e" in served.description
 
@@ -110,10 +110,10 @@ def test_lightgcn_audit_equals_an_audit_of_recboles_forward(lightgcn: AuditResul
     write_checkpoint(path, "BPR", {"eval_args": config["eval_args"], "load_col": config["load_col"]}, 160, 120,
                      tables=(forward["user"], forward["item"]))  # fmt: skip
     plain = _audit(path)
-    assert plain.served is not None and plain.served.source == "tables"
-    assert lightgcn.served is not None and lightgcn.served.frequency_norm is not None and plain.frequency_norm
-    assert lightgcn.served.frequency_norm.spearman == pytest.approx(plain.frequency_norm.spearman, abs=1e-12)
-    assert lightgcn.served.frequency_norm.loglog_slope == pytest.approx(plain.frequency_norm.loglog_slope, abs=1e-9)
+    assert plain.served_vectors is not None and plain.served_vectors.source == "tables"
+    assert lightgcn.served_vectors is not None and lightgcn.served_vectors.frequency_norm is not None and plain.frequency_norm
+    assert lightgcn.served_vectors.frequency_norm.spearman == pytest.approx(plain.frequency_norm.spearman, abs=1e-12)
+    assert lightgcn.served_vectors.frequency_norm.loglog_slope == pytest.approx(plain.frequency_norm.loglog_slope, abs=1e-9)
     assert lightgcn.retrieval is not None and plain.retrieval is not None
     for k in (10, 20):
         for scoring in ("dot", "cosine", "popular"):
@@ -124,13 +124,13 @@ def test_lightgcn_audit_equals_an_audit_of_recboles_forward(lightgcn: AuditResul
     assert lightgcn.accuracy.at == plain.accuracy.at
     # the stored table is another matter: its ρ is far below the served vectors'
     assert lightgcn.frequency_norm is not None
-    assert lightgcn.served.frequency_norm.spearman - lightgcn.frequency_norm.spearman > 0.5
+    assert lightgcn.served_vectors.frequency_norm.spearman - lightgcn.frequency_norm.spearman > 0.5
 
 
 def test_simplex_is_audited_with_its_own_users_and_cosine() -> None:
     result = _audit(DATA / "SimpleX-eval.pth")
     assert_recboles(_recboles_names(result, "cosine"), RECORD["runs"]["SimpleX"])
-    served = result.served
+    served = result.served_vectors
     assert served is not None and (served.source, served.scoring) == ("simplex", "cosine")
     assert served.frequency_norm is None  # its served item vectors are the stored table
     assert len(result.warnings) == 1 and "SimpleX scores by cosine: its own lists are the 'cosine'" in result.warnings[0]
@@ -145,7 +145,7 @@ def test_every_format_labels_the_stored_and_served_statistics(lightgcn: AuditRes
         assert "served item vectors (what dot serving sees)" in text, fmt
         assert "cache (restore" in text, fmt
     report = lightgcn.to_dict()
-    assert report["served"]["frequency_norm"]["spearman"] == pytest.approx(0.9329, abs=1e-4)
+    assert report["served_vectors"]["frequency_norm"]["spearman"] == pytest.approx(0.9329, abs=1e-4)
     assert report["frequency_norm"]["spearman"] == pytest.approx(0.3058, abs=1e-4)  # the stored table, as before
 
 
@@ -154,7 +154,7 @@ def test_a_model_scoring_otherwise_is_named(tmp_path: Path) -> None:
     write_checkpoint(tmp_path / "neumf.pth", "NeuMF", {"load_col": {"inter": ["user_id", "item_id", "rating",
                                                                                 "timestamp"]}}, 160, 120)  # fmt: skip
     result = _audit(tmp_path / "neumf.pth", ks=(10,))
-    assert result.served is not None and not result.served.as_served
+    assert result.served_vectors is not None and not result.served_vectors.as_served
     assert any(re.search(r"audited the stored tables .* \(NeuMF\) scores with an MLP", w) for w in result.warnings)
 
 
@@ -167,7 +167,7 @@ def test_explicit_holdout_keeps_the_ordinary_route(tmp_path: Path) -> None:
     result = run_audit(AuditConfig(model=DATA / "LightGCN-eval.pth", interactions=INTER, holdout=holdout, ks=(10,),
                                    bootstrap=0, probes=False))  # fmt: skip
     assert result.inputs.split is None and result.inputs.n_interactions == 2995
-    assert result.served is not None and result.served.source == "cache"
+    assert result.served_vectors is not None and result.served_vectors.source == "cache"
     assert result.accuracy is not None
     assert any("is a subset of the training log" in w for w in result.warnings)  # the whole file trained on
 
@@ -183,7 +183,7 @@ def test_lightgcn_without_its_cache_is_propagated(tmp_path: Path) -> None:
                                         "n_layers": config["n_layers"]}, 160, 120,
                      tables=(weights["user_embedding.weight"].numpy(), weights["item_embedding.weight"].numpy()))
     result = _audit(path)
-    assert result.served is not None and result.served.source == "propagated"
-    assert "n_layers=2" in result.served.description and "2,499 training interactions" in result.served.description
+    assert result.served_vectors is not None and result.served_vectors.source == "propagated"
+    assert "n_layers=2" in result.served_vectors.description and "2,499 training interactions" in result.served_vectors.description
     assert_recboles(_recboles_names(result, "dot"), RECORD["runs"]["LightGCN"])
     assert not result.warnings

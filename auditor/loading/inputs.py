@@ -58,13 +58,13 @@ class AuditInputs:
     not_measured: dict[str, str] = field(default_factory=dict)
     recbole: RecBoleEvaluation | None = None
     """RecBole's own evaluation split, reproduced (zero-option RecBole audits)."""
-    served: ServedVectors | None = None
+    served_vectors: ServedVectors | None = None
     """The vectors a RecBole model serves with (None: other formats)."""
 
     @property
     def serving_bundle(self) -> ModelBundle:
         """The bundle retrieval and accuracy serve from: the served vectors in place of the tables."""
-        return serving_bundle(self.bundle, self.served)
+        return serving_bundle(self.bundle, self.served_vectors)
     training: TrainingSection | None = None
     """What the training trace showed (``trace``; None without one)."""
 
@@ -88,8 +88,8 @@ def load_inputs(
     inputs.stats = training_stats(evaluation) if evaluation is not None else item_statistics(
         bundle, config, cache or InputCache(), progress, inputs.warnings
     )
-    inputs.served = served_of(bundle, evaluation)
-    inputs.warnings.extend(inputs.served.warnings if inputs.served is not None else [])
+    inputs.served_vectors = served_of(bundle, evaluation)
+    inputs.warnings.extend(inputs.served_vectors.warnings if inputs.served_vectors is not None else [])
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
     inputs.population = _population(inputs, config, progress)

@@ -16,7 +16,7 @@ from auditor.report.content import RATIO_HEADER, format_measure, quoted_cutoffs,
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
 from auditor.report.population import population_rows
-from auditor.report.served import served_brief
+from auditor.report.served_vectors import served_brief
 from auditor.report.training import training_brief
 from auditor.result import AuditResult
 

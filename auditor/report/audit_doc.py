@@ -16,7 +16,7 @@ from dataclasses import replace
 from auditor import __version__
 from auditor.report import accuracy as accuracy_view
 from auditor.report import content as c
-from auditor.report import served as served_view
+from auditor.report import served_vectors as served_view
 from auditor.report import harms
 from auditor.report.audit_brief import audit_brief
 from auditor.report.document import Block, Bullets, Document, Figure, Group, Heading, Headline, Paragraph, Section
@@ -105,10 +105,10 @@ def frequency_norm_section(result: AuditResult, figures: Sequence[Figure]) -> Se
     return Section("frequency-norm", title, tuple(blocks))
 
 
-def served_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
+def served_vectors_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
     """What the model serves with (RecBole checkpoints), and the served vectors' statistics."""
     blocks = served_view.served_blocks(result)
-    return Section("served", served_view.TITLE, tuple(blocks)) if blocks else None
+    return Section("served_vectors", served_view.TITLE, tuple(blocks)) if blocks else None
 
 
 def retrieval_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
@@ -222,7 +222,7 @@ SECTIONS: tuple[Callable[[AuditResult, Sequence[Figure]], Section | None], ...] 
     verdict_section,
     warnings_section,
     frequency_norm_section,
-    served_section,
+    served_vectors_section,
     retrieval_section,
     accuracy_section,
     user_groups_section,

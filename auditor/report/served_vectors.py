@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from auditor.report.document import Block, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_num
-from auditor.result import AuditResult, FrequencyNorm, Served
+from auditor.result import AuditResult, FrequencyNorm, ServedVectorsSection
 
 TITLE = "Served vectors"
 STORED = "stored item table (the training mechanism)"
@@ -24,7 +24,7 @@ SOURCES = {
 }
 
 
-def served_rows(served: Served) -> tuple[tuple[str, str], ...]:
+def served_rows(served: ServedVectorsSection) -> tuple[tuple[str, str], ...]:
     """What was served and how it was compared, in words."""
     used = "yes" if served.as_served else "no: the stored tables stand in (see the warnings)"
     return (
@@ -38,7 +38,7 @@ def served_rows(served: Served) -> tuple[tuple[str, str], ...]:
 
 def stored_note(result: AuditResult) -> Paragraph | None:
     """Under the frequency–norm section: which table its statistics are of."""
-    served = result.served
+    served = result.served_vectors
     if served is None or served.frequency_norm is None:
         return None
     return Paragraph(
@@ -63,7 +63,7 @@ def comparison_table(stored: FrequencyNorm, served: FrequencyNorm) -> Table:
 
 def served_blocks(result: AuditResult) -> list[Block]:
     """The served-vectors section's blocks (empty when the result has no ``served``)."""
-    served = result.served
+    served = result.served_vectors
     if served is None:
         return []
     blocks: list[Block] = [KeyValues(served_rows(served))]
@@ -80,7 +80,7 @@ def served_blocks(result: AuditResult) -> list[Block]:
 
 def served_brief(result: AuditResult) -> list[Block]:
     """The terminal's lines: what was served and, when they differ, the served vectors' ρ."""
-    served = result.served
+    served = result.served_vectors
     if served is None or (served.source == "tables" and served.as_served):
         return []
     rows = [("vectors used", SOURCES.get(served.source, served.source)), ("model's own scoring", served.scoring)]
