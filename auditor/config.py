@@ -108,7 +108,7 @@ class LoadOptions:
 class AuditConfig:
     """Settings of one audit (``popaudit check``); every field has the CLI's default."""
 
-    model: Path
+    model: Path | None
     interactions: Path | None = None
     frequencies: Path | None = None
     """Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct
@@ -154,8 +154,16 @@ class AuditConfig:
     """The recommended scoring keeps at least this share of dot's NDCG@K."""
     keep_seen: bool = False
     """Keep each user's training items among the accuracy candidates (default: excluded)."""
+    recommendations: Path | None = None
+    """Served lists (user, item, rank or score; docs/served-lists.md): audited alone when
+    ``model`` is None, else as the ``served`` scoring beside dot, cosine and popular."""
+    rank_col: str | None = None
+    """Rank column of ``recommendations`` (lower first; auto-detected from common names)."""
+    score_col: str | None = None
+    """Score column of ``recommendations`` (higher first; auto-detected from common names)."""
 
     def __post_init__(self) -> None:
+        self._check_served()
         if not self.ks or any(k < 1 for k in self.ks):
             raise InputError(f"cut-offs {setting('ks')} must be positive integers, got {list(self.ks)}")
         if self.index not in INDEX_KINDS:
@@ -189,6 +197,28 @@ class AuditConfig:
         # Upper bounds too (auditor/ranges.py): a bootstrap of 10**9 or a K of 10**8 is no audit.
         check_ranges({name: getattr(self, name) for name in _RANGED})
 
+    def _check_served(self) -> None:
+        """A lists-only audit (no model) needs the lists and the counts they are measured with."""
+        if self.model is None and self.recommendations is None:
+            raise InputError(f"pass a model, or {setting('recommendations')} FILE to audit served lists alone")
+        if self.model is None and self.interactions is None and self.frequencies is None:
+            raise InputError(f"served lists alone are measured against the training log: pass {setting('interactions')}")
+        if self.model is None and self.holdout is not None:
+            raise InputError(f"held-out accuracy of served lists is measured with the model beside them: pass a model "
+                             f"with {setting('recommendations')} and {setting('holdout')}")
+        if self.recommendations is None:
+            for name in ("rank_col", "score_col"):
+                if getattr(self, name) is not None:
+                    raise InputError(f"{setting(name)} names a column of {setting('recommendations')}, which was not given")
+
+    @property
+    def served_log(self) -> LogSpec | None:
+        """The served lists (``recommendations``), read with the log's format rules and id
+        columns; None without them."""
+        if self.recommendations is None:
+            return None
+        return LogSpec(self.recommendations, "auto", self.user_col, self.item_col, self.max_memory)
+
     @property
     def load_options(self) -> LoadOptions:
         """The settings the model loader reads."""
@@ -201,7 +231,7 @@ class AuditConfig:
         overwrite one of them)."""
         files: dict[str, Path | None] = {
             setting(name): getattr(self, name)
-            for name in ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout")
+            for name in ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "recommendations")
         }
         if self.queries not in QUERY_SOURCES:
             files[setting("queries")] = Path(self.queries)
@@ -214,10 +244,12 @@ class AuditConfig:
         would block, /dev/zero never end): before any heavy import or reading."""
         from auditor.io import require_regular_file
 
-        require_regular_file(self.model, "model file", folder_ok=True)
+        if self.model is not None:
+            require_regular_file(self.model, "model file", folder_ok=True)
         for path, what in ((self.interactions, "interaction log"), (self.frequencies, "frequencies file"),
                            (self.item_ids, "item ids file"),
-                           (self.user_ids, "user ids file"), (self.holdout, "held-out log")):
+                           (self.user_ids, "user ids file"), (self.holdout, "held-out log"),
+                           (self.recommendations, "recommendations file")):
             if path is not None:
                 require_regular_file(path, what)
         if self.queries not in QUERY_SOURCES:

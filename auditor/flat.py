@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from auditor.config import DEFAULT_ALPHAS
 from auditor.alpha import alpha_scoring
-from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, SCORINGS
+from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED
 
-Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures"]
+Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "served"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
 BASE_METRICS = (
     "spearman",
@@ -67,12 +67,12 @@ def metric_names(
     ``alphas``, the registered ``list_measures`` (default: the built-in ones) and the
     audit measures ``extra`` can produce (accuracy names need a held-out log)."""
     names = list(BASE_METRICS)
-    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas)]
+    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas), SERVED]
     list_measures = list(BUILTIN_LIST_MEASURES if list_measures is None else list_measures)
     for k in ks:
         for metric in list_measures:
             names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
-        names += [f"overlap_dot_cosine@{k}", f"recall@{k}"]
+        names += [f"overlap_dot_cosine@{k}", f"recall@{k}"] + [f"overlap_served_{s}@{k}" for s in OVERLAP_SERVED]
         for metric in ACCURACY_MEASURES:
             names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
     return names + list(extra)
@@ -103,8 +103,14 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
             flat[f"overlap_dot_cosine@{k}"] = FlatEntry(
                 _num(cut.get("overlap_dot_cosine")), "retrieval", "overlap_dot_cosine", None, k
             )
+            for name in OVERLAP_SERVED:
+                if f"overlap_served_{name}" in cut:
+                    flat[f"overlap_served_{name}@{k}"] = FlatEntry(
+                        _num(cut[f"overlap_served_{name}"]), "retrieval", f"overlap_served_{name}", None, k)
         for key, value in (retrieval.get("recall") or {}).items():
             flat[f"recall@{int(key)}"] = FlatEntry(_num(value), "retrieval", "index_recall", None, int(key))
+    if not retrieval:
+        flat.update(_served_entries(report.get("served")))
     accuracy = report.get("accuracy")
     for key, by_scoring in ((accuracy.get("at") or {}).items() if accuracy else ()):
         k = int(key)
@@ -121,6 +127,20 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     for name, value in (report.get("measures") or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             flat[name] = FlatEntry(_num(value), "measures", name)
+    return flat
+
+
+def _served_entries(served: dict[str, Any] | None) -> dict[str, FlatEntry]:
+    """A lists-only audit's flat names: the served and popular lists' measures at each K
+    under the names a model's audit gives them, and their overlap."""
+    flat: dict[str, FlatEntry] = {}
+    for key, cut in ((served or {}).get("at") or {}).items():
+        k = int(key)
+        for scoring in (SERVED, "popular"):
+            for metric, value in (cut.get(scoring) or {}).items():
+                flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(value), "served", metric, scoring, k)
+        flat[f"overlap_served_popular@{k}"] = FlatEntry(
+            _num(cut.get("overlap_served_popular")), "served", "overlap_served_popular", None, k)
     return flat
 
 

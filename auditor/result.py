@@ -25,6 +25,8 @@ from auditor.sections import (
     RankingAccuracy,
     Retrieval,
     ScoringChange,
+    ServedCutoff,
+    ServedSection,
     builtin_list_measures,
 )
 
@@ -181,6 +183,8 @@ class MeasuredSections:
     replaced_globals: tuple[ReplacedGlobal, ...] | None = None
     """Globals the model file's pickle named and popaudit replaced; None when the file was
     not read by popaudit's restricted unpickler (a plugin's loader)."""
+    served: ServedSection | None = None
+    """The served lists given as ``recommendations`` (None: none given)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,6 +222,8 @@ class AuditResult(MeasuredSections):
             if retrieval["recall"] is not None:
                 retrieval["recall"] = {str(k): v for k, v in retrieval["recall"].items()}
             out["retrieval"] = retrieval
+        if self.served is not None:
+            out["served"] = served_dict(self.served)
         if self.accuracy is not None:
             accuracy = asdict(self.accuracy)
             accuracy["at"] = {str(k): v for k, v in accuracy["at"].items()}
@@ -239,7 +245,20 @@ def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
     """One cut-off's JSON: norm-aware scorings sit beside dot, cosine and popular."""
     out: dict[str, Any] = {name: dict(getattr(cut, name)) for name in SCORINGS}
     out["overlap_dot_cosine"] = cut.overlap_dot_cosine
+    out.update({f"overlap_served_{name}": value for name, value in cut.overlap_served.items()})
     return {**out, **{name: dict(measures) for name, measures in cut.norm_aware.items()}}
+
+
+def served_dict(served: ServedSection) -> dict[str, Any]:
+    """The ``served`` section's JSON: per K the served and popular lists' measures."""
+    out = asdict(served)
+    del out["list_measures"]  # presentation, not a finding
+    out["at"] = {
+        str(k): {"served": dict(cut.served), "popular": dict(cut.popular), "overlap_served_popular": cut.overlap_popular,
+                 "n_short_lists": cut.n_short_lists}
+        for k, cut in served.at.items()
+    }
+    return out
 
 
 def json_safe(value: Any) -> Any:
@@ -264,5 +283,6 @@ __all__ = [
     "ACCURACY_MEASURES", "Accuracy", "AuditResult", "CONDITION_IDS", "CONDITION_NAMES", "Condition", "CutoffMeasures",
     "DecileRow", "FrequencyNorm", "Inputs", "ListMeasureInfo", "ListMeasures", "MeasuredSections", "ORTHOGONALITY_IDS",
     "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange",
+    "ServedCutoff", "ServedSection",
     "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
 ]  # fmt: skip

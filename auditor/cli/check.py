@@ -40,7 +40,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 
 
 @click.command("check")
-@click.argument("model", type=PathArg)
+@click.argument("model", type=PathArg, required=False)
 @click.option("--interactions", type=PathArg, help="Training log: Parquet, CSV/TSV, MovieLens u.data / ratings.dat / ratings.csv, RecBole .inter. Item frequencies are counted from it.")
 @log_column_options
 @frequencies_options
@@ -62,9 +62,12 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates (for CI).")
 @click.option("--plugin-timeout", type=ranged("plugin_timeout"), default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the audit runs in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1), never a passed gate, and its prints go to stderr.")
+@click.option("--recommendations", type=PathArg, help="Served lists to audit (Parquet or CSV/TSV: user id, item id, and a rank or score per row). Without MODEL: a lists-only audit against --interactions; with MODEL: the lists become the 'served' scoring beside dot, cosine and popular (docs/served-lists.md).")
+@click.option("--rank-col", help="Rank column of --recommendations (lower first). [default: auto-detected: rank, position, pos...]")
+@click.option("--score-col", help="Score column of --recommendations (higher first). [default: auto-detected: score, prediction...]")
 @common_options
 def command(
-    model: Path,
+    model: Path | None,
     fmt: str,
     output: Path | None,
     json_path: Path | None,
@@ -76,7 +79,7 @@ def command(
     plugins: tuple[Path, ...],
     **options: Any,
 ) -> None:
-    """Audit one trained model or embedding table for popularity bias.
+    """Audit one trained model or embedding table (or the lists it served) for popularity bias.
 
     MODEL: a .pt/.pth state dict or checkpoint (incl. Lightning and popaudit retrain
     checkpoints), a TorchScript archive, a .safetensors file, a .npy item table, or a
@@ -90,11 +93,21 @@ def command(
     head holding 80% of interactions; gini: of exposure over the whole catalogue;
     coverage; novelty: mean -log2(users(i)/n_users)), conditions C1-C5 and a verdict.
 
+    MODEL may be left out when --recommendations gives served lists: the lists alone are
+    audited against --interactions (every list measure at each K, gates, reports).
+
     \b
     Example:
       popaudit check model.pt --interactions train.parquet --html report.html \\
           --fail-on 'spearman>0.5'
+      popaudit check --recommendations recs.parquet --interactions train.parquet \\
+          --fail-on 'head_share_1pct_served@10>0.2'
     """
+    if model is None and options.get("recommendations") is None:
+        raise click.UsageError("Missing argument 'MODEL' (or --recommendations FILE to audit served lists alone).")
+    for flag in ("rank_col", "score_col"):
+        if options.get(flag) is not None and options.get("recommendations") is None:
+            raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --recommendations, which was not given")
     if options.get("interactions") is not None and options.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the item counts; pass one")
     for flag in ("count_col", "user_count_col"):
@@ -218,7 +231,7 @@ def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated:
     extra = [word for fmt, flag, name in (("html", "--html", "report.html"), ("json", "--json", "report.json"))
              if fmt not in done for word in (flag, name)]
     if not gated:
-        extra += ["--fail-on", "spearman>0.5"]
+        extra += ["--fail-on", "spearman>0.5" if config.model is not None else f"head_share_1pct_served@{min(config.ks)}>0.2"]
     if extra and suggest:
         settings = {f.name: getattr(config, f.name) for f in dataclass_fields(config)}
         stderr.print("Next: " + check_command(config.model, settings, extra),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pluggy
 
 from auditor.config import AuditConfig
@@ -21,6 +22,8 @@ from auditor.loading.holdout import heldout_queries
 from auditor.loading.pairs import read_pairs
 from auditor.loading.pickle_globals import globals_warning, replaced_globals
 from auditor.loading.population import population_of
+from auditor.loading.served_inputs import served_for_model
+from auditor.loading.served_lists import ServedLists
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
@@ -44,12 +47,17 @@ class AuditInputs:
     replaced_globals: tuple[ReplacedGlobal, ...] | None
     warnings: list[str] = field(default_factory=list)
     not_measured: dict[str, str] = field(default_factory=dict)
+    served: ServedLists | None = None
+    """The served lists given as ``recommendations`` (None: none given)."""
+    served_rows: np.ndarray | None = None
+    """int64 (n_queries, max K): the served list of each queried user (-1: empty slot)."""
 
 
 def load_inputs(
     config: AuditConfig, pm: pluggy.PluginManager, progress: Progress = SILENT, cache: InputCache | None = None
 ) -> AuditInputs:
     """Read every input of the audit ``config`` describes (module docstring)."""
+    assert config.model is not None, "a lists-only audit loads through load_lists_inputs"
     progress.note(f"Loading {config.model}")
     bundle = load_model(config.model, config.load_options, pm)
     if bundle.log_id_rule is not None and config.interactions is not None:  # e.g. RecBole numbers ids by the log
@@ -59,10 +67,15 @@ def load_inputs(
     found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
     inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings))
     inputs.warnings.extend(globals_warning(found_globals, config.model))
-    inputs.stats = item_statistics(bundle, config, cache or InputCache(), progress, inputs.warnings)
+    cache = cache or InputCache()
+    inputs.stats = item_statistics(bundle, config, cache, progress, inputs.warnings)
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
     inputs.population = _population(inputs, config, progress)
+    if config.recommendations is not None:
+        inputs.served, inputs.served_rows, notes = served_for_model(
+            config, bundle, inputs.population, cache, progress)
+        inputs.warnings.extend(notes)
     inputs.heldout = _heldout(inputs, config, progress)
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)

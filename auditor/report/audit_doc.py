@@ -16,6 +16,7 @@ from dataclasses import replace
 from auditor import __version__
 from auditor.report import accuracy as accuracy_view
 from auditor.report import content as c
+from auditor.report import served as served_view
 from auditor.report.audit_brief import audit_brief
 from auditor.report.document import Block, Bullets, Document, Figure, Group, Heading, Headline, Paragraph, Section
 from auditor.report.figures import audit_figures
@@ -44,7 +45,7 @@ def audit_document(result: AuditResult, figures: Sequence[Figure] | None = None)
     verdict = result.verdict
     headline = Headline(
         verdict=c.verdict_phrase(result).split(" (")[0], severity=verdict.severity, phrase=phrase,
-        evidence=evidence, summary=verdict.summary, note=c.SEVERITY_POINTER,
+        evidence=evidence, summary=verdict.summary, note=_pointer(result),
     )  # fmt: skip
     sections = tuple(section for build in SECTIONS if (section := build(result, shown)) is not None)
     return Document(
@@ -59,6 +60,11 @@ def audit_document(result: AuditResult, figures: Sequence[Figure] | None = None)
     )
 
 
+def _pointer(result: AuditResult) -> str:
+    """Where the severity rule of this audit is explained (lists-only audits have their own)."""
+    return served_view.SEVERITY_POINTER if served_view.lists_only(result) else c.SEVERITY_POINTER
+
+
 def _figures(figures: Sequence[Figure], section: str) -> list[Block]:
     return [figure for figure in figures if figure.section == section]
 
@@ -71,7 +77,7 @@ def verdict_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     """The verdict's summary, where its severity rule is, and what to do."""
     verdict = result.verdict
     blocks: list[Block] = [Paragraph(verdict.summary, "summary")] if verdict.summary else []
-    blocks.append(Paragraph(c.SEVERITY_POINTER, "note"))
+    blocks.append(Paragraph(_pointer(result), "note"))
     if verdict.recommendations:
         blocks += [Heading("Recommendations"), Bullets(tuple(verdict.recommendations), "recommendations")]
     else:
@@ -180,6 +186,7 @@ SECTIONS: tuple[Callable[[AuditResult, Sequence[Figure]], Section | None], ...] 
     warnings_section,
     frequency_norm_section,
     retrieval_section,
+    served_view.served_section,
     accuracy_section,
     conditions_section,
     probes_section,

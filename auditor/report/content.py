@@ -23,6 +23,7 @@ from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
 from auditor.report.labels import probe_title as probe_title, probes_tables as probes_tables  # re-exported
 from auditor.report.population import population_rows
+from auditor.report import served as served_view
 from auditor.report.formatting import (
     MISSING,
     Table,
@@ -83,7 +84,7 @@ def verdict_phrase(result: AuditResult) -> str:
     verdict = result.verdict
     if verdict.bias_detected:
         return f"Popularity bias detected (severity {verdict.severity})"
-    if result.frequency_norm is None and result.retrieval is None:
+    if result.frequency_norm is None and result.retrieval is None and not (result.served and result.served.at):
         return "Popularity bias not assessed"
     return f"No popularity bias detected (severity {verdict.severity})"
 
@@ -113,6 +114,8 @@ def headline(result: AuditResult) -> str:
 def headline_parts(result: AuditResult) -> tuple[str, str]:
     """The headline split as (verdict phrase, the evidence after it), for formats that
     emphasise the verdict."""
+    if served_view.lists_only(result):
+        return verdict_phrase(result), served_view.headline_evidence(result)
     parts: list[str] = []
     fn = result.frequency_norm
     if fn is not None:
@@ -239,6 +242,8 @@ def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasure
         cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
         rows.append((info.label, *cells))
     rows.append(("overlap of dot and cosine lists", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
+    for name, value in cut.overlap_served.items():
+        rows.append((f"share of the {name} lists in the served lists", fmt_pct(value), *[""] * len(scorings)))
     headers = [scoring_label(name) for name in scorings]
     headers.insert(2, RATIO_HEADER)
     return Table(

@@ -1,0 +1,85 @@
+"""A lists-only audit: served lists and the training log, no model (docs/served-lists.md).
+
+:func:`auditor.audit.run_audit` comes here when the settings name ``recommendations`` but
+no model. load (:func:`auditor.loading.served_inputs.load_lists_inputs`) → measure
+(:func:`auditor.retrieval.served.measure_served`) → judge
+(:func:`auditor.lists_verdict.decide_lists_verdict`). The sections that need a model
+(frequency–norm statistics, retrieval by dot and cosine, accuracy, conditions, probes,
+audit measures) are absent, each with its reason in ``not_measured``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields as dataclass_fields
+from typing import Any
+
+from auditor.config import AuditConfig
+from auditor.errors import setting
+from auditor.lists_verdict import decide_lists_verdict
+from auditor.loading.served_inputs import load_lists_inputs
+from auditor.loading.statistics import InputCache
+from auditor.plugins import RegisteredMeasures
+from auditor.progress import SILENT, Progress
+from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
+from auditor.retrieval.served import measure_served
+
+NO_MODEL = "no model: served lists alone have no item vectors"
+
+
+def _not_measured(registered: RegisteredMeasures) -> dict[str, str]:
+    """Why each section that needs a model is absent."""
+    with_model = f"pass the model with {setting('recommendations')} to measure it beside the served lists"
+    reasons = {
+        "frequency_norm": f"{NO_MODEL} whose norms could follow popularity; {with_model}",
+        "retrieval": f"{NO_MODEL} to serve by dot product or cosine; the served lists are measured in their own "
+                     f"section; {with_model}",
+        "accuracy": f"{NO_MODEL}; held-out accuracy of served lists is measured with the model beside them "
+                    f"({setting('holdout')})",
+        "conditions": f"{NO_MODEL} or training record to assess C1–C5",
+        "probes": f"{NO_MODEL} to probe",
+    }
+    if registered.audit_names:
+        reasons["measures"] = f"{NO_MODEL}: the audit measures ({', '.join(registered.audit_names)}) take a model"
+    return reasons
+
+
+def run_lists_audit(
+    config: AuditConfig,
+    registered: RegisteredMeasures,
+    progress: Progress = SILENT,
+    cache: InputCache | None = None,
+) -> AuditResult:
+    """Audit ``config.recommendations`` against ``config.interactions`` (module docstring)."""
+    inputs = load_lists_inputs(config, cache or InputCache(), progress)
+    served, stats = inputs.served, inputs.stats
+    outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress)
+    counted = config.interactions or config.frequencies
+    sections = MeasuredSections(
+        inputs=Inputs(
+            model="", interactions=None if counted is None else str(counted), item_table=None, user_table=None,
+            n_items=served.items.n_items, dim=0, n_interactions=stats.n_interactions, format="served lists",
+            n_users=stats.n_users, n_unmapped_interactions=stats.n_unmapped,
+            item_id_mapping="catalogue: the distinct item ids of the training log and the served lists, sorted",
+        ),
+        frequency_norm=None,
+        settings=_settings(config, inputs.ks),
+        warnings=inputs.warnings + outcome.warnings,
+        not_measured=_not_measured(registered),
+        plot_data=PlotData(frequencies=stats.frequencies, exposure=outcome.exposure),
+        served=outcome.section,
+    )
+    verdict = decide_lists_verdict(sections)
+    fields = {f.name: getattr(sections, f.name) for f in dataclass_fields(sections)}
+    return AuditResult(**fields, verdict=verdict)
+
+
+def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:
+    return {
+        "ks": list(ks),
+        "recommendations": str(config.recommendations),
+        **({"rank_col": config.rank_col} if config.rank_col else {}),
+        **({"score_col": config.score_col} if config.score_col else {}),
+        "popularity": config.popularity,
+        "frequency": "interactions per item in the training log"
+        + (f" (counted elsewhere: {config.frequencies})" if config.frequencies else ""),
+    }
