@@ -203,3 +203,31 @@ def test_cli_rank_and_score_columns(tmp_path: Path) -> None:
     served = json.loads(report.read_text())["served"]
     assert served["order"] == "score column 'how_good'"
     assert served["at"]["5"]["served"]["arp"] == pytest.approx(EXPECTED["rectools"]["5"]["AvgRecPopularity"])
+
+
+@pytest.mark.slow  # a batch run: about 20 s on two shared cores
+def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
+    model, log, _holdout, served, alone = dot_file
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(
+        "label,model,recommendations,interactions,k\n"
+        f"alone,,{DATA / 'recs.csv'},{DATA / 'train.csv'},\"1,3,5\"\n"
+        f"beside,{model},{served},{log},10\n"
+        f"lists-of-the-model,,{served},{log},10\n"
+        f"nothing,,,{log},10\n"
+    )
+    results = tmp_path / "results.parquet"
+    run = _invoke("batch", manifest, "-o", results, "--bootstrap", "0", "--no-probes", "-q",
+                  "--fail-on", "head_share_1pct_served@5>0.5")
+    assert run.exit_code == 0, run.output  # a failed row is reported in its row; no gate tripped
+    table = pq.read_table(results).to_pylist()
+    by_label = {row["label"]: row for row in table}
+    assert by_label["alone"]["status"] == "ok" and by_label["beside"]["status"] == "ok"
+    assert by_label["alone"]["arp_served@5"] == pytest.approx(EXPECTED["rectools"]["5"]["AvgRecPopularity"])
+    assert alone.retrieval is not None
+    dot = alone.retrieval.at[10].dot
+    for label in ("beside", "lists-of-the-model"):
+        assert by_label[label]["head_share_1pct_served@10"] == pytest.approx(dot["head_share_1pct"]), label
+        assert by_label[label]["gini_served@10"] == pytest.approx(dot["gini"]), label
+    assert by_label["beside"]["overlap_served_dot@10"] == 1.0
+    assert by_label["nothing"]["status"] != "ok" and "recommendations" in (by_label["nothing"]["error"] or "")
