@@ -18,6 +18,7 @@ from auditor.errors import setting
 from auditor.lists_verdict import decide_lists_verdict
 from auditor.loading.served_inputs import load_lists_inputs
 from auditor.loading.statistics import InputCache
+from auditor.metrics.exposure import novelty_unmeasured
 from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
@@ -54,6 +55,10 @@ def run_lists_audit(
     served, stats = inputs.served, inputs.stats
     outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress)
     counted = config.interactions or config.frequencies
+    not_measured = _not_measured(registered)
+    why = novelty_unmeasured(stats.user_counts, stats.n_users, "frequencies" if config.frequencies else "log")
+    if why is not None:
+        not_measured["novelty"] = why
     sections = MeasuredSections(
         inputs=Inputs(
             model="", interactions=None if counted is None else str(counted), item_table=None, user_table=None,
@@ -63,14 +68,32 @@ def run_lists_audit(
         ),
         frequency_norm=None,
         settings=_settings(config, inputs.ks),
-        warnings=inputs.warnings + outcome.warnings,
-        not_measured=_not_measured(registered),
+        warnings=_ignored(config) + inputs.warnings + outcome.warnings,
+        not_measured=not_measured,
         plot_data=PlotData(frequencies=stats.frequencies, exposure=outcome.exposure),
         served=outcome.section,
     )
     verdict = decide_lists_verdict(sections)
     fields = {f.name: getattr(sections, f.name) for f in dataclass_fields(sections)}
     return AuditResult(**fields, verdict=verdict)
+
+
+MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids", "keep_seen",
+                  "index", "scheduler")
+"""Settings that say how to read or serve a model's tables: nothing to apply to without one."""
+
+
+def _ignored(config: AuditConfig) -> list[str]:
+    """A warning naming the model settings given to a lists-only audit (a batch's defaults may hold them)."""
+    defaults = AuditConfig(model=None, recommendations=config.recommendations, interactions=config.interactions,
+                           frequencies=config.frequencies)
+    given = [name for name in MODEL_SETTINGS if getattr(config, name) != getattr(defaults, name)]
+    if config.queries != defaults.queries:
+        given.append("queries")
+    if not given:
+        return []
+    return [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
+            "to a model, and served lists alone are numbered by their own item ids"]
 
 
 def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ the fixture equal what RecTools recorded (tests/data/served_lists/expected.json)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -231,3 +232,27 @@ def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path
         assert by_label[label]["gini_served@10"] == pytest.approx(dot["gini"]), label
     assert by_label["beside"]["overlap_served_dot@10"] == 1.0
     assert by_label["nothing"]["status"] != "ok" and "recommendations" in (by_label["nothing"]["error"] or "")
+
+
+def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:
+    # Interactions and distinct users per item of train.csv, counted here: RecTools' ARP and
+    # coverage need only the counts; novelty needs the log's number of users, which counts lack.
+    rows = [line.split(",") for line in (DATA / "train.csv").read_text().split()[1:]]
+    users: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for user, item in rows:
+        users.setdefault(item, set()).add(user)
+        counts[item] = counts.get(item, 0) + 1
+    frequencies = tmp_path / "counts.csv"
+    frequencies.write_text("item_id,count,users\n" + "".join(f"{i},{counts[i]},{len(users[i])}\n" for i in counts))
+    result = run_audit(AuditConfig(model=None, frequencies=frequencies, ks=(1, 3, 5), recommendations=DATA / "recs.csv",
+                                   id_offset=1, item_ids=DATA / "train.csv"))
+    assert result.served is not None
+    for k in (1, 3, 5):
+        expected = EXPECTED["rectools"][str(k)]
+        assert result.served.at[k].served["arp"] == pytest.approx(expected["AvgRecPopularity"])
+        assert result.served.at[k].served["coverage"] == pytest.approx(expected["CatalogCoverage_normalized"])
+        assert result.served.at[k].served["novelty"] is None
+    assert "novelty" in result.not_measured and result.served.n_unknown_users is None
+    ignored = r"^(--item-ids|item_ids), (--id-offset|id_offset) ignored: they apply to a model"
+    assert any(re.match(ignored, w) for w in result.warnings), result.warnings
