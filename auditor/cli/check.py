@@ -103,11 +103,7 @@ def command(
       popaudit check --recommendations recs.parquet --interactions train.parquet \\
           --fail-on 'head_share_1pct_served@10>0.2'
     """
-    if model is None and options.get("recommendations") is None:
-        raise click.UsageError("Missing argument 'MODEL' (or --recommendations FILE to audit served lists alone).")
-    for flag in ("rank_col", "score_col"):
-        if options.get(flag) is not None and options.get("recommendations") is None:
-            raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --recommendations, which was not given")
+    _require_model_or_lists(model, options)
     if options.get("interactions") is not None and options.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the item counts; pass one")
     for flag in ("count_col", "user_count_col"):
@@ -143,6 +139,15 @@ def command(
     require_measured(audited.gates, [outcomes], where="in this run (see 'Not measured' in the report)")
     if any(o.tripped for o in outcomes):
         sys.exit(3)
+
+
+def _require_model_or_lists(model: Path | None, options: dict[str, Any]) -> None:
+    """MODEL may be left out only when --recommendations gives served lists to audit alone."""
+    if model is None and options.get("recommendations") is None:
+        raise click.UsageError("Missing argument 'MODEL' (or --recommendations FILE to audit served lists alone).")
+    for flag in ("rank_col", "score_col"):
+        if options.get(flag) is not None and options.get("recommendations") is None:
+            raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --recommendations, which was not given")
 
 
 @dataclass(frozen=True)
