@@ -256,3 +256,52 @@ def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:
     assert "novelty" in result.not_measured and result.served.n_unknown_users is None
     ignored = r"^(--item-ids|item_ids), (--id-offset|id_offset) ignored: they apply to a model"
     assert any(re.match(ignored, w) for w in result.warnings), result.warnings
+
+
+PLUGIN = '''
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from auditor.hookspecs import hookimpl
+
+
+@dataclass(frozen=True)
+class TopItemShare:
+    name: str = "top_item_share"
+    label: str = "share of slots held by the most popular item"
+    display: str = "pct"
+    definition: str = "top_item_share: filled slots holding the most popular item / filled slots"
+
+    def bind(self, context: Any) -> Any:
+        top = int(np.argmax(context.popularity))
+
+        def measure(slots: Any) -> float:
+            filled = slots.valid.sum()
+            return float((slots.lists == top).sum() / filled) if filled else float("nan")
+
+        return measure
+
+
+@hookimpl
+def popaudit_measures() -> list[Any]:
+    return [TopItemShare()]
+'''
+
+
+def test_lists_alone_measure_plugin_list_measures(tmp_path: Path) -> None:
+    plugin = tmp_path / "top_item.py"
+    plugin.write_text(PLUGIN)
+    report = tmp_path / "r.json"
+    base = ["check", "--recommendations", DATA / "recs.csv", "--interactions", DATA / "train.csv", "-k", "3", "-q",
+            "--plugin", plugin, "--json", report]
+    # Item 101 is the log's most popular; recs.csv serves it once in its 45 top-3 slots (hand-counted below).
+    lines = [line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:]]
+    expected = sum(item == "101" and int(rank) <= 3 for _user, item, rank in lines) / 45
+    run = _invoke(*base, "--fail-on", f"top_item_share_served@3>{expected + 1e-9}")
+    assert run.exit_code == 0, run.output
+    served = json.loads(report.read_text())["served"]["at"]["3"]
+    assert served["served"]["top_item_share"] == pytest.approx(expected)
+    assert served["popular"]["top_item_share"] == pytest.approx(1 / 3)
+    assert _invoke(*base, "--fail-on", f"top_item_share_served@3>={expected}").exit_code == 3
