@@ -66,8 +66,8 @@ def not_measured_reason(result: AuditResult, section: str) -> str:
 
 
 def model_name(result: AuditResult) -> str:
-    """The audited model's file name (its last path component)."""
-    model = result.inputs.model or "model"
+    """The audited model's file name (its last path component; a lists-only audit's lists file)."""
+    model = result.inputs.model or (result.served.source if result.served is not None else "") or "model"
     return model.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or model
 
 
