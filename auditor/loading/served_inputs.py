@@ -64,7 +64,11 @@ def served_for_model(
         progress=progress,
     )
     notes = list(served.warnings)
-    if population is None or population.raw_ids is None:
+    if population is None:  # no retrieval: the lists are described, not measured
+        return served, None, notes
+    if population.raw_ids is None:
+        notes.append(f"the queries of {setting('queries')} {config.queries} carry no user identity: the served lists "
+                     f"of {served.source} cannot be lined up with them, so the served scoring is not measured")
         return served, None, notes
     rows, missing = lists_for(served, population.raw_ids)
     width = max(config.ks)
