@@ -305,3 +305,15 @@ def test_lists_alone_measure_plugin_list_measures(tmp_path: Path) -> None:
     assert served["served"]["top_item_share"] == pytest.approx(expected)
     assert served["popular"]["top_item_share"] == pytest.approx(1 / 3)
     assert _invoke(*base, "--fail-on", f"top_item_share_served@3>={expected}").exit_code == 3
+
+
+def test_served_lists_beside_anonymous_queries_are_said_not_measured(
+        tmp_path: Path, dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
+    model, log, _holdout, served, _alone = dot_file
+    queries = tmp_path / "queries.npy"
+    np.save(queries, np.random.default_rng(0).standard_normal((6, DIM)).astype(np.float32))
+    result = run_audit(AuditConfig(model=model, interactions=log, queries=str(queries), ks=KS, probes=False,
+                                   bootstrap=0, recommendations=served))
+    assert result.retrieval is not None and "served" not in result.retrieval.at[10].norm_aware
+    assert any("carry no user identity" in w and "served scoring is not measured" in w for w in result.warnings)
+    assert result.served is not None and result.served.n_users == N_USERS
