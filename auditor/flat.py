@@ -15,7 +15,7 @@ from auditor.config import DEFAULT_ALPHAS
 from auditor.alpha import alpha_scoring
 from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED
 
-Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "served"]
+Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
 BASE_METRICS = (
     "spearman",
@@ -109,8 +109,6 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
                         _num(cut[f"overlap_served_{name}"]), "retrieval", f"overlap_served_{name}", None, k)
         for key, value in (retrieval.get("recall") or {}).items():
             flat[f"recall@{int(key)}"] = FlatEntry(_num(value), "retrieval", "index_recall", None, int(key))
-    if not retrieval:
-        flat.update(_served_entries(report.get("served")))
     accuracy = report.get("accuracy")
     for key, by_scoring in ((accuracy.get("at") or {}).items() if accuracy else ()):
         k = int(key)
@@ -127,20 +125,6 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     for name, value in (report.get("measures") or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             flat[name] = FlatEntry(_num(value), "measures", name)
-    return flat
-
-
-def _served_entries(served: dict[str, Any] | None) -> dict[str, FlatEntry]:
-    """A lists-only audit's flat names: the served and popular lists' measures at each K
-    under the names a model's audit gives them, and their overlap."""
-    flat: dict[str, FlatEntry] = {}
-    for key, cut in ((served or {}).get("at") or {}).items():
-        k = int(key)
-        for scoring in (SERVED, "popular"):
-            for metric, value in (cut.get(scoring) or {}).items():
-                flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(value), "served", metric, scoring, k)
-        flat[f"overlap_served_popular@{k}"] = FlatEntry(
-            _num(cut.get("overlap_served_popular")), "served", "overlap_served_popular", None, k)
     return flat
 
 

@@ -25,6 +25,8 @@ from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
 from auditor.retrieval.served import measure_served
 
 NO_MODEL = "no model: served lists alone have no item vectors"
+DOT_COSINE = "dot_cosine"
+"""The ``not_measured`` key of what a lists-only retrieval section lacks (its dot and cosine scorings)."""
 
 
 def _not_measured(registered: RegisteredMeasures) -> dict[str, str]:
@@ -32,8 +34,8 @@ def _not_measured(registered: RegisteredMeasures) -> dict[str, str]:
     with_model = f"pass the model with {setting('recommendations')} to measure it beside the served lists"
     reasons = {
         "frequency_norm": f"{NO_MODEL} whose norms could follow popularity; {with_model}",
-        "retrieval": f"{NO_MODEL} to serve by dot product or cosine; the served lists are measured in their own "
-                     f"section; {with_model}",
+        DOT_COSINE: f"{NO_MODEL} to serve by dot product or cosine: the retrieval section holds the served lists "
+                    f"and the most-popular list only; {with_model}",
         "accuracy": f"{NO_MODEL}; held-out accuracy of served lists is measured with the model beside them "
                     f"({setting('holdout')})",
         "conditions": f"{NO_MODEL} or training record to assess C1–C5",

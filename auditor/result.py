@@ -222,6 +222,8 @@ class AuditResult(MeasuredSections):
             if retrieval["recall"] is not None:
                 retrieval["recall"] = {str(k): v for k, v in retrieval["recall"].items()}
             out["retrieval"] = retrieval
+        elif self.served is not None and self.served.at:  # lists alone: the served lists are the scoring
+            out["retrieval"] = served_retrieval_dict(self.served, str(self.settings.get("popularity", "interactions")))
         if self.served is not None:
             out["served"] = served_dict(self.served)
         if self.accuracy is not None:
@@ -250,15 +252,29 @@ def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
 
 
 def served_dict(served: ServedSection) -> dict[str, Any]:
-    """The ``served`` section's JSON: per K the served and popular lists' measures."""
+    """The ``served`` section's JSON: the file as read; a lists-only audit's figures are
+    its ``retrieval`` section (:func:`served_retrieval_dict`), here only the short lists per K."""
     out = asdict(served)
-    del out["list_measures"]  # presentation, not a finding
-    out["at"] = {
-        str(k): {"served": dict(cut.served), "popular": dict(cut.popular), "overlap_served_popular": cut.overlap_popular,
-                 "n_short_lists": cut.n_short_lists}
-        for k, cut in served.at.items()
-    }
+    del out["list_measures"], out["at"], out["definitions"]  # presentation; the figures are retrieval's
+    out["short_lists"] = {str(k): cut.n_short_lists for k, cut in served.at.items()}
     return out
+
+
+def served_retrieval_dict(served: ServedSection, popularity: str) -> dict[str, Any]:
+    """A lists-only audit's ``retrieval`` JSON: the served lists are the scoring ``served``
+    beside ``popular`` at each K, under the keys of a model's retrieval section."""
+    return {
+        "n_queries": served.n_users,
+        "index": "none (served lists)",
+        "at": {str(k): {"served": dict(cut.served), "popular": dict(cut.popular),
+                        "overlap_served_popular": cut.overlap_popular} for k, cut in served.at.items()},
+        "recall": None,
+        "queries": f"served lists: the {served.n_users:,} users of {served.source}",
+        "popularity": popularity,
+        "n_zero_queries": 0,
+        "definitions": dict(served.definitions),
+        "population": None,
+    }
 
 
 def json_safe(value: Any) -> Any:

@@ -108,7 +108,10 @@ def test_served_dot_lists_alone_give_the_models_dot_figures(dot_file: tuple[Path
     result = run_audit(AuditConfig(model=None, interactions=log, ks=KS, recommendations=served))
     assert result.served is not None and alone.retrieval is not None
     assert result.retrieval is None and result.frequency_norm is None and result.conditions is None
-    assert {"frequency_norm", "retrieval", "accuracy", "conditions", "probes"} <= set(result.not_measured)
+    assert {"frequency_norm", "dot_cosine", "accuracy", "conditions", "probes"} <= set(result.not_measured)
+    report = result.to_dict()  # the JSON's retrieval section holds the served lists as the scoring `served`
+    assert report["retrieval"]["at"]["10"]["served"] == pytest.approx(dict(alone.retrieval.at[10].dot))
+    assert "dot" not in report["retrieval"]["at"]["10"] and "retrieval" not in report["not_measured"]
     for k in KS:  # every table item is in the log: only the row numbering differs, and no figure depends on it
         assert dict(result.served.at[k].served) == pytest.approx(dict(alone.retrieval.at[k].dot)), k
 
@@ -168,7 +171,7 @@ def test_cli_lists_alone_gates_and_reports(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     tripped = _invoke(*base, "--json", report, "--fail-on", "head_share_1pct_served@3>0.02")
     assert tripped.exit_code == 3, tripped.output
-    assert json.loads(report.read_text())["served"]["at"]["3"]["served"]["arp"] == pytest.approx(
+    assert json.loads(report.read_text())["retrieval"]["at"]["3"]["served"]["arp"] == pytest.approx(
         EXPECTED["rectools"]["3"]["AvgRecPopularity"])
     held = _invoke(*base, "--fail-on", "head_share_1pct_served@3>0.05", "--fail-on", "arp_popular@3<10")
     assert held.exit_code == 0, held.output
@@ -201,9 +204,9 @@ def test_cli_rank_and_score_columns(tmp_path: Path) -> None:
     assert unnamed.exit_code == 1 and "--score-col" in unnamed.output
     named = _invoke(*base, "--score-col", "how_good", "--json", report)
     assert named.exit_code == 0, named.output
-    served = json.loads(report.read_text())["served"]
-    assert served["order"] == "score column 'how_good'"
-    assert served["at"]["5"]["served"]["arp"] == pytest.approx(EXPECTED["rectools"]["5"]["AvgRecPopularity"])
+    written = json.loads(report.read_text())
+    assert written["served"]["order"] == "score column 'how_good'"
+    assert written["retrieval"]["at"]["5"]["served"]["arp"] == pytest.approx(EXPECTED["rectools"]["5"]["AvgRecPopularity"])
 
 
 @pytest.mark.slow  # a batch run: about 20 s on two shared cores
@@ -301,7 +304,7 @@ def test_lists_alone_measure_plugin_list_measures(tmp_path: Path) -> None:
     expected = sum(item == "101" and int(rank) <= 3 for _user, item, rank in lines) / 45
     run = _invoke(*base, "--fail-on", f"top_item_share_served@3>{expected + 1e-9}")
     assert run.exit_code == 0, run.output
-    served = json.loads(report.read_text())["served"]["at"]["3"]
+    served = json.loads(report.read_text())["retrieval"]["at"]["3"]
     assert served["served"]["top_item_share"] == pytest.approx(expected)
     assert served["popular"]["top_item_share"] == pytest.approx(1 / 3)
     assert _invoke(*base, "--fail-on", f"top_item_share_served@3>={expected}").exit_code == 3

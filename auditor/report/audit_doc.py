@@ -109,6 +109,8 @@ def retrieval_section(result: AuditResult, figures: Sequence[Figure]) -> Section
     """How retrieval ran, one table per K, the figures and the definitions used."""
     retrieval = result.retrieval
     title = c.SECTION_TITLES["retrieval"]
+    if retrieval is None and served_view.lists_only(result):
+        return Section("retrieval", title, (Paragraph(served_view.RETRIEVAL_NOTE, "note"),))
     if retrieval is None:
         return Section("retrieval", title, (_not_measured(result, "retrieval"),))
     blocks: list[Block] = [Paragraph(RETRIEVAL_NOTE, "note"), c.retrieval_summary_table(retrieval)]

@@ -22,6 +22,10 @@ WITH_MODEL_NOTE = (
     "The served lists are the 'served' scoring of the retrieval section, measured over the queried users beside "
     "dot, cosine and popular (with their overlaps), and in the accuracy section when a holdout is given."
 )
+RETRIEVAL_NOTE = (
+    "No model: the lists were not served by dot product or cosine here. The served lists and the most-popular list, "
+    "measured at each K, are in the section \"Served lists\" (the JSON report's retrieval section)."
+)
 SEVERITY_POINTER = (
     "Without a model, severity grades how much more of the served top-K slots the top-1% items get than their "
     "share of the training interactions; the full rule: section \"Severity\" of popaudit's docs/served-lists.md."

@@ -68,7 +68,7 @@ def _warned(pattern: str | None) -> object:
 
     def check(work: Path, outcome: Outcome) -> None:
         report = json.loads((work / "report.json").read_text())
-        assert report["served"]["at"], "no served measures in the report"
+        assert report["retrieval"]["at"], "no served measures in the report"
         if pattern is not None:
             text = "\n".join(f"Warning: {w}" for w in report["warnings"])
             assert re.search(pattern, text, re.S), f"{pattern!r} not in the report's warnings:\n{text}"
@@ -91,7 +91,7 @@ def _recs(*extra: str, model: bool = False, content: str = GOOD, outputs: tuple[
 def _clamped(work: Path, outcome: Outcome) -> None:
     """K=50 over lists of three: measured at K=3, and said."""
     report = json.loads((work / "r.json").read_text())
-    assert list(report["served"]["at"]) == ["3"] and report["settings"]["ks"] == [3]
+    assert list(report["retrieval"]["at"]) == ["3"] and report["settings"]["ks"] == [3]
     assert any("K=50 exceeds the longest served list (3 items" in w for w in report["warnings"])
 
 
