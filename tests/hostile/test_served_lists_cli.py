@@ -95,6 +95,14 @@ def _clamped(work: Path, outcome: Outcome) -> None:
     assert any("K=50 exceeds the longest served list (3 items" in w for w in report["warnings"])
 
 
+def _partly_served(work: Path, outcome: Outcome) -> None:
+    """Lists for one of the five queried users: the others are served an empty list, counted."""
+    report = json.loads((work / "r.json").read_text())
+    assert report["served"]["n_queried_without_list"] == 4
+    assert any(re.search(r"4 of the 5 queried users have no list in recs\.csv", w) for w in report["warnings"])
+    assert report["retrieval"]["at"]["3"]["served"]["coverage"] is not None
+
+
 def _no_model(*args: str) -> object:
     def build(d: Path) -> Built:
         log(d)
@@ -121,6 +129,9 @@ OWN_CASES = [
     Case("cli-recs-gate-trips", _recs("-k", "3", "--fail-on", "head_share_1pct_served@3>0.01"), EXIT_GATE, None,
          stderr=r"head_share_1pct_served@3>0\.01: 0\.1667 \(TRIPPED\)"),
     Case("cli-recs-gate-on-a-model-measure", _recs("--fail-on", "spearman>0.5"), EXIT_ERROR, r"spearman"),
+    Case("cli-recs-beside-model-some-users-without-list",
+         _recs("-k", "3", "--json", "r.json", model=True, content="user_id,item_id,rank\n0,3,1\n0,5,2\n0,9,3\n",
+               outputs=("r.json",), check=_partly_served), EXIT_OK, None),
     Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
                                                    check=_clamped), EXIT_OK, None),
 ]
