@@ -203,9 +203,6 @@ class AuditConfig:
             raise InputError(f"pass a model, or {setting('recommendations')} FILE to audit served lists alone")
         if self.model is None and self.interactions is None and self.frequencies is None:
             raise InputError(f"served lists alone are measured against the training log: pass {setting('interactions')}")
-        if self.model is None and self.holdout is not None:
-            raise InputError(f"held-out accuracy of served lists is measured with the model beside them: pass a model "
-                             f"with {setting('recommendations')} and {setting('holdout')}")
         if self.recommendations is None:
             for name in ("rank_col", "score_col"):
                 if getattr(self, name) is not None:

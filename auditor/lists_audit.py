@@ -4,17 +4,21 @@
 no model. load (:func:`auditor.loading.served_inputs.load_lists_inputs`) → measure
 (:func:`auditor.retrieval.served.measure_served`) → judge
 (:func:`auditor.lists_verdict.decide_lists_verdict`). The sections that need a model
-(frequency–norm statistics, retrieval by dot and cosine, accuracy, conditions, probes,
-audit measures) are absent, each with its reason in ``not_measured``.
+(frequency–norm statistics, serving by dot and cosine, conditions, probes, audit
+measures) are absent, each with its reason in ``not_measured``; with ``holdout`` the
+served and most-popular lists' held-out accuracy is measured by the same code as a
+model's scorings (:func:`auditor.evaluation.evaluate`).
 """
 
 from __future__ import annotations
 
 from dataclasses import fields as dataclass_fields
+from dataclasses import replace
 from typing import Any
 
 from auditor.config import AuditConfig
 from auditor.errors import setting
+from auditor.evaluation import evaluate
 from auditor.lists_verdict import decide_lists_verdict
 from auditor.loading.served_inputs import load_lists_inputs
 from auditor.loading.statistics import InputCache
@@ -25,6 +29,11 @@ from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
 from auditor.retrieval.served import measure_served
 
 NO_MODEL = "no model: served lists alone have no item vectors"
+LISTS_PROTOCOL = (
+    "queries: the users of the served lists; evaluated: those of them with a held-out item, on their served lists "
+    "as they are and on the most-popular list (no training item excluded: the lists are what was served); held-out "
+    "items neither trained nor served dropped; measures @K (RecBole's definitions) averaged over evaluated users"
+)
 DOT_COSINE = "dot_cosine"
 """The ``not_measured`` key of what a lists-only retrieval section lacks (its dot and cosine scorings)."""
 
@@ -36,8 +45,6 @@ def _not_measured(registered: RegisteredMeasures) -> dict[str, str]:
         "frequency_norm": f"{NO_MODEL} whose norms could follow popularity; {with_model}",
         DOT_COSINE: f"{NO_MODEL} to serve by dot product or cosine: the retrieval section holds the served lists "
                     f"and the most-popular list only; {with_model}",
-        "accuracy": f"{NO_MODEL}; held-out accuracy of served lists is measured with the model beside them "
-                    f"({setting('holdout')})",
         "conditions": f"{NO_MODEL} or training record to assess C1–C5",
         "probes": f"{NO_MODEL} to probe",
     }
@@ -58,6 +65,14 @@ def run_lists_audit(
     outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress)
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
+    accuracy = None
+    if inputs.heldout is None:
+        not_measured["accuracy"] = (f"no held-out interactions: pass {setting('holdout')} PATH to measure the served "
+                                    "lists' recall and NDCG beside the most-popular list's")
+    else:
+        evaluation = evaluate(inputs.heldout, outcome.lists, list(inputs.ks), tolerance=config.accuracy_tolerance,
+                              keep_seen=True, seen_excluded=False)
+        accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL)
     why = novelty_unmeasured(stats.user_counts, stats.n_users, "frequencies" if config.frequencies else "log")
     if why is not None:
         not_measured["novelty"] = why
@@ -74,6 +89,7 @@ def run_lists_audit(
         not_measured=not_measured,
         plot_data=PlotData(frequencies=stats.frequencies, exposure=outcome.exposure),
         served=outcome.section,
+        accuracy=accuracy,
     )
     verdict = decide_lists_verdict(sections)
     fields = {f.name: getattr(sections, f.name) for f in dataclass_fields(sections)}

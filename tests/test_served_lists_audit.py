@@ -159,9 +159,6 @@ def test_settings_a_lists_alone_audit_refuses() -> None:
         AuditConfig(model=None, interactions=DATA / "train.csv")
     with pytest.raises(InputError, match="interactions"):
         AuditConfig(model=None, recommendations=DATA / "recs.csv")
-    with pytest.raises(InputError, match="holdout"):
-        AuditConfig(model=None, interactions=DATA / "train.csv", recommendations=DATA / "recs.csv",
-                    holdout=DATA / "train.csv")
     with pytest.raises(InputError, match="rank.col"):
         AuditConfig(model=Path("m.npy"), rank_col="rank")
 
@@ -320,3 +317,26 @@ def test_served_lists_beside_anonymous_queries_are_said_not_measured(
     assert result.retrieval is not None and "served" not in result.retrieval.at[10].norm_aware
     assert any("carry no user identity" in w and "served scoring is not measured" in w for w in result.warnings)
     assert result.served is not None and result.served.n_users == N_USERS
+
+
+def test_lists_alone_held_out_accuracy(tmp_path: Path) -> None:
+    # Each user's held-out item is their own rank-1 served item: the served lists hit it first
+    # (every measure 1 at every K); the most-popular list hits it only where it is item 101,
+    # the log's most popular. User 500 has no list: left out, counted.
+    lines = [line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:]]
+    first = {user: item for user, item, rank in lines if rank == "1"}
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text("user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in first.items()) + "500,101\n")
+    result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 5),
+                                   recommendations=DATA / "recs.csv", holdout=holdout, bootstrap=0))
+    accuracy = result.accuracy
+    assert accuracy is not None and accuracy.n_users_evaluated == 15 and accuracy.n_users_not_sampled == 1
+    for k in (1, 5):
+        served = accuracy.at[k]["served"]
+        assert (served.recall, served.ndcg, served.hit_rate, served.mrr) == (1.0, 1.0, 1.0, 1.0)
+    share = sum(item == "101" for item in first.values()) / 15
+    assert accuracy.at[1]["popular"].hit_rate == pytest.approx(share)
+    assert accuracy.recommended is None and "accuracy" not in result.not_measured
+    assert any("1 of the 16 held-out users" in w and "no served list" in w for w in result.warnings)
+    flat = result.flat_metrics()
+    assert flat["ndcg_served@5"] == 1.0 and flat["hit_rate_popular@1"] == pytest.approx(share)

@@ -22,16 +22,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from auditor.config import AuditConfig
-from auditor.errors import setting
+from auditor.errors import IdMappingError, setting
 from auditor.loading.alignment import align_counts
 from auditor.loading.history import eligible_users
+from auditor.loading.holdout import read_holdout
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import open_log, read_ids
 from auditor.loading.served_lists import ServedLists, lists_for, read_served_lists
 from auditor.loading.statistics import InputCache
-from auditor.model import ItemStats, ModelBundle, QueryPopulation
+from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
-from auditor.values import ItemRows
+from auditor.values import ItemRows, LogSpec, lookup_rows
 
 
 @dataclass
@@ -44,6 +45,8 @@ class ListsInputs:
     ks: tuple[int, ...]
     """The requested cut-offs the lists can answer (each at most the longest list)."""
     warnings: list[str] = field(default_factory=list)
+    heldout: HeldOutQueries | None = None
+    """The held-out items of the served users who have some (``holdout``), at their list rows."""
 
 
 def served_for_model(
@@ -107,7 +110,35 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
             warnings.append(f"cut-off K={k} exceeds the longest served list ({longest:,} items in "
                             f"{served.source}); measured at K={longest}")
     ks = tuple(sorted({min(k, longest) for k in config.ks}))
-    return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings)
+    heldout = None if config.holdout_log is None else _heldout(config.holdout_log, served, progress)
+    if heldout is not None:
+        warnings.extend(heldout.warnings)
+    return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings,
+                       heldout=heldout)
+
+
+def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQueries:
+    """The holdout over the lists' catalogue, at the rows of the served users who have held-out
+    items; held-out users without a list, and items neither trained nor served, left out and said."""
+    try:
+        held = read_holdout(spec, served.items, progress=progress)
+    except IdMappingError as exc:  # worded for a model's table: say what lists alone are numbered by
+        raise IdMappingError(f"no item of the held-out log {spec.path} ({setting('holdout')}) is in the training log "
+                             f"or the served lists of {served.source}: the holdout must come from the same "
+                             "catalogue") from exc
+    at = lookup_rows(held.users.raw_ids, served.user_ids)
+    listed = np.flatnonzero(at >= 0)
+    users = held.users.subset(listed)
+    notes = [w.replace("have an item without a row in the item table",
+                       "name an item neither in the training log nor in the served lists") for w in held.warnings]
+    unlisted = held.users.n - listed.size
+    if unlisted:
+        notes.append(f"{unlisted:,} of the {held.users.n:,} held-out users in {spec.path} have no served list in "
+                     f"{served.source}: left out of the accuracy")
+    return HeldOutQueries(
+        positions=at[listed], indptr=users.indptr, items=users.item_rows, source=str(spec.path),
+        n_interactions=held.n_interactions, n_dropped=held.n_dropped, n_not_sampled=unlisted, warnings=tuple(notes),
+    )
 
 
 def _log_users(config: AuditConfig, log_items: np.ndarray, progress: Progress) -> np.ndarray | None:

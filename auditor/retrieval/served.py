@@ -55,6 +55,8 @@ class ServedOutcome:
     exposure: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     """``served``/``popular`` -> K -> exposure count per catalogue row."""
     warnings: list[str] = field(default_factory=list)
+    lists: dict[str, np.ndarray] = field(default_factory=dict)
+    """``served``/``popular`` -> (users, K) item rows measured (held-out accuracy reads the same lists)."""
 
 
 def describe_served(served: ServedLists, n_without_list: int | None = None) -> ServedSection:
@@ -132,4 +134,5 @@ def measure_served(
         head_share_log="head_share_log: the top-1% items' share of the training popularity "
                        f"({'distinct users' if popularity == 'users' else 'interactions'}), the verdict's reference",
     )
-    return ServedOutcome(section=section, exposure=exposure, warnings=warnings)
+    return ServedOutcome(section=section, exposure=exposure, warnings=warnings,
+                         lists={"served": served.lists, "popular": np.asarray(popular)})

@@ -77,9 +77,11 @@ def _warned(pattern: str | None) -> object:
 
 
 def _recs(*extra: str, model: bool = False, content: str = GOOD, outputs: tuple[str, ...] = (),
-          check: Callable[[Path, Outcome], None] | None = None) -> object:
+          check: Callable[[Path, Outcome], None] | None = None, make: Callable[[Path], object] | None = None) -> object:
     def build(d: Path) -> Built:
         log(d)
+        if make is not None:
+            make(d)
         write(d, "recs.csv", content)
         head = ["check", table(d)] if model else ["check"]
         return Built([*head, "--recommendations", "recs.csv", "--interactions", "log.parquet", *FAST, *extra],
@@ -103,6 +105,11 @@ def _partly_served(work: Path, outcome: Outcome) -> None:
     assert report["retrieval"]["at"]["3"]["served"]["coverage"] is not None
 
 
+def _strangers(d: Path) -> None:
+    """A holdout of items neither in the log (items 0..9) nor in the lists."""
+    write(d, "strangers.csv", "user_id,item_id\n0,500\n1,501\n")
+
+
 def _no_model(*args: str) -> object:
     def build(d: Path) -> Built:
         log(d)
@@ -121,8 +128,9 @@ OWN_CASES = [
          EXIT_USAGE, r"--score-col names a column of --recommendations, which was not given"),
     Case("cli-recs-alone-without-log", _no_model("--recommendations", "recs.csv"), EXIT_ERROR,
          r"served lists alone are measured against the training log: pass --interactions"),
-    Case("cli-recs-alone-with-holdout", _recs("--holdout", "log.parquet"), EXIT_ERROR,
-         r"held-out accuracy of served lists is measured with the model beside them"),
+    Case("cli-recs-alone-holdout-of-strangers", _recs("--holdout", "strangers.csv", make=_strangers), EXIT_ERROR,
+         r"no item of the held-out log strangers\.csv \(--holdout\) is in the training log or the served lists of "
+         r"recs\.csv: the holdout must come from the same catalogue"),
     Case("cli-recs-output-over-lists", _recs("--json", "recs.csv"), EXIT_ERROR, r"recs\.csv.*--recommendations"),
     Case("cli-recs-beside-model-no-item-has-a-row", _recs(model=True, content="user_id,item_id,rank\n0,500,1\n"),
          EXIT_ERROR, r"none of the 1 items in recs\.csv \(column 'item_id'\) has a row in the item table \(10 rows\)"),
