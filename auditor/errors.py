@@ -6,22 +6,32 @@ exit code in ``exit_code`` (docs/report.md). Messages name the file, column or r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
-_SETTING_NAMES: dict[str, str] = {}
+_SPELLING: ContextVar[Callable[[], Mapping[str, str]] | None] = ContextVar("popaudit_setting_spelling", default=None)
+"""How the front end that is running spells settings (a mapping made on first use), or
+None: library callers and batch manifests, which name settings by their field names."""
 
 
 def setting(name: str) -> str:
     """How a message names the setting ``name`` (an ``AuditConfig`` field such as
-    ``item_ids``): the front end registers its spelling (the CLI's ``--item-ids``,
-    see :func:`name_settings`); library callers see the field name itself, which is
-    also the batch manifest's column name."""
-    return _SETTING_NAMES.get(name, name)
+    ``item_ids``): the field name itself, which is also the batch manifest's column name,
+    unless a front end is running under :func:`spelled_as` (the CLI's ``--item-ids``)."""
+    spelling = _SPELLING.get()
+    return name if spelling is None else spelling().get(name, name)
 
 
-def name_settings(names: Mapping[str, str]) -> None:
-    """Register how messages name settings (field name -> e.g. command-line flag)."""
-    _SETTING_NAMES.update(names)
+@contextmanager
+def spelled_as(spelling: Callable[[], Mapping[str, str]] | None) -> Iterator[None]:
+    """Within the block, messages name settings through ``spelling()`` (called when a
+    message is made, so a run without an error never builds it); None: field names."""
+    token = _SPELLING.set(spelling)
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)
 
 
 class AuditError(Exception):

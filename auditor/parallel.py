@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
+from multiprocessing import process, util
 from multiprocessing.context import BaseContext
 from types import TracebackType
 from typing import Any
@@ -81,8 +82,6 @@ def own_pool_folder() -> str:
     kill leaves it behind (:func:`~auditor.memory.remove_stale_spills`); call before
     starting a pool. multiprocessing removes it at a normal exit, as its own ``pymp-*``
     folder."""
-    from multiprocessing import process, util
-
     remove_stale_spills()
     config: dict[str, object] = getattr(process.current_process(), "_config")  # where util.get_temp_dir() keeps its folder
     existing = config.get("tempdir")

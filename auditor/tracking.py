@@ -17,6 +17,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -78,8 +79,6 @@ class MlflowRun:
 
     def log_metrics(self, values: Mapping[str, float | None], *, step: int = 0, timestamp_ms: int | None = None) -> None:
         """Every finite value as a metric at ``step`` (None and NaN are left out)."""
-        import time
-
         stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         metrics = [
             self._metric(metric_key(k), float(v), stamp, step)

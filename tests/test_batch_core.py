@@ -426,7 +426,7 @@ def test_flush_interval_spaces_rewrites_but_the_end_is_complete(workspace: dict[
     )
     assert progress.sizes == [0, 0, 0, 0]  # only the initial (empty, valid) file so far
     assert pq.read_table(out).num_rows == 4 and outcome.n_ok == 3
-    with pytest.raises(InputError, match="flush-interval"):
+    with pytest.raises(InputError, match="flush_interval"):
         run_batch(manifest, out, audit_fn=fake_audit, flush_interval=-1)
 
 

@@ -181,7 +181,7 @@ def test_missing_override_column_lists_columns(tmp_path):
 def test_no_item_column_lists_the_columns_of_a_header(tmp_path):
     path = tmp_path / "log.parquet"
     pq.write_table(pa.table({"customer_id": [1], "sku_code": [2]}), path)
-    with pytest.raises(InteractionsError, match=r"cannot find an item id column in .*; columns found: customer_id, sku_code\. Pass --item-col"):
+    with pytest.raises(InteractionsError, match=r"cannot find an item id column in .*; columns found: customer_id, sku_code\. Pass item_col"):
         count_item_ids(LogSpec(path))
 
 
@@ -360,7 +360,7 @@ def test_align_row_index_is_id_and_unmapped_counted():
 
 
 def test_align_string_ids_need_item_ids():
-    with pytest.raises(IdMappingError, match=r"not integers, .*pass --item-ids"):
+    with pytest.raises(IdMappingError, match=r"not integers, .*pass item_ids"):
         align_counts(_counts(np.array(["a", "b"], dtype=object), [1, 2]), ItemRows(None, 5))
 
 
@@ -417,7 +417,7 @@ def test_read_pairs_with_item_ids(tmp_path):
 
 def test_read_pairs_needs_a_user_column(tmp_path):
     path = _write(tmp_path / "log.csv", "item_id\n1\n")
-    with pytest.raises(InteractionsError, match="cannot find a user id column .*--user-col"):
+    with pytest.raises(InteractionsError, match="cannot find a user id column .*user_col"):
         read_pairs(LogSpec(path), ItemRows(None, 3))
 
 
@@ -676,7 +676,7 @@ def test_csv_ids_beyond_int64_stay_distinct_and_match_an_id_file(tmp_path):
     item_ids = read_id_file(ids_file)
     stats = align_counts(counts, ItemRows(item_ids, len(big)))
     assert stats.frequencies.tolist() == [2, 1, 1] and stats.n_unmapped == 0
-    with pytest.raises(IdMappingError, match=r"reach 18446744073709551615, beyond any table row.*--item-ids"):
+    with pytest.raises(IdMappingError, match=r"reach 18446744073709551615, beyond any table row.*item_ids"):
         align_counts(counts, ItemRows(None, len(big)))
 
 

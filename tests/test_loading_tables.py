@@ -107,7 +107,7 @@ def test_equal_scores_are_ambiguous_and_list_every_candidate(tmp_path, pm):
     with pytest.raises(AmbiguousTableError) as err:
         _load(_save(tmp_path, sd), pm)
     msg = str(err.value)
-    assert "--item-key" in msg
+    assert "item_key" in msg
     for key, shape in [
         ("item_embedding.weight", "[10, 4]"),
         ("item_tower.item_embedding.weight", "[12, 4]"),
@@ -123,7 +123,7 @@ def test_unnamed_tensors_are_ambiguous(tmp_path, pm):
         _load(_save(tmp_path, sd), pm)
     msg = str(err.value)
     assert "no name says item" in msg and "emb.weight [10, 4]" in msg and "fc.weight [4, 4]" in msg
-    assert "--item-key" in msg
+    assert "item_key" in msg
 
 
 def test_single_unnamed_tensor_is_item_table_with_warning(tmp_path, pm):
@@ -135,7 +135,7 @@ def test_single_unnamed_tensor_is_item_table_with_warning(tmp_path, pm):
 def test_ambiguous_user_table_names_user_key(tmp_path, pm):
     sd = {"item_emb.weight": torch.randn(10, 4), "user_emb.weight": torch.randn(5, 4), "query_emb.weight": torch.randn(6, 4)}
     path = _save(tmp_path, sd)
-    with pytest.raises(AmbiguousTableError, match="could be the user table.*--user-key"):
+    with pytest.raises(AmbiguousTableError, match="could be the user table.*user_key"):
         _load(path, pm)
     assert _load(path, pm, user_key="query_emb.weight").user_table.shape == (6, 4)
 
@@ -158,7 +158,7 @@ def test_unknown_key_lists_available_tables(tmp_path, pm):
     with pytest.raises(ModelLoadError) as err:
         _load(_save(tmp_path, sd), pm, item_key="items.weight")
     msg = str(err.value)
-    assert "--item-key 'items.weight' is not a tensor" in msg
+    assert "item_key 'items.weight' is not a tensor" in msg
     assert "item_emb.weight [10, 4]" in msg and "user_emb.weight [5, 4]" in msg
 
 
@@ -315,7 +315,7 @@ def test_parquet_table_ragged_vectors(tmp_path, pm):
 def test_parquet_table_two_vector_columns(tmp_path, pm):
     path = tmp_path / "two.parquet"
     pq.write_table(pa.table({"id": [1, 2, 3], "a": [[1.0], [2.0], [3.0]], "b": [[1.0], [2.0], [4.0]]}), path)
-    with pytest.raises(AmbiguousTableError, match="a, b; pass --item-key"):
+    with pytest.raises(AmbiguousTableError, match="a, b; pass item_key"):
         _load(path, pm)
     assert _load(path, pm, item_key="b").item_table[:, 0].tolist() == [1.0, 2.0, 4.0]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from auditor.retrieval import l2_normalise, search_shard, sharded_topk, table_shards
+from auditor.loading.shards import table_shards
+from auditor.retrieval import l2_normalise, search_shard, sharded_topk
 from auditor.retrieval import merge_topk as _merge
 from auditor.retrieval.search import overflow_shifts
 

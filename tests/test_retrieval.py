@@ -24,17 +24,17 @@ from auditor.values import LogSpec
 from auditor.loading.population import load_population
 from auditor.model import QueryPopulation
 from auditor.progress import SILENT
+from auditor.loading.parquet_table import parquet_shards
+from auditor.loading.queries import load_query_file
+from auditor.loading.shards import table_shards
 from auditor.retrieval import (
     EXACT_FLOP_LIMIT,
     blas_path,
     choose_index,
     l2_normalise,
-    load_query_file,
     measure_retrieval as _measure_population,
-    parquet_shards,
     recall_at,
     sharded_topk,
-    table_shards,
 )
 
 RNG = np.random.default_rng(7)
@@ -261,11 +261,11 @@ def test_query_sources(tmp_path: Path) -> None:
     stats = _stats(freq)
     auto = measure_retrieval(_bundle(items, users), stats, _config(ks=(5,))).retrieval
     assert auto.queries.startswith("users") and auto.n_queries == 60
-    with pytest.raises(QueryError, match="--queries PATH.*--interactions"):
+    with pytest.raises(QueryError, match="queries PATH.*interactions"):
         measure_retrieval(_bundle(items), stats, _config(ks=(5,)))
     with pytest.raises(QueryError, match="no user table"):
         measure_retrieval(_bundle(items), stats, _config(ks=(5,), queries="users"))
-    with pytest.raises(QueryError, match="--interactions"):
+    with pytest.raises(QueryError, match="interactions"):
         measure_retrieval(_bundle(items, users), stats, _config(ks=(5,), queries="history"))
 
     npy = tmp_path / "queries.npy"

@@ -26,7 +26,8 @@ from auditor.loading import load_model
 from auditor.loading.population import population_of
 from auditor.model import ItemStats, ModelBundle
 from auditor.parallel import dask_client
-from auditor.retrieval import MappedRows, ParquetRows, RetrievalOutcome, measure_retrieval, shard_sources
+from auditor.loading.shards import MappedRows, ParquetRows, shard_sources
+from auditor.retrieval import RetrievalOutcome, measure_retrieval
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")

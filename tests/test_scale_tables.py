@@ -30,7 +30,8 @@ from auditor.loading.npy import read_npy_table
 from auditor.memory import SPILL_PREFIX, check_memory_ceiling, min_memory, table_file
 from auditor.loading.population import population_of
 from auditor.model import ItemStats, ModelBundle
-from auditor.retrieval import MappedRows, ParquetRows, RetrievalOutcome, measure_retrieval
+from auditor.loading.shards import MappedRows, ParquetRows
+from auditor.retrieval import RetrievalOutcome, measure_retrieval
 
 N_ITEMS, DIM = 40_000, 128  # 20.5 MB of float32
 CEILING = 4 << 20  # 4 MiB: the table is ~5x the ceiling
@@ -92,7 +93,7 @@ def test_audit_over_ceiling_equals_in_memory(inputs: dict[str, Path], spill_dir:
     bounded = run_audit(config(inputs, max_memory=CEILING))
     assert not any("streamed" in w for w in plain.warnings)
     spilled = [w for w in bounded.warnings if f"streamed to a temporary file in {spill_dir} " in w]
-    assert len(spilled) == 1 and f"--max-memory ({CEILING:,} bytes)" in spilled[0]
+    assert len(spilled) == 1 and f"max_memory ({CEILING:,} bytes)" in spilled[0]
     assert "40,000 x 128 float32" in spilled[0]
 
     # Frequency-norm section: the same numbers, deciles and bootstrap CI.
@@ -165,7 +166,7 @@ def test_parquet_rows_read_across_row_groups(inputs: dict[str, Path]) -> None:
 def test_ceiling_below_one_block_is_a_clear_error(inputs: dict[str, Path], spill_dir: Path) -> None:
     need = 1024 * DIM * 4 * 2  # one block of 1024 rows and its normalised copy
     assert min_memory(DIM) == need == 1 << 20
-    with pytest.raises(InputError, match=r"--max-memory 1,000 bytes is too small .* need 1,048,576 bytes; pass --max-memory 1M or more"):
+    with pytest.raises(InputError, match=r"max_memory 1,000 bytes is too small .* need 1,048,576 bytes; pass max_memory 1M or more"):
         run_audit(config(inputs, max_memory=1000))
     # Retrieval applies the same floor to tables from any loader.
     with pytest.raises(InputError, match="need 65,536 bytes"):
@@ -240,7 +241,7 @@ def test_approximate_index_respects_the_ceiling(monkeypatch: pytest.MonkeyPatch)
     table_bytes = 2 * bundle.n_items * bundle.dim * 4  # 768,000 with its normalised copy
     ceiling = 200_000
     assert table_bytes == 768_000
-    with pytest.raises(InputError, match=r"--index ivf builds an in-memory index .* \(768,000 bytes\), more than --max-memory \(200,000 bytes\)"):
+    with pytest.raises(InputError, match=r"index ivf builds an in-memory index .* \(768,000 bytes\), more than max_memory \(200,000 bytes\)"):
         _measure(bundle, stats, AuditConfig(model=Path("m.npy"), ks=(10,), index="ivf", max_memory=ceiling))
     # auto would pick IVF here (limit lowered), but the table exceeds the ceiling: exact.
     monkeypatch.setattr(retrieval_module, "EXACT_FLOP_LIMIT", 0.0)

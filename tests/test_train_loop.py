@@ -95,7 +95,7 @@ def test_bad_settings_raise(kwargs: dict) -> None:  # type: ignore[type-arg]
 
 
 def test_divergence_is_reported(data) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(TrainingError, match="lower --lr"):
+    with pytest.raises(TrainingError, match="lower lr"):
         train(data, TrainConfig(loss="infonce-dot", lr=1e4, epochs=2, batch_size=128))
 
 

@@ -66,12 +66,13 @@ def refusal(name: str) -> str:
     if name == "trust_pickle":
         return (
             "a manifest cannot allow full unpickling, which runs code from the model files; "
-            f"only the person running popaudit can, with {how} on the command line "
-            "(it applies to every row)"
+            f"only the person running popaudit can, with {how} for the whole run (it applies to every row)"
         )
     if name == "scheduler":
-        return f"a manifest cannot choose the Dask cluster the audits are sent to; pass {how} ADDRESS on the command line"
-    return f"a manifest cannot load plugins, which run code; pass {how} PATH on the command line (it applies to every row)"
+        return ("a manifest cannot choose the Dask cluster the audits are sent to; the person running popaudit "
+                f"chooses it, with {how} for the whole run")
+    return ("a manifest cannot load plugins, which run code; the person running popaudit loads them, with "
+            f"{how} for the whole run (it applies to every row)")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import click
 from auditor import __version__
 from auditor.cli._common import option_names
 from auditor.cli._group import PluginGroup
-from auditor.errors import name_settings
+from auditor.errors import spelled_as
 
 # Modules that define one command each (a module-level ``command``).
 COMMAND_MODULES = (
@@ -31,19 +31,19 @@ COMMAND_MODULES = (
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="popaudit")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Audit trained two-tower recommenders for popularity bias in item embedding norms.
 
     Start with `popaudit check MODEL --interactions LOG`. Exit codes: 0 ran, 1 error,
     2 usage error, 3 a --fail-on gate tripped.
     """
+    # Library messages name settings; while a command runs they are its flags.
+    ctx.with_resource(spelled_as(option_names))
 
 
 for _name in COMMAND_MODULES:
     cli.add_command(importlib.import_module(_name).command)
-
-# Library messages name settings; on the command line they are these flags.
-name_settings(option_names())
 
 
 def main() -> None:

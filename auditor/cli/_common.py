@@ -3,6 +3,7 @@ audit options of ``check`` and ``batch``."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -215,16 +216,15 @@ def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+@functools.cache
 def option_names() -> dict[str, str]:
     """Setting (an AuditConfig field, or a command's own setting) -> the command-line flag
     that sets it, for messages: the one place the CLI's spellings are registered."""
-    from dataclasses import fields
-
     from auditor.config import AuditConfig, DeclaredTraining
 
     special = {"model": "MODEL", "ks": "-k", "retrieval": "--no-retrieval", "probes": "--no-probes",
                "plugins": "--plugin", "alphas": "--alpha", "output": "-o", "alerts": "--alert"}
-    names = [f.name for f in fields(AuditConfig)] + [f.name for f in fields(DeclaredTraining)]
+    names = [f.name for f in dataclasses.fields(AuditConfig)] + [f.name for f in dataclasses.fields(DeclaredTraining)]
     # Settings of the commands themselves (batch, retrain) that library messages name.
     names += ["output", "jobs", "flush_interval", "fail_on", "resume", "data_format", "zipf", "row_timeout", "plugin_timeout"]
     names += ["threads", "holdout_fraction", "split", "time_col", "logq"]  # retrain, experiment

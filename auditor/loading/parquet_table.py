@@ -97,13 +97,7 @@ def read_parquet_table(
     n = int(pf.metadata.num_rows)
     vtype = schema.field(vector_col).type
     dim: int | None = int(vtype.list_size) if pa.types.is_fixed_size_list(vtype) else None
-    batch_rows = PARQUET_BATCH_ROWS
-    if max_memory is not None:
-        width = dim if dim is not None else _vector_width(pf, vector_col)
-        if width:
-            check_memory_ceiling(max_memory, width, f"the item table in {path}", n)
-            # A batch (Arrow's decoded copy and numpy's view of it) takes <= 1/8 of the ceiling.
-            batch_rows = int(min(PARQUET_BATCH_ROWS, max(MIN_BLOCK_ROWS, max_memory // (8 * width * 4))))
+    batch_rows = _batch_rows(pf, path, vector_col, dim, n, max_memory)
     # Nothing is decoded before the pages and the values they declare are checked.
     check_values(pf, path, vector_col, ModelLoadError)
     check_pages(pf, path, read, max_memory, ModelLoadError)
@@ -133,17 +127,32 @@ def read_parquet_table(
         out = np.empty((0, dim or 0), dtype=np.float32)
     if isinstance(out, np.memmap):
         out.flush()
-    id_arr = None
-    if id_col:
-        decoder = TextDecoder(path, max_memory, ModelLoadError)
-        chunked = decoder.plain(pa.chunked_array(ids), id_col) if ids else pa.chunked_array([], schema.field(id_col).type)
-        if chunked.null_count:
-            nulls = np.flatnonzero(chunked.is_null().to_numpy(zero_copy_only=False))
-            raise IdMappingError(
-                f"{path} id column {id_col!r} has {nulls.size} empty ids (rows {first_rows(nulls)})"
-            )
-        id_arr = ids_to_numpy(chunked, f"{path} column {id_col!r}")
+    id_arr = _row_ids(path, schema.field(id_col), ids, max_memory) if id_col else None
     return out, id_arr, vector_col
+
+
+def _batch_rows(pf: pq.ParquetFile, path: Path, vector_col: str, dim: int | None, n: int,
+                max_memory: int | None) -> int:
+    """Rows per record batch: a batch (Arrow's decoded copy and numpy's view of it) takes at
+    most 1/8 of the memory ceiling, which must hold one row block (InputError otherwise)."""
+    if max_memory is None:
+        return PARQUET_BATCH_ROWS
+    width = dim if dim is not None else _vector_width(pf, vector_col)
+    if not width:
+        return PARQUET_BATCH_ROWS
+    check_memory_ceiling(max_memory, width, f"the item table in {path}", n)
+    return int(min(PARQUET_BATCH_ROWS, max(MIN_BLOCK_ROWS, max_memory // (8 * width * 4))))
+
+
+def _row_ids(path: Path, field: pa.Field, ids: list[pa.Array], max_memory: int | None) -> np.ndarray:
+    """The id column's batches as one array of ids (text decoded under the memory
+    ceiling); an empty id is an IdMappingError naming its rows."""
+    decoder = TextDecoder(path, max_memory, ModelLoadError)
+    chunked = decoder.plain(pa.chunked_array(ids), field.name) if ids else pa.chunked_array([], field.type)
+    if chunked.null_count:
+        nulls = np.flatnonzero(chunked.is_null().to_numpy(zero_copy_only=False))
+        raise IdMappingError(f"{path} id column {field.name!r} has {nulls.size} empty ids (rows {first_rows(nulls)})")
+    return ids_to_numpy(chunked, f"{path} column {field.name!r}")
 
 
 def _choose_vector_column(schema: pa.Schema, path: Path, wanted: str | None) -> str:

@@ -2,7 +2,7 @@
 
 When retrieval is sharded (the table and its sorted copy exceed the memory ceiling)
 each shard's exact top-K search under every scoring runs as one Dask task, the shard passed
-by file reference where possible (:mod:`auditor.retrieval.shards`), else its rows
+by file reference where possible (:mod:`auditor.loading.shards`), else its rows
 scattered. Each task returns its shard's lists with table-wide rows; they are merged
 here by the top-K contract (:func:`~auditor.retrieval.search.merge_topk`), a total
 order, so the result equals the local sharded search whatever order tasks finish in.
@@ -24,7 +24,7 @@ from auditor.progress import SILENT, Progress
 from auditor.retrieval.scorings import multi_scoring_topk
 from auditor.retrieval.search import TopK, merge_topk
 from auditor.retrieval.serving import Exclusions, shard_exclusions
-from auditor.retrieval.shards import ShardSource, shard_sources
+from auditor.loading.shards import ShardSource, shard_sources
 
 
 def search_shard(
