@@ -11,6 +11,7 @@ from dataclasses import replace
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pluggy
 
 from auditor.config import AuditConfig
@@ -18,6 +19,7 @@ from auditor.evaluation import Evaluation, evaluate
 from auditor.idmap import describe_mapping
 from auditor.loading.frequencies import needs_the_log
 from auditor.loading.inputs import AuditInputs, load_inputs
+from auditor.lists_audit import run_lists_audit
 from auditor.loading.statistics import InputCache
 from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
@@ -26,7 +28,9 @@ from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulatio
 from auditor.metrics.harm_inputs import relevant_rows, with_exposure_shift
 from auditor.plugins import RegisteredMeasures, collect_measures, compute_measures, get_plugin_manager
 from auditor.progress import SILENT, Progress
-from auditor.result import Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, ServedVectorsSection
+from auditor.result import (
+    Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, ServedSection, ServedVectorsSection,
+)
 from auditor.tradeoff import UserValues, head_slots, judge_tradeoff
 
 if TYPE_CHECKING:  # loaded on demand: conditions bring the probes, retrieval FAISS
@@ -46,6 +50,8 @@ def run_audit(
     """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict."""
     pm = pm or get_plugin_manager(config.plugins)
     registered = collect_measures(pm)  # before any work: a malformed plugin measure stops here
+    if config.model is None:  # served lists alone (docs/served-lists.md)
+        return run_lists_audit(config, registered, progress, cache)
     inputs = load_inputs(config, pm, progress, cache)
     bundle, stats = inputs.bundle, inputs.stats
     warnings, not_measured = inputs.warnings, inputs.not_measured
@@ -53,7 +59,8 @@ def run_audit(
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = _frequency_norm(norms, stats, config, progress, warnings)
     served = inputs.serving_bundle
-    serving = _measure_retrieval(served, stats, config, inputs.population, progress, registered, inputs.heldout)
+    serving = _measure_retrieval(served, stats, config, inputs.population, progress, registered, inputs.heldout,
+                                 inputs.served_rows)
     if serving is not None and stats is not None:
         # The norms dot serving sees: the served vectors' where the model serves others than its table.
         served_norms = norms if served is bundle else item_norms(served.item_table, block=block_rows(served.dim, 8,
@@ -85,6 +92,7 @@ def run_audit(
         replaced_globals=inputs.replaced_globals,
         served_vectors=_served_vectors(inputs, config, progress, warnings),
         training=inputs.training,
+        served=_served(inputs, serving),
         plot_data=PlotData(
             norms=norms,
             frequencies=None if stats is None else stats.frequencies,
@@ -166,14 +174,29 @@ def _measure_retrieval(
     progress: Progress,
     registered: RegisteredMeasures,
     heldout: HeldOutQueries | None = None,
+    served: np.ndarray | None = None,
 ) -> RetrievalOutcome | None:
-    """The retrieval section over the population (None when there is none)."""
+    """The retrieval section over the population (None when there is none); ``served``:
+    the served lists of the queried users, measured as the ``served`` scoring."""
     if population is None or stats is None:
         return None
     from auditor.retrieval import measure_retrieval
 
     return measure_retrieval(bundle, stats, config, population, progress, list_measures=registered.lists,
-                             relevant=relevant_rows(heldout, population.n_queries), groups=config.groups)
+                             relevant=relevant_rows(heldout, population.n_queries), groups=config.groups,
+                             served=served)
+
+
+def _served(inputs: AuditInputs, serving: RetrievalOutcome | None) -> ServedSection | None:
+    """The ``served`` section describing the file given with a model (None: no file)."""
+    if inputs.served is None:
+        return None
+    from auditor.retrieval.served import describe_served
+
+    missing = None
+    if inputs.served_rows is not None and serving is not None:
+        missing = int((inputs.served_rows < 0).all(axis=1).sum())
+    return describe_served(inputs.served, missing)
 
 
 def _assess_conditions(

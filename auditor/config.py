@@ -112,7 +112,7 @@ class LoadOptions:
 class AuditConfig:
     """Settings of one audit (``popaudit check``); every field has the CLI's default."""
 
-    model: Path
+    model: Path | None
     interactions: Path | None = None
     frequencies: Path | None = None
     """Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct
@@ -170,8 +170,16 @@ class AuditConfig:
     short_head_mass: float = GroupPolicy.short_head_mass
     top_items: int = 20
     """Items listed on each side of the table of items dot serving raises and lowers most over cosine."""
+    recommendations: Path | None = None
+    """Served lists (user, item, rank or score; docs/served-lists.md): audited alone when
+    ``model`` is None, else as the ``served`` scoring beside dot, cosine and popular."""
+    rank_col: str | None = None
+    """Rank column of ``recommendations`` (lower first; auto-detected from common names)."""
+    score_col: str | None = None
+    """Score column of ``recommendations`` (higher first; auto-detected from common names)."""
 
     def __post_init__(self) -> None:
+        self._check_served()
         if not self.ks or any(k < 1 for k in self.ks):
             raise InputError(f"cut-offs {setting('ks')} must be positive integers, got {list(self.ks)}")
         if self.index not in INDEX_KINDS:
@@ -212,6 +220,25 @@ class AuditConfig:
         """The popularity groups' cut-offs of this audit."""
         return GroupPolicy(**{name: getattr(self, name) for name in _GROUP_FIELDS})
 
+    def _check_served(self) -> None:
+        """A lists-only audit (no model) needs the lists and the counts they are measured with."""
+        if self.model is None and self.recommendations is None:
+            raise InputError(f"pass a model, or {setting('recommendations')} FILE to audit served lists alone")
+        if self.model is None and self.interactions is None and self.frequencies is None:
+            raise InputError(f"served lists alone are measured against the training log: pass {setting('interactions')}")
+        if self.recommendations is None:
+            for name in ("rank_col", "score_col"):
+                if getattr(self, name) is not None:
+                    raise InputError(f"{setting(name)} names a column of {setting('recommendations')}, which was not given")
+
+    @property
+    def served_log(self) -> LogSpec | None:
+        """The served lists (``recommendations``), read with the log's format rules and id
+        columns; None without them."""
+        if self.recommendations is None:
+            return None
+        return LogSpec(self.recommendations, "auto", self.user_col, self.item_col, self.max_memory)
+
     @property
     def load_options(self) -> LoadOptions:
         """The settings the model loader reads."""
@@ -224,7 +251,7 @@ class AuditConfig:
         overwrite one of them)."""
         files: dict[str, Path | None] = {
             setting(name): getattr(self, name)
-            for name in ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace")
+            for name in ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace", "recommendations")
         }
         if self.queries not in QUERY_SOURCES:
             files[setting("queries")] = Path(self.queries)
@@ -237,11 +264,12 @@ class AuditConfig:
         would block, /dev/zero never end): before any heavy import or reading."""
         from auditor.io import require_regular_file
 
-        require_regular_file(self.model, "model file", folder_ok=True)
+        if self.model is not None:
+            require_regular_file(self.model, "model file", folder_ok=True)
         for path, what in ((self.interactions, "interaction log"), (self.frequencies, "frequencies file"),
                            (self.item_ids, "item ids file"),
                            (self.user_ids, "user ids file"), (self.holdout, "held-out log"),
-                           (self.trace, "trace")):
+                           (self.trace, "trace"), (self.recommendations, "recommendations file")):
             if path is not None:
                 require_regular_file(path, what)
         if self.queries not in QUERY_SOURCES:

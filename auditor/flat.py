@@ -13,7 +13,9 @@ from typing import Any, Literal
 
 from auditor.config import DEFAULT_ALPHAS
 from auditor.alpha import alpha_scoring
-from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, SCORINGS
+from auditor.sections import (
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED,
+)
 
 Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
@@ -67,12 +69,12 @@ def metric_names(
     ``alphas``, the registered ``list_measures`` (default: the built-in ones) and the
     audit measures ``extra`` can produce (accuracy names need a held-out log)."""
     names = list(BASE_METRICS)
-    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas)]
+    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas), SERVED]
     list_measures = list({**BUILTIN_LIST_MEASURES, **GROUP_LIST_MEASURES} if list_measures is None else list_measures)
     for k in ks:
         for metric in list_measures:
             names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
-        names += [f"overlap_dot_cosine@{k}", f"recall@{k}"]
+        names += [f"overlap_dot_cosine@{k}", f"recall@{k}"] + [f"overlap_served_{s}@{k}" for s in OVERLAP_SERVED]
         for metric in ACCURACY_MEASURES:
             names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
     return names + list(extra)
@@ -103,6 +105,10 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
             flat[f"overlap_dot_cosine@{k}"] = FlatEntry(
                 _num(cut.get("overlap_dot_cosine")), "retrieval", "overlap_dot_cosine", None, k
             )
+            for name in OVERLAP_SERVED:
+                if f"overlap_served_{name}" in cut:
+                    flat[f"overlap_served_{name}@{k}"] = FlatEntry(
+                        _num(cut[f"overlap_served_{name}"]), "retrieval", f"overlap_served_{name}", None, k)
         for key, value in (retrieval.get("recall") or {}).items():
             flat[f"recall@{int(key)}"] = FlatEntry(_num(value), "retrieval", "index_recall", None, int(key))
     accuracy = report.get("accuracy")

@@ -25,6 +25,8 @@ from auditor.sections import (
     RankingAccuracy,
     Retrieval,
     ScoringChange,
+    ServedCutoff,
+    ServedSection,
     builtin_list_measures,
 )
 
@@ -212,6 +214,8 @@ class MeasuredSections:
     """The vectors the model serves with (RecBole checkpoints); None for other models."""
     training: TrainingSection | None = None
     """What a training trace showed (``check --trace``); None without one."""
+    served: ServedSection | None = None
+    """The served lists given as ``recommendations`` (None: none given)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,6 +258,10 @@ class AuditResult(MeasuredSections):
             for key in ("user_groups", "exposure_shift"):
                 retrieval[key] = {str(k): v for k, v in retrieval[key].items()}
             out["retrieval"] = retrieval
+        elif self.served is not None and self.served.at:  # lists alone: the served lists are the scoring
+            out["retrieval"] = served_retrieval_dict(self.served, str(self.settings.get("popularity", "interactions")))
+        if self.served is not None:
+            out["served"] = served_dict(self.served)
         if self.accuracy is not None:
             accuracy = asdict(self.accuracy)
             accuracy["at"] = {str(k): v for k, v in accuracy["at"].items()}
@@ -275,7 +283,34 @@ def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
     """One cut-off's JSON: norm-aware scorings sit beside dot, cosine and popular."""
     out: dict[str, Any] = {name: dict(getattr(cut, name)) for name in SCORINGS}
     out["overlap_dot_cosine"] = cut.overlap_dot_cosine
+    out.update({f"overlap_served_{name}": value for name, value in cut.overlap_served.items()})
     return {**out, **{name: dict(measures) for name, measures in cut.norm_aware.items()}}
+
+
+def served_dict(served: ServedSection) -> dict[str, Any]:
+    """The ``served`` section's JSON: the file as read; a lists-only audit's figures are
+    its ``retrieval`` section (:func:`served_retrieval_dict`), here only the short lists per K."""
+    out = asdict(served)
+    del out["list_measures"], out["at"], out["definitions"]  # presentation; the figures are retrieval's
+    out["short_lists"] = {str(k): cut.n_short_lists for k, cut in served.at.items()}
+    return out
+
+
+def served_retrieval_dict(served: ServedSection, popularity: str) -> dict[str, Any]:
+    """A lists-only audit's ``retrieval`` JSON: the served lists are the scoring ``served``
+    beside ``popular`` at each K, under the keys of a model's retrieval section."""
+    return {
+        "n_queries": served.n_users,
+        "index": "none (served lists)",
+        "at": {str(k): {"served": dict(cut.served), "popular": dict(cut.popular),
+                        "overlap_served_popular": cut.overlap_popular} for k, cut in served.at.items()},
+        "recall": None,
+        "queries": f"served lists: the {served.n_users:,} users of {served.source}",
+        "popularity": popularity,
+        "n_zero_queries": 0,
+        "definitions": dict(served.definitions),
+        "population": None,
+    }
 
 
 def json_safe(value: Any) -> Any:
@@ -300,5 +335,7 @@ __all__ = [
     "ACCURACY_MEASURES", "Accuracy", "AuditResult", "CONDITION_IDS", "CONDITION_NAMES", "Condition", "CutoffMeasures",
     "DecileRow", "FrequencyNorm", "Inputs", "ListMeasureInfo", "ListMeasures", "MeasuredSections", "ORTHOGONALITY_IDS",
     "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange", "ServedVectorsSection",
+    "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange",
+    "ServedCutoff", "ServedSection",
     "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
 ]  # fmt: skip

@@ -11,6 +11,13 @@ from typing import Any
 SCORINGS = ("dot", "cosine", "popular")
 """The fixed scorings of every audit (norm-aware ones are named by :func:`auditor.alpha.alpha_scoring`)."""
 ACCURACY_MEASURES = ("recall", "ndcg", "hit_rate", "mrr")
+SERVED = "served"
+"""The scoring of served lists given as ``recommendations`` (docs/served-lists.md)."""
+OVERLAP_SERVED = ("dot", "cosine", "popular")
+"""``overlap_served_<scoring>@K``: the share of that scoring's top-K found in the served top-K."""
+OVERLAP_SERVED_DEFINITION = (
+    "overlap_served_<scoring>: mean over queries of |served list ∩ that scoring's list| / K (dot, cosine, popular)"
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,11 @@ class CutoffMeasures:
     popular: ListMeasures
     overlap_dot_cosine: float
     norm_aware: dict[str, ListMeasures] = field(default_factory=dict)
-    """``alpha_<a>`` -> measures of the norm-aware scoring (only with ``alphas`` measured)."""
+    """``alpha_<a>`` -> measures of the norm-aware scoring (only with ``alphas`` measured);
+    ``served`` -> the measures of the served lists given as ``recommendations``."""
+    overlap_served: dict[str, float] = field(default_factory=dict)
+    """Scoring (dot, cosine, popular) -> mean share of its top-K found in the served top-K
+    (only with served lists; JSON ``overlap_served_<scoring>``)."""
 
     def scorings(self) -> dict[str, ListMeasures]:
         """Every scoring measured at this cut-off, by name: dot, cosine, popular, alpha_<a>."""
@@ -206,3 +217,46 @@ class Accuracy:
     """Resamples of the paired bootstrap over users behind ``changes`` (0: none ran)."""
     best_alternative: str | None = None
     """The personalised scoring other than dot with the best trade-off, recommended or not."""
+
+
+@dataclass
+class ServedCutoff:
+    """The served lists at one cut-off K of a lists-only audit: their measures, the
+    most-popular list's, and the share of the popular top-K the served top-K hold."""
+
+    served: ListMeasures
+    popular: ListMeasures
+    overlap_popular: float
+    n_short_lists: int = 0
+    """Lists holding fewer than K items (their empty slots are not counted)."""
+
+
+@dataclass
+class ServedSection:
+    """The served lists given as ``recommendations`` (docs/served-lists.md): the file, how
+    it was read, and (lists-only audits) the measures per K."""
+
+    source: str
+    n_users: int
+    """Users with a list in the file."""
+    n_rows: int
+    longest: int
+    """Items in the longest list."""
+    shortest: int
+    """Items in the shortest list."""
+    order: str
+    """``rank column 'rank'`` or ``score column 'score'``."""
+    n_catalogue: int
+    """Items measured over: the model's rows, or the catalogue of the log and the lists."""
+    at: dict[int, ServedCutoff] = field(default_factory=dict)
+    """K -> measures (lists-only audits; with a model the lists are the ``served`` scoring of retrieval)."""
+    head_share_log: float | None = None
+    """The top-1% items' share of the training interactions (the lists-only verdict's reference)."""
+    n_queried_without_list: int | None = None
+    """With a model: queried users the file has no list for (served an empty list)."""
+    n_unknown_users: int | None = None
+    n_cold_items: int = 0
+    n_unknown_items: int = 0
+    definitions: dict[str, str] = field(default_factory=dict)
+    list_measures: dict[str, ListMeasureInfo] = field(default_factory=builtin_list_measures)
+    """The list measures measured, in report order, with their labels (not in the JSON)."""

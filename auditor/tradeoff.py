@@ -27,8 +27,8 @@ from auditor.metrics.resampling import percentile_intervals
 from auditor.result import Accuracy, CutoffMeasures, RankingAccuracy, ScoringChange
 from auditor.wording import interval, moves, points as point_change
 
-REFERENCE_SCORINGS = ("popular",)
-"""Scorings shown on the trade-off but never recommended (not a way to serve a model)."""
+REFERENCE_SCORINGS = ("popular", "served")
+"""Scorings shown on the trade-off but never recommended (not a way to serve a model; served: lists given as input)."""
 HEAD_PERCENT = 1.0
 """The trade-off's exposure axis: the top-1% head share (the verdict's measure)."""
 CONFIDENCE = 0.95

@@ -18,8 +18,9 @@ from auditor.loading.served_lists import lists_for, read_served_lists
 
 # Three users; item ids 10..14. User 2: 10, 11, 14 (ranks 1, 2, 3); user 1: 12, 13, 10.
 def _s(name: str) -> str:
-    """How messages name a setting here (the CLI, once imported, registers its flags)."""
-    return re.escape(setting(name))
+    """How messages name a setting: its field name, or the flag the CLI registers once
+    imported (collection order decides which, so either is accepted)."""
+    return f"(?:{re.escape(name)}|{re.escape(setting(name))}|--{re.escape(name.replace('_', '-'))})"
 
 
 RANKED = "user_id,item_id,rank\n2,10,1\n1,10,3\n2,11,2\n1,12,1\n1,13,2\n2,14,3\n"
@@ -183,10 +184,10 @@ def test_columns_are_found_by_common_names_or_given(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "kwargs", "message"), [
-    ("user_id,item_id,rank\n1,5,1\n", {"rank_col": "rank", "score_col": "s"}, r"pass rank_col or score_col, not both"),
-    ("user_id,item_id,rank\n1,5,1\n", {"rank_col": "pos"}, r"rank column 'pos' \(rank_col\) is not in .*columns found: "),
+    ("user_id,item_id,rank\n1,5,1\n", {"rank_col": "rank", "score_col": "s"}, r"pass " + _s("rank_col") + " or " + _s("score_col") + ", not both"),
+    ("user_id,item_id,rank\n1,5,1\n", {"rank_col": "pos"}, r"rank column 'pos' \(" + _s("rank_col") + r"\) is not in .*columns found: "),
     ("user_id,item_id,weight\n1,5,1\n", {}, r"cannot find a rank or score column in .*columns found: user_id, item_id, "
-                                            r"weight\. Pass rank_col NAME \(lower first\) or score_col NAME"),
+                                            r"weight\. Pass " + _s("rank_col") + r" NAME \(lower first\) or " + _s("score_col") + " NAME"),
     ("user_id,item_id,rank,Rank\n1,5,1,1\n", {}, r"several columns of .* could be the rank column"),
     ("user_id,item_id,rank\n1,5,1\n", {"rank_col": "item_id"}, r"rank column of .* is 'item_id', which is also an id"),
     ("item_id,rank\n5,1\n", {}, r"cannot find a user id column in .*Pass " + _s("user_col") + " NAME"),

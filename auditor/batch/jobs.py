@@ -20,7 +20,7 @@ from auditor.config import QUERY_SOURCES, AuditConfig
 from auditor.errors import AuditError, InputError, ManifestError, setting
 
 # Default files resolved against the caller's cwd, so workers (another cwd) read them too.
-_PATH_FIELDS = ("interactions", "frequencies", "item_ids", "user_ids")
+_PATH_FIELDS = ("interactions", "frequencies", "item_ids", "user_ids", "recommendations")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
             jobs.append(BatchJob(row.index, model, row.label, None, "InputError: " + "; ".join(row.problems)))
             continue
         try:
-            config = _row_config(template, resolve_path(model, base), row.settings)
+            config = _row_config(template, _model_path(model, base), row.settings)
         except AuditError as exc:
             jobs.append(BatchJob(row.index, model, row.label, None, _row_error(template, model, base, row.settings, exc)))
             continue
@@ -68,13 +68,18 @@ def _row_error(template: AuditConfig, model: str, base: Path, settings: Mapping[
     culprits = []
     for name, value in settings.items():
         try:
-            _row_config(template, resolve_path(model, base), {name: value})
+            _row_config(template, _model_path(model, base), {name: value})
         except AuditError:
             culprits.append(name)
     where = f"column {culprits[0]!r}: " if len(culprits) == 1 else (
         f"columns {', '.join(map(repr, culprits))}: " if culprits else ""
     )
     return f"{type(exc).__name__}: {where}{exc}"
+
+
+def _model_path(model: str, base: Path) -> Path | None:
+    """A row's model file (None: an empty cell, a lists-only row)."""
+    return resolve_path(model, base) if model else None
 
 
 def batch_inputs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) -> dict[str, Path]:
@@ -101,14 +106,14 @@ def batch_inputs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) 
             inputs[label] = Path(path)
 
     add("the manifest", manifest.path)
-    for name in ("interactions", "frequencies", "item_ids", "user_ids", "queries"):
+    for name in ("interactions", "frequencies", "item_ids", "user_ids", "queries", "recommendations"):
         add(setting(name), getattr(template, name))
     for i, plugin in enumerate(template.plugins):
         add(setting("plugins") + ("" if i == 0 else f" #{i + 1}"), plugin)
     for row in manifest.rows:
         if row.model is not None:
             add(f"the model of manifest row {row.index}", resolve_path(row.model, base))
-        for name in ("interactions", "frequencies", "item_ids", "user_ids", "queries"):
+        for name in ("interactions", "frequencies", "item_ids", "user_ids", "queries", "recommendations"):
             add(f"the {name} of manifest row {row.index}", row.settings.get(name))
     return inputs
 
@@ -136,7 +141,7 @@ def config_template(defaults: Mapping[str, Any]) -> AuditConfig:
         raise InputError(f"invalid batch defaults: {exc}") from exc
 
 
-def _row_config(template: AuditConfig, model: Path, settings: Mapping[str, Any]) -> AuditConfig:
+def _row_config(template: AuditConfig, model: Path | None, settings: Mapping[str, Any]) -> AuditConfig:
     """``template`` with a row's settings; declared-training cells update ``declared``."""
     declared = {k: v for k, v in settings.items() if k in DECLARED_SETTINGS}
     overrides = {k: v for k, v in settings.items() if k not in DECLARED_SETTINGS}

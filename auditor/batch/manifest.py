@@ -1,7 +1,8 @@
 """Batch manifests: which columns a manifest may have and how its cells become settings.
 
 A manifest is a Parquet or CSV file (``.csv``/``.tsv``; anything else is read as
-Parquet) with a ``model`` column and, optionally, one column per ``check`` setting.
+Parquet) with a ``model`` column and, optionally, one column per ``check`` setting (a row with a
+``recommendations`` cell and no model audits those served lists alone).
 Column names are :class:`~auditor.config.AuditConfig` field names (``item_key``,
 ``max_queries``, ``ks``) or the command-line spellings (``item-key``, ``--max-queries``,
 ``k``); the training declarations of C1/C4/C5 are ``optimizer``, ``momentum``,
@@ -148,7 +149,7 @@ def read_manifest(path: Path) -> Manifest:
         else:
             columns[name] = canonical
     found = _show_names(table.column_names, quote=False) or "(none)"
-    if "model" not in columns.values():
+    if "model" not in columns.values() and "recommendations" not in columns.values():  # lists alone need no model
         raise ManifestError(f"manifest {path} has no 'model' column; columns found: {found}")
     if unknown:
         raise ManifestError(
@@ -275,8 +276,9 @@ def _manifest_row(index: int, cells: Mapping[str, Any], base: Path) -> ManifestR
     problems: list[str] = []
     model = _text(cells.get("model"))
     label = _text(cells.get("label"))
-    if model is None:
-        problems.append("the model cell is empty")
+    if model is None and _missing(cells.get("recommendations")):
+        problems.append("the model cell is empty (a row without a model needs a recommendations cell: served lists "
+                        "audited alone)")
     for name, value in cells.items():
         if name in ("model", "label") or _missing(value):
             continue

@@ -59,7 +59,7 @@ def _sha256(path: Path) -> str | None:
     return digest.hexdigest()
 
 
-_FILE_SETTINGS = ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace")
+_FILE_SETTINGS = ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace", "recommendations")
 
 
 def row_provenance(config: AuditConfig, files: FileStates) -> dict[str, Any]:

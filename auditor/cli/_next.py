@@ -16,12 +16,12 @@ _NEGATED = {"retrieval": "--no-retrieval", "probes": "--no-probes"}
 """Settings whose flag turns them off."""
 
 
-def check_command(model: Path, settings: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
+def check_command(model: Path | None, settings: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
     """``popaudit check MODEL`` with every setting in ``settings`` (AuditConfig field ->
-    value) that differs from its default, then ``extra`` words."""
+    value) that differs from its default, then ``extra`` words (no MODEL: a lists-only audit)."""
     flags = option_names()
-    defaults = AuditConfig(model=model)
-    words = ["popaudit", "check", str(model)]
+    defaults = AuditConfig(model=model or Path("MODEL"))
+    words = ["popaudit", "check", *([] if model is None else [str(model)])]
     for field in fields(AuditConfig):
         name = field.name
         if name == "model" or name not in settings:

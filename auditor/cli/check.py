@@ -45,7 +45,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 
 
 @click.command("check")
-@click.argument("model", type=PathArg)
+@click.argument("model", type=PathArg, required=False)
 @click.option("--interactions", type=PathArg, help="Training log: Parquet, CSV/TSV, MovieLens u.data / ratings.dat / ratings.csv, RecBole .inter. Item frequencies are counted from it.")
 @log_column_options
 @frequencies_options
@@ -70,9 +70,12 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--trace", type=PathArg, help="A training trace the monitor wrote (retrain --trace, the PyTorch, Lightning, Keras or RecBole monitor): adds a training section (ρ, slope and the 90° share over steps, alerts) to every report, and its measured update angles to the evidence of C1, C4 and C5.")
 @click.option("--mlflow", "mlflow", is_flag=True, help="Also log the audit to MLflow: flat metrics, the verdict (tags) and the HTML and JSON reports as artifacts, in the active run or a new one under MLFLOW_TRACKING_URI (default ./mlruns). Needs popaudit[mlflow].")
 @group_options
+@click.option("--recommendations", type=PathArg, help="Served lists to audit (Parquet or CSV/TSV: user id, item id, and a rank or score per row). Without MODEL: a lists-only audit against --interactions; with MODEL: the lists become the 'served' scoring beside dot, cosine and popular (docs/served-lists.md).")
+@click.option("--rank-col", help="Rank column of --recommendations (lower first). [default: auto-detected: rank, position, pos...]")
+@click.option("--score-col", help="Score column of --recommendations (higher first). [default: auto-detected: score, prediction...]")
 @common_options
 def command(
-    model: Path,
+    model: Path | None,
     fmt: str,
     output: Path | None,
     json_path: Path | None,
@@ -85,7 +88,7 @@ def command(
     mlflow: bool,
     **options: Any,
 ) -> None:
-    """Audit one trained model or embedding table for popularity bias.
+    """Audit one trained model or embedding table (or the lists it served) for popularity bias.
 
     MODEL: a .pt/.pth state dict or checkpoint (incl. Lightning and popaudit retrain
     checkpoints), a TorchScript archive, a .safetensors file, a .npy item table, or a
@@ -99,11 +102,17 @@ def command(
     head holding 80% of interactions; gini: of exposure over the whole catalogue;
     coverage; novelty: mean -log2(users(i)/n_users)), conditions C1-C5 and a verdict.
 
+    MODEL may be left out when --recommendations gives served lists: the lists alone are
+    audited against --interactions (every list measure at each K, gates, reports).
+
     \b
     Example:
       popaudit check model.pt --interactions train.parquet --html report.html \\
           --fail-on 'spearman>0.5'
+      popaudit check --recommendations recs.parquet --interactions train.parquet \\
+          --fail-on 'head_share_1pct_served@10>0.2'
     """
+    _require_model_or_lists(model, options)
     if options.get("interactions") is not None and options.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the item counts; pass one")
     for flag in ("count_col", "user_count_col"):
@@ -143,6 +152,15 @@ def command(
     require_measured(audited.gates, [outcomes], where="in this run (see 'Not measured' in the report)")
     if any(o.tripped for o in outcomes):
         sys.exit(3)
+
+
+def _require_model_or_lists(model: Path | None, options: dict[str, Any]) -> None:
+    """MODEL may be left out only when --recommendations gives served lists to audit alone."""
+    if model is None and options.get("recommendations") is None:
+        raise click.UsageError("Missing argument 'MODEL' (or --recommendations FILE to audit served lists alone).")
+    for flag in ("rank_col", "score_col"):
+        if options.get(flag) is not None and options.get("recommendations") is None:
+            raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --recommendations, which was not given")
 
 
 @dataclass(frozen=True)
@@ -238,7 +256,7 @@ def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated:
     extra = [word for fmt, flag, name in (("html", "--html", "report.html"), ("json", "--json", "report.json"))
              if fmt not in done for word in (flag, name)]
     if not gated:
-        extra += ["--fail-on", "spearman>0.5"]
+        extra += ["--fail-on", "spearman>0.5" if config.model is not None else f"head_share_1pct_served@{min(config.ks)}>0.2"]
     if extra and suggest:
         settings = {f.name: getattr(config, f.name) for f in dataclass_fields(config)}
         stderr.print("Next: " + check_command(config.model, settings, extra),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pluggy
 
 from auditor.config import AuditConfig
@@ -31,6 +32,8 @@ from auditor.loading.recbole_eval import (
     training_stats,
 )
 from auditor.loading.served import ServedVectors
+from auditor.loading.served_inputs import served_for_model
+from auditor.loading.served_lists import ServedLists
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.loading.trace_input import load_training
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
@@ -60,19 +63,24 @@ class AuditInputs:
     """RecBole's own evaluation split, reproduced (zero-option RecBole audits)."""
     served_vectors: ServedVectors | None = None
     """The vectors a RecBole model serves with (None: other formats)."""
+    training: TrainingSection | None = None
+    """What the training trace showed (``trace``; None without one)."""
+    served: ServedLists | None = None
+    """The served lists given as ``recommendations`` (None: none given)."""
+    served_rows: np.ndarray | None = None
+    """int64 (n_queries, max K): the served list of each queried user (-1: empty slot)."""
 
     @property
     def serving_bundle(self) -> ModelBundle:
         """The bundle retrieval and accuracy serve from: the served vectors in place of the tables."""
         return serving_bundle(self.bundle, self.served_vectors)
-    training: TrainingSection | None = None
-    """What the training trace showed (``trace``; None without one)."""
 
 
 def load_inputs(
     config: AuditConfig, pm: pluggy.PluginManager, progress: Progress = SILENT, cache: InputCache | None = None
 ) -> AuditInputs:
     """Read every input of the audit ``config`` describes (module docstring)."""
+    assert config.model is not None, "a lists-only audit loads through load_lists_inputs"
     progress.note(f"Loading {config.model}")
     bundle = load_model(config.model, config.load_options, pm)
     if bundle.log_id_rule is not None and config.interactions is not None:  # e.g. RecBole numbers ids by the log
@@ -85,14 +93,19 @@ def load_inputs(
     inputs.warnings.extend(globals_warning(found_globals, config.model))
     if config.trace is not None:  # before the heavy reads: a bad trace fails fast
         inputs.training = load_training(config.trace, bundle, inputs.warnings)
+    cache = cache or InputCache()
     inputs.stats = training_stats(evaluation) if evaluation is not None else item_statistics(
-        bundle, config, cache or InputCache(), progress, inputs.warnings
+        bundle, config, cache, progress, inputs.warnings
     )
     inputs.served_vectors = served_of(bundle, evaluation)
     inputs.warnings.extend(inputs.served_vectors.warnings if inputs.served_vectors is not None else [])
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
     inputs.population = _population(inputs, config, progress)
+    if config.recommendations is not None:
+        inputs.served, inputs.served_rows, notes = served_for_model(
+            config, bundle, inputs.population, cache, progress)
+        inputs.warnings.extend(notes)
     inputs.heldout = _heldout(inputs, config, progress)
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)

@@ -63,8 +63,8 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
         ("scoring", f"recall@{k}", f"NDCG@{k}", f"hit rate@{k}", f"MRR@{k}", "head share 1%", "Gini", ""),
         tuple(rows),
         (False, True, True, True, True, True, True, False),
-        f"Top-{k} lists of the evaluated users, training items excluded; accuracy on the held-out items, "
-        "exposure of the same lists.",
+        f"Top-{k} lists of the evaluated users, training items {'excluded' if accuracy.seen_excluded else 'kept'}; "
+        "accuracy on the held-out items, exposure of the same lists.",
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from auditor.report import accuracy as accuracy_view
 from auditor.report import harms
 from auditor.report.content import RATIO_HEADER, format_measure, quoted_cutoffs, shown_measures
+from auditor.report import served_lists as lists_view
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
 from auditor.report.population import population_rows
@@ -29,6 +30,7 @@ def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
     blocks += served_brief(result)
     if result.retrieval is not None:
         blocks += _retrieval(result)
+    blocks += lists_view.brief(result)
     if result.accuracy is not None:
         blocks += _accuracy(result)
     blocks += _harms(result)
@@ -70,6 +72,9 @@ def _harms(result: AuditResult) -> list[Block]:
 
 def _inputs_line(result: AuditResult) -> str:
     i = result.inputs
+    if lists_view.lists_only(result):
+        return f"Served lists alone (no model): {fmt_num(i.n_items)} items; log {i.interactions}: " \
+               f"{fmt_num(i.n_interactions)} interactions"
     line = f"Model {i.model} ({text_or_missing(i.format)}): {fmt_num(i.n_items)} items × {fmt_num(i.dim)} dims"
     if i.interactions:
         line += f"; log {i.interactions}: {fmt_num(i.n_interactions)} interactions"
@@ -131,6 +136,7 @@ def _retrieval(result: AuditResult) -> list[Block]:
             cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
             rows.append((metric, *cells))
         rows.append(("overlap dot∩cosine", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
+        rows += [(f"{name} in served", fmt_pct(value), *[""] * len(scorings)) for name, value in cut.overlap_served.items()]
         blocks.append(Table(("measure", *names), tuple(rows), (True,) * (len(names) + 1), title=f"Top-{k}"))
     if retrieval.recall:
         recall = ", ".join(f"@{k}: {fmt_num(v)}" for k, v in sorted(retrieval.recall.items()))

@@ -18,6 +18,7 @@ from auditor.report import accuracy as accuracy_view
 from auditor.report import content as c
 from auditor.report import served_vectors as served_view
 from auditor.report import harms
+from auditor.report import served_lists as lists_view
 from auditor.report.audit_brief import audit_brief
 from auditor.report.document import Block, Bullets, Document, Figure, Group, Heading, Headline, Paragraph, Section
 from auditor.report.figures import audit_figures
@@ -48,7 +49,7 @@ def audit_document(result: AuditResult, figures: Sequence[Figure] | None = None)
     verdict = result.verdict
     headline = Headline(
         verdict=c.verdict_phrase(result).split(" (")[0], severity=verdict.severity, phrase=phrase,
-        evidence=evidence, summary=verdict.summary, note=c.SEVERITY_POINTER,
+        evidence=evidence, summary=verdict.summary, note=_pointer(result),
     )  # fmt: skip
     sections = tuple(section for build in SECTIONS if (section := build(result, shown)) is not None)
     return Document(
@@ -63,6 +64,11 @@ def audit_document(result: AuditResult, figures: Sequence[Figure] | None = None)
     )
 
 
+def _pointer(result: AuditResult) -> str:
+    """Where the severity rule of this audit is explained (lists-only audits have their own)."""
+    return lists_view.SEVERITY_POINTER if lists_view.lists_only(result) else c.SEVERITY_POINTER
+
+
 def _figures(figures: Sequence[Figure], section: str) -> list[Block]:
     return [figure for figure in figures if figure.section == section]
 
@@ -75,7 +81,7 @@ def verdict_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     """The verdict's summary, where its severity rule is, and what to do."""
     verdict = result.verdict
     blocks: list[Block] = [Paragraph(verdict.summary, "summary")] if verdict.summary else []
-    blocks.append(Paragraph(c.SEVERITY_POINTER, "note"))
+    blocks.append(Paragraph(_pointer(result), "note"))
     if verdict.recommendations:
         blocks += [Heading("Recommendations"), Bullets(tuple(verdict.recommendations), "recommendations")]
     else:
@@ -115,6 +121,8 @@ def retrieval_section(result: AuditResult, figures: Sequence[Figure]) -> Section
     """How retrieval ran, one table per K, the figures and the definitions used."""
     retrieval = result.retrieval
     title = c.SECTION_TITLES["retrieval"]
+    if retrieval is None and lists_view.lists_only(result):
+        return Section("retrieval", title, (Paragraph(lists_view.RETRIEVAL_NOTE, "note"),))
     if retrieval is None:
         return Section("retrieval", title, (_not_measured(result, "retrieval"),))
     blocks: list[Block] = [Paragraph(RETRIEVAL_NOTE, "note"), c.retrieval_summary_table(retrieval)]
@@ -224,6 +232,7 @@ SECTIONS: tuple[Callable[[AuditResult, Sequence[Figure]], Section | None], ...] 
     frequency_norm_section,
     served_vectors_section,
     retrieval_section,
+    lists_view.served_section,
     accuracy_section,
     user_groups_section,
     exposure_shift_section,

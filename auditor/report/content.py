@@ -23,6 +23,7 @@ from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
 from auditor.report.labels import probe_title as probe_title, probes_tables as probes_tables  # re-exported
 from auditor.report.population import population_rows
+from auditor.report import served_lists as lists_view
 from auditor.report.formatting import (
     MISSING,
     Table,
@@ -66,8 +67,8 @@ def not_measured_reason(result: AuditResult, section: str) -> str:
 
 
 def model_name(result: AuditResult) -> str:
-    """The audited model's file name (its last path component)."""
-    model = result.inputs.model or "model"
+    """The audited model's file name (its last path component; a lists-only audit's lists file)."""
+    model = result.inputs.model or (result.served.source if result.served is not None else "") or "model"
     return model.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or model
 
 
@@ -84,7 +85,7 @@ def verdict_phrase(result: AuditResult) -> str:
     verdict = result.verdict
     if verdict.bias_detected:
         return f"Popularity bias detected (severity {verdict.severity})"
-    if result.frequency_norm is None and result.retrieval is None:
+    if result.frequency_norm is None and result.retrieval is None and not (result.served and result.served.at):
         return "Popularity bias not assessed"
     return f"No popularity bias detected (severity {verdict.severity})"
 
@@ -114,6 +115,8 @@ def headline(result: AuditResult) -> str:
 def headline_parts(result: AuditResult) -> tuple[str, str]:
     """The headline split as (verdict phrase, the evidence after it), for formats that
     emphasise the verdict."""
+    if lists_view.lists_only(result):
+        return verdict_phrase(result), lists_view.headline_evidence(result)
     parts: list[str] = []
     fn = result.frequency_norm
     if fn is not None:
@@ -240,6 +243,8 @@ def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasure
         cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
         rows.append((info.label, *cells))
     rows.append(("overlap of dot and cosine lists", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
+    for name, value in cut.overlap_served.items():
+        rows.append((f"share of the {name} lists in the served lists", fmt_pct(value), *[""] * len(scorings)))
     headers = [scoring_label(name) for name in scorings]
     headers.insert(2, RATIO_HEADER)
     return Table(

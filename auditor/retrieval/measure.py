@@ -41,6 +41,7 @@ from auditor.metrics.user_measures import group_table
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
+from auditor.sections import OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, SERVED
 from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
@@ -188,8 +189,17 @@ def _measure_lists(
                 popular=measured.pop("popular"),
                 overlap_dot_cosine=overlap(slots["dot"].lists, slots["cosine"].lists),
                 norm_aware=measured,
+                overlap_served=_served_overlaps(slots),
             )
     return at, exposure, tables
+
+
+def _served_overlaps(slots: dict[str, Slots]) -> dict[str, float]:
+    """The share of dot's, cosine's and popular's top-K found in the served top-K (with served lists)."""
+    if SERVED not in slots:
+        return {}
+    served = slots[SERVED].lists
+    return {name: overlap(slots[name].lists, served) for name in OVERLAP_SERVED}
 
 
 def measure_retrieval(
@@ -202,6 +212,7 @@ def measure_retrieval(
     *,
     relevant: tuple[np.ndarray, np.ndarray] | None = None,
     groups: GroupPolicy | None = None,
+    served: np.ndarray | None = None,
 ) -> RetrievalOutcome:
     """Serve the ``population`` by dot product, cosine, every ``settings.alphas`` and
     popularity; measure each scoring's lists at every cut-off.
@@ -209,7 +220,9 @@ def measure_retrieval(
     Cut-offs ``settings.ks`` are clamped to the catalogue with a warning; index
     ``settings.index``. ``list_measures``: the registered list measures (default: the
     built-in ones); ``relevant``: CSR of each query's held-out items (the group NDCG and
-    PopREO); ``groups``: the popularity groups' cut-offs (default: GroupPolicy's). Raises :class:`InputError` for ``popularity`` ``users`` without user
+    PopREO); ``groups``: the popularity groups' cut-offs (default: GroupPolicy's);
+    ``served``: the served lists of the queried users (rows aligned with the population,
+    as wide as the largest K), measured as the ``served`` scoring. Raises :class:`InputError` for ``popularity`` ``users`` without user
     counts, :class:`EmbeddingTableError` for NaN/inf item vectors.
     """
     warnings: list[str] = list(population.warnings)
@@ -235,8 +248,12 @@ def measure_retrieval(
     warnings += found.notes
     popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
     lists = _named(found, popular)
+    if served is not None:
+        lists[SERVED] = served
     definitions.update(_definitions(list_measures, settings, population))
     definitions["popularity_groups"] = groups.describe()
+    if served is not None:
+        definitions["overlap_served"] = OVERLAP_SERVED_DEFINITION
     at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress)
     retrieval = Retrieval(
         n_queries=population.n_queries,

@@ -1,5 +1,6 @@
 """Hostile served-lists files (``--recommendations``, issue #21 item 4), run against the
-library reader until the command line has the flag.
+library reader; :mod:`tests.hostile.test_served_lists_cli` runs every case again through
+``popaudit check``.
 
 Each case is a corpus :class:`~tests.hostile.corpus.Case` whose ``Built.args`` are the
 options a lists-only audit will take (``--recommendations FILE --interactions LOG``, plus
@@ -13,10 +14,9 @@ traceback (any other exception fails the test), and every input file unchanged w
 nothing left beside it. A run that succeeds prints the counts of the value it read on
 stdout and each warning as a ``Warning:`` line on stderr.
 
-Once ``popaudit check --recommendations`` exists, the same cases run through the CLI by
-``run_case(replace(case, build=as_cli(case.build)), ...)``, with :func:`as_cli` prefixing
-``check`` and the fast options (``corpus.FAST``); the ``stdout`` regexes of successful cases
-then move to a report check.
+Through the CLI the same cases run by ``run_case(replace(case, build=as_cli(case.build)), ...)``,
+with :func:`as_cli` prefixing ``check`` and the fast options (``corpus.FAST``); the
+``stdout`` regexes of successful cases become a check of the JSON report there.
 """
 
 from __future__ import annotations

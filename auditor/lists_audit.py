@@ -1,0 +1,126 @@
+"""A lists-only audit: served lists and the training log, no model (docs/served-lists.md).
+
+:func:`auditor.audit.run_audit` comes here when the settings name ``recommendations`` but
+no model. load (:func:`auditor.loading.served_inputs.load_lists_inputs`) → measure
+(:func:`auditor.retrieval.served.measure_served`) → judge
+(:func:`auditor.lists_verdict.decide_lists_verdict`). The sections that need a model
+(frequency–norm statistics, serving by dot and cosine, conditions, probes, audit
+measures) are absent, each with its reason in ``not_measured``; with ``holdout`` the
+served and most-popular lists' held-out accuracy is measured by the same code as a
+model's scorings (:func:`auditor.evaluation.evaluate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields as dataclass_fields
+from dataclasses import replace
+from typing import Any
+
+from auditor.config import AuditConfig
+from auditor.errors import setting
+from auditor.evaluation import evaluate
+from auditor.lists_verdict import decide_lists_verdict
+from auditor.loading.served_inputs import load_lists_inputs
+from auditor.loading.statistics import InputCache
+from auditor.metrics.exposure import novelty_unmeasured
+from auditor.plugins import RegisteredMeasures
+from auditor.progress import SILENT, Progress
+from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
+from auditor.retrieval.served import measure_served
+
+NO_MODEL = "no model: served lists alone have no item vectors"
+LISTS_PROTOCOL = (
+    "queries: the users of the served lists; evaluated: those of them with a held-out item, on their served lists "
+    "as they are and on the most-popular list (no training item excluded: the lists are what was served); held-out "
+    "items neither trained nor served dropped; measures @K (RecBole's definitions) averaged over evaluated users"
+)
+DOT_COSINE = "dot_cosine"
+"""The ``not_measured`` key of what a lists-only retrieval section lacks (its dot and cosine scorings)."""
+
+
+def _not_measured(registered: RegisteredMeasures) -> dict[str, str]:
+    """Why each section that needs a model is absent."""
+    with_model = f"pass the model with {setting('recommendations')} to measure it beside the served lists"
+    reasons = {
+        "frequency_norm": f"{NO_MODEL} whose norms could follow popularity; {with_model}",
+        DOT_COSINE: f"{NO_MODEL} to serve by dot product or cosine: the retrieval section holds the served lists "
+                    f"and the most-popular list only; {with_model}",
+        "conditions": f"{NO_MODEL} or training record to assess C1–C5",
+        "probes": f"{NO_MODEL} to probe",
+    }
+    if registered.audit_names:
+        reasons["measures"] = f"{NO_MODEL}: the audit measures ({', '.join(registered.audit_names)}) take a model"
+    return reasons
+
+
+def run_lists_audit(
+    config: AuditConfig,
+    registered: RegisteredMeasures,
+    progress: Progress = SILENT,
+    cache: InputCache | None = None,
+) -> AuditResult:
+    """Audit ``config.recommendations`` against ``config.interactions`` (module docstring)."""
+    inputs = load_lists_inputs(config, cache or InputCache(), progress)
+    served, stats = inputs.served, inputs.stats
+    outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress)
+    counted = config.interactions or config.frequencies
+    not_measured = _not_measured(registered)
+    accuracy = None
+    if inputs.heldout is None:
+        not_measured["accuracy"] = (f"no held-out interactions: pass {setting('holdout')} PATH to measure the served "
+                                    "lists' recall and NDCG beside the most-popular list's")
+    else:
+        evaluation = evaluate(inputs.heldout, outcome.lists, list(inputs.ks), tolerance=config.accuracy_tolerance,
+                              keep_seen=True, seen_excluded=False)
+        accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL)
+    why = novelty_unmeasured(stats.user_counts, stats.n_users, "frequencies" if config.frequencies else "log")
+    if why is not None:
+        not_measured["novelty"] = why
+    sections = MeasuredSections(
+        inputs=Inputs(
+            model="", interactions=None if counted is None else str(counted), item_table=None, user_table=None,
+            n_items=served.items.n_items, dim=0, n_interactions=stats.n_interactions, format="served lists",
+            n_users=stats.n_users, n_unmapped_interactions=stats.n_unmapped,
+            item_id_mapping="catalogue: the distinct item ids of the training log and the served lists, sorted",
+        ),
+        frequency_norm=None,
+        settings=_settings(config, inputs.ks),
+        warnings=_ignored(config) + inputs.warnings + outcome.warnings,
+        not_measured=not_measured,
+        plot_data=PlotData(frequencies=stats.frequencies, exposure=outcome.exposure),
+        served=outcome.section,
+        accuracy=accuracy,
+    )
+    verdict = decide_lists_verdict(sections)
+    fields = {f.name: getattr(sections, f.name) for f in dataclass_fields(sections)}
+    return AuditResult(**fields, verdict=verdict)
+
+
+MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids", "keep_seen",
+                  "index", "scheduler")
+"""Settings that say how to read or serve a model's tables: nothing to apply to without one."""
+
+
+def _ignored(config: AuditConfig) -> list[str]:
+    """A warning naming the model settings given to a lists-only audit (a batch's defaults may hold them)."""
+    defaults = AuditConfig(model=None, recommendations=config.recommendations, interactions=config.interactions,
+                           frequencies=config.frequencies)
+    given = [name for name in MODEL_SETTINGS if getattr(config, name) != getattr(defaults, name)]
+    if config.queries != defaults.queries:
+        given.append("queries")
+    if not given:
+        return []
+    return [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
+            "to a model, and served lists alone are numbered by their own item ids"]
+
+
+def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:
+    return {
+        "ks": list(ks),
+        "recommendations": str(config.recommendations),
+        **({"rank_col": config.rank_col} if config.rank_col else {}),
+        **({"score_col": config.score_col} if config.score_col else {}),
+        "popularity": config.popularity,
+        "frequency": "interactions per item in the training log"
+        + (f" (counted elsewhere: {config.frequencies})" if config.frequencies else ""),
+    }

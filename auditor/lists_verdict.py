@@ -1,0 +1,88 @@
+"""The verdict of a lists-only audit (served lists, no model; docs/served-lists.md, "Severity").
+
+Without a model there is no cosine baseline and no mechanism to test: the question left is
+whether the served lists *amplify* popularity, i.e. give the most popular items more of
+the users' slots than those items hold of the training interactions. The top-1% items'
+share of the served top-K slots is compared with their share of the training
+popularity (interactions, or distinct users with ``popularity`` ``users``), at every
+measured K, with the same bands as dot vs cosine (:data:`auditor.verdict.HARM_BANDS`:
+ratio and absolute excess both count). The worst K (highest band, then larger ratio)
+decides and is quoted. The most-popular list's share is quoted beside it as the ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+
+from auditor.errors import setting
+from auditor.result import MeasuredSections, Severity, Verdict
+from auditor.sections import ServedSection
+from auditor.verdict import HARM_BANDS
+from auditor.wording import pct
+
+HEAD = "head_share_1pct"
+LISTS_SEVERITY_RULE = (
+    "lists only (no model): severity = amplification: the top-1% items' share of the served top-K slots vs their "
+    "share of the training popularity, at the worst measured K (highest band, then larger ratio): high from 2x and "
+    "+5 points, moderate from 1.25x and +2 points, low from 1.1x and +0.5 points; below that none "
+    "(docs/served-lists.md, \"Severity\")"
+)
+
+
+def amplification(served: float | None, log: float | None) -> tuple[Severity, float | None]:
+    """The band and ratio of a served head share against the log's."""
+    if served is None or log is None or not math.isfinite(served):
+        return "none", None
+    ratio = math.inf if log == 0 and served > 0 else (served / log if log > 0 else None)
+    if ratio is None:
+        return "none", None
+    excess = served - log
+    return next((name for name, r, e in HARM_BANDS if ratio >= r and excess >= e), "none"), ratio
+
+
+_ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")
+
+
+def worst_cutoff(section: ServedSection) -> tuple[int, Severity, float | None] | None:
+    """(K, severity, ratio) of the K that decides the severity (None: nothing measured)."""
+    judged = []
+    for k, cut in section.at.items():
+        severity, ratio = amplification(cut.served.get(HEAD), section.head_share_log)
+        judged.append((k, severity, ratio))
+    if not judged:
+        return None
+    return max(judged, key=lambda j: (_ORDER.index(j[1]), -math.inf if j[2] is None else j[2], -j[0]))
+
+
+def _unit(sections: MeasuredSections) -> str:
+    return "users (distinct per item)" if sections.settings.get("popularity") == "users" else "interactions"
+
+
+def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
+    """The verdict of a lists-only audit (module docstring)."""
+    section = sections.served
+    worst = None if section is None else worst_cutoff(section)
+    if section is None or worst is None:
+        return Verdict(False, "none", "Served lists not measured.", rule=LISTS_SEVERITY_RULE)
+    k, severity, ratio = worst
+    cut = section.at[k]
+    share, popular = cut.served.get(HEAD), cut.popular.get(HEAD)
+    times = "" if ratio is None else f", {ratio:.2f}x" if math.isfinite(ratio) else ", from none"
+    summary = (
+        f"The served lists give the top-1% most popular items {pct(share)} of their top-{k} slots, against "
+        f"{pct(section.head_share_log)} of the training {_unit(sections)}{times} (the most-popular list: {pct(popular)})."
+    )
+    if severity == "none":
+        summary += " They do not amplify popularity beyond the training log."
+        recommendations: list[str] = []
+    else:
+        summary += " The lists amplify popularity."
+        recommendations = [
+            "Audit the model that served these lists with the lists beside it (popaudit check MODEL "
+            f"{setting('recommendations')} FILE): its dot, cosine and norm-aware scorings show whether item norms "
+            "cause the skew, and what serving by another scoring would change.",
+            "Compare the head share per K above with the most-popular list's: lists close to it serve little "
+            "personalisation.",
+        ]
+    return Verdict(bias_detected=severity != "none", severity=severity, summary=summary,
+                   recommendations=recommendations, quoted_k=k, rule=LISTS_SEVERITY_RULE)

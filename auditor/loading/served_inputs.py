@@ -1,0 +1,154 @@
+"""Served lists in the load stage (``recommendations``, docs/served-lists.md).
+
+Two ways in:
+
+* **with a model** (:func:`served_for_model`): the lists are read through the audit's own
+  item rows and lined up with the queried users (row q: user q's served list, -1 where the
+  file has none), so retrieval measures them as the ``served`` scoring beside dot, cosine
+  and popular, and held-out accuracy scores them on the same users.
+* **lists alone** (:func:`load_lists_inputs`): no model, no table rows; the lists are
+  numbered over the catalogue of the training log and the lists, and the log's counts are
+  aligned to that catalogue.
+
+Every policy of reading (repeats refused, gaps compacted, cold items kept...) is
+:mod:`auditor.loading.served_lists`'; this module only decides what the lists are read
+against and which cut-offs they can answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from auditor.config import AuditConfig
+from auditor.errors import IdMappingError, setting
+from auditor.loading.alignment import align_counts
+from auditor.loading.history import eligible_users
+from auditor.loading.holdout import read_holdout
+from auditor.loading.ids import ids_to_numpy
+from auditor.loading.logs import open_log, read_ids
+from auditor.loading.served_lists import ServedLists, lists_for, read_served_lists
+from auditor.loading.statistics import InputCache
+from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
+from auditor.progress import SILENT, Progress
+from auditor.values import ItemRows, LogSpec, lookup_rows
+
+
+@dataclass
+class ListsInputs:
+    """What a lists-only audit measures: the lists, the log's counts over their catalogue,
+    the cut-offs they answer, and what was warned about."""
+
+    served: ServedLists
+    stats: ItemStats
+    ks: tuple[int, ...]
+    """The requested cut-offs the lists can answer (each at most the longest list)."""
+    warnings: list[str] = field(default_factory=list)
+    heldout: HeldOutQueries | None = None
+    """The held-out items of the served users who have some (``holdout``), at their list rows."""
+
+
+def served_for_model(
+    config: AuditConfig, bundle: ModelBundle, population: QueryPopulation | None, cache: InputCache,
+    progress: Progress = SILENT,
+) -> tuple[ServedLists, np.ndarray | None, list[str]]:
+    """The served lists read through the model's item rows; their rows lined up with the
+    queried users, padded to the largest K (None: the queries have no user identity); and
+    the warnings (the reader's, and queried users without a list)."""
+    spec = config.served_log
+    assert spec is not None
+    counted = config.interactions or config.frequencies
+    log_items = None if counted is None else cache.item_counts(config, need_users=False, progress=progress).ids
+    log_users = None if population is None else population.eligible_ids
+    served = read_served_lists(
+        spec, rank_col=config.rank_col, score_col=config.score_col, items=config.item_rows(bundle),
+        log_items=log_items, log_users=log_users, max_k=max(config.ks), max_memory=config.max_memory,
+        progress=progress,
+    )
+    notes = list(served.warnings)
+    if population is None:  # no retrieval: the lists are described, not measured
+        return served, None, notes
+    if population.raw_ids is None:
+        notes.append(f"the queries of {setting('queries')} {config.queries} carry no user identity: the served lists "
+                     f"of {served.source} cannot be lined up with them, so the served scoring is not measured")
+        return served, None, notes
+    rows, missing = lists_for(served, population.raw_ids)
+    width = max(config.ks)
+    if rows.shape[1] < width:  # every scoring's lists are as wide as the largest K
+        rows = np.hstack([rows, np.full((rows.shape[0], width - rows.shape[1]), -1, dtype=np.int64)])
+    if missing:
+        notes.append(
+            f"{missing:,} of the {population.n_queries:,} queried users have no list in {served.source}: the served "
+            "scoring serves them an empty list (no exposure; a miss for held-out accuracy)"
+        )
+    if served.k < width:
+        notes.append(
+            f"the served lists of {served.source} hold at most {served.k:,} items: the served scoring is measured over "
+            f"the slots they fill at cut-offs above that ({setting('ks')})"
+        )
+    return served, rows, notes
+
+
+def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress = SILENT) -> ListsInputs:
+    """The served lists of ``config.recommendations`` over the catalogue of the training
+    log and the lists, the log's counts aligned to it, and the cut-offs measured: every
+    requested K up to the longest list; a larger K is measured at the longest list's
+    length instead, with a warning (as retrieval clamps K to the catalogue)."""
+    spec = config.served_log
+    assert spec is not None
+    counts = cache.item_counts(config, need_users=True, progress=progress)
+    served = read_served_lists(
+        spec, rank_col=config.rank_col, score_col=config.score_col, log_items=counts.ids,
+        log_users=_log_users(config, counts.ids, progress), max_k=max(config.ks), max_memory=config.max_memory,
+        progress=progress,
+    )
+    warnings = list(served.warnings)
+    longest = served.k
+    for k in sorted(set(config.ks)):
+        if k > longest:
+            warnings.append(f"cut-off K={k} exceeds the longest served list ({longest:,} items in "
+                            f"{served.source}); measured at K={longest}")
+    ks = tuple(sorted({min(k, longest) for k in config.ks}))
+    heldout = None if config.holdout_log is None else _heldout(config.holdout_log, served, progress)
+    if heldout is not None:
+        warnings.extend(heldout.warnings)
+    return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings,
+                       heldout=heldout)
+
+
+def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQueries:
+    """The holdout over the lists' catalogue, at the rows of the served users who have held-out
+    items; held-out users without a list, and items neither trained nor served, left out and said."""
+    try:
+        held = read_holdout(spec, served.items, progress=progress)
+    except IdMappingError as exc:  # worded for a model's table: say what lists alone are numbered by
+        raise IdMappingError(f"no item of the held-out log {spec.path} ({setting('holdout')}) is in the training log "
+                             f"or the served lists of {served.source}: the holdout must come from the same "
+                             "catalogue") from exc
+    at = lookup_rows(held.users.raw_ids, served.user_ids)
+    listed = np.flatnonzero(at >= 0)
+    users = held.users.subset(listed)
+    notes = [w.replace("have an item without a row in the item table",
+                       "name an item neither in the training log nor in the served lists") for w in held.warnings]
+    unlisted = held.users.n - listed.size
+    if unlisted:
+        notes.append(f"{unlisted:,} of the {held.users.n:,} held-out users in {spec.path} have no served list in "
+                     f"{served.source}: left out of the accuracy")
+    return HeldOutQueries(
+        positions=at[listed], indptr=users.indptr, items=users.item_rows, source=str(spec.path),
+        n_interactions=held.n_interactions, n_dropped=held.n_dropped, n_not_sampled=unlisted, warnings=tuple(notes),
+    )
+
+
+def _log_users(config: AuditConfig, log_items: np.ndarray, progress: Progress) -> np.ndarray | None:
+    """The distinct users of the training log (None: counts made elsewhere, no users)."""
+    spec = config.training_log
+    if spec is None:
+        return None
+    log = open_log(spec)
+    if log.user_col is None:
+        return None
+    catalogue = ItemRows(log_items, int(len(log_items)))
+    users = read_ids(log, lambda as_strings: eligible_users(log, catalogue, as_strings, progress))
+    return ids_to_numpy(users, f"user column {log.user_col!r} of {log.path}")

@@ -1,0 +1,115 @@
+"""The served lists in every report (docs/served-lists.md): the file as read, and for a
+lists-only audit the measures of the served and most-popular lists per K, the headline's
+evidence and where the lists-only severity rule is explained."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from auditor.report.document import Block, Heading, Paragraph, Section, Table
+from auditor.report.formatting import fmt_num, fmt_pct, text_or_missing
+from auditor.result import AuditResult
+from auditor.sections import ServedCutoff, ServedSection
+
+TITLE = "Served lists"
+SERVED_NOTE = (
+    "The lists the service served, measured as they are: each list measure of the served top-K slots beside the "
+    "most-popular list (the same K most popular items for every user), over the catalogue of the training log "
+    "and the lists."
+)
+WITH_MODEL_NOTE = (
+    "The served lists are the 'served' scoring of the retrieval section, measured over the queried users beside "
+    "dot, cosine and popular (with their overlaps), and in the accuracy section when a holdout is given."
+)
+RETRIEVAL_NOTE = (
+    "No model: the lists were not served by dot product or cosine here. The served lists and the most-popular list, "
+    "measured at each K, are in the section \"Served lists\" (the JSON report's retrieval section)."
+)
+SEVERITY_POINTER = (
+    "Without a model, severity grades how much more of the served top-K slots the top-1% items get than their "
+    "share of the training interactions; the full rule: section \"Severity\" of popaudit's docs/served-lists.md."
+)
+
+
+def lists_only(result: AuditResult) -> bool:
+    """True for a lists-only audit (served lists measured, no model)."""
+    return result.served is not None and result.retrieval is None and bool(result.served.at)
+
+
+def headline_evidence(result: AuditResult) -> str:
+    """The numbers behind a lists-only verdict, for the headline."""
+    served = result.served
+    assert served is not None
+    k = result.verdict.quoted_k
+    cut = served.at.get(k) if k is not None else None
+    if cut is None:
+        return "served lists not measured"
+    return (f"top-1% items' share of the served top-{k} slots {fmt_pct(cut.served.get('head_share_1pct'))} vs "
+            f"{fmt_pct(served.head_share_log)} of the training interactions (most-popular list "
+            f"{fmt_pct(cut.popular.get('head_share_1pct'))}); no model: norms and conditions not assessed")
+
+
+def summary_table(served: ServedSection) -> Table:
+    """How the file was read and what was counted."""
+    rows = [
+        ("file", served.source),
+        ("users with a list", fmt_num(served.n_users)),
+        ("rows", fmt_num(served.n_rows)),
+        ("list length (shortest to longest)", f"{fmt_num(served.shortest)} to {fmt_num(served.longest)}"),
+        ("ordered by", served.order),
+        ("items measured over", fmt_num(served.n_catalogue)),
+        ("items served but never trained (kept, popularity 0)", fmt_num(served.n_cold_items)),
+    ]
+    if served.n_unknown_users is not None:
+        rows.append(("users absent from the training log (kept)", fmt_num(served.n_unknown_users)))
+    if served.n_unknown_items:
+        rows.append(("items without a row in the item table (slot left empty)", fmt_num(served.n_unknown_items)))
+    if served.n_queried_without_list is not None:
+        rows.append(("queried users served an empty list", fmt_num(served.n_queried_without_list)))
+    if served.head_share_log is not None:
+        rows.append(("top-1% items' share of the training interactions", fmt_pct(served.head_share_log)))
+    return Table(("served lists", "value"), tuple(rows), (False, False), wrap=(1,))
+
+
+def cutoff_table(k: int, cut: ServedCutoff, served: ServedSection) -> Table:
+    """One K: each list measure of the served lists and of the most-popular list."""
+    rows: list[tuple[str, ...]] = []
+    for metric, info in served.list_measures.items():
+        rows.append((info.label, *(_shown(listed.get(metric), info.display) for listed in (cut.served, cut.popular))))
+    rows.append(("share of the popular list in the served lists", fmt_pct(cut.overlap_popular), ""))
+    caption = f"Top-{k} lists" + (f"; {fmt_num(cut.n_short_lists)} lists hold fewer than {k} items." if cut.n_short_lists
+                                  else ".")
+    return Table(("measure", "served", "popular"), tuple(rows), (False, True, True), caption)
+
+
+def _shown(value: float | None, display: str) -> str:
+    return fmt_pct(value) if display == "pct" else fmt_num(value, int(display[3:]))
+
+
+def served_section(result: AuditResult, figures: Sequence[object]) -> Section | None:
+    """The served lists: the file as read, and (lists only) the measures per K."""
+    served = result.served
+    if served is None:
+        return None
+    blocks: list[Block] = [Paragraph(SERVED_NOTE if served.at else WITH_MODEL_NOTE, "note"), summary_table(served)]
+    for k, cut in sorted(served.at.items()):
+        blocks += [Heading(f"Top-{k}"), cutoff_table(k, cut, served)]
+    if served.definitions:
+        rows = tuple((name, text) for name, text in served.definitions.items())
+        blocks += [Heading("Definitions used"), Table(("name", "definition"), rows, (False, False), wrap=(1,))]
+    return Section("served", TITLE, tuple(blocks))
+
+
+def brief(result: AuditResult) -> list[Block]:
+    """The terminal's view of the served lists of a lists-only audit."""
+    served = result.served
+    if served is None or not served.at:
+        return []
+    blocks: list[Block] = [Paragraph(
+        f"Served lists: {fmt_num(served.n_users)} users of {served.source}, lists of {fmt_num(served.shortest)} to "
+        f"{fmt_num(served.longest)} items by {text_or_missing(served.order)}; the top-1% items hold "
+        f"{fmt_pct(served.head_share_log)} of the training interactions", "title")]
+    for k, cut in sorted(served.at.items()):
+        blocks.append(replace(cutoff_table(k, cut, served), title=f"Top-{k}", caption=""))
+    return blocks

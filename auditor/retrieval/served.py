@@ -1,0 +1,138 @@
+"""Served lists measured (``recommendations``, docs/served-lists.md).
+
+With a model, the served lists are one more scoring of :func:`auditor.retrieval.measure_retrieval`
+(``served``, beside dot, cosine and popular, with their overlaps); this module describes
+the file for the report's ``served`` section (:func:`describe_served`). Without a model,
+:func:`measure_served` measures the lists alone: every registered list measure of the
+served lists and of the most-popular list at each K, over the catalogue the lists were
+read against, and the top-1% items' share of the training interactions that the
+lists-only verdict compares the served head share with (:mod:`auditor.lists_verdict`).
+
+The most-popular list of a lists-only audit is the same K most popular items for every
+user: which items the service excluded for each user (their history, or anything else)
+is not known, so none is excluded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from auditor.errors import InputError, setting
+from auditor.loading.served_lists import ServedLists
+from auditor.metrics.builtin_measures import LIST_MEASURES
+from auditor.metrics.exposure import overlap
+from auditor.metrics.list_measures import ExposureMeasures
+from auditor.metrics.popularity_sets import head_mask
+from auditor.model import ItemStats
+from auditor.plugin_api import Slots
+from auditor.progress import SILENT, Progress
+from auditor.sections import ServedCutoff, ServedSection
+
+if TYPE_CHECKING:
+    from auditor.hookspecs import ListMeasure
+
+HEAD_PERCENT = 1.0
+"""The verdict's head: the top 1% of items by popularity (ties at the cut included)."""
+POPULAR_DEFINITION = (
+    "popular: the K most popular items of the training log (ties by catalogue row), the same list for every "
+    "served user (the items the service excluded for each user are not known, so none is excluded)"
+)
+CATALOGUE_DEFINITION = (
+    "catalogue: the distinct items of the training log and of the served lists; items served but never trained "
+    "count as popularity 0 (coverage and Gini are over this catalogue)"
+)
+
+
+@dataclass
+class ServedOutcome:
+    """A lists-only audit's measures, exposure counts and warnings."""
+
+    section: ServedSection
+    exposure: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    """``served``/``popular`` -> K -> exposure count per catalogue row."""
+    warnings: list[str] = field(default_factory=list)
+    lists: dict[str, np.ndarray] = field(default_factory=dict)
+    """``served``/``popular`` -> (users, K) item rows measured (held-out accuracy reads the same lists)."""
+
+
+def describe_served(served: ServedLists, n_without_list: int | None = None) -> ServedSection:
+    """The ``served`` section of a file: who was served, how it was read, what was counted."""
+    filled = (served.lists >= 0).sum(axis=1)
+    return ServedSection(
+        source=str(served.source),
+        n_users=served.n_users,
+        n_rows=served.n_rows,
+        longest=served.matrix.longest,
+        shortest=int(filled.min()) if filled.size else 0,
+        order=f"{served.order.kind} column {served.order.name!r}",
+        n_catalogue=served.items.n_items,
+        n_queried_without_list=n_without_list,
+        n_unknown_users=served.n_unknown_users,
+        n_cold_items=served.n_cold_items,
+        n_unknown_items=served.n_unknown_items,
+    )
+
+
+def popularity_of(stats: ItemStats, kind: str) -> np.ndarray:
+    """The popularity per catalogue row the measures use (the ``popularity`` setting)."""
+    if kind == "users":
+        if stats.user_counts is None:
+            raise InputError(f"{setting('popularity')} users needs distinct users per item, but the counts have none "
+                             f"(pass {setting('user_col')}, or use {setting('popularity')} interactions)")
+        return np.asarray(stats.user_counts, dtype=np.int64)
+    return np.asarray(stats.frequencies, dtype=np.int64)
+
+
+def head_share_of_log(popularity: np.ndarray) -> float | None:
+    """The top-1% items' share of all popularity (training interactions or users)."""
+    total = float(popularity.sum())
+    if total <= 0:
+        return None
+    return float(popularity[head_mask(popularity, HEAD_PERCENT)].sum()) / total
+
+
+def measure_served(
+    served: ServedLists,
+    stats: ItemStats,
+    ks: Sequence[int],
+    popularity: str = "interactions",
+    list_measures: Sequence[ListMeasure] = LIST_MEASURES,
+    progress: Progress = SILENT,
+) -> ServedOutcome:
+    """Every list measure of the served lists and of the most-popular list at each of
+    ``ks`` (each at most the lists' width), over ``served``'s catalogue."""
+    weights = popularity_of(stats, popularity)
+    n_items = served.items.n_items
+    measures = ExposureMeasures(weights, stats.user_counts, stats.n_users, measures=list_measures,
+                                item_ids=served.items.item_ids)
+    popular = np.broadcast_to(measures.popular_list(max(ks)), (served.n_users, min(max(ks), n_items)))
+    section = describe_served(served)
+    exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}
+    warnings: list[str] = []
+    with progress.track("served lists: exposure measures", len(ks)) as advance:
+        for k in ks:
+            mine, theirs = Slots(served.lists[:, :k], n_items), Slots(popular[:, :k], n_items)
+            short = int(((served.lists[:, :k] >= 0).sum(axis=1) < k).sum())
+            if short:
+                warnings.append(f"at K={k}, {short:,} of the {served.n_users:,} served lists hold fewer than {k} "
+                                "items: measured over the slots they fill")
+            # k <= the longest list <= the catalogue (a list shows an item once): both are k wide.
+            section.at[k] = ServedCutoff(served=measures.measure(mine), popular=measures.measure(theirs),
+                                         overlap_popular=overlap(theirs.lists, mine.lists), n_short_lists=short)
+            exposure["served"][k], exposure["popular"][k] = mine.counts, theirs.counts
+            advance(1)
+    section.head_share_log = head_share_of_log(weights)
+    section.list_measures = measures.info
+    section.definitions = {m.name: m.definition for m in list_measures}
+    section.definitions.update(
+        popular=POPULAR_DEFINITION, catalogue=CATALOGUE_DEFINITION,
+        overlap_served_popular="overlap_served_popular: mean over users of |served list ∩ popular list| / K",
+        head_share_log="head_share_log: the top-1% items' share of the training popularity "
+                       f"({'distinct users' if popularity == 'users' else 'interactions'}), the verdict's reference",
+    )
+    return ServedOutcome(section=section, exposure=exposure, warnings=warnings,
+                         lists={"served": served.lists, "popular": np.asarray(popular)})

@@ -1,0 +1,152 @@
+"""Hostile served lists through ``popaudit check --recommendations`` (issue #21 item 4).
+
+Every case of :mod:`tests.hostile.test_served_lists` runs again as a command line: the
+same exit code and ``Error:`` message, inputs unchanged, nothing left behind; a case the
+reader accepts must audit (exit 0) and write a JSON report whose warnings hold what the
+reader counted. Then the cases only the command has: its signature (MODEL optional only
+with ``--recommendations``), settings a lists-only audit refuses, an output naming the
+lists, lists beside a model that names none of the model's items, and gates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from .corpus import (
+    EXIT_ERROR,
+    EXIT_GATE,
+    EXIT_OK,
+    EXIT_USAGE,
+    FAST,
+    Built,
+    Case,
+    Outcome,
+    log,
+    params,
+    run_case,
+    table,
+    write,
+)
+from .test_served_lists import CASES, GOOD, as_cli
+
+# The reader's longest list is the matrix width only up to the largest K a check measures.
+_WIDE = {"recs-long-list-beyond-memory": ("-k", "5000")}
+# Refused by the option's own type before the reader sees it: a usage error, as for every path option.
+_USAGE = {"recs-folder": r"Invalid value for '--recommendations': File 'recs' is a directory"}
+# --user-col and --item-col name the columns of the log and of the lists alike (docs/served-lists.md).
+_ERRORS = {"recs-user-col-given": r"user column 'visitor' is not in log\.parquet; columns found: user_id, item_id"}
+
+
+def _cli_case(case: Case) -> Case:
+    """The library case as a command line: errors unchanged; successes audit and report."""
+    wide = _WIDE.get(case.id, ())
+    cli_build = as_cli(case.build)
+
+    def build(d: Path) -> Built:
+        built = cli_build(d)
+        if case.exit_code != EXIT_OK or case.id in _ERRORS:
+            return replace(built, args=[*built.args, *wide])
+        return replace(built, args=[*built.args, *wide, "--json", "report.json"], outputs=["report.json"],
+                       must_exist=["report.json"], check=_warned(case.stderr))
+
+    if case.id in _ERRORS:
+        return replace(case, id=f"cli-{case.id}", build=build, exit_code=EXIT_ERROR, error=_ERRORS[case.id],
+                       stdout=None, stderr=None)
+    if case.id in _USAGE:
+        return replace(case, id=f"cli-{case.id}", build=build, exit_code=EXIT_USAGE, error=_USAGE[case.id])
+    return replace(case, id=f"cli-{case.id}", build=build, stdout=None, stderr=None)
+
+
+def _warned(pattern: str | None) -> object:
+    """A check that the JSON report's warnings hold ``pattern`` (the reader's warning)."""
+
+    def check(work: Path, outcome: Outcome) -> None:
+        report = json.loads((work / "report.json").read_text())
+        assert report["retrieval"]["at"], "no served measures in the report"
+        if pattern is not None:
+            text = "\n".join(f"Warning: {w}" for w in report["warnings"])
+            assert re.search(pattern, text, re.S), f"{pattern!r} not in the report's warnings:\n{text}"
+
+    return check
+
+
+def _recs(*extra: str, model: bool = False, content: str = GOOD, outputs: tuple[str, ...] = (),
+          check: Callable[[Path, Outcome], None] | None = None, make: Callable[[Path], object] | None = None) -> object:
+    def build(d: Path) -> Built:
+        log(d)
+        if make is not None:
+            make(d)
+        write(d, "recs.csv", content)
+        head = ["check", table(d)] if model else ["check"]
+        return Built([*head, "--recommendations", "recs.csv", "--interactions", "log.parquet", *FAST, *extra],
+                     outputs=outputs, must_exist=outputs, check=check)
+
+    return build
+
+
+def _clamped(work: Path, outcome: Outcome) -> None:
+    """K=50 over lists of three: measured at K=3, and said."""
+    report = json.loads((work / "r.json").read_text())
+    assert list(report["retrieval"]["at"]) == ["3"] and report["settings"]["ks"] == [3]
+    assert any("K=50 exceeds the longest served list (3 items" in w for w in report["warnings"])
+
+
+def _partly_served(work: Path, outcome: Outcome) -> None:
+    """Lists for one of the five queried users: the others are served an empty list, counted."""
+    report = json.loads((work / "r.json").read_text())
+    assert report["served"]["n_queried_without_list"] == 4
+    assert any(re.search(r"4 of the 5 queried users have no list in recs\.csv", w) for w in report["warnings"])
+    assert report["retrieval"]["at"]["3"]["served"]["coverage"] is not None
+
+
+def _strangers(d: Path) -> None:
+    """A holdout of items neither in the log (items 0..9) nor in the lists."""
+    write(d, "strangers.csv", "user_id,item_id\n0,500\n1,501\n")
+
+
+def _no_model(*args: str) -> object:
+    def build(d: Path) -> Built:
+        log(d)
+        write(d, "recs.csv", GOOD)
+        return Built(["check", *args])
+
+    return build
+
+
+OWN_CASES = [
+    Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
+         r"Missing argument 'MODEL' \(or --recommendations FILE to audit served lists alone\)"),
+    Case("cli-recs-rank-col-without-lists", _no_model("--interactions", "log.parquet", "--rank-col", "rank"),
+         EXIT_USAGE, r"Missing argument 'MODEL'"),
+    Case("cli-recs-score-col-without-lists", lambda d: Built(["check", table(d), "--score-col", "score"]),
+         EXIT_USAGE, r"--score-col names a column of --recommendations, which was not given"),
+    Case("cli-recs-alone-without-log", _no_model("--recommendations", "recs.csv"), EXIT_ERROR,
+         r"served lists alone are measured against the training log: pass --interactions"),
+    Case("cli-recs-alone-holdout-of-strangers", _recs("--holdout", "strangers.csv", make=_strangers), EXIT_ERROR,
+         r"no item of the held-out log strangers\.csv \(--holdout\) is in the training log or the served lists of "
+         r"recs\.csv: the holdout must come from the same catalogue"),
+    Case("cli-recs-output-over-lists", _recs("--json", "recs.csv"), EXIT_ERROR, r"recs\.csv.*--recommendations"),
+    Case("cli-recs-beside-model-no-item-has-a-row", _recs(model=True, content="user_id,item_id,rank\n0,500,1\n"),
+         EXIT_ERROR, r"none of the 1 items in recs\.csv \(column 'item_id'\) has a row in the item table \(10 rows\)"),
+    Case("cli-recs-gate-trips", _recs("-k", "3", "--fail-on", "head_share_1pct_served@3>0.01"), EXIT_GATE, None,
+         stderr=r"head_share_1pct_served@3>0\.01: 0\.1667 \(TRIPPED\)"),
+    Case("cli-recs-gate-on-a-model-measure", _recs("--fail-on", "spearman>0.5"), EXIT_ERROR, r"spearman"),
+    Case("cli-recs-beside-model-some-users-without-list",
+         _recs("-k", "3", "--json", "r.json", model=True, content="user_id,item_id,rank\n0,3,1\n0,5,2\n0,9,3\n",
+               outputs=("r.json",), check=_partly_served), EXIT_OK, None),
+    Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
+                                                   check=_clamped), EXIT_OK, None),
+]
+# The gate case: two lists of three over items 0..9 of a log where item i is seen i + 1
+# times; the top 1% (ties in) is item 9 alone, served once in six slots at K=3.
+
+
+@pytest.mark.parametrize("case", params([*map(_cli_case, CASES), *OWN_CASES]))
+def test_hostile_served_lists_cli(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)

@@ -1,0 +1,342 @@
+"""`popaudit check --recommendations` (issue #21 item 4): served lists audited alone (no
+model) and beside a model as the `served` scoring, through run_audit and the CLI.
+
+Known answers: a served-lists file written from the model's own dot top-K gives the
+audit's dot figures (exposure, accuracy, overlap 1 with dot); the lists-only figures of
+the fixture equal what RecTools recorded (tests/data/served_lists/expected.json)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+
+from auditor.audit import run_audit
+from auditor.cli import cli
+from auditor.config import AuditConfig
+from auditor.errors import InputError
+from auditor.result import AuditResult
+
+DATA = Path(__file__).resolve().parent / "data" / "served_lists"
+EXPECTED = json.loads((DATA / "expected.json").read_text())
+KS = (1, 5, 10)
+N_ITEMS, N_USERS, DIM = 60, 40, 8
+
+
+def _invoke(*args: object) -> Result:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def _model(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A biased table with a user table, its Zipf log (raw item ids 700 + row) and a holdout."""
+    rng = np.random.default_rng(4)
+    popularity = (25 / np.arange(1, N_ITEMS + 1) ** 0.9).astype(int) + 1
+    directions = rng.standard_normal((N_ITEMS, DIM))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    items = (directions * np.log1p(popularity)[:, None]).astype(np.float32)
+    users = rng.standard_normal((N_USERS, DIM)).astype(np.float32)
+    rows = np.repeat(np.arange(N_ITEMS), popularity)
+    log = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"user_id": rng.integers(0, N_USERS, rows.size), "item_id": rows}), log)
+    holdout = tmp_path / "holdout.parquet"
+    pq.write_table(pa.table({"user_id": np.arange(N_USERS), "item_id": rng.integers(0, N_ITEMS, N_USERS)}), holdout)
+    model = tmp_path / "model.pt"
+    import torch
+
+    torch.save({"item_embedding.weight": torch.from_numpy(items), "user_embedding.weight": torch.from_numpy(users)}, model)
+    return model, log, holdout
+
+
+def _dot_lists(tmp_path: Path, population_ids: np.ndarray, lists: np.ndarray) -> Path:
+    """The audit's dot top-K as a served-lists file (rank column, rows shuffled)."""
+    query, slot = np.nonzero(lists >= 0)
+    order = np.random.default_rng(1).permutation(query.size)
+    query, slot = query[order], slot[order]
+    path = tmp_path / "served.csv"
+    table = pa.table({"user_id": population_ids[query], "item_id": lists[query, slot], "rank": slot + 1})
+    pacsv.write_csv(table, path)
+    return path
+
+
+@pytest.fixture()
+def dot_file(tmp_path: Path) -> tuple[Path, Path, Path, Path, AuditResult]:
+    """The model, its log and holdout, the audit of the model alone, and its dot top-10 as a file."""
+    from auditor.loading.inputs import load_inputs
+    from auditor.plugins import get_plugin_manager
+    from auditor.retrieval import measure_retrieval
+
+    model, log, holdout = _model(tmp_path)
+    config = AuditConfig(model=model, interactions=log, holdout=holdout, ks=KS, probes=False, bootstrap=0)
+    result = run_audit(config)
+    inputs = load_inputs(config, get_plugin_manager(()))
+    assert inputs.population is not None and inputs.stats is not None and inputs.population.raw_ids is not None
+    outcome = measure_retrieval(inputs.bundle, inputs.stats, config, inputs.population)
+    path = _dot_lists(tmp_path, inputs.population.raw_ids, outcome.lists["dot"])
+    return model, log, holdout, path, result
+
+
+def test_served_dot_lists_beside_the_model_equal_its_dot_scoring(dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
+    model, log, holdout, served, alone = dot_file
+    config = AuditConfig(model=model, interactions=log, holdout=holdout, ks=KS, probes=False, bootstrap=0,
+                         recommendations=served)
+    result = run_audit(config)
+    assert result.retrieval is not None and alone.retrieval is not None and result.accuracy is not None
+    for k in KS:
+        cut = result.retrieval.at[k]
+        assert dict(cut.norm_aware["served"]) == pytest.approx(dict(alone.retrieval.at[k].dot)), k
+        assert dict(cut.dot) == pytest.approx(dict(alone.retrieval.at[k].dot))  # the lists change no other figure
+        assert cut.overlap_served["dot"] == 1.0
+        assert cut.overlap_served["cosine"] == pytest.approx(cut.overlap_dot_cosine)
+        assert result.accuracy.at[k]["served"] == result.accuracy.at[k]["dot"], k
+    assert result.accuracy.recommended != "served"  # a reference point, never a way to serve
+    flat = result.flat_metrics()
+    assert flat["head_share_1pct_served@10"] == flat["head_share_1pct_dot@10"]
+    assert flat["overlap_served_dot@10"] == 1.0 and flat["ndcg_served@10"] == flat["ndcg_dot@10"]
+    assert result.served is not None and result.served.n_queried_without_list == 0
+    assert result.served.n_users == N_USERS and result.served.longest == max(KS)
+
+
+def test_served_dot_lists_alone_give_the_models_dot_figures(dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
+    _model_path, log, _holdout, served, alone = dot_file
+    result = run_audit(AuditConfig(model=None, interactions=log, ks=KS, recommendations=served))
+    assert result.served is not None and alone.retrieval is not None
+    assert result.retrieval is None and result.frequency_norm is None and result.conditions is None
+    assert {"frequency_norm", "dot_cosine", "accuracy", "conditions", "probes"} <= set(result.not_measured)
+    report = result.to_dict()  # the JSON's retrieval section holds the served lists as the scoring `served`
+    assert report["retrieval"]["at"]["10"]["served"] == pytest.approx(dict(alone.retrieval.at[10].dot))
+    assert "dot" not in report["retrieval"]["at"]["10"] and "retrieval" not in report["not_measured"]
+    for k in KS:  # every table item is in the log: only the row numbering differs, and no figure depends on it
+        assert dict(result.served.at[k].served) == pytest.approx(dict(alone.retrieval.at[k].dot)), k
+
+
+@pytest.mark.parametrize("k", EXPECTED["ks"])
+def test_lists_alone_equal_rectools_figures(k: int) -> None:
+    expected = EXPECTED["rectools"][str(k)]
+    result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=tuple(EXPECTED["ks"]),
+                                   recommendations=DATA / "recs.csv"))
+    flat = result.flat_metrics()
+    assert flat[f"arp_served@{k}"] == pytest.approx(expected["AvgRecPopularity"])
+    assert flat[f"novelty_served@{k}"] == pytest.approx(expected["MeanInvUserFreq"])
+    assert flat[f"coverage_served@{k}"] == pytest.approx(expected["CatalogCoverage_normalized"])
+
+
+def test_lists_alone_verdict_compares_the_served_head_with_the_log() -> None:
+    result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 3, 5, 10),
+                                   recommendations=DATA / "recs_scores.csv"))
+    served = result.served
+    assert served is not None and sorted(served.at) == [1, 3, 5]  # K=10 measured at the longest list, 5
+    assert any("K=10 exceeds the longest served list" in w for w in result.warnings)
+    # The head: item 101 (1% of 32 items, ties at the cut in), 111 of the 400 interactions.
+    assert served.head_share_log == pytest.approx(111 / 400)
+    assert result.verdict.severity == "none" and not result.verdict.bias_detected
+    assert result.verdict.quoted_k in served.at and "docs/served-lists.md" in result.verdict.rule
+    assert served.at[5].n_short_lists == 2 and served.shortest == 3 and served.longest == 5
+
+
+def test_popular_lists_served_as_they_are_amplify_popularity(tmp_path: Path) -> None:
+    # Every user served the log's 3 most popular items: the top-1% item takes a third of the slots.
+    users = np.repeat(np.arange(1, 11), 3)
+    recs = tmp_path / "popular.csv"
+    recs.write_text("user_id,item_id,rank\n" + "".join(
+        f"{u},{i},{r}\n" for u, (i, r) in zip(users, [(101, 1), (102, 2), (103, 3)] * 10)))
+    result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 3),
+                                   recommendations=recs))
+    assert result.served is not None
+    assert result.served.at[1].served["head_share_1pct"] == 1.0
+    assert result.verdict.severity == "high" and result.verdict.bias_detected
+    assert result.verdict.quoted_k == 1
+
+
+def test_settings_a_lists_alone_audit_refuses() -> None:
+    with pytest.raises(InputError, match="--recommendations|recommendations"):
+        AuditConfig(model=None, interactions=DATA / "train.csv")
+    with pytest.raises(InputError, match="interactions"):
+        AuditConfig(model=None, recommendations=DATA / "recs.csv")
+    with pytest.raises(InputError, match="rank.col"):
+        AuditConfig(model=Path("m.npy"), rank_col="rank")
+
+
+def test_cli_lists_alone_gates_and_reports(tmp_path: Path) -> None:
+    base = ["check", "--recommendations", DATA / "recs.csv", "--interactions", DATA / "train.csv", "-k", "3", "-q"]
+    report = tmp_path / "report.json"
+    tripped = _invoke(*base, "--json", report, "--fail-on", "head_share_1pct_served@3>0.02")
+    assert tripped.exit_code == 3, tripped.output
+    assert json.loads(report.read_text())["retrieval"]["at"]["3"]["served"]["arp"] == pytest.approx(
+        EXPECTED["rectools"]["3"]["AvgRecPopularity"])
+    held = _invoke(*base, "--fail-on", "head_share_1pct_served@3>0.05", "--fail-on", "arp_popular@3<10")
+    assert held.exit_code == 0, held.output
+    for fmt in ("markdown", "html"):
+        out = tmp_path / f"report.{fmt}"
+        assert _invoke(*base, "--format", fmt, "-o", out).exit_code == 0
+        text = out.read_text()
+        assert "Served lists" in text and "Not measured" in text and "no model" in text
+    unmeasured = _invoke(*base, "--fail-on", "spearman>0.5")
+    assert unmeasured.exit_code == 1 and "spearman" in unmeasured.output
+
+
+def test_cli_usage_errors() -> None:
+    missing = CliRunner().invoke(cli, ["check", "--interactions", str(DATA / "train.csv")])
+    assert missing.exit_code == 2 and "MODEL" in missing.output and "--recommendations" in missing.output
+    stray = CliRunner().invoke(cli, ["check", "--interactions", str(DATA / "train.csv"), "--recommendations",
+                                     str(DATA / "recs.csv"), "--rank-col", "rank", "--score-col", "score"])
+    assert stray.exit_code == 1 and "not both" in stray.output
+    lone = CliRunner().invoke(cli, ["check", "m.npy", "--score-col", "score"])
+    assert lone.exit_code == 2 and "--recommendations" in lone.output
+
+
+def test_cli_rank_and_score_columns(tmp_path: Path) -> None:
+    renamed = tmp_path / "renamed.csv"
+    text = (DATA / "recs_scores.csv").read_text().replace("score", "how_good", 1)
+    renamed.write_text(text)
+    report = tmp_path / "r.json"
+    base = ["check", "--recommendations", renamed, "--interactions", DATA / "train.csv", "-k", "5", "-q"]
+    unnamed = _invoke(*base)
+    assert unnamed.exit_code == 1 and "--score-col" in unnamed.output
+    named = _invoke(*base, "--score-col", "how_good", "--json", report)
+    assert named.exit_code == 0, named.output
+    written = json.loads(report.read_text())
+    assert written["served"]["order"] == "score column 'how_good'"
+    assert written["retrieval"]["at"]["5"]["served"]["arp"] == pytest.approx(EXPECTED["rectools"]["5"]["AvgRecPopularity"])
+
+
+@pytest.mark.slow  # a batch run: about 20 s on two shared cores
+def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
+    model, log, _holdout, served, alone = dot_file
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(
+        "label,model,recommendations,interactions,k\n"
+        f"alone,,{DATA / 'recs.csv'},{DATA / 'train.csv'},\"1,3,5\"\n"
+        f"beside,{model},{served},{log},10\n"
+        f"lists-of-the-model,,{served},{log},10\n"
+        f"nothing,,,{log},10\n"
+    )
+    results = tmp_path / "results.parquet"
+    run = _invoke("batch", manifest, "-o", results, "--bootstrap", "0", "--no-probes", "-q",
+                  "--fail-on", "head_share_1pct_served@5>0.5")
+    assert run.exit_code == 0, run.output  # a failed row is reported in its row; no gate tripped
+    table = pq.read_table(results).to_pylist()
+    by_label = {row["label"]: row for row in table}
+    assert by_label["alone"]["status"] == "ok" and by_label["beside"]["status"] == "ok"
+    assert by_label["alone"]["arp_served@5"] == pytest.approx(EXPECTED["rectools"]["5"]["AvgRecPopularity"])
+    assert alone.retrieval is not None
+    dot = alone.retrieval.at[10].dot
+    for label in ("beside", "lists-of-the-model"):
+        assert by_label[label]["head_share_1pct_served@10"] == pytest.approx(dot["head_share_1pct"]), label
+        assert by_label[label]["gini_served@10"] == pytest.approx(dot["gini"]), label
+    assert by_label["beside"]["overlap_served_dot@10"] == 1.0
+    assert by_label["nothing"]["status"] != "ok" and "recommendations" in (by_label["nothing"]["error"] or "")
+
+
+def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:
+    # Interactions and distinct users per item of train.csv, counted here: RecTools' ARP and
+    # coverage need only the counts; novelty needs the log's number of users, which counts lack.
+    rows = [line.split(",") for line in (DATA / "train.csv").read_text().split()[1:]]
+    users: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for user, item in rows:
+        users.setdefault(item, set()).add(user)
+        counts[item] = counts.get(item, 0) + 1
+    frequencies = tmp_path / "counts.csv"
+    frequencies.write_text("item_id,count,users\n" + "".join(f"{i},{counts[i]},{len(users[i])}\n" for i in counts))
+    result = run_audit(AuditConfig(model=None, frequencies=frequencies, ks=(1, 3, 5), recommendations=DATA / "recs.csv",
+                                   id_offset=1, item_ids=DATA / "train.csv"))
+    assert result.served is not None
+    for k in (1, 3, 5):
+        expected = EXPECTED["rectools"][str(k)]
+        assert result.served.at[k].served["arp"] == pytest.approx(expected["AvgRecPopularity"])
+        assert result.served.at[k].served["coverage"] == pytest.approx(expected["CatalogCoverage_normalized"])
+        assert result.served.at[k].served["novelty"] is None
+    assert "novelty" in result.not_measured and result.served.n_unknown_users is None
+    ignored = r"^(--item-ids|item_ids), (--id-offset|id_offset) ignored: they apply to a model"
+    assert any(re.match(ignored, w) for w in result.warnings), result.warnings
+
+
+PLUGIN = '''
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from auditor.hookspecs import hookimpl
+
+
+@dataclass(frozen=True)
+class TopItemShare:
+    name: str = "top_item_share"
+    label: str = "share of slots held by the most popular item"
+    display: str = "pct"
+    definition: str = "top_item_share: filled slots holding the most popular item / filled slots"
+
+    def bind(self, context: Any) -> Any:
+        top = int(np.argmax(context.popularity))
+
+        def measure(slots: Any) -> float:
+            filled = slots.valid.sum()
+            return float((slots.lists == top).sum() / filled) if filled else float("nan")
+
+        return measure
+
+
+@hookimpl
+def popaudit_measures() -> list[Any]:
+    return [TopItemShare()]
+'''
+
+
+def test_lists_alone_measure_plugin_list_measures(tmp_path: Path) -> None:
+    plugin = tmp_path / "top_item.py"
+    plugin.write_text(PLUGIN)
+    report = tmp_path / "r.json"
+    base = ["check", "--recommendations", DATA / "recs.csv", "--interactions", DATA / "train.csv", "-k", "3", "-q",
+            "--plugin", plugin, "--json", report]
+    # Item 101 is the log's most popular; recs.csv serves it once in its 45 top-3 slots (hand-counted below).
+    lines = [line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:]]
+    expected = sum(item == "101" and int(rank) <= 3 for _user, item, rank in lines) / 45
+    run = _invoke(*base, "--fail-on", f"top_item_share_served@3>{expected + 1e-9}")
+    assert run.exit_code == 0, run.output
+    served = json.loads(report.read_text())["retrieval"]["at"]["3"]
+    assert served["served"]["top_item_share"] == pytest.approx(expected)
+    assert served["popular"]["top_item_share"] == pytest.approx(1 / 3)
+    assert _invoke(*base, "--fail-on", f"top_item_share_served@3>={expected}").exit_code == 3
+
+
+def test_served_lists_beside_anonymous_queries_are_said_not_measured(
+        tmp_path: Path, dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
+    model, log, _holdout, served, _alone = dot_file
+    queries = tmp_path / "queries.npy"
+    np.save(queries, np.random.default_rng(0).standard_normal((6, DIM)).astype(np.float32))
+    result = run_audit(AuditConfig(model=model, interactions=log, queries=str(queries), ks=KS, probes=False,
+                                   bootstrap=0, recommendations=served))
+    assert result.retrieval is not None and "served" not in result.retrieval.at[10].norm_aware
+    assert any("carry no user identity" in w and "served scoring is not measured" in w for w in result.warnings)
+    assert result.served is not None and result.served.n_users == N_USERS
+
+
+def test_lists_alone_held_out_accuracy(tmp_path: Path) -> None:
+    # Each user's held-out item is their own rank-1 served item: the served lists hit it first
+    # (every measure 1 at every K); the most-popular list hits it only where it is item 101,
+    # the log's most popular. User 500 has no list: left out, counted.
+    lines = [line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:]]
+    first = {user: item for user, item, rank in lines if rank == "1"}
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text("user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in first.items()) + "500,101\n")
+    result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 5),
+                                   recommendations=DATA / "recs.csv", holdout=holdout, bootstrap=0))
+    accuracy = result.accuracy
+    assert accuracy is not None and accuracy.n_users_evaluated == 15 and accuracy.n_users_not_sampled == 1
+    for k in (1, 5):
+        served = accuracy.at[k]["served"]
+        assert (served.recall, served.ndcg, served.hit_rate, served.mrr) == (1.0, 1.0, 1.0, 1.0)
+    share = sum(item == "101" for item in first.values()) / 15
+    assert accuracy.at[1]["popular"].hit_rate == pytest.approx(share)
+    assert accuracy.recommended is None and "accuracy" not in result.not_measured
+    assert any("1 of the 16 held-out users" in w and "no served list" in w for w in result.warnings)
+    flat = result.flat_metrics()
+    assert flat["ndcg_served@5"] == 1.0 and flat["hit_rate_popular@1"] == pytest.approx(share)
