@@ -132,7 +132,7 @@ def test_trust_pickle_flag_applies_to_every_row(tmp_path: Path) -> None:
     assert str(os.getpid()) not in marker.read_text()
     rows = pq.read_table(tmp_path / "trusted.parquet").to_pylist()
     assert [r["status"] for r in rows] == ["ok", "ok", "ok"]
-    assert ["fully unpickled (--trust-pickle)" in r["report_json"] for r in rows] == [True, False, True]
+    assert ["fully unpickled (trust_pickle)" in r["report_json"] for r in rows] == [True, False, True]
     assert snapshot(tmp_path, skip=("plain.parquet", "trusted.parquet", "unpickled.log")) == before
 
 

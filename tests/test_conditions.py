@@ -161,12 +161,12 @@ def test_c1_lightning_style_config_and_popaudit_config() -> None:
 def test_c1_declared_flags_fill_gaps_and_lose_conflicts() -> None:
     assert _c(_bundle())[0]["C1"].status == "unknown"
     conds, _ = _c(_bundle(), DeclaredTraining(optimizer="sgd", momentum=0.0, weight_decay=0.0, lr=0.3))
-    assert conds["C1"].status == "holds" and "--optimizer" in conds["C1"].evidence
+    assert conds["C1"].status == "holds" and "optimizer" in conds["C1"].evidence
     # A declared "sgd" is torch.optim.SGD: momentum 0 and weight decay 0 unless declared, said as assumed.
     conds, _ = _c(_bundle(), DeclaredTraining(optimizer="sgd"))
     assert conds["C1"].status == "holds"
     assert "SGD (momentum=0, weight_decay=0)" in conds["C1"].evidence
-    assert "torch.optim.SGD's default, assumed from --optimizer sgd" in conds["C1"].evidence
+    assert "torch.optim.SGD's default, assumed from optimizer sgd" in conds["C1"].evidence
     assert _c(_bundle(), DeclaredTraining(optimizer="sgd", weight_decay=1e-4))[0]["C1"].status == "violated"
     assert _c(_bundle(), DeclaredTraining(optimizer="nesterov"))[0]["C1"].status == "violated"
     # A config that names SGD without its settings is not a declaration: still unknown.
@@ -176,12 +176,12 @@ def test_c1_declared_flags_fill_gaps_and_lose_conflicts() -> None:
     assert conds["C1"].status == "violated"
     conds, _ = _c(_bundle(), DeclaredTraining(momentum=0.0, weight_decay=0.0))
     assert conds["C1"].status == "unknown"  # Adam would still violate C1
-    # The file shows momentum 0.9; --momentum 0 is a conflict: a warning, and the file wins.
+    # The file shows momentum 0.9; momentum 0 is a conflict: a warning, and the file wins.
     conds, warnings = _c(_bundle(_state(torch.optim.SGD, lr=0.1, momentum=0.9)),
                          DeclaredTraining(optimizer="adam", momentum=0.0))
     assert conds["C1"].status == "violated"
-    assert any("--momentum 0 conflicts" in w and "file wins" in w for w in warnings)
-    assert any("--optimizer adam conflicts" in w for w in warnings)
+    assert any("momentum 0 conflicts" in w and "file wins" in w for w in warnings)
+    assert any("optimizer adam conflicts" in w for w in warnings)
 
 
 def test_c1_unrecognised_optimizer_state() -> None:
@@ -241,9 +241,9 @@ def test_c4_from_config_flag_and_conflict() -> None:
     assert _c(_bundle(config={"loss": "infonce-dot"}))[0]["C4"].status == "violated"
     assert _c(_bundle())[0]["C4"].status == "unknown"
     conds, _ = _c(_bundle(), DeclaredTraining(loss="cosine"))
-    assert conds["C4"].status == "holds" and "--loss" in conds["C4"].evidence
+    assert conds["C4"].status == "holds" and "loss" in conds["C4"].evidence
     conds, warnings = _c(_bundle(config={"loss": "infonce-dot"}), DeclaredTraining(loss="cosine"))
-    assert conds["C4"].status == "violated" and any("--loss cosine conflicts" in w for w in warnings)
+    assert conds["C4"].status == "violated" and any("loss cosine conflicts" in w for w in warnings)
 
 
 # ---------------------------------------------------------------------------- live models
@@ -461,7 +461,7 @@ def test_c5_with_a_declared_lr_reads_the_table_without_a_probe() -> None:
     declared = DeclaredTraining(optimizer="sgd", lr=1.0)
     grown = _c(_bundle(), declared, frequency_norm=_fn(0.62, 0.55, 0.68))[0]["C5"]
     assert grown.status == "holds"
-    assert grown.evidence.startswith("lr=1 (--lr); no probe step ran, but the table shows the growth materialised")
+    assert grown.evidence.startswith("lr=1 (lr); no probe step ran, but the table shows the growth materialised")
     assert "Spearman ρ = 0.62, 95% CI [0.55, 0.68]" in grown.evidence
     # No growth while every update was orthogonal (C1-C4 hold): the lr was too small.
     orthogonal = {key: Condition(CONDITION_NAMES[key], "holds", "test") for key in ("C1", "C2", "C3", "C4")}

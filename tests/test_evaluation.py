@@ -162,7 +162,7 @@ def test_without_holdout_exposure_is_the_same_and_the_report_says_how_to_measure
     common = dict(model=model_files / "model.pt", interactions=model_files / "train.parquet", probes=False,
                   bootstrap=0)
     result = run_audit(AuditConfig(**common))  # type: ignore[arg-type]
-    assert result.accuracy is None and "pass --holdout PATH" in result.not_measured["accuracy"]
+    assert result.accuracy is None and "pass holdout PATH" in result.not_measured["accuracy"]
     assert set(result.retrieval.at[10].scorings()) == {"dot", "cosine", "popular", "alpha_0.25", "alpha_0.5",
                                                        "alpha_0.75"}
     # One population: the holdout adds accuracy and changes no exposure figure or verdict.

@@ -73,14 +73,14 @@ def test_the_raw_ids_come_first_and_an_offset_only_on_evidence() -> None:
         check_assumed_rows(dense, 100, RowIdPolicy(), "item", "log.csv")
     except IdMappingError as exc:
         message = str(exc)
-    assert message.index("--item-ids FILE") < message.index("--id-offset 1")
-    assert "if the rows are the ids minus 1 (1-based ids), pass --id-offset 1 instead" in message
+    assert message.index("item_ids FILE") < message.index("id_offset 1")
+    assert "if the rows are the ids minus 1 (1-based ids), pass id_offset 1 instead" in message
     sparse = np.array([1, 5, 40, 100])  # ids fit after a shift, but cover 4% of the rows: no evidence
     try:
         check_assumed_rows(sparse, 100, RowIdPolicy(), "item", "log.csv")
     except IdMappingError as exc:
         message = str(exc)
-    assert "--item-ids FILE" in message and "--id-offset" not in message
+    assert "item_ids FILE" in message and "id_offset" not in message
 
 
 def test_ids_that_fit_by_chance_are_warned_about() -> None:
@@ -88,13 +88,13 @@ def test_ids_that_fit_by_chance_are_warned_about() -> None:
     # Rows 1..9 all occur, row 0 never: 1-based ids whose last item is not in the log.
     [one_based] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "log.csv", table_row0)
     assert "row 0 of the item table never occurs in log.csv while every other row does" in one_based
-    assert "pass --id-offset 1 (row = id − 1)" in one_based
+    assert "pass id_offset 1 (row = id − 1)" in one_based
     # The same with row 0 all zeros: a padding row, named as such.
     [padding] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "model.onnx log", np.zeros(4))
     assert "all zeros" in padding and "padding row (as nn.Embedding(n + 1, padding_idx=0) keeps)" in padding
-    # --assume-row-ids over 1-based ids: only the last id (10) has no row.
+    # assume_row_ids over 1-based ids: only the last id (10) has no row.
     [assumed] = offset_signals(np.arange(1, 11), 10, RowIdPolicy(assume_row_ids=True), "item", "log.csv", table_row0)
-    assert "only the largest item id of log.csv (10) has no row" in assumed and "--id-offset 1" in assumed
+    assert "only the largest item id of log.csv (10) has no row" in assumed and "id_offset 1" in assumed
     # No signal: row 0 occurs, or some other row is missing too, or an offset was given.
     assert offset_signals(np.arange(0, 10), 10, RowIdPolicy(), "item", "log.csv", table_row0) == []
     assert offset_signals(np.arange(2, 10), 10, RowIdPolicy(), "item", "log.csv", table_row0) == []

@@ -176,7 +176,7 @@ def test_pickle_of_an_object_without_tensors_is_refused_without_trust(tmp_path, 
         _load(path, pm)
     msg = str(err.value)
     assert f"{path} holds a pickled {Opaque.__module__}.Opaque that popaudit cannot read" in msg
-    assert "--trust-pickle" in msg and "runs code from the file" in msg
+    assert "trust_pickle" in msg and "runs code from the file" in msg
     # With trust the real object is unpickled; it still holds no table, which is now the error.
     with pytest.raises(ModelLoadError, match="holds an object of type Opaque, not a state dict") as err:
         _load(path, pm, trust_pickle=True)
@@ -195,7 +195,7 @@ def test_pickled_module_is_loaded_with_trust(tmp_path, pm):
     assert bundle.item_key == "item_embedding.weight"
     np.testing.assert_array_equal(bundle.item_table, model.item_embedding.weight.detach().numpy())
     assert bundle.user_table.shape == (N_USERS, DIM)
-    assert any(w == f"{path} was fully unpickled (--trust-pickle)" for w in bundle.warnings)
+    assert any(w == f"{path} was fully unpickled (trust_pickle)" for w in bundle.warnings)
 
 
 def test_pickled_module_checkpoint_is_read_with_and_without_trust(tmp_path, pm):
@@ -247,9 +247,9 @@ def test_bad_torchscript_archive_always_gives_a_reason(tmp_path, pm):
             dst.writestr(info, data.replace(b"def forward", b"def forward(((") if info.filename.endswith(".py") else data)
     bundle = _load(broken, pm, trust_pickle=True)
     assert bundle.module is None and bundle.item_key == "item_embedding.weight"
-    (note,) = [w for w in bundle.warnings if "--trust-pickle" in w]
+    (note,) = [w for w in bundle.warnings if "trust_pickle" in w]
     assert re.fullmatch(
-        re.escape(f"cannot unpickle {broken} even with --trust-pickle: ")
+        re.escape(f"cannot unpickle {broken} even with trust_pickle: ")
         + r"RuntimeError: [A-Za-z][^;]*[a-z]; the tables were read without running the file",
         note,
     ), note

@@ -481,7 +481,7 @@ class _Result:
 def test_recommended_alpha_reads_the_trade_off() -> None:
     kept = "At K=10, no serving change is clearly better than dot: the best alternative, alpha_0.75, keeps ..."
     with pytest.raises(NoClearGainError, match=r"wrote nothing: the trade-off keeps dot-product serving\. At K=10, "
-                       r"no serving change .* the best available is --alpha 0\.75 \(alpha_0\.75\): pass it"):
+                       r"no serving change .* the best available is alpha 0\.75 \(alpha_0\.75\): pass it"):
         recommended_alpha(_Result(_Accuracy("dot", kept, "alpha_0.75")))
     assert recommended_alpha(_Result(_Accuracy("cosine"))) == 0.0
     assert recommended_alpha(_Result(_Accuracy("alpha_0.25"))) == 0.25

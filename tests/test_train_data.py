@@ -140,5 +140,5 @@ def test_read_errors_name_the_problem(tmp_path: Path) -> None:
     path.write_text("item_id,rating\n1,2\n3,4\n")
     with pytest.raises(InteractionsError, match="user"):
         read_interactions(path)
-    with pytest.raises(InputError, match="data-format"):
+    with pytest.raises(InputError, match="data_format"):
         read_interactions(path, fmt="xlsx")
