@@ -58,25 +58,10 @@ def run_audit(
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = _frequency_norm(norms, stats, config, progress, warnings)
-    served = inputs.serving_bundle
-    serving = _measure_retrieval(served, stats, config, inputs.population, progress, registered, inputs.heldout,
-                                 inputs.served_rows)
-    if serving is not None and stats is not None:
-        # The norms dot serving sees: the served vectors' where the model serves others than its table.
-        served_norms = norms if served is bundle else item_norms(served.item_table, block=block_rows(served.dim, 8,
-                                                                                                    config.max_memory))
-        serving.retrieval = with_exposure_shift(serving.retrieval, serving.exposure, stats, served_norms,
-                                                bundle.item_ids, config.top_items)
+    serving = _serve(inputs, norms, config, progress, registered)
     evaluation = _evaluation(inputs, serving, config)
     assessed = _assess_conditions(inputs, config, pm, progress, frequency_norm)
-    if assessed.probes_not_run is not None:
-        not_measured["probes"] = assessed.probes_not_run.describe()
-        if config.frequencies and inputs.probe_pairs is None and assessed.probes_not_run.reason == "failed":
-            not_measured["probes"] = needs_the_log("numeric probes (training batches)")
-    if serving is not None and stats is not None:
-        origin = "frequencies" if config.frequencies else "checkpoint" if stats.from_checkpoint else "log"
-        if (why := novelty_unmeasured(stats.user_counts, stats.n_users, origin)) is not None:
-            not_measured["novelty"] = why
+    _say_not_measured(inputs, config, serving, assessed)
     warnings += (serving.warnings if serving else []) + assessed.warnings
 
     sections = MeasuredSections(
@@ -107,6 +92,38 @@ def run_audit(
     from auditor.verdict import decide_verdict
 
     return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures)
+
+
+def _serve(
+    inputs: AuditInputs, norms: Any, config: AuditConfig, progress: Progress, registered: RegisteredMeasures
+) -> RetrievalOutcome | None:
+    """Every scoring's lists over the population, measured, with the items dot serving
+    raises and lowers most (by the norms dot serving sees: the served vectors' where the
+    model serves other vectors than its table)."""
+    served, stats = inputs.serving_bundle, inputs.stats
+    serving = _measure_retrieval(served, stats, config, inputs.population, progress, registered, inputs.heldout,
+                                 inputs.served_rows)
+    if serving is not None and stats is not None:
+        if served is not inputs.bundle:
+            norms = item_norms(served.item_table, block=block_rows(served.dim, 8, config.max_memory))
+        serving.retrieval = with_exposure_shift(serving.retrieval, serving.exposure, stats, norms,
+                                                inputs.bundle.item_ids, config.top_items)
+    return serving
+
+
+def _say_not_measured(
+    inputs: AuditInputs, config: AuditConfig, serving: RetrievalOutcome | None, assessed: ConditionsOutcome
+) -> None:
+    """Why the probes or novelty were not measured, in ``inputs.not_measured``."""
+    not_measured, stats = inputs.not_measured, inputs.stats
+    if assessed.probes_not_run is not None:
+        not_measured["probes"] = assessed.probes_not_run.describe()
+        if config.frequencies and inputs.probe_pairs is None and assessed.probes_not_run.reason == "failed":
+            not_measured["probes"] = needs_the_log("numeric probes (training batches)")
+    if serving is not None and stats is not None:
+        origin = "frequencies" if config.frequencies else "checkpoint" if stats.from_checkpoint else "log"
+        if (why := novelty_unmeasured(stats.user_counts, stats.n_users, origin)) is not None:
+            not_measured["novelty"] = why
 
 
 def _frequency_norm(

@@ -240,29 +240,8 @@ def _summary(
     p: float | None, significant: bool, strength: Strength | None, skew: Skew | None,
     conditions: dict[str, Condition],
 ) -> str:
-    fn = result.frequency_norm
     harm = skew.severity if skew is not None else None
-    if fn is None:
-        why = result.not_measured.get("frequency_norm", f"no item frequencies (give {setting('interactions')})")
-        mechanism = f"the frequency–norm correlation was not measured ({why})"
-    elif rho is None:
-        why = fn.undefined_reason or "the correlation is undefined for this table"
-        mechanism = f"the frequency–norm correlation is undefined: {why}"
-    else:
-        ci = f"95% CI [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else (
-            f"p = {p:.2g}" if p is not None else "no CI")
-        stat = f"Spearman ρ = {rho:.2f}, {ci}, over {fn.n_items} items"
-        if not significant:
-            mechanism = f"the CI of the frequency–norm correlation includes 0 ({stat})"
-        elif strength == "negligible":
-            mechanism = f"item norms and training frequency are not materially related ({stat})"
-        elif rho < 0:
-            mechanism = (f"item norms fall with training frequency ({stat}), so dot-product scores "
-                         "favour less popular items")
-        elif strength == "weak":
-            mechanism = f"item norms rise slightly with training frequency ({stat})"
-        else:
-            mechanism = f"item norms grow with training frequency ({stat})"
+    mechanism = _mechanism(result, rho, lo, hi, p, significant, strength)
     if severity == "none" and rho is None and skew is None:
         lead = f"Popularity bias not assessed: {mechanism}"
     elif severity == "none" and skew is not None and rho is not None and significant and rho > 0 and (
@@ -298,6 +277,36 @@ def _summary(
     return "; ".join(parts) + "."
 
 
+def _mechanism(
+    result: MeasuredSections, rho: float | None, lo: float | None, hi: float | None, p: float | None,
+    significant: bool, strength: Strength | None,
+) -> str:
+    """What the frequency–norm correlation says, with its statistic (or why it is missing)."""
+    fn = result.frequency_norm
+    if fn is None:
+        why = result.not_measured.get("frequency_norm", f"no item frequencies (give {setting('interactions')})")
+        mechanism = f"the frequency–norm correlation was not measured ({why})"
+    elif rho is None:
+        why = fn.undefined_reason or "the correlation is undefined for this table"
+        mechanism = f"the frequency–norm correlation is undefined: {why}"
+    else:
+        ci = f"95% CI [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else (
+            f"p = {p:.2g}" if p is not None else "no CI")
+        stat = f"Spearman ρ = {rho:.2f}, {ci}, over {fn.n_items} items"
+        if not significant:
+            mechanism = f"the CI of the frequency–norm correlation includes 0 ({stat})"
+        elif strength == "negligible":
+            mechanism = f"item norms and training frequency are not materially related ({stat})"
+        elif rho < 0:
+            mechanism = (f"item norms fall with training frequency ({stat}), so dot-product scores "
+                         "favour less popular items")
+        elif strength == "weak":
+            mechanism = f"item norms rise slightly with training frequency ({stat})"
+        else:
+            mechanism = f"item norms grow with training frequency ({stat})"
+    return mechanism
+
+
 def _recommendations(
     result: MeasuredSections, detected: bool, skew: Skew | None, conditions: dict[str, Condition], rises: bool
 ) -> list[str]:
@@ -318,38 +327,7 @@ def _recommendations(
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"
         recs += _serving_recommendations(result, measured)
     if detected:
-        c1 = conditions.get(C1)
-        if c1 is not None and c1.status in ("holds", "unknown"):
-            recs.append(
-                "Training the item table with weight decay or an adaptive optimizer (Adam, Adagrad) breaks C1, "
-                "the orthogonality of plain-SGD updates"
-                + (" (C1 holds here: " + c1.evidence + ")" if c1.status == "holds" else "")
-                + ". Caveat: this changes C1, not the popularity signal in the gradients; measure, do not assume, "
-                "that the coupling goes away (popaudit retrain / experiment conditions, then check again)."
-            )
-        c5 = conditions.get(C5)
-        if c5 is not None and c5.status in ("holds", "unknown"):
-            g = c5.details.get("growth_per_update")
-            lr = c5.details.get("probe_lr") or c5.details.get("lr")
-            numbers = ""
-            if g is not None:
-                numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"
-            recs.append(
-                "A lower learning rate on the item table, or a higher softmax temperature, shrinks the per-update "
-                f"norm growth c/s², which scales with η² and, for cosine logits, with 1/τ²{numbers}. Caveat: "
-                "slower or softer training; the correlation weakens at low learning rates but need not vanish, "
-                "so audit the retrained model."
-            )
-        c4 = conditions.get(C4)
-        loss = str((c4.details.get("loss") if c4 is not None else None) or "")
-        logq = c4 is not None and c4.details.get("logq") is True
-        if loss and not logq and any(word in loss.lower() for word in _IN_BATCH_WORDS):
-            recs.append(
-                f"The loss ({loss!r}) uses in-batch or sampled negatives, in which popular items appear as "
-                "negatives more often: apply logQ correction (subtract log of each item's sampling probability "
-                "from its logit). Caveat: it corrects the sampling bias of the loss, not the norm growth itself; "
-                "audit again after retraining."
-            )
+        recs += _training_recommendations(conditions)
     elif rises and skew is not None:
         recs.append(
             f"Item norms follow popularity, but dot-product serving is not skewed at K={skew.k} "
@@ -362,6 +340,44 @@ def _recommendations(
             "The model meets C1–C4, so its updates grow item norms with every appearance; no bias shows now, but "
             "a higher learning rate or longer training can bring it out. Re-audit after retraining "
             f"(e.g. with {setting('fail_on')} in CI)."
+        )
+    return recs
+
+
+def _training_recommendations(conditions: dict[str, Condition]) -> list[str]:
+    """What to change in training (C1, C5, the loss's negatives), each with its caveat."""
+    recs: list[str] = []
+    c1 = conditions.get(C1)
+    if c1 is not None and c1.status in ("holds", "unknown"):
+        recs.append(
+            "Training the item table with weight decay or an adaptive optimizer (Adam, Adagrad) breaks C1, "
+            "the orthogonality of plain-SGD updates"
+            + (" (C1 holds here: " + c1.evidence + ")" if c1.status == "holds" else "")
+            + ". Caveat: this changes C1, not the popularity signal in the gradients; measure, do not assume, "
+            "that the coupling goes away (popaudit retrain / experiment conditions, then check again)."
+        )
+    c5 = conditions.get(C5)
+    if c5 is not None and c5.status in ("holds", "unknown"):
+        g = c5.details.get("growth_per_update")
+        lr = c5.details.get("probe_lr") or c5.details.get("lr")
+        numbers = ""
+        if g is not None:
+            numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"
+        recs.append(
+            "A lower learning rate on the item table, or a higher softmax temperature, shrinks the per-update "
+            f"norm growth c/s², which scales with η² and, for cosine logits, with 1/τ²{numbers}. Caveat: "
+            "slower or softer training; the correlation weakens at low learning rates but need not vanish, "
+            "so audit the retrained model."
+        )
+    c4 = conditions.get(C4)
+    loss = str((c4.details.get("loss") if c4 is not None else None) or "")
+    logq = c4 is not None and c4.details.get("logq") is True
+    if loss and not logq and any(word in loss.lower() for word in _IN_BATCH_WORDS):
+        recs.append(
+            f"The loss ({loss!r}) uses in-batch or sampled negatives, in which popular items appear as "
+            "negatives more often: apply logQ correction (subtract log of each item's sampling probability "
+            "from its logit). Caveat: it corrects the sampling bias of the loss, not the norm growth itself; "
+            "audit again after retraining."
         )
     return recs
 

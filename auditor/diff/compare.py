@@ -281,7 +281,7 @@ def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: lis
     if delta is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15):  # type: ignore[arg-type]
         delta = 0.0  # a float written and read back, not a change
     relative = None if delta is None or a == 0 else delta / abs(a)  # type: ignore[arg-type]
-    return MetricChange(name, a, b, delta, relative, direction(entry, delta), "compared")
+    return MetricChange(name, a, b, delta, relative, direction(entry, delta, a), "compared")
 
 
 def _verdict(base: dict[str, Any], new: dict[str, Any]) -> VerdictChange:

@@ -22,7 +22,9 @@ from typing import Literal
 from auditor.flat import RATIO, FlatEntry
 
 Aspect = Literal["bias", "accuracy", "none"]
-Better = Literal["lower", "higher", "none"]
+Better = Literal["lower", "higher", "zero", "none"]
+"""Which way is better; ``zero``: closer to 0 (a popularity lift, where lists less popular
+than the profiles they serve are as miscalibrated as lists more popular)."""
 Direction = Literal["less bias", "more bias", "more accuracy", "less accuracy", "unchanged", "neutral", "unknown"]
 
 
@@ -38,8 +40,8 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(("head_share_*pct", "arp", "gap_delta_*", "miscalibration", "miscalibration_*", "pop_rsp", "pop_reo"),
-         "bias", "lower", True),
+    Rule(("head_share_*pct", "arp", "miscalibration", "miscalibration_*", "pop_rsp", "pop_reo"), "bias", "lower", True),
+    Rule(("gap_delta_*",), "bias", "zero", True),
     Rule(("aplt", "aclt"), "bias", "higher", True),
     Rule(("gini",), "bias", "lower", False),
     Rule(("coverage", "novelty"), "bias", "higher", False),
@@ -75,8 +77,8 @@ def depends_on_popularity(entry: FlatEntry) -> bool:
     return entry.scoring == "popular" or rule_for(entry).popularity
 
 
-def direction(entry: FlatEntry, delta: float | None) -> Direction:
-    """Which way ``delta`` (new − base) moved the figure."""
+def direction(entry: FlatEntry, delta: float | None, base: float | None = None) -> Direction:
+    """Which way ``delta`` (new − ``base``) moved the figure (a ``zero`` rule needs ``base``)."""
     rule = rule_for(entry)
     if delta is None:
         return "unknown"
@@ -84,7 +86,12 @@ def direction(entry: FlatEntry, delta: float | None) -> Direction:
         return "unchanged"
     if not has_direction(entry):
         return "unknown" if rule is _UNKNOWN else "neutral"
-    improved = (delta < 0) == (rule.better == "lower")
+    if rule.better == "zero":
+        if base is None:
+            return "unknown"
+        improved = abs(base + delta) < abs(base)
+    else:
+        improved = (delta < 0) == (rule.better == "lower")
     if rule.aspect == "bias":
         return "less bias" if improved else "more bias"
     return "more accuracy" if improved else "less accuracy"

@@ -35,7 +35,7 @@ from auditor.loading.checkpoints import interpret
 from auditor.loading.discovery import tensor_infos
 from auditor.loading.pickle_scan import shown
 from auditor.loading.safe_pickle import Placeholder, qualname_of
-from auditor.loading.torch_archive import read_torch_file
+from auditor.loading.torch_archive import TorchFile, read_torch_file
 from auditor.memory import SPILL_PREFIX, memory_budget
 from auditor.mitigation.rescale import ReadRows, RowNorms, WriteRows, Written, rescale_blocks
 from auditor.progress import SILENT, Progress
@@ -127,30 +127,13 @@ def write_torch(
 ) -> Written:
     """Write ``source`` to ``target`` with tensor ``key`` (as ``check`` names it) rescaled."""
     found = read_torch_file(source)
-    extras: dict[str, Any] = {}
-    if found.tensors is not None:
-        pool = dict(found.tensors)
-    else:
-        raw = interpret(found.root, source)
-        pool, extras = dict(raw.tensors), raw.extras
-        for name in ("item_embeddings", "user_embeddings"):  # popaudit checkpoints: the encoder outputs
-            if isinstance(extras.get(name), torch.Tensor):
-                pool[name] = extras[name]
+    pool, extras = _tensor_pool(found, source)
     tensor = pool.get(key)
     if tensor is None or tensor.ndim != 2 or not tensor.is_floating_point():
         raise ModelLoadError(f"{source}: cannot find the floating-point 2-D tensor {key!r} that check reads")
     transposed = tensor_infos({key: tensor})[0].onehot_linear
     notes: list[str] = []
-    if found.tensors is not None:
-        problems = ["a TorchScript archive (its code and module structure)"]
-    else:
-        problems, shared = _check_tree(found.root, tensor)
-        if shared:
-            raise ModelLoadError(
-                f"cannot rescale the item table {key!r} of {source}: other tensors in the file ({shared}) are "
-                "views of its storage (a slice, a transpose) and would keep the old values; save the model "
-                "without those views (or with .clone() copies)"
-            )
+    problems = _unwritable(found, tensor, source, key)
     if problems and not tensors_only:
         raise ModelLoadError(
             f"cannot write {source} back faithfully with its item table rescaled: it holds "
@@ -183,6 +166,34 @@ def write_torch(
         )
     layout = "columns" if transposed else "rows"
     return Written(norms, dtype_name(tensor.dtype), layout, notes, "state_dict" if problems else None)
+
+
+def _tensor_pool(found: TorchFile, source: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The file's tensors by the names ``check`` gives them, and its other entries (a
+    popaudit checkpoint's encoder outputs count as tensors)."""
+    if found.tensors is not None:
+        return dict(found.tensors), {}
+    raw = interpret(found.root, source)
+    pool, extras = dict(raw.tensors), raw.extras
+    for name in ("item_embeddings", "user_embeddings"):  # popaudit checkpoints: the encoder outputs
+        if isinstance(extras.get(name), torch.Tensor):
+            pool[name] = extras[name]
+    return pool, extras
+
+
+def _unwritable(found: TorchFile, tensor: torch.Tensor, source: Path, key: str) -> list[str]:
+    """What in the file popaudit cannot write back faithfully (empty: the whole object tree
+    can be); ModelLoadError when other tensors are views of the item table's storage."""
+    if found.tensors is not None:
+        return ["a TorchScript archive (its code and module structure)"]
+    problems, shared = _check_tree(found.root, tensor)
+    if shared:
+        raise ModelLoadError(
+            f"cannot rescale the item table {key!r} of {source}: other tensors in the file ({shared}) are "
+            "views of its storage (a slice, a transpose) and would keep the old values; save the model "
+            "without those views (or with .clone() copies)"
+        )
+    return problems
 
 
 def _count(n: int, noun: str) -> str:

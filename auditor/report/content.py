@@ -316,6 +316,8 @@ def inputs_table(inputs: Inputs) -> Table:
         "split": "training log and holdout",
     }
     values = {f.name: getattr(inputs, f.name) for f in fields(inputs)}
+    if values.get("split") is None:  # only a reproduced evaluation split (RecBole) has one
+        values.pop("split", None)
     rows = tuple(
         (labels.get(name, name), MISSING if value == "" else fmt_value(value))
         for name, value in values.items()
