@@ -30,7 +30,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-import faiss
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
@@ -90,6 +89,8 @@ def blas_path() -> Iterator[None]:
     with one thread, 6.3 s on FAISS's default non-BLAS path). :func:`_search_blocks`
     gets its parallelism from table slices instead.
     """
+    import faiss  # noqa: PLC0415 - heavy; loaded on the first search, not with the section
+
     previous = faiss.cvar.distance_compute_blas_threshold
     faiss.cvar.distance_compute_blas_threshold = 0
     try:
@@ -149,6 +150,8 @@ def require_finite(vectors: np.ndarray, what: str, offset: int, error: type[Inpu
 def _knn_one_thread(queries: np.ndarray, table: np.ndarray, k: int) -> TopK:
     """``faiss.knn`` by inner product with FAISS (and OpenMP-built BLAS) on this thread only."""
     # The OpenMP thread count is per calling thread, so this leaves other threads alone.
+    import faiss  # noqa: PLC0415 - see blas_path
+
     faiss.omp_set_num_threads(1)
     scores, rows = faiss.knn(queries, table, k, faiss.METRIC_INNER_PRODUCT)
     return np.asarray(scores), np.asarray(rows)
@@ -169,6 +172,8 @@ def _search_blocks(
     by the contract. Compared with FAISS's own threading this drops a fork/join per
     1024-item block, which on shared cores cost up to 16x.
     """
+    import faiss  # noqa: PLC0415 - see blas_path
+
     n = queries.shape[0]
     n_threads = threads if threads is not None else faiss.omp_get_max_threads()
     parts = max(1, min(n_threads, table.shape[0] // MIN_ROWS_PER_THREAD))
