@@ -37,7 +37,12 @@ def sampled_kernel(
     k = int(cols.numel())
     n_params = sum(p.numel() for p in leaves.values())
     if m * k * n_params * 8 <= budget_bytes:
-        rows = torch.stack([_flat_vjp(out, leaves, i, int(c)) for i in range(m) for c in cols])
+        rows = torch.empty(m * k, n_params, dtype=torch.float64)
+        for r, (i, c) in enumerate((i, int(c)) for i in range(m) for c in cols):
+            torch.cat([g.reshape(-1) for g in _vjp(out, leaves, i, c)], out=rows[r])
+        # Parameters no sampled item touches (the other rows of an embedding table) add
+        # nothing to any inner product: leave them out of the product.
+        rows = rows[:, rows.ne(0).any(dim=0)]
         kernel = (rows @ rows.T).reshape(m, k, m, k)
     else:
         kernel = torch.empty(m * k, m, k, dtype=torch.float64)
@@ -51,11 +56,6 @@ def _vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], i: int, c: int) -> 
     """Jᵀe for the basis vector of item ``i``'s coordinate ``c``: ∇_θ out[i, c]."""
     grads = torch.autograd.grad(out[i, c], list(leaves.values()), retain_graph=True, allow_unused=True)
     return [torch.zeros_like(p) if g is None else g for g, p in zip(grads, leaves.values())]
-
-
-def _flat_vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], i: int, c: int) -> torch.Tensor:
-    """One Jacobian row, flattened, in float64."""
-    return torch.cat([g.reshape(-1).double() for g in _vjp(out, leaves, i, c)])
 
 
 def _jvp(

@@ -21,7 +21,7 @@ EPSILONS = (1e-1, 1e-2, 1e-3)
 """Relative step sizes of the C2 second difference (‖εv_p‖ = ε‖θ_p‖ per tensor)."""
 _TANGENT_BYTES = 64 * 2**20
 """Memory allowed for the Jacobian rows :func:`cross_jacobian` holds (beyond it, one tangent at a time)."""
-MAX_KERNEL_COLUMNS = 256
+MAX_KERNEL_COLUMNS = 64
 """Columns of J Jᵀ :func:`cross_jacobian` computes (a reverse and a forward pass each)."""
 
 
