@@ -2,9 +2,10 @@
 
 Two cases, each timed in the same run on the same vectors:
 
-* main (issue 3's goal): 1M items x 64 dims, 10,000 queries, K=100. popaudit's whole
-  retrieval section (dot search, cosine search, most-popular list, every exposure
-  measure) should take at most 1.3x the two bare searches (dot on the table, cosine on
+* main: 1M items x 64 dims, 10,000 queries, K=100. popaudit's whole retrieval section
+  (dot, cosine and every norm-aware scoring from one pass of inner products, the
+  most-popular list, every exposure measure) should take at most 0.6x the two bare
+  searches (issue 25; issue 3 asked for 1.3x) (dot on the table, cosine on
   pre-normalised copies; normalising is not timed for the bare side).
 * trap: 1M items x 32 dims, 1,000 queries, K=10. queries x dims = 32,000 is below
   faiss-cpu 1.15's BLAS threshold (128,000), so a bare default ``search`` rescans the
@@ -109,7 +110,7 @@ def run_main(args: argparse.Namespace) -> None:
         f"popaudit retrieval section       {t_pop:8.2f} s  {gflops(n, q, d, 2, t_pop):7.1f} GFLOP/s"
         " (both searches)"
     )
-    print(f"ratio popaudit / (dot + cosine)  {t_pop / bare:8.3f}   (goal <= 1.3)")
+    print(f"ratio popaudit / (dot + cosine)  {t_pop / bare:8.3f}   (goal <= 0.6)")
     same = np.mean(outcome.exposure["dot"][k] == np.bincount(bare_dot.ravel(), minlength=n))
     print(f"dot exposure identical to bare search on {same:.4%} of items")
     cut = outcome.retrieval.at[k]
