@@ -8,6 +8,7 @@ J_iJ_jᵀ = (x_iᵀx_j) I, so any coordinate sample gives |cos(x_i, x_j)| exactl
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,25 @@ def test_probes_and_a_small_audit_import_no_compiler_stack(tmp_path: Path) -> No
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert "LOADED []" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_retrain_leaves_no_compiler_cache_in_tmpdir(tmp_path: Path) -> None:
+    """torch.optim loads torch._dynamo (and inductor, which makes torchinductor_<user> in
+    TMPDIR) unless training runs inside compiler_free."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = (
+        "import sys\n"
+        "from auditor.cli import main\n"
+        f"sys.argv = ['popaudit', 'retrain', '--epochs', '1', '--n-items', '200', '-o', {str(tmp_path / 'm.pt')!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    assert e.code in (0, None), e.code\n"
+        "print('DYNAMO', 'torch._dynamo' in sys.modules)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert "DYNAMO False" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    assert (tmp_path / "m.pt").is_file() and list(tmp.iterdir()) == []
