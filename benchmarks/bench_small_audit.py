@@ -16,6 +16,7 @@ baseline in the same round:
 
     python benchmarks/bench_small_audit.py                       # sample_data/biased.pt
     python benchmarks/bench_small_audit.py --model M.pt --log L.parquet
+    python benchmarks/bench_small_audit.py --baseline-python ../main/.venv/bin/python
 
 On a shared machine the wall times swing; read the ratios and the import breakdown.
 """
@@ -96,55 +97,90 @@ def import_profile(stderr: str) -> tuple[float, dict[str, float], list[str]]:
     return total, per, bad
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, default=ROOT / "sample_data/biased.pt")
-    parser.add_argument("--log", type=Path, default=ROOT / "sample_data/interactions.parquet")
-    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the fastest counts")
-    args = parser.parse_args()
-    py = sys.executable
+def commands(py: str, model: Path, log: Path) -> dict[str, list[str]]:
     out = Path("/tmp") / "bench_small_audit.json"
-    check = ["-m", "auditor", "check", str(args.model), "--interactions", str(args.log), "--json", str(out)]
-    runs = {
+    check = ["-m", "auditor", "check", str(model), "--interactions", str(log), "--json", str(out)]
+    return {
         "python": [py, "-c", "pass"],
         "help": [py, "-m", "auditor", "--help"],
         "error": [py, "-m", "auditor", "check", "/nonexistent/model.pt"],
         "torch": [py, "-c", "import torch"],
         "check": [py, *check],
         "importtime": [py, "-X", "importtime", *check],
-        "audit": [py, "-c", AUDIT_SCRIPT, str(args.model), str(args.log)],
+        "audit": [py, "-c", AUDIT_SCRIPT, str(model), str(log)],
     }
-    best: dict[str, float] = {}
-    imports: tuple[float, dict[str, float], list[str]] | None = None
-    inner: dict[str, float] = {}
-    for _ in range(args.repeat):
+
+
+class Figures:
+    """The fastest of each measurement over the rounds, for one interpreter."""
+
+    def __init__(self) -> None:
+        self.best: dict[str, float] = {}
+        self.imports: tuple[float, dict[str, float], list[str]] | None = None
+        self.inner: dict[str, float] = {}
+
+    def round(self, runs: dict[str, list[str]]) -> None:
         for name, cmd in runs.items():
             seconds, done = wall(cmd)
-            if name not in ("error",) and done.returncode != 0:
+            if name != "error" and done.returncode != 0:
                 sys.exit(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
-            best[name] = min(best.get(name, float("inf")), seconds)
+            self.best[name] = min(self.best.get(name, float("inf")), seconds)
             if name == "importtime":
                 profile = import_profile(done.stderr)
-                imports = profile if imports is None or profile[0] < imports[0] else imports
+                self.imports = profile if self.imports is None or profile[0] < self.imports[0] else self.imports
             if name == "audit":
                 got = json.loads(done.stdout.strip().splitlines()[-1])
-                inner = {k: min(v, inner.get(k, float("inf"))) for k, v in got.items()}
-    assert imports is not None
-    total, per, bad = imports
+                self.inner = {k: min(v, self.inner.get(k, float("inf"))) for k, v in got.items()}
+
+    def report(self, title: str) -> None:
+        best, inner = self.best, self.inner
+        assert self.imports is not None
+        total, per, bad = self.imports
+        print(f"-- {title}")
+        print(f"python -c pass                 {best['python']:6.3f} s")
+        print(f"popaudit --help                {best['help']:6.3f} s  ({best['help'] / best['python']:5.1f}x python)")
+        print(f"error path (missing model)     {best['error']:6.3f} s  ({best['error'] / best['python']:5.1f}x python)")
+        print(f"python -c 'import torch'       {best['torch']:6.3f} s")
+        print(f"check end to end (--json)      {best['check']:6.3f} s  ({best['check'] / best['torch']:5.2f}x import torch)")
+        print(f"  imports (-X importtime)      {total:6.3f} s  ({total / best['torch']:5.2f}x import torch)")
+        for name, seconds in sorted(per.items(), key=lambda kv: -kv[1]):
+            if seconds >= 0.005:
+                print(f"    {name:<26} {seconds:6.3f} s")
+        print(f"  run_audit after imports      {inner['audit']:6.3f} s  ({inner['audit'] / best['check']:5.1%} of check)")
+        print(f"    numeric probes             {inner['probes']:6.3f} s  ({inner['probes'] / inner['audit']:5.1%} of run_audit)")
+        print(f"    cross-Jacobian (C3)        {inner['cross_jacobian']:6.3f} s")
+        print("  forbidden modules loaded     " + (", ".join(bad) if bad else "none"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, default=ROOT / "sample_data/biased.pt")
+    parser.add_argument("--log", type=Path, default=ROOT / "sample_data/interactions.parquet")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the fastest counts")
+    parser.add_argument(
+        "--baseline-python", type=Path, default=None,
+        help="another environment's interpreter (an older popaudit), timed in the same rounds",
+    )
+    args = parser.parse_args()
+    interpreters = {"this popaudit": sys.executable}
+    if args.baseline_python is not None:
+        interpreters["baseline"] = str(args.baseline_python)
+    figures = {name: Figures() for name in interpreters}
+    for _ in range(args.repeat):
+        for name, py in interpreters.items():
+            figures[name].round(commands(py, args.model, args.log))
     print(f"model {args.model.name}, log {args.log.name}; best of {args.repeat} interleaved rounds")
-    print(f"python -c pass                 {best['python']:6.3f} s")
-    print(f"popaudit --help                {best['help']:6.3f} s  ({best['help'] / best['python']:5.1f}x python)")
-    print(f"error path (missing model)     {best['error']:6.3f} s  ({best['error'] / best['python']:5.1f}x python)")
-    print(f"python -c 'import torch'       {best['torch']:6.3f} s")
-    print(f"check end to end (--json)      {best['check']:6.3f} s  ({best['check'] / best['torch']:5.2f}x import torch)")
-    print(f"  imports (-X importtime)      {total:6.3f} s  ({total / best['torch']:5.2f}x import torch)")
-    for name, seconds in sorted(per.items(), key=lambda kv: -kv[1]):
-        if seconds >= 0.005:
-            print(f"    {name:<26} {seconds:6.3f} s")
-    print(f"  run_audit after imports      {inner['audit']:6.3f} s  ({inner['audit'] / best['check']:5.1%} of check)")
-    print(f"    numeric probes             {inner['probes']:6.3f} s  ({inner['probes'] / inner['audit']:5.1%} of run_audit)")
-    print(f"    cross-Jacobian (C3)        {inner['cross_jacobian']:6.3f} s")
-    print("  forbidden modules loaded     " + (", ".join(bad) if bad else "none"))
+    for name, fig in figures.items():
+        fig.report(name)
+    if "baseline" in figures:
+        new, old = figures["this popaudit"], figures["baseline"]
+        assert new.imports is not None and old.imports is not None
+        print("-- this / baseline (same rounds)")
+        for key in ("help", "error", "check"):
+            print(f"{key:<30} {new.best[key] / old.best[key]:6.2f}")
+        print(f"{'imports':<30} {new.imports[0] / old.imports[0]:6.2f}")
+        for key in ("audit", "probes", "cross_jacobian"):
+            print(f"{key:<30} {new.inner[key] / old.inner[key]:6.2f}")
 
 
 if __name__ == "__main__":
