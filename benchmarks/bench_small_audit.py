@@ -27,6 +27,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,8 +65,11 @@ print(json.dumps(spent))
 
 
 def wall(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Seconds and outcome of ``cmd``, run outside the source tree: ``-m auditor`` and
+    ``-c`` put the working directory first on sys.path, which would shadow the package
+    each interpreter has installed."""
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
     return time.perf_counter() - start, done
 
 

@@ -40,9 +40,6 @@ def sampled_kernel(
         rows = torch.empty(m * k, n_params, dtype=torch.float64)
         for r, (i, c) in enumerate((i, int(c)) for i in range(m) for c in cols):
             torch.cat([g.reshape(-1) for g in _vjp(out, leaves, i, c)], out=rows[r])
-        # Parameters no sampled item touches (the other rows of an embedding table) add
-        # nothing to any inner product: leave them out of the product.
-        rows = rows[:, rows.ne(0).any(dim=0)]
         kernel = (rows @ rows.T).reshape(m, k, m, k)
     else:
         kernel = torch.empty(m * k, m, k, dtype=torch.float64)

@@ -149,8 +149,10 @@ def _jackknife(kernel: torch.Tensor) -> tuple[float, float]:
         return float("nan"), float("nan")
     stats = np.zeros((k, 2))
     for s in range(k):
-        keep = torch.arange(k) != s
-        off, dev, _ = _kernel_summaries(kernel[:, :, keep][:, :, :, keep])
+        # Integer indices: boolean masks call nonzero(), which on busy cores waits for
+        # torch's thread pool (0.35 s for these 8 x 8 x 8 x 8 blocks instead of 0.03 s).
+        keep = torch.cat([torch.arange(s), torch.arange(s + 1, k)])
+        off, dev, _ = _kernel_summaries(kernel.index_select(2, keep).index_select(3, keep))
         stats[s] = (float(off.max()) if off.numel() else 0.0, float(dev.max()) if dev.numel() else 0.0)
     se = np.sqrt((k - 1) / k * ((stats - stats.mean(axis=0)) ** 2).sum(axis=0))
     return float(se[0]), float(se[1])
