@@ -153,7 +153,9 @@ class Figures:
         print(f"  run_audit after imports      {inner['audit']:6.3f} s  ({inner['audit'] / best['check']:5.1%} of check)")
         print(f"    numeric probes             {inner['probes']:6.3f} s  ({inner['probes'] / inner['audit']:5.1%} of run_audit)")
         print(f"    cross-Jacobian (C3)        {inner['cross_jacobian']:6.3f} s")
-        print("  forbidden modules loaded     " + (", ".join(bad) if bad else "none"))
+        groups = sorted({next(f for f in FORBIDDEN if m == f or m.startswith(f + ".")) for m in bad})
+        counts = [f"{g} ({sum(1 for m in bad if m == g or m.startswith(g + '.'))} modules)" for g in groups]
+        print("  forbidden modules loaded     " + (", ".join(counts) if counts else "none"))
 
 
 def main() -> None:
