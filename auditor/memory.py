@@ -16,8 +16,10 @@ import stat
 import tempfile
 import weakref
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from auditor.config import format_size
 from auditor.errors import InputError, setting
@@ -197,6 +199,8 @@ def spill_table(n_rows: int, dim: int, source: object) -> np.memmap:
     collected, or at interpreter exit. Its name carries this process's id, so a later
     run removes it (:func:`remove_stale_spills`) if this one is killed before cleaning up.
     """
+    import numpy as np  # noqa: PLC0415 - here: error paths of `check` reach this module (via parallel.py) and need no numpy
+
     remove_stale_spills()
     fd, name = tempfile.mkstemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-", suffix=".npy")
     os.close(fd)
@@ -238,6 +242,8 @@ def table_file(table: np.ndarray) -> tuple[str, int] | None:
 
     Lets another process (a Dask worker) open the same rows without copying the array.
     """
+    import numpy as np  # noqa: PLC0415 - see spill_table
+
     if table.dtype != np.float32 or table.ndim != 2 or not table.flags.c_contiguous:
         return None
     root: np.memmap | None = None

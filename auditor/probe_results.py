@@ -76,6 +76,14 @@ class CrossJacobian:
     tolerance: float
     shared: bool | None
     isotropic: bool | None
+    dim: int = 0
+    """The width of the item embeddings (the blocks are dim × dim)."""
+    n_coordinates: int = 0
+    """Output coordinates sampled per item (``dim``: the blocks in full, exact)."""
+    max_offdiag_standard_error: float | None = None
+    """Jackknife standard error of ``max_offdiag_relative`` over the sampled coordinates (0 when exact)."""
+    max_isotropy_standard_error: float | None = None
+    """The same for ``max_isotropy_deviation``."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``c3_cross_jacobian`` block."""

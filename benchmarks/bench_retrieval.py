@@ -2,9 +2,10 @@
 
 Two cases, each timed in the same run on the same vectors:
 
-* main (issue 3's goal): 1M items x 64 dims, 10,000 queries, K=100. popaudit's whole
-  retrieval section (dot search, cosine search, most-popular list, every exposure
-  measure) should take at most 1.3x the two bare searches (dot on the table, cosine on
+* main: 1M items x 64 dims, 10,000 queries, K=100. popaudit's whole retrieval section
+  (dot, cosine and every norm-aware scoring from one pass of inner products, the
+  most-popular list, every exposure measure) should take at most 0.6x the two bare
+  searches (issue 25; issue 3 asked for 1.3x) (dot on the table, cosine on
   pre-normalised copies; normalising is not timed for the bare side).
 * trap: 1M items x 32 dims, 1,000 queries, K=10. queries x dims = 32,000 is below
   faiss-cpu 1.15's BLAS threshold (128,000), so a bare default ``search`` rescans the
@@ -24,6 +25,7 @@ machine for stable numbers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +34,11 @@ from typing import Any
 import faiss
 import numpy as np
 
-from auditor.config import AuditConfig
+from auditor.config import DEFAULT_ALPHAS, AuditConfig
 from auditor.loading.population import population_of
 from auditor.model import ItemStats, ModelBundle
 from auditor.retrieval import measure_retrieval, sharded_topk
+from auditor.retrieval.scorings import multi_scoring_topk
 
 
 def make_data(
@@ -74,11 +77,30 @@ def bare_search(table: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndar
     return index.search(queries, k)
 
 
-def popaudit_section(items: np.ndarray, queries: np.ndarray, freq: np.ndarray, k: int) -> Any:
+def seen_items(freq: np.ndarray, n_queries: int, per_query: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (indptr, rows) of ``per_query`` distinct training items per query, drawn by popularity."""
+    rng = np.random.default_rng(seed + 7)
+    p = freq / freq.sum()
+    rows = [np.unique(rng.choice(len(freq), size=per_query, p=p)) for _ in range(n_queries)]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    return indptr, np.concatenate(rows).astype(np.int64)
+
+
+def seen_exclusions(seen: tuple[np.ndarray, np.ndarray] | None, n_items: int) -> Any:
+    """The kernel's exclusions (CSR) from :func:`seen_items`, or None."""
+    return None if seen is None else (seen[0], seen[1])
+
+
+def popaudit_section(
+    items: np.ndarray, queries: np.ndarray, freq: np.ndarray, k: int, seen: tuple[np.ndarray, np.ndarray] | None = None
+) -> Any:
     bundle = ModelBundle(source=Path("bench.npy"), format="npy", item_table=items, user_table=queries)
     stats = ItemStats(frequencies=freq, n_interactions=int(freq.sum()))
     config = AuditConfig(model=Path("bench.npy"), ks=(k,), max_queries=None, index="exact")
-    return measure_retrieval(bundle, stats, config, population_of(bundle, config))
+    population = population_of(bundle, config)
+    if seen is not None:  # each query's training items, never served (issue 16)
+        population = dataclasses.replace(population, seen_indptr=seen[0], seen_rows=seen[1])
+    return measure_retrieval(bundle, stats, config, population)
 
 
 def gflops(n_items: int, n_queries: int, dim: int, searches: int, seconds: float) -> float:
@@ -92,12 +114,19 @@ def run_main(args: argparse.Namespace) -> None:
     items_n, queries_n = items.copy(), queries.copy()
     faiss.normalize_L2(items_n)
     faiss.normalize_L2(queries_n)
+    seen = seen_items(freq, q, args.seen, args.seed) if args.seen else None
+    fetch = k + args.seen  # what a bare search fetches to drop each query's seen items
+    if seen is not None:
+        print(f"each query has up to {args.seen} seen items (drawn by popularity), never served; bare searches fetch K+{args.seen}")
     best, values = best_of(
         args.repeat,
         {
-            "dot": lambda: bare_search(items, queries, k),
-            "cos": lambda: bare_search(items_n, queries_n, k),
-            "popaudit": lambda: popaudit_section(items, queries, freq, k),
+            "dot": lambda: bare_search(items, queries, fetch),
+            "cos": lambda: bare_search(items_n, queries_n, fetch),
+            "popaudit": lambda: popaudit_section(items, queries, freq, k, seen),
+            "kernel_dot_cos": lambda: multi_scoring_topk(
+                queries, items, k, (1.0, 0.0), exclude=seen_exclusions(seen, n)
+            ),
         },
     )
     t_dot, t_cos, t_pop = best["dot"], best["cos"], best["popaudit"]
@@ -109,9 +138,15 @@ def run_main(args: argparse.Namespace) -> None:
         f"popaudit retrieval section       {t_pop:8.2f} s  {gflops(n, q, d, 2, t_pop):7.1f} GFLOP/s"
         " (both searches)"
     )
-    print(f"ratio popaudit / (dot + cosine)  {t_pop / bare:8.3f}   (goal <= 1.3)")
-    same = np.mean(outcome.exposure["dot"][k] == np.bincount(bare_dot.ravel(), minlength=n))
-    print(f"dot exposure identical to bare search on {same:.4%} of items")
+    print(f"ratio popaudit / (dot + cosine)  {t_pop / bare:8.3f}   (goal <= 0.6)")
+    t_kernel = best["kernel_dot_cos"]
+    print(
+        f"one-pass kernel, dot + cosine only {t_kernel:6.2f} s, ratio {t_kernel / bare:6.3f}"
+        f" (the section also ranks alpha {', '.join(str(a) for a in DEFAULT_ALPHAS)})"
+    )
+    if seen is None:
+        same = np.mean(outcome.exposure["dot"][k] == np.bincount(bare_dot.ravel(), minlength=n))
+        print(f"dot exposure identical to bare search on {same:.4%} of items")
     cut = outcome.retrieval.at[k]
     print(
         f"head_share_1pct@{k}: dot {cut.dot['head_share_1pct']:.4f}, cosine "
@@ -167,6 +202,7 @@ def main() -> None:
     parser.add_argument("--trap-queries", type=int, default=1_000)
     parser.add_argument("--trap-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seen", type=int, default=0, help="main case: seen items per query, filtered out")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds; the fastest counts")
     parser.add_argument("--skip-main", action="store_true")
     parser.add_argument("--skip-trap", action="store_true")

@@ -66,10 +66,12 @@ class PluginGroup(click.Group):
         command = super().get_command(ctx, cmd_name)
         try:
             if command is not None and cmd_name in ISOLATED:
-                from auditor.plugins.manager import check_plugin_file
+                paths = ctx.meta.get(_ARGV_KEY, ())
+                if paths:  # the plugin manager (and numpy with it) loads only when a plugin is named
+                    from auditor.plugins.manager import check_plugin_file
 
-                for path in ctx.meta.get(_ARGV_KEY, ()):  # said before click's own path checks
-                    check_plugin_file(path)
+                    for path in paths:  # said before click's own path checks
+                        check_plugin_file(path)
                 return command
             # Asked for built-ins too: a plugin adding a command named like one (check) is an
             # error, not silently shadowed. Plugins load anyway for the command that runs.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from auditor.conditions.facts import RecordedConfig
 from auditor.model import ModelBundle
-from auditor.probe_results import ProbeOutcome
+from auditor.probe_results import CrossJacobian, ProbeOutcome
 from auditor.result import C2, C3, CONDITION_NAMES, Condition, Status
 
 Static = tuple[Status, str]
@@ -105,7 +105,7 @@ def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
         evidence = (
             f"cross-Jacobian over {c3.n_pairs} item pairs: largest ‖J_iJ_jᵀ‖/√(‖J_iJ_iᵀ‖‖J_jJ_jᵀ‖) = "
             f"{c3.max_offdiag_relative:.3g}, largest deviation of J_iJ_iᵀ from αI = "
-            f"{c3.max_isotropy_deviation:.3g} (tolerance {c3.tolerance:.0e}){layers}"
+            f"{c3.max_isotropy_deviation:.3g} (tolerance {c3.tolerance:.0e}){_sampled_text(c3)}{layers}"
         )
         status: Status = "holds" if not c3.shared and c3.isotropic else "violated"
         return Condition(name, status, evidence, {"cross_jacobian": c3.to_dict(), "static": static[1]})
@@ -123,3 +123,13 @@ def _layers_text(probe: ProbeOutcome | None) -> str:
         return ""
     names = ", ".join(dict.fromkeys(probe.layers.layers)) or "none"
     return f"; item tower layers: {names}"
+
+
+def _sampled_text(c3: CrossJacobian) -> str:
+    """The coordinate sample behind the C3 figures, when the blocks were not taken in full."""
+    if c3.n_coordinates >= c3.dim or c3.max_offdiag_standard_error is None:
+        return ""
+    return (
+        f"; on {c3.n_coordinates} of {c3.dim} output coordinates, sampled "
+        f"(jackknife standard error {c3.max_offdiag_standard_error:.2g})"
+    )

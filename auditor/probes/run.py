@@ -12,6 +12,7 @@ from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, LiveModel, ModelBundle
 from auditor.probes.copies import working_copy
+from auditor.probes.eager import compiler_free
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
 from auditor.probe_results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference
 from auditor.probes.sampling import sample_batches
@@ -81,7 +82,7 @@ def run_probes(
         else:
             second = _attempt(errors, "c2", lambda: second_difference(live, module, curve_rows, generator=generator))
             advance(1)
-            cross = _attempt(errors, "c3", lambda: cross_jacobian(live, module, jac_rows))
+            cross = _attempt(errors, "c3", lambda: cross_jacobian(live, module, jac_rows, generator=generator))
             advance(1)
         alignment = _attempt(errors, "c4", lambda: gradient_alignment(live, module, batches[0]))
         advance(1)
@@ -89,10 +90,11 @@ def run_probes(
         # it (TorchScript modules keep the swapped tensors as non-leaf parameters).
         del module
         step_module, _ = working_copy(live, float64=dtype == torch.float64)
-        update = _attempt(
-            errors, "update",
-            lambda: update_step(live, step_module, batches, extra_rows=extra, fallback_lr=fallback_lr),
-        )
+        with compiler_free():  # one eager step must not import torch's compiler stack
+            update = _attempt(
+                errors, "update",
+                lambda: update_step(live, step_module, batches, extra_rows=extra, fallback_lr=fallback_lr),
+            )
         advance(1)
     return ProbeOutcome(
         dtype=str(dtype).removeprefix("torch."), seed=seed,

@@ -10,6 +10,7 @@ import torch
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
 from auditor.probes.copies import tolerance
+from auditor.probes.eager import eager_step
 from auditor.probe_results import UpdateProbe
 from auditor.probes.sampling import ProbeBatch
 
@@ -65,7 +66,7 @@ def update_step(
         if not torch.isfinite(loss):
             raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss)})")
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
-        optimizer.step()
+        eager_step(optimizer)
         with torch.no_grad():
             after = live.encode_items(module, rows_t).detach().double()
         n_eval += len(rows)

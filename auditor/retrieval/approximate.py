@@ -8,8 +8,8 @@ the same order as exact ones (:func:`~auditor.retrieval.search.select_topk`).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError
@@ -18,12 +18,16 @@ from auditor.metrics.exposure import shared_counts
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.search import QUERY_BLOCK, directions, l2_normalise, require_finite, select_topk
 
+if TYPE_CHECKING:
+    import faiss
+
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 
 
 def _approximate_index(kind: str, table: np.ndarray, k: int, seed: int) -> tuple[faiss.Index, dict[str, int]]:
     """An IVF or HNSW inner-product index over ``table`` and its settings."""
+    import faiss  # noqa: PLC0415 - heavy; exact search (the default) never needs this module's indexes
     n, dim = table.shape
     index: faiss.Index
     if kind == "ivf":

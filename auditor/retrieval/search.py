@@ -20,7 +20,9 @@ Search notes
 * Queries go to FAISS in blocks of :data:`QUERY_BLOCK`, so result buffers stay bounded
   and the progress bar advances. Each block is searched by one thread per core over
   slices of the table, FAISS single-threaded in each, and the slices' lists merged.
-* FAISS keeps the lowest rows among tied scores, so its lists already keep the contract.
+* FAISS keeps arbitrary rows among scores tied at the k-th place (higher rows on its BLAS
+  path), so each search fetches one more candidate and, where that one still ties, more
+  (:func:`_knn_one_thread`); the lists then keep the contract.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-import faiss
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
@@ -90,6 +91,8 @@ def blas_path() -> Iterator[None]:
     with one thread, 6.3 s on FAISS's default non-BLAS path). :func:`_search_blocks`
     gets its parallelism from table slices instead.
     """
+    import faiss  # noqa: PLC0415 - heavy; loaded on the first search, not with the section
+
     previous = faiss.cvar.distance_compute_blas_threshold
     faiss.cvar.distance_compute_blas_threshold = 0
     try:
@@ -149,9 +152,29 @@ def require_finite(vectors: np.ndarray, what: str, offset: int, error: type[Inpu
 def _knn_one_thread(queries: np.ndarray, table: np.ndarray, k: int) -> TopK:
     """``faiss.knn`` by inner product with FAISS (and OpenMP-built BLAS) on this thread only."""
     # The OpenMP thread count is per calling thread, so this leaves other threads alone.
+    import faiss  # noqa: PLC0415 - see blas_path
+
     faiss.omp_set_num_threads(1)
-    scores, rows = faiss.knn(queries, table, k, faiss.METRIC_INNER_PRODUCT)
-    return np.asarray(scores), np.asarray(rows)
+    n_rows = int(table.shape[0])
+    if n_rows <= k or k == 0:  # every row is in the list: no choice among tied rows to get wrong
+        found = faiss.knn(queries, table, k, faiss.METRIC_INNER_PRODUCT)
+        return np.asarray(found[0]), np.asarray(found[1])
+    first = faiss.knn(queries, table, k + 1, faiss.METRIC_INNER_PRODUCT)
+    scores, rows = np.asarray(first[0], dtype=np.float32), np.asarray(first[1], dtype=np.int64)
+    # FAISS keeps arbitrary rows among scores tied at the k-th place (higher ones on its
+    # BLAS path, any with k=1). Where the (k+1)-th score ties the k-th, fetch more until
+    # one falls below it: then every tied row is among the candidates and the contract
+    # picks the lowest.
+    best_scores, best_rows = select_topk(scores, rows, k)
+    tied = np.flatnonzero((scores[:, k] == scores[:, k - 1]) & (rows[:, k] >= 0))
+    fetch = k + 1
+    while tied.size and fetch < n_rows:
+        fetch = min(n_rows, 2 * fetch)
+        more = faiss.knn(queries[tied], table, fetch, faiss.METRIC_INNER_PRODUCT)
+        more_scores, more_rows = np.asarray(more[0], dtype=np.float32), np.asarray(more[1], dtype=np.int64)
+        best_scores[tied], best_rows[tied] = select_topk(more_scores, more_rows, k)
+        tied = tied[(more_scores[:, -1] == more_scores[:, k - 1]) & (more_rows[:, -1] >= 0)]
+    return best_scores, best_rows
 
 
 def _search_blocks(
@@ -169,6 +192,8 @@ def _search_blocks(
     by the contract. Compared with FAISS's own threading this drops a fork/join per
     1024-item block, which on shared cores cost up to 16x.
     """
+    import faiss  # noqa: PLC0415 - see blas_path
+
     n = queries.shape[0]
     n_threads = threads if threads is not None else faiss.omp_get_max_threads()
     parts = max(1, min(n_threads, table.shape[0] // MIN_ROWS_PER_THREAD))

@@ -26,6 +26,7 @@ from auditor.errors import TrainingError, setting
 from auditor.io import atomic_path, torch_save
 from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION, LiveModel
 from auditor.monitor import TrainingAlertWarning, TrainingMonitor
+from auditor.probes.eager import compiler_free, eager_step
 from auditor.progress import SILENT, Progress
 from auditor.train import LOSSES, OPTIMIZERS, default_lr
 from auditor.train.data import TrainingData, random_projection_features
@@ -229,10 +230,11 @@ def train(
         model = build_model(
             config.model_spec(data), item_features=features, user_histories=histories
         )
-    item_opt, user_opt = config.optimizers(model)
+    with compiler_free():  # eager training: torch.optim would load (and set up) the compiler stack
+        item_opt, user_opt = config.optimizers(model)
     result = TrainResult(model, item_opt, user_opt, config, data, [], features, histories)
     monitor = retrain_monitor(model, item_opt, data, watch or WatchOptions(), seed=config.seed, config=config.record(data))
-    with monitor, warnings.catch_warnings():
+    with monitor, warnings.catch_warnings(), compiler_free():
         warnings.simplefilter("ignore", TrainingAlertWarning)  # alerts reach the user through progress
         _epochs(result, monitor, progress)
     return result
@@ -272,8 +274,8 @@ def _epochs(result: TrainResult, monitor: TrainingMonitor, progress: Progress) -
                 user_opt.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
                 with monitor.step(batch_items):
-                    item_opt.step()
-                    user_opt.step()
+                    eager_step(item_opt)
+                    eager_step(user_opt)
                 total += loss.detach()
                 done += 1
                 advance(1)
@@ -313,19 +315,20 @@ def train_live(
     who want a small trained example of their own towers. Returns the optimizer (its
     state belongs in the checkpoint, so probes can rebuild it).
     """
-    optimizer = live.make_optimizer(live.module)
-    if optimizer is None:
-        raise TrainingError("the live model gives no optimizer to train with")
-    module = live.module
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        order = torch.randperm(len(users), generator=generator)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            optimizer.zero_grad()
-            loss = live.loss(live.encode_users(module, users[batch]), live.encode_items(module, items[batch]))
-            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
-            optimizer.step()
+    with compiler_free():
+        optimizer = live.make_optimizer(live.module)
+        if optimizer is None:
+            raise TrainingError("the live model gives no optimizer to train with")
+        module = live.module
+        generator = torch.Generator().manual_seed(seed)
+        for _ in range(epochs):
+            order = torch.randperm(len(users), generator=generator)
+            for start in range(0, len(order), batch_size):
+                batch = order[start : start + batch_size]
+                optimizer.zero_grad()
+                loss = live.loss(live.encode_users(module, users[batch]), live.encode_items(module, items[batch]))
+                loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+                eager_step(optimizer)
     return optimizer
 
 
@@ -359,11 +362,13 @@ def build_checkpoint(result: TrainResult, holdout: HoldoutSplit | None = None) -
     if n > MAX_TRAIN_PAIRS:
         rng = np.random.default_rng(np.random.SeedSequence([config.seed, 0xA1]))
         pairs = pairs[np.sort(rng.choice(n, MAX_TRAIN_PAIRS, replace=False))]
+    with compiler_free():
+        item_state, user_state = result.item_optimizer.state_dict(), result.user_optimizer.state_dict()
     ckpt: dict[str, Any] = {
         CHECKPOINT_MARKER: CHECKPOINT_VERSION,
         "state_dict": {k: v.detach().clone() for k, v in result.model.state_dict().items()},
-        "optimizer_state_dict": result.item_optimizer.state_dict(),
-        "user_optimizer_state_dict": result.user_optimizer.state_dict(),
+        "optimizer_state_dict": item_state,
+        "user_optimizer_state_dict": user_state,
         "config": config.record(data),
         "item_ids": list(data.item_ids),
         "user_ids": list(data.user_ids),

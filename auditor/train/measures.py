@@ -16,6 +16,7 @@ import torch
 from auditor.metrics.exposure import HeadShare
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.probes import ProbeBatch, summarise_angles, update_step, working_copy
+from auditor.probes.eager import compiler_free
 from auditor.retrieval import sharded_topk
 from auditor.summaries import ANGLE_EDGES
 from auditor.train.live import PopauditLiveModel
@@ -30,12 +31,13 @@ def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor)
     the item tower's optimizer and its state (so momentum/Adam act as in training); the
     original is untouched. Items whose embedding did not move are left out.
     """
-    live = PopauditLiveModel(
-        result.model, result.config.record(result.data), result.item_optimizer.state_dict()
-    )
-    module, _ = working_copy(live)
-    batch = ProbeBatch(users.numpy(), items.numpy(), "training pairs")
-    return update_step(live, module, [batch], extra_rows=np.zeros(0, np.int64), fallback_lr=None).angles
+    with compiler_free():  # an eager step: see auditor/probes/eager.py
+        live = PopauditLiveModel(
+            result.model, result.config.record(result.data), result.item_optimizer.state_dict()
+        )
+        module, _ = working_copy(live)
+        batch = ProbeBatch(users.numpy(), items.numpy(), "training pairs")
+        return update_step(live, module, [batch], extra_rows=np.zeros(0, np.int64), fallback_lr=None).angles
 
 
 def angle_summary(angles: np.ndarray) -> dict[str, Any]:

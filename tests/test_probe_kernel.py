@@ -1,0 +1,138 @@
+"""The cross-Jacobian's kernel with plain autograd, its coordinate sample, and probes
+that never import torch's compiler stack.
+
+Known answers: torch.autograd.functional.jacobian gives J, so J Jᵀ is a reference for
+both of the kernel's paths (held rows, forward mode); a linear layer over features x has
+J_iJ_jᵀ = (x_iᵀx_j) I, so any coordinate sample gives |cos(x_i, x_j)| exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from auditor.probes import cross_jacobian
+from auditor.probes.copies import item_function
+from auditor.probes.eager import compiler_free, eager_step
+from auditor.probes.jacobian import sampled_kernel
+from live_towers import TinyLive, Towers
+
+N_ITEMS, N_USERS, DIM = 40, 30, 8
+ROWS = torch.tensor([0, 3, 5, 11, 17])
+
+
+def _reference_kernel(live: TinyLive, rows: torch.Tensor) -> torch.Tensor:
+    """K[i, j, s, t] from the full Jacobian by torch.autograd.functional.jacobian."""
+    f, params = item_function(live, live.module, rows)
+    names = list(params)
+
+    def g(*flat: torch.Tensor) -> torch.Tensor:
+        return f(dict(zip(names, flat)))
+
+    jac = torch.autograd.functional.jacobian(g, tuple(params.values()))
+    j = torch.cat([x.reshape(len(rows) * DIM, -1) for x in jac], dim=1).double()
+    return (j @ j.T).reshape(len(rows), DIM, len(rows), DIM).permute(0, 2, 1, 3)
+
+
+@pytest.mark.parametrize("encoder", ["embedding", "dense-linear", "mlp", "embedding-linear"])
+def test_both_kernel_paths_equal_the_full_jacobian(encoder: str) -> None:
+    live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, encoder))
+    want = _reference_kernel(live, ROWS)
+    f, params = item_function(live, live.module, ROWS)
+    held, dim = sampled_kernel(f, params, None, budget_bytes=1 << 30)
+    forward, _ = sampled_kernel(f, params, None, budget_bytes=0)  # one tangent at a time
+    assert dim == DIM
+    torch.testing.assert_close(held, want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(forward, want, rtol=1e-12, atol=1e-12)
+    cols = torch.tensor([1, 4, 6])
+    sub, _ = sampled_kernel(f, params, cols, budget_bytes=0)
+    torch.testing.assert_close(sub, want[:, :, cols][:, :, :, cols], rtol=1e-12, atol=1e-12)
+
+
+def test_sampled_coordinates_state_their_uncertainty() -> None:
+    # 5 items, 15 columns: 3 of the 8 coordinates, the same seeded sample for every item.
+    live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "dense-linear"))
+    full = cross_jacobian(live, live.module, ROWS)
+    assert full.n_coordinates == full.dim == DIM and full.max_offdiag_standard_error == 0.0
+    gen = torch.Generator().manual_seed(3)
+    part = cross_jacobian(live, live.module, ROWS, generator=gen, max_columns=15)
+    assert part.n_coordinates == 3 and part.dim == DIM
+    x = live.module.features[ROWS].numpy()
+    cos = np.abs((x @ x.T) / np.outer(np.linalg.norm(x, axis=1), np.linalg.norm(x, axis=1)))
+    # (x_iᵀx_j) I restricted to any coordinates keeps the ratio |cos| exactly.
+    assert part.max_offdiag_relative == pytest.approx(cos[~np.eye(5, dtype=bool)].max(), rel=1e-12)
+    assert part.max_offdiag_standard_error == pytest.approx(0.0, abs=1e-12)
+    emb = TinyLive(Towers(N_ITEMS, N_USERS, DIM))
+    out = cross_jacobian(emb, emb.module, ROWS, max_columns=15)
+    assert out.max_offdiag_relative == 0.0 and out.max_offdiag_standard_error == 0.0
+    # A curved shared tower: a positive estimate with a positive, finite standard error.
+    mlp = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "mlp"))
+    est = cross_jacobian(mlp, mlp.module, ROWS, generator=torch.Generator().manual_seed(1), max_columns=20)
+    assert est.n_coordinates == 4 and est.shared is True
+    assert est.max_offdiag_standard_error is not None and 0 < est.max_offdiag_standard_error < 1
+
+
+def test_eager_step_equals_the_ordinary_step() -> None:
+    torch.manual_seed(0)
+    for make in (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda p: torch.optim.Adam(p, lr=0.01)):
+        a = torch.nn.Parameter(torch.randn(5, dtype=torch.float64))
+        b = torch.nn.Parameter(a.detach().clone())
+        opt_a, opt_b = make([a]), make([b])
+        for _ in range(3):
+            opt_a.zero_grad()
+            with compiler_free():
+                opt_b.zero_grad()
+            a.pow(3).sum().backward()
+            b.pow(3).sum().backward()
+            opt_a.step()
+            eager_step(opt_b)
+        assert torch.equal(a, b)
+
+
+@pytest.mark.slow
+def test_probes_and_a_small_audit_import_no_compiler_stack(tmp_path: Path) -> None:
+    """`check` on the sample model: no torch._dynamo/inductor, sympy or matplotlib."""
+    root = Path(__file__).resolve().parents[1]
+    script = (
+        "import sys\n"
+        "from auditor.cli import main\n"
+        f"sys.argv = ['popaudit', 'check', {str(root / 'sample_data/biased.pt')!r}, '--interactions',"
+        f" {str(root / 'sample_data/interactions.parquet')!r}, '--json', {str(tmp_path / 'r.json')!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    assert e.code in (0, None), e.code\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['torch', '_dynamo'], ['torch', '_inductor'])"
+        " or m.split('.')[0] in ('sympy', 'matplotlib'))\n"
+        "print('LOADED', bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert "LOADED []" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_retrain_leaves_no_compiler_cache_in_tmpdir(tmp_path: Path) -> None:
+    """torch.optim loads torch._dynamo (and inductor, which makes torchinductor_<user> in
+    TMPDIR) unless training runs inside compiler_free."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = (
+        "import sys\n"
+        "from auditor.cli import main\n"
+        f"sys.argv = ['popaudit', 'retrain', '--epochs', '1', '--n-items', '200', '-o', {str(tmp_path / 'm.pt')!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    assert e.code in (0, None), e.code\n"
+        "print('DYNAMO', 'torch._dynamo' in sys.modules)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert "DYNAMO False" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    assert (tmp_path / "m.pt").is_file() and list(tmp.iterdir()) == []
