@@ -28,9 +28,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from auditor.config import DEFAULT_ALPHAS
+from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
-from auditor.result import C1, C4, C5, ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
+from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.wording import pct, pct_pair
 
 RHO_WEAK = 0.1
@@ -53,7 +53,6 @@ SEVERITY_RULE = (
     "correlation alone gives at most moderate (docs/report.md, \"Severity\")"
 )
 _ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")
-_IN_BATCH_WORDS = ("infonce", "softmax", "in-batch", "inbatch", "sampled", "contrastive", "nce")
 Strength = Literal["strong", "moderate", "weak", "negligible"]
 
 
@@ -325,9 +324,9 @@ def _recommendations(
             measured = f"here the top-1% items' share of the top-{skew.k} slots goes from {dot} (dot) to {cosine} (cosine){overlap}"
         else:
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"
-        recs += _serving_recommendations(result, measured)
+        recs += serving_recommendations(result, measured)
     if detected:
-        recs += _training_recommendations(conditions)
+        recs += training_recommendations(conditions)
     elif rises and skew is not None:
         recs.append(
             f"Item norms follow popularity, but dot-product serving is not skewed at K={skew.k} "
@@ -343,62 +342,3 @@ def _recommendations(
         )
     return recs
 
-
-def _training_recommendations(conditions: dict[str, Condition]) -> list[str]:
-    """What to change in training (C1, C5, the loss's negatives), each with its caveat."""
-    recs: list[str] = []
-    c1 = conditions.get(C1)
-    if c1 is not None and c1.status in ("holds", "unknown"):
-        recs.append(
-            "Training the item table with weight decay or an adaptive optimizer (Adam, Adagrad) breaks C1, "
-            "the orthogonality of plain-SGD updates"
-            + (" (C1 holds here: " + c1.evidence + ")" if c1.status == "holds" else "")
-            + ". Caveat: this changes C1, not the popularity signal in the gradients; measure, do not assume, "
-            "that the coupling goes away (popaudit retrain / experiment conditions, then check again)."
-        )
-    c5 = conditions.get(C5)
-    if c5 is not None and c5.status in ("holds", "unknown"):
-        g = c5.details.get("growth_per_update")
-        lr = c5.details.get("probe_lr") or c5.details.get("lr")
-        numbers = ""
-        if g is not None:
-            numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"
-        recs.append(
-            "A lower learning rate on the item table, or a higher softmax temperature, shrinks the per-update "
-            f"norm growth c/s², which scales with η² and, for cosine logits, with 1/τ²{numbers}. Caveat: "
-            "slower or softer training; the correlation weakens at low learning rates but need not vanish, "
-            "so audit the retrained model."
-        )
-    c4 = conditions.get(C4)
-    loss = str((c4.details.get("loss") if c4 is not None else None) or "")
-    logq = c4 is not None and c4.details.get("logq") is True
-    if loss and not logq and any(word in loss.lower() for word in _IN_BATCH_WORDS):
-        recs.append(
-            f"The loss ({loss!r}) uses in-batch or sampled negatives, in which popular items appear as "
-            "negatives more often: apply logQ correction (subtract log of each item's sampling probability "
-            "from its logit). Caveat: it corrects the sampling bias of the loss, not the norm growth itself; "
-            "audit again after retraining."
-        )
-    return recs
-
-
-def _serving_recommendations(result: MeasuredSections, measured: str) -> list[str]:
-    """Cosine and norm-aware serving: the measured trade-off when held-out accuracy was
-    measured (:mod:`auditor.tradeoff`), else the advice and how to measure its cost."""
-    accuracy = result.accuracy
-    if accuracy is not None and accuracy.recommendation:
-        fix = ""
-        if accuracy.recommended not in (None, "dot"):
-            fix = (
-                f" `popaudit mitigate MODEL {setting('alpha')} auto {setting('output')} OUT` writes the item table rescaled for it "
-                "(k·‖k‖^(α−1)), so an existing inner-product index serves it unchanged."
-            )
-        return ["Held-out accuracy beside exposure: " + accuracy.recommendation + fix]
-    how = f"measure it with {setting('holdout')} (held-out interactions): recall/NDCG of every scoring beside its exposure"
-    return [
-        "Serve with cosine similarity, or L2-normalise item vectors before indexing: " + measured + ". "
-        "Caveat: norms may also carry useful signal (item quality, confidence); " + how + ".",
-        "Norm-aware scoring keeps part of the norm signal: score with ‖q‖^α‖k‖^α·cos(q, k) for α in (0, 1) "
-        "(α = 0 is cosine, α = 1 is dot product). Caveat: it trades accuracy against exposure; "
-        f"{setting('holdout')} measures α = {', '.join(f'{a:g}' for a in DEFAULT_ALPHAS)} (or your {setting('alphas')}).",
-    ]

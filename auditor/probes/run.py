@@ -14,7 +14,7 @@ from auditor.model import InteractionPairs, LiveModel, ModelBundle
 from auditor.probes.copies import working_copy
 from auditor.probes.eager import compiler_free
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
-from auditor.probe_results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference
+from auditor.probe_results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers
 from auditor.probes.sampling import sample_batches
 from auditor.probes.structure import item_tower_layers
 from auditor.probes.update import update_step
@@ -64,26 +64,10 @@ def run_probes(
     jac_rows = curve_rows[torch.as_tensor(rng.choice(len(curve_rows), size=n_jac, replace=False))]
     extra = rng.choice(n_items, size=min(n_extra_items, n_items), replace=False).astype(np.int64)
     errors: dict[ProbeKey, ProbeFailure] = {}
-    second: SecondDifference | None = None
-    cross: CrossJacobian | None = None
-    numeric: tuple[ProbeKey, ...] = ("c2", "c3")
     with progress.track("numeric probes", 5) as advance:
         layers = _attempt(errors, "item_tower", lambda: item_tower_layers(live, module))
         advance(1)
-        n_params = layers.n_parameters if layers is not None else None
-        if n_params is not None and n_params > NUMERIC_PARAMETER_LIMIT:
-            for key in numeric:
-                errors[key] = ProbeFailure(
-                    f"skipped: the item tower has {n_params} parameters "
-                    f"(numeric check limit {NUMERIC_PARAMETER_LIMIT})",
-                    skipped=True,
-                )
-                advance(1)
-        else:
-            second = _attempt(errors, "c2", lambda: second_difference(live, module, curve_rows, generator=generator))
-            advance(1)
-            cross = _attempt(errors, "c3", lambda: cross_jacobian(live, module, jac_rows, generator=generator))
-            advance(1)
+        second, cross = _numeric(live, module, layers, curve_rows, jac_rows, generator, errors, advance)
         alignment = _attempt(errors, "c4", lambda: gradient_alignment(live, module, batches[0]))
         advance(1)
         # A fresh copy for the step: torch.func's parameter swapping must not leak into
@@ -102,6 +86,29 @@ def run_probes(
         layers=layers, second_difference=second, cross_jacobian=cross,
         gradient_alignment=alignment, update=update, errors=errors,
     )
+
+
+def _numeric(
+    live: LiveModel, module: torch.nn.Module, layers: TowerLayers | None, curve_rows: torch.Tensor,
+    jac_rows: torch.Tensor, generator: torch.Generator, errors: dict[ProbeKey, ProbeFailure],
+    advance: Callable[[int], None],
+) -> tuple[SecondDifference | None, CrossJacobian | None]:
+    """C2's second difference and C3's cross-Jacobian, skipped (and recorded so) for a
+    tower above :data:`NUMERIC_PARAMETER_LIMIT` parameters."""
+    n_params = layers.n_parameters if layers is not None else None
+    if n_params is not None and n_params > NUMERIC_PARAMETER_LIMIT:
+        for key in ("c2", "c3"):
+            errors[key] = ProbeFailure(
+                f"skipped: the item tower has {n_params} parameters (numeric check limit {NUMERIC_PARAMETER_LIMIT})",
+                skipped=True,
+            )
+            advance(1)
+        return None, None
+    second = _attempt(errors, "c2", lambda: second_difference(live, module, curve_rows, generator=generator))
+    advance(1)
+    cross = _attempt(errors, "c3", lambda: cross_jacobian(live, module, jac_rows, generator=generator))
+    advance(1)
+    return second, cross
 
 
 def _attempt(errors: dict[ProbeKey, ProbeFailure], key: ProbeKey, probe: Callable[[], T]) -> T | None:

@@ -32,23 +32,7 @@ def update_step(
     is per unit lr²). Embeddings are compared on the batch items plus ``extra_rows``, so
     items moved only by optimizer state are counted too.
     """
-    optimizer = live.make_optimizer(module)
-    restored = optimizer is not None
-    item_params = list(live.item_parameters(module))
-    if optimizer is not None:
-        # load_state_dict keeps the caller's state tensors when dtype and device already
-        # match, so stepping would change the live model's stored state: own a copy.
-        optimizer.load_state_dict(copy.deepcopy(optimizer.state_dict()))
-    else:
-        lr = fallback_lr if fallback_lr is not None else 1.0
-        optimizer = torch.optim.SGD(item_params, lr=lr)
-    lrs = {float(g["lr"]) for g in optimizer.param_groups if "lr" in g}
-    item_ids = {id(p) for p in item_params}
-    item_lrs = {
-        float(g["lr"]) for g in optimizer.param_groups
-        if "lr" in g and any(id(p) in item_ids for p in g["params"])
-    }
-    lr_used = next(iter(item_lrs or lrs)) if len(item_lrs or lrs) == 1 else None
+    optimizer, restored, lr_used = _probe_optimizer(live, module, fallback_lr)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("a", "r", "g", "g1", "c")}
     n_eval = 0
     for batch in batches:
@@ -85,6 +69,30 @@ def update_step(
         optimizer=name if restored else f"{name} (fallback: the model's optimizer could not be rebuilt)",
         optimizer_restored=restored, lr=lr_used, steps=len(batches),
     )
+
+
+def _probe_optimizer(
+    live: LiveModel, module: torch.nn.Module, fallback_lr: float | None
+) -> tuple[torch.optim.Optimizer, bool, float | None]:
+    """The model's own optimizer with its state restored (a copy of the state), else plain
+    SGD over the item parameters at ``fallback_lr`` (1 without one); whether it was
+    restored; the item parameters' learning rate when they have one."""
+    optimizer = live.make_optimizer(module)
+    restored = optimizer is not None
+    item_params = list(live.item_parameters(module))
+    if optimizer is not None:
+        # load_state_dict keeps the caller's state tensors when dtype and device already
+        # match, so stepping would change the live model's stored state: own a copy.
+        optimizer.load_state_dict(copy.deepcopy(optimizer.state_dict()))
+    else:
+        optimizer = torch.optim.SGD(item_params, lr=fallback_lr if fallback_lr is not None else 1.0)
+    lrs = {float(g["lr"]) for g in optimizer.param_groups if "lr" in g}
+    item_ids = {id(p) for p in item_params}
+    item_lrs = {
+        float(g["lr"]) for g in optimizer.param_groups
+        if "lr" in g and any(id(p) in item_ids for p in g["params"])
+    }
+    return optimizer, restored, next(iter(item_lrs or lrs)) if len(item_lrs or lrs) == 1 else None
 
 
 def step_geometry(
