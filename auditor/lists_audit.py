@@ -23,6 +23,7 @@ from auditor.lists_verdict import decide_lists_verdict
 from auditor.loading.served_inputs import load_lists_inputs
 from auditor.loading.statistics import InputCache
 from auditor.metrics.exposure import novelty_unmeasured
+from auditor.metrics.harm_inputs import relevant_rows
 from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
@@ -62,7 +63,9 @@ def run_lists_audit(
     """Audit ``config.recommendations`` against ``config.interactions`` (module docstring)."""
     inputs = load_lists_inputs(config, cache or InputCache(), progress)
     served, stats = inputs.served, inputs.stats
-    outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress)
+    outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress,
+                             profiles=inputs.profiles, relevant=relevant_rows(inputs.heldout, served.n_users),
+                             groups=config.groups)
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
     accuracy = None

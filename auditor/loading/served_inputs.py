@@ -25,7 +25,7 @@ from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, setting
 from auditor.loading.alignment import align_counts
 from auditor.loading.history import eligible_users
-from auditor.loading.holdout import read_holdout
+from auditor.loading.holdout import build_csr, read_holdout
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import open_log, read_ids
 from auditor.loading.served_lists import ServedLists, lists_for, read_served_lists
@@ -47,6 +47,9 @@ class ListsInputs:
     warnings: list[str] = field(default_factory=list)
     heldout: HeldOutQueries | None = None
     """The held-out items of the served users who have some (``holdout``), at their list rows."""
+    profiles: tuple[np.ndarray, np.ndarray] | None = None
+    """CSR of each served user's training items (list rows; the user- and item-side
+    measures read them); None without a log of users."""
 
 
 def served_for_model(
@@ -114,7 +117,21 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
     if heldout is not None:
         warnings.extend(heldout.warnings)
     return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings,
-                       heldout=heldout)
+                       heldout=heldout, profiles=_profiles(config, served, progress))
+
+
+def _profiles(config: AuditConfig, served: ServedLists, progress: Progress) -> tuple[np.ndarray, np.ndarray] | None:
+    """CSR of each served user's training items over the lists' catalogue, at their list
+    rows (users without training items: empty); None without a log that names users."""
+    spec = config.training_log
+    if spec is None or open_log(spec).user_col is None:
+        return None
+    log = read_holdout(spec, served.items, progress=progress)  # a log read as users -> item rows
+    at = lookup_rows(log.users.raw_ids, served.user_ids)
+    listed = np.flatnonzero(at >= 0)
+    users = log.users.subset(listed)
+    owner = np.repeat(at[listed], np.diff(users.indptr))
+    return build_csr(owner, np.asarray(users.item_rows, dtype=np.int64), served.n_users)
 
 
 def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQueries:

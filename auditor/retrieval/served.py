@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from auditor.config import GroupPolicy
 from auditor.errors import InputError, setting
 from auditor.loading.served_lists import ServedLists
 from auditor.metrics.builtin_measures import LIST_MEASURES
@@ -102,13 +103,20 @@ def measure_served(
     popularity: str = "interactions",
     list_measures: Sequence[ListMeasure] = LIST_MEASURES,
     progress: Progress = SILENT,
+    *,
+    profiles: tuple[np.ndarray, np.ndarray] | None = None,
+    relevant: tuple[np.ndarray, np.ndarray] | None = None,
+    groups: GroupPolicy | None = None,
 ) -> ServedOutcome:
     """Every list measure of the served lists and of the most-popular list at each of
-    ``ks`` (each at most the lists' width), over ``served``'s catalogue."""
+    ``ks`` (each at most the lists' width), over ``served``'s catalogue; ``profiles`` and
+    ``relevant`` (CSR at the list rows: training and held-out items) feed the user- and
+    item-side measures, grouped by ``groups``."""
     weights = popularity_of(stats, popularity)
     n_items = served.items.n_items
     measures = ExposureMeasures(weights, stats.user_counts, stats.n_users, measures=list_measures,
-                                item_ids=served.items.item_ids)
+                                item_ids=served.items.item_ids, profiles=profiles, relevant=relevant,
+                                groups=groups or GroupPolicy())
     popular = np.broadcast_to(measures.popular_list(max(ks)), (served.n_users, min(max(ks), n_items)))
     section = describe_served(served)
     exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}

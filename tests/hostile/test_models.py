@@ -556,7 +556,7 @@ CASES = [
          process=True, timeout=30),
     Case("dev-zero-model", _special_model("/dev/zero"), EXIT_ERROR, r"/dev/zero is a character device",
          process=True, timeout=30),
-    Case("folder-model", _folder_model, EXIT_USAGE, r"'MODEL'.*model\.pt.*is a directory"),
+    Case("folder-model", _folder_model, EXIT_USAGE, r"'\[MODEL\]'.*model\.pt.*is a directory"),
     Case("symlink-loop-model", _loop, EXIT_ERROR, r"a\.pt.*(Too many levels of symbolic links|symlink loop)"),
     Case("dangling-symlink-model", _dangling, EXIT_ERROR, r"not found: model\.pt"),
     Case("symlink-chain-to-table", _symlink_to_table, EXIT_OK, None),
