@@ -108,12 +108,51 @@ class LoadOptions:
     """Raw user id of each user-table row, in row order."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReadSettings:
+    """How a model file and its training log are read: the settings ``check``
+    (:class:`AuditConfig`) and ``mitigate`` share, with the values they derive (how the
+    loader reads the model, how the log is read, what raw ids say about rows). Fields keep
+    their flat names: each is a command-line option and a manifest column of that name."""
+
+    interactions: Path | None = None
+    interactions_format: str = "auto"
+    user_col: str | None = None
+    item_col: str | None = None
+    item_ids: Path | None = None
+    item_key: str | None = None
+    user_key: str | None = None
+    id_offset: int | None = None
+    """Table row = raw id − id_offset wherever ids are taken as rows (1 for 1-based ids)."""
+    assume_row_ids: bool = False
+    """Take raw ids as table rows even when the log shows they evidently are not."""
+    max_memory: int | None = None
+    """Bytes the run may hold for tables and indexes; None: half the available memory."""
+
+    @property
+    def training_log(self) -> LogSpec | None:
+        """The training log (``interactions``) and how it is read (format, id columns);
+        None without one."""
+        return None if self.interactions is None else self._log(self.interactions)
+
+    def _log(self, path: Path) -> LogSpec:
+        return LogSpec(path, self.interactions_format, self.user_col, self.item_col, self.max_memory)
+
+    @property
+    def row_ids(self) -> RowIdPolicy:
+        """What the user said about taking raw ids as table rows."""
+        return RowIdPolicy(self.id_offset, self.assume_row_ids)
+
+    def read_options(self, *, trust_pickle: bool = False, user_ids: Path | None = None) -> LoadOptions:
+        """The settings the model loader reads."""
+        return LoadOptions(self.item_key, self.user_key, trust_pickle, self.item_ids, self.max_memory, user_ids)
+
+
 @dataclass(frozen=True)
-class AuditConfig:
+class AuditConfig(ReadSettings):
     """Settings of one audit (``popaudit check``); every field has the CLI's default."""
 
     model: Path | None
-    interactions: Path | None = None
     frequencies: Path | None = None
     """Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct
     users) in place of ``interactions`` where counts suffice (auditor/loading/frequencies.py)."""
@@ -121,19 +160,9 @@ class AuditConfig:
     """Count column of ``frequencies`` (auto-detected from common names)."""
     user_count_col: str | None = None
     """Distinct-users column of ``frequencies`` (optional; auto-detected from common names)."""
-    interactions_format: str = "auto"
-    user_col: str | None = None
-    item_col: str | None = None
-    item_ids: Path | None = None
-    item_key: str | None = None
-    user_key: str | None = None
     trust_pickle: bool = False
     user_ids: Path | None = None
     """Raw user id of each user-table row, in row order (where user rows meet log users)."""
-    id_offset: int | None = None
-    """Table row = raw id − id_offset wherever ids are taken as rows (1 for 1-based ids)."""
-    assume_row_ids: bool = False
-    """Take raw ids as table rows even when the log shows they evidently are not."""
     ks: tuple[int, ...] = (10, 100)
     queries: str = "auto"
     """auto | users | history | a path to a .npy/Parquet file of query vectors."""
@@ -145,8 +174,6 @@ class AuditConfig:
     bootstrap: int = 1000
     seed: int = 0
     declared: DeclaredTraining = field(default_factory=DeclaredTraining)
-    max_memory: int | None = None
-    """Bytes the audit may hold for tables and indexes; None: half the available memory."""
     plugins: tuple[Path, ...] = ()
     scheduler: str | None = None
     """Address of a dask.distributed scheduler that runs sharded retrieval; None: local."""
@@ -242,9 +269,7 @@ class AuditConfig:
     @property
     def load_options(self) -> LoadOptions:
         """The settings the model loader reads."""
-        return LoadOptions(
-            self.item_key, self.user_key, self.trust_pickle, self.item_ids, self.max_memory, self.user_ids
-        )
+        return self.read_options(trust_pickle=self.trust_pickle, user_ids=self.user_ids)
 
     def input_files(self) -> dict[str, Path | None]:
         """Every file this audit reads, by the setting that names it (outputs must never
@@ -276,23 +301,9 @@ class AuditConfig:
             require_regular_file(self.queries, "query file")
 
     @property
-    def training_log(self) -> LogSpec | None:
-        """The training log (``interactions``) and how it is read (format, id columns);
-        None without one."""
-        return None if self.interactions is None else self._log(self.interactions)
-
-    @property
     def holdout_log(self) -> LogSpec | None:
         """The held-out log (``holdout``), read as the training log is; None without one."""
         return None if self.holdout is None else self._log(self.holdout)
-
-    def _log(self, path: Path) -> LogSpec:
-        return LogSpec(path, self.interactions_format, self.user_col, self.item_col, self.max_memory)
-
-    @property
-    def row_ids(self) -> RowIdPolicy:
-        """What the user said about taking raw ids as table rows."""
-        return RowIdPolicy(self.id_offset, self.assume_row_ids)
 
     def item_rows(self, bundle: ModelBundle) -> ItemRows:
         """How this audit maps its logs' raw item ids to the rows of ``bundle``'s item

@@ -28,7 +28,7 @@ import pluggy
 
 from auditor import __version__
 from auditor.alpha import RULE
-from auditor.config import LoadOptions
+from auditor.config import ReadSettings, LoadOptions
 from auditor.errors import InputError, ModelLoadError, UntrustedPickleError, setting
 from auditor.io import atomic_path, check_not_inputs, is_special_file, require_regular_file
 from auditor.loading import count_item_ids, load_model
@@ -42,7 +42,6 @@ from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
 from auditor.loading.plugin_formats import model_formats, write_model_format
 from auditor.progress import SILENT, Progress
-from auditor.values import LogSpec, RowIdPolicy
 
 SIDECAR_SUFFIX = ".popaudit.json"
 """The sidecar is the output's path plus this suffix (``items.npy`` -> ``items.npy.popaudit.json``)."""
@@ -58,23 +57,14 @@ def writable_formats(pm: pluggy.PluginManager | None = None) -> list[ModelFormat
 
 
 @dataclass(frozen=True)
-class MitigateConfig:
-    """Settings of one ``popaudit mitigate`` run."""
+class MitigateConfig(ReadSettings):
+    """Settings of one ``popaudit mitigate`` run: how the model and its training log are
+    read (:class:`~auditor.config.ReadSettings`, as ``check`` reads them; the log gives the
+    frequencies for the before/after figures, optional) and what to write."""
 
     model: Path
     output: Path
     alpha: float
-    item_key: str | None = None
-    user_key: str | None = None
-    interactions: Path | None = None
-    """Training log: frequencies for the before/after Spearman ρ (optional)."""
-    interactions_format: str = "auto"
-    user_col: str | None = None
-    item_col: str | None = None
-    item_ids: Path | None = None
-    id_offset: int | None = None
-    assume_row_ids: bool = False
-    max_memory: int | None = None
     tensors_only: bool = False
     """A torch file popaudit cannot write back faithfully: write its tensors as a state dict."""
     alpha_source: str = "given"
@@ -88,7 +78,7 @@ class MitigateConfig:
 
     @property
     def load_options(self) -> LoadOptions:
-        return LoadOptions(self.item_key, self.user_key, False, self.item_ids, self.max_memory)
+        return self.read_options()
 
     def input_files(self) -> dict[str, Path | None]:
         """Every file this run reads, by the setting that names it."""
@@ -273,12 +263,9 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
 def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress, warnings: list[str]) -> np.ndarray | None:
     """Interactions per item row, counted by the one function ``check`` counts with
     (:func:`~auditor.loading.statistics.item_stats`: the log, else the checkpoint's record)."""
-    counts = None
-    if config.interactions is not None:
-        spec = LogSpec(config.interactions, config.interactions_format, config.user_col, config.item_col)
-        counts = count_item_ids(spec, need_users=False, progress=progress)
-    policy = RowIdPolicy(config.id_offset, config.assume_row_ids)
-    stats = item_stats(bundle, counts, config.interactions, policy, warnings)
+    spec = config.training_log
+    counts = None if spec is None else count_item_ids(spec, need_users=False, progress=progress)
+    stats = item_stats(bundle, counts, config.interactions, config.row_ids, warnings)
     return None if stats is None else np.asarray(stats.frequencies, dtype=np.int64)
 
 
