@@ -27,6 +27,8 @@ BASE_METRICS = (
     "pearson_log",
     "kendall",
     "loglog_slope",
+    "served_spearman",
+    "served_loglog_slope",
     "unsafe_globals",
 )
 """The flat names that stand alone (no scoring, no K); the rest are ``<measure>_<scoring>@K``."""
@@ -91,6 +93,12 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
         flat["spearman_ci_lo"] = FlatEntry(_num(ci[0]), "frequency_norm", "spearman_ci_lo")
         flat["spearman_ci_hi"] = FlatEntry(_num(ci[1]), "frequency_norm", "spearman_ci_hi")
         flat["spearman_p"] = FlatEntry(_num(fn.get("spearman_p")), "frequency_norm", "spearman_p")
+    # What dot serving sees: the served vectors where the model serves with others than its
+    # table (RecBole's graph models), else the stored table itself.
+    served_fn = (report.get("served_vectors") or {}).get("frequency_norm") or fn
+    for name in ("spearman", "loglog_slope"):
+        flat[f"served_{name}"] = FlatEntry(_num(served_fn.get(name)) if served_fn else None, "frequency_norm",
+                                           f"served_{name}")
     retrieval = report.get("retrieval")
     if retrieval:
         for key, cut in (retrieval.get("at") or {}).items():

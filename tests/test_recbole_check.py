@@ -125,6 +125,11 @@ def test_lightgcn_audit_equals_an_audit_of_recboles_forward(lightgcn: AuditResul
     # the stored table is another matter: its ρ is far below the served vectors'
     assert lightgcn.frequency_norm is not None
     assert lightgcn.served_vectors.frequency_norm.spearman - lightgcn.frequency_norm.spearman > 0.5
+    # served_* gate what dot serving sees: the served vectors here, the stored table where it serves
+    flat, flat_plain = lightgcn.flat_metrics(), plain.flat_metrics()
+    assert flat["served_spearman"] == lightgcn.served_vectors.frequency_norm.spearman != flat["spearman"]
+    assert flat["served_loglog_slope"] == lightgcn.served_vectors.frequency_norm.loglog_slope
+    assert flat_plain["served_spearman"] == flat_plain["spearman"] == plain.frequency_norm.spearman
 
 
 def test_simplex_is_audited_with_its_own_users_and_cosine() -> None:

@@ -46,7 +46,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("gini",), "bias", "lower", False),
     Rule(("coverage", "novelty"), "bias", "higher", False),
     Rule(("spearman", "spearman_ci_lo", "spearman_ci_hi", "pearson_log", "kendall", "loglog_slope",
-          "item_bias_spearman"), "bias", "lower", False),
+          "served_spearman", "served_loglog_slope", "item_bias_spearman"), "bias", "lower", False),
     Rule(("recall", "ndcg", "hit_rate", "mrr"), "accuracy", "higher", False),
     Rule(("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster"), "accuracy", "higher", True),
     Rule(("index_recall",), "accuracy", "higher", False),
