@@ -17,7 +17,7 @@ from auditor.sections import (
     ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED,
 )
 
-Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures"]
+Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
 BASE_METRICS = (
     "spearman",
@@ -29,6 +29,8 @@ BASE_METRICS = (
     "loglog_slope",
     "served_spearman",
     "served_loglog_slope",
+    "training_spearman",
+    "training_angle_share_90_1",
     "unsafe_globals",
 )
 """The flat names that stand alone (no scoring, no K); the rest are ``<measure>_<scoring>@K``."""
@@ -99,6 +101,7 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     for name in ("spearman", "loglog_slope"):
         flat[f"served_{name}"] = FlatEntry(_num(served_fn.get(name)) if served_fn else None, "frequency_norm",
                                            f"served_{name}")
+    _training_entries(report.get("training"), flat)
     retrieval = report.get("retrieval")
     if retrieval:
         for key, cut in (retrieval.get("at") or {}).items():
@@ -136,6 +139,19 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             flat[name] = FlatEntry(_num(value), "measures", name)
     return flat
+
+
+def _training_entries(training: dict[str, Any] | None, flat: dict[str, FlatEntry]) -> None:
+    """A training trace's (``check --trace``) last ρ and pooled 90° ± 1° share of update
+    angles; None without a trace, or for a trace of another model (its figures are not this
+    model's)."""
+    usable = training is not None and training.get("matches_model", True) is not False
+    points = [p for p in (training or {}).get("points") or [] if p.get("spearman") is not None] if usable else []
+    angles = ((training or {}).get("angles") or {}) if usable else {}
+    flat["training_spearman"] = FlatEntry(_num(points[-1]["spearman"]) if points else None, "training",
+                                          "training_spearman")
+    flat["training_angle_share_90_1"] = FlatEntry(_num(angles.get("share_90_1")), "training",
+                                                  "training_angle_share_90_1")
 
 
 def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:

@@ -13,6 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from auditor.flat import flat_metrics_from_report
 from auditor.monitor import read_trace
 
 RECBOLE = Path(__file__).resolve().parent / "data" / "recbole"
@@ -96,6 +97,9 @@ def test_measured_angles_settle_c1_c4_c5_of_a_bare_table(trained: tuple[Path, Pa
         assert "(source: trace)" in c[key]["evidence"] and c[key]["details"]["trace_angles"]["n"] == pooled.n == 729
     assert c["C1"]["details"]["optimizer"] == "SGD" and c["C1"]["details"]["sources"]["kind"] == "trace (header.optimizer)"
     assert c["C1"]["details"]["lr"] == 10.0 and c["C1"]["details"]["sources"]["lr"] == "trace (lr at step 36)"
+    flat = flat_metrics_from_report(report)  # the trace's figures as gate names
+    assert flat["training_angle_share_90_1"] == pooled.share_90_1 == 1.0
+    assert flat["training_spearman"] == [p for p in read_trace(trained[1]).steps if p.spearman is not None][-1].spearman
     c5 = c["C5"]
     assert c5["status"] == "holds" and c5["details"]["growth_source"] == "trace"
     assert c5["details"]["growth_per_update"] == pooled.growth_per_update and c5["details"]["epochs"] == 3.0
@@ -111,6 +115,8 @@ def test_a_trace_of_another_model_is_flagged(trained: tuple[Path, Path], tmp_pat
     report = json.loads(check(*bare_table(trained, tmp_path, slice(0, 149)), "--trace", str(trained[1])).stdout)
     assert report["training"]["matches_model"] is False
     assert report["training"]["mismatch"] == "the trace watched 150 items, the audited table has 149 rows"
+    # another model's figures are not this model's flat metrics
+    assert flat_metrics_from_report(report)["training_spearman"] is None
     assert any("is of another model" in w and "not used as evidence" in w for w in report["warnings"])
     assert report["conditions"]["C1"]["status"] == "unknown" and "trace" not in report["conditions"]["C1"]["evidence"]
     assert report["conditions"]["C5"]["details"].get("growth_source") != "trace"

@@ -46,11 +46,11 @@ RULES: tuple[Rule, ...] = (
     Rule(("gini",), "bias", "lower", False),
     Rule(("coverage", "novelty"), "bias", "higher", False),
     Rule(("spearman", "spearman_ci_lo", "spearman_ci_hi", "pearson_log", "kendall", "loglog_slope",
-          "served_spearman", "served_loglog_slope", "item_bias_spearman"), "bias", "lower", False),
+          "served_spearman", "served_loglog_slope", "training_spearman", "item_bias_spearman"), "bias", "lower", False),
     Rule(("recall", "ndcg", "hit_rate", "mrr"), "accuracy", "higher", False),
     Rule(("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster"), "accuracy", "higher", True),
     Rule(("index_recall",), "accuracy", "higher", False),
-    Rule(("overlap_dot_cosine", "spearman_p"), "none", "none", False),
+    Rule(("overlap_dot_cosine", "spearman_p", "training_angle_share_90_1"), "none", "none", False),
 )  # fmt: skip
 """The direction table (module docstring); every family the built-in reports hold."""
 _UNKNOWN = Rule((), "none", "none", True)
