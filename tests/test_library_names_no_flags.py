@@ -1,5 +1,5 @@
 """Library code never spells a command-line flag (docs/architecture.md): messages name a
-setting through ``auditor.errors.setting(name)`` and the CLI registers its spelling, so
+setting through ``auditor.errors.setting(name)`` and the CLI spells it while a command runs, so
 the same message says ``--item-ids`` on the command line and ``item_ids`` to a library
 caller or in a batch manifest.
 
