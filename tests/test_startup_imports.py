@@ -51,7 +51,7 @@ def test_missing_model_error_loads_no_numpy_torch_or_plugins(tmp_path: Path) -> 
     ("args", "shown"),
     [
         (["--help"], ("check", "batch", "plugins", "mitigate", "diff")),
-        (["check", "--help"], ("--interactions", "--fail-on")),
+        (["check", "--help"], ("--interactions", "--fail-on", "--device")),
         (["batch", "--help"], ("MANIFEST",)),
     ],
 )
