@@ -5,6 +5,7 @@ kernel's lists equal the CPU's up to float32 near-ties (that test runs only ther
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ from auditor.cli import cli
 from auditor.config import AuditConfig
 from auditor.devices import resolve_device
 from auditor.errors import InputError
+from auditor.model import ModelBundle
+from auditor.probes import run_probes
 from auditor.retrieval.scoring_blocks import exclude_entries
 from auditor.retrieval.scorings import multi_scoring_topk
 
@@ -102,3 +105,30 @@ def test_cuda_lists_equal_the_cpu_lists_up_to_float32_near_ties() -> None:
         assert differ.mean() < 0.01, (a, differ.mean())
         excluded = set(zip(np.repeat(np.arange(300), np.diff(exclude[0])).tolist(), exclude[1].tolist()))
         assert not any((q, r) in excluded for q, row in enumerate(rows_gpu) for r in row)
+
+
+def _probe_model() -> tuple[Any, ModelBundle]:
+    from live_towers import TinyLive, Towers
+
+    live = TinyLive(Towers(40, 30, 8))
+    table = live.encode_items(live.module, torch.arange(40)).detach().numpy()
+    user_table = live.module.user_emb.weight.detach().numpy()
+    return live, ModelBundle(source=Path("m.pt"), format="popaudit", item_table=table, live=live,  # type: ignore[arg-type]
+                                user_table=user_table)
+
+
+def test_probes_on_the_explicit_cpu_device_are_the_default_probes() -> None:
+    live, bundle = _probe_model()
+    default = run_probes(live, bundle, None, seed=5, batch_size=16).to_dict()
+    cpu = run_probes(live, bundle, None, seed=5, batch_size=16, device="cpu").to_dict()
+    assert default == cpu and "errors" not in cpu
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (GPU path untested here)")
+def test_probes_on_cuda_agree_with_the_cpu() -> None:
+    live, bundle = _probe_model()
+    cpu = run_probes(live, bundle, None, seed=5, batch_size=16).to_dict()
+    gpu = run_probes(live, bundle, None, seed=5, batch_size=16, device="cuda").to_dict()
+    assert "errors" not in gpu, gpu.get("errors")
+    assert gpu["update_angles"]["median"] == pytest.approx(cpu["update_angles"]["median"], abs=1e-6)
+    assert gpu["c3_cross_jacobian"]["max_offdiag_relative"] == cpu["c3_cross_jacobian"]["max_offdiag_relative"] == 0.0
