@@ -15,6 +15,7 @@ import numpy as np
 import pluggy
 
 from auditor.config import AuditConfig
+from auditor.devices import resolve_device
 from auditor.evaluation import Evaluation, evaluate
 from auditor.idmap import describe_mapping
 from auditor.loading.frequencies import needs_the_log
@@ -225,7 +226,7 @@ def _assess_conditions(
     return assess_conditions(
         inputs.bundle, inputs.stats, inputs.probe_pairs, config.declared, pm=pm, seed=config.seed,
         run_probes=config.probes, progress=progress, row_ids=config.row_ids, frequency_norm=frequency_norm,
-        training=inputs.training,
+        training=inputs.training, device=resolve_device(config.device) if config.probes else "cpu",
     )
 
 

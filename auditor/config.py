@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor.devices import DEVICES
 from auditor.errors import InputError, setting
 from auditor.ranges import check_ranges
 
@@ -204,6 +205,9 @@ class AuditConfig(ReadSettings):
     """Rank column of ``recommendations`` (lower first; auto-detected from common names)."""
     score_col: str | None = None
     """Score column of ``recommendations`` (higher first; auto-detected from common names)."""
+    device: str = "cpu"
+    """Where the one-pass scoring kernel and the numeric probes run: cpu, cuda, or auto
+    (cuda when torch sees a CUDA device); auditor/devices.py."""
 
     def __post_init__(self) -> None:
         self._check_served()
@@ -211,6 +215,8 @@ class AuditConfig(ReadSettings):
             raise InputError(f"cut-offs {setting('ks')} must be positive integers, got {list(self.ks)}")
         if self.index not in INDEX_KINDS:
             raise InputError(f"{setting('index')} must be one of {', '.join(INDEX_KINDS)}, got {self.index!r}")
+        if self.device not in DEVICES:
+            raise InputError(f"{setting('device')} must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.popularity not in POPULARITY_KINDS:
             raise InputError(
                 f"{setting('popularity')} must be one of {', '.join(POPULARITY_KINDS)}, got {self.popularity!r}"

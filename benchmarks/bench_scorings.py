@@ -81,13 +81,17 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="threads of both sides (default: all cores); 1 compares one core each"
     )
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="where popaudit's score tiles are computed (check --device); the bare search stays FAISS on the CPU",
+    )
     args = parser.parse_args()
     if args.threads is not None:
         faiss.omp_set_num_threads(args.threads)
     n, d, q, k = args.items, args.dim, args.queries, args.k
     print(
         f"faiss {faiss.__version__} ({faiss.omp_get_max_threads()} OpenMP threads), torch {torch.__version__}, "
-        f"popaudit on {args.threads or torch.get_num_threads()} threads, best of {args.repeat} interleaved rounds"
+        f"popaudit on {args.threads or torch.get_num_threads()} threads ({args.device}), best of {args.repeat} interleaved rounds"
     )
     items, queries, exclude = make_data(n, d, q, args.seed)
     seen = np.diff(exclude[0])
@@ -99,7 +103,9 @@ def main() -> None:
         args.repeat,
         {
             "bare": lambda: bare_search(items, queries, k),
-            "popaudit": lambda: multi_scoring_topk(queries, items, k, ALPHAS, exclude=exclude, threads=args.threads),
+            "popaudit": lambda: multi_scoring_topk(
+                queries, items, k, ALPHAS, exclude=exclude, threads=args.threads, device=args.device
+            ),
         },
     )
     t_bare, t_pop = best["bare"], best["popaudit"]

@@ -4,8 +4,9 @@ timed in the same run (issue 25's "small audit in a blink").
 Every figure is the fastest of ``--repeat`` interleaved subprocess runs, each beside its
 baseline in the same round:
 
-* ``popaudit --help`` and an error path (a missing model file) against ``python -c pass``
-  (the interpreter's own start);
+* ``popaudit --help``, ``popaudit check --help`` and an error path (a missing model file)
+  against ``python -c pass`` (the interpreter's own start) and against the goal of
+  :data:`HELP_GOAL` seconds wall;
 * ``popaudit check MODEL --interactions LOG --json`` end to end against
   ``python -c "import torch"`` (the floor of any audit of a torch file);
 * the same ``check`` under ``python -X importtime``: the time its imports took (summed
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -33,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("torch._dynamo", "torch._inductor", "sympy", "matplotlib")
+HELP_GOAL = 0.2
+"""Seconds wall that ``--help`` and an error path may take (issue 25, goal 3)."""
 PACKAGES = ("torch", "scipy", "numpy", "pyarrow", "faiss", "matplotlib", "rich", "click", "pluggy", "auditor")
 
 AUDIT_SCRIPT = """
@@ -64,12 +68,20 @@ print(json.dumps(spent))
 """
 
 
+BYTECODE = {"PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "popaudit-bench-pyc")}
+"""Compiled modules cached outside the source trees, and written even where the
+environment sets PYTHONDONTWRITEBYTECODE: an installed popaudit runs from bytecode, and
+compiling its sources on every start (about 50 ms of ``--help``) is no cost a user pays.
+The first round writes the cache; the fastest round counts."""
+
+
 def wall(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     """Seconds and outcome of ``cmd``, run outside the source tree: ``-m auditor`` and
     ``-c`` put the working directory first on sys.path, which would shadow the package
     each interpreter has installed."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | BYTECODE
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(), env=env)
     return time.perf_counter() - start, done
 
 
@@ -107,6 +119,7 @@ def commands(py: str, model: Path, log: Path) -> dict[str, list[str]]:
     return {
         "python": [py, "-c", "pass"],
         "help": [py, "-m", "auditor", "--help"],
+        "check_help": [py, "-m", "auditor", "check", "--help"],
         "error": [py, "-m", "auditor", "check", "/nonexistent/model.pt"],
         "torch": [py, "-c", "import torch"],
         "check": [py, *check],
@@ -142,8 +155,10 @@ class Figures:
         total, per, bad = self.imports
         print(f"-- {title}")
         print(f"python -c pass                 {best['python']:6.3f} s")
-        print(f"popaudit --help                {best['help']:6.3f} s  ({best['help'] / best['python']:5.1f}x python)")
-        print(f"error path (missing model)     {best['error']:6.3f} s  ({best['error'] / best['python']:5.1f}x python)")
+        for key, label in (("help", "popaudit --help"), ("check_help", "popaudit check --help"),
+                           ("error", "error path (missing model)")):
+            print(f"{label:<30} {best[key]:6.3f} s  ({best[key] / best['python']:5.1f}x python, "
+                  f"{best[key] / HELP_GOAL:4.2f}x the {HELP_GOAL:g} s goal)")
         print(f"python -c 'import torch'       {best['torch']:6.3f} s")
         print(f"check end to end (--json)      {best['check']:6.3f} s  ({best['check'] / best['torch']:5.2f}x import torch)")
         print(f"  imports (-X importtime)      {total:6.3f} s  ({total / best['torch']:5.2f}x import torch)")
@@ -182,7 +197,7 @@ def main() -> None:
         new, old = figures["this popaudit"], figures["baseline"]
         assert new.imports is not None and old.imports is not None
         print("-- this / baseline (same rounds)")
-        for key in ("help", "error", "check"):
+        for key in ("help", "check_help", "error", "check"):
             print(f"{key:<30} {new.best[key] / old.best[key]:6.2f}")
         print(f"{'imports':<30} {new.imports[0] / old.imports[0]:6.2f}")
         for key in ("audit", "probes", "cross_jacobian"):

@@ -10,19 +10,36 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 
 from auditor.config import DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
 from auditor.errors import AuditError
 from auditor.ranges import RANGES
 from auditor.cli._progress import RichProgress as RichProgress  # bars, or plain lines off a terminal
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-stderr = Console(stderr=True, highlight=False)
+
+class _StderrConsole:
+    """rich's Console on stderr, made on first print: rich takes about 30 ms to import,
+    which ``popaudit --help`` and an error path never need."""
+
+    @functools.cached_property
+    def console(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        self.console.print(*objects, **kwargs)
+
+
+stderr = _StderrConsole()
 
 
 class FilePath(click.Path):

@@ -3,9 +3,11 @@
 Plugin commands (hook ``popaudit_cli_commands``) come from installed entry points and
 from the ``--plugin PATH`` files named anywhere on the command line, read before click
 parses it. The plugin manager is built only when a name is not a built-in command or
-the command list is asked for (``popaudit --help``), and without the built-in plugin
-modules (they add no commands): ``popaudit --help`` imports only installed plugins,
-and ``popaudit check`` none for this (its own manager comes later, in the command).
+the command list is asked for (``popaudit --help``) while a plugin is installed or
+named, and without the built-in plugin modules (they add no commands): ``popaudit
+--help`` imports only installed plugins (none, and no manager, when the entry-point
+group is empty), and ``popaudit check`` none for this (its own manager comes later, in
+the command).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import click
 
 from auditor.errors import PluginError
+from auditor.plugin_names import installed_entry_points
 
 _ARGV_KEY = "popaudit.plugin_paths"
 _COMMANDS_KEY = "popaudit.plugin_commands"
@@ -88,7 +91,11 @@ class PluginGroup(click.Group):
         cached: dict[str, click.Command] | None = ctx.meta.get(_COMMANDS_KEY)
         if cached is not None:
             return cached
-        commands = plugin_commands(ctx.meta.get(_ARGV_KEY, ()), builtin_names=self.commands)
+        paths = ctx.meta.get(_ARGV_KEY, ())
+        if paths or installed_entry_points():
+            commands = plugin_commands(paths, builtin_names=self.commands)
+        else:  # no plugin can add a command: no manager (pluggy, numpy) is built to say so
+            commands = {}
         ctx.meta[_COMMANDS_KEY] = commands
         return commands
 

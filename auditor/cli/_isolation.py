@@ -21,14 +21,13 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from auditor.errors import AuditError
-from auditor.parallel import die_with_parent
+from auditor.plugin_names import installed_entry_points
 
 T = TypeVar("T")
 
@@ -44,9 +43,7 @@ class ChildError(AuditError):
 def third_party_plugins(plugins: Iterable[Path]) -> bool:
     """True when plugin code other than popaudit's built-ins would run: ``--plugin`` files
     or installed entry points (listed without importing them)."""
-    from auditor.plugins.manager import ENTRY_POINT_GROUP
-
-    return bool(tuple(plugins)) or bool(list(entry_points(group=ENTRY_POINT_GROUP)))
+    return bool(tuple(plugins)) or bool(installed_entry_points())
 
 
 def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: str, debug: bool = False) -> T:
@@ -94,6 +91,8 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], write_end: int, debug:
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+        from auditor.parallel import die_with_parent  # here: `popaudit --help` needs no multiprocessing
+
         die_with_parent()  # the kernel kills the child with its parent: no audit outlives it
         os.dup2(2, 1)  # plugin prints (and any native writes to fd 1) go to stderr
         sys.stdout = sys.stderr

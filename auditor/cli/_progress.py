@@ -15,9 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from auditor.progress import Advance, Progress
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 INTERVAL_SECONDS = 10.0
 """At most one progress line per this many seconds for a track of fast units."""
@@ -33,7 +36,11 @@ class RichProgress(Progress):
     def __init__(
         self, enabled: bool = True, console: Console | None = None, *, task_seconds: float = TASK_SECONDS
     ) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        if console is None:
+            from rich.console import Console  # on first use: `popaudit --help` needs no rich
+
+            console = Console(stderr=True, highlight=False)
+        self.console = console
         self.enabled = enabled
         plain = enabled and not self.console.is_terminal
         self.plain = PlainLines(self._write, task_seconds=task_seconds) if plain else None

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
 
 from auditor.cli._common import (
     MemorySize,
@@ -181,6 +180,8 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
     document = batch_document(summary, title=f"popaudit batch: {manifest.name}", n_resumed=outcome.n_resumed,
                               output=output)
     if not quiet:
+        from rich.console import Console  # here: `popaudit --help` needs no rich
+
         print_report(document, width=max(100, Console().width))
     for row, model, error in summary.failures:
         stderr.print(f"row {row} ({model}) failed: {error}", style="red", markup=False, highlight=False, soft_wrap=True)

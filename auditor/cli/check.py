@@ -34,6 +34,7 @@ from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command
 from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
+from auditor.devices import DEVICES, resolve_device
 from auditor.errors import GateError
 from auditor.io import check_not_inputs
 
@@ -73,6 +74,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--recommendations", type=PathArg, help="Served lists to audit (Parquet or CSV/TSV: user id, item id, and a rank or score per row). Without MODEL: a lists-only audit against --interactions; with MODEL: the lists become the 'served' scoring beside dot, cosine and popular (docs/served-lists.md).")
 @click.option("--rank-col", help="Rank column of --recommendations (lower first). [default: auto-detected: rank, position, pos...]")
 @click.option("--score-col", help="Score column of --recommendations (higher first). [default: auto-detected: score, prediction...]")
+@click.option("--device", type=click.Choice(DEVICES), default="cpu", show_default=True, help="Where the exact retrieval's inner products and the numeric probes run: cpu, cuda (an error when torch sees no CUDA device), or auto (cuda when there is one). Lists equal the CPU's up to float32 near-ties.")
 @common_options
 def command(
     model: Path | None,
@@ -120,6 +122,7 @@ def command(
             raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --frequencies, which was not given")
     config = AuditConfig(model=model, plugins=plugins, **audit_fields(options))
     config.check_inputs()
+    resolve_device(config.device)  # cuda without a CUDA device: said before any work
     if mlflow:
         require_mlflow()
     files = {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path}

@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from auditor.cli._next import check_command
 from auditor.cli._common import (
@@ -116,6 +114,9 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
 
 def _summary(result: Any) -> None:
     """The before/after figures the rescaling changes, as a small table on stdout."""
+    from rich.console import Console  # here: `popaudit --help` needs no rich
+    from rich.table import Table
+
     from auditor.wording import pct_pair
 
     console = Console(highlight=False)

@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from auditor.cli._common import common_options
 
@@ -27,6 +25,9 @@ def command(as_json: bool, no_entry_points: bool, plugins: tuple[Path, ...]) -> 
     packages) and `--plugin PATH` files. A plugin that fails to load is reported as an
     error naming it (exit 1).
     """
+    from rich.console import Console  # here: `popaudit --help` needs no rich
+    from rich.table import Table
+
     from auditor.plugins import describe_plugins, get_plugin_manager, hook_names
 
     pm = get_plugin_manager(plugins, entry_points=not no_entry_points)

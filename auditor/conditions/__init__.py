@@ -75,6 +75,7 @@ def assess_conditions(
     row_ids: RowIdPolicy = RowIdPolicy(),
     frequency_norm: FrequencyNorm | None = None,
     training: TrainingSection | None = None,
+    device: str = "cpu",
 ) -> ConditionsOutcome:
     """Verdicts for C1-C5 with evidence, and the probes when a live encoder exists.
 
@@ -83,6 +84,7 @@ def assess_conditions(
     (``popaudit_condition_evidence``) overrides the inferred verdicts. A training trace
     (``training``, of this model) adds its optimizer name, learning rate and measured
     update angles to C1, C4 and C5 (:func:`~auditor.conditions.facts.read_trace_facts`).
+    ``device``: where the probes' copy runs (``"cpu"`` or ``"cuda"``, resolved).
     """
     warnings: list[str] = []
     config = read_config(bundle.config)
@@ -94,7 +96,7 @@ def assess_conditions(
     if live is None and pm is not None:
         live = call_hook(pm, "popaudit_live_model", bundle=bundle)
     probe, not_run = _probes(live, bundle, pairs, config, optimizer.lr, run_probes, warnings,
-                             seed=seed, progress=progress, row_ids=row_ids)
+                             seed=seed, progress=progress, row_ids=row_ids, device=device)
     static_c2, static_c3 = static_c2_c3(bundle, config)
     conditions = {
         C1: c1,
@@ -113,7 +115,7 @@ def assess_conditions(
 def _probes(
     live: LiveModel | None, bundle: ModelBundle, pairs: InteractionPairs | None, config: RecordedConfig,
     lr: Fact[float] | None, run_probes: bool, warnings: list[str], *, seed: int, progress: Progress,
-    row_ids: RowIdPolicy,
+    row_ids: RowIdPolicy, device: str = "cpu",
 ) -> tuple[ProbeOutcome | None, ProbesNotRun | None]:
     """The numeric probes on the live model, or why none ran (a failure is also a warning)."""
     probe: ProbeOutcome | None = None
@@ -127,7 +129,7 @@ def _probes(
         try:
             probe = run_all_probes(
                 live, bundle, pairs, seed=seed, batch_size=batch_size or 256,
-                fallback_lr=lr.value if lr else None, progress=progress, row_ids=row_ids,
+                fallback_lr=lr.value if lr else None, progress=progress, row_ids=row_ids, device=device,
             )
         except ProbeError as exc:
             not_run = ProbesNotRun("failed", str(exc))

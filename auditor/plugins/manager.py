@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
 import sys
@@ -29,9 +28,10 @@ import pluggy
 from auditor import hookspecs
 from auditor.errors import InputError, PluginError
 from auditor.io import require_regular_file
+from auditor.plugin_names import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP  # defined once, light
+from auditor.plugin_names import PROJECT as PROJECT
+from auditor.plugin_names import installed_entry_points
 
-PROJECT = "popaudit"
-ENTRY_POINT_GROUP = PROJECT
 HOOK_PREFIX = "popaudit_"
 BUILTIN_PREFIX = "builtin:"
 FILE_PREFIX = "file:"
@@ -181,7 +181,7 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
     """Load the ``popaudit`` entry points one by one, so a failure names its package."""
     seen: set[str] = set()
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for ep in installed_entry_points():
         if ep.name in seen:
             continue
         seen.add(ep.name)

@@ -24,19 +24,32 @@ def tolerance(dtype: torch.dtype) -> float:
     return 1e-9 if dtype == torch.float64 else 1e-4
 
 
-def working_copy(live: LiveModel, *, float64: bool = True) -> tuple[torch.nn.Module, torch.dtype]:
-    """A deep copy of ``live.module`` in float64 when the model runs in it, else as is."""
+def working_copy(
+    live: LiveModel, *, float64: bool = True, device: str = "cpu"
+) -> tuple[torch.nn.Module, torch.dtype]:
+    """A deep copy of ``live.module`` in float64 when the model runs in it, else as is,
+    on ``device`` (``--device``; the probes' inputs follow the copy there)."""
     if float64:
         try:
-            module64 = _clone(live.module).double()
+            module64 = _on(_clone(live.module).double(), device)
             with torch.no_grad():
-                live.encode_items(module64, torch.zeros(1, dtype=torch.int64))
+                live.encode_items(module64, torch.zeros(1, dtype=torch.int64, device=device))
             return module64, torch.float64
         except Exception:  # noqa: BLE001 - a model that cannot run in float64 is probed as is
             pass
-    module = _clone(live.module)
+    module = _on(_clone(live.module), device)
     dtype = next((p.dtype for p in module.parameters()), torch.float32)
     return module, dtype
+
+
+def _on(module: torch.nn.Module, device: str) -> torch.nn.Module:
+    """``module`` on ``device`` (the CPU copy itself when ``device`` is the CPU)."""
+    return module if device == "cpu" else module.to(device)
+
+
+def module_device(module: torch.nn.Module) -> torch.device:
+    """Where ``module``'s parameters are (the CPU for a module without any)."""
+    return next((p.device for p in module.parameters()), torch.device("cpu"))
 
 
 def _clone(module: torch.nn.Module) -> torch.nn.Module:
@@ -84,6 +97,7 @@ def item_function(
     """(f, θ): the embeddings of ``rows`` as a function of the item-tower parameters, and θ."""
     wrapper = _ItemEncoder(live, module)
     params = _item_parameter_dict(live, module)
+    rows = rows.to(module_device(module))
 
     def f(ps: dict[str, torch.Tensor]) -> torch.Tensor:
         out: torch.Tensor = functional_call(wrapper, ps, (rows,))

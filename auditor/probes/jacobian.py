@@ -37,16 +37,16 @@ def sampled_kernel(
     k = int(cols.numel())
     n_params = sum(p.numel() for p in leaves.values())
     if m * k * n_params * 8 <= budget_bytes:
-        rows = torch.empty(m * k, n_params, dtype=torch.float64)
+        rows = torch.empty(m * k, n_params, dtype=torch.float64, device=out.device)
         for r, (i, c) in enumerate((i, int(c)) for i in range(m) for c in cols):
             torch.cat([g.reshape(-1) for g in _vjp(out, leaves, i, c)], out=rows[r])
         kernel = (rows @ rows.T).reshape(m, k, m, k)
     else:
-        kernel = torch.empty(m * k, m, k, dtype=torch.float64)
+        kernel = torch.empty(m * k, m, k, dtype=torch.float64, device=out.device)
         for r, (i, c) in enumerate((i, int(c)) for i in range(m) for c in cols):
             kernel[r] = _jvp(f, leaves, _vjp(out, leaves, i, c), (m, dim))[:, cols]
         kernel = kernel.reshape(m, k, m, k)
-    return kernel.permute(0, 2, 1, 3), dim
+    return kernel.permute(0, 2, 1, 3).cpu(), dim  # small (m, m, k, k): summarised on the host
 
 
 def _vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], i: int, c: int) -> list[torch.Tensor]:
@@ -66,5 +66,5 @@ def _jvp(
         }
         derivative = fwad.unpack_dual(f(duals)).tangent  # type: ignore[no-untyped-call]
     if derivative is None:  # the output does not depend on the parameters
-        return torch.zeros(shape, dtype=torch.float64)
+        return torch.zeros(shape, dtype=torch.float64, device=next(iter(leaves.values())).device)
     return derivative.detach().double()

@@ -12,7 +12,7 @@ import torch
 
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
-from auditor.probes.copies import item_function, tolerance
+from auditor.probes.copies import item_function, module_device, tolerance
 from auditor.probes.jacobian import sampled_kernel
 from auditor.probe_results import CrossJacobian, GradientAlignment, SecondDifference
 from auditor.probes.sampling import ProbeBatch
@@ -53,7 +53,7 @@ def second_difference(
         for d in range(n_directions):
             direction: dict[str, torch.Tensor] = {}
             for name, p in params.items():
-                v = torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.dtype)
+                v = torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.device, p.dtype)
                 scale = float(torch.linalg.vector_norm(p.double())) or rms * p.numel() ** 0.5
                 direction[name] = v * (scale / float(torch.linalg.vector_norm(v.double())))
             for e, eps in enumerate(epsilons):
@@ -166,8 +166,8 @@ def gradient_alignment(
     Zero (up to rounding) when the loss depends on each item embedding only through its
     direction; slots whose gradient vanishes are left out.
     """
-    users = torch.as_tensor(batch.users, dtype=torch.int64)
-    items = torch.as_tensor(batch.items, dtype=torch.int64)
+    users = torch.as_tensor(batch.users, dtype=torch.int64, device=module_device(module))
+    items = torch.as_tensor(batch.items, dtype=torch.int64, device=module_device(module))
     with torch.no_grad():
         u = live.encode_users(module, users)
         q = live.encode_items(module, items)
@@ -183,7 +183,7 @@ def gradient_alignment(
     n = int(align.numel())
     return GradientAlignment(
         n=n,
-        median=float(np.median(align.numpy())) if n else None,
+        median=float(np.median(align.cpu().numpy())) if n else None,
         max=float(align.max()) if n else None,
         tolerance=tol,
         orthogonal=bool(float(align.max()) <= tol) if n else None,

@@ -39,9 +39,10 @@ def run_probes(
     n_extra_items: int = 1024,
     progress: Progress = SILENT,
     row_ids: RowIdPolicy = RowIdPolicy(),
+    device: str = "cpu",
 ) -> ProbeOutcome:
     """Run every probe on copies of the model, float64 where it runs in it (never on
-    ``live.module`` itself).
+    ``live.module`` itself), on ``device`` (``"cpu"`` or ``"cuda"``, resolved).
 
     A probe that raises (user or plugin code that torch.func cannot trace, say) is
     recorded in ``errors`` and the others still run; :class:`ProbeError` means no probe
@@ -51,7 +52,7 @@ def run_probes(
     generator = torch.Generator().manual_seed(seed)
     batches = sample_batches(bundle, pairs, live, size=batch_size, steps=steps, rng=rng, row_ids=row_ids)
     try:
-        module, dtype = working_copy(live)
+        module, dtype = working_copy(live, device=device)
     except Exception as exc:  # noqa: BLE001 - a module that cannot be copied cannot be probed safely
         raise ProbeError(f"cannot copy the live model for probing: {_describe(exc)}") from exc
     n_items = bundle.n_items
@@ -73,7 +74,7 @@ def run_probes(
         # A fresh copy for the step: torch.func's parameter swapping must not leak into
         # it (TorchScript modules keep the swapped tensors as non-leaf parameters).
         del module
-        step_module, _ = working_copy(live, float64=dtype == torch.float64)
+        step_module, _ = working_copy(live, float64=dtype == torch.float64, device=device)
         with compiler_free():  # one eager step must not import torch's compiler stack
             update = _attempt(
                 errors, "update",

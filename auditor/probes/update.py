@@ -9,7 +9,7 @@ import torch
 
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
-from auditor.probes.copies import tolerance
+from auditor.probes.copies import module_device, tolerance
 from auditor.probes.eager import eager_step
 from auditor.probe_results import UpdateProbe
 from auditor.probes.sampling import ProbeBatch
@@ -40,19 +40,20 @@ def update_step(
         in_batch = np.unique(batch.items, return_counts=True)
         copies = np.zeros(len(rows), dtype=np.int64)
         copies[np.searchsorted(rows, in_batch[0])] = in_batch[1]
-        rows_t = torch.as_tensor(rows, dtype=torch.int64)
+        device = module_device(module)  # --device: the copy's, where its inputs go too
+        rows_t = torch.as_tensor(rows, dtype=torch.int64, device=device)
         with torch.no_grad():
-            before = live.encode_items(module, rows_t).detach().double().clone()
+            before = live.encode_items(module, rows_t).detach().double().cpu().clone()
         optimizer.zero_grad(set_to_none=True)
-        users = live.encode_users(module, torch.as_tensor(batch.users, dtype=torch.int64))
-        items = live.encode_items(module, torch.as_tensor(batch.items, dtype=torch.int64))
+        users = live.encode_users(module, torch.as_tensor(batch.users, dtype=torch.int64, device=device))
+        items = live.encode_items(module, torch.as_tensor(batch.items, dtype=torch.int64, device=device))
         loss = live.loss(users, items)
         if not torch.isfinite(loss):
             raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss)})")
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         eager_step(optimizer)
         with torch.no_grad():
-            after = live.encode_items(module, rows_t).detach().double()
+            after = live.encode_items(module, rows_t).detach().double().cpu()
         n_eval += len(rows)
         a, r, g, c, moved = step_geometry(before, after, tolerance(items.dtype) * 1e-4)
         parts["a"].append(a)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from auditor.devices import resolve_device
 from auditor.errors import setting
 from auditor.sampling import sample_indices
 from auditor.progress import Progress
@@ -44,6 +45,8 @@ class RetrievalSettings(Protocol):
     def scheduler(self) -> str | None: ...
     @property
     def alphas(self) -> tuple[float, ...]: ...
+    @property
+    def device(self) -> str: ...
 
 
 RECALL_SAMPLE = 1000
@@ -97,6 +100,7 @@ def exact_lists(
         found = multi_scoring_topk(
             queries, table, k, exponents, exclude=exclude, progress=progress,
             description="retrieval: every scoring in one pass", max_memory=settings.max_memory,
+            device=resolve_device(settings.device),
         )  # fmt: skip
     lists.rows = {a: rows for a, (_, rows) in found.items()}
     return lists

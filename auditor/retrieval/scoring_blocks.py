@@ -193,12 +193,12 @@ def scan_block(
     n_pending = 0
     for t, (t0, t1) in enumerate(shard.tiles):
         scores = scratch[: n * (t1 - t0)].view(n, t1 - t0)
-        torch.mm(queries, shard.blocks[t], out=scores)
+        torch.mm(queries, shard.blocks[t], out=scores)  # on the device the tensors live on
         if exclusions is not None:
             lo, hi = np.searchsorted(exclusions.position, (t0, t1))
             if hi > lo:
-                scores.numpy()[exclusions.query[lo:hi], exclusions.position[lo:hi] - t0] = -np.inf
-        threshold = torch.from_numpy(dot_threshold(floors, shard.w_min[:, t], shard.w_max[:, t]))
+                exclude_entries(scores, exclusions.query[lo:hi], exclusions.position[lo:hi] - t0)
+        threshold = torch.from_numpy(dot_threshold(floors, shard.w_min[:, t], shard.w_max[:, t])).to(scores.device)
         # Segment maxima first: most segments hold no candidate and are never read again.
         seg = SEGMENT if (t1 - t0) % SEGMENT == 0 else t1 - t0
         segments = scores.view(n, (t1 - t0) // seg, seg)
@@ -207,9 +207,10 @@ def scan_block(
             continue
         chosen = segments[query_t, segment_t]
         pick_t, column_t = torch.nonzero(chosen >= threshold[query_t][:, None], as_tuple=True)
-        pick = pick_t.numpy()
-        position = segment_t.numpy()[pick] * seg + column_t.numpy() + t0
-        pending.append((query_t.numpy()[pick], position, chosen[pick_t, column_t].numpy()))
+        # Candidates back to the host (a no-op on the CPU), where they are ranked exactly.
+        pick = pick_t.cpu().numpy()
+        position = segment_t.cpu().numpy()[pick] * seg + column_t.cpu().numpy() + t0
+        pending.append((query_t.cpu().numpy()[pick], position, chosen[pick_t, column_t].cpu().numpy()))
         n_pending += pick.size
         # Few candidates per tile once the floors have risen: rank several tiles' at once.
         if n_pending >= FLUSH_PER_QUERY * n:
@@ -219,6 +220,16 @@ def scan_block(
     if pending:
         _offer(buffers, floors, pending, shard)
     _offer_zero_rows(buffers, shard, exclusions)
+
+
+def exclude_entries(scores: torch.Tensor, query: np.ndarray, column: np.ndarray) -> None:
+    """Set the (query, column) entries of a score tile to -inf: through numpy on the CPU,
+    by index tensors on another device."""
+    if scores.device.type == "cpu":
+        scores.numpy()[query, column] = -np.inf
+    else:
+        index = (torch.from_numpy(query).to(scores.device), torch.from_numpy(column).to(scores.device))
+        scores.index_put_(index, torch.tensor(-np.inf, dtype=scores.dtype, device=scores.device))
 
 
 def _offer(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -73,6 +74,7 @@ def multi_scoring_topk(
     query_block: int = QUERY_BLOCK,
     item_block: int = ITEM_BLOCK,
     threads: int | None = None,
+    device: str = "cpu",
 ) -> dict[float, TopK]:
     """Exact top-``k`` of each query under every scoring ``a`` in ``alphas``.
 
@@ -82,7 +84,10 @@ def multi_scoring_topk(
     int64)``, CSR of each query's excluded table rows, or None. Returns ``{a: (scores,
     rows int64)}``, each (n, k) under the top-K contract, scores ``|q|^a |k|^a cos``.
     ``query_block``/``item_block`` size the score tiles; ``threads`` caps the threads
-    (default: torch's thread count).
+    (default: torch's thread count). ``device``: ``"cuda"`` computes each score tile's
+    inner products on the GPU (the table's tiles held there; TF32 off) and brings only
+    the candidates back; the ranking is the CPU's, so lists equal the CPU's up to
+    float32 near-ties of the inner products.
     """
     exponents = _check_alphas(alphas)
     if k < 1:
@@ -121,12 +126,17 @@ def multi_scoring_topk(
         if cached:  # one shard: prepared once for every chunk of queries
             return cached[0]
         shard = prepare_shard(table, s0, s1, norms, exponents, shift_table, item_block, k, pool)
+        if device != "cpu":
+            shard = replace(shard, blocks=[block.to(device) for block in shard.blocks])
         if len(bounds) == 1:
             cached.append(shard)
         return shard
 
     previous_threads = torch.get_num_threads()
+    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
+        if device != "cpu":  # full float32 products: TF32's 10-bit mantissa would reorder lists
+            torch.backends.cuda.matmul.allow_tf32 = False
         with progress.track(description, n * len(bounds)) as advance, ThreadPoolExecutor(n_threads) as pool:
             for c0 in range(0, n, chunk):
                 c1 = min(c0 + chunk, n)
@@ -136,10 +146,11 @@ def multi_scoring_topk(
 
                     def run(b0: int, b1: int, shard: PreparedShard = shard, c0: int = c0) -> int:
                         torch.set_num_threads(1)  # this thread's operations; restored below
-                        scratch = torch.empty((b1 - b0) * item_block, dtype=torch.float32)
+                        scratch = torch.empty((b1 - b0) * item_block, dtype=torch.float32, device=device)
                         views = [b.block(b0 - c0, b1 - c0) for b in buffers]
                         exclusions = block_exclusions(shard, b0, b1, exclude)
-                        scan_block(torch.from_numpy(scaled[b0:b1]), shard, views, exclusions, scratch)
+                        block = torch.from_numpy(scaled[b0:b1]).to(device)  # the CPU's: the same tensor
+                        scan_block(block, shard, views, exclusions, scratch)
                         return b1 - b0
 
                     blocks = [(b0, min(b0 + query_block, c1)) for b0 in range(c0, c1, query_block)]
@@ -154,6 +165,8 @@ def multi_scoring_topk(
                     found[a][0][c0:c1], found[a][1][c0:c1] = scores, rows
     finally:
         torch.set_num_threads(previous_threads)
+        if device != "cpu":
+            torch.backends.cuda.matmul.allow_tf32 = previous_tf32
     return {a: _float32_if_it_fits(scores, rows) for a, (scores, rows) in found.items()}
 
 

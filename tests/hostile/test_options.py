@@ -91,6 +91,13 @@ def _readonly(d: Path) -> Built:
     return Built(check_args("items.npy", "--json", str(target)), outside=() if folder.is_relative_to(d) else (target,))
 
 
+def _cuda_present() -> str | None:
+    """Why a case about a missing CUDA device cannot run here (None: it can)."""
+    import torch
+
+    return "a CUDA device is present" if torch.cuda.is_available() else None
+
+
 def _stdout_has_report(d: Path, outcome: Outcome) -> None:
     assert "Spearman" in outcome.stdout, outcome.stdout[-2000:]
 
@@ -126,6 +133,9 @@ CASES = [
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
     Case("max-memory-zero", _check("--max-memory", "0"), EXIT_USAGE, r"'--max-memory': memory size must be positive"),
     Case("format-unknown", _check("--format", "pdf"), EXIT_USAGE, r"--format: 'pdf' is not a report format"),
+    Case("device-unknown", _check("--device", "tpu"), EXIT_USAGE, r"'--device': 'tpu' is not one of 'cpu', 'auto', 'cuda'"),
+    Case("device-cuda-without-gpu", _check("--device", "cuda"), EXIT_ERROR,
+         r"--device cuda: torch .* sees no CUDA device; use --device cpu or auto", skip=_cuda_present),
     Case("fail-on-garbage", _check("--fail-on", "garbage"), EXIT_USAGE,
          r"invalid --fail-on: 'garbage' is not 'METRIC OP NUMBER'.*Valid metrics: spearman"),
     Case("fail-on-nan-threshold", _check("--fail-on", "spearman>nan"), EXIT_USAGE, r"invalid --fail-on: 'spearman>nan'"),
