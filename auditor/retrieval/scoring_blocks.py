@@ -53,8 +53,12 @@ BOUND_MARGIN = 2.0**-20
 def encode(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """uint64 keys of float32 ``scores`` and table ``rows`` (see the module notes)."""
     bits = (np.asarray(scores, dtype=np.float32) + np.float32(0.0)).view(np.uint32)  # -0.0 -> +0.0
-    ordinal = np.where(bits & _SIGN, ~bits, bits | _SIGN).astype(np.uint64)
-    return (ordinal << np.uint64(32)) | (_LOW - rows.astype(np.uint64))
+    # In place, on the fresh copy: negative scores get every bit flipped, the others the sign bit.
+    bits ^= (bits.view(np.int32) >> 31).view(np.uint32) | _SIGN
+    ordinal = bits.astype(np.uint64)
+    ordinal <<= np.uint64(32)
+    ordinal |= _LOW - rows.astype(np.uint64)
+    return ordinal
 
 
 def decode(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
