@@ -5,11 +5,14 @@ Generates (seeded, vectorised, row group by row group) a Parquet interaction log
 a Zipf law over ``--items`` ids (ids shuffled so popularity is not id order), then times
 in the same run, each in its own subprocess:
 
-* popaudit: ``auditor.loading.count_item_ids(LogSpec(path), need_users=False)``
+* popaudit: ``count_item_ids(LogSpec(path), need_users=False, need_n_users=False)``
+  (item counts alone: the user column is not read)
 * DuckDB:   ``SELECT item_id, count(*) FROM read_parquet(path) GROUP BY item_id``
 * with ``--with-users``, also the pass an audit with retrieval makes:
   ``count_item_ids(LogSpec(path), need_users=True)`` against DuckDB's ``count(DISTINCT user_id)``
   per item plus the number of distinct users
+* with ``--with-n-users``, also ``count_item_ids(LogSpec(path), need_users=False)`` (item
+  counts and the number of distinct users) against the same in DuckDB
 
 and checks both give the same counts. Timings cover the counting call only (imports and
 interpreter start excluded). Peak memory is each child's peak resident set size
@@ -85,11 +88,14 @@ def _reset_peak() -> bool:
         return False
 
 
-ENGINES = ("duckdb", "popaudit", "duckdb-users", "popaudit-users")
+ENGINES = ("duckdb", "popaudit", "duckdb-users", "popaudit-users", "duckdb-n-users", "popaudit-n-users")
+PAIRS = (("popaudit", "duckdb"), ("popaudit-users", "duckdb-users"), ("popaudit-n-users", "duckdb-n-users"))
 DEFAULT_ROWS = 20_000_000
 FULL_ROWS = 100_000_000
 # Issue 25's goals: popaudit's time over DuckDB's, per pair of engines.
-GOALS = {"popaudit": 1.0, "popaudit-users": 1.2}
+GOALS = {"popaudit": 1.0, "popaudit-users": 1.2, "popaudit-n-users": 1.0}
+WHAT = {"popaudit": "item counts", "popaudit-users": "with distinct users per item",
+        "popaudit-n-users": "item counts + distinct users overall"}
 DUCKDB_SQL = {
     "duckdb": "SELECT item_id, count(*) AS n FROM read_parquet($p) GROUP BY item_id",
     # What an audit with retrieval needs: interactions and distinct users per item, and
@@ -97,6 +103,9 @@ DUCKDB_SQL = {
     "duckdb-users": "SELECT item_id, count(*) AS n, count(DISTINCT user_id) AS u, "
     "(SELECT count(DISTINCT user_id) FROM read_parquet($p)) AS n_users "
     "FROM read_parquet($p) GROUP BY item_id",
+    # What count_item_ids(need_users=False) returns by default: item counts and distinct users overall.
+    "duckdb-n-users": "SELECT item_id, count(*) AS n, "
+    "(SELECT count(DISTINCT user_id) FROM read_parquet($p)) AS n_users FROM read_parquet($p) GROUP BY item_id",
 }
 
 
@@ -122,14 +131,17 @@ def worker(engine: str, path: Path, out: Path, threads: int | None) -> dict[str,
     n_users = None
     start = time.perf_counter()
     if engine.startswith("popaudit"):
-        counts = count_item_ids(LogSpec(path), need_users=engine == "popaudit-users")
+        # "popaudit": item counts alone, as DuckDB's GROUP BY (the user column is not read).
+        counts = count_item_ids(LogSpec(path), need_users=engine == "popaudit-users", need_n_users=engine != "popaudit")
         ids, n = np.asarray(counts.ids), np.asarray(counts.counts)
         users, n_users = counts.user_counts, counts.n_users
     else:
         columns = con.execute(DUCKDB_SQL[engine], {"p": str(path)}).fetchnumpy()
         ids, n = np.asarray(columns["item_id"]), np.asarray(columns["n"])
         if "u" in columns:
-            users, n_users = np.asarray(columns["u"]), int(columns["n_users"][0])
+            users = np.asarray(columns["u"])
+        if "n_users" in columns:
+            n_users = int(columns["n_users"][0])
     seconds = time.perf_counter() - start
     peak = _rss_kib("VmHWM") if reset else None
     if peak is None:
@@ -181,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the generated log")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--with-users", action="store_true", help="also time the audit's full pass: distinct users per item (need_users=True) vs DuckDB count(DISTINCT user_id)")
+    parser.add_argument("--with-n-users", action="store_true", help="also time count_item_ids' default call (item counts and distinct users overall) vs DuckDB's")
     parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -201,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             generated = generate(path, args.rows, args.items, args.users, args.zipf, args.row_group, args.seed)
             print(f"generated {args.rows:,} rows in {generated:.1f} s -> {path} ({path.stat().st_size / 2**20:,.0f} MiB)")
-        engines = [e for e in (ENGINES if args.with_users else ENGINES[:2]) if have_duckdb or e.startswith("popaudit")]
+        chosen = ENGINES[:2] + (ENGINES[2:4] if args.with_users else ()) + (ENGINES[4:] if args.with_n_users else ())
+        engines = [e for e in chosen if have_duckdb or e.startswith("popaudit")]
         results = _timed(engines, path, tmpdir, args.threads, args.repeat)
         saved = {engine: np.load(tmpdir / f"{engine}.npz") for engine in engines}
         figures = _figures(args, path, generated, results, saved)
@@ -243,14 +257,16 @@ def _figures(
         if "duckdb-users" in saved:
             same = same and np.array_equal(saved["popaudit-users"]["users"], saved["duckdb-users"]["users"])
             same = same and results["popaudit-users"]["n_users"] == results["duckdb-users"]["n_users"]
+        if "duckdb-n-users" in saved:
+            same = same and results["popaudit-n-users"]["n_users"] == results["duckdb-n-users"]["n_users"]
     ratios = {
         pop: results[pop]["seconds"] / results[duck]["seconds"]
-        for pop, duck in (("popaudit", "duckdb"), ("popaudit-users", "duckdb-users"))
+        for pop, duck in PAIRS
         if pop in results and duck in results
     }
     peaks = {
-        pop: results[pop]["peak_rss_mib"] / results[duck]["peak_rss_mib"]
-        for pop, duck in (("popaudit", "duckdb"), ("popaudit-users", "duckdb-users"))
+        pop: _added(results[pop]) / max(_added(results[duck]), 1.0)
+        for pop, duck in PAIRS
         if pop in results and duck in results
     }
     return {
@@ -271,18 +287,22 @@ def _figures(
     }
 
 
+def _added(result: dict[str, Any]) -> float:
+    """MiB the counting added to the child's resident memory (peak over the import baseline)."""
+    return float(result["peak_rss_mib"] - result["import_baseline_mib"])
+
+
 def _print(figures: dict[str, Any], results: dict[str, dict[str, Any]]) -> None:
     for engine in results:
         r = figures[engine]
         print(
             f"{engine:14s} {r['seconds']:8.2f} s (runs {', '.join(f'{s:.2f}' for s in r['all_seconds'])})   "
-            f"peak RSS while counting {r['peak_rss_mib']:6.0f} MiB (import baseline "
-            f"{r['import_baseline_mib']:.0f} MiB)   threads {r['threads']}"
+            f"peak RSS {r['peak_rss_mib']:6.0f} MiB, counting adds {_added(r):5.0f} MiB over the imports' "
+            f"{r['import_baseline_mib']:.0f} MiB   threads {r['threads']}"
         )
     for pop, ratio in figures["time_ratios"].items():
         goal = GOALS[pop]
-        what = "item counts" if pop == "popaudit" else "with distinct users per item"
-        print(f"ratio popaudit/duckdb, {what}: {ratio:.2f}x time, {figures['peak_rss_ratios'][pop]:.2f}x peak memory "
+        print(f"ratio popaudit/duckdb, {WHAT[pop]}: {ratio:.2f}x time, {figures['peak_rss_ratios'][pop]:.2f}x memory added "
               f"(goal <= {goal}x time: {'met' if ratio <= goal else 'NOT met'})")
     checked = {True: "identical to DuckDB's", False: "DIFFERENT from DuckDB's", None: "not checked (no DuckDB)"}
     print(f"counts {checked[figures['counts_identical']]} ({figures['total_counted']:,} interactions, "

@@ -10,7 +10,7 @@ length. Distinct users per item (``need_users``) is exact and needs O(distinct
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -63,13 +63,17 @@ class IdCounts:
     """Counted rows (item id present) whose user id is empty: in ``n_interactions``, not in ``n_users``."""
 
 
-def count_item_ids(spec: LogSpec, *, need_users: bool = True, progress: Progress = SILENT) -> IdCounts:
+def count_item_ids(
+    spec: LogSpec, *, need_users: bool = True, progress: Progress = SILENT, need_n_users: bool = True
+) -> IdCounts:
     """Interactions (and distinct users) per raw item id, streaming the log ``spec`` names once.
 
     Non-negative integer ids that are dense enough (see ``_dense_limit``) are counted with
     ``np.bincount`` into an array indexed by id; other ids (negative, very sparse, strings,
-    floats) with per-batch ``value_counts`` merged rarely. ``n_users`` is always computed
-    when the log has a user column, whatever ``need_users`` says.
+    floats) with per-batch ``value_counts`` merged rarely. ``n_users`` is computed when
+    the log has a user column, whatever ``need_users`` says, unless ``need_n_users`` and
+    ``need_users`` are both False: then the user column is not read at all (about half
+    the decoding of a two-column log) and ``n_users`` and ``user_col`` are None.
 
     Memory: O(distinct items) for counts (at most ~32 bytes per row read plus 8 MiB on
     the dense path), O(distinct users) for ``n_users`` (a byte per user id on the dense
@@ -77,6 +81,8 @@ def count_item_ids(spec: LogSpec, *, need_users: bool = True, progress: Progress
     when ``need_users``.
     """
     log = open_log(spec)
+    if not (need_users or need_n_users):
+        log = replace(log, user_col=None)  # items only: the user column is never decoded
     return read_ids(log, lambda as_strings: _count(log, need_users and log.user_col is not None, as_strings, progress))
 
 
