@@ -17,6 +17,7 @@ from typing import Any
 
 from auditor.batch.jobs import BatchJob
 from auditor.batch.results import FIXED_COLUMNS
+from auditor.flat import flat_metrics_from_report
 from auditor.parallel import task_started
 from auditor.progress import SILENT
 from auditor.result import CONDITION_IDS
@@ -114,8 +115,9 @@ def result_record(job: BatchJob, result: Any, seconds: float) -> dict[str, Any]:
     record["dim"] = int(result.inputs.dim)
     n = result.inputs.n_interactions
     record["n_interactions"] = None if n is None else int(n)
-    for name, value in result.flat_metrics().items():
+    report = result.to_dict()  # once: the flat metrics are read from it (as result.flat_metrics() does)
+    for name, value in flat_metrics_from_report(report).items():
         if name not in FIXED_COLUMNS:
             record[name] = value
-    record["report_json"] = json.dumps(result.to_dict(), default=str)
+    record["report_json"] = json.dumps(report, default=str)
     return record

@@ -1,7 +1,7 @@
 """Streaming frequency counts: interactions, distinct users and distinct users per raw
 item id of a log, in one pass over its record batches (:func:`count_item_ids`).
 
-Non-negative integer ids are counted with ``np.bincount`` into an array indexed by id
+Non-negative integer ids are counted in place into an array indexed by id
 (while the ids are dense enough, see ``_dense_limit``); other ids with per-batch
 ``value_counts`` merged rarely. Memory is O(distinct items), independent of the log's
 length. Distinct users per item (``need_users``) is exact and needs O(distinct
@@ -10,7 +10,7 @@ length. Distinct users per item (``need_users``) is exact and needs O(distinct
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,8 @@ DENSE_COUNTS_PER_ROW = 4
 DENSE_COUNTS_SLACK = 1 << 20
 DENSE_SEEN_PER_ROW = 8
 DENSE_SEEN_SLACK = 1 << 24
+# numpy >= 1.25 adds in place with ufunc.at as fast as bincount (see _add_counts).
+_FAST_ADD_AT = np.lib.NumpyVersion(np.__version__) >= "1.25.0"
 # (user, item) pairs packed as item << 31 | user in one int64 (see _PairSet).
 _USER_BITS = 31
 _USER_MASK = (1 << _USER_BITS) - 1
@@ -63,13 +65,17 @@ class IdCounts:
     """Counted rows (item id present) whose user id is empty: in ``n_interactions``, not in ``n_users``."""
 
 
-def count_item_ids(spec: LogSpec, *, need_users: bool = True, progress: Progress = SILENT) -> IdCounts:
+def count_item_ids(
+    spec: LogSpec, *, need_users: bool = True, progress: Progress = SILENT, need_n_users: bool = True
+) -> IdCounts:
     """Interactions (and distinct users) per raw item id, streaming the log ``spec`` names once.
 
     Non-negative integer ids that are dense enough (see ``_dense_limit``) are counted with
-    ``np.bincount`` into an array indexed by id; other ids (negative, very sparse, strings,
-    floats) with per-batch ``value_counts`` merged rarely. ``n_users`` is always computed
-    when the log has a user column, whatever ``need_users`` says.
+    ``np.add.at`` into an array indexed by id; other ids (negative, very sparse, strings,
+    floats) with per-batch ``value_counts`` merged rarely. ``n_users`` is computed when
+    the log has a user column, whatever ``need_users`` says, unless ``need_n_users`` and
+    ``need_users`` are both False: then the user column is not read at all (about half
+    the decoding of a two-column log) and ``n_users`` and ``user_col`` are None.
 
     Memory: O(distinct items) for counts (at most ~32 bytes per row read plus 8 MiB on
     the dense path), O(distinct users) for ``n_users`` (a byte per user id on the dense
@@ -77,6 +83,8 @@ def count_item_ids(spec: LogSpec, *, need_users: bool = True, progress: Progress
     when ``need_users``.
     """
     log = open_log(spec)
+    if not (need_users or need_n_users):
+        log = replace(log, user_col=None)  # items only: the user column is never decoded
     return read_ids(log, lambda as_strings: _count(log, need_users and log.user_col is not None, as_strings, progress))
 
 
@@ -114,6 +122,21 @@ def _grown(array: np.ndarray, needed: int, limit: int) -> np.ndarray:
     return out
 
 
+def _add_counts(dense: np.ndarray, values: np.ndarray) -> None:
+    """``dense[v] += 1`` for each ``v`` in ``values`` (all below ``dense.size``).
+
+    ``np.add.at`` adds in place: no per-batch array of every id's count to allocate, zero
+    and add, about 1.6x faster than ``np.bincount`` + add for a million ids (and it leaves
+    the decoding threads more of the cores). Before numpy 1.25 ``ufunc.at`` had no fast
+    path (about 10x slower), so ``np.bincount`` is kept there.
+    """
+    if _FAST_ADD_AT:
+        np.add.at(dense, values, 1)
+    else:  # pragma: no cover - numpy < 1.25
+        per_id = np.bincount(values)
+        dense[: per_id.size] += per_id
+
+
 def _sum_counts(t: pa.Table) -> pa.Table:
     """Merge of (id, n) partial counts: one row per id."""
     return t.group_by("id").aggregate([("n", "sum")]).rename_columns(["id", "n"])
@@ -132,7 +155,7 @@ def _no_counts(key: str) -> pa.Table:
 class _ItemCounter:
     """Interactions per item id.
 
-    Dense path: ``np.bincount`` into an int64 array indexed by id (non-negative integer
+    Dense path: ``np.add.at`` into an int64 array indexed by id (non-negative integer
     ids under ``_dense_limit(rows, DENSE_COUNTS_PER_ROW, DENSE_COUNTS_SLACK)``). Hash
     path: per-batch ``pc.value_counts`` merged rarely. The first batch that does not fit
     moves the dense counts to the hash path for good.
@@ -151,9 +174,8 @@ class _ItemCounter:
             values = _dense_values(ids, self.dense.size, limit)
             if values is not None:
                 if values.size:
-                    per_id = np.bincount(values)
-                    self.dense = _grown(self.dense, per_id.size, limit)
-                    self.dense[: per_id.size] += per_id
+                    self.dense = _grown(self.dense, int(values.max()) + 1, limit)
+                    _add_counts(self.dense, values)
                 return
             self._to_hashed(ids.type)
         vc = pc.value_counts(ids)
