@@ -193,8 +193,25 @@ class ListMeasure(Protocol):
         ...
 
 
+@dataclass
+class DeclaredListMeasure:
+    """A :class:`ListMeasure` as a plain record, the shape of every built-in one (and
+    usable by plugins): its declaration and ``make``, which :meth:`bind` calls. Not
+    frozen, as the protocol's attributes are plain ones."""
+
+    name: str
+    label: str
+    display: str
+    definition: str
+    make: Callable[[ListContext], Scorer | None]
+
+    def bind(self, context: ListContext) -> Scorer | None:
+        """The measure for this audit (None: the audit lacks its inputs; values null)."""
+        return self.make(context)
+
+
 __all__ = [
-    "ItemStats", "ListContext", "ListMeasure", "LiveModel", "LogIdRule", "Measure", "ModelBundle", "RenderContext",
+    "DeclaredListMeasure", "ItemStats", "ListContext", "ListMeasure", "LiveModel", "LogIdRule", "Measure", "ModelBundle", "RenderContext",
     "Renderer", "Scorer", "Slots", "as_slots", "exposure_counts",
 ]  # fmt: skip
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from auditor.errors import TraceError
 from auditor.io import require_regular_file
+from auditor.trace_section import TrainingAngles
 from auditor.trace_schema import (
     ALERT_ACTIONS,
     FIGURES,
@@ -27,20 +28,6 @@ from auditor.trace_schema import (
     TraceHeader,
     TraceRecord,
 )
-
-
-@dataclass(frozen=True)
-class TraceAngles:
-    """The update angles a trace measured, pooled over its step records (C1/C4/C5 evidence)."""
-
-    n_records: int
-    n: int
-    share_90_1: float
-    share_90_10: float
-    growth_per_update: float | None
-    """Median over the records of their median growth c/s² per update."""
-    first_step: int
-    last_step: int
 
 
 @dataclass(frozen=True)
@@ -80,7 +67,7 @@ class Trace:
         values = np.array([np.nan if (v := r.figure(name)) is None else v for r in chosen], dtype=np.float64)
         return x, values
 
-    def angles(self) -> TraceAngles | None:
+    def angles(self) -> TrainingAngles | None:
         """The step records' measured update angles, pooled (None: no angle was measured)."""
         rows = [r for r in self.steps if r.angle_n > 0 and r.angle_share_90_1 is not None]
         if not rows:
@@ -89,7 +76,7 @@ class Trace:
         s1 = np.array([r.angle_share_90_1 for r in rows], dtype=np.float64)
         s10 = np.array([r.angle_share_90_10 for r in rows], dtype=np.float64)
         growth = [r.growth_per_update for r in rows if r.growth_per_update is not None]
-        return TraceAngles(
+        return TrainingAngles(
             n_records=len(rows),
             n=int(n.sum()),
             share_90_1=float((n * s1).sum() / n.sum()),  # the share over all pooled angles

@@ -18,7 +18,7 @@ from pathlib import Path
 from auditor.errors import setting
 from auditor.model import ModelBundle
 from auditor.loading.trace import Trace, read_trace
-from auditor.trace_section import TrainingAlert, TrainingAngles, TrainingPoint, TrainingSection
+from auditor.trace_section import TrainingAlert, TrainingPoint, TrainingSection
 
 
 def load_training(path: Path, bundle: ModelBundle, warnings: list[str]) -> TrainingSection:
@@ -48,11 +48,7 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
         for r in chosen
     )
     alerts = tuple(TrainingAlert(a.step, a.epoch, a.alert, a.metric, a.value, a.action) for a in trace.alerts)
-    pooled = trace.angles()
-    angles = None if pooled is None else TrainingAngles(
-        pooled.n_records, pooled.n, pooled.share_90_1, pooled.share_90_10, pooled.growth_per_update,
-        pooled.first_step, pooled.last_step,
-    )
+    angles = trace.angles()
     epochs = [r.epoch for r in trace.records if r.epoch is not None]
     if trace.end is not None and trace.end.epoch is not None:
         epochs.append(trace.end.epoch)

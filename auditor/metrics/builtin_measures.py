@@ -19,7 +19,6 @@ Audit measures (one value per audit):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,39 +26,22 @@ import numpy as np
 from auditor.hookspecs import hookimpl
 from auditor.metrics.exposure import AvgRecPopularity, GiniIndex, HeadShare, ItemCoverage, LongTailShare, Novelty
 from auditor.metrics.group_measures import GROUP_MEASURES
-from auditor.metrics.user_measures import GroupListMeasure
-from auditor.plugin_api import ListContext, ListMeasure, Measure, Slots
+from auditor.plugin_api import DeclaredListMeasure, ListContext, ListMeasure, Measure, Scorer
 from auditor.sections import BUILTIN_LIST_MEASURES
 
 if TYPE_CHECKING:
     from auditor.model import ItemStats, ModelBundle
     from auditor.result import MeasuredSections
 
-Scorer = Callable[[Slots], "float | None"]
 
 
-@dataclass
-class BuiltinListMeasure:
-    """A built-in list measure: its declaration and how it is built from an audit's statistics."""
-
-    name: str
-    label: str
-    display: str
-    definition: str
-    make: Callable[[ListContext], Scorer | None]
-
-    def bind(self, context: ListContext) -> Scorer | None:
-        """The measure for this audit (None: not measurable, e.g. novelty without users)."""
-        return self.make(context)
-
-
-def _declared(name: str, definition: str, make: Callable[[ListContext], Scorer | None]) -> BuiltinListMeasure:
+def _declared(name: str, definition: str, make: Callable[[ListContext], Scorer | None]) -> DeclaredListMeasure:
     """A built-in measure with the label and display the reports declare for it."""
     info = BUILTIN_LIST_MEASURES[name]
-    return BuiltinListMeasure(name, info.label, info.display, definition, make)
+    return DeclaredListMeasure(name, info.label, info.display, definition, make)
 
 
-def _head_share(percent: int) -> BuiltinListMeasure:
+def _head_share(percent: int) -> DeclaredListMeasure:
     name = f"head_share_{percent}pct"
     return _declared(
         name,
@@ -77,7 +59,7 @@ def _novelty(context: ListContext) -> Scorer | None:
     return Novelty(context.user_counts, context.n_users).measure
 
 
-EXPOSURE_MEASURES: tuple[BuiltinListMeasure, ...] = (
+EXPOSURE_MEASURES: tuple[DeclaredListMeasure, ...] = (
     _head_share(1),
     _head_share(10),
     _head_share(20),
@@ -116,7 +98,7 @@ EXPOSURE_MEASURES: tuple[BuiltinListMeasure, ...] = (
 )  # fmt: skip
 """The exposure measures, in report order."""
 
-LIST_MEASURES: tuple[BuiltinListMeasure | GroupListMeasure, ...] = (*EXPOSURE_MEASURES, *GROUP_MEASURES)
+LIST_MEASURES: tuple[DeclaredListMeasure, ...] = (*EXPOSURE_MEASURES, *GROUP_MEASURES)
 """The report's list measures, in report order: the exposure measures, then the user- and
 item-side measures (:mod:`auditor.metrics.group_measures`; null where the audit lacks
 each user's training items or a holdout)."""

@@ -7,7 +7,8 @@ cut-offs are :class:`~auditor.metrics.popularity_groups.GroupPolicy`'s (``ListCo
 from __future__ import annotations
 
 from auditor.metrics.item_measures import ITEM_MEASURES
-from auditor.metrics.user_measures import USER_MEASURES, GroupListMeasure
+from auditor.metrics.user_measures import USER_MEASURES
+from auditor.plugin_api import DeclaredListMeasure
 
-GROUP_MEASURES: tuple[GroupListMeasure, ...] = (*USER_MEASURES, *ITEM_MEASURES)
+GROUP_MEASURES: tuple[DeclaredListMeasure, ...] = (*USER_MEASURES, *ITEM_MEASURES)
 """Every user- and item-side list measure, in report order (after the exposure measures)."""

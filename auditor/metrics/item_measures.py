@@ -25,7 +25,8 @@ import math
 
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.metrics.group_state import Prepared, prepared, relative_std
-from auditor.metrics.user_measures import GroupListMeasure, Scorer, shown
+from auditor.metrics.user_measures import shown
+from auditor.plugin_api import DeclaredListMeasure, Scorer
 
 
 def pop_rsp(state: Prepared, slots: Slots) -> float:
@@ -74,22 +75,22 @@ def _make_aclt(context: ListContext) -> Scorer | None:
 _SPLIT = ("the short head is the most popular items holding short_head_mass (0.8) of the popularity mass "
           "(ties at the cut all in), every other item long tail")  # fmt: skip
 
-ITEM_MEASURES: tuple[GroupListMeasure, ...] = (
-    GroupListMeasure(
+ITEM_MEASURES: tuple[DeclaredListMeasure, ...] = (
+    DeclaredListMeasure(
         *shown("pop_rsp"),
         "pop_rsp: std / mean of P(g) = Σ_u |L_u ∩ g| / Σ_u |g − T_u| over g = short head, long tail "
         "(L_u the list, T_u the user's training items; population std, so |a − b| / (a + b)); 0 is parity "
         f"(Zhu et al. 2020, Elliot PopRSP); {_SPLIT}; null without each user's training items",
         _make_rsp,
     ),
-    GroupListMeasure(
+    DeclaredListMeasure(
         *shown("pop_reo"),
         "pop_reo: std / mean of P(g) = Σ_u |L_u ∩ R_u ∩ g| / Σ_u |(g ∩ R_u) − T_u| over g = short head, long "
         "tail, over users with held-out items R_u; 0 is parity (Zhu et al. 2020, Elliot PopREO); "
         f"{_SPLIT}; null without a holdout or without each user's training items",
         _make_reo,
     ),
-    GroupListMeasure(
+    DeclaredListMeasure(
         *shown("aclt"),
         f"aclt: mean over every list of its number of long-tail items (Abdollahpouri et al. 2019, Elliot ACLT); "
         f"{_SPLIT}",

@@ -29,28 +29,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from auditor.metrics.exposure import ListContext, Slots
+from auditor.plugin_api import DeclaredListMeasure, Scorer
 from auditor.metrics.group_state import ListFigures, Prepared, group_mean, prepared
 from auditor.metrics.popularity_groups import USER_GROUPS
 from auditor.sections import GROUP_LIST_MEASURES
 
-Scorer = Callable[[Slots], "float | None"]
-
-
-@dataclass
-class GroupListMeasure:
-    """A user- or item-side list measure: its declaration and how it binds to one audit
-    (the shape of :class:`auditor.hookspecs.ListMeasure`; not frozen, as that protocol's
-    attributes are plain ones)."""
-
-    name: str
-    label: str
-    display: str
-    definition: str
-    make: Callable[[ListContext], Scorer | None]
-
-    def bind(self, context: ListContext) -> Scorer | None:
-        """The measure for this audit (None: the audit lacks its inputs; values null)."""
-        return self.make(context)
 
 
 def shown(name: str) -> tuple[str, str, str]:
@@ -97,7 +80,7 @@ def group_ndcg(state: Prepared, figures: ListFigures, group: int) -> float:
 def _bound(read: Callable[[Prepared, ListFigures], float], needs_relevant: bool = False) -> Callable[
     [ListContext], Scorer | None
 ]:
-    """A ``make`` for :class:`GroupListMeasure`: None when the context lacks the inputs."""
+    """A ``make`` for :class:`DeclaredListMeasure`: None when the context lacks the inputs."""
 
     def make(context: ListContext) -> Scorer | None:
         if context.profiles is None or (needs_relevant and context.relevant is None):
@@ -112,23 +95,23 @@ def _bound(read: Callable[[Prepared, ListFigures], float], needs_relevant: bool 
     return make
 
 
-def _group_measures(code: int, group: str) -> tuple[GroupListMeasure, ...]:
+def _group_measures(code: int, group: str) -> tuple[DeclaredListMeasure, ...]:
     return (
-        GroupListMeasure(
+        DeclaredListMeasure(
             *shown(f"gap_delta_{group}"),
             f"gap_delta_{group}: (GAP of the lists − GAP of the profiles) / GAP of the profiles over the "
             f"{group} users with a non-empty list, GAP = mean over users of the mean popularity of their items "
             f"(Abdollahpouri et al. 2019); {_GROUPING}; {_NEEDS_PROFILES}",
             _bound(lambda s, f: gap_delta(s, f, code)),
         ),
-        GroupListMeasure(
+        DeclaredListMeasure(
             *shown(f"miscalibration_{group}"),
             f"miscalibration_{group}: mean over the {group} users with a non-empty list of the Jensen-Shannon "
             "divergence (log base 2, in [0, 1]) between the shares of head, mid and tail items in the user's "
             f"training profile and in the list (Abdollahpouri et al., UMAP 2021); {_GROUPING}; {_NEEDS_PROFILES}",
             _bound(lambda s, f: miscalibration(s, f, code)),
         ),
-        GroupListMeasure(
+        DeclaredListMeasure(
             *shown(f"ndcg_{group}"),
             f"ndcg_{group}: mean NDCG@K (as the accuracy section's) over the {group} users with held-out items; "
             f"{_GROUPING}; null without a holdout or without each user's training items",
@@ -137,9 +120,9 @@ def _group_measures(code: int, group: str) -> tuple[GroupListMeasure, ...]:
     )  # fmt: skip
 
 
-USER_MEASURES: tuple[GroupListMeasure, ...] = (
+USER_MEASURES: tuple[DeclaredListMeasure, ...] = (
     *(m for code, group in enumerate(USER_GROUPS) for m in _group_measures(code, group)),
-    GroupListMeasure(
+    DeclaredListMeasure(
         *shown("miscalibration"),
         "miscalibration: mean over every user with a training profile and a non-empty list of the "
         "Jensen-Shannon divergence (log base 2) between the profile's and the list's shares of head, mid and "

@@ -40,7 +40,7 @@ from auditor.loading.recbole_models import CACHED, PROPAGATED, TABLES, serving_o
 from auditor.loading.torch_archive import TorchFile, read_torch_file
 from auditor.loading.zip_members import CRC_CHUNK, data_offset
 from auditor.mitigation.rescale import Written, numpy_io, rescale_blocks
-from auditor.mitigation.torch_file import dtype_name, torch_io
+from auditor.mitigation.torch_file import dtype_name, torch_io, tree_problems
 from auditor.progress import SILENT, Progress
 
 _DESCRIPTOR = b"PK\x07\x08"
@@ -127,21 +127,8 @@ def _check_model(found: TorchFile, source: Path) -> None:
 
 def _check_unshared(found: TorchFile, tensor: torch.Tensor, key: str, source: Path) -> None:
     """No other tensor of the file may view the table's bytes (it would change with them)."""
-    pointer = tensor.untyped_storage().data_ptr()
-    stack: list[Any] = [found.root]
-    seen: set[int] = set()
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, torch.Tensor):
-            if obj is not tensor and obj.untyped_storage().data_ptr() == pointer:
-                raise ModelLoadError(f"{source}: another tensor shares the storage of {key!r}; popaudit does not rewrite it")
-        elif isinstance(obj, Mapping):
-            stack.extend(obj.values())
-        elif isinstance(obj, (list, tuple)):
-            stack.extend(obj)
+    if tree_problems(found.root, tensor)[1]:
+        raise ModelLoadError(f"{source}: another tensor shares the storage of {key!r}; popaudit does not rewrite it")
 
 
 def _members(path: Path) -> dict[str, zipfile.ZipInfo]:

@@ -186,7 +186,7 @@ def _unwritable(found: TorchFile, tensor: torch.Tensor, source: Path, key: str) 
     can be); ModelLoadError when other tensors are views of the item table's storage."""
     if found.tensors is not None:
         return ["a TorchScript archive (its code and module structure)"]
-    problems, shared = _check_tree(found.root, tensor)
+    problems, shared = tree_problems(found.root, tensor)
     if shared:
         raise ModelLoadError(
             f"cannot rescale the item table {key!r} of {source}: other tensors in the file ({shared}) are "
@@ -218,7 +218,7 @@ def _children(obj: Any) -> list[Any]:
     return list(obj)
 
 
-def _check_tree(root: Any, target: torch.Tensor) -> tuple[list[str], int]:
+def tree_problems(root: Any, target: torch.Tensor) -> tuple[list[str], int]:
     """(classes in ``root`` that cannot be written back, other tensors sharing the target's
     storage). Iterative; shared and cyclic containers are visited once."""
     problems: dict[str, None] = {}

@@ -30,7 +30,8 @@ from auditor.trace_schema import (
     TraceHeader,
     TraceRecord,
 )
-from auditor.loading.trace import Trace, TraceAngles, read_trace
+from auditor.loading.trace import Trace, read_trace
+from auditor.trace_section import TrainingAngles
 
 __all__ = [
     "DEFAULT_INTERVAL",
@@ -39,7 +40,7 @@ __all__ = [
     "TRACE_VERSION",
     "AlertEvent",
     "Trace",
-    "TraceAngles",
+    "TrainingAngles",
     "TraceEnd",
     "TraceHeader",
     "TraceRecord",
