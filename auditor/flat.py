@@ -145,13 +145,12 @@ def _training_entries(training: dict[str, Any] | None, flat: dict[str, FlatEntry
     """A training trace's (``check --trace``) last ρ and pooled 90° ± 1° share of update
     angles; None without a trace, or for a trace of another model (its figures are not this
     model's)."""
-    usable = training is not None and training.get("matches_model", True) is not False
-    points = [p for p in (training or {}).get("points") or [] if p.get("spearman") is not None] if usable else []
-    angles = ((training or {}).get("angles") or {}) if usable else {}
-    flat["training_spearman"] = FlatEntry(_num(points[-1]["spearman"]) if points else None, "training",
-                                          "training_spearman")
-    flat["training_angle_share_90_1"] = FlatEntry(_num(angles.get("share_90_1")), "training",
-                                                  "training_angle_share_90_1")
+    # Another model's trace (matches_model false) says nothing about this one.
+    usable = training if training and training.get("matches_model") is not False else {}
+    rhos = [p["spearman"] for p in usable.get("points") or [] if p.get("spearman") is not None]
+    share = (usable.get("angles") or {}).get("share_90_1")
+    flat["training_spearman"] = FlatEntry(_num(rhos[-1]) if rhos else None, "training", "training_spearman")
+    flat["training_angle_share_90_1"] = FlatEntry(_num(share), "training", "training_angle_share_90_1")
 
 
 def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:
