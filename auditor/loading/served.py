@@ -17,15 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from auditor.loading.recbole_models import CACHED, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
 from auditor.loading.torch_archive import read_torch_file
 from auditor.model import ModelBundle
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 CACHE_AGREEMENT = 1e-4
 """Largest difference between the cache and popaudit's propagation, relative to the
@@ -43,6 +45,8 @@ def normalised_adjacency(
     float64, stored as float32. ``sgl``: repeated pairs counted, all in float32.
     ``pyg``: repeated pairs as parallel edges, deg^-1/2 in float32, no epsilon.
     """
+    import scipy.sparse as sp  # only graph models propagate: a table audit skips its import
+
     counts = sp.csr_matrix(
         (np.ones(users.shape[0], dtype=np.float32), (np.asarray(users), np.asarray(items))),
         shape=(n_users, n_items),
@@ -124,6 +128,8 @@ def simplex_users(
             f"{int((counts > history_len).sum())} users have more than history_len={history_len} training "
             "interactions; RecBole keeps a random subset of them"
         )
+    import scipy.sparse as sp  # only SimpleX aggregates: a table audit skips its import
+
     history = sp.csr_matrix(
         (np.ones(users.shape[0]), (np.asarray(users), np.asarray(items))), shape=(n_users, int(item_table.shape[0]))
     )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.hookspecs import hookimpl
+from auditor.metrics.correlations import spearman
 from auditor.metrics.exposure import AvgRecPopularity, GiniIndex, HeadShare, ItemCoverage, LongTailShare, Novelty
 from auditor.metrics.group_measures import GROUP_MEASURES
 from auditor.plugin_api import DeclaredListMeasure, ListContext, ListMeasure, Measure, Scorer
@@ -114,8 +115,6 @@ class ItemBiasSpearman:
     )
 
     def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: MeasuredSections) -> float | None:
-        from scipy.stats import spearmanr
-
         biases = getattr(bundle, "item_biases", None)
         if biases is None or stats is None or biases.shape[0] != stats.frequencies.shape[0]:
             return None
@@ -123,7 +122,7 @@ class ItemBiasSpearman:
         frequencies = np.asarray(stats.frequencies, dtype=np.float64)
         if np.ptp(values) == 0 or np.ptp(frequencies) == 0:  # ρ is undefined for a constant
             return None
-        rho = float(spearmanr(values, frequencies).statistic)
+        rho = spearman(values, frequencies).statistic
         return rho if np.isfinite(rho) else None
 
 

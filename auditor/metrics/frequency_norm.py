@@ -6,13 +6,11 @@ and over row blocks of the table.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from scipy import stats as sps
 
 from auditor.errors import EmbeddingTableError
 from auditor.memory import block_rows
+from auditor.metrics.correlations import average_ranks, kendall_tau_b, pearson, spearman
 from auditor.metrics.spearman_ci import spearman_ci
 from auditor.result import DecileRow, FrequencyNorm
 
@@ -74,16 +72,14 @@ def frequency_norm_stats(
             notes.append(f"every item has the same {which}: correlations are undefined (reported as null)")
         else:
             notes.append(f"{reason} (reported as null)")
-        spearman = spearman_p = pearson_log = kendall = float("nan")
+        spearman_rho = spearman_p = pearson_log = kendall = float("nan")
         ci = (float("nan"), float("nan"))
     else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # scipy warns on ties; the values stay correct
-            rho = sps.spearmanr(freqs, norms)
-            spearman, spearman_p = float(rho.statistic), float(rho.pvalue)
-            pearson_log = float(sps.pearsonr(np.log1p(freqs), norms).statistic)
-            kendall = float(sps.kendalltau(freqs, norms).statistic)
-        interval = spearman_ci(freqs, norms, n_bootstrap=n_bootstrap, seed=seed, rho=spearman)
+        # scipy.stats' values (auditor.metrics.correlations), without its import.
+        spearman_rho, spearman_p = spearman(freqs, norms)
+        pearson_log = pearson(np.log1p(freqs), norms)
+        kendall = kendall_tau_b(freqs, norms)
+        interval = spearman_ci(freqs, norms, n_bootstrap=n_bootstrap, seed=seed, rho=spearman_rho)
         ci, ci_method, resamples = (interval.low, interval.high), interval.method, interval.n_resamples
     warm = freqs > 0
     slope = loglog_slope(freqs[warm], norms[warm]) if np.isfinite(norms).all() else None
@@ -91,7 +87,7 @@ def frequency_norm_stats(
         notes.append("log-log slope undefined: fewer than two distinct positive frequencies")
     deciles = decile_rows(freqs, norms)
     section = FrequencyNorm(
-        spearman=spearman,
+        spearman=spearman_rho,
         spearman_ci=ci,
         spearman_p=spearman_p,
         pearson_log=pearson_log,
@@ -155,7 +151,7 @@ def popularity_deciles(freqs: np.ndarray, n_deciles: int = N_DECILES) -> np.ndar
     Tied frequencies share a rank and hence a decile, so membership does not depend on
     row order; deciles can be uneven (or empty) when many items tie.
     """
-    ranks = sps.rankdata(freqs, method="average")
+    ranks = average_ranks(freqs)
     return np.minimum(((ranks - 0.5) / freqs.shape[0] * n_deciles).astype(np.int64), n_deciles - 1)
 
 

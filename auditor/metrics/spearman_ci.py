@@ -9,12 +9,13 @@ checked by simulation in ``tests/test_bootstrap_coverage.py``.
 from __future__ import annotations
 
 import os
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats as sps
+
+from auditor.metrics.correlations import average_ranks
+from auditor.metrics.student_t import normal_quantile
 
 # Up to this many items the CI is a percentile bootstrap over all items. Above it the
 # standard error of ρ is bootstrapped on a seeded subsample of this many items and
@@ -56,8 +57,9 @@ def spearman_ci(
 ) -> SpearmanInterval:
     """Confidence interval of Spearman ρ of (x, y), resampling items with replacement.
 
-    * n <= BOOTSTRAP_MAX_ITEMS: percentile bootstrap over all items
-      (``scipy.stats.bootstrap``, paired, vectorised, ``default_rng(seed)``).
+    * n <= BOOTSTRAP_MAX_ITEMS: percentile bootstrap over all items, resampled as
+      ``scipy.stats.bootstrap`` (paired, vectorised, ``default_rng(seed)``) resamples
+      them, with its digits (see :func:`_percentile_bootstrap`).
     * n > BOOTSTRAP_MAX_ITEMS (m = BOOTSTRAP_MAX_ITEMS): a Fisher-z interval around the
       full-sample ρ, ``tanh(atanh(ρ) ± q · se_z)``. se_z is the standard deviation of
       atanh(ρ*) over ``n_bootstrap`` bootstrap resamples of a seeded m-item subsample,
@@ -116,7 +118,7 @@ def spearman_ci(
         )
     # Fisher's z = atanh(ρ) is near-normal with a variance that barely depends on ρ, so
     # the interval is symmetric in z; tanh maps it back inside (-1, 1) around ρ.
-    half = float(sps.norm.ppf(0.5 + level / 2.0)) * se_z
+    half = normal_quantile(0.5 + level / 2.0) * se_z
     z = float(np.arctanh(centre))
     # min/max guard against tanh(atanh(ρ)) rounding 1 ulp past ρ near ±1.
     lo, hi = min(float(np.tanh(z - half)), centre), max(float(np.tanh(z + half)), centre)
@@ -132,45 +134,62 @@ def _percentile_bootstrap(
     x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: int, level: float
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of ρ over all items (the small-table path; its digits are
-    part of reference audits, so it must not change)."""
+    part of reference audits, so it must not change).
+
+    ``scipy.stats.bootstrap((x, y), ..., paired=True, vectorized=True, method=
+    "percentile", rng=default_rng(seed))`` step by step, without importing scipy.stats
+    (1.4 s): the same draws (``rng.integers(0, n, (batch, n))`` per batch of item
+    indices, batches of :data:`resample_batch` resamples), the same ρ of each resample
+    and scipy's "linear" quantile of the replicates; ``tests/test_correlations.py``
+    checks it against scipy bit for bit.
+    """
     rng = np.random.default_rng(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = sps.bootstrap(
-            (x, y),
-            _spearman_along_axis,
-            paired=True,
-            vectorized=True,
-            n_resamples=n_bootstrap,
-            batch=max(1, 1_000_000 // max(1, x.shape[0])),  # ~8 MB per resampled array
-            confidence_level=level,
-            method="percentile",
-            rng=rng,
-        )
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    n = x.shape[0]
+    batch = resample_batch(n)
+    replicates = []
+    for start in range(0, n_bootstrap, batch):
+        draws = rng.integers(0, n, (min(batch, n_bootstrap - start), n), dtype=np.int64)
+        replicates.append(_spearman_rows(x[draws], y[draws]))
+    alpha = (1.0 - level) / 2.0
+    lo, hi = _linear_quantiles(np.concatenate(replicates), alpha)
+    # NaN (a constant resample gives NaN ρ, and scipy's quantile propagates it) clamps
+    # to the widest interval, as before.
     return (max(-1.0, lo), min(1.0, hi))
 
 
-def _average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, ties sharing their average rank (``scipy.stats.rankdata``'s
-    "average"), with one sort and no per-group Python work."""
-    order = np.argsort(values)
-    ordered = values[order]
-    new = np.empty(ordered.shape[0], dtype=bool)
-    new[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    counts = np.diff(np.append(starts, ordered.shape[0]))
-    ranks = np.empty(ordered.shape[0], dtype=np.float64)
-    ranks[order] = np.repeat(starts + (counts + 1) * 0.5, counts)
-    return ranks
+def resample_batch(n: int) -> int:
+    """Resamples per batch of the small-table bootstrap: about 8 MB per resampled
+    array. It also fixes how the generator's draws are split, so it is part of the
+    digits."""
+    return max(1, 1_000_000 // max(1, n))
+
+
+def _linear_quantiles(replicates: np.ndarray, alpha: float) -> tuple[float, float]:
+    """The alpha and 1 - alpha quantiles of the replicates by ``scipy.stats.quantile``'s
+    "linear" rule (Hyndman & Fan type 7) in its own arithmetic: position
+    j = p·B + (1 - p), interpolated between the sorted values at floor(j) - 1 and
+    floor(j). NaN if any replicate is NaN."""
+    if np.isnan(replicates).any():
+        return float("nan"), float("nan")
+    ordered = np.sort(replicates)
+    count = float(ordered.shape[0])
+    p = np.asarray([alpha, 1.0 - np.float64(alpha)])
+    position = p * count + (1 - p)
+    upper = position // 1
+    lower = upper - 1
+    weight = position % 1
+    weight[lower < 0] = 0
+    lower = np.clip(lower, 0.0, count - 1).astype(np.int64)
+    upper = np.clip(upper, 0.0, count - 1).astype(np.int64)
+    values = (1 - weight) * ordered[lower] + weight * ordered[upper]
+    return float(values[0]), float(values[1])
 
 
 def _spearman_rho(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman ρ (Pearson correlation of average ranks); equals scipy's spearmanr
     statistic to rounding, at a third of its cost on a million items."""
     centre = (x.shape[0] + 1) * 0.5  # average ranks always sum to n(n+1)/2
-    rx, ry = _average_ranks(x) - centre, _average_ranks(y) - centre
+    rx, ry = average_ranks(x) - centre, average_ranks(y) - centre
     with np.errstate(invalid="ignore", divide="ignore"):
         return float(np.dot(rx, ry) / np.sqrt(np.dot(rx, rx) * np.dot(ry, ry)))
 
@@ -262,13 +281,15 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-def _spearman_along_axis(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Spearman ρ of each resample (rows of x and y), tie-aware through average ranks."""
-    rx = sps.rankdata(x, axis=axis)
-    ry = sps.rankdata(y, axis=axis)
-    rx = rx - rx.mean(axis=axis, keepdims=True)
-    ry = ry - ry.mean(axis=axis, keepdims=True)
-    num = (rx * ry).sum(axis=axis)
-    den = np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
+def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman ρ of each resample (rows of x and y), tie-aware through average ranks,
+    in the arithmetic the bootstrap's statistic has always used (centred ranks, sums
+    along the rows)."""
+    rx = average_ranks(x)
+    ry = average_ranks(y)
+    rx = rx - rx.mean(axis=-1, keepdims=True)
+    ry = ry - ry.mean(axis=-1, keepdims=True)
+    num = (rx * ry).sum(axis=-1)
+    den = np.sqrt((rx * rx).sum(axis=-1) * (ry * ry).sum(axis=-1))
     with np.errstate(invalid="ignore", divide="ignore"):
         return num / den

@@ -2,7 +2,7 @@
 
 Each reuses the audit's own definition, so a trace and ``popaudit check`` agree on the
 same table and counts: ρ and the log–log slope as :func:`auditor.metrics.frequency_norm.
-frequency_norm_stats` computes them (the same scipy call on the same float64 arrays,
+frequency_norm_stats` computes them (the same function on the same float64 arrays,
 bit for bit), the update geometry of :func:`auditor.probes.update.step_geometry`, and the
 head share of :class:`auditor.metrics.exposure.HeadShare` over exact top-K lists kept
 to the retrieval contract.
@@ -11,15 +11,15 @@ to the retrieval contract.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy import stats as sps
 
+from auditor.metrics.correlations import spearman
 from auditor.metrics.exposure import HeadShare
 from auditor.metrics.frequency_norm import loglog_slope, undefined_reason
+from auditor.metrics.student_t import normal_quantile
 from auditor.probes.copies import tolerance
 from auditor.probes.update import step_geometry
 from auditor.retrieval.search import select_topk
@@ -54,9 +54,7 @@ def rank_figures(norms: np.ndarray, counts: np.ndarray, *, population: int) -> R
     m = norms.shape[0]
     rho: float | None = None
     if undefined_reason(norms, freqs) is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # scipy warns on ties; the value stays correct
-            rho = float(sps.spearmanr(freqs, norms).statistic)
+        rho = spearman(freqs, norms).statistic
     warm = freqs > 0
     slope = loglog_slope(freqs[warm], norms[warm]) if np.isfinite(norms).all() else None
     if m >= population:
@@ -72,7 +70,7 @@ def sample_interval(rho: float | None, m: int, population: int, level: float = L
         return (rho, rho)
     fpc = math.sqrt(max(population - m, 0) / max(population - 1, 1))
     se = math.sqrt((1.0 + rho * rho / 2.0) / (m - 3)) * fpc
-    half = float(sps.norm.ppf(0.5 + level / 2.0)) * se
+    half = normal_quantile(0.5 + level / 2.0) * se
     z = math.atanh(rho)
     return (min(math.tanh(z - half), rho), max(math.tanh(z + half), rho))
 

@@ -19,11 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from scipy import stats
 
 from auditor import __version__
 from auditor.errors import TrainingError, setting
 from auditor.io import atomic_path, torch_save
+from auditor.metrics.correlations import spearman as spearman_rho
 from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION, LiveModel
 from auditor.monitor import TrainingAlertWarning, TrainingMonitor
 from auditor.probes.eager import compiler_free, eager_step
@@ -211,7 +211,7 @@ def spearman(frequencies: np.ndarray, norms: np.ndarray) -> float:
     """Spearman rho of frequency against norm (nan when either is constant)."""
     if np.ptp(frequencies) == 0 or np.ptp(norms) == 0:
         return float("nan")
-    return float(stats.spearmanr(frequencies, norms).statistic)
+    return spearman_rho(frequencies, norms).statistic
 
 
 def train(

@@ -1,0 +1,124 @@
+"""The numpy correlations against scipy.stats, their reference: ranks, ρ, r and τ-b bit
+for bit, the p-value and the t tail to rounding, the bootstrap interval bit for bit."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import special
+from scipy import stats as sps
+
+from auditor.metrics.correlations import average_ranks, discordant_pairs, kendall_tau_b, pearson, spearman
+from auditor.metrics.spearman_ci import resample_batch, spearman_ci
+from auditor.metrics.student_t import normal_quantile, regularized_beta, t_two_sided_p
+
+
+def _tables(seed: int, count: int):
+    """Item tables of the shapes audits see: Zipf counts with cold items, noisy norms,
+    rounded (tied) norms, and plain normal pairs."""
+    rng = np.random.default_rng(seed)
+    for trial in range(count):
+        n = int(rng.integers(3, 2500))
+        freqs = rng.zipf(1.5, n).astype(float)
+        if trial % 4 == 1:
+            freqs[rng.random(n) < 0.4] = 0
+        norms = np.log1p(freqs) + rng.normal(0, 0.5, n)
+        if trial % 4 == 2:
+            norms = np.round(norms, 1)
+        if trial % 4 == 3:
+            freqs, norms = rng.normal(size=n), rng.normal(size=n)
+        if np.ptp(freqs) > 0 and np.ptp(norms) > 0:
+            yield freqs, norms
+
+
+def test_average_ranks_equal_rankdata_in_one_and_two_dimensions():
+    for freqs, norms in _tables(1, 40):
+        np.testing.assert_array_equal(average_ranks(freqs), sps.rankdata(freqs))
+        rows = np.stack([freqs, norms, np.round(norms)])
+        np.testing.assert_array_equal(average_ranks(rows), sps.rankdata(rows, axis=-1))
+    assert average_ranks(np.array([3.0, 1.0, 3.0, 2.0])).tolist() == [3.5, 1.0, 3.5, 2.0]
+
+
+def test_rho_r_and_tau_equal_scipy_bit_for_bit_and_p_to_rounding():
+    for freqs, norms in _tables(2, 80):
+        ref = sps.spearmanr(freqs, norms)
+        got = spearman(freqs, norms)
+        assert got.statistic == ref.statistic
+        assert got.pvalue == pytest.approx(ref.pvalue, rel=1e-12, abs=1e-300)
+        logs = np.log1p(np.abs(freqs))
+        assert pearson(logs, norms) == sps.pearsonr(logs, norms).statistic
+        assert kendall_tau_b(freqs, norms) == sps.kendalltau(freqs, norms).statistic
+
+
+def test_undefined_correlations_are_nan():
+    constant, ramp = np.ones(5), np.arange(5.0)
+    assert all(math.isnan(v) for v in spearman(constant, ramp))
+    assert all(math.isnan(v) for v in spearman(np.array([1.0]), np.array([2.0])))
+    assert all(math.isnan(v) for v in spearman(np.array([1.0, np.nan, 3.0]), np.arange(3.0)))
+    assert math.isnan(pearson(constant, ramp)) and math.isnan(kendall_tau_b(ramp, constant))
+    assert math.isnan(kendall_tau_b(np.array([]), np.array([])))
+    # A monotone pair: ρ rounds to 1 - 2^-53 in corrcoef, as in scipy, and p is tiny.
+    assert spearman(ramp, ramp).statistic == sps.spearmanr(ramp, ramp).statistic
+    assert spearman(ramp, ramp).pvalue == pytest.approx(sps.spearmanr(ramp, ramp).pvalue, rel=1e-13)
+    assert spearman(-ramp, ramp).pvalue == pytest.approx(sps.spearmanr(-ramp, ramp).pvalue, rel=1e-13)
+
+
+def test_kendall_known_answers_and_scipy_on_a_large_table():
+    # Hand-counted: (1,2,3) vs (1,3,2): 2 concordant, 1 discordant, no ties -> 1/3.
+    assert kendall_tau_b(np.array([1, 2, 3]), np.array([1, 3, 2])) == pytest.approx(1 / 3)
+    assert discordant_pairs(np.array([3, 1, 2, 0])) == 5  # (3,1) (3,2) (3,0) (1,0) (2,0)
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 50, 5000)
+    brute = int(np.triu(values[:, None] > values[None, :], k=1).sum())
+    assert discordant_pairs(values) == brute
+    freqs = rng.zipf(1.4, 200_000).astype(float)
+    norms = np.round(np.log1p(freqs) + rng.normal(0, 0.4, freqs.size), 2)
+    assert kendall_tau_b(freqs, norms) == sps.kendalltau(freqs, norms).statistic
+
+
+def test_t_tail_matches_scipy_stdtr_across_table_sizes():
+    for n in (4, 10, 100, 800, 10_000, 1_000_000, 10_000_000):
+        dof = n - 2
+        tolerance = 1e-12 if n <= 10_000 else 1e-10
+        for rho in np.linspace(-0.999, 0.999, 201):
+            t = float(rho * np.sqrt(dof / ((rho + 1.0) * (1.0 - rho))))
+            ref = float(2 * special.stdtr(dof, -abs(t)))
+            if ref > 1e-300:
+                assert t_two_sided_p(t, dof) == pytest.approx(ref, rel=tolerance), (n, rho)
+    assert t_two_sided_p(math.inf, 10) == 0.0 and t_two_sided_p(0.0, 10) == 1.0
+    assert math.isnan(t_two_sided_p(math.nan, 10))
+    # Cauchy (1 degree of freedom) in closed form: P(|T| >= t) = 1 - 2 atan(t) / π.
+    assert t_two_sided_p(1e-9, 1) == pytest.approx(1 - 2 * math.atan(1e-9) / math.pi, rel=1e-15)
+    assert t_two_sided_p(3.0, 1) == pytest.approx(1 - 2 * math.atan(3.0) / math.pi, rel=1e-14)
+
+
+def test_regularized_beta_and_normal_quantile_match_scipy():
+    for a, b, x in ((0.5, 0.5, 0.3), (2.0, 3.0, 0.9), (40.0, 0.5, 0.95), (1e4, 0.5, 0.9995), (3.0, 7.0, 0.0)):
+        assert regularized_beta(x, a, b) == pytest.approx(special.betainc(a, b, x), rel=1e-12, abs=1e-300)
+    for p in (0.5, 0.8, 0.95, 0.975, 0.995, 1e-6):
+        assert normal_quantile(p) == pytest.approx(special.ndtri(p), rel=1e-15, abs=1e-300)
+
+
+@pytest.mark.parametrize("n, resamples, seed", [(3, 50, 0), (57, 200, 4), (800, 1000, 0), (2600, 120, 9)])
+def test_small_table_bootstrap_is_scipy_bootstrap_bit_for_bit(n, resamples, seed):
+    rng = np.random.default_rng(seed + 100)
+    freqs = np.concatenate([np.zeros(n // 5), rng.zipf(1.6, n - n // 5)]).astype(float)
+    norms = np.round(freqs**0.25 + rng.normal(0, 0.3, n), 2)
+
+    def statistic(x, y, axis=-1):
+        rx, ry = sps.rankdata(x, axis=axis), sps.rankdata(y, axis=axis)
+        rx, ry = rx - rx.mean(axis=axis, keepdims=True), ry - ry.mean(axis=axis, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (rx * ry).sum(axis=axis) / np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = sps.bootstrap(
+            (freqs, norms), statistic, paired=True, vectorized=True, n_resamples=resamples,
+            batch=resample_batch(n), confidence_level=0.95, method="percentile",
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+    lo, hi = spearman_ci(freqs, norms, n_bootstrap=resamples, seed=seed)[:2]
+    # scipy's NaN (a constant resample, likely among 3 items) is clamped to (-1, 1).
+    assert (lo, hi) == (max(-1.0, float(ref.low)), min(1.0, float(ref.high)))
