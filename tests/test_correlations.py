@@ -10,7 +10,8 @@ from scipy import special
 from scipy import stats as sps
 
 from auditor.metrics.correlations import average_ranks, discordant_pairs, kendall_tau_b, pearson, spearman
-from auditor.metrics.spearman_ci import resample_batch, spearman_ci
+from auditor.metrics.percentile_bootstrap import resample_batch
+from auditor.metrics.spearman_ci import spearman_ci
 from auditor.metrics.student_t import normal_quantile, regularized_beta, t_two_sided_p
 
 

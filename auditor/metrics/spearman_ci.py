@@ -15,6 +15,8 @@ from typing import NamedTuple
 import numpy as np
 
 from auditor.metrics.correlations import average_ranks
+from auditor.metrics.percentile_bootstrap import percentile_bootstrap
+from auditor.metrics.resample_ranks import tie_groups, weighted_ranks
 from auditor.metrics.student_t import normal_quantile
 
 # Up to this many items the CI is a percentile bootstrap over all items. Above it the
@@ -59,7 +61,7 @@ def spearman_ci(
 
     * n <= BOOTSTRAP_MAX_ITEMS: percentile bootstrap over all items, resampled as
       ``scipy.stats.bootstrap`` (paired, vectorised, ``default_rng(seed)``) resamples
-      them, with its digits (see :func:`_percentile_bootstrap`).
+      them, with its digits (see :func:`~auditor.metrics.percentile_bootstrap.percentile_bootstrap`).
     * n > BOOTSTRAP_MAX_ITEMS (m = BOOTSTRAP_MAX_ITEMS): a Fisher-z interval around the
       full-sample ρ, ``tanh(atanh(ρ) ± q · se_z)``. se_z is the standard deviation of
       atanh(ρ*) over ``n_bootstrap`` bootstrap resamples of a seeded m-item subsample,
@@ -85,7 +87,7 @@ def spearman_ci(
     if n_bootstrap <= 0:
         return SpearmanInterval(float("nan"), float("nan"), "")
     if n <= BOOTSTRAP_MAX_ITEMS:
-        lo, hi = _percentile_bootstrap(x, y, n_bootstrap, seed, level)
+        lo, hi = percentile_bootstrap(x, y, n_bootstrap, seed, level)
         return SpearmanInterval(lo, hi, f"percentile bootstrap, {n_bootstrap} resamples", n_bootstrap)
     centre = _spearman_rho(x, y) if rho is None else float(rho)
     if not np.isfinite(centre):
@@ -130,61 +132,6 @@ def _outside_largest_tie(values: np.ndarray) -> int:
     return int(values.shape[0] - np.unique(values, return_counts=True)[1].max(initial=0))
 
 
-def _percentile_bootstrap(
-    x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: int, level: float
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of ρ over all items (the small-table path; its digits are
-    part of reference audits, so it must not change).
-
-    ``scipy.stats.bootstrap((x, y), ..., paired=True, vectorized=True, method=
-    "percentile", rng=default_rng(seed))`` step by step, without importing scipy.stats
-    (1.4 s): the same draws (``rng.integers(0, n, (batch, n))`` per batch of item
-    indices, batches of :data:`resample_batch` resamples), the same ρ of each resample
-    and scipy's "linear" quantile of the replicates; ``tests/test_correlations.py``
-    checks it against scipy bit for bit.
-    """
-    rng = np.random.default_rng(seed)
-    n = x.shape[0]
-    batch = resample_batch(n)
-    replicates = []
-    for start in range(0, n_bootstrap, batch):
-        draws = rng.integers(0, n, (min(batch, n_bootstrap - start), n), dtype=np.int64)
-        replicates.append(_spearman_rows(x[draws], y[draws]))
-    alpha = (1.0 - level) / 2.0
-    lo, hi = _linear_quantiles(np.concatenate(replicates), alpha)
-    # NaN (a constant resample gives NaN ρ, and scipy's quantile propagates it) clamps
-    # to the widest interval, as before.
-    return (max(-1.0, lo), min(1.0, hi))
-
-
-def resample_batch(n: int) -> int:
-    """Resamples per batch of the small-table bootstrap: about 8 MB per resampled
-    array. It also fixes how the generator's draws are split, so it is part of the
-    digits."""
-    return max(1, 1_000_000 // max(1, n))
-
-
-def _linear_quantiles(replicates: np.ndarray, alpha: float) -> tuple[float, float]:
-    """The alpha and 1 - alpha quantiles of the replicates by ``scipy.stats.quantile``'s
-    "linear" rule (Hyndman & Fan type 7) in its own arithmetic: position
-    j = p·B + (1 - p), interpolated between the sorted values at floor(j) - 1 and
-    floor(j). NaN if any replicate is NaN."""
-    if np.isnan(replicates).any():
-        return float("nan"), float("nan")
-    ordered = np.sort(replicates)
-    count = float(ordered.shape[0])
-    p = np.asarray([alpha, 1.0 - np.float64(alpha)])
-    position = p * count + (1 - p)
-    upper = position // 1
-    lower = upper - 1
-    weight = position % 1
-    weight[lower < 0] = 0
-    lower = np.clip(lower, 0.0, count - 1).astype(np.int64)
-    upper = np.clip(upper, 0.0, count - 1).astype(np.int64)
-    values = (1 - weight) * ordered[lower] + weight * ordered[upper]
-    return float(values[0]), float(values[1])
-
-
 def _spearman_rho(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman ρ (Pearson correlation of average ranks); equals scipy's spearmanr
     statistic to rounding, at a third of its cost on a million items."""
@@ -192,42 +139,6 @@ def _spearman_rho(x: np.ndarray, y: np.ndarray) -> float:
     rx, ry = average_ranks(x) - centre, average_ranks(y) - centre
     with np.errstate(invalid="ignore", divide="ignore"):
         return float(np.dot(rx, ry) / np.sqrt(np.dot(rx, rx) * np.dot(ry, ry)))
-
-
-class _TieGroups(NamedTuple):
-    """One variable of the subsample, sorted: the sort order, the first position of each
-    run of equal values (None: no ties) and each sorted position's run."""
-
-    order: np.ndarray
-    starts: np.ndarray | None
-    group: np.ndarray | None
-
-
-def _tie_groups(values: np.ndarray) -> _TieGroups:
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    new = np.empty(ordered.shape[0], dtype=bool)
-    new[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    if starts.shape[0] == ordered.shape[0]:
-        return _TieGroups(order, None, None)
-    return _TieGroups(order, starts, np.cumsum(new) - 1)
-
-
-def _weighted_ranks(weights: np.ndarray, ties: _TieGroups) -> tuple[np.ndarray, np.ndarray]:
-    """Average ranks of the items (columns, in sorted order) within each resample (row),
-    where item i appears ``weights[:, i]`` times: a run of equal values holding S copies
-    after C smaller copies has average rank C + (S + 1)/2. Also returns each row's
-    sum of S**3 - S over runs, the tie term of the rank variance."""
-    if ties.starts is None or ties.group is None:
-        per_run = weights
-        ranks = np.cumsum(weights, axis=1) - (weights - 1.0) * 0.5
-    else:
-        per_run = np.add.reduceat(weights, ties.starts, axis=1)
-        run_rank = np.cumsum(per_run, axis=1) - (per_run - 1.0) * 0.5
-        ranks = np.take(run_rank, ties.group, axis=1)
-    return ranks, np.einsum("ij,ij->i", per_run * per_run - 1.0, per_run)
 
 
 def _bootstrap_rho(x: np.ndarray, y: np.ndarray, n_bootstrap: int, rng: np.random.Generator) -> np.ndarray:
@@ -243,7 +154,7 @@ def _bootstrap_rho(x: np.ndarray, y: np.ndarray, n_bootstrap: int, rng: np.rando
     m = x.shape[0]
     by_x = np.argsort(x, kind="stable")
     x, y = x[by_x], y[by_x]  # columns in x order: x's ranks need no gather
-    x_ties, y_ties = _tie_groups(x), _tie_groups(y)
+    x_ties, y_ties = tie_groups(x), tie_groups(y)
     centre = (m + 1) * 0.5
     full_term = float(m) ** 3 - m
     sizes = [min(RESAMPLE_BATCH, n_bootstrap - b) for b in range(0, n_bootstrap, RESAMPLE_BATCH)]
@@ -254,10 +165,10 @@ def _bootstrap_rho(x: np.ndarray, y: np.ndarray, n_bootstrap: int, rng: np.rando
         draws = generators[j].integers(0, m, size=(b, m))
         draws += np.arange(0, b * m, m)[:, None]  # row r counts into [r*m, (r+1)*m)
         weights = np.bincount(draws.ravel(), minlength=b * m).reshape(b, m).astype(np.float64)
-        rx, x_tie_term = _weighted_ranks(weights, x_ties)
+        rx, x_tie_term = weighted_ranks(weights, x_ties)
         # y's ranks in y order; x's ranks and the weights follow them there.
         w_y = np.take(weights, y_ties.order, axis=1)
-        ry, y_tie_term = _weighted_ranks(w_y, y_ties)
+        ry, y_tie_term = weighted_ranks(w_y, y_ties)
         rx = np.take(rx, y_ties.order, axis=1)
         # Σ w (rx - c)(ry - c) = Σ w rx ry - m c², as ranks sum to m c; the sums of
         # squares are the closed form (m³ - m - Σ runs (S³ - S)) / 12.
@@ -279,17 +190,3 @@ def _cpu_count() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman ρ of each resample (rows of x and y), tie-aware through average ranks,
-    in the arithmetic the bootstrap's statistic has always used (centred ranks, sums
-    along the rows)."""
-    rx = average_ranks(x)
-    ry = average_ranks(y)
-    rx = rx - rx.mean(axis=-1, keepdims=True)
-    ry = ry - ry.mean(axis=-1, keepdims=True)
-    num = (rx * ry).sum(axis=-1)
-    den = np.sqrt((rx * rx).sum(axis=-1) * (ry * ry).sum(axis=-1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return num / den

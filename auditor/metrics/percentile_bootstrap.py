@@ -1,0 +1,88 @@
+"""The percentile bootstrap interval of Spearman's ρ over all items (tables up to
+:data:`~auditor.metrics.spearman_ci.BOOTSTRAP_MAX_ITEMS` items).
+
+Its digits are part of reference audits, so it is ``scipy.stats.bootstrap((x, y),
+statistic, paired=True, vectorized=True, method="percentile", rng=default_rng(seed))``
+taken step by step, without importing scipy.stats (1.4 s): the same draws
+(``rng.integers(0, n, (batch, n))`` per batch of :func:`resample_batch` resamples), the
+same ρ of each resample in the same arithmetic, and scipy's "linear" quantile of the
+replicates; ``tests/test_correlations.py`` checks it against scipy bit for bit. The
+resample's ranks come from its multiplicities (:mod:`~auditor.metrics.resample_ranks`),
+O(n) instead of a sort: equal to rankdata's exactly, in half the time at 800 items.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from auditor.metrics.resample_ranks import TieGroups, run_ranks, tie_groups
+
+
+def percentile_bootstrap(
+    x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: int, level: float
+) -> tuple[float, float]:
+    """The ``level`` percentile bootstrap interval of Spearman's ρ of (x, y), resampling
+    items (pairs) with replacement ``n_bootstrap`` times from ``default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    n = x.shape[0]
+    batch = resample_batch(n)
+    x_ties, y_ties = tie_groups(x), tie_groups(y)
+    replicates = []
+    for start in range(0, n_bootstrap, batch):
+        draws = rng.integers(0, n, (min(batch, n_bootstrap - start), n), dtype=np.int64)
+        replicates.append(_spearman_rows(_resample_ranks(draws, x_ties), _resample_ranks(draws, y_ties)))
+    alpha = (1.0 - level) / 2.0
+    lo, hi = _linear_quantiles(np.concatenate(replicates), alpha)
+    # NaN (a constant resample gives NaN ρ, and scipy's quantile propagates it) clamps
+    # to the widest interval, as before.
+    return (max(-1.0, lo), min(1.0, hi))
+
+
+def resample_batch(n: int) -> int:
+    """Resamples per batch: about 8 MB per resampled array. It also fixes how the
+    generator's draws are split, so it is part of the digits."""
+    return max(1, 1_000_000 // max(1, n))
+
+
+def _resample_ranks(draws: np.ndarray, ties: TieGroups) -> np.ndarray:
+    """``rankdata(values[draws], axis=-1)``: each drawn item's average rank within its
+    resample (row), from the resample's multiplicities over the sorted items."""
+    rows, n = draws.shape
+    sorted_position = np.empty(n, dtype=np.int64)
+    sorted_position[ties.order] = np.arange(n)
+    drawn = sorted_position[draws]  # each draw as its item's place in sorted order
+    weights = np.bincount((drawn + np.arange(0, rows * n, n)[:, None]).ravel(), minlength=rows * n)
+    ranks, _ = run_ranks(weights.reshape(rows, n).astype(np.float64), ties)
+    return np.take_along_axis(ranks, drawn, axis=1)
+
+
+def _spearman_rows(rx: np.ndarray, ry: np.ndarray) -> np.ndarray:
+    """Spearman ρ of each resample (rows of ranks) in the arithmetic the bootstrap's
+    statistic has always used: centred ranks, sums along the rows."""
+    rx = rx - rx.mean(axis=-1, keepdims=True)
+    ry = ry - ry.mean(axis=-1, keepdims=True)
+    num = (rx * ry).sum(axis=-1)
+    den = np.sqrt((rx * rx).sum(axis=-1) * (ry * ry).sum(axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def _linear_quantiles(replicates: np.ndarray, alpha: float) -> tuple[float, float]:
+    """The alpha and 1 - alpha quantiles of the replicates by ``scipy.stats.quantile``'s
+    "linear" rule (Hyndman & Fan type 7) in its own arithmetic: position
+    j = p·B + (1 - p), interpolated between the sorted values at floor(j) - 1 and
+    floor(j). NaN if any replicate is NaN."""
+    if np.isnan(replicates).any():
+        return float("nan"), float("nan")
+    ordered = np.sort(replicates)
+    count = float(ordered.shape[0])
+    p = np.asarray([alpha, 1.0 - np.float64(alpha)])
+    position = p * count + (1 - p)
+    upper = position // 1
+    lower = upper - 1
+    weight = position % 1
+    weight[lower < 0] = 0
+    low_index = np.clip(lower, 0.0, count - 1).astype(np.int64)
+    high_index = np.clip(upper, 0.0, count - 1).astype(np.int64)
+    values = (1 - weight) * ordered[low_index] + weight * ordered[high_index]
+    return float(values[0]), float(values[1])
