@@ -10,7 +10,7 @@ from scipy import special
 from scipy import stats as sps
 
 from auditor.metrics.correlations import average_ranks, discordant_pairs, kendall_tau_b, pearson, spearman
-from auditor.metrics.percentile_bootstrap import resample_batch
+from auditor.metrics.percentile_bootstrap import percentile_bootstrap, resample_batch
 from auditor.metrics.spearman_ci import spearman_ci
 from auditor.metrics.student_t import normal_quantile, regularized_beta, t_two_sided_p
 
@@ -123,3 +123,12 @@ def test_small_table_bootstrap_is_scipy_bootstrap_bit_for_bit(n, resamples, seed
     lo, hi = spearman_ci(freqs, norms, n_bootstrap=resamples, seed=seed)[:2]
     # scipy's NaN (a constant resample, likely among 3 items) is clamped to (-1, 1).
     assert (lo, hi) == (max(-1.0, float(ref.low)), min(1.0, float(ref.high)))
+
+
+def test_bootstrap_threads_change_nothing():
+    rng = np.random.default_rng(8)
+    freqs = rng.zipf(1.5, 1500).astype(float)
+    norms = np.log1p(freqs) + rng.normal(0, 0.5, freqs.size)
+    one = percentile_bootstrap(freqs, norms, 700, 3, 0.95, threads=1)
+    assert percentile_bootstrap(freqs, norms, 700, 3, 0.95, threads=3) == one
+    assert spearman_ci(freqs, norms, n_bootstrap=700, seed=3)[:2] == one

@@ -13,29 +13,60 @@ O(n) instead of a sort: equal to rankdata's exactly, in half the time at 800 ite
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 
 from auditor.metrics.resample_ranks import TieGroups, run_ranks, tie_groups
 
 
 def percentile_bootstrap(
-    x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: int, level: float
+    x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: int, level: float, *, threads: int = 1
 ) -> tuple[float, float]:
     """The ``level`` percentile bootstrap interval of Spearman's ρ of (x, y), resampling
-    items (pairs) with replacement ``n_bootstrap`` times from ``default_rng(seed)``."""
+    items (pairs) with replacement ``n_bootstrap`` times from ``default_rng(seed)``.
+
+    The draws come from the one generator in batch order (they are the digits); the
+    ranks and ρ of each batch may run on up to ``threads`` threads (numpy releases the
+    GIL), which changes nothing in the result.
+    """
     rng = np.random.default_rng(seed)
     n = x.shape[0]
     batch = resample_batch(n)
     x_ties, y_ties = tie_groups(x), tie_groups(y)
-    replicates = []
-    for start in range(0, n_bootstrap, batch):
-        draws = rng.integers(0, n, (min(batch, n_bootstrap - start), n), dtype=np.int64)
-        replicates.append(_spearman_rows(_resample_ranks(draws, x_ties), _resample_ranks(draws, y_ties)))
+
+    def replicate(draws: np.ndarray) -> np.ndarray:
+        return _spearman_rows(_resample_ranks(draws, x_ties), _resample_ranks(draws, y_ties))
+
+    draws = (
+        rng.integers(0, n, (min(batch, n_bootstrap - start), n), dtype=np.int64)
+        for start in range(0, n_bootstrap, batch)
+    )
     alpha = (1.0 - level) / 2.0
-    lo, hi = _linear_quantiles(np.concatenate(replicates), alpha)
+    lo, hi = _linear_quantiles(np.concatenate(_in_order(replicate, draws, threads)), alpha)
     # NaN (a constant resample gives NaN ρ, and scipy's quantile propagates it) clamps
     # to the widest interval, as before.
     return (max(-1.0, lo), min(1.0, hi))
+
+
+def _in_order(
+    work: Callable[[np.ndarray], np.ndarray], batches: Iterator[np.ndarray], threads: int
+) -> list[np.ndarray]:
+    """``work`` of each batch, in order, on up to ``threads`` threads, with at most two
+    batches per thread drawn ahead (each about 8 MB)."""
+    if threads <= 1:
+        return [work(b) for b in batches]
+    results: list[np.ndarray] = []
+    with ThreadPoolExecutor(threads) as pool:
+        pending: deque[Future[np.ndarray]] = deque()
+        for b in batches:
+            pending.append(pool.submit(work, b))
+            if len(pending) >= 2 * threads:
+                results.append(pending.popleft().result())
+        results.extend(future.result() for future in pending)
+    return results
 
 
 def resample_batch(n: int) -> int:
@@ -50,10 +81,13 @@ def _resample_ranks(draws: np.ndarray, ties: TieGroups) -> np.ndarray:
     rows, n = draws.shape
     sorted_position = np.empty(n, dtype=np.int64)
     sorted_position[ties.order] = np.arange(n)
-    drawn = sorted_position[draws]  # each draw as its item's place in sorted order
-    weights = np.bincount((drawn + np.arange(0, rows * n, n)[:, None]).ravel(), minlength=rows * n)
-    ranks, _ = run_ranks(weights.reshape(rows, n).astype(np.float64), ties)
-    return np.take_along_axis(ranks, drawn, axis=1)
+    # Each draw as its item's place in sorted order, offset by its row: one flat index
+    # serves the counting and the gathering back.
+    flat = sorted_position[draws]
+    flat += np.arange(0, rows * n, n)[:, None]
+    weights = np.bincount(flat.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
+    ranks, _ = run_ranks(weights, ties)
+    return np.take(ranks, flat)
 
 
 def _spearman_rows(rx: np.ndarray, ry: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from auditor.metrics.correlations import average_ranks
-from auditor.metrics.percentile_bootstrap import percentile_bootstrap
+from auditor.metrics.percentile_bootstrap import percentile_bootstrap, resample_batch
 from auditor.metrics.resample_ranks import tie_groups, weighted_ranks
 from auditor.metrics.student_t import normal_quantile
 
@@ -87,7 +87,9 @@ def spearman_ci(
     if n_bootstrap <= 0:
         return SpearmanInterval(float("nan"), float("nan"), "")
     if n <= BOOTSTRAP_MAX_ITEMS:
-        lo, hi = percentile_bootstrap(x, y, n_bootstrap, seed, level)
+        batches = -(-n_bootstrap // resample_batch(n))
+        threads = max(1, min(batches, _cpu_count(), MAX_BOOTSTRAP_THREADS))
+        lo, hi = percentile_bootstrap(x, y, n_bootstrap, seed, level, threads=threads)
         return SpearmanInterval(lo, hi, f"percentile bootstrap, {n_bootstrap} resamples", n_bootstrap)
     centre = _spearman_rho(x, y) if rho is None else float(rho)
     if not np.isfinite(centre):
