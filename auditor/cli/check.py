@@ -32,6 +32,7 @@ from auditor.cli._common import (
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command
+from auditor.cli._startup import frozen_for_the_run, imports_without_gc
 from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
 from auditor.devices import DEVICES, resolve_device
@@ -132,7 +133,8 @@ def command(
         audited = run_isolated(_audit, job, timeout=plugin_timeout or None, what="the audit with plugins",
                                debug=bool(click.get_current_context().params.get("debug")))
     else:
-        audited = _audit(job)
+        with frozen_for_the_run():
+            audited = _audit(job)
 
     from auditor.gate import evaluate_gates, require_measured
     from auditor.plugins.renderers import write_all
@@ -197,20 +199,21 @@ class _Audited:
 def _audit(job: _Job) -> _Audited:
     """Everything of ``check`` that may run plugin code: loading plugins, parsing gates
     against their measures, the audit and every renderer. Writes nothing."""
-    # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
-    from auditor.cli._group import plugin_commands
-    from auditor.gate import gates_for
-    from auditor.plugins import collect_measures, get_plugin_manager
-    from auditor.plugin_api import RenderContext
-    from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
+    with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
+        # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
+        from auditor.cli._group import plugin_commands
+        from auditor.gate import gates_for
+        from auditor.plugins import collect_measures, get_plugin_manager
+        from auditor.plugin_api import RenderContext
+        from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
 
-    config = job.config
-    if third_party_plugins(config.plugins):  # a plugin command named like a built-in one is refused here
-        from auditor.cli import cli
+        config = job.config
+        if third_party_plugins(config.plugins):  # a plugin command named like a built-in one is refused here
+            from auditor.cli import cli
 
-        plugin_commands(config.plugins, builtin_names=cli.commands)
-    pm = get_plugin_manager(config.plugins)
-    available = renderers(pm)
+            plugin_commands(config.plugins, builtin_names=cli.commands)
+        pm = get_plugin_manager(config.plugins)
+        available = renderers(pm)
     if job.fmt not in available:
         raise click.BadParameter(
             f"{job.fmt!r} is not a report format; choose from {', '.join(sorted(available))}",
@@ -226,7 +229,8 @@ def _audit(job: _Job) -> _Audited:
                      config.input_files())
 
     # Import here so `popaudit --help` stays fast (torch and faiss load on demand).
-    from auditor.audit import run_audit
+    with imports_without_gc():
+        from auditor.audit import run_audit
 
     result = run_audit(config, pm=pm, progress=RichProgress(enabled=not job.quiet))
     chosen = [(flag, path) for flag, path in job.files.items() if path is not None]
