@@ -3,7 +3,7 @@
 Spearman's ρ and its p-value, Pearson's r and Kendall's τ-b are computed here in numpy,
 each step as ``scipy.stats`` (1.17) takes it, so that the figures are scipy's: ranks,
 counts and Kendall's τ-b bit for bit, ρ and r by the same floating-point operations,
-the p-value to about 1e-13 (:mod:`auditor.metrics.student_t`). Why not scipy.stats:
+the p-value to about 1e-12 relative (:mod:`auditor.metrics.student_t`). Why not scipy.stats:
 importing it costs 1.4 s, more than the rest of a small audit after ``import torch``
 (issue 25); ``tests/test_correlations.py`` holds scipy as the reference.
 """

@@ -4,7 +4,7 @@ Written out here rather than imported from ``scipy.special`` (``stdtr``, ``ndtri
 importing scipy costs a small audit more than half a second, about as long as the audit
 itself, for two scalar functions. The t tail is the regularised incomplete beta function
 by its continued fraction (Lentz's method, as in Numerical Recipes §6.4), which agrees
-with scipy's ``stdtr`` to about 1e-13 relative up to ten thousand items and 1e-11 up to
+with scipy's ``stdtr`` to about 1e-12 relative up to ten thousand items and 1e-11 up to
 ten million (the fraction's terms, about sqrt(degrees of freedom) of them, add rounding;
 scipy's Boost code switches to a series there), far below any digit a report shows;
 the normal quantile is the standard library's (Wichura's AS241), within a few ulps of
