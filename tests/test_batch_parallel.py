@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from test_batch_core import calls, calls_by_pid, fake_audit, workspace, write_manifest  # noqa: F401
 
 from auditor.batch import WORKER_DIED, run_batch
-from auditor.batch.journal import journal_path, read_journal, with_journal
+from auditor.batch.journal import journal_path, read_journal
 
 
 def _comparable(path: Path) -> list[dict[str, Any]]:
@@ -68,7 +68,8 @@ def test_a_killed_worker_fails_only_its_row_and_resume_reruns_it(workspace: dict
 
 def _finished(out: Path) -> pa.Table:
     """The rows a batch has saved: its results file with the rows of its journal."""
-    return with_journal(pq.read_table(out), read_journal(journal_path(out)))
+    rows = {r["row"]: r for r in pq.read_table(out).to_pylist() + read_journal(journal_path(out))}
+    return pa.Table.from_pylist([{"row": r, "status": rec["status"]} for r, rec in sorted(rows.items())])
 
 
 def test_killed_run_leaves_a_valid_file_and_resumes(workspace: dict[str, Any]) -> None:

@@ -2,25 +2,30 @@
 
 The results Parquet file cannot grow in place (its footer indexes every row), so
 :class:`~auditor.batch.results.ResultsWriter` rewrites it whole, rarely, and appends the
-rows finished since its last rewrite here: an Arrow IPC stream beside it
-(``.<name>.journal``), one record batch per append, each written to the operating system
-at once. Saving a row costs the row, not the table; a crash or a kill loses only the
-audits in flight, and ``resume`` reads the rows the journal holds beyond the results file
-(a batch cut mid-write is dropped). The journal is removed whenever the results file is
-rewritten (it then holds every row), so it never outlives a run that ends; a special
-output (``/dev/null``, a FIFO) has none.
+rows finished since its last rewrite here: a JSON Lines file beside it
+(``.<name>.journal``), one record a line, each written to the operating system at once.
+Saving a row costs the row (a JSON line), not the table, and records become Arrow
+columns in bulk, when the file is rewritten. A crash or a kill loses only the audits in
+flight: ``resume`` reads the rows the journal holds beyond the results file (a line cut
+mid-write is dropped). The journal is removed whenever the results file is rewritten
+(it then holds every row), so it never outlives a run that ends; a special output
+(``/dev/null``, a FIFO) has none.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+from collections.abc import Iterable
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import Any
 
 from auditor.errors import OutputError
 from auditor.io import is_special_file
+
+MAX_JOURNAL_LINE = 1 << 30
+"""A longer line is not a record popaudit wrote (a report is tens of kilobytes)."""
 
 
 def journal_path(output: Path) -> Path | None:
@@ -30,71 +35,60 @@ def journal_path(output: Path) -> Path | None:
 
 
 class Journal:
-    """Append-only record batches of one schema (a new schema starts after a rewrite)."""
+    """Records appended as JSON lines; removed once the results file holds them."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._sink: pa.OSFile | None = None
-        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
-        self.schema: pa.Schema | None = None
-        """The schema of the rows appended since the last :meth:`remove` (None: none yet)."""
+        self._fd: int | None = None
 
-    def append(self, table: pa.Table) -> None:
-        """Write ``table``'s rows at the journal's end (its schema must be the journal's)."""
-        if self.path is None or table.num_rows == 0:
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        """Write ``records`` at the journal's end, one line each, in one write."""
+        if self.path is None:
+            return
+        text = "".join(json.dumps(record, allow_nan=True) + "\n" for record in records)
+        if not text:
             return
         try:
-            if self._writer is None:
-                self._sink = pa.OSFile(str(self.path), "wb")  # unbuffered: each batch reaches the OS
-                self._writer = pa.ipc.new_stream(self._sink, table.schema)
-                self.schema = table.schema
-            self._writer.write_table(table)
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
+            data = memoryview(text.encode())
+            while data:  # a short write (a signal, a full pipe) goes on where it stopped
+                data = data[os.write(self._fd, data):]
         except OSError as exc:
             self.remove()
             raise OutputError(f"cannot write {self.path} (the results journal): {exc.strerror or exc}") from exc
 
     def remove(self) -> None:
         """Close and delete the journal (the results file now holds every row)."""
-        with contextlib.suppress(OSError, pa.ArrowException):
-            if self._writer is not None:
-                self._writer.close()
-            if self._sink is not None:
-                self._sink.close()
-        self._writer = self._sink = None
-        self.schema = None
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
         if self.path is not None:
             with contextlib.suppress(OSError):
                 self.path.unlink(missing_ok=True)
 
 
-def read_journal(path: Path | None) -> pa.Table | None:
-    """The rows a journal holds (a batch cut mid-write dropped); None without a readable one."""
+def read_journal(path: Path | None) -> list[dict[str, Any]]:
+    """The records a journal holds, in the order written (a line cut mid-write, or one that
+    is not a record, is dropped); none without a journal."""
     if path is None or not path.is_file():
-        return None
-    batches: list[pa.RecordBatch] = []
+        return []
+    records: list[dict[str, Any]] = []
     try:
-        with pa.OSFile(str(path), "rb") as source:
-            reader = pa.ipc.open_stream(source)
-            schema = reader.schema
-            while True:
+        with open(path, "rb") as fh:
+            for line in iter(lambda: fh.readline(MAX_JOURNAL_LINE), b""):
+                if not line.endswith(b"\n"):  # the last line, cut by a crash
+                    break
                 try:
-                    batches.append(reader.read_next_batch())
-                except StopIteration:
-                    break
-                except (pa.ArrowException, OSError):  # the last batch cut mid-write by a crash
-                    break
-    except (pa.ArrowException, OSError):  # not a journal, or cut before its schema
-        return None
-    return pa.Table.from_batches(batches, schema=schema)
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("row"), int):
+                    records.append(record)
+    except OSError:
+        return records
+    return records
 
 
-def with_journal(table: pa.Table, journal: pa.Table | None) -> pa.Table:
-    """``table`` (a results file) with the journal's rows, which replace rows of the same number."""
-    if journal is None or journal.num_rows == 0 or "row" not in journal.column_names:
-        return table
-    kept = table.filter(pc.invert(pc.is_in(table["row"], value_set=journal["row"])))
-    merged = pa.concat_tables([kept, journal], promote_options="permissive")
-    return merged.sort_by("row")
-
-
-__all__ = ["Journal", "journal_path", "read_journal", "with_journal"]
+__all__ = ["Journal", "journal_path", "read_journal"]

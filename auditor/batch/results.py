@@ -41,7 +41,7 @@ Metrics that were not measured (and every metric of an ``error`` row) are null.
 Crash safety
 ------------
 Each finished row is appended at once to the results journal (:mod:`auditor.batch.journal`,
-``.<name>.journal`` beside the target, an Arrow IPC stream): saving a row costs the row,
+``.<name>.journal`` beside the target, a JSON line per row): saving a row costs the row,
 not the table. The whole table is written now and then to a temp file beside the target
 and renamed onto it (:func:`auditor.io.atomic_path`), after which the journal is
 removed: the file on disk is always a complete, valid Parquet file (the rows finished by
@@ -50,7 +50,7 @@ finished, so a crash or kill loses only the rows in flight. Rewrites are spaced 
 own cost (the next waits at least 49 times as long as the last took, rows finishing
 sooner are written together at the next idle moment), so rewriting takes at most about
 a fiftieth of the run and a manifest of 100,000 quick rows finishes in time proportional
-to its rows; records are converted to Arrow once, as they are saved.
+to its rows; records are converted to Arrow once, in bulk, when the file is rewritten.
 :func:`auditor.batch.run_batch`'s ``flush_interval`` spaces the rewrites further (the
 journal still holds the rows in between). ``resume=True`` reads the rows of the results
 file and of its journal, keeps those already ``ok`` whose provenance
@@ -140,12 +140,12 @@ def result_schema(ks: Iterable[int], extra_metrics: Iterable[str] = ()) -> pa.Sc
 
 
 class ResultsWriter:
-    """Finished records as one Arrow table: appended to the journal as they come
-    (:meth:`save`), the results file rewritten whole and atomically now and then
-    (:meth:`flush`), the journal then removed.
+    """Finished records: appended to the journal as they come (:meth:`save`), and the
+    results file rewritten whole and atomically now and then (:meth:`flush`), the journal
+    then removed.
 
-    Records are converted to Arrow once, when saved; the table is assembled only when
-    the file is rewritten.
+    Records are converted to Arrow once, in bulk, when the file is rewritten: the rows
+    already in the file are not converted again.
     """
 
     def __init__(
@@ -161,8 +161,9 @@ class ResultsWriter:
         """Row -> status of every record added."""
         self._table: pa.Table | None = None
         self._pending: list[dict[str, Any]] = []
-        self._saved: list[pa.Table] = []
-        """Records converted since the table was last assembled."""
+        """Records added and not yet in the journal."""
+        self._held: list[dict[str, Any]] = []
+        """Records in the journal and not yet in the table."""
         self._extras: set[str] = set()
         self._schemas: dict[frozenset[str], pa.Schema] = {}
         self.journal = Journal(journal_path(self.output))
@@ -178,6 +179,13 @@ class ResultsWriter:
             self.status[int(record["row"])] = record["status"]
             self._pending.append(record)
             self.unsaved += 1
+
+    def save(self) -> None:
+        """Append the records added since the last save to the journal (a line each)."""
+        if self._pending:
+            self.journal.append(self._pending)
+            self._held += self._pending
+            self._pending = []
 
     def _schema(self) -> pa.Schema:
         key = frozenset(self._extras)
@@ -196,49 +204,28 @@ class ResultsWriter:
         meta[b"popaudit.batch"] = json.dumps(info).encode()
         return schema.with_metadata(meta)
 
-    def save(self) -> None:
-        """Append the records added since the last save to the journal (a new plugin
-        metric widens the schema: the results file is rewritten instead)."""
-        new = self._convert()
-        if new is None:
-            return
-        if self.journal.schema is None or self.journal.schema.equals(new.schema):
-            self.journal.append(new)
-        else:
-            self.flush()
-
-    def _convert(self) -> pa.Table | None:
-        """The records added since the last conversion as Arrow (kept for the table), or None."""
-        if not self._pending:
-            return None
-        self._extras |= {
-            key
-            for record in self._pending
-            for key, value in record.items()
-            if key not in FIXED_COLUMNS
-            and (value is None or isinstance(value, (int, float)))
-            and not isinstance(value, bool)
-        }
-        latest = {int(r["row"]): r for r in self._pending}
-        new = pa.Table.from_pylist(list(latest.values()), schema=self._schema())
-        self._saved.append(new)
-        self._pending = []
-        return new
-
     def table(self) -> pa.Table:
         """Every record added so far, sorted by row (the last record of a row wins)."""
-        self._convert()
-        if self._saved or self._table is None:
+        records = self._held + self._pending
+        if records or self._table is None:
+            self._extras |= {
+                key
+                for record in records
+                for key, value in record.items()
+                if key not in FIXED_COLUMNS
+                and (value is None or isinstance(value, (int, float)))
+                and not isinstance(value, bool)
+            }
             schema = self._schema()
-            parts = ([] if self._table is None else [self._table]) + self._saved
-            parts = [_widened(part, schema) for part in parts] or [schema.empty_table()]
-            merged = pa.concat_tables(parts)
-            if len(parts) > 1:  # the last record of a row wins
-                position = pa.array(range(merged.num_rows), pa.int64())
-                last = merged.append_column("_at", position).group_by("row").aggregate([("_at", "max")])
-                merged = merged.take(last["_at_max"])
-            self._table = merged.sort_by("row").combine_chunks()
-            self._saved = []
+            latest = {int(r["row"]): r for r in records}
+            new = pa.Table.from_pylist(list(latest.values()), schema=schema)
+            if self._table is not None:
+                old = _widened(self._table, schema)
+                replaced = pa.array(list(latest), pa.int64())
+                old = old.filter(pc.invert(pc.is_in(old["row"], value_set=replaced)))
+                new = pa.concat_tables([old, new])
+            self._table = new.sort_by("row").combine_chunks()
+            self._held, self._pending = [], []
         return self._table
 
     def flush(self) -> pa.Table:
@@ -259,7 +246,7 @@ class ResultsWriter:
 def _widened(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` in ``schema``'s columns (a plugin metric that appeared later: nulls before)."""
     if table.schema.names == schema.names:
-        return table.cast(schema) if not table.schema.equals(schema) else table
+        return table
     return pa.table(
         [table[f.name] if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in schema],
         schema=schema,

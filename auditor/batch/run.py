@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from auditor.batch.dispatch import Records, dispatch
-from auditor.batch.journal import journal_path, read_journal, with_journal
+from auditor.batch.journal import journal_path, read_journal
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
@@ -184,17 +184,7 @@ def _collect(
     n_failed = list(writer.status.values()).count(STATUS_ERROR)
     try:
         for records in batches:
-            for record in records:
-                if (found := provenance.of(record["row"])) is not None:
-                    record["provenance"] = encode(found)
-            writer.add(records)
-            writer.save()  # appended to the journal: on disk, whatever happens next
-            # Rewriting the whole file takes at most about a fiftieth of the run, so a
-            # huge manifest of quick rows stays linear in its rows (not quadratic); rows
-            # held back are written at the next idle moment the dispatcher gives.
-            gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
-            if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
-                writer.flush()
+            _save_records(records, writer, provenance, flush_interval)
             for record in records:
                 if record["status"] == STATUS_ERROR:
                     n_failed += 1
@@ -210,6 +200,24 @@ def _collect(
         batches.close()  # stops the workers: audits in flight are dropped
         writer.flush()  # rows finished within the last flush_interval
     return False
+
+
+def _save_records(
+    records: list[dict[str, Any]], writer: ResultsWriter, provenance: Provenances, flush_interval: float
+) -> None:
+    """Append ``records`` (each with its provenance) to the journal, and rewrite the results
+    file when the last rewrite is far enough behind."""
+    for record in records:
+        if (found := provenance.of(record["row"])) is not None:
+            record["provenance"] = encode(found)
+    writer.add(records)
+    writer.save()  # appended to the journal: on disk, whatever happens next
+    # Rewriting the whole file takes at most about a fiftieth of the run, so a huge
+    # manifest of quick rows stays linear in its rows (not quadratic); rows held back
+    # are written at the next idle moment the dispatcher gives.
+    gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
+    if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
+        writer.flush()
 
 
 def _outcome(table: pa.Table, output: Path, n_resumed: int, recomputed: list[tuple[int, str]]) -> BatchOutcome:
@@ -269,7 +277,6 @@ def _resume(
     """
     earlier = read_results(writer.output)
     _check_same_manifest(writer.output, earlier, manifest)
-    earlier = with_journal(earlier, read_journal(writer.journal.path))  # rows a crash left only there
     if not has_provenance(earlier):
         raise ManifestError(
             f"cannot resume from {writer.output}: it records no provenance (it was not written by popaudit, or "
@@ -279,7 +286,9 @@ def _resume(
     by_row = {job.row: job for job in jobs}
     kept = 0
     recomputed: list[tuple[int, str]] = []
-    for record in earlier.to_pylist():
+    # The rows a crash left only in the journal: written later, they replace the file's.
+    latest = {record.get("row"): record for record in earlier.to_pylist() + read_journal(writer.journal.path)}
+    for record in latest.values():
         job = by_row.get(record.get("row"))
         if job is None or record.get("status") != STATUS_OK or record.get("model") != job.model:
             continue
