@@ -165,11 +165,9 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
     list_pop = slots.per_list_mean(state.popularity)
     js = None
     if state.profile_shares is not None:
-        codes = np.where(valid, state.item_group[safe], -1)
+        codes = state.item_group[safe] if slots.all_valid else np.where(valid, state.item_group[safe], -1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            shares = np.stack([(codes == g).sum(axis=1) for g in range(N_GROUPS)], axis=1) / np.where(
-                n_filled > 0, n_filled, np.nan
-            )[:, None]
+            shares = _group_counts(codes) / np.where(n_filled > 0, n_filled, np.nan)[:, None]
         js = jensen_shannon(state.profile_shares, shares)
     figures = ListFigures(list_pop=list_pop, js=js)
     if state.relevant_sub is not None and state.relevant_rows is not None:
@@ -179,6 +177,14 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
         hit_tail = hits.hits & state.tail[np.where(lists >= 0, lists, 0)]
         figures.reo_numerator = (float(hits.hits.sum() - hit_tail.sum()), float(hit_tail.sum()))
     return figures
+
+
+def _group_counts(codes: np.ndarray) -> np.ndarray:
+    """int64 (n, N_GROUPS): how many slots of each row hold an item of each group (code
+    -1: an empty slot), in one count over the matrix."""
+    n = codes.shape[0]
+    keyed = (np.arange(n, dtype=np.int64)[:, None] * N_GROUPS + codes)[codes >= 0]
+    return np.bincount(keyed, minlength=n * N_GROUPS).reshape(n, N_GROUPS).astype(np.int64, copy=False)
 
 
 def jensen_shannon(p: np.ndarray, q: np.ndarray) -> np.ndarray:
