@@ -128,7 +128,8 @@ class Slots:
     def counts(self) -> np.ndarray:
         """Exposure count per item row (int64, length n_items)."""
         if self._counts is None:
-            self._counts = exposure_counts(self.lists, self.n_items)
+            filled = self.lists.ravel() if self.all_valid else self.lists[self.valid]
+            self._counts = np.bincount(filled, minlength=self.n_items).astype(np.int64)
         return self._counts
 
     def per_list_mean(self, values: np.ndarray, include: np.ndarray | None = None) -> np.ndarray:

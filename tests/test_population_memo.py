@@ -141,3 +141,26 @@ def test_mean_rows_sums_in_set_order_in_float64_whatever_the_block_size(monkeypa
         expected = (expected / np.maximum(np.diff(indptr), 1)[:, None]).astype(np.float32)
         got = mean_rows(table, indptr, rows)
         np.testing.assert_array_equal(got.view(np.int32), expected.view(np.int32))
+
+
+def test_group_preparation_is_shared_only_for_the_same_read_only_profiles() -> None:
+    from auditor.metrics import group_state
+    from auditor.plugin_api import ListContext
+
+    rng = np.random.default_rng(0)
+    popularity = rng.integers(1, 50, 40).astype(np.float64)
+    indptr, rows = build_csr(rng.integers(0, 12, 200), rng.integers(0, 40, 200), 12)
+    for array in (indptr, rows):
+        array.setflags(write=False)
+    first = group_state.prepared(ListContext(popularity.copy(), profiles=(indptr, rows)))
+    again = group_state.prepared(ListContext(popularity.copy(), profiles=(indptr, rows)))
+    assert again is first  # another audit (context) of the same population and popularity
+    other_pop = popularity.copy()
+    other_pop[0] += 1
+    assert group_state.prepared(ListContext(other_pop, profiles=(indptr, rows))) is not first
+    writable = (indptr.copy(), rows.copy())
+    one = group_state.prepared(ListContext(popularity.copy(), profiles=writable))
+    assert group_state.prepared(ListContext(popularity.copy(), profiles=writable)) is not one
+    fresh = group_state._prepare(ListContext(popularity.copy(), profiles=(indptr, rows)))
+    np.testing.assert_array_equal(fresh.profile_shares, again.profile_shares)
+    np.testing.assert_array_equal(fresh.user_group, again.user_group)
