@@ -13,9 +13,12 @@ then times in the same run, each in a subprocess:
 * the baseline: ``--separate`` rows as separate ``popaudit check`` processes, ``--jobs``
   at a time, with the same audit options: rows per second, and the batch's speed-up.
 
-``--profile N`` also audits N rows in this process as a batch worker does (one
-``InputCache``, one plugin manager) under cProfile and prints where a row's time goes:
-the audit's phases and the functions with the most cumulative time. Every audit runs
+``--profile N`` also audits N rows in this process as one of ``--jobs`` batch workers
+does (one ``InputCache``, one plugin manager, cores / jobs kernel threads) and prints
+where a row's time goes: each phase by wall clock (no profiler, whose per-call cost
+would inflate Python-heavy phases), the rows per second ``--jobs`` such workers would
+reach with the top-K kernel at 15 ms (issue 25's kernel goal), then the functions with
+the most cumulative time under cProfile. Every audit runs
 with ``--bootstrap B`` (default 0: the confidence interval's resampling is the audit's
 own cost, the same in a batch and in ``check``; ``--bootstrap 1000`` is the command's
 default) and ``--no-probes`` (an ``.npy`` table has no training set-up to probe).
