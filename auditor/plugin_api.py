@@ -105,6 +105,8 @@ class Slots:
     n_items: int
     valid: np.ndarray = field(init=False)
     safe: np.ndarray = field(init=False)
+    all_valid: bool = field(init=False)
+    """Every slot is filled (no -1): measures may skip the ``valid`` mask."""
     _counts: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -113,22 +115,31 @@ class Slots:
             raise ValueError(f"lists must be a (n_queries, K) matrix, got shape {lists.shape}")
         if not np.issubdtype(lists.dtype, np.integer):
             raise ValueError(f"lists must hold integer item rows, got dtype {lists.dtype}")
-        if lists.size and (lists.max() >= self.n_items or lists.min() < -1):
+        lowest = int(lists.min()) if lists.size else 0
+        if lists.size and (lists.max() >= self.n_items or lowest < -1):
             raise ValueError(f"item rows must lie in [0, {self.n_items}) or be -1 (empty)")
         self.lists = lists
         self.valid = lists >= 0
+        self.all_valid = lowest >= 0
         # Empty slots gather row 0 and are masked out by ``valid`` afterwards.
-        self.safe = np.where(self.valid, lists, 0)
+        self.safe = lists if self.all_valid else np.where(self.valid, lists, 0)
 
     @property
     def counts(self) -> np.ndarray:
         """Exposure count per item row (int64, length n_items)."""
         if self._counts is None:
-            self._counts = exposure_counts(self.lists, self.n_items)
+            filled = self.lists.ravel() if self.all_valid else self.lists[self.valid]
+            self._counts = np.bincount(filled, minlength=self.n_items).astype(np.int64)
         return self._counts
 
     def per_list_mean(self, values: np.ndarray, include: np.ndarray | None = None) -> np.ndarray:
         """Per-query mean of ``values[item]`` over the filled (and included) slots; NaN if none."""
+        if include is None and self.all_valid and self.lists.shape[1]:
+            # Every slot counts: the masked sum below with nothing masked (the same array, the same sum).
+            gathered = values[self.lists]
+            full = gathered.astype(np.result_type(gathered.dtype, 0.0), copy=False).sum(axis=1, dtype=np.float64)
+            mean: np.ndarray = full / self.lists.shape[1]
+            return mean
         mask = self.valid if include is None else self.valid & include[self.safe]
         total = np.where(mask, values[self.safe], 0.0).sum(axis=1, dtype=np.float64)
         n = mask.sum(axis=1)

@@ -7,13 +7,14 @@ Renderers, gates and batch read this object; ``to_dict`` is the JSON report and
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from auditor import __version__
 from auditor.flat import flat_metrics_from_report
+from auditor.plain import asdict
 from auditor.sections import (
     ACCURACY_MEASURES,
     SCORINGS,

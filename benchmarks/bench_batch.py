@@ -13,9 +13,12 @@ then times in the same run, each in a subprocess:
 * the baseline: ``--separate`` rows as separate ``popaudit check`` processes, ``--jobs``
   at a time, with the same audit options: rows per second, and the batch's speed-up.
 
-``--profile N`` also audits N rows in this process as a batch worker does (one
-``InputCache``, one plugin manager) under cProfile and prints where a row's time goes:
-the audit's phases and the functions with the most cumulative time. Every audit runs
+``--profile N`` also audits N rows in this process as one of ``--jobs`` batch workers
+does (one ``InputCache``, one plugin manager, cores / jobs kernel threads) and prints
+where a row's time goes: each phase by wall clock (no profiler, whose per-call cost
+would inflate Python-heavy phases), the rows per second ``--jobs`` such workers would
+reach with the top-K kernel at 15 ms (issue 25's kernel goal), then the functions with
+the most cumulative time under cProfile. Every audit runs
 with ``--bootstrap B`` (default 0: the confidence interval's resampling is the audit's
 own cost, the same in a batch and in ``check``; ``--bootstrap 1000`` is the command's
 default) and ``--no-probes`` (an ``.npy`` table has no training set-up to probe).
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import subprocess
 import sys
@@ -45,16 +49,60 @@ import numpy as np
 
 N_USERS, N_ITEMS, N_INTERACTIONS, DIM = 943, 1682, 100_000, 64
 GOAL_ROWS_PER_S = 20.0
-# The phases of one audit that the profile reports (function names as cProfile sees them).
+# The phases of one audit the profile times (module, function), by wall clock around every
+# reference to the function (no profiler: its per-call cost would inflate Python-heavy phases).
 PHASES = {
-    "load model + log (load_inputs)": ("inputs.py", "load_inputs"),
-    "  queried users from the log (population)": ("population.py", "load_population"),
-    "  item counts (count_item_ids; cached per worker)": ("counting.py", "count_item_ids"),
-    "frequency-norm statistics": ("audit.py", "_frequency_norm"),
-    "retrieval (lists + measures)": ("measure.py", "measure_retrieval"),
-    "  exact top-K kernel": ("scorings.py", "multi_scoring_topk"),
-    "results record (report JSON, flat metrics)": ("workers.py", "result_record"),
+    "audit + results record (a worker's row: audit_job)": ("auditor.batch.workers", "audit_job"),
+    "  load model + log (load_inputs)": ("auditor.loading.inputs", "load_inputs"),
+    "    queried users from the log (population; kept per worker)": ("auditor.loading.population", "population_of"),
+    "    item counts (count_item_ids; kept per worker)": ("auditor.loading.counting", "count_item_ids"),
+    "  frequency-norm statistics": ("auditor.audit", "_frequency_norm"),
+    "  retrieval (lists + measures)": ("auditor.retrieval.measure", "measure_retrieval"),
+    "    exact top-K kernel": ("auditor.retrieval.scorings", "multi_scoring_topk"),
+    "    popular lists (seen items filtered)": ("auditor.retrieval.serving", "popular_lists"),
+    "    list measures": ("auditor.retrieval.measure", "_measure_lists"),
+    "  results record (report JSON, flat metrics)": ("auditor.batch.workers", "result_record"),
+    "results file (journal appends, rewrites; main process)": ("auditor.batch.run", "_save_records"),
 }
+KERNEL_PHASE = "    exact top-K kernel"
+KERNEL_AFTER_FIX = 0.015
+"""Seconds a row's kernel is expected to take once the one-pass kernel is fixed (issue 25)."""
+
+
+class PhaseTimer:
+    """Wall seconds spent in each phase: every module attribute bound to a phase's function
+    is replaced by a timing wrapper while the timer is active."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> "PhaseTimer":
+        import importlib
+
+        for label, (module_name, name) in PHASES.items():
+            original = getattr(importlib.import_module(module_name), name)
+            wrapper = self._timed(label, original)
+            for module in list(sys.modules.values()):
+                for attr, value in list(getattr(module, "__dict__", {}).items()):
+                    if value is original:
+                        self._undo.append((module, attr, value))
+                        setattr(module, attr, wrapper)
+        return self
+
+    def _timed(self, label: str, function: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[label] += time.perf_counter() - start
+
+        return timed
+
+    def __exit__(self, *exc: object) -> None:
+        for module, attr, value in reversed(self._undo):
+            setattr(module, attr, value)
 
 
 def make_inputs(folder: Path, models: int, seed: int) -> list[Path]:
@@ -122,30 +170,39 @@ def run_separate(folder: Path, tables: list[Path], rows: int, jobs: int, audit_a
     return time.perf_counter() - start
 
 
-def profile_rows(folder: Path, tables: list[Path], rows: int, bootstrap: int) -> str:
-    """cProfile of ``rows`` audits run in this process as one batch worker runs them
-    (``run_batch(inline=True)``: one InputCache, one plugin manager, the results writer)."""
+def profile_rows(folder: Path, tables: list[Path], rows: int, bootstrap: int, jobs: int) -> str:
+    """Where a row's time goes when ``rows`` audits run in this process as one batch
+    worker runs them (``run_batch(inline=True)``: one InputCache, one plugin manager, the
+    results writer), with the threads one of ``jobs`` workers gets (cores / jobs): each
+    phase by wall clock, then the functions with the most cumulative time under cProfile."""
+    import torch
+
     from auditor.batch import run_batch
 
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
     manifest = write_manifest(folder, tables, rows)
     defaults = {"interactions": folder / "log.parquet", "bootstrap": bootstrap, "probes": False}
     # One row first: the imports (a worker's start-up, paid once per worker) stay out of the profile.
     start = time.perf_counter()
     run_batch(write_manifest(folder, tables, 1), folder / "warm.parquet", defaults=defaults, inline=True)
     first = time.perf_counter() - start
+    with PhaseTimer() as timer:
+        start = time.perf_counter()
+        run_batch(manifest, folder / "timed.parquet", defaults=defaults, inline=True)
+        wall = time.perf_counter() - start
+    lines = [f"profile ({torch.get_num_threads()} thread(s), as one of {jobs} workers): a first row inline (imports: "
+             f"a worker's start-up) {first:.2f} s; then {rows} rows in {wall:.2f} s ({wall / rows * 1000:.0f} ms a row; "
+             "the worker cache of the first row kept, as a pool worker keeps it); per row, by wall clock:"]
+    for label, seconds in timer.seconds.items():
+        lines.append(f"  {label:62s} {seconds / rows * 1000:7.1f} ms  ({seconds / wall:5.1%})")
+    kernel = timer.seconds[KERNEL_PHASE] / rows
+    after = wall / rows - kernel + KERNEL_AFTER_FIX
+    lines.append(f"  with the kernel at {KERNEL_AFTER_FIX * 1000:.0f} ms instead of {kernel * 1000:.0f} ms: "
+                 f"{after * 1000:.0f} ms a row, {jobs / after:.1f} rows/s for {jobs} such workers (no start-up, no contention)")
     profiler = cProfile.Profile()
-    start = time.perf_counter()
     profiler.enable()
     run_batch(manifest, folder / "profiled.parquet", defaults=defaults, inline=True)
     profiler.disable()
-    wall = time.perf_counter() - start
-    stats = pstats.Stats(profiler)
-    lines = [f"profile: a first row inline (imports: a worker's start-up) {first:.2f} s; then {rows} rows in "
-             f"{wall:.2f} s ({wall / rows * 1000:.0f} ms a row; the worker cache of the first row kept, as a pool worker keeps it); per row:"]
-    entries: dict[tuple[str, int, str], Any] = stats.stats  # type: ignore[attr-defined]
-    for label, (file, function) in PHASES.items():
-        seconds = sum(v[3] for (f, _, name), v in entries.items() if f.endswith(file) and name == function)
-        lines.append(f"  {label:52s} {seconds / rows * 1000:7.1f} ms  ({seconds / wall:5.1%})")
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(25)
     return "\n".join(lines) + "\n" + text.getvalue()
@@ -188,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"goal >= {GOAL_ROWS_PER_S:.0f} rows/s at -j {args.jobs}: {goal} ({rates[-1]:.1f} rows/s); "
               f"per-row cost at {args.large:,} rows {per_row[1] / per_row[0]:.2f}x that at {args.small:,}")
         if args.profile:
-            print(profile_rows(folder, tables, args.profile, args.bootstrap))
+            print(profile_rows(folder, tables, args.profile, args.bootstrap, args.jobs))
     return 0
 
 

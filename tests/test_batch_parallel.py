@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from test_batch_core import calls, calls_by_pid, fake_audit, workspace, write_manifest  # noqa: F401
 
 from auditor.batch import WORKER_DIED, run_batch
+from auditor.batch.journal import journal_path, read_journal
 
 
 def _comparable(path: Path) -> list[dict[str, Any]]:
@@ -64,6 +66,12 @@ def test_a_killed_worker_fails_only_its_row_and_resume_reruns_it(workspace: dict
     assert final[1]["spearman"] == final[2]["spearman"]
 
 
+def _finished(out: Path) -> pa.Table:
+    """The rows a batch has saved: its results file with the rows of its journal."""
+    rows = {r["row"]: r for r in pq.read_table(out).to_pylist() + read_journal(journal_path(out))}
+    return pa.Table.from_pylist([{"row": r, "status": rec["status"]} for r, rec in sorted(rows.items())])
+
+
 def test_killed_run_leaves_a_valid_file_and_resumes(workspace: dict[str, Any]) -> None:
     d = workspace["dir"]
     for i in range(6):
@@ -82,15 +90,16 @@ def test_killed_run_leaves_a_valid_file_and_resumes(workspace: dict[str, Any]) -
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            # Always readable while the batch runs; kill once two rows are in.
-            if out.exists() and pq.read_table(out).num_rows >= 2:
+            # Always readable while the batch runs; kill once two rows are in (the file or its journal).
+            if out.exists() and _finished(out).num_rows >= 2:
                 break
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the batch finished before it could be killed"
-    kept = pq.read_table(out)  # a valid Parquet file after a kill
+    pq.read_table(out)  # a valid Parquet file after a kill
+    kept = _finished(out)  # with the rows its journal holds beyond it
     assert 2 <= kept.num_rows < 6 and set(kept.column("status").to_pylist()) == {"ok"}
     done = sorted(kept.column("row").to_pylist())
     (d / "calls.log").unlink()

@@ -7,7 +7,8 @@ forkserver start method where available, else spawn), a pool of one for ``jobs=1
 a row that kills its process (a segfault in native code, ``os._exit``, the OOM killer)
 never takes the batch down. Rows are dispatched grouped by interaction log and each
 worker keeps one :class:`~auditor.audit.InputCache`, so a log shared by many models is
-read once per worker. At most N rows are in flight; a worker that dies fails only its
+read once per worker. At most 2N rows are in flight (each worker's next row queued, so
+it never waits for this process to save a record); a worker that dies fails only its
 row (``WORKER_DIED``): the other rows in flight are re-run one at a time in a fresh
 pool, so the row that kills its worker is identified and recorded as an error. The
 pools are :mod:`auditor.parallel`'s (workers die with the main process, row time limits).
@@ -44,7 +45,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, cast
 
 from auditor.batch.jobs import BatchJob
-from auditor.batch.workers import AuditFn, audit_job, error_record
+from auditor.batch.workers import AuditFn, audit_job, error_record, share_cores
 from auditor.errors import AuditError, setting
 from auditor.parallel import TaskClock, WorkerPool, dask_client, pool_context
 
@@ -60,6 +61,9 @@ Records = Generator[list[dict[str, Any]], None, None]
 and then, while rows run: a moment to save what finished before)."""
 IDLE_TICK = 0.25
 """Seconds between such moments while a pool's rows run."""
+QUEUED_PER_WORKER = 2
+"""Rows in flight per worker process: the one it audits and the next (a worker that dies
+makes every row in flight a suspect, re-run alone)."""
 
 
 def _group_order(jobs: Sequence[BatchJob]) -> list[BatchJob]:
@@ -109,7 +113,7 @@ def _dispatch_pool(
     context = pool_context(start_method, _PRELOAD)
     rows = _PoolRows(jobs, workers, TaskClock(row_timeout))
     while rows.unfinished():
-        with WorkerPool(context, workers, timed=bool(row_timeout)) as pool:
+        with WorkerPool(context, workers, setup=share_cores, setup_args=(workers,), timed=bool(row_timeout)) as pool:
             rows.clock.watch(pool)
             yield from rows.run(pool, audit_fn)
 
@@ -159,7 +163,9 @@ class _PoolRows:
 
     def _submit(self, pool: WorkerPool, audit_fn: AuditFn | None) -> bool:
         """Fill the free workers (suspects run alone); True when the pool turned out broken."""
-        queue, limit = (self.suspects, 1) if self.suspects else (self.pending, self.workers)
+        # A row queued behind each running one: a worker starts its next row while this
+        # process saves the last one's record (a rewrite of the results file included).
+        queue, limit = (self.suspects, 1) if self.suspects else (self.pending, QUEUED_PER_WORKER * self.workers)
         while queue and len(self.in_flight) < limit:
             job = queue.popleft()
             try:

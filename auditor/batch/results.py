@@ -40,19 +40,21 @@ Metrics that were not measured (and every metric of an ``error`` row) are null.
 
 Crash safety
 ------------
-Results are flushed as audits finish: the whole table is written to a temp file beside
-the target and renamed onto it (:func:`auditor.io.atomic_path`), so the file on disk is
-always a complete, valid Parquet file (holding the rows finished so far, sorted by row)
-and a crash or kill loses at most the rows in flight and those held back (below).
-Each flush rewrites every finished row (records are converted to Arrow once; only the
-write repeats), so flushes are spaced by their own cost: the next waits at least nine
-times as long as the last took, and rows finishing sooner are saved together at the
-next idle moment. Rewriting then takes at most about a tenth of the run, and a manifest
-of 100,000 quick (failing) rows finishes in time proportional to its rows. For huge manifests of quick audits,
-:func:`auditor.batch.run_batch`'s ``flush_interval`` spaces the rewrites, at the price of
-also losing the rows finished within the last interval. ``resume=True`` keeps the rows
-already ``ok`` whose provenance (:mod:`auditor.batch.provenance`) is unchanged and runs
-the rest.
+Each finished row is appended at once to the results journal (:mod:`auditor.batch.journal`,
+``.<name>.journal`` beside the target, a JSON line per row): saving a row costs the row,
+not the table. The whole table is written now and then to a temp file beside the target
+and renamed onto it (:func:`auditor.io.atomic_path`), after which the journal is
+removed: the file on disk is always a complete, valid Parquet file (the rows finished by
+its last rewrite, sorted by row), and the file with the journal holds every row
+finished, so a crash or kill loses only the rows in flight. Rewrites are spaced by their
+own cost (the next waits at least 49 times as long as the last took, rows finishing
+sooner are written together at the next idle moment), so rewriting takes at most about
+a fiftieth of the run and a manifest of 100,000 quick rows finishes in time proportional
+to its rows; records are converted to Arrow once, in bulk, when the file is rewritten.
+:func:`auditor.batch.run_batch`'s ``flush_interval`` spaces the rewrites further (the
+journal still holds the rows in between). ``resume=True`` reads the rows of the results
+file and of its journal, keeps those already ``ok`` whose provenance
+(:mod:`auditor.batch.provenance`) is unchanged and runs the rest.
 
 Provenance
 ----------
@@ -80,6 +82,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from auditor.batch.journal import Journal, journal_path
 from auditor.errors import InputError
 from auditor.flat import metric_names
 from auditor.io import atomic_path
@@ -137,10 +140,12 @@ def result_schema(ks: Iterable[int], extra_metrics: Iterable[str] = ()) -> pa.Sc
 
 
 class ResultsWriter:
-    """Finished records as one Arrow table, rewritten whole and atomically on each flush.
+    """Finished records: appended to the journal as they come (:meth:`save`), and the
+    results file rewritten whole and atomically now and then (:meth:`flush`), the journal
+    then removed.
 
-    New records are converted once and appended (no per-flush conversion of old rows);
-    each flush still writes every finished row, the price of an always-valid file.
+    Records are converted to Arrow once, in bulk, when the file is rewritten: the rows
+    already in the file are not converted again.
     """
 
     def __init__(
@@ -156,13 +161,18 @@ class ResultsWriter:
         """Row -> status of every record added."""
         self._table: pa.Table | None = None
         self._pending: list[dict[str, Any]] = []
+        """Records added and not yet in the journal."""
+        self._held: list[dict[str, Any]] = []
+        """Records in the journal and not yet in the table."""
         self._extras: set[str] = set()
+        self._schemas: dict[frozenset[str], pa.Schema] = {}
+        self.journal = Journal(journal_path(self.output))
         self.last_flush = -math.inf
         """``time.monotonic()`` at the end of the last flush."""
         self.last_cost = 0.0
         """Seconds the last flush took (the caller spaces flushes by it)."""
         self.unsaved = 0
-        """Records added since the last flush."""
+        """Records added since the results file was last rewritten (the journal holds them)."""
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
@@ -170,8 +180,20 @@ class ResultsWriter:
             self._pending.append(record)
             self.unsaved += 1
 
+    def save(self) -> None:
+        """Append the records added since the last save to the journal (a line each)."""
+        if self._pending:
+            self.journal.append(self._pending)
+            self._held += self._pending
+            self._pending = []
+
     def _schema(self) -> pa.Schema:
-        schema = result_schema(self.ks, self._extras)
+        key = frozenset(self._extras)
+        if key not in self._schemas:
+            self._schemas[key] = self._with_manifest(result_schema(self.ks, self._extras))
+        return self._schemas[key]
+
+    def _with_manifest(self, schema: pa.Schema) -> pa.Schema:
         if self.manifest is None:
             return schema
         meta = dict(schema.metadata or {})
@@ -184,42 +206,51 @@ class ResultsWriter:
 
     def table(self) -> pa.Table:
         """Every record added so far, sorted by row (the last record of a row wins)."""
-        if self._pending or self._table is None:
+        records = self._held + self._pending
+        if records or self._table is None:
             self._extras |= {
                 key
-                for record in self._pending
+                for record in records
                 for key, value in record.items()
                 if key not in FIXED_COLUMNS
                 and (value is None or isinstance(value, (int, float)))
                 and not isinstance(value, bool)
             }
             schema = self._schema()
-            latest = {int(r["row"]): r for r in self._pending}
+            latest = {int(r["row"]): r for r in records}
             new = pa.Table.from_pylist(list(latest.values()), schema=schema)
-            old = self._table
-            if old is not None:
-                if old.schema.names != schema.names:  # a plugin metric appeared: widen
-                    old = pa.table(
-                        [old[f.name] if f.name in old.column_names else pa.nulls(old.num_rows, f.type) for f in schema],
-                        schema=schema,
-                    )
+            if self._table is not None:
+                old = _widened(self._table, schema)
                 replaced = pa.array(list(latest), pa.int64())
                 old = old.filter(pc.invert(pc.is_in(old["row"], value_set=replaced)))
                 new = pa.concat_tables([old, new])
             self._table = new.sort_by("row").combine_chunks()
-            self._pending = []
+            self._held, self._pending = [], []
         return self._table
 
     def flush(self) -> pa.Table:
-        """Write every finished row to the results file (temp file + atomic rename)."""
+        """Write every finished row to the results file (temp file + atomic rename); the
+        journal then holds nothing the file does not, and is removed."""
         began = time.monotonic()
         table = self.table()
         with atomic_path(self.output) as tmp:
             pq.write_table(table, tmp, compression="zstd")
+        self.journal.remove()
         self.last_flush = time.monotonic()
-        self.last_cost = self.last_flush - began
+        # An empty file's cost is the writer's start-up (imports): it does not space the next.
+        self.last_cost = self.last_flush - began if table.num_rows else 0.0
         self.unsaved = 0
         return table
+
+
+def _widened(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``'s columns (a plugin metric that appeared later: nulls before)."""
+    if table.schema.names == schema.names:
+        return table
+    return pa.table(
+        [table[f.name] if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in schema],
+        schema=schema,
+    )
 
 
 def results_manifest(table: pa.Table) -> tuple[str | None, str | None]:

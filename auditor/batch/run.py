@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from auditor.batch.dispatch import Records, dispatch
+from auditor.batch.journal import journal_path, read_journal
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
@@ -89,11 +90,11 @@ def run_batch(
     (overrides ``jobs``). ``audit_fn``: the audit to run, ``run_audit`` by default (must
     be importable by name for worker processes). ``start_method``: multiprocessing start
     method of the pool (default forkserver, else spawn). ``flush_interval``: minimum
-    seconds between rewrites of the results file; 0 (default) flushes as audits finish,
-    spaced so that rewriting takes at most about a tenth of the run (rows finishing
-    faster are saved together a moment later), so a crash loses the rows in flight and
-    at most those; a larger value bounds the rewrite cost further, at the price of also
-    losing rows finished within the last interval. ``inline``: audit in this process, one row at a time (no
+    seconds between rewrites of the results file; every finished row is appended to its
+    journal at once (a crash loses the rows in flight only, ``resume`` reads the journal),
+    and 0 (default) rewrites the file as audits finish, spaced so that rewriting takes at
+    most about a fiftieth of the run; a larger value rewrites it less often (the file
+    then lags further behind its journal). ``inline``: audit in this process, one row at a time (no
     isolation: a row that crashes the process ends the batch; for tests and debugging).
     ``other_outputs``: files the caller writes after the run (``{"--html": path}``),
     checked with ``output`` against every input before anything runs. ``row_timeout``:
@@ -143,7 +144,9 @@ def _jobs(
     if Path(output).resolve() == parsed.path.resolve():
         raise InputError(f"the results file {output} would overwrite the manifest; choose another {setting('output')}")
     all_jobs = build_jobs(parsed, defaults)
-    check_not_inputs({setting("output"): Path(output), **(other_outputs or {})}, batch_inputs(parsed, defaults))
+    journal = journal_path(Path(output))
+    outputs = {setting("output"): Path(output), **({} if journal is None else {f"{setting('output')} (its journal)": journal})}
+    check_not_inputs({**outputs, **(other_outputs or {})}, batch_inputs(parsed, defaults))
     return all_jobs
 
 
@@ -181,16 +184,7 @@ def _collect(
     n_failed = list(writer.status.values()).count(STATUS_ERROR)
     try:
         for records in batches:
-            for record in records:
-                if (found := provenance.of(record["row"])) is not None:
-                    record["provenance"] = encode(found)
-            writer.add(records)
-            # At most about a tenth of the time goes to rewriting the file, so a huge
-            # manifest of quick rows stays linear in its rows (not quadratic); rows
-            # held back are saved at the next idle moment the dispatcher gives.
-            gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
-            if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
-                writer.flush()
+            _save_records(records, writer, provenance, flush_interval)
             for record in records:
                 if record["status"] == STATUS_ERROR:
                     n_failed += 1
@@ -206,6 +200,24 @@ def _collect(
         batches.close()  # stops the workers: audits in flight are dropped
         writer.flush()  # rows finished within the last flush_interval
     return False
+
+
+def _save_records(
+    records: list[dict[str, Any]], writer: ResultsWriter, provenance: Provenances, flush_interval: float
+) -> None:
+    """Append ``records`` (each with its provenance) to the journal, and rewrite the results
+    file when the last rewrite is far enough behind."""
+    for record in records:
+        if (found := provenance.of(record["row"])) is not None:
+            record["provenance"] = encode(found)
+    writer.add(records)
+    writer.save()  # appended to the journal: on disk, whatever happens next
+    # Rewriting the whole file takes at most about a fiftieth of the run, so a huge
+    # manifest of quick rows stays linear in its rows (not quadratic); rows held back
+    # are written at the next idle moment the dispatcher gives.
+    gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
+    if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
+        writer.flush()
 
 
 def _outcome(table: pa.Table, output: Path, n_resumed: int, recomputed: list[tuple[int, str]]) -> BatchOutcome:
@@ -227,8 +239,9 @@ def _outcome(table: pa.Table, output: Path, n_resumed: int, recomputed: list[tup
     )
 
 
-FLUSH_SHARE = 9.0
-"""A flush waits at least this many times as long as the previous one took."""
+FLUSH_SHARE = 49.0
+"""A rewrite of the results file waits at least this many times as long as the previous
+one took (the journal holds the rows finished in between)."""
 
 
 class Provenances:
@@ -273,7 +286,9 @@ def _resume(
     by_row = {job.row: job for job in jobs}
     kept = 0
     recomputed: list[tuple[int, str]] = []
-    for record in earlier.to_pylist():
+    # The rows a crash left only in the journal: written later, they replace the file's.
+    latest = {record.get("row"): record for record in earlier.to_pylist() + read_journal(writer.journal.path)}
+    for record in latest.values():
         job = by_row.get(record.get("row"))
         if job is None or record.get("status") != STATUS_OK or record.get("model") != job.model:
             continue

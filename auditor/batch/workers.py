@@ -53,6 +53,21 @@ def _worker_cache(interactions: Path | None) -> Any:
     return _WORKER["cache"]
 
 
+def share_cores(workers: int) -> None:
+    """Pool worker set-up: the retrieval kernel's threads (torch's) are this machine's
+    cores shared among the ``workers`` processes, not all of them in each (which
+    oversubscribes the cores ``workers`` times)."""
+    if workers <= 1:
+        return
+    import torch  # heavy: a worker's audits load it anyway (the forkserver preloaded it)
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    torch.set_num_threads(max(1, cores // workers))
+
+
 def _worker_plugins(paths: tuple[Path, ...]) -> Any:
     """One plugin manager per worker and plugin list (entry points are scanned once)."""
     from auditor.plugins import get_plugin_manager

@@ -57,7 +57,7 @@ class _BatchCommand(click.Command):
 @click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes (never a manifest column).")
 @click.option("--row-timeout", type=ranged("row_timeout"), default=3600.0, show_default=True, metavar="SECONDS", help="Stop a row whose audit runs longer (its worker process is killed), record it as an error and go on (0: no limit; local workers, not --scheduler).")
-@click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: as audits finish, spaced so rewriting takes at most about a tenth of the run; raise it to rewrite less often: a crash then also loses rows finished in the last interval).")
+@click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: as audits finish, spaced so rewriting takes at most about a fiftieth of the run; each finished row is appended to a journal beside it at once, which --resume reads after a crash).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; repeatable).")

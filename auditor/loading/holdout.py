@@ -264,15 +264,32 @@ def load_holdout(
 
 
 def mean_rows(table: np.ndarray, indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """float32 (n, dim): the mean of each CSR row set's table rows (zeros for an empty set)."""
+    """float32 (n, dim): the mean of each CSR row set's table rows (zeros for an empty set).
+
+    Sums run in float64, in set order, ``GATHER_ROWS`` entries at a time (a set split
+    between two blocks is the sum of its two partial sums): one sparse product per block
+    (scipy's CSR times dense adds each set's rows in order, as a running sum would), the
+    table's rows converted to float64 once per block (the whole table when it is smaller).
+    """
+    from scipy.sparse import csr_matrix  # heavy: loaded when history queries are built
+
     counts = np.diff(indptr)
     sums = np.zeros((counts.shape[0], table.shape[1]), dtype=np.float64)
-    owner = np.repeat(np.arange(counts.shape[0]), counts)
-    for start in range(0, int(rows.shape[0]), GATHER_ROWS):  # owners ascend: sum runs of one owner
-        own = owner[start : start + GATHER_ROWS]
-        runs = np.flatnonzero(np.concatenate(([True], own[1:] != own[:-1])))
-        gathered = np.asarray(table[rows[start : start + GATHER_ROWS]], dtype=np.float64)
-        sums[own[runs]] += np.add.reduceat(gathered, runs, axis=0)
+    n_items = int(table.shape[0])
+    whole = np.asarray(table, dtype=np.float64) if n_items <= GATHER_ROWS else None
+    for start in range(0, int(rows.shape[0]), GATHER_ROWS):
+        stop = min(start + GATHER_ROWS, int(rows.shape[0]))
+        first = int(np.searchsorted(indptr, start, "right")) - 1  # the sets this block holds entries of
+        last = int(np.searchsorted(indptr, stop, "left"))
+        block_ptr = np.clip(indptr[first : last + 1], start, stop) - start
+        if whole is not None:
+            columns, gathered = rows[start:stop], whole
+        else:  # the block's distinct rows only: memory bounded by the block
+            distinct, columns = np.unique(rows[start:stop], return_inverse=True)
+            gathered = np.asarray(table[distinct], dtype=np.float64)
+        ones = np.ones(stop - start, dtype=np.float64)
+        block = csr_matrix((ones, columns, block_ptr), shape=(last - first, gathered.shape[0]))
+        sums[first:last] += block @ gathered
     means: np.ndarray = sums / np.maximum(counts, 1)[:, None]
     return means.astype(np.float32)
 

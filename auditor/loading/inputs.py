@@ -101,7 +101,7 @@ def load_inputs(
     inputs.warnings.extend(inputs.served_vectors.warnings if inputs.served_vectors is not None else [])
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
-    inputs.population = _population(inputs, config, progress)
+    inputs.population = _population(inputs, config, progress, cache)
     if config.recommendations is not None:
         inputs.served, inputs.served_rows, notes = served_for_model(
             config, bundle, inputs.population, cache, progress)
@@ -117,7 +117,9 @@ def load_inputs(
     return inputs
 
 
-def _population(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> QueryPopulation | None:
+def _population(
+    inputs: AuditInputs, config: AuditConfig, progress: Progress, cache: InputCache | None = None
+) -> QueryPopulation | None:
     """Who retrieval serves, or None with the reason recorded."""
     bundle = inputs.bundle
     if not config.retrieval:
@@ -137,7 +139,7 @@ def _population(inputs: AuditInputs, config: AuditConfig, progress: Progress) ->
         return None
     if inputs.recbole is not None:  # RecBole's training part and test masking
         return recbole_population(inputs.serving_bundle, config, inputs.recbole, progress)
-    return population_of(inputs.serving_bundle, config, progress)
+    return population_of(inputs.serving_bundle, config, progress, None if cache is None else cache.logs)
 
 
 def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> HeldOutQueries | None:

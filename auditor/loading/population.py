@@ -42,7 +42,8 @@ from auditor.loading.holdout import build_csr, mean_rows, plain_ids, take_csr
 from auditor.idmap import table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import maybe_int, open_log, read_ids
+from auditor.loading.log_memo import LogMemo, ids_identity, log_identity, mapping_identity
+from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.loading.queries import sample_query_file
@@ -70,12 +71,14 @@ class PopulationSettings(Protocol):
     def item_rows(self, bundle: ModelBundle) -> ItemRows: ...
 
 
-def population_of(bundle: ModelBundle, settings: PopulationSettings, progress: Progress = SILENT) -> QueryPopulation:
+def population_of(
+    bundle: ModelBundle, settings: PopulationSettings, progress: Progress = SILENT, memo: LogMemo | None = None
+) -> QueryPopulation:
     """The query population ``settings`` define for ``bundle`` (:func:`load_population`)."""
     return load_population(
         bundle, queries=settings.queries, log=settings.training_log, mapping=settings.item_rows(bundle),
         row_ids=settings.row_ids, max_queries=settings.max_queries, seed=settings.seed,
-        keep_seen=settings.keep_seen, progress=progress,
+        keep_seen=settings.keep_seen, progress=progress, memo=memo,
     )
 
 
@@ -90,10 +93,12 @@ def load_population(
     seed: int,
     keep_seen: bool,
     progress: Progress = SILENT,
+    memo: LogMemo | None = None,
 ) -> QueryPopulation:
     """The audit's query population (module docstring) for the ``queries`` setting
     (``auto``, ``users``, ``history`` or a path), from the training ``log`` (items mapped
-    by ``mapping``, users by ``bundle.user_ids`` or ``row_ids``), else the checkpoint's pairs."""
+    by ``mapping``, users by ``bundle.user_ids`` or ``row_ids``), else the checkpoint's pairs.
+    ``memo`` keeps what the log gave for the next audit of the same log and mapping."""
     source = _source(bundle, queries, log)
     if source == "users" and bundle.user_ids is None and bundle.user_rows_unknown is not None:
         population = _every_user_row(bundle, max_queries, seed, bundle.user_rows_unknown,
@@ -101,7 +106,7 @@ def load_population(
     elif source == "file":
         population = _from_file(bundle, queries, max_queries, seed, has_log=log is not None)
     elif log is not None:
-        population = _from_log(bundle, source, log, mapping, row_ids, max_queries, seed, progress)
+        population = _from_log(bundle, source, log, mapping, row_ids, max_queries, seed, progress, memo or LogMemo())
     elif bundle.train_pairs is not None and len(bundle.train_pairs):
         population = _from_pairs(bundle, source, bundle.train_pairs, max_queries, seed)
     elif source == "users":
@@ -169,7 +174,7 @@ def _every_user_row(bundle: ModelBundle, max_queries: int | None, seed: int, why
 
 def _from_log(
     bundle: ModelBundle, source: str, spec: LogSpec, mapping: ItemRows, row_ids: RowIdPolicy,
-    max_queries: int | None, seed: int, progress: Progress,
+    max_queries: int | None, seed: int, progress: Progress, memo: LogMemo,
 ) -> QueryPopulation:
     log = open_log(spec)
     if log.user_col is None:
@@ -177,29 +182,60 @@ def _from_log(
             f"retrieval queries the users of the training log, but no user id column was found in {log.path}; "
             f"{columns_found(log.columns)}. Pass {setting('user_col')} NAME"
         )
+    base = (log_identity(spec), mapping_identity(mapping))
 
     def read(as_strings: bool) -> QueryPopulation:
-        users = eligible_users(log, mapping, as_strings, progress)
-        if len(users) == 0:
-            raise InteractionsError(f"no interaction in {log.path} maps onto a row of the item table, so no user can be queried")
-        raw = ids_to_numpy(maybe_int(users) if as_strings else users, f"user column {log.user_col!r} of {log.path}")
+        raw = _eligible(memo, base, log, mapping, as_strings, progress)
         chosen = _choose(bundle, source, raw, row_ids, f"the training log {log.path}", log.user_col, max_queries, seed)
-        key = RowLookup(chosen.raw_ids)
-        owners, rows = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
-        with progress.track(f"Queried users' training items: {log.path.name}", total=log.total_rows) as advance:
-            for items, batch_users in log.batches(as_strings):
-                assert batch_users is not None
-                found, item_rows = mapped_pairs(items, batch_users, mapping, log)
-                if len(item_rows):
-                    at = key(plain_ids(found))
-                    keep = at >= 0
-                    owners.append(at[keep])
-                    rows.append(item_rows[keep])
-                advance(len(items))
-        indptr, seen = build_csr(np.concatenate(owners), np.concatenate(rows), chosen.raw_ids.shape[0])
+        indptr, seen = memo.get(
+            ("seen", *base, as_strings, ids_identity(chosen.raw_ids)),
+            lambda: _seen_rows(log, mapping, chosen.raw_ids, as_strings, progress),
+        )
         return chosen.finish(bundle, indptr, seen, f"the training log {log.path}", str(log.path))
 
     return read_ids(log, read)
+
+
+def _eligible(
+    memo: LogMemo, base: tuple[object, ...], log: Log, mapping: ItemRows, as_strings: bool, progress: Progress
+) -> np.ndarray:
+    """The raw ids of the log's users with an interaction on a table row (first appearance
+    order), from ``memo`` when this log and mapping were read before; a log known to drift
+    to other id types is read as strings at once."""
+    if not as_strings and memo.peek(("drifts", *base)):
+        raise TypeDrift
+
+    def read() -> np.ndarray:
+        users = eligible_users(log, mapping, as_strings, progress)
+        if len(users) == 0:
+            raise InteractionsError(f"no interaction in {log.path} maps onto a row of the item table, so no user can be queried")
+        return ids_to_numpy(maybe_int(users) if as_strings else users, f"user column {log.user_col!r} of {log.path}")
+
+    try:
+        raw: np.ndarray = memo.get(("users", *base, as_strings), read)
+    except TypeDrift:
+        memo.get(("drifts", *base), lambda: True)
+        raise
+    return raw
+
+
+def _seen_rows(
+    log: Log, mapping: ItemRows, raw_ids: np.ndarray, as_strings: bool, progress: Progress
+) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, item rows) CSR of the training items of the users ``raw_ids`` (in that order)."""
+    key = RowLookup(raw_ids)
+    owners, rows = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    with progress.track(f"Queried users' training items: {log.path.name}", total=log.total_rows) as advance:
+        for items, batch_users in log.batches(as_strings):
+            assert batch_users is not None
+            found, item_rows = mapped_pairs(items, batch_users, mapping, log)
+            if len(item_rows):
+                at = key(plain_ids(found))
+                keep = at >= 0
+                owners.append(at[keep])
+                rows.append(item_rows[keep])
+            advance(len(items))
+    return build_csr(np.concatenate(owners), np.concatenate(rows), raw_ids.shape[0])
 
 
 def _from_pairs(

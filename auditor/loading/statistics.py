@@ -20,6 +20,7 @@ from auditor.errors import IdMappingError, setting
 from auditor.loading.alignment import align_counts
 from auditor.loading.counting import IdCounts, count_item_ids
 from auditor.loading.frequencies import read_frequencies
+from auditor.loading.log_memo import LogMemo, log_identity
 from auditor.idmap import check_assumed_rows, offset_signals
 from auditor.values import ItemRows, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
@@ -31,6 +32,8 @@ class InputCache:
     """Per-file inputs shared by several audits (batch runs read a shared log once)."""
 
     counts: dict[tuple[Any, ...], IdCounts] = field(default_factory=dict)
+    logs: LogMemo = field(default_factory=LogMemo)
+    """The query population's log-derived parts (its users, their training items) per log and item mapping."""
 
     def item_counts(self, config: AuditConfig, need_users: bool, progress: Progress) -> IdCounts:
         """Counts of ``config.interactions``, read on first use (again only when distinct
@@ -41,17 +44,11 @@ class InputCache:
                 self.counts[key] = read_frequencies(config.frequencies, item_col=config.item_col,
                                                     count_col=config.count_col, user_count_col=config.user_count_col)
             return self.counts[key]
-        assert config.interactions is not None
-        key = (
-            Path(config.interactions).resolve(),
-            config.interactions_format,
-            config.user_col,
-            config.item_col,
-        )
+        spec = config.training_log
+        assert spec is not None
+        key = log_identity(spec)  # path, size, mtime and how it is read: a rewritten log is counted again
         cached = self.counts.get(key)
         if cached is None or (need_users and cached.user_counts is None):
-            spec = config.training_log
-            assert spec is not None
             cached = count_item_ids(spec, need_users=need_users, progress=progress)
             self.counts[key] = cached
         return cached

@@ -86,10 +86,13 @@ class HeadShare:
     def measure(self, lists: np.ndarray | Slots) -> float:
         """Head slots / filled slots over all queries (NaN when no slot is filled)."""
         slots = as_slots(lists, self.n_items)
-        filled = int(slots.valid.sum())
+        if slots.all_valid:  # no empty slot to mask out
+            filled, head = int(slots.lists.size), int(self.mask[slots.lists].sum())
+        else:
+            filled, head = int(slots.valid.sum()), int((self.mask[slots.safe] & slots.valid).sum())
         if filled == 0:
             return math.nan
-        return float((self.mask[slots.safe] & slots.valid).sum() / filled)
+        return float(head / filled)
 
 
 class AvgRecPopularity:

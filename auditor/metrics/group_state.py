@@ -7,10 +7,14 @@ Each registered measure is bound separately (``ListMeasure.bind``), so the prepa
 memoised by the context's identity (a few entries, checked by a weak reference: a
 recycled ``id`` never returns another audit's groups), and the per-list figures by the
 identity of the last ``Slots`` measured (retrieval measures one scoring and K at a time).
+Profiles that cannot change (read-only arrays: a batch worker's kept query population)
+also let the last preparation serve the next audit with the same profile arrays,
+popularity and cut-offs (another model of the batch), without a holdout.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import weakref
@@ -73,6 +77,8 @@ class Prepared:
     """``relevant`` restricted to ``relevant_rows`` (what :func:`find_hits` reads)."""
     reo_denominator: tuple[float, float] | None = None
     """Held-out short-head and long-tail items each user has not trained on, summed (PopREO)."""
+    source_profiles: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    """The profile arrays this state was prepared from (a shared state is checked against them)."""
     _last: tuple[weakref.ref[Slots], ListFigures] | None = field(default=None, repr=False)
 
     def figures(self, slots: Slots) -> ListFigures:
@@ -96,7 +102,14 @@ def prepared(context: ListContext) -> Prepared:
         entry = _CACHE.get(key)
         if entry is not None and entry[0]() is context:
             return entry[1]
-    state = _prepare(context)
+    shared = _shared_key(context)
+    state = _SHARED.get(shared) if shared is not None else None
+    if state is None or not _same_arrays(state, context):
+        state = _prepare(context)
+        if shared is not None:
+            with _LOCK:
+                _SHARED.clear()  # one: the audits of a batch share one log's profiles
+                _SHARED[shared] = state
     with _LOCK:
         for stale in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
             del _CACHE[stale]
@@ -106,12 +119,41 @@ def prepared(context: ListContext) -> Prepared:
     return state
 
 
+_SHARED: dict[tuple[object, ...], Prepared] = {}
+"""The last state prepared from read-only profiles (a worker's kept query population),
+for the next audit of the same population and popularity (another model of a batch)."""
+
+
+def _shared_key(context: ListContext) -> tuple[object, ...] | None:
+    """What the prepared state depends on, when it can outlive its context: read-only
+    profile arrays (they cannot change; kept by identity), no holdout, the popularity
+    and group cut-offs by value. None otherwise."""
+    if context.profiles is None or context.relevant is not None:
+        return None
+    indptr, rows = context.profiles
+    if indptr.flags.writeable or rows.flags.writeable:
+        return None
+    popularity = np.ascontiguousarray(context.popularity, dtype=np.float64)
+    digest = hashlib.blake2b(popularity.tobytes(), digest_size=20).hexdigest()
+    return (id(indptr), id(rows), digest, repr(context.groups))
+
+
+def _same_arrays(state: Prepared, context: ListContext) -> bool:
+    """Whether ``state`` was prepared from the very profile arrays of ``context`` (an
+    id may be reused once an array is freed; the state holds its arrays alive)."""
+    assert context.profiles is not None
+    return state.source_profiles is not None and all(
+        a is b for a, b in zip(state.source_profiles, context.profiles)
+    )
+
+
 def _prepare(context: ListContext) -> Prepared:
     policy = context.groups if context.groups is not None else DEFAULT_GROUPS
     popularity = np.asarray(context.popularity, dtype=np.float64)
     n_items = int(popularity.shape[0])
     state = Prepared(policy, popularity, item_groups(popularity, policy), long_tail(popularity, policy))
     if context.profiles is not None:
+        state.source_profiles = context.profiles
         profiles = as_profiles(context.profiles, n_items, "profiles")
         sizes = profiles.sizes
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -165,11 +207,9 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
     list_pop = slots.per_list_mean(state.popularity)
     js = None
     if state.profile_shares is not None:
-        codes = np.where(valid, state.item_group[safe], -1)
+        codes = state.item_group[safe] if slots.all_valid else np.where(valid, state.item_group[safe], -1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            shares = np.stack([(codes == g).sum(axis=1) for g in range(N_GROUPS)], axis=1) / np.where(
-                n_filled > 0, n_filled, np.nan
-            )[:, None]
+            shares = _group_counts(codes) / np.where(n_filled > 0, n_filled, np.nan)[:, None]
         js = jensen_shannon(state.profile_shares, shares)
     figures = ListFigures(list_pop=list_pop, js=js)
     if state.relevant_sub is not None and state.relevant_rows is not None:
@@ -179,6 +219,14 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
         hit_tail = hits.hits & state.tail[np.where(lists >= 0, lists, 0)]
         figures.reo_numerator = (float(hits.hits.sum() - hit_tail.sum()), float(hit_tail.sum()))
     return figures
+
+
+def _group_counts(codes: np.ndarray) -> np.ndarray:
+    """int64 (n, N_GROUPS): how many slots of each row hold an item of each group (code
+    -1: an empty slot), in one count over the matrix."""
+    n = codes.shape[0]
+    keyed = (np.arange(n, dtype=np.int64)[:, None] * N_GROUPS + codes)[codes >= 0]
+    return np.bincount(keyed, minlength=n * N_GROUPS).reshape(n, N_GROUPS).astype(np.int64, copy=False)
 
 
 def jensen_shannon(p: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.metrics.group_state import Prepared, prepared, relative_std
@@ -33,8 +35,9 @@ def pop_rsp(state: Prepared, slots: Slots) -> float:
     """PopRSP of one list matrix (module docstring)."""
     if state.rsp_denominator is None:
         return math.nan
-    in_tail = slots.valid & state.tail[slots.safe]
-    numerator = (float(slots.valid.sum() - in_tail.sum()), float(in_tail.sum()))
+    in_tail = _in_tail(state, slots)
+    filled = slots.lists.size if slots.all_valid else slots.valid.sum()
+    numerator = (float(filled - in_tail.sum()), float(in_tail.sum()))
     return relative_std(numerator, state.rsp_denominator)
 
 
@@ -50,7 +53,13 @@ def aclt(state: Prepared, slots: Slots) -> float:
     """ACLT: mean over every list row of its number of long-tail items (NaN: no rows)."""
     if slots.lists.shape[0] == 0:
         return math.nan
-    return float((slots.valid & state.tail[slots.safe]).sum(axis=1).mean())
+    return float(_in_tail(state, slots).sum(axis=1).mean())
+
+
+def _in_tail(state: Prepared, slots: Slots) -> np.ndarray:
+    """Which slots hold a long-tail item (an empty slot: none)."""
+    tail: np.ndarray = state.tail[slots.safe]
+    return tail if slots.all_valid else slots.valid & tail
 
 
 def _make_rsp(context: ListContext) -> Scorer | None:

@@ -79,4 +79,34 @@ def popular_lists(measures: ExposureMeasures, k: int, n_queries: int, exclude: E
     if exclude is None:
         return np.broadcast_to(measures.popular_list(k), (n_queries, min(k, measures.n_items)))
     order = measures.popular_list(min(measures.n_items, k + max_excluded(exclude)))
-    return filter_excluded(np.broadcast_to(order, (n_queries, order.shape[0])), exclude, measures.n_items, k)
+    return skip_excluded(order, exclude, measures.n_items, k)
+
+
+def skip_excluded(order: np.ndarray, exclude: Exclusions, n_items: int, k: int) -> np.ndarray:
+    """(n_queries, k): the first ``k`` rows of the one ranking ``order`` that each query was
+    not excluded from (-1 where fewer remain), without a candidate matrix.
+
+    With a query's excluded positions in ``order`` sorted, e_0 < e_1 < ..., the rows
+    kept before e_i number a_i = e_i - i (non-decreasing), so the j-th kept position is
+    j + #{i : a_i <= j}: one sort of the excluded positions and one search per slot.
+    """
+    width = int(order.shape[0])
+    n_queries = int(exclude[0].shape[0]) - 1
+    if width == 0:
+        return np.full((n_queries, k), -1, dtype=np.int64)
+    rank = np.full(n_items, width, dtype=np.int64)
+    rank[order] = np.arange(width, dtype=np.int64)
+    indptr, rows = exclude
+    owner = np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(indptr))
+    position = rank[rows]
+    inside = position < width
+    codes = np.sort(owner[inside] * width + position[inside])  # by query, then position
+    owner, position = codes // width, codes % width
+    first = np.searchsorted(owner, np.arange(n_queries, dtype=np.int64))
+    before = position - (np.arange(codes.shape[0], dtype=np.int64) - first[owner])  # a_i, < width
+    keys = owner * (width + 1) + before  # sorted: a_i never decreases within a query
+    slots = np.arange(k, dtype=np.int64)
+    base = np.arange(n_queries, dtype=np.int64)[:, None] * (width + 1)
+    counted = np.searchsorted(keys, base + slots, side="right") - np.searchsorted(keys, base, side="left")
+    at = slots + counted
+    return np.where(at < width, order[np.minimum(at, width - 1)], -1).astype(np.int64)

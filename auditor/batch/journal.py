@@ -1,0 +1,94 @@
+"""The results journal: each finished row appended to disk as it arrives, between rewrites.
+
+The results Parquet file cannot grow in place (its footer indexes every row), so
+:class:`~auditor.batch.results.ResultsWriter` rewrites it whole, rarely, and appends the
+rows finished since its last rewrite here: a JSON Lines file beside it
+(``.<name>.journal``), one record a line, each written to the operating system at once.
+Saving a row costs the row (a JSON line), not the table, and records become Arrow
+columns in bulk, when the file is rewritten. A crash or a kill loses only the audits in
+flight: ``resume`` reads the rows the journal holds beyond the results file (a line cut
+mid-write is dropped). The journal is removed whenever the results file is rewritten
+(it then holds every row), so it never outlives a run that ends; a special output
+(``/dev/null``, a FIFO) has none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from auditor.errors import OutputError
+from auditor.io import is_special_file
+
+MAX_JOURNAL_LINE = 1 << 30
+"""A longer line is not a record popaudit wrote (a report is tens of kilobytes)."""
+
+
+def journal_path(output: Path) -> Path | None:
+    """Where the journal of the results file ``output`` lives (None: a special file has none)."""
+    output = Path(output)
+    return None if is_special_file(output) else output.with_name(f".{output.name}.journal")
+
+
+class Journal:
+    """Records appended as JSON lines; removed once the results file holds them."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        """Write ``records`` at the journal's end, one line each, in one write."""
+        if self.path is None:
+            return
+        text = "".join(json.dumps(record, allow_nan=True) + "\n" for record in records)
+        if not text:
+            return
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
+            data = memoryview(text.encode())
+            while data:  # a short write (a signal, a full pipe) goes on where it stopped
+                data = data[os.write(self._fd, data):]
+        except OSError as exc:
+            self.remove()
+            raise OutputError(f"cannot write {self.path} (the results journal): {exc.strerror or exc}") from exc
+
+    def remove(self) -> None:
+        """Close and delete the journal (the results file now holds every row)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink(missing_ok=True)
+
+
+def read_journal(path: Path | None) -> list[dict[str, Any]]:
+    """The records a journal holds, in the order written (a line cut mid-write, or one that
+    is not a record, is dropped); none without a journal."""
+    if path is None or not path.is_file():
+        return []
+    records: list[dict[str, Any]] = []
+    try:
+        with open(path, "rb") as fh:
+            for line in iter(lambda: fh.readline(MAX_JOURNAL_LINE), b""):
+                if not line.endswith(b"\n"):  # the last line, cut by a crash
+                    break
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("row"), int):
+                    records.append(record)
+    except OSError:
+        return records
+    return records
+
+
+__all__ = ["Journal", "journal_path", "read_journal"]
