@@ -9,6 +9,9 @@ descending, then lower row; empty slots row -1, score -inf), so the a = 1 and a 
 lists are those of :func:`~auditor.retrieval.search.sharded_topk` without and with
 ``normalise``.
 
+* A table that fits in one tile (a small model: K is a large share of its rows, so
+  there is nothing to prune) is ranked densely by :mod:`~auditor.retrieval.one_tile`,
+  in the calling thread unless there are several query blocks and threads.
 * Rows are scanned shard by shard (a table larger than the memory ceiling is read in
   row shards, :func:`shard_bounds`); inside a shard by
   decreasing norm, so the floors of the scorings with a > 0 rise within a few tiles.
@@ -37,6 +40,7 @@ from auditor.alpha import norm_weights, query_factors
 from auditor.errors import EmbeddingTableError, QueryError
 from auditor.memory import MIN_BLOCK_ROWS, block_rows, memory_budget
 from auditor.progress import SILENT, Progress
+from auditor.retrieval.one_tile import OneTile, one_tile_topk
 from auditor.retrieval.scoring_blocks import (
     CAPACITY_EXTRA,
     ROW_LIMIT,
@@ -116,6 +120,13 @@ def multi_scoring_topk(
     if budget is not None:  # the scan's working set (score tiles, per-query buffers): an eighth of the ceiling each
         query_block = max(MIN_QUERY_BLOCK, min(query_block, budget // (8 * 4 * item_block * n_threads)))
         state_bytes = min(state_bytes, budget // 8)
+    tile = OneTile(table, norms, exponents, shift_table) if device == "cpu" and m <= item_block else None
+    if tile is not None and tile.fits:  # one tile: nothing for the scan to prune
+        keys = _one_tile_keys(scaled, tile, k, exclude, query_block, n_threads, progress, description)
+        return {
+            a: _float32_if_it_fits(*_final_lists(best, k, a, query_norms, shift_table, shift_query, True))
+            for a, best in zip(exponents, keys)
+        }
     chunk = max(query_block, state_bytes // (len(exponents) * (2 * k + CAPACITY_EXTRA) * 8))
     # Without rescaling every |score| <= |q| |k| <= dim max|x| max|q| fits float32.
     dtype = np.float64 if shift_table or shift_query else np.float32
@@ -168,6 +179,30 @@ def multi_scoring_topk(
         if device != "cpu":
             torch.backends.cuda.matmul.allow_tf32 = previous_tf32
     return {a: _float32_if_it_fits(scores, rows) for a, (scores, rows) in found.items()}
+
+
+def _one_tile_keys(
+    queries: np.ndarray,
+    tile: OneTile,
+    k: int,
+    exclude: tuple[np.ndarray, np.ndarray] | None,
+    query_block: int,
+    n_threads: int,
+    progress: Progress,
+    description: str,
+) -> list[np.ndarray]:
+    """:func:`~auditor.retrieval.one_tile.one_tile_topk`, on a pool only when there are
+    several query blocks and threads (a pool costs more than a small problem's work)."""
+    n = queries.shape[0]
+    previous_threads = torch.get_num_threads()
+    try:
+        with progress.track(description, n) as advance:
+            if n_threads == 1 or n <= query_block:
+                return one_tile_topk(queries, tile, k, exclude, query_block, None, advance)
+            with ThreadPoolExecutor(n_threads) as pool:
+                return one_tile_topk(queries, tile, k, exclude, query_block, pool, advance)
+    finally:
+        torch.set_num_threads(previous_threads)
 
 
 class _ChunkBuffers:
@@ -305,10 +340,17 @@ def _tiles(n_rows: int, item_block: int, k: int) -> list[tuple[int, int]]:
 
 
 def _final_lists(
-    keys: np.ndarray, k: int, alpha: float, query_norms: np.ndarray, shift_table: int, shift_query: int
+    keys: np.ndarray,
+    k: int,
+    alpha: float,
+    query_norms: np.ndarray,
+    shift_table: int,
+    shift_query: int,
+    ranked: bool = False,
 ) -> TopK:
-    """Each query's K best keys in contract order, as (scores |q|^a |k|^a cos, rows)."""
-    best = np.sort(keys, axis=1)[:, ::-1][:, :k]
+    """Each query's K best keys in contract order, as (scores |q|^a |k|^a cos, rows);
+    ``ranked``: ``keys`` already hold them, in order."""
+    best = keys if ranked else np.sort(keys, axis=1)[:, ::-1][:, :k]
     ranking, rows = decode(best)
     scores = ranking.astype(np.float64)
     scale = shift_query + shift_table * alpha

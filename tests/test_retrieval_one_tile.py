@@ -1,0 +1,98 @@
+"""A table that fits in one score tile is ranked densely (auditor.retrieval.one_tile):
+the lists equal the brute-force reference and the tiled scan's, row for row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import auditor.retrieval.scorings as scorings_module
+from auditor.retrieval.one_tile import _kth_largest, _ranked
+from auditor.retrieval.scoring_blocks import encode
+from auditor.retrieval.scorings import multi_scoring_topk
+from test_retrieval_scorings import ALPHAS, _check, _exclusions, _floats, _integers
+
+
+def _tiled(queries: np.ndarray, table: np.ndarray, k: int, **kwargs):  # type: ignore[no-untyped-def]
+    """The tiled scan on the same problem (tiles smaller than the table)."""
+    return multi_scoring_topk(queries, table, k, ALPHAS, item_block=256, **kwargs)
+
+
+def _no_tiled_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> None:
+        raise AssertionError("the tiled scan ran")
+
+    monkeypatch.setattr(scorings_module, "scan_block", refuse)
+
+
+@pytest.mark.parametrize("data", [_floats, _integers])
+def test_one_tile_equals_reference_and_tiled_scan(data, monkeypatch: pytest.MonkeyPatch) -> None:
+    table, queries = data(1200, 90, 8, 21)
+    exclude = _exclusions(90, 1200, 22, most=60)
+    tiled = _tiled(queries, table, 50, exclude=exclude)
+    _no_tiled_scan(monkeypatch)
+    dense = multi_scoring_topk(queries, table, 50, ALPHAS, exclude=exclude)
+    _check(dense, queries, table, 50, exclude)
+    for alpha in ALPHAS:
+        np.testing.assert_array_equal(dense[alpha][1], tiled[alpha][1])
+        np.testing.assert_array_equal(dense[alpha][0], tiled[alpha][0])
+
+
+def test_one_tile_negative_kth_and_short_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """K beyond the non-negative scores (the float partition), and queries with fewer
+    servable rows than K (padded lists)."""
+    table, queries = _floats(300, 40, 6, 23)
+    queries[:20] = -np.abs(queries[:20])
+    table[:250] = np.abs(table[:250])  # most scores of the first 20 queries negative
+    indptr = np.minimum(np.arange(41, dtype=np.int64), 10) * 200  # the first 10 exclude 200 rows: 100 left
+    rows = np.concatenate([np.arange(50, 250)] * 10).astype(np.int64)
+    _no_tiled_scan(monkeypatch)
+    found = multi_scoring_topk(queries, table, 150, ALPHAS, exclude=(indptr, rows))
+    _check(found, queries, table, 150, (indptr, rows))
+    assert (found[1.0][1][:10, 100:] == -1).all() and (found[1.0][1][10:] >= 0).all()
+    assert (found[1.0][0][10:20, -1] < 0).all()  # a negative K-th score
+
+
+def test_one_tile_threads_and_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    table, queries = _integers(900, 70, 6, 24)
+    exclude = _exclusions(70, 900, 25)
+    _no_tiled_scan(monkeypatch)
+    one = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude, threads=1)
+    many = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude, threads=2, query_block=16)
+    _check(one, queries, table, 30, exclude)
+    for alpha in ALPHAS:
+        np.testing.assert_array_equal(many[alpha][1], one[alpha][1])
+
+
+def test_one_tile_leaves_extreme_norms_to_the_tiled_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A norm so small that 1/|k| overflows float32 cannot be estimated in float32:
+    the tiled scan ranks that table, with the same lists."""
+    table, queries = _floats(200, 10, 4, 26)
+    table[5] = np.float32(1e-39)
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the one-tile kernel ran")
+
+    monkeypatch.setattr(scorings_module, "one_tile_topk", refuse)
+    found = multi_scoring_topk(queries, table, 20, ALPHAS)
+    _check(found, queries, table, 20)
+
+
+def test_kth_largest_of_mixed_signs() -> None:
+    rng = np.random.default_rng(27)
+    block = rng.standard_normal((50, 40)).astype(np.float32)
+    block[:10] -= 3  # rows whose 7th largest is negative
+    block[10:15, :30] = -0.0  # signed zeros: equal to +0.0
+    block[15:20, :5] = -np.inf
+    expected = np.sort(block, axis=1)[:, -7]
+    np.testing.assert_array_equal(_kth_largest(block, 7), expected)
+
+
+def test_ranked_keeps_the_k_best_keys_per_query() -> None:
+    # Query 0: 3 candidates (K = 2); query 1: exactly 2; query 2: none; query 3: 1.
+    query = np.array([0, 0, 0, 1, 1, 3])
+    keys = encode(np.array([1.0, 3.0, 2.0, 5.0, 5.0, -1.0], dtype=np.float32), np.array([4, 1, 2, 9, 3, 0]))
+    best = _ranked(query, keys, 4, 2)
+    expected = np.zeros((4, 2), dtype=np.uint64)
+    expected[0], expected[1], expected[3, 0] = keys[[1, 2]], keys[[4, 3]], keys[5]
+    np.testing.assert_array_equal(best, expected)
