@@ -42,11 +42,11 @@ from auditor.memory import MIN_BLOCK_ROWS, block_rows, memory_budget
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.one_tile import OneTile, one_tile_topk
 from auditor.retrieval.scoring_blocks import (
-    CAPACITY_EXTRA,
     ROW_LIMIT,
     SEGMENT,
     PreparedShard,
     TopKBuffer,
+    buffer_capacity,
     block_exclusions,
     decode,
     scan_block,
@@ -127,7 +127,7 @@ def multi_scoring_topk(
             a: _float32_if_it_fits(*_final_lists(best, k, a, query_norms, shift_table, shift_query, True))
             for a, best in zip(exponents, keys)
         }
-    chunk = max(query_block, state_bytes // (len(exponents) * (2 * k + CAPACITY_EXTRA) * 8))
+    chunk = max(query_block, state_bytes // (len(exponents) * buffer_capacity(k) * 8))
     # Without rescaling every |score| <= |q| |k| <= dim max|x| max|q| fits float32.
     dtype = np.float64 if shift_table or shift_query else np.float32
     found = {a: (np.empty((n, k), dtype=dtype), np.empty((n, k), dtype=np.int64)) for a in exponents}
@@ -209,7 +209,7 @@ class _ChunkBuffers:
     """One scoring's buffers for a chunk of queries (see :class:`TopKBuffer`)."""
 
     def __init__(self, n: int, k: int) -> None:
-        self.keys = np.zeros((n, 2 * k + CAPACITY_EXTRA), dtype=np.uint64)
+        self.keys = np.zeros((n, buffer_capacity(k)), dtype=np.uint64)
         self.fill = np.zeros(n, dtype=np.int64)
         self.floor = np.full(n, -np.inf, dtype=np.float32)
         self.k = k
@@ -329,7 +329,7 @@ def _tile_block(rows: np.ndarray, picked: np.ndarray, shift: int) -> np.ndarray:
 def _tiles(n_rows: int, item_block: int, k: int) -> list[tuple[int, int]]:
     """Tile bounds: :data:`FIRST_TILE` rows (at least the buffer's capacity), doubling
     up to ``item_block``."""
-    first = max(FIRST_TILE, 2 * k + CAPACITY_EXTRA + 1)
+    first = max(FIRST_TILE, buffer_capacity(k) + 1)
     size = min(item_block, -(-first // SEGMENT) * SEGMENT)  # whole segments
     tiles, start = [], 0
     while start < n_rows:
