@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import auditor.retrieval.scorings as scorings_module
-from auditor.retrieval.one_tile import _kth_largest, _ranked
+from auditor.retrieval.one_tile import FloorSeed, _kth_largest, _ranked
 from auditor.retrieval.scoring_blocks import encode
 from auditor.retrieval.scorings import multi_scoring_topk
-from test_retrieval_scorings import ALPHAS, _check, _exclusions, _floats, _integers
+from test_retrieval_scorings import ALPHAS, _check, _exclusions, _floats, _integers, reference
 
 
 def _tiled(queries: np.ndarray, table: np.ndarray, k: int, **kwargs):  # type: ignore[no-untyped-def]
@@ -96,3 +96,38 @@ def test_ranked_keeps_the_k_best_keys_per_query() -> None:
     expected = np.zeros((4, 2), dtype=np.uint64)
     expected[0], expected[1], expected[3, 0] = keys[[1, 2]], keys[[4, 3]], keys[5]
     np.testing.assert_array_equal(best, expected)
+
+
+@pytest.mark.parametrize("data", [_floats, _integers])
+def test_seeded_floors_bound_the_kth_score(data) -> None:
+    """The floors a sample seeds never exceed any scoring's true K-th best score
+    (excluded rows left out), so the tiled scan they start loses nothing."""
+    table, queries = data(4000, 60, 8, 28)
+    exclude = _exclusions(60, 4000, 29, most=300)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    seed = FloorSeed(table, norms, ALPHAS, 0, 20)
+    assert seed.usable and seed.rows.size == 500
+    query_norms = np.linalg.norm(queries.astype(np.float64), axis=1)
+    floors = seed.floors(queries, query_norms, exclude, 16, None)
+    for alpha, floor in zip(ALPHAS, floors):
+        scores = reference(queries, table, 20, alpha, exclude)[0][:, -1]
+        factor = np.where(query_norms > 0, query_norms ** (alpha - 1.0), 0.0)  # reference scores carry |q|^(a-1)
+        assert np.all(floor.astype(np.float64) * factor <= scores * (1 + 1e-6) + 1e-6)
+        assert np.mean(floor > -np.inf) > 0.9  # and they do seed
+
+
+def test_lists_equal_with_and_without_seeded_floors(monkeypatch: pytest.MonkeyPatch) -> None:
+    table, queries = _integers(5000, 40, 8, 30)
+    exclude = _exclusions(40, 5000, 31, most=200)
+    seeded = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude)
+    init = FloorSeed.__init__
+
+    def unseeded(self: FloorSeed, *args: object) -> None:
+        init(self, *args)  # type: ignore[arg-type]
+        self.usable = False
+
+    monkeypatch.setattr(FloorSeed, "__init__", unseeded)
+    plain = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude)
+    _check(seeded, queries, table, 30, exclude)
+    for alpha in ALPHAS:
+        np.testing.assert_array_equal(seeded[alpha][1], plain[alpha][1])

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from auditor.alpha import norm_weights
-from auditor.retrieval.scoring_blocks import encode
+from auditor.retrieval.scoring_blocks import decode, encode
 
 MARGIN = 2.0**-19
 """Relative slack under the K-th estimate: the float32 estimate and the exact score each
@@ -184,3 +184,59 @@ def one_tile_topk(
         for done in as_completed([pool.submit(run, b0, b1) for b0, b1 in blocks]):
             advance(done.result())
     return found
+
+
+SEED_ROWS = 2048
+"""Rows of the sample whose K-th best scores seed the tiled scan's floors."""
+
+
+class FloorSeed:
+    """Floors for the tiled scan before its first tile: each scoring's K-th best score
+    over a sample of rows spread over the table, lowered by a bound on how much a
+    differently blocked sgemm can change an inner product (the scan recomputes them).
+
+    Without it the first tiles pass nearly every entry (their floors are -inf until a
+    buffer is cut), and for cosine a floor set by the highest-norm rows alone is low."""
+
+    def __init__(self, table: np.ndarray, norms: np.ndarray, alphas: tuple[float, ...], shift: int, k: int) -> None:
+        m, dim = table.shape
+        self.rows = np.unique(np.linspace(0, m - 1, min(SEED_ROWS, m // 8)).astype(np.int64))
+        self.k = k
+        self.tile = OneTile(np.asarray(table[self.rows]), norms[self.rows], alphas, shift)
+        self.usable = self.rows.size >= 4 * k and self.tile.fits
+        scaled = np.ldexp(norms[self.rows], -shift)
+        scaled = np.where(np.isfinite(scaled), scaled, 0.0)
+        # |error| of an inner product <= dim u sum|q_i k_i| <= dim u |q| |k|, u = 2**-24 (4x margin)
+        self.reach = dim * 2.0**-22 * np.array([np.max(scaled**a, initial=0.0) for a in alphas])
+
+    def floors(
+        self,
+        queries: np.ndarray,
+        query_norms: np.ndarray,
+        exclude: tuple[np.ndarray, np.ndarray] | None,
+        query_block: int,
+        pool: Executor | None,
+    ) -> list[np.ndarray]:
+        """Per scoring, a float32 lower bound of each query's K-th best score (-inf: none);
+        ``queries`` and their ``query_norms`` as the scan sees them (scaled)."""
+        keys = one_tile_topk(queries, self.tile, self.k, self._columns(exclude), query_block, pool, lambda _: None)
+        found = []
+        for reach, best in zip(self.reach, keys):
+            kth = decode(best[:, self.k - 1])[0].astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                lowered = kth - np.abs(kth) * MARGIN - reach * query_norms - SLACK
+                floor = np.nextafter(lowered.astype(np.float32), np.float32(-np.inf))
+            floor[~np.isfinite(floor)] = -np.inf
+            found.append(floor)
+        return found
+
+    def _columns(self, exclude: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """The excluded rows that fall in the sample, as its columns (CSR)."""
+        if exclude is None:
+            return None
+        indptr, rows = exclude
+        at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
+        hit = self.rows[at] == rows
+        query = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+        counts = np.bincount(query[hit], minlength=indptr.size - 1)
+        return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), at[hit]

@@ -256,11 +256,12 @@ def _offer(
     else:
         order = np.argsort(np.concatenate([p[0] for p in pending]), kind="stable")  # merges sorted runs
         query, position, dots = (np.concatenate([p[i] for p in pending])[order] for i in range(3))
-    scores = (dots.astype(np.float64) * shard.weights[:, position]).astype(np.float32)
-    keep = (scores >= floors[:, query]) & (scores > -np.inf)
-    keys = encode(scores, shard.rows[position][None, :])
+    products = dots.astype(np.float64)
+    rows = shard.rows[position]
     for a, buffer in enumerate(buffers):
-        buffer.insert(query[keep[a]], keys[a, keep[a]])
+        scores = (products * shard.weights[a, position]).astype(np.float32)
+        keep = np.flatnonzero((scores >= floors[a, query]) & (scores > -np.inf))
+        buffer.insert(query[keep], encode(scores[keep], rows[keep]))  # only the kept are packed
 
 
 def _offer_zero_rows(buffers: list[TopKBuffer], shard: PreparedShard, exclusions: BlockExclusions | None) -> None:

@@ -40,7 +40,7 @@ from auditor.alpha import norm_weights, query_factors
 from auditor.errors import EmbeddingTableError, QueryError
 from auditor.memory import MIN_BLOCK_ROWS, block_rows, memory_budget
 from auditor.progress import SILENT, Progress
-from auditor.retrieval.one_tile import OneTile, one_tile_topk
+from auditor.retrieval.one_tile import FloorSeed, OneTile, one_tile_topk
 from auditor.retrieval.scoring_blocks import (
     ROW_LIMIT,
     SEGMENT,
@@ -132,6 +132,7 @@ def multi_scoring_topk(
     dtype = np.float64 if shift_table or shift_query else np.float32
     found = {a: (np.empty((n, k), dtype=dtype), np.empty((n, k), dtype=np.int64)) for a in exponents}
     cached: list[PreparedShard] = []
+    seed = FloorSeed(table, norms, exponents, shift_table, k)
 
     def shard_at(s0: int, s1: int, pool: Executor | None) -> PreparedShard:
         if cached:  # one shard: prepared once for every chunk of queries
@@ -152,6 +153,13 @@ def multi_scoring_topk(
             for c0 in range(0, n, chunk):
                 c1 = min(c0 + chunk, n)
                 buffers = [_ChunkBuffers(c1 - c0, k) for _ in exponents]
+                if seed.usable:
+                    chunk_norms = np.ldexp(query_norms[c0:c1], -shift_query)
+                    seeded = seed.floors(
+                        scaled[c0:c1], chunk_norms, _rows_of(exclude, c0, c1), query_block, pool if n_threads > 1 else None
+                    )
+                    for buffer, floor in zip(buffers, seeded):
+                        buffer.floor[:] = floor
                 for s0, s1 in bounds:
                     shard = shard_at(s0, s1, pool if n_threads > 1 else None)
 
@@ -216,6 +224,14 @@ class _ChunkBuffers:
 
     def block(self, b0: int, b1: int) -> TopKBuffer:
         return TopKBuffer(self.keys[b0:b1], self.fill[b0:b1], self.floor[b0:b1], self.k)
+
+
+def _rows_of(exclude: tuple[np.ndarray, np.ndarray] | None, q0: int, q1: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The exclusions (CSR) of queries [q0, q1)."""
+    if exclude is None:
+        return None
+    indptr, rows = exclude
+    return indptr[q0 : q1 + 1] - indptr[q0], rows[indptr[q0] : indptr[q1]]
 
 
 def _check_alphas(alphas: Sequence[float]) -> tuple[float, ...]:
