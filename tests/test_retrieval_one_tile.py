@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import auditor.retrieval.scorings as scorings_module
 from auditor.retrieval.one_tile import FloorSeed, _kth_largest, _ranked
-from auditor.retrieval.scoring_blocks import encode
+from auditor.retrieval.scoring_blocks import encode, passing_entries
 from auditor.retrieval.scorings import multi_scoring_topk
 from test_retrieval_scorings import ALPHAS, _check, _exclusions, _floats, _integers, reference
 
@@ -131,3 +132,20 @@ def test_lists_equal_with_and_without_seeded_floors(monkeypatch: pytest.MonkeyPa
     _check(seeded, queries, table, 30, exclude)
     for alpha in ALPHAS:
         np.testing.assert_array_equal(seeded[alpha][1], plain[alpha][1])
+
+
+def test_passing_entries_alike_on_host_and_device_paths() -> None:
+    """The tiled scan's candidate search: numpy's (CPU) and torch's (other devices) find
+    the same entries of a score tile, in the same order."""
+    rng = np.random.default_rng(32)
+    tile = torch.from_numpy(rng.standard_normal((30, 512)).astype(np.float32))
+    threshold = torch.from_numpy(rng.uniform(1.5, 3.5, 30).astype(np.float32))
+    segments = tile.view(30, 4, 128)
+    host = passing_entries(segments, threshold, host=True)
+    device = passing_entries(segments, threshold, host=False)
+    for a, b in zip(host, device):
+        np.testing.assert_array_equal(a, b)
+    query, segment, column, dots = host
+    expected = np.argwhere(tile.numpy() >= threshold.numpy()[:, None])
+    np.testing.assert_array_equal(np.stack([query, segment * 128 + column], axis=1), expected)
+    np.testing.assert_array_equal(dots, tile.numpy()[expected[:, 0], expected[:, 1]])

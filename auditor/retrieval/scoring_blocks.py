@@ -210,19 +210,13 @@ def scan_block(
             if hi > lo:
                 exclude_entries(scores, exclusions.query[lo:hi], exclusions.position[lo:hi] - t0)
         threshold = torch.from_numpy(dot_threshold(floors, shard.w_min[:, t], shard.w_max[:, t])).to(scores.device)
-        # Segment maxima first: most segments hold no candidate and are never read again.
         seg = SEGMENT if (t1 - t0) % SEGMENT == 0 else t1 - t0
         segments = scores.view(n, (t1 - t0) // seg, seg)
-        query_t, segment_t = torch.nonzero(torch.amax(segments, dim=2) >= threshold[:, None], as_tuple=True)
-        if query_t.numel() == 0:
+        query, segment, column, dots = passing_entries(segments, threshold)
+        if query.size == 0:
             continue
-        chosen = segments[query_t, segment_t]
-        pick_t, column_t = torch.nonzero(chosen >= threshold[query_t][:, None], as_tuple=True)
-        # Candidates back to the host (a no-op on the CPU), where they are ranked exactly.
-        pick = pick_t.cpu().numpy()
-        position = segment_t.cpu().numpy()[pick] * seg + column_t.cpu().numpy() + t0
-        pending.append((query_t.cpu().numpy()[pick], position, chosen[pick_t, column_t].cpu().numpy()))
-        n_pending += pick.size
+        pending.append((query, segment * seg + column + t0, dots))
+        n_pending += query.size
         # Few candidates per tile once the floors have risen: rank several tiles' at once.
         if n_pending >= FLUSH_PER_QUERY * n:
             _offer(buffers, floors, pending, shard)
@@ -231,6 +225,28 @@ def scan_block(
     if pending:
         _offer(buffers, floors, pending, shard)
     _offer_zero_rows(buffers, shard, exclusions)
+
+
+def passing_entries(
+    segments: torch.Tensor, threshold: torch.Tensor, host: bool | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(query, segment, column, inner product) of the entries of a score tile (viewed
+    as segments) that reach their query's threshold, on the host, where they are ranked
+    exactly. Segment maxima first: most segments hold no candidate and are never read
+    again. On the CPU (``host``, by default) numpy finds and gathers them (faster than
+    torch's nonzero); elsewhere torch does, on the device."""
+    passed = torch.amax(segments, dim=2) >= threshold[:, None]
+    if host if host is not None else segments.device.type == "cpu":
+        query, segment = np.nonzero(passed.numpy())
+        chosen = segments.numpy()[query, segment]
+        flat = np.flatnonzero(chosen >= threshold.numpy()[query, None])
+        pick = flat // chosen.shape[1]
+        return query[pick], segment[pick], flat - pick * chosen.shape[1], chosen.ravel()[flat]
+    query_t, segment_t = torch.nonzero(passed, as_tuple=True)
+    chosen_t = segments[query_t, segment_t]
+    pick_t, column_t = torch.nonzero(chosen_t >= threshold[query_t][:, None], as_tuple=True)
+    query, segment = query_t[pick_t].cpu().numpy(), segment_t[pick_t].cpu().numpy()
+    return query, segment, column_t.cpu().numpy(), chosen_t[pick_t, column_t].cpu().numpy()
 
 
 def exclude_entries(scores: torch.Tensor, query: np.ndarray, column: np.ndarray) -> None:
