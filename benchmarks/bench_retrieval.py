@@ -12,6 +12,27 @@ Two cases, each timed in the same run on the same vectors:
   table once per query. popaudit forces the BLAS path and should beat the bare default
   call by at least 4x.
 
+Where the main case's time goes (issue 25; the 0.6 goal is not reached yet). Profile of
+``multi_scoring_topk`` on a stand-in, 200k items x 64 dims, 2,000 queries, K=100, the
+section's five scorings, one thread (2.7 s; shares of the whole call):
+
+* 34%  sgemm (``torch.mm``, one 512-query x 2,048-row tile at a time);
+* 19%  finding each tile's candidates (segment maxima, then numpy's nonzero and gathers);
+* 27%  ranking the candidates exactly (scores, keys, buffer inserts), of which 17% the
+  inserts and ~11% the compactions that cut a buffer to K and raise its floor;
+* 7%   the floor seed (a 2,048-row sample ranked densely), 5% the norm sort and tile
+  copies, 3.5% the per-tile thresholds, 2% norms and final lists.
+
+About 1,130 candidates per query reach the exact ranking (K=100). The union threshold is
+set by cosine, whose lists in a scan by decreasing norm arrive in random order: a
+running top-K sees about K (1 + ln(N/K)) new entries even with floors always fresh, so
+the bound is the per-candidate cost (numpy calls per flush), not the sgemm. Issue 25's
+three levers, measured by interleaved CPU time on that stand-in: buffers of K + 64 keys
+(19% faster than 2K + 32), fresher early floors from a seeded sample (5-12%), and
+numpy's nonzero for the candidate search (14%); packing only the kept candidates into
+keys (7%). One thread each, CPU time, 200k x 2k: the five-scoring kernel went from 1.36
+to 0.87 x the two bare searches (dot + cosine alone: 0.94 -> 0.65).
+
 Usage::
 
     python benchmarks/bench_retrieval.py                    # both cases, issue sizes

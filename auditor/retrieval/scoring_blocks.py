@@ -20,7 +20,8 @@ Candidates
 ----------
 Each query keeps, per scoring, a buffer of :func:`buffer_capacity` keys and a *floor*:
 the K-th best score at the buffer's last compaction (-inf before K are known).
-Floors only rise, so each is a safe lower bound of the final K-th score. Inside a tile
+Floors only rise, so each is a safe lower bound of the final K-th score (a scan may
+start from floors seeded by a sample of rows, :class:`~auditor.retrieval.one_tile.FloorSeed`). Inside a tile
 of rows sorted by decreasing norm, ``w_a`` lies in ``[w_min, w_max]``, so no row can
 reach a floor ``f`` unless its inner product is at least ``f / w_max`` (``f >= 0``)
 or ``f / w_min`` (``f < 0``); the smallest of those over the scorings, rounded down,
@@ -49,6 +50,8 @@ at most this many candidates keeps the floors fresh (fewer candidates pass); K +
 def buffer_capacity(k: int) -> int:
     """Keys each query's buffer holds per scoring."""
     return k + CAPACITY_EXTRA
+
+
 SEGMENT = 128
 """Columns per segment of a score tile whose maximum is tested before its entries are."""
 FLUSH_PER_QUERY = 8
@@ -236,7 +239,7 @@ def passing_entries(
     again. On the CPU (``host``, by default) numpy finds and gathers them (faster than
     torch's nonzero); elsewhere torch does, on the device."""
     passed = torch.amax(segments, dim=2) >= threshold[:, None]
-    if host if host is not None else segments.device.type == "cpu":
+    if segments.device.type == "cpu" if host is None else host:
         query, segment = np.nonzero(passed.numpy())
         chosen = segments.numpy()[query, segment]
         flat = np.flatnonzero(chosen >= threshold.numpy()[query, None])

@@ -15,6 +15,9 @@ lists are those of :func:`~auditor.retrieval.search.sharded_topk` without and wi
 * Rows are scanned shard by shard (a table larger than the memory ceiling is read in
   row shards, :func:`shard_bounds`); inside a shard by
   decreasing norm, so the floors of the scorings with a > 0 rise within a few tiles.
+* Every scan starts from floors seeded by a sample of 2,048 rows ranked densely
+  (:class:`~auditor.retrieval.one_tile.FloorSeed`): without them the first tiles pass
+  nearly every entry.
 * Zero vectors: never served by cosine (no direction); score 0 for a > 0 (the limit).
 * Query blocks run on one thread each (torch single-threaded in each; sgemm and the
   elementwise passes release the GIL).
