@@ -10,7 +10,8 @@ Two cases, each timed in the same run on the same vectors:
 * trap: 1M items x 32 dims, 1,000 queries, K=10. queries x dims = 32,000 is below
   faiss-cpu 1.15's BLAS threshold (128,000), so a bare default ``search`` rescans the
   table once per query. popaudit forces the BLAS path and should beat the bare default
-  call by at least 4x.
+  call by at least 4x. Measured at the issue's size (1M x 32, 1k queries, K=10) on the
+  shared two-core machine: 5.98x (bare dot 12.5 s + cosine 19.4 s vs the section 5.3 s).
 
 Where the main case's time goes (issue 25; the 0.6 goal is not reached yet). Profile of
 ``multi_scoring_topk`` on a stand-in, 200k items x 64 dims, 2,000 queries, K=100, the

@@ -59,6 +59,7 @@ def test_one_tile_threads_and_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     exclude = _exclusions(70, 900, 25)
     _no_tiled_scan(monkeypatch)
     one = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude, threads=1)
+    monkeypatch.setattr(scorings_module, "INLINE_ENTRIES", 0)  # blocks on the pool's threads
     many = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude, threads=2, query_block=16)
     _check(one, queries, table, 30, exclude)
     for alpha in ALPHAS:

@@ -11,7 +11,7 @@ lists are those of :func:`~auditor.retrieval.search.sharded_topk` without and wi
 
 * A table that fits in one tile (a small model: K is a large share of its rows, so
   there is nothing to prune) is ranked densely by :mod:`~auditor.retrieval.one_tile`,
-  in the calling thread unless there are several query blocks and threads.
+  in the calling thread unless the problem is large and there are several threads.
 * Rows are scanned shard by shard (a table larger than the memory ceiling is read in
   row shards, :func:`shard_bounds`); inside a shard by
   decreasing norm, so the floors of the scorings with a > 0 rise within a few tiles.
@@ -67,6 +67,8 @@ STATE_BYTES = 1 << 28
 """Bound on the per-query buffers held at once; more queries are ranked in chunks."""
 MIN_QUERY_BLOCK = 16
 """Fewest queries per block when a small memory ceiling shrinks the score tiles."""
+INLINE_ENTRIES = 1 << 23
+"""Scores (queries x rows) up to which a one-tile problem runs in the calling thread."""
 
 
 def multi_scoring_topk(
@@ -203,12 +205,14 @@ def _one_tile_keys(
     description: str,
 ) -> list[np.ndarray]:
     """:func:`~auditor.retrieval.one_tile.one_tile_topk`, on a pool only when there are
-    several query blocks and threads (a pool costs more than a small problem's work)."""
+    several query blocks and threads and more than :data:`INLINE_ENTRIES` scores (a
+    pool, and the cores a batch's other workers use, cost more than a small problem's
+    work: an ML-100K-size model is ranked in the calling thread)."""
     n = queries.shape[0]
     previous_threads = torch.get_num_threads()
     try:
         with progress.track(description, n) as advance:
-            if n_threads == 1 or n <= query_block:
+            if n_threads == 1 or n <= query_block or n * tile.m <= INLINE_ENTRIES:
                 return one_tile_topk(queries, tile, k, exclude, query_block, None, advance)
             with ThreadPoolExecutor(n_threads) as pool:
                 return one_tile_topk(queries, tile, k, exclude, query_block, pool, advance)
