@@ -9,9 +9,15 @@ descending, then lower row; empty slots row -1, score -inf), so the a = 1 and a 
 lists are those of :func:`~auditor.retrieval.search.sharded_topk` without and with
 ``normalise``.
 
+* A table that fits in one tile (a small model: K is a large share of its rows, so
+  there is nothing to prune) is ranked densely by :mod:`~auditor.retrieval.one_tile`,
+  in the calling thread unless the problem is large and there are several threads.
 * Rows are scanned shard by shard (a table larger than the memory ceiling is read in
   row shards, :func:`shard_bounds`); inside a shard by
   decreasing norm, so the floors of the scorings with a > 0 rise within a few tiles.
+* Every scan starts from floors seeded by a sample of 2,048 rows ranked densely
+  (:class:`~auditor.retrieval.one_tile.FloorSeed`): without them the first tiles pass
+  nearly every entry.
 * Zero vectors: never served by cosine (no direction); score 0 for a > 0 (the limit).
 * Query blocks run on one thread each (torch single-threaded in each; sgemm and the
   elementwise passes release the GIL).
@@ -37,12 +43,13 @@ from auditor.alpha import norm_weights, query_factors
 from auditor.errors import EmbeddingTableError, QueryError
 from auditor.memory import MIN_BLOCK_ROWS, block_rows, memory_budget
 from auditor.progress import SILENT, Progress
+from auditor.retrieval.one_tile import FloorSeed, OneTile, one_tile_topk
 from auditor.retrieval.scoring_blocks import (
-    CAPACITY_EXTRA,
     ROW_LIMIT,
     SEGMENT,
     PreparedShard,
     TopKBuffer,
+    buffer_capacity,
     block_exclusions,
     decode,
     scan_block,
@@ -60,6 +67,8 @@ STATE_BYTES = 1 << 28
 """Bound on the per-query buffers held at once; more queries are ranked in chunks."""
 MIN_QUERY_BLOCK = 16
 """Fewest queries per block when a small memory ceiling shrinks the score tiles."""
+INLINE_ENTRIES = 1 << 23
+"""Scores (queries x rows) up to which a one-tile problem runs in the calling thread."""
 
 
 def multi_scoring_topk(
@@ -116,11 +125,19 @@ def multi_scoring_topk(
     if budget is not None:  # the scan's working set (score tiles, per-query buffers): an eighth of the ceiling each
         query_block = max(MIN_QUERY_BLOCK, min(query_block, budget // (8 * 4 * item_block * n_threads)))
         state_bytes = min(state_bytes, budget // 8)
-    chunk = max(query_block, state_bytes // (len(exponents) * (2 * k + CAPACITY_EXTRA) * 8))
+    tile = OneTile(table, norms, exponents, shift_table) if device == "cpu" and m <= item_block else None
+    if tile is not None and tile.fits:  # one tile: nothing for the scan to prune
+        keys = _one_tile_keys(scaled, tile, k, exclude, query_block, n_threads, progress, description)
+        return {
+            a: _float32_if_it_fits(*_final_lists(best, k, a, query_norms, shift_table, shift_query, True))
+            for a, best in zip(exponents, keys)
+        }
+    chunk = max(query_block, state_bytes // (len(exponents) * buffer_capacity(k) * 8))
     # Without rescaling every |score| <= |q| |k| <= dim max|x| max|q| fits float32.
     dtype = np.float64 if shift_table or shift_query else np.float32
     found = {a: (np.empty((n, k), dtype=dtype), np.empty((n, k), dtype=np.int64)) for a in exponents}
     cached: list[PreparedShard] = []
+    seed = FloorSeed(table, norms, exponents, shift_table, k)
 
     def shard_at(s0: int, s1: int, pool: Executor | None) -> PreparedShard:
         if cached:  # one shard: prepared once for every chunk of queries
@@ -141,6 +158,13 @@ def multi_scoring_topk(
             for c0 in range(0, n, chunk):
                 c1 = min(c0 + chunk, n)
                 buffers = [_ChunkBuffers(c1 - c0, k) for _ in exponents]
+                if seed.usable:
+                    chunk_norms = np.ldexp(query_norms[c0:c1], -shift_query)
+                    seeded = seed.floors(
+                        scaled[c0:c1], chunk_norms, _rows_of(exclude, c0, c1), query_block, pool if n_threads > 1 else None
+                    )
+                    for buffer, floor in zip(buffers, seeded):
+                        buffer.floor[:] = floor
                 for s0, s1 in bounds:
                     shard = shard_at(s0, s1, pool if n_threads > 1 else None)
 
@@ -170,17 +194,51 @@ def multi_scoring_topk(
     return {a: _float32_if_it_fits(scores, rows) for a, (scores, rows) in found.items()}
 
 
+def _one_tile_keys(
+    queries: np.ndarray,
+    tile: OneTile,
+    k: int,
+    exclude: tuple[np.ndarray, np.ndarray] | None,
+    query_block: int,
+    n_threads: int,
+    progress: Progress,
+    description: str,
+) -> list[np.ndarray]:
+    """:func:`~auditor.retrieval.one_tile.one_tile_topk`, on a pool only when there are
+    several query blocks and threads and more than :data:`INLINE_ENTRIES` scores (a
+    pool, and the cores a batch's other workers use, cost more than a small problem's
+    work: an ML-100K-size model is ranked in the calling thread)."""
+    n = queries.shape[0]
+    previous_threads = torch.get_num_threads()
+    try:
+        with progress.track(description, n) as advance:
+            if n_threads == 1 or n <= query_block or n * tile.m <= INLINE_ENTRIES:
+                return one_tile_topk(queries, tile, k, exclude, query_block, None, advance)
+            with ThreadPoolExecutor(n_threads) as pool:
+                return one_tile_topk(queries, tile, k, exclude, query_block, pool, advance)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
 class _ChunkBuffers:
     """One scoring's buffers for a chunk of queries (see :class:`TopKBuffer`)."""
 
     def __init__(self, n: int, k: int) -> None:
-        self.keys = np.zeros((n, 2 * k + CAPACITY_EXTRA), dtype=np.uint64)
+        self.keys = np.zeros((n, buffer_capacity(k)), dtype=np.uint64)
         self.fill = np.zeros(n, dtype=np.int64)
         self.floor = np.full(n, -np.inf, dtype=np.float32)
         self.k = k
 
     def block(self, b0: int, b1: int) -> TopKBuffer:
         return TopKBuffer(self.keys[b0:b1], self.fill[b0:b1], self.floor[b0:b1], self.k)
+
+
+def _rows_of(exclude: tuple[np.ndarray, np.ndarray] | None, q0: int, q1: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The exclusions (CSR) of queries [q0, q1)."""
+    if exclude is None:
+        return None
+    indptr, rows = exclude
+    return indptr[q0 : q1 + 1] - indptr[q0], rows[indptr[q0] : indptr[q1]]
 
 
 def _check_alphas(alphas: Sequence[float]) -> tuple[float, ...]:
@@ -294,7 +352,7 @@ def _tile_block(rows: np.ndarray, picked: np.ndarray, shift: int) -> np.ndarray:
 def _tiles(n_rows: int, item_block: int, k: int) -> list[tuple[int, int]]:
     """Tile bounds: :data:`FIRST_TILE` rows (at least the buffer's capacity), doubling
     up to ``item_block``."""
-    first = max(FIRST_TILE, 2 * k + CAPACITY_EXTRA + 1)
+    first = max(FIRST_TILE, buffer_capacity(k) + 1)
     size = min(item_block, -(-first // SEGMENT) * SEGMENT)  # whole segments
     tiles, start = [], 0
     while start < n_rows:
@@ -305,10 +363,17 @@ def _tiles(n_rows: int, item_block: int, k: int) -> list[tuple[int, int]]:
 
 
 def _final_lists(
-    keys: np.ndarray, k: int, alpha: float, query_norms: np.ndarray, shift_table: int, shift_query: int
+    keys: np.ndarray,
+    k: int,
+    alpha: float,
+    query_norms: np.ndarray,
+    shift_table: int,
+    shift_query: int,
+    ranked: bool = False,
 ) -> TopK:
-    """Each query's K best keys in contract order, as (scores |q|^a |k|^a cos, rows)."""
-    best = np.sort(keys, axis=1)[:, ::-1][:, :k]
+    """Each query's K best keys in contract order, as (scores |q|^a |k|^a cos, rows);
+    ``ranked``: ``keys`` already hold them, in order."""
+    best = keys if ranked else np.sort(keys, axis=1)[:, ::-1][:, :k]
     ranking, rows = decode(best)
     scores = ranking.astype(np.float64)
     scale = shift_query + shift_table * alpha
