@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -50,12 +51,12 @@ class Journal:
             return
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
+                self._fd = _open_fresh(self.path)
             data = memoryview(text.encode())
             while data:  # a short write (a signal, a full pipe) goes on where it stopped
                 data = data[os.write(self._fd, data):]
         except OSError as exc:
-            self.remove()
+            self.remove()  # never what another process put under the journal's name
             raise OutputError(f"cannot write {self.path} (the results journal): {exc.strerror or exc}") from exc
 
     def remove(self) -> None:
@@ -64,15 +65,45 @@ class Journal:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
-        if self.path is not None:
+        if self.path is not None and self.path.is_file() and not self.path.is_symlink():
             with contextlib.suppress(OSError):
-                self.path.unlink(missing_ok=True)
+                self.path.unlink()
+
+
+_NOT_A_FILE = "something other than a regular file (a FIFO, a device, a folder) has its name"
+
+
+def check_journal_place(path: Path | None) -> None:
+    """OutputError, before any audit runs, when something the journal could not replace
+    (a FIFO, a device, a folder) has its name; a symlink there is replaced, not followed."""
+    if path is not None and not path.is_symlink() and path.exists() and not path.is_file():
+        raise OutputError(f"cannot write {path} (the results journal): {_NOT_A_FILE}; remove it or choose another output")
+
+
+def _open_fresh(path: Path) -> int:
+    """An empty journal at ``path`` opened for appending. Whatever is planted under the
+    journal's name is never written through: a symlink is replaced (as outputs are, see
+    :mod:`auditor.io`), and anything but a regular file (a FIFO, a device) is refused
+    without blocking."""
+    if path.is_symlink():
+        path.unlink()
+    not_a_file = OSError(0, _NOT_A_FILE)
+    if path.exists() and not path.is_file():
+        raise not_a_file
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # put there since the check above
+        os.close(fd)
+        raise not_a_file
+    os.ftruncate(fd, 0)
+    return fd
 
 
 def read_journal(path: Path | None) -> list[dict[str, Any]]:
     """The records a journal holds, in the order written (a line cut mid-write, or one that
-    is not a record, is dropped); none without a journal."""
-    if path is None or not path.is_file():
+    is not a record, is dropped); none without a journal. A symlink under the journal's
+    name is not followed: a journal is only ever a file popaudit wrote there."""
+    if path is None or path.is_symlink() or not path.is_file():
         return []
     records: list[dict[str, Any]] = []
     try:
@@ -91,4 +122,4 @@ def read_journal(path: Path | None) -> list[dict[str, Any]]:
     return records
 
 
-__all__ = ["Journal", "journal_path", "read_journal"]
+__all__ = ["Journal", "check_journal_place", "journal_path", "read_journal"]

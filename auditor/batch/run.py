@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from auditor.batch.dispatch import Records, dispatch
-from auditor.batch.journal import journal_path, read_journal
+from auditor.batch.journal import check_journal_place, journal_path, read_journal
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
@@ -147,6 +147,7 @@ def _jobs(
     journal = journal_path(Path(output))
     outputs = {setting("output"): Path(output), **({} if journal is None else {f"{setting('output')} (its journal)": journal})}
     check_not_inputs({**outputs, **(other_outputs or {})}, batch_inputs(parsed, defaults))
+    check_journal_place(journal)
     return all_jobs
 
 

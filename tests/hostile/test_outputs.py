@@ -122,6 +122,28 @@ def _full(command: list[str]) -> Any:
     return build
 
 
+def _journal_planted(kind: str) -> Any:
+    """Something planted under the name of the results journal (``.r.parquet.journal``):
+    a symlink to a file the user keeps, or a FIFO nobody reads."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        _victim(d)
+        write(d, "m.csv", "model\nitems.npy\n")
+        if kind == "symlink":
+            symlink(d, JOURNAL, VICTIM)
+        else:
+            fifo(d, JOURNAL)
+        args = ["batch", "m.csv", "--interactions", "log.parquet", *FAST, "-o", "r.parquet"]
+        if kind == "symlink":  # replaced by the journal, then removed with it: the victim stays
+            return Built(args, outputs=("r.parquet",), replaced=(JOURNAL,), must_exist=("r.parquet",),
+                         check=lambda folder, _: None if not (folder / JOURNAL).exists() else pytest.fail("journal left"))
+        return Built(args, outputs=("r.parquet",))
+
+    return build
+
+
+JOURNAL = ".r.parquet.journal"
 NO_READER = r"cannot write pipe: it is a FIFO \(named pipe\) that no process is reading"
 CASES = [
     Case("json-symlink-to-victim", _check_case("r.json", VICTIM, "--json", "r.json"), EXIT_OK, None),
@@ -143,6 +165,10 @@ CASES = [
     Case("html-fifo-no-reader", _fifo_output("--html"), EXIT_ERROR, NO_READER, timeout=30),
     Case("markdown-fifo-no-reader", _fifo_output("--markdown"), EXIT_ERROR, NO_READER, timeout=30),
     Case("output-fifo-no-reader", _fifo_output("-o", "--format", "json"), EXIT_ERROR, NO_READER, timeout=30),
+    Case("batch-journal-symlink-to-victim", _journal_planted("symlink"), EXIT_OK, None),
+    Case("batch-journal-fifo", _journal_planted("fifo"), EXIT_ERROR,
+         r"cannot write \.r\.parquet\.journal \(the results journal\): something other than a regular file"
+         r".*remove it or choose another output", process=True, timeout=60),
     Case("batch-html-fifo-no-reader", _fifo_output("--html", command="batch"), EXIT_ERROR, NO_READER, process=True,
          timeout=60),
     Case("retrain-dev-full", _full(["retrain", "--n-users", "20", "--n-items", "10", "--n-interactions", "100",

@@ -145,6 +145,16 @@ def _edit_plugin(d: Path) -> None:
     write(d, "p.py", "X = 2\n")
 
 
+def _journal_link(d: Path) -> None:
+    """A symlink under the results journal's name to a file elsewhere holding a forged
+    record of row 1 (its provenance intact): a journal is only a file popaudit wrote there,
+    so the link is not followed and row 1 stays as the results file has it."""
+    forged = {**_rows(d)[1], "report_json": "{}", "spearman": 0.99}
+    (d / "elsewhere").mkdir()
+    write(d, "elsewhere/forged.jsonl", json.dumps(forged) + "\n")
+    os.symlink("elsewhere/forged.jsonl", d / ".r.parquet.journal")
+
+
 def _says(pattern: str) -> str:
     return r"--resume: \d+ finished row\(s\) audited again because what produced them changed \(.*" + pattern
 
@@ -183,6 +193,8 @@ CASES = [
          stderr=_says(r"its plugins\[0\] file .*p\.py changed \(content\)")),
     Case("resume-garbled-provenance", _resume(_garble_row_1, check=_kept(0)), EXIT_OK, None,
          stderr=_says(r"row 1: its recorded provenance is unreadable")),
+    Case("resume-journal-symlink-not-followed", _resume(_journal_link, check=_kept(0, 1)), EXIT_OK, None,
+         absent=r"audited again"),
     Case("resume-foreign-results-refused", _resume(_foreign_results), EXIT_ERROR,
          r"cannot resume from r\.parquet: it records no provenance \(it was not written by popaudit, or by a "
          r"version before results_version 2\)"),
