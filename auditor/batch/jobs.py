@@ -34,6 +34,12 @@ class BatchJob:
     error: str | None = None
 
 
+def row_title(row: int, model: str | None) -> str:
+    """How messages name a manifest row: its number and model cell ("lists only" for a
+    row that audits served lists without a model)."""
+    return f"row {row} ({model or 'lists only'})"
+
+
 def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) -> list[BatchJob]:
     """A job per manifest row: the batch ``defaults`` overridden by the row's cells.
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from auditor.batch.dispatch import Records, dispatch
 from auditor.batch.journal import check_journal_place, journal_path, read_journal
-from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs
+from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs, row_title
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
 from auditor.batch.results import ResultsWriter, has_provenance, read_results, results_manifest
@@ -166,7 +166,7 @@ def _fail_early(writer: ResultsWriter, jobs: list[BatchJob], provenance: Provena
     bad = [job for job in todo if job.config is None] + _missing_inputs(todo)
     writer.add(error_record(job, job.error or "") for job in bad)
     for number, job in enumerate(bad, 1):
-        progress.note(f"row {job.row} ({job.model}) failed [{number} failed so far]: {job.error}")
+        progress.note(f"{row_title(job.row, job.model)} failed [{number} failed so far]: {job.error}")
     failed_early = {job.row for job in bad}
     runnable = [job for job in todo if job.row not in failed_early]
     for job in runnable:
@@ -190,7 +190,7 @@ def _collect(
                 if record["status"] == STATUS_ERROR:
                     n_failed += 1
                     progress.note(
-                        f"row {record['row']} ({record['model']}) failed "
+                        f"{row_title(record['row'], record['model'])} failed "
                         f"[{n_failed} failed so far]: {record['error']}"
                     )
             if records:

@@ -169,6 +169,7 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
     """Rows audited again on resume, the summary (unless quiet), failed rows, the HTML page."""
     from auditor.cli._reports import print_report, rendered
     from auditor.io import write_atomic
+    from auditor.batch.jobs import row_title
     from auditor.report.batch_summary import batch_document, summarise
 
     if outcome.recomputed:  # said even with -q: a resumed file is not what it was
@@ -184,7 +185,7 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
 
         print_report(document, width=max(100, Console().width))
     for row, model, error in summary.failures:
-        stderr.print(f"row {row} ({model}) failed: {error}", style="red", markup=False, highlight=False, soft_wrap=True)
+        stderr.print(f"{row_title(row, model)} failed: {error}", style="red", markup=False, highlight=False, soft_wrap=True)
     if html_path is not None:
         write_atomic(html_path, rendered(document, "html"))
 
@@ -192,6 +193,7 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
 def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
     """Each gate that trips for an audited row, said on stderr; True when any did.
     GateError when no audited row measured a gate's metric."""
+    from auditor.batch.jobs import row_title
     from auditor.gate import evaluate_gates, require_measured
 
     audited = [record for record in table.to_pylist() if record["status"] == "ok"]
@@ -200,7 +202,7 @@ def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
         for gate in outcomes:
             if gate.tripped:
                 stderr.print(
-                    f"gate row {record['row']} ({record['model']}): {gate.describe()}",
+                    f"gate {row_title(record['row'], record['model'])}: {gate.describe()}",
                     style="red", markup=False, highlight=False, soft_wrap=True,
                 )
     require_measured(gates, runs, where="in any audited row")
