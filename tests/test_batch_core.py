@@ -35,7 +35,8 @@ from auditor.batch.dispatch import _group_order
 from auditor.config import AuditConfig
 from auditor.errors import InputError, ManifestError
 from auditor.progress import Progress
-from auditor.report.batch_summary import summarise, summary_html
+from auditor.batch.summary import summarise
+from auditor.report.batch_summary import summary_html
 from auditor.result import (
     AuditResult,
     Condition,

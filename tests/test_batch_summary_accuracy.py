@@ -8,7 +8,8 @@ import json
 
 import pyarrow as pa
 
-from auditor.report.batch_summary import batch_document, summarise
+from auditor.batch.summary import summarise
+from auditor.report.batch_summary import batch_document
 
 
 def table() -> pa.Table:

@@ -9,7 +9,7 @@ import pytest
 from scipy import special
 from scipy import stats as sps
 
-from auditor.metrics.correlations import average_ranks, discordant_pairs, kendall_tau_b, pearson, spearman
+from auditor.metrics.correlations import average_ranks, discordant_pairs, kendall_tau_b, kendall_tau_test, pearson, spearman
 from auditor.metrics.percentile_bootstrap import percentile_bootstrap, resample_batch
 from auditor.metrics.spearman_ci import spearman_ci
 from auditor.metrics.student_t import normal_quantile, regularized_beta, t_two_sided_p
@@ -132,3 +132,20 @@ def test_bootstrap_threads_change_nothing():
     one = percentile_bootstrap(freqs, norms, 700, 3, 0.95, threads=1)
     assert percentile_bootstrap(freqs, norms, 700, 3, 0.95, threads=3) == one
     assert spearman_ci(freqs, norms, n_bootstrap=700, seed=3)[:2] == one
+
+
+def test_kendall_test_p_values_are_scipys():
+    # By hand: 3 items in order, all 3 pairs concordant: tau 1, and 2 of the 3! = 6
+    # permutations are as extreme (the order and its reverse): p = 1/3.
+    assert tuple(kendall_tau_test(np.arange(3), np.arange(3))) == pytest.approx((1.0, 1 / 3))
+    rng = np.random.default_rng(5)
+    cases = [(np.arange(n, dtype=float), rng.permutation(n).astype(float)) for n in (4, 7, 12, 33, 34, 60, 500)]
+    cases += [(np.arange(40.0), np.arange(40.0)), (np.arange(40.0), np.r_[1.0, 0.0, np.arange(2.0, 40.0)])]  # exact at n > 33
+    cases += [(np.arange(n, dtype=float), rng.integers(0, 5, n).astype(float)) for n in (5, 20, 200)]  # ties: asymptotic
+    cases += [(rng.integers(0, 3, 50).astype(float), rng.integers(0, 4, 50).astype(float))]
+    for x, y in cases:
+        ours, reference = kendall_tau_test(x, y), sps.kendalltau(x, y)
+        assert ours.statistic == reference.statistic, len(x)
+        assert ours.pvalue == pytest.approx(reference.pvalue, rel=1e-12, abs=1e-300), len(x)
+    assert all(math.isnan(v) for v in kendall_tau_test(np.arange(5.0), np.ones(5)))
+    assert all(math.isnan(v) for v in kendall_tau_test(np.array([1.0]), np.array([2.0])))

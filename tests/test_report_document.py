@@ -17,7 +17,8 @@ from auditor.plugins import get_plugin_manager
 from auditor.plugins.renderers import render, render_document
 from auditor.report import content as c
 from auditor.report.audit_doc import audit_document
-from auditor.report.batch_summary import batch_document, summarise
+from auditor.batch.summary import summarise
+from auditor.report.batch_summary import batch_document
 from auditor.report.document import Document, Figure, Heading, Paragraph, Section, Table
 from auditor.report.experiment_summary import experiment_document
 from auditor.report.mitigation_summary import mitigation_document

@@ -65,7 +65,8 @@ def test_audit_reports_say_n_a_where_a_value_is_missing() -> None:
 
 def test_batch_summary_says_n_a_where_a_value_is_missing() -> None:
     from auditor.batch.results import ResultsWriter
-    from auditor.report.batch_summary import summarise, summary_console, summary_html
+    from auditor.batch.summary import summarise
+    from auditor.report.batch_summary import summary_console, summary_html
 
     writer = ResultsWriter(Path("unused.parquet"), (100,))
     writer.add({"row": i, "model": m, "status": s, "error": None if s == "ok" else "ValueError: x",

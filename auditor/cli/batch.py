@@ -170,7 +170,8 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
     from auditor.cli._reports import print_report, rendered
     from auditor.io import write_atomic
     from auditor.batch.jobs import row_title
-    from auditor.report.batch_summary import batch_document, summarise
+    from auditor.batch.summary import summarise
+    from auditor.report.batch_summary import batch_document
 
     if outcome.recomputed:  # said even with -q: a resumed file is not what it was
         shown = "; ".join(f"row {row}: {why}" for row, why in outcome.recomputed[:10])
