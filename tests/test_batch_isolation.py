@@ -128,6 +128,17 @@ def wait_for(condition: Callable[[], bool], timeout: float, proc: subprocess.Pop
     return condition()
 
 
+def saved_rows(results: Path) -> int:
+    """Rows in the results file as it is now (-1: none yet). Read through one open file:
+    the batch replaces the file while it runs, and ``pq.read_table(path)`` opens the path
+    twice (footer, then pages), so it can pair one version's footer with the next's pages."""
+    try:
+        with open(results, "rb") as fh:
+            return pq.ParquetFile(fh).metadata.num_rows
+    except FileNotFoundError:
+        return -1
+
+
 def started(folder: Path) -> list[str]:
     log = folder / "started.log"
     return [line.split()[1] for line in log.read_text().splitlines()] if log.exists() else []
@@ -363,7 +374,7 @@ def test_ctrl_c_saves_the_finished_rows_and_prints_the_command_to_continue(slow_
         # sends SIGINT to the whole foreground process group).
         assert wait_for(lambda: "slow2" in started(d), 60, proc), proc.communicate(timeout=5)
         # Rows finished in quick succession are saved together a moment later (results.py).
-        assert wait_for(lambda: out.exists() and pq.read_table(out).num_rows == 2, 10), pq.read_table(out).num_rows
+        assert wait_for(lambda: saved_rows(out) == 2, 10), saved_rows(out)
         os.killpg(proc.pid, signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=20)
         gone = wait_for(lambda: not marked_processes(token), 10)

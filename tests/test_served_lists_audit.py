@@ -233,7 +233,7 @@ def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path
         assert by_label[label]["gini_served@10"] == pytest.approx(dot["gini"]), label
     assert by_label["beside"]["overlap_served_dot@10"] == 1.0
     assert by_label["nothing"]["status"] != "ok" and "recommendations" in (by_label["nothing"]["error"] or "")
-    assert "row 3 (lists only) failed" in run.stderr  # a row without a model is named as such, not "row 3 ()"
+    assert "row 3 (no model) failed" in run.stderr  # named as such, not "row 3 ()"
 
 
 def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:

@@ -35,9 +35,9 @@ class BatchJob:
 
 
 def row_title(row: int, model: str | None) -> str:
-    """How messages name a manifest row: its number and model cell ("lists only" for a
-    row that audits served lists without a model)."""
-    return f"row {row} ({model or 'lists only'})"
+    """How messages name a manifest row: its number and model cell ("no model" for a row
+    without one, which audits served lists alone)."""
+    return f"row {row} ({model or 'no model'})"
 
 
 def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) -> list[BatchJob]:

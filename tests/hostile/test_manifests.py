@@ -198,7 +198,7 @@ CASES = [
          stderr=r"row 0 \(nope\.npy\) failed: .*not found.*nope\.npy.*row 1 \(items\.npy\) failed: .*not found.*gone\.parquet"),
     Case("row-model-dev-zero-and-empty-cell", _batch('model\n/dev/zero\n""\nitems.npy\n', outputs=RESULTS,
                                                      check=_results("error", "error", "ok")), EXIT_OK, None,
-         stderr=r"row 0 \(/dev/zero\) failed: .*character device.*row 1 \(\) failed: .*model cell is empty"),
+         stderr=r"row 0 \(/dev/zero\) failed: .*character device.*row 1 \(no model\) failed: .*model cell is empty"),
     Case("row-interactions-fifo", _batch("model,interactions\nitems.npy,pipe.parquet\n", outputs=RESULTS,
                                          make=lambda d: fifo(d, "pipe.parquet"), check=_results("error")),
          EXIT_OK, None, stderr=r"row 0 \(items\.npy\) failed: .*pipe\.parquet is a FIFO"),
