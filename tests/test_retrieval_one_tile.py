@@ -150,3 +150,21 @@ def test_passing_entries_alike_on_host_and_device_paths() -> None:
     expected = np.argwhere(tile.numpy() >= threshold.numpy()[:, None])
     np.testing.assert_array_equal(np.stack([query, segment * 128 + column], axis=1), expected)
     np.testing.assert_array_equal(dots, tile.numpy()[expected[:, 0], expected[:, 1]])
+
+
+def test_tables_up_to_one_tile_rows_are_ranked_densely(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 5,000 rows: beyond one default score tile (2,048), within ONE_TILE_ROWS: no tiled scan
+    # by default, the same lists as the tiled scan; a memory ceiling that shards the table
+    # keeps the tiled scan (the dense tile would hold the whole table).
+    table, queries = _floats(5000, 40, 8, 31)
+    exclude = _exclusions(40, 5000, 32)
+    tiled = _tiled(queries, table, 30, exclude=exclude)
+    sharded = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude, max_memory=40_000)
+    _no_tiled_scan(monkeypatch)
+    dense = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude)
+    _check(dense, queries, table, 30, exclude)
+    for alpha in ALPHAS:
+        np.testing.assert_array_equal(dense[alpha][1], tiled[alpha][1])
+        np.testing.assert_array_equal(dense[alpha][1], sharded[alpha][1])
+    with pytest.raises(AssertionError, match="the tiled scan ran"):
+        multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude, max_memory=40_000)

@@ -43,7 +43,7 @@ from auditor.alpha import norm_weights, query_factors
 from auditor.errors import EmbeddingTableError, QueryError
 from auditor.memory import MIN_BLOCK_ROWS, block_rows, memory_budget
 from auditor.progress import SILENT, Progress
-from auditor.retrieval.one_tile import FloorSeed, OneTile, one_tile_topk
+from auditor.retrieval.one_tile import ONE_TILE_ROWS, FloorSeed, OneTile, dense_query_block, one_tile_topk
 from auditor.retrieval.scoring_blocks import (
     ROW_LIMIT,
     SEGMENT,
@@ -81,7 +81,7 @@ def multi_scoring_topk(
     description: str = "exact search, every scoring",
     max_memory: int | None = None,
     query_block: int = QUERY_BLOCK,
-    item_block: int = ITEM_BLOCK,
+    item_block: int | None = None,
     threads: int | None = None,
     device: str = "cpu",
 ) -> dict[float, TopK]:
@@ -92,11 +92,11 @@ def multi_scoring_topk(
     ``alphas``: distinct exponents in [0, 1]. ``exclude``: ``(indptr int64 (n+1,), rows
     int64)``, CSR of each query's excluded table rows, or None. Returns ``{a: (scores,
     rows int64)}``, each (n, k) under the top-K contract, scores ``|q|^a |k|^a cos``.
-    ``query_block``/``item_block`` size the score tiles; ``threads`` caps the threads
-    (default: torch's thread count). ``device``: ``"cuda"`` computes each score tile's
-    inner products on the GPU (the table's tiles held there; TF32 off) and brings only
-    the candidates back; the ranking is the CPU's, so lists equal the CPU's up to
-    float32 near-ties of the inner products.
+    ``query_block``/``item_block`` size the score tiles (default: up to :data:`ONE_TILE_ROWS`
+    rows are one tile); ``threads`` caps the threads (default: torch's). ``device``: ``"cuda"``
+    computes each score tile's inner products on the GPU (the table's tiles held there; TF32
+    off) and brings only the candidates back; the ranking is the CPU's, so lists equal the
+    CPU's up to float32 near-ties of the inner products.
     """
     exponents = _check_alphas(alphas)
     if k < 1:
@@ -121,11 +121,14 @@ def multi_scoring_topk(
     bounds = shard_bounds(m, dim, max_memory)
     n_threads = max(1, threads if threads is not None else torch.get_num_threads())
     state_bytes = STATE_BYTES
+    dense = device == "cpu" and len(bounds) == 1 and m <= (ONE_TILE_ROWS if item_block is None else item_block)
+    item_block, query_block = (m, dense_query_block(query_block, m, MIN_QUERY_BLOCK)) if dense else (
+        item_block or ITEM_BLOCK, query_block)
     budget = memory_budget(max_memory)
     if budget is not None:  # the scan's working set (score tiles, per-query buffers): an eighth of the ceiling each
         query_block = max(MIN_QUERY_BLOCK, min(query_block, budget // (8 * 4 * item_block * n_threads)))
         state_bytes = min(state_bytes, budget // 8)
-    tile = OneTile(table, norms, exponents, shift_table) if device == "cpu" and m <= item_block else None
+    tile = OneTile(table, norms, exponents, shift_table) if dense else None
     if tile is not None and tile.fits:  # one tile: nothing for the scan to prune
         keys = _one_tile_keys(scaled, tile, k, exclude, query_block, n_threads, progress, description)
         return {
