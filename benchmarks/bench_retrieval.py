@@ -13,6 +13,10 @@ Two cases, each timed in the same run on the same vectors:
   call by at least 4x. Measured at the issue's size (1M x 32, 1k queries, K=10) on the
   shared two-core machine: 5.98x (bare dot 12.5 s + cosine 19.4 s vs the section 5.3 s).
 
+On the idle two-core development machine (faiss 1.15.1, two OpenMP threads, wall clock):
+main case 0.461 (section 20.2 s against bare dot 23.3 s + cosine 20.6 s; dot and cosine
+alone 0.384); trap case 7.13x (section 1.83 s against 6.70 s + 6.35 s).
+
 Main case at the issue's size, one thread each, process CPU time (``--one-thread``; the
 two-thread wall-clock lines swing with the shared machine's load, FAISS's OpenMP threads
 most): the one-pass kernel with the section's five scorings took 36.0 s against two bare
