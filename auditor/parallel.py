@@ -18,6 +18,8 @@ here, so every pool behaves alike:
 * **Time limits**: a worker reports (task, pid) as a task begins (:func:`task_started`);
   a :class:`TaskClock` kills the worker of a task that runs too long.
 * **Dask**: :func:`dask_client`, a client of a running ``dask.distributed`` cluster.
+* **Cores**: :func:`usable_cores`, the cores this process may run on (affinity and a
+  cgroup quota), which thread counts (training, a batch worker, the bootstrap) start from.
 
 Pool workers receive what runs there by qualified name: everything here a worker calls
 must stay importable as ``auditor.parallel``. This module imports nothing of popaudit
@@ -26,6 +28,7 @@ but the bottom layers (errors, memory).
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import select
@@ -40,6 +43,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from multiprocessing import process, util
 from multiprocessing.context import BaseContext
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -52,6 +56,39 @@ _WORKER: dict[str, Any] = {}
 _WATCH_POLL_SECONDS = 0.25
 """How often a worker checks the main process where no pidfd can wait for it."""
 _PR_SET_PDEATHSIG = 1
+
+
+# ---------------------------------------------------------------- cores
+
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+"""The cgroup v2 CPU quota of this process's container, when there is one."""
+
+
+def usable_cores() -> int:
+    """Cores this process may run on: its CPU affinity, lowered by a cgroup v2 quota."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    if quota is not None:
+        cores = min(cores, quota)
+    return max(1, cores)
+
+
+def _cgroup_quota() -> int | None:
+    """Whole cores granted by the cgroup v2 ``cpu.max`` quota (rounded up), None if unlimited."""
+    try:
+        text = CGROUP_CPU_MAX.read_text().split()
+    except OSError:
+        return None
+    if len(text) != 2 or text[0] == "max":
+        return None
+    try:
+        quota, period = int(text[0]), int(text[1])
+    except ValueError:
+        return None
+    return max(1, math.ceil(quota / period)) if quota > 0 and period > 0 else None
 
 
 # ---------------------------------------------------------------- pools

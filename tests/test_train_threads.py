@@ -1,4 +1,5 @@
-"""torch's thread default for training (auditor/train/threads.py) and --threads."""
+"""torch's thread default for training (auditor/train/threads.py, with the usable cores of
+auditor/parallel.py) and --threads."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from auditor import parallel
 from auditor.cli import cli
 from auditor.train import threads
 
@@ -16,14 +18,14 @@ from auditor.train import threads
 def test_usable_cores_follow_affinity_and_the_cgroup_quota(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
     quota = tmp_path / "cpu.max"
-    monkeypatch.setattr(threads, "CGROUP_CPU_MAX", quota)
-    assert threads.usable_cores() == 6  # no cgroup file
+    monkeypatch.setattr(parallel, "CGROUP_CPU_MAX", quota)
+    assert parallel.usable_cores() == 6  # no cgroup file
     quota.write_text("max 100000\n")
-    assert threads.usable_cores() == 6  # unlimited
+    assert parallel.usable_cores() == 6  # unlimited
     quota.write_text("250000 100000\n")
-    assert threads.usable_cores() == 3  # 2.5 cores of quota: 3 threads
+    assert parallel.usable_cores() == 3  # 2.5 cores of quota: 3 threads
     quota.write_text("garbage\n")
-    assert threads.usable_cores() == 6
+    assert parallel.usable_cores() == 6
 
 
 def test_default_threads_cap_and_share_among_jobs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from auditor.batch.jobs import BatchJob
 from auditor.batch.results import FIXED_COLUMNS
 from auditor.flat import flat_metrics_from_report
-from auditor.parallel import task_started
+from auditor.parallel import task_started, usable_cores
 from auditor.progress import SILENT
 from auditor.result import CONDITION_IDS
 from auditor.summaries import STATUS_ERROR, STATUS_OK
@@ -61,11 +61,7 @@ def share_cores(workers: int) -> None:
         return
     import torch  # heavy: a worker's audits load it anyway (the forkserver preloaded it)
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    torch.set_num_threads(max(1, cores // workers))
+    torch.set_num_threads(max(1, usable_cores() // workers))
 
 
 def _worker_plugins(paths: tuple[Path, ...]) -> Any:

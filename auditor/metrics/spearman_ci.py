@@ -8,7 +8,6 @@ checked by simulation in ``tests/test_bootstrap_coverage.py``.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -18,6 +17,7 @@ from auditor.metrics.correlations import average_ranks
 from auditor.metrics.percentile_bootstrap import percentile_bootstrap, resample_batch
 from auditor.metrics.resample_ranks import tie_groups, weighted_ranks
 from auditor.metrics.student_t import normal_quantile
+from auditor.parallel import usable_cores
 
 # Up to this many items the CI is a percentile bootstrap over all items. Above it the
 # standard error of ρ is bootstrapped on a seeded subsample of this many items and
@@ -88,7 +88,7 @@ def spearman_ci(
         return SpearmanInterval(float("nan"), float("nan"), "")
     if n <= BOOTSTRAP_MAX_ITEMS:
         batches = -(-n_bootstrap // resample_batch(n))
-        threads = max(1, min(batches, _cpu_count(), MAX_BOOTSTRAP_THREADS))
+        threads = max(1, min(batches, usable_cores(), MAX_BOOTSTRAP_THREADS))
         lo, hi = percentile_bootstrap(x, y, n_bootstrap, seed, level, threads=threads)
         return SpearmanInterval(lo, hi, f"percentile bootstrap, {n_bootstrap} resamples", n_bootstrap)
     centre = _spearman_rho(x, y) if rho is None else float(rho)
@@ -180,15 +180,10 @@ def _bootstrap_rho(x: np.ndarray, y: np.ndarray, n_bootstrap: int, rng: np.rando
         with np.errstate(invalid="ignore", divide="ignore"):
             return sxy / np.sqrt(sxx * syy)
 
-    threads = max(1, min(len(sizes), _cpu_count(), MAX_BOOTSTRAP_THREADS))
+    threads = max(1, min(len(sizes), usable_cores(), MAX_BOOTSTRAP_THREADS))
     if threads == 1:
         return np.concatenate([batch(j) for j in range(len(sizes))])
     with ThreadPoolExecutor(threads) as pool:
         return np.concatenate(list(pool.map(batch, range(len(sizes)))))
 
 
-def _cpu_count() -> int:
-    """Cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1

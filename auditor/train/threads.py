@@ -18,40 +18,11 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
+
+from auditor.parallel import usable_cores
 
 MAX_DEFAULT_THREADS = 8
 """The default never exceeds this many threads (small models gain nothing beyond)."""
-CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
-
-
-def usable_cores() -> int:
-    """Cores this process may run on: its CPU affinity, lowered by a cgroup v2 quota."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    quota = _cgroup_quota()
-    if quota is not None:
-        cores = min(cores, quota)
-    return max(1, cores)
-
-
-def _cgroup_quota() -> int | None:
-    """Whole cores granted by the cgroup v2 ``cpu.max`` quota (rounded up), None if unlimited."""
-    try:
-        text = CGROUP_CPU_MAX.read_text().split()
-    except OSError:
-        return None
-    if len(text) != 2 or text[0] == "max":
-        return None
-    try:
-        quota, period = int(text[0]), int(text[1])
-    except ValueError:
-        return None
-    return max(1, math.ceil(quota / period)) if quota > 0 and period > 0 else None
-
-
 def idle_cores() -> int:
     """Usable cores times the share of the machine the 1-minute load average leaves
     idle (at least 1): busy cores make threads wait, never run faster."""
