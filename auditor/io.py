@@ -13,6 +13,7 @@ disk included) is an :class:`~auditor.errors.OutputError` naming the target.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import tempfile
@@ -34,6 +35,16 @@ _KINDS = (
 def file_kind(mode: int) -> str:
     """What a non-regular file is, in words (from ``os.stat().st_mode``)."""
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def file_sha256(path: Path | str) -> str:
+    """SHA-256 of a file's bytes (hex), read in 1 MiB blocks; OSError when it cannot be
+    read (each caller says what that means for it)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def require_regular_file(

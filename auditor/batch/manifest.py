@@ -24,7 +24,6 @@ columns; only the person running the batch sets them, for every row.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import re
 import typing
@@ -40,7 +39,7 @@ import pyarrow.csv as pacsv
 
 from auditor.config import INTERACTION_FORMATS, QUERY_SOURCES, AuditConfig, DeclaredTraining, parse_memory_size
 from auditor.errors import ManifestError, setting
-from auditor.io import require_regular_file
+from auditor.io import file_sha256, require_regular_file
 from auditor.ranges import RANGES
 
 # Settings that are batch-wide, never per row: plugins change the worker's hook registry.
@@ -179,14 +178,10 @@ def read_manifest(path: Path) -> Manifest:
 
 def _file_sha256(path: Path) -> str:
     """SHA-256 of a manifest file's bytes; ManifestError when it cannot be read."""
-    digest = hashlib.sha256()
     try:
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        return file_sha256(path)
     except OSError as exc:
         raise ManifestError(f"cannot read manifest {path}: {exc.strerror or exc}") from exc
-    return digest.hexdigest()
 
 
 def _check_path_cells(path: Path, columns: Mapping[str, str], data: Mapping[str, list[Any]]) -> None:

@@ -13,7 +13,6 @@ whose provenance differs, or is missing, is audited again and the reason said.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import stat
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.config import QUERY_SOURCES, AuditConfig
+from auditor.io import file_sha256
 
 HASH_LIMIT = 64 << 20
 """Files up to this size are identified by content too (hashing 64 MiB takes ~0.1 s)."""
@@ -49,14 +49,10 @@ class FileStates:
 
 
 def _sha256(path: Path) -> str | None:
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+        return file_sha256(path)
     except OSError:
         return None
-    return digest.hexdigest()
 
 
 _FILE_SETTINGS = ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace", "recommendations")

@@ -14,7 +14,6 @@ before/after figures the rescaling changes (norms, the log–log slope, and with
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from auditor import __version__
 from auditor.alpha import RULE
 from auditor.config import ReadSettings, LoadOptions
 from auditor.errors import InputError, ModelLoadError, UntrustedPickleError, setting
-from auditor.io import atomic_path, check_not_inputs, is_special_file, require_regular_file
+from auditor.io import atomic_path, check_not_inputs, file_sha256, is_special_file, require_regular_file
 from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
 from auditor.plugin_api import ModelFormat, WriteJob
@@ -192,7 +191,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     del bundle  # the float32 copy check measures is not needed to write
 
     source = {"path": str(config.model), "resolved": str(Path(config.model).resolve()), "format": fmt,
-              "bytes": Path(config.model).stat().st_size, "sha256": _sha256(config.model)}
+              "bytes": Path(config.model).stat().st_size, "sha256": file_sha256(config.model)}
     sidecar = sidecar_path(config.output)
     with ExitStack() as stack:
         side_tmp = stack.enter_context(atomic_path(sidecar))  # renamed last: after the model
@@ -207,7 +206,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             rule=RULE,
             source=source,
             output={"path": str(config.output), "sidecar": str(sidecar), "format": written.format or fmt,
-                    "bytes": out_tmp.stat().st_size, "sha256": _sha256(out_tmp)},
+                    "bytes": out_tmp.stat().st_size, "sha256": file_sha256(out_tmp)},
             item_key=job.item_key,
             n_items=n_items,
             dim=job.dim,
@@ -283,14 +282,6 @@ def _slopes(norms: RowNorms, freqs: np.ndarray, config: MitigateConfig) -> dict[
         "Spearman's rho is not reported: ||k||^alpha keeps the norms' order, so rescaling cannot move it"
     )
     return out
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _finite(value: Any) -> Any:
