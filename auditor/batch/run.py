@@ -186,15 +186,14 @@ def _collect(
     try:
         for records in batches:
             _save_records(records, writer, provenance, flush_interval)
-            for record in records:
+            for record in records:  # a row at a time, also when rows finish together
                 if record["status"] == STATUS_ERROR:
                     n_failed += 1
                     progress.note(
                         f"{row_title(record['row'], record['model'])} failed "
                         f"[{n_failed} failed so far]: {record['error']}"
                     )
-            if records:
-                advance(len(records))
+                advance(1)
     except KeyboardInterrupt:
         return True
     finally:
