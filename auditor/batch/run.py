@@ -185,8 +185,10 @@ def _collect(
     n_failed = list(writer.status.values()).count(STATUS_ERROR)
     try:
         for records in batches:
-            _save_records(records, writer, provenance, flush_interval)
+            if not records:  # an idle moment: rows held back are written now
+                _save_records([], writer, provenance, flush_interval)
             for record in records:  # a row at a time, also when rows finish together
+                _save_records([record], writer, provenance, flush_interval)
                 if record["status"] == STATUS_ERROR:
                     n_failed += 1
                     progress.note(
