@@ -6,7 +6,9 @@ item-side measures of :mod:`auditor.metrics.group_measures` (ΔGAP, miscalibrati
 per user group, PopRSP, PopREO, ACLT). Each is declared
 once here, with its report label, display format and definition; flat names
 (``gini_dot@10``, ``gini_ratio@10``), gates, batch columns and report tables follow. The
-computations are the tested classes of :mod:`auditor.metrics.exposure`.
+computations are the tested classes of :mod:`auditor.metrics.exposure`; head share, ARP
+and APLT read the per-list counts every built-in measure shares
+(:mod:`auditor.metrics.exposure_scorers`), to the bit those classes' numbers.
 
 Audit measures (one value per audit):
 
@@ -25,7 +27,8 @@ import numpy as np
 
 from auditor.hookspecs import hookimpl
 from auditor.metrics.correlations import spearman
-from auditor.metrics.exposure import AvgRecPopularity, GiniIndex, HeadShare, ItemCoverage, LongTailShare, Novelty
+from auditor.metrics import exposure_scorers
+from auditor.metrics.exposure import GiniIndex, ItemCoverage, Novelty
 from auditor.metrics.group_measures import GROUP_MEASURES
 from auditor.plugin_api import DeclaredListMeasure, ListContext, ListMeasure, Measure, Scorer
 from auditor.sections import BUILTIN_LIST_MEASURES
@@ -50,7 +53,7 @@ def _head_share(percent: int) -> DeclaredListMeasure:
         f"c = max(1, floor({percent}/100 * n_items)) and f_c the popularity of the c-th most "
         "popular item, the head is every item with popularity >= f_c (ties at the cut all "
         "in); items with popularity 0 are never head",
-        lambda context: HeadShare(context.popularity, percent).measure,
+        lambda context: exposure_scorers.head_share(context, percent),
     )  # fmt: skip
 
 
@@ -68,14 +71,14 @@ EXPOSURE_MEASURES: tuple[DeclaredListMeasure, ...] = (
         "arp",
         "arp: mean over queries of the mean popularity of the items in the list; items "
         "unseen in training count with popularity 0",
-        lambda context: AvgRecPopularity(context.popularity).measure,
+        exposure_scorers.arp,
     ),
     _declared(
         "aplt",
         "aplt: mean over queries of the share of long-tail items in the list; the short "
         "head is the most popular items that together hold 80% of the popularity mass "
         "(ties at the cut all in), everything else (cold items included) is long tail",
-        lambda context: LongTailShare(context.popularity).measure,
+        exposure_scorers.aplt,
     ),
     _declared(
         "gini",

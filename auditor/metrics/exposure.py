@@ -227,17 +227,28 @@ class Novelty:
         return _nanmean(self.per_list(lists))
 
 
-def shared_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+MARK_FACTOR = 32
+""":func:`shared_counts` marks each row's items in an (n_rows, n_items) table when it holds
+at most this many cells per slot of the two matrices (a small catalogue and long lists),
+else it sorts each row."""
+
+
+def shared_counts(a: np.ndarray, b: np.ndarray, n_items: int | None = None) -> np.ndarray:
     """|a_q ∩ b_q| for each query q of two list matrices with the same number of rows.
 
     Each row holds distinct items, so after concatenating a row of ``a`` with the same
     row of ``b`` and sorting, every adjacent equal pair is one shared item. Empty slots
-    (-1) get distinct negative fillers so they never match.
+    (-1) get distinct negative fillers so they never match. With ``n_items`` (every item
+    row below it) and a table of rows x items no larger than :data:`MARK_FACTOR` cells per
+    slot, each row's items of ``a`` are marked and those of ``b`` looked up instead: the
+    same counts, without the sort.
     """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"list matrices differ in rows: {a.shape} vs {b.shape}")
+    if n_items is not None and a.shape[0] * (n_items + 1) <= MARK_FACTOR * (a.size + b.size):
+        return _marked_counts(a, b, n_items)
     filler = -1 - np.arange(a.shape[1] + b.shape[1], dtype=np.int64)
     a = np.where(a >= 0, a, filler[: a.shape[1]])
     b = np.where(b >= 0, b, filler[a.shape[1] :])
@@ -245,19 +256,32 @@ def shared_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (both[:, 1:] == both[:, :-1]).sum(axis=1)
 
 
-def per_query_overlap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """|a_q ∩ b_q| / K for each query q of two (n_queries, K) list matrices."""
+def _marked_counts(a: np.ndarray, b: np.ndarray, n_items: int) -> np.ndarray:
+    """:func:`shared_counts` through a table of each row's items of ``a``; an empty slot
+    marks and reads the row's extra cell (column ``n_items``), which is cleared between."""
+    width = n_items + 1
+    offsets = np.arange(0, a.shape[0] * width, width, dtype=np.int64)[:, None]
+    marked = np.zeros(a.shape[0] * width, dtype=bool)
+    marked[(np.where(a >= 0, a, n_items) + offsets).ravel()] = True
+    marked[offsets[:, 0] + n_items] = False
+    return marked[np.where(b >= 0, b, n_items) + offsets].sum(axis=1)
+
+
+def per_query_overlap(a: np.ndarray, b: np.ndarray, n_items: int | None = None) -> np.ndarray:
+    """|a_q ∩ b_q| / K for each query q of two (n_queries, K) list matrices (``n_items``:
+    see :func:`shared_counts`)."""
     if np.shape(a) != np.shape(b):
         raise ValueError(f"list matrices differ in shape: {np.shape(a)} vs {np.shape(b)}")
     k = np.shape(a)[1]
     if k == 0:
         return np.zeros(np.shape(a)[0])
-    return shared_counts(a, b) / k
+    return shared_counts(a, b, n_items) / k
 
 
-def overlap(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean over queries of |a ∩ b| / K (:data:`OVERLAP_DEFINITION`)."""
-    per_query = per_query_overlap(a, b)
+def overlap(a: np.ndarray, b: np.ndarray, n_items: int | None = None) -> float:
+    """Mean over queries of |a ∩ b| / K (:data:`OVERLAP_DEFINITION`; ``n_items``: see
+    :func:`shared_counts`)."""
+    per_query = per_query_overlap(a, b, n_items)
     return float(per_query.mean()) if per_query.size else math.nan
 
 

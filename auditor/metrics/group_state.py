@@ -21,10 +21,14 @@ import weakref
 from dataclasses import dataclass, field
 import numpy as np
 
+from auditor.plain import asdict
+
 from auditor.metrics.accuracy import find_hits
 from auditor.metrics.exposure import ListContext, Slots
+from auditor.metrics.item_classes import ItemClasses, item_classes
 from auditor.metrics.popularity_groups import (
     DEFAULT_GROUPS,
+    USER_GROUPS,
     GroupPolicy,
     Profiles,
     as_profiles,
@@ -32,9 +36,38 @@ from auditor.metrics.popularity_groups import (
     long_tail,
     user_groups,
 )
+from auditor.metrics.popularity_sets import head_mask, short_head_mask
 
 N_GROUPS = 3
 _MAX_CONTEXTS = 4
+HEAD_PERCENTS = (1, 10, 20)
+"""The heads counted for every list (``head_share_<p>pct``): mask ``head_<p>pct``."""
+APLT_HEAD_MASS = 0.8
+"""``aplt``'s short head: the most popular items holding this share of the mass (mask ``aplt_tail``: the rest)."""
+GROUP_MASKS = ("group_head", "group_mid", "group_tail")
+"""The masks of the head, mid and tail item groups (codes 0, 1, 2)."""
+
+
+@dataclass(frozen=True)
+class GroupFigures:
+    """Every user-side figure of one user group for one scoring at one K."""
+
+    group: str
+    n_users: int
+    """Users of the group (training profile known), served or not."""
+    gap_profile: float
+    """GAP of the profiles of the group's users with a non-empty list."""
+    gap_list: float
+    """GAP of their lists."""
+    gap_delta: float
+    miscalibration: float
+    n_evaluated: int
+    """The group's users with held-out items (0 without a holdout)."""
+    ndcg: float | None
+    """Their mean NDCG@K (None without a holdout)."""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 @dataclass
@@ -43,12 +76,24 @@ class ListFigures:
 
     list_pop: np.ndarray
     """Mean popularity of the list's filled slots (NaN: nothing served)."""
-    js: np.ndarray | None
+    counts: np.ndarray
+    """int64 (n_rows, n_masks): the list's items in each of ``Prepared.classes``' masks."""
+    filled: np.ndarray
+    """int64 (n_rows,): the list's filled slots."""
+    js: np.ndarray | None = None
     """Jensen–Shannon divergence of the profile's and the list's head/mid/tail shares (NaN: no profile or no list)."""
     ndcg: np.ndarray | None = None
     """NDCG@K of each row with held-out items (aligned with ``Prepared.relevant_rows``)."""
     reo_numerator: tuple[float, float] | None = None
     """Recommended relevant short-head and long-tail items, summed over users (PopREO)."""
+    groups: tuple[GroupFigures, ...] | None = None
+    """Every user-side figure per user group (None without profiles)."""
+    miscalibration: float = math.nan
+    """Mean JS divergence over every grouped user with a profile and a non-empty list."""
+
+    def count(self, column: int) -> np.ndarray:
+        """int64 (n_rows,): each list's items in the mask of ``column`` (contiguous)."""
+        return np.ascontiguousarray(self.counts[:, column])
 
 
 @dataclass
@@ -61,6 +106,8 @@ class Prepared:
     """Head/mid/tail code per item row."""
     tail: np.ndarray
     """Elliot's long tail (bool per item row); the short head is its complement."""
+    classes: ItemClasses
+    """Items split by every mask the built-in measures count (:func:`item_masks`)."""
     profiles: Profiles | None = None
     user_group: np.ndarray | None = None
     """Niche/diverse/blockbuster code per list row (-1: empty profile)."""
@@ -77,6 +124,10 @@ class Prepared:
     """``relevant`` restricted to ``relevant_rows`` (what :func:`find_hits` reads)."""
     reo_denominator: tuple[float, float] | None = None
     """Held-out short-head and long-tail items each user has not trained on, summed (PopREO)."""
+    members: tuple[np.ndarray, ...] = ()
+    """Per user group: which list rows belong to it (with profiles)."""
+    profiled: tuple[np.ndarray, ...] = ()
+    """Per user group: its rows whose profile popularity is finite."""
     source_profiles: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     """The profile arrays this state was prepared from (a shared state is checked against them)."""
     _last: tuple[weakref.ref[Slots], ListFigures] | None = field(default=None, repr=False)
@@ -151,7 +202,9 @@ def _prepare(context: ListContext) -> Prepared:
     policy = context.groups if context.groups is not None else DEFAULT_GROUPS
     popularity = np.asarray(context.popularity, dtype=np.float64)
     n_items = int(popularity.shape[0])
-    state = Prepared(policy, popularity, item_groups(popularity, policy), long_tail(popularity, policy))
+    groups, tail = item_groups(popularity, policy), long_tail(popularity, policy)
+    classes = item_classes(item_masks(np.asarray(context.popularity), groups, tail))
+    state = Prepared(policy, popularity, groups, tail, classes)
     if context.profiles is not None:
         state.source_profiles = context.profiles
         profiles = as_profiles(context.profiles, n_items, "profiles")
@@ -162,6 +215,8 @@ def _prepare(context: ListContext) -> Prepared:
             state.profile_shares = shares / np.where(sizes > 0, sizes, np.nan)[:, None]
         state.profiles = profiles
         state.user_group = user_groups(popularity, profiles, policy)
+        state.members = tuple(state.user_group == code for code in range(len(USER_GROUPS)))
+        state.profiled = tuple(members & np.isfinite(state.profile_pop) for members in state.members)
         head = ~state.tail
         trained_head = profiles.row_sums(head)
         state.rsp_denominator = (
@@ -200,33 +255,70 @@ def _untrained_relevant(relevant: Profiles, profiles: Profiles, tail: np.ndarray
     return float((~in_tail).sum()), float(in_tail.sum())
 
 
+def item_masks(popularity: np.ndarray, groups: np.ndarray, tail: np.ndarray) -> dict[str, np.ndarray]:
+    """Every kind of item the built-in measures count per list, by mask name: the heads of
+    ``head_share_<p>pct`` (from ``popularity`` as given, as :class:`~auditor.metrics.exposure.HeadShare`
+    takes it), ``aplt``'s long tail, Elliot's long tail (``tail``) and the item ``groups``."""
+    masks = {f"head_{percent}pct": head_mask(popularity, percent) for percent in HEAD_PERCENTS}
+    masks["aplt_tail"] = ~short_head_mask(popularity, APLT_HEAD_MASS)
+    masks["long_tail"] = tail
+    masks.update({name: groups == code for code, name in enumerate(GROUP_MASKS)})
+    return masks
+
+
 def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
-    """Everything the group measures read from one list matrix, in a few vectorised passes."""
-    valid, safe = slots.valid, slots.safe
-    n_filled = valid.sum(axis=1)
-    list_pop = slots.per_list_mean(state.popularity)
-    js = None
+    """Everything the built-in measures read from one list matrix, in a few vectorised passes."""
+    counts, filled = state.classes.count(slots.lists)
+    figures = ListFigures(list_pop=slots.per_list_mean(state.popularity), counts=counts, filled=filled)
     if state.profile_shares is not None:
-        codes = state.item_group[safe] if slots.all_valid else np.where(valid, state.item_group[safe], -1)
+        columns = [state.classes.column(name) for name in GROUP_MASKS]
         with np.errstate(invalid="ignore", divide="ignore"):
-            shares = _group_counts(codes) / np.where(n_filled > 0, n_filled, np.nan)[:, None]
-        js = jensen_shannon(state.profile_shares, shares)
-    figures = ListFigures(list_pop=list_pop, js=js)
+            shares = counts[:, columns] / np.where(filled > 0, filled, np.nan)[:, None]
+        figures.js = jensen_shannon(state.profile_shares, shares)
     if state.relevant_sub is not None and state.relevant_rows is not None:
         lists = slots.lists[state.relevant_rows]
         hits = find_hits(lists, state.relevant_sub.indptr, state.relevant_sub.rows)
         figures.ndcg = hits.at(max(int(lists.shape[1]), 1)).ndcg
         hit_tail = hits.hits & state.tail[np.where(lists >= 0, lists, 0)]
         figures.reo_numerator = (float(hits.hits.sum() - hit_tail.sum()), float(hit_tail.sum()))
+    if state.user_group is not None and state.profile_pop is not None:
+        figures.groups = _group_rows(state, figures, state.profile_pop)
+        if figures.js is not None:
+            chosen = figures.js[(state.user_group >= 0) & np.isfinite(figures.js)]
+            figures.miscalibration = float(chosen.mean()) if chosen.size else math.nan
     return figures
 
 
-def _group_counts(codes: np.ndarray) -> np.ndarray:
-    """int64 (n, N_GROUPS): how many slots of each row hold an item of each group (code
-    -1: an empty slot), in one count over the matrix."""
-    n = codes.shape[0]
-    keyed = (np.arange(n, dtype=np.int64)[:, None] * N_GROUPS + codes)[codes >= 0]
-    return np.bincount(keyed, minlength=n * N_GROUPS).reshape(n, N_GROUPS).astype(np.int64, copy=False)
+def _group_rows(state: Prepared, figures: ListFigures, profile_pop: np.ndarray) -> tuple[GroupFigures, ...]:
+    """Every user-side figure of each user group (docs/measures.md, "Who pays"): GAP of the
+    profiles and of the lists over the group's users with a profile and a non-empty list,
+    ΔGAP, the mean JS divergence and, with a holdout, the mean NDCG@K."""
+    served_any = np.isfinite(figures.list_pop)
+    js_finite = None if figures.js is None else np.isfinite(figures.js)
+    held = None if state.relevant_rows is None or state.user_group is None else state.user_group[state.relevant_rows]
+    rows: list[GroupFigures] = []
+    for code, group in enumerate(USER_GROUPS):
+        served = state.profiled[code] & served_any
+        profile = float(profile_pop[served].mean()) if served.any() else math.nan
+        listed = float(figures.list_pop[served].mean()) if served.any() else math.nan
+        misc = math.nan
+        if figures.js is not None and js_finite is not None:
+            chosen = figures.js[state.members[code] & js_finite]
+            misc = float(chosen.mean()) if chosen.size else math.nan
+        ndcg = None
+        if figures.ndcg is not None and held is not None:
+            ndcg = group_mean(figures.ndcg, held, code)
+        rows.append(GroupFigures(
+            group=group,
+            n_users=int(state.members[code].sum()),
+            gap_profile=profile,
+            gap_list=listed,
+            gap_delta=(listed - profile) / profile if profile > 0 else math.nan,
+            miscalibration=misc,
+            n_evaluated=0 if state.relevant_rows is None else int(state.members[code][state.relevant_rows].sum()),
+            ndcg=ndcg,
+        ))  # fmt: skip
+    return tuple(rows)
 
 
 def jensen_shannon(p: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.metrics.group_state import Prepared, prepared, relative_std
 from auditor.metrics.user_measures import shown
@@ -35,9 +32,9 @@ def pop_rsp(state: Prepared, slots: Slots) -> float:
     """PopRSP of one list matrix (module docstring)."""
     if state.rsp_denominator is None:
         return math.nan
-    in_tail = _in_tail(state, slots)
-    filled = slots.lists.size if slots.all_valid else slots.valid.sum()
-    numerator = (float(filled - in_tail.sum()), float(in_tail.sum()))
+    figures = state.figures(slots)
+    in_tail = int(figures.counts[:, state.classes.column("long_tail")].sum())
+    numerator = (float(int(figures.filled.sum()) - in_tail), float(in_tail))
     return relative_std(numerator, state.rsp_denominator)
 
 
@@ -53,13 +50,7 @@ def aclt(state: Prepared, slots: Slots) -> float:
     """ACLT: mean over every list row of its number of long-tail items (NaN: no rows)."""
     if slots.lists.shape[0] == 0:
         return math.nan
-    return float(_in_tail(state, slots).sum(axis=1).mean())
-
-
-def _in_tail(state: Prepared, slots: Slots) -> np.ndarray:
-    """Which slots hold a long-tail item (an empty slot: none)."""
-    tail: np.ndarray = state.tail[slots.safe]
-    return tail if slots.all_valid else slots.valid & tail
+    return float(state.figures(slots).count(state.classes.column("long_tail")).mean())
 
 
 def _make_rsp(context: ListContext) -> Scorer | None:

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.plugin_api import DeclaredListMeasure, Scorer
-from auditor.metrics.group_state import ListFigures, Prepared, group_mean, prepared
+from auditor.metrics.group_state import GroupFigures, ListFigures, Prepared, prepared
 from auditor.metrics.popularity_groups import USER_GROUPS
 from auditor.sections import GROUP_LIST_MEASURES
 
@@ -50,31 +49,20 @@ _GROUPING = ("users grouped by the share of their training items among the top p
 
 def gap_delta(state: Prepared, figures: ListFigures, group: int) -> float:
     """ΔGAP of one user group: users with a profile and a non-empty list."""
-    if state.user_group is None or state.profile_pop is None:
-        return math.nan
-    rows = (state.user_group == group) & np.isfinite(state.profile_pop) & np.isfinite(figures.list_pop)
-    if not rows.any():
-        return math.nan
-    profile = float(state.profile_pop[rows].mean())
-    served = float(figures.list_pop[rows].mean())
-    return (served - profile) / profile if profile > 0 else math.nan
+    return math.nan if figures.groups is None else figures.groups[group].gap_delta
 
 
 def miscalibration(state: Prepared, figures: ListFigures, group: int | None) -> float:
     """Mean JS divergence over one group's users (``None``: every grouped user)."""
-    if figures.js is None or state.user_group is None:
+    if figures.groups is None:
         return math.nan
-    if group is None:
-        chosen = figures.js[(state.user_group >= 0) & np.isfinite(figures.js)]
-        return float(chosen.mean()) if chosen.size else math.nan
-    return group_mean(figures.js, state.user_group, group)
+    return figures.miscalibration if group is None else figures.groups[group].miscalibration
 
 
 def group_ndcg(state: Prepared, figures: ListFigures, group: int) -> float:
     """Mean NDCG@K of one group's users with held-out items."""
-    if figures.ndcg is None or state.user_group is None or state.relevant_rows is None:
-        return math.nan
-    return group_mean(figures.ndcg, state.user_group[state.relevant_rows], group)
+    value = None if figures.groups is None else figures.groups[group].ndcg
+    return math.nan if value is None else value
 
 
 def _bound(read: Callable[[Prepared, ListFigures], float], needs_relevant: bool = False) -> Callable[
@@ -133,28 +121,6 @@ USER_MEASURES: tuple[DeclaredListMeasure, ...] = (
 """The user-side list measures, in report order."""
 
 
-@dataclass(frozen=True)
-class GroupFigures:
-    """Every user-side figure of one user group for one scoring at one K."""
-
-    group: str
-    n_users: int
-    """Users of the group (training profile known), served or not."""
-    gap_profile: float
-    """GAP of the profiles of the group's users with a non-empty list."""
-    gap_list: float
-    """GAP of their lists."""
-    gap_delta: float
-    miscalibration: float
-    n_evaluated: int
-    """The group's users with held-out items (0 without a holdout)."""
-    ndcg: float | None
-    """Their mean NDCG@K (None without a holdout)."""
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
 def group_table(context: ListContext, lists: np.ndarray | Slots) -> list[GroupFigures] | None:
     """Every user-side figure per group for one scoring's lists at one K (None without
     profiles): the rows of a report's "who pays" table."""
@@ -162,21 +128,6 @@ def group_table(context: ListContext, lists: np.ndarray | Slots) -> list[GroupFi
         return None
     state = prepared(context)
     slots = lists if isinstance(lists, Slots) else Slots(np.asarray(lists), context.n_items)
-    figures = state.figures(slots)
-    assert state.user_group is not None and state.profile_pop is not None
-    rows_out: list[GroupFigures] = []
-    for code, group in enumerate(USER_GROUPS):
-        members = state.user_group == code
-        served = members & np.isfinite(state.profile_pop) & np.isfinite(figures.list_pop)
-        evaluated = 0 if state.relevant_rows is None else int(members[state.relevant_rows].sum())
-        rows_out.append(GroupFigures(
-            group=group,
-            n_users=int(members.sum()),
-            gap_profile=float(state.profile_pop[served].mean()) if served.any() else math.nan,
-            gap_list=float(figures.list_pop[served].mean()) if served.any() else math.nan,
-            gap_delta=gap_delta(state, figures, code),
-            miscalibration=miscalibration(state, figures, code),
-            n_evaluated=evaluated,
-            ndcg=None if figures.ndcg is None else group_ndcg(state, figures, code),
-        ))  # fmt: skip
-    return rows_out
+    groups = state.figures(slots).groups
+    assert groups is not None  # prepared with profiles
+    return list(groups)

@@ -187,7 +187,7 @@ def _measure_lists(
                 dot=measured.pop("dot"),
                 cosine=measured.pop("cosine"),
                 popular=measured.pop("popular"),
-                overlap_dot_cosine=overlap(slots["dot"].lists, slots["cosine"].lists),
+                overlap_dot_cosine=overlap(slots["dot"].lists, slots["cosine"].lists, n_items),
                 norm_aware=measured,
                 overlap_served=_served_overlaps(slots),
             )
@@ -199,7 +199,7 @@ def _served_overlaps(slots: dict[str, Slots]) -> dict[str, float]:
     if SERVED not in slots:
         return {}
     served = slots[SERVED].lists
-    return {name: overlap(slots[name].lists, served) for name in OVERLAP_SERVED}
+    return {name: overlap(slots[name].lists, served, slots[SERVED].n_items) for name in OVERLAP_SERVED}
 
 
 def measure_retrieval(
