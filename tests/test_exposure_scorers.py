@@ -1,0 +1,140 @@
+"""The built-in list measures read shared per-list figures (auditor/metrics/item_classes.py,
+exposure_scorers.py, group_state.py): a hand-computed list set, and the same numbers, to the
+bit, as the reference classes of auditor/metrics/exposure.py and as naive per-user formulas."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from auditor.metrics.exposure import AvgRecPopularity, HeadShare, LongTailShare, shared_counts
+from auditor.metrics.group_state import jensen_shannon
+from auditor.metrics.item_classes import item_classes
+from auditor.metrics.list_measures import ExposureMeasures
+from auditor.metrics.popularity_groups import as_profiles, item_groups, long_tail, user_groups
+from auditor.metrics.user_measures import group_table
+from auditor.plugin_api import Slots
+
+
+def _csr(sets: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    indptr = np.concatenate(([0], np.cumsum([len(s) for s in sets]))).astype(np.int64)
+    return indptr, np.asarray([i for s in sets for i in s], dtype=np.int64)
+
+
+# Popularity 50, 30, 10, 5, 3, 2, then four cold items (mass 100). Head of 1% and 10%: c = 1,
+# {0}; of 20%: c = 2, {0, 1}. The short head holding 80%: 50 + 30 = 80, {0, 1}; the long
+# tail (aplt's and Elliot's) items 2-9.
+POP = np.array([50, 30, 10, 5, 3, 2, 0, 0, 0, 0])
+LISTS = np.array([[0, 1, 2], [6, 3, -1], [-1, -1, -1], [1, 0, 9]])
+PROFILES = _csr([[3, 4], [0], [5, 6, 7], [1]])
+
+
+def test_hand_computed_list_set() -> None:
+    got = ExposureMeasures(POP, profiles=PROFILES).measure(LISTS)
+    # 8 filled slots; head {0}: 2 of them, head {0, 1}: 4.
+    assert got["head_share_1pct"] == got["head_share_10pct"] == 2 / 8
+    assert got["head_share_20pct"] == 4 / 8
+    # Mean popularity of the three non-empty lists: 90/3, 5/2, 80/3.
+    assert got["arp"] == pytest.approx((30 + 2.5 + 80 / 3) / 3, rel=1e-15)
+    # Long-tail shares 1/3, 2/2, 1/3 (the empty list is left out); ACLT counts every list: 1, 2, 0, 1.
+    assert got["aplt"] == pytest.approx(5 / 9, rel=1e-15)
+    assert got["aclt"] == 1.0
+    # Exposure 2, 2, 1, 1, 0, 0, 1, 0, 0, 1: sorted, sum (2i - 11) x_(i) = 40, over 10 x 8.
+    assert got["gini"] == 0.5 and got["coverage"] == 0.6
+    # PopRSP: recommended (short head, long tail) = (4, 4); not trained on, summed over the 4
+    # rows: short head 4 x 2 - 2 = 6, long tail 4 x 8 - 5 = 27; |4/6 - 4/27| / (4/6 + 4/27) = 7/11.
+    assert got["pop_rsp"] == pytest.approx(7 / 11, rel=1e-12)
+
+
+def _random_case(seed: int, empty: bool) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    n_items, n_rows, k = 300, 80, 25
+    popularity = np.where(rng.random(n_items) < 0.2, 0, rng.zipf(1.6, n_items)).astype(np.int64)
+    lists = np.stack([rng.permutation(n_items)[:k] for _ in range(n_rows)])
+    if empty:
+        cut = rng.integers(0, k + 1, n_rows)  # list r keeps its first cut[r] slots
+        lists = np.where(np.arange(k)[None, :] < cut[:, None], lists, -1)
+    sizes = rng.integers(0, 12, n_rows)  # some users without a profile
+    profiles = _csr([list(rng.choice(n_items, s, replace=False)) for s in sizes])
+    return popularity, lists, profiles
+
+
+def _same(a: float | None, b: float) -> bool:
+    return a is not None and (a == b or (math.isnan(a) and math.isnan(b)))
+
+
+@pytest.mark.parametrize("empty", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_shared_figures_equal_the_reference_classes_bit_for_bit(seed: int, empty: bool) -> None:
+    popularity, lists, profiles = _random_case(seed, empty)
+    measures = ExposureMeasures(popularity, profiles=profiles)
+    for k in (1, 7, 25):
+        got = measures.measure(Slots(lists[:, :k], popularity.shape[0]))
+        for percent in (1, 10, 20):
+            assert _same(got[f"head_share_{percent}pct"], HeadShare(popularity, percent).measure(lists[:, :k]))
+        assert _same(got["arp"], AvgRecPopularity(popularity).measure(lists[:, :k]))
+        assert _same(got["aplt"], LongTailShare(popularity).measure(lists[:, :k]))
+        tail = long_tail(popularity)
+        in_tail = np.where(lists[:, :k] >= 0, tail[lists[:, :k]], False).sum(axis=1)
+        assert _same(got["aclt"], float(in_tail.mean()))
+
+
+def _naive_groups(popularity: np.ndarray, lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray]) -> list[dict[str, float]]:
+    """ΔGAP's parts and the mean JS divergence per user group, one user at a time."""
+    indptr, rows = profiles
+    groups = item_groups(popularity)
+    codes = user_groups(popularity, as_profiles(profiles, popularity.shape[0], "profiles"))
+    out = []
+    for code in range(3):
+        prof, served, js = [], [], []
+        for u in np.flatnonzero(codes == code):
+            items = [i for i in lists[u] if i >= 0]
+            mine = sorted(set(rows[indptr[u]:indptr[u + 1]].tolist()))
+            if not items or not mine:
+                continue
+            prof.append(np.mean(popularity[mine].astype(float)))
+            served.append(np.mean(popularity[items].astype(float)))
+            p = np.bincount(groups[mine], minlength=3) / len(mine)
+            q = np.bincount(groups[items], minlength=3) / len(items)
+            js.append(float(jensen_shannon(p[None, :], q[None, :])[0]))
+        out.append({"gap_profile": np.mean(prof) if prof else math.nan, "gap_list": np.mean(served) if served else math.nan,
+                    "miscalibration": np.mean(js) if js else math.nan})
+    return out
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_group_table_matches_a_per_user_computation(seed: int) -> None:
+    popularity, lists, profiles = _random_case(seed, empty=True)
+    measures = ExposureMeasures(popularity, profiles=profiles)
+    table = group_table(measures.context, lists)
+    assert table is not None
+    got = measures.measure(lists)
+    for row, naive in zip(table, _naive_groups(popularity, lists, profiles)):
+        for field in ("gap_profile", "gap_list", "miscalibration"):
+            assert getattr(row, field) == pytest.approx(naive[field], rel=1e-12, nan_ok=True)
+        assert _same(got[f"gap_delta_{row.group}"], row.gap_delta)
+        assert _same(got[f"miscalibration_{row.group}"], row.miscalibration)
+
+
+def test_item_classes_count_every_mask_per_list() -> None:
+    rng = np.random.default_rng(5)
+    masks = {name: rng.random(40) < share for name, share in (("a", 0.1), ("b", 0.5), ("c", 0.9))}
+    lists = np.where(rng.random((30, 12)) < 0.2, -1, rng.integers(0, 40, (30, 12)))
+    counts, filled = item_classes(masks).count(lists)
+    for column, mask in enumerate(masks.values()):
+        assert counts[:, column].tolist() == np.where(lists >= 0, mask[lists], False).sum(axis=1).tolist()
+    assert filled.tolist() == (lists >= 0).sum(axis=1).tolist()
+
+
+def test_marked_overlap_counts_equal_the_sorted_ones() -> None:
+    rng = np.random.default_rng(6)
+    n_items = 50
+    a = np.stack([rng.permutation(n_items)[:20] for _ in range(40)])
+    b = np.stack([rng.permutation(n_items)[:20] for _ in range(40)])
+    a[:5, -4:] = -1
+    b[3:9, -6:] = -1
+    marked = shared_counts(a, b, n_items)  # 40 x 51 cells <= 32 x 1600 slots: marked
+    assert marked.tolist() == shared_counts(a, b).tolist()
+    assert marked.tolist() == [len(set(x[x >= 0]) & set(y[y >= 0])) for x, y in zip(a, b)]
