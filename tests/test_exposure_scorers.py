@@ -1,4 +1,4 @@
-"""The built-in list measures read shared per-list figures (auditor/metrics/item_classes.py,
+"""The built-in list measures read shared per-list figures (auditor/metrics/item_kinds.py,
 exposure_scorers.py, group_state.py): a hand-computed list set, and the same numbers, to the
 bit, as the reference classes of auditor/metrics/exposure.py and as naive per-user formulas."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from auditor.metrics.exposure import AvgRecPopularity, HeadShare, LongTailShare, shared_counts
 from auditor.metrics.group_state import jensen_shannon
-from auditor.metrics.item_classes import item_classes
+from auditor.metrics.item_kinds import item_kinds
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.metrics.popularity_groups import as_profiles, item_groups, long_tail, user_groups
 from auditor.metrics.user_measures import group_table
@@ -118,14 +118,16 @@ def test_group_table_matches_a_per_user_computation(seed: int) -> None:
         assert _same(got[f"miscalibration_{row.group}"], row.miscalibration)
 
 
-def test_item_classes_count_every_mask_per_list() -> None:
+@pytest.mark.parametrize("n_masks, width", [(3, 12), (8, 12), (11, 600)])
+def test_item_kinds_count_every_mask_per_list(n_masks: int, width: int) -> None:
+    """Any number of masks (words of eight), lists longer than a byte's 255."""
     rng = np.random.default_rng(5)
-    masks = {name: rng.random(40) < share for name, share in (("a", 0.1), ("b", 0.5), ("c", 0.9))}
-    lists = np.where(rng.random((30, 12)) < 0.2, -1, rng.integers(0, 40, (30, 12)))
-    counts, filled = item_classes(masks).count(lists)
+    masks = {f"m{j}": rng.random(700) < rng.random() for j in range(n_masks)}
+    lists = np.where(rng.random((30, width)) < 0.2, -1, rng.integers(0, 700, (30, width)))
+    counts = item_kinds(masks).count(lists)
+    assert counts.shape == (30, n_masks) and counts.dtype == np.int64
     for column, mask in enumerate(masks.values()):
         assert counts[:, column].tolist() == np.where(lists >= 0, mask[lists], False).sum(axis=1).tolist()
-    assert filled.tolist() == (lists >= 0).sum(axis=1).tolist()
 
 
 def test_marked_overlap_counts_equal_the_sorted_ones() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.metrics.exposure import HeadShare
-from auditor.metrics.item_classes import item_classes
+from auditor.metrics.item_kinds import item_kinds
 from auditor.plugin_api import Slots
 
 
@@ -42,6 +42,5 @@ def test_lists_with_empty_slots_keep_the_mask() -> None:
     np.testing.assert_array_equal(slots.per_list_mean(values), [5.0, np.nan, 7.0])
     assert HeadShare(np.array([0, 0, 0, 0, 9]), 20.0).measure(slots) == 1 / 5  # item 4 in 5 filled slots
     groups = np.array([0, 1, 2])  # item row -> head, mid, tail
-    classes = item_classes({f"g{code}": groups == code for code in range(3)})
-    counts, filled = classes.count(np.array([[0, 2, -1], [1, 1, 1]]))
-    assert counts.tolist() == [[1, 0, 1], [0, 3, 0]] and filled.tolist() == [2, 3]
+    kinds = item_kinds({f"g{code}": groups == code for code in range(3)})
+    assert kinds.count(np.array([[0, 2, -1], [1, 1, 1]])).tolist() == [[1, 0, 1], [0, 3, 0]]

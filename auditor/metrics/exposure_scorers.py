@@ -24,7 +24,7 @@ from auditor.plugin_api import ListContext, Scorer, Slots, as_slots
 def head_share(context: ListContext, percent: int) -> Scorer:
     """``head_share_<percent>pct``: head slots / filled slots over every list (NaN: none filled)."""
     state = prepared(context)
-    column = state.classes.column(f"head_{percent}pct")
+    column = state.kinds.column(f"head_{percent}pct")
 
     def measure(slots: Slots) -> float:
         figures = state.figures(as_slots(slots, context.n_items))
@@ -47,7 +47,7 @@ def arp(context: ListContext) -> Scorer:
 def aplt(context: ListContext) -> Scorer:
     """``aplt``: mean over non-empty lists of their share of long-tail items."""
     state = prepared(context)
-    column = state.classes.column("aplt_tail")
+    column = state.kinds.column("aplt_tail")
 
     def measure(slots: Slots) -> float:
         figures = state.figures(as_slots(slots, context.n_items))

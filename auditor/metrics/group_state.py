@@ -25,7 +25,7 @@ from auditor.plain import asdict
 
 from auditor.metrics.accuracy import find_hits
 from auditor.metrics.exposure import ListContext, Slots
-from auditor.metrics.item_classes import ItemClasses, item_classes
+from auditor.metrics.item_kinds import ItemKinds, item_kinds
 from auditor.metrics.popularity_groups import (
     DEFAULT_GROUPS,
     USER_GROUPS,
@@ -77,7 +77,7 @@ class ListFigures:
     list_pop: np.ndarray
     """Mean popularity of the list's filled slots (NaN: nothing served)."""
     counts: np.ndarray
-    """int64 (n_rows, n_masks): the list's items in each of ``Prepared.classes``' masks."""
+    """int64 (n_rows, n_masks): the list's items in each of ``Prepared.kinds``' masks."""
     filled: np.ndarray
     """int64 (n_rows,): the list's filled slots."""
     js: np.ndarray | None = None
@@ -106,8 +106,8 @@ class Prepared:
     """Head/mid/tail code per item row."""
     tail: np.ndarray
     """Elliot's long tail (bool per item row); the short head is its complement."""
-    classes: ItemClasses
-    """Items split by every mask the built-in measures count (:func:`item_masks`)."""
+    kinds: ItemKinds
+    """Every mask the built-in measures count per list (:func:`item_masks`), packed."""
     profiles: Profiles | None = None
     user_group: np.ndarray | None = None
     """Niche/diverse/blockbuster code per list row (-1: empty profile)."""
@@ -128,6 +128,10 @@ class Prepared:
     """Per user group: which list rows belong to it (with profiles)."""
     profiled: tuple[np.ndarray, ...] = ()
     """Per user group: its rows whose profile popularity is finite."""
+    n_members: tuple[int, ...] = ()
+    """Per user group: its rows."""
+    n_evaluated: tuple[int, ...] = ()
+    """Per user group: its rows with held-out items (empty without a holdout)."""
     source_profiles: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     """The profile arrays this state was prepared from (a shared state is checked against them)."""
     _last: tuple[weakref.ref[Slots], ListFigures] | None = field(default=None, repr=False)
@@ -203,8 +207,8 @@ def _prepare(context: ListContext) -> Prepared:
     popularity = np.asarray(context.popularity, dtype=np.float64)
     n_items = int(popularity.shape[0])
     groups, tail = item_groups(popularity, policy), long_tail(popularity, policy)
-    classes = item_classes(item_masks(np.asarray(context.popularity), groups, tail))
-    state = Prepared(policy, popularity, groups, tail, classes)
+    kinds = item_kinds(item_masks(np.asarray(context.popularity), groups, tail))
+    state = Prepared(policy, popularity, groups, tail, kinds)
     if context.profiles is not None:
         state.source_profiles = context.profiles
         profiles = as_profiles(context.profiles, n_items, "profiles")
@@ -217,6 +221,7 @@ def _prepare(context: ListContext) -> Prepared:
         state.user_group = user_groups(popularity, profiles, policy)
         state.members = tuple(state.user_group == code for code in range(len(USER_GROUPS)))
         state.profiled = tuple(members & np.isfinite(state.profile_pop) for members in state.members)
+        state.n_members = tuple(int(members.sum()) for members in state.members)
         head = ~state.tail
         trained_head = profiles.row_sums(head)
         state.rsp_denominator = (
@@ -231,6 +236,7 @@ def _prepare(context: ListContext) -> Prepared:
         state.relevant_sub = _take(relevant, rows)
         if state.profiles is not None:
             state.reo_denominator = _untrained_relevant(relevant, state.profiles, state.tail, n_items)
+            state.n_evaluated = tuple(int(members[rows].sum()) for members in state.members)
     return state
 
 
@@ -268,10 +274,12 @@ def item_masks(popularity: np.ndarray, groups: np.ndarray, tail: np.ndarray) -> 
 
 def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
     """Everything the built-in measures read from one list matrix, in a few vectorised passes."""
-    counts, filled = state.classes.count(slots.lists)
+    counts = state.kinds.count(slots.lists)
+    n_rows, width = slots.lists.shape
+    filled = np.full(n_rows, width, dtype=np.int64) if slots.all_valid else slots.valid.sum(axis=1, dtype=np.int64)
     figures = ListFigures(list_pop=slots.per_list_mean(state.popularity), counts=counts, filled=filled)
     if state.profile_shares is not None:
-        columns = [state.classes.column(name) for name in GROUP_MASKS]
+        columns = [state.kinds.column(name) for name in GROUP_MASKS]
         with np.errstate(invalid="ignore", divide="ignore"):
             shares = counts[:, columns] / np.where(filled > 0, filled, np.nan)[:, None]
         figures.js = jensen_shannon(state.profile_shares, shares)
@@ -284,8 +292,7 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
     if state.user_group is not None and state.profile_pop is not None:
         figures.groups = _group_rows(state, figures, state.profile_pop)
         if figures.js is not None:
-            chosen = figures.js[(state.user_group >= 0) & np.isfinite(figures.js)]
-            figures.miscalibration = float(chosen.mean()) if chosen.size else math.nan
+            figures.miscalibration = _mean(figures.js[(state.user_group >= 0) & np.isfinite(figures.js)])
     return figures
 
 
@@ -294,31 +301,30 @@ def _group_rows(state: Prepared, figures: ListFigures, profile_pop: np.ndarray) 
     profiles and of the lists over the group's users with a profile and a non-empty list,
     ΔGAP, the mean JS divergence and, with a holdout, the mean NDCG@K."""
     served_any = np.isfinite(figures.list_pop)
-    js_finite = None if figures.js is None else np.isfinite(figures.js)
-    held = None if state.relevant_rows is None or state.user_group is None else state.user_group[state.relevant_rows]
+    js, ndcg = figures.js, figures.ndcg
+    js_finite = None if js is None else np.isfinite(js)
+    held = None if ndcg is None or state.relevant_rows is None or state.user_group is None \
+        else state.user_group[state.relevant_rows]
     rows: list[GroupFigures] = []
     for code, group in enumerate(USER_GROUPS):
         served = state.profiled[code] & served_any
-        profile = float(profile_pop[served].mean()) if served.any() else math.nan
-        listed = float(figures.list_pop[served].mean()) if served.any() else math.nan
-        misc = math.nan
-        if figures.js is not None and js_finite is not None:
-            chosen = figures.js[state.members[code] & js_finite]
-            misc = float(chosen.mean()) if chosen.size else math.nan
-        ndcg = None
-        if figures.ndcg is not None and held is not None:
-            ndcg = group_mean(figures.ndcg, held, code)
+        profile, listed = _mean(profile_pop[served]), _mean(figures.list_pop[served])
         rows.append(GroupFigures(
             group=group,
-            n_users=int(state.members[code].sum()),
+            n_users=state.n_members[code],
             gap_profile=profile,
             gap_list=listed,
             gap_delta=(listed - profile) / profile if profile > 0 else math.nan,
-            miscalibration=misc,
-            n_evaluated=0 if state.relevant_rows is None else int(state.members[code][state.relevant_rows].sum()),
-            ndcg=ndcg,
+            miscalibration=math.nan if js is None or js_finite is None else _mean(js[state.members[code] & js_finite]),
+            n_evaluated=state.n_evaluated[code] if state.n_evaluated else 0,
+            ndcg=None if ndcg is None or held is None else group_mean(ndcg, held, code),
         ))  # fmt: skip
     return tuple(rows)
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean of ``values`` (NaN: none)."""
+    return float(values.mean()) if values.size else math.nan
 
 
 def jensen_shannon(p: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -33,7 +33,7 @@ def pop_rsp(state: Prepared, slots: Slots) -> float:
     if state.rsp_denominator is None:
         return math.nan
     figures = state.figures(slots)
-    in_tail = int(figures.counts[:, state.classes.column("long_tail")].sum())
+    in_tail = int(figures.counts[:, state.kinds.column("long_tail")].sum())
     numerator = (float(int(figures.filled.sum()) - in_tail), float(in_tail))
     return relative_std(numerator, state.rsp_denominator)
 
@@ -50,7 +50,7 @@ def aclt(state: Prepared, slots: Slots) -> float:
     """ACLT: mean over every list row of its number of long-tail items (NaN: no rows)."""
     if slots.lists.shape[0] == 0:
         return math.nan
-    return float(state.figures(slots).count(state.classes.column("long_tail")).mean())
+    return float(state.figures(slots).count(state.kinds.column("long_tail")).mean())
 
 
 def _make_rsp(context: ListContext) -> Scorer | None:

@@ -185,6 +185,8 @@ class AttributedListMeasure:
                 _raise_attributed(f"popaudit_measures (list measure {self.name!r})", exc, self.plugin)
             if value is None:
                 return None
+            if type(value) is float:  # the common answer, without the ABC check below
+                return value
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise PluginError(f"list measure {self.name!r} of plugin {self.plugin!r} returned "
                                   f"{type(value).__name__}; return a float (NaN allowed) or None")
