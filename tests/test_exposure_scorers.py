@@ -140,3 +140,14 @@ def test_marked_overlap_counts_equal_the_sorted_ones() -> None:
     marked = shared_counts(a, b, n_items)  # 40 x 51 cells <= 32 x 1600 slots: marked
     assert marked.tolist() == shared_counts(a, b).tolist()
     assert marked.tolist() == [len(set(x[x >= 0]) & set(y[y >= 0])) for x, y in zip(a, b)]
+
+
+def test_group_means_are_numpys_mean_to_the_bit() -> None:
+    """The per-group table's means skip numpy's wrapper (group_state._mean), not its sum."""
+    from auditor.metrics.group_state import _mean
+
+    rng = np.random.default_rng(7)
+    for n in (1, 7, 8, 9, 130, 943, 9000):
+        values = rng.random(n) * 10.0 ** rng.uniform(-3, 6, n)
+        assert _mean(values) == float(values.mean())
+    assert math.isnan(_mean(np.empty(0)))

@@ -323,8 +323,10 @@ def _group_rows(state: Prepared, figures: ListFigures, profile_pop: np.ndarray) 
 
 
 def _mean(values: np.ndarray) -> float:
-    """The mean of ``values`` (NaN: none)."""
-    return float(values.mean()) if values.size else math.nan
+    """The mean of float64 ``values`` (NaN: none): ``values.mean()``'s very sum and division
+    (numpy's mean is ``add.reduce`` over the array divided by its size), without the
+    wrapper's per-call cost, paid ten times per scoring and K here."""
+    return float(np.add.reduce(values) / values.size) if values.size else math.nan
 
 
 def jensen_shannon(p: np.ndarray, q: np.ndarray) -> np.ndarray:
