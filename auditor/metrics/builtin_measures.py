@@ -30,6 +30,7 @@ from auditor.metrics.correlations import spearman
 from auditor.metrics import exposure_scorers
 from auditor.metrics.exposure import GiniIndex, ItemCoverage, Novelty
 from auditor.metrics.group_measures import GROUP_MEASURES
+from auditor.metrics.group_state import HEAD_PERCENTS
 from auditor.plugin_api import DeclaredListMeasure, ListContext, ListMeasure, Measure, Scorer
 from auditor.sections import BUILTIN_LIST_MEASURES
 
@@ -64,9 +65,7 @@ def _novelty(context: ListContext) -> Scorer | None:
 
 
 EXPOSURE_MEASURES: tuple[DeclaredListMeasure, ...] = (
-    _head_share(1),
-    _head_share(10),
-    _head_share(20),
+    *(_head_share(percent) for percent in HEAD_PERCENTS),
     _declared(
         "arp",
         "arp: mean over queries of the mean popularity of the items in the list; items "

@@ -16,13 +16,16 @@ import math
 
 import numpy as np
 
-from auditor.metrics.exposure import _nanmean
-from auditor.metrics.group_state import prepared
+from auditor.metrics.exposure import HeadShare, _nanmean
+from auditor.metrics.group_state import HEAD_PERCENTS, prepared
 from auditor.plugin_api import ListContext, Scorer, Slots, as_slots
 
 
 def head_share(context: ListContext, percent: int) -> Scorer:
-    """``head_share_<percent>pct``: head slots / filled slots over every list (NaN: none filled)."""
+    """``head_share_<percent>pct``: head slots / filled slots over every list (NaN: none filled);
+    a head not among the shared masks (:data:`HEAD_PERCENTS`) is :class:`HeadShare`'s own."""
+    if percent not in HEAD_PERCENTS:
+        return HeadShare(context.popularity, percent).measure
     state = prepared(context)
     column = state.kinds.column(f"head_{percent}pct")
 

@@ -1,7 +1,9 @@
-"""What the user- and item-side list measures share within one audit: the popularity
-groups and per-user profile figures, prepared once per :class:`ListContext`, and the
-per-list figures of one scoring at one K, computed once per :class:`Slots` however many
-of those measures read them.
+"""What the built-in list measures share within one audit: the popularity groups, the
+item masks they count and per-user profile figures, prepared once per :class:`ListContext`,
+and the per-list figures of one scoring at one K (every list's count of each kind of item,
+its mean popularity, JS divergence, NDCG, the per-group table), computed once per
+:class:`Slots` however many of those measures read them: a batch row measures 6 scorings at
+2 cut-offs with 17 measures each, and each figure is one pass over the list matrix at most.
 
 Each registered measure is bound separately (``ListMeasure.bind``), so the preparation is
 memoised by the context's identity (a few entries, checked by a weak reference: a
@@ -21,10 +23,8 @@ import weakref
 from dataclasses import dataclass, field
 import numpy as np
 
-from auditor.plain import asdict
-
 from auditor.metrics.accuracy import find_hits
-from auditor.metrics.exposure import ListContext, Slots
+from auditor.metrics.exposure import HeadShare, ListContext, LongTailShare, Slots
 from auditor.metrics.item_kinds import ItemKinds, item_kinds
 from auditor.metrics.popularity_groups import (
     DEFAULT_GROUPS,
@@ -36,14 +36,12 @@ from auditor.metrics.popularity_groups import (
     long_tail,
     user_groups,
 )
-from auditor.metrics.popularity_sets import head_mask, short_head_mask
+from auditor.plain import asdict
 
 N_GROUPS = 3
 _MAX_CONTEXTS = 4
 HEAD_PERCENTS = (1, 10, 20)
-"""The heads counted for every list (``head_share_<p>pct``): mask ``head_<p>pct``."""
-APLT_HEAD_MASS = 0.8
-"""``aplt``'s short head: the most popular items holding this share of the mass (mask ``aplt_tail``: the rest)."""
+"""The heads of the report's ``head_share_<p>pct`` (mask ``head_<p>pct``)."""
 GROUP_MASKS = ("group_head", "group_mid", "group_tail")
 """The masks of the head, mid and tail item groups (codes 0, 1, 2)."""
 
@@ -263,10 +261,11 @@ def _untrained_relevant(relevant: Profiles, profiles: Profiles, tail: np.ndarray
 
 def item_masks(popularity: np.ndarray, groups: np.ndarray, tail: np.ndarray) -> dict[str, np.ndarray]:
     """Every kind of item the built-in measures count per list, by mask name: the heads of
-    ``head_share_<p>pct`` (from ``popularity`` as given, as :class:`~auditor.metrics.exposure.HeadShare`
-    takes it), ``aplt``'s long tail, Elliot's long tail (``tail``) and the item ``groups``."""
-    masks = {f"head_{percent}pct": head_mask(popularity, percent) for percent in HEAD_PERCENTS}
-    masks["aplt_tail"] = ~short_head_mask(popularity, APLT_HEAD_MASS)
+    ``head_share_<p>pct`` and ``aplt``'s long tail (as :class:`HeadShare` and
+    :class:`LongTailShare` draw them from ``popularity``), Elliot's long tail (``tail``) and
+    the item ``groups``."""
+    masks = {f"head_{percent}pct": HeadShare(popularity, percent).mask for percent in HEAD_PERCENTS}
+    masks["aplt_tail"] = LongTailShare(popularity).tail
     masks["long_tail"] = tail
     masks.update({name: groups == code for code, name in enumerate(GROUP_MASKS)})
     return masks
