@@ -151,3 +151,25 @@ def test_group_means_are_numpys_mean_to_the_bit() -> None:
         values = rng.random(n) * 10.0 ** rng.uniform(-3, 6, n)
         assert _mean(values) == float(values.mean())
     assert math.isnan(_mean(np.empty(0)))
+
+
+def test_relative_std_is_numpys_std_over_mean_to_the_bit() -> None:
+    """PopRSP's and PopREO's std / mean, worked in Python floats (group_state.relative_std)."""
+    from auditor.metrics.group_state import relative_std
+
+    def with_numpy(numerator: tuple[float, float], denominator: tuple[float, float]) -> float:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            pr = np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64)
+        if not np.all(np.isfinite(pr)) or pr.sum() == 0:
+            return math.nan
+        return float(np.std(pr) / np.mean(pr))
+
+    rng = np.random.default_rng(8)
+    cases = [((0.0, 0.0), (1.0, 1.0)), ((1.0, 0.0), (0.0, 1.0)), ((4.0, 4.0), (6.0, 27.0)), ((1e300, 1.0), (1e-10, 1.0))]
+    for _ in range(5000):
+        cases.append((tuple(map(float, rng.integers(0, 10**6, 2))), tuple(map(float, rng.integers(0, 10**9, 2)))))
+        cases.append((tuple(map(float, rng.random(2) * 10.0 ** rng.uniform(-5, 5, 2))),
+                      tuple(map(float, rng.random(2) * 10.0 ** rng.uniform(-5, 5, 2)))))
+    for numerator, denominator in cases:
+        assert _same(relative_std(numerator, denominator), with_numpy(numerator, denominator))
+    assert relative_std((4.0, 4.0), (6.0, 27.0)) == pytest.approx(7 / 11, rel=1e-15)

@@ -350,9 +350,17 @@ def group_mean(values: np.ndarray, codes: np.ndarray, group: int) -> float:
 
 def relative_std(numerator: tuple[float, float], denominator: tuple[float, float]) -> float:
     """std / mean of the two probabilities numerator / denominator (Elliot: ``np.std``,
-    the population form), i.e. |a − b| / (a + b); NaN when either is undefined or both 0."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pr = np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64)
-    if not np.all(np.isfinite(pr)) or pr.sum() == 0:
+    the population form), i.e. |a − b| / (a + b); NaN when either is undefined or both 0.
+
+    Worked in Python floats with the very operations, in the same order, that ``np.std``
+    and ``np.mean`` apply to the two values (IEEE doubles, correctly rounded square root),
+    so to the bit their value, without their per-call cost (paid once per scoring and K)."""
+    if denominator[0] == 0 or denominator[1] == 0:
+        return math.nan  # a probability x / 0: inf or NaN
+    a, b = numerator[0] / denominator[0], numerator[1] / denominator[1]
+    if not (math.isfinite(a) and math.isfinite(b)) or a + b == 0:
         return math.nan
-    return float(np.std(pr) / np.mean(pr))
+    mean = (a + b) / 2
+    deviation_a, deviation_b = a - mean, b - mean
+    std = math.sqrt((deviation_a * deviation_a + deviation_b * deviation_b) / 2)
+    return std / mean
