@@ -173,3 +173,25 @@ def test_relative_std_is_numpys_std_over_mean_to_the_bit() -> None:
     for numerator, denominator in cases:
         assert _same(relative_std(numerator, denominator), with_numpy(numerator, denominator))
     assert relative_std((4.0, 4.0), (6.0, 27.0)) == pytest.approx(7 / 11, rel=1e-15)
+
+
+@pytest.mark.parametrize("cells", [None, 0])
+def test_held_table_hits_are_find_hits(cells: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Marked hits (and, with no room for the table, find_hits itself): repeated items hit
+    at their first rank only, empty slots never."""
+    from auditor.metrics import held_hits
+    from auditor.metrics.accuracy import find_hits
+
+    if cells is not None:
+        monkeypatch.setattr(held_hits, "TABLE_CELLS", cells)
+    rng = np.random.default_rng(9)
+    n_items, n_rows = 60, 40
+    indptr, items = _csr([list(rng.choice(n_items, int(rng.integers(1, 15)), replace=False)) for _ in range(n_rows)])
+    lists = rng.integers(-1, n_items, (n_rows, 30))  # repeats and empty slots
+    lists[0, :4] = [items[0], items[0], -1, items[0]]
+    table = held_hits.held_table(indptr, items, n_items)
+    assert (table.marks is None) == (cells == 0)
+    got, expected = table.hits(lists), find_hits(lists, indptr, items)
+    assert got.hits.tolist() == expected.hits.tolist() and got.n_relevant.tolist() == expected.n_relevant.tolist()
+    assert got.hits[0, :4].tolist() == [True, False, False, False]
+    assert got.at(10).ndcg.tolist() == expected.at(10).ndcg.tolist()

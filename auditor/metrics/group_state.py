@@ -23,8 +23,8 @@ import weakref
 from dataclasses import dataclass, field
 import numpy as np
 
-from auditor.metrics.accuracy import find_hits
 from auditor.metrics.exposure import HeadShare, ListContext, LongTailShare, Slots
+from auditor.metrics.held_hits import HeldTable, held_table
 from auditor.metrics.item_kinds import ItemKinds, item_kinds
 from auditor.metrics.popularity_groups import (
     DEFAULT_GROUPS,
@@ -118,8 +118,8 @@ class Prepared:
     relevant: Profiles | None = None
     relevant_rows: np.ndarray | None = None
     """The list rows with held-out items, ascending."""
-    relevant_sub: Profiles | None = None
-    """``relevant`` restricted to ``relevant_rows`` (what :func:`find_hits` reads)."""
+    held: HeldTable | None = None
+    """``relevant`` restricted to ``relevant_rows``, ready to find a list matrix's hits."""
     reo_denominator: tuple[float, float] | None = None
     """Held-out short-head and long-tail items each user has not trained on, summed (PopREO)."""
     members: tuple[np.ndarray, ...] = ()
@@ -231,7 +231,8 @@ def _prepare(context: ListContext) -> Prepared:
         state.relevant = relevant
         rows = np.flatnonzero(relevant.sizes > 0)
         state.relevant_rows = rows
-        state.relevant_sub = _take(relevant, rows)
+        sub = _take(relevant, rows)
+        state.held = held_table(sub.indptr, sub.rows, n_items)
         if state.profiles is not None:
             state.reo_denominator = _untrained_relevant(relevant, state.profiles, state.tail, n_items)
             state.n_evaluated = tuple(int(members[rows].sum()) for members in state.members)
@@ -282,9 +283,9 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
         with np.errstate(invalid="ignore", divide="ignore"):
             shares = counts[:, columns] / np.where(filled > 0, filled, np.nan)[:, None]
         figures.js = jensen_shannon(state.profile_shares, shares)
-    if state.relevant_sub is not None and state.relevant_rows is not None:
+    if state.held is not None and state.relevant_rows is not None:
         lists = slots.lists[state.relevant_rows]
-        hits = find_hits(lists, state.relevant_sub.indptr, state.relevant_sub.rows)
+        hits = state.held.hits(lists)
         figures.ndcg = hits.at(max(int(lists.shape[1]), 1)).ndcg
         hit_tail = hits.hits & state.tail[np.where(lists >= 0, lists, 0)]
         figures.reo_numerator = (float(hits.hits.sum() - hit_tail.sum()), float(hit_tail.sum()))
