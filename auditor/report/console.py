@@ -31,6 +31,7 @@ from auditor.report.document import (
     Table,
 )
 from auditor.report.formatting import text_or_missing
+from auditor.report.plain_table import PlainTable
 from auditor.result import AuditResult
 
 SEVERITY_STYLE = {"none": "green", "low": "yellow", "moderate": "dark_orange", "high": "bold red"}
@@ -120,7 +121,8 @@ def _key_values(block: KeyValues) -> RenderableType:
     table.add_column("value", justify="right")
     for name, value in block.rows:
         table.add_row(Text(name), Text(value))
-    return titled(block.title, table) if block.title else table
+    shown = PlainTable(table, block.rows)
+    return titled(block.title, shown) if block.title else shown
 
 
 def _table(block: Table) -> RenderableType:
@@ -132,7 +134,8 @@ def _table(block: Table) -> RenderableType:
         )  # fmt: skip
     for row in block.rows:
         table.add_row(*(_cell(block, i, cell) for i, cell in enumerate(row)))
-    shown: RenderableType = titled(block.title, table) if block.title else table
+    plain = PlainTable(table, [block.headers, *block.rows])
+    shown: RenderableType = titled(block.title, plain) if block.title else plain
     return Group(shown, Text(block.caption, style="dim")) if block.caption else shown
 
 
@@ -141,7 +144,7 @@ def _cell(block: Table, column: int, cell: str) -> Text:
     return Text(cell, style=style)
 
 
-def titled(title: str, table: RichTable) -> Group:
+def titled(title: str, table: RenderableType) -> Group:
     """``table`` under its title on a line of its own: a title set on a rich table wraps
     at the table's width, which splits a long title mid-phrase over a narrow table."""
     return Group(Text(title, style="bold"), table)

@@ -1,0 +1,85 @@
+"""PlainTable writes a table's plain text without rich's per-cell rendering: the text must
+be rich's own, byte for byte, for every table the reports draw (fitting, collapsed,
+wrapped, folded, cut with an ellipsis, with and without a header) at every width."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+from rich.console import Console, Group
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from auditor.report.plain_table import PlainTable
+
+WORDS = ["0.978", "[0.972, 0.983]", "head_share_10pct", "overlap dot∩cosine", "82.67×", "", "ρ", "a b c d",
+         "second difference ‖f(θ+εv)‖ over 3 random directions (ε=0.1: 2.41e-18)", "holds", "1,234,567",
+         "x" * 30, "item tower's optimizer state: SGD (lr=10, momentum=0)", "—"]
+
+
+def _table(headers: list[str], rows: list[list[str]], *, show_header: bool, justify: list[str],
+           overflow: list[str]) -> tuple[RichTable, list[list[str]]]:
+    table = RichTable(show_header=show_header)
+    for name, just, over in zip(headers, justify, overflow):
+        table.add_column(Text(name), justify=just, overflow=over)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    return table, ([headers] if show_header else []) + rows
+
+
+def _text(renderable: object, width: int, color: bool = False) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=color, color_system="truecolor" if color else None,
+                      highlight=False)
+    console.print(renderable)
+    return buffer.getvalue()
+
+
+def _random_case(rng: random.Random) -> tuple[RichTable, list[list[str]]]:
+    n_cols = rng.randint(1, 8)
+    headers = [rng.choice(WORDS[:8] + ["measure", "decile"]) for _ in range(n_cols)]
+    rows = [[rng.choice(WORDS) for _ in range(n_cols)] for _ in range(rng.randint(0, 6))]
+    return _table(headers, rows, show_header=rng.random() < 0.7,
+                  justify=[rng.choice(["left", "right"]) for _ in range(n_cols)],
+                  overflow=[rng.choice(["ellipsis", "fold"]) for _ in range(n_cols)])
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("width", [100, 80, 47, 20, 9])
+def test_random_tables_print_as_rich_prints_them(seed: int, width: int) -> None:
+    table, cells = _random_case(random.Random(seed))
+    assert _text(PlainTable(table, cells), width) == _text(table, width)
+
+
+def test_the_audit_tables_shapes() -> None:
+    """A right-justified measure table that fits 100 columns and is collapsed below (a two-word
+    header wrapped, a long word cut with an ellipsis) and a folded evidence table."""
+    measures, cells = _table(
+        ["measure", "dot", "cosine", "dot / cosine", "alpha_0.25", "alpha_0.5", "alpha_0.75", "popular"],
+        [["head_share_10pct", "31.4%", "3.3%", "9.56×", "8.3%", "15.1%", "22.9%", "100.0%"],
+         ["overlap dot∩cosine", "1.000", "0.31", "—", "0.5", "0.6", "0.7", "0.01"]],
+        show_header=True, justify=["right"] * 8, overflow=["ellipsis"] * 8,
+    )
+    evidence, evidence_cells = _table(
+        ["condition", "status", "evidence", "source"],
+        [["C1", "holds", WORDS[8] + " " + WORDS[12], "checkpoint"], ["C2", "unknown", "", "probe"]],
+        show_header=True, justify=["left"] * 4, overflow=["ellipsis", "ellipsis", "fold", "ellipsis"],
+    )
+    for width in (100, 80, 60):
+        plain = _text(PlainTable(measures, cells), width)
+        assert plain == _text(measures, width)
+        assert ("…" in plain) == (width < 100)  # cut with an ellipsis once collapsed
+        assert _text(PlainTable(evidence, evidence_cells), width) == _text(evidence, width)
+
+
+def test_colour_and_titles_are_left_to_rich() -> None:
+    """With colour on, the table is rich's (styles included); inside a group the plain
+    text equals the rich table's."""
+    table, cells = _table(["name", "value"], [["spearman", "0.978"]], show_header=False,
+                          justify=["left", "right"], overflow=["ellipsis", "ellipsis"])
+    assert _text(PlainTable(table, cells), 80, color=True) == _text(table, 80, color=True)
+    grouped = _text(Group(Text("Frequency", style="bold"), PlainTable(table, cells)), 80)
+    assert grouped == _text(Group(Text("Frequency", style="bold"), table), 80)
+    assert grouped.splitlines()[2] == "│ spearman │ 0.978 │"
