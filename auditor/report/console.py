@@ -17,7 +17,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from auditor.plugin_api import RenderContext
-from auditor.report.audit_doc import audit_document
+from auditor.report.audit_doc import audit_terminal_view
 from auditor.report.document import (
     Block,
     Bullets,
@@ -49,25 +49,30 @@ class ConsoleRenderer:
     description = "human-readable report for the terminal (rich tables)"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
-        """The audit's report as text, ``context.width`` columns wide."""
-        return self.render_document(audit_document(result), context)
+        """The audit's report as text, ``context.width`` columns wide: its document's
+        brief (:func:`audit_terminal_view`, the document's other parts left unbuilt)."""
+        return _printed([renderable(block) for block in audit_terminal_view(result)], context)
 
     def render_document(self, document: Document, context: RenderContext) -> str:
         """``document`` as text, ``context.width`` columns wide; a width of 0 (a log file)
         keeps each table at its natural width and each paragraph on one line."""
-        parts = renderables(document)
-        natural = context.width <= 0
-        buffer = io.StringIO()
-        console = Console(
-            file=buffer,
-            width=_natural_width(parts) if natural else context.width,
-            force_terminal=context.color,
-            color_system="auto" if context.color else None,
-            highlight=False,
-        )
-        for part in parts:
-            console.print(part, soft_wrap=natural and isinstance(part, Text))
-        return buffer.getvalue()
+        return _printed(renderables(document), context)
+
+
+def _printed(parts: list[RenderableType], context: RenderContext) -> str:
+    """``parts`` printed one after the other, as :meth:`ConsoleRenderer.render_document` says."""
+    natural = context.width <= 0
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=_natural_width(parts) if natural else context.width,
+        force_terminal=context.color,
+        color_system="auto" if context.color else None,
+        highlight=False,
+    )
+    for part in parts:
+        console.print(part, soft_wrap=natural and isinstance(part, Text))
+    return buffer.getvalue()
 
 
 def renderables(document: Document) -> list[RenderableType]:
