@@ -126,7 +126,7 @@ def _key_values(block: KeyValues) -> RenderableType:
     table.add_column("value", justify="right")
     for name, value in block.rows:
         table.add_row(Text(name), Text(value))
-    shown = PlainTable(table, block.rows)
+    shown = PlainTable(table)
     return titled(block.title, shown) if block.title else shown
 
 
@@ -139,7 +139,7 @@ def _table(block: Table) -> RenderableType:
         )  # fmt: skip
     for row in block.rows:
         table.add_row(*(_cell(block, i, cell) for i, cell in enumerate(row)))
-    plain = PlainTable(table, [block.headers, *block.rows])
+    plain = PlainTable(table)
     shown: RenderableType = titled(block.title, plain) if block.title else plain
     return Group(shown, Text(block.caption, style="dim")) if block.caption else shown
 
