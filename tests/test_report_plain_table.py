@@ -101,3 +101,24 @@ def test_other_tables_and_titles() -> None:
     table.title = "Frequency"
     for color in (None, "truecolor"):
         assert _text(PlainTable(table), 80, color) == _text(table, 80, color)
+
+
+@pytest.mark.parametrize("color", [False, True])
+@pytest.mark.parametrize("width", [100, 80, 0])
+def test_the_audit_report_is_what_rich_draws(monkeypatch: pytest.MonkeyPatch, color: bool, width: int) -> None:
+    """A whole audit's terminal report (every section's tables, a log file's natural
+    width too): the brief alone, rendered with PlainTable, equals the whole document's
+    brief rendered by rich's own tables; the JSON report equals the document's data."""
+    from auditor.plugin_api import RenderContext
+    from auditor.report.audit_doc import audit_document
+    from auditor.report.console import ConsoleRenderer
+    from auditor.report.json import JsonRenderer
+    from report_samples import full_result
+
+    result = full_result()
+    context = RenderContext(color=color, width=width)
+    fast = ConsoleRenderer().render(result, context)
+    monkeypatch.setattr(PlainTable, "__rich_console__", lambda self, console, options: iter([self.table]))
+    assert fast == ConsoleRenderer().render_document(audit_document(result), context)
+    assert ("\x1b[" in fast) == color and "┏" in fast
+    assert JsonRenderer().render(result, context) == JsonRenderer().render_document(audit_document(result), context)
