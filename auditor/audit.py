@@ -20,7 +20,6 @@ from auditor.evaluation import Evaluation, evaluate
 from auditor.idmap import describe_mapping
 from auditor.loading.frequencies import needs_the_log
 from auditor.loading.inputs import AuditInputs, load_inputs
-from auditor.lists_audit import run_lists_audit
 from auditor.loading.statistics import InputCache
 from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
@@ -52,6 +51,10 @@ def run_audit(
     pm = pm or get_plugin_manager(config.plugins)
     registered = collect_measures(pm)  # before any work: a malformed plugin measure stops here
     if config.model is None:  # served lists alone (docs/served-lists.md)
+        # Loaded here: the lists-only audit (served lists, their measures and verdict)
+        # is a subsystem a model's audit never runs.
+        from auditor.lists_audit import run_lists_audit
+
         return run_lists_audit(config, registered, progress, cache)
     inputs = load_inputs(config, pm, progress, cache)
     bundle, stats = inputs.bundle, inputs.stats

@@ -11,7 +11,10 @@ baseline in the same round:
   ``python -c "import torch"`` (the floor of any audit of a torch file): as a ratio, as
   the time beyond that import against :data:`OVER_TORCH_GOAL`, and against the absolute
   goal of :data:`CHECK_GOAL` seconds (which ``import torch`` alone exceeds on a slow
-  machine);
+  machine); and in CPU seconds beyond ``import torch`` with its objects frozen before
+  exit too (:data:`FROZEN_TORCH`), the floor for a command that exits as ``popaudit``
+  does (``cli/_startup.py``: no shutdown collections), which plain ``import torch``
+  still pays;
 * the same ``check`` under ``python -X importtime``: the time its imports took (summed
   over top-level imports, with the largest packages apart), and the modules it must not
   load (torch's compiler stack, sympy, matplotlib without a figure);
@@ -51,6 +54,9 @@ CHECK_GOAL = 2.0
 OVER_TORCH_GOAL = 0.6
 """Seconds a small audit may take beyond ``import torch`` where that import alone is
 over :data:`CHECK_GOAL` (a slow or shared machine)."""
+FROZEN_TORCH = "import torch, gc; gc.freeze()"
+"""``import torch`` exiting as ``popaudit`` exits: every object frozen, so the shutdown's
+collections skip them."""
 PACKAGES = ("torch", "scipy", "numpy", "pyarrow", "faiss", "matplotlib", "rich", "click", "pluggy", "auditor")
 
 AUDIT_SCRIPT = """
@@ -142,6 +148,7 @@ def commands(py: str, model: Path, log: Path) -> dict[str, list[str]]:
         "check_help": [py, "-m", "auditor", "check", "--help"],
         "error": [py, "-m", "auditor", "check", "/nonexistent/model.pt"],
         "torch": [py, "-c", "import torch"],
+        "torch_frozen": [py, "-c", FROZEN_TORCH],
         "check": [py, *check],
         "importtime": [py, "-X", "importtime", *check],
         "audit": [py, "-c", AUDIT_SCRIPT, str(model), str(log)],
@@ -217,6 +224,8 @@ class Figures:
                   f"{best[key] / HELP_GOAL:4.2f}x the {HELP_GOAL:g} s goal)")
         print(f"python -c 'import torch'       {best['torch']:6.3f} s")
         self.report_check(best["check"], best["torch"], self.cpu["check"], self.cpu["torch"])
+        print(f"  CPU beyond import torch frozen at exit ({self.cpu['torch_frozen']:.3f} s): "
+              f"{self.cpu['check'] - self.cpu['torch_frozen']:+.3f} s")
         print(f"  imports (-X importtime)      {total:6.3f} s  ({total / best['torch']:5.2f}x import torch)")
         for name, seconds in sorted(per.items(), key=lambda kv: -kv[1]):
             if seconds >= 0.005:
@@ -277,6 +286,7 @@ def main() -> None:
             print(f"-- {name}: a generated {args.items:,}-item model ({large[0].parent})")
             Figures.report_check(scaled[name].best["check"], fig.best["torch"], scaled[name].cpu["check"],
                                  fig.cpu["torch"])
+            print(f"  CPU beyond import torch frozen at exit: {scaled[name].cpu['check'] - fig.cpu['torch_frozen']:+.3f} s")
             scaled[name].report_audit()
     if "baseline" in figures:
         compare(figures["this popaudit"], figures["baseline"])

@@ -13,6 +13,7 @@ import click
 from auditor import __version__
 from auditor.cli._common import option_names
 from auditor.cli._group import PluginGroup
+from auditor.cli._startup import frozen_at_exit
 from auditor.errors import spelled_as
 
 # Modules that define one command each (a module-level ``command``).
@@ -48,5 +49,9 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="popaudit")
+    """Console-script entry point; the process exits after it, its objects frozen out of
+    the shutdown's collections (:func:`~auditor.cli._startup.frozen_at_exit`)."""
+    try:
+        cli(prog_name="popaudit")
+    finally:
+        frozen_at_exit()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pluggy
@@ -32,15 +33,15 @@ from auditor.loading.recbole_eval import (
     training_stats,
 )
 from auditor.loading.served import ServedVectors
-from auditor.loading.served_inputs import served_for_model
-from auditor.loading.served_lists import ServedLists
 from auditor.loading.statistics import InputCache, item_statistics
-from auditor.loading.trace_input import load_training
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
 from auditor.plugins import call_hook
 from auditor.progress import SILENT, Progress
 from auditor.trace_section import TrainingSection
+
+if TYPE_CHECKING:  # served lists are read only when given (load_inputs)
+    from auditor.loading.served_lists import ServedLists
 
 PROBE_PAIRS = 200_000
 """Probes need a few real batches, not the whole log."""
@@ -92,6 +93,8 @@ def load_inputs(
     inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings), recbole=evaluation)
     inputs.warnings.extend(globals_warning(found_globals, config.model))
     if config.trace is not None:  # before the heavy reads: a bad trace fails fast
+        from auditor.loading.trace_input import load_training  # the trace reader: only with a trace
+
         inputs.training = load_training(config.trace, bundle, inputs.warnings)
     cache = cache or InputCache()
     inputs.stats = training_stats(evaluation) if evaluation is not None else item_statistics(
@@ -103,6 +106,8 @@ def load_inputs(
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
     inputs.population = _population(inputs, config, progress, cache)
     if config.recommendations is not None:
+        from auditor.loading.served_inputs import served_for_model  # served lists: only when given
+
         inputs.served, inputs.served_rows, notes = served_for_model(
             config, bundle, inputs.population, cache, progress)
         inputs.warnings.extend(notes)

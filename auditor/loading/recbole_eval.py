@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -29,11 +30,13 @@ from auditor.errors import IdMappingError, setting
 from auditor.loading.holdout import build_csr
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
-from auditor.loading.recbole_split import RecBoleSplit, recbole_split
 from auditor.loading.served import ServedVectors, read_cache, served_vectors
 from auditor.model import InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 from auditor.values import RowLookup
+
+if TYPE_CHECKING:  # the split's reader is loaded when a split is reproduced (recbole_evaluation)
+    from auditor.loading.recbole_split import RecBoleSplit
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ def recbole_evaluation(bundle: ModelBundle, config: AuditConfig) -> RecBoleEvalu
 
     EvaluationSplitError when the recorded settings make the split unreproducible;
     IdMappingError when the file holds other ids than the checkpoint's tables."""
+    # Loaded here: RecBole's split and its .inter reader serve RecBole audits only.
+    from auditor.loading.recbole_split import recbole_split
+
     assert bundle.config is not None and config.interactions is not None
     inter = Path(config.interactions)
     split = recbole_split(bundle.config, inter)

@@ -17,7 +17,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from auditor.plugin_api import RenderContext
-from auditor.report.audit_doc import audit_document
+from auditor.report.audit_doc import audit_terminal_view
 from auditor.report.document import (
     Block,
     Bullets,
@@ -31,6 +31,7 @@ from auditor.report.document import (
     Table,
 )
 from auditor.report.formatting import text_or_missing
+from auditor.report.plain_table import PlainTable
 from auditor.result import AuditResult
 
 SEVERITY_STYLE = {"none": "green", "low": "yellow", "moderate": "dark_orange", "high": "bold red"}
@@ -48,25 +49,30 @@ class ConsoleRenderer:
     description = "human-readable report for the terminal (rich tables)"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
-        """The audit's report as text, ``context.width`` columns wide."""
-        return self.render_document(audit_document(result), context)
+        """The audit's report as text, ``context.width`` columns wide: its document's
+        brief (:func:`audit_terminal_view`, the document's other parts left unbuilt)."""
+        return _printed([renderable(block) for block in audit_terminal_view(result)], context)
 
     def render_document(self, document: Document, context: RenderContext) -> str:
         """``document`` as text, ``context.width`` columns wide; a width of 0 (a log file)
         keeps each table at its natural width and each paragraph on one line."""
-        parts = renderables(document)
-        natural = context.width <= 0
-        buffer = io.StringIO()
-        console = Console(
-            file=buffer,
-            width=_natural_width(parts) if natural else context.width,
-            force_terminal=context.color,
-            color_system="auto" if context.color else None,
-            highlight=False,
-        )
-        for part in parts:
-            console.print(part, soft_wrap=natural and isinstance(part, Text))
-        return buffer.getvalue()
+        return _printed(renderables(document), context)
+
+
+def _printed(parts: list[RenderableType], context: RenderContext) -> str:
+    """``parts`` printed one after the other, as :meth:`ConsoleRenderer.render_document` says."""
+    natural = context.width <= 0
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=_natural_width(parts) if natural else context.width,
+        force_terminal=context.color,
+        color_system="auto" if context.color else None,
+        highlight=False,
+    )
+    for part in parts:
+        console.print(part, soft_wrap=natural and isinstance(part, Text))
+    return buffer.getvalue()
 
 
 def renderables(document: Document) -> list[RenderableType]:
@@ -120,7 +126,8 @@ def _key_values(block: KeyValues) -> RenderableType:
     table.add_column("value", justify="right")
     for name, value in block.rows:
         table.add_row(Text(name), Text(value))
-    return titled(block.title, table) if block.title else table
+    shown = PlainTable(table)
+    return titled(block.title, shown) if block.title else shown
 
 
 def _table(block: Table) -> RenderableType:
@@ -132,7 +139,8 @@ def _table(block: Table) -> RenderableType:
         )  # fmt: skip
     for row in block.rows:
         table.add_row(*(_cell(block, i, cell) for i, cell in enumerate(row)))
-    shown: RenderableType = titled(block.title, table) if block.title else table
+    plain = PlainTable(table)
+    shown: RenderableType = titled(block.title, plain) if block.title else plain
     return Group(shown, Text(block.caption, style="dim")) if block.caption else shown
 
 
@@ -141,7 +149,7 @@ def _cell(block: Table, column: int, cell: str) -> Text:
     return Text(cell, style=style)
 
 
-def titled(title: str, table: RichTable) -> Group:
+def titled(title: str, table: RenderableType) -> Group:
     """``table`` under its title on a line of its own: a title set on a rich table wraps
     at the table's width, which splits a long title mid-phrase over a narrow table."""
     return Group(Text(title, style="bold"), table)

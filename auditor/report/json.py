@@ -7,7 +7,6 @@ import json
 
 from auditor.errors import InputError
 from auditor.plugin_api import RenderContext
-from auditor.report.audit_doc import audit_document
 from auditor.report.document import Document
 from auditor.result import AuditResult
 
@@ -20,12 +19,18 @@ class JsonRenderer:
     description = "machine-readable report (docs/report.md, schema_version 1)"
 
     def render(self, result: AuditResult, context: RenderContext) -> str:
-        """The audit's JSON report, newline-terminated (``context`` is not needed)."""
-        return self.render_document(audit_document(result), context)
+        """The audit's JSON report, newline-terminated (``context`` is not needed): the
+        data of the audit's document, ``result.to_dict()``, without building the rest of
+        it (its sections and figures are for the other formats)."""
+        return _dumps(result.to_dict())
 
     def render_document(self, document: Document, context: RenderContext) -> str:
         """``document``'s data as JSON, newline-terminated; a document without data is an
         :class:`~auditor.errors.InputError`."""
         if document.payload is None:
             raise InputError(f"the json format cannot render the {document.kind} report: it carries no data")
-        return json.dumps(document.payload(), indent=2, allow_nan=False) + "\n"
+        return _dumps(document.payload())
+
+
+def _dumps(data: object) -> str:
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
