@@ -17,8 +17,6 @@ colour, on random tables.
 
 from __future__ import annotations
 
-from rich._pick import pick_bool
-from rich._ratio import ratio_reduce
 from rich.box import Box
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -27,6 +25,11 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.table import Column, Table as RichTable
 from rich.text import Text
+
+try:  # rich's own rule for shrinking columns; a private module, so a rich without it
+    from rich._ratio import ratio_reduce  # draws every table itself (_plain_layout: False)
+except ImportError:  # pragma: no cover - depends on the installed rich
+    ratio_reduce = None  # type: ignore[assignment]
 
 PADDING = (0, 1, 0, 1)
 """rich's default cell padding, the only one laid out here (one space a side)."""
@@ -84,7 +87,7 @@ def _plain_layout(table: RichTable) -> bool:
     default padding, no title, caption, footer, row lines, sections, fixed or minimum
     width, expansion, column width settings or justification but left and right."""
     return (
-        table.box is not None and table.show_edge and not table.show_lines and not table.show_footer
+        ratio_reduce is not None and table.box is not None and table.show_edge and not table.show_lines and not table.show_footer
         and table.leading == 0 and table.padding == PADDING and table.pad_edge and not table.collapse_padding
         and table.width is None and table.min_width is None and not table.expand
         and table.title is None and table.caption is None
@@ -112,7 +115,7 @@ def _lines(table: RichTable, cells: list[list[Text]], console: Console, options:
         rows.append(_row(rendered, widths, styles, bottom=header and index == 0))
     box = table.box
     assert box is not None  # _plain_layout checked it
-    box = box.substitute(options, safe=pick_bool(table.safe_box, console.safe_box))
+    box = box.substitute(options, safe=console.safe_box if table.safe_box is None else table.safe_box)
     border = get_style(table.style or "") + get_style(table.border_style or "")
     return _boxed(box if header else box.get_plain_headed_box(), widths, rows, header, border)
 
