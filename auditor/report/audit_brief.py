@@ -128,7 +128,9 @@ def _retrieval(result: AuditResult) -> list[Block]:
     for k, cut in sorted(retrieval.at.items()):
         # dot, cosine and their ratio first (the headline's numbers), as in every format.
         scorings = {"dot": cut.dot, "cosine": cut.cosine, **cut.norm_aware, "popular": cut.popular}
-        names = list(scorings)
+        # Norm-aware scorings as the other formats name them (norm-aware α=0.5), shortened
+        # to fit a terminal's width beside the measure names.
+        names = [f"α={name[len('alpha_'):]}" if name.startswith("alpha_") else name for name in scorings]
         names.insert(2, RATIO_HEADER)
         rows = []
         for metric, info in shown_measures(cut, retrieval.list_measures).items():
@@ -137,7 +139,11 @@ def _retrieval(result: AuditResult) -> list[Block]:
             rows.append((metric, *cells))
         rows.append(("overlap dot∩cosine", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
         rows += [(f"{name} in served", fmt_pct(value), *[""] * len(scorings)) for name, value in cut.overlap_served.items()]
-        blocks.append(Table(("measure", *names), tuple(rows), (True,) * (len(names) + 1), title=f"Top-{k}"))
+        # Measure names are the flat names gates use: left-aligned, folded rather than cut
+        # where the terminal is narrow ("miscalibration…" cut short named three measures
+        # alike); the narrower columns of numbers keep their width.
+        numeric = (False, *(True,) * len(names))
+        blocks.append(Table(("measure", *names), tuple(rows), numeric, title=f"Top-{k}", wrap=(0,)))
     if retrieval.recall:
         recall = ", ".join(f"@{k}: {fmt_num(v)}" for k, v in sorted(retrieval.recall.items()))
         blocks.append(Paragraph(f"Approximate-index recall vs exact search {recall}", "note"))
