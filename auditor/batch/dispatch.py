@@ -45,6 +45,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, cast
 
 from auditor.batch.jobs import BatchJob
+from auditor.batch.preload import WORKER_MODULES
 from auditor.batch.workers import AuditFn, audit_job, error_record, share_cores
 from auditor.errors import AuditError, setting
 from auditor.parallel import TaskClock, WorkerPool, dask_client, pool_context
@@ -53,8 +54,6 @@ WORKER_DIED = (
     "the worker process died while auditing this row (killed, out of memory, or a crash "
     "in native code)"
 )
-# Imported once by the forkserver, which workers fork from (not each worker importing it).
-_PRELOAD = ["auditor.batch.workers", "auditor.audit", "auditor.plugins"]
 
 Records = Generator[list[dict[str, Any]], None, None]
 """What a dispatcher yields: the records of the rows that finished together (none, now
@@ -110,7 +109,7 @@ def _dispatch_pool(
 
     A pool whose worker died is given up and the rows go on in a fresh one.
     """
-    context = pool_context(start_method, _PRELOAD)
+    context = pool_context(start_method, WORKER_MODULES)  # started already by run_batch: the same server
     rows = _PoolRows(jobs, workers, TaskClock(row_timeout))
     while rows.unfinished():
         with WorkerPool(context, workers, setup=share_cores, setup_args=(workers,), timed=bool(row_timeout)) as pool:

@@ -20,6 +20,7 @@ from auditor.batch.dispatch import Records, dispatch
 from auditor.batch.journal import check_journal_place, journal_path, read_journal
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs, row_title
 from auditor.batch.manifest import Manifest, read_manifest
+from auditor.batch.preload import start_workers
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
 from auditor.batch.results import ResultsWriter, has_provenance, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
@@ -109,6 +110,8 @@ def run_batch(
     ManifestError, raised before the file is touched.
     """
     _check_settings(jobs, inline, flush_interval, row_timeout)
+    if not inline and not scheduler:  # the workers' imports run while the manifest is read
+        start_workers(start_method)
     parsed = manifest if isinstance(manifest, Manifest) else read_manifest(Path(manifest))
     all_jobs = _jobs(parsed, output, defaults, other_outputs)
     writer = _writer(parsed, output, all_jobs, defaults)
