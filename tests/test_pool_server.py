@@ -140,18 +140,18 @@ def test_a_batch_that_fails_before_any_row_leaves_no_server_behind(marked: dict[
 def test_the_preloaded_modules_are_what_a_workers_row_imports(tmp_path: Path) -> None:
     """A worker forked from the server imports nothing heavy for its first row (an
     ``.npy`` table against a Parquet log, as bench_batch.py audits): each such import
-    would be paid by every worker, after the server's imports rather than during them."""
+    would be paid by every worker, after the server's imports rather than during them.
+    What the server imported is frozen out of the collector's walks."""
     rng = np.random.default_rng(0)
     np.save(tmp_path / "m.npy", rng.standard_normal((50, 8)).astype(np.float32))
     pq.write_table(pa.table({"user_id": rng.integers(0, 30, 400), "item_id": rng.integers(0, 50, 400)}),
                    tmp_path / "log.parquet")
     (tmp_path / "m.csv").write_text("model\nm.npy\n")
     script = textwrap.dedent(f"""
-        import json, sys
+        import gc, json, sys
         from pathlib import Path
-        from auditor.batch.preload import WORKER_MODULES
-        for name in WORKER_MODULES:
-            __import__(name)
+        import auditor.batch.preloaded  # what the server imports
+        assert gc.get_freeze_count() > 100_000, gc.get_freeze_count()  # torch's objects frozen
         from auditor.batch.jobs import build_jobs
         from auditor.batch.manifest import read_manifest
         from auditor.batch.workers import audit_job

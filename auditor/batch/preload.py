@@ -12,6 +12,8 @@ nothing of the batch package but itself.
 
 from __future__ import annotations
 
+from multiprocessing.context import BaseContext
+
 from auditor.parallel import pool_context
 
 WORKER_MODULES = (
@@ -32,13 +34,18 @@ WORKER_MODULES = (
     "auditor.report.builtin",
     "auditor.train.plugin",
 )
-"""Modules the forkserver imports before it forks the first worker (one missing is
-skipped: an optional import fails where it is used, as without preloading)."""
+"""Modules the forkserver imports before it forks the first worker (through
+:data:`SERVER_PRELOAD`; one missing is skipped: an optional import fails where it is
+used, as without preloading)."""
 
 
-def start_workers(start_method: str | None = None) -> None:
-    """Start the server the batch's local workers fork from, importing
-    :data:`WORKER_MODULES` (with the forkserver start method, the default where there is
-    one; nothing with another, or when it runs already). For local pools only: a Dask
-    run needs none."""
-    pool_context(start_method, WORKER_MODULES)
+SERVER_PRELOAD = "auditor.batch.preloaded"
+"""What the server is told to import: :data:`WORKER_MODULES`, with the collector paused
+and what they built frozen."""
+
+
+def start_workers(start_method: str | None = None) -> BaseContext:
+    """The context of the batch's local pools, its server (with the forkserver start
+    method, the default where there is one) started now unless it runs, importing
+    :data:`WORKER_MODULES`. For local pools only: a Dask run needs none."""
+    return pool_context(start_method, [SERVER_PRELOAD])
