@@ -243,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         tables = make_inputs(folder, args.models, args.seed)
         print(f"{args.models} models of {N_ITEMS:,} x {DIM} sharing a log of {N_INTERACTIONS:,} interactions "
               f"({N_USERS} users); -j {args.jobs}, {' '.join(audit_args)}")
+        print(start_up(folder, tables, args.jobs, audit_args), flush=True)
         print(f"{'rows':>7} {'seconds':>8} {'rows/s':>7} {'audit s/row':>12} {'overhead':>9} {'per-row cost vs smaller':>24}")
-        print(start_up(folder, tables, args.jobs, audit_args))
         per_row: list[float] = []
         rates = []
         for rows in (args.small, args.large):
