@@ -90,7 +90,9 @@ def run_batch(
     worker processes (1: a pool of one). ``scheduler``: a Dask scheduler address
     (overrides ``jobs``). ``audit_fn``: the audit to run, ``run_audit`` by default (must
     be importable by name for worker processes). ``start_method``: multiprocessing start
-    method of the pool (default forkserver, else spawn). ``flush_interval``: minimum
+    method of the pool (default forkserver, else spawn; a forkserver is started first, so
+    that its imports run while the manifest is read: :mod:`auditor.batch.preload`).
+    ``flush_interval``: minimum
     seconds between rewrites of the results file; every finished row is appended to its
     journal at once (a crash loses the rows in flight only, ``resume`` reads the journal),
     and 0 (default) rewrites the file as audits finish, spaced so that rewriting takes at
