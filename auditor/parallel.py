@@ -5,11 +5,13 @@ and sharded retrieval on a cluster (:mod:`auditor.retrieval.dask`) start their w
 here, so every pool behaves alike:
 
 * **Start method**: forkserver where available (workers fork from one server process
-  that imported the modules a caller preloads), else spawn; a caller may name another.
+  that imported the modules a caller preloads, started as soon as the caller asks for
+  the pool's context, :mod:`auditor.pool_server`), else spawn; a caller may name another.
 * **Workers die with the main process**, even when it is killed by ``kill -9``: each
   watches it (a pidfd on Linux, else polling) from a daemon thread, and workers that are
-  its direct children also get ``PR_SET_PDEATHSIG``; the forkserver exits once its
-  workers are gone. Workers leave Ctrl-C to the main process.
+  its direct children also get ``PR_SET_PDEATHSIG``; the forkserver is killed as the
+  main process exits (and exits by itself when that process was killed). Workers and
+  the forkserver leave Ctrl-C to the main process.
 * **Pool folder**: multiprocessing's temporary folder is named with the owner's process
   id, so a later run removes one a kill left behind
   (:func:`auditor.memory.remove_stale_spills`).
@@ -23,7 +25,7 @@ here, so every pool behaves alike:
 
 Pool workers receive what runs there by qualified name: everything here a worker calls
 must stay importable as ``auditor.parallel``. This module imports nothing of popaudit
-but the bottom layers (errors, memory).
+but the bottom layers (errors, memory, pool_server).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from typing import Any
 
 from auditor.errors import InputError, setting
 from auditor.memory import POOL_PREFIX, remove_stale_spills
+from auditor.pool_server import start_server
 
 _WORKER: dict[str, Any] = {}
 """This worker process's link to the main process (the queue task starts go to)."""
@@ -102,15 +105,15 @@ def default_start_method() -> str:
 
 def pool_context(method: str | None = None, preload: Iterable[str] = ()) -> BaseContext:
     """The multiprocessing context a pool starts from (``method``, else
-    :func:`default_start_method`); a forkserver imports the modules ``preload`` names
-    once, when it starts. Takes this process's own pool folder first."""
+    :func:`default_start_method`); a forkserver is started now (unless it runs), deaf to
+    Ctrl-C and killed at exit (:mod:`auditor.pool_server`), and imports the modules
+    ``preload`` names once, as it starts: a caller that calls this early has those imports
+    run while it goes on. Takes this process's own pool folder first."""
     method = method or default_start_method()
-    modules = list(preload)
-    own_pool_folder()  # a kill leaves no anonymous pymp-* folder behind
-    context = multiprocessing.get_context(method)
-    if method == "forkserver" and modules:
-        context.set_forkserver_preload(modules)  # applies when the server starts
-    return context
+    own_pool_folder()  # a kill leaves no anonymous pymp-* folder behind (the server's socket is there)
+    if method == "forkserver":
+        start_server(list(preload))
+    return multiprocessing.get_context(method)
 
 
 def own_pool_folder() -> str:

@@ -10,6 +10,9 @@ The library behind ``popaudit batch MANIFEST`` (README.md). One job per module:
   its record);
 * :mod:`~auditor.batch.dispatch`: inline, process-pool and Dask dispatch (the pools and
   the Dask client are :mod:`auditor.parallel`'s);
+* :mod:`~auditor.batch.preload`: what local workers import before their first row, in
+  a server started before the rest of a batch (this package imports its modules on
+  first use, so that ``popaudit batch`` can start that server first);
 * :mod:`~auditor.batch.run`: :func:`run_batch` (resume, flushing, interruption);
 * :mod:`~auditor.batch.results`: the results table's schema, writer and reader.
 
@@ -19,20 +22,54 @@ Summaries of a results table (console tables, HTML page, trend plot) are renderi
 
 from __future__ import annotations
 
-from auditor.batch.dispatch import WORKER_DIED
-from auditor.batch.jobs import BatchJob, batch_inputs, build_jobs
-from auditor.batch.manifest import Manifest, ManifestRow, convert_setting, manifest_columns, read_manifest
-from auditor.batch.results import (
-    RESULTS_VERSION,
-    ResultsWriter,
-    read_results,
-    result_schema,
-)
-from auditor.batch.run import BatchInterrupted, BatchOutcome, run_batch
-from auditor.batch.workers import AuditFn, audit_job, error_record, result_record
-from auditor.config import parse_memory_size
-from auditor.result import CONDITION_IDS
-from auditor.summaries import STATUS_ERROR, STATUS_OK
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from auditor.batch.dispatch import WORKER_DIED
+    from auditor.batch.jobs import BatchJob, batch_inputs, build_jobs
+    from auditor.batch.manifest import Manifest, ManifestRow, convert_setting, manifest_columns, read_manifest
+    from auditor.batch.results import (
+        RESULTS_VERSION,
+        ResultsWriter,
+        read_results,
+        result_schema,
+    )
+    from auditor.batch.run import BatchInterrupted, BatchOutcome, run_batch
+    from auditor.batch.workers import AuditFn, audit_job, error_record, result_record
+    from auditor.config import parse_memory_size
+    from auditor.result import CONDITION_IDS
+    from auditor.summaries import STATUS_ERROR, STATUS_OK
+
+_LAZY = {
+    "WORKER_DIED": "auditor.batch.dispatch",
+    "BatchJob": "auditor.batch.jobs",
+    "batch_inputs": "auditor.batch.jobs",
+    "build_jobs": "auditor.batch.jobs",
+    "Manifest": "auditor.batch.manifest",
+    "ManifestRow": "auditor.batch.manifest",
+    "convert_setting": "auditor.batch.manifest",
+    "manifest_columns": "auditor.batch.manifest",
+    "read_manifest": "auditor.batch.manifest",
+    "RESULTS_VERSION": "auditor.batch.results",
+    "ResultsWriter": "auditor.batch.results",
+    "read_results": "auditor.batch.results",
+    "result_schema": "auditor.batch.results",
+    "BatchInterrupted": "auditor.batch.run",
+    "BatchOutcome": "auditor.batch.run",
+    "run_batch": "auditor.batch.run",
+    "AuditFn": "auditor.batch.workers",
+    "audit_job": "auditor.batch.workers",
+    "error_record": "auditor.batch.workers",
+    "result_record": "auditor.batch.workers",
+    "parse_memory_size": "auditor.config",
+    "CONDITION_IDS": "auditor.result",
+    "STATUS_ERROR": "auditor.summaries",
+    "STATUS_OK": "auditor.summaries",
+}
+"""Public name -> the module that defines it, imported on first use: ``popaudit batch``
+starts its workers' server (:mod:`auditor.batch.preload`) before it loads pyarrow and
+the rest of the batch."""
 
 __all__ = [
     "CONDITION_IDS",
@@ -60,3 +97,17 @@ __all__ = [
     "result_schema",
     "run_batch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`_LAZY`, imported on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'auditor.batch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -20,6 +20,7 @@ from auditor.batch.dispatch import Records, dispatch
 from auditor.batch.journal import check_journal_place, journal_path, read_journal
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs, row_title
 from auditor.batch.manifest import Manifest, read_manifest
+from auditor.batch.preload import start_workers
 from auditor.batch.provenance import FileStates, change, encode, row_provenance
 from auditor.batch.results import ResultsWriter, has_provenance, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
@@ -89,7 +90,9 @@ def run_batch(
     worker processes (1: a pool of one). ``scheduler``: a Dask scheduler address
     (overrides ``jobs``). ``audit_fn``: the audit to run, ``run_audit`` by default (must
     be importable by name for worker processes). ``start_method``: multiprocessing start
-    method of the pool (default forkserver, else spawn). ``flush_interval``: minimum
+    method of the pool (default forkserver, else spawn; a forkserver is started first, so
+    that its imports run while the manifest is read: :mod:`auditor.batch.preload`).
+    ``flush_interval``: minimum
     seconds between rewrites of the results file; every finished row is appended to its
     journal at once (a crash loses the rows in flight only, ``resume`` reads the journal),
     and 0 (default) rewrites the file as audits finish, spaced so that rewriting takes at
@@ -109,6 +112,8 @@ def run_batch(
     ManifestError, raised before the file is touched.
     """
     _check_settings(jobs, inline, flush_interval, row_timeout)
+    if not inline and not scheduler:  # the workers' imports run while the manifest is read
+        start_workers(start_method)
     parsed = manifest if isinstance(manifest, Manifest) else read_manifest(Path(manifest))
     all_jobs = _jobs(parsed, output, defaults, other_outputs)
     writer = _writer(parsed, output, all_jobs, defaults)

@@ -115,10 +115,14 @@ def command(
       popaudit batch nightly.csv -o results.parquet --interactions train.parquet -j 4
       popaudit batch nightly.csv -o results.parquet --scheduler tcp://host:8786
     """
-    from auditor.batch import run_batch
-
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
+    if scheduler is None:  # first: the workers' imports (torch: seconds) run while this process reads the manifest
+        from auditor.batch.preload import start_workers
+
+        start_workers()
+    from auditor.batch import run_batch
+
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, plugins)
     try:
