@@ -22,9 +22,15 @@ WORKER_MODULES = (
     "auditor.audit",
     "auditor.plugins",
     # What a row imports on first use (tests/test_pool_server.py checks the list): the
-    # conditions and probes, the population's sparse rows, the log's Parquet dataset
+    # conditions and probes, retrieval, the verdict and advice, the built-in measures,
+    # the population's sparse rows, the log's Parquet dataset
     # reader, the built-in plugins and formats a worker's plugin manager registers.
     "auditor.conditions",
+    "auditor.retrieval",
+    "auditor.verdict",
+    "auditor.advice",
+    "auditor.metrics.builtin_measures",
+    "auditor.loading.shards",
     "scipy.sparse",
     "pyarrow.dataset",
     "pyarrow.acero",
