@@ -15,9 +15,10 @@ pipeline brings numpy, torch and the plugin system with it.
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from auditor.lazy_names import imported_on_first_use
 
 try:
     __version__ = version("popaudit")
@@ -35,15 +36,4 @@ _LAZY = {"run_audit": "auditor.audit", "AuditConfig": "auditor.config", "AuditRe
 __all__ = ["AuditConfig", "AuditResult", "__version__", "run_audit"]
 
 
-def __getattr__(name: str) -> Any:
-    """``auditor.run_audit`` and the others of :data:`_LAZY`, imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'auditor' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = imported_on_first_use(__name__, _LAZY, globals())

@@ -22,8 +22,9 @@ Summaries of a results table (console tables, HTML page, trend plot) are renderi
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from auditor.lazy_names import imported_on_first_use
 
 if TYPE_CHECKING:
     from auditor.batch.dispatch import WORKER_DIED
@@ -99,15 +100,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`_LAZY`, imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'auditor.batch' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = imported_on_first_use(__name__, _LAZY, globals())
