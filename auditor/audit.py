@@ -26,7 +26,13 @@ from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.metrics.harm_inputs import relevant_rows, with_exposure_shift
-from auditor.plugins import RegisteredMeasures, collect_measures, compute_measures, get_plugin_manager
+from auditor.plugins import (
+    RegisteredMeasures,
+    collect_measures,
+    compute_measures,
+    get_plugin_manager,
+    measure_descriptions,
+)
 from auditor.progress import SILENT, Progress
 from auditor.result import (
     Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, ServedSection, ServedVectorsSection,
@@ -95,7 +101,8 @@ def run_audit(
 
     from auditor.verdict import decide_verdict
 
-    return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures)
+    return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures,
+                       measure_descriptions=measure_descriptions(registered))  # fmt: skip
 
 
 def _serve(

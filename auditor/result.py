@@ -226,6 +226,9 @@ class AuditResult(MeasuredSections):
     verdict: Verdict
     measures: dict[str, Any] = field(default_factory=dict)
     """Extra measures registered by plugins: name -> JSON-serialisable value."""
+    measure_descriptions: dict[str, str] = field(default_factory=dict)
+    """Each of ``measures``' own ``description`` (what it measures, when it is null), for
+    the reports' tables; not in the JSON, which holds findings, not a plugin's wording."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (docs/report.md, schema_version 1); NaN/inf become null."""

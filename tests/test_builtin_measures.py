@@ -37,3 +37,19 @@ def test_gate_on_the_bias_channel_trips() -> None:
                                    str(LIGHTFM / "interactions.csv"), "--no-probes", "--no-retrieval", "-q",
                                    "--fail-on", "item_bias_spearman>0.5"])
     assert ran.exit_code == 3, ran.output
+
+
+def test_a_null_measure_is_shown_with_what_it_measures(tmp_path: Path) -> None:
+    """``n/a`` alone says nothing: every report shows the measure's own description beside
+    its value (which says when it is null), and the JSON keeps findings only."""
+    args = ["check", "sample_data/biased.pt", "--interactions", "sample_data/interactions.parquet", "--no-probes",
+            "--no-retrieval", "--bootstrap", "0", "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]
+    ran = CliRunner().invoke(cli, args)
+    assert ran.exit_code == 0, ran.output
+    row = next(line for line in ran.stdout.splitlines() if "item_bias_spearman" in line)
+    assert "n/a" in row and "Spearman rho between the model's per-item bias term" in row
+    markdown = (tmp_path / "r.md").read_text()
+    assert "| item\\_bias\\_spearman | n/a | Spearman rho between the model's per-item bias term" in markdown
+    assert "null without a bias term" in markdown
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["measures"] == {"item_bias_spearman": None} and "measure_descriptions" not in json.dumps(report)

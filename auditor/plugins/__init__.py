@@ -12,6 +12,7 @@ from auditor.plugins.contributions import (
     collect_condition_evidence,
     collect_measures,
     compute_measures,
+    measure_descriptions,
 )
 from auditor.plugins.describe import PluginInfo, PluginKind, describe_plugins
 from auditor.plugins.manager import (
@@ -53,4 +54,5 @@ __all__ = [
     "hook_names",
     "hook_results",
     "load_plugin_file",
+    "measure_descriptions",
 ]

@@ -83,6 +83,11 @@ def collect_measures(pm: pluggy.PluginManager) -> RegisteredMeasures:
     )
 
 
+def measure_descriptions(registered: RegisteredMeasures) -> dict[str, str]:
+    """Each audit measure's ``description``, by name (for ``AuditResult.measure_descriptions``)."""
+    return {str(measure.name): str(getattr(measure, "description", "") or "") for _plugin, measure in registered.audit}
+
+
 def compute_measures(registered: RegisteredMeasures, bundle: Any, stats: Any, result: Any) -> dict[str, Any]:
     """Every audit measure's value for one audit, by name (for ``AuditResult.measures``).
 

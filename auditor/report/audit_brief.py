@@ -46,8 +46,10 @@ def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
         fn = result.frequency_norm
         blocks += training_brief(result.training, None if fn is None else fn.spearman)
     if result.measures:
-        rows = tuple((name, fmt_num(v) if isinstance(v, float) else fmt_value(v)) for name, v in result.measures.items())
-        blocks.append(KeyValues(rows, "Additional measures (built-in and plugins)"))
+        rows = tuple((name, fmt_num(v) if isinstance(v, float) else fmt_value(v), result.measure_descriptions.get(name, ""))
+                     for name, v in result.measures.items())  # fmt: skip
+        blocks.append(Table(("measure", "value", "what it measures"), rows, (False, True),
+                            title="Additional measures (built-in and plugins)"))  # fmt: skip
     if result.verdict.recommendations:
         blocks += [Paragraph("What to do", "title"), Bullets(tuple(result.verdict.recommendations))]
     blocks += [Paragraph(f"Not measured: {section}: {why}", "note") for section, why in result.not_measured.items()]

@@ -222,7 +222,7 @@ def training_section(result: AuditResult, figures: Sequence[Figure]) -> Section 
 def measures_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
     if not result.measures:
         return None
-    table = replace(c.measures_table(result.measures), wrap=(1,))
+    table = replace(c.measures_table(result.measures, result.measure_descriptions), wrap=(1,))
     return Section("measures", "Additional measures (built-in and plugins)", (table,))
 
 

@@ -346,10 +346,11 @@ def definitions_table(definitions: Mapping[str, str]) -> Table:
     return Table(("term", "definition"), tuple(rows))
 
 
-def measures_table(measures: Mapping[str, Any]) -> Table:
-    """Extra measures from plugins: name and value."""
-    rows = tuple((k, fmt_value(v)) for k, v in measures.items())
-    return Table(("measure", "value"), rows)
+def measures_table(measures: Mapping[str, Any], descriptions: Mapping[str, str]) -> Table:
+    """Extra measures from plugins: name, value and what the measure says it measures
+    (which also says when it is null: ``n/a`` alone would not)."""
+    rows = tuple((k, fmt_value(v), descriptions.get(k, "")) for k, v in measures.items())
+    return Table(("measure", "value", "what it measures"), rows)
 
 
 def other_not_measured(result: AuditResult) -> list[tuple[str, str]]:
