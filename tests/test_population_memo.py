@@ -21,6 +21,14 @@ from auditor.model import ModelBundle, QueryPopulation
 LOG = "user_id,item_id\n4,2\n9,1\n7,0\n4,2\n4,5\n7,8\n2,4\n"
 
 
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    """The training log both memo tests audit (users 4, 9, 7, 2)."""
+    path = tmp_path / "train.csv"
+    path.write_text(LOG)
+    return path
+
+
 def _bundle(tmp_path: Path, n_items: int = 6, item_ids: np.ndarray | None = None) -> ModelBundle:
     items = np.arange(1, n_items * 3 + 1, dtype=np.float32).reshape(n_items, 3)
     return ModelBundle(source=tmp_path / "model.npy", format="npy", item_table=items, item_ids=item_ids)
@@ -62,10 +70,8 @@ def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_second_audit_of_a_log_reads_nothing_and_gets_the_same_population(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: Path
 ) -> None:
-    log = tmp_path / "train.csv"
-    log.write_text(LOG)
     reads, memo = _reads(monkeypatch), LogMemo()
     first = _population(_bundle(tmp_path), memo, interactions=log)
     assert reads == ["users", "seen"]
@@ -82,10 +88,8 @@ def test_second_audit_of_a_log_reads_nothing_and_gets_the_same_population(
 
 
 def test_another_mapping_sample_or_a_rewritten_log_is_read_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: Path
 ) -> None:
-    log = tmp_path / "train.csv"
-    log.write_text(LOG)
     reads, memo = _reads(monkeypatch), LogMemo()
     _population(_bundle(tmp_path), memo, interactions=log)
     # 9 rows: item 8 now has a row, so user 7 has two training items.

@@ -19,6 +19,17 @@ def _tiled(queries: np.ndarray, table: np.ndarray, k: int, **kwargs):  # type: i
     return multi_scoring_topk(queries, table, k, ALPHAS, item_block=256, **kwargs)
 
 
+def _dense_beside_tiled(monkeypatch: pytest.MonkeyPatch, queries: np.ndarray, table: np.ndarray, k: int,
+                        exclude: tuple[np.ndarray, np.ndarray]):  # type: ignore[no-untyped-def]
+    """The default (dense) lists, checked against the float64 reference, and the tiled
+    scan's on the same problem; the tiled scan refused from then on."""
+    tiled = _tiled(queries, table, k, exclude=exclude)
+    _no_tiled_scan(monkeypatch)
+    dense = multi_scoring_topk(queries, table, k, ALPHAS, exclude=exclude)
+    _check(dense, queries, table, k, exclude)
+    return dense, tiled
+
+
 def _no_tiled_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object) -> None:
         raise AssertionError("the tiled scan ran")
@@ -29,11 +40,7 @@ def _no_tiled_scan(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("data", [_floats, _integers])
 def test_one_tile_equals_reference_and_tiled_scan(data, monkeypatch: pytest.MonkeyPatch) -> None:
     table, queries = data(1200, 90, 8, 21)
-    exclude = _exclusions(90, 1200, 22, most=60)
-    tiled = _tiled(queries, table, 50, exclude=exclude)
-    _no_tiled_scan(monkeypatch)
-    dense = multi_scoring_topk(queries, table, 50, ALPHAS, exclude=exclude)
-    _check(dense, queries, table, 50, exclude)
+    dense, tiled = _dense_beside_tiled(monkeypatch, queries, table, 50, _exclusions(90, 1200, 22, most=60))
     for alpha in ALPHAS:
         np.testing.assert_array_equal(dense[alpha][1], tiled[alpha][1])
         np.testing.assert_array_equal(dense[alpha][0], tiled[alpha][0])
@@ -158,11 +165,8 @@ def test_tables_up_to_one_tile_rows_are_ranked_densely(monkeypatch: pytest.Monke
     # keeps the tiled scan (the dense tile would hold the whole table).
     table, queries = _floats(5000, 40, 8, 31)
     exclude = _exclusions(40, 5000, 32)
-    tiled = _tiled(queries, table, 30, exclude=exclude)
     sharded = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude, max_memory=40_000)
-    _no_tiled_scan(monkeypatch)
-    dense = multi_scoring_topk(queries, table, 30, ALPHAS, exclude=exclude)
-    _check(dense, queries, table, 30, exclude)
+    dense, tiled = _dense_beside_tiled(monkeypatch, queries, table, 30, exclude)
     for alpha in ALPHAS:
         np.testing.assert_array_equal(dense[alpha][1], tiled[alpha][1])
         np.testing.assert_array_equal(dense[alpha][1], sharded[alpha][1])
