@@ -2,8 +2,9 @@
 that never import torch's compiler stack.
 
 Known answers: torch.autograd.functional.jacobian gives J, so J Jᵀ is a reference for
-both of the kernel's paths (held rows, forward mode); a linear layer over features x has
-J_iJ_jᵀ = (x_iᵀx_j) I, so any coordinate sample gives |cos(x_i, x_j)| exactly.
+every path of the kernel (whole rows, rows on their support, forward mode); a linear
+layer over features x has J_iJ_jᵀ = (x_iᵀx_j) I, so any coordinate sample gives
+|cos(x_i, x_j)| exactly.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from auditor.probes import cross_jacobian
 from auditor.probes.copies import item_function
 from auditor.probes.eager import compiler_free, eager_step
+from auditor.probes import jacobian
 from auditor.probes.jacobian import sampled_kernel
 from live_towers import TinyLive, Towers
 
@@ -53,6 +55,36 @@ def test_both_kernel_paths_equal_the_full_jacobian(encoder: str) -> None:
     cols = torch.tensor([1, 4, 6])
     sub, _ = sampled_kernel(f, params, cols, budget_bytes=0)
     torch.testing.assert_close(sub, want[:, :, cols][:, :, :, cols], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("encoder", "forward_mode"),
+    [("embedding", False), ("embedding-linear", False), ("mlp", False), ("dense-linear", True)],
+)
+def test_rows_that_do_not_fit_whole_are_held_on_their_support(
+    encoder: str, forward_mode: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One byte short of the whole rows: an id table's rows move only their own entries,
+    so their Gram matrix is taken on those and forward mode (whose first use costs torch
+    0.2 s of decompositions) never runs; a dense feature layer moves every weight, so it
+    falls back to forward mode. Either way K equals the full Jacobian's."""
+    live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, encoder))
+    want = _reference_kernel(live, ROWS)
+    f, params = item_function(live, live.module, ROWS)
+    whole = len(ROWS) * DIM * sum(p.numel() for p in params.values()) * 8
+    calls: list[int] = []
+    real_jvp = jacobian._jvp
+
+    def counted(*args: object) -> torch.Tensor:
+        calls.append(1)
+        return real_jvp(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(jacobian, "_jvp", counted)
+    got, _ = sampled_kernel(f, params, None, budget_bytes=whole - 1)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert bool(calls) is forward_mode
+    if encoder == "embedding":  # each row is one 1 at (item, coordinate): K is 0/1 exactly
+        assert torch.equal(got, want)
 
 
 def test_sampled_coordinates_state_their_uncertainty() -> None:

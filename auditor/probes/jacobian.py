@@ -1,5 +1,6 @@
 """The item tower's tangent kernel J Jᵀ on sampled items and output coordinates, with
-plain autograd (reverse mode, and forward mode when the Jacobian rows do not fit).
+plain autograd (reverse mode, and forward mode when the Jacobian rows do not fit even on
+the parameters they move).
 
 torch.func's transforms are not used: its vjp imports torch._dynamo (and with it sympy
 and the compiler stack, about two seconds) even when nothing is compiled, and a small
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 import torch.autograd.forward_ad as fwad
 
@@ -26,27 +28,60 @@ def sampled_kernel(
     """(K, dim): K[i, j, s, t] = (J_i J_jᵀ)[c_s, c_t] in float64 over the output
     coordinates ``columns`` (every coordinate when None), and the output width.
 
-    When the Jacobian rows of the sampled coordinates fit ``budget_bytes`` they are held
-    and K is one matrix product; otherwise each column of K is one reverse pass (Jᵀe)
-    and one forward-mode pass (J·Jᵀe), holding a single parameter-sized tangent.
+    K is the Gram matrix of the Jacobian rows Jᵀe (one reverse pass each) when they fit
+    ``budget_bytes``: whole, or restricted to the parameters any of them moves (an id
+    table's row moves only its own entries, so a large table's rows fit too). Otherwise
+    each column of K is one reverse pass and one forward-mode pass (J·Jᵀe), holding a
+    single parameter-sized tangent; torch's forward mode loads its decompositions on
+    first use (0.2 s), which the Gram paths never pay.
     """
     leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
     out = f(leaves)
     m, dim = int(out.shape[0]), int(out.shape[1])
     cols = torch.arange(dim) if columns is None else columns
     k = int(cols.numel())
+    pairs = [(i, int(c)) for i in range(m) for c in cols]
     n_params = sum(p.numel() for p in leaves.values())
-    if m * k * n_params * 8 <= budget_bytes:
-        rows = torch.empty(m * k, n_params, dtype=torch.float64, device=out.device)
-        for r, (i, c) in enumerate((i, int(c)) for i in range(m) for c in cols):
+    rows: torch.Tensor | None
+    if len(pairs) * n_params * 8 <= budget_bytes:
+        rows = torch.empty(len(pairs), n_params, dtype=torch.float64, device=out.device)
+        for r, (i, c) in enumerate(pairs):
             torch.cat([g.reshape(-1) for g in _vjp(out, leaves, i, c)], out=rows[r])
+    else:
+        rows = _rows_on_their_support(out, leaves, pairs, budget_bytes)
+    if rows is not None:
         kernel = (rows @ rows.T).reshape(m, k, m, k)
     else:
-        kernel = torch.empty(m * k, m, k, dtype=torch.float64, device=out.device)
-        for r, (i, c) in enumerate((i, int(c)) for i in range(m) for c in cols):
+        kernel = torch.empty(len(pairs), m, k, dtype=torch.float64, device=out.device)
+        for r, (i, c) in enumerate(pairs):
             kernel[r] = _jvp(f, leaves, _vjp(out, leaves, i, c), (m, dim))[:, cols]
         kernel = kernel.reshape(m, k, m, k)
     return kernel.permute(0, 2, 1, 3).cpu(), dim  # small (m, m, k, k): summarised on the host
+
+
+def _rows_on_their_support(
+    out: torch.Tensor, leaves: dict[str, torch.Tensor], pairs: list[tuple[int, int]], budget_bytes: int
+) -> torch.Tensor | None:
+    """The Jacobian rows Jᵀe of ``pairs`` (on the host, float64) restricted to the
+    parameters at least one of them moves, or None as soon as those exceed
+    ``budget_bytes``. The parameters left out are zero in every row, so the rows' Gram
+    matrix is unchanged."""
+    kept: list[tuple[np.ndarray, np.ndarray]] = []
+    held = 0
+    for i, c in pairs:
+        row = torch.cat([g.reshape(-1) for g in _vjp(out, leaves, i, c)]).double().cpu().numpy()
+        at = np.flatnonzero(row != 0)  # 15x np.flatnonzero(row); torch.nonzero waits for its pool
+        held += at.size * 16
+        if held > budget_bytes:
+            return None
+        kept.append((at, row[at]))
+    support = np.unique(np.concatenate([at for at, _ in kept]))
+    if len(pairs) * support.size * 8 > budget_bytes:
+        return None
+    rows = np.zeros((len(pairs), support.size))
+    for r, (at, values) in enumerate(kept):
+        rows[r, np.searchsorted(support, at)] = values
+    return torch.from_numpy(rows)
 
 
 def _vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], i: int, c: int) -> list[torch.Tensor]:
