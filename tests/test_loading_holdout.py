@@ -252,3 +252,17 @@ def test_csr_helpers_and_mean_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     users = ho.HeldOutUsers(np.array([5, 6, 7]), np.array([0, 1, 2]), np.array([0, 1, 3, 4]), np.array([2, 0, 1, 5]))
     sub = users.subset(np.array([2, 1]))
     assert sub.raw_ids.tolist() == [7, 6] and sub.user_rows.tolist() == [2, 1] and _csr(sub) == [[5], [0, 1]]
+
+
+@pytest.mark.parametrize("largest", [50, 2**62])  # a packed-key sort, and a key that would overflow
+def test_build_csr_sets_are_distinct_and_ascending_either_way(largest: int) -> None:
+    rng = np.random.default_rng(7)
+    owner = rng.integers(0, 30, 2_000).astype(np.int32)
+    values = rng.integers(0, 50, 2_000)
+    values[::97] = largest
+    indptr, got = ho.build_csr(owner, values, 31)
+    want = [sorted({int(v) for o, v in zip(owner, values) if o == u}) for u in range(31)]
+    assert [got[indptr[u]:indptr[u + 1]].tolist() for u in range(31)] == want
+    assert got.dtype == np.int64 and indptr[-1] == sum(map(len, want))
+    empty_ptr, empty = ho.build_csr(np.zeros(0, np.int64), np.zeros(0, np.int64), 3)
+    assert empty_ptr.tolist() == [0, 0, 0, 0] and empty.size == 0

@@ -296,12 +296,20 @@ def mean_rows(table: np.ndarray, indptr: np.ndarray, rows: np.ndarray) -> np.nda
 
 def build_csr(owner: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(indptr, values) of ``n`` sets from (owner, value) pairs: distinct and ascending
-    within each set (a lexicographic sort, no combined key to overflow)."""
-    order = np.lexsort((values, owner))
-    o, v = owner[order], values[order]
-    first = np.ones(o.shape[0], dtype=bool)
-    first[1:] = (o[1:] != o[:-1]) | (v[1:] != v[:-1])
-    o, v = o[first], v[first]
+    within each set. One sort of the key owner·(max value + 1) + value where it cannot
+    overflow int64 (a tenth of a lexicographic sort's time), else the lexicographic sort."""
+    span = int(values.max()) + 1 if values.size else 0
+    if values.size and int(values.min()) >= 0 and int(owner.min()) >= 0 and (int(owner.max()) + 1) * span < 2**63:
+        key = owner.astype(np.int64) * span + values.astype(np.int64)
+        key.sort()
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+        o, v = np.divmod(key, span)
+    else:
+        order = np.lexsort((values, owner))
+        o, v = owner[order], values[order]
+        first = np.ones(o.shape[0], dtype=bool)
+        first[1:] = (o[1:] != o[:-1]) | (v[1:] != v[:-1])
+        o, v = o[first], v[first]
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(o, minlength=n), out=indptr[1:])
     return indptr, v.astype(np.int64, copy=False)
