@@ -24,9 +24,10 @@ WORKER_MODULES = (
     # What a row imports on first use (tests/test_pool_server.py checks the list): the
     # conditions and probes, retrieval, the verdict and advice, the built-in measures,
     # the population's sparse rows, the log's Parquet dataset
-    # reader, the built-in plugins and formats a worker's plugin manager registers.
+    # reader, the built-in plugins and formats a worker's plugin manager registers, and
+    # the readers of torch files and of tables (the formats import them on use).
     "auditor.conditions",
-    "auditor.retrieval",
+    "auditor.retrieval.measure",
     "auditor.verdict",
     "auditor.advice",
     "auditor.metrics.builtin_measures",
@@ -36,6 +37,12 @@ WORKER_MODULES = (
     "pyarrow.acero",
     "numpy.random",
     "auditor.loading.builtin",
+    "auditor.loading.checkpoints",
+    "auditor.loading.mf_models",
+    "auditor.loading.recbole",
+    "auditor.loading.torch_bundle",
+    "auditor.loading.npy",
+    "auditor.loading.parquet_table",
     "auditor.loading.plugin_formats",
     "auditor.report.builtin",
     "auditor.train.plugin",

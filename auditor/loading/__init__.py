@@ -10,21 +10,34 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
-import pluggy
+from typing import TYPE_CHECKING
 
 from auditor.config import LoadOptions
 from auditor.errors import IdMappingError, ModelLoadError, PluginError, setting
-from auditor.io import require_regular_file
-from auditor.loading.formats import supported
-from auditor.loading.alignment import align_counts
-from auditor.loading.counting import IdCounts, count_item_ids
-from auditor.loading.logs import open_log
-from auditor.loading.pairs import read_pairs
-from auditor.loading.ids import check_unique_ids, read_id_file
-from auditor.loading.validation import validate_item_table, validate_user_table
+from auditor.lazy_names import imported_on_first_use
 from auditor.model import ModelBundle
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pluggy
+
+    from auditor.loading.alignment import align_counts
+    from auditor.loading.counting import IdCounts, count_item_ids
+    from auditor.loading.logs import open_log
+    from auditor.loading.pairs import read_pairs
+    from auditor.loading.validation import validate_item_table
+
+_LAZY = {
+    "align_counts": "auditor.loading.alignment",
+    "IdCounts": "auditor.loading.counting",
+    "count_item_ids": "auditor.loading.counting",
+    "open_log": "auditor.loading.logs",
+    "read_pairs": "auditor.loading.pairs",
+    "validate_item_table": "auditor.loading.validation",
+}
+"""Public name -> the module that defines it, imported on first use: the plugin manager
+imports this package with the built-in loader (``diff``, ``plugins`` and a served-lists
+audit included), and the log readers bring numpy and pyarrow."""
 
 
 def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None = None) -> ModelBundle:
@@ -33,8 +46,10 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
     Raises InputError for a missing file, ModelLoadError when no loader knows the file,
     and the table/id errors of :func:`validate_item_table` and ``--item-ids``.
     """
-    from auditor.plugins import call_hook, get_plugin_manager
+    from auditor.io import require_regular_file
+    from auditor.loading.formats import supported
     from auditor.loading.plugin_formats import model_formats, read_plugin_format
+    from auditor.plugins import call_hook, get_plugin_manager
 
     path = require_regular_file(path, folder_ok=True)
     if pm is None:
@@ -55,6 +70,11 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
 
 def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
     """Make the tables float32/contiguous, apply ``options.item_ids`` and validate."""
+    import numpy as np
+
+    from auditor.loading.ids import read_id_file
+    from auditor.loading.validation import validate_item_table, validate_user_table
+
     source = str(bundle.source)
     bundle.item_table = _as_float32(bundle.item_table, "item table", source)
     bundle.warnings.extend(validate_item_table(bundle.item_table, source))
@@ -88,6 +108,8 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
 
 
 def _as_float32(table: object, what: str, source: str) -> np.ndarray:
+    import numpy as np
+
     arr = np.asarray(table)
     if arr.dtype.kind not in "fiu":
         raise ModelLoadError(f"{what} in {source} holds {arr.dtype} values, not numbers")
@@ -97,6 +119,8 @@ def _as_float32(table: object, what: str, source: str) -> np.ndarray:
 
 
 def _check_ids(ids: np.ndarray, n_rows: int, what: str, source: str, role: str) -> None:
+    from auditor.loading.ids import check_unique_ids
+
     if len(ids) != n_rows:
         raise IdMappingError(
             f"{what} has {len(ids)} ids but the {role} table in {source} has {n_rows} rows; "
@@ -115,3 +139,5 @@ __all__ = [
     "read_pairs",
     "validate_item_table",
 ]
+
+__getattr__, __dir__ = imported_on_first_use(__name__, _LAZY, globals())

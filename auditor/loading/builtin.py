@@ -12,7 +12,6 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.hookspecs import hookimpl
 from auditor.loading.formats import BUILTIN_FORMATS, SUPPORTED_FORMATS, detect_format, detect_kind
-from auditor.loading.torch_bundle import bundle_from_raw
 from auditor.model import ModelBundle
 
 
@@ -40,4 +39,4 @@ def popaudit_load_model(path: Path, options: LoadOptions) -> ModelBundle | None:
     return load_builtin(Path(path), options)
 
 
-__all__ = ["SUPPORTED_FORMATS", "bundle_from_raw", "detect_kind", "load_builtin", "popaudit_load_model"]
+__all__ = ["SUPPORTED_FORMATS", "detect_kind", "load_builtin", "popaudit_load_model"]

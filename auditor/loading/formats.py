@@ -21,29 +21,35 @@ from pathlib import Path
 
 from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
-from auditor.loading.checkpoints import read_safetensors, read_torch
-from auditor.loading.keras_h5 import read_keras
-from auditor.loading.mf_models import names_library, read_mf_pickle, read_npz
-from auditor.loading.npy import read_npy_table
-from auditor.loading.onnx_model import read_onnx
-from auditor.loading.parquet_table import read_parquet_table
-from auditor.loading.recbole import as_recbole
-from auditor.loading.torch_bundle import bundle_from_raw
 from auditor.model import ModelBundle
 from auditor.plugin_api import HEAD_BYTES, ModelFormat, Reader, Sniff, Writer, WriteJob, Written, RowNorms
 
+# Each reader imports its module when a file of its kind is read: they bring numpy,
+# pyarrow, torch (2 s), h5py or onnx, none of which `diff`, `plugins` or a served-lists
+# audit needs, and this table is loaded wherever the plugin manager is.
+
+
 def _npy(path: Path, options: LoadOptions) -> ModelBundle:
+    from auditor.loading.npy import read_npy_table
+
     table, warnings = read_npy_table(path, max_memory=options.max_memory)
     return ModelBundle(source=path, format="npy", item_table=table, warnings=warnings)
 
 
 def _parquet(path: Path, options: LoadOptions) -> ModelBundle:
+    from auditor.loading.parquet_table import read_parquet_table
+
     notes: list[str] = []
     table, ids, column = read_parquet_table(path, options.item_key, max_memory=options.max_memory, warnings=notes)
     return ModelBundle(source=path, format="parquet", item_table=table, item_key=column, item_ids=ids, warnings=notes)
 
 
 def _torch(path: Path, options: LoadOptions) -> ModelBundle:
+    from auditor.loading.checkpoints import read_torch
+    from auditor.loading.mf_models import names_library, read_mf_pickle
+    from auditor.loading.recbole import as_recbole
+    from auditor.loading.torch_bundle import bundle_from_raw
+
     if names_library(path):  # implicit, LightFM, cornac: None if no model is found
         found = read_mf_pickle(path, options)
         if found is not None:
@@ -52,7 +58,28 @@ def _torch(path: Path, options: LoadOptions) -> ModelBundle:
 
 
 def _safetensors(path: Path, options: LoadOptions) -> ModelBundle:
+    from auditor.loading.checkpoints import read_safetensors
+    from auditor.loading.torch_bundle import bundle_from_raw
+
     return bundle_from_raw(read_safetensors(path), path, options)
+
+
+def _npz(path: Path, options: LoadOptions) -> ModelBundle:
+    from auditor.loading.mf_models import read_npz
+
+    return read_npz(path, options)
+
+
+def _keras(path: Path, options: LoadOptions) -> ModelBundle:
+    from auditor.loading.keras_h5 import read_keras
+
+    return read_keras(path, options)
+
+
+def _onnx(path: Path, options: LoadOptions) -> ModelBundle:
+    from auditor.loading.onnx_model import read_onnx
+
+    return read_onnx(path, options)
 
 
 def _safetensors_header(head: bytes, size: int) -> bool:
@@ -66,12 +93,12 @@ BUILTIN_FORMATS: tuple[ModelFormat, ...] = (
                 writes=frozenset({"npy"})),
     ModelFormat("parquet", "Parquet item table (.parquet: id column + list-of-float column)", (".parquet", ".pq"),
                 (b"PAR1",), read=_parquet, pickle_free=True, writes=frozenset({"parquet"})),
-    ModelFormat("npz", ".npz (implicit model.save, or any archive of arrays)", (".npz",), read=read_npz,
+    ModelFormat("npz", ".npz (implicit model.save, or any archive of arrays)", (".npz",), read=_npz,
                 pickle_free=True),
-    ModelFormat("keras", ".keras archive (needs popaudit[keras])", (".keras",), read=read_keras, pickle_free=True),
+    ModelFormat("keras", ".keras archive (needs popaudit[keras])", (".keras",), read=_keras, pickle_free=True),
     ModelFormat("h5", "Keras .weights.h5/.h5 (needs popaudit[keras])", (".h5", ".hdf5"), (b"\x89HDF\r\n\x1a\n",),
-                read=read_keras, pickle_free=True),
-    ModelFormat("onnx", ".onnx (embedding initializers; needs popaudit[onnx])", (".onnx",), read=read_onnx,
+                read=_keras, pickle_free=True),
+    ModelFormat("onnx", ".onnx (embedding initializers; needs popaudit[onnx])", (".onnx",), read=_onnx,
                 pickle_free=True),
     ModelFormat("safetensors", ".safetensors", (".safetensors",), sniff=_safetensors_header, read=_safetensors,
                 pickle_free=True, writes=frozenset({"safetensors"})),

@@ -20,10 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from auditor.loading.recbole_models import CACHED, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
-from auditor.loading.torch_archive import read_torch_file
 from auditor.model import ModelBundle
 
 if TYPE_CHECKING:
@@ -155,6 +153,10 @@ def read_cache(path: Path) -> CachedVectors | None:
     """The served vectors a RecBole checkpoint cached (``other_parameter``), or None.
 
     Read by the restricted reader (no code from the file runs)."""
+    import torch  # here: the served-lists audit imports this module and needs no torch
+
+    from auditor.loading.torch_archive import read_torch_file
+
     root = read_torch_file(Path(path)).root
     other = root.get("other_parameter") if isinstance(root, Mapping) else None
     if not isinstance(other, Mapping):
@@ -255,6 +257,8 @@ def _from_cache(
 def _simplex(
     bundle: ModelBundle, serving: Serving, train: tuple[np.ndarray, np.ndarray] | None, tables: ServedVectors
 ) -> ServedVectors:
+    import torch
+
     config = bundle.config or {}
     weight = bundle.state_dict.get("UI_map.weight")
     gamma, history_len = _float(config.get("gamma")), _int(config.get("history_len"))
