@@ -1,8 +1,8 @@
 """What the command line's cheap paths load: an error before any work, ``popaudit --help``
 and ``popaudit check --help`` import neither numpy nor torch nor the plugin machinery, nor
 rich or multiprocessing (issue 25: help and error paths in a blink); the commands that
-read no model (``diff``, ``plugins``, a served-lists audit) import neither torch nor
-FAISS (2 s of a 2.4 s run before). Asserted from ``sys.modules`` in a fresh interpreter,
+read no torch file (``diff``, ``plugins``, a served-lists audit, ``mitigate`` of a
+.npy table) import neither torch nor FAISS (2 s of a 2.4 s run before). Asserted from ``sys.modules`` in a fresh interpreter,
 not from timings; an installed plugin still adds its command to the help."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HEAVY = (
@@ -102,12 +103,17 @@ def test_an_installed_plugin_still_adds_its_command_to_the_help(tmp_path: Path) 
     assert "'auditor.plugins.manager'" in out.stdout  # the manager was built for it
 
 
-def test_commands_that_read_no_model_load_no_torch_or_faiss(tmp_path: Path) -> None:
+def test_commands_without_a_torch_file_load_no_torch_or_faiss(tmp_path: Path) -> None:
     lists, report = ROOT / "tests/data/served_lists/recs.csv", tmp_path / "lists.json"
     audit = ["check", "--recommendations", str(lists), "--interactions", str(ROOT / "sample_data/interactions.parquet")]
     out = _run([*audit, "--json", str(report)], tmp_path, watched=MODEL_ONLY)
     assert "EXIT 0 HEAVY []" in out.stdout, out.stdout + out.stderr[-2000:]
     assert json.loads(report.read_text())["served"]["n_users"] > 0
-    for args in (["diff", str(report), str(report)], ["plugins"]):
+    np.save(tmp_path / "table.npy", np.arange(12, dtype=np.float32).reshape(4, 3) + 1)
+    rescale = ["mitigate", str(tmp_path / "table.npy"), "--alpha", "0.5", "-o", str(tmp_path / "out.npy")]
+    for args in (["diff", str(report), str(report)], ["plugins"], rescale):
         out = _run(args, tmp_path, watched=MODEL_ONLY)
         assert "EXIT 0 HEAVY []" in out.stdout, (args, out.stdout + out.stderr[-2000:])
+    rows = np.arange(12, dtype=np.float64).reshape(4, 3) + 1
+    want = rows * np.linalg.norm(rows, axis=1, keepdims=True) ** -0.5
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), want, rtol=1e-6)

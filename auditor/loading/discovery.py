@@ -10,11 +10,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from auditor.errors import AmbiguousTableError, ModelLoadError, setting
+
+if TYPE_CHECKING:  # tensors are passed in; names and shapes need no torch (mitigate of a .npy table)
+    import torch
 
 ITEM_WORDS = ("item", "movie", "product", "video", "song", "track", "article", "poi", "doc", "candidate", "target")
 USER_WORDS = ("user", "query", "customer", "member", "account")

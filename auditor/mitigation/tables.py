@@ -21,21 +21,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 
 from auditor.errors import ModelLoadError
 from auditor.loading.messages import arrow_reason
 from auditor.loading.npy import load_npy
 from auditor.loading.discovery import TensorInfo
 from auditor.mitigation.rescale import RowNorms, Written, numpy_io, rescale_blocks
-from auditor.mitigation.torch_file import dtype_name, rescale_tensor
 from auditor.progress import SILENT, Progress
 
 SAFETENSORS_DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
 }  # fmt: skip
-"""safetensors dtype codes of floating tensors, as torch dtypes."""
+"""safetensors dtype codes of floating tensors, as names of torch dtypes (torch is
+imported where a safetensors file is written: writing .npy or Parquet needs none)."""
 
 
 def write_npy(
@@ -160,8 +159,13 @@ def write_safetensors(
     progress: Progress = SILENT,
 ) -> Written:
     """Copy ``source`` to ``target`` byte for byte, then rescale tensor ``key``'s bytes in place."""
+    import torch
+
+    from auditor.mitigation.torch_file import dtype_name, rescale_tensor
+
     base, entry = _safetensors_entry(source, key)
-    dtype = SAFETENSORS_DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
+    name = SAFETENSORS_DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
+    dtype: torch.dtype | None = None if name is None else getattr(torch, name)
     shape = [int(s) for s in entry.get("shape", [])]
     if dtype is None or len(shape) != 2:
         raise ModelLoadError(

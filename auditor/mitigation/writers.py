@@ -24,11 +24,10 @@ from auditor.errors import ModelLoadError, setting
 from auditor.loading.builtin import load_builtin
 from auditor.plugin_api import ModelFormat, WriteJob, Writer, Written
 from auditor.loading.recbole_models import CACHED, PROPAGATED, TABLES, serving_of
-from auditor.loading.recbole_split import recbole_split
-from auditor.loading.served import read_cache, served_vectors
-from auditor.mitigation.recbole_file import write_recbole, write_served_table
 from auditor.mitigation.tables import write_npy, write_parquet, write_safetensors
-from auditor.mitigation.torch_file import write_torch
+
+# The writers of torch files import their modules on use: torch takes seconds to import,
+# and rescaling a .npy or Parquet table needs none of it.
 
 
 def _key(job: WriteJob) -> str:
@@ -51,6 +50,8 @@ def _safetensors(job: WriteJob) -> Written:
 
 
 def _torch(job: WriteJob) -> Written:
+    from auditor.mitigation.torch_file import write_torch
+
     return write_torch(job.source, job.target, _key(job), job.alpha, tensors_only=job.tensors_only,
                        max_memory=job.max_memory, progress=job.progress)
 
@@ -58,6 +59,8 @@ def _torch(job: WriteJob) -> Written:
 def _recbole(job: WriteJob) -> Written:
     """The checkpoint with its item table rescaled, or (output ``.npy``/``.parquet``) a
     graph model's served item vectors rescaled (module docstring)."""
+    from auditor.mitigation.recbole_file import write_recbole
+
     if job.output_kind in ("npy", "parquet"):
         return _served_table(job, job.output_kind)
     return write_recbole(job.source, job.target, _key(job), job.alpha, max_memory=job.max_memory,
@@ -65,6 +68,10 @@ def _recbole(job: WriteJob) -> Written:
 
 
 def _served_table(job: WriteJob, fmt: str) -> Written:
+    from auditor.loading.recbole_split import recbole_split
+    from auditor.loading.served import read_cache, served_vectors
+    from auditor.mitigation.recbole_file import write_served_table
+
     bundle = load_builtin(job.source, job.options)
     assert bundle is not None and bundle.format == "recbole"
     serving = serving_of(bundle.config or {})
