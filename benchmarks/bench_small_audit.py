@@ -20,6 +20,9 @@ baseline in the same round:
   load (torch's compiler stack, sympy, matplotlib without a figure);
 * in one process, after the imports: ``run_audit`` and, within it, the numeric probes
   (the cross-Jacobian apart);
+* the commands that read no torch file (:data:`NO_TORCH_FILE`: ``diff``, ``plugins``, a
+  served-lists audit, ``mitigate`` of a .npy table) against ``import torch``, which they
+  no longer pay;
 * the same ``check`` and ``run_audit`` on a generated model of ``--items`` items
   (default 10,000; 0 skips it): the sample's recipe (``sample_data/make_sample.py``:
   Zipf log, cosine InfoNCE, plain SGD at a high learning rate) scaled to that many items
@@ -44,6 +47,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("torch._dynamo", "torch._inductor", "sympy", "matplotlib")
@@ -139,6 +144,33 @@ def import_profile(stderr: str) -> tuple[float, dict[str, float], list[str]]:
     return total, per, bad
 
 
+NO_TORCH_FILE = {
+    "diff": "diff of two reports",
+    "plugins": "popaudit plugins",
+    "lists": "served-lists audit",
+    "mitigate_npy": "mitigate of a .npy table",
+}
+"""Commands that read no torch file, so need no torch (nor FAISS): each is timed against
+``import torch``, which they used to pay (``tests/test_startup_imports.py`` asserts it)."""
+
+
+def no_torch_file(py: str, report: Path) -> dict[str, list[str]]:
+    """The :data:`NO_TORCH_FILE` commands: ``report`` is the check's JSON of the same round."""
+    folder = Path(tempfile.gettempdir())
+    table = folder / "bench_small_audit_table.npy"
+    if not table.exists():
+        np.save(table, np.random.default_rng(0).normal(size=(800, 32)).astype(np.float32))
+    lists = ["--recommendations", str(ROOT / "tests/data/served_lists/recs.csv"),
+             "--interactions", str(ROOT / "sample_data/interactions.parquet")]
+    return {
+        "diff": [py, "-m", "auditor", "diff", str(report), str(report)],
+        "plugins": [py, "-m", "auditor", "plugins"],
+        "lists": [py, "-m", "auditor", "check", *lists, "--json", str(folder / "bench_small_audit_lists.json")],
+        "mitigate_npy": [py, "-m", "auditor", "mitigate", str(table), "--alpha", "0.5", "-o",
+                         str(folder / "bench_small_audit_table.a05.npy")],
+    }
+
+
 def commands(py: str, model: Path, log: Path) -> dict[str, list[str]]:
     out = Path("/tmp") / "bench_small_audit.json"
     check = ["-m", "auditor", "check", str(model), "--interactions", str(log), "--json", str(out)]
@@ -152,6 +184,7 @@ def commands(py: str, model: Path, log: Path) -> dict[str, list[str]]:
         "check": [py, *check],
         "importtime": [py, "-X", "importtime", *check],
         "audit": [py, "-c", AUDIT_SCRIPT, str(model), str(log)],
+        **no_torch_file(py, out),
     }
 
 
@@ -231,6 +264,10 @@ class Figures:
             if seconds >= 0.005:
                 print(f"    {name:<26} {seconds:6.3f} s")
         self.report_audit()
+        print("commands that read no torch file (import torch skipped)")
+        for key, label in NO_TORCH_FILE.items():
+            print(f"  {label:<28} {best[key]:6.3f} s  ({best[key] / best['torch']:4.2f}x import torch, "
+                  f"{best[key] / best['python']:5.1f}x python)")
         groups = sorted({next(f for f in FORBIDDEN if m == f or m.startswith(f + ".")) for m in bad})
         counts = [f"{g} ({sum(1 for m in bad if m == g or m.startswith(g + '.'))} modules)" for g in groups]
         print("  forbidden modules loaded     " + (", ".join(counts) if counts else "none"))
@@ -303,7 +340,7 @@ def compare(new: Figures, old: Figures) -> None:
     """This popaudit's figures over the baseline's, from the same rounds."""
     assert new.imports is not None and old.imports is not None
     print("-- this / baseline (same rounds)")
-    for key in ("help", "check_help", "error", "check"):
+    for key in ("help", "check_help", "error", "check", *NO_TORCH_FILE):
         print(f"{key:<30} {new.best[key] / old.best[key]:6.2f}")
     print(f"{'check (CPU seconds)':<30} {new.cpu['check'] / old.cpu['check']:6.2f}")
     print(f"{'imports':<30} {new.imports[0] / old.imports[0]:6.2f}")
