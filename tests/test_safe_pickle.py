@@ -679,3 +679,33 @@ def test_legacy_version_that_is_text_is_not_quoted(tmp_path):
     path.write_bytes(pickle.dumps(torch_archive.LEGACY_MAGIC, protocol=2) + pickle.dumps("\x1b[31mowned", protocol=2))
     with pytest.raises(ModelLoadError, match=r"legacy torch.save file\): its protocol version is a str, not 1001$"):
         read(path)
+
+
+class _CountedBytes(io.BytesIO):
+    """Counts the reads the unpickler makes through the bounded reader."""
+
+    reads = 0
+
+    def read(self, n: int | None = -1) -> bytes:
+        self.reads += 1
+        return super().read(n)
+
+
+@pytest.mark.parametrize("backed", ["buffer", "file"])
+def test_the_unpickler_reads_ahead_through_peek_never_past_the_end(backed: str) -> None:
+    """An unframed (protocol 2, as torch writes) list of 50,000 ids: with ``peek`` the C
+    unpickler takes 128 KiB at a time instead of one read per opcode; the value is
+    pickle's own, and a peek never shows a byte beyond the reader's end."""
+    ids = list(range(50_000))
+    data = pickle.dumps({"item_ids": ids, "name": "x"}, protocol=2) + b"TRAILING BYTES"
+    end = len(data) - len(b"TRAILING BYTES")
+    fh = _CountedBytes(data)
+    reader = BoundedReader(fh, end, data if backed == "buffer" else None)  # type: ignore[arg-type]
+    with watch():
+        value = safe_load(reader, end, "test").value
+    assert value == {"item_ids": ids, "name": "x"}
+    assert fh.reads < 20  # was 1 per opcode: about 50,000
+    assert fh.tell() == end  # consumed exactly the pickle
+    fh.seek(end - 5)
+    assert reader.peek(1 << 20) == data[end - 5 : end] and fh.tell() == end - 5
+    assert reader.peek(3) == data[end - 5 : end - 2]

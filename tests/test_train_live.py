@@ -104,6 +104,38 @@ def test_builtin_plugin_builds_the_live_model(data, tmp_path: Path) -> None:  # 
     assert call_hook(pm, "popaudit_live_model", bundle=other) is None
 
 
+@pytest.mark.parametrize(
+    ("item", "user", "reread"),
+    [("embedding", "embedding", False), ("dense-linear", "embedding", True), ("embedding", "transformer", True)],
+)
+def test_the_plugin_reads_the_file_again_only_for_features_or_histories(  # type: ignore[no-untyped-def]
+    data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, item: str, user: str, reread: bool
+) -> None:
+    """The live model the plugin builds from the restricted reader's bundle equals the one
+    ``torch.load`` builds (parameters and optimizer state); ``torch.load`` runs only when
+    a tower needs the item features or user histories the bundle does not carry."""
+    import auditor.train.live as live_module
+    from auditor.loading import load_model
+
+    config = TrainConfig(optimizer="momentum", item_encoder=item, user_encoder=user, epochs=1, batch_size=256,
+                         history_length=3)
+    path = save_checkpoint(train(data, config), tmp_path / "m.pt")
+    bundle = load_model(path, LoadOptions(), get_plugin_manager(entry_points=False))
+    reads: list[Path] = []
+    real = live_module.read_checkpoint
+    monkeypatch.setattr(live_module, "read_checkpoint", lambda p: reads.append(p) or real(p))
+    live = PopauditLiveModel.from_bundle(bundle)
+    assert bool(reads) is reread
+    want = load_live_model(path)
+    got_params, want_params = live.module.state_dict(), want.module.state_dict()
+    assert list(got_params) == list(want_params)
+    assert all(torch.equal(got_params[k], want_params[k]) for k in got_params)
+    got_state = live.make_optimizer(live.module).state_dict()["state"]
+    want_state = want.make_optimizer(want.module).state_dict()["state"]
+    assert got_state.keys() == want_state.keys() and got_state
+    assert all(torch.equal(got_state[k]["momentum_buffer"], want_state[k]["momentum_buffer"]) for k in got_state)
+
+
 def test_not_a_popaudit_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "plain.pt"
     torch.save({"state_dict": {"w": torch.zeros(2)}}, path)
