@@ -111,14 +111,14 @@ class PopauditLiveModel:
     def from_bundle(cls, bundle: ModelBundle) -> PopauditLiveModel:
         """Rebuild from a loaded bundle: its state dict, config and optimizer state as the
         restricted reader read them. The file is read again (``torch.load``, weights only)
-        only for the item features or user histories a feature or history tower needs: a
-        second read of a large id list costs as much as the first (2 s for 1M ids)."""
-        config = bundle.config or {}
-        towers = (config.get("item_encoder", ModelSpec.item_encoder), config.get("user_encoder", ModelSpec.user_encoder))
-        if str(towers[0]) in NEEDS_FEATURES or str(towers[1]) in NEEDS_HISTORIES:
-            ckpt = read_checkpoint(bundle.source)
-        else:
-            ckpt = {"optimizer_state_dict": bundle.optimizer_state}
+        only for the item features or user histories a feature or history tower needs, or
+        to say what is wrong with a config that is not a mapping: a second read of a large
+        id list costs as much as the first (2 s for 1M ids)."""
+        config, reread = bundle.config, True
+        if isinstance(config, Mapping):
+            item = str(config.get("item_encoder", ModelSpec.item_encoder))
+            reread = item in NEEDS_FEATURES or str(config.get("user_encoder", ModelSpec.user_encoder)) in NEEDS_HISTORIES
+        ckpt = read_checkpoint(bundle.source) if reread else {"optimizer_state_dict": bundle.optimizer_state}
         return cls.from_checkpoint(
             ckpt, state_dict=bundle.state_dict, config=bundle.config, source=str(bundle.source)
         )
