@@ -8,6 +8,11 @@ import math
 MAX_DECIMALS = 3
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 epoch``, ``5 epochs``, ``2,003 interactions``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def pct(x: float | None, decimals: int = 1) -> str:
     """``x`` (a share) as a percentage: ``n/a`` when unknown."""
     return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.{decimals}f}%"

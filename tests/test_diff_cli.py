@@ -95,3 +95,22 @@ def test_the_document_is_short_unless_full() -> None:
     assert [s.key for s in short.sections] == ["verdict", "key", "largest", "comparability"]
     assert full.sections[-1].key == "all" and len(full.sections[-1].blocks[0].rows) == 199  # type: ignore[union-attr]
     assert "199 less bias" in short.lead[0].text  # type: ignore[union-attr]
+
+
+def test_each_side_counts_what_the_lead_counts_and_says_what_it_does_not_rank() -> None:
+    """The lead's "N more bias" is the Worse heading's N: ratios (listed as their dot
+    figure) and figures that moved from 0 (no relative change) are counted, not ranked."""
+    def figure(name: str, base: float, new: float, direction: str) -> dict[str, object]:
+        return {"name": name, "base": base, "new": new, "delta": new - base,
+                "relative": None if base == 0 else (new - base) / base, "direction": direction, "status": "compared"}
+
+    metrics = [figure("gini_dot@10", 0.5, 0.6, "more bias"), figure("head_share_1pct_ratio@10", 2.0, 3.0, "more bias"),
+               figure("pop_rsp_dot@10", 0.0, 0.2, "more bias"), figure("gini_dot@20", 0.5, 0.4, "less bias")]
+    doc = diff_document({"verdict": {"base_severity": "low", "new_severity": "low"}, "metrics": metrics})
+    assert "1 less bias, 3 more bias" in doc.lead[0].text  # type: ignore[union-attr]
+    largest = next(s for s in doc.sections if s.key == "largest")
+    texts = [getattr(b, "text", None) or getattr(b, "caption", "") for b in largest.blocks]
+    assert texts[0] == "Worse (3 figures)" and texts[2] == "Better (1 figure)"
+    assert texts[1] == ("The 1 largest relative changes of the 1 ranked; not ranked: 1 dot/cosine ratio (each moves "
+                        "with its dot figure), 1 figure that moved from 0 (no relative change).")
+    assert texts[3] == "The 1 largest relative changes of the 1 ranked."

@@ -17,6 +17,7 @@ from typing import Any
 from auditor import __version__
 from auditor.report.document import Block, Bullets, Document, Heading, Paragraph, Section
 from auditor.report.formatting import Table, fmt_num, fmt_value
+from auditor.wording import plural
 
 KEY_FIGURES = (
     "spearman", "loglog_slope", "head_share_1pct_dot@{k}", "head_share_1pct_ratio@{k}", "gini_dot@{k}",
@@ -101,18 +102,25 @@ def _key_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) 
 
 
 def _largest_section(metrics: Sequence[Mapping[str, Any]]) -> Section:
+    """Per side, as many figures as the lead sentence counts, the largest relative changes
+    among them listed, and what is not ranked said."""
     blocks: list[Block] = []
     for heading, directions in (("Worse", WORSE), ("Better", BETTER)):
+        side = [m for m in metrics if m.get("direction") in directions]
         # A ratio moves with its dot figure (cosine rarely changes): listed once, as the dot figure.
-        moved = [m for m in metrics if m.get("direction") in directions and m.get("relative") is not None
-                 and "_ratio@" not in str(m.get("name"))]
+        ratios = sum("_ratio@" in str(m.get("name")) for m in side)
+        moved = [m for m in side if m.get("relative") is not None and "_ratio@" not in str(m.get("name"))]
         moved.sort(key=lambda m: (-abs(float(m["relative"])), str(m.get("name"))))
-        blocks.append(Heading(f"{heading} ({len(moved)} figures)"))
+        from_zero = len(side) - ratios - len(moved)
+        unranked = ([f"{plural(ratios, 'dot/cosine ratio')} (each moves with its dot figure)"] * bool(ratios)
+                    + [f"{plural(from_zero, 'figure')} that moved from 0 (no relative change)"] * bool(from_zero))
+        rest = f"; not ranked: {', '.join(unranked)}" if unranked else ""
+        blocks.append(Heading(f"{heading} ({plural(len(side), 'figure')})"))
         if moved:
             blocks.append(_metrics_table(moved[:LARGEST], f"The {min(LARGEST, len(moved))} largest relative "
-                                                          f"changes of {len(moved)}."))
+                                                          f"changes of the {len(moved):,} ranked{rest}."))
         else:
-            blocks.append(Paragraph("None.", "note"))
+            blocks.append(Paragraph(f"None ranked{rest}." if side else "None.", "note"))
     return Section("largest", "Largest changes", tuple(blocks))
 
 

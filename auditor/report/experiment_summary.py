@@ -22,6 +22,7 @@ from auditor.report.plot_text import fit_title
 from auditor.report.drawing import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.summaries import ANGLE_EDGES, ExperimentResult
+from auditor.wording import plural
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -67,11 +68,6 @@ def fmt_count(value: Any) -> str:
     """A count with thousands separators (``n/a`` when absent)."""
     number = finite(value)
     return MISSING if number is None else f"{int(number):,}"
-
-
-def plural(n: int, noun: str) -> str:
-    """``1 epoch``, ``5 epochs``, ``2,003 interactions``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _data(result: ExperimentResult) -> dict[str, Any]:
