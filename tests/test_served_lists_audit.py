@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,21 @@ def test_cli_lists_alone_gates_and_reports(tmp_path: Path) -> None:
         assert "Served lists" in text and "Not measured" in text and "no model" in text
     unmeasured = _invoke(*base, "--fail-on", "spearman>0.5")
     assert unmeasured.exit_code == 1 and "spearman" in unmeasured.output
+
+
+def test_the_suggested_gate_names_a_k_the_lists_were_measured_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lists of at most 5 items are measured at K=5 for the default K=10 and 100: the
+    "Next:" line's gate names @5 with -k 5 (it named @10, which exits 1 as not measured;
+    @5 alone is refused against the Ks asked for), and the command runs as printed."""
+    monkeypatch.chdir(tmp_path)  # the suggested report.html and report.json land here
+    ran = _invoke("check", "--recommendations", DATA / "recs.csv", "--interactions", DATA / "train.csv")
+    assert ran.exit_code == 0, ran.output
+    command = next(line for line in ran.stderr.splitlines() if line.startswith("Next: ")).removeprefix("Next: ")
+    assert "--fail-on 'head_share_1pct_served@5>0.2'" in command and " -k 5 " in command
+    rerun = _invoke(*shlex.split(command)[1:])
+    assert rerun.exit_code in (0, 3), rerun.output
+    assert json.loads((tmp_path / "report.json").read_text())["retrieval"]["at"]["5"]["served"]["head_share_1pct"] >= 0
+    assert (tmp_path / "report.html").is_file()
 
 
 def test_cli_usage_errors() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -146,7 +147,7 @@ def command(
     chosen = [(formats[flag], path) for flag, path in files.items() if path is not None]
     if not quiet:
         _confirm_written(chosen, list(audited.files), bool(fail_on), suggest=output is None and fmt == "console",
-                         config=config)
+                         config=config, metrics=audited.metrics)
     if audited.result is not None:  # --mlflow: logged before the gates decide the exit code
         log_to_mlflow(audited.result, audited.mlflow_reports, quiet=quiet)
 
@@ -246,10 +247,10 @@ def _audit(job: _Job) -> _Audited:
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,
-                     config: AuditConfig) -> None:
+                     config: AuditConfig, metrics: Mapping[str, float | None]) -> None:
     """Say which file was written (each report, then any figures beside it); after a
     console report (``suggest``), suggest the same audit with the outputs this run did
-    not produce, as a command that runs as printed."""
+    not produce and a gate its ``metrics`` can evaluate, as a command that runs as printed."""
     reports = {Path(path): fmt for fmt, path in chosen}
     for path, fmt in reports.items():
         stderr.print(f"Wrote the {_FORMAT_NAMES.get(fmt, fmt)} report: {path}", markup=False, highlight=False,
@@ -262,12 +263,31 @@ def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated:
     done = set(reports.values())
     extra = [word for fmt, flag, name in (("html", "--html", "report.html"), ("json", "--json", "report.json"))
              if fmt not in done for word in (flag, name)]
-    if not gated:
-        extra += ["--fail-on", "spearman>0.5" if config.model is not None else f"head_share_1pct_served@{min(config.ks)}>0.2"]
+    settings = {f.name: getattr(config, f.name) for f in dataclass_fields(config)}
+    suggested = None if gated else _suggested_gate(metrics)
+    if suggested is not None:
+        gate, measured = suggested
+        extra += ["--fail-on", gate]
+        if measured and measured[0] not in config.ks:  # lists shorter than every K asked for
+            settings["ks"] = measured  # a gate is checked against the Ks asked for
     if extra and suggest:
-        settings = {f.name: getattr(config, f.name) for f in dataclass_fields(config)}
         stderr.print("Next: " + check_command(config.model, settings, extra),
                      style="dim", markup=False, highlight=False, soft_wrap=True)
+
+
+def _suggested_gate(metrics: Mapping[str, float | None]) -> tuple[str, tuple[int, ...]] | None:
+    """A gate on a figure this run measured, and the Ks its figure was measured at:
+    Spearman's ρ, else the served lists' (then dot over cosine's) top-1% share at the
+    smallest K measured, which is not a K asked for when every served list is shorter
+    than those; None when none was measured."""
+    if metrics.get("spearman") is not None:
+        return "spearman>0.5", ()
+    for prefix, bound in (("head_share_1pct_served@", "0.2"), ("head_share_1pct_ratio@", "1.5")):
+        ks = tuple(sorted(int(name.removeprefix(prefix)) for name, value in metrics.items()
+                          if name.startswith(prefix) and value is not None))
+        if ks:
+            return f"{prefix}{ks[0]}>{bound}", ks
+    return None
 
 
 _FORMAT_NAMES = {"html": "HTML", "json": "JSON", "markdown": "Markdown", "console": "text"}
