@@ -256,15 +256,22 @@ def shared_counts(a: np.ndarray, b: np.ndarray, n_items: int | None = None) -> n
     return (both[:, 1:] == both[:, :-1]).sum(axis=1)
 
 
+def slot_cells(lists: np.ndarray, n_items: int) -> np.ndarray:
+    """int64 (n_rows, width): each slot's cell in a row-major table of rows x (n_items + 1)
+    marks, one row per list row; an empty slot (-1) falls on its row's extra last cell."""
+    stride = n_items + 1
+    offsets = np.arange(0, lists.shape[0] * stride, stride, dtype=np.int64)[:, None]
+    cells: np.ndarray = np.where(lists >= 0, lists, n_items) + offsets
+    return cells
+
+
 def _marked_counts(a: np.ndarray, b: np.ndarray, n_items: int) -> np.ndarray:
     """:func:`shared_counts` through a table of each row's items of ``a``; an empty slot
-    marks and reads the row's extra cell (column ``n_items``), which is cleared between."""
-    width = n_items + 1
-    offsets = np.arange(0, a.shape[0] * width, width, dtype=np.int64)[:, None]
-    marked = np.zeros(a.shape[0] * width, dtype=bool)
-    marked[(np.where(a >= 0, a, n_items) + offsets).ravel()] = True
-    marked[offsets[:, 0] + n_items] = False
-    return marked[np.where(b >= 0, b, n_items) + offsets].sum(axis=1)
+    marks and reads the row's extra cell, which is cleared between."""
+    marked = np.zeros(a.shape[0] * (n_items + 1), dtype=bool)
+    marked[slot_cells(a, n_items)] = True
+    marked[n_items :: n_items + 1] = False  # the empty slots' cells
+    return marked[slot_cells(b, n_items)].sum(axis=1)
 
 
 def per_query_overlap(a: np.ndarray, b: np.ndarray, n_items: int | None = None) -> np.ndarray:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.metrics.accuracy import HeldOutHits, find_hits
+from auditor.metrics.exposure import slot_cells
 
 TABLE_CELLS = 1 << 25
 """The most cells (bytes) of a held-out table: 32 MiB, e.g. 10,000 users x 3,300 items."""
@@ -39,9 +40,7 @@ class HeldTable:
         """The hits of ``lists`` (one row per evaluated row, item rows or -1), as ``find_hits``'."""
         if self.marks is None:
             return find_hits(lists, self.indptr, self.items)
-        n_rows, width = lists.shape
-        stride = self.n_items + 1
-        cells = np.where(lists >= 0, lists, self.n_items) + np.arange(0, n_rows * stride, stride, dtype=np.int64)[:, None]
+        cells = slot_cells(lists, self.n_items)
         hits = self.marks[cells]
         found = np.flatnonzero(hits)
         if found.size:  # a repeated item hits at its first rank only

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from auditor.report import accuracy as accuracy_view
 from auditor.report import harms
-from auditor.report.content import RATIO_HEADER, format_measure, quoted_cutoffs, shown_measures
+from auditor.report.content import RATIO_HEADER, format_measure, measures_table, quoted_cutoffs, shown_measures
 from auditor.report import served_lists as lists_view
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
@@ -46,10 +46,9 @@ def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
         fn = result.frequency_norm
         blocks += training_brief(result.training, None if fn is None else fn.spearman)
     if result.measures:
-        rows = tuple((name, fmt_num(v) if isinstance(v, float) else fmt_value(v), result.measure_descriptions.get(name, ""))
-                     for name, v in result.measures.items())  # fmt: skip
-        blocks.append(Table(("measure", "value", "what it measures"), rows, (False, True),
-                            title="Additional measures (built-in and plugins)"))  # fmt: skip
+        table = measures_table(result.measures, result.measure_descriptions,
+                               lambda v: fmt_num(v) if isinstance(v, float) else fmt_value(v))
+        blocks.append(replace(table, numeric=(False, True), title="Additional measures (built-in and plugins)"))
     if result.verdict.recommendations:
         blocks += [Paragraph("What to do", "title"), Bullets(tuple(result.verdict.recommendations))]
     blocks += [Paragraph(f"Not measured: {section}: {why}", "note") for section, why in result.not_measured.items()]

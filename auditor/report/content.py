@@ -15,7 +15,7 @@ Reusable pieces:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -346,10 +346,12 @@ def definitions_table(definitions: Mapping[str, str]) -> Table:
     return Table(("term", "definition"), tuple(rows))
 
 
-def measures_table(measures: Mapping[str, Any], descriptions: Mapping[str, str]) -> Table:
-    """Extra measures from plugins: name, value and what the measure says it measures
-    (which also says when it is null: ``n/a`` alone would not)."""
-    rows = tuple((k, fmt_value(v), descriptions.get(k, "")) for k, v in measures.items())
+def measures_table(
+    measures: Mapping[str, Any], descriptions: Mapping[str, str], shown: Callable[[Any], str] = fmt_value
+) -> Table:
+    """Extra measures from plugins: name, value (as ``shown`` writes it) and what the
+    measure says it measures (which also says when it is null: ``n/a`` alone would not)."""
+    rows = tuple((k, shown(v), descriptions.get(k, "")) for k, v in measures.items())
     return Table(("measure", "value", "what it measures"), rows)
 
 
