@@ -137,21 +137,16 @@ def test_a_batch_that_fails_before_any_row_leaves_no_server_behind(marked: dict[
 
 
 @pytest.mark.slow
-def test_the_preloaded_modules_are_what_a_workers_row_imports(tmp_path: Path) -> None:
-    """A worker forked from the server imports nothing heavy for its first row (an
-    ``.npy`` table against a Parquet log, as bench_batch.py audits): each such import
-    would be paid by every worker, after the server's imports rather than during them.
-    What the server imported is frozen out of the collector's walks."""
-    rng = np.random.default_rng(0)
-    np.save(tmp_path / "m.npy", rng.standard_normal((50, 8)).astype(np.float32))
-    pq.write_table(pa.table({"user_id": rng.integers(0, 30, 400), "item_id": rng.integers(0, 50, 400)}),
-                   tmp_path / "log.parquet")
-    (tmp_path / "m.csv").write_text("model\nm.npy\n")
+def _first_row_imports(tmp_path: Path, manifest: str, preloaded: str) -> tuple[str, str | None, list[str], bool]:
+    """(status, error, heavy modules imported, whether torch was loaded) of a worker that
+    imported ``preloaded`` (as the server does) and then audits the first row of ``manifest``
+    (a CSV in ``tmp_path``) against ``tmp_path/log.parquet``."""
+    (tmp_path / "m.csv").write_text(manifest)
     script = textwrap.dedent(f"""
         import gc, json, sys
         from pathlib import Path
-        import auditor.batch.preloaded  # what the server imports
-        assert gc.get_freeze_count() > 100_000, gc.get_freeze_count()  # torch's objects frozen
+        import {preloaded}  # what the server imports
+        assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()  # what it built is frozen
         from auditor.batch.jobs import build_jobs
         from auditor.batch.manifest import read_manifest
         from auditor.batch.workers import audit_job
@@ -162,11 +157,45 @@ def test_the_preloaded_modules_are_what_a_workers_row_imports(tmp_path: Path) ->
         record = audit_job(job)
         heavy = ("auditor", "torch", "numpy", "pyarrow", "scipy", "sklearn", "faiss", "pluggy", "matplotlib")
         print(json.dumps([record["status"], record["error"], sorted(m for m in set(sys.modules) - before
-                                                                  if m.split(".")[0] in heavy)]))
+                                                                  if m.split(".")[0] in heavy),
+                          "torch" in sys.modules]))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
-    status, error, imported = json.loads(done.stdout.splitlines()[-1])
-    assert (status, error) == ("ok", None)
+    status, error, imported, torch_loaded = json.loads(done.stdout.splitlines()[-1])
+    return status, error, imported, torch_loaded
+
+
+def _log(tmp_path: Path) -> np.random.Generator:
+    rng = np.random.default_rng(0)
+    pq.write_table(pa.table({"user_id": rng.integers(0, 30, 400), "item_id": rng.integers(0, 50, 400)}),
+                   tmp_path / "log.parquet")
+    return rng
+
+
+def test_the_preloaded_modules_are_what_a_workers_row_imports(tmp_path: Path) -> None:
+    """A worker forked from the server imports nothing heavy for its first row (an
+    ``.npy`` table against a Parquet log, as bench_batch.py audits): each such import
+    would be paid by every worker, after the server's imports rather than during them.
+    What the server imported is frozen out of the collector's walks."""
+    rng = _log(tmp_path)
+    np.save(tmp_path / "m.npy", rng.standard_normal((50, 8)).astype(np.float32))
+    status, error, imported, torch_loaded = _first_row_imports(tmp_path, "model\nm.npy\n", "auditor.batch.preloaded")
+    assert (status, error, torch_loaded) == ("ok", None, True)
     assert imported == [], f"add these to auditor/batch/preload.py's WORKER_MODULES: {imported}"
+
+
+def test_a_batch_of_served_lists_alone_preloads_no_torch(tmp_path: Path) -> None:
+    """A manifest whose rows audit served lists alone: its server imports what such a row
+    needs and no torch (seconds every such batch paid before its first row), and the row
+    then imports nothing heavy either."""
+    rng = _log(tmp_path)
+    users = np.repeat(np.arange(30), 5)
+    items = np.concatenate([rng.choice(50, 5, replace=False) for _ in range(30)])
+    pq.write_table(pa.table({"user_id": users, "item_id": items, "rank": np.tile(np.arange(1, 6), 30)}),
+                   tmp_path / "recs.parquet")
+    manifest = "recommendations\nrecs.parquet\n"
+    status, error, imported, torch_loaded = _first_row_imports(tmp_path, manifest, "auditor.batch.preloaded_lists")
+    assert (status, error, torch_loaded) == ("ok", None, False)
+    assert imported == [], f"add these to auditor/batch/preload.py's LIST_WORKER_MODULES: {imported}"

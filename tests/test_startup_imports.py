@@ -2,12 +2,14 @@
 and ``popaudit check --help`` import neither numpy nor torch nor the plugin machinery, nor
 rich or multiprocessing (issue 25: help and error paths in a blink); the commands that
 read no torch file (``diff``, ``plugins``, a served-lists audit, ``mitigate`` of a
-.npy table) import neither torch nor FAISS (2 s of a 2.4 s run before). Asserted from ``sys.modules`` in a fresh interpreter,
+.npy table, a batch of served lists alone, in any of its processes) import neither torch
+nor FAISS (2 s of a 2.4 s run before). Asserted from ``sys.modules`` in a fresh interpreter,
 not from timings; an installed plugin still adds its command to the help."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,8 +47,6 @@ def _run(
     ``watched`` it imported."""
     env = None
     if pythonpath is not None:
-        import os
-
         env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     script = f"WATCHED = {watched!r}\n" + SCRIPT
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=cwd,
@@ -117,3 +117,72 @@ def test_commands_without_a_torch_file_load_no_torch_or_faiss(tmp_path: Path) ->
     rows = np.arange(12, dtype=np.float64).reshape(4, 3) + 1
     want = rows * np.linalg.norm(rows, axis=1, keepdims=True) ** -0.5
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), want, rtol=1e-6)
+
+
+SITE_HOOK = """
+import os, sys
+class _TorchWatch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            with open(os.environ["TORCH_IMPORTS"], "a") as fh:
+                fh.write(f"{os.getpid()}\\n")
+        return None
+sys.meta_path.insert(0, _TorchWatch())
+"""
+"""A sitecustomize that notes every process that imports torch (the forkserver runs it as
+it starts, and the workers it forks inherit the hook)."""
+
+
+def test_a_batch_of_served_lists_imports_torch_in_no_process(tmp_path: Path) -> None:
+    """``popaudit batch`` over rows of served lists alone, in a pool of two workers: neither
+    the main process, nor the forkserver, nor a worker imports torch (its import was most
+    of such a batch's time), and the rows are audited as ``check`` audits them."""
+    import pyarrow.parquet as pq
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SITE_HOOK)
+    lists, log = ROOT / "tests/data/served_lists/recs.csv", ROOT / "sample_data/interactions.parquet"
+    (tmp_path / "m.csv").write_text("recommendations,label\n" + "".join(f"{lists},r{i}\n" for i in range(3)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)]),
+           "TORCH_IMPORTS": str(tmp_path / "torch.txt")}
+    batch = ["batch", "m.csv", "-o", "out.parquet", "--interactions", str(log), "-j", "2", "-q", "--bootstrap", "0"]
+    done = subprocess.run([sys.executable, "-c", SCRIPT_BATCH, *batch], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not (tmp_path / "torch.txt").exists(), (tmp_path / "torch.txt").read_text()
+    rows = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    report = tmp_path / "lists.json"
+    check = ["check", "--recommendations", str(lists), "--interactions", str(log), "--json", str(report)]
+    assert "EXIT 0" in _run(check, tmp_path, watched=MODEL_ONLY).stdout
+    served = json.loads(report.read_text())["served"]
+    assert [r["status"] for r in rows] == ["ok"] * 3
+    assert served["n_users"] > 0
+    for row in rows:
+        assert json.loads(row["report_json"])["served"] == served
+
+
+SCRIPT_BATCH = "import sys\nfrom auditor.cli import main\nsys.argv = ['popaudit', *sys.argv[1:]]\nmain()\n"
+
+
+@pytest.mark.parametrize("torch_loaded", [False, True])
+def test_a_pool_worker_shares_the_cores_without_importing_torch(torch_loaded: bool) -> None:
+    """A batch worker's set-up gives it its share of the cores: torch's threads where torch
+    is loaded (a batch with models preloads it), else the share is left in OMP_NUM_THREADS,
+    which torch reads when it loads; the set-up itself never imports torch."""
+    script = (
+        "import os, sys\n"
+        + ("import torch\n" if torch_loaded else "")
+        + "from auditor.batch.workers import share_cores\n"
+        "from auditor.parallel import usable_cores\n"
+        "share_cores(2)\n"
+        "loaded = 'torch' in sys.modules\n"
+        "import torch\n"
+        "print(loaded, max(1, usable_cores() // 2), torch.get_num_threads(), os.environ.get('OMP_NUM_THREADS'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, share, threads, omp = done.stdout.split()
+    assert loaded == str(torch_loaded)
+    assert threads == share
+    assert omp == ("None" if torch_loaded else share)

@@ -45,10 +45,9 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, cast
 
 from auditor.batch.jobs import BatchJob
-from auditor.batch.preload import start_workers
 from auditor.batch.workers import AuditFn, audit_job, error_record, share_cores
 from auditor.errors import AuditError, setting
-from auditor.parallel import TaskClock, WorkerPool, dask_client
+from auditor.parallel import TaskClock, WorkerPool, dask_client, pool_context
 
 WORKER_DIED = (
     "the worker process died while auditing this row (killed, out of memory, or a crash "
@@ -109,7 +108,7 @@ def _dispatch_pool(
 
     A pool whose worker died is given up and the rows go on in a fresh one.
     """
-    context = start_workers(start_method)  # started already by run_batch: the same server
+    context = pool_context(start_method)  # the server run_batch started, with its preload
     rows = _PoolRows(jobs, workers, TaskClock(row_timeout))
     while rows.unfinished():
         with WorkerPool(context, workers, setup=share_cores, setup_args=(workers,), timed=bool(row_timeout)) as pool:

@@ -98,6 +98,12 @@ class Manifest:
     """SHA-256 of the manifest file's bytes as read (None for a manifest built in code);
     recorded in the results file, see :mod:`auditor.batch.results`."""
 
+    @property
+    def has_models(self) -> bool:
+        """Whether a row names a model (else every row audits served lists alone, and the
+        workers need no torch)."""
+        return any(row.model is not None for row in self.rows)
+
 
 def manifest_columns() -> list[str]:
     """Every column name a manifest may have (canonical spellings)."""

@@ -1,6 +1,7 @@
 """Imported by the forkserver of a batch's local workers, and by nothing else: the modules
-a worker needs (:data:`~auditor.batch.preload.WORKER_MODULES`), imported with the cyclic
-garbage collector paused, then frozen.
+a worker needs (:data:`~auditor.batch.preload.WORKER_MODULES`; served lists alone:
+:mod:`auditor.batch.preloaded_lists`), imported with the cyclic garbage collector paused,
+then frozen (:func:`~auditor.batch.preload.import_frozen`).
 
 Importing torch and the audit stack builds some 300,000 objects that live as long as every
 worker. The collector would walk them while they are imported (about 0.1 s of the
@@ -13,26 +14,6 @@ fork. (``check`` does the same around its own imports: ``auditor/cli/_startup.py
 
 from __future__ import annotations
 
-import gc
-import importlib
+from auditor.batch.preload import WORKER_MODULES, import_frozen
 
-from auditor.batch.preload import WORKER_MODULES
-
-
-def _import_frozen() -> None:
-    """Import :data:`WORKER_MODULES` without collections, then freeze what they built."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for name in WORKER_MODULES:
-            try:
-                importlib.import_module(name)
-            except ImportError:  # skipped, as the forkserver skips a preload it cannot import
-                pass
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
-
-
-_import_frozen()
+import_frozen(WORKER_MODULES)

@@ -112,9 +112,9 @@ def run_batch(
     ManifestError, raised before the file is touched.
     """
     _check_settings(jobs, inline, flush_interval, row_timeout)
-    if not inline and not scheduler:  # the workers' imports run while the manifest is read
-        start_workers(start_method)
     parsed = manifest if isinstance(manifest, Manifest) else read_manifest(Path(manifest))
+    if not inline and not scheduler:  # the workers' imports run while the inputs are hashed
+        start_workers(start_method, models=parsed.has_models)
     all_jobs = _jobs(parsed, output, defaults, other_outputs)
     writer = _writer(parsed, output, all_jobs, defaults)
     provenance = Provenances(all_jobs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,12 +57,17 @@ def _worker_cache(interactions: Path | None) -> Any:
 def share_cores(workers: int) -> None:
     """Pool worker set-up: the retrieval kernel's threads (torch's) are this machine's
     cores shared among the ``workers`` processes, not all of them in each (which
-    oversubscribes the cores ``workers`` times)."""
+    oversubscribes the cores ``workers`` times). torch is not imported for it (seconds):
+    a batch of served lists alone never uses it, and a batch with models has it preloaded
+    (else the share is left in the environment, which torch and OpenMP read as they load)."""
     if workers <= 1:
         return
-    import torch  # heavy: a worker's audits load it anyway (the forkserver preloaded it)
-
-    torch.set_num_threads(max(1, usable_cores() // workers))
+    threads = max(1, usable_cores() // workers)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+    else:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 def _worker_plugins(paths: tuple[Path, ...]) -> Any:

@@ -117,14 +117,14 @@ def command(
     """
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
-    if scheduler is None:  # first: the workers' imports (torch: seconds) run while this process reads the manifest
-        from auditor.batch.preload import start_workers
-
-        start_workers()
-    from auditor.batch import run_batch
-
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, plugins)
+    if scheduler is None:  # now: the workers' imports (torch: seconds) run while this process goes on
+        from auditor.batch.preload import start_workers
+
+        start_workers(models=parsed.has_models)
+    from auditor.batch import run_batch
+
     try:
         outcome = run_batch(
             parsed, output, defaults=defaults, jobs=jobs, resume=resume, scheduler=scheduler,
