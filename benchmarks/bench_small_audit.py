@@ -21,8 +21,8 @@ baseline in the same round:
 * in one process, after the imports: ``run_audit`` and, within it, the numeric probes
   (the cross-Jacobian apart);
 * the commands that read no torch file (:data:`NO_TORCH_FILE`: ``diff``, ``plugins``, a
-  served-lists audit, ``mitigate`` of a .npy table) against ``import torch``, which they
-  no longer pay;
+  served-lists audit, ``mitigate`` of a .npy table, a batch of served lists) against
+  ``import torch``, which they no longer pay;
 * the same ``check`` and ``run_audit`` on a generated model of ``--items`` items
   (default 10,000; 0 skips it): the sample's recipe (``sample_data/make_sample.py``:
   Zipf log, cosine InfoNCE, plain SGD at a high learning rate) scaled to that many items
@@ -149,6 +149,7 @@ NO_TORCH_FILE = {
     "plugins": "popaudit plugins",
     "lists": "served-lists audit",
     "mitigate_npy": "mitigate of a .npy table",
+    "lists_batch": "batch of 10 lists rows -j 2",
 }
 """Commands that read no torch file, so need no torch (nor FAISS): each is timed against
 ``import torch``, which they used to pay (``tests/test_startup_imports.py`` asserts it)."""
@@ -160,14 +161,18 @@ def no_torch_file(py: str, report: Path) -> dict[str, list[str]]:
     table = folder / "bench_small_audit_table.npy"
     if not table.exists():
         np.save(table, np.random.default_rng(0).normal(size=(800, 32)).astype(np.float32))
-    lists = ["--recommendations", str(ROOT / "tests/data/served_lists/recs.csv"),
-             "--interactions", str(ROOT / "sample_data/interactions.parquet")]
+    recs, log = ROOT / "tests/data/served_lists/recs.csv", ROOT / "sample_data/interactions.parquet"
+    lists = ["--recommendations", str(recs), "--interactions", str(log)]
+    manifest = folder / "bench_small_audit_lists_manifest.csv"
+    manifest.write_text("recommendations,label\n" + "".join(f"{recs},row{i}\n" for i in range(10)))
     return {
         "diff": [py, "-m", "auditor", "diff", str(report), str(report)],
         "plugins": [py, "-m", "auditor", "plugins"],
         "lists": [py, "-m", "auditor", "check", *lists, "--json", str(folder / "bench_small_audit_lists.json")],
         "mitigate_npy": [py, "-m", "auditor", "mitigate", str(table), "--alpha", "0.5", "-o",
                          str(folder / "bench_small_audit_table.a05.npy")],
+        "lists_batch": [py, "-m", "auditor", "batch", str(manifest), "-o", str(folder / "bench_small_audit_lists.parquet"),
+                        "--interactions", str(log), "-j", "2", "-q", "--bootstrap", "0"],
     }
 
 
