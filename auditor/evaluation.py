@@ -45,7 +45,7 @@ def evaluate(
     if heldout.n:
         for name, served in lists.items():
             hits = find_hits(served[heldout.positions], heldout.indptr, heldout.items)
-            for k in ks:
+            for k in (k for k in ks if k <= served.shape[1]):  # served lists shorter than K: not measured at K
                 per_user = hits.at(k)
                 at[k][name], ndcg[k][name] = per_user.mean(), per_user.ndcg
     accuracy = Accuracy(

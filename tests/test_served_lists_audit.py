@@ -104,6 +104,29 @@ def test_served_dot_lists_beside_the_model_equal_its_dot_scoring(dot_file: tuple
     assert result.served.n_users == N_USERS and result.served.longest == max(KS)
 
 
+def test_served_lists_beside_a_model_are_not_measured_above_their_length(
+    tmp_path: Path, dot_file: tuple[Path, Path, Path, Path, AuditResult]
+) -> None:
+    """Lists of 10 beside a model audited at K=20: the served scoring is measured at K <= 10
+    only (as lists alone are), never over the 10 slots as if they were 20: no served figure,
+    overlap or accuracy at 20, a warning saying so, and a gate there is not measured (exit 1)."""
+    model, log, holdout, served, alone = dot_file
+    config = AuditConfig(model=model, interactions=log, holdout=holdout, ks=(10, 20), probes=False, bootstrap=0,
+                         recommendations=served)
+    result = run_audit(config)
+    assert result.retrieval is not None and result.accuracy is not None and alone.retrieval is not None
+    assert dict(result.retrieval.at[10].norm_aware["served"]) == pytest.approx(dict(alone.retrieval.at[10].dot))
+    assert "served" not in result.retrieval.at[20].norm_aware and result.retrieval.at[20].overlap_served == {}
+    assert "served" in result.accuracy.at[10] and "served" not in result.accuracy.at[20]
+    flat = result.flat_metrics()
+    assert "head_share_1pct_served@10" in flat and "head_share_1pct_dot@20" in flat
+    assert not [name for name in flat if "served" in name and name.endswith("@20")]
+    assert any(re.search(r"not measured at K=20 \(\S+ 10 measures them", w) for w in result.warnings), result.warnings
+    gate = _invoke("check", model, "--interactions", log, "--recommendations", served, "-k", "10", "-k", "20",
+                   "--bootstrap", "0", "--no-probes", "-q", "--fail-on", "head_share_1pct_served@20>0.5")
+    assert gate.exit_code == 1 and "not measured" in gate.stderr, gate.output
+
+
 def test_served_dot_lists_alone_give_the_models_dot_figures(dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
     _model_path, log, holdout, served, alone = dot_file
     # The user- and item-side measures read the training profiles and, with the holdout, the held-out items.

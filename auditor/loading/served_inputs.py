@@ -57,8 +57,9 @@ def served_for_model(
     progress: Progress = SILENT,
 ) -> tuple[ServedLists, np.ndarray | None, list[str]]:
     """The served lists read through the model's item rows; their rows lined up with the
-    queried users, padded to the largest K (None: the queries have no user identity); and
-    the warnings (the reader's, and queried users without a list)."""
+    queried users, as wide as the longest list (None: the queries have no user identity:
+    the served scoring is measured at each K up to that width, as lists alone are); and
+    the warnings (the reader's, queried users without a list, cut-offs above the lists)."""
     spec = config.served_log
     assert spec is not None
     counted = config.interactions or config.frequencies
@@ -77,18 +78,16 @@ def served_for_model(
                      f"of {served.source} cannot be lined up with them, so the served scoring is not measured")
         return served, None, notes
     rows, missing = lists_for(served, population.raw_ids)
-    width = max(config.ks)
-    if rows.shape[1] < width:  # every scoring's lists are as wide as the largest K
-        rows = np.hstack([rows, np.full((rows.shape[0], width - rows.shape[1]), -1, dtype=np.int64)])
     if missing:
         notes.append(
             f"{missing:,} of the {population.n_queries:,} queried users have no list in {served.source}: the served "
             "scoring serves them an empty list (no exposure; a miss for held-out accuracy)"
         )
-    if served.k < width:
+    above = sorted(k for k in set(config.ks) if k > served.k)
+    if above:  # as lists alone: a K the lists cannot fill is not measured, so a gate there cannot pass unseen
         notes.append(
-            f"the served lists of {served.source} hold at most {served.k:,} items: the served scoring is measured over "
-            f"the slots they fill at cut-offs above that ({setting('ks')})"
+            f"the served lists of {served.source} hold at most {served.k:,} items: the served scoring is not measured "
+            f"at K={', '.join(map(str, above))} ({setting('ks')} {served.k} measures them at their length)"
         )
     return served, rows, notes
 

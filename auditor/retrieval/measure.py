@@ -177,6 +177,9 @@ def _measure_lists(
             measured: dict[str, ListMeasures] = {}
             slots: dict[str, Slots] = {}
             for name, rows in lists.items():
+                if rows.shape[1] < k:  # served lists shorter than K: not measured at K
+                    advance(1)
+                    continue
                 slots[name] = Slots(rows[:, :k], n_items)
                 measured[name] = measures.measure(slots[name])
                 exposure[name][k] = slots[name].counts
@@ -222,7 +225,7 @@ def measure_retrieval(
     built-in ones); ``relevant``: CSR of each query's held-out items (the group NDCG and
     PopREO); ``groups``: the popularity groups' cut-offs (default: GroupPolicy's);
     ``served``: the served lists of the queried users (rows aligned with the population,
-    as wide as the largest K), measured as the ``served`` scoring. Raises :class:`InputError` for ``popularity`` ``users`` without user
+    as wide as the longest list), measured as the ``served`` scoring at each K up to its width. Raises :class:`InputError` for ``popularity`` ``users`` without user
     counts, :class:`EmbeddingTableError` for NaN/inf item vectors.
     """
     warnings: list[str] = list(population.warnings)
