@@ -14,7 +14,7 @@ from typing import Any, Literal
 from auditor.config import DEFAULT_ALPHAS
 from auditor.alpha import alpha_scoring
 from auditor.sections import (
-    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED,
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, share_ratio,
 )
 
 Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training"]
@@ -56,11 +56,6 @@ def _num(value: Any) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
-
-
-def _ratio(a: Any, b: Any) -> float | None:
-    a, b = _num(a), _num(b)
-    return None if a is None or b is None or b == 0 else a / b
 
 
 def metric_names(
@@ -111,7 +106,7 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
                 for metric, value in measures.items():
                     flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(value), "retrieval", metric, scoring, k)
             for metric, value in (scorings.get("dot") or {}).items():
-                ratio = _ratio(value, (scorings.get("cosine") or {}).get(metric))
+                ratio = share_ratio(value, (scorings.get("cosine") or {}).get(metric))
                 flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "retrieval", metric, RATIO, k)
             flat[f"overlap_dot_cosine@{k}"] = FlatEntry(
                 _num(cut.get("overlap_dot_cosine")), "retrieval", "overlap_dot_cosine", None, k
@@ -130,7 +125,7 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
                 flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(values.get(metric)), "accuracy", metric, scoring, k)
         if "dot" in by_scoring and "cosine" in by_scoring:
             for metric in ACCURACY_MEASURES:
-                ratio = _ratio(by_scoring["dot"].get(metric), by_scoring["cosine"].get(metric))
+                ratio = share_ratio(by_scoring["dot"].get(metric), by_scoring["cosine"].get(metric))
                 flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "accuracy", metric, RATIO, k)
     replaced = report.get("replaced_globals")
     unsafe = None if replaced is None else float(sum(g.get("severity") == "runs-code" for g in replaced))

@@ -5,7 +5,7 @@ whether the served lists *amplify* popularity, i.e. give the most popular items 
 the users' slots than those items hold of the training interactions. The top-1% items'
 share of the served top-K slots is compared with their share of the training
 popularity (interactions, or distinct users with ``popularity`` ``users``), at every
-measured K, with the same bands as dot vs cosine (:data:`auditor.verdict.HARM_BANDS`:
+measured K, with the same bands as dot vs cosine (:func:`auditor.verdict.harm_band`:
 ratio and absolute excess both count). The worst K (highest band, then larger ratio)
 decides and is quoted. The most-popular list's share is quoted beside it as the ceiling.
 """
@@ -16,8 +16,8 @@ import math
 
 from auditor.errors import setting
 from auditor.result import MeasuredSections, Severity, Verdict
-from auditor.sections import ServedSection
-from auditor.verdict import HARM_BANDS
+from auditor.sections import ServedSection, share_ratio
+from auditor.verdict import harm_band
 from auditor.wording import pct
 
 HEAD = "head_share_1pct"
@@ -31,13 +31,10 @@ LISTS_SEVERITY_RULE = (
 
 def amplification(served: float | None, log: float | None) -> tuple[Severity, float | None]:
     """The band and ratio of a served head share against the log's."""
-    if served is None or log is None or not math.isfinite(served):
+    ratio = share_ratio(served, log)
+    if served is None or log is None or ratio is None:
         return "none", None
-    ratio = math.inf if log == 0 and served > 0 else (served / log if log > 0 else None)
-    if ratio is None:
-        return "none", None
-    excess = served - log
-    return next((name for name, r, e in HARM_BANDS if ratio >= r and excess >= e), "none"), ratio
+    return harm_band(ratio, served - log), ratio
 
 
 _ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")

@@ -20,6 +20,26 @@ OVERLAP_SERVED_DEFINITION = (
 )
 
 
+def share_ratio(a: Any, b: Any) -> float | None:
+    """``a / b`` of two figures that cannot be negative (dot / cosine, served / log): +inf
+    when only ``b`` is 0 (the most skew there is: a gate on it trips), None when both are 0,
+    either is missing, or either is negative (a ratio of two signed figures, such as two
+    negative ΔGAPs, does not say which is larger). The one ratio policy of flat metrics,
+    report tables and verdicts."""
+    a, b = _finite(a), _finite(b)
+    if a is None or b is None or a < 0 or b < 0:
+        return None
+    if b == 0:
+        return math.inf if a > 0 else None
+    return a / b
+
+
+def _finite(value: Any) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
 @dataclass(frozen=True)
 class ListMeasureInfo:
     """How reports show a list measure: its label and display format (``pct``, or

@@ -31,6 +31,7 @@ from typing import Any, Literal
 from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
+from auditor.sections import share_ratio
 from auditor.wording import pct, pct_pair
 
 RHO_WEAK = 0.1
@@ -42,6 +43,10 @@ HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
     ("low", 1.1, 0.005),
 )
 """(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share."""
+EDGE_SLACK = 1e-9
+"""Relative slack at a band's edges: head shares are ratios of slot counts, and their
+quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which must not
+drop a figure that sits exactly on an edge into the band below."""
 SERVED_SHARE = 0.1
 """Cut-offs K up to this share of the catalogue are the lists a user is served."""
 SEVERITY_RULE = (
@@ -67,11 +72,7 @@ class Skew:
 
     @property
     def ratio(self) -> float | None:
-        if self.dot is None or self.cosine is None:
-            return None
-        if self.cosine == 0:
-            return math.inf if self.dot > 0 else None
-        return self.dot / self.cosine
+        return share_ratio(self.dot, self.cosine)
 
     @property
     def excess(self) -> float | None:
@@ -79,10 +80,16 @@ class Skew:
 
     @property
     def severity(self) -> Severity:
-        ratio, excess = self.ratio, self.excess
-        if ratio is None or excess is None:
-            return "none"
-        return next((name for name, r, e in HARM_BANDS if ratio >= r and excess >= e), "none")
+        return harm_band(self.ratio, self.excess)
+
+
+def harm_band(ratio: float | None, excess: float | None) -> Severity:
+    """The band of :data:`HARM_BANDS` a ratio and an excess share reach (``none``: below
+    every band, or not measured); a figure on an edge reaches it (:data:`EDGE_SLACK`)."""
+    if ratio is None or excess is None:
+        return "none"
+    low = 1 - EDGE_SLACK
+    return next((name for name, r, e in HARM_BANDS if ratio >= r * low and excess >= e * low), "none")
 
 
 def decide_verdict(result: MeasuredSections) -> Verdict:

@@ -53,7 +53,8 @@ def test_before_after_mitigate_in_every_format(mitigated: tuple[AuditResult, Aud
 def test_two_retrain_runs_compare_accuracy(retrained: tuple[AuditResult, AuditResult], tmp_path: Path) -> None:
     base, new = save(tmp_path, "lr10.json", as_json(retrained[0])), save(tmp_path, "lr01.json", as_json(retrained[1]))
     js = tmp_path / "d.json"
-    assert run(base, new, "--json", js, "-q").exit_code == 0
+    ran = run(base, new, "--json", js, "-q")
+    assert ran.exit_code == 0, (ran.output, repr(ran.exception))
     data = json.loads(js.read_text())
     ndcg = next(m for m in data["metrics"] if m["name"] == "ndcg_dot@10")
     assert ndcg["status"] == "compared"

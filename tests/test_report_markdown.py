@@ -190,7 +190,7 @@ def test_number_formatting() -> None:
     assert f.fmt_num(12345.678) == "12,345.7"
     assert f.fmt_pct(0.341) == "34.1%" and f.fmt_pct(0.0042) == "0.42%"
     assert f.fmt_ratio(4.1558) == "4.16×" and f.fmt_ratio(None) == "n/a"
-    assert f.ratio(1.0, 0.0) is None and f.ratio(3, 2) == 1.5
+    assert f.fmt_ratio(float("inf")) == "∞×"
     assert f.fmt_range(3, 3) == "3" and f.fmt_range(1, 2000) == "1–2,000"
     assert f.fmt_scalar(10.0) == "10" and f.fmt_scalar(0.0070352) == "0.007035" and f.fmt_scalar(True) == "yes"
     assert f.fmt_value({"a": [1, 2]}) == '{"a": [1, 2]}'

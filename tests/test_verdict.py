@@ -19,6 +19,7 @@ from auditor.result import (
     Retrieval,
     Verdict,
 )
+from auditor.lists_verdict import amplification
 from auditor.verdict import decide_verdict
 
 
@@ -112,6 +113,12 @@ def test_no_bootstrap_falls_back_to_p_value() -> None:
         (0.011, 0.010, "none"),     # 1.1x but +0.1 points: no harm
         (0.015, 0.005, "low"),      # 3x of tiny shares: +1 point, low
         (0.107, 0.10, "none"),      # 1.07x: no harm
+        # On an edge in float arithmetic (0.06 - 0.01 = 0.04999..., 0.055 / 0.05 = 1.0999...): it reaches the band.
+        (0.06, 0.01, "high"),       # 6x and +5 points exactly
+        (0.03, 0.01, "moderate"),   # 3x and +2 points exactly
+        (0.055, 0.05, "low"),       # 1.1x and +0.5 points exactly
+        (0.041, 0.0, "moderate"),   # cosine never serves the head: an infinite ratio, +4.1 points
+        (0.0, 0.0, "none"),         # neither serves it: no skew to grade
     ],
 )
 def test_severity_is_the_harm_to_serving(dot: float, cos: float, severity: str) -> None:
@@ -214,3 +221,10 @@ def test_assumed_row_ids_are_said_in_the_summary() -> None:
     result = _result(_fn(0.4, 0.3, 0.5), _retrieval(0.30, 0.10))
     result.inputs.row_ids_assumed = True
     assert "item ids were taken as table rows" in decide_verdict(result).summary
+
+
+@pytest.mark.parametrize(("served", "log", "severity"), [(0.06, 0.01, "high"), (0.03, 0.01, "moderate"),
+                                                         (0.055, 0.05, "low"), (0.02, 0.0, "moderate")])
+def test_lists_amplification_reaches_a_band_on_its_edge(served: float, log: float, severity: str) -> None:
+    """Served lists alone share the bands and their edges (6x and +5 points is high)."""
+    assert amplification(served, log)[0] == severity

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
+from auditor.result import json_safe
 
 Status = Literal["compared", "only_base", "only_new", "incomparable"]
 SEVERITIES = ("none", "low", "moderate", "high")
@@ -133,8 +134,9 @@ class ReportDiff:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (non-finite numbers are never stored: they are None already)."""
-        return {
+        """JSON-ready: an infinite figure (a dot/cosine ratio over a cosine share of 0) and
+        its change are written as null, as every report writes non-finite numbers."""
+        return json_safe({
             "base_model": self.base_model,
             "new_model": self.new_model,
             "verdict": {**asdict(self.verdict), "changed": self.verdict.changed},
@@ -142,7 +144,7 @@ class ReportDiff:
             "settings": [asdict(s) for s in self.settings],
             "notes": list(self.notes),
             "metrics": [asdict(m) for m in self.metrics],
-        }
+        })
 
 
 def diff_reports(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
@@ -280,7 +282,7 @@ def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: lis
     delta = None if a is None or b is None else b - a
     if delta is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15):  # type: ignore[arg-type]
         delta = 0.0  # a float written and read back, not a change
-    relative = None if delta is None or a == 0 else delta / abs(a)  # type: ignore[arg-type]
+    relative = None if delta is None or a == 0 or not math.isfinite(a) else delta / abs(a)  # type: ignore[arg-type]
     return MetricChange(name, a, b, delta, relative, direction(entry, delta, a), "compared")
 
 

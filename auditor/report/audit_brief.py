@@ -15,11 +15,12 @@ from auditor.report import harms
 from auditor.report.content import RATIO_HEADER, format_measure, measures_table, quoted_cutoffs, shown_measures
 from auditor.report import served_lists as lists_view
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
-from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, ratio, text_or_missing
+from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, text_or_missing
 from auditor.report.population import population_rows
 from auditor.report.served_vectors import served_brief
 from auditor.report.training import training_brief
 from auditor.result import AuditResult
+from auditor.sections import share_ratio
 
 
 def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
@@ -136,7 +137,7 @@ def _retrieval(result: AuditResult) -> list[Block]:
         rows = []
         for metric, info in shown_measures(cut, retrieval.list_measures).items():
             cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
-            cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
+            cells.insert(2, fmt_ratio(share_ratio(cut.dot.get(metric), cut.cosine.get(metric))))
             rows.append((metric, *cells))
         rows.append(("overlap dot∩cosine", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
         rows += [(f"{name} in served", fmt_pct(value), *[""] * len(scorings)) for name, value in cut.overlap_served.items()]

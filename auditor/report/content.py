@@ -35,7 +35,6 @@ from auditor.report.formatting import (
     fmt_ratio,
     fmt_value,
     join_words,
-    ratio,
 )
 from auditor.result import (
     CONDITION_IDS,
@@ -46,7 +45,7 @@ from auditor.result import (
     ListMeasureInfo,
     Retrieval,
 )
-from auditor.sections import GROUP_LIST_MEASURES
+from auditor.sections import GROUP_LIST_MEASURES, share_ratio
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -168,13 +167,13 @@ def _skew_text(retrieval: Retrieval, k: int, first_k: int | None) -> str:
     first slots a user sees, when given)."""
     cut = retrieval.at[k]
     dot, cos = cut.dot.get("head_share_1pct"), cut.cosine.get("head_share_1pct")
-    r = ratio(dot, cos)
+    r = share_ratio(dot, cos)
     times = f" ({fmt_ratio(r)})" if r is not None else ""
     if first_k is not None:
         first = retrieval.at[first_k]
         dot1, cos1 = first.dot.get("head_share_1pct"), first.cosine.get("head_share_1pct")
         times += f"; at K={first_k}, the first slots a user sees: {fmt_pct(dot1)} vs {fmt_pct(cos1)}"
-        r1 = ratio(dot1, cos1)
+        r1 = share_ratio(dot1, cos1)
         times += f" ({fmt_ratio(r1)})" if r1 is not None else ""
     return f"at K={k} the top-1% items fill {fmt_pct(dot)} of dot-product slots vs {fmt_pct(cos)} under cosine" + times
 
@@ -240,7 +239,7 @@ def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasure
     scorings = {"dot": cut.dot, "cosine": cut.cosine, **cut.norm_aware, "popular": cut.popular}
     for metric, info in shown_measures(cut, measures).items():
         cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
-        cells.insert(2, fmt_ratio(ratio(cut.dot.get(metric), cut.cosine.get(metric))))
+        cells.insert(2, fmt_ratio(share_ratio(cut.dot.get(metric), cut.cosine.get(metric))))
         rows.append((info.label, *cells))
     rows.append(("overlap of dot and cosine lists", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
     for name, value in cut.overlap_served.items():

@@ -97,7 +97,9 @@ def percent_text(percent: float) -> str:
 
 
 def fmt_ratio(value: Any) -> str:
-    """A ratio such as dot/cosine, as ``4.16×``."""
+    """A ratio such as dot/cosine, as ``4.16×`` (``∞×``: only the divisor is 0)."""
+    if isinstance(value, (int, float)) and value == math.inf:
+        return "∞×"
     number = finite(value)
     return MISSING if number is None else f"{number:.2f}×"
 
@@ -131,14 +133,6 @@ def fmt_value(value: Any, limit: int = 160) -> str:
 def fmt_range(low: Any, high: Any) -> str:
     """``3–7``, or a single value when both ends are equal."""
     return fmt_num(low) if low == high else f"{fmt_num(low)}–{fmt_num(high)}"
-
-
-def ratio(numerator: Any, denominator: Any) -> float | None:
-    """``numerator / denominator``, or None when either is missing or the divisor is 0."""
-    a, b = finite(numerator), finite(denominator)
-    if a is None or b is None or b == 0:
-        return None
-    return a / b
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

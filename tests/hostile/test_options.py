@@ -144,6 +144,9 @@ CASES = [
          stderr=r"gate spearman>-2: .*TRIPPED"),
     Case("fail-on-unmeasured", _check("--no-retrieval", "--fail-on", "head_share_1pct_ratio@100>1.5"), EXIT_ERROR,
          r"cannot evaluate --fail-on head_share_1pct_ratio@100>1\.5: not measured in this run"),
+    Case("fail-on-undefined", _check("--no-retrieval", "--bootstrap", "0", "--fail-on", "spearman_ci_lo>0"), EXIT_ERROR,
+         r"cannot evaluate --fail-on spearman_ci_lo>0: not measured in this run .*or undefined here \(.*a CI without a "
+         r"bootstrap"),
     Case("output-is-model", _check("-o", "items.npy"), EXIT_ERROR, r"-o items\.npy " + NEVER_OVERWRITES.format(given="MODEL")),
     Case("output-is-log", _check("--json", "log.parquet"), EXIT_ERROR,
          r"--json log\.parquet " + NEVER_OVERWRITES.format(given="--interactions")),
