@@ -117,7 +117,7 @@ def _key_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) 
     verdict = diff.get("verdict") or {}
     lists = LISTS_BASIS in (verdict.get("base_basis"), verdict.get("new_basis"))
     by_name = {m.get("name"): m for m in metrics}
-    patterns = KEY_FIGURES + SERVED_KEY_FIGURES * lists
+    patterns = KEY_FIGURES + (SERVED_KEY_FIGURES if lists else ())
     chosen = [by_name[name] for pattern in patterns if (name := pattern.format(k=k)) in by_name
               and (by_name[name].get("base") is not None or by_name[name].get("new") is not None)]
     if not chosen:
