@@ -17,7 +17,7 @@ from auditor.sections import (
     ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, share_ratio,
 )
 
-Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training"]
+Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training", "served"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
 BASE_METRICS = (
     "spearman",
@@ -32,6 +32,7 @@ BASE_METRICS = (
     "training_spearman",
     "training_angle_share_90_1",
     "unsafe_globals",
+    "head_share_log",
 )
 """The flat names that stand alone (no scoring, no K); the rest are ``<measure>_<scoring>@K``."""
 RATIO = "ratio"
@@ -97,6 +98,9 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
         flat[f"served_{name}"] = FlatEntry(_num(served_fn.get(name)) if served_fn else None, "frequency_norm",
                                            f"served_{name}")
     _training_entries(report.get("training"), flat)
+    # Served lists alone: the top-1% items' share of the training popularity, what the verdict compares them with.
+    served = report.get("served") or {}
+    flat["head_share_log"] = FlatEntry(_num(served.get("head_share_log")), "served", "head_share_log")
     retrieval = report.get("retrieval")
     if retrieval:
         for key, cut in (retrieval.get("at") or {}).items():

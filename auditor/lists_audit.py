@@ -28,6 +28,7 @@ from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
 from auditor.retrieval.served import measure_served
+from auditor.sections import LISTS_ONLY_FORMAT
 
 NO_MODEL = "no model: served lists alone have no item vectors"
 LISTS_PROTOCOL = (
@@ -82,7 +83,7 @@ def run_lists_audit(
     sections = MeasuredSections(
         inputs=Inputs(
             model="", interactions=None if counted is None else str(counted), item_table=None, user_table=None,
-            n_items=served.items.n_items, dim=0, n_interactions=stats.n_interactions, format="served lists",
+            n_items=served.items.n_items, dim=0, n_interactions=stats.n_interactions, format=LISTS_ONLY_FORMAT,
             n_users=stats.n_users, n_unmapped_interactions=stats.n_unmapped,
             item_id_mapping="catalogue: the distinct item ids of the training log and the served lists, sorted",
         ),

@@ -251,6 +251,11 @@ class ServedCutoff:
     """Lists holding fewer than K items (their empty slots are not counted)."""
 
 
+LISTS_ONLY_FORMAT = "served lists"
+"""The report's ``inputs.format`` of a lists-only audit (served lists, no model): its verdict
+follows the lists' rule (served vs the training log), not a model's (dot vs cosine)."""
+
+
 @dataclass
 class ServedSection:
     """The served lists given as ``recommendations`` (docs/served-lists.md): the file, how

@@ -20,6 +20,7 @@ from auditor.diff.directions import direction
 from auditor.flat import FlatEntry
 from auditor.errors import GateError, ReportError, UnmeasuredGateError
 from auditor.mitigation.run import MitigateConfig, mitigate
+from auditor.report.diff_doc import diff_document
 from auditor.result import AuditResult
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -151,7 +152,8 @@ def test_other_incomparable_settings(mitigated: tuple[AuditResult, AuditResult])
     kept = copy.deepcopy(base)
     kept["retrieval"]["population"]["seen_items"] = "kept"
     diff = diff_reports(base, kept)
-    assert all(c.status == "incomparable" for c in diff.metrics if "@" in c.name)
+    assert all(c.status == "incomparable" for c in diff.metrics if "@" in c.name and c.base is not None)
+    assert {c.status for c in diff.metrics if "@" in c.name and c.base is None} <= {"not_measured"}
     assert diff.metric("spearman").status == "compared"
     newer = copy.deepcopy(base)
     newer["schema_version"] = 2
@@ -161,6 +163,40 @@ def test_other_incomparable_settings(mitigated: tuple[AuditResult, AuditResult])
         diff_reports(base, {"rows": []})
     with pytest.raises(ReportError, match="not written by popaudit"):
         diff_reports({**base, "tool": {"name": "other"}}, base)
+
+
+SERVED_LISTS = Path(__file__).resolve().parent / "data" / "served_lists"
+
+
+def test_a_model_against_served_lists_alone(mitigated: tuple[AuditResult, AuditResult]) -> None:
+    """A model's severity (dot vs cosine) and a lists-only one (served vs the log's share)
+    follow different rules: the verdict's change has no direction; a figure with a value in
+    one report only is only there, whatever the other report's JSON holds for its name."""
+    lists = run_audit(AuditConfig(model=None, interactions=SERVED_LISTS / "train.csv", ks=(5,),
+                                  recommendations=SERVED_LISTS / "recs.csv"))
+    model = as_json(mitigated[0])
+    diff = diff_reports(model, as_json(lists))
+    assert mitigated[0].verdict.severity != lists.verdict.severity  # a direction would have been claimed
+    assert diff.verdict.direction == "not comparable"
+    assert (diff.verdict.base_basis, diff.verdict.new_basis) == ("model", "served lists") and diff.verdict.changed
+    for name in ("spearman", "loglog_slope", "head_share_1pct_dot@10"):  # the lists' JSON holds spearman: null
+        change = diff.metric(name)
+        assert (change.status, change.new, change.delta, change.direction) == ("only_base", None, None, "unknown")
+        assert change.base == mitigated[0].flat_metrics()[name]
+    # The log's top-1% item (101) holds 111 of its 400 interactions: the lists verdict's reference.
+    assert diff.metric("head_share_log").status == "only_new"
+    assert diff.metric("head_share_log").new == pytest.approx(111 / 400)
+    assert diff.metric("training_spearman").status == "not_measured"  # no trace in either
+    assert all(c.base is not None and c.new is not None for c in diff.metrics if c.status == "compared")
+    assert [c.name for c in diff.conditions][:2] == ["plain SGD", "parameter-linear encoder"]
+    assert (diff.conditions[0].base, diff.conditions[0].new) == ("holds", None)
+    same = diff_reports(as_json(lists), as_json(lists))
+    assert same.verdict.direction == "unchanged" and not same.verdict.changed
+    assert [c.name for c in same.conditions][4] == "sufficiently large learning rate"  # neither has conditions
+    doc = diff_document(diff.to_dict())
+    lead = doc.lead[0].text  # type: ignore[union-attr]
+    assert "moderate → none (not comparable: the base's severity judges a model's dot-product lists" in lead
+    assert "less bias)" not in lead
 
 
 def test_direction_table() -> None:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from auditor.cli import cli
 from auditor.report.diff_doc import diff_document
 from auditor.result import AuditResult
-from test_diff import SAMPLE, as_json, audit, mitigated, retrained  # noqa: F401  (fixtures)
+from test_diff import SAMPLE, SERVED_LISTS, as_json, audit, mitigated, retrained  # noqa: F401  (fixtures)
 
 
 def save(folder: Path, name: str, report: dict[str, Any]) -> Path:
@@ -115,3 +115,42 @@ def test_each_side_counts_what_the_lead_counts_and_says_what_it_does_not_rank() 
     assert texts[1] == ("The 1 largest relative changes of the 1 ranked; not ranked: 1 dot/cosine ratio (each moves "
                         "with its dot figure), 1 figure that moved from 0 (no relative change).")
     assert texts[3] == "The 1 largest relative changes of the 1 ranked."
+
+
+def lists_report(folder: Path, name: str, popular_users: int) -> Path:
+    """``check --json`` of served lists alone on tests/data/served_lists' log: 10 users with
+    5 items each from 110-114, the first ``popular_users`` given the log's 5 most popular
+    items instead (101, the top-1% item, first)."""
+    rows = [(u, 101 + r if u <= popular_users else 110 + r, r + 1) for u in range(1, 11) for r in range(5)]
+    recs = folder / f"{name}.csv"
+    recs.write_text("user_id,item_id,rank\n" + "".join(f"{u},{i},{r}\n" for u, i, r in rows))
+    report = folder / f"{name}.json"
+    ran = CliRunner().invoke(cli, ["check", "--recommendations", str(recs), "--interactions",
+                                   str(SERVED_LISTS / "train.csv"), "-k", "5", "--json", str(report), "-q"])
+    assert ran.exit_code == 0, ran.output
+    return report
+
+
+def test_served_lists_alone_diff_key_figures_and_a_gate_on_a_change_from_zero(tmp_path: Path) -> None:
+    base, new = lists_report(tmp_path, "lists", 0), lists_report(tmp_path, "more", 5)
+    js = tmp_path / "d.json"
+    ran = run(base, new, "--format", "markdown", "--json", js)
+    assert ran.exit_code == 0, ran.output
+    data = {m["name"]: m for m in json.loads(js.read_text())["metrics"]}
+    # Item 101 fills 1 slot of 5 for 5 of the 10 users: 5 of 50 slots; none before.
+    head = data["head_share_1pct_served@5"]
+    assert (head["base"], head["new"], head["relative"], head["direction"]) == (0.0, 0.1, None, "more bias")
+    assert head["delta"] == pytest.approx(0.1)
+    log = data["head_share_log"]  # the log's own top-1% share (111 of 400 interactions), the verdict's reference
+    assert log["base"] == log["new"] == pytest.approx(111 / 400) and log["direction"] == "unchanged"
+    key = ran.stdout.split("## Key figures at K=5", 1)[1].split("## Largest changes", 1)[0]
+    assert "| head\\_share\\_log | 0.2775 | 0.2775 | 0.0000 | +0.0% | unchanged |" in key
+    row = next(line for line in key.splitlines() if line.startswith("| head\\_share\\_1pct\\_served@5 |"))
+    assert [cell.strip() for cell in row.split("|")[2:-1]] == ["0.0000", "0.1000", "+0.1000", "", "more bias"]
+    assert "dot-product serving" not in key  # no dot figure among them
+    assert "| C1 plain SGD | n/a | n/a |" in ran.stdout and "C1 C1" not in ran.stdout
+    gated = run(base, new, "-q", "--fail-on", "head_share_1pct_served@5.rel>0.1")
+    assert gated.exit_code == 1
+    assert ("cannot evaluate --fail-on head_share_1pct_served@5.rel>0.1: relative change undefined: the base value "
+            "is 0") in gated.stderr
+    assert run(base, new, "-q", "--fail-on", "head_share_1pct_served@5.delta>0.05").exit_code == 3

@@ -5,6 +5,8 @@ every ratio is dot / cosine."""
 
 from __future__ import annotations
 
+import math
+
 import json
 import re
 from pathlib import Path
@@ -144,8 +146,10 @@ def test_every_ratio_is_dot_over_cosine(files: Path, tmp_path: Path) -> None:
     for name in ratios:
         metric, k = name.split("_ratio@")
         dot, cosine = flat[f"{metric}_dot@{k}"], flat[f"{metric}_cosine@{k}"]
-        if dot is None or cosine is None or cosine == 0:
-            assert flat[name] is None, name
+        if dot is None or cosine is None or dot < 0 or cosine < 0 or dot == cosine == 0:
+            assert flat[name] is None, name  # no ratio of signed figures (two negative ΔGAPs) nor of two zeros
+        elif cosine == 0:
+            assert flat[name] == math.inf, name
         else:
             assert flat[name] == pytest.approx(dot / cosine, rel=1e-12), name
     # The JSON report holds the same parts: the ratio of its numbers is the flat ratio.

@@ -46,8 +46,9 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
           --fail-on 'head_share_1pct_dot@10.delta>0.01'
     """
     from auditor.diff import diff_reports, parse_diff_gates, read_report
+    from auditor.diff.gates import require_evaluated
     from auditor.errors import GateError
-    from auditor.gate import evaluate_gates, require_measured
+    from auditor.gate import evaluate_gates
     from auditor.io import check_not_inputs
 
     files = {"-o": (fmt, output), "--json": ("json", json_path), "--markdown": ("markdown", markdown_path),
@@ -61,7 +62,7 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
     if fmt not in renderers(pm):
         raise click.BadParameter(f"{fmt!r} is not a report format; choose from {', '.join(sorted(renderers(pm)))}",
                                  param_hint="--format")
-    diff = diff_reports(read_report(base, "base"), read_report(new, "new"))
+    diff = diff_reports(read_report(base, "base"), read_report(new, "new"), base_name=str(base), new_name=str(new))
     try:
         gates = parse_diff_gates(fail_on, [change.name for change in diff.metrics])
     except GateError as exc:
@@ -74,7 +75,7 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
     for outcome in outcomes:
         if outcome.tripped or not quiet:
             stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None, markup=False)
-    require_measured(gates, [outcomes], where="in the two reports (a figure missing from one, or not comparable)")
+    require_evaluated(outcomes, diff)
     if any(o.tripped for o in outcomes):
         sys.exit(3)
 

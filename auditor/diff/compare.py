@@ -5,7 +5,12 @@ figures incomparable.
 Comparability, one rule per setting:
 
 * ``schema_version`` (or a file that is not a popaudit report): **refused**, a
-  :class:`~auditor.errors.ReportError`; nothing is compared.
+  :class:`~auditor.errors.ReportError` naming the file; nothing is compared.
+* a figure one report has no value for (another K, no model, no holdout) is listed as only
+  in the other report; one neither has a value for is listed as measured in neither.
+* the verdict's severity of a model (dot vs cosine serving) and of served lists alone
+  (served vs the training log's own share) follow different rules: their change has no
+  direction (``not comparable``).
 * cut-offs: a figure at a K that only one report measured is listed as only in that
   report (never compared); the shared Ks are compared.
 * ``retrieval.popularity`` (interactions or distinct users): every figure that depends
@@ -34,11 +39,15 @@ from typing import Any, Literal
 from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
-from auditor.result import json_safe
+from auditor.result import CONDITION_IDS, CONDITION_NAMES, json_safe
+from auditor.sections import LISTS_ONLY_FORMAT
 
-Status = Literal["compared", "only_base", "only_new", "incomparable"]
+Status = Literal["compared", "only_base", "only_new", "incomparable", "not_measured"]
+Basis = Literal["model", "served lists"]
+"""What a report's severity judges: a model's dot vs cosine serving, or served lists alone
+against the training log (``inputs.format`` :data:`~auditor.sections.LISTS_ONLY_FORMAT`)."""
+VerdictDirection = Literal["less bias", "more bias", "unchanged", "not comparable"]
 SEVERITIES = ("none", "low", "moderate", "high")
-CONDITION_IDS = ("C1", "C2", "C3", "C4", "C5")
 GROUP_MEASURES = ("gap_delta_*", "miscalibration*", "ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_rsp",
                   "pop_reo", "aclt")  # fmt: skip
 HOLDOUT_MEASURES = ("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_reo")
@@ -73,7 +82,8 @@ class SettingChange:
 
 @dataclass(frozen=True)
 class VerdictChange:
-    """The verdicts of both reports; ``direction`` by severity (none < low < moderate < high)."""
+    """The verdicts of both reports; ``direction`` by severity (none < low < moderate < high),
+    ``not comparable`` when the two severities judge different things (``Basis``)."""
 
     base_severity: str
     new_severity: str
@@ -83,12 +93,14 @@ class VerdictChange:
     new_quoted_k: int | None
     base_recommended: str | None
     new_recommended: str | None
-    direction: Literal["less bias", "more bias", "unchanged"]
+    direction: VerdictDirection
+    base_basis: Basis = "model"
+    new_basis: Basis = "model"
 
     @property
     def changed(self) -> bool:
-        return (self.base_severity, self.base_bias_detected, self.base_recommended) != (
-            self.new_severity, self.new_bias_detected, self.new_recommended)  # fmt: skip
+        return (self.base_severity, self.base_bias_detected, self.base_recommended, self.base_basis) != (
+            self.new_severity, self.new_bias_detected, self.new_recommended, self.new_basis)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -147,20 +159,28 @@ class ReportDiff:
         })
 
 
-def diff_reports(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
+def diff_reports(base: dict[str, Any], new: dict[str, Any], *, base_name: str | None = None,
+                 new_name: str | None = None) -> ReportDiff:
     """Compare two JSON reports (``AuditResult.to_dict()``, docs/report.md); ReportError
-    when either is not a popaudit report or their schema versions differ."""
-    _check_report(base, "base")
-    _check_report(new, "new")
+    when either is not a popaudit report or their schema versions differ. ``base_name`` and
+    ``new_name`` (the files read) are named in those errors."""
+    _check_report(base, "base", base_name)
+    _check_report(new, "new", new_name)
     if base["schema_version"] != new["schema_version"]:
-        raise ReportError(f"the reports have schema versions {base['schema_version']} (base) and "
-                          f"{new['schema_version']} (new): their figures are not comparable; audit both with one "
-                          "popaudit version")  # fmt: skip
+        raise ReportError(f"the reports have schema versions {base['schema_version']} ({_side('base', base_name)}) "
+                          f"and {new['schema_version']} ({_side('new', new_name)}): their figures are not "
+                          "comparable; audit both with one popaudit version")  # fmt: skip
     try:
         return _compared(base, new)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:  # a field of the wrong type
-        raise ReportError(f"the reports carry popaudit's tag but not its structure ({type(exc).__name__}: {exc}); "
-                          "compare reports written by popaudit check") from None
+        files = "" if base_name is None or new_name is None else f" {base_name} and {new_name}"
+        raise ReportError(f"the reports{files} carry popaudit's tag but not its structure "
+                          f"({type(exc).__name__}: {exc}); compare reports written by popaudit check") from None
+
+
+def _side(side: str, name: str | None) -> str:
+    """A report in parentheses: ``base``, or ``base, before.json`` when the file is known."""
+    return side if name is None else f"{side}, {name}"
 
 
 def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
@@ -181,12 +201,14 @@ def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
     )
 
 
-def _check_report(report: Any, which: str) -> None:
+def _check_report(report: Any, side: str, name: str | None) -> None:
+    """ReportError unless ``report`` is a popaudit report; the message names the file when known."""
+    named = f"the {side} report" if name is None else f"{side} report {name}"
     if not isinstance(report, dict) or not isinstance(report.get("schema_version"), int):
-        raise ReportError(f"the {which} report is not a popaudit JSON report (no schema_version)")
+        raise ReportError(f"{named} is not a popaudit JSON report (no schema_version)")
     tool = report.get("tool")
     if not isinstance(tool, dict) or tool.get("name") != "popaudit":
-        raise ReportError(f"the {which} report was not written by popaudit (tool.name is not 'popaudit')")
+        raise ReportError(f"{named} was not written by popaudit (tool.name is not 'popaudit')")
 
 
 Flag = tuple[Callable[[FlatEntry], bool], str]
@@ -207,7 +229,7 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
     in_lists = _in_sections("retrieval", "accuracy")
     if rb and rn:
         differs("retrieval.popularity", rb.get("popularity"), rn.get("popularity"),
-                lambda e: e.section in ("retrieval", "accuracy") and depends_on_popularity(e),
+                lambda e: e.section in ("retrieval", "accuracy", "served") and depends_on_popularity(e),
                 "figures that depend on the popularity definition are not compared")
         pb, pn = rb.get("population") or {}, rn.get("population") or {}
         for key in ("source", "seen_items"):
@@ -274,16 +296,23 @@ def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: lis
     entry = base or new
     assert entry is not None
     a, b = (base.value if base else None), (new.value if new else None)
-    if base is None or new is None:
-        return MetricChange(name, a, b, None, None, "unknown", "only_new" if base is None else "only_base")
+    # A name without a value (a lists-only report's spearman: no model) is a figure the report does not have.
+    if a is None or b is None:
+        status: Status = "not_measured" if a is None and b is None else "only_new" if a is None else "only_base"
+        return MetricChange(name, a, b, None, None, "unknown", status)
     reasons = [reason for affects, reason in flags if affects(entry)]
     if reasons:
         return MetricChange(name, a, b, None, None, "unknown", "incomparable", "; ".join(reasons))
-    delta = None if a is None or b is None else b - a
-    if delta is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15):  # type: ignore[arg-type]
+    delta = b - a
+    if math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15):
         delta = 0.0  # a float written and read back, not a change
-    relative = None if delta is None or a == 0 or not math.isfinite(a) else delta / abs(a)  # type: ignore[arg-type]
+    relative = None if a == 0 or not math.isfinite(a) else delta / abs(a)  # from an infinite ratio: no relative change
     return MetricChange(name, a, b, delta, relative, direction(entry, delta, a), "compared")
+
+
+def _basis(report: dict[str, Any]) -> Basis:
+    """What the report's severity judges (:data:`Basis`)."""
+    return "served lists" if (report.get("inputs") or {}).get("format") == LISTS_ONLY_FORMAT else "model"
 
 
 def _verdict(base: dict[str, Any], new: dict[str, Any]) -> VerdictChange:
@@ -291,16 +320,18 @@ def _verdict(base: dict[str, Any], new: dict[str, Any]) -> VerdictChange:
     sb, sn = str(vb.get("severity", "none")), str(vn.get("severity", "none"))
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     step = rank.get(sn, 0) - rank.get(sb, 0)
-    moved: Literal["less bias", "more bias", "unchanged"] = (
-        "unchanged" if step == 0 else "less bias" if step < 0 else "more bias"
-    )
+    basis_base, basis_new = _basis(base), _basis(new)
+    moved: VerdictDirection = (
+        "not comparable" if basis_base != basis_new
+        else "unchanged" if step == 0 else "less bias" if step < 0 else "more bias"
+    )  # fmt: skip
     return VerdictChange(
         base_severity=sb, new_severity=sn,
         base_bias_detected=bool(vb.get("bias_detected")), new_bias_detected=bool(vn.get("bias_detected")),
         base_quoted_k=vb.get("quoted_k"), new_quoted_k=vn.get("quoted_k"),
         base_recommended=(base.get("accuracy") or {}).get("recommended"),
         new_recommended=(new.get("accuracy") or {}).get("recommended"),
-        direction=moved,
+        direction=moved, base_basis=basis_base, new_basis=basis_new,
     )  # fmt: skip
 
 
@@ -309,5 +340,6 @@ def _conditions(base: dict[str, Any], new: dict[str, Any]) -> tuple[ConditionCha
     out = []
     for key in CONDITION_IDS:
         b, n = cb.get(key) or {}, cn.get(key) or {}
-        out.append(ConditionChange(key, str(b.get("name") or n.get("name") or key), b.get("status"), n.get("status")))
+        name = b.get("name") or n.get("name") or CONDITION_NAMES[key]  # neither audited a model: the name anyway
+        out.append(ConditionChange(key, str(name), b.get("status"), n.get("status")))
     return tuple(out)

@@ -51,6 +51,8 @@ RULES: tuple[Rule, ...] = (
     Rule(("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster"), "accuracy", "higher", True),
     Rule(("index_recall",), "accuracy", "higher", False),
     Rule(("overlap_dot_cosine", "spearman_p", "training_angle_share_90_1"), "none", "none", False),
+    # The training log's own top-1% share (served lists' reference) describes the data, not what was served.
+    Rule(("head_share_log",), "none", "none", True),
 )  # fmt: skip
 """The direction table (module docstring); every family the built-in reports hold."""
 _UNKNOWN = Rule((), "none", "none", True)

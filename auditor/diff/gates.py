@@ -9,16 +9,18 @@
   (``ndcg_dot@10.rel<-0.02``: fail when NDCG fell by more than 2%).
 
 Names are checked before anything is compared (a typo is a GateError, exit 2); a gate on
-a change that was not measured (the figure missing from one report, or not comparable)
-cannot be evaluated and fails (UnmeasuredGateError, exit 1), as ``check``'s gates do.
+a change that does not exist (the figure missing from one report, not comparable, or a
+relative change from a base of 0) cannot be evaluated and fails (UnmeasuredGateError,
+exit 1), as ``check``'s gates do; the message says which of these it is, per gate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from auditor.diff.compare import ReportDiff
-from auditor.gate import Gate, GateOutcome, evaluate_gates, parse_gates, require_measured
+from auditor.diff.compare import MetricChange, ReportDiff
+from auditor.errors import UnmeasuredGateError, setting
+from auditor.gate import Gate, GateOutcome, evaluate_gates, parse_gates
 
 SUFFIXES = ("delta", "rel")
 
@@ -38,5 +40,36 @@ def evaluate_diff_gates(gates: Sequence[Gate], diff: ReportDiff) -> list[GateOut
     """Evaluate the gates on ``diff``; UnmeasuredGateError names every gate whose value
     (a change of an incomparable or one-sided figure) does not exist."""
     outcomes = evaluate_gates(gates, diff.flat())
-    require_measured(gates, [outcomes], where="in the two reports (a figure missing from one, or not comparable)")
+    require_evaluated(outcomes, diff)
     return outcomes
+
+
+def require_evaluated(outcomes: Sequence[GateOutcome], diff: ReportDiff) -> None:
+    """UnmeasuredGateError naming every gate without a value in ``diff``, each with why."""
+    missing = [f"{o.gate}: {why_unevaluated(o.gate, diff)}" for o in dict.fromkeys(outcomes) if o.value is None]
+    if missing:
+        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')} {'; '.join(missing)}")
+
+
+def why_unevaluated(gate: Gate, diff: ReportDiff) -> str:
+    """Why ``gate`` has no value in ``diff`` (its name is one of :func:`diff_gate_names`)."""
+    name, _, suffix = gate.metric.rpartition(".")
+    if suffix not in SUFFIXES:  # the new value alone (a flat name may hold a dot: alpha_0.5)
+        name, suffix = gate.metric, ""
+    change = diff.metric(name)
+    if change.status == "compared" and suffix == "rel" and change.base == 0:
+        return f"relative change undefined: the base value is 0 (gate {name}.delta instead)"
+    return _missing(change, suffix)
+
+
+def _missing(change: MetricChange, suffix: str) -> str:
+    """Why a figure or its change has no value, by its status."""
+    if change.status == "incomparable":
+        return "not comparable: " + (change.reason or "a setting differs")
+    if change.status == "not_measured":
+        return "measured in neither report"
+    if change.status == "only_base":
+        return "only the base report measured it" + ("" if suffix else " (the new report has no value)")
+    if change.status == "only_new":
+        return "only the new report measured it, so it has no change"
+    return "not measured in the two reports"

@@ -25,6 +25,18 @@ KEY_FIGURES = (
     "aclt_dot@{k}", "ndcg_dot@{k}", "recall_dot@{k}", "ndcg_niche_dot@{k}", "pop_reo_dot@{k}",
 )  # fmt: skip
 """The figures the key table shows (those either report has), at the quoted K."""
+SERVED_KEY_FIGURES = (
+    "head_share_log", "head_share_1pct_served@{k}", "gini_served@{k}", "aplt_served@{k}", "coverage_served@{k}",
+    "gap_delta_niche_served@{k}", "miscalibration_served@{k}", "pop_rsp_served@{k}", "aclt_served@{k}",
+    "ndcg_served@{k}", "recall_served@{k}", "ndcg_niche_served@{k}", "pop_reo_served@{k}",
+)  # fmt: skip
+"""Added when either report audits served lists alone: their headline figures and the
+training log's top-1% share (``head_share_log``) their verdict compares the served one with."""
+LISTS_BASIS = "served lists"
+"""The diff's ``verdict.*_basis`` of a lists-only report (``auditor.diff.compare.Basis``)."""
+JUDGES = {"model": "a model's dot-product lists against its cosine lists",
+          LISTS_BASIS: "the served lists against the training log's own top-1% share"}  # fmt: skip
+"""What each kind of report's severity judges, for the lead when the two differ."""
 LARGEST = 5
 """Figures listed on each side of the largest changes."""
 WORSE = ("more bias", "less accuracy")
@@ -58,6 +70,9 @@ def lead_sentence(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]])
     counts = {d: sum(m.get("direction") == d for m in metrics) for d in (*BETTER, *WORSE)}
     flagged = sum(m.get("status") == "incomparable" for m in metrics)
     moved = verdict.get("direction", "unchanged")
+    if moved == "not comparable":  # the two severities follow different rules: no direction between them
+        bases = [JUDGES.get(str(verdict.get(f"{side}_basis")), "?") for side in ("base", "new")]
+        moved = f"not comparable: the base's severity judges {bases[0]}, the new one's {bases[1]}"
     text = (f"Verdict severity {verdict.get('base_severity')} → {verdict.get('new_severity')} ({moved}). "
             f"Figures: {counts['less bias']} less bias, {counts['more bias']} more bias, "
             f"{counts['more accuracy']} more accuracy, {counts['less accuracy']} less accuracy")  # fmt: skip
@@ -69,12 +84,20 @@ def _verdict_section(diff: Mapping[str, Any]) -> Section:
     rows = [(label, fmt_value(v.get(f"base_{key}")), fmt_value(v.get(f"new_{key}")))
             for label, key in (("severity", "severity"), ("bias detected", "bias_detected"),
                                ("quoted K", "quoted_k"), ("recommended scoring", "recommended"))]  # fmt: skip
-    rows += [(f"{c.get('id')} {c.get('name')}", fmt_value(c.get("base")), fmt_value(c.get("new")))
+    if v.get("base_basis", "model") != v.get("new_basis", "model"):
+        rows.insert(1, ("severity judges", str(v.get("base_basis")), str(v.get("new_basis"))))
+    rows += [(_condition_label(c), fmt_value(c.get("base")), fmt_value(c.get("new")))
              for c in diff.get("conditions") or []]  # fmt: skip
     changed = [row[0] for row in rows if row[1] != row[2]]
     note = f"Changed: {', '.join(changed)}." if changed else "Neither the verdict nor any condition changed."
     return Section("verdict", "Verdict and conditions",
                    (Table(("", "base", "new"), tuple(rows), (False, False, False)), Paragraph(note, "note")))
+
+
+def _condition_label(condition: Mapping[str, Any]) -> str:
+    """``C1 plain SGD`` (the id alone when the diff names it by its id only)."""
+    cid, name = str(condition.get("id")), str(condition.get("name") or "")
+    return cid if name in ("", cid) else f"{cid} {name}"
 
 
 def quoted_k(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) -> int | None:
@@ -91,14 +114,23 @@ def quoted_k(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) -> i
 
 def _key_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) -> Section | None:
     k = quoted_k(diff, metrics)
+    verdict = diff.get("verdict") or {}
+    lists = LISTS_BASIS in (verdict.get("base_basis"), verdict.get("new_basis"))
     by_name = {m.get("name"): m for m in metrics}
-    chosen = [by_name[name] for pattern in KEY_FIGURES if (name := pattern.format(k=k)) in by_name
+    patterns = KEY_FIGURES + (SERVED_KEY_FIGURES if lists else ())
+    chosen = [by_name[name] for pattern in patterns if (name := pattern.format(k=k)) in by_name
               and (by_name[name].get("base") is not None or by_name[name].get("new") is not None)]
     if not chosen:
         return None
     at = f" at K={k}" if k is not None else ""
-    return Section("key", f"Key figures{at}", (_metrics_table(chosen, f"The headline figures{at}; dot-product "
-                                                                      "serving unless named."),))
+    shown = {str(m.get("name")) for m in chosen}
+    notes = [f"The headline figures{at}"]
+    if any(pattern.format(k=k) in shown for pattern in KEY_FIGURES):
+        notes.append("dot-product serving unless named")
+    if shown & {pattern.format(k=k) for pattern in SERVED_KEY_FIGURES}:
+        notes.append("served: the served lists; head_share_log: the top-1% items' share of the training "
+                     "popularity, which the lists' verdict compares their top-1% share with")
+    return Section("key", f"Key figures{at}", (_metrics_table(chosen, "; ".join(notes) + "."),))
 
 
 def _largest_section(metrics: Sequence[Mapping[str, Any]]) -> Section:
@@ -167,6 +199,6 @@ def _direction(metric: Mapping[str, Any]) -> str:
     status = metric.get("status")
     if status == "incomparable":
         return "not comparable"
-    if status in ("only_base", "only_new"):
+    if status in ("only_base", "only_new", "not_measured"):
         return str(status).replace("_", " ")
     return str(metric.get("direction"))
