@@ -165,6 +165,11 @@ class Verdict:
     when it is another K (None: it is the same K, or no retrieval). Kept out of the JSON
     report (schema_version 1 is unchanged); docs/report.md, "Which K is quoted", says
     how it is chosen."""
+    gate: str | None = None
+    """The ``--fail-on`` expression that trips when this audit's figures reach the lowest
+    harm band (a share threshold against the cosine share, or the log's, of this run: both
+    of the band's conditions in one number); what ``check`` suggests for CI. Kept out of
+    the JSON report, as ``first_seen_k``."""
 
 
 @dataclass
@@ -279,7 +284,7 @@ class AuditResult(MeasuredSections):
         return flat_metrics_from_report(self.to_dict())
 
 
-_NOT_IN_JSON = frozenset({"first_seen_k"})
+_NOT_IN_JSON = frozenset({"first_seen_k", "gate"})
 """Verdict fields the reports read but the JSON report (schema_version 1) does not hold."""
 
 

@@ -92,6 +92,25 @@ def harm_band(ratio: float | None, excess: float | None) -> Severity:
     return next((name for name, r, e in HARM_BANDS if ratio >= r * low and excess >= e * low), "none")
 
 
+def band_gate(share: str, reference: float | None) -> str | None:
+    """The gate on the top-1% head share flat name ``share`` that trips when it reaches the
+    lowest harm band against ``reference`` (cosine's share, or the training log's): at least
+    both the band's ratio and its excess over ``reference``, rounded up (None: no reference)."""
+    if reference is None or not math.isfinite(reference) or reference < 0:
+        return None
+    _, ratio, excess = HARM_BANDS[-1]
+    threshold = math.ceil(max(reference * ratio, reference + excess) * 1e5 * (1 - EDGE_SLACK)) / 1e5
+    return f"{share}>={threshold:g}"
+
+
+def _gate(result: MeasuredSections, skew: Skew | None, rho: float | None) -> str | None:
+    """The verdict's CI gate (:attr:`Verdict.gate`): the serving skew at the quoted K where
+    retrieval was measured, else the correlation at the weak band's edge."""
+    if skew is not None:
+        return band_gate(f"head_share_1pct_dot@{skew.k}", skew.cosine)
+    return f"spearman>={RHO_WEAK:g}" if rho is not None else None
+
+
 def decide_verdict(result: MeasuredSections) -> Verdict:
     """The verdict of one audit; sections that are None count as not measured."""
     fn = result.frequency_norm
@@ -130,6 +149,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         quoted_k=skew.k if skew is not None else None,
         rule=SEVERITY_RULE,
         first_seen_k=first.k if first is not None else None,
+        gate=_gate(result, skew, rho),
     )
 
 
@@ -221,6 +241,28 @@ def _skew_text(skew: Skew) -> str:
         f"dot-product retrieval gives the top-1% items {times}× the slots cosine retrieval does at "
         f"K={skew.k} ({dot} vs {cosine})"
     )
+
+
+def _optional_change(result: MeasuredSections) -> str:
+    """Where the trade-off still recommends another scoring below every harm band: that it
+    is an option (less head share within the accuracy tolerance), not a fix."""
+    accuracy = result.accuracy
+    chosen = None if accuracy is None else accuracy.recommended
+    if chosen is None or chosen == "dot":
+        return ""
+    return (f" (the accuracy trade-off still finds that {chosen} serves the top-1% items less within the accuracy "
+            "tolerance: an option, not a fix)")
+
+
+def _band_shortfall(skew: Skew) -> str:
+    """What keeps a skew out of the lowest band, in figures: the band needs both its
+    ratio and its excess, so a large ratio of tiny shares is not harm."""
+    _, ratio, excess = HARM_BANDS[-1]
+    need = f"it needs both {ratio:g}x and +{100 * excess:g} points"
+    if skew.ratio is None or skew.excess is None:
+        return f"{need}; neither list serves the top-1% items here"
+    times = "∞" if skew.ratio == math.inf else f"{skew.ratio:.2f}"
+    return f"{need}; here {times}x and {100 * skew.excess:+.2f} points"
 
 
 def _conditions_text(conditions: dict[str, Condition]) -> str:
@@ -335,11 +377,12 @@ def _recommendations(
     if detected:
         recs += training_recommendations(conditions)
     elif rises and skew is not None:
+        gate = _gate(result, skew, None)
         recs.append(
-            f"Item norms follow popularity, but dot-product serving is not skewed at K={skew.k} "
-            f"(below {HARM_BANDS[-1][1]:g}x and +{100 * HARM_BANDS[-1][2]:g} points, the lowest harm band): nothing to "
-            "fix in serving now. Norms keep growing while such a model trains, so re-audit after retraining "
-            f"(e.g. {setting('fail_on')} 'head_share_1pct_ratio@{skew.k}>{HARM_BANDS[-1][1]:g}' in CI)."
+            f"Item norms follow popularity, but dot-product serving stays below the lowest harm band at K={skew.k} "
+            f"({_band_shortfall(skew)}): nothing to fix in serving now{_optional_change(result)}. Norms keep growing "
+            "while such a model trains, so re-audit after retraining"
+            + (f" ({setting('fail_on')} '{gate}' in CI trips when serving reaches that band)." if gate else ".")
         )
     elif result.frequency_norm is not None and all(status.get(k) == "holds" for k in ORTHOGONALITY_IDS):
         recs.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -20,7 +21,9 @@ from auditor.result import (
     Verdict,
 )
 from auditor.lists_verdict import amplification
-from auditor.verdict import decide_verdict
+from auditor.flat import metric_names
+from auditor.gate import evaluate_gates, parse_gates
+from auditor.verdict import band_gate, decide_verdict
 
 
 def _fn(rho: float, lo: float, hi: float, p: float = 1e-6) -> FrequencyNorm:
@@ -133,8 +136,9 @@ def test_norms_tracking_popularity_without_harm_is_no_bias() -> None:
     assert (v.bias_detected, v.severity) == (False, "none")
     assert v.summary.startswith("Norms follow popularity, but serving is not skewed: item norms grow with training")
     assert "barely changes" in v.summary and "1.07×" in v.summary and "detected" not in v.summary
-    assert any(r.startswith("Item norms follow popularity, but dot-product serving is not skewed at K=100")
-               and "head_share_1pct_ratio@100>1.1" in r for r in v.recommendations)
+    assert any(r.startswith("Item norms follow popularity, but dot-product serving stays below the lowest harm "
+                            "band at K=100 (it needs both 1.1x and +0.5 points; here 1.07x and +0.70 points)")
+               and "head_share_1pct_dot@100>=0.11" in r for r in v.recommendations)
     assert not any(r.startswith("Serve with cosine") for r in v.recommendations)
     # A low-lr model: rho 0.13, no skew: no bias, worded as a slight rise, not "grow".
     v = decide_verdict(_result(_fn(0.13, 0.06, 0.20), _single(0.10, 0.10)))
@@ -228,3 +232,26 @@ def test_assumed_row_ids_are_said_in_the_summary() -> None:
 def test_lists_amplification_reaches_a_band_on_its_edge(served: float, log: float, severity: str) -> None:
     """Served lists alone share the bands and their edges (6x and +5 points is high)."""
     assert amplification(served, log)[0] == severity
+
+
+@pytest.mark.parametrize(("dot", "cos"), [(0.30, 0.15), (0.06, 0.01), (0.055, 0.05), (0.011, 0.010), (0.0233, 0.007),
+                                         (0.107, 0.10), (0.041, 0.0), (0.0, 0.0), (0.015, 0.005), (0.054, 0.05)])
+def test_the_suggested_gate_trips_exactly_when_serving_reaches_a_harm_band(dot: float, cos: float) -> None:
+    """The verdict's CI gate (what `Next:` suggests) trips on this very run exactly when its
+    severity is above none: a model below every band passes it (3.33x of tiny shares, +0.23
+    points, passed none of the old suggestions' logic), one in a band fails it."""
+    result = _result(_fn(0.62, 0.58, 0.66), _single(dot, cos, k=10))
+    verdict = decide_verdict(result)
+    assert verdict.gate is not None and verdict.gate.startswith("head_share_1pct_dot@10>=")
+    result = dataclasses.replace(result, verdict=verdict)
+    (outcome,) = evaluate_gates(parse_gates([verdict.gate], metric_names([10])), result.flat_metrics())
+    assert outcome.tripped == (verdict.severity != "none"), (verdict.gate, verdict.severity)
+    assert "gate" not in result.to_dict()["verdict"]  # a suggestion, not a figure of the report
+
+
+def test_a_lists_verdict_suggests_the_share_its_band_starts_at() -> None:
+    """Lists alone: the gate is the served share at which the lowest band begins against the
+    log's own share (1.1x and +0.5 points both): 0.266 served against 0.2715 of the log passes."""
+    assert band_gate("head_share_1pct_served@10", 0.2715) == "head_share_1pct_served@10>=0.29865"
+    assert band_gate("head_share_1pct_served@10", 0.01) == "head_share_1pct_served@10>=0.015"
+    assert band_gate("x", None) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -147,7 +148,7 @@ def command(
     chosen = [(formats[flag], path) for flag, path in files.items() if path is not None]
     if not quiet:
         _confirm_written(chosen, list(audited.files), bool(fail_on), suggest=output is None and fmt == "console",
-                         config=config, metrics=audited.metrics)
+                         config=config, metrics=audited.metrics, gate=audited.gate)
     if audited.result is not None:  # --mlflow: logged before the gates decide the exit code
         log_to_mlflow(audited.result, audited.mlflow_reports, quiet=quiet)
 
@@ -196,6 +197,8 @@ class _Audited:
     gates: list[Any]
     result: AuditResult | None = None
     mlflow_reports: dict[str, str | bytes] = field(default_factory=dict)
+    gate: str | None = None
+    """The verdict's CI gate (:attr:`~auditor.result.Verdict.gate`), which ``Next:`` suggests."""
 
 
 def _audit(job: _Job) -> _Audited:
@@ -242,16 +245,17 @@ def _audit(job: _Job) -> _Audited:
     if job.files["-o"] is None and not job.quiet:
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
     if not job.mlflow:
-        return _Audited(files, stdout, result.flat_metrics(), gates)
+        return _Audited(files, stdout, result.flat_metrics(), gates, gate=result.verdict.gate)
     logged = {fmt: render(result, fmt, pm, RenderContext(color=False, width=job.width)) for fmt in REPORT_FORMATS}
-    return _Audited(files, stdout, result.flat_metrics(), gates, result, logged)
+    return _Audited(files, stdout, result.flat_metrics(), gates, result, logged, gate=result.verdict.gate)
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,
-                     config: AuditConfig, metrics: Mapping[str, float | None]) -> None:
+                     config: AuditConfig, metrics: Mapping[str, float | None], gate: str | None) -> None:
     """Say which file was written (each report, then any figures beside it); after a
     console report (``suggest``), suggest the same audit with the outputs this run did
-    not produce and a gate its ``metrics`` can evaluate, as a command that runs as printed."""
+    not produce and the verdict's ``gate`` (its figure in ``metrics``), as a command that
+    runs as printed."""
     reports = {Path(path): fmt for fmt, path in chosen}
     for path, fmt in reports.items():
         stderr.print(f"Wrote the {_FORMAT_NAMES.get(fmt, fmt)} report: {path}", markup=False, highlight=False,
@@ -265,7 +269,7 @@ def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated:
     extra = [word for fmt, flag, name in (("html", "--html", "report.html"), ("json", "--json", "report.json"))
              if fmt not in done for word in (flag, name)]
     settings = {f.name: getattr(config, f.name) for f in dataclass_fields(config)}
-    suggested = None if gated else _suggested_gate(metrics)
+    suggested = None if gated else _suggested_gate(gate, metrics)
     if suggested is not None:
         gate, measured = suggested
         extra += ["--fail-on", gate]
@@ -276,19 +280,15 @@ def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated:
                      style="dim", markup=False, highlight=False, soft_wrap=True)
 
 
-def _suggested_gate(metrics: Mapping[str, float | None]) -> tuple[str, tuple[int, ...]] | None:
-    """A gate on a figure this run measured, and the Ks its figure was measured at:
-    Spearman's ρ, else the served lists' (then dot over cosine's) top-1% share at the
-    smallest K measured, which is not a K asked for when every served list is shorter
-    than those; None when none was measured."""
-    if metrics.get("spearman") is not None:
-        return "spearman>0.5", ()
-    for prefix, bound in (("head_share_1pct_served@", "0.2"), ("head_share_1pct_ratio@", "1.5")):
-        ks = tuple(sorted(int(name.removeprefix(prefix)) for name, value in metrics.items()
-                          if name.startswith(prefix) and value is not None))
-        if ks:
-            return f"{prefix}{ks[0]}>{bound}", ks
-    return None
+def _suggested_gate(gate: str | None, metrics: Mapping[str, float | None]) -> tuple[str, tuple[int, ...]] | None:
+    """The verdict's ``gate`` and the Ks its figure was measured at (not Ks asked for when
+    every served list is shorter than those: a gate is checked against the Ks asked for)."""
+    if gate is None:
+        return None
+    prefix = re.split(r"[<>=!]", gate, maxsplit=1)[0].partition("@")[0] + "@"
+    ks = tuple(sorted(int(name.removeprefix(prefix)) for name, value in metrics.items()
+                      if name.startswith(prefix) and value is not None))
+    return gate, ks
 
 
 _FORMAT_NAMES = {"html": "HTML", "json": "JSON", "markdown": "Markdown", "console": "text"}
