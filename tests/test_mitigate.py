@@ -470,6 +470,14 @@ class _Accuracy:
     recommended: str | None
     recommendation: str = ""
     best_alternative: str | None = None
+    changes: Any = None
+    at: Any = None
+    tolerance: float = 0.98
+    quoted_k: int | None = None
+
+    def __post_init__(self) -> None:
+        self.changes = self.changes or {}
+        self.at = self.at or {}
 
 
 @dataclass

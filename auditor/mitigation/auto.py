@@ -3,6 +3,7 @@ recommends, and the trade-off figures the sidecar records for it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pluggy
@@ -12,7 +13,7 @@ from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.errors import InputError, NoClearGainError, setting
 from auditor.progress import SILENT, Progress
-from auditor.result import AuditResult
+from auditor.result import Accuracy, AuditResult
 
 def recommended_alpha(result: AuditResult) -> float:
     """The α of the scoring the accuracy trade-off of ``check`` recommends: cosine 0,
@@ -31,17 +32,37 @@ def recommended_alpha(result: AuditResult) -> float:
         said = accuracy.recommendation or "no scoring was recommended"
         raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with ({said})")
     if alpha == 1.0:
-        best = accuracy.best_alternative
-        best_alpha = scoring_alpha(best) if best is not None else None
-        offer = (
-            f"; the best available is {setting('alpha')} {best_alpha:g} ({best}): pass it to write that table anyway, "
-            f"or loosen {setting('accuracy_tolerance')}" if best_alpha is not None else ""
-        )
         raise NoClearGainError(
             f"{setting('alpha')} auto wrote nothing: the trade-off keeps dot-product serving. "
-            f"{accuracy.recommendation.rstrip('.')}{offer}"
+            f"{accuracy.recommendation.rstrip('.')}{_remedies(accuracy)}"
         )
     return alpha
+
+
+def _remedies(accuracy: Accuracy) -> str:
+    """What may be done when the trade-off keeps dot, naming only what applies to its
+    blocker: writing the best alternative anyway (when it lowers the head share at all),
+    and a looser accuracy tolerance only when some scoring that clearly lowers the head
+    share is held back by it (the value that admits it quoted)."""
+    best = accuracy.best_alternative
+    best_alpha = scoring_alpha(best) if best is not None else None
+    offers = []
+    change = accuracy.changes.get(best) if best is not None else None
+    if best_alpha is not None and (change is None or change.head_share_delta < 0):
+        offers.append(f"the best available is {setting('alpha')} {best_alpha:g} ({best}): pass it to write that "
+                      "table anyway")
+    k = accuracy.quoted_k
+    at = accuracy.at.get(k, {}) if k is not None else {}
+    dot = at["dot"].ndcg if "dot" in at else math.nan
+    held_back = [(at[name].ndcg / dot, name) for name, c in accuracy.changes.items()
+                 if c.clearly_less_head and scoring_alpha(name) is not None and name in at and dot > 0
+                 and at[name].ndcg < accuracy.tolerance * dot]
+    if held_back:
+        share, name = max(held_back)
+        loosened = round(share, 3) if round(share, 3) * dot <= at[name].ndcg else round(share, 3) - 0.001
+        offers.append(f"{setting('accuracy_tolerance')} {loosened:g} admits {name}, which "
+                      f"clearly lowers the head share and keeps {share:.1%} of dot's NDCG")
+    return "; " + ", or ".join(offers) if offers else ""
 
 
 def tradeoff_figures(result: AuditResult, scoring: str) -> dict[str, Any]:
