@@ -4,10 +4,16 @@ command `check` suggests, and a table that is already a mitigation output."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from auditor.cli import cli
 from auditor.errors import NoClearGainError
 from auditor.mitigation.auto import recommended_alpha
 from auditor.result import Accuracy, RankingAccuracy, ScoringChange
@@ -61,3 +67,38 @@ def test_an_alternative_that_does_not_lower_the_head_share_is_not_offered() -> N
                          {"cosine": ScoringChange(0.01, 0.02, (0.0, 0.02), (0.01, 0.03))}, "cosine", tolerance=0.98)
     assert _refusal(accuracy).endswith("the trade-off keeps dot-product serving. At K=10, no serving change is "
                                        "clearly better than dot")
+
+
+# ------------------------------------------------------------------ a table mitigate already wrote
+
+
+def _mitigate(*args: Any, code: int = 0) -> Any:
+    result = CliRunner().invoke(cli, ["mitigate", *(str(a) for a in args)])
+    assert result.exit_code == code, result.output
+    return result
+
+
+def test_rescaling_a_mitigate_output_again_warns_with_the_combined_exponent(tmp_path: Path) -> None:
+    """Norms 1..16 (rows along the axes): alpha 0.5 then 0.5 again leaves |k|^0.25 in all
+    (norms 1, 2^(0.25*k)...); the warning and the sidecar say so; a third round carries
+    0.125; a file that is not the one the sidecar describes gets no warning."""
+    norms = np.array([1.0, 2.0, 4.0, 16.0])
+    np.save(tmp_path / "items.npy", (np.eye(4) * norms[:, None]).astype(np.float32))
+    first = _mitigate(tmp_path / "items.npy", "--alpha", "0.5", "-o", tmp_path / "h.npy")
+    assert "already rescaled" not in first.output
+    second = _mitigate(tmp_path / "h.npy", "--alpha", "0.5", "-o", tmp_path / "q.npy")
+    said = (f"{tmp_path / 'h.npy'} is already rescaled by alpha 0.5 (its sidecar {tmp_path / 'h.npy'}.popaudit.json "
+            "says so): rescaling it again by alpha 0.5 leaves the original's norms raised to 0.25 in all, and each "
+            "round may give up accuracy again; to serve another alpha, rescale the original table once")
+    assert "".join(f"note: {said}".split()) in "".join(second.output.split())  # the console wraps long paths
+    np.testing.assert_allclose(np.linalg.norm(np.load(tmp_path / "q.npy"), axis=1), norms**0.25, rtol=1e-6)
+    side = json.loads((tmp_path / "q.npy.popaudit.json").read_text())
+    assert side["input_rescaled"] == {"alpha": 0.5, "sidecar": str(tmp_path / "h.npy.popaudit.json"),
+                                      "combined_alpha": 0.25}
+    assert said in side["warnings"]
+    _mitigate(tmp_path / "q.npy", "--alpha", "0.5", "-o", tmp_path / "e.npy", "-q")
+    assert json.loads((tmp_path / "e.npy.popaudit.json").read_text())["input_rescaled"]["combined_alpha"] == 0.125
+    np.save(tmp_path / "h.npy", np.eye(4, dtype=np.float32))  # no longer the file its sidecar describes
+    third = _mitigate(tmp_path / "h.npy", "--alpha", "0.5", "-o", tmp_path / "x.npy")
+    assert "already rescaled" not in third.output
+    assert json.loads((tmp_path / "x.npy.popaudit.json").read_text())["input_rescaled"] is None

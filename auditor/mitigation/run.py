@@ -104,6 +104,9 @@ class Mitigation:
     tradeoff: dict[str, Any] | None = None
     """With ``--alpha auto``: what dot serving of the output gives against the input's dot
     serving at the trade-off's K (held-out NDCG, top-1% head share, their paired intervals)."""
+    input_rescaled: dict[str, Any] | None = None
+    """When MODEL is itself a mitigate output (its sidecar beside it, naming its sha256): the
+    α it was rescaled by, that sidecar, and the exponent the output carries in all."""
 
     def to_dict(self) -> dict[str, Any]:
         """The sidecar (strict JSON: NaN becomes null)."""
@@ -192,6 +195,8 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
 
     source = {"path": str(config.model), "resolved": str(Path(config.model).resolve()), "format": fmt,
               "bytes": Path(config.model).stat().st_size, "sha256": file_sha256(config.model)}
+    earlier = earlier_rescaling(config.model, source["sha256"], float(config.alpha))
+    warnings += [] if earlier is None else [earlier.pop("warning")]
     sidecar = sidecar_path(config.output)
     with ExitStack() as stack:
         side_tmp = stack.enter_context(atomic_path(sidecar))  # renamed last: after the model
@@ -216,6 +221,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             frequency_norm=None if freqs is None else _slopes(norms, freqs, config),
             warnings=warnings + written.notes,
             tradeoff=config.tradeoff,
+            input_rescaled=earlier,
         )
         with open(side_tmp, "w", encoding="utf-8") as fh:
             json.dump(result.to_dict(), fh, indent=2, allow_nan=False, ensure_ascii=False)
@@ -259,6 +265,34 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
     return bundle, writer, job
 
 
+SIDECAR_READ_LIMIT = 1 << 20
+"""A sidecar beside MODEL larger than this is not read: mitigate writes a few kilobytes."""
+
+
+def earlier_rescaling(model: Path, sha256: str, alpha: float) -> dict[str, Any] | None:
+    """When ``model`` is a table mitigate wrote (the sidecar beside it records it, its
+    sha256 matching ``sha256``): the α it carries (in all, through a chain of outputs),
+    that sidecar, the exponent rescaling it by ``alpha`` leaves in all (‖k‖^a then ^b is
+    ‖k‖^(ab), directions kept), and a one-line ``warning``. None otherwise: no sidecar, an
+    unreadable one, or one that describes another file."""
+    sidecar = sidecar_path(model)
+    try:
+        if not sidecar.is_file() or sidecar.stat().st_size > SIDECAR_READ_LIMIT:
+            return None
+        record = json.loads(sidecar.read_text(encoding="utf-8"))
+        earlier = record.get("input_rescaled") or {}
+        before = float(earlier.get("combined_alpha", record["alpha"]))
+        if record.get("popaudit_mitigation") is None or record["output"]["sha256"] != sha256:
+            return None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    combined = before * alpha
+    warning = (f"{model} is already rescaled by alpha {before:g} (its sidecar {sidecar} says so): rescaling it again "
+               f"by alpha {alpha:g} leaves the original's norms raised to {combined:g} in all, and each round may give "
+               "up accuracy again; to serve another alpha, rescale the original table once")
+    return {"alpha": before, "sidecar": str(sidecar), "combined_alpha": combined, "warning": warning}
+
+
 def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress, warnings: list[str]) -> np.ndarray | None:
     """Interactions per item row, counted by the one function ``check`` counts with
     (:func:`~auditor.loading.statistics.item_stats`: the log, else the checkpoint's record)."""
@@ -296,6 +330,6 @@ def _finite(value: Any) -> Any:
 
 
 __all__ = [
-    "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "SUFFIX_KINDS", "check_outputs", "mitigate",
+    "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "SUFFIX_KINDS", "check_outputs", "earlier_rescaling", "mitigate",
     "output_kind", "planned_outputs", "sidecar_path", "writable_formats",
 ]  # fmt: skip
