@@ -10,6 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -72,9 +74,9 @@ def test_an_alternative_that_does_not_lower_the_head_share_is_not_offered() -> N
 # ------------------------------------------------------------------ a table mitigate already wrote
 
 
-def _mitigate(*args: Any, code: int = 0) -> Any:
+def _mitigate(*args: Any, code: int | None = 0) -> Any:
     result = CliRunner().invoke(cli, ["mitigate", *(str(a) for a in args)])
-    assert result.exit_code == code, result.output
+    assert code is None or result.exit_code == code, result.output
     return result
 
 
@@ -102,3 +104,95 @@ def test_rescaling_a_mitigate_output_again_warns_with_the_combined_exponent(tmp_
     third = _mitigate(tmp_path / "h.npy", "--alpha", "0.5", "-o", tmp_path / "x.npy")
     assert "already rescaled" not in third.output
     assert json.loads((tmp_path / "x.npy.popaudit.json").read_text())["input_rescaled"] is None
+
+
+# ------------------------------------------------------------------ history queries (no user table)
+
+
+def _history_model(folder: Path) -> tuple[Path, Path, Path]:
+    """An item table without a user table whose norms grow with popularity (so history
+    queries, means of item rows, change with the rescaling), a training log and a holdout
+    drawn from the same popularity."""
+    rng = np.random.default_rng(3)
+    n_items, dim, n_users = 300, 8, 150
+    popularity = 1.0 / np.arange(1, n_items + 1) ** 0.9
+    rows = rng.normal(size=(n_items, dim))
+    rows *= (0.5 + 20.0 * popularity / np.linalg.norm(rows, axis=1))[:, None]
+    np.save(folder / "items.npy", rows.astype(np.float32))
+    taste = rng.normal(size=(n_users, dim))
+    weights = np.exp(taste @ rows.T / 2) * popularity
+    weights /= weights.sum(axis=1, keepdims=True)
+    picks = np.stack([rng.choice(n_items, size=8, replace=False, p=w) for w in weights])
+    users = np.repeat(np.arange(n_users), 6)
+    pq.write_table(pa.table({"user_id": users, "item_id": picks[:, :6].ravel()}), folder / "train.parquet")
+    held = np.repeat(np.arange(n_users), 2)
+    pq.write_table(pa.table({"user_id": held, "item_id": picks[:, 6:].ravel()}), folder / "test.parquet")
+    return folder / "items.npy", folder / "train.parquet", folder / "test.parquet"
+
+
+def _report(*args: Any) -> dict[str, Any]:
+    out = Path(str(args[0]) + ".json")
+    result = CliRunner().invoke(cli, ["check", *(str(a) for a in args), "--no-probes", "-q", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def test_alpha_auto_for_history_queries_promises_what_check_of_the_output_measures(tmp_path: Path) -> None:
+    """No user table: check OUT's queries are means of OUT's rows. The sidecar's 'after'
+    figures are check OUT's dot figures (to the bit: the same lists), its 'before' check
+    MODEL's dot ones; and they are not check MODEL's alpha_<chosen> figures, which keep
+    MODEL's queries (what --alpha auto promised before)."""
+    items, train, test = _history_model(tmp_path)
+    result = _mitigate(items, "--alpha", "auto", "-o", tmp_path / "out.npy", "--interactions", train, "--holdout",
+                       test, "--accuracy-tolerance", "0.01")
+    assert "rebuilt from the rescaled table" in " ".join(result.output.split())
+    side = json.loads((tmp_path / "out.npy.popaudit.json").read_text())
+    figures, k = side["tradeoff"], str(side["tradeoff"]["k"])
+    assert figures["queries"].startswith("history: each user's mean training-item vector, rebuilt")
+    model = _report(items, "--interactions", train, "--holdout", test)
+    output = _report(tmp_path / "out.npy", "--interactions", train, "--holdout", test)
+    assert model["retrieval"]["population"]["source"] == output["retrieval"]["population"]["source"] == "history"
+    assert figures["ndcg"] == {"before": model["accuracy"]["at"][k]["dot"]["ndcg"],
+                               "after": output["accuracy"]["at"][k]["dot"]["ndcg"]}
+    assert figures["head_share_1pct"] == {"before": model["retrieval"]["at"][k]["dot"]["head_share_1pct"],
+                                          "after": output["retrieval"]["at"][k]["dot"]["head_share_1pct"]}
+    same_queries = model["accuracy"]["at"][k][figures["scoring"]]["ndcg"], \
+        model["retrieval"]["at"][k][figures["scoring"]]["head_share_1pct"]
+    assert same_queries != (figures["ndcg"]["after"], figures["head_share_1pct"]["after"])
+    assert 0.0 <= side["alpha"] < 1.0
+
+
+def test_a_given_alpha_on_a_table_without_user_table_says_check_rebuilds_its_queries(tmp_path: Path) -> None:
+    items, train, _test = _history_model(tmp_path)
+    result = _mitigate(items, "--alpha", "0.5", "-o", tmp_path / "out.npy", "--interactions", train)
+    side = json.loads((tmp_path / "out.npy.popaudit.json").read_text())
+    assert any(w.startswith(f"{items} has no user table, so check queries it with each user's mean training-item "
+                            "vector") and "are not check's alpha_0.5 figures" in w for w in side["warnings"])
+    assert "has no user table" in " ".join(result.output.split())
+
+
+# ------------------------------------------------------------------ a retrain checkpoint's stored split
+
+
+def test_alpha_auto_uses_the_split_a_retrain_checkpoint_stored(tmp_path: Path) -> None:
+    """`check ref.pt` measures accuracy from the held-out pairs `retrain --holdout-fraction`
+    stored; `mitigate ref.pt --alpha auto` reads the same split with no option, and its
+    sidecar's NDCG is check's dot NDCG of ref.pt and of the output; a table with no split and no holdout
+    is an error (exit 1) saying accuracy was not measured."""
+    made = CliRunner().invoke(cli, ["retrain", "--n-users", "40", "--n-items", "60", "--n-interactions", "1500",
+                                    "--epochs", "2", "--holdout-fraction", "0.2", "-o", str(tmp_path / "ref.pt")])
+    assert made.exit_code == 0, made.output
+    result = _mitigate(tmp_path / "ref.pt", "--alpha", "auto", "-o", tmp_path / "out.pt", "--accuracy-tolerance",
+                       "0.01")
+    assert result.output.rstrip().endswith(f"Next: popaudit check {tmp_path / 'out.pt'}")
+    report, output = _report(tmp_path / "ref.pt"), _report(tmp_path / "out.pt")
+    assert report["accuracy"]["holdout"] == f"{tmp_path / 'ref.pt'} (recorded holdout)"
+    figures = json.loads((tmp_path / "out.pt.popaudit.json").read_text())["tradeoff"]
+    k = str(figures["k"])
+    assert figures["ndcg"] == {"before": report["accuracy"]["at"][k]["dot"]["ndcg"],
+                               "after": output["accuracy"]["at"][k]["dot"]["ndcg"]}
+    assert figures["queries"] == "users: the audit's queries, which the rescaling leaves unchanged"
+    np.save(tmp_path / "items.npy", np.eye(4, dtype=np.float32))
+    refused = _mitigate(tmp_path / "items.npy", "--alpha", "auto", "-o", tmp_path / "o.npy", code=1)
+    assert "accuracy was not measured" in refused.output

@@ -87,9 +87,6 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     check_outputs(config, inputs, writable_formats(pm))
     progress = RichProgress(enabled=not quiet)
     if alpha == "auto":
-        if options["interactions"] is None or holdout is None:
-            raise click.UsageError("--alpha auto needs --interactions and --holdout (the alpha is the one "
-                                   "check's held-out accuracy trade-off recommends)", ctx=click.get_current_context())
         audit = AuditConfig(
             model=model, interactions=options["interactions"], interactions_format=options["interactions_format"],
             user_col=options["user_col"], item_col=options["item_col"], item_ids=options["item_ids"],
@@ -142,5 +139,9 @@ def _summary(result: Any) -> None:
         shares = pct_pair(figures["head_share_1pct"]["before"], figures["head_share_1pct"]["after"])
         table.add_row(f"top-1% head share @{k}", *shares)
     console.print(table)
+    if result.tradeoff is not None and str(result.tradeoff.get("queries", "")).startswith("history"):
+        console.print("Held-out figures: dot serving of the output with each user's mean training-item vector rebuilt "
+                      "from the rescaled table as queries, as `popaudit check` of the output builds them (the model "
+                      "has no user table).", markup=False)
     console.print(f"{result.n_items:,} items x {result.dim} ({result.dtype}); alpha: {result.alpha_source}",
                   markup=False)

@@ -13,12 +13,20 @@ from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.errors import InputError, NoClearGainError, setting
 from auditor.progress import SILENT, Progress
-from auditor.result import Accuracy, AuditResult
+from auditor.mitigation.history import QUERIES_REBUILT, output_tradeoff
+from auditor.plugins import get_plugin_manager
+from auditor.result import Accuracy, AuditResult, CutoffMeasures
+
 
 def recommended_alpha(result: AuditResult) -> float:
     """The α of the scoring the accuracy trade-off of ``check`` recommends: cosine 0,
     ``alpha_<a>`` a. InputError when accuracy was not measured; NoClearGainError when the
     trade-off keeps dot (no scoring clearly better), naming the best α available."""
+    return chosen_alpha(measured_accuracy(result))
+
+
+def measured_accuracy(result: AuditResult) -> Accuracy:
+    """The audit's accuracy section; InputError saying why when it was not measured."""
     accuracy = result.accuracy
     if accuracy is None:
         reason = result.not_measured.get("accuracy", "no held-out log")
@@ -27,6 +35,11 @@ def recommended_alpha(result: AuditResult) -> float:
             f"measured ({reason}); pass {setting('interactions')} and {setting('holdout')}, or give "
             f"{setting('alpha')} a number in [0, 1]"
         )
+    return accuracy
+
+
+def chosen_alpha(accuracy: Accuracy) -> float:
+    """The α of the scoring ``accuracy``'s trade-off recommends (errors: :func:`recommended_alpha`)."""
     alpha = scoring_alpha(accuracy.recommended) if accuracy.recommended is not None else None
     if alpha is None:
         said = accuracy.recommendation or "no scoring was recommended"
@@ -65,17 +78,18 @@ def _remedies(accuracy: Accuracy) -> str:
     return "; " + ", or ".join(offers) if offers else ""
 
 
-def tradeoff_figures(result: AuditResult, scoring: str) -> dict[str, Any]:
+def tradeoff_figures(accuracy: Accuracy, cut: CutoffMeasures, scoring: str, queries: str) -> dict[str, Any]:
     """What dot serving of the rescaled table gives against the original's dot serving,
-    at the trade-off's K: the figures the rescaling changes."""
-    accuracy, retrieval = result.accuracy, result.retrieval
-    assert accuracy is not None and accuracy.quoted_k is not None and retrieval is not None
+    at the trade-off's K (``cut``: the exposure measures there): the figures the rescaling
+    changes, and how the ``queries`` were formed."""
+    assert accuracy.quoted_k is not None
     k = accuracy.quoted_k
-    exposure = retrieval.at[k].scorings()
+    exposure = cut.scorings()
     change = accuracy.changes.get(scoring)
     return {
         "k": k,
         "scoring": scoring,
+        "queries": queries,
         "ndcg": {"before": accuracy.at[k]["dot"].ndcg, "after": accuracy.at[k][scoring].ndcg},
         "head_share_1pct": {"before": exposure["dot"].number("head_share_1pct"),
                             "after": exposure[scoring].number("head_share_1pct")},
@@ -88,16 +102,26 @@ def tradeoff_figures(result: AuditResult, scoring: str) -> dict[str, Any]:
 
 def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
                progress: Progress = SILENT) -> tuple[float, str, dict[str, Any]]:
-    """Run the audit of ``config`` (it needs ``interactions`` and ``holdout``) and take the
-    α its accuracy trade-off recommends: (α, the recommendation's sentence, the trade-off
-    figures of that scoring)."""
-    if config.interactions is None or config.holdout is None:
-        raise InputError(f"{setting('alpha')} auto needs {setting('interactions')} and {setting('holdout')}: the "
-                         "α is the one the held-out accuracy trade-off recommends")
+    """Run the audit of ``config`` and take the α its accuracy trade-off recommends: (α,
+    the recommendation's sentence, the trade-off figures of that scoring). The held-out
+    interactions are ``holdout``, or the split a popaudit checkpoint stored, as for
+    ``check``. For history queries (no user table) the trade-off is that of dot serving of
+    each candidate output with its queries rebuilt from it (:mod:`auditor.mitigation.history`),
+    what ``check OUT`` measures."""
+    pm = pm if pm is not None else get_plugin_manager(config.plugins)
     result = run_audit(config, pm=pm, progress=progress)
-    alpha = recommended_alpha(result)
-    assert result.accuracy is not None and result.accuracy.recommended is not None
-    return alpha, f"auto: {result.accuracy.recommendation}".strip(), tradeoff_figures(result, result.accuracy.recommended)
+    accuracy = measured_accuracy(result)
+    population = result.retrieval.population if result.retrieval is not None else None
+    if population is not None and population.source == "history" and accuracy.quoted_k is not None:
+        accuracy, cut = output_tradeoff(config, accuracy.quoted_k, pm=pm, progress=progress)
+        queries = QUERIES_REBUILT
+    else:
+        cut, queries = None, f"{population.source if population else 'none'}: the audit's queries, which the " \
+                             "rescaling leaves unchanged"
+    alpha = chosen_alpha(accuracy)
+    assert accuracy.recommended is not None and accuracy.quoted_k is not None and result.retrieval is not None
+    cut = cut if cut is not None else result.retrieval.at[accuracy.quoted_k]
+    sentence = f"auto: {accuracy.recommendation}".strip()
+    return alpha, sentence, tradeoff_figures(accuracy, cut, accuracy.recommended, queries)
 
-
-__all__ = ["auto_alpha", "recommended_alpha", "tradeoff_figures"]
+__all__ = ["auto_alpha", "chosen_alpha", "measured_accuracy", "recommended_alpha", "tradeoff_figures"]

@@ -191,11 +191,14 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     bundle, writer, job = _prepare(config, pm, inputs, progress)
     n_items, fmt, warnings = bundle.n_items, bundle.format, list(bundle.warnings)
     freqs = _frequencies(bundle, config, progress, warnings)
+    if bundle.user_table is None and config.tradeoff is None and config.alpha != 1.0:
+        warnings.append(HISTORY_NOTE.format(model=config.model, alpha=config.alpha))
     del bundle  # the float32 copy check measures is not needed to write
 
+    digest = file_sha256(config.model)
     source = {"path": str(config.model), "resolved": str(Path(config.model).resolve()), "format": fmt,
-              "bytes": Path(config.model).stat().st_size, "sha256": file_sha256(config.model)}
-    earlier = earlier_rescaling(config.model, source["sha256"], float(config.alpha))
+              "bytes": Path(config.model).stat().st_size, "sha256": digest}
+    earlier = earlier_rescaling(config.model, digest, float(config.alpha))
     warnings += [] if earlier is None else [earlier.pop("warning")]
     sidecar = sidecar_path(config.output)
     with ExitStack() as stack:
@@ -264,6 +267,14 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
     )  # fmt: skip
     return bundle, writer, job
 
+
+HISTORY_NOTE = (
+    "{model} has no user table, so check queries it with each user's mean training-item vector, built from the item "
+    "rows this rescaling changes: check of the output rebuilds those queries from the rescaled rows, so its dot "
+    "figures are not check's alpha_{alpha:g} figures of {model} (which keep the original queries); --alpha auto "
+    "measures what dot serving of the output gives with them"
+)
+"""The warning of a rescaled table without a user table (docs/mitigate.md, "History queries")."""
 
 SIDECAR_READ_LIMIT = 1 << 20
 """A sidecar beside MODEL larger than this is not read: mitigate writes a few kilobytes."""

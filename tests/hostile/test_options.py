@@ -199,8 +199,9 @@ CASES = [
          EXIT_ERROR, r"the sidecar of -o o\.npy o\.npy\.popaudit\.json " + NEVER_OVERWRITES.format(given="--interactions")),
     Case("mitigate-output-other-format", _mitigate("--alpha", "0.5", out="o.pt"), EXIT_ERROR,
          r"-o o\.pt names a PyTorch file but items\.npy is a \.npy table"),
-    Case("mitigate-auto-without-holdout", _mitigate("--alpha", "auto", "--interactions", "log.parquet"), EXIT_USAGE,
-         r"--alpha auto needs --interactions and --holdout"),
+    Case("mitigate-auto-without-holdout", _mitigate("--alpha", "auto", "--interactions", "log.parquet"), EXIT_ERROR,
+         r"--alpha auto takes the α the accuracy trade-off recommends, but accuracy was not measured \(no held-out "
+         r"interactions: pass --holdout PATH"),
     Case("mitigate-into-missing-folder", _mitigate("--alpha", "0.5", out="new/o.npy",
                                                    outputs=("new", "new/o.npy", "new/o.npy.popaudit.json")),
          EXIT_OK, None, stdout=r"Next: popaudit check new/o\.npy"),
