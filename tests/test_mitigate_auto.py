@@ -5,6 +5,7 @@ command `check` suggests, and a table that is already a mitigation output."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -196,3 +197,42 @@ def test_alpha_auto_uses_the_split_a_retrain_checkpoint_stored(tmp_path: Path) -
     np.save(tmp_path / "items.npy", np.eye(4, dtype=np.float32))
     refused = _mitigate(tmp_path / "items.npy", "--alpha", "auto", "-o", tmp_path / "o.npy", code=1)
     assert "accuracy was not measured" in refused.output
+
+
+# ------------------------------------------------------------------ the command check's advice names
+
+
+def _advised(report: dict[str, Any]) -> list[str]:
+    """The mitigate command the report's advice quotes, as words (after `popaudit`)."""
+    quoted = [r.split("`")[1] for r in report["verdict"]["recommendations"] if "`popaudit mitigate" in r]
+    assert len(quoted) == 1, report["verdict"]["recommendations"]
+    words = shlex.split(quoted[0])
+    assert words[:2] == ["popaudit", "mitigate"]
+    return words[1:]
+
+
+def _pairs(words: list[str]) -> dict[str, str]:
+    return dict(zip(words[::2], words[1::2]))
+
+
+def test_check_advises_a_mitigate_command_that_runs_as_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's model, log (its column names) and holdout in the advice's command, which
+    writes the table; with a K that mitigate's audit would not repeat, the α check
+    recommended instead of auto (and no --holdout, which a number refuses)."""
+    items, train, test = _history_model(tmp_path)
+    for log in (train, test):
+        pq.write_table(pq.read_table(log).rename_columns(["u", "i"]), log)
+    monkeypatch.chdir(tmp_path)
+    options = ["--interactions", "train.parquet", "--holdout", "test.parquet", "--user-col", "u", "--item-col", "i",
+               "--accuracy-tolerance", "0.01"]
+    words = _advised(_report("items.npy", *options))
+    assert words[:6] == ["mitigate", "items.npy", "--alpha", "auto", "-o", "items.mitigated.npy"]
+    assert _pairs(words[6:]) == _pairs(options)
+    _mitigate(*words[1:], "-q")
+    assert json.loads(Path("items.mitigated.npy.popaudit.json").read_text())["alpha_source"].startswith("auto: ")
+    report = _report("items.npy", *options, "-k", "5")
+    words = _advised(report)
+    alpha = report["accuracy"]["recommended"].removeprefix("alpha_").replace("cosine", "0")
+    assert words[:6] == ["mitigate", "items.npy", "--alpha", alpha, "-o", "items.mitigated.npy"]
+    assert _pairs(words[6:]) == _pairs(options[:2] + options[4:8])
+    _mitigate(*words[1:], "-q")
