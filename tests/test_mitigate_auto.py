@@ -4,6 +4,7 @@ command `check` suggests, and a table that is already a mitigation output."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -236,3 +237,13 @@ def test_check_advises_a_mitigate_command_that_runs_as_printed(tmp_path: Path, m
     assert words[:6] == ["mitigate", "items.npy", "--alpha", alpha, "-o", "items.mitigated.npy"]
     assert _pairs(words[6:]) == _pairs(options[:2] + options[4:8])
     _mitigate(*words[1:], "-q")
+
+
+def test_the_settings_the_advice_repeats_are_the_ones_mitigate_takes() -> None:
+    from auditor.cli._next import AUTO_ONLY, MITIGATE_TAKES
+    from auditor.cli.mitigate import command
+    from auditor.config import AuditConfig
+
+    options = {p.name for p in command.params}
+    assert set(MITIGATE_TAKES) == options & {f.name for f in dataclasses.fields(AuditConfig)} - {"model"}
+    assert set(AUTO_ONLY) <= set(MITIGATE_TAKES)

@@ -61,6 +61,11 @@ SHAPES_THE_TRADEOFF = ("ks", "alphas", "queries", "max_queries", "keep_seen", "p
 """``check`` settings that shape its trade-off but that ``mitigate --alpha auto`` does not
 take (its audit runs with their defaults): when one was changed, the advice names the α
 ``check`` recommended instead of ``auto``."""
+MITIGATE_TAKES = ("interactions", "interactions_format", "user_col", "item_col", "item_ids", "user_ids", "id_offset",
+                  "assume_row_ids", "item_key", "user_key", "holdout", "accuracy_tolerance", "seed", "max_memory",
+                  "plugins")
+"""The AuditConfig fields ``popaudit mitigate`` has an option for (a test holds it to the
+command's options)."""
 AUTO_ONLY = ("holdout", "user_ids", "accuracy_tolerance", "seed")
 """``mitigate`` settings read only with ``--alpha auto`` (a usage error with a number)."""
 
@@ -72,7 +77,6 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
     recommended), and an output named after the model (``.npy`` for the served vectors of
     a RecBole graph model). None without a model or a recommended α."""
     from auditor.alpha import scoring_alpha
-    from auditor.cli.mitigate import command as mitigate  # here: mitigate imports this module
 
     accuracy = result.accuracy
     alpha = scoring_alpha(accuracy.recommended) if accuracy is not None and accuracy.recommended else None
@@ -80,8 +84,7 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
         return None
     defaults = AuditConfig(model=config.model)
     repeats = all(getattr(config, name) == getattr(defaults, name) for name in SHAPES_THE_TRADEOFF)
-    takes = {p.name for p in mitigate.params} & {f.name for f in fields(AuditConfig)}
-    settings = {name: getattr(config, name) for name in takes if repeats or name not in AUTO_ONLY}
+    settings = {name: getattr(config, name) for name in MITIGATE_TAKES if repeats or name not in AUTO_ONLY}
     model = Path(config.model)
     graph = result.served_vectors is not None and result.served_vectors.source in ("cache", "propagated")
     output = model.with_name(f"{model.stem}.mitigated{'.npy' if graph else model.suffix}")
