@@ -36,7 +36,7 @@ class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recen
 
 @click.command("mitigate")
 @click.argument("model", type=PathArg)
-@click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout); when no scoring is clearly better than dot, nothing is written (exit 1) and the best A available is named.")
+@click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout, or a retrain --holdout-fraction checkpoint's stored split; without a user table, measured with the history queries rebuilt from the output, as check of the output builds them); when no scoring is clearly better than dot, nothing is written (exit 1) and the remedies that apply are named.")
 @click.option("-o", "--output", type=PathArg, required=True, help="The rescaled model, in MODEL's format (never MODEL itself); for a RecBole graph model (LightGCN, ...), a .npy or .parquet name: its served item vectors, rescaled. A JSON sidecar OUT.popaudit.json is written beside it.")
 @click.option("--interactions", type=PathArg, help="Training log: the sidecar then records the log-log slope of norm on frequency before and after.")
 @log_column_options
