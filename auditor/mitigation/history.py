@@ -26,7 +26,7 @@ import pluggy
 
 from auditor.alpha import alpha_scoring
 from auditor.config import AuditConfig
-from auditor.errors import InputError
+from auditor.errors import InputError, setting
 from auditor.evaluation import evaluate
 from auditor.loading.inputs import AuditInputs, load_inputs
 from auditor.loading.population import population_of
@@ -103,14 +103,16 @@ def _rescaled(bundle: ModelBundle, alpha: float, config: AuditConfig) -> ModelBu
 
 def _same_users(original: QueryPopulation, rebuilt: QueryPopulation, alpha: float) -> None:
     """The paired comparison needs the same queried users in the same order: rebuilt
-    queries differ from the original only where a mean of rescaled rows is zero."""
-    same = (original.raw_ids is not None and rebuilt.raw_ids is not None
-            and np.array_equal(original.raw_ids, rebuilt.raw_ids))
-    if not same:
-        raise InputError(
-            f"the history queries rebuilt from the table rescaled by alpha {alpha:g} are not those of the same users "
-            "(a user's mean rescaled vector is zero), so its trade-off cannot be paired with dot's"
-        )
-
+    queries differ from the original only where a mean of rescaled rows is zero (such a
+    user is left out of the output's audit, as every zero query is)."""
+    if original.raw_ids is None or rebuilt.raw_ids is None or np.array_equal(original.raw_ids, rebuilt.raw_ids):
+        return
+    gone = original.raw_ids[~np.isin(original.raw_ids, rebuilt.raw_ids)]
+    who = f"user {gone[0].item()!r} of {original.seen_source or 'the training log'}" if gone.size else "a user"
+    raise InputError(
+        f"{setting('alpha')} auto: rescaled by alpha {alpha:g}, the training items of {who} average to a zero vector, "
+        "so the audit of that output would not query them and its trade-off cannot be paired with dot's over the "
+        f"same users; give {setting('alpha')} a number in [0, 1]"
+    )
 
 __all__ = ["QUERIES_REBUILT", "output_tradeoff"]
