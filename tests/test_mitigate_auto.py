@@ -163,6 +163,10 @@ def test_alpha_auto_for_history_queries_promises_what_check_of_the_output_measur
         model["retrieval"]["at"][k][figures["scoring"]]["head_share_1pct"]
     assert same_queries != (figures["ndcg"]["after"], figures["head_share_1pct"]["after"])
     assert 0.0 <= side["alpha"] < 1.0
+    kept = _mitigate(items, "--alpha", "auto", "-o", tmp_path / "kept.npy", "--interactions", train, "--holdout", test,
+                     code=1)  # at the default tolerance, no output keeps 98% of dot's NDCG: the refusal says whose
+    assert "with each user's history query rebuilt from it as check of that output builds it)" in \
+        " ".join(kept.output.split())
 
 
 def test_a_given_alpha_on_a_table_without_user_table_says_check_rebuilds_its_queries(tmp_path: Path) -> None:

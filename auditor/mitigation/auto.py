@@ -12,9 +12,9 @@ from auditor.alpha import scoring_alpha
 from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.errors import InputError, NoClearGainError, setting
-from auditor.progress import SILENT, Progress
 from auditor.mitigation.history import QUERIES_REBUILT, output_tradeoff
 from auditor.plugins import get_plugin_manager
+from auditor.progress import SILENT, Progress
 from auditor.result import Accuracy, AuditResult, CutoffMeasures
 
 
@@ -112,16 +112,24 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
     result = run_audit(config, pm=pm, progress=progress)
     accuracy = measured_accuracy(result)
     population = result.retrieval.population if result.retrieval is not None else None
-    if population is not None and population.source == "history" and accuracy.quoted_k is not None:
+    history = population is not None and population.source == "history" and accuracy.quoted_k is not None
+    cut: CutoffMeasures | None = None
+    if history:
+        assert accuracy.quoted_k is not None
         accuracy, cut = output_tradeoff(config, accuracy.quoted_k, pm=pm, progress=progress)
-        queries = QUERIES_REBUILT
-    else:
-        cut, queries = None, f"{population.source if population else 'none'}: the audit's queries, which the " \
-                             "rescaling leaves unchanged"
-    alpha = chosen_alpha(accuracy)
+    try:
+        alpha = chosen_alpha(accuracy)
+    except NoClearGainError as exc:
+        if not history:
+            raise
+        raise NoClearGainError(f"{exc} (the figures of dot serving of each candidate output, with each user's history "
+                               "query rebuilt from it as check of that output builds it)") from exc
     assert accuracy.recommended is not None and accuracy.quoted_k is not None and result.retrieval is not None
-    cut = cut if cut is not None else result.retrieval.at[accuracy.quoted_k]
+    if cut is None:
+        cut = result.retrieval.at[accuracy.quoted_k]
+    unchanged = f"{population.source if population else 'none'}: the audit's queries, which the rescaling leaves unchanged"
     sentence = f"auto: {accuracy.recommendation}".strip()
-    return alpha, sentence, tradeoff_figures(accuracy, cut, accuracy.recommended, queries)
+    return alpha, sentence, tradeoff_figures(accuracy, cut, accuracy.recommended, QUERIES_REBUILT if history else unchanged)
+
 
 __all__ = ["auto_alpha", "chosen_alpha", "measured_accuracy", "recommended_alpha", "tradeoff_figures"]
