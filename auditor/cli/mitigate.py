@@ -56,7 +56,9 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     Each item row k becomes k*|k|^(A-1): its direction is kept and its norm becomes
     |k|^A. An inner-product index (FAISS, ScaNN, a vector database) built from the output
     then serves the alpha_A scoring of `popaudit check` with no change to the query
-    side: dot products over OUT equal (q.k)*|k|^(A-1) over MODEL.
+    side: dot products over OUT equal (q.k)*|k|^(A-1) over MODEL. A model without a user
+    table is queried by check with means of its item rows, which change too: --alpha auto
+    then measures OUT with those queries rebuilt, as check of OUT does.
 
     MODEL and OUT share a format: a .pt/.pth/.ckpt state dict or checkpoint (every other
     key kept), a RecBole checkpoint (only the item table's bytes changed), .safetensors

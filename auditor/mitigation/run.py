@@ -2,7 +2,8 @@
 
 Writes the model with its item table rescaled row by row, k·‖k‖^(α−1), in the input's own
 format and under the same item key, so that any inner-product index built from the output
-serves the norm-aware scoring ``alpha_<α>`` of ``check`` with no change on the query side.
+serves the norm-aware scoring ``alpha_<α>`` of ``check`` with no change on the query side
+(history queries, built from the item rows, are the exception: :mod:`auditor.mitigation.history`).
 The table is found exactly as ``check`` finds it (:func:`~auditor.loading.load_model`,
 ``item_key`` honoured); the writer is the one the table of model formats gives the
 model's format (:mod:`auditor.loading.formats`, built-in writers in
