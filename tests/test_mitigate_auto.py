@@ -251,3 +251,12 @@ def test_the_settings_the_advice_repeats_are_the_ones_mitigate_takes() -> None:
     options = {p.name for p in command.params}
     assert set(MITIGATE_TAKES) == options & {f.name for f in dataclasses.fields(AuditConfig)} - {"model"}
     assert set(AUTO_ONLY) <= set(MITIGATE_TAKES)
+
+
+def test_alpha_one_on_a_mitigate_output_records_it_without_a_warning(tmp_path: Path) -> None:
+    np.save(tmp_path / "items.npy", np.diag([1.0, 4.0]).astype(np.float32))
+    _mitigate(tmp_path / "items.npy", "--alpha", "0.5", "-o", tmp_path / "h.npy", "-q")
+    copied = _mitigate(tmp_path / "h.npy", "--alpha", "1", "-o", tmp_path / "c.npy")
+    assert "already rescaled" not in copied.output
+    side = json.loads((tmp_path / "c.npy.popaudit.json").read_text())
+    assert side["input_rescaled"]["combined_alpha"] == 0.5 and side["warnings"] == []

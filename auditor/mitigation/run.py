@@ -200,7 +200,8 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     source = {"path": str(config.model), "resolved": str(Path(config.model).resolve()), "format": fmt,
               "bytes": Path(config.model).stat().st_size, "sha256": digest}
     earlier = earlier_rescaling(config.model, digest, float(config.alpha))
-    warnings += [] if earlier is None else [earlier.pop("warning")]
+    said = None if earlier is None else earlier.pop("warning")
+    warnings += [said] if said is not None and config.alpha != 1.0 else []  # alpha 1 copies the table: nothing lost
     sidecar = sidecar_path(config.output)
     with ExitStack() as stack:
         side_tmp = stack.enter_context(atomic_path(sidecar))  # renamed last: after the model
