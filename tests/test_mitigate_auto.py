@@ -254,7 +254,7 @@ def test_the_settings_the_advice_repeats_are_the_ones_mitigate_takes() -> None:
 
 
 def test_alpha_one_on_a_mitigate_output_records_it_without_a_warning(tmp_path: Path) -> None:
-    np.save(tmp_path / "items.npy", np.diag([1.0, 4.0]).astype(np.float32))
+    np.save(tmp_path / "items.npy", np.diag([1.0, 4.0, 9.0]).astype(np.float32))
     _mitigate(tmp_path / "items.npy", "--alpha", "0.5", "-o", tmp_path / "h.npy", "-q")
     copied = _mitigate(tmp_path / "h.npy", "--alpha", "1", "-o", tmp_path / "c.npy")
     assert "already rescaled" not in copied.output
