@@ -50,6 +50,12 @@ def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
     return recs
 
 
+def mitigate_suggestion() -> str:
+    """The ``popaudit mitigate`` command the serving advice names, with placeholders for
+    the model and the output (``check`` puts in the audit's own: ``cli/_next.py``)."""
+    return f"popaudit mitigate MODEL {setting('alpha')} auto {setting('output')} OUT"
+
+
 def serving_recommendations(result: MeasuredSections, measured: str) -> list[str]:
     """Cosine and norm-aware serving: the measured trade-off when held-out accuracy was
     measured (:mod:`auditor.tradeoff`), else the advice and how to measure its cost."""
@@ -58,7 +64,7 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
         fix = ""
         if accuracy.recommended not in (None, "dot"):
             fix = (
-                f" `popaudit mitigate MODEL {setting('alpha')} auto {setting('output')} OUT` writes the item table rescaled for it "
+                f" `{mitigate_suggestion()}` writes the item table rescaled for it "
                 "(k·‖k‖^(α−1)), so an existing inner-product index serves it unchanged."
             )
         return ["Held-out accuracy beside exposure: " + accuracy.recommendation + fix]

@@ -470,6 +470,14 @@ class _Accuracy:
     recommended: str | None
     recommendation: str = ""
     best_alternative: str | None = None
+    changes: Any = None
+    at: Any = None
+    tolerance: float = 0.98
+    quoted_k: int | None = None
+
+    def __post_init__(self) -> None:
+        self.changes = self.changes or {}
+        self.at = self.at or {}
 
 
 @dataclass
@@ -493,8 +501,9 @@ def test_recommended_alpha_reads_the_trade_off() -> None:
 
 def test_alpha_auto_needs_a_holdout(tmp_path: Path) -> None:
     np.save(tmp_path / "items.npy", table())
-    result = mitigate(tmp_path / "items.npy", "auto", tmp_path / "out.npy", code=2)
-    assert "--alpha auto needs --interactions and --holdout" in result.output
+    result = mitigate(tmp_path / "items.npy", "auto", tmp_path / "out.npy", code=1)
+    assert "--alpha auto takes the α the accuracy trade-off recommends, but accuracy was not measured" in result.output
+    assert not (tmp_path / "out.npy").exists()
 
 
 def test_dot_serving_of_the_output_is_alpha_serving_of_the_original(tmp_path: Path) -> None:

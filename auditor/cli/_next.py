@@ -1,16 +1,20 @@
-"""What to run next: ``popaudit check`` command lines that repeat an audit's inputs and
-options (ids, holdout, formats), quoted for a POSIX shell so they run as printed."""
+"""What to run next: ``popaudit check`` (and the advice's ``popaudit mitigate``) command
+lines that repeat an audit's inputs and options (ids, holdout, formats), quoted for a
+POSIX shell so they run as printed."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auditor.config import AuditConfig, DeclaredTraining
 from auditor.cli._common import option_names
+
+if TYPE_CHECKING:  # the report's types: not imported for --help
+    from auditor.result import AuditResult
 
 _NEGATED = {"retrieval": "--no-retrieval", "probes": "--no-probes"}
 """Settings whose flag turns them off."""
@@ -19,9 +23,15 @@ _NEGATED = {"retrieval": "--no-retrieval", "probes": "--no-probes"}
 def check_command(model: Path | None, settings: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
     """``popaudit check MODEL`` with every setting in ``settings`` (AuditConfig field ->
     value) that differs from its default, then ``extra`` words (no MODEL: a lists-only audit)."""
+    return command_line(["popaudit", "check", *([] if model is None else [str(model)])], settings, extra)
+
+
+def command_line(words: Sequence[str], settings: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
+    """``words`` then every setting in ``settings`` (AuditConfig field -> value) that
+    differs from its default, as its flag, then ``extra`` words, quoted to run as printed."""
     flags = option_names()
-    defaults = AuditConfig(model=model or Path("MODEL"))
-    words = ["popaudit", "check", *([] if model is None else [str(model)])]
+    defaults = AuditConfig(model=Path("MODEL"))
+    words = list(words)
     for field in fields(AuditConfig):
         name = field.name
         if name == "model" or name not in settings:
@@ -44,3 +54,52 @@ def check_command(model: Path | None, settings: Mapping[str, Any], extra: Sequen
         else:
             words += [flags[name], f"{value:g}" if isinstance(value, float) else str(value)]
     return shlex.join([*words, *extra])
+
+
+SHAPES_THE_TRADEOFF = ("ks", "alphas", "queries", "max_queries", "keep_seen", "popularity", "bootstrap", "index",
+                       "frequencies")
+"""``check`` settings that shape its trade-off but that ``mitigate --alpha auto`` does not
+take (its audit runs with their defaults): when one was changed, the advice names the α
+``check`` recommended instead of ``auto``."""
+MITIGATE_TAKES = ("interactions", "interactions_format", "user_col", "item_col", "item_ids", "user_ids", "id_offset",
+                  "assume_row_ids", "item_key", "user_key", "holdout", "accuracy_tolerance", "seed", "max_memory",
+                  "plugins")
+"""The AuditConfig fields ``popaudit mitigate`` has an option for (a test holds it to the
+command's options)."""
+AUTO_ONLY = ("holdout", "user_ids", "accuracy_tolerance", "seed")
+"""``mitigate`` settings read only with ``--alpha auto`` (a usage error with a number)."""
+
+
+def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
+    """The ``popaudit mitigate`` command that writes the table the audit's trade-off
+    recommends, to run as printed: the model, the run's log, holdout and id options (those
+    ``mitigate`` takes), ``--alpha auto`` when its audit repeats this one (else the α
+    recommended), and an output named after the model (``.npy`` for the served vectors of
+    a RecBole graph model). None without a model or a recommended α."""
+    from auditor.alpha import scoring_alpha
+
+    accuracy = result.accuracy
+    alpha = scoring_alpha(accuracy.recommended) if accuracy is not None and accuracy.recommended else None
+    if config.model is None or alpha is None:
+        return None
+    defaults = AuditConfig(model=config.model)
+    repeats = all(getattr(config, name) == getattr(defaults, name) for name in SHAPES_THE_TRADEOFF)
+    settings = {name: getattr(config, name) for name in MITIGATE_TAKES if repeats or name not in AUTO_ONLY}
+    model = Path(config.model)
+    graph = result.served_vectors is not None and result.served_vectors.source in ("cache", "propagated")
+    output = model.with_name(f"{model.stem}.mitigated{'.npy' if graph else model.suffix}")
+    words = ["popaudit", "mitigate", str(model), "--alpha", "auto" if repeats else f"{alpha:g}", "-o", str(output)]
+    return command_line(words, settings)
+
+
+def runnable_advice(result: AuditResult, config: AuditConfig) -> AuditResult:
+    """``result`` with the advice's placeholder ``mitigate`` command
+    (:func:`~auditor.advice.mitigate_suggestion`) replaced by :func:`mitigate_command`."""
+    from auditor.advice import mitigate_suggestion
+
+    generic, recommendations = mitigate_suggestion(), result.verdict.recommendations
+    command = mitigate_command(config, result) if any(generic in r for r in recommendations) else None
+    if command is None:
+        return result
+    runnable = [r.replace(generic, command) for r in recommendations]
+    return replace(result, verdict=replace(result.verdict, recommendations=runnable))

@@ -33,7 +33,7 @@ from auditor.cli._common import (
     table_key_options,
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
-from auditor.cli._next import check_command
+from auditor.cli._next import check_command, runnable_advice
 from auditor.cli._startup import frozen_for_the_run, imports_without_gc
 from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
@@ -238,6 +238,7 @@ def _audit(job: _Job) -> _Audited:
         from auditor.audit import run_audit
 
     result = run_audit(config, pm=pm, progress=RichProgress(enabled=not job.quiet))
+    result = runnable_advice(result, config)  # the advice's mitigate command, with this run's inputs
     chosen = [(flag, path) for flag, path in job.files.items() if path is not None]
     files = render_files(result, [(job.formats[flag], path) for flag, path in chosen], pm,
                          labels=[flag for flag, _path in chosen], inputs=config.input_files())

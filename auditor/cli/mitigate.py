@@ -36,7 +36,7 @@ class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recen
 
 @click.command("mitigate")
 @click.argument("model", type=PathArg)
-@click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout); when no scoring is clearly better than dot, nothing is written (exit 1) and the best A available is named.")
+@click.option("--alpha", "alpha", type=AlphaValue(), required=True, metavar="A|auto", help="Exponent A in [0, 1]: each item row k becomes k*|k|^(A-1), so dot-product serving of the output ranks by alpha_A (0: cosine, 1: unchanged). 'auto': the A that check's accuracy trade-off recommends (needs --interactions and --holdout, or a retrain --holdout-fraction checkpoint's stored split; without a user table, measured with the history queries rebuilt from the output, as check of the output builds them); when no scoring is clearly better than dot, nothing is written (exit 1) and the remedies that apply are named.")
 @click.option("-o", "--output", type=PathArg, required=True, help="The rescaled model, in MODEL's format (never MODEL itself); for a RecBole graph model (LightGCN, ...), a .npy or .parquet name: its served item vectors, rescaled. A JSON sidecar OUT.popaudit.json is written beside it.")
 @click.option("--interactions", type=PathArg, help="Training log: the sidecar then records the log-log slope of norm on frequency before and after.")
 @log_column_options
@@ -56,7 +56,9 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     Each item row k becomes k*|k|^(A-1): its direction is kept and its norm becomes
     |k|^A. An inner-product index (FAISS, ScaNN, a vector database) built from the output
     then serves the alpha_A scoring of `popaudit check` with no change to the query
-    side: dot products over OUT equal (q.k)*|k|^(A-1) over MODEL.
+    side: dot products over OUT equal (q.k)*|k|^(A-1) over MODEL. A model without a user
+    table is queried by check with means of its item rows, which change too: --alpha auto
+    then measures OUT with those queries rebuilt, as check of OUT does.
 
     MODEL and OUT share a format: a .pt/.pth/.ckpt state dict or checkpoint (every other
     key kept), a RecBole checkpoint (only the item table's bytes changed), .safetensors
@@ -87,9 +89,6 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     check_outputs(config, inputs, writable_formats(pm))
     progress = RichProgress(enabled=not quiet)
     if alpha == "auto":
-        if options["interactions"] is None or holdout is None:
-            raise click.UsageError("--alpha auto needs --interactions and --holdout (the alpha is the one "
-                                   "check's held-out accuracy trade-off recommends)", ctx=click.get_current_context())
         audit = AuditConfig(
             model=model, interactions=options["interactions"], interactions_format=options["interactions_format"],
             user_col=options["user_col"], item_col=options["item_col"], item_ids=options["item_ids"],
@@ -142,5 +141,9 @@ def _summary(result: Any) -> None:
         shares = pct_pair(figures["head_share_1pct"]["before"], figures["head_share_1pct"]["after"])
         table.add_row(f"top-1% head share @{k}", *shares)
     console.print(table)
+    if result.tradeoff is not None and str(result.tradeoff.get("queries", "")).startswith("history"):
+        console.print("Held-out figures: dot serving of the output with each user's mean training-item vector rebuilt "
+                      "from the rescaled table as queries, as `popaudit check` of the output builds them (the model "
+                      "has no user table).", markup=False)
     console.print(f"{result.n_items:,} items x {result.dim} ({result.dtype}); alpha: {result.alpha_source}",
                   markup=False)

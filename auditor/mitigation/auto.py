@@ -3,6 +3,7 @@ recommends, and the trade-off figures the sidecar records for it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pluggy
@@ -11,13 +12,21 @@ from auditor.alpha import scoring_alpha
 from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.errors import InputError, NoClearGainError, setting
+from auditor.mitigation.history import QUERIES_REBUILT, output_tradeoff
+from auditor.plugins import get_plugin_manager
 from auditor.progress import SILENT, Progress
-from auditor.result import AuditResult
+from auditor.result import Accuracy, AuditResult, CutoffMeasures
+
 
 def recommended_alpha(result: AuditResult) -> float:
     """The α of the scoring the accuracy trade-off of ``check`` recommends: cosine 0,
     ``alpha_<a>`` a. InputError when accuracy was not measured; NoClearGainError when the
     trade-off keeps dot (no scoring clearly better), naming the best α available."""
+    return chosen_alpha(measured_accuracy(result))
+
+
+def measured_accuracy(result: AuditResult) -> Accuracy:
+    """The audit's accuracy section; InputError saying why when it was not measured."""
     accuracy = result.accuracy
     if accuracy is None:
         reason = result.not_measured.get("accuracy", "no held-out log")
@@ -26,35 +35,61 @@ def recommended_alpha(result: AuditResult) -> float:
             f"measured ({reason}); pass {setting('interactions')} and {setting('holdout')}, or give "
             f"{setting('alpha')} a number in [0, 1]"
         )
+    return accuracy
+
+
+def chosen_alpha(accuracy: Accuracy) -> float:
+    """The α of the scoring ``accuracy``'s trade-off recommends (errors: :func:`recommended_alpha`)."""
     alpha = scoring_alpha(accuracy.recommended) if accuracy.recommended is not None else None
     if alpha is None:
         said = accuracy.recommendation or "no scoring was recommended"
         raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with ({said})")
     if alpha == 1.0:
-        best = accuracy.best_alternative
-        best_alpha = scoring_alpha(best) if best is not None else None
-        offer = (
-            f"; the best available is {setting('alpha')} {best_alpha:g} ({best}): pass it to write that table anyway, "
-            f"or loosen {setting('accuracy_tolerance')}" if best_alpha is not None else ""
-        )
         raise NoClearGainError(
             f"{setting('alpha')} auto wrote nothing: the trade-off keeps dot-product serving. "
-            f"{accuracy.recommendation.rstrip('.')}{offer}"
+            f"{accuracy.recommendation.rstrip('.')}{_remedies(accuracy)}"
         )
     return alpha
 
 
-def tradeoff_figures(result: AuditResult, scoring: str) -> dict[str, Any]:
-    """What dot serving of the rescaled table gives against the original's dot serving,
-    at the trade-off's K: the figures the rescaling changes."""
-    accuracy, retrieval = result.accuracy, result.retrieval
-    assert accuracy is not None and accuracy.quoted_k is not None and retrieval is not None
+def _remedies(accuracy: Accuracy) -> str:
+    """What may be done when the trade-off keeps dot, naming only what applies to its
+    blocker: writing the best alternative anyway (when it lowers the head share at all),
+    and a looser accuracy tolerance only when some scoring that clearly lowers the head
+    share is held back by it (the value that admits it quoted)."""
+    best = accuracy.best_alternative
+    best_alpha = scoring_alpha(best) if best is not None else None
+    offers = []
+    change = accuracy.changes.get(best) if best is not None else None
+    if best_alpha is not None and (change is None or change.head_share_delta < 0):
+        offers.append(f"the best available is {setting('alpha')} {best_alpha:g} ({best}): pass it to write that "
+                      "table anyway")
     k = accuracy.quoted_k
-    exposure = retrieval.at[k].scorings()
+    at = accuracy.at.get(k, {}) if k is not None else {}
+    dot = at["dot"].ndcg if "dot" in at else math.nan
+    held_back = [(at[name].ndcg / dot, name) for name, c in accuracy.changes.items()
+                 if c.clearly_less_head and scoring_alpha(name) is not None and name in at and dot > 0
+                 and at[name].ndcg < accuracy.tolerance * dot]
+    if held_back:
+        share, name = max(held_back)
+        loosened = round(share, 3) if round(share, 3) * dot <= at[name].ndcg else round(share, 3) - 0.001
+        offers.append(f"{setting('accuracy_tolerance')} {loosened:g} admits {name}, which "
+                      f"clearly lowers the head share and keeps {share:.1%} of dot's NDCG")
+    return "; " + ", or ".join(offers) if offers else ""
+
+
+def tradeoff_figures(accuracy: Accuracy, cut: CutoffMeasures, scoring: str, queries: str) -> dict[str, Any]:
+    """What dot serving of the rescaled table gives against the original's dot serving,
+    at the trade-off's K (``cut``: the exposure measures there): the figures the rescaling
+    changes, and how the ``queries`` were formed."""
+    assert accuracy.quoted_k is not None
+    k = accuracy.quoted_k
+    exposure = cut.scorings()
     change = accuracy.changes.get(scoring)
     return {
         "k": k,
         "scoring": scoring,
+        "queries": queries,
         "ndcg": {"before": accuracy.at[k]["dot"].ndcg, "after": accuracy.at[k][scoring].ndcg},
         "head_share_1pct": {"before": exposure["dot"].number("head_share_1pct"),
                             "after": exposure[scoring].number("head_share_1pct")},
@@ -67,16 +102,34 @@ def tradeoff_figures(result: AuditResult, scoring: str) -> dict[str, Any]:
 
 def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
                progress: Progress = SILENT) -> tuple[float, str, dict[str, Any]]:
-    """Run the audit of ``config`` (it needs ``interactions`` and ``holdout``) and take the
-    α its accuracy trade-off recommends: (α, the recommendation's sentence, the trade-off
-    figures of that scoring)."""
-    if config.interactions is None or config.holdout is None:
-        raise InputError(f"{setting('alpha')} auto needs {setting('interactions')} and {setting('holdout')}: the "
-                         "α is the one the held-out accuracy trade-off recommends")
+    """Run the audit of ``config`` and take the α its accuracy trade-off recommends: (α,
+    the recommendation's sentence, the trade-off figures of that scoring). The held-out
+    interactions are ``holdout``, or the split a popaudit checkpoint stored, as for
+    ``check``. For history queries (no user table) the trade-off is that of dot serving of
+    each candidate output with its queries rebuilt from it (:mod:`auditor.mitigation.history`),
+    what ``check OUT`` measures."""
+    pm = pm if pm is not None else get_plugin_manager(config.plugins)
     result = run_audit(config, pm=pm, progress=progress)
-    alpha = recommended_alpha(result)
-    assert result.accuracy is not None and result.accuracy.recommended is not None
-    return alpha, f"auto: {result.accuracy.recommendation}".strip(), tradeoff_figures(result, result.accuracy.recommended)
+    accuracy = measured_accuracy(result)
+    population = result.retrieval.population if result.retrieval is not None else None
+    history = population is not None and population.source == "history" and accuracy.quoted_k is not None
+    cut: CutoffMeasures | None = None
+    if history:
+        assert accuracy.quoted_k is not None
+        accuracy, cut = output_tradeoff(config, accuracy.quoted_k, pm=pm, progress=progress)
+    try:
+        alpha = chosen_alpha(accuracy)
+    except NoClearGainError as exc:
+        if not history:
+            raise
+        raise NoClearGainError(f"{exc} (the figures of dot serving of each candidate output, with each user's history "
+                               "query rebuilt from it as check of that output builds it)") from exc
+    assert accuracy.recommended is not None and accuracy.quoted_k is not None and result.retrieval is not None
+    if cut is None:
+        cut = result.retrieval.at[accuracy.quoted_k]
+    unchanged = f"{population.source if population else 'none'}: the audit's queries, which the rescaling leaves unchanged"
+    sentence = f"auto: {accuracy.recommendation}".strip()
+    return alpha, sentence, tradeoff_figures(accuracy, cut, accuracy.recommended, QUERIES_REBUILT if history else unchanged)
 
 
-__all__ = ["auto_alpha", "recommended_alpha", "tradeoff_figures"]
+__all__ = ["auto_alpha", "chosen_alpha", "measured_accuracy", "recommended_alpha", "tradeoff_figures"]

@@ -2,7 +2,8 @@
 
 Writes the model with its item table rescaled row by row, k·‖k‖^(α−1), in the input's own
 format and under the same item key, so that any inner-product index built from the output
-serves the norm-aware scoring ``alpha_<α>`` of ``check`` with no change on the query side.
+serves the norm-aware scoring ``alpha_<α>`` of ``check`` with no change on the query side
+(history queries, built from the item rows, are the exception: :mod:`auditor.mitigation.history`).
 The table is found exactly as ``check`` finds it (:func:`~auditor.loading.load_model`,
 ``item_key`` honoured); the writer is the one the table of model formats gives the
 model's format (:mod:`auditor.loading.formats`, built-in writers in
@@ -104,6 +105,9 @@ class Mitigation:
     tradeoff: dict[str, Any] | None = None
     """With ``--alpha auto``: what dot serving of the output gives against the input's dot
     serving at the trade-off's K (held-out NDCG, top-1% head share, their paired intervals)."""
+    input_rescaled: dict[str, Any] | None = None
+    """When MODEL is itself a mitigate output (its sidecar beside it, naming its sha256): the
+    α it was rescaled by, that sidecar, and the exponent the output carries in all."""
 
     def to_dict(self) -> dict[str, Any]:
         """The sidecar (strict JSON: NaN becomes null)."""
@@ -188,10 +192,16 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     bundle, writer, job = _prepare(config, pm, inputs, progress)
     n_items, fmt, warnings = bundle.n_items, bundle.format, list(bundle.warnings)
     freqs = _frequencies(bundle, config, progress, warnings)
+    if bundle.user_table is None and config.tradeoff is None and config.alpha != 1.0:
+        warnings.append(HISTORY_NOTE.format(model=config.model, alpha=config.alpha))
     del bundle  # the float32 copy check measures is not needed to write
 
+    digest = file_sha256(config.model)
     source = {"path": str(config.model), "resolved": str(Path(config.model).resolve()), "format": fmt,
-              "bytes": Path(config.model).stat().st_size, "sha256": file_sha256(config.model)}
+              "bytes": Path(config.model).stat().st_size, "sha256": digest}
+    earlier = earlier_rescaling(config.model, digest, float(config.alpha))
+    said = None if earlier is None else earlier.pop("warning")
+    warnings += [said] if said is not None and config.alpha != 1.0 else []  # alpha 1 copies the table: nothing lost
     sidecar = sidecar_path(config.output)
     with ExitStack() as stack:
         side_tmp = stack.enter_context(atomic_path(sidecar))  # renamed last: after the model
@@ -216,6 +226,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             frequency_norm=None if freqs is None else _slopes(norms, freqs, config),
             warnings=warnings + written.notes,
             tradeoff=config.tradeoff,
+            input_rescaled=earlier,
         )
         with open(side_tmp, "w", encoding="utf-8") as fh:
             json.dump(result.to_dict(), fh, indent=2, allow_nan=False, ensure_ascii=False)
@@ -259,6 +270,42 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
     return bundle, writer, job
 
 
+HISTORY_NOTE = (
+    "{model} has no user table, so check queries it with each user's mean training-item vector, built from the item "
+    "rows this rescaling changes: check of the output rebuilds those queries from the rescaled rows, so its dot "
+    "figures are not check's alpha_{alpha:g} figures of {model} (which keep the original queries); --alpha auto "
+    "measures what dot serving of the output gives with them"
+)
+"""The warning of a rescaled table without a user table (docs/mitigate.md, "History queries")."""
+
+SIDECAR_READ_LIMIT = 1 << 20
+"""A sidecar beside MODEL larger than this is not read: mitigate writes a few kilobytes."""
+
+
+def earlier_rescaling(model: Path, sha256: str, alpha: float) -> dict[str, Any] | None:
+    """When ``model`` is a table mitigate wrote (the sidecar beside it records it, its
+    sha256 matching ``sha256``): the α it carries (in all, through a chain of outputs),
+    that sidecar, the exponent rescaling it by ``alpha`` leaves in all (‖k‖^a then ^b is
+    ‖k‖^(ab), directions kept), and a one-line ``warning``. None otherwise: no sidecar, an
+    unreadable one, or one that describes another file."""
+    sidecar = sidecar_path(model)
+    try:
+        if not sidecar.is_file() or sidecar.stat().st_size > SIDECAR_READ_LIMIT:
+            return None
+        record = json.loads(sidecar.read_text(encoding="utf-8"))
+        earlier = record.get("input_rescaled") or {}
+        before = float(earlier.get("combined_alpha", record["alpha"]))
+        if record.get("popaudit_mitigation") is None or record["output"]["sha256"] != sha256:
+            return None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    combined = before * alpha
+    warning = (f"{model} is already rescaled by alpha {before:g} (its sidecar {sidecar} says so): rescaling it again "
+               f"by alpha {alpha:g} leaves the original's norms raised to {combined:g} in all, and each round may give "
+               "up accuracy again; to serve another alpha, rescale the original table once")
+    return {"alpha": before, "sidecar": str(sidecar), "combined_alpha": combined, "warning": warning}
+
+
 def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress, warnings: list[str]) -> np.ndarray | None:
     """Interactions per item row, counted by the one function ``check`` counts with
     (:func:`~auditor.loading.statistics.item_stats`: the log, else the checkpoint's record)."""
@@ -296,6 +343,6 @@ def _finite(value: Any) -> Any:
 
 
 __all__ = [
-    "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "SUFFIX_KINDS", "check_outputs", "mitigate",
+    "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "SUFFIX_KINDS", "check_outputs", "earlier_rescaling", "mitigate",
     "output_kind", "planned_outputs", "sidecar_path", "writable_formats",
 ]  # fmt: skip

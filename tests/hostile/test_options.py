@@ -8,6 +8,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from .corpus import (
@@ -68,6 +71,14 @@ def _retrain(*extra: str) -> Any:
 
 def _ids(d: Path) -> None:
     write(d, "ids.txt", "".join(f"{i}\n" for i in range(10)))
+
+
+def _cancelling_history(d: Path) -> None:
+    """Items 0 (1, 0) and 1 (-2, 0) of user 0: their mean is (-0.5, 0), but rescaled to
+    unit rows (alpha 0) they cancel, so the cosine output's audit would not query user 0."""
+    np.save(d / "items.npy", np.array([[1, 0], [-2, 0], [0, 1], [0, 3], [1, 1]], dtype=np.float32))
+    pq.write_table(pa.table({"user_id": [0, 0, 1, 1, 2, 2], "item_id": [0, 1, 2, 3, 0, 2]}), d / "log.parquet")
+    pq.write_table(pa.table({"user_id": [0, 1, 2], "item_id": [2, 0, 1]}), d / "held.parquet")
 
 
 def _links(d: Path) -> None:
@@ -202,8 +213,13 @@ CASES = [
          EXIT_ERROR, r"the sidecar of -o o\.npy o\.npy\.popaudit\.json " + NEVER_OVERWRITES.format(given="--interactions")),
     Case("mitigate-output-other-format", _mitigate("--alpha", "0.5", out="o.pt"), EXIT_ERROR,
          r"-o o\.pt names a PyTorch file but items\.npy is a \.npy table"),
-    Case("mitigate-auto-without-holdout", _mitigate("--alpha", "auto", "--interactions", "log.parquet"), EXIT_USAGE,
-         r"--alpha auto needs --interactions and --holdout"),
+    Case("mitigate-auto-without-holdout", _mitigate("--alpha", "auto", "--interactions", "log.parquet"), EXIT_ERROR,
+         r"--alpha auto takes the α the accuracy trade-off recommends, but accuracy was not measured \(no held-out "
+         r"interactions: pass --holdout PATH"),
+    Case("mitigate-auto-history-query-cancels", _mitigate("--alpha", "auto", "--interactions", "log.parquet",
+                                                          "--holdout", "held.parquet", make=_cancelling_history),
+         EXIT_ERROR, r"--alpha auto: rescaled by alpha 0, the training items of user 0 of log\.parquet average to a "
+                     r"zero vector, .* give --alpha a number in \[0, 1\]"),
     Case("mitigate-into-missing-folder", _mitigate("--alpha", "0.5", out="new/o.npy",
                                                    outputs=("new", "new/o.npy", "new/o.npy.popaudit.json")),
          EXIT_OK, None, stdout=r"Next: popaudit check new/o\.npy"),

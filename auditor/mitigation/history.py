@@ -1,0 +1,118 @@
+"""``--alpha auto`` for a model audited with history queries (no user table): the trade-off
+of what dot serving of each candidate output gives, its queries rebuilt from it.
+
+``check``'s ``alpha_<a>`` scorings keep the queries and weight each item's inner product
+by ‖k‖^(α−1), which is what dot serving of the rescaled table gives for queries that do
+not come from the table (a user table, a query file). History queries are each user's
+mean training-item vector, built from the item rows, so ``check OUT`` builds them from the
+rescaled rows: a query mean_i k_i·‖k_i‖^(α−1), not mean_i k_i. The figures ``mitigate``
+promises for such a model are therefore measured here the way ``check OUT`` measures
+them: for each candidate α, the table rescaled by the one rule (in the blocks the writers
+use, stored as the float32 ``check`` reads), the population rebuilt by the one function
+every audit builds it with (:func:`~auditor.loading.population.population_of`; the log's
+users and their training items read once and kept in the log memo), and served by dot
+product; then the same evaluation, intervals and choice as the audit's trade-off
+(:func:`~auditor.tradeoff.judge_tradeoff`), each candidate named by its α (``cosine``,
+``alpha_<a>``) against the original's dot serving.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pluggy
+
+from auditor.alpha import alpha_scoring
+from auditor.config import AuditConfig
+from auditor.errors import InputError, setting
+from auditor.evaluation import evaluate
+from auditor.loading.inputs import AuditInputs, load_inputs
+from auditor.loading.population import population_of
+from auditor.loading.statistics import InputCache
+from auditor.metrics.harm_inputs import relevant_rows
+from auditor.mitigation.rescale import numpy_io, rescale_blocks
+from auditor.model import ModelBundle, QueryPopulation
+from auditor.progress import SILENT, Progress
+from auditor.result import Accuracy, CutoffMeasures
+from auditor.tradeoff import UserValues, head_slots, judge_tradeoff
+
+QUERIES_REBUILT = (
+    "history: each user's mean training-item vector, rebuilt from the rescaled table (what check OUT queries with)"
+)
+"""How the trade-off's queries were formed, as the sidecar records it for history-query models."""
+
+
+@dataclass(frozen=True)
+class _Served:
+    """Dot serving of one candidate output: its lists and their measures at the trade-off's K."""
+
+    lists: np.ndarray
+    cut: CutoffMeasures
+    popularity: np.ndarray
+    """The popularity per item row the head is cut by (the ``popularity`` setting's)."""
+
+
+def output_tradeoff(config: AuditConfig, k: int, *, pm: pluggy.PluginManager,
+                    progress: Progress = SILENT) -> tuple[Accuracy, CutoffMeasures]:
+    """The accuracy section of dot serving of each candidate output (α = 1, 0 and every
+    ``config.alphas``), history queries rebuilt from it, judged at ``k`` by the trade-off's
+    policy; and the exposure measures at ``k`` by scoring name (the dot/cosine overlap is
+    not measured: the two serve different queries)."""
+    cache = InputCache()
+    inputs = load_inputs(replace(config, probes=False), pm, progress, cache)
+    if inputs.heldout is None or inputs.population is None or inputs.stats is None:
+        raise InputError(f"accuracy was not measured ({inputs.not_measured.get('accuracy', 'no held-out log')})")
+    named = {"dot": 1.0, "cosine": 0.0, **{alpha_scoring(a): a for a in config.alphas if 0.0 < a < 1.0}}
+    served = {name: _serve(inputs, alpha, config, k, progress, cache) for name, alpha in named.items()}
+    base = served["dot"].cut
+    cut = CutoffMeasures(dot=base.dot, cosine=served["cosine"].cut.dot, popular=base.popular,
+                         overlap_dot_cosine=math.nan,
+                         norm_aware={name: s.cut.dot for name, s in served.items() if name not in ("dot", "cosine")})
+    lists = {name: s.lists for name, s in served.items()}
+    evaluation = evaluate(inputs.heldout, lists, [k], tolerance=config.accuracy_tolerance, keep_seen=config.keep_seen,
+                          seen_excluded=inputs.population.exclude is not None)
+    values = UserValues(evaluation.ndcg[k], head_slots(lists, served["dot"].popularity, k))
+    return judge_tradeoff(evaluation.accuracy, cut, k, values, config.bootstrap, config.seed), cut
+
+
+def _serve(inputs: AuditInputs, alpha: float, config: AuditConfig, k: int, progress: Progress,
+           cache: InputCache) -> _Served:
+    """Dot serving of the table rescaled by ``alpha`` with its own history queries."""
+    from auditor.retrieval import measure_retrieval
+
+    assert inputs.population is not None and inputs.stats is not None
+    bundle = inputs.bundle if alpha == 1.0 else _rescaled(inputs.bundle, alpha, config)
+    population = inputs.population if alpha == 1.0 else population_of(bundle, config, progress, cache.logs)
+    _same_users(inputs.population, population, alpha)
+    outcome = measure_retrieval(bundle, inputs.stats, replace(config, alphas=()), population, progress,
+                                relevant=relevant_rows(inputs.heldout, population.n_queries))
+    assert outcome.popularity is not None
+    return _Served(outcome.lists["dot"], outcome.retrieval.at[k], outcome.popularity)
+
+
+def _rescaled(bundle: ModelBundle, alpha: float, config: AuditConfig) -> ModelBundle:
+    """``bundle`` with its item table rescaled by the one rule, in row blocks, stored as
+    float32 (the table ``check`` reads from OUT; OUT's own dtype may round it further)."""
+    table = np.empty(bundle.item_table.shape, dtype=np.float32)
+    rescale_blocks(bundle.n_items, bundle.dim, alpha, *numpy_io(bundle.item_table, table),
+                   max_memory=config.max_memory)
+    return replace(bundle, item_table=table)
+
+
+def _same_users(original: QueryPopulation, rebuilt: QueryPopulation, alpha: float) -> None:
+    """The paired comparison needs the same queried users in the same order: rebuilt
+    queries differ from the original only where a mean of rescaled rows is zero (such a
+    user is left out of the output's audit, as every zero query is)."""
+    if original.raw_ids is None or rebuilt.raw_ids is None or np.array_equal(original.raw_ids, rebuilt.raw_ids):
+        return
+    gone = original.raw_ids[~np.isin(original.raw_ids, rebuilt.raw_ids)]
+    who = f"user {gone[0].item()!r} of {original.seen_source or 'the training log'}" if gone.size else "a user"
+    raise InputError(
+        f"{setting('alpha')} auto: rescaled by alpha {alpha:g}, the training items of {who} average to a zero vector, "
+        "so the audit of that output would not query them and its trade-off cannot be paired with dot's over the "
+        f"same users; give {setting('alpha')} a number in [0, 1]"
+    )
+
+__all__ = ["QUERIES_REBUILT", "output_tradeoff"]
