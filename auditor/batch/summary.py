@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from auditor.batch.rank_by import did_you_mean
 from auditor.errors import InputError
 from auditor.metrics.correlations import kendall_tau_test
 from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
@@ -35,9 +36,10 @@ def _head_share_metric(table: pa.Table) -> str | None:
 
 def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
     """Rank the ok rows of a results table by ``rank_by`` and follow metrics across rows."""
-    if rank_by not in table.column_names:
-        numeric = [f.name for f in table.schema if pa.types.is_floating(f.type)]
-        raise InputError(f"cannot rank by {rank_by!r}: not a results column; numeric columns: {', '.join(numeric)}")
+    if rank_by not in table.column_names:  # popaudit batch refuses it before auditing (auditor/batch/rank_by.py)
+        numeric = [f.name for f in table.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
+        raise InputError(f"cannot rank by {rank_by!r}: not a results column{did_you_mean(rank_by, numeric)}; the "
+                         f"table has {len(numeric)} numeric columns")
     head = _head_share_metric(table)
     recommended = _recommended(table)
     # The reports (tens of KB a row) are read above one at a time: leave them in Arrow.
