@@ -62,7 +62,8 @@ class BatchOutcome:
     """(row, model, error) of every error row."""
     recomputed: list[tuple[int, str]] = field(default_factory=list)
     """(row, why) of every row an earlier run had finished that ``resume`` audited again
-    because what produced it changed (a cell, an input file)."""
+    because what produced it changed (a cell, an input file, the model cell at its row
+    number, a model that was another row)."""
 
 
 def run_batch(

@@ -320,6 +320,13 @@ CASES += [
                                                            "    __import__('os')._exit(0)\n", *GATED,
                                                 command="batch"), EXIT_ERROR,
          r"loading the plugins ended without finishing \(exit status 0\)", process=True, timeout=90),
+    # --rank-by takes a plugin's measure, as --fail-on does; a misspelling is refused
+    # before any row is audited, suggesting the plugin's name.
+    Case("batch-rank-by-plugin-measure", _plugin(MEASURE.format(name="my_measure", value="1.5"), "--rank-by",
+                                                 "my_measure", command="batch", outputs=("r.parquet",)), EXIT_OK, None),
+    Case("batch-rank-by-plugin-measure-misspelled", _plugin(MEASURE.format(name="my_measure", value="1.5"),
+                                                            "--rank-by", "my_mesure", command="batch"), EXIT_USAGE,
+         r"invalid --rank-by 'my_mesure': not a metric this run measures \(did you mean 'my_measure'"),
     Case("batch-plugin-import-os-exit-0", _plugin("import os\nos._exit(0)\n", command="batch"), EXIT_ERROR,
          r"loading the plugins ended without finishing", process=True, timeout=90),
 ]
