@@ -53,8 +53,14 @@ def _head_ratio_ks(table: pa.Table, ok: list[dict[str, Any]]) -> tuple[int | Non
     return (shared[0] if shared else None), {row: found[0] for row, found in measured.items()}
 
 
-def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
-    """Rank the ok rows of a results table by ``rank_by`` and follow metrics across rows."""
+def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = False) -> BatchSummary:
+    """Rank the ok rows of a results table by ``rank_by`` and follow metrics across rows.
+
+    ``checked``: ``rank_by`` is a name of the run (:func:`auditor.batch.rank_by.rank_by_problem`),
+    so a column the table lacks is one no row measured (a plugin's measure when every row
+    failed): the rows rank without a value. Otherwise a missing column is an InputError."""
+    if checked and rank_by not in table.column_names:
+        table = table.append_column(pa.field(rank_by, pa.float64()), pa.nulls(table.num_rows, pa.float64()))
     if rank_by not in table.column_names:  # popaudit batch refuses it before auditing (auditor/batch/rank_by.py)
         numeric = [f.name for f in table.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
         raise InputError(f"cannot rank by {rank_by!r}: not a results column{did_you_mean(rank_by, numeric)}; the "
