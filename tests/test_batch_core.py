@@ -269,10 +269,30 @@ def test_bad_cells_fail_only_their_row(tmp_path: Path) -> None:
     )
     jobs = build_jobs(read_manifest(path))
     assert jobs[0].config is not None and jobs[0].error is None
-    assert jobs[1].config is None and "column 'ks'" in (jobs[1].error or "") and "'ten'" in (jobs[1].error or "")
+    assert jobs[1].config is None and "column 'k'" in (jobs[1].error or "") and "'ten'" in (jobs[1].error or "")
     assert jobs[2].config is None and "model cell is empty" in (jobs[2].error or "")
     # A value outside the setting's range (auditor/ranges.py) also fails just that row.
-    assert jobs[3].config is None and "column 'ks': must be an integer from 1 to 10,000, got 0" in (jobs[3].error or "")
+    assert jobs[3].config is None and "column 'k': must be an integer from 1 to 10,000, got 0" in (jobs[3].error or "")
+
+
+def test_cell_errors_name_the_column_as_the_manifest_spells_it(tmp_path: Path) -> None:
+    """A bad cell names its column as written (``k``, ``Alpha``, ``--max-queries``,
+    ``no-retrieval``, ``--index``), not the setting it maps to (``ks``, ``alphas``, ...)."""
+    path = write_manifest(tmp_path / "m.csv", {
+        "model": ["a.npy"] * 5,
+        "k": ["10,abc", None, None, None, None],
+        "Alpha": [None, "2", None, None, None],
+        "--max-queries": [None, None, "-3", None, None],
+        "no-retrieval": [None, None, None, "maybe", None],
+        "--index": [None, None, None, None, "bogus"],
+    })
+    errors = [job.error or "" for job in build_jobs(read_manifest(path))]
+    assert errors[0] == "InputError: column 'k': expected an integer, got 'abc'"
+    assert errors[1] == "InputError: column 'Alpha': must be a number >= 0 and <= 1, got 2.0"
+    assert errors[2] == "InputError: column '--max-queries': must be an integer from 1 to 10,000,000, got -3"
+    assert errors[3] == "InputError: column 'no-retrieval': expected true or false, got 'maybe'"
+    # Refused by the config rather than the cell's conversion: the same column name.
+    assert errors[4].startswith("InputError: column '--index': index must be one of ")
 
 
 def test_parse_memory_size() -> None:

@@ -1,6 +1,8 @@
 """The batch summary's accuracy columns (dot's NDCG and recall at the summary's K, the
-trade-off's recommended scoring from each row's report) and its ranking rule (rank_by
-descending, ties by the head-share ratio, then manifest row; missing values last)."""
+trade-off's recommended scoring from each row's report), the K its columns are at (one
+every row measured, else each row's own, said in the headers and cells) and its ranking
+rule (rank_by descending, ties by severity, then the head-share ratio, then manifest row;
+missing values last)."""
 
 from __future__ import annotations
 
@@ -41,3 +43,84 @@ def test_ranking_rule_and_accuracy_columns() -> None:
     ranking = batch_document(summary).sections[0].blocks[0]
     assert ranking.headers[-3:] == ("NDCG@10 dot", "recall@10 dot", "recommended")  # type: ignore[union-attr]
     assert ranking.rows[3][-3:] == ("0.300", "0.400", "alpha_0.5")  # type: ignore[union-attr]
+
+
+def _rows(*rows: dict[str, object]) -> pa.Table:
+    """A results table of ok rows (``row``, ``model`` and the given columns; missing cells null)."""
+    names = sorted({name for r in rows for name in r} - {"row", "model"})
+    columns: dict[str, object] = {"row": list(range(len(rows))), "model": [r["model"] for r in rows],
+                                  "status": ["ok"] * len(rows), "label": pa.array([None] * len(rows), pa.string())}
+    for name in names:
+        values = [r.get(name) for r in rows]
+        kind = pa.string() if name in ("verdict_severity", "report_json") else pa.float64()
+        columns[name] = pa.array(values, kind)
+    return pa.table(columns)
+
+
+def _report(verdict_k: int | None = None, recommended: str | None = None, at: int | None = None) -> str:
+    return json.dumps({"verdict": {"quoted_k": verdict_k}, "accuracy": {"recommended": recommended, "quoted_k": at}})
+
+
+def test_figures_at_a_k_every_row_measured_and_ties_by_severity() -> None:
+    """The QA batch: biased.pt audited at K=10 only, fixed.pt (its rescaled copy, the same
+    Spearman's rho) at 10 and 100. The head-share ratio is read at 10, which both rows
+    measured (the largest K would leave biased.pt n/a), and the tie in rho goes to the
+    more harmful model: moderate before low, whatever the manifest order."""
+    summary = summarise(_rows(
+        {"model": "fixed.pt", "spearman": 0.978, "verdict_severity": "low", "head_share_1pct_ratio@10": 13.0,
+         "head_share_1pct_ratio@100": 5.1, "ndcg_dot@10": 0.2, "ndcg_dot@100": 0.4},
+        {"model": "biased.pt", "spearman": 0.978, "verdict_severity": "moderate", "head_share_1pct_ratio@10": 82.67,
+         "ndcg_dot@10": 0.1},
+    ))
+    assert summary.head_share_metric == "head_share_1pct_ratio@10" and not summary.per_row_k
+    assert [(s.model, s.k, s.head_share, s.ndcg) for s in summary.ranking] == [
+        ("biased.pt", 10, 82.67, 0.1), ("fixed.pt", 10, 13.0, 0.2)]
+    assert summary.order[1].delta_head_share == 82.67 - 13.0
+    brief = batch_document(summary).brief[1]
+    assert brief.headers[6:8] == ("head_share_1pct_ratio@10", "NDCG@10 dot")  # type: ignore[union-attr]
+    assert [row[2] for row in brief.rows] == ["biased.pt", "fixed.pt"]  # type: ignore[union-attr]
+    # Severity breaks the tie before the ratio: a high-severity row with the smaller ratio first.
+    tied = summarise(_rows({"model": "a", "spearman": 0.5, "verdict_severity": "low", "head_share_1pct_ratio@10": 9.0},
+                           {"model": "b", "spearman": 0.5, "verdict_severity": "high", "head_share_1pct_ratio@10": 2.0},
+                           {"model": "c", "spearman": 0.5, "head_share_1pct_ratio@10": 99.0}))
+    assert [s.model for s in tied.ranking] == ["b", "a", "c"]  # no severity: after every row with one
+
+
+def test_rows_sharing_no_k_show_each_row_s_own_k() -> None:
+    """One row measured K=10 only, the other 100 only: no K is shared, so each row's
+    figures are at its own K (the verdict's quoted K where it has a ratio there), with
+    the K in every cell, no head-share trend, and no change between rows at other Ks."""
+    summary = summarise(_rows(
+        {"model": "a.pt", "spearman": 0.4, "head_share_1pct_ratio@10": 4.0, "ndcg_dot@10": 0.25,
+         "report_json": _report(10, "alpha_0.5", 10)},
+        {"model": "b.pt", "spearman": 0.6, "head_share_1pct_ratio@100": 1.5, "head_share_1pct_ratio@20": 2.5,
+         "ndcg_dot@100": 0.5, "report_json": _report(100, "cosine", 100)},
+    ))
+    assert summary.per_row_k and summary.head_share_metric is None
+    assert [(s.model, s.k, s.head_share, s.ndcg) for s in summary.ranking] == [("b.pt", 100, 1.5, 0.5),
+                                                                             ("a.pt", 10, 4.0, 0.25)]
+    assert summary.order[1].delta_head_share is None  # 1.5 @100 vs 4.0 @10: no change to quote
+    assert [t.metric for t in summary.trends] == ["spearman"]
+    document = batch_document(summary)
+    ranking = document.sections[0].blocks[0]
+    assert ranking.headers[6:] == ("head_share_1pct_ratio (row's K)", "NDCG dot (row's K)",  # type: ignore[union-attr]
+                                   "recall dot (row's K)", "recommended")
+    assert ranking.rows[0][6:] == ("1.50× @100", "0.500 @100", "n/a", "cosine @100")  # type: ignore[union-attr]
+    assert ranking.rows[1][6:] == ("4.00× @10", "0.250 @10", "n/a", "alpha_0.5 @10")  # type: ignore[union-attr]
+    # Without the verdict's K, a row's largest K with a ratio: b.pt at 100 again.
+    plain = summarise(_rows({"model": "a.pt", "spearman": 0.1, "head_share_1pct_ratio@10": 4.0},
+                            {"model": "b.pt", "spearman": 0.1, "head_share_1pct_ratio@20": 2.5,
+                             "head_share_1pct_ratio@100": 1.5}))
+    assert [s.k for s in plain.order] == [10, 100]
+
+
+def test_recommended_column_says_its_k() -> None:
+    """Every recommendation at one K: the header says it (the head-share ratio's K may differ)."""
+    summary = summarise(_rows(
+        {"model": "a.pt", "spearman": 0.4, "head_share_1pct_ratio@100": 4.0, "report_json": _report(10, "alpha_0.5", 10)},
+        {"model": "b.pt", "spearman": 0.6, "head_share_1pct_ratio@100": 2.0, "report_json": _report(10)},
+    ))
+    ranking = batch_document(summary).sections[0].blocks[0]
+    assert ranking.headers[6:] == ("head_share_1pct_ratio@100", "NDCG@100 dot",  # type: ignore[union-attr]
+                                   "recall@100 dot", "recommended @10")
+    assert [row[-1] for row in ranking.rows] == ["—", "alpha_0.5"]  # type: ignore[union-attr]

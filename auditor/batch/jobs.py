@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.batch.manifest import DECLARED_SETTINGS, REFUSED, Manifest, resolve_path, refusal
+from auditor.batch.manifest import DECLARED_SETTINGS, REFUSED, Manifest, column_spellings, resolve_path, refusal
 from auditor.config import QUERY_SOURCES, AuditConfig
 from auditor.errors import AuditError, InputError, ManifestError, setting
 
@@ -48,6 +48,7 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
     """
     template = config_template(defaults or {})
     base = manifest.path.resolve().parent
+    spelled = column_spellings(manifest)
     jobs = []
     for row in manifest.rows:
         refused = sorted(set(row.settings) & REFUSED)
@@ -63,20 +64,23 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
         try:
             config = _row_config(template, _model_path(model, base), row.settings)
         except AuditError as exc:
-            jobs.append(BatchJob(row.index, model, row.label, None, _row_error(template, model, base, row.settings, exc)))
+            error = _row_error(template, model, base, row.settings, exc, spelled)
+            jobs.append(BatchJob(row.index, model, row.label, None, error))
             continue
         jobs.append(BatchJob(row.index, model, row.label, config))
     return jobs
 
 
-def _row_error(template: AuditConfig, model: str, base: Path, settings: Mapping[str, Any], exc: AuditError) -> str:
-    """The error of a row the audit settings reject, naming the column(s) at fault."""
+def _row_error(template: AuditConfig, model: str, base: Path, settings: Mapping[str, Any], exc: AuditError,
+               spelled: Mapping[str, str]) -> str:
+    """The error of a row the audit settings reject, naming the column(s) at fault as the
+    manifest spells them (``spelled``: setting -> column)."""
     culprits = []
     for name, value in settings.items():
         try:
             _row_config(template, _model_path(model, base), {name: value})
         except AuditError:
-            culprits.append(name)
+            culprits.append(spelled.get(name, name))
     where = f"column {culprits[0]!r}: " if len(culprits) == 1 else (
         f"columns {', '.join(map(repr, culprits))}: " if culprits else ""
     )

@@ -105,6 +105,15 @@ class Manifest:
         return any(row.model is not None for row in self.rows)
 
 
+def column_spellings(manifest: Manifest) -> dict[str, str]:
+    """Setting -> the manifest's column for it, as the file spells it (``ks`` -> ``k``,
+    ``max_queries`` -> ``--max-queries``, ``retrieval`` -> ``no-retrieval``), so that a
+    row's errors name the column the reader wrote."""
+    spelled = {canonical: name for name, canonical in manifest.columns.items()}
+    spelled.update({_NEGATED[c]: name for name, c in manifest.columns.items() if c in _NEGATED})
+    return spelled
+
+
 def manifest_columns() -> list[str]:
     """Every column name a manifest may have (canonical spellings)."""
     names = ["model", "label"]
@@ -175,8 +184,9 @@ def read_manifest(path: Path) -> Manifest:
     base = path.resolve().parent
     data = {name: table.column(name).to_pylist() for name in columns}
     _check_path_cells(path, columns, data)
+    spelled = {canonical: name for name, canonical in columns.items()}
     rows = [
-        _manifest_row(i, {columns[n]: data[n][i] for n in columns}, base)
+        _manifest_row(i, {columns[n]: data[n][i] for n in columns}, base, spelled)
         for i in range(table.num_rows)
     ]
     return Manifest(path=path, columns=columns, rows=rows, sha256=digest)
@@ -271,7 +281,9 @@ def _setting_kinds() -> dict[str, str]:
     return kinds
 
 
-def _manifest_row(index: int, cells: Mapping[str, Any], base: Path) -> ManifestRow:
+def _manifest_row(index: int, cells: Mapping[str, Any], base: Path, spelled: Mapping[str, str]) -> ManifestRow:
+    """One row's cells (by setting) converted; a bad cell is a problem naming its column
+    as the manifest spells it (``spelled``: setting -> column, e.g. ``ks`` -> ``k``)."""
     kinds = _setting_kinds()
     settings: dict[str, Any] = {}
     problems: list[str] = []
@@ -290,7 +302,7 @@ def _manifest_row(index: int, cells: Mapping[str, Any], base: Path) -> ManifestR
                 name, converted = _NEGATED[name], not converted
             settings[name] = converted
         except (ValueError, TypeError, OverflowError) as exc:
-            problems.append(f"column {name!r}: {exc}")
+            problems.append(f"column {spelled.get(name, name)!r}: {exc}")
     return ManifestRow(index, model, label, settings, tuple(problems))
 
 

@@ -62,7 +62,8 @@ class BatchOutcome:
     """(row, model, error) of every error row."""
     recomputed: list[tuple[int, str]] = field(default_factory=list)
     """(row, why) of every row an earlier run had finished that ``resume`` audited again
-    because what produced it changed (a cell, an input file)."""
+    because what produced it changed (a cell, an input file, the model cell at its row
+    number, a model that was another row)."""
 
 
 def run_batch(
@@ -290,14 +291,18 @@ def _resume(
             "by a version before results_version 2), so its rows cannot be checked against the inputs that "
             f"produced them. Run without {setting('resume')} to replace it, or write to another {setting('output')}"
         )
-    by_row = {job.row: job for job in jobs}
     kept = 0
     recomputed: list[tuple[int, str]] = []
     # The rows a crash left only in the journal: written later, they replace the file's.
     latest = {record.get("row"): record for record in earlier.to_pylist() + read_journal(writer.journal.path)}
-    for record in latest.values():
-        job = by_row.get(record.get("row"))
-        if job is None or record.get("status") != STATUS_OK or record.get("model") != job.model:
+    finished = {row: record for row, record in latest.items() if record.get("status") == STATUS_OK}
+    vacated = _vacated(finished, jobs)
+    for job in jobs:
+        record = finished.get(job.row)
+        if record is None or record.get("model") != job.model:
+            why = _moved_or_replaced(job, record, vacated.get(job.model, []))
+            if why is not None:
+                recomputed.append((job.row, why))
             continue
         now = provenance.of(job.row)
         why = "the row is invalid now" if now is None else change(record.get("provenance"), now)
@@ -307,6 +312,33 @@ def _resume(
         else:
             recomputed.append((job.row, why))
     return kept, recomputed
+
+
+def _vacated(finished: Mapping[Any, dict[str, Any]], jobs: list[BatchJob]) -> dict[str, list[int]]:
+    """Model cell -> the rows the earlier run finished it at that now hold another model
+    cell (or are gone): where a row that moved came from. Lists-only rows (no model cell)
+    are told apart by their files, not a name, and are left out."""
+    now = {job.row: job.model for job in jobs}
+    vacated: dict[str, list[int]] = {}
+    for row, record in sorted(finished.items(), key=lambda item: int(item[0])):
+        model = record.get("model")
+        if model and now.get(row) != model:
+            vacated.setdefault(str(model), []).append(int(row))
+    return vacated
+
+
+def _moved_or_replaced(job: BatchJob, record: dict[str, Any] | None, came_from: list[int]) -> str | None:
+    """Why ``job`` is audited again although the earlier run finished its row number (with
+    another model cell) or its model cell at a row that now holds another (``came_from``:
+    the row moved), said with where it was; finished rows are kept only where row number
+    and model cell both match. None: neither, a row new to the manifest or one the earlier run did not finish
+    (never audited, so not audited again)."""
+    rows = ", ".join(map(str, came_from)) if came_from and job.model else None
+    if record is None:
+        return None if rows is None else (f"its model cell {job.model!r} was row {rows} in the earlier run (finished "
+                                          "rows are kept only at their row number)")
+    moved = "" if rows is None else f", which was row {rows}"
+    return f"its model cell changed ({record.get('model')!r} in the earlier run, {job.model!r} now{moved})"
 
 
 def _missing_inputs(jobs: list[BatchJob]) -> list[BatchJob]:

@@ -12,59 +12,68 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import typing
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
+from auditor.batch.rank_by import did_you_mean
 from auditor.errors import InputError
 from auditor.metrics.correlations import kendall_tau_test
 from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
+from auditor.result import Severity
 from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 
-def _head_share_metric(table: pa.Table) -> str | None:
-    """The head-share ratio at the largest K that has values (``head_share_1pct_ratio@K``)."""
-    candidates = []
-    for name in table.column_names:
-        match = re.fullmatch(r"head_share_1pct_ratio@(\d+)", name)
-        if match and table.column(name).null_count < table.num_rows:
-            candidates.append((int(match.group(1)), name))
-    return max(candidates)[1] if candidates else None
+_HEAD_RATIO = re.compile(r"head_share_1pct_ratio@(\d+)")
+_SEVERITIES: tuple[str, ...] = typing.get_args(Severity)
+"""The verdict's severities, least harmful first (``none`` ... ``high``)."""
 
 
-def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
-    """Rank the ok rows of a results table by ``rank_by`` and follow metrics across rows."""
-    if rank_by not in table.column_names:
-        numeric = [f.name for f in table.schema if pa.types.is_floating(f.type)]
-        raise InputError(f"cannot rank by {rank_by!r}: not a results column; numeric columns: {', '.join(numeric)}")
-    head = _head_share_metric(table)
-    recommended = _recommended(table)
+class _ReportFacts(NamedTuple):
+    """What the summary reads from one row's JSON report."""
+
+    recommended: str | None
+    recommended_k: int | None
+    """The K the trade-off recommended at (``accuracy.quoted_k``)."""
+    quoted_k: int | None
+    """The K the verdict quotes (``verdict.quoted_k``)."""
+
+
+def _head_ratio_ks(table: pa.Table, ok: list[dict[str, Any]]) -> tuple[int | None, dict[int, int]]:
+    """The K of the summary's K-dependent columns (head-share ratio, NDCG, recall): the
+    largest K at which every ok row that measured a head-share ratio has one (None when
+    those rows share no K), and each such row's own K (used when there is no shared K:
+    the verdict's quoted K where the row has a ratio there, else its largest)."""
+    ks = sorted((int(m.group(1)) for name in table.column_names if (m := _HEAD_RATIO.fullmatch(name))), reverse=True)
+    measured = {r["row"]: [k for k in ks if r.get(f"head_share_1pct_ratio@{k}") is not None] for r in ok}
+    measured = {row: found for row, found in measured.items() if found}
+    shared = [k for k in ks if measured and all(k in found for found in measured.values())]
+    return (shared[0] if shared else None), {row: found[0] for row, found in measured.items()}
+
+
+def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = False) -> BatchSummary:
+    """Rank the ok rows of a results table by ``rank_by`` and follow metrics across rows.
+
+    ``checked``: ``rank_by`` is a name of the run (:func:`auditor.batch.rank_by.rank_by_problem`),
+    so a column the table lacks is one no row measured (a plugin's measure when every row
+    failed): the rows rank without a value. Otherwise a missing column is an InputError."""
+    if checked and rank_by not in table.column_names:
+        table = table.append_column(pa.field(rank_by, pa.float64()), pa.nulls(table.num_rows, pa.float64()))
+    if rank_by not in table.column_names:  # popaudit batch refuses it before auditing (auditor/batch/rank_by.py)
+        numeric = [f.name for f in table.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
+        raise InputError(f"cannot rank by {rank_by!r}: not a results column{did_you_mean(rank_by, numeric)}; the "
+                         f"table has {len(numeric)} numeric columns")
+    facts = _report_facts(table)
     # The reports (tens of KB a row) are read above one at a time: leave them in Arrow.
     if "report_json" in table.column_names and rank_by != "report_json":
         table = table.drop_columns(["report_json"])
     records = sorted(table.to_pylist(), key=lambda r: r["row"])
     ok = [r for r in records if r["status"] == STATUS_OK]
-    order: list[SummaryRow] = []
-    previous: dict[str, Any] | None = None
-    for r in ok:
-        spearman, share = r.get("spearman"), r.get(head) if head else None
-        order.append(
-            SummaryRow(
-                row=r["row"],
-                model=r["model"],
-                label=r.get("label"),
-                severity=r.get("verdict_severity"),
-                spearman=spearman,
-                head_share=share,
-                rank_value=r.get(rank_by),
-                delta_spearman=_delta(spearman, previous.get("spearman") if previous else None),
-                delta_head_share=_delta(share, previous.get(head) if previous and head else None),
-                **_accuracy(r, head, recommended.get(r["row"])),
-            )
-        )
-        previous = r
-    ranking = sorted(order, key=ranking_key)
+    shared_k, own_k = _head_ratio_ks(table, ok)
+    order = _order(ok, rank_by, shared_k, own_k, facts)
+    head = None if shared_k is None else f"head_share_1pct_ratio@{shared_k}"
     trends = []
     for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
         points = [(r["row"], r[metric]) for r in ok if r.get(metric) is not None]
@@ -76,45 +85,83 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman") -> BatchSummary:
         n_error=len(failures),
         rank_by=rank_by,
         head_share_metric=head,
-        ranking=ranking,
+        ranking=sorted(order, key=ranking_key),
         order=order,
         trends=trends,
         failures=failures,
+        per_row_k=shared_k is None and bool(own_k),
     )
 
 
-def ranking_key(row: SummaryRow) -> tuple[bool, float, bool, float, int]:
+def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: dict[int, int],
+           facts: dict[int, _ReportFacts]) -> list[SummaryRow]:
+    """The ok rows in manifest order, each with its figures at the summary's K (the shared
+    one, else its own) and the changes from the previous row (head share: at the same K)."""
+    order: list[SummaryRow] = []
+    for r in ok:
+        fact = facts.get(r["row"], _ReportFacts(None, None, None))
+        k = shared_k if shared_k is not None else _own_k(r, own_k.get(r["row"]), fact.quoted_k)
+        share = r.get(f"head_share_1pct_ratio@{k}") if k is not None else None
+        before = order[-1] if order else None
+        order.append(SummaryRow(
+            row=r["row"], model=r["model"], label=r.get("label"), severity=r.get("verdict_severity"),
+            spearman=r.get("spearman"), head_share=share, rank_value=r.get(rank_by),
+            delta_spearman=_delta(r.get("spearman"), before.spearman if before else None),
+            delta_head_share=_delta(share, before.head_share if before and before.k == k else None),
+            ndcg=r.get(f"ndcg_dot@{k}") if k is not None else None,
+            recall=r.get(f"recall_dot@{k}") if k is not None else None,
+            recommended=fact.recommended, k=k, recommended_k=fact.recommended_k,
+        ))  # fmt: skip
+    return order
+
+
+def _own_k(record: dict[str, Any], largest: int | None, quoted: int | None) -> int | None:
+    """A row's K where rows share none: the verdict's quoted K when the row has a
+    head-share ratio there, else the largest K it has one at."""
+    if quoted is not None and record.get(f"head_share_1pct_ratio@{quoted}") is not None:
+        return quoted
+    return largest
+
+
+def ranking_key(row: SummaryRow) -> tuple[bool, float, int, bool, float, int]:
     """The ranking rule (docs/report.md, "Batch summary"): most biased first by the
-    ``rank_by`` column, descending; ties (and equal values) by the head-share ratio,
-    descending; then by manifest row. Rows without a value come after every row with one,
-    at each step."""
-    return (row.rank_value is None, -(row.rank_value or 0.0), row.head_share is None, -(row.head_share or 0.0),
-            row.row)
+    ``rank_by`` column, descending; ties (equal values, e.g. a model and its rescaled copy,
+    whose Spearman's rho rescaling cannot move) by severity, most harmful first, then by
+    the head-share ratio, descending; then by manifest row. Rows without a value come
+    after every row with one, at each step."""
+    severity = _SEVERITIES.index(row.severity) if row.severity in _SEVERITIES else -1
+    return (row.rank_value is None, -(row.rank_value or 0.0), -severity, row.head_share is None,
+            -(row.head_share or 0.0), row.row)
 
 
-def _accuracy(record: dict[str, Any], head: str | None, recommended: str | None) -> dict[str, Any]:
-    """The accuracy fields of one ok row: dot's NDCG and recall at the head-share K."""
-    k = head.rsplit("@", 1)[1] if head else None
-    return {"ndcg": record.get(f"ndcg_dot@{k}") if k else None, "recall": record.get(f"recall_dot@{k}") if k else None,
-            "recommended": recommended}  # fmt: skip
-
-
-def _recommended(table: pa.Table) -> dict[int, str | None]:
-    """Each row's recommended scoring, read from its JSON report one row at a time (the
-    reports are tens of kilobytes each: never all decoded at once)."""
+def _report_facts(table: pa.Table) -> dict[int, _ReportFacts]:
+    """Each row's recommended scoring and the Ks its report quotes, read from its JSON
+    report one row at a time (the reports are tens of kilobytes each: never all decoded
+    at once)."""
     if "report_json" not in table.column_names or "row" not in table.column_names:
         return {}
-    out: dict[int, str | None] = {}
+    out: dict[int, _ReportFacts] = {}
     rows, reports = table.column("row"), table.column("report_json")
     for i in range(table.num_rows):
         text = reports[i].as_py()
         try:
-            accuracy = (json.loads(text) or {}).get("accuracy") if text else None
-        except (ValueError, AttributeError):
-            accuracy = None
-        chosen = accuracy.get("recommended") if isinstance(accuracy, dict) else None
-        out[int(rows[i].as_py())] = chosen if isinstance(chosen, str) else None
+            report = json.loads(text) if text else None
+        except ValueError:
+            report = None
+        report = report if isinstance(report, dict) else {}
+        accuracy, verdict = report.get("accuracy"), report.get("verdict")
+        accuracy = accuracy if isinstance(accuracy, dict) else {}
+        chosen = accuracy.get("recommended")
+        out[int(rows[i].as_py())] = _ReportFacts(
+            chosen if isinstance(chosen, str) else None,
+            _int_or_none(accuracy.get("quoted_k")) if isinstance(chosen, str) else None,
+            _int_or_none(verdict.get("quoted_k")) if isinstance(verdict, dict) else None,
+        )
     return out
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _delta(value: float | None, before: float | None) -> float | None:

@@ -259,6 +259,7 @@ def option_names() -> dict[str, str]:
     names += ["temperature", "epochs", "batch_size", "init_std"]  # retrain, experiment (training settings)
     names += ["alpha", "tensors_only"]  # popaudit mitigate
     names += ["markdown"]  # check's report outputs
+    names += ["rank_by"]  # batch's summary
     names += ["alerts", "trace"]  # the training monitor (retrain)
     names += [f.name for f in dataclasses.fields(GroupPolicy)]  # the popularity groups (AuditConfig fields of these names)
     return {name: special.get(name, "--" + name.replace("_", "-")) for name in names}

@@ -59,7 +59,7 @@ class _BatchCommand(click.Command):
 @click.option("--row-timeout", type=ranged("row_timeout"), default=3600.0, show_default=True, metavar="SECONDS", help="Stop a row whose audit runs longer (its worker process is killed), record it as an error and go on (0: no limit; local workers, not --scheduler).")
 @click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: as audits finish, spaced so rewriting takes at most about a fiftieth of the run; each finished row is appended to a journal beside it at once, which --resume reads after a crash).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
-@click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first).")
+@click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by (most biased first): a name --fail-on accepts, or n_items, dim, n_interactions, seconds; checked before any row is audited.")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; repeatable).")
 @click.option("--interactions", type=PathArg, help="Default training log for rows without an interactions cell.")
 @log_column_options
@@ -118,7 +118,7 @@ def command(
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
     defaults = {**audit_fields(settings), "plugins": plugins}
-    parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, plugins)
+    parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, rank_by, plugins)
     if scheduler is None:  # now: the workers' imports (torch: seconds) run while this process goes on
         from auditor.batch.preload import start_workers
 
@@ -139,32 +139,40 @@ def command(
 
 
 def _manifest_and_gates(
-    manifest: Path, defaults: dict[str, Any], fail_on: tuple[str, ...], plugins: tuple[Path, ...],
+    manifest: Path, defaults: dict[str, Any], fail_on: tuple[str, ...], rank_by: str, plugins: tuple[Path, ...],
 ) -> tuple[Manifest, list[Gate]]:
     """The parsed manifest and the ``--fail-on`` gates over every K and alpha it (or the
-    defaults) asks for, and over the plugins' measures (named in an isolated child)."""
+    defaults) asks for, and over the plugins' measures (named in an isolated child);
+    ``--rank-by`` checked against the same names. Both before any row is audited: a typo
+    is a usage error now, not after the whole batch."""
     from auditor.batch import read_manifest
+    from auditor.batch.rank_by import rank_by_problem
+    from auditor.flat import metric_names
     from auditor.gate import gates_for
 
     parsed = read_manifest(manifest)
-    row_ks = {k for row in parsed.rows for k in row.settings.get("ks", ())}
+    ks = [*defaults["ks"], *(k for row in parsed.rows for k in row.settings.get("ks", ()))]
+    alphas = [*defaults["alphas"], *(a for row in parsed.rows for a in row.settings.get("alphas", ()))]
+    # The measures' names are needed for gates, or for a --rank-by outside the built-in names.
+    named = bool(fail_on) or rank_by_problem(rank_by, metric_names(sorted(set(ks)), (), alphas), ks) is not None
     measures: list[str] = []
     list_measures: list[str] | None = None  # the built-in ones
     if third_party_plugins(plugins):  # never in this process: its exit code is the gate's
         debug = bool(click.get_current_context().params.get("debug"))
-        measures, list_measures = run_isolated(_plugin_measures, plugins, bool(fail_on), timeout=None,
+        measures, list_measures = run_isolated(_plugin_measures, plugins, named, timeout=None,
                                                what="loading the plugins", debug=debug)
-    elif fail_on:  # the built-in measures alone: no plugin code, so in this process
+    elif named:  # the built-in measures alone: no plugin code, so in this process
         from auditor.plugins import collect_measures, get_plugin_manager
 
         registered = collect_measures(get_plugin_manager(plugins))
         measures, list_measures = registered.audit_names, registered.list_names
     try:
-        row_alphas = [a for row in parsed.rows for a in row.settings.get("alphas", ())]
-        gates = gates_for(fail_on, [*defaults["ks"], *row_ks], measures, [*defaults["alphas"], *row_alphas],
-                          list_measures)
+        gates = gates_for(fail_on, ks, measures, alphas, list_measures)
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
+    problem = rank_by_problem(rank_by, metric_names(sorted(set(ks)), measures, alphas, list_measures), ks)
+    if problem is not None:
+        raise click.UsageError(problem)
     return parsed, gates
 
 
@@ -182,7 +190,7 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
         more = f"; and {len(outcome.recomputed) - 10} more" if len(outcome.recomputed) > 10 else ""
         stderr.print(f"--resume: {len(outcome.recomputed)} finished row(s) audited again because what produced "
                      f"them changed ({shown}{more})", markup=False, highlight=False, soft_wrap=True)
-    summary = summarise(outcome.table, rank_by=rank_by)
+    summary = summarise(outcome.table, rank_by=rank_by, checked=True)  # checked before the run
     document = batch_document(summary, title=f"popaudit batch: {manifest.name}", n_resumed=outcome.n_resumed,
                               output=output)
     if not quiet:
@@ -215,8 +223,9 @@ def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
 
 
 def _plugin_measures(plugins: tuple[Path, ...], gated: bool) -> tuple[list[str], list[str] | None]:
-    """Check the plugins' commands against the built-in ones; with gates, the names of
-    their measures (run in the isolated child: plugin code may end its process)."""
+    """Check the plugins' commands against the built-in ones; with gates (or a --rank-by
+    to check), the names of their measures (run in the isolated child: plugin code may end
+    its process)."""
     from auditor.cli import cli
     from auditor.cli._group import plugin_commands
     from auditor.plugins import collect_measures, get_plugin_manager

@@ -51,6 +51,11 @@ class SummaryRow:
     recommended: str | None = None
     """The trade-off's recommended scoring (``accuracy.recommended`` of the row's report;
     None: no holdout, or no scoring clearly better than dot)."""
+    k: int | None = None
+    """The K of ``head_share``, ``ndcg`` and ``recall``: the summary's K, the same for every
+    row, or (``BatchSummary.per_row_k``) the row's own."""
+    recommended_k: int | None = None
+    """The K the trade-off recommended at (``accuracy.quoted_k`` of the row's report)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,48 @@ class BatchSummary:
     """Manifest order, with changes from the previous row."""
     trends: list[Trend]
     failures: list[tuple[int, str, str]]
+    per_row_k: bool = False
+    """The rows that measured a head-share ratio share no K: each row's figures are at its
+    own K (the verdict's quoted K), said in each cell; ``head_share_metric`` is then None."""
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The K-dependent columns' headers, and their cells' K where rows differ."""
+
+    share: str
+    ndcg: str
+    recall: str
+    recommended: str
+    k_in_cells: bool
+    recommended_k_in_cells: bool
+
+    def figure(self, text: str, row: SummaryRow) -> str:
+        """A head-share, NDCG or recall cell, with its K when rows differ."""
+        return f"{text} @{row.k}" if self.k_in_cells and row.k is not None and text != "n/a" else text
+
+    def scoring(self, row: SummaryRow) -> str:
+        """The recommended scoring's cell, with its K when rows differ."""
+        if row.recommended is None:
+            return "—"
+        at = row.recommended_k is not None and self.recommended_k_in_cells
+        return f"{row.recommended} @{row.recommended_k}" if at else row.recommended
+
+
+def _columns(summary: BatchSummary) -> _Columns:
+    """Headers that say which K each column is at: ``head_share_1pct_ratio@K``,
+    ``NDCG@K dot``, ``recommended @K`` when every row shares the K; otherwise "(row's K)"
+    in the header and the K in each cell."""
+    rows = summary.order
+    k = None if summary.per_row_k else next((r.k for r in rows if r.k is not None), None)
+    at = f"@{k}" if k is not None else ("" if summary.per_row_k else "@K")
+    share = summary.head_share_metric or ("head_share_1pct_ratio (row's K)" if summary.per_row_k else "head share ratio")
+    suffix = " (row's K)" if summary.per_row_k else ""
+    chosen = {r.recommended_k for r in rows if r.recommended is not None}
+    one = next(iter(chosen)) if len(chosen) == 1 else None
+    recommended = f"recommended @{one}" if one is not None else "recommended"
+    return _Columns(share, f"NDCG{at} dot{suffix}", f"recall{at} dot{suffix}", recommended, summary.per_row_k,
+                    len(chosen) > 1)
 
 
 def model_tick(row: SummaryRow, width: int = 24) -> str:
@@ -130,12 +177,13 @@ def batch_document(
     """The summary as a report document: counts, the ranking, the manifest-order figure
     and tables, the failed rows; its brief (the terminal's view) says how many rows were
     kept from an earlier run (``n_resumed``) and where the results are (``output``)."""
-    share = summary.head_share_metric or "head share ratio"
+    share = _columns(summary).share
+    plotted = f"Spearman rho and {share}" if summary.head_share_metric else "Spearman rho"
     order: list[Block] = []
     if summary.order:
         order.append(Figure(
             "batch_trend", "order", "Bias across the manifest order",
-            f"Spearman rho and {share} for each model, named on the x-axis, in manifest order",
+            f"{plotted} for each model, named on the x-axis, in manifest order",
             lambda: summary_figure(summary),
         ))  # fmt: skip
     order += [_trends_table(summary, "Kendall τ vs order"), _order_table(summary, share)]
@@ -155,18 +203,21 @@ def batch_document(
 
 
 def _ranking_table(summary: BatchSummary, share: str) -> Table:
-    k = share.rsplit("@", 1)[1] if "@" in share else "K"
+    cols = _columns(summary)
     rows = tuple(
-        (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman), fmt_ratio(s.head_share),
-         fmt_num(s.ndcg), fmt_num(s.recall), s.recommended or "—")
+        (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman),
+         cols.figure(fmt_ratio(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.figure(fmt_num(s.recall), s),
+         cols.scoring(s))
         for i, s in enumerate(summary.ranking, 1)
     )
-    return Table(("rank", "row", "model", "label", "severity", "spearman", share, f"NDCG@{k} dot", f"recall@{k} dot",
-                  "recommended"), rows,
+    where = ("each row's figures at its own K (the verdict's quoted K; the rows share no K)" if summary.per_row_k
+             else "every row's figures at the same K")
+    return Table(("rank", "row", "model", "label", "severity", "spearman", cols.share, cols.ndcg, cols.recall,
+                  cols.recommended), rows,
                  (True, True, False, False, False, True, True, True, True, False),
-                 f"Ranked by {summary.rank_by}, most biased first (ties: by {share}, then manifest row); NDCG and "
-                 "recall of dot serving on the holdout; recommended: the trade-off's scoring ('—': no holdout, or "
-                 "none clearly better than dot).", wrap=(2,))  # fmt: skip
+                 f"Ranked by {summary.rank_by}, most biased first (ties: by severity, then by {share}, then manifest "
+                 f"row); {where}; NDCG and recall of dot serving on the holdout; recommended: the trade-off's scoring "
+                 "at the K it quotes ('—': no holdout, or none clearly better than dot).", wrap=(2,))  # fmt: skip
 
 
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
@@ -180,9 +231,10 @@ def _trends_table(summary: BatchSummary, tau: str) -> Table:
 
 
 def _order_table(summary: BatchSummary, share: str) -> Table:
+    cols = _columns(summary)
     rows = tuple(
-        (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman), fmt_ratio(s.head_share),
-         fmt_num(s.delta_head_share))
+        (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+         cols.figure(fmt_ratio(s.head_share), s), fmt_num(s.delta_head_share))
         for s in summary.order
     )  # fmt: skip
     return Table(("row", "model", "label", "spearman", "Δ spearman", share, "Δ"), rows,
@@ -193,14 +245,15 @@ def _order_table(summary: BatchSummary, share: str) -> Table:
 def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | None) -> tuple[Block, ...]:
     """The terminal's view: the counts, the ranking and (for 2+ rows) the trends and, up
     to :data:`MAX_ORDER_ROWS` rows, the row-by-row changes."""
+    cols = _columns(summary)
     resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
     where = f" Results: {output}" if output is not None else ""
     blocks: list[Block] = [
         Paragraph(f"{summary.n_rows} rows: {summary.n_ok} ok, {summary.n_error} failed{resumed}.{where}"),
         Table(
-            ("#", "row", "model", "label", "severity", "spearman", share, "NDCG dot", "recommended"),
+            ("#", "row", "model", "label", "severity", "spearman", cols.share, cols.ndcg, cols.recommended),
             tuple((str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman),
-                   fmt_num(s.head_share), fmt_num(s.ndcg), s.recommended or "—")
+                   cols.figure(fmt_num(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.scoring(s))
                   for i, s in enumerate(summary.ranking, 1)),
             (True, True, False, False, False, True, True, True, False),
             title=f"Models ranked by {summary.rank_by} (most biased first)",
@@ -210,7 +263,8 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
         blocks.append(replace(_trends_table(summary, "Kendall τ"), title="Across the manifest order"))
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
         rows = tuple((str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-                      fmt_num(s.head_share), fmt_num(s.delta_head_share)) for s in summary.order)  # fmt: skip
+                      cols.figure(fmt_num(s.head_share), s), fmt_num(s.delta_head_share))
+                     for s in summary.order)  # fmt: skip
         blocks.append(Table(("row", "model", "label", "spearman", "Δ", share, "Δ "), rows,
                             (True, False, False, True, True, True, True),
                             title="Row by row (changes from the previous audited row)"))  # fmt: skip

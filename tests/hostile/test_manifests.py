@@ -199,6 +199,24 @@ CASES = [
     Case("row-model-dev-zero-and-empty-cell", _batch('model\n/dev/zero\n""\nitems.npy\n', outputs=RESULTS,
                                                      check=_results("error", "error", "ok")), EXIT_OK, None,
          stderr=r"row 0 \(/dev/zero\) failed: .*character device.*row 1 \(no model\) failed: .*model cell is empty"),
+    Case("bad-cells-named-as-the-manifest-spells-them",
+         _batch('model,k,alpha,--max-queries\nitems.npy,"10,abc",,\nitems.npy,,2,\nitems.npy,,,-3\n', outputs=RESULTS,
+                check=_results("error", "error", "error")), EXIT_OK, None,
+         stderr=r"row 0 \(items\.npy\) failed: InputError: column 'k': expected an integer, got 'abc'.*"
+                r"row 1 \(items\.npy\) failed: InputError: column 'alpha': must be a number >= 0 and <= 1, got 2\.0.*"
+                r"row 2 \(items\.npy\) failed: InputError: column '--max-queries': must be an integer",
+         absent=r"column '(ks|alphas|max_queries)'"),
+    # --rank-by is checked before any row is audited, against the names --fail-on takes
+    # (the manifest's K included): a usage error with the closest names, not the results'
+    # thousands of column names after the whole batch, and nothing written.
+    Case("rank-by-misspelled", _batch("model,k\nitems.npy,5\n", "--rank-by", "spearmann", "--html", "s.html"),
+         EXIT_USAGE, r"invalid --rank-by 'spearmann': not a metric this run measures \(did you mean 'spearman'",
+         absent=r"head_share_1pct_dot@|numeric columns"),
+    Case("rank-by-k-no-row-asks-for", _batch("model,k\nitems.npy,5\n", "--rank-by", "head_share_1pct_ratio@7"),
+         EXIT_USAGE, r"invalid --rank-by 'head_share_1pct_ratio@7'.*\(did you mean 'head_share_1pct_ratio@5'.*"
+                     r"at K = 5, 10, 100"),
+    Case("rank-by-a-manifest-k", _batch("model,k\nitems.npy,5\n", "--rank-by", "head_share_1pct_ratio@5",
+                                        outputs=RESULTS, check=_results("ok")), EXIT_OK, None),
     Case("row-interactions-fifo", _batch("model,interactions\nitems.npy,pipe.parquet\n", outputs=RESULTS,
                                          make=lambda d: fifo(d, "pipe.parquet"), check=_results("error")),
          EXIT_OK, None, stderr=r"row 0 \(items\.npy\) failed: .*pipe\.parquet is a FIFO"),

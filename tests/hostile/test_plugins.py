@@ -115,7 +115,8 @@ def _plugin(source: str | bytes | None, *extra: str, name: str = "plug.py", comm
         if command == "check":
             args = check_args("items.npy", "--plugin", name, *extra)
         elif command == "batch":
-            write(d, "m.csv", "model\nitems.npy\n")
+            if not (d / "m.csv").exists():  # unless ``make`` wrote its own
+                write(d, "m.csv", "model\nitems.npy\n")
             args = ["batch", "m.csv", "-o", "r.parquet", "--interactions", "log.parquet", *FAST, "--plugin", name, *extra]
         else:
             args = [command, "--plugin", name, *extra]
@@ -320,6 +321,19 @@ CASES += [
                                                            "    __import__('os')._exit(0)\n", *GATED,
                                                 command="batch"), EXIT_ERROR,
          r"loading the plugins ended without finishing \(exit status 0\)", process=True, timeout=90),
+    # --rank-by takes a plugin's measure, as --fail-on does; a misspelling is refused
+    # before any row is audited, suggesting the plugin's name.
+    Case("batch-rank-by-plugin-measure", _plugin(MEASURE.format(name="my_measure", value="1.5"), "--rank-by",
+                                                 "my_measure", command="batch", outputs=("r.parquet",)), EXIT_OK, None),
+    # Every row failed, so no row measured the plugin's measure: the summary still lists
+    # the failures (exit 0), rather than refusing the name it accepted before the run.
+    Case("batch-rank-by-plugin-measure-no-row-measured", _plugin(
+        MEASURE.format(name="my_measure", value="1.5"), "--rank-by", "my_measure", "--html", "s.html", command="batch",
+        outputs=("r.parquet", "s.html"), make=lambda d: write(d, "m.csv", "model\nnope.npy\n")), EXIT_OK, None,
+         stderr=r"row 0 \(nope\.npy\) failed: .*not found"),
+    Case("batch-rank-by-plugin-measure-misspelled", _plugin(MEASURE.format(name="my_measure", value="1.5"),
+                                                            "--rank-by", "my_mesure", command="batch"), EXIT_USAGE,
+         r"invalid --rank-by 'my_mesure': not a metric this run measures \(did you mean 'my_measure'"),
     Case("batch-plugin-import-os-exit-0", _plugin("import os\nos._exit(0)\n", command="batch"), EXIT_ERROR,
          r"loading the plugins ended without finishing", process=True, timeout=90),
 ]

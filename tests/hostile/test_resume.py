@@ -133,6 +133,16 @@ def _garble_row_1(d: Path) -> None:
     pq.write_table(t, d / "r.parquet")
 
 
+def _copy_b_as(name: str) -> Callable[[Path], None]:
+    """Row 1's model cell names a copy of b.npy (same content, another path)."""
+
+    def edit(d: Path) -> None:
+        (d / name).write_bytes((d / "b.npy").read_bytes())
+        _cell("b.npy,log.parquet", f"{name},log.parquet")(d)
+
+    return edit
+
+
 def _add_row(d: Path) -> None:
     (d / "m.csv").write_text(MANIFEST + "a.npy,other.parquet,third\n")
 
@@ -187,6 +197,22 @@ CASES = [
          stderr=_says(r"row 1: its model file .*b\.npy is missing")),
     Case("resume-row-added", _resume(_add_row, check=lambda d, o, before: None), EXIT_OK, None,
          absent=r"audited again"),
+    # Finished rows are kept where row number and model cell both match; every other row
+    # the earlier run finished is audited again, and said why (issue: a moved row or a
+    # replaced model cell was audited again in silence).
+    Case("resume-rows-swapped", _resume(lambda d: (d / "m.csv").write_text(
+        "model,interactions,label\nb.npy,log.parquet,second\na.npy,log.parquet,first\n"), check=_kept()), EXIT_OK,
+         None, stderr=_says(r"row 0: its model cell changed \('a\.npy' in the earlier run, 'b\.npy' now, which was row "
+                            r"1\); row 1: its model cell changed \('b\.npy' in the earlier run, 'a\.npy' now, which was "
+                            r"row 0\)\)")),
+    Case("resume-model-cell-replaced", _resume(_copy_b_as("c.npy"), check=_kept(0)), EXIT_OK, None,
+         stderr=_says(r"row 1: its model cell changed \('b\.npy' in the earlier run, 'c\.npy' now\)\)")),
+    Case("resume-row-inserted-before", _resume(lambda d: (d / "m.csv").write_text(
+        "model,interactions,label\na.npy,other.parquet,new\na.npy,log.parquet,first\nb.npy,log.parquet,second\n"),
+        check=lambda d, o, before: None), EXIT_OK, None,
+         stderr=_says(r"row 0: setting\(s\) interactions changed; row 1: its model cell "
+                      r"changed \('b\.npy' in the earlier run, 'a\.npy' now\); row 2: its model cell "
+                      r"'b\.npy' was row 1 in the earlier run \(finished rows are kept only at their row number\)")),
     Case("resume-item-ids-edited", _resume(_edit_ids, first=("--item-ids", "ids.txt"), check=_kept()),
          EXIT_OK, None, stderr=_says(r"row 0: its item_ids file .*ids\.txt changed \(content\)")),
     Case("resume-plugin-edited", _resume(_edit_plugin, first=("--plugin", "p.py"), check=_kept()), EXIT_OK, None,

@@ -1,0 +1,46 @@
+"""The column a batch summary ranks by (``--rank-by``): which names it takes, checked
+before any row is audited.
+
+It takes the names ``--fail-on`` accepts for the run (the flat metrics of every K and
+alpha the defaults and the manifest ask for, the registered list and audit measures,
+plugins' included: :func:`auditor.flat.metric_names`) and the results' numeric columns
+that are not metrics (:data:`NUMERIC_COLUMNS`). A name outside them is refused with the
+closest names and where the full list is, never the list itself (thousands of names at
+a few K).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from auditor.errors import setting
+
+NUMERIC_COLUMNS = ("n_items", "dim", "n_interactions", "seconds")
+"""The results table's numeric columns that are no flat metric (auditor/batch/results.py;
+``row`` orders the manifest and ranks nothing)."""
+NAMES_DOC = "docs/measures.md"
+"""Where the flat metric names are listed (README's "Gating CI" gives their pattern)."""
+
+
+def rank_by_problem(rank_by: str, metrics: Iterable[str], ks: Iterable[int]) -> str | None:
+    """Why ``rank_by`` cannot rank this run's rows (None: it can): not among ``metrics``
+    (the run's flat metric names, as :func:`auditor.flat.metric_names` lists them for cut-offs
+    ``ks``) nor :data:`NUMERIC_COLUMNS`. The message suggests the closest names."""
+    names = [*dict.fromkeys([*metrics, *NUMERIC_COLUMNS])]
+    if rank_by in names:
+        return None
+    hint = did_you_mean(rank_by, names)
+    cuts = ", ".join(str(k) for k in sorted(set(ks))) or "none"
+    return (
+        f"invalid {setting('rank_by')} {rank_by!r}: not a metric this run measures{hint}; it takes a name "
+        f"{setting('fail_on')} accepts (spearman, pearson_log, kendall, loglog_slope, <measure>_<scoring>@K or "
+        f"<measure>_ratio@K at K = {cuts}, plugin measures; see {NAMES_DOC}) or one of "
+        f"{', '.join(NUMERIC_COLUMNS)}"
+    )
+
+
+def did_you_mean(name: str, names: Iterable[str]) -> str:
+    """`` (did you mean 'a' or 'b'?)`` with the up to three closest of ``names``, or ``""``."""
+    close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
