@@ -178,7 +178,7 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
             config: AuditConfig) -> Accuracy:
     """The accuracy section with its trade-off decided at the verdict's quoted K, with
     paired bootstrap intervals over users."""
-    from auditor.verdict import quoted_cutoff
+    from auditor.harm import quoted_cutoff
 
     k = quoted_cutoff(sections)
     if k is None or sections.retrieval is None or serving is None:

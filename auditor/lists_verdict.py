@@ -5,7 +5,7 @@ whether the served lists *amplify* popularity, i.e. give the most popular items 
 the users' slots than those items hold of the training interactions. The top-1% items'
 share of the served top-K slots is compared with their share of the training
 popularity (interactions, or distinct users with ``popularity`` ``users``), at every
-measured K, with the same bands as dot vs cosine (:func:`auditor.verdict.harm_band`:
+measured K, with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
 ratio and absolute excess both count). The worst K (highest band, then larger ratio)
 decides and is quoted. The most-popular list's share is quoted beside it as the ceiling.
 """
@@ -17,7 +17,7 @@ import math
 from auditor.errors import setting
 from auditor.result import MeasuredSections, Severity, Verdict
 from auditor.sections import ServedSection, share_ratio
-from auditor.verdict import band_gate, harm_band
+from auditor.harm import band_gate, harm_band
 from auditor.wording import pct
 
 HEAD = "head_share_1pct"

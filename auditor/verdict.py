@@ -6,17 +6,18 @@ Two questions, kept apart:
   that excludes 0 (the p-value stands in when no bootstrap ran), graded by |ρ|:
   weak from :data:`RHO_WEAK`, moderate from :data:`RHO_MODERATE`, strong from
   :data:`RHO_STRONG`.
-* **Harm**: how much more of the served slots the top-1% items get under dot-product
-  than under cosine retrieval, measured at every cut-off K a user is served (K at most
-  10% of the catalogue; the smallest K when none is). Both the ratio and the absolute
-  excess count: 0.7% vs 0.5% is 1.4× but harms nobody.
+* **Harm** (:mod:`auditor.harm`): how much more of the served slots the top-1% items get
+  under dot-product than under cosine retrieval, measured at every cut-off K a user is
+  served (K at most 10% of the catalogue; the smallest K when none is). Both the ratio
+  and the absolute excess count: 0.7% vs 0.5% is 1.4× but harms nobody.
 
-Severity is the harm (:data:`HARM_BANDS`, the worst K decides and is the one quoted;
+Severity is the harm (:data:`~auditor.harm.HARM_BANDS`, the worst K decides and is the one quoted;
 the smallest served K, what a user sees first, is quoted beside it when it differs).
 A skew below every band is negligible: then severity is "none" even when norms follow
 popularity, and the headline says so (norms follow popularity, serving is not skewed).
-Without a retrieval measurement the harm is unknown: the mechanism gives at most
-"moderate". ``bias_detected`` is severity above "none". When the model's own
+Without a retrieval measurement, or when neither scoring gives the top-1% items a slot
+(0 vs 0: the queried users trained on them), the harm is unknown: the mechanism gives at
+most "moderate". ``bias_detected`` is severity above "none". When the model's own
 dot-product accuracy is below the most-popular list's, the verdict says the model is
 weak before any advice about bias. Recommendations are chosen from the evidence
 (conditions, retrieval, probes, accuracy), each with its caveat.
@@ -25,82 +26,26 @@ weak before any advice about bias. Recommendations are chosen from the evidence
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
+from auditor.harm import HARM_BANDS, Skew, band_gate, first_seen_skew, finite, worst_skew
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
-from auditor.sections import share_ratio
 from auditor.wording import pct, pct_pair
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
 RHO_STRONG = 0.5
-HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
-    ("high", 2.0, 0.05),
-    ("moderate", 1.25, 0.02),
-    ("low", 1.1, 0.005),
-)
-"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share."""
-EDGE_SLACK = 1e-9
-"""Relative slack at a band's edges: head shares are ratios of slot counts, and their
-quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which must not
-drop a figure that sits exactly on an edge into the band below."""
-SERVED_SHARE = 0.1
-"""Cut-offs K up to this share of the catalogue are the lists a user is served."""
 SEVERITY_RULE = (
     "severity = the harm: the top-1% items' share of dot-product vs cosine top-K slots at "
     "the worst served K (K <= 10% of the catalogue, else the smallest K; worst: the highest band, "
     "then the larger ratio): high from 2x and +5 points, moderate "
     "from 1.25x and +2 points, low from 1.1x and +0.5 points; below that the skew is negligible "
-    "and severity is none, even when norms track popularity; without retrieval, the "
-    "correlation alone gives at most moderate (docs/report.md, \"Severity\")"
+    "and severity is none, even when norms track popularity; without retrieval, or when neither scoring "
+    "gives the top-1% items a slot, the correlation alone gives at most moderate (docs/report.md, \"Severity\")"
 )
-_ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")
 Strength = Literal["strong", "moderate", "weak", "negligible"]
-
-
-@dataclass(frozen=True)
-class Skew:
-    """The top-1% head share of dot vs cosine lists at one cut-off K, and its harm band."""
-
-    k: int
-    dot: float | None
-    cosine: float | None
-    overlap: float | None
-
-    @property
-    def ratio(self) -> float | None:
-        return share_ratio(self.dot, self.cosine)
-
-    @property
-    def excess(self) -> float | None:
-        return None if self.dot is None or self.cosine is None else self.dot - self.cosine
-
-    @property
-    def severity(self) -> Severity:
-        return harm_band(self.ratio, self.excess)
-
-
-def harm_band(ratio: float | None, excess: float | None) -> Severity:
-    """The band of :data:`HARM_BANDS` a ratio and an excess share reach (``none``: below
-    every band, or not measured); a figure on an edge reaches it (:data:`EDGE_SLACK`)."""
-    if ratio is None or excess is None:
-        return "none"
-    low = 1 - EDGE_SLACK
-    return next((name for name, r, e in HARM_BANDS if ratio >= r * low and excess >= e * low), "none")
-
-
-def band_gate(share: str, reference: float | None) -> str | None:
-    """The gate on the top-1% head share flat name ``share`` that trips when it reaches the
-    lowest harm band against ``reference`` (cosine's share, or the training log's): at least
-    both the band's ratio and its excess over ``reference``, rounded up (None: no reference)."""
-    if reference is None or not math.isfinite(reference) or reference < 0:
-        return None
-    _, ratio, excess = HARM_BANDS[-1]
-    threshold = math.ceil(max(reference * ratio, reference + excess) * 1e5 * (1 - EDGE_SLACK)) / 1e5
-    return f"{share}>={threshold:g}"
 
 
 def _gate(result: MeasuredSections, skew: Skew | None, rho: float | None) -> str | None:
@@ -114,9 +59,9 @@ def _gate(result: MeasuredSections, skew: Skew | None, rho: float | None) -> str
 def decide_verdict(result: MeasuredSections) -> Verdict:
     """The verdict of one audit; sections that are None count as not measured."""
     fn = result.frequency_norm
-    rho = _finite(fn.spearman) if fn is not None else None
-    lo, hi = (_finite(fn.spearman_ci[0]), _finite(fn.spearman_ci[1])) if fn is not None else (None, None)
-    p = _finite(fn.spearman_p) if fn is not None else None
+    rho = finite(fn.spearman) if fn is not None else None
+    lo, hi = (finite(fn.spearman_ci[0]), finite(fn.spearman_ci[1])) if fn is not None else (None, None)
+    p = finite(fn.spearman_p) if fn is not None else None
     if lo is not None and hi is not None:
         significant = lo > 0 or hi < 0
     else:
@@ -124,17 +69,19 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
     strength = _strength(rho) if rho is not None and significant else None
     rises = strength is not None and strength != "negligible" and rho is not None and rho > 0
     skew = worst_skew(result)
+    # Neither scoring serves the top-1% items (0 vs 0): the harm rule has nothing to grade.
+    graded, unseen = (skew, None) if skew is None or skew.ratio is not None else (None, skew)
     conditions = result.conditions or {}
 
-    if skew is not None:
-        severity = skew.severity  # a negligible skew is no harm, whatever the norms do
+    if graded is not None:
+        severity = graded.severity  # a negligible skew is no harm, whatever the norms do
     elif rises:
         severity = "moderate" if strength in ("moderate", "strong") else "low"
     else:
         severity = "none"
     detected = severity != "none"
-    summary = _summary(result, severity, rho, lo, hi, p, significant, strength, skew, conditions)
-    recommendations = _recommendations(result, detected, skew, conditions, rises)
+    summary = _summary(result, severity, rho, lo, hi, p, significant, strength, graded, conditions, unseen)
+    recommendations = _recommendations(result, detected, graded, conditions, rises, unseen)
     weak = weak_model(result)
     if weak is not None:
         summary = f"{weak} {summary}"
@@ -149,7 +96,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         quoted_k=skew.k if skew is not None else None,
         rule=SEVERITY_RULE,
         first_seen_k=first.k if first is not None else None,
-        gate=_gate(result, skew, rho),
+        gate=_gate(result, graded, rho),
     )
 
 
@@ -169,13 +116,6 @@ def weak_model(result: MeasuredSections) -> str | None:
     )
 
 
-def _finite(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _strength(rho: float) -> Strength:
     size = abs(rho)
     if size >= RHO_STRONG:
@@ -183,54 +123,6 @@ def _strength(rho: float) -> Strength:
     if size >= RHO_MODERATE:
         return "moderate"
     return "weak" if size >= RHO_WEAK else "negligible"
-
-
-def served_cutoffs(result: MeasuredSections) -> list[int]:
-    """The cut-offs K whose lists are the size a user is served: K at most
-    :data:`SERVED_SHARE` of the catalogue (the smallest K when none is; a list
-    covering a large part of a small catalogue shows no skew)."""
-    if result.retrieval is None or not result.retrieval.at:
-        return []
-    ks = sorted(result.retrieval.at)
-    served = [k for k in ks if k <= SERVED_SHARE * result.inputs.n_items]
-    return served or ks[:1]
-
-
-def skew_at(result: MeasuredSections, k: int) -> Skew:
-    """The head-share skew of the lists at cut-off ``k`` (which must be measured)."""
-    assert result.retrieval is not None
-    cut = result.retrieval.at[k]
-    return Skew(k, _finite(cut.dot.get("head_share_1pct")), _finite(cut.cosine.get("head_share_1pct")),
-                _finite(cut.overlap_dot_cosine))
-
-
-def worst_skew(result: MeasuredSections) -> Skew | None:
-    """The served cut-off with the most harm (ties: the larger ratio, then the smaller K):
-    the one severity follows and reports quote."""
-    skews = [skew_at(result, k) for k in served_cutoffs(result)]
-    if not skews:
-        return None
-
-    def weight(skew: Skew) -> tuple[int, float, int]:
-        ratio = skew.ratio if skew.ratio is not None else -1.0
-        return (_ORDER.index(skew.severity), ratio, -skew.k)
-
-    return max(skews, key=weight)
-
-
-def quoted_cutoff(result: MeasuredSections) -> int | None:
-    """The K that verdicts and headlines quote (see :func:`worst_skew`)."""
-    skew = worst_skew(result)
-    return None if skew is None else skew.k
-
-
-def first_seen_skew(result: MeasuredSections) -> Skew | None:
-    """The skew at the smallest served K (the first slots a user sees) when it is not the
-    quoted K: reports quote it beside the worst K (it never changes the severity)."""
-    served, worst = served_cutoffs(result), worst_skew(result)
-    if not served or worst is None or served[0] == worst.k:
-        return None
-    return skew_at(result, served[0])
 
 
 def _skew_text(skew: Skew) -> str:
@@ -252,6 +144,16 @@ def _optional_change(result: MeasuredSections) -> str:
         return ""
     return (f" (the accuracy trade-off still finds that {chosen} serves the top-1% items less within the accuracy "
             "tolerance: an option, not a fix)")
+
+
+def _unseen_head(result: MeasuredSections, unseen: Skew) -> str:
+    """Neither scoring serves the top-1% items at the quoted K, in words, with the top 10%'s
+    shares (where the skew shows instead)."""
+    assert result.retrieval is not None
+    cut = result.retrieval.at[unseen.k]
+    dot, cosine = pct_pair(finite(cut.dot.get("head_share_10pct")), finite(cut.cosine.get("head_share_10pct")))
+    return (f"neither dot-product nor cosine retrieval gives the top-1% items a slot at K={unseen.k} (the queried "
+            f"users trained on them, and training items are not served), while the top-10% items get {dot} vs {cosine}")
 
 
 def _band_shortfall(skew: Skew) -> str:
@@ -286,7 +188,7 @@ def _conditions_text(conditions: dict[str, Condition]) -> str:
 def _summary(
     result: MeasuredSections, severity: Severity, rho: float | None, lo: float | None, hi: float | None,
     p: float | None, significant: bool, strength: Strength | None, skew: Skew | None,
-    conditions: dict[str, Condition],
+    conditions: dict[str, Condition], unseen: Skew | None,
 ) -> str:
     harm = skew.severity if skew is not None else None
     mechanism = _mechanism(result, rho, lo, hi, p, significant, strength)
@@ -314,7 +216,10 @@ def _summary(
             times = "∞" if first.ratio == math.inf else f"{first.ratio:.2f}"
             dot, cosine = pct_pair(first.dot, first.cosine)
             parts[-1] += f" (at K={first.k}, the first slots a user sees: {times}×, {dot} vs {cosine})"
-    elif skew is None:
+    elif unseen is not None:
+        parts.append(f"{_unseen_head(result, unseen)}, so the harm rule has nothing to grade and severity rests on "
+                     "the correlation")
+    else:
         parts.append("the harm to serving was not measured (no retrieval), so severity rests on the correlation")
     if result.inputs.row_ids_assumed:
         parts.append("item ids were taken as table rows (no id mapping was given)")
@@ -356,7 +261,8 @@ def _mechanism(
 
 
 def _recommendations(
-    result: MeasuredSections, detected: bool, skew: Skew | None, conditions: dict[str, Condition], rises: bool
+    result: MeasuredSections, detected: bool, skew: Skew | None, conditions: dict[str, Condition], rises: bool,
+    unseen: Skew | None,
 ) -> list[str]:
     recs: list[str] = []
     status = {k: c.status for k, c in conditions.items()}
@@ -371,6 +277,8 @@ def _recommendations(
             overlap = f", and the two lists overlap {pct(skew.overlap)}" if skew.overlap is not None else ""
             dot, cosine = pct_pair(skew.dot, skew.cosine)
             measured = f"here the top-1% items' share of the top-{skew.k} slots goes from {dot} (dot) to {cosine} (cosine){overlap}"
+        elif unseen is not None:
+            measured = f"here {_unseen_head(result, unseen)}"
         else:
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"
         recs += serving_recommendations(result, measured)

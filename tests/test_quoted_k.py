@@ -9,7 +9,8 @@ from dataclasses import replace
 from auditor.report.content import headline_parts
 from auditor.result import AuditResult, CutoffMeasures, FrequencyNorm, Inputs, ListMeasures, Retrieval, Verdict
 from report_samples import builtin_measures
-from auditor.verdict import decide_verdict, first_seen_skew, quoted_cutoff
+from auditor.harm import first_seen_skew, quoted_cutoff
+from auditor.verdict import decide_verdict
 
 
 def _measures(head: float) -> ListMeasures:

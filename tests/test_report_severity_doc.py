@@ -14,7 +14,8 @@ from auditor.report.content import SEVERITY_DOC, SEVERITY_POINTER
 from auditor.report.html import HtmlRenderer
 from auditor.report.json import JsonRenderer
 from auditor.report.markdown import render_audit_markdown
-from auditor.verdict import HARM_BANDS, RHO_MODERATE, RHO_STRONG, RHO_WEAK, SERVED_SHARE, SEVERITY_RULE, Skew
+from auditor.harm import HARM_BANDS, SERVED_SHARE, Skew
+from auditor.verdict import RHO_MODERATE, RHO_STRONG, RHO_WEAK, SEVERITY_RULE
 from report_samples import full_result
 
 ROOT = Path(__file__).resolve().parents[1]

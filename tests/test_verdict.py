@@ -23,7 +23,8 @@ from auditor.result import (
 from auditor.lists_verdict import amplification
 from auditor.flat import metric_names
 from auditor.gate import evaluate_gates, parse_gates
-from auditor.verdict import band_gate, decide_verdict
+from auditor.harm import band_gate
+from auditor.verdict import decide_verdict
 
 
 def _fn(rho: float, lo: float, hi: float, p: float = 1e-6) -> FrequencyNorm:
@@ -242,7 +243,8 @@ def test_the_suggested_gate_trips_exactly_when_serving_reaches_a_harm_band(dot: 
     points, passed none of the old suggestions' logic), one in a band fails it."""
     result = _result(_fn(0.62, 0.58, 0.66), _single(dot, cos, k=10))
     verdict = decide_verdict(result)
-    assert verdict.gate is not None and verdict.gate.startswith("head_share_1pct_dot@10>=")
+    share = "spearman>=" if dot == cos == 0 else "head_share_1pct_dot@10>="  # no skew to gate: the correlation
+    assert verdict.gate is not None and verdict.gate.startswith(share)
     result = dataclasses.replace(result, verdict=verdict)
     (outcome,) = evaluate_gates(parse_gates([verdict.gate], metric_names([10])), result.flat_metrics())
     assert outcome.tripped == (verdict.severity != "none"), (verdict.gate, verdict.severity)
@@ -255,3 +257,19 @@ def test_a_lists_verdict_suggests_the_share_its_band_starts_at() -> None:
     assert band_gate("head_share_1pct_served@10", 0.2715) == "head_share_1pct_served@10>=0.29865"
     assert band_gate("head_share_1pct_served@10", 0.01) == "head_share_1pct_served@10>=0.015"
     assert band_gate("x", None) is None
+
+
+def test_a_head_no_scoring_serves_leaves_severity_to_the_correlation() -> None:
+    """Neither dot nor cosine gives the top-1% items a slot (every user trained on them):
+    0 vs 0 is no evidence of no harm, so severity rests on rho as without retrieval
+    (moderate here, where it said "not skewed, nothing to fix"), and the summary quotes the
+    top 10%, where the skew shows."""
+    dot, cosine = (ListMeasures({**dict(_measures(0.0)), "head_share_10pct": share}) for share in (0.307, 0.1))
+    cut = CutoffMeasures(dot=dot, cosine=cosine, popular=_measures(1.0), overlap_dot_cosine=0.35)
+    retrieval = Retrieval(n_queries=500, index="exact", at={10: cut})
+    v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), retrieval))
+    assert (v.severity, v.quoted_k, v.gate) == ("moderate", 10, "spearman>=0.1")
+    assert "neither dot-product nor cosine retrieval gives the top-1% items a slot at K=10" in v.summary
+    assert "the top-10% items get 30.7% vs 10.0%" in v.summary and "severity rests on the correlation" in v.summary
+    assert not any("nothing to fix" in r for r in v.recommendations)
+    assert decide_verdict(_result(_fn(0.05, -0.02, 0.12), retrieval)).severity == "none"

@@ -1,0 +1,127 @@
+"""The harm to serving: how much more of the top-K slots the top-1% items get under
+dot-product than under cosine retrieval, per cut-off K (:class:`Skew`), the bands that
+grade it (:func:`harm_band`), the K that decides (:func:`worst_skew`), and the gate that
+trips where serving reaches the lowest band (:func:`band_gate`). :mod:`auditor.verdict`
+turns it into the severity; :mod:`auditor.lists_verdict` grades served lists in the same
+bands."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from auditor.result import MeasuredSections, Severity
+from auditor.sections import share_ratio
+
+HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
+    ("high", 2.0, 0.05),
+    ("moderate", 1.25, 0.02),
+    ("low", 1.1, 0.005),
+)
+"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share."""
+EDGE_SLACK = 1e-9
+"""Relative slack at a band's edges: head shares are ratios of slot counts, and their
+quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which must not
+drop a figure that sits exactly on an edge into the band below."""
+SERVED_SHARE = 0.1
+"""Cut-offs K up to this share of the catalogue are the lists a user is served."""
+_ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")
+
+
+@dataclass(frozen=True)
+class Skew:
+    """The top-1% head share of dot vs cosine lists at one cut-off K, and its harm band."""
+
+    k: int
+    dot: float | None
+    cosine: float | None
+    overlap: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        return share_ratio(self.dot, self.cosine)
+
+    @property
+    def excess(self) -> float | None:
+        return None if self.dot is None or self.cosine is None else self.dot - self.cosine
+
+    @property
+    def severity(self) -> Severity:
+        return harm_band(self.ratio, self.excess)
+
+
+def harm_band(ratio: float | None, excess: float | None) -> Severity:
+    """The band of :data:`HARM_BANDS` a ratio and an excess share reach (``none``: below
+    every band, or not measured); a figure on an edge reaches it (:data:`EDGE_SLACK`)."""
+    if ratio is None or excess is None:
+        return "none"
+    low = 1 - EDGE_SLACK
+    return next((name for name, r, e in HARM_BANDS if ratio >= r * low and excess >= e * low), "none")
+
+
+def band_gate(share: str, reference: float | None) -> str | None:
+    """The gate on the top-1% head share flat name ``share`` that trips when it reaches the
+    lowest harm band against ``reference`` (cosine's share, or the training log's): at least
+    both the band's ratio and its excess over ``reference``, rounded up (None: no reference)."""
+    if reference is None or not math.isfinite(reference) or reference < 0:
+        return None
+    _, ratio, excess = HARM_BANDS[-1]
+    threshold = math.ceil(max(reference * ratio, reference + excess) * 1e5 * (1 - EDGE_SLACK)) / 1e5
+    return f"{share}>={threshold:g}"
+
+
+def finite(value: Any) -> float | None:
+    """A report figure as a float, None when missing or not finite."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def served_cutoffs(result: MeasuredSections) -> list[int]:
+    """The cut-offs K whose lists are the size a user is served: K at most
+    :data:`SERVED_SHARE` of the catalogue (the smallest K when none is; a list
+    covering a large part of a small catalogue shows no skew)."""
+    if result.retrieval is None or not result.retrieval.at:
+        return []
+    ks = sorted(result.retrieval.at)
+    served = [k for k in ks if k <= SERVED_SHARE * result.inputs.n_items]
+    return served or ks[:1]
+
+
+def skew_at(result: MeasuredSections, k: int) -> Skew:
+    """The head-share skew of the lists at cut-off ``k`` (which must be measured)."""
+    assert result.retrieval is not None
+    cut = result.retrieval.at[k]
+    return Skew(k, finite(cut.dot.get("head_share_1pct")), finite(cut.cosine.get("head_share_1pct")),
+                finite(cut.overlap_dot_cosine))
+
+
+def worst_skew(result: MeasuredSections) -> Skew | None:
+    """The served cut-off with the most harm (ties: the larger ratio, then the smaller K):
+    the one severity follows and reports quote."""
+    skews = [skew_at(result, k) for k in served_cutoffs(result)]
+    if not skews:
+        return None
+
+    def weight(skew: Skew) -> tuple[int, float, int]:
+        ratio = skew.ratio if skew.ratio is not None else -1.0
+        return (_ORDER.index(skew.severity), ratio, -skew.k)
+
+    return max(skews, key=weight)
+
+
+def quoted_cutoff(result: MeasuredSections) -> int | None:
+    """The K that verdicts and headlines quote (see :func:`worst_skew`)."""
+    skew = worst_skew(result)
+    return None if skew is None else skew.k
+
+
+def first_seen_skew(result: MeasuredSections) -> Skew | None:
+    """The skew at the smallest served K (the first slots a user sees) when it is not the
+    quoted K: reports quote it beside the worst K (it never changes the severity)."""
+    served, worst = served_cutoffs(result), worst_skew(result)
+    if not served or worst is None or served[0] == worst.k:
+        return None
+    return skew_at(result, served[0])
