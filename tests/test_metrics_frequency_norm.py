@@ -258,3 +258,49 @@ def test_deciles_do_not_depend_on_row_order_and_ties_share_a_decile():
 def test_loglog_slope_needs_two_distinct_frequencies():
     assert loglog_slope(np.array([3.0, 3.0]), np.array([1.0, 2.0])) is None
     assert loglog_slope(np.array([1.0, 4.0]), np.array([1.0, 2.0])) == pytest.approx(0.5)
+
+
+def test_an_interval_with_too_many_undefined_resamples_is_null_with_its_reason():
+    # 100 items, 2 trained: 129 of the 1,000 resamples (seed 0) draw neither (counted in
+    # test_correlations from the draws), past the 50 a 95% interval may leave out.
+    freqs = np.zeros(100)
+    freqs[:2] = [30, 10]
+    norms = 1 + np.log1p(freqs) + np.linspace(0, 0.01, 100)
+    section, notes = frequency_norm_stats(norms, freqs, n_bootstrap=1000, seed=0)
+    assert section.spearman == pytest.approx(sps.spearmanr(freqs, norms).statistic, rel=1e-12)
+    assert np.isnan(section.spearman_ci).all()
+    assert (section.n_bootstrap, section.n_bootstrap_undefined) == (1000, 129)
+    assert section.ci_undefined_reason is not None and section.ci_undefined_reason in notes
+    assert section.ci_undefined_reason.startswith("129 of 1,000 bootstrap resamples")
+    assert "more than the 50 (5%)" in section.ci_undefined_reason
+    data = section_json(section)
+    assert data["spearman_ci"] == [None, None] and data["n_bootstrap_undefined"] == 129
+    assert data["ci_undefined_reason"] == section.ci_undefined_reason
+
+
+def test_a_few_undefined_resamples_are_counted_beside_the_interval():
+    freqs = np.zeros(60)
+    freqs[:5] = [50, 40, 30, 20, 10]
+    norms = np.round(1 + np.random.default_rng(0).uniform(0, 0.1, 60) + np.log1p(freqs), 3)
+    section, notes = frequency_norm_stats(norms, freqs, n_bootstrap=1000, seed=0)
+    # scipy.stats.bootstrap's replicates, 6 of them NaN, the rest's 2.5/97.5% quantiles
+    # (tests/test_correlations.py checks them bit for bit).
+    assert section.spearman_ci == pytest.approx((0.22204094066921776, 0.6216700884955415), rel=1e-15)
+    assert section.n_bootstrap_undefined == 6 and section.ci_undefined_reason is None and notes == []
+    # The verdict's "CI excludes 0" reads the interval of the defined resamples: a moderate
+    # rise (it read [-1, 1], "includes 0", severity none, when NaN was clamped).
+    from auditor.result import AuditResult, Inputs, Verdict
+    from auditor.verdict import decide_verdict
+
+    verdict = decide_verdict(AuditResult(inputs=Inputs("t.npy", "log", "item", None, 60, 8, 150),
+                                         frequency_norm=section, verdict=Verdict(False, "none", "")))
+    assert (verdict.bias_detected, verdict.severity) == (True, "moderate")
+    assert "Spearman ρ = 0.48, 95% CI [0.22, 0.62], over 60 items" in verdict.summary
+
+
+def section_json(section):
+    """The section as the JSON report writes it (``AuditResult.to_dict``)."""
+    from auditor.plain import asdict
+    from auditor.result import json_safe
+
+    return json_safe(asdict(section))

@@ -11,7 +11,8 @@ import numpy as np
 from auditor.errors import EmbeddingTableError
 from auditor.memory import block_rows
 from auditor.metrics.correlations import average_ranks, kendall_tau_b, pearson, spearman
-from auditor.metrics.spearman_ci import spearman_ci
+from auditor.metrics.percentile_bootstrap import allowed_undefined
+from auditor.metrics.spearman_ci import CI_LEVEL, SpearmanInterval, spearman_ci
 from auditor.result import DecileRow, FrequencyNorm
 
 N_DECILES = 10
@@ -65,22 +66,24 @@ def frequency_norm_stats(
     n = norms.shape[0]
     notes: list[str] = []
     reason = undefined_reason(norms, freqs)
-    ci_method, resamples = "", 0
     if reason is not None:
         if n >= 3 and np.isfinite(norms).all() and np.isfinite(freqs).all():
             which = "frequency" if np.ptp(freqs) == 0 else "norm"
             notes.append(f"every item has the same {which}: correlations are undefined (reported as null)")
         else:
             notes.append(f"{reason} (reported as null)")
-        spearman_rho = spearman_p = pearson_log = kendall = float("nan")
-        ci = (float("nan"), float("nan"))
+        nan = float("nan")
+        spearman_rho = spearman_p = pearson_log = kendall = nan
+        interval = SpearmanInterval(nan, nan, "")
     else:
         # scipy.stats' values (auditor.metrics.correlations), without its import.
         spearman_rho, spearman_p = spearman(freqs, norms)
         pearson_log = pearson(np.log1p(freqs), norms)
         kendall = kendall_tau_b(freqs, norms)
         interval = spearman_ci(freqs, norms, n_bootstrap=n_bootstrap, seed=seed, rho=spearman_rho)
-        ci, ci_method, resamples = (interval.low, interval.high), interval.method, interval.n_resamples
+    ci_reason = ci_undefined_reason(interval)
+    if ci_reason is not None:
+        notes.append(ci_reason)
     warm = freqs > 0
     slope = loglog_slope(freqs[warm], norms[warm]) if np.isfinite(norms).all() else None
     if slope is None:
@@ -88,7 +91,7 @@ def frequency_norm_stats(
     deciles = decile_rows(freqs, norms)
     section = FrequencyNorm(
         spearman=spearman_rho,
-        spearman_ci=ci,
+        spearman_ci=(interval.low, interval.high),
         spearman_p=spearman_p,
         pearson_log=pearson_log,
         kendall=kendall,
@@ -98,11 +101,26 @@ def frequency_norm_stats(
         deciles=deciles,
         cold_norm_median=float(np.median(norms[~warm])) if (~warm).any() else None,
         warm_norm_median=float(np.median(norms[warm])) if warm.any() else None,
-        n_bootstrap=resamples,
+        n_bootstrap=interval.n_resamples,
         undefined_reason=reason,
-        ci_method=ci_method,
+        ci_method=interval.method,
+        n_bootstrap_undefined=interval.n_undefined,
+        ci_undefined_reason=ci_reason,
     )
     return section, notes
+
+
+def ci_undefined_reason(interval: SpearmanInterval) -> str | None:
+    """Why a bootstrap interval of a defined ρ is undefined (too many resamples drew
+    items of one frequency or one norm); None when it is defined or was not drawn."""
+    if not interval.n_undefined or np.isfinite(interval.low):
+        return None
+    return (
+        f"{interval.n_undefined:,} of {interval.n_resamples:,} bootstrap resamples drew items that all have "
+        f"one frequency or one norm, so their ρ is undefined; that is more than the "
+        f"{allowed_undefined(interval.n_resamples, CI_LEVEL):,} (5%) a 95% interval can leave out: "
+        "the CI of ρ is undefined (reported as null; ρ and its p-value stand)"
+    )
 
 
 def undefined_reason(norms: np.ndarray, freqs: np.ndarray) -> str | None:
