@@ -118,7 +118,7 @@ def _serve(
         if served is not inputs.bundle:
             norms = item_norms(served.item_table, block=block_rows(served.dim, 8, config.max_memory))
         serving.retrieval = with_exposure_shift(serving.retrieval, serving.exposure, stats, norms,
-                                                inputs.bundle.item_ids, config.top_items)
+                                                config.item_rows(inputs.bundle), config.top_items)
     return serving
 
 
