@@ -177,7 +177,7 @@ def undefined_reason(norms: np.ndarray, freqs: np.ndarray, precision: NormPrecis
     constant = "(a constant table)" if np.ptp(norms) == 0 else _rounding_spread(norms, precision)
     if same_freq and same_norm:
         return (
-            f"every item has the same training frequency and the same norm {constant}: "
+            f"every item has the same training frequency and the {same_norm} {constant}: "
             "the correlation is undefined"
         )
     if same_freq:
