@@ -23,7 +23,7 @@ from auditor.loading.inputs import AuditInputs, load_inputs
 from auditor.loading.statistics import InputCache
 from auditor.memory import block_rows
 from auditor.metrics.exposure import novelty_unmeasured
-from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
+from auditor.metrics.frequency_norm import NormPrecision, frequency_norm_stats, item_norms, norm_precision
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.metrics.harm_inputs import relevant_rows, with_exposure_shift
 from auditor.plugins import (
@@ -67,7 +67,7 @@ def run_audit(
     warnings, not_measured = inputs.warnings, inputs.not_measured
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
-    frequency_norm = _frequency_norm(norms, stats, config, progress, warnings)
+    frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table))
     serving = _serve(inputs, norms, config, progress, registered)
     evaluation = _evaluation(inputs, serving, config)
     assessed = _assess_conditions(inputs, config, pm, progress, frequency_norm)
@@ -118,7 +118,7 @@ def _serve(
         if served is not inputs.bundle:
             norms = item_norms(served.item_table, block=block_rows(served.dim, 8, config.max_memory))
         serving.retrieval = with_exposure_shift(serving.retrieval, serving.exposure, stats, norms,
-                                                inputs.bundle.item_ids, config.top_items)
+                                                config.item_rows(inputs.bundle), config.top_items)
     return serving
 
 
@@ -138,13 +138,16 @@ def _say_not_measured(
 
 
 def _frequency_norm(
-    norms: Any, stats: ItemStats | None, config: AuditConfig, progress: Progress, warnings: list[str]
+    norms: Any, stats: ItemStats | None, config: AuditConfig, progress: Progress, warnings: list[str],
+    precision: NormPrecision,
 ) -> FrequencyNorm | None:
+    """The frequency–norm statistics of ``norms``, which count as constant when equal to
+    within the table's rounding (``precision``)."""
     if stats is None:
         return None
     with progress.track("Frequency–norm statistics"):
         frequency_norm, notes = frequency_norm_stats(norms, stats.frequencies, n_bootstrap=config.bootstrap,
-                                                     seed=config.seed)
+                                                     seed=config.seed, precision=precision)
     warnings.extend(notes)
     return frequency_norm
 
@@ -161,7 +164,7 @@ def _served_vectors(
     if served.items is not inputs.bundle.item_table:  # SimpleX serves its stored item table
         table = served.items
         norms = item_norms(table, block=block_rows(int(table.shape[1]), 8, config.max_memory))
-        frequency_norm = _frequency_norm(norms, inputs.stats, config, progress, warnings)
+        frequency_norm = _frequency_norm(norms, inputs.stats, config, progress, warnings, norm_precision(table))
     return ServedVectorsSection(model=served.serving.model, source=served.source, description=served.description,
                                 scoring=served.scoring, as_served=served.as_served, frequency_norm=frequency_norm)
 

@@ -155,6 +155,8 @@ class ItemStats:
     source: Path | None = None
     from_checkpoint: bool = False
     """True when frequencies came from a popaudit checkpoint, not an interaction log."""
+    from_counts_file: bool = False
+    """True when the counts came from a counts file (``frequencies``), not a log."""
 
 
 @dataclass

@@ -114,6 +114,11 @@ class FrequencyNorm:
     """Why ρ could not be computed, in plain words (None when it was)."""
     ci_method: str = ""
     """How ``spearman_ci`` was computed (empty when no CI was computed)."""
+    n_bootstrap_undefined: int = 0
+    """Of the ``n_bootstrap`` resamples, those whose ρ is undefined (every drawn item with
+    one frequency or one norm), left out of the percentile interval."""
+    ci_undefined_reason: str | None = None
+    """Why ``spearman_ci`` is null although ρ is defined (too many resamples left out)."""
 
 
 @dataclass

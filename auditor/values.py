@@ -72,6 +72,14 @@ class ItemRows:
         if self.item_ids is not None and len(self.item_ids) != self.n_items:
             raise IdMappingError(f"{len(self.item_ids)} item ids for a table of {self.n_items} rows")
 
+    def raw_ids(self, rows: np.ndarray) -> np.ndarray:
+        """The raw id of each table row in ``rows``: ``item_ids[rows]``, else
+        ``rows + offset`` (the mapping read backwards, for reports that name items)."""
+        import numpy as np
+
+        rows = np.asarray(rows, dtype=np.int64)
+        return np.asarray(self.item_ids)[rows] if self.item_ids is not None else rows + self.offset
+
     @cached_property
     def lookup(self) -> RowLookup | None:
         """The hash lookup through ``item_ids`` (built once, on first use); None: rows are ids."""

@@ -10,7 +10,12 @@ from scipy import special
 from scipy import stats as sps
 
 from auditor.metrics.correlations import average_ranks, discordant_pairs, kendall_tau_b, kendall_tau_test, pearson, spearman
-from auditor.metrics.percentile_bootstrap import percentile_bootstrap, resample_batch
+from auditor.metrics.percentile_bootstrap import (
+    allowed_undefined,
+    percentile_bootstrap,
+    resample_batch,
+    too_many_undefined,
+)
 from auditor.metrics.spearman_ci import spearman_ci
 from auditor.metrics.student_t import normal_quantile, regularized_beta, t_two_sided_p
 
@@ -120,9 +125,72 @@ def test_small_table_bootstrap_is_scipy_bootstrap_bit_for_bit(n, resamples, seed
             batch=resample_batch(n), confidence_level=0.95, method="percentile",
             rng=np.random.default_rng(seed),
         ).confidence_interval
-    lo, hi = spearman_ci(freqs, norms, n_bootstrap=resamples, seed=seed)[:2]
-    # scipy's NaN (a constant resample, likely among 3 items) is clamped to (-1, 1).
-    assert (lo, hi) == (max(-1.0, float(ref.low)), min(1.0, float(ref.high)))
+    interval = spearman_ci(freqs, norms, n_bootstrap=resamples, seed=seed)
+    if n == 3:
+        # 6 of the 50 resamples draw one item three times (ρ undefined; scipy's interval is
+        # NaN): more than the 5% a 95% interval may leave out, so it is undefined too.
+        assert math.isnan(ref.low) and interval.n_undefined == 6
+        assert math.isnan(interval.low) and math.isnan(interval.high)
+    else:
+        assert interval[:2] == (ref.low, ref.high) and interval.n_undefined == 0
+
+
+def _spearman_rows_as_scipy(x, y, axis=-1):
+    """The bootstrap's statistic in scipy's own rankdata (the reference)."""
+    rx, ry = sps.rankdata(x, axis=axis), sps.rankdata(y, axis=axis)
+    rx, ry = rx - rx.mean(axis=axis, keepdims=True), ry - ry.mean(axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (rx * ry).sum(axis=axis) / np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
+
+
+@pytest.mark.parametrize("seed, undefined", [(0, 6), (1, 7), (2, 9)])
+def test_constant_resamples_are_left_out_of_the_interval_not_widening_it(seed, undefined):
+    # 60 items, 55 never trained: a resample drawing only cold items has no ρ (about
+    # (55/60)^60 = 0.5% of them). scipy's interval is then NaN, popaudit's used to be
+    # [-1, 1]; the interval is the same percentiles over the defined resamples.
+    freqs = np.zeros(60)
+    freqs[:5] = [50, 40, 30, 20, 10]
+    norms = np.round(1 + np.random.default_rng(seed).uniform(0, 0.1, 60) + np.log1p(freqs), 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = sps.bootstrap(
+            (freqs, norms), _spearman_rows_as_scipy, paired=True, vectorized=True, n_resamples=1000,
+            batch=resample_batch(60), confidence_level=0.95, method="percentile", rng=np.random.default_rng(seed),
+        )
+    replicates = ref.bootstrap_distribution
+    assert math.isnan(ref.confidence_interval.low) and np.isnan(replicates).sum() == undefined
+    alpha = (1 - 0.95) / 2  # as scipy.stats.bootstrap takes it (0.025000000000000022)
+    expected = sps.quantile(replicates[~np.isnan(replicates)], [alpha, 1 - alpha], method="linear")
+    interval = spearman_ci(freqs, norms, n_bootstrap=1000, seed=seed)
+    assert interval[:2] == (expected[0], expected[1])
+    assert interval.n_undefined == undefined and f"({undefined} with an undefined ρ left out)" in interval.method
+    assert 0 < interval.low < interval.high < 1
+
+
+def test_too_many_undefined_resamples_leave_the_interval_undefined():
+    # 5% of the resamples may be left out of a 95% interval: 50 of 1,000, 2 of 50.
+    assert (allowed_undefined(1000, 0.95), allowed_undefined(50, 0.95), allowed_undefined(19, 0.95)) == (50, 2, 0)
+    assert not too_many_undefined(50, 1000, 0.95) and too_many_undefined(51, 1000, 0.95)
+    # 100 items, 2 trained: a resample drawing neither has no ρ. Counted from the very
+    # draws (one batch of default_rng(0).integers(0, 100, (1000, 100))): 129, past 50.
+    freqs = np.zeros(100)
+    freqs[:2] = [30, 10]
+    norms = 1 + np.log1p(freqs) + np.linspace(0, 0.01, 100)
+    draws = np.random.default_rng(0).integers(0, 100, (1000, 100))
+    expected = int((~(draws < 2).any(axis=1)).sum())
+    assert expected == 129
+    lo, hi, undefined = percentile_bootstrap(freqs, norms, 1000, 0, 0.95)
+    assert math.isnan(lo) and math.isnan(hi) and undefined == expected
+
+
+def test_a_monotone_table_with_a_constant_resample_has_the_point_interval():
+    # 5 items in frequency order: every resample drawing two distinct items has ρ = 1;
+    # the 2 (of 1,000) drawing one item five times have none. The interval is [1, 1].
+    freqs, norms = np.array([0.0, 1.0, 2.0, 3.0, 4.0]), np.array([1.0, 1.5, 2.0, 2.5, 3.0])
+    draws = np.random.default_rng(0).integers(0, 5, (1000, 5))
+    constant = int((draws == draws[:, :1]).all(axis=1).sum())
+    assert percentile_bootstrap(freqs, norms, 1000, 0, 0.95) == (1.0, 1.0, constant)
+    assert constant == 2
 
 
 def test_bootstrap_threads_change_nothing():
@@ -131,7 +199,7 @@ def test_bootstrap_threads_change_nothing():
     norms = np.log1p(freqs) + rng.normal(0, 0.5, freqs.size)
     one = percentile_bootstrap(freqs, norms, 700, 3, 0.95, threads=1)
     assert percentile_bootstrap(freqs, norms, 700, 3, 0.95, threads=3) == one
-    assert spearman_ci(freqs, norms, n_bootstrap=700, seed=3)[:2] == one
+    assert spearman_ci(freqs, norms, n_bootstrap=700, seed=3)[:2] == one[:2] and one.n_undefined == 0
 
 
 def test_kendall_test_p_values_are_scipys():

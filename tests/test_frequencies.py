@@ -96,6 +96,30 @@ def test_a_csv_of_counts_with_named_columns(workspace: Path) -> None:
                                       "--frequencies", str(workspace / "counts.csv"), "--queries",
                                       str(workspace / "queries.npy"), "--popularity", "users", "-q"])
     assert result.exit_code == 1 and "Error:" in result.output
+    assert (f"the counts file {workspace / 'counts.csv'} has no distinct-users column: name it with --user-count-col"
+            in result.output)
+    assert "--user-col" not in result.output  # the log's option: there is no log here
+
+
+def test_the_missing_users_remedy_names_where_the_counts_came_from() -> None:
+    from auditor.model import ItemStats
+    from auditor.retrieval.popularity import no_user_counts, popularity_of
+
+    base = ItemStats(frequencies=np.array([3, 1, 2]), n_interactions=6, source=Path("in.parquet"))
+    head = "popularity users needs distinct users per item, but "
+    tail = ", or use popularity interactions"
+    assert no_user_counts(base) == head + "the interaction log in.parquet has no user column: pass user_col NAME" + tail
+    ckpt = ItemStats(frequencies=base.frequencies, n_interactions=6, source=Path("m.pt"), from_checkpoint=True)
+    assert no_user_counts(ckpt) == (head + "the checkpoint m.pt records interactions per item only: give its "
+                                    "training log with interactions" + tail)
+    counts = ItemStats(frequencies=base.frequencies, n_interactions=6, source=Path("c.csv"), from_counts_file=True)
+    assert no_user_counts(counts).startswith(head + "the counts file c.csv has no distinct-users column: name it "
+                                             "with user_count_col")
+    with pytest.raises(Exception, match="counts file c.csv"):
+        popularity_of(counts, "users")
+    users = ItemStats(frequencies=base.frequencies, n_interactions=6, user_counts=np.array([2, 1, 1]))
+    assert popularity_of(users, "users").tolist() == [2, 1, 1]
+    assert popularity_of(users, "interactions").tolist() == [3, 1, 2]
 
 
 def test_batch_manifest_frequencies_column(workspace: Path) -> None:

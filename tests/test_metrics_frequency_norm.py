@@ -6,10 +6,12 @@ from scipy import stats as sps
 
 from auditor.errors import EmbeddingTableError
 from auditor.metrics.frequency_norm import (
+    NormPrecision,
     decile_rows,
     frequency_norm_stats,
     item_norms,
     loglog_slope,
+    norm_precision,
     popularity_deciles,
     undefined_reason,
 )
@@ -258,3 +260,124 @@ def test_deciles_do_not_depend_on_row_order_and_ties_share_a_decile():
 def test_loglog_slope_needs_two_distinct_frequencies():
     assert loglog_slope(np.array([3.0, 3.0]), np.array([1.0, 2.0])) is None
     assert loglog_slope(np.array([1.0, 4.0]), np.array([1.0, 2.0])) == pytest.approx(0.5)
+
+
+def test_an_interval_with_too_many_undefined_resamples_is_null_with_its_reason():
+    # 100 items, 2 trained: 129 of the 1,000 resamples (seed 0) draw neither (counted in
+    # test_correlations from the draws), past the 50 a 95% interval may leave out.
+    freqs = np.zeros(100)
+    freqs[:2] = [30, 10]
+    norms = 1 + np.log1p(freqs) + np.linspace(0, 0.01, 100)
+    section, notes = frequency_norm_stats(norms, freqs, n_bootstrap=1000, seed=0)
+    assert section.spearman == pytest.approx(sps.spearmanr(freqs, norms).statistic, rel=1e-12)
+    assert np.isnan(section.spearman_ci).all()
+    assert (section.n_bootstrap, section.n_bootstrap_undefined) == (1000, 129)
+    assert section.ci_undefined_reason is not None and section.ci_undefined_reason in notes
+    assert section.ci_undefined_reason.startswith("129 of 1,000 bootstrap resamples")
+    assert "more than the 50 (5%)" in section.ci_undefined_reason
+    data = section_json(section)
+    assert data["spearman_ci"] == [None, None] and data["n_bootstrap_undefined"] == 129
+    assert data["ci_undefined_reason"] == section.ci_undefined_reason
+
+
+def test_a_few_undefined_resamples_are_counted_beside_the_interval():
+    freqs = np.zeros(60)
+    freqs[:5] = [50, 40, 30, 20, 10]
+    norms = np.round(1 + np.random.default_rng(0).uniform(0, 0.1, 60) + np.log1p(freqs), 3)
+    section, notes = frequency_norm_stats(norms, freqs, n_bootstrap=1000, seed=0)
+    # scipy.stats.bootstrap's replicates, 6 of them NaN, the rest's 2.5/97.5% quantiles
+    # (tests/test_correlations.py checks them bit for bit).
+    assert section.spearman_ci == pytest.approx((0.22204094066921776, 0.6216700884955415), rel=1e-15)
+    assert section.n_bootstrap_undefined == 6 and section.ci_undefined_reason is None and notes == []
+    # The verdict's "CI excludes 0" reads the interval of the defined resamples: a moderate
+    # rise (it read [-1, 1], "includes 0", severity none, when NaN was clamped).
+    from auditor.result import AuditResult, Inputs, Verdict
+    from auditor.verdict import decide_verdict
+
+    verdict = decide_verdict(AuditResult(inputs=Inputs("t.npy", "log", "item", None, 60, 8, 150),
+                                         frequency_norm=section, verdict=Verdict(False, "none", "")))
+    assert (verdict.bias_detected, verdict.severity) == (True, "moderate")
+    assert "Spearman ρ = 0.48, 95% CI [0.22, 0.62], over 60 items" in verdict.summary
+
+
+def section_json(section):
+    """The section as the JSON report writes it (``AuditResult.to_dict``)."""
+    from auditor.plain import asdict
+    from auditor.result import json_safe
+
+    return json_safe(asdict(section))
+
+
+def _unit_rows(dtype, dim: int, n: int = 200, *, own_dtype: bool = False) -> np.ndarray:
+    """Random directions normalised to norm 1: in float64 then stored as ``dtype``, or
+    (``own_dtype``) in ``dtype`` itself, as ``F.normalize`` does on a float32 tensor."""
+    rows = np.random.default_rng(dim).normal(size=(n, dim))
+    if own_dtype:
+        rows = rows.astype(dtype)
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(dtype)
+
+
+def test_the_rounding_tolerance_is_two_sqrt_dim_epsilons_of_the_dtype():
+    assert NormPrecision("float32", 16).tolerance == 8 * 2.0**-23  # 2 x 4 x float32's eps
+    assert NormPrecision("float64", 64).tolerance == 16 * 2.0**-52
+    assert NormPrecision("int8", 16).tolerance == 0.0  # integers: only exact ties count
+    assert norm_precision(np.zeros((3, 5), dtype=np.float16)) == NormPrecision("float16", 5)
+
+
+@pytest.mark.parametrize("dtype, name", [(np.float32, "float32"), (np.float64, "float64")])
+@pytest.mark.parametrize("dim, own_dtype", [(16, False), (16, True), (2, True), (300, True)])
+def test_norms_equal_to_within_rounding_are_a_constant_table(dtype, name, dim, own_dtype):
+    table = _unit_rows(dtype, dim, own_dtype=own_dtype)
+    norms, freqs = item_norms(table), np.random.default_rng(1).zipf(1.5, 200)
+    assert 0 < np.ptp(norms)  # not exactly equal: rounding noise, which ranks with frequency by chance
+    section, notes = frequency_norm_stats(norms, freqs, n_bootstrap=50, precision=norm_precision(table))
+    assert np.isnan(section.spearman) and np.isnan(section.spearman_ci).all() and section.n_bootstrap == 0
+    assert section.undefined_reason is not None
+    assert section.undefined_reason.startswith(f"every item has the same norm to within {name} rounding (the norms span")
+    assert section.undefined_reason.endswith(": the correlation is undefined")
+    assert f"every item has the same norm to within {name} rounding: correlations are undefined (reported as null)" in notes
+    # Without the table's precision (a library caller), the noise is measured as before.
+    assert np.isfinite(frequency_norm_stats(norms, freqs, n_bootstrap=0)[0].spearman)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_real_spread_of_a_thousandth_is_measured(dtype):
+    freqs = np.random.default_rng(1).permutation(200) + 1.0
+    # Norms 1 to 1 + 1e-3 in frequency order, steps of 5e-6 (40 float32 eps): ρ = 1 by hand.
+    scale = 1 + 1e-3 * (freqs - 1) / 199
+    table = (_unit_rows(np.float64, 16) * scale[:, None]).astype(dtype)
+    norms = item_norms(table)
+    section, _ = frequency_norm_stats(norms, freqs, n_bootstrap=0, precision=norm_precision(table))
+    assert section.undefined_reason is None
+    assert section.spearman == pytest.approx(sps.spearmanr(freqs, norms).statistic, rel=1e-12)
+    assert section.spearman == 1.0
+
+
+def test_a_float64_spread_below_float32_rounding_is_still_measured_in_float64():
+    # 1e-12 of the norm: noise for float32 (tolerance 9.5e-7), a real spread for float64 (3.6e-15).
+    freqs = np.arange(1.0, 201.0)
+    table = _unit_rows(np.float64, 16) * (1 + 1e-12 * np.arange(200))[:, None]
+    section, _ = frequency_norm_stats(item_norms(table), freqs, n_bootstrap=0, precision=NormPrecision("float64", 16))
+    assert section.spearman == pytest.approx(1.0)
+    assert undefined_reason(item_norms(table), freqs, NormPrecision("float32", 16)) is not None
+
+
+def test_the_audit_reads_the_tables_precision(tmp_path):
+    # The QA case: a float32 table of unit rows against a Zipf log. Its norms span about
+    # 5e-8 of 1, and before this they gave "Spearman ρ = 0.25, 95% CI [0.12, 0.38]".
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from auditor.audit import run_audit
+    from auditor.config import AuditConfig
+
+    rng = np.random.default_rng(1)
+    items = rng.choice(200, size=5000, p=(p := 1 / np.arange(1, 201)) / p.sum())
+    pq.write_table(pa.table({"user_id": rng.integers(0, 150, 5000), "item_id": items}), tmp_path / "log.parquet")
+    np.save(tmp_path / "unit.npy", _unit_rows(np.float32, 16))
+    result = run_audit(AuditConfig(model=tmp_path / "unit.npy", interactions=tmp_path / "log.parquet",
+                                   probes=False, retrieval=False, bootstrap=50))  # fmt: skip
+    fn = result.frequency_norm
+    assert fn is not None and np.isnan(fn.spearman)
+    assert "same norm to within float32 rounding" in (fn.undefined_reason or "")
+    assert result.verdict.severity == "none" and "correlation is undefined" in result.verdict.summary

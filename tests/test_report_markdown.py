@@ -238,3 +238,20 @@ def test_probe_tables_group_setup_and_flatten_details() -> None:
 def test_definitions_drop_a_repeated_term_prefix() -> None:
     table = c.definitions_table({"gini": "gini: Gini index of exposure", "ties": "higher score first: then row"})
     assert dict(table.rows) == {"gini": "Gini index of exposure", "ties": "higher score first: then row"}
+
+
+def test_the_interval_counts_resamples_left_out_and_reads_undefined_when_null() -> None:
+    from auditor.report.audit_brief import _frequency_norm as brief_rows
+
+    result = full_result()
+    some = dataclasses.replace(result.frequency_norm, spearman_ci=(0.2220409, 0.6216701), n_bootstrap=1000,
+                               n_bootstrap_undefined=6)
+    assert dict(c.frequency_norm_table(some).rows)[
+        "Spearman ρ, 95% bootstrap CI (1,000 resamples; 6 with an undefined ρ left out)"] == "0.222 to 0.622"
+    null = dataclasses.replace(some, spearman=0.243, spearman_ci=(float("nan"), float("nan")),
+                               n_bootstrap_undefined=129)
+    assert dict(c.frequency_norm_table(null).rows)[
+        "Spearman ρ, 95% bootstrap CI (1,000 resamples; 129 with an undefined ρ left out)"] == "undefined"
+    brief = dict(brief_rows(dataclasses.replace(result, frequency_norm=null)).rows)
+    assert brief["Spearman ρ (95% CI)"] == "0.243 [undefined]"
+    assert "95% CI" not in c.headline(dataclasses.replace(result, frequency_norm=null))

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from auditor.errors import AuditError, IdMappingError, setting
 from auditor.loading.counting import IdCounts
+from auditor.loading.frequencies import FORMAT as COUNTS_FORMAT
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log
 from auditor.values import ItemRows, LogSpec, lookup_rows
 from auditor.model import ItemStats
@@ -135,6 +136,7 @@ def align_counts(counts: IdCounts, mapping: ItemRows) -> ItemStats:
         user_counts=user_counts,
         n_users=counts.n_users,
         source=counts.source,
+        from_counts_file=counts.format == COUNTS_FORMAT,
     )
 
 

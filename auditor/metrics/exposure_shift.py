@@ -5,7 +5,8 @@ Exposure of an item under a scoring at K is the number of the population's top-K
 that hold it (``RetrievalOutcome.exposure``). The gain is dot's exposure minus cosine's.
 The table is the ``n`` items of largest positive gain (ties: higher dot exposure, then
 lower row) and the ``n`` of most negative gain (ties: higher cosine exposure, then lower
-row), each with its raw id, training frequency, norm, norm percentile (the share of the
+row), each with its raw id (through the audit's :class:`~auditor.values.ItemRows`: the
+table's ids, else row + ``--id-offset``), training frequency, norm, norm percentile (the share of the
 catalogue whose norm is at most the item's, in percent: ``scipy.stats.percentileofscore``
 with ``kind="weak"``) and its exposure under dot, cosine and popular. Items whose
 exposure does not change are in neither list, so either may hold fewer than ``n``.
@@ -18,6 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+from auditor.values import ItemRows
 
 DEFAULT_N = 20
 """Items listed on each side by default."""
@@ -76,14 +79,15 @@ def exposure_shift(
     k: int,
     frequencies: np.ndarray,
     norms: np.ndarray,
-    item_ids: np.ndarray | None = None,
+    item_rows: ItemRows | None = None,
     n: int = DEFAULT_N,
     n_queries: int | None = None,
 ) -> ExposureShift:
     """The table at cut-off ``k`` from ``exposure`` (scoring -> K -> count per item row;
     ``dot`` and ``cosine`` at ``k`` are required), the items' training ``frequencies``,
-    ``norms`` and raw ``item_ids`` (None: the row is the id). ValueError on a missing
-    scoring or arrays of different lengths."""
+    ``norms``, and ``item_rows``, how the audit maps raw ids to rows, read backwards for
+    each listed item's raw id (None: the row is the id). ValueError on a missing scoring
+    or arrays of different lengths."""
     if n < 0:
         raise ValueError(f"n must be at least 0, got {n}")
     counts = {}
@@ -93,14 +97,15 @@ def exposure_shift(
         counts[scoring] = np.asarray(exposure[scoring][k], dtype=np.int64)
     popular = exposure.get("popular", {}).get(k)
     n_items = counts["dot"].shape[0]
-    arrays = {"cosine exposure": counts["cosine"], "frequencies": frequencies, "norms": norms}
+    sizes = {"cosine exposure": counts["cosine"].shape[0], "frequencies": np.shape(frequencies)[0],
+             "norms": np.shape(norms)[0]}  # fmt: skip
     if popular is not None:
-        arrays["popular exposure"] = popular
-    if item_ids is not None:
-        arrays["item ids"] = item_ids
-    for name, values in arrays.items():
-        if np.shape(values)[0] != n_items:
-            raise ValueError(f"{name} cover {np.shape(values)[0]} items but dot exposure {n_items}")
+        sizes["popular exposure"] = np.shape(popular)[0]
+    if item_rows is not None:
+        sizes["item ids"] = item_rows.n_items
+    for name, size in sizes.items():
+        if size != n_items:
+            raise ValueError(f"{name} cover {size} items but dot exposure {n_items}")
     norms = np.asarray(norms, dtype=np.float64)
     percentile = np.searchsorted(np.sort(norms), norms, side="right") * (100.0 / max(n_items, 1))
     gain = counts["dot"] - counts["cosine"]
@@ -110,10 +115,12 @@ def exposure_shift(
     down = rows[gain < 0]
     down = down[np.lexsort((down, -counts["cosine"][down], gain[down]))][:n]
 
+    listed = np.concatenate([up, down])
+    raw_ids = dict(zip(listed.tolist(), (listed if item_rows is None else item_rows.raw_ids(listed)).tolist()))
+
     def entry(row: int) -> ShiftedItem:
-        raw = row if item_ids is None else np.asarray(item_ids)[row]
         return ShiftedItem(
-            item_id=raw.item() if isinstance(raw, np.generic) else raw,
+            item_id=raw_ids[row],
             row=int(row),
             frequency=int(np.asarray(frequencies)[row]),
             norm=float(norms[row]),

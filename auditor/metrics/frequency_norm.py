@@ -6,15 +6,52 @@ and over row blocks of the table.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from auditor.errors import EmbeddingTableError
 from auditor.memory import block_rows
 from auditor.metrics.correlations import average_ranks, kendall_tau_b, pearson, spearman
-from auditor.metrics.spearman_ci import spearman_ci
+from auditor.metrics.percentile_bootstrap import allowed_undefined
+from auditor.metrics.spearman_ci import CI_LEVEL, SpearmanInterval, spearman_ci
 from auditor.result import DecileRow, FrequencyNorm
 
 N_DECILES = 10
+
+
+class NormPrecision(NamedTuple):
+    """The precision an item table's norms carry: its dtype and width (see :attr:`tolerance`)."""
+
+    dtype: str
+    dim: int
+
+    @property
+    def tolerance(self) -> float:
+        """The relative spread of norms that rounding alone can make: 2·sqrt(dim) machine
+        epsilons of the table's dtype (0 for a non-float table: only exact ties count).
+
+        Why: a row normalised in that dtype (``F.normalize`` in float32, or a float64 unit
+        row stored as float32) has its entries rounded to half an ulp each, and the norm
+        it was divided by was summed from dim rounded squares. Independent roundings add
+        like a random walk, so a "unit" row's norm is 1 to within about sqrt(dim)·eps; two
+        rows can err in opposite directions, hence twice that for the spread (max − min)
+        of many. Measured on random rows normalised in float32 (or in float64, then stored
+        as float32): at most 2.5 eps (3.0e-7) over 200,000 rows of 2 to 8 dims, 2.1 eps
+        over 5,000 rows of 16 to 1,024 dims, within the 2.8 eps allowed at 2 dims (8 eps,
+        9.5e-7, at 16); 1 dim is exact (±1). A real spread of norms is far above
+        it: 1e-3 of the norm is 1,000 times the float32 tolerance at 16 dims. Norms closer
+        than this are equal as far as the table can tell, and their ranks are noise.
+        """
+        kind = np.dtype(self.dtype)
+        if not np.issubdtype(kind, np.floating):
+            return 0.0
+        return float(2.0 * np.sqrt(max(self.dim, 1)) * np.finfo(kind).eps)
+
+
+def norm_precision(table: Any) -> NormPrecision:
+    """The precision of an item table's norms (its dtype and width)."""
+    return NormPrecision(np.dtype(table.dtype).name, int(table.shape[1]))
 
 
 def item_norms(table: np.ndarray, block: int | None = None) -> np.ndarray:
@@ -49,12 +86,14 @@ def frequency_norm_stats(
     *,
     n_bootstrap: int = 1000,
     seed: int = 0,
+    precision: NormPrecision | None = None,
 ) -> tuple[FrequencyNorm, list[str]]:
     """Spearman ρ (with CI and p-value), Pearson on log(1+f), Kendall τ, the log–log
     slope over warm items and per-decile norm summaries.
 
     Returns the section and warnings for the report (e.g. constant frequencies). When ρ
-    cannot be computed the correlations are NaN and ``undefined_reason`` says why.
+    cannot be computed the correlations are NaN and ``undefined_reason`` says why; norms
+    equal to within the table's ``precision`` (None: exactly equal) count as constant.
     """
     norms = np.asarray(norms, dtype=np.float64)
     freqs = np.asarray(frequencies, dtype=np.float64)
@@ -64,23 +103,25 @@ def frequency_norm_stats(
         )
     n = norms.shape[0]
     notes: list[str] = []
-    reason = undefined_reason(norms, freqs)
-    ci_method, resamples = "", 0
+    reason = undefined_reason(norms, freqs, precision)
     if reason is not None:
         if n >= 3 and np.isfinite(norms).all() and np.isfinite(freqs).all():
-            which = "frequency" if np.ptp(freqs) == 0 else "norm"
-            notes.append(f"every item has the same {which}: correlations are undefined (reported as null)")
+            which = "same frequency" if np.ptp(freqs) == 0 else _same_norm(norms, precision)
+            notes.append(f"every item has the {which}: correlations are undefined (reported as null)")
         else:
             notes.append(f"{reason} (reported as null)")
-        spearman_rho = spearman_p = pearson_log = kendall = float("nan")
-        ci = (float("nan"), float("nan"))
+        nan = float("nan")
+        spearman_rho = spearman_p = pearson_log = kendall = nan
+        interval = SpearmanInterval(nan, nan, "")
     else:
         # scipy.stats' values (auditor.metrics.correlations), without its import.
         spearman_rho, spearman_p = spearman(freqs, norms)
         pearson_log = pearson(np.log1p(freqs), norms)
         kendall = kendall_tau_b(freqs, norms)
         interval = spearman_ci(freqs, norms, n_bootstrap=n_bootstrap, seed=seed, rho=spearman_rho)
-        ci, ci_method, resamples = (interval.low, interval.high), interval.method, interval.n_resamples
+    ci_reason = ci_undefined_reason(interval)
+    if ci_reason is not None:
+        notes.append(ci_reason)
     warm = freqs > 0
     slope = loglog_slope(freqs[warm], norms[warm]) if np.isfinite(norms).all() else None
     if slope is None:
@@ -88,7 +129,7 @@ def frequency_norm_stats(
     deciles = decile_rows(freqs, norms)
     section = FrequencyNorm(
         spearman=spearman_rho,
-        spearman_ci=ci,
+        spearman_ci=(interval.low, interval.high),
         spearman_p=spearman_p,
         pearson_log=pearson_log,
         kendall=kendall,
@@ -98,16 +139,32 @@ def frequency_norm_stats(
         deciles=deciles,
         cold_norm_median=float(np.median(norms[~warm])) if (~warm).any() else None,
         warm_norm_median=float(np.median(norms[warm])) if warm.any() else None,
-        n_bootstrap=resamples,
+        n_bootstrap=interval.n_resamples,
         undefined_reason=reason,
-        ci_method=ci_method,
+        ci_method=interval.method,
+        n_bootstrap_undefined=interval.n_undefined,
+        ci_undefined_reason=ci_reason,
     )
     return section, notes
 
 
-def undefined_reason(norms: np.ndarray, freqs: np.ndarray) -> str | None:
+def ci_undefined_reason(interval: SpearmanInterval) -> str | None:
+    """Why a bootstrap interval of a defined ρ is undefined (too many resamples drew
+    items of one frequency or one norm); None when it is defined or was not drawn."""
+    if not interval.n_undefined or np.isfinite(interval.low):
+        return None
+    return (
+        f"{interval.n_undefined:,} of {interval.n_resamples:,} bootstrap resamples drew items that all have "
+        f"one frequency or one norm, so their ρ is undefined; that is more than the "
+        f"{allowed_undefined(interval.n_resamples, CI_LEVEL):,} (5%) a 95% interval can leave out: "
+        "the CI of ρ is undefined (reported as null; ρ and its p-value stand)"
+    )
+
+
+def undefined_reason(norms: np.ndarray, freqs: np.ndarray, precision: NormPrecision | None = None) -> str | None:
     """Why Spearman ρ of ``freqs`` and ``norms`` is undefined, in plain words; None if
-    it is defined (at least 3 items, finite values, neither side constant)."""
+    it is defined (at least 3 items, finite values, neither side constant: norms equal to
+    within ``precision``'s rounding count as constant)."""
     n = norms.shape[0]
     if n < 3:
         items = "no items" if n == 0 else f"only {n} item{'s' if n > 1 else ''}"
@@ -116,10 +173,11 @@ def undefined_reason(norms: np.ndarray, freqs: np.ndarray) -> str | None:
     if bad_norms or bad_freqs:
         what = f"{bad_norms} item norms" if bad_norms else f"{bad_freqs} item frequencies"
         return f"{what} are not finite (NaN or infinite): the correlation is undefined"
-    same_freq, same_norm = bool(np.ptp(freqs) == 0), bool(np.ptp(norms) == 0)
+    same_freq, same_norm = bool(np.ptp(freqs) == 0), _same_norm(norms, precision)
+    constant = "(a constant table)" if np.ptp(norms) == 0 else _rounding_spread(norms, precision)
     if same_freq and same_norm:
         return (
-            "every item has the same training frequency and the same norm (a constant table): "
+            f"every item has the same training frequency and the {same_norm} {constant}: "
             "the correlation is undefined"
         )
     if same_freq:
@@ -128,8 +186,31 @@ def undefined_reason(norms: np.ndarray, freqs: np.ndarray) -> str | None:
             "undefined"
         )
     if same_norm:
-        return "every item has the same norm (a constant table): the correlation is undefined"
+        return f"every item has the {same_norm} {constant}: the correlation is undefined"
     return None
+
+
+def _same_norm(norms: np.ndarray, precision: NormPrecision | None) -> str:
+    """"same norm" when every norm is equal, "same norm to within float32 rounding" when
+    they differ by no more than the table's rounding (:attr:`NormPrecision.tolerance`,
+    relative to the largest norm), else "" (they differ)."""
+    spread = float(np.ptp(norms))
+    if spread == 0:
+        return "same norm"
+    if precision is not None and spread <= precision.tolerance * float(np.abs(norms).max()):
+        return f"same norm to within {precision.dtype} rounding"
+    return ""
+
+
+def _rounding_spread(norms: np.ndarray, precision: NormPrecision | None) -> str:
+    """The figures behind "equal to within rounding", for the reason."""
+    if precision is None:
+        return ""
+    return (
+        f"(the norms span {float(np.ptp(norms) / np.abs(norms).max()):.2g} of the largest, within the "
+        f"{precision.tolerance:.2g} that 2·sqrt({precision.dim}) {precision.dtype} machine epsilons of rounding "
+        "can make, as in a table normalised to one norm)"
+    )
 
 
 def loglog_slope(freqs: np.ndarray, norms: np.ndarray) -> float | None:

@@ -14,6 +14,7 @@ from auditor.loading.holdout import build_csr
 from auditor.metrics.exposure_shift import exposure_shift
 from auditor.model import HeldOutQueries, ItemStats
 from auditor.sections import Retrieval
+from auditor.values import ItemRows
 
 
 def relevant_rows(heldout: HeldOutQueries | None, n_queries: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -30,15 +31,17 @@ def with_exposure_shift(
     exposure: Mapping[str, Mapping[int, np.ndarray]],
     stats: ItemStats,
     norms: np.ndarray,
-    item_ids: np.ndarray | None,
+    item_rows: ItemRows,
     n: int,
 ) -> Retrieval:
     """``retrieval`` with the gain/lose table of every K it measured (``n`` items a side;
-    0: none). Frequencies are training interactions whatever the popularity setting."""
+    0: none), its items named by raw id through the audit's ``item_rows`` mapping.
+    Frequencies are training interactions whatever the popularity setting."""
     if n == 0:
         return retrieval
     tables = {
-        k: exposure_shift(exposure, k, stats.frequencies, norms, item_ids, n=n, n_queries=retrieval.n_queries).to_dict()
+        k: exposure_shift(exposure, k, stats.frequencies, norms, item_rows, n=n,
+                          n_queries=retrieval.n_queries).to_dict()
         for k in retrieval.at
         if k in exposure.get("dot", {}) and k in exposure.get("cosine", {})
     }

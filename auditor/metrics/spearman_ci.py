@@ -24,6 +24,8 @@ from auditor.parallel import usable_cores
 # scaled to n (see spearman_ci): resampling a million items a thousand times costs
 # minutes for a width that is already below 0.01.
 BOOTSTRAP_MAX_ITEMS = 20_000
+CI_LEVEL = 0.95
+"""The confidence level of the audit's interval of ρ."""
 RESAMPLE_BATCH = 32
 """Bootstrap resamples per batch in the large-table path (32 x 20,000 float64 = 5 MB
 per scratch array); each batch has its own seeded generator, so the result does not
@@ -45,7 +47,12 @@ class SpearmanInterval(NamedTuple):
     high: float
     method: str
     n_resamples: int = 0
-    """Bootstrap resamples the interval rests on (0: none were drawn)."""
+    """Bootstrap resamples drawn for the interval (0: none were drawn)."""
+    n_undefined: int = 0
+    """Of those, the resamples whose ρ is undefined (every drawn item with one frequency or
+    one norm), left out of the percentile interval; the interval is NaN when they are more
+    than 1 - level of the resamples (see
+    :func:`~auditor.metrics.percentile_bootstrap.too_many_undefined`)."""
 
 
 def spearman_ci(
@@ -54,14 +61,15 @@ def spearman_ci(
     *,
     n_bootstrap: int = 1000,
     seed: int = 0,
-    level: float = 0.95,
+    level: float = CI_LEVEL,
     rho: float | None = None,
 ) -> SpearmanInterval:
     """Confidence interval of Spearman ρ of (x, y), resampling items with replacement.
 
     * n <= BOOTSTRAP_MAX_ITEMS: percentile bootstrap over all items, resampled as
       ``scipy.stats.bootstrap`` (paired, vectorised, ``default_rng(seed)``) resamples
-      them, with its digits (see :func:`~auditor.metrics.percentile_bootstrap.percentile_bootstrap`).
+      them, with its digits (see :func:`~auditor.metrics.percentile_bootstrap.percentile_bootstrap`),
+      over the resamples whose ρ is defined; NaN when more than 1 - level are not.
     * n > BOOTSTRAP_MAX_ITEMS (m = BOOTSTRAP_MAX_ITEMS): a Fisher-z interval around the
       full-sample ρ, ``tanh(atanh(ρ) ± q · se_z)``. se_z is the standard deviation of
       atanh(ρ*) over ``n_bootstrap`` bootstrap resamples of a seeded m-item subsample,
@@ -89,8 +97,11 @@ def spearman_ci(
     if n <= BOOTSTRAP_MAX_ITEMS:
         batches = -(-n_bootstrap // resample_batch(n))
         threads = max(1, min(batches, usable_cores(), MAX_BOOTSTRAP_THREADS))
-        lo, hi = percentile_bootstrap(x, y, n_bootstrap, seed, level, threads=threads)
-        return SpearmanInterval(lo, hi, f"percentile bootstrap, {n_bootstrap} resamples", n_bootstrap)
+        lo, hi, undefined = percentile_bootstrap(x, y, n_bootstrap, seed, level, threads=threads)
+        method = f"percentile bootstrap, {n_bootstrap} resamples"
+        if undefined:
+            method += f" ({undefined} with an undefined ρ left out)"
+        return SpearmanInterval(lo, hi, method, n_bootstrap, undefined)
     centre = _spearman_rho(x, y) if rho is None else float(rho)
     if not np.isfinite(centre):
         return SpearmanInterval(float("nan"), float("nan"), "")

@@ -15,7 +15,7 @@ from auditor.report import harms
 from auditor.report.content import RATIO_HEADER, format_measure, measures_table, quoted_cutoffs, shown_measures
 from auditor.report import served_lists as lists_view
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
-from auditor.report.formatting import fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, text_or_missing
+from auditor.report.formatting import fmt_interval, fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, text_or_missing
 from auditor.report.population import population_rows
 from auditor.report.served_vectors import served_brief
 from auditor.report.training import training_brief
@@ -95,7 +95,7 @@ def _frequency_norm(result: AuditResult) -> KeyValues:
     lo, hi = fn.spearman_ci
     return KeyValues(
         (
-            ("Spearman ρ (95% CI)", f"{fmt_num(fn.spearman)} [{fmt_num(lo)}, {fmt_num(hi)}]"),
+            ("Spearman ρ (95% CI)", f"{fmt_num(fn.spearman)} [{fmt_interval(lo, hi, ', ')}]"),
             # A p-value of exactly 0 is a float underflow, not certainty (as in content.py).
             ("p-value", "< 1e-300" if fn.spearman_p == 0 else fmt_num(fn.spearman_p)),
             ("Pearson on log(1+freq)", fmt_num(fn.pearson_log)),

@@ -29,6 +29,7 @@ from auditor.report.formatting import (
     Table,
     finite,
     flatten,
+    fmt_interval,
     fmt_num,
     fmt_pct,
     fmt_range,
@@ -181,13 +182,15 @@ def _skew_text(retrieval: Retrieval, k: int, first_k: int | None) -> str:
 def frequency_norm_table(fn: FrequencyNorm) -> Table:
     """The frequency–norm statistics as rows of (statistic, value)."""
     lo, hi = fn.spearman_ci
+    left_out = fn.n_bootstrap_undefined
+    left_out_text = f"; {fmt_num(left_out)} with an undefined ρ left out" if left_out else ""
     rows = [
         ("Spearman ρ", fmt_num(fn.spearman)),
         (
-            f"Spearman ρ, 95% bootstrap CI ({fmt_num(fn.n_bootstrap)} resamples)"
+            f"Spearman ρ, 95% bootstrap CI ({fmt_num(fn.n_bootstrap)} resamples{left_out_text})"
             if fn.n_bootstrap
             else "Spearman ρ, 95% CI",
-            f"{fmt_num(lo)} to {fmt_num(hi)}",
+            fmt_interval(lo, hi),
         ),
         # A p-value of exactly 0 is a float underflow, not certainty.
         ("Spearman p-value", "< 1e-300" if fn.spearman_p == 0 else fmt_num(fn.spearman_p)),

@@ -10,7 +10,7 @@ grow with training frequency) and the served item vectors (what dot serving sees
 from __future__ import annotations
 
 from auditor.report.document import Block, KeyValues, Paragraph, Table
-from auditor.report.formatting import fmt_num
+from auditor.report.formatting import fmt_interval, fmt_num
 from auditor.result import AuditResult, FrequencyNorm, ServedVectorsSection
 
 TITLE = "Served vectors"
@@ -52,7 +52,7 @@ def comparison_table(stored: FrequencyNorm, served: FrequencyNorm) -> Table:
 
     def rows(fn: FrequencyNorm) -> tuple[str, ...]:
         lo, hi = fn.spearman_ci
-        return (fmt_num(fn.spearman), f"{fmt_num(lo)} to {fmt_num(hi)}", fmt_num(fn.pearson_log),
+        return (fmt_num(fn.spearman), fmt_interval(lo, hi), fmt_num(fn.pearson_log),
                 fmt_num(fn.kendall), fmt_num(fn.loglog_slope), fmt_num(fn.warm_norm_median))  # fmt: skip
 
     names = ("Spearman ρ", "Spearman ρ, 95% CI", "Pearson r on log(1 + frequency)", "Kendall τ",
@@ -87,7 +87,7 @@ def served_brief(result: AuditResult) -> list[Block]:
     fn = served.frequency_norm
     if fn is not None:
         lo, hi = fn.spearman_ci
-        rows += [(f"Spearman ρ, {SERVED}", f"{fmt_num(fn.spearman)} [{fmt_num(lo)}, {fmt_num(hi)}]"),
+        rows += [(f"Spearman ρ, {SERVED}", f"{fmt_num(fn.spearman)} [{fmt_interval(lo, hi, ', ')}]"),
                  ("log–log slope, served", fmt_num(fn.loglog_slope))]  # fmt: skip
     note = f"; the correlation above is the {STORED}" if fn is not None else ""
     return [KeyValues(tuple(rows), f"{TITLE} ({served.model}){note}")]

@@ -43,6 +43,7 @@ from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
 from auditor.sections import OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, SERVED
 from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
+from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
 from auditor.retrieval.serving import popular_lists
@@ -87,15 +88,7 @@ def _popularity(stats: ItemStats, kind: str, n_items: int) -> np.ndarray:
             f"item statistics cover {stats.frequencies.shape[0]} items but the item table has "
             f"{n_items} rows"
         )
-    if kind == "users":
-        if stats.user_counts is None:
-            flag = setting("popularity")
-            raise InputError(
-                f"{flag} users needs distinct users per item, but the interaction log has "
-                f"no user column (pass {setting('user_col')}, or use {flag} interactions)"
-            )
-        return np.asarray(stats.user_counts, dtype=np.int64)
-    return np.asarray(stats.frequencies, dtype=np.int64)
+    return popularity_of(stats, kind)
 
 
 def _scan_items(table: np.ndarray, max_memory: int | None) -> int:

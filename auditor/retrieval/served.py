@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.config import GroupPolicy
-from auditor.errors import InputError, setting
 from auditor.loading.served_lists import ServedLists
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
@@ -31,6 +30,7 @@ from auditor.metrics.popularity_sets import head_mask
 from auditor.model import ItemStats
 from auditor.plugin_api import Slots
 from auditor.progress import SILENT, Progress
+from auditor.retrieval.popularity import popularity_of
 from auditor.sections import ServedCutoff, ServedSection
 
 if TYPE_CHECKING:
@@ -76,16 +76,6 @@ def describe_served(served: ServedLists, n_without_list: int | None = None) -> S
         n_cold_items=served.n_cold_items,
         n_unknown_items=served.n_unknown_items,
     )
-
-
-def popularity_of(stats: ItemStats, kind: str) -> np.ndarray:
-    """The popularity per catalogue row the measures use (the ``popularity`` setting)."""
-    if kind == "users":
-        if stats.user_counts is None:
-            raise InputError(f"{setting('popularity')} users needs distinct users per item, but the counts have none "
-                             f"(pass {setting('user_col')}, or use {setting('popularity')} interactions)")
-        return np.asarray(stats.user_counts, dtype=np.int64)
-    return np.asarray(stats.frequencies, dtype=np.int64)
 
 
 def head_share_of_log(popularity: np.ndarray) -> float | None:

@@ -31,11 +31,14 @@ GOOD = "item_id,count\n" + "".join(f"{i},{i + 1}\n" for i in range(N_ITEMS))
 
 
 def _counts(name: str, content: bytes | str | dict[str, Any], *extra: str, outputs: tuple[str, ...] = (),
-            check: Any = None) -> Any:
-    """The valid table and ``content`` as the ``--frequencies`` file (a dict: Parquet columns)."""
+            check: Any = None, make: Any = None) -> Any:
+    """The valid table and ``content`` as the ``--frequencies`` file (a dict: Parquet columns);
+    ``make`` makes more files in the case folder."""
 
     def build(d: Path) -> Built:
         table(d)
+        if make is not None:
+            make(d)
         if isinstance(content, dict):
             parquet(d, name, content)
         else:
@@ -121,6 +124,14 @@ CASES = [
          r"frequencies file pipe is a FIFO \(named pipe\)", process=True, timeout=30),
     Case("output-is-frequencies", _with_good("--frequencies", "counts.csv", "--json", "counts.csv"), EXIT_ERROR,
          r"--json counts\.csv is the input file given as --frequencies; popaudit never overwrites an input"),
+    # Distinct users asked of a counts file without them: the remedy is the counts file's
+    # column (or the log), not the log's --user-col.
+    Case("frequencies-popularity-users-without-users-column",
+         _counts("counts.csv", GOOD, "--queries", "q.npy", "--popularity", "users", make=lambda d: table(d, "q.npy")),
+         EXIT_ERROR,
+         r"--popularity users needs distinct users per item, but the counts file counts\.csv has no distinct-users "
+         r"column: name it with --user-count-col \(or give a counts file with one, or the log itself with "
+         r"--interactions\), or use --popularity interactions"),
     Case("frequencies-ids-not-rows", _counts("counts.csv", "item_id,count\nabc,3\ndef,4\n"), EXIT_ERROR,
          r"item ids in counts\.csv are not integers.*--item-ids FILE"),
 ]
