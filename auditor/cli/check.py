@@ -157,7 +157,8 @@ def command(
         if outcome.tripped or not quiet:
             stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None)
     require_measured(audited.gates, [outcomes], where="in this run (see 'Not measured' in the report), or undefined "
-                     "here (a ratio of two zeros, a CI without a bootstrap, the correlation of a constant table)")
+                     "here (a ratio of two zeros, a CI without a bootstrap or with too many undefined resamples, the "
+                     "correlation of a constant table)")
     if any(o.tripped for o in outcomes):
         sys.exit(3)
 
