@@ -101,7 +101,7 @@ def run_lists_audit(
 
 
 MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids", "keep_seen",
-                  "index", "scheduler")
+                  "index", "scheduler", "retrieval")
 """Settings that say how to read or serve a model's tables: nothing to apply to without one."""
 
 
@@ -115,7 +115,8 @@ def _ignored(config: AuditConfig) -> list[str]:
     if not given:
         return []
     return [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
-            "to a model, and served lists alone are numbered by their own item ids"]
+            "to a model's tables and retrieval, and served lists alone are measured as they are, numbered by their own "
+            "item ids"]
 
 
 def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:

@@ -244,7 +244,7 @@ def _mechanism(
         mechanism = f"the frequency–norm correlation is undefined: {why}"
     else:
         ci = f"95% CI [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else (
-            f"p = {p:.2g}" if p is not None else "no CI")
+            ("p < 1e-300" if p == 0 else f"p = {p:.2g}") if p is not None else "no CI")  # 0: below float range
         stat = f"Spearman ρ = {rho:.2f}, {ci}, over {fn.n_items} items"
         if not significant:
             mechanism = f"the CI of the frequency–norm correlation includes 0 ({stat})"

@@ -102,6 +102,17 @@ def test_options_may_come_before_the_name(tmp_path: Path) -> None:
     assert name_first(["ablation", "conditions"], command.commands) == ["ablation", "conditions"]
 
 
+def test_quiet_prints_nothing_but_writes_the_results(tmp_path: Path) -> None:
+    """-q: no progress and no table (the files hold them), as README's progress paragraph says."""
+    out = tmp_path / "lr"
+    res = CliRunner().invoke(cli, ["experiment", "lr-sweep", "-q", "-o", str(out), "--seeds", "1", "--n-users", "50",
+                                   "--n-items", "40", "--n-interactions", "1000", "--epochs", "1", "--bootstrap", "0",
+                                   "--lrs", "1"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == "" and res.stderr == ""
+    assert json.loads((out / "results.json").read_text())["experiment"] == "lr-sweep"
+
+
 # ------------------------------------------------------------------ on a user's own log
 
 

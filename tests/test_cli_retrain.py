@@ -86,3 +86,12 @@ def test_help_lists_the_contract_options() -> None:
         "--batch-size", "--seed", "--output", "--n-users", "--n-items", "--n-interactions", "--zipf", "--init-std",
     ):
         assert option in res.output, option
+
+
+def test_quiet_prints_nothing_but_writes_the_checkpoint(tmp_path: Path) -> None:
+    """-q, as README's progress paragraph says of every command: no progress, no summary."""
+    out = tmp_path / "m.pt"
+    res = CliRunner().invoke(cli, ["retrain", *SMALL, "--epochs", "1", "-q", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == "" and res.stderr == ""
+    assert torch.load(out, weights_only=True)["popaudit_checkpoint"] == 1

@@ -298,6 +298,11 @@ def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:
     assert "novelty" in result.not_measured and result.served.n_unknown_users is None
     ignored = r"^(--item-ids|item_ids), (--id-offset|id_offset) ignored: they apply to a model"
     assert any(re.match(ignored, w) for w in result.warnings), result.warnings
+    # Skipping retrieval has no meaning here: the lists' measures are the audit, so it says the flag is ignored.
+    kept = run_audit(AuditConfig(model=None, frequencies=frequencies, ks=(3,), recommendations=DATA / "recs.csv",
+                                 retrieval=False))
+    assert kept.served is not None and kept.served.at[3].served["arp"] == pytest.approx(EXPECTED["rectools"]["3"]["AvgRecPopularity"])
+    assert any(re.match(r"^(--no-retrieval|retrieval) ignored: it applies to a model", w) for w in kept.warnings)
 
 
 PLUGIN = '''

@@ -151,6 +151,7 @@ def _subcommand(name: str) -> click.Command:
     @click.option("-k", "--k", type=ranged("k"), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K" + (" and of the accuracy measures." if name == "mitigations" else "."))
     @jobs_option
     @threads_option
+    @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors: no progress, no table (the files hold it).")
     @common_options
     def run(**options: Any) -> None:
         _refuse_foreign(name, click.get_current_context())
@@ -225,8 +226,9 @@ def run_experiment(
     alphas: tuple[float, ...],
     jobs: int,
     threads: int | None,
+    quiet: bool = False,
 ) -> None:
-    """Run grid ``name`` with the parsed options, print its table and write its files."""
+    """Run grid ``name`` with the parsed options, print its table (not ``quiet``) and write its files."""
     from auditor.train.experiments import ExperimentSizes
     from auditor.train.threads import set_threads
 
@@ -238,7 +240,7 @@ def run_experiment(
     )
     chosen = settings or mitigation_names
     names = [s.strip() for s in chosen.split(",") if s.strip()] if chosen else None
-    progress = RichProgress()
+    progress = RichProgress(enabled=not quiet)
     if jobs == 1:
         set_threads(threads)
     log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
@@ -252,14 +254,14 @@ def run_experiment(
             seed_list, sizes, fraction=holdout_fraction, split=split, alphas=alphas or DEFAULT_ALPHAS,
             settings=names, data=log, jobs=jobs, threads=threads, progress=progress,
         )
-        show(mitigation_document(found), write_mitigations(found, out_dir))
+        show(mitigation_document(found), write_mitigations(found, out_dir), quiet)
     else:
-        _run_grid(name, seed_list, sizes, names, lrs, out_dir, log, jobs, threads, progress)
+        _run_grid(name, seed_list, sizes, names, lrs, out_dir, log, jobs, threads, progress, quiet)
 
 
 def _run_grid(
     name: str, seeds: list[int], sizes: ExperimentSizes, names: list[str] | None, lrs: str | None, out_dir: Path,
-    log: TrainingData | None, jobs: int, threads: int | None, progress: Progress,
+    log: TrainingData | None, jobs: int, threads: int | None, progress: Progress, quiet: bool,
 ) -> None:
     """``conditions`` or ``lr-sweep``: run it, print its table, write its files."""
     from auditor.report.experiment_summary import experiment_document, write_results
@@ -270,12 +272,15 @@ def _run_grid(
     else:
         rates = _floats(lrs, "--lrs") or list(DEFAULT_LRS)
         result = run_lr_sweep(rates, seeds, sizes, data=log, jobs=jobs, threads=threads, progress=progress)
-    show(experiment_document(result), write_results(result, out_dir))
+    show(experiment_document(result), write_results(result, out_dir), quiet)
 
 
-def show(document: Document, written: list[Path]) -> None:
-    """The data sentence and table on stdout, then each file written; off a terminal (a
-    log file) the table keeps its natural width and the sentence one line, as in results.md."""
+def show(document: Document, written: list[Path], quiet: bool = False) -> None:
+    """The data sentence and table on stdout, then each file written (nothing when
+    ``quiet``); off a terminal (a log file) the table keeps its natural width and the
+    sentence one line, as in results.md."""
+    if quiet:
+        return
     from rich.console import Console
 
     from auditor.cli._reports import print_report

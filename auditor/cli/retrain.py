@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 @click.option("--alert", "alerts", multiple=True, metavar="EXPR", help="Training alert in --fail-on syntax over the monitor's figures, e.g. 'spearman>0.5' or 'angle_share_90_1>0.9'; repeatable.")
 @click.option("--on-alert", type=click.Choice(["warn", "stop", "fail"]), default="warn", show_default=True, help="When an alert fires: print it, stop training (the checkpoint holds the model so far), or fail (exit 3, no checkpoint).")
 @threads_option
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and alerts: no progress, no summary.")
 @common_options
 def command(
     data: DataChoice,
@@ -55,6 +56,7 @@ def command(
     alerts: tuple[str, ...],
     on_alert: str,
     threads: int | None,
+    quiet: bool,
     plugins: tuple[Path, ...],
     **settings: Any,
 ) -> None:
@@ -94,14 +96,15 @@ def command(
     if holdout_fraction is None and split != "auto":
         raise click.UsageError("--split applies with --holdout-fraction only")
     check_not_inputs({"-o": output, "--trace": trace}, {"--data": data.path})
-    progress = RichProgress()
+    progress = RichProgress(enabled=not quiet)
     config = TrainConfig(**settings)  # every other option is a training setting of the same name
     watch = WatchOptions(trace=trace, interval=trace_every, alerts=alerts, on_alert="raise" if on_alert == "fail" else on_alert)
     done = retrain(
         lambda with_time: data.read(config.seed, with_time=with_time, progress=progress), config, output,
         holdout_fraction=holdout_fraction, split=split, watch=watch, threads=threads, progress=progress,
     )
-    _summary(done, data.path, output, trace)
+    if not quiet:
+        _summary(done, data.path, output, trace)
 
 
 def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | None) -> None:

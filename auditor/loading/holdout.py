@@ -386,9 +386,10 @@ def _left_out(source: str, n_held: int, n_found: int, untrained: int, not_sample
             "(no trained vector, no history to rank by): left out of the accuracy"
         )
     if not_sampled:
+        trained = n_held - untrained
         warnings.append(
-            f"{not_sampled:,} of the {n_held:,} held-out users were not among the queries (sampled out, or a zero "
-            f"query vector): accuracy is over the {n_found:,} that were ({setting('max_queries')})"
+            f"{not_sampled:,} of the {trained:,} held-out users who trained were not among the queries (sampled out, "
+            f"or a zero query vector): accuracy is over the {n_found:,} that were ({setting('max_queries')})"
         )
     if n_found == 0:
         warnings.append(f"no held-out user of {source} is among the queried users: accuracy is not defined")

@@ -49,6 +49,7 @@ from auditor.loading.messages import columns_found
 from auditor.loading.queries import sample_query_file
 from auditor.model import InteractionPairs, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
+from auditor.wording import plural
 
 SOURCES = ("users", "history", "file")
 
@@ -295,8 +296,9 @@ class _Chosen:
         warnings: list[str] = []
         if self.n_untrained_rows:
             warnings.append(
-                f"{self.n_untrained_rows:,} user-table rows belong to users who never appear in {where} (untrained "
-                "vectors): they were not queried"
+                f"{plural(self.n_untrained_rows, 'user-table row')} "
+                f"{'belongs to a user who never appears' if self.n_untrained_rows == 1 else 'belong to users who never appear'}"
+                f" in {where} (untrained vectors): {'it was' if self.n_untrained_rows == 1 else 'they were'} not queried"
             )
         if self.n_unmatched:
             warnings.append(

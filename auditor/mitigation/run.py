@@ -193,7 +193,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     n_items, fmt, warnings = bundle.n_items, bundle.format, list(bundle.warnings)
     freqs = _frequencies(bundle, config, progress, warnings)
     if bundle.user_table is None and config.tradeoff is None and config.alpha != 1.0:
-        warnings.append(HISTORY_NOTE.format(model=config.model, alpha=config.alpha))
+        warnings.append(HISTORY_NOTE.format(model=config.model, alpha=config.alpha, auto=f"{setting('alpha')} auto"))
     del bundle  # the float32 copy check measures is not needed to write
 
     digest = file_sha256(config.model)
@@ -273,7 +273,7 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
 HISTORY_NOTE = (
     "{model} has no user table, so check queries it with each user's mean training-item vector, built from the item "
     "rows this rescaling changes: check of the output rebuilds those queries from the rescaled rows, so its dot "
-    "figures are not check's alpha_{alpha:g} figures of {model} (which keep the original queries); --alpha auto "
+    "figures are not check's alpha_{alpha:g} figures of {model} (which keep the original queries); {auto} "
     "measures what dot serving of the output gives with them"
 )
 """The warning of a rescaled table without a user table (docs/mitigate.md, "History queries")."""

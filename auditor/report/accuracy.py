@@ -34,8 +34,12 @@ def summary_table(accuracy: Accuracy) -> Table:
         ("protocol", accuracy.protocol),
         ("users evaluated", fmt_num(accuracy.n_users_evaluated)),
         ("held-out interactions read", fmt_num(accuracy.n_holdout_interactions)),
-        ("held-out interactions dropped (item without a row, or user without a query)", fmt_num(accuracy.n_dropped)),
+        ("held-out interactions dropped (empty id, item without a table row, or user without a user-table row)",
+         fmt_num(accuracy.n_dropped)),
         ("users dropped (no user-table row)", fmt_num(accuracy.n_dropped_users)),
+        ("held-out users left out: never in the training log", fmt_num(accuracy.n_users_not_in_training)),
+        ("held-out users left out: not among the queries (sampled out, or a zero query)",
+         fmt_num(accuracy.n_users_not_sampled)),
         ("training items excluded from candidates", "yes" if accuracy.seen_excluded else f"no ({setting('keep_seen')})"),
         ("tolerance (share of dot's NDCG to keep)", fmt_pct(accuracy.tolerance)),
     ]
@@ -63,8 +67,9 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
         ("scoring", f"recall@{k}", f"NDCG@{k}", f"hit rate@{k}", f"MRR@{k}", "head share 1%", "Gini", ""),
         tuple(rows),
         (False, True, True, True, True, True, True, False),
-        f"Top-{k} lists of the evaluated users, training items {'excluded' if accuracy.seen_excluded else 'kept'}; "
-        "accuracy on the held-out items, exposure of the same lists.",
+        f"Top-{k} lists, training items {'excluded' if accuracy.seen_excluded else 'kept'}: accuracy over the "
+        "evaluated users' held-out items; head share and Gini over every queried user's list, as in the retrieval "
+        "section.",
     )
 
 

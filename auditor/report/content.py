@@ -93,7 +93,8 @@ def verdict_phrase(result: AuditResult) -> str:
 SEVERITY_DOC = "docs/report.md"
 SEVERITY_POINTER = (
     "Severity grades how many more of the top-K slots the top-1% items get under dot product than "
-    f'under cosine; the full rule: section "Severity" of popaudit\'s {SEVERITY_DOC}.'
+    "under cosine (where that was not measured, or neither serves them, how closely norms track "
+    f'popularity); the full rule: section "Severity" of popaudit\'s {SEVERITY_DOC}.'
 )
 """The one line every report for people gives about severity: its rule is explained once,
 in :data:`SEVERITY_DOC`, not repeated in each report (the JSON report keeps the rule
