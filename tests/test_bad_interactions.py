@@ -101,6 +101,7 @@ def test_csv_bool_and_date_ids_are_read_as_text(tmp_path):
         ("log.tsv", "user_id\titem_id\n1\t2\n2\t4\n3\tabc\n1\tzzz\n", 3),
         ("log.inter", "user_id:token\titem_id:float\n1\t2\n2\t3\n3\t5\n4\tabc\n", 4),
         ("headerless.csv", "1,2\n2,3\n3,x7\n", 3),
+        ("sorted.csv", "user_id,item_id\n1,zeta\n2,abc\n3,4\n", 1),  # the file's first, not the counts' (abc < zeta)
     ],
 )
 def test_not_integers_names_the_row_of_an_offending_id_but_not_the_id(tmp_path, table, name, text, row):

@@ -27,9 +27,12 @@ from auditor.model import ItemStats
 _CANONICAL_INT = r"^(0|-?[1-9][0-9]*)$"
 
 
-def _first_non_integer(ids: pa.Array) -> object | None:
-    """The first id that is not an integer: a string not in canonical integer form, a
-    fractional float, else (other types) the first non-null id; None when there is none."""
+def _first_non_integer_at(ids: pa.Array) -> int | None:
+    """Index of the first id that is not an integer: a string not in canonical integer
+    form, a fractional float, else (other types but integers) the first non-null id; None
+    when there is none."""
+    if pa.types.is_integer(ids.type):
+        return None
     if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
         bad = pc.invert(pc.match_substring_regex(ids, _CANONICAL_INT))
     elif pa.types.is_floating(ids.type):
@@ -37,21 +40,21 @@ def _first_non_integer(ids: pa.Array) -> object | None:
     else:
         bad = pc.is_valid(ids)
     at = pc.index(pc.fill_null(bad, False), True).as_py()
-    return None if at < 0 else ids[at].as_py()
+    return None if at < 0 else int(at)
 
 
-def _row_of(log: Log, value: object) -> int | None:
-    """1-based data row (header excluded) of the first occurrence of item id ``value``.
+def _first_bad_row(log: Log) -> int | None:
+    """1-based data row (header excluded) of the first item id that is not an integer
+    (text read as text, so that a file's types cannot drift between batches; Parquet's
+    integral floats are integers).
 
-    Error path only: streams the log again, as text, one vectorised search per batch.
+    Error path only: streams the log again, one vectorised search per batch.
     """
     row = 0
     try:
         for items, _ in log.batches(as_strings=True):
-            if not pa.types.is_string(items.type):
-                items = items.cast(pa.string())
-            at = int(pc.index(items, pa.scalar(str(value), items.type)).as_py())
-            if at >= 0:
+            at = _first_non_integer_at(maybe_int(items))
+            if at is not None:
                 return row + at + 1
             row += len(items)
     except (AuditError, TypeDrift, pa.ArrowException, OSError):
@@ -59,12 +62,13 @@ def _row_of(log: Log, value: object) -> int | None:
     return None
 
 
-def _not_integers(log: Log | None, source: object, example: object | None) -> IdMappingError:
-    """The error for item ids that cannot be row indices, naming the row of an offending id.
+def _not_integers(log: Log | None, source: object) -> IdMappingError:
+    """The error for item ids that cannot be row indices, naming the data row of the first
+    offending id in the file (not the first in sorted order, which the counts hold).
 
     The id itself is not quoted: the file may not be the log it was said to be.
     """
-    row = _row_of(log, example) if log is not None and example is not None else None
+    row = _first_bad_row(log) if log is not None else None
     where = f" (the first in data row {row}, counting from 1 after any header)" if row is not None else ""
     return IdMappingError(
         f"item ids in {source} are not integers{where}, so they cannot be table row "
@@ -85,16 +89,12 @@ def _rows_without_ids(counts: IdCounts, n_items: int, offset: int) -> np.ndarray
     are not integers."""
     ids = counts.ids
     if ids.dtype.kind not in "iu":
-        if ids.dtype == object:  # str ids (sorted): find one that is not an integer's spelling
-            example = _first_non_integer(pa.array(ids, pa.string()))
-            if example is None and len(ids):  # integers too large for int64 (uint64 ids)
-                raise IdMappingError(
-                    f"item ids in {counts.source} reach {max(ids, key=lambda i: (len(i), i))}, beyond any table row "
-                    f"number; pass {setting('item_ids')} FILE with the raw id of each table row"
-                )
-        else:
-            example = ids[0] if len(ids) else None
-        raise _not_integers(_reopen(counts), counts.source, example)
+        if ids.dtype == object and len(ids) and _first_non_integer_at(pa.array(ids, pa.string())) is None:
+            raise IdMappingError(  # every id is an integer's spelling: too large for int64 (uint64 ids)
+                f"item ids in {counts.source} reach {max(ids, key=lambda i: (len(i), i))}, beyond any table row "
+                f"number; pass {setting('item_ids')} FILE with the raw id of each table row"
+            )
+        raise _not_integers(_reopen(counts) if len(ids) else None, counts.source)
     return _id_rows(ids, n_items, offset)
 
 
@@ -153,7 +153,7 @@ def _batch_rows(items: pa.Array, mapping: ItemRows, log: Log) -> np.ndarray:
             except pa.ArrowInvalid:
                 pass
         if not pa.types.is_integer(items.type):
-            raise _not_integers(log, log.path, _first_non_integer(items))
+            raise _not_integers(log, log.path)
         return _id_rows(items.to_numpy(zero_copy_only=False), mapping.n_items, mapping.offset)
     return lookup(items)
 
