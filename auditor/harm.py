@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from auditor.result import MeasuredSections, Severity
+from auditor.result import SEVERITIES, MeasuredSections, Severity
 from auditor.sections import share_ratio
 
 HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
@@ -26,7 +26,6 @@ quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which m
 drop a figure that sits exactly on an edge into the band below."""
 SERVED_SHARE = 0.1
 """Cut-offs K up to this share of the catalogue are the lists a user is served."""
-_ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ def worst_skew(result: MeasuredSections) -> Skew | None:
 
     def weight(skew: Skew) -> tuple[int, float, int]:
         ratio = skew.ratio if skew.ratio is not None else -1.0
-        return (_ORDER.index(skew.severity), ratio, -skew.k)
+        return (SEVERITIES.index(skew.severity), ratio, -skew.k)
 
     return max(skews, key=weight)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from auditor.errors import setting
-from auditor.result import MeasuredSections, Severity, Verdict
+from auditor.result import SEVERITIES, MeasuredSections, Severity, Verdict
 from auditor.sections import ServedSection, share_ratio
 from auditor.harm import band_gate, harm_band
 from auditor.wording import pct
@@ -37,7 +37,6 @@ def amplification(served: float | None, log: float | None) -> tuple[Severity, fl
     return harm_band(ratio, served - log), ratio
 
 
-_ORDER: tuple[Severity, ...] = ("none", "low", "moderate", "high")
 
 
 def worst_cutoff(section: ServedSection) -> tuple[int, Severity, float | None] | None:
@@ -48,7 +47,7 @@ def worst_cutoff(section: ServedSection) -> tuple[int, Severity, float | None] |
         judged.append((k, severity, ratio))
     if not judged:
         return None
-    return max(judged, key=lambda j: (_ORDER.index(j[1]), -math.inf if j[2] is None else j[2], -j[0]))
+    return max(judged, key=lambda j: (SEVERITIES.index(j[1]), -math.inf if j[2] is None else j[2], -j[0]))
 
 
 def _unit(sections: MeasuredSections) -> str:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # the probes package loads torch; the result and its renderer
 SCHEMA_VERSION = 1
 Status = Literal["holds", "violated", "unknown"]
 Severity = Literal["none", "low", "moderate", "high"]
+SEVERITIES: tuple[Severity, ...] = ("none", "low", "moderate", "high")
+"""Every severity, least harmful first: the order verdicts, rankings and diffs compare them in."""
 # The sufficient conditions (docs/theory.md §2): ids are the keys of ``AuditResult.conditions``,
 # the JSON report and the batch columns, so they are spelled here only.
 C1, C2, C3, C4, C5 = "C1", "C2", "C3", "C4", "C5"
@@ -351,5 +353,5 @@ __all__ = [
     "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange", "ServedVectorsSection",
     "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange",
     "ServedCutoff", "ServedSection",
-    "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
+    "SEVERITIES", "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
 ]  # fmt: skip

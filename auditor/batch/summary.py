@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import typing
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,13 +21,11 @@ from auditor.batch.rank_by import did_you_mean
 from auditor.errors import InputError
 from auditor.metrics.correlations import kendall_tau_test
 from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
-from auditor.result import Severity
+from auditor.result import SEVERITIES
 from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 
 _HEAD_RATIO = re.compile(r"head_share_1pct_ratio@(\d+)")
-_SEVERITIES: tuple[str, ...] = typing.get_args(Severity)
-"""The verdict's severities, least harmful first (``none`` ... ``high``)."""
 
 
 class _ReportFacts(NamedTuple):
@@ -129,7 +126,7 @@ def ranking_key(row: SummaryRow) -> tuple[bool, float, int, bool, float, int]:
     whose Spearman's rho rescaling cannot move) by severity, most harmful first, then by
     the head-share ratio, descending; then by manifest row. Rows without a value come
     after every row with one, at each step."""
-    severity = _SEVERITIES.index(row.severity) if row.severity in _SEVERITIES else -1
+    severity = SEVERITIES.index(row.severity) if row.severity in SEVERITIES else -1
     return (row.rank_value is None, -(row.rank_value or 0.0), -severity, row.head_share is None,
             -(row.head_share or 0.0), row.row)
 

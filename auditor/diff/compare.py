@@ -39,7 +39,7 @@ from typing import Any, Literal
 from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
-from auditor.result import CONDITION_IDS, CONDITION_NAMES, json_safe
+from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
 from auditor.sections import LISTS_ONLY_FORMAT
 
 Status = Literal["compared", "only_base", "only_new", "incomparable", "not_measured"]
@@ -47,7 +47,6 @@ Basis = Literal["model", "served lists"]
 """What a report's severity judges: a model's dot vs cosine serving, or served lists alone
 against the training log (``inputs.format`` :data:`~auditor.sections.LISTS_ONLY_FORMAT`)."""
 VerdictDirection = Literal["less bias", "more bias", "unchanged", "not comparable"]
-SEVERITIES = ("none", "low", "moderate", "high")
 GROUP_MEASURES = ("gap_delta_*", "miscalibration*", "ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_rsp",
                   "pop_reo", "aclt")  # fmt: skip
 HOLDOUT_MEASURES = ("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_reo")
@@ -318,7 +317,7 @@ def _basis(report: dict[str, Any]) -> Basis:
 def _verdict(base: dict[str, Any], new: dict[str, Any]) -> VerdictChange:
     vb, vn = base.get("verdict") or {}, new.get("verdict") or {}
     sb, sn = str(vb.get("severity", "none")), str(vn.get("severity", "none"))
-    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    rank: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
     step = rank.get(sn, 0) - rank.get(sb, 0)
     basis_base, basis_new = _basis(base), _basis(new)
     moved: VerdictDirection = (

@@ -37,7 +37,7 @@ from auditor.report.document import (
     Paragraph,
     Table,
 )
-from auditor.result import AuditResult
+from auditor.result import SEVERITIES, AuditResult
 
 if TYPE_CHECKING:
     from auditor.report.drawing import Plot
@@ -145,7 +145,7 @@ def bullet_list(items: Iterable[str], css_class: str | None = None) -> str:
 def banner(severity: str, verdict: str, text: str) -> str:
     """A coloured verdict box: ``severity`` picks the colour (none/low/moderate/high);
     ``verdict`` is set in bold before ``text``."""
-    sev = severity if severity in ("none", "low", "moderate", "high") else "moderate"
+    sev = severity if severity in SEVERITIES else "moderate"
     return (
         f'<div class="banner sev-{sev}" role="status"><p>'
         f'<strong class="verdict">{esc(verdict)}</strong>'
