@@ -61,7 +61,7 @@ class Trace:
     def series(self, name: str, kind: str = "step") -> tuple[np.ndarray, np.ndarray]:
         """(x, values) of one of :data:`~auditor.trace_schema.FIGURES` over the records of
         ``kind``: x is the step for step records, the epoch for epoch records; NaN where
-        the figure was not measured."""
+        the figure was not measured; +inf where a ratio's divisor was 0 (:data:`~auditor.trace_schema.RATIO_FIGURES`)."""
         if name not in FIGURES:
             raise KeyError(f"unknown trace figure {name!r}; one of {', '.join(FIGURES)}")
         chosen = [r for r in self.records if r.kind == kind]

@@ -3,9 +3,9 @@
 Each reuses the audit's own definition, so a trace and ``popaudit check`` agree on the
 same table and counts: ρ and the log–log slope as :func:`auditor.metrics.frequency_norm.
 frequency_norm_stats` computes them (the same function on the same float64 arrays,
-bit for bit), the update geometry of :func:`auditor.probes.update.step_geometry`, and the
+bit for bit, with the same rounding rule :class:`~auditor.metrics.frequency_norm.NormPrecision`), the update geometry of :func:`auditor.probes.update.step_geometry`, and the
 head share of :class:`auditor.metrics.exposure.HeadShare` over exact top-K lists kept
-to the retrieval contract.
+to the retrieval contract, and their ratio by :func:`auditor.sections.share_ratio`.
 """
 
 from __future__ import annotations
