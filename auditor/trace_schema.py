@@ -38,6 +38,12 @@ FIGURES = (
 )
 """The numeric figures of a record that alerts, trackers and plots read, by name."""
 
+RATIO_FIGURES = ("head_share_ratio",)
+"""Figures that are a ratio of two shares (:func:`auditor.sections.share_ratio`, the audit's
+one ratio policy): +inf when only the divisor is 0, the most skew there is. A record keeps
+the +inf (:meth:`TraceRecord.figure`: an alert on it trips); its JSON line writes null, as
+for every non-finite number, and the reader restores the +inf from the two shares."""
+
 
 def finite_or_none(value: float | None) -> float | None:
     """``value`` as a float, None when it is missing or not finite (JSON has no NaN)."""
@@ -132,10 +138,14 @@ class TraceRecord:
     """Seconds the monitor spent on this record."""
 
     def figure(self, name: str) -> float | None:
-        """One of :data:`FIGURES` by name (None: not measured)."""
+        """One of :data:`FIGURES` by name (None: not measured); a ratio of
+        :data:`RATIO_FIGURES` keeps its +inf (only the divisor was 0: the most skew)."""
         if name not in FIGURES:
             raise KeyError(name)
-        return finite_or_none(getattr(self, name))
+        value = getattr(self, name)
+        if name in RATIO_FIGURES and value == math.inf:
+            return math.inf
+        return finite_or_none(value)
 
     def figures(self) -> dict[str, float | None]:
         """Every figure of :data:`FIGURES`, by name."""
@@ -168,11 +178,14 @@ class AlertEvent:
     action: AlertAction
 
     def to_json(self) -> dict[str, Any]:
-        return {"record": "alert", **asdict(self)}
+        """The alert line; a ratio's +inf is written null (JSON has no inf; an alert fires
+        only on a measured figure, so the reader reads a null value back as +inf)."""
+        return {"record": "alert", **asdict(self), "value": finite_or_none(self.value)}
 
     def describe(self) -> str:
         where = f"step {self.step}" + (f" (epoch {self.epoch})" if self.epoch is not None else "")
-        return f"alert {self.alert} fired at {where}: {self.metric} = {self.value:.4g}"
+        value = "∞" if self.value == math.inf else f"{self.value:.4g}"
+        return f"alert {self.alert} fired at {where}: {self.metric} = {value}"
 
 
 @dataclass(frozen=True)

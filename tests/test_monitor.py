@@ -160,7 +160,7 @@ def test_head_share_known_answer() -> None:
     monitor = TrainingMonitor(table, counts=counts, interval=0, queries=torch.tensor([[1.0, 0.0, 0.0]] * 4), k=5)
     record = monitor.end_epoch()
     assert record.head_share_dot == pytest.approx(1 / 5) and record.head_share_cosine == 0.0
-    assert record.head_share_ratio is None  # dot / 0: not a number
+    assert record.head_share_ratio == math.inf  # dot / 0: the most skew (sections.share_ratio)
     lists = sharded_topk(np.array([[1.0, 0, 0]] * 4, np.float32), [table.numpy()], 5, normalise=False)[1]
     assert HeadShare(counts, 1.0).measure(lists) == record.head_share_dot
 

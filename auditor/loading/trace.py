@@ -8,8 +8,9 @@ last line cut mid-write (a process that died while writing) dropped and reported
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from auditor.errors import TraceError
 from auditor.io import require_regular_file
+from auditor.sections import share_ratio
 from auditor.trace_section import TrainingAngles
 from auditor.trace_schema import (
     ALERT_ACTIONS,
@@ -59,7 +61,7 @@ class Trace:
     def series(self, name: str, kind: str = "step") -> tuple[np.ndarray, np.ndarray]:
         """(x, values) of one of :data:`~auditor.trace_schema.FIGURES` over the records of
         ``kind``: x is the step for step records, the epoch for epoch records; NaN where
-        the figure was not measured."""
+        the figure was not measured; +inf where a ratio's divisor was 0 (:data:`~auditor.trace_schema.RATIO_FIGURES`)."""
         if name not in FIGURES:
             raise KeyError(f"unknown trace figure {name!r}; one of {', '.join(FIGURES)}")
         chosen = [r for r in self.records if r.kind == kind]
@@ -115,12 +117,25 @@ def read_trace(path: Path | str) -> Trace:
         if not isinstance(obj, dict) or not isinstance(kind, str):
             raise TraceError(f"{path}: line {number} is not a trace record (no \"record\" key)")
         if kind in ("step", "epoch"):
-            records.append(_build(TraceRecord, {**obj, "kind": kind}, path, number))
+            records.append(_with_ratio(_build(TraceRecord, {**obj, "kind": kind}, path, number)))
         elif kind == "alert":
-            alerts.append(_build(AlertEvent, obj, path, number))
+            infinite = "value" in obj and obj["value"] is None  # a ratio's +inf (AlertEvent.to_json)
+            alerts.append(_build(AlertEvent, {**obj, "value": math.inf} if infinite else obj, path, number))
         elif kind == "end":
             end = _build(TraceEnd, obj, path, number)
     return Trace(path, header, tuple(records), tuple(alerts), end, truncated)
+
+
+def _with_ratio(record: TraceRecord) -> TraceRecord:
+    """``record`` with the head-share ratio its line wrote as null restored by the ratio
+    policy (:func:`~auditor.sections.share_ratio`): +inf where cosine's share is 0 and dot's
+    is not (JSON has no inf), still None where it is undefined. A finite ratio was written
+    as it was; a trace written before this rule (null when cosine's share was 0) reads
+    the same."""
+    if record.head_share_ratio is not None:
+        return record
+    ratio = share_ratio(record.head_share_dot, record.head_share_cosine)
+    return record if ratio is None else replace(record, head_share_ratio=ratio)
 
 
 def _json_lines(path: Path) -> tuple[list[tuple[int, Any]], bool]:

@@ -43,10 +43,14 @@ class NormPrecision(NamedTuple):
         it: 1e-3 of the norm is 1,000 times the float32 tolerance at 16 dims. Norms closer
         than this are equal as far as the table can tell, and their ranks are noise.
         """
-        kind = np.dtype(self.dtype)
-        if not np.issubdtype(kind, np.floating):
-            return 0.0
-        return float(2.0 * np.sqrt(max(self.dim, 1)) * np.finfo(kind).eps)
+        if self.dtype == "bfloat16":  # a torch table numpy has no dtype for: 8 significand bits
+            eps = 2.0**-7
+        else:
+            kind = np.dtype(self.dtype)
+            if not np.issubdtype(kind, np.floating):
+                return 0.0
+            eps = float(np.finfo(kind).eps)
+        return float(2.0 * np.sqrt(max(self.dim, 1)) * eps)
 
 
 def norm_precision(table: Any) -> NormPrecision:

@@ -3,9 +3,9 @@
 Each reuses the audit's own definition, so a trace and ``popaudit check`` agree on the
 same table and counts: ρ and the log–log slope as :func:`auditor.metrics.frequency_norm.
 frequency_norm_stats` computes them (the same function on the same float64 arrays,
-bit for bit), the update geometry of :func:`auditor.probes.update.step_geometry`, and the
+bit for bit, with the same rounding rule :class:`~auditor.metrics.frequency_norm.NormPrecision`), the update geometry of :func:`auditor.probes.update.step_geometry`, and the
 head share of :class:`auditor.metrics.exposure.HeadShare` over exact top-K lists kept
-to the retrieval contract.
+to the retrieval contract, and their ratio by :func:`auditor.sections.share_ratio`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import torch
 
 from auditor.metrics.correlations import spearman
 from auditor.metrics.exposure import HeadShare
-from auditor.metrics.frequency_norm import loglog_slope, undefined_reason
+from auditor.metrics.frequency_norm import NormPrecision, loglog_slope, undefined_reason
 from auditor.metrics.student_t import normal_quantile
 from auditor.probes.copies import tolerance
 from auditor.probes.update import step_geometry
 from auditor.retrieval.search import select_topk
+from auditor.sections import share_ratio
 
 LEVEL = 0.95
 """Confidence level of a sampled ρ's interval."""
@@ -41,8 +42,20 @@ class RankFigures:
     slope: float | None
 
 
-def rank_figures(norms: np.ndarray, counts: np.ndarray, *, population: int) -> RankFigures:
+def table_precision(vectors: torch.Tensor) -> NormPrecision:
+    """The precision of a watched table's norms: its dtype as torch stores it (``bfloat16``
+    too, which numpy lacks) and its width, the audit's rule (:class:`NormPrecision`)."""
+    return NormPrecision(str(vectors.dtype).removeprefix("torch."), int(vectors.shape[1]))
+
+
+def rank_figures(
+    norms: np.ndarray, counts: np.ndarray, *, population: int, precision: NormPrecision | None = None
+) -> RankFigures:
     """Spearman ρ and the log–log slope of ``counts`` against ``norms``.
+
+    ``precision``: the table's (:func:`table_precision`): norms equal to within its
+    rounding count as constant and ρ is undefined (None), as in the audit; None counts
+    only exact ties.
 
     ``population``: the catalogue size. When the arrays hold fewer items (a fixed
     sample of a large catalogue), ρ comes with a 95% Fisher-z interval: standard error
@@ -53,7 +66,7 @@ def rank_figures(norms: np.ndarray, counts: np.ndarray, *, population: int) -> R
     freqs = np.asarray(counts, dtype=np.float64)
     m = norms.shape[0]
     rho: float | None = None
-    if undefined_reason(norms, freqs) is None:
+    if undefined_reason(norms, freqs, precision) is None:
         rho = spearman(freqs, norms).statistic
     warm = freqs > 0
     slope = loglog_slope(freqs[warm], norms[warm]) if np.isfinite(norms).all() else None
@@ -135,7 +148,8 @@ def angle_figures(sample: UpdateSample) -> AngleFigures:
 
 @dataclass(frozen=True)
 class HeadFigures:
-    """head_share of dot-product and cosine top-K lists of the same queries, and dot/cosine."""
+    """head_share of dot-product and cosine top-K lists of the same queries, and dot/cosine
+    (:func:`~auditor.sections.share_ratio`: +inf when only cosine's share is 0)."""
 
     dot: float | None
     cosine: float | None
@@ -153,7 +167,7 @@ def head_figures(queries: torch.Tensor, table: torch.Tensor, counts: np.ndarray,
         value = head.measure(topk_rows(queries, table, min(k, table.shape[0]), cosine=cosine))
         shares.append(None if math.isnan(value) else value)
     dot, cos = shares
-    return HeadFigures(dot, cos, dot / cos if dot is not None and cos else None)
+    return HeadFigures(dot, cos, share_ratio(dot, cos))
 
 
 def topk_rows(queries: torch.Tensor, table: torch.Tensor, k: int, *, cosine: bool) -> np.ndarray:

@@ -32,7 +32,9 @@ from auditor import __version__
 from auditor.errors import TrainingError
 from auditor.metrics.frequency_norm import item_norms
 from auditor.monitor.alerts import Alerts, act, check_action
-from auditor.monitor.figures import UpdateSample, angle_figures, head_figures, rank_figures, update_sample
+from auditor.monitor.figures import (
+    UpdateSample, angle_figures, head_figures, rank_figures, table_precision, update_sample,
+)
 from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, make_sinks
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
@@ -265,13 +267,14 @@ class TrainingMonitor:
     def _measure(self, kind: str, update: UpdateSample, loss: float | torch.Tensor | None, seconds: float | None) -> TraceRecord:
         sample = self._sample
         vectors = self.source.table() if sample is None else self.source.rows(sample)
+        precision = table_precision(vectors)  # the stored dtype's rounding, before any widening
         if vectors.dtype not in (torch.float32, torch.float64):  # half precision: numpy has no bfloat16
             vectors = vectors.float()
         array = vectors.to("cpu").numpy()
         counts = self._counts if sample is None else self._counts[sample.numpy()]
         norms = item_norms(array)
         finite = np.isfinite(norms)
-        ranks = rank_figures(norms, counts, population=self.source.n_items)
+        ranks = rank_figures(norms, counts, population=self.source.n_items, precision=precision)
         heads = head_figures(self.queries.vectors().to(vectors.dtype), vectors, counts, self.k, self.head_percent) \
             if finite.all() else None
         angles = angle_figures(update)

@@ -1,13 +1,16 @@
 """Where the monitor's records go besides the trace: MLflow metrics and TensorBoard scalars.
 
 Names: step records as ``popaudit/<figure>`` at the optimizer step, epoch records as
-``popaudit/epoch/<figure>`` at the epoch number; unmeasured figures are left out.
+``popaudit/epoch/<figure>`` at the epoch number; unmeasured figures are left out, and so
+is a ratio's +inf (cosine's head share 0: the trackers plot numbers, and the trace and
+the alerts keep it).
 Neither tracker is imported unless asked for (MLflow: when it is already imported and
 a run is active, or when asked by name).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +31,8 @@ class Sink(Protocol):
 def scalar_names(record: TraceRecord) -> dict[str, float]:
     """The record's measured figures under their tracker names, and the x they belong at."""
     prefix = "popaudit/" if record.kind == "step" else "popaudit/epoch/"
-    out = {prefix + name: value for name, value in record.figures().items() if value is not None}
+    out = {prefix + name: value for name, value in record.figures().items()
+           if value is not None and math.isfinite(value)}
     if record.spearman_ci is not None:
         out[prefix + "spearman_ci_lo"], out[prefix + "spearman_ci_hi"] = record.spearman_ci
     return out

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from auditor.report.document import Block, Bullets, Figure, Heading, KeyValues, Paragraph
-from auditor.report.formatting import MISSING, Table, fmt_num, fmt_pct
-from auditor.trace_section import ORTHOGONAL_SHARE, TrainingSection
+from auditor.report.formatting import MISSING, Table, fmt_num, fmt_pct, fmt_ratio
+from auditor.trace_schema import RATIO_FIGURES
+from auditor.trace_section import ORTHOGONAL_SHARE, TrainingAlert, TrainingSection
 
 TITLE = "While it trained"
 MAX_ROWS = 12
@@ -38,7 +39,7 @@ def training_blocks(training: TrainingSection, audited_rho: float | None) -> lis
     if training.alerts:
         blocks += [Heading("Alerts"), Bullets(tuple(
             f"{a.alert} fired at step {a.step}" + (f" (epoch {a.epoch})" if a.epoch is not None else "")
-            + f": {a.metric} = {fmt_num(a.value)}; action {a.action}"
+            + f": {a.metric} = {alert_value(a)}; action {a.action}"
             for a in training.alerts
         ))]  # fmt: skip
     return blocks
@@ -50,9 +51,15 @@ def training_brief(training: TrainingSection, audited_rho: float | None) -> list
     blocks: list[Block] = [KeyValues(tuple((str(r[0]), str(r[1])) for r in rows), TITLE)]
     if training.mismatch is not None:
         blocks.append(Paragraph(f"The trace is of another model: {training.mismatch}", "warning"))
-    blocks += [Paragraph(f"Alert {a.alert} fired at step {a.step}: {a.metric} = {fmt_num(a.value)} ({a.action})",
+    blocks += [Paragraph(f"Alert {a.alert} fired at step {a.step}: {a.metric} = {alert_value(a)} ({a.action})",
                          "note") for a in training.alerts]
     return blocks
+
+
+def alert_value(alert: TrainingAlert) -> str:
+    """The value an alert fired on: a ratio as the audit prints one (``∞×`` when only
+    cosine's share was 0), any other figure as a number."""
+    return fmt_ratio(alert.value) if alert.metric in RATIO_FIGURES else fmt_num(alert.value)
 
 
 def summary_table(training: TrainingSection, audited_rho: float | None) -> Table:

@@ -8,20 +8,22 @@ the mean, std, min and max of each over seeds.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import torch
 
 from auditor.metrics.exposure import HeadShare
-from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
+from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms, norm_precision
 from auditor.probes import ProbeBatch, summarise_angles, update_step, working_copy
 from auditor.probes.eager import compiler_free
 from auditor.retrieval import sharded_topk
+from auditor.result import FrequencyNorm
+from auditor.sections import share_ratio
 from auditor.summaries import ANGLE_EDGES
 from auditor.train.live import PopauditLiveModel
 from auditor.train.loop import TrainResult
-
 
 
 def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:
@@ -58,15 +60,28 @@ def retrieval_head_share(
     users: np.ndarray, items: np.ndarray, frequencies: np.ndarray, k: int, pct: float = 1.0
 ) -> dict[str, float]:
     """head_share_{pct}pct@k (:class:`HeadShare`) of exact dot-product and cosine
-    retrieval (:func:`auditor.retrieval.sharded_topk`), and their ratio."""
+    retrieval (:func:`auditor.retrieval.sharded_topk`), and their ratio by the audit's
+    policy (:func:`~auditor.sections.share_ratio`: +inf when only cosine's is 0, NaN when
+    both are)."""
     k = min(k, items.shape[0])
     head = HeadShare(frequencies, pct)
     out: dict[str, float] = {}
     for scoring in ("dot", "cosine"):
         _, lists = sharded_topk(users, [items], k, normalise=scoring == "cosine")
         out[scoring] = head.measure(lists)
-    out["ratio"] = out["dot"] / out["cosine"] if out["cosine"] > 0 else float("inf")
+    ratio = share_ratio(out["dot"], out["cosine"])
+    out["ratio"] = math.nan if ratio is None else ratio
     return out
+
+
+def rank_section(item_emb: np.ndarray, freq: np.ndarray, *, n_bootstrap: int, seed: int) -> FrequencyNorm:
+    """The frequency–norm statistics of a trained item table, as the audit takes them: norms
+    equal to within the table's rounding (:func:`norm_precision`: its dtype and width)
+    count as constant, so a table trained to one norm has no ρ (NaN) instead of one drawn
+    from rounding noise."""
+    section, _ = frequency_norm_stats(item_norms(item_emb), freq, n_bootstrap=n_bootstrap, seed=seed,
+                                      precision=norm_precision(item_emb))
+    return section
 
 
 def measure_run(
@@ -85,7 +100,7 @@ def measure_run(
     item_emb = result.item_embeddings().numpy()
     user_emb = result.user_embeddings().numpy()
     freq = data.item_frequencies
-    rho_section, _ = frequency_norm_stats(item_norms(item_emb), freq, n_bootstrap=n_bootstrap, seed=seed)
+    rho_section = rank_section(item_emb, freq, n_bootstrap=n_bootstrap, seed=seed)
     share = retrieval_head_share(user_emb, item_emb, freq, k)
     k_eff = min(k, data.n_items)
     measures = {
