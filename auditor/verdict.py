@@ -152,8 +152,16 @@ def _unseen_head(result: MeasuredSections, unseen: Skew) -> str:
     assert result.retrieval is not None
     cut = result.retrieval.at[unseen.k]
     dot, cosine = pct_pair(finite(cut.dot.get("head_share_10pct")), finite(cut.cosine.get("head_share_10pct")))
-    return (f"neither dot-product nor cosine retrieval gives the top-1% items a slot at K={unseen.k} (the queried "
-            f"users trained on them, and training items are not served), while the top-10% items get {dot} vs {cosine}")
+    popular = finite(cut.popular.get("head_share_1pct"))
+    population = result.retrieval.population
+    if popular:  # the most-popular list, with the same exclusions, does serve them: they were there to rank
+        why = f" (the most-popular list gives them {pct(popular)} of its slots, so they were there to rank)"
+    elif population is not None and population.seen_items == "excluded":
+        why = " (the queried users trained on them, and training items are not served)"
+    else:
+        why = ""
+    return (f"neither dot-product nor cosine retrieval gives the top-1% items a slot at K={unseen.k}{why}, while the "
+            f"top-10% items get {dot} vs {cosine}")
 
 
 def _band_shortfall(skew: Skew) -> str:
@@ -247,7 +255,8 @@ def _mechanism(
             ("p < 1e-300" if p == 0 else f"p = {p:.2g}") if p is not None else "no CI")  # 0: below float range
         stat = f"Spearman ρ = {rho:.2f}, {ci}, over {fn.n_items} items"
         if not significant:
-            mechanism = f"the CI of the frequency–norm correlation includes 0 ({stat})"
+            mechanism = (f"the CI of the frequency–norm correlation includes 0 ({stat})" if lo is not None else
+                         f"the frequency–norm correlation is not significant at the 5% level ({stat}; no interval)")
         elif strength == "negligible":
             mechanism = f"item norms and training frequency are not materially related ({stat})"
         elif rho < 0:

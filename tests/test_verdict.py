@@ -271,5 +271,18 @@ def test_a_head_no_scoring_serves_leaves_severity_to_the_correlation() -> None:
     assert (v.severity, v.quoted_k, v.gate) == ("moderate", 10, "spearman>=0.1")
     assert "neither dot-product nor cosine retrieval gives the top-1% items a slot at K=10" in v.summary
     assert "the top-10% items get 30.7% vs 10.0%" in v.summary and "severity rests on the correlation" in v.summary
+    # The most-popular list (same exclusions) serves them: they were there to rank, not all trained on.
+    assert "(the most-popular list gives them 100.0% of its slots, so they were there to rank)" in v.summary
+    assert "trained on them" not in v.summary
     assert not any("nothing to fix" in r for r in v.recommendations)
     assert decide_verdict(_result(_fn(0.05, -0.02, 0.12), retrieval)).severity == "none"
+
+
+def test_no_interval_is_not_read_as_an_interval_that_includes_zero() -> None:
+    """Without a bootstrap there is no CI: a p-value above 5% is 'not significant', not a CI
+    that 'includes 0'."""
+    fn = FrequencyNorm(spearman=-0.03, spearman_ci=(None, None), spearman_p=0.76, pearson_log=0.0, kendall=0.0,
+                       loglog_slope=0.0, n_items=100, n_cold=0, deciles=[], n_bootstrap=0)
+    v = decide_verdict(_result(fn))
+    assert "not significant at the 5% level (Spearman ρ = -0.03, p = 0.76, over 100 items; no interval)" in v.summary
+    assert "includes 0" not in v.summary

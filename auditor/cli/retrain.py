@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from auditor.cli._common import RichProgress, common_options, ranged
+from auditor.wording import plural
 from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
 from auditor.io import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
@@ -114,7 +115,7 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
     source = "synthetic" if path is None else str(path)
     click.echo(
         f"Trained on {source}: {done.data.n_users} users, {done.data.n_items} items, "
-        f"{trained_on.n_interactions} interactions, {len(result.trace)} epochs in {done.seconds:.1f} s "
+        f"{trained_on.n_interactions} interactions, {plural(len(result.trace), 'epoch')} in {done.seconds:.1f} s "
         f"({done.threads} thread{'s' if done.threads != 1 else ''})."
     )
     if holdout is not None:

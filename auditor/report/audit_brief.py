@@ -95,7 +95,8 @@ def _frequency_norm(result: AuditResult) -> KeyValues:
     lo, hi = fn.spearman_ci
     return KeyValues(
         (
-            ("Spearman ρ (95% CI)", f"{fmt_num(fn.spearman)} [{fmt_interval(lo, hi, ', ')}]"),
+            ("Spearman ρ (95% CI)",
+             f"{fmt_num(fn.spearman)} [{fmt_interval(lo, hi, ', ', resamples=fn.n_bootstrap)}]"),
             # A p-value of exactly 0 is a float underflow, not certainty (as in content.py).
             ("p-value", "< 1e-300" if fn.spearman_p == 0 else fmt_num(fn.spearman_p)),
             ("Pearson on log(1+freq)", fmt_num(fn.pearson_log)),

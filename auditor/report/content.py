@@ -191,7 +191,7 @@ def frequency_norm_table(fn: FrequencyNorm) -> Table:
             f"Spearman ρ, 95% bootstrap CI ({fmt_num(fn.n_bootstrap)} resamples{left_out_text})"
             if fn.n_bootstrap
             else "Spearman ρ, 95% CI",
-            fmt_interval(lo, hi),
+            fmt_interval(lo, hi, resamples=fn.n_bootstrap),
         ),
         # A p-value of exactly 0 is a float underflow, not certainty.
         ("Spearman p-value", "< 1e-300" if fn.spearman_p == 0 else fmt_num(fn.spearman_p)),

@@ -135,11 +135,12 @@ def fmt_range(low: Any, high: Any) -> str:
     return fmt_num(low) if low == high else f"{fmt_num(low)}–{fmt_num(high)}"
 
 
-def fmt_interval(low: Any, high: Any, joiner: str = " to ") -> str:
-    """A confidence interval's bounds (``0.22 to 0.62``), or ``undefined`` when a bound is
-    missing (JSON null: a CI that could not be computed, its reason in the warnings)."""
+def fmt_interval(low: Any, high: Any, joiner: str = " to ", *, resamples: int | None = None) -> str:
+    """A confidence interval's bounds (``0.22 to 0.62``); when a bound is missing (JSON
+    null), ``not computed`` after 0 bootstrap ``resamples``, else ``undefined`` (a CI that
+    could not be computed, its reason in the warnings)."""
     if finite(low) is None or finite(high) is None:
-        return "undefined"
+        return "not computed" if resamples == 0 else "undefined"
     return f"{fmt_num(low)}{joiner}{fmt_num(high)}"
 
 

@@ -52,7 +52,7 @@ def comparison_table(stored: FrequencyNorm, served: FrequencyNorm) -> Table:
 
     def rows(fn: FrequencyNorm) -> tuple[str, ...]:
         lo, hi = fn.spearman_ci
-        return (fmt_num(fn.spearman), fmt_interval(lo, hi), fmt_num(fn.pearson_log),
+        return (fmt_num(fn.spearman), fmt_interval(lo, hi, resamples=fn.n_bootstrap), fmt_num(fn.pearson_log),
                 fmt_num(fn.kendall), fmt_num(fn.loglog_slope), fmt_num(fn.warm_norm_median))  # fmt: skip
 
     names = ("Spearman ρ", "Spearman ρ, 95% CI", "Pearson r on log(1 + frequency)", "Kendall τ",
@@ -87,7 +87,8 @@ def served_brief(result: AuditResult) -> list[Block]:
     fn = served.frequency_norm
     if fn is not None:
         lo, hi = fn.spearman_ci
-        rows += [(f"Spearman ρ, {SERVED}", f"{fmt_num(fn.spearman)} [{fmt_interval(lo, hi, ', ')}]"),
+        interval = fmt_interval(lo, hi, ", ", resamples=fn.n_bootstrap)
+        rows += [(f"Spearman ρ, {SERVED}", f"{fmt_num(fn.spearman)} [{interval}]"),
                  ("log–log slope, served", fmt_num(fn.loglog_slope))]  # fmt: skip
     note = f"; the correlation above is the {STORED}" if fn is not None else ""
     return [KeyValues(tuple(rows), f"{TITLE} ({served.model}){note}")]
