@@ -59,7 +59,7 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
     section = sections.served
     worst = None if section is None else worst_cutoff(section)
     if section is None or worst is None:
-        return Verdict(False, "none", "Served lists not measured.", rule=LISTS_SEVERITY_RULE)
+        return Verdict(False, "none", "Served lists not measured.", rule=LISTS_SEVERITY_RULE, assessed=False)
     k, severity, ratio = worst
     cut = section.at[k]
     share, popular = cut.served.get(HEAD), cut.popular.get(HEAD)

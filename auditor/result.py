@@ -172,6 +172,10 @@ class Verdict:
     when it is another K (None: it is the same K, or no retrieval). Kept out of the JSON
     report (schema_version 1 is unchanged); docs/report.md, "Which K is quoted", says
     how it is chosen."""
+    assessed: bool = True
+    """Whether anything graded the severity (the frequency–norm correlation, or the harm to
+    serving): false, severity ``none`` claims nothing (no log, a constant table and no
+    retrieval, served lists that were not measured)."""
     gate: str | None = None
     """The ``--fail-on`` expression that trips when this audit's figures reach the lowest
     harm band (a share threshold against the cosine share, or the log's, of this run: both

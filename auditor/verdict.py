@@ -80,7 +80,8 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
     else:
         severity = "none"
     detected = severity != "none"
-    summary = _summary(result, severity, rho, lo, hi, p, significant, strength, graded, conditions, unseen)
+    assessed = graded is not None or rho is not None
+    summary = _summary(result, severity, rho, lo, hi, p, significant, strength, graded, conditions, unseen, assessed)
     recommendations = _recommendations(result, detected, graded, conditions, rises, unseen)
     weak = weak_model(result)
     if weak is not None:
@@ -97,6 +98,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         rule=SEVERITY_RULE,
         first_seen_k=first.k if first is not None else None,
         gate=_gate(result, graded, rho),
+        assessed=assessed,
     )
 
 
@@ -196,11 +198,11 @@ def _conditions_text(conditions: dict[str, Condition]) -> str:
 def _summary(
     result: MeasuredSections, severity: Severity, rho: float | None, lo: float | None, hi: float | None,
     p: float | None, significant: bool, strength: Strength | None, skew: Skew | None,
-    conditions: dict[str, Condition], unseen: Skew | None,
+    conditions: dict[str, Condition], unseen: Skew | None, assessed: bool,
 ) -> str:
     harm = skew.severity if skew is not None else None
     mechanism = _mechanism(result, rho, lo, hi, p, significant, strength)
-    if severity == "none" and rho is None and skew is None:
+    if not assessed:
         lead = f"Popularity bias not assessed: {mechanism}"
     elif severity == "none" and skew is not None and rho is not None and significant and rho > 0 and (
         strength not in (None, "negligible")

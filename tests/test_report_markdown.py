@@ -175,7 +175,7 @@ def test_headline_known_sentence() -> None:
         "conditions: C1 holds, C2 violated."
     )
     none = _small_result(frequency_norm=None, retrieval=None, conditions=None,
-                         verdict=Verdict(False, "none", "", []))
+                         verdict=Verdict(False, "none", "", [], assessed=False))
     assert c.headline(none) == (
         "Popularity bias not assessed: frequency–norm correlation not measured; "
         "retrieval not measured; conditions not assessed."

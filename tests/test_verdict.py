@@ -286,3 +286,16 @@ def test_no_interval_is_not_read_as_an_interval_that_includes_zero() -> None:
     v = decide_verdict(_result(fn))
     assert "not significant at the 5% level (Spearman ρ = -0.03, p = 0.76, over 100 items; no interval)" in v.summary
     assert "includes 0" not in v.summary
+
+
+def test_a_verdict_says_when_nothing_graded_it() -> None:
+    """No log and no retrieval: severity none claims nothing, and the JSON says so
+    (assessed false), where a CI job reading bias_detected alone would pass it."""
+    nothing = decide_verdict(_result(None))
+    assert (nothing.severity, nothing.bias_detected, nothing.assessed) == ("none", False, False)
+    assert nothing.summary.startswith("Popularity bias not assessed")
+    assert decide_verdict(_result(None, _single(0.0, 0.0))).assessed is False  # 0 vs 0 grades nothing either
+    graded = decide_verdict(_result(None, _single(0.107, 0.10)))
+    assert (graded.severity, graded.assessed) == ("none", True)
+    result = dataclasses.replace(_result(None), verdict=nothing)
+    assert result.to_dict()["verdict"]["assessed"] is False

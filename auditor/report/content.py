@@ -85,7 +85,7 @@ def verdict_phrase(result: AuditResult) -> str:
     verdict = result.verdict
     if verdict.bias_detected:
         return f"Popularity bias detected (severity {verdict.severity})"
-    if result.frequency_norm is None and result.retrieval is None and not (result.served and result.served.at):
+    if not verdict.assessed:
         return "Popularity bias not assessed"
     return f"No popularity bias detected (severity {verdict.severity})"
 
