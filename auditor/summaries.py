@@ -25,6 +25,15 @@ STATUS_ERROR = "error"
 ANGLE_EDGES = np.arange(-0.5, 181.0, 1.0)
 """Histogram bins of update angles: 1° wide, centred on 0°, 1°, ..., 180°."""
 
+SERVED_LISTS = (
+    "the users trained on (by their user-table rows, sampled as check samples them above its query limit; users "
+    "absent from the training data are not queried), each without their training items, exact search: the lists "
+    "popaudit check serves with its defaults"
+)
+"""Which lists every experiment's exposure figures count (the grids' head shares, the
+mitigations' exposure): ``check``'s serving contract, written into results.json and
+results.md."""
+
 
 @dataclass(frozen=True)
 class ExperimentSizes:
@@ -71,6 +80,7 @@ class ExperimentResult:
             "data": dict(self.data),
             "sizes": asdict(self.sizes),
             "angle_histogram_edges": ANGLE_EDGES.tolist(),
+            "lists": SERVED_LISTS,
             "rows": self.rows,
         }
 
@@ -103,6 +113,7 @@ class MitigationResult:
             "holdout": {"fraction": self.fraction, "split": self.split},
             "alphas": list(self.alphas),
             "k": self.k,
+            "lists": SERVED_LISTS,
             "sizes": asdict(self.sizes),
             "rows": self.rows,
         }

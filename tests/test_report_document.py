@@ -158,7 +158,7 @@ def test_the_new_format_renders_every_summary(pm) -> None:  # type: ignore[no-un
     lines = experiment.splitlines()
     assert lines[0] == "popaudit experiment lr-sweep"
     assert lines[2].startswith("Data: synthetic (Zipf exponent 1, regenerated for each seed): 4 users, 5 items")
-    assert lines[3].split("\t")[-4:] == ["ρ 95% CI", "head@5 dot", "head@5 cos", "ratio"]
+    assert lines[3].split("\t")[-4:] == ["ρ 95% CI", "head@5 dot, seen excluded", "head@5 cos, seen excluded", "ratio"]
     assert lines[4].split("\t") == ["reference", "none", "sgd", "10", "embedding", "embedding", "infonce-cos",
                                     "0.500", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a"]  # fmt: skip
 
@@ -225,7 +225,7 @@ def test_a_log_file_gets_tables_at_their_natural_width() -> None:
     experiment.rows[0]["label"] = "a setting whose label is much longer than a terminal is wide " * 2
     text = ConsoleRenderer().render_document(experiment_document(experiment), RenderContext(width=0))
     lines = text.splitlines()
-    assert lines[0].startswith("Data: synthetic") and lines[0].endswith("(exact search).")
+    assert lines[0].startswith("Data: synthetic") and lines[0].endswith("the lists popaudit check serves with its defaults.")
     assert lines[1] == "popaudit experiment lr-sweep"
     assert any(experiment.rows[0]["label"].strip() in line for line in lines)
     assert len({len(line) for line in lines[2:]}) == 1 and len(lines[2]) > 200  # one width, unwrapped

@@ -15,13 +15,13 @@ from auditor.io import write_atomic
 from auditor.plugin_api import RenderContext
 from auditor.report.console import renderables
 from auditor.report.document import Document, Paragraph, Table
-from auditor.report.formatting import MISSING, finite, fmt_pct, text_or_missing
+from auditor.report.formatting import MISSING, finite, fmt_pct, fmt_ratio, text_or_missing
 from auditor.report.json import JsonRenderer
 from auditor.report.markdown import MarkdownRenderer
 from auditor.report.plot_text import fit_title
 from auditor.report.drawing import figure_png, new_figure
 from auditor.result import json_safe
-from auditor.summaries import ANGLE_EDGES, ExperimentResult
+from auditor.summaries import ANGLE_EDGES, SERVED_LISTS, ExperimentResult
 from auditor.wording import plural
 
 if TYPE_CHECKING:
@@ -38,6 +38,17 @@ def mean_pm(summary: dict[str, dict[str, float]], key: str, fmt: str = "{:.3f}",
     if seeds < 2 or std is None:
         return fmt.format(mean)
     return f"{fmt.format(mean)} ± {fmt.format(std)}"
+
+
+def mean_ratio(summary: dict[str, dict[str, float]], key: str, seeds: int = 2) -> str:
+    """A ratio's mean ± std over seeds (:func:`mean_pm`); ``∞×`` as the audit prints it
+    (:func:`~auditor.report.formatting.fmt_ratio`) when a seed's ratio is +inf (only the
+    divisor 0), with the lowest seed's ratio when not every seed's is infinite."""
+    s = summary.get(key) or {}
+    if s.get("mean") != math.inf:
+        return mean_pm(summary, key, "{:.2f}", seeds)
+    low = finite(s.get("min"))
+    return fmt_ratio(math.inf) + ("" if low is None else f" (min {low:.2f})")
 
 
 def seeds_text(seeds: list[int]) -> str:
@@ -90,7 +101,7 @@ def grid_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
     n = len(result.seeds)
     header = [
         "setting", "violates", "optimizer", "lr", "item encoder", "user encoder", "loss", "90°±1°", "90°±10°",
-        "ρ", "ρ 95% CI", f"head@{k} dot", f"head@{k} cos", "ratio",
+        "ρ", "ρ 95% CI", f"head@{k} dot, seen excluded", f"head@{k} cos, seen excluded", "ratio",
     ]
     rows = []
     for row in result.rows:
@@ -103,7 +114,7 @@ def grid_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
             row["label"], row["violates"], opt, f"{c['lr']:g}", c["item_encoder"], _user_tower(c), c["loss"],
             mean_pm(s, "share_90pm1", seeds=n), mean_pm(s, "share_90pm10", seeds=n), mean_pm(s, "spearman", seeds=n), ci,
             mean_pm(s, f"head_share_1pct_dot@{k}", seeds=n), mean_pm(s, f"head_share_1pct_cosine@{k}", seeds=n),
-            mean_pm(s, f"head_share_1pct_ratio@{k}", "{:.2f}", seeds=n),
+            mean_ratio(s, f"head_share_1pct_ratio@{k}", seeds=n),
         ])
     return header, rows
 
@@ -117,7 +128,7 @@ def _intro(result: ExperimentResult) -> str:
         f"Update angles from one training step after training (float64, items in the batch); "
         f"ρ = Spearman frequency–norm correlation with a {sz.n_bootstrap}-resample percentile "
         f"bootstrap 95% CI (mean of the per-seed bounds); head = top 1% of items by frequency, "
-        f"share of the top-{k} slots of every user's list (exact search)."
+        f"share of the top-{k} slots of the lists served to {SERVED_LISTS}."
     )
 
 

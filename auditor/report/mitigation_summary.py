@@ -19,7 +19,7 @@ from auditor.report.markdown import MarkdownRenderer
 from auditor.report.plot_text import fit_title
 from auditor.report.drawing import figure_png, new_figure
 from auditor.result import json_safe
-from auditor.summaries import MitigationResult
+from auditor.summaries import SERVED_LISTS, MitigationResult
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -73,7 +73,8 @@ def _intro(result: MitigationResult) -> str:
         f"interactions, never trained on{split_text(first)}. Every model: two-tower, dim {sz.dim}, batch size "
         f"{sz.batch_size}, temperature {sz.temperature:g}, reference lr {sz.lr:g}. Accuracy over the held-out "
         f"users (RecBole's NDCG and recall, candidates without each user's training items); exposure over "
-        f"every user's top-{k} list: head = top 1% of items by training frequency, Gini of item exposure. "
+        f"the top-{k} lists served to {SERVED_LISTS}: head = top 1% of items by training frequency, Gini of item "
+        "exposure. "
         "Training-side rows are separate models; serving-side rows rank the reference model's vectors."
     )
 

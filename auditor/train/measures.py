@@ -2,13 +2,16 @@
 
 For each run: the angle between q_i and its update Δq_i in one real training step
 (float64, on a copy), the frequency-norm Spearman rho with a bootstrap CI, and
-head_share_1pct@K of dot-product against cosine retrieval (FAISS exact search); then
-the mean, std, min and max of each over seeds.
+head_share_1pct@K of dot-product against cosine retrieval over the lists ``check``
+serves on the run's checkpoint (:func:`served_head_share`: the users trained on, each
+without their training items, exact search); then the mean, std, min and max of each
+over seeds.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +21,7 @@ from auditor.metrics.exposure import HeadShare
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms, norm_precision
 from auditor.probes import ProbeBatch, summarise_angles, update_step, working_copy
 from auditor.probes.eager import compiler_free
-from auditor.retrieval import sharded_topk
+from auditor.retrieval.scorings import multi_scoring_topk
 from auditor.result import FrequencyNorm
 from auditor.sections import share_ratio
 from auditor.summaries import ANGLE_EDGES
@@ -57,21 +60,52 @@ def angle_summary(angles: np.ndarray) -> dict[str, Any]:
 
 
 def retrieval_head_share(
-    users: np.ndarray, items: np.ndarray, frequencies: np.ndarray, k: int, pct: float = 1.0
+    users: np.ndarray, items: np.ndarray, frequencies: np.ndarray, k: int, pct: float = 1.0,
+    exclude: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, float]:
     """head_share_{pct}pct@k (:class:`HeadShare`) of exact dot-product and cosine
-    retrieval (:func:`auditor.retrieval.sharded_topk`), and their ratio by the audit's
-    policy (:func:`~auditor.sections.share_ratio`: +inf when only cosine's is 0, NaN when
-    both are)."""
+    retrieval (:func:`~auditor.retrieval.scorings.multi_scoring_topk`, the audit's one-pass
+    kernel; ``exclude``: CSR of each query's rows never served), and their ratio by the
+    audit's policy (:func:`~auditor.sections.share_ratio`: +inf when only cosine's is 0,
+    NaN when both are)."""
     k = min(k, items.shape[0])
     head = HeadShare(frequencies, pct)
-    out: dict[str, float] = {}
-    for scoring in ("dot", "cosine"):
-        _, lists = sharded_topk(users, [items], k, normalise=scoring == "cosine")
-        out[scoring] = head.measure(lists)
+    found = multi_scoring_topk(users, items, k, (1.0, 0.0), exclude=exclude)
+    out = {"dot": head.measure(found[1.0][1]), "cosine": head.measure(found[0.0][1])}
     ratio = share_ratio(out["dot"], out["cosine"])
     out["ratio"] = math.nan if ratio is None else ratio
     return out
+
+
+def served_head_share(result: TrainResult, k: int, seed: int) -> tuple[dict[str, float], int]:
+    """:func:`retrieval_head_share` over the lists ``popaudit check`` serves on the run's
+    checkpoint, and the number of users queried.
+
+    No serving rule of its own: the checkpoint ``retrain`` would write
+    (:func:`~auditor.train.loop.build_checkpoint`) is read by the loader's own code, its
+    query population drawn by :func:`~auditor.loading.population.population_of` with
+    ``check``'s defaults and ``seed`` (the users who appear in the training pairs, by
+    their user-table rows, a seeded sample of ``max_queries`` when there are more; each
+    user's training items excluded), and the head counted from the item statistics
+    ``check`` takes. So the figures equal ``check``'s on the saved run to the last bit.
+    """
+    from auditor.config import AuditConfig
+    from auditor.loading.checkpoints import interpret
+    from auditor.loading.population import population_of
+    from auditor.loading.statistics import item_stats
+    from auditor.loading.torch_bundle import bundle_from_raw
+    from auditor.retrieval.popularity import popularity_of
+    from auditor.train.loop import build_checkpoint
+
+    where = Path(f"run-seed{seed}.pt")  # no file is written: the name messages would give it
+    config = AuditConfig(model=where, ks=(k,), seed=seed)
+    bundle = bundle_from_raw(interpret(build_checkpoint(result), where), where, config.load_options)
+    stats = item_stats(bundle, None, None, config.row_ids, [])
+    assert stats is not None  # a popaudit checkpoint records its item frequencies
+    population = population_of(bundle, config)
+    share = retrieval_head_share(population.vectors, bundle.item_table, popularity_of(stats, config.popularity), k,
+                                 exclude=population.exclude)
+    return share, population.n_queries
 
 
 def rank_section(item_emb: np.ndarray, freq: np.ndarray, *, n_bootstrap: int, seed: int) -> FrequencyNorm:
@@ -98,10 +132,9 @@ def measure_run(
     summary = angle_summary(angles)
 
     item_emb = result.item_embeddings().numpy()
-    user_emb = result.user_embeddings().numpy()
     freq = data.item_frequencies
     rho_section = rank_section(item_emb, freq, n_bootstrap=n_bootstrap, seed=seed)
-    share = retrieval_head_share(user_emb, item_emb, freq, k)
+    share, n_queries = served_head_share(result, k, seed)
     k_eff = min(k, data.n_items)
     measures = {
         "seed": seed,
@@ -114,6 +147,7 @@ def measure_run(
         f"head_share_1pct_dot@{k_eff}": share["dot"],
         f"head_share_1pct_cosine@{k_eff}": share["cosine"],
         f"head_share_1pct_ratio@{k_eff}": share["ratio"],
+        "n_queries": n_queries,
         "final_loss": result.trace[-1]["loss"],
         "mean_norm": result.trace[-1]["mean_norm"],
     }
@@ -121,15 +155,22 @@ def measure_run(
 
 
 def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """mean, std (ddof=1 when there are several seeds), min and max of each scalar measure."""
+    """mean, std (ddof=1 when there are several seeds; NaN when a seed's value is not
+    finite), min and max of each scalar measure."""
     out: dict[str, dict[str, float]] = {}
     for key, value in runs[0].items():
         if key == "seed" or not isinstance(value, (int, float)):
             continue
         vals = np.array([r[key] for r in runs], dtype=np.float64)
+        # A ratio of +inf (only cosine's head share 0) makes the mean +inf and the spread
+        # undefined (NaN), not a warning.
+        if len(vals) == 1:
+            spread = 0.0
+        else:
+            spread = float(np.std(vals, ddof=1)) if np.isfinite(vals).all() else math.nan
         out[key] = {
             "mean": float(np.mean(vals)),
-            "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+            "std": spread,
             "min": float(np.min(vals)),
             "max": float(np.max(vals)),
         }
