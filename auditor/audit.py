@@ -97,8 +97,7 @@ def run_audit(
     )
     if evaluation is not None:
         sections = replace(sections, accuracy=_judged(evaluation, serving, sections, config))
-    # The vectors dot serving sees, as the list measures do: the served ones where they differ
-    # from the stored tables (whose norms stay in sections.plot_data.norms).
+    # The vectors dot serving sees, as list measures get (the stored norms: sections.plot_data.norms).
     measures = compute_measures(registered, inputs.serving_bundle, stats, sections)
 
     from auditor.verdict import decide_verdict
