@@ -97,7 +97,8 @@ def run_audit(
     )
     if evaluation is not None:
         sections = replace(sections, accuracy=_judged(evaluation, serving, sections, config))
-    measures = compute_measures(registered, bundle, stats, sections)
+    # The vectors dot serving sees, as list measures get (the stored norms: sections.plot_data.norms).
+    measures = compute_measures(registered, inputs.serving_bundle, stats, sections)
 
     from auditor.verdict import decide_verdict
 
@@ -165,8 +166,10 @@ def _served_vectors(
         table = served.items
         norms = item_norms(table, block=block_rows(int(table.shape[1]), 8, config.max_memory))
         frequency_norm = _frequency_norm(norms, inputs.stats, config, progress, warnings, norm_precision(table))
+    not_served = None if served.as_served else "; ".join(served.warnings) or None
     return ServedVectorsSection(model=served.serving.model, source=served.source, description=served.description,
-                                scoring=served.scoring, as_served=served.as_served, frequency_norm=frequency_norm)
+                                scoring=served.scoring, as_served=served.as_served, frequency_norm=frequency_norm,
+                                not_served=not_served)
 
 
 def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig) -> Evaluation | None:

@@ -136,6 +136,18 @@ class ModelBundle:
     def dim(self) -> int:
         return int(self.item_table.shape[1])
 
+    def tensors_beside_tables(self) -> tuple[list[str], list[str]]:
+        """The file's tensors other than the two tables: (item-side, unattributed) keys.
+
+        Item-side keys name ``item`` (a feature projection, an item MLP): with them the
+        item encoder is more than the table, and an audit of the table alone is not of the
+        vectors served. Unattributed keys name neither tower. C2/C3 and the load stage's
+        warning read this one split."""
+        others = [k for k in self.state_dict if k not in (self.item_key, self.user_key)]
+        item_side = [k for k in others if "item" in k.lower()]
+        unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
+        return item_side, unclear
+
 
 @dataclass
 class ItemStats:

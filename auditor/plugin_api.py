@@ -174,7 +174,10 @@ class Measure(Protocol):
 
     def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: MeasuredSections) -> Any:
         """The measure's value for one audit; ``result`` holds every measured section
-        (the verdict is decided after the measures)."""
+        (the verdict is decided after the measures). ``bundle`` holds the vectors dot
+        serving sees, as the list measures' context does: a RecBole graph model's served
+        vectors in place of its stored tables (whose item norms are
+        ``result.plot_data.norms``; ``result.served_vectors`` says what was served)."""
         ...
 
 

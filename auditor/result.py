@@ -127,7 +127,9 @@ class FrequencyNorm:
 class ServedVectorsSection:
     """The vectors a model serves with, when they are not its stored tables' dot products
     (the report's ``served``): RecBole's graph models (propagated, or the checkpoint's
-    cache), SimpleX (aggregated users, cosine). Retrieval, accuracy and the verdict use them;
+    cache), SimpleX (aggregated users, cosine); or, with ``as_served`` False, the stored
+    tables standing in for what popaudit cannot rebuild (a graph model's cache missing, an
+    item encoder no plugin runs). Retrieval, accuracy and the verdict use them;
     ``frequency_norm`` is the served item vectors' (what dot serving sees), beside the
     top-level ``frequency_norm`` of the stored item table (the training mechanism)."""
 
@@ -143,6 +145,9 @@ class ServedVectorsSection:
     """True when the audited vectors are the ones the model serves with."""
     frequency_norm: FrequencyNorm | None = None
     """The served item vectors' statistics; None when they are the stored table."""
+    not_served: str | None = None
+    """When ``as_served`` is False: why the served vectors could not be rebuilt and what
+    to give to get them (the warning's words); every figure is then of the stored tables."""
 
 
 @dataclass

@@ -21,6 +21,10 @@ K's table, and all as flat metrics usable by ``--fail-on``::
   norm percentile of the served items, 0 for the shortest vector of the catalogue and 1
   for the longest (ties share their mean rank). Dot-product lists well above cosine
   lists (``norm_percentile_ratio@K`` > 1) mean serving rewards the norm itself.
+
+All three are of the vectors dot serving sees: for a RecBole graph model its served
+(propagated or cached) item vectors, which popaudit hands audit and list measures alike,
+not the stored table.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +18,12 @@ import torch
 from click.testing import CliRunner
 from scipy import stats as scipy_stats
 
+from auditor.audit import run_audit
 from auditor.cli import cli
 from auditor.config import AuditConfig, LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.model import LiveModel, ModelBundle
+from auditor.plugin_api import RenderContext
 from auditor.probes import ProbeBatch, update_step, working_copy
 from auditor.plugins import (
     call_hook,
@@ -30,6 +33,8 @@ from auditor.plugins import (
     get_plugin_manager,
     load_plugin_file,
 )
+from auditor.plugins.renderers import render_document
+from auditor.report.audit_doc import audit_document
 
 ROOT = Path(__file__).resolve().parents[1]
 FEATURE_TOWER = ROOT / "plugins" / "feature_tower.py"
@@ -275,3 +280,38 @@ def test_feature_tower_script_writes_the_readme_example(tmp_path: Path) -> None:
     assert out.stdout.strip() == f"wrote {model} and {log}"
     assert pq.read_table(log).num_rows == 20_000
     assert load(model, FEATURE_TOWER).format == "feature_tower"
+
+
+def test_feature_tower_without_its_plugin_says_the_id_table_stands_in(ft_example: tuple[Path, Path]) -> None:
+    """Without the plugin the checkpoint's id table is audited: the first warning and the
+    served-vectors section name the ignored feature projection and say what to give."""
+    model_path, interactions = ft_example
+    config = dict(model=model_path, interactions=interactions, ks=(10,), bootstrap=0, probes=False)
+    bare = run_audit(AuditConfig(**config))  # type: ignore[arg-type]
+    served = bare.served_vectors
+    assert served is not None and not served.as_served and served.source == "tables"
+    assert served.description == "the stored id table `item_tower.id_embedding.weight`"
+    assert bare.warnings[0] == served.not_served
+    assert re.fullmatch(
+        r"audited the stored id table `item_tower\.id_embedding\.weight` only: the checkpoint's item-side tensors "
+        r"`item_tower\.feature_proj\.weight` are ignored, so these are not the item vectors the model in "
+        r"feature_tower\.pt serves; to audit those, give a plugin that loads its item encoder \(plugins\)",
+        bare.warnings[0],
+    )
+    text = str(render_document(audit_document(bare, figures=()), "markdown", get_plugin_manager(entry_points=False),
+                               RenderContext(destination=None, width=400)))  # fmt: skip
+    section = text[text.index("## Served vectors"):]
+    assert section.split("\n\n")[1].startswith("These are not the vectors the model in feature_tower.pt serves with")
+    # With the plugin the served vectors (E + W x) are audited: no stand-in, no warning about it.
+    served_run = run_audit(AuditConfig(**config, plugins=(FEATURE_TOWER,)))  # type: ignore[arg-type]
+    assert served_run.served_vectors is None
+    assert not any("item-side tensors" in w for w in served_run.warnings)
+    # Each audit's ρ is scipy's over its own vectors: the id table alone, and E + W x.
+    checkpoint = torch.load(model_path, weights_only=True)
+    state, freq = checkpoint["state_dict"], checkpoint["item_frequencies"].numpy()
+    table = state["item_tower.id_embedding.weight"].numpy()
+    encoded = table + checkpoint["item_features"].numpy() @ state["item_tower.feature_proj.weight"].numpy().T
+    assert served_run.frequency_norm is not None and bare.frequency_norm is not None
+    for result, vectors in ((bare, table), (served_run, encoded)):
+        expected = scipy_stats.spearmanr(freq, np.linalg.norm(vectors.astype(np.float64), axis=1)).statistic
+        assert result.frequency_norm is not None and result.frequency_norm.spearman == pytest.approx(expected, abs=1e-6)

@@ -23,6 +23,7 @@ from auditor.cli import cli
 from auditor.config import AuditConfig, LoadOptions
 from auditor.loading import load_model
 from auditor.loading.checkpoints import read_torch
+from auditor.loading.served import read_cache
 from auditor.plugin_api import RenderContext
 from auditor.plugins import get_plugin_manager
 from auditor.plugins.renderers import render_document
@@ -73,7 +74,7 @@ def test_zero_option_check_equals_recboles_test_metrics(tmp_path: Path) -> None:
     assert "160 users in the training part of RecBole's split" in population and "validation items" in population
     assert report["accuracy"]["n_users_evaluated"] == 160 and report["accuracy"]["n_dropped"] == 0
     assert report["served_vectors"] == {"model": "BPR", "source": "tables", "description": "the stored tables",
-                                "scoring": "dot", "as_served": True, "frequency_norm": None}  # fmt: skip
+                                "scoring": "dot", "as_served": True, "frequency_norm": None, "not_served": None}  # fmt: skip
     assert not any("also appear in the training log" in w for w in report["warnings"])
 
 
@@ -192,3 +193,47 @@ def test_lightgcn_without_its_cache_is_propagated(tmp_path: Path) -> None:
     assert "n_layers=2" in result.served_vectors.description and "2,499 training interactions" in result.served_vectors.description
     assert_recboles(_recboles_names(result, "dot"), RECORD["runs"]["LightGCN"])
     assert not result.warnings
+
+
+def test_ngcf_without_its_cache_says_the_stored_tables_stand_in(tmp_path: Path) -> None:
+    """NGCF propagates through learned layers popaudit cannot rebuild: without the cache the
+    stored tables are audited, and the first warning, the top of 'Served vectors' and the
+    accuracy section say that these are not the vectors NGCF serves."""
+    config = load_model(DATA / "LightGCN-eval.pth", LoadOptions()).config
+    assert config is not None
+    path = tmp_path / "ngcf.pth"
+    write_checkpoint(path, "NGCF", {"eval_args": config["eval_args"], "load_col": config["load_col"]}, 160, 120)
+    result = _audit(path, ks=(10,), bootstrap=0)
+    served = result.served_vectors
+    assert served is not None and not served.as_served and served.source == "tables"
+    assert result.warnings[0] == served.not_served and result.to_dict()["served_vectors"]["not_served"] == served.not_served
+    assert re.search(r"the model \(NGCF\) scores with .* caches no restore_user_e/restore_item_e\); to audit the "
+                     r"vectors it serves, give a checkpoint saved with that cache .*eval_step > 0", served.not_served or "")
+    pm = get_plugin_manager(entry_points=False)
+    text = str(render_document(audit_document(result, figures=()), "markdown", pm, RenderContext(destination=None, width=400)))
+    vectors = text[text.index("## Served vectors"):]
+    assert vectors.split("\n\n")[1].startswith("These are not the vectors NGCF serves with: popaudit could not rebuild")
+    accuracy = text[text.index("## Accuracy and the trade-off"):]
+    assert accuracy.split("\n\n")[1].startswith("These figures are of the stored tables scored by dot product, not of "
+                                                "the vectors NGCF serves with")
+    bpr = _audit(DATA / "BPR-eval.pth", ks=(10,), bootstrap=0)  # serves its tables: nothing stands in
+    assert bpr.served_vectors is not None and bpr.served_vectors.as_served and bpr.served_vectors.not_served is None
+    assert "These are not the vectors" not in str(render_document(audit_document(bpr, figures=()), "markdown", pm,
+                                                                  RenderContext(destination=None, width=400)))
+
+
+def test_audit_measures_see_the_served_vectors() -> None:
+    """plugins/norm_measures.py on LightGCN: its norm Gini is of the served (cached) item
+    vectors, the ones the list measures rank by, not of the stored table."""
+    plugin = Path(__file__).resolve().parents[1] / "plugins" / "norm_measures.py"
+    result = _audit(DATA / "LightGCN-eval.pth", ks=(10,), bootstrap=0, plugins=(plugin,))
+    cache = read_cache(DATA / "LightGCN-eval.pth")
+    assert cache is not None
+
+    def gini(values: np.ndarray) -> float:  # mean |x_i - x_j| over all pairs / (2 mean)
+        return float(np.abs(values[:, None] - values[None, :]).mean() / (2 * values.mean()))
+
+    served = np.linalg.norm(cache.items.astype(np.float64), axis=1)
+    stored = np.linalg.norm(load_model(DATA / "LightGCN-eval.pth", LoadOptions()).item_table.astype(np.float64), axis=1)
+    assert result.measures["norm_gini"] == pytest.approx(gini(served), rel=1e-9)
+    assert abs(gini(served) - gini(stored)) > 0.01  # the two tables differ: the test tells them apart

@@ -54,11 +54,9 @@ def static_c2_c3(bundle: ModelBundle, config: RecordedConfig) -> tuple[Static, S
         return (("holds", text.format("one free row per item is parameter-linear by construction")),
                 ("holds", text.format("each item owns its row, so no parameter is shared")))
     if bundle.state_dict:
-        others = [k for k in bundle.state_dict if k not in (bundle.item_key, bundle.user_key)]
-        item_side = [k for k in others if "item" in k.lower()]
-        unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
+        item_side, unclear = bundle.tensors_beside_tables()
         key = bundle.item_key or "the item table"
-        if not others or (not item_side and not unclear):
+        if not item_side and not unclear:
             text = f"the only item-side tensor is the embedding table `{key}` {tuple(bundle.item_table.shape)}: {{}}"
             return (("holds", text.format("parameter-linear by construction")),
                     ("holds", text.format("each item owns its row")))

@@ -32,7 +32,7 @@ from auditor.loading.recbole_eval import (
     serving_bundle,
     training_stats,
 )
-from auditor.loading.served import ServedVectors
+from auditor.loading.served import ServedVectors, encoder_not_run
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
@@ -77,6 +77,18 @@ class AuditInputs:
         return serving_bundle(self.bundle, self.served_vectors)
 
 
+def _say_served(inputs: AuditInputs) -> None:
+    """The served vectors' warnings; a stand-in's first of all, since every figure after
+    it is of vectors the model does not serve."""
+    served = inputs.served_vectors
+    if served is None:
+        return
+    if served.as_served:
+        inputs.warnings.extend(served.warnings)
+    else:
+        inputs.warnings[:0] = served.warnings
+
+
 def load_inputs(
     config: AuditConfig, pm: pluggy.PluginManager, progress: Progress = SILENT, cache: InputCache | None = None
 ) -> AuditInputs:
@@ -101,7 +113,7 @@ def load_inputs(
         bundle, config, cache, progress, inputs.warnings
     )
     inputs.served_vectors = served_of(bundle, evaluation)
-    inputs.warnings.extend(inputs.served_vectors.warnings if inputs.served_vectors is not None else [])
+    _say_served(inputs)
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
     inputs.population = _population(inputs, config, progress, cache)
@@ -114,6 +126,9 @@ def load_inputs(
     inputs.heldout = _heldout(inputs, config, progress)
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+    if inputs.served_vectors is None:  # an item encoder no loader or plugin runs: its table stands in
+        inputs.served_vectors = encoder_not_run(bundle)
+        _say_served(inputs)
     if config.probes and bundle.live is not None:  # the log is read for batches only when there is a model to step
         spec = config.training_log
         inputs.probe_pairs = bundle.train_pairs if spec is None else read_pairs(

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor.loading.recbole_models import CACHED, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
+from auditor.errors import setting
+from auditor.loading.recbole_models import CACHED, OTHER, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
 from auditor.model import ModelBundle
 
 if TYPE_CHECKING:
@@ -31,6 +32,13 @@ CACHE_AGREEMENT = 1e-4
 """Largest difference between the cache and popaudit's propagation, relative to the
 largest served norm, that counts as agreement (float32 sums in another order differ
 by a few units in the last place; a stale cache by far more)."""
+
+
+NO_CACHE_REMEDY = (
+    "to audit the vectors it serves, give a checkpoint saved with that cache (RecBole caches them when it "
+    "evaluates the model: train with eval_step > 0, or save after an evaluation)"
+)
+"""What to give when only the checkpoint's cache holds the served vectors."""
 
 
 def normalised_adjacency(
@@ -218,7 +226,7 @@ def served_vectors(
     why = "" if serving.kind not in (PROPAGATED, CACHED) else (
         " (the checkpoint caches no restore_user_e/restore_item_e"
         + ("" if serving.kind == CACHED or train is not None else ", and no training log was given to propagate over")
-        + ")"
+        + f"); {NO_CACHE_REMEDY}"
     )
     tables.warnings.append(not_served_warning(serving) + why)
     return tables
@@ -283,6 +291,35 @@ def _simplex(
             return ServedVectors(users, bundle.item_table, "cosine", "simplex", text, serving)
     tables.warnings.append(f"{not_served_warning(serving)}; popaudit cannot rebuild its user vectors: {problem}")
     return tables
+
+
+def encoder_not_run(bundle: ModelBundle) -> ServedVectors | None:
+    """The stored id table standing in for an item encoder popaudit cannot run (None: the
+    file shows no such encoder, or a live one was loaded).
+
+    Tensors naming ``item`` beside the table (:meth:`ModelBundle.tensors_beside_tables`,
+    as C2/C3 read them) make the encoder more than the table: its served item vectors are
+    not the table's rows, so the audit is of the table only, and says so."""
+    if bundle.live is not None or bundle.format in ("recbole", "npy", "parquet"):
+        return None
+    item_side, _ = bundle.tensors_beside_tables()
+    if not item_side:
+        return None
+    config = bundle.config or {}
+    name = config.get("model")
+    model = name if isinstance(name, str) and name else f"the model in {bundle.source.name}"
+    key = f"`{bundle.item_key}`" if bundle.item_key else "the item table"
+    listed = ", ".join(f"`{k}`" for k in item_side[:5]) + (f" and {len(item_side) - 5} more" if len(item_side) > 5 else "")
+    encoder = config.get("item_encoder")
+    named = f" (the checkpoint records item_encoder {encoder!r})" if isinstance(encoder, str) and encoder else ""
+    serving = Serving(model, OTHER, f"an item encoder with {listed} beside the id table {key}{named}")
+    warning = (
+        f"audited the stored id table {key} only: the checkpoint's item-side tensors {listed} are ignored, so these "
+        f"are not the item vectors {model} serves{named}; to audit those, give a plugin that loads its item encoder "
+        f"({setting('plugins')})"
+    )
+    return ServedVectors(bundle.user_table, bundle.item_table, "dot", "tables", f"the stored id table {key}", serving,
+                         [warning])
 
 
 def _int(value: Any) -> int | None:

@@ -17,7 +17,7 @@ from auditor.report import served_lists as lists_view
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_interval, fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, text_or_missing
 from auditor.report.population import population_rows
-from auditor.report.served_vectors import served_brief
+from auditor.report.served_vectors import accuracy_caption, served_brief
 from auditor.report.training import training_brief
 from auditor.result import AuditResult
 from auditor.sections import share_ratio
@@ -161,6 +161,8 @@ def _accuracy(result: AuditResult) -> list[Block]:
         f"({fmt_num(accuracy.n_dropped)} held-out interactions dropped)",
         "title",
     )]  # fmt: skip
+    if (caption := accuracy_caption(result)) is not None:
+        blocks.append(caption)
     for k in sorted(accuracy.at):
         blocks.append(replace(accuracy_view.tradeoff_table(result, k), title=f"Top-{k}", caption=""))
     if accuracy.changes:

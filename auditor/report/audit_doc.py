@@ -153,6 +153,8 @@ def accuracy_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     if accuracy is None:
         return Section("accuracy", accuracy_view.TITLE, (_not_measured(result, "accuracy"),))
     blocks: list[Block] = [Paragraph(accuracy.recommendation, "summary")] if accuracy.recommendation else []
+    if (caption := served_view.accuracy_caption(result)) is not None:
+        blocks.insert(0, caption)
     blocks.append(replace(accuracy_view.summary_table(accuracy), wrap=(1,)))
     for k in sorted(accuracy.at):
         blocks += [Heading(f"Top-{k}"), accuracy_view.tradeoff_table(result, k)]

@@ -29,11 +29,40 @@ def served_rows(served: ServedVectorsSection) -> tuple[tuple[str, str], ...]:
     used = "yes" if served.as_served else "no: the stored tables stand in (see the warnings)"
     return (
         ("model", served.model or "n/a"),
-        ("vectors used", SOURCES.get(served.source, served.source)),
+        ("vectors used", served.description if served.source == "tables" else SOURCES.get(served.source, served.source)),
         ("how they were obtained", served.description),
         ("the model's own scoring", served.scoring),
         ("the vectors the model serves", used),
     )
+
+
+def stand_in(result: AuditResult) -> ServedVectorsSection | None:
+    """The served-vectors section when the stored tables stand in for what the model
+    serves (None: the audited vectors are the served ones, or the model is not one that
+    serves otherwise)."""
+    served = result.served_vectors
+    return served if served is not None and not served.as_served else None
+
+
+def not_served_text(served: ServedVectorsSection) -> str:
+    """The plain statement at the top of the section: these are not the served vectors."""
+    why = f" Why, and what to give to audit the served vectors: {served.not_served}." if served.not_served else ""
+    return (
+        f"These are not the vectors {served.model} serves with: popaudit could not rebuild them, so this audit is of "
+        f"{served.description}, and its frequency–norm, retrieval and accuracy figures describe those, not the "
+        f"model as it serves.{why}"
+    )
+
+
+def accuracy_caption(result: AuditResult) -> Paragraph | None:
+    """Above the accuracy section of a stand-in audit: whose accuracy it is."""
+    served = stand_in(result)
+    if served is None:
+        return None
+    return Paragraph(
+        f"These figures are of {served.description} scored by dot product, not of the vectors {served.model} serves "
+        f"with (see '{TITLE}'): they are not the model's own accuracy.", "warning",
+    )  # fmt: skip
 
 
 def stored_note(result: AuditResult) -> Paragraph | None:
@@ -67,6 +96,8 @@ def served_blocks(result: AuditResult) -> list[Block]:
     if served is None:
         return []
     blocks: list[Block] = [KeyValues(served_rows(served))]
+    if not served.as_served:
+        blocks.insert(0, Paragraph(not_served_text(served), "warning"))
     if served.frequency_norm is not None and result.frequency_norm is not None:
         blocks.append(comparison_table(result.frequency_norm, served.frequency_norm))
     elif served.source == "simplex":
@@ -83,7 +114,8 @@ def served_brief(result: AuditResult) -> list[Block]:
     served = result.served_vectors
     if served is None or (served.source == "tables" and served.as_served):
         return []
-    rows = [("vectors used", SOURCES.get(served.source, served.source)), ("model's own scoring", served.scoring)]
+    used = served.description if served.source == "tables" else SOURCES.get(served.source, served.source)
+    rows = [("vectors used", used), ("model's own scoring", served.scoring)]
     fn = served.frequency_norm
     if fn is not None:
         lo, hi = fn.spearman_ci
@@ -91,4 +123,7 @@ def served_brief(result: AuditResult) -> list[Block]:
         rows += [(f"Spearman ρ, {SERVED}", f"{fmt_num(fn.spearman)} [{interval}]"),
                  ("log–log slope, served", fmt_num(fn.loglog_slope))]  # fmt: skip
     note = f"; the correlation above is the {STORED}" if fn is not None else ""
-    return [KeyValues(tuple(rows), f"{TITLE} ({served.model}){note}")]
+    blocks: list[Block] = [KeyValues(tuple(rows), f"{TITLE} ({served.model}){note}")]
+    if not served.as_served:
+        blocks.insert(0, Paragraph(f"{TITLE} ({served.model}): {not_served_text(served)}", "warning"))
+    return blocks
