@@ -93,7 +93,9 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
         flat["spearman_p"] = FlatEntry(_num(fn.get("spearman_p")), "frequency_norm", "spearman_p")
     # What dot serving sees: the served vectors where the model serves with others than its
     # table (RecBole's graph models), else the stored table itself.
-    served_fn = (report.get("served_vectors") or {}).get("frequency_norm") or fn
+    served = report.get("served_vectors") or {}
+    # Stored tables standing in for vectors the model serves otherwise: what it serves is unknown.
+    served_fn = None if served.get("as_served") is False else served.get("frequency_norm") or fn
     for name in ("spearman", "loglog_slope"):
         flat[f"served_{name}"] = FlatEntry(_num(served_fn.get(name)) if served_fn else None, "frequency_norm",
                                            f"served_{name}")

@@ -84,10 +84,17 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
     summary = _summary(result, severity, rho, lo, hi, p, significant, strength, graded, conditions, unseen, assessed)
     recommendations = _recommendations(result, detected, graded, conditions, rises, unseen)
     weak = weak_model(result)
+    stand_in = _stand_in(result)
     if weak is not None:
         summary = f"{weak} {summary}"
-        recommendations.insert(0, weak + " Improve the model before tuning its serving: a fix for popularity bias "
-                               "cannot make it useful.")
+        if stand_in is None:
+            recommendations.insert(0, weak + " Improve the model before tuning its serving: a fix for popularity bias "
+                                   "cannot make it useful.")
+    if stand_in is not None:  # every figure is of vectors the model does not serve: said before anything else
+        served = result.served_vectors
+        assert served is not None
+        summary = f"This audit is of {served.description}, not of the vectors {served.model} serves with. {summary}"
+        recommendations.insert(0, f"Audit the vectors {served.model} serves: {stand_in}.")
     first = first_seen_skew(result)
     return Verdict(
         bias_detected=detected,
@@ -112,10 +119,24 @@ def weak_model(result: MeasuredSections) -> str | None:
     dot, popular = accuracy.at[k].get("dot"), accuracy.at[k].get("popular")
     if dot is None or popular is None or not dot.ndcg < popular.ndcg:
         return None
+    served = result.served_vectors
+    if served is not None and not served.as_served:
+        return (f"Dot-product serving of {served.description} reaches a held-out NDCG@{k} of {dot.ndcg:.4f}, below "
+                f"the most-popular list's {popular.ndcg:.4f}; these are not the vectors {served.model} serves with, so "
+                "this is not the model's own accuracy.")
     return (
         f"The model itself is weak: its dot-product serving reaches a held-out NDCG@{k} of {dot.ndcg:.4f}, "
         f"below the most-popular list's {popular.ndcg:.4f}."
     )
+
+
+def _stand_in(result: MeasuredSections) -> str | None:
+    """Why the audited vectors are not the ones the model serves with, and what to give to
+    audit those (None: they are)."""
+    served = result.served_vectors
+    if served is None or served.as_served:
+        return None
+    return (served.not_served or "popaudit could not rebuild them").rstrip(".")
 
 
 def _strength(rho: float) -> Strength:

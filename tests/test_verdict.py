@@ -299,3 +299,25 @@ def test_a_verdict_says_when_nothing_graded_it() -> None:
     assert (graded.severity, graded.assessed) == ("none", True)
     result = dataclasses.replace(_result(None), verdict=nothing)
     assert result.to_dict()["verdict"]["assessed"] is False
+
+
+def test_stored_tables_standing_in_for_served_vectors_are_said_first() -> None:
+    """A graph model saved without its cache: the audit is of its stored tables, so the
+    summary says so before anything else, a weak NDCG is not called the model's, the first
+    recommendation is how to audit what it serves, and served_spearman has no value."""
+    from auditor.result import Accuracy, RankingAccuracy, ServedVectorsSection
+
+    served = ServedVectorsSection(model="NGCF", source="tables", description="the stored tables", scoring="dot",
+                                  as_served=False, not_served="give a checkpoint saved with its cache.")
+    accuracy = Accuracy(protocol="p", n_users_evaluated=10, n_dropped=0, quoted_k=10,
+                        at={10: {"dot": RankingAccuracy(0.1, 0.0629, 0.2, 0.1),
+                                 "popular": RankingAccuracy(0.2, 0.2361, 0.4, 0.2)}})
+    result = _result(_fn(0.62, 0.58, 0.66), _single(0.30, 0.15, k=10), served_vectors=served, accuracy=accuracy)
+    v = decide_verdict(result)
+    assert v.summary.startswith("This audit is of the stored tables, not of the vectors NGCF serves with. "
+                                "Dot-product serving of the stored tables reaches a held-out NDCG@10 of 0.0629")
+    assert "The model itself is weak" not in v.summary and "not the model's own accuracy" in v.summary
+    assert v.recommendations[0] == "Audit the vectors NGCF serves: give a checkpoint saved with its cache."
+    assert not any("Improve the model" in r for r in v.recommendations)
+    flat = dataclasses.replace(result, verdict=v).flat_metrics()
+    assert flat["served_spearman"] is None and flat["spearman"] == 0.62
