@@ -105,6 +105,11 @@ class TrainingSection:
     angles: TrainingAngles | None
     epochs: int | None
     """Epochs the trace saw begin (None: none recorded)."""
+    steps: int | None = None
+    """Optimizer steps taken: the end record's, else the last record's (None: no record)."""
+    steps_per_epoch: int | None = None
+    """Optimizer steps of a whole epoch: the header config's ``steps_per_epoch`` (``retrain``),
+    else the step of epoch 1's record when training went on past it (None: unknown)."""
 
     @property
     def evidence(self) -> TrainingAngles | None:

@@ -197,3 +197,31 @@ def test_the_traces_optimizer_and_tilted_angles(tmp_path: Path) -> None:
     hand_trace(tmp_path / "t.jsonl", 20, "SGD", 0.7, 0.5)  # neither clearly orthogonal nor tilted
     c = json.loads(check(*args, "--momentum", "0", "--weight-decay", "0").stdout)["conditions"]
     assert c["C4"]["status"] == "unknown" and c["C4"]["details"]["trace_angles"]["orthogonal"] is None
+
+
+def test_c5_projects_the_updates_a_stopped_run_took(tmp_path: Path) -> None:
+    """A run an alert stopped at step 4 of an epoch of 12 (3,000 pairs in batches of 256):
+    C5 projects 4/12 of an epoch of updates, from the checkpoint's config and from the trace."""
+    model, trace = tmp_path / "m.pt", tmp_path / "t.jsonl"
+    done = CliRunner().invoke(cli, ["retrain", "--n-users", "100", "--n-items", "150", "--n-interactions", "3000",
+                                    "--epochs", "2", "--trace", str(trace), "--trace-every", "4", "--alert",
+                                    "spearman>0.3", "--on-alert", "stop", "-o", str(model), "-q", "--threads", "1"])
+    assert done.exit_code == 0, done.output
+    assert read_trace(trace).end.step == 4  # type: ignore[union-attr]
+    config = torch.load(model, weights_only=False)["config"]
+    assert (config["steps"], config["steps_per_epoch"], config["epochs"]) == (4, 12, 1)
+    c5 = json.loads(check(str(model), "--trace", str(trace), *FAST[:-1], "--format", "json").stdout)["conditions"]["C5"]
+    freq = torch.load(model, weights_only=False)["item_frequencies"].numpy()
+    head = float(np.quantile(freq[freq > 0].astype(float), 0.99))
+    assert c5["details"]["epochs"] == pytest.approx(1 / 3, rel=1e-15)
+    assert c5["details"]["appearances_head"] == pytest.approx(head / 3, rel=1e-12)
+    assert "over frequency × 0.333333 epochs (the updates actually taken: config (4 steps taken ÷ 12 steps per " \
+           "epoch))" in c5["evidence"]
+    # a bare table records nothing: the trace's end step over its header's steps per epoch
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    report = json.loads(check(*bare_table((model, trace), bare), "--no-probes", "--trace", str(trace)).stdout)
+    assert report["training"]["steps"] == 4 and report["training"]["steps_per_epoch"] == 12
+    c5 = report["conditions"]["C5"]
+    assert c5["details"]["epochs"] == pytest.approx(1 / 3, rel=1e-15)
+    assert "(the updates actually taken: trace (4 steps taken ÷ 12 steps per epoch))" in c5["evidence"]

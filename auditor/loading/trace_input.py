@@ -58,8 +58,21 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
         end_reason=None if trace.end is None else trace.end.reason, truncated=trace.truncated,
         matches_model=mismatch is None, mismatch=mismatch, points=points,
         point_kind="step" if trace.steps else "epoch", alerts=alerts, angles=angles,
-        epochs=max(epochs) if epochs else None,
+        epochs=max(epochs) if epochs else None, **_steps(trace),
     )
+
+
+def _steps(trace: Trace) -> dict[str, int | None]:
+    """The steps the run took and the steps of a whole epoch, as far as the trace tells
+    (TrainingSection's ``steps`` and ``steps_per_epoch``): C5 projects the updates taken."""
+    last = trace.end.step if trace.end is not None else (trace.records[-1].step if trace.records else None)
+    recorded = trace.header.config.get("steps_per_epoch")
+    per_epoch = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0 else None
+    if per_epoch is None:  # epoch 1's record, when training went on past it (not a stop within epoch 1)
+        first = next((r for r in trace.epochs if r.epoch == 1), None)
+        if first is not None and first.step > 0 and last is not None and last > first.step:
+            per_epoch = first.step
+    return {"steps": last, "steps_per_epoch": per_epoch}
 
 
 def _mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
