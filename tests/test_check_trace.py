@@ -281,3 +281,36 @@ def test_a_trace_of_another_run_of_the_same_catalogue_is_flagged(tmp_path: Path)
         f"table's {ours:.4f}: the same table gives a ρ in [{theirs - 0.02:.4f}, {theirs + 0.02:.4f}] (its ρ ± 0.02: "
         "the same computation on the same counts)")
     assert report["conditions"]["C1"]["details"].get("trace_angles") is None
+
+
+def test_a_traces_steps_per_epoch_come_from_epoch_one_when_training_went_on(tmp_path: Path) -> None:
+    """No config: epoch 1 ended at step 3, an alert stopped epoch 2 after step 2 of it, so the
+    run took 5 steps of 3 per epoch (5/3 epochs); a stop within epoch 1 leaves it unknown."""
+    from auditor.conditions.facts import read_trace_facts
+    from auditor.loading.trace_input import summarise
+    from auditor.monitor import TrainingMonitor
+
+    table = torch.zeros(4, 2, dtype=torch.float64)
+    table[:, 0] = torch.arange(1.0, 5.0)
+    path = tmp_path / "t.jsonl"
+    monitor = TrainingMonitor(table, counts=np.arange(4.0), interval=0, trace=path, n_queries=2)
+    for _ in range(3):
+        monitor.before_step(), monitor.after_step()
+    monitor.end_epoch()
+    for _ in range(2):
+        monitor.before_step(), monitor.after_step()
+    monitor.end_epoch()
+    monitor.close("stopped by hand")
+    section = summarise(read_trace(path), path)
+    assert (section.steps, section.steps_per_epoch, section.epochs) == (5, 3, 2)
+    epochs = read_trace_facts(section).epochs
+    assert epochs is not None and epochs.value == 5 / 3 and epochs.source == "trace (5 steps taken ÷ 3 steps per epoch)"
+
+    short = tmp_path / "s.jsonl"
+    monitor = TrainingMonitor(table, counts=np.arange(4.0), interval=0, trace=short, n_queries=2)
+    monitor.before_step(), monitor.after_step()
+    monitor.end_epoch()
+    monitor.close("stopped by hand")
+    section = summarise(read_trace(short), short)
+    assert (section.steps, section.steps_per_epoch) == (1, None)
+    assert read_trace_facts(section).epochs.value == 1.0  # type: ignore[union-attr]  # the epochs begun
