@@ -68,6 +68,10 @@ def run_audit(
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table))
+    if inputs.training is not None and frequency_norm is not None:  # the trace's end ρ must be this table's
+        from auditor.loading.trace_input import check_end_rho
+
+        inputs.training = check_end_rho(inputs.training, frequency_norm.spearman, warnings)
     serving = _serve(inputs, norms, config, progress, registered)
     evaluation = _evaluation(inputs, serving, config)
     assessed = _assess_conditions(inputs, config, pm, progress, frequency_norm)

@@ -63,12 +63,13 @@ class GateOutcome:
 
 
 def parse_gates(
-    expressions: Iterable[str], valid_names: Iterable[str], *, option: str = "fail_on"
+    expressions: Iterable[str], valid_names: Iterable[str], *, option: str = "fail_on", rule: str | None = RATIO_RULE
 ) -> list[Gate]:
     """Parse every expression; all problems are reported together in one GateError.
 
     ``option``: the setting the expressions came from, as messages name it (the
-    training monitor's alerts use the same syntax under their own setting)."""
+    training monitor's alerts use the same syntax under their own setting); ``rule``: what
+    the list of valid names adds (``--fail-on``'s ratio rule; None for names without it)."""
     valid = list(valid_names)
     known = set(valid)
     gates: list[Gate] = []
@@ -85,8 +86,8 @@ def parse_gates(
         gates.append(Gate(name, op, float(number)))
     if problems:
         shown = ", ".join(valid[:12]) + (f", ... ({len(valid)} in all)" if len(valid) > 12 else "")
-        raise GateError(f"invalid {setting(option)}: " + "; ".join(problems) + f". Valid metrics: {shown}; "
-                        f"{RATIO_RULE}")
+        raise GateError(f"invalid {setting(option)}: " + "; ".join(problems) + f". Valid metrics: {shown}"
+                        + (f"; {rule}" if rule else ""))
     return gates
 
 

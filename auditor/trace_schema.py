@@ -38,6 +38,10 @@ FIGURES = (
 )
 """The numeric figures of a record that alerts, trackers and plots read, by name."""
 
+STEP_FIGURES = ("angle_share_90_1", "angle_share_90_10", "angle_median", "growth_per_update")
+"""Figures measured around an optimizer step only: a step record's, and an epoch record's
+pool of its epoch's step records. With no step records (interval 0) they are never measured."""
+
 RATIO_FIGURES = ("head_share_ratio",)
 """Figures that are a ratio of two shares (:func:`auditor.sections.share_ratio`, the audit's
 one ratio policy): +inf when only the divisor is 0, the most skew there is. A record keeps

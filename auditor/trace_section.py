@@ -94,7 +94,8 @@ class TrainingSection:
     truncated: bool
     """A last line cut mid-write was dropped."""
     matches_model: bool
-    """The trace's catalogue is the audited table's (item count, and item ids when both record them)."""
+    """The trace is of the audited model: its catalogue (item count, item ids when both record
+    them), the training settings both record, and its end ρ (docs/monitor.md)."""
     mismatch: str | None
     """Why it does not match (None when it does); its angles are then no evidence."""
     points: tuple[TrainingPoint, ...]
@@ -105,6 +106,19 @@ class TrainingSection:
     angles: TrainingAngles | None
     epochs: int | None
     """Epochs the trace saw begin (None: none recorded)."""
+    steps: int | None = None
+    """Optimizer steps taken: the end record's, else the last record's (None: no record)."""
+    steps_per_epoch: int | None = None
+    """Optimizer steps of a whole epoch: the header config's ``steps_per_epoch`` (``retrain``),
+    else the step of epoch 1's record when training went on past it (None: unknown)."""
+    end_spearman: float | None = None
+    """ρ of the trace's last record when it is at the end step: the model at the end of
+    training, which a finished run's checkpoint is (None: the trace does not show it)."""
+    end_step: int | None = None
+    end_spearman_range: tuple[float, float] | None = None
+    """Where the audited table's ρ must lie for the trace to be this model's."""
+    end_spearman_rule: str | None = None
+    """Why the range is that wide, in words."""
 
     @property
     def evidence(self) -> TrainingAngles | None:

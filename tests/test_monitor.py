@@ -194,6 +194,50 @@ def test_alerts_fire_once_warn_stop_and_raise(tmp_path) -> None:
         TrainingMonitor(table, on_alert="explode")
 
 
+def test_a_plain_loop_that_breaks_on_should_stop_ends_with_the_alerts_reason(tmp_path) -> None:
+    # docs/monitor.md's loop: break on should_stop, end the epoch, close() with no reason.
+    table = _line_table(5)
+    path = tmp_path / "loop.jsonl"
+    monitor = TrainingMonitor(table, counts=np.arange(5.0), interval=1, alerts=["spearman>0.6"], on_alert="stop",
+                              trace=path, n_queries=2)
+    for _ in range(3):
+        with pytest.warns(TrainingAlertWarning) if monitor.global_step == 0 else warnings.catch_warnings():
+            monitor.before_step(), monitor.after_step()
+        if monitor.should_stop:
+            break
+    monitor.end_epoch()
+    monitor.close()
+    end = read_trace(path).end
+    assert end is not None and end.step == 1 and end.reason == "stopped by alert spearman>0.6 at step 1"
+    quiet = tmp_path / "quiet.jsonl"
+    unstopped = TrainingMonitor(table, counts=np.arange(5.0), interval=1, trace=quiet, n_queries=2)
+    unstopped.close()
+    assert read_trace(quiet).end.reason == "completed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("figure", ["angle_share_90_1", "angle_share_90_10", "angle_median", "growth_per_update"])
+def test_an_alert_on_a_step_figure_without_step_records_is_refused(tmp_path, figure) -> None:
+    table = _line_table(5)
+    path = tmp_path / "t.jsonl"
+    with pytest.raises(GateError, match=rf"invalid alerts: {figure} is measured around optimizer steps only, "
+                                        r"and interval 0 records none, so the alert could never fire"):
+        TrainingMonitor(table, interval=0, alerts=[f"{figure}>0", "spearman>0.5"], trace=path)
+    assert not path.exists()  # refused before the trace is written
+    assert TrainingMonitor(table, interval=1, alerts=[f"{figure}>0"]).should_stop is False  # measured at interval 1
+    assert TrainingMonitor(table, interval=0, alerts=["spearman>0.5", "loss<1"]).interval == 0
+
+
+def test_unknown_alert_names_list_the_monitors_figures_without_the_fail_on_ratio_rule() -> None:
+    with pytest.raises(GateError) as caught:
+        TrainingMonitor(_line_table(3), alerts=["head_share_1pct_ratio@10>1"])
+    message = str(caught.value)
+    assert "unknown metric 'head_share_1pct_ratio@10'" in message
+    assert message.endswith("Valid metrics: spearman, loglog_slope, mean_norm, angle_share_90_1, angle_share_90_10, "
+                            "angle_median, growth_per_update, head_share_dot, head_share_cosine, head_share_ratio, "
+                            "loss, lr")
+    assert "_ratio@K" not in message
+
+
 def test_the_monitor_leaves_training_randomness_and_gradients_alone() -> None:
     torch.manual_seed(0)
     emb = torch.nn.Embedding(50, 4)

@@ -251,7 +251,8 @@ def option_names() -> dict[str, str]:
     from auditor.config import AuditConfig, DeclaredTraining, GroupPolicy
 
     special = {"model": "MODEL", "ks": "-k", "retrieval": "--no-retrieval", "probes": "--no-probes",
-               "plugins": "--plugin", "alphas": "--alpha", "output": "-o", "alerts": "--alert"}
+               "plugins": "--plugin", "alphas": "--alpha", "output": "-o", "alerts": "--alert",
+               "interval": "--trace-every"}
     names = [f.name for f in dataclasses.fields(AuditConfig)] + [f.name for f in dataclasses.fields(DeclaredTraining)]
     # Settings of the commands themselves (batch, retrain) that library messages name.
     names += ["output", "jobs", "flush_interval", "fail_on", "resume", "data_format", "zipf", "row_timeout", "plugin_timeout"]
@@ -260,7 +261,7 @@ def option_names() -> dict[str, str]:
     names += ["alpha", "tensors_only"]  # popaudit mitigate
     names += ["markdown"]  # check's report outputs
     names += ["rank_by"]  # batch's summary
-    names += ["alerts", "trace"]  # the training monitor (retrain)
+    names += ["alerts", "trace", "interval"]  # the training monitor (retrain)
     names += [f.name for f in dataclasses.fields(GroupPolicy)]  # the popularity groups (AuditConfig fields of these names)
     return {name: special.get(name, "--" + name.replace("_", "-")) for name in names}
 

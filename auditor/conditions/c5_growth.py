@@ -118,6 +118,8 @@ def _projected(
         "head_median_norm_ratio": ratio, "threshold": threshold,
     })
     epoch_text = f"{e:g} epochs" if n_epochs is not None else "1 epoch (epochs not recorded, so a lower estimate)"
+    if epochs is not None and not float(e).is_integer():  # a run stopped within an epoch
+        epoch_text += f" (the updates actually taken: {epochs.source})"
     status: Status = "holds" if ratio >= threshold else "violated"
     verdict = (
         "the bias materialises" if status == "holds"

@@ -157,7 +157,19 @@ def read_config(config: Mapping[str, Any] | None) -> RecordedConfig:
             found[attr] = Fact(text[0], Origin.CONFIG, text[1])
     logq = config_value(config, ("logq", "logq_correction"))
     found["logq"] = logq is not None and logq[0] is True
+    taken = epochs_taken(as_float((config_value(config, ("steps",)) or (None,))[0]),
+                         as_float((config_value(config, ("steps_per_epoch",)) or (None,))[0]), Origin.CONFIG)
+    if taken is not None:  # a run stopped early (retrain records both): the updates it took
+        found["epochs"] = taken
     return RecordedConfig(**found)
+
+
+def epochs_taken(steps: float | None, per_epoch: float | None, origin: Origin) -> Fact[float] | None:
+    """The epochs a run trained, as its optimizer steps over the steps of an epoch (C5
+    projects the updates taken, not the epochs begun); None unless both are known."""
+    if steps is None or per_epoch is None or per_epoch <= 0 or steps < 0:
+        return None
+    return Fact(steps / per_epoch, origin, f"{steps:g} steps taken ÷ {per_epoch:g} steps per epoch")
 
 
 # ---------------------------------------------------------------------------- optimizer state
@@ -324,7 +336,8 @@ def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
     return TraceFacts(
         optimizer=Fact(kind or training.optimizer, Origin.TRACE, "header.optimizer") if training.optimizer else None,
         lr=None if lr is None else Fact(lr[1], Origin.TRACE, f"lr at step {lr[0]}"),
-        epochs=None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, "epochs"),
+        epochs=epochs_taken(training.steps, training.steps_per_epoch, Origin.TRACE)
+        or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, "epochs")),
         angles=training.evidence,
     )
 

@@ -5,18 +5,25 @@ The trace file is read by the monitor's own reader (:func:`auditor.loading.trace
 which imports only the values at the bottom): a file that is not a trace, of a newer
 version, or with a malformed line is a :class:`~auditor.errors.TraceError` naming the
 line; a last line cut mid-write (training died while writing it) is dropped and counted
-as a warning. A trace written for another catalogue (another item count, or other item
-ids when both sides record them) is flagged: its section says so and its angles are no
-evidence for the conditions.
+as a warning. A trace of another model is flagged (its section says so, its figures are no
+evidence for the conditions): another catalogue (item count, or item ids when both sides
+record them), another optimizer, loss or learning rate where the trace and the checkpoint
+both record it, or, once the audit has measured it (:func:`check_end_rho`), a ρ of the
+model at the end of training that is not the audited table's.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from auditor.errors import setting
 from auditor.model import ModelBundle
+from auditor.optimizers import as_float, item_optimizer_state, normalise_optimizer, optimizer_family, recognise_optimizer
 from auditor.loading.trace import Trace, read_trace
 from auditor.trace_section import TrainingAlert, TrainingPoint, TrainingSection
 
@@ -30,13 +37,35 @@ def load_training(path: Path, bundle: ModelBundle, warnings: list[str]) -> Train
             f"{setting('trace')} {path}: its last line was cut mid-write (training died while writing it) "
             "and was dropped; 1 record lost"
         )
-    mismatch = _mismatch(trace, bundle)
+    mismatch = _mismatch(trace, bundle) or _setting_mismatch(trace, bundle)
     if mismatch is not None:
-        warnings.append(
-            f"{setting('trace')} {path} is of another model: {mismatch}; its figures are shown but its update "
-            "angles are not used as evidence for C1, C4 or C5"
-        )
+        _flag(path, mismatch, warnings)
     return summarise(trace, path, mismatch)
+
+
+def _flag(path: Path | str, mismatch: str, warnings: list[str]) -> None:
+    warnings.append(
+        f"{setting('trace')} {path} is of another model: {mismatch}; its figures are shown but its update "
+        "angles are not used as evidence for C1, C4 or C5"
+    )
+
+
+def check_end_rho(training: TrainingSection, rho: float | None, warnings: list[str]) -> TrainingSection:
+    """The section flagged as another model's when the trace's ρ of the model at the end of
+    training (:attr:`TrainingSection.end_spearman`) is not the audited table's ``rho``
+    (the audit's own, None or NaN: undefined) within :attr:`end_spearman_range`."""
+    allowed = training.end_spearman_range
+    if not training.matches_model or allowed is None or training.end_spearman is None:
+        return training
+    if rho is None or not math.isfinite(rho) or allowed[0] <= rho <= allowed[1]:
+        return training
+    mismatch = (
+        f"its last record's Spearman ρ {training.end_spearman:.4f} (step {training.end_step}, the model at the end of "
+        f"training) is not the audited table's {rho:.4f}: the same table gives a ρ in [{allowed[0]:.4f}, "
+        f"{allowed[1]:.4f}] ({training.end_spearman_rule})"
+    )
+    _flag(training.trace, mismatch, warnings)
+    return replace(training, matches_model=False, mismatch=mismatch)
 
 
 def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> TrainingSection:
@@ -58,8 +87,21 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
         end_reason=None if trace.end is None else trace.end.reason, truncated=trace.truncated,
         matches_model=mismatch is None, mismatch=mismatch, points=points,
         point_kind="step" if trace.steps else "epoch", alerts=alerts, angles=angles,
-        epochs=max(epochs) if epochs else None,
+        epochs=max(epochs) if epochs else None, **_steps(trace), **end_rho(trace),
     )
+
+
+def _steps(trace: Trace) -> dict[str, Any]:
+    """The steps the run took and the steps of a whole epoch, as far as the trace tells
+    (TrainingSection's ``steps`` and ``steps_per_epoch``): C5 projects the updates taken."""
+    last = trace.end.step if trace.end is not None else (trace.records[-1].step if trace.records else None)
+    recorded = trace.header.config.get("steps_per_epoch")
+    per_epoch = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0 else None
+    if per_epoch is None:  # epoch 1's record, when training went on past it (not a stop within epoch 1)
+        first = next((r for r in trace.epochs if r.epoch == 1), None)
+        if first is not None and first.step > 0 and last is not None and last > first.step:
+            per_epoch = first.step
+    return {"steps": last, "steps_per_epoch": per_epoch}
 
 
 def _mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
@@ -72,3 +114,70 @@ def _mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
         if digest != header.item_ids_sha256:
             return "the trace's item ids (in row order) are not the audited table's"
     return None
+
+
+def _setting_mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
+    """Which training setting the trace records otherwise than the checkpoint (None: none
+    that both record): the optimizer (the trace's class name or config against the
+    checkpoint's optimizer state or config), the loss and the learning rate (configs)."""
+    theirs: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
+    ours: Mapping[str, Any] = bundle.config if isinstance(bundle.config, Mapping) else {}
+    run = _kind(trace.header.optimizer) or _kind(theirs.get("optimizer"))
+    state = _state_kind(bundle)
+    model, where = (state, "optimizer state") if state is not None else (_kind(ours.get("optimizer")), "config")
+    if run is not None and model is not None and optimizer_family(run) != optimizer_family(model):
+        return f"the trace's run used {run}, the checkpoint's {where} records {model}"
+    loss_t, loss_m = theirs.get("loss"), ours.get("loss")
+    if isinstance(loss_t, str) and isinstance(loss_m, str) and loss_t.lower() != loss_m.lower():
+        return f"the trace's config records the loss {loss_t!r}, the checkpoint's {loss_m!r}"
+    lr_t, lr_m = as_float(theirs.get("lr")), as_float(ours.get("lr"))
+    if lr_t is not None and lr_m is not None and not math.isclose(lr_t, lr_m, rel_tol=1e-9):
+        return f"the trace's config records the learning rate {lr_t:g}, the checkpoint's {lr_m:g}"
+    return None
+
+
+def _kind(name: Any) -> str | None:
+    """An optimizer kind from a recorded name (None: not a name, or not one known)."""
+    return normalise_optimizer(name)[0] if isinstance(name, str) else None
+
+
+def _state_kind(bundle: ModelBundle) -> str | None:
+    """The optimizer kind the checkpoint's optimizer state shows, when its groups agree."""
+    state, _note = item_optimizer_state(bundle)
+    groups = recognise_optimizer(state) if state is not None else []
+    kinds = {g.kind for g in groups}
+    return kinds.pop() if len({optimizer_family(k) for k in kinds}) == 1 else None
+
+
+RHO_TOLERANCE = 0.02
+"""How far the audited table's ρ may lie from a trace's ρ of the model at the end of training
+when both count the same interactions. On the same table and counts the two are equal to the
+last bit (docs/monitor.md); the margin allows for an audit log that differs from the trainer's
+by a few rows (ids the audit could not map), while another run of the same catalogue, with
+another optimizer, loss or length, lands tenths away."""
+RUNNING_RHO_TOLERANCE = 0.05
+"""The margin for a trace with running counts: its ρ is over the batches the monitor saw
+(proportional to the log after whole epochs, part of an epoch more after a stop within one),
+not over the log the audit counts."""
+
+
+def end_rho(trace: Trace) -> dict[str, Any]:
+    """The trace's ρ of the model at the end of training and the range the audited table's
+    ρ must fall in (TrainingSection's ``end_*`` fields; all None when the trace does not show
+    the end model: it did not end, or its last record is not at the end step, or has no ρ)."""
+    none: dict[str, Any] = {"end_spearman": None, "end_step": None, "end_spearman_range": None,
+                            "end_spearman_rule": None}
+    last = trace.records[-1] if trace.records else None
+    if trace.end is None or last is None or last.step != trace.end.step or last.spearman is None:
+        return none
+    rho = last.spearman
+    if trace.header.counts == "running":
+        margin, rule = RUNNING_RHO_TOLERANCE, f"its ρ ± {RUNNING_RHO_TOLERANCE:g}: running counts"
+    else:
+        margin, rule = RHO_TOLERANCE, f"its ρ ± {RHO_TOLERANCE:g}: the same computation on the same counts"
+    lo, hi = rho - margin, rho + margin
+    if last.spearman_method == "sample" and last.spearman_ci is not None:  # a sampled ρ: its interval, widened
+        lo, hi = min(lo, last.spearman_ci[0] - margin), max(hi, last.spearman_ci[1] + margin)
+        rule += ", and the sampled ρ's 95% interval"
+    return {"end_spearman": rho, "end_step": last.step, "end_spearman_range": (max(lo, -1.0), min(hi, 1.0)),
+            "end_spearman_rule": rule}

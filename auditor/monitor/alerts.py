@@ -14,19 +14,30 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Sequence
 
-from auditor.errors import AlertTripped, TrainingError
+from auditor.errors import AlertTripped, GateError, TrainingError, setting
 from auditor.gate import Gate, evaluate_gates, parse_gates
-from auditor.trace_schema import ALERT_ACTIONS, FIGURES, AlertAction, AlertEvent, TraceRecord
+from auditor.trace_schema import ALERT_ACTIONS, FIGURES, STEP_FIGURES, AlertAction, AlertEvent, TraceRecord
 
 
 class TrainingAlertWarning(UserWarning):
     """An alert of the training monitor fired (action ``warn`` or ``stop``)."""
 
 
-def parse_alerts(expressions: Iterable[str]) -> list[Gate]:
+def parse_alerts(expressions: Iterable[str], interval: int | None = None) -> list[Gate]:
     """Alert expressions (``spearman>0.5``, ``angle_share_90_1>0.9``) over the figures of
-    a trace record; every problem in one :class:`~auditor.errors.GateError`, as ``--fail-on``."""
-    return parse_gates(expressions, FIGURES, option="alerts")
+    a trace record; every problem in one :class:`~auditor.errors.GateError`, as ``--fail-on``
+    (its list of valid names without ``--fail-on``'s ratio rule: the monitor has no
+    ``<metric>_ratio@K``). ``interval`` 0 (epoch records only) refuses alerts on the
+    figures only a step record measures (:data:`STEP_FIGURES`): they could never fire."""
+    gates = parse_gates(expressions, FIGURES, option="alerts", rule=None)
+    blind = sorted({g.metric for g in gates if g.metric in STEP_FIGURES})
+    if interval == 0 and blind:
+        raise GateError(
+            f"invalid {setting('alerts')}: {', '.join(blind)} {'is' if len(blind) == 1 else 'are'} measured "
+            f"around optimizer steps only, and {setting('interval')} 0 records none, so the alert could never "
+            f"fire; give {setting('interval')} above 0 or alert on another figure"
+        )
+    return gates
 
 
 def check_action(action: str, allowed: Sequence[str] = ALERT_ACTIONS) -> AlertAction:
@@ -39,8 +50,8 @@ def check_action(action: str, allowed: Sequence[str] = ALERT_ACTIONS) -> AlertAc
 class Alerts:
     """The parsed alerts of one monitor and which of them have fired."""
 
-    def __init__(self, expressions: Iterable[str], action: AlertAction) -> None:
-        self.gates = parse_alerts(expressions)
+    def __init__(self, expressions: Iterable[str], action: AlertAction, interval: int | None = None) -> None:
+        self.gates = parse_alerts(expressions, interval)
         self.action = action
         self._fired: set[Gate] = set()
 

@@ -103,7 +103,7 @@ class TrainingMonitor:
         self._given = counts is not None
         self._counts = _given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
         self._pending: list[torch.Tensor] = []
-        self._alerts = Alerts(alerts, check_action(on_alert))
+        self._alerts = Alerts(alerts, check_action(on_alert), interval)
         self.global_step = 0
         self.epoch = 1
         """The epoch in progress (1-based); :meth:`end_epoch` moves it on."""
@@ -198,13 +198,15 @@ class TrainingMonitor:
         self._epoch_first_step = self.global_step
         return record
 
-    def close(self, reason: str = "completed") -> None:
-        """Write the end record and close the trace and trackers (idempotent)."""
+    def close(self, reason: str | None = None) -> None:
+        """Write the end record and close the trace and trackers (idempotent). ``reason``:
+        why training ended; by default the alert that asked it to stop, else ``completed``
+        (a plain loop that breaks on :attr:`should_stop` ends as the adapters do)."""
         if self._closed:
             return
         self._closed = True
         begun = self.epoch if self.global_step > self._epoch_first_step else self.epoch - 1
-        end = TraceEnd(self.global_step, max(begun, 0) or None, reason)
+        end = TraceEnd(self.global_step, max(begun, 0) or None, reason or self.stop_reason or "completed")
         if self._writer is not None:
             self._writer.write(end.to_json())
             self._writer.close()
@@ -216,7 +218,7 @@ class TrainingMonitor:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if exc is None:
-            self.close(self.stop_reason or "completed")
+            self.close()
         elif not self._closed:
             self.close(f"error: {type(exc).__name__}: {exc}")
 

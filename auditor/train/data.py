@@ -94,6 +94,16 @@ class TrainingData:
         return hist
 
 
+def batch_starts(n_interactions: int, batch_size: int) -> list[int]:
+    """Where each batch of an epoch starts: every ``batch_size`` pairs, a one-row tail
+    joined to the batch before it (it has no in-batch negative). Its length is the optimizer
+    steps of an epoch, which the checkpoint's config records (``steps_per_epoch``)."""
+    starts = list(range(0, n_interactions, batch_size))
+    if len(starts) > 1 and n_interactions - starts[-1] < 2:
+        starts.pop()
+    return starts
+
+
 def synthetic_interactions(
     n_users: int = 1000,
     n_items: int = 1000,

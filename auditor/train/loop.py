@@ -29,7 +29,7 @@ from auditor.monitor import TrainingAlertWarning, TrainingMonitor
 from auditor.probes.eager import compiler_free, eager_step
 from auditor.progress import SILENT, Progress
 from auditor.train import LOSSES, OPTIMIZERS, default_lr
-from auditor.train.data import TrainingData, random_projection_features
+from auditor.train.data import TrainingData, batch_starts, random_projection_features
 from auditor.train.losses import two_tower_loss
 from auditor.train.models import (
     NEEDS_FEATURES,
@@ -161,6 +161,7 @@ class TrainConfig:
         out["weight_decay"] = float(self.weight_decay)
         out["data"] = dict(data.description)
         out["n_interactions"] = data.n_interactions
+        out["steps_per_epoch"] = len(batch_starts(data.n_interactions, self.batch_size))
         out["popaudit_version"] = __version__
         if not self.logq:  # recorded only when used: absent reads as no correction, as in older checkpoints
             del out["logq"]
@@ -250,9 +251,7 @@ def _epochs(result: TrainResult, monitor: TrainingMonitor, progress: Progress) -
     freq = data.item_frequencies
     log_p = torch.from_numpy(np.log(np.maximum(freq, 1) / data.n_interactions)).float() if config.logq else None
     n, bs = data.n_interactions, config.batch_size
-    starts = list(range(0, n, bs))
-    if n - starts[-1] < 2 and len(starts) > 1:
-        starts.pop()  # a one-row tail batch has no in-batch negative
+    starts = batch_starts(n, bs)
     rho, mean_loss, fired = float("nan"), float("nan"), 0
     for epoch in range(1, config.epochs + 1):
         perm = torch.from_numpy(rng.permutation(n))
@@ -378,8 +377,8 @@ def build_checkpoint(result: TrainResult, holdout: HoldoutSplit | None = None) -
         "trace": [dict(row) for row in result.trace],
         "train_pairs": torch.from_numpy(np.ascontiguousarray(pairs, dtype=np.int64)),
     }
-    if result.stopped is not None:  # the epochs actually begun, for C5's projection
-        ckpt["config"].update(epochs=len(result.trace), stopped=result.stopped)
+    if result.stopped is not None:  # the epochs begun and the steps taken: C5 projects the updates taken
+        ckpt["config"].update(epochs=len(result.trace), stopped=result.stopped, steps=result.trace[-1]["step"])
     if holdout is not None:
         ckpt["holdout_pairs"] = torch.from_numpy(np.ascontiguousarray(holdout.holdout, dtype=np.int64))
         ckpt["config"]["holdout"] = holdout.record()

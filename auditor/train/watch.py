@@ -42,7 +42,7 @@ class WatchOptions:
     tensorboard: Any = None
 
     def __post_init__(self) -> None:
-        parse_alerts(self.alerts)  # a typo is a usage error before any training
+        parse_alerts(self.alerts, self.interval)  # a typo is a usage error before any training
         check_action(self.on_alert)
         if self.trace is not None:  # as is a trace path that must not be written
             refuse_foreign(Path(self.trace))

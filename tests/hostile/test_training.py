@@ -68,6 +68,14 @@ CASES = [
     Case("retrain-alert-unknown-figure", _retrain("--alert", "sperman>0.5", "--alert", "spearman>"), EXIT_USAGE,
          r"invalid --alert: 'sperman>0\.5': unknown metric 'sperman'; 'spearman>' is not 'METRIC OP NUMBER'.*"
          r"Valid metrics: spearman, loglog_slope.*angle_share_90_1"),
+    Case("retrain-angle-alert-without-step-records", _retrain("--trace-every", "0", "--alert", "angle_share_90_1>0.9"),
+         EXIT_USAGE, r"invalid --alert: angle_share_90_1 is measured around optimizer steps only, and --trace-every 0 "
+         r"records none, so the alert could never fire; give --trace-every above 0"),
+    Case("retrain-growth-alert-without-step-records", _retrain("--trace-every", "0", "--alert", "growth_per_update>0"),
+         EXIT_USAGE, r"invalid --alert: growth_per_update is measured around optimizer steps only"),
+    Case("retrain-alert-fail-on-ratio-name", _retrain("--alert", "head_share_1pct_ratio@10>1"), EXIT_USAGE,
+         r"invalid --alert: 'head_share_1pct_ratio@10>1': unknown metric 'head_share_1pct_ratio@10'\. Valid metrics: "
+         r"spearman, .*, loss, lr$"),
     Case("retrain-trace-every-negative", _retrain("--trace-every", "-1"), EXIT_USAGE,
          r"'--trace-every': -1 is not in the range x>=0"),
     Case("retrain-trace-is-the-log",
