@@ -68,10 +68,7 @@ def run_audit(
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table))
-    if inputs.training is not None and frequency_norm is not None:  # the trace's end ρ must be this table's
-        from auditor.loading.trace_input import check_end_rho
-
-        inputs.training = check_end_rho(inputs.training, frequency_norm.spearman, warnings)
+    _check_trace_end(inputs, frequency_norm, warnings)
     serving = _serve(inputs, norms, config, progress, registered)
     evaluation = _evaluation(inputs, serving, config)
     assessed = _assess_conditions(inputs, config, pm, progress, frequency_norm)
@@ -108,6 +105,14 @@ def run_audit(
 
     return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures,
                        measure_descriptions=measure_descriptions(registered))  # fmt: skip
+
+
+def _check_trace_end(inputs: AuditInputs, frequency_norm: FrequencyNorm | None, warnings: list[str]) -> None:
+    """A trace whose finished ρ is not this table's is another run's (never evidence)."""
+    if inputs.training is not None and frequency_norm is not None:
+        from auditor.loading.trace_input import check_end_rho
+
+        inputs.training = check_end_rho(inputs.training, frequency_norm.spearman, warnings)
 
 
 def _serve(

@@ -32,7 +32,8 @@ from .corpus import (
 
 def _record(step: int, share: float | None = 1.0) -> dict[str, Any]:
     return TraceRecord(
-        kind="step", step=step, epoch=1, elapsed_s=0.1 * step, wall_time=1.0e9 + step, spearman=0.1 * step,
+        # No rho: a made-up one beside the standard table would mark the trace as another model's.
+        kind="step", step=step, epoch=1, elapsed_s=0.1 * step, wall_time=1.0e9 + step, spearman=None,
         spearman_n=N_ITEMS, spearman_method="exact", spearman_ci=None, loglog_slope=0.05 * step, mean_norm=1.0,
         n_nonfinite=0, n_counted=55, angle_n=4, angle_share_90_1=share, angle_share_90_10=share, angle_median=90.0,
         growth_per_update=0.01, head_share_dot=0.2, head_share_cosine=0.1, head_share_ratio=2.0, lr=1.0, loss=0.5,
