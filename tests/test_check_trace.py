@@ -63,7 +63,8 @@ def test_every_format_has_the_training_section(trained: tuple[Path, Path], tmp_p
     assert training["points"][-1]["spearman"] == report["frequency_norm"]["spearman"]
 
     markdown = Path(f"{out}.md").read_text()
-    assert "## While it trained" in markdown and "| last Spearman ρ in the trace |" in markdown
+    assert "## While it trained" in markdown  # the end record's rho is the finished model's, at its step:
+    assert f"| Spearman ρ at the end of training (step {training['end_step']}) |" in markdown
     assert "spearman\\>0.3 fired at step 4" in markdown and (tmp_path / "r_files" / "training.png").stat().st_size
     html = Path(f"{out}.html").read_text()
     assert "While it trained" in html and 'alt="Lines of Spearman ρ' in html

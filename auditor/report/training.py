@@ -15,7 +15,7 @@ import numpy as np
 from auditor.report.document import Block, Bullets, Figure, Heading, KeyValues, Paragraph
 from auditor.report.formatting import MISSING, Table, fmt_num, fmt_pct, fmt_ratio
 from auditor.trace_schema import RATIO_FIGURES
-from auditor.trace_section import ORTHOGONAL_SHARE, TrainingAlert, TrainingSection
+from auditor.trace_section import ORTHOGONAL_SHARE, TrainingAlert, TrainingPoint, TrainingSection
 
 TITLE = "While it trained"
 MAX_ROWS = 12
@@ -62,6 +62,15 @@ def alert_value(alert: TrainingAlert) -> str:
     return fmt_ratio(alert.value) if alert.metric in RATIO_FIGURES else fmt_num(alert.value)
 
 
+def _trace_rho(training: TrainingSection, last: TrainingPoint | None) -> tuple[str, str]:
+    """The trace's ρ beside the audit's: the model's at the end of training where the trace
+    shows it (the finished run the checkpoint holds), else its last record's, with its step."""
+    if training.end_spearman is not None:
+        return f"Spearman ρ at the end of training (step {training.end_step})", fmt_num(training.end_spearman)
+    where = "" if last is None else f" (step {last.step})"
+    return f"last Spearman ρ in the trace{where}", fmt_num(None if last is None else last.spearman)
+
+
 def summary_table(training: TrainingSection, audited_rho: float | None) -> Table:
     """Where the trace came from, how training ended, its last ρ beside this audit's."""
     last = training.last
@@ -73,7 +82,7 @@ def summary_table(training: TrainingSection, audited_rho: float | None) -> Table
         ("records", f"{len(training.points)} {training.point_kind} records" + (
             f", every {training.interval} steps" if training.point_kind == "step" and training.interval else "")),
         ("ended", str(how) + (" (its last line was cut mid-write and dropped)" if training.truncated else "")),
-        ("last Spearman ρ in the trace", fmt_num(None if last is None else last.spearman)),
+        _trace_rho(training, last),
         ("Spearman ρ of this audit", fmt_num(audited_rho)),
     ]
     angles = training.angles
