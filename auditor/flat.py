@@ -6,7 +6,6 @@ exactly like the audit that wrote it. Each name also records where it comes from
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -14,7 +13,7 @@ from typing import Any, Literal
 from auditor.config import DEFAULT_ALPHAS
 from auditor.alpha import alpha_scoring
 from auditor.sections import (
-    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, share_ratio,
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, finite_figure, share_ratio,
 )
 
 Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training", "served"]
@@ -52,11 +51,6 @@ class FlatEntry:
     k: int | None = None
 
 
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def metric_names(
@@ -85,24 +79,24 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     flat: dict[str, FlatEntry] = {}
     fn = report.get("frequency_norm")
     for name in _CORRELATIONS:
-        flat[name] = FlatEntry(_num(fn.get(name)) if fn else None, "frequency_norm", name)
+        flat[name] = FlatEntry(finite_figure(fn.get(name)) if fn else None, "frequency_norm", name)
     if fn:
         ci = fn.get("spearman_ci") or [None, None]
-        flat["spearman_ci_lo"] = FlatEntry(_num(ci[0]), "frequency_norm", "spearman_ci_lo")
-        flat["spearman_ci_hi"] = FlatEntry(_num(ci[1]), "frequency_norm", "spearman_ci_hi")
-        flat["spearman_p"] = FlatEntry(_num(fn.get("spearman_p")), "frequency_norm", "spearman_p")
+        flat["spearman_ci_lo"] = FlatEntry(finite_figure(ci[0]), "frequency_norm", "spearman_ci_lo")
+        flat["spearman_ci_hi"] = FlatEntry(finite_figure(ci[1]), "frequency_norm", "spearman_ci_hi")
+        flat["spearman_p"] = FlatEntry(finite_figure(fn.get("spearman_p")), "frequency_norm", "spearman_p")
     # What dot serving sees: the served vectors where the model serves with others than its
     # table (RecBole's graph models), else the stored table itself.
     served = report.get("served_vectors") or {}
     # Stored tables standing in for vectors the model serves otherwise: what it serves is unknown.
     served_fn = None if served.get("as_served") is False else served.get("frequency_norm") or fn
     for name in ("spearman", "loglog_slope"):
-        flat[f"served_{name}"] = FlatEntry(_num(served_fn.get(name)) if served_fn else None, "frequency_norm",
+        flat[f"served_{name}"] = FlatEntry(finite_figure(served_fn.get(name)) if served_fn else None, "frequency_norm",
                                            f"served_{name}")
     _training_entries(report.get("training"), flat)
     # Served lists alone: the top-1% items' share of the training popularity, what the verdict compares them with.
     served = report.get("served") or {}
-    flat["head_share_log"] = FlatEntry(_num(served.get("head_share_log")), "served", "head_share_log")
+    flat["head_share_log"] = FlatEntry(finite_figure(served.get("head_share_log")), "served", "head_share_log")
     retrieval = report.get("retrieval")
     if retrieval:
         for key, cut in (retrieval.get("at") or {}).items():
@@ -110,25 +104,25 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
             scorings = {name: measures for name, measures in cut.items() if isinstance(measures, dict)}
             for scoring, measures in scorings.items():
                 for metric, value in measures.items():
-                    flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(value), "retrieval", metric, scoring, k)
+                    flat[f"{metric}_{scoring}@{k}"] = FlatEntry(finite_figure(value), "retrieval", metric, scoring, k)
             for metric, value in (scorings.get("dot") or {}).items():
                 ratio = share_ratio(value, (scorings.get("cosine") or {}).get(metric))
                 flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "retrieval", metric, RATIO, k)
             flat[f"overlap_dot_cosine@{k}"] = FlatEntry(
-                _num(cut.get("overlap_dot_cosine")), "retrieval", "overlap_dot_cosine", None, k
+                finite_figure(cut.get("overlap_dot_cosine")), "retrieval", "overlap_dot_cosine", None, k
             )
             for name in OVERLAP_SERVED:
                 if f"overlap_served_{name}" in cut:
                     flat[f"overlap_served_{name}@{k}"] = FlatEntry(
-                        _num(cut[f"overlap_served_{name}"]), "retrieval", f"overlap_served_{name}", None, k)
+                        finite_figure(cut[f"overlap_served_{name}"]), "retrieval", f"overlap_served_{name}", None, k)
         for key, value in (retrieval.get("recall") or {}).items():
-            flat[f"recall@{int(key)}"] = FlatEntry(_num(value), "retrieval", "index_recall", None, int(key))
+            flat[f"recall@{int(key)}"] = FlatEntry(finite_figure(value), "retrieval", "index_recall", None, int(key))
     accuracy = report.get("accuracy")
     for key, by_scoring in ((accuracy.get("at") or {}).items() if accuracy else ()):
         k = int(key)
         for scoring, values in by_scoring.items():
             for metric in ACCURACY_MEASURES:
-                flat[f"{metric}_{scoring}@{k}"] = FlatEntry(_num(values.get(metric)), "accuracy", metric, scoring, k)
+                flat[f"{metric}_{scoring}@{k}"] = FlatEntry(finite_figure(values.get(metric)), "accuracy", metric, scoring, k)
         if "dot" in by_scoring and "cosine" in by_scoring:
             for metric in ACCURACY_MEASURES:
                 ratio = share_ratio(by_scoring["dot"].get(metric), by_scoring["cosine"].get(metric))
@@ -138,7 +132,7 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     flat["unsafe_globals"] = FlatEntry(unsafe, "inputs", "unsafe_globals")
     for name, value in (report.get("measures") or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            flat[name] = FlatEntry(_num(value), "measures", name)
+            flat[name] = FlatEntry(finite_figure(value), "measures", name)
     return flat
 
 
@@ -150,8 +144,8 @@ def _training_entries(training: dict[str, Any] | None, flat: dict[str, FlatEntry
     usable = training if training and training.get("matches_model") is not False else {}
     rhos = [p["spearman"] for p in usable.get("points") or [] if p.get("spearman") is not None]
     share = (usable.get("angles") or {}).get("share_90_1")
-    flat["training_spearman"] = FlatEntry(_num(rhos[-1]) if rhos else None, "training", "training_spearman")
-    flat["training_angle_share_90_1"] = FlatEntry(_num(share), "training", "training_angle_share_90_1")
+    flat["training_spearman"] = FlatEntry(finite_figure(rhos[-1]) if rhos else None, "training", "training_spearman")
+    flat["training_angle_share_90_1"] = FlatEntry(finite_figure(share), "training", "training_angle_share_90_1")
 
 
 def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from auditor.result import SEVERITIES, MeasuredSections, Severity
-from auditor.sections import share_ratio
+from auditor.sections import finite_figure, share_ratio
 
 HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
     ("high", 2.0, 0.05),
@@ -70,14 +69,6 @@ def band_gate(share: str, reference: float | None) -> str | None:
     return f"{share}>={threshold:g}"
 
 
-def finite(value: Any) -> float | None:
-    """A report figure as a float, None when missing or not finite."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def served_cutoffs(result: MeasuredSections) -> list[int]:
     """The cut-offs K whose lists are the size a user is served: K at most
     :data:`SERVED_SHARE` of the catalogue (the smallest K when none is; a list
@@ -93,8 +84,8 @@ def skew_at(result: MeasuredSections, k: int) -> Skew:
     """The head-share skew of the lists at cut-off ``k`` (which must be measured)."""
     assert result.retrieval is not None
     cut = result.retrieval.at[k]
-    return Skew(k, finite(cut.dot.get("head_share_1pct")), finite(cut.cosine.get("head_share_1pct")),
-                finite(cut.overlap_dot_cosine))
+    return Skew(k, finite_figure(cut.dot.get("head_share_1pct")), finite_figure(cut.cosine.get("head_share_1pct")),
+                finite_figure(cut.overlap_dot_cosine))
 
 
 def worst_skew(result: MeasuredSections) -> Skew | None:

@@ -4,6 +4,7 @@ cut-off, who was queried, held-out accuracy and the trade-off (docs/report.md)."
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ def share_ratio(a: Any, b: Any) -> float | None:
     either is missing, or either is negative (a ratio of two signed figures, such as two
     negative ΔGAPs, does not say which is larger). The one ratio policy of flat metrics,
     report tables and verdicts."""
-    a, b = _finite(a), _finite(b)
+    a, b = finite_figure(a), finite_figure(b)
     if a is None or b is None or a < 0 or b < 0:
         return None
     if b == 0:
@@ -34,10 +35,14 @@ def share_ratio(a: Any, b: Any) -> float | None:
     return a / b
 
 
-def _finite(value: Any) -> float | None:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+def finite_figure(value: Any) -> float | None:
+    """A report figure as a float; None when it is missing, not a number (a bool is not one)
+    or not finite (JSON null). The one test of a figure the flat metrics, ratios and
+    verdicts read."""
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
-    return float(value) if math.isfinite(value) else None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,14 @@ weak before any advice about bias. Recommendations are chosen from the evidence
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
-from auditor.harm import HARM_BANDS, Skew, band_gate, first_seen_skew, finite, worst_skew
+from auditor.harm import HARM_BANDS, Skew, band_gate, first_seen_skew, worst_skew
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
-from auditor.wording import pct, pct_pair
+from auditor.sections import finite_figure
+from auditor.wording import pct, pct_pair, ratio_figure
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
@@ -59,9 +59,9 @@ def _gate(result: MeasuredSections, skew: Skew | None, rho: float | None) -> str
 def decide_verdict(result: MeasuredSections) -> Verdict:
     """The verdict of one audit; sections that are None count as not measured."""
     fn = result.frequency_norm
-    rho = finite(fn.spearman) if fn is not None else None
-    lo, hi = (finite(fn.spearman_ci[0]), finite(fn.spearman_ci[1])) if fn is not None else (None, None)
-    p = finite(fn.spearman_p) if fn is not None else None
+    rho = finite_figure(fn.spearman) if fn is not None else None
+    lo, hi = (finite_figure(fn.spearman_ci[0]), finite_figure(fn.spearman_ci[1])) if fn is not None else (None, None)
+    p = finite_figure(fn.spearman_p) if fn is not None else None
     if lo is not None and hi is not None:
         significant = lo > 0 or hi < 0
     else:
@@ -149,8 +149,8 @@ def _strength(rho: float) -> Strength:
 
 
 def _skew_text(skew: Skew) -> str:
-    ratio = skew.ratio
-    times = "∞" if ratio == math.inf else f"{ratio:.2f}"
+    assert skew.ratio is not None  # quoted only where a ratio was measured
+    times = ratio_figure(skew.ratio)
     dot, cosine = pct_pair(skew.dot, skew.cosine)
     return (
         f"dot-product retrieval gives the top-1% items {times}× the slots cosine retrieval does at "
@@ -174,8 +174,8 @@ def _unseen_head(result: MeasuredSections, unseen: Skew) -> str:
     shares (where the skew shows instead)."""
     assert result.retrieval is not None
     cut = result.retrieval.at[unseen.k]
-    dot, cosine = pct_pair(finite(cut.dot.get("head_share_10pct")), finite(cut.cosine.get("head_share_10pct")))
-    popular = finite(cut.popular.get("head_share_1pct"))
+    dot, cosine = pct_pair(finite_figure(cut.dot.get("head_share_10pct")), finite_figure(cut.cosine.get("head_share_10pct")))
+    popular = finite_figure(cut.popular.get("head_share_1pct"))
     population = result.retrieval.population
     if popular:  # the most-popular list, with the same exclusions, does serve them: they were there to rank
         why = f" (the most-popular list gives them {pct(popular)} of its slots, so they were there to rank)"
@@ -194,7 +194,7 @@ def _band_shortfall(skew: Skew) -> str:
     need = f"it needs both {ratio:g}x and +{100 * excess:g} points"
     if skew.ratio is None or skew.excess is None:
         return f"{need}; neither list serves the top-1% items here"
-    times = "∞" if skew.ratio == math.inf else f"{skew.ratio:.2f}"
+    times = ratio_figure(skew.ratio)
     return f"{need}; here {times}x and {100 * skew.excess:+.2f} points"
 
 
@@ -244,7 +244,7 @@ def _summary(
         parts.append(f"{harm_words}: {_skew_text(skew)}")
         first = first_seen_skew(result)
         if first is not None and first.ratio is not None:
-            times = "∞" if first.ratio == math.inf else f"{first.ratio:.2f}"
+            times = ratio_figure(first.ratio)
             dot, cosine = pct_pair(first.dot, first.cosine)
             parts[-1] += f" (at K={first.k}, the first slots a user sees: {times}×, {dot} vs {cosine})"
     elif unseen is not None:

@@ -58,3 +58,9 @@ def interval(ci: tuple[float, float] | None, scale: float = 1.0, decimals: int =
         return ""
     lo, hi = (scale * v for v in ci)
     return f", 95% CI [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
+
+
+def ratio_figure(ratio: float) -> str:
+    """A dot/cosine ratio's number: ``4.16``, or ``∞`` where only the divisor was 0
+    (:func:`auditor.sections.share_ratio`); the caller adds its sign (``×``)."""
+    return "∞" if ratio == float("inf") else f"{ratio:.2f}"

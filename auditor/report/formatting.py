@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from auditor.wording import ratio_figure
+
 MISSING = "n/a"
 """What a value that is absent (None, NaN) reads as."""
 
@@ -99,9 +101,9 @@ def percent_text(percent: float) -> str:
 def fmt_ratio(value: Any) -> str:
     """A ratio such as dot/cosine, as ``4.16×`` (``∞×``: only the divisor is 0)."""
     if isinstance(value, (int, float)) and value == math.inf:
-        return "∞×"
+        return f"{ratio_figure(value)}×"
     number = finite(value)
-    return MISSING if number is None else f"{number:.2f}×"
+    return MISSING if number is None else f"{ratio_figure(number)}×"
 
 
 def fmt_scalar(value: Any) -> str:
