@@ -101,6 +101,24 @@ def test_delta_gates(mitigated: tuple[AuditResult, AuditResult]) -> None:
     assert parse_diff_gates(["ndcg_alpha_0.5@10.rel<0"], ["ndcg_alpha_0.5@10"])[0].metric == "ndcg_alpha_0.5@10.rel"
 
 
+def test_a_relative_change_from_an_infinite_ratio_says_why_it_has_none(
+    mitigated: tuple[AuditResult, AuditResult],
+) -> None:
+    """The base's cosine served the head nothing (its dot/cosine ratio is +inf): the ratio's
+    .rel gate cannot be evaluated and says the base is infinite, not "not measured"; its
+    .delta gate and the new value's gate evaluate."""
+    base, new = as_json(mitigated[0]), as_json(mitigated[1])
+    base["retrieval"]["at"]["10"]["cosine"]["head_share_1pct"] = 0.0
+    diff = diff_reports(base, new)
+    assert diff.metric("head_share_1pct_ratio@10").base == float("inf")
+    names = list(flat_metrics_from_report(new))
+    rel = parse_diff_gates(["head_share_1pct_ratio@10.rel<0"], names)
+    with pytest.raises(UnmeasuredGateError, match=r"relative change undefined: the base value is infinite"):
+        evaluate_diff_gates(rel, diff)
+    delta = parse_diff_gates(["head_share_1pct_ratio@10.delta<0"], names)
+    assert [o.tripped for o in evaluate_diff_gates(delta, diff)] == [True]
+
+
 def test_two_retrain_runs(retrained: tuple[AuditResult, AuditResult]) -> None:
     high, low = retrained
     diff = diff_reports(as_json(high), as_json(low))

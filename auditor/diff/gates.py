@@ -16,6 +16,7 @@ exit 1), as ``check``'s gates do; the message says which of these it is, per gat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from auditor.diff.compare import MetricChange, ReportDiff
@@ -57,8 +58,11 @@ def why_unevaluated(gate: Gate, diff: ReportDiff) -> str:
     if suffix not in SUFFIXES:  # the new value alone (a flat name may hold a dot: alpha_0.5)
         name, suffix = gate.metric, ""
     change = diff.metric(name)
-    if change.status == "compared" and suffix == "rel" and change.base == 0:
-        return f"relative change undefined: the base value is 0 (gate {name}.delta instead)"
+    if change.status == "compared" and suffix == "rel" and change.base is not None:
+        if change.base == 0:
+            return f"relative change undefined: the base value is 0 (gate {name}.delta instead)"
+        if change.base == math.inf:  # a dot/cosine ratio over a cosine share of 0
+            return f"relative change undefined: the base value is infinite (gate {name} on the new value instead)"
     return _missing(change, suffix)
 
 
