@@ -12,6 +12,7 @@ from auditor.alpha import scoring_alpha
 from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.errors import InputError, NoClearGainError, setting
+from auditor.loading.statistics import InputCache
 from auditor.mitigation.history import QUERIES_REBUILT, output_tradeoff
 from auditor.plugins import get_plugin_manager
 from auditor.progress import SILENT, Progress
@@ -109,14 +110,15 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
     each candidate output with its queries rebuilt from it (:mod:`auditor.mitigation.history`),
     what ``check OUT`` measures."""
     pm = pm if pm is not None else get_plugin_manager(config.plugins)
-    result = run_audit(config, pm=pm, progress=progress)
+    cache = InputCache()  # the log read and counted once, for the audit and the outputs' trade-off
+    result = run_audit(config, pm=pm, progress=progress, cache=cache)
     accuracy = measured_accuracy(result)
     population = result.retrieval.population if result.retrieval is not None else None
     history = population is not None and population.source == "history" and accuracy.quoted_k is not None
     cut: CutoffMeasures | None = None
     if history:
         assert accuracy.quoted_k is not None
-        accuracy, cut = output_tradeoff(config, accuracy.quoted_k, pm=pm, progress=progress)
+        accuracy, cut = output_tradeoff(config, accuracy.quoted_k, pm=pm, progress=progress, cache=cache)
     try:
         alpha = chosen_alpha(accuracy)
     except NoClearGainError as exc:

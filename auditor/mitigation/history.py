@@ -54,13 +54,14 @@ class _Served:
     """The popularity per item row the head is cut by (the ``popularity`` setting's)."""
 
 
-def output_tradeoff(config: AuditConfig, k: int, *, pm: pluggy.PluginManager,
-                    progress: Progress = SILENT) -> tuple[Accuracy, CutoffMeasures]:
+def output_tradeoff(config: AuditConfig, k: int, *, pm: pluggy.PluginManager, progress: Progress = SILENT,
+                    cache: InputCache | None = None) -> tuple[Accuracy, CutoffMeasures]:
     """The accuracy section of dot serving of each candidate output (α = 1, 0 and every
     ``config.alphas``), history queries rebuilt from it, judged at ``k`` by the trade-off's
     policy; and the exposure measures at ``k`` by scoring name (the dot/cosine overlap is
-    not measured: the two serve different queries)."""
-    cache = InputCache()
+    not measured: the two serve different queries). ``cache``: the audit's, so that the log
+    it read and counted is not read again."""
+    cache = cache if cache is not None else InputCache()
     inputs = load_inputs(replace(config, probes=False), pm, progress, cache)
     if inputs.heldout is None or inputs.population is None or inputs.stats is None:
         raise InputError(f"accuracy was not measured ({inputs.not_measured.get('accuracy', 'no held-out log')})")
