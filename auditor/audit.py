@@ -299,4 +299,5 @@ def _settings(config: AuditConfig) -> dict[str, Any]:
         "declared": {k: v for k, v in vars(config.declared).items() if v is not None},
         "groups": vars(config.groups),
         "top_items": config.top_items,
+        "alphas": list(config.alphas),
     }

@@ -32,7 +32,7 @@ from auditor.errors import setting
 from auditor.harm import HARM_BANDS, Skew, band_gate, first_seen_skew, worst_skew
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
-from auditor.wording import pct, pct_pair, ratio_figure
+from auditor.wording import correlation_figures, pct, pct_pair, ratio_figure
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
@@ -274,9 +274,10 @@ def _mechanism(
         why = fn.undefined_reason or "the correlation is undefined for this table"
         mechanism = f"the frequency–norm correlation is undefined: {why}"
     else:
-        ci = f"95% CI [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else (
+        rho_text, *bounds = correlation_figures(rho, *((lo, hi) if lo is not None and hi is not None else ()))
+        ci = f"95% CI [{bounds[0]}, {bounds[1]}]" if bounds else (
             ("p < 1e-300" if p == 0 else f"p = {p:.2g}") if p is not None else "no CI")  # 0: below float range
-        stat = f"Spearman ρ = {rho:.2f}, {ci}, over {fn.n_items} items"
+        stat = f"Spearman ρ = {rho_text}, {ci}, over {fn.n_items} items"
         if not significant:
             mechanism = (f"the CI of the frequency–norm correlation includes 0 ({stat})" if lo is not None else
                          f"the frequency–norm correlation is not significant at the 5% level ({stat}; no interval)")

@@ -64,3 +64,14 @@ def ratio_figure(ratio: float) -> str:
     """A dot/cosine ratio's number: ``4.16``, or ``∞`` where only the divisor was 0
     (:func:`auditor.sections.share_ratio`); the caller adds its sign (``×``)."""
     return "∞" if ratio == float("inf") else f"{ratio:.2f}"
+
+
+def correlation_figures(*values: float) -> list[str]:
+    """Correlations (a ρ and its CI bounds) for a sentence, to two decimals, more (up to
+    six) while one that is not ±1 would print as ±1: a ρ of 0.998 [0.997, 0.999] reads
+    "0.998 [0.997, 0.999]", never as a perfect "1.00 [1.00, 1.00]"."""
+    for decimals in range(2, 7):
+        shown = [f"{v:.{decimals}f}" for v in values]
+        if not any(abs(v) != 1 and abs(float(text)) == 1 for v, text in zip(values, shown)):
+            break
+    return shown

@@ -138,6 +138,7 @@ def test_report_sections_gate_and_recommendation(model_files: Path, tmp_path: Pa
     accuracy = data["accuracy"]
     assert set(accuracy["at"]["10"]) == {"dot", "cosine", "popular", "alpha_0.5"}
     assert set(data["retrieval"]["at"]["10"]) >= {"dot", "cosine", "popular", "alpha_0.5"}
+    assert data["settings"]["alphas"] == [0.5]  # the settings say which exponents were measured
     assert accuracy["quoted_k"] == 10 and accuracy["recommended"] in {"dot", "cosine", "alpha_0.5"}
     assert accuracy["recommendation"].startswith("At K=10, ")
     # Paired bootstrap intervals (the default 1,000 resamples) for every other scoring against dot.

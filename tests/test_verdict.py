@@ -25,6 +25,7 @@ from auditor.flat import metric_names
 from auditor.gate import evaluate_gates, parse_gates
 from auditor.harm import band_gate
 from auditor.verdict import decide_verdict
+from auditor.wording import correlation_figures
 
 
 def _fn(rho: float, lo: float, hi: float, p: float = 1e-6) -> FrequencyNorm:
@@ -321,3 +322,18 @@ def test_stored_tables_standing_in_for_served_vectors_are_said_first() -> None:
     assert not any("Improve the model" in r for r in v.recommendations)
     flat = dataclasses.replace(result, verdict=v).flat_metrics()
     assert flat["served_spearman"] is None and flat["spearman"] == 0.62
+
+
+@pytest.mark.parametrize(
+    ("values", "shown"),
+    [
+        ((0.998, 0.997, 0.999), "Spearman ρ = 0.998, 95% CI [0.997, 0.999]"),  # not a perfect "1.00 [1.00, 1.00]"
+        ((0.9996, 0.9991, 1.0), "Spearman ρ = 0.9996, 95% CI [0.9991, 1.0000]"),
+        ((0.62, 0.58, 0.66), "Spearman ρ = 0.62, 95% CI [0.58, 0.66]"),
+    ],
+)
+def test_a_correlation_near_one_is_never_printed_as_one(values: tuple[float, float, float], shown: str) -> None:
+    rho, lo, hi = values
+    v = decide_verdict(_result(_fn(rho, lo, hi)))
+    assert shown in v.summary
+    assert correlation_figures(1.0, -1.0) == ["1.00", "-1.00"]  # exactly one stays at two decimals

@@ -13,6 +13,7 @@ from auditor.errors import setting
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
+from auditor.wording import correlation_figures
 
 
 def assess_c5(
@@ -161,8 +162,10 @@ def _from_the_table(
         )
     lo, hi = fn.spearman_ci
     significant = math.isfinite(lo) and (lo > 0 or hi < 0) if math.isfinite(hi) else fn.spearman_p < 0.05
-    ci = f", 95% CI [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else ""
-    shown = f"Spearman ρ = {rho:.2f}{ci}" + (f", log–log slope {fn.loglog_slope:.3f}" if fn.loglog_slope else "")
+    bounded = math.isfinite(lo) and math.isfinite(hi)
+    rho_text, *bounds = correlation_figures(rho, *((lo, hi) if bounded else ()))
+    ci = f", 95% CI [{bounds[0]}, {bounds[1]}]" if bounded else ""
+    shown = f"Spearman ρ = {rho_text}{ci}" + (f", log–log slope {fn.loglog_slope:.3f}" if fn.loglog_slope else "")
     details.update({"evidence": "the audited table", "spearman": rho})
     if significant and rho >= 0.3:
         return Condition(

@@ -47,6 +47,7 @@ from auditor.result import (
     Retrieval,
 )
 from auditor.sections import GROUP_LIST_MEASURES, share_ratio
+from auditor.wording import correlation_figures
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -122,8 +123,11 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     fn = result.frequency_norm
     if fn is not None:
         lo, hi = fn.spearman_ci
-        ci = f", 95% CI {fmt_num(lo, 2)} to {fmt_num(hi, 2)}" if finite(lo) is not None else ""
-        parts.append(f"item norm vs training frequency Spearman ρ = {fmt_num(fn.spearman, 2)}{ci}")
+        bounded = finite(lo) is not None and finite(hi) is not None
+        rho_text, *bounds = (correlation_figures(fn.spearman, *((lo, hi) if bounded else ()))
+                             if finite(fn.spearman) is not None else [fmt_num(fn.spearman, 2)])
+        ci = f", 95% CI {bounds[0]} to {bounds[1]}" if bounds else ""
+        parts.append(f"item norm vs training frequency Spearman ρ = {rho_text}{ci}")
     else:
         parts.append("frequency–norm correlation not measured")
     k, first_k = quoted_cutoffs(result)
