@@ -13,10 +13,11 @@ from typing import Any, Literal
 from auditor.config import DEFAULT_ALPHAS
 from auditor.alpha import alpha_scoring
 from auditor.sections import (
-    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, finite_figure, share_ratio,
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, SEVERITIES,
+    finite_figure, share_ratio,
 )
 
-Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training", "served"]
+Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training", "served", "verdict"]
 _CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
 BASE_METRICS = (
     "spearman",
@@ -32,6 +33,7 @@ BASE_METRICS = (
     "training_angle_share_90_1",
     "unsafe_globals",
     "head_share_log",
+    "severity_level",
 )
 """The flat names that stand alone (no scoring, no K); the rest are ``<measure>_<scoring>@K``."""
 RATIO = "ratio"
@@ -74,6 +76,15 @@ def metric_names(
     return names + list(extra)
 
 
+def _severity_level(verdict: dict[str, Any] | None) -> float | None:
+    """The verdict's severity as its rank (0 none, 1 low, 2 moderate, 3 high): a gate
+    ``severity_level>=1`` trips exactly on a run the verdict grades low or worse. None where
+    nothing graded it (``assessed`` false: a ``none`` that claims nothing)."""
+    if not verdict or verdict.get("assessed") is False or verdict.get("severity") not in SEVERITIES:
+        return None
+    return float(SEVERITIES.index(verdict["severity"]))
+
+
 def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     """Every flat metric of ``report`` with its origin, in ``flat_metrics`` order."""
     flat: dict[str, FlatEntry] = {}
@@ -97,6 +108,7 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     # Served lists alone: the top-1% items' share of the training popularity, what the verdict compares them with.
     served = report.get("served") or {}
     flat["head_share_log"] = FlatEntry(finite_figure(served.get("head_share_log")), "served", "head_share_log")
+    flat["severity_level"] = FlatEntry(_severity_level(report.get("verdict")), "verdict", "severity_level")
     retrieval = report.get("retrieval")
     if retrieval:
         for key, cut in (retrieval.get("at") or {}).items():

@@ -1,13 +1,12 @@
 """The harm to serving: how much more of the top-K slots the top-1% items get under
 dot-product than under cosine retrieval, per cut-off K (:class:`Skew`), the bands that
 grade it (:func:`harm_band`), the K that decides (:func:`worst_skew`), and the gate that
-trips where serving reaches the lowest band (:func:`band_gate`). :mod:`auditor.verdict`
+trips on a run graded low or worse (:data:`SEVERITY_GATE`). :mod:`auditor.verdict`
 turns it into the severity; :mod:`auditor.lists_verdict` grades served lists in the same
 bands."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from auditor.result import SEVERITIES, MeasuredSections, Severity
@@ -58,15 +57,12 @@ def harm_band(ratio: float | None, excess: float | None) -> Severity:
     return next((name for name, r, e in HARM_BANDS if ratio >= r * low and excess >= e * low), "none")
 
 
-def band_gate(share: str, reference: float | None) -> str | None:
-    """The gate on the top-1% head share flat name ``share`` that trips when it reaches the
-    lowest harm band against ``reference`` (cosine's share, or the training log's): at least
-    both the band's ratio and its excess over ``reference``, rounded up (None: no reference)."""
-    if reference is None or not math.isfinite(reference) or reference < 0:
-        return None
-    _, ratio, excess = HARM_BANDS[-1]
-    threshold = math.ceil(max(reference * ratio, reference + excess) * 1e5 * (1 - EDGE_SLACK)) / 1e5
-    return f"{share}>={threshold:g}"
+SEVERITY_GATE = "severity_level>=1"
+"""The CI gate ``check`` suggests: the verdict's own grade (flat ``severity_level``, the
+severity's rank), so it trips exactly on a run graded low or worse, whichever rule graded
+it (the harm bands against this run's cosine share, or the correlation and its interval).
+A threshold on a head share could not: it fixes this run's cosine share, rounds across
+a band's edge, and cannot say "and the interval excludes 0"."""
 
 
 def served_cutoffs(result: MeasuredSections) -> list[int]:

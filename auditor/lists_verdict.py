@@ -17,7 +17,7 @@ import math
 from auditor.errors import setting
 from auditor.result import SEVERITIES, MeasuredSections, Severity, Verdict
 from auditor.sections import ServedSection, share_ratio
-from auditor.harm import band_gate, harm_band
+from auditor.harm import SEVERITY_GATE, harm_band
 from auditor.wording import pct
 
 HEAD = "head_share_1pct"
@@ -82,4 +82,4 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
         ]
     return Verdict(bias_detected=severity != "none", severity=severity, summary=summary,
                    recommendations=recommendations, quoted_k=k, rule=LISTS_SEVERITY_RULE,
-                   gate=band_gate(f"{HEAD}_served@{k}", section.head_share_log))
+                   gate=SEVERITY_GATE)

@@ -27,7 +27,9 @@ from auditor.sections import (
     Retrieval,
     ScoringChange,
     ServedCutoff,
+    SEVERITIES,
     ServedSection,
+    Severity,
     builtin_list_measures,
 )
 
@@ -38,9 +40,6 @@ if TYPE_CHECKING:  # the probes package loads torch; the result and its renderer
 
 SCHEMA_VERSION = 1
 Status = Literal["holds", "violated", "unknown"]
-Severity = Literal["none", "low", "moderate", "high"]
-SEVERITIES: tuple[Severity, ...] = ("none", "low", "moderate", "high")
-"""Every severity, least harmful first: the order verdicts, rankings and diffs compare them in."""
 # The sufficient conditions (docs/theory.md §2): ids are the keys of ``AuditResult.conditions``,
 # the JSON report and the batch columns, so they are spelled here only.
 C1, C2, C3, C4, C5 = "C1", "C2", "C3", "C4", "C5"
@@ -182,10 +181,9 @@ class Verdict:
     serving): false, severity ``none`` claims nothing (no log, a constant table and no
     retrieval, served lists that were not measured)."""
     gate: str | None = None
-    """The ``--fail-on`` expression that trips when this audit's figures reach the lowest
-    harm band (a share threshold against the cosine share, or the log's, of this run: both
-    of the band's conditions in one number); what ``check`` suggests for CI. Kept out of
-    the JSON report, as ``first_seen_k``."""
+    """The ``--fail-on`` expression that trips exactly on an audit graded low or worse
+    (:data:`auditor.harm.SEVERITY_GATE`; None where nothing graded the severity); what
+    ``check`` suggests for CI. Kept out of the JSON report, as ``first_seen_k``."""
 
 
 @dataclass

@@ -7,8 +7,12 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+Severity = Literal["none", "low", "moderate", "high"]
+SEVERITIES: tuple[Severity, ...] = ("none", "low", "moderate", "high")
+"""Every severity, least harmful first: the order verdicts, rankings, diffs and the flat
+metric ``severity_level`` (its index) compare them in."""
 SCORINGS = ("dot", "cosine", "popular")
 """The fixed scorings of every audit (norm-aware ones are named by :func:`auditor.alpha.alpha_scoring`)."""
 ACCURACY_MEASURES = ("recall", "ndcg", "hit_rate", "mrr")

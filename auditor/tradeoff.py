@@ -145,15 +145,15 @@ def choose_scoring(
     dot = by_name.get("dot")
     if dot is None:
         return None, "dot-product accuracy was not measured, so no scoring can be compared with it", None
-    if dot.ndcg <= 0:
-        return None, (
-            "dot-product serving finds no held-out item (NDCG 0), so the trade-off cannot be judged; "
-            "check that the held-out log matches the model's ids and users"
-        ), None
     changes = changes if changes is not None else {
         p.scoring: ScoringChange(p.ndcg - dot.ndcg, p.head_share - dot.head_share) for p in candidates
     }
     served = [p for p in candidates if p.scoring not in REFERENCE_SCORINGS and p.scoring != "dot" and p.scoring in changes]
+    if dot.ndcg <= 0 and all(p.ndcg <= 0 for p in served):  # one that finds held-out items is judged against dot's 0
+        return None, (
+            "no personalised scoring finds a held-out item (NDCG 0), so the trade-off cannot be judged; "
+            "check that the held-out log matches the model's ids and users"
+        ), None
     within = [p for p in served if p.ndcg >= tolerance * dot.ndcg]
     better = [p for p in within if changes[p.scoring].clearly_less_head]
     rank = {p.scoring: i for i, p in enumerate(served)}
@@ -169,8 +169,9 @@ def choose_scoring(
 
 
 def _figures(p: Point, dot: Point, change: ScoringChange) -> str:
+    kept = f"keeps {p.ndcg / dot.ndcg:.1%} of dot's NDCG" if dot.ndcg > 0 else "finds held-out items dot's lists miss"
     return (
-        f"keeps {p.ndcg / dot.ndcg:.1%} of dot's NDCG ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
+        f"{kept} ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
         f"{change.ndcg_delta:+.4f}{interval(change.ndcg_delta_ci)}), and {moves(dot.head_share, p.head_share, 'the top-1% head share')} "
         f"({point_change(change.head_share_delta)}{interval(change.head_share_delta_ci, 100, 2)})"
     )

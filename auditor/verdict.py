@@ -29,7 +29,7 @@ from typing import Literal
 
 from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
-from auditor.harm import HARM_BANDS, Skew, band_gate, first_seen_skew, worst_skew
+from auditor.harm import HARM_BANDS, SEVERITY_GATE, Skew, first_seen_skew, worst_skew
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
 from auditor.wording import correlation_figures, pct, pct_pair, ratio_figure
@@ -46,14 +46,6 @@ SEVERITY_RULE = (
     "gives the top-1% items a slot, the correlation alone gives at most moderate (docs/report.md, \"Severity\")"
 )
 Strength = Literal["strong", "moderate", "weak", "negligible"]
-
-
-def _gate(result: MeasuredSections, skew: Skew | None, rho: float | None) -> str | None:
-    """The verdict's CI gate (:attr:`Verdict.gate`): the serving skew at the quoted K where
-    retrieval was measured, else the correlation at the weak band's edge."""
-    if skew is not None:
-        return band_gate(f"head_share_1pct_dot@{skew.k}", skew.cosine)
-    return f"spearman>={RHO_WEAK:g}" if rho is not None else None
 
 
 def decide_verdict(result: MeasuredSections) -> Verdict:
@@ -104,7 +96,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         quoted_k=skew.k if skew is not None else None,
         rule=SEVERITY_RULE,
         first_seen_k=first.k if first is not None else None,
-        gate=_gate(result, graded, rho),
+        gate=SEVERITY_GATE if assessed else None,
         assessed=assessed,
     )
 
@@ -156,6 +148,25 @@ def _skew_text(skew: Skew) -> str:
         f"dot-product retrieval gives the top-1% items {times}× the slots cosine retrieval does at "
         f"K={skew.k} ({dot} vs {cosine})"
     )
+
+
+def _harm_words(skew: Skew, harm: Severity) -> str:
+    """What dot-product serving does to popular items, in the words of its band; below
+    every band, which way and by how much (a ratio of tiny shares is not harm, and a
+    ratio below 1 is the opposite of over-serving)."""
+    if harm != "none":
+        return {"high": "serving by dot product strongly over-serves popular items",
+                "moderate": "serving by dot product over-serves popular items",
+                "low": "serving by dot product slightly over-serves popular items"}[harm]
+    assert skew.excess is not None
+    if skew.dot == skew.cosine == 1.0:
+        return "the top-1% items (ties at the cut included) fill every slot, so serving has no popularity order to skew"
+    if skew.excess < 0:
+        return f"serving by dot product gives popular items fewer slots than cosine ({100 * skew.excess:+.2f} points)"
+    if skew.excess == 0:
+        return "serving by dot product gives popular items as many slots as cosine"
+    return (f"serving by dot product gives popular items {100 * skew.excess:+.2f} points more of the slots than "
+            "cosine, below every harm band")
 
 
 def _optional_change(result: MeasuredSections) -> str:
@@ -223,25 +234,20 @@ def _summary(
 ) -> str:
     harm = skew.severity if skew is not None else None
     mechanism = _mechanism(result, rho, lo, hi, p, significant, strength)
+    rises = rho is not None and significant and rho > 0 and strength not in (None, "negligible")
     if not assessed:
         lead = f"Popularity bias not assessed: {mechanism}"
-    elif severity == "none" and skew is not None and rho is not None and significant and rho > 0 and (
-        strength not in (None, "negligible")
-    ):
+    elif severity == "none" and skew is not None and rises:
         lead = f"Norms follow popularity, but serving is not skewed: {mechanism}"
     elif severity == "none":
         lead = f"No popularity bias detected: {mechanism}"
+    elif rho is not None and not rises:  # the harm graded it; the correlation speaks against the mechanism
+        lead = f"Popularity bias detected ({severity}) in dot-product serving, although {mechanism}"
     else:
         lead = f"Popularity bias detected ({severity}): {mechanism}"
     parts = [lead]
     if skew is not None and skew.ratio is not None:
-        harm_words = {
-            "high": "serving by dot product strongly over-serves popular items",
-            "moderate": "serving by dot product over-serves popular items",
-            "low": "serving by dot product slightly over-serves popular items",
-            "none": "serving by dot product barely changes what popular items get",
-        }[harm or "none"]
-        parts.append(f"{harm_words}: {_skew_text(skew)}")
+        parts.append(f"{_harm_words(skew, harm or 'none')}: {_skew_text(skew)}")
         first = first_seen_skew(result)
         if first is not None and first.ratio is not None:
             times = ratio_figure(first.ratio)
@@ -271,7 +277,7 @@ def _mechanism(
         why = result.not_measured.get("frequency_norm", f"no item frequencies (give {setting('interactions')})")
         mechanism = f"the frequency–norm correlation was not measured ({why})"
     elif rho is None:
-        why = fn.undefined_reason or "the correlation is undefined for this table"
+        why = (fn.undefined_reason or "").removesuffix(": the correlation is undefined") or "for this table"
         mechanism = f"the frequency–norm correlation is undefined: {why}"
     else:
         rho_text, *bounds = correlation_figures(rho, *((lo, hi) if lo is not None and hi is not None else ()))
@@ -318,12 +324,11 @@ def _recommendations(
     if detected:
         recs += training_recommendations(conditions)
     elif rises and skew is not None:
-        gate = _gate(result, skew, None)
         recs.append(
             f"Item norms follow popularity, but dot-product serving stays below the lowest harm band at K={skew.k} "
             f"({_band_shortfall(skew)}): nothing to fix in serving now{_optional_change(result)}. Norms keep growing "
-            "while such a model trains, so re-audit after retraining"
-            + (f" ({setting('fail_on')} '{gate}' in CI trips when serving reaches that band)." if gate else ".")
+            f"while such a model trains, so re-audit after retraining ({setting('fail_on')} '{SEVERITY_GATE}' in CI "
+            "trips when serving reaches that band)."
         )
     elif result.frequency_norm is not None and all(status.get(k) == "holds" for k in ORTHOGONALITY_IDS):
         recs.append(

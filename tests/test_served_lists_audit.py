@@ -206,15 +206,15 @@ def test_cli_lists_alone_gates_and_reports(tmp_path: Path) -> None:
     assert unmeasured.exit_code == 1 and "spearman" in unmeasured.output
 
 
-def test_the_suggested_gate_names_a_k_the_lists_were_measured_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_suggested_gate_runs_as_printed_on_short_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Lists of at most 5 items are measured at K=5 for the default K=10 and 100: the
-    "Next:" line's gate names @5 with -k 5 (it named @10, which exits 1 as not measured;
-    @5 alone is refused against the Ks asked for), and the command runs as printed."""
+    "Next:" line's gate is the verdict's own grade, measured whatever the Ks (a head-share
+    gate named @10, which exits 1 as not measured), and the command runs as printed."""
     monkeypatch.chdir(tmp_path)  # the suggested report.html and report.json land here
     ran = _invoke("check", "--recommendations", DATA / "recs.csv", "--interactions", DATA / "train.csv")
     assert ran.exit_code == 0, ran.output
     command = next(line for line in ran.stderr.splitlines() if line.startswith("Next: ")).removeprefix("Next: ")
-    assert re.search(r"--fail-on 'head_share_1pct_served@5>=[0-9.]+'", command) and " -k 5 " in command
+    assert "--fail-on 'severity_level>=1'" in command and " -k " not in command
     rerun = _invoke(*shlex.split(command)[1:])
     severity = json.loads((tmp_path / "report.json").read_text())["verdict"]["severity"]
     assert rerun.exit_code == (0 if severity == "none" else 3), rerun.output  # the gate trips as the verdict does

@@ -85,6 +85,16 @@ def test_popular_is_never_recommended_and_zero_dot_ndcg_is_undecided() -> None:
     assert choose_scoring(_points(dot=(0.0, 0.4), cosine=(0.0, 0.1)), 0.98)[0] is None
 
 
+def test_a_scoring_that_finds_what_dot_misses_is_judged_against_dot_s_zero() -> None:
+    """Dot finds no held-out item, cosine finds them all with a clearly lower head share:
+    cosine is recommended (it keeps at least 98% of 0 and lowers the head share), where
+    the trade-off said it "cannot be judged" and sent the user to check the ids."""
+    points = _points(dot=(0.0, 0.227), cosine=(1.0, 0.017), popular=(0.1, 0.9))
+    name, text, best = choose_scoring(points, 0.98, _sure(points))
+    assert name == best == "cosine"
+    assert text.startswith("serve with cosine: it finds held-out items dot's lists miss (1.0000 vs 0.0000; ")
+
+
 def test_small_shares_are_worded_so_they_differ() -> None:
     points = _points(dot=(0.30, 0.0066), alpha_0_75=(0.299, 0.0056))
     _, text, _ = choose_scoring(points, 0.98, _sure(points))

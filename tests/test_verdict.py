@@ -23,7 +23,6 @@ from auditor.result import (
 from auditor.lists_verdict import amplification
 from auditor.flat import metric_names
 from auditor.gate import evaluate_gates, parse_gates
-from auditor.harm import band_gate
 from auditor.verdict import decide_verdict
 from auditor.wording import correlation_figures
 
@@ -137,10 +136,11 @@ def test_norms_tracking_popularity_without_harm_is_no_bias() -> None:
     v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.107, 0.10), _conds(C1="violated")))
     assert (v.bias_detected, v.severity) == (False, "none")
     assert v.summary.startswith("Norms follow popularity, but serving is not skewed: item norms grow with training")
-    assert "barely changes" in v.summary and "1.07×" in v.summary and "detected" not in v.summary
+    assert "+0.70 points more of the slots than cosine, below every harm band" in v.summary
+    assert "1.07×" in v.summary and "detected" not in v.summary
     assert any(r.startswith("Item norms follow popularity, but dot-product serving stays below the lowest harm "
                             "band at K=100 (it needs both 1.1x and +0.5 points; here 1.07x and +0.70 points)")
-               and "head_share_1pct_dot@100>=0.11" in r for r in v.recommendations)
+               and "severity_level>=1" in r for r in v.recommendations)
     assert not any(r.startswith("Serve with cosine") for r in v.recommendations)
     # A low-lr model: rho 0.13, no skew: no bias, worded as a slight rise, not "grow".
     v = decide_verdict(_result(_fn(0.13, 0.06, 0.20), _single(0.10, 0.10)))
@@ -236,28 +236,38 @@ def test_lists_amplification_reaches_a_band_on_its_edge(served: float, log: floa
     assert amplification(served, log)[0] == severity
 
 
-@pytest.mark.parametrize(("dot", "cos"), [(0.30, 0.15), (0.06, 0.01), (0.055, 0.05), (0.011, 0.010), (0.0233, 0.007),
-                                         (0.107, 0.10), (0.041, 0.0), (0.0, 0.0), (0.015, 0.005), (0.054, 0.05)])
-def test_the_suggested_gate_trips_exactly_when_serving_reaches_a_harm_band(dot: float, cos: float) -> None:
+@pytest.mark.parametrize(("dot", "cos", "rho", "lo"), [
+    (0.30, 0.15, 0.62, 0.58), (0.06, 0.01, 0.62, 0.58), (0.055, 0.05, 0.62, 0.58), (0.011, 0.010, 0.62, 0.58),
+    (0.0233, 0.007, 0.62, 0.58), (0.107, 0.10, 0.62, 0.58), (0.041, 0.0, 0.62, 0.58), (0.0, 0.0, 0.62, 0.58),
+    (0.015, 0.005, 0.62, 0.58), (0.054, 0.05, 0.62, 0.58),
+    (23 / 600, 20 / 600, 0.62, 0.58),  # exactly on the low band's edge (+0.5 points): low, so the gate trips
+    (0.0, 0.0, 0.18, -0.10),           # graded by the correlation, whose CI includes 0: none, so it passes
+    (0.0, 0.0, 0.44, 0.21),            # the same with a CI above 0: moderate, so it trips
+])
+def test_the_suggested_gate_trips_exactly_when_the_verdict_grades_low_or_worse(
+    dot: float, cos: float, rho: float, lo: float,
+) -> None:
     """The verdict's CI gate (what `Next:` suggests) trips on this very run exactly when its
-    severity is above none: a model below every band passes it (3.33x of tiny shares, +0.23
-    points, passed none of the old suggestions' logic), one in a band fails it."""
-    result = _result(_fn(0.62, 0.58, 0.66), _single(dot, cos, k=10))
+    severity is above none, whichever rule graded it. The head-share thresholds it replaced
+    passed a run on the band's edge (rounded up past it) and tripped a run whose ρ ≥ 0.1
+    had a CI including 0 (a conjunction no single threshold expresses)."""
+    result = _result(_fn(rho, lo, 0.7), _single(dot, cos, k=10))
     verdict = decide_verdict(result)
-    share = "spearman>=" if dot == cos == 0 else "head_share_1pct_dot@10>="  # no skew to gate: the correlation
-    assert verdict.gate is not None and verdict.gate.startswith(share)
+    assert verdict.gate == "severity_level>=1"
     result = dataclasses.replace(result, verdict=verdict)
+    assert result.flat_metrics()["severity_level"] == ["none", "low", "moderate", "high"].index(verdict.severity)
     (outcome,) = evaluate_gates(parse_gates([verdict.gate], metric_names([10])), result.flat_metrics())
     assert outcome.tripped == (verdict.severity != "none"), (verdict.gate, verdict.severity)
     assert "gate" not in result.to_dict()["verdict"]  # a suggestion, not a figure of the report
 
 
-def test_a_lists_verdict_suggests_the_share_its_band_starts_at() -> None:
-    """Lists alone: the gate is the served share at which the lowest band begins against the
-    log's own share (1.1x and +0.5 points both): 0.266 served against 0.2715 of the log passes."""
-    assert band_gate("head_share_1pct_served@10", 0.2715) == "head_share_1pct_served@10>=0.29865"
-    assert band_gate("head_share_1pct_served@10", 0.01) == "head_share_1pct_served@10>=0.015"
-    assert band_gate("x", None) is None
+def test_nothing_graded_has_no_severity_level_and_no_suggested_gate() -> None:
+    """No log: severity none claims nothing, so there is no level to gate (a gate on it is
+    not measured, never a pass) and nothing to suggest."""
+    result = _result(None)
+    verdict = decide_verdict(result)
+    assert not verdict.assessed and verdict.gate is None
+    assert dataclasses.replace(result, verdict=verdict).flat_metrics()["severity_level"] is None
 
 
 def test_a_head_no_scoring_serves_leaves_severity_to_the_correlation() -> None:
@@ -269,7 +279,7 @@ def test_a_head_no_scoring_serves_leaves_severity_to_the_correlation() -> None:
     cut = CutoffMeasures(dot=dot, cosine=cosine, popular=_measures(1.0), overlap_dot_cosine=0.35)
     retrieval = Retrieval(n_queries=500, index="exact", at={10: cut})
     v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), retrieval))
-    assert (v.severity, v.quoted_k, v.gate) == ("moderate", 10, "spearman>=0.1")
+    assert (v.severity, v.quoted_k, v.gate) == ("moderate", 10, "severity_level>=1")
     assert "neither dot-product nor cosine retrieval gives the top-1% items a slot at K=10" in v.summary
     assert "the top-10% items get 30.7% vs 10.0%" in v.summary and "severity rests on the correlation" in v.summary
     # The most-popular list (same exclusions) serves them: they were there to rank, not all trained on.
@@ -337,3 +347,26 @@ def test_a_correlation_near_one_is_never_printed_as_one(values: tuple[float, flo
     v = decide_verdict(_result(_fn(rho, lo, hi)))
     assert shown in v.summary
     assert correlation_figures(1.0, -1.0) == ["1.00", "-1.00"]  # exactly one stays at two decimals
+
+
+@pytest.mark.parametrize(("dot", "cos", "words"), [
+    (0.0, 0.019, "serving by dot product gives popular items fewer slots than cosine (-1.90 points)"),  # starved
+    (0.0013, 0.000325, "+0.10 points more of the slots than cosine, below every harm band"),  # 4x of tiny shares
+    (0.05, 0.05, "gives popular items as many slots as cosine"),
+    (1.0, 1.0, "the top-1% items (ties at the cut included) fill every slot"),  # every item tied on popularity
+])
+def test_a_skew_below_every_band_says_which_way_and_by_how_much(dot: float, cos: float, words: str) -> None:
+    """Below every band the summary says what dot serving does to the head, never that it
+    "barely changes" what popular items get (which read false beside 4.00x, or beside a
+    dot list that serves the head nothing)."""
+    v = decide_verdict(_result(_fn(-0.99, -0.995, -0.98), _single(dot, cos, k=10)))
+    assert v.severity == "none" and words in v.summary and "barely" not in v.summary
+
+
+def test_harm_graded_against_the_correlation_reads_as_although() -> None:
+    """Serving skewed (high) while the correlation's CI includes 0: the lead says the
+    correlation speaks against the mechanism, not as if it were the reason."""
+    v = decide_verdict(_result(_fn(0.09, -0.05, 0.22), _single(0.28, 0.0, k=10)))
+    assert v.severity == "high"
+    assert v.summary.startswith("Popularity bias detected (high) in dot-product serving, although the CI of the "
+                                "frequency–norm correlation includes 0")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -148,7 +146,7 @@ def command(
     chosen = [(formats[flag], path) for flag, path in files.items() if path is not None]
     if not quiet:
         _confirm_written(chosen, list(audited.files), bool(fail_on), suggest=output is None and fmt == "console",
-                         config=config, metrics=audited.metrics, gate=audited.gate)
+                         config=config, gate=audited.gate)
     if audited.result is not None:  # --mlflow: logged before the gates decide the exit code
         log_to_mlflow(audited.result, audited.mlflow_reports, quiet=quiet)
 
@@ -253,11 +251,10 @@ def _audit(job: _Job) -> _Audited:
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,
-                     config: AuditConfig, metrics: Mapping[str, float | None], gate: str | None) -> None:
+                     config: AuditConfig, gate: str | None) -> None:
     """Say which file was written (each report, then any figures beside it); after a
     console report (``suggest``), suggest the same audit with the outputs this run did
-    not produce and the verdict's ``gate`` (its figure in ``metrics``), as a command that
-    runs as printed."""
+    not produce and the verdict's ``gate``, as a command that runs as printed."""
     reports = {Path(path): fmt for fmt, path in chosen}
     for path, fmt in reports.items():
         stderr.print(f"Wrote the {_FORMAT_NAMES.get(fmt, fmt)} report: {path}", markup=False, highlight=False,
@@ -271,26 +268,11 @@ def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated:
     extra = [word for fmt, flag, name in (("html", "--html", "report.html"), ("json", "--json", "report.json"))
              if fmt not in done for word in (flag, name)]
     settings = {f.name: getattr(config, f.name) for f in dataclass_fields(config)}
-    suggested = None if gated else _suggested_gate(gate, metrics)
-    if suggested is not None:
-        gate, measured = suggested
+    if gate is not None and not gated:
         extra += ["--fail-on", gate]
-        if measured and measured[0] not in config.ks:  # lists shorter than every K asked for
-            settings["ks"] = measured  # a gate is checked against the Ks asked for
     if extra and suggest:
         stderr.print("Next: " + check_command(config.model, settings, extra),
                      style="dim", markup=False, highlight=False, soft_wrap=True)
-
-
-def _suggested_gate(gate: str | None, metrics: Mapping[str, float | None]) -> tuple[str, tuple[int, ...]] | None:
-    """The verdict's ``gate`` and the Ks its figure was measured at (not Ks asked for when
-    every served list is shorter than those: a gate is checked against the Ks asked for)."""
-    if gate is None:
-        return None
-    prefix = re.split(r"[<>=!]", gate, maxsplit=1)[0].partition("@")[0] + "@"
-    ks = tuple(sorted(int(name.removeprefix(prefix)) for name, value in metrics.items()
-                      if name.startswith(prefix) and value is not None))
-    return gate, ks
 
 
 _FORMAT_NAMES = {"html": "HTML", "json": "JSON", "markdown": "Markdown", "console": "text"}

@@ -185,9 +185,11 @@ def _side(side: str, name: str | None) -> str:
 def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
     entries_base, entries_new = flat_entries(base), flat_entries(new)
     flags, settings, notes = _comparability(base, new)
+    # The verdict's grade (severity_level) is compared as the verdict, with its own comparability.
     metrics = [
         _change(name, entries_base.get(name), entries_new.get(name), flags)
         for name in dict.fromkeys([*entries_base, *entries_new])
+        if (entries_base.get(name) or entries_new[name]).section != "verdict"
     ]
     return ReportDiff(
         metrics=tuple(metrics),

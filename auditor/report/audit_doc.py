@@ -33,8 +33,10 @@ NO_PLOT_DATA = (
 RETRIEVAL_NOTE = (
     "The same queries retrieved by dot product (what serving uses), by cosine (norms removed) and a "
     "most-popular baseline. dot / cosine is each figure's dot value over its cosine value (∞: cosine's is 0; "
-    "n/a: both are 0, or a figure that can be negative); above 1 means more popularity for head share, ARP, "
-    "Gini, PopRSP, PopREO and miscalibration, and less for APLT, ACLT, coverage and novelty."
+    "n/a: both are 0, or a figure that can be negative); above 1 means more popularity for head share and "
+    "ARP, more concentration for Gini, and less popularity for APLT, ACLT, coverage and novelty; PopRSP, "
+    "PopREO and miscalibration have no direction (a gap between popular and unpopular items, or between "
+    "lists and profiles, either way round): above 1 means a larger gap."
 )
 CONDITIONS_NOTE = (
     "When C1–C4 all hold, every update is orthogonal to the embedding, so norms can only grow and more "

@@ -14,9 +14,10 @@ GROUPS_NOTE = (
     "Users grouped by the share of popular items in their training profiles (niche: the lowest, blockbuster: "
     "the highest; cut-offs under 'popularity_groups' in the definitions). GAP is the mean popularity of a "
     "user's items, averaged over the group: ΔGAP = (lists − profiles) / profiles says how much more popular "
-    "the lists are than what the users trained on; miscalibration is the Jensen–Shannon divergence (bits) "
-    "between the head/mid/tail shares of profile and list. A larger ΔGAP or miscalibration for niche users "
-    "means popularity bias costs them most."
+    "the lists are than what the users trained on (negative: less popular); miscalibration is the "
+    "Jensen–Shannon divergence (bits) between the head/mid/tail shares of profile and list. The further a "
+    "group's ΔGAP lies from 0, either way, or the larger its miscalibration, the worse its lists fit what it "
+    "trained on: a group further off than the others is the one the scoring serves worst."
 )
 SHIFT_NOTE = (
     "Exposure = the number of the queried users' top-K lists that hold the item. The gain is dot's exposure "
