@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pytest
 
 from auditor.batch.summary import summarise
 from auditor.report.batch_summary import batch_document
@@ -124,3 +125,24 @@ def test_recommended_column_says_its_k() -> None:
     assert ranking.headers[6:] == ("head_share_1pct_ratio@100", "NDCG@100 dot",  # type: ignore[union-attr]
                                    "recall@100 dot", "recommended @10")
     assert [row[-1] for row in ranking.rows] == ["—", "alpha_0.5"]  # type: ignore[union-attr]
+
+
+def test_an_infinite_ratio_reads_as_infinite_in_every_view(recwarn: pytest.WarningsRecorder) -> None:
+    """Cosine serves none of the head in two rows (ratio +inf): the console ranking and the
+    trend table print ∞× as the HTML does (they printed n/a, which reads as not measured),
+    the change from ∞ to ∞ has no value, and numpy warns of no NaN arithmetic."""
+    summary = summarise(_rows(
+        {"model": "a.pt", "spearman": 0.9, "head_share_1pct_ratio@10": float("inf")},
+        {"model": "b.pt", "spearman": 0.8, "head_share_1pct_ratio@10": 4.0},
+        {"model": "c.pt", "spearman": 0.7, "head_share_1pct_ratio@10": float("inf")},
+    ))
+    document = batch_document(summary)
+    ranking = document.brief[1]
+    assert [row[6] for row in ranking.rows] == ["∞×", "4.00×", "∞×"]  # type: ignore[union-attr]
+    trend = next(t for t in summary.trends if t.metric == "head_share_1pct_ratio@10")
+    assert (trend.first, trend.last, trend.change) == (float("inf"), float("inf"), None)
+    trends = document.brief[2]
+    row = next(r for r in trends.rows if r[0] == "head_share_1pct_ratio@10")  # type: ignore[union-attr]
+    assert row[1:4] == ("∞×", "∞×", "n/a")
+    assert summary.order[1].delta_head_share is None  # 4.0 - inf: no change to state
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -261,3 +261,20 @@ def test_no_cache_in_a_bpr_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "odd.pth"
     torch.save({"state_dict": {}, "other_parameter": {"restore_user_e": torch.zeros(3, 2), "restore_item_e": None}}, path)
     assert read_cache(path) is None
+
+
+@pytest.mark.parametrize("layers", [10**9, 65, -1])
+def test_a_recorded_layer_count_out_of_range_is_not_propagated(bundles: dict[str, ModelBundle], split: RecBoleSplit,
+                                                               layers: int) -> None:
+    """A file recording n_layers = 10^9 hung check (one pass over the training interactions
+    per layer): above MAX_LAYERS (64) it is unusable, as a negative count is, and the stored
+    tables stand in, said; with its cache, the cache is served without a check against
+    a propagation that cannot run."""
+    bundle = bundles["LightGCN"]
+    hostile = dataclasses.replace(bundle, config={**(bundle.config or {}), "n_layers": layers})
+    served = served_vectors(hostile, (split.train.users, split.train.items), None)
+    assert served.source == "tables" and not served.as_served
+    assert any(f"its n_layers setting {layers!r} is unusable (popaudit propagates 0 to 64 layers)" in w
+               for w in served.warnings), served.warnings
+    cached = served_vectors(hostile, (split.train.users, split.train.items), read_cache(DATA / "LightGCN-eval.pth"))
+    assert cached.source == "cache" and cached.warnings == []

@@ -10,6 +10,7 @@ scipy.stats, which alone took 2 s of a batch's start).
 
 from __future__ import annotations
 
+import math
 import json
 import re
 from typing import Any, NamedTuple
@@ -162,7 +163,10 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _delta(value: float | None, before: float | None) -> float | None:
-    return None if value is None or before is None else value - before
+    """``value - before``; None where either is missing or infinite (a ratio's +inf)."""
+    if value is None or before is None or not (math.isfinite(value) and math.isfinite(before)):
+        return None
+    return value - before
 
 
 def _trend(metric: str, points: list[tuple[int, float]]) -> Trend:
@@ -172,7 +176,7 @@ def _trend(metric: str, points: list[tuple[int, float]]) -> Trend:
     values = np.array([p[1] for p in points], dtype=np.float64)
     tau = p = None
     direction = "no clear trend"
-    if len(points) >= 3 and np.ptp(values) > 0:
+    if len(points) >= 3 and len(np.unique(values)) > 1:  # not np.ptp: a ratio of +inf minus +inf is NaN
         test = kendall_tau_test(rows, values)
         tau, p = float(test.statistic), float(test.pvalue)
         if p < 0.05:
@@ -182,7 +186,7 @@ def _trend(metric: str, points: list[tuple[int, float]]) -> Trend:
         n=len(points),
         first=float(values[0]),
         last=float(values[-1]),
-        change=float(values[-1] - values[0]),
+        change=float(values[-1] - values[0]) if np.isfinite(values[[0, -1]]).all() else None,
         min_row=int(rows[int(np.argmin(values))]),
         max_row=int(rows[int(np.argmax(values))]),
         kendall_tau=tau,

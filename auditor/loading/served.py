@@ -28,6 +28,10 @@ from auditor.model import ModelBundle
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
+MAX_LAYERS = 64
+"""Propagation layers popaudit runs for a graph model's recorded ``n_layers`` (RecBole's
+models use 1 to 4; each layer costs a pass over the training interactions): a file that
+records more is not served from, as a negative count is not."""
 CACHE_AGREEMENT = 1e-4
 """Largest difference between the cache and popaudit's propagation, relative to the
 largest served norm, that counts as agreement (float32 sums in another order differ
@@ -215,11 +219,12 @@ def served_vectors(
         return _from_cache(bundle, serving, train, cache)
     if serving.kind == PROPAGATED and train is not None and bundle.user_table is not None:
         layers = _int(config.get("n_layers"))
-        if layers is not None and layers >= serving.first_layer and (layers > 0 or serving.first_layer == 0):
+        if layers is not None and serving.first_layer <= layers <= MAX_LAYERS and (layers > 0 or serving.first_layer == 0):
             users, items = _propagate(bundle, serving, train, layers)
             text = f"propagated by popaudit: {serving.how}, n_layers={layers}, {len(train[0]):,} training interactions"
             return ServedVectors(users, items, "dot", "propagated", text, serving)
-        tables.warnings.append(f"{not_served_warning(serving)}; its n_layers setting {config.get('n_layers')!r} is unusable")
+        tables.warnings.append(f"{not_served_warning(serving)}; its n_layers setting {config.get('n_layers')!r} is unusable"
+                               f" (popaudit propagates 0 to {MAX_LAYERS} layers)")
         return tables
     if serving.kind == SIMPLEX:
         return _simplex(bundle, serving, train, tables)
@@ -246,7 +251,9 @@ def _from_cache(
     text = "restore_user_e/restore_item_e cached in the checkpoint (the model's own forward() at its last evaluation)"
     served = ServedVectors(cache.users, cache.items, "dot", "cache", text, serving)
     layers = _int((bundle.config or {}).get("n_layers"))
-    if serving.kind != PROPAGATED or train is None or bundle.user_table is None or layers is None:
+    if serving.kind != PROPAGATED or train is None or bundle.user_table is None or layers is None or not (
+        serving.first_layer <= layers <= MAX_LAYERS
+    ):
         return served
     users, items = _propagate(bundle, serving, train, layers)
     scale = max(float(np.abs(cache.items).max(initial=0)), float(np.abs(cache.users).max(initial=0)), 1e-30)

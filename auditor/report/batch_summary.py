@@ -221,9 +221,12 @@ def _ranking_table(summary: BatchSummary, share: str) -> Table:
 
 
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
+    def figure(metric: str, value: float | None) -> str:  # a dot/cosine ratio may be +inf: ∞×, never n/a
+        return fmt_ratio(value) if "_ratio@" in metric else fmt_num(value)
+
     rows = tuple(
-        (t.metric, fmt_num(t.first), fmt_num(t.last), fmt_num(t.change), fmt_num(t.kendall_tau), fmt_num(t.p_value),
-         t.direction)
+        (t.metric, figure(t.metric, t.first), figure(t.metric, t.last), fmt_num(t.change), fmt_num(t.kendall_tau),
+         fmt_num(t.p_value), t.direction)
         for t in summary.trends
     )  # fmt: skip
     return Table(("metric", "first", "last", "change", tau, "p", "trend"), rows,
@@ -253,7 +256,7 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
         Table(
             ("#", "row", "model", "label", "severity", "spearman", cols.share, cols.ndcg, cols.recommended),
             tuple((str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman),
-                   cols.figure(fmt_num(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.scoring(s))
+                   cols.figure(fmt_ratio(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.scoring(s))
                   for i, s in enumerate(summary.ranking, 1)),
             (True, True, False, False, False, True, True, True, False),
             title=f"Models ranked by {summary.rank_by} (most biased first)",
@@ -263,7 +266,7 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
         blocks.append(replace(_trends_table(summary, "Kendall τ"), title="Across the manifest order"))
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
         rows = tuple((str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-                      cols.figure(fmt_num(s.head_share), s), fmt_num(s.delta_head_share))
+                      cols.figure(fmt_ratio(s.head_share), s), fmt_num(s.delta_head_share))
                      for s in summary.order)  # fmt: skip
         blocks.append(Table(("row", "model", "label", "spearman", "Δ", share, "Δ "), rows,
                             (True, False, False, True, True, True, True),
