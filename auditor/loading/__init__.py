@@ -73,6 +73,7 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
     import numpy as np
 
     from auditor.loading.ids import read_id_file
+    from auditor.loading.stored_ids import given_over_stored
     from auditor.loading.validation import validate_item_table, validate_user_table
 
     source = str(bundle.source)
@@ -83,9 +84,9 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
         validate_user_table(bundle.user_table, source, bundle.dim)
     if options.item_ids is not None:
         ids = read_id_file(Path(options.item_ids))
-        if bundle.item_ids is not None:
-            bundle.warnings.append(f"{setting('item_ids')} {options.item_ids} replaces the item ids stored in {source}")
         _check_ids(ids, bundle.n_items, f"{setting('item_ids')} file {options.item_ids}", source, "item")
+        if bundle.item_ids is not None and (note := given_over_stored(bundle.item_ids, ids, "item", options.item_ids, source)):
+            bundle.warnings.append(note)
         bundle.item_ids = ids
         bundle.item_ids_source = f"{setting('item_ids')} {options.item_ids}"
     elif bundle.item_ids is not None:
@@ -97,9 +98,9 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
                 f"{setting('user_ids')} {options.user_ids} given, but {source} has no user table"
             )
         ids = read_id_file(Path(options.user_ids), "user ids")
-        if bundle.user_ids is not None:
-            bundle.warnings.append(f"{setting('user_ids')} {options.user_ids} replaces the user ids stored in {source}")
         _check_ids(ids, bundle.user_table.shape[0], f"{setting('user_ids')} file {options.user_ids}", source, "user")
+        if bundle.user_ids is not None and (note := given_over_stored(bundle.user_ids, ids, "user", options.user_ids, source)):
+            bundle.warnings.append(note)
         bundle.user_ids = ids
         bundle.user_ids_source = f"{setting('user_ids')} {options.user_ids}"
     elif bundle.user_ids is not None:
