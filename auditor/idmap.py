@@ -123,6 +123,33 @@ def table_rows(
     return np.where((rows >= 0) & (rows < n_rows), rows, -1)
 
 
+def check_given_offset(
+    distinct_ids: np.ndarray, counts: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object,
+    first_row: np.ndarray,
+) -> None:
+    """Raise IdMappingError when a given offset puts a trained id on row 0 while row 0 is
+    all zeros and the ids taken as rows would each have a row of their own, leaving row 0
+    alone: the table keeps a padding row (``nn.Embedding(n + 1, padding_idx=0)``) and its
+    rows are the ids; the offset moved every id onto its neighbour's row (ρ 0.99 read as
+    0.71). ``counts``: interactions per distinct id. Nothing when told to take the ids
+    (shifted) as rows anyway."""
+    offset = policy.offset
+    if not offset or policy.assume_row_ids or distinct_ids.size == 0 or np.any(first_row):
+        return
+    ids = np.asarray(distinct_ids, dtype=np.int64)
+    on_zero = ids == offset
+    if not on_zero.any() or int(ids.min()) < 1 or int(ids.max()) >= n_rows:
+        return
+    trained = int(np.asarray(counts)[on_zero].sum())
+    raise IdMappingError(
+        f"with {setting('id_offset')} {offset}, {what} id {offset} ({trained:,} interaction{'' if trained == 1 else 's'} in {source}) lands on row 0 "
+        f"of the {n_rows:,}-row {what} table, which is all zeros, as a padding row is (nn.Embedding(n + 1, "
+        f"padding_idx=0)) and no trained {what} is; taken as rows without the offset, every id has a row of its own "
+        f"and row 0 none: the rows are the ids. Drop {setting('id_offset')} (or pass {setting('assume_row_ids')} to "
+        "audit with the offset anyway)"
+    )
+
+
 def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
     """The shift c that puts every id on a row, when the ids then cover at least 90% of
     the rows (a dense numbering off by a constant); None when no shift is evident."""

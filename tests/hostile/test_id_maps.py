@@ -38,6 +38,13 @@ def _contradicting_id_file(d: Path) -> Built:
     return Built(check_args("items.parquet", "--item-ids", "ids.txt"))
 
 
+def _offset_onto_padding(d: Path) -> Built:
+    """nn.Embedding(n + 1, padding_idx=0): row 0 zeros, rows = 1-based ids; --id-offset 1 given."""
+    log(d, ids=list(range(1, N_ITEMS + 1)))
+    torch.save({"item_emb.weight": torch.cat([torch.zeros(1, 4), torch.randn(N_ITEMS, 4)])}, d / "model.pt")
+    return Built(check_args("model.pt", "--id-offset", "1"))
+
+
 CASES = [
     Case("npz-item-ids-shorter-than-table", _npz_short_ids, EXIT_ERROR,
          r"model\.npz \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
@@ -48,6 +55,9 @@ CASES = [
     Case("item-ids-contradict-stored-ids", _contradicting_id_file, EXIT_ERROR,
          r"--item-ids ids\.txt contradicts the item ids stored in items\.parquet: 10 of the 10 rows differ.*drop "
          r"--item-ids to map the rows through the stored ids"),
+    Case("id-offset-onto-padding-row", _offset_onto_padding, EXIT_ERROR,
+         r"with --id-offset 1, item id 1 \(1 interaction in log\.parquet\) lands on row 0 of the 11-row item table, "
+         r"which is all zeros.*Drop --id-offset"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
