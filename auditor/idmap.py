@@ -142,12 +142,44 @@ def check_given_offset(
         return
     trained = int(np.asarray(counts)[on_zero].sum())
     raise IdMappingError(
-        f"with {setting('id_offset')} {offset}, {what} id {offset} ({trained:,} interaction{'' if trained == 1 else 's'} in {source}) lands on row 0 "
+        f"with {setting('id_offset')} {offset}, {what} id {offset} ({_interactions(trained)} in {source}) lands on row 0 "
         f"of the {n_rows:,}-row {what} table, which is all zeros, as a padding row is (nn.Embedding(n + 1, "
         f"padding_idx=0)) and no trained {what} is; taken as rows without the offset, every id has a row of its own "
         f"and row 0 none: the rows are the ids. Drop {setting('id_offset')} (or pass {setting('assume_row_ids')} to "
         "audit with the offset anyway)"
     )
+
+
+def check_mapped_shift(
+    distinct_ids: np.ndarray, counts: np.ndarray, row_ids: np.ndarray, policy: RowIdPolicy, what: str, source: object,
+    mapping: str,
+) -> None:
+    """Raise IdMappingError when integer ids mapped through ``row_ids`` (the raw id of each
+    row) miss some rows only because they are off by one: every id ± 1 has a row, and the
+    ids cover at least 90% of the rows (a 0-based log against rows numbered from 1, such as
+    a Keras ``mask_zero`` table's, pairs every item with its neighbour's row). ``counts``:
+    interactions per distinct id. Nothing when told to audit the rows as mapped anyway."""
+    ids, rows = np.asarray(distinct_ids), np.asarray(row_ids)
+    if policy.assume_row_ids or ids.size == 0 or ids.dtype.kind not in "iu" or rows.dtype.kind not in "iu":
+        return
+    ids, rows = ids.astype(np.int64), rows.astype(np.int64)
+    missing = ~np.isin(ids, rows)
+    if not missing.any() or np.unique(ids).size < 0.9 * rows.size:
+        return
+    for shift in (1, -1):
+        if np.isin(ids + shift, rows).all():
+            lost = int(np.asarray(counts)[missing].sum())
+            raise IdMappingError(
+                f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source} ({_interactions(lost)}) "
+                f"have no row under {mapping}, while every id {'plus' if shift > 0 else 'minus'} 1 has one: the ids "
+                f"look off by one against the rows, which would pair each {what} with its neighbour's row. Pass "
+                f"{setting(what + '_ids')} FILE with the raw {what} id of each row as {source} spells it (or "
+                f"{setting('assume_row_ids')} to audit the rows as mapped anyway)"
+            )
+
+
+def _interactions(n: int) -> str:
+    return f"{n:,} interaction" + ("" if n == 1 else "s")
 
 
 def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:

@@ -20,7 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from auditor.errors import IdMappingError
+from auditor.idmap import check_mapped_shift
 from auditor.loading.keras_mask import masked_layers
+from auditor.values import RowIdPolicy
 
 h5py = pytest.importorskip("h5py", reason="the keras extra (h5py) is not installed")
 
@@ -75,6 +78,32 @@ def test_the_mask_row_is_left_out(tmp_path: Path) -> None:
     assert not any("--id-offset" in w for w in report["warnings"])  # the advice that shifted every item
     code, output, _ = _audit(model, log, "--id-offset", "1")
     assert code == 1 and "mapped through Keras's mask_zero=True on layer `item_embedding`" in output
+
+
+def test_a_zero_based_log_against_the_masked_rows_is_refused(tmp_path: Path) -> None:
+    """The fixture's own 0-based log: id 0 is the mask index, and every other id would land
+    on its neighbour's row; refused, since every id plus 1 has a row."""
+    model = tmp_path / "mask.keras"
+    _masked_archive(model)
+    code, output, _ = _audit(model, DATA / "interactions.csv")
+    assert code == 1
+    assert ("Error: 1 of the 80 distinct item ids in " in output and "have no row under Keras's mask_zero=True on "
+            "layer `item_embedding`" in output and "while every id plus 1 has one" in output)
+    assert _audit(model, DATA / "interactions.csv", "--assume-row-ids")[0] == 0
+
+
+def test_check_mapped_shift_needs_a_dense_shift() -> None:
+    rows = np.arange(1, 11)
+    with pytest.raises(IdMappingError, match=r"1 of the 10 distinct item ids in log \(7 interactions\) have no row "
+                                             r"under m, while every id plus 1 has one"):
+        check_mapped_shift(np.arange(10), np.full(10, 7), rows, RowIdPolicy(), "item", "log", "m")
+    with pytest.raises(IdMappingError, match="every id minus 1 has one"):
+        check_mapped_shift(np.arange(2, 12), np.ones(10), rows, RowIdPolicy(), "item", "log", "m")
+    check_mapped_shift(np.arange(1, 11), np.ones(10), rows, RowIdPolicy(), "item", "log", "m")  # all mapped
+    check_mapped_shift(np.array([0, 1, 2]), np.ones(3), rows, RowIdPolicy(), "item", "log", "m")  # 30% of rows
+    check_mapped_shift(np.r_[0, 2:12], np.ones(11), rows, RowIdPolicy(), "item", "log", "m")  # no one shift fits
+    check_mapped_shift(np.arange(10), np.ones(10), rows, RowIdPolicy(assume_row_ids=True), "item", "log", "m")
+    check_mapped_shift(np.arange(10), np.ones(10), rows.astype(str), RowIdPolicy(), "item", "log", "m")
 
 
 def test_masked_layers_reads_nested_configs() -> None:

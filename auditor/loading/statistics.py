@@ -21,7 +21,7 @@ from auditor.loading.alignment import align_counts
 from auditor.loading.counting import IdCounts, count_item_ids
 from auditor.loading.frequencies import read_frequencies
 from auditor.loading.log_memo import LogMemo, log_identity
-from auditor.idmap import check_assumed_rows, check_given_offset, offset_signals
+from auditor.idmap import check_assumed_rows, check_given_offset, check_mapped_shift, offset_signals
 from auditor.values import ItemRows, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
@@ -105,6 +105,8 @@ def _aligned(
         check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format)
         check_given_offset(counts.ids, counts.counts, bundle.n_items, policy, "item", counted, bundle.item_table[0])
         warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0])
+    else:
+        check_mapped_shift(counts.ids, counts.counts, bundle.item_ids, policy, "item", counted, str(bundle.item_ids_source))
     warnings += _left_out(counts, counted, stats, bundle.item_ids is None)
     if int(stats.frequencies.sum()) == 0:
         raise IdMappingError(

@@ -45,6 +45,14 @@ def _offset_onto_padding(d: Path) -> Built:
     return Built(check_args("model.pt", "--id-offset", "1"))
 
 
+def _ids_off_by_one(d: Path) -> Built:
+    """An .npz storing ids 1..10 for its rows, and a log of ids 0..9."""
+    log(d)
+    table = np.random.default_rng(0).normal(size=(N_ITEMS, 4)).astype(np.float32)
+    np.savez(d / "model.npz", item_embeddings=table, item_ids=np.arange(1, N_ITEMS + 1))
+    return Built(check_args("model.npz"))
+
+
 CASES = [
     Case("npz-item-ids-shorter-than-table", _npz_short_ids, EXIT_ERROR,
          r"model\.npz \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
@@ -58,6 +66,9 @@ CASES = [
     Case("id-offset-onto-padding-row", _offset_onto_padding, EXIT_ERROR,
          r"with --id-offset 1, item id 1 \(1 interaction in log\.parquet\) lands on row 0 of the 11-row item table, "
          r"which is all zeros.*Drop --id-offset"),
+    Case("log-ids-off-by-one-from-stored-ids", _ids_off_by_one, EXIT_ERROR,
+         r"1 of the 10 distinct item ids in log\.parquet \(1 interaction\) have no row under the item ids stored in "
+         r"model\.npz \(`item_ids`\), while every id plus 1 has one.*--item-ids FILE"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
