@@ -193,12 +193,15 @@ def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
 
 
 def offset_signals(
-    distinct_ids: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object, first_row: np.ndarray
+    distinct_ids: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object, first_row: np.ndarray,
+    framework: str | None = None,
 ) -> list[str]:
     """Warnings when ids taken as rows fit the table by chance (no id beyond it, so
     :func:`check_assumed_rows` passed) but the evidence points at 1-based ids, or at a
     padding row: row 0 never occurs while every other row does, or (``assume_row_ids``)
-    the last id is the only one beyond the table."""
+    the last id is the only one beyond the table. For a Keras table (``framework``) whose
+    file does not record ``mask_zero`` (a weights file without its config), row 0 may
+    be the mask index instead, where the offset would be wrong."""
     if policy.offset is not None or distinct_ids.size == 0 or n_rows < 3:
         return []
     ids = np.unique(np.asarray(distinct_ids, dtype=np.int64))
@@ -222,4 +225,6 @@ def offset_signals(
         f"row 0 of the {what} table never occurs in {source} while every other row does: if the {what} ids are "
         f"1-based, the rows are off by one; pass {setting('id_offset')} 1 (row = id − 1), or "
         f"{setting(what + '_ids')} FILE"
+        + (", unless the layer is an Embedding(mask_zero=True), whose row 0 is the mask index and whose rows are the "
+           "ids (this file does not record mask_zero; a .keras archive does)" if framework == "keras" else "")
     ]

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from auditor.cli import cli
 from auditor.errors import IdMappingError
-from auditor.idmap import check_mapped_shift
+from auditor.idmap import check_mapped_shift, offset_signals
 from auditor.loading.keras_mask import masked_layers
 from auditor.values import RowIdPolicy
 
@@ -115,3 +115,12 @@ def test_masked_layers_reads_nested_configs() -> None:
             {"class_name": "Dense", "config": {"name": "d", "mask_zero": True}}]}}]}}
     assert masked_layers(config) == {"a", "c"}
     assert masked_layers(None) == set()
+
+
+def test_without_the_config_the_advice_names_mask_zero() -> None:
+    """A weights file alone does not record mask_zero: the 1-based-ids advice says when it is wrong."""
+    [keras] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "log.csv", np.ones(4), "keras")
+    assert keras.endswith("unless the layer is an Embedding(mask_zero=True), whose row 0 is the mask index and whose "
+                          "rows are the ids (this file does not record mask_zero; a .keras archive does)")
+    [plain] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "log.csv", np.ones(4))
+    assert "mask_zero" not in plain

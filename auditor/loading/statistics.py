@@ -104,7 +104,8 @@ def _aligned(
         # align_counts refused non-integer ids already: these are integers.
         check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format)
         check_given_offset(counts.ids, counts.counts, bundle.n_items, policy, "item", counted, bundle.item_table[0])
-        warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0])
+        warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0],
+                                   bundle.format)
     else:
         check_mapped_shift(counts.ids, counts.counts, bundle.item_ids, policy, "item", counted, str(bundle.item_ids_source))
     warnings += _left_out(counts, counted, stats, bundle.item_ids is None)
