@@ -123,6 +123,65 @@ def table_rows(
     return np.where((rows >= 0) & (rows < n_rows), rows, -1)
 
 
+def check_given_offset(
+    distinct_ids: np.ndarray, counts: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object,
+    first_row: np.ndarray,
+) -> None:
+    """Raise IdMappingError when a given offset puts a trained id on row 0 while row 0 is
+    all zeros and the ids taken as rows would each have a row of their own, leaving row 0
+    alone: the table keeps a padding row (``nn.Embedding(n + 1, padding_idx=0)``) and its
+    rows are the ids; the offset moved every id onto its neighbour's row (ρ 0.99 read as
+    0.71). ``counts``: interactions per distinct id. Nothing when told to take the ids
+    (shifted) as rows anyway."""
+    offset = policy.offset
+    if not offset or policy.assume_row_ids or distinct_ids.size == 0 or np.any(first_row):
+        return
+    ids = np.asarray(distinct_ids, dtype=np.int64)
+    on_zero = ids == offset
+    if not on_zero.any() or int(ids.min()) < 1 or int(ids.max()) >= n_rows:
+        return
+    trained = int(np.asarray(counts)[on_zero].sum())
+    raise IdMappingError(
+        f"with {setting('id_offset')} {offset}, {what} id {offset} ({_interactions(trained)} in {source}) lands on row 0 "
+        f"of the {n_rows:,}-row {what} table, which is all zeros, as a padding row is (nn.Embedding(n + 1, "
+        f"padding_idx=0)) and no trained {what} is; taken as rows without the offset, every id has a row of its own "
+        f"and row 0 none: the rows are the ids. Drop {setting('id_offset')} (or pass {setting('assume_row_ids')} to "
+        "audit with the offset anyway)"
+    )
+
+
+def check_mapped_shift(
+    distinct_ids: np.ndarray, counts: np.ndarray, row_ids: np.ndarray, policy: RowIdPolicy, what: str, source: object,
+    mapping: str,
+) -> None:
+    """Raise IdMappingError when integer ids mapped through ``row_ids`` (the raw id of each
+    row) miss some rows only because they are off by one: every id ± 1 has a row, and the
+    ids cover at least 90% of the rows (a 0-based log against rows numbered from 1, such as
+    a Keras ``mask_zero`` table's, pairs every item with its neighbour's row). ``counts``:
+    interactions per distinct id. Nothing when told to audit the rows as mapped anyway."""
+    ids, rows = np.asarray(distinct_ids), np.asarray(row_ids)
+    if policy.assume_row_ids or ids.size == 0 or ids.dtype.kind not in "iu" or rows.dtype.kind not in "iu":
+        return
+    ids, rows = ids.astype(np.int64), rows.astype(np.int64)
+    missing = ~np.isin(ids, rows)
+    if not missing.any() or np.unique(ids).size < 0.9 * rows.size:
+        return
+    for shift in (1, -1):
+        if np.isin(ids + shift, rows).all():
+            lost = int(np.asarray(counts)[missing].sum())
+            raise IdMappingError(
+                f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source} ({_interactions(lost)}) "
+                f"have no row under {mapping}, while every id {'plus' if shift > 0 else 'minus'} 1 has one: the ids "
+                f"look off by one against the rows, which would pair each {what} with its neighbour's row. Pass "
+                f"{setting(what + '_ids')} FILE with the raw {what} id of each row as {source} spells it (or "
+                f"{setting('assume_row_ids')} to audit the rows as mapped anyway)"
+            )
+
+
+def _interactions(n: int) -> str:
+    return f"{n:,} interaction" + ("" if n == 1 else "s")
+
+
 def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
     """The shift c that puts every id on a row, when the ids then cover at least 90% of
     the rows (a dense numbering off by a constant); None when no shift is evident."""
@@ -134,12 +193,15 @@ def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
 
 
 def offset_signals(
-    distinct_ids: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object, first_row: np.ndarray
+    distinct_ids: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object, first_row: np.ndarray,
+    framework: str | None = None,
 ) -> list[str]:
     """Warnings when ids taken as rows fit the table by chance (no id beyond it, so
     :func:`check_assumed_rows` passed) but the evidence points at 1-based ids, or at a
     padding row: row 0 never occurs while every other row does, or (``assume_row_ids``)
-    the last id is the only one beyond the table."""
+    the last id is the only one beyond the table. For a Keras table (``framework``) whose
+    file does not record ``mask_zero`` (a weights file without its config), row 0 may
+    be the mask index instead, where the offset would be wrong."""
     if policy.offset is not None or distinct_ids.size == 0 or n_rows < 3:
         return []
     ids = np.unique(np.asarray(distinct_ids, dtype=np.int64))
@@ -163,4 +225,6 @@ def offset_signals(
         f"row 0 of the {what} table never occurs in {source} while every other row does: if the {what} ids are "
         f"1-based, the rows are off by one; pass {setting('id_offset')} 1 (row = id − 1), or "
         f"{setting(what + '_ids')} FILE"
+        + (", unless the layer is an Embedding(mask_zero=True), whose row 0 is the mask index and whose rows are the "
+           "ids (this file does not record mask_zero; a .keras archive does)" if framework == "keras" else "")
     ]

@@ -73,6 +73,7 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
     import numpy as np
 
     from auditor.loading.ids import read_id_file
+    from auditor.loading.stored_ids import given_over_stored
     from auditor.loading.validation import validate_item_table, validate_user_table
 
     source = str(bundle.source)
@@ -82,12 +83,12 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
         bundle.user_table = _as_float32(bundle.user_table, "user table", source)
         validate_user_table(bundle.user_table, source, bundle.dim)
     if options.item_ids is not None:
-        ids = read_id_file(Path(options.item_ids))
-        if bundle.item_ids is not None:
-            bundle.warnings.append(f"{setting('item_ids')} {options.item_ids} replaces the item ids stored in {source}")
+        ids, padded = _recbole_tokens(bundle, read_id_file(Path(options.item_ids)), bundle.n_items)
         _check_ids(ids, bundle.n_items, f"{setting('item_ids')} file {options.item_ids}", source, "item")
+        if bundle.item_ids is not None and (note := given_over_stored(bundle.item_ids, ids, "item", options.item_ids, source)):
+            bundle.warnings.append(note)
         bundle.item_ids = ids
-        bundle.item_ids_source = f"{setting('item_ids')} {options.item_ids}"
+        bundle.item_ids_source = f"{setting('item_ids')} {options.item_ids}{padded}"
     elif bundle.item_ids is not None:
         _check_ids(np.asarray(bundle.item_ids), bundle.n_items, f"the item ids stored in {source}", source, "item")
         bundle.item_ids_source = bundle.item_ids_source or f"the item ids stored in {source}"
@@ -96,15 +97,28 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
             raise IdMappingError(
                 f"{setting('user_ids')} {options.user_ids} given, but {source} has no user table"
             )
-        ids = read_id_file(Path(options.user_ids), "user ids")
-        if bundle.user_ids is not None:
-            bundle.warnings.append(f"{setting('user_ids')} {options.user_ids} replaces the user ids stored in {source}")
-        _check_ids(ids, bundle.user_table.shape[0], f"{setting('user_ids')} file {options.user_ids}", source, "user")
+        n_users = bundle.user_table.shape[0]
+        ids, padded = _recbole_tokens(bundle, read_id_file(Path(options.user_ids), "user ids"), n_users)
+        _check_ids(ids, n_users, f"{setting('user_ids')} file {options.user_ids}", source, "user")
+        if bundle.user_ids is not None and (note := given_over_stored(bundle.user_ids, ids, "user", options.user_ids, source)):
+            bundle.warnings.append(note)
         bundle.user_ids = ids
-        bundle.user_ids_source = f"{setting('user_ids')} {options.user_ids}"
+        bundle.user_ids_source = f"{setting('user_ids')} {options.user_ids}{padded}"
     elif bundle.user_ids is not None:
         bundle.user_ids_source = bundle.user_ids_source or f"the user ids stored in {source}"
     return bundle
+
+
+def _recbole_tokens(bundle: ModelBundle, ids: np.ndarray, n_rows: int) -> tuple[np.ndarray, str]:
+    """``ids`` without RecBole's ``[PAD]`` first entry where the file is a RecBole
+    checkpoint's ``field2id_token`` (one longer than the table, whose padding row is
+    dropped), and the words the mapping then adds; else ``ids`` unchanged."""
+    if bundle.format != "recbole":
+        return ids, ""
+    from auditor.loading.recbole import PAD, without_pad_entry
+
+    kept = without_pad_entry(ids, n_rows)
+    return (ids, "") if kept is None else (kept, f" (its first entry, RecBole's {PAD} for the padding row, left out)")
 
 
 def _as_float32(table: object, what: str, source: str) -> np.ndarray:

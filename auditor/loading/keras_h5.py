@@ -33,6 +33,7 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, tensor_infos
 from auditor.loading.hdf5_safe import H5Walk, read_float32
+from auditor.loading.keras_mask import drop_mask_rows, masked_layers
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.zip_members import ZIP_ERRORS, ZipError, data_offset, read_member, zip_reason
 from auditor.memory import check_expansion
@@ -58,10 +59,11 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
     h5py = _h5py()
     classes: dict[str, str] = {}
     training: dict[str, Any] = {}
+    masked: set[str] = set()
     with open(path, "rb") as fh:
         size = path.stat().st_size
         if zipfile.is_zipfile(fh) or path.suffix.lower() == ".keras":
-            source, classes, training = _archive_weights(fh, size, path, options.max_memory)
+            source, classes, training, masked = _archive_weights(fh, size, path, options.max_memory)
         else:
             fh.seek(0)
             source = fh
@@ -86,7 +88,7 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
             f"the item tower `{tower[:-1]}` has weights besides its embedding table ({', '.join(after[:4])}): "
             "the norms audited are the table's rows, not the tower's outputs"
         )
-    return ModelBundle(
+    bundle = ModelBundle(
         source=path,
         format="keras",
         item_table=item,
@@ -97,6 +99,8 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
         config=training or None,
         warnings=notes,
     )
+    drop_mask_rows(bundle, masked, options)  # Embedding(mask_zero=True): row 0 is the mask, not an item
+    return bundle
 
 
 # ---------------------------------------------------------------------------- the .keras zip
@@ -104,10 +108,10 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
 
 def _archive_weights(
     fh: io.BufferedReader, size: int, path: Path, max_memory: int | None
-) -> tuple[Any, dict[str, str], dict[str, Any]]:
+) -> tuple[Any, dict[str, str], dict[str, Any], set[str]]:
     """``model.weights.h5`` of a ``.keras`` archive (a window onto the file when stored; a
     compressed one only when its declared size fits the memory ceiling), each layer's
-    class and the training settings from ``config.json``."""
+    class, the training settings and the mask_zero Embedding layers from ``config.json``."""
     try:
         zf = zipfile.ZipFile(fh)
         infos = {i.filename: i for i in zf.infolist()}
@@ -119,12 +123,12 @@ def _archive_weights(
         config: Any = None
         if "config.json" in infos:
             config = json.loads(read_member(fh, size, zf, infos["config.json"], MAX_CONFIG).decode("utf-8"))
-        classes, training = layer_classes(config), training_config(config)
+        classes, training, masked = layer_classes(config), training_config(config), masked_layers(config)
         info = infos[WEIGHTS_MEMBER]
         if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x41:
-            return _Window(fh, data_offset(fh, size, info), info.file_size), classes, training
+            return _Window(fh, data_offset(fh, size, info), info.file_size), classes, training, masked
         check_expansion(f"{path}: zip member {WEIGHTS_MEMBER}", info.file_size, info.compress_size, max_memory, ModelLoadError)
-        return io.BytesIO(read_member(fh, size, zf, info, 1 << 40)), classes, training
+        return io.BytesIO(read_member(fh, size, zf, info, 1 << 40)), classes, training, masked
     except ModelLoadError:
         raise
     except ZipError as exc:

@@ -28,6 +28,7 @@ from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import maybe_int
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.safe_pickle import Placeholder, as_mapping, placeholder_attrs, qualname_of
+from auditor.loading.stored_ids import take_stored_ids
 from auditor.loading.torch_archive import read_torch_file
 from auditor.memory import check_expansion
 from auditor.model import ModelBundle
@@ -289,11 +290,13 @@ def read_npz(path: Path, options: LoadOptions) -> ModelBundle:
     choice = choose_tables(tensor_infos(tensors), path, options.item_key, options.user_key)
     item = _floats(arrays[choice.item.key], choice.item.key, path)
     user = _floats(arrays[choice.user.key], choice.user.key, path) if choice.user else None
-    return ModelBundle(
+    bundle = ModelBundle(
         source=path, format="npz", item_table=item, item_key=choice.item.key, user_table=user,
         user_key=choice.user.key if choice.user else None, warnings=list(choice.warnings),
         state_dict={k: tensors[k] for k in (choice.item.key, choice.user.key if choice.user else None) if k},
     )  # fmt: skip
+    take_stored_ids(bundle, arrays, options)  # an item_ids/user_ids member maps the rows
+    return bundle
 
 
 def _npz_arrays(path: Path, max_memory: int | None = None) -> dict[str, np.ndarray]:

@@ -89,6 +89,15 @@ def _without_padding(table: np.ndarray, key: str | None, source: Path) -> np.nda
     return table[1:]
 
 
+def without_pad_entry(ids: np.ndarray, n_rows: int) -> np.ndarray | None:
+    """An id file written from RecBole's ``field2id_token`` minus its ``[PAD]`` first entry
+    (which names the padding row popaudit drops), when it is exactly one id longer than the
+    table and starts with it; None for any other file (checked as every id file is)."""
+    if len(ids) != n_rows + 1 or not len(ids) or str(ids[0]) != PAD:
+        return None
+    return ids[1:]
+
+
 def _text(value: Any, default: str) -> str:
     return value if isinstance(value, str) and value else default
 

@@ -21,7 +21,7 @@ from auditor.loading.alignment import align_counts
 from auditor.loading.counting import IdCounts, count_item_ids
 from auditor.loading.frequencies import read_frequencies
 from auditor.loading.log_memo import LogMemo, log_identity
-from auditor.idmap import check_assumed_rows, offset_signals
+from auditor.idmap import check_assumed_rows, check_given_offset, check_mapped_shift, offset_signals
 from auditor.values import ItemRows, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
@@ -91,16 +91,23 @@ def item_stats(
 def _aligned(
     bundle: ModelBundle, counts: IdCounts, counted: Path, policy: RowIdPolicy, warnings: list[str]
 ) -> ItemStats:
-    if bundle.item_ids is not None and policy.offset is not None:
+    users_as_rows = bundle.user_table is not None and bundle.user_ids is None and bundle.user_rows_unknown is None
+    if bundle.item_ids is not None and policy.offset is not None and not users_as_rows:
+        # The offset applies to the user rows where only they take ids as rows; here to nothing.
         raise IdMappingError(
             f"{setting('id_offset')} applies where ids are taken as rows, but the item rows of "
             f"{bundle.source} are mapped through {bundle.item_ids_source}"
+            + ("" if bundle.user_table is None else f" and its user rows through {bundle.user_ids_source}")
         )
     stats = align_counts(counts, ItemRows(bundle.item_ids, bundle.n_items, policy.shift))
     if bundle.item_ids is None:
         # align_counts refused non-integer ids already: these are integers.
         check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format)
-        warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0])
+        check_given_offset(counts.ids, counts.counts, bundle.n_items, policy, "item", counted, bundle.item_table[0])
+        warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0],
+                                   bundle.format)
+    else:
+        check_mapped_shift(counts.ids, counts.counts, bundle.item_ids, policy, "item", counted, str(bundle.item_ids_source))
     warnings += _left_out(counts, counted, stats, bundle.item_ids is None)
     if int(stats.frequencies.sum()) == 0:
         raise IdMappingError(

@@ -16,6 +16,7 @@ from auditor.loading.checkpoints import RawModel
 from auditor.loading.discovery import choose_tables, table_to_numpy, tensor_infos
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.recbole import finish_recbole
+from auditor.loading.stored_ids import take_stored_ids
 from auditor.model import InteractionPairs, ModelBundle
 
 
@@ -49,6 +50,8 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
     )
     if raw.format == "recbole":  # padding row 0 dropped; raw ids by RecBole's rule once the log is known
         finish_recbole(bundle, options)
+    else:
+        take_stored_ids(bundle, raw.tensors, options)
     return bundle
 
 

@@ -1,0 +1,79 @@
+"""Hostile id maps: ids a model file stores that cannot map its rows, an id file that
+contradicts them, an id offset the table's padding row contradicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from .corpus import EXIT_ERROR, N_ITEMS, Built, Case, check_args, log, params, parquet, run_case, write
+
+
+def _npz_short_ids(d: Path) -> Built:
+    """An .npz whose item_ids member has fewer ids than the table has rows."""
+    log(d)
+    table = np.random.default_rng(0).normal(size=(N_ITEMS, 4)).astype(np.float32)
+    np.savez(d / "model.npz", item_embeddings=table, item_ids=np.arange(N_ITEMS - 1))
+    return Built(check_args("model.npz"))
+
+
+def _float_id_buffer(d: Path) -> Built:
+    """A state dict whose item_ids buffer holds floats: no id map."""
+    log(d)
+    torch.save({"item_emb.weight": torch.randn(N_ITEMS, 4), "item_ids": torch.rand(N_ITEMS)}, d / "model.pt")
+    return Built(check_args("model.pt"))
+
+
+def _contradicting_id_file(d: Path) -> Built:
+    """A Parquet table storing ids 0..9 in reverse row order, and --item-ids in row order."""
+    log(d)
+    vectors = np.random.default_rng(0).normal(size=(N_ITEMS, 4)).astype(np.float32)
+    parquet(d, "items.parquet", {"item_id": np.arange(N_ITEMS)[::-1].copy(),
+                                 "embedding": pa.array(list(vectors), pa.list_(pa.float32()))})  # fmt: skip
+    write(d, "ids.txt", "".join(f"{i}\n" for i in range(N_ITEMS)))
+    return Built(check_args("items.parquet", "--item-ids", "ids.txt"))
+
+
+def _offset_onto_padding(d: Path) -> Built:
+    """nn.Embedding(n + 1, padding_idx=0): row 0 zeros, rows = 1-based ids; --id-offset 1 given."""
+    log(d, ids=list(range(1, N_ITEMS + 1)))
+    torch.save({"item_emb.weight": torch.cat([torch.zeros(1, 4), torch.randn(N_ITEMS, 4)])}, d / "model.pt")
+    return Built(check_args("model.pt", "--id-offset", "1"))
+
+
+def _ids_off_by_one(d: Path) -> Built:
+    """An .npz storing ids 1..10 for its rows, and a log of ids 0..9."""
+    log(d)
+    table = np.random.default_rng(0).normal(size=(N_ITEMS, 4)).astype(np.float32)
+    np.savez(d / "model.npz", item_embeddings=table, item_ids=np.arange(1, N_ITEMS + 1))
+    return Built(check_args("model.npz"))
+
+
+CASES = [
+    Case("npz-item-ids-shorter-than-table", _npz_short_ids, EXIT_ERROR,
+         r"model\.npz \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
+         r"the item table; pass --item-ids FILE"),
+    Case("state-dict-float-item-ids", _float_id_buffer, EXIT_ERROR,
+         r"model\.pt \(`item_ids`\) is named as the raw item id of each row, but it holds float32 values of shape "
+         r"\[10\], not a list of integer or text ids; pass --item-ids FILE"),
+    Case("item-ids-contradict-stored-ids", _contradicting_id_file, EXIT_ERROR,
+         r"--item-ids ids\.txt contradicts the item ids stored in items\.parquet: 10 of the 10 rows differ.*drop "
+         r"--item-ids to map the rows through the stored ids"),
+    Case("id-offset-onto-padding-row", _offset_onto_padding, EXIT_ERROR,
+         r"with --id-offset 1, item id 1 \(1 interaction in log\.parquet\) lands on row 0 of the 11-row item table, "
+         r"which is all zeros.*Drop --id-offset"),
+    Case("log-ids-off-by-one-from-stored-ids", _ids_off_by_one, EXIT_ERROR,
+         r"1 of the 10 distinct item ids in log\.parquet \(1 interaction\) have no row under the item ids stored in "
+         r"model\.npz \(`item_ids`\), while every id plus 1 has one.*--item-ids FILE"),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_id_maps(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)

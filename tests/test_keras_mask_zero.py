@@ -1,0 +1,126 @@
+"""Keras ``Embedding(mask_zero=True)`` (QA formats #10): row 0 is the mask index, not an
+item; the ids fed to the model are 1..n with row = id. Built from the project's Keras 3
+fixture the way such a model is saved: ``input_dim`` one larger, ``mask_zero`` true in
+``config.json``, a never-trained (not zeroed) row 0 on top of each table, the log's ids
+plus one. Known answer: with the mask row left out the rows and their frequencies are the
+fixture's, so ρ is the fixture's −0.3171 (the mask row counted as a cold item gave
+−0.2688, the advised ``--id-offset 1`` −0.1599)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import cli
+from auditor.errors import IdMappingError
+from auditor.idmap import check_mapped_shift, offset_signals
+from auditor.loading.keras_mask import masked_layers
+from auditor.values import RowIdPolicy
+
+h5py = pytest.importorskip("h5py", reason="the keras extra (h5py) is not installed")
+
+DATA = Path(__file__).resolve().parent / "data" / "keras"
+TABLES = ("layers/embedding/vars/0", "layers/embedding_1/vars/0")
+
+
+def _masked_archive(target: Path) -> None:
+    src = zipfile.ZipFile(DATA / "two_tower.keras")
+    config = json.loads(src.read("config.json"))
+    for layer in config["config"]["layers"]:
+        if layer["class_name"] == "Embedding":
+            layer["config"]["mask_zero"], layer["config"]["input_dim"] = True, layer["config"]["input_dim"] + 1
+    rng, buf = np.random.default_rng(0), io.BytesIO()
+    with h5py.File(io.BytesIO(src.read("model.weights.h5")), "r") as old, h5py.File(buf, "w") as new:
+        def copy(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset):
+                data = obj[...]
+                if name in TABLES:
+                    data = np.vstack([rng.uniform(-0.05, 0.05, size=(1, data.shape[1])).astype(data.dtype), data])
+                made = new.create_dataset(name, data=data)
+            else:
+                made = new.require_group(name)
+            made.attrs.update(dict(obj.attrs))
+        old.visititems(copy)
+        new.attrs.update(dict(old.attrs))
+    with zipfile.ZipFile(target, "w") as out:
+        for name in src.namelist():
+            payload = json.dumps(config) if name == "config.json" else buf.getvalue() if name == "model.weights.h5" \
+                else src.read(name)
+            out.writestr(name, payload)
+
+
+def _audit(model: Path, log: Path, *extra: str) -> tuple[int, str, dict[str, Any] | None]:
+    out = model.parent / "r.json"
+    ran = CliRunner().invoke(cli, ["check", str(model), "--interactions", str(log), "--no-probes", "--bootstrap", "0",
+                                   "-q", "-k", "5", *extra, "--format", "json", "-o", str(out)])  # fmt: skip
+    return ran.exit_code, " ".join(ran.output.split()), json.loads(out.read_text()) if ran.exit_code == 0 else None
+
+
+def test_the_mask_row_is_left_out(tmp_path: Path) -> None:
+    model, log = tmp_path / "mask.keras", tmp_path / "log.csv"
+    _masked_archive(model)
+    rows = list(csv.DictReader((DATA / "interactions.csv").open()))
+    log.write_text("user_id,item_id\n" + "".join(f"{int(r['user_id']) + 1},{int(r['item_id']) + 1}\n" for r in rows))
+    code, _, report = _audit(model, log)
+    assert code == 0 and report is not None
+    assert report["frequency_norm"]["spearman"] == pytest.approx(-0.3171088710908308, abs=1e-9)
+    assert report["inputs"]["n_items"] == 80 and report["retrieval"]["population"]["n_user_rows"] == 60
+    assert report["inputs"]["item_id_mapping"] == ("item rows mapped through Keras's mask_zero=True on layer "
+                                                   "`item_embedding` (row = id; row 0, the mask index, left out)")
+    assert not any("--id-offset" in w for w in report["warnings"])  # the advice that shifted every item
+    code, output, _ = _audit(model, log, "--id-offset", "1")
+    assert code == 1 and "mapped through Keras's mask_zero=True on layer `item_embedding`" in output
+
+
+def test_a_zero_based_log_against_the_masked_rows_is_refused(tmp_path: Path) -> None:
+    """The fixture's own 0-based log: id 0 is the mask index, and every other id would land
+    on its neighbour's row; refused, since every id plus 1 has a row."""
+    model = tmp_path / "mask.keras"
+    _masked_archive(model)
+    code, output, _ = _audit(model, DATA / "interactions.csv")
+    assert code == 1
+    assert ("Error: 1 of the 80 distinct item ids in " in output and "have no row under Keras's mask_zero=True on "
+            "layer `item_embedding`" in output and "while every id plus 1 has one" in output)
+    assert _audit(model, DATA / "interactions.csv", "--assume-row-ids")[0] == 0
+
+
+def test_check_mapped_shift_needs_a_dense_shift() -> None:
+    rows = np.arange(1, 11)
+    with pytest.raises(IdMappingError, match=r"1 of the 10 distinct item ids in log \(7 interactions\) have no row "
+                                             r"under m, while every id plus 1 has one"):
+        check_mapped_shift(np.arange(10), np.full(10, 7), rows, RowIdPolicy(), "item", "log", "m")
+    with pytest.raises(IdMappingError, match="every id minus 1 has one"):
+        check_mapped_shift(np.arange(2, 12), np.ones(10), rows, RowIdPolicy(), "item", "log", "m")
+    check_mapped_shift(np.arange(1, 11), np.ones(10), rows, RowIdPolicy(), "item", "log", "m")  # all mapped
+    check_mapped_shift(np.array([0, 1, 2]), np.ones(3), rows, RowIdPolicy(), "item", "log", "m")  # 30% of rows
+    check_mapped_shift(np.r_[0, 2:12], np.ones(11), rows, RowIdPolicy(), "item", "log", "m")  # no one shift fits
+    check_mapped_shift(np.arange(10), np.ones(10), rows, RowIdPolicy(assume_row_ids=True), "item", "log", "m")
+    check_mapped_shift(np.arange(10), np.ones(10), rows.astype(str), RowIdPolicy(), "item", "log", "m")
+
+
+def test_masked_layers_reads_nested_configs() -> None:
+    config = {"config": {"layers": [
+        {"class_name": "Embedding", "config": {"name": "a", "mask_zero": True}},
+        {"class_name": "Embedding", "config": {"name": "b", "mask_zero": False}},
+        {"class_name": "Functional", "config": {"name": "tower", "layers": [
+            {"class_name": "Embedding", "config": {"name": "c", "mask_zero": True}},
+            {"class_name": "Dense", "config": {"name": "d", "mask_zero": True}}]}}]}}
+    assert masked_layers(config) == {"a", "c"}
+    assert masked_layers(None) == set()
+
+
+def test_without_the_config_the_advice_names_mask_zero() -> None:
+    """A weights file alone does not record mask_zero: the 1-based-ids advice says when it is wrong."""
+    [keras] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "log.csv", np.ones(4), "keras")
+    assert keras.endswith("unless the layer is an Embedding(mask_zero=True), whose row 0 is the mask index and whose "
+                          "rows are the ids (this file does not record mask_zero; a .keras archive does)")
+    [plain] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "log.csv", np.ones(4))
+    assert "mask_zero" not in plain
