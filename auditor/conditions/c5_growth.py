@@ -159,8 +159,8 @@ def _projected(
     )
     evidence = (
         f"{measured}; over frequency × {epoch_text}, a head item "
-        f"(p99 frequency {f_head:g}, {t_head:g} updates) would grow s by ×{s_head:.4g} vs ×{s_med:.4g} for a median "
-        f"item ({t_med:g} updates): a norm ratio of {ratio:.4g} from growth alone, "
+        f"(p99 frequency {_count(f_head)}, {_count(t_head)} updates) would grow s by ×{s_head:.3f} vs ×{s_med:.3f} "
+        f"for a median item ({_count(t_med)} updates): a norm ratio of {ratio:.3f} from growth alone, "
         f"{'above' if status == 'holds' else 'below'} the init spread 1+1/√(2d) = {threshold:.3g}, so {verdict}"
     )
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
@@ -170,6 +170,13 @@ def _projected(
             f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
         )
     return Condition(name, status, evidence, details)
+
+
+def _count(value: float) -> str:
+    """A count in the evidence (appearances, updates): whole from 10 on (an interpolated
+    percentile or a stopped epoch makes it fractional, which no reader counts in), else to
+    three significant digits, so a small fractional frequency does not read as 0."""
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
 def _from_the_table(

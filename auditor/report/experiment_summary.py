@@ -135,9 +135,9 @@ def _intro(result: ExperimentResult) -> str:
 def _k_note(result: ExperimentResult) -> str:
     """Why K is not the one asked: capped at 10% of the catalogue, the verdict's rule."""
     k, asked = result.k, result.sizes.k
-    if k >= asked:
-        return ""
     n_items = int(_data(result).get("n_items", result.sizes.n_items))
+    if k >= min(asked, n_items):  # as asked, or the whole catalogue (results written before the cap)
+        return ""
     return (f" K = {k}, not the {asked} asked: a K above 10% of the {n_items:,}-item catalogue covers much of it "
             f"and shows little skew, so popaudit check never quotes it.")
 
