@@ -84,7 +84,8 @@ class SettingChange:
 @dataclass(frozen=True)
 class VerdictChange:
     """The verdicts of both reports; ``direction`` by severity (none < low < moderate < high),
-    ``not comparable`` when the two severities judge different things (``Basis``)."""
+    ``not comparable`` when the two severities judge different things (``Basis``) or either
+    was graded at a K the other report did not measure (``reason`` says which)."""
 
     base_severity: str
     new_severity: str
