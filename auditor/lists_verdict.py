@@ -63,7 +63,7 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
     k, severity, ratio = worst
     cut = section.at[k]
     share, popular = cut.served.get(HEAD), cut.popular.get(HEAD)
-    times = "" if ratio is None else f", {ratio:.2f}x" if math.isfinite(ratio) else ", from none"
+    times = "" if ratio is None else f", {ratio:.2f}×" if math.isfinite(ratio) else ", from none"
     summary = (
         f"The served lists give the top-1% most popular items {pct(share)} of their top-{k} slots, against "
         f"{pct(section.head_share_log)} of the training {_unit(sections)}{times} (the most-popular list: {pct(popular)})."

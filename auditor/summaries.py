@@ -72,6 +72,14 @@ class ExperimentResult:
     data: dict[str, Any] = field(default_factory=dict)
     """:func:`auditor.train.experiments.data_description` of what the runs trained on."""
 
+    @property
+    def k(self) -> int:
+        """The cut-off the runs measured (``sizes.k``, at most 10% of the catalogue:
+        :func:`auditor.train.measures.served_k`); older results: ``sizes.k`` within the catalogue."""
+        if self.rows and "k" in self.rows[0]["runs"][0]:
+            return int(self.rows[0]["runs"][0]["k"])
+        return min(self.sizes.k, int(self.data.get("n_items", self.sizes.n_items)))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "experiment": self.name,

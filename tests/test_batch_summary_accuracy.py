@@ -53,7 +53,8 @@ def _rows(*rows: dict[str, object]) -> pa.Table:
                                   "status": ["ok"] * len(rows), "label": pa.array([None] * len(rows), pa.string())}
     for name in names:
         values = [r.get(name) for r in rows]
-        kind = pa.string() if name in ("verdict_severity", "report_json") else pa.float64()
+        kind = pa.string() if name in ("verdict_severity", "report_json") else pa.int64() if name == "n_items" \
+            else pa.float64()
         columns[name] = pa.array(values, kind)
     return pa.table(columns)
 
@@ -85,6 +86,37 @@ def test_figures_at_a_k_every_row_measured_and_ties_by_severity() -> None:
                            {"model": "b", "spearman": 0.5, "verdict_severity": "high", "head_share_1pct_ratio@10": 2.0},
                            {"model": "c", "spearman": 0.5, "head_share_1pct_ratio@10": 99.0}))
     assert [s.model for s in tied.ranking] == ["b", "a", "c"]  # no severity: after every row with one
+
+
+def test_figures_at_a_k_the_verdict_would_quote() -> None:
+    """The QA batch: 300-item models audited at K=10 and 100. K=100 is a third of the
+    catalogue, where the verdict never looks (a moderate model read 1.33× beside a clean
+    one's 1.01×): the columns are at the largest shared K within 10% of every row's
+    catalogue, 10 (13.50× vs 1.01×)."""
+    qa = summarise(_rows(
+        {"model": "base.pt", "spearman": 0.888, "verdict_severity": "moderate", "n_items": 300,
+         "head_share_1pct_ratio@10": 13.5, "head_share_1pct_ratio@100": 1.328},
+        {"model": "adam.pt", "spearman": 0.507, "verdict_severity": "none", "n_items": 300,
+         "head_share_1pct_ratio@10": 1.0, "head_share_1pct_ratio@100": 1.014},
+    ))
+    assert qa.head_share_metric == "head_share_1pct_ratio@10"
+    assert [(s.model, s.k, s.head_share) for s in qa.ranking] == [("base.pt", 10, 13.5), ("adam.pt", 10, 1.0)]
+    # 100 is 10% of 1,000 items but not of 300: the largest K within both is 20.
+    mixed = summarise(_rows(
+        {"model": "big", "spearman": 0.5, "n_items": 1000, "head_share_1pct_ratio@10": 2.0,
+         "head_share_1pct_ratio@20": 2.1, "head_share_1pct_ratio@100": 1.5},
+        {"model": "small", "spearman": 0.4, "n_items": 300, "head_share_1pct_ratio@10": 3.0,
+         "head_share_1pct_ratio@20": 2.9, "head_share_1pct_ratio@100": 1.2}))
+    assert mixed.head_share_metric == "head_share_1pct_ratio@20"
+    # No shared K within 10%: the smallest shared one, as the verdict quotes its smallest K.
+    tiny = summarise(_rows({"model": "t", "spearman": 0.5, "n_items": 50, "head_share_1pct_ratio@10": 2.0,
+                            "head_share_1pct_ratio@20": 1.1}))
+    assert tiny.head_share_metric == "head_share_1pct_ratio@10"
+    # Rows sharing no K: a row's own K is its largest within 10% of its catalogue.
+    own = summarise(_rows({"model": "a", "spearman": 0.1, "n_items": 150, "head_share_1pct_ratio@10": 4.0,
+                           "head_share_1pct_ratio@20": 1.5},
+                          {"model": "b", "spearman": 0.1, "n_items": 1000, "head_share_1pct_ratio@50": 2.5}))
+    assert own.per_row_k and [s.k for s in own.order] == [10, 50]
 
 
 def test_rows_sharing_no_k_show_each_row_s_own_k() -> None:

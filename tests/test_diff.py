@@ -145,6 +145,26 @@ def test_different_cutoffs_are_listed_not_compared(mitigated: tuple[AuditResult,
         evaluate_diff_gates(gates, diff)
 
 
+def test_a_severity_graded_at_a_k_the_other_report_lacks_has_no_direction(
+        mitigated: tuple[AuditResult, AuditResult]) -> None:
+    """The same model audited with another -k: its severity at K=5 (which the base never
+    measured) is not "more bias", and the key figures are read at the shared K=10."""
+    base, other_ks = as_json(mitigated[0]), as_json(audit(SAMPLE / "biased.pt", ks=(5, 10)))
+    assert (base["verdict"]["quoted_k"], other_ks["verdict"]["quoted_k"]) == (10, 5)
+    assert base["verdict"]["severity"] != other_ks["verdict"]["severity"]  # a direction would have been claimed
+    for diff, side, other in ((diff_reports(base, other_ks), "new", "base"), (diff_reports(other_ks, base), "base", "new")):
+        assert diff.verdict.direction == "not comparable" and diff.verdict.changed
+        assert diff.verdict.reason == (f"cut-offs differ, and the {side} report's severity was graded at K=5, "
+                                       f"which the {other} did not measure")  # fmt: skip
+        doc = diff_document(diff.to_dict())
+        assert "(not comparable: cut-offs differ" in doc.lead[0].text  # type: ignore[union-attr]
+        key = next(s for s in doc.sections if s.key == "key")
+        assert key.title == "Key figures at K=10"
+    assert diff_reports(base, base).verdict.reason is None
+    narrow = diff_reports(as_json(audit(SAMPLE / "biased.pt", ks=(10,))), base)  # K=50 only in one: graded at 10
+    assert narrow.verdict.direction == "unchanged" and narrow.verdict.reason is None
+
+
 def test_a_different_popularity_flags_the_figures_that_depend_on_it() -> None:
     log = SAMPLE / "interactions.parquet"
     by_users = audit(SAMPLE / "biased.pt", interactions=log, popularity="users")

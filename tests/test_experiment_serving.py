@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +17,11 @@ from click.testing import CliRunner
 from auditor.cli import cli
 from auditor.report.experiment_summary import mean_ratio, to_markdown
 from auditor.summaries import SERVED_LISTS
-from auditor.train.experiments import ExperimentSizes, retrieval_head_share, run_conditions, run_lr_sweep
-from auditor.train.measures import aggregate
+from auditor.conditions.c5_growth import project_growth
+from auditor.train.experiments import (
+    ExperimentSizes, c5_label, retrieval_head_share, run_conditions, run_lr_sweep,
+)
+from auditor.train.measures import aggregate, served_k
 
 # The QA finding's sizes: 150 users of whom some never appear in 3,000 interactions.
 SIZES = ExperimentSizes(n_users=150, n_items=120, n_interactions=3000, epochs=2, n_bootstrap=50, k=10)
@@ -97,3 +102,50 @@ def test_an_infinite_ratio_reads_as_the_audit_prints_it() -> None:
     assert mean_ratio(aggregate([{"seed": 0, "r": 2.0}, {"seed": 1, "r": 3.0}]), "r", seeds=2) == "2.50 ± 0.71"
     assert mean_ratio(aggregate([{"seed": 0, "r": math.nan}, {"seed": 1, "r": math.inf}]), "r") == "n/a"
     assert mean_ratio({}, "r") == "n/a"
+
+
+def test_the_head_share_is_measured_at_a_k_the_verdict_would_quote() -> None:
+    """K=100 of a 120-item catalogue covers most of it (check never quotes such a K): the
+    grid measures at 12, 10% of the catalogue, and says why."""
+    assert [served_k(k, n) for k, n in ((100, 1000), (100, 300), (10, 300), (100, 120), (5, 9), (100, 0))] == [
+        100, 30, 10, 12, 1, 1]  # fmt: skip
+    result = run_lr_sweep(lrs=(10.0,), seeds=(0,), sizes=replace(SIZES, k=100))
+    run = result.rows[0]["runs"][0]
+    assert result.k == run["k"] == 12 and "head_share_1pct_ratio@12" in run and "k" not in result.rows[0]["summary"]
+    markdown = to_markdown(result)
+    assert "| head@12 dot, seen excluded | head@12 cos, seen excluded | ratio |" in markdown
+    assert "K = 12, not the 100 asked: a K above 10% of the 120-item catalogue covers much of it" in markdown
+    assert "not the 10 asked" not in to_markdown(run_lr_sweep(lrs=(10.0,), seeds=(0,), sizes=SIZES))
+
+
+def test_the_lr_sweep_labels_its_runs_by_c5_as_check_grades_them(tmp_path: Path) -> None:
+    """The QA: the sweep's lr 0.1 run was "violates none" where the conditions grid's
+    identical low-lr run says C5 and check reports C5 violated. Each run is now labelled
+    by C5 as check grades it; here lr 0.1 violates it and lr 10 does not, as check says."""
+    sweep = run_lr_sweep(lrs=(10.0, 0.1), seeds=(0,), sizes=SIZES)
+    assert [(r["config"]["lr"], r["violates"], r["runs"][0]["c5"]) for r in sweep.rows] == [
+        (0.1, "C5", "violated"), (10.0, "none", "holds")]  # fmt: skip
+    low = run_conditions(seeds=(0,), sizes=SIZES, settings=["low-lr"]).rows[0]
+    assert (low["config"]["lr"], low["violates"], low["runs"][0]["c5"]) == (0.1, "C5", "violated")
+    assert "| reference at lr 0.1 | C5 |" in to_markdown(sweep)
+    for lr, status in (("0.1", "violated"), ("10", "holds")):
+        model, report = tmp_path / f"lr{lr}.pt", tmp_path / f"lr{lr}.json"
+        runner = CliRunner()
+        assert runner.invoke(cli, ["retrain", *SYNTHETIC, "--seed", "0", "--lr", lr, "-q", "-o", str(model)]).exit_code == 0
+        checked = runner.invoke(cli, ["check", str(model), "-k", "10", "--bootstrap", "0", "-q", "--json", str(report)])
+        assert checked.exit_code == 0, checked.output
+        c5 = json.loads(report.read_text())["conditions"]["C5"]
+        assert c5["status"] == status
+        # counts of updates read as counts (the p99 frequency is interpolated: 1335.1 updates before)
+        assert re.search(r"\(p99 frequency [\d,]+, [\d,]+ updates\) would grow s by ×\d+\.\d{3} vs ×\d+\.\d{3} for a "
+                         r"median item \([\d,]+ updates\)", c5["evidence"]), c5["evidence"]
+
+
+def test_c5_labels_and_projection_by_hand() -> None:
+    assert [c5_label(s) for s in (["violated"] * 2, ["holds"] * 3, ["violated", "holds"], ["unknown", "holds"])] == [
+        "C5", "none", "C5 (1 of 2 seeds)", "unknown"]  # fmt: skip
+    # median 1, p99 of [1, 1, 1, 100] = 1 + 0.97·99 = 97.03; g 0.5 over 2 epochs in 8 dimensions
+    p = project_growth(0.5, np.array([0, 1, 1, 1, 100]), 2.0, 8)
+    assert (p.freq_median, p.freq_head, p.appearances_head) == pytest.approx((1.0, 97.03, 194.06))
+    assert p.ratio == pytest.approx((195.06 / 3) ** 0.25) and p.threshold == 1.25 and p.status == "holds"
+    assert project_growth(0.5, np.array([4, 4, 4]), 2.0, 8).status == "violated"  # ratio 1: no spread

@@ -180,7 +180,7 @@ def test_sections_match_the_result(full_html: str) -> None:
     assert "runs/2026-11/model with spaces.pt" in text
     settings = dict(_table_with(doc, ["setting", "value"]))
     assert settings["ks"] == "10, 100" and settings["queries.max_queries"] == "500"
-    assert settings["index"] == "auto" and settings["seed"] == "0"
+    assert settings["index"] == "auto (ran: ivf)" and settings["seed"] == "0"
     assert dict(_table_with(doc, ["retrieval setting", "value"]))['index'] == "ivf"
     assert "probes.growth: the checkpoint has no optimizer state" in text
     assert f"popaudit {__version__}" in text

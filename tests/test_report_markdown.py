@@ -211,6 +211,22 @@ def test_inputs_round_trip_into_the_inputs_table() -> None:
     assert rows["model format"] == "n/a"
 
 
+def test_settings_say_what_auto_ran_and_inputs_have_readers_labels() -> None:
+    """"index auto" beside a retrieval section that says exact: the settings say what ran."""
+    table = c.settings_table({"ks": [10], "index": "auto", "queries": "auto", "seed": 0},
+                             {"index": "exact", "queries": "users"})
+    assert dict(table.rows) == {"ks": "10", "index": "auto (ran: exact)", "queries": "auto (ran: users)", "seed": "0"}
+    asked = c.settings_table({"index": "ivf", "queries": "q.npy"}, {"index": "ivf", "queries": "file"})
+    assert dict(asked.rows) == {"index": "ivf", "queries": "q.npy"}  # what was asked is what ran
+    result = full_result()
+    assert result.retrieval is not None
+    ran = c.settings_ran(result)
+    assert ran["index"] == result.retrieval.index
+    rows = dict(c.inputs_table(Inputs("m.pt", "log.csv", "item", None, 10, 4, 99, n_untrained_user_rows=2)).rows)
+    assert rows["user-table rows never in the training log (not queried)"] == "2"
+    assert not [label for label in rows if "_" in label]  # no raw key
+
+
 def test_probe_tables_group_setup_and_flatten_details() -> None:
     probes = {
         "update_angles": {"n": 3, "median": 90.0, "share_90pm1": 1.0, "share_90pm10": 1.0, "mean": 90.0,

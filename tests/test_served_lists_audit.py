@@ -162,6 +162,8 @@ def test_lists_alone_verdict_compares_the_served_head_with_the_log() -> None:
     assert served.head_share_log == pytest.approx(111 / 400)
     assert result.verdict.severity == "none" and not result.verdict.bias_detected
     assert result.verdict.quoted_k in served.at and "docs/served-lists.md" in result.verdict.rule
+    # 2.2% of the top-3 slots against 27.8% of the interactions: the ratio in the report's sign, ×
+    assert "27.8% of the training interactions, 0.08× (the most-popular list" in result.verdict.summary
     assert served.at[5].n_short_lists == 2 and served.shortest == 3 and served.longest == 5
 
 

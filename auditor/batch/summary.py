@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from auditor.batch.rank_by import did_you_mean
 from auditor.errors import InputError
+from auditor.harm import SERVED_SHARE
 from auditor.metrics.correlations import kendall_tau_test
 from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
 from auditor.result import SEVERITIES
@@ -41,14 +42,27 @@ class _ReportFacts(NamedTuple):
 
 def _head_ratio_ks(table: pa.Table, ok: list[dict[str, Any]]) -> tuple[int | None, dict[int, int]]:
     """The K of the summary's K-dependent columns (head-share ratio, NDCG, recall): the
-    largest K at which every ok row that measured a head-share ratio has one (None when
-    those rows share no K), and each such row's own K (used when there is no shared K:
-    the verdict's quoted K where the row has a ratio there, else its largest)."""
+    largest K at which every ok row that measured a head-share ratio has one and that the
+    verdict would quote for each of them (K at most 10% of its catalogue,
+    :data:`~auditor.harm.SERVED_SHARE`: a larger K covers much of a small catalogue and shows
+    no skew beside a severity graded at a smaller K), else the smallest shared K (None when
+    those rows share no K); and each such row's own K by the same rule (used when there is
+    no shared K: the verdict's quoted K where the row has a ratio there, else this one)."""
     ks = sorted((int(m.group(1)) for name in table.column_names if (m := _HEAD_RATIO.fullmatch(name))), reverse=True)
     measured = {r["row"]: [k for k in ks if r.get(f"head_share_1pct_ratio@{k}") is not None] for r in ok}
     measured = {row: found for row, found in measured.items() if found}
+    served = {r["row"]: _served(measured[r["row"]], r.get("n_items")) for r in ok if r["row"] in measured}
     shared = [k for k in ks if measured and all(k in found for found in measured.values())]
-    return (shared[0] if shared else None), {row: found[0] for row, found in measured.items()}
+    quoted = [k for k in shared if all(k in found for found in served.values())]
+    return (quoted[0] if quoted else shared[-1] if shared else None), {row: found[0] for row, found in served.items()}
+
+
+def _served(found: list[int], n_items: Any) -> list[int]:
+    """The Ks of ``found`` (largest first) the verdict would quote for a catalogue of
+    ``n_items``: at most 10% of it, else the smallest (every K when the size is unknown)."""
+    if not isinstance(n_items, int) or n_items < 1:
+        return found
+    return [k for k in found if k <= SERVED_SHARE * n_items] or found[-1:]
 
 
 def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = False) -> BatchSummary:

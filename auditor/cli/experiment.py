@@ -148,7 +148,7 @@ def _subcommand(name: str) -> click.Command:
     @click.option("--epochs", type=ranged("epochs"), default=5, show_default=True, help="Training epochs per run.")
     @click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch.")
     @click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension.")
-    @click.option("-k", "--k", type=ranged("k"), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K" + (" and of the accuracy measures." if name == "mitigations" else "."))
+    @click.option("-k", "--k", type=ranged("k"), default=100, show_default=True, help="Retrieval cut-off of head_share_1pct@K" + (" and of the accuracy measures." if name == "mitigations" else ", at most 10% of the catalogue (the verdict's rule)."))
     @jobs_option
     @threads_option
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors: no progress, no table (the files hold it).")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -87,6 +87,40 @@ def _from_the_trace(
     return _projected(name, g, measured, bundle, stats, epochs, others, details)
 
 
+class Projection(NamedTuple):
+    """The growth a measured c/s² makes over the head's and the median item's appearances
+    (the rule of :func:`assess_c5`), and the init spread the norm ratio must reach."""
+
+    freq_median: float
+    freq_head: float
+    """The 99th-percentile frequency of the items trained on."""
+    appearances_median: float
+    appearances_head: float
+    s_growth_median: float
+    s_growth_head: float
+    ratio: float
+    """((1+2gT_head)/(1+2gT_med))^¼: the head/median norm ratio growth alone makes."""
+    threshold: float
+    """1 + 1/√(2d), the relative spread of norms a random initialisation leaves."""
+
+    @property
+    def status(self) -> Status:
+        return "holds" if self.ratio >= self.threshold else "violated"
+
+
+def project_growth(g: float, frequencies: np.ndarray, epochs: float, dim: int) -> Projection:
+    """C5's projection of a growth per update ``g`` over ``epochs`` of the items trained on
+    (``frequencies`` > 0; at least one), in ``dim`` dimensions: what ``check`` grades C5 by,
+    and what the learning-rate sweep labels its runs by."""
+    positive = np.asarray(frequencies, dtype=np.float64)
+    positive = positive[positive > 0]
+    f_med, f_head = float(np.median(positive)), float(np.quantile(positive, 0.99))
+    t_med, t_head = f_med * epochs, f_head * epochs
+    s_med, s_head = math.sqrt(1 + 2 * g * t_med), math.sqrt(1 + 2 * g * t_head)
+    return Projection(f_med, f_head, t_med, t_head, s_med, s_head, math.sqrt(s_head / s_med),
+                      1 + 1 / math.sqrt(2 * dim))
+
+
 def _projected(
     name: str, g: float, measured: str, bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None,
     others: Mapping[str, Condition], details: dict[str, Any],
@@ -103,17 +137,14 @@ def _projected(
             f"but item frequencies are unknown (give {setting('interactions')})",
             details,
         )
-    positive = np.asarray(freq, dtype=np.float64)
-    positive = positive[positive > 0]
     n_epochs = None if epochs is None else epochs.value
     e = n_epochs if n_epochs is not None else 1.0
-    f_med, f_head = float(np.median(positive)), float(np.quantile(positive, 0.99))
-    t_med, t_head = f_med * e, f_head * e
-    s_med, s_head = math.sqrt(1 + 2 * g * t_med), math.sqrt(1 + 2 * g * t_head)
-    ratio = math.sqrt(s_head / s_med)
-    threshold = 1 + 1 / math.sqrt(2 * bundle.dim)
+    p = project_growth(g, np.asarray(freq), e, bundle.dim)
+    f_head, t_med, t_head, s_med, s_head, ratio, threshold = (
+        p.freq_head, p.appearances_median, p.appearances_head, p.s_growth_median, p.s_growth_head, p.ratio,
+        p.threshold)  # fmt: skip
     details.update({
-        "epochs": n_epochs, "freq_median": f_med, "freq_head_p99": f_head,
+        "epochs": n_epochs, "freq_median": p.freq_median, "freq_head_p99": f_head,
         "appearances_median": t_med, "appearances_head": t_head,
         "s_growth_median": s_med, "s_growth_head": s_head,
         "head_median_norm_ratio": ratio, "threshold": threshold,
@@ -121,15 +152,15 @@ def _projected(
     epoch_text = f"{e:g} epochs" if n_epochs is not None else "1 epoch (epochs not recorded, so a lower estimate)"
     if epochs is not None and not float(e).is_integer():  # a run stopped within an epoch
         epoch_text += f" (the updates actually taken: {epochs.source})"
-    status: Status = "holds" if ratio >= threshold else "violated"
+    status = p.status
     verdict = (
         "the bias materialises" if status == "holds"
         else "growth is too small for the bias to stand out (measured at the checkpoint, so an underestimate)"
     )
     evidence = (
         f"{measured}; over frequency × {epoch_text}, a head item "
-        f"(p99 frequency {f_head:g}, {t_head:g} updates) would grow s by ×{s_head:.4g} vs ×{s_med:.4g} for a median "
-        f"item ({t_med:g} updates): a norm ratio of {ratio:.4g} from growth alone, "
+        f"(p99 frequency {_count(f_head)}, {_count(t_head)} updates) would grow s by ×{s_head:.3f} vs ×{s_med:.3f} "
+        f"for a median item ({_count(t_med)} updates): a norm ratio of {ratio:.3f} from growth alone, "
         f"{'above' if status == 'holds' else 'below'} the init spread 1+1/√(2d) = {threshold:.3g}, so {verdict}"
     )
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
@@ -139,6 +170,13 @@ def _projected(
             f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
         )
     return Condition(name, status, evidence, details)
+
+
+def _count(value: float) -> str:
+    """A count in the evidence (appearances, updates): whole from 10 on (an interpolated
+    percentile or a stopped epoch makes it fractional, which no reader counts in), else to
+    three significant digits, so a small fractional frequency does not read as 0."""
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
 def _from_the_table(

@@ -10,7 +10,9 @@ Comparability, one rule per setting:
   in the other report; one neither has a value for is listed as measured in neither.
 * the verdict's severity of a model (dot vs cosine serving) and of served lists alone
   (served vs the training log's own share) follow different rules: their change has no
-  direction (``not comparable``).
+  direction (``not comparable``); nor has it when either severity was graded at a K the
+  other report did not measure (another ``-k`` list: the same model would read "more
+  bias" only because a new K was graded).
 * cut-offs: a figure at a K that only one report measured is listed as only in that
   report (never compared); the shared Ks are compared.
 * ``retrieval.popularity`` (interactions or distinct users): every figure that depends
@@ -82,7 +84,8 @@ class SettingChange:
 @dataclass(frozen=True)
 class VerdictChange:
     """The verdicts of both reports; ``direction`` by severity (none < low < moderate < high),
-    ``not comparable`` when the two severities judge different things (``Basis``)."""
+    ``not comparable`` when the two severities judge different things (``Basis``) or either
+    was graded at a K the other report did not measure (``reason`` says which)."""
 
     base_severity: str
     new_severity: str
@@ -95,6 +98,8 @@ class VerdictChange:
     direction: VerdictDirection
     base_basis: Basis = "model"
     new_basis: Basis = "model"
+    reason: str | None = None
+    """Why the change has no direction (``not comparable``): the bases, or the cut-offs."""
 
     @property
     def changed(self) -> bool:
@@ -322,8 +327,10 @@ def _verdict(base: dict[str, Any], new: dict[str, Any]) -> VerdictChange:
     rank: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
     step = rank.get(sn, 0) - rank.get(sb, 0)
     basis_base, basis_new = _basis(base), _basis(new)
+    reason = (f"the base's severity judges {basis_base}, the new one's {basis_new}" if basis_base != basis_new
+              else _graded_elsewhere(base, new))  # fmt: skip
     moved: VerdictDirection = (
-        "not comparable" if basis_base != basis_new
+        "not comparable" if reason is not None
         else "unchanged" if step == 0 else "less bias" if step < 0 else "more bias"
     )  # fmt: skip
     return VerdictChange(
@@ -332,8 +339,21 @@ def _verdict(base: dict[str, Any], new: dict[str, Any]) -> VerdictChange:
         base_quoted_k=vb.get("quoted_k"), new_quoted_k=vn.get("quoted_k"),
         base_recommended=(base.get("accuracy") or {}).get("recommended"),
         new_recommended=(new.get("accuracy") or {}).get("recommended"),
-        direction=moved, base_basis=basis_base, new_basis=basis_new,
+        direction=moved, base_basis=basis_base, new_basis=basis_new, reason=reason,
     )  # fmt: skip
+
+
+def _graded_elsewhere(base: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """Why two severities of one basis are not comparable: either was graded (its quoted K)
+    at a cut-off the other report did not measure; None when both graded Ks are shared."""
+    cut_offs = {side: {int(k) for k in ((report.get("retrieval") or {}).get("at") or {})}
+                for side, report in (("base", base), ("new", new))}  # fmt: skip
+    for side, report, other in (("new", new, "base"), ("base", base, "new")):
+        k = (report.get("verdict") or {}).get("quoted_k")
+        if isinstance(k, int) and cut_offs[other] and k not in cut_offs[other]:
+            return (f"cut-offs differ, and the {side} report's severity was graded at K={k}, "
+                    f"which the {other} did not measure")
+    return None
 
 
 def _conditions(base: dict[str, Any], new: dict[str, Any]) -> tuple[ConditionChange, ...]:

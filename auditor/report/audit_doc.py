@@ -236,7 +236,7 @@ def inputs_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     """What was audited and how, and what else was not measured."""
     blocks: list[Block] = [Heading("Inputs"), replace(c.inputs_table(result.inputs), wrap=(1,))]
     if result.settings:
-        blocks += [Heading("Settings"), replace(c.settings_table(result.settings), wrap=(1,))]
+        blocks += [Heading("Settings"), replace(c.settings_table(result.settings, c.settings_ran(result)), wrap=(1,))]
     others = c.other_not_measured(result)
     if others:
         blocks += [Heading("Also not measured"), Bullets(tuple(f"{key}: {why}" for key, why in others))]

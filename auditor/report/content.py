@@ -321,6 +321,7 @@ def inputs_table(inputs: Inputs) -> Table:
         "user_id_mapping": "user id → row",
         "row_ids_assumed": "item rows assumed to be ids",
         "split": "training log and holdout",
+        "n_untrained_user_rows": "user-table rows never in the training log (not queried)",
     }
     values = {f.name: getattr(inputs, f.name) for f in fields(inputs)}
     if values.get("split") is None:  # only a reproduced evaluation split (RecBole) has one
@@ -332,10 +333,29 @@ def inputs_table(inputs: Inputs) -> Table:
     return Table(("input", "value"), rows, (False, False))
 
 
-def settings_table(settings: Mapping[str, Any]) -> Table:
-    """The audit settings (K, index, seeds, ...) flattened to one row per setting."""
-    rows = tuple((key, "none" if value == {} else fmt_value(value)) for key, value in flatten(settings))
-    return Table(("setting", "value"), rows, (False, False))
+def settings_table(settings: Mapping[str, Any], ran: Mapping[str, str] | None = None) -> Table:
+    """The audit settings (K, index, seeds, ...) flattened to one row per setting; ``ran``:
+    what an ``auto`` setting resolved to (``index`` ``auto`` ran ``exact``), said beside it."""
+    ran = ran or {}
+
+    def shown(key: str, value: Any) -> str:
+        text = "none" if value == {} else fmt_value(value)
+        return f"{text} (ran: {ran[key]})" if text == "auto" and key in ran else text
+
+    return Table(("setting", "value"), tuple((key, shown(key, value)) for key, value in flatten(settings)),
+                 (False, False))  # fmt: skip
+
+
+def settings_ran(result: AuditResult) -> dict[str, str]:
+    """What the ``auto`` settings resolved to in this run: the index retrieval used and the
+    source of its queries (``users``, ``history`` or ``file``)."""
+    retrieval = result.retrieval
+    if retrieval is None:
+        return {}
+    ran = {"index": retrieval.index}
+    if retrieval.population is not None:
+        ran["queries"] = retrieval.population.source
+    return ran
 
 
 def definitions_table(definitions: Mapping[str, str]) -> Table:

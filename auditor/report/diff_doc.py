@@ -73,6 +73,8 @@ def lead_sentence(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]])
     if moved == "not comparable":  # the two severities follow different rules: no direction between them
         bases = [JUDGES.get(str(verdict.get(f"{side}_basis")), "?") for side in ("base", "new")]
         moved = f"not comparable: the base's severity judges {bases[0]}, the new one's {bases[1]}"
+        if verdict.get("base_basis") == verdict.get("new_basis") and verdict.get("reason"):
+            moved = f"not comparable: {verdict['reason']}"  # one basis, graded at a K only one report measured
     text = (f"Verdict severity {verdict.get('base_severity')} → {verdict.get('new_severity')} ({moved}). "
             f"Figures: {counts['less bias']} less bias, {counts['more bias']} more bias, "
             f"{counts['more accuracy']} more accuracy, {counts['less accuracy']} less accuracy")  # fmt: skip
@@ -101,15 +103,23 @@ def _condition_label(condition: Mapping[str, Any]) -> str:
 
 
 def quoted_k(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) -> int | None:
-    """The K the key figures are read at: the new report's quoted K, else the base's, else
-    the smallest K of any figure."""
+    """The K the key figures are read at: the new report's quoted K, else the base's, the
+    first of them that both reports measured (while they share any K), else the smallest
+    shared K, else the smallest K of any figure."""
     verdict = diff.get("verdict") or {}
+    ks = sorted({k for m in metrics if (k := _cut_off(m)) is not None})
+    shared = {k for m in metrics if (k := _cut_off(m)) is not None and m.get("base") is not None
+              and m.get("new") is not None}  # fmt: skip
     for key in ("new_quoted_k", "base_quoted_k"):
-        if isinstance(verdict.get(key), int):
+        if isinstance(verdict.get(key), int) and (not shared or int(verdict[key]) in shared):
             return int(verdict[key])
-    ks = sorted({int(m["name"].rsplit("@", 1)[1]) for m in metrics
-                 if "@" in str(m.get("name")) and m["name"].rsplit("@", 1)[1].isdigit()})  # fmt: skip
-    return ks[0] if ks else None
+    return min(shared) if shared else ks[0] if ks else None
+
+
+def _cut_off(metric: Mapping[str, Any]) -> int | None:
+    """The K of a flat name ``NAME@K`` (None for a name without one)."""
+    name, at, k = str(metric.get("name")).rpartition("@")
+    return int(k) if at and name and k.isdigit() else None
 
 
 def _key_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) -> Section | None:

@@ -51,7 +51,8 @@ class Setting:
     name: str
     label: str
     violates: str
-    """Which sufficient condition this setting breaks ("none" for the reference)."""
+    """Which sufficient condition this setting breaks ("none" for the reference; the
+    learning-rate sweep replaces it with C5 as its runs measured it, :func:`c5_label`)."""
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
@@ -238,4 +239,19 @@ def run_lr_sweep(
     if not lrs or any(lr <= 0 for lr in lrs):
         raise InputError(f"learning rates must be positive, got {list(lrs)}")
     grid = [Setting(f"lr={lr:g}", f"reference at lr {lr:g}", "none", {"lr": float(lr)}) for lr in sorted(lrs)]
-    return _run_grid("lr-sweep", grid, sizes, seeds, progress, data, jobs, threads)
+    result = _run_grid("lr-sweep", grid, sizes, seeds, progress, data, jobs, threads)
+    for row in result.rows:  # the learning rate is what the sweep varies: C5 as check grades it, per run
+        row["violates"] = c5_label([run["c5"] for run in row["runs"]])
+    return result
+
+
+def c5_label(statuses: Sequence[str]) -> str:
+    """A sweep row's "violates": ``C5`` when every seed's run violates it (as ``check``
+    grades each run, :func:`auditor.train.measures.c5_status`), ``none`` when none does,
+    else how many do."""
+    violated, held = (sum(status == kind for status in statuses) for kind in ("violated", "holds"))
+    if violated == len(statuses):
+        return "C5"
+    if held == len(statuses):
+        return "none"
+    return f"C5 ({violated} of {len(statuses)} seeds)" if violated else "unknown"

@@ -4,8 +4,8 @@ For each run: the angle between q_i and its update Δq_i in one real training st
 (float64, on a copy), the frequency-norm Spearman rho with a bootstrap CI, and
 head_share_1pct@K of dot-product against cosine retrieval over the lists ``check``
 serves on the run's checkpoint (:func:`served_head_share`: the users trained on, each
-without their training items, exact search); then the mean, std, min and max of each
-over seeds.
+without their training items, exact search) at the verdict's K rule (:func:`served_k`);
+then the mean, std, min and max of each over seeds.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from auditor.conditions.c5_growth import project_growth
+from auditor.harm import SERVED_SHARE
 from auditor.metrics.exposure import HeadShare
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms, norm_precision
 from auditor.probes import ProbeBatch, summarise_angles, update_step, working_copy
 from auditor.probes.eager import compiler_free
 from auditor.retrieval.scorings import multi_scoring_topk
+from auditor.probe_results import UpdateProbe
 from auditor.result import FrequencyNorm
 from auditor.sections import share_ratio
 from auditor.summaries import ANGLE_EDGES
@@ -30,7 +33,13 @@ from auditor.train.loop import TrainResult
 
 
 def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:
-    """Degrees between q_i and Δq_i for the items of one real training step.
+    """Degrees between q_i and Δq_i for the items of one real training step
+    (:func:`update_probe`'s angles)."""
+    return update_probe(result, users, items).angles
+
+
+def update_probe(result: TrainResult, users: torch.Tensor, items: torch.Tensor) -> UpdateProbe:
+    """One real training step's update angles and norm growth.
 
     :func:`auditor.probes.update_step` on a float64 copy of the run's live model, with
     the item tower's optimizer and its state (so momentum/Adam act as in training); the
@@ -42,7 +51,19 @@ def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor)
         )
         module, _ = working_copy(live)
         batch = ProbeBatch(users.numpy(), items.numpy(), "training pairs")
-        return update_step(live, module, [batch], extra_rows=np.zeros(0, np.int64), fallback_lr=None).angles
+        return update_step(live, module, [batch], extra_rows=np.zeros(0, np.int64), fallback_lr=None)
+
+
+def c5_status(result: TrainResult, probe: UpdateProbe) -> str:
+    """C5 of the run as ``check`` grades it from its probe step
+    (:func:`~auditor.conditions.c5_growth.project_growth`: the median growth per appearance
+    projected over the run's epochs of the item frequencies): ``holds``, ``violated``, or
+    ``unknown`` when no item moved."""
+    sample = probe.growth_per_appearance if probe.growth_per_appearance.size else probe.growth
+    freq = result.data.item_frequencies
+    if sample.size == 0 or not np.any(freq > 0):
+        return "unknown"
+    return project_growth(float(np.median(sample)), freq, float(result.config.epochs), result.config.dim).status
 
 
 def angle_summary(angles: np.ndarray) -> dict[str, Any]:
@@ -118,6 +139,14 @@ def rank_section(item_emb: np.ndarray, freq: np.ndarray, *, n_bootstrap: int, se
     return section
 
 
+def served_k(k: int, n_items: int) -> int:
+    """The cut-off a grid measures the head share at: ``k``, at most :data:`~auditor.harm.SERVED_SHARE`
+    of the catalogue, the verdict's rule (a K above it covers much of the catalogue, shows
+    little skew and is never quoted: K=100 of 300 items hides a 13× skew at K=10), and at
+    least 1."""
+    return max(1, min(k, math.floor(SERVED_SHARE * n_items)))
+
+
 def measure_run(
     result: TrainResult, *, k: int, n_bootstrap: int, seed: int
 ) -> tuple[dict[str, Any], np.ndarray]:
@@ -128,22 +157,24 @@ def measure_run(
     pick = torch.from_numpy(rng.choice(data.n_interactions, min(result.config.batch_size, data.n_interactions), replace=False))
     users = torch.from_numpy(data.users)[pick]
     items = torch.from_numpy(data.items)[pick]
-    angles = update_angles(result, users, items)
-    summary = angle_summary(angles)
+    probe = update_probe(result, users, items)
+    summary = angle_summary(probe.angles)
 
     item_emb = result.item_embeddings().numpy()
     freq = data.item_frequencies
     rho_section = rank_section(item_emb, freq, n_bootstrap=n_bootstrap, seed=seed)
-    share, n_queries = served_head_share(result, k, seed)
-    k_eff = min(k, data.n_items)
+    k_eff = served_k(k, data.n_items)
+    share, n_queries = served_head_share(result, k_eff, seed)
     measures = {
         "seed": seed,
+        "k": k_eff,
         "share_90pm1": summary["share_90pm1"],
         "share_90pm10": summary["share_90pm10"],
         "angle_median": summary["median"],
         "n_angles": summary["n"],
         "spearman": rho_section.spearman,
         "spearman_ci": list(rho_section.spearman_ci),
+        "c5": c5_status(result, probe),
         f"head_share_1pct_dot@{k_eff}": share["dot"],
         f"head_share_1pct_cosine@{k_eff}": share["cosine"],
         f"head_share_1pct_ratio@{k_eff}": share["ratio"],
@@ -159,7 +190,7 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     finite), min and max of each scalar measure."""
     out: dict[str, dict[str, float]] = {}
     for key, value in runs[0].items():
-        if key == "seed" or not isinstance(value, (int, float)):
+        if key in ("seed", "k") or not isinstance(value, (int, float)):
             continue
         vals = np.array([r[key] for r in runs], dtype=np.float64)
         # A ratio of +inf (only cosine's head share 0) makes the mean +inf and the spread
