@@ -127,6 +127,9 @@ class ModelBundle:
     """Globals the file's pickle named that popaudit replaced by inert placeholders ->
     count; {} for files the built-in readers read with no such global (or no pickle);
     None when unknown (a plugin's loader, a full unpickle)."""
+    item_bias_key: str | None = None
+    """Where ``item_biases`` came from in the file (a state-dict key such as
+    ``item_bias.weight``, implicit's ``item_factors[:, 8]``), for the report."""
 
     @property
     def n_items(self) -> int:
@@ -141,9 +144,9 @@ class ModelBundle:
 
         Item-side keys name ``item`` (a feature projection, an item MLP): with them the
         item encoder is more than the table, and an audit of the table alone is not of the
-        vectors served. Unattributed keys name neither tower. C2/C3 and the load stage's
+        vectors served. The item bias (``item_bias_key``) is neither: it is served with the table. Unattributed keys name neither tower. C2/C3 and the load stage's
         warning read this one split."""
-        others = [k for k in self.state_dict if k not in (self.item_key, self.user_key)]
+        others = [k for k in self.state_dict if k not in (self.item_key, self.user_key, self.item_bias_key)]
         item_side = [k for k in others if "item" in k.lower()]
         unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
         return item_side, unclear

@@ -15,6 +15,7 @@ from auditor.errors import ModelLoadError
 from auditor.loading.checkpoints import RawModel
 from auditor.loading.discovery import choose_tables, table_to_numpy, tensor_infos
 from auditor.loading.ids import ids_to_numpy
+from auditor.loading.item_bias import read_state_dict_bias
 from auditor.loading.recbole import finish_recbole
 from auditor.model import InteractionPairs, ModelBundle
 
@@ -49,6 +50,8 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
     )
     if raw.format == "recbole":  # padding row 0 dropped; raw ids by RecBole's rule once the log is known
         finish_recbole(bundle, options)
+    else:  # a textbook MF's item bias, served with the table
+        read_state_dict_bias(bundle)
     return bundle
 
 
