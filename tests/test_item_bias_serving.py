@@ -1,0 +1,164 @@
+"""Models that add an item bias to every score are audited as they serve: retrieval ranks
+u·i + b_i (served vectors [i, b_i], queries [q, 1]), the verdict says so, and a textbook
+PyTorch MF's ``item_bias`` tensor is recognised as the item bias (docs/measures.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from click.testing import CliRunner
+from scipy.stats import spearmanr
+
+from auditor.cli import cli
+from auditor.config import LoadOptions
+from auditor.loading import load_model
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def check(model: Path, log: Path, tmp_path: Path, *extra: str) -> dict[str, Any]:
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        cli, ["check", str(model), "--interactions", str(log), "--json", str(out), "--no-probes", "--bootstrap", "0",
+              "-q", *extra], catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def head(percent: float, popularity: np.ndarray) -> np.ndarray:
+    """The top ``percent`` items by popularity, ties at the cut included (docs/measures.md)."""
+    count = max(1, int(percent / 100 * popularity.size))
+    cut = np.sort(popularity)[::-1][count - 1]
+    return (popularity >= cut) & (popularity > 0)
+
+
+def served_lists(scores: np.ndarray, users: np.ndarray, items: np.ndarray, queried: np.ndarray, k: int) -> np.ndarray:
+    """Each queried user's top-k by ``scores``, training items masked (numpy's reference)."""
+    masked = scores.copy()
+    masked[users, items] = -np.inf
+    return np.argsort(-masked, axis=1, kind="stable")[queried, :k]
+
+
+def write_log(path: Path, users: np.ndarray, items: np.ndarray) -> Path:
+    pq.write_table(pa.table({"user_id": pa.array(users, pa.int64()), "item_id": pa.array(items, pa.int64())}), path)
+    return path
+
+
+def hand_model(tmp_path: Path, extra: dict[str, torch.Tensor] | None = None) -> tuple[Path, Path]:
+    """20 unit-norm items, 10 users of norm 0.1 along x; item 0 points away from every
+    user (u·i = −0.1, the lowest score) but carries a bias of 5, every other item 0.
+    Users 0..4 trained on item 0 (its 5 interactions make it the top-1% item), user u
+    also on item u + 1."""
+    angles = np.linspace(-1.4, 1.4, 19)
+    items = np.vstack([[-1.0, 0.0], np.column_stack([np.cos(angles), np.sin(angles)])]).astype(np.float32)
+    bias = np.zeros((20, 1), np.float32)
+    bias[0, 0] = 5.0
+    state = {"user_emb.weight": torch.full((10, 2), 0.0).index_fill_(1, torch.tensor([0]), 0.1),
+             "item_emb.weight": torch.from_numpy(items), "user_bias.weight": torch.zeros(10, 1),
+             "item_bias.weight": torch.from_numpy(bias), "global_bias": torch.tensor([3.5]), **(extra or {})}
+    torch.save(state, tmp_path / "mf.pt")
+    users = np.concatenate([np.arange(5), np.arange(10)])
+    trained = np.concatenate([np.zeros(5, np.int64), np.arange(1, 11)])
+    return tmp_path / "mf.pt", write_log(tmp_path / "log.parquet", users, trained)
+
+
+def test_state_dict_item_bias_is_served_hand_checked(tmp_path: Path) -> None:
+    model, log = hand_model(tmp_path)
+    report = check(model, log, tmp_path, "-k", "1", "-k", "2")
+    # u·i + b_i: item 0 scores −0.1 + 5 = 4.9, every other item at most 0.1, so the 5 users who
+    # did not train on it get it first: 5 of 10 first slots. Without the bias it scores lowest
+    # and is never served (what popaudit ranked before: 0.0).
+    assert report["retrieval"]["at"]["1"]["dot"]["head_share_1pct"] == pytest.approx(0.5)
+    assert report["retrieval"]["at"]["2"]["dot"]["head_share_1pct"] == pytest.approx(0.25)
+    served = report["served_vectors"]
+    assert served["source"] == "bias" and served["as_served"] is True and served["not_served"] is None
+    assert "`item_bias.weight`" in served["description"] and "u·i + b_i" in served["description"]
+    frequencies = np.bincount(np.concatenate([np.zeros(5, int), np.arange(1, 11)]), minlength=20)
+    want = spearmanr(np.r_[5.0, np.zeros(19)], frequencies).statistic
+    assert report["measures"]["item_bias_spearman"] == pytest.approx(want, abs=1e-12)
+    assert served["item_bias_spearman"] == pytest.approx(want, abs=1e-12)
+    assert any("item bias term (20 values, from `item_bias.weight`)" in w for w in report["warnings"])
+    assert not any("plugin" in w or "item-side tensors" in w for w in report["warnings"]), report["warnings"]
+    assert "adds a per-item bias to every score" in report["verdict"]["summary"]
+    assert report["inputs"]["dim"] == 2  # the stored factors stay the audited table
+    assert report["conditions"]["C2"]["status"] != "violated"
+
+
+def test_a_bias_beside_an_item_projection_still_stands_in(tmp_path: Path) -> None:
+    """An item tower with more than its table and bias: the encoder is not run, as before."""
+    model, log = hand_model(tmp_path, {"item_proj.weight": torch.eye(2)})
+    report = check(model, log, tmp_path, "-k", "1")
+    served = report["served_vectors"]
+    assert served["source"] == "tables" and served["as_served"] is False
+    assert "`item_bias.weight`" in served["not_served"] and report["measures"]["item_bias_spearman"] is None
+    assert report["retrieval"]["at"]["1"]["dot"]["head_share_1pct"] == 0.0
+
+
+def test_implicit_bpr_serves_its_bias_column_as_implicit_scores(tmp_path: Path) -> None:
+    """implicit's recommend() ranks the full inner product of its factors (bias column
+    included): the 'dot' lists are those (before: the bias was dropped, 0.0183 vs 0.0833)."""
+    folder = DATA / "implicit"
+    report = check(folder / "bpr.npz", folder / "interactions.csv", tmp_path, "-k", "10")
+    saved = np.load(folder / "bpr.npz")
+    users_f, items_f = saved["user_factors"].astype(np.float64), saved["item_factors"].astype(np.float64)
+    log = np.loadtxt(folder / "interactions.csv", delimiter=",", skiprows=1, dtype=np.int64)
+    users, items = log[:, 0], log[:, 1]
+    lists = served_lists(users_f @ items_f.T, users, items, np.unique(users), 10)
+    frequencies = np.bincount(items, minlength=items_f.shape[0]).astype(np.float64)
+    dot = report["retrieval"]["at"]["10"]["dot"]
+    assert dot["head_share_10pct"] == pytest.approx(head(10, frequencies)[lists].mean(), abs=1e-12)
+    assert dot["arp"] == pytest.approx(frequencies[lists].mean(), abs=1e-9)
+    assert dot["head_share_10pct"] == pytest.approx(0.0833, abs=1e-4)  # the QA finding's figure
+    assert report["served_vectors"]["source"] == "bias"
+
+
+def test_lightfm_serves_its_item_biases(tmp_path: Path) -> None:
+    """LightFM predicts u·i + b_u + b_i: the same lists as u·i + b_i for each user."""
+    folder = DATA / "lightfm"
+    report = check(folder / "lightfm_warp.pkl", folder / "interactions.csv", tmp_path, "-k", "10")
+    bundle = load_model(folder / "lightfm_warp.pkl", LoadOptions())
+    assert bundle.user_table is not None and bundle.item_biases is not None
+    log = np.loadtxt(folder / "interactions.csv", delimiter=",", skiprows=1, dtype=np.int64)
+    users, items = log[:, 0], log[:, 1]
+    scores = bundle.user_table.astype(np.float64) @ bundle.item_table.T.astype(np.float64) + bundle.item_biases
+    lists = served_lists(scores, users, items, np.unique(users), 10)
+    frequencies = np.bincount(items, minlength=bundle.n_items).astype(np.float64)
+    dot = report["retrieval"]["at"]["10"]["dot"]
+    for percent in (10, 20):
+        assert dot[f"head_share_{percent}pct"] == pytest.approx(head(percent, frequencies)[lists].mean(), abs=1e-12)
+    assert (dot["head_share_10pct"], dot["head_share_20pct"]) == pytest.approx((0.18, 0.51), abs=1e-12)
+
+
+def test_history_queries_get_the_bias_column_too(tmp_path: Path) -> None:
+    """No user table: each history query q (the mean of the user's distinct training
+    items) is served as [q, 1], so the lists rank q·i + b_i; an .npz of arrays with an
+    `item_bias` member is read as a state dict is."""
+    rng = np.random.default_rng(7)
+    n_items, n_users = 60, 30
+    table = rng.normal(size=(n_items, 4)).astype(np.float32)
+    users = rng.integers(0, n_users, 400)
+    items = np.minimum(rng.zipf(1.6, 400) - 1, n_items - 1)
+    frequencies = np.bincount(items, minlength=n_items).astype(np.float64)
+    bias = (0.5 * np.log1p(frequencies)).astype(np.float32)
+    np.savez(tmp_path / "tables.npz", item_embeddings=table, item_bias=bias)
+    report = check(tmp_path / "tables.npz", write_log(tmp_path / "log.parquet", users, items), tmp_path, "-k", "5")
+    assert report["retrieval"]["population"]["source"] == "history"
+    pairs = np.unique(users * n_items + items)
+    seen = np.zeros((n_users, n_items))
+    seen[pairs // n_items, pairs % n_items] = 1
+    queried = np.flatnonzero(seen.sum(axis=1))
+    queries = (seen @ table.astype(np.float64)) / np.maximum(seen.sum(axis=1, keepdims=True), 1)
+    lists = served_lists(queries @ table.T.astype(np.float64) + bias, users, items, queried, 5)
+    dot = report["retrieval"]["at"]["5"]["dot"]
+    assert dot["head_share_10pct"] == pytest.approx(head(10, frequencies)[lists].mean(), abs=1e-12)
+    assert dot["arp"] == pytest.approx(frequencies[lists].mean(), abs=1e-9)
+    assert report["measures"]["item_bias_spearman"] == pytest.approx(spearmanr(bias, frequencies).statistic)
