@@ -162,3 +162,57 @@ def test_history_queries_get_the_bias_column_too(tmp_path: Path) -> None:
     assert dot["head_share_10pct"] == pytest.approx(head(10, frequencies)[lists].mean(), abs=1e-12)
     assert dot["arp"] == pytest.approx(frequencies[lists].mean(), abs=1e-9)
     assert report["measures"]["item_bias_spearman"] == pytest.approx(spearmanr(bias, frequencies).statistic)
+
+
+def test_mitigate_rescales_the_bias_with_the_rows_hand_checked(tmp_path: Path) -> None:
+    """The served row [i, b_i] is what α rescales: [3, 0 | 4] has norm 5, so at α = 0.5 it
+    becomes [3, 0 | 4]/√5; [0, 1 | 0] keeps norm 1 and stays. The output's dot serving is
+    then the input's alpha_0.5 scoring."""
+    model, log = hand_model(tmp_path)
+    state = torch.load(model)
+    state["item_emb.weight"][1] = torch.tensor([3.0, 0.0])
+    state["item_bias.weight"][1, 0] = 4.0
+    state["item_emb.weight"][2] = torch.tensor([0.0, 1.0])
+    torch.save(state, model)
+    ran = CliRunner().invoke(cli, ["mitigate", str(model), "--alpha", "0.5", "-o", str(tmp_path / "out.pt")],
+                             catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    out = torch.load(tmp_path / "out.pt")
+    np.testing.assert_allclose(out["item_emb.weight"][1].numpy(), [3 / 5**0.5, 0.0], rtol=1e-6)
+    assert float(out["item_bias.weight"][1, 0]) == pytest.approx(4 / 5**0.5, rel=1e-6)
+    np.testing.assert_array_equal(out["item_emb.weight"][2].numpy(), [0.0, 1.0])
+    assert float(out["item_bias.weight"][2, 0]) == 0.0
+    assert torch.equal(out["user_emb.weight"], state["user_emb.weight"]) and float(out["global_bias"]) == 3.5
+    before = check(model, log, tmp_path, "-k", "2", "--alpha", "0.5")["retrieval"]["at"]["2"]["alpha_0.5"]
+    after = check(tmp_path / "out.pt", log, tmp_path, "-k", "2")["retrieval"]["at"]["2"]["dot"]
+    assert {k: after[k] for k in ("head_share_1pct", "arp", "coverage")} == {
+        k: before[k] for k in ("head_share_1pct", "arp", "coverage")}
+
+
+def test_alpha_auto_of_a_history_bias_model_measures_what_check_of_the_output_serves(tmp_path: Path) -> None:
+    """No user table: --alpha auto's trade-off serves each candidate output as check of it
+    would, history queries [q, 1] rebuilt from the rescaled factors, beside [i, b_i]."""
+    from auditor.config import AuditConfig
+    from auditor.mitigation.history import output_tradeoff
+    from auditor.plugins import get_plugin_manager
+
+    rng = np.random.default_rng(3)
+    users, items = rng.integers(0, 40, 900), np.minimum(rng.zipf(1.5, 900) - 1, 49)
+    frequencies = np.bincount(items, minlength=50)
+    table = rng.normal(size=(50, 4)) * (1 + np.log1p(frequencies))[:, None] * 0.3
+    bias = (0.8 * np.log1p(frequencies))[:, None]
+    torch.save({"item_emb.weight": torch.tensor(table, dtype=torch.float32),
+                "item_bias.weight": torch.tensor(bias, dtype=torch.float32)}, tmp_path / "hb.pt")
+    held = rng.random(900) < 0.2
+    train = write_log(tmp_path / "train.parquet", users[~held], items[~held])
+    holdout = write_log(tmp_path / "hold.parquet", users[held], items[held])
+    config = AuditConfig(model=str(tmp_path / "hb.pt"), interactions=str(train), holdout=str(holdout), probes=False,
+                         bootstrap=0, ks=(10,))
+    _, cut = output_tradeoff(config, 10, pm=get_plugin_manager())
+    ran = CliRunner().invoke(cli, ["mitigate", str(tmp_path / "hb.pt"), "--alpha", "0.5", "-o", str(tmp_path / "o.pt")],
+                             catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    output = check(tmp_path / "o.pt", train, tmp_path, "-k", "10", "--holdout", str(holdout))
+    dot = output["retrieval"]["at"]["10"]["dot"]
+    for name in ("head_share_10pct", "arp", "coverage"):
+        assert cut.norm_aware["alpha_0.5"][name] == pytest.approx(dot[name], abs=1e-12)
