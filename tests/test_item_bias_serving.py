@@ -206,8 +206,8 @@ def test_alpha_auto_of_a_history_bias_model_measures_what_check_of_the_output_se
     held = rng.random(900) < 0.2
     train = write_log(tmp_path / "train.parquet", users[~held], items[~held])
     holdout = write_log(tmp_path / "hold.parquet", users[held], items[held])
-    config = AuditConfig(model=str(tmp_path / "hb.pt"), interactions=str(train), holdout=str(holdout), probes=False,
-                         bootstrap=0, ks=(10,))
+    config = AuditConfig(model=tmp_path / "hb.pt", interactions=train, holdout=holdout, probes=False, bootstrap=0,
+                         ks=(10,))
     _, cut = output_tradeoff(config, 10, pm=get_plugin_manager())
     ran = CliRunner().invoke(cli, ["mitigate", str(tmp_path / "hb.pt"), "--alpha", "0.5", "-o", str(tmp_path / "o.pt")],
                              catch_exceptions=False)

@@ -42,6 +42,12 @@ from auditor.progress import SILENT, Progress
 
 TORCH_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 """Table dtypes written as they are (float8 tables too, through torch's own conversion)."""
+BIAS_RESCALED = (
+    "the item bias `{key}` was rescaled with the item rows: each served row [i, b_i] (what check serves, the factors "
+    "with the bias as one more column) became [i, b_i]·‖[i, b_i]‖^(α−1), so the output's scores u·i + b_i are "
+    "check's alpha scoring of the input; the norms above are of those served rows"
+)
+"""The note of a model whose item bias was rescaled with its rows (:func:`biased_io`)."""
 _LEAVES = (str, bytes, bytearray, int, float, complex, bool, type(None), slice, torch.dtype, torch.device)
 _CONTAINERS = (dict, list, tuple, set, frozenset)
 
@@ -212,12 +218,7 @@ def write_torch(
             "popaudit checkpoint: item_embeddings (the table check reads) was rescaled; the item encoder's "
             "weights in state_dict were not, so probes and retraining from the output use the original encoder"
         )
-    if bias_key is not None:
-        notes.append(
-            f"the item bias `{bias_key}` was rescaled with the item rows: each served row [i, b_i] (what check serves, "
-            "the factors with the bias as one more column) became [i, b_i]·‖[i, b_i]‖^(α−1), so the output's scores "
-            "u·i + b_i are check's alpha scoring of the input; the norms above are of those served rows"
-        )
+    notes += [] if bias_key is None else [BIAS_RESCALED.format(key=bias_key)]
     layout = "columns" if transposed else "rows"
     return Written(norms, dtype_name(tensor.dtype), layout, notes, "state_dict" if problems else None)
 
