@@ -90,7 +90,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         if stand_in is None:
             recommendations.insert(0, weak + " Improve the model before tuning its serving: a fix for popularity bias "
                                    "cannot make it useful.")
-    summary, recommendations = _with_item_bias(result, summary, recommendations, detected, rises)
+    summary, recommendations = _with_item_bias(result, summary, recommendations, rises)
     if stand_in is not None:  # every figure is of vectors the model does not serve: said before anything else
         served = result.served_vectors
         assert served is not None
@@ -111,12 +111,12 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
 
 
 def _with_item_bias(
-    result: MeasuredSections, summary: str, recommendations: list[str], detected: bool, norms_rise: bool
+    result: MeasuredSections, summary: str, recommendations: list[str], norms_rise: bool
 ) -> tuple[str, list[str]]:
     """A model that adds an item bias to every score: the summary says that retrieval
-    serves with it and how the bias follows popularity; where it rises with popularity and
-    bias is detected, a recommendation names the bias as a channel of its own (first when
-    the norms do not rise: then the bias is what serves popularity)."""
+    serves with it and how the bias follows popularity; where it rises with popularity, a
+    recommendation names the bias as a channel of its own (first when the norms do not
+    rise: then the bias is what serves popularity)."""
     served = result.served_vectors
     if served is None or served.source != "bias":
         return summary, recommendations
@@ -132,7 +132,7 @@ def _with_item_bias(
         "factors plus that bias (the 'dot' lists, u·i + b_i); the frequency–norm correlation is of the factors alone, "
         "and cosine and norm-aware serving rescale the served vectors, bias included."
     )
-    if detected and rho is not None and rho >= RHO_MODERATE:
+    if rho is not None and rho >= RHO_MODERATE:  # a channel of its own, whatever the top-1% skew's band
         recommendations.insert(0 if not norms_rise else len(recommendations), (
             f"The item bias of {served.model} rises with popularity (ρ = {correlation_figures(rho)[0]}) and adds to "
             "every score, a channel for popularity apart from the norms: regularise it more in training, or weigh it "

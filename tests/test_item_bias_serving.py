@@ -5,6 +5,7 @@ PyTorch MF's ``item_bias`` tensor is recognised as the item bias (docs/measures.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,30 @@ def test_alpha_auto_of_a_history_bias_model_measures_what_check_of_the_output_se
     dot = output["retrieval"]["at"]["10"]["dot"]
     for name in ("head_share_10pct", "arp", "coverage"):
         assert cut.norm_aware["alpha_0.5"][name] == pytest.approx(dot[name], abs=1e-12)
+
+
+def test_the_verdict_names_a_popular_bias_first_when_the_norms_do_not_rise(tmp_path: Path) -> None:
+    """Unit-norm factors (no norm mechanism) and a bias 2·log(1 + frequency): the served
+    lists favour the head through the bias alone; the verdict says so and its first
+    recommendation is about the bias, whatever the top-1% skew's band. The report
+    sections show the bias's ρ."""
+    rng = np.random.default_rng(11)
+    users, items = rng.integers(0, 50, 700), np.minimum(rng.zipf(1.4, 700) - 1, 99)
+    frequencies = np.bincount(items, minlength=100)
+    factors = rng.normal(size=(100, 6))
+    factors /= np.linalg.norm(factors, axis=1, keepdims=True)
+    torch.save({"user_emb.weight": torch.tensor(rng.normal(size=(50, 6)), dtype=torch.float32),
+                "item_emb.weight": torch.tensor(factors, dtype=torch.float32),
+                "item_bias.weight": torch.tensor(2 * np.log1p(frequencies)[:, None], dtype=torch.float32)},
+               tmp_path / "mf.pt")
+    log = write_log(tmp_path / "log.parquet", users, items)
+    report = check(tmp_path / "mf.pt", log, tmp_path, "-k", "10", "--markdown", str(tmp_path / "r.md"))
+    verdict = report["verdict"]
+    assert report["frequency_norm"]["spearman"] is None  # every factor has norm 1
+    dot = report["retrieval"]["at"]["10"]["dot"]["head_share_10pct"]
+    assert dot > 3 * report["retrieval"]["at"]["10"]["cosine"]["head_share_10pct"]
+    assert "it rises with training frequency, Spearman ρ = 1.00" in verdict["summary"]
+    assert verdict["recommendations"][0].startswith("The item bias of the model in mf.pt rises with popularity")
+    markdown = (tmp_path / "r.md").read_text()
+    assert "item bias: Spearman ρ with training frequency: 1.000" in markdown
+    assert re.search(r"u·i \+ b\\?_i as the model does", markdown)
