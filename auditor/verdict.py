@@ -129,8 +129,8 @@ def _with_item_bias(
     model = served.model[:1].upper() + served.model[1:] if served.model.startswith("the ") else served.model
     summary += (
         f" {model} adds a per-item bias to every score ({follows}): retrieval serves as the model scores, its "
-        "factors plus that bias (the 'dot' lists, u·i + b_i); the frequency–norm correlation is of the factors alone, "
-        "and cosine and norm-aware serving rescale the served vectors, bias included."
+        "factors plus that bias (the 'dot' lists, u·i + b_i); the frequency–norm correlation is of the factors "
+        "alone, and cosine and norm-aware serving rescale the served vectors, bias included."
     )
     if rho is not None and rho >= RHO_MODERATE:  # a channel of its own, whatever the top-1% skew's band
         recommendations.insert(0 if not norms_rise else len(recommendations), (

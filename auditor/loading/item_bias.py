@@ -41,7 +41,10 @@ BIAS_NOTE = (
 )
 """The load warning of every model read with an item bias."""
 
-HOW = "the dot product of its factors plus a per-item bias (u·i + b_i; a user or global bias changes no user's ranking)"
+HOW = (
+    "the dot product of its factors plus a per-item bias (u·i + b_i; a user or global bias changes no user's "
+    "ranking)"
+)
 
 
 def state_dict_bias(
@@ -112,4 +115,5 @@ def with_bias_column(population: QueryPopulation) -> QueryPopulation:
     return replace(population, vectors=np.hstack([population.vectors, ones]))
 
 
-__all__ = ["BIASED", "BIAS_NOTE", "biased_vectors", "is_biased", "read_state_dict_bias", "state_dict_bias", "with_bias_column"]
+__all__ = ["BIASED", "BIAS_NOTE", "biased_vectors", "is_biased", "read_state_dict_bias", "state_dict_bias",
+           "with_bias_column"]
