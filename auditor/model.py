@@ -113,8 +113,9 @@ class ModelBundle:
     """Held-out (user, item-row) pairs a checkpoint recorded (``retrain --holdout-fraction``):
     never trained on, for accuracy when no holdout file is given."""
     item_biases: np.ndarray | None = None
-    """float32 (n_items,): the model's per-item bias term (LightFM, cornac, implicit BPR),
-    a second channel for popularity beside the norms; None when the model has none."""
+    """float32 (n_items,): the model's per-item bias term (LightFM, cornac, implicit BPR, a
+    state dict's ``item_bias`` tensor), a second channel for popularity beside the norms,
+    served with the table (:mod:`auditor.loading.item_bias`); None when the model has none."""
     user_rows_unknown: str | None = None
     """Why the raw user id of each user-table row is unknown although the rows are not the
     ids (a framework numbered them and the rule could not be reproduced): retrieval then
