@@ -20,8 +20,10 @@ from auditor.evaluation import Evaluation, evaluate
 from auditor.idmap import describe_mapping
 from auditor.loading.frequencies import needs_the_log
 from auditor.loading.inputs import AuditInputs, load_inputs
+from auditor.loading.item_bias import is_biased
 from auditor.loading.statistics import InputCache
 from auditor.memory import block_rows
+from auditor.metrics.builtin_measures import bias_spearman
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import NormPrecision, frequency_norm_stats, item_norms, norm_precision
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
@@ -176,9 +178,12 @@ def _served_vectors(
         norms = item_norms(table, block=block_rows(int(table.shape[1]), 8, config.max_memory))
         frequency_norm = _frequency_norm(norms, inputs.stats, config, progress, warnings, norm_precision(table))
     not_served = None if served.as_served else "; ".join(served.warnings) or None
+    biases, stats = inputs.bundle.item_biases, inputs.stats
+    biased = is_biased(served) and biases is not None and stats is not None
+    bias_rho = bias_spearman(biases, stats.frequencies) if biased and biases is not None and stats is not None else None
     return ServedVectorsSection(model=served.serving.model, source=served.source, description=served.description,
                                 scoring=served.scoring, as_served=served.as_served, frequency_norm=frequency_norm,
-                                not_served=not_served)
+                                not_served=not_served, item_bias_spearman=bias_rho)
 
 
 def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig) -> Evaluation | None:

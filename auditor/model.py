@@ -113,8 +113,9 @@ class ModelBundle:
     """Held-out (user, item-row) pairs a checkpoint recorded (``retrain --holdout-fraction``):
     never trained on, for accuracy when no holdout file is given."""
     item_biases: np.ndarray | None = None
-    """float32 (n_items,): the model's per-item bias term (LightFM, cornac, implicit BPR),
-    a second channel for popularity beside the norms; None when the model has none."""
+    """float32 (n_items,): the model's per-item bias term (LightFM, cornac, implicit BPR, a
+    state dict's ``item_bias`` tensor), a second channel for popularity beside the norms,
+    served with the table (:mod:`auditor.loading.item_bias`); None when the model has none."""
     user_rows_unknown: str | None = None
     """Why the raw user id of each user-table row is unknown although the rows are not the
     ids (a framework numbered them and the rule could not be reproduced): retrieval then
@@ -127,6 +128,9 @@ class ModelBundle:
     """Globals the file's pickle named that popaudit replaced by inert placeholders ->
     count; {} for files the built-in readers read with no such global (or no pickle);
     None when unknown (a plugin's loader, a full unpickle)."""
+    item_bias_key: str | None = None
+    """Where ``item_biases`` came from in the file (a state-dict key such as
+    ``item_bias.weight``, implicit's ``item_factors[:, 8]``), for the report."""
 
     @property
     def n_items(self) -> int:
@@ -141,9 +145,9 @@ class ModelBundle:
 
         Item-side keys name ``item`` (a feature projection, an item MLP): with them the
         item encoder is more than the table, and an audit of the table alone is not of the
-        vectors served. Unattributed keys name neither tower. C2/C3 and the load stage's
+        vectors served. The item bias (``item_bias_key``) is neither: it is served with the table. Unattributed keys name neither tower. C2/C3 and the load stage's
         warning read this one split."""
-        others = [k for k in self.state_dict if k not in (self.item_key, self.user_key)]
+        others = [k for k in self.state_dict if k not in (self.item_key, self.user_key, self.item_bias_key)]
         item_side = [k for k in others if "item" in k.lower()]
         unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
         return item_side, unclear

@@ -287,6 +287,10 @@ class WriteJob:
     tensors_only: bool = False
     max_memory: int | None = None
     progress: Progress = SILENT
+    item_bias_key: str | None = None
+    """The item bias the model adds to every score (``ModelBundle.item_bias_key``), which
+    ``check`` serves as one more column of the item rows: rescaled with them, so that the
+    output serves ``check``'s ``alpha_<α>`` scoring; writers that cannot must refuse."""
 
 
 class Writer(Protocol):

@@ -126,7 +126,8 @@ class FrequencyNorm:
 class ServedVectorsSection:
     """The vectors a model serves with, when they are not its stored tables' dot products
     (the report's ``served``): RecBole's graph models (propagated, or the checkpoint's
-    cache), SimpleX (aggregated users, cosine); or, with ``as_served`` False, the stored
+    cache), SimpleX (aggregated users, cosine), a model that adds an item bias (its factors
+    with the bias as one more column, ``bias``); or, with ``as_served`` False, the stored
     tables standing in for what popaudit cannot rebuild (a graph model's cache missing, an
     item encoder no plugin runs). Retrieval, accuracy and the verdict use them;
     ``frequency_norm`` is the served item vectors' (what dot serving sees), beside the
@@ -136,7 +137,7 @@ class ServedVectorsSection:
     """The model's name as its framework records it (``LightGCN``)."""
     source: str
     """``tables`` (the stored tables: the model serves with them, or with something popaudit
-    cannot rebuild, then warned about), ``cache``, ``propagated`` or ``simplex``."""
+    cannot rebuild, then warned about), ``cache``, ``propagated``, ``simplex`` or ``bias``."""
     description: str
     scoring: str
     """How the model compares the served vectors: ``dot`` or ``cosine`` (its own scoring)."""
@@ -147,6 +148,9 @@ class ServedVectorsSection:
     not_served: str | None = None
     """When ``as_served`` is False: why the served vectors could not be rebuilt and what
     to give to get them (the warning's words); every figure is then of the stored tables."""
+    item_bias_spearman: float | None = None
+    """``bias``: Spearman ρ of the item bias the model adds to every score against training
+    frequency (the measure ``item_bias_spearman``), what the verdict quotes; None otherwise."""
 
 
 @dataclass

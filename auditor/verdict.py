@@ -82,6 +82,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         if stand_in is None:
             recommendations.insert(0, weak + " Improve the model before tuning its serving: a fix for popularity bias "
                                    "cannot make it useful.")
+    summary, recommendations = _with_item_bias(result, summary, recommendations, rises)
     if stand_in is not None:  # every figure is of vectors the model does not serve: said before anything else
         served = result.served_vectors
         assert served is not None
@@ -99,6 +100,37 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         gate=SEVERITY_GATE if assessed else None,
         assessed=assessed,
     )
+
+
+def _with_item_bias(
+    result: MeasuredSections, summary: str, recommendations: list[str], norms_rise: bool
+) -> tuple[str, list[str]]:
+    """A model that adds an item bias to every score: the summary says that retrieval
+    serves with it and how the bias follows popularity; where it rises with popularity, a
+    recommendation names the bias as a channel of its own (first when the norms do not
+    rise: then the bias is what serves popularity)."""
+    served = result.served_vectors
+    if served is None or served.source != "bias":
+        return summary, recommendations
+    rho = finite_figure(served.item_bias_spearman)
+    if rho is None:
+        follows = "its correlation with training frequency is undefined or not measured"
+    else:
+        trend = "rises" if rho >= RHO_WEAK else "falls" if rho <= -RHO_WEAK else "barely varies"
+        follows = f"it {trend} with training frequency, Spearman ρ = {correlation_figures(rho)[0]}"
+    model = served.model[:1].upper() + served.model[1:] if served.model.startswith("the ") else served.model
+    summary += (
+        f" {model} adds a per-item bias to every score ({follows}): retrieval serves as the model scores, its "
+        "factors plus that bias (the 'dot' lists, u·i + b_i); the frequency–norm correlation is of the factors "
+        "alone, and cosine and norm-aware serving rescale the served vectors, bias included."
+    )
+    if rho is not None and rho >= RHO_MODERATE:  # a channel of its own, whatever the top-1% skew's band
+        recommendations.insert(0 if not norms_rise else len(recommendations), (
+            f"The item bias of {served.model} rises with popularity (ρ = {correlation_figures(rho)[0]}) and adds to "
+            "every score, a channel for popularity apart from the norms: regularise it more in training, or weigh it "
+            "down at serving (u·i + w·b_i with w < 1), and re-audit."
+        ))
+    return summary, recommendations
 
 
 def weak_model(result: MeasuredSections) -> str | None:

@@ -20,6 +20,7 @@ from auditor.errors import setting
 from auditor.loading import load_model
 from auditor.loading.frequencies import needs_the_log
 from auditor.loading.holdout import heldout_queries
+from auditor.loading.item_bias import biased_vectors, is_biased, with_bias_column
 from auditor.loading.pairs import read_pairs
 from auditor.loading.pickle_globals import globals_warning, replaced_globals
 from auditor.loading.population import population_of
@@ -63,7 +64,7 @@ class AuditInputs:
     recbole: RecBoleEvaluation | None = None
     """RecBole's own evaluation split, reproduced (zero-option RecBole audits)."""
     served_vectors: ServedVectors | None = None
-    """The vectors a RecBole model serves with (None: other formats)."""
+    """The vectors a RecBole model or a model with an item bias serves with (None: the stored tables)."""
     training: TrainingSection | None = None
     """What the training trace showed (``trace``; None without one)."""
     served: ServedLists | None = None
@@ -112,7 +113,7 @@ def load_inputs(
     inputs.stats = training_stats(evaluation) if evaluation is not None else item_statistics(
         bundle, config, cache, progress, inputs.warnings
     )
-    inputs.served_vectors = served_of(bundle, evaluation)
+    inputs.served_vectors = served_of(bundle, evaluation) or biased_vectors(bundle)
     _say_served(inputs)
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
@@ -159,7 +160,10 @@ def _population(
         return None
     if inputs.recbole is not None:  # RecBole's training part and test masking
         return recbole_population(inputs.serving_bundle, config, inputs.recbole, progress)
-    return population_of(inputs.serving_bundle, config, progress, None if cache is None else cache.logs)
+    memo = None if cache is None else cache.logs
+    if is_biased(inputs.served_vectors):  # the stored tables' queries q, served as [q, 1] beside [i, b_i]
+        return with_bias_column(population_of(bundle, config, progress, memo))
+    return population_of(inputs.serving_bundle, config, progress, memo)
 
 
 def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> HeldOutQueries | None:

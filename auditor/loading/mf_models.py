@@ -25,10 +25,11 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError, setting
 from auditor.loading.discovery import choose_tables, tensor_infos
 from auditor.loading.ids import ids_to_numpy
+from auditor.loading.item_bias import BIAS_NOTE, read_state_dict_bias, state_dict_bias
 from auditor.loading.logs import maybe_int
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.safe_pickle import Placeholder, as_mapping, placeholder_attrs, qualname_of
-from auditor.loading.stored_ids import take_stored_ids
+from auditor.loading.stored_ids import ID_MEMBERS, take_stored_ids
 from auditor.loading.torch_archive import read_torch_file
 from auditor.memory import check_expansion
 from auditor.model import ModelBundle
@@ -46,10 +47,6 @@ _USER = {"implicit": ("user_factors",), "lightfm": ("user_embeddings",),
 _ITEM_BIAS = {"implicit": (), "lightfm": ("item_biases",), "cornac": ("i_biases", "Bi", "beta_item")}
 _LOSS = {"BayesianPersonalizedRanking": "bpr", "LogisticMatrixFactorization": "logistic",
          "AlternatingLeastSquares": "als", "BPR": "bpr", "WMF": "wmf", "MF": "mse", "PMF": "mse"}  # fmt: skip
-BIAS_NOTE = (
-    "{path} has an item bias term ({n} values, from `{key}`): a second channel for popularity "
-    "beside the embedding norms, measured separately; the table audited excludes it"
-)
 
 
 @dataclass
@@ -290,12 +287,16 @@ def read_npz(path: Path, options: LoadOptions) -> ModelBundle:
     choice = choose_tables(tensor_infos(tensors), path, options.item_key, options.user_key)
     item = _floats(arrays[choice.item.key], choice.item.key, path)
     user = _floats(arrays[choice.user.key], choice.user.key, path) if choice.user else None
+    user_key = choice.user.key if choice.user else None
+    beside = {k: v for k, v in tensors.items() if k.rsplit(".", 1)[-1] not in ID_MEMBERS.values()}  # ids: no tower
+    bias_key = state_dict_bias(beside, choice.item.key, user_key, item.shape[0])
     bundle = ModelBundle(
         source=path, format="npz", item_table=item, item_key=choice.item.key, user_table=user,
-        user_key=choice.user.key if choice.user else None, warnings=list(choice.warnings),
-        state_dict={k: tensors[k] for k in (choice.item.key, choice.user.key if choice.user else None) if k},
+        user_key=user_key, warnings=list(choice.warnings),
+        state_dict={k: tensors[k] for k in (choice.item.key, user_key, bias_key) if k},
     )  # fmt: skip
     take_stored_ids(bundle, arrays, options)  # an item_ids/user_ids member maps the rows
+    read_state_dict_bias(bundle)
     return bundle
 
 
@@ -369,6 +370,7 @@ def _bundle(found: _Found, path: Path, options: LoadOptions, how: str) -> ModelB
         state_dict=state,
         config={**found.config, "saved_as": how},
         item_biases=found.item_bias,
+        item_bias_key=found.bias_key if found.item_bias is not None else None,
         warnings=notes,
     )
 

@@ -118,14 +118,20 @@ class ItemBiasSpearman:
 
     def compute(self, bundle: ModelBundle, stats: ItemStats | None, result: MeasuredSections) -> float | None:
         biases = getattr(bundle, "item_biases", None)
-        if biases is None or stats is None or biases.shape[0] != stats.frequencies.shape[0]:
-            return None
-        values = np.asarray(biases, dtype=np.float64)
-        frequencies = np.asarray(stats.frequencies, dtype=np.float64)
-        if np.ptp(values) == 0 or np.ptp(frequencies) == 0:  # ρ is undefined for a constant
-            return None
-        rho = spearman(values, frequencies).statistic
-        return rho if np.isfinite(rho) else None
+        return None if biases is None or stats is None else bias_spearman(biases, stats.frequencies)
+
+
+def bias_spearman(biases: np.ndarray, frequencies: np.ndarray) -> float | None:
+    """Spearman ρ of per-item ``biases`` against training ``frequencies`` (None: the
+    lengths differ, or either is constant and ρ undefined)."""
+    if biases.shape[0] != frequencies.shape[0]:
+        return None
+    values = np.asarray(biases, dtype=np.float64)
+    counts = np.asarray(frequencies, dtype=np.float64)
+    if np.ptp(values) == 0 or np.ptp(counts) == 0:  # ρ is undefined for a constant
+        return None
+    rho = spearman(values, counts).statistic
+    return rho if np.isfinite(rho) else None
 
 
 @hookimpl

@@ -29,6 +29,7 @@ from auditor.config import AuditConfig
 from auditor.errors import InputError, setting
 from auditor.evaluation import evaluate
 from auditor.loading.inputs import AuditInputs, load_inputs
+from auditor.loading.item_bias import is_biased, with_bias_column
 from auditor.loading.population import population_of
 from auditor.loading.statistics import InputCache
 from auditor.metrics.harm_inputs import relevant_rows
@@ -84,13 +85,24 @@ def _serve(inputs: AuditInputs, alpha: float, config: AuditConfig, k: int, progr
     from auditor.retrieval import measure_retrieval
 
     assert inputs.population is not None and inputs.stats is not None
-    bundle = inputs.bundle if alpha == 1.0 else _rescaled(inputs.bundle, alpha, config)
-    population = inputs.population if alpha == 1.0 else population_of(bundle, config, progress, cache.logs)
+    served = inputs.serving_bundle  # a bias model: its factors with the bias as one more column
+    bundle = served if alpha == 1.0 else _rescaled(served, alpha, config)
+    population = inputs.population if alpha == 1.0 else _queries(inputs, bundle, config, progress, cache)
     _same_users(inputs.population, population, alpha)
     outcome = measure_retrieval(bundle, inputs.stats, replace(config, alphas=()), population, progress,
                                 relevant=relevant_rows(inputs.heldout, population.n_queries))
     assert outcome.popularity is not None
     return _Served(outcome.lists["dot"], outcome.retrieval.at[k], outcome.popularity)
+
+
+def _queries(inputs: AuditInputs, bundle: ModelBundle, config: AuditConfig, progress: Progress,
+             cache: InputCache) -> QueryPopulation:
+    """The history queries ``check OUT`` builds from the rescaled rows of ``bundle``: for a
+    model with an item bias, the means of its rescaled factors q, served as [q, 1]."""
+    if not is_biased(inputs.served_vectors):
+        return population_of(bundle, config, progress, cache.logs)
+    factors = replace(inputs.bundle, item_table=np.ascontiguousarray(bundle.item_table[:, :-1]))
+    return with_bias_column(population_of(factors, config, progress, cache.logs))
 
 
 def _rescaled(bundle: ModelBundle, alpha: float, config: AuditConfig) -> ModelBundle:

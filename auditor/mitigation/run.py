@@ -265,7 +265,7 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
         item_key=bundle.item_key, n_items=bundle.n_items, dim=bundle.dim, options=config.load_options,
         output_kind=output_kind(config, config.model, kind, table, {kind, *writer.output_kinds}),
         item_ids=bundle.item_ids, interactions=config.interactions, tensors_only=config.tensors_only,
-        max_memory=config.max_memory, progress=progress,
+        max_memory=config.max_memory, progress=progress, item_bias_key=bundle.item_bias_key,
     )  # fmt: skip
     return bundle, writer, job
 

@@ -42,6 +42,12 @@ from auditor.progress import SILENT, Progress
 
 TORCH_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 """Table dtypes written as they are (float8 tables too, through torch's own conversion)."""
+BIAS_RESCALED = (
+    "the item bias `{key}` was rescaled with the item rows: each served row [i, b_i] (what check serves, the factors "
+    "with the bias as one more column) became [i, b_i]·‖[i, b_i]‖^(α−1), so the output's scores u·i + b_i are "
+    "check's alpha scoring of the input; the norms above are of those served rows"
+)
+"""The note of a model whose item bias was rescaled with its rows (:func:`biased_io`)."""
 _LEAVES = (str, bytes, bytearray, int, float, complex, bool, type(None), slice, torch.dtype, torch.device)
 _CONTAINERS = (dict, list, tuple, set, frozenset)
 
@@ -78,6 +84,48 @@ def rescale_tensor(
     read, write = torch_io(source, target)
     n_rows, dim = source.shape
     return rescale_blocks(n_rows, dim, alpha, read, write, max_memory=max_memory, progress=progress)
+
+
+def biased_io(
+    source: torch.Tensor, target: torch.Tensor, bias: torch.Tensor, bias_out: torch.Tensor
+) -> tuple[ReadRows, WriteRows]:
+    """``read``/``write`` over the served rows [i, b_i] of an item table and its per-item
+    bias (:mod:`auditor.loading.item_bias`): the rule rescales the two together."""
+    read_rows, write_rows = torch_io(source, target)
+    column, column_out = bias.reshape(-1), bias_out.reshape(-1)  # (n,) views of (n,) or (n, 1)
+
+    def read(start: int, stop: int) -> np.ndarray:
+        return np.hstack([read_rows(start, stop), column[start:stop].to(torch.float64).numpy()[:, None]])
+
+    def write(start: int, stop: int, rows: np.ndarray) -> np.ndarray:
+        stored = write_rows(start, stop, np.ascontiguousarray(rows[:, :-1]))
+        column_out[start:stop] = torch.from_numpy(np.ascontiguousarray(rows[:, -1])).to(column_out.dtype)
+        return np.hstack([stored, column_out[start:stop].to(torch.float64).numpy()[:, None]])
+
+    return read, write
+
+
+def _rescale(
+    tensor: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None, bias_out: torch.Tensor | None, alpha: float,
+    transposed: bool, max_memory: int | None, progress: Progress,
+) -> RowNorms:
+    """The table rescaled into ``out``; with a ``bias``, its served rows [i, b_i] together."""
+    if bias is None or bias_out is None:
+        return rescale_tensor(tensor, out, alpha, transposed, max_memory=max_memory, progress=progress)
+    source, target = (tensor.T, out.T) if transposed else (tensor, out)
+    read, write = biased_io(source, target, bias, bias_out)
+    n_rows, dim = source.shape
+    return rescale_blocks(n_rows, dim + 1, alpha, read, write, max_memory=max_memory, progress=progress)
+
+
+def _bias_of(pool: dict[str, Any], key: str | None, n_rows: int, source: Path) -> torch.Tensor | None:
+    """The item bias tensor ``check`` serves with the table (None: no ``key``)."""
+    if key is None:
+        return None
+    bias = pool.get(key)
+    if not isinstance(bias, torch.Tensor) or tuple(bias.shape) not in ((n_rows,), (n_rows, 1)):
+        raise ModelLoadError(f"{source}: cannot find the item bias {key!r} of {n_rows} values that check serves with")
+    return bias
 
 
 @contextmanager
@@ -124,14 +172,18 @@ def write_torch(
     tensors_only: bool = False,
     max_memory: int | None = None,
     progress: Progress = SILENT,
+    bias_key: str | None = None,
 ) -> Written:
-    """Write ``source`` to ``target`` with tensor ``key`` (as ``check`` names it) rescaled."""
+    """Write ``source`` to ``target`` with tensor ``key`` (as ``check`` names it) rescaled,
+    and the item bias ``bias_key`` with it (the served rows [i, b_i], as ``check`` serves them)."""
     found = read_torch_file(source)
     pool, extras = _tensor_pool(found, source)
     tensor = pool.get(key)
     if tensor is None or tensor.ndim != 2 or not tensor.is_floating_point():
         raise ModelLoadError(f"{source}: cannot find the floating-point 2-D tensor {key!r} that check reads")
     transposed = tensor_infos({key: tensor})[0].onehot_linear
+    bias = _bias_of(pool, bias_key, int(tensor.shape[1 if transposed else 0]), source)
+    bias_out = None if bias is None else torch.empty(bias.shape, dtype=bias.dtype)
     notes: list[str] = []
     problems = _unwritable(found, tensor, source, key)
     if problems and not tensors_only:
@@ -144,9 +196,9 @@ def write_torch(
             "other object dropped), or re-save the model as a state dict (torch.save(model.state_dict(), ...))"
         )
     with table_buffer(tensor, max_memory) as out:
-        norms = rescale_tensor(tensor, out, alpha, transposed, max_memory=max_memory, progress=progress)
+        norms = _rescale(tensor, out, bias, bias_out, alpha, transposed, max_memory, progress)
         if problems:
-            state = {k: (out if v is tensor else v) for k, v in pool.items()}
+            state = {k: (out if v is tensor else bias_out if v is bias else v) for k, v in pool.items()}
             torch_save(state, target)
             notes.append(
                 f"{source} holds {problems[0]}: only its tensors ({_count(len(pool), 'tensor')}) were written, "
@@ -154,6 +206,8 @@ def write_torch(
             )
         else:
             root = _replace(found.root, tensor, out)
+            if bias is not None and bias_out is not None:
+                root = _replace(root, bias, bias_out)
             if found.kind == "pickle":
                 with open(target, "wb") as fh:
                     pickle.dump(root, fh, protocol=4)
@@ -164,6 +218,7 @@ def write_torch(
             "popaudit checkpoint: item_embeddings (the table check reads) was rescaled; the item encoder's "
             "weights in state_dict were not, so probes and retraining from the output use the original encoder"
         )
+    notes += [] if bias_key is None else [BIAS_RESCALED.format(key=bias_key)]
     layout = "columns" if transposed else "rows"
     return Written(norms, dtype_name(tensor.dtype), layout, notes, "state_dict" if problems else None)
 

@@ -45,6 +45,11 @@ def _parquet(job: WriteJob) -> Written:
 
 
 def _safetensors(job: WriteJob) -> Written:
+    if job.item_bias_key is not None:
+        raise ModelLoadError(
+            f"{job.source} adds the item bias `{job.item_bias_key}` to every score, which check serves with the item "
+            "rows: mitigate rescales the two together in PyTorch files only; save the state dict with torch.save"
+        )
     return write_safetensors(job.source, job.target, _key(job), job.alpha, max_memory=job.max_memory,
                              progress=job.progress)
 
@@ -53,7 +58,7 @@ def _torch(job: WriteJob) -> Written:
     from auditor.mitigation.torch_file import write_torch
 
     return write_torch(job.source, job.target, _key(job), job.alpha, tensors_only=job.tensors_only,
-                       max_memory=job.max_memory, progress=job.progress)
+                       max_memory=job.max_memory, progress=job.progress, bias_key=job.item_bias_key)
 
 
 def _recbole(job: WriteJob) -> Written:

@@ -1,7 +1,8 @@
 """What the model serves with, as every report states it (the result's ``served``).
 
 A RecBole graph model trains its stored item table but serves propagated vectors (or the
-checkpoint's cache of them), and SimpleX scores aggregated users by cosine: retrieval,
+checkpoint's cache of them), SimpleX scores aggregated users by cosine, and a model with an
+item bias scores its factors plus that bias (served as one more column): retrieval,
 accuracy and the verdict are measured on what is served. The frequency–norm statistics
 are reported twice, labelled: the stored item table (the training mechanism: how norms
 grow with training frequency) and the served item vectors (what dot serving sees).
@@ -21,6 +22,7 @@ SOURCES = {
     "cache": "the checkpoint's cache (restore_user_e/restore_item_e)",
     "propagated": "propagated by popaudit from the stored tables",
     "simplex": "SimpleX's aggregated user vectors, the stored item table",
+    "bias": "the item factors with the model's item bias as one more column (queries with a 1 there)",
 }
 
 
@@ -33,7 +35,8 @@ def served_rows(served: ServedVectorsSection) -> tuple[tuple[str, str], ...]:
         ("how they were obtained", served.description),
         ("the model's own scoring", served.scoring),
         ("the vectors the model serves", used),
-    )
+    ) + ((("item bias: Spearman ρ with training frequency", fmt_num(served.item_bias_spearman)),)
+         if served.source == "bias" else ())
 
 
 def stand_in(result: AuditResult) -> ServedVectorsSection | None:
@@ -100,6 +103,13 @@ def served_blocks(result: AuditResult) -> list[Block]:
         blocks.insert(0, Paragraph(not_served_text(served), "warning"))
     if served.frequency_norm is not None and result.frequency_norm is not None:
         blocks.append(comparison_table(result.frequency_norm, served.frequency_norm))
+    if served.source == "bias":
+        blocks.append(Paragraph(
+            "The model adds a per-item bias to every score: its served item vectors are its factors with the bias as "
+            "one more column, and each query has a 1 there, so the 'dot' lists rank u·i + b_i as the model does (a user "
+            "or global bias changes no user's ranking). The stored table's statistics, in the frequency–norm section, "
+            "are of the factors alone (the training mechanism); the served vectors' include the bias.", "note",
+        ))  # fmt: skip
     elif served.source == "simplex":
         blocks.append(Paragraph(
             "The served item vectors are the stored item table: its frequency–norm statistics are both. The model "
@@ -116,6 +126,8 @@ def served_brief(result: AuditResult) -> list[Block]:
         return []
     used = served.description if served.source == "tables" else SOURCES.get(served.source, served.source)
     rows = [("vectors used", used), ("model's own scoring", served.scoring)]
+    if served.source == "bias":
+        rows.append(("item bias: Spearman ρ with frequency", fmt_num(served.item_bias_spearman)))
     fn = served.frequency_norm
     if fn is not None:
         lo, hi = fn.spearman_ci

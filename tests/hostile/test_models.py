@@ -309,6 +309,27 @@ def _nan_weight_pt(d: Path) -> Built:
     return Built(check_args("model.pt"))
 
 
+def _nan_item_bias_pt(d: Path) -> Built:
+    """A textbook MF state dict whose item bias (served with the table) holds a NaN and an inf."""
+    log(d)
+    bias = torch.zeros(10, 1)
+    bias[2, 0], bias[7, 0] = float("nan"), float("inf")
+    torch.save({"user_emb.weight": torch.randn(5, 4), "item_emb.weight": torch.randn(10, 4),
+                "item_bias.weight": bias}, d / "model.pt")
+    return Built(check_args("model.pt"))
+
+
+def _safetensors_item_bias(d: Path) -> Built:
+    """mitigate of a safetensors MF with an item bias: check serves [i, b_i], which a
+    rescaled item table alone would not give, so it is refused (no output written)."""
+    from safetensors.torch import save_file
+
+    log(d)
+    save_file({"user_emb.weight": torch.randn(5, 4), "item_emb.weight": torch.randn(10, 4),
+               "item_bias.weight": torch.arange(10.0).reshape(10, 1)}, str(d / "mf.safetensors"))
+    return Built(["mitigate", "mf.safetensors", "--alpha", "0.5", "-o", "o.safetensors"])
+
+
 def _scalars_pt(d: Path) -> Built:
     log(d)
     torch.save({"step": torch.tensor(3), "lr": 0.1}, d / "model.pt")
@@ -539,6 +560,10 @@ CASES = [
     Case("npy-some-inf", _npy("inf.npy", np.where(np.eye(10, 4) > 0, np.inf, 1.0).astype(np.float32)), EXIT_ERROR,
          r"inf\.npy has 4 rows with NaN or infinite values \(rows 0, 1, 2, 3\)"),
     Case("pt-nan-weight", _nan_weight_pt, EXIT_ERROR, r"model\.pt has 1 row with NaN or infinite values \(rows 3\)"),
+    Case("safetensors-item-bias-mitigate", _safetensors_item_bias, EXIT_ERROR,
+         r"mf\.safetensors adds the item bias `item_bias\.weight` to every score.*PyTorch files only"),
+    Case("pt-nan-item-bias", _nan_item_bias_pt, EXIT_ERROR,
+         r"model\.pt: the item bias `item_bias\.weight` holds 2 non-finite values \(NaN or inf; rows 2, 7\)"),
     Case("npy-constant-table", _npy("const.npy", np.ones((10, 4), np.float32), "--json", "r.json",
                                     outputs=("r.json",), check=_report_ok(constant_norms=True)), EXIT_OK, None),
     Case("npy-plus-minus-3e38", _npy("huge.npy", _huge_values(), "--json", "r.json", outputs=("r.json",),
