@@ -122,6 +122,10 @@ class ModelBundle:
     log_id_rule: LogIdRule | None = None
     """A framework's own rule giving the raw ids of the rows from the training log
     (RecBole); applied once the log is known, before the log is aligned with the rows."""
+    graph_ops: Mapping[str, tuple[str, ...]] | None = None
+    """What the file's graph computes from the rows of each table before the score, by
+    side (``item``, ``user``; an ONNX graph's nodes after each ``Gather``, in words);
+    None where the file has no graph, and the tensors' names tell the sides apart."""
     warnings: list[str] = field(default_factory=list)
     replaced_globals: dict[str, int] | None = None
     """Globals the file's pickle named that popaudit replaced by inert placeholders ->
@@ -147,6 +151,22 @@ class ModelBundle:
         item_side = [k for k in others if "item" in k.lower()]
         unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
         return item_side, unclear
+
+    def user_side_tensors(self) -> list[str]:
+        """The file's tensors beside the tables that name the user (query) tower, less a
+        per-user bias (one number per user row shifts every score of that user alike, so
+        it ranks nothing): with them the queries the model serves are not the user rows."""
+        rows = None if self.user_table is None else int(self.user_table.shape[0])
+        found = []
+        for key in self.state_dict:
+            low = key.lower()
+            if key in (self.item_key, self.user_key) or "item" in low or not ("user" in low or "query" in low):
+                continue
+            shape = tuple(getattr(self.state_dict[key], "shape", ()))
+            if "bias" in low and rows is not None and shape in ((rows,), (rows, 1)):
+                continue
+            found.append(key)
+        return found
 
 
 @dataclass

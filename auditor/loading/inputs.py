@@ -32,7 +32,8 @@ from auditor.loading.recbole_eval import (
     serving_bundle,
     training_stats,
 )
-from auditor.loading.served import ServedVectors, encoder_not_run
+from auditor.loading.served import ServedVectors
+from auditor.loading.stand_in import tables_stand_in
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
@@ -127,7 +128,8 @@ def load_inputs(
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
     if inputs.served_vectors is None:  # an item encoder no loader or plugin runs: its table stands in
-        inputs.served_vectors = encoder_not_run(bundle)
+        queried = inputs.population is not None and inputs.population.source == "users"
+        inputs.served_vectors = tables_stand_in(bundle, queried)
         _say_served(inputs)
     if config.probes and bundle.live is not None:  # the log is read for batches only when there is a model to step
         spec = config.training_log

@@ -31,6 +31,7 @@ from auditor.loading.holdout import build_csr
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
 from auditor.loading.served import ServedVectors, read_cache, served_vectors
+from auditor.loading.stand_in import cosine_note
 from auditor.model import InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 from auditor.values import RowLookup
@@ -163,10 +164,7 @@ def served_of(bundle: ModelBundle, evaluation: RecBoleEvaluation | None) -> Serv
     train = None if evaluation is None else (evaluation.split.train.users, evaluation.split.train.items)
     served = served_vectors(bundle, train, read_cache(bundle.source))
     if served.scoring == "cosine":
-        served.warnings.append(
-            f"{served.serving.model} scores by cosine: its own lists are the 'cosine' scoring; the 'dot' figures (and "
-            "the verdict's skew, dot against cosine) describe serving the same vectors by dot product instead"
-        )
+        served.warnings.append(cosine_note(served.serving.model))
     return served
 
 

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor.errors import setting
-from auditor.loading.recbole_models import CACHED, OTHER, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
+from auditor.loading.recbole_models import CACHED, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
 from auditor.model import ModelBundle
 
 if TYPE_CHECKING:
@@ -291,35 +290,6 @@ def _simplex(
             return ServedVectors(users, bundle.item_table, "cosine", "simplex", text, serving)
     tables.warnings.append(f"{not_served_warning(serving)}; popaudit cannot rebuild its user vectors: {problem}")
     return tables
-
-
-def encoder_not_run(bundle: ModelBundle) -> ServedVectors | None:
-    """The stored id table standing in for an item encoder popaudit cannot run (None: the
-    file shows no such encoder, or a live one was loaded).
-
-    Tensors naming ``item`` beside the table (:meth:`ModelBundle.tensors_beside_tables`,
-    as C2/C3 read them) make the encoder more than the table: its served item vectors are
-    not the table's rows, so the audit is of the table only, and says so."""
-    if bundle.live is not None or bundle.format in ("recbole", "npy", "parquet"):
-        return None
-    item_side, _ = bundle.tensors_beside_tables()
-    if not item_side:
-        return None
-    config = bundle.config or {}
-    name = config.get("model")
-    model = name if isinstance(name, str) and name else f"the model in {bundle.source.name}"
-    key = f"`{bundle.item_key}`" if bundle.item_key else "the item table"
-    listed = ", ".join(f"`{k}`" for k in item_side[:5]) + (f" and {len(item_side) - 5} more" if len(item_side) > 5 else "")
-    encoder = config.get("item_encoder")
-    named = f" (the checkpoint records item_encoder {encoder!r})" if isinstance(encoder, str) and encoder else ""
-    serving = Serving(model, OTHER, f"an item encoder with {listed} beside the id table {key}{named}")
-    warning = (
-        f"audited the stored id table {key} only: the checkpoint's item-side tensors {listed} are ignored, so these "
-        f"are not the item vectors {model} serves{named}; to audit those, give a plugin that loads its item encoder "
-        f"({setting('plugins')})"
-    )
-    return ServedVectors(bundle.user_table, bundle.item_table, "dot", "tables", f"the stored id table {key}", serving,
-                         [warning])
 
 
 def _int(value: Any) -> int | None:
