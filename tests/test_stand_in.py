@@ -5,6 +5,7 @@ Gather, a Keras ``Dot(normalize=True)`` score layer."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -77,3 +78,111 @@ def test_rank_neutral_user_tensors_and_history_queries_leave_the_tables_served(t
                                          "item-side tensors `item_proj.weight` are ignored")
     assert result.warnings[1].startswith("queried the raw rows of the user table `user_emb.weight`: the "  # type: ignore[attr-defined]
                                          "checkpoint's user-side tensors `user_proj.weight` are ignored")
+
+
+def _onnx_two_tower(path: Path, users: np.ndarray, items: np.ndarray, user_nodes: list[Any],
+                    item_nodes: list[Any], extra: dict[str, np.ndarray], u: str = "u", i: str = "i") -> None:
+    """score = ReduceSum(u' * i') with u' = user_nodes(Gather(user table)), i' likewise."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {"user_embedding.weight": users, "item_embedding.weight": items, "axes": np.array([1], np.int64), **extra}
+    nodes = [helper.make_node("Gather", ["user_embedding.weight", "user_id"], ["u"]),
+             helper.make_node("Gather", ["item_embedding.weight", "item_id"], ["i"]), *user_nodes, *item_nodes,
+             helper.make_node("Mul", [u, i], ["p"]), helper.make_node("ReduceSum", ["p", "axes"], ["score"], keepdims=0)]
+    graph = helper.make_graph(nodes, "tt", [helper.make_tensor_value_info("user_id", TensorProto.INT64, [None]),
+                                            helper.make_tensor_value_info("item_id", TensorProto.INT64, [None])],
+                              [helper.make_tensor_value_info("score", TensorProto.FLOAT, [None])],
+                              initializer=[numpy_helper.from_array(a, n) for n, a in inits.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_onnx_nodes_after_a_gather_make_the_tables_stand_in(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    from onnx import helper
+
+    users, items = _tables()
+    log = _log(tmp_path)
+    eye = np.eye(DIM, dtype=np.float32)
+    _onnx_two_tower(tmp_path / "uproj.onnx", users, items, [helper.make_node("MatMul", ["u", "W"], ["uw"]),
+                    helper.make_node("Add", ["uw", "b"], ["q"])], [], {"W": eye, "b": np.ones(DIM, np.float32)}, u="q")
+    result = _audit(tmp_path / "uproj.onnx", log)
+    assert result.warnings[0].startswith(  # type: ignore[attr-defined]
+        "queried the raw rows of the user table `user_embedding.weight`: the graph's nodes between the user table's "
+        "Gather and the score (MatMul with `W`, Add with `b`) are ignored")
+    assert not result.served_vectors.as_served  # type: ignore[attr-defined]
+    _onnx_two_tower(tmp_path / "iproj.onnx", users, items, [], [helper.make_node("Relu", ["i"], ["k"])], {}, i="k")
+    result = _audit(tmp_path / "iproj.onnx", log)
+    assert result.warnings[0].startswith(  # type: ignore[attr-defined]
+        "audited the stored id table `item_embedding.weight` only: the graph's nodes between the item table's Gather "
+        "and the score (Relu) are ignored")
+    # Shape-only nodes change no vector; a user-side L2 normalisation ranks nothing: the tables are served by dot.
+    _onnx_two_tower(tmp_path / "plain.onnx", users, items,
+                    [helper.make_node("LpNormalization", ["u"], ["un"], axis=1, p=2)],
+                    [helper.make_node("Identity", ["i"], ["k"])], {}, u="un", i="k")
+    assert _audit(tmp_path / "plain.onnx", log).served_vectors is None  # type: ignore[attr-defined]
+
+
+def test_an_onnx_graph_that_normalises_the_items_scores_by_cosine(tmp_path: Path) -> None:
+    """F.normalize as torch.onnx exports it (x / Expand(Clip(ReduceL2(x)))) on the item side:
+    the model's lists are the cosine lists, which the 'cosine' column measures (numpy's here)."""
+    pytest.importorskip("onnx")
+    from onnx import helper
+
+    users, items = _tables()
+    log = _log(tmp_path)
+    nodes = [helper.make_node("ReduceL2", ["i", "axes"], ["n"], keepdims=1),
+             helper.make_node("Clip", ["n", "eps"], ["nc"]), helper.make_node("Div", ["i", "nc"], ["k"])]
+    _onnx_two_tower(tmp_path / "cos.onnx", users, items, [], nodes, {"eps": np.array(1e-12, np.float32)}, i="k")
+    result = _audit(tmp_path / "cos.onnx", log)
+    served = result.served_vectors  # type: ignore[attr-defined]
+    assert served is not None and served.as_served and served.scoring == "cosine"
+    assert served.description == ("the stored tables, compared by cosine (its graph L2-normalises the item vectors "
+                                  "before the score)")
+    assert result.warnings[0].startswith("the model in cos.onnx scores by cosine: its own lists are the 'cosine' "  # type: ignore[attr-defined]
+                                         "scoring")
+    assert result.verdict.recommendations[0].startswith(  # type: ignore[attr-defined]
+        "Keep serving by cosine: the model in cos.onnx already scores by cosine")
+    # The cosine column is the model's own top-5: numpy's, training items excluded (rows = ids here).
+    table = pq.read_table(log).to_pydict()
+    scores = users @ (items / np.linalg.norm(items, axis=1, keepdims=True)).T
+    scores[table["user_id"], table["item_id"]] = -np.inf
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    freq = np.bincount(table["item_id"], minlength=N_ITEMS)
+    mine = freq[top].mean()
+    arp = result.retrieval.at[5].cosine["arp"]  # type: ignore[attr-defined]
+    assert arp == pytest.approx(mine, rel=1e-9) and mine != pytest.approx(result.retrieval.at[5].dot["arp"])  # type: ignore[attr-defined]
+
+
+def test_keras_dot_normalize_scores_by_cosine_and_c4_holds(tmp_path: Path) -> None:
+    """A .keras archive whose score layer is Dot(normalize=True): C4 holds from config.json,
+    the model serves by cosine and the verdict does not tell it to switch to cosine."""
+    pytest.importorskip("h5py")
+    import json
+    import zipfile
+
+    data = Path(__file__).resolve().parent / "data" / "keras"
+    path = tmp_path / "cosine.keras"
+    with zipfile.ZipFile(data / "two_tower.keras") as src, zipfile.ZipFile(path, "w") as out:
+        for info in src.infolist():
+            body = src.read(info.filename)
+            if info.filename == "config.json":
+                config = json.loads(body)
+                for layer in config["config"]["layers"]:
+                    if layer["class_name"] == "Dot":
+                        layer["config"]["normalize"] = True
+                body = json.dumps(config).encode()
+            out.writestr(info, body)
+    result = run_audit(AuditConfig(model=path, interactions=data / "interactions.csv", ks=(10,), bootstrap=0, probes=False))
+    assert result.conditions is not None
+    c4 = result.conditions["C4"]
+    assert c4.status == "holds"
+    assert c4.evidence == ("its score layer `score` is Dot(normalize=True) in config.json: the model's scores are "
+                           "cosines (direction only); the recorded loss 'BinaryCrossentropy' is taken on them")
+    served = result.served_vectors
+    assert served is not None and served.as_served and served.scoring == "cosine"
+    assert not any(r.startswith("Serve with cosine") for r in result.verdict.recommendations)
+    plain = run_audit(AuditConfig(model=data / "two_tower.keras", interactions=data / "interactions.csv", ks=(10,),
+                                  bootstrap=0, probes=False))
+    assert plain.conditions is not None and plain.served_vectors is None
+    assert plain.conditions["C4"].status == "unknown"

@@ -90,10 +90,10 @@ def tables_stand_in(bundle: ModelBundle, users_queried: bool) -> ServedVectors |
         if not cosine:
             return None
         evidence = config.get("scoring_evidence")
-        how = f"the cosine of its user and item vectors ({evidence})" if isinstance(evidence, str) else "cosine"
-        serving = Serving(model, TABLES, how, scoring="cosine")
+        why = f" ({evidence})" if isinstance(evidence, str) and evidence else ""
+        serving = Serving(model, TABLES, f"the cosine of its user and item vectors{why}", scoring="cosine")
         return ServedVectors(bundle.user_table, bundle.item_table, "cosine", "tables",
-                             "the stored tables, compared by cosine", serving, [cosine_note(model)])
+                             f"the stored tables, compared by cosine{why}", serving, [cosine_note(model)])
     return _stand_in(bundle, model, item, user, "cosine" if cosine else "dot")
 
 
