@@ -261,3 +261,20 @@ def test_no_cache_in_a_bpr_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "odd.pth"
     torch.save({"state_dict": {}, "other_parameter": {"restore_user_e": torch.zeros(3, 2), "restore_item_e": None}}, path)
     assert read_cache(path) is None
+
+
+def test_the_holdout_route_says_why_nothing_is_propagated(bundles: dict[str, ModelBundle]) -> None:
+    """With --holdout the log is given but no split is reproduced: the warning says so and
+    what propagates (never that no training log was given)."""
+    from auditor.config import AuditConfig
+    from auditor.loading.recbole_eval import served_of
+
+    config = AuditConfig(model=DATA / "BPR-eval.pth", interactions=INTER, holdout=INTER)
+    for model, verb in (("LightGCN", "propagation"), ("SimpleX", "cannot rebuild its user vectors")):
+        served = served_of(_as(bundles["BPR"], model), None, config)
+        assert served is not None and not served.as_served and verb in served.warnings[0]
+        assert "no training log was given" not in served.warnings[0]
+        assert ("with holdout popaudit reproduces no RecBole split to compute them over: the whole interactions "
+                "file is then the training log; drop holdout to have them computed over the training part of the "
+                "split the checkpoint records") in served.warnings[0]
+    assert "no training log was given to propagate over" in served_of(_as(bundles["BPR"], "LightGCN"), None).warnings[0]  # type: ignore[union-attr]

@@ -113,7 +113,7 @@ def load_inputs(
     inputs.stats = training_stats(evaluation) if evaluation is not None else item_statistics(
         bundle, config, cache, progress, inputs.warnings
     )
-    inputs.served_vectors = served_of(bundle, evaluation)
+    inputs.served_vectors = served_of(bundle, evaluation, config)
     _say_served(inputs)
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"

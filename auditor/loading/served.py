@@ -38,6 +38,8 @@ NO_CACHE_REMEDY = (
     "evaluates the model: train with eval_step > 0, or save after an evaluation)"
 )
 """What to give when only the checkpoint's cache holds the served vectors."""
+NO_LOG = "no training log was given to {0}"
+"""Why nothing trains the served vectors when the audit has no log (the verb: propagate over, aggregate)."""
 
 
 def normalised_adjacency(
@@ -197,13 +199,15 @@ class ServedVectors:
 
 
 def served_vectors(
-    bundle: ModelBundle, train: tuple[np.ndarray, np.ndarray] | None, cache: CachedVectors | None = None
+    bundle: ModelBundle, train: tuple[np.ndarray, np.ndarray] | None, cache: CachedVectors | None = None,
+    no_split: str | None = None,
 ) -> ServedVectors:
     """The served vectors of a RecBole ``bundle`` (format ``recbole``, padding dropped).
 
     ``train``: the (user rows, item rows) of the training part, needed to propagate and
     aggregate; ``cache``: :func:`read_cache` of the file. Anything popaudit cannot
     compute falls back to the stored tables with a warning naming what the model uses.
+    ``no_split``: why there is no training part (None: no training log was given).
     """
     config = bundle.config or {}
     serving = serving_of(config)
@@ -221,10 +225,10 @@ def served_vectors(
         tables.warnings.append(f"{not_served_warning(serving)}; its n_layers setting {config.get('n_layers')!r} is unusable")
         return tables
     if serving.kind == SIMPLEX:
-        return _simplex(bundle, serving, train, tables)
+        return _simplex(bundle, serving, train, tables, no_split or NO_LOG.format("aggregate"))
     why = "" if serving.kind not in (PROPAGATED, CACHED) else (
         " (the checkpoint caches no restore_user_e/restore_item_e"
-        + ("" if serving.kind == CACHED or train is not None else ", and no training log was given to propagate over")
+        + ("" if serving.kind == CACHED or train is not None else f", and {no_split or NO_LOG.format('propagate over')}")
         + f"); {NO_CACHE_REMEDY}"
     )
     tables.warnings.append(not_served_warning(serving) + why)
@@ -262,7 +266,8 @@ def _from_cache(
 
 
 def _simplex(
-    bundle: ModelBundle, serving: Serving, train: tuple[np.ndarray, np.ndarray] | None, tables: ServedVectors
+    bundle: ModelBundle, serving: Serving, train: tuple[np.ndarray, np.ndarray] | None, tables: ServedVectors,
+    no_split: str,
 ) -> ServedVectors:
     import torch
 
@@ -270,7 +275,7 @@ def _simplex(
     weight = bundle.state_dict.get("UI_map.weight")
     gamma, history_len = _float(config.get("gamma")), _int(config.get("history_len"))
     problem = (
-        "no training log was given to aggregate" if train is None
+        no_split if train is None
         else f"its aggregator {config.get('aggregator')!r} is not 'mean'" if config.get("aggregator") != "mean"
         else "its UI_map.weight, gamma or history_len is missing" if weight is None or gamma is None or history_len is None
         else "it has no user table" if bundle.user_table is None else None
