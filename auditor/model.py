@@ -153,19 +153,20 @@ class ModelBundle:
         return item_side, unclear
 
     def user_side_tensors(self) -> list[str]:
-        """The file's tensors beside the tables that name the user (query) tower, less a
-        per-user bias (one number per user row shifts every score of that user alike, so
-        it ranks nothing): with them the queries the model serves are not the user rows."""
+        """The file's floating-point tensors beside the tables that name the user (query)
+        tower: with them the queries the model serves are not the user rows. One number per
+        user row (a bias, a count) changes every score of that user alike and ranks nothing,
+        and an integer tensor (an id map) is no weight: neither counts."""
         rows = None if self.user_table is None else int(self.user_table.shape[0])
         found = []
-        for key in self.state_dict:
+        for key, tensor in self.state_dict.items():
             low = key.lower()
             if key in (self.item_key, self.user_key) or "item" in low or not ("user" in low or "query" in low):
                 continue
-            shape = tuple(getattr(self.state_dict[key], "shape", ()))
-            if "bias" in low and rows is not None and shape in ((rows,), (rows, 1)):
-                continue
-            found.append(key)
+            shape = tuple(getattr(tensor, "shape", ()))
+            floating = bool(getattr(tensor, "is_floating_point", lambda: False)())
+            if floating and not (rows is not None and shape in ((rows,), (rows, 1))):
+                found.append(key)
         return found
 
 

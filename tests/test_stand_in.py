@@ -57,12 +57,12 @@ def test_a_user_tower_with_a_projection_is_said_to_be_queried_raw(tmp_path: Path
 
 
 def test_rank_neutral_user_tensors_and_history_queries_leave_the_tables_served(tmp_path: Path) -> None:
-    """A per-user bias shifts each user's scores alike (it ranks nothing); history queries
-    never use the user tower: no stand-in either way."""
+    """A per-user bias shifts each user's scores alike (it ranks nothing), an id map is no
+    weight; history queries never use the user tower: no stand-in either way."""
     users, items = _tables()
     log = _log(tmp_path)
     biased = {"user_emb.weight": torch.tensor(users), "user_bias.weight": torch.ones(N_USERS, 1),
-              "item_emb.weight": torch.tensor(items)}
+              "user_ids": torch.arange(N_USERS), "item_emb.weight": torch.tensor(items)}
     torch.save(biased, tmp_path / "bias.pt")
     assert _audit(tmp_path / "bias.pt", log).served_vectors is None  # type: ignore[attr-defined]
     projected = {"user_emb.weight": torch.tensor(users), "user_proj.weight": torch.eye(DIM),
