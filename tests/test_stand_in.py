@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from auditor import AuditConfig, run_audit
+from auditor.result import AuditResult
 
 N_USERS, N_ITEMS, DIM = 30, 40, 4
 
@@ -33,8 +34,8 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(size=(N_USERS, DIM)).astype(np.float32), rng.normal(size=(N_ITEMS, DIM)).astype(np.float32)
 
 
-def _audit(model: Path, log: Path, **extra: object) -> object:
-    return run_audit(AuditConfig(model=model, interactions=log, ks=(5,), bootstrap=0, probes=False, **extra))  # type: ignore[arg-type]
+def _audit(model: Path, log: Path, **extra: Any) -> AuditResult:
+    return run_audit(AuditConfig(model=model, interactions=log, ks=(5,), bootstrap=0, probes=False, **extra))
 
 
 def test_a_user_tower_with_a_projection_is_said_to_be_queried_raw(tmp_path: Path) -> None:
@@ -43,16 +44,16 @@ def test_a_user_tower_with_a_projection_is_said_to_be_queried_raw(tmp_path: Path
              "user_tower.proj.bias": torch.ones(DIM), "item_tower.embedding.weight": torch.tensor(items)}
     torch.save({"model_state_dict": state}, tmp_path / "tt.pt")
     result = _audit(tmp_path / "tt.pt", _log(tmp_path))
-    served = result.served_vectors  # type: ignore[attr-defined]
+    served = result.served_vectors
     assert served is not None and not served.as_served and served.source == "tables"
     assert served.description == "the stored tables, queried by the raw rows of the user table `user_tower.embedding.weight`"
-    assert result.warnings[0] == served.not_served == (  # type: ignore[attr-defined]
+    assert result.warnings[0] == served.not_served == (
         "queried the raw rows of the user table `user_tower.embedding.weight`: the checkpoint's user-side tensors "
         "`user_tower.proj.weight`, `user_tower.proj.bias` are ignored, so these are not the queries the model in "
         "tt.pt serves with; to audit those, save its user tower's output for every user row as the user table of a "
         "file without the tower's other tensors, or give a plugin that loads the model (plugins)"
     )
-    assert result.verdict.summary.startswith(  # type: ignore[attr-defined]
+    assert result.verdict.summary.startswith(
         "This audit is of the stored tables, queried by the raw rows of the user table")
 
 
@@ -64,19 +65,19 @@ def test_rank_neutral_user_tensors_and_history_queries_leave_the_tables_served(t
     biased = {"user_emb.weight": torch.tensor(users), "user_bias.weight": torch.ones(N_USERS, 1),
               "user_ids": torch.arange(N_USERS), "item_emb.weight": torch.tensor(items)}
     torch.save(biased, tmp_path / "bias.pt")
-    assert _audit(tmp_path / "bias.pt", log).served_vectors is None  # type: ignore[attr-defined]
+    assert _audit(tmp_path / "bias.pt", log).served_vectors is None
     projected = {"user_emb.weight": torch.tensor(users), "user_proj.weight": torch.eye(DIM),
                  "item_emb.weight": torch.tensor(items)}
     torch.save(projected, tmp_path / "proj.pt")
-    assert _audit(tmp_path / "proj.pt", log, queries="history").served_vectors is None  # type: ignore[attr-defined]
+    assert _audit(tmp_path / "proj.pt", log, queries="history").served_vectors is None
     both = {**projected, "item_proj.weight": torch.eye(DIM)}
     torch.save(both, tmp_path / "both.pt")
     result = _audit(tmp_path / "both.pt", log)
-    assert result.served_vectors.description == (  # type: ignore[attr-defined]
+    assert result.served_vectors is not None and result.served_vectors.description == (
         "the stored id table `item_emb.weight`, queried by the raw rows of the user table `user_emb.weight`")
-    assert result.warnings[0].startswith("audited the stored id table `item_emb.weight` only: the checkpoint's "  # type: ignore[attr-defined]
+    assert result.warnings[0].startswith("audited the stored id table `item_emb.weight` only: the checkpoint's "
                                          "item-side tensors `item_proj.weight` are ignored")
-    assert result.warnings[1].startswith("queried the raw rows of the user table `user_emb.weight`: the "  # type: ignore[attr-defined]
+    assert result.warnings[1].startswith("queried the raw rows of the user table `user_emb.weight`: the "
                                          "checkpoint's user-side tensors `user_proj.weight` are ignored")
 
 
@@ -107,20 +108,20 @@ def test_onnx_nodes_after_a_gather_make_the_tables_stand_in(tmp_path: Path) -> N
     _onnx_two_tower(tmp_path / "uproj.onnx", users, items, [helper.make_node("MatMul", ["u", "W"], ["uw"]),
                     helper.make_node("Add", ["uw", "b"], ["q"])], [], {"W": eye, "b": np.ones(DIM, np.float32)}, u="q")
     result = _audit(tmp_path / "uproj.onnx", log)
-    assert result.warnings[0].startswith(  # type: ignore[attr-defined]
+    assert result.warnings[0].startswith(
         "queried the raw rows of the user table `user_embedding.weight`: the graph's nodes between the user table's "
         "Gather and the score (MatMul with `W`, Add with `b`) are ignored")
-    assert not result.served_vectors.as_served  # type: ignore[attr-defined]
+    assert result.served_vectors is not None and not result.served_vectors.as_served
     _onnx_two_tower(tmp_path / "iproj.onnx", users, items, [], [helper.make_node("Relu", ["i"], ["k"])], {}, i="k")
     result = _audit(tmp_path / "iproj.onnx", log)
-    assert result.warnings[0].startswith(  # type: ignore[attr-defined]
+    assert result.warnings[0].startswith(
         "audited the stored id table `item_embedding.weight` only: the graph's nodes between the item table's Gather "
         "and the score (Relu) are ignored")
     # Shape-only nodes change no vector; a user-side L2 normalisation ranks nothing: the tables are served by dot.
     _onnx_two_tower(tmp_path / "plain.onnx", users, items,
                     [helper.make_node("LpNormalization", ["u"], ["un"], axis=1, p=2)],
                     [helper.make_node("Identity", ["i"], ["k"])], {}, u="un", i="k")
-    assert _audit(tmp_path / "plain.onnx", log).served_vectors is None  # type: ignore[attr-defined]
+    assert _audit(tmp_path / "plain.onnx", log).served_vectors is None
 
 
 def test_an_onnx_graph_that_normalises_the_items_scores_by_cosine(tmp_path: Path) -> None:
@@ -135,13 +136,13 @@ def test_an_onnx_graph_that_normalises_the_items_scores_by_cosine(tmp_path: Path
              helper.make_node("Clip", ["n", "eps"], ["nc"]), helper.make_node("Div", ["i", "nc"], ["k"])]
     _onnx_two_tower(tmp_path / "cos.onnx", users, items, [], nodes, {"eps": np.array(1e-12, np.float32)}, i="k")
     result = _audit(tmp_path / "cos.onnx", log)
-    served = result.served_vectors  # type: ignore[attr-defined]
+    served = result.served_vectors
     assert served is not None and served.as_served and served.scoring == "cosine"
     assert served.description == ("the stored tables, compared by cosine (its graph L2-normalises the item vectors "
                                   "before the score)")
-    assert result.warnings[0].startswith("the model in cos.onnx scores by cosine: its own lists are the 'cosine' "  # type: ignore[attr-defined]
+    assert result.warnings[0].startswith("the model in cos.onnx scores by cosine: its own lists are the 'cosine' "
                                          "scoring")
-    assert result.verdict.recommendations[0].startswith(  # type: ignore[attr-defined]
+    assert result.verdict.recommendations[0].startswith(
         "Keep serving by cosine: the model in cos.onnx already scores by cosine")
     # The cosine column is the model's own top-5: numpy's, training items excluded (rows = ids here).
     table = pq.read_table(log).to_pydict()
@@ -150,8 +151,9 @@ def test_an_onnx_graph_that_normalises_the_items_scores_by_cosine(tmp_path: Path
     top = np.argsort(-scores, axis=1, kind="stable")[:, :5]
     freq = np.bincount(table["item_id"], minlength=N_ITEMS)
     mine = freq[top].mean()
-    arp = result.retrieval.at[5].cosine["arp"]  # type: ignore[attr-defined]
-    assert arp == pytest.approx(mine, rel=1e-9) and mine != pytest.approx(result.retrieval.at[5].dot["arp"])  # type: ignore[attr-defined]
+    assert result.retrieval is not None
+    arp = result.retrieval.at[5].cosine["arp"]
+    assert arp == pytest.approx(mine, rel=1e-9) and mine != pytest.approx(result.retrieval.at[5].dot["arp"])
 
 
 def test_keras_dot_normalize_scores_by_cosine_and_c4_holds(tmp_path: Path) -> None:
