@@ -404,8 +404,8 @@ def test_the_fallback_item_table_is_the_only_one_besides_the_user_side() -> None
     infos = [TensorInfo("query_encoder.emb.weight", (100, 8), True), TensorInfo("cand_encoder.emb.weight", (120, 8), True)]
     choice = choose_tables(infos, Path("tt.pt"))
     assert choice.item.key == "cand_encoder.emb.weight" and choice.user is not None
-    assert choice.warnings == ["no tensor name in tt.pt says 'item'; using the only 2-D tensor besides the user side's "
-                               "query_encoder.emb.weight [100, 8], cand_encoder.emb.weight [120, 8], as the item table"]
+    assert choice.warnings == ["no tensor name in tt.pt says 'item'; using cand_encoder.emb.weight [120, 8] as the "
+                               "item table: the only 2-D tensor besides the user side's query_encoder.emb.weight [100, 8]"]
     alone = choose_tables(infos[1:], Path("t.pt"))
-    assert alone.warnings == ["no tensor name in t.pt says 'item'; using the only 2-D tensor, "
-                              "cand_encoder.emb.weight [120, 8], as the item table"]
+    assert alone.warnings == ["no tensor name in t.pt says 'item'; using cand_encoder.emb.weight [120, 8] as the item "
+                              "table: the only 2-D tensor"]

@@ -199,8 +199,8 @@ def choose_tables(
             named = [i.describe() for i in infos if i.is_candidate and i.key != picked.key][:3]
             besides = f" besides the user side's {', '.join(named)}" if named else ""
             warnings.append(
-                f"no tensor name in {source} says 'item'; using the only 2-D tensor{besides}, "
-                f"{picked.describe()}, as the item table"
+                f"no tensor name in {source} says 'item'; using {picked.describe()} as the item table: the only "
+                f"2-D tensor{besides}"
             )
         item = picked
     if user is None:
