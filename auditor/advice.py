@@ -60,6 +60,13 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
     """Cosine and norm-aware serving: the measured trade-off when held-out accuracy was
     measured (:mod:`auditor.tradeoff`), else the advice and how to measure its cost."""
     accuracy = result.accuracy
+    served = result.served_vectors
+    if served is not None and served.as_served and served.scoring == "cosine":  # SimpleX, Dot(normalize=True), ...
+        kept = [f"Keep serving by cosine: {served.model} already scores by cosine (its own lists are the 'cosine' "
+                "scoring), and an inner-product index of the same vectors would serve as the 'dot' figures show: "
+                + measured + "."]
+        return kept + (["Held-out accuracy beside exposure: " + accuracy.recommendation]
+                       if accuracy is not None and accuracy.recommendation else [])
     if accuracy is not None and accuracy.recommendation:
         fix = ""
         if accuracy.recommended not in (None, "dot"):

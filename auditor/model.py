@@ -123,6 +123,10 @@ class ModelBundle:
     log_id_rule: LogIdRule | None = None
     """A framework's own rule giving the raw ids of the rows from the training log
     (RecBole); applied once the log is known, before the log is aligned with the rows."""
+    graph_ops: Mapping[str, tuple[str, ...]] | None = None
+    """What the file's graph computes from the rows of each table before the score, by
+    side (``item``, ``user``; an ONNX graph's nodes after each ``Gather``, in words);
+    None where the file has no graph, and the tensors' names tell the sides apart."""
     warnings: list[str] = field(default_factory=list)
     replaced_globals: dict[str, int] | None = None
     """Globals the file's pickle named that popaudit replaced by inert placeholders ->
@@ -151,6 +155,23 @@ class ModelBundle:
         item_side = [k for k in others if "item" in k.lower()]
         unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
         return item_side, unclear
+
+    def user_side_tensors(self) -> list[str]:
+        """The file's floating-point tensors beside the tables that name the user (query)
+        tower: with them the queries the model serves are not the user rows. One number per
+        user row (a bias, a count) changes every score of that user alike and ranks nothing,
+        and an integer tensor (an id map) is no weight: neither counts."""
+        rows = None if self.user_table is None else int(self.user_table.shape[0])
+        found = []
+        for key, tensor in self.state_dict.items():
+            low = key.lower()
+            if key in (self.item_key, self.user_key) or "item" in low or not ("user" in low or "query" in low):
+                continue
+            shape = tuple(getattr(tensor, "shape", ()))
+            floating = bool(getattr(tensor, "is_floating_point", lambda: False)())
+            if floating and not (rows is not None and shape in ((rows,), (rows, 1))):
+                found.append(key)
+        return found
 
 
 @dataclass

@@ -392,3 +392,20 @@ def test_item_ids_missing_file(tmp_path, pm, npy_table):
 def test_an_all_zero_item_table_is_refused_naming_its_source():
     with pytest.raises(EmbeddingTableError, match=r"item table in src is all zeros: every one of its 4 item vectors"):
         validate_item_table(np.zeros((4, 3), np.float32), "src")
+
+
+def test_the_fallback_item_table_is_the_only_one_besides_the_user_side() -> None:
+    """No name says item: the one unnamed 2-D tensor is the item table; the warning does not
+    call it the only 2-D tensor when the user side has one too."""
+    from pathlib import Path
+
+    from auditor.loading.discovery import TensorInfo, choose_tables
+
+    infos = [TensorInfo("query_encoder.emb.weight", (100, 8), True), TensorInfo("cand_encoder.emb.weight", (120, 8), True)]
+    choice = choose_tables(infos, Path("tt.pt"))
+    assert choice.item.key == "cand_encoder.emb.weight" and choice.user is not None
+    assert choice.warnings == ["no tensor name in tt.pt says 'item'; using cand_encoder.emb.weight [120, 8] as the "
+                               "item table: the only 2-D tensor besides the user side's query_encoder.emb.weight [100, 8]"]
+    alone = choose_tables(infos[1:], Path("t.pt"))
+    assert alone.warnings == ["no tensor name in t.pt says 'item'; using cand_encoder.emb.weight [120, 8] as the item "
+                              "table: the only 2-D tensor"]

@@ -278,3 +278,20 @@ def test_a_recorded_layer_count_out_of_range_is_not_propagated(bundles: dict[str
                for w in served.warnings), served.warnings
     cached = served_vectors(hostile, (split.train.users, split.train.items), read_cache(DATA / "LightGCN-eval.pth"))
     assert cached.source == "cache" and cached.warnings == []
+
+
+def test_the_holdout_route_says_why_nothing_is_propagated(bundles: dict[str, ModelBundle]) -> None:
+    """With --holdout the log is given but no split is reproduced: the warning says so and
+    what propagates (never that no training log was given)."""
+    from auditor.config import AuditConfig
+    from auditor.loading.recbole_eval import served_of
+
+    config = AuditConfig(model=DATA / "BPR-eval.pth", interactions=INTER, holdout=INTER)
+    for model, verb in (("LightGCN", "propagation"), ("SimpleX", "cannot rebuild its user vectors")):
+        served = served_of(_as(bundles["BPR"], model), None, config)
+        assert served is not None and not served.as_served and verb in served.warnings[0]
+        assert "no training log was given" not in served.warnings[0]
+        assert ("with holdout popaudit reproduces no RecBole split to compute them over: the whole interactions "
+                "file is then the training log; drop holdout to have them computed over the training part of the "
+                "split the checkpoint records") in served.warnings[0]
+    assert "no training log was given to propagate over" in served_of(_as(bundles["BPR"], "LightGCN"), None).warnings[0]  # type: ignore[union-attr]

@@ -96,6 +96,9 @@ def assess_c4(
                     f"the loss is named {named[0]!r} but the measured gradients say C4 {status}; the measurement wins"
                 )
         return Condition(name, status, evidence, details)
+    scored = _cosine_scores(config, named, details)
+    if scored is not None:
+        return scored
     if named is None:
         why = f"no recorded loss, live loss or {setting('loss')}"
         error = probe.error("c4") if probe is not None else None
@@ -113,6 +116,17 @@ def assess_c4(
             )
         return Condition(name, status, evidence, details)
     return Condition(name, status, f"{named[1]} {named[0]!r}: {why}", details)
+
+
+def _cosine_scores(config: RecordedConfig, named: tuple[str, str] | None, details: dict[str, Any]) -> Condition | None:
+    """C4 holds where the file shows the model's scores are cosines (a Keras
+    ``Dot(normalize=True)`` score layer): whatever its loss, it is taken on cosines."""
+    if config.scoring is None or config.scoring.value != "cosine":
+        return None
+    where = config.scoring_evidence.value if config.scoring_evidence else f"recorded scoring ({config.scoring.key})"
+    on = f"; the recorded loss {named[0]!r} is taken on them" if named else ""
+    details["scoring"] = "cosine"
+    return Condition(CONDITION_NAMES[C4], "holds", f"{where}: the model's scores are cosines (direction only){on}", details)
 
 
 def with_trace_angles_c4(c4: Condition, trace: TraceFacts, others: Mapping[str, Condition],

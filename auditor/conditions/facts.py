@@ -113,6 +113,11 @@ class RecordedConfig:
     """The loss subtracted log p_j from each item's logit (logQ correction, ``retrain --logq``)."""
     reg_weight: Fact[float] | None = None
     """An L2 penalty on the embeddings inside the loss (RecBole's ``reg_weight``)."""
+    scoring: Fact[str] | None = None
+    """How the model compares its vectors, where the file shows it (``cosine``: a Keras
+    ``Dot(normalize=True)`` score layer)."""
+    scoring_evidence: Fact[str] | None = None
+    """Where ``scoring`` was read, in words (``its score layer `score` is Dot(normalize=True) ...``)."""
 
 
 _NUMBER_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -127,6 +132,8 @@ _TEXT_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loss", ("loss", "loss_name", "loss_fn", "criterion", "objective", "loss_type")),
     ("item_encoder", ("item_encoder", "item_tower")),
     ("model", ("model", "model_name")),
+    ("scoring", ("scoring",)),
+    ("scoring_evidence", ("scoring_evidence",)),
 )
 
 

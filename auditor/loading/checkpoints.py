@@ -64,6 +64,19 @@ class RawModel:
     replaced_globals: dict[str, int] | None = field(default_factory=dict)
     """Globals the file's pickle named that were replaced by placeholders -> count ({}: none,
     or no pickle at all; None: unknown, the file was fully unpickled)."""
+    unread: dict[str, str] = field(default_factory=dict)
+    """Tensors in a layout popaudit does not read (sparse, quantized, nested ...): key -> what
+    it is, so that a missing table is named, not reported absent."""
+
+UNREAD_TENSORS = {
+    "torch._utils._rebuild_sparse_tensor": "a sparse tensor",
+    "torch._utils._rebuild_sparse_csr_tensor": "a sparse CSR tensor",
+    "torch._utils._rebuild_qtensor": "a quantized tensor",
+    "torch._utils._rebuild_nested_tensor": "a nested tensor",
+    "torch._utils._rebuild_meta_tensor_no_storage": "a meta tensor (no data)",
+    "torch._utils._rebuild_wrapper_subclass": "a tensor subclass (e.g. a DTensor)",
+}
+"""The torch globals that rebuild tensors of a layout or dtype popaudit reads no rows of."""
 
 
 def read_safetensors(path: Path) -> RawModel:
@@ -179,14 +192,15 @@ def interpret(obj: Any, path: Path) -> RawModel:
     if CHECKPOINT_MARKER in obj:
         return _popaudit(obj, path)
     model_key = next((k for k in MODEL_KEYS if k in obj and _is_model(obj[k])), None)
+    unread: dict[str, str] = {}
     if model_key is not None:
-        tensors = _flatten(obj[model_key])
+        tensors = _flatten(obj[model_key], unread)
         lightning = model_key == "state_dict" and any(k in obj for k in LIGHTNING_KEYS)
         fmt = "lightning" if lightning else "checkpoint"
     else:
-        tensors = _flatten({k: v for k, v in obj.items() if k not in _METADATA_KEYS})
+        tensors = _flatten({k: v for k, v in obj.items() if k not in _METADATA_KEYS}, unread)
         fmt = "checkpoint" if any(k in obj for k in _METADATA_KEYS) else "state_dict"
-    raw = RawModel(_strip_ddp(tensors), fmt)
+    raw = RawModel(_strip_ddp(tensors), fmt, unread=unread)
     if model_key is not None:
         _note_module(obj[model_key], raw.warnings, path)
     raw.optimizer_state = _optimizer_state(obj)
@@ -206,10 +220,11 @@ def _is_model(value: Any) -> bool:
     return isinstance(value, (Mapping, torch.nn.Module)) or is_module(value)
 
 
-def _flatten(obj: Any) -> dict[str, torch.Tensor]:
+def _flatten(obj: Any, unread: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
     """Tensor leaves of nested mappings and modules (real or placeholders) as dotted keys.
 
-    Numeric numpy arrays become tensors (plain pickles hold tables as arrays); other
+    Numeric numpy arrays become tensors (plain pickles hold tables as arrays); tensors of a
+    layout popaudit does not read are put in ``unread`` (:data:`UNREAD_TENSORS`); other
     placeholders are ignored. Iterative; each mapping is entered once (cycles, shared dicts).
     """
     out: dict[str, torch.Tensor] = {}
@@ -224,6 +239,9 @@ def _flatten(obj: Any) -> dict[str, torch.Tensor]:
             tensor = _array_tensor(value)
             if tensor is not None:
                 out[name] = tensor
+        elif unread is not None and name is not None and isinstance(value, Placeholder) \
+                and (what := UNREAD_TENSORS.get(qualname_of(value))) is not None:
+            unread[name] = what
         elif is_module(value):
             out.update((prefix + k, v) for k, v in module_state_dict(value).items())
         elif isinstance(value, (Mapping, torch.nn.Module)) and id(value) not in seen:

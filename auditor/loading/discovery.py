@@ -161,20 +161,25 @@ def _pick(infos: list[TensorInfo], role: str, exclude: str | None, source: Path)
 
 
 def choose_tables(
-    infos: list[TensorInfo], source: Path, item_key: str | None = None, user_key: str | None = None
+    infos: list[TensorInfo], source: Path, item_key: str | None = None, user_key: str | None = None,
+    unread: Mapping[str, str] | None = None,
 ) -> TableChoice:
     """Find the item table (required) and the user table (optional) among ``infos``.
 
     Candidates are 2-D floating tensors; the unique best name score wins, ties raise
-    :class:`AmbiguousTableError` listing every candidate with its shape.
+    :class:`AmbiguousTableError` listing every candidate with its shape. ``unread``: the
+    file's tensors of a layout popaudit does not read (key -> what it is): an item table
+    among them is named as unreadable, never taken for absent or replaced by a guess.
     """
     warnings: list[str] = []
     user = resolve_key(user_key, infos, setting("user_key"), source) if user_key else None
     if item_key:
+        _refuse_unread_item(unread or {}, source, item_key)
         item = resolve_key(item_key, infos, setting("item_key"), source)
     else:
         picked = _pick(infos, "item", user.key if user else None, source)
         if picked is None:
+            _refuse_unread_item(unread or {}, source)
             rest = [
                 i
                 for i in infos
@@ -191,9 +196,11 @@ def choose_tables(
                     f"pass {setting('item_key')} with one of the candidates: {_candidates_listing(infos)}"
                 )
             picked = rest[0]
+            named = [i.describe() for i in infos if i.is_candidate and i.key != picked.key][:3]
+            besides = f" besides the user side's {', '.join(named)}" if named else ""
             warnings.append(
-                f"no tensor name in {source} says 'item'; using the only 2-D tensor "
-                f"{picked.describe()} as the item table"
+                f"no tensor name in {source} says 'item'; using {picked.describe()} as the item table: the only "
+                f"2-D tensor{besides}"
             )
         item = picked
     if user is None:
@@ -203,6 +210,23 @@ def choose_tables(
             f"{setting('item_key')} and {setting('user_key')} both name {item.key!r} in {source}"
         )
     return TableChoice(item, user, warnings)
+
+
+def _refuse_unread_item(unread: Mapping[str, str], source: Path, item_key: str | None = None) -> None:
+    """ModelLoadError naming the tensors whose name says item (or that ``item_key`` names)
+    but whose layout popaudit does not read (sparse, quantized ...): the item table is
+    there, in another form."""
+    def says_item(key: str) -> bool:
+        return key == item_key or key.endswith(f".{item_key}") if item_key else table_role(key) in ("item", "both")
+
+    named = [(key, what) for key, what in unread.items() if says_item(key)]
+    if named:
+        listed = "; ".join(f"{key} is {what}" for key, what in named[:5])
+        raise ModelLoadError(
+            f"the item table of {source} is in a form popaudit does not read ({listed}): it reads dense "
+            "floating-point tensors, so save it dense (tensor.to_dense() for a sparse one, tensor.dequantize() for a "
+            f"quantized one), or name another table with {setting('item_key')}"
+        )
 
 
 def rows_alias(tensor: torch.Tensor) -> bool:

@@ -33,7 +33,8 @@ from auditor.loading.recbole_eval import (
     serving_bundle,
     training_stats,
 )
-from auditor.loading.served import ServedVectors, encoder_not_run
+from auditor.loading.served import ServedVectors
+from auditor.loading.stand_in import tables_stand_in
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
@@ -113,7 +114,7 @@ def load_inputs(
     inputs.stats = training_stats(evaluation) if evaluation is not None else item_statistics(
         bundle, config, cache, progress, inputs.warnings
     )
-    inputs.served_vectors = served_of(bundle, evaluation) or biased_vectors(bundle)
+    inputs.served_vectors = served_of(bundle, evaluation, config) or biased_vectors(bundle)
     _say_served(inputs)
     if inputs.stats is None:
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
@@ -128,7 +129,8 @@ def load_inputs(
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
     if inputs.served_vectors is None:  # an item encoder no loader or plugin runs: its table stands in
-        inputs.served_vectors = encoder_not_run(bundle)
+        queried = inputs.population is not None and inputs.population.source == "users"
+        inputs.served_vectors = tables_stand_in(bundle, queried)
         _say_served(inputs)
     if config.probes and bundle.live is not None:  # the log is read for batches only when there is a model to step
         spec = config.training_log

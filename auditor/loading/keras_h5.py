@@ -168,10 +168,11 @@ class _Window(io.RawIOBase):
 
 
 def training_config(config: Any) -> dict[str, Any]:
-    """Optimizer, its numbers and the loss from a ``.keras`` config's ``compile_config``."""
+    """Optimizer, its numbers and the loss from a ``.keras`` config's ``compile_config``;
+    whether its score layer compares by cosine (:func:`cosine_score`)."""
     compiled = config.get("compile_config") if isinstance(config, dict) else None
     if not isinstance(compiled, dict):
-        return {}
+        return cosine_score(config)
     out: dict[str, Any] = {}
     optimizer = compiled.get("optimizer")
     if isinstance(optimizer, dict) and isinstance(optimizer.get("class_name"), str):
@@ -190,7 +191,31 @@ def training_config(config: Any) -> dict[str, Any]:
     name = loss.get("class_name") if isinstance(loss, dict) else loss
     if isinstance(name, str):
         out["loss"] = name
-    return out
+    return out | cosine_score(config)
+
+
+def cosine_score(config: Any) -> dict[str, Any]:
+    """``scoring: cosine`` when the model's one ``Dot`` layer normalises both inputs
+    (``Dot(normalize=True)``: its scores, what the loss is taken on and what it serves, are
+    cosines), with the layer as evidence; {} otherwise (no Dot, or several)."""
+    dots = [node.get("config") for node in _nodes(config) if node.get("class_name") == "Dot"]
+    if len(dots) != 1 or not isinstance(dots[0], dict) or dots[0].get("normalize") is not True:
+        return {}
+    name = dots[0].get("name")
+    layer = f" `{shown(name)}`" if isinstance(name, str) else ""
+    return {"scoring": "cosine", "scoring_evidence": f"its score layer{layer} is Dot(normalize=True) in config.json"}
+
+
+def _nodes(config: Any) -> Iterator[dict[str, Any]]:
+    """Every dict nested in ``config`` (a bounded walk)."""
+    stack, seen = [config], 0
+    while stack and seen < 1_000_000:
+        node, seen = stack.pop(), seen + 1
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def layer_classes(config: Any) -> dict[str, str]:

@@ -20,6 +20,7 @@ import torch
 from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, table_role, table_to_numpy, tensor_infos
+from auditor.loading.onnx_graph import tower_of
 from auditor.loading.pickle_scan import reason, shown
 from auditor.model import ModelBundle
 
@@ -71,6 +72,9 @@ def read_onnx(path: Path, options: LoadOptions) -> ModelBundle:
     state = {choice.item.key: tensors[choice.item.key], **others}
     if choice.user:
         state[choice.user.key] = tensors[choice.user.key]
+    config = {"producer": f"{model.producer_name} {model.producer_version}".strip()}
+    graph_ops = _towers(graph, tables[choice.item.key].name, tables[choice.user.key].name if choice.user else None,
+                        config) if gathered else None
     return ModelBundle(
         source=path,
         format="onnx",
@@ -79,9 +83,22 @@ def read_onnx(path: Path, options: LoadOptions) -> ModelBundle:
         user_table=user,
         user_key=choice.user.key if choice.user else None,
         state_dict=state,
-        config={"producer": f"{model.producer_name} {model.producer_version}".strip()},
+        config=config,
+        graph_ops=graph_ops,
         warnings=notes,
     )
+
+
+def _towers(graph: Any, item: str, user: str | None, config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """What the graph computes from each table's rows before the score (``graph_ops``);
+    an L2-normalised item side ranks as cosine does, recorded as the config's ``scoring``."""
+    items = tower_of(graph, item)
+    users = tower_of(graph, user) if user is not None else None
+    if items.normalised:
+        both = " and the user vectors" if users is not None and users.normalised else ""
+        config["scoring"] = "cosine"
+        config["scoring_evidence"] = f"its graph L2-normalises the item vectors{both} before the score"
+    return {"item": items.ops, "user": users.ops if users is not None else ()}
 
 
 def _gathered(graph: Any, floats: dict[str, Any]) -> dict[str, str]:

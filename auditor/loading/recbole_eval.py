@@ -31,6 +31,7 @@ from auditor.loading.holdout import build_csr
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
 from auditor.loading.served import ServedVectors, read_cache, served_vectors
+from auditor.loading.stand_in import cosine_note
 from auditor.model import InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 from auditor.values import RowLookup
@@ -155,19 +156,35 @@ def masked_population(population: QueryPopulation, evaluation: RecBoleEvaluation
     )
 
 
-def served_of(bundle: ModelBundle, evaluation: RecBoleEvaluation | None) -> ServedVectors | None:
+def served_of(
+    bundle: ModelBundle, evaluation: RecBoleEvaluation | None, config: AuditConfig | None = None
+) -> ServedVectors | None:
     """The vectors a RecBole ``bundle`` serves (None for other formats): propagated and
-    aggregated over the training part when the split was reproduced, else from the cache."""
+    aggregated over the training part when the split was reproduced, else from the cache
+    (``config``: the audit's settings, which say why no split was reproduced)."""
     if bundle.format != "recbole":
         return None
     train = None if evaluation is None else (evaluation.split.train.users, evaluation.split.train.items)
-    served = served_vectors(bundle, train, read_cache(bundle.source))
+    why = None if evaluation is not None or config is None else no_split_reason(config)
+    served = served_vectors(bundle, train, read_cache(bundle.source), no_split=why)
     if served.scoring == "cosine":
-        served.warnings.append(
-            f"{served.serving.model} scores by cosine: its own lists are the 'cosine' scoring; the 'dot' figures (and "
-            "the verdict's skew, dot against cosine) describe serving the same vectors by dot product instead"
-        )
+        served.warnings.append(cosine_note(served.serving.model))
     return served
+
+
+def no_split_reason(config: AuditConfig) -> str | None:
+    """Why RecBole's split was not reproduced, so nothing trains the served vectors (None:
+    no training log was given, the plain reason)."""
+    if config.interactions is None:
+        return None
+    chosen = [setting(name) for name in ("holdout", "item_ids", "user_ids", "frequencies") if getattr(config, name)]
+    if not chosen:
+        return (f"{setting('interactions')} {Path(config.interactions).name} is not a RecBole .inter file, so "
+                "popaudit reproduces no RecBole split to compute them over")
+    given = " and ".join(chosen)
+    return (f"with {given} popaudit reproduces no RecBole split to compute them over: the whole "
+            f"{setting('interactions')} file is then the training log; drop {given} to have them computed over the "
+            "training part of the split the checkpoint records")
 
 
 def serving_bundle(bundle: ModelBundle, served: ServedVectors | None) -> ModelBundle:

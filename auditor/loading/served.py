@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor.errors import setting
-from auditor.loading.recbole_models import CACHED, OTHER, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
+from auditor.loading.recbole_models import CACHED, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
 from auditor.model import ModelBundle
 
 if TYPE_CHECKING:
@@ -43,6 +42,8 @@ NO_CACHE_REMEDY = (
     "evaluates the model: train with eval_step > 0, or save after an evaluation)"
 )
 """What to give when only the checkpoint's cache holds the served vectors."""
+NO_LOG = "no training log was given to {0}"
+"""Why nothing trains the served vectors when the audit has no log (the verb: propagate over, aggregate)."""
 
 
 def normalised_adjacency(
@@ -202,13 +203,15 @@ class ServedVectors:
 
 
 def served_vectors(
-    bundle: ModelBundle, train: tuple[np.ndarray, np.ndarray] | None, cache: CachedVectors | None = None
+    bundle: ModelBundle, train: tuple[np.ndarray, np.ndarray] | None, cache: CachedVectors | None = None,
+    no_split: str | None = None,
 ) -> ServedVectors:
     """The served vectors of a RecBole ``bundle`` (format ``recbole``, padding dropped).
 
     ``train``: the (user rows, item rows) of the training part, needed to propagate and
     aggregate; ``cache``: :func:`read_cache` of the file. Anything popaudit cannot
     compute falls back to the stored tables with a warning naming what the model uses.
+    ``no_split``: why there is no training part (None: no training log was given).
     """
     config = bundle.config or {}
     serving = serving_of(config)
@@ -227,10 +230,10 @@ def served_vectors(
                                f" (popaudit propagates 0 to {MAX_LAYERS} layers)")
         return tables
     if serving.kind == SIMPLEX:
-        return _simplex(bundle, serving, train, tables)
+        return _simplex(bundle, serving, train, tables, no_split or NO_LOG.format("aggregate"))
     why = "" if serving.kind not in (PROPAGATED, CACHED) else (
         " (the checkpoint caches no restore_user_e/restore_item_e"
-        + ("" if serving.kind == CACHED or train is not None else ", and no training log was given to propagate over")
+        + ("" if serving.kind == CACHED or train is not None else f", and {no_split or NO_LOG.format('propagate over')}")
         + f"); {NO_CACHE_REMEDY}"
     )
     tables.warnings.append(not_served_warning(serving) + why)
@@ -270,7 +273,8 @@ def _from_cache(
 
 
 def _simplex(
-    bundle: ModelBundle, serving: Serving, train: tuple[np.ndarray, np.ndarray] | None, tables: ServedVectors
+    bundle: ModelBundle, serving: Serving, train: tuple[np.ndarray, np.ndarray] | None, tables: ServedVectors,
+    no_split: str,
 ) -> ServedVectors:
     import torch
 
@@ -278,7 +282,7 @@ def _simplex(
     weight = bundle.state_dict.get("UI_map.weight")
     gamma, history_len = _float(config.get("gamma")), _int(config.get("history_len"))
     problem = (
-        "no training log was given to aggregate" if train is None
+        no_split if train is None
         else f"its aggregator {config.get('aggregator')!r} is not 'mean'" if config.get("aggregator") != "mean"
         else "its UI_map.weight, gamma or history_len is missing" if weight is None or gamma is None or history_len is None
         else "it has no user table" if bundle.user_table is None else None
@@ -298,35 +302,6 @@ def _simplex(
             return ServedVectors(users, bundle.item_table, "cosine", "simplex", text, serving)
     tables.warnings.append(f"{not_served_warning(serving)}; popaudit cannot rebuild its user vectors: {problem}")
     return tables
-
-
-def encoder_not_run(bundle: ModelBundle) -> ServedVectors | None:
-    """The stored id table standing in for an item encoder popaudit cannot run (None: the
-    file shows no such encoder, or a live one was loaded).
-
-    Tensors naming ``item`` beside the table (:meth:`ModelBundle.tensors_beside_tables`,
-    as C2/C3 read them) make the encoder more than the table: its served item vectors are
-    not the table's rows, so the audit is of the table only, and says so."""
-    if bundle.live is not None or bundle.format in ("recbole", "npy", "parquet"):
-        return None
-    item_side, _ = bundle.tensors_beside_tables()
-    if not item_side:
-        return None
-    config = bundle.config or {}
-    name = config.get("model")
-    model = name if isinstance(name, str) and name else f"the model in {bundle.source.name}"
-    key = f"`{bundle.item_key}`" if bundle.item_key else "the item table"
-    listed = ", ".join(f"`{k}`" for k in item_side[:5]) + (f" and {len(item_side) - 5} more" if len(item_side) > 5 else "")
-    encoder = config.get("item_encoder")
-    named = f" (the checkpoint records item_encoder {encoder!r})" if isinstance(encoder, str) and encoder else ""
-    serving = Serving(model, OTHER, f"an item encoder with {listed} beside the id table {key}{named}")
-    warning = (
-        f"audited the stored id table {key} only: the checkpoint's item-side tensors {listed} are ignored, so these "
-        f"are not the item vectors {model} serves{named}; to audit those, give a plugin that loads its item encoder "
-        f"({setting('plugins')})"
-    )
-    return ServedVectors(bundle.user_table, bundle.item_table, "dot", "tables", f"the stored id table {key}", serving,
-                         [warning])
 
 
 def _int(value: Any) -> int | None:

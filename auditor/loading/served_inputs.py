@@ -78,6 +78,8 @@ def served_for_model(
                      f"of {served.source} cannot be lined up with them, so the served scoring is not measured")
         return served, None, notes
     rows, missing = lists_for(served, population.raw_ids)
+    if missing == population.n_queries and served.n_users:
+        _refuse_unmatched(served, population)
     if missing:
         notes.append(
             f"{missing:,} of the {population.n_queries:,} queried users have no list in {served.source}: the served "
@@ -90,6 +92,29 @@ def served_for_model(
             f"at K={', '.join(map(str, above))} ({setting('ks')} {served.k} measures them at their length)"
         )
     return served, rows, notes
+
+
+def _refuse_unmatched(served: ServedLists, population: QueryPopulation) -> None:
+    """IdMappingError when no user of the lists is a user of the training log: the ids
+    evidently do not line up (spelled differently, as ``u1`` and ``1``), and measuring the
+    lists would measure the failed join (empty lists, a coverage of 0), not the service."""
+    users = population.eligible_ids if population.eligible_ids is not None else population.raw_ids
+    if users is None or not len(users) or (lookup_rows(served.user_ids, np.asarray(users)) >= 0).any():
+        return
+    raise IdMappingError(
+        f"none of the {served.n_users:,} users in {served.source} (column {served.user_col!r}) is a user of the "
+        f"training log, so no served list lines up with a queried user: the ids evidently do not match (the lists "
+        f"spell them as {_spelled(served.user_ids[0])}, the log as {_spelled(users[0])}); give lists whose user ids "
+        "are the training log's"
+    )
+
+
+def _spelled(value: object) -> str:
+    """One id as a message shows it: text quoted (so ``'1'`` and ``1`` differ), at most 40 characters."""
+    if isinstance(value, (str, bytes)):
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        return repr(text[:40] + ("…" if len(text) > 40 else ""))
+    return str(value.item() if isinstance(value, np.generic) else value)
 
 
 def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress = SILENT) -> ListsInputs:

@@ -311,8 +311,9 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
         )
     absent = None if log_users is None else int((lookup_rows(served.user_ids, np.asarray(log_users)) < 0).sum())
     if absent:
-        notes.append(f"{absent:,} of the {n_users:,} users in {path} do not appear in the training log: their lists "
-                     "are measured all the same")
+        fate = ("are measured all the same" if served.catalogue else
+                "are not measured (the model's lists are lined up with the users it queries, the log's)")
+        notes.append(f"{absent:,} of the {n_users:,} users in {path} do not appear in the training log: their lists {fate}")
     if m.n_gap_lists:
         notes.append(f"{m.n_gap_lists:,} of the {n_users:,} lists in {path} skip ranks (as 1, 2, 4): only the order of "
                      "ranks counts, so their items fill consecutive slots")

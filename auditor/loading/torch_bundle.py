@@ -27,7 +27,7 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
     if raw.format == "popaudit":
         return _popaudit_bundle(raw, path, options, warnings)
     infos = tensor_infos(raw.tensors)
-    choice = choose_tables(infos, path, options.item_key, options.user_key)
+    choice = choose_tables(infos, path, options.item_key, options.user_key, raw.unread)
     warnings.extend(choice.warnings)
     item = table_to_numpy(raw.tensors[choice.item.key], choice.item, "item table", warnings)
     user = (

@@ -110,7 +110,7 @@ def served_blocks(result: AuditResult) -> list[Block]:
             "or global bias changes no user's ranking). The stored table's statistics, in the frequency–norm section, "
             "are of the factors alone (the training mechanism); the served vectors' include the bias.", "note",
         ))  # fmt: skip
-    elif served.source == "simplex":
+    elif served.scoring == "cosine" and served.as_served:
         blocks.append(Paragraph(
             "The served item vectors are the stored item table: its frequency–norm statistics are both. The model "
             "scores by cosine, so norms do not enter its own lists (the 'cosine' scoring); 'dot' shows what serving "
@@ -122,7 +122,7 @@ def served_blocks(result: AuditResult) -> list[Block]:
 def served_brief(result: AuditResult) -> list[Block]:
     """The terminal's lines: what was served and, when they differ, the served vectors' ρ."""
     served = result.served_vectors
-    if served is None or (served.source == "tables" and served.as_served):
+    if served is None or (served.source == "tables" and served.as_served and served.scoring == "dot"):
         return []
     used = served.description if served.source == "tables" else SOURCES.get(served.source, served.source)
     rows = [("vectors used", used), ("model's own scoring", served.scoring)]

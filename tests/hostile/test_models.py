@@ -8,6 +8,7 @@ import os
 import pickle
 import struct
 import subprocess
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -336,6 +337,22 @@ def _scalars_pt(d: Path) -> Built:
     return Built(check_args("model.pt"))
 
 
+def _unread_item_table(layout: str) -> Any:
+    """A user table and an item table saved sparse or quantized: read as nothing, the item
+    table was reported absent; it is named with its layout instead."""
+
+    def build(d: Path) -> Built:
+        log(d)
+        items = torch.randn(10, 4)
+        with warnings.catch_warnings():  # torch deprecates its quantized tensors; files of them exist
+            warnings.simplefilter("ignore", UserWarning)
+            table = items.to_sparse() if layout == "sparse" else torch.quantize_per_tensor(items, 0.1, 0, torch.qint8)
+        torch.save({"user_emb.weight": torch.randn(5, 4), "item_emb.weight": table}, d / "model.pt")
+        return Built(check_args("model.pt"))
+
+    return build
+
+
 def _report_ok(constant_norms: bool) -> Any:
     def check(d: Path, outcome: Outcome) -> None:
         report = strict_json(d / "r.json")
@@ -571,6 +588,10 @@ CASES = [
     Case("npy-zero-rows", _npy("none.npy", np.zeros((0, 4), np.float32)), EXIT_ERROR, r"none\.npy is empty \(0 rows\)"),
     Case("npy-1d", _npy("flat.npy", np.arange(10.0)), EXIT_ERROR, r"flat\.npy.*must be 2-D"),
     Case("pt-no-float-table", _scalars_pt, EXIT_ERROR, r"no item embedding table in model\.pt"),
+    *(Case(f"pt-{layout}-item-table", _unread_item_table(layout), EXIT_ERROR,
+           rf"the item table of model\.pt is in a form popaudit does not read \(item_emb\.weight is a {what}\): it "
+           r"reads dense floating-point tensors, so save it dense .*--item-key")
+      for layout, what in (("sparse", "sparse tensor"), ("qint8", "quantized tensor"))),
     Case("safetensors-garbage", _simple("m.safetensors", "not safetensors at all\n"), EXIT_ERROR,
          r"m\.safetensors as safetensors"),
     Case("safetensors-lying-header", _safetensors_lying_header, EXIT_ERROR, r"model\.safetensors as safetensors"),

@@ -105,6 +105,14 @@ def _partly_served(work: Path, outcome: Outcome) -> None:
     assert report["retrieval"]["at"]["3"]["served"]["coverage"] is not None
 
 
+def _stranger_not_measured(work: Path, outcome: Outcome) -> None:
+    """Beside a model only the queried users' lists are measured: a list of a user the log
+    lacks is said not to be (lists alone measure it all the same)."""
+    report = json.loads((work / "r.json").read_text())
+    assert "1 of the 3 users in recs.csv do not appear in the training log: their lists are not measured (the model's " \
+           "lists are lined up with the users it queries, the log's)" in report["warnings"]
+
+
 def _strangers(d: Path) -> None:
     """A holdout of items neither in the log (items 0..9) nor in the lists."""
     write(d, "strangers.csv", "user_id,item_id\n0,500\n1,501\n")
@@ -140,6 +148,14 @@ OWN_CASES = [
     Case("cli-recs-beside-model-some-users-without-list",
          _recs("-k", "3", "--json", "r.json", model=True, content="user_id,item_id,rank\n0,3,1\n0,5,2\n0,9,3\n",
                outputs=("r.json",), check=_partly_served), EXIT_OK, None),
+    Case("cli-recs-beside-model-users-spelled-otherwise",
+         _recs(model=True, content="user_id,item_id,rank\nu0,3,1\nu0,5,2\nu1,2,1\n"), EXIT_ERROR,
+         r"none of the 2 users in recs\.csv \(column 'user_id'\) is a user of the training log, so no served list "
+         r"lines up with a queried user: the ids evidently do not match \(the lists spell them as 'u0', the log as "
+         r"0\); give lists whose user ids are the training log's"),
+    Case("cli-recs-beside-model-a-stranger-is-not-measured",
+         _recs("-k", "3", "--json", "r.json", model=True, content=GOOD + "7,1,1\n", outputs=("r.json",),
+               check=_stranger_not_measured), EXIT_OK, None),
     Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
                                                    check=_clamped), EXIT_OK, None),
 ]

@@ -1,0 +1,97 @@
+"""What an ONNX graph computes from an embedding table's rows before they meet the other side.
+
+From each ``Gather`` of a table, the nodes whose every runtime input derives from the
+looked-up rows (or is a constant) belong to that table's tower; the first node that also
+takes something else (the other tower's vectors, a graph input) is the score, where the
+walk stops. Of the tower's nodes, shape-only ones change no vector; an L2 normalisation
+(``LpNormalization`` with p = 2, or ``x / ReduceL2(x)`` as ``torch.onnx`` exports
+``F.normalize``) makes the side a direction; every other node (a ``MatMul`` with a weight,
+an ``Add``, an activation) makes the served vectors more than the table's rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from auditor.loading.pickle_scan import shown
+
+SHAPE_ONLY = frozenset({"Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Transpose", "Expand",
+                        "Shape", "Gather"})
+"""Ops that move or reshape values without changing a vector (a ``Gather`` after the
+lookup picks rows or coordinates of it)."""
+_DIVISOR = frozenset({"Clip", "Max", "Add", "Expand", "Unsqueeze", "Reshape", "Identity", "Cast"})
+"""Ops between ``ReduceL2(x)`` and the ``Div`` that divides ``x`` by it (an epsilon, a broadcast)."""
+
+
+@dataclass(frozen=True)
+class Tower:
+    """What one table's tower computes from its rows, as far as the graph shows."""
+
+    ops: tuple[str, ...]
+    """The nodes that change the vectors, in words (``MatMul with `W2```)."""
+    normalised: bool
+    """The side is L2-normalised before the score."""
+
+
+def tower_of(graph: Any, table: str) -> Tower:
+    """The tower of initializer ``table`` (looked up by one or more ``Gather`` nodes)."""
+    constants = _constants(graph)
+    derived = {n.output[0] for n in graph.node if n.op_type == "Gather" and n.input and n.input[0] == table and n.output}
+    side: list[Any] = []
+    for node in graph.node:  # ONNX keeps nodes in topological order
+        if node.op_type == "Gather" and node.input and node.input[0] == table:
+            continue
+        runtime = [i for i in node.input if i and i not in constants]
+        if runtime and all(i in derived for i in runtime):
+            side.append(node)
+            derived.update(node.output)
+    producers = {o: n for n in side for o in n.output}
+    normalising = {id(n) for n in side if n.op_type == "LpNormalization" and _attr(n, "p", 2) == 2}
+    helpers: set[int] = set()
+    for node in side:
+        chain = _l2_divisor(node, producers)
+        if chain is not None:
+            normalising.add(id(node))
+            helpers.update(id(n) for n in chain)
+    ops = tuple(_describe(n, constants) for n in side
+                if n.op_type not in SHAPE_ONLY and id(n) not in normalising and id(n) not in helpers)
+    return Tower(ops, bool(normalising))
+
+
+def _constants(graph: Any) -> set[str]:
+    """Initializers, and every value computed from them alone (Constant nodes included)."""
+    found = {t.name for t in graph.initializer}
+    for node in graph.node:
+        if all(not i or i in found for i in node.input):
+            found.update(node.output)
+    return found
+
+
+def _l2_divisor(node: Any, producers: dict[str, Any]) -> list[Any] | None:
+    """The nodes from ``ReduceL2(x)`` to a ``Div(x, ·)`` node (None: not such a division)."""
+    if node.op_type != "Div" or len(node.input) < 2:
+        return None
+    chain: list[Any] = []
+    value = node.input[1]
+    while value in producers and len(chain) < 8:
+        step = producers[value]
+        chain.append(step)
+        if step.op_type == "ReduceL2":
+            return chain if step.input and step.input[0] == node.input[0] else None
+        if step.op_type not in _DIVISOR or not step.input:
+            return None
+        value = step.input[0]
+    return None
+
+
+def _attr(node: Any, name: str, default: int) -> int:
+    return next((int(a.i) for a in node.attribute if a.name == name), default)
+
+
+def _describe(node: Any, constants: set[str]) -> str:
+    weights = [f"`{shown(i)}`" for i in node.input if i and i in constants]
+    return node.op_type + (f" with {', '.join(weights[:3])}" if weights else "")
+
+
+__all__ = ["Tower", "tower_of"]

@@ -1,0 +1,130 @@
+"""What a model serves beyond its stored tables, where no loader or plugin runs its towers.
+
+A checkpoint whose item tower has tensors beside its id table (a feature projection, an
+item MLP), or whose user tower maps its id rows through more than the table, serves other
+vectors than the stored rows; so does an ONNX graph with nodes between a table's
+``Gather`` and the score (:attr:`ModelBundle.graph_ops`). popaudit cannot run them, so the
+stored table stands in and the audit says so first (:func:`tables_stand_in`). A model that
+compares its vectors by cosine (a Keras ``Dot(normalize=True)`` score layer, an ONNX graph
+that L2-normalises the item side; the config's ``scoring``) serves the stored tables by
+cosine: its own lists are the ``cosine`` scoring, as for RecBole's SimpleX.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from auditor.errors import setting
+from auditor.loading.recbole_models import OTHER, TABLES, Serving
+from auditor.loading.served import ServedVectors
+from auditor.model import ModelBundle
+
+SHOWN = 5
+"""Tensors or nodes named in a warning before the rest are counted."""
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """What the file computes from one table's rows besides looking them up, in words."""
+
+    what: str
+    """``the checkpoint's item-side tensors `a`, `b``` or the graph's nodes."""
+    encoder: str
+    """The same as part of the model (``an item encoder with ...``)."""
+
+
+def cosine_note(model: str) -> str:
+    """The warning that a model scores by cosine, so its own lists are the ``cosine`` scoring."""
+    return (
+        f"{model} scores by cosine: its own lists are the 'cosine' scoring; the 'dot' figures (and the verdict's "
+        "skew, dot against cosine) describe serving the same vectors by dot product instead"
+    )
+
+
+def _listed(names: list[str] | tuple[str, ...], quote: bool = True) -> str:
+    shown = [f"`{n}`" if quote else n for n in names[:SHOWN]]
+    return ", ".join(shown) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+
+
+def _beyond(bundle: ModelBundle, side: str) -> Beyond | None:
+    """What the file computes from the ``side`` table's rows, from its graph where it has
+    one, else from the tensors' names (None: nothing beyond the table)."""
+    if bundle.graph_ops is not None:
+        ops = bundle.graph_ops.get(side, ())
+        if not ops:
+            return None
+        listed = _listed(ops, quote=False)
+        return Beyond(f"the graph's nodes between the {side} table's Gather and the score ({listed})",
+                      f"{_a(side)} tower with {listed} after its table lookup")
+    names = bundle.tensors_beside_tables()[0] if side == "item" else bundle.user_side_tensors()
+    if not names:
+        return None
+    listed = _listed(names)
+    return Beyond(f"the checkpoint's {side}-side tensors {listed}", f"{_a(side)} tower with {listed} beside its id table")
+
+
+def _a(side: str) -> str:
+    return f"an {side}" if side == "item" else f"a {side}"
+
+
+def _model_name(bundle: ModelBundle) -> str:
+    name = (bundle.config or {}).get("model")
+    return name if isinstance(name, str) and name else f"the model in {bundle.source.name}"
+
+
+def tables_stand_in(bundle: ModelBundle, users_queried: bool) -> ServedVectors | None:
+    """The stored tables standing in for towers popaudit cannot run, or the tables served
+    by cosine where the model scores so (None: the file shows neither, a live model was
+    loaded, or the format is a plain table).
+
+    ``users_queried``: retrieval queries the user table's rows (a query file or history
+    queries do not use the user tower, so its tensors change nothing then)."""
+    if bundle.live is not None or bundle.format in ("recbole", "npy", "parquet"):
+        return None
+    model = _model_name(bundle)
+    item = _beyond(bundle, "item")
+    user = _beyond(bundle, "user") if users_queried and bundle.user_table is not None else None
+    config = bundle.config or {}
+    cosine = config.get("scoring") == "cosine"
+    if item is None and user is None:
+        if not cosine:
+            return None
+        evidence = config.get("scoring_evidence")
+        why = f" ({evidence})" if isinstance(evidence, str) and evidence else ""
+        serving = Serving(model, TABLES, f"the cosine of its user and item vectors{why}", scoring="cosine")
+        return ServedVectors(bundle.user_table, bundle.item_table, "cosine", "tables",
+                             f"the stored tables, compared by cosine{why}", serving, [cosine_note(model)])
+    return _stand_in(bundle, model, item, user, "cosine" if cosine else "dot")
+
+
+def _stand_in(bundle: ModelBundle, model: str, item: Beyond | None, user: Beyond | None, scoring: str) -> ServedVectors:
+    """The tables standing in, with one warning for each tower that is more than its table."""
+    key = f"`{bundle.item_key}`" if bundle.item_key else "the item table"
+    user_key = f"`{bundle.user_key}`" if bundle.user_key else "the user table"
+    encoder = (bundle.config or {}).get("item_encoder")
+    named = f" (the checkpoint records item_encoder {encoder!r})" if isinstance(encoder, str) and encoder else ""
+    warnings: list[str] = []
+    if item is not None:
+        warnings.append(
+            f"audited the stored id table {key} only: {item.what} are ignored, so these are not the item vectors "
+            f"{model} serves{named}; to audit those, give a plugin that loads its item encoder ({setting('plugins')})"
+        )
+    if user is not None:
+        warnings.append(
+            f"queried the raw rows of the user table {user_key}: {user.what} are ignored, so these are not the "
+            f"queries {model} serves with; to audit those, save its user tower's output for every user row as the "
+            f"user table of a file without the tower's other tensors, or give a plugin that loads the model "
+            f"({setting('plugins')})"
+        )
+    if item is not None and user is not None:
+        description = f"the stored id table {key}, queried by the raw rows of the user table {user_key}"
+    elif item is not None:
+        description = f"the stored id table {key}"
+    else:
+        description = f"the stored tables, queried by the raw rows of the user table {user_key}"
+    how = " and ".join(b.encoder + (named if b is item else "") for b in (item, user) if b is not None)
+    serving = Serving(model, OTHER, how, scoring=scoring)
+    return ServedVectors(bundle.user_table, bundle.item_table, scoring, "tables", description, serving, warnings)
+
+
+__all__ = ["cosine_note", "tables_stand_in"]
