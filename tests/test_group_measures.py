@@ -130,6 +130,21 @@ def test_item_side_measures_by_hand() -> None:
     assert values["aclt"] == pytest.approx(2 / 3)  # long-tail items per list: 1, 0, 1
 
 
+def test_item_side_measures_with_training_items_kept_among_the_candidates() -> None:
+    # keep_seen: every item is a candidate of every row, so no training item leaves the
+    # denominators. PopRSP: candidates SH 3·3 = 9, LT 3·2 = 6; served SH 3, LT 2: P = (1/3, 1/3), parity.
+    relevant = [[2, 4], [], [4, 1, 2, 0]]  # u2 trained on item 0 and also holds it out
+    kept = ListContext(POP, profiles=csr(PROFILES), relevant=csr(relevant), groups=THIRDS, seen_kept=True)
+    values = measure_all(kept, LISTS)
+    assert values["pop_rsp"] == pytest.approx(0.0, abs=1e-15)
+    # PopREO: held out SH 1 + 3 = 4 (item 0 counts now), LT 1 + 1 = 2; hits SH {2}, LT {4}: P = (1/4, 1/2).
+    assert values["pop_reo"] == pytest.approx(1 / 3)
+    # Excluded (the default), u2's trained item 0 leaves the denominator: P = (1/3, 1/2) as above.
+    excluded = ListContext(POP, profiles=csr(PROFILES), relevant=csr(relevant), groups=THIRDS)
+    assert measure_all(excluded, LISTS)["pop_reo"] == pytest.approx(0.2)
+    assert measure_all(excluded, LISTS)["pop_rsp"] == pytest.approx(1 / 9)
+
+
 def test_missing_inputs_bind_to_none() -> None:
     without_holdout = measure_all(hand_context(relevant=False), LISTS)
     assert without_holdout["pop_reo"] is None and without_holdout["ndcg_niche"] is None

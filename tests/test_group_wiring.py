@@ -77,6 +77,26 @@ def test_with_a_holdout_the_group_ndcg_averages_to_the_accuracy_section(files: P
     assert pooled == pytest.approx(report["accuracy"]["at"]["10"]["dot"]["ndcg"])
 
 
+def test_keep_seen_pop_rsp_counts_every_item_as_a_candidate(files: Path, tmp_path: Path) -> None:
+    """With --keep-seen a trained item can fill a slot, so it stays in PopRSP's denominator:
+    P(g) = served g slots / (queries · |g|), recomputed here from the tables by numpy."""
+    _, report, _ = check(files, tmp_path, "--keep-seen")
+    state = torch.load(files / "model.pt")
+    users_t, items_t = (pq.read_table(files / "train.parquet").column(c).to_numpy() for c in ("user_id", "item_id"))
+    queried = np.unique(users_t)
+    scores = state["user_embedding.weight"].numpy()[queried] @ state["item_embedding.weight"].numpy().T
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
+    popularity = np.bincount(items_t, minlength=N_ITEMS)
+    order = np.argsort(-popularity, kind="stable")
+    mass = np.cumsum(popularity[order]) / popularity.sum()
+    cut = popularity[order][np.searchsorted(mass, 0.8)]
+    head = popularity >= cut  # the short head: items holding 80% of the mass, ties at the cut in
+    a = head[top].sum() / (queried.size * head.sum())
+    b = (~head[top]).sum() / (queried.size * (~head).sum())
+    assert report["retrieval"]["n_queries"] == queried.size
+    assert report["retrieval"]["at"]["10"]["dot"]["pop_rsp"] == pytest.approx(abs(a - b) / (a + b), rel=1e-12)
+
+
 def test_without_a_holdout_the_holdout_measures_are_null_and_not_shown(files: Path, tmp_path: Path) -> None:
     code, report, stdout = check(files, tmp_path, "--format", "markdown", "--niche-fraction", "0.3",
                                  "--blockbuster-fraction", "0.1")

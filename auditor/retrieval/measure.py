@@ -227,7 +227,8 @@ def measure_retrieval(
     groups = groups or GroupPolicy()
     measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_table=bundle.item_table, item_ids=bundle.item_ids,
-                                profiles=_profiles(population), relevant=relevant, groups=groups)
+                                profiles=_profiles(population), relevant=relevant, groups=groups,
+                                seen_kept=population.seen_items == "kept")
     ks = sorted({min(k, n_items) for k in settings.ks})
     for k in sorted(set(settings.ks)):
         if k > n_items:
