@@ -310,7 +310,8 @@ def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, orig
         return None
     log = setting("interactions")
     remedy = {"log": f"the log has no user column: pass {setting('user_col')} NAME",
-              "checkpoint": f"the checkpoint records interactions per item only: pass its training log with {log}",
+              "checkpoint": ("the checkpoint records interactions per item, not every (user, item) training pair: pass "
+                             f"the log it was trained on with {log} (its training part only, where it held some out)"),
               "frequencies": f"a counts file cannot give the distinct users of the whole log: pass the log with {log}"}
     missing = ("users(i) and n_users (the distinct training users of each item and of the whole log)"
                if user_counts is None else "n_users (the distinct training users of the whole log)")
