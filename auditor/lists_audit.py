@@ -34,7 +34,7 @@ NO_MODEL = "no model: served lists alone have no item vectors"
 LISTS_PROTOCOL = (
     "queries: the users of the served lists; evaluated: those of them with a held-out item, on their served lists "
     "as they are and on the most-popular list (no training item excluded: the lists are what was served); held-out "
-    "items neither trained nor served dropped; measures @K (RecBole's definitions) averaged over evaluated users"
+    "items neither trained nor served count as misses; measures @K (RecBole's definitions) averaged over evaluated users"
 )
 DOT_COSINE = "dot_cosine"
 """The ``not_measured`` key of what a lists-only retrieval section lacks (its dot and cosine scorings)."""
@@ -65,7 +65,7 @@ def run_lists_audit(
     inputs = load_lists_inputs(config, cache or InputCache(), progress)
     served, stats = inputs.served, inputs.stats
     outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress,
-                             profiles=inputs.profiles, relevant=relevant_rows(inputs.heldout, served.n_users),
+                             profiles=inputs.profiles, relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items),
                              groups=config.groups)
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
