@@ -33,7 +33,7 @@ from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.model import QueryPopulation
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
-from auditor.metrics.exposure import OVERLAP_DEFINITION, overlap
+from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
 from auditor.config import GroupPolicy
 from auditor.plugin_api import ListContext, Slots
 from auditor.metrics.list_measures import ExposureMeasures
@@ -183,7 +183,7 @@ def _measure_lists(
                 dot=measured.pop("dot"),
                 cosine=measured.pop("cosine"),
                 popular=measured.pop("popular"),
-                overlap_dot_cosine=overlap(slots["dot"].lists, slots["cosine"].lists, n_items),
+                overlap_dot_cosine=filled_overlap(slots["dot"].lists, slots["cosine"].lists, n_items),
                 norm_aware=measured,
                 overlap_served=_served_overlaps(slots),
             )
