@@ -165,3 +165,26 @@ def test_batch_columns_gates_and_manifest_cells(files: Path, tmp_path: Path) -> 
     assert groups == [0.2, 0.4]
     sizes = [json.loads(r["report_json"])["retrieval"]["user_groups"]["10"]["dot"][0]["n_users"] for r in rows]
     assert sizes[1] > sizes[0]  # a larger niche fraction, more niche users
+
+
+def test_users_sharing_one_popular_ratio_are_said_to_have_no_groups(tmp_path: Path) -> None:
+    """20 identical users trained on the same 4 items, all popular: no niche/blockbuster
+    contrast. Every user is diverse, niche and blockbuster are empty and null, and the
+    warnings and the Who-pays table say why (they were all called niche)."""
+    rng = np.random.default_rng(5)
+    torch.save({"user_embedding.weight": torch.from_numpy(np.tile(rng.normal(size=(1, 4)), (20, 1)).astype(np.float32)),
+                "item_embedding.weight": torch.from_numpy(rng.normal(size=(50, 4)).astype(np.float32))},
+               tmp_path / "model.pt")
+    users = np.repeat(np.arange(20), 4)
+    pq.write_table(pa.table({"user_id": users, "item_id": np.tile(np.arange(4), 20)}), tmp_path / "train.parquet")
+    out = tmp_path / "r.json"
+    ran = CliRunner().invoke(cli, ["check", str(tmp_path / "model.pt"), "--interactions", str(tmp_path / "train.parquet"),
+                                   "-k", "3", "--no-probes", "--bootstrap", "0", "--json", str(out),
+                                   "--format", "markdown"])
+    assert ran.exit_code == 0, ran.output
+    report = json.loads(out.read_text())
+    rows = report["retrieval"]["user_groups"]["3"]["dot"]
+    assert [(r["group"], r["n_users"]) for r in rows] == [("niche", 0), ("diverse", 20), ("blockbuster", 0)]
+    assert report["retrieval"]["at"]["3"]["dot"]["gap_delta_niche"] is None
+    assert any(w.startswith("all 20 users with training items share one popular ratio (1.00") for w in report["warnings"])
+    assert "No user is niche or blockbuster: every user shares one popular ratio" in ran.stdout

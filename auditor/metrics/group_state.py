@@ -32,9 +32,11 @@ from auditor.metrics.popularity_groups import (
     GroupPolicy,
     Profiles,
     as_profiles,
+    groups_by_ratio,
     item_groups,
     long_tail,
-    user_groups,
+    popular_ratio,
+    sole_ratio,
 )
 from auditor.plain import asdict
 
@@ -109,6 +111,8 @@ class Prepared:
     profiles: Profiles | None = None
     user_group: np.ndarray | None = None
     """Niche/diverse/blockbuster code per list row (-1: empty profile)."""
+    sole_ratio: float | None = None
+    """The popular ratio every profiled row shares, when they all do (all diverse then)."""
     profile_pop: np.ndarray | None = None
     """Mean popularity of each row's profile items (NaN: empty profile)."""
     profile_shares: np.ndarray | None = None
@@ -216,7 +220,8 @@ def _prepare(context: ListContext) -> Prepared:
             shares = np.stack([profiles.row_sums(state.item_group == g) for g in range(N_GROUPS)], axis=1)
             state.profile_shares = shares / np.where(sizes > 0, sizes, np.nan)[:, None]
         state.profiles = profiles
-        state.user_group = user_groups(popularity, profiles, policy)
+        ratio = popular_ratio(popularity, profiles, policy)
+        state.user_group, state.sole_ratio = groups_by_ratio(ratio, policy), sole_ratio(ratio)
         state.members = tuple(state.user_group == code for code in range(len(USER_GROUPS)))
         state.profiled = tuple(members & np.isfinite(state.profile_pop) for members in state.members)
         state.n_members = tuple(int(members.sum()) for members in state.members)

@@ -14,7 +14,9 @@ popularity mass, every other item is long tail (the split of ``aplt``; Elliot's
 * ``aclt`` (Abdollahpouri et al. 2019; Elliot ``ACLT``): mean over rows of |L_u ∩ long tail|.
 
 The ``− T_u`` is Elliot's, who never serves training items; when they stay candidates
-(``keep_seen``, ``ListContext.seen_kept``) it is dropped, as every item can then be served.
+(``keep_seen``, ``ListContext.seen_kept``) it is dropped, as every item can then be served
+(the report's ``seen_items`` definition says so; the definitions above, which ``diff``
+compares between reports, are unchanged).
 
 0 is parity for the first two; both are NaN when a probability is undefined (an empty
 group) or both are 0. Lists hold distinct items (as every scoring serves), so a list's
@@ -77,21 +79,20 @@ def _make_aclt(context: ListContext) -> Scorer | None:
 
 _SPLIT = ("the short head is the most popular items holding short_head_mass (0.8) of the popularity mass "
           "(ties at the cut all in), every other item long tail")  # fmt: skip
-_KEPT = "with keep_seen, where training items stay candidates, without the − T_u"
 
 ITEM_MEASURES: tuple[DeclaredListMeasure, ...] = (
     DeclaredListMeasure(
         *shown("pop_rsp"),
         "pop_rsp: std / mean of P(g) = Σ_u |L_u ∩ g| / Σ_u |g − T_u| over g = short head, long tail "
         "(L_u the list, T_u the user's training items; population std, so |a − b| / (a + b)); 0 is parity "
-        f"(Zhu et al. 2020, Elliot PopRSP); {_SPLIT}; {_KEPT}; null without each user's training items",
+        f"(Zhu et al. 2020, Elliot PopRSP); {_SPLIT}; null without each user's training items",
         _make_rsp,
     ),
     DeclaredListMeasure(
         *shown("pop_reo"),
         "pop_reo: std / mean of P(g) = Σ_u |L_u ∩ R_u ∩ g| / Σ_u |(g ∩ R_u) − T_u| over g = short head, long "
         "tail, over users with held-out items R_u; 0 is parity (Zhu et al. 2020, Elliot PopREO); "
-        f"{_SPLIT}; {_KEPT}; null without a holdout or without each user's training items",
+        f"{_SPLIT}; null without a holdout or without each user's training items",
         _make_reo,
     ),
     DeclaredListMeasure(

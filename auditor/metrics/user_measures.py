@@ -34,6 +34,19 @@ from auditor.metrics.popularity_groups import USER_GROUPS
 from auditor.sections import GROUP_LIST_MEASURES
 
 
+def tied_groups_warning(context: ListContext) -> str | None:
+    """Why the niche and blockbuster groups are empty when every user shares one popular
+    ratio (None: they are drawn; or no profiles)."""
+    if context.profiles is None:
+        return None
+    state = prepared(context)
+    if state.sole_ratio is None or state.user_group is None:
+        return None
+    n = int((state.user_group >= 0).sum())
+    return (f"all {n:,} users with training items share one popular ratio ({state.sole_ratio:.2f} of their items "
+            "popular): no user is more niche or more blockbuster than another, so the user groups are undefined: "
+            "all count as diverse, and the niche and blockbuster figures are null")
+
 
 def shown(name: str) -> tuple[str, str, str]:
     """A measure's name with the label and display format the reports declare for it."""

@@ -36,6 +36,7 @@ from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
 from auditor.config import GroupPolicy
 from auditor.plugin_api import ListContext, Slots
+from auditor.metrics.user_measures import tied_groups_warning
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.metrics.user_measures import group_table
 from auditor.model import ItemStats, ModelBundle
@@ -229,6 +230,7 @@ def measure_retrieval(
                                 item_table=bundle.item_table, item_ids=bundle.item_ids,
                                 profiles=_profiles(population), relevant=relevant, groups=groups,
                                 seen_kept=population.seen_items == "kept")
+    warnings += [note] if (note := tied_groups_warning(measures.context)) else []
     ks = sorted({min(k, n_items) for k in settings.ks})
     for k in sorted(set(settings.ks)):
         if k > n_items:
@@ -283,7 +285,8 @@ def _definitions(
     kind = "distinct training users" if settings.popularity == "users" else "training interactions"
     seen = {
         "excluded": "each query's training items are never served (as a deployed recommender serves)",
-        "kept": f"training items stay among the candidates ({setting('keep_seen')})",
+        "kept": f"training items stay among the candidates ({setting('keep_seen')}), so PopRSP and PopREO count "
+                "them in their denominators (no − T_u)",
         "unknown": "training items could not be excluded (the queries' users or their training items are unknown)",
     }[population.seen_items]
     definitions = {m.name: m.definition for m in list_measures}
