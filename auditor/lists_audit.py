@@ -24,6 +24,7 @@ from auditor.loading.served_inputs import load_lists_inputs
 from auditor.loading.statistics import InputCache
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.harm_inputs import relevant_rows
+from auditor.metrics.user_measures import WHO_PAYS, who_pays_unmeasured
 from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
@@ -65,10 +66,12 @@ def run_lists_audit(
     inputs = load_lists_inputs(config, cache or InputCache(), progress)
     served, stats = inputs.served, inputs.stats
     outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress,
-                             profiles=inputs.profiles, relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items),
-                             groups=config.groups)
+                             profiles=inputs.profiles, groups=config.groups,
+                             relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items))
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
+    if inputs.profiles is None:
+        not_measured[WHO_PAYS] = who_pays_unmeasured("frequencies" if config.frequencies else "unknown")
     accuracy = None
     if inputs.heldout is None:
         not_measured["accuracy"] = (f"no held-out interactions: pass {setting('holdout')} PATH to measure the served "

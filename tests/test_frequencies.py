@@ -141,6 +141,29 @@ def test_a_checkpoint_that_records_every_training_pair_gives_distinct_users() ->
     assert sampled is not None and sampled.user_counts is None and sampled.n_users is None
 
 
+def test_counts_alone_say_why_accuracy_and_who_pays_are_not_measured(workspace: Path) -> None:
+    # A user table queried with counts alone: which rows trained, and on what, is unknown. The
+    # reasons name the log, not --queries (the rows are users), and the user-side measures say so too.
+    import torch
+
+    torch.save({"item_embedding.weight": torch.from_numpy(np.load(workspace / "items.npy")),
+                "user_embedding.weight": torch.from_numpy(np.load(workspace / "queries.npy"))}, workspace / "m.pt")
+    pq.write_table(pa.table({"user_id": [1, 2], "item_id": ["sku-003", "sku-010"]}), workspace / "hold.parquet")
+    out = workspace / "users.json"
+    result = CliRunner().invoke(cli, ["check", str(workspace / "m.pt"), "--item-ids", str(workspace / "ids.txt"),
+                                      "--frequencies", str(workspace / "counts.parquet"), "--holdout",
+                                      str(workspace / "hold.parquet"), "-k", "5", "--bootstrap", "0", "--no-probes",
+                                      "--json", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["accuracy"] is None and report["retrieval"]["population"]["source"] == "users"
+    why = report["not_measured"]["accuracy"]
+    assert "--queries" not in why and why.endswith("--frequencies gives counts only: pass --interactions")
+    assert report["retrieval"]["at"]["5"]["dot"]["pop_rsp"] is None and report["retrieval"]["user_groups"] == {}
+    assert report["not_measured"]["who_pays"].endswith(
+        "--frequencies gives counts per item only: pass the log with --interactions")
+
+
 def test_batch_manifest_frequencies_column(workspace: Path) -> None:
     manifest = workspace / "manifest.csv"
     manifest.write_text("model,frequencies,interactions\nitems.npy,counts.parquet,\nitems.npy,,log.parquet\n")

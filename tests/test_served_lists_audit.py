@@ -296,6 +296,9 @@ def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:
         assert result.served.at[k].served["coverage"] == pytest.approx(expected["CatalogCoverage_normalized"])
         assert result.served.at[k].served["novelty"] is None
     assert "novelty" in result.not_measured and result.served.n_unknown_users is None
+    assert result.served.at[5].served["pop_rsp"] is None  # each user's training items: not in counts, and said
+    assert result.not_measured["who_pays"].endswith("frequencies gives counts per item only: pass the log with "
+                                                    "interactions")
     ignored = r"^(--item-ids|item_ids), (--id-offset|id_offset) ignored: they apply to a model"
     assert any(re.match(ignored, w) for w in result.warnings), result.warnings
     # Skipping retrieval has no meaning here: the lists' measures are the audit, so it says the flag is ignored.
