@@ -188,3 +188,22 @@ def test_users_sharing_one_popular_ratio_are_said_to_have_no_groups(tmp_path: Pa
     assert report["retrieval"]["at"]["3"]["dot"]["gap_delta_niche"] is None
     assert any(w.startswith("all 20 users with training items share one popular ratio (1.00") for w in report["warnings"])
     assert "No user is niche or blockbuster: every user shares one popular ratio" in ran.stdout
+
+
+def test_a_held_out_user_left_out_for_a_zero_vector_is_said_so(files: Path, tmp_path: Path) -> None:
+    """No --max-queries: a trained held-out user with a zero query vector is left out for
+    that reason alone, and the warning names no sampling."""
+    state = torch.load(files / "model.pt")
+    held = pq.read_table(files / "holdout.parquet").column("user_id").to_numpy()
+    trained = pq.read_table(files / "train.parquet").column("user_id").to_numpy()
+    user = int(np.intersect1d(held, trained)[0])
+    state["user_embedding.weight"][user] = 0
+    torch.save(state, tmp_path / "zero.pt")
+    out = tmp_path / "z.json"
+    ran = CliRunner().invoke(cli, ["check", str(tmp_path / "zero.pt"), "--interactions", str(files / "train.parquet"),
+                                   "--holdout", str(files / "holdout.parquet"), "-k", "10", "--no-probes",
+                                   "--bootstrap", "0", "--json", str(out)])
+    assert ran.exit_code in (0, 3), ran.output
+    said = [w for w in json.loads(out.read_text())["warnings"] if "were not among the queries" in w]
+    assert len(said) == 1 and said[0].startswith("1 of the ") and "(a zero query vector" in said[0]
+    assert "max-queries" not in said[0] and "sampled" not in said[0]
