@@ -76,6 +76,8 @@ def run_lists_audit(
     if inputs.heldout is None:
         not_measured["accuracy"] = (f"no held-out interactions: pass {setting('holdout')} PATH to measure the served "
                                     "lists' recall and NDCG beside the most-popular list's")
+    elif (none := inputs.heldout.none_evaluated()) is not None:
+        not_measured["accuracy"] = none
     else:
         evaluation = evaluate(inputs.heldout, outcome.lists, list(inputs.ks), tolerance=config.accuracy_tolerance,
                               keep_seen=True, seen_excluded=False)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -207,3 +208,21 @@ def test_a_held_out_user_left_out_for_a_zero_vector_is_said_so(files: Path, tmp_
     said = [w for w in json.loads(out.read_text())["warnings"] if "were not among the queries" in w]
     assert len(said) == 1 and said[0].startswith("1 of the ") and "(a zero query vector" in said[0]
     assert "max-queries" not in said[0] and "sampled" not in said[0]
+
+
+def test_a_holdout_with_no_user_to_evaluate_is_not_measured_and_says_why(files: Path, tmp_path: Path) -> None:
+    """Held-out user 0 has a user-table row but no training interaction: no one to average
+    over, so accuracy is null with its reason (it was an empty table of headers)."""
+    train = pq.read_table(files / "train.parquet")
+    pq.write_table(train.filter(pc.not_equal(train["user_id"], 0)), tmp_path / "train.parquet")
+    pq.write_table(pa.table({"user_id": [0, 0], "item_id": [3, 5]}), tmp_path / "new.parquet")
+    out = tmp_path / "n.json"
+    ran = CliRunner().invoke(cli, ["check", str(files / "model.pt"), "--interactions", str(tmp_path / "train.parquet"),
+                                   "--holdout", str(tmp_path / "new.parquet"), "-k", "10", "--no-probes",
+                                   "--bootstrap", "0", "--json", str(out)])
+    assert ran.exit_code in (0, 3), ran.output
+    report = json.loads(out.read_text())
+    assert report["accuracy"] is None and report["retrieval"]["at"]["10"]["dot"]["head_share_1pct"] is not None
+    assert report["not_measured"]["accuracy"] == (
+        f"no held-out user of {tmp_path / 'new.parquet'} can be evaluated, so accuracy is undefined; its users: "
+        "1 absent from the training log (no trained vector, no history)")

@@ -191,6 +191,8 @@ def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> He
     else:
         heldout = heldout_queries(inputs.bundle, config, inputs.population, progress)
         inputs.warnings.extend(heldout.warnings)
-        return heldout
+        if (none := heldout.none_evaluated()) is None:
+            return heldout
+        reason = none
     inputs.not_measured["accuracy"] = reason
     return None
