@@ -28,6 +28,7 @@ from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.frequency_norm import NormPrecision, frequency_norm_stats, item_norms, norm_precision
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.metrics.harm_inputs import relevant_rows, with_exposure_shift
+from auditor.metrics.user_measures import WHO_PAYS, who_pays_unmeasured
 from auditor.plugins import (
     RegisteredMeasures,
     collect_measures,
@@ -147,6 +148,9 @@ def _say_not_measured(
         origin = "frequencies" if config.frequencies else "checkpoint" if stats.from_checkpoint else "log"
         if (why := novelty_unmeasured(stats.user_counts, stats.n_users, origin)) is not None:
             not_measured["novelty"] = why
+        if serving.context is not None and serving.context.profiles is None and inputs.population is not None:
+            source = "frequencies" if config.frequencies else inputs.population.source
+            not_measured[WHO_PAYS] = who_pays_unmeasured(source)
 
 
 def _frequency_norm(

@@ -24,6 +24,7 @@ from auditor.loading.served_inputs import load_lists_inputs
 from auditor.loading.statistics import InputCache
 from auditor.metrics.exposure import novelty_unmeasured
 from auditor.metrics.harm_inputs import relevant_rows
+from auditor.metrics.user_measures import WHO_PAYS, who_pays_unmeasured
 from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
@@ -34,7 +35,7 @@ NO_MODEL = "no model: served lists alone have no item vectors"
 LISTS_PROTOCOL = (
     "queries: the users of the served lists; evaluated: those of them with a held-out item, on their served lists "
     "as they are and on the most-popular list (no training item excluded: the lists are what was served); held-out "
-    "items neither trained nor served dropped; measures @K (RecBole's definitions) averaged over evaluated users"
+    "items neither trained nor served count as misses; measures @K (RecBole's definitions) averaged over evaluated users"
 )
 DOT_COSINE = "dot_cosine"
 """The ``not_measured`` key of what a lists-only retrieval section lacks (its dot and cosine scorings)."""
@@ -65,14 +66,18 @@ def run_lists_audit(
     inputs = load_lists_inputs(config, cache or InputCache(), progress)
     served, stats = inputs.served, inputs.stats
     outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress,
-                             profiles=inputs.profiles, relevant=relevant_rows(inputs.heldout, served.n_users),
-                             groups=config.groups)
+                             profiles=inputs.profiles, groups=config.groups,
+                             relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items))
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
+    if inputs.profiles is None:
+        not_measured[WHO_PAYS] = who_pays_unmeasured("frequencies" if config.frequencies else "unknown")
     accuracy = None
     if inputs.heldout is None:
         not_measured["accuracy"] = (f"no held-out interactions: pass {setting('holdout')} PATH to measure the served "
                                     "lists' recall and NDCG beside the most-popular list's")
+    elif (none := inputs.heldout.none_evaluated()) is not None:
+        not_measured["accuracy"] = none
     else:
         evaluation = evaluate(inputs.heldout, outcome.lists, list(inputs.ks), tolerance=config.accuracy_tolerance,
                               keep_seen=True, seen_excluded=False)

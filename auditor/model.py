@@ -299,3 +299,16 @@ class HeldOutQueries:
     @property
     def n(self) -> int:
         return int(self.positions.shape[0])
+
+    def none_evaluated(self) -> str | None:
+        """Why no held-out user is evaluated (None: some are), counted: the ``not_measured``
+        reason of an accuracy with no user to average over."""
+        if self.n:
+            return None
+        parts = [f"{count:,} {what}" for count, what in (
+            (self.n_not_in_training, "absent from the training log (no trained vector, no history)"),
+            (self.n_dropped_users, "without a row in the user table"),
+            (self.n_not_sampled, "trained but not among the queried users"),
+        ) if count]  # fmt: skip
+        why = "; ".join(parts) if parts else "none left: every held-out interaction was left out (see the warnings)"
+        return f"no held-out user of {self.source} can be evaluated, so accuracy is undefined; its users: {why}"

@@ -91,6 +91,9 @@ class ListContext:
     ``profiles`` (a row without held-out items is empty); None: no holdout."""
     groups: GroupPolicy | None = None
     """The popularity groups' cut-offs (None: the defaults, :class:`~auditor.config.GroupPolicy`)."""
+    seen_kept: bool = False
+    """Each row's training items stay among its candidates (``keep_seen``): every item can be
+    served to every row, so PopRSP and PopREO count training items in their denominators."""
 
     @property
     def n_items(self) -> int:

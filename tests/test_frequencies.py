@@ -110,8 +110,9 @@ def test_the_missing_users_remedy_names_where_the_counts_came_from() -> None:
     tail = ", or use popularity interactions"
     assert no_user_counts(base) == head + "the interaction log in.parquet has no user column: pass user_col NAME" + tail
     ckpt = ItemStats(frequencies=base.frequencies, n_interactions=6, source=Path("m.pt"), from_checkpoint=True)
-    assert no_user_counts(ckpt) == (head + "the checkpoint m.pt records interactions per item only: give its "
-                                    "training log with interactions" + tail)
+    assert no_user_counts(ckpt) == (head + "the checkpoint m.pt records interactions per item, not every (user, item) "
+                                    "training pair: give the log it was trained on with interactions (its training "
+                                    "part only, where it held some out)" + tail)
     counts = ItemStats(frequencies=base.frequencies, n_interactions=6, source=Path("c.csv"), from_counts_file=True)
     assert no_user_counts(counts).startswith(head + "the counts file c.csv has no distinct-users column: name it "
                                              "with user_count_col")
@@ -120,6 +121,47 @@ def test_the_missing_users_remedy_names_where_the_counts_came_from() -> None:
     users = ItemStats(frequencies=base.frequencies, n_interactions=6, user_counts=np.array([2, 1, 1]))
     assert popularity_of(users, "users").tolist() == [2, 1, 1]
     assert popularity_of(users, "interactions").tolist() == [3, 1, 2]
+
+
+def test_a_checkpoint_that_records_every_training_pair_gives_distinct_users() -> None:
+    from auditor.loading.statistics import item_stats
+    from auditor.model import InteractionPairs, ModelBundle
+    from auditor.values import RowIdPolicy
+
+    # Users 0, 1, 2 over 3 items: item 0 by users 0 (twice) and 1, item 1 by user 2, item 2 by nobody.
+    pairs = InteractionPairs(np.array([0, 0, 1, 2]), np.array([0, 0, 0, 1]), np.array([10, 11, 12]))
+    bundle = ModelBundle(source=Path("m.pt"), format="popaudit", item_table=np.ones((3, 2), np.float32),
+                         item_frequencies=np.array([3, 1, 0]), train_pairs=pairs)
+    stats = item_stats(bundle, None, None, RowIdPolicy(), [])
+    assert stats is not None and stats.from_checkpoint
+    assert stats.user_counts is not None and stats.user_counts.tolist() == [2, 1, 0] and stats.n_users == 3
+    # A sample of the pairs (retrain keeps at most a million) does not give them: unknown, not undercounted.
+    bundle.train_pairs = InteractionPairs(np.array([0, 1, 2]), np.array([0, 0, 1]), np.array([10, 11, 12]))
+    sampled = item_stats(bundle, None, None, RowIdPolicy(), [])
+    assert sampled is not None and sampled.user_counts is None and sampled.n_users is None
+
+
+def test_counts_alone_say_why_accuracy_and_who_pays_are_not_measured(workspace: Path) -> None:
+    # A user table queried with counts alone: which rows trained, and on what, is unknown. The
+    # reasons name the log, not --queries (the rows are users), and the user-side measures say so too.
+    import torch
+
+    torch.save({"item_embedding.weight": torch.from_numpy(np.load(workspace / "items.npy")),
+                "user_embedding.weight": torch.from_numpy(np.load(workspace / "queries.npy"))}, workspace / "m.pt")
+    pq.write_table(pa.table({"user_id": [1, 2], "item_id": ["sku-003", "sku-010"]}), workspace / "hold.parquet")
+    out = workspace / "users.json"
+    result = CliRunner().invoke(cli, ["check", str(workspace / "m.pt"), "--item-ids", str(workspace / "ids.txt"),
+                                      "--frequencies", str(workspace / "counts.parquet"), "--holdout",
+                                      str(workspace / "hold.parquet"), "-k", "5", "--bootstrap", "0", "--no-probes",
+                                      "--json", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["accuracy"] is None and report["retrieval"]["population"]["source"] == "users"
+    why = report["not_measured"]["accuracy"]
+    assert "--queries" not in why and why.endswith("--frequencies gives counts only: pass --interactions")
+    assert report["retrieval"]["at"]["5"]["dot"]["pop_rsp"] is None and report["retrieval"]["user_groups"] == {}
+    assert report["not_measured"]["who_pays"].endswith(
+        "--frequencies gives counts per item only: pass the log with --interactions")
 
 
 def test_batch_manifest_frequencies_column(workspace: Path) -> None:

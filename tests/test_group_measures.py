@@ -27,11 +27,13 @@ from auditor.metrics.popularity_groups import (
     TAIL,
     GroupPolicy,
     as_profiles,
+    groups_by_ratio,
     item_groups,
     long_tail,
+    sole_ratio,
     user_groups,
 )
-from auditor.metrics.user_measures import group_table
+from auditor.metrics.user_measures import group_table, tied_groups_warning
 from auditor.plugins import get_plugin_manager
 from auditor.plugins.contributions import collect_measures
 
@@ -82,6 +84,30 @@ def test_user_groups_keep_ties_together() -> None:
     assert user_groups(popularity, profiles).tolist() == [NICHE, NICHE, DIVERSE, BLOCKBUSTER, BLOCKBUSTER, NO_GROUP]
 
 
+def test_group_sizes_follow_the_authors_split_floor_niche_ceiling_blockbuster() -> None:
+    # 12 distinct ratios, 20% each: niche the first ⌊0.2·12⌋ = 2, blockbuster from position
+    # ⌊0.8·12⌋ = 9 on, 3 users (Daniil et al.'s [:low] / [high:]); 4 users: 0 niche, 1 blockbuster.
+    ratio = np.arange(12) / 12.0
+    codes = groups_by_ratio(ratio)
+    assert [int((codes == g).sum()) for g in (NICHE, DIVERSE, BLOCKBUSTER)] == [2, 7, 3]
+    assert groups_by_ratio(ratio[:4]).tolist() == [DIVERSE, DIVERSE, DIVERSE, BLOCKBUSTER]
+
+
+def test_users_sharing_one_ratio_have_no_niche_or_blockbuster_group() -> None:
+    # 20 (or 4) users whose items are all popular: no contrast, all diverse (not niche, not blockbuster).
+    for n in (20, 4):
+        assert groups_by_ratio(np.ones(n)).tolist() == [DIVERSE] * n
+    assert groups_by_ratio(np.array([0.5, np.nan, 0.5])).tolist() == [DIVERSE, NO_GROUP, DIVERSE]
+    assert sole_ratio(np.array([0.5, np.nan, 0.5])) == 0.5 and sole_ratio(np.array([0.5, 1.0])) is None
+    tied = ListContext(POP, profiles=csr([[0], [0], [0]]))
+    warning = tied_groups_warning(tied)
+    assert warning is not None and warning.startswith("all 3 users with training items share one popular ratio (1.00")
+    assert tied_groups_warning(hand_context()) is None and tied_groups_warning(ListContext(POP)) is None
+    values = measure_all(tied, np.array([[1, 2], [1, 2], [3, 4]]))
+    assert math.isnan(values["gap_delta_niche"] or 0.0) and math.isnan(values["gap_delta_blockbuster"] or 0.0)
+    assert values["gap_delta_diverse"] == pytest.approx((np.mean([4.5, 4.5, 1.5]) - 8) / 8)
+
+
 def test_profiles_are_made_distinct_and_checked() -> None:
     profiles = as_profiles((np.array([0, 3, 5]), np.array([4, 1, 4, 2, 2])), 6, "profiles")
     assert profiles.indptr.tolist() == [0, 2, 3] and profiles.rows.tolist() == [1, 4, 2]
@@ -128,6 +154,21 @@ def test_item_side_measures_by_hand() -> None:
     # P = (1/3, 1/2): (1/6)/(5/6) = 0.2
     assert values["pop_reo"] == pytest.approx(0.2)
     assert values["aclt"] == pytest.approx(2 / 3)  # long-tail items per list: 1, 0, 1
+
+
+def test_item_side_measures_with_training_items_kept_among_the_candidates() -> None:
+    # keep_seen: every item is a candidate of every row, so no training item leaves the
+    # denominators. PopRSP: candidates SH 3·3 = 9, LT 3·2 = 6; served SH 3, LT 2: P = (1/3, 1/3), parity.
+    relevant = [[2, 4], [], [4, 1, 2, 0]]  # u2 trained on item 0 and also holds it out
+    kept = ListContext(POP, profiles=csr(PROFILES), relevant=csr(relevant), groups=THIRDS, seen_kept=True)
+    values = measure_all(kept, LISTS)
+    assert values["pop_rsp"] == pytest.approx(0.0, abs=1e-15)
+    # PopREO: held out SH 1 + 3 = 4 (item 0 counts now), LT 1 + 1 = 2; hits SH {2}, LT {4}: P = (1/4, 1/2).
+    assert values["pop_reo"] == pytest.approx(1 / 3)
+    # Excluded (the default), u2's trained item 0 leaves the denominator: P = (1/3, 1/2) as above.
+    excluded = ListContext(POP, profiles=csr(PROFILES), relevant=csr(relevant), groups=THIRDS)
+    assert measure_all(excluded, LISTS)["pop_reo"] == pytest.approx(0.2)
+    assert measure_all(excluded, LISTS)["pop_rsp"] == pytest.approx(1 / 9)
 
 
 def test_missing_inputs_bind_to_none() -> None:

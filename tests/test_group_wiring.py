@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -75,6 +76,26 @@ def test_with_a_holdout_the_group_ndcg_averages_to_the_accuracy_section(files: P
     assert evaluated.sum() == report["accuracy"]["n_users_evaluated"]
     pooled = float(np.dot(evaluated, [r["ndcg"] for r in rows]) / evaluated.sum())
     assert pooled == pytest.approx(report["accuracy"]["at"]["10"]["dot"]["ndcg"])
+
+
+def test_keep_seen_pop_rsp_counts_every_item_as_a_candidate(files: Path, tmp_path: Path) -> None:
+    """With --keep-seen a trained item can fill a slot, so it stays in PopRSP's denominator:
+    P(g) = served g slots / (queries · |g|), recomputed here from the tables by numpy."""
+    _, report, _ = check(files, tmp_path, "--keep-seen")
+    state = torch.load(files / "model.pt")
+    users_t, items_t = (pq.read_table(files / "train.parquet").column(c).to_numpy() for c in ("user_id", "item_id"))
+    queried = np.unique(users_t)
+    scores = state["user_embedding.weight"].numpy()[queried] @ state["item_embedding.weight"].numpy().T
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
+    popularity = np.bincount(items_t, minlength=N_ITEMS)
+    order = np.argsort(-popularity, kind="stable")
+    mass = np.cumsum(popularity[order]) / popularity.sum()
+    cut = popularity[order][np.searchsorted(mass, 0.8)]
+    head = popularity >= cut  # the short head: items holding 80% of the mass, ties at the cut in
+    a = head[top].sum() / (queried.size * head.sum())
+    b = (~head[top]).sum() / (queried.size * (~head).sum())
+    assert report["retrieval"]["n_queries"] == queried.size
+    assert report["retrieval"]["at"]["10"]["dot"]["pop_rsp"] == pytest.approx(abs(a - b) / (a + b), rel=1e-12)
 
 
 def test_without_a_holdout_the_holdout_measures_are_null_and_not_shown(files: Path, tmp_path: Path) -> None:
@@ -145,3 +166,63 @@ def test_batch_columns_gates_and_manifest_cells(files: Path, tmp_path: Path) -> 
     assert groups == [0.2, 0.4]
     sizes = [json.loads(r["report_json"])["retrieval"]["user_groups"]["10"]["dot"][0]["n_users"] for r in rows]
     assert sizes[1] > sizes[0]  # a larger niche fraction, more niche users
+
+
+def test_users_sharing_one_popular_ratio_are_said_to_have_no_groups(tmp_path: Path) -> None:
+    """20 identical users trained on the same 4 items, all popular: no niche/blockbuster
+    contrast. Every user is diverse, niche and blockbuster are empty and null, and the
+    warnings and the Who-pays table say why (they were all called niche)."""
+    rng = np.random.default_rng(5)
+    torch.save({"user_embedding.weight": torch.from_numpy(np.tile(rng.normal(size=(1, 4)), (20, 1)).astype(np.float32)),
+                "item_embedding.weight": torch.from_numpy(rng.normal(size=(50, 4)).astype(np.float32))},
+               tmp_path / "model.pt")
+    users = np.repeat(np.arange(20), 4)
+    pq.write_table(pa.table({"user_id": users, "item_id": np.tile(np.arange(4), 20)}), tmp_path / "train.parquet")
+    out = tmp_path / "r.json"
+    ran = CliRunner().invoke(cli, ["check", str(tmp_path / "model.pt"), "--interactions", str(tmp_path / "train.parquet"),
+                                   "-k", "3", "--no-probes", "--bootstrap", "0", "--json", str(out),
+                                   "--format", "markdown"])
+    assert ran.exit_code == 0, ran.output
+    report = json.loads(out.read_text())
+    rows = report["retrieval"]["user_groups"]["3"]["dot"]
+    assert [(r["group"], r["n_users"]) for r in rows] == [("niche", 0), ("diverse", 20), ("blockbuster", 0)]
+    assert report["retrieval"]["at"]["3"]["dot"]["gap_delta_niche"] is None
+    assert any(w.startswith("all 20 users with training items share one popular ratio (1.00") for w in report["warnings"])
+    assert "No user is niche or blockbuster: every user shares one popular ratio" in ran.stdout
+
+
+def test_a_held_out_user_left_out_for_a_zero_vector_is_said_so(files: Path, tmp_path: Path) -> None:
+    """No --max-queries: a trained held-out user with a zero query vector is left out for
+    that reason alone, and the warning names no sampling."""
+    state = torch.load(files / "model.pt")
+    held = pq.read_table(files / "holdout.parquet").column("user_id").to_numpy()
+    trained = pq.read_table(files / "train.parquet").column("user_id").to_numpy()
+    user = int(np.intersect1d(held, trained)[0])
+    state["user_embedding.weight"][user] = 0
+    torch.save(state, tmp_path / "zero.pt")
+    out = tmp_path / "z.json"
+    ran = CliRunner().invoke(cli, ["check", str(tmp_path / "zero.pt"), "--interactions", str(files / "train.parquet"),
+                                   "--holdout", str(files / "holdout.parquet"), "-k", "10", "--no-probes",
+                                   "--bootstrap", "0", "--json", str(out)])
+    assert ran.exit_code in (0, 3), ran.output
+    said = [w for w in json.loads(out.read_text())["warnings"] if "were not among the queries" in w]
+    assert len(said) == 1 and said[0].startswith("1 of the ") and "(a zero query vector" in said[0]
+    assert "max-queries" not in said[0] and "sampled" not in said[0]
+
+
+def test_a_holdout_with_no_user_to_evaluate_is_not_measured_and_says_why(files: Path, tmp_path: Path) -> None:
+    """Held-out user 0 has a user-table row but no training interaction: no one to average
+    over, so accuracy is null with its reason (it was an empty table of headers)."""
+    train = pq.read_table(files / "train.parquet")
+    pq.write_table(train.filter(pc.not_equal(train["user_id"], 0)), tmp_path / "train.parquet")
+    pq.write_table(pa.table({"user_id": [0, 0], "item_id": [3, 5]}), tmp_path / "new.parquet")
+    out = tmp_path / "n.json"
+    ran = CliRunner().invoke(cli, ["check", str(files / "model.pt"), "--interactions", str(tmp_path / "train.parquet"),
+                                   "--holdout", str(tmp_path / "new.parquet"), "-k", "10", "--no-probes",
+                                   "--bootstrap", "0", "--json", str(out)])
+    assert ran.exit_code in (0, 3), ran.output
+    report = json.loads(out.read_text())
+    assert report["accuracy"] is None and report["retrieval"]["at"]["10"]["dot"]["head_share_1pct"] is not None
+    assert report["not_measured"]["accuracy"] == (
+        f"no held-out user of {tmp_path / 'new.parquet'} can be evaluated, so accuracy is undefined; its users: "
+        "1 absent from the training log (no trained vector, no history)")

@@ -20,6 +20,7 @@ from auditor.metrics.exposure import (
     Novelty,
     Slots,
     exposure_counts,
+    filled_overlap,
     gini_index,
     overlap,
     per_query_overlap,
@@ -205,6 +206,17 @@ def test_overlap_hand_values() -> None:
     # Empty slots never match each other.
     assert overlap(np.array([[-1, -1]]), np.array([[-1, -1]])) == 0.0
     assert overlap(a, a) == pytest.approx(1.0)
+
+
+def test_filled_overlap_divides_by_the_shorter_lists_filled_slots() -> None:
+    # Query 0: the same 2 items in K = 3 slots (fewer candidates than K): 2/2, not 2/3.
+    # Query 1: 3 and 2 filled, 1 shared: 1/2. Query 2: an empty list: left out. Mean (1 + 1/2) / 2.
+    a = np.array([[4, 5, -1], [1, 2, 3], [-1, -1, -1]])
+    b = np.array([[5, 4, -1], [3, 7, -1], [1, 2, 3]])
+    assert filled_overlap(a, b) == pytest.approx(0.75)
+    assert filled_overlap(a, b, n_items=8) == pytest.approx(0.75)
+    assert math.isnan(filled_overlap(a[2:], a[2:]))
+    assert filled_overlap(a[:2], a[:2]) == 1.0  # identical lists agree fully, whatever their length
 
 
 def test_exposure_counts_and_slot_validation() -> None:

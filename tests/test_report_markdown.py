@@ -271,3 +271,22 @@ def test_the_interval_counts_resamples_left_out_and_reads_undefined_when_null() 
     brief = dict(brief_rows(dataclasses.replace(result, frequency_norm=null)).rows)
     assert brief["Spearman ρ (95% CI)"] == "0.243 [undefined]"
     assert "95% CI" not in c.headline(dataclasses.replace(result, frequency_norm=null))
+
+
+def test_a_group_measure_undefined_under_every_scoring_has_no_row() -> None:
+    # PopRSP NaN everywhere (a probability 0/0), ΔGAP niche NaN (an empty group): no row of n/a;
+    # a group measure measured under one scoring keeps its row; novelty (not a group measure) stays.
+    from auditor.result import ListMeasureInfo, ListMeasures
+
+    nan = float("nan")
+
+    def listed(rsp: float, gap: float) -> ListMeasures:
+        return ListMeasures(dict(head_share_1pct=0.1, novelty=None, pop_rsp=rsp, gap_delta_niche=gap,
+                                 gap_delta_diverse=0.2))
+
+    cut = CutoffMeasures(dot=listed(nan, nan), cosine=listed(nan, nan), popular=listed(nan, nan),
+                         overlap_dot_cosine=1.0, norm_aware={"alpha_0.5": listed(nan, 0.1)})
+    measures = {name: ListMeasureInfo(name, "num3")
+                for name in ("head_share_1pct", "novelty", "pop_rsp", "gap_delta_niche", "gap_delta_diverse")}
+    rows = [row[0] for row in c.cutoff_table(10, cut, measures).rows]
+    assert rows[:4] == ["head_share_1pct", "novelty", "gap_delta_niche", "gap_delta_diverse"] and "pop_rsp" not in rows

@@ -60,6 +60,14 @@ def test_random_tables_print_as_rich_prints_them(seed: int, width: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("width", [100, 80, 47, 20, 9])
+def test_random_tables_with_a_column_that_does_not_wrap_print_as_rich_prints_them(seed: int, width: int) -> None:
+    table = _random_case(random.Random(seed))
+    table.columns[random.Random(seed + 1000).randrange(len(table.columns))].no_wrap = True
+    assert _text(PlainTable(table), width) == _text(table, width)
+
+
+@pytest.mark.parametrize("seed", range(40))
 @pytest.mark.parametrize("color", ["standard", "256", "truecolor"])
 def test_random_tables_print_as_rich_prints_them_in_colour(seed: int, color: str) -> None:
     table = _random_case(random.Random(seed))
@@ -122,3 +130,19 @@ def test_the_audit_report_is_what_rich_draws(monkeypatch: pytest.MonkeyPatch, co
     assert fast == ConsoleRenderer().render_document(audit_document(result), context)
     assert ("\x1b[" in fast) == color and "┏" in fast
     assert JsonRenderer().render(result, context) == JsonRenderer().render_document(audit_document(result), context)
+
+
+def test_a_who_pays_table_too_wide_keeps_the_group_names_whole() -> None:
+    # The Who-pays table (9 columns) at a 100-column terminal: the figures' columns narrow
+    # (their headers wrap), the nowrap group column keeps "blockbuster" (it read "blockbus…").
+    from auditor.report.console import renderable
+    from auditor.report.formatting import Table as Block
+
+    headers = ("user group", "users", "profile GAP", "ΔGAP dot", "JS dot", "NDCG dot", "ΔGAP cosine", "JS cosine",
+               "NDCG cosine")
+    rows = tuple((g, "64", "56.2", "-58.2%", "0.249", "0.033", "-91.7%", "0.672", "0.013")
+                 for g in ("niche", "diverse", "blockbuster"))
+    block = Block(headers, rows, (False, *[True] * 8), nowrap=(0,))
+    printed = _text(renderable(block), 100)
+    assert "│ blockbuster │" in printed and "…" not in printed
+    assert "blockbus…" in _text(renderable(Block(headers, rows, (False, *[True] * 8))), 100)  # without the hint

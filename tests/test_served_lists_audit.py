@@ -298,6 +298,9 @@ def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:
         assert result.served.at[k].served["coverage"] == pytest.approx(expected["CatalogCoverage_normalized"])
         assert result.served.at[k].served["novelty"] is None
     assert "novelty" in result.not_measured and result.served.n_unknown_users is None
+    assert result.served.at[5].served["pop_rsp"] is None  # each user's training items: not in counts, and said
+    assert result.not_measured["who_pays"].endswith("frequencies gives counts per item only: pass the log with "
+                                                    "interactions")
     ignored = r"^(--item-ids|item_ids), (--id-offset|id_offset) ignored: they apply to a model"
     assert any(re.match(ignored, w) for w in result.warnings), result.warnings
     # Skipping retrieval has no meaning here: the lists' measures are the audit, so it says the flag is ignored.
@@ -389,3 +392,26 @@ def test_lists_alone_held_out_accuracy(tmp_path: Path) -> None:
     assert any("1 of the 16 held-out users" in w and "no served list" in w for w in result.warnings)
     flat = result.flat_metrics()
     assert flat["ndcg_served@5"] == 1.0 and flat["hit_rate_popular@1"] == pytest.approx(share)
+
+
+def test_lists_alone_count_held_out_items_no_list_holds_as_misses(tmp_path: Path) -> None:
+    # Each user holds out their rank-1 item and item 999999, in neither the log nor any list:
+    # a real item never served, so a miss (as against a model's table, where it is a row never
+    # served). Recall 1/2; NDCG@5 = 1 / (1 + 1/log2 3); NDCG@1 = 1 (one hit of the one possible).
+    lines = [line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:]]
+    first = {user: item for user, item, rank in lines if rank == "1"}
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text("user_id,item_id\n" + "".join(f"{u},{i}\n{u},999999\n" for u, i in first.items()))
+    result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 5),
+                                   recommendations=DATA / "recs.csv", holdout=holdout, bootstrap=0))
+    accuracy = result.accuracy
+    assert accuracy is not None and accuracy.n_users_evaluated == 15 and accuracy.n_dropped == 0
+    assert accuracy.at[5]["served"].recall == pytest.approx(0.5)
+    assert accuracy.at[5]["served"].ndcg == pytest.approx(1 / (1 + 1 / np.log2(3)))
+    assert accuracy.at[1]["served"].ndcg == pytest.approx(1.0) and accuracy.at[5]["served"].hit_rate == 1.0
+    assert any("15 held-out items" in w and "count as misses" in w for w in result.warnings)
+    # The catalogue (coverage, Gini) is the same as without the unknown item.
+    plain = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 5),
+                                  recommendations=DATA / "recs.csv", bootstrap=0))
+    assert result.served is not None and plain.served is not None
+    assert dict(result.served.at[5].served)["coverage"] == dict(plain.served.at[5].served)["coverage"]

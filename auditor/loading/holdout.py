@@ -365,7 +365,8 @@ def heldout_queries(
     not_sampled = int((eligible & (at < 0)).sum())
     untrained = held.n - found.size - not_sampled
     users, positions = held.subset(found), at[found]
-    warnings = list(heldout.warnings) + _left_out(heldout.source, held.n, found.size, untrained, not_sampled)
+    why = _why_not_queried(population)
+    warnings = list(heldout.warnings) + _left_out(heldout.source, held.n, found.size, untrained, not_sampled, why)
     if population.seen_indptr is not None and population.seen_rows is not None and users.n:
         indptr, rows = take_csr(population.seen_indptr, population.seen_rows, positions)
         warnings += overlap_warnings(users, SeenItems(indptr, rows, population.seen_source), heldout.source,
@@ -377,7 +378,13 @@ def heldout_queries(
     )
 
 
-def _left_out(source: str, n_held: int, n_found: int, untrained: int, not_sampled: int) -> list[str]:
+def _why_not_queried(population: QueryPopulation) -> str:
+    """Why a trained user is not queried: sampled out (``max_queries``), a zero vector, or either."""
+    sampled, zero = f"sampled out by {setting('max_queries')}", "a zero query vector: no direction to rank by"
+    return (f"{sampled}, or {zero}" if population.n_zero else sampled) if population.sampled else zero
+
+
+def _left_out(source: str, n_held: int, n_found: int, untrained: int, not_sampled: int, why: str) -> list[str]:
     """What the counts of held-out users left out of the accuracy mean, in words."""
     warnings = []
     if untrained:
@@ -386,11 +393,8 @@ def _left_out(source: str, n_held: int, n_found: int, untrained: int, not_sample
             "(no trained vector, no history to rank by): left out of the accuracy"
         )
     if not_sampled:
-        trained = n_held - untrained
-        warnings.append(
-            f"{not_sampled:,} of the {trained:,} held-out users who trained were not among the queries (sampled out, "
-            f"or a zero query vector): accuracy is over the {n_found:,} that were ({setting('max_queries')})"
-        )
+        warnings.append(f"{not_sampled:,} of the {n_held - untrained:,} held-out users who trained were not among the "
+                        f"queries ({why}): accuracy is over the {n_found:,} that were")
     if n_found == 0:
         warnings.append(f"no held-out user of {source} is among the queried users: accuracy is not defined")
     return warnings

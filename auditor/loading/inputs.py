@@ -168,6 +168,19 @@ def _population(
     return population_of(inputs.serving_bundle, config, progress, memo)
 
 
+def _anonymous(population: QueryPopulation, config: AuditConfig) -> str:
+    """Why queries without user ids cannot be evaluated: a query file's vectors, or user-table
+    rows whose users are unknown (no log to name them: counts alone, or rows without ids)."""
+    if population.source == "file":
+        return (f"the queries of {setting('queries')} {config.queries} carry no user identity, so they cannot be "
+                "matched to held-out users")
+    if config.frequencies is not None:
+        return needs_the_log("held-out accuracy (which user-table rows trained, and on which items, to match "
+                             "held-out users and exclude their training items)")
+    return (f"the rows of the user table are not tied to user ids (pass {setting('user_ids')}), so they cannot be "
+            "matched to held-out users")
+
+
 def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> HeldOutQueries | None:
     """The holdout at the queried users, or None with the reason accuracy is not measured."""
     if config.holdout is None and inputs.bundle.holdout_pairs is None:
@@ -180,11 +193,12 @@ def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> He
     elif inputs.population is None:
         reason = f"needs the retrieval section ({inputs.not_measured.get('retrieval', 'not measured')})"
     elif inputs.population.raw_ids is None:
-        reason = (f"the queries of {setting('queries')} {config.queries} carry no user identity, so they cannot be "
-                  "matched to held-out users")
+        reason = _anonymous(inputs.population, config)
     else:
         heldout = heldout_queries(inputs.bundle, config, inputs.population, progress)
         inputs.warnings.extend(heldout.warnings)
-        return heldout
+        if (none := heldout.none_evaluated()) is None:
+            return heldout
+        reason = none
     inputs.not_measured["accuracy"] = reason
     return None

@@ -24,6 +24,7 @@ import numpy as np
 from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, setting
 from auditor.loading.alignment import align_counts
+from auditor.loading.counting import count_item_ids
 from auditor.loading.history import eligible_users
 from auditor.loading.holdout import build_csr, read_holdout
 from auditor.loading.ids import ids_to_numpy
@@ -160,9 +161,12 @@ def _profiles(config: AuditConfig, served: ServedLists, progress: Progress) -> t
 
 def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQueries:
     """The holdout over the lists' catalogue, at the rows of the served users who have held-out
-    items; held-out users without a list, and items neither trained nor served, left out and said."""
+    items; held-out users without a list left out and said. A held-out item neither trained
+    nor served is a real item no list holds: it gets a row past the catalogue (``_beyond``),
+    so it counts as a miss, as it does against a model's table, where it is a row never served."""
+    mapping = _beyond(spec, served.items, progress)
     try:
-        held = read_holdout(spec, served.items, progress=progress)
+        held = read_holdout(spec, mapping, progress=progress)
     except IdMappingError as exc:  # worded for a model's table: say what lists alone are numbered by
         raise IdMappingError(f"no item of the held-out log {spec.path} ({setting('holdout')}) is in the training log "
                              f"or the served lists of {served.source}: the holdout must come from the same "
@@ -170,8 +174,11 @@ def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQ
     at = lookup_rows(held.users.raw_ids, served.user_ids)
     listed = np.flatnonzero(at >= 0)
     users = held.users.subset(listed)
-    notes = [w.replace("have an item without a row in the item table",
-                       "name an item neither in the training log nor in the served lists") for w in held.warnings]
+    notes = list(held.warnings)
+    beyond = int((users.item_rows >= served.items.n_items).sum())
+    if beyond:
+        notes.append(f"{beyond:,} held-out items of the served users in {spec.path} are neither in the training log "
+                     "nor in the served lists: no list holds them, so they count as misses")
     unlisted = held.users.n - listed.size
     if unlisted:
         notes.append(f"{unlisted:,} of the {held.users.n:,} held-out users in {spec.path} have no served list in "
@@ -180,6 +187,18 @@ def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQ
         positions=at[listed], indptr=users.indptr, items=users.item_rows, source=str(spec.path),
         n_interactions=held.n_interactions, n_dropped=held.n_dropped, n_not_sampled=unlisted, warnings=tuple(notes),
     )
+
+
+def _beyond(spec: LogSpec, catalogue: ItemRows, progress: Progress) -> ItemRows:
+    """``catalogue`` with a row past its end for each item id of the holdout ``spec`` it
+    lacks (none: the catalogue itself, so a holdout with no known item is refused as before)."""
+    ids = count_item_ids(spec, need_users=False, need_n_users=False, progress=progress).ids
+    assert catalogue.item_ids is not None  # a lists' catalogue is named by its ids
+    unknown = lookup_rows(ids, catalogue.item_ids) < 0
+    if not unknown.any() or unknown.all():
+        return catalogue
+    extended = np.concatenate((np.asarray(catalogue.item_ids), ids[unknown]))
+    return ItemRows(extended, int(extended.shape[0]))
 
 
 def _log_users(config: AuditConfig, log_items: np.ndarray, progress: Progress) -> np.ndarray | None:

@@ -84,8 +84,25 @@ def item_stats(
         return _aligned(bundle, counts, counted, policy, warnings)
     if bundle.item_frequencies is not None:
         freqs = np.asarray(bundle.item_frequencies, dtype=np.int64)
-        return ItemStats(frequencies=freqs, n_interactions=int(freqs.sum()), source=bundle.source, from_checkpoint=True)
+        users = recorded_users(bundle, freqs)
+        return ItemStats(frequencies=freqs, n_interactions=int(freqs.sum()), source=bundle.source, from_checkpoint=True,
+                         user_counts=None if users is None else users[0], n_users=None if users is None else users[1])
     return None
+
+
+def recorded_users(bundle: ModelBundle, frequencies: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Distinct users per item row and of the whole log, from the (user, item) training
+    pairs a checkpoint records, when they are every interaction its ``frequencies`` count
+    (``retrain`` records a sample past a million); None otherwise (no pairs, or a sample)."""
+    pairs = bundle.train_pairs
+    if pairs is None or pairs.source is not None or not len(pairs):
+        return None
+    n_items = int(frequencies.shape[0])
+    if not np.array_equal(np.bincount(pairs.item_rows, minlength=n_items), frequencies):
+        return None
+    distinct = np.unique(pairs.user_index * n_items + pairs.item_rows)
+    user_counts = np.bincount(distinct % n_items, minlength=n_items).astype(np.int64)
+    return user_counts, int(np.unique(pairs.user_index).size)
 
 
 def _aligned(

@@ -45,7 +45,10 @@ from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_h
 ColdPolicy = Literal["zero", "drop"]
 GiniScope = Literal["catalogue", "recommended"]
 
-OVERLAP_DEFINITION = "overlap_dot_cosine: mean over queries of |dot list ∩ cosine list| / K"
+OVERLAP_DEFINITION = (
+    "overlap_dot_cosine: mean over queries of |dot list ∩ cosine list| / the filled slots of the shorter list "
+    "(K unless a query has fewer candidates); queries with an empty list left out"
+)
 
 
 def _nanmean(values: np.ndarray) -> float:
@@ -292,6 +295,20 @@ def overlap(a: np.ndarray, b: np.ndarray, n_items: int | None = None) -> float:
     return float(per_query.mean()) if per_query.size else math.nan
 
 
+def filled_overlap(a: np.ndarray, b: np.ndarray, n_items: int | None = None) -> float:
+    """Mean over queries of |a ∩ b| / min(|a|, |b|), |·| a list's filled slots, over the
+    queries whose two lists are both non-empty (NaN: none) (:data:`OVERLAP_DEFINITION`):
+    two scorings serving the same candidates agree fully when a query has fewer than K of
+    them, where / K would read less (``n_items``: see :func:`shared_counts`)."""
+    if np.shape(a) != np.shape(b):
+        raise ValueError(f"list matrices differ in shape: {np.shape(a)} vs {np.shape(b)}")
+    shorter = np.minimum((np.asarray(a) >= 0).sum(axis=1), (np.asarray(b) >= 0).sum(axis=1))
+    both = shorter > 0
+    if not both.any():
+        return math.nan
+    return float((shared_counts(a, b, n_items)[both] / shorter[both]).mean())
+
+
 def popular_order(popularity: np.ndarray, k: int) -> np.ndarray:
     """The k most popular item rows (ties by row), the most-popular scoring's list."""
     negative = -np.asarray(popularity, dtype=np.float64)
@@ -310,7 +327,8 @@ def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, orig
         return None
     log = setting("interactions")
     remedy = {"log": f"the log has no user column: pass {setting('user_col')} NAME",
-              "checkpoint": f"the checkpoint records interactions per item only: pass its training log with {log}",
+              "checkpoint": ("the checkpoint records interactions per item, not every (user, item) training pair: pass "
+                             f"the log it was trained on with {log} (its training part only, where it held some out)"),
               "frequencies": f"a counts file cannot give the distinct users of the whole log: pass the log with {log}"}
     missing = ("users(i) and n_users (the distinct training users of each item and of the whole log)"
                if user_counts is None else "n_users (the distinct training users of the whole log)")
@@ -319,6 +337,6 @@ def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, orig
 
 __all__ = [
     "AvgRecPopularity", "GiniIndex", "HeadShare", "ItemCoverage", "ListContext", "LongTailShare", "Novelty", "Slots",
-    "as_slots", "exposure_counts", "gini_index", "novelty_unmeasured", "overlap", "per_query_overlap", "popular_order",
+    "as_slots", "exposure_counts", "filled_overlap", "gini_index", "novelty_unmeasured", "overlap", "per_query_overlap", "popular_order",
     "shared_counts",
 ]  # fmt: skip

@@ -32,9 +32,11 @@ from auditor.metrics.popularity_groups import (
     GroupPolicy,
     Profiles,
     as_profiles,
+    groups_by_ratio,
     item_groups,
     long_tail,
-    user_groups,
+    popular_ratio,
+    sole_ratio,
 )
 from auditor.plain import asdict
 
@@ -109,6 +111,8 @@ class Prepared:
     profiles: Profiles | None = None
     user_group: np.ndarray | None = None
     """Niche/diverse/blockbuster code per list row (-1: empty profile)."""
+    sole_ratio: float | None = None
+    """The popular ratio every profiled row shares, when they all do (all diverse then)."""
     profile_pop: np.ndarray | None = None
     """Mean popularity of each row's profile items (NaN: empty profile)."""
     profile_shares: np.ndarray | None = None
@@ -188,7 +192,7 @@ def _shared_key(context: ListContext) -> tuple[object, ...] | None:
         return None
     popularity = np.ascontiguousarray(context.popularity, dtype=np.float64)
     digest = hashlib.blake2b(popularity.tobytes(), digest_size=20).hexdigest()
-    return (id(indptr), id(rows), digest, repr(context.groups))
+    return (id(indptr), id(rows), digest, repr(context.groups), context.seen_kept)
 
 
 def _same_arrays(state: Prepared, context: ListContext) -> bool:
@@ -216,16 +220,12 @@ def _prepare(context: ListContext) -> Prepared:
             shares = np.stack([profiles.row_sums(state.item_group == g) for g in range(N_GROUPS)], axis=1)
             state.profile_shares = shares / np.where(sizes > 0, sizes, np.nan)[:, None]
         state.profiles = profiles
-        state.user_group = user_groups(popularity, profiles, policy)
+        ratio = popular_ratio(popularity, profiles, policy)
+        state.user_group, state.sole_ratio = groups_by_ratio(ratio, policy), sole_ratio(ratio)
         state.members = tuple(state.user_group == code for code in range(len(USER_GROUPS)))
         state.profiled = tuple(members & np.isfinite(state.profile_pop) for members in state.members)
         state.n_members = tuple(int(members.sum()) for members in state.members)
-        head = ~state.tail
-        trained_head = profiles.row_sums(head)
-        state.rsp_denominator = (
-            float(profiles.n * head.sum() - trained_head.sum()),
-            float(profiles.n * state.tail.sum() - (sizes - trained_head).sum()),
-        )
+        state.rsp_denominator = _candidates(profiles, state.tail, context.seen_kept)
     if context.relevant is not None:
         relevant = as_profiles(context.relevant, n_items, "relevant")
         state.relevant = relevant
@@ -234,7 +234,8 @@ def _prepare(context: ListContext) -> Prepared:
         sub = _take(relevant, rows)
         state.held = held_table(sub.indptr, sub.rows, n_items)
         if state.profiles is not None:
-            state.reo_denominator = _untrained_relevant(relevant, state.profiles, state.tail, n_items)
+            state.reo_denominator = _candidate_relevant(relevant, state.profiles, state.tail, n_items,
+                                                        context.seen_kept)
             state.n_evaluated = tuple(int(members[rows].sum()) for members in state.members)
     return state
 
@@ -248,11 +249,31 @@ def _take(csr: Profiles, rows: np.ndarray) -> Profiles:
     return Profiles(indptr, csr.rows[at])
 
 
-def _untrained_relevant(relevant: Profiles, profiles: Profiles, tail: np.ndarray, n_items: int) -> tuple[float, float]:
-    """Σ_u |(short head ∩ R_u) − T_u| and Σ_u |(long tail ∩ R_u) − T_u| over distinct items
-    (R_u held out, T_u trained): PopREO's denominators."""
+def _candidates(profiles: Profiles, tail: np.ndarray, seen_kept: bool) -> tuple[float, float]:
+    """PopRSP's denominators: the short-head and long-tail items each row could be served,
+    summed over rows: Σ_u |g − T_u| (T_u trained, never served), or Σ_u |g| when training
+    items stay candidates (``seen_kept``), where a trained item can fill a slot too."""
+    head = ~tail
+    if seen_kept:
+        return float(profiles.n * head.sum()), float(profiles.n * tail.sum())
+    trained_head = profiles.row_sums(head)
+    return (
+        float(profiles.n * head.sum() - trained_head.sum()),
+        float(profiles.n * tail.sum() - (profiles.sizes - trained_head).sum()),
+    )
+
+
+def _candidate_relevant(
+    relevant: Profiles, profiles: Profiles, tail: np.ndarray, n_items: int, seen_kept: bool
+) -> tuple[float, float]:
+    """PopREO's denominators: Σ_u |(short head ∩ R_u) − T_u| and Σ_u |(long tail ∩ R_u) − T_u|
+    over distinct items (R_u held out, T_u trained); without ``− T_u`` when training items
+    stay candidates (``seen_kept``), where a held-out item also trained can still be hit."""
     if relevant.n != profiles.n:
         raise ValueError(f"relevant has {relevant.n} rows but profiles {profiles.n}; both must align with the lists")
+    if seen_kept:
+        in_tail_held = tail[relevant.rows]
+        return float((~in_tail_held).sum()), float(in_tail_held.sum())
     held = relevant.owner * n_items + relevant.rows  # distinct keys (as_profiles), < n_rows * n_items
     trained = profiles.owner * n_items + profiles.rows
     items = (held[~np.isin(held, trained, assume_unique=True)] % n_items).astype(np.int64)

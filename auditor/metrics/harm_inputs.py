@@ -17,13 +17,21 @@ from auditor.sections import Retrieval
 from auditor.values import ItemRows
 
 
-def relevant_rows(heldout: HeldOutQueries | None, n_queries: int) -> tuple[np.ndarray, np.ndarray] | None:
+def relevant_rows(
+    heldout: HeldOutQueries | None, n_queries: int, n_items: int | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
     """CSR ``(indptr, item_rows)`` of each list row's held-out items (rows without any
-    empty), what the group NDCG and PopREO read; None without a holdout."""
+    empty), what the group NDCG and PopREO read; None without a holdout. ``n_items``: the
+    catalogue, whose rows alone these measures read (a lists-only holdout numbers the items
+    no list holds past it, for the accuracy's misses)."""
     if heldout is None:
         return None
     owner = np.repeat(np.asarray(heldout.positions, dtype=np.int64), np.diff(heldout.indptr))
-    return build_csr(owner, np.asarray(heldout.items, dtype=np.int64), n_queries)
+    items = np.asarray(heldout.items, dtype=np.int64)
+    if n_items is not None:
+        inside = items < n_items
+        owner, items = owner[inside], items[inside]
+    return build_csr(owner, items, n_queries)
 
 
 def with_exposure_shift(

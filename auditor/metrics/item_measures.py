@@ -13,6 +13,11 @@ popularity mass, every other item is long tail (the split of ``aplt``; Elliot's
   P(g) = Σ_u |L_u ∩ R_u ∩ g| / Σ_u |(g ∩ R_u) − T_u|, then std/mean;
 * ``aclt`` (Abdollahpouri et al. 2019; Elliot ``ACLT``): mean over rows of |L_u ∩ long tail|.
 
+The ``− T_u`` is Elliot's, who never serves training items; when they stay candidates
+(``keep_seen``, ``ListContext.seen_kept``) it is dropped, as every item can then be served
+(the report's ``seen_items`` definition says so; the definitions above, which ``diff``
+compares between reports, are unchanged).
+
 0 is parity for the first two; both are NaN when a probability is undefined (an empty
 group) or both are 0. Lists hold distinct items (as every scoring serves), so a list's
 count of items is the size of its set.

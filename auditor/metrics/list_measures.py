@@ -37,7 +37,8 @@ class ExposureMeasures:
     most-popular list (interactions or distinct users per item, ``popularity``);
     novelty always uses distinct users and is None when they are unknown. ``profiles`` and
     ``relevant`` (CSR of each list row's training and held-out items) and ``groups`` (the
-    cut-offs) are what the user- and item-side measures read. ``measures``
+    cut-offs) are what the user- and item-side measures read; ``seen_kept``: training items
+    stay candidates (``keep_seen``). ``measures``
     (default: the built-in ones) are the registered list measures, in report order.
     """
 
@@ -53,10 +54,12 @@ class ExposureMeasures:
         profiles: tuple[np.ndarray, np.ndarray] | None = None,
         relevant: tuple[np.ndarray, np.ndarray] | None = None,
         groups: GroupPolicy | None = None,
+        seen_kept: bool = False,
     ) -> None:
         self.popularity = np.asarray(popularity)
         self.n_items = int(self.popularity.shape[0])
-        context = ListContext(self.popularity, user_counts, n_users, item_table, item_ids, profiles, relevant, groups)
+        context = ListContext(self.popularity, user_counts, n_users, item_table, item_ids, profiles, relevant, groups,
+                              seen_kept)
         self.context = context
         """What every measure was bound to (the report's per-group table reads it too)."""
         self.info = measure_info(measures)

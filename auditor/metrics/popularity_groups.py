@@ -18,9 +18,13 @@ default, the literature's values); each field is a setting of the same name.
   *blockbuster*, the rest *diverse*.
 
 Every cut puts tied items, and tied users, on one side, so no result depends on the
-order of table rows or of users: the cut user is the ⌊fraction · n⌋-th (as the authors'
-split does), and every user tied with it joins its group; a user tied with both cuts is
-niche.
+order of table rows or of users. As the authors' split does (Daniil et al.'s notebook:
+``[:⌊0.2·n⌋]`` and ``[⌊0.8·n⌋:]``), niche is the users up to the ⌊niche_fraction · n⌋-th
+from the bottom and blockbuster the users from the ⌊(1 − blockbuster_fraction) · n⌋-th
+position on, n − ⌊(1 − f) · n⌋ = ⌈f · n⌉ of them: with 12 users and 20% each, 2 niche and
+3 blockbuster; with 4, none niche and one blockbuster. Every user tied with a cut user
+joins its group; a user tied with both cuts is niche. When every user shares one ratio
+there is no contrast to draw, and every user is diverse.
 """
 
 from __future__ import annotations
@@ -122,7 +126,11 @@ def popular_ratio(popularity: np.ndarray, profiles: Profiles, policy: GroupPolic
 def user_groups(popularity: np.ndarray, profiles: Profiles, policy: GroupPolicy = DEFAULT_GROUPS) -> np.ndarray:
     """Group code per list row (:data:`NICHE`, :data:`DIVERSE`, :data:`BLOCKBUSTER`;
     :data:`NO_GROUP` for an empty profile; int8), by :func:`popular_ratio` (module docstring)."""
-    ratio = popular_ratio(popularity, profiles, policy)
+    return groups_by_ratio(popular_ratio(popularity, profiles, policy), policy)
+
+
+def groups_by_ratio(ratio: np.ndarray, policy: GroupPolicy = DEFAULT_GROUPS) -> np.ndarray:
+    """Group code per row of its popular ``ratio`` (NaN: :data:`NO_GROUP`) (module docstring)."""
     codes = np.full(ratio.shape[0], NO_GROUP, dtype=np.int8)
     known = ~np.isnan(ratio)
     n = int(known.sum())
@@ -130,6 +138,8 @@ def user_groups(popularity: np.ndarray, profiles: Profiles, policy: GroupPolicy 
         return codes
     ordered = np.sort(ratio[known])
     codes[known] = DIVERSE
+    if ordered[0] == ordered[-1]:
+        return codes  # one shared ratio: no niche/blockbuster contrast (:func:`sole_ratio`)
     n_niche = int(math.floor(policy.niche_fraction * n + 1e-9))
     n_block = n - int(math.floor((1.0 - policy.blockbuster_fraction) * n + 1e-9))
     if n_block > 0:
@@ -139,7 +149,17 @@ def user_groups(popularity: np.ndarray, profiles: Profiles, policy: GroupPolicy 
     return codes
 
 
+def sole_ratio(ratio: np.ndarray) -> float | None:
+    """The one popular ratio every row with a profile shares (None: none, or several):
+    then no user is more niche than another, and every user is diverse."""
+    known = ratio[~np.isnan(ratio)]
+    if known.size == 0 or known.min() != known.max():
+        return None
+    return float(known[0])
+
+
 __all__ = [
     "BLOCKBUSTER", "DEFAULT_GROUPS", "DIVERSE", "GroupPolicy", "HEAD", "ITEM_GROUPS", "MID", "NICHE", "NO_GROUP",
-    "Profiles", "TAIL", "USER_GROUPS", "as_profiles", "item_groups", "long_tail", "popular_ratio", "user_groups",
+    "Profiles", "TAIL", "USER_GROUPS", "as_profiles", "groups_by_ratio", "item_groups", "long_tail", "popular_ratio",
+    "sole_ratio", "user_groups",
 ]  # fmt: skip

@@ -27,12 +27,45 @@ from collections.abc import Callable
 
 import numpy as np
 
+from auditor.errors import setting
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.plugin_api import DeclaredListMeasure, Scorer
 from auditor.metrics.group_state import GroupFigures, ListFigures, Prepared, prepared
 from auditor.metrics.popularity_groups import USER_GROUPS
 from auditor.sections import GROUP_LIST_MEASURES
 
+
+def tied_groups_warning(context: ListContext) -> str | None:
+    """Why the niche and blockbuster groups are empty when every user shares one popular
+    ratio (None: they are drawn; or no profiles)."""
+    if context.profiles is None:
+        return None
+    state = prepared(context)
+    if state.sole_ratio is None or state.user_group is None:
+        return None
+    n = int((state.user_group >= 0).sum())
+    return (f"all {n:,} users with training items share one popular ratio ({state.sole_ratio:.2f} of their items "
+            "popular): no user is more niche or more blockbuster than another, so the user groups are undefined: "
+            "all count as diverse, and the niche and blockbuster figures are null")
+
+
+WHO_PAYS = "who_pays"
+"""The ``not_measured`` key of the user- and item-side measures (the Who-pays table, ΔGAP,
+miscalibration, the group NDCG, PopRSP and PopREO) when each user's training items are unknown."""
+
+
+def who_pays_unmeasured(origin: str) -> str:
+    """Why the measures of :data:`WHO_PAYS` are null: ``origin`` ``frequencies`` (counts
+    alone), ``file`` (a query file) or anything else (the queried users' training items are
+    unknown)."""
+    what = ("the user- and item-side measures (Who pays: ΔGAP, miscalibration and NDCG per user group; PopRSP, "
+            "PopREO) need each queried user's training items")
+    if origin == "frequencies":
+        return f"{what}; {setting('frequencies')} gives counts per item only: pass the log with {setting('interactions')}"
+    if origin == "file":
+        return f"{what}, but the query vectors of {setting('queries')} PATH carry no user identity"
+    return (f"{what}, which are unknown here: pass the training log, with its user column, as "
+            f"{setting('interactions')}")
 
 
 def shown(name: str) -> tuple[str, str, str]:

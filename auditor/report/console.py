@@ -135,7 +135,7 @@ def _table(block: Table) -> RenderableType:
     for i, name in enumerate(block.headers):
         table.add_column(
             Text(name), justify="right" if block.is_numeric(i) else "left",
-            overflow="fold" if i in block.wrap else "ellipsis",
+            overflow="fold" if i in block.wrap else "ellipsis", no_wrap=i in block.nowrap,
         )  # fmt: skip
     for row in block.rows:
         table.add_row(*(_cell(block, i, cell) for i, cell in enumerate(row)))

@@ -46,7 +46,7 @@ from auditor.result import (
     ListMeasureInfo,
     Retrieval,
 )
-from auditor.sections import GROUP_LIST_MEASURES, share_ratio
+from auditor.sections import GROUP_LIST_MEASURES, finite_figure, share_ratio
 from auditor.wording import correlation_figures
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
@@ -264,11 +264,12 @@ def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasure
 
 def shown_measures(cut: CutoffMeasures, measures: Mapping[str, ListMeasureInfo]) -> dict[str, ListMeasureInfo]:
     """The list measures a K's table shows: a user- or item-side measure the audit could
-    not measure (no training profiles, no holdout: null under every scoring) is left out
-    rather than shown empty; every other measure is shown, measured or not."""
+    not measure (no training profiles, no holdout, an empty user group, a probability
+    0/0: null under every scoring) is left out rather than shown empty; every other
+    measure is shown, measured or not."""
     scorings = cut.scorings().values()
     return {name: info for name, info in measures.items()
-            if name not in GROUP_LIST_MEASURES or any(listed.get(name) is not None for listed in scorings)}
+            if name not in GROUP_LIST_MEASURES or any(finite_figure(listed.get(name)) is not None for listed in scorings)}
 
 
 def format_measure(value: Any, display: str) -> str:

@@ -85,7 +85,8 @@ def _plain_text(text: Text) -> bool:
 def _plain_layout(table: RichTable) -> bool:
     """Whether ``table`` uses only the layout written here: a box with its edge, rich's
     default padding, no title, caption, footer, row lines, sections, fixed or minimum
-    width, expansion, column width settings or justification but left and right."""
+    width, expansion, column width settings or justification but left and right (a
+    column may refuse to wrap: the collapse passes it by, as rich's does)."""
     return (
         ratio_reduce is not None and table.box is not None and table.show_edge and not table.show_lines and not table.show_footer
         and table.leading == 0 and table.padding == PADDING and table.pad_edge and not table.collapse_padding
@@ -93,7 +94,7 @@ def _plain_layout(table: RichTable) -> bool:
         and table.title is None and table.caption is None
         and not any(row.end_section for row in table.rows)
         and all(c.width is None and c.min_width is None and c.max_width is None and c.ratio is None
-                and not c.no_wrap and c.justify in ("left", "right") and c.vertical == "top"
+                and c.justify in ("left", "right") and c.vertical == "top"
                 for c in table.columns)
     )  # fmt: skip
 
@@ -123,7 +124,7 @@ def _lines(table: RichTable, cells: list[list[Text]], console: Console, options:
 def _widths(table: RichTable, cells: list[list[Text]], console: Console, options: ConsoleOptions) -> list[int]:
     """Each column's width with its padding, as rich's ``Table`` computes it: the longest
     cell plus one space a side, collapsed as rich collapses a table too wide for
-    ``options`` (the widest columns first, then all evenly). Cells of more than one line
+    ``options`` (the widest columns that may wrap first, then all evenly). Cells of more than one line
     (or with tabs or control characters) are measured by rich itself."""
     available = options.max_width - table._extra_width
     if available < 3 or not cells or not all(_simple(text.plain) for row in cells for text in row):
@@ -132,7 +133,7 @@ def _widths(table: RichTable, cells: list[list[Text]], console: Console, options
     widths = [min(width, available) for width in natural]
     if sum(widths) <= available:
         return widths
-    widths = RichTable._collapse_widths(widths, [True] * len(widths), available)
+    widths = RichTable._collapse_widths(widths, [not column.no_wrap for column in table.columns], available)
     if sum(widths) > available:
         widths = ratio_reduce(sum(widths) - available, [1] * len(widths), widths, widths)
     return [min(full, width) if width >= 1 else 0 for full, width in zip(natural, widths)]
@@ -165,7 +166,7 @@ def _cell(console: Console, text: Text, width: int, column: Column, style: Style
             return [[pad, (fill + plain if column.justify == "right" else plain + fill, text_style), pad]]
     tab_size = console.tab_size if text.tab_size is None else text.tab_size
     lines = text.wrap(console, inner, justify=column.justify, overflow=column.overflow, tab_size=tab_size or 8,
-                      no_wrap=False)  # fmt: skip
+                      no_wrap=bool(column.no_wrap))  # fmt: skip
     return [_padded(line.plain, inner, pad, text_style) for line in lines]
 
 

@@ -33,9 +33,10 @@ from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.model import QueryPopulation
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
-from auditor.metrics.exposure import OVERLAP_DEFINITION, overlap
+from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
 from auditor.config import GroupPolicy
 from auditor.plugin_api import ListContext, Slots
+from auditor.metrics.user_measures import tied_groups_warning
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.metrics.user_measures import group_table
 from auditor.model import ItemStats, ModelBundle
@@ -183,7 +184,7 @@ def _measure_lists(
                 dot=measured.pop("dot"),
                 cosine=measured.pop("cosine"),
                 popular=measured.pop("popular"),
-                overlap_dot_cosine=overlap(slots["dot"].lists, slots["cosine"].lists, n_items),
+                overlap_dot_cosine=filled_overlap(slots["dot"].lists, slots["cosine"].lists, n_items),
                 norm_aware=measured,
                 overlap_served=_served_overlaps(slots),
             )
@@ -227,7 +228,9 @@ def measure_retrieval(
     groups = groups or GroupPolicy()
     measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_table=bundle.item_table, item_ids=bundle.item_ids,
-                                profiles=_profiles(population), relevant=relevant, groups=groups)
+                                profiles=_profiles(population), relevant=relevant, groups=groups,
+                                seen_kept=population.seen_items == "kept")
+    warnings += [note] if (note := tied_groups_warning(measures.context)) else []
     ks = sorted({min(k, n_items) for k in settings.ks})
     for k in sorted(set(settings.ks)):
         if k > n_items:
@@ -282,7 +285,8 @@ def _definitions(
     kind = "distinct training users" if settings.popularity == "users" else "training interactions"
     seen = {
         "excluded": "each query's training items are never served (as a deployed recommender serves)",
-        "kept": f"training items stay among the candidates ({setting('keep_seen')})",
+        "kept": f"training items stay among the candidates ({setting('keep_seen')}), so PopRSP and PopREO count "
+                "them in their denominators (no − T_u)",
         "unknown": "training items could not be excluded (the queries' users or their training items are unknown)",
     }[population.seen_items]
     definitions = {m.name: m.definition for m in list_measures}

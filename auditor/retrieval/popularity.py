@@ -1,7 +1,8 @@
 """The popularity per item row the list measures use (the ``popularity`` setting), and,
 when distinct users are asked for but the counts hold none, which input lacks them and
 what gives them: the log's user column, a counts file's distinct-users column, or the
-log itself in place of a checkpoint's recorded counts."""
+log itself in place of a checkpoint's recorded counts (a checkpoint that records every
+training pair has them: :func:`auditor.loading.statistics.recorded_users`)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def no_user_counts(stats: ItemStats) -> str:
         remedy = (f"name it with {setting('user_count_col')} (or give a counts file with one, or the log itself "
                   f"with {setting('interactions')})")
     elif stats.from_checkpoint:
-        what = f"the checkpoint {source} records interactions per item only"
-        remedy = f"give its training log with {setting('interactions')}"
+        what = f"the checkpoint {source} records interactions per item, not every (user, item) training pair"
+        remedy = (f"give the log it was trained on with {setting('interactions')} (its training part only, where it "
+                  "held some out)")
     else:
         what = "the interaction log" + (f" {source}" if source else "") + " has no user column"
         remedy = f"pass {setting('user_col')} NAME"

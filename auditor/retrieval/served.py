@@ -25,6 +25,7 @@ from auditor.config import GroupPolicy
 from auditor.loading.served_lists import ServedLists
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
+from auditor.metrics.user_measures import tied_groups_warning
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.metrics.popularity_sets import head_mask
 from auditor.model import ItemStats
@@ -110,7 +111,7 @@ def measure_served(
     popular = np.broadcast_to(measures.popular_list(max(ks)), (served.n_users, min(max(ks), n_items)))
     section = describe_served(served)
     exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}
-    warnings: list[str] = []
+    warnings: list[str] = [note] if (note := tied_groups_warning(measures.context)) else []
     with progress.track("served lists: exposure measures", len(ks)) as advance:
         for k in ks:
             mine, theirs = Slots(served.lists[:, :k], n_items), Slots(popular[:, :k], n_items)
