@@ -197,6 +197,21 @@ def test_overlap_warnings(tmp_path: Path) -> None:
     assert ho.overlap_warnings(held.users, _seen([4], [2]), str(path), keep_seen=False) == []
 
 
+def test_a_recorded_holdout_found_whole_in_the_log_given_is_refused(tmp_path: Path) -> None:
+    """A retrain checkpoint audited beside the whole log it was split from: every recorded
+    held-out pair is in that log, so it would count as training and accuracy read 0 for
+    every scoring (with advice to check the ids). Refused, saying what to pass; a partial
+    overlap stays a warning, and a user-given holdout inside the log stays a warning."""
+    path = _write(tmp_path / "holdout.csv", "user_id,item_id\n1,2\n1,3\n2,4\n")
+    held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
+    with pytest.raises(InteractionsError, match=r"holds every held-out pair of m\.pt \(recorded holdout\) \(3 for "
+                       r"its 2 users\): it is the whole log .* Leave out " + _s("interactions")):
+        ho.overlap_warnings(held.users, _seen([2, 3, 7], [4]), "m.pt (recorded holdout)", keep_seen=False, recorded=True)
+    [partial] = ho.overlap_warnings(held.users, _seen([3], [5]), "m.pt (recorded holdout)", keep_seen=False,
+                                    recorded=True)
+    assert partial.startswith("1 of the 3 held-out (user, item) pairs")
+
+
 # ---------------------------------------------------------------- checkpoint pairs and the audit's entry points
 
 

@@ -218,9 +218,11 @@ def _held_out(
                    n_dropped_user_interactions=int((~mapped).sum()))
 
 
-def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_seen: bool) -> list[str]:
+def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_seen: bool,
+                     recorded: bool = False) -> list[str]:
     """Warnings when held-out (user, item) pairs also appear in training (a leak, or the
-    training log given as holdout)."""
+    training log given as holdout). A checkpoint's ``recorded`` holdout found whole in the
+    training log given beside it is refused: that log is the one the checkpoint split."""
     n_held = int(users.item_rows.size)
     owners = np.concatenate([np.repeat(np.arange(users.n), np.diff(indptr)) for indptr in (users.indptr, seen.indptr)])
     items = np.concatenate((users.item_rows, seen.rows))
@@ -229,6 +231,13 @@ def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_se
     n_both = int(np.count_nonzero((u[1:] == u[:-1]) & (i[1:] == i[:-1])))  # each side is distinct
     if n_both == 0 or n_held == 0:
         return []
+    if n_both == n_held and recorded:
+        raise InteractionsError(
+            f"the training log {seen.source} holds every held-out pair of {holdout} ({n_held:,} for its "
+            f"{users.n:,} users): it is the whole log the checkpoint was split from, not its training part, so the "
+            "held-out pairs would count as training and could never be hit. Leave out "
+            f"{setting('interactions')} (the checkpoint records its training pairs), or pass the training part only"
+        )
     if n_both == n_held:
         same = "identical to" if seen.rows.size == n_held else "a subset of"
         message = (
@@ -370,7 +379,7 @@ def heldout_queries(
     if population.seen_indptr is not None and population.seen_rows is not None and users.n:
         indptr, rows = take_csr(population.seen_indptr, population.seen_rows, positions)
         warnings += overlap_warnings(users, SeenItems(indptr, rows, population.seen_source), heldout.source,
-                                     config.keep_seen)
+                                     config.keep_seen, recorded=config.holdout_log is None)
     return HeldOutQueries(
         positions=positions, indptr=users.indptr, items=users.item_rows, source=heldout.source,
         n_interactions=heldout.n_interactions, n_dropped=heldout.n_dropped, n_dropped_users=heldout.n_dropped_users,

@@ -87,6 +87,20 @@ def _same_as_training(d: Path) -> Built:
                  check=_warned("is identical to the training log log.parquet"))
 
 
+def _retrained_beside_its_whole_log(d: Path) -> Built:
+    """A retrain checkpoint that records a 20% holdout, audited beside the whole log it was
+    split from: the recorded holdout lies in that log (refused: it read 0 accuracy)."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    write(d, "log.csv", _rows([(u, (u * 7 + j) % 12) for u in range(12) for j in range(5)]))
+    made = CliRunner().invoke(cli, ["retrain", "--data", str(d / "log.csv"), "--holdout-fraction", "0.2", "--epochs",
+                                    "1", "--threads", "1", "--dim", "4", "-q", "-o", str(d / "m.pt")])
+    assert made.exit_code == 0, made.output
+    return Built(["check", "m.pt", "--interactions", "log.csv", "--bootstrap", "0", "--no-probes", "-q"])
+
+
 CASES = [
     Case("holdout-empty-file", _holdout(""), EXIT_ERROR, r"held\.csv.*empty"),
     Case("holdout-header-only", _holdout("user_id,item_id\n"), EXIT_ERROR,
@@ -120,6 +134,9 @@ CASES = [
                   check=_accuracy(n_dropped=1, n_dropped_users=1, n_users_evaluated=2)),
          EXIT_OK, None),
     Case("holdout-is-the-training-log", _same_as_training, EXIT_OK, None),
+    Case("recorded-holdout-inside-the-log-given", _retrained_beside_its_whole_log, EXIT_ERROR,
+         r"the training log log\.csv holds every held-out pair of m\.pt \(recorded holdout\) .* it is the whole log "
+         r"the checkpoint was split from, not its training part.*Leave out --interactions"),
     # Norm-aware exponents outside [0, 1] and a tolerance outside (0, 1] are usage errors.
     Case("alpha-above-one", _holdout(_rows([(0, 1)]), "--alpha", "1.5"), EXIT_USAGE, r"--alpha.*1\.5.*<= 1"),
     Case("alpha-negative", _holdout(_rows([(0, 1)]), "--alpha", "-0.1"), EXIT_USAGE, r"--alpha.*-0\.1.*>= 0"),
