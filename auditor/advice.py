@@ -76,6 +76,9 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
             )
         return ["Held-out accuracy beside exposure: " + accuracy.recommendation + fix]
     how = f"measure it with {setting('holdout')} (held-out interactions): recall/NDCG of every scoring beside its exposure"
+    unmeasured = result.not_measured.get("accuracy")
+    if unmeasured and not unmeasured.startswith("no held-out interactions"):  # a holdout was given: say why it failed
+        how = f"held-out accuracy, which measures that, was not measured here: {unmeasured}"
     return [
         "Serve with cosine similarity, or L2-normalise item vectors before indexing: " + measured + ". "
         "Caveat: norms may also carry useful signal (item quality, confidence); " + how + ".",

@@ -370,3 +370,15 @@ def test_harm_graded_against_the_correlation_reads_as_although() -> None:
     assert v.severity == "high"
     assert v.summary.startswith("Popularity bias detected (high) in dot-product serving, although the CI of the "
                                 "frequency–norm correlation includes 0")
+
+
+def test_a_holdout_that_measured_nothing_is_not_advised_again() -> None:
+    """--holdout given, no held-out user evaluated: the advice says why accuracy is missing
+    instead of telling the user to pass the --holdout they passed."""
+    why = "no held-out user of new.csv can be evaluated, so accuracy is undefined; its users: 1 absent"
+    v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.30, 0.05, k=10), not_measured={"accuracy": why}))
+    serve = next(r for r in v.recommendations if r.startswith("Serve with cosine"))
+    assert f"was not measured here: {why}" in serve and "measure it with" not in serve
+    v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.30, 0.05, k=10),
+                               not_measured={"accuracy": "no held-out interactions: pass --holdout PATH"}))
+    assert any("measure it with" in r for r in v.recommendations)
