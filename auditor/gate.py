@@ -14,6 +14,7 @@ the one policy that ``check`` and ``batch`` apply to them.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,7 +32,10 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "<": operator.lt,
 }
-_EXPR = re.compile(r"^\s*([A-Za-z_][\w@.]*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+_EXPR = re.compile(r"^\s*([A-Za-z_][\w@.]*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+                   r"|(?i:inf|infinity|nan)))\s*$")
+"""``METRIC OP NUMBER``; NUMBER as Python writes a float, ``inf`` and ``nan`` included so that
+every non-finite threshold, spelled or overflowing (``1e400``), is refused for one reason."""
 RATIO_RULE = "every <metric>_ratio@K is dot / cosine (accuracy ratios included)"
 """The one direction of every ratio, said wherever gate names are listed."""
 @dataclass(frozen=True)
@@ -83,7 +87,13 @@ def parse_gates(
         if name not in known:
             problems.append(f"{expr!r}: unknown metric {name!r}")
             continue
-        gates.append(Gate(name, op, float(number)))
+        threshold = float(number)
+        if not math.isfinite(threshold):  # x > inf never holds, x < inf always (but for a ratio's +inf)
+            overflow = f" (it overflows to {threshold:g})" if number[-1].isdigit() else ""
+            problems.append(f"{expr!r}: the threshold {number} is not a finite number{overflow}; give a finite "
+                            "NUMBER (a ratio that is infinite, cosine serving none of the head, trips every '>' gate)")
+            continue
+        gates.append(Gate(name, op, threshold))
     if problems:
         shown = ", ".join(valid[:12]) + (f", ... ({len(valid)} in all)" if len(valid) > 12 else "")
         raise GateError(f"invalid {setting(option)}: " + "; ".join(problems) + f". Valid metrics: {shown}"

@@ -67,3 +67,13 @@ def test_an_infinite_skew_trips_its_gate_and_two_zeros_are_undefined() -> None:
     outcomes = evaluate_gates(gates, flat)
     assert [o.tripped for o in outcomes] == [True, False, False] and outcomes[2].value is None
     assert outcomes[0].describe() == "head_share_1pct_ratio@10>1.5: inf (TRIPPED)"
+
+
+@pytest.mark.parametrize("threshold", ["1e400", "-1e999", "inf", "-Infinity", "nan"])
+def test_a_threshold_that_is_not_finite_is_refused_however_it_is_spelled(threshold: str) -> None:
+    """1e400 overflowed to inf and made a gate that never held, while 'inf' was refused as
+    not a NUMBER: every non-finite threshold is now one usage error, with why."""
+    with pytest.raises(GateError, match=rf"'spearman>{threshold}': the threshold {threshold} is not a finite number") as info:
+        parse_gates([f"spearman>{threshold}"], ["spearman"])
+    assert info.value.exit_code == 2
+    assert parse_gates(["spearman>1e308"], ["spearman"])[0].threshold == 1e308  # the largest finite ones stay

@@ -66,6 +66,8 @@ CASES = [
          r"base\.json"),
     Case("unknown-gate-name", pair(report(0.6), "--fail-on", "spearmann.delta>0"), EXIT_USAGE, r"spearmann"),
     Case("bad-gate-suffix", pair(report(0.6), "--fail-on", "spearman.change>0"), EXIT_USAGE, r"spearman\.change"),
+    Case("gate-overflowing-threshold", pair(report(0.6), "--fail-on", "spearman.rel>-1e400"), EXIT_USAGE,
+         r"invalid --fail-on: 'spearman\.rel>-1e400': the threshold -1e400 is not a finite number \(it overflows to -inf\)"),
     Case("unknown-format", pair(report(0.6), "--format", "pdf"), EXIT_USAGE, r"'pdf' is not a report format"),
     Case("gate-on-unknown-figure", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0"), EXIT_USAGE, r"gini_dot@10"),
     Case("gate-on-one-sided-figure", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0", base=report(
