@@ -2,14 +2,21 @@
 the one policy that ``check`` and ``batch`` apply to them.
 
 * Names: the flat metrics for the run's cut-offs, of the registered list measures and
-  audit measures (built-in and plugins', :func:`gates_for`). Expressions are parsed and their names checked before
-  any audit runs, so a typo is a usage error (:class:`~auditor.errors.GateError`,
-  exit 2) listing the valid names rather than a silently passing gate.
+  audit measures (built-in and plugins', :func:`gates_for`), and every name other
+  settings would produce (:func:`well_formed`: another K or α). Expressions are parsed
+  and their names checked before any audit runs, so a typo is a usage error
+  (:class:`~auditor.errors.GateError`, exit 2) listing the valid names rather than a
+  silently passing gate; so is a threshold that is not a finite number.
 * Evaluation: a gate trips when its condition holds in a run (a ``check``, or one
   audited batch row). A run that did not measure the metric leaves the gate
   unevaluated there; a gate that no run measured, or that had no run at all, is an
   :class:`UnmeasuredGateError` (exit 1): a gate that cannot be evaluated fails the
-  build rather than pass it. That error comes before a tripped gate's exit 3.
+  build rather than pass it. That error comes before a tripped gate's exit 3, and says
+  each gate's own reason (:func:`why_unmeasured`, from the run's JSON report).
+* A K above the catalogue is clamped to the catalogue's size and its figures are filed
+  under that K: a gate reads only the K it names, so ``…@10`` on a 6-item catalogue is
+  unmeasured and says to gate ``…@6``. Its figures are the whole catalogue's lists, and a
+  gate's name is the figure's name in every report, batch column and diff.
 """
 
 from __future__ import annotations
