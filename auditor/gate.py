@@ -126,11 +126,19 @@ def gates_for(
 ) -> list[Gate]:
     """Parse gates for a run with cut-offs ``ks``, audit ``measures`` and
     ``list_measures`` (their names; list measures default to the built-in ones) and
-    norm-aware ``alphas``: the valid names of ``check`` and ``batch`` alike, and every
-    :func:`well_formed` name (measured at another K or α, it fails as not measured, with
-    what would measure it). GateError lists every problem."""
-    names = metric_names(sorted(set(ks)), measures, alphas, list_measures)
-    return parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures))
+    norm-aware ``alphas``: the valid names of ``check`` and ``batch`` alike. GateError
+    lists every problem; a :func:`well_formed` name these settings do not measure (another
+    K or α) is an UnmeasuredGateError (exit 1) saying what would measure it, before any
+    audit runs."""
+    ks, alphas = sorted(set(ks)), list(alphas)
+    names = metric_names(ks, measures, alphas, list_measures)
+    gates = parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures))
+    known = set(names)
+    unasked = {gate: _why_not_asked(per_k_name(gate.metric, list_measures), ks, alphas) for gate in gates
+               if gate.metric not in known}
+    if unasked:
+        require_measured(list(unasked), [], where="with these settings", reasons=unasked)
+    return gates
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:
@@ -232,22 +240,21 @@ def _why_per_k(name: PerK, report: Mapping[str, Any]) -> str:
     """Why a per-K figure is missing: its section not measured, then the settings (what would
     measure it), then what its section holds at its K."""
     settings = report.get("settings") or {}
-    exponent = scoring_alpha(name.scoring) if name.scoring and name.scoring.startswith(ALPHA_PREFIX) else None
-    if exponent in (0.0, 1.0):  # not measured apart: they are cosine's and dot's own lists
-        same = "cosine" if exponent == 0 else "dot"
-        return f"α={exponent:g} is {same} serving, not measured apart: gate {name.at(name.k, same)} instead"
+    exponent = _alpha_of(name)
+    if exponent in (0.0, 1.0):
+        return _why_not_asked(name, (name.k,), ())
     part = "accuracy" if name.measure in ACCURACY_MEASURES and name.scoring is not None else "retrieval"
     section = report.get(part)
     if not section:
         return f"{part} not measured: " + str((report.get("not_measured") or {}).get(part) or "no such section in the report")
-    if name.k not in (settings.get("ks") or (name.k,)):
-        return f"K={name.k} was not measured (add {setting('ks')} {name.k})"
+    # A report that does not record its settings asked for what it holds.
+    unasked = _why_not_asked(name, settings.get("ks") or (name.k,), settings.get("alphas") or [exponent or 0.0])
+    if unasked:
+        return unasked
     n_items = (report.get("inputs") or {}).get("n_items")
     if isinstance(n_items, int) and name.k > n_items:  # retrieval files a clamped K under the catalogue's size
         return (f"K={name.k} exceeds the catalogue ({n_items} items) and was clamped to {n_items}: its figures are "
                 f"filed under K={n_items} (gate {name.at(n_items)})")
-    if exponent is not None and exponent not in (settings.get("alphas") or (exponent,)):
-        return f"α={exponent:g} was not measured (add {setting('alphas')} {exponent:g})"
     cut = (section.get("recall") if name.measure == "recall" and name.scoring is None else section.get("at")) or {}
     if str(name.k) not in cut:
         return _why_no_cut(name, section)
@@ -260,6 +267,28 @@ def _why_per_k(name: PerK, report: Mapping[str, Any]) -> str:
                     "than the lists is not measured)")
         return f"{name.scoring or name.measure} was not measured at K={name.k}"
     return _why_null(name.measure, section, report)
+
+
+def _alpha_of(name: PerK) -> float | None:
+    """The norm-aware exponent of ``name``'s scoring (None: not an ``alpha_<α>`` scoring)."""
+    return scoring_alpha(name.scoring) if name.scoring and name.scoring.startswith(ALPHA_PREFIX) else None
+
+
+def _why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float]) -> str:
+    """Why the settings (cut-offs ``ks``, norm-aware ``alphas``) do not measure ``name``,
+    and what would; "" when they ask for it. α 0 and 1 are not measured apart: they are
+    cosine's and dot's own lists."""
+    if name is None:
+        return "not measured with these settings"
+    exponent = _alpha_of(name)
+    if exponent in (0.0, 1.0):
+        same = "cosine" if exponent == 0 else "dot"
+        return f"α={exponent:g} is {same} serving, not measured apart: gate {name.at(name.k, same)} instead"
+    if name.k not in set(ks):
+        return f"K={name.k} was not asked for (add {setting('ks')} {name.k})"
+    if exponent is not None and exponent not in set(alphas):
+        return f"α={exponent:g} was not asked for (add {setting('alphas')} {exponent:g})"
+    return ""
 
 
 def _why_no_cut(name: PerK, section: Mapping[str, Any]) -> str:

@@ -29,7 +29,7 @@ from auditor.cli._common import (
     table_key_options,
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
-from auditor.errors import GateError
+from auditor.errors import GateError, UnmeasuredGateError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -169,6 +169,8 @@ def _manifest_and_gates(
         measures, list_measures = registered.audit_names, registered.list_names
     try:
         gates = gates_for(fail_on, ks, measures, alphas, list_measures)
+    except UnmeasuredGateError:
+        raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
     problem = rank_by_problem(rank_by, metric_names(sorted(set(ks)), measures, alphas, list_measures), ks)

@@ -38,7 +38,7 @@ from auditor.cli._startup import frozen_for_the_run, imports_without_gc
 from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
 from auditor.devices import DEVICES, resolve_device
-from auditor.errors import GateError
+from auditor.errors import GateError, UnmeasuredGateError
 from auditor.io import check_not_inputs
 
 if TYPE_CHECKING:
@@ -228,6 +228,8 @@ def _audit(job: _Job) -> _Audited:
     try:
         registered = collect_measures(pm)
         gates = gates_for(job.fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names)
+    except UnmeasuredGateError:
+        raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
     # Every file the run writes (a Markdown report's figures included) before the audit.

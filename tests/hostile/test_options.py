@@ -162,7 +162,7 @@ CASES = [
     Case("fail-on-undefined", _check("--no-retrieval", "--bootstrap", "0", "--fail-on", "spearman_ci_lo>0"), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman_ci_lo>0: no CI without a bootstrap \(--bootstrap 0\)$"),
     Case("fail-on-k-not-asked", _check("-k", "5", "--fail-on", "head_share_1pct_ratio@8>1.5"), EXIT_ERROR,
-         r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@8>1\.5: K=8 was not measured \(add -k 8\)$"),
+         r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@8>1\.5: K=8 was not asked for \(add -k 8\)$"),
     Case("fail-on-k-clamped", _check("-k", "50", "--fail-on", "gini_dot@50>0.5"), EXIT_ERROR,
          r"^Error: cannot evaluate --fail-on gini_dot@50>0\.5: K=50 exceeds the catalogue \(10 items\) and was clamped "
          r"to 10: its figures are filed under K=10 \(gate gini_dot@10\)$"),
