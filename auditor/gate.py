@@ -348,7 +348,7 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
         return f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded"
     if name == "head_share_log":
         return f"measured for served lists audited alone ({setting('recommendations')} without a model)"
-    return str(not_measured.get(name) or f"the audit measure {name} has no value in this run")
+    return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no value in this run")
 
 
 def unmeasured_reasons(
