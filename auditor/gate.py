@@ -247,14 +247,13 @@ def _why_per_k(name: PerK, report: Mapping[str, Any]) -> str:
     section = report.get(part)
     if not section:
         return f"{part} not measured: " + str((report.get("not_measured") or {}).get(part) or "no such section in the report")
+    clamped = _why_clamped(name, report)
+    if clamped:
+        return clamped
     # A report that does not record its settings asked for what it holds.
     unasked = _why_not_asked(name, settings.get("ks") or (name.k,), settings.get("alphas") or [exponent or 0.0])
     if unasked:
         return unasked
-    n_items = (report.get("inputs") or {}).get("n_items")
-    if isinstance(n_items, int) and name.k > n_items:  # retrieval files a clamped K under the catalogue's size
-        return (f"K={name.k} exceeds the catalogue ({n_items} items) and was clamped to {n_items}: its figures are "
-                f"filed under K={n_items} (gate {name.at(n_items)})")
     cut = (section.get("recall") if name.measure == "recall" and name.scoring is None else section.get("at")) or {}
     if str(name.k) not in cut:
         return _why_no_cut(name, section)
@@ -263,8 +262,10 @@ def _why_per_k(name: PerK, report: Mapping[str, Any]) -> str:
         return _why_no_ratio(name, figures, report)
     if isinstance(figures, dict) and (name.scoring or name.measure) not in figures:  # a scoring, or an overlap
         if name.scoring == SERVED or name.measure.startswith("overlap_served_"):
-            return (f"no served lists were measured at K={name.k} (pass {setting('recommendations')}; a K longer "
-                    "than the lists is not measured)")
+            return _why_no_served(name, cut)
+        lists_only = (report.get("not_measured") or {}).get("dot_cosine")  # served lists audited without a model
+        if lists_only and name.scoring != "popular":
+            return f"{name.scoring or name.measure} not measured: {lists_only}"
         return f"{name.scoring or name.measure} was not measured at K={name.k}"
     return _why_null(name.measure, section, report)
 
@@ -289,6 +290,27 @@ def _why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float]
     if exponent is not None and exponent not in set(alphas):
         return f"α={exponent:g} was not asked for (add {setting('alphas')} {exponent:g})"
     return ""
+
+
+def _why_clamped(name: PerK, report: Mapping[str, Any]) -> str:
+    """Where a K past the catalogue (or past every served list, audited alone) was
+    measured instead, and the gate that reads it; "" when it was not clamped."""
+    n_items = (report.get("inputs") or {}).get("n_items")
+    if isinstance(n_items, int) and 0 < n_items < name.k:  # retrieval files a clamped K under the catalogue's size
+        return (f"K={name.k} exceeds the catalogue ({n_items} items) and was clamped to {n_items}: its figures are "
+                f"filed under K={n_items} (gate {name.at(n_items)})")
+    said = [str(w) for w in report.get("warnings") or () if str(w).startswith(f"cut-off K={name.k} exceeds")]
+    filed = re.findall(r"K=(\d+)", said[0])[-1:] if said else []
+    return f"{said[0]} (gate {name.at(int(filed[0]))})" if filed and int(filed[0]) != name.k else ""
+
+
+def _why_no_served(name: PerK, cut: Mapping[str, Any]) -> str:
+    """Why the served lists have no figure at K: none were given, or they are shorter."""
+    served = [int(k) for k, figures in cut.items() if isinstance(figures, dict) and SERVED in figures]
+    if not served:
+        return f"no served lists were given (pass {setting('recommendations')})"
+    return (f"the served lists are shorter than K={name.k}, which is not measured for them "
+            f"(gate {name.at(max(served))})")
 
 
 def _why_no_cut(name: PerK, section: Mapping[str, Any]) -> str:

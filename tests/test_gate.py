@@ -80,8 +80,8 @@ def test_a_threshold_that_is_not_finite_is_refused_however_it_is_spelled(thresho
 
 
 def _report(**sections: object) -> dict[str, object]:
-    """A JSON report's skeleton: K=10 measured over a 50-item catalogue, α 0.5, 200 resamples."""
-    return {"settings": {"ks": [10], "alphas": [0.5]}, "inputs": {"n_items": 50}, "not_measured": {},
+    """A JSON report's skeleton: K=10 measured over a 500-item catalogue, α 0.5, 200 resamples."""
+    return {"settings": {"ks": [10], "alphas": [0.5]}, "inputs": {"n_items": 500}, "not_measured": {},
             "frequency_norm": {"spearman": 0.8, "n_bootstrap": 200, "undefined_reason": None, "ci_undefined_reason": None},
             **sections}
 
@@ -113,7 +113,9 @@ _DEFINITIONS = {"pop_reo": "pop_reo: std / mean of P(g) over groups; null withou
         ("ndcg_dot@10", _report(not_measured={"accuracy": "no held-out interactions"}),
          "accuracy not measured: no held-out interactions"),
         ("gini_served@10", _report(retrieval={"at": _CUT}),
-         "no served lists were measured at K=10 (pass recommendations; a K longer than the lists is not measured)"),
+         "no served lists were given (pass recommendations)"),
+        ("gini_served@10", _report(retrieval={"at": {**_CUT, "5": {"served": {"gini": 0.4}}}}),
+         "the served lists are shorter than K=10, which is not measured for them (gate gini_served@5)"),
         ("spearman_ci_lo", _report(), "spearman_ci_lo is undefined here"),
         ("spearman_ci_hi", {**_report(), "frequency_norm": {"n_bootstrap": 0}}, "no CI without a bootstrap (bootstrap 0)"),
         ("kendall", {**_report(), "frequency_norm": {"undefined_reason": "every item has the same training frequency"}},
