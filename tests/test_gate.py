@@ -6,7 +6,8 @@ from auditor.errors import GateError
 import math
 
 from auditor.flat import flat_metrics_from_report, metric_names
-from auditor.gate import evaluate_gates, parse_gates, well_formed, why_unmeasured
+from auditor.gate import evaluate_gates, parse_gates
+from auditor.gate_reasons import well_formed, why_unmeasured
 from auditor.sections import share_ratio
 
 

@@ -229,7 +229,7 @@ def _row_reasons(gates: list[Gate], audited: list[dict[str, Any]], runs: list[li
     """Why each gate that no audited row measured has no value, from the rows' reports:
     one reason when every row gives it, else each row's (the first three)."""
     from auditor.batch.jobs import row_title
-    from auditor.gate import why_unmeasured
+    from auditor.gate_reasons import why_unmeasured
 
     measured = {outcome.gate for outcomes in runs for outcome in outcomes if outcome.value is not None}
     missing = [gate for gate in dict.fromkeys(gates) if gate not in measured]
