@@ -2,26 +2,36 @@
 the one policy that ``check`` and ``batch`` apply to them.
 
 * Names: the flat metrics for the run's cut-offs, of the registered list measures and
-  audit measures (built-in and plugins', :func:`gates_for`). Expressions are parsed and their names checked before
-  any audit runs, so a typo is a usage error (:class:`~auditor.errors.GateError`,
-  exit 2) listing the valid names rather than a silently passing gate.
+  audit measures (built-in and plugins', :func:`gates_for`), and every name other
+  settings would produce (:func:`~auditor.gate_reasons.well_formed`: another K or α). Expressions are parsed
+  and their names checked before any audit runs, so a typo is a usage error
+  (:class:`~auditor.errors.GateError`, exit 2) listing the valid names rather than a
+  silently passing gate; so is a threshold that is not a finite number.
 * Evaluation: a gate trips when its condition holds in a run (a ``check``, or one
   audited batch row). A run that did not measure the metric leaves the gate
   unevaluated there; a gate that no run measured, or that had no run at all, is an
   :class:`UnmeasuredGateError` (exit 1): a gate that cannot be evaluated fails the
-  build rather than pass it. That error comes before a tripped gate's exit 3.
+  build rather than pass it. That error comes before a tripped gate's exit 3, and says
+  each gate's own reason (:func:`~auditor.gate_reasons.why_unmeasured`, from the run's JSON report).
+* A K above the catalogue is clamped to the catalogue's size and its figures are filed
+  under that K: a gate reads only the K it names, so ``…@10`` on a 6-item catalogue is
+  unmeasured and says to gate ``…@6``. Its figures are the whole catalogue's lists, and a
+  gate's name is the figure's name in every report, batch column and diff.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.flat import metric_names
+from auditor.gate_reasons import per_k_name, well_formed, why_not_asked, why_unmeasured
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -31,7 +41,10 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "<": operator.lt,
 }
-_EXPR = re.compile(r"^\s*([A-Za-z_][\w@.]*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+_EXPR = re.compile(r"^\s*([A-Za-z_][\w@.]*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+                   r"|(?i:inf|infinity|nan)))\s*$")
+"""``METRIC OP NUMBER``; NUMBER as Python writes a float, ``inf`` and ``nan`` included so that
+every non-finite threshold, spelled or overflowing (``1e400``), is refused for one reason."""
 RATIO_RULE = "every <metric>_ratio@K is dot / cosine (accuracy ratios included)"
 """The one direction of every ratio, said wherever gate names are listed."""
 @dataclass(frozen=True)
@@ -63,13 +76,17 @@ class GateOutcome:
 
 
 def parse_gates(
-    expressions: Iterable[str], valid_names: Iterable[str], *, option: str = "fail_on", rule: str | None = RATIO_RULE
+    expressions: Iterable[str], valid_names: Iterable[str], *, option: str = "fail_on", rule: str | None = RATIO_RULE,
+    well_formed: Callable[[str], bool] | None = None,
 ) -> list[Gate]:
     """Parse every expression; all problems are reported together in one GateError.
 
     ``option``: the setting the expressions came from, as messages name it (the
     training monitor's alerts use the same syntax under their own setting); ``rule``: what
-    the list of valid names adds (``--fail-on``'s ratio rule; None for names without it)."""
+    the list of valid names adds (``--fail-on``'s ratio rule; None for names without it);
+    ``well_formed``: names outside ``valid_names`` that are accepted all the same, because
+    other settings would measure them (a K not asked for): this run leaves them
+    unmeasured, which fails the gate with the reason (exit 1) where a typo is exit 2."""
     valid = list(valid_names)
     known = set(valid)
     gates: list[Gate] = []
@@ -80,10 +97,16 @@ def parse_gates(
             problems.append(f"{expr!r} is not 'METRIC OP NUMBER' (OP one of > >= < <= == !=)")
             continue
         name, op, number = match.groups()
-        if name not in known:
+        if name not in known and not (well_formed is not None and well_formed(name)):
             problems.append(f"{expr!r}: unknown metric {name!r}")
             continue
-        gates.append(Gate(name, op, float(number)))
+        threshold = float(number)
+        if not math.isfinite(threshold):  # x > inf never holds, x < inf always (but for a ratio's +inf)
+            overflow = f" (it overflows to {threshold:g})" if number[-1].isdigit() else ""
+            problems.append(f"{expr!r}: the threshold {number} is not a finite number{overflow}; give a finite "
+                            "NUMBER (a ratio that is infinite, cosine serving none of the head, trips every '>' gate)")
+            continue
+        gates.append(Gate(name, op, threshold))
     if problems:
         shown = ", ".join(valid[:12]) + (f", ... ({len(valid)} in all)" if len(valid) > 12 else "")
         raise GateError(f"invalid {setting(option)}: " + "; ".join(problems) + f". Valid metrics: {shown}"
@@ -101,8 +124,18 @@ def gates_for(
     """Parse gates for a run with cut-offs ``ks``, audit ``measures`` and
     ``list_measures`` (their names; list measures default to the built-in ones) and
     norm-aware ``alphas``: the valid names of ``check`` and ``batch`` alike. GateError
-    lists every problem."""
-    return parse_gates(expressions, metric_names(sorted(set(ks)), measures, alphas, list_measures))
+    lists every problem; a :func:`~auditor.gate_reasons.well_formed` name these settings do not measure (another
+    K or α) is an UnmeasuredGateError (exit 1) saying what would measure it, before any
+    audit runs."""
+    ks, alphas = sorted(set(ks)), list(alphas)
+    names = metric_names(ks, measures, alphas, list_measures)
+    gates = parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures))
+    known = set(names)
+    unasked = {gate: why_not_asked(per_k_name(gate.metric, list_measures), ks, alphas) for gate in gates
+               if gate.metric not in known}
+    if unasked:
+        require_measured(list(unasked), [], where="with these settings", reasons=unasked)
+    return gates
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:
@@ -115,10 +148,25 @@ def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -
     return outcomes
 
 
-def require_measured(gates: Sequence[Gate], runs: Iterable[Sequence[GateOutcome]], *, where: str) -> None:
+def require_measured(
+    gates: Sequence[Gate], runs: Iterable[Sequence[GateOutcome]], *, where: str,
+    reasons: Mapping[Gate, str] | None = None,
+) -> None:
     """UnmeasuredGateError naming every gate that no run measured (``runs``: the
-    outcomes of each run, from :func:`evaluate_gates`); ``where`` ends the message."""
+    outcomes of each run, from :func:`evaluate_gates`), each with its reason (``reasons``,
+    from :func:`~auditor.gate_reasons.why_unmeasured`; else "not measured ``where``")."""
     measured = {outcome.gate for outcomes in runs for outcome in outcomes if outcome.value is not None}
-    missing = [str(gate) for gate in dict.fromkeys(gates) if gate not in measured]
+    missing = [gate for gate in dict.fromkeys(gates) if gate not in measured]
     if missing:
-        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')} {', '.join(missing)}: not measured {where}")
+        said = [f"{gate}: {(reasons or {}).get(gate) or f'not measured {where}'}" for gate in missing]
+        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')} {'; '.join(said)}")
+
+
+def unmeasured_reasons(
+    gates: Iterable[Gate], metrics: Mapping[str, float | None], report: Callable[[], Mapping[str, Any]],
+) -> dict[Gate, str]:
+    """:func:`~auditor.gate_reasons.why_unmeasured` for each gate whose metric has no value in ``metrics``, read
+    from the JSON ``report()`` (made only when a gate needs it)."""
+    missing = [gate for gate in gates if metrics.get(gate.metric) is None]
+    made = report() if missing else {}
+    return {gate: why_unmeasured(gate.metric, made) for gate in missing}

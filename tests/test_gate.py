@@ -7,6 +7,7 @@ import math
 
 from auditor.flat import flat_metrics_from_report, metric_names
 from auditor.gate import evaluate_gates, parse_gates
+from auditor.gate_reasons import well_formed, why_unmeasured
 from auditor.sections import share_ratio
 
 
@@ -67,3 +68,76 @@ def test_an_infinite_skew_trips_its_gate_and_two_zeros_are_undefined() -> None:
     outcomes = evaluate_gates(gates, flat)
     assert [o.tripped for o in outcomes] == [True, False, False] and outcomes[2].value is None
     assert outcomes[0].describe() == "head_share_1pct_ratio@10>1.5: inf (TRIPPED)"
+
+
+@pytest.mark.parametrize("threshold", ["1e400", "-1e999", "inf", "-Infinity", "nan"])
+def test_a_threshold_that_is_not_finite_is_refused_however_it_is_spelled(threshold: str) -> None:
+    """1e400 overflowed to inf and made a gate that never held, while 'inf' was refused as
+    not a NUMBER: every non-finite threshold is now one usage error, with why."""
+    with pytest.raises(GateError, match=rf"'spearman>{threshold}': the threshold {threshold} is not a finite number") as info:
+        parse_gates([f"spearman>{threshold}"], ["spearman"])
+    assert info.value.exit_code == 2
+    assert parse_gates(["spearman>1e308"], ["spearman"])[0].threshold == 1e308  # the largest finite ones stay
+
+
+def _report(**sections: object) -> dict[str, object]:
+    """A JSON report's skeleton: K=10 measured over a 500-item catalogue, α 0.5, 200 resamples."""
+    return {"settings": {"ks": [10], "alphas": [0.5]}, "inputs": {"n_items": 500}, "not_measured": {},
+            "frequency_norm": {"spearman": 0.8, "n_bootstrap": 200, "undefined_reason": None, "ci_undefined_reason": None},
+            **sections}
+
+
+_CUT = {"10": {"dot": {"head_share_1pct": 0.0, "gap_delta_niche": -0.742, "coverage": 0.3, "pop_reo": None},
+               "cosine": {"head_share_1pct": 0.0, "gap_delta_niche": -0.934, "coverage": None, "pop_reo": None}}}
+_DEFINITIONS = {"pop_reo": "pop_reo: std / mean of P(g) over groups; null without a holdout or without each user's "
+                           "training items"}
+
+
+@pytest.mark.parametrize(
+    ("name", "report", "reason"),
+    [
+        ("gap_delta_niche_ratio@10", _report(retrieval={"at": _CUT}),
+         "a ratio of two signed figures is undefined (dot -0.742, cosine -0.934: it does not say which is larger); "
+         "gate gap_delta_niche_dot@10 and gap_delta_niche_cosine@10 instead"),
+        ("head_share_1pct_ratio@10", _report(retrieval={"at": _CUT}),
+         "a ratio of two zeros is undefined (dot and cosine are both 0); gate head_share_1pct_dot@10 and "
+         "head_share_1pct_cosine@10 instead"),
+        ("pop_reo_cosine@10", _report(retrieval={"at": _CUT, "definitions": _DEFINITIONS}),
+         "pop_reo is null without a holdout or without each user's training items"),
+        ("head_share_1pct_ratio@100", _report(retrieval={"at": _CUT}), "K=100 was not asked for (add ks 100)"),
+        ("head_share_1pct_ratio@10", {**_report(retrieval={"at": {"6": _CUT["10"]}}), "inputs": {"n_items": 6}},
+         "K=10 exceeds the catalogue (6 items) and was clamped to 6: its figures are filed under K=6 "
+         "(gate head_share_1pct_ratio@6)"),
+        ("gini_alpha_0@10", _report(retrieval={"at": _CUT}),
+         "α=0 is cosine serving, not measured apart: gate gini_cosine@10 instead"),
+        ("gini_alpha_0.25@10", _report(retrieval={"at": _CUT}), "α=0.25 was not asked for (add alphas 0.25)"),
+        ("ndcg_dot@10", _report(not_measured={"accuracy": "no held-out interactions"}),
+         "accuracy not measured: no held-out interactions"),
+        ("gini_served@10", _report(retrieval={"at": _CUT}),
+         "no served lists were given (pass recommendations)"),
+        ("gini_served@10", _report(retrieval={"at": {**_CUT, "5": {"served": {"gini": 0.4}}}}),
+         "the served lists are shorter than K=10, which is not measured for them (gate gini_served@5)"),
+        ("spearman_ci_lo", _report(), "spearman_ci_lo is undefined here"),
+        ("spearman_ci_hi", {**_report(), "frequency_norm": {"n_bootstrap": 0}}, "no CI without a bootstrap (bootstrap 0)"),
+        ("kendall", {**_report(), "frequency_norm": {"undefined_reason": "every item has the same training frequency"}},
+         "every item has the same training frequency"),
+        ("training_spearman", _report(), "no training trace (pass trace)"),
+        ("served_spearman", _report(served_vectors={"as_served": False}),
+         "the stored tables stand in for the vectors the model serves with, so what it serves is unknown"),
+    ],
+)
+def test_why_a_gate_has_no_value_is_its_own_reason(name: str, report: dict[str, object], reason: str) -> None:
+    """Each unevaluated gate says its own reason (the message listed every possible cause,
+    and never the signed ratio's); setting names are the library's (the CLI spells flags)."""
+    assert why_unmeasured(name, report) == reason
+
+
+@pytest.mark.parametrize(
+    ("name", "formed"),
+    [("head_share_1pct_ratio@100", True), ("ndcg_niche_alpha_0.3@7", True), ("recall@5", True), ("spearman_ci_lo", True),
+     ("overlap_served_cosine@20", True), ("gini_alpha_1.5@10", False), ("gini_alpha_0.50@10", False), ("gini_dot@010", False),
+     ("gini_dt@10", False), ("spearmn", False), ("gini_dot@0", False), ("norm_gini_dot@10", False)],
+)
+def test_well_formed_names_are_those_some_run_produces(name: str, formed: bool) -> None:
+    assert well_formed(name) is formed
+    assert well_formed("norm_gini_dot@10", ["norm_gini"])  # a plugin's list measure, given its name

@@ -63,7 +63,7 @@ def error_line(result: Result) -> str:
     [
         (["spearmn>0.5"], False, "unknown metric 'spearmn'"),
         (["spearman >> 1"], False, "is not 'METRIC OP NUMBER'"),
-        (["recall@5>0.9"], False, "unknown metric 'recall@5'"),  # a K that was not requested
+        (["recall@5x>0.9"], False, "unknown metric 'recall@5x'"),
         (["norm_gini>0"], False, "unknown metric 'norm_gini'"),  # a plugin measure, no plugin
         (["spearman>0.5", "norm_gini>>0"], True, "'norm_gini>>0' is not"),
     ],
@@ -99,8 +99,44 @@ def test_both_accept_the_same_expressions_with_the_same_exit_code(
     if code == 3:
         assert "TRIPPED" in checked.stderr and "gate row 0 (items.npy)" in batched.stderr
     if code == 1:
-        for result in (checked, batched):
-            assert error_line(result).startswith("Error: cannot evaluate --fail-on head_share_1pct_ratio@10>1.5: not measured")
+        said = "retrieval not measured: skipped with --no-retrieval"
+        assert error_line(checked) == f"Error: cannot evaluate --fail-on head_share_1pct_ratio@10>1.5: {said}"
+        assert error_line(batched) == f"Error: cannot evaluate --fail-on head_share_1pct_ratio@10>1.5: in every audited row, {said}"
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [  # well-formed names that other settings would measure: exit 1 with what would (they were "unknown", exit 2),
+       # said before any audit runs
+        ("recall@5>0.9", "K=5 was not asked for (add -k 5)"),
+        ("head_share_1pct_ratio@100>1.25", "K=100 was not asked for (add -k 100)"),
+        ("gini_alpha_0.3@10>0.5", "α=0.3 was not asked for (add --alpha 0.3)"),
+        ("head_share_1pct_alpha_1@10>0", "α=1 is dot serving, not measured apart: gate head_share_1pct_dot@10 instead"),
+    ],
+)
+def test_a_gate_these_settings_cannot_measure_fails_before_the_audit_in_both(
+    biased: Path, expression: str, reason: str
+) -> None:
+    checked, batched = check(biased, *fail_on(expression)), batch(biased, *fail_on(expression))
+    assert (checked.exit_code, batched.exit_code) == (1, 1), (checked.output, batched.output)
+    assert error_line(checked) == f"Error: cannot evaluate --fail-on {expression}: {reason}", checked.stderr
+    assert error_line(batched) == error_line(checked)
+    assert not (biased / "r.parquet").exists()  # nothing was audited
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [  # measured by neither run: each says why, from its report
+        ("ndcg_dot@10<0.1", "accuracy not measured: no held-out interactions: pass --holdout PATH"),
+        ("spearman_ci_lo>0", "no CI without a bootstrap (--bootstrap 0)"),
+        ("training_spearman>0.5", "no training trace (pass --trace)"),
+    ],
+)
+def test_a_gate_the_run_left_without_a_value_says_why_in_both(biased: Path, expression: str, reason: str) -> None:
+    checked, batched = check(biased, *fail_on(expression)), batch(biased, *fail_on(expression))
+    assert (checked.exit_code, batched.exit_code) == (1, 1), (checked.output, batched.output)
+    assert error_line(checked).startswith(f"Error: cannot evaluate --fail-on {expression}: {reason}"), checked.stderr
+    assert error_line(batched).startswith(f"Error: cannot evaluate --fail-on {expression}: in every audited row, {reason}")
 
 
 def test_a_batch_gate_with_no_audited_row_is_an_error_not_a_pass(biased: Path) -> None:

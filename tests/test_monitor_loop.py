@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +117,10 @@ def test_retrain_writes_its_trace_and_an_alert_stops_it(tmp_path: Path) -> None:
     assert ckpt["config"]["epochs"] == 1 and len(ckpt["trace"]) == 1
 
     done = CliRunner().invoke(cli, [*args, "--alert", "spearman>0.3", "--on-alert", "fail", "-o", str(tmp_path / "no.pt")])
-    assert done.exit_code == 3 and "Error: alert spearman>0.3 fired at step 4" in done.output
+    # Exit 3 is a tripped alert, not an error (CLI.md keeps "Error:" for exit 1 and 2): said as a tripped gate
+    assert done.exit_code == 3 and "Error" not in done.output
+    assert re.search(r"^alert spearman>0\.3 fired at step 4 \(epoch 1\): spearman = [\d.]+ \(TRIPPED\); training stopped$",
+                     done.output, re.M), done.output
     assert not (tmp_path / "no.pt").exists()
 
 

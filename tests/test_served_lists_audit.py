@@ -124,7 +124,8 @@ def test_served_lists_beside_a_model_are_not_measured_above_their_length(
     assert any(re.search(r"not measured at K=20 \(\S+ 10 measures them", w) for w in result.warnings), result.warnings
     gate = _invoke("check", model, "--interactions", log, "--recommendations", served, "-k", "10", "-k", "20",
                    "--bootstrap", "0", "--no-probes", "-q", "--fail-on", "head_share_1pct_served@20>0.5")
-    assert gate.exit_code == 1 and "not measured" in gate.stderr, gate.output
+    assert gate.exit_code == 1 and "the served lists are shorter than K=20, which is not measured for them (gate " \
+        "head_share_1pct_served@10)" in gate.stderr, gate.output
 
 
 def test_served_dot_lists_alone_give_the_models_dot_figures(dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:

@@ -80,6 +80,9 @@ def common_options(command: F) -> F:
         except AuditError as exc:
             if debug:
                 raise
+            if exc.exit_code == 3:  # a tripped alert is no error: said as check says a tripped gate
+                click.secho(str(exc), err=True, fg="red")
+                sys.exit(3)
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)

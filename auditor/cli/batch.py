@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ from auditor.cli._common import (
     table_key_options,
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
-from auditor.errors import GateError
+from auditor.errors import GateError, UnmeasuredGateError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -168,6 +169,8 @@ def _manifest_and_gates(
         measures, list_measures = registered.audit_names, registered.list_names
     try:
         gates = gates_for(fail_on, ks, measures, alphas, list_measures)
+    except UnmeasuredGateError:
+        raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
     problem = rank_by_problem(rank_by, metric_names(sorted(set(ks)), measures, alphas, list_measures), ks)
@@ -218,8 +221,30 @@ def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
                     f"gate {row_title(record['row'], record['model'])}: {gate.describe()}",
                     style="red", markup=False, highlight=False, soft_wrap=True,
                 )
-    require_measured(gates, runs, where="in any audited row")
+    require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))
     return any(gate.tripped for outcomes in runs for gate in outcomes)
+
+
+def _row_reasons(gates: list[Gate], audited: list[dict[str, Any]], runs: list[list[Any]]) -> dict[Gate, str]:
+    """Why each gate that no audited row measured has no value, from the rows' reports:
+    one reason when every row gives it, else each row's (the first three)."""
+    from auditor.batch.jobs import row_title
+    from auditor.gate_reasons import why_unmeasured
+
+    measured = {outcome.gate for outcomes in runs for outcome in outcomes if outcome.value is not None}
+    missing = [gate for gate in dict.fromkeys(gates) if gate not in measured]
+    reports = [json.loads(record.get("report_json") or "{}") for record in audited] if missing else []
+    reasons = {}
+    for gate in missing:
+        said = {row_title(r["row"], r["model"]): why_unmeasured(gate.metric, report) for r, report in zip(audited, reports)}
+        if not said:
+            reasons[gate] = "not measured in any audited row (no row was audited)"
+        elif len(set(said.values())) == 1:
+            reasons[gate] = f"in every audited row, {next(iter(said.values()))}"
+        else:
+            shown = "; ".join(f"{title}: {why}" for title, why in list(said.items())[:3])
+            reasons[gate] = f"not measured in any audited row ({shown}" + ("; ..." if len(said) > 3 else "") + ")"
+    return reasons
 
 
 def _plugin_measures(plugins: tuple[Path, ...], gated: bool) -> tuple[list[str], list[str] | None]:

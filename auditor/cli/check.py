@@ -36,7 +36,7 @@ from auditor.cli._startup import frozen_for_the_run, imports_without_gc
 from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
 from auditor.devices import DEVICES, resolve_device
-from auditor.errors import GateError
+from auditor.errors import GateError, UnmeasuredGateError
 from auditor.io import check_not_inputs
 
 if TYPE_CHECKING:
@@ -154,9 +154,7 @@ def command(
     for outcome in outcomes:
         if outcome.tripped or not quiet:
             stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None)
-    require_measured(audited.gates, [outcomes], where="in this run (see 'Not measured' in the report), or undefined "
-                     "here (a ratio of two zeros, a CI without a bootstrap or with too many undefined resamples, the "
-                     "correlation of a constant table)")
+    require_measured(audited.gates, [outcomes], where="in this run", reasons=audited.reasons)
     if any(o.tripped for o in outcomes):
         sys.exit(3)
 
@@ -198,6 +196,8 @@ class _Audited:
     mlflow_reports: dict[str, str | bytes] = field(default_factory=dict)
     gate: str | None = None
     """The verdict's CI gate (:attr:`~auditor.result.Verdict.gate`), which ``Next:`` suggests."""
+    reasons: dict[Any, str] = field(default_factory=dict)
+    """Why each gate without a value has none (:func:`~auditor.gate.unmeasured_reasons`)."""
 
 
 def _audit(job: _Job) -> _Audited:
@@ -206,7 +206,7 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
         # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
         from auditor.cli._group import plugin_commands
-        from auditor.gate import gates_for
+        from auditor.gate import gates_for, unmeasured_reasons
         from auditor.plugins import collect_measures, get_plugin_manager
         from auditor.plugin_api import RenderContext
         from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
@@ -226,6 +226,8 @@ def _audit(job: _Job) -> _Audited:
     try:
         registered = collect_measures(pm)
         gates = gates_for(job.fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names)
+    except UnmeasuredGateError:
+        raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
     # Every file the run writes (a Markdown report's figures included) before the audit.
@@ -244,10 +246,12 @@ def _audit(job: _Job) -> _Audited:
     stdout = None
     if job.files["-o"] is None and not job.quiet:
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
+    metrics = result.flat_metrics()
+    reasons = unmeasured_reasons(gates, metrics, result.to_dict)
     if not job.mlflow:
-        return _Audited(files, stdout, result.flat_metrics(), gates, gate=result.verdict.gate)
+        return _Audited(files, stdout, metrics, gates, gate=result.verdict.gate, reasons=reasons)
     logged = {fmt: render(result, fmt, pm, RenderContext(color=False, width=job.width)) for fmt in REPORT_FORMATS}
-    return _Audited(files, stdout, result.flat_metrics(), gates, result, logged, gate=result.verdict.gate)
+    return _Audited(files, stdout, metrics, gates, result, logged, gate=result.verdict.gate, reasons=reasons)
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,

@@ -62,7 +62,8 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
     if fmt not in renderers(pm):
         raise click.BadParameter(f"{fmt!r} is not a report format; choose from {', '.join(sorted(renderers(pm)))}",
                                  param_hint="--format")
-    diff = diff_reports(read_report(base, "base"), read_report(new, "new"), base_name=str(base), new_name=str(new))
+    reports = (read_report(base, "base"), read_report(new, "new"))
+    diff = diff_reports(*reports, base_name=str(base), new_name=str(new))
     try:
         gates = parse_diff_gates(fail_on, [change.name for change in diff.metrics])
     except GateError as exc:
@@ -75,7 +76,7 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
     for outcome in outcomes:
         if outcome.tripped or not quiet:
             stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None, markup=False)
-    require_evaluated(outcomes, diff)
+    require_evaluated(outcomes, diff, reports)
     if any(o.tripped for o in outcomes):
         sys.exit(3)
 

@@ -17,11 +17,16 @@ exit 1), as ``check``'s gates do; the message says which of these it is, per gat
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from auditor.diff.compare import MetricChange, ReportDiff
 from auditor.errors import UnmeasuredGateError, setting
 from auditor.gate import Gate, GateOutcome, evaluate_gates, parse_gates
+from auditor.gate_reasons import well_formed, why_unmeasured
+
+Reports = tuple[Mapping[str, Any], Mapping[str, Any]]
+"""The base and new JSON reports, which say why a figure is missing from them."""
 
 SUFFIXES = ("delta", "rel")
 
@@ -33,47 +38,73 @@ def diff_gate_names(metric_names: Iterable[str]) -> list[str]:
 
 
 def parse_diff_gates(expressions: Iterable[str], metric_names: Iterable[str]) -> list[Gate]:
-    """Parse ``--fail-on`` expressions of ``diff`` (GateError lists every problem)."""
-    return parse_gates(expressions, diff_gate_names(metric_names))
+    """Parse ``--fail-on`` expressions of ``diff`` (GateError lists every problem). A
+    well-formed name neither report holds (another K, an accuracy figure without a
+    holdout: :func:`~auditor.gate.well_formed`) is accepted, to fail as not measured."""
+    return parse_gates(expressions, diff_gate_names(metric_names),
+                       well_formed=lambda name: well_formed(_split(name)[0]))
 
 
-def evaluate_diff_gates(gates: Sequence[Gate], diff: ReportDiff) -> list[GateOutcome]:
+def evaluate_diff_gates(gates: Sequence[Gate], diff: ReportDiff, reports: Reports | None = None) -> list[GateOutcome]:
     """Evaluate the gates on ``diff``; UnmeasuredGateError names every gate whose value
-    (a change of an incomparable or one-sided figure) does not exist."""
+    (a change of an incomparable or one-sided figure) does not exist, with why (from
+    ``reports``, the base and new JSON reports, where a figure is missing from them)."""
     outcomes = evaluate_gates(gates, diff.flat())
-    require_evaluated(outcomes, diff)
+    require_evaluated(outcomes, diff, reports)
     return outcomes
 
 
-def require_evaluated(outcomes: Sequence[GateOutcome], diff: ReportDiff) -> None:
+def require_evaluated(outcomes: Sequence[GateOutcome], diff: ReportDiff, reports: Reports | None = None) -> None:
     """UnmeasuredGateError naming every gate without a value in ``diff``, each with why."""
-    missing = [f"{o.gate}: {why_unevaluated(o.gate, diff)}" for o in dict.fromkeys(outcomes) if o.value is None]
+    missing = [f"{o.gate}: {why_unevaluated(o.gate, diff, reports)}" for o in dict.fromkeys(outcomes) if o.value is None]
     if missing:
         raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')} {'; '.join(missing)}")
 
 
-def why_unevaluated(gate: Gate, diff: ReportDiff) -> str:
-    """Why ``gate`` has no value in ``diff`` (its name is one of :func:`diff_gate_names`)."""
-    name, _, suffix = gate.metric.rpartition(".")
-    if suffix not in SUFFIXES:  # the new value alone (a flat name may hold a dot: alpha_0.5)
-        name, suffix = gate.metric, ""
-    change = diff.metric(name)
-    if change.status == "compared" and suffix == "rel" and change.base is not None:
+def why_unevaluated(gate: Gate, diff: ReportDiff, reports: Reports | None = None) -> str:
+    """Why ``gate`` has no value in ``diff`` (its name is one of :func:`diff_gate_names`, or
+    well-formed); ``reports``: the base and new JSON reports, which say why a figure is
+    missing from one or both."""
+    name, suffix = _split(gate.metric)
+    try:
+        change: MetricChange | None = diff.metric(name)
+    except KeyError:  # a well-formed name neither report holds
+        change = None
+    if change is not None and change.status == "compared" and suffix == "rel" and change.base is not None:
         if change.base == 0:
             return f"relative change undefined: the base value is 0 (gate {name}.delta instead)"
         if change.base == math.inf:  # a dot/cosine ratio over a cosine share of 0
             return f"relative change undefined: the base value is infinite (gate {name} on the new value instead)"
-    return _missing(change, suffix)
+    return _missing(change, suffix, _whys(name, reports))
 
 
-def _missing(change: MetricChange, suffix: str) -> str:
-    """Why a figure or its change has no value, by its status."""
-    if change.status == "incomparable":
+def _split(metric: str) -> tuple[str, str]:
+    """A diff gate's flat name and suffix (``delta``, ``rel``, or "" for the new value)."""
+    name, _, suffix = metric.rpartition(".")
+    if suffix not in SUFFIXES:  # the new value alone (a flat name may hold a dot: alpha_0.5)
+        return metric, ""
+    return name, suffix
+
+
+def _whys(name: str, reports: Reports | None) -> tuple[str, str] | None:
+    """Why the base and the new report have no value for ``name`` (None without the reports)."""
+    return None if reports is None else (why_unmeasured(name, reports[0]), why_unmeasured(name, reports[1]))
+
+
+def _missing(change: MetricChange | None, suffix: str, whys: tuple[str, str] | None) -> str:
+    """Why a figure or its change has no value, by its status; ``whys``: why the base and
+    the new report lack it."""
+    base_why, new_why = whys or ("", "")
+    if change is not None and change.status == "incomparable":
         return "not comparable: " + (change.reason or "a setting differs")
-    if change.status == "not_measured":
-        return "measured in neither report"
+    if change is None or change.status == "not_measured":
+        if not whys:
+            return "measured in neither report"
+        same = base_why == new_why
+        return f"neither report has it: {base_why}" if same else f"neither report has it (base: {base_why}; new: {new_why})"
     if change.status == "only_base":
-        return "only the base report measured it" + ("" if suffix else " (the new report has no value)")
+        return "only the base report measured it" + (f" (the new report: {new_why})" if whys else
+                                                     "" if suffix else " (the new report has no value)")
     if change.status == "only_new":
-        return "only the new report measured it, so it has no change"
+        return "only the new report measured it, so it has no change" + (f" (the base report: {base_why})" if whys else "")
     return "not measured in the two reports"

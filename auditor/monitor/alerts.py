@@ -73,6 +73,6 @@ class Alerts:
 def act(event: AlertEvent) -> None:
     """Warn for ``warn`` and ``stop``; raise AlertTripped for ``raise``."""
     if event.action == "raise":
-        raise AlertTripped(f"{event.describe()}; training stopped")
+        raise AlertTripped(f"{event.describe()} (TRIPPED); training stopped")
     suffix = "; asking the trainer to stop" if event.action == "stop" else ""
     warnings.warn(event.describe() + suffix, TrainingAlertWarning, stacklevel=4)

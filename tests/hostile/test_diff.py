@@ -66,8 +66,23 @@ CASES = [
          r"base\.json"),
     Case("unknown-gate-name", pair(report(0.6), "--fail-on", "spearmann.delta>0"), EXIT_USAGE, r"spearmann"),
     Case("bad-gate-suffix", pair(report(0.6), "--fail-on", "spearman.change>0"), EXIT_USAGE, r"spearman\.change"),
+    Case("gate-overflowing-threshold", pair(report(0.6), "--fail-on", "spearman.rel>-1e400"), EXIT_USAGE,
+         r"invalid --fail-on: 'spearman\.rel>-1e400': the threshold -1e400 is not a finite number \(it overflows to -inf\)"),
     Case("unknown-format", pair(report(0.6), "--format", "pdf"), EXIT_USAGE, r"'pdf' is not a report format"),
-    Case("gate-on-unknown-figure", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0"), EXIT_USAGE, r"gini_dot@10"),
+    # A well-formed figure neither report measured is "not measured" (exit 1) with why, as in check; a typo stays exit 2
+    Case("gate-on-figure-neither-measured", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0"), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on gini_dot@10\.delta>0: neither report has it: retrieval not measured: no such "
+         r"section in the report$"),
+    Case("gate-on-k-neither-measured", pair(report(0.6, settings={"ks": [5]}, retrieval={"at": {"5": {}}}), "--fail-on",
+                                            "gini_dot@10.delta>0", base=report(settings={"ks": [5]}, retrieval={"at": {"5": {}}})),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on gini_dot@10\.delta>0: neither report has it: K=10 was not asked for "
+         r"\(add -k 10\)$"),
+    Case("gate-on-accuracy-without-holdout", pair(report(0.6, not_measured={"accuracy": "no held-out interactions"}),
+                                                  "--fail-on", "ndcg_dot@10.rel<-0.02"), EXIT_ERROR,
+         r"ndcg_dot@10\.rel<-0\.02: neither report has it \(base: accuracy not measured: no such section in the report; "
+         r"new: accuracy not measured: no held-out interactions\)$"),
+    Case("gate-on-unknown-figure", pair(report(0.6), "--fail-on", "gini_dot@1O.delta>0"), EXIT_USAGE,
+         r"unknown metric 'gini_dot@1O\.delta'"),
     Case("gate-on-one-sided-figure", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0", base=report(
         retrieval={"at": {"10": {"dot": {"gini": 0.5}, "cosine": {"gini": 0.2}}}})), EXIT_ERROR,
         r"gini_dot@10\.delta.*cannot be evaluated|gini_dot@10\.delta.*not measured|gini_dot@10\.delta"),

@@ -36,6 +36,10 @@ NEVER_OVERWRITES = r"popaudit never overwrites an input"
 NOT_ALLOWED = r"manifest m\.{suffix}: column '{column}' is not allowed: .*{flag}"
 
 
+def _nothing_audited(d: Path, _outcome: Any) -> None:
+    assert not (d / "r.parquet").exists(), "a row was audited"
+
+
 def _batch(manifest: str | bytes | dict[str, list[Any]] | None, *extra: str, name: str = "m.csv",
            outputs: tuple[str, ...] = (), check: Any = None, make: Any = None, quiet: bool = True) -> Any:
     """The valid table and log, the manifest ``name`` (CSV text/bytes, or columns written
@@ -215,6 +219,10 @@ CASES = [
     Case("rank-by-k-no-row-asks-for", _batch("model,k\nitems.npy,5\n", "--rank-by", "head_share_1pct_ratio@7"),
          EXIT_USAGE, r"invalid --rank-by 'head_share_1pct_ratio@7'.*\(did you mean 'head_share_1pct_ratio@5'.*"
                      r"at K = 5, 10, 100"),
+    # A gate at a K no row asks for is well-formed: exit 1 before any row is audited, saying what would measure it
+    Case("fail-on-k-no-row-asks-for", _batch("model,k\nitems.npy,5\n", "--fail-on", "head_share_1pct_ratio@7>1",
+                                             check=_nothing_audited),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@7>1: K=7 was not asked for \(add -k 7\)$"),
     Case("rank-by-a-manifest-k", _batch("model,k\nitems.npy,5\n", "--rank-by", "head_share_1pct_ratio@5",
                                         outputs=RESULTS, check=_results("ok")), EXIT_OK, None),
     Case("row-interactions-fifo", _batch("model,interactions\nitems.npy,pipe.parquet\n", outputs=RESULTS,

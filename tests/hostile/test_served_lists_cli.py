@@ -145,6 +145,11 @@ OWN_CASES = [
     Case("cli-recs-gate-trips", _recs("-k", "3", "--fail-on", "head_share_1pct_served@3>0.01"), EXIT_GATE, None,
          stderr=r"head_share_1pct_served@3>0\.01: 0\.1667 \(TRIPPED\)"),
     Case("cli-recs-gate-on-a-model-measure", _recs("--fail-on", "spearman>0.5"), EXIT_ERROR, r"spearman"),
+    Case("cli-recs-gate-on-dot-without-a-model", _recs("-k", "3", "--fail-on", "head_share_1pct_ratio@3>1"), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@3>1: dot not measured: no model: served lists alone"),
+    Case("cli-recs-gate-past-the-lists", _recs("-k", "3", "-k", "5", "--fail-on", "gini_served@5>0.9"), EXIT_ERROR,
+         r"gini_served@5>0\.9: cut-off K=5 exceeds the longest served list \(3 items in recs\.csv\); measured at K=3 "
+         r"\(gate gini_served@3\)$"),
     Case("cli-recs-beside-model-some-users-without-list",
          _recs("-k", "3", "--json", "r.json", model=True, content="user_id,item_id,rank\n0,3,1\n0,5,2\n0,9,3\n",
                outputs=("r.json",), check=_partly_served), EXIT_OK, None),

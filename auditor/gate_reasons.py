@@ -1,0 +1,228 @@
+"""Why a gate (``--fail-on``) has no value, the half of the gate policy that explains: the
+names some run would produce though this one does not (:func:`well_formed`: another K or
+α, so a gate on one fails as not measured, exit 1, where a typo is exit 2), what these
+settings do not ask for (:func:`why_not_asked`, said before any audit runs), and why a
+figure is missing from a JSON report (:func:`why_unmeasured`: a section not measured, a K
+clamped to the catalogue, a ratio of two zeros or of signed figures, a CI without a
+bootstrap), for ``check``, ``batch`` (each row's report) and ``diff`` (both reports).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
+from auditor.errors import setting
+from auditor.flat import BASE_METRICS, RATIO
+from auditor.sections import (
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, finite_figure,
+)
+
+_PER_K = re.compile(r"^(?P<stem>[A-Za-z_][\w.]*)@(?P<k>[1-9]\d*)$")
+_UNSCORED = ("overlap_dot_cosine", "recall", *(f"overlap_served_{s}" for s in OVERLAP_SERVED))
+"""The per-K names without a scoring: the dot/cosine overlap, the index's recall, the served lists' overlaps."""
+_CORRELATIONS = ("spearman", "spearman_p", "pearson_log", "kendall", "loglog_slope")
+
+
+@dataclass(frozen=True)
+class PerK:
+    """A per-K flat name taken apart: ``<measure>_<scoring>@K``, or an unscored name
+    (``recall@K``: ``scoring`` None)."""
+
+    stem: str
+    measure: str
+    scoring: str | None
+    k: int
+
+    def at(self, k: int, scoring: str | None = None) -> str:
+        """The same figure's name at cut-off ``k`` (and, given, under ``scoring``)."""
+        scoring = scoring or self.scoring
+        return f"{self.measure}_{scoring}@{k}" if scoring else f"{self.measure}@{k}"
+
+
+def per_k_name(name: str, list_measures: Iterable[str] | None = None) -> PerK | None:
+    """``name`` taken apart when it is a per-K flat name that some run would produce: a
+    list measure (``list_measures``, default the built-in ones) or accuracy measure under
+    dot, cosine, popular, served, ratio or a norm-aware α in [0, 1] (as ``alpha_<α>``
+    writes it), at any K; None for anything else (a typo)."""
+    match = _PER_K.match(name)
+    if match is None:
+        return None
+    stem, k = match["stem"], int(match["k"])
+    if stem in _UNSCORED:
+        return PerK(stem, stem, None, k)
+    measures = {*({**BUILTIN_LIST_MEASURES, **GROUP_LIST_MEASURES} if list_measures is None else list_measures),
+                *ACCURACY_MEASURES}
+    for scoring in (*SCORINGS, SERVED, RATIO):
+        measure = stem.removesuffix(f"_{scoring}")
+        if measure != stem and measure in measures:
+            return PerK(stem, measure, scoring, k)
+    measure, _, alpha = stem.rpartition(f"_{ALPHA_PREFIX}")
+    exponent = scoring_alpha(ALPHA_PREFIX + alpha) if measure in measures else None
+    if exponent is not None and 0 <= exponent <= 1 and alpha_scoring(exponent) == ALPHA_PREFIX + alpha:
+        return PerK(stem, measure, ALPHA_PREFIX + alpha, k)
+    return None
+
+
+def well_formed(name: str, list_measures: Iterable[str] | None = None) -> bool:
+    """Whether ``name`` is a flat name some run would produce (:data:`BASE_METRICS`, or
+    :func:`per_k_name`), though not every run does: a gate on it is accepted and fails,
+    where unmeasured, with :func:`why_unmeasured`'s reason."""
+    return name in BASE_METRICS or per_k_name(name, list_measures) is not None
+
+
+def why_unmeasured(name: str, report: Mapping[str, Any]) -> str:
+    """Why the flat metric ``name`` has no value in the JSON ``report`` (an audit's
+    ``to_dict()``): a K or α the run did not ask for, a K clamped to the catalogue, a
+    section not measured (the report's own reason), a ratio that is undefined (two zeros,
+    signed figures), a CI without a bootstrap, an undefined correlation. One clause, to
+    follow the gate in an error message."""
+    parsed = per_k_name(name, _list_measures_of(report))
+    return _why_per_k(parsed, report) if parsed is not None else _why_alone(name, report)
+
+
+def _list_measures_of(report: Mapping[str, Any]) -> set[str]:
+    """The list measures ``report`` measured (plugins' included) and the built-in ones."""
+    cuts = ((report.get("retrieval") or {}).get("at") or {}).values()
+    found = {measure for cut in cuts for scoring in cut.values() if isinstance(scoring, dict) for measure in scoring}
+    return found | set(BUILTIN_LIST_MEASURES) | set(GROUP_LIST_MEASURES)
+
+
+def _why_per_k(name: PerK, report: Mapping[str, Any]) -> str:
+    """Why a per-K figure is missing: its section not measured, then the settings (what would
+    measure it), then what its section holds at its K."""
+    settings = report.get("settings") or {}
+    exponent = _alpha_of(name)
+    if exponent in (0.0, 1.0):
+        return why_not_asked(name, (name.k,), ())
+    part = "accuracy" if name.measure in ACCURACY_MEASURES and name.scoring is not None else "retrieval"
+    section = report.get(part)
+    if not section:
+        return f"{part} not measured: " + str((report.get("not_measured") or {}).get(part) or "no such section in the report")
+    clamped = _why_clamped(name, report)
+    if clamped:
+        return clamped
+    # A report that does not record its settings asked for what it holds.
+    unasked = why_not_asked(name, settings.get("ks") or (name.k,), settings.get("alphas") or [exponent or 0.0])
+    if unasked:
+        return unasked
+    cut = (section.get("recall") if name.measure == "recall" and name.scoring is None else section.get("at")) or {}
+    if str(name.k) not in cut:
+        return _why_no_cut(name, section)
+    figures = cut[str(name.k)]
+    if name.scoring == RATIO:
+        return _why_no_ratio(name, figures, report)
+    if isinstance(figures, dict) and (name.scoring or name.measure) not in figures:  # a scoring, or an overlap
+        if name.scoring == SERVED or name.measure.startswith("overlap_served_"):
+            return _why_no_served(name, cut)
+        lists_only = (report.get("not_measured") or {}).get("dot_cosine")  # served lists audited without a model
+        if lists_only and name.scoring != "popular":
+            return f"{name.scoring or name.measure} not measured: {lists_only}"
+        return f"{name.scoring or name.measure} was not measured at K={name.k}"
+    return _why_null(name.measure, section, report)
+
+
+def _alpha_of(name: PerK) -> float | None:
+    """The norm-aware exponent of ``name``'s scoring (None: not an ``alpha_<α>`` scoring)."""
+    return scoring_alpha(name.scoring) if name.scoring and name.scoring.startswith(ALPHA_PREFIX) else None
+
+
+def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float]) -> str:
+    """Why the settings (cut-offs ``ks``, norm-aware ``alphas``) do not measure ``name``,
+    and what would; "" when they ask for it. α 0 and 1 are not measured apart: they are
+    cosine's and dot's own lists."""
+    if name is None:
+        return "not measured with these settings"
+    exponent = _alpha_of(name)
+    if exponent in (0.0, 1.0):
+        same = "cosine" if exponent == 0 else "dot"
+        return f"α={exponent:g} is {same} serving, not measured apart: gate {name.at(name.k, same)} instead"
+    if name.k not in set(ks):
+        return f"K={name.k} was not asked for (add {setting('ks')} {name.k})"
+    if exponent is not None and exponent not in set(alphas):
+        return f"α={exponent:g} was not asked for (add {setting('alphas')} {exponent:g})"
+    return ""
+
+
+def _why_clamped(name: PerK, report: Mapping[str, Any]) -> str:
+    """Where a K past the catalogue (or past every served list, audited alone) was
+    measured instead, and the gate that reads it; "" when it was not clamped."""
+    n_items = (report.get("inputs") or {}).get("n_items")
+    if isinstance(n_items, int) and 0 < n_items < name.k:  # retrieval files a clamped K under the catalogue's size
+        return (f"K={name.k} exceeds the catalogue ({n_items} items) and was clamped to {n_items}: its figures are "
+                f"filed under K={n_items} (gate {name.at(n_items)})")
+    said = [str(w) for w in report.get("warnings") or () if str(w).startswith(f"cut-off K={name.k} exceeds")]
+    filed = re.findall(r"K=(\d+)", said[0])[-1:] if said else []
+    return f"{said[0]} (gate {name.at(int(filed[0]))})" if filed and int(filed[0]) != name.k else ""
+
+
+def _why_no_served(name: PerK, cut: Mapping[str, Any]) -> str:
+    """Why the served lists have no figure at K: none were given, or they are shorter."""
+    served = [int(k) for k, figures in cut.items() if isinstance(figures, dict) and SERVED in figures]
+    if not served:
+        return f"no served lists were given (pass {setting('recommendations')})"
+    return (f"the served lists are shorter than K={name.k}, which is not measured for them "
+            f"(gate {name.at(max(served))})")
+
+
+def _why_no_cut(name: PerK, section: Mapping[str, Any]) -> str:
+    """Why a measured section has nothing at the gate's K."""
+    if name.measure == "recall" and name.scoring is None:  # the index's recall against exact search
+        return "recall@K measures an approximate index against exact search, and this run searched exactly"
+    return f"the {name.stem} figures were not measured at K={name.k}"
+
+
+def _why_no_ratio(name: PerK, cut: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """Why dot / cosine has no value: one of the two is missing, both are 0, or one is signed."""
+    dot, cosine = (finite_figure((cut.get(s) or {}).get(name.measure)) for s in ("dot", "cosine"))
+    if dot is None or cosine is None:
+        return why_unmeasured(name.at(name.k, "dot" if dot is None else "cosine"), report)
+    figures = f"{name.at(name.k, 'dot')} and {name.at(name.k, 'cosine')}"
+    if dot < 0 or cosine < 0:
+        return (f"a ratio of two signed figures is undefined (dot {dot:.4g}, cosine {cosine:.4g}: it does not say "
+                f"which is larger); gate {figures} instead")
+    return f"a ratio of two zeros is undefined (dot and cosine are both 0); gate {figures} instead"
+
+
+def _why_null(measure: str, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """Why a measure that was measured has a null value: the report's reason, or the clause
+    of its definition that says when it is null."""
+    said = (report.get("not_measured") or {}).get(measure)
+    if said:
+        return f"{measure}: {said}"
+    definition = str((section.get("definitions") or {}).get(measure) or "")
+    clause = definition[definition.rfind("null"):].rstrip(". ") if "null" in definition else ""
+    return f"{measure} is {clause}" if clause else f"{measure} has no value in this run (see the report's warnings)"
+
+
+def _why_alone(name: str, report: Mapping[str, Any]) -> str:
+    """Why a name without a K (a correlation, its CI, the trace's figures, an audit
+    measure) has no value."""
+    not_measured = report.get("not_measured") or {}
+    fn = report.get("frequency_norm")
+    if name.startswith("served_"):
+        if (report.get("served_vectors") or {}).get("as_served") is False:
+            return "the stored tables stand in for the vectors the model serves with, so what it serves is unknown"
+        name = name.removeprefix("served_")
+    if name in (*_CORRELATIONS, "spearman_ci_lo", "spearman_ci_hi"):
+        if not fn:
+            return "frequency–norm not measured: " + str(not_measured.get("frequency_norm") or "it needs a model's item table")
+        if name.startswith("spearman_ci") and not fn.get("undefined_reason"):  # ρ itself defined: the CI's own reason
+            if fn.get("ci_undefined_reason") or not fn.get("n_bootstrap"):
+                return str(fn.get("ci_undefined_reason") or f"no CI without a bootstrap ({setting('bootstrap')} 0)")
+        return str(fn.get("undefined_reason") or f"{name} is undefined here")
+    if name.startswith("training_"):
+        training = report.get("training")
+        if not training:
+            return f"no training trace (pass {setting('trace')})"
+        if training.get("matches_model") is False:
+            return "the training trace is of another model"
+        return "the training trace holds no " + ("ρ" if name == "training_spearman" else "update angles (step records)")
+    if name == "unsafe_globals":
+        return f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded"
+    if name == "head_share_log":
+        return f"measured for served lists audited alone ({setting('recommendations')} without a model)"
+    return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no value in this run")
