@@ -225,4 +225,7 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
         return f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded"
     if name == "head_share_log":
         return f"measured for served lists audited alone ({setting('recommendations')} without a model)"
+    if name == "severity_level":
+        reasons = [str(not_measured[key]) for key in ("frequency_norm", "retrieval", "served") if not_measured.get(key)]
+        return "nothing graded the severity (the verdict's assessed is false)" + (f": {reasons[0]}" if reasons else "")
     return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no value in this run")

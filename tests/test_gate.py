@@ -124,6 +124,8 @@ _DEFINITIONS = {"pop_reo": "pop_reo: std / mean of P(g) over groups; null withou
         ("training_spearman", _report(), "no training trace (pass trace)"),
         ("served_spearman", _report(served_vectors={"as_served": False}),
          "the stored tables stand in for the vectors the model serves with, so what it serves is unknown"),
+        ("severity_level", _report(not_measured={"frequency_norm": "no item frequencies: pass interactions"}),
+         "nothing graded the severity (the verdict's assessed is false): no item frequencies: pass interactions"),
     ],
 )
 def test_why_a_gate_has_no_value_is_its_own_reason(name: str, report: dict[str, object], reason: str) -> None:
