@@ -13,6 +13,7 @@ import pytest
 
 from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, InteractionsError, setting
+from auditor.loading import csr
 from auditor.loading import holdout as ho
 from auditor.loading import logs
 from auditor.values import ItemRows
@@ -253,16 +254,16 @@ def test_load_holdout_from_the_audit_settings(tmp_path: Path) -> None:
 
 
 def test_csr_helpers_and_mean_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    indptr, values = ho.build_csr(np.array([2, 0, 2, 2, 0]), np.array([9, 4, 1, 9, 4]), 4)
+    indptr, values = csr.build_csr(np.array([2, 0, 2, 2, 0]), np.array([9, 4, 1, 9, 4]), 4)
     assert indptr.tolist() == [0, 1, 1, 3, 3] and values.tolist() == [4, 1, 9]
-    new, taken = ho.take_csr(indptr, values, np.array([2, 1, 0, 2]))
+    new, taken = csr.take_csr(indptr, values, np.array([2, 1, 0, 2]))
     assert new.tolist() == [0, 2, 2, 3, 5] and taken.tolist() == [1, 9, 4, 1, 9]
     table = np.arange(12, dtype=np.float32).reshape(4, 3)
-    means = ho.mean_rows(table, np.array([0, 2, 2, 3]), np.array([0, 2, 3]))
+    means = csr.mean_rows(table, np.array([0, 2, 2, 3]), np.array([0, 2, 3]))
     np.testing.assert_array_equal(means, [[3, 4, 5], [0, 0, 0], [9, 10, 11]])
     assert means.dtype == np.float32
-    monkeypatch.setattr(ho, "GATHER_ROWS", 2)  # user 0's rows split across gathers
-    spans = ho.mean_rows(table, np.array([0, 3, 3, 4]), np.array([0, 1, 3, 2]))
+    monkeypatch.setattr(csr, "GATHER_ROWS", 2)  # user 0's rows split across gathers
+    spans = csr.mean_rows(table, np.array([0, 3, 3, 4]), np.array([0, 1, 3, 2]))
     np.testing.assert_array_equal(spans, [[4, 5, 6], [0, 0, 0], [6, 7, 8]])
     users = ho.HeldOutUsers(np.array([5, 6, 7]), np.array([0, 1, 2]), np.array([0, 1, 3, 4]), np.array([2, 0, 1, 5]))
     sub = users.subset(np.array([2, 1]))
@@ -275,9 +276,9 @@ def test_build_csr_sets_are_distinct_and_ascending_either_way(largest: int) -> N
     owner = rng.integers(0, 30, 2_000).astype(np.int32)
     values = rng.integers(0, 50, 2_000)
     values[::97] = largest
-    indptr, got = ho.build_csr(owner, values, 31)
+    indptr, got = csr.build_csr(owner, values, 31)
     want = [sorted({int(v) for o, v in zip(owner, values) if o == u}) for u in range(31)]
     assert [got[indptr[u]:indptr[u + 1]].tolist() for u in range(31)] == want
     assert got.dtype == np.int64 and indptr[-1] == sum(map(len, want))
-    empty_ptr, empty = ho.build_csr(np.zeros(0, np.int64), np.zeros(0, np.int64), 3)
+    empty_ptr, empty = csr.build_csr(np.zeros(0, np.int64), np.zeros(0, np.int64), 3)
     assert empty_ptr.tolist() == [0, 0, 0, 0] and empty.size == 0

@@ -13,7 +13,7 @@ import pytest
 
 from auditor.config import AuditConfig
 from auditor.loading import history, log_memo
-from auditor.loading.holdout import build_csr, mean_rows
+from auditor.loading.csr import build_csr, mean_rows
 from auditor.loading.log_memo import LogMemo
 from auditor.loading.population import load_population
 from auditor.model import ModelBundle, QueryPopulation
@@ -126,7 +126,7 @@ def test_mean_rows_sums_in_set_order_in_float64_whatever_the_block_size(monkeypa
     """Means as a running float64 sum per set (blocks split a set into partial sums), exact
     against a hand-written loop; -0.0 and empty sets included; tables larger than a block
     gather their distinct rows."""
-    import auditor.loading.holdout as holdout
+    import auditor.loading.csr as csr
 
     rng = np.random.default_rng(3)
     for n_items, block in ((40, 1 << 16), (40, 7), (300, 50)):
@@ -134,7 +134,7 @@ def test_mean_rows_sums_in_set_order_in_float64_whatever_the_block_size(monkeypa
         table[::5] = -0.0
         owners, items = rng.integers(0, 30, 400), rng.integers(0, n_items, 400)
         indptr, rows = build_csr(owners, items, 32)  # sets 30 and 31 empty
-        monkeypatch.setattr(holdout, "GATHER_ROWS", block)
+        monkeypatch.setattr(csr, "GATHER_ROWS", block)
         expected = np.zeros((32, 5), np.float64)
         for start in range(0, rows.shape[0], block):  # the same blocks, added one row at a time
             partial = np.zeros((32, 5), np.float64)

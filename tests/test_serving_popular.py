@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditor.loading.holdout import build_csr
+from auditor.loading.csr import build_csr
 from auditor.retrieval.serving import filter_excluded, skip_excluded
 
 

@@ -1,5 +1,5 @@
 """Held-out interactions for accuracy: the held-out users with their held-out item rows,
-as CSR, and the CSR helpers the query population shares.
+as CSR (:mod:`auditor.loading.csr`).
 
 The holdout, in any interaction-log format, is streamed: items map to table rows as the
 training log's do (an :class:`~auditor.loading.alignment.ItemRows`), users to user-table
@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from auditor.errors import IdMappingError, InteractionsError, setting
 from auditor.loading.alignment import mapped_pairs
+from auditor.loading.csr import build_csr, take_csr
 from auditor.values import RowLookup, ItemRows
 from auditor.idmap import table_rows
 from auditor.values import RowIdPolicy
@@ -34,10 +35,6 @@ from auditor.progress import SILENT, Progress
 if TYPE_CHECKING:
     from auditor.config import AuditConfig
     from auditor.model import ModelBundle
-
-GATHER_ROWS = 1 << 16
-"""Item vectors gathered per step when averaging users' training items."""
-
 
 @dataclass(frozen=True)
 class HeldOutUsers:
@@ -270,67 +267,6 @@ def load_holdout(
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
     return holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
                               source=f"{bundle.source} (recorded holdout)")
-
-
-def mean_rows(table: np.ndarray, indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """float32 (n, dim): the mean of each CSR row set's table rows (zeros for an empty set).
-
-    Sums run in float64, in set order, ``GATHER_ROWS`` entries at a time (a set split
-    between two blocks is the sum of its two partial sums): one sparse product per block
-    (scipy's CSR times dense adds each set's rows in order, as a running sum would), the
-    table's rows converted to float64 once per block (the whole table when it is smaller).
-    """
-    from scipy.sparse import csr_matrix  # heavy: loaded when history queries are built
-
-    counts = np.diff(indptr)
-    sums = np.zeros((counts.shape[0], table.shape[1]), dtype=np.float64)
-    n_items = int(table.shape[0])
-    whole = np.asarray(table, dtype=np.float64) if n_items <= GATHER_ROWS else None
-    for start in range(0, int(rows.shape[0]), GATHER_ROWS):
-        stop = min(start + GATHER_ROWS, int(rows.shape[0]))
-        first = int(np.searchsorted(indptr, start, "right")) - 1  # the sets this block holds entries of
-        last = int(np.searchsorted(indptr, stop, "left"))
-        block_ptr = np.clip(indptr[first : last + 1], start, stop) - start
-        if whole is not None:
-            columns, gathered = rows[start:stop], whole
-        else:  # the block's distinct rows only: memory bounded by the block
-            distinct, columns = np.unique(rows[start:stop], return_inverse=True)
-            gathered = np.asarray(table[distinct], dtype=np.float64)
-        ones = np.ones(stop - start, dtype=np.float64)
-        block = csr_matrix((ones, columns, block_ptr), shape=(last - first, gathered.shape[0]))
-        sums[first:last] += block @ gathered
-    means: np.ndarray = sums / np.maximum(counts, 1)[:, None]
-    return means.astype(np.float32)
-
-
-def build_csr(owner: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(indptr, values) of ``n`` sets from (owner, value) pairs: distinct and ascending
-    within each set. One sort of the key owner·(max value + 1) + value where it cannot
-    overflow int64 (a tenth of a lexicographic sort's time), else the lexicographic sort."""
-    span = int(values.max()) + 1 if values.size else 0
-    if values.size and int(values.min()) >= 0 and int(owner.min()) >= 0 and (int(owner.max()) + 1) * span < 2**63:
-        key = owner.astype(np.int64) * span + values.astype(np.int64)
-        key.sort()
-        key = key[np.concatenate(([True], key[1:] != key[:-1]))]
-        o, v = np.divmod(key, span)
-    else:
-        order = np.lexsort((values, owner))
-        o, v = owner[order], values[order]
-        first = np.ones(o.shape[0], dtype=bool)
-        first[1:] = (o[1:] != o[:-1]) | (v[1:] != v[:-1])
-        o, v = o[first], v[first]
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(o, minlength=n), out=indptr[1:])
-    return indptr, v.astype(np.int64, copy=False)
-
-
-def take_csr(indptr: np.ndarray, values: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sets at positions ``index`` (any order, repeats allowed), vectorised."""
-    starts, counts = indptr[index], indptr[index + 1] - indptr[index]
-    new = np.zeros(index.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=new[1:])
-    at = np.repeat(starts - new[:-1], counts) + np.arange(int(new[-1]), dtype=np.int64)
-    return new, values[at]
 
 
 def _open(spec: LogSpec, why: str) -> Log:

@@ -38,7 +38,8 @@ from auditor.loading.alignment import mapped_pairs
 from auditor.values import ItemRows, RowLookup
 from auditor.loading.history import eligible_users
 from auditor.sampling import sample_indices
-from auditor.loading.holdout import build_csr, mean_rows, plain_ids, take_csr
+from auditor.loading.csr import build_csr, mean_rows, take_csr
+from auditor.loading.holdout import plain_ids
 from auditor.idmap import table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, setting
-from auditor.loading.holdout import build_csr
+from auditor.loading.csr import build_csr
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
 from auditor.loading.served import ServedVectors, read_cache, served_vectors

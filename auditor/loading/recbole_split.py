@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from auditor.errors import EvaluationSplitError, setting
-from auditor.loading.holdout import build_csr
+from auditor.loading.csr import build_csr
 from auditor.loading.recbole import unreproducible_settings
 from auditor.loading.recbole_inter import InterRows, inter_fields, read_inter
 

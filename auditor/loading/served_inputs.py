@@ -26,7 +26,8 @@ from auditor.errors import IdMappingError, setting
 from auditor.loading.alignment import align_counts
 from auditor.loading.counting import count_item_ids
 from auditor.loading.history import eligible_users
-from auditor.loading.holdout import build_csr, read_holdout
+from auditor.loading.csr import build_csr
+from auditor.loading.holdout import read_holdout
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import open_log, read_ids
 from auditor.loading.served_lists import ServedLists, lists_for, read_served_lists

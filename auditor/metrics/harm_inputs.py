@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from auditor.loading.holdout import build_csr
+from auditor.loading.csr import build_csr
 from auditor.metrics.exposure_shift import exposure_shift
 from auditor.model import HeldOutQueries, ItemStats
 from auditor.sections import Retrieval

@@ -170,10 +170,11 @@ CASES = [
          r"gini_alpha_1@5>0\.5: α=1 is dot serving, not measured apart: gate gini_dot@5 instead$"),
     Case("fail-on-holdout-not-given", _check("-k", "5", "--fail-on", "ndcg_ratio@5<1"), EXIT_ERROR,
          r"ndcg_ratio@5<1: accuracy not measured: no held-out interactions: pass --holdout PATH"),
-    Case("fail-on-undefined-ratios", _check("-k", "5", "--fail-on", "gap_delta_niche_ratio@5>1", "--fail-on",
+    # The log's five users share one popular ratio: all diverse (niche and blockbuster are null).
+    Case("fail-on-undefined-ratios", _check("-k", "5", "--fail-on", "gap_delta_diverse_ratio@5>1", "--fail-on",
                                             "head_share_1pct_ratio@5>1"), EXIT_ERROR,
-         r"gap_delta_niche_ratio@5>1: a ratio of two signed figures is undefined \(dot -[\d.]+, cosine -[\d.]+: it does "
-         r"not say which is larger\); gate gap_delta_niche_dot@5 and gap_delta_niche_cosine@5 instead; "
+         r"gap_delta_diverse_ratio@5>1: a ratio of two signed figures is undefined \(dot -[\d.]+, cosine -[\d.]+: it "
+         r"does not say which is larger\); gate gap_delta_diverse_dot@5 and gap_delta_diverse_cosine@5 instead; "
          r"head_share_1pct_ratio@5>1: a ratio of two zeros is undefined \(dot and cosine are both 0\)"),
     Case("fail-on-k-typo", _check("-k", "5", "--fail-on", "gini_dot@05>0.5"), EXIT_USAGE, r"unknown metric 'gini_dot@05'"),
     Case("output-is-model", _check("-o", "items.npy"), EXIT_ERROR, r"-o items\.npy " + NEVER_OVERWRITES.format(given="MODEL")),
