@@ -104,6 +104,18 @@ def test_a_bias_beside_an_item_projection_still_stands_in(tmp_path: Path) -> Non
     assert report["retrieval"]["at"]["1"]["dot"]["head_share_1pct"] == 0.0
 
 
+def test_a_bias_beside_a_user_projection_says_the_queries_stand_in(tmp_path: Path) -> None:
+    """The items are served with their bias, but the user tower projects its rows: the
+    queries are the raw rows, said first and in the served section (it was silent)."""
+    model, log = hand_model(tmp_path, {"user_proj.weight": torch.eye(2)})
+    report = check(model, log, tmp_path, "-k", "1")
+    served = report["served_vectors"]
+    assert served["source"] == "bias" and served["as_served"] is False
+    assert "`user_proj.weight` are ignored" in served["not_served"]
+    assert report["warnings"][0].startswith("queried the raw rows of the user table")
+    assert report["verdict"]["summary"].startswith("This audit is of the item factors")
+
+
 def test_implicit_bpr_serves_its_bias_column_as_implicit_scores(tmp_path: Path) -> None:
     """implicit's recommend() ranks the full inner product of its factors (bias column
     included): the 'dot' lists are those (before: the bias was dropped, 0.0183 vs 0.0833)."""

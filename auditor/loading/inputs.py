@@ -34,7 +34,7 @@ from auditor.loading.recbole_eval import (
     training_stats,
 )
 from auditor.loading.served import ServedVectors
-from auditor.loading.stand_in import tables_stand_in
+from auditor.loading.stand_in import raw_user_rows, tables_stand_in
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
@@ -128,10 +128,14 @@ def load_inputs(
     inputs.heldout = _heldout(inputs, config, progress)
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+    queried = inputs.population is not None and inputs.population.source == "users"
     if inputs.served_vectors is None:  # an item encoder no loader or plugin runs: its table stands in
-        queried = inputs.population is not None and inputs.population.source == "users"
         inputs.served_vectors = tables_stand_in(bundle, queried)
         _say_served(inputs)
+    elif is_biased(inputs.served_vectors) and queried:  # the items as served; the user tower may compute more
+        if (raw := raw_user_rows(bundle, inputs.served_vectors)) is not None:
+            inputs.served_vectors = raw
+            _say_served(inputs)
     if config.probes and bundle.live is not None:  # the log is read for batches only when there is a model to step
         spec = config.training_log
         inputs.probe_pairs = bundle.train_pairs if spec is None else read_pairs(

@@ -195,11 +195,14 @@ class ServedVectors:
     description: str
     serving: Serving
     warnings: list[str] = field(default_factory=list)
+    raw_queries: bool = False
+    """The items are served as the model serves them, but the queries are raw user-table
+    rows where the model's user tower computes more (a stand-in on the query side)."""
 
     @property
     def as_served(self) -> bool:
         """True when these are the vectors the model serves with (not a stand-in)."""
-        return self.source != "tables" or self.serving.kind == TABLES
+        return not self.raw_queries and (self.source != "tables" or self.serving.kind == TABLES)
 
 
 def served_vectors(

@@ -12,7 +12,7 @@ cosine: its own lists are the ``cosine`` scoring, as for RecBole's SimpleX.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from auditor.errors import setting
 from auditor.loading.recbole_models import OTHER, TABLES, Serving
@@ -97,6 +97,18 @@ def tables_stand_in(bundle: ModelBundle, users_queried: bool) -> ServedVectors |
     return _stand_in(bundle, model, item, user, "cosine" if cosine else "dot")
 
 
+def raw_user_rows(bundle: ModelBundle, served: ServedVectors) -> ServedVectors | None:
+    """``served`` (vectors popaudit rebuilt, such as an item-bias model's) with the user
+    table's raw rows as queries, said, where the file's user tower computes more from them
+    (None: it computes nothing more). For retrieval that queries the user rows only."""
+    user = _beyond(bundle, "user") if bundle.user_table is not None else None
+    if user is None:
+        return None
+    stood = _stand_in(bundle, _model_name(bundle), None, user, served.scoring)
+    return replace(served, warnings=stood.warnings, raw_queries=True,
+                   description=f"{served.description}, queried by the raw rows of the user table (its user tower not run)")
+
+
 def _stand_in(bundle: ModelBundle, model: str, item: Beyond | None, user: Beyond | None, scoring: str) -> ServedVectors:
     """The tables standing in, with one warning for each tower that is more than its table."""
     key = f"`{bundle.item_key}`" if bundle.item_key else "the item table"
@@ -127,4 +139,4 @@ def _stand_in(bundle: ModelBundle, model: str, item: Beyond | None, user: Beyond
     return ServedVectors(bundle.user_table, bundle.item_table, scoring, "tables", description, serving, warnings)
 
 
-__all__ = ["cosine_note", "tables_stand_in"]
+__all__ = ["cosine_note", "raw_user_rows", "tables_stand_in"]
