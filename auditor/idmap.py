@@ -150,25 +150,35 @@ def check_given_offset(
     )
 
 
+SHIFT_EVIDENCE = 0.01
+"""Share of the interactions the ids without a row must carry before ids that all land on
+a row once shifted by one are called off by one (below it, a few new ids are likelier)."""
+
+
 def check_mapped_shift(
     distinct_ids: np.ndarray, counts: np.ndarray, row_ids: np.ndarray, policy: RowIdPolicy, what: str, source: object,
     mapping: str,
 ) -> None:
     """Raise IdMappingError when integer ids mapped through ``row_ids`` (the raw id of each
-    row) miss some rows only because they are off by one: every id ± 1 has a row, and the
-    ids cover at least 90% of the rows (a 0-based log against rows numbered from 1, such as
-    a Keras ``mask_zero`` table's, pairs every item with its neighbour's row). ``counts``:
-    interactions per distinct id. Nothing when told to audit the rows as mapped anyway."""
+    row) miss some rows only because they are off by one: every id ± 1 has a row, the ids
+    cover at least 90% of the rows, and the ids without a row carry at least
+    :data:`SHIFT_EVIDENCE` of the interactions (a 0-based log against rows numbered from 1,
+    such as a Keras ``mask_zero`` table's, pairs every item with its neighbour's row; one
+    rare new id at the end of the numbering is no such evidence). ``counts``: interactions
+    per distinct id. Nothing when told to audit the rows as mapped anyway."""
     ids, rows = np.asarray(distinct_ids), np.asarray(row_ids)
     if policy.assume_row_ids or ids.size == 0 or ids.dtype.kind not in "iu" or rows.dtype.kind not in "iu":
         return
     ids, rows = ids.astype(np.int64), rows.astype(np.int64)
     missing = ~np.isin(ids, rows)
-    if not missing.any() or np.unique(ids).size < 0.9 * rows.size:
+    counts = np.asarray(counts)
+    if not missing.any() or np.unique(ids).size < 0.9 * rows.size or (
+        counts[missing].sum() < SHIFT_EVIDENCE * counts.sum()
+    ):
         return
     for shift in (1, -1):
         if np.isin(ids + shift, rows).all():
-            lost = int(np.asarray(counts)[missing].sum())
+            lost = int(counts[missing].sum())
             raise IdMappingError(
                 f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source} ({_interactions(lost)}) "
                 f"have no row under {mapping}, while every id {'plus' if shift > 0 else 'minus'} 1 has one: the ids "
