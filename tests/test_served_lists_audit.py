@@ -416,3 +416,22 @@ def test_lists_alone_count_held_out_items_no_list_holds_as_misses(tmp_path: Path
                                   recommendations=DATA / "recs.csv", bootstrap=0))
     assert result.served is not None and plain.served is not None
     assert dict(result.served.at[5].served)["coverage"] == dict(plain.served.at[5].served)["coverage"]
+
+
+def test_served_lists_holding_training_items_keep_them_among_poprsps_candidates(tmp_path: Path) -> None:
+    """Ten users trained on head item 0 and one tail item, served [0, 1, own tail item]:
+    the short head is {0, 1} (55 of 65 interactions), the tail 10 items. The lists hold
+    training items, so every item is a candidate: P(head) = 20 / (10·2) = 1.0, P(tail) =
+    10 / (10·10) = 0.1, PopRSP = 0.9 / 1.1 = 0.818 (with Elliot's − T_u, P(head) = 20 / 10 =
+    2.0, a probability above 1, and 0.895)."""
+    users = [u for u in range(10) for _ in (0, 1)] + list(range(100, 130)) + list(range(200, 215))
+    items = [i for u in range(10) for i in (0, 2 + u)] + [0] * 30 + [1] * 15
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp_path / "log.parquet")
+    pq.write_table(pa.table({"user_id": [u for u in range(10) for _ in range(3)],
+                             "item_id": [i for u in range(10) for i in (0, 1, 2 + u)],
+                             "rank": [1, 2, 3] * 10}), tmp_path / "lists.parquet")
+    ran = _invoke("check", "--recommendations", tmp_path / "lists.parquet", "--interactions", tmp_path / "log.parquet",
+                  "-k", "3", "-q", "--json", tmp_path / "r.json")
+    assert ran.exit_code == 0, ran.output
+    served = json.loads((tmp_path / "r.json").read_text())["retrieval"]["at"]["3"]["served"]
+    assert served["pop_rsp"] == pytest.approx(0.9 / 1.1)

@@ -69,3 +69,13 @@ def take_csr(indptr: np.ndarray, values: np.ndarray, index: np.ndarray) -> tuple
     np.cumsum(counts, out=new[1:])
     at = np.repeat(starts - new[:-1], counts) + np.arange(int(new[-1]), dtype=np.int64)
     return new, values[at]
+
+
+def holds_own(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> bool:
+    """Whether any row of ``lists`` (n, K item rows, -1 empty) holds an item of its own
+    set (``indptr``, ``values``: n sets, as :func:`build_csr` makes them), vectorised."""
+    n = lists.shape[0]
+    owners = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr[: n + 1]))
+    listed = np.repeat(np.arange(n, dtype=np.int64), lists.shape[1])[lists.reshape(-1) >= 0]
+    keys = listed * (n_items + 1) + lists.reshape(-1)[lists.reshape(-1) >= 0]
+    return bool(np.isin(keys, owners * (n_items + 1) + values[: owners.size]).any())

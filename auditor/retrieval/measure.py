@@ -31,6 +31,7 @@ import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.model import QueryPopulation
+from auditor.loading.csr import holds_own
 from auditor.memory import block_rows, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
@@ -158,11 +159,13 @@ def _named(lists: ScoringLists, popular: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _measure_lists(
-    lists: dict[str, np.ndarray], ks: list[int], measures: ExposureMeasures, n_items: int, progress: Progress
+    lists: dict[str, np.ndarray], ks: list[int], measures: ExposureMeasures, n_items: int, progress: Progress,
+    served_measures: ExposureMeasures | None = None,
 ) -> tuple[dict[int, CutoffMeasures], dict[str, dict[int, np.ndarray]], GroupTables]:
     """Every exposure measure of every scoring's lists at each K, the exposure counts, and
     the per-user-group table (from the figures the group measures just computed on the
-    same :class:`Slots`, so at no extra cost; empty without training profiles)."""
+    same :class:`Slots`, so at no extra cost; empty without training profiles).
+    ``served_measures`` measure the served lists (training items may fill them)."""
     at: dict[int, CutoffMeasures] = {}
     exposure: dict[str, dict[int, np.ndarray]] = {name: {} for name in lists}
     tables: GroupTables = {}
@@ -175,9 +178,10 @@ def _measure_lists(
                     advance(1)
                     continue
                 slots[name] = Slots(rows[:, :k], n_items)
-                measured[name] = measures.measure(slots[name])
+                these = served_measures if name == SERVED and served_measures is not None else measures
+                measured[name] = these.measure(slots[name])
                 exposure[name][k] = slots[name].counts
-                if (table := group_table(measures.context, slots[name])) is not None:
+                if (table := group_table(these.context, slots[name])) is not None:
                     tables.setdefault(k, {})[name] = [row.to_dict() for row in table]
                 advance(1)
             at[k] = CutoffMeasures(
@@ -189,6 +193,15 @@ def _measure_lists(
                 overlap_served=_served_overlaps(slots),
             )
     return at, exposure, tables
+
+
+def _serves_seen(served: np.ndarray | None, population: QueryPopulation, measures: ExposureMeasures, n_items: int) -> bool:
+    """Whether served lists hold training items where the scorings exclude them: PopRSP and
+    PopREO then keep training items among the served lists' candidates (a probability of
+    a slot above 1 otherwise), as under keep-seen."""
+    if served is None or measures.context.seen_kept or population.seen_indptr is None or population.seen_rows is None:
+        return False
+    return holds_own(served, population.seen_indptr, population.seen_rows, n_items)
 
 
 def _served_overlaps(slots: dict[str, Slots]) -> dict[str, float]:
@@ -247,13 +260,13 @@ def measure_retrieval(
     warnings += found.notes
     popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
     lists = _named(found, popular)
-    if served is not None:
-        lists[SERVED] = served
     definitions.update(_definitions(list_measures, settings, population))
     definitions["popularity_groups"] = groups.describe()
     if served is not None:
+        lists[SERVED] = served
         definitions["overlap_served"] = OVERLAP_SERVED_DEFINITION
-    at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress)
+    served_measures = measures.keeping_seen() if _serves_seen(served, population, measures, n_items) else None
+    at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress, served_measures)
     retrieval = Retrieval(
         n_queries=population.n_queries,
         index=index_kind,

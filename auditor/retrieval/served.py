@@ -23,6 +23,7 @@ import numpy as np
 
 from auditor.config import GroupPolicy
 from auditor.loading.served_lists import ServedLists
+from auditor.loading.csr import holds_own
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
 from auditor.metrics.user_measures import tied_groups_warning
@@ -107,7 +108,8 @@ def measure_served(
     n_items = served.items.n_items
     measures = ExposureMeasures(weights, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_ids=served.items.item_ids, profiles=profiles, relevant=relevant,
-                                groups=groups or GroupPolicy())
+                                groups=groups or GroupPolicy(),  # PopRSP/PopREO: lists holding training items keep them
+                                seen_kept=profiles is not None and holds_own(served.lists, *profiles, n_items))
     popular = np.broadcast_to(measures.popular_list(max(ks)), (served.n_users, min(max(ks), n_items)))
     section = describe_served(served)
     exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}
