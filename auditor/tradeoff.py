@@ -154,7 +154,8 @@ def choose_scoring(
             "no personalised scoring finds a held-out item (NDCG 0), so the trade-off cannot be judged; "
             "check that the held-out log matches the model's ids and users"
         ), None
-    within = [p for p in served if p.ndcg >= tolerance * dot.ndcg]
+    # Where dot finds nothing, keeping a share of its 0 is no accuracy: a scoring must find something.
+    within = [p for p in served if p.ndcg >= tolerance * dot.ndcg and (p.ndcg > 0 or dot.ndcg > 0)]
     better = [p for p in within if changes[p.scoring].clearly_less_head]
     rank = {p.scoring: i for i, p in enumerate(served)}
     if better:
@@ -169,7 +170,8 @@ def choose_scoring(
 
 
 def _figures(p: Point, dot: Point, change: ScoringChange) -> str:
-    kept = f"keeps {p.ndcg / dot.ndcg:.1%} of dot's NDCG" if dot.ndcg > 0 else "finds held-out items dot's lists miss"
+    kept = (f"keeps {p.ndcg / dot.ndcg:.1%} of dot's NDCG" if dot.ndcg > 0 else
+            "finds held-out items dot's lists miss" if p.ndcg > 0 else "finds no held-out item either")
     return (
         f"{kept} ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
         f"{change.ndcg_delta:+.4f}{interval(change.ndcg_delta_ci)}), and {moves(dot.head_share, p.head_share, 'the top-1% head share')} "

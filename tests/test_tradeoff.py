@@ -156,3 +156,12 @@ def test_judge_tradeoff_fills_the_section() -> None:
 @pytest.mark.parametrize(("name", "alpha"), [("dot", 1.0), ("cosine", 0.0), ("alpha_0.25", 0.25), ("popular", None)])
 def test_scoring_alpha(name: str, alpha: float | None) -> None:
     assert scoring_alpha(name) == alpha
+
+
+def test_with_dot_at_zero_only_a_scoring_that_finds_something_is_recommended() -> None:
+    """Dot and cosine find nothing, alpha_0.5 finds some: cosine's lower head share does
+    not make it the choice (it "kept" 98% of 0), alpha_0.5 is; nobody is said to find what
+    dot misses unless it does."""
+    points = _points(dot=(0.0, 0.5), cosine=(0.0, 0.1), alpha_0_5=(0.05, 0.4))
+    name, text, best = choose_scoring(points, 0.9, _sure(points))
+    assert name == best == "alpha_0_5" and "finds held-out items dot's lists miss (0.0500 vs 0.0000" in text
