@@ -188,3 +188,31 @@ def test_keras_dot_normalize_scores_by_cosine_and_c4_holds(tmp_path: Path) -> No
                                   bootstrap=0, probes=False))
     assert plain.conditions is not None and plain.served_vectors is None
     assert plain.conditions["C4"].status == "unknown"
+
+
+def test_only_a_last_normalisation_over_the_vector_axis_makes_a_direction() -> None:
+    """An L2 normalisation counts as cosine scoring only as the tower's last vector-changing
+    node, over the vector axis: one over axis 0 is a change like any other, and one before
+    a projection leaves the projected vectors' norms to the score."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from auditor.loading.onnx_graph import tower_of
+
+    def tower(*nodes: Any) -> Any:
+        inits = {"T": np.eye(3, 2, dtype=np.float32), "W": np.eye(2, dtype=np.float32)}
+        graph = helper.make_graph(
+            [helper.make_node("Gather", ["T", "ids"], ["i"]), *nodes], "g",
+            [helper.make_tensor_value_info("ids", TensorProto.INT64, [None])],
+            [helper.make_tensor_value_info("k", TensorProto.FLOAT, [None, 2])],
+            initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+        return tower_of(graph, "T")
+
+    norm = {"p": 2}
+    assert tower(helper.make_node("LpNormalization", ["i"], ["k"], axis=-1, **norm)).normalised
+    assert not tower(helper.make_node("LpNormalization", ["i"], ["k"], axis=0, **norm)).normalised
+    before = tower(helper.make_node("LpNormalization", ["i"], ["n"], axis=-1, **norm),
+                   helper.make_node("MatMul", ["n", "W"], ["k"]))
+    assert not before.normalised and before.ops == ("MatMul with `W`",)
+    after = tower(helper.make_node("MatMul", ["i", "W"], ["m"]), helper.make_node("LpNormalization", ["m"], ["k"], axis=1, **norm))
+    assert after.normalised and after.ops == ("MatMul with `W`",)

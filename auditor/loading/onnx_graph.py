@@ -20,6 +20,8 @@ SHAPE_ONLY = frozenset({"Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "I
                         "Shape", "Gather"})
 """Ops that move or reshape values without changing a vector (a ``Gather`` after the
 lookup picks rows or coordinates of it)."""
+LAST_AXIS = (-1, 1)
+"""The axis a vector's coordinates lie on, for a (rows, dim) lookup: -1, or 1."""
 _DIVISOR = frozenset({"Clip", "Max", "Add", "Expand", "Unsqueeze", "Reshape", "Identity", "Cast"})
 """Ops between ``ReduceL2(x)`` and the ``Div`` that divides ``x`` by it (an epsilon, a broadcast)."""
 
@@ -47,16 +49,19 @@ def tower_of(graph: Any, table: str) -> Tower:
             side.append(node)
             derived.update(node.output)
     producers = {o: n for n in side for o in n.output}
-    normalising = {id(n) for n in side if n.op_type == "LpNormalization" and _attr(n, "p", 2) == 2}
+    normalising = {id(n) for n in side if n.op_type == "LpNormalization" and _attr(n, "p", 2) == 2
+                   and _attr(n, "axis", -1) in LAST_AXIS}
     helpers: set[int] = set()
+    initial = {t.name: t for t in graph.initializer}
     for node in side:
-        chain = _l2_divisor(node, producers)
+        chain = _l2_divisor(node, producers, initial)
         if chain is not None:
             normalising.add(id(node))
             helpers.update(id(n) for n in chain)
-    ops = tuple(_describe(n, constants) for n in side
-                if n.op_type not in SHAPE_ONLY and id(n) not in normalising and id(n) not in helpers)
-    return Tower(ops, bool(normalising))
+    changing = [n for n in side if n.op_type not in SHAPE_ONLY and id(n) not in helpers]
+    ops = tuple(_describe(n, constants) for n in changing if id(n) not in normalising)
+    # A direction only when the normalisation is the last node that changes the vectors.
+    return Tower(ops, bool(changing) and id(changing[-1]) in normalising)
 
 
 def _constants(graph: Any) -> set[str]:
@@ -68,8 +73,9 @@ def _constants(graph: Any) -> set[str]:
     return found
 
 
-def _l2_divisor(node: Any, producers: dict[str, Any]) -> list[Any] | None:
-    """The nodes from ``ReduceL2(x)`` to a ``Div(x, ·)`` node (None: not such a division)."""
+def _l2_divisor(node: Any, producers: dict[str, Any], initial: dict[str, Any]) -> list[Any] | None:
+    """The nodes from ``ReduceL2(x)`` over the last axis to a ``Div(x, ·)`` node (None:
+    not such a division)."""
     if node.op_type != "Div" or len(node.input) < 2:
         return None
     chain: list[Any] = []
@@ -78,11 +84,22 @@ def _l2_divisor(node: Any, producers: dict[str, Any]) -> list[Any] | None:
         step = producers[value]
         chain.append(step)
         if step.op_type == "ReduceL2":
-            return chain if step.input and step.input[0] == node.input[0] else None
+            last = _reduced_axes(step, initial) in [[axis] for axis in LAST_AXIS]
+            return chain if last and step.input and step.input[0] == node.input[0] else None
         if step.op_type not in _DIVISOR or not step.input:
             return None
         value = step.input[0]
     return None
+
+
+def _reduced_axes(node: Any, initial: dict[str, Any]) -> list[int] | None:
+    """A ``ReduceL2``'s axes: its attribute (opset < 18) or its constant second input."""
+    axes = next((list(a.ints) for a in node.attribute if a.name == "axes"), None)
+    if axes is None and len(node.input) > 1 and node.input[1] in initial:
+        from onnx import numpy_helper  # heavy optional library; its graph is already loaded
+
+        axes = [int(a) for a in numpy_helper.to_array(initial[node.input[1]]).reshape(-1)]
+    return axes
 
 
 def _attr(node: Any, name: str, default: int) -> int:
