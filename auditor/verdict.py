@@ -73,7 +73,8 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         severity = "none"
     detected = severity != "none"
     assessed = graded is not None or rho is not None
-    summary = _summary(result, severity, rho, lo, hi, p, significant, strength, graded, conditions, unseen, assessed)
+    summary = _summary(result, severity, rho, lo, hi, p, significant, strength, graded, conditions, unseen, assessed,
+                       rises)
     recommendations = _recommendations(result, detected, graded, conditions, rises, unseen)
     weak = weak_model(result)
     stand_in = _stand_in(result)
@@ -82,7 +83,8 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         if stand_in is None:
             recommendations.insert(0, weak + " Improve the model before tuning its serving: a fix for popularity bias "
                                    "cannot make it useful.")
-    summary, recommendations = _with_item_bias(result, summary, recommendations, rises)
+    led = int(weak is not None and stand_in is None)  # the weak-model advice stays first
+    summary, recommendations = _with_item_bias(result, summary, recommendations, rises, led)
     if stand_in is not None:  # every figure is of vectors the model does not serve: said before anything else
         served = result.served_vectors
         assert served is not None
@@ -103,12 +105,12 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
 
 
 def _with_item_bias(
-    result: MeasuredSections, summary: str, recommendations: list[str], norms_rise: bool
+    result: MeasuredSections, summary: str, recommendations: list[str], norms_rise: bool, led: int = 0,
 ) -> tuple[str, list[str]]:
     """A model that adds an item bias to every score: the summary says that retrieval
     serves with it and how the bias follows popularity; where it rises with popularity, a
-    recommendation names the bias as a channel of its own (first when the norms do not
-    rise: then the bias is what serves popularity)."""
+    recommendation names the bias as a channel of its own (first after the ``led``
+    entries when the norms do not rise: then the bias is what serves popularity)."""
     served = result.served_vectors
     if served is None or served.source != "bias":
         return summary, recommendations
@@ -125,7 +127,7 @@ def _with_item_bias(
         "alone, and cosine and norm-aware serving rescale the served vectors, bias included."
     )
     if rho is not None and rho >= RHO_MODERATE:  # a channel of its own, whatever the top-1% skew's band
-        recommendations.insert(0 if not norms_rise else len(recommendations), (
+        recommendations.insert(led if not norms_rise else len(recommendations), (
             f"The item bias of {served.model} rises with popularity (ρ = {correlation_figures(rho)[0]}) and adds to "
             "every score, a channel for popularity apart from the norms: regularise it more in training, or weigh it "
             "down at serving (u·i + w·b_i with w < 1), and re-audit."
@@ -262,11 +264,10 @@ def _conditions_text(conditions: dict[str, Condition]) -> str:
 def _summary(
     result: MeasuredSections, severity: Severity, rho: float | None, lo: float | None, hi: float | None,
     p: float | None, significant: bool, strength: Strength | None, skew: Skew | None,
-    conditions: dict[str, Condition], unseen: Skew | None, assessed: bool,
+    conditions: dict[str, Condition], unseen: Skew | None, assessed: bool, rises: bool,
 ) -> str:
     harm = skew.severity if skew is not None else None
     mechanism = _mechanism(result, rho, lo, hi, p, significant, strength)
-    rises = rho is not None and significant and rho > 0 and strength not in (None, "negligible")
     if not assessed:
         lead = f"Popularity bias not assessed: {mechanism}"
     elif severity == "none" and skew is not None and rises:

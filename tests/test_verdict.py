@@ -382,3 +382,19 @@ def test_a_holdout_that_measured_nothing_is_not_advised_again() -> None:
     v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.30, 0.05, k=10),
                                not_measured={"accuracy": "no held-out interactions: pass --holdout PATH"}))
     assert any("measure it with" in r for r in v.recommendations)
+
+
+def test_a_weak_model_s_advice_stays_first_before_its_item_bias() -> None:
+    """A weak model with an item bias rising with popularity and norms that do not: the
+    bias recommendation comes right after "Improve the model first", not before it."""
+    from auditor.result import Accuracy, RankingAccuracy, ServedVectorsSection
+
+    served = ServedVectorsSection(model="MF", source="bias", description="factors and bias", scoring="dot",
+                                  as_served=True, item_bias_spearman=0.9)
+    accuracy = Accuracy(protocol="p", n_users_evaluated=10, n_dropped=0, quoted_k=10,
+                        at={10: {"dot": RankingAccuracy(0.1, 0.0629, 0.2, 0.1),
+                                 "popular": RankingAccuracy(0.2, 0.2361, 0.4, 0.2)}})
+    v = decide_verdict(_result(_fn(0.02, -0.05, 0.09), _single(0.30, 0.15, k=10), served_vectors=served,
+                               accuracy=accuracy))
+    assert v.recommendations[0].startswith("The model itself is weak")
+    assert v.recommendations[1].startswith("The item bias of MF rises with popularity (ρ = 0.90)")
