@@ -7,6 +7,7 @@ bands."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from auditor.result import SEVERITIES, MeasuredSections, Severity
@@ -65,15 +66,21 @@ A threshold on a head share could not: it fixes this run's cosine share, rounds 
 a band's edge, and cannot say "and the interval excludes 0"."""
 
 
+def served_ks(ks: Iterable[int], n_items: int | None) -> list[int]:
+    """Of ``ks``, ascending, those whose lists are the size a user is served: K at most
+    :data:`SERVED_SHARE` of the catalogue (the smallest K when none is; a list covering a
+    large part of a small catalogue shows no skew; every K when the size is unknown)."""
+    ks = sorted(ks)
+    if n_items is None or n_items < 1:
+        return ks
+    return [k for k in ks if k <= SERVED_SHARE * n_items] or ks[:1]
+
+
 def served_cutoffs(result: MeasuredSections) -> list[int]:
-    """The cut-offs K whose lists are the size a user is served: K at most
-    :data:`SERVED_SHARE` of the catalogue (the smallest K when none is; a list
-    covering a large part of a small catalogue shows no skew)."""
+    """The measured cut-offs K the verdict may quote (:func:`served_ks`)."""
     if result.retrieval is None or not result.retrieval.at:
         return []
-    ks = sorted(result.retrieval.at)
-    served = [k for k in ks if k <= SERVED_SHARE * result.inputs.n_items]
-    return served or ks[:1]
+    return served_ks(result.retrieval.at, result.inputs.n_items)
 
 
 def skew_at(result: MeasuredSections, k: int) -> Skew:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from auditor.batch.rank_by import did_you_mean
 from auditor.errors import InputError
-from auditor.harm import SERVED_SHARE
+from auditor.harm import served_ks
 from auditor.metrics.correlations import kendall_tau_test
 from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
 from auditor.result import SEVERITIES
@@ -60,9 +60,7 @@ def _head_ratio_ks(table: pa.Table, ok: list[dict[str, Any]]) -> tuple[int | Non
 def _served(found: list[int], n_items: Any) -> list[int]:
     """The Ks of ``found`` (largest first) the verdict would quote for a catalogue of
     ``n_items``: at most 10% of it, else the smallest (every K when the size is unknown)."""
-    if not isinstance(n_items, int) or n_items < 1:
-        return found
-    return [k for k in found if k <= SERVED_SHARE * n_items] or found[-1:]
+    return served_ks(found, n_items if isinstance(n_items, int) else None)[::-1]
 
 
 def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = False) -> BatchSummary:

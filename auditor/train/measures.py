@@ -140,10 +140,10 @@ def rank_section(item_emb: np.ndarray, freq: np.ndarray, *, n_bootstrap: int, se
 
 
 def served_k(k: int, n_items: int) -> int:
-    """The cut-off a grid measures the head share at: ``k``, at most :data:`~auditor.harm.SERVED_SHARE`
-    of the catalogue, the verdict's rule (a K above it covers much of the catalogue, shows
-    little skew and is never quoted: K=100 of 300 items hides a 13× skew at K=10), and at
-    least 1."""
+    """The cut-off a grid measures the head share at: ``k`` capped at
+    :data:`~auditor.harm.SERVED_SHARE` of the catalogue, and at least 1. The verdict quotes no
+    K above that share beside a smaller one (:func:`~auditor.harm.served_ks`); a grid measures
+    one K, so it caps it instead (K=100 of 300 items hides a 13× skew at K=10)."""
     return max(1, min(k, math.floor(SERVED_SHARE * n_items)))
 
 
