@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from auditor.errors import setting
+from auditor.loading.counts_only import counts_only
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.plugin_api import DeclaredListMeasure, Scorer
 from auditor.metrics.group_state import GroupFigures, ListFigures, Prepared, prepared
@@ -61,7 +62,7 @@ def who_pays_unmeasured(origin: str) -> str:
     what = ("the user- and item-side measures (Who pays: ΔGAP, miscalibration and NDCG per user group; PopRSP, "
             "PopREO) need each queried user's training items")
     if origin == "frequencies":
-        return f"{what}; {setting('frequencies')} gives counts per item only: pass the log with {setting('interactions')}"
+        return f"{what}; {counts_only()}"
     if origin == "file":
         return f"{what}, but the query vectors of {setting('queries')} PATH carry no user identity"
     return (f"{what}, which are unknown here: pass the training log, with its user column, as "
