@@ -279,6 +279,7 @@ class AuditResult(MeasuredSections):
         if self.retrieval is not None:
             retrieval = asdict(self.retrieval)
             del retrieval["list_measures"]  # presentation, not a finding
+            del retrieval["tied_ratio"]  # for the Who-pays table; the warnings say it (the JSON as it was)
             retrieval["at"] = {str(k): _cutoff_dict(cut) for k, cut in self.retrieval.at.items()}
             if retrieval["recall"] is not None:
                 retrieval["recall"] = {str(k): v for k, v in retrieval["recall"].items()}

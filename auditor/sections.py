@@ -182,6 +182,10 @@ class Retrieval:
     """K -> scoring -> one JSON-ready row per user group (niche, diverse, blockbuster):
     ``group``, ``n_users``, ``gap_profile``, ``gap_list``, ``gap_delta``, ``miscalibration``,
     ``n_evaluated``, ``ndcg`` (docs/report.md); empty without each user's training items."""
+    tied_ratio: float | None = None
+    """The one popular ratio every grouped user shares, when they all do: the user groups are
+    then undefined (niche and blockbuster empty, every user diverse), which the Who-pays table
+    says; None otherwise. Not in the JSON, whose warnings say it."""
     exposure_shift: dict[int, dict[str, Any]] = field(default_factory=dict)
     """K -> the items dot serving raises and lowers most over cosine, JSON-ready: ``k``,
     ``n``, ``n_queries``, ``definition``, ``gained`` and ``lost`` (docs/report.md)."""

@@ -82,7 +82,8 @@ def test_report_figures_equal_those_from_the_log(workspace: Path, popularity: st
             assert b.pop("novelty") is None and a.pop("novelty") is not None
             assert a == b
     # Novelty needs the distinct users of the whole log, which per-item counts cannot give.
-    assert "n_users" in counts["not_measured"]["novelty"] and "--interactions" in counts["not_measured"]["novelty"]
+    assert "n_users" in counts["not_measured"]["novelty"] and counts["not_measured"]["novelty"].endswith(
+        "--frequencies gives counts per item only: pass the log with --interactions")
     assert "novelty" not in log["not_measured"]
     assert counts["settings"]["frequencies"].endswith("counts.parquet")
 
@@ -158,7 +159,9 @@ def test_counts_alone_say_why_accuracy_and_who_pays_are_not_measured(workspace: 
     report = json.loads(out.read_text())
     assert report["accuracy"] is None and report["retrieval"]["population"]["source"] == "users"
     why = report["not_measured"]["accuracy"]
-    assert "--queries" not in why and why.endswith("--frequencies gives counts only: pass --interactions")
+    # One clause, worded once (loading/counts_only.py), ends every reason that needs the log itself.
+    assert "--queries" not in why and why.endswith(
+        "--frequencies gives counts per item only: pass the log with --interactions")
     assert report["retrieval"]["at"]["5"]["dot"]["pop_rsp"] is None and report["retrieval"]["user_groups"] == {}
     assert report["not_measured"]["who_pays"].endswith(
         "--frequencies gives counts per item only: pass the log with --interactions")
@@ -200,5 +203,5 @@ def test_token_embeddings_with_token_counts(tmp_path: Path) -> None:
     assert report["frequency_norm"]["spearman"] > 0.5 and report["verdict"]["bias_detected"]
     assert report["inputs"]["n_interactions"] == int(counts.sum())
     # No user table and no log: retrieval would need history queries, and says so.
-    assert "--frequencies gives counts only" in report["not_measured"]["retrieval"]
+    assert "--frequencies gives counts per item only" in report["not_measured"]["retrieval"]
     assert "Wrote the JSON report" in result.output

@@ -33,7 +33,7 @@ from auditor.metrics.popularity_groups import (
     sole_ratio,
     user_groups,
 )
-from auditor.metrics.user_measures import group_table, tied_groups_warning
+from auditor.metrics.user_measures import group_table, tied_groups_warning, tied_ratio
 from auditor.plugins import get_plugin_manager
 from auditor.plugins.contributions import collect_measures
 
@@ -103,6 +103,7 @@ def test_users_sharing_one_ratio_have_no_niche_or_blockbuster_group() -> None:
     warning = tied_groups_warning(tied)
     assert warning is not None and warning.startswith("all 3 users with training items share one popular ratio (1.00")
     assert tied_groups_warning(hand_context()) is None and tied_groups_warning(ListContext(POP)) is None
+    assert tied_ratio(tied) == 1.0 and tied_ratio(hand_context()) is None and tied_ratio(ListContext(POP)) is None
     values = measure_all(tied, np.array([[1, 2], [1, 2], [3, 4]]))
     assert math.isnan(values["gap_delta_niche"] or 0.0) and math.isnan(values["gap_delta_blockbuster"] or 0.0)
     assert values["gap_delta_diverse"] == pytest.approx((np.mean([4.5, 4.5, 1.5]) - 8) / 8)

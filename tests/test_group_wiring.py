@@ -189,6 +189,37 @@ def test_users_sharing_one_popular_ratio_are_said_to_have_no_groups(tmp_path: Pa
     assert report["retrieval"]["at"]["3"]["dot"]["gap_delta_niche"] is None
     assert any(w.startswith("all 20 users with training items share one popular ratio (1.00") for w in report["warnings"])
     assert "No user is niche or blockbuster: every user shares one popular ratio" in ran.stdout
+    assert "tied_ratio" not in report["retrieval"]  # the warnings say it; the JSON is as it was
+
+
+def test_the_who_pays_caption_reads_the_recorded_tie_not_the_row_sizes() -> None:
+    """The same rows (empty niche and blockbuster) get the tie's caption only when the
+    retrieval section records a tie."""
+    from auditor.report.harms import group_table
+    from auditor.sections import Retrieval
+
+    rows = [{"group": g, "n_users": n, "gap_profile": 1.0, "gap_delta": 0.1, "miscalibration": 0.2, "ndcg": None}
+            for g, n in (("niche", 0), ("diverse", 5), ("blockbuster", 0))]
+    said = "every user shares one popular ratio"
+    for tied, expected in ((None, False), (0.5, True)):
+        table = group_table(Retrieval(5, "exact", {}, user_groups={3: {"dot": rows}}, tied_ratio=tied), 3)
+        assert table is not None and [r[:2] for r in table.rows] == [("niche", "0"), ("diverse", "5"),
+                                                                       ("blockbuster", "0")]
+        assert (said in (table.caption or "")) is expected
+
+
+def test_empty_end_groups_of_tiny_fractions_are_not_called_tied(files: Path, tmp_path: Path) -> None:
+    """Fractions too small to hold one of the 120 users leave niche and blockbuster empty
+    (⌊0.001·n⌋ = 0; n − ⌊(1 − 1e-12)·n + 1e-9⌋ = 0) while the users' popular ratios differ:
+    no warning and no caption may say they share one ratio (the report read the tie from
+    the row sizes by position, and said so)."""
+    _, report, out = check(files, tmp_path, "--niche-fraction", "0.001", "--blockbuster-fraction", "1e-12",
+                           "--format", "markdown")
+    rows = report["retrieval"]["user_groups"]["10"]["dot"]
+    assert [(r["group"], r["n_users"] > 0) for r in rows] == [("niche", False), ("diverse", True),
+                                                              ("blockbuster", False)]
+    assert not any("share one popular ratio" in w for w in report["warnings"])
+    assert "Who pays" in out and "every user shares one popular ratio" not in out
 
 
 def test_a_held_out_user_left_out_for_a_zero_vector_is_said_so(files: Path, tmp_path: Path) -> None:

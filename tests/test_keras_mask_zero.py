@@ -128,3 +128,20 @@ def test_without_the_config_the_advice_names_mask_zero() -> None:
                           "rows are the ids (this file does not record mask_zero; a .keras archive does)")
     [plain] = offset_signals(np.arange(1, 10), 10, RowIdPolicy(), "item", "log.csv", np.ones(4))
     assert "mask_zero" not in plain
+
+
+def test_the_one_config_walk_is_bounded_and_never_recurses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """masked_layers, layer_classes and the score layer read config.json through one walk:
+    a nesting far deeper than Python's recursion limit is walked, and no more than
+    MAX_NODES nodes are visited (the list itself, then 9 of its 20 dicts)."""
+    from auditor.loading import keras_config
+
+    deep: Any = {"class_name": "Embedding", "config": {"name": "deep", "mask_zero": True}}
+    for _ in range(50_000):
+        deep = [deep]
+    assert masked_layers(deep) == {"deep"} and keras_config.layer_classes(deep) == {"deep": "Embedding"}
+    monkeypatch.setattr(keras_config, "MAX_NODES", 10)
+    assert len(list(keras_config.config_nodes([{} for _ in range(20)]))) == 9
+    records = [{"class_name": "Dense", "config": {"name": "x"}}, {"class_name": "Embedding", "config": {"name": "x"}}]
+    monkeypatch.setattr(keras_config, "MAX_NODES", 1_000_000)
+    assert keras_config.layer_classes(records) == {"x": "Embedding"}  # a stack: the last record is met first

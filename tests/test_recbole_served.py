@@ -206,6 +206,37 @@ def test_registry() -> None:
     assert serving_of({"model": "NGCF", "model_class": "recbole_gnn.model.general_recommender.ngcf.NGCF"}).kind == CACHED
 
 
+def test_the_reason_no_split_is_reproduced_is_the_one_that_stopped_it(
+    bundles: dict[str, ModelBundle], tmp_path: Path
+) -> None:
+    """reproduces_split and no_split_reason read one list: the checkpoint with its .inter and
+    nothing else takes the split (no reason); a checkpoint without its config is said to lack
+    it (never that the .inter file is not one); each of the user's own choices is named; a
+    log of another format is said not to be a .inter file."""
+    from auditor.config import AuditConfig
+    from auditor.loading.recbole_eval import THE_USERS_CHOICE, no_split_reason, reproduces_split
+
+    bpr = bundles["BPR"]
+    plain = AuditConfig(model=DATA / "BPR-eval.pth", interactions=INTER)
+    assert reproduces_split(bpr, plain) and no_split_reason(bpr, plain) is None
+    bare = dataclasses.replace(bpr, config=None)
+    why = no_split_reason(bare, plain)
+    assert not reproduces_split(bare, plain) and why is not None
+    assert why.startswith(f"RecBole checkpoint {bpr.source} records no settings") and ".inter file" not in why
+    assert THE_USERS_CHOICE == ("holdout", "item_ids", "user_ids", "frequencies")
+    for name in ("holdout", "item_ids", "user_ids"):
+        chosen = dataclasses.replace(plain, **{name: INTER})
+        said = no_split_reason(bpr, chosen)
+        assert not reproduces_split(bpr, chosen) and said is not None and said.startswith(f"with {name} popaudit")
+    counts = AuditConfig(model=DATA / "BPR-eval.pth", frequencies=INTER)
+    assert not reproduces_split(bpr, counts) and no_split_reason(bpr, counts) is None  # no log: the plain reason
+    (tmp_path / "log.csv").write_text("user_id,item_id\n1,2\n2,3\n")
+    csv = dataclasses.replace(plain, interactions=tmp_path / "log.csv")
+    assert not reproduces_split(bpr, csv)
+    assert no_split_reason(bpr, csv) == ("interactions log.csv is not a RecBole .inter file, so popaudit reproduces "
+                                         "no RecBole split to compute them over")
+
+
 def _as(bundle: ModelBundle, model: str) -> ModelBundle:
     return dataclasses.replace(bundle, config={**(bundle.config or {}), "model": model, "model_class": None})
 

@@ -29,6 +29,7 @@ from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
 from auditor.loading.parquet_bounds import read_table as bounded_read_table
 from auditor.loading.counting import IdCounts
+from auditor.loading.counts_only import counts_only
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import inexact_floats, maybe_int
 from auditor.loading.messages import arrow_reason, columns_found
@@ -245,4 +246,4 @@ def _refuse_duplicates(ids: np.ndarray, rows: np.ndarray, path: Path, column: st
 
 def needs_the_log(what: str) -> str:
     """The ``not_measured`` reason of a section that needs the log itself, not its counts."""
-    return f"{what} needs the training log itself; {setting('frequencies')} gives counts only: pass {setting('interactions')}"
+    return f"{what} needs the training log itself; {counts_only()}"

@@ -33,6 +33,7 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, tensor_infos
 from auditor.loading.hdf5_safe import H5Walk, read_float32
+from auditor.loading.keras_config import config_nodes, layer_classes
 from auditor.loading.keras_mask import drop_mask_rows, masked_layers
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.zip_members import ZIP_ERRORS, ZipError, data_offset, read_member, zip_reason
@@ -198,40 +199,12 @@ def cosine_score(config: Any) -> dict[str, Any]:
     """``scoring: cosine`` when the model's one ``Dot`` layer normalises both inputs
     (``Dot(normalize=True)``: its scores, what the loss is taken on and what it serves, are
     cosines), with the layer as evidence; {} otherwise (no Dot, or several)."""
-    dots = [node.get("config") for node in _nodes(config) if node.get("class_name") == "Dot"]
+    dots = [node.get("config") for node in config_nodes(config) if node.get("class_name") == "Dot"]
     if len(dots) != 1 or not isinstance(dots[0], dict) or dots[0].get("normalize") is not True:
         return {}
     name = dots[0].get("name")
     layer = f" `{shown(name)}`" if isinstance(name, str) else ""
     return {"scoring": "cosine", "scoring_evidence": f"its score layer{layer} is Dot(normalize=True) in config.json"}
-
-
-def _nodes(config: Any) -> Iterator[dict[str, Any]]:
-    """Every dict nested in ``config`` (a bounded walk)."""
-    stack, seen = [config], 0
-    while stack and seen < 1_000_000:
-        node, seen = stack.pop(), seen + 1
-        if isinstance(node, dict):
-            yield node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-
-
-def layer_classes(config: Any) -> dict[str, str]:
-    """Layer name -> class name, from every nested ``{"class_name", "config": {"name"}}``."""
-    found: dict[str, str] = {}
-    stack = [config]
-    while stack and len(found) < 100_000:
-        node = stack.pop()
-        if isinstance(node, dict):
-            inner = node.get("config")
-            if isinstance(node.get("class_name"), str) and isinstance(inner, dict) and isinstance(inner.get("name"), str):
-                found.setdefault(inner["name"], node["class_name"])
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return found
 
 
 # ---------------------------------------------------------------------------- the HDF5 layouts
@@ -320,4 +293,4 @@ def _texts(value: Any) -> list[str]:
     return [t for t in (_text(v) for v in (items if isinstance(items, (list, tuple)) else [items])) if t]
 
 
-__all__ = ["EXTRA", "layer_classes", "read_keras"]
+__all__ = ["EXTRA", "read_keras"]

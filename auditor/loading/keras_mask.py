@@ -17,6 +17,7 @@ import numpy as np
 
 from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
+from auditor.loading.keras_config import config_nodes
 from auditor.model import ModelBundle
 
 _EMBEDDING_CLASSES = ("Embedding", "ReversibleEmbedding")
@@ -25,21 +26,11 @@ _EMBEDDING_CLASSES = ("Embedding", "ReversibleEmbedding")
 def masked_layers(config: Any) -> set[str]:
     """Names of the ``Embedding`` layers a ``.keras`` ``config.json`` records with
     ``mask_zero: true`` (every nested ``{"class_name", "config": {"name", "mask_zero"}}``)."""
-    found: set[str] = set()
-    stack = [config]
-    seen = 0
-    while stack and seen < 1_000_000:
-        node = stack.pop()
-        seen += 1
-        if isinstance(node, dict):
-            inner = node.get("config")
-            if (node.get("class_name") in _EMBEDDING_CLASSES and isinstance(inner, dict)
-                    and inner.get("mask_zero") is True and isinstance(inner.get("name"), str)):  # fmt: skip
-                found.add(inner["name"])
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return found
+    return {
+        node["config"]["name"] for node in config_nodes(config)
+        if node.get("class_name") in _EMBEDDING_CLASSES and isinstance(node.get("config"), dict)
+        and node["config"].get("mask_zero") is True and isinstance(node["config"].get("name"), str)
+    }  # fmt: skip
 
 
 def drop_mask_rows(bundle: ModelBundle, masked: set[str], options: LoadOptions) -> None:

@@ -56,15 +56,35 @@ class RecBoleEvaluation:
         )
 
 
+THE_USERS_CHOICE = ("holdout", "item_ids", "user_ids", "frequencies")
+"""The settings that keep the ordinary route when given: the user's choice wins over RecBole's split."""
+
+
 def reproduces_split(bundle: ModelBundle, config: AuditConfig) -> bool:
-    """True when the audit takes RecBole's own split: a RecBole checkpoint, its ``.inter``
-    file as the log, and no holdout, id file or counts file given (the user's choice wins)."""
-    if bundle.format != "recbole" or bundle.config is None or config.interactions is None:
-        return False
-    if config.holdout is not None or config.item_ids is not None or config.user_ids is not None or config.frequencies:
-        return False
+    """True when the audit takes RecBole's own split: a RecBole checkpoint with its config,
+    its ``.inter`` file as the log, and none of :data:`THE_USERS_CHOICE` given."""
+    return bundle.format == "recbole" and config.interactions is not None and no_split_reason(bundle, config) is None
+
+
+def no_split_reason(bundle: ModelBundle, config: AuditConfig) -> str | None:
+    """Why the audit does not take RecBole's split, so nothing trains the served vectors;
+    None when it does, when ``bundle`` is no RecBole checkpoint, or when no training log was
+    given (the plain reason, :data:`auditor.loading.served.NO_LOG`). The one list of what
+    stops the split, which :func:`reproduces_split` reads."""
+    if bundle.format != "recbole" or config.interactions is None:
+        return None
+    tail = "popaudit reproduces no RecBole split to compute them over"
+    if bundle.config is None:
+        return f"RecBole checkpoint {bundle.source} records no settings (no config, so no eval_args): {tail}"
+    chosen = [setting(name) for name in THE_USERS_CHOICE if getattr(config, name)]
+    if chosen:
+        given = " and ".join(chosen)
+        return (f"with {given} {tail}: the whole {setting('interactions')} file is then the training log; drop "
+                f"{given} to have them computed over the training part of the split the checkpoint records")
     spec = config.training_log
-    return spec is not None and open_log(spec).format == "recbole"
+    if spec is None or open_log(spec).format != "recbole":
+        return f"{setting('interactions')} {Path(config.interactions).name} is not a RecBole .inter file, so {tail}"
+    return None
 
 
 def recbole_evaluation(bundle: ModelBundle, config: AuditConfig) -> RecBoleEvaluation:
@@ -165,26 +185,11 @@ def served_of(
     if bundle.format != "recbole":
         return None
     train = None if evaluation is None else (evaluation.split.train.users, evaluation.split.train.items)
-    why = None if evaluation is not None or config is None else no_split_reason(config)
+    why = None if evaluation is not None or config is None else no_split_reason(bundle, config)
     served = served_vectors(bundle, train, read_cache(bundle.source), no_split=why)
     if served.scoring == "cosine":
         served.warnings.append(cosine_note(served.serving.model))
     return served
-
-
-def no_split_reason(config: AuditConfig) -> str | None:
-    """Why RecBole's split was not reproduced, so nothing trains the served vectors (None:
-    no training log was given, the plain reason)."""
-    if config.interactions is None:
-        return None
-    chosen = [setting(name) for name in ("holdout", "item_ids", "user_ids", "frequencies") if getattr(config, name)]
-    if not chosen:
-        return (f"{setting('interactions')} {Path(config.interactions).name} is not a RecBole .inter file, so "
-                "popaudit reproduces no RecBole split to compute them over")
-    given = " and ".join(chosen)
-    return (f"with {given} popaudit reproduces no RecBole split to compute them over: the whole "
-            f"{setting('interactions')} file is then the training log; drop {given} to have them computed over the "
-            "training part of the split the checkpoint records")
 
 
 def serving_bundle(bundle: ModelBundle, served: ServedVectors | None) -> ModelBundle:
@@ -194,5 +199,5 @@ def serving_bundle(bundle: ModelBundle, served: ServedVectors | None) -> ModelBu
     return replace(bundle, item_table=served.items, user_table=served.users)
 
 
-__all__ = ["RecBoleEvaluation", "masked_population", "recbole_evaluation", "recbole_population", "reproduces_split", "served_of",
-           "serving_bundle", "training_stats"]
+__all__ = ["THE_USERS_CHOICE", "RecBoleEvaluation", "masked_population", "no_split_reason", "recbole_evaluation",
+           "recbole_population", "reproduces_split", "served_of", "serving_bundle", "training_stats"]

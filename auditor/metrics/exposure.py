@@ -39,6 +39,7 @@ from typing import Literal
 import numpy as np
 
 from auditor.errors import setting
+from auditor.loading.counts_only import counts_only
 from auditor.plugin_api import ListContext, Slots, as_slots, exposure_counts  # re-exported: where measures have always found them
 from auditor.metrics.popularity_sets import bottom_tail_mask, head_mask, short_head_mask
 
@@ -329,7 +330,7 @@ def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, orig
     remedy = {"log": f"the log has no user column: pass {setting('user_col')} NAME",
               "checkpoint": ("the checkpoint records interactions per item, not every (user, item) training pair: pass "
                              f"the log it was trained on with {log} (its training part only, where it held some out)"),
-              "frequencies": f"a counts file cannot give the distinct users of the whole log: pass the log with {log}"}
+              "frequencies": counts_only()}
     missing = ("users(i) and n_users (the distinct training users of each item and of the whole log)"
                if user_counts is None else "n_users (the distinct training users of the whole log)")
     return f"novelty, -log2(users(i)/n_users), needs {missing}; {remedy[origin]}"

@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from auditor.errors import setting
+from auditor.loading.counts_only import counts_only
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.plugin_api import DeclaredListMeasure, Scorer
 from auditor.metrics.group_state import GroupFigures, ListFigures, Prepared, prepared
@@ -35,16 +36,26 @@ from auditor.metrics.popularity_groups import USER_GROUPS
 from auditor.sections import GROUP_LIST_MEASURES
 
 
-def tied_groups_warning(context: ListContext) -> str | None:
-    """Why the niche and blockbuster groups are empty when every user shares one popular
-    ratio (None: they are drawn; or no profiles)."""
+def tied_ratio(context: ListContext) -> float | None:
+    """The one popular ratio every user with training items shares, when they all do (None:
+    they differ, or no profiles): then no user is more niche or more blockbuster than
+    another, and the groups are undefined. The one test of a tie, which the warning and the
+    retrieval section (``Retrieval.tied_ratio``, read by the Who-pays table) quote."""
     if context.profiles is None:
         return None
     state = prepared(context)
-    if state.sole_ratio is None or state.user_group is None:
+    return None if state.user_group is None else state.sole_ratio
+
+
+def tied_groups_warning(context: ListContext) -> str | None:
+    """Why the niche and blockbuster groups are empty when every user shares one popular
+    ratio (None: they are drawn; or no profiles)."""
+    if (ratio := tied_ratio(context)) is None:
         return None
+    state = prepared(context)
+    assert state.user_group is not None  # a tie is found among grouped users
     n = int((state.user_group >= 0).sum())
-    return (f"all {n:,} users with training items share one popular ratio ({state.sole_ratio:.2f} of their items "
+    return (f"all {n:,} users with training items share one popular ratio ({ratio:.2f} of their items "
             "popular): no user is more niche or more blockbuster than another, so the user groups are undefined: "
             "all count as diverse, and the niche and blockbuster figures are null")
 
@@ -61,7 +72,7 @@ def who_pays_unmeasured(origin: str) -> str:
     what = ("the user- and item-side measures (Who pays: ΔGAP, miscalibration and NDCG per user group; PopRSP, "
             "PopREO) need each queried user's training items")
     if origin == "frequencies":
-        return f"{what}; {setting('frequencies')} gives counts per item only: pass the log with {setting('interactions')}"
+        return f"{what}; {counts_only()}"
     if origin == "file":
         return f"{what}, but the query vectors of {setting('queries')} PATH carry no user identity"
     return (f"{what}, which are unknown here: pass the training log, with its user column, as "

@@ -52,7 +52,7 @@ def group_table(retrieval: Retrieval, k: int) -> Table | None:
     caption = f"Top-{k} lists; ΔGAP as a change of the profiles' GAP; JS: popularity miscalibration (bits)."
     if has_ndcg:
         caption += " NDCG over each group's users with held-out items."
-    if [row.get("n_users") for row in first][::2] == [0, 0] and first[1].get("n_users"):
+    if retrieval.tied_ratio is not None:  # recorded where measured, never guessed from the rows' sizes
         caption += (" No user is niche or blockbuster: every user shares one popular ratio, so there is no contrast "
                     "and the groups are undefined (the diverse row holds every user).")
     # The group's name never breaks: a table too wide for a terminal narrows the figures' columns ("blockbus…").

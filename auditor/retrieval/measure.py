@@ -37,9 +37,8 @@ from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
 from auditor.config import GroupPolicy
 from auditor.plugin_api import ListContext, Slots
-from auditor.metrics.user_measures import tied_groups_warning
 from auditor.metrics.list_measures import ExposureMeasures
-from auditor.metrics.user_measures import group_table
+from auditor.metrics.user_measures import group_table, tied_groups_warning, tied_ratio
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
@@ -279,6 +278,7 @@ def measure_retrieval(
         list_measures=measures.info,
         population=population_section(population),
         user_groups=group_tables,
+        tied_ratio=tied_ratio(measures.context),
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
                             popularity=popularity, context=measures.context)

@@ -68,7 +68,7 @@ def _says_why(d: Path, outcome: Outcome) -> None:
     report = strict_json(d / "r.json")
     assert report["frequency_norm"]["n_items"] == N_ITEMS
     # The table has no user table: history queries need the log itself.
-    assert "--frequencies gives counts only" in report["not_measured"]["retrieval"]
+    assert "--frequencies gives counts per item only" in report["not_measured"]["retrieval"]
 
 
 CASES = [
