@@ -147,12 +147,14 @@ class ModelBundle:
     def tensors_beside_tables(self) -> tuple[list[str], list[str]]:
         """The file's tensors other than the two tables: (item-side, unattributed) keys.
 
-        Item-side keys name ``item`` (a feature projection, an item MLP): with them the
-        item encoder is more than the table, and an audit of the table alone is not of the
-        vectors served. The item bias (``item_bias_key``) is neither: it is served with the table. Unattributed keys name neither tower. C2/C3 and the load stage's
-        warning read this one split."""
+        Item-side keys name ``item`` and hold floating-point weights (a feature projection,
+        an item MLP; an integer tensor, such as an index buffer, is no weight, as on the user
+        side): with them the item encoder is more than the table, and an audit of the table
+        alone is not of the vectors served. The item bias (``item_bias_key``) is neither: it
+        is served with the table. Unattributed keys name neither tower. C2/C3 and the load
+        stage's warning read this one split."""
         others = [k for k in self.state_dict if k not in (self.item_key, self.user_key, self.item_bias_key)]
-        item_side = [k for k in others if "item" in k.lower()]
+        item_side = [k for k in others if "item" in k.lower() and _floating(self.state_dict[k])]
         unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
         return item_side, unclear
 
@@ -168,10 +170,14 @@ class ModelBundle:
             if key in (self.item_key, self.user_key) or "item" in low or not ("user" in low or "query" in low):
                 continue
             shape = tuple(getattr(tensor, "shape", ()))
-            floating = bool(getattr(tensor, "is_floating_point", lambda: False)())
-            if floating and not (rows is not None and shape in ((rows,), (rows, 1))):
+            if _floating(tensor) and not (rows is not None and shape in ((rows,), (rows, 1))):
                 found.append(key)
         return found
+
+
+def _floating(tensor: object) -> bool:
+    """A floating-point tensor (a weight); integer buffers (index maps, counters) are not."""
+    return bool(getattr(tensor, "is_floating_point", lambda: False)())
 
 
 @dataclass

@@ -216,3 +216,14 @@ def test_only_a_last_normalisation_over_the_vector_axis_makes_a_direction() -> N
     assert not before.normalised and before.ops == ("MatMul with `W`",)
     after = tower(helper.make_node("MatMul", ["i", "W"], ["m"]), helper.make_node("LpNormalization", ["m"], ["k"], axis=1, **norm))
     assert after.normalised and after.ops == ("MatMul with `W`",)
+
+
+def test_an_integer_item_side_buffer_is_no_weight_as_on_the_user_side(tmp_path: Path) -> None:
+    """An integer `item_index` buffer beside the item table computes nothing from its rows:
+    the table is served as stored, as a `user_index` buffer leaves the user rows (it made
+    the item table stand in, the same buffer on the user side did not)."""
+    users, items = _tables()
+    state = {"user_emb.weight": torch.tensor(users), "item_emb.weight": torch.tensor(items),
+             "item_index": torch.arange(N_ITEMS), "user_index": torch.arange(N_USERS)}
+    torch.save(state, tmp_path / "idx.pt")
+    assert _audit(tmp_path / "idx.pt", _log(tmp_path)).served_vectors is None
