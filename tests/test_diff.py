@@ -165,6 +165,25 @@ def test_a_severity_graded_at_a_k_the_other_report_lacks_has_no_direction(
     assert narrow.verdict.direction == "unchanged" and narrow.verdict.reason is None
 
 
+def test_a_diff_gates_on_the_verdicts_grade_as_the_verdict_compares_them(
+        mitigated: tuple[AuditResult, AuditResult]) -> None:
+    """severity_level is kept out of the figures (the verdict change shows it) but gates
+    read it: the new value and its change, and "not comparable" with the verdicts' reason
+    where they judge different cut-offs (it always failed as "nothing graded the severity")."""
+    base = as_json(mitigated[0])
+    names = flat_metrics_from_report(base)
+    diff = diff_reports(base, base)
+    level = float(["none", "low", "moderate", "high"].index(base["verdict"]["severity"]))
+    [value, change] = evaluate_diff_gates(parse_diff_gates([f"severity_level>={level}", "severity_level.delta>0"],
+                                                           names), diff)
+    assert value.tripped and value.value == level and not change.tripped and change.value == 0
+    assert all(m.name != "severity_level" for m in diff.metrics)  # not a figure of the diff
+    other_ks = as_json(audit(SAMPLE / "biased.pt", ks=(5, 10)))
+    with pytest.raises(UnmeasuredGateError, match=r"severity_level.delta>0: not comparable: the verdicts: cut-offs "
+                                                  r"differ, and the new report's severity was graded at K=5"):
+        evaluate_diff_gates(parse_diff_gates(["severity_level.delta>0"], names), diff_reports(base, other_ks))
+
+
 def test_a_different_popularity_flags_the_figures_that_depend_on_it() -> None:
     log = SAMPLE / "interactions.parquet"
     by_users = audit(SAMPLE / "biased.pt", interactions=log, popularity="users")

@@ -132,10 +132,13 @@ class ReportDiff:
     base_model: str = ""
     new_model: str = ""
     notes: tuple[str, ...] = field(default=())
+    graded: MetricChange | None = None
+    """The verdicts' ``severity_level``: for gates only (the verdict change shows it),
+    incomparable where the verdicts are."""
 
     def metric(self, name: str) -> MetricChange:
         """The change of one flat metric (KeyError when neither report has it)."""
-        for change in self.metrics:
+        for change in (*self.metrics, *([self.graded] if self.graded else [])):
             if change.name == name:
                 return change
         raise KeyError(name)
@@ -143,7 +146,7 @@ class ReportDiff:
     def flat(self) -> dict[str, float | None]:
         """What diff gates read: ``NAME`` (the new value), ``NAME.delta``, ``NAME.rel``."""
         out: dict[str, float | None] = {}
-        for change in self.metrics:
+        for change in (*self.metrics, *([self.graded] if self.graded else [])):
             out[change.name] = change.new
             out[f"{change.name}.delta"] = change.delta
             out[f"{change.name}.rel"] = change.relative
@@ -196,9 +199,12 @@ def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
         for name in dict.fromkeys([*entries_base, *entries_new])
         if (entries_base.get(name) or entries_new[name]).section != "verdict"
     ]
+    verdict = _verdict(base, new)
+    apart: list[Flag] = [] if verdict.reason is None else [(lambda _entry: True, f"the verdicts: {verdict.reason}")]
     return ReportDiff(
         metrics=tuple(metrics),
-        verdict=_verdict(base, new),
+        graded=_change("severity_level", entries_base.get("severity_level"), entries_new.get("severity_level"), apart),
+        verdict=verdict,
         conditions=_conditions(base, new),
         settings=tuple(settings),
         base_model=str((base.get("inputs") or {}).get("model", "")),
