@@ -154,7 +154,7 @@ class ModelBundle:
         is served with the table. Unattributed keys name neither tower. C2/C3 and the load
         stage's warning read this one split."""
         others = [k for k in self.state_dict if k not in (self.item_key, self.user_key, self.item_bias_key)]
-        item_side = [k for k in others if "item" in k.lower() and _floating(self.state_dict[k])]
+        item_side = [k for k in others if "item" in k.lower() and is_weight(self.state_dict[k])]
         unclear = [k for k in others if "item" not in k.lower() and "user" not in k.lower()]
         return item_side, unclear
 
@@ -170,12 +170,12 @@ class ModelBundle:
             if key in (self.item_key, self.user_key) or "item" in low or not ("user" in low or "query" in low):
                 continue
             shape = tuple(getattr(tensor, "shape", ()))
-            if _floating(tensor) and not (rows is not None and shape in ((rows,), (rows, 1))):
+            if is_weight(tensor) and not (rows is not None and shape in ((rows,), (rows, 1))):
                 found.append(key)
         return found
 
 
-def _floating(tensor: object) -> bool:
+def is_weight(tensor: object) -> bool:
     """A floating-point tensor (a weight); integer buffers (index maps, counters) are not."""
     return bool(getattr(tensor, "is_floating_point", lambda: False)())
 

@@ -256,3 +256,11 @@ def test_the_verdict_names_a_popular_bias_first_when_the_norms_do_not_rise(tmp_p
     markdown = (tmp_path / "r.md").read_text()
     assert "item bias: Spearman ρ with training frequency: 1.000" in markdown
     assert re.search(r"u·i \+ b\\?_i as the model does", markdown)
+
+
+def test_an_integer_item_buffer_beside_the_bias_keeps_it_served(tmp_path: Path) -> None:
+    """An integer `item_index` buffer is no weight: the bias is still the one item-side
+    tensor beside the table, served (it dropped the bias and blamed it as a tower tensor)."""
+    model, log = hand_model(tmp_path, {"item_index": torch.arange(20)})
+    report = check(model, log, tmp_path, "-k", "1")
+    assert report["served_vectors"]["source"] == "bias" and report["served_vectors"]["as_served"] is True

@@ -26,7 +26,7 @@ import numpy as np
 from auditor.errors import ModelLoadError
 from auditor.loading.recbole_models import Serving
 from auditor.loading.served import ServedVectors
-from auditor.model import ModelBundle, QueryPopulation
+from auditor.model import ModelBundle, QueryPopulation, is_weight
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +53,7 @@ def state_dict_bias(
     """The key of a state dict's item bias (module docstring), or None when there is none
     or the item tower holds more than its table and that bias."""
     others = [k for k in tensors if k not in (item_key, user_key)]
-    item_side = [k for k in others if "item" in k.lower()]
+    item_side = [k for k in others if "item" in k.lower() and is_weight(tensors[k])]  # as ModelBundle counts them
     if len(item_side) != 1 or "bias" not in item_side[0].lower():
         return None
     tensor = tensors[item_side[0]]
