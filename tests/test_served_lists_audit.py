@@ -83,6 +83,18 @@ def dot_file(tmp_path: Path) -> tuple[Path, Path, Path, Path, AuditResult]:
     return model, log, holdout, path, result
 
 
+def test_keep_seen_does_not_change_how_served_lists_are_measured(dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
+    """The model's own dot lists hold no training item: with --keep-seen (which lets the
+    model's scorings serve them) the served lists' PopRSP keeps Elliot's − T_u, as without
+    it and as the lists audited alone (it took the keep-seen denominator)."""
+    model, log, holdout, served, alone = dot_file
+    kept = run_audit(AuditConfig(model=model, interactions=log, holdout=holdout, ks=KS, probes=False, bootstrap=0,
+                                 recommendations=served, keep_seen=True))
+    assert kept.retrieval is not None and alone.retrieval is not None
+    for k in KS:
+        assert kept.retrieval.at[k].norm_aware["served"]["pop_rsp"] == pytest.approx(alone.retrieval.at[k].dot["pop_rsp"])
+
+
 def test_served_dot_lists_beside_the_model_equal_its_dot_scoring(dot_file: tuple[Path, Path, Path, Path, AuditResult]) -> None:
     model, log, holdout, served, alone = dot_file
     config = AuditConfig(model=model, interactions=log, holdout=holdout, ks=KS, probes=False, bootstrap=0,

@@ -68,10 +68,12 @@ class ExposureMeasures:
             m.name: m.bind(context) for m in measures
         }
 
-    def keeping_seen(self) -> ExposureMeasures:
-        """The same measures with training items among the candidates (``seen_kept``)."""
+    def with_seen_kept(self, kept: bool) -> ExposureMeasures:
+        """The same measures with training items among the candidates or not (``seen_kept``)."""
         c = self.context
-        return ExposureMeasures(c.popularity, c.user_counts, c.n_users, measures=self._measures, seen_kept=True,
+        if c.seen_kept == kept:
+            return self
+        return ExposureMeasures(c.popularity, c.user_counts, c.n_users, measures=self._measures, seen_kept=kept,
                                 item_table=c.item_table, item_ids=c.item_ids, profiles=c.profiles,
                                 relevant=c.relevant, groups=c.groups)
 

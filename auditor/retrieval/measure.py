@@ -194,11 +194,11 @@ def _measure_lists(
     return at, exposure, tables
 
 
-def _serves_seen(served: np.ndarray | None, population: QueryPopulation, measures: ExposureMeasures, n_items: int) -> bool:
-    """Whether served lists hold training items where the scorings exclude them: PopRSP and
-    PopREO then keep training items among the served lists' candidates (a probability of
-    a slot above 1 otherwise), as under keep-seen."""
-    if served is None or measures.context.seen_kept or population.seen_indptr is None or population.seen_rows is None:
+def _serves_seen(served: np.ndarray, population: QueryPopulation, n_items: int) -> bool:
+    """Whether served lists hold training items of their users: PopRSP and PopREO then keep
+    training items among the served lists' candidates (a probability of a slot above 1
+    otherwise), whatever keep-seen does to the scorings (the service was not filtered by it)."""
+    if population.seen_indptr is None or population.seen_rows is None:
         return False
     return holds_own(served, population.seen_indptr, population.seen_rows, n_items)
 
@@ -264,7 +264,7 @@ def measure_retrieval(
     if served is not None:
         lists[SERVED] = served
         definitions["overlap_served"] = OVERLAP_SERVED_DEFINITION
-    served_measures = measures.keeping_seen() if _serves_seen(served, population, measures, n_items) else None
+    served_measures = None if served is None else measures.with_seen_kept(_serves_seen(served, population, n_items))
     at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress, served_measures)
     retrieval = Retrieval(
         n_queries=population.n_queries,
