@@ -85,6 +85,11 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
                                    "cannot make it useful.")
     led = int(weak is not None and stand_in is None)  # the weak-model advice stays first
     summary, recommendations = _with_item_bias(result, summary, recommendations, rises, led)
+    served = result.served_vectors
+    if served is not None and served.as_served and served.scoring == "cosine" and result.retrieval is not None:
+        summary = (f"{served.model[:1].upper()}{served.model[1:]} scores by cosine, so its own lists are the cosine "
+                   f"lists; the severity grades what serving its vectors by dot product (an inner-product index) would "
+                   f"do. {summary}")
     if stand_in is not None:  # every figure is of vectors the model does not serve: said before anything else
         served = result.served_vectors
         assert served is not None

@@ -184,6 +184,11 @@ def test_keras_dot_normalize_scores_by_cosine_and_c4_holds(tmp_path: Path) -> No
     served = result.served_vectors
     assert served is not None and served.as_served and served.scoring == "cosine"
     assert not any(r.startswith("Serve with cosine") for r in result.verdict.recommendations)
+    assert (" scores by cosine, so its own lists are the cosine lists; the severity grades what serving its vectors by "
+            "dot product (an inner-product index) would do.") in result.verdict.summary
+    assert "scores by cosine" not in run_audit(AuditConfig(
+        model=data / "two_tower.keras", interactions=data / "interactions.csv", ks=(10,), bootstrap=0,
+        probes=False)).verdict.summary
     plain = run_audit(AuditConfig(model=data / "two_tower.keras", interactions=data / "interactions.csv", ks=(10,),
                                   bootstrap=0, probes=False))
     assert plain.conditions is not None and plain.served_vectors is None
