@@ -18,7 +18,8 @@ from auditor.sections import (
 )
 
 Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training", "served", "verdict"]
-_CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
+CORRELATIONS = ("spearman", "pearson_log", "kendall", "loglog_slope")
+"""The frequency–norm section's correlations, each a flat name of its own."""
 BASE_METRICS = (
     "spearman",
     "spearman_ci_lo",
@@ -89,7 +90,7 @@ def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
     """Every flat metric of ``report`` with its origin, in ``flat_metrics`` order."""
     flat: dict[str, FlatEntry] = {}
     fn = report.get("frequency_norm")
-    for name in _CORRELATIONS:
+    for name in CORRELATIONS:
         flat[name] = FlatEntry(finite_figure(fn.get(name)) if fn else None, "frequency_norm", name)
     if fn:
         ci = fn.get("spearman_ci") or [None, None]

@@ -16,7 +16,7 @@ from typing import Any
 
 from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
 from auditor.errors import setting
-from auditor.flat import BASE_METRICS, RATIO
+from auditor.flat import BASE_METRICS, CORRELATIONS, RATIO
 from auditor.sections import (
     ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, finite_figure,
 )
@@ -24,7 +24,6 @@ from auditor.sections import (
 _PER_K = re.compile(r"^(?P<stem>[A-Za-z_][\w.]*)@(?P<k>[1-9]\d*)$")
 _UNSCORED = ("overlap_dot_cosine", "recall", *(f"overlap_served_{s}" for s in OVERLAP_SERVED))
 """The per-K names without a scoring: the dot/cosine overlap, the index's recall, the served lists' overlaps."""
-_CORRELATIONS = ("spearman", "spearman_p", "pearson_log", "kendall", "loglog_slope")
 
 
 @dataclass(frozen=True)
@@ -207,7 +206,7 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
         if (report.get("served_vectors") or {}).get("as_served") is False:
             return "the stored tables stand in for the vectors the model serves with, so what it serves is unknown"
         name = name.removeprefix("served_")
-    if name in (*_CORRELATIONS, "spearman_ci_lo", "spearman_ci_hi"):
+    if name in (*CORRELATIONS, "spearman_p", "spearman_ci_lo", "spearman_ci_hi"):
         if not fn:
             return "frequency–norm not measured: " + str(not_measured.get("frequency_norm") or "it needs a model's item table")
         if name.startswith("spearman_ci") and not fn.get("undefined_reason"):  # ρ itself defined: the CI's own reason

@@ -87,7 +87,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
     summary, recommendations = _with_item_bias(result, summary, recommendations, rises, led)
     served = result.served_vectors
     if served is not None and served.as_served and served.scoring == "cosine" and result.retrieval is not None:
-        summary = (f"{served.model[:1].upper()}{served.model[1:]} scores by cosine, so its own lists are the cosine "
+        summary = (f"{_sentence_start(served.model)} scores by cosine, so its own lists are the cosine "
                    f"lists; the severity grades what serving its vectors by dot product (an inner-product index) would "
                    f"do. {summary}")
     if stand_in is not None:  # every figure is of vectors the model does not serve: said before anything else
@@ -125,7 +125,7 @@ def _with_item_bias(
     else:
         trend = "rises" if rho >= RHO_WEAK else "falls" if rho <= -RHO_WEAK else "barely varies"
         follows = f"it {trend} with training frequency, Spearman ρ = {correlation_figures(rho)[0]}"
-    model = served.model[:1].upper() + served.model[1:] if served.model.startswith("the ") else served.model
+    model = _sentence_start(served.model)
     summary += (
         f" {model} adds a per-item bias to every score ({follows}): retrieval serves as the model scores, its "
         "factors plus that bias (the 'dot' lists, u·i + b_i); the frequency–norm correlation is of the factors "
@@ -138,6 +138,11 @@ def _with_item_bias(
             "down at serving (u·i + w·b_i with w < 1), and re-audit."
         ))
     return summary, recommendations
+
+
+def _sentence_start(model: str) -> str:
+    """A model's name opening a sentence: "the model in m.pt" capitalised, a name as it is spelled."""
+    return "T" + model[1:] if model.startswith("the ") else model
 
 
 def weak_model(result: MeasuredSections) -> str | None:
