@@ -67,10 +67,12 @@ def test_an_offset_that_applies_to_nothing_is_still_refused(tmp_path: Path) -> N
     vectors = _vectors(np.arange(1.0, N + 1)).numpy()
     pq.write_table(pa.table({"item_id": np.arange(N), "embedding": pa.array(list(vectors), pa.list_(pa.float32()))}),
                    table)  # fmt: skip
+    refused = (f"Error: --id-offset applies where ids are taken as rows, but the item rows of {table} are mapped "
+               f"through the item ids stored in {table}")
     code, output, _ = _run(table, "--interactions", _log(tmp_path / "log.parquet", 0, 0), "--id-offset", "1")
-    assert code == 1
-    assert (f"Error: --id-offset applies where ids are taken as rows, but the item rows of {table} are mapped "
-            f"through the item ids stored in {table}") in output
+    assert code == 1 and refused in output
+    code, output, _ = _run(table, "--id-offset", "1")  # without a log too: it used to vanish with no word
+    assert code == 1 and refused in output
 
 
 def _padded(tmp_path: Path) -> tuple[Path, Path]:

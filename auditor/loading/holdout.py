@@ -215,6 +215,28 @@ def _held_out(
                    n_dropped_user_interactions=int((~mapped).sum()))
 
 
+def refuse_whole_log_counts(frequencies: np.ndarray, bundle: ModelBundle, log: object) -> None:
+    """InteractionsError when ``log``'s interactions per item row are exactly the
+    checkpoint's recorded training counts plus its recorded holdout: the whole log it was
+    split from, given where its training part belongs (the count-level form of the test
+    :func:`overlap_warnings` makes on pairs, for commands that count items only)."""
+    held, trained = bundle.holdout_pairs, bundle.item_frequencies
+    if held is None or trained is None or not len(held) or trained.shape != frequencies.shape:
+        return
+    if np.array_equal(frequencies, np.asarray(trained, dtype=np.int64) + np.bincount(held.item_rows,
+                                                                                   minlength=frequencies.size)):
+        raise _whole_log(log, f"{bundle.source} (recorded holdout)", f"{len(held):,}, and every training count")
+
+
+def _whole_log(log: object, holdout: str, held: str) -> InteractionsError:
+    return InteractionsError(
+        f"the training log {log} holds every held-out pair of {holdout} ({held}): it is the whole log the "
+        "checkpoint was split from, not its training part, so the held-out pairs would count as training and could "
+        f"never be hit. Leave out {setting('interactions')} (the checkpoint records its training pairs), or pass the "
+        "training part only"
+    )
+
+
 def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_seen: bool,
                      recorded: bool = False) -> list[str]:
     """Warnings when held-out (user, item) pairs also appear in training (a leak, or the
@@ -229,12 +251,7 @@ def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_se
     if n_both == 0 or n_held == 0:
         return []
     if n_both == n_held and recorded:
-        raise InteractionsError(
-            f"the training log {seen.source} holds every held-out pair of {holdout} ({n_held:,} for its "
-            f"{users.n:,} users): it is the whole log the checkpoint was split from, not its training part, so the "
-            "held-out pairs would count as training and could never be hit. Leave out "
-            f"{setting('interactions')} (the checkpoint records its training pairs), or pass the training part only"
-        )
+        raise _whole_log(seen.source, holdout, f"{n_held:,} for its {users.n:,} users")
     if n_both == n_held:
         same = "identical to" if seen.rows.size == n_held else "a subset of"
         message = (

@@ -79,6 +79,7 @@ def item_stats(
     Warnings (empty ids, interactions with no row, offsets the log suggests) are appended
     to ``warnings``; IdMappingError when no interaction matches a row, or when an id
     offset is given for rows mapped through ids."""
+    _check_offset_applies(bundle, policy)  # with a log or without one
     if counts is not None:
         assert counted is not None
         return _aligned(bundle, counts, counted, policy, warnings)
@@ -105,17 +106,21 @@ def recorded_users(bundle: ModelBundle, frequencies: np.ndarray) -> tuple[np.nda
     return user_counts, int(np.unique(pairs.user_index).size)
 
 
-def _aligned(
-    bundle: ModelBundle, counts: IdCounts, counted: Path, policy: RowIdPolicy, warnings: list[str]
-) -> ItemStats:
+def _check_offset_applies(bundle: ModelBundle, policy: RowIdPolicy) -> None:
+    """IdMappingError when an id offset is given but no rows are taken as ids: the item
+    rows are mapped through ids, and so are the user rows (or there are none)."""
     users_as_rows = bundle.user_table is not None and bundle.user_ids is None and bundle.user_rows_unknown is None
     if bundle.item_ids is not None and policy.offset is not None and not users_as_rows:
-        # The offset applies to the user rows where only they take ids as rows; here to nothing.
         raise IdMappingError(
             f"{setting('id_offset')} applies where ids are taken as rows, but the item rows of "
             f"{bundle.source} are mapped through {bundle.item_ids_source}"
             + ("" if bundle.user_table is None else f" and its user rows through {bundle.user_ids_source}")
         )
+
+
+def _aligned(
+    bundle: ModelBundle, counts: IdCounts, counted: Path, policy: RowIdPolicy, warnings: list[str]
+) -> ItemStats:
     stats = align_counts(counts, ItemRows(bundle.item_ids, bundle.n_items, policy.shift))
     if bundle.item_ids is None:
         # align_counts refused non-integer ids already: these are integers.

@@ -34,6 +34,7 @@ from auditor.io import atomic_path, check_not_inputs, file_sha256, is_special_fi
 from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
 from auditor.plugin_api import ModelFormat, WriteJob
+from auditor.loading.holdout import refuse_whole_log_counts
 from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import NormSummary, RowNorms
@@ -312,7 +313,12 @@ def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress
     spec = config.training_log
     counts = None if spec is None else count_item_ids(spec, need_users=False, progress=progress)
     stats = item_stats(bundle, counts, config.interactions, config.row_ids, warnings)
-    return None if stats is None else np.asarray(stats.frequencies, dtype=np.int64)
+    if stats is None:
+        return None
+    freqs = np.asarray(stats.frequencies, dtype=np.int64)
+    if counts is not None:  # as check refuses it: the slopes would count the held-out pairs as training
+        refuse_whole_log_counts(freqs, bundle, config.interactions)
+    return freqs
 
 
 def _slopes(norms: RowNorms, freqs: np.ndarray, config: MitigateConfig) -> dict[str, Any]:

@@ -87,9 +87,8 @@ def _same_as_training(d: Path) -> Built:
                  check=_warned("is identical to the training log log.parquet"))
 
 
-def _retrained_beside_its_whole_log(d: Path) -> Built:
-    """A retrain checkpoint that records a 20% holdout, audited beside the whole log it was
-    split from: the recorded holdout lies in that log (refused: it read 0 accuracy)."""
+def _retrain_with_holdout(d: Path) -> None:
+    """m.pt: a retrain checkpoint of log.csv that records a 20% holdout."""
     from click.testing import CliRunner
 
     from auditor.cli import cli
@@ -98,10 +97,27 @@ def _retrained_beside_its_whole_log(d: Path) -> Built:
     made = CliRunner().invoke(cli, ["retrain", "--data", str(d / "log.csv"), "--holdout-fraction", "0.2", "--epochs",
                                     "1", "--threads", "1", "--dim", "4", "-q", "-o", str(d / "m.pt")])
     assert made.exit_code == 0, made.output
+
+
+def _retrained_beside_its_whole_log(d: Path) -> Built:
+    """A retrain checkpoint that records a 20% holdout, audited beside the whole log it was
+    split from: the recorded holdout lies in that log (refused: it read 0 accuracy)."""
+    _retrain_with_holdout(d)
     return Built(["check", "m.pt", "--interactions", "log.csv", "--bootstrap", "0", "--no-probes", "-q"])
 
 
+def _mitigated_beside_its_whole_log(d: Path) -> Built:
+    """The same checkpoint rescaled by a given alpha beside its whole log: the sidecar's
+    slopes would count the held-out pairs as training, and the printed `Next: check` would
+    be refused (as --alpha auto and check refuse it)."""
+    _retrain_with_holdout(d)
+    return Built(["mitigate", "m.pt", "--alpha", "0.5", "--interactions", "log.csv", "-q", "-o", "out.pt"])
+
+
 CASES = [
+    Case("mitigate-beside-the-whole-log-split-from", _mitigated_beside_its_whole_log, EXIT_ERROR,
+         r"the training log log\.csv holds every held-out pair of .*m\.pt \(recorded holdout\) \(\d+, and every training "
+         r"count\): it is the whole log the checkpoint was split from.*Leave out --interactions"),
     Case("holdout-empty-file", _holdout(""), EXIT_ERROR, r"held\.csv.*empty"),
     Case("holdout-header-only", _holdout("user_id,item_id\n"), EXIT_ERROR,
          r"the held-out log held\.csv \(--holdout\) holds no interactions"),

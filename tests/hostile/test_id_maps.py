@@ -45,6 +45,13 @@ def _offset_onto_padding(d: Path) -> Built:
     return Built(check_args("model.pt", "--id-offset", "1"))
 
 
+def _offset_beside_stored_ids(d: Path) -> Built:
+    """An .npz storing its item ids, --id-offset 1 and no log: the offset applies to no row."""
+    table = np.random.default_rng(0).normal(size=(N_ITEMS, 4)).astype(np.float32)
+    np.savez(d / "model.npz", item_embeddings=table, item_ids=np.arange(1, N_ITEMS + 1))
+    return Built(check_args("model.npz", "--id-offset", "1", interactions=None))
+
+
 def _ids_off_by_one(d: Path) -> Built:
     """An .npz storing ids 1..10 for its rows, and a log of ids 0..9."""
     log(d)
@@ -66,6 +73,9 @@ CASES = [
     Case("id-offset-onto-padding-row", _offset_onto_padding, EXIT_ERROR,
          r"with --id-offset 1, item id 1 \(1 interaction in log\.parquet\) lands on row 0 of the 11-row item table, "
          r"which is all zeros.*Drop --id-offset"),
+    Case("id-offset-beside-stored-ids-without-log", _offset_beside_stored_ids, EXIT_ERROR,
+         r"--id-offset applies where ids are taken as rows, but the item rows of model\.npz are mapped through the "
+         r"item ids stored in model\.npz"),
     Case("log-ids-off-by-one-from-stored-ids", _ids_off_by_one, EXIT_ERROR,
          r"1 of the 10 distinct item ids in log\.parquet \(1 interaction\) have no row under the item ids stored in "
          r"model\.npz \(`item_ids`\), while every id plus 1 has one.*--item-ids FILE"),
