@@ -74,7 +74,7 @@ definitions and how they are measured: :mod:`auditor.metrics.builtin_measures`).
 
 GROUP_LIST_MEASURES: dict[str, ListMeasureInfo] = {
     **{name: info for group in ("niche", "diverse", "blockbuster") for name, info in (
-        (f"gap_delta_{group}", ListMeasureInfo(f"ΔGAP, {group} users (list vs profile popularity)", "num3")),
+        (f"gap_delta_{group}", ListMeasureInfo(f"ΔGAP, {group} users (list vs profile popularity)", "pct")),
         (f"miscalibration_{group}", ListMeasureInfo(f"popularity miscalibration, {group} users (JS, bits)", "num3")),
         (f"ndcg_{group}", ListMeasureInfo(f"NDCG, {group} users", "num3")),
     )},

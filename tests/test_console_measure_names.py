@@ -63,3 +63,11 @@ def test_every_measure_name_and_number_is_shown_whole(
         assert all(any(cells[1:]) for cells in rows)  # one line a measure
     gini = next(cells for cells in rows if cells[0] == "gini")
     assert gini[1] == f"{measured['gini']:.3f}"
+
+
+def test_the_retrieval_table_shows_dgap_as_who_pays_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """ΔGAP is a relative change: a percentage in the retrieval table as in Who pays (the
+    table showed -0.742 where Who pays showed -74.2% for the same figure)."""
+    rows, report = _top10(monkeypatch, tmp_path, 100)
+    row = next(cells for cells in rows if cells[0] == "gap_delta_niche")
+    assert row[1] == f"{100 * report['retrieval']['at']['10']['dot']['gap_delta_niche']:.1f}%"
