@@ -119,6 +119,17 @@ def test_a_relative_change_from_an_infinite_ratio_says_why_it_has_none(
     assert [o.tripped for o in evaluate_diff_gates(delta, diff)] == [True]
 
 
+def test_an_infinite_ratio_on_both_sides_is_no_change(mitigated: tuple[AuditResult, AuditResult]) -> None:
+    """Both cosines served the head nothing: the ratio is +inf on both sides, which is no
+    change: delta 0 and relative 0 (the relative used to be missing beside delta 0)."""
+    base, new = as_json(mitigated[0]), as_json(mitigated[1])
+    for report in (base, new):
+        report["retrieval"]["at"]["10"]["cosine"]["head_share_1pct"] = 0.0
+    ratio = diff_reports(base, new).metric("head_share_1pct_ratio@10")
+    assert (ratio.base, ratio.new, ratio.delta, ratio.relative) == (float("inf"), float("inf"), 0.0, 0.0)
+    assert ratio.direction == "unchanged"
+
+
 def test_two_retrain_runs(retrained: tuple[AuditResult, AuditResult]) -> None:
     high, low = retrained
     diff = diff_reports(as_json(high), as_json(low))

@@ -315,10 +315,10 @@ def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: lis
     reasons = [reason for affects, reason in flags if affects(entry)]
     if reasons:
         return MetricChange(name, a, b, None, None, "unknown", "incomparable", "; ".join(reasons))
-    delta = b - a
-    if math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15):
-        delta = 0.0  # a float written and read back, not a change
-    relative = None if a == 0 or not math.isfinite(a) else delta / abs(a)  # from an infinite ratio: no relative change
+    unchanged = a == b or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)  # a float written and read back
+    delta = 0.0 if unchanged else b - a  # ∞ on both sides is no change either (∞ − ∞ is NaN)
+    # From 0 or from an infinite ratio, a change has no relative size; no change is 0 relative.
+    relative = 0.0 if unchanged else None if a == 0 or not math.isfinite(a) else delta / abs(a)
     return MetricChange(name, a, b, delta, relative, direction(entry, delta, a), "compared")
 
 
