@@ -52,6 +52,10 @@ def test_errors_and_usage(tmp_path: Path) -> None:
     res = runner.invoke(cli, ["experiment", "conditions", "--settings", "reference,rmsprop", "-o", str(tmp_path)])
     assert res.exit_code == 1 and "rmsprop" in res.output
     assert runner.invoke(cli, ["experiment", "ablation", "-o", str(tmp_path)]).exit_code == 2
+    for alpha, scoring in (("1", "dot"), ("0", "cosine")):  # their alpha column stayed empty, with no word
+        res = runner.invoke(cli, ["experiment", "mitigations", "--alpha", "0.5", "--alpha", alpha, "-o", str(tmp_path)])
+        assert res.exit_code == 1 and (f"Error: --alpha {alpha} is {scoring} serving, which the table holds already: "
+                                       "pass alphas strictly between 0 and 1") in " ".join(res.output.split())
     assert runner.invoke(cli, ["experiment", "conditions"]).exit_code == 2  # -o is required
     help_text = runner.invoke(cli, ["experiment", "--help"]).output
     for word in ("conditions", "lr-sweep", "mitigations", "NAME --help"):

@@ -8,6 +8,7 @@ Both commands run real audits of one small table (ρ = 1); ``batch`` audits inli
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,19 @@ def test_require_measured_needs_one_run_that_measured_each_gate() -> None:
     assert info.value.exit_code == 1 and "spearman>0.5" in str(info.value) and "norm_gini" not in str(info.value)
     with pytest.raises(UnmeasuredGateError):
         require_measured(gates, [], where="in any row")  # no run at all: never a pass
+
+
+def test_alpha_zero_and_one_are_said_to_be_cosine_and_dot_at_audit_time(biased: Path) -> None:
+    """--alpha 0 and 1 rank as cosine and dot do: the report says so where they used to be
+    dropped with no word (only a gate on alpha_1 said why)."""
+    out = biased / "r.json"
+    ran = CliRunner().invoke(cli, ["check", str(biased / "items.npy"), "--interactions", str(biased / "log.parquet"),
+                                   "-k", "10", "--bootstrap", "0", "--no-probes", "-q", "--alpha", "0", "--alpha", "1",
+                                   "--alpha", "0.5", "--json", str(out)])
+    assert ran.exit_code == 0, ran.output
+    report = json.loads(out.read_text())
+    said = [w for w in report["warnings"] if "not measured apart" in w]
+    assert said == ["--alpha 0 is cosine serving, not measured apart: its figures are the cosine column's",
+                    "--alpha 1 is dot serving, not measured apart: its figures are the dot column's"]
+    assert set(report["retrieval"]["at"]["10"]) >= {"dot", "cosine", "alpha_0.5"}
+    assert not {"alpha_0", "alpha_1"} & set(report["retrieval"]["at"]["10"])

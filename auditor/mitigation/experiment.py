@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.alpha import alpha_scoring
-from auditor.errors import InputError
+from auditor.errors import InputError, setting
 from auditor.progress import SILENT, Progress
 from auditor.summaries import MitigationResult
 from auditor.train.data import TrainingData
@@ -133,17 +133,21 @@ def run_mitigations(
             raise InputError(f"unknown settings {unknown}; mitigations has {known}")
         grid = [s for s in grid if s.name in set(settings)]
     alphas = tuple(dict.fromkeys(float(a) for a in alphas))
+    for alpha, scoring in ((0.0, "cosine"), (1.0, "dot")):
+        if alpha in alphas:  # its column would stay empty: the audit measures it as that scoring
+            raise InputError(f"{setting('alphas')} {alpha:g} is {scoring} serving, which the table holds already: "
+                             "pass alphas strictly between 0 and 1")
     configs = [reference_config(sizes, seeds[0], **s.overrides) for s in grid]  # validates before training
     tasks = [MitigationTask(sizes, s, seed, fraction, split, alphas) for s in grid for seed in seeds]
     runs = run_tasks(audit_one, tasks, shared=data, jobs=jobs, threads=threads, progress=progress,
                      description="experiment mitigations")
     rows: list[dict[str, Any]] = []
     serving: list[dict[str, Any]] = []
-    for at, (setting, config) in enumerate(zip(grid, configs)):
+    for at, (trained, config) in enumerate(zip(grid, configs)):
         mine = runs[at * len(seeds) : (at + 1) * len(seeds)]
-        kind = "reference" if setting.name == "reference" else "training"
-        rows.append(_row(setting.name, setting.label, kind, setting.name, config_row(config), [_flat(r, "dot") for r in mine]))
-        if setting.name == "reference":
+        kind = "reference" if trained.name == "reference" else "training"
+        rows.append(_row(trained.name, trained.label, kind, trained.name, config_row(config), [_flat(r, "dot") for r in mine]))
+        if trained.name == "reference":
             cfg = config_row(config)
             serving.append(_row("cosine", "cosine serving", "serving", "reference", cfg, [_flat(r, "cosine") for r in mine]))
             for a in alphas:

@@ -247,6 +247,10 @@ def measure_retrieval(
     for k in sorted(set(settings.ks)):
         if k > n_items:
             warnings.append(f"cut-off K={k} exceeds the catalogue ({n_items} items); clamped to {n_items}")
+    for alpha, scoring in ((0.0, "cosine"), (1.0, "dot")):
+        if alpha in settings.alphas:  # the same lists: no alpha column of their own
+            warnings.append(f"{setting('alphas')} {alpha:g} is {scoring} serving, not measured apart: its figures are "
+                            f"the {scoring} column's")
 
     table = bundle.item_table
     check_memory_ceiling(settings.max_memory, dim, "the item table", n_items)
