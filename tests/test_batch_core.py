@@ -104,6 +104,22 @@ def fake_audit(config: AuditConfig, *, pm: Any = None, progress: Any = None, cac
     )
 
 
+def swapping_audit(config: AuditConfig, *, pm: Any = None, progress: Any = None, cache: Any = None) -> AuditResult:
+    """fake_audit of a model file that a trainer overwrites while the batch runs: the
+    audit reads other content (``other.npy``), and the original is put back with its old
+    modification time before the row's record reaches the results."""
+    model = Path(config.model)
+    if model.name == "swap.npy":
+        kept, times = model.read_bytes(), os.stat(model)
+        model.write_bytes((model.parent / "other.npy").read_bytes())
+        try:
+            return fake_audit(config, pm=pm, progress=progress, cache=cache)
+        finally:
+            model.write_bytes(kept)
+            os.utime(model, ns=(times.st_atime_ns, times.st_mtime_ns))
+    return fake_audit(config, pm=pm, progress=progress, cache=cache)
+
+
 # ---------------------------------------------------------------- data helpers
 
 
@@ -495,6 +511,28 @@ def test_resume_skips_ok_rows_and_reruns_failed(workspace: dict[str, Any]) -> No
     (d / "calls.log").unlink()
     third = run_batch(manifest, out, defaults=defaults, audit_fn=fake_audit, resume=True)
     assert calls(d) == ["m0"] and third.n_resumed == 4
+
+
+def test_a_row_whose_input_changed_while_it_was_audited_is_never_kept(workspace: dict[str, Any]) -> None:
+    """The provenance is taken before the audits run; a model overwritten after that and
+    put back (same bytes, same mtime) before the record is saved gave figures of other
+    content: the row is an error saying so, and a resume audits it again (it used to be
+    kept, its provenance naming the original, its ρ the other file's)."""
+    d = workspace["dir"]
+    (d / "swap.npy").write_bytes((d / "m0.npy").read_bytes())
+    (d / "other.npy").write_bytes((d / "m3.npy").read_bytes())
+    manifest = write_manifest(d / "m.csv", {"model": ["swap.npy", "m1.npy"]})
+    out, defaults = d / "r.parquet", {"interactions": d / "log_a.parquet", "ks": (10,)}
+    first = run_batch(manifest, out, defaults=defaults, audit_fn=swapping_audit)
+    assert (first.n_ok, first.n_error) == (1, 1)
+    assert first.failures == [(0, "swap.npy", f"InputError: its model file {d / 'swap.npy'} changed while it was "
+                                             "audited; audit it again")]
+    second = run_batch(manifest, out, defaults=defaults, audit_fn=fake_audit, resume=True)
+    assert (second.n_resumed, second.n_ok) == (1, 2)
+    rows = pq.read_table(out).to_pylist()
+    expected = fake_audit(AuditConfig(model=d / "m0.npy", interactions=d / "log_a.parquet", ks=(10,)),
+                          cache=type("Cache", (), {"counts": {}})())
+    assert rows[0]["spearman"] == pytest.approx(expected.frequency_norm.spearman)
 
 
 def test_resume_rejects_a_file_that_is_not_results(workspace: dict[str, Any]) -> None:

@@ -58,17 +58,50 @@ def _sha256(path: Path) -> str | None:
 _FILE_SETTINGS = ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace", "recommendations")
 
 
-def row_provenance(config: AuditConfig, files: FileStates) -> dict[str, Any]:
-    """The provenance of one row: its settings and the state of each file it reads
-    (named by setting, e.g. ``interactions``, ``plugins[0]``)."""
-    settings = json.loads(json.dumps(dataclasses.asdict(config), default=str, sort_keys=True))
+def files_read(config: AuditConfig) -> dict[str, Path]:
+    """Each file a row reads, named by setting (e.g. ``interactions``, ``plugins[0]``)."""
     read: dict[str, Path] = {name: Path(getattr(config, name)) for name in _FILE_SETTINGS
                              if getattr(config, name) is not None}
     if config.queries not in QUERY_SOURCES:
         read["queries"] = Path(config.queries)
     read.update({f"plugins[{i}]": Path(p) for i, p in enumerate(config.plugins)})
-    states = {name: {"path": str(path), **files.state(path)} for name, path in sorted(read.items())}
+    return dict(sorted(read.items()))
+
+
+def row_provenance(config: AuditConfig, files: FileStates) -> dict[str, Any]:
+    """The provenance of one row: its settings and the state of each file it reads."""
+    settings = json.loads(json.dumps(dataclasses.asdict(config), default=str, sort_keys=True))
+    states = {name: {"path": str(path), **files.state(path)} for name, path in files_read(config).items()}
     return {"version": PROVENANCE_VERSION, "settings": settings, "files": states}
+
+
+Stamp = tuple[int, int, int, int]
+
+
+def stamps(config: AuditConfig) -> dict[str, Stamp | None]:
+    """(inode, size, mtime_ns, ctime_ns) of each regular file a row reads (None: not a
+    regular file now). Taken beside the provenance and again when the row's audit is
+    done: a file written between the two (even put back with its old time) changes its
+    ctime, so the row's figures may come from content its provenance does not describe."""
+    return {name: _stamp(path) for name, path in files_read(config).items()}
+
+
+def moved_since(before: dict[str, Stamp | None], config: AuditConfig) -> str | None:
+    """The first file of ``config``'s row whose stamp is not ``before``'s, said as a reason."""
+    for name, now in stamps(config).items():
+        if before.get(name) != now:
+            return f"its {name} file {files_read(config)[name]} changed while it was audited"
+    return None
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):  # a folder's times move with what is written beside the inputs
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def encode(provenance: dict[str, Any]) -> str:
@@ -115,4 +148,4 @@ def _same_file(before: Any, after: Any) -> bool:
     return bool(before.get("mtime_ns") == after.get("mtime_ns")) and before.get("kind") == after.get("kind")
 
 
-__all__ = ["HASH_LIMIT", "FileStates", "change", "encode", "row_provenance"]
+__all__ = ["HASH_LIMIT", "FileStates", "change", "encode", "moved_since", "row_provenance", "stamps"]

@@ -21,7 +21,7 @@ from auditor.batch.journal import check_journal_place, journal_path, read_journa
 from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jobs, row_title
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.preload import start_workers
-from auditor.batch.provenance import FileStates, change, encode, row_provenance
+from auditor.batch.provenance import FileStates, Stamp, change, encode, moved_since, row_provenance, stamps
 from auditor.batch.results import ResultsWriter, has_provenance, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
@@ -215,7 +215,10 @@ def _save_records(
 ) -> None:
     """Append ``records`` (each with its provenance) to the journal, and rewrite the results
     file when the last rewrite is far enough behind."""
-    for record in records:
+    for at, record in enumerate(records):
+        if record["status"] == STATUS_OK and (moved := provenance.moved(record["row"])) is not None:
+            job = provenance.job(record["row"])  # the figures may come from other content: never kept
+            records[at] = record = error_record(job, f"InputError: {moved}; audit it again", record["seconds"])
         if (found := provenance.of(record["row"])) is not None:
             record["provenance"] = encode(found)
     writer.add(records)
@@ -260,14 +263,27 @@ class Provenances:
         self._jobs = {job.row: job for job in jobs}
         self._states = FileStates()
         self._done: dict[int, dict[str, Any]] = {}
+        self._stamps: dict[int, dict[str, Stamp | None]] = {}
 
     def of(self, row: int) -> dict[str, Any] | None:
         job = self._jobs.get(row)
         if job is None or job.config is None:
             return None
         if row not in self._done:
+            self._stamps[row] = stamps(job.config)
             self._done[row] = row_provenance(job.config, self._states)
         return self._done[row]
+
+    def job(self, row: int) -> BatchJob:
+        return self._jobs[row]
+
+    def moved(self, row: int) -> str | None:
+        """Why the row's figures may not be those of the files its provenance describes
+        (an input written since it was taken), or None."""
+        job = self._jobs.get(row)
+        if job is None or job.config is None or row not in self._stamps:
+            return None
+        return moved_since(self._stamps[row], job.config)
 
 
 def _resume(
