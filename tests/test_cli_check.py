@@ -117,6 +117,13 @@ def test_output_format_json_to_file_and_stdout(biased):
     result = run("check", biased / "items.npy", "--interactions", biased / "log.parquet",
                  "--no-probes", "--no-retrieval", "--format", "json")
     assert json.loads(result.stdout)["schema_version"] == 1
+    # -q silences progress and a console report, not the report asked for by --format (it printed nothing).
+    for fmt, start in (("json", "{"), ("markdown", "# "), ("html", "<!DOCTYPE html>")):
+        quiet = run("check", biased / "items.npy", "--interactions", biased / "log.parquet",
+                    "--no-probes", "--no-retrieval", "--format", fmt, "-q")
+        assert quiet.exit_code == 0 and quiet.stdout.startswith(start) and quiet.stderr == "", (fmt, quiet.stdout[:80])
+    assert run("check", biased / "items.npy", "--interactions", biased / "log.parquet",
+               "--no-probes", "--no-retrieval", "-q").stdout == ""
 
 
 def test_unknown_format_is_usage_error(biased):

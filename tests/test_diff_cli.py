@@ -154,3 +154,13 @@ def test_served_lists_alone_diff_key_figures_and_a_gate_on_a_change_from_zero(tm
     assert ("cannot evaluate --fail-on head_share_1pct_served@5.rel>0.1: relative change undefined: the base value "
             "is 0") in gated.stderr
     assert run(base, new, "-q", "--fail-on", "head_share_1pct_served@5.delta>0.05").exit_code == 3
+
+
+def test_quiet_keeps_a_report_asked_for_by_format(mitigated: tuple[AuditResult, AuditResult], tmp_path: Path) -> None:
+    """-q silences the console comparison, not a --format json one with no -o: that is the
+    output asked for (it used to print nothing and exit 0)."""
+    base, new = save(tmp_path, "before.json", as_json(mitigated[0])), save(tmp_path, "after.json", as_json(mitigated[1]))
+    quiet_json = run(base, new, "--format", "json", "-q")
+    assert quiet_json.exit_code == 0 and quiet_json.stderr == ""
+    assert json.loads(quiet_json.stdout) == json.loads(run(base, new, "--format", "json").stdout)
+    assert run(base, new, "-q").stdout == ""

@@ -103,6 +103,16 @@ def fail(message: str, code: int = 1) -> None:
 # ------------------------------------------------------------ audit options (check, batch)
 
 
+QUIET_HELP = ("Print nothing but errors and tripped gates (for CI); a --format other than console still goes to "
+              "stdout when no -o is given.")
+
+
+def report_to_stdout(output: Path | None, fmt: str, quiet: bool) -> bool:
+    """Whether the --format report goes to stdout: with no -o, unless -q silences a console
+    report (a JSON, Markdown or HTML report asked for by name is the output, not chatter)."""
+    return output is None and (not quiet or fmt != "console")
+
+
 def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
     """One decorator applying ``options`` in the order listed (as if stacked)."""
 

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from auditor.cli._common import (
+    QUIET_HELP,
     MemorySize,
     ranged,
+    report_to_stdout,
     PathArg,
     RichProgress,
     audit_fields,
@@ -67,7 +69,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling for tables and indexes: bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. [default: half the available memory]")
 @click.option("--scheduler", metavar="ADDRESS", help="Search the retrieval shards of a table larger than --max-memory on an existing Dask cluster (e.g. tcp://host:8786); workers need the table's file under the same path.")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates (for CI).")
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.option("--plugin-timeout", type=ranged("plugin_timeout"), default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the audit runs in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1), never a passed gate, and its prints go to stderr.")
 @click.option("--trace", type=PathArg, help="A training trace the monitor wrote (retrain --trace, the PyTorch, Lightning, Keras or RecBole monitor): adds a training section (ρ, slope and the 90° share over steps, alerts) to every report, and its measured update angles to the evidence of C1, C4 and C5.")
 @click.option("--mlflow", "mlflow", is_flag=True, help="Also log the audit to MLflow: flat metrics, the verdict (tags) and the HTML and JSON reports as artifacts, in the active run or a new one under MLFLOW_TRACKING_URI (default ./mlruns). Needs popaudit[mlflow].")
@@ -244,7 +246,7 @@ def _audit(job: _Job) -> _Audited:
     files = render_files(result, [(job.formats[flag], path) for flag, path in chosen], pm,
                          labels=[flag for flag, _path in chosen], inputs=config.input_files())
     stdout = None
-    if job.files["-o"] is None and not job.quiet:
+    if report_to_stdout(job.files["-o"], job.fmt, job.quiet):
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
     metrics = result.flat_metrics()
     reasons = unmeasured_reasons(gates, metrics, result.to_dict)

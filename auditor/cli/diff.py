@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from auditor.cli._common import PathArg, common_options, stderr
+from auditor.cli._common import QUIET_HELP, PathArg, common_options, report_to_stdout, stderr
 
 if TYPE_CHECKING:
     import pluggy
@@ -26,7 +26,7 @@ FORMATS = ("console", "markdown", "html", "json")
 @click.option("--html", "html_path", type=PathArg, help="Also write the HTML comparison (every figure) here.")
 @click.option("--all", "show_all", is_flag=True, help="List every figure in the console and Markdown comparison too (HTML and JSON always do).")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate on a change: exit 3 when NAME[.delta|.rel] OP NUMBER holds, e.g. 'head_share_1pct_dot@10.delta>0.01' or 'ndcg_dot@10.rel<-0.02' (NAME alone: the new value; repeatable).")
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and tripped gates.")
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @common_options
 def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Path | None, markdown_path: Path | None,
             html_path: Path | None, show_all: bool, fail_on: tuple[str, ...], quiet: bool,
@@ -68,7 +68,7 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
         gates = parse_diff_gates(fail_on, [change.name for change in diff.metrics])
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
-    written = _render(diff.to_dict(), files, fmt, output is None and not quiet, show_all, (base.name, new.name), pm)
+    written = _render(diff.to_dict(), files, fmt, report_to_stdout(output, fmt, quiet), show_all, (base.name, new.name), pm)
     if not quiet:
         for path in written:
             stderr.print(f"Wrote {path}", markup=False, highlight=False, soft_wrap=True)
