@@ -178,3 +178,30 @@ def test_an_infinite_ratio_reads_as_infinite_in_every_view(recwarn: pytest.Warni
     assert row[1:4] == ("∞×", "∞×", "n/a")
     assert summary.order[1].delta_head_share is None  # 4.0 - inf: no change to state
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize(
+    ("rank_by", "values", "expected", "words"),
+    [  # (a, b, c)'s values -> the ranking; the direction each measure means more bias (diff's table)
+        ("spearman", (0.1, 0.9, -0.2), ["b", "a", "c"], "most biased first"),
+        ("aplt_dot@10", (0.6, 0.1, 0.3), ["b", "c", "a"],  # less long tail is more bias: lowest first
+         "most biased first: lowest first, since a higher value is less bias"),
+        ("coverage_ratio@10", (1.0, 0.4, 0.8), ["b", "c", "a"],
+         "most biased first: lowest first, since a higher value is less bias"),
+        ("gap_delta_niche_dot@10", (-0.9, 0.2, 0.5), ["a", "c", "b"], "most biased first: farthest from 0 first"),
+        ("ndcg_dot@10", (0.2, 0.4, 0.3), ["b", "c", "a"], "highest first; ndcg_dot@10 is no bias measure"),
+        ("seconds", (3.0, 1.0, 2.0), ["a", "c", "b"], "highest first; seconds is no bias measure"),
+    ],
+)
+def test_the_ranking_reads_each_measure_in_its_bias_direction(
+    rank_by: str, values: tuple[float, float, float], expected: list[str], words: str
+) -> None:
+    """`--rank-by aplt_dot@10` ranked the unbiased control (the most long-tail lists) first
+    under "most biased first", without showing the values; now each measure ranks the way
+    it means more bias, the title says how, and the ranked column is shown."""
+    summary = summarise(_rows(*({"model": m, rank_by: v} for m, v in zip("abc", values))), rank_by=rank_by)
+    assert [s.model for s in summary.ranking] == expected
+    assert summary.rank_order == words
+    ranking = batch_document(summary).sections[0].blocks[0]
+    assert ranking.headers.count(rank_by) == 1  # type: ignore[union-attr]  # spearman in its own column
+    assert f"Ranked by {rank_by}, {words} (ties:" in ranking.caption  # type: ignore[union-attr]

@@ -12,9 +12,13 @@ a few K).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
+from auditor.diff.directions import has_direction, rule_for
 from auditor.errors import setting
+from auditor.flat import FlatEntry
+from auditor.gate_reasons import per_k_name
 
 NUMERIC_COLUMNS = ("n_items", "dim", "n_interactions", "seconds")
 """The results table's numeric columns that are no flat metric (auditor/batch/results.py;
@@ -44,3 +48,30 @@ def did_you_mean(name: str, names: Iterable[str]) -> str:
     """`` (did you mean 'a' or 'b'?)`` with the up to three closest of ``names``, or ``""``."""
     close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
     return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+
+
+class RankSense(NamedTuple):
+    """Which way the ranking reads ``--rank-by``: ``key`` maps a value to its sort key
+    (smaller first), ``words`` says the order in the summary's titles."""
+
+    key: Callable[[float], float]
+    words: str
+
+
+def rank_sense(rank_by: str) -> RankSense:
+    """Most biased first, in the direction the measure means more bias (the table ``diff``
+    judges changes by, :mod:`auditor.diff.directions`): descending where lower is less
+    bias, ascending where higher is (long-tail share, coverage, novelty), farthest from 0
+    first for ΔGAP; a column that is no bias measure (accuracy, seconds, a plugin's measure
+    of unknown direction) ranks descending and the title says so."""
+    parsed = per_k_name(rank_by)
+    entry = (FlatEntry(None, "retrieval", parsed.measure, parsed.scoring, parsed.k) if parsed is not None
+             else FlatEntry(None, "frequency_norm", rank_by))
+    rule = rule_for(entry)
+    if not has_direction(entry) or rule.aspect != "bias":
+        return RankSense(lambda v: -v, f"highest first; {rank_by} is no bias measure")
+    if rule.better == "higher":
+        return RankSense(lambda v: v, "most biased first: lowest first, since a higher value is less bias")
+    if rule.better == "zero":
+        return RankSense(lambda v: -abs(v), "most biased first: farthest from 0 first")
+    return RankSense(lambda v: -v, "most biased first")

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from auditor.batch.rank_by import did_you_mean
+from auditor.batch.rank_by import RankSense, did_you_mean, rank_sense
 from auditor.errors import InputError
 from auditor.harm import served_ks
 from auditor.metrics.correlations import kendall_tau_test
@@ -83,6 +83,7 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
     ok = [r for r in records if r["status"] == STATUS_OK]
     shared_k, own_k = _head_ratio_ks(table, ok)
     order = _order(ok, rank_by, shared_k, own_k, facts)
+    sense = rank_sense(rank_by)
     head = None if shared_k is None else f"head_share_1pct_ratio@{shared_k}"
     trends = []
     for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
@@ -95,7 +96,8 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
         n_error=len(failures),
         rank_by=rank_by,
         head_share_metric=head,
-        ranking=sorted(order, key=ranking_key),
+        ranking=sorted(order, key=lambda row: ranking_key(row, sense)),
+        rank_order=sense.words,
         order=order,
         trends=trends,
         failures=failures,
@@ -133,15 +135,15 @@ def _own_k(record: dict[str, Any], largest: int | None, quoted: int | None) -> i
     return largest
 
 
-def ranking_key(row: SummaryRow) -> tuple[bool, float, int, bool, float, int]:
+def ranking_key(row: SummaryRow, sense: RankSense) -> tuple[bool, float, int, bool, float, int]:
     """The ranking rule (docs/report.md, "Batch summary"): most biased first by the
-    ``rank_by`` column, descending; ties (equal values, e.g. a model and its rescaled copy,
-    whose Spearman's rho rescaling cannot move) by severity, most harmful first, then by
-    the head-share ratio, descending; then by manifest row. Rows without a value come
-    after every row with one, at each step."""
+    ``rank_by`` column, in the direction ``sense`` reads it; ties (equal values, e.g. a
+    model and its rescaled copy, whose Spearman's rho rescaling cannot move) by severity,
+    most harmful first, then by the head-share ratio, descending; then by manifest row.
+    Rows without a value come after every row with one, at each step."""
     severity = SEVERITIES.index(row.severity) if row.severity in SEVERITIES else -1
-    return (row.rank_value is None, -(row.rank_value or 0.0), -severity, row.head_share is None,
-            -(row.head_share or 0.0), row.row)
+    value = 0.0 if row.rank_value is None else sense.key(row.rank_value)
+    return (row.rank_value is None, value, -severity, row.head_share is None, -(row.head_share or 0.0), row.row)
 
 
 def _report_facts(table: pa.Table) -> dict[int, _ReportFacts]:

@@ -86,7 +86,7 @@ class BatchSummary:
     rank_by: str
     head_share_metric: str | None
     ranking: list[SummaryRow]
-    """Most biased first (descending ``rank_by``; rows without a value last)."""
+    """Most biased first (``rank_by`` read as ``rank_order`` says; rows without a value last)."""
     order: list[SummaryRow]
     """Manifest order, with changes from the previous row."""
     trends: list[Trend]
@@ -94,6 +94,8 @@ class BatchSummary:
     per_row_k: bool = False
     """The rows that measured a head-share ratio share no K: each row's figures are at its
     own K (the verdict's quoted K), said in each cell; ``head_share_metric`` is then None."""
+    rank_order: str = "most biased first"
+    """How ``ranking`` reads ``rank_by`` (:func:`auditor.batch.rank_by.rank_sense`)."""
 
 
 @dataclass(frozen=True)
@@ -202,22 +204,32 @@ def batch_document(
     )  # fmt: skip
 
 
+def _ranked_column(summary: BatchSummary) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The ``rank_by`` column's header and cells, in ranking order, where the table does
+    not show it already (spearman and the head-share ratio have their own columns)."""
+    if summary.rank_by in ("spearman", summary.head_share_metric):
+        return (), [() for _ in summary.ranking]
+    shown = fmt_ratio if "_ratio@" in summary.rank_by else fmt_num
+    return (summary.rank_by,), [(shown(s.rank_value),) for s in summary.ranking]
+
+
 def _ranking_table(summary: BatchSummary, share: str) -> Table:
     cols = _columns(summary)
+    ranked, values = _ranked_column(summary)
     rows = tuple(
-        (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman),
+        (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", *value, fmt_num(s.spearman),
          cols.figure(fmt_ratio(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.figure(fmt_num(s.recall), s),
          cols.scoring(s))
-        for i, s in enumerate(summary.ranking, 1)
+        for i, (s, value) in enumerate(zip(summary.ranking, values), 1)
     )
     where = ("each row's figures at its own K (the verdict's quoted K; the rows share no K)" if summary.per_row_k
              else "every row's figures at the same K")
-    return Table(("rank", "row", "model", "label", "severity", "spearman", cols.share, cols.ndcg, cols.recall,
+    return Table(("rank", "row", "model", "label", "severity", *ranked, "spearman", cols.share, cols.ndcg, cols.recall,
                   cols.recommended), rows,
-                 (True, True, False, False, False, True, True, True, True, False),
-                 f"Ranked by {summary.rank_by}, most biased first (ties: by severity, then by {share}, then manifest "
-                 f"row); {where}; NDCG and recall of dot serving on the holdout; recommended: the trade-off's scoring "
-                 "at the K it quotes ('—': no holdout, or none clearly better than dot).", wrap=(2,))  # fmt: skip
+                 (True, True, False, False, False, *[True] * len(ranked), True, True, True, True, False),
+                 f"Ranked by {summary.rank_by}, {summary.rank_order} (ties: by severity, then by {share}, then "
+                 f"manifest row); {where}; NDCG and recall of dot serving on the holdout; recommended: the trade-off's "
+                 "scoring at the K it quotes ('—': no holdout, or none clearly better than dot).", wrap=(2,))  # fmt: skip
 
 
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
@@ -251,15 +263,16 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
     cols = _columns(summary)
     resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
     where = f" Results: {output}" if output is not None else ""
+    ranked, values = _ranked_column(summary)
     blocks: list[Block] = [
         Paragraph(f"{summary.n_rows} rows: {summary.n_ok} ok, {summary.n_error} failed{resumed}.{where}"),
         Table(
-            ("#", "row", "model", "label", "severity", "spearman", cols.share, cols.ndcg, cols.recommended),
-            tuple((str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", fmt_num(s.spearman),
+            ("#", "row", "model", "label", "severity", *ranked, "spearman", cols.share, cols.ndcg, cols.recommended),
+            tuple((str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", *value, fmt_num(s.spearman),
                    cols.figure(fmt_ratio(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.scoring(s))
-                  for i, s in enumerate(summary.ranking, 1)),
-            (True, True, False, False, False, True, True, True, False),
-            title=f"Models ranked by {summary.rank_by} (most biased first)",
+                  for i, (s, value) in enumerate(zip(summary.ranking, values), 1)),
+            (True, True, False, False, False, *[True] * len(ranked), True, True, True, False),
+            title=f"Models ranked by {summary.rank_by} ({summary.rank_order})",
         ),
     ]  # fmt: skip
     if len(summary.order) > 1:
