@@ -22,6 +22,7 @@ from typing import Any
 from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
 from auditor.report.labels import probe_title as probe_title, probes_tables as probes_tables  # re-exported
+from auditor.report.measure_rows import shown_rows
 from auditor.report.population import population_rows
 from auditor.report import served_lists as lists_view
 from auditor.report.formatting import (
@@ -46,7 +47,7 @@ from auditor.result import (
     ListMeasureInfo,
     Retrieval,
 )
-from auditor.sections import GROUP_LIST_MEASURES, finite_figure, share_ratio
+from auditor.sections import share_ratio
 from auditor.wording import correlation_figures
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
@@ -267,9 +268,7 @@ def shown_measures(cut: CutoffMeasures, measures: Mapping[str, ListMeasureInfo])
     not measure (no training profiles, no holdout, an empty user group, a probability
     0/0: null under every scoring) is left out rather than shown empty; every other
     measure is shown, measured or not."""
-    scorings = cut.scorings().values()
-    return {name: info for name, info in measures.items()
-            if name not in GROUP_LIST_MEASURES or any(finite_figure(listed.get(name)) is not None for listed in scorings)}
+    return shown_rows(cut.scorings().values(), measures)
 
 
 def format_measure(value: Any, display: str) -> str:
