@@ -48,7 +48,7 @@ from auditor.result import (
     Retrieval,
 )
 from auditor.sections import share_ratio
-from auditor.wording import correlation_figures
+from auditor.wording import correlation_figures, pct_pair
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -174,6 +174,11 @@ def _skew_text(retrieval: Retrieval, k: int, first_k: int | None) -> str:
     first slots a user sees, when given)."""
     cut = retrieval.at[k]
     dot, cos = cut.dot.get("head_share_1pct"), cut.cosine.get("head_share_1pct")
+    if finite(dot) == 0 and finite(cos) == 0:  # as the summary: nothing to grade, the top 10% quoted instead
+        top10 = pct_pair(finite(cut.dot.get("head_share_10pct")), finite(cut.cosine.get("head_share_10pct")))
+        return (f"at K={k} neither dot-product nor cosine retrieval gives the top-1% items a slot, while the top-10% "
+                f"items fill {top10[0]} of dot-product slots vs {top10[1]} under cosine, so severity rests on the "
+                "correlation")
     r = share_ratio(dot, cos)
     times = f" ({fmt_ratio(r)})" if r is not None else ""
     if first_k is not None:
