@@ -65,7 +65,8 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     (other tensors and metadata kept), .npy, Parquet (other columns kept), or a plugin's
     format with a writer. The table is the one `check` reads (--item-key to choose it). The
     sidecar OUT.popaudit.json records A, MODEL's sha256, the rule and the norms before
-    and after (and Spearman rho with --interactions).
+    and after (and, with --interactions, the log-log slope of norm on frequency; not
+    Spearman rho, which no rescaling moves).
 
     \b
     Example:
