@@ -70,6 +70,15 @@ class MetricChange:
     reason: str | None = None
     """Why the figure is not compared (the settings that differ)."""
 
+    def to_dict(self) -> dict[str, Any]:
+        """The fields, and ``infinite``: which of them are +∞ or −∞ (``"+inf"``, ``"-inf"``; a
+        dot/cosine ratio over a cosine share of 0), since JSON writes them as null, which
+        alone would read as not measured."""
+        out = asdict(self)
+        infinite = {name: "+inf" if value > 0 else "-inf" for name in ("base", "new", "delta", "relative")
+                    if isinstance(value := out[name], float) and math.isinf(value)}
+        return {**out, "infinite": infinite} if infinite else out
+
 
 @dataclass(frozen=True)
 class SettingChange:
@@ -154,7 +163,8 @@ class ReportDiff:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: an infinite figure (a dot/cosine ratio over a cosine share of 0) and
-        its change are written as null, as every report writes non-finite numbers."""
+        its change are written as null, as every report writes non-finite numbers, and named
+        in the metric's ``infinite`` (:meth:`MetricChange.to_dict`)."""
         return json_safe({
             "base_model": self.base_model,
             "new_model": self.new_model,
@@ -162,7 +172,7 @@ class ReportDiff:
             "conditions": [{**asdict(c), "changed": c.changed} for c in self.conditions],
             "settings": [asdict(s) for s in self.settings],
             "notes": list(self.notes),
-            "metrics": [asdict(m) for m in self.metrics],
+            "metrics": [m.to_dict() for m in self.metrics],
         })
 
 

@@ -129,7 +129,8 @@ def _key_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) 
     by_name = {m.get("name"): m for m in metrics}
     patterns = KEY_FIGURES + (SERVED_KEY_FIGURES if lists else ())
     chosen = [by_name[name] for pattern in patterns if (name := pattern.format(k=k)) in by_name
-              and (by_name[name].get("base") is not None or by_name[name].get("new") is not None)]
+              and (by_name[name].get("base") is not None or by_name[name].get("new") is not None
+                   or by_name[name].get("infinite"))]
     if not chosen:
         return None
     at = f" at K={k}" if k is not None else ""
@@ -189,11 +190,20 @@ def _comparability_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[st
 
 def _metrics_table(metrics: Sequence[Mapping[str, Any]], caption: str) -> Table:
     rows = tuple(
-        (str(m.get("name")), fmt_num(m.get("base"), 4), fmt_num(m.get("new"), 4), _signed(m.get("delta")),
-         _relative(m.get("relative")), _direction(m))
+        (str(m.get("name")), _infinite(m, "base") or fmt_num(m.get("base"), 4),
+         _infinite(m, "new") or fmt_num(m.get("new"), 4), _infinite(m, "delta", "+") or _signed(m.get("delta")),
+         _infinite(m, "relative", "+") or _relative(m.get("relative")), _direction(m))
         for m in metrics
     )  # fmt: skip
     return Table(_HEADERS, rows, (False, True, True, True, True, False), caption)
+
+
+def _infinite(metric: Mapping[str, Any], field: str, plus: str = "") -> str:
+    """``∞`` (``plus`` before it: ``+∞`` for a change) or ``-∞`` where the diff's JSON names
+    ``field`` infinite (it writes the value as null, which would read as not measured);
+    empty otherwise. check writes such a ratio as ``∞×``."""
+    sign = (metric.get("infinite") or {}).get(field)
+    return "" if sign is None else f"{plus}∞" if sign == "+inf" else "-∞"
 
 
 def _signed(value: Any) -> str:
