@@ -39,6 +39,8 @@ JUDGES = {"model": "a model's dot-product lists against its cosine lists",
 """What each kind of report's severity judges, for the lead when the two differ."""
 LARGEST = 5
 """Figures listed on each side of the largest changes."""
+CHANGED_SIGN = "changed sign"
+"""A ΔGAP that crossed 0 (``auditor.diff.directions.direction``): listed apart, never ranked."""
 WORSE = ("more bias", "less accuracy")
 BETTER = ("less bias", "more accuracy")
 _HEADERS = ("figure", "base", "new", "change", "relative", "direction")
@@ -78,6 +80,9 @@ def lead_sentence(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]])
     text = (f"Verdict severity {verdict.get('base_severity')} → {verdict.get('new_severity')} ({moved}). "
             f"Figures: {counts['less bias']} less bias, {counts['more bias']} more bias, "
             f"{counts['more accuracy']} more accuracy, {counts['less accuracy']} less accuracy")  # fmt: skip
+    crossed = sum(m.get("direction") == CHANGED_SIGN for m in metrics)
+    if crossed:
+        text += f"; {crossed} changed sign (ΔGAP across 0: not scored, see Largest changes)"
     return text + (f"; {flagged} not comparable (see Comparability)." if flagged else ".")
 
 
@@ -164,6 +169,14 @@ def _largest_section(metrics: Sequence[Mapping[str, Any]]) -> Section:
                                                           f"changes of the {len(moved):,} ranked{rest}."))
         else:
             blocks.append(Paragraph(f"None ranked{rest}." if side else "None.", "note"))
+    crossed = sorted((m for m in metrics if m.get("direction") == CHANGED_SIGN),
+                     key=lambda m: (-abs(float(m.get("delta") or 0)), str(m.get("name"))))
+    if crossed:
+        shown = f"the {LARGEST} largest changes; " if len(crossed) > LARGEST else ""
+        blocks += [Heading(f"Changed sign ({plural(len(crossed), 'figure')})"), _metrics_table(
+            crossed[:LARGEST], f"ΔGAP across 0 ({shown}the lists went from less popular than the profiles they serve to "
+                               "more popular, or back): another kind of miscalibration, neither less nor more bias, "
+                               "so not ranked above.")]
     return Section("largest", "Largest changes", tuple(blocks))
 
 
