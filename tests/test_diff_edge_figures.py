@@ -125,3 +125,25 @@ def test_a_gap_delta_that_changes_sign_is_listed_apart_in_every_format(tmp_path:
         assert "Changed sign (1 figure)" in flat, fmt
         assert _row(text, GAP)[1:6] == ["-0.6000", "0.5000", "+1.1000", "+183.3%", "changed sign"], fmt
         assert "Better (0 figures)" in flat and "Worse (0 figures)" in flat, fmt  # nothing else moved
+
+
+def test_a_verdict_graded_on_another_popularity_definition_is_not_comparable(
+    tmp_path: Path, report: dict[str, Any],
+) -> None:
+    """The same report with `--popularity users`: every figure the severity is graded on is
+    flagged, so the verdict's change is "not comparable" too, not "unchanged"."""
+    new = copy.deepcopy(report)
+    new["retrieval"]["popularity"] = "users"
+    code, texts, data = _diff(tmp_path, report, new)
+    assert code == 0 and report["verdict"]["quoted_k"] == 10
+    verdict = data["verdict"]
+    assert verdict["direction"] == "not comparable" and verdict["base_severity"] == verdict["new_severity"]
+    reason = ("the severity is graded on head_share_1pct_dot@10, which is not compared: retrieval.popularity differs "
+              "('interactions' vs 'users')")
+    assert verdict["reason"] == reason
+    for fmt, text in texts.items():
+        flat = " ".join(text.replace("&#x27;", "'").replace("&#39;", "'").split())
+        assert f"(not comparable: {reason})" in flat, fmt
+    # Two reports of one definition still compare their verdicts.
+    _code, _texts, same = _diff(tmp_path, report, copy.deepcopy(report))
+    assert same["verdict"]["direction"] == "unchanged" and same["verdict"]["reason"] is None
