@@ -106,6 +106,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         first_seen_k=first.k if first is not None else None,
         gate=SEVERITY_GATE if assessed else None,
         assessed=assessed,
+        weak=weak,
     )
 
 

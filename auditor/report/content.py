@@ -120,7 +120,8 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     emphasise the verdict."""
     if lists_view.lists_only(result):
         return verdict_phrase(result), lists_view.headline_evidence(result)
-    parts: list[str] = []
+    weak = result.verdict.weak  # as the summary: a model less accurate than the most-popular list is said first
+    parts: list[str] = [] if weak is None else [weak[:1].lower() + weak[1:].rstrip(".")]
     fn = result.frequency_norm
     if fn is not None:
         lo, hi = fn.spearman_ci
