@@ -173,10 +173,9 @@ def _largest_section(metrics: Sequence[Mapping[str, Any]]) -> Section:
                      key=lambda m: (-abs(float(m.get("delta") or 0)), str(m.get("name"))))
     if crossed:
         shown = f"the {LARGEST} largest changes; " if len(crossed) > LARGEST else ""
-        blocks += [Heading(f"Changed sign ({plural(len(crossed), 'figure')})"), _metrics_table(
-            crossed[:LARGEST], f"ΔGAP across 0 ({shown}the lists went from less popular than the profiles they serve to "
-                               "more popular, or back): another kind of miscalibration, neither less nor more bias, "
-                               "so not ranked above.")]
+        caption = (f"ΔGAP across 0 ({shown}the lists went from less popular than the profiles they serve to more "
+                   "popular, or back): another kind of miscalibration, neither less nor more bias, so not ranked above.")
+        blocks += [Heading(f"Changed sign ({plural(len(crossed), 'figure')})"), _metrics_table(crossed[:LARGEST], caption)]
     return Section("largest", "Largest changes", tuple(blocks))
 
 

@@ -14,9 +14,11 @@ from typing import Any
 from auditor.sections import GROUP_LIST_MEASURES, ListMeasureInfo, finite_figure
 
 
-def shown_rows(lists: Iterable[Mapping[str, Any]], measures: Mapping[str, ListMeasureInfo]) -> dict[str, ListMeasureInfo]:
+def shown_rows(
+    lists: Iterable[Mapping[str, Any]], measures: Mapping[str, ListMeasureInfo],
+) -> dict[str, ListMeasureInfo]:
     """``measures`` (name -> label and display, in order) less the group measures that no
     list of ``lists`` (each list's figures by measure name) has a finite value for."""
     listed = list(lists)
     return {name: info for name, info in measures.items()
-            if name not in GROUP_LIST_MEASURES or any(finite_figure(figures.get(name)) is not None for figures in listed)}
+            if name not in GROUP_LIST_MEASURES or any(finite_figure(row.get(name)) is not None for row in listed)}
