@@ -43,7 +43,8 @@ def verify_written(pm: pluggy.PluginManager, fmt: ModelFormat, path: Path, sourc
     ``output``, the name messages give) reads back as ``source`` rescaled by ``alpha``, with
     the norms the writer reported (``norms``)."""
     owner = plugin_owner(pm, fmt)
-    who = f"the writer of plugin {owner!r}'s format {fmt.name!r}"
+    whose = "" if owner is None else f"plugin {owner!r}'s "
+    who = f"the writer of {whose}format {fmt.name!r}"
     if path.stat().st_size == 0:
         raise PluginError(f"{who} wrote nothing (an empty file); nothing is written")
     try:
