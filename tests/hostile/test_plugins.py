@@ -357,6 +357,20 @@ def _holdout(d: Path) -> None:
     parquet(d, "hold.parquet", {"user_id": np.arange(5), "item_id": np.array([9, 8, 7, 6, 5])})
 
 
+# A plugin measure without a finite value: null in the JSON report, no flat metric; a gate on
+# it is an error that says so (it pointed at report warnings that do not exist), never a pass.
+NO_FINITE = r"\(None, NaN or an infinite value: null in the JSON report, which no gate compares\)"
+CASES += [
+    Case("gate-on-measure-returning-inf", _plugin(MEASURE.format(name="m", value="float('inf')"), "--fail-on", "m>0.5"),
+         EXIT_ERROR, r"cannot evaluate --fail-on m>0\.5: the audit measure m returned no finite number in this run "
+                     + NO_FINITE),
+    Case("gate-on-list-measure-returning-nan", _list_measure("hostile", "pct", "return lambda slots: float('nan')",
+                                                             "--fail-on", "hostile_dot@10>0.5"),
+         EXIT_ERROR, r"cannot evaluate --fail-on hostile_dot@10>0\.5: hostile has no value in this run: its function "
+                     r"returned None, NaN or an infinite value there \(null in the JSON report\), which no gate compares",
+         absent=r"see the report's warnings"),
+]
+
 CASES += [
     Case("mitigate-auto-measure-os-exit-0", _plugin(MEASURE.format(name="m", value="__import__('os')._exit(0)"),
                                                     *AUTO, command="mitigate", make=_holdout),
