@@ -56,6 +56,30 @@ def mitigate_suggestion() -> str:
     return f"popaudit mitigate MODEL {setting('alpha')} auto {setting('output')} OUT"
 
 
+def _history_queries(result: MeasuredSections) -> bool:
+    """Whether retrieval queried the model with history queries (no user table): means of
+    the item rows a rescaling changes."""
+    population = result.retrieval.population if result.retrieval is not None else None
+    return population is not None and population.source == "history"
+
+
+def history_mitigation(recommended: str | None) -> str:
+    """What ``popaudit mitigate --alpha auto`` does for a model queried with history
+    queries, beside a trade-off measured with the queries kept (``recommended``: the
+    scoring it chose). The rescaled table changes the queries built from it, so the α it
+    writes is chosen by dot serving of each rescaled table with its queries rebuilt (as
+    ``check`` of the output measures it), which may differ from ``recommended``."""
+    chosen = "keeps dot" if recommended in (None, "dot") else f"recommends {recommended}"
+    return (
+        "This model has no user table: each query is the mean of a user's training-item rows, which a rescaled "
+        f"table changes too, so the trade-off above (which {chosen}, the queries kept from the original rows) is "
+        f"not what a rescaled table serves. `{mitigate_suggestion()}` measures dot serving of each rescaled table "
+        "with the queries rebuilt from it, as `popaudit check` of the output measures it, and writes the α that "
+        "trade-off recommends (which may differ from the one above), or nothing when no table is clearly better "
+        "than dot."
+    )
+
+
 def serving_recommendations(result: MeasuredSections, measured: str) -> list[str]:
     """Cosine and norm-aware serving: the measured trade-off when held-out accuracy was
     measured (:mod:`auditor.tradeoff`), else the advice and how to measure its cost."""
@@ -69,7 +93,9 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
                        if accuracy is not None and accuracy.recommendation else [])
     if accuracy is not None and accuracy.recommendation:
         fix = ""
-        if accuracy.recommended not in (None, "dot"):
+        if _history_queries(result):
+            fix = " " + history_mitigation(accuracy.recommended)
+        elif accuracy.recommended not in (None, "dot"):
             fix = (
                 f" `{mitigate_suggestion()}` writes the item table rescaled for it "
                 "(k·‖k‖^(α−1)), so an existing inner-product index serves it unchanged."

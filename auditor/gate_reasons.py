@@ -194,7 +194,11 @@ def _why_null(measure: str, section: Mapping[str, Any], report: Mapping[str, Any
         return f"{measure}: {said}"
     definition = str((section.get("definitions") or {}).get(measure) or "")
     clause = definition[definition.rfind("null"):].rstrip(". ") if "null" in definition else ""
-    return f"{measure} is {clause}" if clause else f"{measure} has no value in this run (see the report's warnings)"
+    if clause:
+        return f"{measure} is {clause}"
+    # A plugin's list measure: its function returned None or a value that is not finite.
+    return (f"{measure} has no value in this run: its function returned None, NaN or an infinite value there (null "
+            "in the JSON report), which no gate compares")
 
 
 def _why_alone(name: str, report: Mapping[str, Any]) -> str:
@@ -227,4 +231,5 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     if name == "severity_level":
         reasons = [str(not_measured[key]) for key in ("frequency_norm", "retrieval", "served") if not_measured.get(key)]
         return "nothing graded the severity (the verdict's assessed is false)" + (f": {reasons[0]}" if reasons else "")
-    return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no value in this run")
+    return str(not_measured.get(name) or f"the audit measure {name} returned no finite number in this run (None, NaN "
+               "or an infinite value: null in the JSON report, which no gate compares)")

@@ -105,6 +105,14 @@ def worst_skew(result: MeasuredSections) -> Skew | None:
     return max(skews, key=weight)
 
 
+def dot_serves_cosine(result: MeasuredSections) -> bool:
+    """Whether dot-product and cosine retrieval served the same items to every query at
+    every served K (overlap 1): dot serving then has no skew of its own, whatever the
+    head shares are (an equal-norm table, such as ``mitigate --alpha 0``'s output)."""
+    skews = [skew_at(result, k) for k in served_cutoffs(result)]
+    return bool(skews) and all(skew.overlap == 1.0 for skew in skews)
+
+
 def quoted_cutoff(result: MeasuredSections) -> int | None:
     """The K that verdicts and headlines quote (see :func:`worst_skew`)."""
     skew = worst_skew(result)

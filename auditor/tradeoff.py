@@ -189,15 +189,21 @@ def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | 
 
 
 def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: float) -> str:
+    """Why dot stays, naming every reason that held ``alternative`` back (loosening the
+    tolerance alone admits nothing when its head-share change is not clear either), with
+    the tolerance as given (0.9046 is 90.46%, not a rounded 90%)."""
+    why = []
     if alternative.ndcg < tolerance * dot.ndcg:
-        why = f"it is below the {tolerance:.0%} accuracy tolerance"
-    elif change.head_share_delta_ci is not None:
-        why = "the interval of its head-share change includes 0"
-    else:
-        why = "it does not lower the head share"
+        why.append(f"it is below the {round(tolerance * 100, 6):g}% accuracy tolerance")
+    if not change.clearly_less_head:
+        ci = change.head_share_delta_ci
+        inside = ci is not None and ci[0] <= 0.0 <= ci[1]
+        why.append("the interval of its head-share change includes 0" if inside else "it does not lower the head share")
+    if not why:  # within the tolerance and clearly lower: only a list that finds nothing is held back
+        why.append("neither it nor dot finds a held-out item")
     return (
         f"no serving change is clearly better than dot: the best alternative, {alternative.scoring}, "
-        f"{_figures(alternative, dot, change)}, but {why}"
+        f"{_figures(alternative, dot, change)}, but {' and '.join(why)}"
     )
 
 

@@ -29,7 +29,7 @@ from typing import Literal
 
 from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
-from auditor.harm import HARM_BANDS, SEVERITY_GATE, Skew, first_seen_skew, worst_skew
+from auditor.harm import HARM_BANDS, SEVERITY_GATE, Skew, dot_serves_cosine, first_seen_skew, worst_skew
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
 from auditor.wording import correlation_figures, pct, pct_pair, ratio_figure
@@ -72,9 +72,13 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
     else:
         severity = "none"
     detected = severity != "none"
-    assessed = graded is not None or rho is not None
+    # Neither list serves the head, and the lists are the same: dot serving is cosine
+    # serving, no harm by construction (not unknown), even where ρ is undefined (equal norms).
+    same = (unseen is not None and unseen.dot is not None and unseen.cosine is not None and rho is None
+            and dot_serves_cosine(result))
+    assessed = graded is not None or rho is not None or same
     summary = _summary(result, severity, rho, lo, hi, p, significant, strength, graded, conditions, unseen, assessed,
-                       rises)
+                       rises, same)
     recommendations = _recommendations(result, detected, graded, conditions, rises, unseen)
     weak = weak_model(result)
     stand_in = _stand_in(result)
@@ -275,7 +279,7 @@ def _conditions_text(conditions: dict[str, Condition]) -> str:
 def _summary(
     result: MeasuredSections, severity: Severity, rho: float | None, lo: float | None, hi: float | None,
     p: float | None, significant: bool, strength: Strength | None, skew: Skew | None,
-    conditions: dict[str, Condition], unseen: Skew | None, assessed: bool, rises: bool,
+    conditions: dict[str, Condition], unseen: Skew | None, assessed: bool, rises: bool, same: bool = False,
 ) -> str:
     harm = skew.severity if skew is not None else None
     mechanism = _mechanism(result, rho, lo, hi, p, significant, strength)
@@ -297,6 +301,9 @@ def _summary(
             times = ratio_figure(first.ratio)
             dot, cosine = pct_pair(first.dot, first.cosine)
             parts[-1] += f" (at K={first.k}, the first slots a user sees: {times}×, {dot} vs {cosine})"
+    elif unseen is not None and same:
+        parts.append(f"{_unseen_head(result, unseen)}, and dot-product retrieval serves the same items as cosine "
+                     "at every K (overlap 1), so dot serving adds no popularity skew of its own")
     elif unseen is not None:
         parts.append(f"{_unseen_head(result, unseen)}, so the harm rule has nothing to grade and severity rests on "
                      "the correlation")

@@ -531,3 +531,16 @@ def test_dot_serving_of_the_output_is_alpha_serving_of_the_original(tmp_path: Pa
         assert reports["out.pt"]["accuracy"]["at"][k]["dot"] == reports["m.pt"]["accuracy"]["at"][k]["alpha_0.5"]
     out_dot, model_dot = reports["out.pt"]["retrieval"]["at"]["5"]["dot"], reports["m.pt"]["retrieval"]["at"]["5"]["dot"]
     assert out_dot["arp"] < model_dot["arp"]  # and they are not dot's lists: less popular items served
+
+
+def test_help_says_what_the_sidecar_records() -> None:
+    """The sidecar records the log-log slope, never Spearman's rho (the rescaling keeps the
+    norms' order); --help said it recorded rho with --interactions."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    text = " ".join(CliRunner().invoke(cli, ["mitigate", "--help"]).output.split())
+    assert "the log-log slope of norm on frequency" in text
+    assert "Spearman rho is not recorded" in text and "(and Spearman rho with --interactions)" not in text
+    assert "--plugin-timeout" in text

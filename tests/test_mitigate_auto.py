@@ -235,11 +235,12 @@ def test_check_advises_a_mitigate_command_that_runs_as_printed(tmp_path: Path, m
     assert _pairs(words[6:]) == _pairs(options)
     _mitigate(*words[1:], "-q")
     assert json.loads(Path("items.mitigated.npy.popaudit.json").read_text())["alpha_source"].startswith("auto: ")
+    # A K mitigate's audit does not repeat: a table with a user table gets the α check
+    # recommended; a history-query model still gets auto, whose rebuilt queries decide.
     report = _report("items.npy", *options, "-k", "5")
     words = _advised(report)
-    alpha = report["accuracy"]["recommended"].removeprefix("alpha_").replace("cosine", "0")
-    assert words[:6] == ["mitigate", "items.npy", "--alpha", alpha, "-o", "items.mitigated.npy"]
-    assert _pairs(words[6:]) == _pairs(options[:2] + options[4:8])
+    assert words[:6] == ["mitigate", "items.npy", "--alpha", "auto", "-o", "items.mitigated.npy"]
+    assert _pairs(words[6:]) == _pairs(options)
     _mitigate(*words[1:], "-q")
 
 
@@ -260,3 +261,77 @@ def test_alpha_one_on_a_mitigate_output_records_it_without_a_warning(tmp_path: P
     assert "already rescaled" not in copied.output
     side = json.loads((tmp_path / "c.npy.popaudit.json").read_text())
     assert side["input_rescaled"]["combined_alpha"] == 0.5 and side["warnings"] == []
+
+
+def _cosine_taste_model(folder: Path, seed: int = 1, held_popularity: float = 0.7) -> None:
+    """500 items, 300 users who pick items by cosine affinity and popularity; item norms
+    0.5 + sqrt(training frequency); an item table alone (history queries). The held-out
+    picks lean less on popularity (exponent ``held_popularity``)."""
+    rng = np.random.default_rng(seed)
+    n_items, n_users, dim = 500, 300, 16
+    popularity = 1.0 / np.arange(1, n_items + 1)
+    p_item = (popularity / popularity.sum())[rng.permutation(n_items)]
+    directions = rng.normal(size=(n_items, dim))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    users = rng.normal(size=(n_users, dim))
+    train, held = [], []
+    for u in range(n_users):
+        affinity = directions @ (users[u] / np.linalg.norm(users[u]))
+        w = p_item * np.exp(3 * affinity)
+        items = rng.choice(n_items, size=20, replace=False, p=w / w.sum())
+        train += [(u, i) for i in items]
+        w2 = p_item ** held_popularity * np.exp(6 * affinity)
+        w2[items] = 0
+        held += [(u, i) for i in rng.choice(n_items, size=5, replace=False, p=w2 / w2.sum())]
+    tr, ho = np.array(train), np.array(held)
+    norms = 0.5 + np.sqrt(np.bincount(tr[:, 1], minlength=n_items))
+    np.save(folder / "items.npy", (directions * norms[:, None]).astype(np.float32))
+    pq.write_table(pa.table({"user_id": tr[:, 0], "item_id": tr[:, 1]}), folder / "train.parquet")
+    pq.write_table(pa.table({"user_id": ho[:, 0], "item_id": ho[:, 1]}), folder / "hold.parquet")
+
+
+def test_history_advice_and_alpha_auto_say_both_trade_offs_where_they_differ(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """On this model check's trade-off (queries kept from the original rows) recommends
+    alpha_0.75, while dot serving of each rescaled table with its queries rebuilt (what
+    check of the output measures) recommends alpha_0.25. check's advice must not promise
+    that its command writes alpha_0.75: it says the α auto writes may differ, and why; the
+    command then writes 0.25 and its sentence quotes check's choice beside its own, with
+    check's figures. Once written, check of the output measures the 'after' figures."""
+    _cosine_taste_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    options = ["--interactions", "train.parquet", "--holdout", "hold.parquet"]
+    report = _report("items.npy", *options)
+    assert report["accuracy"]["recommended"] == "alpha_0.75"
+    advice = next(r for r in report["verdict"]["recommendations"] if "`popaudit mitigate" in r)
+    assert "writes the item table rescaled for it" not in advice
+    assert "which may differ from the one above" in advice and "recommends alpha_0.75" in advice
+    words = _advised(report)
+    assert words[:4] == ["mitigate", "items.npy", "--alpha", "auto"]
+    _mitigate(*words[1:], "-q")
+    side = json.loads(Path("items.mitigated.npy.popaudit.json").read_text())
+    assert side["alpha"] == 0.25 and side["tradeoff"]["scoring"] == "alpha_0.25"
+    assert side["alpha_source"] == ("auto: " + side["tradeoff"]["recommendation"] + " Check of the model chooses "
+                                    "otherwise, its history queries kept from the original rows (not what a rescaled "
+                                    "table serves): " + report["accuracy"]["recommendation"])
+    after = _report("items.mitigated.npy", *options)
+    assert after["accuracy"]["at"]["10"]["dot"]["ndcg"] == side["tradeoff"]["ndcg"]["after"]
+
+
+def test_history_advice_names_alpha_auto_when_check_keeps_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Here check keeps dot (alpha_0.5 keeps 97.5% of dot's NDCG, under 0.98), while the
+    rebuilt trade-off finds a table clearly better: the advice still quotes mitigate
+    --alpha auto (runnable, with the run's files), which writes it (cosine, alpha 0)."""
+    _cosine_taste_model(tmp_path, held_popularity=0.5)
+    monkeypatch.chdir(tmp_path)
+    options = ["--interactions", "train.parquet", "--holdout", "hold.parquet"]
+    report = _report("items.npy", *options)
+    assert report["accuracy"]["recommended"] == "dot"
+    advice = next(r for r in report["verdict"]["recommendations"] if "`popaudit mitigate" in r)
+    assert "(which keeps dot, the queries kept from the original rows)" in advice
+    words = _advised(report)
+    assert words[:6] == ["mitigate", "items.npy", "--alpha", "auto", "-o", "items.mitigated.npy"]
+    assert _pairs(words[6:]) == _pairs(options)
+    _mitigate(*words[1:], "-q")
+    side = json.loads(Path("items.mitigated.npy.popaudit.json").read_text())
+    assert side["alpha"] == 0.0 and "Check of the model chooses otherwise" in side["alpha_source"]

@@ -307,3 +307,22 @@ def test_help_imports_no_plugin() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] False"
+
+
+def test_a_keyboard_interrupt_is_ctrl_c_only_where_sigint_can_arrive() -> None:
+    """Where SIGINT has a handler, a KeyboardInterrupt in plugin code may be the user's
+    Ctrl-C and goes on; where it is ignored (the child check and mitigate run plugin code
+    in) only code raised it, so it is the plugin's failure, named like any other."""
+    import signal
+
+    from auditor.plugins.manager import reraise_interrupt
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            reraise_interrupt(KeyboardInterrupt())
+        reraise_interrupt(ValueError("not an interrupt"))  # anything else is never re-raised here
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        reraise_interrupt(KeyboardInterrupt())  # returns: the caller attributes it to the plugin
+    finally:
+        signal.signal(signal.SIGINT, previous)

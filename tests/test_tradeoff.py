@@ -73,6 +73,25 @@ def test_every_change_costs_accuracy() -> None:
     assert "alpha_0_5, keeps 90.0%" in text and text.endswith("but it is below the 98% accuracy tolerance")
 
 
+def test_keeping_dot_quotes_the_tolerance_as_given_and_names_every_reason() -> None:
+    """alpha_0_75 keeps 0.2712 / 0.3 = 90.4% of dot's NDCG, under a tolerance of 0.9046
+    (90.46%, which a whole percent would print as 90%, 'below' 90.4%), and its head-share
+    interval [-0.15, +0.0001] includes 0: both hold it back, and both are named (loosening
+    the tolerance alone would still write nothing)."""
+    points = _points(dot=(0.3000, 0.0010), alpha_0_75=(0.2712, 0.0005))
+    name, text, best = choose_scoring(points, 0.9046, _sure(points, alpha_0_75=(-0.0015, 0.000001)))
+    assert (name, best) == ("dot", "alpha_0_75")
+    assert "keeps 90.4% of dot's NDCG" in text
+    assert text.endswith("but it is below the 90.46% accuracy tolerance and the interval of its head-share change "
+                         "includes 0")
+    # Within a tolerance of 0.90 only the interval holds it back; above dot's head share it does not lower it.
+    assert choose_scoring(points, 0.90, _sure(points, alpha_0_75=(-0.0015, 0.000001)))[1].endswith(
+        "but the interval of its head-share change includes 0")
+    raised = _points(dot=(0.3000, 0.0010), alpha_0_75=(0.2712, 0.0020))
+    assert choose_scoring(raised, 0.98, _sure(raised, alpha_0_75=(0.0005, 0.0015)))[1].endswith(
+        "but it is below the 98% accuracy tolerance and it does not lower the head share")
+
+
 def test_without_intervals_the_point_decides_and_says_so() -> None:
     points = _points(dot=(0.30, 0.40), alpha_0_5=(0.299, 0.20))
     name, text, _ = choose_scoring(points, 0.98)

@@ -289,6 +289,29 @@ def test_a_head_no_scoring_serves_leaves_severity_to_the_correlation() -> None:
     assert decide_verdict(_result(_fn(0.05, -0.02, 0.12), retrieval)).severity == "none"
 
 
+def test_dot_serving_cosine_lists_is_graded_none_even_where_rho_is_undefined() -> None:
+    """mitigate --alpha 0 writes unit rows: rho is undefined (equal norms), both top-1%
+    shares are 0, and dot serves exactly cosine's lists (overlap 1 at every K). That is no
+    harm by construction, not an unknown one: severity none, assessed, the gate check
+    suggests evaluates (level 0). Lists that differ somewhere, or shares not measured,
+    still grade nothing."""
+    def cut(overlap: float, head: float | None = 0.0) -> CutoffMeasures:
+        measures = ListMeasures({**dict(_measures(0.0)), "head_share_1pct": head, "head_share_10pct": 0.062})
+        return CutoffMeasures(dot=measures, cosine=measures, popular=_measures(0.165), overlap_dot_cosine=overlap)
+
+    undefined = dataclasses.replace(_fn(math.nan, math.nan, math.nan, math.nan),
+                                    undefined_reason="every item has the same norm: the correlation is undefined")
+    same = _result(undefined, Retrieval(n_queries=300, index="exact", at={10: cut(1.0), 100: cut(1.0)}))
+    v = decide_verdict(same)
+    assert (v.severity, v.assessed, v.gate, v.bias_detected) == ("none", True, "severity_level>=1", False)
+    assert v.summary.startswith("No popularity bias detected: the frequency–norm correlation is undefined")
+    assert "dot-product retrieval serves the same items as cosine at every K (overlap 1)" in v.summary
+    assert dataclasses.replace(same, verdict=v).flat_metrics()["severity_level"] == 0.0
+    for at in ({10: cut(1.0), 100: cut(0.999)}, {10: cut(1.0, None)}):
+        other = decide_verdict(_result(undefined, Retrieval(n_queries=300, index="exact", at=at)))
+        assert (other.assessed, other.gate) == (False, None)
+
+
 def test_no_interval_is_not_read_as_an_interval_that_includes_zero() -> None:
     """Without a bootstrap there is no CI: a p-value above 5% is 'not significant', not a CI
     that 'includes 0'."""

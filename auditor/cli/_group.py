@@ -23,7 +23,7 @@ from auditor.plugin_names import installed_entry_points
 
 _ARGV_KEY = "popaudit.plugin_paths"
 _COMMANDS_KEY = "popaudit.plugin_commands"
-ISOLATED = frozenset({"check", "batch"})
+ISOLATED = frozenset({"check", "batch", "mitigate"})
 """Built-in commands that check plugin command names themselves, in the child process
 their plugin code runs in (auditor/cli/_isolation.py): no plugin is imported here for them."""
 

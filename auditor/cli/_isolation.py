@@ -46,13 +46,14 @@ def third_party_plugins(plugins: Iterable[Path]) -> bool:
     return bool(tuple(plugins)) or bool(installed_entry_points())
 
 
-def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: str, debug: bool = False) -> T:
+def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: str, debug: bool = False,
+                 consequence: str = "no report is written and no gate is passed") -> T:
     """``fn(*args)`` in a forked child; its return value, or the error it raised.
 
     AuditError and click's usage errors come back as they were raised (message, exit
     code); a child that ends without a result, or runs past ``timeout`` seconds (then it
-    is killed), is a :class:`ChildError` saying so. Where fork is not available the call
-    runs in this process.
+    is killed), is a :class:`ChildError` saying so, ending with ``consequence`` (what the
+    command does not do then). Where fork is not available the call runs in this process.
     """
     if not hasattr(os, "fork"):
         return fn(*args)
@@ -65,7 +66,7 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: 
         _child(fn, args, write_end, debug)
     os.close(write_end)
     try:
-        data = _read_all(read_end, pid, timeout, what)
+        data = _read_all(read_end, pid, timeout, what, consequence)
     except BaseException:
         _kill(pid)
         raise
@@ -75,7 +76,7 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: 
     if not data:
         raise ChildError(
             f"{what} ended without finishing ({status}): plugin code ended the process (os._exit, a signal, "
-            "a crash in native code); no report is written and no gate is passed"
+            f"a crash in native code); {consequence}"
         )
     kind, payload = pickle.loads(data)
     if kind == "ok":
@@ -121,7 +122,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], write_end: int, debug:
             os._exit(code)
 
 
-def _read_all(fd: int, pid: int, timeout: float | None, what: str) -> bytes:
+def _read_all(fd: int, pid: int, timeout: float | None, what: str, consequence: str) -> bytes:
     """Everything the child writes until it closes the pipe, within ``timeout`` seconds."""
     deadline = None if not timeout else time.monotonic() + timeout
     chunks: list[bytes] = []
@@ -131,8 +132,7 @@ def _read_all(fd: int, pid: int, timeout: float | None, what: str) -> bytes:
         if not ready:
             _kill(pid)
             raise ChildError(
-                f"{what} did not finish within {timeout:g} s (the plugin time limit) and was stopped; "
-                "no report is written and no gate is passed"
+                f"{what} did not finish within {timeout:g} s (the plugin time limit) and was stopped; {consequence}"
             )
         chunk = os.read(fd, 1 << 20)
         if not chunk:

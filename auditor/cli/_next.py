@@ -75,7 +75,10 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
     recommends, to run as printed: the model, the run's log, holdout and id options (those
     ``mitigate`` takes), ``--alpha auto`` when its audit repeats this one (else the α
     recommended), and an output named after the model (``.npy`` for the served vectors of
-    a RecBole graph model). None without a model or a recommended α."""
+    a RecBole graph model). A history-query model (no user table) gets ``--alpha auto``
+    whatever the settings, also when the trade-off keeps dot: its output's queries are
+    rebuilt from the rescaled rows, which only ``auto`` measures. None without a model or
+    a recommended α, and when the trade-off keeps dot for any other model."""
     from auditor.alpha import scoring_alpha
 
     accuracy = result.accuracy
@@ -84,11 +87,16 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
         return None
     defaults = AuditConfig(model=config.model)
     repeats = all(getattr(config, name) == getattr(defaults, name) for name in SHAPES_THE_TRADEOFF)
-    settings = {name: getattr(config, name) for name in MITIGATE_TAKES if repeats or name not in AUTO_ONLY}
+    population = result.retrieval.population if result.retrieval is not None else None
+    history = population is not None and population.source == "history"
+    if alpha == 1.0 and not history:
+        return None  # dot kept: only a history-query model's rebuilt trade-off (auto) may still find a table
+    auto = repeats or history  # a history-query model: auto's rebuilt queries decide, whatever check's settings
+    settings = {name: getattr(config, name) for name in MITIGATE_TAKES if auto or name not in AUTO_ONLY}
     model = Path(config.model)
     graph = result.served_vectors is not None and result.served_vectors.source in ("cache", "propagated")
     output = model.with_name(f"{model.stem}.mitigated{'.npy' if graph else model.suffix}")
-    words = ["popaudit", "mitigate", str(model), "--alpha", "auto" if repeats else f"{alpha:g}", "-o", str(output)]
+    words = ["popaudit", "mitigate", str(model), "--alpha", "auto" if auto else f"{alpha:g}", "-o", str(output)]
     return command_line(words, settings)
 
 

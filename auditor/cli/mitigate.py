@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
+from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command
 from auditor.cli._common import (
     MemorySize,
@@ -49,6 +51,7 @@ class AlphaValue(click.ParamType):  # type: ignore[type-arg]  # generic in recen
 @click.option("--tensors-only", is_flag=True, help="A PyTorch file that holds objects popaudit cannot write back (pickled modules, config objects, TorchScript): write its tensors as a plain state dict instead of refusing.")
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling: bytes or a size such as 8G. [default: half the available memory]")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("--plugin-timeout", type=ranged("plugin_timeout"), default=0.0, show_default=True, metavar="SECONDS", help="With third-party plugins (--plugin files, installed entry points) the run (its audit, reading and writing the model) happens in a child process: stop it after SECONDS (0: no limit). A plugin that ends that process or runs out of time is an error (exit 1) and nothing is written; its prints go to stderr.")
 @common_options
 def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins: tuple[Path, ...], **options: Any) -> None:
     """Write MODEL with its item table rescaled for norm-aware serving.
@@ -65,51 +68,94 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     (other tensors and metadata kept), .npy, Parquet (other columns kept), or a plugin's
     format with a writer. The table is the one `check` reads (--item-key to choose it). The
     sidecar OUT.popaudit.json records A, MODEL's sha256, the rule and the norms before
-    and after (and, with --interactions, the log-log slope of norm on frequency; not
-    Spearman rho, which no rescaling moves).
+    and after (and, with --interactions, the log-log slope of norm on frequency;
+    Spearman rho is not recorded: the rescaling keeps the norms' order). With
+    third-party plugins the run happens in a child process, as check's audit does.
 
     \b
     Example:
       popaudit mitigate model.pt --alpha 0.5 -o model.alpha05.pt --interactions train.parquet
     """
-    from auditor.config import AuditConfig
-    from auditor.mitigation.auto import auto_alpha
-    from auditor.mitigation.run import MitigateConfig, check_outputs, mitigate, sidecar_path, writable_formats
-    from auditor.plugins import get_plugin_manager
-
-    holdout, user_ids, user_key = options.pop("holdout"), options.pop("user_ids"), options["user_key"]
-    tolerance, seed = options.pop("accuracy_tolerance"), options.pop("seed")
+    holdout, user_ids = options.pop("holdout"), options.pop("user_ids")
+    tolerance, seed, plugin_timeout = options.pop("accuracy_tolerance"), options.pop("seed"), options.pop("plugin_timeout")
     if alpha != "auto" and (holdout is not None or user_ids is not None):
         given = "--holdout" if holdout is not None else "--user-ids"
         raise click.UsageError(f"{given} is read only with --alpha auto", ctx=click.get_current_context())
-    chosen = 1.0 if alpha == "auto" else float(alpha)
-    config = MitigateConfig(model=model, output=output, alpha=chosen, **options)
-    inputs = {**config.input_files(), "--holdout": holdout, "--user-ids": user_ids}
-    inputs.update({f"--plugin {p}": p for p in plugins})
-    pm = get_plugin_manager(plugins)
-    check_outputs(config, inputs, writable_formats(pm))
-    progress = RichProgress(enabled=not quiet)
-    if alpha == "auto":
-        audit = AuditConfig(
-            model=model, interactions=options["interactions"], interactions_format=options["interactions_format"],
-            user_col=options["user_col"], item_col=options["item_col"], item_ids=options["item_ids"],
-            item_key=options["item_key"], user_key=user_key, user_ids=user_ids, id_offset=options["id_offset"],
-            assume_row_ids=options["assume_row_ids"], max_memory=options["max_memory"], holdout=holdout,
-            accuracy_tolerance=tolerance, seed=seed, probes=False, plugins=plugins,
-        )
-        audit.check_inputs()
-        chosen, sentence, figures = auto_alpha(audit, pm=pm, progress=progress)
-        config = MitigateConfig(model=model, output=output, alpha=chosen, alpha_source=sentence, tradeoff=figures,
-                                **options)
-    result = mitigate(config, pm=pm, progress=progress, inputs=inputs)
+    job = _Job(model, alpha, output, quiet, plugins, options, holdout, user_ids, tolerance, seed)
+    if third_party_plugins(plugins):  # their death must not pass for a written model (exit 0, nothing written)
+        from auditor.io import atomic_path
+        from auditor.mitigation.run import refuse_special_outputs, sidecar_path
+
+        refuse_special_outputs(output)  # before anything is staged beside them
+        # The parent holds the temporary files: a child that dies leaves neither them nor OUT behind.
+        with atomic_path(sidecar_path(output)) as side_tmp, atomic_path(output) as out_tmp:
+            result = run_isolated(_work, job, (out_tmp, side_tmp), timeout=plugin_timeout or None,
+                                  what="mitigate with plugins", debug=bool(click.get_current_context().params.get("debug")),
+                                  consequence="nothing is written")
+    else:
+        result = _work(job, None)
     if quiet:
         return
     for warning in result.warnings:
         stderr.print(f"note: {warning}", style="yellow", markup=False, highlight=False)
     _summary(result)
     stderr.print(f"Wrote {output}", markup=False, highlight=False)
-    stderr.print(f"Wrote {sidecar_path(output)}", markup=False, highlight=False)
+    stderr.print(f"Wrote {result.output['sidecar']}", markup=False, highlight=False)
     click.echo("Next: " + check_command(output, {**options, "user_ids": user_ids, "holdout": holdout}))
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What one ``mitigate`` run reads and writes (sent to the isolated child as it is)."""
+
+    model: Path
+    alpha: float | str
+    output: Path
+    quiet: bool
+    plugins: tuple[Path, ...]
+    options: dict[str, Any]
+    holdout: Path | None
+    user_ids: Path | None
+    tolerance: float
+    seed: int
+
+
+def _work(job: _Job, staged: tuple[Path, Path] | None) -> Any:
+    """Everything of ``mitigate`` that may run plugin code: loading plugins, checking the
+    outputs against their formats, the ``auto`` audit, reading and writing the model.
+    ``staged``: the temporary files (model, sidecar) to write instead of renaming into
+    place, which the caller renames when this returns."""
+    from auditor.config import AuditConfig
+    from auditor.mitigation.auto import auto_alpha
+    from auditor.mitigation.run import MitigateConfig, check_outputs, mitigate, writable_formats
+    from auditor.plugins import get_plugin_manager
+
+    options, model, output = job.options, job.model, job.output
+    if third_party_plugins(job.plugins):  # a plugin command named like a built-in one is refused here
+        from auditor.cli import cli
+        from auditor.cli._group import plugin_commands
+
+        plugin_commands(job.plugins, builtin_names=cli.commands)
+    chosen = 1.0 if job.alpha == "auto" else float(job.alpha)
+    config = MitigateConfig(model=model, output=output, alpha=chosen, **options)
+    inputs = {**config.input_files(), "--holdout": job.holdout, "--user-ids": job.user_ids}
+    inputs.update({f"--plugin {p}": p for p in job.plugins})
+    pm = get_plugin_manager(job.plugins)
+    check_outputs(config, inputs, writable_formats(pm))
+    progress = RichProgress(enabled=not job.quiet)
+    if job.alpha == "auto":
+        audit = AuditConfig(
+            model=model, interactions=options["interactions"], interactions_format=options["interactions_format"],
+            user_col=options["user_col"], item_col=options["item_col"], item_ids=options["item_ids"],
+            item_key=options["item_key"], user_key=options["user_key"], user_ids=job.user_ids,
+            id_offset=options["id_offset"], assume_row_ids=options["assume_row_ids"], max_memory=options["max_memory"],
+            holdout=job.holdout, accuracy_tolerance=job.tolerance, seed=job.seed, probes=False, plugins=job.plugins,
+        )
+        audit.check_inputs()
+        chosen, sentence, figures = auto_alpha(audit, pm=pm, progress=progress)
+        config = MitigateConfig(model=model, output=output, alpha=chosen, alpha_source=sentence, tradeoff=figures,
+                                **options)
+    return mitigate(config, pm=pm, progress=progress, inputs=inputs, staged=staged)
 
 
 def _summary(result: Any) -> None:

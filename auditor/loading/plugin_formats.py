@@ -12,7 +12,7 @@ import pluggy
 from auditor.config import LoadOptions
 from auditor.errors import PluginError
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format
-from auditor.plugin_api import ModelFormat, WriteJob, Written
+from auditor.plugin_api import ModelFormat, RowNorms, WriteJob, Written
 from auditor.model import ModelBundle
 from auditor.plugins.calls import as_list, attribute_failure, hook_results
 from auditor.plugins.manager import PLUGIN_FAILURES, reraise_interrupt
@@ -82,7 +82,55 @@ def write_model_format(pm: pluggy.PluginManager, fmt: ModelFormat, job: WriteJob
     if not isinstance(written, Written):
         raise PluginError(f"the writer of plugin {owner!r}'s format {fmt.name!r} returned "
                           f"{type(written).__name__}, not an auditor.loading.formats.Written")
+    problem = _written_problem(written, job.n_items)
+    if problem is not None:
+        raise PluginError(f"the writer of plugin {owner!r}'s format {fmt.name!r} returned a Written whose {problem}")
     return written
+
+
+def plugin_owner(pm: pluggy.PluginManager, fmt: ModelFormat) -> str | None:
+    """The plugin that registered ``fmt``; None for a built-in format."""
+    return _owner(registered_formats(pm), fmt)
+
+
+def read_written(pm: pluggy.PluginManager, fmt: ModelFormat, path: Path, options: LoadOptions) -> ModelBundle:
+    """``path``, which ``fmt``'s writer just wrote, read back by ``fmt``'s own reader (its
+    name may not say its format: a temporary file); what the reader raises, or a result
+    that is not a :class:`ModelBundle`, names its plugin."""
+    assert fmt.read is not None
+    read, owner = fmt.read, plugin_owner(pm, fmt)
+    bundle = _attributed(owner, lambda: read(path, options))
+    if not isinstance(bundle, ModelBundle):
+        raise PluginError(f"the reader of plugin {owner!r}'s format {fmt.name!r} returned "
+                          f"{type(bundle).__name__} for what its writer wrote, not a ModelBundle")
+    return bundle
+
+
+def _written_problem(written: Written, n_items: int) -> str | None:
+    """What is wrong with the fields of a writer's :class:`Written` (None: nothing): the
+    sidecar records them, so each must be what it claims to be."""
+    import numpy as np  # here: the format table is read without numpy
+
+    norms = written.norms
+    if not isinstance(norms, RowNorms):
+        return f"norms is {type(norms).__name__}, not an auditor.plugin_api.RowNorms"
+    for name in ("before", "after"):
+        values = getattr(norms, name)
+        if not isinstance(values, np.ndarray) or values.ndim != 1 or values.dtype.kind != "f":
+            return f"norms.{name} is not a 1-D float array"
+        if values.shape[0] != n_items:
+            return f"norms.{name} holds {values.shape[0]} rows but check reads {n_items}"
+        if not np.isfinite(values).all() or (values < 0).any():
+            return f"norms.{name} holds NaN, infinite or negative norms"
+    if not isinstance(written.dtype, str) or not written.dtype:
+        return f"dtype is {written.dtype!r}, not the name of the table's dtype"
+    if written.layout not in ("rows", "columns"):
+        return f"layout is {written.layout!r}, not 'rows' or 'columns'"
+    if not isinstance(written.notes, list) or not all(isinstance(n, str) for n in written.notes):
+        return "notes is not a list of str"
+    if written.format is not None and not isinstance(written.format, str):
+        return f"format is {written.format!r}, not a str or None"
+    return None
 
 
 def _owner(owners: list[tuple[ModelFormat, str]], fmt: ModelFormat) -> str | None:
@@ -121,4 +169,7 @@ def _problem(fmt: object) -> str | None:
     return None
 
 
-__all__ = ["model_formats", "plugin_formats", "read_plugin_format", "registered_formats", "write_model_format"]
+__all__ = [
+    "model_formats", "plugin_formats", "plugin_owner", "read_plugin_format", "read_written", "registered_formats",
+    "write_model_format",
+]  # fmt: skip

@@ -101,6 +101,17 @@ def tradeoff_figures(accuracy: Accuracy, cut: CutoffMeasures, scoring: str, quer
     }
 
 
+def _beside(kept: Accuracy, rebuilt: Accuracy) -> str:
+    """For a history-query model whose two trade-offs choose differently: check's, with
+    its figures (the queries kept from the original rows, what ``check MODEL`` advises),
+    beside the rebuilt one ``--alpha auto`` follows, so the two are never left to disagree
+    unsaid. Empty when they agree."""
+    if kept.recommended == rebuilt.recommended or not kept.recommendation:
+        return ""
+    return (" Check of the model chooses otherwise, its history queries kept from the original rows (not what a "
+            f"rescaled table serves): {kept.recommendation}")
+
+
 def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
                progress: Progress = SILENT) -> tuple[float, str, dict[str, Any]]:
     """Run the audit of ``config`` and take the α its accuracy trade-off recommends: (α,
@@ -116,6 +127,7 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
     population = result.retrieval.population if result.retrieval is not None else None
     history = population is not None and population.source == "history" and accuracy.quoted_k is not None
     cut: CutoffMeasures | None = None
+    kept = accuracy  # check's trade-off of the model: its history queries kept from the original rows
     if history:
         assert accuracy.quoted_k is not None
         accuracy, cut = output_tradeoff(config, accuracy.quoted_k, pm=pm, progress=progress, cache=cache)
@@ -125,12 +137,12 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
         if not history:
             raise
         raise NoClearGainError(f"{exc} (the figures of dot serving of each candidate output, with each user's history "
-                               "query rebuilt from it as check of that output builds it)") from exc
+                               f"query rebuilt from it as check of that output builds it).{_beside(kept, accuracy)}") from exc
     assert accuracy.recommended is not None and accuracy.quoted_k is not None and result.retrieval is not None
     if cut is None:
         cut = result.retrieval.at[accuracy.quoted_k]
     unchanged = f"{population.source if population else 'none'}: the audit's queries, which the rescaling leaves unchanged"
-    sentence = f"auto: {accuracy.recommendation}".strip()
+    sentence = f"auto: {accuracy.recommendation}".strip() + (_beside(kept, accuracy) if history else "")
     return alpha, sentence, tradeoff_figures(accuracy, cut, accuracy.recommended, QUERIES_REBUILT if history else unchanged)
 
 

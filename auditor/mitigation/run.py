@@ -41,7 +41,8 @@ from auditor.mitigation.rescale import NormSummary, RowNorms
 from auditor.mitigation.writers import with_writers
 from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
-from auditor.loading.plugin_formats import model_formats, write_model_format
+from auditor.loading.plugin_formats import model_formats, plugin_owner, write_model_format
+from auditor.mitigation.verify import verify_written
 from auditor.progress import SILENT, Progress
 
 SIDECAR_SUFFIX = ".popaudit.json"
@@ -146,11 +147,7 @@ def check_outputs(config: MitigateConfig, inputs: dict[str, Path | None] | None 
         also = f", and the plugin formats {', '.join(plugins)}" if plugins else ""
         raise ModelLoadError(f"{model} is not a model file popaudit mitigate writes: it writes .pt/.pth/.ckpt "
                              f"state dicts and checkpoints, .safetensors, .npy and Parquet tables{also}")
-    outputs = planned_outputs(config.output)
-    for name, path in outputs.items():
-        if path is not None and is_special_file(path):
-            raise InputError(f"{name} {path} is not a regular file; popaudit mitigate writes a model file "
-                             "and a JSON sidecar beside it")
+    outputs = refuse_special_outputs(config.output)
     kind = found.name
     allowed = {kind}.union(*(f.output_kinds for f in table if f.file_kind == kind))
     output_kind(config, model, kind, table, allowed)
@@ -159,6 +156,17 @@ def check_outputs(config: MitigateConfig, inputs: dict[str, Path | None] | None 
 
 
 _NAMES = frozenset(f.name for f in BUILTIN_FORMATS)
+
+
+def refuse_special_outputs(output: Path) -> dict[str, Path | None]:
+    """The planned outputs (:func:`planned_outputs`); InputError when one is a special
+    file (a model and its sidecar are regular files)."""
+    outputs = planned_outputs(output)
+    for name, path in outputs.items():
+        if path is not None and is_special_file(path):
+            raise InputError(f"{name} {path} is not a regular file; popaudit mitigate writes a model file "
+                             "and a JSON sidecar beside it")
+    return outputs
 
 
 def output_kind(config: MitigateConfig, model: Path, kind: str, table: Sequence[ModelFormat],
@@ -183,11 +191,15 @@ def _kind_name(kind: str) -> str:
 
 
 def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, progress: Progress = SILENT,
-             inputs: dict[str, Path | None] | None = None) -> Mitigation:
+             inputs: dict[str, Path | None] | None = None, staged: tuple[Path, Path] | None = None) -> Mitigation:
     """Write ``config.output`` (the model, rescaled) and its sidecar; return the sidecar's content.
 
     Both files are written to temporary files renamed into place only when both are
-    complete; no input is ever written.
+    complete; no input is ever written. ``staged``: temporary files (model, sidecar) the
+    caller made and renames into place itself (``mitigate`` with third-party plugins runs
+    in a child process, whose death must leave nothing behind). A plugin format's output
+    is read back and checked against the input as ``check`` reads it
+    (:func:`~auditor.mitigation.verify.verify_written`) before anything is renamed.
     """
     pm = pm if pm is not None else get_plugin_manager()
     bundle, writer, job = _prepare(config, pm, inputs, progress)
@@ -195,7 +207,8 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     freqs = _frequencies(bundle, config, progress, warnings)
     if bundle.user_table is None and config.tradeoff is None and config.alpha != 1.0:
         warnings.append(HISTORY_NOTE.format(model=config.model, alpha=config.alpha, auto=f"{setting('alpha')} auto"))
-    del bundle  # the float32 copy check measures is not needed to write
+    source_rows = bundle if plugin_owner(pm, writer) is not None else None  # a plugin's output is read back
+    del bundle  # the float32 copy check measures is not needed to write popaudit's own formats
 
     digest = file_sha256(config.model)
     source = {"path": str(config.model), "resolved": str(Path(config.model).resolve()), "format": fmt,
@@ -205,12 +218,19 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     warnings += [said] if said is not None and config.alpha != 1.0 else []  # alpha 1 copies the table: nothing lost
     sidecar = sidecar_path(config.output)
     with ExitStack() as stack:
-        side_tmp = stack.enter_context(atomic_path(sidecar))  # renamed last: after the model
-        out_tmp = stack.enter_context(atomic_path(config.output))
+        if staged is None:
+            side_tmp = stack.enter_context(atomic_path(sidecar))  # renamed last: after the model
+            out_tmp = stack.enter_context(atomic_path(config.output))
+        else:
+            out_tmp, side_tmp = staged
         written = write_model_format(pm, writer, replace(job, target=out_tmp))
         norms = written.norms
         if len(norms.before) != n_items:
             raise ModelLoadError(f"{config.model}: wrote {len(norms.before)} rows but check reads {n_items}")
+        if source_rows is not None:
+            verify_written(pm, writer, out_tmp, source_rows, float(config.alpha), norms, config.load_options,
+                           config.output)
+            source_rows = None
         result = Mitigation(
             alpha=float(config.alpha),
             alpha_source=config.alpha_source,
@@ -350,5 +370,5 @@ def _finite(value: Any) -> Any:
 
 __all__ = [
     "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "SUFFIX_KINDS", "check_outputs", "earlier_rescaling", "mitigate",
-    "output_kind", "planned_outputs", "sidecar_path", "writable_formats",
+    "output_kind", "planned_outputs", "refuse_special_outputs", "sidecar_path", "writable_formats",
 ]  # fmt: skip

@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import signal
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -50,10 +51,19 @@ handler passes on through :func:`reraise_interrupt`."""
 
 
 def reraise_interrupt(exc: BaseException) -> None:
-    """Re-raise ``exc`` when it is a KeyboardInterrupt: Ctrl-C during plugin code is the
-    user stopping the run, not the plugin failing."""
-    if isinstance(exc, KeyboardInterrupt):
+    """Re-raise ``exc`` when it is a KeyboardInterrupt that may be Ctrl-C: the user stopping
+    the run, not the plugin failing. Where SIGINT is ignored (the child process ``check``
+    and ``mitigate`` run plugin code in) no Ctrl-C can raise one: the plugin raised it, and
+    it fails as any other exception does, named."""
+    if isinstance(exc, KeyboardInterrupt) and _ctrl_c_possible():
         raise exc
+
+
+def _ctrl_c_possible() -> bool:
+    try:
+        return signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    except ValueError:  # not a signal this platform knows
+        return True
 
 
 def describe_failure(exc: BaseException) -> str:

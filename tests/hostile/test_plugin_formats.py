@@ -4,9 +4,11 @@ the plugin; no input changes and nothing half-written is left."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from .corpus import EXIT_ERROR, Built, Case, check_args, params, run_case, standard, write
@@ -71,6 +73,84 @@ CASES = [
          r"plugin 'file:fmt\.py' failed in hook popaudit_model_formats: OSError: disk full"),
     Case("plugin-format-writer-returns-junk", _mitigate("return 42"), EXIT_ERROR,
          r"the writer of plugin 'file:fmt\.py''s format 'toy' returned int, not an auditor\.loading\.formats\.Written"),
+]
+
+
+
+# What a writer wrote is read back by the format's own reader and checked against the
+# input as check reads it (rows, finite values, the rule, the norms it reports): a writer
+# that writes something else is refused, naming the plugin, and nothing is renamed into
+# place (no output, no sidecar claiming what was not written, no temp file).
+NPY_FORMAT = '''
+import numpy as np
+from auditor.hookspecs import hookimpl
+from auditor.model import ModelBundle
+from auditor.plugin_api import ModelFormat, RowNorms, Written
+
+def read(path, options):
+    with open(path, "rb") as fh:
+        return ModelBundle(source=path, format="toy", item_table=np.load(fh, allow_pickle=False))
+
+def write_(job):
+    with open(job.source, "rb") as fh:
+        table = np.load(fh, allow_pickle=False).astype(np.float64)
+    before = np.linalg.norm(table, axis=1)
+    out = table * (before ** (job.alpha - 1))[:, None]
+    after = np.linalg.norm(out, axis=1)
+    {body}
+    with open(job.target, "wb") as fh:
+        np.save(fh, out.astype(np.float32))
+    return Written(RowNorms(before, after), "float32")
+
+@hookimpl
+def popaudit_model_formats():
+    return [ModelFormat("toy", "toy", (".toy",), read=read, write=write_)]
+'''
+WRITER = r"the writer of plugin 'file:fmt\.py''s format 'toy' "
+
+
+def _npy_format(body: str, *extra: str, outputs: tuple[str, ...] = ()) -> Any:
+    """A .npy table under the plugin suffix .toy, mitigated by a writer that does ``body``
+    after computing the right rows (``out``) and norms (``before``, ``after``)."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        buffer = io.BytesIO()
+        np.save(buffer, np.load(d / "items.npy"))
+        write(d, "items.toy", buffer.getvalue())
+        write(d, "fmt.py", NPY_FORMAT.format(body=body))
+        return Built(["mitigate", "items.toy", "--alpha", "0.5", "-o", "o.toy", "--plugin", "fmt.py", *extra],
+                     outputs=outputs, must_exist=outputs)
+
+    return build
+
+
+CASES += [
+    Case("plugin-writer-writes-fewer-rows", _npy_format("out = out[:-3]"), EXIT_ERROR,
+         WRITER + r"wrote a 7 x 4 table, but check reads a 10 x 4 table from the model; nothing is written"),
+    Case("plugin-writer-writes-a-nan-row", _npy_format("out[2] = np.nan"), EXIT_ERROR,
+         WRITER + r"wrote a table check cannot read \(item table in o\.toy has 1 row with NaN or infinite values "
+                  r"\(rows 2\)\); nothing is written"),
+    Case("plugin-writer-writes-nothing", _npy_format("return Written(RowNorms(before, after), 'float32')"),
+         EXIT_ERROR, WRITER + r"wrote nothing \(an empty file\); nothing is written"),
+    Case("plugin-writer-returns-no-norms", _npy_format("return Written(None, 'float32')"), EXIT_ERROR,
+         WRITER + r"returned a Written whose norms is NoneType, not an auditor\.plugin_api\.RowNorms"),
+    Case("plugin-writer-returns-short-norms", _npy_format("return Written(RowNorms(before[:2], after), 'float32')"),
+         EXIT_ERROR, WRITER + r"returned a Written whose norms\.before holds 2 rows but check reads 10"),
+    Case("plugin-writer-reports-other-norms", _npy_format("after = after * 2"), EXIT_ERROR,
+         WRITER + r"wrote row 0 with norm [0-9.]+ after the rescaling, but reports [0-9.]+ \(the sidecar would "
+                  r"record norms that were not written\); nothing is written"),
+    Case("plugin-writer-writes-the-input-unscaled", _npy_format("out = table"), EXIT_ERROR,
+         WRITER + r"wrote row 0 as \[.*\], not the rule's k\*\|k\|\^\(alpha-1\) = \[.*\] \(10 such rows"),
+    Case("plugin-writer-os-exit-0", _npy_format("__import__('os')._exit(0)"), EXIT_ERROR,
+         r"mitigate with plugins ended without finishing \(exit status 0\): plugin code ended the process "
+         r"\(os\._exit, a signal, a crash in native code\); nothing is written", timeout=60),
+    Case("plugin-writer-sleeps-past-timeout", _npy_format("__import__('time').sleep(600)", "--plugin-timeout", "3"),
+         EXIT_ERROR, r"mitigate with plugins did not finish within 3 s \(the plugin time limit\) and was stopped; "
+                     r"nothing is written", timeout=60),
+    Case("plugin-writer-stores-float16", _npy_format("out = out.astype(np.float16)\n    "
+                                                     "after = np.linalg.norm(out.astype(np.float64), axis=1)",
+                                                     outputs=("o.toy", "o.toy.popaudit.json")), 0, None),
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from .corpus import (
@@ -18,6 +19,7 @@ from .corpus import (
     Outcome,
     check_args,
     fifo,
+    parquet,
     params,
     run_case,
     standard,
@@ -302,6 +304,9 @@ CASES += [
          r"plugin 'file:plug\.py' failed in hook popaudit_measures \(measure 'm'\): BaseException: b"),
     Case("measure-raises-generator-exit", _plugin(_raises("GeneratorExit()")), EXIT_ERROR,
          r"\(measure 'm'\): GeneratorExit"),
+    # No Ctrl-C reaches the child (it ignores SIGINT): a KeyboardInterrupt there is the plugin's.
+    Case("measure-raises-keyboard-interrupt", _plugin(_raises("KeyboardInterrupt()")), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_measures \(measure 'm'\): KeyboardInterrupt$"),
     Case("measure-raises-unprintable", _plugin(HOOKIMPL + "class E(Exception):\n    def __str__(self):\n"
                                                           "        raise ValueError('no')\n" + MEASURE.replace(HOOKIMPL, "")
                                                 .format(name="m", value="(_ for _ in ()).throw(E())")),
@@ -341,6 +346,45 @@ CASES += [
 PRODUCT_FAILURES: list[Case] = []
 
 
+# mitigate runs plugin code (imports, the --alpha auto audit, formats) in a child as check
+# does: its death is exit 1 with nothing written, never exit 0 without OUT.
+MITIGATE_ENDED = (r"mitigate with plugins ended without finishing \(exit status 0\): plugin code ended the process "
+                  r"\(os\._exit, a signal, a crash in native code\); nothing is written")
+AUTO = ("items.npy", "--alpha", "auto", "-o", "o.npy", "--interactions", "log.parquet", "--holdout", "hold.parquet")
+
+
+def _holdout(d: Path) -> None:
+    parquet(d, "hold.parquet", {"user_id": np.arange(5), "item_id": np.array([9, 8, 7, 6, 5])})
+
+
+# A plugin measure without a finite value: null in the JSON report, no flat metric; a gate on
+# it is an error that says so (it pointed at report warnings that do not exist), never a pass.
+NO_FINITE = r"\(None, NaN or an infinite value: null in the JSON report, which no gate compares\)"
+CASES += [
+    Case("gate-on-measure-returning-inf", _plugin(MEASURE.format(name="m", value="float('inf')"), "--fail-on", "m>0.5"),
+         EXIT_ERROR, r"cannot evaluate --fail-on m>0\.5: the audit measure m returned no finite number in this run "
+                     + NO_FINITE),
+    Case("gate-on-list-measure-returning-nan", _list_measure("hostile", "pct", "return lambda slots: float('nan')",
+                                                             "--fail-on", "hostile_dot@10>0.5"),
+         EXIT_ERROR, r"cannot evaluate --fail-on hostile_dot@10>0\.5: hostile has no value in this run: its function "
+                     r"returned None, NaN or an infinite value there \(null in the JSON report\), which no gate compares",
+         absent=r"see the report's warnings"),
+]
+
+CASES += [
+    Case("mitigate-auto-measure-os-exit-0", _plugin(MEASURE.format(name="m", value="__import__('os')._exit(0)"),
+                                                    *AUTO, command="mitigate", make=_holdout),
+         EXIT_ERROR, MITIGATE_ENDED, timeout=60),
+    Case("mitigate-import-os-exit-0", _plugin("import os\nos._exit(0)\n", "items.npy", "--alpha", "0.5", "-o",
+                                              "o.npy", command="mitigate"), EXIT_ERROR, MITIGATE_ENDED,
+         process=True, timeout=90),
+    Case("mitigate-auto-measure-keyboard-interrupt", _plugin(_raises("KeyboardInterrupt()"), *AUTO, command="mitigate",
+                                                             make=_holdout),
+         EXIT_ERROR, r"plugin 'file:plug\.py' failed in hook popaudit_measures \(measure 'm'\): KeyboardInterrupt$",
+         timeout=60),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
@@ -348,3 +392,4 @@ def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_corpus_size() -> None:
     assert len(CASES) + len(PRODUCT_FAILURES) >= 15
+
