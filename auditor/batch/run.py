@@ -206,7 +206,7 @@ def _collect(
         return True
     finally:
         batches.close()  # stops the workers: audits in flight are dropped
-        writer.flush()  # rows finished within the last flush_interval
+        writer.flush(final=True)  # rows finished within the last flush_interval
     return False
 
 
@@ -227,7 +227,7 @@ def _save_records(
     # manifest of quick rows stays linear in its rows (not quadratic); rows held back
     # are written at the next idle moment the dispatcher gives.
     gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
-    if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
+    if writer.unsaved and not writer.once and time.monotonic() - writer.last_flush >= gap:
         writer.flush()
 
 
