@@ -231,13 +231,18 @@ class ResultsWriter:
             self._held, self._pending = [], []
         return self._table
 
-    def flush(self, final: bool = False) -> pa.Table:
+    def finish(self) -> pa.Table:
+        """The last :meth:`flush` of a run, the one that writes a stream output too."""
+        self.once = False
+        return self.flush()
+
+    def flush(self) -> pa.Table:
         """Write every finished row to the results file (temp file + atomic rename); the
         journal then holds nothing the file does not, and is removed. A stream output is
-        written only by the ``final`` flush."""
+        written only by :meth:`finish`."""
         began = time.monotonic()
         table = self.table()
-        if self.once and not final:
+        if self.once:
             return table
         with atomic_path(self.output) as tmp:
             pq.write_table(table, tmp, compression="zstd")

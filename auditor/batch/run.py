@@ -206,7 +206,7 @@ def _collect(
         return True
     finally:
         batches.close()  # stops the workers: audits in flight are dropped
-        writer.flush(final=True)  # rows finished within the last flush_interval
+        writer.finish()  # rows finished within the last flush_interval
     return False
 
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -133,6 +134,25 @@ def _links(d: Path) -> None:
     write(d, "p.py", "X = 1\n")
 
 
+def _held_out(d: Path) -> None:
+    log(d, "ho.parquet")
+    write(d, "tr.jsonl", '{"my": "precious trace"}\n')
+
+
+def _onnx_external(d: Path) -> None:
+    """onnx/model.onnx whose item table lives in its external data file onnx/model.data."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    (d / "onnx").mkdir()
+    table = numpy_helper.from_array(np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32), "item_embedding")
+    graph = helper.make_graph([helper.make_node("Gather", ["item_embedding", "item_id"], ["vec"])], "g",
+                              [helper.make_tensor_value_info("item_id", TensorProto.INT64, [None])],
+                              [helper.make_tensor_value_info("vec", TensorProto.FLOAT, [None, 4])], [table])
+    onnx.save_model(helper.make_model(graph), str(d / "onnx" / "model.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="model.data", size_threshold=0)
+
+
 def _html_escaped(d: Path, outcome: Outcome) -> None:
     page = (d / "s.html").read_text()
     assert "<script>alert(1)</script>" not in page and "<img src=x onerror" not in page
@@ -243,6 +263,17 @@ CASES = [
                                               make=_links), EXIT_ERROR, r"-o log-link\.parquet .*" + NEVER_OVERWRITES),
     Case("output-is-default-log", _batch("model\nitems.npy\n", "-o", "log.parquet"), EXIT_ERROR,
          r"-o log\.parquet is the input file given as --interactions; " + NEVER_OVERWRITES),
+    Case("output-is-default-holdout", _batch("model\nitems.npy\n", "-o", "ho.parquet", "--holdout", "ho.parquet",
+                                             make=_held_out), EXIT_ERROR,
+         r"-o ho\.parquet is the input file given as --holdout; " + NEVER_OVERWRITES),
+    Case("html-is-row-holdout", _batch("model,holdout\nitems.npy,ho.parquet\n", "--html", "ho.parquet", make=_held_out),
+         EXIT_ERROR, r"--html ho\.parquet is the input file given as the holdout of manifest row 0; " + NEVER_OVERWRITES),
+    Case("html-is-row-trace", _batch("model,trace\nitems.npy,tr.jsonl\n", "--html", "tr.jsonl", make=_held_out),
+         EXIT_ERROR, r"--html tr\.jsonl is the input file given as the trace of manifest row 0; " + NEVER_OVERWRITES),
+    Case("output-is-onnx-external-data", _batch("model\nonnx/model.onnx\n", "-o", "onnx/model.data",
+                                                make=_onnx_external), EXIT_ERROR,
+         r"-o onnx/model\.data is the input file given as the external data of the model of manifest row 0; "
+         + NEVER_OVERWRITES),
     Case("output-is-plugin", _batch("model\nitems.npy\n", "-o", "p.py", "--plugin", "p.py", make=_links), EXIT_ERROR,
          r"-o p\.py is the input file given as --plugin; " + NEVER_OVERWRITES),
     Case("output-is-folder", _batch("model\nitems.npy\n", "-o", "out", make=lambda d: (d / "out").mkdir()), EXIT_USAGE,

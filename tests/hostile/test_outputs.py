@@ -81,6 +81,16 @@ def _batch_case(flag: str, link: str) -> Any:
     return build
 
 
+def _onnx_data_output(d: Path) -> Built:
+    """``check`` of an ONNX model whose table is in onnx/model.data, its JSON report
+    aimed at that data file."""
+    from .test_manifests import _onnx_external
+
+    standard(d)
+    _onnx_external(d)
+    return Built(check_args("onnx/model.onnx", "--json", "onnx/model.data"))
+
+
 def _batch_stdout(flag: str) -> Any:
     """A batch output on stdout while the summary is printed there too (no -q)."""
 
@@ -154,6 +164,8 @@ CASES = [
          EXIT_USAGE, r"Invalid value for '--json': File 'r\.json' is a directory"),
     Case("json-descriptor-not-open", _check_case("unused", VICTIM, "--json", "/dev/fd/9"), EXIT_ERROR,
          r"cannot write /dev/fd/9: it names descriptor 9, which is not open", process=True, timeout=60),
+    Case("json-is-onnx-external-data", _onnx_data_output, EXIT_ERROR,
+         r"--json onnx/model\.data is the input file given as the external data of the model; popaudit never overwrites"),
     Case("batch-results-on-stdout-beside-summary", _batch_stdout("-o"), EXIT_USAGE,
          r"-o /dev/stdout is standard output, where the summary is printed too; pass -q"),
     Case("batch-html-on-stdout-beside-summary", _batch_stdout("--html"), EXIT_USAGE,
