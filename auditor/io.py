@@ -105,16 +105,23 @@ def is_special_file(path: Path | str) -> bool:
 
 _is_special = is_special_file
 _MAX_LINKS = 40  # as the kernel's ELOOP limit
+_STREAM_NAMES = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 
 def descriptor_named(path: Path | str) -> int | None:
-    """The descriptor of this process that ``path`` names, or None: ``/dev/fd/N``,
-    ``/proc/self/fd/N``, ``/proc/<this pid>/fd/N``, or a symlink whose chain passes
-    through one (``/dev/stdout -> /proc/self/fd/1``). Read from the names, link by link,
+    """The descriptor of this process that ``path`` names, or None: ``/dev/stdin``,
+    ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N``,
+    ``/proc/<this pid>/fd/N``, or a symlink whose chain passes through one
+    (``/dev/stdout -> /proc/self/fd/1``). Read from the names, link by link,
     never from the file the descriptor holds (``os.stat('/dev/stdout')`` is a regular
     file when stdout is redirected to one)."""
     own = re.compile(rf"/proc/(?:self|thread-self|{os.getpid()})(?:/task/\d+)?/fd")
     current = Path(path)
+    try:
+        if os.path.abspath(current) in _STREAM_NAMES:  # by name, even where the link was replaced by a file
+            return _STREAM_NAMES[os.path.abspath(current)]
+    except ValueError:
+        return None
     for _ in range(_MAX_LINKS):
         try:
             if current.name.isdigit() and own.fullmatch(os.path.realpath(current.parent)):
@@ -163,6 +170,7 @@ def output_plan(target: Path | str) -> OutputPlan:
             "writes through a link nor replaces it; remove the link or choose another output path"
         )
     if mode is None or stat.S_ISREG(mode):
+        _check_folder(target)
         return OutputPlan("atomic")
     if stat.S_ISDIR(mode):
         raise OutputError(f"cannot write {target}: it is a folder")
@@ -244,6 +252,20 @@ def atomic_path(target: Path) -> Iterator[Path]:
             raise _write_error(target, exc) from exc
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _check_folder(target: Path) -> None:
+    """OutputError when ``target``'s folder cannot be made or written: the nearest existing
+    one above it is a file, or this process may not write in it (a read-only file
+    system). Checked before a run, so a typo in an output found last (a batch's
+    ``--html``) does not cost the run."""
+    existing = next((p for p in target.parents if os.path.lexists(p)), None)
+    if existing is None:
+        return
+    if not existing.is_dir():
+        raise OutputError(f"cannot create folder {target.parent} for {target}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {target}: folder {existing} is not writable")
 
 
 def _make_parent(target: Path) -> None:

@@ -112,6 +112,22 @@ def test_a_descriptor_redirected_to_a_file_gets_the_content_and_its_link_stays(t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fakedev", "log.txt", "out.json"]
 
 
+def test_dev_stdout_is_known_by_its_name_even_when_it_is_a_regular_file(tmp_path, monkeypatch):
+    """Where a bug already replaced /dev/stdout with a regular file, popaudit still writes
+    stdout (by the name), never renames onto the name again (a stand-in path here)."""
+    from auditor import io
+
+    fd, out = _redirected(tmp_path, "out.txt")
+    broken = tmp_path / "stdout"  # what /dev/stdout is once renamed onto
+    broken.write_text("left by an earlier run\n")
+    monkeypatch.setitem(io._STREAM_NAMES, str(broken), fd)
+    try:
+        write_atomic(broken, "report\n")
+    finally:
+        os.close(fd)
+    assert out.read_text() == "report\n" and broken.read_text() == "left by an earlier run\n"
+
+
 def test_a_descriptor_that_is_not_open_is_refused(tmp_path):
     from auditor.errors import OutputError
 

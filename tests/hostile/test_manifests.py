@@ -274,6 +274,10 @@ CASES = [
                                                 make=_onnx_external), EXIT_ERROR,
          r"-o onnx/model\.data is the input file given as the external data of the model of manifest row 0; "
          + NEVER_OVERWRITES),
+    Case("html-under-a-file-refused-before-any-audit", _batch("model\nitems.npy\n", "--html", "notes.txt/x.html",
+                                                              make=lambda d: write(d, "notes.txt", "notes\n"),
+                                                              check=_nothing_audited), EXIT_ERROR,
+         r"cannot create folder notes\.txt for notes\.txt/x\.html: notes\.txt is a file, not a folder"),
     Case("output-is-plugin", _batch("model\nitems.npy\n", "-o", "p.py", "--plugin", "p.py", make=_links), EXIT_ERROR,
          r"-o p\.py is the input file given as --plugin; " + NEVER_OVERWRITES),
     Case("output-is-folder", _batch("model\nitems.npy\n", "-o", "out", make=lambda d: (d / "out").mkdir()), EXIT_USAGE,

@@ -166,10 +166,12 @@ CASES = [
          r"cannot write /dev/fd/9: it names descriptor 9, which is not open", process=True, timeout=60),
     Case("json-is-onnx-external-data", _onnx_data_output, EXIT_ERROR,
          r"--json onnx/model\.data is the input file given as the external data of the model; popaudit never overwrites"),
+    # In a process (stdout a pipe): in-process, pytest's capture makes stdout a file, and a
+    # product that renamed onto /dev/stdout would replace the machine's link (QA F12).
     Case("batch-results-on-stdout-beside-summary", _batch_stdout("-o"), EXIT_USAGE,
-         r"-o /dev/stdout is standard output, where the summary is printed too; pass -q"),
+         r"-o /dev/stdout is standard output, where the summary is printed too; pass -q", process=True, timeout=60),
     Case("batch-html-on-stdout-beside-summary", _batch_stdout("--html"), EXIT_USAGE,
-         r"--html /dev/stdout is standard output, where the summary is printed too; pass -q"),
+         r"--html /dev/stdout is standard output, where the summary is printed too; pass -q", process=True, timeout=60),
     Case("json-symlink-to-dev-null", _check_case("null.json", "/dev/null", "--json", "null.json"),
          EXIT_OK, None),
     Case("markdown-figure-folder-symlink", _markdown_folder_link, EXIT_ERROR,
