@@ -109,7 +109,8 @@ def command(
     interrupted run (Ctrl-C prints the command). Each audit runs in a worker process: a
     failing row, even one that crashes its worker, is recorded and never stops the
     others; the command still exits 0 (3 when a --fail-on gate holds for an audited row,
-    1 when no audited row measured a gate's metric).
+    1 when no audited row measured a gate's metric, 130 when interrupted by Ctrl-C: the
+    rows finished are saved and the command that resumes the run is printed).
 
     \b
     Example:
