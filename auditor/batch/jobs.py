@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from auditor.batch.cells import resolve_path
-from auditor.batch.manifest import DECLARED_SETTINGS, REFUSED, Manifest, column_spellings, refusal
+from auditor.batch.manifest import DECLARED_SETTINGS, REFUSED, Manifest, ManifestRow, column_spellings, refusal
 from auditor.batch.provenance import named_files
 from auditor.config import QUERY_SOURCES, AuditConfig
-from auditor.errors import AuditError, InputError, ManifestError, setting
+from auditor.errors import AuditError, InputError, ManifestError, setting, spelled_as
 from auditor.loading.side_files import side_inputs
 
 # Default files resolved against the caller's cwd, so workers (another cwd) read them too.
@@ -52,7 +52,6 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
     template = config_template(defaults or {})
     base = manifest.path.resolve().parent
     spelled = column_spellings(manifest)
-    jobs = []
     for row in manifest.rows:
         refused = sorted(set(row.settings) & REFUSED)
         if refused:  # a Manifest built by hand, not read by read_manifest
@@ -60,18 +59,22 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
                 f"manifest {manifest.path} row {row.index}: "
                 + "; ".join(f"{name!r} is not allowed: {refusal(name)}" for name in refused)
             )
-        model = row.model or ""
-        if row.problems:
-            jobs.append(BatchJob(row.index, model, row.label, None, "InputError: " + "; ".join(row.problems)))
-            continue
-        try:
-            config = _row_config(template, _model_path(model, base), row.settings)
-        except AuditError as exc:
-            error = _row_error(template, model, base, row.settings, exc, spelled)
-            jobs.append(BatchJob(row.index, model, row.label, None, error))
-            continue
-        jobs.append(BatchJob(row.index, model, row.label, config))
-    return jobs
+    # A row's messages name settings as manifest columns (their field names, the spelling
+    # of library callers and workers' audits), never as the command's flags.
+    with spelled_as(None):
+        return [_job(row, template, base, spelled) for row in manifest.rows]
+
+
+def _job(row: ManifestRow, template: AuditConfig, base: Path, spelled: Mapping[str, str]) -> BatchJob:
+    """One row's job: its config, or the error that keeps it from running."""
+    model = row.model or ""
+    if row.problems:
+        return BatchJob(row.index, model, row.label, None, "InputError: " + "; ".join(row.problems))
+    try:
+        config = _row_config(template, _model_path(model, base), row.settings)
+    except AuditError as exc:
+        return BatchJob(row.index, model, row.label, None, _row_error(template, model, base, row.settings, exc, spelled))
+    return BatchJob(row.index, model, row.label, config)
 
 
 def _row_error(template: AuditConfig, model: str, base: Path, settings: Mapping[str, Any], exc: AuditError,

@@ -230,6 +230,16 @@ CASES = [
                 r"row 1 \(items\.npy\) failed: InputError: column 'alpha': must be a number >= 0 and <= 1, got 2\.0.*"
                 r"row 2 \(items\.npy\) failed: InputError: column '--max-queries': must be an integer",
          absent=r"column '(ks|alphas|max_queries)'"),
+    # QA F7: a row's messages name settings as its manifest spells them, never as the
+    # command's flags (rows were built under the CLI's spelling); a float bound reads 1e+30.
+    Case("row-settings-named-as-columns-not-flags",
+         _batch("model,device,index,Item-Key,lr\nitems.npy,tpu,,,\nitems.npy,,faiss,,\nitems.npy,,,,1e31\n",
+                outputs=RESULTS, check=_results("error", "error", "error")), EXIT_OK, None,
+         stderr=r"row 0 \(items\.npy\) failed: InputError: column 'device': device must be one of cpu, auto, cuda, "
+                r"got 'tpu'.*row 1 \(items\.npy\) failed: InputError: column 'index': index must be one of .*got "
+                r"'faiss'.*row 2 \(items\.npy\) failed: InputError: column 'lr': must be a number > 0 and <= 1e\+30, "
+                r"got 1e\+31",
+         absent=r"--device|--index|1,000,000,000"),
     # --rank-by is checked before any row is audited, against the names --fail-on takes
     # (the manifest's K included): a usage error with the closest names, not the results'
     # thousands of column names after the whole batch, and nothing written.
