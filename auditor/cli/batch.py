@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from auditor.cli._common import (
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError, UnmeasuredGateError
+from auditor.io import descriptor_named
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -144,9 +146,6 @@ def command(
 def _refuse_stdout_beside_summary(outputs: dict[str, Path | None], quiet: bool) -> None:
     """UsageError for an output on this process's stdout (``-o /dev/stdout``) while the
     summary is printed there too: the two would be mixed into one unreadable stream."""
-    import os
-
-    from auditor.io import descriptor_named
 
     for flag, path in outputs.items():
         fd = None if path is None or quiet else descriptor_named(path)
