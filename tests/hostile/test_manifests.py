@@ -288,6 +288,8 @@ CASES = [
                                                               make=lambda d: write(d, "notes.txt", "notes\n"),
                                                               check=_nothing_audited), EXIT_ERROR,
          r"cannot create folder notes\.txt for notes\.txt/x\.html: notes\.txt is a file, not a folder"),
+    Case("resume-from-dev-null", _batch("model\nitems.npy\n", "-o", "/dev/null", "--resume", check=_nothing_audited),
+         EXIT_ERROR, r"--resume continues the results file -o names; /dev/null is no file to read them back from"),
     Case("output-is-plugin", _batch("model\nitems.npy\n", "-o", "p.py", "--plugin", "p.py", make=_links), EXIT_ERROR,
          r"-o p\.py is the input file given as --plugin; " + NEVER_OVERWRITES),
     Case("output-is-folder", _batch("model\nitems.npy\n", "-o", "out", make=lambda d: (d / "out").mkdir()), EXIT_USAGE,
