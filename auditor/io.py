@@ -1,13 +1,26 @@
 """Files in and out: inputs must be regular files; outputs are written atomically.
 
-Outputs go to a temp file beside the target that is renamed onto it, so a crash never
-leaves half a report. A symlink at the target is replaced by the new file, never
-followed: a link someone planted (``report.json -> ~/.bashrc``) cannot make popaudit
-write over what it points at. Targets that are not regular files (``/dev/null``,
-``/dev/stdout``, a FIFO, a device) are written directly: renaming onto them would
-replace the special file with a regular one. A FIFO is opened without blocking first:
-one with no reader is refused instead of hanging the run. Every write error (a full
-disk included) is an :class:`~auditor.errors.OutputError` naming the target.
+What an output path names decides how it is written (:func:`output_plan`, the one
+policy every command's outputs go through):
+
+- a regular file, or nothing yet: a temp file beside the target renamed onto it, so a
+  crash never leaves half a report;
+- a descriptor of this process (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
+  ``/proc/self/fd/N``, or a link whose chain leads there), recognised by its name, never
+  by what the descriptor holds: the finished content is copied onto the descriptor at
+  its offset (a ``> file`` or ``>> file`` redirect, a pipe, a terminal alike). Renaming
+  a temp file onto ``/dev/stdout`` when stdout is redirected to a file would replace the
+  ``/dev/stdout`` link itself, for every later process;
+- a FIFO or a character device (``/dev/null``), named or reached through a link: written
+  directly. A FIFO is opened without blocking first: one with no reader is refused
+  instead of hanging the run;
+- anything else is refused: a symlink to a regular file, a folder or nothing (popaudit
+  neither writes through a link, which someone may have planted: ``report.json ->
+  ~/.bashrc``, nor replaces it, which would break the link its owner made), a folder, a
+  block device or a socket.
+
+Every write error (a full disk included) is an :class:`~auditor.errors.OutputError`
+naming the target.
 """
 
 from __future__ import annotations
@@ -15,12 +28,15 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from auditor.errors import InputError, OutputError
 
@@ -74,17 +90,92 @@ def require_regular_file(
 
 
 def is_special_file(path: Path | str) -> bool:
-    """True when ``path`` exists and is neither a regular file nor a folder (``/dev/null``,
-    ``/dev/stdout``, a FIFO, a device; symlinks followed). An output there is written
-    directly, and nothing can be put beside it (a Markdown report's figures)."""
+    """True when ``path`` is not written by a temp file renamed onto it: a descriptor of
+    this process (``/dev/stdout``, by name), or an existing path that is neither a regular
+    file nor a folder (``/dev/null``, a FIFO, a device; symlinks followed). Nothing can be
+    put beside it (a Markdown report's figures, a results journal)."""
+    if descriptor_named(path) is not None:
+        return True
     try:
         mode = os.stat(path).st_mode
-    except OSError:
+    except (OSError, ValueError):
         return False
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 _is_special = is_special_file
+_MAX_LINKS = 40  # as the kernel's ELOOP limit
+_STREAM_NAMES = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def descriptor_named(path: Path | str) -> int | None:
+    """The descriptor of this process that ``path`` names, or None: ``/dev/stdin``,
+    ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N``,
+    ``/proc/<this pid>/fd/N``, or a symlink whose chain passes through one
+    (``/dev/stdout -> /proc/self/fd/1``). Read from the names, link by link,
+    never from the file the descriptor holds (``os.stat('/dev/stdout')`` is a regular
+    file when stdout is redirected to one)."""
+    own = re.compile(rf"/proc/(?:self|thread-self|{os.getpid()})(?:/task/\d+)?/fd")
+    current = Path(path)
+    try:
+        if os.path.abspath(current) in _STREAM_NAMES:  # by name, even where the link was replaced by a file
+            return _STREAM_NAMES[os.path.abspath(current)]
+    except ValueError:
+        return None
+    for _ in range(_MAX_LINKS):
+        try:
+            if current.name.isdigit() and own.fullmatch(os.path.realpath(current.parent)):
+                return int(current.name)
+            if not current.is_symlink():
+                return None
+            current = current.parent / os.readlink(current)
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """How an output path is written (see the module docstring): ``atomic`` (temp file and
+    rename), ``descriptor`` (copied onto descriptor ``fd``) or ``direct`` (a FIFO or a
+    character device, written by its name)."""
+
+    how: Literal["atomic", "descriptor", "direct"]
+    fd: int | None = None
+
+
+def output_plan(target: Path | str) -> OutputPlan:
+    """How ``target`` is written; OutputError when popaudit does not write there (a
+    symlink to a regular file, a folder or nothing; a folder; a block device; a socket;
+    a descriptor that is not open). Called before a run (by :func:`check_not_inputs`) and
+    again when writing."""
+    target = Path(target)
+    fd = descriptor_named(target)
+    if fd is not None:
+        try:
+            os.fstat(fd)
+        except OSError:
+            raise OutputError(f"cannot write {target}: it names descriptor {fd}, which is not open") from None
+        return OutputPlan("descriptor", fd)
+    link = target.is_symlink()
+    try:
+        mode: int | None = os.stat(target).st_mode
+    except (OSError, ValueError):
+        mode = None
+    if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        return OutputPlan("direct")
+    if link:
+        raise OutputError(
+            f"cannot write {target}: it is a symbolic link (to {os.readlink(target)}), and popaudit neither "
+            "writes through a link nor replaces it; remove the link or choose another output path"
+        )
+    if mode is None or stat.S_ISREG(mode):
+        _check_folder(target)
+        return OutputPlan("atomic")
+    if stat.S_ISDIR(mode):
+        raise OutputError(f"cannot write {target}: it is a folder")
+    raise OutputError(f"cannot write {target}: it is {file_kind(mode)}; popaudit writes regular files, FIFOs, "
+                      "character devices such as /dev/null, and its own descriptors (/dev/stdout)")
 
 
 def _write_error(target: Path, exc: OSError) -> OutputError:
@@ -112,17 +203,24 @@ def serializer_error(target: Path, exc: BaseException) -> OutputError:
 
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """Yield the path to write ``target``'s content to.
+    """Yield the path to write ``target``'s content to, as :func:`output_plan` says.
 
     For a regular target: a temporary file in the same folder, renamed onto ``target``
     on success (a crash or an exception leaves any existing ``target`` untouched and no
-    temp file). A symlink at ``target`` is replaced by the file, never followed (what it
-    points at is left as it is). For a special target (``/dev/null``, ``/dev/stdout``, a
-    FIFO with a reader): the target itself; a FIFO without a reader is an OutputError.
-    Write errors become :class:`OutputError`.
+    temp file). For a descriptor (``/dev/stdout``): a temporary file whose content is
+    copied onto the descriptor on success. For a FIFO with a reader or a character
+    device: the target itself; a FIFO without a reader is an OutputError. A target
+    popaudit does not write (a symlink to a file, a folder) is an OutputError. Write
+    errors become :class:`OutputError`.
     """
     target = Path(target)
-    if _is_special(target):  # /dev/stdout is a link to a pipe or terminal: keep its name
+    plan = output_plan(target)
+    if plan.how == "descriptor":
+        assert plan.fd is not None
+        with _via_descriptor(target, plan.fd) as path:
+            yield path
+        return
+    if plan.how == "direct":  # a FIFO or /dev/null: keep its name
         held = _hold_fifo(target)
         try:
             # While a FIFO is held open for writing, opening it again never blocks and its
@@ -134,14 +232,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
             if held is not None:
                 os.close(held)
         return
-    if target.is_dir() and not target.is_symlink():
-        raise OutputError(f"cannot write {target}: it is a folder")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists()), None)
-        reason = f"{blocker} is a file, not a folder" if blocker and not blocker.is_dir() else exc.strerror
-        raise OutputError(f"cannot create folder {target.parent} for {target}: {reason}") from exc
+    _make_parent(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:  # read-only folder, no permission: name the target, not the temp file
@@ -155,11 +246,69 @@ def atomic_path(target: Path) -> Iterator[Path]:
         os.chmod(tmp_path, 0o666 & ~umask)
         try:
             yield tmp_path
+            output_plan(target)  # a link or folder put there while the content was written
             os.replace(tmp_path, target)
         except OSError as exc:  # ENOSPC, EIO, EDQUOT ... while writing or renaming
             raise _write_error(target, exc) from exc
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _check_folder(target: Path) -> None:
+    """OutputError when ``target``'s folder cannot be made or written: the nearest existing
+    one above it is a file, or this process may not write in it (a read-only file
+    system). Checked before a run, so a typo in an output found last (a batch's
+    ``--html``) does not cost the run."""
+    existing = next((p for p in target.parents if os.path.lexists(p)), None)
+    if existing is None:
+        return
+    if not existing.is_dir():
+        raise OutputError(f"cannot create folder {target.parent} for {target}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {target}: folder {existing} is not writable")
+
+
+def _make_parent(target: Path) -> None:
+    """Create ``target``'s folder; OutputError naming what blocks it."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists()), None)
+        reason = f"{blocker} is a file, not a folder" if blocker and not blocker.is_dir() else exc.strerror
+        raise OutputError(f"cannot create folder {target.parent} for {target}: {reason}") from exc
+
+
+@contextmanager
+def _via_descriptor(target: Path, fd: int) -> Iterator[Path]:
+    """A temp file (in the temp folder) whose content goes onto descriptor ``fd`` once
+    written: at the descriptor's offset, as a shell's ``>&N`` would (an append redirect
+    stays appended), and nothing at all when the writer fails."""
+    try:
+        handle, tmp = tempfile.mkstemp(prefix="popaudit-out.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(f"cannot write {target}: no temporary file ({exc.strerror})") from exc
+    os.close(handle)
+    tmp_path = Path(tmp)
+    try:
+        try:
+            yield tmp_path
+            for stream in (sys.stdout, sys.stderr):  # what this process printed goes first
+                if stream is not None and not stream.closed:
+                    stream.flush()
+            _copy_onto(tmp_path, fd)
+        except OSError as exc:
+            raise _write_error(target, exc) from exc
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def _copy_onto(source: Path, fd: int) -> None:
+    """Every byte of ``source`` written to ``fd`` (short writes continued)."""
+    with open(source, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            view = memoryview(block)
+            while view:
+                view = view[os.write(fd, view):]
 
 
 def _hold_fifo(target: Path) -> int | None:
@@ -215,6 +364,8 @@ def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Pa
     file are refused too (one would silently replace the other); list every file a run
     writes, a Markdown report's figures included (see
     :func:`auditor.plugins.renderers.planned_outputs`), under a name that says whose it is.
+    An output popaudit does not write (:func:`output_plan`: a symlink, a descriptor not
+    open) is an OutputError here, before anything runs.
     """
     existing = {
         flag: Path(p) for flag, p in inputs.items()
@@ -222,17 +373,25 @@ def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Pa
     }
     named: dict[str, str] = {}
     for out_flag, out in outputs.items():
-        if out is None or _is_special(Path(out)):
+        if out is None:
             continue
-        real = os.path.realpath(out)
-        if real in named:
-            raise InputError(f"{named[real]} and {out_flag} both name {out}; give each output its own file")
-        named[real] = out_flag
-        if not Path(out).exists():
-            continue
-        for in_flag, src in existing.items():
-            if os.path.samefile(out, src):
-                raise InputError(
-                    f"{out_flag} {out} is the input file given as {in_flag}; popaudit never "
-                    "overwrites an input: choose another output path"
-                )
+        if not _is_special(Path(out)):
+            _refuse_overwrite(out_flag, Path(out), existing, named)
+        output_plan(Path(out))  # a target popaudit does not write (a symlink): refused now, not after the run
+
+
+def _refuse_overwrite(out_flag: str, out: Path, existing: Mapping[str, Path], named: dict[str, str]) -> None:
+    """InputError when ``out`` is an input, or a file another output (``named``: real
+    path -> flag, updated) already names."""
+    real = os.path.realpath(out)
+    if real in named:
+        raise InputError(f"{named[real]} and {out_flag} both name {out}; give each output its own file")
+    named[real] = out_flag
+    if not out.exists():
+        return
+    for in_flag, src in existing.items():
+        if os.path.samefile(out, src):
+            raise InputError(
+                f"{out_flag} {out} is the input file given as {in_flag}; popaudit never "
+                "overwrites an input: choose another output path"
+            )

@@ -56,7 +56,10 @@ class Range:
 
 
 def _number(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+    """``100,000``, ``0.5``; ``1e+30`` for a float bound no one reads digit by digit (as
+    int, 1e30 is 1,000,000,000,000,000,019,884,624,838,656)."""
+    whole = isinstance(value, int) or (float(value).is_integer() and abs(value) < 1e15)
+    return f"{int(value):,}" if whole else f"{value:g}"
 
 
 DAY = 86_400

@@ -103,3 +103,18 @@ def test_help_documents_the_options(runner: CliRunner) -> None:
     assert result.exit_code == 0
     for option in ("--jobs", "--resume", "--scheduler", "--html", "--max-memory", "--fail-on", "--rank-by"):
         assert option in result.output
+
+
+def test_the_interrupted_exit_code_is_documented(runner: CliRunner) -> None:
+    """QA F6: Ctrl-C exits 130 (128 + SIGINT, every command), a code the README's exit-code
+    table and batch --help did not list."""
+    import re
+
+    import auditor.cli._common as common
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("### Exit codes", 1)[1].split("###", 1)[0]
+    assert [int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M)] == [0, 1, 2, 3, 130]
+    assert 'fail("interrupted", 130)' in Path(common.__file__).read_text()  # the code the table documents
+    help_text = " ".join(runner.invoke(cli, ["batch", "--help"]).output.split())
+    assert "130 when interrupted by Ctrl-C" in help_text

@@ -205,3 +205,17 @@ def test_the_ranking_reads_each_measure_in_its_bias_direction(
     ranking = batch_document(summary).sections[0].blocks[0]
     assert ranking.headers.count(rank_by) == 1  # type: ignore[union-attr]  # spearman in its own column
     assert f"Ranked by {rank_by}, {words} (ties:" in ranking.caption  # type: ignore[union-attr]
+
+
+def test_the_recommended_column_and_its_caption_agree() -> None:
+    """QA F10: a trade-off that keeps dot shows ``dot`` (its own recommendation), and the
+    caption says so; ``—`` is a row with no recommendation (no holdout)."""
+    summary = summarise(_rows(
+        {"model": "a.pt", "spearman": 0.4, "report_json": _report(10, "dot", 10)},
+        {"model": "b.pt", "spearman": 0.6, "report_json": _report(10)},
+    ))
+    ranking = batch_document(summary).sections[0].blocks[0]
+    assert [row[-1] for row in ranking.rows] == ["—", "dot"]  # type: ignore[union-attr]
+    caption = " ".join(ranking.caption.split())  # type: ignore[union-attr]
+    assert "'dot': none clearly better than dot, keep it; '—': no holdout, or no scoring found a held-out item" in caption
+    assert "none clearly better than dot)" not in caption  # the old caption called this case '—'

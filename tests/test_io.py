@@ -1,6 +1,8 @@
 """Atomic output writing."""
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -58,14 +60,81 @@ def test_outputs_colliding_with_an_attachment_are_refused_before_writing(tmp_pat
     assert planned_outputs({"--markdown": ("markdown", "/dev/null")}) == {"--markdown": "/dev/null"}
 
 
-def test_a_symlinked_output_is_replaced_not_followed(tmp_path):
+@pytest.mark.parametrize("target", ["victim.txt", "nowhere/new.txt", "."])
+def test_a_symlinked_output_is_neither_followed_nor_replaced(tmp_path, target):
+    from auditor.errors import OutputError
+
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
     link = tmp_path / "report.json"
-    os.symlink(victim, link)
-    write_atomic(link, "{}\n")
+    os.symlink(target, link)
+    with pytest.raises(OutputError, match=rf"cannot write .*report\.json: it is a symbolic link \(to {re.escape(target)}\), "
+                                          "and popaudit neither writes through a link nor replaces it"):
+        write_atomic(link, "{}\n")
     assert victim.read_text() == "keep me\n"  # what the link pointed at is untouched
-    assert not link.is_symlink() and link.read_text() == "{}\n"
+    assert os.readlink(link) == target  # and the link is still the link its owner made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "victim.txt"]
+
+
+def _redirected(tmp_path, name, content=b""):
+    """A descriptor open on a regular file (as `> file` makes stdout), and the file."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    return os.open(path, os.O_WRONLY | (os.O_APPEND if content else 0)), path
+
+
+def test_a_descriptor_redirected_to_a_file_gets_the_content_and_its_link_stays(tmp_path):
+    """F12: `--json /dev/stdout > out.json` renamed a temp file onto the /dev/stdout link
+    (os.stat of it is a regular file); the link is recognised by name, and the content
+    goes onto the descriptor, after what an append redirect already holds."""
+    from auditor.io import descriptor_named, is_special_file, output_plan
+
+    fd, out = _redirected(tmp_path, "out.json")
+    appended_fd, log = _redirected(tmp_path, "log.txt", b"earlier line\n")
+    fakedev = tmp_path / "fakedev"
+    fakedev.mkdir()
+    os.symlink(f"/proc/self/fd/{fd}", fakedev / "stdout")  # what /dev/stdout is
+    try:
+        assert descriptor_named(fakedev / "stdout") == fd and descriptor_named(f"/dev/fd/{fd}") == fd
+        assert descriptor_named(f"/proc/{os.getpid()}/fd/{fd}") == fd and descriptor_named(out) is None
+        assert is_special_file(fakedev / "stdout") and output_plan(fakedev / "stdout").how == "descriptor"
+        write_atomic(fakedev / "stdout", "{}\n")
+        write_atomic(f"/dev/fd/{appended_fd}", "report\n")
+        with pytest.raises(RuntimeError):  # a failed writer puts nothing on the descriptor
+            with atomic_path(Path(f"/proc/self/fd/{fd}")) as tmp:
+                tmp.write_text("half")
+                raise RuntimeError("crash mid-write")
+    finally:
+        os.close(fd)
+        os.close(appended_fd)
+    assert os.readlink(fakedev / "stdout") == f"/proc/self/fd/{fd}"
+    assert out.read_bytes() == b"{}\n" and log.read_bytes() == b"earlier line\nreport\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fakedev", "log.txt", "out.json"]
+
+
+def test_dev_stdout_is_known_by_its_name_even_when_it_is_a_regular_file(tmp_path, monkeypatch):
+    """Where a bug already replaced /dev/stdout with a regular file, popaudit still writes
+    stdout (by the name), never renames onto the name again (a stand-in path here)."""
+    from auditor import io
+
+    fd, out = _redirected(tmp_path, "out.txt")
+    broken = tmp_path / "stdout"  # what /dev/stdout is once renamed onto
+    broken.write_text("left by an earlier run\n")
+    monkeypatch.setitem(io._STREAM_NAMES, str(broken), fd)
+    try:
+        write_atomic(broken, "report\n")
+    finally:
+        os.close(fd)
+    assert out.read_text() == "report\n" and broken.read_text() == "left by an earlier run\n"
+
+
+def test_a_descriptor_that_is_not_open_is_refused(tmp_path):
+    from auditor.errors import OutputError
+
+    fd = os.open(tmp_path, os.O_RDONLY)
+    os.close(fd)  # a number no descriptor of this process has now
+    with pytest.raises(OutputError, match=rf"cannot write /dev/fd/{fd}: it names descriptor {fd}, which is not open"):
+        write_atomic(Path(f"/dev/fd/{fd}"), "x")
 
 
 def test_a_fifo_output_needs_a_reader_and_its_reader_sees_the_whole_report(tmp_path):

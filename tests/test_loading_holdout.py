@@ -282,3 +282,11 @@ def test_build_csr_sets_are_distinct_and_ascending_either_way(largest: int) -> N
     assert got.dtype == np.int64 and indptr[-1] == sum(map(len, want))
     empty_ptr, empty = csr.build_csr(np.zeros(0, np.int64), np.zeros(0, np.int64), 3)
     assert empty_ptr.tolist() == [0, 0, 0, 0] and empty.size == 0
+
+
+def test_a_missing_held_out_file_is_called_a_held_out_log(tmp_path: Path) -> None:
+    """QA F9: a batch row whose holdout was not found said "interaction log not found"."""
+    from auditor.errors import InputError
+
+    with pytest.raises(InputError, match=r"^held-out log not found: .*gone\.parquet$"):
+        ho.read_holdout(LogSpec(tmp_path / "gone.parquet"), ItemRows(None, N_ITEMS))

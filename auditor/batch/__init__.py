@@ -29,7 +29,8 @@ from auditor.lazy_names import imported_on_first_use
 if TYPE_CHECKING:
     from auditor.batch.dispatch import WORKER_DIED
     from auditor.batch.jobs import BatchJob, batch_inputs, build_jobs
-    from auditor.batch.manifest import Manifest, ManifestRow, convert_setting, manifest_columns, read_manifest
+    from auditor.batch.cells import convert_setting
+    from auditor.batch.manifest import Manifest, ManifestRow, manifest_columns, read_manifest
     from auditor.batch.results import (
         RESULTS_VERSION,
         ResultsWriter,
@@ -49,7 +50,7 @@ _LAZY = {
     "build_jobs": "auditor.batch.jobs",
     "Manifest": "auditor.batch.manifest",
     "ManifestRow": "auditor.batch.manifest",
-    "convert_setting": "auditor.batch.manifest",
+    "convert_setting": "auditor.batch.cells",
     "manifest_columns": "auditor.batch.manifest",
     "read_manifest": "auditor.batch.manifest",
     "RESULTS_VERSION": "auditor.batch.results",

@@ -15,12 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from auditor.batch.manifest import DECLARED_SETTINGS, REFUSED, Manifest, column_spellings, resolve_path, refusal
+from auditor.batch.cells import resolve_path
+from auditor.batch.manifest import DECLARED_SETTINGS, REFUSED, Manifest, ManifestRow, column_spellings, refusal
+from auditor.batch.provenance import named_files
 from auditor.config import QUERY_SOURCES, AuditConfig
-from auditor.errors import AuditError, InputError, ManifestError, setting
+from auditor.errors import AuditError, InputError, ManifestError, setting, spelled_as
+from auditor.loading.side_files import side_inputs
 
 # Default files resolved against the caller's cwd, so workers (another cwd) read them too.
-_PATH_FIELDS = ("interactions", "frequencies", "item_ids", "user_ids", "recommendations")
+_PATH_FIELDS = ("interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace", "recommendations")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,6 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
     template = config_template(defaults or {})
     base = manifest.path.resolve().parent
     spelled = column_spellings(manifest)
-    jobs = []
     for row in manifest.rows:
         refused = sorted(set(row.settings) & REFUSED)
         if refused:  # a Manifest built by hand, not read by read_manifest
@@ -57,18 +59,22 @@ def build_jobs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) ->
                 f"manifest {manifest.path} row {row.index}: "
                 + "; ".join(f"{name!r} is not allowed: {refusal(name)}" for name in refused)
             )
-        model = row.model or ""
-        if row.problems:
-            jobs.append(BatchJob(row.index, model, row.label, None, "InputError: " + "; ".join(row.problems)))
-            continue
-        try:
-            config = _row_config(template, _model_path(model, base), row.settings)
-        except AuditError as exc:
-            error = _row_error(template, model, base, row.settings, exc, spelled)
-            jobs.append(BatchJob(row.index, model, row.label, None, error))
-            continue
-        jobs.append(BatchJob(row.index, model, row.label, config))
-    return jobs
+    # A row's messages name settings as manifest columns (their field names, the spelling
+    # of library callers and workers' audits), never as the command's flags.
+    with spelled_as(None):
+        return [_job(row, template, base, spelled) for row in manifest.rows]
+
+
+def _job(row: ManifestRow, template: AuditConfig, base: Path, spelled: Mapping[str, str]) -> BatchJob:
+    """One row's job: its config, or the error that keeps it from running."""
+    model = row.model or ""
+    if row.problems:
+        return BatchJob(row.index, model, row.label, None, "InputError: " + "; ".join(row.problems))
+    try:
+        config = _row_config(template, _model_path(model, base), row.settings)
+    except AuditError as exc:
+        return BatchJob(row.index, model, row.label, None, _row_error(template, model, base, row.settings, exc, spelled))
+    return BatchJob(row.index, model, row.label, config)
 
 
 def _row_error(template: AuditConfig, model: str, base: Path, settings: Mapping[str, Any], exc: AuditError,
@@ -94,17 +100,19 @@ def _model_path(model: str, base: Path) -> Path | None:
 
 def batch_inputs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) -> dict[str, Path]:
     """Every existing file a run reads, by what names it: ``the manifest``, the default
-    files (by their setting: ``interactions``, ``frequencies``, ``item_ids``, ``user_ids``,
-    ``queries``, ``plugins``) and each row's files (``the model of manifest row 3``); a file named
-    twice is listed once, under its first name. For :func:`auditor.io.check_not_inputs`,
-    so that no output overwrites an input."""
+    files (by their setting: ``interactions``, ``holdout``, ``trace``, ``queries``,
+    ``plugins``, ...) and each row's files (``the model of manifest row 3``, ``the holdout
+    of manifest row 3``, ``the external data of the model of manifest row 3``): the files
+    a row's provenance covers (:func:`auditor.batch.provenance.named_files`, one list). A
+    file named twice is listed once, under its first name. For
+    :func:`auditor.io.check_not_inputs`, so that no output overwrites an input."""
     template = config_template(defaults or {})
     base = manifest.path.resolve().parent
     inputs: dict[str, Path] = {}
     seen: set[str] = set()
 
-    def add(label: str, path: str | Path | None) -> None:
-        if path is None or path in QUERY_SOURCES:
+    def add(label: str, path: Path | None) -> None:
+        if path is None:
             return
         try:  # only existing files can be overwritten; odd paths (NUL, too long) are none
             os.stat(path)
@@ -113,18 +121,20 @@ def batch_inputs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) 
             return
         if key not in seen:
             seen.add(key)
-            inputs[label] = Path(path)
+            inputs[label] = path
 
     add("the manifest", manifest.path)
-    for name in ("interactions", "frequencies", "item_ids", "user_ids", "queries", "recommendations"):
-        add(setting(name), getattr(template, name))
-    for i, plugin in enumerate(template.plugins):
-        add(setting("plugins") + ("" if i == 0 else f" #{i + 1}"), plugin)
+    for name, path in named_files(lambda name: getattr(template, name)).items():
+        plugin = int(name[len("plugins["):-1]) if name.startswith("plugins[") else 0
+        if name != "model":
+            add(setting(name.split("[")[0]) + ("" if plugin == 0 else f" #{plugin + 1}"), path)
     for row in manifest.rows:
-        if row.model is not None:
-            add(f"the model of manifest row {row.index}", resolve_path(row.model, base))
-        for name in ("interactions", "frequencies", "item_ids", "user_ids", "queries", "recommendations"):
-            add(f"the {name} of manifest row {row.index}", row.settings.get(name))
+        model = None if row.model is None else resolve_path(row.model, base)
+        add(f"the model of manifest row {row.index}", model)
+        for label, data in side_inputs(model, f"the model of manifest row {row.index}").items():
+            add(label, data)
+        for name, path in named_files(row.settings.get).items():
+            add(f"the {name} of manifest row {row.index}", path)
     return inputs
 
 

@@ -75,16 +75,17 @@ _NOT_A_FILE = "something other than a regular file (a FIFO, a device, a folder) 
 
 def check_journal_place(path: Path | None) -> None:
     """OutputError, before any audit runs, when something the journal could not replace
-    (a FIFO, a device, a folder) has its name; a symlink there is replaced, not followed."""
+    (a FIFO, a device, a folder) has its name (a symlink there is refused with the other
+    outputs, :func:`auditor.io.check_not_inputs`)."""
     if path is not None and not path.is_symlink() and path.exists() and not path.is_file():
         raise OutputError(f"cannot write {path} (the results journal): {_NOT_A_FILE}; remove it or choose another output")
 
 
 def _open_fresh(path: Path) -> int:
     """An empty journal at ``path`` opened for appending. Whatever is planted under the
-    journal's name is never written through: a symlink is replaced (as outputs are, see
-    :mod:`auditor.io`), and anything but a regular file (a FIFO, a device) is refused
-    without blocking."""
+    journal's name is never written through: a symlink is refused before the run (as
+    every output is, see :mod:`auditor.io`); one put there since is removed, never
+    followed; anything but a regular file (a FIFO, a device) is refused without blocking."""
     if path.is_symlink():
         path.unlink()
     not_a_file = OSError(0, _NOT_A_FILE)

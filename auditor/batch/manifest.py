@@ -24,7 +24,6 @@ columns; only the person running the batch sets them, for every row.
 from __future__ import annotations
 
 import functools
-import math
 import re
 import typing
 from collections.abc import Mapping, Sequence
@@ -33,11 +32,11 @@ from pathlib import Path
 from types import UnionType
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from auditor.config import INTERACTION_FORMATS, QUERY_SOURCES, AuditConfig, DeclaredTraining, parse_memory_size
+from auditor.batch.cells import convert_setting, missing, resolve_path, text
+from auditor.config import INTERACTION_FORMATS, AuditConfig, DeclaredTraining
 from auditor.errors import ManifestError, setting
 from auditor.io import file_sha256, require_regular_file
 from auditor.ranges import RANGES
@@ -221,13 +220,7 @@ def _read_manifest_table(path: Path) -> pa.Table:
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv", ".txt"):
-            return pacsv.read_csv(
-                path,
-                parse_options=pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ","),
-                # Empty cells are nulls (keep the default); cells are converted per setting
-                # later, so inferred column types (e.g. k read as int64) do not matter.
-                convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
-            )
+            return _read_csv_text(path, "\t" if suffix == ".tsv" else ",")
         # Imported here: auditor.loading loads torch, which reading a CSV manifest never needs.
         from auditor.loading.parquet_bounds import read_table as bounded_read_table
 
@@ -238,6 +231,25 @@ def _read_manifest_table(path: Path) -> pa.Table:
         # a link to a file that is no manifest at all, e.g. secrets).
         reason = re.sub(r"(got \d+):.*", r"\1", str(exc), flags=re.DOTALL)
         raise ManifestError(f"cannot read manifest {path} as {kind}: {reason}") from exc
+
+
+def _read_csv_text(path: Path, delimiter: str) -> pa.Table:
+    """A CSV manifest with every cell as its text, converted per setting later
+    (:mod:`auditor.batch.cells`): an inferred float64 column rounds integers above 2^53
+    and turns a label 1.10 into 1.1. Only an empty cell is a null (keeps the default):
+    ``nan``, ``NA``, ``null`` are text, as a model file or a label may be called."""
+    parse = pacsv.ParseOptions(delimiter=delimiter)
+    names = pacsv.open_csv(path, parse_options=parse).schema.names
+    options = pacsv.ConvertOptions(column_types={name: pa.string() for name in names}, null_values=[""],
+                                   strings_can_be_null=True, quoted_strings_can_be_null=True)
+    try:
+        return pacsv.read_csv(path, parse_options=parse, convert_options=options)
+    except pa.ArrowInvalid as exc:
+        bad = re.search(r"column #(\d+): CSV conversion error to string: invalid UTF8", str(exc))
+        if bad is None or int(bad.group(1)) >= len(names):
+            raise
+        column = _show_names([names[int(bad.group(1))]])
+        raise ManifestError(f"manifest {path}: column {column} is not valid UTF-8 text; re-save it as UTF-8") from exc
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_\-. ]{1,64}")
@@ -287,13 +299,13 @@ def _manifest_row(index: int, cells: Mapping[str, Any], base: Path, spelled: Map
     kinds = _setting_kinds()
     settings: dict[str, Any] = {}
     problems: list[str] = []
-    model = _text(cells.get("model"))
-    label = _text(cells.get("label"))
-    if model is None and _missing(cells.get("recommendations")):
+    model = text(cells.get("model"))
+    label = text(cells.get("label"))
+    if model is None and missing(cells.get("recommendations")):
         problems.append("the model cell is empty (a row without a model needs a recommendations cell: served lists "
                         "audited alone)")
     for name, value in cells.items():
-        if name in ("model", "label") or _missing(value):
+        if name in ("model", "label") or missing(value):
             continue
         try:
             converted = convert_setting(kinds[name], value, base)
@@ -316,78 +328,3 @@ def _check_value(name: str, value: Any) -> None:
                 raise ValueError(f"must be {found.describe()}, got {one!r}")
     if name in _CHOICES and value not in _CHOICES[name]:
         raise ValueError(f"must be one of {', '.join(_CHOICES[name])}, got {value!r}")
-
-
-def _missing(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and not value.strip()
-
-
-def _text(value: Any) -> str | None:
-    return None if _missing(value) else str(value).strip()
-
-
-def resolve_path(value: str | Path, base: Path) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path
-
-
-_BOOLS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"expected an integer, got {value!r}")
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, float):
-        if value.is_integer():
-            return int(value)
-        raise ValueError(f"expected an integer, got {value!r}")
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"expected an integer, got {value!r}") from None
-
-
-def convert_setting(kind: str, value: Any, base: Path) -> Any:
-    """One manifest cell as an AuditConfig value of ``kind`` (see ``_setting_kinds``;
-    relative paths resolved against ``base``)."""
-    if kind == "path":
-        return resolve_path(str(value).strip(), base)
-    if kind == "query":
-        text = str(value).strip()
-        return text if text in QUERY_SOURCES else str(resolve_path(text, base))
-    if kind == "bool":
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        text = str(value).strip().lower()
-        if text.endswith(".0"):  # CSV/float columns holding 1.0 / 0.0
-            text = text[:-2]
-        if text not in _BOOLS:
-            raise ValueError(f"expected true or false, got {value!r}")
-        return _BOOLS[text]
-    if kind == "int":
-        return _int(value)
-    if kind == "size":
-        return parse_memory_size(value)
-    if kind == "float":
-        return float(value)
-    if kind in ("ints", "floats"):
-        if isinstance(value, (list, tuple, np.ndarray)):
-            parts: list[Any] = list(value)
-        elif isinstance(value, str):
-            parts = [p for p in re.split(r"[\s,;\[\]]+", value) if p]
-        else:
-            parts = [value]
-        if not parts:
-            example = "'10,100'" if kind == "ints" else "'0.25,0.5'"
-            raise ValueError(f"expected a list such as {example}, got {value!r}")
-        return tuple(_int(p) if kind == "ints" else float(p) for p in parts)
-    text = str(value).strip()
-    if isinstance(value, float) and value.is_integer():  # e.g. an item_key '0' read as 0.0
-        text = str(int(value))
-    return text

@@ -3,8 +3,8 @@
 ``--resume`` keeps a finished row only when what would produce it now is what produced it
 then. A row's provenance is its full settings after the batch defaults (every
 :class:`~auditor.config.AuditConfig` field, so an edited ``interactions`` or ``k`` cell
-counts) and, for each file it reads (model, logs, id files, queries, plugins), the
-file's size, modification time (ns) and, for files up to :data:`HASH_LIMIT` bytes, the
+counts) and, for each file it reads (model, an ONNX model's external data, logs, id
+files, queries, plugins), the file's size, modification time (ns) and, for files up to :data:`HASH_LIMIT` bytes, the
 SHA-256 of its content (a file rewritten in place with the same size and time still
 counts as changed). It is stored as JSON in the results' ``provenance`` column; a row
 whose provenance differs, or is missing, is audited again and the reason said.
@@ -16,11 +16,13 @@ import dataclasses
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from auditor.config import QUERY_SOURCES, AuditConfig
 from auditor.io import file_sha256
+from auditor.loading.side_files import side_files
 
 HASH_LIMIT = 64 << 20
 """Files up to this size are identified by content too (hashing 64 MiB takes ~0.1 s)."""
@@ -55,16 +57,33 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
-_FILE_SETTINGS = ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace", "recommendations")
+FILE_SETTINGS = ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace", "recommendations",
+                 "queries", "plugins")
+"""The settings that name files a row reads: the one list the provenance and the
+input check (:func:`auditor.batch.jobs.batch_inputs`) both use."""
+
+
+def named_files(value: Callable[[str], Any]) -> dict[str, Path]:
+    """Each file the settings (``value``: setting name -> its value, None when unset) name,
+    by setting (``interactions``, ``plugins[0]``, ...): a ``queries`` source that is no
+    file and unset settings left out."""
+    read: dict[str, Path] = {}
+    for name in FILE_SETTINGS:
+        given = value(name)
+        if name == "plugins":
+            read.update({f"plugins[{i}]": Path(p) for i, p in enumerate(given or ())})
+        elif given is not None and not (name == "queries" and given in QUERY_SOURCES):
+            read[name] = Path(given)
+    return read
 
 
 def files_read(config: AuditConfig) -> dict[str, Path]:
-    """Each file a row reads, named by setting (e.g. ``interactions``, ``plugins[0]``)."""
-    read: dict[str, Path] = {name: Path(getattr(config, name)) for name in _FILE_SETTINGS
-                             if getattr(config, name) is not None}
-    if config.queries not in QUERY_SOURCES:
-        read["queries"] = Path(config.queries)
-    read.update({f"plugins[{i}]": Path(p) for i, p in enumerate(config.plugins)})
+    """Each file a row reads, named by setting (e.g. ``interactions``, ``plugins[0]``),
+    and the files its model's reader reads beside the model (``model_data``: an ONNX
+    graph's external data, :mod:`auditor.loading.side_files`)."""
+    read = named_files(lambda name: getattr(config, name))
+    extra = side_files(config.model)
+    read.update({"model_data" + ("" if i == 0 else f"[{i}]"): path for i, path in enumerate(extra)})
     return dict(sorted(read.items()))
 
 
@@ -148,4 +167,4 @@ def _same_file(before: Any, after: Any) -> bool:
     return bool(before.get("mtime_ns") == after.get("mtime_ns")) and before.get("kind") == after.get("kind")
 
 
-__all__ = ["HASH_LIMIT", "FileStates", "change", "encode", "moved_since", "row_provenance", "stamps"]
+__all__ = ["FILE_SETTINGS", "HASH_LIMIT", "FileStates", "named_files", "files_read", "change", "encode", "moved_since", "row_provenance", "stamps"]

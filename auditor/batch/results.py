@@ -85,7 +85,7 @@ import pyarrow.parquet as pq
 from auditor.batch.journal import Journal, journal_path
 from auditor.errors import InputError
 from auditor.flat import metric_names
-from auditor.io import atomic_path
+from auditor.io import atomic_path, is_special_file
 from auditor.result import CONDITION_IDS
 
 RESULTS_VERSION = 2
@@ -173,6 +173,9 @@ class ResultsWriter:
         """Seconds the last flush took (the caller spaces flushes by it)."""
         self.unsaved = 0
         """Records added since the results file was last rewritten (the journal holds them)."""
+        self.once = is_special_file(self.output)
+        """A stream (``/dev/stdout``, a pipe) gets one table, at the end: rewrites would
+        follow one another into it."""
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
@@ -228,11 +231,19 @@ class ResultsWriter:
             self._held, self._pending = [], []
         return self._table
 
+    def finish(self) -> pa.Table:
+        """The last :meth:`flush` of a run, the one that writes a stream output too."""
+        self.once = False
+        return self.flush()
+
     def flush(self) -> pa.Table:
         """Write every finished row to the results file (temp file + atomic rename); the
-        journal then holds nothing the file does not, and is removed."""
+        journal then holds nothing the file does not, and is removed. A stream output is
+        written only by :meth:`finish`."""
         began = time.monotonic()
         table = self.table()
+        if self.once:
+            return table
         with atomic_path(self.output) as tmp:
             pq.write_table(table, tmp, compression="zstd")
         self.journal.remove()

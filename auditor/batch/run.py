@@ -25,7 +25,7 @@ from auditor.batch.provenance import FileStates, Stamp, change, encode, moved_si
 from auditor.batch.results import ResultsWriter, has_provenance, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
-from auditor.io import check_not_inputs
+from auditor.io import check_not_inputs, is_special_file
 from auditor.ranges import check_ranges
 from auditor.progress import SILENT, Advance, Progress
 from auditor.summaries import STATUS_ERROR, STATUS_OK
@@ -113,6 +113,9 @@ def run_batch(
     ManifestError, raised before the file is touched.
     """
     _check_settings(jobs, inline, flush_interval, row_timeout)
+    if resume and is_special_file(output):  # /dev/stdout, /dev/null, a FIFO: nothing to read back
+        raise InputError(f"{setting('resume')} continues the results file {setting('output')} names; {output} is "
+                         "no file to read them back from")
     parsed = manifest if isinstance(manifest, Manifest) else read_manifest(Path(manifest))
     if not inline and not scheduler:  # the workers' imports run while the inputs are hashed
         start_workers(start_method, models=parsed.has_models)
@@ -206,7 +209,7 @@ def _collect(
         return True
     finally:
         batches.close()  # stops the workers: audits in flight are dropped
-        writer.flush()  # rows finished within the last flush_interval
+        writer.finish()  # rows finished within the last flush_interval
     return False
 
 
@@ -227,7 +230,7 @@ def _save_records(
     # manifest of quick rows stays linear in its rows (not quadratic); rows held back
     # are written at the next idle moment the dispatcher gives.
     gap = max(flush_interval, FLUSH_SHARE * writer.last_cost)
-    if writer.unsaved and time.monotonic() - writer.last_flush >= gap:
+    if writer.unsaved and not writer.once and time.monotonic() - writer.last_flush >= gap:
         writer.flush()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from auditor.cli._common import (
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError, UnmeasuredGateError
+from auditor.io import descriptor_named
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,7 +55,7 @@ class _BatchCommand(click.Command):
 
 @click.command("batch", cls=_BatchCommand)
 @click.argument("manifest", type=PathArg)
-@click.option("-o", "--output", type=PathArg, required=True, help="Results Parquet file (one row per manifest row; rewritten atomically as rows finish).")
+@click.option("-o", "--output", type=PathArg, required=True, help="Results Parquet file (one row per manifest row; rewritten atomically as rows finish). /dev/stdout gets the results once, at the end, and needs -q.")
 @click.option("-j", "--jobs", type=ranged("jobs"), default=1, show_default=True, help="Audits run in parallel, each in a worker process (a row that crashes its worker fails only that row).")
 @click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes (never a manifest column).")
@@ -109,7 +111,8 @@ def command(
     interrupted run (Ctrl-C prints the command). Each audit runs in a worker process: a
     failing row, even one that crashes its worker, is recorded and never stops the
     others; the command still exits 0 (3 when a --fail-on gate holds for an audited row,
-    1 when no audited row measured a gate's metric).
+    1 when no audited row measured a gate's metric, 130 when interrupted by Ctrl-C: the
+    rows finished are saved and the command that resumes the run is printed).
 
     \b
     Example:
@@ -118,6 +121,7 @@ def command(
     """
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
+    _refuse_stdout_beside_summary({"-o": output, "--html": html_path}, quiet)
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, rank_by, plugins)
     if scheduler is None:  # now: the workers' imports (torch: seconds) run while this process goes on
@@ -137,6 +141,21 @@ def command(
     _report(outcome, manifest, output, rank_by=rank_by, quiet=quiet, html_path=html_path)
     if gates and _gates_trip(gates, outcome.table):
         sys.exit(3)
+
+
+def _refuse_stdout_beside_summary(outputs: dict[str, Path | None], quiet: bool) -> None:
+    """UsageError for an output on this process's stdout (``-o /dev/stdout``) while the
+    summary is printed there too: the two would be mixed into one unreadable stream."""
+
+    for flag, path in outputs.items():
+        fd = None if path is None or quiet else descriptor_named(path)
+        try:
+            same = fd is not None and (fd == 1 or os.path.samestat(os.fstat(fd), os.fstat(1)))
+        except OSError:  # a descriptor not open: refused, worded, with the other outputs
+            same = False
+        if same:
+            raise click.UsageError(f"{flag} {path} is standard output, where the summary is printed too; "
+                                   "pass -q (or write the results to a file)")
 
 
 def _manifest_and_gates(

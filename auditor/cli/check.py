@@ -232,9 +232,11 @@ def _audit(job: _Job) -> _Audited:
         raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
+    from auditor.loading.side_files import side_inputs  # here: auditor.loading brings numpy
+
     # Every file the run writes (a Markdown report's figures included) before the audit.
     check_not_inputs(planned_outputs({flag: (job.formats[flag], path) for flag, path in job.files.items()}),
-                     config.input_files())
+                     {**config.input_files(), **side_inputs(config.model, "the model")})
 
     # Import here so `popaudit --help` stays fast (torch and faiss load on demand).
     with imports_without_gc():

@@ -287,8 +287,8 @@ def load_holdout(
 
 
 def _open(spec: LogSpec, why: str) -> Log:
-    """The log with its user column found."""
-    log = open_log(spec)
+    """The held-out log with its user column found."""
+    log = open_log(spec, "held-out log")
     if log.user_col is None:
         raise InteractionsError(
             f"{why} needs the user of each interaction, but no user id column was found in {log.path}; "

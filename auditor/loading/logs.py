@@ -307,9 +307,10 @@ def _id_like(t: pa.DataType) -> bool:
     )
 
 
-def open_log(spec: LogSpec) -> Log:
-    """Detect the format and columns of an interaction log (nothing is read beyond a sample)."""
-    path = require_regular_file(spec.path, "interaction log")
+def open_log(spec: LogSpec, what: str = "interaction log") -> Log:
+    """Detect the format and columns of an interaction log (nothing is read beyond a sample);
+    ``what``: how a missing file is named (``held-out log``)."""
+    path = require_regular_file(spec.path, what)
     fmt, user_col, item_col = spec.fmt, spec.user_col, spec.item_col
     if fmt not in INTERACTION_FORMATS:
         raise InteractionsError(f"unknown interactions format {fmt!r}; use one of {', '.join(INTERACTION_FORMATS)}")

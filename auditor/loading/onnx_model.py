@@ -22,6 +22,7 @@ from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, table_role, table_to_numpy, tensor_infos
 from auditor.loading.onnx_graph import tower_of
 from auditor.loading.pickle_scan import reason, shown
+from auditor.loading.side_files import external_location
 from auditor.model import ModelBundle
 
 EXTRA = 'pip install "popaudit[onnx]"'
@@ -146,9 +147,8 @@ def _external(proto: Any, dims: tuple[int, ...], dtype: np.dtype[Any], path: Pat
     info = {e.key: e.value for e in proto.external_data}
     name = shown(proto.name)
     location = info.get("location", "")
-    folder = path.resolve().parent
-    target = (folder / location).resolve()
-    if not location or Path(location).is_absolute() or folder not in target.parents or not target.is_file():
+    target = external_location(path, location)
+    if target is None:
         raise ModelLoadError(
             f"cannot read {path}: initializer {name} keeps its data in {shown(location)!s}, "
             "which is not a regular file inside the model's folder"

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -133,6 +134,25 @@ def _links(d: Path) -> None:
     write(d, "p.py", "X = 1\n")
 
 
+def _held_out(d: Path) -> None:
+    log(d, "ho.parquet")
+    write(d, "tr.jsonl", '{"my": "precious trace"}\n')
+
+
+def _onnx_external(d: Path) -> None:
+    """onnx/model.onnx whose item table lives in its external data file onnx/model.data."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    (d / "onnx").mkdir()
+    table = numpy_helper.from_array(np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32), "item_embedding")
+    graph = helper.make_graph([helper.make_node("Gather", ["item_embedding", "item_id"], ["vec"])], "g",
+                              [helper.make_tensor_value_info("item_id", TensorProto.INT64, [None])],
+                              [helper.make_tensor_value_info("vec", TensorProto.FLOAT, [None, 4])], [table])
+    onnx.save_model(helper.make_model(graph), str(d / "onnx" / "model.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="model.data", size_threshold=0)
+
+
 def _html_escaped(d: Path, outcome: Outcome) -> None:
     page = (d / "s.html").read_text()
     assert "<script>alert(1)</script>" not in page and "<img src=x onerror" not in page
@@ -210,6 +230,16 @@ CASES = [
                 r"row 1 \(items\.npy\) failed: InputError: column 'alpha': must be a number >= 0 and <= 1, got 2\.0.*"
                 r"row 2 \(items\.npy\) failed: InputError: column '--max-queries': must be an integer",
          absent=r"column '(ks|alphas|max_queries)'"),
+    # QA F7: a row's messages name settings as its manifest spells them, never as the
+    # command's flags (rows were built under the CLI's spelling); a float bound reads 1e+30.
+    Case("row-settings-named-as-columns-not-flags",
+         _batch("model,device,index,Item-Key,lr\nitems.npy,tpu,,,\nitems.npy,,faiss,,\nitems.npy,,,,1e31\n",
+                outputs=RESULTS, check=_results("error", "error", "error")), EXIT_OK, None,
+         stderr=r"row 0 \(items\.npy\) failed: InputError: column 'device': device must be one of cpu, auto, cuda, "
+                r"got 'tpu'.*row 1 \(items\.npy\) failed: InputError: column 'index': index must be one of .*got "
+                r"'faiss'.*row 2 \(items\.npy\) failed: InputError: column 'lr': must be a number > 0 and <= 1e\+30, "
+                r"got 1e\+31",
+         absent=r"--device|--index|1,000,000,000"),
     # --rank-by is checked before any row is audited, against the names --fail-on takes
     # (the manifest's K included): a usage error with the closest names, not the results'
     # thousands of column names after the whole batch, and nothing written.
@@ -243,6 +273,23 @@ CASES = [
                                               make=_links), EXIT_ERROR, r"-o log-link\.parquet .*" + NEVER_OVERWRITES),
     Case("output-is-default-log", _batch("model\nitems.npy\n", "-o", "log.parquet"), EXIT_ERROR,
          r"-o log\.parquet is the input file given as --interactions; " + NEVER_OVERWRITES),
+    Case("output-is-default-holdout", _batch("model\nitems.npy\n", "-o", "ho.parquet", "--holdout", "ho.parquet",
+                                             make=_held_out), EXIT_ERROR,
+         r"-o ho\.parquet is the input file given as --holdout; " + NEVER_OVERWRITES),
+    Case("html-is-row-holdout", _batch("model,holdout\nitems.npy,ho.parquet\n", "--html", "ho.parquet", make=_held_out),
+         EXIT_ERROR, r"--html ho\.parquet is the input file given as the holdout of manifest row 0; " + NEVER_OVERWRITES),
+    Case("html-is-row-trace", _batch("model,trace\nitems.npy,tr.jsonl\n", "--html", "tr.jsonl", make=_held_out),
+         EXIT_ERROR, r"--html tr\.jsonl is the input file given as the trace of manifest row 0; " + NEVER_OVERWRITES),
+    Case("output-is-onnx-external-data", _batch("model\nonnx/model.onnx\n", "-o", "onnx/model.data",
+                                                make=_onnx_external), EXIT_ERROR,
+         r"-o onnx/model\.data is the input file given as the external data of the model of manifest row 0; "
+         + NEVER_OVERWRITES),
+    Case("html-under-a-file-refused-before-any-audit", _batch("model\nitems.npy\n", "--html", "notes.txt/x.html",
+                                                              make=lambda d: write(d, "notes.txt", "notes\n"),
+                                                              check=_nothing_audited), EXIT_ERROR,
+         r"cannot create folder notes\.txt for notes\.txt/x\.html: notes\.txt is a file, not a folder"),
+    Case("resume-from-dev-null", _batch("model\nitems.npy\n", "-o", "/dev/null", "--resume", check=_nothing_audited),
+         EXIT_ERROR, r"--resume continues the results file -o names; /dev/null is no file to read them back from"),
     Case("output-is-plugin", _batch("model\nitems.npy\n", "-o", "p.py", "--plugin", "p.py", make=_links), EXIT_ERROR,
          r"-o p\.py is the input file given as --plugin; " + NEVER_OVERWRITES),
     Case("output-is-folder", _batch("model\nitems.npy\n", "-o", "out", make=lambda d: (d / "out").mkdir()), EXIT_USAGE,

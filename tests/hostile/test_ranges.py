@@ -127,6 +127,13 @@ CASES = [
          stderr=_row("momentum", r"must be a number >= 0 and <= 1, got 5\.0")),
     Case("seed-cell-2-pow-70", _batch("seed", str(2**70)), EXIT_OK, None,
          stderr=_row("seed", r"must be an integer from 0 to 18,446,744,073,709,551,615")),
+    # QA F4: a CSV cell nan is the number it names (refused as --lr nan is), not an empty
+    # cell keeping the default; F2: an integer cell beyond 2^64 is quoted as written.
+    Case("lr-cell-nan", _batch("lr", "nan"), EXIT_OK, None, stderr=_row("lr", r"must be a number > 0 and <= 1e\+30, "
+                                                                       r"got nan")),
+    Case("seed-cell-nan", _batch("seed", "nan"), EXIT_OK, None, stderr=_row("seed", r"expected an integer, got 'nan'")),
+    Case("seed-cell-2-pow-64", _batch("seed", str(2**64)), EXIT_OK, None,
+         stderr=_row("seed", r"must be an integer from 0 to 18,446,744,073,709,551,615, got 18446744073709551616")),
     Case("accuracy-tolerance-cell-0", _batch("accuracy_tolerance", "0"), EXIT_OK, None,
          stderr=_row("accuracy_tolerance", r"must be a number > 0 and <= 1, got 0\.0")),
     Case("id-offset-cell-negative", _batch("id_offset", "-3"), EXIT_OK, None,

@@ -25,9 +25,12 @@ from .corpus import EXIT_ERROR, EXIT_OK, FAST, Built, Case, Outcome, log, params
 MANIFEST = "model,interactions,label\na.npy,log.parquet,first\nb.npy,log.parquet,second\n"
 
 
-def _first_run(d: Path, manifest: str = MANIFEST, *extra: str) -> None:
-    """Two tables, two logs, an id file, a plugin, the manifest, and a finished results
-    file r.parquet (``extra`` options name files relative to the case folder)."""
+def _first_run(d: Path, manifest: str = MANIFEST, *extra: str, make: Callable[[Path], None] | None = None) -> None:
+    """Two tables, two logs, an id file, a plugin, ``make(d)``, the manifest, and a
+    finished results file r.parquet (``extra`` options name files relative to the case
+    folder)."""
+    if make is not None:
+        make(d)
     table(d, "a.npy", seed=1)
     table(d, "b.npy", seed=2)
     log(d)
@@ -45,11 +48,11 @@ def _rows(d: Path) -> list[dict[str, Any]]:
 
 
 def _resume(edit: Callable[[Path], None], *extra: str, first: tuple[str, ...] = (), manifest: str = MANIFEST,
-            check: Any = None) -> Any:
+            check: Any = None, make: Callable[[Path], None] | None = None) -> Any:
     """The first run, ``edit(d)``, then ``batch m.csv -o r.parquet --resume`` with ``extra``."""
 
     def build(d: Path) -> Built:
-        _first_run(d, manifest, *first)
+        _first_run(d, manifest, *first, make=make)
         before = {r["row"]: r for r in _rows(d)}
         # mtimes must differ from the first run's even on a coarse clock
         time.sleep(0.01)
@@ -158,11 +161,27 @@ def _edit_plugin(d: Path) -> None:
 def _journal_link(d: Path) -> None:
     """A symlink under the results journal's name to a file elsewhere holding a forged
     record of row 1 (its provenance intact): a journal is only a file popaudit wrote there,
-    so the link is not followed and row 1 stays as the results file has it."""
+    so the link is refused as every symlink output is (never followed, never replaced),
+    before anything runs, and the results file stays as it was."""
     forged = {**_rows(d)[1], "report_json": "{}", "spearman": 0.99}
     (d / "elsewhere").mkdir()
     write(d, "elsewhere/forged.jsonl", json.dumps(forged) + "\n")
     os.symlink("elsewhere/forged.jsonl", d / ".r.parquet.journal")
+
+
+def _onnx_model(d: Path) -> None:
+    from .test_manifests import _onnx_external
+
+    _onnx_external(d)
+
+
+def _retrained_onnx_data(d: Path) -> None:
+    """The ONNX model re-exported after retraining: the same graph, a new table in
+    onnx/model.data (same size, its old modification time put back)."""
+    data = d / "onnx" / "model.data"
+    st = os.stat(data)
+    np.random.default_rng(9).normal(size=(10, 4)).astype("<f4").tofile(data)
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _says(pattern: str) -> str:
@@ -219,8 +238,12 @@ CASES = [
          stderr=_says(r"its plugins\[0\] file .*p\.py changed \(content\)")),
     Case("resume-garbled-provenance", _resume(_garble_row_1, check=_kept(0)), EXIT_OK, None,
          stderr=_says(r"row 1: its recorded provenance is unreadable")),
-    Case("resume-journal-symlink-not-followed", _resume(_journal_link, check=_kept(0, 1)), EXIT_OK, None,
-         absent=r"audited again"),
+    Case("resume-onnx-external-data-rewritten", _resume(_retrained_onnx_data, make=_onnx_model, check=_kept(0),
+                                                        manifest=MANIFEST.replace("b.npy", "onnx/model.onnx")),
+         EXIT_OK, None, stderr=_says(r"row 1: its model_data file .*onnx/model\.data changed \(content\)")),
+    Case("resume-journal-symlink-not-followed", _resume(_journal_link), EXIT_ERROR,
+         r"cannot write \.r\.parquet\.journal: it is a symbolic link \(to elsewhere/forged\.jsonl\), and popaudit "
+         r"neither writes through a link nor replaces it"),
     Case("resume-foreign-results-refused", _resume(_foreign_results), EXIT_ERROR,
          r"cannot resume from r\.parquet: it records no provenance \(it was not written by popaudit, or by a "
          r"version before results_version 2\)"),
