@@ -56,7 +56,29 @@ class Gate:
     threshold: float
 
     def __str__(self) -> str:
-        return f"{self.metric}{self.op}{self.threshold:g}"
+        return f"{self.metric}{self.op}{threshold_text(self.threshold)}"
+
+
+def threshold_text(threshold: float) -> str:
+    """A threshold as given: ``%g`` (``1``, ``0.3``), or every digit where ``%g``'s six
+    would round it (``0.9776936``), so a gate line never echoes a threshold it did not test."""
+    short = f"{threshold:g}"
+    return short if float(short) == threshold else repr(threshold)
+
+
+def value_text(value: float, gate: Gate) -> str:
+    """A gate's value with 4 significant digits, more where 4 would contradict the outcome
+    beside it (``spearman<0.977695: 0.9777 (TRIPPED)`` reads as false; ``0.9776937`` does
+    not): the fewest digits whose printed value compares with the threshold as the value
+    does, and equals it only where the value does."""
+    compare = _OPERATORS[gate.op]
+    for digits in range(4, 18):
+        text = f"{value:.{digits}g}"
+        shown = float(text)
+        if compare(shown, gate.threshold) == compare(value, gate.threshold) and \
+                (shown == gate.threshold) == (value == gate.threshold):
+            return text
+    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -72,7 +94,7 @@ class GateOutcome:
         if self.value is None:
             return f"{self.gate}: not measured"
         state = "TRIPPED" if self.tripped else "ok"
-        return f"{self.gate}: {self.value:.4g} ({state})"
+        return f"{self.gate}: {value_text(self.value, self.gate)} ({state})"
 
 
 def parse_gates(

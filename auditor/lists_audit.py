@@ -39,6 +39,9 @@ LISTS_PROTOCOL = (
 )
 DOT_COSINE = "dot_cosine"
 """The ``not_measured`` key of what a lists-only retrieval section lacks (its dot and cosine scorings)."""
+USER_GROUPS, EXPOSURE_SHIFT = "user_groups", "exposure_shift"
+"""The ``not_measured`` keys of the report's "Who pays" and "Which items gain" sections, which
+set a model's dot lists beside its cosine lists."""
 
 
 def _not_measured(registered: RegisteredMeasures) -> dict[str, str]:
@@ -72,6 +75,7 @@ def run_lists_audit(
     not_measured = _not_measured(registered)
     if inputs.profiles is None:
         not_measured[WHO_PAYS] = who_pays_unmeasured("frequencies" if config.frequencies else "unknown")
+    not_measured.update(_dot_cosine_sections(inputs.profiles is not None))
     accuracy = None
     if inputs.heldout is None:
         not_measured["accuracy"] = (f"no held-out interactions: pass {setting('holdout')} PATH to measure the served "
@@ -103,6 +107,21 @@ def run_lists_audit(
     verdict = decide_lists_verdict(sections)
     fields = {f.name: getattr(sections, f.name) for f in dataclass_fields(sections)}
     return AuditResult(**fields, verdict=verdict)
+
+
+def _dot_cosine_sections(profiles: bool) -> dict[str, str]:
+    """Why "Who pays" and "Which items gain" are absent, and where the served lists' own
+    figures of that kind are (``profiles``: each served user's training items are known)."""
+    groups = ("the served lists' ΔGAP and popularity miscalibration per user group are rows of each K's table of "
+              "the served lists" if profiles else f"the served lists' figures per user group are not measured either "
+              f"({WHO_PAYS})")
+    return {
+        USER_GROUPS: f"{NO_MODEL} to serve by dot product and cosine, whose lists this section sets side by side per "
+                     f"user group; {groups}",
+        EXPOSURE_SHIFT: f"{NO_MODEL} to serve by dot product and cosine: this section lists the items dot serving "
+                        "raises or lowers over cosine; the served lists' exposure is measured beside the most-popular "
+                        "list's in each K's table of the served lists",
+    }
 
 
 MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids", "keep_seen",

@@ -188,6 +188,10 @@ class Verdict:
     """The ``--fail-on`` expression that trips exactly on an audit graded low or worse
     (:data:`auditor.harm.SEVERITY_GATE`; None where nothing graded the severity); what
     ``check`` suggests for CI. Kept out of the JSON report, as ``first_seen_k``."""
+    weak: str | None = None
+    """The sentence the summary opens with when dot-product serving is less accurate than the
+    most-popular list (:func:`auditor.verdict.weak_model`), for the headline to say it too
+    (None: it is not). Kept out of the JSON report, as ``first_seen_k``: the summary holds it."""
 
 
 @dataclass
@@ -303,7 +307,7 @@ class AuditResult(MeasuredSections):
         return flat_metrics_from_report(self.to_dict())
 
 
-_NOT_IN_JSON = frozenset({"first_seen_k", "gate"})
+_NOT_IN_JSON = frozenset({"first_seen_k", "gate", "weak"})
 """Verdict fields the reports read but the JSON report (schema_version 1) does not hold."""
 
 

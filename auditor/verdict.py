@@ -89,16 +89,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
                                    "cannot make it useful.")
     led = int(weak is not None and stand_in is None)  # the weak-model advice stays first
     summary, recommendations = _with_item_bias(result, summary, recommendations, rises, led)
-    served = result.served_vectors
-    if served is not None and served.as_served and served.scoring == "cosine" and result.retrieval is not None:
-        summary = (f"{_sentence_start(served.model)} scores by cosine, so its own lists are the cosine "
-                   f"lists; the severity grades what serving its vectors by dot product (an inner-product index) would "
-                   f"do. {summary}")
-    if stand_in is not None:  # every figure is of vectors the model does not serve: said before anything else
-        served = result.served_vectors
-        assert served is not None
-        summary = f"This audit is of {served.description}, not of the vectors {served.model} serves with. {summary}"
-        recommendations.insert(0, f"Audit the vectors {served.model} serves: {stand_in}.")
+    summary = _with_served(result, summary, recommendations, stand_in)
     first = first_seen_skew(result)
     return Verdict(
         bias_detected=detected,
@@ -110,7 +101,24 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         first_seen_k=first.k if first is not None else None,
         gate=SEVERITY_GATE if assessed else None,
         assessed=assessed,
+        weak=weak,
     )
+
+
+def _with_served(result: MeasuredSections, summary: str, recommendations: list[str], stand_in: str | None) -> str:
+    """The summary led by what the audited vectors are: a model that scores by cosine (its
+    own lists are the cosine lists), or tables that stand in for vectors the model does
+    not serve (said before anything else, with a recommendation first)."""
+    served = result.served_vectors
+    if served is not None and served.as_served and served.scoring == "cosine" and result.retrieval is not None:
+        summary = (f"{_sentence_start(served.model)} scores by cosine, so its own lists are the cosine "
+                   f"lists; the severity grades what serving its vectors by dot product (an inner-product index) would "
+                   f"do. {summary}")
+    if stand_in is not None:  # every figure is of vectors the model does not serve
+        assert served is not None
+        summary = f"This audit is of {served.description}, not of the vectors {served.model} serves with. {summary}"
+        recommendations.insert(0, f"Audit the vectors {served.model} serves: {stand_in}.")
+    return summary
 
 
 def _with_item_bias(

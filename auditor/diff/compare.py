@@ -12,7 +12,7 @@ Comparability, one rule per setting:
   (served vs the training log's own share) follow different rules: their change has no
   direction (``not comparable``); nor has it when either severity was graded at a K the
   other report did not measure (another ``-k`` list: the same model would read "more
-  bias" only because a new K was graded).
+  bias" only because a new K was graded), or on a top-1% share a setting below flags.
 * cut-offs: a figure at a K that only one report measured is listed as only in that
   report (never compared); the shared Ks are compared.
 * ``retrieval.popularity`` (interactions or distinct users): every figure that depends
@@ -69,6 +69,15 @@ class MetricChange:
     status: Status
     reason: str | None = None
     """Why the figure is not compared (the settings that differ)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields, and ``infinite``: which of them are +∞ or −∞ (``"+inf"``, ``"-inf"``; a
+        dot/cosine ratio over a cosine share of 0), since JSON writes them as null, which
+        alone would read as not measured."""
+        out = asdict(self)
+        infinite = {name: "+inf" if value > 0 else "-inf" for name in ("base", "new", "delta", "relative")
+                    if isinstance(value := out[name], float) and math.isinf(value)}
+        return {**out, "infinite": infinite} if infinite else out
 
 
 @dataclass(frozen=True)
@@ -154,7 +163,8 @@ class ReportDiff:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: an infinite figure (a dot/cosine ratio over a cosine share of 0) and
-        its change are written as null, as every report writes non-finite numbers."""
+        its change are written as null, as every report writes non-finite numbers, and named
+        in the metric's ``infinite`` (:meth:`MetricChange.to_dict`)."""
         return json_safe({
             "base_model": self.base_model,
             "new_model": self.new_model,
@@ -162,7 +172,7 @@ class ReportDiff:
             "conditions": [{**asdict(c), "changed": c.changed} for c in self.conditions],
             "settings": [asdict(s) for s in self.settings],
             "notes": list(self.notes),
-            "metrics": [asdict(m) for m in self.metrics],
+            "metrics": [m.to_dict() for m in self.metrics],
         })
 
 
@@ -199,7 +209,7 @@ def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
         for name in dict.fromkeys([*entries_base, *entries_new])
         if (entries_base.get(name) or entries_new[name]).section != "verdict"
     ]
-    verdict = _verdict(base, new)
+    verdict = _verdict(base, new, flags)
     apart: list[Flag] = [] if verdict.reason is None else [(lambda _entry: True, f"the verdicts: {verdict.reason}")]
     return ReportDiff(
         metrics=tuple(metrics),
@@ -327,14 +337,14 @@ def _basis(report: dict[str, Any]) -> Basis:
     return "served lists" if (report.get("inputs") or {}).get("format") == LISTS_ONLY_FORMAT else "model"
 
 
-def _verdict(base: dict[str, Any], new: dict[str, Any]) -> VerdictChange:
+def _verdict(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> VerdictChange:
     vb, vn = base.get("verdict") or {}, new.get("verdict") or {}
     sb, sn = str(vb.get("severity", "none")), str(vn.get("severity", "none"))
     rank: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
     step = rank.get(sn, 0) - rank.get(sb, 0)
     basis_base, basis_new = _basis(base), _basis(new)
     reason = (f"the base's severity judges {basis_base}, the new one's {basis_new}" if basis_base != basis_new
-              else _graded_elsewhere(base, new))  # fmt: skip
+              else _graded_elsewhere(base, new) or _graded_on_flagged(base, new, flags))  # fmt: skip
     moved: VerdictDirection = (
         "not comparable" if reason is not None
         else "unchanged" if step == 0 else "less bias" if step < 0 else "more bias"
@@ -359,6 +369,21 @@ def _graded_elsewhere(base: dict[str, Any], new: dict[str, Any]) -> str | None:
         if isinstance(k, int) and cut_offs[other] and k not in cut_offs[other]:
             return (f"cut-offs differ, and the {side} report's severity was graded at K={k}, "
                     f"which the {other} did not measure")
+    return None
+
+
+def _graded_on_flagged(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> str | None:
+    """Why two severities of one basis are not comparable: the top-1% share either was graded
+    on is a figure a differing setting makes incomparable (another popularity definition
+    defines another top 1%); None when it is compared."""
+    scoring = "served" if _basis(base) == "served lists" else "dot"
+    for report in (new, base):
+        k = (report.get("verdict") or {}).get("quoted_k")
+        name = f"head_share_1pct_{scoring}@{k}"
+        entry = flat_entries(report).get(name) if isinstance(k, int) else None
+        reasons = [] if entry is None else [reason for affects, reason in flags if affects(entry)]
+        if reasons:
+            return f"the severity is graded on {name}, which is not compared: {'; '.join(reasons)}"
     return None
 
 

@@ -25,7 +25,11 @@ Aspect = Literal["bias", "accuracy", "none"]
 Better = Literal["lower", "higher", "zero", "none"]
 """Which way is better; ``zero``: closer to 0 (a popularity lift, where lists less popular
 than the profiles they serve are as miscalibrated as lists more popular)."""
-Direction = Literal["less bias", "more bias", "more accuracy", "less accuracy", "unchanged", "neutral", "unknown"]
+Direction = Literal["less bias", "more bias", "more accuracy", "less accuracy", "unchanged", "neutral", "unknown",
+                   "changed sign"]
+"""``changed sign``: a ``zero`` figure that crossed 0 (lists that were less popular than the
+profiles they serve are now more popular, or the reverse): another kind of miscalibration,
+not a smaller or larger one, so neither less nor more bias."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ def direction(entry: FlatEntry, delta: float | None, base: float | None = None) 
     if rule.better == "zero":
         if base is None:
             return "unknown"
+        if base * (base + delta) < 0:
+            return "changed sign"
         improved = abs(base + delta) < abs(base)
     else:
         improved = (delta < 0) == (rule.better == "lower")

@@ -170,9 +170,11 @@ def user_groups_section(result: AuditResult, figures: Sequence[Figure]) -> Secti
     """Who pays: the per-user-group table at the quoted K (None without training profiles)."""
     k = c.quoted_cutoffs(result)[0]
     table = None if k is None or result.retrieval is None else harms.group_table(result.retrieval, k)
-    if table is None:
-        return None
-    return Section("user-groups", "Who pays: users by profile popularity", (Paragraph(harms.GROUPS_NOTE, "note"), table))
+    title = "Who pays: users by profile popularity"
+    if table is None:  # said where the audit recorded why (served lists alone), else left out
+        return Section("user-groups", title, (_not_measured(result, "user_groups"),)) \
+            if "user_groups" in result.not_measured else None
+    return Section("user-groups", title, (Paragraph(harms.GROUPS_NOTE, "note"), table))
 
 
 def exposure_shift_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:
@@ -180,7 +182,8 @@ def exposure_shift_section(result: AuditResult, figures: Sequence[Figure]) -> Se
     k = c.quoted_cutoffs(result)[0]
     tables = [] if k is None or result.retrieval is None else harms.shift_tables(result.retrieval, k)
     if not tables:
-        return None
+        return Section("exposure-shift", "Which items gain", (_not_measured(result, "exposure_shift"),)) \
+            if "exposure_shift" in result.not_measured else None
     blocks: list[Block] = [Paragraph(harms.SHIFT_NOTE, "note")]
     for table, heading in zip(tables, ("Items dot serving favours", "Items dot serving starves")):
         blocks += [Heading(heading), table]

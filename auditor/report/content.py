@@ -22,6 +22,7 @@ from typing import Any
 from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
 from auditor.report.labels import probe_title as probe_title, probes_tables as probes_tables  # re-exported
+from auditor.report.measure_rows import shown_rows
 from auditor.report.population import population_rows
 from auditor.report import served_lists as lists_view
 from auditor.report.formatting import (
@@ -46,8 +47,8 @@ from auditor.result import (
     ListMeasureInfo,
     Retrieval,
 )
-from auditor.sections import GROUP_LIST_MEASURES, finite_figure, share_ratio
-from auditor.wording import correlation_figures
+from auditor.sections import share_ratio
+from auditor.wording import correlation_figures, pct_pair
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -119,7 +120,8 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     emphasise the verdict."""
     if lists_view.lists_only(result):
         return verdict_phrase(result), lists_view.headline_evidence(result)
-    parts: list[str] = []
+    weak = result.verdict.weak  # as the summary: a model less accurate than the most-popular list is said first
+    parts: list[str] = [] if weak is None else [weak[:1].lower() + weak[1:].rstrip(".")]
     fn = result.frequency_norm
     if fn is not None:
         lo, hi = fn.spearman_ci
@@ -173,6 +175,11 @@ def _skew_text(retrieval: Retrieval, k: int, first_k: int | None) -> str:
     first slots a user sees, when given)."""
     cut = retrieval.at[k]
     dot, cos = cut.dot.get("head_share_1pct"), cut.cosine.get("head_share_1pct")
+    if finite(dot) == 0 and finite(cos) == 0:  # as the summary: nothing to grade, the top 10% quoted instead
+        top10 = pct_pair(finite(cut.dot.get("head_share_10pct")), finite(cut.cosine.get("head_share_10pct")))
+        return (f"at K={k} neither dot-product nor cosine retrieval gives the top-1% items a slot, while the top-10% "
+                f"items fill {top10[0]} of dot-product slots vs {top10[1]} under cosine, so severity rests on the "
+                "correlation")
     r = share_ratio(dot, cos)
     times = f" ({fmt_ratio(r)})" if r is not None else ""
     if first_k is not None:
@@ -267,9 +274,7 @@ def shown_measures(cut: CutoffMeasures, measures: Mapping[str, ListMeasureInfo])
     not measure (no training profiles, no holdout, an empty user group, a probability
     0/0: null under every scoring) is left out rather than shown empty; every other
     measure is shown, measured or not."""
-    scorings = cut.scorings().values()
-    return {name: info for name, info in measures.items()
-            if name not in GROUP_LIST_MEASURES or any(finite_figure(listed.get(name)) is not None for listed in scorings)}
+    return shown_rows(cut.scorings().values(), measures)
 
 
 def format_measure(value: Any, display: str) -> str:

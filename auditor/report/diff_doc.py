@@ -39,6 +39,8 @@ JUDGES = {"model": "a model's dot-product lists against its cosine lists",
 """What each kind of report's severity judges, for the lead when the two differ."""
 LARGEST = 5
 """Figures listed on each side of the largest changes."""
+CHANGED_SIGN = "changed sign"
+"""A ΔGAP that crossed 0 (``auditor.diff.directions.direction``): listed apart, never ranked."""
 WORSE = ("more bias", "less accuracy")
 BETTER = ("less bias", "more accuracy")
 _HEADERS = ("figure", "base", "new", "change", "relative", "direction")
@@ -78,6 +80,9 @@ def lead_sentence(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]])
     text = (f"Verdict severity {verdict.get('base_severity')} → {verdict.get('new_severity')} ({moved}). "
             f"Figures: {counts['less bias']} less bias, {counts['more bias']} more bias, "
             f"{counts['more accuracy']} more accuracy, {counts['less accuracy']} less accuracy")  # fmt: skip
+    crossed = sum(m.get("direction") == CHANGED_SIGN for m in metrics)
+    if crossed:
+        text += f"; {crossed} changed sign (ΔGAP across 0: not scored, see Largest changes)"
     return text + (f"; {flagged} not comparable (see Comparability)." if flagged else ".")
 
 
@@ -129,7 +134,8 @@ def _key_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) 
     by_name = {m.get("name"): m for m in metrics}
     patterns = KEY_FIGURES + (SERVED_KEY_FIGURES if lists else ())
     chosen = [by_name[name] for pattern in patterns if (name := pattern.format(k=k)) in by_name
-              and (by_name[name].get("base") is not None or by_name[name].get("new") is not None)]
+              and (by_name[name].get("base") is not None or by_name[name].get("new") is not None
+                   or by_name[name].get("infinite"))]
     if not chosen:
         return None
     at = f" at K={k}" if k is not None else ""
@@ -163,6 +169,13 @@ def _largest_section(metrics: Sequence[Mapping[str, Any]]) -> Section:
                                                           f"changes of the {len(moved):,} ranked{rest}."))
         else:
             blocks.append(Paragraph(f"None ranked{rest}." if side else "None.", "note"))
+    crossed = sorted((m for m in metrics if m.get("direction") == CHANGED_SIGN),
+                     key=lambda m: (-abs(float(m.get("delta") or 0)), str(m.get("name"))))
+    if crossed:
+        shown = f"the {LARGEST} largest changes; " if len(crossed) > LARGEST else ""
+        caption = (f"ΔGAP across 0 ({shown}the lists went from less popular than the profiles they serve to more "
+                   "popular, or back): another kind of miscalibration, neither less nor more bias, so not ranked above.")
+        blocks += [Heading(f"Changed sign ({plural(len(crossed), 'figure')})"), _metrics_table(crossed[:LARGEST], caption)]
     return Section("largest", "Largest changes", tuple(blocks))
 
 
@@ -189,11 +202,20 @@ def _comparability_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[st
 
 def _metrics_table(metrics: Sequence[Mapping[str, Any]], caption: str) -> Table:
     rows = tuple(
-        (str(m.get("name")), fmt_num(m.get("base"), 4), fmt_num(m.get("new"), 4), _signed(m.get("delta")),
-         _relative(m.get("relative")), _direction(m))
+        (str(m.get("name")), _infinite(m, "base") or fmt_num(m.get("base"), 4),
+         _infinite(m, "new") or fmt_num(m.get("new"), 4), _infinite(m, "delta", "+") or _signed(m.get("delta")),
+         _infinite(m, "relative", "+") or _relative(m.get("relative")), _direction(m))
         for m in metrics
     )  # fmt: skip
     return Table(_HEADERS, rows, (False, True, True, True, True, False), caption)
+
+
+def _infinite(metric: Mapping[str, Any], field: str, plus: str = "") -> str:
+    """``∞`` (``plus`` before it: ``+∞`` for a change) or ``-∞`` where the diff's JSON names
+    ``field`` infinite (it writes the value as null, which would read as not measured);
+    empty otherwise. check writes such a ratio as ``∞×``."""
+    sign = (metric.get("infinite") or {}).get(field)
+    return "" if sign is None else f"{plus}∞" if sign == "+inf" else "-∞"
 
 
 def _signed(value: Any) -> str:

@@ -5,6 +5,7 @@ head-share ratio against the learning rate)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,16 +29,18 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
 
-def mean_pm(summary: dict[str, dict[str, float]], key: str, fmt: str = "{:.3f}", seeds: int = 2) -> str:
+def mean_pm(summary: dict[str, dict[str, float]], key: str, fmt: str | Callable[[float], str] = "{:.3f}",
+            seeds: int = 2) -> str:
     """mean ± std over seeds; the value alone for one seed (no "± 0.000"); ``n/a`` when
-    no seed measured it."""
+    no seed measured it. ``fmt``: a format string, or a function (``fmt_pct`` for shares)."""
     s = summary.get(key)
     mean, std = (finite(s.get("mean")), finite(s.get("std"))) if s is not None else (None, None)
     if mean is None:
         return MISSING
+    show = fmt.format if isinstance(fmt, str) else fmt
     if seeds < 2 or std is None:
-        return fmt.format(mean)
-    return f"{fmt.format(mean)} ± {fmt.format(std)}"
+        return show(mean)
+    return f"{show(mean)} ± {show(std)}"
 
 
 def mean_ratio(summary: dict[str, dict[str, float]], key: str, seeds: int = 2) -> str:
@@ -113,7 +116,9 @@ def grid_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
         rows.append([
             row["label"], row["violates"], opt, f"{c['lr']:g}", c["item_encoder"], _user_tower(c), c["loss"],
             mean_pm(s, "share_90pm1", seeds=n), mean_pm(s, "share_90pm10", seeds=n), mean_pm(s, "spearman", seeds=n), ci,
-            mean_pm(s, f"head_share_1pct_dot@{k}", seeds=n), mean_pm(s, f"head_share_1pct_cosine@{k}", seeds=n),
+            # Shares as check prints them (fmt_pct: the decimals a share needs), so the ratio beside them reads.
+            mean_pm(s, f"head_share_1pct_dot@{k}", fmt_pct, seeds=n),
+            mean_pm(s, f"head_share_1pct_cosine@{k}", fmt_pct, seeds=n),
             mean_ratio(s, f"head_share_1pct_ratio@{k}", seeds=n),
         ])
     return header, rows

@@ -14,7 +14,7 @@ from auditor.plugin_api import RenderContext
 from auditor.report.console import renderables
 from auditor.report.document import Document, Paragraph
 from auditor.report.experiment_summary import data_text, fmt_count, grid_block, mean_pm, write_document
-from auditor.report.formatting import MISSING
+from auditor.report.formatting import MISSING, fmt_pct
 from auditor.report.markdown import MarkdownRenderer
 from auditor.report.plot_text import fit_title
 from auditor.report.drawing import figure_png, new_figure
@@ -41,7 +41,7 @@ def mitigation_table(result: MitigationResult) -> tuple[list[str], list[list[str
         share = s["ndcg"]["mean"] / ref_ndcg if ref_ndcg and not math.isnan(ref_ndcg) else float("nan")
         rows.append([
             row["label"], _KIND[row["kind"]], "–" if row["kind"] == "baseline" else row["model"],
-            mean_pm(s, "ndcg", seeds=n), mean_pm(s, "recall", seeds=n), mean_pm(s, "head_share_1pct", seeds=n),
+            mean_pm(s, "ndcg", seeds=n), mean_pm(s, "recall", seeds=n), mean_pm(s, "head_share_1pct", fmt_pct, seeds=n),
             mean_pm(s, "gini", seeds=n), "–" if row["kind"] == "baseline" else mean_pm(s, "spearman", seeds=n),
             MISSING if math.isnan(share) else f"{share:.1%}",
         ])

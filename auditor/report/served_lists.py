@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from auditor.report.document import Block, Heading, Paragraph, Section, Table
 from auditor.report.formatting import fmt_num, fmt_pct, text_or_missing
+from auditor.report.measure_rows import shown_rows
 from auditor.result import AuditResult
 from auditor.sections import ServedCutoff, ServedSection
 
@@ -75,7 +76,7 @@ def summary_table(served: ServedSection) -> Table:
 def cutoff_table(k: int, cut: ServedCutoff, served: ServedSection) -> Table:
     """One K: each list measure of the served lists and of the most-popular list."""
     rows: list[tuple[str, ...]] = []
-    for metric, info in served.list_measures.items():
+    for metric, info in shown_rows((cut.served, cut.popular), served.list_measures).items():
         rows.append((info.label, *(_shown(listed.get(metric), info.display) for listed in (cut.served, cut.popular))))
     rows.append(("share of the popular list in the served lists", fmt_pct(cut.overlap_popular), ""))
     caption = f"Top-{k} lists" + (f"; {fmt_num(cut.n_short_lists)} lists hold fewer than {k} items." if cut.n_short_lists

@@ -92,6 +92,16 @@ def _popularity(stats: ItemStats, kind: str, n_items: int) -> np.ndarray:
     return popularity_of(stats, kind)
 
 
+def _settings_notes(settings: RetrievalSettings, n_items: int) -> list[str]:
+    """What the retrieval section measures otherwise than asked: a K clamped to the
+    catalogue, an α that is dot or cosine serving (the same lists: no column of their own)."""
+    notes = [f"cut-off K={k} exceeds the catalogue ({n_items} items); clamped to {n_items}"
+             for k in sorted(set(settings.ks)) if k > n_items]
+    notes += [f"{setting('alphas')} {alpha:g} is {scoring} serving, not measured apart: its figures are the {scoring} "
+              "column's" for alpha, scoring in ((0.0, "cosine"), (1.0, "dot")) if alpha in settings.alphas]
+    return notes
+
+
 def _scan_items(table: np.ndarray, max_memory: int | None) -> int:
     """One pass in slices (a memory-mapped table is never loaded whole): NaN/inf rows are
     an error; returns the number of zero rows. The searches then skip their own checks."""
@@ -244,13 +254,7 @@ def measure_retrieval(
                                 seen_kept=population.seen_items == "kept")
     warnings += [note] if (note := tied_groups_warning(measures.context)) else []
     ks = sorted({min(k, n_items) for k in settings.ks})
-    for k in sorted(set(settings.ks)):
-        if k > n_items:
-            warnings.append(f"cut-off K={k} exceeds the catalogue ({n_items} items); clamped to {n_items}")
-    for alpha, scoring in ((0.0, "cosine"), (1.0, "dot")):
-        if alpha in settings.alphas:  # the same lists: no alpha column of their own
-            warnings.append(f"{setting('alphas')} {alpha:g} is {scoring} serving, not measured apart: its figures are "
-                            f"the {scoring} column's")
+    warnings += _settings_notes(settings, n_items)
 
     table = bundle.item_table
     check_memory_ceiling(settings.max_memory, dim, "the item table", n_items)
