@@ -544,3 +544,34 @@ def test_help_says_what_the_sidecar_records() -> None:
     assert "the log-log slope of norm on frequency" in text
     assert "Spearman rho is not recorded" in text and "(and Spearman rho with --interactions)" not in text
     assert "--plugin-timeout" in text
+
+
+def test_the_severity_gate_evaluates_on_a_cosine_rescaled_table(tmp_path: Path) -> None:
+    """mitigate --alpha 0 writes unit rows: check of the output finds rho undefined (equal
+    norms) and, every user having trained on the top-1% items (rows 0 and 1 of 200), no
+    top-1% slot under dot or cosine; dot serves cosine's lists (overlap 1). The gate check
+    suggests, severity_level>=1, evaluates to level 0 and passes (it was 'nothing graded
+    the severity', exit 1, on the fixed model)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    rng = np.random.default_rng(5)
+    rows = rng.normal(size=(200, 8)) * np.linspace(3.0, 0.5, 200)[:, None]
+    np.save(tmp_path / "items.npy", rows.astype(np.float32))
+    users = np.repeat(np.arange(60), 6)
+    items = np.concatenate([[0, 1, *rng.choice(np.arange(2, 200), size=4, replace=False)] for _ in range(60)])
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp_path / "log.parquet")
+    runner = CliRunner()
+    wrote = runner.invoke(cli, ["mitigate", str(tmp_path / "items.npy"), "--alpha", "0", "-o", str(tmp_path / "u.npy"),
+                                "-q"])
+    assert wrote.exit_code == 0, wrote.output
+    gated = runner.invoke(cli, ["check", str(tmp_path / "u.npy"), "--interactions", str(tmp_path / "log.parquet"),
+                                "--no-probes", "--bootstrap", "0", "--fail-on", "severity_level>=1", "--json",
+                                str(tmp_path / "r.json"), "-q"])
+    assert gated.exit_code == 0, gated.output
+    verdict = json.loads((tmp_path / "r.json").read_text())["verdict"]
+    assert (verdict["severity"], verdict["assessed"]) == ("none", True)
+    assert "serves the same items as cosine at every K (overlap 1)" in verdict["summary"]

@@ -2,8 +2,9 @@
 
 A plugin is code the user chose to run, but a CI gate must not pass because that code
 ended the process: ``os._exit(0)`` in a measure cannot be caught, and the parent would
-exit 0 on a biased model. So ``check`` (and the plugin part of ``batch``'s gates) run
-plugin code in a forked child process whose result the parent reads back: the exit code
+exit 0 on a biased model. So ``check``, ``mitigate`` (whose output files the parent
+stages and renames only after the child finished) and the plugin part of ``batch``'s gates
+run plugin code in a forked child process whose result the parent reads back: the exit code
 is derived only from a completed run, a child that dies or outlives ``--plugin-timeout``
 is an error (exit 1) naming the cause, and the child's standard output is sent to
 standard error at the file-descriptor level, so a plugin's ``print`` never mixes with a
