@@ -231,5 +231,5 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     if name == "severity_level":
         reasons = [str(not_measured[key]) for key in ("frequency_norm", "retrieval", "served") if not_measured.get(key)]
         return "nothing graded the severity (the verdict's assessed is false)" + (f": {reasons[0]}" if reasons else "")
-    return str(not_measured.get(name) or f"the audit measure {name} returned no finite number in this run (None, NaN "
-               "or an infinite value: null in the JSON report, which no gate compares)")
+    return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no finite number in this "
+               "run (None, NaN or an infinite value: null in the JSON report, which no gate compares)")

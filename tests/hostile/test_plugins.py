@@ -362,7 +362,7 @@ def _holdout(d: Path) -> None:
 NO_FINITE = r"\(None, NaN or an infinite value: null in the JSON report, which no gate compares\)"
 CASES += [
     Case("gate-on-measure-returning-inf", _plugin(MEASURE.format(name="m", value="float('inf')"), "--fail-on", "m>0.5"),
-         EXIT_ERROR, r"cannot evaluate --fail-on m>0\.5: the audit measure m returned no finite number in this run "
+         EXIT_ERROR, r"cannot evaluate --fail-on m>0\.5: not measured: the audit measure m returned no finite number in this run "
                      + NO_FINITE),
     Case("gate-on-list-measure-returning-nan", _list_measure("hostile", "pct", "return lambda slots: float('nan')",
                                                              "--fail-on", "hostile_dot@10>0.5"),
