@@ -119,6 +119,20 @@ class TrainingSection:
     """Where the audited table's ρ must lie for the trace to be this model's."""
     end_spearman_rule: str | None = None
     """Why the range is that wide, in words."""
+    counts: str | None = None
+    """How the trace counted interactions: ``given`` up front or ``running`` over the batches."""
+    end_counted: int | None = None
+    """Interactions the trace's last record had counted (running counts: the batches seen)."""
+    recorded_loss: str | None = None
+    """The loss the trace header's config records (None: none)."""
+    recorded_lr: float | None = None
+    """The learning rate the trace header's config records (None: none)."""
+    recorded_optimizer: str | None = None
+    """The optimizer kind the trace records (its header's class name, else its config's; None: none known)."""
+    nonfinite_step: int | None = None
+    """The first record's step at which item rows were NaN or infinite (training diverged; None: never)."""
+    nonfinite_rows: int = 0
+    """The most item rows any record found NaN or infinite."""
 
     @property
     def evidence(self) -> TrainingAngles | None:
