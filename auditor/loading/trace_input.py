@@ -40,7 +40,14 @@ def load_training(path: Path, bundle: ModelBundle, warnings: list[str]) -> Train
     mismatch = _mismatch(trace, bundle) or _setting_mismatch(trace, bundle)
     if mismatch is not None:
         _flag(path, mismatch, warnings)
-    return summarise(trace, path, mismatch)
+    section = summarise(trace, path, mismatch)
+    if section.nonfinite_step is not None:
+        warnings.append(
+            f"{setting('trace')} {path}: training diverged: item rows were NaN or infinite from step "
+            f"{section.nonfinite_step} (up to {section.nonfinite_rows:,} rows in a record); ρ, the slope and the head "
+            "shares of those records are unmeasured"
+        )
+    return section
 
 
 def flag(training: TrainingSection, mismatch: str, warnings: list[str]) -> TrainingSection:

@@ -158,8 +158,11 @@ class HeadFigures:
 
 def head_figures(queries: torch.Tensor, table: torch.Tensor, counts: np.ndarray, k: int, percent: float) -> HeadFigures:
     """Exact top-K of ``queries`` over ``table`` by dot product and by cosine, and the
-    share of their slots the head (``percent`` of the catalogue, by ``counts``) takes."""
+    share of their slots the head (``percent`` of the catalogue, by ``counts``) takes
+    (None while no interaction is counted: no item is popular, as ρ is undefined then)."""
     if table.shape[0] == 0 or queries.shape[0] == 0 or not bool(torch.isfinite(queries).all()):
+        return HeadFigures(None, None, None)
+    if not np.asarray(counts).any():  # nothing counted yet: there is no head to take a share
         return HeadFigures(None, None, None)
     head = HeadShare(np.asarray(counts), percent)
     shares = []

@@ -12,9 +12,12 @@
     lightning.Trainer(callbacks=[callback], max_epochs=5).fit(model, loader)
 
 Hooks: ``on_train_batch_start`` counts the batch's items, ``on_before_optimizer_step``
-keeps the rows about to move (so gradient accumulation is handled: only real steps are
-measured), ``on_train_batch_end`` measures after the step, ``on_train_epoch_end`` takes
-the epoch record (mean of the batches' losses), ``on_fit_end`` closes the trace. An
+keeps the rows about to move: those of every micro-batch since the last step under
+gradient accumulation (``accumulate_grad_batches``), so a measured step covers all the
+rows it moves and growth is per appearance over them; ``on_train_batch_end`` measures
+after the step, ``on_train_epoch_end`` takes the epoch record (mean of the batches' losses,
+as ``training_step`` returned them: Lightning hands callbacks the loss divided by
+``accumulate_grad_batches``, which is undone), ``on_fit_end`` closes the trace. An
 alert with the action ``stop`` sets ``trainer.should_stop``. Imports ``lightning``
 (or, without it, ``pytorch_lightning``); ``import auditor`` never does.
 """
@@ -59,7 +62,8 @@ class PopauditCallback(pl.Callback):
         self._batch_items = batch_items
         self._options = {"source": "lightning", **monitor_options}
         self.monitor: TrainingMonitor | None = None
-        self._pending: torch.Tensor | None = None
+        self._pending: list[torch.Tensor] = []
+        """Item rows of the micro-batches since the last optimizer step."""
         self._stepped = False
         self._losses: list[float] = []
 
@@ -76,18 +80,22 @@ class PopauditCallback(pl.Callback):
         rows = self._batch_items(batch) if self._batch_items is not None else None
         if rows is not None and self.monitor is not None:
             self.monitor.observe(rows)
-        self._pending = None if rows is None else torch.as_tensor(rows)
+        if rows is not None:
+            self._pending.append(torch.as_tensor(rows).reshape(-1))
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer) -> None:
         if self.monitor is None:
             return
-        self.monitor.before_step(self._pending, count=False)  # counted at batch start
+        pending = torch.cat(self._pending) if self._pending else None
+        self._pending = []
+        self.monitor.before_step(pending, count=False)  # counted at batch start
         self._stepped = True
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        if isinstance(loss, torch.Tensor):
-            self._losses.append(float(loss.detach()))
+        if isinstance(loss, torch.Tensor):  # automatic optimization hands on the loss ÷ accumulate_grad_batches
+            scale = trainer.accumulate_grad_batches if pl_module.automatic_optimization else 1
+            self._losses.append(float(loss.detach()) * scale)
         if self.monitor is None or not self._stepped:
             return
         self._stepped = False
