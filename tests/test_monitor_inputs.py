@@ -161,3 +161,14 @@ def test_an_mlflow_run_that_does_not_exist_is_refused_at_construction(tmp_path: 
     with pytest.raises(TrainingError, match=r"mlflow: cannot log to run '0123456789abcdef0123456789abcdef'"):
         TrainingMonitor(_table(), mlflow="0123456789abcdef0123456789abcdef")
     assert mlflow.active_run() is None
+
+
+def test_a_monitor_that_fails_to_start_keeps_the_earlier_trace(tmp_path: Path) -> None:
+    """QA F15: a bad tensorboard= was found after the writer had replaced the earlier trace."""
+    path = tmp_path / "t.jsonl"
+    with TrainingMonitor(_table(), counts=np.arange(1, N + 1), interval=1, trace=path, fsync=False) as monitor:
+        _record(monitor)
+    before = path.read_bytes()
+    with pytest.raises(TrainingError, match="tensorboard must be a log folder or a SummaryWriter"):
+        TrainingMonitor(_table(), counts=np.ones(N), trace=path, tensorboard=42)
+    assert path.read_bytes() == before

@@ -138,3 +138,20 @@ def test_gradient_accumulation_keeps_the_loss_and_every_micro_batch(tmp_path: Pa
     moved = [np.unique(np.concatenate(batches[2 * s: 2 * s + 2])).size for s in range(8)]
     last_only = [np.unique(batches[2 * s + 1]).size for s in range(8)]
     assert [r.angle_n for r in trace.steps] == moved and moved != last_only
+
+
+def test_a_second_fit_or_a_blind_callback_is_refused(tmp_path: Path) -> None:
+    """QA F12: a second fit with the same callback would replace the first fit's trace; QA
+    F14: with neither batch_items nor counts the monitor counted nothing (ρ never measured)."""
+    from auditor.errors import TrainingError
+
+    path = tmp_path / "trace.jsonl"
+    callback = PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=4, trace=path)
+    fit(callback, 1)
+    first = path.read_bytes()
+    with pytest.raises(TrainingError, match="this popaudit callback already watched a fit"):
+        fit(callback, 1)
+    assert path.read_bytes() == first and read_trace(path).complete
+    with pytest.raises(TrainingError, match="give batch_items .* or counts"):
+        PopauditCallback("item_embedding", trace=path)
+    PopauditCallback("item_embedding", counts=np.ones(N_ITEMS))  # counts alone: angles over the whole table

@@ -23,6 +23,7 @@ import keras
 
 from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
+from auditor.monitor.settings import second_fit
 
 
 class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras ships no type information
@@ -59,6 +60,8 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
         )
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self.monitor is not None:
+            raise second_fit(self._options.get("trace"))
         options = dict(self._options)
         options.setdefault("optimizer", self.model.optimizer)
         self.monitor = TrainingMonitor(self._table(), **options)

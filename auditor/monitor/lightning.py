@@ -30,7 +30,9 @@ from typing import Any
 
 import torch
 
+from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
+from auditor.monitor.settings import second_fit
 from auditor.monitor.sources import ItemTable
 
 try:
@@ -58,6 +60,11 @@ class PopauditCallback(pl.Callback):
         **monitor_options: Any,
     ) -> None:
         super().__init__()
+        if batch_items is None and monitor_options.get("counts") is None:  # a monitor shown nothing counts nothing
+            raise TrainingError(
+                "give batch_items (the item rows of a batch: running counts and angles) or counts (interactions "
+                "per item row): with neither, the monitor counts nothing and ρ and its alerts are never measured"
+            )
         self._items = items
         self._batch_items = batch_items
         self._options = {"source": "lightning", **monitor_options}
@@ -68,6 +75,8 @@ class PopauditCallback(pl.Callback):
         self._losses: list[float] = []
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.monitor is not None:
+            raise second_fit(self._options.get("trace"))
         items = self._items
         if isinstance(items, str):
             items = operator.attrgetter(items)(pl_module)

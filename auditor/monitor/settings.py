@@ -103,3 +103,14 @@ def ids_digest(item_ids: Sequence[Any] | None) -> str | None:
     if item_ids is None:
         return None
     return hashlib.sha256("\n".join(str(i) for i in item_ids).encode("utf-8")).hexdigest()
+
+
+def second_fit(trace: Any) -> TrainingError:
+    """The error of an adapter's callback given to a second ``fit``: its monitor would start
+    a new trace over the first fit's records (the writer replaces a trace) and count the
+    steps from 0 again, so C5 would see one fit's updates as the whole training."""
+    where = f" in {trace}" if trace is not None else ""
+    return TrainingError(
+        f"this popaudit callback already watched a fit (its records are{where}); a second fit would replace them "
+        "and count its steps from 0: give each fit a new callback with its own trace"
+    )
