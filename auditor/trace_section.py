@@ -133,6 +133,9 @@ class TrainingSection:
     """The first record's step at which item rows were NaN or infinite (training diverged; None: never)."""
     nonfinite_rows: int = 0
     """The most item rows any record found NaN or infinite."""
+    ended_within_epoch: bool = False
+    """Training ended between epoch records and the trace does not tell the steps of an epoch:
+    :attr:`epochs` counts the last epoch whole (C5's projection is then an upper bound)."""
 
     @property
     def evidence(self) -> TrainingAngles | None:

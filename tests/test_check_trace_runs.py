@@ -5,6 +5,7 @@ running-count trace stopped within its first epoch is not held to the audit's ρ
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,38 @@ def test_a_running_count_trace_past_one_epoch_is_still_compared(tmp_path: Path) 
     training = report["training"]
     assert training["end_counted"] == 1275 and abs(training["end_spearman"] - 1.0) < 1e-12
     assert not training["matches_model"] and "its ρ ± 0.05: running counts" in training["mismatch"]
+
+
+def stopped_loop(path: Path, config: dict[str, Any]) -> np.ndarray:
+    """A plain loop stopped by an alert at its first record (step 1 of an epoch of 5), an epoch
+    record written at the stop as docs/monitor.md's loop writes it; the step moves every row at 90°."""
+    table = torch.zeros(N, 2, dtype=torch.float64)
+    table[:, 0] = 1.0 + torch.arange(N, dtype=torch.float64) / 100
+    monitor = TrainingMonitor(table, counts=np.arange(N, 0, -1), interval=1, trace=path, config=config,
+                              alerts=["n_nonfinite<1"], on_alert="stop", fsync=False)
+    with monitor, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(5):
+            monitor.before_step(torch.arange(N))
+            table[:, 1] += 0.1
+            monitor.after_step()
+            if monitor.should_stop:
+                break
+        monitor.end_epoch()
+    return table.numpy()
+
+
+def test_c5_of_a_plain_loop_stopped_within_its_first_epoch(tmp_path: Path) -> None:
+    """QA F13: the trace does not record an epoch's steps, so C5 projected over 1 whole epoch
+    without a word; now its evidence says the projection counts the epoch begun whole, an
+    upper bound. With the loop's steps_per_epoch in the config: 1/5 of an epoch exactly."""
+    table = stopped_loop(tmp_path / "t.jsonl", {})
+    report = audit(tmp_path, table)
+    assert report["training"]["ended_within_epoch"] and report["training"]["steps"] == 1
+    c5 = report["conditions"]["C5"]
+    assert c5["details"]["epochs"] == 1.0
+    assert "over frequency × 1 epochs (trace (epochs begun: training ended within the last, whose steps the trace " \
+           "does not record, so the projection counts it whole and is an upper bound))" in c5["evidence"]
+    table = stopped_loop(tmp_path / "t.jsonl", {"steps_per_epoch": 5})
+    c5 = audit(tmp_path, table)["conditions"]["C5"]
+    assert c5["details"]["epochs"] == 0.2 and "(1 steps taken ÷ 5 steps per epoch)" in c5["evidence"]

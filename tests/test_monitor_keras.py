@@ -112,3 +112,4 @@ def test_a_second_fit_with_the_same_callback_is_refused_and_the_first_trace_kept
     with pytest.raises(TrainingError, match="this popaudit callback already watched a fit"):
         net.fit(x, y, batch_size=128, epochs=1, verbose=0, callbacks=[callback])
     assert path.read_bytes() == first and read_trace(path).complete
+    assert read_trace(path).header.config["steps_per_epoch"] == -(-len(y) // 128)  # recorded for C5 (QA F13)

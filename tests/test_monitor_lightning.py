@@ -133,6 +133,7 @@ def test_gradient_accumulation_keeps_the_loss_and_every_micro_batch(tmp_path: Pa
     trainer = fit(callback, 1, module, accumulate_grad_batches=2)
     trace = read_trace(path)
     assert trainer.global_step == 8 and [r.step for r in trace.steps] == list(range(1, 9))
+    assert trace.header.config["steps_per_epoch"] == 8  # recorded for C5 (QA F13): 16 batches / 2
     assert trace.epochs[0].loss == pytest.approx(float(np.mean(module.losses)), rel=1e-12)
     batches = [batch["item"].numpy() for batch in loader()]
     moved = [np.unique(np.concatenate(batches[2 * s: 2 * s + 2])).size for s in range(8)]

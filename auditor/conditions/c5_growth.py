@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from auditor.conditions.facts import Fact, Origin, TraceFacts
+from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome
@@ -152,6 +152,8 @@ def _projected(
     epoch_text = f"{e:g} epochs" if n_epochs is not None else "1 epoch (epochs not recorded, so a lower estimate)"
     if epochs is not None and not float(e).is_integer():  # a run stopped within an epoch
         epoch_text += f" (the updates actually taken: {epochs.source})"
+    elif epochs is not None and epochs.key == EPOCHS_BEGUN:  # stopped within an epoch of unknown length
+        epoch_text += f" ({epochs.source})"
     status = p.status
     verdict = (
         "the bias materialises" if status == "holds"

@@ -153,7 +153,12 @@ def _steps(trace: Trace) -> dict[str, Any]:
         first = next((r for r in trace.epochs if r.epoch == 1), None)
         if first is not None and first.step > 0 and last is not None and last > first.step:
             per_epoch = first.step
-    return {"steps": last, "steps_per_epoch": per_epoch}
+    # Ended between epoch records, or stopped by an alert at a step record (a loop that breaks
+    # there may still write an epoch record at that step, as docs/monitor.md's loop does).
+    stopped = trace.end is not None and trace.end.reason.startswith("stopped by alert") \
+        and any(r.step == last for r in trace.steps)
+    within = per_epoch is None and bool(last) and (stopped or not any(r.step == last for r in trace.epochs))
+    return {"steps": last, "steps_per_epoch": per_epoch, "ended_within_epoch": within}
 
 
 def _mismatch(trace: Trace, bundle: ModelBundle) -> str | None:

@@ -24,6 +24,7 @@ alert with the action ``stop`` sets ``trainer.should_stop``. Imports ``lightning
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -69,20 +70,31 @@ class PopauditCallback(pl.Callback):
         self._batch_items = batch_items
         self._options = {"source": "lightning", **monitor_options}
         self.monitor: TrainingMonitor | None = None
+        self._started = False
+        """A fit has begun with this callback (a second one is refused)."""
         self._pending: list[torch.Tensor] = []
         """Item rows of the micro-batches since the last optimizer step."""
         self._stepped = False
         self._losses: list[float] = []
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.monitor is not None:
+        if self._started:
             raise second_fit(self._options.get("trace"))
+        self._started = True
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """The monitor, once the training data is set up: its header's config records the
+        optimizer steps of an epoch (C5 projects the steps a run stopped within an epoch took)."""
         items = self._items
         if isinstance(items, str):
             items = operator.attrgetter(items)(pl_module)
         options = dict(self._options)
         if "optimizer" not in options and trainer.optimizers:
             options["optimizer"] = trainer.optimizers[0]
+        batches = trainer.num_training_batches
+        if isinstance(batches, int) and batches > 0:  # inf for an iterable of unknown length
+            per_epoch = math.ceil(batches / trainer.accumulate_grad_batches)  # the last window steps too
+            options["config"] = {"steps_per_epoch": per_epoch, **(options.get("config") or {})}
         self.monitor = TrainingMonitor(items, **options)
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
