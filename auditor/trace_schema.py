@@ -148,6 +148,10 @@ class TraceRecord:
     """Epoch records: the epoch's duration."""
     monitor_s: float = 0.0
     """Seconds the monitor spent on this record."""
+    growth_basis: str | None = None
+    """What :attr:`growth_per_update` is per: ``appearance`` (each moved row's growth divided by
+    its copies in the batch: what C5 projects) or ``step`` (the batch's rows unknown: the whole
+    table compared, as the Keras and RecBole adapters do); None: no growth, or an older trace."""
 
     def figure(self, name: str) -> float | None:
         """One of :data:`FIGURES` by name (None: not measured); a figure of

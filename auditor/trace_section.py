@@ -60,6 +60,10 @@ class TrainingAngles:
     """Median over the records of their median growth c/s² per update."""
     first_step: int
     last_step: int
+    growth_per_step: bool = False
+    """The growth is per optimizer step, not per appearance (the batch's rows were unknown:
+    Keras, RecBole): an item in several batches of a step counts once, so it overstates
+    the growth per appearance C5 projects."""
 
     @property
     def orthogonal(self) -> bool | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from click.testing import CliRunner
 from scipy.stats import spearmanr
@@ -136,3 +137,23 @@ def test_c5_of_a_plain_loop_stopped_within_its_first_epoch(tmp_path: Path) -> No
     table = stopped_loop(tmp_path / "t.jsonl", {"steps_per_epoch": 5})
     c5 = audit(tmp_path, table)["conditions"]["C5"]
     assert c5["details"]["epochs"] == 0.2 and "(1 steps taken ÷ 5 steps per epoch)" in c5["evidence"]
+
+
+def test_growth_per_step_is_said_as_such(tmp_path: Path) -> None:
+    """QA F11: rows 0 and 1 move by (0, 0.1) in a batch [0, 0, 1]. Knowing the rows, growth
+    c/s² is per appearance: 0.01/1 ÷ 2 for row 0 and 0.01/1.01² for row 1, median their mean;
+    without them (Keras, RecBole: the whole table compared) it is per step, 0.01 for row 0.
+    The records say which, and C5 says a per-step growth overstates the per-appearance one."""
+    for rows, basis, expected in ((torch.tensor([0, 0, 1]), "appearance", (0.005 + 0.01 / 1.01 ** 2) / 2),
+                                  (None, "step", (0.01 + 0.01 / 1.01 ** 2) / 2)):
+        table = torch.zeros(N, 2, dtype=torch.float64)
+        table[:, 0] = 1.0 + torch.arange(N, dtype=torch.float64) / 100
+        with TrainingMonitor(table, counts=np.arange(N, 0, -1), interval=1, trace=tmp_path / "t.jsonl",
+                             fsync=False) as monitor:
+            monitor.before_step(rows)
+            table[:2, 1] += 0.1
+            record = monitor.after_step()
+        assert record is not None and record.growth_basis == basis
+        assert record.growth_per_update == pytest.approx(expected, rel=1e-12)
+        c5 = audit(tmp_path, table.numpy())["conditions"]["C5"]
+        assert ("per optimizer step, not per appearance" in c5["evidence"]) is (basis == "step")

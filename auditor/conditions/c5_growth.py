@@ -84,6 +84,10 @@ def _from_the_trace(
     lr_text = f"lr={lr.value:g} ({lr.source})" if lr is not None else "lr unknown"
     measured = (f"{lr_text}: growth per update c/s² = {g:.3g}, the median the training trace measured over steps "
                 f"{angles.first_step}–{angles.last_step} (source: trace)")
+    if angles.growth_per_step:  # Keras, RecBole: the whole table compared, the batch's rows unknown
+        measured += (" per optimizer step, not per appearance (the trace did not know the batch's rows), so it "
+                     "overstates the growth per appearance of items that appear more than once in a step")
+        details["growth_basis"] = "step"
     return _projected(name, g, measured, bundle, stats, epochs, others, details)
 
 

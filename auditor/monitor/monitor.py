@@ -309,7 +309,7 @@ class TrainingMonitor:
             spearman_ci=ranks.ci, loglog_slope=ranks.slope, mean_norm=float(norms.mean()),
             n_nonfinite=int((~finite).sum()), n_counted=int(self._counts.sum()),
             angle_n=angles.n, angle_share_90_1=angles.share_90_1, angle_share_90_10=angles.share_90_10,
-            angle_median=angles.median, growth_per_update=angles.growth,
+            angle_median=angles.median, growth_per_update=angles.growth, growth_basis=angles.growth_basis,
             head_share_dot=heads.dot if heads else None, head_share_cosine=heads.cosine if heads else None,
             head_share_ratio=heads.ratio if heads else None,
             lr=self._lr(), loss=None if loss is None else float(loss), seconds=seconds,
