@@ -122,16 +122,8 @@ class TrainingMonitor:
         self._epoch_first_step = 0
         self._closed = False
         self.header = self._make_header(source, item_ids, max_exact_items, sample_items, config)
-        # Every argument is checked (the trackers' too) before the trace file is touched: the
-        # writer replaces an earlier trace, which a monitor that fails to start must keep.
-        self._sinks: list[Sink] = make_sinks(mlflow, tensorboard)
+        self._sinks, self._writer = _outputs(trace, self.header, fsync, mlflow, tensorboard)
         self._sink_failed: set[int] = set()
-        try:
-            self._writer = TraceWriter(trace, self.header, fsync=fsync) if trace is not None else None
-        except BaseException:
-            for sink in self._sinks:
-                sink.close()
-            raise
 
     def _make_header(
         self, source: str, item_ids: Sequence[Any] | None, max_exact_items: int, sample_items: int,
@@ -345,3 +337,17 @@ class TrainingMonitor:
             self.close(f"raised by alert {event.alert} at step {event.step}")
         act(event)
 
+
+def _outputs(
+    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: bool | str | None, tensorboard: Any
+) -> tuple[list[Sink], TraceWriter | None]:
+    """The trackers and the trace writer. Every argument is checked (the trackers' too)
+    before the trace file is touched: the writer replaces an earlier trace, which a monitor
+    that fails to start must keep."""
+    sinks = make_sinks(mlflow, tensorboard)
+    try:
+        return sinks, TraceWriter(trace, header, fsync=fsync) if trace is not None else None
+    except BaseException:
+        for sink in sinks:
+            sink.close()
+        raise
