@@ -36,6 +36,7 @@ from auditor.plugins import (
     get_plugin_manager,
     measure_descriptions,
 )
+from auditor.optimizers import item_optimizer_state
 from auditor.progress import SILENT, Progress
 from auditor.result import (
     Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, ServedSection, ServedVectorsSection,
@@ -71,6 +72,7 @@ def run_audit(
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table))
+    _check_trace_settings(inputs, config, warnings)
     _check_trace_end(inputs, frequency_norm, warnings)
     serving = _serve(inputs, norms, config, progress, registered)
     evaluation = _evaluation(inputs, serving, config)
@@ -110,12 +112,22 @@ def run_audit(
                        measure_descriptions=measure_descriptions(registered))  # fmt: skip
 
 
+def _check_trace_settings(inputs: AuditInputs, config: AuditConfig, warnings: list[str]) -> None:
+    """A trace whose config contradicts the declared training settings is another run's."""
+    if inputs.training is not None:
+        from auditor.conditions.trace_settings import check_declared
+
+        state = item_optimizer_state(inputs.bundle)[0] is not None
+        inputs.training = check_declared(inputs.training, config.declared, inputs.bundle.config, state, warnings)
+
+
 def _check_trace_end(inputs: AuditInputs, frequency_norm: FrequencyNorm | None, warnings: list[str]) -> None:
     """A trace whose finished ρ is not this table's is another run's (never evidence)."""
     if inputs.training is not None and frequency_norm is not None:
         from auditor.loading.trace_input import check_end_rho
 
-        inputs.training = check_end_rho(inputs.training, frequency_norm.spearman, warnings)
+        counted = None if inputs.stats is None else int(inputs.stats.frequencies.sum())
+        inputs.training = check_end_rho(inputs.training, frequency_norm.spearman, warnings, counted)
 
 
 def _serve(

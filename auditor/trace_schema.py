@@ -35,8 +35,10 @@ FIGURES = (
     "head_share_ratio",
     "loss",
     "lr",
+    "n_nonfinite",
 )
-"""The numeric figures of a record that alerts, trackers and plots read, by name."""
+"""The numeric figures of a record that alerts, trackers and plots read, by name
+(``n_nonfinite``: item rows NaN or infinite, so ``n_nonfinite>0`` alerts on a run that diverged)."""
 
 STEP_FIGURES = ("angle_share_90_1", "angle_share_90_10", "angle_median", "growth_per_update")
 """Figures measured around an optimizer step only: a step record's, and an epoch record's
@@ -47,6 +49,12 @@ RATIO_FIGURES = ("head_share_ratio",)
 one ratio policy): +inf when only the divisor is 0, the most skew there is. A record keeps
 the +inf (:meth:`TraceRecord.figure`: an alert on it trips); its JSON line writes null, as
 for every non-finite number, and the reader restores the +inf from the two shares."""
+
+
+UNBOUNDED_FIGURES = RATIO_FIGURES + ("mean_norm",)
+"""Figures a record keeps at +inf (:meth:`TraceRecord.figure`), where +inf is a measured value
+beyond every threshold: a ratio whose divisor was 0, a mean norm with an infinite row (an
+alert ``mean_norm>10`` trips on it). NaN stays unmeasured."""
 
 
 def finite_or_none(value: float | None) -> float | None:
@@ -140,14 +148,19 @@ class TraceRecord:
     """Epoch records: the epoch's duration."""
     monitor_s: float = 0.0
     """Seconds the monitor spent on this record."""
+    growth_basis: str | None = None
+    """What :attr:`growth_per_update` is per: ``appearance`` (each moved row's growth divided by
+    its copies in the batch: what C5 projects) or ``step`` (the batch's rows unknown: the whole
+    table compared, as the Keras and RecBole adapters do); None: no growth, or an older trace."""
 
     def figure(self, name: str) -> float | None:
-        """One of :data:`FIGURES` by name (None: not measured); a ratio of
-        :data:`RATIO_FIGURES` keeps its +inf (only the divisor was 0: the most skew)."""
+        """One of :data:`FIGURES` by name (None: not measured); a figure of
+        :data:`UNBOUNDED_FIGURES` keeps its +inf (a ratio whose divisor was 0: the most skew;
+        a mean norm over an infinite row)."""
         if name not in FIGURES:
             raise KeyError(name)
         value = getattr(self, name)
-        if name in RATIO_FIGURES and value == math.inf:
+        if name in UNBOUNDED_FIGURES and value == math.inf:
             return math.inf
         return finite_or_none(value)
 

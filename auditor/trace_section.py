@@ -60,6 +60,10 @@ class TrainingAngles:
     """Median over the records of their median growth c/s² per update."""
     first_step: int
     last_step: int
+    growth_per_step: bool = False
+    """The growth is per optimizer step, not per appearance (the batch's rows were unknown:
+    Keras, RecBole): an item in several batches of a step counts once, so it overstates
+    the growth per appearance C5 projects."""
 
     @property
     def orthogonal(self) -> bool | None:
@@ -119,6 +123,23 @@ class TrainingSection:
     """Where the audited table's ρ must lie for the trace to be this model's."""
     end_spearman_rule: str | None = None
     """Why the range is that wide, in words."""
+    counts: str | None = None
+    """How the trace counted interactions: ``given`` up front or ``running`` over the batches."""
+    end_counted: int | None = None
+    """Interactions the trace's last record had counted (running counts: the batches seen)."""
+    recorded_loss: str | None = None
+    """The loss the trace header's config records (None: none)."""
+    recorded_lr: float | None = None
+    """The learning rate the trace header's config records (None: none)."""
+    recorded_optimizer: str | None = None
+    """The optimizer kind the trace records (its header's class name, else its config's; None: none known)."""
+    nonfinite_step: int | None = None
+    """The first record's step at which item rows were NaN or infinite (training diverged; None: never)."""
+    nonfinite_rows: int = 0
+    """The most item rows any record found NaN or infinite."""
+    ended_within_epoch: bool = False
+    """Training ended between epoch records and the trace does not tell the steps of an epoch:
+    :attr:`epochs` counts the last epoch whole (C5's projection is then an upper bound)."""
 
     @property
     def evidence(self) -> TrainingAngles | None:

@@ -98,3 +98,18 @@ def test_an_alert_stops_keras(tmp_path: Path) -> None:
     assert [a.step for a in trace.alerts] == [2] and trace.end is not None and "stopped by alert" in trace.end.reason
     with pytest.raises(TrainingError, match="Keras callbacks do not see the batches: give counts"):
         PopauditCallback("item_embedding", counts=None)
+
+
+def test_a_second_fit_with_the_same_callback_is_refused_and_the_first_trace_kept(tmp_path: Path) -> None:
+    """QA F12: a second fit rebuilt the monitor, whose writer replaced the first fit's trace
+    and counted steps from 0 again; now it is refused before it trains, the trace untouched."""
+    x, y, counts = data()
+    path = tmp_path / "trace.jsonl"
+    callback = PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)
+    net = model()
+    net.fit(x, y, batch_size=128, epochs=1, verbose=0, callbacks=[callback])
+    first = path.read_bytes()
+    with pytest.raises(TrainingError, match="this popaudit callback already watched a fit"):
+        net.fit(x, y, batch_size=128, epochs=1, verbose=0, callbacks=[callback])
+    assert path.read_bytes() == first and read_trace(path).complete
+    assert read_trace(path).header.config["steps_per_epoch"] == -(-len(y) // 128)  # recorded for C5 (QA F13)

@@ -44,13 +44,14 @@ def loader() -> torch.utils.data.DataLoader:
     return torch.utils.data.DataLoader(rows, batch_size=64, shuffle=False)
 
 
-def fit(callback: PopauditCallback, epochs: int) -> pl.Trainer:
+def fit(callback: PopauditCallback, epochs: int, module: pl.LightningModule | None = None, **trainer_options: int) -> pl.Trainer:
     torch.manual_seed(0)
     trainer = pl.Trainer(max_epochs=epochs, callbacks=[callback], accelerator="cpu", logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         **trainer_options)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(num_workers|does not have many workers).*")
-        trainer.fit(TwoTower(), loader())
+        trainer.fit(module or TwoTower(), loader())
     return trainer
 
 
@@ -106,3 +107,52 @@ def test_an_alert_stops_lightning(tmp_path: Path) -> None:
     trace = read_trace(path)
     assert [(a.step, a.alert, a.action) for a in trace.alerts] == [(2, "angle_share_90_1>0.9", "stop")]
     assert trace.end is not None and trace.end.reason == "stopped by alert angle_share_90_1>0.9 at step 2"
+
+
+class Recorded(TwoTower):
+    """The two-tower model keeping each training_step's loss, as it returned it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.losses: list[float] = []
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.losses.append(float(loss.detach()))
+        return loss
+
+
+def test_gradient_accumulation_keeps_the_loss_and_every_micro_batch(tmp_path: Path) -> None:
+    """accumulate_grad_batches=2 (QA F3): 16 batches of 64 make 8 optimizer steps an epoch.
+    The epoch loss is the mean of training_step's losses (Lightning hands callbacks each
+    divided by 2: it was half), and a step's angles cover the rows of both its micro-batches
+    (plain SGD moves every row a batch holds), not only the last one's."""
+    path = tmp_path / "trace.jsonl"
+    module = Recorded()
+    callback = PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=1, trace=path)
+    trainer = fit(callback, 1, module, accumulate_grad_batches=2)
+    trace = read_trace(path)
+    assert trainer.global_step == 8 and [r.step for r in trace.steps] == list(range(1, 9))
+    assert trace.header.config["steps_per_epoch"] == 8  # recorded for C5 (QA F13): 16 batches / 2
+    assert trace.epochs[0].loss == pytest.approx(float(np.mean(module.losses)), rel=1e-12)
+    batches = [batch["item"].numpy() for batch in loader()]
+    moved = [np.unique(np.concatenate(batches[2 * s: 2 * s + 2])).size for s in range(8)]
+    last_only = [np.unique(batches[2 * s + 1]).size for s in range(8)]
+    assert [r.angle_n for r in trace.steps] == moved and moved != last_only
+
+
+def test_a_second_fit_or_a_blind_callback_is_refused(tmp_path: Path) -> None:
+    """QA F12: a second fit with the same callback would replace the first fit's trace; QA
+    F14: with neither batch_items nor counts the monitor counted nothing (ρ never measured)."""
+    from auditor.errors import TrainingError
+
+    path = tmp_path / "trace.jsonl"
+    callback = PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=4, trace=path)
+    fit(callback, 1)
+    first = path.read_bytes()
+    with pytest.raises(TrainingError, match="this popaudit callback already watched a fit"):
+        fit(callback, 1)
+    assert path.read_bytes() == first and read_trace(path).complete
+    with pytest.raises(TrainingError, match="give batch_items .* or counts"):
+        PopauditCallback("item_embedding", trace=path)
+    PopauditCallback("item_embedding", counts=np.ones(N_ITEMS))  # counts alone: angles over the whole table

@@ -99,9 +99,11 @@ def test_the_plain_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert report["training"]["source"] == "pytorch"
 
 
-@pytest.mark.slow  # Lightning's start-up, ten epochs and an audit
-def test_the_lightning_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def lightning_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lr: float) -> tuple[Any, dict[str, Any]]:
+    """The README's Lightning block on the two-tower model under plain SGD at ``lr``: the
+    trace it wrote and ``check --trace``'s report of the table it trained."""
     pl = pytest.importorskip("lightning.pytorch")
+    tmp_path.mkdir()
 
     class Module(pl.LightningModule):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
@@ -113,17 +115,39 @@ def test_the_lightning_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             return self.tower.loss(batch["user"], batch["item"])
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=5.0)
+            return torch.optim.SGD(self.parameters(), lr=lr)
 
     users, items = zipf_pairs()
     rows = [{"user": torch.tensor(u), "item": torch.tensor(i)} for u, i in zip(users, items)]
-    names = {"model": Module(), "train_loader": torch.utils.data.DataLoader(rows, batch_size=64)}
+    names = {"model": Module(), "train_loader": torch.utils.data.DataLoader(rows, batch_size=64),
+             "train_items": items, "n_items": N_ITEMS}
     names = run(blocks()["lightning"], names, tmp_path, monkeypatch)
     trace = read_trace(tmp_path / "trace.jsonl")
-    assert trace.header.source == "lightning" and trace.complete
+    assert trace.header.source == "lightning" and trace.header.counts == "given" and trace.complete
     report = renders(tmp_path, names["model"].item_embedding.weight.detach().numpy(),
                      np.bincount(items, minlength=N_ITEMS))
     assert report["training"]["source"] == "lightning"
+    return trace, report
+
+
+@pytest.mark.slow  # Lightning's start-up, up to ten epochs and an audit, twice
+def test_the_lightning_example_stops_a_biased_run_and_not_a_control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recipe end to end (16 steps an epoch, records at step 100 and each epoch end): the
+    biased run (lr 5) stops at its first record with a log-log slope above 0.1, the epoch 4
+    record (step 64), and check --trace of the table it stopped with takes the trace as this
+    model's, its ρ equal to the audit's to the last bit (the same counts); the control (lr
+    0.05) fires nothing in 10 epochs, although every update of both is at 90°."""
+    biased, report = lightning_run(tmp_path / "biased", monkeypatch, 5.0)
+    assert [(a.step, a.alert) for a in biased.alerts] == [(64, "loglog_slope>0.1")]
+    assert biased.end is not None and biased.end.reason == "stopped by alert loglog_slope>0.1 at step 64"
+    assert report["training"]["end_spearman"] == report["frequency_norm"]["spearman"]
+    assert 0.1 < biased.epochs[-1].loglog_slope < 0.11 and biased.epochs[-2].loglog_slope < 0.1
+    control, report = lightning_run(tmp_path / "control", monkeypatch, 0.05)
+    assert control.alerts == () and control.end is not None and control.end.reason == "completed"
+    last = control.records[-1]
+    assert last.step == 160 and round(last.spearman, 2) == -0.03 and round(last.loglog_slope, 2) == -0.01
+    assert [r.angle_share_90_1 for r in control.steps] == [1.0]  # step 100: the mechanism alert would have stopped it
+    assert report["training"]["matches_model"] and report["training"]["end_spearman"] == report["frequency_norm"]["spearman"]
 
 
 def test_the_keras_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from auditor.conditions.facts import Fact, Origin, TraceFacts
+from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome
@@ -84,6 +84,10 @@ def _from_the_trace(
     lr_text = f"lr={lr.value:g} ({lr.source})" if lr is not None else "lr unknown"
     measured = (f"{lr_text}: growth per update c/s² = {g:.3g}, the median the training trace measured over steps "
                 f"{angles.first_step}–{angles.last_step} (source: trace)")
+    if angles.growth_per_step:  # Keras, RecBole: the whole table compared, the batch's rows unknown
+        measured += (" per optimizer step, not per appearance (the trace did not know the batch's rows), so it "
+                     "overstates the growth per appearance of items that appear more than once in a step")
+        details["growth_basis"] = "step"
     return _projected(name, g, measured, bundle, stats, epochs, others, details)
 
 
@@ -152,6 +156,8 @@ def _projected(
     epoch_text = f"{e:g} epochs" if n_epochs is not None else "1 epoch (epochs not recorded, so a lower estimate)"
     if epochs is not None and not float(e).is_integer():  # a run stopped within an epoch
         epoch_text += f" (the updates actually taken: {epochs.source})"
+    elif epochs is not None and epochs.key == EPOCHS_BEGUN:  # stopped within an epoch of unknown length
+        epoch_text += f" ({epochs.source})"
     status = p.status
     verdict = (
         "the bias materialises" if status == "holds"

@@ -331,6 +331,11 @@ class TraceFacts:
     """The measured update angles, pooled (None: none measured, or the trace is another model's)."""
 
 
+EPOCHS_BEGUN = ("epochs begun: training ended within the last, whose steps the trace does not record, so "
+                 "the projection counts it whole and is an upper bound")
+"""The trace's epochs fact of a run that ended within an epoch of unknown length (C5 says so)."""
+
+
 def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
     """The facts of a training section; none from a trace of another model (its
     figures describe another table)."""
@@ -344,7 +349,8 @@ def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
         optimizer=Fact(kind or training.optimizer, Origin.TRACE, "header.optimizer") if training.optimizer else None,
         lr=None if lr is None else Fact(lr[1], Origin.TRACE, f"lr at step {lr[0]}"),
         epochs=epochs_taken(training.steps, training.steps_per_epoch, Origin.TRACE)
-        or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, "epochs")),
+        or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, EPOCHS_BEGUN
+                                                      if training.ended_within_epoch else "epochs")),
         angles=training.evidence,
     )
 

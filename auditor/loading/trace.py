@@ -32,6 +32,10 @@ from auditor.trace_schema import (
 )
 
 
+PER_STEP_SOURCES = ("keras", "recbole")
+"""Adapters whose callbacks never see the batch's rows: their growth is per optimizer step."""
+
+
 @dataclass(frozen=True)
 class Trace:
     """A trace file read back: its header, its records in order, the alerts that fired
@@ -78,6 +82,11 @@ class Trace:
         s1 = np.array([r.angle_share_90_1 for r in rows], dtype=np.float64)
         s10 = np.array([r.angle_share_90_10 for r in rows], dtype=np.float64)
         growth = [r.growth_per_update for r in rows if r.growth_per_update is not None]
+        grew = [r for r in rows if r.growth_per_update is not None]
+        # Per step where a record says so; a trace older than growth_basis, by the adapters
+        # that never know the batch's rows.
+        per_step = any(r.growth_basis == "step" for r in grew) or (
+            bool(grew) and all(r.growth_basis is None for r in grew) and self.header.source in PER_STEP_SOURCES)
         return TrainingAngles(
             n_records=len(rows),
             n=int(n.sum()),
@@ -86,6 +95,7 @@ class Trace:
             growth_per_update=float(np.median(growth)) if growth else None,
             first_step=rows[0].step,
             last_step=rows[-1].step,
+            growth_per_step=per_step,
         )
 
 

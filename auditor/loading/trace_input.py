@@ -40,7 +40,20 @@ def load_training(path: Path, bundle: ModelBundle, warnings: list[str]) -> Train
     mismatch = _mismatch(trace, bundle) or _setting_mismatch(trace, bundle)
     if mismatch is not None:
         _flag(path, mismatch, warnings)
-    return summarise(trace, path, mismatch)
+    section = summarise(trace, path, mismatch)
+    if section.nonfinite_step is not None:
+        warnings.append(
+            f"{setting('trace')} {path}: training diverged: item rows were NaN or infinite from step "
+            f"{section.nonfinite_step} (up to {section.nonfinite_rows:,} rows in a record); ρ, the slope and the head "
+            "shares of those records are unmeasured"
+        )
+    return section
+
+
+def flag(training: TrainingSection, mismatch: str, warnings: list[str]) -> TrainingSection:
+    """``training`` flagged as another model's (``mismatch``: why), said in ``warnings``."""
+    _flag(training.trace, mismatch, warnings)
+    return replace(training, matches_model=False, mismatch=mismatch)
 
 
 def _flag(path: Path | str, mismatch: str, warnings: list[str]) -> None:
@@ -50,13 +63,24 @@ def _flag(path: Path | str, mismatch: str, warnings: list[str]) -> None:
     )
 
 
-def check_end_rho(training: TrainingSection, rho: float | None, warnings: list[str]) -> TrainingSection:
+def check_end_rho(
+    training: TrainingSection, rho: float | None, warnings: list[str], counted: int | None = None
+) -> TrainingSection:
     """The section flagged as another model's when the trace's ρ of the model at the end of
     training (:attr:`TrainingSection.end_spearman`) is not the audited table's ``rho``
-    (the audit's own, None or NaN: undefined) within :attr:`end_spearman_range`."""
+    (the audit's own, None or NaN: undefined) within :attr:`end_spearman_range`.
+
+    ``counted``: the interactions the audit counted (its log's rows on the table). A trace
+    with running counts that had counted fewer (a run stopped within its first epoch) is not
+    compared (:func:`_partial_epoch`): its ρ is over the batches seen so far, where items not
+    yet seen have count 0 and an untouched norm, so it measures seen against unseen more than
+    popularity and no margin ties it to the audit's ρ over the whole log."""
     allowed = training.end_spearman_range
     if not training.matches_model or allowed is None or training.end_spearman is None:
         return training
+    if training.counts == "running" and training.end_counted is not None and counted is not None \
+            and training.end_counted < counted:
+        return _partial_epoch(training, rho, counted, warnings)
     if rho is None or not math.isfinite(rho) or allowed[0] <= rho <= allowed[1]:
         return training
     mismatch = (
@@ -64,8 +88,23 @@ def check_end_rho(training: TrainingSection, rho: float | None, warnings: list[s
         f"training) is not the audited table's {rho:.4f}: the same table gives a ρ in [{allowed[0]:.4f}, "
         f"{allowed[1]:.4f}] ({training.end_spearman_rule})"
     )
-    _flag(training.trace, mismatch, warnings)
-    return replace(training, matches_model=False, mismatch=mismatch)
+    return flag(training, mismatch, warnings)
+
+
+def _partial_epoch(training: TrainingSection, rho: float | None, counted: int, warnings: list[str]) -> TrainingSection:
+    """The section of a running-count trace that saw less than the audit's log: its end ρ
+    is kept and said, not compared (:func:`check_end_rho`)."""
+    seen = training.end_counted or 0
+    rule = (f"not compared: running counts over {seen:,} of the log's {counted:,} interactions (less than one "
+            "epoch), where items not yet seen have count 0 and an untouched norm")
+    ours = "undefined" if rho is None or not math.isfinite(rho) else f"{rho:.4f}"
+    warnings.append(
+        f"{setting('trace')} {training.trace}: its last record's Spearman ρ {training.end_spearman:.4f} (step "
+        f"{training.end_step}) is over running counts of {seen:,} of the log's {counted:,} interactions (the run "
+        f"stopped within its first epoch), not the audit's ρ over the whole log ({ours}); it is not used to check "
+        "that the trace is this model's, and alerts on it fired on those partial counts"
+    )
+    return replace(training, end_spearman_range=None, end_spearman_rule=rule)
 
 
 def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> TrainingSection:
@@ -87,8 +126,21 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
         end_reason=None if trace.end is None else trace.end.reason, truncated=trace.truncated,
         matches_model=mismatch is None, mismatch=mismatch, points=points,
         point_kind="step" if trace.steps else "epoch", alerts=alerts, angles=angles,
-        epochs=max(epochs) if epochs else None, **_steps(trace), **end_rho(trace),
+        epochs=max(epochs) if epochs else None, **_steps(trace), **end_rho(trace), **_recorded(trace),
     )
+
+
+def _recorded(trace: Trace) -> dict[str, Any]:
+    """What the trace records beside its figures (TrainingSection's ``counts``, ``recorded_*``
+    and ``nonfinite_*``): how it counted, its config's loss and learning rate (compared with
+    the audit's settings), and where item rows first went NaN or infinite."""
+    config: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
+    loss = config.get("loss")
+    broken = [r for r in trace.records if r.n_nonfinite > 0]
+    return {"counts": trace.header.counts, "recorded_loss": loss if isinstance(loss, str) else None,
+            "recorded_lr": as_float(config.get("lr")),
+            "recorded_optimizer": _kind(trace.header.optimizer) or _kind(config.get("optimizer")), "nonfinite_step": broken[0].step if broken else None,
+            "nonfinite_rows": max((r.n_nonfinite for r in broken), default=0)}
 
 
 def _steps(trace: Trace) -> dict[str, Any]:
@@ -101,7 +153,12 @@ def _steps(trace: Trace) -> dict[str, Any]:
         first = next((r for r in trace.epochs if r.epoch == 1), None)
         if first is not None and first.step > 0 and last is not None and last > first.step:
             per_epoch = first.step
-    return {"steps": last, "steps_per_epoch": per_epoch}
+    # Ended between epoch records, or stopped by an alert at a step record (a loop that breaks
+    # there may still write an epoch record at that step, as docs/monitor.md's loop does).
+    stopped = trace.end is not None and trace.end.reason.startswith("stopped by alert") \
+        and any(r.step == last for r in trace.steps)
+    within = per_epoch is None and bool(last) and (stopped or not any(r.step == last for r in trace.epochs))
+    return {"steps": last, "steps_per_epoch": per_epoch, "ended_within_epoch": within}
 
 
 def _mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
@@ -180,4 +237,4 @@ def end_rho(trace: Trace) -> dict[str, Any]:
         lo, hi = min(lo, last.spearman_ci[0] - margin), max(hi, last.spearman_ci[1] + margin)
         rule += ", and the sampled ρ's 95% interval"
     return {"end_spearman": rho, "end_step": last.step, "end_spearman_range": (max(lo, -1.0), min(hi, 1.0)),
-            "end_spearman_rule": rule}
+            "end_spearman_rule": rule, "end_counted": last.n_counted}

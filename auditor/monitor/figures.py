@@ -90,10 +90,12 @@ def sample_interval(rho: float | None, m: int, population: int, level: float = L
 
 @dataclass(frozen=True)
 class UpdateSample:
-    """Angles (degrees) and growth c/s² per appearance of the items one step moved."""
+    """Angles (degrees) and growth c/s² per appearance of the items one step moved (per
+    step when ``per_step``: the batch's rows were not known)."""
 
     angles: np.ndarray
     growth: np.ndarray
+    per_step: bool = False
 
     @staticmethod
     def empty() -> UpdateSample:
@@ -104,7 +106,8 @@ class UpdateSample:
         if not samples:
             return UpdateSample.empty()
         return UpdateSample(
-            np.concatenate([s.angles for s in samples]), np.concatenate([s.growth for s in samples])
+            np.concatenate([s.angles for s in samples]), np.concatenate([s.growth for s in samples]),
+            any(s.per_step and s.growth.size for s in samples),
         )
 
 
@@ -122,7 +125,7 @@ def update_sample(before: torch.Tensor, after: torch.Tensor, copies: torch.Tenso
     if copies is not None:
         k = copies.detach().cpu().numpy()[moved].astype(np.float64)
         growth = growth / np.maximum(k, 1.0)
-    return UpdateSample(angles, growth)
+    return UpdateSample(angles, growth, copies is None)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,8 @@ class AngleFigures:
     share_90_10: float | None
     median: float | None
     growth: float | None
+    growth_basis: str | None = None
+    """``appearance`` (divided by each row's copies in the batch) or ``step`` (rows unknown)."""
 
 
 def angle_figures(sample: UpdateSample) -> AngleFigures:
@@ -143,7 +148,9 @@ def angle_figures(sample: UpdateSample) -> AngleFigures:
         return AngleFigures(0, None, None, None, None)
     off = np.abs(a - 90.0)
     growth = float(np.median(sample.growth)) if sample.growth.size else None
-    return AngleFigures(int(a.size), float(np.mean(off <= 1.0)), float(np.mean(off <= 10.0)), float(np.median(a)), growth)
+    basis = None if growth is None else ("step" if sample.per_step else "appearance")
+    return AngleFigures(int(a.size), float(np.mean(off <= 1.0)), float(np.mean(off <= 10.0)), float(np.median(a)),
+                        growth, basis)
 
 
 @dataclass(frozen=True)
@@ -158,8 +165,11 @@ class HeadFigures:
 
 def head_figures(queries: torch.Tensor, table: torch.Tensor, counts: np.ndarray, k: int, percent: float) -> HeadFigures:
     """Exact top-K of ``queries`` over ``table`` by dot product and by cosine, and the
-    share of their slots the head (``percent`` of the catalogue, by ``counts``) takes."""
+    share of their slots the head (``percent`` of the catalogue, by ``counts``) takes
+    (None while no interaction is counted: no item is popular, as ρ is undefined then)."""
     if table.shape[0] == 0 or queries.shape[0] == 0 or not bool(torch.isfinite(queries).all()):
+        return HeadFigures(None, None, None)
+    if not np.asarray(counts).any():  # nothing counted yet: there is no head to take a share
         return HeadFigures(None, None, None)
     head = HeadShare(np.asarray(counts), percent)
     shares = []

@@ -23,6 +23,7 @@ import keras
 
 from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
+from auditor.monitor.settings import second_fit
 
 
 class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras ships no type information
@@ -59,8 +60,13 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
         )
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self.monitor is not None:
+            raise second_fit(self._options.get("trace"))
         options = dict(self._options)
         options.setdefault("optimizer", self.model.optimizer)
+        steps = (self.params or {}).get("steps")
+        if isinstance(steps, int) and steps > 0:  # the steps of an epoch: C5 projects a stopped run's steps taken
+            options["config"] = {"steps_per_epoch": steps, **(options.get("config") or {})}
         self.monitor = TrainingMonitor(self._table(), **options)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:

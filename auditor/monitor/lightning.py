@@ -12,22 +12,28 @@
     lightning.Trainer(callbacks=[callback], max_epochs=5).fit(model, loader)
 
 Hooks: ``on_train_batch_start`` counts the batch's items, ``on_before_optimizer_step``
-keeps the rows about to move (so gradient accumulation is handled: only real steps are
-measured), ``on_train_batch_end`` measures after the step, ``on_train_epoch_end`` takes
-the epoch record (mean of the batches' losses), ``on_fit_end`` closes the trace. An
+keeps the rows about to move: those of every micro-batch since the last step under
+gradient accumulation (``accumulate_grad_batches``), so a measured step covers all the
+rows it moves and growth is per appearance over them; ``on_train_batch_end`` measures
+after the step, ``on_train_epoch_end`` takes the epoch record (mean of the batches' losses,
+as ``training_step`` returned them: Lightning hands callbacks the loss divided by
+``accumulate_grad_batches``, which is undone), ``on_fit_end`` closes the trace. An
 alert with the action ``stop`` sets ``trainer.should_stop``. Imports ``lightning``
 (or, without it, ``pytorch_lightning``); ``import auditor`` never does.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
+from auditor.monitor.settings import second_fit
 from auditor.monitor.sources import ItemTable
 
 try:
@@ -55,39 +61,62 @@ class PopauditCallback(pl.Callback):
         **monitor_options: Any,
     ) -> None:
         super().__init__()
+        if batch_items is None and monitor_options.get("counts") is None:  # a monitor shown nothing counts nothing
+            raise TrainingError(
+                "give batch_items (the item rows of a batch: running counts and angles) or counts (interactions "
+                "per item row): with neither, the monitor counts nothing and ρ and its alerts are never measured"
+            )
         self._items = items
         self._batch_items = batch_items
         self._options = {"source": "lightning", **monitor_options}
         self.monitor: TrainingMonitor | None = None
-        self._pending: torch.Tensor | None = None
+        self._started = False
+        """A fit has begun with this callback (a second one is refused)."""
+        self._pending: list[torch.Tensor] = []
+        """Item rows of the micro-batches since the last optimizer step."""
         self._stepped = False
         self._losses: list[float] = []
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._started:
+            raise second_fit(self._options.get("trace"))
+        self._started = True
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """The monitor, once the training data is set up: its header's config records the
+        optimizer steps of an epoch (C5 projects the steps a run stopped within an epoch took)."""
         items = self._items
         if isinstance(items, str):
             items = operator.attrgetter(items)(pl_module)
         options = dict(self._options)
         if "optimizer" not in options and trainer.optimizers:
             options["optimizer"] = trainer.optimizers[0]
+        batches = trainer.num_training_batches
+        if isinstance(batches, int) and batches > 0:  # inf for an iterable of unknown length
+            per_epoch = math.ceil(batches / trainer.accumulate_grad_batches)  # the last window steps too
+            options["config"] = {"steps_per_epoch": per_epoch, **(options.get("config") or {})}
         self.monitor = TrainingMonitor(items, **options)
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         rows = self._batch_items(batch) if self._batch_items is not None else None
         if rows is not None and self.monitor is not None:
             self.monitor.observe(rows)
-        self._pending = None if rows is None else torch.as_tensor(rows)
+        if rows is not None:
+            self._pending.append(torch.as_tensor(rows).reshape(-1))
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer) -> None:
         if self.monitor is None:
             return
-        self.monitor.before_step(self._pending, count=False)  # counted at batch start
+        pending = torch.cat(self._pending) if self._pending else None
+        self._pending = []
+        self.monitor.before_step(pending, count=False)  # counted at batch start
         self._stepped = True
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        if isinstance(loss, torch.Tensor):
-            self._losses.append(float(loss.detach()))
+        if isinstance(loss, torch.Tensor):  # automatic optimization hands on the loss ÷ accumulate_grad_batches
+            scale = trainer.accumulate_grad_batches if pl_module.automatic_optimization else 1
+            self._losses.append(float(loss.detach()) * scale)
         if self.monitor is None or not self._stepped:
             return
         self._stepped = False

@@ -16,8 +16,8 @@ autograd graph (``no_grad``).
 
 from __future__ import annotations
 
-import hashlib
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -36,8 +36,11 @@ from auditor.monitor.figures import (
     UpdateSample, angle_figures, head_figures, rank_figures, table_precision, update_sample,
 )
 from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
-from auditor.monitor.sinks import Sink, make_sinks
+from auditor.monitor.sinks import Sink, log_each, make_sinks
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
+from auditor.monitor.settings import (
+    TrainingDivergedWarning, batch_rows, check_settings, given_counts, ids_digest,
+)
 from auditor.monitor.trace import TraceWriter
 
 DEFAULT_INTERVAL = 500
@@ -89,7 +92,7 @@ class TrainingMonitor:
         config: Mapping[str, Any] | None = None,
         fsync: bool = True,
     ) -> None:
-        _check_settings(interval, k, head_percent, max_exact_items, sample_items)
+        check_settings(interval, k, head_percent, max_exact_items, sample_items)
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)
@@ -101,7 +104,7 @@ class TrainingMonitor:
             self._sample = torch.from_numpy(np.sort(rng.choice(n, sample_items, replace=False)).astype(np.int64))
         self.queries = QuerySource(queries, self.source, n_queries, rng)
         self._given = counts is not None
-        self._counts = _given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
+        self._counts = given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
         self._pending: list[torch.Tensor] = []
         self._alerts = Alerts(alerts, check_action(on_alert), interval)
         self.global_step = 0
@@ -119,8 +122,8 @@ class TrainingMonitor:
         self._epoch_first_step = 0
         self._closed = False
         self.header = self._make_header(source, item_ids, max_exact_items, sample_items, config)
-        self._writer = TraceWriter(trace, self.header, fsync=fsync) if trace is not None else None
-        self._sinks: list[Sink] = make_sinks(mlflow, tensorboard)
+        self._sinks, self._writer = _outputs(trace, self.header, fsync, mlflow, tensorboard)
+        self._sink_failed: set[int] = set()
 
     def _make_header(
         self, source: str, item_ids: Sequence[Any] | None, max_exact_items: int, sample_items: int,
@@ -134,7 +137,7 @@ class TrainingMonitor:
             max_exact_items=int(max_exact_items), sample_items=int(sample_items),
             alerts=tuple(str(g) for g in self._alerts.gates), alert_action=self._alerts.action,
             optimizer=type(self.optimizer).__name__ if self.optimizer is not None else None,
-            item_ids_sha256=_ids_digest(item_ids), created_unix=time.time(), popaudit_version=__version__,
+            item_ids_sha256=ids_digest(item_ids), created_unix=time.time(), popaudit_version=__version__,
             config=dict(config or {}),
         )
 
@@ -143,7 +146,7 @@ class TrainingMonitor:
     def observe(self, items: torch.Tensor | np.ndarray | Sequence[int]) -> None:
         """Count the item rows of a batch (running counts only; cheap: kept until the next record)."""
         if not self._given:
-            self._pending.append(torch.as_tensor(items).detach().reshape(-1).to(torch.int64, copy=True))
+            self._pending.append(batch_rows(items))
 
     def before_step(self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None, *, count: bool = True) -> None:
         """Call before ``optimizer.step()`` with the batch's item rows (or None).
@@ -159,7 +162,7 @@ class TrainingMonitor:
         if items is None:
             self._snapshot = (None, self.source.table().clone(), None)
             return
-        rows, copies = torch.unique(torch.as_tensor(items).detach().reshape(-1).to(torch.int64), return_counts=True)
+        rows, copies = torch.unique(batch_rows(items), return_counts=True)
         self._check_rows(rows)
         self._snapshot = (rows, self.source.rows(rows).clone(), copies)
 
@@ -206,7 +209,10 @@ class TrainingMonitor:
             return
         self._closed = True
         begun = self.epoch if self.global_step > self._epoch_first_step else self.epoch - 1
-        end = TraceEnd(self.global_step, max(begun, 0) or None, reason or self.stop_reason or "completed")
+        reason = reason or self.stop_reason or "completed"
+        if self.diverged is not None:  # said wherever training ended: a trace of a NaN run is no quiet one
+            reason += f"; {self.diverged[1]:,} item rows NaN or infinite from step {self.diverged[0]} (training diverged)"
+        end = TraceEnd(self.global_step, max(begun, 0) or None, reason)
         if self._writer is not None:
             self._writer.write(end.to_json())
             self._writer.close()
@@ -231,7 +237,9 @@ class TrainingMonitor:
     # -- inside ---------------------------------------------------------------------
 
     stop_reason: str | None = None
-    """Why an alert asked training to stop (None: none did)."""
+    """Why the first alert that asked training to stop did (None: none did)."""
+    diverged: tuple[int, int] | None = None
+    """(step, rows) of the first record that found item rows NaN or infinite (None: none did)."""
 
     def _due(self, step: int) -> bool:
         return self.interval > 0 and step % self.interval == 0
@@ -260,8 +268,14 @@ class TrainingMonitor:
         self.records.append(record)
         if self._writer is not None:
             self._writer.write(record.to_json())
-        for sink in self._sinks:
-            sink.log(record)
+        if record.n_nonfinite and self.diverged is None:
+            self.diverged = (record.step, record.n_nonfinite)
+            warnings.warn(
+                f"{record.n_nonfinite:,} of {record.spearman_n:,} item rows measured are NaN or infinite at step {record.step}: "
+                "training diverged; ρ, the slope and the head shares are unmeasured from here (alert on n_nonfinite>0)",
+                TrainingDivergedWarning, stacklevel=3,
+            )
+        log_each(self._sinks, record, self._sink_failed)
         for event in self._alerts.fire(record):
             self._alert(event)
         return record
@@ -287,7 +301,7 @@ class TrainingMonitor:
             spearman_ci=ranks.ci, loglog_slope=ranks.slope, mean_norm=float(norms.mean()),
             n_nonfinite=int((~finite).sum()), n_counted=int(self._counts.sum()),
             angle_n=angles.n, angle_share_90_1=angles.share_90_1, angle_share_90_10=angles.share_90_10,
-            angle_median=angles.median, growth_per_update=angles.growth,
+            angle_median=angles.median, growth_per_update=angles.growth, growth_basis=angles.growth_basis,
             head_share_dot=heads.dot if heads else None, head_share_cosine=heads.cosine if heads else None,
             head_share_ratio=heads.ratio if heads else None,
             lr=self._lr(), loss=None if loss is None else float(loss), seconds=seconds,
@@ -317,40 +331,23 @@ class TrainingMonitor:
             self._writer.write(event.to_json())
         if event.action == "stop":
             self.should_stop = True
-            self.stop_reason = f"stopped by alert {event.alert} at step {event.step}"
+            if self.stop_reason is None:  # the first alert that asked (several may fire at one record)
+                self.stop_reason = f"stopped by alert {event.alert} at step {event.step}"
         if event.action == "raise":
             self.close(f"raised by alert {event.alert} at step {event.step}")
         act(event)
 
 
-def _check_settings(interval: int, k: int, head_percent: float, max_exact_items: int, sample_items: int) -> None:
-    """TrainingError for monitor settings out of range."""
-    if interval < 0:
-        raise TrainingError(f"interval must be 0 (epoch records only) or a positive number of steps, got {interval}")
-    if k < 1 or not 0 < head_percent <= 100 or max_exact_items < 3 or not 3 < sample_items <= max_exact_items:
-        raise TrainingError(
-            "k must be at least 1, head_percent in (0, 100], and 3 < sample_items <= max_exact_items"
-        )
-
-
-def _given_counts(counts: Any, item_ids: Sequence[Any] | None, n: int) -> np.ndarray:
-    """Counts per row from an array (row order) or a mapping raw id -> count (with ``item_ids``)."""
-    if isinstance(counts, Mapping):
-        if item_ids is None:
-            raise TrainingError("counts given as a mapping of item ids need item_ids: the raw id of each table row")
-        out = np.array([float(counts.get(i, 0)) for i in item_ids], dtype=np.float64)
-    else:
-        out = np.asarray(counts, dtype=np.float64).reshape(-1)
-    if out.shape[0] != n:
-        raise TrainingError(f"counts has {out.shape[0]} entries but the item table has {n} rows")
-    if not np.isfinite(out).all() or (out < 0).any():
-        raise TrainingError("counts must be finite and non-negative")
-    if item_ids is not None and len(item_ids) != n:
-        raise TrainingError(f"item_ids has {len(item_ids)} entries but the item table has {n} rows")
-    return out
-
-
-def _ids_digest(item_ids: Sequence[Any] | None) -> str | None:
-    if item_ids is None:
-        return None
-    return hashlib.sha256("\n".join(str(i) for i in item_ids).encode("utf-8")).hexdigest()
+def _outputs(
+    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: bool | str | None, tensorboard: Any
+) -> tuple[list[Sink], TraceWriter | None]:
+    """The trackers and the trace writer. Every argument is checked (the trackers' too)
+    before the trace file is touched: the writer replaces an earlier trace, which a monitor
+    that fails to start must keep."""
+    sinks = make_sinks(mlflow, tensorboard)
+    try:
+        return sinks, TraceWriter(trace, header, fsync=fsync) if trace is not None else None
+    except BaseException:
+        for sink in sinks:
+            sink.close()
+        raise

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
-from auditor.errors import TrainingError
+from auditor.errors import AuditError, TrainingError
 from auditor.trace_schema import TraceRecord
 from auditor.tracking import MlflowRun
 
@@ -42,11 +43,41 @@ def _x(record: TraceRecord) -> int:
     return record.step if record.kind == "step" else (record.epoch or 0)
 
 
+class TrackerWarning(UserWarning):
+    """A tracker (MLflow, TensorBoard) failed to take a record; training and the trace go on."""
+
+
+def log_each(sinks: list[Sink], record: TraceRecord, failed: set[int]) -> None:
+    """``record`` to every sink; a sink that fails (a tracker server gone mid-run) is a
+    :class:`TrackerWarning` at its first failure (``failed``: the sinks that have warned),
+    never an error in the training loop: the trace keeps every record."""
+    for sink in sinks:
+        try:
+            sink.log(record)
+        except Exception as exc:  # noqa: BLE001 - any tracker failure: the training must not die of it
+            if id(sink) not in failed:
+                failed.add(id(sink))
+                warnings.warn(
+                    f"{type(sink).__name__} could not log the record at step {record.step}: {type(exc).__name__}: "
+                    f"{exc}; training goes on, the trace keeps every record (later failures of it are not repeated)",
+                    TrackerWarning, stacklevel=4,
+                )
+
+
 class MlflowSink:
-    """Logs each record's figures as metrics of one MLflow run."""
+    """Logs each record's figures as metrics of one MLflow run (a given run id must exist:
+    checked here, so a wrong id fails at construction, not at the first record)."""
 
     def __init__(self, run_id: str | None) -> None:
-        self.run = MlflowRun(run_id)
+        try:
+            self.run = MlflowRun(run_id)
+            if run_id is not None:
+                self.run.client.get_run(run_id)
+        except AuditError:  # MLflow not installed: said as the tracking module says it
+            raise
+        except Exception as exc:  # noqa: BLE001 - MLflow raises several kinds for a run or store it cannot use
+            what = f"run {run_id!r}" if run_id is not None else "a run"
+            raise TrainingError(f"mlflow: cannot log to {what}: {type(exc).__name__}: {exc}") from None
 
     def log(self, record: TraceRecord) -> None:
         self.run.log_metrics(scalar_names(record), step=_x(record), timestamp_ms=int(record.wall_time * 1000))

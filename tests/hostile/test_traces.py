@@ -87,6 +87,33 @@ def _used(d: Path, outcome: Outcome) -> None:
     assert report["conditions"]["C1"]["status"] == "holds" and "source: trace" in report["conditions"]["C1"]["evidence"]
 
 
+def _contradicted(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["training"]["matches_model"] is False and report["training"]["recorded_loss"] == "infonce-cos"
+    assert report["training"]["mismatch"] == ("the trace's config records the loss 'infonce-cos', --loss declares "
+                                              "'infonce-dot' (one scores by cosine, the other not)")
+    assert report["conditions"]["C4"]["status"] == "violated"  # the declared name; the trace's 90° angles are no evidence
+    assert "trace_angles" not in report["conditions"]["C4"]["details"]
+
+
+def _diverged(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["training"]["nonfinite_step"] == 4 and report["training"]["nonfinite_rows"] == 3
+    assert any("training diverged: item rows were NaN or infinite from step 4 (up to 3 rows in a record)" in w
+               for w in report["warnings"])
+
+
+def _with_config(config: dict[str, Any]) -> str:
+    lines = trace_lines()
+    header = json.loads(lines[0])
+    header["config"] = config
+    return "\n".join([json.dumps(header), *lines[1:]]) + "\n"
+
+
+_LINES = trace_lines()
+DIVERGED = "\n".join([*_LINES[:2], _LINES[2].replace('"mean_norm": 1.0, "n_nonfinite": 0',
+                                                     '"mean_norm": null, "n_nonfinite": 3'), _LINES[3]]) + "\n"
+"""The record at step 4 found 3 rows NaN or infinite (its mean norm unmeasured)."""
 NO_ITEMS = GOOD.replace('"n_items": 10, ', "", 1)
 NOT_A_RECORD = GOOD.replace("\n", "\n[1, 2, 3]\n", 1)
 NEWER = GOOD.replace('"version": 1', '"version": 99', 1)
@@ -120,6 +147,11 @@ CASES = [
                                        outputs=("r.json",), check=_cut), EXIT_OK, None),
     Case("trace-of-another-model", _trace("\n".join(trace_lines(12)) + "\n", "--json", "r.json", outputs=("r.json",),
                                           check=_other_model), EXIT_OK, None),
+    Case("trace-contradicts-the-declared-loss", _trace(_with_config({"loss": "infonce-cos", "lr": 0.02}), "--loss",
+                                                       "infonce-dot", "--json", "r.json", outputs=("r.json",),
+                                                       check=_contradicted), EXIT_OK, None),
+    Case("trace-of-a-diverged-run", _trace(DIVERGED, "--json", "r.json", outputs=("r.json",), check=_diverged),
+         EXIT_OK, None),
     Case("output-is-the-trace", _trace(GOOD, "--json", "trace.jsonl"), EXIT_ERROR,
          r"--json trace\.jsonl is the input file given as --trace; popaudit never overwrites an input"),
 ]
