@@ -130,7 +130,8 @@ def parse_gates(
             continue
         gates.append(Gate(name, op, threshold))
     if problems:
-        shown = ", ".join(valid[:12]) + (f", ... ({len(valid)} in all)" if len(valid) > 12 else "")
+        # A short list whole (the monitor's alert figures); a long one (every K and α) cut, counted.
+        shown = ", ".join(valid) if len(valid) <= 16 else ", ".join(valid[:12]) + f", ... ({len(valid)} in all)"
         raise GateError(f"invalid {setting(option)}: " + "; ".join(problems) + f". Valid metrics: {shown}"
                         + (f"; {rule}" if rule else ""))
     return gates

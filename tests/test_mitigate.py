@@ -443,6 +443,10 @@ def test_output_must_not_be_an_input(tmp_path: Path) -> None:
     before = sha256(tmp_path / "ids.txt")
     result = mitigate(tmp_path / "items.npy", 0.5, tmp_path / "o.npy", "--item-ids", tmp_path / "ids.txt", code=1)
     assert "sidecar of -o" in result.output and "never overwrites an input" in result.output
+    (tmp_path / "plugin.py").write_text("")  # third-party plugin code: the run goes to a child, the same refusal
+    result = mitigate(tmp_path / "items.npy", 0.5, tmp_path / "o.npy", "--item-ids", tmp_path / "ids.txt", "--plugin",
+                      tmp_path / "plugin.py", code=1)
+    assert "sidecar of -o" in result.output and "never overwrites an input" in result.output
     assert sha256(tmp_path / "ids.txt") == before and not (tmp_path / "o.npy").exists()
     other = mitigate(tmp_path / "items.npy", 0.5, tmp_path / "o.pt", code=1)
     assert "names a PyTorch file but" in other.output

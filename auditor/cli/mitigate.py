@@ -83,10 +83,11 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
         raise click.UsageError(f"{given} is read only with --alpha auto", ctx=click.get_current_context())
     job = _Job(model, alpha, output, quiet, plugins, options, holdout, user_ids, tolerance, seed)
     if third_party_plugins(plugins):  # their death must not pass for a written model (exit 0, nothing written)
-        from auditor.io import atomic_path
+        from auditor.io import atomic_path, check_not_inputs
         from auditor.mitigation.run import refuse_special_outputs, sidecar_path
 
-        refuse_special_outputs(output)  # before anything is staged beside them
+        # Before anything is staged beside them: an output that is an input is said as such.
+        check_not_inputs(refuse_special_outputs(output), _inputs(job)[1])
         # The parent holds the temporary files: a child that dies leaves neither them nor OUT behind.
         with atomic_path(sidecar_path(output)) as side_tmp, atomic_path(output) as out_tmp:
             result = run_isolated(_work, job, (out_tmp, side_tmp), timeout=plugin_timeout or None,
@@ -136,10 +137,7 @@ def _work(job: _Job, staged: tuple[Path, Path] | None) -> Any:
         from auditor.cli._group import plugin_commands
 
         plugin_commands(job.plugins, builtin_names=cli.commands)
-    chosen = 1.0 if job.alpha == "auto" else float(job.alpha)
-    config = MitigateConfig(model=model, output=output, alpha=chosen, **options)
-    inputs = {**config.input_files(), "--holdout": job.holdout, "--user-ids": job.user_ids}
-    inputs.update({f"--plugin {p}": p for p in job.plugins})
+    config, inputs = _inputs(job)
     pm = get_plugin_manager(job.plugins)
     check_outputs(config, inputs, writable_formats(pm))
     progress = RichProgress(enabled=not job.quiet)
@@ -156,6 +154,18 @@ def _work(job: _Job, staged: tuple[Path, Path] | None) -> Any:
         config = MitigateConfig(model=model, output=output, alpha=chosen, alpha_source=sentence, tradeoff=figures,
                                 **options)
     return mitigate(config, pm=pm, progress=progress, inputs=inputs, staged=staged)
+
+
+def _inputs(job: _Job) -> tuple[Any, dict[str, Path | None]]:
+    """The run's MitigateConfig (at the given α; 1 until ``auto`` chooses) and every file
+    it reads, named by option."""
+    from auditor.mitigation.run import MitigateConfig
+
+    chosen = 1.0 if job.alpha == "auto" else float(job.alpha)
+    config = MitigateConfig(model=job.model, output=job.output, alpha=chosen, **job.options)
+    inputs = {**config.input_files(), "--holdout": job.holdout, "--user-ids": job.user_ids}
+    inputs.update({f"--plugin {p}": p for p in job.plugins})
+    return config, inputs
 
 
 def _summary(result: Any) -> None:

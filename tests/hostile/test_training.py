@@ -75,7 +75,7 @@ CASES = [
          EXIT_USAGE, r"invalid --alert: growth_per_update is measured around optimizer steps only"),
     Case("retrain-alert-fail-on-ratio-name", _retrain("--alert", "head_share_1pct_ratio@10>1"), EXIT_USAGE,
          r"invalid --alert: 'head_share_1pct_ratio@10>1': unknown metric 'head_share_1pct_ratio@10'\. Valid metrics: "
-         r"spearman, .*, loss, lr$"),
+         r"spearman, .*, loss, lr, n_nonfinite$"),
     Case("retrain-trace-every-negative", _retrain("--trace-every", "-1"), EXIT_USAGE,
          r"'--trace-every': -1 is not in the range x>=0"),
     Case("retrain-trace-is-the-log",
