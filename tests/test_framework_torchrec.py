@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from test_plugins_torchrec import load, torchrec_installed  # noqa: F401  (the plugin, installed per session)
+from test_plugins_torchrec import load, torchrec_installed, torchrec_site  # noqa: F401  (the plugin, built per session)
 
 from auditor.cli import cli
 from auditor.errors import ModelLoadError

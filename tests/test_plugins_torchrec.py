@@ -29,14 +29,9 @@ def _installed() -> bool:
 
 
 @pytest.fixture(scope="session")
-def torchrec_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Install the plugin package (no deps) into a temporary folder; yield that folder.
-
-    Nothing is installed into the running environment: the folder goes first on
-    ``sys.path`` for this process (``importlib.metadata`` finds entry points through
-    ``sys.path``; restored afterwards) and on ``PYTHONPATH`` for subprocesses. The
-    package is built from a copy, so the build leaves nothing in the source tree.
-    """
+def torchrec_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The plugin package (no deps) installed into a temporary folder, once per session,
+    built from a copy, so the build leaves nothing in the source tree."""
     work = tmp_path_factory.mktemp("torchrec")
     source, target = work / "src", work / "site"
     shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
@@ -47,6 +42,17 @@ def torchrec_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
         capture_output=True,
         timeout=300,
     )
+    return target
+
+
+@pytest.fixture
+def torchrec_installed(torchrec_site: Path) -> Iterator[Path]:
+    """:func:`torchrec_site` first on ``sys.path`` for one test (``importlib.metadata``
+    finds entry points through ``sys.path``), restored afterwards: an installed entry
+    point makes ``check`` and ``mitigate`` run plugin code in a child, which must not leak
+    into the tests that run after these in the same worker. Nothing is installed into the
+    running environment; subprocesses get the folder on ``PYTHONPATH``."""
+    target = torchrec_site
     saved = list(sys.path)
     sys.path.insert(0, str(target))
     importlib.invalidate_caches()
