@@ -273,9 +273,8 @@ def _make_parent(target: Path) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists()), None)
-        reason = f"{blocker} is a file, not a folder" if blocker and not blocker.is_dir() else exc.strerror
-        raise OutputError(f"cannot create folder {target.parent} for {target}: {reason}") from exc
+        _check_folder(target)  # a file in the way, a read-only folder: said as before a run
+        raise OutputError(f"cannot create folder {target.parent} for {target}: {exc.strerror}") from exc
 
 
 @contextmanager

@@ -21,14 +21,9 @@ from auditor.conditions.c4_loss import classify_loss
 from auditor.conditions.facts import read_config
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
-from auditor.loading.trace_input import flag
+from auditor.loading.trace_input import LR_TOLERANCE, flag
 from auditor.optimizers import normalise_optimizer, optimizer_family
 from auditor.trace_section import TrainingSection
-
-LR_TOLERANCE = 1e-6
-"""Relative difference at which a declared and a recorded learning rate are two rates (the
-same number written by two programs agrees far closer)."""
-
 
 def check_declared(
     training: TrainingSection, declared: DeclaredTraining, recorded: Mapping[str, Any] | None,

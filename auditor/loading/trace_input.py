@@ -173,6 +173,11 @@ def _mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
     return None
 
 
+LR_TOLERANCE = 1e-6
+"""Relative difference at which two recorded learning rates are two rates: the same number
+written by two programs (a float32 0.05 read back as 0.0500000007) agrees far closer."""
+
+
 def _setting_mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
     """Which training setting the trace records otherwise than the checkpoint (None: none
     that both record): the optimizer (the trace's class name or config against the
@@ -188,7 +193,7 @@ def _setting_mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
     if isinstance(loss_t, str) and isinstance(loss_m, str) and loss_t.lower() != loss_m.lower():
         return f"the trace's config records the loss {loss_t!r}, the checkpoint's {loss_m!r}"
     lr_t, lr_m = as_float(theirs.get("lr")), as_float(ours.get("lr"))
-    if lr_t is not None and lr_m is not None and not math.isclose(lr_t, lr_m, rel_tol=1e-9):
+    if lr_t is not None and lr_m is not None and not math.isclose(lr_t, lr_m, rel_tol=LR_TOLERANCE):
         return f"the trace's config records the learning rate {lr_t:g}, the checkpoint's {lr_m:g}"
     return None
 
