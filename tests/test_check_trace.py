@@ -315,3 +315,21 @@ def test_a_traces_steps_per_epoch_come_from_epoch_one_when_training_went_on(tmp_
     section = summarise(read_trace(short), short)
     assert (section.steps, section.steps_per_epoch) == (1, None)
     assert read_trace_facts(section).epochs.value == 1.0  # type: ignore[union-attr]  # the epochs begun
+
+
+def test_a_rate_stored_in_float32_is_the_same_rate() -> None:
+    """A checkpoint that stores lr 0.05 in float32 (0.0500000007) and a trace that records
+    0.05 are one run; 0.05 against 0.051 are two (the tolerance, 1e-6 relative, is the one
+    the declared --lr is compared with too)."""
+    from types import SimpleNamespace
+
+    from auditor.loading.trace_input import _setting_mismatch
+    from auditor.model import ModelBundle
+
+    def bundle(lr: float) -> ModelBundle:
+        return ModelBundle(Path("m.pt"), "state_dict", np.ones((3, 2), dtype=np.float32), config={"lr": lr})
+
+    trace = SimpleNamespace(header=SimpleNamespace(config={"lr": 0.05}, optimizer=None))
+    assert _setting_mismatch(trace, bundle(float(np.float32(0.05)))) is None  # type: ignore[arg-type]
+    assert _setting_mismatch(trace, bundle(0.051)) == (  # type: ignore[arg-type]
+        "the trace's config records the learning rate 0.05, the checkpoint's 0.051")
