@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import os
 import re
 import stat
@@ -232,14 +233,16 @@ def atomic_path(target: Path) -> Iterator[Path]:
             if held is not None:
                 os.close(held)
         return
-    _make_parent(target)
+    created = _make_parent(target)
+    written = False
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:  # read-only folder, no permission: name the target, not the temp file
+        _remove_empty(created)
         raise OutputError(f"cannot write {target}: {exc.strerror} (folder {target.parent})") from exc
     os.close(fd)
     tmp_path = Path(tmp)
-    try:  # from here on, any failure removes the temp file
+    try:  # from here on, any failure removes the temp file (and the folders made for it)
         # mkstemp creates 0600; give the report the mode a plain open() would (umask applies).
         umask = os.umask(0)
         os.umask(umask)
@@ -248,10 +251,13 @@ def atomic_path(target: Path) -> Iterator[Path]:
             yield tmp_path
             output_plan(target)  # a link or folder put there while the content was written
             os.replace(tmp_path, target)
+            written = True
         except OSError as exc:  # ENOSPC, EIO, EDQUOT ... while writing or renaming
             raise _write_error(target, exc) from exc
     finally:
         tmp_path.unlink(missing_ok=True)
+        if not written:
+            _remove_empty(created)
 
 
 def _check_folder(target: Path) -> None:
@@ -268,13 +274,26 @@ def _check_folder(target: Path) -> None:
         raise OutputError(f"cannot write {target}: folder {existing} is not writable")
 
 
-def _make_parent(target: Path) -> None:
-    """Create ``target``'s folder; OutputError naming what blocks it."""
+def _make_parent(target: Path) -> list[Path]:
+    """Create ``target``'s folder; the folders this made, deepest first. OutputError
+    naming what blocks it."""
+    missing = list(itertools.takewhile(lambda folder: not os.path.lexists(folder), target.parents))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         _check_folder(target)  # a file in the way, a read-only folder: said as before a run
         raise OutputError(f"cannot create folder {target.parent} for {target}: {exc.strerror}") from exc
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a failed write made (deepest first), where still empty: a run
+    that writes nothing leaves no trace (another process's file in one keeps it)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 @contextmanager

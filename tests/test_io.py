@@ -28,6 +28,22 @@ def test_failure_keeps_the_old_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["report.txt"]
 
 
+def test_a_failed_write_removes_the_folders_it_made_and_only_those(tmp_path):
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "kept" / "new" / "deeper" / "out.json") as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("the writer failed")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]
+    # A folder another process wrote into meanwhile stays, with what it holds.
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "a" / "b" / "out.json"):
+        (tmp_path / "a" / "theirs.txt").write_text("x")
+        raise RuntimeError("the writer failed")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["a", "a/theirs.txt", "kept"]
+    with atomic_path(tmp_path / "kept" / "new" / "out.json") as tmp:
+        tmp.write_text("whole")
+    assert (tmp_path / "kept" / "new" / "out.json").read_text() == "whole"
+
+
 def test_mode_follows_umask_not_mkstemp(tmp_path):
     old = os.umask(0o022)
     try:

@@ -109,9 +109,9 @@ def popaudit_model_formats():
 WRITER = r"the writer of plugin 'file:fmt\.py''s format 'toy' "
 
 
-def _npy_format(body: str, *extra: str, outputs: tuple[str, ...] = ()) -> Any:
-    """A .npy table under the plugin suffix .toy, mitigated by a writer that does ``body``
-    after computing the right rows (``out``) and norms (``before``, ``after``)."""
+def _npy_format(body: str, *extra: str, outputs: tuple[str, ...] = (), target: str = "o.toy") -> Any:
+    """A .npy table under the plugin suffix .toy, mitigated into ``target`` by a writer that
+    does ``body`` after computing the right rows (``out``) and norms (``before``, ``after``)."""
 
     def build(d: Path) -> Built:
         standard(d)
@@ -119,7 +119,7 @@ def _npy_format(body: str, *extra: str, outputs: tuple[str, ...] = ()) -> Any:
         np.save(buffer, np.load(d / "items.npy"))
         write(d, "items.toy", buffer.getvalue())
         write(d, "fmt.py", NPY_FORMAT.format(body=body))
-        return Built(["mitigate", "items.toy", "--alpha", "0.5", "-o", "o.toy", "--plugin", "fmt.py", *extra],
+        return Built(["mitigate", "items.toy", "--alpha", "0.5", "-o", target, "--plugin", "fmt.py", *extra],
                      outputs=outputs, must_exist=outputs)
 
     return build
@@ -145,6 +145,9 @@ CASES += [
     Case("plugin-writer-os-exit-0", _npy_format("__import__('os')._exit(0)"), EXIT_ERROR,
          r"mitigate with plugins ended without finishing \(exit status 0\): plugin code ended the process "
          r"\(os\._exit, a signal, a crash in native code\); nothing is written", timeout=60),
+    # The folders made for OUT go too: a refused run leaves no trace.
+    Case("plugin-writer-os-exit-into-new-folders", _npy_format("__import__('os')._exit(0)", target="new/sub/o.toy"),
+         EXIT_ERROR, r"plugin code ended the process .*; nothing is written", timeout=60),
     Case("plugin-writer-sleeps-past-timeout", _npy_format("__import__('time').sleep(600)", "--plugin-timeout", "3"),
          EXIT_ERROR, r"mitigate with plugins did not finish within 3 s \(the plugin time limit\) and was stopped; "
                      r"nothing is written", timeout=60),
