@@ -67,7 +67,7 @@ def test_outputs_colliding_with_an_attachment_are_refused_before_writing(tmp_pat
     from auditor.errors import InputError
     from auditor.plugins.renderers import planned_outputs
 
-    from auditor.io import check_not_inputs
+    from auditor.output_guard import check_not_inputs
 
     files = planned_outputs({"--json": ("json", tmp_path / "r_files" / "head_share.png"),
                              "--markdown": ("markdown", tmp_path / "r.md"), "--html": ("html", None)})

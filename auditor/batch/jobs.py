@@ -105,7 +105,7 @@ def batch_inputs(manifest: Manifest, defaults: Mapping[str, Any] | None = None) 
     of manifest row 3``, ``the external data of the model of manifest row 3``): the files
     a row's provenance covers (:func:`auditor.batch.provenance.named_files`, one list). A
     file named twice is listed once, under its first name. For
-    :func:`auditor.io.check_not_inputs`, so that no output overwrites an input."""
+    :func:`auditor.output_guard.check_not_inputs`, so that no output overwrites an input."""
     template = config_template(defaults or {})
     base = manifest.path.resolve().parent
     inputs: dict[str, Path] = {}

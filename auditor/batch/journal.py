@@ -76,7 +76,7 @@ _NOT_A_FILE = "something other than a regular file (a FIFO, a device, a folder) 
 def check_journal_place(path: Path | None) -> None:
     """OutputError, before any audit runs, when something the journal could not replace
     (a FIFO, a device, a folder) has its name (a symlink there is refused with the other
-    outputs, :func:`auditor.io.check_not_inputs`)."""
+    outputs, :func:`auditor.output_guard.check_not_inputs`)."""
     if path is not None and not path.is_symlink() and path.exists() and not path.is_file():
         raise OutputError(f"cannot write {path} (the results journal): {_NOT_A_FILE}; remove it or choose another output")
 

@@ -25,7 +25,8 @@ from auditor.batch.provenance import FileStates, Stamp, change, encode, moved_si
 from auditor.batch.results import ResultsWriter, has_provenance, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
-from auditor.io import check_not_inputs, is_special_file
+from auditor.io import is_special_file
+from auditor.output_guard import check_not_inputs
 from auditor.ranges import check_ranges
 from auditor.progress import SILENT, Advance, Progress
 from auditor.summaries import STATUS_ERROR, STATUS_OK

@@ -39,7 +39,7 @@ from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
 from auditor.devices import DEVICES, resolve_device
 from auditor.errors import GateError, UnmeasuredGateError
-from auditor.io import check_not_inputs
+from auditor.output_guard import check_not_inputs
 
 if TYPE_CHECKING:
     from auditor.result import AuditResult

@@ -49,7 +49,7 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
     from auditor.diff.gates import require_evaluated
     from auditor.errors import GateError
     from auditor.gate import evaluate_gates
-    from auditor.io import check_not_inputs
+    from auditor.output_guard import check_not_inputs
 
     files = {"-o": (fmt, output), "--json": ("json", json_path), "--markdown": ("markdown", markdown_path),
              "--html": ("html", html_path)}  # fmt: skip

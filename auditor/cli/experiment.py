@@ -20,7 +20,7 @@ from auditor.cli._common import RichProgress, common_options, option_group, rang
 from auditor.cli._training import DataChoice, data_options, holdout_options, jobs_option, threads_option
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
-from auditor.io import check_not_inputs
+from auditor.output_guard import check_not_inputs
 from auditor.train import EXPERIMENTS
 
 if TYPE_CHECKING:

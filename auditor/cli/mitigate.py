@@ -83,7 +83,8 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
         raise click.UsageError(f"{given} is read only with --alpha auto", ctx=click.get_current_context())
     job = _Job(model, alpha, output, quiet, plugins, options, holdout, user_ids, tolerance, seed)
     if third_party_plugins(plugins):  # their death must not pass for a written model (exit 0, nothing written)
-        from auditor.io import atomic_path, check_not_inputs
+        from auditor.io import atomic_path
+        from auditor.output_guard import check_not_inputs
         from auditor.mitigation.run import refuse_special_outputs, sidecar_path
 
         # Before anything is staged beside them: an output that is an input is said as such.

@@ -11,7 +11,7 @@ import click
 from auditor.cli._common import RichProgress, common_options, ranged
 from auditor.wording import plural
 from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
-from auditor.io import check_not_inputs
+from auditor.output_guard import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 
 if TYPE_CHECKING:

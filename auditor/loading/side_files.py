@@ -3,7 +3,7 @@
 ``torch.onnx.export(..., external_data=True)`` (always so above 2 GB) keeps the tables in
 a data file beside a small graph, and a retrained model re-exported under the same names
 changes only that file. Every file a run reads is an input: no output may overwrite it
-(:func:`auditor.io.check_not_inputs`) and a batch row's provenance covers it (``--resume``
+(:func:`auditor.output_guard.check_not_inputs`) and a batch row's provenance covers it (``--resume``
 audits the row again when it changed). Listed from the graph alone (``onnx`` parses it
 without its external data, and nothing is imported without an ``.onnx`` model), by the
 rule the reader follows: a relative location naming a regular file inside the model's
@@ -44,7 +44,7 @@ def side_files(model: Path | None) -> list[Path]:
 
 def side_inputs(model: Path | None, owner: str) -> dict[str, Path]:
     """:func:`side_files` by what names them (``the external data of MODEL``), for
-    :func:`auditor.io.check_not_inputs` (``owner``: how messages name the model)."""
+    :func:`auditor.output_guard.check_not_inputs` (``owner``: how messages name the model)."""
     files = side_files(model)
     return {f"the external data{'' if i == 0 else f' #{i + 1}'} of {owner}": path for i, path in enumerate(files)}
 

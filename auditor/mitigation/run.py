@@ -30,7 +30,8 @@ from auditor import __version__
 from auditor.alpha import RULE
 from auditor.config import ReadSettings, LoadOptions
 from auditor.errors import InputError, ModelLoadError, UntrustedPickleError, setting
-from auditor.io import atomic_path, check_not_inputs, file_sha256, is_special_file, require_regular_file
+from auditor.io import atomic_path, file_sha256, is_special_file, require_regular_file
+from auditor.output_guard import check_not_inputs
 from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
 from auditor.plugin_api import ModelFormat, WriteJob
@@ -123,7 +124,7 @@ def sidecar_path(output: Path) -> Path:
 
 
 def planned_outputs(output: Path) -> dict[str, Path | None]:
-    """Every file a run writes, by what names it (for :func:`~auditor.io.check_not_inputs`)."""
+    """Every file a run writes, by what names it (for :func:`~auditor.output_guard.check_not_inputs`)."""
     out = setting("output")
     return {f"{out}": output, f"the sidecar of {out} {output}": sidecar_path(output)}
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pluggy
 
 from auditor.errors import AuditError, InputError, PluginError
-from auditor.io import atomic_path, check_not_inputs, refuse_linked_folder
+from auditor.io import atomic_path
+from auditor.output_guard import check_not_inputs, refuse_linked_folder
 from auditor.plugin_api import RenderContext, Renderer
 from auditor.plugins.manager import PLUGIN_FAILURES, describe_failure, reraise_interrupt
 from auditor.report.document import Document
@@ -132,7 +133,7 @@ def planned_outputs(outputs: Mapping[str, tuple[str, Path | None]]) -> dict[str,
     """Every file the reports in ``outputs`` (what names it, e.g. ``--markdown``, to
     (format, path)) will write, by what names it: each report, and the figures a
     Markdown report puts beside a regular file (``r_files/*.png`` for ``r.md``), named
-    "figure head_share.png of --markdown r.md". For :func:`~auditor.io.check_not_inputs`
+    "figure head_share.png of --markdown r.md". For :func:`~auditor.output_guard.check_not_inputs`
     before the audit runs, so that no output replaces another or an input.
     """
     files: dict[str, Path | None] = {label: path for label, (_fmt, path) in outputs.items()}
@@ -174,10 +175,10 @@ def render_files(
     plugin's renderer, and writing can happen in different processes).
 
     Attachments go into a real folder beside their report, never through a symlink there
-    (:func:`~auditor.io.refuse_linked_folder`). Every report is rendered in memory, so a
+    (:func:`~auditor.output_guard.refuse_linked_folder`). Every report is rendered in memory, so a
     failing renderer leaves no output of this run behind. Every file (attachments
     included) must be distinct and none may be one of ``inputs``
-    (:func:`~auditor.io.check_not_inputs`; ``labels``: what named each output, e.g.
+    (:func:`~auditor.output_guard.check_not_inputs`; ``labels``: what named each output, e.g.
     ``--json``, for its messages).
     """
     names = list(labels) if labels is not None else [f"the {fmt} report {path}" for fmt, path in outputs]
