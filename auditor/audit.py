@@ -307,7 +307,7 @@ def _settings(config: AuditConfig) -> dict[str, Any]:
         "queries": config.queries,
         "max_queries": config.max_queries,
         "index": config.index,
-        "popularity": config.popularity,
+        **config.list_settings(),
         "seed": config.seed,
         "bootstrap": config.bootstrap,
         "probes": config.probes,
@@ -318,7 +318,6 @@ def _settings(config: AuditConfig) -> dict[str, Any]:
         "spearman_over": "all items, cold (frequency 0) included",
         "loglog_slope_over": "items with frequency > 0",
         "declared": {k: v for k, v in vars(config.declared).items() if v is not None},
-        "groups": vars(config.groups),
         "top_items": config.top_items,
         "alphas": list(config.alphas),
     }

@@ -69,6 +69,12 @@ class GroupPolicy:
             f"items holding {self.short_head_mass:.0%} of the mass"
         )
 
+    def definitions(self) -> dict[str, str]:
+        """The report's ``retrieval.definitions`` entry of the cut-offs (``popularity_groups``),
+        which ``popaudit diff`` compares: every audit that measures lists (a model's, served
+        lists alone) records it through this one method."""
+        return {"popularity_groups": self.describe()}
+
 
 _GROUP_FIELDS = tuple(f.name for f in fields(GroupPolicy))
 """The AuditConfig fields that are :class:`GroupPolicy`'s, by the same names."""
@@ -252,6 +258,12 @@ class AuditConfig(ReadSettings):
     def groups(self) -> GroupPolicy:
         """The popularity groups' cut-offs of this audit."""
         return GroupPolicy(**{name: getattr(self, name) for name in _GROUP_FIELDS})
+
+    def list_settings(self) -> dict[str, Any]:
+        """What every audit that measures lists records in its ``settings`` (a model's and
+        served lists alone, from this one place), so that a report states, and ``popaudit
+        diff`` can tell apart, the popularity definition and the groups' cut-offs."""
+        return {"popularity": self.popularity, "groups": vars(self.groups)}
 
     def _check_served(self) -> None:
         """A lists-only audit (no model) needs the lists and the counts they are measured with."""

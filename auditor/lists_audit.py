@@ -149,7 +149,7 @@ def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:
         "recommendations": str(config.recommendations),
         **({"rank_col": config.rank_col} if config.rank_col else {}),
         **({"score_col": config.score_col} if config.score_col else {}),
-        "popularity": config.popularity,
+        **config.list_settings(),
         "frequency": "interactions per item in the training log"
         + (f" (counted elsewhere: {config.frequencies})" if config.frequencies else ""),
     }

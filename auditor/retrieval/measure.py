@@ -268,7 +268,7 @@ def measure_retrieval(
     popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
     lists = _named(found, popular)
     definitions.update(_definitions(list_measures, settings, population))
-    definitions["popularity_groups"] = groups.describe()
+    definitions.update(groups.definitions())
     if served is not None:
         lists[SERVED] = served
         definitions["overlap_served"] = OVERLAP_SERVED_DEFINITION

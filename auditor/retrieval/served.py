@@ -106,9 +106,10 @@ def measure_served(
     item-side measures, grouped by ``groups``."""
     weights = popularity_of(stats, popularity)
     n_items = served.items.n_items
+    groups = groups or GroupPolicy()
     measures = ExposureMeasures(weights, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_ids=served.items.item_ids, profiles=profiles, relevant=relevant,
-                                groups=groups or GroupPolicy(),  # PopRSP/PopREO: lists holding training items keep them
+                                groups=groups,  # PopRSP/PopREO: lists holding training items keep them
                                 seen_kept=profiles is not None and holds_own(served.lists, *profiles, n_items))
     popular = np.broadcast_to(measures.popular_list(max(ks)), (served.n_users, min(max(ks), n_items)))
     section = describe_served(served)
@@ -134,6 +135,7 @@ def measure_served(
         overlap_served_popular="overlap_served_popular: mean over users of |served list ∩ popular list| / K",
         head_share_log="head_share_log: the top-1% items' share of the training popularity "
                        f"({'distinct users' if popularity == 'users' else 'interactions'}), the verdict's reference",
+        **groups.definitions(),
     )
     return ServedOutcome(section=section, exposure=exposure, warnings=warnings,
                          lists={"served": served.lists, "popular": np.asarray(popular)})
