@@ -93,3 +93,54 @@ def test_a_counts_file_of_every_item_gives_the_models_catalogue(tmp_path: Path) 
     for name in ("head_share_1pct", "head_share_10pct", "head_share_20pct", "arp", "aplt", "gini", "coverage", "aclt"):
         assert figures[name] == pytest.approx(dot[name]), name
     assert figures["head_share_1pct"] == pytest.approx(_head_share(lists, counts, 3))
+
+
+def _gap_delta(lists: np.ndarray, profiles: list[list[int]], pop: np.ndarray, users: np.ndarray) -> float:
+    """ΔGAP of ``users`` (docs/measures.md): (GAP of the lists − GAP of the profiles) / GAP of the profiles."""
+    listed = np.mean([pop[lists[u]].mean() for u in users])
+    profiled = np.mean([pop[profiles[u]].mean() for u in users])
+    return float((listed - profiled) / profiled)
+
+
+def test_user_groups_count_the_catalogue(tmp_path: Path) -> None:
+    """Users are grouped by their share of items in the top 20% of the catalogue: 4 of the
+    model's 20 rows, 2 of the 10 items lists alone know, so the per-group ΔGAP differs
+    while the ungrouped miscalibration, ARP and novelty do not (docs/served-lists.md)."""
+    import torch
+
+    profiles = [[0, 1], [2, 3], [4, 5], [0, 4], [1, 6], [2, 7], [8, 9], [3, 8], [0, 2], [5, 9]]
+    users = [u for u, items in enumerate(profiles) for _ in items] + [0] * 12 + [0] * 11 + [1] * 9 + [1] * 9
+    items = [i for p in profiles for i in p] + [0] * 12 + [1] * 11 + [2] * 9 + [3] * 9
+    log = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), log)
+    pop = np.bincount(items, minlength=20).astype(float)  # 15, 13, 12, 11, 2, 2, 1, 1, 2, 2; rows 10-19 never trained
+    rng = np.random.default_rng(1)
+    table, queries = np.abs(rng.normal(size=(20, 4))), np.abs(rng.normal(size=(10, 4)))
+    table[10:] *= 1e-3
+    model = tmp_path / "model.pt"
+    torch.save({"item_embedding.weight": torch.tensor(table, dtype=torch.float32),
+                "user_embedding.weight": torch.tensor(queries, dtype=torch.float32)}, model)
+    scores = queries.astype(np.float32) @ table.astype(np.float32).T
+    for u, p in enumerate(profiles):
+        scores[u, p] = -np.inf
+    lists = np.argsort(-scores, axis=1, kind="stable")[:, :3]
+    assert lists.max() < 10  # the untrained rows are never served
+    served = tmp_path / "served.parquet"
+    pq.write_table(pa.table({"user_id": np.repeat(np.arange(10), 3), "item_id": lists.ravel(),
+                             "rank": np.tile([1, 2, 3], 10)}), served)
+    beside = run_audit(AuditConfig(model=model, interactions=log, recommendations=served, ks=(3,), probes=False,
+                                   bootstrap=0))
+    alone = run_audit(AuditConfig(model=None, interactions=log, recommendations=served, ks=(3,)))
+    assert beside.retrieval is not None and alone.served is not None
+    model_figures, lists_figures = beside.retrieval.at[3].dot, alone.served.at[3].served
+    # Popular ratios: top 4 items {0..3} beside the model, top 2 {0, 1} alone; niche = the 2 lowest, ties in.
+    model_ratio = np.array([np.isin(p, [0, 1, 2, 3]).mean() for p in profiles])
+    lists_ratio = np.array([np.isin(p, [0, 1]).mean() for p in profiles])
+    model_niche = np.flatnonzero(model_ratio <= np.sort(model_ratio)[1])  # users 2, 6, 9
+    lists_niche = np.flatnonzero(lists_ratio <= np.sort(lists_ratio)[1])  # ratio 0: users 1, 2, 5, 6, 7, 9
+    assert model_niche.tolist() == [2, 6, 9] and lists_niche.tolist() == [1, 2, 5, 6, 7, 9]
+    assert model_figures["gap_delta_niche"] == pytest.approx(_gap_delta(lists, profiles, pop, model_niche))
+    assert lists_figures["gap_delta_niche"] == pytest.approx(_gap_delta(lists, profiles, pop[:10], lists_niche))
+    assert abs(float(model_figures["gap_delta_niche"] or 0) - float(lists_figures["gap_delta_niche"] or 0)) > 0.01
+    for name in ("arp", "miscalibration", "novelty"):
+        assert lists_figures[name] == pytest.approx(model_figures[name]), name
