@@ -1,9 +1,9 @@
-"""The harm to serving: how much more of the top-K slots the top-1% items get under
-dot-product than under cosine retrieval, per cut-off K (:class:`Skew`), the bands that
-grade it (:func:`harm_band`), the K that decides (:func:`worst_skew`), and the gate that
-trips on a run graded low or worse (:data:`SEVERITY_GATE`). :mod:`auditor.verdict`
-turns it into the severity; :mod:`auditor.lists_verdict` grades served lists in the same
-bands."""
+"""The harm to serving: how much more of the top-K slots the popular items (the top 1%,
+and the top 10%) get under dot-product than under cosine retrieval, per cut-off K
+(:class:`Skew`), the bands that grade it (:func:`harm_band`), the K and head that decide
+(:func:`worst_skew`), the harm in words, and the gate that trips on a run graded low or
+worse (:data:`SEVERITY_GATE`). :mod:`auditor.verdict` turns it into the severity;
+:mod:`auditor.lists_verdict` grades served lists in the same bands."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from auditor.result import SEVERITIES, MeasuredSections, Severity
 from auditor.sections import finite_figure, share_ratio
+from auditor.wording import pct_pair, ratio_figure
 
 HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
     ("high", 2.0, 0.05),
@@ -25,16 +26,30 @@ quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which m
 drop a figure that sits exactly on an edge into the band below."""
 SERVED_SHARE = 0.1
 """Cut-offs K up to this share of the catalogue are the lists a user is served."""
+HEADS = (1, 10)
+"""The heads the harm is graded on (the top x% of items by popularity, ``head_share_<x>pct``):
+the top 1%, and the top 10%, which grade :data:`WIDE_HEAD_CAP` where they reach that band
+and the top 1% grade lower. The top-1% items are often in most queried users' training items, which are never
+candidates: their share of the slots is then small under any scoring, however strongly dot
+serving favours popular items, and the skew shows one head wider (docs/report.md, "Severity")."""
+WIDE_HEAD_CAP: Severity = "moderate"
+"""The one grade the top 10% give: the bands are drawn for the top 1%'s shares, and a head
+ten times wider passes the same excess in points more easily, so it shows that serving is
+skewed when it reaches this band (never *none* or *low* beside such a top 10%) and then
+grades exactly this, the most the correlation gives without a measured harm; below it,
+the top 10% grade nothing (the top 1% decide)."""
 
 
 @dataclass(frozen=True)
 class Skew:
-    """The top-1% head share of dot vs cosine lists at one cut-off K, and its harm band."""
+    """The top-``head``% head share of dot vs cosine lists at one cut-off K, and its harm band."""
 
     k: int
     dot: float | None
     cosine: float | None
     overlap: float | None
+    head: int = 1
+    """The head measured: the top ``head``% of items (one of :data:`HEADS`)."""
 
     @property
     def ratio(self) -> float | None:
@@ -46,7 +61,10 @@ class Skew:
 
     @property
     def severity(self) -> Severity:
-        return harm_band(self.ratio, self.excess)
+        band = harm_band(self.ratio, self.excess)
+        if self.head == HEADS[0]:
+            return band
+        return WIDE_HEAD_CAP if SEVERITIES.index(band) >= SEVERITIES.index(WIDE_HEAD_CAP) else "none"
 
 
 def harm_band(ratio: float | None, excess: float | None) -> Severity:
@@ -83,26 +101,33 @@ def served_cutoffs(result: MeasuredSections) -> list[int]:
     return served_ks(result.retrieval.at, result.inputs.n_items)
 
 
-def skew_at(result: MeasuredSections, k: int) -> Skew:
-    """The head-share skew of the lists at cut-off ``k`` (which must be measured)."""
+def skew_at(result: MeasuredSections, k: int, head: int = 1) -> Skew:
+    """The top-``head``% head-share skew of the lists at cut-off ``k`` (which must be measured)."""
     assert result.retrieval is not None
-    cut = result.retrieval.at[k]
-    return Skew(k, finite_figure(cut.dot.get("head_share_1pct")), finite_figure(cut.cosine.get("head_share_1pct")),
-                finite_figure(cut.overlap_dot_cosine))
+    cut, name = result.retrieval.at[k], f"head_share_{head}pct"
+    return Skew(k, finite_figure(cut.dot.get(name)), finite_figure(cut.cosine.get(name)),
+                finite_figure(cut.overlap_dot_cosine), head)
 
 
 def worst_skew(result: MeasuredSections) -> Skew | None:
-    """The served cut-off with the most harm (ties: the larger ratio, then the smaller K):
-    the one severity follows and reports quote."""
-    skews = [skew_at(result, k) for k in served_cutoffs(result)]
+    """The served cut-off and head with the most harm: the highest band, the top 1% on an
+    equal band (ties: the larger ratio, then the smaller K); the one severity follows and
+    reports quote."""
+    skews = [skew_at(result, k, head) for k in served_cutoffs(result) for head in HEADS]
     if not skews:
         return None
 
-    def weight(skew: Skew) -> tuple[int, float, int]:
+    def weight(skew: Skew) -> tuple[int, bool, float, int]:
         ratio = skew.ratio if skew.ratio is not None else -1.0
-        return (SEVERITIES.index(skew.severity), ratio, -skew.k)
+        return (SEVERITIES.index(skew.severity), skew.head == HEADS[0], ratio, -skew.k)
 
     return max(skews, key=weight)
+
+
+def narrow_skew(result: MeasuredSections, skew: Skew) -> Skew | None:
+    """The top-1% skew at ``skew``'s K when a wider head graded it (what the verdict quotes
+    beside it: the narrow head's smaller figures), else None."""
+    return None if skew.head == HEADS[0] else skew_at(result, skew.k, HEADS[0])
 
 
 def dot_serves_cosine(result: MeasuredSections) -> bool:
@@ -125,4 +150,46 @@ def first_seen_skew(result: MeasuredSections) -> Skew | None:
     served, worst = served_cutoffs(result), worst_skew(result)
     if not served or worst is None or served[0] == worst.k:
         return None
-    return skew_at(result, served[0])
+    return skew_at(result, served[0], worst.head)
+
+
+def skew_text(skew: Skew) -> str:
+    """The skew in figures, naming the head measured."""
+    assert skew.ratio is not None  # quoted only where a ratio was measured
+    times = ratio_figure(skew.ratio)
+    dot, cosine = pct_pair(skew.dot, skew.cosine)
+    return (
+        f"dot-product retrieval gives the top-{skew.head}% items {times}× the slots cosine retrieval does at "
+        f"K={skew.k} ({dot} vs {cosine})"
+    )
+
+
+def narrow_text(result: MeasuredSections, skew: Skew) -> str:
+    """Where the top 10% graded the harm: the top-1% items' smaller figures beside it, and why."""
+    narrow = narrow_skew(result, skew)
+    if narrow is None:
+        return ""
+    dot, cosine = pct_pair(narrow.dot, narrow.cosine)
+    times = f"{ratio_figure(narrow.ratio)}×, " if narrow.ratio is not None else ""
+    return (f" (the top-1% items: {times}{dot} vs {cosine}, band {narrow.severity}: the top 10% reach the "
+            f"{WIDE_HEAD_CAP} band and grade the harm)")
+
+
+def harm_words(skew: Skew, harm: Severity) -> str:
+    """What dot-product serving does to popular items, in the words of its band; below
+    every band, which way and by how much (a ratio of tiny shares is not harm, and a
+    ratio below 1 is the opposite of over-serving)."""
+    if harm != "none":
+        return {"high": "serving by dot product strongly over-serves popular items",
+                "moderate": "serving by dot product over-serves popular items",
+                "low": "serving by dot product slightly over-serves popular items"}[harm]
+    assert skew.excess is not None
+    if skew.dot == skew.cosine == 1.0:
+        return f"the top-{skew.head}% items (ties at the cut included) fill every slot, so serving has no popularity order to skew"
+    items = f"the top-{skew.head}% items"
+    if skew.excess < 0:
+        return f"serving by dot product gives {items} fewer slots than cosine ({100 * skew.excess:+.2f} points)"
+    if skew.excess == 0:
+        return f"serving by dot product gives {items} as many slots as cosine"
+    return (f"serving by dot product gives {items} {100 * skew.excess:+.2f} points more of the slots than "
+            "cosine, below every harm band")

@@ -192,6 +192,11 @@ class Verdict:
     """The sentence the summary opens with when dot-product serving is less accurate than the
     most-popular list (:func:`auditor.verdict.weak_model`), for the headline to say it too
     (None: it is not). Kept out of the JSON report, as ``first_seen_k``: the summary holds it."""
+    graded_head: int = 1
+    """The head whose dot/cosine skew graded the severity, the top ``graded_head``% of items
+    (:data:`auditor.harm.HEADS`: 10 when the top 10% reach a higher band than the top 1%), for
+    the headline to quote the same head. Kept out of the JSON report, as ``first_seen_k``:
+    the summary names it."""
 
 
 @dataclass
@@ -307,7 +312,7 @@ class AuditResult(MeasuredSections):
         return flat_metrics_from_report(self.to_dict())
 
 
-_NOT_IN_JSON = frozenset({"first_seen_k", "gate", "weak"})
+_NOT_IN_JSON = frozenset({"first_seen_k", "gate", "weak", "graded_head"})
 """Verdict fields the reports read but the JSON report (schema_version 1) does not hold."""
 
 

@@ -8,8 +8,10 @@ Two questions, kept apart:
   :data:`RHO_STRONG`.
 * **Harm** (:mod:`auditor.harm`): how much more of the served slots the top-1% items get
   under dot-product than under cosine retrieval, measured at every cut-off K a user is
-  served (K at most 10% of the catalogue; the smallest K when none is). Both the ratio
-  and the absolute excess count: 0.7% vs 0.5% is 1.4× but harms nobody.
+  served (K at most 10% of the catalogue; the smallest K when none is); the top-10% items
+  grade it moderate where they reach that band and the top 1% grade lower (the top-1%
+  items are often in most queried users' histories, so never candidates). Both the ratio and the absolute excess
+  count: 0.7% vs 0.5% is 1.4× but harms nobody.
 
 Severity is the harm (:data:`~auditor.harm.HARM_BANDS`, the worst K decides and is the one quoted;
 the smallest served K, what a user sees first, is quoted beside it when it differs).
@@ -29,7 +31,9 @@ from typing import Literal
 
 from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
-from auditor.harm import HARM_BANDS, SEVERITY_GATE, Skew, dot_serves_cosine, first_seen_skew, worst_skew
+from auditor.harm import (
+    HARM_BANDS, SEVERITY_GATE, Skew, dot_serves_cosine, first_seen_skew, harm_words, narrow_text, skew_text, worst_skew,
+)
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
 from auditor.wording import correlation_figures, pct, pct_pair, ratio_figure
@@ -38,9 +42,10 @@ RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
 RHO_STRONG = 0.5
 SEVERITY_RULE = (
-    "severity = the harm: the top-1% items' share of dot-product vs cosine top-K slots at "
-    "the worst served K (K <= 10% of the catalogue, else the smallest K; worst: the highest band, "
-    "then the larger ratio): high from 2x and +5 points, moderate "
+    "severity = the harm: the top-1% items' share of "
+    "dot-product vs cosine top-K slots (moderate where the top-10% items' reaches that band and the top 1%'s is "
+    "graded lower) at the worst served K (K <= 10% of the catalogue, else the smallest K; "
+    "worst: the highest band, then the larger ratio): high from 2x and +5 points, moderate "
     "from 1.25x and +2 points, low from 1.1x and +0.5 points; below that the skew is negligible "
     "and severity is none, even when norms track popularity; without retrieval, or when neither scoring "
     "gives the top-1% items a slot, the correlation alone gives at most moderate (docs/report.md, \"Severity\")"
@@ -102,6 +107,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         gate=SEVERITY_GATE if assessed else None,
         assessed=assessed,
         weak=weak,
+        graded_head=skew.head if skew is not None else 1,
     )
 
 
@@ -196,35 +202,6 @@ def _strength(rho: float) -> Strength:
     return "weak" if size >= RHO_WEAK else "negligible"
 
 
-def _skew_text(skew: Skew) -> str:
-    assert skew.ratio is not None  # quoted only where a ratio was measured
-    times = ratio_figure(skew.ratio)
-    dot, cosine = pct_pair(skew.dot, skew.cosine)
-    return (
-        f"dot-product retrieval gives the top-1% items {times}× the slots cosine retrieval does at "
-        f"K={skew.k} ({dot} vs {cosine})"
-    )
-
-
-def _harm_words(skew: Skew, harm: Severity) -> str:
-    """What dot-product serving does to popular items, in the words of its band; below
-    every band, which way and by how much (a ratio of tiny shares is not harm, and a
-    ratio below 1 is the opposite of over-serving)."""
-    if harm != "none":
-        return {"high": "serving by dot product strongly over-serves popular items",
-                "moderate": "serving by dot product over-serves popular items",
-                "low": "serving by dot product slightly over-serves popular items"}[harm]
-    assert skew.excess is not None
-    if skew.dot == skew.cosine == 1.0:
-        return "the top-1% items (ties at the cut included) fill every slot, so serving has no popularity order to skew"
-    if skew.excess < 0:
-        return f"serving by dot product gives popular items fewer slots than cosine ({100 * skew.excess:+.2f} points)"
-    if skew.excess == 0:
-        return "serving by dot product gives popular items as many slots as cosine"
-    return (f"serving by dot product gives popular items {100 * skew.excess:+.2f} points more of the slots than "
-            "cosine, below every harm band")
-
-
 def _optional_change(result: MeasuredSections) -> str:
     """Where the trade-off still recommends another scoring below every harm band: that it
     is an option (less head share within the accuracy tolerance), not a fix."""
@@ -302,7 +279,7 @@ def _summary(
         lead = f"Popularity bias detected ({severity}): {mechanism}"
     parts = [lead]
     if skew is not None and skew.ratio is not None:
-        parts.append(f"{_harm_words(skew, harm or 'none')}: {_skew_text(skew)}")
+        parts.append(f"{harm_words(skew, harm or 'none')}: {skew_text(skew)}{narrow_text(result, skew)}")
         first = first_seen_skew(result)
         if first is not None and first.ratio is not None:
             times = ratio_figure(first.ratio)
@@ -373,7 +350,8 @@ def _recommendations(
         if skew is not None and skew.ratio is not None:
             overlap = f", and the two lists overlap {pct(skew.overlap)}" if skew.overlap is not None else ""
             dot, cosine = pct_pair(skew.dot, skew.cosine)
-            measured = f"here the top-1% items' share of the top-{skew.k} slots goes from {dot} (dot) to {cosine} (cosine){overlap}"
+            measured = (f"here the top-{skew.head}% items' share of the top-{skew.k} slots goes from {dot} (dot) to "
+                        f"{cosine} (cosine){overlap}")
         elif unseen is not None:
             measured = f"here {_unseen_head(result, unseen)}"
         else:

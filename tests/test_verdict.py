@@ -272,21 +272,55 @@ def test_nothing_graded_has_no_severity_level_and_no_suggested_gate() -> None:
 
 def test_a_head_no_scoring_serves_leaves_severity_to_the_correlation() -> None:
     """Neither dot nor cosine gives the top-1% items a slot (every user trained on them):
-    0 vs 0 is no evidence of no harm, so severity rests on rho as without retrieval
-    (moderate here, where it said "not skewed, nothing to fix"), and the summary quotes the
-    top 10%, where the skew shows."""
-    dot, cosine = (ListMeasures({**dict(_measures(0.0)), "head_share_10pct": share}) for share in (0.307, 0.1))
+    0 vs 0 is no evidence of no harm. Where the top 10% show no band either, severity
+    rests on rho as without retrieval (moderate here, where it said "not skewed, nothing
+    to fix"), and the summary quotes the top 10%."""
+    dot, cosine = (ListMeasures({**dict(_measures(0.0)), "head_share_10pct": share}) for share in (0.104, 0.1))
     cut = CutoffMeasures(dot=dot, cosine=cosine, popular=_measures(1.0), overlap_dot_cosine=0.35)
     retrieval = Retrieval(n_queries=500, index="exact", at={10: cut})
     v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), retrieval))
-    assert (v.severity, v.quoted_k, v.gate) == ("moderate", 10, "severity_level>=1")
+    assert (v.severity, v.quoted_k, v.gate, v.graded_head) == ("moderate", 10, "severity_level>=1", 1)
     assert "neither dot-product nor cosine retrieval gives the top-1% items a slot at K=10" in v.summary
-    assert "the top-10% items get 30.7% vs 10.0%" in v.summary and "severity rests on the correlation" in v.summary
+    assert "the top-10% items get 10.4% vs 10.0%" in v.summary and "severity rests on the correlation" in v.summary
     # The most-popular list (same exclusions) serves them: they were there to rank, not all trained on.
     assert "(the most-popular list gives them 100.0% of its slots, so they were there to rank)" in v.summary
     assert "trained on them" not in v.summary
     assert not any("nothing to fix" in r for r in v.recommendations)
     assert decide_verdict(_result(_fn(0.05, -0.02, 0.12), retrieval)).severity == "none"
+
+
+def test_the_top_ten_percent_grade_the_harm_where_they_reach_a_higher_band() -> None:
+    """QA F3: the top-1% items in nearly every history fill few slots under any scoring
+    (0.79% vs 0.05% here: 15.8x but +0.74 points, low), while the top 10% get 51.7% vs
+    9.6% (5.39x, +42.1 points: high, capped at moderate for the wider head). The severity is
+    the higher band, and the summary names the head that graded it, with the top 1%'s
+    figures beside it."""
+    dot, cosine = (ListMeasures({**dict(_measures(one)), "head_share_10pct": ten})
+                   for one, ten in ((0.0079, 0.517), (0.0005, 0.096)))
+    cut = CutoffMeasures(dot=dot, cosine=cosine, popular=_measures(0.03), overlap_dot_cosine=0.2)
+    v = decide_verdict(_result(_fn(0.998, 0.997, 0.999), Retrieval(n_queries=1000, index="exact", at={10: cut})))
+    assert (v.severity, v.quoted_k, v.graded_head, v.bias_detected) == ("moderate", 10, 10, True)
+    assert ("serving by dot product over-serves popular items: dot-product retrieval gives the top-10% items "
+            "5.39× the slots cosine retrieval does at K=10 (51.7% vs 9.6%) (the top-1% items: 15.80×, 0.79% vs "
+            "0.050%, band low: the top 10% reach the moderate band and grade the harm)") in v.summary
+    assert any("the top-10% items' share of the top-10 slots goes from 51.7% (dot) to 9.6% (cosine)" in r
+               for r in v.recommendations)
+    # Where the top 1% reach the wider head's band or above, the top 1% grade it, as before:
+    # 6x and +10 points is high; 1.5x and +2 points is moderate, as the capped top 10%.
+    for one, severity in (((0.12, 0.02), "high"), ((0.06, 0.04), "moderate")):
+        cut = CutoffMeasures(dot=ListMeasures({**dict(_measures(one[0])), "head_share_10pct": 0.517}),
+                             cosine=ListMeasures({**dict(_measures(one[1])), "head_share_10pct": 0.096}),
+                             popular=_measures(0.3), overlap_dot_cosine=0.2)
+        v = decide_verdict(_result(_fn(0.998, 0.997, 0.999), Retrieval(n_queries=1000, index="exact", at={10: cut})))
+        assert (v.severity, v.graded_head) == (severity, 1) and "the top-1% items" in v.summary
+        assert "(the top-1% items:" not in v.summary and "top-10% items" not in v.summary
+    # Dot serving below cosine at the top 1% (damped head norms) while the top 10% get 7.9x: moderate, not none.
+    damped = CutoffMeasures(dot=ListMeasures({**dict(_measures(0.0022)), "head_share_10pct": 0.7633}),
+                            cosine=ListMeasures({**dict(_measures(0.0075)), "head_share_10pct": 0.0962}),
+                            popular=_measures(0.633), overlap_dot_cosine=0.1)
+    v = decide_verdict(_result(_fn(0.9, 0.88, 0.92), Retrieval(n_queries=1000, index="exact", at={10: damped})))
+    assert (v.severity, v.graded_head) == ("moderate", 10) and "not skewed" not in v.summary
+    assert "gives the top-10% items 7.93× the slots" in v.summary and "0.22% vs 0.75%, band none" in v.summary
 
 
 def test_dot_serving_cosine_lists_is_graded_none_even_where_rho_is_undefined() -> None:
@@ -373,9 +407,9 @@ def test_a_correlation_near_one_is_never_printed_as_one(values: tuple[float, flo
 
 
 @pytest.mark.parametrize(("dot", "cos", "words"), [
-    (0.0, 0.019, "serving by dot product gives popular items fewer slots than cosine (-1.90 points)"),  # starved
+    (0.0, 0.019, "serving by dot product gives the top-1% items fewer slots than cosine (-1.90 points)"),  # starved
     (0.0013, 0.000325, "+0.10 points more of the slots than cosine, below every harm band"),  # 4x of tiny shares
-    (0.05, 0.05, "gives popular items as many slots as cosine"),
+    (0.05, 0.05, "gives the top-1% items as many slots as cosine"),
     (1.0, 1.0, "the top-1% items (ties at the cut included) fill every slot"),  # every item tied on popularity
 ])
 def test_a_skew_below_every_band_says_which_way_and_by_how_much(dot: float, cos: float, words: str) -> None:

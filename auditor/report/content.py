@@ -134,7 +134,7 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         parts.append("frequency–norm correlation not measured")
     k, first_k = quoted_cutoffs(result)
     if result.retrieval is not None and k is not None:
-        parts.append(_skew_text(result.retrieval, k, first_k))
+        parts.append(_skew_text(result.retrieval, k, first_k, result.verdict.graded_head))
     else:
         parts.append("retrieval not measured")
     if result.conditions:
@@ -170,12 +170,12 @@ def quoted_cutoffs(result: AuditResult) -> tuple[int | None, int | None]:
     return ks[-1], (ks[0] if len(ks) > 1 else None)
 
 
-def _skew_text(retrieval: Retrieval, k: int, first_k: int | None) -> str:
-    """The top-1% head share of dot vs cosine lists at ``k`` (and at ``first_k``, the
-    first slots a user sees, when given)."""
-    cut = retrieval.at[k]
-    dot, cos = cut.dot.get("head_share_1pct"), cut.cosine.get("head_share_1pct")
-    if finite(dot) == 0 and finite(cos) == 0:  # as the summary: nothing to grade, the top 10% quoted instead
+def _skew_text(retrieval: Retrieval, k: int, first_k: int | None, head: int = 1) -> str:
+    """The top-``head``% head share (the verdict's ``graded_head``; the top 1%'s beside a wider
+    head's) of dot vs cosine lists at ``k`` (and at ``first_k``, the first slots a user sees)."""
+    cut, name = retrieval.at[k], f"head_share_{head}pct"
+    dot, cos = cut.dot.get(name), cut.cosine.get(name)
+    if head == 1 and finite(dot) == 0 and finite(cos) == 0:  # as the summary: the top 10% quoted instead
         top10 = pct_pair(finite(cut.dot.get("head_share_10pct")), finite(cut.cosine.get("head_share_10pct")))
         return (f"at K={k} neither dot-product nor cosine retrieval gives the top-1% items a slot, while the top-10% "
                 f"items fill {top10[0]} of dot-product slots vs {top10[1]} under cosine, so severity rests on the "
@@ -184,11 +184,13 @@ def _skew_text(retrieval: Retrieval, k: int, first_k: int | None) -> str:
     times = f" ({fmt_ratio(r)})" if r is not None else ""
     if first_k is not None:
         first = retrieval.at[first_k]
-        dot1, cos1 = first.dot.get("head_share_1pct"), first.cosine.get("head_share_1pct")
+        dot1, cos1 = first.dot.get(name), first.cosine.get(name)
         times += f"; at K={first_k}, the first slots a user sees: {fmt_pct(dot1)} vs {fmt_pct(cos1)}"
         r1 = share_ratio(dot1, cos1)
         times += f" ({fmt_ratio(r1)})" if r1 is not None else ""
-    return f"at K={k} the top-1% items fill {fmt_pct(dot)} of dot-product slots vs {fmt_pct(cos)} under cosine" + times
+    if head != 1:
+        times += f"; the top-1% items: {fmt_pct(cut.dot.get('head_share_1pct'))} vs {fmt_pct(cut.cosine.get('head_share_1pct'))}"
+    return f"at K={k} the top-{head}% items fill {fmt_pct(dot)} of dot-product slots vs {fmt_pct(cos)} under cosine" + times
 
 
 def frequency_norm_table(fn: FrequencyNorm) -> Table:
