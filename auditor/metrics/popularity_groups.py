@@ -140,13 +140,20 @@ def groups_by_ratio(ratio: np.ndarray, policy: GroupPolicy = DEFAULT_GROUPS) -> 
     codes[known] = DIVERSE
     if ordered[0] == ordered[-1]:
         return codes  # one shared ratio: no niche/blockbuster contrast (:func:`sole_ratio`)
-    n_niche = int(math.floor(policy.niche_fraction * n + 1e-9))
-    n_block = n - int(math.floor((1.0 - policy.blockbuster_fraction) * n + 1e-9))
+    n_niche, n_block = cut_sizes(n, policy)
     if n_block > 0:
         codes[known & (ratio >= ordered[n - n_block])] = BLOCKBUSTER
     if n_niche > 0:
         codes[known & (ratio <= ordered[n_niche - 1])] = NICHE  # a user tied with both cuts is niche
     return codes
+
+
+def cut_sizes(n: int, policy: GroupPolicy = DEFAULT_GROUPS) -> tuple[int, int]:
+    """The niche and blockbuster users of ``n`` by position, before ties at the cuts join
+    (module docstring): ⌊niche_fraction · n⌋ from the bottom, n − ⌊(1 − blockbuster_fraction) · n⌋
+    from the top."""
+    return (int(math.floor(policy.niche_fraction * n + 1e-9)),
+            n - int(math.floor((1.0 - policy.blockbuster_fraction) * n + 1e-9)))
 
 
 def sole_ratio(ratio: np.ndarray) -> float | None:
@@ -160,6 +167,6 @@ def sole_ratio(ratio: np.ndarray) -> float | None:
 
 __all__ = [
     "BLOCKBUSTER", "DEFAULT_GROUPS", "DIVERSE", "GroupPolicy", "HEAD", "ITEM_GROUPS", "MID", "NICHE", "NO_GROUP",
-    "Profiles", "TAIL", "USER_GROUPS", "as_profiles", "groups_by_ratio", "item_groups", "long_tail", "popular_ratio",
+    "Profiles", "TAIL", "USER_GROUPS", "as_profiles", "cut_sizes", "groups_by_ratio", "item_groups", "long_tail", "popular_ratio",
     "sole_ratio", "user_groups",
 ]  # fmt: skip

@@ -32,7 +32,7 @@ from auditor.loading.counts_only import counts_only
 from auditor.metrics.exposure import ListContext, Slots
 from auditor.plugin_api import DeclaredListMeasure, Scorer
 from auditor.metrics.group_state import GroupFigures, ListFigures, Prepared, prepared
-from auditor.metrics.popularity_groups import USER_GROUPS
+from auditor.metrics.popularity_groups import DEFAULT_GROUPS, USER_GROUPS, cut_sizes
 from auditor.sections import GROUP_LIST_MEASURES
 
 
@@ -47,17 +47,73 @@ def tied_ratio(context: ListContext) -> float | None:
     return None if state.user_group is None else state.sole_ratio
 
 
+GROUP_SHARE_SLACK = 0.1
+"""How far (in shares of the grouped users) users tied at a cut may move a group from its
+size by position (``niche_fraction`` from the bottom, ``blockbuster_fraction`` from the
+top, the rest) before a warning says so."""
+
+
+def group_sizes(context: ListContext) -> tuple[int, ...] | None:
+    """Users drawn into each group (niche, diverse, blockbuster; None without profiles)."""
+    if context.profiles is None:
+        return None
+    state = prepared(context)
+    if state.user_group is None:
+        return None
+    return tuple(int(n) for n in np.bincount(state.user_group[state.user_group >= 0], minlength=len(USER_GROUPS)))
+
+
+def _asked(context: ListContext) -> tuple[float, float, float]:
+    policy = context.groups or DEFAULT_GROUPS
+    return policy.niche_fraction, 1.0 - policy.niche_fraction - policy.blockbuster_fraction, policy.blockbuster_fraction
+
+
+def _by_position(context: ListContext, n: int) -> tuple[int, int, int]:
+    """The group sizes of ``n`` users by position alone (no ties at the cuts)."""
+    n_niche, n_block = cut_sizes(n, context.groups or DEFAULT_GROUPS)
+    return n_niche, n - n_niche - n_block, n_block
+
+
+def group_definitions(context: ListContext) -> dict[str, str]:
+    """The report's ``retrieval.definitions`` entries of the user groups: the cut-offs
+    (``popularity_groups``, which ``popaudit diff`` compares) and, with profiles, the sizes
+    drawn (``user_group_sizes``: ties at a cut move them from the shares asked)."""
+    definitions = (context.groups or DEFAULT_GROUPS).definitions()
+    if (sizes := group_sizes(context)) is not None and (total := sum(sizes)):
+        drawn = ", ".join(f"{n:,} {name} ({n / total:.1%})" for n, name in zip(sizes, USER_GROUPS))
+        asked = " / ".join(f"{share:.0%}" for share in _asked(context))
+        definitions["user_group_sizes"] = (f"user groups drawn: {drawn} of {total:,} users with training items "
+                                           f"(asked: {asked}; users tied at a cut join its group)")
+    return definitions
+
+
 def tied_groups_warning(context: ListContext) -> str | None:
     """Why the niche and blockbuster groups are empty when every user shares one popular
-    ratio (None: they are drawn; or no profiles)."""
+    ratio, or how far users tied at a cut moved the groups from the shares asked (more
+    than :data:`GROUP_SHARE_SLACK`); None: neither, or no profiles."""
     if (ratio := tied_ratio(context)) is None:
-        return None
+        return _uneven_groups_warning(context)
     state = prepared(context)
     assert state.user_group is not None  # a tie is found among grouped users
     n = int((state.user_group >= 0).sum())
     return (f"all {n:,} users with training items share one popular ratio ({ratio:.2f} of their items "
             "popular): no user is more niche or more blockbuster than another, so the user groups are undefined: "
             "all count as diverse, and the niche and blockbuster figures are null")
+
+
+def _uneven_groups_warning(context: ListContext) -> str | None:
+    sizes = group_sizes(context)
+    total = 0 if sizes is None else sum(sizes)
+    if sizes is None or total == 0:
+        return None
+    moved = (abs(drawn - placed) / total for drawn, placed in zip(sizes, _by_position(context, total)))
+    if all(share <= GROUP_SHARE_SLACK + 1e-12 for share in moved):
+        return None
+    drawn = ", ".join(f"{name} {n / total:.0%}" for name, n in zip(USER_GROUPS, sizes))
+    asked = ", ".join(f"{name} {share:.0%}" for name, share in zip(USER_GROUPS, _asked(context)))
+    return (f"users tied at the user groups' cuts join its group, and many users share a popular ratio here (as in "
+            f"short histories): the groups drawn are {drawn} of the {total:,} users with training items, far from "
+            f"the shares asked ({asked}); the Who-pays figures compare these groups")
 
 
 WHO_PAYS = "who_pays"

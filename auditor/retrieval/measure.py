@@ -38,7 +38,7 @@ from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
 from auditor.config import GroupPolicy
 from auditor.plugin_api import ListContext, Slots
 from auditor.metrics.list_measures import ExposureMeasures
-from auditor.metrics.user_measures import group_table, tied_groups_warning, tied_ratio
+from auditor.metrics.user_measures import group_definitions, group_table, tied_groups_warning, tied_ratio
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
@@ -268,7 +268,7 @@ def measure_retrieval(
     popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
     lists = _named(found, popular)
     definitions.update(_definitions(list_measures, settings, population))
-    definitions.update(groups.definitions())
+    definitions.update(group_definitions(measures.context))
     if served is not None:
         lists[SERVED] = served
         definitions["overlap_served"] = OVERLAP_SERVED_DEFINITION

@@ -26,7 +26,7 @@ from auditor.loading.served_lists import ServedLists
 from auditor.loading.csr import holds_own
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
-from auditor.metrics.user_measures import tied_groups_warning
+from auditor.metrics.user_measures import group_definitions, tied_groups_warning
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.metrics.popularity_sets import head_mask
 from auditor.model import ItemStats
@@ -135,7 +135,7 @@ def measure_served(
         overlap_served_popular="overlap_served_popular: mean over users of |served list ∩ popular list| / K",
         head_share_log="head_share_log: the top-1% items' share of the training popularity "
                        f"({'distinct users' if popularity == 'users' else 'interactions'}), the verdict's reference",
-        **groups.definitions(),
+        **group_definitions(measures.context),
     )
     return ServedOutcome(section=section, exposure=exposure, warnings=warnings,
                          lists={"served": served.lists, "popular": np.asarray(popular)})
