@@ -39,6 +39,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
+from auditor.diff.figures import check_figures
 from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
@@ -231,6 +232,7 @@ def _check_report(report: Any, side: str, name: str | None) -> None:
     tool = report.get("tool")
     if not isinstance(tool, dict) or tool.get("name") != "popaudit":
         raise ReportError(f"{named} was not written by popaudit (tool.name is not 'popaudit')")
+    check_figures(report, named)
 
 
 Flag = tuple[Callable[[FlatEntry], bool], str]

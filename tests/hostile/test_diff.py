@@ -16,9 +16,9 @@ from .corpus import EXIT_ERROR, EXIT_GATE, EXIT_OK, EXIT_USAGE, Built, Case, fif
 
 def report(spearman: float = 0.5, **extra: Any) -> str:
     """A minimal popaudit JSON report (what diff reads of it)."""
-    body = {"schema_version": 1, "tool": {"name": "popaudit", "version": "0.1.0"},
+    body = {"schema_version": 1, "tool": {"name": "popaudit", "version": "0.1.0"}, "inputs": {},
             "frequency_norm": {"spearman": spearman, "pearson_log": 0.4, "kendall": 0.3, "loglog_slope": 0.2},
-            "verdict": {"severity": "low", "bias_detected": True}, **extra}  # fmt: skip
+            "retrieval": None, "verdict": {"severity": "low", "bias_detected": True}, **extra}  # fmt: skip
     return json.dumps(body)
 
 
@@ -57,6 +57,17 @@ CASES = [
          EXIT_ERROR, r"^Error: base report base\.json was not written by popaudit"),
     Case("other-schema", pair(json.dumps({**json.loads(report()), "schema_version": 2})), EXIT_ERROR,
          r"schema versions 1 \(base, base\.json\) and 2 \(new, new\.json\)"),
+    # A figure popaudit writes as a number or null, holding anything else, is a corrupt report (QA F8).
+    Case("text-figure", pair(report(retrieval={"at": {"10": {"served": {"arp": "x"}}}})), EXIT_ERROR,
+         r"^Error: new report new\.json: retrieval\.at\.10\.served\.arp is 'x', not a number or null"),
+    Case("bool-figure-base", pair(report(), base=report(frequency_norm={"spearman": True})), EXIT_ERROR,
+         r"^Error: base report base\.json: frequency_norm\.spearman is True, not a number or null"),
+    Case("list-overlap", pair(report(retrieval={"at": {"5": {"overlap_dot_cosine": [1]}}})), EXIT_ERROR,
+         r"^Error: new report new\.json: retrieval\.at\.5\.overlap_dot_cosine is \[1\], not a number or null"),
+    Case("text-accuracy", pair(report(accuracy={"at": {"5": {"dot": {"ndcg": "0.3"}}}})), EXIT_ERROR,
+         r"^Error: new report new\.json: accuracy\.at\.5\.dot\.ndcg is '0\.3', not a number or null"),
+    Case("no-retrieval-section", pair(json.dumps({k: v for k, v in json.loads(report()).items() if k != "retrieval"})),
+         EXIT_ERROR, r"^Error: new report new\.json has no 'retrieval' section, which every popaudit JSON report holds"),
     Case("tagged-wrong-structure", pair(report(retrieval={"at": ["10"]})), EXIT_ERROR,
          r"the reports base\.json and new\.json carry popaudit's tag but not its structure"),
     Case("fifo-input", special(), EXIT_ERROR, r"new report new\.json is a FIFO"),
