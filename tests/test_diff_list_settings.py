@@ -11,7 +11,9 @@ import pytest
 from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.diff import diff_reports, evaluate_diff_gates, parse_diff_gates
+from auditor.diff.directions import depends_on_popularity, direction, rule_for
 from auditor.errors import UnmeasuredGateError
+from auditor.flat import FlatEntry
 
 DATA = Path(__file__).resolve().parent / "data" / "served_lists"
 
@@ -54,3 +56,18 @@ def test_model_and_lists_audits_record_the_same_list_settings() -> None:
     for key, value in config.list_settings().items():
         assert lists["settings"][key] == value, key
     assert lists["settings"]["groups"]["blockbuster_fraction"] == 0.1
+
+
+def test_the_served_lists_overlaps_have_rules_of_their_own() -> None:
+    """QA F6: overlap_served_dot|cosine|popular are built-in names: neutral, not a plugin's
+    unknown; only the overlap with the most-popular list depends on the popularity definition."""
+    for name, popular in (("overlap_served_dot", False), ("overlap_served_cosine", False),
+                          ("overlap_served_popular", True)):
+        entry = FlatEntry(0.5, "retrieval", name, None, 10)
+        assert rule_for(entry).patterns != () and direction(entry, 0.1, 0.5) == "neutral", name
+        assert depends_on_popularity(entry) is popular, name
+    diff = diff_reports(_lists(), _lists(popularity="users"))
+    change = diff.metric("overlap_served_popular@5")
+    assert (change.status, change.direction) == ("incomparable", "unknown")
+    same = diff_reports(_lists(), _lists())
+    assert same.metric("overlap_served_popular@5").direction == "unchanged"

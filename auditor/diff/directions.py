@@ -54,7 +54,10 @@ RULES: tuple[Rule, ...] = (
     Rule(("recall", "ndcg", "hit_rate", "mrr"), "accuracy", "higher", False),
     Rule(("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster"), "accuracy", "higher", True),
     Rule(("index_recall",), "accuracy", "higher", False),
-    Rule(("overlap_dot_cosine", "spearman_p", "training_angle_share_90_1"), "none", "none", False),
+    Rule(("overlap_dot_cosine", "overlap_served_dot", "overlap_served_cosine", "spearman_p",
+          "training_angle_share_90_1"), "none", "none", False),
+    # The served lists' overlap with the most-popular list: that list changes with the popularity definition.
+    Rule(("overlap_served_popular",), "none", "none", True),
     # The training log's own top-1% share (served lists' reference) describes the data, not what was served.
     Rule(("head_share_log",), "none", "none", True),
 )  # fmt: skip
