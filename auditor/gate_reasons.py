@@ -18,7 +18,8 @@ from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
 from auditor.errors import setting
 from auditor.flat import BASE_METRICS, CORRELATIONS, RATIO
 from auditor.sections import (
-    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, finite_figure,
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, WHO_PAYS,
+    finite_figure,
 )
 
 _PER_K = re.compile(r"^(?P<stem>[A-Za-z_][\w.]*)@(?P<k>[1-9]\d*)$")
@@ -189,11 +190,13 @@ def _why_no_ratio(name: PerK, cut: Mapping[str, Any], report: Mapping[str, Any])
 def _why_null(measure: str, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
     """Why a measure that was measured has a null value: the report's reason, or the clause
     of its definition that says when it is null."""
-    said = (report.get("not_measured") or {}).get(measure)
-    if said:
-        return f"{measure}: {said}"
     definition = str((section.get("definitions") or {}).get(measure) or "")
     clause = definition[definition.rfind("null"):].rstrip(". ") if "null" in definition else ""
+    not_measured = report.get("not_measured") or {}
+    # A measure null without each user's training items: the audit's own reason why they are unknown.
+    said = not_measured.get(measure) or (not_measured.get(WHO_PAYS) if "training items" in clause else None)
+    if said:
+        return f"{measure}: {said}"
     if clause:
         return f"{measure} is {clause}"
     # A plugin's list measure: its function returned None or a value that is not finite.

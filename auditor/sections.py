@@ -87,6 +87,12 @@ GROUP_LIST_MEASURES: dict[str, ListMeasureInfo] = {
 order, after :data:`BUILTIN_LIST_MEASURES` (how they are measured:
 :mod:`auditor.metrics.group_measures`)."""
 
+WHO_PAYS = "who_pays"
+"""The ``not_measured`` key of the user- and item-side measures (the Who-pays table, ΔGAP,
+miscalibration, the group NDCG, PopRSP and PopREO) when each user's training items are
+unknown: the one reason the report and every gate on those measures quote."""
+
+
 
 def builtin_list_measures() -> dict[str, ListMeasureInfo]:
     """The built-in list measures' labels, in report order (a copy)."""

@@ -34,6 +34,7 @@ from auditor.plugin_api import DeclaredListMeasure, Scorer
 from auditor.metrics.group_state import GroupFigures, ListFigures, Prepared, prepared
 from auditor.metrics.popularity_groups import DEFAULT_GROUPS, USER_GROUPS, cut_sizes
 from auditor.sections import GROUP_LIST_MEASURES
+from auditor.sections import WHO_PAYS as WHO_PAYS  # its home is the values layer; audit code reads it here
 
 
 def tied_ratio(context: ListContext) -> float | None:
@@ -116,9 +117,6 @@ def _uneven_groups_warning(context: ListContext) -> str | None:
             f"the shares asked ({asked}); the Who-pays figures compare these groups")
 
 
-WHO_PAYS = "who_pays"
-"""The ``not_measured`` key of the user- and item-side measures (the Who-pays table, ΔGAP,
-miscalibration, the group NDCG, PopRSP and PopREO) when each user's training items are unknown."""
 
 
 def who_pays_unmeasured(origin: str) -> str:

@@ -118,6 +118,16 @@ def _strangers(d: Path) -> None:
     write(d, "strangers.csv", "user_id,item_id\n0,500\n1,501\n")
 
 
+def _counted(*extra: str) -> object:
+    """Lists alone with counts made elsewhere (``--frequencies``): no user's training items."""
+    def build(d: Path) -> Built:
+        write(d, "recs.csv", GOOD)
+        write(d, "counts.csv", "item_id,count\n" + "".join(f"{i},{i + 1}\n" for i in range(10)))
+        return Built(["check", "--recommendations", "recs.csv", "--frequencies", "counts.csv", *FAST, *extra])
+
+    return build
+
+
 def _no_model(*args: str) -> object:
     def build(d: Path) -> Built:
         log(d)
@@ -161,6 +171,13 @@ OWN_CASES = [
     Case("cli-recs-beside-model-a-stranger-is-not-measured",
          _recs("-k", "3", "--json", "r.json", model=True, content=GOOD + "7,1,1\n", outputs=("r.json",),
                check=_stranger_not_measured), EXIT_OK, None),
+    # A Who-pays gate with counts alone quotes the audit's own reason (--frequencies), never "a query file" (QA F7).
+    Case("cli-recs-counts-gate-on-who-pays", _counted("-k", "3", "--fail-on", "gap_delta_niche_served@3<0"), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on gap_delta_niche_served@3<0: gap_delta_niche: the user- and item-side "
+         r"measures .* need each queried user's training items; --frequencies gives counts per item only"),
+    Case("cli-recs-counts-gate-on-pop-rsp", _counted("-k", "3", "--fail-on", "pop_rsp_served@3>0.5"), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on pop_rsp_served@3>0\.5: pop_rsp: .*--frequencies gives counts per item "
+         r"only(?!.*query file)"),
     Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
                                                    check=_clamped), EXIT_OK, None),
 ]
