@@ -75,3 +75,20 @@ def correlation_figures(*values: float) -> list[str]:
         if not any(abs(v) != 1 and abs(float(text)) == 1 for v, text in zip(values, shown)):
             break
     return shown
+
+
+CHANGE_WORDS: dict[str, tuple[str, str]] = {
+    "bias": ("less bias", "more bias"),
+    "accuracy": ("more accuracy", "less accuracy"),
+    "gap": ("smaller gap", "larger gap"),
+    "fit": ("better fit", "worse fit"),
+    "spread": ("less concentrated", "more concentrated"),
+}
+"""How ``popaudit diff`` words a change for the better and for the worse, per kind of
+figure (``auditor/diff/directions.py`` says which kind each measure is): "more bias" only
+for figures whose one direction is popularity (head shares, ARP, APLT, ACLT, novelty, the
+correlations); a gap between short head and long tail (PopRSP, PopREO), a fit of lists to
+profiles (ΔGAP, miscalibration) and how concentrated exposure is (Gini, coverage) grow
+alike for lists that favour the head or the tail, so they are worded as what they measure."""
+BETTER_WORDS = tuple(words[0] for words in CHANGE_WORDS.values())
+WORSE_WORDS = tuple(words[1] for words in CHANGE_WORDS.values())

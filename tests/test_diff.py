@@ -272,11 +272,11 @@ def test_direction_table() -> None:
         return direction(FlatEntry(0.0, "retrieval", measure, scoring, 10), delta, base)
 
     assert moved("head_share_1pct", -0.1) == "less bias" and moved("aplt", -0.1) == "more bias"
-    assert moved("coverage", 0.1) == "less bias" and moved("gap_delta_niche", 0.2, base=0.1) == "more bias"
+    assert moved("coverage", 0.1) == "less concentrated" and moved("gap_delta_niche", 0.2, base=0.1) == "worse fit"
     # ΔGAP: closer to 0 is better, from either side (-0.74 -> -0.86 is further from calibrated lists).
-    assert moved("gap_delta_niche", -0.12, base=-0.74) == "more bias" and moved("gap_delta_niche", 0.5, base=-0.6) == "less bias"
+    assert moved("gap_delta_niche", -0.12, base=-0.74) == "worse fit" and moved("gap_delta_niche", 0.5, base=-0.6) == "better fit"
     assert moved("gap_delta_niche", 0.2) == "unknown"
-    assert moved("pop_reo", -0.1) == "less bias" and moved("aclt", 1.0) == "less bias"
+    assert moved("pop_reo", -0.1) == "smaller gap" and moved("aclt", 1.0) == "less bias"
     assert moved("ndcg", 0.01) == "more accuracy" and moved("ndcg_niche", -0.01) == "less accuracy"
     assert moved("ndcg", 0.01, "ratio") == "neutral" and moved("head_share_1pct", -0.1, "ratio") == "less bias"
     assert moved("gini", 0.1, "popular") == "neutral" and moved("overlap_dot_cosine", 0.1, None) == "neutral"

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from auditor.wording import BETTER_WORDS, WORSE_WORDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "diff.md").read_text(encoding="utf-8")
@@ -37,13 +38,15 @@ def example_commands() -> list[list[str]]:
 
 
 def test_the_prose_quotes_the_counts_of_the_example() -> None:
-    lead = re.search(r"Figures: (\d+) less bias, (\d+) more bias", example_markdown())
-    prose = re.search(r"\((\d+) figures towards less bias, (\d+) towards\s+more\)", SECTION)
-    assert lead and prose, "the example's lead or the prose's figure counts are missing"
-    assert prose.groups() == lead.groups()
-    worse = re.search(r"### Worse \((\d+) figures\)", example_markdown())
-    better = re.search(r"### Better \((\d+) figures\)", example_markdown())
-    assert worse and better and (better.group(1), worse.group(1)) == lead.groups()
+    lead = example_markdown().split("\n\n")[1]
+    counts = {words: int(n) for n, words in re.findall(r"(\d+) ([a-z]+ [a-z]+)", lead)}
+    prose = re.search(r"\((\d+) figures better, (\d+)\s+worse\)", SECTION)
+    assert counts and prose, "the example's lead or the prose's figure counts are missing"
+    better, worse = (sum(counts.get(w, 0) for w in words) for words in (BETTER_WORDS, WORSE_WORDS))
+    assert prose.groups() == (str(better), str(worse))
+    shown_worse = re.search(r"### Worse \((\d+) figures\)", example_markdown())
+    shown_better = re.search(r"### Better \((\d+) figures\)", example_markdown())
+    assert shown_worse and shown_better and (int(shown_better.group(1)), int(shown_worse.group(1))) == (better, worse)
 
 
 def test_the_worked_example_is_what_its_commands_print(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -103,9 +103,9 @@ GAP = "gap_delta_niche_dot@10"
 
 def test_gap_delta_directions_by_distance_from_zero_within_a_sign(report: dict[str, Any]) -> None:
     entry = flat_entries(report)[GAP]
-    assert direction(entry, 0.3, -0.6) == "less bias"  # -0.6 -> -0.3
-    assert direction(entry, -0.3, -0.3) == "more bias"  # -0.3 -> -0.6
-    assert direction(entry, 0.4, 0.0) == "more bias"  # 0 -> 0.4: from calibrated, no sign to change
+    assert direction(entry, 0.3, -0.6) == "better fit"  # -0.6 -> -0.3
+    assert direction(entry, -0.3, -0.3) == "worse fit"  # -0.3 -> -0.6
+    assert direction(entry, 0.4, 0.0) == "worse fit"  # 0 -> 0.4: from calibrated, no sign to change
     assert direction(entry, 1.1, -0.6) == "changed sign"  # -0.6 -> 0.5: closer to 0, but the other side
     assert direction(entry, -1.3, 0.6) == "changed sign"  # 0.6 -> -0.7
 

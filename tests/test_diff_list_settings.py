@@ -3,6 +3,8 @@ as a model's audit records them (QA finding F1 of the harms review)."""
 
 from __future__ import annotations
 
+import csv
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +73,26 @@ def test_the_served_lists_overlaps_have_rules_of_their_own() -> None:
     assert (change.status, change.direction) == ("incomparable", "unknown")
     same = diff_reports(_lists(), _lists())
     assert same.metric("overlap_served_popular@5").direction == "unchanged"
+
+
+def test_lists_turned_tail_only_are_a_larger_gap_not_more_bias(tmp_path: Path) -> None:
+    """QA F5: every user served the 5 least popular items of the log. Their short-head share is
+    0, so PopRSP = |a − b| / (a + b) = 1, as for head-only lists: the diff calls that a larger
+    gap and a more concentrated exposure, and the head share's fall less bias."""
+    with open(DATA / "train.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    counts = Counter(row["item_id"] for row in rows)
+    tail = sorted(counts, key=lambda i: (counts[i], i))[:5]
+    users = sorted({row["user_id"] for row in rows})
+    recs = tmp_path / "tail.csv"
+    recs.write_text("user_id,item_id,rank\n" + "".join(f"{u},{i},{r}\n" for u in users
+                                                       for r, i in enumerate(tail, start=1)))
+    base = _lists()
+    new = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(5,), recommendations=recs)).to_dict()
+    assert new["retrieval"]["at"]["5"]["served"]["pop_rsp"] == pytest.approx(1.0)
+    diff = diff_reports(base, new)
+    assert diff.metric("pop_rsp_served@5").direction == "larger gap"
+    assert diff.metric("gini_served@5").direction == "more concentrated"
+    assert diff.metric("aplt_served@5").direction == "less bias"
+    assert all(c.direction != "more bias" for c in diff.metrics if c.name.startswith(("pop_rsp", "pop_reo", "gini",
+                                                                                      "coverage", "miscalibration")))

@@ -17,19 +17,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Literal
+from typing import Literal, cast
 
 from auditor.flat import RATIO, FlatEntry
+from auditor.wording import CHANGE_WORDS
 
 Aspect = Literal["bias", "accuracy", "none"]
 Better = Literal["lower", "higher", "zero", "none"]
 """Which way is better; ``zero``: closer to 0 (a popularity lift, where lists less popular
 than the profiles they serve are as miscalibrated as lists more popular)."""
-Direction = Literal["less bias", "more bias", "more accuracy", "less accuracy", "unchanged", "neutral", "unknown",
-                   "changed sign"]
+Direction = Literal["less bias", "more bias", "more accuracy", "less accuracy", "smaller gap", "larger gap",
+                   "better fit", "worse fit", "less concentrated", "more concentrated", "unchanged", "neutral",
+                   "unknown", "changed sign"]
 """``changed sign``: a ``zero`` figure that crossed 0 (lists that were less popular than the
 profiles they serve are now more popular, or the reverse): another kind of miscalibration,
-not a smaller or larger one, so neither less nor more bias."""
+not a smaller or larger one, so neither a better nor a worse fit."""
 
 
 @dataclass(frozen=True)
@@ -41,14 +43,21 @@ class Rule:
     better: Better
     popularity: bool
     """Its figures change meaning when the popularity definition changes."""
+    words: str | None = None
+    """How a change is worded (a key of :data:`auditor.wording.CHANGE_WORDS`; None: the
+    aspect's own, "less/more bias" or "more/less accuracy")."""
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(("head_share_*pct", "arp", "miscalibration", "miscalibration_*", "pop_rsp", "pop_reo"), "bias", "lower", True),
-    Rule(("gap_delta_*",), "bias", "zero", True),
+    Rule(("head_share_*pct", "arp"), "bias", "lower", True),
+    # A gap and a fit have no direction of popularity: head-only and tail-only lists both widen them.
+    Rule(("pop_rsp", "pop_reo"), "bias", "lower", True, "gap"),
+    Rule(("miscalibration", "miscalibration_*"), "bias", "lower", True, "fit"),
+    Rule(("gap_delta_*",), "bias", "zero", True, "fit"),
     Rule(("aplt", "aclt"), "bias", "higher", True),
-    Rule(("gini",), "bias", "lower", False),
-    Rule(("coverage", "novelty"), "bias", "higher", False),
+    Rule(("gini",), "bias", "lower", False, "spread"),
+    Rule(("coverage",), "bias", "higher", False, "spread"),
+    Rule(("novelty",), "bias", "higher", False),
     Rule(("spearman", "spearman_ci_lo", "spearman_ci_hi", "pearson_log", "kendall", "loglog_slope",
           "served_spearman", "served_loglog_slope", "training_spearman", "item_bias_spearman"), "bias", "lower", False),
     Rule(("recall", "ndcg", "hit_rate", "mrr"), "accuracy", "higher", False),
@@ -103,6 +112,5 @@ def direction(entry: FlatEntry, delta: float | None, base: float | None = None) 
         improved = abs(base + delta) < abs(base)
     else:
         improved = (delta < 0) == (rule.better == "lower")
-    if rule.aspect == "bias":
-        return "less bias" if improved else "more bias"
-    return "more accuracy" if improved else "less accuracy"
+    better, worse = CHANGE_WORDS[rule.words or rule.aspect]
+    return cast(Direction, better if improved else worse)

@@ -17,7 +17,7 @@ from typing import Any
 from auditor import __version__
 from auditor.report.document import Block, Bullets, Document, Heading, Paragraph, Section
 from auditor.report.formatting import Table, fmt_num, fmt_value
-from auditor.wording import plural
+from auditor.wording import BETTER_WORDS, WORSE_WORDS, plural
 
 KEY_FIGURES = (
     "spearman", "loglog_slope", "head_share_1pct_dot@{k}", "head_share_1pct_ratio@{k}", "gini_dot@{k}",
@@ -41,8 +41,8 @@ LARGEST = 5
 """Figures listed on each side of the largest changes."""
 CHANGED_SIGN = "changed sign"
 """A ΔGAP that crossed 0 (``auditor.diff.directions.direction``): listed apart, never ranked."""
-WORSE = ("more bias", "less accuracy")
-BETTER = ("less bias", "more accuracy")
+WORSE, BETTER = WORSE_WORDS, BETTER_WORDS
+"""The directions "Largest changes" lists as worse and as better (``auditor.wording.CHANGE_WORDS``)."""
 _HEADERS = ("figure", "base", "new", "change", "relative", "direction")
 
 
@@ -80,6 +80,10 @@ def lead_sentence(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]])
     text = (f"Verdict severity {verdict.get('base_severity')} → {verdict.get('new_severity')} ({moved}). "
             f"Figures: {counts['less bias']} less bias, {counts['more bias']} more bias, "
             f"{counts['more accuracy']} more accuracy, {counts['less accuracy']} less accuracy")  # fmt: skip
+    # Gaps, fits and spread, worded as what they measure (either way of popularity widens them), when any moved.
+    others = [f"{counts[w]} {w}" for pair in zip(BETTER[2:], WORSE[2:]) for w in pair if counts[w]]
+    if others:
+        text += f" ({', '.join(others)})"
     crossed = sum(m.get("direction") == CHANGED_SIGN for m in metrics)
     if crossed:
         text += f"; {crossed} changed sign (ΔGAP across 0: not scored, see Largest changes)"
@@ -174,7 +178,7 @@ def _largest_section(metrics: Sequence[Mapping[str, Any]]) -> Section:
     if crossed:
         shown = f"the {LARGEST} largest changes; " if len(crossed) > LARGEST else ""
         caption = (f"ΔGAP across 0 ({shown}the lists went from less popular than the profiles they serve to more "
-                   "popular, or back): another kind of miscalibration, neither less nor more bias, so not ranked above.")
+                   "popular, or back): another kind of miscalibration, neither a better nor a worse fit, so not ranked above.")
         blocks += [Heading(f"Changed sign ({plural(len(crossed), 'figure')})"), _metrics_table(crossed[:LARGEST], caption)]
     return Section("largest", "Largest changes", tuple(blocks))
 
