@@ -48,10 +48,10 @@ def tied_ratio(context: ListContext) -> float | None:
     return None if state.user_group is None else state.sole_ratio
 
 
-GROUP_SHARE_SLACK = 0.1
-"""How far (in shares of the grouped users) users tied at a cut may move a group from its
-size by position (``niche_fraction`` from the bottom, ``blockbuster_fraction`` from the
-top, the rest) before a warning says so."""
+GROUP_SIZE_FACTOR = 2.0
+"""How far users tied at a cut may move a group from its size by position (``niche_fraction``
+from the bottom, ``blockbuster_fraction`` from the top, the rest) before a warning says so:
+to more than this many times that size, or less than its inverse."""
 
 
 def group_sizes(context: ListContext) -> tuple[int, ...] | None:
@@ -90,8 +90,8 @@ def group_definitions(context: ListContext) -> dict[str, str]:
 
 def tied_groups_warning(context: ListContext) -> str | None:
     """Why the niche and blockbuster groups are empty when every user shares one popular
-    ratio, or how far users tied at a cut moved the groups from the shares asked (more
-    than :data:`GROUP_SHARE_SLACK`); None: neither, or no profiles."""
+    ratio, or how far users tied at a cut moved the groups from their sizes by position
+    (past :data:`GROUP_SIZE_FACTOR`); None: neither, or no profiles."""
     if (ratio := tied_ratio(context)) is None:
         return _uneven_groups_warning(context)
     state = prepared(context)
@@ -107,8 +107,9 @@ def _uneven_groups_warning(context: ListContext) -> str | None:
     total = 0 if sizes is None else sum(sizes)
     if sizes is None or total == 0:
         return None
-    moved = (abs(drawn - placed) / total for drawn, placed in zip(sizes, _by_position(context, total)))
-    if all(share <= GROUP_SHARE_SLACK + 1e-12 for share in moved):
+    moved = [drawn > GROUP_SIZE_FACTOR * placed or drawn * GROUP_SIZE_FACTOR < placed
+             for drawn, placed in zip(sizes, _by_position(context, total)) if placed]
+    if not any(moved):
         return None
     drawn = ", ".join(f"{name} {n / total:.0%}" for name, n in zip(USER_GROUPS, sizes))
     asked = ", ".join(f"{name} {share:.0%}" for name, share in zip(USER_GROUPS, _asked(context)))
