@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from auditor.errors import setting
+from auditor.loading.item_bias import one_per_item
 from auditor.loading.recbole_models import OTHER, TABLES, Serving
 from auditor.loading.served import ServedVectors
 from auditor.model import ModelBundle
@@ -56,11 +57,19 @@ def _beyond(bundle: ModelBundle, side: str) -> Beyond | None:
         listed = _listed(ops, quote=False)
         return Beyond(f"the graph's nodes between the {side} table's Gather and the score ({listed})",
                       f"{_a(side)} tower with {listed} after its table lookup")
-    names = bundle.tensors_beside_tables()[0] if side == "item" else bundle.user_side_tensors()
+    names = _item_side(bundle) if side == "item" else bundle.user_side_tensors()
     if not names:
         return None
     listed = _listed(names)
     return Beyond(f"the checkpoint's {side}-side tensors {listed}", f"{_a(side)} tower with {listed} beside its id table")
+
+
+def _item_side(bundle: ModelBundle) -> list[str]:
+    """The item-side tensors beside the table, and the unattributed ones holding a value per
+    item row: a bias whose role the names cannot establish (the item bias's policy,
+    :mod:`auditor.loading.item_bias`, served none) may enter every score of its item."""
+    item_side, unclear = bundle.tensors_beside_tables()
+    return item_side + [k for k in unclear if one_per_item(bundle.state_dict[k], bundle.n_items)]
 
 
 def _a(side: str) -> str:

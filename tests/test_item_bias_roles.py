@@ -1,0 +1,106 @@
+"""An item bias is served wherever a loader meets one (one policy, auditor/loading/item_bias.py):
+named without ``item`` when the tables' rows tell the towers apart, in a Keras weights file,
+in an ONNX graph that adds it to the score; where its role cannot be established the stored
+table stands in, said, and the served figures' gates are not measured (docs/measures.md).
+
+The hand model (tests/test_item_bias_serving.py's): 20 unit-norm items, 10 users along x;
+item 0 points away from every user but carries a bias of 5. Served as u·i + b_i, item 0 is
+the first slot of the 5 users who did not train on it: head_share_1pct@1 = 5/10 = 0.5,
+@2 = 5/20 = 0.25; by the factors alone it scores lowest and is never served (0.0).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+USERS = np.concatenate([np.arange(5), np.arange(10)])
+TRAINED = np.concatenate([np.zeros(5, np.int64), np.arange(1, 11)])
+
+
+def hand_arrays(n_users: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(users, items, bias): the hand model's tables (module docstring); users beyond the
+    first 10 are rows no log user trains (to make the tables' rows equal)."""
+    angles = np.linspace(-1.4, 1.4, 19)
+    items = np.vstack([[-1.0, 0.0], np.column_stack([np.cos(angles), np.sin(angles)])]).astype(np.float32)
+    users = np.zeros((n_users, 2), np.float32)
+    users[:, 0] = 0.1
+    bias = np.zeros(20, np.float32)
+    bias[0] = 5.0
+    return users, items, bias
+
+
+def write_log(tmp_path: Path) -> Path:
+    path = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"user_id": pa.array(USERS, pa.int64()), "item_id": pa.array(TRAINED, pa.int64())}), path)
+    return path
+
+
+def run(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def check(model: Path, log: Path, tmp_path: Path, *extra: str) -> dict[str, Any]:
+    out = tmp_path / "report.json"
+    code, output = run(["check", str(model), "--interactions", str(log), "--json", str(out), "--no-probes",
+                        "--bootstrap", "0", "-q", "-k", "1", "-k", "2", *extra])
+    assert code == 0, output
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def assert_served_with_bias(report: dict[str, Any], key: str) -> None:
+    """The hand model's figures served as u·i + b_i (module docstring), the bias named."""
+    assert report["retrieval"]["at"]["1"]["dot"]["head_share_1pct"] == pytest.approx(0.5)
+    assert report["retrieval"]["at"]["2"]["dot"]["head_share_1pct"] == pytest.approx(0.25)
+    served = report["served_vectors"]
+    assert served["source"] == "bias" and served["as_served"] is True, served
+    assert f"`{key}`" in served["description"]
+    assert any(f"item bias term (20 values, from `{key}`)" in w for w in report["warnings"]), report["warnings"]
+
+
+def gate(model: Path, log: Path, expression: str) -> tuple[int, str]:
+    return run(["check", str(model), "--interactions", str(log), "--no-probes", "--bootstrap", "0", "-q",
+                "-k", "1", "--fail-on", expression])
+
+
+# ---------------------------------------------------------------------------- state dicts (F3)
+
+
+def test_a_bias_named_without_item_is_served_when_the_rows_tell_the_towers_apart(tmp_path: Path) -> None:
+    """`bias_i.weight` (20, 1) beside 20 items and 10 users can only be the items' bias
+    (it was dropped silently: 0.0, verdict none)."""
+    users, items, bias = hand_arrays()
+    state = {"user_emb.weight": torch.from_numpy(users), "item_emb.weight": torch.from_numpy(items),
+             "user_bias.weight": torch.zeros(10, 1), "bias_i.weight": torch.from_numpy(bias[:, None].copy())}
+    torch.save(state, tmp_path / "mf.pt")
+    report = check(tmp_path / "mf.pt", write_log(tmp_path), tmp_path)
+    assert_served_with_bias(report, "bias_i.weight")
+
+
+def test_an_unattributable_per_item_tensor_makes_the_table_stand_in(tmp_path: Path) -> None:
+    """20 users and 20 items: `bias_i.weight` could be either tower's, so it is not served;
+    the stored table stands in, said first, and served_spearman is not measured (exit 1)."""
+    users, items, bias = hand_arrays(n_users=20)
+    state = {"user_emb.weight": torch.from_numpy(users), "item_emb.weight": torch.from_numpy(items),
+             "bias_i.weight": torch.from_numpy(bias[:, None].copy())}
+    torch.save(state, tmp_path / "mf.pt")
+    log = write_log(tmp_path)
+    report = check(tmp_path / "mf.pt", log, tmp_path)
+    served = report["served_vectors"]
+    assert served["source"] == "tables" and served["as_served"] is False
+    assert report["warnings"][0].startswith("audited the stored id table `item_emb.weight` only")
+    assert "`bias_i.weight`" in report["warnings"][0]
+    code, output = gate(tmp_path / "mf.pt", log, "served_spearman>0.5")
+    assert code == 1 and "stand in" in output, output
