@@ -104,3 +104,36 @@ def test_an_unattributable_per_item_tensor_makes_the_table_stand_in(tmp_path: Pa
     assert "`bias_i.weight`" in report["warnings"][0]
     code, output = gate(tmp_path / "mf.pt", log, "served_spearman>0.5")
     assert code == 1 and "stand in" in output, output
+
+
+# ---------------------------------------------------------------------------- Keras (F2)
+
+
+def test_a_keras_item_bias_layer_is_served(tmp_path: Path) -> None:
+    """A Keras 3 weights file with an `item_bias` layer (20, 1) beside the item Embedding:
+    served as u·i + b_i as the state dict is (it was dropped, and C2 claimed the table was
+    the only item-side tensor)."""
+    h5py = pytest.importorskip("h5py")
+    users, items, bias = hand_arrays()
+    with h5py.File(tmp_path / "mf.weights.h5", "w") as f:
+        f.create_dataset("layers/user_embedding/vars/0", data=users)
+        f.create_dataset("layers/item_embedding/vars/0", data=items)
+        f.create_dataset("layers/item_bias/vars/0", data=bias[:, None])
+    report = check(tmp_path / "mf.weights.h5", write_log(tmp_path), tmp_path)
+    assert_served_with_bias(report, "item_bias.var0")
+    assert "`item_bias.var0`" not in report["conditions"]["C2"]["evidence"]  # served, not a tower tensor
+
+
+def test_a_keras_weight_beside_the_tables_is_kept_for_the_conditions(tmp_path: Path) -> None:
+    """An item-side Dense kernel the table choice passed over stays in the state dict: the
+    table stands in, said (it vanished, and C2 held on the table alone)."""
+    h5py = pytest.importorskip("h5py")
+    users, items, _ = hand_arrays()
+    with h5py.File(tmp_path / "tower.weights.h5", "w") as f:
+        f.create_dataset("layers/user_embedding/vars/0", data=users)
+        f.create_dataset("layers/item_embedding/vars/0", data=items)
+        f.create_dataset("layers/item_dense/vars/0", data=np.eye(2, dtype=np.float32))
+    report = check(tmp_path / "tower.weights.h5", write_log(tmp_path), tmp_path)
+    assert report["served_vectors"]["as_served"] is False
+    assert "`item_dense.var0`" in report["warnings"][0], report["warnings"]
+    assert report["conditions"]["C2"]["status"] != "holds"

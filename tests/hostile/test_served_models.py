@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -24,8 +25,31 @@ def _ambiguous_bias(d: Path) -> Built:
     return Built(check_args("model.pt", "--fail-on", "served_spearman>0.5"))
 
 
+def _keras_item_dense(d: Path) -> Built:
+    """A Keras weights file whose item tower has a Dense kernel beside its Embedding: the
+    table stands in (the kernel was dropped and the table audited as served)."""
+    import h5py
+
+    log(d)
+    g = np.random.default_rng(0)
+    with h5py.File(d / "model.weights.h5", "w") as f:
+        f.create_dataset("layers/user_embedding/vars/0", data=g.normal(size=(5, 4)).astype(np.float32))
+        f.create_dataset("layers/item_embedding/vars/0", data=g.normal(size=(10, 4)).astype(np.float32))
+        f.create_dataset("layers/item_dense/vars/0", data=np.eye(4, dtype=np.float32))
+    return Built(check_args("model.weights.h5", "--fail-on", "served_spearman>0.5"))
+
+
+def _no_h5py() -> str | None:
+    try:
+        import h5py  # noqa: F401
+    except ImportError:
+        return "the keras extra (h5py) is not installed"
+    return None
+
+
 CASES: list[Case] = [
     Case("pt-per-item-tensor-of-no-known-role-gate", _ambiguous_bias, EXIT_ERROR, NOT_MEASURED),
+    Case("keras-item-dense-beside-the-table-gate", _keras_item_dense, EXIT_ERROR, NOT_MEASURED, skip=_no_h5py),
 ]
 
 
