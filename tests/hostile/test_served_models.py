@@ -39,6 +39,37 @@ def _keras_item_dense(d: Path) -> Built:
     return Built(check_args("model.weights.h5", "--fail-on", "served_spearman>0.5"))
 
 
+def _onnx_multiplied_bias(d: Path) -> Built:
+    """An ONNX scorer that multiplies the dot product by a per-item initializer looked up by
+    the item ids: no bias popaudit serves, so the table stands in (it was audited as served)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    log(d)
+    g = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(g.normal(size=(5, 4)).astype(np.float32), "user_table"),
+             numpy_helper.from_array(g.normal(size=(10, 4)).astype(np.float32), "item_table"),
+             numpy_helper.from_array(np.arange(1.0, 11.0, dtype=np.float32), "item_weight"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis")]
+    nodes = [helper.make_node("Gather", ["user_table", "user_id"], ["u"]),
+             helper.make_node("Gather", ["item_table", "item_id"], ["i"]),
+             helper.make_node("Mul", ["u", "i"], ["p"]), helper.make_node("ReduceSum", ["p", "axis"], ["s"], keepdims=0),
+             helper.make_node("Gather", ["item_weight", "item_id"], ["w"]), helper.make_node("Mul", ["s", "w"], ["score"])]
+    ids = [helper.make_tensor_value_info(n, TensorProto.INT64, ["N"]) for n in ("user_id", "item_id")]
+    out = [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["N"])]
+    model = helper.make_model(helper.make_graph(nodes, "mf", ids, out, inits), opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, str(d / "model.onnx"))
+    return Built(check_args("model.onnx", "--fail-on", "served_spearman>0.5"))
+
+
+def _no_onnx() -> str | None:
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        return "the onnx extra is not installed"
+    return None
+
+
 def _no_h5py() -> str | None:
     try:
         import h5py  # noqa: F401
@@ -50,6 +81,7 @@ def _no_h5py() -> str | None:
 CASES: list[Case] = [
     Case("pt-per-item-tensor-of-no-known-role-gate", _ambiguous_bias, EXIT_ERROR, NOT_MEASURED),
     Case("keras-item-dense-beside-the-table-gate", _keras_item_dense, EXIT_ERROR, NOT_MEASURED, skip=_no_h5py),
+    Case("onnx-per-item-initializer-multiplied-gate", _onnx_multiplied_bias, EXIT_ERROR, NOT_MEASURED, skip=_no_onnx),
 ]
 
 
