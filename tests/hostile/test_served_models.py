@@ -62,6 +62,16 @@ def _onnx_multiplied_bias(d: Path) -> Built:
     return Built(check_args("model.onnx", "--fail-on", "served_spearman>0.5"))
 
 
+def _lightning_lightgcn(d: Path) -> Built:
+    """A Lightning checkpoint whose hyper-parameters record LightGCN: its layer-0 tables are
+    not what it serves, so a served gate is not measured (it passed on the stored ρ)."""
+    log(d)
+    g = torch.Generator().manual_seed(0)
+    state = {"embedding_user.weight": torch.randn(5, 4, generator=g), "embedding_item.weight": torch.randn(10, 4, generator=g)}
+    torch.save({"state_dict": state, "hyper_parameters": {"model": "LightGCN", "n_layers": 3}}, d / "model.ckpt")
+    return Built(check_args("model.ckpt", "--fail-on", "served_spearman>0.3"))
+
+
 def _no_onnx() -> str | None:
     try:
         import onnx  # noqa: F401
@@ -81,6 +91,7 @@ def _no_h5py() -> str | None:
 CASES: list[Case] = [
     Case("pt-per-item-tensor-of-no-known-role-gate", _ambiguous_bias, EXIT_ERROR, NOT_MEASURED),
     Case("keras-item-dense-beside-the-table-gate", _keras_item_dense, EXIT_ERROR, NOT_MEASURED, skip=_no_h5py),
+    Case("lightning-checkpoint-recording-lightgcn-gate", _lightning_lightgcn, EXIT_ERROR, NOT_MEASURED),
     Case("onnx-per-item-initializer-multiplied-gate", _onnx_multiplied_bias, EXIT_ERROR, NOT_MEASURED, skip=_no_onnx),
 ]
 
