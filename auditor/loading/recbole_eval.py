@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from auditor.config import AuditConfig
+from auditor.config import AuditConfig, ReadSettings
 from auditor.errors import IdMappingError, setting
 from auditor.loading.csr import build_csr
 from auditor.loading.logs import open_log
@@ -60,23 +60,24 @@ THE_USERS_CHOICE = ("holdout", "item_ids", "user_ids", "frequencies")
 """The settings that keep the ordinary route when given: the user's choice wins over RecBole's split."""
 
 
-def reproduces_split(bundle: ModelBundle, config: AuditConfig) -> bool:
+def reproduces_split(bundle: ModelBundle, config: ReadSettings) -> bool:
     """True when the audit takes RecBole's own split: a RecBole checkpoint with its config,
     its ``.inter`` file as the log, and none of :data:`THE_USERS_CHOICE` given."""
     return bundle.format == "recbole" and config.interactions is not None and no_split_reason(bundle, config) is None
 
 
-def no_split_reason(bundle: ModelBundle, config: AuditConfig) -> str | None:
+def no_split_reason(bundle: ModelBundle, config: ReadSettings) -> str | None:
     """Why the audit does not take RecBole's split, so nothing trains the served vectors;
     None when it does, when ``bundle`` is no RecBole checkpoint, or when no training log was
     given (the plain reason, :data:`auditor.loading.served.NO_LOG`). The one list of what
-    stops the split, which :func:`reproduces_split` reads."""
+    stops the split, which :func:`reproduces_split` reads (``check``'s settings, or
+    ``mitigate``'s, which name no holdout: its sidecar's slopes count what ``check`` counts)."""
     if bundle.format != "recbole" or config.interactions is None:
         return None
     tail = "popaudit reproduces no RecBole split to compute them over"
     if bundle.config is None:
         return f"RecBole checkpoint {bundle.source} records no settings (no config, so no eval_args): {tail}"
-    chosen = [setting(name) for name in THE_USERS_CHOICE if getattr(config, name)]
+    chosen = [setting(name) for name in THE_USERS_CHOICE if getattr(config, name, None)]
     if chosen:
         given = " and ".join(chosen)
         return (f"with {given} {tail}: the whole {setting('interactions')} file is then the training log; drop "
@@ -87,7 +88,7 @@ def no_split_reason(bundle: ModelBundle, config: AuditConfig) -> str | None:
     return None
 
 
-def recbole_evaluation(bundle: ModelBundle, config: AuditConfig) -> RecBoleEvaluation:
+def recbole_evaluation(bundle: ModelBundle, config: ReadSettings) -> RecBoleEvaluation:
     """Reproduce the split and set ``bundle``'s ids, training pairs and held-out pairs from it.
 
     EvaluationSplitError when the recorded settings make the split unreproducible;

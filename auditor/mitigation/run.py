@@ -29,13 +29,14 @@ import pluggy
 from auditor import __version__
 from auditor.alpha import RULE
 from auditor.config import ReadSettings, LoadOptions
-from auditor.errors import InputError, ModelLoadError, UntrustedPickleError, setting
+from auditor.errors import EvaluationSplitError, IdMappingError, InputError, ModelLoadError, UntrustedPickleError, setting
 from auditor.io import atomic_path, file_sha256, is_special_file, require_regular_file
 from auditor.output_guard import check_not_inputs
 from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
 from auditor.plugin_api import ModelFormat, WriteJob
 from auditor.loading.holdout import refuse_whole_log_counts
+from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, training_stats
 from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import NormSummary, RowNorms
@@ -328,9 +329,19 @@ def earlier_rescaling(model: Path, sha256: str, alpha: float) -> dict[str, Any] 
     return {"alpha": before, "sidecar": str(sidecar), "combined_alpha": combined, "warning": warning}
 
 
-def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress, warnings: list[str]) -> np.ndarray | None:
-    """Interactions per item row, counted by the one function ``check`` counts with
-    (:func:`~auditor.loading.statistics.item_stats`: the log, else the checkpoint's record)."""
+def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress,
+                 warnings: list[str]) -> tuple[np.ndarray, str] | None:
+    """Interactions per item row and where they were counted, as ``check`` counts them: the
+    training part of RecBole's split where ``check`` reproduces it (a RecBole checkpoint and
+    its .inter file: what a graph model propagated over), else through the one function
+    ``check`` counts with (:func:`~auditor.loading.statistics.item_stats`: the log, else the
+    checkpoint's record)."""
+    if reproduces_split(bundle, config):
+        try:
+            trained = training_stats(recbole_evaluation(bundle, config)).frequencies
+            return np.asarray(trained, dtype=np.int64), f"the training part of RecBole's split of {config.interactions}"
+        except (EvaluationSplitError, IdMappingError) as exc:  # the table is written all the same
+            warnings.append(f"the log-log slopes count the whole {config.interactions}, not RecBole's training part: {exc}")
     spec = config.training_log
     counts = None if spec is None else count_item_ids(spec, need_users=False, progress=progress)
     stats = item_stats(bundle, counts, config.interactions, config.row_ids, warnings)
@@ -339,13 +350,14 @@ def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress
     freqs = np.asarray(stats.frequencies, dtype=np.int64)
     if counts is not None:  # as check refuses it: the slopes would count the held-out pairs as training
         refuse_whole_log_counts(freqs, bundle, config.interactions)
-    return freqs
+    return freqs, str(config.interactions) if config.interactions else "the checkpoint's record"
 
 
-def _slopes(norms: RowNorms, freqs: np.ndarray, config: MitigateConfig) -> dict[str, Any]:
+def _slopes(norms: RowNorms, frequencies: tuple[np.ndarray, str], config: MitigateConfig) -> dict[str, Any]:
     """The log–log slope of norm on frequency, before and after: the frequency–norm figure
     the rescaling changes (Spearman's ρ it cannot move: ‖k‖^α keeps the norms' order)."""
-    out: dict[str, Any] = {"frequencies": str(config.interactions) if config.interactions else "the checkpoint's record"}
+    freqs, counted = frequencies
+    out: dict[str, Any] = {"frequencies": counted}
     for when, values in (("before", norms.before), ("after", norms.after)):
         section, _notes = frequency_norm_stats(values, freqs, n_bootstrap=0)
         out[when] = {"loglog_slope": section.loglog_slope}
