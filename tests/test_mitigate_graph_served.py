@@ -1,6 +1,7 @@
-"""mitigate of a RecBole graph model to its served item vectors (.npy/Parquet): the
-sidecar's log–log slope counts the training part the vectors were propagated over, as
-check does (issue "Served F6")."""
+"""mitigate of a RecBole graph model to its served item vectors (.npy/Parquet): the suggested
+follow-up audits what the output serves (check of the model, its alpha_<α> scoring), and
+the sidecar's log–log slope counts the training part the vectors were propagated over, as
+check does (issues "Served F5" and "Served F6")."""
 
 from __future__ import annotations
 
@@ -76,3 +77,20 @@ def test_the_sidecar_slope_counts_the_training_part_as_check_does(graph_model: t
         "--bootstrap", "0", "-q")
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["served_vectors"]["frequency_norm"]["loglog_slope"] == pytest.approx(trained, abs=1e-5)
+
+
+@pytest.mark.parametrize(("alpha", "fmt", "flag"), [("0.5", "npy", ""), ("0.3", "parquet", " --alpha 0.3")])
+def test_next_audits_the_model_whose_scoring_the_output_serves(
+    graph_model: tuple[Path, Path], tmp_path: Path, alpha: str, fmt: str, flag: str
+) -> None:
+    """The output is served with LightGCN's propagated users, which check of the table alone
+    does not rebuild (the .npy's check failed on the .inter's text ids; the Parquet's audited
+    history-mean queries over the whole file): Next names check of the model."""
+    model, inter = graph_model
+    out = tmp_path / f"out.{fmt}"
+    output = run("mitigate", str(model), "--interactions", str(inter), "--alpha", alpha, "-o", str(out))
+    assert f"Next: popaudit check {model} --interactions {inter}{flag}\n" in output, output
+    said = " ".join(output.split())
+    assert f"{out} serves as the 'alpha_{alpha}' scoring of this audit of {model} does" in said
+    sidecar = json.loads((tmp_path / f"out.{fmt}.popaudit.json").read_text())
+    assert any("check of the table alone does not rebuild" in w for w in sidecar["warnings"])
