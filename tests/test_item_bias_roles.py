@@ -193,3 +193,35 @@ def test_an_onnx_per_item_initializer_multiplied_into_the_score_makes_the_table_
     assert "`item_bias` looked up by the item ids and combined by Mul" in report["warnings"][0]
     code, output = gate(model, log, "served_spearman>0.5")
     assert code == 1 and "stand in" in output, output
+
+
+# ---------------------------------------------------------------------------- mitigate (F3)
+
+
+def test_mitigate_rescales_a_bias_named_without_item_with_the_rows(tmp_path: Path) -> None:
+    """`bias_i.weight` is served, so it is rescaled with the rows: each served row [i, b_i]
+    becomes [i, b_i]·‖[i, b_i]‖^(α−1) (it was left as it was while the factors shrank: the
+    output served more popularity than the input)."""
+    users, items, bias = hand_arrays()
+    state = {"user_emb.weight": torch.from_numpy(users), "item_emb.weight": torch.from_numpy(items),
+             "bias_i.weight": torch.from_numpy(bias[:, None].copy())}
+    torch.save(state, tmp_path / "mf.pt")
+    code, output = run(["mitigate", str(tmp_path / "mf.pt"), "--alpha", "0.5", "-o", str(tmp_path / "out.pt"), "-q"])
+    assert code == 0, output
+    written = torch.load(tmp_path / "out.pt", weights_only=True)
+    # item 0: [-1, 0, 5] of norm √26 → scaled by 26^(−1/4); the others: unit rows with bias 0 stay
+    assert written["bias_i.weight"][0, 0].item() == pytest.approx(5 * 26 ** -0.25, rel=1e-6)
+    assert written["item_emb.weight"][0, 0].item() == pytest.approx(-(26 ** -0.25), rel=1e-6)
+    assert torch.equal(written["bias_i.weight"][1:], torch.zeros(19, 1))
+
+
+def test_mitigate_says_when_the_table_it_rescales_is_not_what_the_model_serves(tmp_path: Path) -> None:
+    users, items, bias = hand_arrays(n_users=20)
+    state = {"user_emb.weight": torch.from_numpy(users), "item_emb.weight": torch.from_numpy(items),
+             "bias_i.weight": torch.from_numpy(bias[:, None].copy())}
+    torch.save(state, tmp_path / "mf.pt")
+    code, output = run(["mitigate", str(tmp_path / "mf.pt"), "--alpha", "0.5", "-o", str(tmp_path / "out.pt")])
+    assert code == 0, output
+    sidecar = json.loads((tmp_path / "out.pt.popaudit.json").read_text())
+    assert any("`bias_i.weight` are ignored" in w for w in sidecar["warnings"]), sidecar["warnings"]
+    assert any("dot serving of the rescaled table is not what out.pt serves" in w for w in sidecar["warnings"])

@@ -36,6 +36,7 @@ from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
 from auditor.plugin_api import ModelFormat, WriteJob
 from auditor.loading.holdout import refuse_whole_log_counts
+from auditor.loading.stand_in import tables_stand_in
 from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, training_stats
 from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
@@ -207,6 +208,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     bundle, writer, job = _prepare(config, pm, inputs, progress)
     n_items, fmt, warnings = bundle.n_items, bundle.format, list(bundle.warnings)
     freqs = _frequencies(bundle, config, progress, warnings)
+    warnings += _not_served(bundle, config)
     if bundle.user_table is None and config.tradeoff is None and config.alpha != 1.0:
         warnings.append(HISTORY_NOTE.format(model=config.model, alpha=config.alpha, auto=f"{setting('alpha')} auto"))
     source_rows = bundle if plugin_owner(pm, writer) is not None else None  # a plugin's output is read back
@@ -291,6 +293,15 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
         max_memory=config.max_memory, progress=progress, item_bias_key=bundle.item_bias_key,
     )  # fmt: skip
     return bundle, writer, job
+
+
+def _not_served(bundle: ModelBundle, config: MitigateConfig) -> list[str]:
+    """``check``'s first warning where the stored item table stands in for what the model
+    serves (:func:`~auditor.loading.stand_in.tables_stand_in`), and what that means for OUT."""
+    stood = tables_stand_in(bundle, users_queried=False)
+    return [] if stood is None or stood.as_served else [*stood.warnings, (
+        f"so dot serving of the rescaled table is not what {config.output.name} serves: the model scores with more "
+        "than its item table, which mitigate rescales alone")]
 
 
 HISTORY_NOTE = (
