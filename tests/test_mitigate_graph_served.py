@@ -94,3 +94,16 @@ def test_next_audits_the_model_whose_scoring_the_output_serves(
     assert f"{out} serves as the 'alpha_{alpha}' scoring of this audit of {model} does" in said
     sidecar = json.loads((tmp_path / f"out.{fmt}.popaudit.json").read_text())
     assert any("check of the table alone does not rebuild" in w for w in sidecar["warnings"])
+
+
+def test_the_mapping_says_the_numbering_rests_on_the_files_row_order(graph_model: tuple[Path, Path], tmp_path: Path) -> None:
+    """A reordered copy of the .inter numbers every row otherwise and nothing shows it: the
+    report's mapping line says what the numbering rests on (issue "Served F10")."""
+    model, inter = graph_model
+    run("check", str(model), "--interactions", str(inter), "--json", str(tmp_path / "r.json"), "--no-probes",
+        "--bootstrap", "0", "-q")
+    inputs = json.loads((tmp_path / "r.json").read_text())["inputs"]
+    for side in ("item_id_mapping", "user_id_mapping"):
+        assert inputs[side].endswith("which holds only for the .inter file RecBole read, in its row order (a reordered "
+                                     "copy of the same rows numbers them otherwise, and nothing in the checkpoint "
+                                     "shows it)"), inputs[side]
