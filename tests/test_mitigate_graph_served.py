@@ -1,7 +1,8 @@
 """mitigate of a RecBole graph model to its served item vectors (.npy/Parquet): the suggested
 follow-up audits what the output serves (check of the model, its alpha_<α> scoring), and
 the sidecar's log–log slope counts the training part the vectors were propagated over, as
-check does (issues "Served F5" and "Served F6")."""
+check does (issues "Served F5" and "Served F6"); and the id-mapping line of a RecBole
+audit says what its numbering rests on (F10)."""
 
 from __future__ import annotations
 
