@@ -225,3 +225,15 @@ def test_mitigate_says_when_the_table_it_rescales_is_not_what_the_model_serves(t
     sidecar = json.loads((tmp_path / "out.pt.popaudit.json").read_text())
     assert any("`bias_i.weight` are ignored" in w for w in sidecar["warnings"]), sidecar["warnings"]
     assert any("dot serving of the rescaled table is not what out.pt serves" in w for w in sidecar["warnings"])
+
+
+def test_a_parquet_bias_column_beside_the_vectors_is_said(tmp_path: Path) -> None:
+    """A Parquet item table with an `item_bias` column: the vectors are served alone, said
+    (it was read without it and without a word)."""
+    _, items, bias = hand_arrays()
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(items.reshape(-1)), 2)
+    pq.write_table(pa.table({"item_id": pa.array(np.arange(20)), "embedding": vectors, "item_bias": bias}),
+                   tmp_path / "items.parquet")
+    report = check(tmp_path / "items.parquet", write_log(tmp_path), tmp_path)
+    assert any("numeric columns beside the item vectors that popaudit does not read (`item_bias`)" in w
+               for w in report["warnings"]), report["warnings"]
