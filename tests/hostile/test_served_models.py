@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from .corpus import EXIT_ERROR, EXIT_OK, Built, Case, check_args, log, params, run_case
+from .corpus import EXIT_ERROR, EXIT_OK, Built, Case, check_args, log, params, run_case, write
 
 NOT_MEASURED = r"served_spearman.*stored tables stand in"
 
@@ -83,6 +83,28 @@ def _mitigate_unreproducible_split(d: Path) -> Built:
                  outputs=["o.pth", "o.pth.popaudit.json"], must_exist=["o.pth", "o.pth.popaudit.json"])
 
 
+def _diff_of_other_served_vectors(d: Path) -> Built:
+    """Two reports of one RecBole LightGCN checkpoint: its propagated vectors, and its stored
+    tables standing in (id files given): a diff gate on a retrieval change is not measured
+    (it compared them figure by figure and tripped, exit 3)."""
+    import json
+
+    from auditor.audit import run_audit
+    from auditor.config import AuditConfig
+    from recbole_helpers import write_checkpoint, write_inter
+
+    write_inter(d / "x.inter", 12, 15, per_user=6, seed=3)
+    write_checkpoint(d / "LightGCN.pth", "LightGCN", {"n_layers": 2}, 12, 15, dim=4, seed=1)
+    write(d, "items.txt", "\n".join(["[PAD]"] + [f"i{k}" for k in range(15)]) + "\n")
+    write(d, "users.txt", "\n".join(["[PAD]"] + [f"u{k}" for k in range(12)]) + "\n")
+    ids = {"item_ids": d / "items.txt", "user_ids": d / "users.txt"}
+    for name, extra in (("a.json", {}), ("b.json", ids)):
+        config = AuditConfig(model=d / "LightGCN.pth", interactions=d / "x.inter", ks=(5,), probes=False, bootstrap=0,
+                             **extra)
+        (d / name).write_text(json.dumps(run_audit(config).to_dict(), allow_nan=False))
+    return Built(["diff", "a.json", "b.json", "-q", "--fail-on", "gini_dot@5.delta>0.02"])
+
+
 def _no_onnx() -> str | None:
     try:
         import onnx  # noqa: F401
@@ -104,6 +126,8 @@ CASES: list[Case] = [
     Case("keras-item-dense-beside-the-table-gate", _keras_item_dense, EXIT_ERROR, NOT_MEASURED, skip=_no_h5py),
     Case("mitigate-recbole-split-not-reproducible", _mitigate_unreproducible_split, EXIT_OK, None,
          stderr=r"the log-log slopes count the whole x\.inter, not RecBole's training part: .*order 'RO'"),
+    Case("diff-of-propagated-against-stood-in-tables-gate", _diff_of_other_served_vectors, EXIT_ERROR,
+         r"gini_dot@5\.delta>0\.02: not comparable: served_vectors\.source differs \('propagated' vs 'tables'\)"),
     Case("lightning-checkpoint-recording-lightgcn-gate", _lightning_lightgcn, EXIT_ERROR, NOT_MEASURED),
     Case("onnx-per-item-initializer-multiplied-gate", _onnx_multiplied_bias, EXIT_ERROR, NOT_MEASURED, skip=_no_onnx),
 ]
