@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from .corpus import EXIT_ERROR, EXIT_OK, Built, Case, check_args, log, params, run_case, write
+from .corpus import EXIT_ERROR, EXIT_OK, Built, Case, Outcome, check_args, log, params, run_case, strict_json, write
 
 NOT_MEASURED = r"served_spearman.*stored tables stand in"
 
@@ -105,6 +105,28 @@ def _diff_of_other_served_vectors(d: Path) -> Built:
     return Built(["diff", "a.json", "b.json", "-q", "--fail-on", "gini_dot@5.delta>0.02"])
 
 
+def _users_of_row_less_items(d: Path) -> Built:
+    """A log whose user u5 trained only on an item the table has no row for: its row is not
+    called untrained (it was, beside the two rows of users never in the log)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    g = np.random.default_rng(0)
+    np.savez(d / "model.npz", user_embeddings=g.normal(size=(8, 3)).astype(np.float32),
+             item_embeddings=g.normal(size=(10, 3)).astype(np.float32),
+             user_ids=np.array([f"u{k}" for k in range(8)]), item_ids=np.array([f"i{k}" for k in range(10)]))
+    users = [f"u{k}" for k in range(5) for _ in range(3)] + ["u5", "u5"]
+    items = [f"i{(k + j) % 10}" for k in range(5) for j in range(3)] + ["iX", "iX"]
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), d / "log.parquet")
+    return Built(check_args("model.npz", "-k", "2", "--json", "r.json"), outputs=["r.json"], check=_row_less_ok)
+
+
+def _row_less_ok(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["retrieval"]["population"]["n_untrained_user_rows"] == 2
+    assert any(w.startswith("1 user-table row belongs to users of the training log") for w in report["warnings"])
+
+
 def _no_onnx() -> str | None:
     try:
         import onnx  # noqa: F401
@@ -128,6 +150,7 @@ CASES: list[Case] = [
          stderr=r"the log-log slopes count the whole x\.inter, not RecBole's training part: .*order 'RO'"),
     Case("diff-of-propagated-against-stood-in-tables-gate", _diff_of_other_served_vectors, EXIT_ERROR,
          r"gini_dot@5\.delta>0\.02: not comparable: served_vectors\.source differs \('propagated' vs 'tables'\)"),
+    Case("log-user-of-row-less-items-only", _users_of_row_less_items, EXIT_OK, None),
     Case("lightning-checkpoint-recording-lightgcn-gate", _lightning_lightgcn, EXIT_ERROR, NOT_MEASURED),
     Case("onnx-per-item-initializer-multiplied-gate", _onnx_multiplied_bias, EXIT_ERROR, NOT_MEASURED, skip=_no_onnx),
 ]
