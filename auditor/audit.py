@@ -222,7 +222,9 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
     values = None
     if serving.popularity is not None and k in evaluation.ndcg:
         values = UserValues(evaluation.ndcg[k], head_slots(serving.lists, serving.popularity, k))
-    return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed)
+    served = sections.served_vectors  # a model that scores by cosine: its own lists are the incumbent
+    own = "cosine" if served is not None and served.as_served and served.scoring == "cosine" else "dot"
+    return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed, own)
 
 
 def _fields(sections: MeasuredSections) -> dict[str, Any]:

@@ -255,7 +255,11 @@ class Accuracy:
     n_bootstrap: int = 0
     """Resamples of the paired bootstrap over users behind ``changes`` (0: none ran)."""
     best_alternative: str | None = None
-    """The personalised scoring other than dot with the best trade-off, recommended or not."""
+    """The personalised scoring other than the incumbent with the best trade-off, recommended or not."""
+    incumbent: str = "dot"
+    """The model's own scoring, which the trade-off's choice is judged against: ``dot``, or
+    ``cosine`` for a model that scores by cosine (SimpleX, ``Dot(normalize=True)``, an
+    L2-normalising graph); ``changes`` stay against dot."""
 
 
 @dataclass

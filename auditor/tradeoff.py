@@ -6,12 +6,14 @@ top-1% head share of its lists at the same K. Against dot, each other scoring's 
 of both gets a paired bootstrap 95% interval over users (the same seeded resamples for
 every scoring; NDCG over the evaluated users, head share over every queried user).
 
-Policy: dot stays unless another personalised scoring is *clearly* better: it keeps at
-least ``tolerance`` of dot's NDCG@K and its head-share reduction's interval excludes 0
-(the point estimate alone when no bootstrap ran). Among those, the lowest head share
-wins (ties: higher NDCG, then the scoring listed first). Otherwise the sentence says no
-serving change is clearly better, with the best alternative's numbers. ``popular`` is a
-reference point, never recommended.
+Policy: the model's own scoring (the incumbent: dot, or cosine for a model that scores by
+cosine, such as SimpleX or a ``Dot(normalize=True)`` score layer) stays unless another
+personalised scoring is *clearly* better: it keeps at least ``tolerance`` of the
+incumbent's NDCG@K and its head-share reduction's interval excludes 0 (the point
+estimate alone when no bootstrap ran). Among those, the lowest head share wins (ties:
+higher NDCG, then the scoring listed first). Otherwise the sentence says no serving
+change is clearly better, with the best alternative's numbers. ``popular`` is a
+reference point, never recommended. The report's changes stay against dot.
 """
 
 from __future__ import annotations
@@ -89,19 +91,19 @@ def pareto_front(candidates: list[Point]) -> list[str]:
 
 
 def paired_changes(
-    candidates: list[Point], values: UserValues | None, n_bootstrap: int, seed: int
+    candidates: list[Point], values: UserValues | None, n_bootstrap: int, seed: int, base: str = "dot"
 ) -> dict[str, ScoringChange]:
-    """Every other scoring's NDCG and head share minus dot's, with paired bootstrap 95%
-    intervals over users when ``values`` and ``n_bootstrap`` > 0 allow."""
+    """Every other scoring's NDCG and head share minus ``base``'s (dot's), with paired
+    bootstrap 95% intervals over users when ``values`` and ``n_bootstrap`` > 0 allow."""
     by_name = {p.scoring: p for p in candidates}
-    dot = by_name.get("dot")
+    dot = by_name.get(base)
     if dot is None:
         return {}
-    others = [p.scoring for p in candidates if p.scoring != "dot"]
+    others = [p.scoring for p in candidates if p.scoring != base]
     ndcg_ci = head_ci = None
     if values is not None and n_bootstrap > 0 and others:
-        ndcg_ci = _ndcg_intervals(values, others, n_bootstrap, seed)
-        head_ci = _head_intervals(values, others, n_bootstrap, seed)
+        ndcg_ci = _ndcg_intervals(values, others, n_bootstrap, seed, base)
+        head_ci = _head_intervals(values, others, n_bootstrap, seed, base)
     return {
         name: ScoringChange(
             ndcg_delta=by_name[name].ndcg - dot.ndcg,
@@ -113,20 +115,22 @@ def paired_changes(
     }
 
 
-def _ndcg_intervals(values: UserValues, others: list[str], n_bootstrap: int, seed: int) -> list[tuple[float, float]]:
-    """Intervals of each scoring's mean NDCG minus dot's, over the evaluated users."""
-    dot = values.ndcg["dot"]
+def _ndcg_intervals(values: UserValues, others: list[str], n_bootstrap: int, seed: int,
+                    base: str) -> list[tuple[float, float]]:
+    """Intervals of each scoring's mean NDCG minus ``base``'s, over the evaluated users."""
+    dot = values.ndcg[base]
     deltas = np.stack([values.ndcg[name] - dot for name in others], axis=1)
     n = deltas.shape[0]
     return percentile_intervals(deltas, lambda sums: sums / n, n_bootstrap, seed, CONFIDENCE)
 
 
-def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, seed: int) -> list[tuple[float, float]]:
-    """Intervals of each scoring's head share (head slots / filled slots) minus dot's,
+def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, seed: int,
+                    base: str) -> list[tuple[float, float]]:
+    """Intervals of each scoring's head share (head slots / filled slots) minus ``base``'s,
     over every queried user."""
     s = len(others)
     columns = [values.head_slots[name][0] for name in others] + [values.head_slots[name][1] for name in others]
-    columns += list(values.head_slots["dot"])
+    columns += list(values.head_slots[base])
     table = np.stack(columns, axis=1).astype(np.float64)
 
     def change(sums: np.ndarray) -> np.ndarray:
@@ -137,18 +141,18 @@ def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, see
 
 
 def choose_scoring(
-    candidates: list[Point], tolerance: float, changes: Mapping[str, ScoringChange] | None = None
+    candidates: list[Point], tolerance: float, changes: Mapping[str, ScoringChange] | None = None, base: str = "dot"
 ) -> tuple[str | None, str, str | None]:
     """The recommended scoring, the sentence that says why (quoting the numbers and their
-    intervals), and the best alternative to dot (recommended or not)."""
+    intervals), and the best alternative to the incumbent ``base`` (recommended or not)."""
     by_name = {p.scoring: p for p in candidates}
-    dot = by_name.get("dot")
+    dot = by_name.get(base)
     if dot is None:
-        return None, "dot-product accuracy was not measured, so no scoring can be compared with it", None
+        return None, f"{_name(base)} accuracy was not measured, so no scoring can be compared with it", None
     changes = changes if changes is not None else {
         p.scoring: ScoringChange(p.ndcg - dot.ndcg, p.head_share - dot.head_share) for p in candidates
     }
-    served = [p for p in candidates if p.scoring not in REFERENCE_SCORINGS and p.scoring != "dot" and p.scoring in changes]
+    served = [p for p in candidates if p.scoring not in REFERENCE_SCORINGS and p.scoring != base and p.scoring in changes]
     if dot.ndcg <= 0 and all(p.ndcg <= 0 for p in served):  # one that finds held-out items is judged against dot's 0
         return None, (
             "no personalised scoring finds a held-out item (NDCG 0), so the trade-off cannot be judged; "
@@ -160,18 +164,24 @@ def choose_scoring(
     rank = {p.scoring: i for i, p in enumerate(served)}
     if better:
         best = min(better, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring]))
-        return best.scoring, _serve_with(best, dot, changes[best.scoring], by_name.get("cosine")), best.scoring
+        cosine = by_name.get("cosine") if base != "cosine" else None
+        return best.scoring, _serve_with(best, dot, changes[best.scoring], cosine), best.scoring
     pool = within or served
     if not pool:
-        return "dot", "no other scoring was measured, so dot stays", None
+        return base, f"no other scoring was measured, so {base} stays", None
     alternative = (min(pool, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring])) if within
                    else max(pool, key=lambda p: (p.ndcg, -p.head_share)))
-    return "dot", _keep_dot(alternative, dot, changes[alternative.scoring], tolerance), alternative.scoring
+    return base, _keep_dot(alternative, dot, changes[alternative.scoring], tolerance), alternative.scoring
+
+
+def _name(base: str) -> str:
+    return "dot-product" if base == "dot" else base
 
 
 def _figures(p: Point, dot: Point, change: ScoringChange) -> str:
-    kept = (f"keeps {p.ndcg / dot.ndcg:.1%} of dot's NDCG" if dot.ndcg > 0 else
-            "finds held-out items dot's lists miss" if p.ndcg > 0 else "finds no held-out item either")
+    base = dot.scoring
+    kept = (f"keeps {p.ndcg / dot.ndcg:.1%} of {base}'s NDCG" if dot.ndcg > 0 else
+            f"finds held-out items {base}'s lists miss" if p.ndcg > 0 else "finds no held-out item either")
     return (
         f"{kept} ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
         f"{change.ndcg_delta:+.4f}{interval(change.ndcg_delta_ci)}), and {moves(dot.head_share, p.head_share, 'the top-1% head share')} "
@@ -200,24 +210,28 @@ def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: 
         inside = ci is not None and ci[0] <= 0.0 <= ci[1]
         why.append("the interval of its head-share change includes 0" if inside else "it does not lower the head share")
     if not why:  # within the tolerance and clearly lower: only a list that finds nothing is held back
-        why.append("neither it nor dot finds a held-out item")
+        why.append(f"neither it nor {dot.scoring} finds a held-out item")
+    own = "" if dot.scoring == "dot" else f" (the model's own scoring, which it keeps)"
     return (
-        f"no serving change is clearly better than dot: the best alternative, {alternative.scoring}, "
+        f"no serving change is clearly better than {dot.scoring}{own}: the best alternative, {alternative.scoring}, "
         f"{_figures(alternative, dot, change)}, but {' and '.join(why)}"
     )
 
 
 def judge_tradeoff(
     accuracy: Accuracy, cut: CutoffMeasures, k: int, values: UserValues | None = None, n_bootstrap: int = 0,
-    seed: int = 0,
+    seed: int = 0, incumbent: str = "dot",
 ) -> Accuracy:
-    """``accuracy`` with the trade-off at cut-off ``k`` decided (front, changes with their
-    intervals, choice, sentence)."""
+    """``accuracy`` with the trade-off at cut-off ``k`` decided (front, changes against dot
+    with their intervals, choice against ``incumbent``, the model's own scoring, sentence)."""
     if k not in accuracy.at:
         return accuracy
     candidates = points(accuracy.at[k], cut)
     changes = paired_changes(candidates, values, n_bootstrap, seed)
-    recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, changes)
+    if incumbent not in {p.scoring for p in candidates}:
+        incumbent = "dot"
+    judged = changes if incumbent == "dot" else paired_changes(candidates, values, n_bootstrap, seed, incumbent)
+    recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, judged, incumbent)
     return replace(
         accuracy,
         quoted_k=k,
@@ -227,4 +241,5 @@ def judge_tradeoff(
         changes=changes,
         n_bootstrap=n_bootstrap if values is not None and changes else 0,
         best_alternative=alternative,
+        incumbent=incumbent,
     )

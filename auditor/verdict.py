@@ -170,7 +170,8 @@ def weak_model(result: MeasuredSections) -> str | None:
     k = accuracy.quoted_k if accuracy is not None else None
     if accuracy is None or k is None or k not in accuracy.at:
         return None
-    dot, popular = accuracy.at[k].get("dot"), accuracy.at[k].get("popular")
+    own = accuracy.incumbent  # the model's own scoring: cosine for a model that scores by cosine
+    dot, popular = accuracy.at[k].get(own), accuracy.at[k].get("popular")
     if dot is None or popular is None or not dot.ndcg < popular.ndcg:
         return None
     served = result.served_vectors
@@ -179,7 +180,8 @@ def weak_model(result: MeasuredSections) -> str | None:
                 f"the most-popular list's {popular.ndcg:.4f}; these are not the vectors {served.model} serves with, so "
                 "this is not the model's own accuracy.")
     return (
-        f"The model itself is weak: its dot-product serving reaches a held-out NDCG@{k} of {dot.ndcg:.4f}, "
+        f"The model itself is weak: its {'dot-product' if own == 'dot' else own} serving reaches a held-out "
+        f"NDCG@{k} of {dot.ndcg:.4f}, "
         f"below the most-popular list's {popular.ndcg:.4f}."
     )
 
@@ -207,7 +209,7 @@ def _optional_change(result: MeasuredSections) -> str:
     is an option (less head share within the accuracy tolerance), not a fix."""
     accuracy = result.accuracy
     chosen = None if accuracy is None else accuracy.recommended
-    if chosen is None or chosen == "dot":
+    if accuracy is None or chosen is None or chosen == accuracy.incumbent:  # the model's own scoring stays
         return ""
     return (f" (the accuracy trade-off still finds that {chosen} serves the top-1% items less within the accuracy "
             "tolerance: an option, not a fix)")

@@ -77,11 +77,19 @@ def test_the_training_log_gives_the_slopes_and_changes_no_byte(tmp_path: Path) -
     # frequencies by RecBole's own numbering: row r is token r + 1 of RecBole's field2id_token
     tokens = RECORD["tokens"]["item_id"][1:]
     items = [line.split("\t")[1] for line in INTER.read_text(encoding="utf-8").splitlines()[1:]]
-    freqs = np.array([items.count(t) for t in tokens])
+    whole = np.array([items.count(t) for t in tokens])
     table = read_torch_file(BPR).root["state_dict"]["item_embedding.weight"][1:].double().numpy()
-    expected, _ = frequency_norm_stats(np.linalg.norm(table, axis=1), freqs, n_bootstrap=0)
+    norms = np.linalg.norm(table, axis=1)
+    # counted over the training part of RecBole's split, as check counts them (Served F6), not the whole file
+    config = load_model(BPR, LoadOptions()).config
+    assert config is not None
+    trained = np.bincount(recbole_split(config, INTER).train.items, minlength=len(tokens))
+    assert trained.sum() < whole.sum() and np.all(trained <= whole)
+    expected, _ = frequency_norm_stats(norms, trained, n_bootstrap=0)
     slope = side["frequency_norm"]["before"]["loglog_slope"]
     assert slope == pytest.approx(expected.loglog_slope, rel=1e-9)
+    assert slope != pytest.approx(frequency_norm_stats(norms, whole, n_bootstrap=0)[0].loglog_slope, rel=1e-3)
+    assert side["frequency_norm"]["frequencies"] == f"the training part of RecBole's split of {INTER}"
     assert side["frequency_norm"]["after"]["loglog_slope"] == pytest.approx(0.5 * slope, rel=1e-5)
 
 

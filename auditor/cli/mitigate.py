@@ -103,7 +103,23 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     _summary(result)
     stderr.print(f"Wrote {output}", markup=False, highlight=False)
     stderr.print(f"Wrote {result.output['sidecar']}", markup=False, highlight=False)
-    click.echo("Next: " + check_command(output, {**options, "user_ids": user_ids, "holdout": holdout}))
+    click.echo("Next: " + _next_check(result, output, {**options, "user_ids": user_ids, "holdout": holdout}))
+
+
+def _next_check(result: Any, output: Path, settings: dict[str, Any]) -> str:
+    """``check OUT``, or ``check MODEL`` with the scoring OUT serves as where the output's
+    serving is measured (a graph model's served item table, :func:`served_table_check`)."""
+    from auditor.config import DEFAULT_ALPHAS
+    from auditor.mitigation.writers import served_table_check
+
+    found = served_table_check(result.source, result.output, result.alpha)
+    if found is None:
+        return check_command(output, settings)
+    model, scoring = found
+    alphas = DEFAULT_ALPHAS if result.alpha in (0.0, 1.0, *DEFAULT_ALPHAS) else (result.alpha,)
+    stderr.print(f"note: {output} serves as the '{scoring}' scoring of this audit of {model} does", style="yellow",
+                 markup=False, highlight=False)
+    return check_command(model, {**settings, "alphas": alphas})
 
 
 @dataclass(frozen=True)

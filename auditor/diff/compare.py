@@ -17,7 +17,7 @@ Comparability, one rule per setting:
   report (never compared); the shared Ks are compared.
 * ``retrieval.popularity`` (interactions or distinct users): every figure that depends
   on it (:func:`~auditor.diff.directions.depends_on_popularity`) is **flagged**.
-* ``retrieval.population`` source or seen-item handling: every retrieval and accuracy
+* ``retrieval.population`` source or seen-item handling, the served vectors (:mod:`auditor.diff.served`): every retrieval and accuracy
   figure is flagged (the lists serve different queries or candidates).
 * a list measure's definition (``retrieval.definitions``): that measure's figures are
   flagged; a changed ``popularity_groups`` definition flags the user- and item-side
@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.diff.figures import check_figures
+from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
@@ -266,6 +267,7 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
                     f"the figures of {name} are not compared: it is defined differently")
         differs("retrieval.definitions.popularity_groups", db.get("popularity_groups"), dn.get("popularity_groups"),
                 lambda e: _named(e, GROUP_MEASURES), "the user- and item-side measures are not compared")
+    served_vector_flags(base, new, differs)
     ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
     if ab and an:
         for key in ("n_holdout_interactions", "seen_excluded"):

@@ -69,10 +69,13 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
 
 
 def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
-    """Make the tables float32/contiguous, apply ``options.item_ids`` and validate."""
+    """Make the tables float32/contiguous, apply ``options.item_ids``, validate, and find
+    an item bias in the state dict (:func:`~auditor.loading.item_bias.read_state_dict_bias`,
+    one policy for every loader)."""
     import numpy as np
 
     from auditor.loading.ids import read_id_file
+    from auditor.loading.item_bias import read_state_dict_bias
     from auditor.loading.stored_ids import given_over_stored
     from auditor.loading.validation import validate_item_table, validate_user_table
 
@@ -106,6 +109,7 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
         bundle.user_ids_source = f"{setting('user_ids')} {options.user_ids}{padded}"
     elif bundle.user_ids is not None:
         bundle.user_ids_source = bundle.user_ids_source or f"the user ids stored in {source}"
+    read_state_dict_bias(bundle)
     return bundle
 
 

@@ -11,24 +11,33 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from auditor.idmap import table_rows
 from auditor.loading.alignment import mapped_pairs
-from auditor.values import ItemRows
+from auditor.model import ModelBundle
+from auditor.values import ItemRows, RowIdPolicy
 from auditor.loading.logs import Log
 from auditor.loading.merging import Merger
 from auditor.progress import SILENT, Progress
+from auditor.wording import plural
 
 
 def _first_appearance(t: pa.Table) -> pa.Table:
     return t.group_by("u").aggregate([("p", "min")]).rename_columns(["u", "p"])
 
 
-def eligible_users(log: Log, mapping: ItemRows, as_strings: bool, progress: Progress = SILENT) -> pa.Array:
-    """Distinct users with a mapped interaction, in order of first appearance."""
+def eligible_users(
+    log: Log, mapping: ItemRows, as_strings: bool, progress: Progress = SILENT, every: list[pa.Array] | None = None
+) -> pa.Array:
+    """Distinct users with a mapped interaction, in order of first appearance; ``every``
+    (when given) receives each batch's distinct users, mapped or not, in the same pass (a
+    user whose every interaction is with an item without a row is in the log all the same)."""
     merger = Merger(_first_appearance)
     seen = 0
     with progress.track("Users of the training log", total=log.total_rows) as advance:
         for items, users in log.batches(as_strings):
             assert users is not None
+            if every is not None:
+                every.append(pc.unique(users))
             batch_users, _ = mapped_pairs(items, users, mapping, log)
             unique = pc.unique(batch_users)  # first-appearance order within the batch
             merger.add(pa.table({"u": unique, "p": pa.array(np.arange(seen, seen + len(unique)))}))
@@ -38,3 +47,29 @@ def eligible_users(log: Log, mapping: ItemRows, as_strings: bool, progress: Prog
     if merged is None or merged.num_rows == 0:
         return pa.array([], pa.int64())
     return merged.sort_by("p").column("u").combine_chunks()
+
+
+def users_without_history(bundle: ModelBundle, eligible: np.ndarray, every: np.ndarray | None, row_ids: RowIdPolicy,
+                          where: str, column: str | None) -> tuple[int, int]:
+    """(user-table rows, users) of the log's users with no interaction on a table row (every
+    item they trained on has no row): trained vectors, not untrained ones, though nothing of
+    their history is left to exclude. (0, 0) when the log's users are unknown (``every``)."""
+    if every is None or every.size <= eligible.size or bundle.user_table is None:
+        return 0, 0
+    others = np.setdiff1d(every, eligible)
+    rows = table_rows(others, bundle.user_ids, int(bundle.user_table.shape[0]), row_ids, "user", where, column,
+                      check=False)
+    return int(np.unique(rows[rows >= 0]).size), int(others.size)
+
+
+def without_history_notes(counts: tuple[int, int], where: str) -> tuple[str | None, str]:
+    """The warning for the user-table rows of :func:`users_without_history` (None: none) and
+    what the population's description adds about those users."""
+    rows, users = counts
+    note = None if not rows else (
+        f"{plural(rows, 'user-table row')} {'belongs' if rows == 1 else 'belong'} to users of {where} whose every "
+        "interaction is with an item without a row in the item table (trained vectors, but no training item left to "
+        f"exclude): {'it was' if rows == 1 else 'they were'} not queried"
+    )
+    more = f" ({plural(users, 'more user')} of it {'has' if users == 1 else 'have'} no interaction on a table row)"
+    return note, more if users else ""

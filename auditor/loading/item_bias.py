@@ -9,10 +9,16 @@ every scoring of :mod:`auditor.retrieval` ranks what the model ranks (dot: u·i 
 The stored factors stay the training mechanism (the frequency–norm statistics of the
 table); the served vectors' figures are reported beside them as served.
 
-In a state dict the item bias is recognised by name and shape only: the one tensor beside
-the tables that names ``item`` and ``bias`` and holds one value per item row ((n,) or
-(n, 1), an ``nn.Embedding(n, 1)``). A file with other item-side tensors (a projection, an
-MLP) keeps its stand-in warning (:func:`auditor.loading.served.encoder_not_run`).
+In a state dict (of every format: PyTorch, safetensors, .npz, Keras weights, a plugin's
+bundle; :func:`read_state_dict_bias`, applied once by the load stage) the item bias is
+recognised by name and shape only: the one floating-point tensor beside the tables that
+holds one value per item row ((n,) or (n, 1), an ``nn.Embedding(n, 1)``) and whose name
+says ``bias`` and not ``user``, and says ``item`` too unless the item and user tables
+differ in rows (``bias_i.weight`` beside 400 items and 300 users can only be the items').
+A file with other item-side tensors (a projection, an MLP) keeps its stand-in warning
+(:mod:`auditor.loading.stand_in`), as does a per-item tensor whose role the names cannot
+establish. A graph (ONNX) shows the role instead of the names: its reader serves a bias
+only where the graph adds it to the score (:mod:`auditor.loading.onnx_graph`).
 """
 
 from __future__ import annotations
@@ -47,29 +53,53 @@ HOW = (
 )
 
 
+def one_per_item(tensor: object, n_items: int) -> bool:
+    """True for a real floating-point tensor holding one value per item row ((n,) or (n, 1))."""
+    shape = tuple(getattr(tensor, "shape", ()))
+    complex_ = bool(getattr(tensor, "is_complex", lambda: False)())
+    return shape in ((n_items,), (n_items, 1)) and is_weight(tensor) and not complex_
+
+
+def _names_item_bias(key: str, n_items: int, n_users: int | None) -> bool:
+    """The name says an item's bias (module docstring): ``bias`` and not ``user``, and
+    ``item`` unless the tables' row counts already tell the towers apart."""
+    name = key.lower()
+    return "bias" in name and "user" not in name and ("item" in name or n_users != n_items)
+
+
 def state_dict_bias(
-    tensors: Mapping[str, torch.Tensor], item_key: str | None, user_key: str | None, n_items: int
+    tensors: Mapping[str, torch.Tensor], item_key: str | None, user_key: str | None, n_items: int,
+    n_users: int | None = None,
 ) -> str | None:
-    """The key of a state dict's item bias (module docstring), or None when there is none
-    or the item tower holds more than its table and that bias."""
+    """The key of a state dict's item bias (module docstring), or None when there is none,
+    several could be, or the item tower holds more than its table and that bias.
+    ``n_users``: the user table's rows (None: no user table)."""
     others = [k for k in tensors if k not in (item_key, user_key)]
-    item_side = [k for k in others if "item" in k.lower() and is_weight(tensors[k])]  # as ModelBundle counts them
-    if len(item_side) != 1 or "bias" not in item_side[0].lower():
+    found = [k for k in others if _names_item_bias(k, n_items, n_users) and one_per_item(tensors[k], n_items)]
+    if len(found) != 1:
         return None
-    tensor = tensors[item_side[0]]
-    one_per_row = tuple(tensor.shape) in ((n_items,), (n_items, 1))
-    return item_side[0] if one_per_row and tensor.is_floating_point() and not tensor.is_complex() else None
+    item_side = [k for k in others if k != found[0] and "item" in k.lower() and is_weight(tensors[k])]
+    return None if item_side else found[0]  # an item MLP beside it: the table stands in, said
 
 
 def read_state_dict_bias(bundle: ModelBundle) -> None:
-    """Set ``bundle``'s item bias from its state dict when it has one (module docstring)."""
-    key = state_dict_bias(bundle.state_dict, bundle.item_key, bundle.user_key, bundle.n_items)
+    """Set ``bundle``'s item bias from its state dict when it has one (module docstring);
+    nothing for a bundle whose reader set it already, a RecBole checkpoint (its models
+    have none) or a graph (whose reader reads the bias's role from the graph)."""
+    if bundle.item_biases is not None or bundle.format == "recbole" or bundle.graph_ops is not None:
+        return
+    n_users = None if bundle.user_table is None else int(bundle.user_table.shape[0])
+    key = state_dict_bias(bundle.state_dict, bundle.item_key, bundle.user_key, bundle.n_items, n_users)
     if key is None:
         return
     import torch  # a state dict's bundle: torch is loaded already
 
-    values = bundle.state_dict[key].detach().to(torch.float64).reshape(-1).numpy()
-    bundle.item_biases = np.ascontiguousarray(values, dtype=np.float32)
+    set_item_bias(bundle, key, bundle.state_dict[key].detach().to(torch.float64).reshape(-1).numpy())
+
+
+def set_item_bias(bundle: ModelBundle, key: str, values: np.ndarray) -> None:
+    """Record ``values`` (one per item row) as ``bundle``'s item bias read from ``key``, said."""
+    bundle.item_biases = np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=np.float32)
     bundle.item_bias_key = key
     bundle.warnings.append(BIAS_NOTE.format(path=bundle.source, n=bundle.n_items, key=key))
 
@@ -115,5 +145,5 @@ def with_bias_column(population: QueryPopulation) -> QueryPopulation:
     return replace(population, vectors=np.hstack([population.vectors, ones]))
 
 
-__all__ = ["BIASED", "BIAS_NOTE", "biased_vectors", "is_biased", "read_state_dict_bias", "state_dict_bias",
-           "with_bias_column"]
+__all__ = ["BIASED", "BIAS_NOTE", "biased_vectors", "is_biased", "one_per_item", "read_state_dict_bias",
+           "set_item_bias", "state_dict_bias", "with_bias_column"]

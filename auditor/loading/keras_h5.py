@@ -83,7 +83,6 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
     tower = choice.item.key.rsplit(".", 2)[0] + "."
     after = [k for k in others if k.startswith(tower)]
     notes = list(choice.warnings)
-    keys = [choice.item.key] + ([choice.user.key] if choice.user else [])
     if after:
         notes.append(
             f"the item tower `{tower[:-1]}` has weights besides its embedding table ({', '.join(after[:4])}): "
@@ -96,7 +95,7 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
         item_key=choice.item.key,
         user_table=user,
         user_key=choice.user.key if choice.user else None,
-        state_dict={**{k: tensors[k] for k in keys}, **others},
+        state_dict={**tensors, **others},  # every weight: an item bias (2-D, (n, 1)) is served, others said
         config=training or None,
         warnings=notes,
     )

@@ -25,7 +25,7 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError, setting
 from auditor.loading.discovery import choose_tables, tensor_infos
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.item_bias import BIAS_NOTE, read_state_dict_bias, state_dict_bias
+from auditor.loading.item_bias import BIAS_NOTE, state_dict_bias
 from auditor.loading.logs import maybe_int
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.safe_pickle import Placeholder, as_mapping, placeholder_attrs, qualname_of
@@ -289,14 +289,13 @@ def read_npz(path: Path, options: LoadOptions) -> ModelBundle:
     user = _floats(arrays[choice.user.key], choice.user.key, path) if choice.user else None
     user_key = choice.user.key if choice.user else None
     beside = {k: v for k, v in tensors.items() if k.rsplit(".", 1)[-1] not in ID_MEMBERS.values()}  # ids: no tower
-    bias_key = state_dict_bias(beside, choice.item.key, user_key, item.shape[0])
+    bias_key = state_dict_bias(beside, choice.item.key, user_key, item.shape[0], None if user is None else user.shape[0])
     bundle = ModelBundle(
         source=path, format="npz", item_table=item, item_key=choice.item.key, user_table=user,
         user_key=user_key, warnings=list(choice.warnings),
         state_dict={k: tensors[k] for k in (choice.item.key, user_key, bias_key) if k},
     )  # fmt: skip
-    take_stored_ids(bundle, arrays, options)  # an item_ids/user_ids member maps the rows
-    read_state_dict_bias(bundle)
+    take_stored_ids(bundle, arrays, options)  # an item_ids/user_ids member maps the rows (the bias: the load stage's)
     return bundle
 
 

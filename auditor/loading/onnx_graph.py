@@ -20,6 +20,8 @@ SHAPE_ONLY = frozenset({"Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "I
                         "Shape", "Gather"})
 """Ops that move or reshape values without changing a vector (a ``Gather`` after the
 lookup picks rows or coordinates of it)."""
+PASS_IDS = ("Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Clip", "Mod")
+"""Ops between a graph input and a Gather's indices that keep them the same ids."""
 LAST_AXIS = (-1, 1)
 """The axis a vector's coordinates lie on, for a (rows, dim) lookup: -1, or 1."""
 _DIVISOR = frozenset({"Clip", "Max", "Add", "Expand", "Unsqueeze", "Reshape", "Identity", "Cast"})
@@ -36,9 +38,9 @@ class Tower:
     """The side is L2-normalised before the score."""
 
 
-def tower_of(graph: Any, table: str) -> Tower:
-    """The tower of initializer ``table`` (looked up by one or more ``Gather`` nodes)."""
-    constants = _constants(graph)
+def _side(graph: Any, table: str, constants: set[str]) -> tuple[list[Any], set[str]]:
+    """The nodes whose every runtime input derives from ``table``'s looked-up rows, and the
+    values they derive (the lookups' outputs included)."""
     derived = {n.output[0] for n in graph.node if n.op_type == "Gather" and n.input and n.input[0] == table and n.output}
     side: list[Any] = []
     for node in graph.node:  # ONNX keeps nodes in topological order
@@ -48,6 +50,13 @@ def tower_of(graph: Any, table: str) -> Tower:
         if runtime and all(i in derived for i in runtime):
             side.append(node)
             derived.update(node.output)
+    return side, derived
+
+
+def tower_of(graph: Any, table: str) -> Tower:
+    """The tower of initializer ``table`` (looked up by one or more ``Gather`` nodes)."""
+    constants = _constants(graph)
+    side, _ = _side(graph, table, constants)
     producers = {o: n for n in side for o in n.output}
     normalising = {id(n) for n in side if n.op_type == "LpNormalization" and _attr(n, "p", 2) == 2
                    and _attr(n, "axis", -1) in LAST_AXIS}
@@ -62,6 +71,41 @@ def tower_of(graph: Any, table: str) -> Tower:
     ops = tuple(_describe(n, constants) for n in changing if id(n) not in normalising)
     # A direction only when the normalisation is the last node that changes the vectors.
     return Tower(ops, bool(changing) and id(changing[-1]) in normalising)
+
+
+def id_source(producers: dict[str, Any], value: str) -> str:
+    """Where the ids in ``value`` come from: back through the ops that keep them the same
+    ids (:data:`PASS_IDS`) to a graph input, or the first other node's output."""
+    steps = 0
+    while value in producers and producers[value].op_type in PASS_IDS and steps < 16:
+        value, steps = producers[value].input[0], steps + 1
+    return value
+
+
+def looked_up_by(graph: Any, table: str) -> set[str]:
+    """The id sources (:func:`id_source`) of every ``Gather`` (axis 0) of initializer ``table``."""
+    producers = {o: n for n in graph.node for o in n.output}
+    return {id_source(producers, n.input[1]) for n in graph.node if n.op_type == "Gather" and len(n.input) >= 2
+            and n.input[0] == table and _attr(n, "axis", 0) == 0}  # fmt: skip
+
+
+def bias_role(graph: Any, bias: str, item_table: str) -> str | None:
+    """None when the rows of initializer ``bias`` that a ``Gather`` looks up reach the score
+    through shape-only nodes into an ``Add`` whose other operand is no item-tower value (a
+    bias added to the score, u·i + b_i); else what the graph does with them, in words (a
+    role popaudit does not serve: the item table then stands in)."""
+    constants = _constants(graph)
+    side, derived = _side(graph, bias, constants)
+    if any(n.op_type not in SHAPE_ONLY for n in side):
+        return f"`{shown(bias)}` looked up and changed by {', '.join(sorted({n.op_type for n in side}))}"
+    _, tower = _side(graph, item_table, constants)
+    meets = [n for n in graph.node if any(i in derived for i in n.input) and n not in side
+             and not (n.op_type == "Gather" and n.input[0] == bias)]  # fmt: skip
+    others = [i for n in meets for i in n.input if i and i not in derived and i not in constants]
+    if meets and all(n.op_type == "Add" for n in meets) and others and not all(i in tower for i in others):
+        return None
+    ops = ", ".join(sorted({n.op_type for n in meets})) or "no node"
+    return f"`{shown(bias)}` looked up by the item ids and combined by {ops}"
 
 
 def _constants(graph: Any) -> set[str]:
@@ -111,4 +155,4 @@ def _describe(node: Any, constants: set[str]) -> str:
     return node.op_type + (f" with {', '.join(weights[:3])}" if weights else "")
 
 
-__all__ = ["Tower", "tower_of"]
+__all__ = ["PASS_IDS", "Tower", "bias_role", "id_source", "looked_up_by", "tower_of"]

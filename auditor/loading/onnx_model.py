@@ -20,7 +20,8 @@ import torch
 from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, table_role, table_to_numpy, tensor_infos
-from auditor.loading.onnx_graph import tower_of
+from auditor.loading.item_bias import one_per_item, set_item_bias
+from auditor.loading.onnx_graph import bias_role, id_source, looked_up_by, tower_of
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.side_files import external_location
 from auditor.model import ModelBundle
@@ -29,8 +30,6 @@ EXTRA = 'pip install "popaudit[onnx]"'
 # TensorProto data types popaudit reads as floats, and their little-endian numpy dtypes.
 _FLOATS = {1: "<f4", 10: "<f2", 11: "<f8", 16: "<u2"}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16 (bits)
 _EXTERNAL = 1  # TensorProto.EXTERNAL
-_PASS_IDS = ("Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Clip", "Mod")
-"""Ops between a graph input and a Gather's indices that keep them the same ids."""
 
 
 def _onnx() -> Any:
@@ -76,7 +75,7 @@ def read_onnx(path: Path, options: LoadOptions) -> ModelBundle:
     config = {"producer": f"{model.producer_name} {model.producer_version}".strip()}
     graph_ops = _towers(graph, tables[choice.item.key].name, tables[choice.user.key].name if choice.user else None,
                         config) if gathered else None
-    return ModelBundle(
+    bundle = ModelBundle(
         source=path,
         format="onnx",
         item_table=item,
@@ -88,6 +87,27 @@ def read_onnx(path: Path, options: LoadOptions) -> ModelBundle:
         graph_ops=graph_ops,
         warnings=notes,
     )
+    if graph_ops is not None:
+        _read_bias(bundle, graph, tables[choice.item.key].name)
+    return bundle
+
+
+def _read_bias(bundle: ModelBundle, graph: Any, item: str) -> None:
+    """The item bias of a graph: the one per-item initializer looked up by the item table's
+    ids and added to the score (:func:`~auditor.loading.onnx_graph.bias_role`), served with
+    the table; one the graph does something else with is named among the item side's nodes,
+    so the table stands in, said (:mod:`auditor.loading.stand_in`)."""
+    ids = looked_up_by(graph, item)
+    found = {k: t for k, t in bundle.state_dict.items() if k not in (bundle.item_key, bundle.user_key)
+             and one_per_item(t, bundle.n_items) and looked_up_by(graph, k) & ids}  # fmt: skip
+    roles = {k: bias_role(graph, k, item) for k in found}
+    added = [k for k, role in roles.items() if role is None]
+    if len(added) == 1:
+        set_item_bias(bundle, added[0], found[added[0]].to(torch.float64).reshape(-1).numpy())
+    beyond = [role or f"`{k}` looked up by the item ids and added to the score beside another bias"
+              for k, role in roles.items() if role is not None or len(added) > 1]
+    if beyond and bundle.graph_ops is not None:
+        bundle.graph_ops = {**bundle.graph_ops, "item": (*bundle.graph_ops.get("item", ()), *beyond)}
 
 
 def _towers(graph: Any, item: str, user: str | None, config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -117,9 +137,7 @@ def _gathered(graph: Any, floats: dict[str, Any]) -> dict[str, str]:
         name = node.input[0]
         if axis != 0 or len(floats[name].dims) != 2:
             continue
-        ids, steps = node.input[1], 0
-        while ids in producers and producers[ids].op_type in _PASS_IDS and steps < 16:  # Cast, Reshape, ...
-            ids, steps = producers[ids].input[0], steps + 1
+        ids = id_source(producers, node.input[1])  # through Cast, Reshape, ...
         key = name if table_role(name) is not None or ids not in inputs else f"{ids}/{name}"
         out.setdefault(key, name)
     return out

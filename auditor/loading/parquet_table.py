@@ -21,6 +21,7 @@ from auditor.errors import AmbiguousTableError, EmbeddingTableError, IdMappingEr
 from auditor.loading.ids import ID_COLUMN_NAMES, ids_to_numpy
 from auditor.loading.messages import arrow_reason, looks_like_names
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, check_values, text_columns
+from auditor.loading.pickle_scan import shown
 from auditor.loading.validation import first_rows
 from auditor.memory import MIN_BLOCK_ROWS, check_memory_ceiling, memory_budget, spill_note, spill_table
 
@@ -94,6 +95,8 @@ def read_parquet_table(
     vector_col = _choose_vector_column(schema, path, vector_col)
     id_col = _id_column(schema, path)
     read = [vector_col] + ([id_col] if id_col else [])
+    if warnings is not None:
+        warnings.extend(unread_columns(schema, read, path))
     n = int(pf.metadata.num_rows)
     vtype = schema.field(vector_col).type
     dim: int | None = int(vtype.list_size) if pa.types.is_fixed_size_list(vtype) else None
@@ -129,6 +132,19 @@ def read_parquet_table(
         out.flush()
     id_arr = _row_ids(path, schema.field(id_col), ids, max_memory) if id_col else None
     return out, id_arr, vector_col
+
+
+def unread_columns(schema: pa.Schema, read: list[str], path: Path) -> list[str]:
+    """The warning for numeric columns beside the vectors and ids (an item bias, a count):
+    popaudit serves the vectors alone, so a per-item term the model adds to every score is
+    left out, said ([] when there are none)."""
+    names = [f.name for f in schema if f.name not in read and (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
+    if not names:
+        return []
+    listed = ", ".join(f"`{shown(n)}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return [f"{path} has numeric columns beside the item vectors that popaudit does not read ({listed}): a per-item "
+            "term the model adds to every score, such as an item bias, is not served with the vectors, so every figure "
+            "is of the vectors alone (to audit u·i + b_i, save the model as a state dict with its item_bias tensor)"]
 
 
 def _batch_rows(pf: pq.ParquetFile, path: Path, vector_col: str, dim: int | None, n: int,

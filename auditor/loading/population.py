@@ -36,7 +36,7 @@ import numpy as np
 from auditor.errors import IdMappingError, InteractionsError, QueryError, setting
 from auditor.loading.alignment import mapped_pairs
 from auditor.values import ItemRows, RowLookup
-from auditor.loading.history import eligible_users
+from auditor.loading.history import eligible_users, users_without_history, without_history_notes
 from auditor.sampling import sample_indices
 from auditor.loading.csr import build_csr, mean_rows, take_csr
 from auditor.loading.holdout import plain_ids
@@ -188,7 +188,9 @@ def _from_log(
 
     def read(as_strings: bool) -> QueryPopulation:
         raw = _eligible(memo, base, log, mapping, as_strings, progress)
-        chosen = _choose(bundle, source, raw, row_ids, f"the training log {log.path}", log.user_col, max_queries, seed)
+        every = memo.peek(("every user", *base, as_strings))  # None: evicted, the rows then count as untrained
+        chosen = _choose(bundle, source, raw, row_ids, f"the training log {log.path}", log.user_col, max_queries, seed,
+                         every)
         indptr, seen = memo.get(
             ("seen", *base, as_strings, ids_identity(chosen.raw_ids)),
             lambda: _seen_rows(log, mapping, chosen.raw_ids, as_strings, progress),
@@ -208,10 +210,17 @@ def _eligible(
         raise TypeDrift
 
     def read() -> np.ndarray:
-        users = eligible_users(log, mapping, as_strings, progress)
+        import pyarrow as pa  # loaded already: the log is being read
+        import pyarrow.compute as pc
+
+        batches: list[pa.Array] = []
+        users = eligible_users(log, mapping, as_strings, progress, batches)
         if len(users) == 0:
             raise InteractionsError(f"no interaction in {log.path} maps onto a row of the item table, so no user can be queried")
-        return ids_to_numpy(maybe_int(users) if as_strings else users, f"user column {log.user_col!r} of {log.path}")
+        column = f"user column {log.user_col!r} of {log.path}"
+        every = pc.unique(pa.chunked_array(batches)) if batches else users
+        memo.get(("every user", *base, as_strings), lambda: ids_to_numpy(maybe_int(every) if as_strings else every, column))
+        return ids_to_numpy(maybe_int(users) if as_strings else users, column)
 
     try:
         raw: np.ndarray = memo.get(("users", *base, as_strings), read)
@@ -276,6 +285,8 @@ class _Chosen:
     n_unmatched: int
     sampled: bool
     seed: int
+    no_history: tuple[int, int] = (0, 0)
+    """:func:`~auditor.loading.history.users_without_history`: not queried, not untrained either."""
 
     @property
     def raw_ids(self) -> np.ndarray:
@@ -301,6 +312,9 @@ class _Chosen:
                 f"{'belongs to a user who never appears' if self.n_untrained_rows == 1 else 'belong to users who never appear'}"
                 f" in {where} (untrained vectors): {'it was' if self.n_untrained_rows == 1 else 'they were'} not queried"
             )
+        note, more = without_history_notes(self.no_history, where)
+        warnings += [note] if note else []
+        what += more
         if self.n_unmatched:
             warnings.append(
                 f"{self.n_unmatched:,} users of {where} have no row in the user table: they could not be queried"
@@ -317,12 +331,13 @@ class _Chosen:
 
 def _choose(
     bundle: ModelBundle, source: str, raw: np.ndarray, row_ids: RowIdPolicy, where: str, column: str | None,
-    max_queries: int | None, seed: int,
+    max_queries: int | None, seed: int, every: np.ndarray | None = None,
 ) -> _Chosen:
     """The eligible users (``users``: those with a user-table row, in row order) and the sample."""
     user_rows = None
     n_untrained = None
     n_unmatched = 0
+    no_history = (0, 0)
     if source == "users":
         assert bundle.user_table is not None
         n_rows = int(bundle.user_table.shape[0])
@@ -331,7 +346,8 @@ def _choose(
         n_unmatched = int(raw.size - matched.size)
         order = matched[np.argsort(rows[matched], kind="stable")]
         raw, user_rows = raw[order], rows[order]
-        n_untrained = n_rows - int(np.unique(user_rows).size)
+        no_history = users_without_history(bundle, raw, every, row_ids, where, column)
+        n_untrained = n_rows - int(np.unique(user_rows).size) - no_history[0]
         if raw.size == 0:
             named = f" (column {column!r})" if column else ""
             if bundle.user_ids is not None:
@@ -349,6 +365,7 @@ def _choose(
         source=source, eligible_ids=raw, picked_positions=positions,
         user_rows=None if user_rows is None else user_rows[positions],
         n_untrained_rows=n_untrained, n_unmatched=n_unmatched, sampled=picked is not None, seed=seed,
+        no_history=no_history if source == "users" else (0, 0),
     )
 
 

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from auditor.config import AuditConfig
+from auditor.config import AuditConfig, ReadSettings
 from auditor.errors import IdMappingError, setting
 from auditor.loading.csr import build_csr
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
+from auditor.loading.recbole import order_caveat
 from auditor.loading.served import ServedVectors, read_cache, served_vectors
 from auditor.loading.stand_in import cosine_note
 from auditor.model import InteractionPairs, ItemStats, ModelBundle, QueryPopulation
@@ -60,23 +61,24 @@ THE_USERS_CHOICE = ("holdout", "item_ids", "user_ids", "frequencies")
 """The settings that keep the ordinary route when given: the user's choice wins over RecBole's split."""
 
 
-def reproduces_split(bundle: ModelBundle, config: AuditConfig) -> bool:
+def reproduces_split(bundle: ModelBundle, config: ReadSettings) -> bool:
     """True when the audit takes RecBole's own split: a RecBole checkpoint with its config,
     its ``.inter`` file as the log, and none of :data:`THE_USERS_CHOICE` given."""
     return bundle.format == "recbole" and config.interactions is not None and no_split_reason(bundle, config) is None
 
 
-def no_split_reason(bundle: ModelBundle, config: AuditConfig) -> str | None:
+def no_split_reason(bundle: ModelBundle, config: ReadSettings) -> str | None:
     """Why the audit does not take RecBole's split, so nothing trains the served vectors;
     None when it does, when ``bundle`` is no RecBole checkpoint, or when no training log was
     given (the plain reason, :data:`auditor.loading.served.NO_LOG`). The one list of what
-    stops the split, which :func:`reproduces_split` reads."""
+    stops the split, which :func:`reproduces_split` reads (``check``'s settings, or
+    ``mitigate``'s, which name no holdout: its sidecar's slopes count what ``check`` counts)."""
     if bundle.format != "recbole" or config.interactions is None:
         return None
     tail = "popaudit reproduces no RecBole split to compute them over"
     if bundle.config is None:
         return f"RecBole checkpoint {bundle.source} records no settings (no config, so no eval_args): {tail}"
-    chosen = [setting(name) for name in THE_USERS_CHOICE if getattr(config, name)]
+    chosen = [setting(name) for name in THE_USERS_CHOICE if getattr(config, name, None)]
     if chosen:
         given = " and ".join(chosen)
         return (f"with {given} {tail}: the whole {setting('interactions')} file is then the training log; drop "
@@ -87,7 +89,7 @@ def no_split_reason(bundle: ModelBundle, config: AuditConfig) -> str | None:
     return None
 
 
-def recbole_evaluation(bundle: ModelBundle, config: AuditConfig) -> RecBoleEvaluation:
+def recbole_evaluation(bundle: ModelBundle, config: ReadSettings) -> RecBoleEvaluation:
     """Reproduce the split and set ``bundle``'s ids, training pairs and held-out pairs from it.
 
     EvaluationSplitError when the recorded settings make the split unreproducible;
@@ -102,8 +104,10 @@ def recbole_evaluation(bundle: ModelBundle, config: AuditConfig) -> RecBoleEvalu
     if bundle.user_table is not None:
         _check_rows(bundle, split, "user", split.n_users, int(bundle.user_table.shape[0]))
     rule = f"RecBole's own rule (Dataset._remap) over {inter}, as its evaluation split read it; row 0 ([PAD]) dropped"
-    bundle.item_ids, bundle.item_ids_source = split.item_ids, rule.replace("rule", "rule for item ids", 1)
-    bundle.user_ids, bundle.user_ids_source = split.user_ids, rule.replace("rule", "rule for user ids", 1)
+    bundle.item_ids = split.item_ids
+    bundle.item_ids_source = rule.replace("rule", "rule for item ids", 1) + f", {order_caveat()}"
+    bundle.user_ids = split.user_ids
+    bundle.user_ids_source = rule.replace("rule", "rule for user ids", 1) + f", {order_caveat()}"
     bundle.log_id_rule = None
     bundle.train_pairs = InteractionPairs(split.train.users, split.train.items, split.user_ids, source=inter)
     bundle.holdout_pairs = InteractionPairs(split.test.users, split.test.items, split.user_ids, source=inter)

@@ -131,6 +131,20 @@ def serving_of(config: Mapping[str, Any]) -> Serving:
     return Serving(name, OTHER, f"whatever RecBole model {name or '(unnamed)'} scores with (popaudit does not know it)")
 
 
+def recorded_serving(config: Mapping[str, Any] | None) -> Serving | None:
+    """How a file that is no RecBole checkpoint serves, where its config records the name of
+    a model this table knows to serve with more than its stored tables (``model: LightGCN``
+    in a Lightning checkpoint's hyper-parameters: propagated vectors); None otherwise (no
+    name, an unknown one, or one that serves its tables). The name is matched without case;
+    popaudit reproduces no split of such a file, so its tables stand in, said."""
+    name = (config or {}).get("model") or (config or {}).get("model_name")
+    if not isinstance(name, str) or not name:
+        return None
+    known = {key.lower(): serving for key, serving in {**SERVING_GNN, **SERVING}.items()}
+    found = known.get(name.lower())
+    return None if found is None or found.kind == TABLES else found
+
+
 def not_served_warning(serving: Serving, what: str = "the stored tables") -> str:
     """The warning for an audit of ``what`` when the model scores with something else."""
     return f"audited {what} by their dot products; the model ({serving.model}) scores with {serving.how}"

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from auditor.errors import setting
-from auditor.loading.recbole_models import OTHER, TABLES, Serving
+from auditor.loading.item_bias import one_per_item
+from auditor.loading.recbole_models import OTHER, TABLES, Serving, not_served_warning, recorded_serving
 from auditor.loading.served import ServedVectors
 from auditor.model import ModelBundle
 
@@ -56,11 +57,19 @@ def _beyond(bundle: ModelBundle, side: str) -> Beyond | None:
         listed = _listed(ops, quote=False)
         return Beyond(f"the graph's nodes between the {side} table's Gather and the score ({listed})",
                       f"{_a(side)} tower with {listed} after its table lookup")
-    names = bundle.tensors_beside_tables()[0] if side == "item" else bundle.user_side_tensors()
+    names = _item_side(bundle) if side == "item" else bundle.user_side_tensors()
     if not names:
         return None
     listed = _listed(names)
     return Beyond(f"the checkpoint's {side}-side tensors {listed}", f"{_a(side)} tower with {listed} beside its id table")
+
+
+def _item_side(bundle: ModelBundle) -> list[str]:
+    """The item-side tensors beside the table, and the unattributed ones holding a value per
+    item row: a bias whose role the names cannot establish (the item bias's policy,
+    :mod:`auditor.loading.item_bias`, served none) may enter every score of its item."""
+    item_side, unclear = bundle.tensors_beside_tables()
+    return item_side + [k for k in unclear if one_per_item(bundle.state_dict[k], bundle.n_items)]
 
 
 def _a(side: str) -> str:
@@ -81,6 +90,8 @@ def tables_stand_in(bundle: ModelBundle, users_queried: bool) -> ServedVectors |
     queries do not use the user tower, so its tensors change nothing then)."""
     if bundle.live is not None or bundle.format in ("recbole", "npy", "parquet"):
         return None
+    if (recorded := recorded_serving(bundle.config)) is not None:  # a graph model's tables, saved by another trainer
+        return _recorded_model(bundle, recorded)
     model = _model_name(bundle)
     item = _beyond(bundle, "item")
     user = _beyond(bundle, "user") if users_queried and bundle.user_table is not None else None
@@ -95,6 +106,19 @@ def tables_stand_in(bundle: ModelBundle, users_queried: bool) -> ServedVectors |
         return ServedVectors(bundle.user_table, bundle.item_table, "cosine", "tables",
                              f"the stored tables, compared by cosine{why}", serving, [cosine_note(model)])
     return _stand_in(bundle, model, item, user, "cosine" if cosine else "dot")
+
+
+def _recorded_model(bundle: ModelBundle, serving: Serving) -> ServedVectors:
+    """The stored tables standing in for a model the file's config names, which serves with
+    more than them (:func:`~auditor.loading.recbole_models.recorded_serving`)."""
+    warning = (
+        f"{not_served_warning(serving)} (the model its config records); popaudit rebuilds those only for a RecBole "
+        f"checkpoint with its .inter file: to audit the vectors {serving.model} serves, save its output for every user "
+        f"and item (e.g. its forward() or computer() tables) as the tables of a file without its config, or give a "
+        f"plugin that loads the model ({setting('plugins')})"
+    )
+    return ServedVectors(bundle.user_table, bundle.item_table, serving.scoring, "tables", "the stored tables", serving,
+                         [warning])
 
 
 def raw_user_rows(bundle: ModelBundle, served: ServedVectors) -> ServedVectors | None:

@@ -15,7 +15,6 @@ from auditor.errors import ModelLoadError
 from auditor.loading.checkpoints import RawModel
 from auditor.loading.discovery import choose_tables, table_to_numpy, tensor_infos
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.item_bias import read_state_dict_bias
 from auditor.loading.recbole import finish_recbole
 from auditor.loading.stored_ids import take_stored_ids
 from auditor.model import InteractionPairs, ModelBundle
@@ -51,9 +50,8 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
     )
     if raw.format == "recbole":  # padding row 0 dropped; raw ids by RecBole's rule once the log is known
         finish_recbole(bundle, options)
-    else:  # stored ids map the rows; a textbook MF's item bias is served with the table
+    else:  # stored ids map the rows (a textbook MF's item bias: the load stage's one policy)
         take_stored_ids(bundle, raw.tensors, options)
-        read_state_dict_bias(bundle)
     return bundle
 
 

@@ -29,13 +29,15 @@ import pluggy
 from auditor import __version__
 from auditor.alpha import RULE
 from auditor.config import ReadSettings, LoadOptions
-from auditor.errors import InputError, ModelLoadError, UntrustedPickleError, setting
+from auditor.errors import EvaluationSplitError, IdMappingError, InputError, ModelLoadError, UntrustedPickleError, setting
 from auditor.io import atomic_path, file_sha256, is_special_file, require_regular_file
 from auditor.output_guard import check_not_inputs
 from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
 from auditor.plugin_api import ModelFormat, WriteJob
 from auditor.loading.holdout import refuse_whole_log_counts
+from auditor.loading.stand_in import tables_stand_in
+from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, training_stats
 from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import NormSummary, RowNorms
@@ -206,6 +208,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     bundle, writer, job = _prepare(config, pm, inputs, progress)
     n_items, fmt, warnings = bundle.n_items, bundle.format, list(bundle.warnings)
     freqs = _frequencies(bundle, config, progress, warnings)
+    warnings += _not_served(bundle, config)
     if bundle.user_table is None and config.tradeoff is None and config.alpha != 1.0:
         warnings.append(HISTORY_NOTE.format(model=config.model, alpha=config.alpha, auto=f"{setting('alpha')} auto"))
     source_rows = bundle if plugin_owner(pm, writer) is not None else None  # a plugin's output is read back
@@ -292,6 +295,15 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
     return bundle, writer, job
 
 
+def _not_served(bundle: ModelBundle, config: MitigateConfig) -> list[str]:
+    """``check``'s first warning where the stored item table stands in for what the model
+    serves (:func:`~auditor.loading.stand_in.tables_stand_in`), and what that means for OUT."""
+    stood = tables_stand_in(bundle, users_queried=False)
+    return [] if stood is None or stood.as_served else [*stood.warnings, (
+        f"so dot serving of the rescaled table is not what {config.output.name} serves: the model scores with more "
+        "than its item table, which mitigate rescales alone")]
+
+
 HISTORY_NOTE = (
     "{model} has no user table, so check queries it with each user's mean training-item vector, built from the item "
     "rows this rescaling changes: check of the output rebuilds those queries from the rescaled rows, so its dot "
@@ -328,9 +340,19 @@ def earlier_rescaling(model: Path, sha256: str, alpha: float) -> dict[str, Any] 
     return {"alpha": before, "sidecar": str(sidecar), "combined_alpha": combined, "warning": warning}
 
 
-def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress, warnings: list[str]) -> np.ndarray | None:
-    """Interactions per item row, counted by the one function ``check`` counts with
-    (:func:`~auditor.loading.statistics.item_stats`: the log, else the checkpoint's record)."""
+def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress,
+                 warnings: list[str]) -> tuple[np.ndarray, str] | None:
+    """Interactions per item row and where they were counted, as ``check`` counts them: the
+    training part of RecBole's split where ``check`` reproduces it (a RecBole checkpoint and
+    its .inter file: what a graph model propagated over), else through the one function
+    ``check`` counts with (:func:`~auditor.loading.statistics.item_stats`: the log, else the
+    checkpoint's record)."""
+    if reproduces_split(bundle, config):
+        try:
+            trained = training_stats(recbole_evaluation(bundle, config)).frequencies
+            return np.asarray(trained, dtype=np.int64), f"the training part of RecBole's split of {config.interactions}"
+        except (EvaluationSplitError, IdMappingError) as exc:  # the table is written all the same
+            warnings.append(f"the log-log slopes count the whole {config.interactions}, not RecBole's training part: {exc}")
     spec = config.training_log
     counts = None if spec is None else count_item_ids(spec, need_users=False, progress=progress)
     stats = item_stats(bundle, counts, config.interactions, config.row_ids, warnings)
@@ -339,13 +361,14 @@ def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress
     freqs = np.asarray(stats.frequencies, dtype=np.int64)
     if counts is not None:  # as check refuses it: the slopes would count the held-out pairs as training
         refuse_whole_log_counts(freqs, bundle, config.interactions)
-    return freqs
+    return freqs, str(config.interactions) if config.interactions else "the checkpoint's record"
 
 
-def _slopes(norms: RowNorms, freqs: np.ndarray, config: MitigateConfig) -> dict[str, Any]:
+def _slopes(norms: RowNorms, frequencies: tuple[np.ndarray, str], config: MitigateConfig) -> dict[str, Any]:
     """The log–log slope of norm on frequency, before and after: the frequency–norm figure
     the rescaling changes (Spearman's ρ it cannot move: ‖k‖^α keeps the norms' order)."""
-    out: dict[str, Any] = {"frequencies": str(config.interactions) if config.interactions else "the checkpoint's record"}
+    freqs, counted = frequencies
+    out: dict[str, Any] = {"frequencies": counted}
     for when, values in (("before", norms.before), ("after", norms.after)):
         section, _notes = frequency_norm_stats(values, freqs, n_bootstrap=0)
         out[when] = {"loglog_slope": section.loglog_slope}

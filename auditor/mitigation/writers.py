@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
+from auditor.alpha import alpha_scoring
 from auditor.errors import ModelLoadError, setting
 from auditor.loading.builtin import load_builtin
 from auditor.plugin_api import ModelFormat, WriteJob, Writer, Written
@@ -107,7 +110,26 @@ def _served_table(job: WriteJob, fmt: str) -> Written:
     written = write_served_table(served.items, job.target, job.alpha, fmt, item_ids=job.item_ids,
                                  max_memory=job.max_memory, progress=job.progress)
     said = f"served item vectors: {served.description}"
-    return replace(written, format=fmt, notes=[*written.notes, said, *served.warnings])
+    name = serving.model or "the model"
+    alone = (
+        f"this table serves with {name}'s own served users, which check of the table alone does not rebuild (it "
+        f"would take the whole {setting('interactions')} file as the training log and query each user's mean "
+        f"training-item vector): check of {job.source.name} measures what the table serves, as its norm-aware "
+        f"scoring at alpha {job.alpha:g}"
+    )
+    return replace(written, format=fmt, notes=[*written.notes, said, *served.warnings, alone])
+
+
+def served_table_check(source: Mapping[str, Any], output: Mapping[str, Any], alpha: float) -> tuple[Path, str] | None:
+    """Where ``check`` measures what a mitigate output serves, when ``check`` of the output
+    does not (``source``/``output``: the sidecar's entries): a RecBole graph model's served
+    item vectors written as a plain table are served with the model's own served users,
+    which only ``check`` of the model rebuilds (over the training part of its split); its
+    scoring of this α (``dot`` at 1, ``cosine`` at 0, else ``alpha_<α>``) ranks as dot
+    serving of the output does. (model, scoring name), or None: ``check`` of the output."""
+    if source.get("format") != "recbole" or output.get("format") not in ("npy", "parquet"):
+        return None
+    return Path(source["path"]), "dot" if alpha == 1.0 else "cosine" if alpha == 0.0 else alpha_scoring(alpha)
 
 
 WRITERS: Mapping[str, Writer] = {
@@ -125,4 +147,4 @@ def with_writers(formats: Iterable[ModelFormat]) -> list[ModelFormat]:
     return [replace(f, write=WRITERS[f.name]) if f.write is None and f.name in WRITERS else f for f in formats]
 
 
-__all__ = ["WRITERS", "with_writers"]
+__all__ = ["WRITERS", "served_table_check", "with_writers"]
