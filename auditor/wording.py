@@ -75,3 +75,14 @@ def correlation_figures(*values: float) -> list[str]:
         if not any(abs(v) != 1 and abs(float(text)) == 1 for v, text in zip(values, shown)):
             break
     return shown
+
+
+def compared_figures(value: float, bound: float, decimals: int = 3) -> tuple[str, str]:
+    """A figure and the bound it is compared with, to ``decimals`` decimals, more (up to
+    nine) while two that differ would print alike: 1.1209 against 1.125 reads "1.121"
+    against "1.125", never "1.121" below "1.12"."""
+    for places in range(decimals, 10):
+        shown = f"{value:.{places}f}", f"{bound:.{places}f}"
+        if value == bound or shown[0] != shown[1]:
+            return shown
+    return shown

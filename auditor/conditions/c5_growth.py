@@ -8,12 +8,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from auditor.conditions.c5_table import TableGrowth, table_growth
 from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
-from auditor.wording import correlation_figures
+from auditor.wording import compared_figures, correlation_figures
 
 
 def assess_c5(
@@ -31,15 +32,21 @@ def assess_c5(
     random initialisation leaves in d dimensions, 1/√(2d). The probe runs at the
     checkpoint, where norms are largest, so g (and the growth) is if anything underestimated.
     The projection assumes the orthogonal updates of C1-C4; when one is violated the
-    evidence says the numbers are indicative only.
+    evidence says the numbers are indicative only. Because it can only understate, a
+    projection below the init spread is no proof of a small learning rate: the trained
+    table decides then (:func:`grade_table`), and ``details["decided_by"]`` says which
+    evidence decided.
 
     A training trace (``trace``) that measured the growth during training replaces the
     probe's: it is the growth at the learning rates the run really used, over many
     steps, rather than one step at the checkpoint.
     """
     name = CONDITION_NAMES[C5]
+    freq = stats.frequencies if stats is not None else bundle.item_frequencies
+    table = table_growth(bundle.item_table, freq, frequency_norm)
     if trace is not None and trace.angles is not None and trace.angles.growth_per_update is not None:
-        return _from_the_trace(name, bundle, stats, epochs or trace.epochs, lr or trace.lr, trace, probe, others)
+        return _from_the_trace(name, bundle, stats, epochs or trace.epochs, lr or trace.lr, trace, probe, others,
+                               table)
     update = probe.update if probe is not None else None
     known_lr = None if lr is None else lr.value
     details: dict[str, Any] = {"lr": known_lr}
@@ -64,12 +71,12 @@ def assess_c5(
     lr_text = f"lr={stepped.value:g}" if stepped is not None else "lr as restored"
     details.update({"growth_per_update": g, "probe_lr": update.lr})
     return _projected(name, g, f"{lr_text}: measured growth per update c/s² = {g:.3g}", bundle, stats, epochs,
-                      others, details)
+                      others, details, table)
 
 
 def _from_the_trace(
     name: str, bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None, lr: Fact[float] | None,
-    trace: TraceFacts, probe: ProbeOutcome | None, others: Mapping[str, Condition],
+    trace: TraceFacts, probe: ProbeOutcome | None, others: Mapping[str, Condition], table: TableGrowth,
 ) -> Condition:
     """C5 from the growth per update the training trace measured (source ``trace``)."""
     angles = trace.angles
@@ -88,7 +95,7 @@ def _from_the_trace(
         measured += (" per optimizer step, not per appearance (the trace did not know the batch's rows), so it "
                      "overstates the growth per appearance of items that appear more than once in a step")
         details["growth_basis"] = "step"
-    return _projected(name, g, measured, bundle, stats, epochs, others, details)
+    return _projected(name, g, measured, bundle, stats, epochs, others, details, table)
 
 
 class Projection(NamedTuple):
@@ -127,10 +134,11 @@ def project_growth(g: float, frequencies: np.ndarray, epochs: float, dim: int) -
 
 def _projected(
     name: str, g: float, measured: str, bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None,
-    others: Mapping[str, Condition], details: dict[str, Any],
+    others: Mapping[str, Condition], details: dict[str, Any], table: TableGrowth,
 ) -> Condition:
     """C5 from a measured growth per update ``g``, projected over the items' appearances
-    (the rule of :func:`assess_c5`); ``measured`` says where ``g`` came from."""
+    (the rule of :func:`assess_c5`); ``measured`` says where ``g`` came from. Below the
+    init spread the projection only understates, and the trained ``table`` decides."""
     freq = stats.frequencies if stats is not None else bundle.item_frequencies
     if freq is None or not np.any(np.asarray(freq) > 0):
         doubling = 1.5 / g if g > 0 else math.inf
@@ -158,24 +166,58 @@ def _projected(
         epoch_text += f" (the updates actually taken: {epochs.source})"
     elif epochs is not None and epochs.key == EPOCHS_BEGUN:  # stopped within an epoch of unknown length
         epoch_text += f" ({epochs.source})"
-    status = p.status
-    verdict = (
-        "the bias materialises" if status == "holds"
-        else "growth is too small for the bias to stand out (measured at the checkpoint, so an underestimate)"
-    )
+    shown_ratio, shown_threshold = compared_figures(ratio, threshold)
     evidence = (
         f"{measured}; over frequency × {epoch_text}, a head item "
         f"(p99 frequency {_count(f_head)}, {_count(t_head)} updates) would grow s by ×{s_head:.3f} vs ×{s_med:.3f} "
-        f"for a median item ({_count(t_med)} updates): a norm ratio of {ratio:.3f} from growth alone, "
-        f"{'above' if status == 'holds' else 'below'} the init spread 1+1/√(2d) = {threshold:.3g}, so {verdict}"
+        f"for a median item ({_count(t_med)} updates): a norm ratio of {shown_ratio} from growth alone, "
+        f"{'above' if p.status == 'holds' else 'below'} the init spread 1+1/√(2d) = {shown_threshold}"
     )
+    details.update({"table_head_median_norm_ratio": table.ratio, "table_spearman": table.rho})
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
-    if broken:
-        evidence += (
-            f" [indicative only: the projection assumes the orthogonal updates s ← s + c/s, and "
-            f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
-        )
+    if p.status == "holds":
+        status: Status = "holds"
+        details["decided_by"] = "projection"
+        evidence += ", so the bias materialises"
+        if broken:
+            evidence += (
+                f" [indicative only: the projection assumes the orthogonal updates s ← s + c/s, and "
+                f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
+            )
+    else:
+        status, clause, by_table = grade_table(table, threshold, others)
+        details["decided_by"] = None if status == "unknown" else ("table" if by_table else "projection and table")
+        evidence += (", but c/s² falls as norms grow, so growth measured at the finished checkpoint (or late in "
+                     f"training) can only understate the growth training made; {clause}")
     return Condition(name, status, evidence, details)
+
+
+def grade_table(table: TableGrowth, threshold: float, others: Mapping[str, Condition]) -> tuple[Status, str, bool]:
+    """C5 from what the trained table shows, where no projection shows the growth: its
+    status, the clause that says why, and whether the table alone decided.
+
+    Growth the table shows (:meth:`TableGrowth.grown`) materialised at the learning rate:
+    holds, unless one of C1–C4 is violated, which then may have made it (unknown). No
+    material growth (:meth:`TableGrowth.flat`) while C1–C4 hold, so that every update grew
+    a norm: the rate was too small, violated. Anything else: unknown.
+    """
+    broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
+    orthogonal = all(k in others and others[k].status == "holds" for k in ORTHOGONALITY_IDS)
+    shown = table.describe()
+    if table.grown(threshold) and not broken:
+        return "holds", f"the trained table shows the growth materialised at it ({shown}): decided by the table", True
+    if broken:
+        what = "growth" if table.grown(threshold) else "no clear growth"
+        verb = "is" if len(broken) == 1 else "are"
+        return ("unknown", f"the trained table shows {what} ({shown}), but {', '.join(broken)} {verb} violated, so it "
+                "cannot tell the learning rate's part from the other conditions'", False)
+    if table.flat(threshold) and orthogonal:
+        return ("violated", f"under C1–C4 (every update grows a norm) the trained table shows no material growth "
+                f"either ({shown}), so the learning rate was too small for the bias to stand out", False)
+    if table.flat(threshold):
+        return ("unknown", f"the trained table shows no material growth ({shown}), but C1–C4 are not all known to "
+                "hold, so that is no proof that the learning rate was too small", False)
+    return "unknown", f"the trained table ({shown}) neither shows the growth nor rules it out", False
 
 
 def _count(value: float) -> str:

@@ -1,0 +1,106 @@
+"""C5's two kinds of evidence: the growth per update projected from one step at the
+checkpoint (which can only understate), and what the trained table shows (QA findings
+F1, F8, F9 on the five conditions).
+
+Tables and probe steps are built by hand, so every figure has a known answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from auditor.conditions.c5_growth import assess_c5
+from auditor.conditions.c5_table import head_median_ratio
+from auditor.conditions.facts import Fact, Origin
+from auditor.model import ItemStats, ModelBundle
+from auditor.probe_results import ProbeOutcome, UpdateProbe
+from auditor.result import CONDITION_NAMES, Condition, FrequencyNorm, Status
+from auditor.wording import compared_figures
+
+DIM = 8  # init spread 1 + 1/√16 = 1.25
+FREQ = np.arange(1, 101, dtype=np.int64)  # item r trained on r+1 times
+
+
+def _bundle(norms: np.ndarray) -> ModelBundle:
+    table = np.zeros((norms.size, DIM), dtype=np.float32)
+    table[:, 0] = norms
+    return ModelBundle(source=Path("model.pt"), format="checkpoint", item_table=table, item_key="item_emb.weight")
+
+
+def _stats() -> ItemStats:
+    return ItemStats(frequencies=FREQ, n_interactions=int(FREQ.sum()))
+
+
+def _fn(rho: float, lo: float, hi: float) -> FrequencyNorm:
+    return FrequencyNorm(spearman=rho, spearman_ci=(lo, hi), spearman_p=1e-6, pearson_log=rho, kendall=rho,
+                         loglog_slope=None, n_items=FREQ.size, n_cold=0, deciles=[])
+
+
+def _probe(g: float) -> ProbeOutcome:
+    """One probe step at lr 1 whose every item grew by c/s² = ``g`` (orthogonal updates)."""
+    n = 50
+    update = UpdateProbe(
+        angles=np.full(n, 90.0), residuals=np.zeros(n), growth=np.full(n, g), growth_per_appearance=np.full(n, g),
+        relative_change=np.full(n, g), n_evaluated=n, optimizer="SGD", optimizer_restored=True, lr=1.0, steps=1,
+    )
+    return ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=n, update=update)
+
+
+def _others(status: Status = "holds", c1: Status | None = None) -> dict[str, Condition]:
+    out = {k: Condition(CONDITION_NAMES[k], status, "test") for k in ("C1", "C2", "C3", "C4")}
+    if c1 is not None:
+        out["C1"] = Condition(CONDITION_NAMES["C1"], c1, "test")
+    return out
+
+
+def _c5(norms: np.ndarray, g: float | None, others: dict[str, Condition], fn: FrequencyNorm | None) -> Condition:
+    lr = Fact(1.0, Origin.DECLARED, "lr")
+    return assess_c5(_bundle(norms), _stats(), Fact(5.0, Origin.CONFIG, "epochs"), lr,
+                     None if g is None else _probe(g), others, fn)
+
+
+def test_the_head_median_norm_ratio_by_hand() -> None:
+    # head: f >= p99 (99.01) = item 100; middle: 40 <= f <= 61 (40th pct 40.6 rounded down,
+    # 60th 60.4 rounded up), median norm 50.5
+    assert head_median_ratio(FREQ.astype(float), FREQ.astype(float)) == pytest.approx(100 / 50.5)
+    assert head_median_ratio(np.ones(3), np.zeros(3)) is None
+
+
+def test_a_projection_below_the_spread_never_overrules_a_table_that_grew() -> None:
+    """F1: lr 1000 (ρ 0.39, real head/median ratio 3.7) was "violated: the learning rate
+    was too small" from a one-step projection of 1.121; with --no-probes it held."""
+    grown = FREQ.astype(float)  # norms ∝ frequency: head/median ratio 1.98 > 1.25
+    fn = _fn(0.99, 0.98, 1.0)
+    with_probe = _c5(grown, 1e-6, _others(), fn)
+    d: dict[str, Any] = with_probe.details
+    assert d["head_median_norm_ratio"] < 1.001 < d["threshold"] == 1.25  # the projection alone: below
+    assert with_probe.status == "holds" and d["decided_by"] == "table"
+    assert d["table_head_median_norm_ratio"] == pytest.approx(100 / 50.5)
+    assert "can only understate" in with_probe.evidence and "head/median norm ratio 1.980" in with_probe.evidence
+    assert _c5(grown, None, _others(), fn).status == "holds"  # more evidence flips nothing
+
+
+def test_a_small_projection_is_violated_only_when_the_table_agrees() -> None:
+    flat = np.ones(FREQ.size)
+    flat[::2] = 1.01  # norms unrelated to frequency: ratio 1.01 / 1.0 within the spread
+    none = _fn(0.02, -0.15, 0.18)
+    violated = _c5(flat, 1e-6, _others(), none)
+    assert violated.status == "violated" and violated.details["decided_by"] == "projection and table"
+    assert "too small" in violated.evidence
+    # C1 violated (momentum): a grown table cannot tell the learning rate's part, and a
+    # small projection proves nothing: unknown, never violated
+    grown = _c5(FREQ.astype(float), 1e-6, _others(c1="violated"), _fn(0.8, 0.7, 0.9))
+    assert grown.status == "unknown" and "C1 is violated" in grown.evidence
+    # C1-C4 not known to hold: a flat table and a small projection are no proof either
+    assert _c5(flat, 1e-6, _others("unknown"), none).status == "unknown"
+
+
+def test_the_threshold_prints_with_the_digits_the_comparison_needs() -> None:
+    """F9: "a norm ratio of 1.121 ... below the init spread ... = 1.12" (the threshold 1.125)."""
+    assert compared_figures(1.1209, 1.125) == ("1.121", "1.125")
+    assert compared_figures(1.12496, 1.125) == ("1.12496", "1.12500")
+    assert compared_figures(1.25, 1.25) == ("1.250", "1.250")
