@@ -104,3 +104,59 @@ def test_the_threshold_prints_with_the_digits_the_comparison_needs() -> None:
     assert compared_figures(1.1209, 1.125) == ("1.121", "1.125")
     assert compared_figures(1.12496, 1.125) == ("1.12496", "1.12500")
     assert compared_figures(1.25, 1.25) == ("1.250", "1.250")
+
+
+def _scheduled_state(lr: float, initial_lr: float | None) -> dict[str, Any]:
+    """A real torch SGD state dict whose group a scheduler left at ``lr`` (``initial_lr``
+    is what torch's LR schedulers add to each group)."""
+    import torch
+
+    table = torch.nn.Parameter(torch.ones(FREQ.size, DIM))
+    opt = torch.optim.SGD([table], lr=initial_lr or lr)
+    table.grad = torch.ones_like(table)
+    opt.step()
+    state = opt.state_dict()
+    for group in state["param_groups"]:
+        group["lr"] = lr
+        if initial_lr is not None:
+            group["initial_lr"] = initial_lr
+    return state
+
+
+def _assess(state: dict[str, Any], config: dict[str, Any], g: float | None = None) -> tuple[dict[str, Condition],
+                                                                                             list[str]]:
+    from auditor.conditions import assess_conditions
+    from auditor.config import DeclaredTraining
+
+    bundle = _bundle(FREQ.astype(float))
+    bundle = ModelBundle(**{**bundle.__dict__, "optimizer_state": state, "config": config})
+    out = assess_conditions(bundle, _stats(), None, DeclaredTraining(), run_probes=False,
+                            frequency_norm=_fn(0.99, 0.98, 1.0))
+    return out.conditions, out.warnings
+
+
+def test_a_scheduled_rate_is_not_the_rate_training_ran_at() -> None:
+    """F2: state lr 0.01 (annealed), initial_lr 10, config lr 10: C5 read lr=0.01, silently."""
+    conds, warnings = _assess(_scheduled_state(0.01, 10.0), {"lr": 10.0, "epochs": 5})
+    assert conds["C1"].details["lr"] == 10.0 and conds["C1"].details["sources"]["lr"] == "optimizer state (initial_lr)"
+    assert conds["C5"].details["lr"] == 10.0 and conds["C5"].evidence.startswith("lr=10 (optimizer state (initial_lr))")
+    assert [w for w in warnings if "stored learning rates differ" in w] == [
+        "the stored learning rates differ (optimizer state initial_lr 10, config (lr) 10, optimizer state lr 0.01; "
+        "a scheduler leaves its last rate in the optimizer state's lr); the audit uses 10 from optimizer state "
+        "initial_lr, the rate training ran at"]
+    # a config that records another rate than the state, no scheduler: said, config used
+    conds, warnings = _assess(_scheduled_state(1.0, None), {"lr": 0.001})
+    assert conds["C1"].details["lr"] == 0.001 and any("config (lr) 0.001, optimizer state lr 1" in w for w in warnings)
+    # one rate everywhere: no warning, read from the state as before
+    conds, warnings = _assess(_scheduled_state(0.5, None), {"lr": 0.5})
+    assert conds["C1"].details["sources"]["lr"] == "optimizer state" and not any("differ" in w for w in warnings)
+
+
+def test_the_probe_growth_is_scaled_to_the_training_rate() -> None:
+    """The probe steps the restored optimizer at its last scheduled rate: c/s² ∝ lr²."""
+    lr = Fact(10.0, Origin.STATE, "initial_lr")
+    probe = _probe(1e-9)  # stepped at lr 1 (see _probe)
+    c5 = assess_c5(_bundle(FREQ.astype(float)), _stats(), Fact(5.0, Origin.CONFIG, "epochs"), lr, probe, _others(),
+                   _fn(0.99, 0.98, 1.0))
+    assert c5.details["growth_per_update"] == pytest.approx(1e-7) and c5.details["probe_growth_per_update"] == 1e-9
+    assert "scaled by (10/1)²" in c5.evidence

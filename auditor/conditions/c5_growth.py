@@ -11,6 +11,7 @@ import numpy as np
 from auditor.conditions.c5_table import TableGrowth, table_growth
 from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
+from auditor.loading.trace_input import LR_TOLERANCE
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
@@ -70,8 +71,24 @@ def assess_c5(
     stepped = Fact(update.lr, Origin.PROBE) if update.lr is not None else lr
     lr_text = f"lr={stepped.value:g}" if stepped is not None else "lr as restored"
     details.update({"growth_per_update": g, "probe_lr": update.lr})
-    return _projected(name, g, f"{lr_text}: measured growth per update c/s² = {g:.3g}", bundle, stats, epochs,
-                      others, details, table)
+    g, measured = _at_training_rate(g, f"{lr_text}: measured growth per update c/s² = {g:.3g}", lr, update.lr,
+                                    details)
+    return _projected(name, g, measured, bundle, stats, epochs, others, details, table)
+
+
+def _at_training_rate(
+    g: float, measured: str, lr: Fact[float] | None, probe_lr: float | None, details: dict[str, Any],
+) -> tuple[float, str]:
+    """The probe's growth ``g`` at the rate training ran at (``lr``), where the probe
+    stepped at another (the optimizer state's last scheduled rate): an update is
+    proportional to the rate, so c/s² scales with its square. Unchanged otherwise."""
+    if lr is None or probe_lr is None or probe_lr <= 0 or math.isclose(lr.value, probe_lr, rel_tol=LR_TOLERANCE):
+        return g, measured
+    scaled = g * (lr.value / probe_lr) ** 2
+    details.update({"growth_per_update": scaled, "probe_growth_per_update": g})
+    return scaled, (f"lr={lr.value:g} ({lr.source}), the rate training ran at: growth per update c/s² = "
+                    f"{scaled:.3g}, the probe step's {g:.3g} at the optimizer state's lr {probe_lr:g} scaled by "
+                    f"({lr.value:g}/{probe_lr:g})² (an update is proportional to the rate)")
 
 
 def _from_the_trace(

@@ -68,8 +68,8 @@ class Fact(Generic[V]):
             return setting(self.key)
         if self.origin is Origin.ASSUMED:
             return f"torch.optim.SGD's default, assumed from {setting('optimizer')} {self.key}"
-        if self.origin is Origin.TRACE:
-            return f"trace ({self.key})"
+        if self.origin is Origin.TRACE or (self.origin is Origin.STATE and self.key):
+            return f"{self.origin.value} ({self.key})"
         return str(self.origin.value)
 
 
@@ -257,10 +257,13 @@ class OptimizerFacts:
 
 
 def merge_optimizer_facts(
-    state: StateReading, config: RecordedConfig, declared: DeclaredTraining, warnings: list[str]
+    state: StateReading, config: RecordedConfig, declared: DeclaredTraining, warnings: list[str],
+    rate: Fact[float] | None = None,
 ) -> OptimizerFacts:
     """Optimizer state, then config, then declarations: each fills only what the stronger
-    sources leave open; a weaker source that disagrees is a warning and loses."""
+    sources leave open; a weaker source that disagrees is a warning and loses. ``rate``:
+    the file's training rate where its stored rates differ
+    (:func:`~auditor.conditions.rates.training_rate`), which the learning rate is then."""
     if state.ambiguous:
         return OptimizerFacts()
     kind: Fact[str] | None = None
@@ -284,6 +287,8 @@ def merge_optimizer_facts(
         adaptive_momentum = name == "momentum" and kind is not None and kind.value in ADAPTIVE
         if numbers[name] is None and recorded is not None and not adaptive_momentum:
             numbers[name] = recorded
+    if rate is not None:
+        numbers["lr"] = rate
     implied = config.momentum_implied and kind is not None and kind.origin is Origin.CONFIG
     if declared.optimizer:
         declared_kind, declared_implied = normalise_optimizer(declared.optimizer)

@@ -1,0 +1,69 @@
+"""Hostile training settings for the conditions C1–C5: a checkpoint whose stored learning
+rates disagree (a scheduler's last rate, a config from another run) or are nonsense, loss
+names that only look cosine-based, declarations that contradict each other. The audit
+runs (exit 0), says what it found in its warnings and conditions, and never crashes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from .corpus import EXIT_OK, Built, Case, Outcome, check_args, log, params, run_case, strict_json
+
+N_ITEMS, N_USERS, DIM = 10, 5, 4
+
+
+def _checkpoint(lr: float, initial_lr: Any = None, config: dict[str, Any] | None = None) -> Any:
+    """A generic checkpoint (model and optimizer state dicts) whose SGD group a scheduler
+    left at ``lr`` (``initial_lr``: what torch's schedulers add), with a recorded config."""
+
+    def build(d: Path) -> Built:
+        log(d)
+        gen = torch.Generator().manual_seed(0)
+        item = torch.nn.Parameter(torch.randn(N_ITEMS, DIM, generator=gen))
+        user = torch.nn.Parameter(torch.randn(N_USERS, DIM, generator=gen))
+        opt = torch.optim.SGD([item, user], lr=1.0)
+        state = opt.state_dict()
+        for group in state["param_groups"]:
+            group["lr"] = lr
+            if initial_lr is not None:
+                group["initial_lr"] = initial_lr
+        ck: dict[str, Any] = {"model_state_dict": {"item_emb.weight": item.detach(), "user_emb.weight": user.detach()},
+                              "optimizer_state_dict": state}
+        if config is not None:
+            ck["config"] = config
+        torch.save(ck, d / "model.pt")
+        return Built(check_args("model.pt", "--format", "json", "-o", "report.json"), outputs=["report.json"],
+                     must_exist=["report.json"], check=_lr_is(initial_lr if isinstance(initial_lr, float)
+                                                              and 0 < initial_lr < float("inf") else None))
+
+    return build
+
+
+def _lr_is(initial: float | None) -> Any:
+    def check(d: Path, outcome: Outcome) -> None:
+        report = strict_json(d / "report.json")
+        differ = [w for w in report["warnings"] if "stored learning rates differ" in w]
+        c1 = report["conditions"]["C1"]["details"]
+        if initial is not None:
+            assert c1["lr"] == initial and len(differ) == 1, (c1, report["warnings"])
+        else:  # a nonsense initial_lr is no rate: the state's lr stands, unwarned
+            assert c1["lr"] == 0.01 and not differ, (c1, report["warnings"])
+
+    return check
+
+
+CASES = [
+    Case("conditions-scheduled-lr", _checkpoint(0.01, 10.0, {"lr": 10.0}), EXIT_OK, None),
+    Case("conditions-initial-lr-infinite", _checkpoint(0.01, float("inf")), EXIT_OK, None),
+    Case("conditions-initial-lr-negative", _checkpoint(0.01, -3.0), EXIT_OK, None),
+    Case("conditions-initial-lr-text", _checkpoint(0.01, "ten"), EXIT_OK, None),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES))
+def test_hostile_condition_settings(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
