@@ -160,3 +160,35 @@ def test_the_probe_growth_is_scaled_to_the_training_rate() -> None:
                    _fn(0.99, 0.98, 1.0))
     assert c5.details["growth_per_update"] == pytest.approx(1e-7) and c5.details["probe_growth_per_update"] == 1e-9
     assert "scaled by (10/1)²" in c5.evidence
+
+
+def test_a_step_that_shrinks_the_norms_is_no_growth() -> None:
+    """F3: with weight decay C5 counted ‖Δq‖²/‖q‖² as growth (×32.6 for the head) while the
+    same step shrank the norms: relative change of s² −0.19, Pythagorean residual −20."""
+    import torch
+
+    from auditor.probes.update import step_geometry
+
+    q = torch.tensor([[3.0, 4.0], [1.0, 0.0]], dtype=torch.float64)
+    _, residual, growth, change, _ = step_geometry(q, 0.9 * q, 1e-12)  # decay only: Δq = −0.1 q
+    assert growth == pytest.approx([0.01, 0.01]) and change == pytest.approx([-0.19, -0.19])
+    assert residual == pytest.approx([-20.0, -20.0])
+    n = 50
+    decayed = UpdateProbe(
+        angles=np.full(n, 180.0), residuals=np.full(n, -20.0), growth=np.full(n, 0.01),
+        growth_per_appearance=np.full(n, 0.01), relative_change=np.full(n, -0.19), n_evaluated=n, optimizer="SGD",
+        optimizer_restored=True, lr=1.0, steps=1, change_per_appearance=np.full(n, -0.19),
+    )
+    probe = ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=n, update=decayed)
+    lr, epochs = Fact(1.0, Origin.DECLARED, "lr"), Fact(5.0, Origin.CONFIG, "epochs")
+    grown, fn = FREQ.astype(float), _fn(0.99, 0.98, 1.0)
+    c5 = assess_c5(_bundle(grown), _stats(), epochs, lr, probe, _others(c1="violated"), fn)
+    assert c5.status == "unknown" and c5.details["growth_per_update"] == pytest.approx(-0.19)
+    assert "shrank the norms (median measured change of s² -0.19 over the 50 items" in c5.evidence
+    assert "residual median -20" in c5.evidence
+    # the batch's items grew (gradient beat decay) but most moved items only decayed: no growth to project
+    mixed = UpdateProbe(**{**decayed.__dict__, "change_per_appearance": np.full(n, 0.1)})
+    probe = ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=n, update=mixed)
+    c5 = assess_c5(_bundle(grown), _stats(), epochs, lr, probe, _others(c1="violated"), fn)
+    assert c5.status == "unknown" and "no growth and there is none to project" in c5.evidence
+    assert "materialises" not in c5.evidence

@@ -13,7 +13,7 @@ from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
 from auditor.loading.trace_input import LR_TOLERANCE
 from auditor.model import ItemStats, ModelBundle
-from auditor.probe_results import ProbeOutcome
+from auditor.probe_results import ProbeOutcome, UpdateProbe
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
 from auditor.wording import compared_figures, correlation_figures
 
@@ -57,8 +57,9 @@ def assess_c5(
         why = "no probe step ran" if update is None else "no item moved in the probe step"
         assert lr is not None
         return _from_the_table(name, f"lr={known_lr:g} ({lr.source})", why, frequency_norm, others, details)
-    sample = update.growth_per_appearance if update.growth_per_appearance.size else update.growth
-    g = float(np.median(sample))
+    g = float(np.median(growth_sample(update)))
+    if shrank(update):
+        return _shrank(name, g, update, bundle, others, details, table)
     if not update.optimizer_restored and known_lr is None:
         details["growth_per_unit_lr2"] = g
         return Condition(
@@ -74,6 +75,48 @@ def assess_c5(
     g, measured = _at_training_rate(g, f"{lr_text}: measured growth per update c/s² = {g:.3g}", lr, update.lr,
                                     details)
     return _projected(name, g, measured, bundle, stats, epochs, others, details, table)
+
+
+def growth_sample(update: UpdateProbe) -> np.ndarray:
+    """The per-item growth C5 projects: the measured change of the squared norm per
+    appearance, with its sign (c/s² itself under orthogonal updates, where it equals
+    ‖Δq‖²/‖q‖²; with weight decay a step can shrink the norms, and ‖Δq‖²/‖q‖², always
+    positive, would count the shrinking as growth). Probe results without it: ‖Δq‖²/‖q‖²."""
+    for sample in (update.change_per_appearance, update.growth_per_appearance):
+        if sample.size:
+            return sample
+    return update.growth
+
+
+def shrank(update: UpdateProbe) -> bool:
+    """The probe step shrank (or kept) the median norm of the items it moved or of those in
+    its batch: eq. 3's growth does not describe the training (weight decay), C5 projects
+    nothing (one rule for ``check`` and the lr-sweep)."""
+    if update.relative_change.size and float(np.median(update.relative_change)) <= 0:
+        return True
+    sample = growth_sample(update)
+    return bool(sample.size) and float(np.median(sample)) <= 0
+
+
+def _shrank(
+    name: str, g: float, update: UpdateProbe, bundle: ModelBundle, others: Mapping[str, Condition],
+    details: dict[str, Any], table: TableGrowth,
+) -> Condition:
+    """C5 where the probe step shrank (or kept) the median norm, of the items it moved or of
+    those in its batch (``g``): eq. 3's growth s ← s + c/s does not describe the training,
+    so there is nothing to project and the trained table decides (:func:`grade_table`)."""
+    residual = float(np.median(update.residuals)) if update.residuals.size else math.nan
+    change = float(np.median(update.relative_change)) if update.relative_change.size else g
+    threshold = 1 + 1 / math.sqrt(2 * bundle.dim)
+    status, clause, by_table = grade_table(table, threshold, others)
+    details.update({"growth_per_update": g, "probe_lr": update.lr, "threshold": threshold,
+                    "table_head_median_norm_ratio": table.ratio, "table_spearman": table.rho,
+                    "decided_by": "table" if status != "unknown" else None})
+    evidence = (f"the probe step shrank the norms (median measured change of s² {change:.3g} over the "
+                f"{update.relative_change.size} items it moved, {g:.3g} per appearance over its batch's; Pythagorean "
+                f"residual median {residual:.3g}: updates not orthogonal to q, such as weight decay's), so "
+                f"‖Δq‖²/‖q‖² is no growth and there is none to project; {clause}")
+    return Condition(name, status, evidence, details)
 
 
 def _at_training_rate(
@@ -103,8 +146,7 @@ def _from_the_trace(
                                "growth_source": "trace", "trace_steps": [angles.first_step, angles.last_step]}
     update = probe.update if probe is not None else None
     if update is not None and update.growth.size:
-        sample = update.growth_per_appearance if update.growth_per_appearance.size else update.growth
-        details["probe_growth_per_update"] = float(np.median(sample))
+        details["probe_growth_per_update"] = float(np.median(growth_sample(update)))
     lr_text = f"lr={lr.value:g} ({lr.source})" if lr is not None else "lr unknown"
     measured = (f"{lr_text}: growth per update c/s² = {g:.3g}, the median the training trace measured over steps "
                 f"{angles.first_step}–{angles.last_step} (source: trace)")

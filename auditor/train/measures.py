@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from auditor.conditions.c4_loss import classify_loss
-from auditor.conditions.c5_growth import grade_table, project_growth
+from auditor.conditions.c5_growth import grade_table, growth_sample, project_growth, shrank
 from auditor.conditions.c5_table import table_growth
 from auditor.harm import SERVED_SHARE
 from auditor.metrics.exposure import HeadShare
@@ -58,16 +58,19 @@ def update_probe(result: TrainResult, users: torch.Tensor, items: torch.Tensor) 
 
 def c5_status(result: TrainResult, probe: UpdateProbe, frequency_norm: FrequencyNorm) -> str:
     """C5 of the run as ``check`` grades it from its probe step
-    (:func:`~auditor.conditions.c5_growth.project_growth`: the median growth per appearance
-    projected over the run's epochs of the item frequencies), and, where that projection
+    (:func:`~auditor.conditions.c5_growth.project_growth`: the median signed growth per
+    appearance projected over the run's epochs of the item frequencies, none where the step
+    shrank the norms), and, where that projection
     (which can only understate) stays below the init spread, from the trained table
     (:func:`~auditor.conditions.c5_growth.grade_table`, with C1–C4 as the run's settings
     make them): ``holds``, ``violated``, or ``unknown`` (also when no item moved)."""
-    sample = probe.growth_per_appearance if probe.growth_per_appearance.size else probe.growth
+    sample = growth_sample(probe)
     freq = result.data.item_frequencies
     if sample.size == 0 or not np.any(freq > 0):
         return "unknown"
-    p = project_growth(float(np.median(sample)), freq, float(result.config.epochs), result.config.dim)
+    # a step that shrank the norms (weight decay) grew nothing: a projection of 0
+    g = 0.0 if shrank(probe) else float(np.median(sample))
+    p = project_growth(g, freq, float(result.config.epochs), result.config.dim)
     if p.status == "holds":
         return "holds"
     table = table_growth(result.item_embeddings().numpy(), freq, frequency_norm)
