@@ -236,6 +236,19 @@ def test_classify_loss_names() -> None:
     assert classify_loss("softmax")[0] == "unknown"
 
 
+@pytest.mark.parametrize(("name", "status"), [
+    # F4: "cos" inside a word is no cosine: Keras' log_cosh/LogCosh is a regression loss on raw scores
+    ("log_cosh", "violated"), ("LogCosh", "violated"), ("cost_sensitive_bpr", "violated"), ("bpr_cost", "violated"),
+    ("CosineEmbeddingLoss", "holds"), ("cos-sim", "holds"), ("ArcFace", "holds"), ("normalized_softmax", "holds"),
+    ("BPRLoss", "violated"), ("BCEWithLogitsLoss", "violated"), ("L2Loss", "violated"), ("dot_product", "violated"),
+    ("cosine_bpr", "unknown"), ("sampled_softmax", "unknown"), ("also", "unknown"), ("cost", "unknown"),
+])
+def test_loss_names_are_read_as_words(name: str, status: str) -> None:
+    assert classify_loss(name)[0] == status
+    if status == "unknown":
+        assert "popaudit does not recognise" in classify_loss(name)[1] or "does not say" in classify_loss(name)[1]
+
+
 def test_c4_from_config_flag_and_conflict() -> None:
     assert _c(_bundle(config={"loss": "infonce-cos"}))[0]["C4"].status == "holds"
     assert _c(_bundle(config={"loss": "infonce-dot"}))[0]["C4"].status == "violated"

@@ -5,13 +5,14 @@ runs (exit 0), says what it found in its warnings and conditions, and never cras
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from .corpus import EXIT_OK, Built, Case, Outcome, check_args, log, params, run_case, strict_json
+from .corpus import EXIT_OK, Built, Case, Outcome, check_args, log, params, run_case, strict_json, table
 
 N_ITEMS, N_USERS, DIM = 10, 5, 4
 
@@ -56,7 +57,52 @@ def _lr_is(initial: float | None) -> Any:
     return check
 
 
+def _declared(*options: str, expect: dict[str, str], warning: str | None = None) -> Any:
+    """``check`` of a plain table with training settings declared (``options``); the
+    conditions' statuses must be ``expect`` and a warning must match ``warning``."""
+
+    def build(d: Path) -> Built:
+        log(d)
+
+        def check(d: Path, outcome: Outcome) -> None:
+            report = strict_json(d / "report.json")
+            got = {k: report["conditions"][k]["status"] for k in expect}
+            assert got == expect, {k: report["conditions"][k]["evidence"] for k in expect}
+            if warning is not None:
+                assert any(re.search(warning, w) for w in report["warnings"]), report["warnings"]
+
+        return Built(check_args(table(d), *options, "--format", "json", "-o", "report.json"),
+                     outputs=["report.json"], must_exist=["report.json"], check=check)
+
+    return build
+
+
+def _recorded_loss(loss: str, expect: str) -> Any:
+    """A checkpoint whose recorded config names ``loss``; C4 must be ``expect``."""
+
+    def build(d: Path) -> Built:
+        log(d)
+        gen = torch.Generator().manual_seed(0)
+        torch.save({"model_state_dict": {"item_emb.weight": torch.randn(N_ITEMS, DIM, generator=gen),
+                                         "user_emb.weight": torch.randn(N_USERS, DIM, generator=gen)},
+                    "config": {"loss": loss, "epochs": 3}}, d / "model.pt")
+
+        def check(d: Path, outcome: Outcome) -> None:
+            c4 = strict_json(d / "report.json")["conditions"]["C4"]
+            assert c4["status"] == expect, c4
+
+        return Built(check_args("model.pt", "--format", "json", "-o", "report.json"), outputs=["report.json"],
+                     must_exist=["report.json"], check=check)
+
+    return build
+
+
 CASES = [
+    Case("conditions-loss-log-cosh", _declared("--loss", "log_cosh", expect={"C4": "violated"}), EXIT_OK, None),
+    Case("conditions-loss-cost-sensitive-bpr", _declared("--loss", "cost_sensitive_bpr", expect={"C4": "violated"}),
+         EXIT_OK, None),
+    Case("conditions-loss-unrecognised", _declared("--loss", "costly", expect={"C4": "unknown"}), EXIT_OK, None),
+    Case("conditions-recorded-loss-logcosh", _recorded_loss("LogCosh", "violated"), EXIT_OK, None),
     Case("conditions-scheduled-lr", _checkpoint(0.01, 10.0, {"lr": 10.0}), EXIT_OK, None),
     Case("conditions-initial-lr-infinite", _checkpoint(0.01, float("inf")), EXIT_OK, None),
     Case("conditions-initial-lr-negative", _checkpoint(0.01, -3.0), EXIT_OK, None),
