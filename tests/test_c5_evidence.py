@@ -192,3 +192,22 @@ def test_a_step_that_shrinks_the_norms_is_no_growth() -> None:
     c5 = assess_c5(_bundle(grown), _stats(), epochs, lr, probe, _others(c1="violated"), fn)
     assert c5.status == "unknown" and "no growth and there is none to project" in c5.evidence
     assert "materialises" not in c5.evidence
+
+
+def test_the_table_alone_cannot_credit_the_rate_beside_violated_conditions() -> None:
+    """F8: declared Adam with a dot-product loss (C1, C4 violated), no probe: C5 said "holds:
+    the table shows the growth materialised at lr=1e-06" from ρ alone."""
+    grown, fn = FREQ.astype(float), _fn(0.9998, 0.9996, 0.9998)
+    both = {**_others(c1="violated"), "C4": Condition(CONDITION_NAMES["C4"], "violated", "test")}
+    c5 = _c5(grown, None, both, fn)
+    assert c5.status == "unknown" and "C1, C4 are violated" in c5.evidence and "materialised" not in c5.evidence
+    assert _c5(grown, None, _others(), fn).status == "holds"  # the same table under C1-C4: the rate's growth
+
+
+def test_contradicting_declarations_are_said() -> None:
+    from auditor.conditions import assess_conditions
+    from auditor.config import DeclaredTraining
+
+    out = assess_conditions(_bundle(FREQ.astype(float)), None, None, DeclaredTraining(optimizer="momentum", momentum=0.0),
+                            run_probes=False)
+    assert any("names momentum but momentum 0 declares none" in w for w in out.warnings), out.warnings

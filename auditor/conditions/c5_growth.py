@@ -15,7 +15,7 @@ from auditor.loading.trace_input import LR_TOLERANCE
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome, UpdateProbe
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
-from auditor.wording import compared_figures, correlation_figures
+from auditor.wording import compared_figures
 
 
 def assess_c5(
@@ -56,7 +56,7 @@ def assess_c5(
             return Condition(name, "unknown", "no learning rate known and no probe step measured the growth", details)
         why = "no probe step ran" if update is None else "no item moved in the probe step"
         assert lr is not None
-        return _from_the_table(name, f"lr={known_lr:g} ({lr.source})", why, frequency_norm, others, details)
+        return _from_the_table(name, f"lr={known_lr:g} ({lr.source})", why, table, bundle.dim, others, details)
     g = float(np.median(growth_sample(update)))
     if shrank(update):
         return _shrank(name, g, update, bundle, others, details, table)
@@ -287,47 +287,22 @@ def _count(value: float) -> str:
 
 
 def _from_the_table(
-    name: str, lr_text: str, why: str, fn: FrequencyNorm | None, others: Mapping[str, Condition],
+    name: str, lr_text: str, why: str, table: TableGrowth, dim: int, others: Mapping[str, Condition],
     details: dict[str, Any],
 ) -> Condition:
-    """C5 with a known learning rate but no measured growth: what the finished table shows.
-
-    A moderate or strong positive frequency–norm correlation (95% CI above 0) is growth
-    that materialised at this learning rate: holds. No material correlation while C1–C4
-    hold (so every update grew the norm) means the growth stayed too small: violated.
-    Anything else cannot tell the learning rate's part from the other conditions': unknown.
-    """
-    rho = None if fn is None or not math.isfinite(fn.spearman) else float(fn.spearman)
-    if fn is None or rho is None:
+    """C5 with a known learning rate but no measured growth: what the finished table shows,
+    by :func:`grade_table`, the rule a projection below the init spread defers to (so a
+    verdict the table supports is the same with the probes on or off; growth beside a
+    violated C1–C4 cannot tell the learning rate's part, unknown)."""
+    if table.rho is None:
         return Condition(
             name, "unknown",
             f"{lr_text} is known but {why}, and the frequency–norm correlation was not measured; whether it is large "
             "enough depends on the per-update growth c/s², which needs a live encoder or the training log",
             details,
         )
-    lo, hi = fn.spearman_ci
-    significant = math.isfinite(lo) and (lo > 0 or hi < 0) if math.isfinite(hi) else fn.spearman_p < 0.05
-    bounded = math.isfinite(lo) and math.isfinite(hi)
-    rho_text, *bounds = correlation_figures(rho, *((lo, hi) if bounded else ()))
-    ci = f", 95% CI [{bounds[0]}, {bounds[1]}]" if bounded else ""
-    shown = f"Spearman ρ = {rho_text}{ci}" + (f", log–log slope {fn.loglog_slope:.3f}" if fn.loglog_slope else "")
-    details.update({"evidence": "the audited table", "spearman": rho})
-    if significant and rho >= 0.3:
-        return Condition(
-            name, "holds",
-            f"{lr_text}; {why}, but the table shows the growth materialised at it: {shown}", details,
-        )
-    orthogonal = all(k in others and others[k].status == "holds" for k in ORTHOGONALITY_IDS)
-    if (not significant or abs(rho) < 0.1) and orthogonal:
-        return Condition(
-            name, "violated",
-            f"{lr_text}; {why}, and under C1–C4 (every update grows a norm) the table shows no material growth: "
-            f"{shown}, so the learning rate was too small for the bias to stand out",
-            details,
-        )
-    return Condition(
-        name, "unknown",
-        f"{lr_text}; {why}; the table shows {shown}, which cannot tell the learning rate's part from the other "
-        "conditions' (a probe on a live encoder measures the growth per update)",
-        details,
-    )
+    threshold = 1 + 1 / math.sqrt(2 * dim)
+    status, clause, _ = grade_table(table, threshold, others)
+    details.update({"evidence": "the audited table", "spearman": table.rho, "threshold": threshold,
+                    "table_head_median_norm_ratio": table.ratio, "decided_by": None if status == "unknown" else "table"})
+    return Condition(name, status, f"{lr_text}; {why}; {clause}", details)

@@ -292,6 +292,9 @@ def merge_optimizer_facts(
     implied = config.momentum_implied and kind is not None and kind.origin is Origin.CONFIG
     if declared.optimizer:
         declared_kind, declared_implied = normalise_optimizer(declared.optimizer)
+        if declared_implied and declared.momentum == 0:
+            warnings.append(f"{setting('optimizer')} {declared.optimizer} names momentum but {setting('momentum')} 0 "
+                            "declares none: the declarations contradict each other, and the number is taken")
         if kind is None:
             kind = Fact(declared_kind or declared.optimizer, Origin.DECLARED, "optimizer")
             implied = implied or declared_implied
