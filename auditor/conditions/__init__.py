@@ -31,6 +31,7 @@ from auditor.conditions.facts import (
     read_optimizer_state,
     read_trace_facts,
     with_trace,
+    with_trace_loss,
 )
 from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
@@ -104,7 +105,7 @@ def assess_conditions(
         C1: c1,
         C2: assess_c2(static_c2, probe),
         C3: assess_c3(static_c3, probe),
-        C4: assess_c4(config, declared, live, probe, warnings),
+        C4: assess_c4(with_trace_loss(config, trace), declared, live, probe, warnings),
     }
     conditions[C4] = with_trace_angles_c4(conditions[C4], trace, conditions, warnings)
     conditions[C5] = assess_c5(bundle, stats, config.epochs or trace.epochs, optimizer.lr, probe, conditions,

@@ -9,10 +9,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
-from .corpus import EXIT_OK, Built, Case, Outcome, check_args, log, params, run_case, strict_json, table
+from .corpus import EXIT_OK, Built, Case, Outcome, check_args, log, params, run_case, strict_json, table, write
 
 N_ITEMS, N_USERS, DIM = 10, 5, 4
 
@@ -97,7 +98,42 @@ def _recorded_loss(loss: str, expect: str) -> Any:
     return build
 
 
+def _trace_config(config: dict[str, Any], expect: dict[str, str]) -> Any:
+    """``check --trace`` of a bare table whose trace's config records ``config`` (text or
+    nonsense where numbers belong: no fact, never a crash); statuses must be ``expect``."""
+
+    def build(d: Path) -> Built:
+        from auditor.monitor import TrainingMonitor
+
+        table = torch.zeros(N_ITEMS, 2, dtype=torch.float64)
+        table[:, 0] = 1.0 + torch.arange(N_ITEMS, dtype=torch.float64) / 100
+        with TrainingMonitor(table, counts=np.arange(N_ITEMS, 0, -1), interval=1, trace=d / "t.jsonl",
+                             config=config, fsync=False) as monitor:
+            monitor.before_step(torch.arange(N_ITEMS))
+            table[:, 1] += 0.1
+            monitor.after_step()
+        np.save(d / "items.npy", table.numpy())
+        write(d, "counts.csv", "item_id,count\n" + "".join(f"{i},{N_ITEMS - i}\n" for i in range(N_ITEMS)))
+
+        def check(d: Path, outcome: Outcome) -> None:
+            report = strict_json(d / "report.json")
+            got = {k: report["conditions"][k]["status"] for k in expect}
+            assert got == expect, {k: report["conditions"][k]["evidence"] for k in expect}
+
+        return Built(["check", "items.npy", "--frequencies", "counts.csv", "--trace", "t.jsonl", "--bootstrap", "0",
+                      "--no-probes", "-q", "--format", "json", "-o", "report.json"], outputs=["report.json"],
+                     must_exist=["report.json"], check=check)
+
+    return build
+
+
 CASES = [
+    Case("conditions-trace-momentum-text",
+         _trace_config({"optimizer": "sgd", "momentum": "lots", "weight_decay": None}, {"C1": "holds"}),
+         EXIT_OK, None),
+    Case("conditions-trace-momentum-recorded",
+         _trace_config({"optimizer": "momentum", "momentum": 0.9, "weight_decay": 0.0}, {"C1": "violated"}),
+         EXIT_OK, None),
     Case("conditions-loss-log-cosh", _declared("--loss", "log_cosh", expect={"C4": "violated"}), EXIT_OK, None),
     Case("conditions-loss-cost-sensitive-bpr", _declared("--loss", "cost_sensitive_bpr", expect={"C4": "violated"}),
          EXIT_OK, None),
