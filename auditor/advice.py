@@ -30,7 +30,10 @@ def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
     c5 = conditions.get(C5)
     if c5 is not None and c5.status in ("holds", "unknown"):
         g = c5.details.get("growth_per_update")
-        lr = c5.details.get("probe_lr") or c5.details.get("lr")
+        # growth_per_update is at the probe's own rate, unless it was rescaled to the training
+        # rate or came from a trace (then the probe's figure is kept apart, and lr is the rate)
+        rescaled = "probe_growth_per_update" in c5.details
+        lr = c5.details.get("lr") if rescaled else (c5.details.get("probe_lr") or c5.details.get("lr"))
         numbers = ""
         if g is not None:
             numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"

@@ -160,6 +160,10 @@ def test_the_probe_growth_is_scaled_to_the_training_rate() -> None:
                    _fn(0.99, 0.98, 1.0))
     assert c5.details["growth_per_update"] == pytest.approx(1e-7) and c5.details["probe_growth_per_update"] == 1e-9
     assert "scaled by (10/1)²" in c5.evidence
+    from auditor.advice import training_recommendations
+
+    advice = "\n".join(training_recommendations({"C5": c5}))
+    assert "c/s² = 1e-07 at lr = 10" in advice  # the growth and the rate it was scaled to, paired
 
 
 def test_a_step_that_shrinks_the_norms_is_no_growth() -> None:
