@@ -303,6 +303,7 @@ def _from_the_table(
         )
     threshold = 1 + 1 / math.sqrt(2 * dim)
     status, clause, _ = grade_table(table, threshold, others)
-    details.update({"evidence": "the audited table", "spearman": table.rho, "threshold": threshold,
+    details.update({"evidence": "the audited table", "spearman": table.rho, "table_spearman": table.rho,
+                    "threshold": threshold,
                     "table_head_median_norm_ratio": table.ratio, "decided_by": None if status == "unknown" else "table"})
     return Condition(name, status, f"{lr_text}; {why}; {clause}", details)
