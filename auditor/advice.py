@@ -18,16 +18,22 @@ def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
     c1 = conditions.get(C1)
     if c1 is not None and c1.status in ("holds", "unknown"):
         recs.append(
-            "Training the item table with weight decay or an adaptive optimizer (Adam, Adagrad) breaks C1, "
+            "Training the item table with an adaptive optimizer (Adam, Adagrad) breaks C1, "
             "the orthogonality of plain-SGD updates"
             + (" (C1 holds here: " + c1.evidence + ")" if c1.status == "holds" else "")
             + ". Caveat: this changes C1, not the popularity signal in the gradients; measure, do not assume, "
-            "that the coupling goes away (popaudit retrain / experiment conditions, then check again)."
+            "that the coupling goes away (popaudit experiment mitigations, or retrain, then check again). "
+            "Weight decay is no such fix: it breaks C1 too (every step shrinks every norm), but popular items "
+            "are pushed back up more often than rare ones, and in popaudit's own reference runs it raised the "
+            "exposure skew (docs/theory.md §7)."
         )
     c5 = conditions.get(C5)
     if c5 is not None and c5.status in ("holds", "unknown"):
         g = c5.details.get("growth_per_update")
-        lr = c5.details.get("probe_lr") or c5.details.get("lr")
+        # growth_per_update is at the probe's own rate, unless it was rescaled to the training
+        # rate or came from a trace (then the probe's figure is kept apart, and lr is the rate)
+        rescaled = "probe_growth_per_update" in c5.details
+        lr = c5.details.get("lr") if rescaled else (c5.details.get("probe_lr") or c5.details.get("lr"))
         numbers = ""
         if g is not None:
             numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"

@@ -201,6 +201,11 @@ class UpdateProbe:
     optimizer_restored: bool
     lr: float | None
     steps: int
+    change_per_appearance: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """The measured change of the squared norm, (‖q+Δq‖² − ‖q‖²)/‖q‖², divided by the item's
+    copies k in the batch, over batch items: c/s² per appearance with its sign (equal to
+    ``growth_per_appearance`` under orthogonal updates; negative where the step shrank the
+    norm, as weight decay does). Empty where the probe did not record it."""
 
     @property
     def angle_summary(self) -> AngleSummary:

@@ -140,6 +140,10 @@ class TrainingSection:
     ended_within_epoch: bool = False
     """Training ended between epoch records and the trace does not tell the steps of an epoch:
     :attr:`epochs` counts the last epoch whole (C5's projection is then an upper bound)."""
+    recorded_momentum: float | None = None
+    """The item optimizer's momentum the trace header's config records (None: none)."""
+    recorded_weight_decay: float | None = None
+    """The item optimizer's weight decay the trace header's config records (None: none)."""
 
     @property
     def evidence(self) -> TrainingAngles | None:

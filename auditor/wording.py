@@ -92,3 +92,14 @@ profiles (ΔGAP, miscalibration) and how concentrated exposure is (Gini, coverag
 alike for lists that favour the head or the tail, so they are worded as what they measure."""
 BETTER_WORDS = tuple(words[0] for words in CHANGE_WORDS.values())
 WORSE_WORDS = tuple(words[1] for words in CHANGE_WORDS.values())
+
+
+def compared_figures(value: float, bound: float, decimals: int = 3) -> tuple[str, str]:
+    """A figure and the bound it is compared with, to ``decimals`` decimals, more (up to
+    nine) while two that differ would print alike: 1.1209 against 1.125 reads "1.121"
+    against "1.125", never "1.121" below "1.12"."""
+    for places in range(decimals, 10):
+        shown = f"{value:.{places}f}", f"{bound:.{places}f}"
+        if value == bound or shown[0] != shown[1]:
+            return shown
+    return shown

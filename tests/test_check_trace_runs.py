@@ -157,3 +157,20 @@ def test_growth_per_step_is_said_as_such(tmp_path: Path) -> None:
         assert record.growth_per_update == pytest.approx(expected, rel=1e-12)
         c5 = audit(tmp_path, table.numpy())["conditions"]["C5"]
         assert ("per optimizer step, not per appearance" in c5["evidence"]) is (basis == "step")
+
+
+def test_the_trace_records_the_momentum_weight_decay_and_loss_the_table_does_not(tmp_path: Path) -> None:
+    """QA conditions F5: a momentum run's trace (header class SGD, config momentum 0.9, loss
+    infonce-cos) of a bare table made C1 unknown ("names SGD but not its momentum ...
+    declare --momentum 0") and C4 "no recorded loss" beside the report's recorded_loss."""
+    table = orthogonal_trace(tmp_path / "t.jsonl", {"optimizer": "momentum", "momentum": 0.9, "weight_decay": 0.0,
+                                                   "loss": "cosine", "lr": 0.02})
+    report = audit(tmp_path, table)
+    training, c1, c4 = report["training"], report["conditions"]["C1"], report["conditions"]["C4"]
+    assert training["matches_model"] and (training["recorded_momentum"], training["recorded_weight_decay"]) == (0.9, 0)
+    assert c1["status"] == "violated" and "momentum 0.9" in c1["evidence"]
+    assert c1["details"]["sources"]["momentum"] == "trace (config.momentum)"
+    assert c4["details"]["loss"] == "cosine" and "the trace's config.loss" in c4["evidence"]
+    # the plain-SGD contrast: the trace's momentum 0 and weight decay 0 settle C1 (holds)
+    table = orthogonal_trace(tmp_path / "t.jsonl", {"optimizer": "sgd", "momentum": 0.0, "weight_decay": 0.0})
+    assert audit(tmp_path, table)["conditions"]["C1"]["status"] == "holds"

@@ -128,6 +128,8 @@ def test_the_lr_sweep_labels_its_runs_by_c5_as_check_grades_them(tmp_path: Path)
     low = run_conditions(seeds=(0,), sizes=SIZES, settings=["low-lr"]).rows[0]
     assert (low["config"]["lr"], low["violates"], low["runs"][0]["c5"]) == (0.1, "C5", "violated")
     assert "| reference at lr 0.1 | C5 |" in to_markdown(sweep)
+    # QA conditions F10: the grid's angles are its step's batch items; check counts every moved item
+    assert "over the items of that step's own batch only: popaudit check of the same checkpoint" in to_markdown(sweep)
     for lr, status in (("0.1", "violated"), ("10", "holds")):
         model, report = tmp_path / f"lr{lr}.pt", tmp_path / f"lr{lr}.json"
         runner = CliRunner()

@@ -21,6 +21,7 @@ from auditor.conditions.c1_sgd import assess_c1, with_trace_angles
 from auditor.conditions.c2_c3_encoder import assess_c2, assess_c3, static_c2_c3
 from auditor.conditions.c4_loss import assess_c4, classify_loss, with_trace_angles_c4
 from auditor.conditions.c5_growth import assess_c5
+from auditor.conditions.rates import training_rate
 from auditor.conditions.facts import (
     Fact,
     RecordedConfig,
@@ -30,6 +31,7 @@ from auditor.conditions.facts import (
     read_optimizer_state,
     read_trace_facts,
     with_trace,
+    with_trace_loss,
 )
 from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
@@ -90,7 +92,8 @@ def assess_conditions(
     config = read_config(bundle.config)
     state = read_optimizer_state(bundle, warnings)
     trace = read_trace_facts(training)
-    optimizer = with_trace(merge_optimizer_facts(state, config, declared, warnings), trace)
+    rate = training_rate(state, config, warnings)
+    optimizer = with_trace(merge_optimizer_facts(state, config, declared, warnings, rate), trace)
     c1 = with_trace_angles(assess_c1(state, optimizer), trace)
     live = bundle.live
     if live is None and pm is not None:
@@ -102,7 +105,7 @@ def assess_conditions(
         C1: c1,
         C2: assess_c2(static_c2, probe),
         C3: assess_c3(static_c3, probe),
-        C4: assess_c4(config, declared, live, probe, warnings),
+        C4: assess_c4(with_trace_loss(config, trace), declared, live, probe, warnings),
     }
     conditions[C4] = with_trace_angles_c4(conditions[C4], trace, conditions, warnings)
     conditions[C5] = assess_c5(bundle, stats, config.epochs or trace.epochs, optimizer.lr, probe, conditions,

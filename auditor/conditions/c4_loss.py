@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
@@ -13,7 +14,11 @@ from auditor.model import LiveModel
 from auditor.probe_results import ProbeOutcome
 from auditor.result import C1, C2, C3, C4, CONDITION_NAMES, Condition, Status
 
-_COSINE_WORDS = ("cos", "normalized", "normalised", "angular", "spherical", "arcface")
+_COSINE_TOKENS = frozenset({"cos", "cosine", "cossim", "normalized", "normalised", "angular", "spherical",
+                            "arcface", "cosface", "sphereface"})
+"""Words of a loss name that say it scores by cosine, as whole tokens of the name."""
+_COSINE_PREFIXES = ("cosine", "normalized", "normalised")
+"""Tokens that begin so are cosine words too (``CosineEmbeddingLoss`` lower-cased whole)."""
 _NOT_COSINE_WORDS = {
     "dot": "dot-product logits", "inner": "inner-product logits",
     "bpr": "BPR ranks by dot-product scores", "mse": "squared error on raw scores",
@@ -21,7 +26,18 @@ _NOT_COSINE_WORDS = {
     "triplet": "distance-based triplet loss", "hinge": "margin loss on raw scores",
     "bce": "binary cross-entropy on raw scores", "logistic": "logistic loss on raw scores",
     "wmf": "matrix-factorisation loss on dot products", "als": "matrix-factorisation loss on dot products",
+    "cosh": "log-cosh, a regression loss log(cosh(ŷ − y)) on raw scores",
+    "logcosh": "log-cosh, a regression loss log(cosh(ŷ − y)) on raw scores",
+    "huber": "Huber regression loss on raw scores", "mae": "absolute error on raw scores",
 }
+"""Tokens of a loss name (whole, or beginning a token: ``bprloss``) that say it scores
+by dot products or distances."""
+_PREFIX_WORDS = ("dot", "inner", "bpr", "euclid", "triplet", "hinge", "logistic")
+"""Not-cosine words that also count where they begin a token (``dotproduct``, ``bprmf``);
+the others must be the whole token or it followed by ``loss``."""
+_TOKEN = re.compile(r"[A-Z]+[0-9]*(?![a-z])|[A-Z]?[a-z]+[0-9]*|[0-9]+")
+"""A loss name's words: split at non-letters and at case changes (``LogCosh``: log, cosh;
+``infonce-cos``: infonce, cos; ``BPRLoss``: bpr, loss)."""
 
 
 # Models whose loss is fixed by the model itself, checked in RecBole 1.2.1's
@@ -44,14 +60,26 @@ _MODEL_LOSSES: dict[str, tuple[str, str]] = {
 
 
 def classify_loss(name: str) -> tuple[Status, str]:
-    """C4 verdict from a loss name: cosine-based names hold, dot/distance ones do not."""
-    low = str(name).lower()
-    if any(word in low for word in _COSINE_WORDS):
+    """C4 verdict from a loss name: cosine-based names hold, dot/distance ones do not.
+
+    The name is read as words (:data:`_TOKEN`), never as substrings: ``cos`` counts as a
+    word of its own (``infonce-cos``), not inside ``log_cosh`` or ``cost_sensitive``. A
+    name with words of both kinds, or of neither, is unknown and says so.
+    """
+    tokens = [t.lower() for t in _TOKEN.findall(str(name))]
+    if len(tokens) > 1:  # the words run together too: ArcFace is arcface, LogCosh logcosh
+        tokens.append("".join(tokens))
+    cosine = [t for t in tokens if t in _COSINE_TOKENS or t.startswith(_COSINE_PREFIXES)]
+    other = [(t, why) for t in tokens if t not in _COSINE_TOKENS for word, why in _NOT_COSINE_WORDS.items()
+             if t in (word, word + "loss") or (word in _PREFIX_WORDS and t.startswith(word))]
+    if cosine and other:
+        return "unknown", (f"the name has a cosine word ({cosine[0]!r}) and a dot-product or distance word "
+                           f"({other[0][0]!r}), so it does not say which the scores are")
+    if cosine:
         return "holds", "scores items by cosine (direction only)"
-    for word, why in _NOT_COSINE_WORDS.items():
-        if word in low:
-            return "violated", why
-    return "unknown", "the name does not say whether scores are cosines or dot products"
+    if other:
+        return "violated", other[0][1]
+    return "unknown", "a loss name popaudit does not recognise: it does not say whether scores are cosines or dot products"
 
 
 def assess_c4(

@@ -8,12 +8,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from auditor.conditions.c5_table import TableGrowth, table_growth
 from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
+from auditor.loading.trace_input import LR_TOLERANCE
 from auditor.model import ItemStats, ModelBundle
-from auditor.probe_results import ProbeOutcome
+from auditor.probe_results import ProbeOutcome, UpdateProbe
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
-from auditor.wording import correlation_figures
+from auditor.wording import compared_figures
 
 
 def assess_c5(
@@ -31,15 +33,21 @@ def assess_c5(
     random initialisation leaves in d dimensions, 1/√(2d). The probe runs at the
     checkpoint, where norms are largest, so g (and the growth) is if anything underestimated.
     The projection assumes the orthogonal updates of C1-C4; when one is violated the
-    evidence says the numbers are indicative only.
+    evidence says the numbers are indicative only. Because it can only understate, a
+    projection below the init spread is no proof of a small learning rate: the trained
+    table decides then (:func:`grade_table`), and ``details["decided_by"]`` says which
+    evidence decided.
 
     A training trace (``trace``) that measured the growth during training replaces the
     probe's: it is the growth at the learning rates the run really used, over many
     steps, rather than one step at the checkpoint.
     """
     name = CONDITION_NAMES[C5]
+    freq = stats.frequencies if stats is not None else bundle.item_frequencies
+    table = table_growth(bundle.item_table, freq, frequency_norm)
     if trace is not None and trace.angles is not None and trace.angles.growth_per_update is not None:
-        return _from_the_trace(name, bundle, stats, epochs or trace.epochs, lr or trace.lr, trace, probe, others)
+        return _from_the_trace(name, bundle, stats, epochs or trace.epochs, lr or trace.lr, trace, probe, others,
+                               table)
     update = probe.update if probe is not None else None
     known_lr = None if lr is None else lr.value
     details: dict[str, Any] = {"lr": known_lr}
@@ -48,9 +56,10 @@ def assess_c5(
             return Condition(name, "unknown", "no learning rate known and no probe step measured the growth", details)
         why = "no probe step ran" if update is None else "no item moved in the probe step"
         assert lr is not None
-        return _from_the_table(name, f"lr={known_lr:g} ({lr.source})", why, frequency_norm, others, details)
-    sample = update.growth_per_appearance if update.growth_per_appearance.size else update.growth
-    g = float(np.median(sample))
+        return _from_the_table(name, f"lr={known_lr:g} ({lr.source})", why, table, bundle.dim, others, details)
+    g = float(np.median(growth_sample(update)))
+    if shrank(update):
+        return _shrank(name, g, update, bundle, others, details, table)
     if not update.optimizer_restored and known_lr is None:
         details["growth_per_unit_lr2"] = g
         return Condition(
@@ -63,13 +72,71 @@ def assess_c5(
     stepped = Fact(update.lr, Origin.PROBE) if update.lr is not None else lr
     lr_text = f"lr={stepped.value:g}" if stepped is not None else "lr as restored"
     details.update({"growth_per_update": g, "probe_lr": update.lr})
-    return _projected(name, g, f"{lr_text}: measured growth per update c/s² = {g:.3g}", bundle, stats, epochs,
-                      others, details)
+    g, measured = _at_training_rate(g, f"{lr_text}: measured growth per update c/s² = {g:.3g}", lr, update.lr,
+                                    details)
+    return _projected(name, g, measured, bundle, stats, epochs, others, details, table)
+
+
+def growth_sample(update: UpdateProbe) -> np.ndarray:
+    """The per-item growth C5 projects: the measured change of the squared norm per
+    appearance, with its sign (c/s² itself under orthogonal updates, where it equals
+    ‖Δq‖²/‖q‖²; with weight decay a step can shrink the norms, and ‖Δq‖²/‖q‖², always
+    positive, would count the shrinking as growth). Probe results without it: ‖Δq‖²/‖q‖²."""
+    for sample in (update.change_per_appearance, update.growth_per_appearance):
+        if sample.size:
+            return sample
+    return update.growth
+
+
+def shrank(update: UpdateProbe) -> bool:
+    """The probe step shrank (or kept) the median norm of the items it moved or of those in
+    its batch: eq. 3's growth does not describe the training (weight decay), C5 projects
+    nothing (one rule for ``check`` and the lr-sweep)."""
+    if update.relative_change.size and float(np.median(update.relative_change)) <= 0:
+        return True
+    sample = growth_sample(update)
+    return bool(sample.size) and float(np.median(sample)) <= 0
+
+
+def _shrank(
+    name: str, g: float, update: UpdateProbe, bundle: ModelBundle, others: Mapping[str, Condition],
+    details: dict[str, Any], table: TableGrowth,
+) -> Condition:
+    """C5 where the probe step shrank (or kept) the median norm, of the items it moved or of
+    those in its batch (``g``): eq. 3's growth s ← s + c/s does not describe the training,
+    so there is nothing to project and the trained table decides (:func:`grade_table`)."""
+    residual = float(np.median(update.residuals)) if update.residuals.size else math.nan
+    change = float(np.median(update.relative_change)) if update.relative_change.size else g
+    threshold = 1 + 1 / math.sqrt(2 * bundle.dim)
+    status, clause, by_table = grade_table(table, threshold, others)
+    details.update({"growth_per_update": g, "probe_lr": update.lr, "threshold": threshold,
+                    "table_head_median_norm_ratio": table.ratio, "table_spearman": table.rho,
+                    "decided_by": "table" if status != "unknown" else None})
+    evidence = (f"the probe step shrank the norms (median measured change of s² {change:.3g} over the "
+                f"{update.relative_change.size} items it moved, {g:.3g} per appearance over its batch's; Pythagorean "
+                f"residual median {residual:.3g}: updates not orthogonal to q, such as weight decay's), so "
+                f"‖Δq‖²/‖q‖² is no growth and there is none to project; {clause}")
+    return Condition(name, status, evidence, details)
+
+
+def _at_training_rate(
+    g: float, measured: str, lr: Fact[float] | None, probe_lr: float | None, details: dict[str, Any],
+) -> tuple[float, str]:
+    """The probe's growth ``g`` at the rate training ran at (``lr``), where the probe
+    stepped at another (the optimizer state's last scheduled rate): an update is
+    proportional to the rate, so c/s² scales with its square. Unchanged otherwise."""
+    if lr is None or probe_lr is None or probe_lr <= 0 or math.isclose(lr.value, probe_lr, rel_tol=LR_TOLERANCE):
+        return g, measured
+    scaled = g * (lr.value / probe_lr) ** 2
+    details.update({"growth_per_update": scaled, "probe_growth_per_update": g})
+    return scaled, (f"lr={lr.value:g} ({lr.source}), the rate training ran at: growth per update c/s² = "
+                    f"{scaled:.3g}, the probe step's {g:.3g} at the optimizer state's lr {probe_lr:g} scaled by "
+                    f"({lr.value:g}/{probe_lr:g})² (an update is proportional to the rate)")
 
 
 def _from_the_trace(
     name: str, bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None, lr: Fact[float] | None,
-    trace: TraceFacts, probe: ProbeOutcome | None, others: Mapping[str, Condition],
+    trace: TraceFacts, probe: ProbeOutcome | None, others: Mapping[str, Condition], table: TableGrowth,
 ) -> Condition:
     """C5 from the growth per update the training trace measured (source ``trace``)."""
     angles = trace.angles
@@ -79,8 +146,7 @@ def _from_the_trace(
                                "growth_source": "trace", "trace_steps": [angles.first_step, angles.last_step]}
     update = probe.update if probe is not None else None
     if update is not None and update.growth.size:
-        sample = update.growth_per_appearance if update.growth_per_appearance.size else update.growth
-        details["probe_growth_per_update"] = float(np.median(sample))
+        details["probe_growth_per_update"] = float(np.median(growth_sample(update)))
     lr_text = f"lr={lr.value:g} ({lr.source})" if lr is not None else "lr unknown"
     measured = (f"{lr_text}: growth per update c/s² = {g:.3g}, the median the training trace measured over steps "
                 f"{angles.first_step}–{angles.last_step} (source: trace)")
@@ -88,7 +154,7 @@ def _from_the_trace(
         measured += (" per optimizer step, not per appearance (the trace did not know the batch's rows), so it "
                      "overstates the growth per appearance of items that appear more than once in a step")
         details["growth_basis"] = "step"
-    return _projected(name, g, measured, bundle, stats, epochs, others, details)
+    return _projected(name, g, measured, bundle, stats, epochs, others, details, table)
 
 
 class Projection(NamedTuple):
@@ -127,10 +193,11 @@ def project_growth(g: float, frequencies: np.ndarray, epochs: float, dim: int) -
 
 def _projected(
     name: str, g: float, measured: str, bundle: ModelBundle, stats: ItemStats | None, epochs: Fact[float] | None,
-    others: Mapping[str, Condition], details: dict[str, Any],
+    others: Mapping[str, Condition], details: dict[str, Any], table: TableGrowth,
 ) -> Condition:
     """C5 from a measured growth per update ``g``, projected over the items' appearances
-    (the rule of :func:`assess_c5`); ``measured`` says where ``g`` came from."""
+    (the rule of :func:`assess_c5`); ``measured`` says where ``g`` came from. Below the
+    init spread the projection only understates, and the trained ``table`` decides."""
     freq = stats.frequencies if stats is not None else bundle.item_frequencies
     if freq is None or not np.any(np.asarray(freq) > 0):
         doubling = 1.5 / g if g > 0 else math.inf
@@ -158,24 +225,58 @@ def _projected(
         epoch_text += f" (the updates actually taken: {epochs.source})"
     elif epochs is not None and epochs.key == EPOCHS_BEGUN:  # stopped within an epoch of unknown length
         epoch_text += f" ({epochs.source})"
-    status = p.status
-    verdict = (
-        "the bias materialises" if status == "holds"
-        else "growth is too small for the bias to stand out (measured at the checkpoint, so an underestimate)"
-    )
+    shown_ratio, shown_threshold = compared_figures(ratio, threshold)
     evidence = (
         f"{measured}; over frequency × {epoch_text}, a head item "
         f"(p99 frequency {_count(f_head)}, {_count(t_head)} updates) would grow s by ×{s_head:.3f} vs ×{s_med:.3f} "
-        f"for a median item ({_count(t_med)} updates): a norm ratio of {ratio:.3f} from growth alone, "
-        f"{'above' if status == 'holds' else 'below'} the init spread 1+1/√(2d) = {threshold:.3g}, so {verdict}"
+        f"for a median item ({_count(t_med)} updates): a norm ratio of {shown_ratio} from growth alone, "
+        f"{'above' if p.status == 'holds' else 'below'} the init spread 1+1/√(2d) = {shown_threshold}"
     )
+    details.update({"table_head_median_norm_ratio": table.ratio, "table_spearman": table.rho})
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
-    if broken:
-        evidence += (
-            f" [indicative only: the projection assumes the orthogonal updates s ← s + c/s, and "
-            f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
-        )
+    if p.status == "holds":
+        status: Status = "holds"
+        details["decided_by"] = "projection"
+        evidence += ", so the bias materialises"
+        if broken:
+            evidence += (
+                f" [indicative only: the projection assumes the orthogonal updates s ← s + c/s, and "
+                f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
+            )
+    else:
+        status, clause, by_table = grade_table(table, threshold, others)
+        details["decided_by"] = None if status == "unknown" else ("table" if by_table else "projection and table")
+        evidence += (", but c/s² falls as norms grow, so growth measured at the finished checkpoint (or late in "
+                     f"training) can only understate the growth training made; {clause}")
     return Condition(name, status, evidence, details)
+
+
+def grade_table(table: TableGrowth, threshold: float, others: Mapping[str, Condition]) -> tuple[Status, str, bool]:
+    """C5 from what the trained table shows, where no projection shows the growth: its
+    status, the clause that says why, and whether the table alone decided.
+
+    Growth the table shows (:meth:`TableGrowth.grown`) materialised at the learning rate:
+    holds, unless one of C1–C4 is violated, which then may have made it (unknown). No
+    material growth (:meth:`TableGrowth.flat`) while C1–C4 hold, so that every update grew
+    a norm: the rate was too small, violated. Anything else: unknown.
+    """
+    broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
+    orthogonal = all(k in others and others[k].status == "holds" for k in ORTHOGONALITY_IDS)
+    shown = table.describe()
+    if table.grown(threshold) and not broken:
+        return "holds", f"the trained table shows the growth materialised at it ({shown}): decided by the table", True
+    if broken:
+        what = "growth" if table.grown(threshold) else "no clear growth"
+        verb = "is" if len(broken) == 1 else "are"
+        return ("unknown", f"the trained table shows {what} ({shown}), but {', '.join(broken)} {verb} violated, so it "
+                "cannot tell the learning rate's part from the other conditions'", False)
+    if table.flat(threshold) and orthogonal:
+        return ("violated", f"under C1–C4 (every update grows a norm) the trained table shows no material growth "
+                f"either ({shown}), so the learning rate was too small for the bias to stand out", False)
+    if table.flat(threshold):
+        return ("unknown", f"the trained table shows no material growth ({shown}), but C1–C4 are not all known to "
+                "hold, so that is no proof that the learning rate was too small", False)
+    return "unknown", f"the trained table ({shown}) neither shows the growth nor rules it out", False
 
 
 def _count(value: float) -> str:
@@ -186,47 +287,23 @@ def _count(value: float) -> str:
 
 
 def _from_the_table(
-    name: str, lr_text: str, why: str, fn: FrequencyNorm | None, others: Mapping[str, Condition],
+    name: str, lr_text: str, why: str, table: TableGrowth, dim: int, others: Mapping[str, Condition],
     details: dict[str, Any],
 ) -> Condition:
-    """C5 with a known learning rate but no measured growth: what the finished table shows.
-
-    A moderate or strong positive frequency–norm correlation (95% CI above 0) is growth
-    that materialised at this learning rate: holds. No material correlation while C1–C4
-    hold (so every update grew the norm) means the growth stayed too small: violated.
-    Anything else cannot tell the learning rate's part from the other conditions': unknown.
-    """
-    rho = None if fn is None or not math.isfinite(fn.spearman) else float(fn.spearman)
-    if fn is None or rho is None:
+    """C5 with a known learning rate but no measured growth: what the finished table shows,
+    by :func:`grade_table`, the rule a projection below the init spread defers to (so a
+    verdict the table supports is the same with the probes on or off; growth beside a
+    violated C1–C4 cannot tell the learning rate's part, unknown)."""
+    if table.rho is None:
         return Condition(
             name, "unknown",
             f"{lr_text} is known but {why}, and the frequency–norm correlation was not measured; whether it is large "
             "enough depends on the per-update growth c/s², which needs a live encoder or the training log",
             details,
         )
-    lo, hi = fn.spearman_ci
-    significant = math.isfinite(lo) and (lo > 0 or hi < 0) if math.isfinite(hi) else fn.spearman_p < 0.05
-    bounded = math.isfinite(lo) and math.isfinite(hi)
-    rho_text, *bounds = correlation_figures(rho, *((lo, hi) if bounded else ()))
-    ci = f", 95% CI [{bounds[0]}, {bounds[1]}]" if bounded else ""
-    shown = f"Spearman ρ = {rho_text}{ci}" + (f", log–log slope {fn.loglog_slope:.3f}" if fn.loglog_slope else "")
-    details.update({"evidence": "the audited table", "spearman": rho})
-    if significant and rho >= 0.3:
-        return Condition(
-            name, "holds",
-            f"{lr_text}; {why}, but the table shows the growth materialised at it: {shown}", details,
-        )
-    orthogonal = all(k in others and others[k].status == "holds" for k in ORTHOGONALITY_IDS)
-    if (not significant or abs(rho) < 0.1) and orthogonal:
-        return Condition(
-            name, "violated",
-            f"{lr_text}; {why}, and under C1–C4 (every update grows a norm) the table shows no material growth: "
-            f"{shown}, so the learning rate was too small for the bias to stand out",
-            details,
-        )
-    return Condition(
-        name, "unknown",
-        f"{lr_text}; {why}; the table shows {shown}, which cannot tell the learning rate's part from the other "
-        "conditions' (a probe on a live encoder measures the growth per update)",
-        details,
-    )
+    threshold = 1 + 1 / math.sqrt(2 * dim)
+    status, clause, _ = grade_table(table, threshold, others)
+    details.update({"evidence": "the audited table", "spearman": table.rho, "table_spearman": table.rho,
+                    "threshold": threshold,
+                    "table_head_median_norm_ratio": table.ratio, "decided_by": None if status == "unknown" else "table"})
+    return Condition(name, status, f"{lr_text}; {why}; {clause}", details)

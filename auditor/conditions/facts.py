@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
@@ -68,8 +68,8 @@ class Fact(Generic[V]):
             return setting(self.key)
         if self.origin is Origin.ASSUMED:
             return f"torch.optim.SGD's default, assumed from {setting('optimizer')} {self.key}"
-        if self.origin is Origin.TRACE:
-            return f"trace ({self.key})"
+        if self.origin is Origin.TRACE or (self.origin is Origin.STATE and self.key):
+            return f"{self.origin.value} ({self.key})"
         return str(self.origin.value)
 
 
@@ -257,10 +257,13 @@ class OptimizerFacts:
 
 
 def merge_optimizer_facts(
-    state: StateReading, config: RecordedConfig, declared: DeclaredTraining, warnings: list[str]
+    state: StateReading, config: RecordedConfig, declared: DeclaredTraining, warnings: list[str],
+    rate: Fact[float] | None = None,
 ) -> OptimizerFacts:
     """Optimizer state, then config, then declarations: each fills only what the stronger
-    sources leave open; a weaker source that disagrees is a warning and loses."""
+    sources leave open; a weaker source that disagrees is a warning and loses. ``rate``:
+    the file's training rate where its stored rates differ
+    (:func:`~auditor.conditions.rates.training_rate`), which the learning rate is then."""
     if state.ambiguous:
         return OptimizerFacts()
     kind: Fact[str] | None = None
@@ -284,9 +287,14 @@ def merge_optimizer_facts(
         adaptive_momentum = name == "momentum" and kind is not None and kind.value in ADAPTIVE
         if numbers[name] is None and recorded is not None and not adaptive_momentum:
             numbers[name] = recorded
+    if rate is not None:
+        numbers["lr"] = rate
     implied = config.momentum_implied and kind is not None and kind.origin is Origin.CONFIG
     if declared.optimizer:
         declared_kind, declared_implied = normalise_optimizer(declared.optimizer)
+        if declared_implied and declared.momentum == 0:
+            warnings.append(f"{setting('optimizer')} {declared.optimizer} names momentum but {setting('momentum')} 0 "
+                            "declares none: the declarations contradict each other, and the number is taken")
         if kind is None:
             kind = Fact(declared_kind or declared.optimizer, Origin.DECLARED, "optimizer")
             implied = implied or declared_implied
@@ -329,6 +337,10 @@ class TraceFacts:
     """Epochs the trace saw begin."""
     angles: TrainingAngles | None = None
     """The measured update angles, pooled (None: none measured, or the trace is another model's)."""
+    momentum: Fact[float] | None = None
+    weight_decay: Fact[float] | None = None
+    loss: Fact[str] | None = None
+    """The momentum, weight decay and loss the trace header's config records."""
 
 
 EPOCHS_BEGUN = ("epochs begun: training ended within the last, whose steps the trace does not record, so "
@@ -352,16 +364,34 @@ def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
         or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, EPOCHS_BEGUN
                                                       if training.ended_within_epoch else "epochs")),
         angles=training.evidence,
+        momentum=_recorded(training.recorded_momentum, "momentum"),
+        weight_decay=_recorded(training.recorded_weight_decay, "weight_decay"),
+        loss=None if training.recorded_loss is None else Fact(training.recorded_loss, Origin.TRACE,
+                                                              "the trace's config.loss"),
     )
+
+
+def _recorded(value: float | None, key: str) -> Fact[float] | None:
+    """A number the trace's config records, as a trace fact."""
+    return None if value is None else Fact(value, Origin.TRACE, f"config.{key}")
 
 
 def with_trace(facts: OptimizerFacts, trace: TraceFacts) -> OptimizerFacts:
     """The merged optimizer facts with the trace's filling what no file or declaration says
-    (the optimizer's name, the learning rate): a trace records the run, but only by name."""
+    (the optimizer's name, the learning rate, its config's momentum and weight decay; not
+    an adaptive optimizer's momentum, which C1 does not read)."""
     kind = facts.kind if facts.kind is not None else trace.optimizer
     lr = facts.lr if facts.lr is not None else trace.lr
     implied = facts.momentum_implied
     if facts.kind is None and trace.optimizer is not None:
         implied = normalise_optimizer(trace.optimizer.value)[1]
-    return OptimizerFacts(kind=kind, momentum=facts.momentum, weight_decay=facts.weight_decay, lr=lr,
-                          momentum_implied=implied)
+    adaptive = kind is not None and kind.value in ADAPTIVE
+    momentum = facts.momentum if facts.momentum is not None or adaptive else trace.momentum
+    decay = facts.weight_decay if facts.weight_decay is not None else trace.weight_decay
+    return OptimizerFacts(kind=kind, momentum=momentum, weight_decay=decay, lr=lr, momentum_implied=implied)
+
+
+def with_trace_loss(config: RecordedConfig, trace: TraceFacts) -> RecordedConfig:
+    """The recorded config with the trace's loss where the checkpoint records none (a trace
+    of this model records the run's loss; one that contradicts is another run's, and has no facts)."""
+    return config if config.loss is not None or trace.loss is None else replace(config, loss=trace.loss)

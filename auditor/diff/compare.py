@@ -17,17 +17,16 @@ Comparability, one rule per setting:
   report (never compared); the shared Ks are compared.
 * ``retrieval.popularity`` (interactions or distinct users): every figure that depends
   on it (:func:`~auditor.diff.directions.depends_on_popularity`) is **flagged**.
-* ``retrieval.population`` source or seen-item handling, the served vectors (:mod:`auditor.diff.served`): every retrieval and accuracy
-  figure is flagged (the lists serve different queries or candidates).
-* a list measure's definition (``retrieval.definitions``): that measure's figures are
-  flagged; a changed ``popularity_groups`` definition flags the user- and item-side
-  measures.
+* ``retrieval.population`` source or seen-item handling, the served vectors
+  (:mod:`auditor.diff.served`): every retrieval and accuracy figure is flagged.
+* a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
+  a changed ``popularity_groups`` definition flags the user- and item-side measures.
 * the held-out set (``accuracy.n_holdout_interactions``, ``accuracy.seen_excluded``):
   every accuracy figure, and the group NDCG and PopREO, are flagged.
 
-A flagged figure keeps both values but no change (``delta`` None), so no gate on its
-change can pass silently. Differences that leave figures comparable (another model
-file, more queries, another catalogue size) are listed as notes.
+A flagged figure keeps both values but no change (``delta`` None), so no gate on its change
+can pass silently. Differences that leave figures comparable (another model file, more
+queries, another catalogue size) are listed as notes.
 """
 
 from __future__ import annotations

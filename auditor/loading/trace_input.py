@@ -132,13 +132,15 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
 
 def _recorded(trace: Trace) -> dict[str, Any]:
     """What the trace records beside its figures (TrainingSection's ``counts``, ``recorded_*``
-    and ``nonfinite_*``): how it counted, its config's loss and learning rate (compared with
-    the audit's settings), and where item rows first went NaN or infinite."""
+    and ``nonfinite_*``): how it counted, its config's loss, learning rate, momentum and weight
+    decay (compared with the audit's settings, and C1's and C4's evidence where the checkpoint
+    records none), and where item rows first went NaN or infinite."""
     config: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
     loss = config.get("loss")
     broken = [r for r in trace.records if r.n_nonfinite > 0]
     return {"counts": trace.header.counts, "recorded_loss": loss if isinstance(loss, str) else None,
-            "recorded_lr": as_float(config.get("lr")),
+            "recorded_lr": as_float(config.get("lr")), "recorded_momentum": as_float(config.get("momentum")),
+            "recorded_weight_decay": as_float(config.get("weight_decay")),
             "recorded_optimizer": _kind(trace.header.optimizer) or _kind(config.get("optimizer")), "nonfinite_step": broken[0].step if broken else None,
             "nonfinite_rows": max((r.n_nonfinite for r in broken), default=0)}
 

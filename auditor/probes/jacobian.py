@@ -59,6 +59,24 @@ def sampled_kernel(
     return kernel.permute(0, 2, 1, 3).cpu(), dim  # small (m, m, k, k): summarised on the host
 
 
+def kernel_columns(f: ItemFunction, params: dict[str, torch.Tensor], columns: torch.Tensor) -> torch.Tensor:
+    """K[i, j, s, t] = (J_i J_jᵀ)[s, c_t] in float64: the kernel's whole columns at the
+    output coordinates ``columns`` of every item, every row coordinate s kept (dim × k
+    blocks). Each column is one reverse pass (Jᵀe) and one forward-mode pass (J·Jᵀe),
+    which yields the column over every item and coordinate at once; a column sample, unlike
+    a principal sub-block, keeps each sampled column's whole mass, so the squared Frobenius
+    norm of a block scaled by dim/k is an unbiased estimate of the whole block's."""
+    leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
+    out = f(leaves)
+    m, dim = int(out.shape[0]), int(out.shape[1])
+    k = int(columns.numel())
+    kernel = torch.empty(m, k, m, dim, dtype=torch.float64, device=out.device)
+    for i in range(m):
+        for t, c in enumerate(columns.tolist()):
+            kernel[i, t] = _jvp(f, leaves, _vjp(out, leaves, i, int(c)), (m, dim))
+    return kernel.permute(2, 0, 3, 1).cpu()  # (j, i, s, t): B_ji[s, c_t]
+
+
 def _rows_on_their_support(
     out: torch.Tensor, leaves: dict[str, torch.Tensor], pairs: list[tuple[int, int]], budget_bytes: int
 ) -> torch.Tensor | None:

@@ -13,7 +13,7 @@ import torch
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
 from auditor.probes.copies import item_function, module_device, tolerance
-from auditor.probes.jacobian import sampled_kernel
+from auditor.probes.jacobian import kernel_columns, sampled_kernel
 from auditor.probe_results import CrossJacobian, GradientAlignment, SecondDifference
 from auditor.probes.sampling import ProbeBatch
 
@@ -82,13 +82,17 @@ def cross_jacobian(
 
     Each column of J Jᵀ costs a reverse and a forward pass, so at most ``max_columns``
     are computed: every output coordinate when m·dim fits, else the same seeded sample of
-    k coordinates for every item, whose principal sub-blocks B_ij[S, S] stand for the
-    blocks (ratios of their norms estimate the full ratios; an embedding row's zero and a
-    linear layer's |cos| come out exactly either way). Reports, over pairs i≠j,
-    ‖B_ij‖_F / sqrt(‖B_ii‖_F‖B_jj‖_F) (for a linear layer over features x this is
+    k coordinates for every item, whose whole columns B_ij[:, S] (every row coordinate,
+    :func:`~auditor.probes.jacobian.kernel_columns`) stand for the blocks: a uniform column
+    sample makes dim/k times their squared Frobenius norm, and their diagonal entries'
+    sum, unbiased estimates of the whole block's, so the ratios below estimate the full
+    figures without the bias of a principal sub-block B_ij[S, S] (whose diagonal carries
+    more of the block's mass than the whole block's diagonal does); an embedding row's 0
+    and a linear layer's |cos(x_i, x_j)| come out exactly either way. Reports, over pairs
+    i≠j, ‖B_ij‖_F / sqrt(‖B_ii‖_F‖B_jj‖_F) (for a linear layer over features x this is
     |cos(x_i, x_j)|; 0 exactly for embedding rows) and, per item, how far B_ii is from a
     multiple of the identity; when coordinates were sampled, the jackknife standard
-    errors of both maxima over the sampled coordinates state the sampling uncertainty.
+    errors of both maxima over the sampled columns state the sampling uncertainty.
     """
     f, params = item_function(live, module, rows)
     dtype = next(iter(params.values())).dtype
@@ -96,15 +100,17 @@ def cross_jacobian(
         dim = int(f(params).shape[1])
     m = int(rows.numel())
     k = min(dim, max(1, max_columns // max(1, m)))
-    columns = None
     if k < dim:
         gen = generator if generator is not None else torch.Generator().manual_seed(0)
         columns = torch.sort(torch.randperm(dim, generator=gen)[:k]).values
-    kernel, _ = sampled_kernel(f, params, columns, budget_bytes=budget_bytes)
-    off, dev, live_items = _kernel_summaries(kernel)
+        kernel = kernel_columns(f, params, columns)
+    else:
+        columns = torch.arange(dim)
+        kernel, _ = sampled_kernel(f, params, None, budget_bytes=budget_bytes)
+    off, dev, live_items = _kernel_summaries(kernel, columns)
     max_off = float(off.max()) if off.numel() else None
     max_dev = float(dev.max()) if dev.numel() else None
-    se_off, se_dev = _jackknife(kernel) if k < dim else (0.0, 0.0)
+    se_off, se_dev = _jackknife(kernel, columns) if k < dim else (0.0, 0.0)
     tol = tolerance(dtype)
     return CrossJacobian(
         items=tuple(int(r) for r in rows.tolist()),
@@ -124,27 +130,32 @@ def cross_jacobian(
     )
 
 
-def _kernel_summaries(kernel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _kernel_summaries(
+    kernel: torch.Tensor, columns: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(normalised off-diagonal block norms, per-item isotropy deviations, items with
-    parameters) of a kernel K[i, j, s, t]."""
-    m, k = int(kernel.shape[0]), int(kernel.shape[2])
-    norms = torch.linalg.matrix_norm(kernel)  # (m, m) Frobenius norms of the blocks
+    parameters) of a kernel K[i, j, s, t] = B_ij[s, c_t] over the columns ``columns`` (all
+    of them: the blocks whole). The isotropy deviation is ‖B − αI‖_F / ‖B‖_F with α the
+    mean diagonal entry, both norms over the same columns (the dim/k scale cancels)."""
+    m, k = int(kernel.shape[0]), int(kernel.shape[3])
+    norms = torch.linalg.matrix_norm(kernel)  # (m, m) Frobenius norms of the (column-sampled) blocks
     diag = torch.diagonal(norms)
     live_items = diag > 0
     scale = torch.sqrt(torch.outer(diag, diag))
     rel = torch.where(scale > 0, norms / torch.where(scale > 0, scale, 1.0), torch.zeros_like(norms))
     off = rel[~torch.eye(m, dtype=torch.bool) & torch.outer(live_items, live_items)]
-    blocks = kernel[torch.arange(m), torch.arange(m)]  # (m, k, k)
-    alpha = torch.diagonal(blocks, dim1=1, dim2=2).mean(dim=1)
-    eye = torch.eye(k, dtype=torch.float64)
+    blocks = kernel[torch.arange(m), torch.arange(m)]  # (m, dim, k)
+    eye = torch.zeros(int(kernel.shape[2]), k, dtype=torch.float64)
+    eye[columns, torch.arange(k)] = 1.0  # I's columns at the sampled coordinates
+    alpha = blocks[:, columns, torch.arange(k)].mean(dim=1)
     dev = torch.linalg.matrix_norm(blocks - alpha[:, None, None] * eye) / torch.where(diag > 0, diag, 1.0)
     return off, dev[live_items], live_items
 
 
-def _jackknife(kernel: torch.Tensor) -> tuple[float, float]:
+def _jackknife(kernel: torch.Tensor, columns: torch.Tensor) -> tuple[float, float]:
     """Jackknife standard errors of the largest off-diagonal ratio and isotropy
-    deviation over the sampled coordinates (each left out once)."""
-    k = int(kernel.shape[2])
+    deviation over the sampled columns (each left out once)."""
+    k = int(kernel.shape[3])
     if k < 2:
         return float("nan"), float("nan")
     stats = np.zeros((k, 2))
@@ -152,7 +163,7 @@ def _jackknife(kernel: torch.Tensor) -> tuple[float, float]:
         # Integer indices: boolean masks call nonzero(), which on busy cores waits for
         # torch's thread pool (0.35 s for these 8 x 8 x 8 x 8 blocks instead of 0.03 s).
         keep = torch.cat([torch.arange(s), torch.arange(s + 1, k)])
-        off, dev, _ = _kernel_summaries(kernel.index_select(2, keep).index_select(3, keep))
+        off, dev, _ = _kernel_summaries(kernel.index_select(3, keep), columns.index_select(0, keep))
         stats[s] = (float(off.max()) if off.numel() else 0.0, float(dev.max()) if dev.numel() else 0.0)
     se = np.sqrt((k - 1) / k * ((stats - stats.mean(axis=0)) ** 2).sum(axis=0))
     return float(se[0]), float(se[1])

@@ -33,7 +33,7 @@ def update_step(
     items moved only by optimizer state are counted too.
     """
     optimizer, restored, lr_used = _probe_optimizer(live, module, fallback_lr)
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("a", "r", "g", "g1", "c")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("a", "r", "g", "g1", "c", "c1")}
     n_eval = 0
     for batch in batches:
         rows, counts = np.unique(np.concatenate([batch.items, extra_rows]), return_counts=True)
@@ -62,13 +62,14 @@ def update_step(
         parts["c"].append(c)
         k = copies[moved]
         parts["g1"].append(g[k > 0] / k[k > 0])
+        parts["c1"].append(c[k > 0] / k[k > 0])
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
     name = type(optimizer).__name__
     return UpdateProbe(
         angles=cat["a"], residuals=cat["r"], growth=cat["g"], growth_per_appearance=cat["g1"],
         relative_change=cat["c"], n_evaluated=n_eval,
         optimizer=name if restored else f"{name} (fallback: the model's optimizer could not be rebuilt)",
-        optimizer_restored=restored, lr=lr_used, steps=len(batches),
+        optimizer_restored=restored, lr=lr_used, steps=len(batches), change_per_appearance=cat["c1"],
     )
 
 

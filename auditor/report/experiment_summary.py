@@ -130,7 +130,10 @@ def _intro(result: ExperimentResult) -> str:
     return (
         f"{data_text(_data(result), result.seeds, sz.epochs)} Two-tower model, dim {sz.dim}, init std "
         f"{sz.init_std:g}, batch size {sz.batch_size}, temperature {sz.temperature:g}. "
-        f"Update angles from one training step after training (float64, items in the batch); "
+        f"Update angles from one training step after training (float64), over the items of that step's own "
+        f"batch only: popaudit check of the same checkpoint steps another batch (its probe batch) and counts "
+        f"every item the step moved, also those moved only by momentum, Adam's state or weight decay, so its "
+        f"angle figures differ from these (compare a run with a run, a check with a check); "
         f"ρ = Spearman frequency–norm correlation with a {sz.n_bootstrap}-resample percentile "
         f"bootstrap 95% CI (mean of the per-seed bounds); head = top 1% of items by frequency, "
         f"share of the top-{k} slots of the lists served to {SERVED_LISTS}." + _k_note(result)

@@ -63,7 +63,8 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
     "optimizer.name": ("optimizer stepped", "text"),
     "optimizer.restored": ("optimizer state restored from the file", "bool"),
     "optimizer.lr": ("learning rate of the item parameters", "number"),
-    "update_angles.n": ("items whose embedding moved (the angles are over these)", "count"),
+    "update_angles.n": ("items whose embedding moved (the angles are over these: the batch's items and any the "
+                        "optimizer state or weight decay moved; experiment results count the batch's only)", "count"),
     "update_angles.n_evaluated": ("items compared before and after the step (batch items and a sample of others)", "count"),
     "update_angles.median": ("median angle", "deg"),
     "update_angles.share_90pm1": ("share within 90° ± 1°", "pct"),

@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from auditor.conditions.c5_growth import project_growth
+from auditor.conditions.c4_loss import classify_loss
+from auditor.conditions.c5_growth import grade_table, growth_sample, project_growth, shrank
+from auditor.conditions.c5_table import table_growth
 from auditor.harm import SERVED_SHARE
 from auditor.metrics.exposure import HeadShare
 from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms, norm_precision
@@ -25,7 +27,7 @@ from auditor.probes import ProbeBatch, summarise_angles, update_step, working_co
 from auditor.probes.eager import compiler_free
 from auditor.retrieval.scorings import multi_scoring_topk
 from auditor.probe_results import UpdateProbe
-from auditor.result import FrequencyNorm
+from auditor.result import CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
 from auditor.sections import share_ratio
 from auditor.summaries import ANGLE_EDGES
 from auditor.train.live import PopauditLiveModel
@@ -54,16 +56,37 @@ def update_probe(result: TrainResult, users: torch.Tensor, items: torch.Tensor) 
         return update_step(live, module, [batch], extra_rows=np.zeros(0, np.int64), fallback_lr=None)
 
 
-def c5_status(result: TrainResult, probe: UpdateProbe) -> str:
+def c5_status(result: TrainResult, probe: UpdateProbe, frequency_norm: FrequencyNorm) -> str:
     """C5 of the run as ``check`` grades it from its probe step
-    (:func:`~auditor.conditions.c5_growth.project_growth`: the median growth per appearance
-    projected over the run's epochs of the item frequencies): ``holds``, ``violated``, or
-    ``unknown`` when no item moved."""
-    sample = probe.growth_per_appearance if probe.growth_per_appearance.size else probe.growth
+    (:func:`~auditor.conditions.c5_growth.project_growth`: the median signed growth per
+    appearance projected over the run's epochs of the item frequencies, none where the step
+    shrank the norms), and, where that projection
+    (which can only understate) stays below the init spread, from the trained table
+    (:func:`~auditor.conditions.c5_growth.grade_table`, with C1–C4 as the run's settings
+    make them): ``holds``, ``violated``, or ``unknown`` (also when no item moved)."""
+    sample = growth_sample(probe)
     freq = result.data.item_frequencies
     if sample.size == 0 or not np.any(freq > 0):
         return "unknown"
-    return project_growth(float(np.median(sample)), freq, float(result.config.epochs), result.config.dim).status
+    # a step that shrank the norms (weight decay) grew nothing: a projection of 0
+    g = 0.0 if shrank(probe) else float(np.median(sample))
+    p = project_growth(g, freq, float(result.config.epochs), result.config.dim)
+    if p.status == "holds":
+        return "holds"
+    table = table_growth(result.item_embeddings().numpy(), freq, frequency_norm)
+    return grade_table(table, p.threshold, settings_conditions(result))[0]
+
+
+def settings_conditions(result: TrainResult) -> dict[str, Condition]:
+    """C1–C4 as a run's settings make them: plain SGD without weight decay (C1), an
+    embedding item tower (C2, C3), a loss that scores by cosine (C4, C4's own rule)."""
+    config = result.config
+    plain = config.optimizer == "sgd" and config.weight_decay == 0
+    table = config.item_encoder == "embedding"
+    c4 = classify_loss(config.loss)[0]
+    statuses: dict[str, Status] = {"C1": "holds" if plain else "violated", "C2": "holds" if table else "violated",
+                "C3": "holds" if table else "violated", "C4": c4}
+    return {k: Condition(CONDITION_NAMES[k], statuses[k], "the run's settings") for k in ORTHOGONALITY_IDS}
 
 
 def angle_summary(angles: np.ndarray) -> dict[str, Any]:
@@ -174,7 +197,7 @@ def measure_run(
         "n_angles": summary["n"],
         "spearman": rho_section.spearman,
         "spearman_ci": list(rho_section.spearman_ci),
-        "c5": c5_status(result, probe),
+        "c5": c5_status(result, probe, rho_section),
         f"head_share_1pct_dot@{k_eff}": share["dot"],
         f"head_share_1pct_cosine@{k_eff}": share["cosine"],
         f"head_share_1pct_ratio@{k_eff}": share["ratio"],
