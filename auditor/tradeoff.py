@@ -25,7 +25,7 @@ import numpy as np
 from auditor.metrics.popularity_sets import head_mask
 from auditor.metrics.resampling import percentile_intervals
 from auditor.result import Accuracy, CutoffMeasures, RankingAccuracy, ScoringChange
-from auditor.wording import interval, moves, points as point_change
+from auditor.wording import interval, kept_share, moves, points as point_change, tolerance_pct
 
 REFERENCE_SCORINGS = ("popular", "served")
 """Scorings shown on the trade-off but never recommended (not a way to serve a model; served: lists given as input)."""
@@ -160,7 +160,7 @@ def choose_scoring(
     rank = {p.scoring: i for i, p in enumerate(served)}
     if better:
         best = min(better, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring]))
-        return best.scoring, _serve_with(best, dot, changes[best.scoring], by_name.get("cosine")), best.scoring
+        return best.scoring, _serve_with(best, dot, changes[best.scoring], by_name.get("cosine"), tolerance), best.scoring
     pool = within or served
     if not pool:
         return "dot", "no other scoring was measured, so dot stays", None
@@ -169,8 +169,9 @@ def choose_scoring(
     return "dot", _keep_dot(alternative, dot, changes[alternative.scoring], tolerance), alternative.scoring
 
 
-def _figures(p: Point, dot: Point, change: ScoringChange) -> str:
-    kept = (f"keeps {p.ndcg / dot.ndcg:.1%} of dot's NDCG" if dot.ndcg > 0 else
+def _figures(p: Point, dot: Point, change: ScoringChange, tolerance: float) -> str:
+    below = p.ndcg < tolerance * dot.ndcg  # the choice's own test, which the printed share must agree with
+    kept = (f"keeps {kept_share(p.ndcg / dot.ndcg, tolerance, below)} of dot's NDCG" if dot.ndcg > 0 else
             "finds held-out items dot's lists miss" if p.ndcg > 0 else "finds no held-out item either")
     return (
         f"{kept} ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
@@ -179,10 +180,8 @@ def _figures(p: Point, dot: Point, change: ScoringChange) -> str:
     )
 
 
-def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None) -> str:
-    text = f"serve with {best.scoring}: it {_figures(best, dot, change)}"
-    if change.head_share_delta_ci is None:
-        text += " (no bootstrap ran: the uncertainty was not measured)"
+def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None, tolerance: float) -> str:
+    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance)}{_unmeasured(change)}"
     if best.scoring != "cosine" and cosine is not None and cosine.ndcg >= dot.ndcg:
         text += f"; cosine costs no accuracy either (NDCG {cosine.ndcg:.4f})"
     return text
@@ -194,7 +193,7 @@ def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: 
     the tolerance as given (0.9046 is 90.46%, not a rounded 90%)."""
     why = []
     if alternative.ndcg < tolerance * dot.ndcg:
-        why.append(f"it is below the {round(tolerance * 100, 6):g}% accuracy tolerance")
+        why.append(f"it is below the {tolerance_pct(tolerance)} accuracy tolerance")
     if not change.clearly_less_head:
         ci = change.head_share_delta_ci
         inside = ci is not None and ci[0] <= 0.0 <= ci[1]
@@ -203,8 +202,13 @@ def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: 
         why.append("neither it nor dot finds a held-out item")
     return (
         f"no serving change is clearly better than dot: the best alternative, {alternative.scoring}, "
-        f"{_figures(alternative, dot, change)}, but {' and '.join(why)}"
+        f"{_figures(alternative, dot, change, tolerance)}, but {' and '.join(why)}{_unmeasured(change)}"
     )
+
+
+def _unmeasured(change: ScoringChange) -> str:
+    """Said of every trade-off sentence decided on point estimates (``bootstrap`` 0)."""
+    return " (no bootstrap ran: the uncertainty was not measured)" if change.head_share_delta_ci is None else ""
 
 
 def judge_tradeoff(
