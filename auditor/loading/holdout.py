@@ -27,6 +27,7 @@ from auditor.idmap import check_assumed_rows, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.loading.recorded_split import recorded_split_notes
 from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
@@ -76,6 +77,8 @@ class HeldOut:
     """Dropped: users without a row in the user table (only when there is one)..."""
     n_dropped_user_interactions: int = 0
     """... and their interactions on table items."""
+    notes: tuple[str, ...] = ()
+    """What else the report says (a checkpoint's recorded split: its dropped repeats)."""
 
     @property
     def n_users_evaluated(self) -> int:
@@ -103,7 +106,7 @@ class HeldOut:
                 f"{self.n_dropped_users:,} held-out users in {self.source} ({self.n_dropped_user_interactions:,} "
                 "interactions) have no row in the user table; left out of the accuracy"
             )
-        return out
+        return out + list(self.notes)
 
 
 @dataclass(frozen=True)
@@ -303,8 +306,9 @@ def load_holdout(
     pairs = bundle.holdout_pairs
     if not isinstance(pairs, InteractionPairs):
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
-    return holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
-                              source=f"{bundle.source} (recorded holdout)")
+    source = f"{bundle.source} (recorded holdout)"
+    held = holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows, source=source)
+    return replace(held, notes=recorded_split_notes(bundle.config, source))
 
 
 def _open(spec: LogSpec, why: str) -> Log:
