@@ -30,6 +30,24 @@ RULE = (
 """The rule in words, as the sidecar of ``popaudit mitigate`` records it."""
 
 
+def zero_rows_at_cosine(n_zero: int) -> str | None:
+    """What serving a table written at α = 0 does with its ``n_zero`` zero rows (None: none).
+
+    Cosine never serves a zero row (it has no direction), but an inner-product index over
+    the unit rows α = 0 writes scores it 0, above every candidate whose cosine is
+    negative: the one place where dot over the rewritten table is not the scoring it was
+    written for (for α > 0 both score it 0). Said where α = 0 is written and where a
+    table with zero rows is measured, so no promised figure hides it."""
+    if n_zero <= 0:
+        return None
+    return (
+        f"{n_zero:,} item rows are zero: a table written at alpha 0 (cosine, unit rows) keeps them zero, and a "
+        "dot-product index over it scores them 0, above every candidate with a negative cosine, while cosine "
+        "never serves them; for users with fewer positive-cosine candidates than K its lists and figures differ "
+        "from cosine's"
+    )
+
+
 def alpha_scoring(alpha: float) -> str:
     """The name of the norm-aware scoring with exponent ``alpha`` (``alpha_0.5``)."""
     return f"{ALPHA_PREFIX}{alpha:g}"
@@ -84,4 +102,5 @@ def rescale_rows(rows: np.ndarray, alpha: float, norms: np.ndarray) -> np.ndarra
 
 __all__ = [
     "ALPHA_PREFIX", "RULE", "alpha_scoring", "norm_weights", "query_factors", "rescale_rows", "scoring_alpha",
+    "zero_rows_at_cosine",
 ]  # fmt: skip

@@ -17,6 +17,10 @@ the one policy that ``check`` and ``batch`` apply to them.
   under that K: a gate reads only the K it names, so ``…@10`` on a 6-item catalogue is
   unmeasured and says to gate ``…@6``. Its figures are the whole catalogue's lists, and a
   gate's name is the figure's name in every report, batch column and diff.
+* A figure within one part in 10⁹ of its threshold (:data:`~auditor.harm.EDGE_SLACK`, the
+  severity bands' slack) is on it (:func:`gate_holds`): accuracy figures are float means
+  of per-user values and ratios of them, so an exact 1.75 (14 hits against 8) reads
+  1.7499999999999998, and ``recall_ratio@10<1.75`` must not trip on that rounding.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.flat import metric_names
 from auditor.gate_reasons import per_k_name, well_formed, why_not_asked, why_unmeasured
+from auditor.harm import EDGE_SLACK
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -66,12 +71,25 @@ def threshold_text(threshold: float) -> str:
     return short if float(short) == threshold else repr(threshold)
 
 
+def on_threshold(value: float, threshold: float) -> float:
+    """``value``, or ``threshold`` itself when the two differ by float rounding only (a
+    relative :data:`~auditor.harm.EDGE_SLACK`; exact for a threshold of 0)."""
+    return threshold if math.isclose(value, threshold, rel_tol=EDGE_SLACK, abs_tol=0.0) else value
+
+
+def gate_holds(value: float, gate: Gate) -> bool:
+    """Whether ``gate``'s condition holds for ``value``: the one comparison of every gate,
+    a figure on the threshold (:func:`on_threshold`) taken as equal to it."""
+    return _OPERATORS[gate.op](on_threshold(value, gate.threshold), gate.threshold)
+
+
 def value_text(value: float, gate: Gate) -> str:
     """A gate's value with 4 significant digits, more where 4 would contradict the outcome
     beside it (``spearman<0.977695: 0.9777 (TRIPPED)`` reads as false; ``0.9776937`` does
     not): the fewest digits whose printed value compares with the threshold as the value
     does, and equals it only where the value does."""
     compare = _OPERATORS[gate.op]
+    value = on_threshold(value, gate.threshold)
     for digits in range(4, 18):
         text = f"{value:.{digits}g}"
         shown = float(text)
@@ -166,7 +184,7 @@ def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -
     outcomes = []
     for gate in gates:
         value = metrics.get(gate.metric)
-        tripped = value is not None and _OPERATORS[gate.op](value, gate.threshold)
+        tripped = value is not None and gate_holds(value, gate)
         outcomes.append(GateOutcome(gate, value, tripped))
     return outcomes
 

@@ -34,9 +34,15 @@ from auditor.sections import LISTS_ONLY_FORMAT
 NO_MODEL = "no model: served lists alone have no item vectors"
 LISTS_PROTOCOL = (
     "queries: the users of the served lists; evaluated: those of them with a held-out item, on their served lists "
-    "as they are and on the most-popular list (no training item excluded: the lists are what was served); held-out "
-    "items neither trained nor served count as misses; measures @K (RecBole's definitions) averaged over evaluated users"
+    "as they are (what was served) and on the most-popular list without the user's training items (as with a "
+    "model); held-out items neither trained nor served count as misses; measures @K (RecBole's definitions) "
+    "averaged over evaluated users"
 )
+LISTS_PROTOCOL_KEPT = LISTS_PROTOCOL.replace(
+    "without the user's training items (as with a model)",
+    "with the user's training items kept (as asked, or where the log names no users)")
+"""The protocol when the popular list keeps training items (``seen_excluded`` false, which
+``diff`` and batch summaries compare)."""
 DOT_COSINE = "dot_cosine"
 """The ``not_measured`` key of what a lists-only retrieval section lacks (its dot and cosine scorings)."""
 USER_GROUPS, EXPOSURE_SHIFT = "user_groups", "exposure_shift"
@@ -68,9 +74,12 @@ def run_lists_audit(
     """Audit ``config.recommendations`` against ``config.interactions`` (module docstring)."""
     inputs = load_lists_inputs(config, cache or InputCache(), progress)
     served, stats = inputs.served, inputs.stats
+    # The popular baseline skips each user's training items unless keep_seen, as a model's does.
+    exclude = None if config.keep_seen else inputs.profiles
     outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress,
                              profiles=inputs.profiles, groups=config.groups,
-                             relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items))
+                             relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items),
+                             exclude_popular=exclude)
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
     if inputs.profiles is None:
@@ -84,8 +93,8 @@ def run_lists_audit(
         not_measured["accuracy"] = none
     else:
         evaluation = evaluate(inputs.heldout, outcome.lists, list(inputs.ks), tolerance=config.accuracy_tolerance,
-                              keep_seen=True, seen_excluded=False)
-        accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL)
+                              keep_seen=exclude is None, seen_excluded=exclude is not None)
+        accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL if exclude is not None else LISTS_PROTOCOL_KEPT)
     why = novelty_unmeasured(stats.user_counts, stats.n_users, "frequencies" if config.frequencies else "log")
     if why is not None:
         not_measured["novelty"] = why
@@ -124,7 +133,7 @@ def _dot_cosine_sections(profiles: bool) -> dict[str, str]:
     }
 
 
-MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids", "keep_seen",
+MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids",
                   "index", "scheduler", "retrieval")
 """Settings that say how to read or serve a model's tables: nothing to apply to without one."""
 

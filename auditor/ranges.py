@@ -12,7 +12,7 @@ real workloads.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from auditor.errors import InputError, setting
@@ -29,6 +29,9 @@ class Range:
     high_open: bool = False
     why: str = ""
     """What the bounds protect (README)."""
+    least_nonzero: float | None = None
+    """Values in (0, least_nonzero) are out of range: 0 switches the thing off, and below
+    this much it means nothing (``bootstrap``: :data:`MIN_BOOTSTRAP`)."""
 
     def contains(self, value: Any) -> bool:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -37,12 +40,17 @@ class Range:
             return False
         if not math.isfinite(float(value)):
             return False
+        if self.least_nonzero is not None and 0 < value < self.least_nonzero:
+            return False
         above = value > self.low if self.low_open else value >= self.low
         below = value < self.high if self.high_open else value <= self.high
         return bool(above and below)
 
     def describe(self) -> str:
-        """``an integer from 0 to 100,000`` / ``a number > 0 and <= 1``."""
+        """``an integer from 0 to 100,000`` / ``a number > 0 and <= 1`` / ``0 or an
+        integer from 100 to 100,000``."""
+        if self.least_nonzero is not None:
+            return f"{_number(self.low)} or {replace(self, low=self.least_nonzero, least_nonzero=None).describe()}"
         if self.integer and not (self.low_open or self.high_open):
             return f"an integer from {_number(self.low)} to {_number(self.high)}"
         low = f"{'>' if self.low_open else '>='} {_number(self.low)}"
@@ -63,9 +71,15 @@ def _number(value: float) -> str:
 
 
 DAY = 86_400
+MIN_BOOTSTRAP = 100
+"""The fewest resamples a percentile 95% interval is drawn from: its ends are about the
+2.5th and 97.5th of them, so from 1 or 2 resamples an "interval" is those resamples
+(and can exclude its own estimate); 0 means no interval (not measured)."""
 RANGES: dict[str, Range] = {
     # check and batch: the audit
-    "bootstrap": Range(0, 100_000, why="resamples of the CI of Spearman's rho (each sorts the catalogue)"),
+    "bootstrap": Range(0, 100_000, least_nonzero=MIN_BOOTSTRAP,
+                       why="resamples of the 95% intervals, each sorting the catalogue; 0: none; below 100 "
+                       "they mean nothing"),
     "max_queries": Range(1, 10_000_000, why="queries retrieved (each holds K results per scoring)"),
     "ks": Range(1, 10_000, why="cut-off K of every top list (queries x K results per scoring)"),
     "seed": Range(0, 2**64 - 1, why="seeds numpy accepts"),
@@ -121,4 +135,4 @@ def check_ranges(values: dict[str, Any]) -> None:
             found.check(name, one)
 
 
-__all__ = ["RANGES", "Range", "check_ranges"]
+__all__ = ["MIN_BOOTSTRAP", "RANGES", "Range", "check_ranges"]

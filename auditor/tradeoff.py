@@ -27,7 +27,7 @@ import numpy as np
 from auditor.metrics.popularity_sets import head_mask
 from auditor.metrics.resampling import percentile_intervals
 from auditor.result import Accuracy, CutoffMeasures, RankingAccuracy, ScoringChange
-from auditor.wording import interval, moves, points as point_change
+from auditor.wording import interval, kept_share, moves, points as point_change, tolerance_pct
 
 REFERENCE_SCORINGS = ("popular", "served")
 """Scorings shown on the trade-off but never recommended (not a way to serve a model; served: lists given as input)."""
@@ -165,7 +165,7 @@ def choose_scoring(
     if better:
         best = min(better, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring]))
         cosine = by_name.get("cosine") if base != "cosine" else None
-        return best.scoring, _serve_with(best, dot, changes[best.scoring], cosine), best.scoring
+        return best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance), best.scoring
     pool = within or served
     if not pool:
         return base, f"no other scoring was measured, so {base} stays", None
@@ -178,9 +178,10 @@ def _name(base: str) -> str:
     return "dot-product" if base == "dot" else base
 
 
-def _figures(p: Point, dot: Point, change: ScoringChange) -> str:
+def _figures(p: Point, dot: Point, change: ScoringChange, tolerance: float) -> str:
     base = dot.scoring
-    kept = (f"keeps {p.ndcg / dot.ndcg:.1%} of {base}'s NDCG" if dot.ndcg > 0 else
+    below = p.ndcg < tolerance * dot.ndcg  # the choice's own test, which the printed share must agree with
+    kept = (f"keeps {kept_share(p.ndcg / dot.ndcg, tolerance, below)} of {base}'s NDCG" if dot.ndcg > 0 else
             f"finds held-out items {base}'s lists miss" if p.ndcg > 0 else "finds no held-out item either")
     return (
         f"{kept} ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
@@ -189,10 +190,8 @@ def _figures(p: Point, dot: Point, change: ScoringChange) -> str:
     )
 
 
-def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None) -> str:
-    text = f"serve with {best.scoring}: it {_figures(best, dot, change)}"
-    if change.head_share_delta_ci is None:
-        text += " (no bootstrap ran: the uncertainty was not measured)"
+def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None, tolerance: float) -> str:
+    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance)}{_unmeasured(change)}"
     if best.scoring != "cosine" and cosine is not None and cosine.ndcg >= dot.ndcg:
         text += f"; cosine costs no accuracy either (NDCG {cosine.ndcg:.4f})"
     return text
@@ -204,7 +203,7 @@ def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: 
     the tolerance as given (0.9046 is 90.46%, not a rounded 90%)."""
     why = []
     if alternative.ndcg < tolerance * dot.ndcg:
-        why.append(f"it is below the {round(tolerance * 100, 6):g}% accuracy tolerance")
+        why.append(f"it is below the {tolerance_pct(tolerance)} accuracy tolerance")
     if not change.clearly_less_head:
         ci = change.head_share_delta_ci
         inside = ci is not None and ci[0] <= 0.0 <= ci[1]
@@ -214,8 +213,13 @@ def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: 
     own = "" if dot.scoring == "dot" else f" (the model's own scoring, which it keeps)"
     return (
         f"no serving change is clearly better than {dot.scoring}{own}: the best alternative, {alternative.scoring}, "
-        f"{_figures(alternative, dot, change)}, but {' and '.join(why)}"
+        f"{_figures(alternative, dot, change, tolerance)}, but {' and '.join(why)}{_unmeasured(change)}"
     )
+
+
+def _unmeasured(change: ScoringChange) -> str:
+    """Said of every trade-off sentence decided on point estimates (``bootstrap`` 0)."""
+    return " (no bootstrap ran: the uncertainty was not measured)" if change.head_share_delta_ci is None else ""
 
 
 def judge_tradeoff(

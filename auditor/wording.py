@@ -39,6 +39,24 @@ def _decimals(x: float | None) -> int:
     return min(MAX_DECIMALS, max(1, 1 - math.floor(math.log10(abs(100 * x)))))
 
 
+def tolerance_pct(tolerance: float) -> str:
+    """An accuracy tolerance as given, in percent (0.9046 is ``90.46%``, not a rounded 90%)."""
+    return f"{round(tolerance * 100, 6):g}%"
+
+
+def kept_share(share: float, tolerance: float, below: bool) -> str:
+    """The share of dot's NDCG a scoring keeps, in percent with one decimal, more (up to 6)
+    where one would put it on the other side of the printed ``tolerance`` than ``below``
+    (the decision) says: 0.951835 against 0.952 is ``95.18%``, never "keeps 95.2% ... below
+    the 95.2% tolerance"."""
+    limit = round(tolerance * 100, 6)
+    for decimals in range(1, 7):
+        shown = round(100 * share, decimals)
+        if (shown < limit) == below:
+            return f"{100 * share:.{decimals}f}%"
+    return f"{100 * share:.6f}%"
+
+
 def moves(before: float | None, after: float | None, what: str) -> str:
     """``what`` goes from one share to the other, or stays where it is when they print alike."""
     if before is not None and after is not None and before == after:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from auditor.cli import cli
 from auditor.cli.experiment import command, name_first
 
-SMALL = ["--n-users", "200", "--n-items", "200", "--n-interactions", "6000", "--epochs", "2", "--bootstrap", "50"]
+SMALL = ["--n-users", "200", "--n-items", "200", "--n-interactions", "6000", "--epochs", "2", "--bootstrap", "100"]
 
 
 def test_conditions_subset_writes_results(tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_each_grid_lists_only_its_own_options(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(OWN))
 def test_another_grids_option_is_refused_by_name(name: str, tmp_path: Path) -> None:
     values = {"--settings": "reference", "--lrs": "1", "--mitigations": "reference", "--lr": "1",
-              "--bootstrap": "10", "--holdout-fraction": "0.1", "--split": "random", "--alpha": "0.5"}
+              "--bootstrap": "100", "--holdout-fraction": "0.1", "--split": "random", "--alpha": "0.5"}
     for flag in sorted(OWN[name][1]):
         res = CliRunner().invoke(cli, ["experiment", name, flag, values[flag], "-o", str(tmp_path / "o")])
         owners = " and ".join(repr(g) for g in sorted(OWN, key=list(OWN).index) if flag in OWN[g][0])
@@ -138,7 +138,7 @@ def _recbole_log(path: Path, n_users: int = 40, n_items: int = 60, per_user: int
     return len(users), len(items), n_users * per_user
 
 
-FAST = ["--epochs", "2", "--batch-size", "64", "--bootstrap", "20", "-k", "10", "--dim", "8"]
+FAST = ["--epochs", "2", "--batch-size", "64", "--bootstrap", "100", "-k", "10", "--dim", "8"]
 
 
 def test_conditions_on_a_recbole_log_states_the_data_and_one_seed_values(tmp_path: Path) -> None:

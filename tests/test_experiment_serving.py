@@ -24,7 +24,7 @@ from auditor.train.experiments import (
 from auditor.train.measures import aggregate, served_k
 
 # The QA finding's sizes: 150 users of whom some never appear in 3,000 interactions.
-SIZES = ExperimentSizes(n_users=150, n_items=120, n_interactions=3000, epochs=2, n_bootstrap=50, k=10)
+SIZES = ExperimentSizes(n_users=150, n_items=120, n_interactions=3000, epochs=2, n_bootstrap=100, k=10)
 SYNTHETIC = ["--n-users", "150", "--n-items", "120", "--n-interactions", "3000", "--epochs", "2", "--threads", "1"]
 
 
@@ -34,7 +34,7 @@ def _check(tmp_path: Path, name: str, *retrain: str) -> dict:  # type: ignore[ty
     runner = CliRunner()
     made = runner.invoke(cli, ["retrain", *SYNTHETIC, *retrain, "-q", "-o", str(model)])
     assert made.exit_code == 0, made.output
-    checked = runner.invoke(cli, ["check", str(model), "-k", "10", "--bootstrap", "50", "--no-probes",
+    checked = runner.invoke(cli, ["check", str(model), "-k", "10", "--bootstrap", "100", "--no-probes",
                                   "--json", str(report)])
     assert checked.exit_code in (0, 3), checked.output  # 3: a gate tripped; the report is written
     return json.loads(report.read_text())["retrieval"]

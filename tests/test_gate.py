@@ -5,6 +5,8 @@ import pytest
 from auditor.errors import GateError
 import math
 
+import numpy as np
+
 from auditor.flat import flat_metrics_from_report, metric_names
 from auditor.gate import evaluate_gates, parse_gates
 from auditor.gate_reasons import well_formed, why_unmeasured
@@ -143,3 +145,32 @@ def test_why_a_gate_has_no_value_is_its_own_reason(name: str, report: dict[str, 
 def test_well_formed_names_are_those_some_run_produces(name: str, formed: bool) -> None:
     assert well_formed(name) is formed
     assert well_formed("norm_gini_dot@10", ["norm_gini"])  # a plugin's list measure, given its name
+
+
+def test_a_ratio_exactly_on_its_threshold_is_on_it_whatever_float_rounding_does() -> None:
+    """14 hits against 8 over 90 users (|H_u| = 3, one user 4): the mean recalls are exactly
+    7/135 and 4/135, so recall_ratio is exactly 1.75; as float means of per-user recalls it
+    reads 1.7499999999999998. ``>= 1.75`` trips and ``< 1.75`` does not; a figure truly
+    below (1.75 less one part in 10**8) still trips ``<``; a threshold of 0 stays exact."""
+    from fractions import Fraction
+
+    from auditor.gate import value_text
+
+    hits_dot = [1] * 14 + [0] * 76
+    hits_cos = [1] * 8 + [0] * 82
+    sizes = [4] + [3] * 89  # user 0 has 4 held-out items, and no hit from either list
+    hits_dot, hits_cos = [0] + hits_dot[:89], [0] + hits_cos[:89]
+    recall = [np.mean(np.array(h, dtype=np.float64) / np.array(sizes)) for h in (hits_dot, hits_cos)]
+    exact = [sum(Fraction(h, n) for h, n in zip(hits, sizes)) / 90 for hits in (hits_dot, hits_cos)]
+    assert exact == [Fraction(7, 135), Fraction(4, 135)] and exact[0] / exact[1] == Fraction(7, 4)
+    ratio = float(recall[0] / recall[1])
+    assert ratio != 1.75  # the rounding the gate must not act on
+    gates = parse_gates(["recall_ratio@10>=1.75", "recall_ratio@10<1.75", "recall_ratio@10==1.75",
+                         "recall_ratio@10>1.75"], metric_names([10]))
+    outcomes = evaluate_gates(gates, {"recall_ratio@10": ratio})
+    assert [o.tripped for o in outcomes] == [True, False, True, False]
+    assert [value_text(ratio, g) for g in gates] == ["1.75"] * 4
+    below = evaluate_gates(gates, {"recall_ratio@10": 1.75 * (1 - 1e-8)})
+    assert [o.tripped for o in below] == [False, True, False, False]
+    zero = parse_gates(["ndcg_dot@10>0"], metric_names([10]))
+    assert [o.tripped for o in evaluate_gates(zero, {"ndcg_dot@10": 1e-300})] == [True]

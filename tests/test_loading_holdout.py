@@ -152,6 +152,21 @@ def test_users_beyond_the_user_table_without_user_ids(tmp_path: Path) -> None:
         ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), n_user_rows=2)
 
 
+def test_new_users_past_the_user_table_are_dropped_and_counted_not_refused(tmp_path: Path) -> None:
+    """With the training users known, only they are evidence on the assumed row mapping: a
+    held-out user past the table who never trained (user 2 on a 2-row table) is dropped and
+    counted like a new item id, while the same id among the training users is refused."""
+    path = _write(tmp_path / "holdout.csv", "user_id,item_id\n0,1\n2,3\n1,2\n2,4\n")
+    held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), n_user_rows=2, trained_ids=np.array([1, 0]))
+    assert held.users.raw_ids.tolist() == [0, 1] and held.users.user_rows.tolist() == [0, 1]
+    assert _csr(held.users) == [[1], [2]]
+    assert (held.n_dropped_users, held.n_dropped_user_interactions, held.n_dropped) == (1, 2, 2)
+    assert held.warnings == [f"1 held-out users in {path} (2 interactions) have no row in the user table; "
+                             "left out of the accuracy"]
+    with pytest.raises(IdMappingError, match=rf"1 of the 2 distinct user ids in {path} have no row.*2-row user table"):
+        ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), n_user_rows=2, trained_ids=np.array([0, 2]))
+
+
 def test_text_user_ids_without_user_ids(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\nalice,1\n")
     with pytest.raises(IdMappingError, match=rf"user ids of {path} \(column 'user_id'\) are not integers.*"

@@ -376,7 +376,7 @@ def test_the_audit_reads_the_tables_precision(tmp_path):
     pq.write_table(pa.table({"user_id": rng.integers(0, 150, 5000), "item_id": items}), tmp_path / "log.parquet")
     np.save(tmp_path / "unit.npy", _unit_rows(np.float32, 16))
     result = run_audit(AuditConfig(model=tmp_path / "unit.npy", interactions=tmp_path / "log.parquet",
-                                   probes=False, retrieval=False, bootstrap=50))  # fmt: skip
+                                   probes=False, retrieval=False, bootstrap=100))  # fmt: skip
     fn = result.frequency_norm
     assert fn is not None and np.isnan(fn.spearman)
     assert "same norm to within float32 rounding" in (fn.undefined_reason or "")

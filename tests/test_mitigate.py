@@ -579,3 +579,25 @@ def test_the_severity_gate_evaluates_on_a_cosine_rescaled_table(tmp_path: Path) 
     verdict = json.loads((tmp_path / "r.json").read_text())["verdict"]
     assert (verdict["severity"], verdict["assessed"]) == ("none", True)
     assert "serves the same items as cosine at every K (overlap 1)" in verdict["summary"]
+
+
+def test_alpha_zero_says_its_zero_rows_are_served_by_dot(tmp_path: Path) -> None:
+    """Cosine never serves a zero row; a dot-product index over the unit rows alpha 0 writes
+    scores it 0, above a negative candidate: query (1, 0) over rows (1, 0), (0, 0), (-1, 0.1)
+    serves rows {0, 2} by cosine at K=2 but {0, 1} by dot over the output. The sidecar says
+    so at alpha 0 (counting the zero rows) and only there; check of the output warns too."""
+    original = np.array([[1.0, 0.0], [0.0, 0.0], [-1.0, 0.1]], dtype=np.float32)
+    np.save(tmp_path / "m.npy", original)
+    mitigate(tmp_path / "m.npy", 0, tmp_path / "out0.npy")
+    out = np.load(tmp_path / "out0.npy").astype(np.float64)
+    assert np.argsort(-(out @ np.array([1.0, 0.0])), kind="stable")[:2].tolist() == [0, 1]
+    warnings = json.loads(sidecar_path(tmp_path / "out0.npy").read_text())["warnings"]
+    assert sum("1 item rows are zero: a table written at alpha 0" in w for w in warnings) == 1, warnings
+    mitigate(tmp_path / "m.npy", 0.5, tmp_path / "out5.npy")
+    assert not any("rows are zero" in w for w in json.loads(sidecar_path(tmp_path / "out5.npy").read_text())["warnings"])
+    np.save(tmp_path / "q.npy", np.array([[1.0, 0.0]], dtype=np.float32))
+    checked = run("check", tmp_path / "out0.npy", "--queries", tmp_path / "q.npy", "-k", "2", "--no-probes",
+                  "--format", "json", "-o", tmp_path / "r.json", "-q")
+    assert checked.exit_code == 0, checked.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert any("has 1 all-zero row (rows 1)" in w and "mitigate writes at alpha 0" in w for w in report["warnings"])

@@ -207,7 +207,7 @@ def test_run_audit_with_plugins(am_example: tuple[Path, Path], ft_example: tuple
     pm = get_plugin_manager(plugins, entry_points=False)
     verdicts = {}
     for model, log in (am_example, ft_example):
-        config = AuditConfig(model=model, interactions=log, plugins=plugins, bootstrap=20, ks=(10,))
+        config = AuditConfig(model=model, interactions=log, plugins=plugins, bootstrap=100, ks=(10,))
         result = audit.run_audit(config, pm=pm)
         assert result.conditions is not None
         verdicts[result.inputs.format] = {k: result.conditions[k].status for k in ("C2", "C3")}

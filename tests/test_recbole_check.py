@@ -35,7 +35,7 @@ DATA = Path(__file__).parent / "data" / "recbole"
 INTER = DATA / "eval.inter"
 RECORD = json.loads((DATA / "eval.json").read_text(encoding="utf-8"))
 METRICS = {"recall": "recall", "ndcg": "ndcg", "hit": "hit_rate", "mrr": "mrr"}
-FAST = dict(ks=(10, 20), bootstrap=50, probes=False)
+FAST = dict(ks=(10, 20), bootstrap=100, probes=False)
 
 
 def _audit(model: Path, **options: Any) -> AuditResult:
@@ -59,7 +59,7 @@ def test_zero_option_check_equals_recboles_test_metrics(tmp_path: Path) -> None:
     metrics @10 and @20 under dot, the split said where every report says its inputs."""
     out = tmp_path / "bpr.json"
     result = CliRunner().invoke(cli, ["check", str(DATA / "BPR-eval.pth"), "--interactions", str(INTER), "--k", "10", "--k", "20",
-                                      "--bootstrap", "50", "--no-probes", "-q", "--json", str(out)])  # fmt: skip
+                                      "--bootstrap", "100", "--no-probes", "-q", "--json", str(out)])  # fmt: skip
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     found = {f"{name}@{k}": report["accuracy"]["at"][str(k)]["dot"][field]

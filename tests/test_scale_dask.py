@@ -116,7 +116,7 @@ def test_shards_on_dask_equal_local_for_every_source(
 def test_audit_with_scheduler_equals_local_audit(
     cluster: distributed.LocalCluster, inputs: dict[str, Path]
 ) -> None:
-    base = {"interactions": inputs["log"], "bootstrap": 20, "probes": False, "max_memory": CEILING}
+    base = {"interactions": inputs["log"], "bootstrap": 100, "probes": False, "max_memory": CEILING}
     local = run_audit(_config(inputs["table"], inputs["queries"], **base))
     with shard_tasks(cluster) as tasks:
         remote = run_audit(_config(inputs["table"], inputs["queries"], scheduler=cluster.scheduler_address, **base))

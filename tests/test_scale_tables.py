@@ -81,7 +81,7 @@ def config(paths: dict[str, Path], **kwargs: object) -> AuditConfig:
         "interactions": paths["log"],
         "queries": str(paths["queries"]),
         "ks": (10, 50),
-        "bootstrap": 50,
+        "bootstrap": 100,
         "probes": False,
     }
     settings.update(kwargs)

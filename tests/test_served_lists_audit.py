@@ -368,7 +368,13 @@ def test_lists_alone_measure_plugin_list_measures(tmp_path: Path) -> None:
     assert run.exit_code == 0, run.output
     served = json.loads(report.read_text())["retrieval"]["at"]["3"]
     assert served["served"]["top_item_share"] == pytest.approx(expected)
-    assert served["popular"]["top_item_share"] == pytest.approx(1 / 3)
+    # The popular list skips each user's training items: item 101 fills one of the 3 slots of
+    # each served user who did not train on it (1 of the 15), so 1 of the 45 slots.
+    train = [line.split(",") for line in (DATA / "train.csv").read_text().split()[1:]]
+    listed = {user for user, _item, _rank in lines}
+    untrained = listed - {user for user, item in train if item == "101"}
+    assert len(listed) == 15 and len(untrained) == 1
+    assert served["popular"]["top_item_share"] == pytest.approx(len(untrained) / 45)
     assert _invoke(*base, "--fail-on", f"top_item_share_served@3>={expected}").exit_code == 3
 
 
@@ -386,8 +392,8 @@ def test_served_lists_beside_anonymous_queries_are_said_not_measured(
 
 def test_lists_alone_held_out_accuracy(tmp_path: Path) -> None:
     # Each user's held-out item is their own rank-1 served item: the served lists hit it first
-    # (every measure 1 at every K); the most-popular list hits it only where it is item 101,
-    # the log's most popular. User 500 has no list: left out, counted.
+    # (every measure 1 at every K); the most-popular list hits it only where it is the most
+    # popular item the user did not train on. User 500 has no list: left out, counted.
     lines = [line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:]]
     first = {user: item for user, item, rank in lines if rank == "1"}
     holdout = tmp_path / "holdout.csv"
@@ -399,8 +405,20 @@ def test_lists_alone_held_out_accuracy(tmp_path: Path) -> None:
     for k in (1, 5):
         served = accuracy.at[k]["served"]
         assert (served.recall, served.ndcg, served.hit_rate, served.mrr) == (1.0, 1.0, 1.0, 1.0)
-    share = sum(item == "101" for item in first.values()) / 15
-    assert accuracy.at[1]["popular"].hit_rate == pytest.approx(share)
+    # The popular list skips each user's training items, as a model's does: its first item is
+    # the log's most popular one the user did not train on (counts 111, 56, 33, 29, 21 for
+    # items 101, 102, 103, 104, 106, all distinct, so no tie).
+    train = [line.split(",") for line in (DATA / "train.csv").read_text().split()[1:]]
+    counts: dict[str, int] = {}
+    seen: dict[str, set[str]] = {}
+    for user, item in train:
+        counts[item] = counts.get(item, 0) + 1
+        seen.setdefault(user, set()).add(item)
+    order = sorted(counts, key=lambda item: (-counts[item], int(item)))
+    top = {user: next(i for i in order if i not in seen.get(user, set())) for user in first}
+    share = sum(top[user] == item for user, item in first.items()) / 15
+    assert share == 1 / 15  # kept training items, every user's popular top-1 was 101, which no user's list opens with
+    assert accuracy.at[1]["popular"].hit_rate == pytest.approx(share) and accuracy.seen_excluded
     assert accuracy.recommended is None and "accuracy" not in result.not_measured
     assert any("1 of the 16 held-out users" in w and "no served list" in w for w in result.warnings)
     flat = result.flat_metrics()
@@ -447,3 +465,21 @@ def test_served_lists_holding_training_items_keep_them_among_poprsps_candidates(
     assert ran.exit_code == 0, ran.output
     served = json.loads((tmp_path / "r.json").read_text())["retrieval"]["at"]["3"]["served"]
     assert served["pop_rsp"] == pytest.approx(0.9 / 1.1)
+
+
+def test_lists_alone_with_keep_seen_keep_training_items_in_the_popular_list(tmp_path: Path) -> None:
+    """keep_seen applies to the popular baseline of lists alone as it does with a model: the
+    list is then the log's top items for every user (item 101 first), which opens no user's
+    served list, so the popular hit rate at K=1 of the rank-1 holdout is 0; the report says
+    training items were kept (``seen_excluded`` false, as ``diff`` compares)."""
+    lines = [line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:]]
+    first = {user: item for user, item, rank in lines if rank == "1"}
+    assert "101" not in first.values()
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text("user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in first.items()))
+    result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 5), keep_seen=True,
+                                   recommendations=DATA / "recs.csv", holdout=holdout, bootstrap=0))
+    accuracy = result.accuracy
+    assert accuracy is not None and not accuracy.seen_excluded and "training items kept" in accuracy.protocol
+    assert accuracy.at[1]["popular"].hit_rate == 0.0
+    assert not any("ignored" in w and "keep" in w for w in result.warnings)

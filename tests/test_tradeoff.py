@@ -184,3 +184,27 @@ def test_with_dot_at_zero_only_a_scoring_that_finds_something_is_recommended() -
     points = _points(dot=(0.0, 0.5), cosine=(0.0, 0.1), alpha_0_5=(0.05, 0.4))
     name, text, best = choose_scoring(points, 0.9, _sure(points))
     assert name == best == "alpha_0_5" and "finds held-out items dot's lists miss (0.0500 vs 0.0000" in text
+
+
+def test_the_kept_share_agrees_with_the_tolerance_it_is_held_to() -> None:
+    """NDCG 0.042638 against dot's 0.044796 keeps 95.1835% of it: under a 0.952 tolerance
+    it is below, so it prints 95.18% (one decimal, 95.2%, would equal the tolerance it is
+    said to be below); 0.97996 under 0.98 prints 97.996%; a share above keeps one decimal."""
+    from auditor.wording import kept_share
+
+    points = _points(dot=(0.044796, 0.023), alpha_0_65=(0.042638, 0.015))
+    name, text, best = choose_scoring(points, 0.952, _sure(points, alpha_0_65=(-0.014, -0.003)))
+    assert (name, best) == ("dot", "alpha_0_65")
+    assert "keeps 95.18% of dot's NDCG" in text and text.endswith("but it is below the 95.2% accuracy tolerance")
+    assert kept_share(0.97996, 0.98, True) == "97.996%"
+    assert kept_share(0.98004, 0.98, False) == "98.0%"
+    assert kept_share(0.9681, 0.98, True) == "96.8%"  # already visibly below: one decimal
+
+
+def test_keeping_dot_without_intervals_says_the_uncertainty_was_not_measured() -> None:
+    """With bootstrap 0 the keep-dot sentence, like the serve-with one, says so (docs/measures.md)."""
+    points = _points(dot=(0.0448, 0.023), alpha_0_75=(0.0434, 0.016))
+    name, text, best = choose_scoring(points, 0.98)
+    assert (name, best) == ("dot", "alpha_0_75")
+    assert text.endswith("but it is below the 98% accuracy tolerance (no bootstrap ran: the uncertainty was not "
+                         "measured)")

@@ -199,3 +199,50 @@ def test_results_md_counts_trained_and_held_out_interactions_of_a_known_split() 
             "trained on, 4 held out; 2 distinct held-out (user, item) pairs of 2 users evaluated, 2 repeats of a "
             "training pair left out).") in md
     assert "None" not in md and "| n/a | n/a |" in md  # nothing measured: n/a, never None or nan
+
+
+def test_users_whose_held_out_interactions_all_repeat_are_counted_and_said(tmp_path: Path) -> None:
+    """User 0 holds out item 7 again (a repeat: dropped, user 0 emptied); user 1 holds out
+    item 3 (kept); user 2 has one interaction (holds none out, not counted). The record
+    counts 2 interactions held out, 1 pair kept, 1 repeat, 1 user emptied, and check of a
+    checkpoint recording it says all four numbers beside the accuracy."""
+    from auditor.loading.recorded_split import recorded_split_notes
+
+    data = _data([0, 0, 0, 1, 1, 2], [7, 1, 7, 2, 3, 4], [1, 2, 9, 1, 5, 3])
+    split = split_holdout(data, 0.5, "time", seed=0)
+    assert split.holdout.tolist() == [[1, 3]]
+    record = split.record()
+    assert (record["n_holdout_interactions"], record["n_holdout_pairs"], record["n_repeats_dropped"],
+            record["n_users_without_holdout"]) == (2, 1, 1, 1)
+    notes = recorded_split_notes({"holdout": record}, "m.pt (recorded holdout)")
+    assert notes == ("m.pt (recorded holdout): the split took 2 interactions out of training (fraction 0.5), but 1 of "
+                     "them repeat one of the user's training pairs (or an earlier held-out one) and are left out, so 1 "
+                     "distinct held-out pairs are evaluated; 1 users with two or more interactions kept no held-out "
+                     "pair and are not evaluated",)
+    assert recorded_split_notes({"holdout": {**record, "n_repeats_dropped": 0}}, "m.pt") == ()
+    assert recorded_split_notes({"holdout": {**record, "n_repeats_dropped": "2"}}, "m.pt") == ()  # not a count
+    assert recorded_split_notes(None, "m.pt") == ()
+
+
+@pytest.mark.slow
+def test_check_of_a_retrained_checkpoint_says_what_its_split_dropped(tmp_path: Path) -> None:
+    out = tmp_path / "rt.pt"
+    made = CliRunner().invoke(cli, ["retrain", "--data", "synthetic", "--n-users", "60", "--n-items", "40",
+                                    "--n-interactions", "1500", "--epochs", "1", "--dim", "4", "--threads", "1",
+                                    "--holdout-fraction", "0.2", "-q", "-o", str(out)])
+    assert made.exit_code == 0, made.output
+    record = torch.load(out, weights_only=False)["config"]["holdout"]
+    held = torch.load(out, weights_only=False)["holdout_pairs"].numpy()
+    # Every user emptied by the repeats is a user with no stored held-out pair (the converse
+    # need not hold: stored pairs count distinct pairs, the rule counts interactions).
+    assert record["n_users_without_holdout"] <= 60 - np.unique(held[:, 0]).size
+    assert record["n_repeats_dropped"] > 0 and record["n_users_without_holdout"] > 0
+    report = tmp_path / "r.json"
+    checked = CliRunner().invoke(cli, ["check", str(out), "--no-probes", "--bootstrap", "0", "-q", "--json", str(report)])
+    assert checked.exit_code in (0, 3), checked.output
+    import json
+    warnings = json.loads(report.read_text())["warnings"]
+    said = [w for w in warnings if "the split took" in w]
+    assert len(said) == 1 and f"{record['n_repeats_dropped']:,} of them repeat" in said[0]
+    assert f"so {record['n_holdout_pairs']:,} distinct held-out pairs" in said[0]
+    assert f"; {record['n_users_without_holdout']:,} users with two or more interactions kept no" in said[0]

@@ -157,10 +157,30 @@ Positive = FiniteFloat(0.0, open=True)
 NonNegative = FiniteFloat(0.0)
 
 
+class GappedInt(click.IntRange):
+    """An integer setting whose range has a gap above 0 (``Range.least_nonzero``): 0 or
+    from that much up to the bound, said with the range's own words."""
+
+    def __init__(self, setting_name: str) -> None:
+        self.range = RANGES[setting_name]
+        super().__init__(int(self.range.low), int(self.range.high))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not self.range.contains(number):
+            self.fail(f"{number} is not {self.range.describe()} ({self.range.why}).", param, ctx)
+        return number
+
+    def _describe_range(self) -> str:
+        return f"x=0 or {int(self.range.least_nonzero or 0)}<=x<={int(self.range.high)}"
+
+
 def ranged(name: str) -> click.ParamType:  # type: ignore[type-arg]  # generic in recent click only
     """The option type of numeric setting ``name``: its range from auditor/ranges.py (the
     table manifest cells and library calls are checked against too), shown in --help."""
     found = RANGES[name]
+    if found.least_nonzero is not None:
+        return GappedInt(name)
     if found.integer:
         return click.IntRange(int(found.low), int(found.high), min_open=found.low_open, max_open=found.high_open)
     return FiniteFloat(found.low, found.high, open=found.low_open, high_open=found.high_open)

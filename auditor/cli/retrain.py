@@ -121,6 +121,9 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
     if holdout is not None:
         held_users = holdout.record()["n_holdout_users"]
         repeats = f"; {holdout.n_repeats_dropped} repeats of training pairs left out" if holdout.n_repeats_dropped else ""
+        if holdout.n_users_without_holdout:
+            repeats += (f", so {holdout.n_users_without_holdout} users with two or more interactions have no held-out "
+                        "pair")
         click.echo(
             f"Held out ({holdout.method} split, fraction {holdout.fraction:g}): {len(holdout.holdout)} interactions "
             f"of {held_users} users, never trained on{repeats}; stored in the checkpoint."

@@ -23,10 +23,11 @@ from auditor.errors import IdMappingError, InteractionsError, setting
 from auditor.loading.alignment import mapped_pairs
 from auditor.loading.csr import build_csr, take_csr
 from auditor.values import RowLookup, ItemRows
-from auditor.idmap import table_rows
+from auditor.idmap import check_assumed_rows, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
+from auditor.loading.recorded_split import recorded_split_notes
 from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
@@ -76,6 +77,8 @@ class HeldOut:
     """Dropped: users without a row in the user table (only when there is one)..."""
     n_dropped_user_interactions: int = 0
     """... and their interactions on table items."""
+    notes: tuple[str, ...] = ()
+    """What else the report says (a checkpoint's recorded split: its dropped repeats)."""
 
     @property
     def n_users_evaluated(self) -> int:
@@ -103,7 +106,7 @@ class HeldOut:
                 f"{self.n_dropped_users:,} held-out users in {self.source} ({self.n_dropped_user_interactions:,} "
                 "interactions) have no row in the user table; left out of the accuracy"
             )
-        return out
+        return out + list(self.notes)
 
 
 @dataclass(frozen=True)
@@ -123,12 +126,14 @@ class SeenItems:
 
 def read_holdout(
     spec: LogSpec, mapping: ItemRows, *, user_ids: np.ndarray | None = None, n_user_rows: int | None = None,
-    row_ids: RowIdPolicy = RowIdPolicy(), progress: Progress = SILENT,
+    row_ids: RowIdPolicy = RowIdPolicy(), progress: Progress = SILENT, trained_ids: np.ndarray | None = None,
 ) -> HeldOut:
     """The held-out log ``spec`` names mapped onto the tables (module docstring): items
     by ``mapping``, users through ``user_ids``, else by ``row_ids``.
 
     ``n_user_rows`` None: no user table (every user is evaluated, ``user_rows`` -1).
+    ``trained_ids``: the raw ids of the training users, when known; only held-out users
+    among them are evidence on an assumed mapping (:func:`_check_trained_rows`).
     """
     log = _open(spec, "held-out accuracy")
 
@@ -170,8 +175,25 @@ def read_holdout(
             f"no item id of {where} (column {log.item_col!r}) has a row in the {mapping.n_items:,}-row item table "
             f"when mapped {how}: {fix}"
         )
-    held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, check=True, user_column=log.user_col)
+    if user_ids is None and n_user_rows is not None:
+        _check_trained_rows(np.asarray(pairs.user_ids), trained_ids, n_user_rows, row_ids, str(log.path))
+    held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, user_column=log.user_col)
     return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs))
+
+
+def _check_trained_rows(
+    raw: np.ndarray, trained_ids: np.ndarray | None, n_rows: int, policy: RowIdPolicy, source: str
+) -> None:
+    """The assumed-row check (:func:`auditor.idmap.check_assumed_rows`) on the held-out
+    user ids that are also training users. A held-out user who never trained (one who
+    joined after training, a row past the table) is no evidence that ids are not rows:
+    it is left out and counted, as a new item id is. Where the training users are
+    unknown, every held-out id is the only evidence and is checked."""
+    if not raw.size or raw.dtype.kind not in "iu":  # string ids are refused as rows by table_rows
+        return
+    if trained_ids is not None:
+        raw = raw[RowLookup(np.asarray(trained_ids))(pa.array(raw)) >= 0]
+    check_assumed_rows(raw, n_rows, policy, "user", source)
 
 
 def holdout_from_pairs(
@@ -181,12 +203,12 @@ def holdout_from_pairs(
     already; ``pairs.user_ids[user_index]`` the raw user ids, mapped through ``user_ids``)."""
     if len(pairs) == 0:
         raise InteractionsError(f"the held-out pairs recorded in {source} are empty")
-    return _held_out(pairs, source, user_ids, n_user_rows, RowIdPolicy(), check=False, user_column=None)
+    return _held_out(pairs, source, user_ids, n_user_rows, RowIdPolicy(), user_column=None)
 
 
 def _held_out(
     pairs: InteractionPairs, source: str, user_ids: np.ndarray | None, n_user_rows: int | None,
-    row_ids: RowIdPolicy, *, check: bool, user_column: str | None,
+    row_ids: RowIdPolicy, *, user_column: str | None,
 ) -> HeldOut:
     """Users matched to user-table rows, the unmatched dropped, the rest as CSR."""
     raw = np.asarray(pairs.user_ids)
@@ -196,7 +218,7 @@ def _held_out(
     else:
         if user_ids is not None and len(user_ids) != n_user_rows:
             raise IdMappingError(f"{len(user_ids)} user ids for a user table of {n_user_rows} rows")
-        rows = table_rows(raw, user_ids, n_user_rows, row_ids, "user", source, user_column, check=check)
+        rows = table_rows(raw, user_ids, n_user_rows, row_ids, "user", source, user_column, check=False)
         if user_ids is not None and not np.any(rows >= 0):
             raise IdMappingError(
                 f"none of the {raw.shape[0]:,} user ids of {source}{column} is among the raw ids of the user "
@@ -269,21 +291,24 @@ def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_se
 
 
 def load_holdout(
-    bundle: ModelBundle, config: AuditConfig, n_user_rows: int | None, progress: Progress = SILENT
+    bundle: ModelBundle, config: AuditConfig, n_user_rows: int | None, progress: Progress = SILENT,
+    trained_ids: np.ndarray | None = None,
 ) -> HeldOut:
     """The audit's holdout: ``config.holdout`` read against the bundle's tables (users
     matched to the ``n_user_rows`` user-table rows; None: users kept by raw id), else the
-    held-out pairs a popaudit checkpoint recorded."""
+    held-out pairs a popaudit checkpoint recorded. ``trained_ids``: the training users'
+    raw ids, when known (only they are checked as rows, :func:`read_holdout`)."""
     spec = config.holdout_log
     if spec is not None:
         mapping = config.item_rows(bundle)
         return read_holdout(spec, mapping, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
-                            row_ids=config.row_ids, progress=progress)
+                            row_ids=config.row_ids, progress=progress, trained_ids=trained_ids)
     pairs = bundle.holdout_pairs
     if not isinstance(pairs, InteractionPairs):
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
-    return holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
-                              source=f"{bundle.source} (recorded holdout)")
+    source = f"{bundle.source} (recorded holdout)"
+    held = holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows, source=source)
+    return replace(held, notes=recorded_split_notes(bundle.config, source))
 
 
 def _open(spec: LogSpec, why: str) -> Log:
@@ -317,7 +342,7 @@ def heldout_queries(
     n_user_rows = None
     if population.source == "users" and bundle.user_table is not None:
         n_user_rows = int(bundle.user_table.shape[0])
-    heldout = load_holdout(bundle, config, n_user_rows, progress)
+    heldout = load_holdout(bundle, config, n_user_rows, progress, trained_ids=population.eligible_ids)
     held = heldout.users
     assert population.raw_ids is not None, "a population without user ids has no held-out users"
     at = RowLookup(population.raw_ids)(pa.array(held.raw_ids)) if held.n else np.empty(0, np.int64)

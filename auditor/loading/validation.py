@@ -64,7 +64,8 @@ def validate_item_table(table: np.ndarray, source: str) -> list[str]:
     if zero.size:
         return [
             f"item table in {source} has {zero.size} all-zero row{'s' if zero.size != 1 else ''} "
-            f"(rows {first_rows(zero)}); their norm is 0"
+            f"(rows {first_rows(zero)}); their norm is 0: cosine never serves them, dot scores them 0, and so "
+            "does dot over a table mitigate writes at alpha 0, which keeps them zero"
         ]
     return []
 

@@ -27,7 +27,7 @@ import numpy as np
 import pluggy
 
 from auditor import __version__
-from auditor.alpha import RULE
+from auditor.alpha import RULE, zero_rows_at_cosine
 from auditor.config import ReadSettings, LoadOptions
 from auditor.errors import EvaluationSplitError, IdMappingError, InputError, ModelLoadError, UntrustedPickleError, setting
 from auditor.io import atomic_path, file_sha256, is_special_file, require_regular_file
@@ -249,7 +249,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             layout=written.layout,
             norms={"before": asdict(NormSummary.of(norms.before)), "after": asdict(NormSummary.of(norms.after))},
             frequency_norm=None if freqs is None else _slopes(norms, freqs, config),
-            warnings=warnings + written.notes,
+            warnings=warnings + written.notes + _zero_rows_note(float(config.alpha), norms.after),
             tradeoff=config.tradeoff,
             input_rescaled=earlier,
         )
@@ -379,6 +379,13 @@ def _slopes(norms: RowNorms, frequencies: tuple[np.ndarray, str], config: Mitiga
         "Spearman's rho is not reported: ||k||^alpha keeps the norms' order, so rescaling cannot move it"
     )
     return out
+
+
+def _zero_rows_note(alpha: float, after: np.ndarray) -> list[str]:
+    """The zero rows of a table written at α = 0, which dot over it serves and cosine never
+    does (:func:`auditor.alpha.zero_rows_at_cosine`)."""
+    note = zero_rows_at_cosine(int(np.count_nonzero(after == 0))) if alpha == 0.0 else None
+    return [] if note is None else [note]
 
 
 def _finite(value: Any) -> Any:

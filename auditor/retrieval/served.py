@@ -33,6 +33,7 @@ from auditor.model import ItemStats
 from auditor.plugin_api import Slots
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.popularity import popularity_of
+from auditor.retrieval.serving import Exclusions, popular_lists
 from auditor.sections import ServedCutoff, ServedSection
 
 if TYPE_CHECKING:
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
 HEAD_PERCENT = 1.0
 """The verdict's head: the top 1% of items by popularity (ties at the cut included)."""
 POPULAR_DEFINITION = (
-    "popular: the K most popular items of the training log (ties by catalogue row), the same list for every "
-    "served user (the items the service excluded for each user are not known, so none is excluded)"
+    "popular: the K most popular items of the training log (ties by catalogue row) that the served user did not "
+    "train on, as with a model (the same list for every user where the log names no users, or with keep_seen)"
 )
 CATALOGUE_DEFINITION = (
     "catalogue: the distinct items of the training log and of the served lists; items served but never trained "
@@ -99,11 +100,14 @@ def measure_served(
     profiles: tuple[np.ndarray, np.ndarray] | None = None,
     relevant: tuple[np.ndarray, np.ndarray] | None = None,
     groups: GroupPolicy | None = None,
+    exclude_popular: Exclusions | None = None,
 ) -> ServedOutcome:
     """Every list measure of the served lists and of the most-popular list at each of
     ``ks`` (each at most the lists' width), over ``served``'s catalogue; ``profiles`` and
     ``relevant`` (CSR at the list rows: training and held-out items) feed the user- and
-    item-side measures, grouped by ``groups``."""
+    item-side measures, grouped by ``groups``. The most-popular list skips each user's
+    ``exclude_popular`` rows (their training items), as a model's popular list skips them:
+    ``*_popular@K`` is one list under one name with or without a model."""
     weights = popularity_of(stats, popularity)
     n_items = served.items.n_items
     groups = groups or GroupPolicy()
@@ -111,7 +115,7 @@ def measure_served(
                                 item_ids=served.items.item_ids, profiles=profiles, relevant=relevant,
                                 groups=groups,  # PopRSP/PopREO: lists holding training items keep them
                                 seen_kept=profiles is not None and holds_own(served.lists, *profiles, n_items))
-    popular = np.broadcast_to(measures.popular_list(max(ks)), (served.n_users, min(max(ks), n_items)))
+    popular = popular_lists(measures, max(ks), served.n_users, exclude_popular)
     section = describe_served(served)
     exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}
     warnings: list[str] = [note] if (note := tied_groups_warning(measures.context)) else []

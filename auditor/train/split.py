@@ -3,14 +3,18 @@
 Each user with n interactions holds out h of them, the last h by time (``time``) or a
 seeded random h (``random``), and trains on the rest. h follows RecBole's ratio split
 for two parts (``Dataset._calcu_split_ids`` in recbole/data/dataset/dataset.py): h = floor(F·n), raised to 1
-when 0 < F·n < 1 and the user has two or more interactions, so every such user is
-evaluated and keeps at least one training item (a user with one interaction keeps it).
+when 0 < F·n < 1 and the user has two or more interactions, so every such user holds
+out at least one interaction and keeps at least one training item (a user with one
+interaction keeps it).
 One difference: RecBole floors with ``int(F·n)``, popaudit with a 1e-9 tolerance, so a
 fraction exact in decimal gives the decimal answer (0.29 of 100 is 29, not 28).
 
 A held-out (user, item) pair that also occurs in the user's training part (a repeat
 interaction) is dropped from the holdout, as are repeats within it: it could never be
 recommended to that user (served lists leave out training items) and it was trained on.
+So a user whose held-out interactions all repeat training pairs is not evaluated: the
+record counts the dropped repeats and those users (``n_users_without_holdout``), and
+``check`` of the checkpoint says both.
 The training part keeps its log order, sorted by time when there are times (so the
 transformer user tower's histories are the latest items).
 """
@@ -47,6 +51,8 @@ class HoldoutSplit:
     """When the holdout was capped at MAX_HOLDOUT_PAIRS: the users it keeps."""
     n_held_out: int | None = None
     """Interactions taken out of training (repeats included): with ``train``, the whole log."""
+    n_users_without_holdout: int = 0
+    """Users with two or more interactions whose held-out interactions were all repeats."""
 
     def record(self) -> dict[str, Any]:
         """What the checkpoint's config says about the split."""
@@ -59,6 +65,7 @@ class HoldoutSplit:
             "n_holdout_pairs": int(self.holdout.shape[0]),
             "n_holdout_users": int(np.unique(self.holdout[:, 0]).size),
             "n_repeats_dropped": self.n_repeats_dropped,
+            "n_users_without_holdout": self.n_users_without_holdout,
             "rule": "per user: floor(F*n), at least 1 when the user keeps one (RecBole ratio split)",
         }
         if self.method == "time":
@@ -115,12 +122,16 @@ def split_holdout(data: TrainingData, fraction: float, method: str = "auto", *, 
     hold_rows = order[held[order]]  # by user, then time
     pairs = np.stack([data.users[hold_rows], data.items[hold_rows]], axis=1).astype(np.int64)
     pairs, n_repeats = _drop_repeats(pairs, data.users[train_rows], data.items[train_rows], data.n_items)
+    # Users who held something out but kept no pair: every held-out interaction repeated.
+    emptied = int(np.count_nonzero((np.bincount(data.users[hold_rows], minlength=data.n_users) > 0)
+                                   & (np.bincount(pairs[:, 0], minlength=data.n_users) == 0)))
     pairs, n_sampled = _cap(pairs, data.n_users, seed)
     train = data.subset(
         train_rows, holdout={"fraction": float(fraction), "split": method, "seed": seed},
         n_interactions=int(train_rows.size),
     )
-    return HoldoutSplit(train, pairs, float(fraction), method, seed, n_repeats, n_sampled, n - int(train_rows.size))
+    return HoldoutSplit(train, pairs, float(fraction), method, seed, n_repeats, n_sampled, n - int(train_rows.size),
+                        emptied)
 
 
 def _drop_repeats(

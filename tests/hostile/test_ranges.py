@@ -106,7 +106,15 @@ def _row_timeout(d: Path) -> Built:
 RETRAIN = ("retrain", "--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1", "-o", "m.pt")
 CASES = [
     Case("bootstrap-option-1e8", _check("--bootstrap", "100000000"), EXIT_USAGE,
-         r"'--bootstrap': 100000000 is not in the range 0<=x<=100000"),
+         r"'--bootstrap': 100000000 is not in the range x=0 or 100<=x<=100000"),
+    # A percentile 95% interval from 1 or 2 resamples is those resamples (it excluded its own
+    # estimate): 0 means no interval, and a bootstrap starts at 100 resamples.
+    Case("bootstrap-option-1", _check("--bootstrap", "1"), EXIT_USAGE,
+         r"'--bootstrap': 1 is not 0 or an integer from 100 to 100,000 \(resamples of the 95% intervals.*below 100 "
+         r"they mean nothing\)"),
+    Case("bootstrap-option-99", _check("--bootstrap", "99"), EXIT_USAGE, r"'--bootstrap': 99 is not 0 or an integer from 100"),
+    Case("bootstrap-cell-2", _batch("bootstrap", "2"), EXIT_OK, None,
+         stderr=_row("bootstrap", r"must be 0 or an integer from 100 to 100,000, got 2")),
     Case("k-option-1e6", _check("-k", "1000000"), EXIT_USAGE, r"'-k' / '--k': 1000000 is not in the range 1<=x<=10000"),
     Case("max-queries-option-1e9", _check("--max-queries", "1000000000"), EXIT_USAGE,
          r"'--max-queries': 1000000000 is not in the range 1<=x<=10000000"),
@@ -117,7 +125,7 @@ CASES = [
     Case("plugin-timeout-option-1e9", _check("--plugin-timeout", "1e9"), EXIT_USAGE,
          r"'--plugin-timeout': '1e9' must be <= 604800"),
     Case("bootstrap-cell-1e9", _batch("bootstrap", "1000000000"), EXIT_OK, None,
-         stderr=_row("bootstrap", r"must be an integer from 0 to 100,000, got 1000000000")),
+         stderr=_row("bootstrap", r"must be 0 or an integer from 100 to 100,000, got 1000000000")),
     Case("k-cell-1e6", _batch("k", "10,1000000"), EXIT_OK, None,
          stderr=_row("k", r"must be an integer from 1 to 10,000, got 1000000")),
     Case("max-queries-cell-1e9", _batch("max_queries", "1000000000"), EXIT_OK, None,
@@ -192,3 +200,21 @@ def test_one_table_for_options_and_cells() -> None:
             assert (param.type.min, param.type.max) in ((found.low, found.high), (int(found.low), int(found.high))), name
     ranged = [p.name for p in check.params if isinstance(p.type, (click.IntRange, click.FloatRange))]
     assert {"bootstrap", "max_queries", "ks", "seed", "alphas", "plugin_timeout"} <= set(ranged), ranged
+
+
+def test_bootstrap_is_zero_or_at_least_the_minimum() -> None:
+    """0 (no interval) and 100..100,000 resamples; 1 to 99 refused by the one range, for
+    options, manifest cells and library calls alike (AuditConfig names the setting)."""
+    import pytest
+
+    from auditor.config import AuditConfig
+    from auditor.errors import InputError
+    from auditor.ranges import MIN_BOOTSTRAP, RANGES
+
+    found = RANGES["bootstrap"]
+    assert MIN_BOOTSTRAP == 100
+    assert [found.contains(n) for n in (0, 1, 2, 99, 100, 1000, 100_000, 100_001)] == [
+        True, False, False, False, True, True, True, False]
+    assert found.describe() == "0 or an integer from 100 to 100,000"
+    with pytest.raises(InputError, match=r"bootstrap must be 0 or an integer from 100 to 100,000, got 2"):
+        AuditConfig(model="m.npy", bootstrap=2)

@@ -94,7 +94,7 @@ CASES = [
          r"--alpha applies to 'mitigations' only, not 'conditions'"),
     Case("experiment-lr-in-lr-sweep", _experiment("lr-sweep", "--lr", "5"), EXIT_USAGE,
          r"--lr applies to 'conditions' and 'mitigations' only, not 'lr-sweep'"),
-    Case("experiment-bootstrap-in-mitigations", _experiment("mitigations", "--bootstrap", "10"), EXIT_USAGE,
+    Case("experiment-bootstrap-in-mitigations", _experiment("mitigations", "--bootstrap", "100"), EXIT_USAGE,
          r"--bootstrap applies to 'conditions' and 'lr-sweep' only, not 'mitigations'"),
     Case("experiment-file-option-without-log", _experiment("lr-sweep", "--time-col", "ts"), EXIT_USAGE,
          r"--time-col applies to a --data PATH log only"),

@@ -1,0 +1,38 @@
+"""What a popaudit checkpoint's recorded split (``retrain --holdout-fraction``) left out of
+its held-out pairs, said beside the accuracy that is measured on them.
+
+The split (:mod:`auditor.train.split`) takes each user's latest fraction of interactions
+out of training, then drops the held-out (user, item) pairs that repeat a training pair
+(or each other): the pairs evaluated are fewer than the interactions held out, and a
+user whose held-out interactions all repeat is not evaluated. The checkpoint's config
+records both counts; a report of its recorded holdout says them, so 20% asked is never
+read as 20% evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def recorded_split_notes(config: Mapping[str, Any] | None, source: str) -> tuple[str, ...]:
+    """The sentence on the recorded split's dropped repeats and emptied users (none when
+    nothing was dropped, or the config records no split)."""
+    split = config.get("holdout") if isinstance(config, Mapping) else None
+    if not isinstance(split, Mapping):
+        return ()
+    held, pairs, repeats = (split.get(key) for key in ("n_holdout_interactions", "n_holdout_pairs",
+                                                       "n_repeats_dropped"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (held, pairs, repeats)) or not repeats:
+        return ()
+    emptied = split.get("n_users_without_holdout")
+    users = (f"; {emptied:,} users with two or more interactions kept no held-out pair and are not evaluated"
+             if isinstance(emptied, int) and not isinstance(emptied, bool) and emptied else "")
+    return (
+        f"{source}: the split took {held:,} interactions out of training (fraction {split.get('fraction')}), "
+        f"but {repeats:,} of them repeat one of the user's training pairs (or an earlier held-out one) and are "
+        f"left out, so {pairs:,} distinct held-out pairs are evaluated{users}",
+    )
+
+
+__all__ = ["recorded_split_notes"]
