@@ -24,7 +24,8 @@ from auditor.cli import cli
 from auditor.errors import NoClearGainError, InputError
 from auditor.loading.builtin import detect_kind
 from auditor.mitigation.auto import recommended_alpha
-from auditor.mitigation.run import SUFFIX_KINDS, sidecar_path
+from auditor.mitigation.run import SUFFIX_KINDS
+from auditor.mitigation.sidecar import sidecar_path
 from auditor.mitigation.rescale import rescale_rows
 
 N_ITEMS, DIM, N_QUERIES, K = 50, 6, 20, 10

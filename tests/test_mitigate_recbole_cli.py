@@ -28,7 +28,7 @@ from auditor.loading.recbole_split import recbole_split
 from auditor.loading.torch_archive import read_torch_file
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import rescale_rows
-from auditor.mitigation.run import sidecar_path
+from auditor.mitigation.sidecar import sidecar_path
 from auditor.retrieval.scorings import multi_scoring_topk
 
 from recbole_helpers import Config, _recbole_names, accuracy, assert_recboles

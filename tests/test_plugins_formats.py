@@ -19,7 +19,7 @@ from auditor.config import LoadOptions
 from auditor.errors import PluginError
 from auditor.loading import load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format
-from auditor.mitigation.run import sidecar_path
+from auditor.mitigation.sidecar import sidecar_path
 from auditor.plugins import get_plugin_manager
 from auditor.loading.plugin_formats import model_formats
 

@@ -85,7 +85,8 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     if third_party_plugins(plugins):  # their death must not pass for a written model (exit 0, nothing written)
         from auditor.io import atomic_path
         from auditor.output_guard import check_not_inputs
-        from auditor.mitigation.run import refuse_special_outputs, sidecar_path
+        from auditor.mitigation.run import refuse_special_outputs
+        from auditor.mitigation.sidecar import sidecar_path
 
         # Before anything is staged beside them: an output that is an input is said as such.
         check_not_inputs(refuse_special_outputs(output), _inputs(job)[1])

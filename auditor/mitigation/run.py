@@ -41,6 +41,7 @@ from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, t
 from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import NormSummary, RowNorms
+from auditor.mitigation.sidecar import SIDECAR_SUFFIX, earlier_rescaling, sidecar_path
 from auditor.mitigation.writers import with_writers
 from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
@@ -48,8 +49,6 @@ from auditor.loading.plugin_formats import model_formats, plugin_owner, write_mo
 from auditor.mitigation.verify import verify_written
 from auditor.progress import SILENT, Progress
 
-SIDECAR_SUFFIX = ".popaudit.json"
-"""The sidecar is the output's path plus this suffix (``items.npy`` -> ``items.npy.popaudit.json``)."""
 SIDECAR_VERSION = 1
 SUFFIX_KINDS = suffix_kinds()
 """The built-in file kinds :func:`auditor.loading.formats.detect_kind` tells by suffix alone."""
@@ -118,11 +117,6 @@ class Mitigation:
         """The sidecar (strict JSON: NaN becomes null)."""
         body = {"popaudit_mitigation": SIDECAR_VERSION, "tool": {"name": "popaudit", "version": __version__}}
         return _finite({**body, **asdict(self)})
-
-
-def sidecar_path(output: Path) -> Path:
-    """Where the sidecar of ``output`` goes: beside it, its name plus :data:`SIDECAR_SUFFIX`."""
-    return Path(str(output) + SIDECAR_SUFFIX)
 
 
 def planned_outputs(output: Path) -> dict[str, Path | None]:
@@ -312,34 +306,6 @@ HISTORY_NOTE = (
 )
 """The warning of a rescaled table without a user table (docs/mitigate.md, "History queries")."""
 
-SIDECAR_READ_LIMIT = 1 << 20
-"""A sidecar beside MODEL larger than this is not read: mitigate writes a few kilobytes."""
-
-
-def earlier_rescaling(model: Path, sha256: str, alpha: float) -> dict[str, Any] | None:
-    """When ``model`` is a table mitigate wrote (the sidecar beside it records it, its
-    sha256 matching ``sha256``): the α it carries (in all, through a chain of outputs),
-    that sidecar, the exponent rescaling it by ``alpha`` leaves in all (‖k‖^a then ^b is
-    ‖k‖^(ab), directions kept), and a one-line ``warning``. None otherwise: no sidecar, an
-    unreadable one, or one that describes another file."""
-    sidecar = sidecar_path(model)
-    try:
-        if not sidecar.is_file() or sidecar.stat().st_size > SIDECAR_READ_LIMIT:
-            return None
-        record = json.loads(sidecar.read_text(encoding="utf-8"))
-        earlier = record.get("input_rescaled") or {}
-        before = float(earlier.get("combined_alpha", record["alpha"]))
-        if record.get("popaudit_mitigation") is None or record["output"]["sha256"] != sha256:
-            return None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
-    combined = before * alpha
-    warning = (f"{model} is already rescaled by alpha {before:g} (its sidecar {sidecar} says so): rescaling it again "
-               f"by alpha {alpha:g} leaves the original's norms raised to {combined:g} in all, and each round may give "
-               "up accuracy again; to serve another alpha, rescale the original table once")
-    return {"alpha": before, "sidecar": str(sidecar), "combined_alpha": combined, "warning": warning}
-
-
 def _frequencies(bundle: ModelBundle, config: MitigateConfig, progress: Progress,
                  warnings: list[str]) -> tuple[np.ndarray, str] | None:
     """Interactions per item row and where they were counted, as ``check`` counts them: the
@@ -400,6 +366,6 @@ def _finite(value: Any) -> Any:
 
 
 __all__ = [
-    "MitigateConfig", "Mitigation", "RULE", "SIDECAR_SUFFIX", "SUFFIX_KINDS", "check_outputs", "earlier_rescaling", "mitigate",
-    "output_kind", "planned_outputs", "refuse_special_outputs", "sidecar_path", "writable_formats",
+    "MitigateConfig", "Mitigation", "RULE", "SUFFIX_KINDS", "check_outputs", "mitigate",
+    "output_kind", "planned_outputs", "refuse_special_outputs", "writable_formats",
 ]  # fmt: skip
