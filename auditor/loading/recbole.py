@@ -35,6 +35,7 @@ from auditor.config import LoadOptions
 from auditor.errors import IdMappingError, ModelLoadError, setting
 from auditor.loading.checkpoints import RawModel
 from auditor.loading.ids import ids_to_numpy
+from auditor.loading.recbole_inter import ORDER_CAVEAT
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
 from auditor.model import ModelBundle
@@ -162,14 +163,6 @@ def _number(value: Any) -> float | None:
 # ---------------------------------------------------------------------------- the id rule
 
 
-def order_caveat() -> str:
-    """What the numbering by first appearance rests on: the .inter file in the row order
-    RecBole read it (a reordered copy of the same rows numbers them otherwise, and nothing
-    in the checkpoint can tell)."""
-    return ("which holds only for the .inter file RecBole read, in its row order (a reordered copy of the same rows "
-            "numbers them otherwise, and nothing in the checkpoint shows it)")
-
-
 @dataclass(frozen=True)
 class RecBoleIds:
     """RecBole's numbering of raw ids, reproduced from the ``.inter`` log it read."""
@@ -185,7 +178,7 @@ class RecBoleIds:
         """The rule as the report states it (``inputs.item_id_mapping``)."""
         return (
             f"RecBole's own rule (Dataset._remap): raw {what} ids numbered in order of first appearance "
-            f"in {log} (rows with both a user and an item id), row 0 ([PAD]) dropped, {order_caveat()}"
+            f"in {log} (rows with both a user and an item id), row 0 ([PAD]) dropped, {ORDER_CAVEAT}"
         )
 
     def apply(self, bundle: ModelBundle, log: Path, fmt: str, user_col: str | None, item_col: str | None) -> None:

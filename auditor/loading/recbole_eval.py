@@ -30,7 +30,7 @@ from auditor.errors import IdMappingError, setting
 from auditor.loading.csr import build_csr
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
-from auditor.loading.recbole import order_caveat
+from auditor.loading.recbole_inter import ORDER_CAVEAT
 from auditor.loading.served import ServedVectors, read_cache, served_vectors
 from auditor.loading.stand_in import cosine_note
 from auditor.model import InteractionPairs, ItemStats, ModelBundle, QueryPopulation
@@ -105,9 +105,9 @@ def recbole_evaluation(bundle: ModelBundle, config: ReadSettings) -> RecBoleEval
         _check_rows(bundle, split, "user", split.n_users, int(bundle.user_table.shape[0]))
     rule = f"RecBole's own rule (Dataset._remap) over {inter}, as its evaluation split read it; row 0 ([PAD]) dropped"
     bundle.item_ids = split.item_ids
-    bundle.item_ids_source = rule.replace("rule", "rule for item ids", 1) + f", {order_caveat()}"
+    bundle.item_ids_source = rule.replace("rule", "rule for item ids", 1) + f", {ORDER_CAVEAT}"
     bundle.user_ids = split.user_ids
-    bundle.user_ids_source = rule.replace("rule", "rule for user ids", 1) + f", {order_caveat()}"
+    bundle.user_ids_source = rule.replace("rule", "rule for user ids", 1) + f", {ORDER_CAVEAT}"
     bundle.log_id_rule = None
     bundle.train_pairs = InteractionPairs(split.train.users, split.train.items, split.user_ids, source=inter)
     bundle.holdout_pairs = InteractionPairs(split.test.users, split.test.items, split.user_ids, source=inter)

@@ -40,6 +40,10 @@ PANDAS_MISSING = (
 BLOCK_BYTES = CSV_BLOCK_BYTES
 """Bytes of the file parsed per record batch (its longest line must fit)."""
 
+ORDER_CAVEAT = ("which holds only for the .inter file RecBole read, in its row order (a reordered copy of the same rows "
+                "numbers them otherwise, and nothing in the checkpoint shows it)")
+"""What RecBole's numbering by first appearance rests on (said in every RecBole id-mapping line)."""
+
 
 @dataclass(frozen=True)
 class InterFields:
