@@ -32,7 +32,7 @@ import numpy as np
 from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.model import QueryPopulation
 from auditor.loading.csr import holds_own
-from auditor.memory import block_rows, check_memory_ceiling, memory_budget
+from auditor.memory import approximate_index_bytes, block_rows, check_index_ceiling, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
 from auditor.config import GroupPolicy
@@ -129,23 +129,16 @@ def _scoring_lists(
     queries, exclude = population.vectors, population.exclude
     index_kind = choose_index(settings.index, n_items, population.n_queries, dim)
     budget = memory_budget(settings.max_memory)
-    over_budget = budget is not None and 2 * n_items * dim * 4 > budget
-    if index_kind != "exact" and over_budget:
-        if settings.index == "auto":
-            index_kind = "exact"
-        elif settings.max_memory is not None:
-            raise InputError(
-                f"{setting('index')} {index_kind} builds an in-memory index of the whole item table and its "
-                f"normalised copy ({2 * n_items * dim * 4:,} bytes), more than {setting('max_memory')} "
-                f"({settings.max_memory:,} bytes); use {setting('index')} exact (searched in shards) or a "
-                f"larger {setting('max_memory')}"
-            )
+    over_budget = budget is not None and approximate_index_bytes(n_items, dim) > budget
+    check_index_ceiling(settings.index, settings.max_memory, n_items, dim)
+    if index_kind != "exact" and over_budget and settings.index == "auto":
+        index_kind = "exact"
     definitions: dict[str, str] = {}
     if index_kind == "exact":
         exponents = tuple(dict.fromkeys((1.0, 0.0, *settings.alphas)))
         lists = exact_lists(queries, table, ks[-1], exponents, exclude, settings, progress, bundle)
     else:
-        lists = approximate_lists(queries, table, index_kind, ks, exclude, settings.seed, progress)
+        lists = approximate_lists(queries, table, index_kind, ks, exclude, settings.seed, progress, settings.max_memory)
         definitions["recall"] = lists.recall_note or ""
     definitions["index"] = lists.note
     if settings.index == "auto" and over_budget and choose_index("auto", n_items, population.n_queries, dim) != "exact":
