@@ -126,3 +126,14 @@ def first_seen_skew(result: MeasuredSections) -> Skew | None:
     if not served or worst is None or served[0] == worst.k:
         return None
     return skew_at(result, served[0])
+
+
+def approximate_lead(result: MeasuredSections) -> str:
+    """The verdict's first words when an approximate index found the lists: every
+    retrieval figure it quotes is then approximate, at the quoted K's recall ("" when exact)."""
+    retrieval = result.retrieval
+    if retrieval is None or not retrieval.recall:
+        return ""
+    skew = worst_skew(result)
+    said = retrieval.approximate(skew.k if skew is not None else None)
+    return f"{said[0].upper()}{said[1:]}: the retrieval figures come from an approximate index's lists, not exact search's. "

@@ -155,7 +155,9 @@ def command(
     outcomes = evaluate_gates(audited.gates, audited.metrics)
     for outcome in outcomes:
         if outcome.tripped or not quiet:
-            stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None)
+            said = audited.approximate.get(outcome.gate)
+            stderr.print(f"gate {outcome.describe()}" + (f", {said}" if said else ""),
+                         style="red" if outcome.tripped else None)
     require_measured(audited.gates, [outcomes], where="in this run", reasons=audited.reasons)
     if any(o.tripped for o in outcomes):
         sys.exit(3)
@@ -200,6 +202,8 @@ class _Audited:
     """The verdict's CI gate (:attr:`~auditor.result.Verdict.gate`), which ``Next:`` suggests."""
     reasons: dict[Any, str] = field(default_factory=dict)
     """Why each gate without a value has none (:func:`~auditor.gate.unmeasured_reasons`)."""
+    approximate: dict[Any, str] = field(default_factory=dict)
+    """The gates whose figures an approximate index's lists gave, and how they are said (:func:`~auditor.gate.approximate_gates`)."""
 
 
 def _audit(job: _Job) -> _Audited:
@@ -208,7 +212,7 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
         # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
         from auditor.cli._group import plugin_commands
-        from auditor.gate import gates_for, unmeasured_reasons
+        from auditor.gate import approximate_gates, gates_for, unmeasured_reasons
         from auditor.plugins import collect_measures, get_plugin_manager
         from auditor.plugin_api import RenderContext
         from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
@@ -252,10 +256,12 @@ def _audit(job: _Job) -> _Audited:
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
     metrics = result.flat_metrics()
     reasons = unmeasured_reasons(gates, metrics, result.to_dict)
+    said = approximate_gates(gates, result.retrieval)
     if not job.mlflow:
-        return _Audited(files, stdout, metrics, gates, gate=result.verdict.gate, reasons=reasons)
+        return _Audited(files, stdout, metrics, gates, gate=result.verdict.gate, reasons=reasons, approximate=said)
     logged = {fmt: render(result, fmt, pm, RenderContext(color=False, width=job.width)) for fmt in REPORT_FORMATS}
-    return _Audited(files, stdout, metrics, gates, result, logged, gate=result.verdict.gate, reasons=reasons)
+    return _Audited(files, stdout, metrics, gates, result, logged, gate=result.verdict.gate, reasons=reasons,
+                    approximate=said)
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,
