@@ -13,8 +13,8 @@ from auditor.errors import InputError
 from auditor.memory import approximate_index_bytes
 from auditor.progress import SILENT
 from auditor.retrieval.candidates import CANDIDATE_BYTES, MAX_EXTRA_FETCH, plan_fetch
-from auditor.retrieval.lists import approximate_lists
-from auditor.retrieval.scorings import multi_scoring_topk
+from auditor.retrieval.lists import SHARD_NOTE_MIN, approximate_lists, shard_cost_note
+from auditor.retrieval.scorings import multi_scoring_topk, shard_bounds
 from auditor.retrieval.serving import Exclusions
 
 N_ITEMS, DIM, N_QUERIES, K = 4000, 8, 400, 10
@@ -84,3 +84,13 @@ def test_candidate_memory_stays_within_the_ceiling() -> None:
     # Now: the table's float32 copy and normalised copy (2 x 128 KB), one block's candidates (<= 1 MiB),
     # and the lists (400 x 10 x 8 bytes per scoring).
     assert peak < ceiling + (1 << 20), peak
+
+
+def test_many_small_shards_are_said_with_their_figures() -> None:
+    # 20,000 x 32 under 300K: shards of 307,200 // (2 x 4 x 32) = 1,200 rows, 17 of them.
+    bounds = shard_bounds(20_000, 32, 300 * 1024)
+    assert len(bounds) == 17 >= SHARD_NOTE_MIN
+    (note,) = shard_cost_note(bounds, 300 * 1024)
+    assert note.startswith("the item table was searched in 17 row shards of up to 1,200 rows to fit the memory "
+                           "ceiling (max_memory 307,200 bytes): every shard ranks every query")
+    assert shard_cost_note(shard_bounds(20_000, 32, 2 << 20), 2 << 20) == []  # 3 shards: no visible cost

@@ -74,7 +74,7 @@ class _BatchCommand(click.Command):
 @accuracy_options
 @declared_training_options
 @sampling_options
-@click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for tables and indexes: bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. With -j N, audits run side by side: give each a share. [default: half the memory available when each audit starts]")
+@click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for the item table, its search and approximate indexes (not the whole process): bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. With -j N, audits run side by side: give each a share. [default: half the memory available when each audit starts]")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading full pickled models for every row (runs code from the files; never a manifest column).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors, failed rows and tripped gates.")
 @group_options

@@ -66,7 +66,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--markdown", "markdown_path", type=PathArg, help="Also write the Markdown report (images beside it) here.")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds, e.g. 'spearman>0.5' or 'head_share_1pct_ratio@100>1.5' (every ratio is dot / cosine; repeatable).")
 @sampling_options
-@click.option("--max-memory", type=MemorySize(), help="Memory ceiling for tables and indexes: bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. [default: half the available memory]")
+@click.option("--max-memory", type=MemorySize(), help="Memory ceiling for the item table, its search and approximate indexes (not the whole process: the log's counts, the queries, the lists and the libraries come on top): bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards, each of which ranks every query (small shards cost time). [default: half the available memory]")
 @click.option("--scheduler", metavar="ADDRESS", help="Search the retrieval shards of a table larger than --max-memory on an existing Dask cluster (e.g. tcp://host:8786); workers need the table's file under the same path.")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
 @click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)

@@ -259,6 +259,9 @@ CASES = [
     Case("index-ivf-over-max-memory-before-log", _index_case("--index", "ivf", "--max-memory", "40000"), EXIT_ERROR,
          r"^Error: --index ivf builds an in-memory index of the whole item table and its normalised copy \(65,536 "
          r"bytes\), more than --max-memory \(40,000 bytes\); use --index exact"),
+    Case("fail-on-alpha-under-approximate-index", _check("--index", "ivf", "-k", "5", "--fail-on", "gini_alpha_0.5@5>0.5"),
+         EXIT_ERROR, r"gini_alpha_0\.5@5>0\.5: alpha_0\.5 not measured: the approximate index \(--index ivf\) ranks by "
+                     r"dot and cosine only; --index exact measures the norm-aware scorings$"),
     Case("index-hnsw-no-room-for-candidates", _check("--index", "hnsw", "--max-memory", "420"), EXIT_ERROR,
          r"^Error: --max-memory leaves 100 bytes beside the approximate index, less than one query's 10 candidates "
          r"need \(640 bytes\); pass a larger --max-memory .* or --index exact$"),
