@@ -65,7 +65,7 @@ def test_approximate_lists_are_said_so_everywhere(tmp_path: Path) -> None:
     # The dot gate evaluates and says approximate; the popular list's gate is exact.
     dot = report["retrieval"]["at"]["10"]["dot"]["head_share_1pct"]
     lines = " ".join(result.output.split())  # the console folds long lines
-    assert f"gate head_share_1pct_dot@10>0.01: {dot:.4g} (TRIPPED), {said} gate" in lines
+    assert f"gate head_share_1pct_dot@10>0.01: {dot:.4g} (TRIPPED), approximate (recall@10 {recall:.3f}) gate" in lines
     assert lines.endswith("gate head_share_1pct_popular@10>0.01: 1 (TRIPPED)")
     # Norm-aware scorings: not measured, with the reason, and the advice does not promise them.
     for alpha in ("0.25", "0.5", "0.75"):
@@ -96,13 +96,16 @@ def test_exact_lists_say_nothing_of_the_kind(tmp_path: Path) -> None:
 
 
 def test_gate_marks_and_reasons_by_hand() -> None:
+    metrics = {"recall@10": 0.5, "recall@100": 0.8125, "gini_dot@100": 0.9}
+    gates = parse_gates(["gini_dot@100>0.5", "ndcg_ratio@10<1", "arp_popular@10>1", "recall@10<0.9", "spearman>0.1",
+                         "gini_dot@20>0.5"], metric_names([10, 20, 100]))
+    assert [(g.metric, said) for g, said in approximate_gates(gates, metrics).items()] == [
+        ("gini_dot@100", "approximate (recall@100 0.812)"), ("ndcg_ratio@10", "approximate (recall@10 0.500)")]
+    assert approximate_gates(gates, {"gini_dot@100": 0.9, "recall@10": None}) == {}  # exact search: no recall
     retrieval = Retrieval(n_queries=3, index="hnsw", at={}, recall={10: 0.5, 100: 0.8125})
-    gates = parse_gates(["gini_dot@100>0.5", "ndcg_ratio@10<1", "arp_popular@10>1", "recall@10<0.9", "spearman>0.1"],
-                        metric_names([10, 100]))
-    assert [(g.metric, said) for g, said in approximate_gates(gates, retrieval).items()] == [
-        ("gini_dot@100", "approximate (hnsw, recall@100 0.812)"), ("ndcg_ratio@10", "approximate (hnsw, recall@10 0.500)")]
+    assert retrieval.approximate(100) == "approximate (hnsw, recall@100 0.812)"
     assert retrieval.approximate() == "approximate (hnsw, recall@10 0.500)"  # the lowest over every K
-    assert approximate_gates(gates, Retrieval(n_queries=3, index="exact", at={})) == {}
+    assert Retrieval(n_queries=3, index="exact", at={}).approximate(10) == ""
     report = {"retrieval": {"at": {"10": {"dot": {"gini": 0.5}}}}, "not_measured": {"alpha_0.5": ALPHA_WHY},
               "settings": {"ks": [10], "alphas": [0.5]}}
     assert why_unmeasured("gini_alpha_0.5@10", report) == f"alpha_0.5 not measured: {ALPHA_WHY}"

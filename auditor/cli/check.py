@@ -256,7 +256,7 @@ def _audit(job: _Job) -> _Audited:
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
     metrics = result.flat_metrics()
     reasons = unmeasured_reasons(gates, metrics, result.to_dict)
-    said = approximate_gates(gates, result.retrieval)
+    said = approximate_gates(gates, metrics)
     if not job.mlflow:
         return _Audited(files, stdout, metrics, gates, gate=result.verdict.gate, reasons=reasons, approximate=said)
     logged = {fmt: render(result, fmt, pm, RenderContext(color=False, width=job.width)) for fmt in REPORT_FORMATS}
