@@ -170,6 +170,7 @@ def approximate_lists(
             recall[k] = min(recall.get(k, value), value)
             per_k[k].append(f"{name} {value:.4f}")
     described = ", ".join(f"{name}={value}" for name, value in settings.items())
+    described += " (raised to twice a block's fetch where that is more)" if "efSearch" in settings else ""
     heavy = (f"; {plan.exact.size} {'query' if plan.exact.size == 1 else 'queries'} with more than "
              f"{MAX_EXTRA_FETCH} training items searched exactly" if plan.exact.size else "")
     note = (
