@@ -12,7 +12,8 @@ import pytest
 from auditor.errors import InputError
 from auditor.memory import approximate_index_bytes
 from auditor.progress import SILENT
-from auditor.retrieval.candidates import CANDIDATE_BYTES, MAX_EXTRA_FETCH, plan_fetch
+import auditor.memory as memory_module
+from auditor.retrieval.candidates import CANDIDATE_BYTES, MAX_EXTRA_FETCH, UNSET_CEILING_ROOM, candidate_room, plan_fetch
 from auditor.retrieval.lists import SHARD_NOTE_MIN, approximate_lists, shard_cost_note
 from auditor.retrieval.scorings import multi_scoring_topk, shard_bounds
 from auditor.retrieval.serving import Exclusions
@@ -94,3 +95,14 @@ def test_many_small_shards_are_said_with_their_figures() -> None:
     assert note.startswith("the item table was searched in 17 row shards of up to 1,200 rows to fit the memory "
                            "ceiling (max_memory 307,200 bytes): every shard ranks every query")
     assert shard_cost_note(shard_bounds(20_000, 32, 2 << 20), 2 << 20) == []  # 3 shards: no visible cost
+
+
+def test_candidate_room_is_what_the_ceiling_leaves_beside_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 1,000 x 16 float32 and its normalised copy: 128,000 bytes.
+    assert candidate_room(200_000, 1000, 16) == 72_000
+    assert candidate_room(100_000, 1000, 16) == -28_000  # plan_fetch refuses it, naming max_memory
+    # No ceiling given: half the available memory, never below UNSET_CEILING_ROOM (nothing unset is refused).
+    monkeypatch.setattr(memory_module, "available_memory", lambda: 200_000)
+    assert candidate_room(None, 1000, 16) == UNSET_CEILING_ROOM
+    monkeypatch.setattr(memory_module, "available_memory", lambda: None)
+    assert candidate_room(None, 1000, 16) is None

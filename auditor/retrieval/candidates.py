@@ -25,6 +25,7 @@ import numpy as np
 
 from auditor.errors import InputError, setting
 from auditor.config import format_size
+from auditor.memory import approximate_index_bytes, memory_budget
 from auditor.progress import Progress
 from auditor.retrieval.approximate import ranked_search
 from auditor.retrieval.search import QUERY_BLOCK
@@ -39,6 +40,21 @@ CANDIDATE_BYTES = 64
 """Memory one fetched candidate costs while its block is filtered: FAISS's float32 score
 and int64 row, their ranked copies, and the exclusion filter's int64 codes, positions
 and order (measured peak per candidate ~50 bytes; rounded up)."""
+
+
+UNSET_CEILING_ROOM = 64 << 20
+"""Candidate memory per block when no ceiling was given and half the available memory
+leaves less beside the index: blocks stay bounded, and nothing the user did not set is refused."""
+
+
+def candidate_room(max_memory: int | None, n_items: int, dim: int) -> int | None:
+    """The bytes a block's candidates may take: what the ceiling (``max_memory``, else half
+    the available memory) leaves beside the index and its normalised copy."""
+    budget = memory_budget(max_memory)
+    if budget is None:
+        return None
+    room = budget - approximate_index_bytes(n_items, dim)
+    return room if max_memory is not None else max(room, UNSET_CEILING_ROOM)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,8 @@ from auditor.devices import resolve_device
 from auditor.errors import setting
 from auditor.sampling import sample_indices
 from auditor.progress import Progress
-from auditor.memory import approximate_index_bytes, memory_budget
 from auditor.retrieval.approximate import build_index, recall_at, slower_than_exact
-from auditor.retrieval.candidates import MAX_EXTRA_FETCH, FetchPlan, fetch_lists, plan_fetch
+from auditor.retrieval.candidates import MAX_EXTRA_FETCH, FetchPlan, candidate_room, fetch_lists, plan_fetch
 from auditor.retrieval.search import directions, l2_normalise
 from auditor.retrieval.dask import dask_multi_scoring_topk
 from auditor.retrieval.scorings import multi_scoring_topk, shard_bounds
@@ -145,10 +144,7 @@ def approximate_lists(
     searched exactly), with recall@K against exact search on a sample."""
     k_max = ks[-1]
     n_items, dim = (int(n) for n in table.shape)
-    budget = memory_budget(max_memory)
-    # The ceiling holds the index and its normalised copy first (approximate_index_bytes); candidates get the rest.
-    plan = plan_fetch(exclude, queries.shape[0], k_max, n_items,
-                      None if budget is None else budget - approximate_index_bytes(n_items, dim))
+    plan = plan_fetch(exclude, queries.shape[0], k_max, n_items, candidate_room(max_memory, n_items, dim))
     table32 = np.ascontiguousarray(table, dtype=np.float32)
     sample = sample_indices(queries.shape[0], RECALL_SAMPLE, seed + 1)
     sample_idx = np.arange(queries.shape[0]) if sample is None else sample
