@@ -5,6 +5,7 @@ measured). :mod:`auditor.verdict` decides when each applies."""
 
 from __future__ import annotations
 
+from auditor.alpha import ALPHA_PREFIX
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import setting
 from auditor.result import C1, C4, C5, Condition, MeasuredSections
@@ -106,7 +107,7 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
                 f" `{mitigate_suggestion()}` writes the item table rescaled for it "
                 "(k·‖k‖^(α−1)), so an existing inner-product index serves it unchanged."
             )
-        return ["Held-out accuracy beside exposure: " + accuracy.recommendation + fix]
+        return ["Held-out accuracy beside exposure: " + accuracy.recommendation + fix + _alphas_left_out(result)]
     how = f"measure it with {setting('holdout')} (held-out interactions): recall/NDCG of every scoring beside its exposure"
     unmeasured = result.not_measured.get("accuracy")
     if unmeasured and not unmeasured.startswith("no held-out interactions"):  # a holdout was given: say why it failed
@@ -116,5 +117,18 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
         "Caveat: norms may also carry useful signal (item quality, confidence); " + how + ".",
         "Norm-aware scoring keeps part of the norm signal: score with ‖q‖^α‖k‖^α·cos(q, k) for α in (0, 1) "
         "(α = 0 is cosine, α = 1 is dot product). Caveat: it trades accuracy against exposure; "
-        f"{setting('holdout')} measures α = {', '.join(f'{a:g}' for a in DEFAULT_ALPHAS)} (or your {setting('alphas')}).",
+        + (f"{setting('holdout')} measures α = {', '.join(f'{a:g}' for a in DEFAULT_ALPHAS)} (or your "
+           f"{setting('alphas')})." if not _alpha_reason(result) else
+           f"this run did not measure it ({_alpha_reason(result)}).")
     ]
+
+
+def _alpha_reason(result: MeasuredSections) -> str:
+    """Why the norm-aware scorings were not measured ("" when they were, or none was asked)."""
+    return next((why for key, why in result.not_measured.items() if key.startswith(ALPHA_PREFIX)), "")
+
+
+def _alphas_left_out(result: MeasuredSections) -> str:
+    """The sentence a trade-off needs when it compared no norm-aware scoring though some were asked."""
+    why = _alpha_reason(result)
+    return f" The comparison left out the norm-aware scorings, which were not measured: {why}." if why else ""

@@ -156,6 +156,8 @@ def _say_not_measured(
         not_measured["probes"] = assessed.probes_not_run.describe()
         if config.frequencies and inputs.probe_pairs is None and assessed.probes_not_run.reason == "failed":
             not_measured["probes"] = needs_the_log("numeric probes (training batches)")
+    if serving is not None:
+        not_measured.update(serving.not_measured)
     if serving is not None and stats is not None:
         origin = "frequencies" if config.frequencies else "checkpoint" if stats.from_checkpoint else "log"
         if (why := novelty_unmeasured(stats.user_counts, stats.n_users, origin)) is not None:

@@ -37,6 +37,7 @@ from auditor.config import DEFAULT_ALPHAS
 from auditor.flat import metric_names
 from auditor.gate_reasons import per_k_name, well_formed, why_not_asked, why_unmeasured
 from auditor.harm import EDGE_SLACK
+from auditor.sections import SERVED
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -211,3 +212,19 @@ def unmeasured_reasons(
     missing = [gate for gate in gates if metrics.get(gate.metric) is None]
     made = report() if missing else {}
     return {gate: why_unmeasured(gate.metric, made) for gate in missing}
+
+
+def approximate_gates(gates: Iterable[Gate], metrics: Mapping[str, Any]) -> dict[Gate, str]:
+    """The gates whose figure came from an approximate index's lists (dot, cosine, their
+    ratio and overlap, under exposure or held-out accuracy), each with how its line says
+    so, e.g. ``approximate (recall@10 0.649)``, from the flat ``recall@K`` of the index
+    that ``metrics`` (a run's flat metrics, or a batch row) holds; they still evaluate."""
+    said = {}
+    for gate in gates:
+        name = per_k_name(gate.metric)
+        if name is None or name.scoring in ("popular", SERVED) or (name.measure == "recall" and name.scoring is None):
+            continue  # not from the index's lists (the popular list, served lists, the index's own recall)
+        recall = metrics.get(f"recall@{name.k}")
+        if isinstance(recall, (int, float)) and math.isfinite(recall):
+            said[gate] = f"approximate (recall@{name.k} {recall:.3f})"
+    return said

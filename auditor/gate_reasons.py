@@ -118,6 +118,9 @@ def _why_per_k(name: PerK, report: Mapping[str, Any]) -> str:
     if isinstance(figures, dict) and (name.scoring or name.measure) not in figures:  # a scoring, or an overlap
         if name.scoring == SERVED or name.measure.startswith("overlap_served_"):
             return _why_no_served(name, cut)
+        said = (report.get("not_measured") or {}).get(name.scoring or "")  # e.g. alpha_<a> under an approximate index
+        if said:
+            return f"{name.scoring} not measured: {said}"
         lists_only = (report.get("not_measured") or {}).get("dot_cosine")  # served lists audited without a model
         if lists_only and name.scoring != "popular":
             return f"{name.scoring or name.measure} not measured: {lists_only}"

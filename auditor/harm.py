@@ -193,3 +193,14 @@ def harm_words(skew: Skew, harm: Severity) -> str:
         return f"serving by dot product gives {items} as many slots as cosine"
     return (f"serving by dot product gives {items} {100 * skew.excess:+.2f} points more of the slots than "
             "cosine, below every harm band")
+
+
+def approximate_lead(result: MeasuredSections) -> str:
+    """The verdict's first words when an approximate index found the lists: every
+    retrieval figure it quotes is then approximate, at the quoted K's recall ("" when exact)."""
+    retrieval = result.retrieval
+    if retrieval is None or not retrieval.recall:
+        return ""
+    skew = worst_skew(result)
+    said = retrieval.approximate(skew.k if skew is not None else None)
+    return f"{said[0].upper()}{said[1:]}: the retrieval figures come from an approximate index's lists, not exact search's. "

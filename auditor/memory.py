@@ -92,6 +92,25 @@ def check_memory_ceiling(max_memory: int | None, dim: int, what: str, n_rows: in
         )
 
 
+def approximate_index_bytes(n_items: int, dim: int) -> int:
+    """What an approximate index (``index`` ivf or hnsw) holds at once: the whole table in
+    float32 and its normalised copy (the cosine index); it cannot be searched in shards."""
+    return 2 * int(n_items) * max(int(dim), 1) * 4
+
+
+def check_index_ceiling(index: str, max_memory: int | None, n_items: int, dim: int) -> None:
+    """Refuse an approximate ``index`` whose table and normalised copy exceed ``max_memory``:
+    known from the table's shape alone, so said before any other work."""
+    need = approximate_index_bytes(n_items, dim)
+    if index in ("ivf", "hnsw") and max_memory is not None and need > max_memory:
+        raise InputError(
+            f"{setting('index')} {index} builds an in-memory index of the whole item table and its "
+            f"normalised copy ({need:,} bytes), more than {setting('max_memory')} "
+            f"({max_memory:,} bytes); use {setting('index')} exact (searched in shards) or a "
+            f"larger {setting('max_memory')}"
+        )
+
+
 def check_expansion(
     what: str,
     declared: int,

@@ -168,6 +168,12 @@ class Population:
     description: str
 
 
+RECALL_FLOOR = 0.9
+"""The recall@K of an approximate index below which the audit warns that its figures
+likely understate the skew: an inner-product index misses high-norm (popular) items
+first, so its dot lists serve less of the head than exact search does."""
+
+
 @dataclass
 class Retrieval:
     """The retrieval section: measures per K, index, recall and the definitions used."""
@@ -195,6 +201,17 @@ class Retrieval:
     exposure_shift: dict[int, dict[str, Any]] = field(default_factory=dict)
     """K -> the items dot serving raises and lowers most over cosine, JSON-ready: ``k``,
     ``n``, ``n_queries``, ``definition``, ``gained`` and ``lost`` (docs/report.md)."""
+
+    def approximate(self, k: int | None = None) -> str:
+        """How figures from these lists are said when an approximate index found them,
+        e.g. ``approximate (ivf, recall@10 0.649)``: recall at ``k`` (None: the lowest over
+        every K); "" for exact lists."""
+        recall = self.recall
+        if not recall:
+            return ""
+        at = k if k is not None and k in recall else min(recall, key=recall.__getitem__)
+        value = f"{recall[at]:.3f}" if math.isfinite(recall[at]) else "n/a"  # a sample without exact neighbours
+        return f"approximate ({self.index}, recall@{at} {value})"
 
 
 @dataclass(frozen=True)

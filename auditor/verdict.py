@@ -32,7 +32,8 @@ from typing import Literal
 from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
 from auditor.harm import (
-    HARM_BANDS, SEVERITY_GATE, Skew, dot_serves_cosine, first_seen_skew, harm_words, narrow_text, skew_text, worst_skew,
+    HARM_BANDS, SEVERITY_GATE, Skew, approximate_lead, dot_serves_cosine, first_seen_skew, harm_words, narrow_text,
+    skew_text, worst_skew,
 )
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
@@ -94,7 +95,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
                                    "cannot make it useful.")
     led = int(weak is not None and stand_in is None)  # the weak-model advice stays first
     summary, recommendations = _with_item_bias(result, summary, recommendations, rises, led)
-    summary = _with_served(result, summary, recommendations, stand_in)
+    summary = approximate_lead(result) + _with_served(result, summary, recommendations, stand_in)
     first = first_seen_skew(result)
     return Verdict(
         bias_detected=detected,

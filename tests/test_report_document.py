@@ -135,7 +135,8 @@ def test_a_new_format_is_one_module_and_renders_an_audit(pm) -> None:  # type: i
     ]  # fmt: skip
     assert "C4\tcosine-based loss\tviolated\tconfig loss = infonce-dot | dot logits" in lines
     assert "Not measured: no reason was recorded by the audit." in lines  # accuracy
-    assert "[figure: Item norm vs training frequency]" in lines and "TOP-100" in lines
+    # The sample's lists came from an IVF index: every per-K heading says so.
+    assert "[figure: Item norm vs training frequency]" in lines and "TOP-100, APPROXIMATE (IVF, RECALL@100 0.962)" in lines
     assert render(result, "audits-only", pm) == "high\n"
 
 

@@ -210,7 +210,7 @@ retrieval_options = option_group(
     click.option("-k", "--k", "ks", type=ranged("ks"), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]"),
     click.option("--queries", default="auto", show_default=True, help="Who is queried: users (the training log's users by their user-table rows; rows of users absent from the log are untrained and not queried), history (each training user's mean training-item vector) or a .npy/Parquet file of vectors (no user identity: nothing excluded); auto picks users, else history. Every scoring serves each user the top-K of the items they did not train on."),
     click.option("--max-queries", type=ranged("max_queries"), default=10_000, show_default=True, help="Sample at most N of the population's users per audit (seeded)."),
-    click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index: exact (IndexFlatIP), ivf or hnsw (approximate; recall is measured and reported), auto by size."),
+    click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index: exact (IndexFlatIP), ivf or hnsw (approximate: recall is measured and reported, the figures are said to be approximate and likely understate the skew, norm-aware scorings are not measured; at small sizes slower than exact), auto by size."),
     click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures: interactions per item, or distinct users per item."),
     click.option("--no-retrieval", is_flag=True, help="Skip the retrieval-skew section."),
     click.option("--no-probes", is_flag=True, help="Skip the numeric probes on live encoders."),

@@ -74,7 +74,7 @@ class _BatchCommand(click.Command):
 @accuracy_options
 @declared_training_options
 @sampling_options
-@click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for tables and indexes: bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. With -j N, audits run side by side: give each a share. [default: half the memory available when each audit starts]")
+@click.option("--max-memory", type=MemorySize(), help="Memory ceiling per audit for the item table, its search and approximate indexes (not the whole process): bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. With -j N, audits run side by side: give each a share. [default: half the memory available when each audit starts]")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading full pickled models for every row (runs code from the files; never a manifest column).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors, failed rows and tripped gates.")
 @group_options
@@ -229,15 +229,17 @@ def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
     """Each gate that trips for an audited row, said on stderr; True when any did.
     GateError when no audited row measured a gate's metric."""
     from auditor.batch.jobs import row_title
-    from auditor.gate import evaluate_gates, require_measured
+    from auditor.gate import approximate_gates, evaluate_gates, require_measured
 
     audited = [record for record in table.to_pylist() if record["status"] == "ok"]
     runs = [evaluate_gates(gates, record) for record in audited]
     for record, outcomes in zip(audited, runs):
+        said = approximate_gates(gates, record)
         for gate in outcomes:
             if gate.tripped:
                 stderr.print(
-                    f"gate {row_title(record['row'], record['model'])}: {gate.describe()}",
+                    f"gate {row_title(record['row'], record['model'])}: {gate.describe()}"
+                    + (f", {said[gate.gate]}" if gate.gate in said else ""),
                     style="red", markup=False, highlight=False, soft_wrap=True,
                 )
     require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))

@@ -66,7 +66,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--markdown", "markdown_path", type=PathArg, help="Also write the Markdown report (images beside it) here.")
 @click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds, e.g. 'spearman>0.5' or 'head_share_1pct_ratio@100>1.5' (every ratio is dot / cosine; repeatable).")
 @sampling_options
-@click.option("--max-memory", type=MemorySize(), help="Memory ceiling for tables and indexes: bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards. [default: half the available memory]")
+@click.option("--max-memory", type=MemorySize(), help="Memory ceiling for the item table, its search and approximate indexes (not the whole process: the log's counts, the queries, the lists and the libraries come on top): bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards, each of which ranks every query (small shards cost time). [default: half the available memory]")
 @click.option("--scheduler", metavar="ADDRESS", help="Search the retrieval shards of a table larger than --max-memory on an existing Dask cluster (e.g. tcp://host:8786); workers need the table's file under the same path.")
 @click.option("--trust-pickle", is_flag=True, help="Allow loading a full pickled model. This runs code from the file: only for files you trust.")
 @click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
@@ -155,7 +155,9 @@ def command(
     outcomes = evaluate_gates(audited.gates, audited.metrics)
     for outcome in outcomes:
         if outcome.tripped or not quiet:
-            stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None)
+            said = audited.approximate.get(outcome.gate)
+            stderr.print(f"gate {outcome.describe()}" + (f", {said}" if said else ""),
+                         style="red" if outcome.tripped else None)
     require_measured(audited.gates, [outcomes], where="in this run", reasons=audited.reasons)
     if any(o.tripped for o in outcomes):
         sys.exit(3)
@@ -200,6 +202,8 @@ class _Audited:
     """The verdict's CI gate (:attr:`~auditor.result.Verdict.gate`), which ``Next:`` suggests."""
     reasons: dict[Any, str] = field(default_factory=dict)
     """Why each gate without a value has none (:func:`~auditor.gate.unmeasured_reasons`)."""
+    approximate: dict[Any, str] = field(default_factory=dict)
+    """The gates whose figures an approximate index's lists gave, and how they are said (:func:`~auditor.gate.approximate_gates`)."""
 
 
 def _audit(job: _Job) -> _Audited:
@@ -208,7 +212,7 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
         # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
         from auditor.cli._group import plugin_commands
-        from auditor.gate import gates_for, unmeasured_reasons
+        from auditor.gate import approximate_gates, gates_for, unmeasured_reasons
         from auditor.plugins import collect_measures, get_plugin_manager
         from auditor.plugin_api import RenderContext
         from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
@@ -252,10 +256,12 @@ def _audit(job: _Job) -> _Audited:
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
     metrics = result.flat_metrics()
     reasons = unmeasured_reasons(gates, metrics, result.to_dict)
+    said = approximate_gates(gates, metrics)
     if not job.mlflow:
-        return _Audited(files, stdout, metrics, gates, gate=result.verdict.gate, reasons=reasons)
+        return _Audited(files, stdout, metrics, gates, gate=result.verdict.gate, reasons=reasons, approximate=said)
     logged = {fmt: render(result, fmt, pm, RenderContext(color=False, width=job.width)) for fmt in REPORT_FORMATS}
-    return _Audited(files, stdout, metrics, gates, result, logged, gate=result.verdict.gate, reasons=reasons)
+    return _Audited(files, stdout, metrics, gates, result, logged, gate=result.verdict.gate, reasons=reasons,
+                    approximate=said)
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,

@@ -35,6 +35,7 @@ from auditor.loading.recbole_eval import (
 )
 from auditor.loading.served import ServedVectors
 from auditor.loading.stand_in import raw_user_rows, tables_stand_in
+from auditor.memory import check_index_ceiling
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
@@ -98,6 +99,8 @@ def load_inputs(
     assert config.model is not None, "a lists-only audit loads through load_lists_inputs"
     progress.note(f"Loading {config.model}")
     bundle = load_model(config.model, config.load_options, pm)
+    if config.retrieval:  # an index over the ceiling is known from the table's shape: refused before the log is read
+        check_index_ceiling(config.index, config.max_memory, bundle.n_items, bundle.dim)
     if bundle.log_id_rule is not None and config.interactions is not None:  # e.g. RecBole numbers ids by the log
         bundle.log_id_rule.apply(
             bundle, Path(config.interactions), config.interactions_format, config.user_col, config.item_col

@@ -49,7 +49,7 @@ def group_table(retrieval: Retrieval, k: int) -> Table | None:
             cells += [fmt_pct(row.get("gap_delta")), fmt_num(row.get("miscalibration"))]
             cells += [fmt_num(row.get("ndcg"))] if has_ndcg else []
         rows.append(tuple(cells))
-    caption = f"Top-{k} lists; ΔGAP as a change of the profiles' GAP; JS: popularity miscalibration (bits)."
+    caption = f"{cutoff_title(retrieval, k)} lists; ΔGAP as a change of the profiles' GAP; JS: popularity miscalibration (bits)."
     if has_ndcg:
         caption += " NDCG over each group's users with held-out items."
     if retrieval.tied_ratio is not None:  # recorded where measured, never guessed from the rows' sizes
@@ -67,7 +67,7 @@ def shift_tables(retrieval: Retrieval, k: int) -> list[Table]:
     tables = []
     for key, what in (("gained", "raises most"), ("lost", "lowers most")):
         items: Sequence[Mapping[str, Any]] = shift.get(key) or []
-        caption = f"Top-{k}: the {len(items)} items whose exposure dot serving {what} over cosine."
+        caption = f"{cutoff_title(retrieval, k)}: the {len(items)} items whose exposure dot serving {what} over cosine."
         tables.append(_items_table(items, shift.get("n_queries"), caption, key))
     return tables
 
@@ -95,3 +95,10 @@ def _exposure(count: Any, n_queries: Any) -> str:
     if isinstance(n_queries, int) and n_queries > 0:
         return f"{int(count):,} ({fmt_pct(count / n_queries)})"
     return f"{int(count):,}"
+
+
+def cutoff_title(retrieval: Retrieval | None, k: int) -> str:
+    """``Top-K``, said approximate (the index and its recall@K) when an approximate index
+    found the lists: every table of figures from them is titled so, in every format."""
+    said = "" if retrieval is None else retrieval.approximate(k)
+    return f"Top-{k}" + (f", {said}" if said else "")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from auditor.errors import EmbeddingTableError, InputError
+from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.sampling import sample_indices
 from auditor.metrics.exposure import shared_counts
 from auditor.progress import SILENT, Progress
@@ -25,8 +25,9 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 
 
-def _approximate_index(kind: str, table: np.ndarray, k: int, seed: int) -> tuple[faiss.Index, dict[str, int]]:
-    """An IVF or HNSW inner-product index over ``table`` and its settings."""
+def build_index(kind: str, table: np.ndarray, k: int, seed: int) -> tuple[faiss.Index, dict[str, int]]:
+    """An IVF or HNSW inner-product index over ``table`` (float32, contiguous) for searches
+    of ``k`` candidates, and its settings."""
     import faiss  # noqa: PLC0415 - heavy; exact search (the default) never needs this module's indexes
     n, dim = table.shape
     index: faiss.Index
@@ -80,19 +81,29 @@ def approximate_topk(
     rows = np.full((n, k), -1, dtype=np.int64)
     if table.shape[0] == 0:
         return scores, rows, {}
-    index, settings = _approximate_index(kind, table, k, seed)
+    index, settings = build_index(kind, table, k, seed)
     with progress.track(description, n) as advance:
         for start in range(0, n, QUERY_BLOCK):
             stop = min(start + QUERY_BLOCK, n)
-            d, i = index.search(queries[start:stop], k)
-            scores[start:stop], rows[start:stop] = d, i
+            found_scores, found_rows = ranked_search(index, queries[start:stop], k, kept)
+            width = found_rows.shape[1]
+            scores[start:stop, :width], rows[start:stop, :width] = found_scores, found_rows
             advance(stop - start)
+    return scores, rows, settings
+
+
+def ranked_search(index: faiss.Index, queries: np.ndarray, k: int, kept: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """One FAISS search of ``k`` candidates per query, rows mapped back to table rows
+    (``kept``: the table rows the index holds, None: all) and put in the top-K order
+    (:func:`~auditor.retrieval.search.select_topk`)."""
+    if hasattr(index, "hnsw"):  # HNSW returns at most efSearch results: search twice as wide as asked
+        index.hnsw.efSearch = max(int(index.hnsw.efSearch), 2 * k)
+    scores, rows = index.search(queries, k)
     filled = rows >= 0
     if kept is not None:
         rows = np.where(filled, kept[np.where(filled, rows, 0)], -1)
     scores = np.where(filled, scores, -np.inf).astype(np.float32)
-    scores, rows = select_topk(scores, rows, k)
-    return scores, rows, settings
+    return select_topk(scores, rows.astype(np.int64), k)
 
 
 def recall_at(approx_rows: np.ndarray, exact_rows: np.ndarray) -> float:
@@ -101,3 +112,23 @@ def recall_at(approx_rows: np.ndarray, exact_rows: np.ndarray) -> float:
         return math.nan
     expected = np.maximum((exact_rows >= 0).sum(axis=1), 1)
     return float((shared_counts(approx_rows, exact_rows) / expected).mean())
+
+
+SLOW_NOTE_CPU = 1.0
+"""CPU seconds below which an approximate search is not compared with exact search (too
+short to matter, and too short to time reliably)."""
+
+
+def slower_than_exact(kind: str, approximate_cpu: float, exact_cpu: float, n_sampled: int, n_queries: int) -> list[str]:
+    """A note when the approximate search (its index builds included) took more CPU time
+    than exact search of every query would, estimated from the recall check's exact search
+    of ``n_sampled`` queries (``exact_cpu`` seconds); [] otherwise."""
+    estimate = exact_cpu * n_queries / max(n_sampled, 1)
+    if approximate_cpu < SLOW_NOTE_CPU or approximate_cpu <= estimate:
+        return []
+    return [
+        f"{setting('index')} {kind} was slower than exact search at this size: its index builds and search took "
+        f"{approximate_cpu:.1f} s of CPU, exact search of the {n_queries:,} queries about {estimate:.1f} s (the "
+        f"recall check's exact search of {n_sampled:,} took {exact_cpu:.1f} s); {setting('index')} exact gives the "
+        "exact lists faster"
+    ]

@@ -32,7 +32,7 @@ import numpy as np
 from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.model import QueryPopulation
 from auditor.loading.csr import holds_own
-from auditor.memory import block_rows, check_memory_ceiling, memory_budget
+from auditor.memory import approximate_index_bytes, block_rows, check_index_ceiling, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
 from auditor.config import GroupPolicy
@@ -42,7 +42,7 @@ from auditor.metrics.user_measures import group_definitions, group_table, tied_g
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
-from auditor.sections import OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, SERVED
+from auditor.sections import OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, RECALL_FLOOR, SERVED
 from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
 from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
@@ -74,6 +74,8 @@ class RetrievalOutcome:
     """The popularity per item row the measures used (``popularity`` setting)."""
     context: ListContext | None = None
     """What the list measures were bound to (the per-group table of the report reads it)."""
+    not_measured: dict[str, str] = field(default_factory=dict)
+    """Scorings asked for but not measured (``alpha_<a>`` under an approximate index), with why."""
 
 
 def choose_index(kind: str, n_items: int, n_queries: int, dim: int) -> str:
@@ -129,23 +131,16 @@ def _scoring_lists(
     queries, exclude = population.vectors, population.exclude
     index_kind = choose_index(settings.index, n_items, population.n_queries, dim)
     budget = memory_budget(settings.max_memory)
-    over_budget = budget is not None and 2 * n_items * dim * 4 > budget
-    if index_kind != "exact" and over_budget:
-        if settings.index == "auto":
-            index_kind = "exact"
-        elif settings.max_memory is not None:
-            raise InputError(
-                f"{setting('index')} {index_kind} builds an in-memory index of the whole item table and its "
-                f"normalised copy ({2 * n_items * dim * 4:,} bytes), more than {setting('max_memory')} "
-                f"({settings.max_memory:,} bytes); use {setting('index')} exact (searched in shards) or a "
-                f"larger {setting('max_memory')}"
-            )
+    over_budget = budget is not None and approximate_index_bytes(n_items, dim) > budget
+    check_index_ceiling(settings.index, settings.max_memory, n_items, dim)
+    if index_kind != "exact" and over_budget and settings.index == "auto":
+        index_kind = "exact"
     definitions: dict[str, str] = {}
     if index_kind == "exact":
         exponents = tuple(dict.fromkeys((1.0, 0.0, *settings.alphas)))
         lists = exact_lists(queries, table, ks[-1], exponents, exclude, settings, progress, bundle)
     else:
-        lists = approximate_lists(queries, table, index_kind, ks, exclude, settings.seed, progress)
+        lists = approximate_lists(queries, table, index_kind, ks, exclude, settings.seed, progress, settings.max_memory)
         definitions["recall"] = lists.recall_note or ""
     definitions["index"] = lists.note
     if settings.index == "auto" and over_budget and choose_index("auto", n_items, population.n_queries, dim) != "exact":
@@ -264,7 +259,7 @@ def measure_retrieval(
             f"{n_zero_items} item vectors are zero: cosine never serves them (no direction), dot scores them 0"
         )
     index_kind, found, definitions = _scoring_lists(population, table, ks, settings, bundle, progress)
-    warnings += found.notes
+    warnings += _low_recall(index_kind, found.recall) + found.notes
     popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
     lists = _named(found, popular)
     definitions.update(_definitions(list_measures, settings, population))
@@ -289,7 +284,32 @@ def measure_retrieval(
         tied_ratio=tied_ratio(measures.context),
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
-                            popularity=popularity, context=measures.context)
+                            popularity=popularity, context=measures.context,
+                            not_measured=_alphas_unmeasured(settings, index_kind))
+
+
+def _low_recall(index_kind: str, recall: dict[int, float] | None) -> list[str]:
+    """The warning of an approximate index whose recall@K falls below :data:`RECALL_FLOOR`."""
+    low = {k: value for k, value in (recall or {}).items() if value < RECALL_FLOOR}
+    if not low:
+        return []
+    figures = ", ".join(f"recall@{k} {value:.3f}" for k, value in sorted(low.items()))
+    return [
+        f"the {index_kind} index's lists are approximate and miss much of exact search ({figures}, below "
+        f"{RECALL_FLOOR:g}): the dot figures likely understate the skew, since an inner-product index misses "
+        f"high-norm (popular) items first; {setting('index')} exact measures it"
+    ]
+
+
+def _alphas_unmeasured(settings: RetrievalSettings, index_kind: str) -> dict[str, str]:
+    """Each norm-aware scoring an approximate index left out, with the reason: its indexes
+    rank by dot and cosine only (an α ranking is neither's), and re-ranking their
+    candidates would be a third approximation whose recall nothing measures."""
+    if index_kind == "exact":
+        return {}
+    why = (f"the approximate index ({setting('index')} {index_kind}) ranks by dot and cosine only; "
+           f"{setting('index')} exact measures the norm-aware scorings")
+    return {alpha_scoring(a): why for a in settings.alphas if a not in (0.0, 1.0)}
 
 
 def _profiles(population: QueryPopulation) -> tuple[np.ndarray, np.ndarray] | None:

@@ -28,6 +28,7 @@ from .corpus import (
     standard,
     strict_json,
     symlink,
+    table,
     unwritable_folder,
     write,
 )
@@ -119,6 +120,17 @@ def _json_report(d: Path, outcome: Outcome) -> None:
 
 def _old_report_kept(d: Path) -> None:
     write(d, "r.json", '{"old": "report of yesterday"}\n')
+
+
+def _index_case(*extra: str) -> Any:
+    """A 2,048 x 4 table and a log that names item 5,000 (past the table), then ``extra``."""
+
+    def build(d: Path) -> Built:
+        table(d, rows=2048)
+        pq.write_table(pa.table({"user_id": [0, 1, 2], "item_id": [1, 2, 5000]}), d / "log.parquet")
+        return Built(check_args("items.npy", *extra))
+
+    return build
 
 
 def _broken_model(d: Path) -> Built:
@@ -242,6 +254,17 @@ CASES = [
     Case("mitigate-into-missing-folder", _mitigate("--alpha", "0.5", out="new/o.npy",
                                                    outputs=("new", "new/o.npy", "new/o.npy.popaudit.json")),
          EXIT_OK, None, stdout=r"Next: popaudit check new/o\.npy"),
+    # An approximate index over the ceiling is known from the table's shape: refused before the log is read
+    # (this log names an item past the table, which would be the error otherwise).
+    Case("index-ivf-over-max-memory-before-log", _index_case("--index", "ivf", "--max-memory", "40000"), EXIT_ERROR,
+         r"^Error: --index ivf builds an in-memory index of the whole item table and its normalised copy \(65,536 "
+         r"bytes\), more than --max-memory \(40,000 bytes\); use --index exact"),
+    Case("fail-on-alpha-under-approximate-index", _check("--index", "ivf", "-k", "5", "--fail-on", "gini_alpha_0.5@5>0.5"),
+         EXIT_ERROR, r"gini_alpha_0\.5@5>0\.5: alpha_0\.5 not measured: the approximate index \(--index ivf\) ranks by "
+                     r"dot and cosine only; --index exact measures the norm-aware scorings$"),
+    Case("index-hnsw-no-room-for-candidates", _check("--index", "hnsw", "--max-memory", "420"), EXIT_ERROR,
+         r"^Error: --max-memory leaves 100 bytes beside the approximate index, less than one query's 10 candidates "
+         r"need \(640 bytes\); pass a larger --max-memory .* or --index exact$"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
