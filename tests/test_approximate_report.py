@@ -41,7 +41,7 @@ def _fixture(d: Path) -> None:
 
 def _check(d: Path, *extra: str) -> tuple[Any, dict[str, Any]]:
     args = ["check", str(d / "model.npz"), "--interactions", str(d / "log.parquet"), "--holdout", str(d / "held.parquet"),
-            "--no-probes", "--bootstrap", "50", "-k", "10", "-q", "--json", str(d / "r.json"), "-o", str(d / "r.txt"),
+            "--no-probes", "--bootstrap", "100", "-k", "10", "-q", "--json", str(d / "r.json"), "-o", str(d / "r.txt"),
             "--markdown", str(d / "r.md"), *extra]
     result = CliRunner().invoke(cli, args)
     report = json.loads((d / "r.json").read_text()) if (d / "r.json").exists() else {}
