@@ -123,8 +123,13 @@ def _users_of_row_less_items(d: Path) -> Built:
 
 def _row_less_ok(d: Path, outcome: Outcome) -> None:
     report = strict_json(d / "r.json")
-    assert report["retrieval"]["population"]["n_untrained_user_rows"] == 2
-    assert any(w.startswith("1 user-table row belongs to users of the training log") for w in report["warnings"])
+    population = report["retrieval"]["population"]
+    assert population["n_untrained_user_rows"] == 2  # u6, u7 (it said 3, u5 among them)
+    assert population["description"].endswith("for the 5 users in the training log log.parquet (1 more user of it "
+                                               "has no interaction on a table row)"), population["description"]
+    assert any(w.startswith("1 user-table row belongs to users of the training log") and "trained vectors" in w
+               for w in report["warnings"]), report["warnings"]
+    assert any(w.startswith("2 user-table rows belong to users who never appear") for w in report["warnings"])
 
 
 def _no_onnx() -> str | None:
