@@ -57,9 +57,14 @@ def static_c2_c3(bundle: ModelBundle, config: RecordedConfig) -> tuple[Static, S
         item_side, unclear = bundle.tensors_beside_tables()
         key = bundle.item_key or "the item table"
         if not item_side and not unclear:
-            text = f"the only item-side tensor is the embedding table `{key}` {tuple(bundle.item_table.shape)}: {{}}"
+            table = f"the embedding table `{key}` {tuple(bundle.item_table.shape)}"
+            if bundle.item_bias_key is None:
+                text = f"the only item-side tensor is {table}: {{}}"
+                return (("holds", text.format("parameter-linear by construction")),
+                        ("holds", text.format("each item owns its row")))
+            text = f"the item-side tensors are {table} and the per-item bias `{bundle.item_bias_key}` served with it: {{}}"
             return (("holds", text.format("parameter-linear by construction")),
-                    ("holds", text.format("each item owns its row")))
+                    ("holds", text.format("each item owns its row and its bias")))
         listed = ", ".join(f"`{k}`" for k in (item_side or unclear)[:5])
         why = (
             f"the item side has tensors besides `{key}` ({listed}): the encoder is more than a table"
