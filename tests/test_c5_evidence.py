@@ -141,12 +141,13 @@ def test_a_scheduled_rate_is_not_the_rate_training_ran_at() -> None:
     assert conds["C1"].details["lr"] == 10.0 and conds["C1"].details["sources"]["lr"] == "optimizer state (initial_lr)"
     assert conds["C5"].details["lr"] == 10.0 and conds["C5"].evidence.startswith("lr=10 (optimizer state (initial_lr))")
     assert [w for w in warnings if "stored learning rates differ" in w] == [
-        "the stored learning rates differ (optimizer state initial_lr 10, config (lr) 10, optimizer state lr 0.01; "
+        "the stored learning rates differ (optimizer state initial_lr 10, optimizer state lr 0.01, config (lr) 10; "
         "a scheduler leaves its last rate in the optimizer state's lr); the audit uses 10 from optimizer state "
         "initial_lr, the rate training ran at"]
-    # a config that records another rate than the state, no scheduler: said, config used
+    # a config that records another rate than the state, no scheduler (none set initial_lr): said, and the
+    # state's rate used, the one the optimizer stepped with (the config's 0.001 shrank the growth 10^-6-fold)
     conds, warnings = _assess(_scheduled_state(1.0, None), {"lr": 0.001})
-    assert conds["C1"].details["lr"] == 0.001 and any("config (lr) 0.001, optimizer state lr 1" in w for w in warnings)
+    assert conds["C1"].details["lr"] == 1.0 and any("optimizer state lr 1, config (lr) 0.001" in w for w in warnings)
     # one rate everywhere: no warning, read from the state as before
     conds, warnings = _assess(_scheduled_state(0.5, None), {"lr": 0.5})
     assert conds["C1"].details["sources"]["lr"] == "optimizer state" and not any("differ" in w for w in warnings)
@@ -168,7 +169,7 @@ def test_the_probe_growth_is_scaled_to_the_training_rate() -> None:
 
 def test_a_step_that_shrinks_the_norms_is_no_growth() -> None:
     """F3: with weight decay C5 counted ‖Δq‖²/‖q‖² as growth (×32.6 for the head) while the
-    same step shrank the norms: relative change of s² −0.19, Pythagorean residual −20."""
+    same step shrank the norms: relative change of s = ‖q‖² −0.19, Pythagorean residual −20."""
     import torch
 
     from auditor.probes.update import step_geometry
@@ -188,7 +189,7 @@ def test_a_step_that_shrinks_the_norms_is_no_growth() -> None:
     grown, fn = FREQ.astype(float), _fn(0.99, 0.98, 1.0)
     c5 = assess_c5(_bundle(grown), _stats(), epochs, lr, probe, _others(c1="violated"), fn)
     assert c5.status == "unknown" and c5.details["growth_per_update"] == pytest.approx(-0.19)
-    assert "shrank the norms (median measured change of s² -0.19 over the 50 items" in c5.evidence
+    assert "shrank the norms (median measured change of s = ‖q‖², (s′ − s)/s, -0.19 over the 50 items" in c5.evidence
     assert "residual median -20" in c5.evidence
     # the batch's items grew (gradient beat decay) but most moved items only decayed: no growth to project
     mixed = UpdateProbe(**{**decayed.__dict__, "change_per_appearance": np.full(n, 0.1)})

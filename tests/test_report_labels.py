@@ -68,7 +68,7 @@ def test_probe_tables_show_labels_units_and_the_two_item_counts_apart() -> None:
     assert angles["share within 90° ± 1°"] == "75.0%"
     growth = tables["growth_per_update"]
     assert growth["median, c/s² per step"] == "0.02"
-    assert growth["median, measured change of s, (s′ − s)/s"] == "0.02"
+    assert growth["median, measured change of s = ‖q‖², (s′ − s)/s"] == "0.02"
     assert tables["optimizer"]["optimizer state restored from the file"] == "yes"
     assert tables["item_tower"]["parameters of the item tower"] == "960"
     assert tables["errors"]["C4 gradient alignment"] == "example"

@@ -194,7 +194,8 @@ def test_number_formatting() -> None:
     assert f.fmt_range(3, 3) == "3" and f.fmt_range(1, 2000) == "1–2,000"
     assert f.fmt_scalar(10.0) == "10" and f.fmt_scalar(0.0070352) == "0.007035" and f.fmt_scalar(True) == "yes"
     assert f.fmt_value({"a": [1, 2]}) == '{"a": [1, 2]}'
-    assert f.fmt_value("x" * 200, limit=10) == "x" * 9 + "…"
+    assert f.fmt_value({"a": "x" * 200}, limit=10) == '{"a": "xx' + "…"
+    assert f.fmt_value("x" * 200, limit=10) == "x" * 200  # a sentence's point may come last: never cut
     assert f.flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == [("a.b", 1), ("a.c.d", 2), ("e", 3)]
 
 

@@ -112,7 +112,7 @@ def _shrank(
     details.update({"growth_per_update": g, "probe_lr": update.lr, "threshold": threshold,
                     "table_head_median_norm_ratio": table.ratio, "table_spearman": table.rho,
                     "decided_by": "table" if status != "unknown" else None})
-    evidence = (f"the probe step shrank the norms (median measured change of s² {change:.3g} over the "
+    evidence = (f"the probe step shrank the norms (median measured change of s = ‖q‖², (s′ − s)/s, {change:.3g} over the "
                 f"{update.relative_change.size} items it moved, {g:.3g} per appearance over its batch's; Pythagorean "
                 f"residual median {residual:.3g}: updates not orthogonal to q, such as weight decay's), so "
                 f"‖Δq‖²/‖q‖² is no growth and there is none to project; {clause}")

@@ -4,7 +4,9 @@ A torch learning-rate scheduler leaves its last, annealed rate in the optimizer 
 ``lr`` and the rate training started at in ``initial_lr``; a recorded config holds the
 rate the run was launched with. C5 asks whether the rate training ran at was large enough,
 which the last scheduled rate does not say: the rate used is ``initial_lr``, else the
-config's, else the state's ``lr``. Where these differ, a warning says so and names the one
+state's ``lr`` (no torch scheduler ran, or it would have set ``initial_lr``: the state's
+rate is the one the optimizer stepped with, where a config may hold a default the run
+overrode), else the config's. Where these differ, a warning says so and names the one
 used (one policy, here).
 """
 
@@ -26,16 +28,17 @@ def training_rate(state: StateReading, config: RecordedConfig, warnings: list[st
         initial = as_float(group.settings.get("initial_lr"))
         if initial is not None and math.isfinite(initial) and initial > 0:
             stored.append(Fact(initial, Origin.STATE, "initial_lr"))
-    if config.lr is not None:
-        stored.append(config.lr)
     if group is not None and group.lr is not None:
         stored.append(Fact(group.lr, Origin.STATE))
+    if config.lr is not None:
+        stored.append(config.lr)
     if not stored:
         return None
     used = stored[0]
     differ = [f for f in stored[1:] if not math.isclose(f.value, used.value, rel_tol=LR_TOLERANCE)]
     if not differ:  # one rate: read where it always was, the state's lr first
-        return stored[-1] if stored[-1].origin is Origin.STATE and not stored[-1].key else used
+        plain = [f for f in stored if f.origin is Origin.STATE and not f.key]
+        return plain[0] if plain else used
     named = ", ".join(f"{_name(f)} {f.value:g}" for f in stored)
     warnings.append(
         f"the stored learning rates differ ({named}; a scheduler leaves its last rate in the optimizer "

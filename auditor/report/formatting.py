@@ -118,11 +118,12 @@ def fmt_scalar(value: Any) -> str:
 
 
 def fmt_value(value: Any, limit: int = 160) -> str:
-    """Any JSON-like value in one line (numbers via :func:`fmt_scalar`, long text cut at
-    ``limit``)."""
+    """Any JSON-like value in one line (numbers via :func:`fmt_scalar`; a list or mapping
+    cut at ``limit``). Text is the audit's own sentences, whose point may come last (an id
+    mapping's caveat, the part of a definition that differs), so it is never cut."""
     if isinstance(value, str):
-        text = value
-    elif value is None or isinstance(value, (bool, int, float, np.generic)):
+        return " ".join(value.split())
+    if value is None or isinstance(value, (bool, int, float, np.generic)):
         return fmt_scalar(value)
     elif isinstance(value, (list, tuple)) and all(isinstance(v, (int, float, str)) for v in value):
         text = ", ".join(v if isinstance(v, str) else fmt_scalar(v) for v in value)

@@ -76,7 +76,7 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
     **_spread("pythagorean_residual"),
     **_spread("growth_per_update", "c/s² per step"),
     **_spread("growth_per_update.per_appearance", "c/s² per copy of the item in the batch"),
-    **_spread("growth_per_update.relative_change_of_s", "measured change of s, (s′ − s)/s"),
+    **_spread("growth_per_update.relative_change_of_s", "measured change of s = ‖q‖², (s′ − s)/s"),
     "growth_per_update.definition": ("definition", "text"),
     "c2_second_difference.epsilons": ("step sizes ε", "text"),
     "c2_second_difference.relative": ("‖f(θ+εv) + f(θ−εv) − 2f(θ)‖ / ‖f(θ)‖ at each ε (worst direction)", "text"),
