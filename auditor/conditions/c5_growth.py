@@ -32,9 +32,10 @@ def assess_c5(
     them, ((1+2gT_head)/(1+2gT_med))^¼, is compared with the relative spread of norms a
     random initialisation leaves in d dimensions, 1/√(2d). The probe runs at the
     checkpoint, where norms are largest, so g (and the growth) is if anything underestimated.
-    The projection assumes the orthogonal updates of C1-C4; when one is violated the
-    evidence says the numbers are indicative only. Because it can only understate, a
-    projection below the init spread is no proof of a small learning rate: the trained
+    The projection assumes the orthogonal updates of C1-C4; when one is violated C5 is
+    unknown, as from the table: the growth is not the learning rate's alone. Because it
+    can only understate, a projection below the init spread is no proof of a small
+    learning rate: the trained
     table decides then (:func:`grade_table`), and ``details["decided_by"]`` says which
     evidence decided.
 
@@ -234,15 +235,16 @@ def _projected(
     )
     details.update({"table_head_median_norm_ratio": table.ratio, "table_spearman": table.rho})
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
-    if p.status == "holds":
-        status: Status = "holds"
+    if p.status == "holds" and broken:  # as the table's rule (grade_table): the growth is not the rate's alone
+        status: Status = "unknown"
+        details["decided_by"] = None
+        evidence += (f", but the projection assumes the orthogonal updates s ← s + c/s, and {', '.join(broken)} "
+                     f"{'is' if len(broken) == 1 else 'are'} violated, so it cannot tell the learning rate's part "
+                     "from the other conditions'")
+    elif p.status == "holds":
+        status = "holds"
         details["decided_by"] = "projection"
         evidence += ", so the bias materialises"
-        if broken:
-            evidence += (
-                f" [indicative only: the projection assumes the orthogonal updates s ← s + c/s, and "
-                f"{', '.join(broken)} {'is' if len(broken) == 1 else 'are'} violated]"
-            )
     else:
         status, clause, by_table = grade_table(table, threshold, others)
         details["decided_by"] = None if status == "unknown" else ("table" if by_table else "projection and table")
