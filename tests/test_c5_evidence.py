@@ -91,6 +91,10 @@ def test_a_small_projection_is_violated_only_when_the_table_agrees() -> None:
     violated = _c5(flat, 1e-6, _others(), none)
     assert violated.status == "violated" and violated.details["decided_by"] == "projection and table"
     assert "too small" in violated.evidence
+    # the allowance of the rule is said beside the ratio it judges (1.132 "no material growth"
+    # right after a 1.125 threshold read as a contradiction)
+    threshold = 1 + 1 / (2 * _bundle(flat).dim) ** 0.5
+    assert f"within twice the init spread, below {1 + 2 * (threshold - 1):.3f}, is no material growth" in violated.evidence
     # C1 violated (momentum): a grown table cannot tell the learning rate's part, and a
     # small projection proves nothing: unknown, never violated
     grown = _c5(FREQ.astype(float), 1e-6, _others(c1="violated"), _fn(0.8, 0.7, 0.9))

@@ -265,6 +265,8 @@ def grade_table(table: TableGrowth, threshold: float, others: Mapping[str, Condi
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
     orthogonal = all(k in others and others[k].status == "holds" for k in ORTHOGONALITY_IDS)
     shown = table.describe()
+    if table.flat(threshold):  # say the allowance the rule gives a few head items (TableGrowth.flat)
+        shown += f"; a ratio within twice the init spread, below {1 + 2 * (threshold - 1):.3f}, is no material growth"
     if table.grown(threshold) and not broken:
         return "holds", f"the trained table shows the growth materialised at it ({shown}): decided by the table", True
     if broken:
