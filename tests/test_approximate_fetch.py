@@ -54,6 +54,8 @@ def test_plan_refuses_a_ceiling_without_room_for_one_query() -> None:
     with pytest.raises(InputError, match=r"max_memory leaves 100 bytes beside the approximate index, less than one "
                                          r"query's 50 candidates need \(3,200 bytes\)"):
         plan_fetch(exclude, 2, 10, 1000, budget=100)
+    with pytest.raises(InputError, match=r"\(at least 700 more\)"):  # 700 bytes short (it said the whole 4K)
+        plan_fetch(exclude, 2, 10, 1000, budget=2500)
 
 
 def test_heavy_query_gets_exact_lists_and_light_ones_their_own_fetch() -> None:

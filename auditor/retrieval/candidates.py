@@ -86,7 +86,7 @@ def plan_fetch(exclude: Exclusions | None, n_queries: int, k: int, n_items: int,
             raise InputError(
                 f"{setting('max_memory')} leaves {max(budget, 0):,} bytes beside the approximate index, less than "
                 f"one query's {widest:,} candidates need ({need:,} bytes); pass a larger {setting('max_memory')} "
-                f"(at least {format_size(need)} more) or {setting('index')} exact"
+                f"(at least {format_size(need - max(budget, 0))} more) or {setting('index')} exact"
             )
     blocks = tuple(
         (order[start : start + rows], min(n_items, k + int(extra[order[min(start + rows, order.size) - 1]])))
