@@ -94,10 +94,9 @@ def verdict_phrase(result: AuditResult) -> str:
 
 SEVERITY_DOC = "docs/report.md"
 SEVERITY_POINTER = (
-    "Severity grades how many more of the top-K slots the top-1% items get under dot product than "
-    "under cosine, and the top-10% items up to moderate (where that was not measured, or neither "
-    "serves them, how closely norms track popularity); the full rule: section \"Severity\" of "
-    f"popaudit's {SEVERITY_DOC}."
+    "Severity grades how many more of the top-K slots the top-1% items get under dot product than under cosine, "
+    "and the top-10% items up to moderate (where that was not measured, or neither serves them, how closely "
+    f"norms track popularity); the full rule: section \"Severity\" of popaudit's {SEVERITY_DOC}."
 )
 """The one line every report for people gives about severity: its rule is explained once,
 in :data:`SEVERITY_DOC`, not repeated in each report (the JSON report keeps the rule
