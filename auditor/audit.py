@@ -138,7 +138,7 @@ def _serve(
     model serves other vectors than its table)."""
     served, stats = inputs.serving_bundle, inputs.stats
     serving = _measure_retrieval(served, stats, config, inputs.population, progress, registered, inputs.heldout,
-                                 inputs.served_rows)
+                                 inputs.served_rows, zero_rows_said=served is inputs.bundle)
     if serving is not None and stats is not None:
         if served is not inputs.bundle:
             norms = item_norms(served.item_table, block=block_rows(served.dim, 8, config.max_memory))
@@ -243,16 +243,18 @@ def _measure_retrieval(
     registered: RegisteredMeasures,
     heldout: HeldOutQueries | None = None,
     served: np.ndarray | None = None,
+    zero_rows_said: bool = False,
 ) -> RetrievalOutcome | None:
     """The retrieval section over the population (None when there is none); ``served``:
-    the served lists of the queried users, measured as the ``served`` scoring."""
+    the served lists of the queried users, measured as the ``served`` scoring;
+    ``zero_rows_said``: the load stage warned of this table's zero rows."""
     if population is None or stats is None:
         return None
     from auditor.retrieval import measure_retrieval
 
     return measure_retrieval(bundle, stats, config, population, progress, list_measures=registered.lists,
                              relevant=relevant_rows(heldout, population.n_queries), groups=config.groups,
-                             served=served)
+                             served=served, zero_rows_said=zero_rows_said)
 
 
 def _served(inputs: AuditInputs, serving: RetrievalOutcome | None) -> ServedSection | None:

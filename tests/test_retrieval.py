@@ -432,3 +432,20 @@ def test_streamed_population_equals_the_in_memory_one(tmp_path: Path, max_users:
     np.testing.assert_allclose(streamed.vectors, expected.vectors, rtol=1e-6)
     np.testing.assert_array_equal(streamed.seen_indptr, expected.seen_indptr)
     np.testing.assert_array_equal(streamed.seen_rows, expected.seen_rows)
+
+
+def test_zero_rows_of_the_loaded_table_are_warned_once(tmp_path: Path) -> None:
+    """The load stage says a table's zero rows; serving that same table does not say it
+    again (QA: two overlapping warnings for one fact)."""
+    from auditor.audit import run_audit
+
+    items, users, freq = _skewed_model(n_items=300, n_users=30)
+    items[:20] = 0.0
+    np.save(tmp_path / "items.npy", items)
+    rng = np.random.default_rng(0)
+    log_items = rng.choice(300, size=3000, p=freq / freq.sum())
+    pq.write_table(pa.table({"user_id": rng.integers(0, 30, size=3000), "item_id": log_items}), tmp_path / "log.parquet")
+    result = run_audit(AuditConfig(model=tmp_path / "items.npy", interactions=tmp_path / "log.parquet", ks=(10,),
+                                   probes=False, bootstrap=0))
+    said = [w for w in result.warnings if "all-zero rows" in w or "item vectors are zero" in w]
+    assert len(said) == 1 and said[0].startswith("item table in"), said

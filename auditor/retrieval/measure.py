@@ -227,9 +227,11 @@ def measure_retrieval(
     relevant: tuple[np.ndarray, np.ndarray] | None = None,
     groups: GroupPolicy | None = None,
     served: np.ndarray | None = None,
+    zero_rows_said: bool = False,
 ) -> RetrievalOutcome:
     """Serve the ``population`` by dot product, cosine, every ``settings.alphas`` and
-    popularity; measure each scoring's lists at every cut-off.
+    popularity; measure each scoring's lists at every cut-off. ``zero_rows_said``: the
+    load stage already warned of this very table's zero rows (not repeated).
 
     Cut-offs ``settings.ks`` are clamped to the catalogue with a warning; index
     ``settings.index``. ``list_measures``: the registered list measures (default: the
@@ -254,7 +256,7 @@ def measure_retrieval(
     table = bundle.item_table
     check_memory_ceiling(settings.max_memory, dim, "the item table", n_items)
     n_zero_items = _scan_items(table, settings.max_memory)
-    if n_zero_items:
+    if n_zero_items and not zero_rows_said:
         warnings.append(
             f"{n_zero_items} item vectors are zero: cosine never serves them (no direction), dot scores them 0"
         )
