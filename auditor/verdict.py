@@ -180,9 +180,11 @@ def weak_model(result: MeasuredSections) -> str | None:
         return (f"Dot-product serving of {served.description} reaches a held-out NDCG@{k} of {dot.ndcg:.4f}, below "
                 f"the most-popular list's {popular.ndcg:.4f}; these are not the vectors {served.model} serves with, so "
                 "this is not the model's own accuracy.")
+    # Held-out accuracy reads the retrieval lists: an approximate index's NDCG is approximate too.
+    approximate = result.retrieval.approximate(k) if result.retrieval is not None else ""
     return (
         f"The model itself is weak: its {'dot-product' if own == 'dot' else own} serving reaches a held-out "
-        f"NDCG@{k} of {dot.ndcg:.4f}, "
+        f"NDCG@{k} of {dot.ndcg:.4f}{f', {approximate}' if approximate else ''}, "
         f"below the most-popular list's {popular.ndcg:.4f}."
     )
 

@@ -261,8 +261,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"separate check processes: {args.separate} rows in {wall:.1f} s = {args.separate / wall:.1f} rows/s; "
                   f"batch {rates[-1] / (args.separate / wall):.1f}x faster")
         walls = [rows / rate for rows, rate in zip((args.small, args.large), rates)]
-        print(f"once started: {(args.large - args.small) / (walls[1] - walls[0]):.1f} rows/s "
-              f"(the {args.large - args.small:,} rows the larger manifest adds, over the seconds they add)")
+        added = walls[1] - walls[0]
+        if added > 0:
+            print(f"once started: {(args.large - args.small) / added:.1f} rows/s "
+                  f"(the {args.large - args.small:,} rows the larger manifest adds, over the seconds they add)")
+        else:  # the start-up's noise exceeded the added rows' cost: no rate to give
+            print(f"once started: not measured (the larger manifest took {-added:.1f} s less; "
+                  "rerun with more rows or on an idle machine)")
         goal = "met" if rates[-1] >= GOAL_ROWS_PER_S else "NOT met"
         print(f"goal >= {GOAL_ROWS_PER_S:.0f} rows/s at -j {args.jobs}: {goal} ({rates[-1]:.1f} rows/s); "
               f"per-row cost at {args.large:,} rows {per_row[1] / per_row[0]:.2f}x that at {args.small:,}")

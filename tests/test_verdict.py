@@ -157,6 +157,11 @@ def test_a_model_weaker_than_the_popular_list_is_said_first() -> None:
     weak = "The model itself is weak: its dot-product serving reaches a held-out NDCG@10 of 0.1151, below the " \
            "most-popular list's 0.3400."
     assert v.summary.startswith(weak) and v.recommendations[0].startswith(weak)
+    # Held-out accuracy reads the retrieval lists: an approximate index's NDCG is said approximate.
+    approx = dataclasses.replace(_single(0.30, 0.10, k=10), index="ivf", recall={10: 0.812})
+    v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), approx, _conds(), accuracy=accuracy))
+    assert ("The model itself is weak: its dot-product serving reaches a held-out NDCG@10 of 0.1151, approximate "
+            "(ivf, recall@10 0.812), below the most-popular list's 0.3400.") in v.summary
     better = Accuracy("p", 100, 0, {10: {**at[10], "dot": RankingAccuracy(0.2, 0.5, 0.7, 0.4)}}, quoted_k=10)
     v = decide_verdict(_result(_fn(0.62, 0.58, 0.66), _single(0.30, 0.10, k=10), _conds(), accuracy=better))
     assert "weak" not in v.summary and not v.recommendations[0].startswith("The model itself")
