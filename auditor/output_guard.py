@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from auditor.errors import InputError, OutputError
-from auditor.io import is_special_file, output_plan
+from auditor.io import descriptor_named, is_special_file, output_plan
 
 
 def refuse_linked_folder(folder: Path, owner: str) -> None:
@@ -31,7 +31,11 @@ def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Pa
     they resolve to (symlinks followed, hard links by inode), so ``./log.csv``,
     ``log.csv`` and a link to it are the same file. Special files (``/dev/null``) are
     never inputs worth protecting from an output. Two outputs naming the same regular
-    file are refused too (one would silently replace the other); list every file a run
+    file are refused too (one would silently replace the other), and so are two naming
+    one special file (:func:`_stream_key`: ``/dev/stdout`` and ``/dev/fd/1``, a FIFO
+    twice): two reports run together on one stream are neither one report nor the other,
+    and keyed by one path one of them would be dropped. ``/dev/null`` may take any number
+    (it keeps nothing either way). List every file a run
     writes, a Markdown report's figures included (see
     :func:`auditor.plugins.renderers.planned_outputs`), under a name that says whose it is.
     An output popaudit does not write (:func:`~auditor.io.output_plan`: a symlink, a descriptor not
@@ -47,6 +51,8 @@ def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Pa
             continue
         if not is_special_file(Path(out)):
             _refuse_overwrite(out_flag, Path(out), existing, named)
+        else:
+            _refuse_shared_stream(out_flag, Path(out), named)
         output_plan(Path(out))  # a target popaudit does not write (a symlink): refused now, not after the run
 
 
@@ -65,3 +71,29 @@ def _refuse_overwrite(out_flag: str, out: Path, existing: Mapping[str, Path], na
                 f"{out_flag} {out} is the input file given as {in_flag}; popaudit never "
                 "overwrites an input: choose another output path"
             )
+
+
+def _stream_key(out: Path) -> str | None:
+    """What a special output is, for telling two apart: a descriptor of this process by
+    its number (as :mod:`auditor.io` knows it, by name: ``/dev/stdout`` is ``/dev/fd/1``),
+    else the path links resolved (a FIFO, a device); None for ``/dev/null``."""
+    fd = descriptor_named(out)
+    if fd is not None:
+        return f"descriptor {fd}"
+    real = os.path.realpath(out)
+    return None if real == os.path.realpath(os.devnull) else real
+
+
+def _refuse_shared_stream(out_flag: str, out: Path, named: dict[str, str]) -> None:
+    """InputError when the special file ``out`` is one another output (``named``, updated)
+    already names: the same descriptor or FIFO, whatever the spelling."""
+    key = _stream_key(out)
+    if key is None:
+        return
+    if key in named:
+        raise InputError(
+            f"{named[key]} and {out_flag} both name {out}"
+            f"{f' ({key})' if key.startswith('descriptor') else ''}; two reports on one stream cannot be "
+            "told apart: give each output its own file"
+        )
+    named[key] = out_flag

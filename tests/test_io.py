@@ -76,6 +76,24 @@ def test_outputs_colliding_with_an_attachment_are_refused_before_writing(tmp_pat
     assert planned_outputs({"--markdown": ("markdown", "/dev/null")}) == {"--markdown": "/dev/null"}
 
 
+def test_two_outputs_on_one_descriptor_are_refused_dev_null_takes_any(tmp_path):
+    """QA F1: ``--json /dev/stdout --markdown /dev/stdout`` dropped the JSON report (keyed by
+    path); one descriptor under two spellings is the same stream. /dev/null keeps nothing."""
+    from auditor.errors import InputError
+    from auditor.output_guard import check_not_inputs
+
+    with pytest.raises(InputError, match=r"^--json and --markdown both name /dev/stdout \(descriptor 1\)"):
+        check_not_inputs({"--json": Path("/dev/stdout"), "--markdown": Path("/dev/stdout")}, {})
+    with pytest.raises(InputError, match=r"^-o and --html both name /proc/self/fd/1 \(descriptor 1\)"):
+        check_not_inputs({"-o": Path("/dev/stdout"), "--html": Path("/proc/self/fd/1")}, {})
+    check_not_inputs({"--json": Path("/dev/stdout"), "--html": Path("/dev/stderr")}, {})  # two streams
+    check_not_inputs({"--json": Path("/dev/null"), "--markdown": Path("/dev/null")}, {})
+    os.mkfifo(tmp_path / "pipe")
+    os.symlink(tmp_path / "pipe", tmp_path / "alias")
+    with pytest.raises(InputError, match=r"^--json and --html both name .*alias; two reports on one stream"):
+        check_not_inputs({"--json": tmp_path / "pipe", "--html": tmp_path / "alias"}, {})
+
+
 @pytest.mark.parametrize("target", ["victim.txt", "nowhere/new.txt", "."])
 def test_a_symlinked_output_is_neither_followed_nor_replaced(tmp_path, target):
     from auditor.errors import OutputError

@@ -269,16 +269,16 @@ def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated:
     """Say which file was written (each report, then any figures beside it); after a
     console report (``suggest``), suggest the same audit with the outputs this run did
     not produce and the verdict's ``gate``, as a command that runs as printed."""
-    reports = {Path(path): fmt for fmt, path in chosen}
-    for path, fmt in reports.items():
+    reports = [(Path(path), fmt) for fmt, path in chosen]  # a list: /dev/null may take two reports
+    for path, fmt in reports:
         stderr.print(f"Wrote the {_FORMAT_NAMES.get(fmt, fmt)} report: {path}", markup=False, highlight=False,
                      soft_wrap=True)  # a path is never broken across lines
-    beside = [path for path in written if path not in reports]  # a Markdown report's figures
+    beside = [path for path in written if path not in {path for path, _fmt in reports}]  # a Markdown report's figures
     if beside:
         folders = ", ".join(sorted({f"{path.parent}{os.sep}" for path in beside}))
         stderr.print(f"Wrote {len(beside)} figure file{'s' * (len(beside) != 1)} in {folders}",
                      markup=False, highlight=False, soft_wrap=True)
-    done = set(reports.values())
+    done = {fmt for _path, fmt in reports}
     extra = [word for fmt, flag, name in (("html", "--html", "report.html"), ("json", "--json", "report.json"))
              if fmt not in done for word in (flag, name)]
     settings = {f.name: getattr(config, f.name) for f in dataclass_fields(config)}
