@@ -11,19 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from auditor.result import SEVERITIES, MeasuredSections, Severity
+from auditor.sections import EDGE_SLACK as EDGE_SLACK  # the bands live at the bottom, for the wording
+from auditor.sections import HARM_BANDS as HARM_BANDS
 from auditor.sections import finite_figure, share_ratio
-from auditor.wording import pct_pair, ratio_figure
+from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure
 
-HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
-    ("high", 2.0, 0.05),
-    ("moderate", 1.25, 0.02),
-    ("low", 1.1, 0.005),
-)
-"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share."""
-EDGE_SLACK = 1e-9
-"""Relative slack at a band's edges: head shares are ratios of slot counts, and their
-quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which must not
-drop a figure that sits exactly on an edge into the band below."""
 SERVED_SHARE = 0.1
 """Cut-offs K up to this share of the catalogue are the lists a user is served."""
 HEADS = (1, 10)
@@ -157,7 +149,7 @@ def skew_text(skew: Skew) -> str:
     """The skew in figures, naming the head measured."""
     assert skew.ratio is not None  # quoted only where a ratio was measured
     times = ratio_figure(skew.ratio)
-    dot, cosine = pct_pair(skew.dot, skew.cosine)
+    dot, cosine = pct_pair(skew.dot, skew.cosine, SKEW_EDGES)  # beside its band: never onto an edge
     return (
         f"dot-product retrieval gives the top-{skew.head}% items {times}× the slots cosine retrieval does at "
         f"K={skew.k} ({dot} vs {cosine})"
@@ -169,7 +161,7 @@ def narrow_text(result: MeasuredSections, skew: Skew) -> str:
     narrow = narrow_skew(result, skew)
     if narrow is None:
         return ""
-    dot, cosine = pct_pair(narrow.dot, narrow.cosine)
+    dot, cosine = pct_pair(narrow.dot, narrow.cosine, SKEW_EDGES)
     times = f"{ratio_figure(narrow.ratio)}×, " if narrow.ratio is not None else ""
     return (f" (the top-1% items: {times}{dot} vs {cosine}, band {narrow.severity}: the top 10% reach the "
             f"{WIDE_HEAD_CAP} band and grade the harm)")

@@ -10,6 +10,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["none", "low", "moderate", "high"]
+HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
+    ("high", 2.0, 0.05),
+    ("moderate", 1.25, 0.02),
+    ("low", 1.1, 0.005),
+)
+"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share: the
+bands :mod:`auditor.harm` grades with, here at the bottom so that every figure printed
+beside them (:func:`auditor.wording.ratio_figure`, :func:`auditor.wording.pct_pair`) can
+keep to the side of an edge it is on."""
+EDGE_SLACK = 1e-9
+"""Relative slack at a band's edges: head shares are ratios of slot counts, and their
+quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which must not
+drop a figure that sits exactly on an edge into the band below."""
 SEVERITIES: tuple[Severity, ...] = ("none", "low", "moderate", "high")
 """Every severity, least harmful first: the order verdicts, rankings, diffs and the flat
 metric ``severity_level`` (its index) compare them in."""

@@ -37,7 +37,7 @@ from auditor.harm import (
 )
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
-from auditor.wording import correlation_figures, pct, pct_pair, ratio_figure
+from auditor.wording import SKEW_EDGES, correlation_figures, pct, pct_pair, ratio_figure
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
@@ -288,7 +288,7 @@ def _summary(
         first = first_seen_skew(result)
         if first is not None and first.ratio is not None:
             times = ratio_figure(first.ratio)
-            dot, cosine = pct_pair(first.dot, first.cosine)
+            dot, cosine = pct_pair(first.dot, first.cosine, SKEW_EDGES)
             parts[-1] += f" (at K={first.k}, the first slots a user sees: {times}×, {dot} vs {cosine})"
     elif unseen is not None and same:
         parts.append(f"{_unseen_head(result, unseen)}, and dot-product retrieval serves the same items as cosine "
@@ -354,7 +354,7 @@ def _recommendations(
     if detected or skewed:
         if skew is not None and skew.ratio is not None:
             overlap = f", and the two lists overlap {pct(skew.overlap)}" if skew.overlap is not None else ""
-            dot, cosine = pct_pair(skew.dot, skew.cosine)
+            dot, cosine = pct_pair(skew.dot, skew.cosine, SKEW_EDGES)
             measured = (f"here the top-{skew.head}% items' share of the top-{skew.k} slots goes from {dot} (dot) to "
                         f"{cosine} (cosine){overlap}")
         elif unseen is not None:

@@ -4,6 +4,9 @@ stated between two numbers that print the same."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+
+from auditor.sections import EDGE_SLACK, HARM_BANDS
 
 MAX_DECIMALS = 3
 
@@ -18,18 +21,38 @@ def pct(x: float | None, decimals: int = 1) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.{decimals}f}%"
 
 
-def pct_pair(before: float | None, after: float | None) -> tuple[str, str]:
+def pct_pair(before: float | None, after: float | None, edges: Iterable[float] = ()) -> tuple[str, str]:
     """Both shares as percentages, each with two significant digits (one decimal at least:
     0.66%, 4.1%, 0.050%), more up to :data:`MAX_DECIMALS` while they print alike: never
-    "from 0.8% to 0.8%" between shares that differ."""
+    "from 0.8% to 0.8%" between shares that differ. With ``edges`` (differences of shares
+    a band is judged on, :data:`SKEW_EDGES`), more too while the printed difference
+    ``before - after`` falls on or across an edge the true one does not reach: 9.98% vs
+    7.99% (+1.99 points, under 2) reads "9.98% vs 7.99%", never "10.0% vs 8.0%"."""
     first = [_decimals(x) for x in (before, after)]
     if before == after:
         return pct(before, first[0]), pct(after, first[1])
-    for extra in range(MAX_DECIMALS):
-        a, b = (pct(x, min(MAX_DECIMALS, d + extra)) for x, d in zip((before, after), first))
-        if a != b:
+    limits = tuple(edges)
+    cap = MAX_DECIMALS + 3 if limits else MAX_DECIMALS  # an edge within rounding may need 6 decimals
+    for extra in range(cap):
+        a, b = (pct(x, min(cap, d + extra)) for x, d in zip((before, after), first))
+        if a != b and _same_side(before, after, a, b, limits):
             break
     return a, b
+
+
+def _same_side(before: float | None, after: float | None, a: str, b: str, edges: tuple[float, ...]) -> bool:
+    """Whether the printed difference of two shares (``a``, ``b``, percentages) reaches
+    each of ``edges`` exactly when the true one does (with the bands' :data:`EDGE_SLACK`)."""
+    if not edges or before is None or after is None or not (math.isfinite(before) and math.isfinite(after)):
+        return True
+    shown = (float(a.rstrip("%")) - float(b.rstrip("%"))) / 100
+    return all((shown >= e * (1 - EDGE_SLACK)) == (before - after >= e * (1 - EDGE_SLACK)) for e in edges)
+
+
+SKEW_EDGES = tuple(excess for _name, _ratio, excess in HARM_BANDS)
+"""The excess shares (dot minus cosine) the harm bands are judged on, for :func:`pct_pair`."""
+RATIO_EDGES = tuple(ratio for _name, ratio, _excess in HARM_BANDS)
+"""The dot/cosine ratios the harm bands are judged on, for :func:`ratio_figure`."""
 
 
 def _decimals(x: float | None) -> int:
@@ -80,8 +103,18 @@ def interval(ci: tuple[float, float] | None, scale: float = 1.0, decimals: int =
 
 def ratio_figure(ratio: float) -> str:
     """A dot/cosine ratio's number: ``4.16``, or ``∞`` where only the divisor was 0
-    (:func:`auditor.sections.share_ratio`); the caller adds its sign (``×``)."""
-    return "∞" if ratio == float("inf") else f"{ratio:.2f}"
+    (:func:`auditor.sections.share_ratio`); the caller adds its sign (``×``). Two decimals,
+    more where two would print it on a band's edge it does not reach
+    (:data:`RATIO_EDGES`, by :func:`compared_figures`): 1.249 reads "1.249", never "1.25"
+    beside a moderate band that starts at 1.25."""
+    if ratio == float("inf"):
+        return "∞"
+    if not math.isfinite(ratio):
+        return f"{ratio:.2f}"
+    on_edge = [edge for edge in RATIO_EDGES if math.isclose(ratio, edge, rel_tol=EDGE_SLACK, abs_tol=0.0)]
+    if on_edge:  # graded as on the edge (float rounding of a quotient of slot counts): printed so
+        return f"{on_edge[0]:.2f}"
+    return max((compared_figures(ratio, edge, 2)[0] for edge in RATIO_EDGES), key=len)
 
 
 def correlation_figures(*values: float) -> list[str]:

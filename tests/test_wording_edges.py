@@ -1,0 +1,40 @@
+"""Figures printed beside the harm bands keep to their side of an edge (QA F3): a dot/cosine
+ratio of 1249/1000 slots is "1.249×", not "1.25×" beside a moderate band that starts at
+1.25, and shares 2 points apart only when they are."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.report.formatting import fmt_ratio
+from auditor.sections import HARM_BANDS
+from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure
+
+
+@pytest.mark.parametrize(("ratio", "shown"), [
+    (1249 / 1000, "1.249"),   # the QA's constructed skew: graded low, 2 decimals would read 1.25
+    (1.2496, "1.2496"),       # 3 decimals would still read 1.250
+    (1.25, "1.25"),           # on the edge: reaches it
+    (1.25 * (1 - 1e-12), "1.25"),  # within the bands' slack: graded on the edge, printed so
+    (1.0999, "1.0999"),       # under low's 1.1
+    (1.996, "1.996"),         # under high's 2
+    (2.004, "2.004"),         # nor onto one it passes (compared_figures: two that differ never print alike)
+    (4.163, "4.16"),          # far from every edge: two decimals
+    (float("inf"), "∞"),
+])  # fmt: skip
+def test_a_ratio_never_prints_onto_an_edge_it_does_not_reach(ratio, shown):
+    assert ratio_figure(ratio) == shown
+    assert fmt_ratio(ratio) == f"{shown}×"
+    for _name, edge, _excess in HARM_BANDS:  # the printed figure is on the side the ratio is
+        assert (float(shown.replace("∞", "inf")) >= edge) == (ratio >= edge * (1 - 1e-9))
+
+
+def test_shares_beside_a_band_print_their_difference_on_its_side():
+    # +1.99 points, under moderate's 2: one decimal would read "10.0% vs 8.0%" (+2.0)
+    assert pct_pair(0.0998, 0.0799, SKEW_EDGES) == ("9.98%", "7.99%")
+    assert pct_pair(0.0998, 0.0799) == ("10.0%", "8.0%")  # elsewhere (no band beside) as before
+    # the QA's +2.008 points reach the edge: "10.0% vs 8.0%" is right
+    assert pct_pair(1249 / 12450, 1000 / 12450, SKEW_EDGES) == ("10.0%", "8.0%")
+    assert pct_pair(0.06, 0.01, SKEW_EDGES) == ("6.0%", "1.0%")  # exactly on high's 5 points
+    # +0.499 points under low's 0.5: 2.00% vs 1.50% would read +0.50
+    assert pct_pair(0.019995, 0.014996, SKEW_EDGES) == ("1.999%", "1.500%")
