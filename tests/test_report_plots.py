@@ -120,6 +120,41 @@ def test_norm_by_decile_boxes_match_group_medians() -> None:
     np.testing.assert_allclose([m.get_ydata()[0] for m in medians], [np.median(np.arange(10 * g + 1, 10 * g + 11)) / 10 for g in range(10)])
 
 
+def _fliers(ax) -> np.ndarray:
+    """Every point drawn beyond a box's whiskers (markers without a line)."""
+    drawn = [line.get_ydata() for line in ax.get_lines() if line.get_linestyle() in ("None", "none", "")]
+    return np.sort(np.concatenate(drawn)) if drawn else np.empty(0)
+
+
+def test_norm_by_decile_draws_the_head_items_beyond_the_whiskers() -> None:
+    """QA F4: the three most frequent items, norms far above decile 10's other items, were
+    left out (fliers off); they are drawn, and the axis reads norms, not an offset."""
+    freq = np.arange(1, 1001, dtype=np.float64)
+    norms = 1.0 + (np.arange(1000) % 10) * 0.01  # every decile: 1.00 ... 1.09, whiskers inside
+    norms[[997, 998, 999]] = [6.4, 6.85, 7.82]  # decile 10's three most frequent items
+    fig = plots.norm_by_decile_figure(norms, freq)
+    ax = fig.axes[0]
+    np.testing.assert_allclose(_fliers(ax), [6.4, 6.85, 7.82])
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[1] >= 7.82
+    assert "points: items beyond the whiskers" in ax.get_title().replace("\n", " ")
+
+
+def test_norm_by_decile_spanning_orders_of_magnitude_is_log_and_noise_is_not_magnified() -> None:
+    # Two head items of norm 100 over a body of norm 1 (float32 noise): both drawn, log axis.
+    freq = np.arange(1, 201, dtype=np.float64)
+    norms = (1 + np.float32(3e-8) * np.sign(np.sin(freq))).astype(np.float32).astype(np.float64)
+    norms[[198, 199]] = 100.0
+    ax = plots.norm_by_decile_figure(norms, freq).axes[0]
+    assert ax.get_yscale() == "log"
+    np.testing.assert_allclose(_fliers(ax)[-2:], [100.0, 100.0])
+    # Every norm one value up to float32 rounding: an axis ±5% around it, no "1e-8+1" offset.
+    ax = plots.norm_by_decile_figure(np.float32(1) + np.zeros(100), freq[:100]).axes[0]
+    low, high = ax.get_ylim()
+    assert low == pytest.approx(0.95) and high == pytest.approx(1.05)
+    ax.figure.canvas.draw()
+    assert ax.yaxis.get_offset_text().get_text() == ""
+
+
 def test_head_share_bars_are_the_measured_percentages() -> None:
     result = full_result()
     fig = plots.head_share_figure(result.retrieval)

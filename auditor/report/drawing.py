@@ -169,14 +169,44 @@ def norm_by_decile_figure(
     ax = fig.add_subplot()
     style_axes(ax)
     keep = [i for i, d in enumerate(data) if d.size]
-    ax.boxplot([data[i] for i in keep], showfliers=False, widths=0.6, patch_artist=True,
+    # Fliers drawn: the items beyond the whiskers are often the head items whose norms the
+    # audit is about (the most frequent ones of a biased model).
+    ax.boxplot([data[i] for i in keep], showfliers=True, widths=0.6, patch_artist=True,
                boxprops={"facecolor": "#cfe3f3", "edgecolor": COLORS["cosine"]},
-               medianprops={"color": COLORS["dot"], "linewidth": 2})
+               medianprops={"color": COLORS["dot"], "linewidth": 2},
+               flierprops={"marker": "o", "markersize": 3, "markerfacecolor": COLORS["dot"],
+                           "markeredgecolor": "none", "alpha": 0.7})
     ax.set_xticks(range(1, len(keep) + 1), [names[i] for i in keep], fontsize=7)
     ax.set_xlabel("popularity decile (1 = least frequent) and its frequency range")
-    ax.set_ylabel("item embedding norm ‖q‖")
-    fit_title(ax, "Norm distribution by popularity decile (boxes: quartiles; whiskers: 1.5 IQR)")
+    log = _norm_axis(ax, norms[ok])
+    ax.set_ylabel("item embedding norm ‖q‖" + (" (log scale)" if log else ""))
+    fit_title(ax, "Norm distribution by popularity decile (boxes: quartiles; whiskers: 1.5 IQR; "
+                  "points: items beyond the whiskers)")
     return fig
+
+
+LOG_SPAN = 100.0
+"""Norms whose largest is this many times their smallest (all positive) are drawn on a log
+axis: a head of norm 100 over a body of norm 1 otherwise squeezes every box into a line."""
+FLAT_SPAN = 1e-6
+"""A relative spread of norms under this is float rounding (float32 norms of one value):
+the axis then spans ±5% of the level instead of magnifying the noise (an axis "1e-8+1")."""
+
+
+def _norm_axis(ax: Axes, norms: np.ndarray) -> bool:
+    """The norm axis's scale and limits for ``norms`` (finite); True when it is logarithmic."""
+    ax.ticklabel_format(axis="y", useOffset=False)  # norms read as they are, never as "1e-8+1"
+    if norms.size == 0:
+        return False
+    low, high = float(norms.min()), float(norms.max())
+    if low > 0 and high / low >= LOG_SPAN:
+        ax.set_yscale("log")
+        return True
+    level = max(abs(low), abs(high))
+    if high - low <= FLAT_SPAN * level:
+        margin = 0.05 * level if level > 0 else 1.0
+        ax.set_ylim(low - margin, high + margin)
+    return False
 
 
 def exposure_lorenz_figure(
