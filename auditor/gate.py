@@ -15,7 +15,7 @@ the one policy that ``check`` and ``batch`` apply to them.
   each gate's own reason (:func:`~auditor.gate_reasons.why_unmeasured`, from the run's JSON report).
 * A K above the catalogue is clamped to the catalogue's size and its figures are filed
   under that K: a gate reads only the K it names, so ``…@10`` on a 6-item catalogue is
-  unmeasured and says to gate ``…@6``. Its figures are the whole catalogue's lists, and a
+  unmeasured and says to gate ``…@6`` (and to add ``-k 6`` where it was not asked for). Its figures are the whole catalogue's lists, and a
   gate's name is the figure's name in every report, batch column and diff.
 * A figure within one part in 10⁹ of its threshold (:data:`~auditor.harm.EDGE_SLACK`, the
   severity bands' slack) is on it (:func:`gate_holds`): accuracy figures are float means

@@ -156,10 +156,19 @@ def _why_clamped(name: PerK, report: Mapping[str, Any]) -> str:
     n_items = (report.get("inputs") or {}).get("n_items")
     if isinstance(n_items, int) and 0 < n_items < name.k:  # retrieval files a clamped K under the catalogue's size
         return (f"K={name.k} exceeds the catalogue ({n_items} items) and was clamped to {n_items}: its figures are "
-                f"filed under K={n_items} (gate {name.at(n_items)})")
+                f"filed under K={n_items} ({_gate_at(name, n_items, report)})")
     said = [str(w) for w in report.get("warnings") or () if str(w).startswith(f"cut-off K={name.k} exceeds")]
     filed = re.findall(r"K=(\d+)", said[0])[-1:] if said else []
-    return f"{said[0]} (gate {name.at(int(filed[0]))})" if filed and int(filed[0]) != name.k else ""
+    return f"{said[0]} ({_gate_at(name, int(filed[0]), report)})" if filed and int(filed[0]) != name.k else ""
+
+
+def _gate_at(name: PerK, k: int, report: Mapping[str, Any]) -> str:
+    """The gate that reads ``name``'s figures filed under ``k``, with the cut-off to add
+    where the run did not ask for ``k``: gates are checked against the asked cut-offs
+    before an audit runs, so ``…@6`` alone would be refused as not asked for."""
+    asked = (report.get("settings") or {}).get("ks")
+    gate = f"gate {name.at(k)}"
+    return gate if not isinstance(asked, list) or k in asked else f"{gate} and add {setting('ks')} {k}"
 
 
 def _why_no_served(name: PerK, cut: Mapping[str, Any]) -> str:

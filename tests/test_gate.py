@@ -107,7 +107,13 @@ _DEFINITIONS = {"pop_reo": "pop_reo: std / mean of P(g) over groups; null withou
         ("pop_reo_cosine@10", _report(retrieval={"at": _CUT, "definitions": _DEFINITIONS}),
          "pop_reo is null without a holdout or without each user's training items"),
         ("head_share_1pct_ratio@100", _report(retrieval={"at": _CUT}), "K=100 was not asked for (add ks 100)"),
-        ("head_share_1pct_ratio@10", {**_report(retrieval={"at": {"6": _CUT["10"]}}), "inputs": {"n_items": 6}},
+        # QA F8: a run that asked for K=10 alone refuses ...@6 before its audit; the message says both steps.
+        ("head_share_1pct_ratio@10", {**_report(retrieval={"at": {"6": _CUT["10"]}}), "inputs": {"n_items": 6},
+                                      "settings": {"ks": [10]}},
+         "K=10 exceeds the catalogue (6 items) and was clamped to 6: its figures are filed under K=6 "
+         "(gate head_share_1pct_ratio@6 and add ks 6)"),
+        ("head_share_1pct_ratio@10", {**_report(retrieval={"at": {"6": _CUT["10"]}}), "inputs": {"n_items": 6},
+                                      "settings": {"ks": [6, 10]}},
          "K=10 exceeds the catalogue (6 items) and was clamped to 6: its figures are filed under K=6 "
          "(gate head_share_1pct_ratio@6)"),
         ("gini_alpha_0@10", _report(retrieval={"at": _CUT}),
