@@ -46,12 +46,17 @@ class FilePath(click.Path):
     """A file path: click's Path (a folder that exists is a usage error), and also a usage
     error when empty (``--json "$UNSET"``) or when it names a folder that does not exist
     yet: a trailing ``/`` (``-o newdir/``, which would otherwise write a file ``newdir``),
-    or a last part ``.`` or ``..``."""
+    or a last part ``.`` or ``..``; and ``-``, the common spelling of stdin and stdout,
+    which popaudit does not take (it would read or write a file named ``-``): stdout is
+    ``/dev/stdout``, or no ``-o`` at all."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str):  # as typed (a converted Path has lost its trailing /)
             if not value:
                 self.fail("the path is empty; give a file name", param, ctx)
+            if value == "-":
+                self.fail("'-' is not stdin or stdout here; write to stdout with /dev/stdout (or, for a "
+                          "report, leave out -o), and name a file called - as ./-", param, ctx)
             seps = tuple(sep for sep in (os.sep, os.altsep) if sep)
             names_folder = value.endswith(seps) or os.path.basename(value) in (".", "..")
             if names_folder and not os.path.isdir(value):  # an existing one: click says "is a directory"

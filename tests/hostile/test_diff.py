@@ -78,6 +78,7 @@ CASES = [
     Case("json-and-markdown-same-descriptor", pair(report(0.6), "-q", "--json", "/dev/stdout", "--markdown",
                                                     "/dev/stdout"), EXIT_ERROR,
          r"^Error: --json and --markdown both name /dev/stdout \(descriptor 1\); two reports on one stream"),
+    Case("json-dash", pair(report(0.6), "--json", "-"), EXIT_USAGE, r"'--json': '-' is not stdin or stdout here"),
     Case("unknown-gate-name", pair(report(0.6), "--fail-on", "spearmann.delta>0"), EXIT_USAGE, r"spearmann"),
     Case("bad-gate-suffix", pair(report(0.6), "--fail-on", "spearman.change>0"), EXIT_USAGE, r"spearman\.change"),
     Case("gate-overflowing-threshold", pair(report(0.6), "--fail-on", "spearman.rel>-1e400"), EXIT_USAGE,

@@ -236,6 +236,13 @@ CASES = [
                      r"give each output its own file"),
     Case("output-with-trailing-slash", _check("-o", "newdir/"), EXIT_USAGE,
          r"'-o' / '--output': 'newdir/' names a folder, not a file"),
+    # '-' is no stream here (QA F2): refused, never a file named '-' in the working folder.
+    Case("output-dash", _check("--format", "json", "-o", "-"), EXIT_USAGE,
+         r"'-o' / '--output': '-' is not stdin or stdout here; write to stdout with /dev/stdout"),
+    Case("markdown-dash", _check("--markdown", "-"), EXIT_USAGE, r"'--markdown': '-' is not stdin or stdout here"),
+    Case("interactions-dash", _check("--interactions", "-"), EXIT_USAGE, r"'--interactions': '-' is not stdin or stdout"),
+    Case("mitigate-output-dash", _mitigate("--alpha", "0.5", out="-"), EXIT_USAGE,
+         r"'-o' / '--output': '-' is not stdin or stdout here"),
     Case("json-empty-path", _check("--json", ""), EXIT_USAGE, r"'--json': the path is empty"),
     Case("markdown-to-dev-null", _check("--markdown", "/dev/null", outside=(Path("/dev/null_files"),)), EXIT_OK, None),
     # popaudit mitigate: alpha outside [0, 1], outputs that are inputs or another format
