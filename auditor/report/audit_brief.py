@@ -1,8 +1,9 @@
 """The terminal's short view of an audit: the verdict, the numbers, and what to do.
 
-It says what the full report says, compactly: a panel with the verdict, one line on the
+It says what the full report says, compactly and in its order: a panel with the verdict,
+the recommendations, the warnings (before the figures they qualify), one line on the
 inputs, a table per section (statistics by their measure names, every K's list
-measures), the recommendations, and what was not measured. What to run next depends on
+measures), and what was not measured. What to run next depends on
 what the run wrote, so the CLI says it (``auditor/cli/check.py``).
 """
 
@@ -25,7 +26,13 @@ from auditor.sections import share_ratio
 
 def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
     """The blocks a terminal shows for ``result``, under ``headline``."""
-    blocks: list[Block] = [headline, Paragraph(_inputs_line(result), "note")]
+    # The documented order of every format: the verdict and what to do, then the warnings a
+    # reader must know before the figures (an approximate index's understated skew), then the figures.
+    blocks: list[Block] = [headline]
+    if result.verdict.recommendations:
+        blocks += [Paragraph("What to do", "title"), Bullets(tuple(result.verdict.recommendations))]
+    blocks += [Paragraph(f"Warning: {warning}", "warning") for warning in result.warnings]
+    blocks.append(Paragraph(_inputs_line(result), "note"))
     if result.frequency_norm is not None:
         blocks += [_frequency_norm(result), _deciles(result)]
     blocks += served_brief(result)
@@ -50,10 +57,7 @@ def audit_brief(result: AuditResult, headline: Headline) -> tuple[Block, ...]:
         table = measures_table(result.measures, result.measure_descriptions,
                                lambda v: fmt_num(v) if isinstance(v, float) else fmt_value(v))
         blocks.append(replace(table, numeric=(False, True), title="Additional measures (built-in and plugins)"))
-    if result.verdict.recommendations:
-        blocks += [Paragraph("What to do", "title"), Bullets(tuple(result.verdict.recommendations))]
     blocks += [Paragraph(f"Not measured: {section}: {why}", "note") for section, why in result.not_measured.items()]
-    blocks += [Paragraph(f"Warning: {warning}", "warning") for warning in result.warnings]
     return tuple(blocks)
 
 
