@@ -17,6 +17,9 @@ Norms are given by the caller (the overflow-safe ones of
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
+
 import numpy as np
 
 ALPHA_PREFIX = "alpha_"
@@ -49,8 +52,26 @@ def zero_rows_at_cosine(n_zero: int) -> str | None:
 
 
 def alpha_scoring(alpha: float) -> str:
-    """The name of the norm-aware scoring with exponent ``alpha`` (``alpha_0.5``)."""
-    return f"{ALPHA_PREFIX}{alpha:g}"
+    """The name of the norm-aware scoring with exponent ``alpha`` (``alpha_0.5``): α as
+    Python's ``format(a, "g")`` writes it, in positional notation where that has an
+    exponent (1e-05 is ``alpha_0.00001``), so that every name is one a gate can spell
+    (the gate grammar has no ``-`` in a name)."""
+    text = f"{alpha:g}"
+    if "e" in text:  # the same six significant digits, without the exponent's '-'
+        text = format(Decimal(text), "f")
+    return f"{ALPHA_PREFIX}{text}"
+
+
+_SPELLED = re.compile(rf"{ALPHA_PREFIX}(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?=[_@]|$)")
+"""An α in a flat name as someone may spell it (``alpha_0.30``, ``alpha_3e-1``), before its
+``@K`` (or a measure's ``_`` part, or the name's end)."""
+
+
+def canonical_name(name: str) -> str:
+    """``name`` (a flat metric name) with each α spelled as :func:`alpha_scoring` names it:
+    ``head_share_1pct_alpha_0.30@10`` and ``…alpha_3e-1@10`` are ``…alpha_0.3@10``, so
+    equivalent spellings gate the same figure."""
+    return _SPELLED.sub(lambda match: alpha_scoring(float(match.group(1))), name)
 
 
 def scoring_alpha(scoring: str) -> float | None:
@@ -101,6 +122,6 @@ def rescale_rows(rows: np.ndarray, alpha: float, norms: np.ndarray) -> np.ndarra
 
 
 __all__ = [
-    "ALPHA_PREFIX", "RULE", "alpha_scoring", "norm_weights", "query_factors", "rescale_rows", "scoring_alpha",
+    "ALPHA_PREFIX", "RULE", "alpha_scoring", "canonical_name", "norm_weights", "query_factors", "rescale_rows", "scoring_alpha",
     "zero_rows_at_cosine",
 ]  # fmt: skip

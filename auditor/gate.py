@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from auditor.alpha import canonical_name
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.flat import metric_names
@@ -47,10 +48,12 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "<": operator.lt,
 }
-_EXPR = re.compile(r"^\s*([A-Za-z_][\w@.]*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_EXPR = re.compile(r"^\s*([A-Za-z_](?:[\w@.]|(?<=\d[eE])-)*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
                    r"|(?i:inf|infinity|nan)))\s*$")
 """``METRIC OP NUMBER``; NUMBER as Python writes a float, ``inf`` and ``nan`` included so that
-every non-finite threshold, spelled or overflowing (``1e400``), is refused for one reason."""
+every non-finite threshold, spelled or overflowing (``1e400``), is refused for one reason.
+A METRIC has no ``-`` but in an α's exponent (``alpha_1e-05``, the same as ``alpha_0.00001``,
+:func:`~auditor.alpha.canonical_name`)."""
 RATIO_RULE = "every <metric>_ratio@K is dot / cosine (accuracy ratios included)"
 """The one direction of every ratio, said wherever gate names are listed."""
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ def parse_gates(
             problems.append(f"{expr!r} is not 'METRIC OP NUMBER' (OP one of > >= < <= == !=)")
             continue
         name, op, number = match.groups()
+        name = canonical_name(name)  # alpha_0.30 and alpha_3e-1 are alpha_0.3
         if name not in known and not (well_formed is not None and well_formed(name)):
             problems.append(f"{expr!r}: unknown metric {name!r}")
             continue

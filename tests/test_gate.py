@@ -180,3 +180,24 @@ def test_a_ratio_exactly_on_its_threshold_is_on_it_whatever_float_rounding_does(
     assert [o.tripped for o in below] == [False, True, False, False]
     zero = parse_gates(["ndcg_dot@10>0"], metric_names([10]))
     assert [o.tripped for o in evaluate_gates(zero, {"ndcg_dot@10": 1e-300})] == [True]
+
+
+def test_an_alpha_with_an_exponent_is_named_and_gated_as_a_plain_decimal():
+    """QA F9: --alpha 0.00001 was named alpha_1e-05, a name the gate grammar refused; it is
+    alpha_0.00001 now, and every spelling of one α gates the same figure."""
+    from auditor.alpha import alpha_scoring, canonical_name
+    from auditor.gate import gates_for
+
+    assert alpha_scoring(1e-05) == "alpha_0.00001" and alpha_scoring(0.3) == "alpha_0.3"
+    assert alpha_scoring(2.5e-7) == "alpha_0.00000025" and alpha_scoring(0.5) == "alpha_0.5"
+    assert canonical_name("gini_alpha_0.30@10.delta") == "gini_alpha_0.3@10.delta"
+    assert canonical_name("spearman") == "spearman"
+    spelled = ["head_share_1pct_alpha_1e-05@10>0", "head_share_1pct_alpha_0.00001@10>0",
+               "head_share_1pct_alpha_1E-5@10>0", "head_share_1pct_alpha_0.000010@10>0"]
+    gates = gates_for(spelled, [10], alphas=[1e-05])
+    assert {gate.metric for gate in gates} == {"head_share_1pct_alpha_0.00001@10"}
+    (gate,) = gates_for(["ndcg_alpha_0.30@10 >= 0.2"], [10], alphas=[0.3])
+    assert gate.metric == "ndcg_alpha_0.3@10"
+    with pytest.raises(GateError, match=r"is not 'METRIC OP NUMBER'"):  # '-' only in an exponent
+        gates_for(["head_share-1pct_dot@10>0"], [10])
+

@@ -180,6 +180,13 @@ CASES = [
          r"to 10: its figures are filed under K=10 \(gate gini_dot@10 and add -k 10\)$"),
     # QA F8: doing what that message says is accepted (K=10 asked for, K=50 clamped onto it).
     Case("fail-on-k-clamped-as-told", _check("-k", "50", "-k", "10", "--fail-on", "gini_dot@10>2"), EXIT_OK, None),
+    # QA F9: an α with an exponent is named, reported and gated as a plain decimal; any spelling gates it.
+    Case("fail-on-alpha-exponent", _check("-k", "5", "--alpha", "0.00001", "--fail-on", "gini_alpha_1e-05@5>-1"),
+         EXIT_GATE, None, stderr=r"gate gini_alpha_0\.00001@5>-1: .*TRIPPED"),
+    Case("fail-on-alpha-trailing-zero", _check("-k", "5", "--alpha", "0.3", "--fail-on", "gini_alpha_0.30@5>-1"),
+         EXIT_GATE, None, stderr=r"gate gini_alpha_0\.3@5>-1: .*TRIPPED"),
+    Case("fail-on-dash-in-name", _check("--fail-on", "gini-dot@5>0"), EXIT_USAGE,
+         r"'gini-dot@5>0' is not 'METRIC OP NUMBER'"),
     Case("fail-on-alpha-one", _check("-k", "5", "--alpha", "1", "--fail-on", "gini_alpha_1@5>0.5"), EXIT_ERROR,
          r"gini_alpha_1@5>0\.5: α=1 is dot serving, not measured apart: gate gini_dot@5 instead$"),
     Case("fail-on-holdout-not-given", _check("-k", "5", "--fail-on", "ndcg_ratio@5<1"), EXIT_ERROR,
