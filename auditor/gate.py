@@ -29,7 +29,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.alpha import canonical_name
@@ -63,9 +63,11 @@ class Gate:
     metric: str
     op: str
     threshold: float
+    given: str = field(default="", compare=False)
+    """The threshold as the expression spelled it (``0.97770``), which the gate's lines echo."""
 
     def __str__(self) -> str:
-        return f"{self.metric}{self.op}{threshold_text(self.threshold)}"
+        return f"{self.metric}{self.op}{self.given or threshold_text(self.threshold)}"
 
 
 def threshold_text(threshold: float) -> str:
@@ -151,7 +153,7 @@ def parse_gates(
             problems.append(f"{expr!r}: the threshold {number} is not a finite number{overflow}; give a finite "
                             "NUMBER (a ratio that is infinite, cosine serving none of the head, trips every '>' gate)")
             continue
-        gates.append(Gate(name, op, threshold))
+        gates.append(Gate(name, op, threshold, given=number))
     if problems:
         # A short list whole (the monitor's alert figures); a long one (every K and α) cut, counted.
         shown = ", ".join(valid) if len(valid) <= 16 else ", ".join(valid[:12]) + f", ... ({len(valid)} in all)"

@@ -201,3 +201,11 @@ def test_an_alpha_with_an_exponent_is_named_and_gated_as_a_plain_decimal():
     with pytest.raises(GateError, match=r"is not 'METRIC OP NUMBER'"):  # '-' only in an exponent
         gates_for(["head_share-1pct_dot@10>0"], [10])
 
+
+def test_a_gate_line_echoes_the_threshold_as_given():
+    """QA F7: spearman<0.97770 printed as spearman<0.9777."""
+    (gate,) = parse_gates(["spearman<0.97770"], metric_names([10]))
+    assert str(gate) == "spearman<0.97770"
+    (outcome,) = evaluate_gates([gate], {"spearman": 0.97769})
+    assert outcome.describe() == "spearman<0.97770: 0.97769 (TRIPPED)"
+    assert str(parse_gates(["recall_dot@10 > .5"], metric_names([10]))[0]) == "recall_dot@10>.5"

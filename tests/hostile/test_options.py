@@ -187,6 +187,9 @@ CASES = [
          EXIT_GATE, None, stderr=r"gate gini_alpha_0\.3@5>-1: .*TRIPPED"),
     Case("fail-on-dash-in-name", _check("--fail-on", "gini-dot@5>0"), EXIT_USAGE,
          r"'gini-dot@5>0' is not 'METRIC OP NUMBER'"),
+    # QA F7: the gate line echoes the threshold as written.
+    Case("fail-on-threshold-as-given", _check("--no-retrieval", "--fail-on", "spearman>-2.000"), EXIT_GATE, None,
+         stderr=r"gate spearman>-2\.000: .*TRIPPED"),
     Case("fail-on-alpha-one", _check("-k", "5", "--alpha", "1", "--fail-on", "gini_alpha_1@5>0.5"), EXIT_ERROR,
          r"gini_alpha_1@5>0\.5: α=1 is dot serving, not measured apart: gate gini_dot@5 instead$"),
     Case("fail-on-holdout-not-given", _check("-k", "5", "--fail-on", "ndcg_ratio@5<1"), EXIT_ERROR,
