@@ -48,8 +48,8 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "<": operator.lt,
 }
-_EXPR = re.compile(r"^\s*([A-Za-z_](?:[\w@.]|(?<=\d[eE])-)*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-                   r"|(?i:inf|infinity|nan)))\s*$")
+_EXPR = re.compile(r"^\s*([A-Za-z_](?:[\w@.]|(?<=\d[eE])-)*)\s*(>=|<=|==|!=|>|<)\s*"
+                   r"([-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|(?i:inf|infinity|nan)))\s*$")
 """``METRIC OP NUMBER``; NUMBER as Python writes a float, ``inf`` and ``nan`` included so that
 every non-finite threshold, spelled or overflowing (``1e400``), is refused for one reason.
 A METRIC has no ``-`` but in an α's exponent (``alpha_1e-05``, the same as ``alpha_0.00001``,
