@@ -139,9 +139,10 @@ def command(
             audited = _audit(job)
 
     from auditor.gate import evaluate_gates, require_measured
-    from auditor.plugins.renderers import write_all
+    from auditor.plugins.renderers import stale_figures, write_all
 
-    write_all(audited.files)
+    outputs = [(formats[flag], path) for flag, path in files.items()]
+    write_all(audited.files, remove=stale_figures(outputs, audited.files))  # no plot of an earlier run left beside
     if audited.stdout is not None:
         text = audited.stdout
         click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)

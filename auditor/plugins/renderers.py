@@ -10,13 +10,14 @@ together and atomically: :func:`render_outputs`). A plugin that raises, calls
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
 import pluggy
 
-from auditor.errors import AuditError, InputError, PluginError
+from auditor.errors import AuditError, InputError, OutputError, PluginError
 from auditor.io import atomic_path
 from auditor.output_guard import check_not_inputs, refuse_linked_folder
 from auditor.plugin_api import RenderContext, Renderer
@@ -157,7 +158,7 @@ def render_outputs(
     """Render ``result`` in each (format, path) and write them all, or none
     (:func:`render_files`, then :func:`write_all`); returns the paths written."""
     files = render_files(result, outputs, pm, width=width, labels=labels, inputs=inputs)
-    write_all(files)
+    write_all(files, remove=stale_figures(outputs, files))
     return list(files)
 
 
@@ -207,16 +208,38 @@ def render_to(result: AuditResult, fmt: str, path: Path, pm: pluggy.PluginManage
     render_outputs(result, [(fmt, Path(path))], pm)
 
 
-def write_all(files: Mapping[Path, bytes]) -> None:
-    """Write every file, or (on any error) none: all temp files first, then the renames."""
+def stale_figures(outputs: Iterable[tuple[str, Path | None]], files: Mapping[Path, bytes]) -> list[Path]:
+    """The figures an earlier run left in a Markdown report's figure folder that this run's
+    ``files`` do not replace (a run without retrieval draws 2 of the 6): popaudit's own
+    figure names only, regular files only (never a link), for :func:`write_all` to remove
+    once the new files are in place, so the folder never shows another run's plots."""
+    stale = []
+    for fmt, path in outputs:
+        if fmt != "markdown" or path is None:
+            continue
+        stale += [figure for figure in figure_paths(Path(path))
+                  if figure not in files and figure.is_file() and not figure.is_symlink()]
+    return stale
+
+
+def write_all(files: Mapping[Path, bytes], remove: Iterable[Path] = ()) -> None:
+    """Write every file, or (on any error) none: all temp files first, then the renames;
+    then (only when all are in place) remove each of ``remove`` (:func:`stale_figures`)."""
     with ExitStack() as stack:
         for path, data in files.items():
             tmp = stack.enter_context(atomic_path(path))
             with open(tmp, "wb") as fh:
                 fh.write(data)
+    for path in remove:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise OutputError(f"cannot remove {path}, a figure of an earlier run: {exc.strerror or exc}") from exc
 
 
 __all__ = [
     "RenderContext", "Renderer", "planned_outputs", "render", "render_document", "render_files", "render_outputs",
-    "render_to", "renderers", "write_all",
+    "render_to", "renderers", "stale_figures", "write_all",
 ]  # fmt: skip
