@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from auditor.cli._common import RichProgress, common_options, ranged
+from auditor.cli._common import PathArg, RichProgress, common_options, ranged
 from auditor.wording import plural
 from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
 from auditor.output_guard import check_not_inputs
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 @click.option("--init-std", type=ranged("init_std"), default=0.1, show_default=True, help="Standard deviation of the normal initialisation of the id tables.")
 @click.option("--hidden-dim", type=ranged("hidden_dim"), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers.")
 @click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
+@click.option("-o", "--output", type=PathArg, default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
 @click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), help="Write the training monitor's trace (JSON lines: rho, slope, update angles, head share every --trace-every steps and at each epoch end, alerts) as training goes; readable if training dies (docs/monitor.md).")
 @click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")
 @click.option("--alert", "alerts", multiple=True, metavar="EXPR", help="Training alert in --fail-on syntax over the monitor's figures, e.g. 'spearman>0.5' or 'angle_share_90_1>0.9'; repeatable.")

@@ -33,6 +33,8 @@ def _experiment(*extra: str, files: dict[str, str] | None = None, out: str = "ou
 
 
 CASES = [
+    Case("retrain-output-dash", lambda d: Built(["retrain", *SMALL, "-o", "-"]), EXIT_USAGE,
+         r"'-o' / '--output': '-' is not stdin or stdout here"),
     Case("retrain-holdout-fraction-one", _retrain("--holdout-fraction", "1"), EXIT_USAGE,
          r"'--holdout-fraction': '1' must be < 1"),
     Case("retrain-holdout-fraction-zero", _retrain("--holdout-fraction", "0"), EXIT_USAGE,
