@@ -37,7 +37,7 @@ from auditor.harm import (
 )
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
-from auditor.wording import SKEW_EDGES, correlation_figures, pct, pct_pair, ratio_figure
+from auditor.wording import SKEW_EDGES, compared_figures, correlation_figures, pct, pct_pair, ratio_figure
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
@@ -244,7 +244,8 @@ def _band_shortfall(skew: Skew) -> str:
     if skew.ratio is None or skew.excess is None:
         return f"{need}; neither list serves the top-1% items here"
     times = ratio_figure(skew.ratio)
-    return f"{need}; here {times}x and {100 * skew.excess:+.2f} points"
+    shown, _edge = compared_figures(100 * skew.excess, 100 * excess, 2)  # never "+0.50" beside a +0.5 it misses
+    return f"{need}; here {times}x and {'+' if skew.excess >= 0 else ''}{shown} points"
 
 
 def _conditions_text(conditions: dict[str, Condition]) -> str:

@@ -38,3 +38,12 @@ def test_shares_beside_a_band_print_their_difference_on_its_side():
     assert pct_pair(0.06, 0.01, SKEW_EDGES) == ("6.0%", "1.0%")  # exactly on high's 5 points
     # +0.499 points under low's 0.5: 2.00% vs 1.50% would read +0.50
     assert pct_pair(0.019995, 0.014996, SKEW_EDGES) == ("1.999%", "1.500%")
+
+
+def test_what_keeps_a_skew_out_of_the_low_band_never_rounds_onto_its_edge():
+    """The shortfall sentence prints +0.49996 points beside "+0.5 points", not "+0.50"."""
+    from auditor.verdict import _band_shortfall
+    from auditor.harm import Skew
+
+    skew = Skew(k=10, dot=0.0149996, cosine=0.01, overlap=None)  # ratio 1.49996, excess +0.49996 points
+    assert _band_shortfall(skew).endswith("here 1.50x and +0.49996 points")
