@@ -47,3 +47,10 @@ def test_what_keeps_a_skew_out_of_the_low_band_never_rounds_onto_its_edge():
 
     skew = Skew(k=10, dot=0.0149996, cosine=0.01, overlap=None)  # ratio 1.49996, excess +0.49996 points
     assert _band_shortfall(skew).endswith("here 1.50x and +0.49996 points")
+
+
+def test_the_report_headline_pair_keeps_its_difference_on_the_band_side():
+    from auditor.report.formatting import MISSING, fmt_skew_pair
+
+    assert fmt_skew_pair(0.0998, 0.0799) == ("9.98%", "7.99%")  # the Markdown/HTML headline's pair
+    assert fmt_skew_pair(0.1, None) == ("10.0%", MISSING)

@@ -35,6 +35,7 @@ from auditor.report.formatting import (
     fmt_pct,
     fmt_range,
     fmt_ratio,
+    fmt_skew_pair,
     fmt_value,
     join_words,
 )
@@ -180,17 +181,16 @@ def _skew_text(retrieval: Retrieval, k: int, first_k: int | None, head: int = 1)
         return (f"at K={k} neither dot-product nor cosine retrieval gives the top-1% items a slot, while the top-10% "
                 f"items fill {top10[0]} of dot-product slots vs {top10[1]} under cosine, so severity rests on the "
                 "correlation")
-    r = share_ratio(dot, cos)
-    times = f" ({fmt_ratio(r)})" if r is not None else ""
+    times = f" ({fmt_ratio(r)})" if (r := share_ratio(dot, cos)) is not None else ""
     if first_k is not None:
-        first = retrieval.at[first_k]
-        dot1, cos1 = first.dot.get(name), first.cosine.get(name)
-        times += f"; at K={first_k}, the first slots a user sees: {fmt_pct(dot1)} vs {fmt_pct(cos1)}"
-        r1 = share_ratio(dot1, cos1)
-        times += f" ({fmt_ratio(r1)})" if r1 is not None else ""
+        raw = retrieval.at[first_k].dot.get(name), retrieval.at[first_k].cosine.get(name)
+        dot1, cos1 = fmt_skew_pair(*raw)
+        times += f"; at K={first_k}, the first slots a user sees: {dot1} vs {cos1}"
+        times += f" ({fmt_ratio(r1)})" if (r1 := share_ratio(*raw)) is not None else ""
     if head != 1:
         times += f"; the top-1% items: {fmt_pct(cut.dot.get('head_share_1pct'))} vs {fmt_pct(cut.cosine.get('head_share_1pct'))}"
-    return f"at K={k} the top-{head}% items fill {fmt_pct(dot)} of dot-product slots vs {fmt_pct(cos)} under cosine" + times
+    shown = fmt_skew_pair(dot, cos)
+    return f"at K={k} the top-{head}% items fill {shown[0]} of dot-product slots vs {shown[1]} under cosine" + times
 
 
 def frequency_norm_table(fn: FrequencyNorm) -> Table:

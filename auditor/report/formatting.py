@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.wording import ratio_figure
+from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure
 
 MISSING = "n/a"
 """What a value that is absent (None, NaN) reads as."""
@@ -104,6 +104,13 @@ def fmt_ratio(value: Any) -> str:
         return f"{ratio_figure(value)}×"
     number = finite(value)
     return MISSING if number is None else f"{ratio_figure(number)}×"
+
+
+def fmt_skew_pair(dot: Any, cosine: Any) -> tuple[str, str]:
+    """Dot's and cosine's head share beside the severity they grade, with the decimals that
+    keep their difference on its side of a harm band's edge (as the summary says them)."""
+    a, b = finite(dot), finite(cosine)
+    return pct_pair(a, b, SKEW_EDGES) if a is not None and b is not None else (fmt_pct(dot), fmt_pct(cosine))
 
 
 def fmt_scalar(value: Any) -> str:
