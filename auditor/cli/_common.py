@@ -118,6 +118,23 @@ def report_to_stdout(output: Path | None, fmt: str, quiet: bool) -> bool:
     return output is None and (not quiet or fmt != "console")
 
 
+def refuse_stdout_twice(outputs: dict[str, Path | None], shown: str | None) -> None:
+    """UsageError for an output on this process's stdout (``--json /dev/stdout``) while
+    ``shown`` (the console report, a summary: None when nothing else goes there) is
+    printed on stdout too: the two would be mixed into one stream that reads as neither."""
+    from auditor.io import descriptor_named
+
+    for flag, path in outputs.items():
+        fd = None if path is None or shown is None else descriptor_named(path)
+        try:
+            same = fd is not None and (fd == 1 or os.path.samestat(os.fstat(fd), os.fstat(1)))
+        except OSError:  # a descriptor not open: refused, worded, with the other outputs
+            same = False
+        if same:
+            raise click.UsageError(f"{flag} {path} is standard output, where the {shown} is printed too; "
+                                   "pass -q (or write it to a file)")
+
+
 def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
     """One decorator applying ``options`` in the order listed (as if stacked)."""
 

@@ -26,12 +26,12 @@ from auditor.cli._common import (
     accuracy_options,
     retrieval_options,
     sampling_options,
+    refuse_stdout_twice,
     stderr,
     table_key_options,
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError, UnmeasuredGateError
-from auditor.io import descriptor_named
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -121,7 +121,7 @@ def command(
     """
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
-    _refuse_stdout_beside_summary({"-o": output, "--html": html_path}, quiet)
+    refuse_stdout_twice({"-o": output, "--html": html_path}, None if quiet else "summary")
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, rank_by, plugins)
     if scheduler is None:  # now: the workers' imports (torch: seconds) run while this process goes on
@@ -141,21 +141,6 @@ def command(
     _report(outcome, manifest, output, rank_by=rank_by, quiet=quiet, html_path=html_path)
     if gates and _gates_trip(gates, outcome.table):
         sys.exit(3)
-
-
-def _refuse_stdout_beside_summary(outputs: dict[str, Path | None], quiet: bool) -> None:
-    """UsageError for an output on this process's stdout (``-o /dev/stdout``) while the
-    summary is printed there too: the two would be mixed into one unreadable stream."""
-
-    for flag, path in outputs.items():
-        fd = None if path is None or quiet else descriptor_named(path)
-        try:
-            same = fd is not None and (fd == 1 or os.path.samestat(os.fstat(fd), os.fstat(1)))
-        except OSError:  # a descriptor not open: refused, worded, with the other outputs
-            same = False
-        if same:
-            raise click.UsageError(f"{flag} {path} is standard output, where the summary is printed too; "
-                                   "pass -q (or write the results to a file)")
 
 
 def _manifest_and_gates(

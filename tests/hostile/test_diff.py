@@ -78,6 +78,10 @@ CASES = [
     Case("json-and-markdown-same-descriptor", pair(report(0.6), "-q", "--json", "/dev/stdout", "--markdown",
                                                     "/dev/stdout"), EXIT_ERROR,
          r"^Error: --json and --markdown both name /dev/stdout \(descriptor 1\); two reports on one stream"),
+    # The console diff goes to stdout too: a JSON report there would be mixed into it.
+    Case("json-on-stdout-beside-console", pair(report(0.6), "--json", "/dev/stdout"), EXIT_USAGE,
+         r"--json /dev/stdout is standard output, where the console report is printed too; pass -q",
+         process=True, timeout=60),
     Case("json-dash", pair(report(0.6), "--json", "-"), EXIT_USAGE, r"'--json': '-' is not stdin or stdout here"),
     Case("unknown-gate-name", pair(report(0.6), "--fail-on", "spearmann.delta>0"), EXIT_USAGE, r"spearmann"),
     Case("bad-gate-suffix", pair(report(0.6), "--fail-on", "spearman.change>0"), EXIT_USAGE, r"spearman\.change"),

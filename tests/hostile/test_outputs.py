@@ -104,6 +104,16 @@ def _batch_stdout(flag: str) -> Any:
     return build
 
 
+def _unquiet_check(*extra: str) -> Any:
+    """``check`` without -q: its --format report goes to stdout beside ``extra``'s output."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        return Built(["check", "items.npy", "--interactions", "log.parquet", "--bootstrap", "0", "--no-probes", *extra])
+
+    return build
+
+
 def _fifo_output(flag: str, *extra: str, command: str = "check") -> Any:
     def build(d: Path) -> Built:
         standard(d)
@@ -172,6 +182,13 @@ CASES = [
          r"-o /dev/stdout is standard output, where the summary is printed too; pass -q", process=True, timeout=60),
     Case("batch-html-on-stdout-beside-summary", _batch_stdout("--html"), EXIT_USAGE,
          r"--html /dev/stdout is standard output, where the summary is printed too; pass -q", process=True, timeout=60),
+    Case("check-json-on-stdout-beside-console", _unquiet_check("--json", "/dev/stdout"), EXIT_USAGE,
+         r"--json /dev/stdout is standard output, where the console report is printed too; pass -q",
+         process=True, timeout=60),
+    Case("check-markdown-on-stdout-beside-json-format", _unquiet_check("--format", "json", "--markdown", "/dev/stdout"),
+         EXIT_USAGE,
+         r"--markdown /dev/stdout is standard output, where the json report is printed too; pass -q",
+         process=True, timeout=60),
     Case("json-symlink-to-dev-null", _check_case("null.json", "/dev/null", "--json", "null.json"),
          EXIT_OK, None),
     Case("markdown-figure-folder-symlink", _markdown_folder_link, EXIT_ERROR,
