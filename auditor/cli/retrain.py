@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 @click.option("--user-lr", type=ranged("train_lr"), help="User-tower learning rate. [default: --lr when the towers share an optimizer, else that optimizer's default]")
 @click.option("--loss", type=click.Choice(LOSSES), default="infonce-cos", show_default=True, help="infonce-cos (in-batch softmax over cosine/temperature), infonce-dot (over dot products: C4 violated) or cosine (pointwise).")
 @click.option("--temperature", type=ranged("temperature"), default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses.")
-@click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only): a training-side mitigation of popularity bias.")
+@click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only). It removes the softmax's sampling bias against popular items, so it raises their exposure: a training-side change to compare, not a cure for popularity bias.")
 @click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension of both towers.")
 @click.option("--epochs", type=ranged("epochs"), default=10, show_default=True, help="Passes over the interactions.")
 @click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
@@ -72,7 +72,8 @@ def command(
     With --holdout-fraction F the latest F of each user's interactions (--split time)
     or a seeded random F are held out, never trained on, and stored in the
     checkpoint: `popaudit check model.pt` then measures accuracy beside exposure.
-    --logq trains with the logQ correction, a training-side mitigation.
+    --logq trains with the logQ correction, which raises popular items' exposure
+    (it is a correction of the loss, not a cure for popularity bias).
 
     The training monitor watches every run: its per-epoch figures are the checkpoint's
     trace; --trace also writes every record to a file as training goes, and --alert
