@@ -21,6 +21,7 @@ from auditor.cli._training import DataChoice, data_options, holdout_options, job
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
 from auditor.output_guard import check_not_inputs
+from auditor.ranges import seed_run
 from auditor.train import EXPERIMENTS
 
 if TYPE_CHECKING:
@@ -232,6 +233,10 @@ def run_experiment(
     from auditor.train.experiments import ExperimentSizes
     from auditor.train.threads import set_threads
 
+    try:  # a command line whose seeds pass the range is a usage error, before any work
+        seed_list = seed_run(seed, seeds)
+    except InputError as exc:
+        raise click.UsageError(str(exc)) from exc
     if data.path is not None:
         check_not_inputs({f"-o {file}": out_dir / file for file in OUTPUT_FILES}, {"--data": data.path})
     sizes = ExperimentSizes(
@@ -244,7 +249,6 @@ def run_experiment(
     if jobs == 1:
         set_threads(threads)
     log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
-    seed_list = list(range(seed, seed + seeds))
     if name == "mitigations":
         from auditor.report.mitigation_summary import mitigation_document
         from auditor.report.mitigation_summary import write_results as write_mitigations

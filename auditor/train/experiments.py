@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from auditor.errors import InputError
+from auditor.ranges import check_ranges
 from auditor.progress import SILENT, Progress
 from auditor.summaries import ANGLE_EDGES, ExperimentResult, ExperimentSizes
 from auditor.train.data import TrainingData, synthetic_interactions
@@ -174,6 +175,7 @@ def _run_grid(
 ) -> ExperimentResult:
     if not seeds:
         raise InputError("an experiment needs at least one seed")
+    check_ranges({"seed": list(seeds)})  # torch takes no seed past the range: refused before training
     configs = [reference_config(sizes, seeds[0], **s.overrides) for s in grid]  # validates before training
     tasks = [RunTask(sizes, s.overrides, seed) for s in grid for seed in seeds]
     runs = run_tasks(
