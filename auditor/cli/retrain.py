@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from auditor.cli._common import RichProgress, common_options, ranged
+from auditor.loading.recorded_split import recorded_split_notes
 from auditor.wording import plural
 from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
 from auditor.output_guard import check_not_inputs
@@ -120,15 +121,16 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
         f"({done.threads} thread{'s' if done.threads != 1 else ''})."
     )
     if holdout is not None:
-        held_users = holdout.record()["n_holdout_users"]
-        repeats = f"; {holdout.n_repeats_dropped} repeats of training pairs left out" if holdout.n_repeats_dropped else ""
-        if holdout.n_users_without_holdout:
-            repeats += (f", so {holdout.n_users_without_holdout} users with two or more interactions have no held-out "
-                        "pair")
+        record = holdout.record()
+        # check's own sentence on a recorded split (interactions held out vs distinct pairs evaluated)
+        said = recorded_split_notes({"holdout": record}, f"Held out ({holdout.method} split, never trained on)")
         click.echo(
-            f"Held out ({holdout.method} split, fraction {holdout.fraction:g}): {len(holdout.holdout)} interactions "
-            f"of {held_users} users, never trained on{repeats}; stored in the checkpoint."
+            (said[0] if said else
+             f"Held out ({holdout.method} split, fraction {holdout.fraction:g}): "
+             f"{plural(record['n_holdout_interactions'], 'interaction')} of {plural(record['n_holdout_users'], 'user')}, "
+             "never trained on") + "."
         )
+        click.echo("The held-out pairs are stored in the checkpoint: `popaudit check` of it measures accuracy on them.")
     click.echo(
         f"Model: {config.item_encoder} item tower, {config.user_encoder} user tower, dim {config.dim}, "
         f"loss {config.loss}{' with logQ correction' if config.logq else ''}; "
