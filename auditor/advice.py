@@ -40,9 +40,13 @@ def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
         numbers = ""
         if g is not None:
             numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"
+        if _has_temperature(conditions.get(C4)):
+            what, scales = "A lower learning rate on the item table, or a higher softmax temperature,", (
+                "with η² and, for cosine logits, with 1/τ²")
+        else:  # a pointwise loss (or another without a softmax): no temperature to raise
+            what, scales = "A lower learning rate on the item table", "with η²"
         recs.append(
-            "A lower learning rate on the item table, or a higher softmax temperature, shrinks the per-update "
-            f"norm growth c/s², which scales with η² and, for cosine logits, with 1/τ²{numbers}. Caveat: "
+            f"{what} shrinks the per-update norm growth c/s², which scales {scales}{numbers}. Caveat: "
             "slower or softer training; the correlation weakens at low learning rates but need not vanish, "
             "so audit the retrained model."
         )
@@ -50,6 +54,14 @@ def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
     if logq_note:
         recs.append(logq_note)
     return recs
+
+
+def _has_temperature(c4: Condition | None) -> bool:
+    """Whether the audited loss may have a softmax temperature to raise: a softmax over
+    in-batch or sampled negatives (InfoNCE), or a loss not recorded. A known loss without
+    a softmax (the pointwise ``cosine``, BPR) has none, and the advice does not name one."""
+    loss = str((c4.details.get("loss") if c4 is not None else None) or "")
+    return not loss or any(word in loss.lower() for word in _IN_BATCH_WORDS)
 
 
 def _logq_note(c4: Condition | None) -> str:

@@ -483,3 +483,23 @@ def test_logq_is_never_advised_as_a_cure() -> None:
     trained = logq_lines("infonce-cos", True)
     assert len(trained) == 1 and "trained with logQ correction" in trained[0] and "raises their exposure" in trained[0]
     assert logq_lines("bpr", False) == [] and logq_lines("cosine", False) == []
+
+
+def test_temperature_advice_only_for_a_loss_with_one() -> None:
+    """QA retrain F5: the pointwise cosine loss has no temperature (retrain --loss cosine
+    --temperature 10 trained a bit-identical model), so C5's advice names the learning rate only."""
+    from auditor.advice import training_recommendations
+
+    def c5_line(loss: str | None) -> str:
+        conds = _conds(C1="violated")
+        conds["C4"] = Condition("cosine-based loss", "holds", "loss", {"loss": loss} if loss else {})
+        conds["C5"] = Condition("lr", "holds", "big", {"growth_per_update": 0.0123, "lr": 10.0})
+        return next(r for r in training_recommendations(conds) if "c/s²" in r)
+
+    for loss in ("cosine", "bpr"):
+        line = c5_line(loss)
+        assert "temperature" not in line and "τ" not in line
+        assert line.startswith("A lower learning rate on the item table shrinks the per-update norm growth c/s², "
+                               "which scales with η² (measured growth per update c/s² = 0.0123 at lr = 10)")
+    for loss in ("infonce-cos", None):  # a softmax loss, or one not recorded: the temperature may apply
+        assert "or a higher softmax temperature" in c5_line(loss) and "1/τ²" in c5_line(loss)

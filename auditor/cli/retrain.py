@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from auditor.cli._common import RichProgress, common_options, ranged
 from auditor.loading.recorded_split import recorded_split_notes
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 @click.option("--user-optimizer", type=click.Choice(OPTIMIZERS), help="User-tower optimizer. [default: --optimizer]")
 @click.option("--user-lr", type=ranged("train_lr"), help="User-tower learning rate. [default: --lr when the towers share an optimizer, else that optimizer's default]")
 @click.option("--loss", type=click.Choice(LOSSES), default="infonce-cos", show_default=True, help="infonce-cos (in-batch softmax over cosine/temperature), infonce-dot (over dot products: C4 violated) or cosine (pointwise).")
-@click.option("--temperature", type=ranged("temperature"), default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses.")
+@click.option("--temperature", type=ranged("temperature"), default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses (the pointwise cosine loss has none: refused with it).")
 @click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only). It removes the softmax's sampling bias against popular items, so it raises their exposure: a training-side change to compare, not a cure for popularity bias.")
 @click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension of both towers.")
 @click.option("--epochs", type=ranged("epochs"), default=10, show_default=True, help="Passes over the interactions.")
@@ -98,6 +99,11 @@ def command(
 
     if holdout_fraction is None and split != "auto":
         raise click.UsageError("--split applies with --holdout-fraction only")
+    ctx = click.get_current_context()
+    if settings["loss"] == "cosine" and ctx.get_parameter_source("temperature") == ParameterSource.COMMANDLINE:
+        # the pointwise loss has no softmax: a temperature would change nothing yet read as used
+        raise click.UsageError("--temperature applies to the InfoNCE losses (infonce-cos, infonce-dot); "
+                               "--loss cosine is pointwise and has no temperature")
     check_not_inputs({"-o": output, "--trace": trace}, {"--data": data.path})
     progress = RichProgress(enabled=not quiet)
     config = TrainConfig(**settings)  # every other option is a training setting of the same name

@@ -1,6 +1,7 @@
-"""Hostile options of ``popaudit experiment`` found by the retrain QA: seeds past the seed
-range, and its list options (``--lrs``, ``--settings``, ``--mitigations``), each a usage
-error (exit 2) before any run trains."""
+"""Hostile options of ``popaudit experiment`` and ``retrain`` found by the retrain QA:
+seeds past the seed range, the experiment list options (``--lrs``, ``--settings``,
+``--mitigations``), a temperature for a loss without one: each a usage error (exit 2)
+before anything trains."""
 
 from __future__ import annotations
 
@@ -23,7 +24,18 @@ def _experiment(*extra: str) -> Any:
     return build
 
 
+def _retrain(*extra: str) -> Any:
+    def build(d: Path) -> Built:
+        return Built(["retrain", *extra, "--n-users", "20", "--n-items", "10", "--n-interactions", "100",
+                      "--epochs", "1", "-o", "model.pt"])
+
+    return build
+
+
 CASES = [
+    Case("retrain-temperature-with-the-pointwise-loss", _retrain("--loss", "cosine", "--temperature", "10"),
+         EXIT_USAGE, r"--temperature applies to the InfoNCE losses \(infonce-cos, infonce-dot\); --loss cosine is "
+         r"pointwise and has no temperature"),
     Case("experiment-seeds-past-the-top-lr-sweep", _experiment("lr-sweep", "--lrs", "1", "--seeds", "2", "--seed", TOP),
          EXIT_USAGE, r"--seed 18446744073709551615 with --seeds 2 would run seeds up to 18,446,744,073,709,551,616, "
          r"past the largest seed 18,446,744,073,709,551,615: give --seed at most 18,446,744,073,709,551,614"),
@@ -38,5 +50,5 @@ PRODUCT_FAILURES: list[Case] = []
 
 
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
-def test_hostile_experiment_options(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hostile_retrain_qa(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
