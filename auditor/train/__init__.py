@@ -25,6 +25,13 @@ not linear in its parameters C2 (and its shared layers C3 too)."""
 USER_ENCODERS = ("embedding", "mlp", "transformer")
 LOSSES = ("infonce-cos", "infonce-dot", "cosine")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+CONDITION_SETTINGS = (
+    "reference", "momentum", "adam", "weight-decay", "mlp", "embedding-linear", "dense-linear", "infonce-dot",
+    "low-lr", "asymmetric",
+)
+"""The rows of ``experiment conditions`` by name (:func:`auditor.train.experiments.condition_settings`)."""
+MITIGATION_SETTINGS = ("reference", "logq", "weight-decay", "adam")
+"""The trained models of ``experiment mitigations`` by name (``auditor.mitigation.experiment``)."""
 EXPERIMENTS = ("conditions", "lr-sweep", "mitigations")
 SPLITS = ("auto", "time", "random")
 

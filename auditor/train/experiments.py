@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from auditor.errors import InputError
-from auditor.ranges import check_ranges
+from auditor.errors import InputError, setting
+from auditor.ranges import RANGES, check_ranges
 from auditor.progress import SILENT, Progress
 from auditor.summaries import ANGLE_EDGES, ExperimentResult, ExperimentSizes
 from auditor.train.data import TrainingData, synthetic_interactions
@@ -240,8 +240,10 @@ def run_lr_sweep(
 ) -> ExperimentResult:
     """The reference setting across learning rates (where the bias appears, C5)."""
     sizes = sizes or ExperimentSizes()
-    if not lrs or any(lr <= 0 for lr in lrs):
-        raise InputError(f"learning rates must be positive, got {list(lrs)}")
+    if not lrs:
+        raise InputError(f"{setting('lrs')} names no learning rate")
+    for lr in lrs:  # each within a learning rate's range, as one run's lr is
+        RANGES["train_lr"].check("lrs", lr)
     grid = [Setting(f"lr={lr:g}", f"reference at lr {lr:g}", "none", {"lr": float(lr)}) for lr in sorted(lrs)]
     return _run_grid("lr-sweep", grid, sizes, seeds, progress, data, jobs, threads)
 
