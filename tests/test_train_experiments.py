@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -124,7 +125,12 @@ def test_lr_sweep_locates_the_bias(tmp_path: Path) -> None:
     assert all(math.isnan(lo) for lo in [r["runs"][0]["spearman_ci"][0] for r in result.rows])
     written = write_results(result, tmp_path)
     assert sorted(p.name for p in written) == ["results.json", "results.md", "rho_vs_lr.png"]
-    assert "lr-sweep" in to_markdown(result)
+    md = to_markdown(result)
+    assert "lr-sweep" in md
+    # QA retrain F7: 0 resamples drew no interval, and results.md says so instead of describing one
+    assert "(bootstrap 0: no CI was computed, the ρ 95% CI column reads n/a)" in md and "0-resample" not in md
+    assert "with a 200-resample percentile bootstrap 95% CI" in to_markdown(
+        dataclasses.replace(result, sizes=dataclasses.replace(sizes, n_bootstrap=200)))
     with pytest.raises(InputError):
         run_lr_sweep([0.0], seeds=[0], sizes=sizes)
 

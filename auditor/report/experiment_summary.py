@@ -134,13 +134,20 @@ def _intro(result: ExperimentResult) -> str:
         f"batch only: popaudit check of the same checkpoint steps another batch (its probe batch) and counts "
         f"every item the step moved, also those moved only by momentum, Adam's state or weight decay, so its "
         f"angle figures differ from these (compare a run with a run, a check with a check); "
-        f"ρ = Spearman frequency–norm correlation with a {sz.n_bootstrap}-resample percentile "
-        f"bootstrap 95% CI (mean of the per-seed bounds); head = top 1% of items by frequency, "
+        f"ρ = Spearman frequency–norm correlation {_ci_words(sz.n_bootstrap)}; head = top 1% of items by frequency, "
         f"share of the top-{k} slots of the lists served to {SERVED_LISTS}. \"violates\": the conditions among "
         f"C1–C4 the run's settings violate, as check finds them, then C5 as check grades each run (C5 where every "
         f"seed's run violates it, 'C5 (n of m seeds)' where some do); with neither, none where C5 holds for every "
         f"seed, else unknown." + _k_note(result)
     )
+
+
+def _ci_words(n_bootstrap: int) -> str:
+    """How ρ's interval was drawn: a percentile bootstrap, or none at all (0 resamples: the
+    CI column reads n/a, and the sentence must not describe an interval never computed)."""
+    if n_bootstrap == 0:
+        return "(bootstrap 0: no CI was computed, the ρ 95% CI column reads n/a)"
+    return f"with a {n_bootstrap}-resample percentile bootstrap 95% CI (mean of the per-seed bounds)"
 
 
 def _k_note(result: ExperimentResult) -> str:
