@@ -129,16 +129,16 @@ def _intro(result: ExperimentResult) -> str:
     k = result.k
     return (
         f"{data_text(_data(result), result.seeds, sz.epochs)} Two-tower model, dim {sz.dim}, init std "
-        f"{sz.init_std:g}, batch size {sz.batch_size}, temperature {sz.temperature:g}. "
+        f"{sz.init_std:g}, batch size {sz.batch_size}, temperature {sz.temperature:g}. \"violates\": the "
+        f"conditions among C1–C4 the run's settings violate, as check finds them, then C5 as check grades each run "
+        f"(C5 where every seed's run violates it, 'C5 (n of m seeds)' where some do); with neither, none where C5 "
+        f"holds for every seed, else unknown. "
         f"Update angles from one training step after training (float64), over the items of that step's own "
         f"batch only: popaudit check of the same checkpoint steps another batch (its probe batch) and counts "
         f"every item the step moved, also those moved only by momentum, Adam's state or weight decay, so its "
         f"angle figures differ from these (compare a run with a run, a check with a check); "
         f"ρ = Spearman frequency–norm correlation {_ci_words(sz.n_bootstrap)}; head = top 1% of items by frequency, "
-        f"share of the top-{k} slots of the lists served to {SERVED_LISTS}. \"violates\": the conditions among "
-        f"C1–C4 the run's settings violate, as check finds them, then C5 as check grades each run (C5 where every "
-        f"seed's run violates it, 'C5 (n of m seeds)' where some do); with neither, none where C5 holds for every "
-        f"seed, else unknown." + _k_note(result)
+        f"share of the top-{k} slots of the lists served to {SERVED_LISTS}." + _k_note(result)
     )
 
 
