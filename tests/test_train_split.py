@@ -264,3 +264,38 @@ def test_retrain_words_its_split_as_check_does(tmp_path: Path) -> None:
             "distinct held-out pair is evaluated; 1 user with two or more interactions kept no held-out pair and is "
             "not evaluated.") in res.output
     assert "repeats of training pairs" not in res.output and "1 users" not in res.output
+
+
+def test_both_check_routes_name_their_repeat_convention(tmp_path: Path) -> None:
+    """QA retrain F8: on the same split, the recorded route drops user 0's held-out item 7 (a
+    repeat of a training pair) while a --holdout file keeps it as a miss, so the file route
+    evaluates 2 users, user 0 at NDCG 0, and its NDCG is half the recorded route's; each report
+    names its convention beside the figures."""
+    import json
+
+    log = tmp_path / "log.csv"
+    log.write_text("user_id,item_id,timestamp\n0,7,1\n0,1,2\n0,7,9\n1,2,1\n1,3,5\n2,4,3\n")
+    model = tmp_path / "m.pt"
+    made = CliRunner().invoke(cli, ["retrain", "--data", str(log), "--holdout-fraction", "0.5", "--epochs", "1",
+                                    "--batch-size", "2", "--dim", "4", "--threads", "1", "-q", "-o", str(model)])
+    assert made.exit_code == 0, made.output
+    (tmp_path / "train.csv").write_text("user_id,item_id\n0,7\n0,1\n1,2\n2,4\n")
+    (tmp_path / "hold.csv").write_text("user_id,item_id\n0,7\n1,3\n")
+    reports = {}
+    for route, extra in (("recorded", []), ("file", ["--interactions", str(tmp_path / "train.csv"),
+                                                      "--holdout", str(tmp_path / "hold.csv")])):
+        out = tmp_path / f"{route}.json"
+        res = CliRunner().invoke(cli, ["check", str(model), *extra, "-k", "2", "--no-probes", "--bootstrap", "0",
+                                       "--json", str(out)])
+        assert res.exit_code in (0, 3), res.output
+        reports[route] = (json.loads(out.read_text())["accuracy"], " ".join(res.output.split()))
+    (recorded, said_recorded), (file, said_file) = reports["recorded"], reports["file"]
+    assert (recorded["n_users_evaluated"], file["n_users_evaluated"]) == (1, 2)
+    for scoring in ("dot", "cosine"):
+        assert file["at"]["2"][scoring]["ndcg"] == pytest.approx(recorded["at"]["2"][scoring]["ndcg"] / 2)
+    assert recorded["repeats"] == "held-out repeats of a training pair dropped by the recorded split, not evaluated"
+    assert file["repeats"] == ("held-out repeats of a training pair kept as misses, never served so never hit, as "
+                               "RecBole counts them")
+    for accuracy, said in ((recorded, said_recorded), (file, said_file)):
+        assert accuracy["protocol"].endswith("; " + accuracy["repeats"])
+        assert f"held-out interactions dropped; {accuracy['repeats']})" in said  # the section's title line

@@ -40,4 +40,13 @@ def recorded_split_notes(config: Mapping[str, Any] | None, source: str) -> tuple
     )
 
 
-__all__ = ["recorded_split_notes"]
+def split_drops_repeats(config: Mapping[str, Any] | None) -> bool:
+    """Whether a checkpoint's config records popaudit's own split (``retrain
+    --holdout-fraction``), whose stored pairs hold no repeat of a training pair: the
+    accuracy on them says so (``Accuracy.repeats``), where a held-out file keeps its
+    repeats as misses."""
+    split = config.get("holdout") if isinstance(config, Mapping) else None
+    return isinstance(split, Mapping) and isinstance(split.get("n_repeats_dropped"), int)
+
+
+__all__ = ["recorded_split_notes", "split_drops_repeats"]
