@@ -1,5 +1,6 @@
 """The fixes the verdict recommends, each with its caveat: what to change in training
-(C1's optimizer, C5's learning rate or temperature, the loss's negatives) and in serving
+(C1's optimizer, C5's learning rate or temperature; logQ correction only as what it is,
+no cure, since it raises popular items' exposure) and in serving
 (cosine or norm-aware scoring, with the measured trade-off when held-out accuracy was
 measured). :mod:`auditor.verdict` decides when each applies."""
 
@@ -14,7 +15,8 @@ _IN_BATCH_WORDS = ("infonce", "softmax", "in-batch", "inbatch", "sampled", "cont
 
 
 def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
-    """What to change in training (C1, C5, the loss's negatives), each with its caveat."""
+    """What to change in training (C1, C5), each with its caveat, and what logQ correction
+    does to exposure where the loss has in-batch negatives."""
     recs: list[str] = []
     c1 = conditions.get(C1)
     if c1 is not None and c1.status in ("holds", "unknown"):
@@ -38,23 +40,54 @@ def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
         numbers = ""
         if g is not None:
             numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"
+        if _has_temperature(conditions.get(C4)):
+            what, scales = "A lower learning rate on the item table, or a higher softmax temperature,", (
+                "with η² and, for cosine logits, with 1/τ²")
+        else:  # a pointwise loss (or another without a softmax): no temperature to raise
+            what, scales = "A lower learning rate on the item table", "with η²"
         recs.append(
-            "A lower learning rate on the item table, or a higher softmax temperature, shrinks the per-update "
-            f"norm growth c/s², which scales with η² and, for cosine logits, with 1/τ²{numbers}. Caveat: "
+            f"{what} shrinks the per-update norm growth c/s², which scales {scales}{numbers}. Caveat: "
             "slower or softer training; the correlation weakens at low learning rates but need not vanish, "
             "so audit the retrained model."
         )
-    c4 = conditions.get(C4)
-    loss = str((c4.details.get("loss") if c4 is not None else None) or "")
-    logq = c4 is not None and c4.details.get("logq") is True
-    if loss and not logq and any(word in loss.lower() for word in _IN_BATCH_WORDS):
-        recs.append(
-            f"The loss ({loss!r}) uses in-batch or sampled negatives, in which popular items appear as "
-            "negatives more often: apply logQ correction (subtract log of each item's sampling probability "
-            "from its logit). Caveat: it corrects the sampling bias of the loss, not the norm growth itself; "
-            "audit again after retraining."
-        )
+    logq_note = _logq_note(conditions.get(C4))
+    if logq_note:
+        recs.append(logq_note)
     return recs
+
+
+def _has_temperature(c4: Condition | None) -> bool:
+    """Whether the audited loss may have a softmax temperature to raise: a softmax over
+    in-batch or sampled negatives (InfoNCE), or a loss not recorded. A known loss without
+    a softmax (the pointwise ``cosine``, BPR) has none, and the advice does not name one."""
+    loss = str((c4.details.get("loss") if c4 is not None else None) or "")
+    return not loss or any(word in loss.lower() for word in _IN_BATCH_WORDS)
+
+
+def _logq_note(c4: Condition | None) -> str:
+    """What the report says of the logQ correction, for a loss with in-batch or sampled
+    negatives: never a cure for popularity bias. logQ (Yi et al. 2019) removes the
+    softmax's sampling bias *against* popular items, so it raises their exposure; popaudit's
+    own mitigation runs measured that (docs/theory.md §7), so recommending it here would
+    make the graded skew worse. A model trained with it is told what it did instead."""
+    loss = str((c4.details.get("loss") if c4 is not None else None) or "")
+    if c4 is None or not loss:
+        return ""
+    if c4.details.get("logq") is True:
+        return (
+            f"This model was trained with logQ correction (loss {loss!r}): it removes the in-batch softmax's "
+            "sampling bias against popular items, so it raises their exposure rather than lowering it "
+            "(docs/theory.md §7). Caveat: it corrects the loss's estimate, which may help accuracy; training "
+            "without it is a change to measure on held-out data (popaudit experiment mitigations), not assume."
+        )
+    if not any(word in loss.lower() for word in _IN_BATCH_WORDS):
+        return ""
+    return (
+        f"logQ correction is no cure here: the loss ({loss!r}) uses in-batch or sampled negatives, and logQ "
+        "removes their sampling bias against popular items, so it raises popular items' exposure rather than "
+        "lowering it (docs/theory.md §7; popaudit experiment mitigations measures both). Caveat: apply "
+        "it for the loss's sake if at all, and audit again after retraining."
+    )
 
 
 def mitigate_suggestion() -> str:

@@ -25,6 +25,20 @@ PROTOCOL = (
 PROTOCOL_KEEP_SEEN = PROTOCOL.replace("with their training items excluded", "with their training items kept")
 
 
+def repeats_convention(keep_seen: bool, repeats_dropped: bool) -> str:
+    """How held-out pairs that repeat one of the user's training pairs count in recall and
+    NDCG: dropped before evaluation by a popaudit checkpoint's recorded split (not in
+    |H_u|); else kept in |H_u|, as misses when training items are excluded (they can never
+    be served: RecBole's convention), or hittable with ``keep_seen``. The same model on the
+    same split scores lower by the second route wherever there are repeats, so the report
+    names the convention beside the figures."""
+    if repeats_dropped:
+        return "held-out repeats of a training pair dropped by the recorded split, not evaluated"
+    if keep_seen:
+        return "held-out repeats of a training pair kept and hittable, training items being candidates"
+    return "held-out repeats of a training pair kept as misses, never served so never hit, as RecBole counts them"
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """Held-out accuracy of the served lists and the per-user NDCG behind it."""
@@ -48,8 +62,9 @@ def evaluate(
             for k in (k for k in ks if k <= served.shape[1]):  # served lists shorter than K: not measured at K
                 per_user = hits.at(k)
                 at[k][name], ndcg[k][name] = per_user.mean(), per_user.ndcg
+    repeats = repeats_convention(keep_seen, heldout.repeats_dropped)
     accuracy = Accuracy(
-        protocol=PROTOCOL_KEEP_SEEN if keep_seen else PROTOCOL,
+        protocol=(PROTOCOL_KEEP_SEEN if keep_seen else PROTOCOL) + "; " + repeats,
         n_users_evaluated=heldout.n,
         n_dropped=heldout.n_dropped,
         at=at,
@@ -60,5 +75,6 @@ def evaluate(
         tolerance=tolerance,
         n_users_not_in_training=heldout.n_not_in_training,
         n_users_not_sampled=heldout.n_not_sampled,
+        repeats=repeats,
     )
     return Evaluation(accuracy, ndcg)

@@ -301,6 +301,10 @@ class HeldOutQueries:
     n_not_sampled: int = 0
     """Held-out users who trained but were not queried (sampled out, zero vector)."""
     warnings: tuple[str, ...] = ()
+    repeats_dropped: bool = False
+    """The held-out pairs that repeated a training pair were dropped before they were
+    stored (a popaudit checkpoint's recorded split); False: the holdout keeps them, and
+    with training items excluded they count as misses (RecBole's convention)."""
 
     @property
     def n(self) -> int:

@@ -135,4 +135,20 @@ def check_ranges(values: dict[str, Any]) -> None:
             found.check(name, one)
 
 
-__all__ = ["MIN_BOOTSTRAP", "RANGES", "Range", "check_ranges"]
+def seed_run(first: int, count: int) -> list[int]:
+    """The seeds an experiment runs, ``first`` (``seed``) and the ``count - 1`` after it
+    (``seeds``): each within the seed range, which torch and numpy take no seed beyond, so
+    an InputError naming both settings where the last would pass it (not a failure after
+    the first runs trained)."""
+    RANGES["seed"].check("seed", first)
+    RANGES["seeds"].check("seeds", count)
+    high = int(RANGES["seed"].high)
+    if first + count - 1 > high:
+        raise InputError(
+            f"{setting('seed')} {first} with {setting('seeds')} {count} would run seeds up to {first + count - 1:,}, "
+            f"past the largest seed {high:,}: give {setting('seed')} at most {high - count + 1:,}"
+        )
+    return list(range(first, first + count))
+
+
+__all__ = ["MIN_BOOTSTRAP", "RANGES", "Range", "check_ranges", "seed_run"]

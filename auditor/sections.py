@@ -290,6 +290,9 @@ class Accuracy:
     """The model's own scoring, which the trade-off's choice is judged against: ``dot``, or
     ``cosine`` for a model that scores by cosine (SimpleX, ``Dot(normalize=True)``, an
     L2-normalising graph); ``changes`` stay against dot."""
+    repeats: str = ""
+    """How held-out pairs that repeat one of the user's training pairs count (the
+    convention the NDCG and recall use, :func:`auditor.evaluation.repeats_convention`)."""
 
 
 @dataclass

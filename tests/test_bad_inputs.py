@@ -304,7 +304,7 @@ def test_experiment_option_of_the_other_experiment_is_usage_error(tmp_path, args
 
 def test_experiment_unknown_setting(tmp_path):
     result = run("experiment", "conditions", "--settings", "frobnicate", "-o", tmp_path / "out")
-    assert_error(result, 1, "unknown settings ['frobnicate']", "reference")
+    assert_error(result, 2, "unknown 'frobnicate'", "reference")  # a usage error (QA retrain F6)
     assert not (tmp_path / "out").exists()
 
 

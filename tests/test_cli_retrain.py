@@ -34,7 +34,7 @@ def test_every_option_is_recorded(tmp_path: Path) -> None:
     args = [
         "retrain", *SMALL, "--epochs", "1", "--optimizer", "momentum", "--lr", "0.5", "--momentum", "0.7",
         "--weight-decay", "0.001", "--item-encoder", "mlp", "--user-encoder", "transformer",
-        "--user-optimizer", "adamw", "--user-lr", "0.002", "--loss", "cosine", "--temperature", "0.2",
+        "--user-optimizer", "adamw", "--user-lr", "0.002", "--loss", "infonce-dot", "--temperature", "0.2",
         "--dim", "8", "--seed", "5", "--init-std", "0.05", "--zipf", "0.8", "--hidden-dim", "16",
         "--history-length", "4", "-o", str(out),
     ]
@@ -43,7 +43,7 @@ def test_every_option_is_recorded(tmp_path: Path) -> None:
     ck = torch.load(out, weights_only=True)
     expected = {
         "optimizer": "momentum", "lr": 0.5, "momentum": 0.7, "weight_decay": 0.001, "item_encoder": "mlp",
-        "user_encoder": "transformer", "user_optimizer": "adamw", "user_lr": 0.002, "loss": "cosine",
+        "user_encoder": "transformer", "user_optimizer": "adamw", "user_lr": 0.002, "loss": "infonce-dot",
         "temperature": 0.2, "dim": 8, "seed": 5, "init_std": 0.05, "hidden_dim": 16, "history_length": 4,
     }
     for key, value in expected.items():
@@ -95,3 +95,18 @@ def test_quiet_prints_nothing_but_writes_the_checkpoint(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert res.stdout == "" and res.stderr == ""
     assert torch.load(out, weights_only=True)["popaudit_checkpoint"] == 1
+
+
+def test_the_pointwise_loss_records_no_temperature(tmp_path: Path) -> None:
+    """QA retrain F5: the cosine loss has no softmax, so --temperature changed nothing yet was
+    recorded; now a checkpoint of it records none (and --temperature with it is refused)."""
+    import torch
+
+    base = ["retrain", "--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1", "-q"]
+    for loss, recorded in (("cosine", None), ("infonce-cos", 0.1)):
+        out = tmp_path / f"{loss}.pt"
+        assert CliRunner().invoke(cli, [*base, "--loss", loss, "-o", str(out)]).exit_code == 0
+        assert torch.load(out, weights_only=True)["config"].get("temperature") == recorded
+    refused = CliRunner().invoke(cli, [*base, "--loss", "cosine", "--temperature", "10", "-o", str(tmp_path / "t.pt")])
+    assert refused.exit_code == 2 and "--loss cosine is pointwise and has no temperature" in refused.output
+    assert not (tmp_path / "t.pt").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -19,6 +20,7 @@ from auditor.report.experiment_summary import to_markdown, write_results
 from auditor.train.experiments import (
     ExperimentSizes,
     angle_summary,
+    c5_label,
     condition_settings,
     retrieval_head_share,
     run_conditions,
@@ -64,6 +66,20 @@ def test_each_violation_spreads_the_update_angles(conditions, name: str) -> None
         assert run["share_90pm1"] <= 0.5, (name, run["share_90pm1"])
 
 
+def test_row_labels_are_what_check_finds(conditions) -> None:  # type: ignore[no-untyped-def]
+    """QA retrain F2/F3: a row's "violates" names the C1-C4 that check finds violated on such a
+    checkpoint (the MLP tower breaks C2 and C3, dense features C3 alone), then C5 as check grades
+    the runs; C5 beside a violated C1-C4 is never graded "holds" (check says unknown)."""
+    expected = {"reference": "", "momentum": "C1", "adam": "C1", "weight-decay": "C1", "mlp": "C2, C3",
+                "embedding-linear": "C2, C3", "dense-linear": "C3", "infonce-dot": "C4", "low-lr": ""}
+    for row in conditions.rows:
+        c5 = c5_label([run["c5"] for run in row["runs"]])
+        broken = expected[row["name"]]
+        assert row["violates"] == (", ".join(filter(None, [broken, c5 if c5.startswith("C5") else ""])) or c5)
+        if broken:
+            assert all(run["c5"] != "holds" for run in row["runs"]), row["name"]
+
+
 def test_low_learning_rate_weakens_the_correlation(conditions) -> None:  # type: ignore[no-untyped-def]
     ref = next(r for r in conditions.rows if r["name"] == "reference")
     low = next(r for r in conditions.rows if r["name"] == "low-lr")
@@ -92,7 +108,9 @@ def test_results_files(conditions, tmp_path: Path) -> None:  # type: ignore[no-u
     table = [line for line in md.splitlines() if line.startswith("|")]
     assert len(table) == 2 + len(conditions.rows)
     assert "| all hold (embedding, SGD, InfoNCE-cos) | none | sgd | 10 |" in md
-    assert "| low learning rate | C5 | sgd | 0.1 |" in md
+    # QA retrain F3: the low-lr row's label is C5 as check grades its runs, not the setting's name
+    low = next(r for r in conditions.rows if r["name"] == "low-lr")
+    assert f"| low learning rate | {c5_label([run['c5'] for run in low['runs']])} | sgd | 0.1 |" in md
     for name in ("angle_histograms.png", "rho_vs_lr.png"):
         assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no temp files
@@ -107,7 +125,12 @@ def test_lr_sweep_locates_the_bias(tmp_path: Path) -> None:
     assert all(math.isnan(lo) for lo in [r["runs"][0]["spearman_ci"][0] for r in result.rows])
     written = write_results(result, tmp_path)
     assert sorted(p.name for p in written) == ["results.json", "results.md", "rho_vs_lr.png"]
-    assert "lr-sweep" in to_markdown(result)
+    md = to_markdown(result)
+    assert "lr-sweep" in md
+    # QA retrain F7: 0 resamples drew no interval, and results.md says so instead of describing one
+    assert "(bootstrap 0: no CI was computed, the ρ 95% CI column reads n/a)" in md and "0-resample" not in md
+    assert "with a 200-resample percentile bootstrap 95% CI" in to_markdown(
+        dataclasses.replace(result, sizes=dataclasses.replace(sizes, n_bootstrap=200)))
     with pytest.raises(InputError):
         run_lr_sweep([0.0], seeds=[0], sizes=sizes)
 

@@ -216,9 +216,9 @@ def test_users_whose_held_out_interactions_all_repeat_are_counted_and_said(tmp_p
             record["n_users_without_holdout"]) == (2, 1, 1, 1)
     notes = recorded_split_notes({"holdout": record}, "m.pt (recorded holdout)")
     assert notes == ("m.pt (recorded holdout): the split took 2 interactions out of training (fraction 0.5), but 1 of "
-                     "them repeat one of the user's training pairs (or an earlier held-out one) and are left out, so 1 "
-                     "distinct held-out pairs are evaluated; 1 users with two or more interactions kept no held-out "
-                     "pair and are not evaluated",)
+                     "them repeats one of the user's training pairs (or an earlier held-out one) and is left out, so 1 "
+                     "distinct held-out pair is evaluated; 1 user with two or more interactions kept no held-out "
+                     "pair and is not evaluated",)
     assert recorded_split_notes({"holdout": {**record, "n_repeats_dropped": 0}}, "m.pt") == ()
     assert recorded_split_notes({"holdout": {**record, "n_repeats_dropped": "2"}}, "m.pt") == ()  # not a count
     assert recorded_split_notes(None, "m.pt") == ()
@@ -245,4 +245,57 @@ def test_check_of_a_retrained_checkpoint_says_what_its_split_dropped(tmp_path: P
     said = [w for w in warnings if "the split took" in w]
     assert len(said) == 1 and f"{record['n_repeats_dropped']:,} of them repeat" in said[0]
     assert f"so {record['n_holdout_pairs']:,} distinct held-out pairs" in said[0]
-    assert f"; {record['n_users_without_holdout']:,} users with two or more interactions kept no" in said[0]
+    emptied = record["n_users_without_holdout"]
+    assert f"; {emptied:,} user{'s' if emptied != 1 else ''} with two or more interactions kept no" in said[0]
+
+
+def test_retrain_words_its_split_as_check_does(tmp_path: Path) -> None:
+    """QA retrain F4: retrain's summary counts the interactions the split took out of training
+    (2) apart from the distinct pairs evaluated (1), in check's own sentence, not "1 interactions"
+    held out and "1 repeats of training pairs" (the dropped row repeats a training pair here;
+    one repeating an earlier held-out row is counted the same)."""
+    log = tmp_path / "log.csv"
+    log.write_text("user_id,item_id,timestamp\n0,7,1\n0,1,2\n0,7,9\n1,2,1\n1,3,5\n2,4,3\n")
+    res = CliRunner().invoke(cli, ["retrain", "--data", str(log), "--holdout-fraction", "0.5", "--epochs", "1",
+                                   "--batch-size", "2", "--dim", "4", "--threads", "1", "-o", str(tmp_path / "m.pt")])
+    assert res.exit_code == 0, res.output
+    assert ("Held out (time split, never trained on): the split took 2 interactions out of training (fraction 0.5), "
+            "but 1 of them repeats one of the user's training pairs (or an earlier held-out one) and is left out, so 1 "
+            "distinct held-out pair is evaluated; 1 user with two or more interactions kept no held-out pair and is "
+            "not evaluated.") in res.output
+    assert "repeats of training pairs" not in res.output and "1 users" not in res.output
+
+
+def test_both_check_routes_name_their_repeat_convention(tmp_path: Path) -> None:
+    """QA retrain F8: on the same split, the recorded route drops user 0's held-out item 7 (a
+    repeat of a training pair) while a --holdout file keeps it as a miss, so the file route
+    evaluates 2 users, user 0 at NDCG 0, and its NDCG is half the recorded route's; each report
+    names its convention beside the figures."""
+    import json
+
+    log = tmp_path / "log.csv"
+    log.write_text("user_id,item_id,timestamp\n0,7,1\n0,1,2\n0,7,9\n1,2,1\n1,3,5\n2,4,3\n")
+    model = tmp_path / "m.pt"
+    made = CliRunner().invoke(cli, ["retrain", "--data", str(log), "--holdout-fraction", "0.5", "--epochs", "1",
+                                    "--batch-size", "2", "--dim", "4", "--threads", "1", "-q", "-o", str(model)])
+    assert made.exit_code == 0, made.output
+    (tmp_path / "train.csv").write_text("user_id,item_id\n0,7\n0,1\n1,2\n2,4\n")
+    (tmp_path / "hold.csv").write_text("user_id,item_id\n0,7\n1,3\n")
+    reports = {}
+    for route, extra in (("recorded", []), ("file", ["--interactions", str(tmp_path / "train.csv"),
+                                                      "--holdout", str(tmp_path / "hold.csv")])):
+        out = tmp_path / f"{route}.json"
+        res = CliRunner().invoke(cli, ["check", str(model), *extra, "-k", "2", "--no-probes", "--bootstrap", "0",
+                                       "--json", str(out)])
+        assert res.exit_code in (0, 3), res.output
+        reports[route] = (json.loads(out.read_text())["accuracy"], " ".join(res.output.split()))
+    (recorded, said_recorded), (file, said_file) = reports["recorded"], reports["file"]
+    assert (recorded["n_users_evaluated"], file["n_users_evaluated"]) == (1, 2)
+    for scoring in ("dot", "cosine"):
+        assert file["at"]["2"][scoring]["ndcg"] == pytest.approx(recorded["at"]["2"][scoring]["ndcg"] / 2)
+    assert recorded["repeats"] == "held-out repeats of a training pair dropped by the recorded split, not evaluated"
+    assert file["repeats"] == ("held-out repeats of a training pair kept as misses, never served so never hit, as "
+                               "RecBole counts them")
+    for accuracy, said in ((recorded, said_recorded), (file, said_file)):
+        assert accuracy["protocol"].endswith("; " + accuracy["repeats"])
+        assert f"held-out interactions dropped; {accuracy['repeats']})" in said  # the section's title line

@@ -317,6 +317,7 @@ def option_names() -> dict[str, str]:
     names += ["markdown"]  # check's report outputs
     names += ["rank_by"]  # batch's summary
     names += ["alerts", "trace", "interval"]  # the training monitor (retrain)
+    names += ["seeds", "lrs", "settings", "mitigations"]  # experiment's own
     names += [f.name for f in dataclasses.fields(GroupPolicy)]  # the popularity groups (AuditConfig fields of these names)
     return {name: special.get(name, "--" + name.replace("_", "-")) for name in names}
 

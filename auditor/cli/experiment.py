@@ -21,7 +21,8 @@ from auditor.cli._training import DataChoice, data_options, holdout_options, job
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
 from auditor.output_guard import check_not_inputs
-from auditor.train import EXPERIMENTS
+from auditor.ranges import seed_run
+from auditor.train import CONDITION_SETTINGS, EXPERIMENTS, MITIGATION_SETTINGS
 
 if TYPE_CHECKING:
     from auditor.progress import Progress
@@ -83,16 +84,28 @@ LR_HELP = {
 }
 
 
-def _floats(text: str | None, what: str) -> list[float] | None:
-    if text is None:
-        return None
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise InputError(f"{what} must be comma-separated numbers, got {text!r}") from exc
-    if not values:
-        raise InputError(f"{what} is empty")
-    return values
+class CommaList(click.ParamType):  # type: ignore[type-arg]  # generic in recent click only
+    """A comma-separated list, each part a name of ``choices`` or a number of ``item``'s
+    range: a bad part is a usage error (exit 2) when the command line is parsed, as the
+    same value of a one-value option is."""
+
+    name = "LIST"
+
+    def __init__(self, item: click.ParamType | None = None, choices: tuple[str, ...] = ()) -> None:  # type: ignore[type-arg]  # generic in recent click only
+        self.item, self.choices = item, choices
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (list, tuple)):
+            return value
+        parts = [part.strip() for part in str(value).split(",") if part.strip()]
+        if not parts:
+            self.fail(f"{value!r} names nothing: give one or more, comma-separated", param, ctx)
+        if self.item is not None:
+            return [self.item.convert(part, param, ctx) for part in parts]
+        unknown = [part for part in parts if part not in self.choices]
+        if unknown:
+            self.fail(f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(self.choices)}", param, ctx)
+        return parts
 
 
 def _own_options(name: str) -> Callable[[Any], Any]:
@@ -102,9 +115,9 @@ def _own_options(name: str) -> Callable[[Any], Any]:
         return name not in OWN_OPTIONS[param]
 
     return option_group(
-        click.option("--settings", metavar="NAMES", hidden=hide("settings"), help="Comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr, asymmetric (transformer user tower over history, id item table). [default: all]"),
-        click.option("--mitigations", "mitigation_names", metavar="NAMES", hidden=hide("mitigation_names"), help="Comma-separated subset of the trained models reference, logq, weight-decay, adam (cosine and alpha serving come with reference). [default: all]"),
-        click.option("--lrs", metavar="LRS", hidden=hide("lrs"), help="Comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]"),
+        click.option("--settings", type=CommaList(choices=CONDITION_SETTINGS), metavar="NAMES", hidden=hide("settings"), help="Comma-separated subset of reference, momentum, adam, weight-decay, mlp, embedding-linear, dense-linear, infonce-dot, low-lr, asymmetric (transformer user tower over history, id item table). [default: all]"),
+        click.option("--mitigations", "mitigation_names", type=CommaList(choices=MITIGATION_SETTINGS), metavar="NAMES", hidden=hide("mitigation_names"), help="Comma-separated subset of the trained models reference, logq, weight-decay, adam (cosine and alpha serving come with reference). [default: all]"),
+        click.option("--lrs", type=CommaList(ranged("train_lr")), metavar="LRS", hidden=hide("lrs"), help="Comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]"),
         click.option("--lr", type=ranged("train_lr"), default=10.0, show_default=True, hidden=hide("lr"), help=LR_HELP.get(name, "")),
         click.option("--bootstrap", type=ranged("bootstrap"), default=1000, show_default=True, hidden=hide("bootstrap"), help="Bootstrap resamples for the CI of Spearman rho (0: no CI)."),
         _hidden_unless(holdout_options(0.2), hide("holdout_fraction")),
@@ -211,9 +224,9 @@ def run_experiment(
     out_dir: Path,
     seeds: int,
     seed: int,
-    settings: str | None,
-    mitigation_names: str | None,
-    lrs: str | None,
+    settings: list[str] | None,
+    mitigation_names: list[str] | None,
+    lrs: list[float] | None,
     lr: float,
     data: DataChoice,
     epochs: int,
@@ -232,19 +245,21 @@ def run_experiment(
     from auditor.train.experiments import ExperimentSizes
     from auditor.train.threads import set_threads
 
+    try:  # a command line whose seeds pass the range is a usage error, before any work
+        seed_list = seed_run(seed, seeds)
+    except InputError as exc:
+        raise click.UsageError(str(exc)) from exc
     if data.path is not None:
         check_not_inputs({f"-o {file}": out_dir / file for file in OUTPUT_FILES}, {"--data": data.path})
     sizes = ExperimentSizes(
         n_users=data.n_users, n_items=data.n_items, n_interactions=data.n_interactions, zipf=data.zipf,
         epochs=epochs, batch_size=batch_size, dim=dim, lr=lr, k=k, n_bootstrap=bootstrap,
     )
-    chosen = settings or mitigation_names
-    names = [s.strip() for s in chosen.split(",") if s.strip()] if chosen else None
+    names = settings or mitigation_names
     progress = RichProgress(enabled=not quiet)
     if jobs == 1:
         set_threads(threads)
     log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
-    seed_list = list(range(seed, seed + seeds))
     if name == "mitigations":
         from auditor.report.mitigation_summary import mitigation_document
         from auditor.report.mitigation_summary import write_results as write_mitigations
@@ -260,7 +275,7 @@ def run_experiment(
 
 
 def _run_grid(
-    name: str, seeds: list[int], sizes: ExperimentSizes, names: list[str] | None, lrs: str | None, out_dir: Path,
+    name: str, seeds: list[int], sizes: ExperimentSizes, names: list[str] | None, lrs: list[float] | None, out_dir: Path,
     log: TrainingData | None, jobs: int, threads: int | None, progress: Progress, quiet: bool,
 ) -> None:
     """``conditions`` or ``lr-sweep``: run it, print its table, write its files."""
@@ -270,7 +285,7 @@ def _run_grid(
     if name == "conditions":
         result = run_conditions(seeds, sizes, settings=names, data=log, jobs=jobs, threads=threads, progress=progress)
     else:
-        rates = _floats(lrs, "--lrs") or list(DEFAULT_LRS)
+        rates = lrs or list(DEFAULT_LRS)
         result = run_lr_sweep(rates, seeds, sizes, data=log, jobs=jobs, threads=threads, progress=progress)
     show(experiment_document(result), write_results(result, out_dir), quiet)
 

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from auditor.cli._common import PathArg, RichProgress, common_options, ranged
+from auditor.loading.recorded_split import recorded_split_notes
 from auditor.wording import plural
 from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
 from auditor.output_guard import check_not_inputs
@@ -25,13 +27,13 @@ if TYPE_CHECKING:
 @click.option("--lr", type=ranged("train_lr"), help="Item-tower learning rate. [default: 10 for sgd/momentum on a cosine loss, 1 for sgd/momentum on infonce-dot, 0.01 for adam/adamw]")
 @click.option("--momentum", type=ranged("train_momentum"), default=0.9, show_default=True, help="Momentum of the 'momentum' optimizer.")
 @click.option("--weight-decay", type=ranged("weight_decay"), default=0.0, show_default=True, help="Weight decay of both towers' optimizers.")
-@click.option("--item-encoder", type=click.Choice(ITEM_ENCODERS), default="embedding", show_default=True, help="Item tower: id table (embedding, onehot-linear: C2/C3 hold), linear over dense features (dense-linear: C3 violated), embedding-linear or mlp (C2 violated).")
+@click.option("--item-encoder", type=click.Choice(ITEM_ENCODERS), default="embedding", show_default=True, help="Item tower: id table (embedding, onehot-linear: C2/C3 hold), linear over dense features (dense-linear: C3 violated), embedding-linear or mlp (C2 and C3 violated).")
 @click.option("--user-encoder", type=click.Choice(USER_ENCODERS), default="embedding", show_default=True, help="User tower: id table, MLP, or a small transformer over the user's recent items.")
 @click.option("--user-optimizer", type=click.Choice(OPTIMIZERS), help="User-tower optimizer. [default: --optimizer]")
 @click.option("--user-lr", type=ranged("train_lr"), help="User-tower learning rate. [default: --lr when the towers share an optimizer, else that optimizer's default]")
 @click.option("--loss", type=click.Choice(LOSSES), default="infonce-cos", show_default=True, help="infonce-cos (in-batch softmax over cosine/temperature), infonce-dot (over dot products: C4 violated) or cosine (pointwise).")
-@click.option("--temperature", type=ranged("temperature"), default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses.")
-@click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only): a training-side mitigation of popularity bias.")
+@click.option("--temperature", type=ranged("temperature"), default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses (the pointwise cosine loss has none: refused with it).")
+@click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only). It removes the softmax's sampling bias against popular items, so it raises their exposure: a training-side change to compare, not a cure for popularity bias.")
 @click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension of both towers.")
 @click.option("--epochs", type=ranged("epochs"), default=10, show_default=True, help="Passes over the interactions.")
 @click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
@@ -72,7 +74,8 @@ def command(
     With --holdout-fraction F the latest F of each user's interactions (--split time)
     or a seeded random F are held out, never trained on, and stored in the
     checkpoint: `popaudit check model.pt` then measures accuracy beside exposure.
-    --logq trains with the logQ correction, a training-side mitigation.
+    --logq trains with the logQ correction, which raises popular items' exposure
+    (it is a correction of the loss, not a cure for popularity bias).
 
     The training monitor watches every run: its per-epoch figures are the checkpoint's
     trace; --trace also writes every record to a file as training goes, and --alert
@@ -96,6 +99,11 @@ def command(
 
     if holdout_fraction is None and split != "auto":
         raise click.UsageError("--split applies with --holdout-fraction only")
+    ctx = click.get_current_context()
+    if settings["loss"] == "cosine" and ctx.get_parameter_source("temperature") == ParameterSource.COMMANDLINE:
+        # the pointwise loss has no softmax: a temperature would change nothing yet read as used
+        raise click.UsageError("--temperature applies to the InfoNCE losses (infonce-cos, infonce-dot); "
+                               "--loss cosine is pointwise and has no temperature")
     check_not_inputs({"-o": output, "--trace": trace}, {"--data": data.path})
     progress = RichProgress(enabled=not quiet)
     config = TrainConfig(**settings)  # every other option is a training setting of the same name
@@ -119,15 +127,16 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
         f"({done.threads} thread{'s' if done.threads != 1 else ''})."
     )
     if holdout is not None:
-        held_users = holdout.record()["n_holdout_users"]
-        repeats = f"; {holdout.n_repeats_dropped} repeats of training pairs left out" if holdout.n_repeats_dropped else ""
-        if holdout.n_users_without_holdout:
-            repeats += (f", so {holdout.n_users_without_holdout} users with two or more interactions have no held-out "
-                        "pair")
+        record = holdout.record()
+        # check's own sentence on a recorded split (interactions held out vs distinct pairs evaluated)
+        said = recorded_split_notes({"holdout": record}, f"Held out ({holdout.method} split, never trained on)")
         click.echo(
-            f"Held out ({holdout.method} split, fraction {holdout.fraction:g}): {len(holdout.holdout)} interactions "
-            f"of {held_users} users, never trained on{repeats}; stored in the checkpoint."
+            (said[0] if said else
+             f"Held out ({holdout.method} split, fraction {holdout.fraction:g}): "
+             f"{plural(record['n_holdout_interactions'], 'interaction')} of {plural(record['n_holdout_users'], 'user')}, "
+             "never trained on") + "."
         )
+        click.echo("The held-out pairs are stored in the checkpoint: `popaudit check` of it measures accuracy on them.")
     click.echo(
         f"Model: {config.item_encoder} item tower, {config.user_encoder} user tower, dim {config.dim}, "
         f"loss {config.loss}{' with logQ correction' if config.logq else ''}; "

@@ -234,23 +234,34 @@ def _projected(
         f"{'above' if p.status == 'holds' else 'below'} the init spread 1+1/√(2d) = {shown_threshold}"
     )
     details.update({"table_head_median_norm_ratio": table.ratio, "table_spearman": table.rho})
+    status, clause, decided_by = grade_projection(p, table, others)
+    details["decided_by"] = decided_by
+    return Condition(name, status, evidence + clause, details)
+
+
+def grade_projection(
+    p: Projection, table: TableGrowth, others: Mapping[str, Condition],
+) -> tuple[Status, str, str | None]:
+    """C5 from a projection ``p`` and the trained ``table``, beside C1–C4 (``others``): the
+    status, the clause that says why (appended to the projection's evidence) and which
+    evidence decided (``details["decided_by"]``). The one rule ``check`` grades C5 by and the
+    experiment grids label their runs by (:func:`auditor.train.measures.c5_status`).
+
+    A projection above the init spread holds, unless one of C1–C4 is violated: it assumes
+    the orthogonal updates s ← s + c/s, so the growth is then not the rate's alone
+    (unknown, as from the table). Below it the projection only understates, and the
+    trained table decides (:func:`grade_table`)."""
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
-    if p.status == "holds" and broken:  # as the table's rule (grade_table): the growth is not the rate's alone
-        status: Status = "unknown"
-        details["decided_by"] = None
-        evidence += (f", but the projection assumes the orthogonal updates s ← s + c/s, and {', '.join(broken)} "
-                     f"{'is' if len(broken) == 1 else 'are'} violated, so it cannot tell the learning rate's part "
-                     "from the other conditions'")
-    elif p.status == "holds":
-        status = "holds"
-        details["decided_by"] = "projection"
-        evidence += ", so the bias materialises"
-    else:
-        status, clause, by_table = grade_table(table, threshold, others)
-        details["decided_by"] = None if status == "unknown" else ("table" if by_table else "projection and table")
-        evidence += (", but c/s² falls as norms grow, so growth measured at the finished checkpoint (or late in "
-                     f"training) can only understate the growth training made; {clause}")
-    return Condition(name, status, evidence, details)
+    if p.status == "holds" and broken:
+        return ("unknown", f", but the projection assumes the orthogonal updates s ← s + c/s, and {', '.join(broken)} "
+                f"{'is' if len(broken) == 1 else 'are'} violated, so it cannot tell the learning rate's part from "
+                "the other conditions'", None)
+    if p.status == "holds":
+        return "holds", ", so the bias materialises", "projection"
+    status, clause, by_table = grade_table(table, p.threshold, others)
+    decided_by = None if status == "unknown" else ("table" if by_table else "projection and table")
+    return status, (", but c/s² falls as norms grow, so growth measured at the finished checkpoint (or late in "
+                    f"training) can only understate the growth training made; {clause}"), decided_by
 
 
 def grade_table(table: TableGrowth, threshold: float, others: Mapping[str, Condition]) -> tuple[Status, str, bool]:

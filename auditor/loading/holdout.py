@@ -27,7 +27,7 @@ from auditor.idmap import check_assumed_rows, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
-from auditor.loading.recorded_split import recorded_split_notes
+from auditor.loading.recorded_split import recorded_split_notes, split_drops_repeats
 from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
@@ -362,6 +362,7 @@ def heldout_queries(
         positions=positions, indptr=users.indptr, items=users.item_rows, source=heldout.source,
         n_interactions=heldout.n_interactions, n_dropped=heldout.n_dropped, n_dropped_users=heldout.n_dropped_users,
         n_not_in_training=untrained, n_not_sampled=not_sampled, warnings=tuple(warnings),
+        repeats_dropped=config.holdout_log is None and split_drops_repeats(bundle.config),
     )
 
 

@@ -6,13 +6,15 @@ out of training, then drops the held-out (user, item) pairs that repeat a traini
 (or each other): the pairs evaluated are fewer than the interactions held out, and a
 user whose held-out interactions all repeat is not evaluated. The checkpoint's config
 records both counts; a report of its recorded holdout says them, so 20% asked is never
-read as 20% evaluated.
+read as 20% evaluated. ``retrain`` words the split it just made by the same sentence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from auditor.wording import plural
 
 
 def recorded_split_notes(config: Mapping[str, Any] | None, source: str) -> tuple[str, ...]:
@@ -25,14 +27,26 @@ def recorded_split_notes(config: Mapping[str, Any] | None, source: str) -> tuple
                                                        "n_repeats_dropped"))
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (held, pairs, repeats)) or not repeats:
         return ()
+    assert isinstance(held, int)  # checked above; for the type checker
     emptied = split.get("n_users_without_holdout")
-    users = (f"; {emptied:,} users with two or more interactions kept no held-out pair and are not evaluated"
+    users = (f"; {plural(emptied, 'user')} with two or more interactions kept no held-out pair and "
+             f"{'is' if emptied == 1 else 'are'} not evaluated"
              if isinstance(emptied, int) and not isinstance(emptied, bool) and emptied else "")
     return (
-        f"{source}: the split took {held:,} interactions out of training (fraction {split.get('fraction')}), "
-        f"but {repeats:,} of them repeat one of the user's training pairs (or an earlier held-out one) and are "
-        f"left out, so {pairs:,} distinct held-out pairs are evaluated{users}",
+        f"{source}: the split took {plural(held, 'interaction')} out of training (fraction {split.get('fraction')}), "
+        f"but {repeats:,} of them repeat{'s' if repeats == 1 else ''} one of the user's training pairs (or an earlier "
+        f"held-out one) and {'is' if repeats == 1 else 'are'} left out, so {pairs:,} distinct held-out "
+        f"{'pair is' if pairs == 1 else 'pairs are'} evaluated{users}",
     )
 
 
-__all__ = ["recorded_split_notes"]
+def split_drops_repeats(config: Mapping[str, Any] | None) -> bool:
+    """Whether a checkpoint's config records popaudit's own split (``retrain
+    --holdout-fraction``), whose stored pairs hold no repeat of a training pair: the
+    accuracy on them says so (``Accuracy.repeats``), where a held-out file keeps its
+    repeats as misses."""
+    split = config.get("holdout") if isinstance(config, Mapping) else None
+    return isinstance(split, Mapping) and isinstance(split.get("n_repeats_dropped"), int)
+
+
+__all__ = ["recorded_split_notes", "split_drops_repeats"]

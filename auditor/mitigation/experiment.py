@@ -22,6 +22,7 @@ from typing import Any
 from auditor.alpha import alpha_scoring
 from auditor.errors import InputError, setting
 from auditor.progress import SILENT, Progress
+from auditor.ranges import check_ranges
 from auditor.summaries import MitigationResult
 from auditor.train.data import TrainingData
 from auditor.train.experiments import (
@@ -125,6 +126,7 @@ def run_mitigations(
     sizes = sizes or ExperimentSizes()
     if not seeds:
         raise InputError("an experiment needs at least one seed")
+    check_ranges({"seed": list(seeds)})  # torch takes no seed past the range: refused before training
     grid = mitigation_settings(sizes)
     if settings is not None:
         known = [s.name for s in grid]

@@ -15,9 +15,23 @@ without importing torch.
 from __future__ import annotations
 
 ITEM_ENCODERS = ("embedding", "onehot-linear", "dense-linear", "embedding-linear", "mlp")
+ENCODER_VIOLATES: dict[str, tuple[str, ...]] = {
+    "embedding": (), "onehot-linear": (), "dense-linear": ("C3",), "embedding-linear": ("C2", "C3"),
+    "mlp": ("C2", "C3"),
+}
+"""The sufficient conditions each item encoder breaks (:mod:`auditor.train.models`), as
+``check``'s probes find them on its checkpoints: a shared weight breaks C3, a map that is
+not linear in its parameters C2 (and its shared layers C3 too)."""
 USER_ENCODERS = ("embedding", "mlp", "transformer")
 LOSSES = ("infonce-cos", "infonce-dot", "cosine")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+CONDITION_SETTINGS = (
+    "reference", "momentum", "adam", "weight-decay", "mlp", "embedding-linear", "dense-linear", "infonce-dot",
+    "low-lr", "asymmetric",
+)
+"""The rows of ``experiment conditions`` by name (:func:`auditor.train.experiments.condition_settings`)."""
+MITIGATION_SETTINGS = ("reference", "logq", "weight-decay", "adam")
+"""The trained models of ``experiment mitigations`` by name (``auditor.mitigation.experiment``)."""
 EXPERIMENTS = ("conditions", "lr-sweep", "mitigations")
 SPLITS = ("auto", "time", "random")
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from auditor.errors import InputError
+from auditor.errors import InputError, setting
+from auditor.ranges import RANGES, check_ranges
 from auditor.progress import SILENT, Progress
 from auditor.summaries import ANGLE_EDGES, ExperimentResult, ExperimentSizes
 from auditor.train.data import TrainingData, synthetic_interactions
@@ -32,6 +33,7 @@ from auditor.train.measures import (
     measure_run,
     retrieval_head_share,
     update_angles,
+    violated_by_settings,
 )
 from auditor.train.optim import effective_momentum
 
@@ -51,8 +53,9 @@ class Setting:
     name: str
     label: str
     violates: str
-    """Which sufficient condition this setting breaks ("none" for the reference; the
-    learning-rate sweep replaces it with C5 as its runs measured it, :func:`c5_label`)."""
+    """Which sufficient condition this setting is designed to break ("none" for the
+    reference). A grid row's "violates" is what its runs show instead, as ``check`` grades
+    them (:func:`row_violates`)."""
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
@@ -95,7 +98,7 @@ def condition_settings(sizes: ExperimentSizes) -> list[Setting]:
         Setting("momentum", "SGD + momentum 0.9", "C1", {"optimizer": "momentum"}),
         Setting("adam", "Adam", "C1", {"optimizer": "adam", "lr": 0.01}),
         Setting("weight-decay", "SGD + weight decay", "C1", {"weight_decay": 1e-3}),
-        Setting("mlp", "MLP item tower", "C2", {"item_encoder": "mlp"}),
+        Setting("mlp", "MLP item tower", "C2, C3", {"item_encoder": "mlp"}),
         Setting("embedding-linear", "embedding → linear", "C2, C3", {"item_encoder": "embedding-linear"}),
         Setting("dense-linear", "linear over dense features", "C3", {"item_encoder": "dense-linear"}),
         Setting("infonce-dot", "InfoNCE over dot products", "C4", {"loss": "infonce-dot", "lr": sizes.lr / 10}),
@@ -172,6 +175,7 @@ def _run_grid(
 ) -> ExperimentResult:
     if not seeds:
         raise InputError("an experiment needs at least one seed")
+    check_ranges({"seed": list(seeds)})  # torch takes no seed past the range: refused before training
     configs = [reference_config(sizes, seeds[0], **s.overrides) for s in grid]  # validates before training
     tasks = [RunTask(sizes, s.overrides, seed) for s in grid for seed in seeds]
     runs = run_tasks(
@@ -187,7 +191,7 @@ def _run_grid(
             {
                 "name": setting.name,
                 "label": setting.label,
-                "violates": setting.violates,
+                "violates": row_violates(config, [m["c5"] for m in measures]),
                 "config": config_row(config),
                 "runs": measures,
                 "summary": aggregate(measures),
@@ -236,17 +240,30 @@ def run_lr_sweep(
 ) -> ExperimentResult:
     """The reference setting across learning rates (where the bias appears, C5)."""
     sizes = sizes or ExperimentSizes()
-    if not lrs or any(lr <= 0 for lr in lrs):
-        raise InputError(f"learning rates must be positive, got {list(lrs)}")
+    if not lrs:
+        raise InputError(f"{setting('lrs')} names no learning rate")
+    for lr in lrs:  # each within a learning rate's range, as one run's lr is
+        RANGES["train_lr"].check("lrs", lr)
     grid = [Setting(f"lr={lr:g}", f"reference at lr {lr:g}", "none", {"lr": float(lr)}) for lr in sorted(lrs)]
-    result = _run_grid("lr-sweep", grid, sizes, seeds, progress, data, jobs, threads)
-    for row in result.rows:  # the learning rate is what the sweep varies: C5 as check grades it, per run
-        row["violates"] = c5_label([run["c5"] for run in row["runs"]])
-    return result
+    return _run_grid("lr-sweep", grid, sizes, seeds, progress, data, jobs, threads)
+
+
+def row_violates(config: TrainConfig, statuses: Sequence[str]) -> str:
+    """A grid row's "violates", as ``check`` grades its runs: the conditions among C1–C4
+    its settings violate (:func:`~auditor.train.measures.violated_by_settings`, what
+    ``check``'s probes find on such a checkpoint), then C5 as :func:`c5_label` says it
+    where some seed's run violates it; with none of those, ``none`` when C5 holds for every
+    seed, else ``unknown``. So the low-learning-rate control reads ``C5`` only where
+    ``check`` of its runs says so."""
+    parts = violated_by_settings(config)
+    c5 = c5_label(statuses)
+    if c5.startswith("C5"):
+        parts.append(c5)
+    return ", ".join(parts) if parts else c5
 
 
 def c5_label(statuses: Sequence[str]) -> str:
-    """A sweep row's "violates": ``C5`` when every seed's run violates it (as ``check``
+    """A row's C5 label: ``C5`` when every seed's run violates it (as ``check``
     grades each run, :func:`auditor.train.measures.c5_status`), ``none`` when none does,
     else how many do."""
     violated, held = (sum(status == kind for status in statuses) for kind in ("violated", "holds"))

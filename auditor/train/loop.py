@@ -165,6 +165,8 @@ class TrainConfig:
         out["popaudit_version"] = __version__
         if not self.logq:  # recorded only when used: absent reads as no correction, as in older checkpoints
             del out["logq"]
+        if self.loss == "cosine":  # the pointwise loss has no softmax: no temperature was used, none is recorded
+            del out["temperature"]
         return out
 
 

@@ -55,8 +55,9 @@ def two_tower_loss(
       the matched item being the target.
     * ``infonce-dot``: the same over u_a . q_b / temperature.
     * ``cosine``: pointwise cosine embedding loss: 1 - cos(u_a, q_a) for each matched
-      pair, plus max(0, cos(u_a, q_{a+1})) for one in-batch negative per user (the next
-      item in the batch), so it needs no random state.
+      pair, plus max(0, cos(u_a, q_{a-1})) for one in-batch negative per user (the
+      previous item in the batch, the first user's the last), so it needs no random
+      state. It has no softmax, so ``temperature`` does not apply.
 
     ``log_q``: the logQ correction of the softmax losses (:func:`in_batch_logits`).
     """

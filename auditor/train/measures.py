@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from auditor.conditions.c4_loss import classify_loss
-from auditor.conditions.c5_growth import grade_table, growth_sample, project_growth, shrank
+from auditor.conditions.c5_growth import grade_projection, growth_sample, project_growth, shrank
 from auditor.conditions.c5_table import table_growth
 from auditor.harm import SERVED_SHARE
 from auditor.metrics.exposure import HeadShare
@@ -31,7 +31,8 @@ from auditor.result import CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, Freque
 from auditor.sections import share_ratio
 from auditor.summaries import ANGLE_EDGES
 from auditor.train.live import PopauditLiveModel
-from auditor.train.loop import TrainResult
+from auditor.train import ENCODER_VIOLATES
+from auditor.train.loop import TrainConfig, TrainResult
 
 
 def update_angles(result: TrainResult, users: torch.Tensor, items: torch.Tensor) -> np.ndarray:
@@ -60,10 +61,11 @@ def c5_status(result: TrainResult, probe: UpdateProbe, frequency_norm: Frequency
     """C5 of the run as ``check`` grades it from its probe step
     (:func:`~auditor.conditions.c5_growth.project_growth`: the median signed growth per
     appearance projected over the run's epochs of the item frequencies, none where the step
-    shrank the norms), and, where that projection
-    (which can only understate) stays below the init spread, from the trained table
-    (:func:`~auditor.conditions.c5_growth.grade_table`, with C1–C4 as the run's settings
-    make them): ``holds``, ``violated``, or ``unknown`` (also when no item moved)."""
+    shrank the norms), by ``check``'s own rule
+    (:func:`~auditor.conditions.c5_growth.grade_projection`, with C1–C4 as the run's settings
+    make them, :func:`settings_conditions`): a projection above the init spread holds unless
+    one of C1–C4 is violated (then unknown); below it the trained table decides.
+    ``holds``, ``violated``, or ``unknown`` (also when no item moved)."""
     sample = growth_sample(probe)
     freq = result.data.item_frequencies
     if sample.size == 0 or not np.any(freq > 0):
@@ -71,22 +73,27 @@ def c5_status(result: TrainResult, probe: UpdateProbe, frequency_norm: Frequency
     # a step that shrank the norms (weight decay) grew nothing: a projection of 0
     g = 0.0 if shrank(probe) else float(np.median(sample))
     p = project_growth(g, freq, float(result.config.epochs), result.config.dim)
-    if p.status == "holds":
-        return "holds"
     table = table_growth(result.item_embeddings().numpy(), freq, frequency_norm)
-    return grade_table(table, p.threshold, settings_conditions(result))[0]
+    return grade_projection(p, table, settings_conditions(result.config))[0]
 
 
-def settings_conditions(result: TrainResult) -> dict[str, Condition]:
-    """C1–C4 as a run's settings make them: plain SGD without weight decay (C1), an
-    embedding item tower (C2, C3), a loss that scores by cosine (C4, C4's own rule)."""
-    config = result.config
+def settings_conditions(config: TrainConfig) -> dict[str, Condition]:
+    """C1–C4 as a run's settings make them, as ``check`` finds them on its checkpoint:
+    plain SGD without weight decay (C1), the item encoder's own
+    (:data:`~auditor.train.ENCODER_VIOLATES`: C2, C3), a loss that scores by cosine (C4,
+    C4's own rule)."""
     plain = config.optimizer == "sgd" and config.weight_decay == 0
-    table = config.item_encoder == "embedding"
+    encoder = ENCODER_VIOLATES[config.item_encoder]
     c4 = classify_loss(config.loss)[0]
-    statuses: dict[str, Status] = {"C1": "holds" if plain else "violated", "C2": "holds" if table else "violated",
-                "C3": "holds" if table else "violated", "C4": c4}
+    statuses: dict[str, Status] = {"C1": "holds" if plain else "violated",
+                                   "C2": "violated" if "C2" in encoder else "holds",
+                                   "C3": "violated" if "C3" in encoder else "holds", "C4": c4}
     return {k: Condition(CONDITION_NAMES[k], statuses[k], "the run's settings") for k in ORTHOGONALITY_IDS}
+
+
+def violated_by_settings(config: TrainConfig) -> list[str]:
+    """The conditions among C1–C4 a run's settings violate (:func:`settings_conditions`)."""
+    return [k for k, c in settings_conditions(config).items() if c.status == "violated"]
 
 
 def angle_summary(angles: np.ndarray) -> dict[str, Any]:

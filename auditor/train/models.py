@@ -129,7 +129,8 @@ class EmbeddingLinear(nn.Module):
 
 
 class MLPTower(nn.Module):
-    """An embedding table followed by a two-layer ReLU MLP (non-linear: C2 violated).
+    """An embedding table followed by a two-layer ReLU MLP (non-linear: C2 violated; its
+    shared layers break C3 too).
 
     Also the ``mlp`` user encoder (over user ids).
     """

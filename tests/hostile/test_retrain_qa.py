@@ -1,0 +1,68 @@
+"""Hostile options of ``popaudit experiment`` and ``retrain`` found by the retrain QA:
+seeds past the seed range, the experiment list options (``--lrs``, ``--settings``,
+``--mitigations``), a temperature for a loss without one: each a usage error (exit 2)
+before anything trains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .corpus import EXIT_USAGE, Built, Case, params, run_case
+
+TOP = str(2**64 - 1)
+"""The largest seed torch and numpy take (auditor/ranges.py)."""
+
+
+def _experiment(*extra: str) -> Any:
+    def build(d: Path) -> Built:
+        return Built(["experiment", *extra, "--n-users", "20", "--n-items", "10", "--n-interactions", "100",
+                      "--epochs", "1", "-o", "out"])
+
+    return build
+
+
+def _retrain(*extra: str) -> Any:
+    def build(d: Path) -> Built:
+        return Built(["retrain", *extra, "--n-users", "20", "--n-items", "10", "--n-interactions", "100",
+                      "--epochs", "1", "-o", "model.pt"])
+
+    return build
+
+
+CASES = [
+    Case("retrain-temperature-with-the-pointwise-loss", _retrain("--loss", "cosine", "--temperature", "10"),
+         EXIT_USAGE, r"--temperature applies to the InfoNCE losses \(infonce-cos, infonce-dot\); --loss cosine is "
+         r"pointwise and has no temperature"),
+    Case("experiment-lrs-not-a-number", _experiment("lr-sweep", "--lrs", "abc"), EXIT_USAGE,
+         r"Invalid value for '--lrs': 'abc' is not a number"),
+    Case("experiment-lrs-zero", _experiment("lr-sweep", "--lrs", "0,1"), EXIT_USAGE,
+         r"Invalid value for '--lrs': '0' must be > 0"),
+    Case("experiment-lrs-past-the-lr-range", _experiment("lr-sweep", "--lrs", "1e31"), EXIT_USAGE,
+         r"Invalid value for '--lrs': '1e31' must be <= 1e\+30"),
+    Case("experiment-lrs-nan", _experiment("lr-sweep", "--lrs", "nan"), EXIT_USAGE,
+         r"Invalid value for '--lrs': 'nan' is not a finite number"),
+    Case("experiment-lrs-empty", _experiment("lr-sweep", "--lrs", ","), EXIT_USAGE,
+         r"Invalid value for '--lrs': ',' names nothing"),
+    Case("experiment-settings-unknown", _experiment("conditions", "--settings", "reference,bogus"), EXIT_USAGE,
+         r"Invalid value for '--settings': unknown 'bogus'; choose from reference, momentum, adam"),
+    Case("experiment-mitigations-unknown", _experiment("mitigations", "--mitigations", "foo"), EXIT_USAGE,
+         r"Invalid value for '--mitigations': unknown 'foo'; choose from reference, logq, weight-decay, adam"),
+    Case("experiment-seeds-past-the-top-lr-sweep", _experiment("lr-sweep", "--lrs", "1", "--seeds", "2", "--seed", TOP),
+         EXIT_USAGE, r"--seed 18446744073709551615 with --seeds 2 would run seeds up to 18,446,744,073,709,551,616, "
+         r"past the largest seed 18,446,744,073,709,551,615: give --seed at most 18,446,744,073,709,551,614"),
+    Case("experiment-seeds-past-the-top-conditions",
+         _experiment("conditions", "--settings", "reference", "--seeds", "3", "--seed", str(2**64 - 2)),
+         EXIT_USAGE, r"--seed 18446744073709551614 with --seeds 3 .* give --seed at most 18,446,744,073,709,551,613"),
+    Case("experiment-seeds-past-the-top-mitigations", _experiment("mitigations", "--seeds", "2", "--seed", TOP),
+         EXIT_USAGE, r"--seed 18446744073709551615 with --seeds 2 would run seeds"),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_retrain_qa(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
