@@ -40,7 +40,7 @@ LISTS_PROTOCOL = (
 )
 LISTS_PROTOCOL_KEPT = LISTS_PROTOCOL.replace(
     "without the user's training items (as with a model)",
-    "with the user's training items kept (as asked, or where the log names no users)")
+    "with the user's training items kept (as asked, or where the log names no users or none of the served users)")
 """The protocol when the popular list keeps training items (``seen_excluded`` false, which
 ``diff`` and batch summaries compare)."""
 DOT_COSINE = "dot_cosine"
@@ -83,7 +83,8 @@ def run_lists_audit(
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
     if inputs.profiles is None:
-        not_measured[WHO_PAYS] = who_pays_unmeasured("frequencies" if config.frequencies else "unknown")
+        not_measured[WHO_PAYS] = inputs.unmatched_users or who_pays_unmeasured(
+            "frequencies" if config.frequencies else "unknown")
     not_measured.update(_dot_cosine_sections(inputs.profiles is not None))
     accuracy = None
     if inputs.heldout is None:

@@ -325,3 +325,6 @@ class ServedSection:
     definitions: dict[str, str] = field(default_factory=dict)
     list_measures: dict[str, ListMeasureInfo] = field(default_factory=builtin_list_measures)
     """The list measures measured, in report order, with their labels (not in the JSON)."""
+    cold_slot_share: float | None = None
+    """Share of the served slots naming items the training log never saw (None: no log given);
+    lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""

@@ -62,6 +62,8 @@ def summary_table(served: ServedSection) -> Table:
         ("items measured over", fmt_num(served.n_catalogue)),
         ("items served but never trained (kept, popularity 0)", fmt_num(served.n_cold_items)),
     ]
+    if served.cold_slot_share is not None:
+        rows.append(("share of served slots naming items never trained", fmt_pct(served.cold_slot_share)))
     if served.n_unknown_users is not None:
         rows.append(("users absent from the training log (kept)", fmt_num(served.n_unknown_users)))
     if served.n_unknown_items:

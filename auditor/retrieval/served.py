@@ -78,6 +78,7 @@ def describe_served(served: ServedLists, n_without_list: int | None = None) -> S
         n_unknown_users=served.n_unknown_users,
         n_cold_items=served.n_cold_items,
         n_unknown_items=served.n_unknown_items,
+        cold_slot_share=served.cold_slot_share,
     )
 
 

@@ -113,6 +113,19 @@ def _stranger_not_measured(work: Path, outcome: Outcome) -> None:
            "lists are lined up with the users it queries, the log's)" in report["warnings"]
 
 
+def _users_unmatched(work: Path, outcome: Outcome) -> None:
+    """No served user is a log user: exposure measured, the per-user figures said not to be,
+    and the most-popular list keeps training items (none are known)."""
+    report = json.loads((work / "r.json").read_text())
+    reason = report["not_measured"]["who_pays"]
+    assert reason.startswith("none of the 2 users in recs.csv (column 'user_id') is a user of the training log (the "
+                             "lists spell them as 'u0', the log as ")
+    assert report["warnings"][0] == reason
+    at = report["retrieval"]["at"]["2"]
+    assert at["served"]["coverage"] == 0.3 and at["served"]["gap_delta_niche"] is None
+    assert report["accuracy"] is None or report["accuracy"]["seen_excluded"] is False
+
+
 def _strangers(d: Path) -> None:
     """A holdout of items neither in the log (items 0..9) nor in the lists."""
     write(d, "strangers.csv", "user_id,item_id\n0,500\n1,501\n")
@@ -178,6 +191,14 @@ OWN_CASES = [
     Case("cli-recs-counts-gate-on-pop-rsp", _counted("-k", "3", "--fail-on", "pop_rsp_served@3>0.5"), EXIT_ERROR,
          r"^Error: cannot evaluate --fail-on pop_rsp_served@3>0\.5: pop_rsp: .*--frequencies gives counts per item "
          r"only(?!.*query file)"),
+    # Lists alone whose users are none of the log's (QA batchlists F1): measured, the per-group figures said not.
+    Case("cli-recs-alone-users-spelled-otherwise",
+         _recs("-k", "2", "--json", "r.json", content="user_id,item_id,rank\nu0,3,1\nu0,5,2\nu1,2,1\n",
+               outputs=("r.json",), check=_users_unmatched), EXIT_OK, None),
+    Case("cli-recs-alone-users-spelled-otherwise-gate",
+         _recs("-k", "1", "--fail-on", "gap_delta_niche_served@1<0", content="user_id,item_id,rank\nu0,3,1\nu1,2,1\n"),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on gap_delta_niche_served@1<0: .*none of the 2 users in recs\.csv "
+                     r"\(column 'user_id'\) is a user of the training log \(the lists spell them as 'u0', the log as "),
     Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
                                                    check=_clamped), EXIT_OK, None),
 ]
