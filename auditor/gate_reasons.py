@@ -233,7 +233,7 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     if name == "unsafe_globals":
         return f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded"
     if name == "head_share_log":
-        return f"measured for served lists audited alone ({setting('recommendations')} without a model)"
+        return f"measured for served lists ({setting('recommendations')}), alone or beside a model"
     if name == "severity_level":
         reasons = [str(not_measured[key]) for key in ("frequency_norm", "retrieval", "served") if not_measured.get(key)]
         return "nothing graded the severity (the verdict's assessed is false)" + (f": {reasons[0]}" if reasons else "")

@@ -51,6 +51,18 @@ def headline_evidence(result: AuditResult) -> str:
             f"{fmt_pct(cut.popular.get('head_share_1pct'))}); no model: norms and conditions not assessed")
 
 
+def beside(result: AuditResult) -> list[str]:
+    """Beside a model, the served lists' amplification at the K the verdict graded them
+    (for the headline; empty without served lists measured beside a model)."""
+    served, retrieval, k = result.served, result.retrieval, result.verdict.served_k
+    if served is None or retrieval is None or k not in retrieval.at or "served" not in retrieval.at[k].norm_aware:
+        return []
+    graded = ", which graded the severity" if result.verdict.graded_by == "served" else ""
+    return [f"served lists: top-1% items' share of the served top-{k} slots "
+            f"{fmt_pct(retrieval.at[k].norm_aware['served'].get('head_share_1pct'))} vs "
+            f"{fmt_pct(served.head_share_log)} of the training interactions{graded}"]
+
+
 def summary_table(served: ServedSection) -> Table:
     """How the file was read and what was counted."""
     rows = [

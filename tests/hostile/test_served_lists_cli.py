@@ -199,6 +199,13 @@ OWN_CASES = [
          _recs("-k", "1", "--fail-on", "gap_delta_niche_served@1<0", content="user_id,item_id,rank\nu0,3,1\nu1,2,1\n"),
          EXIT_ERROR, r"^Error: cannot evaluate --fail-on gap_delta_niche_served@1<0: .*none of the 2 users in recs\.csv "
                      r"\(column 'user_id'\) is a user of the training log \(the lists spell them as 'u0', the log as "),
+    # The amplification reference beside a model too (QA batchlists F10); without lists: not measured, said.
+    Case("cli-recs-beside-model-head-share-log-gate", _recs("-k", "3", "--fail-on", "head_share_log>0.01", model=True),
+         EXIT_GATE, None, stderr=r"head_share_log>0\.01: 0\.1818 \(TRIPPED\)"),
+    Case("cli-model-head-share-log-gate-without-lists",
+         lambda d: Built(["check", table(d), "--interactions", log(d), *FAST, "--fail-on", "head_share_log>0"]),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on head_share_log>0: measured for served lists "
+                     r"\(--recommendations\), alone or beside a model$"),
     Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
                                                    check=_clamped), EXIT_OK, None),
 ]
