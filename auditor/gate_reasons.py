@@ -156,10 +156,16 @@ def _why_clamped(name: PerK, report: Mapping[str, Any]) -> str:
     n_items = (report.get("inputs") or {}).get("n_items")
     if isinstance(n_items, int) and 0 < n_items < name.k:  # retrieval files a clamped K under the catalogue's size
         return (f"K={name.k} exceeds the catalogue ({n_items} items) and was clamped to {n_items}: its figures are "
-                f"filed under K={n_items} (gate {name.at(n_items)})")
+                f"filed under K={n_items} ({_gate_at(name, n_items)})")
     said = [str(w) for w in report.get("warnings") or () if str(w).startswith(f"cut-off K={name.k} exceeds")]
     filed = re.findall(r"K=(\d+)", said[0])[-1:] if said else []
-    return f"{said[0]} (gate {name.at(int(filed[0]))})" if filed and int(filed[0]) != name.k else ""
+    return f"{said[0]} ({_gate_at(name, int(filed[0]))})" if filed and int(filed[0]) != name.k else ""
+
+
+def _gate_at(name: PerK, k: int) -> str:
+    """The advice for a K measured at ``k`` instead: the gate there, with the K that lets the run accept it
+    (a gate's K is checked against the cut-offs asked for, before any audit runs)."""
+    return f"gate {name.at(k)}, and add {setting('ks')} {k}: a gate's K must be one asked for"
 
 
 def _why_no_served(name: PerK, cut: Mapping[str, Any]) -> str:

@@ -156,6 +156,7 @@ def _ignored(config: AuditConfig) -> list[str]:
 def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:
     return {
         "ks": list(ks),
+        "ks_asked": sorted(set(config.ks)),  # a K past the longest list is measured (and filed) at its length
         "recommendations": str(config.recommendations),
         **({"rank_col": config.rank_col} if config.rank_col else {}),
         **({"score_col": config.score_col} if config.score_col else {}),

@@ -109,7 +109,7 @@ _DEFINITIONS = {"pop_reo": "pop_reo: std / mean of P(g) over groups; null withou
         ("head_share_1pct_ratio@100", _report(retrieval={"at": _CUT}), "K=100 was not asked for (add ks 100)"),
         ("head_share_1pct_ratio@10", {**_report(retrieval={"at": {"6": _CUT["10"]}}), "inputs": {"n_items": 6}},
          "K=10 exceeds the catalogue (6 items) and was clamped to 6: its figures are filed under K=6 "
-         "(gate head_share_1pct_ratio@6)"),
+         "(gate head_share_1pct_ratio@6, and add ks 6: a gate's K must be one asked for)"),
         ("gini_alpha_0@10", _report(retrieval={"at": _CUT}),
          "α=0 is cosine serving, not measured apart: gate gini_cosine@10 instead"),
         ("gini_alpha_0.25@10", _report(retrieval={"at": _CUT}), "α=0.25 was not asked for (add alphas 0.25)"),

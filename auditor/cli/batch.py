@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from auditor.cli._common import (
     audit_fields,
     common_options,
     group_options,
+    option_names,
     ranged,
     declared_training_options,
     frequencies_options,
@@ -30,7 +32,7 @@ from auditor.cli._common import (
     table_key_options,
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
-from auditor.errors import GateError, UnmeasuredGateError
+from auditor.errors import GateError, UnmeasuredGateError, spelled_as
 from auditor.io import descriptor_named
 
 if TYPE_CHECKING:
@@ -119,6 +121,8 @@ def command(
       popaudit batch nightly.csv -o results.parquet --interactions train.parquet -j 4
       popaudit batch nightly.csv -o results.parquet --scheduler tcp://host:8786
     """
+    # Messages name a setting batch has no option for by the manifest column that sets it.
+    click.get_current_context().with_resource(spelled_as(_batch_spelling))
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
     _refuse_stdout_beside_summary({"-o": output, "--html": html_path}, quiet)
@@ -139,8 +143,15 @@ def command(
     except KeyboardInterrupt as exc:
         _interrupted(exc, output)
     _report(outcome, manifest, output, rank_by=rank_by, quiet=quiet, html_path=html_path)
-    if gates and _gates_trip(gates, outcome.table):
+    if gates and _gates_trip(gates, outcome.table, parsed):
         sys.exit(3)
+
+
+def _batch_spelling() -> dict[str, str]:
+    """Settings as batch names them: its own option where it has one, else the manifest
+    column that sets it (``recommendations``: batch has no --recommendations)."""
+    options = {param.name for param in command.params}
+    return {name: flag if name in options else f"the {name} column" for name, flag in option_names().items()}
 
 
 def _refuse_stdout_beside_summary(outputs: dict[str, Path | None], quiet: bool) -> None:
@@ -171,8 +182,9 @@ def _manifest_and_gates(
     from auditor.gate import gates_for
 
     parsed = read_manifest(manifest)
-    ks = [*defaults["ks"], *(k for row in parsed.rows for k in row.settings.get("ks", ()))]
-    alphas = [*defaults["alphas"], *(a for row in parsed.rows for a in row.settings.get("alphas", ()))]
+    # What the rows will measure: a row's cell overrides the default (-k, --alpha) for that row.
+    ks = [k for row in parsed.rows for k in row.settings.get("ks", defaults["ks"])] or list(defaults["ks"])
+    alphas = [a for row in parsed.rows for a in row.settings.get("alphas", defaults["alphas"])] or list(defaults["alphas"])
     # The measures' names are needed for gates, or for a --rank-by outside the built-in names.
     named = bool(fail_on) or rank_by_problem(rank_by, metric_names(sorted(set(ks)), (), alphas), ks) is not None
     measures: list[str] = []
@@ -188,14 +200,32 @@ def _manifest_and_gates(
         measures, list_measures = registered.audit_names, registered.list_names
     try:
         gates = gates_for(fail_on, ks, measures, alphas, list_measures)
-    except UnmeasuredGateError:
-        raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
+    except UnmeasuredGateError as exc:  # a gate these settings cannot measure: exit 1 with what would
+        raise _cells_decide(exc, parsed) from None
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
     problem = rank_by_problem(rank_by, metric_names(sorted(set(ks)), measures, alphas, list_measures), ks)
     if problem is not None:
         raise click.UsageError(problem)
     return parsed, gates
+
+
+def _cells_decide(exc: UnmeasuredGateError, parsed: Manifest) -> UnmeasuredGateError:
+    """``exc`` with advice that works in a batch: where every row's own cell sets the cut-offs
+    (or α), the default option reaches no row, so the value goes into those cells."""
+    from auditor.batch.manifest import column_spellings
+    from auditor.errors import setting
+
+    text = str(exc)
+    for name in ("ks", "alphas"):
+        if not parsed.rows or any(name not in row.settings for row in parsed.rows):
+            continue  # the option reaches a row that has no cell: its advice works as printed
+        column, rows = column_spellings(parsed).get(name, name), [str(row.index) for row in parsed.rows]
+        where = ", ".join(rows[:5]) + (f" ... ({len(rows)} rows)" if len(rows) > 5 else "")
+        text = re.sub(rf"add {re.escape(setting(name))} (\d[\d.]*\d|\d)",
+                      lambda m: f"add {m[1]} to the {column} cells of rows {where} (a row's {column} cell overrides "
+                                f"{setting(name)} for that row)", text)
+    return UnmeasuredGateError(text)
 
 
 def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str, quiet: bool,
@@ -225,7 +255,7 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
         write_atomic(html_path, rendered(document, "html"))
 
 
-def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
+def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest) -> bool:
     """Each gate that trips for an audited row, said on stderr; True when any did.
     GateError when no audited row measured a gate's metric."""
     from auditor.batch.jobs import row_title
@@ -242,7 +272,10 @@ def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
                     + (f", {said[gate.gate]}" if gate.gate in said else ""),
                     style="red", markup=False, highlight=False, soft_wrap=True,
                 )
-    require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))
+    try:
+        require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))
+    except UnmeasuredGateError as exc:  # advice that works in a batch, as before the audits
+        raise _cells_decide(exc, parsed) from None
     return any(gate.tripped for outcomes in runs for gate in outcomes)
 
 

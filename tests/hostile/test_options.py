@@ -177,7 +177,9 @@ CASES = [
          r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@8>1\.5: K=8 was not asked for \(add -k 8\)$"),
     Case("fail-on-k-clamped", _check("-k", "50", "--fail-on", "gini_dot@50>0.5"), EXIT_ERROR,
          r"^Error: cannot evaluate --fail-on gini_dot@50>0\.5: K=50 exceeds the catalogue \(10 items\) and was clamped "
-         r"to 10: its figures are filed under K=10 \(gate gini_dot@10\)$"),
+         r"to 10: its figures are filed under K=10 \(gate gini_dot@10, and add -k 10: a gate's K must be one asked for\)$"),
+    # The advice of the clamp runs as printed (QA batchlists F4): -k 10 added, the gate at 10 is measured.
+    Case("fail-on-k-clamped-as-advised", _check("-k", "50", "-k", "10", "--fail-on", "gini_dot@10>2"), EXIT_OK, None),
     Case("fail-on-alpha-one", _check("-k", "5", "--alpha", "1", "--fail-on", "gini_alpha_1@5>0.5"), EXIT_ERROR,
          r"gini_alpha_1@5>0\.5: α=1 is dot serving, not measured apart: gate gini_dot@5 instead$"),
     Case("fail-on-holdout-not-given", _check("-k", "5", "--fail-on", "ndcg_ratio@5<1"), EXIT_ERROR,

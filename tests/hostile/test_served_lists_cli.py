@@ -94,6 +94,7 @@ def _clamped(work: Path, outcome: Outcome) -> None:
     """K=50 over lists of three: measured at K=3, and said."""
     report = json.loads((work / "r.json").read_text())
     assert list(report["retrieval"]["at"]) == ["3"] and report["settings"]["ks"] == [3]
+    assert report["settings"]["ks_asked"] == [50]  # what was asked, beside what was measured
     assert any("K=50 exceeds the longest served list (3 items" in w for w in report["warnings"])
 
 
@@ -172,7 +173,9 @@ OWN_CASES = [
          r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@3>1: dot not measured: no model: served lists alone"),
     Case("cli-recs-gate-past-the-lists", _recs("-k", "3", "-k", "5", "--fail-on", "gini_served@5>0.9"), EXIT_ERROR,
          r"gini_served@5>0\.9: cut-off K=5 exceeds the longest served list \(3 items in recs\.csv\); measured at K=3 "
-         r"\(gate gini_served@3\)$"),
+         r"\(gate gini_served@3, and add -k 3: a gate's K must be one asked for\)$"),
+    Case("cli-recs-gate-past-the-lists-as-advised", _recs("-k", "5", "-k", "3", "--fail-on", "gini_served@3>0.9"),
+         EXIT_OK, None),
     Case("cli-recs-beside-model-some-users-without-list",
          _recs("-k", "3", "--json", "r.json", model=True, content="user_id,item_id,rank\n0,3,1\n0,5,2\n0,9,3\n",
                outputs=("r.json",), check=_partly_served), EXIT_OK, None),
