@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -32,13 +33,14 @@ from auditor.cli._common import (
     table_key_options,
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
-from auditor.errors import GateError, UnmeasuredGateError, spelled_as
+from auditor.errors import GateError, UnmeasuredGateError, setting, spelled_as
 from auditor.io import descriptor_named
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from auditor.batch import BatchOutcome, Manifest
+    from auditor.batch.manifest import ManifestRow
     from auditor.gate import Gate
 
 _RAW_ARGS = "popaudit.batch_args"
@@ -113,8 +115,9 @@ def command(
     interrupted run (Ctrl-C prints the command). Each audit runs in a worker process: a
     failing row, even one that crashes its worker, is recorded and never stops the
     others; the command still exits 0 (3 when a --fail-on gate holds for an audited row,
-    1 when no audited row measured a gate's metric, 130 when interrupted by Ctrl-C: the
-    rows finished are saved and the command that resumes the run is printed).
+    else 1 with --fail-on when a row failed or did not measure a gate's metric, each named,
+    130 when interrupted by Ctrl-C: the rows finished are saved and the command that
+    resumes the run is printed).
 
     \b
     Example:
@@ -211,21 +214,26 @@ def _manifest_and_gates(
 
 
 def _cells_decide(exc: UnmeasuredGateError, parsed: Manifest) -> UnmeasuredGateError:
-    """``exc`` with advice that works in a batch: where every row's own cell sets the cut-offs
-    (or α), the default option reaches no row, so the value goes into those cells."""
-    from auditor.batch.manifest import column_spellings
-    from auditor.errors import setting
+    """``exc`` with advice that works in a batch (:func:`_cell_advice` over every row)."""
+    return UnmeasuredGateError(_cell_advice(str(exc), parsed, parsed.rows))
 
-    text = str(exc)
+
+def _cell_advice(text: str, parsed: Manifest, rows: Sequence[ManifestRow]) -> str:
+    """``text`` with advice that works in a batch: where each of ``rows`` sets the cut-offs
+    (or α) in its own cell, the default option reaches none of them, so the value goes into those cells."""
+    from auditor.batch.manifest import column_spellings
+
     for name in ("ks", "alphas"):
-        if not parsed.rows or any(name not in row.settings for row in parsed.rows):
+        if not rows or any(name not in row.settings for row in rows):
             continue  # the option reaches a row that has no cell: its advice works as printed
-        column, rows = column_spellings(parsed).get(name, name), [str(row.index) for row in parsed.rows]
-        where = ", ".join(rows[:5]) + (f" ... ({len(rows)} rows)" if len(rows) > 5 else "")
+        column = column_spellings(parsed).get(name, name)
+        indices = [str(row.index) for row in rows]
+        where = ("row " if len(indices) == 1 else "rows ") + ", ".join(indices[:5]) + (
+            f" ... ({len(indices)} rows)" if len(indices) > 5 else "")
         text = re.sub(rf"add {re.escape(setting(name))} (\d[\d.]*\d|\d)",
-                      lambda m: f"add {m[1]} to the {column} cells of rows {where} (a row's {column} cell overrides "
+                      lambda m: f"add {m[1]} to the {column} cells of {where} (a row's {column} cell overrides "
                                 f"{setting(name)} for that row)", text)
-    return UnmeasuredGateError(text)
+    return text
 
 
 def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str, quiet: bool,
@@ -261,7 +269,8 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest) -> bool:
     from auditor.batch.jobs import row_title
     from auditor.gate import approximate_gates, evaluate_gates, require_measured
 
-    audited = [record for record in table.to_pylist() if record["status"] == "ok"]
+    records = table.to_pylist()
+    audited = [record for record in records if record["status"] == "ok"]
     runs = [evaluate_gates(gates, record) for record in audited]
     for record, outcomes in zip(audited, runs):
         said = approximate_gates(gates, record)
@@ -276,7 +285,39 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest) -> bool:
         require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))
     except UnmeasuredGateError as exc:  # advice that works in a batch, as before the audits
         raise _cells_decide(exc, parsed) from None
-    return any(gate.tripped for outcomes in runs for gate in outcomes)
+    tripped = any(gate.tripped for outcomes in runs for gate in outcomes)
+    unseen = _rows_not_gated(gates, audited, runs, [record for record in records if record["status"] != "ok"], parsed)
+    if unseen and not tripped:  # never a silent pass: exit 1, as check of such a row
+        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')}: {unseen}")
+    if unseen:  # the gates already fail the run (exit 3): the rows they could not read are named beside them
+        stderr.print(f"gates not evaluated everywhere: {unseen}", style="red", markup=False, highlight=False,
+                     soft_wrap=True)
+    return tripped
+
+
+def _rows_not_gated(gates: list[Gate], audited: list[dict[str, Any]], runs: list[list[Any]],
+                    failed: list[dict[str, Any]], parsed: Manifest) -> str:
+    """Each audited row without a gate's figure, with its reason, and every row that failed
+    ("" when none): a gate passes a batch only where it passes every row, as it passes
+    ``check`` of that row only when measured."""
+    from auditor.batch.jobs import row_title
+    from auditor.gate_reasons import why_unmeasured
+
+    said = []
+    for gate in dict.fromkeys(gates):
+        rows = [record for record, outcomes in zip(audited, runs)
+                if any(o.gate == gate and o.value is None for o in outcomes)]
+        if rows:
+            shown = "; ".join(f"{row_title(r['row'], r['model'])}: " + _cell_advice(
+                why_unmeasured(gate.metric, json.loads(r.get("report_json") or "{}")), parsed,
+                [row for row in parsed.rows if row.index == r["row"]]) for r in rows[:3])
+            said.append(f"{gate}: not measured in {len(rows)} of the {len(audited)} audited rows ({shown}"
+                        + ("; ..." if len(rows) > 3 else "") + ")")
+    if failed:
+        titles = ", ".join(row_title(r["row"], r["model"]) for r in failed[:5]) + (", ..." if len(failed) > 5 else "")
+        said.append(f"{len(failed)} row{'s' * (len(failed) != 1)} failed ({titles}): no gate can pass a row that was "
+                    "not audited")
+    return "; ".join(said)
 
 
 def _row_reasons(gates: list[Gate], audited: list[dict[str, Any]], runs: list[list[Any]]) -> dict[Gate, str]:
