@@ -366,6 +366,7 @@ def _interrupted(exc: KeyboardInterrupt, output: Path) -> NoReturn:
         saved = (
             f"{exc.n_saved} of {exc.n_rows} rows are saved in {output} ({exc.n_ok} ok, {failed} failed)"
             if exc.n_saved
+            else f"no row was finished; {output} was left as it was" if exc.untouched
             else f"no row was finished; {output} holds none of the {exc.n_rows} rows"
         )
     else:
