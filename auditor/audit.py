@@ -263,12 +263,15 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
     if inputs.served is None:
         return None
     from auditor.retrieval.popularity import popularity_of
-    from auditor.retrieval.served import describe_served, head_share_of_log
+    from auditor.retrieval.served import describe_served, head_share_of_log, short_lists_beside
 
     missing = None
     if inputs.served_rows is not None and serving is not None:
         missing = int((inputs.served_rows < 0).all(axis=1).sum())
     section = describe_served(inputs.served, missing)
+    if inputs.served_rows is not None and serving is not None and serving.retrieval is not None:
+        section.short_lists = short_lists_beside(
+            inputs.served_rows, [k for k, cut in serving.retrieval.at.items() if "served" in cut.norm_aware])
     if inputs.stats is not None and (config.popularity != "users" or inputs.stats.user_counts is not None):
         section.head_share_log = head_share_of_log(popularity_of(inputs.stats, config.popularity))
     return section

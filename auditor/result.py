@@ -337,7 +337,8 @@ def served_dict(served: ServedSection) -> dict[str, Any]:
     its ``retrieval`` section (:func:`served_retrieval_dict`), here only the short lists per K."""
     out = asdict(served)
     del out["list_measures"], out["at"], out["definitions"]  # presentation; the figures are retrieval's
-    out["short_lists"] = {str(k): cut.n_short_lists for k, cut in served.at.items()}
+    shorts = {k: cut.n_short_lists for k, cut in served.at.items()} or served.short_lists
+    out["short_lists"] = {str(k): n for k, n in shorts.items()}
     return out
 
 

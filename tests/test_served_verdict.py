@@ -5,7 +5,11 @@ amplification (the lists-only rule), and ``head_share_log`` is a flat name in bo
 Known answers: a log where item 0 holds 30 of the 120 interactions (the top 1% of a 100-item
 catalogue is that one item: 25%), and lists that give item 0 one of every user's 2 slots
 (50%: 2× and +25 points, "high"); a model of equal-norm items, whose dot serving is its
-cosine serving (no harm of its own)."""
+cosine serving (no harm of its own).
+
+Beside a model the served figures count the same users as the lists alone (QA batchlists
+F11): ``overlap_served_*`` leaves out the queried users the file has no list for (counted in
+``served.n_queried_without_list``), and ``served.short_lists`` is filled in both routes."""
 
 from __future__ import annotations
 
@@ -85,3 +89,25 @@ def test_served_lists_that_skew_less_than_the_model_are_quoted_not_grading(tmp_p
         "Served lists: the served lists give the top-1% most popular items 0.0% of their top-1 slots, against 25.0% "
         "of the training interactions, 0.00× (the most-popular list: 0.0%); they do not amplify popularity beyond "
         "the log (severity none by themselves).")
+
+
+def test_overlaps_and_short_lists_count_listed_users_only(tmp_path: Path) -> None:
+    model, log, _ = _files(tmp_path)
+    # Lists for users 0..14 only: users 0..4 are served item 0 alone, users 5..14 item 1 then item 91.
+    users = [*range(15), *range(5, 15)]
+    items = [0] * 5 + [1] * 10 + [91] * 10
+    ranks = [1] * 15 + [2] * 10
+    lists = tmp_path / "half.csv"
+    pacsv.write_csv(pa.table({"user_id": users, "item_id": items, "rank": ranks}), lists)
+    common = dict(interactions=log, recommendations=lists, ks=(2,), probes=False, bootstrap=0)
+    alone = run_audit(AuditConfig(model=None, **common))  # type: ignore[arg-type]
+    beside = run_audit(AuditConfig(model=model, **common))  # type: ignore[arg-type]
+    assert beside.served is not None and beside.served.n_queried_without_list == N_USERS - 15
+    # Popular lists skip each user's training items (item 0, and u+1, u+31, u+61 for user u): users 5..14
+    # get items 1 and 2, so their served item 1 is half their list; users 0..4 share nothing. Over the
+    # 15 users with a list: 10 * 0.5 / 15 = 1/3 in both routes (the old mean over all 30 queried users: 1/6).
+    flat_alone, flat_beside = alone.flat_metrics(), beside.flat_metrics()
+    assert flat_alone["overlap_served_popular@2"] == pytest.approx(1 / 3)
+    assert flat_beside["overlap_served_popular@2"] == pytest.approx(1 / 3)
+    # Users 0..4 fill one of their two slots: short at K=2, in both routes.
+    assert beside.to_dict()["served"]["short_lists"] == {"2": 5} == alone.to_dict()["served"]["short_lists"]

@@ -82,6 +82,15 @@ def describe_served(served: ServedLists, n_without_list: int | None = None) -> S
     )
 
 
+def short_lists_beside(rows: np.ndarray, ks: Sequence[int]) -> dict[int, int]:
+    """Beside a model: per K, the queried users' served lists (``rows``, -1 empty slots; users
+    without a list left out) filling fewer than K of their first K slots, as lists alone count
+    them (a slot of an item without a table row is empty)."""
+    filled = np.asarray(rows) >= 0
+    listed = filled[filled.any(axis=1)]
+    return {int(k): int((listed[:, :k].sum(axis=1) < k).sum()) for k in ks}
+
+
 def head_share_of_log(popularity: np.ndarray) -> float | None:
     """The top-1% items' share of all popularity (training interactions or users)."""
     total = float(popularity.sum())
