@@ -137,6 +137,9 @@ def _dot_cosine_sections(profiles: bool) -> dict[str, str]:
 MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids",
                   "index", "scheduler", "retrieval")
 """Settings that say how to read or serve a model's tables: nothing to apply to without one."""
+SERVING_SETTINGS = ("max_queries", "alphas", "accuracy_tolerance")
+"""Settings of a model's serving (its query sample, norm-aware scorings and the scoring the
+trade-off recommends): served lists alone are every listed user's lists as served."""
 
 
 def _ignored(config: AuditConfig) -> list[str]:
@@ -146,11 +149,15 @@ def _ignored(config: AuditConfig) -> list[str]:
     given = [name for name in MODEL_SETTINGS if getattr(config, name) != getattr(defaults, name)]
     if config.queries != defaults.queries:
         given.append("queries")
-    if not given:
-        return []
-    return [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
-            "to a model's tables and retrieval, and served lists alone are measured as they are, numbered by their own "
-            "item ids"]
+    serving = [name for name in SERVING_SETTINGS if getattr(config, name) != getattr(defaults, name)]
+    notes = [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
+             "to a model's tables and retrieval, and served lists alone are measured as they are, numbered by their own "
+             "item ids"] if given else []
+    if serving:
+        notes.append(f"{', '.join(setting(name) for name in serving)} ignored: served lists alone are measured for "
+                     "every user of the file, as served (no query sample, no norm-aware scoring, no scoring to "
+                     "recommend)")
+    return notes
 
 
 def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:

@@ -127,6 +127,14 @@ def _users_unmatched(work: Path, outcome: Outcome) -> None:
     assert report["accuracy"] is None or report["accuracy"]["seen_excluded"] is False
 
 
+def _serving_ignored(work: Path, outcome: Outcome) -> None:
+    """--max-queries 1 samples nobody out: both users of the lists are measured, and the three settings are named."""
+    report = json.loads((work / "r.json").read_text())
+    assert "--max-queries, --alpha, --accuracy-tolerance ignored: served lists alone are measured for every user of " \
+           "the file, as served (no query sample, no norm-aware scoring, no scoring to recommend)" in report["warnings"]
+    assert report["served"]["n_users"] == 2 and report["retrieval"]["at"]["3"]["served"]["coverage"] == 0.5
+
+
 def _strangers(d: Path) -> None:
     """A holdout of items neither in the log (items 0..9) nor in the lists."""
     write(d, "strangers.csv", "user_id,item_id\n0,500\n1,501\n")
@@ -209,6 +217,10 @@ OWN_CASES = [
          lambda d: Built(["check", table(d), "--interactions", log(d), *FAST, "--fail-on", "head_share_log>0"]),
          EXIT_ERROR, r"^Error: cannot evaluate --fail-on head_share_log>0: measured for served lists "
                      r"\(--recommendations\), alone or beside a model$"),
+    # Serving settings given to lists alone are named as ignored, as the table settings are (QA batchlists F9).
+    Case("cli-recs-alone-serving-settings-ignored",
+         _recs("-k", "3", "--max-queries", "1", "--alpha", "0.3", "--accuracy-tolerance", "0.9", "--json", "r.json",
+               outputs=("r.json",), check=_serving_ignored), EXIT_OK, None),
     Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
                                                    check=_clamped), EXIT_OK, None),
 ]
