@@ -28,7 +28,7 @@ from auditor.metrics.user_measures import WHO_PAYS, who_pays_unmeasured
 from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
-from auditor.retrieval.served import measure_served
+from auditor.retrieval.served import measure_served, training_slots
 from auditor.sections import LISTS_ONLY_FORMAT
 
 NO_MODEL = "no model: served lists alone have no item vectors"
@@ -80,6 +80,9 @@ def run_lists_audit(
                              profiles=inputs.profiles, groups=config.groups,
                              relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items),
                              exclude_popular=exclude)
+    if inputs.profiles is not None:  # served as served: how many slots hold the user's own training items
+        outcome.section.n_training_slots, outcome.section.n_slots = training_slots(
+            served.lists, inputs.profiles, served.items.n_items)
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
     if inputs.profiles is None:

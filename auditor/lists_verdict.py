@@ -7,7 +7,9 @@ share of the served top-K slots is compared with their share of the training
 popularity (interactions, or distinct users with ``popularity`` ``users``), at every
 measured K, with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
 ratio and absolute excess both count). The worst K (highest band, then larger ratio)
-decides and is quoted. The most-popular list's share is quoted beside it as the ceiling.
+decides and is quoted. The most-popular list's share is quoted beside it as a reference, not
+a ceiling: the served lists are measured as served, so they may hold head items a user
+trained on, which the most-popular list skips.
 
 Beside a model (:func:`with_served_lists`) the same rule grades the served scoring: the
 lists are what users met, so the severity is the worse of the model's and the served

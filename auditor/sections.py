@@ -329,6 +329,11 @@ class ServedSection:
     short_lists: dict[int, int] = field(default_factory=dict)
     """Beside a model: K -> the queried users' lists holding fewer than K items (lists alone: each
     cut-off's ``n_short_lists``); JSON ``short_lists`` either way."""
+    n_training_slots: int | None = None
+    """Lists alone: served slots holding an item of the user's own training log (the served lists
+    are measured as served: nothing is excluded from them); None without each user's training items."""
+    n_slots: int | None = None
+    """Lists alone: filled served slots (the denominator of ``n_training_slots``)."""
     cold_slot_share: float | None = None
     """Share of the served slots naming items the training log never saw (None: no log given);
     lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""

@@ -157,7 +157,7 @@ def accuracy_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     blocks: list[Block] = [Paragraph(accuracy.recommendation, "summary")] if accuracy.recommendation else []
     if (caption := served_view.accuracy_caption(result)) is not None:
         blocks.insert(0, caption)
-    blocks.append(replace(accuracy_view.summary_table(accuracy), wrap=(1,)))
+    blocks.append(replace(accuracy_view.summary_table(accuracy, result), wrap=(1,)))
     for k in sorted(accuracy.at):
         blocks += [Heading(harms.cutoff_title(result.retrieval, k)), accuracy_view.tradeoff_table(result, k)]
     if accuracy.changes:

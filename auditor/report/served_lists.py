@@ -16,8 +16,9 @@ from auditor.sections import ServedCutoff, ServedSection
 TITLE = "Served lists"
 SERVED_NOTE = (
     "The lists the service served, measured as they are: each list measure of the served top-K slots beside the "
-    "most-popular list (the same K most popular items for every user), over the catalogue of the training log "
-    "and the lists."
+    "most-popular list (for each user, the K most popular items of the training log that the user did not train "
+    "on; the same K items for every user only with keep_seen or a log without users), over the catalogue of the "
+    "training log and the lists."
 )
 WITH_MODEL_NOTE = (
     "The served lists are the 'served' scoring of the retrieval section, measured over the queried users beside "

@@ -91,6 +91,17 @@ def short_lists_beside(rows: np.ndarray, ks: Sequence[int]) -> dict[int, int]:
     return {int(k): int((listed[:, :k].sum(axis=1) < k).sum()) for k in ks}
 
 
+def training_slots(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int) -> tuple[int, int]:
+    """(filled slots of ``lists`` holding an item of that user's training items ``profiles``
+    (CSR at the list rows), filled slots): served lists are measured as served, so a report says
+    how many of their slots a model's lists, which skip training items, could not hold."""
+    indptr, items = profiles
+    owner = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+    trained = owner * n_items + np.asarray(items, dtype=np.int64)
+    user, slot = np.nonzero(lists >= 0)
+    return int(np.isin(user * n_items + lists[user, slot], trained).sum()), int(user.size)
+
+
 def head_share_of_log(popularity: np.ndarray) -> float | None:
     """The top-1% items' share of all popularity (training interactions or users)."""
     total = float(popularity.sum())
