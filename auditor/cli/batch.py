@@ -153,8 +153,8 @@ def command(
 def _batch_spelling() -> dict[str, str]:
     """Settings as batch names them: its own option where it has one, else the manifest
     column that sets it (``recommendations``: batch has no --recommendations)."""
-    options = {param.name for param in command.params}
-    return {name: flag if name in options else f"the {name} column" for name, flag in option_names().items()}
+    flags = {flag for param in command.params for flag in (*param.opts, *param.secondary_opts)}
+    return {name: flag if flag in flags else f"the {name} column" for name, flag in option_names().items()}
 
 
 def _refuse_stdout_beside_summary(outputs: dict[str, Path | None], quiet: bool) -> None:
