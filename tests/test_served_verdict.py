@@ -24,6 +24,8 @@ import pytest
 from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.gate import evaluate_gates, gates_for
+from auditor.report.content import headline
+from auditor.report.served_lists import GRADED_BESIDE_POINTER, pointer
 
 N_ITEMS, N_USERS, DIM = 100, 30, 6
 
@@ -67,6 +69,10 @@ def test_served_lists_beside_a_model_grade_the_severity_as_alone(tmp_path: Path)
         "top-2 slots, against 25.0% of the training interactions, 2.00×")
     assert "severity high is theirs (the model's own serving grades none)" in beside.verdict.summary
     assert beside.to_dict()["verdict"]["graded_by"] == "served"
+    assert headline(beside).startswith("Popularity bias detected in the served lists (severity high): ")
+    assert "served lists: top-1% items' share of the served top-2 slots 50.0% vs 25.0% of the training " \
+           "interactions, which graded the severity" in headline(beside)
+    assert pointer(beside) == GRADED_BESIDE_POINTER and pointer(bare) is None
     # head_share_log is a flat name beside a model too, equal to the lists-alone figure.
     for result in (alone, beside):
         assert result.flat_metrics()["head_share_log"] == pytest.approx(30 / 120)

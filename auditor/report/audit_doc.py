@@ -80,8 +80,9 @@ def audit_terminal_view(result: AuditResult) -> tuple[Block, ...]:
 
 
 def _pointer(result: AuditResult) -> str:
-    """Where the severity rule of this audit is explained (lists-only audits have their own)."""
-    return lists_view.SEVERITY_POINTER if lists_view.lists_only(result) else c.SEVERITY_POINTER
+    """Where the severity rule of this audit is explained (lists-only audits have their own, and
+    an audit whose served lists graded the severity)."""
+    return lists_view.pointer(result) or c.SEVERITY_POINTER
 
 
 def _figures(figures: Sequence[Figure], section: str) -> list[Block]:

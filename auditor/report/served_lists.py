@@ -34,6 +34,21 @@ SEVERITY_POINTER = (
 )
 
 
+GRADED_BESIDE_POINTER = (
+    "Severity is the worse of the model's grade (how many more of the top-K slots the top-1% items get under dot "
+    "product than under cosine) and the served lists' (how much more of the served top-K slots they get than their "
+    "share of the training interactions); here the served lists graded it. The full rules: section \"Severity\" of "
+    "popaudit's docs/report.md and docs/served-lists.md."
+)
+
+
+def pointer(result: AuditResult) -> str | None:
+    """Where the severity rule of an audit with served lists is explained (None: the model's pointer)."""
+    if lists_only(result):
+        return SEVERITY_POINTER
+    return GRADED_BESIDE_POINTER if result.verdict.graded_by == "served" else None
+
+
 def lists_only(result: AuditResult) -> bool:
     """True for a lists-only audit (served lists measured, no model)."""
     return result.served is not None and result.retrieval is None and bool(result.served.at)
