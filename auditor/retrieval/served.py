@@ -23,7 +23,7 @@ import numpy as np
 
 from auditor.config import GroupPolicy
 from auditor.loading.served_lists import ServedLists
-from auditor.loading.csr import holds_own
+from auditor.loading.csr import holds_own, own_slots
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
 from auditor.metrics.user_measures import group_definitions, tied_groups_warning
@@ -95,11 +95,7 @@ def training_slots(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n
     """(filled slots of ``lists`` holding an item of that user's training items ``profiles``
     (CSR at the list rows), filled slots): served lists are measured as served, so a report says
     how many of their slots a model's lists, which skip training items, could not hold."""
-    indptr, items = profiles
-    owner = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
-    trained = owner * n_items + np.asarray(items, dtype=np.int64)
-    user, slot = np.nonzero(lists >= 0)
-    return int(np.isin(user * n_items + lists[user, slot], trained).sum()), int(user.size)
+    return own_slots(lists, *profiles, n_items), int((lists >= 0).sum())
 
 
 def head_share_of_log(popularity: np.ndarray) -> float | None:
