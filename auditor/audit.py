@@ -93,7 +93,7 @@ def run_audit(
         replaced_globals=inputs.replaced_globals,
         served_vectors=_served_vectors(inputs, config, progress, warnings),
         training=inputs.training,
-        served=_served(inputs, serving),
+        served=_served(inputs, serving, config),
         plot_data=PlotData(
             norms=norms,
             frequencies=None if stats is None else stats.frequencies,
@@ -257,16 +257,24 @@ def _measure_retrieval(
                              served=served, zero_rows_said=zero_rows_said)
 
 
-def _served(inputs: AuditInputs, serving: RetrievalOutcome | None) -> ServedSection | None:
-    """The ``served`` section describing the file given with a model (None: no file)."""
+def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig) -> ServedSection | None:
+    """The ``served`` section describing the file given with a model (None: no file), with
+    the log's top-1% share the served lists' amplification is graded against."""
     if inputs.served is None:
         return None
-    from auditor.retrieval.served import describe_served
+    from auditor.retrieval.popularity import popularity_of
+    from auditor.retrieval.served import describe_served, head_share_of_log, short_lists_beside
 
     missing = None
     if inputs.served_rows is not None and serving is not None:
         missing = int((inputs.served_rows < 0).all(axis=1).sum())
-    return describe_served(inputs.served, missing)
+    section = describe_served(inputs.served, missing)
+    if inputs.served_rows is not None and serving is not None and serving.retrieval is not None:
+        section.short_lists = short_lists_beside(
+            inputs.served_rows, [k for k, cut in serving.retrieval.at.items() if "served" in cut.norm_aware])
+    if inputs.stats is not None and (config.popularity != "users" or inputs.stats.user_counts is not None):
+        section.head_share_log = head_share_of_log(popularity_of(inputs.stats, config.popularity))
+    return section
 
 
 def _assess_conditions(

@@ -166,7 +166,8 @@ def _gate_at(name: PerK, k: int, report: Mapping[str, Any]) -> str:
     """The gate that reads ``name``'s figures filed under ``k``, with the cut-off to add
     where the run did not ask for ``k``: gates are checked against the asked cut-offs
     before an audit runs, so ``…@6`` alone would be refused as not asked for."""
-    asked = (report.get("settings") or {}).get("ks")
+    settings = report.get("settings") or {}
+    asked = settings.get("ks_asked", settings.get("ks"))  # lists alone record the measured Ks apart
     gate = f"gate {name.at(k)}"
     return gate if not isinstance(asked, list) or k in asked else f"{gate} and add {setting('ks')} {k}"
 
@@ -242,7 +243,7 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     if name == "unsafe_globals":
         return f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded"
     if name == "head_share_log":
-        return f"measured for served lists audited alone ({setting('recommendations')} without a model)"
+        return f"measured for served lists ({setting('recommendations')}), alone or beside a model"
     if name == "severity_level":
         reasons = [str(not_measured[key]) for key in ("frequency_norm", "retrieval", "served") if not_measured.get(key)]
         return "nothing graded the severity (the verdict's assessed is false)" + (f": {reasons[0]}" if reasons else "")

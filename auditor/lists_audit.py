@@ -28,7 +28,7 @@ from auditor.metrics.user_measures import WHO_PAYS, who_pays_unmeasured
 from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
-from auditor.retrieval.served import measure_served
+from auditor.retrieval.served import measure_served, training_slots
 from auditor.sections import LISTS_ONLY_FORMAT
 
 NO_MODEL = "no model: served lists alone have no item vectors"
@@ -40,7 +40,7 @@ LISTS_PROTOCOL = (
 )
 LISTS_PROTOCOL_KEPT = LISTS_PROTOCOL.replace(
     "without the user's training items (as with a model)",
-    "with the user's training items kept (as asked, or where the log names no users)")
+    "with the user's training items kept (as asked, or where the log names no users or none of the served users)")
 """The protocol when the popular list keeps training items (``seen_excluded`` false, which
 ``diff`` and batch summaries compare)."""
 DOT_COSINE = "dot_cosine"
@@ -80,10 +80,14 @@ def run_lists_audit(
                              profiles=inputs.profiles, groups=config.groups,
                              relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items),
                              exclude_popular=exclude)
+    if inputs.profiles is not None:  # served as served: how many slots hold the user's own training items
+        outcome.section.n_training_slots, outcome.section.n_slots = training_slots(
+            served.lists, inputs.profiles, served.items.n_items)
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
     if inputs.profiles is None:
-        not_measured[WHO_PAYS] = who_pays_unmeasured("frequencies" if config.frequencies else "unknown")
+        not_measured[WHO_PAYS] = inputs.unmatched_users or who_pays_unmeasured(
+            "frequencies" if config.frequencies else "unknown")
     not_measured.update(_dot_cosine_sections(inputs.profiles is not None))
     accuracy = None
     if inputs.heldout is None:
@@ -136,6 +140,9 @@ def _dot_cosine_sections(profiles: bool) -> dict[str, str]:
 MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids",
                   "index", "scheduler", "retrieval")
 """Settings that say how to read or serve a model's tables: nothing to apply to without one."""
+SERVING_SETTINGS = ("max_queries", "alphas", "accuracy_tolerance")
+"""Settings of a model's serving (its query sample, norm-aware scorings and the scoring the
+trade-off recommends): served lists alone are every listed user's lists as served."""
 
 
 def _ignored(config: AuditConfig) -> list[str]:
@@ -145,16 +152,21 @@ def _ignored(config: AuditConfig) -> list[str]:
     given = [name for name in MODEL_SETTINGS if getattr(config, name) != getattr(defaults, name)]
     if config.queries != defaults.queries:
         given.append("queries")
-    if not given:
-        return []
-    return [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
-            "to a model's tables and retrieval, and served lists alone are measured as they are, numbered by their own "
-            "item ids"]
+    serving = [name for name in SERVING_SETTINGS if getattr(config, name) != getattr(defaults, name)]
+    notes = [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
+             "to a model's tables and retrieval, and served lists alone are measured as they are, numbered by their own "
+             "item ids"] if given else []
+    if serving:
+        notes.append(f"{', '.join(setting(name) for name in serving)} ignored: served lists alone are measured for "
+                     "every user of the file, as served (no query sample, no norm-aware scoring, no scoring to "
+                     "recommend)")
+    return notes
 
 
 def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:
     return {
         "ks": list(ks),
+        "ks_asked": sorted(set(config.ks)),  # a K past the longest list is measured (and filed) at its length
         "recommendations": str(config.recommendations),
         **({"rank_col": config.rank_col} if config.rank_col else {}),
         **({"score_col": config.score_col} if config.score_col else {}),

@@ -7,12 +7,21 @@ share of the served top-K slots is compared with their share of the training
 popularity (interactions, or distinct users with ``popularity`` ``users``), at every
 measured K, with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
 ratio and absolute excess both count). The worst K (highest band, then larger ratio)
-decides and is quoted. The most-popular list's share is quoted beside it as the ceiling.
+decides and is quoted. The most-popular list's share is quoted beside it as a reference, not
+a ceiling: the served lists are measured as served, so they may hold head items a user
+trained on, which the most-popular list skips.
+
+Beside a model (:func:`with_served_lists`) the same rule grades the served scoring: the
+lists are what users met, so the severity is the worse of the model's and the served
+lists'; the summary opens with the served lists when they graded it (``graded_by``
+``served``) and quotes their figures otherwise.
 """
 
 from __future__ import annotations
 
 import math
+
+from dataclasses import replace
 
 from auditor.errors import setting
 from auditor.result import SEVERITIES, MeasuredSections, Severity, Verdict
@@ -47,7 +56,23 @@ def worst_cutoff(section: ServedSection) -> tuple[int, Severity, float | None] |
         judged.append((k, severity, ratio))
     if not judged:
         return None
-    return max(judged, key=lambda j: (SEVERITIES.index(j[1]), -math.inf if j[2] is None else j[2], -j[0]))
+    return max(judged, key=_worst)
+
+
+def _worst(judged: tuple[int, Severity, float | None]) -> tuple[int, float, int]:
+    """The order of :func:`worst_cutoff`: the highest band, then the larger ratio, then the smaller K."""
+    return SEVERITIES.index(judged[1]), -math.inf if judged[2] is None else judged[2], -judged[0]
+
+
+def served_beside_model(sections: MeasuredSections) -> tuple[int, Severity, float | None] | None:
+    """Beside a model: (K, severity, ratio) of the served scoring's worst K by the
+    lists-only rule, at every K the served lists were measured (None: not measured)."""
+    served, retrieval = sections.served, sections.retrieval
+    if served is None or retrieval is None or served.head_share_log is None:
+        return None
+    judged = [(k, *amplification(cut.norm_aware["served"].get(HEAD), served.head_share_log))
+              for k, cut in retrieval.at.items() if "served" in cut.norm_aware]
+    return max(judged, key=_worst) if judged else None
 
 
 def _unit(sections: MeasuredSections) -> str:
@@ -83,3 +108,38 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
     return Verdict(bias_detected=severity != "none", severity=severity, summary=summary,
                    recommendations=recommendations, quoted_k=k, rule=LISTS_SEVERITY_RULE,
                    gate=SEVERITY_GATE)
+
+
+SERVED_BESIDE_MODEL_RULE = (
+    "; with served lists beside the model (recommendations), severity is the worse of that and the served lists' "
+    "amplification by the lists-only rule (the top-1% items' share of the served top-K slots vs their share of the "
+    "training popularity, at the worst K the lists were measured), and graded_by names which one graded it "
+    "(docs/served-lists.md, \"Beside a model\")"
+)
+
+
+def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
+    """A model's verdict with the served lists beside it graded too (module docstring):
+    the worse severity wins; the served figures are quoted either way."""
+    worst = served_beside_model(sections)
+    if worst is None:
+        return verdict
+    k, severity, ratio = worst
+    assert sections.served is not None and sections.retrieval is not None
+    cut = sections.retrieval.at[k]
+    times = "" if ratio is None else f", {ratio:.2f}×" if math.isfinite(ratio) else ", from none"
+    figures = (f"the served lists give the top-1% most popular items {pct(cut.norm_aware['served'].get(HEAD))} of "
+               f"their top-{k} slots, against {pct(sections.served.head_share_log)} of the training "
+               f"{_unit(sections)}{times} (the most-popular list: {pct(cut.popular.get(HEAD))})")
+    rule = verdict.rule + SERVED_BESIDE_MODEL_RULE
+    if SEVERITIES.index(severity) <= SEVERITIES.index(verdict.severity):
+        graded = "they amplify popularity" if severity != "none" else "they do not amplify popularity beyond the log"
+        return replace(verdict, summary=f"{verdict.summary} Served lists: {figures}; {graded} (severity {severity} "
+                                         "by themselves).", rule=rule, served_k=k)
+    lead = (f"The served lists amplify popularity: {figures}; severity {severity} is theirs (the model's own serving "
+            f"grades {verdict.severity}).")
+    advice = ("The served lists skew more than the model's own dot-product serving: look at what the serving system "
+              "adds after the model's scores (re-ranking, business rules, popularity boosts, candidate filters).")
+    return replace(verdict, bias_detected=True, severity=severity, summary=f"{lead} The model itself: {verdict.summary}",
+                   recommendations=[advice, *verdict.recommendations], rule=rule, assessed=True, gate=SEVERITY_GATE,
+                   graded_by="served", served_k=k)

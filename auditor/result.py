@@ -197,6 +197,14 @@ class Verdict:
     (:data:`auditor.harm.HEADS`: 10 when the top 10% reach a higher band than the top 1%), for
     the headline to quote the same head. Kept out of the JSON report, as ``first_seen_k``:
     the summary names it."""
+    graded_by: str = "model"
+    """What graded the severity: ``model`` (its serving, or the lists alone in a lists-only
+    audit) or ``served`` (the served lists beside the model graded worse:
+    :func:`auditor.lists_verdict.with_served_lists`)."""
+    served_k: int | None = None
+    """Beside a model, the K of the served lists' worst amplification, which the headline
+    quotes (None: no served lists measured beside a model). Kept out of the JSON report,
+    as ``first_seen_k``: the summary names it."""
 
 
 @dataclass
@@ -312,7 +320,7 @@ class AuditResult(MeasuredSections):
         return flat_metrics_from_report(self.to_dict())
 
 
-_NOT_IN_JSON = frozenset({"first_seen_k", "gate", "weak", "graded_head"})
+_NOT_IN_JSON = frozenset({"first_seen_k", "gate", "weak", "graded_head", "served_k"})
 """Verdict fields the reports read but the JSON report (schema_version 1) does not hold."""
 
 
@@ -329,7 +337,8 @@ def served_dict(served: ServedSection) -> dict[str, Any]:
     its ``retrieval`` section (:func:`served_retrieval_dict`), here only the short lists per K."""
     out = asdict(served)
     del out["list_measures"], out["at"], out["definitions"]  # presentation; the figures are retrieval's
-    out["short_lists"] = {str(k): cut.n_short_lists for k, cut in served.at.items()}
+    shorts = {k: cut.n_short_lists for k, cut in served.at.items()} or served.short_lists
+    out["short_lists"] = {str(k): n for k, n in shorts.items()}
     return out
 
 

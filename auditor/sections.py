@@ -34,7 +34,8 @@ SERVED = "served"
 OVERLAP_SERVED = ("dot", "cosine", "popular")
 """``overlap_served_<scoring>@K``: the share of that scoring's top-K found in the served top-K."""
 OVERLAP_SERVED_DEFINITION = (
-    "overlap_served_<scoring>: mean over queries of |served list ∩ that scoring's list| / K (dot, cosine, popular)"
+    "overlap_served_<scoring>: mean over queries with a served list of |served list ∩ that scoring's list| / K "
+    "(dot, cosine, popular)"
 )
 
 
@@ -341,3 +342,14 @@ class ServedSection:
     definitions: dict[str, str] = field(default_factory=dict)
     list_measures: dict[str, ListMeasureInfo] = field(default_factory=builtin_list_measures)
     """The list measures measured, in report order, with their labels (not in the JSON)."""
+    short_lists: dict[int, int] = field(default_factory=dict)
+    """Beside a model: K -> the queried users' lists holding fewer than K items (lists alone: each
+    cut-off's ``n_short_lists``); JSON ``short_lists`` either way."""
+    n_training_slots: int | None = None
+    """Lists alone: served slots holding an item of the user's own training log (the served lists
+    are measured as served: nothing is excluded from them); None without each user's training items."""
+    n_slots: int | None = None
+    """Lists alone: filled served slots (the denominator of ``n_training_slots``)."""
+    cold_slot_share: float | None = None
+    """Share of the served slots naming items the training log never saw (None: no log given);
+    lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""

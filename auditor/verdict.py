@@ -35,6 +35,7 @@ from auditor.harm import (
     HARM_BANDS, SEVERITY_GATE, Skew, approximate_lead, dot_serves_cosine, first_seen_skew, harm_words, narrow_text,
     skew_text, worst_skew,
 )
+from auditor.lists_verdict import with_served_lists
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
 from auditor.wording import SKEW_EDGES, compared_figures, correlation_figures, pct, pct_pair, ratio_figure
@@ -97,7 +98,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
     summary, recommendations = _with_item_bias(result, summary, recommendations, rises, led)
     summary = approximate_lead(result) + _with_served(result, summary, recommendations, stand_in)
     first = first_seen_skew(result)
-    return Verdict(
+    return with_served_lists(Verdict(
         bias_detected=detected,
         severity=severity,
         summary=summary,
@@ -109,7 +110,7 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
         assessed=assessed,
         weak=weak,
         graded_head=skew.head if skew is not None else 1,
-    )
+    ), result)
 
 
 def _with_served(result: MeasuredSections, summary: str, recommendations: list[str], stand_in: str | None) -> str:

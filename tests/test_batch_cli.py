@@ -79,8 +79,13 @@ def test_fail_on_gate_exits_3(runner: CliRunner, workspace: dict[str, Any]) -> N
     tripped = runner.invoke(cli, [*args, "--fail-on", "spearman>0.5"])
     assert tripped.exit_code == 3, tripped.output
     assert "gate row 4 (m3.npy): spearman>0.5" in tripped.stderr and tripped.stdout == ""
+    # The gates already fail the run; the row they could not read is named beside them.
+    assert "gates not evaluated everywhere: 1 row failed (row 2 (broken.npy))" in tripped.stderr
+    # No gate trips, but row 2 failed: the gate cannot pass a row it never read (exit 1, as check of it).
     calm = runner.invoke(cli, [*args, "--fail-on", "spearman>0.999"])
-    assert calm.exit_code == 0, calm.output
+    assert calm.exit_code == 1, calm.output
+    assert calm.stderr.splitlines()[-1] == ("Error: cannot evaluate --fail-on: 1 row failed (row 2 (broken.npy)): no "
+                                            "gate can pass a row that was not audited")
     bad = runner.invoke(cli, [*args, "--fail-on", "spearmann>0.5"])
     assert bad.exit_code == 2 and "unknown metric 'spearmann'" in bad.output
 

@@ -44,9 +44,10 @@ def test_ranked_lists_in_sorted_user_order_through_the_catalogue(tmp_path: Path)
     # Items 13 and 14 are not in the log: kept as cold items, counted.
     assert (served.n_cold_items, served.n_cold_rows) == (2, 2)
     assert served.warnings == (
-        f"2 of the 5 distinct items in {served.source} never appear in the training log (2 rows): kept as items "
-        "without training interactions (popularity 0)",
+        f"2 of the 5 distinct items in {served.source} never appear in the training log (2 rows, 33.3% of the served "
+        "slots): kept as items without training interactions (popularity 0)",
     )
+    assert served.cold_slot_share == pytest.approx(2 / 6)
     assert "ordered by rank column 'rank', 1-based" in served.description
 
 

@@ -276,7 +276,11 @@ def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path
     results = tmp_path / "results.parquet"
     run = _invoke("batch", manifest, "-o", results, "--bootstrap", "0", "--no-probes", "-q",
                   "--fail-on", "head_share_1pct_served@5>0.5")
-    assert run.exit_code == 0, run.output  # a failed row is reported in its row; no gate tripped
+    # No gate tripped, but rows 1 and 2 measure K=10 only and row 3 failed: the gate cannot pass them (exit 1).
+    assert run.exit_code == 1, run.output
+    assert ("head_share_1pct_served@5>0.5: not measured in 2 of the 3 audited rows (row 1 " in run.stderr
+            and "K=5 was not asked for (add 5 to the k cells of row 2 (a row's k cell overrides -k for that row))"
+            in run.stderr and "1 row failed (row 3 (no model))" in run.stderr)
     table = pq.read_table(results).to_pylist()
     by_label = {row["label"]: row for row in table}
     assert by_label["alone"]["status"] == "ok" and by_label["beside"]["status"] == "ok"

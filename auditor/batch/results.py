@@ -173,6 +173,9 @@ class ResultsWriter:
         """Seconds the last flush took (the caller spaces flushes by it)."""
         self.unsaved = 0
         """Records added since the results file was last rewritten (the journal holds them)."""
+        self.written = False
+        """Whether this writer has written the results file: until a row is finished it leaves
+        a file already there as it was (an interrupted run must not empty an earlier run's results)."""
         self.once = is_special_file(self.output)
         """A stream (``/dev/stdout``, a pipe) gets one table, at the end: rewrites would
         follow one another into it."""
@@ -239,13 +242,15 @@ class ResultsWriter:
     def flush(self) -> pa.Table:
         """Write every finished row to the results file (temp file + atomic rename); the
         journal then holds nothing the file does not, and is removed. A stream output is
-        written only by :meth:`finish`."""
+        written only by :meth:`finish`; a file already there is not replaced before a
+        record was added (:attr:`written`)."""
         began = time.monotonic()
         table = self.table()
-        if self.once:
-            return table
+        if self.once or (not self.unsaved and not self.written and self.output.exists()):
+            return table  # nothing finished yet: a file already there stays as it was
         with atomic_path(self.output) as tmp:
             pq.write_table(table, tmp, compression="zstd")
+        self.written = True
         self.journal.remove()
         self.last_flush = time.monotonic()
         # An empty file's cost is the writer's start-up (imports): it does not space the next.

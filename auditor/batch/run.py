@@ -38,9 +38,11 @@ class BatchInterrupted(KeyboardInterrupt):
     A KeyboardInterrupt, so callers that do not know it still see an interrupt.
     """
 
-    def __init__(self, output: Path, n_rows: int, n_saved: int, n_ok: int) -> None:
+    def __init__(self, output: Path, n_rows: int, n_saved: int, n_ok: int, untouched: bool = False) -> None:
         super().__init__(f"interrupted: {n_saved} of {n_rows} rows are saved in {output}")
         self.output = output
+        self.untouched = untouched
+        """The results file was there before the run and was left as it was (no row finished)."""
         self.n_rows = n_rows
         """Rows in the manifest."""
         self.n_saved = n_saved
@@ -132,7 +134,8 @@ def run_batch(
         interrupted = _collect(batches, writer, provenance, progress, advance, flush_interval)
     if interrupted:
         statuses = list(writer.status.values())
-        raise BatchInterrupted(Path(output), len(all_jobs), len(statuses), statuses.count(STATUS_OK))
+        raise BatchInterrupted(Path(output), len(all_jobs), len(statuses), statuses.count(STATUS_OK),
+                               untouched=not writer.written and Path(output).exists())
     return _outcome(writer.table(), Path(output), n_resumed, recomputed)
 
 
@@ -171,7 +174,8 @@ def _writer(parsed: Manifest, output: Path, jobs: list[BatchJob], defaults: Mapp
 def _fail_early(writer: ResultsWriter, jobs: list[BatchJob], provenance: Provenances, progress: Progress) -> list[BatchJob]:
     """Record the rows still to do that fail before any audit (invalid rows, missing
     inputs) and return the others, their provenance taken now: the inputs as the audits
-    will find them. The results file exists (and is valid) from here on."""
+    will find them. The results file exists (and is valid) from here on; one already
+    there is replaced only once a row is recorded (``ResultsWriter.written``)."""
     todo = [job for job in jobs if job.row not in writer.status]
     bad = [job for job in todo if job.config is None] + _missing_inputs(todo)
     writer.add(error_record(job, job.error or "") for job in bad)

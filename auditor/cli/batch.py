@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -18,6 +20,7 @@ from auditor.cli._common import (
     audit_fields,
     common_options,
     group_options,
+    option_names,
     ranged,
     declared_training_options,
     frequencies_options,
@@ -31,12 +34,13 @@ from auditor.cli._common import (
     table_key_options,
 )
 from auditor.cli._isolation import run_isolated, third_party_plugins
-from auditor.errors import GateError, UnmeasuredGateError
+from auditor.errors import GateError, UnmeasuredGateError, setting, spelled_as
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from auditor.batch import BatchOutcome, Manifest
+    from auditor.batch.manifest import ManifestRow
     from auditor.gate import Gate
 
 _RAW_ARGS = "popaudit.batch_args"
@@ -111,14 +115,17 @@ def command(
     interrupted run (Ctrl-C prints the command). Each audit runs in a worker process: a
     failing row, even one that crashes its worker, is recorded and never stops the
     others; the command still exits 0 (3 when a --fail-on gate holds for an audited row,
-    1 when no audited row measured a gate's metric, 130 when interrupted by Ctrl-C: the
-    rows finished are saved and the command that resumes the run is printed).
+    else 1 with --fail-on when a row failed or did not measure a gate's metric, each named,
+    130 when interrupted by Ctrl-C: the rows finished are saved and the command that
+    resumes the run is printed).
 
     \b
     Example:
       popaudit batch nightly.csv -o results.parquet --interactions train.parquet -j 4
       popaudit batch nightly.csv -o results.parquet --scheduler tcp://host:8786
     """
+    # Messages name a setting batch has no option for by the manifest column that sets it.
+    click.get_current_context().with_resource(spelled_as(_batch_spelling))
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
     refuse_stdout_twice({"-o": output, "--html": html_path}, None if quiet else "summary")
@@ -139,8 +146,15 @@ def command(
     except KeyboardInterrupt as exc:
         _interrupted(exc, output)
     _report(outcome, manifest, output, rank_by=rank_by, quiet=quiet, html_path=html_path)
-    if gates and _gates_trip(gates, outcome.table):
+    if gates and _gates_trip(gates, outcome.table, parsed):
         sys.exit(3)
+
+
+def _batch_spelling() -> dict[str, str]:
+    """Settings as batch names them: its own option where it has one, else the manifest
+    column that sets it (``recommendations``: batch has no --recommendations)."""
+    flags = {flag for param in command.params for flag in (*param.opts, *param.secondary_opts)}
+    return {name: flag if flag in flags else f"the {name} column" for name, flag in option_names().items()}
 
 
 def _manifest_and_gates(
@@ -156,8 +170,9 @@ def _manifest_and_gates(
     from auditor.gate import gates_for
 
     parsed = read_manifest(manifest)
-    ks = [*defaults["ks"], *(k for row in parsed.rows for k in row.settings.get("ks", ()))]
-    alphas = [*defaults["alphas"], *(a for row in parsed.rows for a in row.settings.get("alphas", ()))]
+    # What the rows will measure: a row's cell overrides the default (-k, --alpha) for that row.
+    ks = [k for row in parsed.rows for k in row.settings.get("ks", defaults["ks"])] or list(defaults["ks"])
+    alphas = [a for row in parsed.rows for a in row.settings.get("alphas", defaults["alphas"])] or list(defaults["alphas"])
     # The measures' names are needed for gates, or for a --rank-by outside the built-in names.
     named = bool(fail_on) or rank_by_problem(rank_by, metric_names(sorted(set(ks)), (), alphas), ks) is not None
     measures: list[str] = []
@@ -173,14 +188,37 @@ def _manifest_and_gates(
         measures, list_measures = registered.audit_names, registered.list_names
     try:
         gates = gates_for(fail_on, ks, measures, alphas, list_measures)
-    except UnmeasuredGateError:
-        raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
+    except UnmeasuredGateError as exc:  # a gate these settings cannot measure: exit 1 with what would
+        raise _cells_decide(exc, parsed) from None
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
     problem = rank_by_problem(rank_by, metric_names(sorted(set(ks)), measures, alphas, list_measures), ks)
     if problem is not None:
         raise click.UsageError(problem)
     return parsed, gates
+
+
+def _cells_decide(exc: UnmeasuredGateError, parsed: Manifest) -> UnmeasuredGateError:
+    """``exc`` with advice that works in a batch (:func:`_cell_advice` over every row)."""
+    return UnmeasuredGateError(_cell_advice(str(exc), parsed, parsed.rows))
+
+
+def _cell_advice(text: str, parsed: Manifest, rows: Sequence[ManifestRow]) -> str:
+    """``text`` with advice that works in a batch: where each of ``rows`` sets the cut-offs
+    (or α) in its own cell, the default option reaches none of them, so the value goes into those cells."""
+    from auditor.batch.manifest import column_spellings
+
+    for name in ("ks", "alphas"):
+        if not rows or any(name not in row.settings for row in rows):
+            continue  # the option reaches a row that has no cell: its advice works as printed
+        column = column_spellings(parsed).get(name, name)
+        indices = [str(row.index) for row in rows]
+        where = ("row " if len(indices) == 1 else "rows ") + ", ".join(indices[:5]) + (
+            f" ... ({len(indices)} rows)" if len(indices) > 5 else "")
+        text = re.sub(rf"add {re.escape(setting(name))} (\d[\d.]*\d|\d)",
+                      lambda m: f"add {m[1]} to the {column} cells of {where} (a row's {column} cell overrides "
+                                f"{setting(name)} for that row)", text)
+    return text
 
 
 def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str, quiet: bool,
@@ -210,13 +248,14 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
         write_atomic(html_path, rendered(document, "html"))
 
 
-def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
+def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest) -> bool:
     """Each gate that trips for an audited row, said on stderr; True when any did.
     GateError when no audited row measured a gate's metric."""
     from auditor.batch.jobs import row_title
     from auditor.gate import approximate_gates, evaluate_gates, require_measured
 
-    audited = [record for record in table.to_pylist() if record["status"] == "ok"]
+    records = table.to_pylist()
+    audited = [record for record in records if record["status"] == "ok"]
     runs = [evaluate_gates(gates, record) for record in audited]
     for record, outcomes in zip(audited, runs):
         said = approximate_gates(gates, record)
@@ -227,8 +266,43 @@ def _gates_trip(gates: list[Gate], table: pa.Table) -> bool:
                     + (f", {said[gate.gate]}" if gate.gate in said else ""),
                     style="red", markup=False, highlight=False, soft_wrap=True,
                 )
-    require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))
-    return any(gate.tripped for outcomes in runs for gate in outcomes)
+    try:
+        require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))
+    except UnmeasuredGateError as exc:  # advice that works in a batch, as before the audits
+        raise _cells_decide(exc, parsed) from None
+    tripped = any(gate.tripped for outcomes in runs for gate in outcomes)
+    unseen = _rows_not_gated(gates, audited, runs, [record for record in records if record["status"] != "ok"], parsed)
+    if unseen and not tripped:  # never a silent pass: exit 1, as check of such a row
+        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')}: {unseen}")
+    if unseen:  # the gates already fail the run (exit 3): the rows they could not read are named beside them
+        stderr.print(f"gates not evaluated everywhere: {unseen}", style="red", markup=False, highlight=False,
+                     soft_wrap=True)
+    return tripped
+
+
+def _rows_not_gated(gates: list[Gate], audited: list[dict[str, Any]], runs: list[list[Any]],
+                    failed: list[dict[str, Any]], parsed: Manifest) -> str:
+    """Each audited row without a gate's figure, with its reason, and every row that failed
+    ("" when none): a gate passes a batch only where it passes every row, as it passes
+    ``check`` of that row only when measured."""
+    from auditor.batch.jobs import row_title
+    from auditor.gate_reasons import why_unmeasured
+
+    said = []
+    for gate in dict.fromkeys(gates):
+        rows = [record for record, outcomes in zip(audited, runs)
+                if any(o.gate == gate and o.value is None for o in outcomes)]
+        if rows:
+            shown = "; ".join(f"{row_title(r['row'], r['model'])}: " + _cell_advice(
+                why_unmeasured(gate.metric, json.loads(r.get("report_json") or "{}")), parsed,
+                [row for row in parsed.rows if row.index == r["row"]]) for r in rows[:3])
+            said.append(f"{gate}: not measured in {len(rows)} of the {len(audited)} audited rows ({shown}"
+                        + ("; ..." if len(rows) > 3 else "") + ")")
+    if failed:
+        titles = ", ".join(row_title(r["row"], r["model"]) for r in failed[:5]) + (", ..." if len(failed) > 5 else "")
+        said.append(f"{len(failed)} row{'s' * (len(failed) != 1)} failed ({titles}): no gate can pass a row that was "
+                    "not audited")
+    return "; ".join(said)
 
 
 def _row_reasons(gates: list[Gate], audited: list[dict[str, Any]], runs: list[list[Any]]) -> dict[Gate, str]:
@@ -277,6 +351,7 @@ def _interrupted(exc: KeyboardInterrupt, output: Path) -> NoReturn:
         saved = (
             f"{exc.n_saved} of {exc.n_rows} rows are saved in {output} ({exc.n_ok} ok, {failed} failed)"
             if exc.n_saved
+            else f"no row was finished; {output} was left as it was" if exc.untouched
             else f"no row was finished; {output} holds none of the {exc.n_rows} rows"
         )
     else:

@@ -74,8 +74,13 @@ def take_csr(indptr: np.ndarray, values: np.ndarray, index: np.ndarray) -> tuple
 def holds_own(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> bool:
     """Whether any row of ``lists`` (n, K item rows, -1 empty) holds an item of its own
     set (``indptr``, ``values``: n sets, as :func:`build_csr` makes them), vectorised."""
+    return own_slots(lists, indptr, values, n_items) > 0
+
+
+def own_slots(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> int:
+    """How many filled slots of ``lists`` hold an item of their row's own set (as :func:`holds_own`)."""
     n = lists.shape[0]
     owners = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr[: n + 1]))
     listed = np.repeat(np.arange(n, dtype=np.int64), lists.shape[1])[lists.reshape(-1) >= 0]
     keys = listed * (n_items + 1) + lists.reshape(-1)[lists.reshape(-1) >= 0]
-    return bool(np.isin(keys, owners * (n_items + 1) + values[: owners.size]).any())
+    return int(np.isin(keys, owners * (n_items + 1) + values[: owners.size]).sum())

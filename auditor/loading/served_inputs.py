@@ -30,6 +30,7 @@ from auditor.loading.csr import build_csr
 from auditor.loading.holdout import read_holdout
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import open_log, read_ids
+from auditor.loading.served_ids import refuse_unmatched_users, unmatched_users_reason
 from auditor.loading.served_lists import ServedLists, lists_for, read_served_lists
 from auditor.loading.statistics import InputCache
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
@@ -51,7 +52,10 @@ class ListsInputs:
     """The held-out items of the served users who have some (``holdout``), at their list rows."""
     profiles: tuple[np.ndarray, np.ndarray] | None = None
     """CSR of each served user's training items (list rows; the user- and item-side
-    measures read them); None without a log of users."""
+    measures read them); None without a log of users, or when no served user is one of its users."""
+    unmatched_users: str | None = None
+    """Why the figures that need each user's training items are not measured: no served
+    user is a user of the log (:func:`~auditor.loading.served_ids.unmatched_users_reason`)."""
 
 
 def served_for_model(
@@ -81,7 +85,8 @@ def served_for_model(
         return served, None, notes
     rows, missing = lists_for(served, population.raw_ids)
     if missing == population.n_queries and served.n_users:
-        _refuse_unmatched(served, population)
+        users = population.eligible_ids if population.eligible_ids is not None else population.raw_ids
+        refuse_unmatched_users(served.source, served.user_col, served.user_ids, users)
     if missing:
         notes.append(
             f"{missing:,} of the {population.n_queries:,} queried users have no list in {served.source}: the served "
@@ -96,29 +101,6 @@ def served_for_model(
     return served, rows, notes
 
 
-def _refuse_unmatched(served: ServedLists, population: QueryPopulation) -> None:
-    """IdMappingError when no user of the lists is a user of the training log: the ids
-    evidently do not line up (spelled differently, as ``u1`` and ``1``), and measuring the
-    lists would measure the failed join (empty lists, a coverage of 0), not the service."""
-    users = population.eligible_ids if population.eligible_ids is not None else population.raw_ids
-    if users is None or not len(users) or (lookup_rows(served.user_ids, np.asarray(users)) >= 0).any():
-        return
-    raise IdMappingError(
-        f"none of the {served.n_users:,} users in {served.source} (column {served.user_col!r}) is a user of the "
-        f"training log, so no served list lines up with a queried user: the ids evidently do not match (the lists "
-        f"spell them as {_spelled(served.user_ids[0])}, the log as {_spelled(users[0])}); give lists whose user ids "
-        "are the training log's"
-    )
-
-
-def _spelled(value: object) -> str:
-    """One id as a message shows it: text quoted (so ``'1'`` and ``1`` differ), at most 40 characters."""
-    if isinstance(value, (str, bytes)):
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        return repr(text[:40] + ("…" if len(text) > 40 else ""))
-    return str(value.item() if isinstance(value, np.generic) else value)
-
-
 def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress = SILENT) -> ListsInputs:
     """The served lists of ``config.recommendations`` over the catalogue of the training
     log and the lists, the log's counts aligned to it, and the cut-offs measured: every
@@ -127,11 +109,12 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
     spec = config.served_log
     assert spec is not None
     counts = cache.item_counts(config, need_users=True, progress=progress)
+    log_users = _log_users(config, counts.ids, progress)
     served = read_served_lists(
         spec, rank_col=config.rank_col, score_col=config.score_col, log_items=counts.ids,
-        log_users=_log_users(config, counts.ids, progress), max_k=max(config.ks), max_memory=config.max_memory,
-        progress=progress,
+        log_users=log_users, max_k=max(config.ks), max_memory=config.max_memory, progress=progress,
     )
+    unmatched = unmatched_users_reason(served.source, served.user_col, served.user_ids, log_users)
     warnings = list(served.warnings)
     longest = served.k
     for k in sorted(set(config.ks)):
@@ -142,8 +125,11 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
     heldout = None if config.holdout_log is None else _heldout(config.holdout_log, served, progress)
     if heldout is not None:
         warnings.extend(heldout.warnings)
+    if unmatched is not None:
+        warnings.insert(0, unmatched)
     return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings,
-                       heldout=heldout, profiles=_profiles(config, served, progress))
+                       heldout=heldout, profiles=None if unmatched else _profiles(config, served, progress),
+                       unmatched_users=unmatched)
 
 
 def _profiles(config: AuditConfig, served: ServedLists, progress: Progress) -> tuple[np.ndarray, np.ndarray] | None:

@@ -20,7 +20,13 @@ its ``warnings`` where something was changed or left out:
   (``log_items``) and of the lists, sorted, row r being the r-th (:attr:`ServedLists.items`,
   through which the log's counts are aligned). Listed items the log never saw are kept
   as cold items (popularity 0, as the measures already treat cold items); counted, in
-  either case, when ``log_items`` is given.
+  either case, when ``log_items`` is given. Without a model, when no listed item is an item
+  of the log the ids evidently do not line up (``i460`` against ``460``) and the reader
+  refuses (:class:`IdMappingError` naming the column and one id of each side), as it does
+  when no item has a table row; it refuses too when more than
+  :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR` of the served slots name items the log never saw (the
+  exposure figures would describe mostly the spelling, not the service); below that the
+  share is a warning, listed first, and ``ServedSection.cold_slot_share``.
 * **order**: rank (lower first; 0- or 1-based, from the file's lowest rank) or score
   (higher first). Ties are broken by the lower item row, the retrieval contract
   (:func:`~auditor.retrieval.search.select_topk`); lists with ties are counted. Ranks
@@ -53,6 +59,7 @@ from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
+from auditor.loading.served_ids import refuse_unmatched_items
 from auditor.loading.served_matrix import Matrix, Records, build_lists
 from auditor.loading.served_order import OrderColumn, choose_order, order_keys
 from auditor.progress import SILENT, Progress
@@ -91,6 +98,8 @@ class ServedLists:
     n_cold_rows: int = 0
     n_unknown_users: int | None = None
     """Users absent from ``log_users`` (kept); None: the log's users were not given."""
+    cold_slot_share: float | None = None
+    """Share of the served slots (rows) naming items absent from ``log_items`` (None: not given)."""
     warnings: tuple[str, ...] = ()
 
     @property
@@ -138,6 +147,7 @@ def read_served_lists(
     log, order = open_served(spec, rank_col, score_col)
     read = read_ids(log, lambda as_strings: _read(log, order, as_strings, progress))
     if items is None:
+        refuse_unmatched_items(log.path, log.item_col, read.item_ids, read.records.item_codes, log_items)
         catalogue = _union(log_items, read.item_ids)
         mapping = ItemRows(catalogue, int(catalogue.size))
         code_rows = lookup_rows(read.item_ids, catalogue)
@@ -304,10 +314,12 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
     if log_items is not None and len(log_items):  # items with a row that the log never saw
         cold = (lookup_rows(read.item_ids, np.asarray(log_items)) < 0) & ~unknown
     n_cold, n_cold_rows = int(cold.sum()), int(cold[item_codes].sum())
-    if n_cold:
-        notes.append(
+    share = n_cold_rows / item_codes.size if item_codes.size else 0.0
+    if n_cold:  # first: the share of slots that do not line up with the log is what to read first
+        notes.insert(0,
             f"{n_cold:,} of the {read.item_ids.size:,} distinct items in {path} never appear in the training log "
-            f"({_count(n_cold_rows, 'row')}): kept as items without training interactions (popularity 0)"
+            f"({_count(n_cold_rows, 'row')}, {share:.1%} of the served slots): kept as items without training "
+            "interactions (popularity 0)"
         )
     absent = None if log_users is None else int((lookup_rows(served.user_ids, np.asarray(log_users)) < 0).sum())
     if absent:
@@ -324,7 +336,8 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
         notes.append(f"{m.n_short_lists:,} of the {n_users:,} lists in {path} hold fewer than {served.k:,} items: "
                      "their empty slots are not counted by any measure at K")
     return replace(served, warnings=tuple(notes), n_unknown_items=n_unknown, n_unknown_rows=n_unknown_rows,
-                   n_cold_items=n_cold, n_cold_rows=n_cold_rows, n_unknown_users=absent)
+                   n_cold_items=n_cold, n_cold_rows=n_cold_rows, n_unknown_users=absent,
+                   cold_slot_share=share if log_items is not None and len(log_items) else None)
 
 
 def _count(n: int, noun: str) -> str:

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from auditor.errors import setting
 from auditor.report.formatting import Table, fmt_num, fmt_pct
+from auditor.report.served_lists import lists_only
 from auditor.result import Accuracy, AuditResult
+from auditor.sections import ServedSection
 
 if TYPE_CHECKING:  # drawn on demand: a report that shows no figure never loads matplotlib
     from matplotlib.figure import Figure
@@ -27,8 +29,10 @@ def scoring_label(name: str) -> str:
     return SCORING_LABELS.get(name, name)
 
 
-def summary_table(accuracy: Accuracy) -> Table:
-    """How the held-out evaluation ran: protocol, users, what was dropped."""
+def summary_table(accuracy: Accuracy, result: AuditResult | None = None) -> Table:
+    """How the held-out evaluation ran: protocol, users, what was dropped (``result``: a
+    lists-only audit's say what was excluded from which list, and no tolerance of a dot it lacks)."""
+    lists = result is not None and lists_only(result)
     rows = [
         ("held-out log", accuracy.holdout or "—"),
         ("protocol", accuracy.protocol),
@@ -43,7 +47,18 @@ def summary_table(accuracy: Accuracy) -> Table:
         ("training items excluded from candidates", "yes" if accuracy.seen_excluded else f"no ({setting('keep_seen')})"),
         ("tolerance (share of dot's NDCG to keep)", fmt_pct(accuracy.tolerance)),
     ]
+    if lists and result is not None and result.served is not None:  # no candidates, no dot: what each list is
+        rows[-2:] = [("training items excluded", _lists_seen(accuracy, result.served))]
     return Table(("evaluation setting", "value"), tuple(rows), (False, False))
+
+
+def _lists_seen(accuracy: Accuracy, served: ServedSection) -> str:
+    """What a lists-only evaluation excluded: from the most-popular list only; the served lists as served."""
+    popular = "from the most-popular list" if accuracy.seen_excluded else f"from no list ({setting('keep_seen')})"
+    held = ("" if served.n_training_slots is None or not served.n_slots else
+            f": {fmt_num(served.n_training_slots)} of their {fmt_num(served.n_slots)} slots are the user's own "
+            "training items")
+    return f"{popular}; the served lists as served{held}"
 
 
 def tradeoff_table(result: AuditResult, k: int) -> Table:
@@ -51,6 +66,9 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
     accuracy, retrieval = result.accuracy, result.retrieval
     assert accuracy is not None
     exposure = retrieval.at[k].scorings() if retrieval is not None and k in retrieval.at else {}
+    served = result.served.at.get(k) if result.served is not None and lists_only(result) else None
+    if served is not None:  # lists alone: the figures of the section "Served lists"
+        exposure = {"served": served.served, "popular": served.popular}
     on_front = set(accuracy.pareto) if accuracy.quoted_k == k else set()
     rows = []
     for name, acc in _ordered(accuracy.at[k]):
@@ -67,9 +85,13 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
         ("scoring", f"recall@{k}", f"NDCG@{k}", f"hit rate@{k}", f"MRR@{k}", "head share 1%", "Gini", ""),
         tuple(rows),
         (False, True, True, True, True, True, True, False),
-        f"Top-{k} lists, training items {'excluded' if accuracy.seen_excluded else 'kept'}: accuracy over the "
-        "evaluated users' held-out items; head share and Gini over every queried user's list, as in the retrieval "
-        "section.",
+        (f"Top-{k} lists, training items {'excluded' if accuracy.seen_excluded else 'kept'}: accuracy over the "
+         "evaluated users' held-out items; head share and Gini over every queried user's list, as in the retrieval "
+         "section.") if served is None else
+        (f"Top-{k} lists: the served lists as served, the most-popular list "
+         f"{'without' if accuracy.seen_excluded else 'with'} each user's training items; accuracy over the evaluated "
+         "users' held-out items; head share and Gini over every served user's list, as in the section \"Served "
+         "lists\"."),
     )
 
 

@@ -80,8 +80,9 @@ def audit_terminal_view(result: AuditResult) -> tuple[Block, ...]:
 
 
 def _pointer(result: AuditResult) -> str:
-    """Where the severity rule of this audit is explained (lists-only audits have their own)."""
-    return lists_view.SEVERITY_POINTER if lists_view.lists_only(result) else c.SEVERITY_POINTER
+    """Where the severity rule of this audit is explained (lists-only audits have their own, and
+    an audit whose served lists graded the severity)."""
+    return lists_view.pointer(result) or c.SEVERITY_POINTER
 
 
 def _figures(figures: Sequence[Figure], section: str) -> list[Block]:
@@ -157,7 +158,7 @@ def accuracy_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
     blocks: list[Block] = [Paragraph(accuracy.recommendation, "summary")] if accuracy.recommendation else []
     if (caption := served_view.accuracy_caption(result)) is not None:
         blocks.insert(0, caption)
-    blocks.append(replace(accuracy_view.summary_table(accuracy), wrap=(1,)))
+    blocks.append(replace(accuracy_view.summary_table(accuracy, result), wrap=(1,)))
     for k in sorted(accuracy.at):
         blocks += [Heading(harms.cutoff_title(result.retrieval, k)), accuracy_view.tradeoff_table(result, k)]
     if accuracy.changes:

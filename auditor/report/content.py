@@ -87,7 +87,7 @@ def verdict_phrase(result: AuditResult) -> str:
     """``Popularity bias detected (severity high)`` or its negative."""
     verdict = result.verdict
     if verdict.bias_detected:
-        return f"Popularity bias detected (severity {verdict.severity})"
+        return f"Popularity bias detected{' in the served lists' * (verdict.graded_by == 'served')} (severity {verdict.severity})"
     if not verdict.assessed:
         return "Popularity bias not assessed"
     return f"No popularity bias detected (severity {verdict.severity})"
@@ -135,7 +135,7 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         parts.append("frequency–norm correlation not measured")
     k, first_k = quoted_cutoffs(result)
     if result.retrieval is not None and k is not None:
-        parts.append(_skew_text(result.retrieval, k, first_k, result.verdict.graded_head))
+        parts += [_skew_text(result.retrieval, k, first_k, result.verdict.graded_head), *lists_view.beside(result)]
     else:
         parts.append("retrieval not measured")
     if result.conditions:

@@ -16,8 +16,9 @@ from auditor.sections import ServedCutoff, ServedSection
 TITLE = "Served lists"
 SERVED_NOTE = (
     "The lists the service served, measured as they are: each list measure of the served top-K slots beside the "
-    "most-popular list (the same K most popular items for every user), over the catalogue of the training log "
-    "and the lists."
+    "most-popular list (for each user, the K most popular items of the training log that the user did not train "
+    "on; the same K items for every user only with keep_seen or a log without users), over the catalogue of the "
+    "training log and the lists."
 )
 WITH_MODEL_NOTE = (
     "The served lists are the 'served' scoring of the retrieval section, measured over the queried users beside "
@@ -31,6 +32,21 @@ SEVERITY_POINTER = (
     "Without a model, severity grades how much more of the served top-K slots the top-1% items get than their "
     "share of the training interactions; the full rule: section \"Severity\" of popaudit's docs/served-lists.md."
 )
+
+
+GRADED_BESIDE_POINTER = (
+    "Severity is the worse of the model's grade (how many more of the top-K slots the top-1% items get under dot "
+    "product than under cosine) and the served lists' (how much more of the served top-K slots they get than their "
+    "share of the training interactions); here the served lists graded it. The full rules: section \"Severity\" of "
+    "popaudit's docs/report.md and docs/served-lists.md."
+)
+
+
+def pointer(result: AuditResult) -> str | None:
+    """Where the severity rule of an audit with served lists is explained (None: the model's pointer)."""
+    if lists_only(result):
+        return SEVERITY_POINTER
+    return GRADED_BESIDE_POINTER if result.verdict.graded_by == "served" else None
 
 
 def lists_only(result: AuditResult) -> bool:
@@ -51,6 +67,18 @@ def headline_evidence(result: AuditResult) -> str:
             f"{fmt_pct(cut.popular.get('head_share_1pct'))}); no model: norms and conditions not assessed")
 
 
+def beside(result: AuditResult) -> list[str]:
+    """Beside a model, the served lists' amplification at the K the verdict graded them
+    (for the headline; empty without served lists measured beside a model)."""
+    served, retrieval, k = result.served, result.retrieval, result.verdict.served_k
+    if served is None or retrieval is None or k not in retrieval.at or "served" not in retrieval.at[k].norm_aware:
+        return []
+    graded = ", which graded the severity" if result.verdict.graded_by == "served" else ""
+    return [f"served lists: top-1% items' share of the served top-{k} slots "
+            f"{fmt_pct(retrieval.at[k].norm_aware['served'].get('head_share_1pct'))} vs "
+            f"{fmt_pct(served.head_share_log)} of the training interactions{graded}"]
+
+
 def summary_table(served: ServedSection) -> Table:
     """How the file was read and what was counted."""
     rows = [
@@ -62,6 +90,8 @@ def summary_table(served: ServedSection) -> Table:
         ("items measured over", fmt_num(served.n_catalogue)),
         ("items served but never trained (kept, popularity 0)", fmt_num(served.n_cold_items)),
     ]
+    if served.cold_slot_share is not None:
+        rows.append(("share of served slots naming items never trained", fmt_pct(served.cold_slot_share)))
     if served.n_unknown_users is not None:
         rows.append(("users absent from the training log (kept)", fmt_num(served.n_unknown_users)))
     if served.n_unknown_items:

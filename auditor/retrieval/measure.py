@@ -213,7 +213,10 @@ def _served_overlaps(slots: dict[str, Slots]) -> dict[str, float]:
     if SERVED not in slots:
         return {}
     served = slots[SERVED].lists
-    return {name: overlap(slots[name].lists, served, slots[SERVED].n_items) for name in OVERLAP_SERVED}
+    # Over the queries the file has a list for, as every other served figure and as the lists alone:
+    # a queried user without a list (counted in served.n_queried_without_list) is no 0 of overlap.
+    listed = (served >= 0).any(axis=1)
+    return {name: overlap(slots[name].lists[listed], served[listed], slots[SERVED].n_items) for name in OVERLAP_SERVED}
 
 
 def measure_retrieval(

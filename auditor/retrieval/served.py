@@ -23,7 +23,7 @@ import numpy as np
 
 from auditor.config import GroupPolicy
 from auditor.loading.served_lists import ServedLists
-from auditor.loading.csr import holds_own
+from auditor.loading.csr import holds_own, own_slots
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
 from auditor.metrics.user_measures import group_definitions, tied_groups_warning
@@ -78,7 +78,24 @@ def describe_served(served: ServedLists, n_without_list: int | None = None) -> S
         n_unknown_users=served.n_unknown_users,
         n_cold_items=served.n_cold_items,
         n_unknown_items=served.n_unknown_items,
+        cold_slot_share=served.cold_slot_share,
     )
+
+
+def short_lists_beside(rows: np.ndarray, ks: Sequence[int]) -> dict[int, int]:
+    """Beside a model: per K, the queried users' served lists (``rows``, -1 empty slots; users
+    without a list left out) filling fewer than K of their first K slots, as lists alone count
+    them (a slot of an item without a table row is empty)."""
+    filled = np.asarray(rows) >= 0
+    listed = filled[filled.any(axis=1)]
+    return {int(k): int((listed[:, :k].sum(axis=1) < k).sum()) for k in ks}
+
+
+def training_slots(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int) -> tuple[int, int]:
+    """(filled slots of ``lists`` holding an item of that user's training items ``profiles``
+    (CSR at the list rows), filled slots): served lists are measured as served, so a report says
+    how many of their slots a model's lists, which skip training items, could not hold."""
+    return own_slots(lists, *profiles, n_items), int((lists >= 0).sum())
 
 
 def head_share_of_log(popularity: np.ndarray) -> float | None:

@@ -248,11 +248,36 @@ CASES = [
          absent=r"head_share_1pct_dot@|numeric columns"),
     Case("rank-by-k-no-row-asks-for", _batch("model,k\nitems.npy,5\n", "--rank-by", "head_share_1pct_ratio@7"),
          EXIT_USAGE, r"invalid --rank-by 'head_share_1pct_ratio@7'.*\(did you mean 'head_share_1pct_ratio@5'.*"
-                     r"at K = 5, 10, 100"),
+                     r"at K = 5\b"),
     # A gate at a K no row asks for is well-formed: exit 1 before any row is audited, saying what would measure it
     Case("fail-on-k-no-row-asks-for", _batch("model,k\nitems.npy,5\n", "--fail-on", "head_share_1pct_ratio@7>1",
                                              check=_nothing_audited),
-         EXIT_ERROR, r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@7>1: K=7 was not asked for \(add -k 7\)$"),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@7>1: K=7 was not asked for \(add 7 to "
+                     r"the k cells of row 0 \(a row's k cell overrides -k for that row\)\)$", absent=r"add -k"),
+    # Every row's k cell decides (QA batchlists F2): -k reaches no row, so its advice would change nothing; said
+    # before any audit runs even though the default -k asks for K=100.
+    Case("fail-on-k-cells-override", _batch("model,k\nitems.npy,5\nitems.npy,3\n", "-k", "100", "--fail-on",
+                                            "gini_dot@100>0.5", check=_nothing_audited),
+         EXIT_ERROR, r"K=100 was not asked for \(add 100 to the k cells of rows 0, 1 \(a row's k cell overrides -k"),
+    # A row without a cell takes -k: the option's advice works as printed there.
+    Case("fail-on-k-a-row-takes-the-option", _batch("model,k\nitems.npy,5\nitems.npy,\n", "-k", "5",
+                                                     "--fail-on", "gini_dot@7>0.5", check=_nothing_audited),
+         EXIT_ERROR, r"K=7 was not asked for \(add -k 7\)$"),
+    # Batch has no --recommendations: the reason names the manifest column (QA batchlists F3).
+    # A row whose gate figure is missing, or a row that failed, never passes a gate (QA batchlists F7): exit 1,
+    # each named with its reason, as check of that row exits 1.
+    Case("fail-on-a-row-without-the-figure", _batch("model,recommendations,k\nitems.npy,,3\n,recs.csv,3\n",
+                                                    "--fail-on", "spearman>0.99", outputs=RESULTS,
+                                                    make=lambda d: write(d, "recs.csv", "user_id,item_id,rank\n0,3,1\n")),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on: spearman>0\.99: not measured in 1 of the 2 audited rows "
+                     r"\(row 1 \(no model\): frequency–norm not measured: no model"),
+    Case("fail-on-a-failed-row", _batch("model\nitems.npy\nmissing.npy\n", "-k", "3", "--fail-on", "spearman>0.99",
+                                        outputs=RESULTS),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on: 1 row failed \(row 1 \(missing\.npy\)\): no gate can pass a "
+                     r"row that was not audited$"),
+    Case("fail-on-served-without-lists-column", _batch("model\nitems.npy\n", "-k", "5", "--fail-on",
+                                                       "gini_served@5>0.5", outputs=RESULTS),
+         EXIT_ERROR, r"no served lists were given \(pass the recommendations column\)$", absent=r"--recommendations"),
     Case("rank-by-a-manifest-k", _batch("model,k\nitems.npy,5\n", "--rank-by", "head_share_1pct_ratio@5",
                                         outputs=RESULTS, check=_results("ok")), EXIT_OK, None),
     Case("row-interactions-fifo", _batch("model,interactions\nitems.npy,pipe.parquet\n", outputs=RESULTS,

@@ -158,6 +158,8 @@ def _ragged_many(d: Path) -> None:
     # One list of 5,000 slots (items repeat in no list: 5,000 distinct ids) beside 999 lists of one.
     rows = [f"0,{i},{i + 1}" for i in range(5000)] + [f"{u},0,1" for u in range(1, 1000)]
     write(d, "recs.csv", "user_id,item_id,rank\n" + "\n".join(rows) + "\n")
+    # A log that saw every listed item (lists alone refuse a majority of slots the log never saw).
+    parquet(d, "log.parquet", {"user_id": np.arange(5000) % 5, "item_id": np.arange(5000)})
 
 
 OK = r"users=2 k=3 lists=\[\[3, 5, 9\], \[2, 3, 4\]\]"
@@ -260,7 +262,17 @@ CASES = [
          stderr=r"Warning: 2 rows of recs\.csv have an empty user or item id: left out"),
     Case("recs-cold-items-kept", _recs("recs.csv", GOOD + "2,77,1\n"), EXIT_OK, None,
          stdout=r"users=3 .*\[10, -1, -1\]\] .*cold=1", stderr=r"1 of the 6 distinct items in recs\.csv never appear in "
-                                                            r"the training log \(1 row\): kept"),
+                                                            r"the training log \(1 row, 14\.3% of the served slots\): kept"),
+    # Ids that do not line up with the log's (QA batchlists F1): refused, not graded "none".
+    Case("recs-items-spelled-otherwise", _recs("recs.csv", "user_id,item_id,rank\n0,i3,1\n0,i5,2\n1,i2,1\n"),
+         EXIT_ERROR, r"none of the 3 items in recs\.csv \(column 'item_id'\) is an item of the training log \(10 "
+                     r"items\): the ids evidently do not match \(the lists spell them as 'i2', the log as 0\)"),
+    Case("recs-items-mostly-unknown", _recs("recs.csv", GOOD + "".join(f"2,{77 + i},{i + 1}\n" for i in range(7))),
+         EXIT_ERROR, r"7 of the 13 served slots in recs\.csv \(column 'item_id'\) \(53\.8%\) name items the training "
+                     r"log never saw, more than the 50% an audit measures: .*the lists spell them as 77, the log as 0"),
+    Case("recs-items-half-unknown-measured", _recs("recs.csv", GOOD + "".join(f"2,{77 + i},{i + 1}\n" for i in range(6))),
+         EXIT_OK, None, stdout=r"users=3 .*cold=6", stderr=r"6 of the 11 distinct items in recs\.csv never appear in the "
+                                                         r"training log \(6 rows, 50\.0% of the served slots\)"),
     Case("recs-many-repeats", _recs("recs.csv", None, make=_ragged), EXIT_ERROR,
          r"lists item 0 twice for user 0 \(data rows 1, 11, 21, 31, 41, \.\.\.; 4,990 repeats in 1 list\)"),
     Case("recs-one-long-list-within-memory", _recs("recs.csv", None, make=_ragged_many), EXIT_OK, None,

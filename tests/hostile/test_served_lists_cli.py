@@ -94,6 +94,7 @@ def _clamped(work: Path, outcome: Outcome) -> None:
     """K=50 over lists of three: measured at K=3, and said."""
     report = json.loads((work / "r.json").read_text())
     assert list(report["retrieval"]["at"]) == ["3"] and report["settings"]["ks"] == [3]
+    assert report["settings"]["ks_asked"] == [50]  # what was asked, beside what was measured
     assert any("K=50 exceeds the longest served list (3 items" in w for w in report["warnings"])
 
 
@@ -111,6 +112,27 @@ def _stranger_not_measured(work: Path, outcome: Outcome) -> None:
     report = json.loads((work / "r.json").read_text())
     assert "1 of the 3 users in recs.csv do not appear in the training log: their lists are not measured (the model's " \
            "lists are lined up with the users it queries, the log's)" in report["warnings"]
+
+
+def _users_unmatched(work: Path, outcome: Outcome) -> None:
+    """No served user is a log user: exposure measured, the per-user figures said not to be,
+    and the most-popular list keeps training items (none are known)."""
+    report = json.loads((work / "r.json").read_text())
+    reason = report["not_measured"]["who_pays"]
+    assert reason.startswith("none of the 2 users in recs.csv (column 'user_id') is a user of the training log (the "
+                             "lists spell them as 'u0', the log as ")
+    assert report["warnings"][0] == reason
+    at = report["retrieval"]["at"]["2"]
+    assert at["served"]["coverage"] == 0.3 and at["served"]["gap_delta_niche"] is None
+    assert report["accuracy"] is None or report["accuracy"]["seen_excluded"] is False
+
+
+def _serving_ignored(work: Path, outcome: Outcome) -> None:
+    """--max-queries 1 samples nobody out: both users of the lists are measured, and the three settings are named."""
+    report = json.loads((work / "r.json").read_text())
+    assert "--max-queries, --alpha, --accuracy-tolerance ignored: served lists alone are measured for every user of " \
+           "the file, as served (no query sample, no norm-aware scoring, no scoring to recommend)" in report["warnings"]
+    assert report["served"]["n_users"] == 2 and report["retrieval"]["at"]["3"]["served"]["coverage"] == 0.5
 
 
 def _strangers(d: Path) -> None:
@@ -160,6 +182,8 @@ OWN_CASES = [
     Case("cli-recs-gate-past-the-lists", _recs("-k", "3", "-k", "5", "--fail-on", "gini_served@5>0.9"), EXIT_ERROR,
          r"gini_served@5>0\.9: cut-off K=5 exceeds the longest served list \(3 items in recs\.csv\); measured at K=3 "
          r"\(gate gini_served@3\)$"),
+    Case("cli-recs-gate-past-the-lists-as-advised", _recs("-k", "5", "-k", "3", "--fail-on", "gini_served@3>0.9"),
+         EXIT_OK, None),
     Case("cli-recs-beside-model-some-users-without-list",
          _recs("-k", "3", "--json", "r.json", model=True, content="user_id,item_id,rank\n0,3,1\n0,5,2\n0,9,3\n",
                outputs=("r.json",), check=_partly_served), EXIT_OK, None),
@@ -178,6 +202,25 @@ OWN_CASES = [
     Case("cli-recs-counts-gate-on-pop-rsp", _counted("-k", "3", "--fail-on", "pop_rsp_served@3>0.5"), EXIT_ERROR,
          r"^Error: cannot evaluate --fail-on pop_rsp_served@3>0\.5: pop_rsp: .*--frequencies gives counts per item "
          r"only(?!.*query file)"),
+    # Lists alone whose users are none of the log's (QA batchlists F1): measured, the per-group figures said not.
+    Case("cli-recs-alone-users-spelled-otherwise",
+         _recs("-k", "2", "--json", "r.json", content="user_id,item_id,rank\nu0,3,1\nu0,5,2\nu1,2,1\n",
+               outputs=("r.json",), check=_users_unmatched), EXIT_OK, None),
+    Case("cli-recs-alone-users-spelled-otherwise-gate",
+         _recs("-k", "1", "--fail-on", "gap_delta_niche_served@1<0", content="user_id,item_id,rank\nu0,3,1\nu1,2,1\n"),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on gap_delta_niche_served@1<0: .*none of the 2 users in recs\.csv "
+                     r"\(column 'user_id'\) is a user of the training log \(the lists spell them as 'u0', the log as "),
+    # The amplification reference beside a model too (QA batchlists F10); without lists: not measured, said.
+    Case("cli-recs-beside-model-head-share-log-gate", _recs("-k", "3", "--fail-on", "head_share_log>0.01", model=True),
+         EXIT_GATE, None, stderr=r"head_share_log>0\.01: 0\.1818 \(TRIPPED\)"),
+    Case("cli-model-head-share-log-gate-without-lists",
+         lambda d: Built(["check", table(d), "--interactions", log(d), *FAST, "--fail-on", "head_share_log>0"]),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on head_share_log>0: measured for served lists "
+                     r"\(--recommendations\), alone or beside a model$"),
+    # Serving settings given to lists alone are named as ignored, as the table settings are (QA batchlists F9).
+    Case("cli-recs-alone-serving-settings-ignored",
+         _recs("-k", "3", "--max-queries", "1", "--alpha", "0.3", "--accuracy-tolerance", "0.9", "--json", "r.json",
+               outputs=("r.json",), check=_serving_ignored), EXIT_OK, None),
     Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
                                                    check=_clamped), EXIT_OK, None),
 ]
