@@ -50,7 +50,8 @@ class PopauditCallback(pl.Callback):
     once the module is on its device). ``batch_items``: a function of a batch returning its item rows; None
     means counts must be given (``counts=``) and angles compare the whole table.
     Every other keyword goes to :class:`~auditor.monitor.TrainingMonitor` (the
-    optimizer is the trainer's first one unless given).
+    optimizer, unless given, is the trainer's one that holds the item table: with one
+    optimizer per tower, the item tower's, and only its steps are measured).
     """
 
     def __init__(
@@ -89,8 +90,8 @@ class PopauditCallback(pl.Callback):
         if isinstance(items, str):
             items = operator.attrgetter(items)(pl_module)
         options = dict(self._options)
-        if "optimizer" not in options and trainer.optimizers:
-            options["optimizer"] = trainer.optimizers[0]
+        if "optimizer" not in options and trainer.optimizers:  # one per tower: the monitor takes the item table's
+            options["optimizer"] = list(trainer.optimizers)
         batches = trainer.num_training_batches
         if isinstance(batches, int) and batches > 0:  # inf for an iterable of unknown length
             per_epoch = math.ceil(batches / trainer.accumulate_grad_batches)  # the last window steps too
@@ -105,12 +106,21 @@ class PopauditCallback(pl.Callback):
             self._pending.append(torch.as_tensor(rows).reshape(-1))
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer) -> None:
-        if self.monitor is None:
+        if self.monitor is None or not self._steps_items(optimizer):
             return
         pending = torch.cat(self._pending) if self._pending else None
         self._pending = []
         self.monitor.before_step(pending, count=False)  # counted at batch start
         self._stepped = True
+
+    def _steps_items(self, optimizer: Any) -> bool:
+        """Whether this optimizer's step moves the item table: with one optimizer per tower
+        (manual optimization) the snapshot is kept around the item optimizer's step only
+        (another's pre-step hook would replace it after the item rows moved)."""
+        watched = self.monitor.optimizer if self.monitor is not None else None
+        if watched is None or not hasattr(watched, "param_groups"):
+            return True
+        return getattr(optimizer, "optimizer", optimizer) is watched or optimizer is watched
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs

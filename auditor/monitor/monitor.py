@@ -58,7 +58,8 @@ class TrainingMonitor:
     JSON-lines file to write. ``alerts``: ``--fail-on``-style expressions over the
     record's figures, each acting by ``on_alert`` (``warn``, ``raise``, ``stop``).
     ``optimizer``: read for the learning rate (and named in the trace; a torch
-    optimizer, or any with a ``learning_rate``, such as Keras'). ``queries``:
+    optimizer, or any with a ``learning_rate``, such as Keras'; or a list of torch
+    optimizers, one per tower: the one holding the item table's parameter is taken). ``queries``:
     head-share queries (:data:`~auditor.monitor.sources.Queries`). Above
     ``max_exact_items`` items, every table-wide figure is taken on a fixed seeded sample
     of ``sample_items`` rows (ρ then with its interval). ``mlflow``: None logs to the
@@ -96,7 +97,7 @@ class TrainingMonitor:
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)
-        self.optimizer = optimizer
+        self.optimizer = self.source.item_optimizer(optimizer)
         self.k, self.head_percent = int(k), float(head_percent)
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
         self._sample: torch.Tensor | None = None
@@ -315,14 +316,8 @@ class TrainingMonitor:
         if not hasattr(self.optimizer, "param_groups"):
             rate = getattr(self.optimizer, "learning_rate", None)
             return None if rate is None else float(rate)
-        groups = [g for g in self.optimizer.param_groups if "lr" in g]
-        param = self.source.parameter
-        if param is not None:
-            view_of = getattr(param, "_base", None)  # a view such as weight[1:] belongs to its base
-            base = param if view_of is None else view_of
-            mine = [g for g in groups if any(p is param or p is base for p in g["params"])]
-            groups = mine or groups
-        lrs = {float(g["lr"]) for g in groups}
+        groups = self.source.groups_of(self.optimizer) or self.optimizer.param_groups
+        lrs = {float(g["lr"]) for g in groups if "lr" in g}
         return lrs.pop() if len(lrs) == 1 else None
 
     def _alert(self, event: AlertEvent) -> None:
