@@ -33,7 +33,7 @@ import torch
 
 from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
-from auditor.monitor.settings import second_fit
+from auditor.monitor.settings import second_fit, shard_counts
 from auditor.monitor.sources import ItemTable
 
 try:
@@ -77,6 +77,8 @@ class PopauditCallback(pl.Callback):
         """Item rows of the micro-batches since the last optimizer step."""
         self._stepped = False
         self._losses: list[float] = []
+        self._world = 1
+        """Processes training (DDP): rank 0 alone watches; angles then compare the whole table."""
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._started:
@@ -85,7 +87,14 @@ class PopauditCallback(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """The monitor, once the training data is set up: its header's config records the
-        optimizer steps of an epoch (C5 projects the steps a run stopped within an epoch took)."""
+        optimizer steps of an epoch (C5 projects the steps a run stopped within an epoch took).
+        Under several processes only global rank 0 makes one (it alone writes the trace and
+        the trackers), and the counts must be given: each rank sees only its shard."""
+        self._world = int(trainer.world_size)
+        if self._world > 1 and self._options.get("counts") is None:
+            raise shard_counts(self._world)  # on every rank, before any of them writes
+        if not trainer.is_global_zero:
+            return
         items = self._items
         if isinstance(items, str):
             items = operator.attrgetter(items)(pl_module)
@@ -108,7 +117,8 @@ class PopauditCallback(pl.Callback):
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer) -> None:
         if self.monitor is None or not self._steps_items(optimizer):
             return
-        pending = torch.cat(self._pending) if self._pending else None
+        # under DDP a step moves every rank's rows, and this rank sees only its own: compare the whole table
+        pending = torch.cat(self._pending) if self._pending and self._world == 1 else None
         self._pending = []
         self.monitor.before_step(pending, count=False)  # counted at batch start
         self._stepped = True
@@ -127,21 +137,26 @@ class PopauditCallback(pl.Callback):
         if isinstance(loss, torch.Tensor):  # automatic optimization hands on the loss ÷ accumulate_grad_batches
             scale = trainer.accumulate_grad_batches if pl_module.automatic_optimization else 1
             self._losses.append(float(loss.detach()) * scale)
-        if self.monitor is None or not self._stepped:
-            return
-        self._stepped = False
-        self.monitor.after_step()
-        if self.monitor.should_stop:
+        if self.monitor is not None and self._stepped:
+            self._stepped = False
+            self.monitor.after_step()
+        self._pass_stop(trainer)
+
+    def _pass_stop(self, trainer: pl.Trainer) -> None:
+        """``trainer.should_stop`` when an alert asked to stop; under several processes rank
+        0's decision is shared with every rank (all of them call this at each batch and epoch end)."""
+        stop = self.monitor is not None and self.monitor.should_stop
+        if self._world > 1:
+            stop = bool(trainer.strategy.reduce_boolean_decision(stop, all=False))
+        if stop:
             trainer.should_stop = True
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.monitor is None:
-            return
         loss = sum(self._losses) / len(self._losses) if self._losses else None
         self._losses = []
-        self.monitor.end_epoch(epoch=trainer.current_epoch + 1, loss=loss)
-        if self.monitor.should_stop:
-            trainer.should_stop = True
+        if self.monitor is not None:
+            self.monitor.end_epoch(epoch=trainer.current_epoch + 1, loss=loss)
+        self._pass_stop(trainer)
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.monitor is not None:

@@ -39,7 +39,7 @@ from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, log_each, make_sinks
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
 from auditor.monitor.settings import (
-    TrainingDivergedWarning, batch_rows, check_settings, given_counts, ids_digest,
+    TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest,
 )
 from auditor.monitor.trace import TraceWriter
 
@@ -94,6 +94,7 @@ class TrainingMonitor:
         fsync: bool = True,
     ) -> None:
         check_settings(interval, k, head_percent, max_exact_items, sample_items)
+        check_ranks(counts is not None)
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)

@@ -114,3 +114,37 @@ def second_fit(trace: Any) -> TrainingError:
         f"this popaudit callback already watched a fit (its records are{where}); a second fit would replace them "
         "and count its steps from 0: give each fit a new callback with its own trace"
     )
+
+
+def process_rank() -> tuple[int, int]:
+    """(rank, world size) of torch.distributed's default process group; (0, 1) without one."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    return 0, 1
+
+
+def shard_counts(world: int) -> TrainingError:
+    """The error of running counts under several processes: each rank sees only its shard of
+    every global batch, so ρ, the head share and their alerts would judge part of the data
+    (and ranks could disagree about stopping)."""
+    return TrainingError(
+        f"training runs on {world} processes: running counts would count only one rank's shard of each batch; "
+        "give counts (interactions per item row of the whole training data)"
+    )
+
+
+def check_ranks(given: bool) -> None:
+    """The one multi-process policy: a monitor is made on global rank 0 only (it alone writes
+    the trace and the trackers), with its counts given. A monitor made on another rank, or
+    with running counts under several processes, is a TrainingError."""
+    rank, world = process_rank()
+    if world <= 1:
+        return
+    if rank != 0:
+        raise TrainingError(
+            f"this is process rank {rank} of {world}: make the monitor on rank 0 only (every rank would write the "
+            "same trace), and pass its should_stop to the other ranks"
+        )
+    if not given:
+        raise shard_counts(world)
