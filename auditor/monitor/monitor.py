@@ -61,8 +61,9 @@ class TrainingMonitor:
     optimizer, or any with a ``learning_rate``, such as Keras'; or a list of torch
     optimizers, one per tower: the one holding the item table's parameter is taken). ``queries``:
     head-share queries (:data:`~auditor.monitor.sources.Queries`). Above
-    ``max_exact_items`` items, every table-wide figure is taken on a fixed seeded sample
-    of ``sample_items`` rows (ρ then with its interval). ``mlflow``: None logs to the
+    ``max_exact_items`` items, ρ and the log–log slope are taken on a fixed seeded sample
+    of ``sample_items`` rows (ρ then with its interval); the norms' figures and the head
+    shares are always the whole table's. ``mlflow``: None logs to the
     active MLflow run when MLflow is imported and a run is active; True: to the active
     run or a new one; a run id: to that run; False: never. ``tensorboard``: a log
     folder or a ``SummaryWriter``.
@@ -273,7 +274,7 @@ class TrainingMonitor:
         if record.n_nonfinite and self.diverged is None:
             self.diverged = (record.step, record.n_nonfinite)
             warnings.warn(
-                f"{record.n_nonfinite:,} of {record.spearman_n:,} item rows measured are NaN or infinite at step {record.step}: "
+                f"{record.n_nonfinite:,} of {self.source.n_items:,} item rows are NaN or infinite at step {record.step}: "
                 "training diverged; ρ, the slope and the head shares are unmeasured from here (alert on n_nonfinite>0)",
                 TrainingDivergedWarning, stacklevel=3,
             )
@@ -283,17 +284,20 @@ class TrainingMonitor:
         return record
 
     def _measure(self, kind: str, update: UpdateSample, loss: float | torch.Tensor | None, seconds: float | None) -> TraceRecord:
-        sample = self._sample
-        vectors = self.source.table() if sample is None else self.source.rows(sample)
+        # One pass over the whole table: every row's norm (mean_norm, n_nonfinite: a NaN row
+        # anywhere is found) and the head shares' exact top-K. Only ρ and the slope, whose
+        # rank sort is what grows with the catalogue, are taken on the fixed sample above
+        # max_exact_items (rows sampled from the same norms, so a sample equals check's rows).
+        vectors = self.source.table()
         precision = table_precision(vectors)  # the stored dtype's rounding, before any widening
         if vectors.dtype not in (torch.float32, torch.float64):  # half precision: numpy has no bfloat16
             vectors = vectors.float()
-        array = vectors.to("cpu").numpy()
-        counts = self._counts if sample is None else self._counts[sample.numpy()]
-        norms = item_norms(array)
+        norms = item_norms(vectors.to("cpu").numpy())
         finite = np.isfinite(norms)
-        ranks = rank_figures(norms, counts, population=self.source.n_items, precision=precision)
-        heads = head_figures(self.queries.vectors().to(vectors.dtype), vectors, counts, self.k, self.head_percent) \
+        # a table with a NaN or infinite row anywhere has no ρ, sampled or not (as the audit's)
+        picked = slice(None) if self._sample is None or not finite.all() else self._sample.numpy()
+        ranks = rank_figures(norms[picked], self._counts[picked], population=self.source.n_items, precision=precision)
+        heads = head_figures(self.queries.vectors().to(vectors.dtype), vectors, self._counts, self.k, self.head_percent) \
             if finite.all() else None
         angles = angle_figures(update)
         now = time.perf_counter()
