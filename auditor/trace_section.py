@@ -144,6 +144,9 @@ class TrainingSection:
     """The item optimizer's momentum the trace header's config records (None: none)."""
     recorded_weight_decay: float | None = None
     """The item optimizer's weight decay the trace header's config records (None: none)."""
+    start_step: int = 0
+    """The optimizer step the trace begins at: its header config's ``start_step``, above 0 for
+    a new trace of a run resumed from a checkpoint (its records cover the steps after it)."""
 
     @property
     def evidence(self) -> TrainingAngles | None:

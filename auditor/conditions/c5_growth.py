@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from auditor.conditions.c5_table import TableGrowth, table_growth
-from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
+from auditor.conditions.facts import EPOCHS_BEGUN, NO_END, Fact, Origin, TraceFacts
 from auditor.errors import setting
 from auditor.loading.trace_input import LR_TOLERANCE
 from auditor.model import ItemStats, ModelBundle
@@ -222,7 +222,9 @@ def _projected(
         "head_median_norm_ratio": ratio, "threshold": threshold,
     })
     epoch_text = f"{e:g} epochs" if n_epochs is not None else "1 epoch (epochs not recorded, so a lower estimate)"
-    if epochs is not None and not float(e).is_integer():  # a run stopped within an epoch
+    if epochs is not None and epochs.key.endswith(NO_END):  # a trace of a run that died: what it recorded
+        epoch_text += f" (at least: {epochs.source})"
+    elif epochs is not None and not float(e).is_integer():  # a run stopped within an epoch
         epoch_text += f" (the updates actually taken: {epochs.source})"
     elif epochs is not None and epochs.key == EPOCHS_BEGUN:  # stopped within an epoch of unknown length
         epoch_text += f" ({epochs.source})"

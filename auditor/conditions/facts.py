@@ -343,6 +343,10 @@ class TraceFacts:
     """The momentum, weight decay and loss the trace header's config records."""
 
 
+NO_END = "; the trace has no end record, so the run took at least these"
+"""Said of a trace's steps or epochs when it has no end record (training died or still runs):
+C5's projection over them is a lower bound, not the updates actually taken."""
+
 EPOCHS_BEGUN = ("epochs begun: training ended within the last, whose steps the trace does not record, so "
                  "the projection counts it whole and is an upper bound")
 """The trace's epochs fact of a run that ended within an epoch of unknown length (C5 says so)."""
@@ -357,12 +361,15 @@ def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
     kind = None
     if training.optimizer:
         kind, _implied = normalise_optimizer(training.optimizer)
+    epochs = epochs_taken(training.steps, training.steps_per_epoch, Origin.TRACE) \
+        or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, EPOCHS_BEGUN
+                                                      if training.ended_within_epoch else "epochs"))
+    if epochs is not None and not training.complete:
+        epochs = replace(epochs, key=epochs.key.replace("steps taken", "steps recorded") + NO_END)
     return TraceFacts(
         optimizer=Fact(kind or training.optimizer, Origin.TRACE, "header.optimizer") if training.optimizer else None,
         lr=None if lr is None else Fact(lr[1], Origin.TRACE, f"lr at step {lr[0]}"),
-        epochs=epochs_taken(training.steps, training.steps_per_epoch, Origin.TRACE)
-        or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, EPOCHS_BEGUN
-                                                      if training.ended_within_epoch else "epochs")),
+        epochs=epochs,
         angles=training.evidence,
         momentum=_recorded(training.recorded_momentum, "momentum"),
         weight_decay=_recorded(training.recorded_weight_decay, "weight_decay"),

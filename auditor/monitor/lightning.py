@@ -105,6 +105,9 @@ class PopauditCallback(pl.Callback):
         if isinstance(batches, int) and batches > 0:  # inf for an iterable of unknown length
             per_epoch = math.ceil(batches / trainer.accumulate_grad_batches)  # the last window steps too
             options["config"] = {"steps_per_epoch": per_epoch, **(options.get("config") or {})}
+        # a fit resumed from a checkpoint (ckpt_path) goes on at Lightning's step and epoch
+        options.setdefault("start_step", _steps_taken(trainer, pl_module))
+        options.setdefault("start_epoch", trainer.current_epoch + 1)
         self.monitor = TrainingMonitor(items, **options)
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
@@ -165,3 +168,12 @@ class PopauditCallback(pl.Callback):
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if self.monitor is not None:
             self.monitor.close(f"error: {type(exception).__name__}: {exception}")
+
+
+def _steps_taken(trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:
+    """The optimizer steps taken before this fit (a checkpoint's, when it resumes one):
+    ``trainer.global_step``; under manual optimization, where that counts every optimizer's
+    steps (one per tower: twice a batch), the batches that stepped, as the monitor counts."""
+    if pl_module.automatic_optimization:
+        return int(trainer.global_step)
+    return int(getattr(trainer.fit_loop.epoch_loop, "_batches_that_stepped", trainer.global_step))

@@ -41,7 +41,7 @@ from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
 from auditor.monitor.settings import (
     TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest,
 )
-from auditor.monitor.trace import TraceWriter
+from auditor.monitor.trace import TraceWriter, resume_point
 
 DEFAULT_INTERVAL = 500
 """Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
@@ -66,7 +66,11 @@ class TrainingMonitor:
     shares are always the whole table's. ``mlflow``: None logs to the
     active MLflow run when MLflow is imported and a run is active; True: to the active
     run or a new one; a run id: to that run; False: never. ``tensorboard``: a log
-    folder or a ``SummaryWriter``.
+    folder or a ``SummaryWriter``. ``start_step``, ``start_epoch``: where a run resumed
+    from a checkpoint goes on (the optimizer steps it had taken, the epoch in progress);
+    a new trace records them in its header's config. ``resume``: continue the existing
+    ``trace`` instead (its end record replaced by the new records), by default from where
+    it ended.
     """
 
     def __init__(
@@ -93,6 +97,9 @@ class TrainingMonitor:
         source: str = "pytorch",
         config: Mapping[str, Any] | None = None,
         fsync: bool = True,
+        start_step: int | None = None,
+        start_epoch: int | None = None,
+        resume: bool = False,
     ) -> None:
         check_settings(interval, k, head_percent, max_exact_items, sample_items)
         check_ranks(counts is not None)
@@ -110,9 +117,13 @@ class TrainingMonitor:
         self._counts = given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
         self._pending: list[torch.Tensor] = []
         self._alerts = Alerts(alerts, check_action(on_alert), interval)
-        self.global_step = 0
-        self.epoch = 1
+        self.global_step = 0 if start_step is None else int(start_step)
+        self.epoch = 1 if start_epoch is None else int(start_epoch)
         """The epoch in progress (1-based); :meth:`end_epoch` moves it on."""
+        if self.global_step < 0 or self.epoch < 1:
+            raise TrainingError(f"start_step must be 0 or more and start_epoch 1 or more, got {start_step} and {start_epoch}")
+        if not resume and (self.global_step or self.epoch > 1):  # a new trace of a resumed run: check --trace says so
+            config = {**(config or {}), "start_step": self.global_step, "start_epoch": self.epoch}
         self.records: list[TraceRecord] = []
         self.fired: list[AlertEvent] = []
         self.should_stop = False
@@ -122,10 +133,11 @@ class TrainingMonitor:
         self._step_update = UpdateSample.empty()
         self._start = time.perf_counter()
         self._epoch_start = self._start
-        self._epoch_first_step = 0
         self._closed = False
         self.header = self._make_header(source, item_ids, max_exact_items, sample_items, config)
-        self._sinks, self._writer = _outputs(trace, self.header, fsync, mlflow, tensorboard)
+        keep = self._resume(trace, start_step, start_epoch) if resume else None
+        self._epoch_first_step = self.global_step
+        self._sinks, self._writer = _outputs(trace, self.header, fsync, mlflow, tensorboard, keep)
         self._sink_failed: set[int] = set()
 
     def _make_header(
@@ -143,6 +155,17 @@ class TrainingMonitor:
             item_ids_sha256=ids_digest(item_ids), created_unix=time.time(), popaudit_version=__version__,
             config=dict(config or {}),
         )
+
+    def _resume(self, trace: Path | str | None, start_step: int | None, start_epoch: int | None) -> int:
+        """Continue the existing trace (``resume=True``): the step and epoch to go on from
+        (:func:`~auditor.monitor.trace.resume_point`), and the bytes of it to keep."""
+        if trace is None:
+            raise TrainingError("resume continues an existing trace: give trace, the path of the run's trace")
+        if not Path(trace).is_file():
+            raise TrainingError(f"resume: there is no trace at {trace} to continue")
+        point = resume_point(Path(trace), self.header, start_step, start_epoch)
+        self.global_step, self.epoch = point.step, point.epoch
+        return point.keep
 
     # -- the calls a training loop makes ------------------------------------------------
 
@@ -339,14 +362,15 @@ class TrainingMonitor:
 
 
 def _outputs(
-    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: bool | str | None, tensorboard: Any
+    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: bool | str | None, tensorboard: Any,
+    keep: int | None = None,
 ) -> tuple[list[Sink], TraceWriter | None]:
     """The trackers and the trace writer. Every argument is checked (the trackers' too)
     before the trace file is touched: the writer replaces an earlier trace, which a monitor
     that fails to start must keep."""
     sinks = make_sinks(mlflow, tensorboard)
     try:
-        return sinks, TraceWriter(trace, header, fsync=fsync) if trace is not None else None
+        return sinks, TraceWriter(trace, header, fsync=fsync, keep=keep) if trace is not None else None
     except BaseException:
         for sink in sinks:
             sink.close()
