@@ -34,7 +34,7 @@ import torch
 from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
 from auditor.monitor.settings import second_fit, shard_counts
-from auditor.monitor.sources import ItemTable
+from auditor.monitor.sources import ItemSource, ItemTable, embedding_names
 
 try:
     import lightning.pytorch as pl
@@ -81,9 +81,24 @@ class PopauditCallback(pl.Callback):
         """Processes training (DDP): rank 0 alone watches; angles then compare the whole table."""
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Refuses a second fit, and an item table that is none, before any batch is read."""
         if self._started:
             raise second_fit(self._options.get("trace"))
         self._started = True
+        ItemSource(self._table(pl_module), self._options.get("n_items"))
+
+    def _table(self, pl_module: pl.LightningModule) -> ItemTable:
+        """The item table: given, or the LightningModule's attribute at the dotted name."""
+        if not isinstance(self._items, str):
+            return self._items
+        try:
+            found: ItemTable = operator.attrgetter(self._items)(pl_module)
+        except AttributeError:
+            raise TrainingError(
+                f"items: the LightningModule has no attribute {self._items!r} (its embeddings: "
+                f"{embedding_names(pl_module)}); a dotted name such as 'tower.item_embedding' reaches a sub-module's"
+            ) from None
+        return found
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """The monitor, once the training data is set up: its header's config records the
@@ -95,9 +110,7 @@ class PopauditCallback(pl.Callback):
             raise shard_counts(self._world)  # on every rank, before any of them writes
         if not trainer.is_global_zero:
             return
-        items = self._items
-        if isinstance(items, str):
-            items = operator.attrgetter(items)(pl_module)
+        items = self._table(pl_module)
         options = dict(self._options)
         if "optimizer" not in options and trainer.optimizers:  # one per tower: the monitor takes the item table's
             options["optimizer"] = list(trainer.optimizers)

@@ -52,6 +52,11 @@ class ItemSource:
             self._tensor = items
             shape = tuple(items.shape)
         elif callable(items):
+            if n_items is None and isinstance(items, torch.nn.Module):  # a tower or a whole model, not a table
+                raise TrainingError(
+                    f"items is a {type(items).__name__} module, not an item table: give its item nn.Embedding "
+                    f"(its embeddings: {embedding_names(items)}), or n_items for an item tower that encodes rows"
+                )
             if n_items is None:
                 raise TrainingError("an item encoder callable needs n_items: how many item rows it encodes")
             self._encode = items
@@ -126,6 +131,13 @@ class ItemSource:
                 for start in range(0, self.n_items, CHUNK)
             ]
         return torch.cat(parts)
+
+
+def embedding_names(module: torch.nn.Module) -> str:
+    """The dotted names of the ``nn.Embedding``s inside ``module`` (what an item table is
+    named by), for messages; ``none`` when it holds none."""
+    names = [name for name, sub in module.named_modules() if name and isinstance(sub, torch.nn.Embedding)]
+    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "") if names else "none"
 
 
 class QuerySource:
