@@ -131,3 +131,15 @@ def test_keras_resumed_with_initial_epoch_counts_from_the_optimizer_step(tmp_pat
     assert [(r.kind, r.step, r.epoch) for r in trace.records] == [("step", 9, 2), ("step", 12, 2), ("step", 15, 2),
                                                                  ("epoch", 16, 2)]
     assert trace.end is not None and (trace.end.step, trace.end.epoch) == (16, 2)
+
+
+def test_keras_step_records_carry_the_loss(tmp_path: Path) -> None:
+    """QA round 4, F9: a step record holds the loss Keras reports at that batch (the epoch's
+    running mean), so at the epoch's last step it equals the epoch record's loss."""
+    x, y, counts = data()
+    path = tmp_path / "trace.jsonl"
+    model().fit(x, y, batch_size=128, epochs=1, verbose=0,
+                callbacks=[PopauditCallback("item_embedding", counts=counts, interval=4, trace=path)])
+    trace = read_trace(path)
+    assert [r.step for r in trace.steps] == [4, 8] and all(r.loss is not None for r in trace.steps)
+    assert trace.steps[-1].loss == pytest.approx(trace.epochs[0].loss, rel=1e-6)

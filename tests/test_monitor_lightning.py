@@ -193,3 +193,22 @@ def test_a_wrong_item_table_is_refused_before_training(tmp_path: Path) -> None:
     fit(PopauditCallback("m.item_embedding", batch_items=lambda b: b["item"], interval=4, trace=tmp_path / "t.jsonl"),
         1, module)
     assert module.steps == 16 and read_trace(tmp_path / "t.jsonl").complete
+
+
+def test_step_records_carry_the_step_loss(tmp_path: Path) -> None:
+    """QA round 4, F9: each step record holds the loss of the batches its step trained on
+    (the mean of both micro-batches under accumulate_grad_batches=2), so a loss alert fires
+    at that step, not at the epoch's end."""
+    path = tmp_path / "trace.jsonl"
+    module = Recorded()
+    fit(PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=2, trace=path), 1, module,
+        accumulate_grad_batches=2)
+    steps = read_trace(path).steps
+    pairs = np.asarray(module.losses).reshape(8, 2).mean(axis=1)
+    assert [r.step for r in steps] == [2, 4, 6, 8]
+    assert [r.loss for r in steps] == pytest.approx(pairs[[1, 3, 5, 7]].tolist(), rel=1e-12)
+    module = Recorded()
+    with pytest.warns(TrainingAlertWarning, match="loss"):
+        trainer = fit(PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=3, trace=path,
+                                       alerts=["loss>0"], on_alert="stop"), 2, module)
+    assert trainer.global_step == 3 and read_trace(path).steps[0].loss == pytest.approx(module.losses[2], rel=1e-12)

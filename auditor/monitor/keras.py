@@ -88,7 +88,8 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self.monitor is None:
             return
-        self.monitor.after_step()
+        # Keras reports the epoch's running mean of the batch losses; read only when the step takes a record
+        self.monitor.after_step(loss=(logs or {}).get("loss"))
         if self.monitor.should_stop:
             self.model.stop_training = True
 

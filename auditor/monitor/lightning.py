@@ -77,6 +77,8 @@ class PopauditCallback(pl.Callback):
         """Item rows of the micro-batches since the last optimizer step."""
         self._stepped = False
         self._losses: list[float] = []
+        self._step_losses: list[float] = []
+        """The losses of the micro-batches since the last optimizer step."""
         self._world = 1
         """Processes training (DDP): rank 0 alone watches; angles then compare the whole table."""
 
@@ -153,9 +155,15 @@ class PopauditCallback(pl.Callback):
         if isinstance(loss, torch.Tensor):  # automatic optimization hands on the loss ÷ accumulate_grad_batches
             scale = trainer.accumulate_grad_batches if pl_module.automatic_optimization else 1
             self._losses.append(float(loss.detach()) * scale)
+            self._step_losses.append(self._losses[-1])
         if self.monitor is not None and self._stepped:
             self._stepped = False
-            self.monitor.after_step()
+            # the step's loss: the mean over the micro-batches it stepped on (one without accumulation)
+            step_loss = sum(self._step_losses) / len(self._step_losses) if self._step_losses else None
+            self._step_losses = []
+            self.monitor.after_step(loss=step_loss)
+        elif self.monitor is None:
+            self._step_losses = []
         self._pass_stop(trainer)
 
     def _pass_stop(self, trainer: pl.Trainer) -> None:

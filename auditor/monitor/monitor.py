@@ -193,7 +193,8 @@ class TrainingMonitor:
         self._snapshot = (rows, self.source.rows(rows).clone(), copies)
 
     def after_step(self, *, loss: float | torch.Tensor | None = None) -> TraceRecord | None:
-        """Call after ``optimizer.step()``; returns the record when this step took one."""
+        """Call after ``optimizer.step()`` with the batch's ``loss`` when known (read only when
+        the step takes a record); returns the record when this step took one."""
         self.global_step += 1
         if self._snapshot is not None:
             rows, before, copies = self._snapshot
@@ -208,11 +209,15 @@ class TrainingMonitor:
         return record
 
     @contextmanager
-    def step(self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None) -> Iterator[None]:
-        """``with monitor.step(batch_items): optimizer.step()``: :meth:`before_step` and :meth:`after_step` in one."""
+    def step(
+        self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None, *, loss: float | torch.Tensor | None = None
+    ) -> Iterator[None]:
+        """``with monitor.step(batch_items, loss=loss): optimizer.step()``: :meth:`before_step`
+        and :meth:`after_step` in one; ``loss``, the batch's, goes in the step's record (read
+        only when the step takes one), so a ``loss`` alert can fire at that step."""
         self.before_step(items)
         yield
-        self.after_step()
+        self.after_step(loss=loss)
 
     def end_epoch(self, *, epoch: int | None = None, loss: float | torch.Tensor | None = None) -> TraceRecord:
         """Record the end of an epoch (``epoch``: its number, default the one in progress)
