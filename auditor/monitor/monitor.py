@@ -241,6 +241,8 @@ class TrainingMonitor:
         self._closed = True
         begun = self.epoch if self.global_step > self._epoch_first_step else self.epoch - 1
         reason = reason or self.stop_reason or "completed"
+        if reason == self.stop_reason and self.global_step > self._stop_step:  # a loop that did not stop at once
+            reason += f"; training went on to step {self.global_step}"
         if self.diverged is not None:  # said wherever training ended: a trace of a NaN run is no quiet one
             reason += f"; {self.diverged[1]:,} item rows NaN or infinite from step {self.diverged[0]} (training diverged)"
         end = TraceEnd(self.global_step, max(begun, 0) or None, reason)
@@ -269,6 +271,8 @@ class TrainingMonitor:
 
     stop_reason: str | None = None
     """Why the first alert that asked training to stop did (None: none did)."""
+    _stop_step = 0
+    """The step of the alert that asked training to stop."""
     diverged: tuple[int, int] | None = None
     """(step, rows) of the first record that found item rows NaN or infinite (None: none did)."""
 
@@ -361,6 +365,7 @@ class TrainingMonitor:
             self.should_stop = True
             if self.stop_reason is None:  # the first alert that asked (several may fire at one record)
                 self.stop_reason = f"stopped by alert {event.alert} at step {event.step}"
+                self._stop_step = event.step
         if event.action == "raise":
             self.close(f"raised by alert {event.alert} at step {event.step}")
         act(event)
