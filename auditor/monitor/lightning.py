@@ -38,8 +38,10 @@ from auditor.monitor.sources import ItemSource, ItemTable, embedding_names
 
 try:
     import lightning.pytorch as pl
+    from lightning.pytorch.loggers import MLFlowLogger
 except ImportError:  # the older package name
     import pytorch_lightning as pl  # type: ignore[no-redef]
+    from pytorch_lightning.loggers import MLFlowLogger  # type: ignore[assignment]
 
 
 class PopauditCallback(pl.Callback):
@@ -120,6 +122,10 @@ class PopauditCallback(pl.Callback):
         if isinstance(batches, int) and batches > 0:  # inf for an iterable of unknown length
             per_epoch = math.ceil(batches / trainer.accumulate_grad_batches)  # the last window steps too
             options["config"] = {"steps_per_epoch": per_epoch, **(options.get("config") or {})}
+        if options.get("mlflow") is None:  # Lightning's own MLflow logger: its run (no fluent run is active)
+            logger = next((lg for lg in trainer.loggers if isinstance(lg, MLFlowLogger)), None)
+            if logger is not None:
+                options["mlflow"], options["mlflow_client"] = logger.run_id, logger.experiment
         # a fit resumed from a checkpoint (ckpt_path) goes on at Lightning's step and epoch
         options.setdefault("start_step", _steps_taken(trainer, pl_module))
         options.setdefault("start_epoch", trainer.current_epoch + 1)

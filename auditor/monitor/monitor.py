@@ -70,7 +70,8 @@ class TrainingMonitor:
     from a checkpoint goes on (the optimizer steps it had taken, the epoch in progress);
     a new trace records them in its header's config. ``resume``: continue the existing
     ``trace`` instead (its end record replaced by the new records), by default from where
-    it ended.
+    it ended. ``mlflow_client``: the ``MlflowClient`` of the store holding the run id
+    ``mlflow`` names (a framework's own MLflow logger's), when not the default store.
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class TrainingMonitor:
         start_step: int | None = None,
         start_epoch: int | None = None,
         resume: bool = False,
+        mlflow_client: Any = None,
     ) -> None:
         check_settings(interval, k, head_percent, max_exact_items, sample_items)
         check_ranks(counts is not None)
@@ -137,7 +139,7 @@ class TrainingMonitor:
         self.header = self._make_header(source, item_ids, max_exact_items, sample_items, config)
         keep = self._resume(trace, start_step, start_epoch) if resume else None
         self._epoch_first_step = self.global_step
-        self._sinks, self._writer = _outputs(trace, self.header, fsync, mlflow, tensorboard, keep)
+        self._sinks, self._writer = _outputs(trace, self.header, fsync, (mlflow, mlflow_client), tensorboard, keep)
         self._sink_failed: set[int] = set()
 
     def _make_header(
@@ -372,13 +374,13 @@ class TrainingMonitor:
 
 
 def _outputs(
-    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: bool | str | None, tensorboard: Any,
+    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: tuple[bool | str | None, Any], tensorboard: Any,
     keep: int | None = None,
 ) -> tuple[list[Sink], TraceWriter | None]:
     """The trackers and the trace writer. Every argument is checked (the trackers' too)
     before the trace file is touched: the writer replaces an earlier trace, which a monitor
     that fails to start must keep."""
-    sinks = make_sinks(mlflow, tensorboard)
+    sinks = make_sinks(mlflow[0], tensorboard, mlflow[1])
     try:
         return sinks, TraceWriter(trace, header, fsync=fsync, keep=keep) if trace is not None else None
     except BaseException:
