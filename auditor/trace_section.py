@@ -81,6 +81,11 @@ class TrainingAngles:
         )
 
 
+NO_END = "; the trace has no end record, so the run took at least these"
+"""Said of the steps or epochs of a trace without an end record (its training died, or still
+runs): C5's projection over them is a lower bound, not the updates actually taken."""
+
+
 @dataclass(frozen=True)
 class TrainingSection:
     """What a training trace showed, and whether it belongs to the audited model."""

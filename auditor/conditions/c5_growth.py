@@ -9,13 +9,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from auditor.conditions.c5_table import TableGrowth, table_growth
-from auditor.conditions.facts import EPOCHS_BEGUN, NO_END, Fact, Origin, TraceFacts
+from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
 from auditor.loading.trace_input import LR_TOLERANCE
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome, UpdateProbe
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
 from auditor.wording import compared_figures
+from auditor.trace_section import NO_END
 
 
 def assess_c5(

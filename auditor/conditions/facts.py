@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
 from auditor.model import ModelBundle
-from auditor.trace_section import TrainingAngles, TrainingSection
+from auditor.trace_section import NO_END, TrainingAngles, TrainingSection
 from auditor.optimizers import (
     ADAPTIVE,
     OptimizerGroup,
@@ -343,10 +343,6 @@ class TraceFacts:
     """The momentum, weight decay and loss the trace header's config records."""
 
 
-NO_END = "; the trace has no end record, so the run took at least these"
-"""Said of a trace's steps or epochs when it has no end record (training died or still runs):
-C5's projection over them is a lower bound, not the updates actually taken."""
-
 EPOCHS_BEGUN = ("epochs begun: training ended within the last, whose steps the trace does not record, so "
                  "the projection counts it whole and is an upper bound")
 """The trace's epochs fact of a run that ended within an epoch of unknown length (C5 says so)."""
@@ -364,7 +360,7 @@ def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
     epochs = epochs_taken(training.steps, training.steps_per_epoch, Origin.TRACE) \
         or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, EPOCHS_BEGUN
                                                       if training.ended_within_epoch else "epochs"))
-    if epochs is not None and not training.complete:
+    if epochs is not None and not training.complete:  # it died or still runs: what it recorded, at least
         epochs = replace(epochs, key=epochs.key.replace("steps taken", "steps recorded") + NO_END)
     return TraceFacts(
         optimizer=Fact(kind or training.optimizer, Origin.TRACE, "header.optimizer") if training.optimizer else None,

@@ -39,7 +39,7 @@ from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, log_each, make_sinks
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
 from auditor.monitor.settings import (
-    TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest,
+    TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
 )
 from auditor.monitor.trace import TraceWriter, resume_point
 
@@ -111,21 +111,14 @@ class TrainingMonitor:
         self.optimizer = self.source.item_optimizer(optimizer)
         self.k, self.head_percent = int(k), float(head_percent)
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
-        self._sample: torch.Tensor | None = None
-        if n > max_exact_items:
-            self._sample = torch.from_numpy(np.sort(rng.choice(n, sample_items, replace=False)).astype(np.int64))
+        self._sample = rho_sample(n, max_exact_items, sample_items, rng)
         self.queries = QuerySource(queries, self.source, n_queries, rng)
         self._given = counts is not None
         self._counts = given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
         self._pending: list[torch.Tensor] = []
         self._alerts = Alerts(alerts, check_action(on_alert), interval)
-        self.global_step = 0 if start_step is None else int(start_step)
-        self.epoch = 1 if start_epoch is None else int(start_epoch)
+        self.global_step, self.epoch, config = start_point(start_step, start_epoch, resume, config)
         """The epoch in progress (1-based); :meth:`end_epoch` moves it on."""
-        if self.global_step < 0 or self.epoch < 1:
-            raise TrainingError(f"start_step must be 0 or more and start_epoch 1 or more, got {start_step} and {start_epoch}")
-        if not resume and (self.global_step or self.epoch > 1):  # a new trace of a resumed run: check --trace says so
-            config = {**(config or {}), "start_step": self.global_step, "start_epoch": self.epoch}
         self.records: list[TraceRecord] = []
         self.fired: list[AlertEvent] = []
         self.should_stop = False

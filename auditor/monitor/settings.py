@@ -36,6 +36,28 @@ def check_settings(interval: int, k: int, head_percent: float, max_exact_items: 
         )
 
 
+def start_point(
+    start_step: int | None, start_epoch: int | None, resume: bool, config: Mapping[str, Any] | None
+) -> tuple[int, int, Mapping[str, Any] | None]:
+    """The step and epoch a monitor starts at (0 and 1 unless a resumed run's are given), and
+    its header config: a new trace that starts later records them (``start_step``,
+    ``start_epoch``), so ``check --trace`` knows its records begin mid-run."""
+    step = 0 if start_step is None else int(start_step)
+    epoch = 1 if start_epoch is None else int(start_epoch)
+    if step < 0 or epoch < 1:
+        raise TrainingError(f"start_step must be 0 or more and start_epoch 1 or more, got {start_step} and {start_epoch}")
+    if not resume and (step or epoch > 1):
+        config = {**(config or {}), "start_step": step, "start_epoch": epoch}
+    return step, epoch, config
+
+
+def rho_sample(n: int, max_exact_items: int, sample_items: int, rng: np.random.Generator) -> torch.Tensor | None:
+    """The fixed rows ρ and the slope are taken on above ``max_exact_items`` (None: every row)."""
+    if n <= max_exact_items:
+        return None
+    return torch.from_numpy(np.sort(rng.choice(n, sample_items, replace=False)).astype(np.int64))
+
+
 def given_counts(counts: Any, item_ids: Sequence[Any] | None, n: int) -> np.ndarray:
     """Counts per row from an array (row order, one dimension) or a mapping raw id -> count
     (with ``item_ids``, one per row). A mapping none of whose ids is an item id is refused
