@@ -95,6 +95,20 @@ def test_resuming_a_trace_that_died_needs_the_step(tmp_path: Path) -> None:
     assert [(r.step, r.epoch) for r in read_trace(path).records] == [(10, 1), (16, 1), (20, 2), (30, 2), (32, 2)]
 
 
+def test_resume_drops_a_line_cut_mid_write(tmp_path: Path) -> None:
+    path, run = tmp_path / "trace.jsonl", Run()
+    died = run.monitor(path)
+    run.epoch(died)
+    died._writer.close()  # type: ignore[union-attr]
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write('{"record":"step","step":20,"ep')  # the process died while writing this line
+    assert read_trace(path).truncated
+    with run.monitor(path, resume=True, start_step=16) as second:
+        run.epoch(second)
+    trace = read_trace(path)
+    assert not trace.truncated and trace.complete and [r.step for r in trace.records] == [10, 16, 20, 30, 32]
+
+
 def check(tmp_path: Path, table: np.ndarray, counts: np.ndarray, trace: Path) -> dict:
     np.save(tmp_path / "items.npy", table)
     (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(counts)))
