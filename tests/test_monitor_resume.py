@@ -186,3 +186,20 @@ def test_lightning_resumed_from_a_checkpoint_counts_from_its_step(tmp_path: Path
     assert trainer.global_step == 32 and trace.header.config["start_step"] == 16
     assert [(r.kind, r.step, r.epoch) for r in trace.records] == [("step", 20, 2), ("step", 30, 2), ("epoch", 32, 2)]
     assert trace.end is not None and (trace.end.step, trace.end.epoch) == (32, 2)
+
+
+def test_replacing_the_trace_of_a_run_that_did_not_end_warns(tmp_path: Path) -> None:
+    """QA round 4, F5: a new monitor on the trace of a run that died would silently drop its
+    records and count from 0; it warns, naming the way to continue. A finished trace is
+    replaced quietly (a rerun)."""
+    from auditor.monitor.settings import MonitorInputWarning
+
+    path, run = tmp_path / "trace.jsonl", Run()
+    died = run.monitor(path)
+    run.epoch(died)
+    died._writer.close()  # type: ignore[union-attr]
+    with pytest.warns(MonitorInputWarning, match=r"did not end \(last record at step 16\); .* pass resume=True"):
+        run.monitor(path).close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run.monitor(path).close()  # the trace just written ended

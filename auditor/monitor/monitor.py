@@ -41,7 +41,7 @@ from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
 from auditor.monitor.settings import (
     TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
 )
-from auditor.monitor.trace import TraceWriter, resume_point
+from auditor.monitor.trace import TraceWriter, resume_point, warn_if_unfinished
 
 DEFAULT_INTERVAL = 500
 """Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
@@ -374,6 +374,8 @@ def _outputs(
     before the trace file is touched: the writer replaces an earlier trace, which a monitor
     that fails to start must keep."""
     sinks = make_sinks(mlflow[0], tensorboard, mlflow[1])
+    if trace is not None and keep is None:
+        warn_if_unfinished(Path(trace))
     try:
         return sinks, TraceWriter(trace, header, fsync=fsync, keep=keep) if trace is not None else None
     except BaseException:

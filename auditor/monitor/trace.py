@@ -18,15 +18,17 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 
-from auditor.errors import OutputError, TrainingError
+from auditor.errors import OutputError, TraceError, TrainingError
 from auditor.io import is_special_file
 from auditor.loading.trace import read_trace
+from auditor.monitor.settings import MonitorInputWarning
 from auditor.trace_schema import (
     TRACE_SCHEMA,
     TraceHeader,
@@ -161,3 +163,23 @@ def _kept_bytes(path: Path) -> int:
     if keep and b'"record":"end"' in data[previous:keep].replace(b" ", b""):
         keep = previous
     return keep
+
+
+def warn_if_unfinished(path: Path) -> None:
+    """A :class:`MonitorInputWarning` when a new trace is about to replace one at ``path`` that
+    has no end record: its training died (or still runs), and a run resumed from its checkpoint
+    should continue it (``resume=True``) or start a new trace at its step (``start_step``);
+    replaced, its records are lost and the new trace counts from step 0."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        trace = read_trace(path)
+    except TraceError:  # not a trace: refuse_foreign says so
+        return
+    if trace.end is None:
+        last = max((r.step for r in trace.records), default=0)
+        warnings.warn(
+            f"{path} holds the trace of a run that did not end (last record at step {last:,}); a new trace replaces it "
+            "and counts from step 0: to continue a resumed run, pass resume=True (or start_step for a new trace)",
+            MonitorInputWarning, stacklevel=4,
+        )
