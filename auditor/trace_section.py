@@ -81,6 +81,11 @@ class TrainingAngles:
         )
 
 
+NO_END = "; the trace has no end record, so the run took at least these"
+"""Said of the steps or epochs of a trace without an end record (its training died, or still
+runs): C5's projection over them is a lower bound, not the updates actually taken."""
+
+
 @dataclass(frozen=True)
 class TrainingSection:
     """What a training trace showed, and whether it belongs to the audited model."""
@@ -144,6 +149,9 @@ class TrainingSection:
     """The item optimizer's momentum the trace header's config records (None: none)."""
     recorded_weight_decay: float | None = None
     """The item optimizer's weight decay the trace header's config records (None: none)."""
+    start_step: int = 0
+    """The optimizer step the trace begins at: its header config's ``start_step``, above 0 for
+    a new trace of a run resumed from a checkpoint (its records cover the steps after it)."""
 
     @property
     def evidence(self) -> TrainingAngles | None:

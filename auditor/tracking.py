@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from auditor.errors import AuditError
 from auditor.result import json_safe
@@ -61,10 +61,14 @@ def metric_key(name: str) -> str:
 class MlflowRun:
     """One MLflow run: the given id, the active run, or a new one (ended by :meth:`close`)."""
 
-    def __init__(self, run_id: str | None = None, *, experiment: str = EXPERIMENT) -> None:
+    def __init__(self, run_id: str | None = None, *, experiment: str = EXPERIMENT, client: Any = None) -> None:
+        """``client``: the ``MlflowClient`` of the store that holds ``run_id`` (a framework's
+        own MLflow logger's); None: the active run's store, or ``MLFLOW_TRACKING_URI``'s."""
         mlflow = mlflow_module()
         active = mlflow.active_run()
-        if run_id is None and active is not None:
+        if client is not None and run_id is not None:
+            self.client = client
+        elif run_id is None and active is not None:
             run_id = active.info.run_id
             self.client = mlflow.MlflowClient()
         else:

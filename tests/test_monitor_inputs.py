@@ -54,7 +54,7 @@ def test_a_diverged_table_fires_n_nonfinite_and_an_infinite_mean_norm(tmp_path: 
         first = _record(monitor)
     assert first.spearman == pytest.approx(1.0, abs=1e-12) and first.n_nonfinite == 0 and ("popaudit/n_nonfinite", 0.0, 1) in logged
     table[3, 0] = math.inf
-    with pytest.warns(TrainingDivergedWarning, match=r"1 of 10 item rows measured are NaN or infinite at step 2"):
+    with pytest.warns(TrainingDivergedWarning, match=r"1 of 10 item rows are NaN or infinite at step 2"):
         with pytest.warns(TrainingAlertWarning) as fired:
             second = _record(monitor)
     assert second.mean_norm == math.inf and second.figure("mean_norm") == math.inf

@@ -113,3 +113,33 @@ def test_a_second_fit_with_the_same_callback_is_refused_and_the_first_trace_kept
         net.fit(x, y, batch_size=128, epochs=1, verbose=0, callbacks=[callback])
     assert path.read_bytes() == first and read_trace(path).complete
     assert read_trace(path).header.config["steps_per_epoch"] == -(-len(y) // 128)  # recorded for C5 (QA F13)
+
+
+def test_keras_resumed_with_initial_epoch_counts_from_the_optimizer_step(tmp_path: Path) -> None:
+    """QA round 4, F11: a second fit(initial_epoch=1) with a new callback goes on at the
+    optimizer's iterations (8 steps of 128) and epoch 2, and its header says where it begins."""
+    x, y, counts = data()
+    net = model()
+    net.fit(x, y, batch_size=128, epochs=1, verbose=0, callbacks=[PopauditCallback("item_embedding", counts=counts,
+                                                                                    interval=3, trace=tmp_path / "a.jsonl")])
+    path = tmp_path / "b.jsonl"
+    net.fit(x, y, batch_size=128, epochs=2, initial_epoch=1, verbose=0,
+            callbacks=[PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)])
+    trace = read_trace(path)
+    assert int(keras.ops.convert_to_numpy(net.optimizer.iterations)) == 16
+    assert trace.header.config["start_step"] == 8 and trace.header.config["start_epoch"] == 2
+    assert [(r.kind, r.step, r.epoch) for r in trace.records] == [("step", 9, 2), ("step", 12, 2), ("step", 15, 2),
+                                                                 ("epoch", 16, 2)]
+    assert trace.end is not None and (trace.end.step, trace.end.epoch) == (16, 2)
+
+
+def test_keras_step_records_carry_the_loss(tmp_path: Path) -> None:
+    """QA round 4, F9: a step record holds the loss Keras reports at that batch (the epoch's
+    running mean), so at the epoch's last step it equals the epoch record's loss."""
+    x, y, counts = data()
+    path = tmp_path / "trace.jsonl"
+    model().fit(x, y, batch_size=128, epochs=1, verbose=0,
+                callbacks=[PopauditCallback("item_embedding", counts=counts, interval=4, trace=path)])
+    trace = read_trace(path)
+    assert [r.step for r in trace.steps] == [4, 8] and all(r.loss is not None for r in trace.steps)
+    assert trace.steps[-1].loss == pytest.approx(trace.epochs[0].loss, rel=1e-6)

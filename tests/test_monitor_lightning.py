@@ -156,3 +156,59 @@ def test_a_second_fit_or_a_blind_callback_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match="give batch_items .* or counts"):
         PopauditCallback("item_embedding", trace=path)
     PopauditCallback("item_embedding", counts=np.ones(N_ITEMS))  # counts alone: angles over the whole table
+
+
+class Nested(pl.LightningModule):
+    """The towers in a sub-module (``self.m``); counts the training steps it ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.m = TwoTower()
+        self.steps = 0
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        self.steps += 1
+        return self.m.training_step(batch, batch_idx)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=5.0)
+
+
+def test_a_wrong_item_table_is_refused_before_training(tmp_path: Path) -> None:
+    """QA round 4, F6: a name the module lacks, or a whole sub-module, is a TrainingError
+    naming the embeddings there are, before a batch is trained; the dotted name works."""
+    from auditor.errors import TrainingError
+
+    for name, message in [
+        ("item_embedding", r"items: the LightningModule has no attribute 'item_embedding' \(its embeddings: "
+                           r"m\.user_embedding, m\.item_embedding\); a dotted name"),
+        ("m", r"items is a TwoTower module, not an item table: give its item nn\.Embedding \(its embeddings: "
+              r"user_embedding, item_embedding\), or n_items"),
+    ]:
+        module = Nested()
+        with pytest.raises(TrainingError, match=message):
+            fit(PopauditCallback(name, batch_items=lambda b: b["item"], trace=tmp_path / "t.jsonl"), 1, module)
+        assert module.steps == 0 and not (tmp_path / "t.jsonl").exists()
+    module = Nested()
+    fit(PopauditCallback("m.item_embedding", batch_items=lambda b: b["item"], interval=4, trace=tmp_path / "t.jsonl"),
+        1, module)
+    assert module.steps == 16 and read_trace(tmp_path / "t.jsonl").complete
+
+
+def test_step_records_carry_the_step_loss(tmp_path: Path) -> None:
+    """QA round 4, F9: each step record holds the loss of the batches its step trained on
+    (the mean of both micro-batches under accumulate_grad_batches=2), so a loss alert fires
+    at that step, not at the epoch's end."""
+    path = tmp_path / "trace.jsonl"
+    module = Recorded()
+    fit(PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=2, trace=path), 1, module,
+        accumulate_grad_batches=2)
+    steps = read_trace(path).steps
+    pairs = np.asarray(module.losses).reshape(8, 2).mean(axis=1)
+    assert [r.step for r in steps] == [2, 4, 6, 8]
+    assert [r.loss for r in steps] == pytest.approx(pairs[[1, 3, 5, 7]].tolist(), rel=1e-12)
+    module = Recorded()
+    with pytest.warns(TrainingAlertWarning, match="loss"):
+        trainer = fit(PopauditCallback("item_embedding", batch_items=lambda b: b["item"], interval=3, trace=path,
+                                       alerts=["loss>0"], on_alert="stop"), 2, module)
+    assert trainer.global_step == 3 and read_trace(path).steps[0].loss == pytest.approx(module.losses[2], rel=1e-12)

@@ -84,3 +84,32 @@ def test_the_mixin_hooks_every_step_and_epoch(tmp_path: Path) -> None:
     assert all(r.angle_share_90_1 == 1.0 for r in trace.steps) and trace.complete
     with pytest.raises(TrainingError, match="alert action 'stop' is not one of warn, raise here"):
         monitored(StandInTrainer)({"epochs": 1, "learning_rate": 0.5}, model, on_alert="stop")
+
+
+class EvaluatingTrainer(StandInTrainer):
+    """RecBole's fit shape: a train epoch, then ``_valid_epoch`` (evaluation), which raises."""
+
+    def _valid_epoch(self) -> None:
+        raise RuntimeError("CUDA out of memory during evaluation")
+
+    def fit(self, train_data: Any) -> None:
+        for epoch in range(self.epochs):
+            self._train_epoch(train_data, epoch)
+            self._valid_epoch()
+
+
+def test_a_fit_that_raises_outside_an_epoch_ends_the_trace_with_the_error(tmp_path: Path) -> None:
+    """QA round 4, F4: the trace of a fit that died in evaluation is no completed run."""
+    items = torch.tensor([1, 1, 2, 3, 1, 4, 2, 1])
+    loader = Loader([{"item_id": items[:4]}, {"item_id": items[4:]}])
+    loader.dataset = SimpleNamespace(iid_field="item_id", inter_feat={"item_id": items},
+                                     field2id_token={"item_id": np.array(["[PAD]", "a", "b", "c", "d"])})
+    model = torch.nn.Module()
+    model.item_embedding = torch.nn.Embedding(5, 3)
+    trainer = monitored(EvaluatingTrainer)({"epochs": 3, "learning_rate": 0.5}, model, trace=tmp_path / "t.jsonl",
+                                           interval=1)
+    with pytest.raises(RuntimeError, match="during evaluation"):
+        trainer.fit(loader)
+    trace = read_trace(tmp_path / "t.jsonl")
+    assert trace.end is not None and (trace.end.step, trace.end.epoch) == (2, 1)
+    assert trace.end.reason == "error: RuntimeError: CUDA out of memory during evaluation"

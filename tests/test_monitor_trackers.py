@@ -126,3 +126,43 @@ def test_any_writer_with_add_scalar_gets_the_figures() -> None:
     by_name = {(name, step): value for name, value, step in writer.scalars}
     assert by_name[("popaudit/spearman", 2)] == monitor.records[0].spearman
     assert by_name[("popaudit/epoch/angle_share_90_1", 1)] == 1.0
+
+
+def test_lightning_logs_to_its_own_mlflow_logger_run(store: str, tmp_path: Path) -> None:
+    """QA round 4, F7: with Lightning's MLFlowLogger (its own store, no fluent run active)
+    the callback logs each record to the logger's run, as the trace holds them."""
+    import warnings
+
+    pl = pytest.importorskip("lightning.pytorch")
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    from auditor.monitor import read_trace
+    from auditor.monitor.lightning import PopauditCallback
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.item_embedding = torch.nn.Embedding(30, 4)
+
+        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return (1 - torch.nn.functional.normalize(self.item_embedding(batch[0]), dim=1)[:, 0]).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=1.0)
+
+    torch.manual_seed(0)
+    items = torch.randint(0, 30, (160,))
+    own = (tmp_path / "lightning_runs").as_uri()  # not the store MLFLOW_TRACKING_URI names
+    logger = MLFlowLogger(experiment_name="lightning", tracking_uri=own)
+    path = tmp_path / "trace.jsonl"
+    callback = PopauditCallback("item_embedding", batch_items=lambda b: b[0], interval=2, trace=path)
+    trainer = pl.Trainer(max_epochs=1, callbacks=[callback], logger=logger, accelerator="cpu", enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(Module(), torch.utils.data.DataLoader(torch.utils.data.TensorDataset(items), batch_size=16))
+    assert mlflow.active_run() is None
+    history = mlflow.MlflowClient(own).get_metric_history(logger.run_id, "popaudit/angle_share_90_1")
+    trace = read_trace(path)
+    assert [(m.step, m.value) for m in history] == [(r.step, r.angle_share_90_1) for r in trace.steps]
+    assert [r.step for r in trace.steps] == [2, 4, 6, 8, 10]

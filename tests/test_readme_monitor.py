@@ -99,6 +99,26 @@ def test_the_plain_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert report["training"]["source"] == "pytorch"
 
 
+def test_the_plain_loop_example_stops_at_the_step_that_fired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA round 4, F8: with records every 4 steps the alert fires within an epoch, and the
+    README's loop stops right after that step (not at the epoch's end, 16 steps on)."""
+    import functools
+
+    import auditor.monitor
+
+    monkeypatch.setattr(auditor.monitor, "TrainingMonitor", functools.partial(auditor.monitor.TrainingMonitor, interval=4))
+    model = TwoTower()
+    users, items = zipf_pairs()
+    loader = [(torch.from_numpy(users[s:s + 64]), torch.from_numpy(items[s:s + 64])) for s in range(0, 1024, 64)]
+    names = {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=5.0), "loader": loader}
+    run(blocks()["pytorch"], names, tmp_path, monkeypatch)
+    trace = read_trace(tmp_path / "trace.jsonl")
+    assert [a.alert for a in trace.alerts] == ["spearman>0.5"]
+    fired = trace.alerts[0].step
+    assert fired % 16 != 0 and trace.end is not None and trace.end.step == fired
+    assert trace.end.reason == f"stopped by alert spearman>0.5 at step {fired}"
+
+
 def lightning_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lr: float) -> tuple[Any, dict[str, Any]]:
     """The README's Lightning block on the two-tower model under plain SGD at ``lr``: the
     trace it wrote and ``check --trace``'s report of the table it trained."""
@@ -191,3 +211,21 @@ def test_the_recbole_example_makes_the_calls_of_the_real_run() -> None:
     for call in ("monitored(Trainer)(config, model, trace=", "create_dataset(config)", "data_preparation(config, dataset)",
                  "BPR(config, train_data.dataset)"):
         assert call in code and call in script, call
+
+
+def test_a_loop_that_trains_on_after_a_stop_says_so_in_the_end_record(tmp_path: Path) -> None:
+    """QA round 4, F8: a loop that checks should_stop only at the epoch's end trains past the
+    alert; the end record then says where training really ended."""
+    from auditor.monitor import TrainingMonitor
+
+    table = torch.nn.Embedding(5, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with TrainingMonitor(table, counts=np.arange(5), interval=2, alerts=["mean_norm>0"], on_alert="stop",
+                             trace=tmp_path / "t.jsonl") as monitor:
+            for _ in range(5):
+                with monitor.step(None):
+                    pass
+    trace = read_trace(tmp_path / "t.jsonl")
+    assert trace.end is not None and (trace.end.step, trace.alerts[0].step) == (5, 2)
+    assert trace.end.reason == "stopped by alert mean_norm>0 at step 2; training went on to step 5"

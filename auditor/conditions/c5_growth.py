@@ -16,6 +16,7 @@ from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome, UpdateProbe
 from auditor.result import C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm, Status
 from auditor.wording import compared_figures
+from auditor.trace_section import NO_END
 
 
 def assess_c5(
@@ -222,7 +223,9 @@ def _projected(
         "head_median_norm_ratio": ratio, "threshold": threshold,
     })
     epoch_text = f"{e:g} epochs" if n_epochs is not None else "1 epoch (epochs not recorded, so a lower estimate)"
-    if epochs is not None and not float(e).is_integer():  # a run stopped within an epoch
+    if epochs is not None and epochs.key.endswith(NO_END):  # a trace of a run that died: what it recorded
+        epoch_text += f" (at least: {epochs.source})"
+    elif epochs is not None and not float(e).is_integer():  # a run stopped within an epoch
         epoch_text += f" (the updates actually taken: {epochs.source})"
     elif epochs is not None and epochs.key == EPOCHS_BEGUN:  # stopped within an epoch of unknown length
         epoch_text += f" ({epochs.source})"

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
 from auditor.model import ModelBundle
-from auditor.trace_section import TrainingAngles, TrainingSection
+from auditor.trace_section import NO_END, TrainingAngles, TrainingSection
 from auditor.optimizers import (
     ADAPTIVE,
     OptimizerGroup,
@@ -357,12 +357,15 @@ def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
     kind = None
     if training.optimizer:
         kind, _implied = normalise_optimizer(training.optimizer)
+    epochs = epochs_taken(training.steps, training.steps_per_epoch, Origin.TRACE) \
+        or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, EPOCHS_BEGUN
+                                                      if training.ended_within_epoch else "epochs"))
+    if epochs is not None and not training.complete:  # it died or still runs: what it recorded, at least
+        epochs = replace(epochs, key=epochs.key.replace("steps taken", "steps recorded") + NO_END)
     return TraceFacts(
         optimizer=Fact(kind or training.optimizer, Origin.TRACE, "header.optimizer") if training.optimizer else None,
         lr=None if lr is None else Fact(lr[1], Origin.TRACE, f"lr at step {lr[0]}"),
-        epochs=epochs_taken(training.steps, training.steps_per_epoch, Origin.TRACE)
-        or (None if training.epochs is None else Fact(float(training.epochs), Origin.TRACE, EPOCHS_BEGUN
-                                                      if training.ended_within_epoch else "epochs")),
+        epochs=epochs,
         angles=training.evidence,
         momentum=_recorded(training.recorded_momentum, "momentum"),
         weight_decay=_recorded(training.recorded_weight_decay, "weight_decay"),

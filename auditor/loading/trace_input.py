@@ -41,6 +41,7 @@ def load_training(path: Path, bundle: ModelBundle, warnings: list[str]) -> Train
     if mismatch is not None:
         _flag(path, mismatch, warnings)
     section = summarise(trace, path, mismatch)
+    _coverage(section, warnings)
     if section.nonfinite_step is not None:
         warnings.append(
             f"{setting('trace')} {path}: training diverged: item rows were NaN or infinite from step "
@@ -48,6 +49,26 @@ def load_training(path: Path, bundle: ModelBundle, warnings: list[str]) -> Train
             "shares of those records are unmeasured"
         )
     return section
+
+
+def _coverage(section: TrainingSection, warnings: list[str]) -> None:
+    """Warnings for a trace that does not cover the whole training: one that begins after
+    step 0 (a new trace of a resumed run) and one without an end record (its training died
+    or is still running), each saying over which steps C5 then projects."""
+    where = f"{setting('trace')} {section.trace}"
+    if section.start_step > 0:
+        warnings.append(
+            f"{where} begins at step {section.start_step:,} (a run resumed from a checkpoint): its records cover the "
+            f"steps after it only, while its steps ({section.steps:,}) and epochs count the whole run from step 0, "
+            "which C5 projects over"
+        )
+    if not section.complete:
+        reached = "no record" if section.steps is None else f"step {section.steps:,}"
+        warnings.append(
+            f"{where} has no end record (its training died, or is still running): its last record is at {reached}, "
+            "and the model may have trained past it; C5 projects over the steps the trace records, a lower bound on "
+            "the updates the model took"
+        )
 
 
 def flag(training: TrainingSection, mismatch: str, warnings: list[str]) -> TrainingSection:
@@ -127,7 +148,14 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
         matches_model=mismatch is None, mismatch=mismatch, points=points,
         point_kind="step" if trace.steps else "epoch", alerts=alerts, angles=angles,
         epochs=max(epochs) if epochs else None, **_steps(trace), **end_rho(trace), **_recorded(trace),
+        start_step=_start_step(trace.header.config),
     )
+
+
+def _start_step(config: Any) -> int:
+    """The step a trace begins at (its header config's ``start_step``: a resumed run's new trace)."""
+    value = config.get("start_step") if isinstance(config, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _recorded(trace: Trace) -> dict[str, Any]:

@@ -46,6 +46,7 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
         self._items = items
         self._options = {"source": "keras", "counts": counts, **monitor_options}
         self.monitor: TrainingMonitor | None = None
+        self._began = False
 
     def _table(self) -> Any:
         items = self._items
@@ -60,13 +61,24 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
         )
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        if self.monitor is not None:
+        if self._began:
             raise second_fit(self._options.get("trace"))
+        self._began = True
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        """The monitor, at the first epoch of the fit: there the epoch is known (a fit resumed
+        with ``initial_epoch`` begins after 0), and the optimizer's ``iterations`` are the
+        steps taken before it."""
+        if self.monitor is not None:
+            return
         options = dict(self._options)
         options.setdefault("optimizer", self.model.optimizer)
         steps = (self.params or {}).get("steps")
         if isinstance(steps, int) and steps > 0:  # the steps of an epoch: C5 projects a stopped run's steps taken
             options["config"] = {"steps_per_epoch": steps, **(options.get("config") or {})}
+        iterations = getattr(self.model.optimizer, "iterations", None)
+        options.setdefault("start_step", 0 if iterations is None else int(keras.ops.convert_to_numpy(iterations)))
+        options.setdefault("start_epoch", int(epoch) + 1)
         self.monitor = TrainingMonitor(self._table(), **options)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
@@ -76,7 +88,8 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self.monitor is None:
             return
-        self.monitor.after_step()
+        # Keras reports the epoch's running mean of the batch losses; read only when the step takes a record
+        self.monitor.after_step(loss=(logs or {}).get("loss"))
         if self.monitor.should_stop:
             self.model.stop_training = True
 

@@ -39,9 +39,9 @@ from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, log_each, make_sinks
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
 from auditor.monitor.settings import (
-    TrainingDivergedWarning, batch_rows, check_settings, given_counts, ids_digest,
+    TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
 )
-from auditor.monitor.trace import TraceWriter
+from auditor.monitor.trace import TraceWriter, resume_point, warn_if_unfinished
 
 DEFAULT_INTERVAL = 500
 """Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
@@ -58,13 +58,20 @@ class TrainingMonitor:
     JSON-lines file to write. ``alerts``: ``--fail-on``-style expressions over the
     record's figures, each acting by ``on_alert`` (``warn``, ``raise``, ``stop``).
     ``optimizer``: read for the learning rate (and named in the trace; a torch
-    optimizer, or any with a ``learning_rate``, such as Keras'). ``queries``:
+    optimizer, or any with a ``learning_rate``, such as Keras'; or a list of torch
+    optimizers, one per tower: the one holding the item table's parameter is taken). ``queries``:
     head-share queries (:data:`~auditor.monitor.sources.Queries`). Above
-    ``max_exact_items`` items, every table-wide figure is taken on a fixed seeded sample
-    of ``sample_items`` rows (ρ then with its interval). ``mlflow``: None logs to the
+    ``max_exact_items`` items, ρ and the log–log slope are taken on a fixed seeded sample
+    of ``sample_items`` rows (ρ then with its interval); the norms' figures and the head
+    shares are always the whole table's. ``mlflow``: None logs to the
     active MLflow run when MLflow is imported and a run is active; True: to the active
     run or a new one; a run id: to that run; False: never. ``tensorboard``: a log
-    folder or a ``SummaryWriter``.
+    folder or a ``SummaryWriter``. ``start_step``, ``start_epoch``: where a run resumed
+    from a checkpoint goes on (the optimizer steps it had taken, the epoch in progress);
+    a new trace records them in its header's config. ``resume``: continue the existing
+    ``trace`` instead (its end record replaced by the new records), by default from where
+    it ended. ``mlflow_client``: the ``MlflowClient`` of the store holding the run id
+    ``mlflow`` names (a framework's own MLflow logger's), when not the default store.
     """
 
     def __init__(
@@ -91,24 +98,26 @@ class TrainingMonitor:
         source: str = "pytorch",
         config: Mapping[str, Any] | None = None,
         fsync: bool = True,
+        start_step: int | None = None,
+        start_epoch: int | None = None,
+        resume: bool = False,
+        mlflow_client: Any = None,
     ) -> None:
         check_settings(interval, k, head_percent, max_exact_items, sample_items)
+        check_ranks(counts is not None)
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)
-        self.optimizer = optimizer
+        self.optimizer = self.source.item_optimizer(optimizer)
         self.k, self.head_percent = int(k), float(head_percent)
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
-        self._sample: torch.Tensor | None = None
-        if n > max_exact_items:
-            self._sample = torch.from_numpy(np.sort(rng.choice(n, sample_items, replace=False)).astype(np.int64))
+        self._sample = rho_sample(n, max_exact_items, sample_items, rng)
         self.queries = QuerySource(queries, self.source, n_queries, rng)
         self._given = counts is not None
         self._counts = given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
         self._pending: list[torch.Tensor] = []
         self._alerts = Alerts(alerts, check_action(on_alert), interval)
-        self.global_step = 0
-        self.epoch = 1
+        self.global_step, self.epoch, config = start_point(start_step, start_epoch, resume, config)
         """The epoch in progress (1-based); :meth:`end_epoch` moves it on."""
         self.records: list[TraceRecord] = []
         self.fired: list[AlertEvent] = []
@@ -119,10 +128,11 @@ class TrainingMonitor:
         self._step_update = UpdateSample.empty()
         self._start = time.perf_counter()
         self._epoch_start = self._start
-        self._epoch_first_step = 0
         self._closed = False
         self.header = self._make_header(source, item_ids, max_exact_items, sample_items, config)
-        self._sinks, self._writer = _outputs(trace, self.header, fsync, mlflow, tensorboard)
+        keep = self._resume(trace, start_step, start_epoch) if resume else None
+        self._epoch_first_step = self.global_step
+        self._sinks, self._writer = _outputs(trace, self.header, fsync, (mlflow, mlflow_client), tensorboard, keep)
         self._sink_failed: set[int] = set()
 
     def _make_header(
@@ -140,6 +150,17 @@ class TrainingMonitor:
             item_ids_sha256=ids_digest(item_ids), created_unix=time.time(), popaudit_version=__version__,
             config=dict(config or {}),
         )
+
+    def _resume(self, trace: Path | str | None, start_step: int | None, start_epoch: int | None) -> int:
+        """Continue the existing trace (``resume=True``): the step and epoch to go on from
+        (:func:`~auditor.monitor.trace.resume_point`), and the bytes of it to keep."""
+        if trace is None:
+            raise TrainingError("resume continues an existing trace: give trace, the path of the run's trace")
+        if not Path(trace).is_file():
+            raise TrainingError(f"resume: there is no trace at {trace} to continue")
+        point = resume_point(Path(trace), self.header, start_step, start_epoch)
+        self.global_step, self.epoch = point.step, point.epoch
+        return point.keep
 
     # -- the calls a training loop makes ------------------------------------------------
 
@@ -167,7 +188,8 @@ class TrainingMonitor:
         self._snapshot = (rows, self.source.rows(rows).clone(), copies)
 
     def after_step(self, *, loss: float | torch.Tensor | None = None) -> TraceRecord | None:
-        """Call after ``optimizer.step()``; returns the record when this step took one."""
+        """Call after ``optimizer.step()`` with the batch's ``loss`` when known (read only when
+        the step takes a record); returns the record when this step took one."""
         self.global_step += 1
         if self._snapshot is not None:
             rows, before, copies = self._snapshot
@@ -182,11 +204,15 @@ class TrainingMonitor:
         return record
 
     @contextmanager
-    def step(self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None) -> Iterator[None]:
-        """``with monitor.step(batch_items): optimizer.step()``: :meth:`before_step` and :meth:`after_step` in one."""
+    def step(
+        self, items: torch.Tensor | np.ndarray | Sequence[int] | None = None, *, loss: float | torch.Tensor | None = None
+    ) -> Iterator[None]:
+        """``with monitor.step(batch_items, loss=loss): optimizer.step()``: :meth:`before_step`
+        and :meth:`after_step` in one; ``loss``, the batch's, goes in the step's record (read
+        only when the step takes one), so a ``loss`` alert can fire at that step."""
         self.before_step(items)
         yield
-        self.after_step()
+        self.after_step(loss=loss)
 
     def end_epoch(self, *, epoch: int | None = None, loss: float | torch.Tensor | None = None) -> TraceRecord:
         """Record the end of an epoch (``epoch``: its number, default the one in progress)
@@ -210,6 +236,8 @@ class TrainingMonitor:
         self._closed = True
         begun = self.epoch if self.global_step > self._epoch_first_step else self.epoch - 1
         reason = reason or self.stop_reason or "completed"
+        if reason == self.stop_reason and self.global_step > self._stop_step:  # a loop that did not stop at once
+            reason += f"; training went on to step {self.global_step}"
         if self.diverged is not None:  # said wherever training ended: a trace of a NaN run is no quiet one
             reason += f"; {self.diverged[1]:,} item rows NaN or infinite from step {self.diverged[0]} (training diverged)"
         end = TraceEnd(self.global_step, max(begun, 0) or None, reason)
@@ -238,6 +266,8 @@ class TrainingMonitor:
 
     stop_reason: str | None = None
     """Why the first alert that asked training to stop did (None: none did)."""
+    _stop_step = 0
+    """The step of the alert that asked training to stop."""
     diverged: tuple[int, int] | None = None
     """(step, rows) of the first record that found item rows NaN or infinite (None: none did)."""
 
@@ -271,7 +301,7 @@ class TrainingMonitor:
         if record.n_nonfinite and self.diverged is None:
             self.diverged = (record.step, record.n_nonfinite)
             warnings.warn(
-                f"{record.n_nonfinite:,} of {record.spearman_n:,} item rows measured are NaN or infinite at step {record.step}: "
+                f"{record.n_nonfinite:,} of {self.source.n_items:,} item rows are NaN or infinite at step {record.step}: "
                 "training diverged; ρ, the slope and the head shares are unmeasured from here (alert on n_nonfinite>0)",
                 TrainingDivergedWarning, stacklevel=3,
             )
@@ -281,17 +311,20 @@ class TrainingMonitor:
         return record
 
     def _measure(self, kind: str, update: UpdateSample, loss: float | torch.Tensor | None, seconds: float | None) -> TraceRecord:
-        sample = self._sample
-        vectors = self.source.table() if sample is None else self.source.rows(sample)
+        # One pass over the whole table: every row's norm (mean_norm, n_nonfinite: a NaN row
+        # anywhere is found) and the head shares' exact top-K. Only ρ and the slope, whose
+        # rank sort is what grows with the catalogue, are taken on the fixed sample above
+        # max_exact_items (rows sampled from the same norms, so a sample equals check's rows).
+        vectors = self.source.table()
         precision = table_precision(vectors)  # the stored dtype's rounding, before any widening
         if vectors.dtype not in (torch.float32, torch.float64):  # half precision: numpy has no bfloat16
             vectors = vectors.float()
-        array = vectors.to("cpu").numpy()
-        counts = self._counts if sample is None else self._counts[sample.numpy()]
-        norms = item_norms(array)
+        norms = item_norms(vectors.to("cpu").numpy())
         finite = np.isfinite(norms)
-        ranks = rank_figures(norms, counts, population=self.source.n_items, precision=precision)
-        heads = head_figures(self.queries.vectors().to(vectors.dtype), vectors, counts, self.k, self.head_percent) \
+        # a table with a NaN or infinite row anywhere has no ρ, sampled or not (as the audit's)
+        picked = slice(None) if self._sample is None or not finite.all() else self._sample.numpy()
+        ranks = rank_figures(norms[picked], self._counts[picked], population=self.source.n_items, precision=precision)
+        heads = head_figures(self.queries.vectors().to(vectors.dtype), vectors, self._counts, self.k, self.head_percent) \
             if finite.all() else None
         angles = angle_figures(update)
         now = time.perf_counter()
@@ -315,14 +348,8 @@ class TrainingMonitor:
         if not hasattr(self.optimizer, "param_groups"):
             rate = getattr(self.optimizer, "learning_rate", None)
             return None if rate is None else float(rate)
-        groups = [g for g in self.optimizer.param_groups if "lr" in g]
-        param = self.source.parameter
-        if param is not None:
-            view_of = getattr(param, "_base", None)  # a view such as weight[1:] belongs to its base
-            base = param if view_of is None else view_of
-            mine = [g for g in groups if any(p is param or p is base for p in g["params"])]
-            groups = mine or groups
-        lrs = {float(g["lr"]) for g in groups}
+        groups = self.source.groups_of(self.optimizer) or self.optimizer.param_groups
+        lrs = {float(g["lr"]) for g in groups if "lr" in g}
         return lrs.pop() if len(lrs) == 1 else None
 
     def _alert(self, event: AlertEvent) -> None:
@@ -333,20 +360,24 @@ class TrainingMonitor:
             self.should_stop = True
             if self.stop_reason is None:  # the first alert that asked (several may fire at one record)
                 self.stop_reason = f"stopped by alert {event.alert} at step {event.step}"
+                self._stop_step = event.step
         if event.action == "raise":
             self.close(f"raised by alert {event.alert} at step {event.step}")
         act(event)
 
 
 def _outputs(
-    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: bool | str | None, tensorboard: Any
+    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: tuple[bool | str | None, Any], tensorboard: Any,
+    keep: int | None = None,
 ) -> tuple[list[Sink], TraceWriter | None]:
     """The trackers and the trace writer. Every argument is checked (the trackers' too)
     before the trace file is touched: the writer replaces an earlier trace, which a monitor
     that fails to start must keep."""
-    sinks = make_sinks(mlflow, tensorboard)
+    sinks = make_sinks(mlflow[0], tensorboard, mlflow[1])
+    if trace is not None and keep is None:
+        warn_if_unfinished(Path(trace))
     try:
-        return sinks, TraceWriter(trace, header, fsync=fsync) if trace is not None else None
+        return sinks, TraceWriter(trace, header, fsync=fsync, keep=keep) if trace is not None else None
     except BaseException:
         for sink in sinks:
             sink.close()

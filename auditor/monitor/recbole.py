@@ -65,11 +65,17 @@ class PopauditTrainerMixin:
         return total
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
+        """RecBole's ``fit``; the trace ends with the error wherever ``fit`` raises (in an
+        epoch, its evaluation or a checkpoint's save), else as completed."""
         try:
-            return super().fit(*args, **kwargs)  # type: ignore[misc]
-        finally:
-            if self.popaudit is not None:
-                self.popaudit.close()
+            result = super().fit(*args, **kwargs)  # type: ignore[misc]
+        except BaseException as exc:
+            if self.popaudit is not None:  # closed already when an epoch raised (its reason stands)
+                self.popaudit.close(f"error: {type(exc).__name__}: {exc}")
+            raise
+        if self.popaudit is not None:
+            self.popaudit.close()
+        return result
 
     def _popaudit_monitor(self, train_data: Any) -> TrainingMonitor:
         """The monitor (made at the first epoch, when the data is known) with the trainer's

@@ -36,6 +36,28 @@ def check_settings(interval: int, k: int, head_percent: float, max_exact_items: 
         )
 
 
+def start_point(
+    start_step: int | None, start_epoch: int | None, resume: bool, config: Mapping[str, Any] | None
+) -> tuple[int, int, Mapping[str, Any] | None]:
+    """The step and epoch a monitor starts at (0 and 1 unless a resumed run's are given), and
+    its header config: a new trace that starts later records them (``start_step``,
+    ``start_epoch``), so ``check --trace`` knows its records begin mid-run."""
+    step = 0 if start_step is None else int(start_step)
+    epoch = 1 if start_epoch is None else int(start_epoch)
+    if step < 0 or epoch < 1:
+        raise TrainingError(f"start_step must be 0 or more and start_epoch 1 or more, got {start_step} and {start_epoch}")
+    if not resume and (step or epoch > 1):
+        config = {**(config or {}), "start_step": step, "start_epoch": epoch}
+    return step, epoch, config
+
+
+def rho_sample(n: int, max_exact_items: int, sample_items: int, rng: np.random.Generator) -> torch.Tensor | None:
+    """The fixed rows ρ and the slope are taken on above ``max_exact_items`` (None: every row)."""
+    if n <= max_exact_items:
+        return None
+    return torch.from_numpy(np.sort(rng.choice(n, sample_items, replace=False)).astype(np.int64))
+
+
 def given_counts(counts: Any, item_ids: Sequence[Any] | None, n: int) -> np.ndarray:
     """Counts per row from an array (row order, one dimension) or a mapping raw id -> count
     (with ``item_ids``, one per row). A mapping none of whose ids is an item id is refused
@@ -114,3 +136,37 @@ def second_fit(trace: Any) -> TrainingError:
         f"this popaudit callback already watched a fit (its records are{where}); a second fit would replace them "
         "and count its steps from 0: give each fit a new callback with its own trace"
     )
+
+
+def process_rank() -> tuple[int, int]:
+    """(rank, world size) of torch.distributed's default process group; (0, 1) without one."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    return 0, 1
+
+
+def shard_counts(world: int) -> TrainingError:
+    """The error of running counts under several processes: each rank sees only its shard of
+    every global batch, so ρ, the head share and their alerts would judge part of the data
+    (and ranks could disagree about stopping)."""
+    return TrainingError(
+        f"training runs on {world} processes: running counts would count only one rank's shard of each batch; "
+        "give counts (interactions per item row of the whole training data)"
+    )
+
+
+def check_ranks(given: bool) -> None:
+    """The one multi-process policy: a monitor is made on global rank 0 only (it alone writes
+    the trace and the trackers), with its counts given. A monitor made on another rank, or
+    with running counts under several processes, is a TrainingError."""
+    rank, world = process_rank()
+    if world <= 1:
+        return
+    if rank != 0:
+        raise TrainingError(
+            f"this is process rank {rank} of {world}: make the monitor on rank 0 only (every rank would write the "
+            "same trace), and pass its should_stop to the other ranks"
+        )
+    if not given:
+        raise shard_counts(world)

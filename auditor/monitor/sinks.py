@@ -68,9 +68,9 @@ class MlflowSink:
     """Logs each record's figures as metrics of one MLflow run (a given run id must exist:
     checked here, so a wrong id fails at construction, not at the first record)."""
 
-    def __init__(self, run_id: str | None) -> None:
+    def __init__(self, run_id: str | None, client: Any = None) -> None:
         try:
-            self.run = MlflowRun(run_id)
+            self.run = MlflowRun(run_id, client=client)
             if run_id is not None:
                 self.run.client.get_run(run_id)
         except AuditError:  # MLflow not installed: said as the tracking module says it
@@ -112,8 +112,9 @@ class TensorBoardSink:
             self.writer.close()
 
 
-def make_sinks(mlflow: bool | str | None, tensorboard: Any) -> list[Sink]:
-    """The sinks a monitor's ``mlflow`` and ``tensorboard`` arguments ask for."""
+def make_sinks(mlflow: bool | str | None, tensorboard: Any, mlflow_client: Any = None) -> list[Sink]:
+    """The sinks a monitor's ``mlflow`` and ``tensorboard`` arguments ask for
+    (``mlflow_client``: the store of the run id ``mlflow`` names, when not the default's)."""
     sinks: list[Sink] = []
     if mlflow is None:  # automatic: only a run the user already started, never an import
         module = sys.modules.get("mlflow")
@@ -122,7 +123,7 @@ def make_sinks(mlflow: bool | str | None, tensorboard: Any) -> list[Sink]:
     elif mlflow is True:
         sinks.append(MlflowSink(None))
     elif isinstance(mlflow, str):
-        sinks.append(MlflowSink(mlflow))
+        sinks.append(MlflowSink(mlflow, mlflow_client))
     if tensorboard is not None:
         sinks.append(TensorBoardSink(tensorboard))
     return sinks

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import torch
@@ -52,6 +52,11 @@ class ItemSource:
             self._tensor = items
             shape = tuple(items.shape)
         elif callable(items):
+            if n_items is None and isinstance(items, torch.nn.Module):  # a tower or a whole model, not a table
+                raise TrainingError(
+                    f"items is a {type(items).__name__} module, not an item table: give its item nn.Embedding "
+                    f"(its embeddings: {embedding_names(items)}), or n_items for an item tower that encodes rows"
+                )
             if n_items is None:
                 raise TrainingError("an item encoder callable needs n_items: how many item rows it encodes")
             self._encode = items
@@ -75,6 +80,37 @@ class ItemSource:
         """The tensor the optimizer updates, when the table is one (else None)."""
         return self._embedding.weight if self._embedding is not None else self._tensor
 
+    def groups_of(self, optimizer: object) -> list[dict[str, Any]]:
+        """The param groups of a torch ``optimizer`` that hold the item table's parameter
+        (or its base, for a view such as ``weight[1:]``), matched by identity; [] when none
+        does, when the table is a callable, or for an optimizer without param groups."""
+        param = self.parameter
+        groups = getattr(optimizer, "param_groups", None)
+        if param is None or not isinstance(groups, list):
+            return []
+        view_of = getattr(param, "_base", None)
+        base = param if view_of is None else view_of
+        return [g for g in groups if any(p is param or p is base for p in g.get("params", ()))]
+
+    def item_optimizer(self, optimizer: object) -> object:
+        """The optimizer that steps the item table: ``optimizer`` itself, or of a list or
+        tuple of optimizers (one per tower, say) the one whose param groups hold the table
+        (the only one given, when none can be matched). The monitor reads its learning rate
+        and names it in the trace; the Lightning callback measures around its step only."""
+        if not isinstance(optimizer, (list, tuple)):
+            return optimizer
+        holders = [o for o in optimizer if self.groups_of(o)]
+        if len(holders) == 1:
+            return holders[0]
+        if not holders and len(optimizer) == 1:
+            return optimizer[0]
+        names = ", ".join(type(o).__name__ for o in optimizer)
+        found = "several of them hold" if holders else "none of them holds (matched by parameter identity)"
+        raise TrainingError(
+            f"optimizer: {len(optimizer)} optimizers were given ({names}) and {found} the item table: "
+            "pass the one optimizer that steps the item table"
+        )
+
     def rows(self, rows: torch.Tensor) -> torch.Tensor:
         """The current vectors of ``rows`` (int64), detached."""
         param = self.parameter
@@ -95,6 +131,13 @@ class ItemSource:
                 for start in range(0, self.n_items, CHUNK)
             ]
         return torch.cat(parts)
+
+
+def embedding_names(module: torch.nn.Module) -> str:
+    """The dotted names of the ``nn.Embedding``s inside ``module`` (what an item table is
+    named by), for messages; ``none`` when it holds none."""
+    names = [name for name, sub in module.named_modules() if name and isinstance(sub, torch.nn.Embedding)]
+    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "") if names else "none"
 
 
 class QuerySource:

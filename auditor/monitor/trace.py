@@ -18,13 +18,17 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 
-from auditor.errors import OutputError
+from auditor.errors import OutputError, TraceError, TrainingError
 from auditor.io import is_special_file
+from auditor.loading.trace import read_trace
+from auditor.monitor.settings import MonitorInputWarning
 from auditor.trace_schema import (
     TRACE_SCHEMA,
     TraceHeader,
@@ -37,17 +41,24 @@ FSYNC_SECONDS = 5.0
 class TraceWriter:
     """Appends records to a trace file, each flushed as it is written (see the module docstring)."""
 
-    def __init__(self, path: Path | str, header: TraceHeader, *, fsync: bool = True) -> None:
+    def __init__(self, path: Path | str, header: TraceHeader, *, fsync: bool = True, keep: int | None = None) -> None:
+        """``keep``: continue the existing trace (a resumed run, :func:`resume_point`): its
+        first ``keep`` bytes are kept (its records up to, not including, its end record)
+        and the new records follow; None writes a new trace from ``header``."""
         self.path = Path(path)
         self.fsync = fsync and not is_special_file(self.path)
         self._synced = -math.inf
         refuse_foreign(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh: IO[str] | None = open(self.path, "w", encoding="utf-8")
+            self._fh: IO[str] | None = open(self.path, "w" if keep is None else "r+", encoding="utf-8")
+            if keep is not None:
+                self._fh.truncate(keep)
+                self._fh.seek(keep)
         except OSError as exc:
             raise OutputError(f"cannot write trace {self.path}: {exc.strerror or exc}") from exc
-        self.write(header.to_json())
+        if keep is None:
+            self.write(header.to_json())
 
     def write(self, record: Mapping[str, Any]) -> None:
         """One record as one line, on disk before this returns."""
@@ -91,4 +102,84 @@ def refuse_foreign(path: Path) -> None:
     if not (isinstance(head, dict) and head.get("schema") == TRACE_SCHEMA):
         raise OutputError(
             f"{path} exists and is not a popaudit trace; popaudit replaces only its own traces: choose another path"
+        )
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run continues an existing trace."""
+
+    step: int
+    """The optimizer steps taken before the resume."""
+    epoch: int
+    """The epoch in progress at the resume (1-based)."""
+    keep: int
+    """Bytes of the trace kept: every line before its end record (and before a cut last line)."""
+
+
+def resume_point(path: Path, header: TraceHeader, start_step: int | None, start_epoch: int | None) -> ResumePoint:
+    """Where a run resumed from a checkpoint continues the trace at ``path`` (the one policy
+    of resuming): the trace must be a popaudit trace of the same item table (items, dimension)
+    and counts kind; the run continues at ``start_step``/``start_epoch`` when given, else where
+    the trace ended (its end record's step; the next epoch when it ended at an epoch record).
+    A trace without an end record (its training died, or is still running) does not know the
+    step its checkpoint had reached, so ``start_step`` is then required; a start before the
+    trace's last record would put records out of order. TrainingError for each."""
+    trace = read_trace(path)
+    theirs = trace.header
+    if (theirs.n_items, theirs.dim, theirs.counts) != (header.n_items, header.dim, header.counts):
+        raise TrainingError(
+            f"resume: {path} is a trace of {theirs.n_items:,} items of dimension {theirs.dim} with {theirs.counts} "
+            f"counts, this monitor watches {header.n_items:,} of dimension {header.dim} with {header.counts} counts"
+        )
+    last = max([r.step for r in trace.records] + [a.step for a in trace.alerts], default=0)
+    end = trace.end
+    if start_step is None and end is None:
+        raise TrainingError(
+            f"resume: {path} has no end record (its training died or is still running), so the step its checkpoint "
+            f"reached is unknown: give start_step, the optimizer steps the resumed model had taken (its last record is "
+            f"at step {last})"
+        )
+    step = int(start_step) if start_step is not None else end.step  # type: ignore[union-attr]
+    if step < last:
+        raise TrainingError(f"resume: start_step {step} is before the trace's last record (step {last}) in {path}")
+    if start_epoch is None:
+        at_epoch_end = end is not None and any(r.step == end.step for r in trace.epochs)
+        if end is not None:
+            start_epoch = (end.epoch or 0) + 1 if at_epoch_end or not end.epoch else end.epoch
+        else:  # died: in the epoch of its last record, or the next one after an epoch record
+            final = trace.records[-1] if trace.records else None
+            start_epoch = 1 if final is None else (final.epoch or 1) + (final.kind == "epoch")
+    return ResumePoint(step, int(start_epoch), _kept_bytes(path))
+
+
+def _kept_bytes(path: Path) -> int:
+    """The length of the trace's complete lines before its end record (a cut last line and
+    the end record, always the last complete line when present, are dropped)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    keep = data.rfind(b"\n") + 1  # drop a last line cut mid-write
+    previous = data.rfind(b"\n", 0, max(keep - 1, 0)) + 1
+    if keep and b'"record":"end"' in data[previous:keep].replace(b" ", b""):
+        keep = previous
+    return keep
+
+
+def warn_if_unfinished(path: Path) -> None:
+    """A :class:`MonitorInputWarning` when a new trace is about to replace one at ``path`` that
+    has no end record: its training died (or still runs), and a run resumed from its checkpoint
+    should continue it (``resume=True``) or start a new trace at its step (``start_step``);
+    replaced, its records are lost and the new trace counts from step 0."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        trace = read_trace(path)
+    except TraceError:  # not a trace: refuse_foreign says so
+        return
+    if trace.end is None:
+        last = max((r.step for r in trace.records), default=0)
+        warnings.warn(
+            f"{path} holds the trace of a run that did not end (last record at step {last:,}); a new trace replaces it "
+            "and counts from step 0: to continue a resumed run, pass resume=True (or start_step for a new trace)",
+            MonitorInputWarning, stacklevel=4,
         )

@@ -274,7 +274,7 @@ def _epochs(result: TrainResult, monitor: TrainingMonitor, progress: Progress) -
                 item_opt.zero_grad(set_to_none=True)
                 user_opt.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
-                with monitor.step(batch_items):
+                with monitor.step(batch_items, loss=loss.detach()):
                     eager_step(item_opt)
                     eager_step(user_opt)
                 total += loss.detach()

@@ -103,6 +103,24 @@ def _diverged(d: Path, outcome: Outcome) -> None:
                for w in report["warnings"])
 
 
+def _no_end(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["training"]["complete"] is False and report["training"]["steps"] == 4
+    assert any("has no end record (its training died, or is still running): its last record is at step 4" in w
+               for w in report["warnings"])
+
+
+def _resumed(start: int | None) -> Any:
+    def check(d: Path, outcome: Outcome) -> None:
+        report = strict_json(d / "r.json")
+        assert report["training"]["start_step"] == (start or 0)
+        said = [w for w in report["warnings"] if "a run resumed from a checkpoint" in w]
+        assert said == ([f"--trace trace.jsonl begins at step {start} (a run resumed from a checkpoint): its records "
+                         "cover the steps after it only, while its steps (4) and epochs count the whole run from step "
+                         "0, which C5 projects over"] if start else [])
+    return check
+
+
 def _with_config(config: dict[str, Any]) -> str:
     lines = trace_lines()
     header = json.loads(lines[0])
@@ -152,6 +170,14 @@ CASES = [
                                                        check=_contradicted), EXIT_OK, None),
     Case("trace-of-a-diverged-run", _trace(DIVERGED, "--json", "r.json", outputs=("r.json",), check=_diverged),
          EXIT_OK, None),
+    Case("trace-without-an-end-record", _trace("\n".join(trace_lines()[:3]) + "\n", "--json", "r.json",
+                                               outputs=("r.json",), check=_no_end), EXIT_OK, None),
+    Case("trace-of-a-resumed-run", _trace(_with_config({"start_step": 2, "start_epoch": 1}), "--json", "r.json",
+                                          outputs=("r.json",), check=_resumed(2)), EXIT_OK, None),
+    Case("trace-start-step-not-a-step", _trace(_with_config({"start_step": "ten"}), "--json", "r.json",
+                                               outputs=("r.json",), check=_resumed(None)), EXIT_OK, None),
+    Case("trace-start-step-negative", _trace(_with_config({"start_step": -5}), "--json", "r.json",
+                                             outputs=("r.json",), check=_resumed(None)), EXIT_OK, None),
     Case("output-is-the-trace", _trace(GOOD, "--json", "trace.jsonl"), EXIT_ERROR,
          r"--json trace\.jsonl is the input file given as --trace; popaudit never overwrites an input"),
 ]
