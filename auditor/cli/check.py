@@ -119,11 +119,7 @@ def command(
           --fail-on 'head_share_1pct_served@10>0.2'
     """
     _require_model_or_lists(model, options)
-    if options.get("interactions") is not None and options.get("frequencies") is not None:
-        raise click.UsageError("--interactions and --frequencies both give the item counts; pass one")
-    for flag in ("count_col", "user_count_col"):
-        if options.get(flag) is not None and options.get("frequencies") is None:
-            raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --frequencies, which was not given")
+    _refuse_count_conflicts(options)
     config = AuditConfig(model=model, plugins=plugins, **audit_fields(options))
     config.check_inputs()
     resolve_device(config.device)  # cuda without a CUDA device: said before any work
@@ -165,6 +161,15 @@ def command(
     require_measured(audited.gates, [outcomes], where="in this run", reasons=audited.reasons)
     if any(o.tripped for o in outcomes):
         sys.exit(3)
+
+
+def _refuse_count_conflicts(options: dict[str, Any]) -> None:
+    """UsageError for two sources of item counts, or a --frequencies column without the file."""
+    if options.get("interactions") is not None and options.get("frequencies") is not None:
+        raise click.UsageError("--interactions and --frequencies both give the item counts; pass one")
+    for flag in ("count_col", "user_count_col"):
+        if options.get(flag) is not None and options.get("frequencies") is None:
+            raise click.UsageError(f"--{flag.replace('_', '-')} names a column of --frequencies, which was not given")
 
 
 def _require_model_or_lists(model: Path | None, options: dict[str, Any]) -> None:

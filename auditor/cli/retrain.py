@@ -10,7 +10,6 @@ import click
 from click.core import ParameterSource
 
 from auditor.cli._common import PathArg, RichProgress, common_options, ranged
-from auditor.loading.recorded_split import recorded_split_notes
 from auditor.wording import plural
 from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
 from auditor.output_guard import check_not_inputs
@@ -127,6 +126,8 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
         f"({done.threads} thread{'s' if done.threads != 1 else ''})."
     )
     if holdout is not None:
+        from auditor.loading.recorded_split import recorded_split_notes  # here: auditor.loading brings numpy
+
         record = holdout.record()
         # check's own sentence on a recorded split (interactions held out vs distinct pairs evaluated)
         said = recorded_split_notes({"holdout": record}, f"Held out ({holdout.method} split, never trained on)")
