@@ -53,6 +53,10 @@ class SecondDifference:
     n_items: int
     tolerance: float
     linear: bool
+    output_dtype: str = ""
+    """The dtype the item encoder returns (the tolerance follows the coarser of it and the parameters')."""
+    flat_over_epsilon: bool = False
+    """Figures above the tolerance that do not scale with ε²: rounding, read as linear."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``c2_second_difference`` block."""

@@ -85,7 +85,9 @@ def assess_c2(static: Static, probe: ProbeOutcome | None) -> Condition:
         numbers = ", ".join(f"ε={e:g}: {r:.2e}" for e, r in zip(c2.epsilons, c2.relative))
         evidence = (
             f"second difference ‖f(θ+εv)+f(θ−εv)−2f(θ)‖/‖f‖ over {c2.n_directions} random directions "
-            f"({numbers}; tolerance {c2.tolerance:.0e}){layers}"
+            f"({numbers}; tolerance {c2.tolerance:.0e}"
+            f"{f', the precision of the encoder’s {c2.output_dtype} output' if c2.output_dtype else ''})"
+            f"{_flat_text(c2.flat_over_epsilon)}{layers}"
         )
         status: Status = "holds" if c2.linear else "violated"
         details = {"second_difference": c2.to_dict(), "max_relative": max(c2.relative), "static": static[1]}
@@ -167,3 +169,10 @@ def _unproven_text(c3: CrossJacobian) -> str:
         "compared, but the tower does not index one row per item (an item moves several rows or rows "
         "not its own, as a hashed table does), so other items may share: not shown either way"
     )
+
+
+def _flat_text(flat: bool) -> str:
+    """Why second differences above the tolerance still read as linear."""
+    if not flat:
+        return ""
+    return "; the figures do not shrink as ε², so they are rounding, not curvature"
