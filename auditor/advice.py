@@ -29,14 +29,20 @@ def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
             "exposure skew (docs/theory.md §7)."
         )
     c5 = conditions.get(C5)
-    if c5 is not None and c5.status in ("holds", "unknown"):
+    # A probe step that shrank the norms measured no growth: the advice to shrink it stands
+    # only where the trained table shows the growth (C5 holds from it).
+    shrank = c5 is not None and c5.details.get("shrank") is True
+    if c5 is not None and (c5.status == "holds" or (c5.status == "unknown" and not shrank)):
         g = c5.details.get("growth_per_update")
         # growth_per_update is at the probe's own rate, unless it was rescaled to the training
         # rate or came from a trace (then the probe's figure is kept apart, and lr is the rate)
         rescaled = "probe_growth_per_update" in c5.details
         lr = c5.details.get("lr") if rescaled else (c5.details.get("probe_lr") or c5.details.get("lr"))
         numbers = ""
-        if g is not None:
+        if shrank:  # no growth measured: the probe step shrank the norms (C5's evidence)
+            numbers = (" (the probe step shrank the norms, so there is no measured growth per update to quote; "
+                       "the trained table shows the growth, as C5 says)")
+        elif isinstance(g, (int, float)) and g > 0:  # c/s² = ‖Δq‖²/‖q‖² is a growth, never negative
             numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"
         recs.append(
             "A lower learning rate on the item table, or a higher softmax temperature, shrinks the per-update "
