@@ -93,6 +93,16 @@ def history_mitigation(recommended: str | None) -> str:
     )
 
 
+def _not_written_back(model_format: str) -> str:
+    """The serving fix for a model ``popaudit mitigate`` does not write back (a plugin's
+    custom tower): what it serves are encoder outputs, so the rescaling applies to those."""
+    return (
+        f"popaudit mitigate does not write back a {model_format!r} model (its item vectors are the encoder's "
+        "outputs, not a stored table): export the served item vectors as .npy or Parquet and run popaudit "
+        "mitigate on that file, or multiply each item vector by ‖k‖^(α−1) where the index is built."
+    )
+
+
 def serving_recommendations(result: MeasuredSections, measured: str) -> list[str]:
     """Cosine and norm-aware serving: the measured trade-off when held-out accuracy was
     measured (:mod:`auditor.tradeoff`), else the advice and how to measure its cost."""
@@ -106,7 +116,9 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
                        if accuracy is not None and accuracy.recommendation else [])
     if accuracy is not None and accuracy.recommendation:
         fix = ""
-        if _history_queries(result):
+        if result.inputs.written_back is False:  # a plugin's tower: no mitigate command would run
+            fix = "" if accuracy.recommended in (None, "dot") else " " + _not_written_back(result.inputs.format)
+        elif _history_queries(result):
             fix = " " + history_mitigation(accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):
             fix = (

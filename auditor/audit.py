@@ -82,7 +82,8 @@ def run_audit(
 
     sections = MeasuredSections(
         inputs=replace(_inputs(bundle, config, stats, inputs.population),
-                       split=None if inputs.recbole is None else inputs.recbole.description),
+                       split=None if inputs.recbole is None else inputs.recbole.description,
+                       written_back=inputs.written_back),
         frequency_norm=frequency_norm,
         retrieval=serving.retrieval if serving else None,
         conditions=assessed.conditions,

@@ -81,6 +81,9 @@ class Inputs:
     split: str | None = None
     """How the training log and the holdout were obtained when popaudit reproduced a
     framework's own evaluation split (RecBole's ``eval_args``); None otherwise."""
+    written_back: bool | None = None
+    """Whether ``popaudit mitigate`` writes this model back in its format (False: a model a
+    plugin's loader built, whose item vectors are encoder outputs; None: not known)."""
 
 
 @dataclass

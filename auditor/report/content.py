@@ -330,6 +330,7 @@ def inputs_table(inputs: Inputs) -> Table:
         "row_ids_assumed": "item rows assumed to be ids",
         "split": "training log and holdout",
         "n_untrained_user_rows": "user-table rows never in the training log (not queried)",
+        "written_back": "popaudit mitigate writes it back",
     }
     values = {f.name: getattr(inputs, f.name) for f in fields(inputs)}
     if values.get("split") is None:  # only a reproduced evaluation split (RecBole) has one
