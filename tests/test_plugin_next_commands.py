@@ -86,3 +86,19 @@ def test_advice_for_a_plugin_tower_quotes_no_mitigate_command(tmp_path: Path, mo
     advice = " ".join(report["verdict"]["recommendations"])
     assert "`popaudit mitigate" not in advice  # ...but no command that mitigate refuses
     assert "does not write back a 'custom_tower' model" in advice and "export the served item vectors" in advice
+
+
+def test_mitigate_next_line_for_a_plugin_format_runs_as_printed(tmp_path: Path, monkeypatch: Any) -> None:
+    from test_plugins_formats import toy_log, toy_plugin, toy_table, write_toy
+
+    monkeypatch.chdir(tmp_path)
+    toy_plugin(tmp_path), toy_log(tmp_path), write_toy(tmp_path / "items.toy", toy_table())
+    done = CliRunner().invoke(cli, ["mitigate", "items.toy", "--alpha", "0.5", "-o", "out.toy", "--interactions",
+                                    "log.parquet", "--plugin", "toy_format.py"])
+    assert done.exit_code == 0, done.output
+    (line,) = [x for x in done.output.splitlines() if x.startswith("Next: ")]
+    words = shlex.split(line.removeprefix("Next: "))
+    assert words[:3] == ["popaudit", "check", "out.toy"] and "--plugin" in words  # F6: it was missing
+    checked = CliRunner().invoke(cli, [*words[1:], "--no-probes", "-q", "--json", "r.json"])
+    assert checked.exit_code == 0, checked.output
+    assert json.loads(Path("r.json").read_text())["inputs"]["format"] == "toy"
