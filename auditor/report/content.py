@@ -328,9 +328,8 @@ def inputs_table(inputs: Inputs) -> Table:
         "item_id_mapping": "item id → row",
         "user_id_mapping": "user id → row",
         "row_ids_assumed": "item rows assumed to be ids",
-        "split": "training log and holdout",
+        "split": "training log and holdout", "written_back": "popaudit mitigate writes it back",
         "n_untrained_user_rows": "user-table rows never in the training log (not queried)",
-        "written_back": "popaudit mitigate writes it back",
     }
     values = {f.name: getattr(inputs, f.name) for f in fields(inputs)}
     if values.get("split") is None:  # only a reproduced evaluation split (RecBole) has one
