@@ -5,7 +5,7 @@ measured). :mod:`auditor.verdict` decides when each applies."""
 
 from __future__ import annotations
 
-from auditor.alpha import ALPHA_PREFIX
+from auditor.alpha import ALPHA_PREFIX, scoring_alpha
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import setting
 from auditor.result import C1, C4, C5, Condition, MeasuredSections
@@ -103,6 +103,26 @@ def _not_written_back(model_format: str) -> str:
     )
 
 
+def _already_rescaled(result: MeasuredSections, recommended: str) -> str:
+    """The serving fix for a model that is a ``popaudit mitigate`` output: its trade-off is
+    against its own (rescaled) dot, so a second rescaling compounds the first and the
+    accuracy tolerance no longer holds against the original; the α to ask of the original."""
+    carried = result.inputs.rescaled_alpha or 1.0
+    more = scoring_alpha(recommended)
+    more = 1.0 if more is None else more
+    combined = carried * more
+    original = result.inputs.rescaled_from
+    table = f"the original table ({original})" if original else "the original table (the first of the chain)"
+    return (
+        f"This model is already a popaudit mitigate output carrying alpha {carried:g}: the shares of dot's accuracy "
+        f"above are of its own dot serving, not of {table}'s, and rescaling it again by {more:g} leaves the "
+        f"original's norms raised to {combined:g} in all, which may keep less of the original's accuracy than the "
+        f"tolerance asks. Rescale the original once instead: audit {table} with {setting('alphas')} {combined:g} "
+        f"(the same holdout and {setting('accuracy_tolerance')}), which measures that alpha against the original's "
+        f"dot, and mitigate the original with {setting('alpha')} {combined:g}."
+    )
+
+
 def serving_recommendations(result: MeasuredSections, measured: str) -> list[str]:
     """Cosine and norm-aware serving: the measured trade-off when held-out accuracy was
     measured (:mod:`auditor.tradeoff`), else the advice and how to measure its cost."""
@@ -118,6 +138,8 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
         fix = ""
         if result.inputs.written_back is False:  # a plugin's tower: no mitigate command would run
             fix = "" if accuracy.recommended in (None, "dot") else " " + _not_written_back(result.inputs.format)
+        elif result.inputs.rescaled_alpha is not None:  # a mitigate output: rescale the original once instead
+            fix = "" if accuracy.recommended in (None, "dot") else " " + _already_rescaled(result, accuracy.recommended)
         elif _history_queries(result):
             fix = " " + history_mitigation(accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):

@@ -117,6 +117,13 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
 }
 """Dotted probe key -> (reader label, unit)."""
 
+INPUT_LABELS = {
+    "written_back": "popaudit mitigate writes it back",
+    "rescaled_alpha": "alpha it already carries (a popaudit mitigate output)",
+    "rescaled_from": "table it was rescaled from",
+}
+"""Reader labels of the ``inputs`` fields that say what ``popaudit mitigate`` does with the model."""
+
 
 def probes_tables(probes: Mapping[str, Any]) -> list[tuple[str, str, Table]]:
     """(key, title, table) per probe block, every field under its reader label and unit
