@@ -408,7 +408,25 @@ def _batch_to_stdout(d: Path) -> Built:
                   "--fail-on", "m<-1"], check=_stdout_is_parquet)
 
 
+# Plugins QA F9: a loader plugin's frequencies that do not match its table are refused at
+# load, naming the file, the format, the field and the plugin (not deep in a measure).
+SHORT_FREQUENCIES = HOOKIMPL + """import numpy as np
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    table = np.load(path)
+    return ModelBundle(source=Path(path), format="short", item_table=table,
+                       item_frequencies=np.ones(len(table) + 5, dtype=np.int64))
+"""
+
 CASES += [
+    Case("loader-frequencies-do-not-match-table", _plugin(SHORT_FREQUENCIES), EXIT_ERROR,
+         r"the item frequencies of the 'short' model read from items\.npy \(ModelBundle\.item_frequencies, as its "
+         r"loader returned them\) hold \d+ counts, but its item table has \d+ rows: one count per row is needed "
+         r"\(the model was read by the popaudit_load_model hook: plugin 'file:plug\.py'\)$"),
     Case("batch-results-on-stdout-plugin-prints", _batch_to_stdout, EXIT_OK, None, process=True, timeout=90),
     Case("plugins-json-import-prints", _plugin("print('PLUGIN-NOISE')\n", "--json", command="plugins",
                                                check=_stdout_lists_plugins), EXIT_OK, None, process=True, timeout=60),
