@@ -81,8 +81,9 @@ def _loaders_named(pm: pluggy.PluginManager) -> str:
              if not impl.plugin_name.startswith(BUILTIN_PREFIX)]
     if not names:
         return ""
-    which = f"plugin {names[0]!r}" if len(names) == 1 else "one of the plugins " + ", ".join(repr(n) for n in names)
-    return f" (the model was read by the popaudit_load_model hook: {which})"
+    which = f"plugin {names[0]!r} implements" if len(names) == 1 else (
+        "plugins " + ", ".join(repr(n) for n in names) + " implement")
+    return f" (read through the popaudit_load_model hook, which {which} besides the built-in loader)"
 
 
 def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:

@@ -426,7 +426,8 @@ CASES += [
     Case("loader-frequencies-do-not-match-table", _plugin(SHORT_FREQUENCIES), EXIT_ERROR,
          r"the item frequencies of the 'short' model read from items\.npy \(ModelBundle\.item_frequencies, as its "
          r"loader returned them\) hold \d+ counts, but its item table has \d+ rows: one count per row is needed "
-         r"\(the model was read by the popaudit_load_model hook: plugin 'file:plug\.py'\)$"),
+         r"\(read through the popaudit_load_model hook, which plugin 'file:plug\.py' implements besides the "
+         r"built-in loader\)$"),
     Case("batch-results-on-stdout-plugin-prints", _batch_to_stdout, EXIT_OK, None, process=True, timeout=90),
     Case("plugins-json-import-prints", _plugin("print('PLUGIN-NOISE')\n", "--json", command="plugins",
                                                check=_stdout_lists_plugins), EXIT_OK, None, process=True, timeout=60),
