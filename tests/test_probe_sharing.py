@@ -79,3 +79,26 @@ def test_disjoint_hashed_rows_are_unknown_unless_every_item_was_compared() -> No
     live = TinyLive(Towers(40, N_USERS, DIM, "hashed", hashes=disjoint[:40]))
     status, cross = _c3(live, 40, 0)
     assert status == "holds" and cross["support_exhaustive"] is True
+
+
+def test_linear_layer_over_one_hot_ids_holds_by_its_columns() -> None:
+    # W·e_i moves only column i of W: indexed by the item along the weight's second axis.
+    towers = Towers(200, N_USERS, DIM, "dense-linear", n_features=200)
+    towers.features = torch.eye(200, dtype=torch.float64)
+    status, cross = _c3(TinyLive(towers), 200, 0)
+    assert status == "holds" and cross["support_indexed_per_item"] is True
+
+
+def test_a_scale_every_item_shares_is_found() -> None:
+    # g·E[i] with one learned g: J_i J_jᵀ = E[i]E[j]ᵀ·(∂/∂g part), shared by every pair.
+    class ScaledByG(TinyLive):
+        def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+            return module.g * module.items(rows)
+
+        def item_parameters(self, module: torch.nn.Module) -> list[torch.nn.Parameter]:
+            return [*module.item_params()]
+
+    towers = Towers(200, N_USERS, DIM, "embedding")
+    towers.g = torch.nn.Parameter(torch.tensor(1.5, dtype=torch.float64))
+    status, cross = _c3(ScaledByG(towers), 200, 0)
+    assert status == "violated" and cross["max_offdiag_relative"] > 0

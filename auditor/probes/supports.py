@@ -7,9 +7,10 @@ further: each candidate item's gradient ∇_θ⟨f(i), r_i⟩ (r_i Gaussian, so 
 the item moves cancels out) marks the parameter entries it touches; two items touching
 the same entry share parameters, and are the pairs worth probing. When no candidate
 shares, the same supports say whether the tower proves non-sharing by its structure:
-every item moving one row of each parameter tensor, the row being the item's own row
-plus a fixed offset (an id table indexed one row per item, a padding row first), or
-every item of the catalogue having been compared.
+every item moving one slice of each parameter tensor along some axis, at the item's own
+row plus a fixed offset (an id table indexed one row per item, a padding row first; the
+columns of a linear layer over one-hot ids), or every item of the catalogue having been
+compared.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class SupportSearch:
     n_sharing_items: int
     """Candidates that share an entry with at least one other candidate."""
     indexed_per_item: bool
-    """Every candidate moves one row per parameter tensor, at its own row plus a fixed offset."""
+    """Every candidate moves one slice per parameter tensor, at its own row plus a fixed offset."""
 
 
 def support_search(
@@ -44,13 +45,12 @@ def support_search(
     m = int(out.shape[0])
     weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     weights = weights.to(out.device, out.dtype)
-    sizes = [p.numel() for p in leaves.values()]
-    dims = [p.dim() for p in leaves.values()]
-    row_sizes = [max(1, p.numel() // max(1, p.shape[0])) if p.dim() else 1 for p in leaves.values()]
-    starts = np.concatenate([[0], np.cumsum(sizes)])
+    shapes = [tuple(p.shape) for p in leaves.values()]
+    starts = np.concatenate([[0], np.cumsum([p.numel() for p in leaves.values()])])
     supports: list[np.ndarray] = []
-    offsets: list[set[int]] = [set() for _ in sizes]
-    one_row = True
+    # offsets[t][a]: the (index along axis a of tensor t) − item row of each item's support,
+    # None where an item's support spans several indices along that axis
+    offsets: list[list[set[int | None]]] = [[set() for _ in shape] for shape in shapes]
     items = rows.cpu().numpy()
     for i in range(m):
         grads = torch.autograd.grad(
@@ -58,19 +58,29 @@ def support_search(
         )
         touched: list[np.ndarray] = []
         for t, g in enumerate(grads):
-            if g is None:
-                continue
-            at = np.flatnonzero(g.detach().reshape(-1).cpu().numpy() != 0)
+            at = np.zeros(0, np.int64) if g is None else np.flatnonzero(g.detach().reshape(-1).cpu().numpy() != 0)
             if at.size == 0:
                 continue
             touched.append(at + starts[t])
-            tensor_rows = np.unique(at // row_sizes[t])
-            one_row = one_row and tensor_rows.size == 1 and dims[t] > 0
-            offsets[t].add(int(tensor_rows[0]) - int(items[i]))
+            for axis, index in enumerate(np.unravel_index(at, shapes[t]) if shapes[t] else ()):
+                unique = np.unique(index)
+                offsets[t][axis].add(int(unique[0]) - int(items[i]) if unique.size == 1 else None)
+            if not shapes[t] and not offsets[t]:  # a scalar every item moves: no row of its own
+                offsets[t].append({None})
         supports.append(np.concatenate(touched) if touched else np.zeros(0, dtype=np.int64))
     pairs, n_sharing = _sharing(supports, items, max_pairs)
-    indexed = one_row and all(len(o) <= 1 for o in offsets)
-    return SupportSearch(n_items=m, sharing_pairs=pairs, n_sharing_items=n_sharing, indexed_per_item=indexed)
+    return SupportSearch(n_items=m, sharing_pairs=pairs, n_sharing_items=n_sharing,
+                         indexed_per_item=_indexed(offsets))
+
+
+def _indexed(offsets: list[list[set[int | None]]]) -> bool:
+    """Whether every parameter tensor an item moved is indexed by the item along some axis:
+    each item's support one index along it, at the item's row plus the same offset for all
+    (an id table's row i, or a linear layer over one-hot ids: its weight's column i)."""
+    moved = [axes for axes in offsets if any(axes_set for axes_set in axes)]
+    return bool(moved) and all(
+        any(len(seen) == 1 and None not in seen for seen in axes) for axes in moved
+    )
 
 
 def _sharing(
