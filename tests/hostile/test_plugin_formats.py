@@ -157,6 +157,28 @@ CASES += [
 ]
 
 
+# Plugins QA F10: a writer's claims about what it wrote are not recorded as fact: the
+# sidecar has the dtype read back and the rows layout check reads, the claims in warnings.
+def _claims_recorded_as_read(d: Path, outcome: Any) -> None:
+    import json
+
+    side = json.loads((d / "o.toy.popaudit.json").read_text())
+    assert (side["dtype"], side["layout"]) == ("float32", "rows"), side
+    assert any("reported dtype 'bfloat16'" in w for w in side["warnings"]), side["warnings"]
+
+
+def _lying_writer(d: Path) -> Built:
+    built = _npy_format("with open(job.target, 'wb') as fh:\n        np.save(fh, out.astype(np.float32))\n    "
+                        "return Written(RowNorms(before, after), 'bfloat16', layout='columns')",
+                        outputs=("o.toy", "o.toy.popaudit.json"))(d)
+    return Built(built.args, outputs=built.outputs, must_exist=built.must_exist, check=_claims_recorded_as_read)
+
+
+CASES += [
+    Case("plugin-writer-claims-another-dtype-and-layout", _lying_writer, 0, None),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES))
 def test_plugin_formats(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
