@@ -6,7 +6,7 @@ measured). :mod:`auditor.verdict` decides when each applies."""
 
 from __future__ import annotations
 
-from auditor.alpha import ALPHA_PREFIX
+from auditor.alpha import ALPHA_PREFIX, scoring_alpha
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import setting
 from auditor.result import C1, C4, C5, Condition, MeasuredSections
@@ -31,14 +31,20 @@ def training_recommendations(conditions: dict[str, Condition]) -> list[str]:
             "exposure skew (docs/theory.md §7)."
         )
     c5 = conditions.get(C5)
-    if c5 is not None and c5.status in ("holds", "unknown"):
+    # A probe step that shrank the norms measured no growth: the advice to shrink it stands
+    # only where the trained table shows the growth (C5 holds from it).
+    shrank = c5 is not None and c5.details.get("shrank") is True
+    if c5 is not None and (c5.status == "holds" or (c5.status == "unknown" and not shrank)):
         g = c5.details.get("growth_per_update")
         # growth_per_update is at the probe's own rate, unless it was rescaled to the training
         # rate or came from a trace (then the probe's figure is kept apart, and lr is the rate)
         rescaled = "probe_growth_per_update" in c5.details
         lr = c5.details.get("lr") if rescaled else (c5.details.get("probe_lr") or c5.details.get("lr"))
         numbers = ""
-        if g is not None:
+        if shrank:  # no growth measured: the probe step shrank the norms (C5's evidence)
+            numbers = (" (the probe step shrank the norms, so there is no measured growth per update to quote; "
+                       "the trained table shows the growth, as C5 says)")
+        elif isinstance(g, (int, float)) and g > 0:  # c/s² = ‖Δq‖²/‖q‖² is a growth, never negative
             numbers = f" (measured growth per update c/s² = {g:.3g}" + (f" at lr = {lr:g}" if lr else "") + ")"
         if _has_temperature(conditions.get(C4)):
             what, scales = "A lower learning rate on the item table, or a higher softmax temperature,", (
@@ -120,6 +126,36 @@ def history_mitigation(recommended: str | None) -> str:
     )
 
 
+def _not_written_back(model_format: str) -> str:
+    """The serving fix for a model ``popaudit mitigate`` does not write back (a plugin's
+    custom tower): what it serves are encoder outputs, so the rescaling applies to those."""
+    return (
+        f"popaudit mitigate does not write back a {model_format!r} model (its item vectors are the encoder's "
+        "outputs, not a stored table): export the served item vectors as .npy or Parquet and run popaudit "
+        "mitigate on that file, or multiply each item vector by ‖k‖^(α−1) where the index is built."
+    )
+
+
+def _already_rescaled(result: MeasuredSections, recommended: str) -> str:
+    """The serving fix for a model that is a ``popaudit mitigate`` output: its trade-off is
+    against its own (rescaled) dot, so a second rescaling compounds the first and the
+    accuracy tolerance no longer holds against the original; the α to ask of the original."""
+    carried = result.inputs.rescaled_alpha or 1.0
+    more = scoring_alpha(recommended)
+    more = 1.0 if more is None else more
+    combined = carried * more
+    original = result.inputs.rescaled_from
+    table = f"the original table ({original})" if original else "the original table (the first of the chain)"
+    return (
+        f"This model is already a popaudit mitigate output carrying alpha {carried:g}: the shares of dot's accuracy "
+        f"above are of its own dot serving, not of {table}'s, and rescaling it again by {more:g} leaves the "
+        f"original's norms raised to {combined:g} in all, which may keep less of the original's accuracy than the "
+        f"tolerance asks. Rescale the original once instead: audit {table} with {setting('alphas')} {combined:g} "
+        f"(the same holdout and {setting('accuracy_tolerance')}), which measures that alpha against the original's "
+        f"dot, and mitigate the original with {setting('alpha')} {combined:g}."
+    )
+
+
 def serving_recommendations(result: MeasuredSections, measured: str) -> list[str]:
     """Cosine and norm-aware serving: the measured trade-off when held-out accuracy was
     measured (:mod:`auditor.tradeoff`), else the advice and how to measure its cost."""
@@ -133,7 +169,11 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
                        if accuracy is not None and accuracy.recommendation else [])
     if accuracy is not None and accuracy.recommendation:
         fix = ""
-        if _history_queries(result):
+        if result.inputs.written_back is False:  # a plugin's tower: no mitigate command would run
+            fix = "" if accuracy.recommended in (None, "dot") else " " + _not_written_back(result.inputs.format)
+        elif result.inputs.rescaled_alpha is not None:  # a mitigate output: rescale the original once instead
+            fix = "" if accuracy.recommended in (None, "dot") else " " + _already_rescaled(result, accuracy.recommended)
+        elif _history_queries(result):
             fix = " " + history_mitigation(accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):
             fix = (

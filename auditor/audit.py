@@ -81,7 +81,7 @@ def run_audit(
     warnings += (serving.warnings if serving else []) + assessed.warnings
 
     sections = MeasuredSections(
-        inputs=replace(_inputs(bundle, config, stats, inputs.population),
+        inputs=replace(_inputs(bundle, config, stats, inputs.population), **_mitigate_facts(inputs),
                        split=None if inputs.recbole is None else inputs.recbole.description),
         frequency_norm=frequency_norm,
         retrieval=serving.retrieval if serving else None,
@@ -288,6 +288,14 @@ def _assess_conditions(
         run_probes=config.probes, progress=progress, row_ids=config.row_ids, frequency_norm=frequency_norm,
         training=inputs.training, device=resolve_device(config.device) if config.probes else "cpu",
     )
+
+
+def _mitigate_facts(inputs: AuditInputs) -> dict[str, Any]:
+    """What the report's ``inputs`` say of the model for ``popaudit mitigate``: whether it
+    writes the model back, and the α a mitigate output already carries (and its original)."""
+    rescaled = inputs.rescaled
+    return {"written_back": inputs.written_back, "rescaled_alpha": None if rescaled is None else rescaled.alpha,
+            "rescaled_from": None if rescaled is None else rescaled.original}
 
 
 def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None,

@@ -53,6 +53,10 @@ class SecondDifference:
     n_items: int
     tolerance: float
     linear: bool
+    output_dtype: str = ""
+    """The dtype the item encoder returns (the tolerance follows the coarser of it and the parameters')."""
+    flat_over_epsilon: bool = False
+    """Figures above the tolerance that do not scale with ε²: rounding, read as linear."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``c2_second_difference`` block."""
@@ -84,6 +88,22 @@ class CrossJacobian:
     """Jackknife standard error of ``max_offdiag_relative`` over the sampled coordinates (0 when exact)."""
     max_isotropy_standard_error: float | None = None
     """The same for ``max_isotropy_deviation``."""
+    support_items: int = 0
+    """Items whose gradient supports were compared for shared parameter entries (0: none)."""
+    support_sharing_items: int = 0
+    """Of those, items sharing an entry with another (the pairs then probed are among them)."""
+    support_indexed_per_item: bool | None = None
+    """Every compared item moves one row per parameter tensor, its own row plus a fixed offset."""
+    support_exhaustive: bool = False
+    """Every item of the catalogue was compared."""
+
+    @property
+    def non_sharing_proven(self) -> bool:
+        """Whether no sharing is shown for the whole catalogue, not only for a sample:
+        by the tower's structure (one row per item) or by comparing every item."""
+        return self.support_sharing_items == 0 and (
+            bool(self.support_indexed_per_item) or self.support_exhaustive
+        ) and self.support_items > 0
 
     def to_dict(self) -> dict[str, Any]:
         """The ``c3_cross_jacobian`` block."""

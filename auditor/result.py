@@ -81,6 +81,13 @@ class Inputs:
     split: str | None = None
     """How the training log and the holdout were obtained when popaudit reproduced a
     framework's own evaluation split (RecBole's ``eval_args``); None otherwise."""
+    written_back: bool | None = None
+    """Whether ``popaudit mitigate`` writes this model back in its format (False: a model a
+    plugin's loader built, whose item vectors are encoder outputs; None: not known)."""
+    rescaled_alpha: float | None = None
+    """The α the model carries when it is a ``popaudit mitigate`` output (its sidecar says so)."""
+    rescaled_from: str | None = None
+    """The original table that output was rescaled from (None: not one, or a chain of outputs)."""
 
 
 @dataclass

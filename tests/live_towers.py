@@ -3,6 +3,10 @@
 Item towers: ``embedding`` (an id table: C2, C3 hold), ``mlp`` (nonlinear: C2, C3
 violated), ``dense-linear`` (a linear layer over fixed dense features: C2 holds, C3
 violated), ``embedding-linear`` (a shared linear layer over an id table: bilinear).
+``hashed`` (the hashing trick: item i is the sum of two rows of a shared bucket table,
+``hashes[i]``: C2 holds, C3 violated where two items share a bucket), ``scaled`` (s_i·E[i]
+with fixed per-item scales: C2, C3 hold). ``out_dtype`` casts what the item encoder returns
+(``torch.float32``: serving code's ``.float()``).
 Losses: in-batch InfoNCE over cosine/temperature (C4 holds) or over dot products.
 """
 
@@ -21,14 +25,24 @@ class Towers(torch.nn.Module):
     """A user id table and one of several item towers, all float64."""
 
     def __init__(self, n_items: int, n_users: int, dim: int, encoder: str = "embedding",
-                 *, n_features: int = 6, seed: int = 0, init_std: float = 1.0) -> None:
+                 *, n_features: int = 6, seed: int = 0, init_std: float = 1.0,
+                 hashes: torch.Tensor | None = None, out_dtype: torch.dtype | None = None) -> None:
         super().__init__()
         gen = torch.Generator().manual_seed(seed)
         self.encoder = encoder
+        self.out_dtype = out_dtype
+        if encoder == "hashed":
+            assert hashes is not None and hashes.shape == (n_items, 2)
+            self.register_buffer("hashes", hashes.to(torch.int64))
+            self.item_emb = torch.nn.Embedding(int(hashes.max()) + 1, dim, dtype=DTYPE)
+            with torch.no_grad():
+                self.item_emb.weight.copy_(torch.randn(int(hashes.max()) + 1, dim, generator=gen, dtype=DTYPE))
+        if encoder == "scaled":
+            self.register_buffer("scales", torch.linspace(0.5, 2.0, n_items, dtype=DTYPE))
         self.user_emb = torch.nn.Embedding(n_users, dim, dtype=DTYPE)
         with torch.no_grad():
             self.user_emb.weight.copy_(torch.randn(n_users, dim, generator=gen, dtype=DTYPE))
-        if encoder in ("embedding", "mlp", "embedding-linear"):
+        if encoder in ("embedding", "mlp", "embedding-linear", "scaled"):
             self.item_emb = torch.nn.Embedding(n_items, dim, dtype=DTYPE)
             with torch.no_grad():
                 self.item_emb.weight.copy_(init_std * torch.randn(n_items, dim, generator=gen, dtype=DTYPE))
@@ -44,6 +58,14 @@ class Towers(torch.nn.Module):
             self.item_proj = torch.nn.Linear(n_features, dim, bias=False, dtype=DTYPE)
 
     def items(self, rows: torch.Tensor) -> torch.Tensor:
+        out = self._items(rows)
+        return out if self.out_dtype is None else out.to(self.out_dtype)
+
+    def _items(self, rows: torch.Tensor) -> torch.Tensor:
+        if self.encoder == "hashed":
+            return self.item_emb(self.hashes[rows, 0]) + self.item_emb(self.hashes[rows, 1])
+        if self.encoder == "scaled":
+            return self.scales[rows, None] * self.item_emb(rows)
         if self.encoder == "embedding":
             return self.item_emb(rows)
         if self.encoder == "mlp":

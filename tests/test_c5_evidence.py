@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from auditor.advice import training_recommendations
 from auditor.conditions.c5_growth import assess_c5
 from auditor.conditions.c5_table import head_median_ratio
 from auditor.conditions.facts import Fact, Origin
 from auditor.model import ItemStats, ModelBundle
 from auditor.probe_results import ProbeOutcome, UpdateProbe
-from auditor.result import CONDITION_NAMES, Condition, FrequencyNorm, Status
+from auditor.result import C5, CONDITION_NAMES, Condition, FrequencyNorm, Status
 from auditor.wording import compared_figures
 
 DIM = 8  # init spread 1 + 1/√16 = 1.25
@@ -192,7 +193,14 @@ def test_a_step_that_shrinks_the_norms_is_no_growth() -> None:
     lr, epochs = Fact(1.0, Origin.DECLARED, "lr"), Fact(5.0, Origin.CONFIG, "epochs")
     grown, fn = FREQ.astype(float), _fn(0.99, 0.98, 1.0)
     c5 = assess_c5(_bundle(grown), _stats(), epochs, lr, probe, _others(c1="violated"), fn)
-    assert c5.status == "unknown" and c5.details["growth_per_update"] == pytest.approx(-0.19)
+    assert c5.status == "unknown" and c5.details["change_per_appearance"] == pytest.approx(-0.19)
+    assert "growth_per_update" not in c5.details and c5.details["shrank"] is True
+    # plugins QA F3: no advice to shrink a growth the step did not show (C5 unknown), and where
+    # the table shows it (C5 holds) no negative "growth" quoted, and why none is
+    assert not [r for r in training_recommendations({C5: c5}) if "learning rate" in r]
+    held = Condition(c5.name, "holds", c5.evidence, c5.details)
+    (lr_advice,) = [r for r in training_recommendations({C5: held}) if "learning rate" in r]
+    assert "c/s² =" not in lr_advice and "the probe step shrank the norms" in lr_advice
     assert "shrank the norms (median measured change of s = ‖q‖², (s′ − s)/s, -0.19 over the 50 items" in c5.evidence
     assert "residual median -20" in c5.evidence
     # the batch's items grew (gradient beat decay) but most moved items only decayed: no growth to project

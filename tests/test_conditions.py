@@ -385,10 +385,43 @@ def test_plugin_evidence_overrides_and_live_model_hook() -> None:
     bundle.live = None
     out = assess_conditions(bundle, None, None, NONE, pm=_pm(Plugin()))
     c3 = out.conditions["C3"]
-    assert c3.status == "holds" and c3.evidence.startswith("declared by a plugin")
-    assert c3.details["inferred"]["status"] == "violated"  # the probe found dense features shared
+    # plugins QA F5: the probe measured the dense features shared; a declaration saying
+    # otherwise does not override the measurement, it is kept and warned about
+    assert c3.status == "violated" and c3.evidence.startswith("cross-Jacobian")
+    assert c3.details["declared"]["status"] == "holds" and "which the measurement contradicts" in c3.evidence
+    assert any(w.startswith("C3: plugin") and "the measurement stands" in w for w in out.warnings)
     assert out.probes is not None  # the live model came from the hook
     assert bundle.live is None
+    # without the probes nothing was measured, and the declaration decides
+    out = assess_conditions(bundle, None, None, NONE, pm=_pm(Plugin()), run_probes=False)
+    c3 = out.conditions["C3"]
+    assert c3.status == "holds" and c3.evidence.startswith("declared by a plugin")
+    assert not any("the measurement stands" in w for w in out.warnings)
+
+
+def test_c5_is_graded_from_the_declared_c1_to_c4(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An id table (C2, C3 hold by structure) whose author declares both violated: C5 reads
+    # the conditions as the report states them (before: C5 from the inferred ones).
+    import auditor.conditions as conditions_module
+
+    seen: dict[str, str] = {}
+    real = conditions_module.assess_c5
+
+    def spy(*args: Any, **kw: Any) -> Condition:
+        seen.update({key: c.status for key, c in args[5].items()})
+        return real(*args, **kw)
+
+    monkeypatch.setattr(conditions_module, "assess_c5", spy)
+    live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "embedding", init_std=0.1), lr=2.0)
+
+    class Plugin:
+        @hookimpl
+        def popaudit_condition_evidence(self, bundle: ModelBundle) -> dict[str, Condition]:
+            return {key: Condition(CONDITION_NAMES[key], "violated", "shared by design") for key in ("C2", "C3")}
+
+    out = assess_conditions(_live_bundle(live), _zipf_stats(), None, NONE, pm=_pm(Plugin()), run_probes=False)
+    assert out.conditions["C2"].status == out.conditions["C3"].status == "violated"
+    assert seen["C2"] == seen["C3"] == "violated"
 
 
 def test_plugin_with_bad_evidence_is_named() -> None:

@@ -148,7 +148,9 @@ def test_mitigate_refusals_for_plugin_formats(tmp_path: Path) -> None:
     """)
     broken = run("mitigate", model, "--alpha", 0.5, "-o", tmp_path / "out.toy", "--plugin", failing)
     assert broken.exit_code == 1, broken.output
-    assert f"plugin 'file:{failing}' failed in hook popaudit_model_formats: RuntimeError: disk on fire" in broken.output
+    # plugins QA F11: the writer, its format and the file are named, not the hook that registered the format
+    assert (f"plugin 'file:{failing}', format 'toy': its writer (write) failed rescaling {model}: "
+            "RuntimeError: disk on fire") in broken.output
     assert not (tmp_path / "out.toy").exists() and not sidecar_path(tmp_path / "out.toy").exists()
     bad = toy_plugin(tmp_path, extra="""
     write = lambda job: "not written"

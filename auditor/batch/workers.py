@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.batch.jobs import BatchJob
+from auditor.plugins.prints import prints_to_stderr
 from auditor.batch.results import FIXED_COLUMNS
 from auditor.flat import flat_metrics_from_report
 from auditor.parallel import task_started, usable_cores
@@ -92,9 +93,12 @@ def audit_job(job: BatchJob, audit_fn: AuditFn | None = None) -> dict[str, Any]:
     task_started(job.row)  # the main process times the row from here (row_timeout)
     start = time.perf_counter()
     try:
-        pm = _worker_plugins(job.config.plugins)
-        cache = _worker_cache(job.config.interactions)
-        result = audit_fn(job.config, pm=pm, progress=SILENT, cache=cache)
+        # Plugin code runs here (imports, loaders, live models): its prints must not reach
+        # stdout, where the results may be written (-o /dev/stdout), inline or in a worker.
+        with prints_to_stderr():
+            pm = _worker_plugins(job.config.plugins)
+            cache = _worker_cache(job.config.interactions)
+            result = audit_fn(job.config, pm=pm, progress=SILENT, cache=cache)
         return result_record(job, result, time.perf_counter() - start)
     except Exception as exc:  # one bad row must never stop the batch
         return error_record(job, f"{type(exc).__name__}: {exc}", time.perf_counter() - start)

@@ -107,11 +107,14 @@ def plugin_commands(plugin_paths: Any, *, builtin_names: Any = ()) -> dict[str, 
     command or another plugin, is a PluginError naming the plugin.
     """
     from auditor.plugins import get_plugin_manager, hook_results
+    from auditor.plugins.prints import prints_to_stderr
 
-    pm = get_plugin_manager(plugin_paths, builtins=False)
+    with prints_to_stderr():  # plugin files are imported here: their prints must not reach stdout
+        pm = get_plugin_manager(plugin_paths, builtins=False)
+        results = hook_results(pm, "popaudit_cli_commands")
     commands: dict[str, click.Command] = {}
     owners: dict[str, str] = {}
-    for result in hook_results(pm, "popaudit_cli_commands"):
+    for result in results:
         if not isinstance(result.value, (list, tuple)):
             raise PluginError(
                 f"plugin {result.plugin!r} returned {type(result.value).__name__} from hook "

@@ -83,7 +83,9 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
 
     accuracy = result.accuracy
     alpha = scoring_alpha(accuracy.recommended) if accuracy is not None and accuracy.recommended else None
-    if config.model is None or alpha is None:
+    if config.model is None or alpha is None or result.inputs.written_back is False \
+            or result.inputs.rescaled_alpha is not None:
+        # nothing recommended, a model mitigate refuses, or a mitigate output (the advice says what to do instead)
         return None
     defaults = AuditConfig(model=config.model)
     repeats = all(getattr(config, name) == getattr(defaults, name) for name in SHAPES_THE_TRADEOFF)

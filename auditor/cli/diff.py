@@ -58,9 +58,11 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
     check_not_inputs({flag: path for flag, (_fmt, path) in files.items()},
                      {"BASE": base, "NEW": new, **{f"--plugin {p}": p for p in plugins}})
     from auditor.plugins import get_plugin_manager
+    from auditor.plugins.prints import prints_to_stderr
     from auditor.plugins.renderers import renderers
 
-    pm = get_plugin_manager(plugins, entry_points=bool(plugins))  # plugins only for their report formats
+    with prints_to_stderr():  # plugin files print as they are imported: not into a report on stdout
+        pm = get_plugin_manager(plugins, entry_points=bool(plugins))  # plugins only for their report formats
     if fmt not in renderers(pm):
         raise click.BadParameter(f"{fmt!r} is not a report format; choose from {', '.join(sorted(renderers(pm)))}",
                                  param_hint="--format")

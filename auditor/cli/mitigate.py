@@ -104,7 +104,9 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     _summary(result)
     stderr.print(f"Wrote {output}", markup=False, highlight=False)
     stderr.print(f"Wrote {result.output['sidecar']}", markup=False, highlight=False)
-    click.echo("Next: " + _next_check(result, output, {**options, "user_ids": user_ids, "holdout": holdout}))
+    # The plugins too: an output in a plugin's format is read only with the plugin that defines it.
+    click.echo("Next: " + _next_check(result, output, {**options, "user_ids": user_ids, "holdout": holdout,
+                                                       "plugins": plugins}))
 
 
 def _next_check(result: Any, output: Path, settings: dict[str, Any]) -> str:

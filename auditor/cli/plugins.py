@@ -29,9 +29,11 @@ def command(as_json: bool, no_entry_points: bool, plugins: tuple[Path, ...]) -> 
     from rich.table import Table
 
     from auditor.plugins import describe_plugins, get_plugin_manager, hook_names
+    from auditor.plugins.prints import prints_to_stderr
 
-    pm = get_plugin_manager(plugins, entry_points=not no_entry_points)
-    infos = describe_plugins(pm)
+    with prints_to_stderr():  # a plugin printing as it is imported must not corrupt --json
+        pm = get_plugin_manager(plugins, entry_points=not no_entry_points)
+        infos = describe_plugins(pm)
     if as_json:
         payload = {"plugins": [info.to_dict() for info in infos], "hooks": list(hook_names())}
         click.echo(json.dumps(payload, indent=2))

@@ -37,7 +37,7 @@ from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
-from auditor.plugins import call_hook, collect_condition_evidence
+from auditor.plugins import DeclaredConditions, call_hook, collect_condition_evidence
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
@@ -108,10 +108,13 @@ def assess_conditions(
         C4: assess_c4(with_trace_loss(config, trace), declared, live, probe, warnings),
     }
     conditions[C4] = with_trace_angles_c4(conditions[C4], trace, conditions, warnings)
+    verdicts = collect_condition_evidence(pm, bundle) if pm is not None else DeclaredConditions()
+    warnings.extend(verdicts.warnings)
+    # C5 reads C1-C4 as the report states them: declarations applied first.
+    _apply_plugin_evidence(verdicts, conditions, (C1, C2, C3, C4), warnings)
     conditions[C5] = assess_c5(bundle, stats, config.epochs or trace.epochs, optimizer.lr, probe, conditions,
                                frequency_norm, trace)
-    if pm is not None:
-        _apply_plugin_evidence(pm, bundle, conditions, warnings)
+    _apply_plugin_evidence(verdicts, conditions, (C5,), warnings)
     return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)
 
 
@@ -145,17 +148,38 @@ def _probes(
     return probe, not_run
 
 
+_MEASURED = {C2: "second_difference", C3: "cross_jacobian", C4: "gradient_alignment"}
+"""The details key of each condition's numeric probe: a verdict it measured outranks a declaration."""
+
+
 def _apply_plugin_evidence(
-    pm: pluggy.PluginManager, bundle: ModelBundle, conditions: dict[str, Condition], warnings: list[str]
+    declared: DeclaredConditions, conditions: dict[str, Condition], keys: tuple[str, ...], warnings: list[str],
 ) -> None:
-    """Plugin-declared verdicts replace inferred ones (the first plugin to declare a key wins)."""
-    declared = collect_condition_evidence(pm, bundle)
-    warnings.extend(declared.warnings)
-    for key, cond in declared.conditions.items():
+    """Plugin-declared verdicts replace inferred ones (the first plugin to declare a key
+    wins), except where a numeric probe measured the condition (holds or violated) and the
+    declaration says otherwise: the measurement stands, the declaration is kept in the
+    details and evidence, and a warning says so."""
+    for key in keys:
+        cond = declared.conditions.get(key)
+        if cond is None:
+            continue
         inferred = conditions[key]
+        source = cond.details["source"]
+        if key in _MEASURED and _MEASURED[key] in inferred.details and inferred.status != "unknown" \
+                and cond.status != inferred.status:
+            warnings.append(
+                f"{key}: plugin {source!r} declares it {cond.status}, but popaudit's numeric probe measured it "
+                f"{inferred.status}; the measurement stands ({inferred.evidence})"
+            )
+            conditions[key] = Condition(
+                inferred.name, inferred.status,
+                f"{inferred.evidence}; plugin {source!r} declared it {cond.status}, which the measurement contradicts",
+                {**inferred.details, "declared": {"status": cond.status, "evidence": cond.evidence, "source": source}},
+            )
+            continue
         conditions[key] = Condition(
             cond.name or CONDITION_NAMES[key],
             cond.status,
-            f"declared by a plugin ({cond.details['source']}): {cond.evidence}",
+            f"declared by a plugin ({source}): {cond.evidence}",
             {**cond.details, "inferred": {"status": inferred.status, "evidence": inferred.evidence}},
         )

@@ -85,7 +85,9 @@ def assess_c2(static: Static, probe: ProbeOutcome | None) -> Condition:
         numbers = ", ".join(f"ε={e:g}: {r:.2e}" for e, r in zip(c2.epsilons, c2.relative))
         evidence = (
             f"second difference ‖f(θ+εv)+f(θ−εv)−2f(θ)‖/‖f‖ over {c2.n_directions} random directions "
-            f"({numbers}; tolerance {c2.tolerance:.0e}){layers}"
+            f"({numbers}; tolerance {c2.tolerance:.0e}"
+            f"{f', the precision of the encoder’s {c2.output_dtype} output' if c2.output_dtype else ''})"
+            f"{_flat_text(c2.flat_over_epsilon)}{layers}"
         )
         status: Status = "holds" if c2.linear else "violated"
         details = {"second_difference": c2.to_dict(), "max_relative": max(c2.relative), "static": static[1]}
@@ -111,6 +113,10 @@ def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
             f"{c3.max_isotropy_deviation:.3g} (tolerance {c3.tolerance:.0e}){_sampled_text(c3)}{layers}"
         )
         status: Status = "holds" if not c3.shared and c3.isotropic else "violated"
+        if status == "holds" and not c3.non_sharing_proven:
+            status, evidence = "unknown", evidence + _unproven_text(c3)
+        elif c3.support_items:
+            evidence += _support_text(c3)
         return Condition(name, status, evidence, {"cross_jacobian": c3.to_dict(), "static": static[1]})
     if probe is not None and probe.layers is not None and probe.layers.kind == "embedding":
         return Condition(name, "holds", f"the item tower is one embedding table{layers}: each item owns its row",
@@ -136,3 +142,37 @@ def _sampled_text(c3: CrossJacobian) -> str:
         f"; on {c3.n_coordinates} of {c3.dim} output coordinates, sampled "
         f"(jackknife standard error {c3.max_offdiag_standard_error:.2g})"
     )
+
+
+def _support_text(c3: CrossJacobian) -> str:
+    """What comparing the items' gradient supports showed (sharing pairs found and probed,
+    or the structure that proves non-sharing)."""
+    if c3.support_sharing_items:
+        return (
+            f"; {c3.support_sharing_items} of {c3.support_items} items compared share a parameter entry "
+            "with another (their gradients touch it), and the pairs probed are among them"
+        )
+    if c3.support_exhaustive:
+        return f"; the gradient supports of all {c3.support_items} items are disjoint"
+    return (
+        f"; each of {c3.support_items} items compared moves only its own row of every parameter tensor "
+        "(an id table indexed one row per item)"
+    )
+
+
+def _unproven_text(c3: CrossJacobian) -> str:
+    """Why no sharing in a sample is not C3 holding: the sample, and what was not shown."""
+    if not c3.support_items:
+        return "; the items were a sample and nothing shows the tower's other items own their parameters"
+    return (
+        f"; no parameter entry is shared among the {c3.support_items} items whose gradient supports were "
+        "compared, but the tower does not index one row per item (an item moves several rows or rows "
+        "not its own, as a hashed table does), so other items may share: not shown either way"
+    )
+
+
+def _flat_text(flat: bool) -> str:
+    """Why second differences above the tolerance still read as linear."""
+    if not flat:
+        return ""
+    return "; the figures do not shrink as ε², so they are rounding, not curvature"

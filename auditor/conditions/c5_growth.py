@@ -111,7 +111,9 @@ def _shrank(
     change = float(np.median(update.relative_change)) if update.relative_change.size else g
     threshold = 1 + 1 / math.sqrt(2 * bundle.dim)
     status, clause, by_table = grade_table(table, threshold, others)
-    details.update({"growth_per_update": g, "probe_lr": update.lr, "threshold": threshold,
+    # g is the change of s per appearance, ≤ 0 here: not a growth c/s² (which is ≥ 0), so it is
+    # kept under its own name, and ``shrank`` tells the advice there is no growth to quote.
+    details.update({"change_per_appearance": g, "shrank": True, "probe_lr": update.lr, "threshold": threshold,
                     "table_head_median_norm_ratio": table.ratio, "table_spearman": table.rho,
                     "decided_by": "table" if status != "unknown" else None})
     evidence = (f"the probe step shrank the norms (median measured change of s = ‖q‖², (s′ − s)/s, {change:.3g} over the "

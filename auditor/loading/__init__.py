@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.config import LoadOptions
-from auditor.errors import IdMappingError, ModelLoadError, PluginError, setting
+from auditor.errors import AuditError, IdMappingError, ModelLoadError, PluginError, setting
 from auditor.lazy_names import imported_on_first_use
 from auditor.model import ModelBundle
 
@@ -55,6 +55,7 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
     if pm is None:
         pm = get_plugin_manager()
     bundle = read_plugin_format(pm, path, options)  # a plugin format's files: its own reader
+    from_hook = bundle is None
     if bundle is None:
         bundle = call_hook(pm, "popaudit_load_model", path=path, options=options)
     if bundle is None:
@@ -65,7 +66,24 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
         raise PluginError(
             f"a popaudit_load_model plugin returned {type(bundle).__name__} for {path}, not a ModelBundle"
         )
-    return finish_bundle(bundle, options)
+    try:
+        return finish_bundle(bundle, options)
+    except AuditError as exc:  # a table or count a plugin's loader returned: say which plugins load models
+        raise type(exc)(f"{exc}{_loaders_named(pm) if from_hook else ''}") from exc
+
+
+def _loaders_named(pm: pluggy.PluginManager) -> str:
+    """The third-party plugins implementing ``popaudit_load_model`` (one of which read the
+    model when any is there), as a clause for an error about what the loader returned."""
+    from auditor.plugins import BUILTIN_PREFIX
+
+    names = [impl.plugin_name for impl in pm.hook.popaudit_load_model.get_hookimpls()
+             if not impl.plugin_name.startswith(BUILTIN_PREFIX)]
+    if not names:
+        return ""
+    which = f"plugin {names[0]!r} implements" if len(names) == 1 else (
+        "plugins " + ", ".join(repr(n) for n in names) + " implement")
+    return f" (read through the popaudit_load_model hook, which {which} besides the built-in loader)"
 
 
 def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
@@ -77,11 +95,12 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
     from auditor.loading.ids import read_id_file
     from auditor.loading.item_bias import read_state_dict_bias
     from auditor.loading.stored_ids import given_over_stored
-    from auditor.loading.validation import validate_item_table, validate_user_table
+    from auditor.loading.validation import validate_frequencies, validate_item_table, validate_user_table
 
     source = str(bundle.source)
     bundle.item_table = _as_float32(bundle.item_table, "item table", source)
     bundle.warnings.extend(validate_item_table(bundle.item_table, source))
+    validate_frequencies(bundle.item_frequencies, bundle.n_items, source, bundle.format)
     if bundle.user_table is not None:
         bundle.user_table = _as_float32(bundle.user_table, "user table", source)
         validate_user_table(bundle.user_table, source, bundle.dim)

@@ -155,6 +155,19 @@ def writer_format(formats: Iterable[ModelFormat], kind: str, model_format: str) 
     return next((f for f in formats if f.file_kind == kind and f.writes_back(model_format)), None)
 
 
+def written_back(formats: Iterable[ModelFormat], model_format: str) -> bool:
+    """Whether ``popaudit mitigate`` writes a model read as ``model_format`` back in some
+    format of ``formats``: a built-in format lists the models its writer writes (``writes``,
+    the writer in :mod:`auditor.mitigation.writers`), a plugin's format carries its own
+    writer. A model a plugin's ``popaudit_load_model`` built (a custom tower) is written
+    back by none: its served item vectors are encoder outputs, not a stored table."""
+    return any(
+        (f.write is None and model_format in f.writes)
+        or (f.write is not None and f.writes_back(model_format))
+        for f in formats
+    )
+
+
 SUFFIX_KINDS = suffix_kinds()
 """The built-in file kinds :func:`detect_kind` tells by suffix alone."""
 SUPPORTED_FORMATS = supported()
@@ -162,4 +175,5 @@ SUPPORTED_FORMATS = supported()
 __all__ = [
     "BUILTIN_FORMATS", "HEAD_BYTES", "ModelFormat", "Reader", "RowNorms", "SUFFIX_KINDS", "SUPPORTED_FORMATS", "Sniff",
     "WriteJob", "Writer", "Written", "detect_format", "detect_kind", "suffix_kinds", "supported", "writer_format",
+    "written_back",
 ]  # fmt: skip

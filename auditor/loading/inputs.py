@@ -18,10 +18,13 @@ import pluggy
 from auditor.config import AuditConfig
 from auditor.errors import setting
 from auditor.loading import load_model
+from auditor.loading.formats import written_back
 from auditor.loading.frequencies import needs_the_log
 from auditor.loading.holdout import heldout_queries
+from auditor.loading.mitigated import Rescaled, read_rescaled, rescaled_warning
 from auditor.loading.item_bias import biased_vectors, is_biased, with_bias_column
 from auditor.loading.pairs import read_pairs
+from auditor.loading.plugin_formats import model_formats
 from auditor.loading.pickle_globals import globals_warning, replaced_globals
 from auditor.loading.population import population_of
 from auditor.loading.recbole_eval import (
@@ -73,6 +76,10 @@ class AuditInputs:
     """The served lists given as ``recommendations`` (None: none given)."""
     served_rows: np.ndarray | None = None
     """int64 (n_queries, max K): the served list of each queried user (-1: empty slot)."""
+    written_back: bool | None = None
+    """Whether ``popaudit mitigate`` writes the model back in its format (``formats.written_back``)."""
+    rescaled: Rescaled | None = None
+    """What the sidecar beside a ``popaudit mitigate`` output says of it (None: not one)."""
 
     @property
     def serving_bundle(self) -> ModelBundle:
@@ -108,6 +115,10 @@ def load_inputs(
     evaluation = recbole_evaluation(bundle, config) if reproduces_split(bundle, config) else None
     found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
     inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings), recbole=evaluation)
+    inputs.written_back = written_back(model_formats(pm), bundle.format)
+    inputs.rescaled = read_rescaled(Path(config.model))
+    if inputs.rescaled is not None:
+        inputs.warnings.append(rescaled_warning(config.model, inputs.rescaled))
     inputs.warnings.extend(globals_warning(found_globals, config.model))
     if config.trace is not None:  # before the heavy reads: a bad trace fails fast
         from auditor.loading.trace_input import load_training  # the trace reader: only with a trace

@@ -10,12 +10,12 @@ from typing import TypeVar
 import pluggy
 
 from auditor.config import LoadOptions
-from auditor.errors import PluginError
+from auditor.errors import AuditError, PluginError
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format
 from auditor.plugin_api import ModelFormat, RowNorms, WriteJob, Written
 from auditor.model import ModelBundle
-from auditor.plugins.calls import as_list, attribute_failure, hook_results
-from auditor.plugins.manager import PLUGIN_FAILURES, reraise_interrupt
+from auditor.plugins.calls import as_list, hook_results
+from auditor.plugins.manager import PLUGIN_FAILURES, describe_failure, reraise_interrupt
 
 HOOK = "popaudit_model_formats"
 T = TypeVar("T")
@@ -63,7 +63,7 @@ def read_plugin_format(pm: pluggy.PluginManager, path: Path, options: LoadOption
     if fmt is None or fmt.read is None:
         return None
     read, owner = fmt.read, _owner(owners, fmt)
-    bundle = _attributed(owner, lambda: read(path, options))
+    bundle = _attributed(owner, f"format {fmt.name!r}: its reader (read) failed on {path}", lambda: read(path, options))
     if bundle is not None and not isinstance(bundle, ModelBundle):
         raise PluginError(f"the reader of plugin {owner!r}'s format {fmt.name!r} returned "
                           f"{type(bundle).__name__} for {path}, not a ModelBundle")
@@ -78,7 +78,8 @@ def write_model_format(pm: pluggy.PluginManager, fmt: ModelFormat, job: WriteJob
     owner = _owner(registered_formats(pm), fmt)
     if owner is None:
         return write(job)
-    written = _attributed(owner, lambda: write(job))
+    written = _attributed(owner, f"format {fmt.name!r}: its writer (write) failed rescaling {job.source}",
+                          lambda: write(job))
     if not isinstance(written, Written):
         raise PluginError(f"the writer of plugin {owner!r}'s format {fmt.name!r} returned "
                           f"{type(written).__name__}, not an auditor.loading.formats.Written")
@@ -99,7 +100,8 @@ def read_written(pm: pluggy.PluginManager, fmt: ModelFormat, path: Path, options
     that is not a :class:`ModelBundle`, names its plugin."""
     assert fmt.read is not None
     read, owner = fmt.read, plugin_owner(pm, fmt)
-    bundle = _attributed(owner, lambda: read(path, options))
+    bundle = _attributed(owner, f"format {fmt.name!r}: its reader (read) failed reading back what its writer wrote",
+                         lambda: read(path, options))
     if not isinstance(bundle, ModelBundle):
         raise PluginError(f"the reader of plugin {owner!r}'s format {fmt.name!r} returned "
                           f"{type(bundle).__name__} for what its writer wrote, not a ModelBundle")
@@ -137,15 +139,21 @@ def _owner(owners: list[tuple[ModelFormat, str]], fmt: ModelFormat) -> str | Non
     return next((plugin for f, plugin in owners if f.name == fmt.name), None)  # names are unique
 
 
-def _attributed(plugin: str | None, call: Callable[[], T]) -> T:
+def _attributed(plugin: str | None, what: str, call: Callable[[], T]) -> T:
+    """``call()`` (a plugin format's reader or writer); a failure names the plugin, the
+    format, the function and the file (``what``), not the hook that registered the format,
+    which ran fine. A plugin's AuditError keeps its class (exit code) with that prefix."""
     try:
         return call()
     except PLUGIN_FAILURES as exc:
         reraise_interrupt(exc)
-        error = attribute_failure(HOOK, exc, plugin)
-        if error is exc:
+        if plugin is None:
             raise
-        raise error from exc
+        if isinstance(exc, AuditError):
+            if not isinstance(exc, PluginError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+                exc.args = (f"plugin {plugin!r}, {what}: {exc.args[0]}",)
+            raise
+        raise PluginError(f"plugin {plugin!r}, {what}: {describe_failure(exc)}") from exc
 
 
 def _problem(fmt: object) -> str | None:

@@ -85,3 +85,20 @@ def validate_user_table(table: np.ndarray, source: str, dim: int) -> None:
             raise EmbeddingTableError(
                 f"user table in {source} has NaN or infinite values (first row {int(rows[0]) + start})"
             )
+
+
+def validate_frequencies(frequencies: object, n_items: int, source: str, model_format: str) -> None:
+    """A loader's ``ModelBundle.item_frequencies`` must give one count per item-table row
+    (the measures pair them row by row): refused here, naming the file, the format and the
+    field, rather than deep in a measure."""
+    if frequencies is None:
+        return
+    shape = tuple(np.asarray(frequencies).shape)
+    if len(shape) == 1 and shape[0] == n_items:
+        return
+    held = f"{shape[0]:,} counts" if len(shape) == 1 else f"an array of shape {list(shape)}"
+    raise EmbeddingTableError(
+        f"the item frequencies of the {model_format!r} model read from {source} (ModelBundle.item_frequencies, "
+        f"as its loader returned them) hold {held}, but its item table has {n_items:,} rows: one count per row "
+        "is needed"
+    )

@@ -34,7 +34,7 @@ from auditor.io import atomic_path, file_sha256, is_special_file, require_regula
 from auditor.output_guard import check_not_inputs
 from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
-from auditor.plugin_api import ModelFormat, WriteJob
+from auditor.plugin_api import ModelFormat, WriteJob, Written
 from auditor.loading.holdout import refuse_whole_log_counts
 from auditor.loading.stand_in import tables_stand_in
 from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, training_stats
@@ -225,10 +225,10 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
         norms = written.norms
         if len(norms.before) != n_items:
             raise ModelLoadError(f"{config.model}: wrote {len(norms.before)} rows but check reads {n_items}")
-        if source_rows is not None:
-            verify_written(pm, writer, out_tmp, source_rows, float(config.alpha), norms, config.load_options,
-                           config.output)
-            source_rows = None
+        if source_rows is not None:  # a plugin's writer: the sidecar records what reads back, not its claims
+            read_dtype = verify_written(pm, writer, out_tmp, source_rows, float(config.alpha), norms,
+                                        config.load_options, config.output)
+            written, source_rows = _as_read_back(written, read_dtype), None
         result = Mitigation(
             alpha=float(config.alpha),
             alpha_source=config.alpha_source,
@@ -251,6 +251,19 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             json.dump(result.to_dict(), fh, indent=2, allow_nan=False, ensure_ascii=False)
             fh.write("\n")
     return result
+
+
+def _as_read_back(written: Written, dtype: str) -> Written:
+    """A plugin writer's report with the dtype of the table read back and the layout check
+    reads (rows, items × dim), each claim that differs said in a note."""
+    notes = list(written.notes)
+    if written.dtype != dtype:
+        notes.append(f"the writer reported dtype {written.dtype!r}, but the table reads back as {dtype}; "
+                     "the sidecar records the latter")
+    if written.layout != "rows":
+        notes.append(f"the writer reported layout {written.layout!r}; its reader gives check the table as rows "
+                     "(items × dim), the layout the sidecar records")
+    return replace(written, dtype=dtype, layout="rows", notes=notes)
 
 
 def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str, Path | None] | None,

@@ -37,17 +37,20 @@ back (float32 rounding of the stored value is about 6e-8)."""
 
 
 def verify_written(pm: pluggy.PluginManager, fmt: ModelFormat, path: Path, source: ModelBundle, alpha: float,
-                   norms: RowNorms, options: LoadOptions, output: Path) -> None:
+                   norms: RowNorms, options: LoadOptions, output: Path) -> str:
     """Raise PluginError unless ``path`` (written by ``fmt``'s writer, to be renamed to
     ``output``, the name messages give) reads back as ``source`` rescaled by ``alpha``, with
-    the norms the writer reported (``norms``)."""
+    the norms the writer reported (``norms``); the dtype of the table read back (what the
+    sidecar records, whatever the writer claims)."""
     owner = plugin_owner(pm, fmt)
     whose = "" if owner is None else f"plugin {owner!r}'s "
     who = f"the writer of {whose}format {fmt.name!r}"
     if path.stat().st_size == 0:
         raise PluginError(f"{who} wrote nothing (an empty file); nothing is written")
     try:
-        table = finish_bundle(read_written(pm, fmt, path, options), options).item_table
+        read_back = read_written(pm, fmt, path, options)
+        dtype = str(getattr(read_back.item_table, "dtype", "unknown")).removeprefix("torch.")
+        table = finish_bundle(read_back, options).item_table
     except PluginError:
         raise
     except AuditError as exc:
@@ -60,6 +63,7 @@ def verify_written(pm: pluggy.PluginManager, fmt: ModelFormat, path: Path, sourc
     problem = _rows_problem(table, expected, alpha, norms, options.max_memory)
     if problem is not None:
         raise PluginError(f"{who} wrote {problem}; nothing is written")
+    return dtype
 
 
 def _rows_problem(table: np.ndarray, expected: np.ndarray, alpha: float, norms: RowNorms,

@@ -20,8 +20,22 @@ ItemFunction = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
 
 def tolerance(dtype: torch.dtype) -> float:
-    """Relative tolerance below which a probe quantity counts as zero for ``dtype``."""
-    return 1e-9 if dtype == torch.float64 else 1e-4
+    """Relative tolerance below which a probe quantity counts as zero for ``dtype``
+    (16-bit floats: eight units in the last place, their rounding alone)."""
+    if dtype == torch.float64:
+        return 1e-9
+    if dtype.is_floating_point and torch.finfo(dtype).bits < 32:
+        return max(1e-4, 8 * torch.finfo(dtype).eps)
+    return 1e-4
+
+
+def probe_dtype(params: torch.dtype, output: torch.dtype) -> torch.dtype:
+    """The precision a probe's figures carry: the coarser of the parameters' dtype and the
+    dtype the encoder returns (float64 parameters behind a ``.float()`` cast give float32
+    outputs, whose rounding a float64 tolerance would read as curvature or sharing)."""
+    if not output.is_floating_point:
+        return params
+    return output if torch.finfo(output).eps > torch.finfo(params).eps else params
 
 
 def working_copy(

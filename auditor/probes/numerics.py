@@ -12,7 +12,7 @@ import torch
 
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
-from auditor.probes.copies import item_function, module_device, tolerance
+from auditor.probes.copies import item_function, module_device, probe_dtype, tolerance
 from auditor.probes.jacobian import kernel_columns, sampled_kernel
 from auditor.probe_results import CrossJacobian, GradientAlignment, SecondDifference
 from auditor.probes.sampling import ProbeBatch
@@ -62,11 +62,25 @@ def second_difference(
                 second = (plus.double() + minus.double() - 2 * base.double())
                 relative[e, d] = float(torch.linalg.vector_norm(second)) / base_norm
     worst = relative.max(axis=1)
-    tol = tolerance(dtype)
+    out_dtype = probe_dtype(dtype, base.dtype)
+    tol = tolerance(out_dtype)
+    flat = not bool(np.all(worst <= tol)) and is_rounding(worst, epsilons)
     return SecondDifference(
         epsilons=tuple(epsilons), relative=tuple(float(x) for x in worst), n_directions=n_directions,
-        n_items=int(rows.numel()), tolerance=tol, linear=bool(np.all(worst <= tol)),
+        n_items=int(rows.numel()), tolerance=tol, linear=bool(np.all(worst <= tol)) or flat,
+        output_dtype=str(base.dtype).removeprefix("torch."), flat_over_epsilon=flat,
     )
+
+
+def is_rounding(worst: np.ndarray, epsilons: tuple[float, ...]) -> bool:
+    """Whether second differences above the tolerance are rounding, not curvature: a
+    curved encoder's scale as ε² (a factor 10⁴ over ε from 0.1 to 0.001), rounding stays
+    put; figures changing by less than 10× over at least two decades of ε, and no larger
+    than float32's rounding (the tolerance of float32, which some layer may compute in
+    while the output is float64), are read as rounding."""
+    if len(epsilons) < 2 or max(epsilons) / min(epsilons) < 100 or float(worst.min()) <= 0.0:
+        return False
+    return float(worst.max()) / float(worst.min()) < 10.0 and float(worst.max()) <= tolerance(torch.float32)
 
 
 def cross_jacobian(
@@ -97,7 +111,8 @@ def cross_jacobian(
     f, params = item_function(live, module, rows)
     dtype = next(iter(params.values())).dtype
     with torch.no_grad():
-        dim = int(f(params).shape[1])
+        sample = f(params)
+    dim = int(sample.shape[1])
     m = int(rows.numel())
     k = min(dim, max(1, max_columns // max(1, m)))
     if k < dim:
@@ -111,7 +126,7 @@ def cross_jacobian(
     max_off = float(off.max()) if off.numel() else None
     max_dev = float(dev.max()) if dev.numel() else None
     se_off, se_dev = _jackknife(kernel, columns) if k < dim else (0.0, 0.0)
-    tol = tolerance(dtype)
+    tol = tolerance(probe_dtype(dtype, sample.dtype))
     return CrossJacobian(
         items=tuple(int(r) for r in rows.tolist()),
         n_items=m,

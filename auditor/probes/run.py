@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 import numpy as np
@@ -11,12 +12,13 @@ import torch
 from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, LiveModel, ModelBundle
-from auditor.probes.copies import working_copy
+from auditor.probes.copies import item_function, working_copy
 from auditor.probes.eager import compiler_free
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
 from auditor.probe_results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers
 from auditor.probes.sampling import sample_batches
 from auditor.probes.structure import item_tower_layers
+from auditor.probes.supports import support_search
 from auditor.probes.update import update_step
 from auditor.progress import SILENT, Progress
 
@@ -68,7 +70,7 @@ def run_probes(
     with progress.track("numeric probes", 5) as advance:
         layers = _attempt(errors, "item_tower", lambda: item_tower_layers(live, module))
         advance(1)
-        second, cross = _numeric(live, module, layers, curve_rows, jac_rows, generator, errors, advance)
+        second, cross = _numeric(live, module, layers, curve_rows, jac_rows, n_items, generator, errors, advance)
         alignment = _attempt(errors, "c4", lambda: gradient_alignment(live, module, batches[0]))
         advance(1)
         # A fresh copy for the step: torch.func's parameter swapping must not leak into
@@ -91,7 +93,7 @@ def run_probes(
 
 def _numeric(
     live: LiveModel, module: torch.nn.Module, layers: TowerLayers | None, curve_rows: torch.Tensor,
-    jac_rows: torch.Tensor, generator: torch.Generator, errors: dict[ProbeKey, ProbeFailure],
+    jac_rows: torch.Tensor, n_items: int, generator: torch.Generator, errors: dict[ProbeKey, ProbeFailure],
     advance: Callable[[int], None],
 ) -> tuple[SecondDifference | None, CrossJacobian | None]:
     """C2's second difference and C3's cross-Jacobian, skipped (and recorded so) for a
@@ -107,9 +109,31 @@ def _numeric(
         return None, None
     second = _attempt(errors, "c2", lambda: second_difference(live, module, curve_rows, generator=generator))
     advance(1)
-    cross = _attempt(errors, "c3", lambda: cross_jacobian(live, module, jac_rows, generator=generator))
+    cross = _attempt(errors, "c3", lambda: _c3(live, module, jac_rows, curve_rows, n_items, generator))
     advance(1)
     return second, cross
+
+
+def _c3(
+    live: LiveModel, module: torch.nn.Module, jac_rows: torch.Tensor, candidates: torch.Tensor, n_items: int,
+    generator: torch.Generator,
+) -> CrossJacobian:
+    """C3's cross-Jacobian: on the random sample ``jac_rows``; when it shows no sharing,
+    the gradient supports of the ``candidates`` are compared (``supports.py``) and the
+    cross-Jacobian is taken on pairs found sharing, so a hashed tower's collisions are
+    measured rather than missed; the search's figures say whether non-sharing is proven."""
+    cross = cross_jacobian(live, module, jac_rows, generator=generator)
+    if cross.shared is not False:
+        return cross
+    f, params = item_function(live, module, candidates)
+    search = support_search(f, params, candidates, seed=int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
+    if search.sharing_pairs:
+        rows = torch.as_tensor(sorted({r for pair in search.sharing_pairs for r in pair}), dtype=torch.int64)
+        cross = cross_jacobian(live, module, rows, generator=generator)
+    return replace(
+        cross, support_items=search.n_items, support_sharing_items=search.n_sharing_items,
+        support_indexed_per_item=search.indexed_per_item, support_exhaustive=search.n_items >= n_items,
+    )
 
 
 def _attempt(errors: dict[ProbeKey, ProbeFailure], key: ProbeKey, probe: Callable[[], T]) -> T | None:

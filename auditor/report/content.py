@@ -21,7 +21,7 @@ from typing import Any
 
 from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
-from auditor.report.labels import probe_title as probe_title, probes_tables as probes_tables  # re-exported
+from auditor.report.labels import INPUT_LABELS, probe_title as probe_title, probes_tables as probes_tables  # re-exported
 from auditor.report.measure_rows import shown_rows
 from auditor.report.population import population_rows
 from auditor.report import served_lists as lists_view
@@ -313,7 +313,7 @@ def conditions_table(result: AuditResult) -> Table:
 
 def inputs_table(inputs: Inputs) -> Table:
     """Every input field (files and sizes), in declaration order."""
-    labels = {
+    labels = INPUT_LABELS | {
         "model": "model file",
         "interactions": "interactions file",
         "item_table": "item table",

@@ -84,6 +84,8 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
     "c2_second_difference.n_items": ("items probed", "count"),
     "c2_second_difference.tolerance": ("tolerance (linear at or below it)", "number"),
     "c2_second_difference.linear": ("item encoder linear in its parameters (C2 holds)", "bool"),
+    "c2_second_difference.output_dtype": ("dtype the item encoder returns", "text"),
+    "c2_second_difference.flat_over_epsilon": ("above the tolerance but flat over ε (rounding, not curvature)", "bool"),
     "c3_cross_jacobian.items": ("item rows probed", "text"),
     "c3_cross_jacobian.n_items": ("items probed", "count"),
     "c3_cross_jacobian.n_pairs": ("pairs of distinct items", "count"),
@@ -98,6 +100,10 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
     "c3_cross_jacobian.n_coordinates": ("output coordinates sampled per item (dim: exact)", "count"),
     "c3_cross_jacobian.max_offdiag_standard_error": ("standard error of the largest ‖J_i J_jᵀ‖ (jackknife over coordinates)", "number"),
     "c3_cross_jacobian.max_isotropy_standard_error": ("standard error of the largest isotropy deviation (jackknife)", "number"),
+    "c3_cross_jacobian.support_items": ("items whose gradient supports were compared", "count"),
+    "c3_cross_jacobian.support_sharing_items": ("of those, items sharing a parameter entry with another", "count"),
+    "c3_cross_jacobian.support_indexed_per_item": ("each item moves its own row of every parameter tensor", "bool"),
+    "c3_cross_jacobian.support_exhaustive": ("every item of the catalogue compared", "bool"),
     "c4_gradient_alignment.n": ("item slots of the batch", "count"),
     "c4_gradient_alignment.median": ("median |cos(q, ∇_q L)|", "number"),
     "c4_gradient_alignment.max": ("largest |cos(q, ∇_q L)|", "number"),
@@ -110,6 +116,13 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
     "errors.update": ("update step (angles and growth)", "text"),
 }
 """Dotted probe key -> (reader label, unit)."""
+
+INPUT_LABELS = {
+    "written_back": "popaudit mitigate writes it back",
+    "rescaled_alpha": "alpha it already carries (a popaudit mitigate output)",
+    "rescaled_from": "table it was rescaled from",
+}
+"""Reader labels of the ``inputs`` fields that say what ``popaudit mitigate`` does with the model."""
 
 
 def probes_tables(probes: Mapping[str, Any]) -> list[tuple[str, str, Table]]:

@@ -65,12 +65,12 @@ CASES = [
          r"nothing tells its files apart: give suffixes, magic bytes or a sniff"),
     Case("plugin-format-reader-raises", _check('ModelFormat("toy", "toy", (".toy",), read=read)',
                                                "raise ValueError('bad toy')", "items.toy"),
-         EXIT_ERROR, r"plugin 'file:fmt\.py' failed in hook popaudit_model_formats: ValueError: bad toy"),
+         EXIT_ERROR, r"plugin 'file:fmt\.py', format 'toy': its reader \(read\) failed on items\.toy: ValueError: bad toy"),
     Case("plugin-format-reader-returns-junk", _check('ModelFormat("toy", "toy", (".toy",), read=read)',
                                                      "return 'a table'", "items.toy"),
          EXIT_ERROR, r"the reader of plugin 'file:fmt\.py''s format 'toy' returned str for .*items\.toy, not a ModelBundle"),
     Case("plugin-format-writer-raises", _mitigate("raise OSError('disk full')"), EXIT_ERROR,
-         r"plugin 'file:fmt\.py' failed in hook popaudit_model_formats: OSError: disk full"),
+         r"plugin 'file:fmt\.py', format 'toy': its writer \(write\) failed rescaling items\.toy: OSError: disk full"),
     Case("plugin-format-writer-returns-junk", _mitigate("return 42"), EXIT_ERROR,
          r"the writer of plugin 'file:fmt\.py''s format 'toy' returned int, not an auditor\.loading\.formats\.Written"),
 ]
@@ -154,6 +154,28 @@ CASES += [
     Case("plugin-writer-stores-float16", _npy_format("out = out.astype(np.float16)\n    "
                                                      "after = np.linalg.norm(out.astype(np.float64), axis=1)",
                                                      outputs=("o.toy", "o.toy.popaudit.json")), 0, None),
+]
+
+
+# Plugins QA F10: a writer's claims about what it wrote are not recorded as fact: the
+# sidecar has the dtype read back and the rows layout check reads, the claims in warnings.
+def _claims_recorded_as_read(d: Path, outcome: Any) -> None:
+    import json
+
+    side = json.loads((d / "o.toy.popaudit.json").read_text())
+    assert (side["dtype"], side["layout"]) == ("float32", "rows"), side
+    assert any("reported dtype 'bfloat16'" in w for w in side["warnings"]), side["warnings"]
+
+
+def _lying_writer(d: Path) -> Built:
+    built = _npy_format("with open(job.target, 'wb') as fh:\n        np.save(fh, out.astype(np.float32))\n    "
+                        "return Written(RowNorms(before, after), 'bfloat16', layout='columns')",
+                        outputs=("o.toy", "o.toy.popaudit.json"))(d)
+    return Built(built.args, outputs=built.outputs, must_exist=built.must_exist, check=_claims_recorded_as_read)
+
+
+CASES += [
+    Case("plugin-writer-claims-another-dtype-and-layout", _lying_writer, 0, None),
 ]
 
 

@@ -385,6 +385,55 @@ CASES += [
 ]
 
 
+# Plugins QA F7: a plugin's prints (at import, in a measure) never reach a results table or a
+# listing written to stdout, in batch workers and in `popaudit plugins` alike.
+def _stdout_is_parquet(d: Path, outcome: Outcome) -> None:
+    assert outcome.stdout.startswith("PAR1"), outcome.stdout[:80]
+    assert "PLUGIN-NOISE" not in outcome.stdout and "PLUGIN-NOISE" in outcome.stderr
+
+
+def _stdout_lists_plugins(d: Path, outcome: Outcome) -> None:
+    import json
+
+    listed = json.loads(outcome.stdout)["plugins"]
+    assert any(p["name"] == "file:plug.py" for p in listed), listed
+    assert "PLUGIN-NOISE" in outcome.stderr
+
+
+def _batch_to_stdout(d: Path) -> Built:
+    standard(d)
+    write(d, "plug.py", MEASURE.format(name="m", value="print('PLUGIN-NOISE') or 1.0") + "print('PLUGIN-NOISE')\n")
+    write(d, "m.csv", "model\nitems.npy\n")
+    return Built(["batch", "m.csv", "-o", "/dev/stdout", "--interactions", "log.parquet", *FAST, "--plugin", "plug.py",
+                  "--fail-on", "m<-1"], check=_stdout_is_parquet)
+
+
+# Plugins QA F9: a loader plugin's frequencies that do not match its table are refused at
+# load, naming the file, the format, the field and the plugin (not deep in a measure).
+SHORT_FREQUENCIES = HOOKIMPL + """import numpy as np
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    table = np.load(path)
+    return ModelBundle(source=Path(path), format="short", item_table=table,
+                       item_frequencies=np.ones(len(table) + 5, dtype=np.int64))
+"""
+
+CASES += [
+    Case("loader-frequencies-do-not-match-table", _plugin(SHORT_FREQUENCIES), EXIT_ERROR,
+         r"the item frequencies of the 'short' model read from items\.npy \(ModelBundle\.item_frequencies, as its "
+         r"loader returned them\) hold \d+ counts, but its item table has \d+ rows: one count per row is needed "
+         r"\(read through the popaudit_load_model hook, which plugin 'file:plug\.py' implements besides the "
+         r"built-in loader\)$"),
+    Case("batch-results-on-stdout-plugin-prints", _batch_to_stdout, EXIT_OK, None, process=True, timeout=90),
+    Case("plugins-json-import-prints", _plugin("print('PLUGIN-NOISE')\n", "--json", command="plugins",
+                                               check=_stdout_lists_plugins), EXIT_OK, None, process=True, timeout=60),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)

@@ -1,0 +1,104 @@
+"""C3 from sampled items: sharing found through gradient supports (plugins QA F1).
+
+A hashed item tower (item i = B[h1(i)] + B[h2(i)]) shares a bucket row between items that
+collide; a random sample of 8 items rarely holds a colliding pair, so the probe compares
+the gradient supports of its 64 candidate items and measures the pairs found sharing.
+Known answers: a pair sharing one of its two buckets has J_iJ_jᵀ = I and J_iJ_iᵀ = 2I,
+ratio exactly 1/2; an id table and a per-item scaled table own one row per item (holds);
+disjoint hashed rows over more items than were compared prove nothing (unknown).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from auditor.conditions.c2_c3_encoder import assess_c3
+from auditor.model import ModelBundle
+from auditor.probes import run_probes
+from auditor.probes.copies import item_function
+from auditor.probes.supports import support_search
+from live_towers import TinyLive, Towers
+
+N_USERS, DIM = 20, 4
+
+
+def _paired_hashes(n_items: int) -> torch.Tensor:
+    """Item i owns buckets (2i, 2i+1), except that each odd item's first bucket is its
+    even partner's: every item shares exactly one bucket with exactly one other item."""
+    h = torch.stack([2 * torch.arange(n_items), 2 * torch.arange(n_items) + 1], dim=1)
+    h[1::2, 0] = h[0::2, 0][: len(h[1::2])]
+    return h
+
+
+def _c3(live: TinyLive, n_items: int, seed: int) -> tuple[str, dict[str, object]]:
+    table = live.encode_items(live.module, torch.arange(n_items)).detach().double().numpy()
+    bundle = ModelBundle(source=Path("m.pt"), format="popaudit", item_table=table.astype(np.float32), live=live,
+                         user_table=live.module.user_emb.weight.detach().numpy())
+    outcome = run_probes(live, bundle, None, seed=seed, batch_size=8)
+    c3 = assess_c3(("unknown", "static"), outcome)
+    return c3.status, c3.details["cross_jacobian"]  # type: ignore[return-value]
+
+
+def test_support_search_finds_exactly_the_colliding_pairs() -> None:
+    live = TinyLive(Towers(12, N_USERS, DIM, "hashed", hashes=_paired_hashes(12)))
+    rows = torch.tensor([0, 1, 2, 4, 5, 9])
+    f, params = item_function(live, live.module, rows)
+    search = support_search(f, params, rows)
+    assert search.sharing_pairs == ((0, 1), (4, 5))  # 2 and 9 have no partner among the rows
+    assert search.n_sharing_items == 4 and not search.indexed_per_item
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hashed_tower_is_violated_with_the_exact_ratio(seed: int) -> None:
+    # 200 items: a random 8 of them hold a colliding pair only ~13% of the time.
+    live = TinyLive(Towers(200, N_USERS, DIM, "hashed", hashes=_paired_hashes(200)))
+    status, cross = _c3(live, 200, seed)
+    assert status == "violated"
+    assert cross["max_offdiag_relative"] == pytest.approx(0.5, abs=1e-12)
+    assert cross["max_isotropy_deviation"] == pytest.approx(0.0, abs=1e-12)
+    assert cross["support_items"] == 64 and cross["support_sharing_items"] >= 2
+
+
+def test_id_table_and_scaled_table_hold_by_structure() -> None:
+    for encoder in ("embedding", "scaled"):
+        live = TinyLive(Towers(200, N_USERS, DIM, encoder))
+        status, cross = _c3(live, 200, 0)
+        assert status == "holds", encoder
+        assert cross["support_indexed_per_item"] is True and cross["support_sharing_items"] == 0
+
+
+def test_disjoint_hashed_rows_are_unknown_unless_every_item_was_compared() -> None:
+    disjoint = torch.stack([2 * torch.arange(200), 2 * torch.arange(200) + 1], dim=1)
+    live = TinyLive(Towers(200, N_USERS, DIM, "hashed", hashes=disjoint))
+    status, cross = _c3(live, 200, 0)
+    assert status == "unknown" and cross["support_indexed_per_item"] is False
+    live = TinyLive(Towers(40, N_USERS, DIM, "hashed", hashes=disjoint[:40]))
+    status, cross = _c3(live, 40, 0)
+    assert status == "holds" and cross["support_exhaustive"] is True
+
+
+def test_linear_layer_over_one_hot_ids_holds_by_its_columns() -> None:
+    # W·e_i moves only column i of W: indexed by the item along the weight's second axis.
+    towers = Towers(200, N_USERS, DIM, "dense-linear", n_features=200)
+    towers.features = torch.eye(200, dtype=torch.float64)
+    status, cross = _c3(TinyLive(towers), 200, 0)
+    assert status == "holds" and cross["support_indexed_per_item"] is True
+
+
+def test_a_scale_every_item_shares_is_found() -> None:
+    # g·E[i] with one learned g: J_i J_jᵀ = E[i]E[j]ᵀ·(∂/∂g part), shared by every pair.
+    class ScaledByG(TinyLive):
+        def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+            return module.g * module.items(rows)
+
+        def item_parameters(self, module: torch.nn.Module) -> list[torch.nn.Parameter]:
+            return [*module.item_params()]
+
+    towers = Towers(200, N_USERS, DIM, "embedding")
+    towers.g = torch.nn.Parameter(torch.tensor(1.5, dtype=torch.float64))
+    status, cross = _c3(ScaledByG(towers), 200, 0)
+    assert status == "violated" and cross["max_offdiag_relative"] > 0
