@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from auditor.batch.cells import convert_setting, missing, resolve_path, text
+from auditor.batch.cells import convert_setting, missing, text
 from auditor.config import INTERACTION_FORMATS, AuditConfig, DeclaredTraining
 from auditor.errors import ManifestError, setting
 from auditor.io import file_sha256, require_regular_file

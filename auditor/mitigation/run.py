@@ -41,7 +41,7 @@ from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, t
 from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import NormSummary, RowNorms
-from auditor.mitigation.sidecar import SIDECAR_SUFFIX, earlier_rescaling, sidecar_path
+from auditor.mitigation.sidecar import earlier_rescaling, sidecar_path
 from auditor.mitigation.writers import with_writers
 from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
