@@ -20,11 +20,12 @@ from auditor.result import AuditResult
 
 
 def _audit(tmp_path: Path, trained: list[int]) -> AuditResult:
+    """Lists-only audit of lists that serve items of the log (lists naming none of its items are refused)."""
     log = tmp_path / "log.csv"
     log.write_text("user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in enumerate(trained)))
     recs = tmp_path / "recs.csv"
     recs.write_text("user_id,item_id,rank\n" + "".join(f"{u},{i},{r}\n" for u in range(len(trained))
-                                                       for r, i in enumerate((6, 7, 8), start=1)))
+                                                       for r, i in enumerate((3, 4, 5), start=1)))
     return run_audit(AuditConfig(model=None, interactions=log, recommendations=recs, ks=(3,)))
 
 
@@ -53,7 +54,7 @@ def test_the_sizes_without_ties_are_the_sizes_by_position(tmp_path: Path, n_user
     log.write_text("\n".join(lines) + "\n")
     recs = tmp_path / "recs.csv"
     recs.write_text("user_id,item_id,rank\n" + "".join(f"{u},{i},{r}\n" for u in range(n_users)
-                                                       for r, i in enumerate((2, 3), start=1)))
+                                                       for r, i in enumerate((10, 11), start=1)))
     result = run_audit(AuditConfig(model=None, interactions=log, recommendations=recs, ks=(2,)))
     assert result.served is not None
     # The served users are the rows, each with its own ratio (u + 2 items, of which u + 1 vary); by position
