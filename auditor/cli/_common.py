@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from auditor.alpha import name_clash
 from auditor.config import DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
 from auditor.errors import AuditError
 from auditor.ranges import RANGES
@@ -296,6 +297,8 @@ def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
     fields["declared"] = DeclaredTraining(*declared)
     if "alphas" in fields:
         fields["alphas"] = tuple(dict.fromkeys(fields["alphas"])) or DEFAULT_ALPHAS
+        if (clash := name_clash(fields["alphas"])) is not None:  # never merged silently into one scoring
+            raise click.UsageError(f"--alpha {clash}")
     return fields
 
 

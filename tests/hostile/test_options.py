@@ -185,6 +185,10 @@ CASES = [
          EXIT_GATE, None, stderr=r"gate gini_alpha_0\.00001@5>-1: .*TRIPPED"),
     Case("fail-on-alpha-trailing-zero", _check("-k", "5", "--alpha", "0.3", "--fail-on", "gini_alpha_0.30@5>-1"),
          EXIT_GATE, None, stderr=r"gate gini_alpha_0\.3@5>-1: .*TRIPPED"),
+    # Two α that one scoring name would file alike: refused naming both, never merged into one.
+    Case("alpha-two-values-one-name", _check("-k", "5", "--alpha", "0.3", "--alpha", "0.3000001"), EXIT_USAGE,
+         r"Error: --alpha 0\.3 and 0\.3000001 both name the scoring alpha_0\.3 \(a scoring's α is named to six "
+         r"significant digits\): give one of them"),
     Case("fail-on-dash-in-name", _check("--fail-on", "gini-dot@5>0"), EXIT_USAGE,
          r"'gini-dot@5>0' is not 'METRIC OP NUMBER'"),
     # QA F7: the gate line echoes the threshold as written.
