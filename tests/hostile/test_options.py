@@ -230,9 +230,9 @@ CASES = [
          r"--json and --html both name r\.json; give each output its own file"),
     # Two reports on one descriptor: refused as two on one file (QA F1), whatever the spelling.
     Case("json-and-markdown-same-descriptor", _check("--json", "/dev/stdout", "--markdown", "/dev/stdout"), EXIT_ERROR,
-         r"^Error: --json and --markdown both name /dev/stdout \(descriptor 1\); two reports on one stream"),
+         r"^Error: --json /dev/stdout and --markdown /dev/stdout both name descriptor 1; two reports on one stream"),
     Case("json-and-html-one-descriptor-two-names", _check("--json", "/dev/stdout", "--html", "/dev/fd/1"), EXIT_ERROR,
-         r"^Error: --json and --html both name /dev/fd/1 \(descriptor 1\).*give each output its own file"),
+         r"^Error: --json /dev/stdout and --html /dev/fd/1 both name descriptor 1;.*give each output its own file"),
     Case("json-and-html-same-file-via-link", _check("--json", "r.json", "--html", "alias.json", make=_same_via_link),
          EXIT_ERROR, r"--json and --html both name alias\.json"),
     Case("output-into-missing-folder", _check("--json", "new/deeper/r.json", outputs=("new", "new/deeper", "new/deeper/r.json"),
