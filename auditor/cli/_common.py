@@ -55,9 +55,10 @@ class FilePath(click.Path):
         if isinstance(value, str):  # as typed (a converted Path has lost its trailing /)
             if not value:
                 self.fail("the path is empty; give a file name", param, ctx)
-            if value == "-":
-                self.fail("'-' is not stdin or stdout here; write to stdout with /dev/stdout (or, for a "
-                          "report, leave out -o), and name a file called - as ./-", param, ctx)
+            if value == "-":  # leaving out -o sends a report to stdout: said only where -o was the option
+                leave_out = " (or, for a report, leave out -o)" if param is not None and "-o" in param.opts else ""
+                self.fail(f"'-' is not stdin or stdout here; write to stdout with /dev/stdout{leave_out}, and name a "
+                          "file called - as ./-", param, ctx)
             seps = tuple(sep for sep in (os.sep, os.altsep) if sep)
             names_folder = value.endswith(seps) or os.path.basename(value) in (".", "..")
             if names_folder and not os.path.isdir(value):  # an existing one: click says "is a directory"

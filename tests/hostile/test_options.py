@@ -253,7 +253,8 @@ CASES = [
     # '-' is no stream here (QA F2): refused, never a file named '-' in the working folder.
     Case("output-dash", _check("--format", "json", "-o", "-"), EXIT_USAGE,
          r"'-o' / '--output': '-' is not stdin or stdout here; write to stdout with /dev/stdout"),
-    Case("markdown-dash", _check("--markdown", "-"), EXIT_USAGE, r"'--markdown': '-' is not stdin or stdout here"),
+    Case("markdown-dash", _check("--markdown", "-"), EXIT_USAGE, r"'--markdown': '-' is not stdin or stdout here; "
+         r"write to stdout with /dev/stdout, and name a file called - as \./-", absent=r"-o\b"),  # no -o was given
     Case("interactions-dash", _check("--interactions", "-"), EXIT_USAGE, r"'--interactions': '-' is not stdin or stdout"),
     Case("mitigate-output-dash", _mitigate("--alpha", "0.5", out="-"), EXIT_USAGE,
          r"'-o' / '--output': '-' is not stdin or stdout here"),
