@@ -6,7 +6,8 @@ A norm-aware scoring with exponent α in [0, 1] scores an item k for a query q b
 so the same rule serves three purposes:
 
 * names: the scoring ``alpha_<α>`` (:func:`alpha_scoring`), and back
-  (:func:`scoring_alpha`: ``dot`` is α = 1, ``cosine`` α = 0);
+  (:func:`scoring_alpha`: ``dot`` is α = 1, ``cosine`` α = 0); two α it names alike are
+  refused, never merged (:func:`name_clash`);
 * retrieval: the weight ‖k‖^(α−1) of each item's inner product (:func:`norm_weights`);
 * ``popaudit mitigate``: each item row rewritten as k·‖k‖^(α−1) (:func:`rescale_rows`),
   so that plain dot-product serving of the rewritten table ranks as ``alpha_<α>``.
@@ -18,9 +19,12 @@ Norms are given by the caller (the overflow-safe ones of
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where rows are weighed: settings name scorings without it
+    import numpy as np
 
 ALPHA_PREFIX = "alpha_"
 """Norm-aware scorings are named ``alpha_<a>`` (``alpha_0.5``); 1 is ``dot``, 0 ``cosine``."""
@@ -62,6 +66,20 @@ def alpha_scoring(alpha: float) -> str:
     return f"{ALPHA_PREFIX}{text}"
 
 
+def name_clash(alphas: Iterable[float]) -> str | None:
+    """Why ``alphas`` cannot all be measured, or None: two different values that
+    :func:`alpha_scoring` names alike (0.3 and 0.3000001 are both ``alpha_0.3``) would be
+    filed, reported and gated under one name, the figures of one passing for the other's.
+    Said after the setting's name by whoever asks (the option, a manifest column)."""
+    seen: dict[str, float] = {}
+    for alpha in alphas:
+        name = seen.setdefault(alpha_scoring(alpha), alpha)
+        if seen[alpha_scoring(alpha)] != alpha:
+            return (f"{name!r} and {alpha!r} both name the scoring {alpha_scoring(alpha)} (a scoring's α is named to "
+                    "six significant digits): give one of them, or values that differ within six digits")
+    return None
+
+
 _SPELLED = re.compile(rf"{ALPHA_PREFIX}(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?=[_@]|$)")
 """An α in a flat name as someone may spell it (``alpha_0.30``, ``alpha_3e-1``), before its
 ``@K`` (or a measure's ``_`` part, or the name's end)."""
@@ -91,6 +109,8 @@ def scoring_alpha(scoring: str) -> float | None:
 def norm_weights(norms: np.ndarray, alpha: float) -> np.ndarray:
     """``‖k‖^(α − 1)`` of non-zero norms: the factor that turns an inner product into a
     score ranking like ``‖q‖^α ‖k‖^α cos`` (1 for dot, ``1/‖k‖`` for cosine)."""
+    import numpy as np
+
     if alpha == 1.0:
         return np.ones_like(norms)
     if alpha == 0.0:
@@ -101,6 +121,8 @@ def norm_weights(norms: np.ndarray, alpha: float) -> np.ndarray:
 def query_factors(norms: np.ndarray, alpha: float) -> np.ndarray:
     """``‖q‖^(α − 1)`` per query, 0 for a zero query (whose inner products are all 0):
     what turns a query's weighted inner products into its ``alpha_<α>`` scores."""
+    import numpy as np
+
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.where(norms > 0, np.power(norms, alpha - 1.0), 0.0)
 
@@ -111,6 +133,8 @@ def rescale_rows(rows: np.ndarray, alpha: float, norms: np.ndarray) -> np.ndarra
     Computed as (k/‖k‖)·‖k‖^α, which neither overflows nor divides by zero for a finite
     table: zero rows stay zero (for α = 0 too). α = 1 returns ``rows`` itself.
     """
+    import numpy as np
+
     rows = np.asarray(rows, dtype=np.float64)
     if alpha == 1.0:
         return rows
@@ -122,6 +146,6 @@ def rescale_rows(rows: np.ndarray, alpha: float, norms: np.ndarray) -> np.ndarra
 
 
 __all__ = [
-    "ALPHA_PREFIX", "RULE", "alpha_scoring", "canonical_name", "norm_weights", "query_factors", "rescale_rows", "scoring_alpha",
+    "ALPHA_PREFIX", "RULE", "alpha_scoring", "canonical_name", "name_clash", "norm_weights", "query_factors", "rescale_rows", "scoring_alpha",
     "zero_rows_at_cosine",
 ]  # fmt: skip

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor.alpha import name_clash
 from auditor.devices import DEVICES
 from auditor.errors import InputError, setting
 from auditor.ranges import check_ranges
@@ -245,6 +246,8 @@ class AuditConfig(ReadSettings):
         bad_alphas = [a for a in self.alphas if not (math.isfinite(a) and 0.0 <= a <= 1.0)]
         if bad_alphas:
             raise InputError(f"{setting('alphas')} must lie in [0, 1], got {bad_alphas[0]}")
+        if (clash := name_clash(self.alphas)) is not None:
+            raise InputError(f"{setting('alphas')} {clash}")
         if not (math.isfinite(self.accuracy_tolerance) and 0.0 < self.accuracy_tolerance <= 1.0):
             raise InputError(
                 f"{setting('accuracy_tolerance')} must lie in (0, 1], got {self.accuracy_tolerance}"

@@ -45,7 +45,7 @@ def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Pa
         flag: Path(p) for flag, p in inputs.items()
         if p is not None and Path(p).exists() and not is_special_file(Path(p))
     }
-    named: dict[str, str] = {}
+    named: dict[str, _Named] = {}
     for out_flag, out in outputs.items():
         if out is None:
             continue
@@ -56,15 +56,21 @@ def check_not_inputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Pa
         output_plan(Path(out))  # a target popaudit does not write (a symlink): refused now, not after the run
 
 
-def _refuse_overwrite(out_flag: str, out: Path, existing: Mapping[str, Path], named: dict[str, str]) -> None:
+_Named = tuple[str, Path, int | None, bool]
+"""An output already seen: its option, its path as given, the descriptor it names (or None),
+and whether it is a regular file (written by a rename: two hard links to one are two files)."""
+
+
+def _refuse_overwrite(out_flag: str, out: Path, existing: Mapping[str, Path], named: dict[str, _Named]) -> None:
     """InputError when ``out`` is an input, or a file another output (``named``: real
-    path -> flag, updated) already names."""
+    path, and the open file of an existing one -> that output, updated) already names."""
     real = os.path.realpath(out)
     if real in named:
-        raise InputError(f"{named[real]} and {out_flag} both name {out}; give each output its own file")
-    named[real] = out_flag
+        raise InputError(f"{named[real][0]} and {out_flag} both name {out}; give each output its own file")
+    named[real] = (out_flag, out, None, True)
     if not out.exists():
         return
+    _refuse_one_file(out_flag, out, None, _file_key(os.stat(out)), named, regular=True)  # a descriptor's file
     for in_flag, src in existing.items():
         if os.path.samefile(out, src):
             raise InputError(
@@ -73,27 +79,58 @@ def _refuse_overwrite(out_flag: str, out: Path, existing: Mapping[str, Path], na
             )
 
 
-def _stream_key(out: Path) -> str | None:
-    """What a special output is, for telling two apart: a descriptor of this process by
-    its number (as :mod:`auditor.io` knows it, by name: ``/dev/stdout`` is ``/dev/fd/1``),
-    else the path links resolved (a FIFO, a device); None for ``/dev/null``."""
+def _file_key(status: os.stat_result) -> str | None:
+    """An open file's identity (device and inode), by which two descriptors or paths are one
+    file whatever they are called (``2>&1`` makes descriptors 1 and 2 one); None for the
+    null device, which keeps nothing, so it may take any number of outputs."""
+    try:
+        if os.path.samestat(status, os.stat(os.devnull)):
+            return None
+    except OSError:
+        pass
+    return f"file {status.st_dev}:{status.st_ino}"
+
+
+def _stream_key(out: Path) -> tuple[str | None, int | None]:
+    """What a special output is, for telling two apart, and the descriptor it names: the open
+    file it reaches (:func:`_file_key`: a descriptor of this process by what it holds, as
+    :mod:`auditor.io` knows it by name, ``/dev/stdout`` is ``/dev/fd/1``; a FIFO or a
+    device by its path); None for ``/dev/null``. A descriptor not open, or a path that
+    cannot be read, falls back to its number or its real path (refused later or written as
+    named)."""
     fd = descriptor_named(out)
+    try:
+        return _file_key(os.fstat(fd) if fd is not None else os.stat(out)), fd
+    except OSError:
+        pass
     if fd is not None:
-        return f"descriptor {fd}"
+        return f"descriptor {fd}", fd
     real = os.path.realpath(out)
-    return None if real == os.path.realpath(os.devnull) else real
+    return (None if real == os.path.realpath(os.devnull) else real), None
 
 
-def _refuse_shared_stream(out_flag: str, out: Path, named: dict[str, str]) -> None:
+def _refuse_shared_stream(out_flag: str, out: Path, named: dict[str, _Named]) -> None:
     """InputError when the special file ``out`` is one another output (``named``, updated)
-    already names: the same descriptor or FIFO, whatever the spelling."""
-    key = _stream_key(out)
+    already names: the same descriptor, FIFO or open file, whatever the spelling."""
+    key, fd = _stream_key(out)
+    _refuse_one_file(out_flag, out, fd, key, named)
+
+
+def _refuse_one_file(out_flag: str, out: Path, fd: int | None, key: str | None, named: dict[str, _Named],
+                     regular: bool = False) -> None:
+    """InputError when the open file ``key`` is one that another output (``named``,
+    updated) reaches, a special one on either side, naming each output by its own option
+    and spelling."""
     if key is None:
         return
-    if key in named:
-        raise InputError(
-            f"{named[key]} and {out_flag} both name {out}"
-            f"{f' ({key})' if key.startswith('descriptor') else ''}; two reports on one stream cannot be "
-            "told apart: give each output its own file"
-        )
-    named[key] = out_flag
+    if key in named and not (regular and named[key][3]):
+        flag, path, other, _regular = named[key]
+        if fd is not None and fd == other:
+            how = f"both name descriptor {fd}"
+        elif fd is not None and other is not None:
+            how = f"are one open file (descriptors {other} and {fd})"
+        else:
+            how = "are one file"
+        raise InputError(f"{flag} {path} and {out_flag} {out} {how}; two reports on one stream cannot be told apart: "
+                         "give each output its own file")
+    named.setdefault(key, (out_flag, out, fd, regular))

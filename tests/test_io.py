@@ -82,16 +82,65 @@ def test_two_outputs_on_one_descriptor_are_refused_dev_null_takes_any(tmp_path):
     from auditor.errors import InputError
     from auditor.output_guard import check_not_inputs
 
-    with pytest.raises(InputError, match=r"^--json and --markdown both name /dev/stdout \(descriptor 1\)"):
+    with pytest.raises(InputError, match=r"^--json /dev/stdout and --markdown /dev/stdout both name descriptor 1;"):
         check_not_inputs({"--json": Path("/dev/stdout"), "--markdown": Path("/dev/stdout")}, {})
-    with pytest.raises(InputError, match=r"^-o and --html both name /proc/self/fd/1 \(descriptor 1\)"):
+    with pytest.raises(InputError, match=r"^-o /dev/stdout and --html /proc/self/fd/1 both name descriptor 1;"):
         check_not_inputs({"-o": Path("/dev/stdout"), "--html": Path("/proc/self/fd/1")}, {})
-    check_not_inputs({"--json": Path("/dev/stdout"), "--html": Path("/dev/stderr")}, {})  # two streams
+    with open(tmp_path / "a", "wb") as a, open(tmp_path / "b", "wb") as b:  # two streams
+        check_not_inputs({"--json": Path(f"/dev/fd/{a.fileno()}"), "--html": Path(f"/dev/fd/{b.fileno()}")}, {})
     check_not_inputs({"--json": Path("/dev/null"), "--markdown": Path("/dev/null")}, {})
     os.mkfifo(tmp_path / "pipe")
     os.symlink(tmp_path / "pipe", tmp_path / "alias")
-    with pytest.raises(InputError, match=r"^--json and --html both name .*alias; two reports on one stream"):
+    with pytest.raises(InputError, match=r"^--json .*pipe and --html .*alias are one file; two reports on one stream"):
         check_not_inputs({"--json": tmp_path / "pipe", "--html": tmp_path / "alias"}, {})
+
+
+def test_two_descriptors_holding_one_open_file_are_one_stream(tmp_path):
+    """QA re-verification, new problem 2: ``--json /dev/stdout --markdown /dev/stderr > f 2>&1``
+    ran the two reports together in f; descriptors that hold one open file (samestat) are one
+    stream, as is a regular output that is the file a descriptor output holds (``>> r.md``).
+    The null device, held by any number of descriptors, keeps nothing: allowed."""
+    from auditor.errors import InputError
+    from auditor.output_guard import check_not_inputs
+
+    with open(tmp_path / "f", "wb") as f:
+        dup = os.dup(f.fileno())  # what 2>&1 makes of two descriptors
+        try:
+            with pytest.raises(InputError, match=rf"^--json /dev/fd/{f.fileno()} and --markdown /dev/fd/{dup} are one "
+                                                 rf"open file \(descriptors {f.fileno()} and {dup}\); two reports on one "
+                                                 "stream cannot be told apart: give each output its own file$"):
+                check_not_inputs({"--json": Path(f"/dev/fd/{f.fileno()}"), "--markdown": Path(f"/dev/fd/{dup}")}, {})
+            for outputs in ({"--json": Path(f"/dev/fd/{dup}"), "--markdown": tmp_path / "f"},
+                            {"-o": tmp_path / "f", "--json": Path(f"/proc/self/fd/{dup}")}):  # either order
+                with pytest.raises(InputError, match=r" are one file; two reports on one stream"):
+                    check_not_inputs(outputs, {})
+        finally:
+            os.close(dup)
+    os.link(tmp_path / "f", tmp_path / "g")  # two regular files' names: each replaced by its own rename
+    check_not_inputs({"--json": tmp_path / "f", "--html": tmp_path / "g"}, {})
+    with open(os.devnull, "wb") as a, open(os.devnull, "wb") as b:
+        check_not_inputs({"--json": Path(f"/dev/fd/{a.fileno()}"), "--html": Path(f"/dev/fd/{b.fileno()}")}, {})
+
+
+def test_an_output_on_stderr_beside_progress_needs_q(tmp_path):
+    """New problem 2: without -q progress and messages go to stderr; a report there (by its
+    name, or by a descriptor holding the file stderr goes to) is refused as on stdout."""
+    import click
+
+    from auditor.cli._common import refuse_stdout_twice
+
+    with pytest.raises(click.UsageError, match=r"^--markdown /dev/stderr is standard error, where progress and "
+                                               r"messages are printed too; pass -q \(or write it to a file\)$"):
+        refuse_stdout_twice({"--markdown": Path("/dev/stderr")}, None, messages=True)
+    refuse_stdout_twice({"--markdown": Path("/dev/stderr")}, None, messages=False)  # -q: nothing else there
+    dup = os.dup(2)
+    try:
+        with pytest.raises(click.UsageError, match=rf"^--json /dev/fd/{dup} is the file standard error goes to, "):
+            refuse_stdout_twice({"--json": Path(f"/dev/fd/{dup}")}, None, messages=True)
+    finally:
+        os.close(dup)
+    with open(tmp_path / "r", "wb") as other:  # another file: never mixed
+        refuse_stdout_twice({"--json": Path(f"/dev/fd/{other.fileno()}")}, "console report", messages=True)
 
 
 @pytest.mark.parametrize("target", ["victim.txt", "nowhere/new.txt", "."])

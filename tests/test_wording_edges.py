@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from auditor.report.formatting import fmt_ratio
+from auditor.result import CutoffMeasures
 from auditor.sections import HARM_BANDS
 from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure
 
@@ -54,3 +55,34 @@ def test_the_report_headline_pair_keeps_its_difference_on_the_band_side():
 
     assert fmt_skew_pair(0.0998, 0.0799) == ("9.98%", "7.99%")  # the Markdown/HTML headline's pair
     assert fmt_skew_pair(0.1, None) == ("10.0%", MISSING)
+
+
+def test_the_retrieval_tables_print_head_shares_as_the_verdict_quotes_them():
+    """QA F3 (re-verified): the verdict's "7.99% vs 6.00%" (+1.99 points, graded low) must not
+    sit above a table row "8.0% | 6.0%" (+2.0 points, the moderate band's edge), in the
+    console's table as in the Markdown and HTML one; the row's other cells follow its precision."""
+    import dataclasses
+
+    from report_samples import builtin_measures, full_result
+
+    from auditor.report import content
+    from auditor.report.audit_brief import _retrieval
+    from auditor.report.document import Table
+
+    def listed(head: float) -> object:
+        return builtin_measures(head, head, 0.184, 20.0, 0.5, 0.5, 0.5, 5.0)
+
+    cut = CutoffMeasures(listed(0.0799), listed(0.06), listed(0.08), 0.98, norm_aware={"alpha_0.5": listed(0.06)})
+    result = full_result()
+    result = dataclasses.replace(result, retrieval=dataclasses.replace(result.retrieval, at={10: cut}, recall=None))
+    markdown = content.cutoff_table(10, cut, result.retrieval.list_measures)
+    console = next(block for block in _retrieval(result) if isinstance(block, Table))
+    for table, head in ((markdown, "head share, top 1% of items"), (console, "head_share_1pct")):
+        row = {cells[0]: cells[1:] for cells in table.rows}
+        # dot, cosine, dot / cosine, α=0.5, popular: as the verdict, never onto the 2-point edge
+        assert row[head] == ("7.99%", "6.00%", "1.33×", "6.00%", "8.00%")
+        assert row[head.replace("1", "20")][:2] == ("18.4%", "18.4%")  # far from an edge: as before
+    # +2.008 points does reach the edge: "10.0% | 8.0%" is then right
+    cut = CutoffMeasures(listed(1249 / 12450), listed(1000 / 12450), listed(0.1), 0.9)
+    row = content.cutoff_table(10, cut, result.retrieval.list_measures).rows[0]
+    assert row[1:4] == ("10.0%", "8.0%", "1.249×")

@@ -35,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from auditor.alpha import name_clash
 from auditor.batch.cells import convert_setting, missing, text
 from auditor.config import INTERACTION_FORMATS, AuditConfig, DeclaredTraining
 from auditor.errors import ManifestError, setting
@@ -328,3 +329,5 @@ def _check_value(name: str, value: Any) -> None:
                 raise ValueError(f"must be {found.describe()}, got {one!r}")
     if name in _CHOICES and value not in _CHOICES[name]:
         raise ValueError(f"must be one of {', '.join(_CHOICES[name])}, got {value!r}")
+    if name == "alphas" and (clash := name_clash(value)) is not None:
+        raise ValueError(clash)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from auditor.alpha import name_clash
 from auditor.config import DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
 from auditor.errors import AuditError
 from auditor.ranges import RANGES
@@ -54,9 +55,10 @@ class FilePath(click.Path):
         if isinstance(value, str):  # as typed (a converted Path has lost its trailing /)
             if not value:
                 self.fail("the path is empty; give a file name", param, ctx)
-            if value == "-":
-                self.fail("'-' is not stdin or stdout here; write to stdout with /dev/stdout (or, for a "
-                          "report, leave out -o), and name a file called - as ./-", param, ctx)
+            if value == "-":  # leaving out -o sends a report to stdout: said only where -o was the option
+                leave_out = " (or, for a report, leave out -o)" if param is not None and "-o" in param.opts else ""
+                self.fail(f"'-' is not stdin or stdout here; write to stdout with /dev/stdout{leave_out}, and name a "
+                          "file called - as ./-", param, ctx)
             seps = tuple(sep for sep in (os.sep, os.altsep) if sep)
             names_folder = value.endswith(seps) or os.path.basename(value) in (".", "..")
             if names_folder and not os.path.isdir(value):  # an existing one: click says "is a directory"
@@ -118,21 +120,40 @@ def report_to_stdout(output: Path | None, fmt: str, quiet: bool) -> bool:
     return output is None and (not quiet or fmt != "console")
 
 
-def refuse_stdout_twice(outputs: dict[str, Path | None], shown: str | None) -> None:
+def refuse_stdout_twice(outputs: dict[str, Path | None], shown: str | None, messages: bool = False) -> None:
     """UsageError for an output on this process's stdout (``--json /dev/stdout``) while
     ``shown`` (the console report, a summary: None when nothing else goes there) is
-    printed on stdout too: the two would be mixed into one stream that reads as neither."""
+    printed on stdout too, and for an output on its stderr (``--markdown /dev/stderr``)
+    while ``messages`` (progress, "Wrote ...", ``Next:``: no -q) are printed there: the
+    two would be mixed into one stream that reads as neither. A descriptor is on a stream
+    when it is that descriptor or holds the same open file (``2>&1``, one terminal);
+    ``/dev/null`` keeps nothing to mix."""
     from auditor.io import descriptor_named
 
     for flag, path in outputs.items():
-        fd = None if path is None or shown is None else descriptor_named(path)
-        try:
-            same = fd is not None and (fd == 1 or os.path.samestat(os.fstat(fd), os.fstat(1)))
-        except OSError:  # a descriptor not open: refused, worded, with the other outputs
-            same = False
-        if same:
+        fd = None if path is None else descriptor_named(path)
+        if fd is None:
+            continue
+        if shown is not None and _on_stream(fd, 1):
             raise click.UsageError(f"{flag} {path} is standard output, where the {shown} is printed too; "
                                    "pass -q (or write it to a file)")
+        if messages and _on_stream(fd, 2):
+            where = "standard error" if fd == 2 else "the file standard error goes to"
+            raise click.UsageError(f"{flag} {path} is {where}, where progress and messages are printed too; "
+                                   "pass -q (or write it to a file)")
+
+
+def _on_stream(fd: int, stream: int) -> bool:
+    """Whether descriptor ``fd`` writes where ``stream`` (1 or 2) does: the same descriptor,
+    or the same open file, unless that is the null device; False for a descriptor not open
+    (refused, worded, with the other outputs)."""
+    try:
+        status = os.fstat(fd)
+        if os.path.samestat(status, os.stat(os.devnull)):
+            return False
+        return fd == stream or os.path.samestat(status, os.fstat(stream))
+    except OSError:
+        return False
 
 
 def option_group(*options: Callable[[F], F]) -> Callable[[F], F]:
@@ -296,6 +317,8 @@ def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
     fields["declared"] = DeclaredTraining(*declared)
     if "alphas" in fields:
         fields["alphas"] = tuple(dict.fromkeys(fields["alphas"])) or DEFAULT_ALPHAS
+        if (clash := name_clash(fields["alphas"])) is not None:  # never merged silently into one scoring
+            raise click.UsageError(f"--alpha {clash}")
     return fields
 
 

@@ -45,15 +45,25 @@ def command_line(words: Sequence[str], settings: Mapping[str, Any], extra: Seque
             for part in fields(DeclaredTraining):
                 declared = getattr(value, part.name)
                 if declared is not None:
-                    words += [flags[part.name], f"{declared:g}" if isinstance(declared, float) else str(declared)]
+                    words += [flags[part.name], _word(declared)]
         elif isinstance(value, bool):
             words.append(flags[name])
         elif isinstance(value, tuple):
             for item in value:
-                words += [flags[name], f"{item:g}" if isinstance(item, float) else str(item)]
+                words += [flags[name], _word(item)]
         else:
-            words += [flags[name], f"{value:g}" if isinstance(value, float) else str(value)]
+            words += [flags[name], _word(value)]
     return shlex.join([*words, *extra])
+
+
+def _word(value: Any) -> str:
+    """A setting's value as the option that repeats it: a float as ``g`` writes it where
+    that is the same number (``0.3``, ``1e-05``), else exactly (``0.3000001``, which ``g``
+    would print as 0.3: a command that audits another α, or repeats an option)."""
+    if not isinstance(value, float):
+        return str(value)
+    text = f"{value:g}"
+    return text if float(text) == value else repr(value)
 
 
 SHAPES_THE_TRADEOFF = ("ks", "alphas", "queries", "max_queries", "keep_seen", "popularity", "bootstrap", "index",
@@ -98,7 +108,7 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
     model = Path(config.model)
     graph = result.served_vectors is not None and result.served_vectors.source in ("cache", "propagated")
     output = model.with_name(f"{model.stem}.mitigated{'.npy' if graph else model.suffix}")
-    words = ["popaudit", "mitigate", str(model), "--alpha", "auto" if auto else f"{alpha:g}", "-o", str(output)]
+    words = ["popaudit", "mitigate", str(model), "--alpha", "auto" if auto else _word(alpha), "-o", str(output)]
     return command_line(words, settings)
 
 

@@ -127,7 +127,7 @@ def command(
     click.get_current_context().with_resource(spelled_as(_batch_spelling))
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
-    refuse_stdout_twice({"-o": output, "--html": html_path}, None if quiet else "summary")
+    refuse_stdout_twice({"-o": output, "--html": html_path}, None if quiet else "summary", messages=not quiet)
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, rank_by, plugins)
     if scheduler is None:  # now: the workers' imports (torch: seconds) run while this process goes on

@@ -128,7 +128,7 @@ def command(
     files = {"-o": output, "--json": json_path, "--html": html_path, "--markdown": markdown_path}
     formats = {"-o": fmt, "--json": "json", "--html": "html", "--markdown": "markdown"}
     shown = f"{fmt} report" if report_to_stdout(output, fmt, quiet) else None
-    refuse_stdout_twice({flag: path for flag, path in files.items() if flag != "-o"}, shown)
+    refuse_stdout_twice(files, shown, messages=not quiet)  # -o sets no shown: stderr alone
     job = _Job(config, fmt, files, formats, fail_on, quiet, sys.stdout.isatty() and fmt == "console", _width(), mlflow)
     if third_party_plugins(plugins):  # their death or their prints must not pass for a report
         audited = run_isolated(_audit, job, timeout=plugin_timeout or None, what="the audit with plugins",

@@ -54,7 +54,7 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
     files = {"-o": (fmt, output), "--json": ("json", json_path), "--markdown": ("markdown", markdown_path),
              "--html": ("html", html_path)}  # fmt: skip
     shown = f"{fmt} report" if report_to_stdout(output, fmt, quiet) else None
-    refuse_stdout_twice({flag: path for flag, (_fmt, path) in files.items() if flag != "-o"}, shown)
+    refuse_stdout_twice({flag: path for flag, (_fmt, path) in files.items()}, shown, messages=not quiet)
     check_not_inputs({flag: path for flag, (_fmt, path) in files.items()},
                      {"BASE": base, "NEW": new, **{f"--plugin {p}": p for p in plugins}})
     from auditor.plugins import get_plugin_manager

@@ -13,10 +13,11 @@ from dataclasses import replace
 
 from auditor.report import accuracy as accuracy_view
 from auditor.report import harms
-from auditor.report.content import RATIO_HEADER, format_measure, measures_table, quoted_cutoffs, shown_measures
+from auditor.report.content import RATIO_HEADER, measures_table, quoted_cutoffs, shown_measures
 from auditor.report import served_lists as lists_view
 from auditor.report.document import Block, Bullets, Headline, KeyValues, Paragraph, Table
 from auditor.report.formatting import fmt_interval, fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_value, text_or_missing
+from auditor.report.measure_rows import measure_cells
 from auditor.report.population import population_rows
 from auditor.report.served_vectors import accuracy_caption, served_brief
 from auditor.report.training import training_brief
@@ -141,7 +142,7 @@ def _retrieval(result: AuditResult) -> list[Block]:
         names.insert(2, RATIO_HEADER)
         rows = []
         for metric, info in shown_measures(cut, retrieval.list_measures).items():
-            cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
+            cells = measure_cells(metric, info.display, [listed.get(metric) for listed in scorings.values()])
             cells.insert(2, fmt_ratio(share_ratio(cut.dot.get(metric), cut.cosine.get(metric))))
             rows.append((metric, *cells))
         rows.append(("overlap dot∩cosine", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))

@@ -22,7 +22,7 @@ from typing import Any
 from auditor.report import accuracy as accuracy_view
 from auditor.report.accuracy import scoring_label
 from auditor.report.labels import INPUT_LABELS, probe_title as probe_title, probes_tables as probes_tables  # re-exported
-from auditor.report.measure_rows import shown_rows
+from auditor.report.measure_rows import measure_cells, shown_rows
 from auditor.report.population import population_rows
 from auditor.report import served_lists as lists_view
 from auditor.report.formatting import (
@@ -255,7 +255,7 @@ def cutoff_table(k: int, cut: CutoffMeasures, measures: Mapping[str, ListMeasure
     rows: list[tuple[str, ...]] = []
     scorings = {"dot": cut.dot, "cosine": cut.cosine, **cut.norm_aware, "popular": cut.popular}
     for metric, info in shown_measures(cut, measures).items():
-        cells = [format_measure(listed.get(metric), info.display) for listed in scorings.values()]
+        cells = measure_cells(metric, info.display, [listed.get(metric) for listed in scorings.values()])
         cells.insert(2, fmt_ratio(share_ratio(cut.dot.get(metric), cut.cosine.get(metric))))
         rows.append((info.label, *cells))
     rows.append(("overlap of dot and cosine lists", fmt_pct(cut.overlap_dot_cosine), *[""] * len(scorings)))
@@ -277,12 +277,6 @@ def shown_measures(cut: CutoffMeasures, measures: Mapping[str, ListMeasureInfo])
     0/0: null under every scoring) is left out rather than shown empty; every other
     measure is shown, measured or not."""
     return shown_rows(cut.scorings().values(), measures)
-
-
-def format_measure(value: Any, display: str) -> str:
-    """A list measure's value as its registration says: ``pct`` (a share, as a
-    percentage) or ``numN`` (N decimals)."""
-    return fmt_pct(value) if display == "pct" else fmt_num(value, int(display[3:]))
 
 
 def retrieval_summary_table(retrieval: Retrieval) -> Table:

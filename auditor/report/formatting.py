@@ -113,6 +113,28 @@ def fmt_skew_pair(dot: Any, cosine: Any) -> tuple[str, str]:
     return pct_pair(a, b, SKEW_EDGES) if a is not None and b is not None else (fmt_pct(dot), fmt_pct(cosine))
 
 
+def fmt_share_row(shares: Sequence[Any]) -> list[str]:
+    """A table row of head shares: dot's and cosine's (the first two) as
+    :func:`fmt_skew_pair` writes them (their difference on its side of every harm band's
+    edge, as the verdict quotes them: never "8.0% | 6.0%" beside a verdict's 7.99% vs
+    6.00% graded below the 2-point edge), every other cell (norm-aware, most-popular) to
+    at least as many decimals, so one row reads in one precision."""
+    if len(shares) < 2:
+        return [fmt_pct(value) for value in shares]
+    pair = fmt_skew_pair(shares[0], shares[1])
+    places = max((len(text.rstrip("%").partition(".")[2]) for text in pair if text != MISSING), default=0)
+    return [*pair, *(_pct_at_least(value, places) for value in shares[2:])]
+
+
+def _pct_at_least(value: Any, places: int) -> str:
+    """A share as :func:`fmt_pct` writes it, with at least ``places`` decimals."""
+    shown = fmt_pct(value)
+    number = finite(value)
+    if number is None or len(shown.rstrip("%").partition(".")[2]) >= places:
+        return shown
+    return f"{100.0 * number:.{places}f}%"
+
+
 def fmt_scalar(value: Any) -> str:
     """A loose scalar (a setting, a probe detail): ints with separators, floats to 4
     significant digits (``10``, ``0.007035``, ``5.684e-14``), booleans as yes/no."""

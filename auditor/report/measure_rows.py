@@ -8,10 +8,15 @@ measured or not (an exposure measure missing for one list is news)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from auditor.report.formatting import fmt_num, fmt_pct, fmt_share_row
 from auditor.sections import GROUP_LIST_MEASURES, ListMeasureInfo, finite_figure
+
+_HEAD_SHARE = re.compile(r"head_share_\d+pct")
+"""The head-share measures (``head_share_1pct``, ...): the figures the harm bands judge."""
 
 
 def shown_rows(
@@ -22,3 +27,19 @@ def shown_rows(
     listed = list(lists)
     return {name: info for name, info in measures.items()
             if name not in GROUP_LIST_MEASURES or any(finite_figure(row.get(name)) is not None for row in listed)}
+
+
+def format_measure(value: Any, display: str) -> str:
+    """A list measure's value as its registration says: ``pct`` (a share, as a
+    percentage) or ``numN`` (N decimals)."""
+    return fmt_pct(value) if display == "pct" else fmt_num(value, int(display[3:]))
+
+
+def measure_cells(metric: str, display: str, values: Sequence[Any]) -> list[str]:
+    """One measure's cells of a K's table, ``values`` by scoring, dot and cosine first: a
+    head share with the decimals that keep dot's and cosine's difference on its side of
+    the harm bands' edges (:func:`~auditor.report.formatting.fmt_share_row`, as the
+    verdict quotes them), every other measure as :func:`format_measure` says."""
+    if display == "pct" and _HEAD_SHARE.fullmatch(metric):
+        return fmt_share_row(values)
+    return [format_measure(value, display) for value in values]

@@ -230,6 +230,15 @@ CASES = [
                 r"row 1 \(items\.npy\) failed: InputError: column 'alpha': must be a number >= 0 and <= 1, got 2\.0.*"
                 r"row 2 \(items\.npy\) failed: InputError: column '--max-queries': must be an integer",
          absent=r"column '(ks|alphas|max_queries)'"),
+    # Two α that one scoring name would file alike: the row fails naming both (the option: a usage error).
+    Case("alpha-cell-two-values-one-name",
+         _batch('model,alpha\nitems.npy,"0.3,0.3000001"\nitems.npy,"0.3,0.300001"\n', outputs=RESULTS,
+                check=_results("error", "ok")), EXIT_OK, None,
+         stderr=r"row 0 \(items\.npy\) failed: InputError: column 'alpha': 0\.3 and 0\.3000001 both name the scoring "
+                r"alpha_0\.3 "),
+    Case("alpha-option-two-values-one-name", _batch("model\nitems.npy\n", "--alpha", "0.3", "--alpha", "0.3000001",
+                                                    check=_nothing_audited), EXIT_USAGE,
+         r"Error: --alpha 0\.3 and 0\.3000001 both name the scoring alpha_0\.3 "),
     # QA F7: a row's messages name settings as its manifest spells them, never as the
     # command's flags (rows were built under the CLI's spelling); a float bound reads 1e+30.
     Case("row-settings-named-as-columns-not-flags",

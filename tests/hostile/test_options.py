@@ -185,6 +185,10 @@ CASES = [
          EXIT_GATE, None, stderr=r"gate gini_alpha_0\.00001@5>-1: .*TRIPPED"),
     Case("fail-on-alpha-trailing-zero", _check("-k", "5", "--alpha", "0.3", "--fail-on", "gini_alpha_0.30@5>-1"),
          EXIT_GATE, None, stderr=r"gate gini_alpha_0\.3@5>-1: .*TRIPPED"),
+    # Two α that one scoring name would file alike: refused naming both, never merged into one.
+    Case("alpha-two-values-one-name", _check("-k", "5", "--alpha", "0.3", "--alpha", "0.3000001"), EXIT_USAGE,
+         r"Error: --alpha 0\.3 and 0\.3000001 both name the scoring alpha_0\.3 \(a scoring's α is named to six "
+         r"significant digits\): give one of them"),
     Case("fail-on-dash-in-name", _check("--fail-on", "gini-dot@5>0"), EXIT_USAGE,
          r"'gini-dot@5>0' is not 'METRIC OP NUMBER'"),
     # QA F7: the gate line echoes the threshold as written.
@@ -226,9 +230,9 @@ CASES = [
          r"--json and --html both name r\.json; give each output its own file"),
     # Two reports on one descriptor: refused as two on one file (QA F1), whatever the spelling.
     Case("json-and-markdown-same-descriptor", _check("--json", "/dev/stdout", "--markdown", "/dev/stdout"), EXIT_ERROR,
-         r"^Error: --json and --markdown both name /dev/stdout \(descriptor 1\); two reports on one stream"),
+         r"^Error: --json /dev/stdout and --markdown /dev/stdout both name descriptor 1; two reports on one stream"),
     Case("json-and-html-one-descriptor-two-names", _check("--json", "/dev/stdout", "--html", "/dev/fd/1"), EXIT_ERROR,
-         r"^Error: --json and --html both name /dev/fd/1 \(descriptor 1\).*give each output its own file"),
+         r"^Error: --json /dev/stdout and --html /dev/fd/1 both name descriptor 1;.*give each output its own file"),
     Case("json-and-html-same-file-via-link", _check("--json", "r.json", "--html", "alias.json", make=_same_via_link),
          EXIT_ERROR, r"--json and --html both name alias\.json"),
     Case("output-into-missing-folder", _check("--json", "new/deeper/r.json", outputs=("new", "new/deeper", "new/deeper/r.json"),
@@ -249,7 +253,8 @@ CASES = [
     # '-' is no stream here (QA F2): refused, never a file named '-' in the working folder.
     Case("output-dash", _check("--format", "json", "-o", "-"), EXIT_USAGE,
          r"'-o' / '--output': '-' is not stdin or stdout here; write to stdout with /dev/stdout"),
-    Case("markdown-dash", _check("--markdown", "-"), EXIT_USAGE, r"'--markdown': '-' is not stdin or stdout here"),
+    Case("markdown-dash", _check("--markdown", "-"), EXIT_USAGE, r"'--markdown': '-' is not stdin or stdout here; "
+         r"write to stdout with /dev/stdout, and name a file called - as \./-", absent=r"-o\b"),  # no -o was given
     Case("interactions-dash", _check("--interactions", "-"), EXIT_USAGE, r"'--interactions': '-' is not stdin or stdout"),
     Case("mitigate-output-dash", _mitigate("--alpha", "0.5", out="-"), EXIT_USAGE,
          r"'-o' / '--output': '-' is not stdin or stdout here"),

@@ -91,14 +91,14 @@ def _onnx_data_output(d: Path) -> Built:
     return Built(check_args("onnx/model.onnx", "--json", "onnx/model.data"))
 
 
-def _batch_stdout(flag: str) -> Any:
-    """A batch output on stdout while the summary is printed there too (no -q)."""
+def _batch_stdout(flag: str, stream: str = "/dev/stdout") -> Any:
+    """A batch output on ``stream`` while the summary (stdout) or progress (stderr) is printed there too (no -q)."""
 
     def build(d: Path) -> Built:
         standard(d)
         write(d, "m.csv", "model\nitems.npy\n")
         args = ["batch", "m.csv", "--interactions", "log.parquet", "--bootstrap", "0", "--no-probes"]
-        args += ["-o", "/dev/stdout"] if flag == "-o" else ["-o", "r.parquet", flag, "/dev/stdout"]
+        args += ["-o", stream] if flag == "-o" else ["-o", "r.parquet", flag, stream]
         return Built(args)
 
     return build
@@ -188,6 +188,16 @@ CASES = [
     Case("check-markdown-on-stdout-beside-json-format", _unquiet_check("--format", "json", "--markdown", "/dev/stdout"),
          EXIT_USAGE,
          r"--markdown /dev/stdout is standard output, where the json report is printed too; pass -q",
+         process=True, timeout=60),
+    # ... and one on stderr while progress and messages are printed there (no -q): the same policy.
+    Case("check-markdown-on-stderr-beside-progress", _unquiet_check("--markdown", "/dev/stderr"), EXIT_USAGE,
+         r"--markdown /dev/stderr is standard error, where progress and messages are printed too; pass -q",
+         process=True, timeout=60),
+    Case("check-output-on-stderr-beside-progress", _unquiet_check("--format", "json", "-o", "/dev/fd/2"), EXIT_USAGE,
+         r"-o /dev/fd/2 is standard error, where progress and messages are printed too; pass -q",
+         process=True, timeout=60),
+    Case("batch-html-on-stderr-beside-progress", _batch_stdout("--html", "/dev/stderr"), EXIT_USAGE,
+         r"--html /dev/stderr is standard error, where progress and messages are printed too; pass -q",
          process=True, timeout=60),
     Case("json-symlink-to-dev-null", _check_case("null.json", "/dev/null", "--json", "null.json"),
          EXIT_OK, None),
