@@ -39,7 +39,9 @@ def quiet() -> Iterator[None]:
 class ItemSource:
     """The current item vectors, whole or by rows, from any :data:`ItemTable`."""
 
-    def __init__(self, items: ItemTable, n_items: int | None = None) -> None:
+    def __init__(self, items: ItemTable, n_items: int | None = None, name: str | None = None) -> None:
+        """``name``: the dotted name ``items`` was found at (the Lightning callback's), so that
+        a message lists the embeddings inside it by the names to pass."""
         self._encode: Callable[[torch.Tensor], torch.Tensor] | None = None
         self._embedding: torch.nn.Embedding | None = None
         self._tensor: torch.Tensor | None = None
@@ -55,7 +57,7 @@ class ItemSource:
             if n_items is None and isinstance(items, torch.nn.Module):  # a tower or a whole model, not a table
                 raise TrainingError(
                     f"items is a {type(items).__name__} module, not an item table: give its item nn.Embedding "
-                    f"(its embeddings: {embedding_names(items)}), or n_items for an item tower that encodes rows"
+                    f"(its embeddings: {embedding_names(items, name)}), or n_items for an item tower that encodes rows"
                 )
             if n_items is None:
                 raise TrainingError("an item encoder callable needs n_items: how many item rows it encodes")
@@ -178,10 +180,12 @@ def _holdings(optimizer: object) -> str:
     return f"{type(optimizer).__name__} holding {held}"
 
 
-def embedding_names(module: torch.nn.Module) -> str:
+def embedding_names(module: torch.nn.Module, prefix: str | None = None) -> str:
     """The dotted names of the ``nn.Embedding``s inside ``module`` (what an item table is
-    named by), for messages; ``none`` when it holds none."""
-    names = [name for name, sub in module.named_modules() if name and isinstance(sub, torch.nn.Embedding)]
+    named by; under ``prefix``, the name ``module`` was reached by), for messages; ``none``
+    when it holds none."""
+    names = [f"{prefix}.{name}" if prefix else name
+             for name, sub in module.named_modules() if name and isinstance(sub, torch.nn.Embedding)]
     return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "") if names else "none"
 
 
