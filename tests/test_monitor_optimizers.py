@@ -195,3 +195,12 @@ def test_lightning_refuses_a_trainer_optimizer_without_the_item_table(tmp_path: 
         warnings.filterwarnings("ignore", message=".*(num_workers|does not have many workers).*")
         trainer.fit(UserOnly(), data)
     assert not path.exists()  # refused before anything was written
+
+
+def test_an_optimizer_holding_a_sparse_tensor_is_matched_without_error() -> None:
+    """A sparse tensor has no storage to compare: it is not the table, and no error escapes."""
+    _, item_table = towers()
+    sgd = torch.optim.SGD([torch.nn.Parameter(torch.ones(2, 2))], lr=1.0)
+    sgd.param_groups[0]["params"].append(torch.ones(N_ITEMS, DIM).to_sparse())
+    with pytest.raises(TrainingError, match=r"\(SGD holding 2 parameters, shapes \(2, 2\), \(60, 8\)\) does not hold"):
+        TrainingMonitor(item_table, optimizer=sgd, counts=np.ones(N_ITEMS))

@@ -160,6 +160,8 @@ def _holds(held: object, param: torch.Tensor, base: torch.Tensor) -> bool:
         return True
     if not isinstance(held, torch.Tensor) or held.device != param.device:
         return False
+    if held.layout != torch.strided or param.layout != torch.strided:
+        return False  # a sparse tensor has no storage to compare
     address = param.untyped_storage().data_ptr()
     return address != 0 and held.untyped_storage().data_ptr() == address
 
