@@ -114,7 +114,8 @@ class TrainingSection:
     alerts: tuple[TrainingAlert, ...]
     angles: TrainingAngles | None
     epochs: int | None
-    """Epochs the trace saw begin (None: none recorded)."""
+    """Epochs the trace saw begin, less those that ended without a step (:attr:`empty_epochs`;
+    None: none recorded with a step)."""
     steps: int | None = None
     """Optimizer steps taken: the end record's, else the last record's (None: no record)."""
     steps_per_epoch: int | None = None
@@ -152,6 +153,9 @@ class TrainingSection:
     start_step: int = 0
     """The optimizer step the trace begins at: its header config's ``start_step``, above 0 for
     a new trace of a run resumed from a checkpoint (its records cover the steps after it)."""
+    empty_epochs: tuple[int, ...] = ()
+    """Epochs the trace recorded ending without an optimizer step (a loader that yielded
+    nothing): not counted in :attr:`epochs`, nor in C5's projection."""
 
     @property
     def evidence(self) -> TrainingAngles | None:

@@ -174,3 +174,48 @@ def test_the_trace_records_the_momentum_weight_decay_and_loss_the_table_does_not
     # the plain-SGD contrast: the trace's momentum 0 and weight decay 0 settle C1 (holds)
     table = orthogonal_trace(tmp_path / "t.jsonl", {"optimizer": "sgd", "momentum": 0.0, "weight_decay": 0.0})
     assert audit(tmp_path, table)["conditions"]["C1"]["status"] == "holds"
+
+
+def epochs_loop(path: Path, config: dict[str, Any], plan: list[int]) -> np.ndarray:
+    """A plain loop with ``plan[e]`` steps in epoch e + 1 (0: an empty epoch, a loader that
+    yielded nothing); each step moves every row at 90°."""
+    table = torch.zeros(N, 2, dtype=torch.float64)
+    table[:, 0] = 1.0 + torch.arange(N, dtype=torch.float64) / 100
+    with TrainingMonitor(table, counts=np.arange(N, 0, -1), interval=1, trace=path, config=config,
+                         fsync=False) as monitor:
+        for steps in plan:
+            for _ in range(steps):
+                monitor.before_step(torch.arange(N))
+                table[:, 1] += 0.1
+                monitor.after_step()
+            monitor.end_epoch()
+    return table.numpy()
+
+
+@pytest.mark.parametrize(("plan", "config", "epochs", "empty", "projected"), [
+    # QA verify, new problem 2: training.epochs said 2 beside C5's 5 steps ÷ 5 = 1 epoch
+    ([0, 5], {"steps_per_epoch": 5}, 1, [1], 1.0),
+    # without steps_per_epoch, epoch 1's record (at step 0) gave none: C5 projected over 3 epochs
+    ([0, 5, 5], {}, 2, [1], 2.0),
+    ([5, 0, 5], {}, 2, [2], 2.0),
+    ([0, 0, 5], {}, 1, [1, 2], 1.0),
+    ([0, 5, 3], {}, 2, [1], 1.6),  # the steps of an epoch from the first with steps: 8 ÷ 5
+])
+def test_an_epoch_without_a_step_is_no_epoch_trained(tmp_path: Path, plan: list[int], config: dict[str, Any],
+                                                     epochs: int, empty: list[int], projected: float) -> None:
+    """An epoch record at the step its epoch began at trained nothing: the report's epochs
+    and C5's projection both leave it out, as if the loop had never called end_epoch there
+    (the same figures as the trace without it), and a warning names it."""
+    report = audit(tmp_path, epochs_loop(tmp_path / "t.jsonl", config, plan))
+    training, c5 = report["training"], report["conditions"]["C5"]
+    assert training["epochs"] == epochs and training["empty_epochs"] == empty
+    assert c5["details"]["epochs"] == projected and f"over frequency × {projected:g} epochs" in c5["evidence"]
+    listed = ", ".join(str(e) for e in empty)
+    said = [w for w in report["warnings"] if "ended without an optimizer step" in w]
+    assert said == [f"--trace {tmp_path / 't.jsonl'}: epoch{'s' if len(empty) > 1 else ''} {listed} ended without an "
+                    f"optimizer step (an epoch record at the step {'they' if len(empty) > 1 else 'it'} began at: a "
+                    f"loader that yielded nothing?); not counted as epochs trained (the run trained {epochs} "
+                    f"epoch{'s' if epochs > 1 else ''}), nor in C5's projection"]
+    without = audit(tmp_path, epochs_loop(tmp_path / "t.jsonl", config, [s for s in plan if s]))
+    assert without["training"]["epochs"] == epochs and without["training"]["empty_epochs"] == []
+    assert without["conditions"]["C5"]["details"]["epochs"] == projected

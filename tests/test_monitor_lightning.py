@@ -183,7 +183,7 @@ def test_a_wrong_item_table_is_refused_before_training(tmp_path: Path) -> None:
         ("item_embedding", r"items: the LightningModule has no attribute 'item_embedding' \(its embeddings: "
                            r"m\.user_embedding, m\.item_embedding\); a dotted name"),
         ("m", r"items is a TwoTower module, not an item table: give its item nn\.Embedding \(its embeddings: "
-              r"user_embedding, item_embedding\), or n_items"),
+              r"m\.user_embedding, m\.item_embedding\), or n_items"),  # the names to pass (QA verify nit)
     ]:
         module = Nested()
         with pytest.raises(TrainingError, match=message):

@@ -69,8 +69,46 @@ def test_an_optimizer_list_that_cannot_be_matched_is_refused() -> None:
         TrainingMonitor(item_table, optimizer=[adam, torch.optim.Adam(user_tower.parameters())], counts=np.ones(N_ITEMS))
     with pytest.raises(TrainingError, match="several of them hold the item table"):
         TrainingMonitor(item_table, optimizer=(both, torch.optim.SGD(item_table.parameters(), lr=1.0)), counts=np.ones(N_ITEMS))
-    # a single optimizer in a list is taken as given, even one the table is not matched in (a callable encoder's)
-    assert TrainingMonitor(item_table, optimizer=[adam], counts=np.ones(N_ITEMS)).optimizer is adam
+    with pytest.raises(TrainingError, match=r"none of them holds .*\(they hold: Adam holding 1 parameter, shape "
+                                            r"\(40, 8\); Adam holding 1 parameter, shape \(40, 8\)\)"):
+        TrainingMonitor(item_table, optimizer=[adam, torch.optim.Adam(user_tower.parameters())], counts=np.ones(N_ITEMS))
+
+
+WRONG = (r"optimizer: the optimizer given \(Adam holding 1 parameter, shape \(40, 8\)\) does not hold the item "
+         r"table's parameter \(shape \(60, 8\); matched by identity or shared memory\): pass the optimizer that steps "
+         r"the item table")
+
+
+@pytest.mark.parametrize("given", ["alone", "list of one", "tuple of one"])
+def test_one_optimizer_that_does_not_hold_the_table_is_refused(given: str) -> None:
+    """QA verify, new problem 1: the user tower's Adam given alone (or as a list of one)
+    while SGD steps the item table was taken silently, and C1 then judged an SGD-trained
+    table as Adam's. One optimizer is checked as a list is, naming what it holds."""
+    user_tower, item_table = towers()
+    adam = torch.optim.Adam(user_tower.parameters(), lr=0.01)
+    optimizer = {"alone": adam, "list of one": [adam], "tuple of one": (adam,)}[given]
+    with pytest.raises(TrainingError, match=WRONG):
+        TrainingMonitor(item_table, optimizer=optimizer, counts=np.ones(N_ITEMS))
+
+
+def test_one_optimizer_that_holds_the_table_or_cannot_be_matched_is_taken() -> None:
+    """The optimizer of every parameter holds the table; so does one whose parameter the
+    table shares memory with (``weight.detach()``, ``weight[1:]``); a callable encoder's
+    and a Keras-like optimizer (no param groups) cannot be matched and are taken as given."""
+    user_tower, item_table = towers()
+    both = torch.optim.SGD([*user_tower.parameters(), *item_table.parameters()], lr=0.5)
+    adam = torch.optim.Adam(user_tower.parameters(), lr=0.01)
+    for table in (item_table, item_table.weight.detach(), item_table.weight.data, item_table.weight[1:]):
+        assert TrainingMonitor(table, optimizer=both, counts=np.ones(table.shape[0] if isinstance(table, torch.Tensor)
+                                                                     else N_ITEMS)).optimizer is both
+    encoder = TrainingMonitor(lambda rows: item_table(rows), n_items=N_ITEMS, optimizer=adam, counts=np.ones(N_ITEMS))
+    assert encoder.optimizer is adam and encoder._lr() == 0.01
+
+    class KerasLike:
+        learning_rate = 0.25
+
+    keras_like = KerasLike()
+    assert TrainingMonitor(item_table, optimizer=keras_like, counts=np.ones(N_ITEMS)).optimizer is keras_like
 
 
 pl = pytest.importorskip("lightning.pytorch")
@@ -126,3 +164,43 @@ def test_lightning_manual_optimization_watches_the_item_optimizer(tmp_path: Path
     report = json.loads(done.stdout)
     assert report["training"]["recorded_optimizer"] == "SGD"
     assert report["conditions"]["C1"]["status"] == "holds" and "(source: trace)" in report["conditions"]["C1"]["evidence"]
+
+
+class UserOnly(pl.LightningModule):
+    """Automatic optimization whose one optimizer holds the user tower only (the item
+    table frozen or stepped elsewhere): the callback's monitor must refuse it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.user_embedding, self.item_embedding = towers()
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return cosine_loss(self.user_embedding(batch[0]), self.item_embedding(batch[1]))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.user_embedding.parameters(), lr=0.01)
+
+
+def test_lightning_refuses_a_trainer_optimizer_without_the_item_table(tmp_path: Path) -> None:
+    from auditor.monitor.lightning import PopauditCallback
+
+    users, items = log()
+    path = tmp_path / "trace.jsonl"
+    trainer = pl.Trainer(max_epochs=1, callbacks=[PopauditCallback("item_embedding", batch_items=lambda b: b[1],
+                                                                   counts=np.ones(N_ITEMS), interval=4, trace=path)],
+                         accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(users, items), batch_size=64)
+    with warnings.catch_warnings(), pytest.raises(TrainingError, match=WRONG):
+        warnings.filterwarnings("ignore", message=".*(num_workers|does not have many workers).*")
+        trainer.fit(UserOnly(), data)
+    assert not path.exists()  # refused before anything was written
+
+
+def test_an_optimizer_holding_a_sparse_tensor_is_matched_without_error() -> None:
+    """A sparse tensor has no storage to compare: it is not the table, and no error escapes."""
+    _, item_table = towers()
+    sgd = torch.optim.SGD([torch.nn.Parameter(torch.ones(2, 2))], lr=1.0)
+    sgd.param_groups[0]["params"].append(torch.ones(N_ITEMS, DIM).to_sparse())
+    with pytest.raises(TrainingError, match=r"\(SGD holding 2 parameters, shapes \(2, 2\), \(60, 8\)\) does not hold"):
+        TrainingMonitor(item_table, optimizer=sgd, counts=np.ones(N_ITEMS))

@@ -54,7 +54,8 @@ def load_training(path: Path, bundle: ModelBundle, warnings: list[str]) -> Train
 def _coverage(section: TrainingSection, warnings: list[str]) -> None:
     """Warnings for a trace that does not cover the whole training: one that begins after
     step 0 (a new trace of a resumed run) and one without an end record (its training died
-    or is still running), each saying over which steps C5 then projects."""
+    or is still running), each saying over which steps C5 then projects; and epochs that
+    ended without a step, which are not counted."""
     where = f"{setting('trace')} {section.trace}"
     if section.start_step > 0:
         warnings.append(
@@ -68,6 +69,15 @@ def _coverage(section: TrainingSection, warnings: list[str]) -> None:
             f"{where} has no end record (its training died, or is still running): its last record is at {reached}, "
             "and the model may have trained past it; C5 projects over the steps the trace records, a lower bound on "
             "the updates the model took"
+        )
+    if section.empty_epochs:
+        many = len(section.empty_epochs) > 1
+        n = section.epochs
+        trained = "no epoch" if n is None else f"{n:,} epoch{'s' if n > 1 else ''}"
+        warnings.append(
+            f"{where}: epoch{'s' if many else ''} {', '.join(str(e) for e in section.empty_epochs)} ended without an "
+            f"optimizer step (an epoch record at the step {'they' if many else 'it'} began at: a loader that yielded "
+            f"nothing?); not counted as epochs trained (the run trained {trained}), nor in C5's projection"
         )
 
 
@@ -138,18 +148,51 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
     )
     alerts = tuple(TrainingAlert(a.step, a.epoch, a.alert, a.metric, a.value, a.action) for a in trace.alerts)
     angles = trace.angles()
-    epochs = [r.epoch for r in trace.records if r.epoch is not None]
-    if trace.end is not None and trace.end.epoch is not None:
-        epochs.append(trace.end.epoch)
+    epochs, empty = _epochs_trained(trace)
     return TrainingSection(
         trace=str(path), source=trace.header.source, n_items=trace.header.n_items, interval=trace.header.interval,
         optimizer=trace.header.optimizer, complete=trace.complete,
         end_reason=None if trace.end is None else trace.end.reason, truncated=trace.truncated,
         matches_model=mismatch is None, mismatch=mismatch, points=points,
         point_kind="step" if trace.steps else "epoch", alerts=alerts, angles=angles,
-        epochs=max(epochs) if epochs else None, **_steps(trace), **end_rho(trace), **_recorded(trace),
-        start_step=_start_step(trace.header.config),
+        epochs=epochs, **_steps(trace), **end_rho(trace), **_recorded(trace),
+        start_step=_start_step(trace.header.config), empty_epochs=empty,
     )
+
+
+def _empty_epochs(trace: Trace) -> list[int]:
+    """The epochs that ended without an optimizer step (a loader that yielded nothing): an
+    epoch record at the step its epoch began at, the previous epoch record's (the trace's
+    start step for the first). Such an epoch trained nothing, so it is no epoch trained."""
+    begun, empty = _start_step(trace.header.config), []
+    for record in trace.epochs:
+        if record.step <= begun and record.epoch is not None:
+            empty.append(record.epoch)
+        begun = max(begun, record.step)
+    stepped = {r.epoch for r in trace.records if r.epoch is not None and r.epoch not in empty}
+    return sorted(set(empty) - stepped)
+
+
+def _epochs_trained(trace: Trace) -> tuple[int | None, tuple[int, ...]]:
+    """The epochs the run trained (TrainingSection's ``epochs``: the last epoch the trace
+    saw begin, less the empty ones; None when none had a step) and the empty epochs."""
+    epochs = [r.epoch for r in trace.records if r.epoch is not None]
+    if trace.end is not None and trace.end.epoch is not None:
+        epochs.append(trace.end.epoch)
+    empty = _empty_epochs(trace)
+    trained = max(epochs) - len(empty) if epochs else 0
+    return (trained if trained > 0 else None), tuple(empty)
+
+
+def _first_epoch_steps(trace: Trace, last: int | None) -> int | None:
+    """The steps of a whole epoch from the trace's first epoch with steps, when every epoch
+    before it is an empty one the trace recorded (so its record's step counts that epoch's
+    steps from step 0) and training went on past it (a run stopped within it did not end it)."""
+    empty = _empty_epochs(trace)
+    first = next((r for r in trace.epochs if r.epoch is not None and r.epoch not in empty), None)
+    if first is None or first.epoch is None or first.epoch != 1 + len([e for e in empty if e < first.epoch]):
+        return None
+    return first.step if first.step > 0 and last is not None and last > first.step else None
 
 
 def _start_step(config: Any) -> int:
@@ -179,10 +222,8 @@ def _steps(trace: Trace) -> dict[str, Any]:
     last = trace.end.step if trace.end is not None else (trace.records[-1].step if trace.records else None)
     recorded = trace.header.config.get("steps_per_epoch")
     per_epoch = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0 else None
-    if per_epoch is None:  # epoch 1's record, when training went on past it (not a stop within epoch 1)
-        first = next((r for r in trace.epochs if r.epoch == 1), None)
-        if first is not None and first.step > 0 and last is not None and last > first.step:
-            per_epoch = first.step
+    if per_epoch is None:  # the first epoch's record, when training went on past it (not a stop within it)
+        per_epoch = _first_epoch_steps(trace, last)
     # Ended between epoch records, or stopped by an alert at a step record (a loop that breaks
     # there may still write an epoch record at that step, as docs/monitor.md's loop does).
     stopped = trace.end is not None and trace.end.reason.startswith("stopped by alert") \

@@ -89,7 +89,8 @@ class PopauditCallback(pl.Callback):
         if self._started:
             raise second_fit(self._options.get("trace"))
         self._started = True
-        ItemSource(self._table(pl_module), self._options.get("n_items"))
+        ItemSource(self._table(pl_module), self._options.get("n_items"),
+                   self._items if isinstance(self._items, str) else None)
 
     def _table(self, pl_module: pl.LightningModule) -> ItemTable:
         """The item table: given, or the LightningModule's attribute at the dotted name."""

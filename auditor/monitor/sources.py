@@ -39,7 +39,9 @@ def quiet() -> Iterator[None]:
 class ItemSource:
     """The current item vectors, whole or by rows, from any :data:`ItemTable`."""
 
-    def __init__(self, items: ItemTable, n_items: int | None = None) -> None:
+    def __init__(self, items: ItemTable, n_items: int | None = None, name: str | None = None) -> None:
+        """``name``: the dotted name ``items`` was found at (the Lightning callback's), so that
+        a message lists the embeddings inside it by the names to pass."""
         self._encode: Callable[[torch.Tensor], torch.Tensor] | None = None
         self._embedding: torch.nn.Embedding | None = None
         self._tensor: torch.Tensor | None = None
@@ -55,7 +57,7 @@ class ItemSource:
             if n_items is None and isinstance(items, torch.nn.Module):  # a tower or a whole model, not a table
                 raise TrainingError(
                     f"items is a {type(items).__name__} module, not an item table: give its item nn.Embedding "
-                    f"(its embeddings: {embedding_names(items)}), or n_items for an item tower that encodes rows"
+                    f"(its embeddings: {embedding_names(items, name)}), or n_items for an item tower that encodes rows"
                 )
             if n_items is None:
                 raise TrainingError("an item encoder callable needs n_items: how many item rows it encodes")
@@ -90,26 +92,43 @@ class ItemSource:
             return []
         view_of = getattr(param, "_base", None)
         base = param if view_of is None else view_of
-        return [g for g in groups if any(p is param or p is base for p in g.get("params", ()))]
+        return [g for g in groups if any(_holds(p, param, base) for p in g.get("params", ()))]
 
     def item_optimizer(self, optimizer: object) -> object:
-        """The optimizer that steps the item table: ``optimizer`` itself, or of a list or
-        tuple of optimizers (one per tower, say) the one whose param groups hold the table
-        (the only one given, when none can be matched). The monitor reads its learning rate
-        and names it in the trace; the Lightning callback measures around its step only."""
-        if not isinstance(optimizer, (list, tuple)):
-            return optimizer
-        holders = [o for o in optimizer if self.groups_of(o)]
+        """The optimizer that steps the item table: of ``optimizer``, or of a list or tuple of
+        optimizers (one per tower, say), the one whose param groups hold the table. One
+        optimizer is checked as a list of one is: a torch optimizer that does not hold a
+        table it could be matched in (another tower's, given by mistake) is refused, since
+        the trace would name its kind and rate and C1 would judge the run by them. An
+        optimizer that cannot be matched (a callable encoder's, a Keras optimizer, which
+        steps every trainable variable) is taken as given, when it is the only one."""
+        if optimizer is None:
+            return None
+        given = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
+        holders = [o for o in given if self.groups_of(o)]
         if len(holders) == 1:
             return holders[0]
-        if not holders and len(optimizer) == 1:
-            return optimizer[0]
-        names = ", ".join(type(o).__name__ for o in optimizer)
+        if not holders and len(given) == 1 and not self._matchable(given[0]):
+            return given[0]
+        if len(given) == 1:
+            raise TrainingError(
+                f"optimizer: the optimizer given ({_holdings(given[0])}) does not hold the item table's parameter "
+                f"({_shape(self.parameter)}; matched by identity or shared memory): pass the optimizer that steps the "
+                "item table (with one optimizer per tower, the item tower's), whose kind and learning rate the trace "
+                "records and C1 and C5 read"
+            )
+        names = ", ".join(type(o).__name__ for o in given)
         found = "several of them hold" if holders else "none of them holds (matched by parameter identity)"
         raise TrainingError(
-            f"optimizer: {len(optimizer)} optimizers were given ({names}) and {found} the item table: "
+            f"optimizer: {len(given)} optimizers were given ({names}) and {found} the item table: "
             "pass the one optimizer that steps the item table"
+            + ("" if holders else f" (they hold: {'; '.join(_holdings(o) for o in given[:4])})")
         )
+
+    def _matchable(self, optimizer: object) -> bool:
+        """Whether the table can be looked for in ``optimizer``: a torch optimizer (param
+        groups) and a table that is a tensor (not a callable encoder)."""
+        return self.parameter is not None and isinstance(getattr(optimizer, "param_groups", None), list)
 
     def rows(self, rows: torch.Tensor) -> torch.Tensor:
         """The current vectors of ``rows`` (int64), detached."""
@@ -133,10 +152,42 @@ class ItemSource:
         return torch.cat(parts)
 
 
-def embedding_names(module: torch.nn.Module) -> str:
+def _holds(held: object, param: torch.Tensor, base: torch.Tensor) -> bool:
+    """Whether an optimizer's parameter ``held`` is the item table ``param``: the same
+    tensor or its base (a view such as ``weight[1:]``), or one sharing its memory (a table
+    given as ``weight.detach()`` or ``weight.data``)."""
+    if held is param or held is base:
+        return True
+    if not isinstance(held, torch.Tensor) or held.device != param.device:
+        return False
+    if held.layout != torch.strided or param.layout != torch.strided:
+        return False  # a sparse tensor has no storage to compare
+    address = param.untyped_storage().data_ptr()
+    return address != 0 and held.untyped_storage().data_ptr() == address
+
+
+def _shape(tensor: torch.Tensor | None) -> str:
+    return "shape (" + ", ".join(str(n) for n in tensor.shape) + ")" if tensor is not None else "no shape"
+
+
+def _holdings(optimizer: object) -> str:
+    """``optimizer`` named with what it holds (``Adam holding 1 parameter, shape (200, 16)``),
+    for messages about an optimizer that does not hold the item table."""
+    params = [p for g in getattr(optimizer, "param_groups", []) for p in g.get("params", ())
+              if isinstance(p, torch.Tensor)]
+    shapes = ", ".join(_shape(p).removeprefix("shape ") for p in params[:3]) + (
+        f" and {len(params) - 3} more" if len(params) > 3 else "")
+    plural = "" if len(params) == 1 else "s"
+    held = f"{len(params)} parameter{plural}" + (f", shape{plural} {shapes}" if params else "")
+    return f"{type(optimizer).__name__} holding {held}"
+
+
+def embedding_names(module: torch.nn.Module, prefix: str | None = None) -> str:
     """The dotted names of the ``nn.Embedding``s inside ``module`` (what an item table is
-    named by), for messages; ``none`` when it holds none."""
-    names = [name for name, sub in module.named_modules() if name and isinstance(sub, torch.nn.Embedding)]
+    named by; under ``prefix``, the name ``module`` was reached by), for messages; ``none``
+    when it holds none."""
+    names = [f"{prefix}.{name}" if prefix else name
+             for name, sub in module.named_modules() if name and isinstance(sub, torch.nn.Embedding)]
     return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "") if names else "none"
 
 

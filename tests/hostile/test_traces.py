@@ -128,6 +128,27 @@ def _with_config(config: dict[str, Any]) -> str:
     return "\n".join([json.dumps(header), *lines[1:]]) + "\n"
 
 
+def _empty_epoch_first(steps: bool) -> str:
+    """Epoch 1 ended at step 0 (no step: a loader that yielded nothing), then, with ``steps``,
+    epoch 2's step records at 2 and 4 and the end; else only the end, at step 0."""
+    lines = trace_lines()
+    empty = json.loads(lines[1]) | {"record": "epoch", "step": 0, "epoch": 1, "angle_n": 0, "angle_share_90_1": None,
+                                    "angle_share_90_10": None, "angle_median": None, "growth_per_update": None}
+    if not steps:
+        end = TraceEnd(step=0, epoch=1, reason="completed").to_json()
+        return "\n".join([lines[0], json.dumps(empty), json.dumps(end)]) + "\n"
+    later = [json.dumps(json.loads(line) | {"epoch": 2}) for line in lines[1:]]
+    return "\n".join([lines[0], json.dumps(empty), *later]) + "\n"
+
+
+def _empty_epochs(epochs: int | None, said: str) -> Any:
+    def check(d: Path, outcome: Outcome) -> None:
+        report = strict_json(d / "r.json")
+        assert report["training"]["epochs"] == epochs and report["training"]["empty_epochs"] == [1]
+        assert any(said in w for w in report["warnings"])
+    return check
+
+
 _LINES = trace_lines()
 DIVERGED = "\n".join([*_LINES[:2], _LINES[2].replace('"mean_norm": 1.0, "n_nonfinite": 0',
                                                      '"mean_norm": null, "n_nonfinite": 3'), _LINES[3]]) + "\n"
@@ -178,6 +199,13 @@ CASES = [
                                                outputs=("r.json",), check=_resumed(None)), EXIT_OK, None),
     Case("trace-start-step-negative", _trace(_with_config({"start_step": -5}), "--json", "r.json",
                                              outputs=("r.json",), check=_resumed(None)), EXIT_OK, None),
+    Case("trace-with-an-empty-first-epoch", _trace(_empty_epoch_first(True), "--json", "r.json", outputs=("r.json",),
+         check=_empty_epochs(1, "epoch 1 ended without an optimizer step (an epoch record at the step it began "
+                                "at: a loader that yielded nothing?); not counted as epochs trained (the run "
+                                "trained 1 epoch)")),
+         EXIT_OK, None),
+    Case("trace-of-an-empty-epoch-only", _trace(_empty_epoch_first(False), "--json", "r.json", outputs=("r.json",),
+         check=_empty_epochs(None, "not counted as epochs trained (the run trained no epoch)")), EXIT_OK, None),
     Case("output-is-the-trace", _trace(GOOD, "--json", "trace.jsonl"), EXIT_ERROR,
          r"--json trace\.jsonl is the input file given as --trace; popaudit never overwrites an input"),
 ]
