@@ -76,5 +76,7 @@ def evaluate(
         n_users_not_in_training=heldout.n_not_in_training,
         n_users_not_sampled=heldout.n_not_sampled,
         repeats=repeats,
+        n_repeats_dropped=heldout.n_repeats_dropped,
+        n_pairs_evaluated=int(heldout.items.size),
     )
     return Evaluation(accuracy, ndcg)

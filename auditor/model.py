@@ -291,7 +291,7 @@ class HeldOutQueries:
     source: str
     """The holdout (a file, or a checkpoint's recorded split)."""
     n_interactions: int = 0
-    """Held-out interactions read."""
+    """Held-out interactions: a file's rows, or those a recorded split took out of training."""
     n_dropped: int = 0
     """Held-out interactions left out (empty ids, items without a row, users without a row)."""
     n_dropped_users: int = 0
@@ -305,6 +305,8 @@ class HeldOutQueries:
     """The held-out pairs that repeated a training pair were dropped before they were
     stored (a popaudit checkpoint's recorded split); False: the holdout keeps them, and
     with training items excluded they count as misses (RecBole's convention)."""
+    n_repeats_dropped: int = 0
+    """Of ``n_interactions``, those the recorded split dropped as repeats (not evaluated)."""
 
     @property
     def n(self) -> int:

@@ -294,6 +294,19 @@ class Accuracy:
     repeats: str = ""
     """How held-out pairs that repeat one of the user's training pairs count (the
     convention the NDCG and recall use, :func:`auditor.evaluation.repeats_convention`)."""
+    n_repeats_dropped: int = 0
+    """Of ``n_holdout_interactions``, those a checkpoint's recorded split dropped as repeats
+    of a training pair (or of an earlier held-out one) before storing its pairs: not
+    evaluated (0 for a held-out file, whose repeats count as misses)."""
+    n_pairs_evaluated: int = 0
+    """The distinct (user, item) held-out pairs of the evaluated users: what recall and NDCG
+    average over (|H_u| summed)."""
+
+    @property
+    def n_dropped_all(self) -> int:
+        """Held-out interactions not evaluated for any reason the section counts: no table
+        row (``n_dropped``) or a recorded split's repeat (``n_repeats_dropped``)."""
+        return self.n_dropped + self.n_repeats_dropped
 
 
 @dataclass

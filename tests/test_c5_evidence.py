@@ -36,8 +36,8 @@ def _stats() -> ItemStats:
     return ItemStats(frequencies=FREQ, n_interactions=int(FREQ.sum()))
 
 
-def _fn(rho: float, lo: float, hi: float) -> FrequencyNorm:
-    return FrequencyNorm(spearman=rho, spearman_ci=(lo, hi), spearman_p=1e-6, pearson_log=rho, kendall=rho,
+def _fn(rho: float, lo: float, hi: float, p: float = 1e-6) -> FrequencyNorm:
+    return FrequencyNorm(spearman=rho, spearman_ci=(lo, hi), spearman_p=p, pearson_log=rho, kendall=rho,
                          loglog_slope=None, n_items=FREQ.size, n_cold=0, deciles=[])
 
 
@@ -228,3 +228,19 @@ def test_contradicting_declarations_are_said() -> None:
     out = assess_conditions(_bundle(FREQ.astype(float)), None, None, DeclaredTraining(optimizer="momentum", momentum=0.0),
                             run_probes=False)
     assert any("names momentum but momentum 0 declares none" in w for w in out.warnings), out.warnings
+
+
+@pytest.mark.parametrize(("p", "status"), [(0.0505, "unknown"), (0.01, "holds")])
+def test_the_bootstrap_never_changes_c5(p: float, status: Status) -> None:
+    """QA retrain N2: a low-lr run's ρ 0.062 had p 0.0505 but a 1,000-resample CI [0.004,
+    0.123] above 0, so C5 held with the CI and was unknown with --bootstrap 0. C5 now reads
+    ρ's p-value: the same grade with a CI that excludes 0, one across 0, or none (NaN bounds:
+    --bootstrap 0). Here norms ∝ frequency (head/median ratio 1.98: past the 1.25 spread,
+    and past twice it, 1.5, so never flat) and ρ 0.2 < 0.3: the table grew exactly when ρ is
+    significant (p < 0.05), and C5 holds; else it is unknown."""
+    nan = float("nan")
+    grown = FREQ.astype(float)
+    grades = {ci: _c5(grown, None, _others(), _fn(0.2, *ci, p=p)) for ci in ((0.01, 0.39), (-0.01, 0.39), (nan, nan))}
+    assert {c.status for c in grades.values()} == {status}
+    assert f"Spearman ρ = 0.20, 95% CI [0.01, 0.39], p = {p:g}" in grades[(0.01, 0.39)].evidence
+    assert f"Spearman ρ = 0.20, p = {p:g}" in grades[(nan, nan)].evidence

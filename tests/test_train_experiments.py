@@ -129,6 +129,9 @@ def test_lr_sweep_locates_the_bias(tmp_path: Path) -> None:
     assert "lr-sweep" in md
     # QA retrain F7: 0 resamples drew no interval, and results.md says so instead of describing one
     assert "(bootstrap 0: no CI was computed, the ρ 95% CI column reads n/a)" in md and "0-resample" not in md
+    # QA retrain N2: and it says the grades do not depend on the interval
+    assert "C5 reads ρ's significance from its p-value (Spearman's t-test), never from the CI, so the bootstrap " \
+        "(0 included) changes no grade and no label" in " ".join(md.split())
     assert "with a 200-resample percentile bootstrap 95% CI" in to_markdown(
         dataclasses.replace(result, sizes=dataclasses.replace(sizes, n_bootstrap=200)))
     with pytest.raises(InputError):

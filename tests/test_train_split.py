@@ -3,7 +3,9 @@ pairs stored in the checkpoint and loaded as ModelBundle.holdout_pairs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -266,13 +268,10 @@ def test_retrain_words_its_split_as_check_does(tmp_path: Path) -> None:
     assert "repeats of training pairs" not in res.output and "1 users" not in res.output
 
 
-def test_both_check_routes_name_their_repeat_convention(tmp_path: Path) -> None:
-    """QA retrain F8: on the same split, the recorded route drops user 0's held-out item 7 (a
-    repeat of a training pair) while a --holdout file keeps it as a miss, so the file route
-    evaluates 2 users, user 0 at NDCG 0, and its NDCG is half the recorded route's; each report
-    names its convention beside the figures."""
-    import json
-
+def _both_routes(tmp_path: Path) -> dict[str, tuple[dict[str, Any], str]]:
+    """One retrain split checked by both routes: its recorded holdout, and the same split as
+    a --holdout file (user 0's held-out item 7 repeats a training pair; user 1's item 3 does
+    not; user 2's single interaction is never held out): route -> (JSON accuracy, output)."""
     log = tmp_path / "log.csv"
     log.write_text("user_id,item_id,timestamp\n0,7,1\n0,1,2\n0,7,9\n1,2,1\n1,3,5\n2,4,3\n")
     model = tmp_path / "m.pt"
@@ -289,6 +288,15 @@ def test_both_check_routes_name_their_repeat_convention(tmp_path: Path) -> None:
                                        "--json", str(out)])
         assert res.exit_code in (0, 3), res.output
         reports[route] = (json.loads(out.read_text())["accuracy"], " ".join(res.output.split()))
+    return reports
+
+
+def test_both_check_routes_name_their_repeat_convention(tmp_path: Path) -> None:
+    """QA retrain F8: on the same split, the recorded route drops user 0's held-out item 7 (a
+    repeat of a training pair) while a --holdout file keeps it as a miss, so the file route
+    evaluates 2 users, user 0 at NDCG 0, and its NDCG is half the recorded route's; each report
+    names its convention beside the figures."""
+    reports = _both_routes(tmp_path)
     (recorded, said_recorded), (file, said_file) = reports["recorded"], reports["file"]
     assert (recorded["n_users_evaluated"], file["n_users_evaluated"]) == (1, 2)
     for scoring in ("dot", "cosine"):
@@ -296,6 +304,29 @@ def test_both_check_routes_name_their_repeat_convention(tmp_path: Path) -> None:
     assert recorded["repeats"] == "held-out repeats of a training pair dropped by the recorded split, not evaluated"
     assert file["repeats"] == ("held-out repeats of a training pair kept as misses, never served so never hit, as "
                                "RecBole counts them")
-    for accuracy, said in ((recorded, said_recorded), (file, said_file)):
+    for accuracy, said, dropped in ((recorded, said_recorded, "without a table row"),
+                                    (file, said_file, "held-out interactions dropped")):
         assert accuracy["protocol"].endswith("; " + accuracy["repeats"])
-        assert f"held-out interactions dropped; {accuracy['repeats']})" in said  # the section's title line
+        assert f"{dropped}; {accuracy['repeats']})" in said  # the section's title line
+
+
+def test_both_check_routes_count_the_same_held_out_interactions(tmp_path: Path) -> None:
+    """QA retrain N4 and N1: the split took 2 interactions out of training (one per user of
+    users 0 and 1), one of them (0, 7) a repeat of a training pair. Both routes read 2
+    held-out interactions; the recorded route dropped the repeat (1 distinct pair evaluated),
+    the file route keeps it as a miss (2 pairs); the recorded route's title counts the
+    repeat it dropped, as the split's own sentence does, never "0 dropped" beside it."""
+    reports = _both_routes(tmp_path)
+    (recorded, said_recorded), (file, said_file) = reports["recorded"], reports["file"]
+    counts = ("n_holdout_interactions", "n_dropped", "n_repeats_dropped", "n_pairs_evaluated")
+    assert [recorded[key] for key in counts] == [2, 0, 1, 1]
+    assert [file[key] for key in counts] == [2, 0, 0, 2]
+    assert ("1 held-out users (1 of 2 held-out interactions dropped: 1 repeating a training pair, 0 without a "
+            "table row; held-out repeats") in said_recorded
+    assert "the split took 2 interactions out of training (fraction 0.5), but 1 of them repeats" in said_recorded
+    assert "0 held-out interactions dropped" not in said_recorded
+    assert "2 held-out users (0 held-out interactions dropped; held-out repeats of a training pair kept" in said_file
+    # Equal counts do not make the figures comparable: diff still flags the conventions.
+    compared = CliRunner().invoke(cli, ["diff", str(tmp_path / "recorded.json"), str(tmp_path / "file.json")])
+    assert compared.exit_code == 0, compared.output
+    assert "accuracy.repeats" in compared.output and "accuracy.n_holdout_interactions" not in compared.output

@@ -286,7 +286,7 @@ id_mapping_options = option_group(
 
 sampling_options = option_group(
     click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="Seed for sampling, bootstrap and probes."),
-    click.option("--bootstrap", type=ranged("bootstrap"), default=1000, show_default=True, help="Bootstrap resamples for the 95% intervals: Spearman's ρ, and with --holdout each scoring's change against dot (paired over users); 0 to skip."),
+    click.option("--bootstrap", type=ranged("bootstrap"), default=1000, show_default=True, help="Bootstrap resamples for the 95% intervals: Spearman's ρ, and with --holdout each scoring's change against dot (paired over users); 0 to skip. C5 grades ρ by its p-value, never the CI, so it does not change C5."),
 )
 """--seed, --bootstrap."""
 

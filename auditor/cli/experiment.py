@@ -119,7 +119,7 @@ def _own_options(name: str) -> Callable[[Any], Any]:
         click.option("--mitigations", "mitigation_names", type=CommaList(choices=MITIGATION_SETTINGS), metavar="NAMES", hidden=hide("mitigation_names"), help="Comma-separated subset of the trained models reference, logq, weight-decay, adam (cosine and alpha serving come with reference). [default: all]"),
         click.option("--lrs", type=CommaList(ranged("train_lr")), metavar="LRS", hidden=hide("lrs"), help="Comma-separated learning rates. [default: 0.03,0.1,0.3,1,3,10,30]"),
         click.option("--lr", type=ranged("train_lr"), default=10.0, show_default=True, hidden=hide("lr"), help=LR_HELP.get(name, "")),
-        click.option("--bootstrap", type=ranged("bootstrap"), default=1000, show_default=True, hidden=hide("bootstrap"), help="Bootstrap resamples for the CI of Spearman rho (0: no CI)."),
+        click.option("--bootstrap", type=ranged("bootstrap"), default=1000, show_default=True, hidden=hide("bootstrap"), help="Bootstrap resamples for the CI of Spearman rho (0: no CI). C5 and the violates labels read rho's p-value, never the CI, so no value of it changes them."),
         _hidden_unless(holdout_options(0.2), hide("holdout_fraction")),
         click.option("--alpha", "alphas", type=ranged("alphas"), multiple=True, hidden=hide("alphas"), help="Norm-aware serving alpha_A of the reference model (repeatable). [default: 0.25, 0.5, 0.75]"),
     )

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 @click.option("--user-lr", type=ranged("train_lr"), help="User-tower learning rate. [default: --lr when the towers share an optimizer, else that optimizer's default]")
 @click.option("--loss", type=click.Choice(LOSSES), default="infonce-cos", show_default=True, help="infonce-cos (in-batch softmax over cosine/temperature), infonce-dot (over dot products: C4 violated) or cosine (pointwise).")
 @click.option("--temperature", type=ranged("temperature"), default=0.1, show_default=True, help="Softmax temperature of the InfoNCE losses (the pointwise cosine loss has none: refused with it).")
-@click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only). It removes the softmax's sampling bias against popular items, so it raises their exposure: a training-side change to compare, not a cure for popularity bias.")
+@click.option("--logq", is_flag=True, help="logQ correction (Yi et al. 2019): subtract log p_j, item j's share of the training interactions, from its in-batch softmax logits (infonce losses only: refused with --loss cosine). It removes the softmax's sampling bias against popular items, so it raises their exposure: a training-side change to compare, not a cure for popularity bias.")
 @click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension of both towers.")
 @click.option("--epochs", type=ranged("epochs"), default=10, show_default=True, help="Passes over the interactions.")
 @click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
@@ -98,11 +98,7 @@ def command(
 
     if holdout_fraction is None and split != "auto":
         raise click.UsageError("--split applies with --holdout-fraction only")
-    ctx = click.get_current_context()
-    if settings["loss"] == "cosine" and ctx.get_parameter_source("temperature") == ParameterSource.COMMANDLINE:
-        # the pointwise loss has no softmax: a temperature would change nothing yet read as used
-        raise click.UsageError("--temperature applies to the InfoNCE losses (infonce-cos, infonce-dot); "
-                               "--loss cosine is pointwise and has no temperature")
+    _refuse_softmax_options(settings)
     check_not_inputs({"-o": output, "--trace": trace}, {"--data": data.path})
     progress = RichProgress(enabled=not quiet)
     config = TrainConfig(**settings)  # every other option is a training setting of the same name
@@ -113,6 +109,21 @@ def command(
     )
     if not quiet:
         _summary(done, data.path, output, trace)
+
+
+def _refuse_softmax_options(settings: dict[str, Any]) -> None:
+    """The options of the in-batch softmax, given with the pointwise loss that has none: a
+    usage error, both in one place (the library refuses ``logq`` with it too, for callers
+    that never pass the command line)."""
+    if settings["loss"] != "cosine":
+        return
+    if click.get_current_context().get_parameter_source("temperature") == ParameterSource.COMMANDLINE:
+        # the pointwise loss has no softmax: a temperature would change nothing yet read as used
+        raise click.UsageError("--temperature applies to the InfoNCE losses (infonce-cos, infonce-dot); "
+                               "--loss cosine is pointwise and has no temperature")
+    if settings.get("logq"):
+        raise click.UsageError("--logq corrects in-batch softmax logits: use it with --loss infonce-cos or "
+                               "infonce-dot, not cosine (pointwise, no softmax)")
 
 
 def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | None) -> None:

@@ -20,9 +20,15 @@ from auditor.result import FrequencyNorm
 from auditor.wording import correlation_figures
 
 STRONG_RHO = 0.3
-"""A frequency–norm ρ (95% CI above 0) this large is growth that materialised."""
+"""A frequency–norm ρ (significant and positive) this large is growth that materialised."""
 NO_RHO = 0.1
-"""A |ρ| below this (or a CI across 0) is no material frequency–norm relation."""
+"""A |ρ| below this (or one not significant) is no material frequency–norm relation."""
+SIGNIFICANCE = 0.05
+"""ρ is significant where its p-value (Spearman's t-test) is below this. The p-value, not
+the bootstrap CI the report quotes beside it: it needs no resampling, so ``bootstrap``
+(0 for no CI, 200 or 1,000 resamples) never changes C5's grade, in ``check`` or in the
+experiment grids (a percentile CI drawn from a few hundred resamples can exclude 0 where
+the test does not, and not with 0 resamples: the QA's low-lr run, ρ 0.062 with p 0.0505)."""
 MIDDLE = (0.4, 0.6)
 """The frequency percentiles whose items stand for the median item (a band, so that it is
 never empty where frequencies are whole numbers)."""
@@ -38,7 +44,7 @@ class TableGrowth(NamedTuple):
     rho: float | None
     """Spearman ρ of frequency and norm (None: not measured or undefined)."""
     significant: bool
-    """ρ's 95% CI excludes 0 (its p-value below 0.05 where no CI was drawn)."""
+    """ρ's p-value is below ``SIGNIFICANCE`` (its 95% CI excludes 0 where no p-value is defined)."""
     rho_text: str
     """ρ with its CI and log–log slope, as the evidence quotes it ("" when not measured)."""
 
@@ -79,11 +85,15 @@ def table_growth(table: np.ndarray, frequencies: np.ndarray | None, fn: Frequenc
     if fn is None or rho is None:
         return TableGrowth(ratio, None, False, "")
     lo, hi = fn.spearman_ci
-    significant = (math.isfinite(lo) and (lo > 0 or hi < 0)) if math.isfinite(hi) else fn.spearman_p < 0.05
+    p = fn.spearman_p
     bounded = math.isfinite(lo) and math.isfinite(hi)
+    significant = p < SIGNIFICANCE if math.isfinite(p) else bounded and (lo > 0 or hi < 0)
     rho_shown, *bounds = correlation_figures(rho, *((lo, hi) if bounded else ()))
     ci = f", 95% CI [{bounds[0]}, {bounds[1]}]" if bounded else ""
-    text = f"Spearman ρ = {rho_shown}{ci}" + (f", log–log slope {fn.loglog_slope:.3f}" if fn.loglog_slope else "")
+    # the p-value is what C5 grades ρ by (SIGNIFICANCE), so the evidence quotes it
+    said_p = "" if not math.isfinite(p) else ", p < 1e-300" if p == 0 else f", p = {p:.3g}"
+    text = f"Spearman ρ = {rho_shown}{ci}{said_p}" + (
+        f", log–log slope {fn.loglog_slope:.3f}" if fn.loglog_slope else "")
     return TableGrowth(ratio, rho, bool(significant), text)
 
 

@@ -27,7 +27,7 @@ from auditor.idmap import check_assumed_rows, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
-from auditor.loading.recorded_split import recorded_split_notes, split_drops_repeats
+from auditor.loading.recorded_split import recorded_split_counts, recorded_split_notes, split_drops_repeats
 from auditor.values import LogSpec
 from auditor.loading.messages import columns_found
 from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
@@ -79,6 +79,10 @@ class HeldOut:
     """... and their interactions on table items."""
     notes: tuple[str, ...] = ()
     """What else the report says (a checkpoint's recorded split: its dropped repeats)."""
+    n_repeats_dropped: int = 0
+    """Held-out interactions a checkpoint's recorded split left out before storing its pairs,
+    as repeats of a training pair (or of an earlier held-out one); counted in
+    ``n_interactions``, never in ``n_dropped``."""
 
     @property
     def n_users_evaluated(self) -> int:
@@ -308,7 +312,12 @@ def load_holdout(
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
     source = f"{bundle.source} (recorded holdout)"
     held = holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows, source=source)
-    return replace(held, notes=recorded_split_notes(bundle.config, source))
+    held = replace(held, notes=recorded_split_notes(bundle.config, source))
+    counts = recorded_split_counts(bundle.config)
+    if counts is None or counts.pairs != len(pairs):  # no split recorded (or not these pairs'): the pairs read
+        return held
+    # The interactions the split held out, as a held-out file of the same split counts them.
+    return replace(held, n_interactions=counts.held, n_repeats_dropped=counts.repeats)
 
 
 def _open(spec: LogSpec, why: str) -> Log:
@@ -363,6 +372,7 @@ def heldout_queries(
         n_interactions=heldout.n_interactions, n_dropped=heldout.n_dropped, n_dropped_users=heldout.n_dropped_users,
         n_not_in_training=untrained, n_not_sampled=not_sampled, warnings=tuple(warnings),
         repeats_dropped=config.holdout_log is None and split_drops_repeats(bundle.config),
+        n_repeats_dropped=heldout.n_repeats_dropped,
     )
 
 

@@ -12,28 +12,58 @@ read as 20% evaluated. ``retrain`` words the split it just made by the same sent
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from auditor.wording import plural
 
 
+@dataclass(frozen=True)
+class SplitCounts:
+    """The counts a checkpoint's config records of its split, read in one place: the
+    sentence below and the accuracy section's counts (``HeldOut``) both come from here."""
+
+    held: int
+    """Interactions the split took out of training (repeats included)."""
+    pairs: int
+    """Distinct held-out pairs stored (what is evaluated)."""
+    repeats: int
+    """Held-out interactions left out as repeats of a training pair (or an earlier held-out one)."""
+    emptied: int
+    """Users with two or more interactions who kept no held-out pair."""
+    fraction: object = None
+    """The fraction asked, as recorded."""
+
+
+def recorded_split_counts(config: Mapping[str, Any] | None) -> SplitCounts | None:
+    """The recorded split's counts (None: the config records no split, or not as integers)."""
+    split = config.get("holdout") if isinstance(config, Mapping) else None
+    if not isinstance(split, Mapping):
+        return None
+    held, pairs, repeats = (_count(split.get(key)) for key in ("n_holdout_interactions", "n_holdout_pairs",
+                                                                 "n_repeats_dropped"))
+    if held is None or pairs is None or repeats is None:
+        return None
+    emptied = _count(split.get("n_users_without_holdout")) or 0
+    return SplitCounts(held, pairs, repeats, emptied, split.get("fraction"))
+
+
+def _count(value: object) -> int | None:
+    """A recorded count: a non-negative int (a bool or anything else is not one)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def recorded_split_notes(config: Mapping[str, Any] | None, source: str) -> tuple[str, ...]:
     """The sentence on the recorded split's dropped repeats and emptied users (none when
     nothing was dropped, or the config records no split)."""
-    split = config.get("holdout") if isinstance(config, Mapping) else None
-    if not isinstance(split, Mapping):
+    counts = recorded_split_counts(config)
+    if counts is None or not counts.repeats:
         return ()
-    held, pairs, repeats = (split.get(key) for key in ("n_holdout_interactions", "n_holdout_pairs",
-                                                       "n_repeats_dropped"))
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (held, pairs, repeats)) or not repeats:
-        return ()
-    assert isinstance(held, int)  # checked above; for the type checker
-    emptied = split.get("n_users_without_holdout")
+    held, pairs, repeats, emptied = counts.held, counts.pairs, counts.repeats, counts.emptied
     users = (f"; {plural(emptied, 'user')} with two or more interactions kept no held-out pair and "
-             f"{'is' if emptied == 1 else 'are'} not evaluated"
-             if isinstance(emptied, int) and not isinstance(emptied, bool) and emptied else "")
+             f"{'is' if emptied == 1 else 'are'} not evaluated" if emptied else "")
     return (
-        f"{source}: the split took {plural(held, 'interaction')} out of training (fraction {split.get('fraction')}), "
+        f"{source}: the split took {plural(held, 'interaction')} out of training (fraction {counts.fraction}), "
         f"but {repeats:,} of them repeat{'s' if repeats == 1 else ''} one of the user's training pairs (or an earlier "
         f"held-out one) and {'is' if repeats == 1 else 'are'} left out, so {pairs:,} distinct held-out "
         f"{'pair is' if pairs == 1 else 'pairs are'} evaluated{users}",
@@ -49,4 +79,4 @@ def split_drops_repeats(config: Mapping[str, Any] | None) -> bool:
     return isinstance(split, Mapping) and isinstance(split.get("n_repeats_dropped"), int)
 
 
-__all__ = ["recorded_split_notes", "split_drops_repeats"]
+__all__ = ["SplitCounts", "recorded_split_counts", "recorded_split_notes", "split_drops_repeats"]

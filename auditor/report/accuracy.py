@@ -29,6 +29,17 @@ def scoring_label(name: str) -> str:
     return SCORING_LABELS.get(name, name)
 
 
+def dropped_words(accuracy: Accuracy) -> str:
+    """The held-out interactions dropped, in the section's title: every reason counted (a
+    recorded split's repeats beside those without a table row), so the count agrees with
+    the split's own sentence in the warnings."""
+    if not accuracy.n_repeats_dropped:
+        return f"{fmt_num(accuracy.n_dropped)} held-out interactions dropped"
+    return (f"{fmt_num(accuracy.n_dropped_all)} of {fmt_num(accuracy.n_holdout_interactions)} held-out interactions "
+            f"dropped: {fmt_num(accuracy.n_repeats_dropped)} repeating a training pair, {fmt_num(accuracy.n_dropped)} "
+            "without a table row")
+
+
 def summary_table(accuracy: Accuracy, result: AuditResult | None = None) -> Table:
     """How the held-out evaluation ran: protocol, users, what was dropped (``result``: a
     lists-only audit's say what was excluded from which list, and no tolerance of a dot it lacks)."""
@@ -40,6 +51,9 @@ def summary_table(accuracy: Accuracy, result: AuditResult | None = None) -> Tabl
         ("held-out interactions read", fmt_num(accuracy.n_holdout_interactions)),
         ("held-out interactions dropped (empty id, item without a table row, or user without a user-table row)",
          fmt_num(accuracy.n_dropped)),
+        *([("held-out interactions dropped by the recorded split as repeats of a training pair",
+            fmt_num(accuracy.n_repeats_dropped))] if accuracy.n_repeats_dropped else []),
+        ("distinct held-out pairs evaluated", fmt_num(accuracy.n_pairs_evaluated)),
         ("users dropped (no user-table row)", fmt_num(accuracy.n_dropped_users)),
         ("held-out users left out: never in the training log", fmt_num(accuracy.n_users_not_in_training)),
         ("held-out users left out: not among the queries (sampled out, or a zero query)",

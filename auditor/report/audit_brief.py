@@ -163,8 +163,7 @@ def _accuracy(result: AuditResult) -> list[Block]:
     assert accuracy is not None
     blocks: list[Block] = [Paragraph(
         f"{accuracy_view.TITLE}: {fmt_num(accuracy.n_users_evaluated)} held-out users "
-        f"({fmt_num(accuracy.n_dropped)} held-out interactions dropped"
-        + (f"; {accuracy.repeats})" if accuracy.repeats else ")"),
+        f"({accuracy_view.dropped_words(accuracy)}" + (f"; {accuracy.repeats})" if accuracy.repeats else ")"),
         "title",
     )]  # fmt: skip
     if (caption := accuracy_caption(result)) is not None:

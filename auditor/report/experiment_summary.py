@@ -137,7 +137,9 @@ def _intro(result: ExperimentResult) -> str:
         f"batch only: popaudit check of the same checkpoint steps another batch (its probe batch) and counts "
         f"every item the step moved, also those moved only by momentum, Adam's state or weight decay, so its "
         f"angle figures differ from these (compare a run with a run, a check with a check); "
-        f"ρ = Spearman frequency–norm correlation {_ci_words(sz.n_bootstrap)}; head = top 1% of items by frequency, "
+        f"ρ = Spearman frequency–norm correlation {_ci_words(sz.n_bootstrap)}; C5 reads ρ's significance from its "
+        f"p-value (Spearman's t-test), never from the CI, so the bootstrap (0 included) changes no grade and no "
+        f"label; head = top 1% of items by frequency, "
         f"share of the top-{k} slots of the lists served to {SERVED_LISTS}." + _k_note(result)
     )
 

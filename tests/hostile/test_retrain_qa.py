@@ -1,6 +1,6 @@
 """Hostile options of ``popaudit experiment`` and ``retrain`` found by the retrain QA:
 seeds past the seed range, the experiment list options (``--lrs``, ``--settings``,
-``--mitigations``), a temperature for a loss without one: each a usage error (exit 2)
+``--mitigations``), a temperature or logQ correction for a loss without a softmax: each a usage error (exit 2)
 before anything trains."""
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ CASES = [
     Case("retrain-temperature-with-the-pointwise-loss", _retrain("--loss", "cosine", "--temperature", "10"),
          EXIT_USAGE, r"--temperature applies to the InfoNCE losses \(infonce-cos, infonce-dot\); --loss cosine is "
          r"pointwise and has no temperature"),
+    Case("retrain-logq-with-the-pointwise-loss", _retrain("--loss", "cosine", "--logq"), EXIT_USAGE,
+         r"--logq corrects in-batch softmax logits: use it with --loss infonce-cos or infonce-dot, not cosine"),
+    Case("retrain-logq-and-temperature-with-the-pointwise-loss",
+         _retrain("--logq", "--temperature", "0.2", "--loss", "cosine"), EXIT_USAGE,
+         r"--temperature applies to the InfoNCE losses"),
     Case("experiment-lrs-not-a-number", _experiment("lr-sweep", "--lrs", "abc"), EXIT_USAGE,
          r"Invalid value for '--lrs': 'abc' is not a number"),
     Case("experiment-lrs-zero", _experiment("lr-sweep", "--lrs", "0,1"), EXIT_USAGE,

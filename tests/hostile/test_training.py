@@ -61,7 +61,7 @@ CASES = [
          _retrain("--data", "log.csv", "--holdout-fraction", "0.5",
                   files={"log.csv": "user_id,item_id,timestamp\n1,5,10\n1,6,\n"}, synthetic=False),
          EXIT_ERROR, r"1 interactions of log\.csv have no time in column 'timestamp'.*--split random"),
-    Case("retrain-logq-pointwise", _retrain("--logq", "--loss", "cosine"), EXIT_ERROR,
+    Case("retrain-logq-pointwise", _retrain("--logq", "--loss", "cosine"), EXIT_USAGE,
          r"--logq corrects in-batch softmax logits: use it with --loss infonce-cos or infonce-dot"),
     Case("retrain-threads-zero", _retrain("--threads", "0"), EXIT_USAGE, r"'--threads': 0 is not in the range 1<=x<=1024"),
     Case("retrain-synthetic-option-with-log",
