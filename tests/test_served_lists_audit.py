@@ -274,13 +274,16 @@ def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path
         f"nothing,,,{log},10\n"
     )
     results = tmp_path / "results.parquet"
+    # Rows 1 and 2 ask for K=10 only and row 3 has no lists: known from the manifest, so the gate is refused
+    # (exit 1) before any audit, naming each row's remedy (QA batchlists F2b).
     run = _invoke("batch", manifest, "-o", results, "--bootstrap", "0", "--no-probes", "-q",
                   "--fail-on", "head_share_1pct_served@5>0.5")
-    # No gate tripped, but rows 1 and 2 measure K=10 only and row 3 failed: the gate cannot pass them (exit 1).
-    assert run.exit_code == 1, run.output
-    assert ("head_share_1pct_served@5>0.5: not measured in 2 of the 3 audited rows (row 1 " in run.stderr
-            and "K=5 was not asked for (add 5 to the k cells of row 2 (a row's k cell overrides -k for that row))"
-            in run.stderr and "1 row failed (row 3 (no model))" in run.stderr)
+    assert run.exit_code == 1 and not results.exists(), run.output
+    assert ("head_share_1pct_served@5>0.5: no served lists were given for row 3 (pass the recommendations column); "
+            "K=5 was not asked for (add 5 to the k cells of rows 1, 2 (a row's k cell overrides -k for that row))"
+            in run.stderr), run.stderr
+    run = _invoke("batch", manifest, "-o", results, "--bootstrap", "0", "--no-probes", "-q")
+    assert run.exit_code == 0 and "row 3 (no model) failed" in run.stderr, run.output
     table = pq.read_table(results).to_pylist()
     by_label = {row["label"]: row for row in table}
     assert by_label["alone"]["status"] == "ok" and by_label["beside"]["status"] == "ok"
@@ -292,7 +295,6 @@ def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path
         assert by_label[label]["gini_served@10"] == pytest.approx(dot["gini"]), label
     assert by_label["beside"]["overlap_served_dot@10"] == 1.0
     assert by_label["nothing"]["status"] != "ok" and "recommendations" in (by_label["nothing"]["error"] or "")
-    assert "row 3 (no model) failed" in run.stderr  # named as such, not "row 3 ()"
 
 
 def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:
