@@ -98,7 +98,10 @@ def run_lists_audit(
     else:
         evaluation = evaluate(inputs.heldout, outcome.lists, list(inputs.ks), tolerance=config.accuracy_tolerance,
                               keep_seen=exclude is None, seen_excluded=exclude is not None)
-        accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL if exclude is not None else LISTS_PROTOCOL_KEPT)
+        # No dot to judge against or keep a share of, and the served lists evaluated as served
+        accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL if exclude is not None else LISTS_PROTOCOL_KEPT,
+                           incumbent=None, tolerance=None, seen_excluded=False,
+                           popular_seen_excluded=exclude is not None)
     why = novelty_unmeasured(stats.user_counts, stats.n_users, "frequencies" if config.frequencies else "log")
     if why is not None:
         not_measured["novelty"] = why
