@@ -22,8 +22,7 @@ Comparability, one rule per setting:
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
 * the held-out set (``accuracy.n_holdout_interactions``, ``accuracy.seen_excluded``,
-  ``accuracy.popular_seen_excluded``):
-  every accuracy figure, and the group NDCG and PopREO, are flagged.
+  ``accuracy.popular_seen_excluded``): every accuracy figure, the group NDCG and PopREO flagged.
 
 A flagged figure keeps both values but no change (``delta`` None), so no gate on its change
 can pass silently. Differences that leave figures comparable (another model file, more
