@@ -82,6 +82,20 @@ def _results(*statuses: str, no: str | None = None) -> Any:
 RESULTS = ("r.parquet",)
 
 
+def _columns_ignored(d: Path, outcome: Outcome) -> None:
+    """A lists-only row's model settings are named as its manifest's columns (``alpha``, ``k``-style), the training
+    settings and the options too, in one warning (QA batchlists F9b)."""
+    import json
+
+    rows = pq.read_table(d / "r.parquet").to_pylist()
+    assert [r["status"] for r in rows] == ["ok"], rows
+    warnings = json.loads(rows[0]["report_json"])["warnings"]
+    said = [w for w in warnings if " ignored: they apply to a model" in w]
+    assert said == [w for w in said if w.startswith("max_queries, no_probes, bootstrap, optimizer, lr, alpha ignored")], \
+        warnings
+    assert len(said) == 1 and "alphas" not in said[0], warnings
+
+
 def _etc_passwd(column: str, cell: str) -> Any:
     header = "model,interactions" if column == "interactions" else "model"
     line = f"items.npy,{cell}" if column == "interactions" else cell
@@ -279,6 +293,9 @@ CASES = [
                      r"the recommendations column\); K=5 was not asked for \(add 5 to the k cells of row 2 \(a row's k cell "
                      r"overrides -k for that row\)\); whether a row's served lists hold K=5 items is known when it is "
                      r"audited", absent=r"rows? 1|add -k"),
+    Case("lists-row-model-settings-named-by-column", _batch(
+        "model,recommendations,k,max_queries,alpha,optimizer,lr\n,recs.csv,3,100,0.3,adam,0.01\n", outputs=RESULTS,
+        make=lambda d: write(d, "recs.csv", "user_id,item_id,rank\n0,3,1\n"), check=_columns_ignored), EXIT_OK, None),
     # Batch has no --recommendations: the reason names the manifest column (QA batchlists F3).
     # A row whose gate figure is missing, or a row that failed, never passes a gate (QA batchlists F7): exit 1,
     # each named with its reason, as check of that row exits 1.
