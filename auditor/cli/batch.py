@@ -248,7 +248,8 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest, defaults: 
     unseen = _rows_not_gated(gates, audited, runs, [record for record in records if record["status"] != "ok"], parsed,
                              defaults)
     if unseen and not tripped:  # never a silent pass: exit 1, as check of such a row
-        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')}: {unseen}")
+        gate_first = any(unseen.startswith(f"{gate}: ") for gate in gates)  # "--fail-on G: why", as every reason reads
+        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')}{' ' if gate_first else ': '}{unseen}")
     if unseen:  # the gates already fail the run (exit 3): the rows they could not read are named beside them
         stderr.print(f"gates not evaluated everywhere: {unseen}", style="red", markup=False, highlight=False,
                      soft_wrap=True)

@@ -302,7 +302,7 @@ CASES = [
     Case("fail-on-a-row-without-the-figure", _batch("model,recommendations,k\nitems.npy,,3\n,recs.csv,3\n",
                                                     "--fail-on", "spearman>0.99", outputs=RESULTS,
                                                     make=lambda d: write(d, "recs.csv", "user_id,item_id,rank\n0,3,1\n")),
-         EXIT_ERROR, r"^Error: cannot evaluate --fail-on: spearman>0\.99: not measured in 1 of the 2 audited rows "
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on spearman>0\.99: not measured in 1 of the 2 audited rows "
                      r"\(row 1 \(no model\): frequency–norm not measured: no model"),
     Case("fail-on-a-failed-row", _batch("model\nitems.npy\nmissing.npy\n", "-k", "3", "--fail-on", "spearman>0.99",
                                         outputs=RESULTS),
