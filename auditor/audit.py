@@ -93,7 +93,7 @@ def run_audit(
         replaced_globals=inputs.replaced_globals,
         served_vectors=_served_vectors(inputs, config, progress, warnings),
         training=inputs.training,
-        served=_served(inputs, serving, config),
+        served=_served(inputs, serving, config, warnings),
         plot_data=PlotData(
             norms=norms,
             frequencies=None if stats is None else stats.frequencies,
@@ -257,13 +257,15 @@ def _measure_retrieval(
                              served=served, zero_rows_said=zero_rows_said)
 
 
-def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig) -> ServedSection | None:
+def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig,
+            warnings: list[str]) -> ServedSection | None:
     """The ``served`` section describing the file given with a model (None: no file), with
-    the log's top-1% share the served lists' amplification is graded against."""
+    the log's top-1% share the served lists' amplification is graded against, and a warning
+    per K where the queried users' lists are short of it (as ``short_lists`` counts them)."""
     if inputs.served is None:
         return None
     from auditor.retrieval.popularity import popularity_of
-    from auditor.retrieval.served import describe_served, head_share_of_log, short_lists_beside
+    from auditor.retrieval.served import describe_served, head_share_of_log, short_lists_beside, short_lists_said
 
     missing = None
     if inputs.served_rows is not None and serving is not None:
@@ -272,6 +274,9 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
     if inputs.served_rows is not None and serving is not None and serving.retrieval is not None:
         section.short_lists = short_lists_beside(
             inputs.served_rows, [k for k, cut in serving.retrieval.at.items() if "served" in cut.norm_aware])
+        listed = int((inputs.served_rows >= 0).any(axis=1).sum())
+        warnings += short_lists_said(section.short_lists, listed, "queried users' served lists (matched to the model's "
+                                     "item rows: an item without a row leaves its slot empty)")
     if inputs.stats is not None and (config.popularity != "users" or inputs.stats.user_counts is not None):
         section.head_share_log = head_share_of_log(popularity_of(inputs.stats, config.popularity))
     return section

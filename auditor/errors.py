@@ -23,6 +23,11 @@ def setting(name: str) -> str:
     return name if spelling is None else spelling().get(name, name)
 
 
+def spelling_active() -> bool:
+    """Whether a front end names settings here (within :func:`spelled_as` with a spelling)."""
+    return _SPELLING.get() is not None
+
+
 @contextmanager
 def spelled_as(spelling: Callable[[], Mapping[str, str]] | None) -> Iterator[None]:
     """Within the block, messages name settings through ``spelling()`` (called when a

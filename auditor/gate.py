@@ -176,14 +176,27 @@ def gates_for(
     K or α) is an UnmeasuredGateError (exit 1) saying what would measure it, before any
     audit runs."""
     ks, alphas = sorted(set(ks)), list(alphas)
-    names = metric_names(ks, measures, alphas, list_measures)
-    gates = parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures))
-    known = set(names)
+    gates = parse_run_gates(expressions, ks, measures, alphas, list_measures)
+    known = set(metric_names(ks, measures, alphas, list_measures))
     unasked = {gate: why_not_asked(per_k_name(gate.metric, list_measures), ks, alphas) for gate in gates
                if gate.metric not in known}
     if unasked:
         require_measured(list(unasked), [], where="with these settings", reasons=unasked)
     return gates
+
+
+def parse_run_gates(
+    expressions: Iterable[str],
+    ks: Iterable[int],
+    measures: Iterable[str] = (),
+    alphas: Iterable[float] = DEFAULT_ALPHAS,
+    list_measures: Iterable[str] | None = None,
+) -> list[Gate]:
+    """:func:`gates_for`'s parsing alone: the names are checked (a typo is a GateError), a
+    name these settings do not measure is accepted; for ``batch``, which checks what each
+    row measures by its own cells."""
+    names = metric_names(sorted(set(ks)), measures, list(alphas), list_measures)
+    return parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures))
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:

@@ -98,7 +98,10 @@ def run_lists_audit(
     else:
         evaluation = evaluate(inputs.heldout, outcome.lists, list(inputs.ks), tolerance=config.accuracy_tolerance,
                               keep_seen=exclude is None, seen_excluded=exclude is not None)
-        accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL if exclude is not None else LISTS_PROTOCOL_KEPT)
+        # No dot to judge against or keep a share of, and the served lists evaluated as served
+        accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL if exclude is not None else LISTS_PROTOCOL_KEPT,
+                           incumbent=None, tolerance=None, seen_excluded=False,
+                           popular_seen_excluded=exclude is not None)
     why = novelty_unmeasured(stats.user_counts, stats.n_users, "frequencies" if config.frequencies else "log")
     if why is not None:
         not_measured["novelty"] = why
@@ -111,7 +114,7 @@ def run_lists_audit(
         ),
         frequency_norm=None,
         settings=_settings(config, inputs.ks),
-        warnings=_ignored(config) + inputs.warnings + outcome.warnings,
+        warnings=inputs.warnings + outcome.warnings + _ignored(config),  # what was measured first, then what was not read
         not_measured=not_measured,
         plot_data=PlotData(frequencies=stats.frequencies, exposure=outcome.exposure),
         served=outcome.section,
@@ -137,30 +140,45 @@ def _dot_cosine_sections(profiles: bool) -> dict[str, str]:
     }
 
 
-MODEL_SETTINGS = ("item_ids", "user_ids", "item_key", "user_key", "id_offset", "assume_row_ids",
-                  "index", "scheduler", "retrieval")
-"""Settings that say how to read or serve a model's tables: nothing to apply to without one."""
-SERVING_SETTINGS = ("max_queries", "alphas", "accuracy_tolerance")
-"""Settings of a model's serving (its query sample, norm-aware scorings and the scoring the
-trade-off recommends): served lists alone are every listed user's lists as served."""
+LISTS_SETTINGS = frozenset({
+    "recommendations", "rank_col", "score_col", "model", "interactions", "interactions_format", "user_col", "item_col",
+    "frequencies", "count_col", "user_count_col", "ks", "popularity", "holdout", "keep_seen", "plugins", "max_memory",
+    "head_mass", "tail_mass", "popular_percent", "niche_fraction", "blockbuster_fraction", "short_head_mass",
+    "top_items",
+})
+"""The settings served lists alone read (the lists, the training log and its counts, the cut-offs, the popularity
+definition and groups, the holdout, the popular list's training items, list measures' plugins, the memory
+ceiling). Every other setting is a model's (reading, serving or probing its tables, its query sample, norm-aware
+scorings and trade-off, its training record, the bootstrap of its correlation): one list, so a setting added to
+the audit is said to be ignored here until the lists read it."""
+
+
+def model_only_given(config: AuditConfig) -> list[str]:
+    """The model-only settings ``config`` gives (differing from their defaults), in field
+    order, a declared training setting by its own name (``optimizer``, ``lr``, ...)."""
+    defaults = AuditConfig(model=None, recommendations=config.recommendations, interactions=config.interactions,
+                           frequencies=config.frequencies)
+    given = []
+    for field in dataclass_fields(AuditConfig):
+        if field.name in LISTS_SETTINGS:
+            continue
+        ours, default = getattr(config, field.name), getattr(defaults, field.name)
+        if field.name == "declared":  # its parts are separate options and columns
+            given += [part.name for part in dataclass_fields(ours) if getattr(ours, part.name) != getattr(default, part.name)]
+        elif ours != default:
+            given.append(field.name)
+    return given
 
 
 def _ignored(config: AuditConfig) -> list[str]:
     """A warning naming the model settings given to a lists-only audit (a batch's defaults may hold them)."""
-    defaults = AuditConfig(model=None, recommendations=config.recommendations, interactions=config.interactions,
-                           frequencies=config.frequencies)
-    given = [name for name in MODEL_SETTINGS if getattr(config, name) != getattr(defaults, name)]
-    if config.queries != defaults.queries:
-        given.append("queries")
-    serving = [name for name in SERVING_SETTINGS if getattr(config, name) != getattr(defaults, name)]
-    notes = [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
-             "to a model's tables and retrieval, and served lists alone are measured as they are, numbered by their own "
-             "item ids"] if given else []
-    if serving:
-        notes.append(f"{', '.join(setting(name) for name in serving)} ignored: served lists alone are measured for "
-                     "every user of the file, as served (no query sample, no norm-aware scoring, no scoring to "
-                     "recommend)")
-    return notes
+    given = model_only_given(config)
+    if not given:
+        return []
+    return [f"{', '.join(setting(name) for name in given)} ignored: {'it applies' if len(given) == 1 else 'they apply'} "
+            "to a model (reading, serving or probing its tables, its query sample and scorings, its training), and "
+            "served lists alone are measured as they are: every user of the file, as served, numbered by their own "
+            "item ids"]
 
 
 def _settings(config: AuditConfig, ks: tuple[int, ...]) -> dict[str, Any]:

@@ -269,7 +269,11 @@ class Accuracy:
     n_holdout_interactions: int = 0
     n_dropped_users: int = 0
     seen_excluded: bool = True
-    tolerance: float = 0.98
+    """Whether the user's training items were kept out of the lists evaluated (false for
+    served lists alone: they are evaluated as served; ``popular_seen_excluded`` says the
+    most-popular list's)."""
+    tolerance: float | None = 0.98
+    """The share of dot's NDCG a recommended scoring keeps (None: no dot, served lists alone)."""
     quoted_k: int | None = None
     """The K the trade-off is judged at (the verdict's quoted K, where measured)."""
     recommended: str | None = None
@@ -287,10 +291,10 @@ class Accuracy:
     """Resamples of the paired bootstrap over users behind ``changes`` (0: none ran)."""
     best_alternative: str | None = None
     """The personalised scoring other than the incumbent with the best trade-off, recommended or not."""
-    incumbent: str = "dot"
+    incumbent: str | None = "dot"
     """The model's own scoring, which the trade-off's choice is judged against: ``dot``, or
     ``cosine`` for a model that scores by cosine (SimpleX, ``Dot(normalize=True)``, an
-    L2-normalising graph); ``changes`` stay against dot."""
+    L2-normalising graph); ``changes`` stay against dot. None: no model (served lists alone)."""
     repeats: str = ""
     """How held-out pairs that repeat one of the user's training pairs count (the
     convention the NDCG and recall use, :func:`auditor.evaluation.repeats_convention`)."""
@@ -301,6 +305,9 @@ class Accuracy:
     n_pairs_evaluated: int = 0
     """The distinct (user, item) held-out pairs of the evaluated users: what recall and NDCG
     average over (|H_u| summed)."""
+    popular_seen_excluded: bool | None = None
+    """Served lists alone: whether the most-popular list left out each user's training
+    items (None beside a model, where ``seen_excluded`` says it for every list)."""
 
     @property
     def n_dropped_all(self) -> int:

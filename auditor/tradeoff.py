@@ -228,7 +228,7 @@ def judge_tradeoff(
 ) -> Accuracy:
     """``accuracy`` with the trade-off at cut-off ``k`` decided (front, changes against dot
     with their intervals, choice against ``incumbent``, the model's own scoring, sentence)."""
-    if k not in accuracy.at:
+    if k not in accuracy.at or accuracy.tolerance is None:  # no tolerance: no dot to keep a share of (lists alone)
         return accuracy
     candidates = points(accuracy.at[k], cut)
     changes = paired_changes(candidates, values, n_bootstrap, seed)

@@ -173,6 +173,8 @@ def weak_model(result: MeasuredSections) -> str | None:
     if accuracy is None or k is None or k not in accuracy.at:
         return None
     own = accuracy.incumbent  # the model's own scoring: cosine for a model that scores by cosine
+    if own is None:  # no model: served lists alone
+        return None
     dot, popular = accuracy.at[k].get(own), accuracy.at[k].get("popular")
     if dot is None or popular is None or not dot.ndcg < popular.ndcg:
         return None

@@ -274,13 +274,16 @@ def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path
         f"nothing,,,{log},10\n"
     )
     results = tmp_path / "results.parquet"
+    # Rows 1 and 2 ask for K=10 only and row 3 has no lists: known from the manifest, so the gate is refused
+    # (exit 1) before any audit, naming each row's remedy (QA batchlists F2b).
     run = _invoke("batch", manifest, "-o", results, "--bootstrap", "0", "--no-probes", "-q",
                   "--fail-on", "head_share_1pct_served@5>0.5")
-    # No gate tripped, but rows 1 and 2 measure K=10 only and row 3 failed: the gate cannot pass them (exit 1).
-    assert run.exit_code == 1, run.output
-    assert ("head_share_1pct_served@5>0.5: not measured in 2 of the 3 audited rows (row 1 " in run.stderr
-            and "K=5 was not asked for (add 5 to the k cells of row 2 (a row's k cell overrides -k for that row))"
-            in run.stderr and "1 row failed (row 3 (no model))" in run.stderr)
+    assert run.exit_code == 1 and not results.exists(), run.output
+    assert ("head_share_1pct_served@5>0.5: no served lists were given for row 3 (pass the recommendations column); "
+            "K=5 was not asked for (add 5 to the k cells of rows 1, 2 (a row's k cell overrides -k for that row))"
+            in run.stderr), run.stderr
+    run = _invoke("batch", manifest, "-o", results, "--bootstrap", "0", "--no-probes", "-q")
+    assert run.exit_code == 0 and "row 3 (no model) failed" in run.stderr, run.output
     table = pq.read_table(results).to_pylist()
     by_label = {row["label"]: row for row in table}
     assert by_label["alone"]["status"] == "ok" and by_label["beside"]["status"] == "ok"
@@ -292,7 +295,6 @@ def test_batch_recommendations_column(tmp_path: Path, dot_file: tuple[Path, Path
         assert by_label[label]["gini_served@10"] == pytest.approx(dot["gini"]), label
     assert by_label["beside"]["overlap_served_dot@10"] == 1.0
     assert by_label["nothing"]["status"] != "ok" and "recommendations" in (by_label["nothing"]["error"] or "")
-    assert "row 3 (no model) failed" in run.stderr  # named as such, not "row 3 ()"
 
 
 def test_lists_alone_with_counts_made_elsewhere(tmp_path: Path) -> None:
@@ -422,7 +424,12 @@ def test_lists_alone_held_out_accuracy(tmp_path: Path) -> None:
     top = {user: next(i for i in order if i not in seen.get(user, set())) for user in first}
     share = sum(top[user] == item for user, item in first.items()) / 15
     assert share == 1 / 15  # kept training items, every user's popular top-1 was 101, which no user's list opens with
-    assert accuracy.at[1]["popular"].hit_rate == pytest.approx(share) and accuracy.seen_excluded
+    assert accuracy.at[1]["popular"].hit_rate == pytest.approx(share) and accuracy.popular_seen_excluded
+    # No dot scoring and the served lists evaluated as served (QA batchlists F8b): the JSON claims no dot
+    # incumbent, no dot tolerance, and no training items excluded from the lists evaluated.
+    written = result.to_dict()["accuracy"]
+    assert (written["incumbent"], written["tolerance"], written["seen_excluded"], written["popular_seen_excluded"]) == (
+        None, None, False, True)
     assert accuracy.recommended is None and "accuracy" not in result.not_measured
     assert any("1 of the 16 held-out users" in w and "no served list" in w for w in result.warnings)
     flat = result.flat_metrics()
@@ -475,7 +482,7 @@ def test_lists_alone_with_keep_seen_keep_training_items_in_the_popular_list(tmp_
     """keep_seen applies to the popular baseline of lists alone as it does with a model: the
     list is then the log's top items for every user (item 101 first), which opens no user's
     served list, so the popular hit rate at K=1 of the rank-1 holdout is 0; the report says
-    training items were kept (``seen_excluded`` false, as ``diff`` compares)."""
+    training items were kept (``popular_seen_excluded`` false, as ``diff`` compares)."""
     lines = [line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:]]
     first = {user: item for user, item, rank in lines if rank == "1"}
     assert "101" not in first.values()
@@ -484,6 +491,26 @@ def test_lists_alone_with_keep_seen_keep_training_items_in_the_popular_list(tmp_
     result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 5), keep_seen=True,
                                    recommendations=DATA / "recs.csv", holdout=holdout, bootstrap=0))
     accuracy = result.accuracy
-    assert accuracy is not None and not accuracy.seen_excluded and "training items kept" in accuracy.protocol
+    assert accuracy is not None and accuracy.popular_seen_excluded is False and "training items kept" in accuracy.protocol
+    assert accuracy.seen_excluded is False and accuracy.tolerance is None and accuracy.incumbent is None
     assert accuracy.at[1]["popular"].hit_rate == 0.0
     assert not any("ignored" in w and "keep" in w for w in result.warnings)
+
+
+def test_diff_flags_the_popular_lists_training_items_of_lists_alone(tmp_path: Path) -> None:
+    """Two lists-only reports, the popular list without and with each user's training items:
+    ``accuracy.popular_seen_excluded`` differs, so ``diff`` compares none of the accuracy
+    figures (``seen_excluded`` is false in both: the served lists are evaluated as served)."""
+    from auditor.diff import diff_reports
+
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text("user_id,item_id\n" + "".join(
+        f"{u},{i}\n" for u, i, rank in (line.split(",") for line in (DATA / "recs.csv").read_text().split()[1:])
+        if rank == "1"))
+    reports = [run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 5), keep_seen=keep,
+                                     recommendations=DATA / "recs.csv", holdout=holdout, bootstrap=0)).to_dict()
+               for keep in (False, True)]
+    assert [r["accuracy"]["seen_excluded"] for r in reports] == [False, False]
+    diff = diff_reports(reports[0], reports[1])
+    ndcg = diff.metric("ndcg_served@5")
+    assert ndcg.status == "incomparable" and "accuracy.popular_seen_excluded" in (ndcg.reason or "")

@@ -117,3 +117,10 @@ def test_overlaps_and_short_lists_count_listed_users_only(tmp_path: Path) -> Non
     assert flat_beside["overlap_served_popular@2"] == pytest.approx(1 / 3)
     # Users 0..4 fill one of their two slots: short at K=2, in both routes.
     assert beside.to_dict()["served"]["short_lists"] == {"2": 5} == alone.to_dict()["served"]["short_lists"]
+    # The warnings say the same counts and what they count (QA batchlists F11 nit): the file's rows as read, and
+    # beside the model the 15 queried users' lists at K=2 (5 short), as served.short_lists.
+    read = [w for w in beside.warnings if w.startswith("5 of the 15 lists in ")
+            and "half.csv hold fewer than 2 items as the file gives them" in w]
+    assert len(read) == 1 and "served.short_lists" in read[0], beside.warnings
+    assert any(w.startswith("at K=2, 5 of the 15 queried users' served lists") for w in beside.warnings), beside.warnings
+    assert any(w.startswith("at K=2, 5 of the 15 served lists hold fewer than 2 items") for w in alone.warnings)

@@ -114,6 +114,14 @@ def column_spellings(manifest: Manifest) -> dict[str, str]:
     return spelled
 
 
+def setting_columns() -> dict[str, str]:
+    """Setting -> the manifest column that sets it, where the two differ (``ks`` -> ``k``,
+    ``retrieval`` -> ``no_retrieval``): how a row's audit names them (a worker's messages
+    and warnings), as the manifest's reader writes them."""
+    return {**{name: column for column, name in _ALIASES.items()},
+            **{name: column for column, name in _NEGATED.items()}}
+
+
 def manifest_columns() -> list[str]:
     """Every column name a manifest may have (canonical spellings)."""
     names = ["model", "label"]

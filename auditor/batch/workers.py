@@ -12,11 +12,14 @@ import json
 import os
 import sys
 import time
+from contextlib import nullcontext
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from auditor.batch.jobs import BatchJob
+from auditor.batch.manifest import setting_columns
+from auditor.errors import spelled_as, spelling_active
 from auditor.plugins.prints import prints_to_stderr
 from auditor.batch.results import FIXED_COLUMNS
 from auditor.flat import flat_metrics_from_report
@@ -95,7 +98,9 @@ def audit_job(job: BatchJob, audit_fn: AuditFn | None = None) -> dict[str, Any]:
     try:
         # Plugin code runs here (imports, loaders, live models): its prints must not reach
         # stdout, where the results may be written (-o /dev/stdout), inline or in a worker.
-        with prints_to_stderr():
+        # and, in a worker process (no command's spelling), the row's messages name settings as a manifest's
+        # columns (k, alpha), not as fields; inline, the command's own spelling stands
+        with prints_to_stderr(), nullcontext() if spelling_active() else spelled_as(setting_columns):
             pm = _worker_plugins(job.config.plugins)
             cache = _worker_cache(job.config.interactions)
             result = audit_fn(job.config, pm=pm, progress=SILENT, cache=cache)

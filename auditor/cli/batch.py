@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -32,6 +30,7 @@ from auditor.cli._common import (
     stderr,
     table_key_options,
 )
+from auditor.cli._batch_advice import cell_advice, refuse_unasked_rows
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError, UnmeasuredGateError, setting, spelled_as
 
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from auditor.batch import BatchOutcome, Manifest
-    from auditor.batch.manifest import ManifestRow
     from auditor.gate import Gate
 
 _RAW_ARGS = "popaudit.batch_args"
@@ -145,7 +143,7 @@ def command(
     except KeyboardInterrupt as exc:
         _interrupted(exc, output)
     _report(outcome, manifest, output, rank_by=rank_by, quiet=quiet, html_path=html_path)
-    if gates and _gates_trip(gates, outcome.table, parsed):
+    if gates and _gates_trip(gates, outcome.table, parsed, defaults):
         sys.exit(3)
 
 
@@ -166,7 +164,7 @@ def _manifest_and_gates(
     from auditor.batch import read_manifest
     from auditor.batch.rank_by import rank_by_problem
     from auditor.flat import metric_names
-    from auditor.gate import gates_for
+    from auditor.gate import parse_run_gates
 
     parsed = read_manifest(manifest)
     # What the rows will measure: a row's cell overrides the default (-k, --alpha) for that row.
@@ -186,38 +184,15 @@ def _manifest_and_gates(
         registered = collect_measures(get_plugin_manager(plugins))
         measures, list_measures = registered.audit_names, registered.list_names
     try:
-        gates = gates_for(fail_on, ks, measures, alphas, list_measures)
-    except UnmeasuredGateError as exc:  # a gate these settings cannot measure: exit 1 with what would
-        raise _cells_decide(exc, parsed) from None
+        gates = parse_run_gates(fail_on, ks, measures, alphas, list_measures)
     except GateError as exc:
         raise click.UsageError(str(exc)) from exc
+    # A gate some row cannot measure by its cells (or the options): exit 1 with what would, before any audit
+    refuse_unasked_rows(gates, parsed, defaults, list_measures)
     problem = rank_by_problem(rank_by, metric_names(sorted(set(ks)), measures, alphas, list_measures), ks)
     if problem is not None:
         raise click.UsageError(problem)
     return parsed, gates
-
-
-def _cells_decide(exc: UnmeasuredGateError, parsed: Manifest) -> UnmeasuredGateError:
-    """``exc`` with advice that works in a batch (:func:`_cell_advice` over every row)."""
-    return UnmeasuredGateError(_cell_advice(str(exc), parsed, parsed.rows))
-
-
-def _cell_advice(text: str, parsed: Manifest, rows: Sequence[ManifestRow]) -> str:
-    """``text`` with advice that works in a batch: where each of ``rows`` sets the cut-offs
-    (or α) in its own cell, the default option reaches none of them, so the value goes into those cells."""
-    from auditor.batch.manifest import column_spellings
-
-    for name in ("ks", "alphas"):
-        if not rows or any(name not in row.settings for row in rows):
-            continue  # the option reaches a row that has no cell: its advice works as printed
-        column = column_spellings(parsed).get(name, name)
-        indices = [str(row.index) for row in rows]
-        where = ("row " if len(indices) == 1 else "rows ") + ", ".join(indices[:5]) + (
-            f" ... ({len(indices)} rows)" if len(indices) > 5 else "")
-        text = re.sub(rf"add {re.escape(setting(name))} (\d[\d.]*\d|\d)",
-                      lambda m: f"add {m[1]} to the {column} cells of {where} (a row's {column} cell overrides "
-                                f"{setting(name)} for that row)", text)
-    return text
 
 
 def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str, quiet: bool,
@@ -247,7 +222,7 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
         write_atomic(html_path, rendered(document, "html"))
 
 
-def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest) -> bool:
+def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest, defaults: dict[str, Any]) -> bool:
     """Each gate that trips for an audited row, said on stderr; True when any did.
     GateError when no audited row measured a gate's metric."""
     from auditor.batch.jobs import row_title
@@ -268,11 +243,13 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest) -> bool:
     try:
         require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))
     except UnmeasuredGateError as exc:  # advice that works in a batch, as before the audits
-        raise _cells_decide(exc, parsed) from None
+        raise UnmeasuredGateError(cell_advice(str(exc), parsed, parsed.rows, defaults)) from None
     tripped = any(gate.tripped for outcomes in runs for gate in outcomes)
-    unseen = _rows_not_gated(gates, audited, runs, [record for record in records if record["status"] != "ok"], parsed)
+    unseen = _rows_not_gated(gates, audited, runs, [record for record in records if record["status"] != "ok"], parsed,
+                             defaults)
     if unseen and not tripped:  # never a silent pass: exit 1, as check of such a row
-        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')}: {unseen}")
+        gate_first = any(unseen.startswith(f"{gate}: ") for gate in gates)  # "--fail-on G: why", as every reason reads
+        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')}{' ' if gate_first else ': '}{unseen}")
     if unseen:  # the gates already fail the run (exit 3): the rows they could not read are named beside them
         stderr.print(f"gates not evaluated everywhere: {unseen}", style="red", markup=False, highlight=False,
                      soft_wrap=True)
@@ -280,7 +257,7 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest) -> bool:
 
 
 def _rows_not_gated(gates: list[Gate], audited: list[dict[str, Any]], runs: list[list[Any]],
-                    failed: list[dict[str, Any]], parsed: Manifest) -> str:
+                    failed: list[dict[str, Any]], parsed: Manifest, defaults: dict[str, Any]) -> str:
     """Each audited row without a gate's figure, with its reason, and every row that failed
     ("" when none): a gate passes a batch only where it passes every row, as it passes
     ``check`` of that row only when measured."""
@@ -292,9 +269,9 @@ def _rows_not_gated(gates: list[Gate], audited: list[dict[str, Any]], runs: list
         rows = [record for record, outcomes in zip(audited, runs)
                 if any(o.gate == gate and o.value is None for o in outcomes)]
         if rows:
-            shown = "; ".join(f"{row_title(r['row'], r['model'])}: " + _cell_advice(
+            shown = "; ".join(f"{row_title(r['row'], r['model'])}: " + cell_advice(
                 why_unmeasured(gate.metric, json.loads(r.get("report_json") or "{}")), parsed,
-                [row for row in parsed.rows if row.index == r["row"]]) for r in rows[:3])
+                [row for row in parsed.rows if row.index == r["row"]], defaults) for r in rows[:3])
             said.append(f"{gate}: not measured in {len(rows)} of the {len(audited)} audited rows ({shown}"
                         + ("; ..." if len(rows) > 3 else "") + ")")
     if failed:

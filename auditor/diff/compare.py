@@ -21,8 +21,8 @@ Comparability, one rule per setting:
   (:mod:`auditor.diff.served`): every retrieval and accuracy figure is flagged.
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
-* the held-out set (``accuracy.n_holdout_interactions``, ``seen_excluded``, ``repeats``):
-  every accuracy figure, and the group NDCG and PopREO, are flagged.
+* the held-out set (``accuracy.n_holdout_interactions``, ``seen_excluded``, ``repeats``,
+  ``popular_seen_excluded``): every accuracy figure, and the group NDCG and PopREO, are flagged.
 
 A flagged figure keeps both values but no change (``delta`` None), so no gate on its change
 can pass silently. Differences that leave figures comparable (another model file, more
@@ -269,7 +269,7 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
     served_vector_flags(base, new, differs)
     ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
     if ab and an:
-        for key in ("n_holdout_interactions", "seen_excluded", "repeats"):  # repeats: how |H_u| counts them
+        for key in ("n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded"):  # repeats: how |H_u| counts them
             differs(f"accuracy.{key}", ab.get(key), an.get(key),
                     lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES),
                     "accuracy figures are not compared: they are measured on other held-out sets")

@@ -333,8 +333,11 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
         notes.append(f"{m.n_tied_lists:,} of the {n_users:,} lists in {path} give several items the same "
                      f"{served.order.kind}: tied items are ordered by item row (lower first), as retrieval breaks ties")
     if m.n_short_lists:
-        notes.append(f"{m.n_short_lists:,} of the {n_users:,} lists in {path} hold fewer than {served.k:,} items: "
-                     "their empty slots are not counted by any measure at K")
+        beside = "" if served.catalogue else (
+            "; the queried users' lists short of each K once matched to the model's item rows are counted apart "
+            "(served.short_lists)")
+        notes.append(f"{m.n_short_lists:,} of the {n_users:,} lists in {path} hold fewer than {served.k:,} items as the "
+                     f"file gives them (every user's rows): their empty slots are not counted by any measure at K{beside}")
     return replace(served, warnings=tuple(notes), n_unknown_items=n_unknown, n_unknown_rows=n_unknown_rows,
                    n_cold_items=n_cold, n_cold_rows=n_cold_rows, n_unknown_users=absent,
                    cold_slot_share=share if log_items is not None and len(log_items) else None)

@@ -70,7 +70,7 @@ def _remedies(accuracy: Accuracy) -> str:
     dot = at["dot"].ndcg if "dot" in at else math.nan
     held_back = [(at[name].ndcg / dot, name) for name, c in accuracy.changes.items()
                  if c.clearly_less_head and scoring_alpha(name) is not None and name in at and dot > 0
-                 and at[name].ndcg < accuracy.tolerance * dot]
+                 and accuracy.tolerance is not None and at[name].ndcg < accuracy.tolerance * dot]
     if held_back:
         share, name = max(held_back)
         loosened = round(share, 3) if round(share, 3) * dot <= at[name].ndcg else round(share, 3) - 0.001

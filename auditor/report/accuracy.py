@@ -59,7 +59,7 @@ def summary_table(accuracy: Accuracy, result: AuditResult | None = None) -> Tabl
         ("held-out users left out: not among the queries (sampled out, or a zero query)",
          fmt_num(accuracy.n_users_not_sampled)),
         ("training items excluded from candidates", "yes" if accuracy.seen_excluded else f"no ({setting('keep_seen')})"),
-        ("tolerance (share of dot's NDCG to keep)", fmt_pct(accuracy.tolerance)),
+        ("tolerance (share of dot's NDCG to keep)", "—" if accuracy.tolerance is None else fmt_pct(accuracy.tolerance)),
     ]
     if lists and result is not None and result.served is not None:  # no candidates, no dot: what each list is
         rows[-2:] = [("training items excluded", _lists_seen(accuracy, result.served))]
@@ -68,7 +68,8 @@ def summary_table(accuracy: Accuracy, result: AuditResult | None = None) -> Tabl
 
 def _lists_seen(accuracy: Accuracy, served: ServedSection) -> str:
     """What a lists-only evaluation excluded: from the most-popular list only; the served lists as served."""
-    popular = "from the most-popular list" if accuracy.seen_excluded else f"from no list ({setting('keep_seen')})"
+    popular = ("from the most-popular list" if accuracy.popular_seen_excluded
+               else f"from no list ({setting('keep_seen')})")
     held = ("" if served.n_training_slots is None or not served.n_slots else
             f": {fmt_num(served.n_training_slots)} of their {fmt_num(served.n_slots)} slots are the user's own "
             "training items")
@@ -103,7 +104,7 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
          "evaluated users' held-out items; head share and Gini over every queried user's list, as in the retrieval "
          "section.") if served is None else
         (f"Top-{k} lists: the served lists as served, the most-popular list "
-         f"{'without' if accuracy.seen_excluded else 'with'} each user's training items; accuracy over the evaluated "
+         f"{'without' if accuracy.popular_seen_excluded else 'with'} each user's training items; accuracy over the evaluated "
          "users' held-out items; head share and Gini over every served user's list, as in the section \"Served "
          "lists\"."),
     )

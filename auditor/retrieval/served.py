@@ -15,7 +15,7 @@ is not known, so none is excluded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -91,6 +91,13 @@ def short_lists_beside(rows: np.ndarray, ks: Sequence[int]) -> dict[int, int]:
     return {int(k): int((listed[:, :k].sum(axis=1) < k).sum()) for k in ks}
 
 
+def short_lists_said(short: Mapping[int, int], n_lists: int, lists: str) -> list[str]:
+    """A warning per K where some of the ``n_lists`` ``lists`` fill fewer than K slots (``short``:
+    K -> how many, the counts of ``served.short_lists``)."""
+    return [f"at K={k}, {n:,} of the {n_lists:,} {lists} hold fewer than {k} items: measured over the slots they fill"
+            for k, n in sorted(short.items()) if n]
+
+
 def training_slots(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int) -> tuple[int, int]:
     """(filled slots of ``lists`` holding an item of that user's training items ``profiles``
     (CSR at the list rows), filled slots): served lists are measured as served, so a report says
@@ -140,9 +147,7 @@ def measure_served(
         for k in ks:
             mine, theirs = Slots(served.lists[:, :k], n_items), Slots(popular[:, :k], n_items)
             short = int(((served.lists[:, :k] >= 0).sum(axis=1) < k).sum())
-            if short:
-                warnings.append(f"at K={k}, {short:,} of the {served.n_users:,} served lists hold fewer than {k} "
-                                "items: measured over the slots they fill")
+            warnings += short_lists_said({k: short}, served.n_users, "served lists")
             # k <= the longest list <= the catalogue (a list shows an item once): both are k wide.
             section.at[k] = ServedCutoff(served=measures.measure(mine), popular=measures.measure(theirs),
                                          overlap_popular=overlap(theirs.lists, mine.lists), n_short_lists=short)

@@ -82,6 +82,20 @@ def _results(*statuses: str, no: str | None = None) -> Any:
 RESULTS = ("r.parquet",)
 
 
+def _columns_ignored(d: Path, outcome: Outcome) -> None:
+    """A lists-only row's model settings are named as its manifest's columns (``alpha``, ``k``-style), the training
+    settings and the options too, in one warning (QA batchlists F9b)."""
+    import json
+
+    rows = pq.read_table(d / "r.parquet").to_pylist()
+    assert [r["status"] for r in rows] == ["ok"], rows
+    warnings = json.loads(rows[0]["report_json"])["warnings"]
+    said = [w for w in warnings if " ignored: they apply to a model" in w]
+    assert said == [w for w in said if w.startswith("max_queries, no_probes, bootstrap, optimizer, lr, alpha ignored")], \
+        warnings
+    assert len(said) == 1 and "alphas" not in said[0], warnings
+
+
 def _etc_passwd(column: str, cell: str) -> Any:
     header = "model,interactions" if column == "interactions" else "model"
     line = f"items.npy,{cell}" if column == "interactions" else cell
@@ -268,25 +282,46 @@ CASES = [
     Case("fail-on-k-cells-override", _batch("model,k\nitems.npy,5\nitems.npy,3\n", "-k", "100", "--fail-on",
                                             "gini_dot@100>0.5", check=_nothing_audited),
          EXIT_ERROR, r"K=100 was not asked for \(add 100 to the k cells of rows 0, 1 \(a row's k cell overrides -k"),
-    # A row without a cell takes -k: the option's advice works as printed there.
+    # A row without a cell takes -k, a row with one does not (QA batchlists F2b): the advice names both, so that it
+    # works as printed for this manifest.
     Case("fail-on-k-a-row-takes-the-option", _batch("model,k\nitems.npy,5\nitems.npy,\n", "-k", "5",
                                                      "--fail-on", "gini_dot@7>0.5", check=_nothing_audited),
-         EXIT_ERROR, r"K=7 was not asked for \(add -k 7\)$"),
+         EXIT_ERROR, r"K=7 was not asked for \(add -k 7 \(row 1 has no k cell\) and add 7 to the k cells of row 0 "
+                     r"\(a row's k cell overrides -k for that row\)\)$"),
+    # -k asks for the gate's K but row 0's cell does not: refused before any audit, naming row 0's cell only.
+    Case("fail-on-k-one-cell-lacks-it", _batch("model,k\nitems.npy,5\nitems.npy,\nitems.npy,\"5,7\"\n", "-k", "7",
+                                               "--fail-on", "gini_dot@7>0.5", check=_nothing_audited),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on gini_dot@7>0\.5: K=7 was not asked for \(add 7 to the k cells "
+                     r"of row 0 \(a row's k cell overrides -k for that row\)\)$", absent=r"add -k|row 2"),
+    # A served-lists gate: a row without lists can reach no K (said, not advised a K); the K of the rows with lists
+    # is checked against them when they are audited, and said so. Only the rows that lack the K are named.
+    Case("fail-on-served-k-rows-without-lists", _batch(
+        "model,recommendations,k\nitems.npy,,5\n,recs.csv,\"3,5\"\n,recs.csv,3\n", "-k", "3", "--fail-on",
+        "gini_served@5>0.5", check=_nothing_audited, make=lambda d: write(d, "recs.csv", "user_id,item_id,rank\n0,3,1\n")),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on gini_served@5>0\.5: no served lists were given for row 0 \(pass "
+                     r"the recommendations column\); K=5 was not asked for \(add 5 to the k cells of row 2 \(a row's k cell "
+                     r"overrides -k for that row\)\); whether a row's served lists hold K=5 items is known when it is "
+                     r"audited", absent=r"rows? 1|add -k"),
+    Case("lists-row-model-settings-named-by-column", _batch(
+        "model,recommendations,k,max_queries,alpha,optimizer,lr\n,recs.csv,3,100,0.3,adam,0.01\n", outputs=RESULTS,
+        make=lambda d: write(d, "recs.csv", "user_id,item_id,rank\n0,3,1\n"), check=_columns_ignored), EXIT_OK, None),
     # Batch has no --recommendations: the reason names the manifest column (QA batchlists F3).
     # A row whose gate figure is missing, or a row that failed, never passes a gate (QA batchlists F7): exit 1,
     # each named with its reason, as check of that row exits 1.
     Case("fail-on-a-row-without-the-figure", _batch("model,recommendations,k\nitems.npy,,3\n,recs.csv,3\n",
                                                     "--fail-on", "spearman>0.99", outputs=RESULTS,
                                                     make=lambda d: write(d, "recs.csv", "user_id,item_id,rank\n0,3,1\n")),
-         EXIT_ERROR, r"^Error: cannot evaluate --fail-on: spearman>0\.99: not measured in 1 of the 2 audited rows "
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on spearman>0\.99: not measured in 1 of the 2 audited rows "
                      r"\(row 1 \(no model\): frequency–norm not measured: no model"),
     Case("fail-on-a-failed-row", _batch("model\nitems.npy\nmissing.npy\n", "-k", "3", "--fail-on", "spearman>0.99",
                                         outputs=RESULTS),
          EXIT_ERROR, r"^Error: cannot evaluate --fail-on: 1 row failed \(row 1 \(missing\.npy\)\): no gate can pass a "
                      r"row that was not audited$"),
+    # Known from the manifest: refused before any audit (QA batchlists F2b).
     Case("fail-on-served-without-lists-column", _batch("model\nitems.npy\n", "-k", "5", "--fail-on",
-                                                       "gini_served@5>0.5", outputs=RESULTS),
-         EXIT_ERROR, r"no served lists were given \(pass the recommendations column\)$", absent=r"--recommendations"),
+                                                       "gini_served@5>0.5", check=_nothing_audited),
+         EXIT_ERROR, r"no served lists were given for row 0 \(pass the recommendations column\)$",
+         absent=r"--recommendations"),
     Case("rank-by-a-manifest-k", _batch("model,k\nitems.npy,5\n", "--rank-by", "head_share_1pct_ratio@5",
                                         outputs=RESULTS, check=_results("ok")), EXIT_OK, None),
     Case("row-interactions-fifo", _batch("model,interactions\nitems.npy,pipe.parquet\n", outputs=RESULTS,

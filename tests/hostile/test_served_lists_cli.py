@@ -128,10 +128,13 @@ def _users_unmatched(work: Path, outcome: Outcome) -> None:
 
 
 def _serving_ignored(work: Path, outcome: Outcome) -> None:
-    """--max-queries 1 samples nobody out: both users of the lists are measured, and the three settings are named."""
+    """--max-queries 1 samples nobody out: both users of the lists are measured, and every model-only setting given
+    is named in one warning, in one list (QA batchlists F9b: the training settings and --no-probes too)."""
     report = json.loads((work / "r.json").read_text())
-    assert "--max-queries, --alpha, --accuracy-tolerance ignored: served lists alone are measured for every user of " \
-           "the file, as served (no query sample, no norm-aware scoring, no scoring to recommend)" in report["warnings"]
+    assert ("--max-queries, --no-probes, --bootstrap, --optimizer, --lr, --loss, --alpha, --accuracy-tolerance "
+            "ignored: they apply to a model (reading, serving or probing its tables, its query sample and scorings, "
+            "its training), and served lists alone are measured as they are: every user of the file, as served, "
+            "numbered by their own item ids") in report["warnings"], report["warnings"]
     assert report["served"]["n_users"] == 2 and report["retrieval"]["at"]["3"]["served"]["coverage"] == 0.5
 
 
@@ -219,8 +222,9 @@ OWN_CASES = [
                      r"\(--recommendations\), alone or beside a model$"),
     # Serving settings given to lists alone are named as ignored, as the table settings are (QA batchlists F9).
     Case("cli-recs-alone-serving-settings-ignored",
-         _recs("-k", "3", "--max-queries", "1", "--alpha", "0.3", "--accuracy-tolerance", "0.9", "--json", "r.json",
-               outputs=("r.json",), check=_serving_ignored), EXIT_OK, None),
+         _recs("-k", "3", "--max-queries", "1", "--alpha", "0.3", "--accuracy-tolerance", "0.9", "--optimizer", "adam",
+               "--lr", "0.01", "--loss", "bpr", "--json", "r.json", outputs=("r.json",), check=_serving_ignored),
+         EXIT_OK, None),
     Case("cli-recs-k-beyond-lists", _recs("-k", "50", "--json", "r.json", outputs=("r.json",),
                                                    check=_clamped), EXIT_OK, None),
 ]

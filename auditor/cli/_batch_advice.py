@@ -1,0 +1,111 @@
+"""What a batch gate needs from each manifest row, said before any row is audited.
+
+A row's cell overrides the command's option for that row (``k`` over ``-k``, ``alpha``
+over ``--alpha``), so a gate's K (or α) is asked for row by row: the rows whose effective
+cut-offs lack it, and a served-lists gate's rows without a recommendations cell, are known
+from the manifest alone. Such a gate is refused (exit 1) before any audit, naming the rows
+and where the value goes (their cells, or the option for the rows without one), so that
+the advice works as printed for that manifest. The same rewriting turns the advice of a
+reason found after the audits (a K clamped to the catalogue) into the rows' own terms.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from auditor.errors import UnmeasuredGateError, setting
+from auditor.gate_reasons import PerK, per_k_name, why_not_asked
+from auditor.sections import SERVED
+
+if TYPE_CHECKING:
+    from auditor.batch import Manifest
+    from auditor.batch.manifest import ManifestRow
+    from auditor.gate import Gate
+
+_COLUMNS = {"ks": "k", "alphas": "alpha"}
+"""The manifest column of each per-row setting the advice names, where the manifest has none."""
+
+
+def refuse_unasked_rows(gates: Iterable[Gate], parsed: Manifest, defaults: Mapping[str, Any],
+                        list_measures: Iterable[str] | None) -> None:
+    """UnmeasuredGateError (exit 1) naming every gate that some row cannot measure by what
+    the manifest says: a K or α its cells (else the options) do not ask for, served
+    figures without served lists; each with advice that works for those rows."""
+    said = []
+    for gate in dict.fromkeys(gates):
+        name = per_k_name(gate.metric, list_measures)
+        reasons = [] if name is None else _gate_problems(name, parsed, defaults)
+        if reasons:
+            said.append(f"{gate}: " + "; ".join(reasons))
+    if said:
+        raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')} {'; '.join(said)}")
+
+
+def _gate_problems(name: PerK, parsed: Manifest, defaults: Mapping[str, Any]) -> list[str]:
+    """Why rows of ``parsed`` cannot measure ``name`` (empty when every row can)."""
+    rows: Sequence[ManifestRow] = parsed.rows
+    said = []
+    if name.scoring == SERVED or name.measure.startswith("overlap_served_"):
+        bare = [row for row in rows if _effective(row, "recommendations", defaults) is None]
+        if bare:  # no K can help a row without lists
+            said.append(f"no served lists were given for {_where(bare)} (pass {setting('recommendations')})")
+        rows = [row for row in rows if row not in bare]
+    found: dict[str, None] = {}
+    for row in rows:  # the K first, then the α: a row may lack both
+        ks, alphas = _effective(row, "ks", defaults) or (), _effective(row, "alphas", defaults) or ()
+        found.update(dict.fromkeys((why_not_asked(name, ks, alphas), why_not_asked(name, (name.k,), alphas))))
+    for reason in (reason for reason in found if reason):
+        text = cell_advice(reason, parsed, rows, defaults)
+        if name.scoring == SERVED or name.measure.startswith("overlap_served_"):
+            if reason.startswith("K="):  # the lists' length is read only when a row is audited
+                text += (f"; whether a row's served lists hold K={name.k} items is known when it is audited (a K "
+                         "longer than its lists is not measured there)")
+        said.append(text)
+    return said
+
+
+def cell_advice(text: str, parsed: Manifest, rows: Sequence[ManifestRow], defaults: Mapping[str, Any]) -> str:
+    """``text`` with its advice (``add -k 20``, ``add --alpha 0.3``) made to work in this
+    batch: for those of ``rows`` whose effective setting lacks the value, the option for
+    the rows without a cell and the cells of the others (a cell overrides the option),
+    each group named unless the advice reaches every row of ``rows``."""
+    from auditor.batch.manifest import column_spellings
+
+    for name in ("ks", "alphas"):
+        column = column_spellings(parsed).get(name, _COLUMNS[name])
+        text = re.sub(rf"add {re.escape(setting(name))} (\d[\d.]*\d|\d)",
+                      lambda m: _advice(m[0], m[1], name, column, rows, defaults), text)
+    return text
+
+
+def _advice(said: str, value: str, name: str, column: str, rows: Sequence[ManifestRow],
+            defaults: Mapping[str, Any]) -> str:
+    """The advice to add ``value`` to setting ``name`` for the rows that lack it ("add -k 20
+    (row 1 has no k cell) and add 20 to the k cells of row 0 (...)"); ``said`` unchanged
+    when no row lacks it or the option reaches all of them."""
+    lacking = [row for row in rows if float(value) not in (_effective(row, name, defaults) or ())]
+    celled = [row for row in lacking if name in row.settings]
+    plain = [row for row in lacking if name not in row.settings]
+    parts = []
+    if plain:
+        named = bool(celled) or len(lacking) < len(rows)
+        has = "has" if len(plain) == 1 else "have"
+        parts.append(f"add {setting(name)} {value}" + (f" ({_where(plain)} {has} no {column} cell)" if named else ""))
+    if celled:
+        parts.append(f"add {value} to the {column} cells of {_where(celled)} (a row's {column} cell overrides "
+                     f"{setting(name)} for that row)")
+    return " and ".join(parts) or said
+
+
+def _effective(row: ManifestRow, name: str, defaults: Mapping[str, Any]) -> Any:
+    """A row's setting: its cell, else the command's default."""
+    return row.settings.get(name, defaults.get(name))
+
+
+def _where(rows: Sequence[ManifestRow]) -> str:
+    """``row 3`` or ``rows 0, 1, 2, 3, 4 ... (9 rows)``."""
+    indices = [str(row.index) for row in rows]
+    return ("row " if len(indices) == 1 else "rows ") + ", ".join(indices[:5]) + (
+        f" ... ({len(indices)} rows)" if len(indices) > 5 else "")
