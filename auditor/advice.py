@@ -136,10 +136,12 @@ def _not_written_back(model_format: str) -> str:
     )
 
 
-def _already_rescaled(result: MeasuredSections, recommended: str) -> str:
+def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: float) -> str:
     """The serving fix for a model that is a ``popaudit mitigate`` output: its trade-off is
     against its own (rescaled) dot, so a second rescaling compounds the first and the
-    accuracy tolerance no longer holds against the original; the α to ask of the original."""
+    accuracy tolerance no longer holds against the original; the α to audit the original
+    with, whose own audit (not this one) decides what to serve: the combined α may keep
+    less than the tolerance of the original's accuracy, so it is never recommended here."""
     carried = result.inputs.rescaled_alpha or 1.0
     more = scoring_alpha(recommended)
     more = 1.0 if more is None else more
@@ -151,8 +153,11 @@ def _already_rescaled(result: MeasuredSections, recommended: str) -> str:
         f"above are of its own dot serving, not of {table}'s, and rescaling it again by {more:g} leaves the "
         f"original's norms raised to {combined:g} in all, which may keep less of the original's accuracy than the "
         f"tolerance asks. Rescale the original once instead: audit {table} with {setting('alphas')} {combined:g} "
-        f"(the same holdout and {setting('accuracy_tolerance')}), which measures that alpha against the original's "
-        f"dot, and mitigate the original with {setting('alpha')} {combined:g}."
+        f"(the same holdout and {setting('accuracy_tolerance')} {tolerance:g}), which measures that alpha against "
+        f"the original's dot; that audit decides what to serve, not this one: alpha {combined:g} only where it "
+        f"keeps the tolerance there. popaudit mitigate of the original with {setting('alpha')} auto, the same "
+        f"holdout and {setting('accuracy_tolerance')} {tolerance:g} writes the alpha the original's audit "
+        "recommends (or nothing, where no alpha is clearly better than dot)."
     )
 
 
@@ -172,7 +177,7 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
         if result.inputs.written_back is False:  # a plugin's tower: no mitigate command would run
             fix = "" if accuracy.recommended in (None, "dot") else " " + _not_written_back(result.inputs.format)
         elif result.inputs.rescaled_alpha is not None:  # a mitigate output: rescale the original once instead
-            fix = "" if accuracy.recommended in (None, "dot") else " " + _already_rescaled(result, accuracy.recommended)
+            fix = "" if accuracy.recommended in (None, "dot") else " " + _already_rescaled(result, accuracy.recommended, accuracy.tolerance)
         elif _history_queries(result):
             fix = " " + history_mitigation(accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):
