@@ -47,6 +47,8 @@ def test_check_of_a_mitigate_output_says_so_and_advises_the_original(tmp_path: P
         # original's audit decides, and mitigate --alpha auto keeps the tolerance asked
         assert re.search(r"mitigate the original with --alpha [0-9]", advice) is None, advice
         assert "that audit decides what to serve" in advice
+        assert f"serve with {recommended}" not in advice  # the output's own pick is no recommendation
+        assert f"the trade-off picks {recommended} (the accuracy section's figures), which is not recommended" in advice
         assert "--alpha auto, the same holdout and --accuracy-tolerance 0.01 writes" in advice
 
 
