@@ -10,6 +10,7 @@ from auditor.alpha import ALPHA_PREFIX, scoring_alpha
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import setting
 from auditor.result import C1, C4, C5, Condition, MeasuredSections
+from auditor.wording import export_served_vectors
 
 _IN_BATCH_WORDS = ("infonce", "softmax", "in-batch", "inbatch", "sampled", "contrastive", "nce")
 
@@ -129,11 +130,7 @@ def history_mitigation(recommended: str | None) -> str:
 def _not_written_back(model_format: str) -> str:
     """The serving fix for a model ``popaudit mitigate`` does not write back (a plugin's
     custom tower): what it serves are encoder outputs, so the rescaling applies to those."""
-    return (
-        f"popaudit mitigate does not write back a {model_format!r} model (its item vectors are the encoder's "
-        "outputs, not a stored table): export the served item vectors as .npy or Parquet and run popaudit "
-        "mitigate on that file, or multiply each item vector by ‖k‖^(α−1) where the index is built."
-    )
+    return export_served_vectors(model_format) + "."
 
 
 def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: float) -> str:

@@ -14,6 +14,7 @@ from auditor.result import C2, C3, CONDITION_NAMES, Condition, Status
 
 Static = tuple[Status, str]
 """A verdict from the file alone, and why."""
+_LIVE_CHECKS = "the file alone does not show it; the live encoder's numeric probes check it where they run"
 
 # Item-encoder kinds popaudit retrain records, and what docs/theory.md §2 says of each: C2, C3.
 _ENCODER_C2_C3: dict[str, tuple[Static, Static]] = {
@@ -40,8 +41,9 @@ _ENCODER_C2_C3: dict[str, tuple[Static, Static]] = {
 }
 
 
-def static_c2_c3(bundle: ModelBundle, config: RecordedConfig) -> tuple[Static, Static]:
-    """C2/C3 from what the file shows, without a live encoder."""
+def static_c2_c3(bundle: ModelBundle, config: RecordedConfig, *, live: bool = False) -> tuple[Static, Static]:
+    """C2/C3 from what the file shows, without a live encoder; ``live``: one is at hand (a
+    plugin's, a checkpoint's), so where the file shows nothing its probes are what checks."""
     enc = (config.item_encoder.value if config.item_encoder else "").lower()
     if enc in _ENCODER_C2_C3:
         c2, c3 = _ENCODER_C2_C3[enc]
@@ -70,9 +72,10 @@ def static_c2_c3(bundle: ModelBundle, config: RecordedConfig) -> tuple[Static, S
             f"the item side has tensors besides `{key}` ({listed}): the encoder is more than a table"
             if item_side else f"tensors not attributable to either tower ({listed})"
         )
-        text = f"{why}; a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check"
+        text = f"{why}; {_LIVE_CHECKS if live else 'a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check'}"
         return ("unknown", text), ("unknown", text)
-    text = f"no live encoder and no structure to inspect in the {bundle.format} file"
+    text = (f"no structure to inspect in the {bundle.format} file; {_LIVE_CHECKS}" if live
+            else f"no live encoder and no structure to inspect in the {bundle.format} file")
     return ("unknown", text), ("unknown", text)
 
 

@@ -434,6 +434,51 @@ CASES += [
 ]
 
 
+# Plugins QA verify (cosmetic): mitigate's refusal of a model a plugin's loader built with a
+# live tower says what check's advice says: its vectors are encoder outputs, no stored table.
+LIVE_TOWER = HOOKIMPL + """import numpy as np
+import torch
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+class Live:
+    def __init__(self, module):
+        self.module = module
+        self.loss_name = "infonce-cos"
+
+    def encode_items(self, module, rows):
+        return 2.0 * module(rows)
+
+    def encode_users(self, module, rows):
+        return module(rows)
+
+    def item_parameters(self, module):
+        return list(module.parameters())
+
+    def loss(self, users, items):
+        return (users * items).sum()
+
+    def make_optimizer(self, module):
+        return torch.optim.SGD(module.parameters(), lr=0.1)
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    table = np.load(path)
+    module = torch.nn.Embedding(len(table), table.shape[1])
+    return ModelBundle(source=Path(path), format="doubled_tower", item_table=2.0 * table, live=Live(module))
+"""
+
+CASES += [
+    Case("mitigate-plugin-tower-refused", _plugin(LIVE_TOWER, "items.npy", "--alpha", "0.5", "-o", "o.npy",
+                                                  command="mitigate"), EXIT_ERROR,
+         r"Error: items\.npy: popaudit mitigate does not write back a 'doubled_tower' model \(its item vectors are the "
+         r"encoder's outputs, not a stored table\): export the served item vectors as \.npy or Parquet and run "
+         r"popaudit mitigate on that file, or multiply each item vector by ‖k‖\^\(α−1\) where the index is built$",
+         absent=r"export the item table"),
+]
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
