@@ -109,6 +109,24 @@ def test_one_hot_columns_of_a_large_catalogue_are_unknown_from_a_sample() -> Non
     assert cross["support_indexed_per_item"] is True and cross["support_exhaustive"] is False
 
 
+def test_a_recorded_one_hot_encoder_vouches_for_the_catalogue_the_sample_indexes() -> None:
+    # popaudit's own onehot-linear gathers W's column i (no lookup to record): the recorded
+    # architecture says every item owns its column, which the sample's one column each confirms.
+    towers = Towers(600, N_USERS, DIM, "dense-linear", n_features=600)
+    towers.features = torch.eye(600, dtype=torch.float64)
+    live = TinyLive(towers)
+    table = live.encode_items(towers, torch.arange(600)).detach().numpy().astype(np.float32)
+    bundle = ModelBundle(source=Path("m.pt"), format="popaudit", item_table=table, live=live,
+                         user_table=towers.user_emb.weight.detach().numpy())
+    outcome = run_probes(live, bundle, None, seed=0, batch_size=8)
+    recorded = ("holds", "recorded item encoder 'onehot-linear': one-hot inputs are orthogonal")
+    c3 = assess_c3(recorded, outcome)
+    assert c3.status == "holds" and "which says it of every item" in c3.evidence
+    # a table alone in a state dict is no such record: a plugin's tower may map items onto rows
+    c3 = assess_c3(("holds", "the only item-side tensor is the embedding table"), outcome)
+    assert c3.status == "unknown"
+
+
 def test_a_scale_every_item_shares_is_found() -> None:
     # g·E[i] with one learned g: J_i J_jᵀ = E[i]E[j]ᵀ·(∂/∂g part), shared by every pair.
     class ScaledByG(TinyLive):
