@@ -145,11 +145,13 @@ def _embedding_c3(
 ) -> Condition:
     """C3 of a tower built of embedding tables alone whose cross-Jacobian did not run (a tower
     above the numeric probes' size): the rows every item reads decide; unrecorded, unknown."""
-    details = {"static": static[1], "probe_error": probe.error("c3") if probe is not None else None}
+    error = probe.error("c3") if probe is not None else None
+    details = {"static": static[1], "probe_error": error}
     if read is None:
         return Condition(name, "unknown", (
             f"the item tower is built of embedding tables{layers}, but the rows each item reads could "
             "not be recorded, so whether items share a row (as cold items mapped to one row do) is not shown"
+            + (f" (numeric check failed: {error})" if error is not None else "")
         ), details)
     status: Status = "violated" if read.rows_sharing_items else "holds"
     return Condition(name, status, f"the item tower is built of embedding tables{layers}{_rows_text(read)}", details)
