@@ -10,6 +10,7 @@ from auditor.alpha import ALPHA_PREFIX, scoring_alpha
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import setting
 from auditor.result import C1, C4, C5, Condition, MeasuredSections
+from auditor.wording import export_served_vectors
 
 _IN_BATCH_WORDS = ("infonce", "softmax", "in-batch", "inbatch", "sampled", "contrastive", "nce")
 
@@ -129,17 +130,15 @@ def history_mitigation(recommended: str | None) -> str:
 def _not_written_back(model_format: str) -> str:
     """The serving fix for a model ``popaudit mitigate`` does not write back (a plugin's
     custom tower): what it serves are encoder outputs, so the rescaling applies to those."""
-    return (
-        f"popaudit mitigate does not write back a {model_format!r} model (its item vectors are the encoder's "
-        "outputs, not a stored table): export the served item vectors as .npy or Parquet and run popaudit "
-        "mitigate on that file, or multiply each item vector by ‖k‖^(α−1) where the index is built."
-    )
+    return export_served_vectors(model_format) + "."
 
 
-def _already_rescaled(result: MeasuredSections, recommended: str) -> str:
+def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: float) -> str:
     """The serving fix for a model that is a ``popaudit mitigate`` output: its trade-off is
     against its own (rescaled) dot, so a second rescaling compounds the first and the
-    accuracy tolerance no longer holds against the original; the α to ask of the original."""
+    accuracy tolerance no longer holds against the original; the α to audit the original
+    with, whose own audit (not this one) decides what to serve: the combined α may keep
+    less than the tolerance of the original's accuracy, so it is never recommended here."""
     carried = result.inputs.rescaled_alpha or 1.0
     more = scoring_alpha(recommended)
     more = 1.0 if more is None else more
@@ -151,8 +150,11 @@ def _already_rescaled(result: MeasuredSections, recommended: str) -> str:
         f"above are of its own dot serving, not of {table}'s, and rescaling it again by {more:g} leaves the "
         f"original's norms raised to {combined:g} in all, which may keep less of the original's accuracy than the "
         f"tolerance asks. Rescale the original once instead: audit {table} with {setting('alphas')} {combined:g} "
-        f"(the same holdout and {setting('accuracy_tolerance')}), which measures that alpha against the original's "
-        f"dot, and mitigate the original with {setting('alpha')} {combined:g}."
+        f"(the same holdout and {setting('accuracy_tolerance')} {tolerance:g}), which measures that alpha against "
+        f"the original's dot; that audit decides what to serve, not this one: alpha {combined:g} only where it "
+        f"keeps the tolerance there. popaudit mitigate of the original with {setting('alpha')} auto, the same "
+        f"holdout and {setting('accuracy_tolerance')} {tolerance:g} writes the alpha the original's audit "
+        "recommends (or nothing, where no alpha is clearly better than dot)."
     )
 
 
@@ -171,8 +173,12 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
         fix = ""
         if result.inputs.written_back is False:  # a plugin's tower: no mitigate command would run
             fix = "" if accuracy.recommended in (None, "dot") else " " + _not_written_back(result.inputs.format)
-        elif result.inputs.rescaled_alpha is not None:  # a mitigate output: rescale the original once instead
-            fix = "" if accuracy.recommended in (None, "dot") else " " + _already_rescaled(result, accuracy.recommended)
+        elif result.inputs.rescaled_alpha is not None and accuracy.recommended not in (None, "dot"):
+            # a mitigate output: serving it with another alpha rescales the original twice, against a
+            # baseline already rescaled, so its pick is no recommendation; the original's audit decides
+            return [f"Held-out accuracy beside exposure: against this output's own dot serving the trade-off "
+                    f"picks {accuracy.recommended} (the accuracy section's figures), which is not recommended here. "
+                    + _already_rescaled(result, accuracy.recommended, accuracy.tolerance) + _alphas_left_out(result)]
         elif _history_queries(result):
             fix = " " + history_mitigation(accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):

@@ -37,6 +37,13 @@ class TowerLayers:
     """False when towers sit side by side: activations between layers cannot be assigned."""
     kind: TowerKind
     n_parameters: int
+    rows_read_items: int = 0
+    """Items whose embedding rows were read, the whole catalogue (0: not read: a parameter that
+    is no embedding table, or lookups not indexed by the items; ``probes/rows_read.py``)."""
+    rows_sharing_items: int = 0
+    """Of those, items reading a row another item also reads (they share it: C3 violated)."""
+    rows_shared_group: tuple[int, ...] = ()
+    """Item rows reading one shared row (the first found; at most 8)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``item_tower`` block."""
@@ -99,11 +106,11 @@ class CrossJacobian:
 
     @property
     def non_sharing_proven(self) -> bool:
-        """Whether no sharing is shown for the whole catalogue, not only for a sample:
-        by the tower's structure (one row per item) or by comparing every item."""
-        return self.support_sharing_items == 0 and (
-            bool(self.support_indexed_per_item) or self.support_exhaustive
-        ) and self.support_items > 0
+        """Whether no sharing is shown for the whole catalogue by comparing every item's
+        gradient support (a sample's structure, one row per item, shows it for the sample
+        only: a few items sharing one row slip through; the rows every item reads, recorded
+        in ``TowerLayers``, are the other proof)."""
+        return self.support_sharing_items == 0 and self.support_exhaustive and self.support_items > 0
 
     def to_dict(self) -> dict[str, Any]:
         """The ``c3_cross_jacobian`` block."""

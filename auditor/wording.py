@@ -154,3 +154,14 @@ def compared_figures(value: float, bound: float, decimals: int = 3) -> tuple[str
         if value == bound or shown[0] != shown[1]:
             return shown
     return shown
+
+
+def export_served_vectors(model_format: str) -> str:
+    """What to do with a model ``popaudit mitigate`` does not write back because a plugin's
+    loader built it (a custom tower): its served item vectors are the encoder's outputs, so
+    the rescaling applies to those. One sentence for check's advice and mitigate's refusal."""
+    return (
+        f"popaudit mitigate does not write back a {model_format!r} model (its item vectors are the encoder's "
+        "outputs, not a stored table): export the served item vectors as .npy or Parquet and run popaudit "
+        "mitigate on that file, or multiply each item vector by ‖k‖^(α−1) where the index is built"
+    )

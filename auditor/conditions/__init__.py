@@ -100,7 +100,7 @@ def assess_conditions(
         live = call_hook(pm, "popaudit_live_model", bundle=bundle)
     probe, not_run = _probes(live, bundle, pairs, config, optimizer.lr, run_probes, warnings,
                              seed=seed, progress=progress, row_ids=row_ids, device=device)
-    static_c2, static_c3 = static_c2_c3(bundle, config)
+    static_c2, static_c3 = static_c2_c3(bundle, config, live=live is not None)
     conditions = {
         C1: c1,
         C2: assess_c2(static_c2, probe),

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from auditor.conditions.facts import RecordedConfig
 from auditor.model import ModelBundle
-from auditor.probe_results import CrossJacobian, ProbeOutcome
+from auditor.probe_results import CrossJacobian, ProbeOutcome, TowerLayers
 from auditor.result import C2, C3, CONDITION_NAMES, Condition, Status
 
 Static = tuple[Status, str]
 """A verdict from the file alone, and why."""
+_RECORDED = "recorded item encoder"
+"""How a verdict from the encoder kind the file records begins (an architecture that fixes
+how every item reads its parameters, so a sample's one row per item stands for all)."""
+_LIVE_CHECKS = "the file alone does not show it; the live encoder's numeric probes check it where they run"
 
 # Item-encoder kinds popaudit retrain records, and what docs/theory.md §2 says of each: C2, C3.
 _ENCODER_C2_C3: dict[str, tuple[Static, Static]] = {
@@ -40,12 +44,13 @@ _ENCODER_C2_C3: dict[str, tuple[Static, Static]] = {
 }
 
 
-def static_c2_c3(bundle: ModelBundle, config: RecordedConfig) -> tuple[Static, Static]:
-    """C2/C3 from what the file shows, without a live encoder."""
+def static_c2_c3(bundle: ModelBundle, config: RecordedConfig, *, live: bool = False) -> tuple[Static, Static]:
+    """C2/C3 from what the file shows, without a live encoder; ``live``: one is at hand (a
+    plugin's, a checkpoint's), so where the file shows nothing its probes are what checks."""
     enc = (config.item_encoder.value if config.item_encoder else "").lower()
     if enc in _ENCODER_C2_C3:
         c2, c3 = _ENCODER_C2_C3[enc]
-        return (c2[0], f"recorded item encoder {enc!r}: {c2[1]}"), (c3[0], f"recorded item encoder {enc!r}: {c3[1]}")
+        return (c2[0], f"{_RECORDED} {enc!r}: {c2[1]}"), (c3[0], f"{_RECORDED} {enc!r}: {c3[1]}")
     if bundle.format in ("npy", "parquet"):
         text = (
             f"the file is an item table ({bundle.format}), audited as an id embedding table: "
@@ -70,9 +75,10 @@ def static_c2_c3(bundle: ModelBundle, config: RecordedConfig) -> tuple[Static, S
             f"the item side has tensors besides `{key}` ({listed}): the encoder is more than a table"
             if item_side else f"tensors not attributable to either tower ({listed})"
         )
-        text = f"{why}; a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check"
+        text = f"{why}; {_LIVE_CHECKS if live else 'a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check'}"
         return ("unknown", text), ("unknown", text)
-    text = f"no live encoder and no structure to inspect in the {bundle.format} file"
+    text = (f"no structure to inspect in the {bundle.format} file; {_LIVE_CHECKS}" if live
+            else f"no live encoder and no structure to inspect in the {bundle.format} file")
     return ("unknown", text), ("unknown", text)
 
 
@@ -102,10 +108,12 @@ def assess_c2(static: Static, probe: ProbeOutcome | None) -> Condition:
 
 
 def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
-    """C3 from the cross-Jacobian when it ran, else the tower's layers or the file."""
+    """C3 from the cross-Jacobian when it ran, else the rows every item reads or the file."""
     name = CONDITION_NAMES[C3]
     layers = _layers_text(probe)
     c3 = probe.cross_jacobian if probe is not None else None
+    tower = probe.layers if probe is not None else None
+    read = tower if tower is not None and tower.rows_read_items else None
     if c3 is not None and c3.shared is not None:
         evidence = (
             f"cross-Jacobian over {c3.n_pairs} item pairs: largest ‖J_iJ_jᵀ‖/√(‖J_iJ_iᵀ‖‖J_jJ_jᵀ‖) = "
@@ -113,18 +121,55 @@ def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
             f"{c3.max_isotropy_deviation:.3g} (tolerance {c3.tolerance:.0e}){_sampled_text(c3)}{layers}"
         )
         status: Status = "holds" if not c3.shared and c3.isotropic else "violated"
-        if status == "holds" and not c3.non_sharing_proven:
-            status, evidence = "unknown", evidence + _unproven_text(c3)
+        if read is not None and (status == "holds" or read.rows_sharing_items):
+            evidence += _rows_text(read)
+        elif status == "holds" and not c3.non_sharing_proven:
+            if c3.support_indexed_per_item and static[0] == "holds" and static[1].startswith(_RECORDED):
+                evidence += (f"; each of the {c3.support_items} items compared moves only its own row of every "
+                             f"parameter tensor, as the {static[1]}, which says it of every item")
+            else:
+                status, evidence = "unknown", evidence + _unproven_text(c3)
         elif c3.support_items:
             evidence += _support_text(c3)
         return Condition(name, status, evidence, {"cross_jacobian": c3.to_dict(), "static": static[1]})
-    if probe is not None and probe.layers is not None and probe.layers.kind == "embedding":
-        return Condition(name, "holds", f"the item tower is one embedding table{layers}: each item owns its row",
-                         {"static": static[1], "probe_error": probe.error("c3")})
+    if tower is not None and tower.kind == "embedding":
+        return _embedding_c3(name, static, probe, read, layers)
     error = probe.error("c3") if probe is not None else None
     if error is not None:
         return Condition(name, static[0], f"{static[1]} (numeric check failed: {error})", {"probe_error": error})
     return Condition(name, static[0], static[1])
+
+
+def _embedding_c3(
+    name: str, static: Static, probe: ProbeOutcome | None, read: TowerLayers | None, layers: str,
+) -> Condition:
+    """C3 of a tower built of embedding tables alone whose cross-Jacobian did not run (a tower
+    above the numeric probes' size): the rows every item reads decide; unrecorded, unknown."""
+    error = probe.error("c3") if probe is not None else None
+    details = {"static": static[1], "probe_error": error}
+    if read is None:
+        return Condition(name, "unknown", (
+            f"the item tower is built of embedding tables{layers}, but the rows each item reads could "
+            "not be recorded, so whether items share a row (as cold items mapped to one row do) is not shown"
+            + (f" (numeric check failed: {error})" if error is not None else "")
+        ), details)
+    status: Status = "violated" if read.rows_sharing_items else "holds"
+    return Condition(name, status, f"the item tower is built of embedding tables{layers}{_rows_text(read)}", details)
+
+
+def _rows_text(read: TowerLayers) -> str:
+    """What the rows every item of the catalogue reads showed (``probes/rows_read.py``)."""
+    if not read.rows_sharing_items:
+        return (
+            f"; the embedding rows all {read.rows_read_items} items of the catalogue read were recorded, "
+            "and no two items read a common row (each owns its rows)"
+        )
+    group = ", ".join(str(i) for i in read.rows_shared_group)
+    return (
+        f"; the embedding rows all {read.rows_read_items} items of the catalogue read were recorded: "
+        f"{read.rows_sharing_items} items read a row another item reads (items {group} read one row), "
+        "so their gradients move it together"
+    )
 
 
 def _layers_text(probe: ProbeOutcome | None) -> str:
@@ -152,18 +197,20 @@ def _support_text(c3: CrossJacobian) -> str:
             f"; {c3.support_sharing_items} of {c3.support_items} items compared share a parameter entry "
             "with another (their gradients touch it), and the pairs probed are among them"
         )
-    if c3.support_exhaustive:
-        return f"; the gradient supports of all {c3.support_items} items are disjoint"
-    return (
-        f"; each of {c3.support_items} items compared moves only its own row of every parameter tensor "
-        "(an id table indexed one row per item)"
-    )
+    return f"; the gradient supports of all {c3.support_items} items are disjoint"
 
 
 def _unproven_text(c3: CrossJacobian) -> str:
     """Why no sharing in a sample is not C3 holding: the sample, and what was not shown."""
     if not c3.support_items:
         return "; the items were a sample and nothing shows the tower's other items own their parameters"
+    if c3.support_indexed_per_item:
+        return (
+            f"; each of the {c3.support_items} items whose gradient supports were compared (a sample) moves "
+            "only its own row of every parameter tensor, but the rows the catalogue's other items read could "
+            "not be recorded (a parameter that is no embedding table, or lookups not indexed by the items), "
+            "so a few items sharing one row would be missed: not shown either way"
+        )
     return (
         f"; no parameter entry is shared among the {c3.support_items} items whose gradient supports were "
         "compared, but the tower does not index one row per item (an item moves several rows or rows "

@@ -48,6 +48,7 @@ from auditor.plugins import get_plugin_manager
 from auditor.loading.plugin_formats import model_formats, plugin_owner, write_model_format
 from auditor.mitigation.verify import verify_written
 from auditor.progress import SILENT, Progress
+from auditor.wording import export_served_vectors
 
 SIDECAR_VERSION = 1
 SUFFIX_KINDS = suffix_kinds()
@@ -283,6 +284,8 @@ def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str,
         ) from exc
     writer = writer_format(table, kind, bundle.format)
     if writer is None or writer.write is None:
+        if bundle.live is not None:  # a plugin's loader built a tower: its vectors are encoder outputs
+            raise ModelLoadError(f"{config.model}: {export_served_vectors(bundle.format)}")
         raise ModelLoadError(
             f"{config.model} is read as a {bundle.format!r} model, which popaudit mitigate does not write back (it "
             "writes state dicts, checkpoints, popaudit and RecBole checkpoints, safetensors, .npy and Parquet tables"

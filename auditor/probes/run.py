@@ -18,6 +18,7 @@ from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_d
 from auditor.probe_results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers
 from auditor.probes.sampling import sample_batches
 from auditor.probes.structure import item_tower_layers
+from auditor.probes.rows_read import rows_read
 from auditor.probes.supports import support_search
 from auditor.probes.update import update_step
 from auditor.progress import SILENT, Progress
@@ -25,6 +26,9 @@ from auditor.progress import SILENT, Progress
 T = TypeVar("T")
 NUMERIC_PARAMETER_LIMIT = 5_000_000
 """Item towers with more parameters skip the C2/C3 numerics (memory: one tangent per vector)."""
+EXHAUSTIVE_SUPPORT_ITEMS = 512
+"""Catalogues up to this size whose rows read cannot be recorded compare every item's
+gradient support (one backward pass each), so that C3 is shown for all of them."""
 
 
 def run_probes(
@@ -69,6 +73,7 @@ def run_probes(
     errors: dict[ProbeKey, ProbeFailure] = {}
     with progress.track("numeric probes", 5) as advance:
         layers = _attempt(errors, "item_tower", lambda: item_tower_layers(live, module))
+        layers = _with_rows_read(live, module, layers, n_items)
         advance(1)
         second, cross = _numeric(live, module, layers, curve_rows, jac_rows, n_items, generator, errors, advance)
         alignment = _attempt(errors, "c4", lambda: gradient_alignment(live, module, batches[0]))
@@ -109,22 +114,48 @@ def _numeric(
         return None, None
     second = _attempt(errors, "c2", lambda: second_difference(live, module, curve_rows, generator=generator))
     advance(1)
-    cross = _attempt(errors, "c3", lambda: _c3(live, module, jac_rows, curve_rows, n_items, generator))
+    cross = _attempt(errors, "c3", lambda: _c3(live, module, jac_rows, curve_rows, n_items, generator, layers))
     advance(1)
     return second, cross
 
 
+def _with_rows_read(
+    live: LiveModel, module: torch.nn.Module, layers: TowerLayers | None, n_items: int,
+) -> TowerLayers | None:
+    """The tower's layers with the rows every item reads (``rows_read.py``) where they can be
+    recorded; a tower they cannot be recorded for keeps ``rows_read_items`` 0."""
+    if layers is None:
+        return None
+    try:
+        read = rows_read(live, module, n_items)
+    except Exception:  # noqa: BLE001 - user code the recording cannot follow: not read, said so by 0
+        read = None
+    if read is None:
+        return layers
+    return replace(layers, rows_read_items=read.n_items, rows_sharing_items=read.sharing_items,
+                   rows_shared_group=read.shared_group)
+
+
 def _c3(
     live: LiveModel, module: torch.nn.Module, jac_rows: torch.Tensor, candidates: torch.Tensor, n_items: int,
-    generator: torch.Generator,
+    generator: torch.Generator, layers: TowerLayers | None = None,
 ) -> CrossJacobian:
-    """C3's cross-Jacobian: on the random sample ``jac_rows``; when it shows no sharing,
-    the gradient supports of the ``candidates`` are compared (``supports.py``) and the
-    cross-Jacobian is taken on pairs found sharing, so a hashed tower's collisions are
-    measured rather than missed; the search's figures say whether non-sharing is proven."""
+    """C3's cross-Jacobian: on the random sample ``jac_rows``; when it shows no sharing and
+    the rows every item reads were recorded, those decide (a shared row's items probed);
+    otherwise the gradient supports of the ``candidates`` (every item of a catalogue up to
+    :data:`EXHAUSTIVE_SUPPORT_ITEMS`) are compared (``supports.py``) and the cross-Jacobian
+    is taken on pairs found sharing, so a hashed tower's collisions are measured rather than
+    missed; the search's figures say whether non-sharing is shown for the catalogue."""
     cross = cross_jacobian(live, module, jac_rows, generator=generator)
     if cross.shared is not False:
         return cross
+    if layers is not None and layers.rows_read_items:
+        if not layers.rows_sharing_items:
+            return cross
+        group = torch.as_tensor(layers.rows_shared_group, dtype=torch.int64)
+        return cross_jacobian(live, module, group, generator=generator)
+    if n_items <= EXHAUSTIVE_SUPPORT_ITEMS:
+        candidates = torch.arange(n_items, dtype=torch.int64)
     f, params = item_function(live, module, candidates)
     search = support_search(f, params, candidates, seed=int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
     if search.sharing_pairs:

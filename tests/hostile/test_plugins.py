@@ -434,6 +434,74 @@ CASES += [
 ]
 
 
+# Plugins QA verify (cosmetic): mitigate's refusal of a model a plugin's loader built with a
+# live tower says what check's advice says: its vectors are encoder outputs, no stored table.
+LIVE_TOWER = HOOKIMPL + """import numpy as np
+import torch
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+class Live:
+    def __init__(self, module):
+        self.module = module
+        self.loss_name = "infonce-cos"
+        self.n_users = 5
+
+    def encode_items(self, module, rows):
+        return 2.0 * module(rows)
+
+    def encode_users(self, module, rows):
+        return module(rows)
+
+    def item_parameters(self, module):
+        return list(module.parameters())
+
+    def loss(self, users, items):
+        return (users * items).sum()
+
+    def make_optimizer(self, module):
+        return torch.optim.SGD(module.parameters(), lr=0.1)
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    table = np.load(path)
+    module = torch.nn.Embedding(len(table), table.shape[1])
+    return ModelBundle(source=Path(path), format="doubled_tower", item_table=2.0 * table, live=Live(module))
+"""
+
+CASES += [
+    Case("mitigate-plugin-tower-refused", _plugin(LIVE_TOWER, "items.npy", "--alpha", "0.5", "-o", "o.npy",
+                                                  command="mitigate"), EXIT_ERROR,
+         r"Error: items\.npy: popaudit mitigate does not write back a 'doubled_tower' model \(its item vectors are the "
+         r"encoder's outputs, not a stored table\): export the served item vectors as \.npy or Parquet and run "
+         r"popaudit mitigate on that file, or multiply each item vector by ‖k‖\^\(α−1\) where the index is built$",
+         absent=r"export the item table"),
+]
+
+# Plugins C3b: the rows every item reads are recorded by encoding the whole catalogue; a
+# plugin tower that refuses a large batch leaves them unrecorded (no traceback, no holds
+# claimed for items it never encoded), and the audit still runs.
+def _c3_not_claimed(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["probes"]["item_tower"]["rows_read_items"] == 0
+    assert report["conditions"]["C3"]["status"] != "holds", report["conditions"]["C3"]
+
+
+def _small_batches_only(d: Path) -> Built:
+    standard(d)
+    write(d, "plug.py", LIVE_TOWER.replace(
+        "        return 2.0 * module(rows)\n",
+        "        if len(rows) > 4:\n            raise ValueError('batch too large')\n        return 2.0 * module(rows)\n", 1))
+    return Built(["check", "items.npy", "--interactions", "log.parquet", "--bootstrap", "0", "-q", "--plugin", "plug.py",
+                  "--json", "r.json"], outputs=("r.json",), check=_c3_not_claimed)
+
+
+CASES += [
+    Case("check-plugin-tower-refuses-the-catalogue-batch", _small_batches_only, EXIT_OK, None, timeout=120),
+]
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)

@@ -1,0 +1,43 @@
+"""C2/C3 from the file alone name a live encoder as needed only where there is none (plugins
+QA verify, cosmetic): a plugin's tower with weights beside its table was probed with its
+live encoder, so `details.static` must not say one is needed to check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from auditor.conditions.c2_c3_encoder import static_c2_c3
+from auditor.conditions.facts import read_config
+from auditor.model import ModelBundle
+
+NEEDED = "a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check"
+
+
+def _tower(fmt: str = "qa_scaled") -> ModelBundle:
+    """A plugin-built bundle whose state dict holds a projection beside the item table."""
+    table = np.eye(4, dtype=np.float32)
+    state = {"item.emb.weight": torch.eye(4), "item.proj.weight": torch.eye(4)}
+    return ModelBundle(source=Path("m.pt"), format=fmt, item_table=table, item_key="item.emb.weight",
+                       state_dict=state)
+
+
+def test_tensors_beside_the_table_need_a_live_encoder_only_without_one() -> None:
+    bundle = _tower()
+    (c2, _), (c3, without) = static_c2_c3(bundle, read_config(None))
+    assert c2 == c3 == "unknown" and without.endswith(NEEDED)
+    (c2, _), (c3, with_live) = static_c2_c3(bundle, read_config(None), live=True)
+    assert c2 == c3 == "unknown" and NEEDED not in with_live
+    assert with_live == ("the item side has tensors besides `item.emb.weight` (`item.proj.weight`): the encoder is "
+                         "more than a table; the file alone does not show it; the live encoder's numeric probes "
+                         "check it where they run")
+
+
+def test_no_structure_names_the_live_encoder_when_there_is_one() -> None:
+    bundle = ModelBundle(source=Path("m.x"), format="custom", item_table=np.eye(3, dtype=np.float32))
+    (_, without), _ = static_c2_c3(bundle, read_config(None))
+    (_, with_live), _ = static_c2_c3(bundle, read_config(None), live=True)
+    assert without == "no live encoder and no structure to inspect in the custom file"
+    assert with_live.startswith("no structure to inspect in the custom file; the file alone does not show it")
