@@ -133,7 +133,7 @@ def _not_written_back(model_format: str) -> str:
     return export_served_vectors(model_format) + "."
 
 
-def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: float) -> str:
+def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: float | None) -> str:
     """The serving fix for a model that is a ``popaudit mitigate`` output: its trade-off is
     against its own (rescaled) dot, so a second rescaling compounds the first and the
     accuracy tolerance no longer holds against the original; the α to audit the original
@@ -145,15 +145,16 @@ def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: flo
     combined = carried * more
     original = result.inputs.rescaled_from
     table = f"the original table ({original})" if original else "the original table (the first of the chain)"
+    same = f" and {setting('accuracy_tolerance')} {tolerance:g}" if tolerance is not None else ""
     return (
         f"This model is already a popaudit mitigate output carrying alpha {carried:g}: the shares of dot's accuracy "
         f"above are of its own dot serving, not of {table}'s, and rescaling it again by {more:g} leaves the "
         f"original's norms raised to {combined:g} in all, which may keep less of the original's accuracy than the "
         f"tolerance asks. Rescale the original once instead: audit {table} with {setting('alphas')} {combined:g} "
-        f"(the same holdout and {setting('accuracy_tolerance')} {tolerance:g}), which measures that alpha against "
+        f"(the same holdout{same}), which measures that alpha against "
         f"the original's dot; that audit decides what to serve, not this one: alpha {combined:g} only where it "
         f"keeps the tolerance there. popaudit mitigate of the original with {setting('alpha')} auto, the same "
-        f"holdout and {setting('accuracy_tolerance')} {tolerance:g} writes the alpha the original's audit "
+        f"holdout{same} writes the alpha the original's audit "
         "recommends (or nothing, where no alpha is clearly better than dot)."
     )
 
