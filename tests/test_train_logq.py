@@ -73,7 +73,7 @@ def test_retrain_records_logq(tmp_path: Path) -> None:
     assert "with logQ correction" in res.output
     assert torch.load(out, weights_only=True)["config"]["logq"] is True
     res = CliRunner().invoke(cli, [*args, "--loss", "cosine", "-o", str(tmp_path / "x.pt")])
-    assert res.exit_code == 1 and "--logq" in res.output and "--loss" in res.output
+    assert res.exit_code == 2 and "--logq" in res.output and "--loss" in res.output
     assert not (tmp_path / "x.pt").exists()
 
 
