@@ -70,7 +70,7 @@ def _refuse_overwrite(out_flag: str, out: Path, existing: Mapping[str, Path], na
     named[real] = (out_flag, out, None, True)
     if not out.exists():
         return
-    _refuse_one_file(out_flag, out, None, _file_key(os.stat(out)), named, regular=True)  # a descriptor's file
+    _refuse_one_file(out_flag, out, None, file_key(os.stat(out)), named, regular=True)  # a descriptor's file
     for in_flag, src in existing.items():
         if os.path.samefile(out, src):
             raise InputError(
@@ -79,7 +79,7 @@ def _refuse_overwrite(out_flag: str, out: Path, existing: Mapping[str, Path], na
             )
 
 
-def _file_key(status: os.stat_result) -> str | None:
+def file_key(status: os.stat_result) -> str | None:
     """An open file's identity (device and inode), by which two descriptors or paths are one
     file whatever they are called (``2>&1`` makes descriptors 1 and 2 one); None for the
     null device, which keeps nothing, so it may take any number of outputs."""
@@ -93,14 +93,14 @@ def _file_key(status: os.stat_result) -> str | None:
 
 def _stream_key(out: Path) -> tuple[str | None, int | None]:
     """What a special output is, for telling two apart, and the descriptor it names: the open
-    file it reaches (:func:`_file_key`: a descriptor of this process by what it holds, as
+    file it reaches (:func:`file_key`: a descriptor of this process by what it holds, as
     :mod:`auditor.io` knows it by name, ``/dev/stdout`` is ``/dev/fd/1``; a FIFO or a
     device by its path); None for ``/dev/null``. A descriptor not open, or a path that
     cannot be read, falls back to its number or its real path (refused later or written as
     named)."""
     fd = descriptor_named(out)
     try:
-        return _file_key(os.fstat(fd) if fd is not None else os.stat(out)), fd
+        return file_key(os.fstat(fd) if fd is not None else os.stat(out)), fd
     except OSError:
         pass
     if fd is not None:

@@ -17,6 +17,8 @@ import click
 from auditor.alpha import name_clash
 from auditor.config import DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
 from auditor.errors import AuditError
+from auditor.io import descriptor_named
+from auditor.output_guard import file_key
 from auditor.ranges import RANGES
 from auditor.cli._progress import RichProgress as RichProgress  # bars, or plain lines off a terminal
 
@@ -128,8 +130,6 @@ def refuse_stdout_twice(outputs: dict[str, Path | None], shown: str | None, mess
     two would be mixed into one stream that reads as neither. A descriptor is on a stream
     when it is that descriptor or holds the same open file (``2>&1``, one terminal);
     ``/dev/null`` keeps nothing to mix."""
-    from auditor.io import descriptor_named
-
     for flag, path in outputs.items():
         fd = None if path is None else descriptor_named(path)
         if fd is None:
@@ -145,13 +145,11 @@ def refuse_stdout_twice(outputs: dict[str, Path | None], shown: str | None, mess
 
 def _on_stream(fd: int, stream: int) -> bool:
     """Whether descriptor ``fd`` writes where ``stream`` (1 or 2) does: the same descriptor,
-    or the same open file, unless that is the null device; False for a descriptor not open
-    (refused, worded, with the other outputs)."""
+    or the same open file (:func:`~auditor.output_guard.file_key`, None for the null
+    device); False for a descriptor not open (refused, worded, with the other outputs)."""
     try:
-        status = os.fstat(fd)
-        if os.path.samestat(status, os.stat(os.devnull)):
-            return False
-        return fd == stream or os.path.samestat(status, os.fstat(stream))
+        key = file_key(os.fstat(fd))
+        return key is not None and (fd == stream or key == file_key(os.fstat(stream)))
     except OSError:
         return False
 
