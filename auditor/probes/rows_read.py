@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from auditor.model import LiveModel
+from auditor.probes.supports import shared_entries
 
 BLOCK_ITEMS = 65_536
 """Items encoded per forward pass (bounds the activations the recording pass holds)."""
@@ -141,12 +142,10 @@ def _sharing(read: list[np.ndarray], tables: list[torch.nn.Embedding], n_items: 
         keys.append(ordered[first] + offset)
         owners.append(np.broadcast_to(np.arange(n_items, dtype=np.int64)[:, None], ordered.shape)[first])
         offset += int(table.num_embeddings)
-    key, owner = np.concatenate(keys), np.concatenate(owners)
-    values, counts = np.unique(key, return_counts=True)
-    shared = values[counts > 1]
+    shared, firsts, seconds = shared_entries(np.concatenate(keys), np.concatenate(owners))
     if shared.size == 0:
         return RowsRead(n_items=n_items, sharing_items=0, shared_group=())
-    in_shared = np.isin(key, shared)
-    group = np.sort(owner[key == shared[0]])[:8]
-    return RowsRead(n_items=n_items, sharing_items=int(np.unique(owner[in_shared]).size),
+    first = shared == shared[0]  # the lowest shared row: its readers
+    group = np.unique(np.concatenate([firsts[first], seconds[first]]))[:8]
+    return RowsRead(n_items=n_items, sharing_items=int(np.unique(np.concatenate([firsts, seconds])).size),
                     shared_group=tuple(int(i) for i in group))

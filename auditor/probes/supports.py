@@ -83,6 +83,15 @@ def _indexed(offsets: list[list[set[int | None]]]) -> bool:
     )
 
 
+def shared_entries(entry: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries two owners have in common, each owner listing an entry once: (the entry,
+    one owner, another owner) per consecutive pair of owners of one entry, by entry."""
+    order = np.lexsort((owner, entry))
+    entry, owner = entry[order], owner[order]
+    same = entry[1:] == entry[:-1]
+    return entry[:-1][same], owner[:-1][same], owner[1:][same]
+
+
 def _sharing(
     supports: list[np.ndarray], items: np.ndarray, max_pairs: int,
 ) -> tuple[tuple[tuple[int, int], ...], int]:
@@ -90,12 +99,7 @@ def _sharing(
     lengths = np.array([s.size for s in supports], dtype=np.int64)
     if lengths.sum() == 0:
         return (), 0
-    entry = np.concatenate(supports)
-    owner = np.repeat(np.arange(len(supports)), lengths)
-    order = np.lexsort((owner, entry))
-    entry, owner = entry[order], owner[order]
-    same = entry[1:] == entry[:-1]  # consecutive owners of one entry (each item lists an entry once)
-    firsts, seconds = owner[:-1][same], owner[1:][same]
+    _, firsts, seconds = shared_entries(np.concatenate(supports), np.repeat(np.arange(len(supports)), lengths))
     sharing = np.unique(np.concatenate([firsts, seconds]))
     found = np.unique(np.stack([firsts, seconds], axis=1), axis=0) if firsts.size else np.zeros((0, 2), np.int64)
     pairs = tuple((int(items[a]), int(items[b])) for a, b in found[:max_pairs])
