@@ -18,15 +18,18 @@ Comparability, one rule per setting:
 * ``retrieval.popularity`` (interactions or distinct users): every figure that depends
   on it (:func:`~auditor.diff.directions.depends_on_popularity`) is **flagged**.
 * ``retrieval.population`` source or seen-item handling, the served vectors
-  (:mod:`auditor.diff.served`): every retrieval and accuracy figure is flagged.
+  (:mod:`auditor.diff.served`): every figure of the model's own lists is flagged (not those
+  of served lists given to popaudit).
+* ``retrieval.index`` (exact or approximate) and a catalogue size that moves a top-p% head
+  cut (:mod:`auditor.diff.rules`): the figures of retrieved lists, and of the moved heads.
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
 * the held-out set (``accuracy.n_holdout_interactions``, ``seen_excluded``, ``repeats``,
   ``popular_seen_excluded``): every accuracy figure, and the group NDCG and PopREO, are flagged.
 
 A flagged figure keeps both values but no change (``delta`` None), so no gate on its change
-can pass silently. Differences that leave figures comparable (another model file, more
-queries, another catalogue size) are listed as notes.
+can pass silently. Differences that leave figures comparable (another model file or training log, more
+queries, a catalogue size that moves no head cut) are listed as notes.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.diff.figures import check_figures
+from auditor.diff.rules import catalogue_flags, index_flags, input_notes, of_model_lists
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
@@ -250,15 +254,15 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
             flags.append((affects, f"{setting} differs ({a!r} vs {b!r})"))
 
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
-    in_lists = _in_sections("retrieval", "accuracy")
     if rb and rn:
         differs("retrieval.popularity", rb.get("popularity"), rn.get("popularity"),
                 lambda e: e.section in ("retrieval", "accuracy", "served") and depends_on_popularity(e),
                 "figures that depend on the popularity definition are not compared")
         pb, pn = rb.get("population") or {}, rn.get("population") or {}
         for key in ("source", "seen_items"):
-            differs(f"retrieval.population.{key}", pb.get(key), pn.get(key), in_lists,
-                    "retrieval and accuracy figures are not compared: the lists serve other queries or candidates")
+            differs(f"retrieval.population.{key}", pb.get(key), pn.get(key), of_model_lists,
+                    "figures of the model's own lists are not compared: they serve other queries or candidates")
+        index_flags(rb, rn, differs)
         db, dn = rb.get("definitions") or {}, rn.get("definitions") or {}
         for name in sorted(_list_measures(rb) & _list_measures(rn)):
             differs(f"retrieval.definitions.{name}", db.get(name), dn.get(name),
@@ -267,6 +271,7 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
         differs("retrieval.definitions.popularity_groups", db.get("popularity_groups"), dn.get("popularity_groups"),
                 lambda e: _named(e, GROUP_MEASURES), "the user- and item-side measures are not compared")
     served_vector_flags(base, new, differs)
+    catalogue_flags(base, new, differs)
     ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
     if ab and an:
         for key in ("n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded"):  # repeats: how |H_u| counts them
@@ -275,10 +280,6 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
                     "accuracy figures are not compared: they are measured on other held-out sets")
     notes = _notes(base, new, rb, rn, ab, an)
     return flags, settings, notes
-
-
-def _in_sections(*sections: str) -> Callable[[FlatEntry], bool]:
-    return lambda entry: entry.section in sections
 
 
 def _named(entry: FlatEntry, patterns: tuple[str, ...]) -> bool:
@@ -306,11 +307,7 @@ def _notes(base: dict[str, Any], new: dict[str, Any], rb: dict[str, Any], rn: di
         notes.append(f"only the {'base' if rb else 'new'} report measured retrieval")
     if bool(ab) != bool(an):
         notes.append(f"only the {'base' if ab else 'new'} report measured accuracy (a holdout)")
-    for section, key in (("inputs", "n_items"), ("inputs", "n_interactions"), ("retrieval", "n_queries")):
-        a, b = (base.get(section) or {}).get(key), (new.get(section) or {}).get(key)
-        if a != b:
-            notes.append(f"{section}.{key} differs ({a} vs {b})")
-    return notes
+    return notes + input_notes(base, new)
 
 
 def _ks(keys: set[str]) -> str:
