@@ -339,9 +339,8 @@ def _basis(report: dict[str, Any]) -> Basis:
 
 def _verdict(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> VerdictChange:
     vb, vn = base.get("verdict") or {}, new.get("verdict") or {}
-    sb, sn = str(vb.get("severity", "none")), str(vn.get("severity", "none"))
-    rank: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
-    step = rank.get(sn, 0) - rank.get(sb, 0)
+    sb, sn = str(vb["severity"]), str(vn["severity"])  # one of SEVERITIES (figures.check_figures)
+    step = SEVERITIES.index(sn) - SEVERITIES.index(sb)
     basis_base, basis_new = _basis(base), _basis(new)
     reason = (f"the base's severity judges {basis_base}, the new one's {basis_new}" if basis_base != basis_new
               else _graded_elsewhere(base, new) or _graded_on_flagged(base, new, flags))  # fmt: skip
