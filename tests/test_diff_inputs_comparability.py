@@ -145,3 +145,23 @@ def test_another_training_log_or_model_is_said(exact: dict[str, Any]) -> None:
         f"inputs.model differs ({exact['inputs']['model']} vs fixed.npy)",
         f"inputs.interactions differs ({exact['inputs']['interactions']} vs logB.parquet)"]
     assert not diff_reports(exact, copy.deepcopy(exact)).notes
+
+
+def test_served_lists_are_compared_whatever_population_the_model_retrieved_for(tmp_path: Path) -> None:
+    """QA F7: the same served lists audited with a model (its query population recorded) and
+    alone (none) had every served figure "incomparable", and served gates failed (exit 1)."""
+    counts, lists = _log_and_lists(tmp_path, 120)
+    alone = _audit_lists(tmp_path, lists, "recs.parquet")
+    assert alone["retrieval"]["population"] is None
+    with_model = copy.deepcopy(alone)
+    with_model["retrieval"]["population"] = {"source": "users", "seen_items": "excluded"}
+    diff = diff_reports(with_model, alone)
+    assert {s.setting for s in diff.settings} == {"retrieval.population.source", "retrieval.population.seen_items"}
+    share = _head_share(counts, lists, 1)
+    for name in ("head_share_1pct_served@10", "gini_served@10", "aplt_served@10", "head_share_log"):
+        change = diff.metric(name)
+        assert (change.status, change.delta) == ("compared", 0.0), name
+    assert diff.metric("head_share_1pct_served@10").new == pytest.approx(share)
+    assert diff.metric("head_share_1pct_popular@10").status == "incomparable"  # the popular list skips seen items
+    gates = parse_diff_gates(["head_share_1pct_served@10.delta>0.01"], ["head_share_1pct_served@10"])
+    assert [o.value for o in evaluate_diff_gates(gates, diff)] == [0.0]
