@@ -88,6 +88,27 @@ def index_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> Non
             "(its recall), which moves them as much as the model does")
 
 
+def comparable_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Differences that leave the shared figures comparable, said once: cut-offs, sections
+    only one report measured, and the inputs (:func:`input_notes`)."""
+    rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
+    ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
+    notes: list[str] = []
+    kb, kn = set((rb.get("at") or {})), set((rn.get("at") or {}))
+    if kb != kn:
+        notes.append(f"cut-offs differ (base K = {_ks(kb)}, new K = {_ks(kn)}): figures at a K only one report "
+                     f"measured are listed, not compared")  # fmt: skip
+    if bool(rb) != bool(rn):
+        notes.append(f"only the {'base' if rb else 'new'} report measured retrieval")
+    if bool(ab) != bool(an):
+        notes.append(f"only the {'base' if ab else 'new'} report measured accuracy (a holdout)")
+    return notes + input_notes(base, new)
+
+
+def _ks(keys: set[str]) -> str:
+    return ", ".join(sorted(keys, key=int)) or "none"
+
+
 def input_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The inputs that differ but leave the figures comparable, one note each."""
     notes: list[str] = []
