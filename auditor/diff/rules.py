@@ -121,7 +121,8 @@ def input_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
         ("retrieval", "n_queries", "another number of queries"),
     ):
         a, b = ((r.get(section) or {}).get(key) for r in (base, new))
-        if a != b and (a or b):
+        # A file only one report read (a model, served lists): its figures are that report's alone, listed so.
+        if a != b and (a not in (None, "") and b not in (None, "") or not isinstance(a or b, str)):
             notes.append(f"{section}.{key} differs ({_shown(a)} vs {_shown(b)}): {what}")
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
     if rb.get("index") == rn.get("index") and rb.get("recall") != rn.get("recall"):
