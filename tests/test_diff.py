@@ -68,7 +68,8 @@ def test_flat_names_from_json_equal_the_results(mitigated: tuple[AuditResult, Au
 def test_mitigate_before_after(mitigated: tuple[AuditResult, AuditResult]) -> None:
     before, after = mitigated
     diff = diff_reports(as_json(before), as_json(after))
-    assert diff.settings == () and diff.notes == ()
+    assert diff.settings == () and len(diff.notes) == 1  # another model file, said (docs/diff.md)
+    assert diff.notes[0].startswith("inputs.model differs (") and diff.notes[0].endswith("fixed.pt): another model")
     head = diff.metric("head_share_1pct_dot@10")
     # Plain dot serving of the rescaled table ranks as alpha_0.5 of the original.
     assert head.new == pytest.approx(before.flat_metrics()["head_share_1pct_alpha_0.5@10"])

@@ -18,27 +18,31 @@ Comparability, one rule per setting:
 * ``retrieval.popularity`` (interactions or distinct users): every figure that depends
   on it (:func:`~auditor.diff.directions.depends_on_popularity`) is **flagged**.
 * ``retrieval.population`` source or seen-item handling, the served vectors
-  (:mod:`auditor.diff.served`): every retrieval and accuracy figure is flagged.
+  (:mod:`auditor.diff.served`): every figure of the model's own lists is flagged (not those
+  of served lists given to popaudit).
+* ``retrieval.index`` (exact or approximate) and a catalogue size that moves a top-p% head
+  cut (:mod:`auditor.diff.rules`): the figures of retrieved lists, and of the moved heads.
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
 * the held-out set (``accuracy.n_holdout_interactions``, ``seen_excluded``, ``repeats``,
   ``popular_seen_excluded``): every accuracy figure, and the group NDCG and PopREO, are flagged.
 
 A flagged figure keeps both values but no change (``delta`` None), so no gate on its change
-can pass silently. Differences that leave figures comparable (another model file, more
-queries, another catalogue size) are listed as notes.
+can pass silently. Differences that leave figures comparable (another model file or training log, more
+queries, a catalogue size that moves no head cut) are listed as notes.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.diff.figures import check_figures
+from auditor.diff.rules import catalogue_flags, comparable_notes, index_flags, of_model_lists
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
@@ -52,6 +56,8 @@ against the training log (``inputs.format`` :data:`~auditor.sections.LISTS_ONLY_
 VerdictDirection = Literal["less bias", "more bias", "unchanged", "not comparable"]
 GROUP_MEASURES = ("gap_delta_*", "miscalibration*", "ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_rsp",
                   "pop_reo", "aclt")  # fmt: skip
+ROUNDOFF = 2.0**-23
+"""float32's relative round-off: a base this small next to the new value is 0 (:func:`from_zero`)."""
 HOLDOUT_MEASURES = ("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_reo")
 
 
@@ -65,7 +71,8 @@ class MetricChange:
     delta: float | None
     """new − base (None: either is missing, or the figure is not comparable)."""
     relative: float | None
-    """delta / |base| (None also when base is 0)."""
+    """delta / |base|: 0 when unchanged (0 → 0 included); None when the base is 0 or within
+    float32 round-off of 0 (:func:`from_zero`) and the figure moved, or is infinite."""
     direction: Direction
     status: Status
     reason: str | None = None
@@ -143,8 +150,9 @@ class ReportDiff:
     new_model: str = ""
     notes: tuple[str, ...] = field(default=())
     graded: MetricChange | None = None
-    """The verdicts' ``severity_level``: for gates only (the verdict change shows it),
-    incomparable where the verdicts are."""
+    """The verdicts' ``severity_level`` (0 none … 3 high): what its gates read, last in the
+    JSON's ``metrics`` and in the table of every figure; not in ``metrics`` (the verdict's
+    change shows it, and the lead does not count it twice); incomparable where the verdicts are."""
 
     def metric(self, name: str) -> MetricChange:
         """The change of one flat metric (KeyError when neither report has it)."""
@@ -173,7 +181,8 @@ class ReportDiff:
             "conditions": [{**asdict(c), "changed": c.changed} for c in self.conditions],
             "settings": [asdict(s) for s in self.settings],
             "notes": list(self.notes),
-            "metrics": [m.to_dict() for m in self.metrics],
+            # The verdict's grade last: what severity_level gates read (the lead does not count it).
+            "metrics": [m.to_dict() for m in (*self.metrics, *([self.graded] if self.graded else []))],
         })
 
 
@@ -212,9 +221,12 @@ def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
     ]
     verdict = _verdict(base, new, flags)
     apart: list[Flag] = [] if verdict.reason is None else [(lambda _entry: True, f"the verdicts: {verdict.reason}")]
+    graded = _change("severity_level", entries_base.get("severity_level"), entries_new.get("severity_level"), apart)
+    if graded.status == "compared" and graded.delta:  # a higher grade is more bias, as the verdict's change says
+        graded = replace(graded, direction="more bias" if graded.delta > 0 else "less bias")
     return ReportDiff(
         metrics=tuple(metrics),
-        graded=_change("severity_level", entries_base.get("severity_level"), entries_new.get("severity_level"), apart),
+        graded=graded,
         verdict=verdict,
         conditions=_conditions(base, new),
         settings=tuple(settings),
@@ -250,15 +262,15 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
             flags.append((affects, f"{setting} differs ({a!r} vs {b!r})"))
 
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
-    in_lists = _in_sections("retrieval", "accuracy")
     if rb and rn:
         differs("retrieval.popularity", rb.get("popularity"), rn.get("popularity"),
                 lambda e: e.section in ("retrieval", "accuracy", "served") and depends_on_popularity(e),
                 "figures that depend on the popularity definition are not compared")
         pb, pn = rb.get("population") or {}, rn.get("population") or {}
         for key in ("source", "seen_items"):
-            differs(f"retrieval.population.{key}", pb.get(key), pn.get(key), in_lists,
-                    "retrieval and accuracy figures are not compared: the lists serve other queries or candidates")
+            differs(f"retrieval.population.{key}", pb.get(key), pn.get(key), of_model_lists,
+                    "figures of the model's own lists are not compared: they serve other queries or candidates")
+        index_flags(rb, rn, differs)
         db, dn = rb.get("definitions") or {}, rn.get("definitions") or {}
         for name in sorted(_list_measures(rb) & _list_measures(rn)):
             differs(f"retrieval.definitions.{name}", db.get(name), dn.get(name),
@@ -267,18 +279,15 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
         differs("retrieval.definitions.popularity_groups", db.get("popularity_groups"), dn.get("popularity_groups"),
                 lambda e: _named(e, GROUP_MEASURES), "the user- and item-side measures are not compared")
     served_vector_flags(base, new, differs)
+    catalogue_flags(base, new, differs)
     ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
     if ab and an:
         for key in ("n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded"):  # repeats: how |H_u| counts them
             differs(f"accuracy.{key}", ab.get(key), an.get(key),
                     lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES),
                     "accuracy figures are not compared: they are measured on other held-out sets")
-    notes = _notes(base, new, rb, rn, ab, an)
+    notes = comparable_notes(base, new)
     return flags, settings, notes
-
-
-def _in_sections(*sections: str) -> Callable[[FlatEntry], bool]:
-    return lambda entry: entry.section in sections
 
 
 def _named(entry: FlatEntry, patterns: tuple[str, ...]) -> bool:
@@ -294,29 +303,6 @@ def _list_measures(retrieval: dict[str, Any]) -> set[str]:
     return names
 
 
-def _notes(base: dict[str, Any], new: dict[str, Any], rb: dict[str, Any], rn: dict[str, Any],
-           ab: dict[str, Any], an: dict[str, Any]) -> list[str]:
-    """Differences that leave the shared figures comparable, said once."""
-    notes: list[str] = []
-    kb, kn = set((rb.get("at") or {})), set((rn.get("at") or {}))
-    if kb != kn:
-        notes.append(f"cut-offs differ (base K = {_ks(kb)}, new K = {_ks(kn)}): figures at a K only one report "
-                     f"measured are listed, not compared")  # fmt: skip
-    if bool(rb) != bool(rn):
-        notes.append(f"only the {'base' if rb else 'new'} report measured retrieval")
-    if bool(ab) != bool(an):
-        notes.append(f"only the {'base' if ab else 'new'} report measured accuracy (a holdout)")
-    for section, key in (("inputs", "n_items"), ("inputs", "n_interactions"), ("retrieval", "n_queries")):
-        a, b = (base.get(section) or {}).get(key), (new.get(section) or {}).get(key)
-        if a != b:
-            notes.append(f"{section}.{key} differs ({a} vs {b})")
-    return notes
-
-
-def _ks(keys: set[str]) -> str:
-    return ", ".join(sorted(keys, key=int)) or "none"
-
-
 def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: list[Flag]) -> MetricChange:
     entry = base or new
     assert entry is not None
@@ -330,9 +316,18 @@ def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: lis
         return MetricChange(name, a, b, None, None, "unknown", "incomparable", "; ".join(reasons))
     unchanged = a == b or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)  # a float written and read back
     delta = 0.0 if unchanged else b - a  # ∞ on both sides is no change either (∞ − ∞ is NaN)
-    # From 0 or from an infinite ratio, a change has no relative size; no change is 0 relative.
-    relative = 0.0 if unchanged else None if a == 0 or not math.isfinite(a) else delta / abs(a)
+    # From 0, from round-off of 0 or from an infinite ratio, a change has no relative size;
+    # no change (0 → 0 included) is 0 relative.
+    relative = 0.0 if unchanged else None if from_zero(a, b) or not math.isfinite(a) else delta / abs(a)
     return MetricChange(name, a, b, delta, relative, direction(entry, delta, a), "compared")
+
+
+def from_zero(base: float, new: float) -> bool:
+    """Whether ``base`` is 0 for the change to ``new``: 0, or smaller than float32 round-off
+    of ``new`` (|base| ≤ 2⁻²³·|new|, :data:`ROUNDOFF`), where a figure computed from float32
+    vectors cannot tell it from 0 (the log–log slope of norms equal to within rounding,
+    6e-10 against 0.26, read +4·10¹⁰ %)."""
+    return base == 0 or (math.isfinite(new) and abs(base) <= ROUNDOFF * abs(new))
 
 
 def _basis(report: dict[str, Any]) -> Basis:
@@ -342,9 +337,8 @@ def _basis(report: dict[str, Any]) -> Basis:
 
 def _verdict(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> VerdictChange:
     vb, vn = base.get("verdict") or {}, new.get("verdict") or {}
-    sb, sn = str(vb.get("severity", "none")), str(vn.get("severity", "none"))
-    rank: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
-    step = rank.get(sn, 0) - rank.get(sb, 0)
+    sb, sn = str(vb["severity"]), str(vn["severity"])  # one of SEVERITIES (figures.check_figures)
+    step = SEVERITIES.index(sn) - SEVERITIES.index(sb)
     basis_base, basis_new = _basis(base), _basis(new)
     reason = (f"the base's severity judges {basis_base}, the new one's {basis_new}" if basis_base != basis_new
               else _graded_elsewhere(base, new) or _graded_on_flagged(base, new, flags))  # fmt: skip

@@ -1,7 +1,8 @@
 """A report's figures are numbers or null (docs/diff.md, "Inputs"): popaudit writes null for
 a figure it has no value for, so any other value (text, a list, true) is a corrupt report,
 refused with the field named rather than read as "not measured". Sections popaudit writes
-in every report (``null`` where not measured) must be there too."""
+in every report (``null`` where not measured) must be there too, and the verdict's severity
+one of none, low, moderate, high (never read as "none", which would be a verdict improvement)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from auditor.errors import ReportError
 from auditor.flat import CORRELATIONS
+from auditor.sections import SEVERITIES
 
 SECTIONS = ("inputs", "retrieval", "verdict")
 """Keys every JSON report popaudit writes holds (``retrieval`` null when not measured)."""
@@ -23,6 +25,12 @@ def check_figures(report: dict[str, Any], named: str) -> None:
         if section not in report:
             raise ReportError(f"{named} has no {section!r} section, which every popaudit JSON report holds (null "
                               "where not measured): not a report popaudit wrote, or one cut short")
+    verdict = report["verdict"]
+    severity = verdict.get("severity") if isinstance(verdict, dict) else None
+    if severity not in SEVERITIES:  # a verdict improvement must never come from an unknown or missing grade
+        found = "missing" if not isinstance(verdict, dict) or "severity" not in verdict else _shown(severity)
+        raise ReportError(f"{named}: verdict.severity is {found}, not one of {', '.join(SEVERITIES)}: not a verdict "
+                          "popaudit writes (a corrupt or edited report)")
     for path, value in _figures(report):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ReportError(f"{named}: {path} is {_shown(value)}, not a number or null: not a figure popaudit "

@@ -10,7 +10,7 @@
 
 Names are checked before anything is compared (a typo is a GateError, exit 2); a gate on
 a change that does not exist (the figure missing from one report, not comparable, or a
-relative change from a base of 0) cannot be evaluated and fails (UnmeasuredGateError,
+relative change of a figure that moved from a base of 0, or of float32 round-off of 0) cannot be evaluated and fails (UnmeasuredGateError,
 exit 1), as ``check``'s gates do; the message says which of these it is, per gate.
 """
 
@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from auditor.diff.compare import MetricChange, ReportDiff
+from auditor.diff.compare import MetricChange, ReportDiff, from_zero
 from auditor.errors import UnmeasuredGateError, setting
 from auditor.gate import Gate, GateOutcome, evaluate_gates, parse_gates
 from auditor.gate_reasons import well_formed, why_unmeasured
@@ -75,6 +75,9 @@ def why_unevaluated(gate: Gate, diff: ReportDiff, reports: Reports | None = None
             return f"relative change undefined: the base value is 0 (gate {name}.delta instead)"
         if change.base == math.inf:  # a dot/cosine ratio over a cosine share of 0
             return f"relative change undefined: the base value is infinite (gate {name} on the new value instead)"
+        if change.new is not None and from_zero(change.base, change.new):
+            return (f"relative change undefined: the base value {change.base:.3g} is 0 to within float32 round-off "
+                    f"of the new value {change.new:.4g} (gate {name}.delta instead)")
     return _missing(change, suffix, _whys(name, reports))
 
 

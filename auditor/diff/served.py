@@ -2,7 +2,7 @@
 served as it serves (propagated, with its bias, cached) and of its stored tables standing
 in for them (``served_vectors.as_served`` false) are of other vectors, so a change between
 them is no change of the model's bias. ``served_vectors.source`` or ``as_served`` that
-differ flag every retrieval and accuracy figure and the served frequency–norm figures
+differ flag every figure of the model's own lists (not of served lists given to popaudit) and the served frequency–norm figures
 (``served_spearman``, ``served_loglog_slope``); a report without the section (a plain
 table) counts as the stored tables served as they are."""
 
@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from auditor.diff.rules import of_model_lists
 from auditor.flat import FlatEntry
 
-EFFECT = "retrieval, accuracy and served figures are not compared: the two audits served other vectors"
+EFFECT = "figures of the model's own lists and served figures are not compared: the two audits served other vectors"
 
 
 def _of_served(entry: FlatEntry) -> bool:
-    return entry.section in ("retrieval", "accuracy") or entry.measure.startswith("served_")
+    return of_model_lists(entry) or entry.measure.startswith("served_")
 
 
 def served_vector_flags(base: dict[str, Any], new: dict[str, Any],

@@ -13,6 +13,14 @@ from typing import Literal
 import numpy as np
 
 
+def head_count(percent: float, n_items: int) -> int:
+    """c, the rank of the item whose popularity cuts the top-``percent``% head of a
+    catalogue of ``n_items`` (:func:`head_mask`): max(1, floor(percent/100 * n_items)),
+    at most ``n_items``. Two catalogues with the same c on the same popularity have the same
+    head; another c is another head (``popaudit diff`` compares head shares only then)."""
+    return min(max(1, int(math.floor(percent / 100.0 * n_items + 1e-9))), max(n_items, 1))
+
+
 def head_mask(popularity: np.ndarray, percent: float) -> np.ndarray:
     """Boolean mask of the head: items at least as popular as the c-th most popular one.
 
@@ -24,8 +32,7 @@ def head_mask(popularity: np.ndarray, percent: float) -> np.ndarray:
     n = popularity.shape[0]
     if n == 0:
         return np.zeros(0, dtype=bool)
-    c = max(1, int(math.floor(percent / 100.0 * n + 1e-9)))
-    c = min(c, n)
+    c = head_count(percent, n)
     # partition finds the c-th largest without a full sort.
     f_c = np.partition(popularity, n - c)[n - c]
     return (popularity >= f_c) & (popularity > 0)

@@ -37,6 +37,8 @@ LISTS_BASIS = "served lists"
 JUDGES = {"model": "a model's dot-product lists against its cosine lists",
           LISTS_BASIS: "the served lists against the training log's own top-1% share"}  # fmt: skip
 """What each kind of report's severity judges, for the lead when the two differ."""
+GRADED = "severity_level"
+"""The verdict's grade (0 none … 3 high), last in the diff's ``metrics``."""
 LARGEST = 5
 """Figures listed on each side of the largest changes."""
 CHANGED_SIGN = "changed sign"
@@ -50,11 +52,14 @@ def diff_document(diff: Mapping[str, Any], *, full: bool = False, base_name: str
                   new_name: str = "new") -> Document:
     """The document of one comparison; ``diff``: ``ReportDiff.to_dict()``; ``full``: add
     the table of every figure (HTML; ``--all``); the names say which file is which."""
-    metrics: list[Mapping[str, Any]] = list(diff.get("metrics") or [])
+    every: list[Mapping[str, Any]] = list(diff.get("metrics") or [])
+    # The verdict's grade is the verdict's change, shown above; only the table of every figure lists it.
+    metrics = [m for m in every if m.get("name") != GRADED]
     sections = [_verdict_section(diff), _key_section(diff, metrics), _largest_section(metrics),
                 _comparability_section(diff, metrics)]  # fmt: skip
     if full:
-        sections.append(Section("all", "Every figure", (_metrics_table(metrics, "Every flat metric of either report."),)))
+        sections.append(Section("all", "Every figure", (_metrics_table(every, "Every flat metric of either report, "
+                                                                             "severity_level (the verdict's grade) last."),)))
     return Document(
         kind="diff",
         title=f"popaudit diff: {base_name} → {new_name}",

@@ -68,6 +68,14 @@ CASES = [
          r"^Error: new report new\.json: accuracy\.at\.5\.dot\.ndcg is '0\.3', not a number or null"),
     Case("no-retrieval-section", pair(json.dumps({k: v for k, v in json.loads(report()).items() if k != "retrieval"})),
          EXIT_ERROR, r"^Error: new report new\.json has no 'retrieval' section, which every popaudit JSON report holds"),
+    # The verdict's grade popaudit writes is one of none/low/moderate/high: an unknown or missing
+    # one read as "none" made the verdict's change "less bias" (QA report 5, Diff F4).
+    Case("unknown-severity", pair(report(verdict={"severity": "catastrophic", "bias_detected": True})), EXIT_ERROR,
+         r"^Error: new report new\.json: verdict\.severity is 'catastrophic', not one of none, low, moderate, high"),
+    Case("missing-severity-base", pair(report(), base=report(verdict={"bias_detected": True})), EXIT_ERROR,
+         r"^Error: base report base\.json: verdict\.severity is missing"),
+    Case("null-verdict", pair(report(verdict=None)), EXIT_ERROR, r"new\.json: verdict\.severity is missing"),
+    Case("numeric-severity", pair(report(verdict={"severity": 2})), EXIT_ERROR, r"verdict\.severity is 2, not one of"),
     Case("tagged-wrong-structure", pair(report(retrieval={"at": ["10"]})), EXIT_ERROR,
          r"the reports base\.json and new\.json carry popaudit's tag but not its structure"),
     Case("fifo-input", special(), EXIT_ERROR, r"new report new\.json is a FIFO"),

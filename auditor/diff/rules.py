@@ -1,0 +1,149 @@
+"""Comparability rules of inputs and retrieval that change what a figure means without a
+setting of ``check`` saying so (docs/diff.md, "Comparability"), and the notes on inputs
+that differ but leave figures comparable:
+
+* the catalogue size (``inputs.n_items``): a top-p% head is the items at least as popular
+  as the c-th most popular one, c = max(1, floor(p/100 · n_items))
+  (:func:`~auditor.metrics.popularity_sets.head_count`); where c differs, the head is another
+  set of items, so every figure of that head (``head_share_<p>pct`` of every scoring, its
+  ratio, ``head_share_log`` for the top 1%) is **flagged**, and so are the user groups'
+  figures where the top ``popular_percent``% that groups users moved. Where every c is the
+  same, the heads are the same items and the figures are compared (a note says the sizes differ).
+* the retrieval index (``retrieval.index``: exact search or an approximate index): an
+  approximate index misses candidates (its recall), which moves every figure of the model's
+  own lists, so those are **flagged**; served lists (``served`` scoring) are the lists given,
+  whatever index the model's figures used.
+* notes: another model file, training log, served-lists file, catalogue size, log size or
+  number of queries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from auditor.flat import FlatEntry, flat_entries
+from auditor.metrics.popularity_sets import head_count
+
+Differs = Callable[[str, Any, Any, Callable[[FlatEntry], bool], str], None]
+"""The comparability rule's recorder: setting, base value, new value, the figures it
+affects, its effect (``auditor.diff.compare._comparability``)."""
+GROUPED_BY_USERS = re.compile(r"(gap_delta|miscalibration|ndcg)_(niche|diverse|blockbuster)")
+"""The user groups' figures: users grouped by their share of the top popular_percent% items."""
+_HEAD_SHARE = re.compile(r"head_share_(\d+(?:\.\d+)?)pct")
+LOG_HEAD_PERCENT = 1.0
+"""``head_share_log``: the top-1% items' share of the training popularity (retrieval/served.py)."""
+
+
+def of_model_lists(entry: FlatEntry) -> bool:
+    """A figure of the lists popaudit retrieves itself (the model's scorings, the most-popular
+    list, their accuracy), not of served lists given to it (``served`` scoring)."""
+    return entry.section in ("retrieval", "accuracy") and entry.scoring != "served"
+
+
+def _retrieved(entry: FlatEntry) -> bool:
+    """A figure of lists an index retrieved (the most-popular list is counted, not searched)."""
+    return of_model_lists(entry) and entry.scoring != "popular" and entry.measure != "overlap_served_popular"
+
+
+def head_percent(entry: FlatEntry) -> float | None:
+    """The p of the top-p% head the figure measures a share of (None: no head share)."""
+    if entry.measure == "head_share_log":
+        return LOG_HEAD_PERCENT
+    match = _HEAD_SHARE.fullmatch(entry.measure)
+    return float(match.group(1)) if match else None
+
+
+def catalogue_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs) -> None:
+    """Flag the figures whose head holds another number of items (module docstring)."""
+    nb, nn = (_int((r.get("inputs") or {}).get("n_items")) for r in (base, new))
+    if nb is None or nn is None or nb == nn:
+        return
+
+    def head_moved(percent: float) -> bool:
+        return head_count(percent, nb) != head_count(percent, nn)
+
+    def affected(entry: FlatEntry) -> bool:
+        percent = head_percent(entry)
+        return head_moved(percent) if percent is not None else grouped and bool(GROUPED_BY_USERS.fullmatch(entry.measure))
+
+    popular = [_popular_percent(r) for r in (base, new)]
+    grouped = popular[0] is not None and popular[0] == popular[1] and head_moved(popular[0])
+    heads = {head_percent(e) for report in (base, new) for e in flat_entries(report).values()} - {None}
+    if not grouped and not any(head_moved(p) for p in heads if p is not None):
+        return  # every head holds the same number of items: the same items, compared (a note says so)
+    differs("inputs.n_items", nb, nn, affected,
+            "head shares whose top-p% head holds another number of items (c = max(1, floor(p/100 · n_items))) "
+            "are not compared" + (", nor the user groups' figures (their popular items moved)" if grouped else ""))
+
+
+def index_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> None:
+    """Flag the model's own lists where the retrieval index differs (exact vs approximate)."""
+    ib, in_ = rb.get("index"), rn.get("index")
+    if _served_only(ib) or _served_only(in_):
+        return  # a lists-only report retrieves nothing: the model's figures are one report's alone
+    differs("retrieval.index", ib, in_, _retrieved,
+            "figures of the model's own lists are not compared: an approximate index misses candidates "
+            "(its recall), which moves them as much as the model does")
+
+
+def comparable_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Differences that leave the shared figures comparable, said once: cut-offs, sections
+    only one report measured, and the inputs (:func:`input_notes`)."""
+    rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
+    ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
+    notes: list[str] = []
+    kb, kn = set((rb.get("at") or {})), set((rn.get("at") or {}))
+    if kb != kn:
+        notes.append(f"cut-offs differ (base K = {_ks(kb)}, new K = {_ks(kn)}): figures at a K only one report "
+                     f"measured are listed, not compared")  # fmt: skip
+    if bool(rb) != bool(rn):
+        notes.append(f"only the {'base' if rb else 'new'} report measured retrieval")
+    if bool(ab) != bool(an):
+        notes.append(f"only the {'base' if ab else 'new'} report measured accuracy (a holdout)")
+    return notes + input_notes(base, new)
+
+
+def _ks(keys: set[str]) -> str:
+    return ", ".join(sorted(keys, key=int)) or "none"
+
+
+def input_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The inputs that differ but leave the figures comparable, one note each."""
+    notes: list[str] = []
+    for section, key, what in (
+        ("inputs", "model", "another model"),
+        ("inputs", "interactions", "another training log: popularity, the reference of most figures, may differ"),
+        ("served", "source", "other served lists"),
+        ("inputs", "n_items", "another catalogue size"),
+        ("inputs", "n_interactions", "another training log size"),
+        ("retrieval", "n_queries", "another number of queries"),
+    ):
+        a, b = ((r.get(section) or {}).get(key) for r in (base, new))
+        # A file only one report read (a model, served lists): its figures are that report's alone, listed so.
+        if a != b and (a not in (None, "") and b not in (None, "") or not isinstance(a or b, str)):
+            notes.append(f"{section}.{key} differs ({_shown(a)} vs {_shown(b)}): {what}")
+    rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
+    if rb.get("index") == rn.get("index") and rb.get("recall") != rn.get("recall"):
+        notes.append(f"retrieval.recall differs ({rb.get('recall')} vs {rn.get('recall')}): the same approximate "
+                     "index found other shares of the exact lists")
+    return notes
+
+
+def _shown(value: Any) -> str:
+    return "none" if value in (None, "") else str(value)
+
+
+def _served_only(index: Any) -> bool:
+    return isinstance(index, str) and index.startswith("none")
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _popular_percent(report: dict[str, Any]) -> float | None:
+    groups = (report.get("settings") or {}).get("groups") or {}
+    value = groups.get("popular_percent")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
