@@ -80,10 +80,12 @@ def test_the_tiled_scan_and_faiss_search_rank_a_tiny_table_like_float64() -> Non
 def test_tiny_and_ordinary_shards_merge_on_one_scale() -> None:
     # The Dask path shifts each shard on its own: tiny shards' scores must stay in float64.
     queries, table = _tables(1.0, n_items=600)
-    table[300:] *= np.float32(1e-30)
+    table[300:] *= np.float32(1e-40)  # subnormal entries: products far below float32's range
     merged = None
     for start in (300, 0):
-        merged = merge_topk(merged, search_shard(table[start : start + 300], queries, 310, start, (1.0,), None)[1.0], 310)
+        found = search_shard(table[start : start + 300], queries, 310, start, (1.0,), None)[1.0]
+        assert found[0].dtype == (np.float64 if start else np.float32)
+        merged = merge_topk(merged, found, 310)
     assert merged is not None
     np.testing.assert_array_equal(merged[1], _reference(queries, table, 310, 1.0))
 
