@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from auditor.tradeoff import Point, UserValues, judge_tradeoff, paired_changes, unresampled
+from auditor.tradeoff import Point, UserValues, paired_changes, unresampled
 
 
 def _values(n_queried: int, n_evaluated: int) -> tuple[list[Point], UserValues]:
