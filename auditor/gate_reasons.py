@@ -217,6 +217,20 @@ def _why_null(measure: str, section: Mapping[str, Any], report: Mapping[str, Any
             "in the JSON report), which no gate compares")
 
 
+def _one_norm_hint(fn: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """Where ρ is undefined because every item has one norm (the table ``mitigate --alpha 0``
+    writes, or any L2-normalised one; the wording of ``frequency_norm.undefined_reason``):
+    the gate that still judges such a model, the verdict's grade, and its value here."""
+    if "the same norm" not in str(fn.get("undefined_reason") or ""):
+        return ""
+    verdict = report.get("verdict") or {}
+    graded = (f" (graded {verdict.get('severity')} on this run)" if verdict.get("assessed")
+              else " on a run that measures retrieval (this one graded nothing)")
+    return (". The norms carry no popularity here (a table rescaled to one norm, as mitigate --alpha 0 writes, "
+            "has none), so no correlation gate applies: gate the verdict's grade with "
+            f"--fail-on 'severity_level>=1'{graded} instead")
+
+
 def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     """Why a name without a K (a correlation, its CI, the trace's figures, an audit
     measure) has no value."""
@@ -232,7 +246,7 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
         if name.startswith("spearman_ci") and not fn.get("undefined_reason"):  # ρ itself defined: the CI's own reason
             if fn.get("ci_undefined_reason") or not fn.get("n_bootstrap"):
                 return str(fn.get("ci_undefined_reason") or f"no CI without a bootstrap ({setting('bootstrap')} 0)")
-        return str(fn.get("undefined_reason") or f"{name} is undefined here")
+        return str(fn.get("undefined_reason") or f"{name} is undefined here") + _one_norm_hint(fn, report)
     if name.startswith("training_"):
         training = report.get("training")
         if not training:

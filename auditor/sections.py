@@ -289,6 +289,9 @@ class Accuracy:
     """Each other scoring against dot at ``quoted_k``, with paired bootstrap intervals."""
     n_bootstrap: int = 0
     """Resamples of the paired bootstrap over users behind ``changes`` (0: none ran)."""
+    ci_undefined_reason: str | None = None
+    """Why ``changes`` lack intervals although ``--bootstrap`` asked for them (one queried
+    or one evaluated user: nothing to resample); None otherwise."""
     best_alternative: str | None = None
     """The personalised scoring other than the incumbent with the best trade-off, recommended or not."""
     incumbent: str | None = "dot"

@@ -10,7 +10,8 @@ Policy: the model's own scoring (the incumbent: dot, or cosine for a model that 
 cosine, such as SimpleX or a ``Dot(normalize=True)`` score layer) stays unless another
 personalised scoring is *clearly* better: it keeps at least ``tolerance`` of the
 incumbent's NDCG@K and its head-share reduction's interval excludes 0 (the point
-estimate alone when no bootstrap ran). Among those, the lowest head share wins (ties:
+estimate alone when no bootstrap ran, or when one user leaves nothing to resample:
+:data:`MIN_RESAMPLED_USERS`). Among those, the lowest head share wins (ties:
 higher NDCG, then the scoring listed first). Otherwise the sentence says no serving
 change is clearly better, with the best alternative's numbers. ``popular`` is a
 reference point, never recommended. The report's changes stay against dot.
@@ -34,6 +35,10 @@ REFERENCE_SCORINGS = ("popular", "served")
 HEAD_PERCENT = 1.0
 """The trade-off's exposure axis: the top-1% head share (the verdict's measure)."""
 CONFIDENCE = 0.95
+MIN_RESAMPLED_USERS = 2
+"""Users a paired bootstrap needs: every resample of one user is that user, so its
+"interval" is undefined (NaN) and measures no uncertainty. With fewer, the interval is
+null, the point estimates decide (as with ``--bootstrap 0``) and the sentence says why."""
 
 
 @dataclass(frozen=True)
@@ -102,17 +107,37 @@ def paired_changes(
     others = [p.scoring for p in candidates if p.scoring != base]
     ndcg_ci = head_ci = None
     if values is not None and n_bootstrap > 0 and others:
-        ndcg_ci = _ndcg_intervals(values, others, n_bootstrap, seed, base)
-        head_ci = _head_intervals(values, others, n_bootstrap, seed, base)
+        if values.ndcg[base].shape[0] >= MIN_RESAMPLED_USERS:
+            ndcg_ci = _ndcg_intervals(values, others, n_bootstrap, seed, base)
+        if values.head_slots[base][0].shape[0] >= MIN_RESAMPLED_USERS:
+            head_ci = _head_intervals(values, others, n_bootstrap, seed, base)
     return {
         name: ScoringChange(
             ndcg_delta=by_name[name].ndcg - dot.ndcg,
             head_share_delta=by_name[name].head_share - dot.head_share,
-            ndcg_delta_ci=None if ndcg_ci is None else ndcg_ci[i],
-            head_share_delta_ci=None if head_ci is None else head_ci[i],
+            ndcg_delta_ci=None if ndcg_ci is None else _measured(ndcg_ci[i]),
+            head_share_delta_ci=None if head_ci is None else _measured(head_ci[i]),
         )
         for i, name in enumerate(others)
     }
+
+
+def _measured(ci: tuple[float, float]) -> tuple[float, float] | None:
+    """An interval, or None where no resample defined it (NaN ends): never compared nor printed."""
+    return ci if math.isfinite(ci[0]) and math.isfinite(ci[1]) else None
+
+
+def unresampled(values: UserValues | None, n_bootstrap: int, base: str = "dot") -> str | None:
+    """Why a bootstrap that was asked for gave the trade-off no interval (too few users to
+    resample: :data:`MIN_RESAMPLED_USERS`), or None."""
+    if values is None or n_bootstrap == 0 or base not in values.ndcg:
+        return None
+    n_queried, n_evaluated = values.head_slots[base][0].shape[0], values.ndcg[base].shape[0]
+    if n_queried < MIN_RESAMPLED_USERS:
+        return "one queried user: a bootstrap over users cannot measure the uncertainty, so the point estimates decide"
+    if n_evaluated < MIN_RESAMPLED_USERS:
+        return "one evaluated user: the NDCG changes have no bootstrap interval"
+    return None
 
 
 def _ndcg_intervals(values: UserValues, others: list[str], n_bootstrap: int, seed: int,
@@ -141,10 +166,12 @@ def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, see
 
 
 def choose_scoring(
-    candidates: list[Point], tolerance: float, changes: Mapping[str, ScoringChange] | None = None, base: str = "dot"
+    candidates: list[Point], tolerance: float, changes: Mapping[str, ScoringChange] | None = None, base: str = "dot",
+    gap: str | None = None,
 ) -> tuple[str | None, str, str | None]:
     """The recommended scoring, the sentence that says why (quoting the numbers and their
-    intervals), and the best alternative to the incumbent ``base`` (recommended or not)."""
+    intervals), and the best alternative to the incumbent ``base`` (recommended or not);
+    ``gap``: why a bootstrap asked for gave no interval (:func:`unresampled`)."""
     by_name = {p.scoring: p for p in candidates}
     dot = by_name.get(base)
     if dot is None:
@@ -165,13 +192,13 @@ def choose_scoring(
     if better:
         best = min(better, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring]))
         cosine = by_name.get("cosine") if base != "cosine" else None
-        return best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance), best.scoring
+        return best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance, gap), best.scoring
     pool = within or served
     if not pool:
         return base, f"no other scoring was measured, so {base} stays", None
     alternative = (min(pool, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring])) if within
                    else max(pool, key=lambda p: (p.ndcg, -p.head_share)))
-    return base, _keep_dot(alternative, dot, changes[alternative.scoring], tolerance), alternative.scoring
+    return base, _keep_dot(alternative, dot, changes[alternative.scoring], tolerance, gap), alternative.scoring
 
 
 def _name(base: str) -> str:
@@ -190,14 +217,15 @@ def _figures(p: Point, dot: Point, change: ScoringChange, tolerance: float) -> s
     )
 
 
-def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None, tolerance: float) -> str:
-    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance)}{_unmeasured(change)}"
+def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None, tolerance: float,
+                gap: str | None) -> str:
+    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance)}{_unmeasured(change, gap)}"
     if best.scoring != "cosine" and cosine is not None and cosine.ndcg >= dot.ndcg:
         text += f"; cosine costs no accuracy either (NDCG {cosine.ndcg:.4f})"
     return text
 
 
-def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: float) -> str:
+def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: float, gap: str | None) -> str:
     """Why dot stays, naming every reason that held ``alternative`` back (loosening the
     tolerance alone admits nothing when its head-share change is not clear either), with
     the tolerance as given (0.9046 is 90.46%, not a rounded 90%)."""
@@ -213,12 +241,15 @@ def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: 
     own = "" if dot.scoring == "dot" else f" (the model's own scoring, which it keeps)"
     return (
         f"no serving change is clearly better than {dot.scoring}{own}: the best alternative, {alternative.scoring}, "
-        f"{_figures(alternative, dot, change, tolerance)}, but {' and '.join(why)}{_unmeasured(change)}"
+        f"{_figures(alternative, dot, change, tolerance)}, but {' and '.join(why)}{_unmeasured(change, gap)}"
     )
 
 
-def _unmeasured(change: ScoringChange) -> str:
-    """Said of every trade-off sentence decided on point estimates (``bootstrap`` 0)."""
+def _unmeasured(change: ScoringChange, gap: str | None) -> str:
+    """Said of every trade-off sentence decided on point estimates (``bootstrap`` 0, or
+    ``gap``: too few users to resample) or quoting an NDCG change without its interval."""
+    if gap is not None:
+        return f" ({gap})"
     return " (no bootstrap ran: the uncertainty was not measured)" if change.head_share_delta_ci is None else ""
 
 
@@ -235,7 +266,10 @@ def judge_tradeoff(
     if incumbent not in {p.scoring for p in candidates}:
         incumbent = "dot"
     judged = changes if incumbent == "dot" else paired_changes(candidates, values, n_bootstrap, seed, incumbent)
-    recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, judged, incumbent)
+    gap = unresampled(values, n_bootstrap) if changes else None
+    recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, judged, incumbent, gap)
+    resampled = values is not None and bool(changes) and any(
+        c.ndcg_delta_ci is not None or c.head_share_delta_ci is not None for c in changes.values())
     return replace(
         accuracy,
         quoted_k=k,
@@ -243,7 +277,8 @@ def judge_tradeoff(
         recommendation=f"At K={k}, {sentence}.",
         pareto=pareto_front(candidates),
         changes=changes,
-        n_bootstrap=n_bootstrap if values is not None and changes else 0,
+        n_bootstrap=n_bootstrap if resampled else 0,
+        ci_undefined_reason=gap,
         best_alternative=alternative,
         incumbent=incumbent,
     )

@@ -414,8 +414,8 @@ def test_plugin_loader_goes_first_and_is_validated(tmp_path):
     assert bundle.format == "mytable"
     assert bundle.item_table.dtype == np.float32
     np.testing.assert_array_equal(bundle.item_table, [[1, 0], [0, 2], [3, 4]])
-    path.write_text("1,0\n0,2\n")
-    with pytest.raises(Exception, match="only 2 items"):
+    path.write_text("0,0\n0,0\n")
+    with pytest.raises(Exception, match="is all zeros"):
         load_model(path, LoadOptions(), pm)
 
 

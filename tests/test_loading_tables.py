@@ -176,14 +176,11 @@ def test_validate_empty_table():
         validate_item_table(np.zeros((0, 4), np.float32), "src")
 
 
-def test_validate_one_item():
-    with pytest.raises(EmbeddingTableError, match="has only 1 item; a frequency-norm correlation needs at least 3"):
-        validate_item_table(np.ones((1, 4), np.float32), "src")
-
-
-def test_validate_two_items():
-    with pytest.raises(EmbeddingTableError, match="has only 2 items; .* at least 3 items"):
-        validate_item_table(np.ones((2, 4), np.float32), "src")
+@pytest.mark.parametrize("rows", [1, 2])
+def test_validate_accepts_one_or_two_items(rows):
+    # Retrieval and accuracy are defined; the correlations are null with their reason
+    # (docs/measures.md), not a refusal of the whole audit (Measures F3).
+    assert validate_item_table(np.ones((rows, 4), np.float32), "src") == []
 
 
 def test_validate_not_2d():
@@ -258,8 +255,7 @@ def test_npy_empty_and_single_row(tmp_path, pm):
     with pytest.raises(EmbeddingTableError, match="empty"):
         _load(path, pm)
     np.save(path, np.ones((1, 8), np.float32))
-    with pytest.raises(EmbeddingTableError, match="only 1 item"):
-        _load(path, pm)
+    assert _load(path, pm).item_table.shape == (1, 8)
 
 
 # ---------------------------------------------------------------- Parquet tables

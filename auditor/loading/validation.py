@@ -11,8 +11,6 @@ import numpy as np
 from auditor.errors import EmbeddingTableError
 from auditor.memory import block_rows
 
-MIN_ITEMS = 3
-"""A rank correlation of frequency and norm needs at least this many items."""
 _FIRST_ROWS = 5
 
 
@@ -25,8 +23,10 @@ def first_rows(rows: np.ndarray) -> str:
 def validate_item_table(table: np.ndarray, source: str) -> list[str]:
     """Check an item table; return warnings (all-zero rows), raise on fatal problems.
 
-    Fatal: not 2-D, fewer than 3 rows (a rank correlation needs at least 3 items), no
-    columns, NaN/inf values, every row all-zero (no norm, no direction to retrieve by).
+    Fatal: not 2-D, no rows, no columns, NaN/inf values, every row all-zero (no norm, no
+    direction to retrieve by). One or two items are audited: retrieval and accuracy are
+    defined, and the frequency-norm correlations are null with their reason
+    (:func:`auditor.metrics.frequency_norm.undefined_reason`).
     """
     if table.ndim != 2:
         raise EmbeddingTableError(
@@ -35,11 +35,6 @@ def validate_item_table(table: np.ndarray, source: str) -> list[str]:
     n, d = table.shape
     if n == 0:
         raise EmbeddingTableError(f"item table in {source} is empty (0 rows)")
-    if n < MIN_ITEMS:
-        raise EmbeddingTableError(
-            f"item table in {source} has only {n} item{'s' if n != 1 else ''}; "
-            f"a frequency-norm correlation needs at least {MIN_ITEMS} items"
-        )
     if d == 0:
         raise EmbeddingTableError(f"item table in {source} has {n} rows but 0 dimensions")
     bad_parts: list[np.ndarray] = []

@@ -123,6 +123,9 @@ def changes_table(accuracy: Accuracy) -> Table:
         ))  # fmt: skip
     how = (f"paired bootstrap over users, {accuracy.n_bootstrap:,} resamples" if accuracy.n_bootstrap
            else f"no bootstrap ({setting('bootstrap')} 0): point estimates only")
+    if accuracy.ci_undefined_reason:
+        how = (f"{how} ({accuracy.ci_undefined_reason})" if accuracy.n_bootstrap
+               else f"none ({accuracy.ci_undefined_reason})")
     return Table(
         ("scoring", "NDCG − dot", "95% CI", "head share − dot (points)", "95% CI", "clearly less head"),
         tuple(rows), (False, True, True, True, True, False),

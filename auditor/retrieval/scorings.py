@@ -21,11 +21,12 @@ lists are those of :func:`~auditor.retrieval.search.sharded_topk` without and wi
 * Zero vectors: never served by cosine (no direction); score 0 for a > 0 (the limit).
 * Query blocks run on one thread each (torch single-threaded in each; sgemm and the
   elementwise passes release the GIL).
-* Huge values: when an inner product could overflow float32 (dim x max|x| x max|q|
-  near 2**126), queries and table are divided by powers of two first (ranking
-  unchanged; the rule of :func:`~auditor.retrieval.search.sharded_topk`) and the scores
-  scaled back in float64; scores are float32, or float64 when one lies beyond
-  float32's range.
+* Huge and tiny values: when an inner product could overflow float32 (dim x max|x| x
+  max|q| near 2**126) or underflow it (that bound below 2**-60: entries near 1e-25),
+  queries and table are scaled by powers of two first (ranking unchanged; the rule of
+  :func:`~auditor.retrieval.search.overflow_shifts`, shared with
+  :func:`~auditor.retrieval.search.sharded_topk`) and the scores scaled back in float64;
+  scores are float32, or float64 when one lies beyond float32's range (above or below).
 * NaN/inf vectors are the caller's to refuse first (they are never served, or give
   NaN/inf scores, but nothing fails).
 """
@@ -54,7 +55,7 @@ from auditor.retrieval.scoring_blocks import (
     decode,
     scan_block,
 )
-from auditor.retrieval.search import TopK, overflow_shifts
+from auditor.retrieval.search import TopK, float32_where_it_fits, overflow_shifts
 
 QUERY_BLOCK = 512
 """Queries per block: one thread's unit of work, and the rows of one score tile."""
@@ -391,10 +392,5 @@ def _final_lists(
 
 
 def _float32_if_it_fits(scores: np.ndarray, rows: np.ndarray) -> TopK:
-    """Rescaled scores back in float32 where every finite one fits (as sharded_topk does)."""
-    if scores.dtype == np.float32:
-        return scores, rows
-    finite = scores[np.isfinite(scores)]
-    if finite.size == 0 or np.abs(finite).max() <= np.finfo(np.float32).max:
-        return scores.astype(np.float32), rows
-    return scores, rows
+    """Rescaled scores back in float32 where they fit (as sharded_topk does)."""
+    return float32_where_it_fits(scores), rows

@@ -49,6 +49,12 @@ FLOAT32_SAFE_EXPONENT = 126
 """Exact dot-product search keeps dim x max|x| x max|q| below 2**126 (float32's largest
 value is just under 2**128), which bounds every inner product and every partial sum."""
 
+FLOAT32_SMALL_EXPONENT = -60
+"""Below this, dim x max|x| x max|q| (the bound of every inner product) is lifted to about
+2**0 by powers of two: otherwise the products fall into float32's subnormal range or
+underflow to 0 (entries near 1e-25 give products near 1e-50) and every list becomes the
+lowest unseen rows. Ordinary tables (bounds far above 2**-60) are searched untouched."""
+
 TopK = tuple[np.ndarray, np.ndarray]
 """(scores, rows int64), each (n_queries, k), ordered as :func:`select_topk` orders them."""
 
@@ -221,24 +227,47 @@ def _search_blocks(
 
 def overflow_shifts(table_peak: float, query_peak: float, dim: int) -> tuple[int, int]:
     """Powers of two ``(t, q)`` to divide the table and the queries by so that no inner
-    product (nor partial sum) can overflow float32: |x . q| <= dim x max|x| x max|q|.
+    product (nor partial sum) can overflow float32, nor underflow it: the bound
+    |x . q| <= dim x max|x| x max|q| is brought below 2**126 (:data:`FLOAT32_SAFE_EXPONENT`),
+    and when it lies below 2**-60 (:data:`FLOAT32_SMALL_EXPONENT`) it is lifted to about
+    2**0 with negative powers (a multiplication).
 
-    (0, 0) whenever the bound already fits, so ordinary tables are searched untouched.
-    The larger side is shifted first, then both equally: ranking is invariant to one
-    positive factor on all items (or on a query), and small shifts keep small entries
-    clear of float32's subnormal range.
+    (0, 0) whenever the bound lies between, so ordinary tables are searched untouched.
+    The side farther from the other is shifted first, then both equally: ranking is
+    invariant to one positive factor on all items (or on a query), and small shifts
+    keep small entries clear of float32's subnormal range (and large ones of overflow).
     """
     if table_peak == 0.0 or query_peak == 0.0:
         return 0, 0
     # frexp: peak < 2**exponent, so the bound is below 2**(e_table + e_query + e_dim).
     e_table, e_query, e_dim = math.frexp(table_peak)[1], math.frexp(query_peak)[1], math.frexp(dim)[1]
-    excess = e_table + e_query + e_dim - FLOAT32_SAFE_EXPONENT
-    if excess <= 0:
+    bound = e_table + e_query + e_dim
+    if bound > FLOAT32_SAFE_EXPONENT:
+        excess = bound - FLOAT32_SAFE_EXPONENT
+        shift_table = min(excess, max(0, e_table - e_query))
+        shift_query = min(excess - shift_table, max(0, e_query - e_table))
+        rest = excess - shift_table - shift_query
+        return shift_table + (rest + 1) // 2, shift_query + rest // 2
+    if bound >= FLOAT32_SMALL_EXPONENT:
         return 0, 0
-    shift_table = min(excess, max(0, e_table - e_query))
-    shift_query = min(excess - shift_table, max(0, e_query - e_table))
-    rest = excess - shift_table - shift_query
-    return shift_table + (rest + 1) // 2, shift_query + rest // 2
+    deficit = -bound  # lift the bound to 2**0: the smaller side first, then both
+    lift_table = min(deficit, max(0, e_query - e_table))
+    lift_query = min(deficit - lift_table, max(0, e_table - e_query))
+    rest = deficit - lift_table - lift_query
+    return -(lift_table + (rest + 1) // 2), -(lift_query + rest // 2)
+
+
+def float32_where_it_fits(scores: np.ndarray) -> np.ndarray:
+    """Rescaled (float64) scores back in float32 where every finite non-zero one is a
+    normal float32; float64 when one lies beyond float32's range, above (huge tables)
+    or below it (tiny ones: float32 would round their scores to subnormals or 0)."""
+    if scores.dtype == np.float32:
+        return scores
+    finite = np.abs(scores[np.isfinite(scores) & (scores != 0)])
+    f32 = np.finfo(np.float32)
+    if finite.size == 0 or (finite.max() <= f32.max and finite.min() >= f32.tiny):
+        return scores.astype(np.float32)
+    return scores
 
 
 def _peak(vectors: np.ndarray) -> float:
@@ -252,9 +281,9 @@ def _search_shard(
     queries: np.ndarray, shard: np.ndarray, k: int, query_peak: float, advance: Advance, block: int,
     threads: int | None,
 ) -> TopK:
-    """One shard's exact top-k (rows local to it), divided by powers of two first when
-    its inner products could overflow float32 (:func:`overflow_shifts`); the scores are
-    scaled back in float64 so shards still merge on one scale."""
+    """One shard's exact top-k (rows local to it), scaled by powers of two first when
+    its inner products could overflow or underflow float32 (:func:`overflow_shifts`);
+    the scores are scaled back in float64 so shards still merge on one scale."""
     shift_table, shift_query = overflow_shifts(_peak(shard), query_peak, queries.shape[1]) if query_peak else (0, 0)
     if not (shift_table or shift_query):
         return _search_blocks(queries, shard, k, advance, block, threads)
@@ -287,9 +316,10 @@ def sharded_topk(
     ``check_finite`` is False (caller checked). ``threads`` caps the search threads
     (default: FAISS's OpenMP thread count).
 
-    Huge values: when dim x max|x| x max|q| could overflow float32 (entries near
-    ±1e38), the shard and/or the queries are rescaled exactly (:func:`_search_shard`).
-    Scores are float32, or float64 when some score lies beyond float32's range.
+    Extreme values: when dim x max|x| x max|q| could overflow float32 (entries near
+    ±1e38) or is so small that the products underflow it (entries near 1e-25), the
+    shard and/or the queries are rescaled exactly (:func:`_search_shard`). Scores are
+    float32, or float64 when some score lies beyond float32's range (above or below).
     """
     queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
     if queries.ndim != 2:
@@ -330,8 +360,4 @@ def sharded_topk(
         pad = k - best_rows.shape[1]
         best_scores = np.pad(best_scores, ((0, 0), (0, pad)), constant_values=-np.inf)
         best_rows = np.pad(best_rows, ((0, 0), (0, pad)), constant_values=-1)
-    if best_scores.dtype != np.float32:  # rescaled shards: float32 again where it fits
-        finite = best_scores[np.isfinite(best_scores)]
-        if finite.size == 0 or np.abs(finite).max() <= np.finfo(np.float32).max:
-            best_scores = best_scores.astype(np.float32)
-    return best_scores, best_rows
+    return float32_where_it_fits(best_scores), best_rows

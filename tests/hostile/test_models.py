@@ -366,6 +366,27 @@ def _report_ok(constant_norms: bool) -> Any:
     return check
 
 
+def _tiny_catalogue(rows: int) -> Any:
+    """A 1- or 2-item table (.npy) and its log: audited, the correlations null with the reason."""
+
+    def build(d: Path) -> Built:
+        log(d, rows=rows)
+        np.save(d / "tiny.npy", np.random.default_rng(rows).normal(size=(rows, 4)).astype(np.float32))
+
+        def check(folder: Path, outcome: Outcome) -> None:
+            report = strict_json(folder / "r.json")
+            section = report["frequency_norm"]
+            assert section["spearman"] is None and section["pearson_log"] is None
+            items = "1 item" if rows == 1 else f"{rows} items"
+            assert f"the table has only {items}; a rank correlation needs at least 3" in section["undefined_reason"]
+            assert report["retrieval"]["at"][str(rows)]["dot"]["coverage"] is not None
+
+        return Built(check_args("tiny.npy", "-k", str(rows), "--json", "r.json"), outputs=("r.json",),
+                     must_exist=("r.json",), check=check)
+
+    return build
+
+
 def _huge_values() -> np.ndarray:
     values = (np.random.default_rng(1).uniform(-1, 1, (10, 4)) * 3e38).astype(np.float32)
     values[0] = [3e38, -3e38, 3e38, -3e38]
@@ -585,6 +606,8 @@ CASES = [
                                     outputs=("r.json",), check=_report_ok(constant_norms=True)), EXIT_OK, None),
     Case("npy-plus-minus-3e38", _npy("huge.npy", _huge_values(), "--json", "r.json", outputs=("r.json",),
                                      check=_report_ok(constant_norms=False)), EXIT_OK, None),
+    Case("npy-one-item", _tiny_catalogue(1), EXIT_OK, None),
+    Case("npy-two-items", _tiny_catalogue(2), EXIT_OK, None),
     Case("npy-zero-rows", _npy("none.npy", np.zeros((0, 4), np.float32)), EXIT_ERROR, r"none\.npy is empty \(0 rows\)"),
     Case("npy-1d", _npy("flat.npy", np.arange(10.0)), EXIT_ERROR, r"flat\.npy.*must be 2-D"),
     Case("pt-no-float-table", _scalars_pt, EXIT_ERROR, r"no item embedding table in model\.pt"),

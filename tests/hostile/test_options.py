@@ -94,6 +94,12 @@ def _same_via_link(d: Path) -> None:
     symlink(d, "alias.json", "r.json")
 
 
+def _one_norm(d: Path) -> None:
+    """The standard table rescaled to one norm (what mitigate --alpha 0 writes): ρ undefined."""
+    table = np.load(d / "items.npy").astype(np.float64)
+    np.save(d / "items.npy", (table / np.linalg.norm(table, axis=1, keepdims=True)).astype(np.float32))
+
+
 def _readonly(d: Path) -> Built:
     standard(d)
     folder = unwritable_folder(d)
@@ -173,6 +179,14 @@ CASES = [
          r"cannot evaluate --fail-on head_share_1pct_ratio@100>1\.5: retrieval not measured: skipped with --no-retrieval$"),
     Case("fail-on-undefined", _check("--no-retrieval", "--bootstrap", "0", "--fail-on", "spearman_ci_lo>0"), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman_ci_lo>0: no CI without a bootstrap \(--bootstrap 0\)$"),
+    # Measures F4: a correlation gate on a table of one norm (a cured model) says which gate still judges it.
+    Case("fail-on-spearman-one-norm-table", _check("--fail-on", "spearman>0.5", make=_one_norm), EXIT_ERROR,
+         r"cannot evaluate --fail-on spearman>0\.5: every item has the same norm.*: the correlation is undefined\. "
+         r"The norms carry no popularity here .*gate the verdict's grade with --fail-on 'severity_level>=1' "
+         r"\(graded none on this run\) instead$"),
+    Case("fail-on-kendall-one-norm-no-retrieval", _check("--no-retrieval", "--fail-on", "kendall<0", make=_one_norm),
+         EXIT_ERROR, r"cannot evaluate --fail-on kendall<0: every item has the same norm.*--fail-on "
+         r"'severity_level>=1' on a run that measures retrieval \(this one graded nothing\) instead$"),
     Case("fail-on-k-not-asked", _check("-k", "5", "--fail-on", "head_share_1pct_ratio@8>1.5"), EXIT_ERROR,
          r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@8>1\.5: K=8 was not asked for \(add -k 8\)$"),
     Case("fail-on-k-clamped", _check("-k", "50", "--fail-on", "gini_dot@50>0.5"), EXIT_ERROR,
