@@ -8,6 +8,7 @@ from the finished sections.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,7 @@ def run_audit(
         # is a subsystem a model's audit never runs.
         from auditor.lists_audit import run_lists_audit
 
-        return run_lists_audit(config, registered, progress, cache)
+        return replace(run_lists_audit(config, registered, progress, cache), read_files=_read_files(config))
     inputs = load_inputs(config, pm, progress, cache)
     bundle, stats = inputs.bundle, inputs.stats
     warnings, not_measured = inputs.warnings, inputs.not_measured
@@ -109,7 +110,16 @@ def run_audit(
     from auditor.verdict import decide_verdict
 
     return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures,
-                       measure_descriptions=measure_descriptions(registered))  # fmt: skip
+                       measure_descriptions=measure_descriptions(registered), read_files=_read_files(config))
+
+
+def _read_files(config: AuditConfig) -> dict[str, Path]:
+    """Every file the audit read (the external data of an ONNX graph too), which no report
+    written from its result may replace (:func:`auditor.plugins.renderers.render_files`)."""
+    from auditor.loading.side_files import side_inputs
+
+    files = {**config.input_files(), **side_inputs(config.model, "the model")}
+    return {name: Path(path) for name, path in files.items() if path is not None}
 
 
 def _check_trace_settings(inputs: AuditInputs, config: AuditConfig, warnings: list[str]) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.alpha import name_clash
 from auditor.devices import DEVICES
 from auditor.errors import InputError, setting
-from auditor.ranges import check_ranges
+from auditor.ranges import check_ranges, plain_numbers
 
 from auditor.values import ItemRows, LogSpec, RowIdPolicy
 
@@ -92,6 +92,9 @@ class DeclaredTraining:
     loss: str | None = None
 
     def __post_init__(self) -> None:
+        declared = {"momentum": self.momentum, "weight_decay": self.weight_decay, "lr": self.lr}
+        for name, value in plain_numbers(declared, optional=declared).items():
+            object.__setattr__(self, name, value)
         checks = (("momentum", self.momentum, 0.0), ("weight_decay", self.weight_decay, 0.0))
         for name, value, low in checks + (("lr", self.lr, None),):
             if value is None:
@@ -217,6 +220,12 @@ class AuditConfig(ReadSettings):
     (cuda when torch sees a CUDA device); auditor/devices.py."""
 
     def __post_init__(self) -> None:
+        # One normal form whatever the caller passed (numpy scalars, a list, repeats):
+        # the frozen config is hashable and records what the command line would.
+        plain = plain_numbers({name: getattr(self, name) for name in (*_RANGED, *_GROUP_FIELDS, "top_items")},
+                              optional=("max_queries", "id_offset", "max_memory"))
+        for name, value in plain.items():
+            object.__setattr__(self, name, value)
         self._check_served()
         if not self.ks or any(k < 1 for k in self.ks):
             raise InputError(f"cut-offs {setting('ks')} must be positive integers, got {list(self.ks)}")

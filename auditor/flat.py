@@ -163,5 +163,21 @@ def _training_entries(training: dict[str, Any] | None, flat: dict[str, FlatEntry
 
 def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:
     """The flat metrics of a JSON report: equal to ``AuditResult.flat_metrics()`` of the
-    result that wrote it."""
-    return {name: entry.value for name, entry in flat_entries(report).items()}
+    result that wrote it. Every name a ``--fail-on`` gate of its settings accepts is
+    there (:func:`gateable_names`), ``None`` where nothing was measured, so a caller's
+    ``flat["ndcg_dot@10"] is not None`` reads "not measured" instead of raising KeyError."""
+    flat = {name: entry.value for name, entry in flat_entries(report).items()}
+    return {**flat, **{name: None for name in gateable_names(report) if name not in flat}}
+
+
+def gateable_names(report: dict[str, Any]) -> list[str]:
+    """The flat names a gate accepts for the audit of ``report``: :func:`metric_names` of
+    its settings' cut-offs and norm-aware exponents, with the built-in list measures and
+    its own audit measures (the numbers and the nulls; a plugin's list measures are in the
+    report wherever its lists were measured)."""
+    settings = report.get("settings") or {}
+    ks = [k for k in settings.get("ks") or () if isinstance(k, int) and not isinstance(k, bool)]
+    alphas = [a for a in settings.get("alphas") or DEFAULT_ALPHAS if isinstance(a, (int, float))]
+    measures = [name for name, value in (report.get("measures") or {}).items()
+                if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))]
+    return metric_names(ks, measures, alphas)

@@ -12,6 +12,8 @@ real workloads.
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,8 +36,10 @@ class Range:
     this much it means nothing (``bootstrap``: :data:`MIN_BOOTSTRAP`)."""
 
     def contains(self, value: Any) -> bool:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's numbers are Real
             return False
+        if not isinstance(value, (int, float)):
+            value = int(value) if isinstance(value, numbers.Integral) else float(value)
         if self.integer and not float(value).is_integer():
             return False
         if not math.isfinite(float(value)):
@@ -135,6 +139,50 @@ def check_ranges(values: dict[str, Any]) -> None:
             found.check(name, one)
 
 
+SEQUENCES = {"ks": "cut-offs, such as (10, 100)", "alphas": "exponents, such as (0.25, 0.5)"}
+"""The settings that hold several values, and what one of them looks like."""
+
+
+def plain_numbers(values: dict[str, Any], optional: Iterable[str] = ()) -> dict[str, Any]:
+    """``values`` (setting -> value, a sequence of values for :data:`SEQUENCES`) as one
+    normal form, before any check compares them: numpy's and every other
+    ``numbers.Integral`` / ``numbers.Real`` scalar as a Python int / float (``np.int64(10)``
+    is the integer 10), a whole number as an int where the setting is one, and a sequence
+    as a tuple without repeats, first kept (as the command line's ``-k 10 -k 10``). A value
+    that is no number, a sequence setting given one value, or None for a setting not
+    ``optional`` (None: not set) is an InputError naming the setting; ranges are checked
+    later (:func:`check_ranges`)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if value is None and name in optional:
+            out[name] = None
+            continue
+        if value is None or name not in SEQUENCES:
+            out[name] = _plain(name, value)
+            continue
+        if isinstance(value, (str, bytes, numbers.Number)) or not isinstance(value, Iterable):
+            raise InputError(f"{setting(name)} must be a sequence of {SEQUENCES[name]}, got {value!r}")
+        out[name] = tuple(dict.fromkeys(_plain(name, one) for one in value))
+    return out
+
+
+def _plain(name: str, value: Any) -> Any:
+    """One value of setting ``name`` as a Python number (:func:`plain_numbers`)."""
+    limits = RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        limits.check(name, value)  # refused, naming the setting and what it takes
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    number = float(value)
+    if not isinstance(value, float):  # np.float32(0.3) is 0.3 as it prints, not 0.30000001192092896
+        try:
+            number = float(str(value))
+        except ValueError:  # Fraction(3, 10) prints 3/10
+            pass
+    return int(number) if limits.integer and number.is_integer() else number
+
+
 def seed_run(first: int, count: int) -> list[int]:
     """The seeds an experiment runs, ``first`` (``seed``) and the ``count - 1`` after it
     (``seeds``): each within the seed range, which torch and numpy take no seed beyond, so
@@ -151,4 +199,4 @@ def seed_run(first: int, count: int) -> list[int]:
     return list(range(first, first + count))
 
 
-__all__ = ["MIN_BOOTSTRAP", "RANGES", "Range", "check_ranges", "seed_run"]
+__all__ = ["MIN_BOOTSTRAP", "RANGES", "Range", "SEQUENCES", "check_ranges", "plain_numbers", "seed_run"]

@@ -36,6 +36,8 @@ from auditor.sections import (
 from auditor.trace_section import TrainingSection
 
 if TYPE_CHECKING:  # the probes package loads torch; the result and its renderers need not
+    from pathlib import Path
+
     from auditor.probe_results import ProbeOutcome
 
 SCHEMA_VERSION = 1
@@ -276,6 +278,8 @@ class AuditResult(MeasuredSections):
     measure_descriptions: dict[str, str] = field(default_factory=dict)
     """Each of ``measures``' own ``description`` (what it measures, when it is null), for
     the reports' tables; not in the JSON, which holds findings, not a plugin's wording."""
+    read_files: dict[str, Path] = field(default_factory=dict, repr=False, compare=False)
+    """Every file the audit read, by the setting naming it: no report of it may replace one (not in the JSON)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (docs/report.md, schema_version 1); NaN/inf become null."""
@@ -387,8 +391,7 @@ def json_safe(value: Any) -> Any:
 __all__ = [
     "ACCURACY_MEASURES", "Accuracy", "AuditResult", "CONDITION_IDS", "CONDITION_NAMES", "Condition", "CutoffMeasures",
     "DecileRow", "FrequencyNorm", "Inputs", "ListMeasureInfo", "ListMeasures", "MeasuredSections", "ORTHOGONALITY_IDS",
-    "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange", "ServedVectorsSection",
     "PlotData", "Population", "RankingAccuracy", "Retrieval", "SCHEMA_VERSION", "SCORINGS", "ScoringChange",
-    "ServedCutoff", "ServedSection",
+    "ServedCutoff", "ServedSection", "ServedVectorsSection",
     "SEVERITIES", "Severity", "Status", "Verdict", "builtin_list_measures", "json_safe",
 ]  # fmt: skip

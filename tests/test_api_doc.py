@@ -57,3 +57,22 @@ def test_the_readme_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
         exec(compile(code, "README.md example", "exec"), {"__name__": "readme"})  # noqa: S102 - the README's own code
     severity, ratio = printed.getvalue().split()
     assert severity == "moderate" and float(ratio) == pytest.approx(82.6667, abs=1e-4)
+
+
+def test_the_examples_pass_mypy_strict_as_a_users_script(tmp_path: Path) -> None:
+    """QA Api F7: a user's script made of the page's examples type-checks under ``mypy
+    --strict`` against the shipped package (found through MYPYPATH, as a compat editable
+    install finds it): Optional sections are narrowed and ``render``'s str | bytes too."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("mypy")
+    script = tmp_path / "api_doc_examples.py"
+    script.write_text("\n".join(code for code, _shown in examples()), encoding="utf-8")
+    (tmp_path / "mypy.ini").write_text("[mypy]\n", encoding="utf-8")  # a user's settings, not the project's
+    ran = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--config-file", str(tmp_path / "mypy.ini"),
+         "--cache-dir", str(ROOT / ".mypy_cache" / "api_doc"), str(script)],
+        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "MYPYPATH": str(ROOT)}, timeout=600,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -132,7 +132,9 @@ def test_served_lists_beside_a_model_are_not_measured_above_their_length(
     assert "served" in result.accuracy.at[10] and "served" not in result.accuracy.at[20]
     flat = result.flat_metrics()
     assert "head_share_1pct_served@10" in flat and "head_share_1pct_dot@20" in flat
-    assert not [name for name in flat if "served" in name and name.endswith("@20")]
+    assert flat["head_share_1pct_served@10"] is not None
+    served_20 = [name for name in flat if "served" in name and name.endswith("@20")]
+    assert "head_share_1pct_served@20" in served_20 and all(flat[name] is None for name in served_20)
     assert any(re.search(r"not measured at K=20 \(\S+ 10 measures them", w) for w in result.warnings), result.warnings
     gate = _invoke("check", model, "--interactions", log, "--recommendations", served, "-k", "10", "-k", "20",
                    "--bootstrap", "0", "--no-probes", "-q", "--fail-on", "head_share_1pct_served@20>0.5")

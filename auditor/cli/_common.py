@@ -309,12 +309,12 @@ def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
     """
     fields = dict(options)
     declared = [fields.pop(name) for name in ("optimizer", "momentum", "weight_decay", "lr", "loss")]
-    fields["ks"] = tuple(dict.fromkeys(fields.pop("ks"))) or (10, 100)
+    fields["ks"] = tuple(fields.pop("ks")) or (10, 100)  # repeats: AuditConfig drops them (ranges.plain_numbers)
     fields["retrieval"] = not fields.pop("no_retrieval")
     fields["probes"] = not fields.pop("no_probes")
     fields["declared"] = DeclaredTraining(*declared)
     if "alphas" in fields:
-        fields["alphas"] = tuple(dict.fromkeys(fields["alphas"])) or DEFAULT_ALPHAS
+        fields["alphas"] = tuple(fields["alphas"]) or DEFAULT_ALPHAS
         if (clash := name_clash(fields["alphas"])) is not None:  # never merged silently into one scoring
             raise click.UsageError(f"--alpha {clash}")
     return fields

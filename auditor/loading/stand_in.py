@@ -87,8 +87,11 @@ def tables_stand_in(bundle: ModelBundle, users_queried: bool) -> ServedVectors |
     loaded, or the format is a plain table).
 
     ``users_queried``: retrieval queries the user table's rows (a query file or history
-    queries do not use the user tower, so its tensors change nothing then)."""
-    if bundle.live is not None or bundle.format in ("recbole", "npy", "parquet"):
+    queries do not use the user tower, so its tensors change nothing then). A popaudit
+    checkpoint stores its towers' outputs for every row as its tables (``popaudit
+    retrain``), so its tables are what it serves whatever its encoder: ``check`` (which runs
+    its towers) and ``mitigate`` (which does not) say nothing here alike (QA Api F6)."""
+    if bundle.live is not None or bundle.format in ("recbole", "npy", "parquet", "popaudit"):
         return None
     if (recorded := recorded_serving(bundle.config)) is not None:  # a graph model's tables, saved by another trainer
         return _recorded_model(bundle, recorded)

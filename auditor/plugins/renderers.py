@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pluggy
 
-from auditor.errors import AuditError, InputError, OutputError, PluginError
+from auditor.errors import AuditError, InputError, OutputError, PluginError, setting
 from auditor.io import atomic_path
 from auditor.output_guard import check_not_inputs, refuse_linked_folder
 from auditor.plugin_api import RenderContext, Renderer
@@ -156,7 +156,9 @@ def render_outputs(
     inputs: Mapping[str, Path | None] | None = None,
 ) -> list[Path]:
     """Render ``result`` in each (format, path) and write them all, or none
-    (:func:`render_files`, then :func:`write_all`); returns the paths written."""
+    (:func:`render_files`, then :func:`write_all`); returns the paths written. A path that
+    is a file the audit read (:func:`audit_inputs`) or one of ``inputs`` is an InputError
+    before anything is written."""
     files = render_files(result, outputs, pm, width=width, labels=labels, inputs=inputs)
     write_all(files, remove=stale_figures(outputs, files))
     return list(files)
@@ -178,11 +180,11 @@ def render_files(
     Attachments go into a real folder beside their report, never through a symlink there
     (:func:`~auditor.output_guard.refuse_linked_folder`). Every report is rendered in memory, so a
     failing renderer leaves no output of this run behind. Every file (attachments
-    included) must be distinct and none may be one of ``inputs``
-    (:func:`~auditor.output_guard.check_not_inputs`; ``labels``: what named each output, e.g.
-    ``--json``, for its messages).
+    included) must be distinct and none may be a file the audit read (:func:`audit_inputs`)
+    or one of ``inputs``, files a caller adds (:func:`~auditor.output_guard.check_not_inputs`;
+    ``labels``: what named each output, e.g. ``--json``, for its messages).
     """
-    names = list(labels) if labels is not None else [f"the {fmt} report {path}" for fmt, path in outputs]
+    names = list(labels) if labels is not None else _default_labels([fmt for fmt, _path in outputs])
     if len(names) != len(outputs):
         raise ValueError(f"{len(names)} labels for {len(outputs)} outputs")
     files: dict[Path, bytes] = {}
@@ -194,13 +196,31 @@ def render_files(
         named[name] = Path(path)
         for attachment, content in context.attachments.items():
             if Path(attachment).parent != Path(path).parent:  # a folder popaudit makes, not one named
-                refuse_linked_folder(Path(attachment).parent, f"{name} {path}" if labels is not None else name)
+                refuse_linked_folder(Path(attachment).parent, f"{name} {path}")
             files[Path(attachment)] = content
             kind = "figure" if fmt == "markdown" else "file"
-            owner = name if labels is None else f"{name} {path}"  # default labels name the path
-            named[f"{kind} {Path(attachment).name} of {owner}"] = Path(attachment)
-    check_not_inputs(named, inputs or {})
+            named[f"{kind} {Path(attachment).name} of {name} {path}"] = Path(attachment)
+    check_not_inputs(named, {**audit_inputs(result), **(inputs or {})})
     return files
+
+
+def _default_labels(formats: Sequence[str]) -> list[str]:
+    """What names each output in messages when the caller names none (messages add the
+    path): ``the json report``, with its place among the outputs when a format is written twice."""
+    twice = {fmt for fmt in formats if formats.count(fmt) > 1}
+    return [f"the {fmt} report" + (f" (output {i + 1})" if fmt in twice else "") for i, fmt in enumerate(formats)]
+
+
+def audit_inputs(result: AuditResult) -> dict[str, Path]:
+    """The files ``result``'s audit read, by the setting that named each: what
+    :func:`~auditor.audit.run_audit` recorded (``read_files``), else (a result built
+    otherwise) the model, log and item-id files its ``inputs`` section names. Reports are
+    never written over one of them, from the CLI or from Python."""
+    if result.read_files:
+        return dict(result.read_files)
+    named = {"model": result.inputs.model, "interactions": result.inputs.interactions,
+             "item_ids": result.inputs.item_ids}
+    return {setting(name): Path(path) for name, path in named.items() if path}
 
 
 def render_to(result: AuditResult, fmt: str, path: Path, pm: pluggy.PluginManager) -> None:
@@ -240,6 +260,6 @@ def write_all(files: Mapping[Path, bytes], remove: Iterable[Path] = ()) -> None:
 
 
 __all__ = [
-    "RenderContext", "Renderer", "planned_outputs", "render", "render_document", "render_files", "render_outputs",
+    "RenderContext", "Renderer", "audit_inputs", "planned_outputs", "render", "render_document", "render_files", "render_outputs",
     "render_to", "renderers", "stale_figures", "write_all",
 ]  # fmt: skip

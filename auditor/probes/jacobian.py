@@ -9,6 +9,7 @@ audit should not pay that.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -16,6 +17,11 @@ import torch
 import torch.autograd.forward_ad as fwad
 
 ItemFunction = Callable[[dict[str, torch.Tensor]], torch.Tensor]
+
+_DUAL_LEVEL = threading.Lock()
+"""torch's forward-AD level is one for the whole process, not per thread: two audits in
+threads would nest it ("Nested forward mode AD is not supported") and lose the C3 probe
+at random (QA Api F2), so one forward-mode pass runs at a time."""
 
 
 def sampled_kernel(
@@ -112,7 +118,7 @@ def _jvp(
     f: ItemFunction, leaves: dict[str, torch.Tensor], tangent: list[torch.Tensor], shape: tuple[int, int]
 ) -> torch.Tensor:
     """J·v by forward-mode AD: one forward pass with dual parameters, in float64."""
-    with fwad.dual_level():
+    with _DUAL_LEVEL, fwad.dual_level():
         duals = {
             name: fwad.make_dual(p.detach(), t.to(p.dtype))  # type: ignore[no-untyped-call]
             for (name, p), t in zip(leaves.items(), tangent)

@@ -238,3 +238,25 @@ def test_hostile_output(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_corpus_size() -> None:
     assert len(CASES) + len(PRODUCT_FAILURES) >= 15
+
+
+def test_render_outputs_from_python_never_replaces_an_input(tmp_path: Path) -> None:
+    """The library's ``render_outputs`` refuses the audit's own files as ``check`` does
+    (QA Api F1): a Markdown report over the log, whose figures would go beside it, writes
+    nothing and leaves the log and the table byte for byte."""
+    import hashlib
+
+    from auditor import AuditConfig, run_audit
+    from auditor.errors import InputError
+    from auditor.plugins import get_plugin_manager
+    from auditor.plugins.renderers import render_outputs
+
+    standard(tmp_path)
+    files = sorted(tmp_path.iterdir())
+    before = [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]
+    result = run_audit(AuditConfig(model=tmp_path / "items.npy", interactions=tmp_path / "log.parquet",
+                                   bootstrap=0, probes=False))
+    with pytest.raises(InputError, match=r"log\.parquet is the input file given as interactions"):
+        render_outputs(result, [("markdown", tmp_path / "log.parquet")], get_plugin_manager())
+    assert sorted(tmp_path.iterdir()) == files
+    assert [hashlib.sha256(p.read_bytes()).hexdigest() for p in files] == before

@@ -218,3 +218,25 @@ def test_bootstrap_is_zero_or_at_least_the_minimum() -> None:
     assert found.describe() == "0 or an integer from 100 to 100,000"
     with pytest.raises(InputError, match=r"bootstrap must be 0 or an integer from 100 to 100,000, got 2"):
         AuditConfig(model="m.npy", bootstrap=2)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"ks": 10}, r"^ks must be a sequence of cut-offs, such as \(10, 100\), got 10$"),
+    ({"ks": "10"}, r"^ks must be a sequence of cut-offs, such as \(10, 100\), got '10'$"),
+    ({"alphas": 0.5}, r"^alphas must be a sequence of exponents, such as \(0\.25, 0\.5\), got 0\.5$"),
+    ({"ks": ("10",)}, r"^ks must be an integer from 1 to 10,000, got '10'$"),
+    ({"ks": (True,)}, r"^ks must be an integer from 1 to 10,000, got True$"),
+    ({"max_queries": "500"}, r"^max_queries must be an integer from 1 to 10,000,000, got '500'$"),
+    ({"seed": None}, r"^seed must be an integer from 0 to"),
+    ({"alphas": (None,)}, r"^alphas must be a number >= 0 and <= 1, got None$"),
+    ({"accuracy_tolerance": "0.9"}, r"^accuracy_tolerance must be a number > 0 and <= 1, got '0\.9'$"),
+    ({"head_mass": [0.2]}, r"^head_mass must be a number > 0 and <= 1, got \[0\.2\]$"),
+])
+def test_a_library_setting_of_the_wrong_type_is_an_audit_error(fields: dict[str, Any], message: str) -> None:
+    """QA Api F4: a wrong type in AuditConfig is an InputError naming the setting (an
+    ``except AuditError`` catches it), never a bare TypeError from a comparison."""
+    from auditor.config import AuditConfig
+    from auditor.errors import InputError
+
+    with pytest.raises(InputError, match=message):
+        AuditConfig(model="m.npy", **fields)
