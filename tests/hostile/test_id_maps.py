@@ -21,6 +21,14 @@ def _npz_short_ids(d: Path) -> Built:
     return Built(check_args("model.npz"))
 
 
+def _implicit_save_short_ids(d: Path) -> Built:
+    """implicit's model.save members plus an item_ids member of fewer ids than rows (was dropped)."""
+    log(d)
+    table = np.random.default_rng(0).normal(size=(N_ITEMS, 4)).astype(np.float32)
+    np.savez(d / "model.npz", item_factors=table, factors=np.int64(4), item_ids=np.arange(N_ITEMS - 1))
+    return Built(check_args("model.npz"))
+
+
 def _float_id_buffer(d: Path) -> Built:
     """A state dict whose item_ids buffer holds floats: no id map."""
     log(d)
@@ -62,6 +70,9 @@ def _ids_off_by_one(d: Path) -> Built:
 
 CASES = [
     Case("npz-item-ids-shorter-than-table", _npz_short_ids, EXIT_ERROR,
+         r"model\.npz \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
+         r"the item table; pass --item-ids FILE"),
+    Case("implicit-save-item-ids-shorter-than-table", _implicit_save_short_ids, EXIT_ERROR,
          r"model\.npz \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
          r"the item table; pass --item-ids FILE"),
     Case("state-dict-float-item-ids", _float_id_buffer, EXIT_ERROR,
