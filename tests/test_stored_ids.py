@@ -112,6 +112,29 @@ def test_state_dict_buffer_maps_the_rows_and_is_no_encoder(tmp_path: Path) -> No
     assert report["served_vectors"] is None
 
 
+def test_ids_kept_beside_model_state_dict_map_the_rows(tmp_path: Path) -> None:
+    """Loaders F2: ids saved next to the weights, not inside them, were dropped (ρ 0.014)."""
+    log = _log(tmp_path)
+    weights = {"item_embedding.weight": torch.from_numpy(_table()), "user_embedding.weight": torch.ones(5, DIM)}
+    model = tmp_path / "ckpt.pt"
+    torch.save({"model_state_dict": weights, "item_ids": torch.from_numpy(PERM), "epoch": 5}, model)
+    code, _, report = _audit(model, log)
+    assert code == 0 and report is not None
+    assert report["frequency_norm"]["spearman"] == pytest.approx(1.0)
+    assert report["inputs"]["item_id_mapping"] == f"item rows mapped through the item ids stored in {model} (`item_ids`)"
+    text = tmp_path / "text.pt"  # text ids as a list beside a Lightning-style state_dict: a log of text ids
+    torch.save({"state_dict": weights, "item_ids": [f"i{p}" for p in PERM]}, text)
+    items = np.repeat(np.arange(N), np.arange(1, N + 1))
+    text_log = tmp_path / "text_log.parquet"
+    pq.write_table(pa.table({"user_id": np.arange(items.size) % 5, "item_id": [f"i{i}" for i in items]}), text_log)
+    code, _, report = _audit(text, text_log)
+    assert code == 0 and report is not None and report["frequency_norm"]["spearman"] == pytest.approx(1.0)
+    same = tmp_path / "same.pt"  # the same ids inside and beside the weights: one map
+    torch.save({"model_state_dict": {**weights, "item_ids": torch.from_numpy(PERM)}, "item_ids": PERM.tolist()}, same)
+    code, _, report = _audit(same, log)
+    assert code == 0 and report is not None and report["frequency_norm"]["spearman"] == pytest.approx(1.0)
+
+
 def test_a_member_that_is_no_id_map_is_refused_unless_an_id_file_replaces_it(tmp_path: Path) -> None:
     model = tmp_path / "model.npz"
     np.savez(model, item_embeddings=_table(), item_ids=np.arange(N - 2))
