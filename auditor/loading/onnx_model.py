@@ -21,7 +21,7 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, table_role, table_to_numpy, tensor_infos
 from auditor.loading.item_bias import one_per_item, set_item_bias
-from auditor.loading.onnx_graph import bias_role, id_source, looked_up_by, tower_of
+from auditor.loading.onnx_graph import bias_role, constant_tensors, id_source, looked_up_by, tower_of
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.side_files import external_location
 from auditor.model import ModelBundle
@@ -48,9 +48,7 @@ def read_onnx(path: Path, options: LoadOptions) -> ModelBundle:
     except Exception as exc:  # protobuf's DecodeError and the C++ parser's errors share no base class
         raise ModelLoadError(f"cannot read {path} as ONNX: {reason(exc)} (truncated or corrupt?)") from exc
     graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
-    inits.update({n.output[0]: a.t for n in graph.node if n.op_type == "Constant" and n.output
-                  for a in n.attribute if a.name == "value" and a.type == 4})  # fmt: skip  (TENSOR attribute)
+    inits = constant_tensors(graph)
     floats = {name: t for name, t in inits.items() if t.data_type in _FLOATS}
     if not any(len(t.dims) == 2 for t in floats.values()):
         found = "; ".join(f"{shown(n)} {list(t.dims)}" for n, t in list(inits.items())[:10]) or "none"

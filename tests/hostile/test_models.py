@@ -540,6 +540,28 @@ def _onnx_without_table(d: Path) -> Built:
     return Built(check_args("model.onnx"))
 
 
+def _onnx_text_axes(d: Path) -> Built:
+    """An item side x / ReduceL2(x, axes) whose axes Constant holds text: no normalisation
+    is recognised (the tables stand in, warned), never a traceback."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    log(d)
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Gather", ["item_embedding.weight", "item_id"], ["i"]),
+             helper.make_node("Gather", ["user_embedding.weight", "user_id"], ["u"]),
+             helper.make_node("Constant", [], ["ax"], value=numpy_helper.from_array(np.array(["last"], dtype=object))),
+             helper.make_node("ReduceL2", ["i", "ax"], ["n"]), helper.make_node("Div", ["i", "n"], ["k"]),
+             helper.make_node("Mul", ["u", "k"], ["score"])]
+    ins = [helper.make_tensor_value_info(n, TensorProto.INT64, [None]) for n in ("user_id", "item_id")]
+    inits = [numpy_helper.from_array(rng.normal(size=(10, 4)).astype(np.float32), "item_embedding.weight"),
+             numpy_helper.from_array(rng.normal(size=(5, 4)).astype(np.float32), "user_embedding.weight")]
+    graph = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("score", TensorProto.FLOAT, [None])],
+                              inits)  # fmt: skip
+    onnx.save(helper.make_model(graph), str(d / "model.onnx"))
+    return Built(check_args("model.onnx"))
+
+
 CASES = [
     Case("empty-pt", _simple("model.pt", b""), EXIT_ERROR, r"model\.pt.*the file is empty \(0 bytes\)"),
     Case("empty-npy", _simple("items.npy", b""), EXIT_ERROR, r"items\.npy.*the file is empty \(0 bytes\)"),
@@ -619,6 +641,7 @@ CASES = [
     Case("onnx-no-2d-initializer", _onnx_without_table, EXIT_ERROR,
          r"no item embedding table in model\.onnx: .*no 2-D floating-point initializer \(initializers: bias \[4\]\)",
          skip=_no_onnx),
+    Case("onnx-reduce-l2-text-axes-constant", _onnx_text_axes, EXIT_OK, None, skip=_no_onnx),
     Case("pickle-protocol-5-os-system", _pickle_case("evil.pt", lambda m: pickle.dumps(
         _Reduce(os.system, _touch_cmd(m)), protocol=5)), EXIT_ERROR, r"evil\.pt " + PICKLE_REFUSED),
     Case("recbole-config-build-os-system", _recbole_like({}, evil=True), EXIT_OK, None),
