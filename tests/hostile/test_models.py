@@ -562,6 +562,13 @@ def _onnx_text_axes(d: Path) -> Built:
     return Built(check_args("model.onnx"))
 
 
+def _only_bias_columns(d: Path) -> Built:
+    """Two (n, 1) item tensors and no wider item table: no bias is taken for a table silently."""
+    log(d)
+    torch.save({"item_bias.weight": torch.randn(10, 1), "item_pop.weight": torch.randn(10, 1)}, d / "model.pt")
+    return Built(check_args("model.pt"))
+
+
 CASES = [
     Case("empty-pt", _simple("model.pt", b""), EXIT_ERROR, r"model\.pt.*the file is empty \(0 bytes\)"),
     Case("empty-npy", _simple("items.npy", b""), EXIT_ERROR, r"items\.npy.*the file is empty \(0 bytes\)"),
@@ -641,6 +648,9 @@ CASES = [
     Case("onnx-no-2d-initializer", _onnx_without_table, EXIT_ERROR,
          r"no item embedding table in model\.onnx: .*no 2-D floating-point initializer \(initializers: bias \[4\]\)",
          skip=_no_onnx),
+    Case("state-dict-only-one-column-item-tensors", _only_bias_columns, EXIT_ERROR,
+         r"several tensors in model\.pt could be the item table \(item_bias\.weight, item_pop\.weight\); pass "
+         r"--item-key"),
     Case("onnx-reduce-l2-text-axes-constant", _onnx_text_axes, EXIT_OK, None, skip=_no_onnx),
     Case("pickle-protocol-5-os-system", _pickle_case("evil.pt", lambda m: pickle.dumps(
         _Reduce(os.system, _touch_cmd(m)), protocol=5)), EXIT_ERROR, r"evil\.pt " + PICKLE_REFUSED),
