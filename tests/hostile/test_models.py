@@ -10,6 +10,7 @@ import struct
 import subprocess
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -562,6 +563,21 @@ def _onnx_text_axes(d: Path) -> Built:
     return Built(check_args("model.onnx"))
 
 
+def _keras_h5_config(text: str) -> Callable[[Path], Built]:
+    """A full-model Keras .h5 whose model_config root attribute is ``text``."""
+    def build(d: Path) -> Built:
+        import h5py
+
+        log(d)
+        with h5py.File(d / "model.h5", "w") as h5:
+            h5.create_dataset("model_weights/item_embedding/item_embedding/embeddings", data=np.ones((10, 4)))
+            h5["model_weights/item_embedding"].attrs["weight_names"] = [b"item_embedding/embeddings"]
+            h5["model_weights"].attrs["layer_names"] = [b"item_embedding"]
+            h5.attrs["model_config"] = text
+        return Built(check_args("model.h5"))
+    return build
+
+
 def _only_bias_columns(d: Path) -> Built:
     """Two (n, 1) item tensors and no wider item table: no bias is taken for a table silently."""
     log(d)
@@ -648,6 +664,10 @@ CASES = [
     Case("onnx-no-2d-initializer", _onnx_without_table, EXIT_ERROR,
          r"no item embedding table in model\.onnx: .*no 2-D floating-point initializer \(initializers: bias \[4\]\)",
          skip=_no_onnx),
+    Case("keras-h5-model-config-not-json", _keras_h5_config("{'layers': ["), EXIT_ERROR,
+         r"cannot read model\.h5: its `model_config` attribute is no JSON model config", skip=_no_h5py),
+    Case("keras-h5-model-config-nested-1e5", _keras_h5_config("[" * 100_000 + "]" * 100_000), EXIT_ERROR,
+         r"cannot read model\.h5: its `model_config` attribute nests deeper than any model config", skip=_no_h5py),
     Case("state-dict-only-one-column-item-tensors", _only_bias_columns, EXIT_ERROR,
          r"several tensors in model\.pt could be the item table \(item_bias\.weight, item_pop\.weight\); pass "
          r"--item-key"),
