@@ -53,6 +53,25 @@ class _Reduce:
         return self.func, self.args
 
 
+class _Dtype:
+    """Pickles as ``numpy.dtype(spec, False, True)`` with BUILD ``state``: any dtype record."""
+
+    def __init__(self, spec: str, state: tuple[Any, ...]) -> None:
+        self.spec, self.state = spec, state
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return np.dtype, (self.spec, False, True), self.state
+
+
+def _checkpoint_with_scalar(dtype: Any, data: bytes) -> bytes:
+    """A plain-pickle checkpoint whose hparams hold ``numpy scalar(dtype, data)``."""
+    from numpy._core.multiarray import scalar  # type: ignore[attr-defined]
+
+    table = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)
+    return pickle.dumps({"state_dict": {"item_emb.weight": table}, "hparams": {"tag": _Reduce(scalar, dtype, data)}},
+                        protocol=2)
+
+
 def _marker(d: Path) -> Path:
     return d / "PWNED"
 
@@ -672,6 +691,17 @@ CASES = [
          r"several tensors in model\.pt could be the item table \(item_bias\.weight, item_pop\.weight\); pass "
          r"--item-key"),
     Case("onnx-reduce-l2-text-axes-constant", _onnx_text_axes, EXIT_OK, None, skip=_no_onnx),
+    Case("numpy-str-scalar-short-of-its-width", _pickle_case("model.pt", _checkpoint_with_scalar(
+        np.dtype("<U5"), b"abc")), EXIT_ERROR, r"model\.pt.*numpy scalar of dtype <U5 with arguments torch and numpy "
+                                               r"never write"),
+    Case("numpy-str-scalar-1e8-characters", _pickle_case("model.pt", _checkpoint_with_scalar(
+        _Dtype("U99999999", (3, "<", None, None, None, -1, -1, 8)), b"ab")), EXIT_ERROR,
+         r"model\.pt.*a numpy scalar of numpy\.dtype\(U99999999\), a dtype popaudit does not rebuild"),
+    Case("numpy-datetime-scalar-unknown-unit", _pickle_case("model.pt", _checkpoint_with_scalar(
+        _Dtype("M8", (4, "<", None, None, None, -1, -1, 0, (None, (b"zz", 1, 1, 1)))), b"\0" * 8)), EXIT_ERROR,
+         r"model\.pt.*a numpy scalar of numpy\.dtype\(M8\), a dtype popaudit does not rebuild"),
+    Case("numpy-str-scalar-in-hparams", _pickle_case("model.pt", _checkpoint_with_scalar(
+        np.dtype("<U5"), "ml-1m".encode("utf-32-le"))), EXIT_OK, None),
     Case("pickle-protocol-5-os-system", _pickle_case("evil.pt", lambda m: pickle.dumps(
         _Reduce(os.system, _touch_cmd(m)), protocol=5)), EXIT_ERROR, r"evil\.pt " + PICKLE_REFUSED),
     Case("recbole-config-build-os-system", _recbole_like({}, evil=True), EXIT_OK, None),
