@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from auditor.errors import AmbiguousTableError, ModelLoadError, setting
+from auditor.errors import AmbiguousTableError, ModelLoadError, NoItemTableError, setting
 
 if TYPE_CHECKING:  # tensors are passed in; names and shapes need no torch (mitigate of a .npy table)
     import torch
@@ -202,7 +202,7 @@ def choose_tables(
                 if i.is_candidate and table_role(i.key) is None and (user is None or i.key != user.key)
             ])
             if not rest:
-                raise ModelLoadError(
+                raise NoItemTableError(
                     f"no item embedding table in {source}: no 2-D floating tensor"
                     + (f" (tensors: {'; '.join(i.describe() for i in infos[:20])})" if infos else " (no tensors)")
                 )

@@ -597,6 +597,26 @@ def _keras_h5_config(text: str) -> Callable[[Path], Built]:
     return build
 
 
+def _onnx_all_items(*extra: str) -> Callable[[Path], Built]:
+    """forward(user_id) = user_embedding(user_id) @ item_embedding.weight.T as torch.onnx
+    exports it: the item table is a transposed [4, 10] initializer a MatMul reads whole."""
+    def build(d: Path) -> Built:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+
+        log(d)
+        rng = np.random.default_rng(0)
+        nodes = [helper.make_node("Gather", ["user_embedding.weight", "user_id"], ["u"]),
+                 helper.make_node("MatMul", ["u", "onnx::MatMul_6"], ["scores"])]
+        inits = [numpy_helper.from_array(rng.normal(size=(5, 4)).astype(np.float32), "user_embedding.weight"),
+                 numpy_helper.from_array(rng.normal(size=(4, 10)).astype(np.float32), "onnx::MatMul_6")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("user_id", TensorProto.INT64, [None])],
+                                  [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None, 10])], inits)
+        onnx.save(helper.make_model(graph), str(d / "model.onnx"))
+        return Built(check_args("model.onnx", *extra))
+    return build
+
+
 def _only_bias_columns(d: Path) -> Built:
     """Two (n, 1) item tensors and no wider item table: no bias is taken for a table silently."""
     log(d)
@@ -690,6 +710,14 @@ CASES = [
     Case("state-dict-only-one-column-item-tensors", _only_bias_columns, EXIT_ERROR,
          r"several tensors in model\.pt could be the item table \(item_bias\.weight, item_pop\.weight\); pass "
          r"--item-key"),
+    Case("onnx-item-table-multiplied-whole", _onnx_all_items(), EXIT_ERROR,
+         r"no item embedding table in model\.onnx: popaudit reads item tables as the 2-D initializers a Gather looks "
+         r"rows up in \(here user_embedding\.weight \[5, 4\], none of them the item table\), and no Gather reads "
+         r"onnx::MatMul_6 \[4, 10\] \(read by MatMul\): an item table the graph multiplies whole", skip=_no_onnx,
+         absent=r"no 2-D floating tensor"),
+    Case("onnx-item-key-names-ungathered-initializer", _onnx_all_items("--item-key", "onnx::MatMul_6"), EXIT_ERROR,
+         r"--item-key 'onnx::MatMul_6' names an initializer of model\.onnx that no Gather looks rows up in: .*no "
+         r"Gather reads onnx::MatMul_6 \[4, 10\]", skip=_no_onnx, absent=r"is not a tensor"),
     Case("onnx-reduce-l2-text-axes-constant", _onnx_text_axes, EXIT_OK, None, skip=_no_onnx),
     Case("numpy-str-scalar-short-of-its-width", _pickle_case("model.pt", _checkpoint_with_scalar(
         np.dtype("<U5"), b"abc")), EXIT_ERROR, r"model\.pt.*numpy scalar of dtype <U5 with arguments torch and numpy "
