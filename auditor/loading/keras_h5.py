@@ -136,6 +136,10 @@ def _archive_weights(
         raise
     except ZipError as exc:
         raise ModelLoadError(f"cannot read {path} as a .keras archive: {exc}") from exc
+    except RecursionError as exc:  # config.json nested deeper than the parser goes: no model's config is
+        raise ModelLoadError(
+            f"cannot read {path} as a .keras archive: its config.json nests deeper than any model config"
+        ) from exc
     except (*ZIP_ERRORS, UnicodeError, json.JSONDecodeError) as exc:
         raise ModelLoadError(f"cannot read {path} as a .keras archive: {zip_reason(exc)}") from exc
 

@@ -617,6 +617,21 @@ def _onnx_all_items(*extra: str) -> Callable[[Path], Built]:
     return build
 
 
+def _keras_archive_deep_config(d: Path) -> Built:
+    """A .keras archive whose config.json nests 100,000 lists."""
+    import h5py
+
+    log(d)
+    weights = io.BytesIO()
+    with h5py.File(weights, "w") as h5:
+        h5.create_dataset("layers/embedding/vars/0", data=np.ones((10, 4), np.float32))
+        h5["layers/embedding/vars"].attrs["name"] = "item_embedding"
+    with zipfile.ZipFile(d / "model.keras", "w") as archive:
+        archive.writestr("config.json", "[" * 100_000 + "]" * 100_000)
+        archive.writestr("model.weights.h5", weights.getvalue())
+    return Built(check_args("model.keras"))
+
+
 def _only_bias_columns(d: Path) -> Built:
     """Two (n, 1) item tensors and no wider item table: no bias is taken for a table silently."""
     log(d)
@@ -707,6 +722,9 @@ CASES = [
          r"cannot read model\.h5: its `model_config` attribute is no JSON model config", skip=_no_h5py),
     Case("keras-h5-model-config-nested-1e5", _keras_h5_config("[" * 100_000 + "]" * 100_000), EXIT_ERROR,
          r"cannot read model\.h5: its `model_config` attribute nests deeper than any model config", skip=_no_h5py),
+    Case("keras-archive-config-nested-1e5", _keras_archive_deep_config, EXIT_ERROR,
+         r"cannot read model\.keras as a \.keras archive: its config\.json nests deeper than any model config",
+         skip=_no_h5py, absent=r"RecursionError|plugin 'builtin:loading' failed"),
     Case("state-dict-only-one-column-item-tensors", _only_bias_columns, EXIT_ERROR,
          r"several tensors in model\.pt could be the item table \(item_bias\.weight, item_pop\.weight\); pass "
          r"--item-key"),
