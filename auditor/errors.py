@@ -65,6 +65,10 @@ class AmbiguousTableError(ModelLoadError):
     """Several tensors could be the item (or user) table; the message lists them."""
 
 
+class NoItemTableError(ModelLoadError):
+    """No tensor of a model file can be the item table; the message lists what it holds."""
+
+
 class EmbeddingTableError(InputError):
     """An embedding table is empty, too small, or holds NaN/inf values."""
 

@@ -127,6 +127,33 @@ def test_a_keras_item_bias_layer_is_served(tmp_path: Path) -> None:
     assert c2["status"] == "holds" and "the per-item bias `item_bias.var0` served with it" in c2["evidence"], c2
 
 
+@pytest.mark.parametrize("layout", ["weights.h5", "h5"])
+def test_a_keras_bias_embedding_is_no_rival_table(tmp_path: Path, layout: str) -> None:
+    """Loaders F4: Keras's own layouts name every Embedding's variable `embeddings`, so
+    `item_bias.embeddings` [20, 1] tied with `item_embedding.embeddings` (exit 1 asking for
+    --item-key); a (n, 1) tensor beside a wider table is its bias, served (user bias: no table)."""
+    h5py = pytest.importorskip("h5py")
+    users, items, bias = hand_arrays()
+    layers = {"user_embedding": users, "item_embedding": items, "item_bias": bias[:, None],
+              "user_bias": np.ones((10, 1), np.float32)}  # fmt: skip
+    path = tmp_path / f"mf.{layout}"
+    with h5py.File(path, "w") as f:
+        for n, (name, values) in enumerate(layers.items()):
+            if layout == "weights.h5":  # Keras 3 save_weights: layers/<class name>/vars/<i>, the layer's name as attribute
+                group = f.create_group(f"layers/embedding{'_' + str(n) if n else ''}/vars")
+                group.attrs["name"] = name
+                group.create_dataset("0", data=values)
+            else:  # Keras model.save(".h5"): model_weights/<layer>/<layer>/embeddings
+                f.create_dataset(f"model_weights/{name}/{name}/embeddings", data=values)
+                f[f"model_weights/{name}"].attrs["weight_names"] = [f"{name}/embeddings".encode()]
+        if layout == "h5":
+            f["model_weights"].attrs["layer_names"] = [name.encode() for name in layers]
+    report = check(path, write_log(tmp_path), tmp_path)
+    assert report["inputs"]["item_table"] == "item_embedding.embeddings"
+    assert report["inputs"]["user_table"] == "user_embedding.embeddings"
+    assert_served_with_bias(report, "item_bias.embeddings")
+
+
 def test_a_keras_weight_beside_the_tables_is_kept_for_the_conditions(tmp_path: Path) -> None:
     """An item-side Dense kernel the table choice passed over stays in the state dict: the
     table stands in, said (it vanished, and C2 held on the table alone)."""
@@ -145,18 +172,20 @@ def test_a_keras_weight_beside_the_tables_is_kept_for_the_conditions(tmp_path: P
 # ---------------------------------------------------------------------------- ONNX (F1)
 
 
-def onnx_model(path: Path, bias_name: str = "item_bias", combine: str = "Add", column: bool = False) -> Path:
+def onnx_model(path: Path, bias_name: str = "item_bias", combine: str = "Add", column: bool = False,
+               tables: tuple[str, str] = ("user_table", "item_table")) -> Path:
     """The hand model as an ONNX scorer of (user_id, item_id) pairs: Σ(u ⊙ i), then the
     bias looked up by the item ids (as (n,) or (n, 1) and squeezed) and ``combine``d."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     users, items, bias = hand_arrays()
-    inits = [numpy_helper.from_array(users, "user_table"), numpy_helper.from_array(items, "item_table"),
+    user_table, item_table = tables
+    inits = [numpy_helper.from_array(users, user_table), numpy_helper.from_array(items, item_table),
              numpy_helper.from_array(np.array([1], np.int64), "axis"),
              numpy_helper.from_array(bias[:, None].copy() if column else bias, bias_name)]
-    nodes = [helper.make_node("Gather", ["user_table", "user_id"], ["u"]),
-             helper.make_node("Gather", ["item_table", "item_id"], ["i"]),
+    nodes = [helper.make_node("Gather", [user_table, "user_id"], ["u"]),
+             helper.make_node("Gather", [item_table, "item_id"], ["i"]),
              helper.make_node("Mul", ["u", "i"], ["p"]),
              helper.make_node("ReduceSum", ["p", "axis"], ["dot"], keepdims=0),
              helper.make_node("Gather", [bias_name, "item_id"], ["b"])]
@@ -184,6 +213,13 @@ def test_an_onnx_bias_added_to_the_score_is_served(tmp_path: Path, column: bool)
 def test_an_onnx_bias_is_known_by_its_place_in_the_graph_not_its_name(tmp_path: Path) -> None:
     model = onnx_model(tmp_path / "mf.onnx", bias_name="w7")
     assert_served_with_bias(check(model, write_log(tmp_path), tmp_path), "w7")
+
+
+def test_an_onnx_bias_column_with_neutral_names_is_no_rival_table(tmp_path: Path) -> None:
+    """Loaders F4: `e2` [20, 4] and the bias `c` [20, 1], both named by the item_id input,
+    tied as the item table (exit 1 asking for --item-key); a (n, 1) tensor is a bias."""
+    model = onnx_model(tmp_path / "mf.onnx", bias_name="c", column=True, tables=("e1", "e2"))
+    assert_served_with_bias(check(model, write_log(tmp_path), tmp_path), "c")
 
 
 def test_an_onnx_per_item_initializer_multiplied_into_the_score_makes_the_table_stand_in(tmp_path: Path) -> None:

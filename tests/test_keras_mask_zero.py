@@ -80,6 +80,60 @@ def test_the_mask_row_is_left_out(tmp_path: Path) -> None:
     assert code == 1 and "mapped through Keras's mask_zero=True on layer `item_embedding`" in output
 
 
+def _masked_full_h5(target: Path, normalize: bool) -> None:
+    """The masked fixture as Keras's ``model.save("m.h5")`` writes it (no config.json):
+    ``model_weights/<layer>/<layer>/embeddings`` and the JSON root attributes
+    ``model_config`` (mask_zero, the Dot layer) and ``training_config`` (its SGD, lr 0.5)."""
+    archive = tmp = target.with_suffix(".keras")
+    _masked_archive(archive)
+    src = zipfile.ZipFile(archive)
+    config = json.loads(src.read("config.json"))
+    compiled = config.pop("compile_config")
+    for layer in config["config"]["layers"]:
+        if layer["class_name"] == "Dot":
+            layer["config"]["normalize"] = normalize
+    with h5py.File(io.BytesIO(src.read("model.weights.h5")), "r") as weights, h5py.File(target, "w") as h5:
+        names = []
+        for table in TABLES:
+            name = weights[table.rsplit("/", 1)[0]].attrs["name"]
+            h5.create_dataset(f"model_weights/{name}/{name}/embeddings", data=weights[table][...])
+            h5[f"model_weights/{name}"].attrs["weight_names"] = [f"{name}/embeddings".encode()]
+            names.append(name.encode())
+        h5["model_weights"].attrs["layer_names"] = names
+        h5.attrs["model_config"] = json.dumps(config)
+        h5.attrs["training_config"] = json.dumps({"loss": compiled["loss"], "optimizer_config": compiled["optimizer"]})
+    tmp.unlink()
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_a_full_model_h5_reads_its_model_config(tmp_path: Path, normalize: bool) -> None:
+    """Loaders F5: the .h5 Keras writes for model.save keeps config.json's content in its root
+    attributes; it was ignored (the mask row audited as a cold item: 81 items, ρ −0.2688; no
+    cosine scoring, C1/C4/C5 unknown), so the same model audited unlike its .keras."""
+    model, archive, log = tmp_path / "m.h5", tmp_path / "mask.keras", tmp_path / "log.csv"
+    _masked_full_h5(model, normalize)
+    _masked_archive(archive)
+    rows = list(csv.DictReader((DATA / "interactions.csv").open()))
+    log.write_text("user_id,item_id\n" + "".join(f"{int(r['user_id']) + 1},{int(r['item_id']) + 1}\n" for r in rows))
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    assert report["frequency_norm"]["spearman"] == pytest.approx(-0.3171088710908308, abs=1e-9)
+    assert report["inputs"]["n_items"] == 80 and "mask_zero=True on layer `item_embedding`" in \
+        report["inputs"]["item_id_mapping"]
+    c1 = report["conditions"]["C1"]
+    assert c1["status"] != "unknown" and "0.5" in json.dumps(c1), c1  # SGD at lr 0.5 from training_config
+    served = report["served_vectors"]
+    if normalize:
+        assert served is not None and served["scoring"] == "cosine"
+        assert report["conditions"]["C4"]["status"] == "holds"
+        assert "Dot(normalize=True) in the .h5's model_config" in report["conditions"]["C4"]["evidence"]
+    else:  # the same figures as the .keras archive of the same model
+        _, _, keras_report = _audit(archive, log)
+        assert keras_report is not None
+        for key in ("C1", "C4", "C5"):
+            assert report["conditions"][key]["status"] == keras_report["conditions"][key]["status"]
+
+
 def test_a_zero_based_log_against_the_masked_rows_is_refused(tmp_path: Path) -> None:
     """The fixture's own 0-based log: id 0 is the mask index, and every other id would land
     on its neighbour's row; refused, since every id plus 1 has a row."""

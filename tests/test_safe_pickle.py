@@ -519,6 +519,30 @@ def test_plain_pickles_of_numpy_arrays(tmp_path, protocol):
     assert found.root["scalar"] == 2.5 and found.root["int"] == 7
 
 
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_numpy_text_and_datetime_values_are_read(tmp_path, protocol):
+    """Loaders F6: np.str_/np.bytes_/datetime64 scalars (cornac ids, hparams) refused the whole
+    file; they are inert data: read as str, bytes and ISO text, and such arrays as arrays."""
+    want = {"dataset": np.str_("ml-1m"), "raw": np.bytes_(b"ab"), "day": np.datetime64("2024-01-02"),
+            "span": np.timedelta64(5, "s"), "stamp": np.datetime64("2024-01-02T03:04:05.123456789", "ns"),
+            "ids": np.array(["i7", "i2", "i10"]), "days": np.array(["2024-01-02", "2025-03-04"], dtype="M8[D]")}
+    path = tmp_path / "values.pkl"
+    path.write_bytes(pickle.dumps(want, protocol=protocol))
+    root = read(path).root
+    assert root["dataset"] == "ml-1m" and type(root["dataset"]) is str
+    assert root["raw"] == b"ab" and type(root["raw"]) is bytes
+    assert root["day"] == "2024-01-02" and root["span"] == "5 seconds"
+    assert root["stamp"] == "2024-01-02T03:04:05.123456789"
+    assert root["ids"].tolist() == ["i7", "i2", "i10"]
+    assert np.array_equal(root["days"], want["days"])
+
+
+def test_a_numpy_scalar_of_an_unread_dtype_names_it():
+    with pytest.raises(ModelLoadError, match=r"a numpy scalar of numpy\.dtype\(V4\), a dtype popaudit does not "
+                                             r"rebuild"):
+        load(pickle.dumps(np.void(b"abcd"), protocol=2))
+
+
 def test_object_arrays_are_left_unread():
     value = load(pickle.dumps(np.array(["a", None], dtype=object), protocol=2))
     assert value.unread and value.size == 0

@@ -156,6 +156,34 @@ def test_an_onnx_graph_that_normalises_the_items_scores_by_cosine(tmp_path: Path
     assert arp == pytest.approx(mine, rel=1e-9) and mine != pytest.approx(result.retrieval.at[5].dot["arp"])
 
 
+@pytest.mark.parametrize("axes", ["value", "value_ints"])
+def test_reduce_l2_axes_from_a_constant_node_as_torch_exports_them(tmp_path: Path, axes: str) -> None:
+    """Loaders F3: from opset 18 torch.onnx feeds ReduceL2's axes from a Constant node, not an
+    initializer; the normalisation was missed (the tables stood in, a served gate could not run)."""
+    pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    users, items = _tables()
+    log = _log(tmp_path)
+    constant = (helper.make_node("Constant", [], ["l2axes"], value=numpy_helper.from_array(np.array([-1], np.int64)))
+                if axes == "value" else helper.make_node("Constant", [], ["l2axes"], value_ints=[-1]))
+    nodes = [constant, helper.make_node("ReduceL2", ["i", "l2axes"], ["n"], keepdims=1),
+             helper.make_node("Clip", ["n", "eps"], ["nc"]), helper.make_node("Expand", ["nc", "shape"], ["ne"]),
+             helper.make_node("Div", ["i", "ne"], ["k"])]
+    _onnx_two_tower(tmp_path / "cos.onnx", users, items, [], nodes, {"eps": np.array(1e-12, np.float32),
+                    "shape": np.array([1, DIM], np.int64)}, i="k")  # fmt: skip
+    result = _audit(tmp_path / "cos.onnx", log)
+    served = result.served_vectors
+    assert served is not None and served.as_served and served.scoring == "cosine"
+    table = pq.read_table(log).to_pydict()
+    scores = users @ (items / np.linalg.norm(items, axis=1, keepdims=True)).T
+    scores[table["user_id"], table["item_id"]] = -np.inf
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    freq = np.bincount(table["item_id"], minlength=N_ITEMS)
+    assert result.retrieval is not None
+    assert result.retrieval.at[5].cosine["arp"] == pytest.approx(freq[top].mean(), rel=1e-9)
+
+
 def test_keras_dot_normalize_scores_by_cosine_and_c4_holds(tmp_path: Path) -> None:
     """A .keras archive whose score layer is Dot(normalize=True): C4 holds from config.json,
     the model serves by cosine and the verdict does not tell it to switch to cosine."""

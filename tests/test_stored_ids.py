@@ -72,6 +72,34 @@ def test_text_ids_in_an_npz_map_the_rows(tmp_path: Path) -> None:
     assert code == 0 and report is not None and report["frequency_norm"]["spearman"] == pytest.approx(1.0)
 
 
+def test_an_item_factors_table_is_no_proof_of_implicit(tmp_path: Path) -> None:
+    """Loaders F1: ``item_factors`` without implicit's settings is any .npz: its ids map the
+    rows and its item bias is served (both were dropped: ρ 0.014, the bias unread)."""
+    log = _log(tmp_path)
+    model = tmp_path / "factors.npz"
+    np.savez(model, item_factors=_table(), user_factors=np.ones((5, DIM), np.float32), item_ids=PERM)
+    code, _, report = _audit(model, log)
+    assert code == 0 and report is not None and report["inputs"]["format"] == "npz"
+    assert report["frequency_norm"]["spearman"] == pytest.approx(1.0)
+    biased = tmp_path / "biased.npz"
+    np.savez(biased, item_factors=_table(), user_factors=np.ones((5, DIM), np.float32), item_ids=PERM,
+             item_bias=-PERM.astype(np.float32))  # fmt: skip
+    code, _, report = _audit(biased, log)
+    assert code == 0 and report is not None
+    assert report["served_vectors"]["source"] == "bias"
+    assert report["measures"]["item_bias_spearman"] == pytest.approx(-1.0)  # bias falls as the id's count rises
+
+
+def test_ids_beside_an_implicit_save_map_the_rows(tmp_path: Path) -> None:
+    model = tmp_path / "implicit.npz"
+    np.savez(model, item_factors=_table(), user_factors=np.ones((5, DIM), np.float32), factors=np.int64(DIM),
+             regularization=np.float64(0.01), dtype=np.str_("float32"), item_ids=PERM)  # fmt: skip
+    code, _, report = _audit(model, _log(tmp_path))
+    assert code == 0 and report is not None and report["inputs"]["format"] == "implicit"
+    assert report["frequency_norm"]["spearman"] == pytest.approx(1.0)
+    assert "(`item_ids`)" in report["inputs"]["item_id_mapping"]
+
+
 def test_state_dict_buffer_maps_the_rows_and_is_no_encoder(tmp_path: Path) -> None:
     model = tmp_path / "model.pt"
     torch.save({"model.item_embedding.weight": torch.from_numpy(_table()), "model.item_ids": torch.from_numpy(PERM),
@@ -82,6 +110,29 @@ def test_state_dict_buffer_maps_the_rows_and_is_no_encoder(tmp_path: Path) -> No
     assert "(`model.item_ids`)" in report["inputs"]["item_id_mapping"]
     assert not any("item_ids" in w for w in report["warnings"])  # no "item encoder ... plugin" advice
     assert report["served_vectors"] is None
+
+
+def test_ids_kept_beside_model_state_dict_map_the_rows(tmp_path: Path) -> None:
+    """Loaders F2: ids saved next to the weights, not inside them, were dropped (ρ 0.014)."""
+    log = _log(tmp_path)
+    weights = {"item_embedding.weight": torch.from_numpy(_table()), "user_embedding.weight": torch.ones(5, DIM)}
+    model = tmp_path / "ckpt.pt"
+    torch.save({"model_state_dict": weights, "item_ids": torch.from_numpy(PERM), "epoch": 5}, model)
+    code, _, report = _audit(model, log)
+    assert code == 0 and report is not None
+    assert report["frequency_norm"]["spearman"] == pytest.approx(1.0)
+    assert report["inputs"]["item_id_mapping"] == f"item rows mapped through the item ids stored in {model} (`item_ids`)"
+    text = tmp_path / "text.pt"  # text ids as a list beside a Lightning-style state_dict: a log of text ids
+    torch.save({"state_dict": weights, "item_ids": [f"i{p}" for p in PERM]}, text)
+    items = np.repeat(np.arange(N), np.arange(1, N + 1))
+    text_log = tmp_path / "text_log.parquet"
+    pq.write_table(pa.table({"user_id": np.arange(items.size) % 5, "item_id": [f"i{i}" for i in items]}), text_log)
+    code, _, report = _audit(text, text_log)
+    assert code == 0 and report is not None and report["frequency_norm"]["spearman"] == pytest.approx(1.0)
+    same = tmp_path / "same.pt"  # the same ids inside and beside the weights: one map
+    torch.save({"model_state_dict": {**weights, "item_ids": torch.from_numpy(PERM)}, "item_ids": PERM.tolist()}, same)
+    code, _, report = _audit(same, log)
+    assert code == 0 and report is not None and report["frequency_norm"]["spearman"] == pytest.approx(1.0)
 
 
 def test_a_member_that_is_no_id_map_is_refused_unless_an_id_file_replaces_it(tmp_path: Path) -> None:

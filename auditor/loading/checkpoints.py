@@ -32,6 +32,7 @@ from auditor.loading.safe_pickle import (
     qualname_of,
     to_plain,
 )
+from auditor.loading.stored_ids import ids_beside_weights
 from auditor.loading.torch_archive import TorchFile, read_torch_file
 from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION
 
@@ -64,6 +65,9 @@ class RawModel:
     replaced_globals: dict[str, int] | None = field(default_factory=dict)
     """Globals the file's pickle named that were replaced by placeholders -> count ({}: none,
     or no pickle at all; None: unknown, the file was fully unpickled)."""
+    stored_ids: dict[str, Any] = field(default_factory=dict)
+    """Top-level ``item_ids``/``user_ids`` entries outside ``tensors`` (beside a
+    ``model_state_dict``, or text ids): the raw id of each row, mapped like a buffer's."""
     unread: dict[str, str] = field(default_factory=dict)
     """Tensors in a layout popaudit does not read (sparse, quantized, nested ...): key -> what
     it is, so that a missing table is named, not reported absent."""
@@ -201,6 +205,7 @@ def interpret(obj: Any, path: Path) -> RawModel:
         tensors = _flatten({k: v for k, v in obj.items() if k not in _METADATA_KEYS}, unread)
         fmt = "checkpoint" if any(k in obj for k in _METADATA_KEYS) else "state_dict"
     raw = RawModel(_strip_ddp(tensors), fmt, unread=unread)
+    raw.stored_ids = ids_beside_weights(obj, raw.tensors, model_key, path)
     if model_key is not None:
         _note_module(obj[model_key], raw.warnings, path)
     raw.optimizer_state = _optimizer_state(obj)

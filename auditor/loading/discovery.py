@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from auditor.errors import AmbiguousTableError, ModelLoadError, setting
+from auditor.errors import AmbiguousTableError, ModelLoadError, NoItemTableError, setting
 
 if TYPE_CHECKING:  # tensors are passed in; names and shapes need no torch (mitigate of a .npy table)
     import torch
@@ -68,6 +68,12 @@ class TensorInfo:
     @property
     def is_candidate(self) -> bool:
         return len(self.shape) == 2 and self.floating and not self.key.rsplit(".", 1)[-1].startswith("bias")
+
+    @property
+    def one_column(self) -> bool:
+        """A (n, 1) tensor: a per-row scalar (an ``Embedding(n, 1)`` bias), whose norm is its
+        absolute value; a table only when no wider candidate is there (:func:`_widest`)."""
+        return len(self.shape) == 2 and self.shape[1] == 1
 
     @property
     def onehot_linear(self) -> bool:
@@ -149,6 +155,8 @@ def _pick(infos: list[TensorInfo], role: str, exclude: str | None, source: Path)
     scored = [(s, i) for s, i in scored if s > 0]
     if not scored:
         return None
+    wide = {id(i) for i in _widest([i for _, i in scored])}
+    scored = [(s, i) for s, i in scored if id(i) in wide]
     best = max(s for s, _ in scored)
     top = [i for s, i in scored if s == best]
     if len(top) > 1:
@@ -158,6 +166,14 @@ def _pick(infos: list[TensorInfo], role: str, exclude: str | None, source: Path)
             + f"); pass {setting(role + '_key')} with one of the candidates: {_candidates_listing(infos)}"
         )
     return top[0]
+
+
+def _widest(candidates: list[TensorInfo]) -> list[TensorInfo]:
+    """``candidates`` without the (n, 1) ones when a wider one is among them: a per-row
+    scalar beside a table is its bias (``item_bias.embeddings`` beside ``item_embedding``),
+    never a rival table to choose between."""
+    wide = [i for i in candidates if not i.one_column]
+    return wide or candidates
 
 
 def choose_tables(
@@ -180,13 +196,13 @@ def choose_tables(
         picked = _pick(infos, "item", user.key if user else None, source)
         if picked is None:
             _refuse_unread_item(unread or {}, source)
-            rest = [
+            rest = _widest([
                 i
                 for i in infos
                 if i.is_candidate and table_role(i.key) is None and (user is None or i.key != user.key)
-            ]
+            ])
             if not rest:
-                raise ModelLoadError(
+                raise NoItemTableError(
                     f"no item embedding table in {source}: no 2-D floating tensor"
                     + (f" (tensors: {'; '.join(i.describe() for i in infos[:20])})" if infos else " (no tensors)")
                 )

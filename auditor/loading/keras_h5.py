@@ -63,13 +63,16 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
     masked: set[str] = set()
     with open(path, "rb") as fh:
         size = path.stat().st_size
-        if zipfile.is_zipfile(fh) or path.suffix.lower() == ".keras":
+        archive = zipfile.is_zipfile(fh) or path.suffix.lower() == ".keras"
+        if archive:
             source, classes, training, masked = _archive_weights(fh, size, path, options.max_memory)
         else:
             fh.seek(0)
             source = fh
         try:
             with h5py.File(source, "r") as h5:
+                if not archive:  # a full-model .h5 keeps the same config in its root attributes
+                    classes, training, masked = _h5_config(h5, h5py, path)
                 tensors, others = _tables(h5, classes, H5Walk(h5py, path), options.max_memory)
         except ModelLoadError:
             raise
@@ -133,8 +136,44 @@ def _archive_weights(
         raise
     except ZipError as exc:
         raise ModelLoadError(f"cannot read {path} as a .keras archive: {exc}") from exc
+    except RecursionError as exc:  # config.json nested deeper than the parser goes: no model's config is
+        raise ModelLoadError(
+            f"cannot read {path} as a .keras archive: its config.json nests deeper than any model config"
+        ) from exc
     except (*ZIP_ERRORS, UnicodeError, json.JSONDecodeError) as exc:
         raise ModelLoadError(f"cannot read {path} as a .keras archive: {zip_reason(exc)}") from exc
+
+
+def _h5_config(h5: Any, h5py: Any, path: Path) -> tuple[dict[str, str], dict[str, Any], set[str]]:
+    """What a ``.keras`` archive's ``config.json`` gives (:func:`_archive_weights`), from the
+    JSON root attributes ``model.save("m.h5")`` writes: ``model_config`` (the layers) and
+    ``training_config`` (its ``optimizer_config`` and ``loss``, as ``compile_config``
+    holds them). Nothing for a weights file, which has neither."""
+    model, compiled = _json_attr(h5, h5py, "model_config", path), _json_attr(h5, h5py, "training_config", path)
+    if not isinstance(model, dict):
+        return {}, {}, set()
+    config: dict[str, Any] = dict(model)
+    if isinstance(compiled, dict):
+        config["compile_config"] = {"optimizer": compiled.get("optimizer_config"), "loss": compiled.get("loss")}
+    return layer_classes(model), training_config(config, "the .h5's model_config"), masked_layers(model)
+
+
+def _json_attr(h5: Any, h5py: Any, name: str, path: Path) -> Any:
+    """A JSON text root attribute (at most :data:`MAX_CONFIG` bytes), parsed; None when absent."""
+    if name not in h5.attrs:
+        return None
+    try:
+        stored = h5py.h5a.open(h5.id, name.encode()).get_storage_size()
+        if stored > MAX_CONFIG:
+            raise ModelLoadError(f"cannot read {path}: its `{name}` attribute holds {stored:,} bytes, more than "
+                                 f"the {MAX_CONFIG:,} a model config may")  # fmt: skip
+        value = h5.attrs[name]
+        text = value.decode("utf-8") if isinstance(value, bytes) else value
+        return json.loads(text) if isinstance(text, str) else None
+    except RecursionError as exc:  # nested deeper than the parser goes: no model's config is
+        raise ModelLoadError(f"cannot read {path}: its `{name}` attribute nests deeper than any model config") from exc
+    except (UnicodeError, json.JSONDecodeError, OSError, TypeError, ValueError) as exc:
+        raise ModelLoadError(f"cannot read {path}: its `{name}` attribute is no JSON model config ({reason(exc)})") from exc
 
 
 class _Window(io.RawIOBase):
@@ -167,12 +206,13 @@ class _Window(io.RawIOBase):
         return got
 
 
-def training_config(config: Any) -> dict[str, Any]:
+def training_config(config: Any, where: str = "config.json") -> dict[str, Any]:
     """Optimizer, its numbers and the loss from a ``.keras`` config's ``compile_config``;
-    whether its score layer compares by cosine (:func:`cosine_score`)."""
+    whether its score layer compares by cosine (:func:`cosine_score`; ``where``: the config's
+    place, for its evidence)."""
     compiled = config.get("compile_config") if isinstance(config, dict) else None
     if not isinstance(compiled, dict):
-        return cosine_score(config)
+        return cosine_score(config, where)
     out: dict[str, Any] = {}
     optimizer = compiled.get("optimizer")
     if isinstance(optimizer, dict) and isinstance(optimizer.get("class_name"), str):
@@ -191,10 +231,10 @@ def training_config(config: Any) -> dict[str, Any]:
     name = loss.get("class_name") if isinstance(loss, dict) else loss
     if isinstance(name, str):
         out["loss"] = name
-    return out | cosine_score(config)
+    return out | cosine_score(config, where)
 
 
-def cosine_score(config: Any) -> dict[str, Any]:
+def cosine_score(config: Any, where: str = "config.json") -> dict[str, Any]:
     """``scoring: cosine`` when the model's one ``Dot`` layer normalises both inputs
     (``Dot(normalize=True)``: its scores, what the loss is taken on and what it serves, are
     cosines), with the layer as evidence; {} otherwise (no Dot, or several)."""
@@ -203,7 +243,7 @@ def cosine_score(config: Any) -> dict[str, Any]:
         return {}
     name = dots[0].get("name")
     layer = f" `{shown(name)}`" if isinstance(name, str) else ""
-    return {"scoring": "cosine", "scoring_evidence": f"its score layer{layer} is Dot(normalize=True) in config.json"}
+    return {"scoring": "cosine", "scoring_evidence": f"its score layer{layer} is Dot(normalize=True) in {where}"}
 
 
 # ---------------------------------------------------------------------------- the HDF5 layouts

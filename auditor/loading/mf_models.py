@@ -270,7 +270,7 @@ def read_npz(path: Path, options: LoadOptions) -> ModelBundle:
     """An ``.npz`` archive: implicit's ``model.save`` (item_factors, user_factors, settings)
     or any archive of arrays, whose tables are found by name as in a state dict."""
     arrays = _npz_arrays(path, options.max_memory)
-    if "item_factors" in arrays and _is_table(arrays["item_factors"]):
+    if _is_implicit_save(arrays):
         settings = {k: v.item() for k, v in arrays.items() if v.ndim == 0 and v.dtype.kind in "biufU"}
         found = _Found("implicit", "implicit (model.save)", _floats(arrays["item_factors"], "item_factors", path),
                        "item_factors", config=settings)  # fmt: skip
@@ -282,7 +282,9 @@ def read_npz(path: Path, options: LoadOptions) -> ModelBundle:
         else:
             found.config["loss"] = "als"
         found.config["library"] = "implicit"
-        return _bundle(found, path, options, "npz")
+        bundle = _bundle(found, path, options, "npz")
+        take_stored_ids(bundle, arrays, options)  # ids added beside implicit's members map the rows
+        return bundle
     tensors = {k: torch.from_numpy(v) for k, v in arrays.items() if v.dtype.kind in "fiu"}
     choice = choose_tables(tensor_infos(tensors), path, options.item_key, options.user_key)
     item = _floats(arrays[choice.item.key], choice.item.key, path)
@@ -297,6 +299,22 @@ def read_npz(path: Path, options: LoadOptions) -> ModelBundle:
     )  # fmt: skip
     take_stored_ids(bundle, arrays, options)  # an item_ids/user_ids member maps the rows (the bias: the load stage's)
     return bundle
+
+
+_IMPLICIT_TABLES = ("item_factors", "user_factors", *ID_MEMBERS.values())
+
+
+def _is_implicit_save(arrays: Mapping[str, np.ndarray]) -> bool:
+    """True for what implicit's ``model.save`` writes: an ``item_factors`` table, its
+    ``factors`` setting and otherwise only scalar settings (ids added beside them are
+    read). ``item_factors`` alone is a common table name, not implicit's mark: an archive
+    with other arrays (an item bias, more tables) is read as any ``.npz``, so none is dropped."""
+    factors = arrays.get("factors")
+    return (
+        _is_table(arrays.get("item_factors"))
+        and factors is not None and factors.ndim == 0 and factors.dtype.kind in "iu"
+        and all(v.ndim == 0 or k in _IMPLICIT_TABLES for k, v in arrays.items())
+    )  # fmt: skip
 
 
 def _npz_arrays(path: Path, max_memory: int | None = None) -> dict[str, np.ndarray]:

@@ -61,7 +61,7 @@ def tower_of(graph: Any, table: str) -> Tower:
     normalising = {id(n) for n in side if n.op_type == "LpNormalization" and _attr(n, "p", 2) == 2
                    and _attr(n, "axis", -1) in LAST_AXIS}
     helpers: set[int] = set()
-    initial = {t.name: t for t in graph.initializer}
+    initial = constant_tensors(graph)
     for node in side:
         chain = _l2_divisor(node, producers, initial)
         if chain is not None:
@@ -108,6 +108,26 @@ def bias_role(graph: Any, bias: str, item_table: str) -> str | None:
     return f"`{shown(bias)}` looked up by the item ids and combined by {ops}"
 
 
+def constant_tensors(graph: Any) -> dict[str, Any]:
+    """Name -> TensorProto of every value the graph stores: its initializers, and the
+    outputs of ``Constant`` nodes (``value``, ``value_ints``, ``value_int``), where
+    ``torch.onnx.export`` puts small values such as a ``ReduceL2``'s axes from opset 18 on."""
+    found = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type != "Constant" or not node.output:
+            continue
+        for a in node.attribute:
+            if a.name == "value" and a.type == 4:  # TENSOR
+                found[node.output[0]] = a.t
+            elif a.name in ("value_ints", "value_int"):
+                from onnx import helper  # heavy optional library; its graph is already loaded
+
+                values = list(a.ints) if a.name == "value_ints" else [a.i]
+                dims = [len(values)] if a.name == "value_ints" else []
+                found[node.output[0]] = helper.make_tensor(node.output[0], 7, dims, values)  # INT64
+    return found
+
+
 def _constants(graph: Any) -> set[str]:
     """Initializers, and every value computed from them alone (Constant nodes included)."""
     found = {t.name for t in graph.initializer}
@@ -137,12 +157,17 @@ def _l2_divisor(node: Any, producers: dict[str, Any], initial: dict[str, Any]) -
 
 
 def _reduced_axes(node: Any, initial: dict[str, Any]) -> list[int] | None:
-    """A ``ReduceL2``'s axes: its attribute (opset < 18) or its constant second input."""
+    """A ``ReduceL2``'s axes: its attribute (opset < 18) or its constant second input (an
+    initializer or a ``Constant`` node: :func:`constant_tensors`)."""
     axes = next((list(a.ints) for a in node.attribute if a.name == "axes"), None)
     if axes is None and len(node.input) > 1 and node.input[1] in initial:
         from onnx import numpy_helper  # heavy optional library; its graph is already loaded
 
-        axes = [int(a) for a in numpy_helper.to_array(initial[node.input[1]]).reshape(-1)]
+        try:
+            values = numpy_helper.to_array(initial[node.input[1]])
+        except Exception:  # a malformed constant: no axes known, so no normalisation recognised
+            return None
+        axes = [int(a) for a in values.reshape(-1)] if values.dtype.kind in "iu" else None
     return axes
 
 
@@ -155,4 +180,4 @@ def _describe(node: Any, constants: set[str]) -> str:
     return node.op_type + (f" with {', '.join(weights[:3])}" if weights else "")
 
 
-__all__ = ["PASS_IDS", "Tower", "bias_role", "id_source", "looked_up_by", "tower_of"]
+__all__ = ["PASS_IDS", "Tower", "bias_role", "constant_tensors", "id_source", "looked_up_by", "tower_of"]

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from auditor.config import LoadOptions
-from auditor.errors import ModelLoadError
+from auditor.errors import ModelLoadError, NoItemTableError, setting
 from auditor.loading.discovery import choose_tables, table_role, table_to_numpy, tensor_infos
 from auditor.loading.item_bias import one_per_item, set_item_bias
-from auditor.loading.onnx_graph import bias_role, id_source, looked_up_by, tower_of
+from auditor.loading.onnx_graph import bias_role, constant_tensors, id_source, looked_up_by, tower_of
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.side_files import external_location
 from auditor.model import ModelBundle
@@ -48,9 +48,7 @@ def read_onnx(path: Path, options: LoadOptions) -> ModelBundle:
     except Exception as exc:  # protobuf's DecodeError and the C++ parser's errors share no base class
         raise ModelLoadError(f"cannot read {path} as ONNX: {reason(exc)} (truncated or corrupt?)") from exc
     graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
-    inits.update({n.output[0]: a.t for n in graph.node if n.op_type == "Constant" and n.output
-                  for a in n.attribute if a.name == "value" and a.type == 4})  # fmt: skip  (TENSOR attribute)
+    inits = constant_tensors(graph)
     floats = {name: t for name, t in inits.items() if t.data_type in _FLOATS}
     if not any(len(t.dims) == 2 for t in floats.values()):
         found = "; ".join(f"{shown(n)} {list(t.dims)}" for n, t in list(inits.items())[:10]) or "none"
@@ -63,7 +61,17 @@ def read_onnx(path: Path, options: LoadOptions) -> ModelBundle:
         name: t for name, t in floats.items() if len(t.dims) == 2
     }
     tensors = {key: _tensor(t, path, onnx) for key, t in tables.items()}
-    choice = choose_tables(tensor_infos(tensors), path, options.item_key, options.user_key)
+    ungathered = _ungathered(graph, floats, set(gathered.values())) if gathered else {}
+    if options.item_key and options.item_key not in tensors and options.item_key in ungathered:
+        raise ModelLoadError(_no_gathered_item(f"{setting('item_key')} {options.item_key!r} names an initializer "
+                                               f"of {path} that no Gather looks rows up in", tables, ungathered))  # fmt: skip
+    try:
+        choice = choose_tables(tensor_infos(tensors), path, options.item_key, options.user_key)
+    except NoItemTableError as exc:
+        if not ungathered:
+            raise
+        raise NoItemTableError(_no_gathered_item(f"no item embedding table in {path}",
+                                                 tables, ungathered)) from exc  # fmt: skip
     notes = list(choice.warnings)
     item = table_to_numpy(tensors[choice.item.key], choice.item, "item table", notes)
     user = table_to_numpy(tensors[choice.user.key], choice.user, "user table", notes) if choice.user else None
@@ -120,6 +128,27 @@ def _towers(graph: Any, item: str, user: str | None, config: dict[str, Any]) -> 
         config["scoring"] = "cosine"
         config["scoring_evidence"] = f"its graph L2-normalises the item vectors{both} before the score"
     return {"item": items.ops, "user": users.ops if users is not None else ()}
+
+
+def _ungathered(graph: Any, floats: dict[str, Any], gathered: set[str]) -> dict[str, str]:
+    """Name -> "name [dims] (read by MatMul)" of the 2-D float initializers no Gather looks rows
+    up in, beside gathered tables: an item table a graph multiplies whole (``U[u] @ V.T``)."""
+    readers = {name: sorted({n.op_type for n in graph.node if name in n.input}) for name in floats}
+    return {name: f"{shown(name)} {list(t.dims)} (read by {', '.join(readers[name]) or 'no node'})"
+            for name, t in floats.items() if len(t.dims) == 2 and name not in gathered}  # fmt: skip
+
+
+def _no_gathered_item(lead: str, tables: dict[str, Any], ungathered: dict[str, str]) -> str:
+    """Why no item table is read although 2-D initializers are there: popaudit reads the
+    initializers a ``Gather`` looks rows up in (``tables``), and the others are read otherwise."""
+    gathered = "; ".join(f"{shown(k)} {list(t.dims)}" for k, t in tables.items())
+    return (
+        f"{lead}: popaudit reads item tables as the 2-D initializers a Gather looks rows up in (here {gathered}, "
+        f"none of them the item table), and no Gather reads {'; '.join(list(ungathered.values())[:5])}: an item "
+        "table the graph multiplies whole (a full-catalogue score such as U[u] @ V.T, stored transposed) is not "
+        "read as one. Export a graph that looks item rows up (an item_id input), or save "
+        "the item table itself (.npy, .pt) and audit that"
+    )
 
 
 def _gathered(graph: Any, floats: dict[str, Any]) -> dict[str, str]:

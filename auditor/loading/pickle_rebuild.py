@@ -118,6 +118,9 @@ _DTYPE_NAMES = (
     "float8_e4m3fn float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz"
 ).split()
 _NUMPY_CODES = frozenset("b1 i1 i2 i4 i8 u1 u2 u4 u8 f2 f4 f8 c8 c16".split())
+_TEXT = re.compile(r"[US][1-9]\d{0,5}")
+"""Fixed-width text dtypes (numpy's str_/bytes_), at most 999,999 characters an element."""
+_UNIT = re.compile(rb"Y|M|W|D|h|m|s|ms|us|ns|ps|fs|as|generic")
 _DEVICE = re.compile(r"[a-z_]{1,32}(:\d{1,5})?")
 
 
@@ -232,23 +235,37 @@ def _device(*args: Any) -> torch.device:
 
 
 class NumpyDtype(Inert):
-    """A ``numpy.dtype`` call: numeric codes and a byte order only (no object or record dtypes)."""
+    """A ``numpy.dtype`` call: numeric codes, fixed-width text (``U5``, ``S3``) and datetimes
+    (``M8``/``m8`` with their unit) and a byte order only (no object, void or record dtypes):
+    numpy writes the others for string ids and timestamps, inert data like numbers."""
 
-    __slots__ = ("spec", "order", "extra")
+    __slots__ = ("spec", "order", "extra", "unit")
 
     def __init__(self, spec: Any, *_: Any) -> None:
-        self.spec, self.order, self.extra = spec, "=", False
+        self.spec, self.order, self.extra, self.unit = spec, "=", False, ""
 
-    def __setstate__(self, state: Any) -> None:  # (version, order, subarray, names, fields, ...)
+    def __setstate__(self, state: Any) -> None:  # (version, order, subarray, names, fields, ..., metadata)
         ok = isinstance(state, tuple) and len(state) >= 5 and isinstance(state[1], str)
         self.order = state[1] if ok else "?"
         self.extra = not ok or any(s is not None for s in state[2:5])
+        meta = state[8] if ok and len(state) >= 9 and isinstance(state[8], tuple) and len(state[8]) == 2 else None
+        unit = meta[1] if meta is not None and isinstance(meta[1], tuple) and len(meta[1]) == 4 else None
+        if unit is not None and isinstance(unit[0], bytes) and _UNIT.fullmatch(unit[0]) and type(unit[1]) is int \
+                and 0 < unit[1] < 1 << 20:  # (b"D", 1, 1, 1): days; (b"s", 5, ...): five seconds
+            self.unit = f"[{unit[1] if unit[1] > 1 else ''}{unit[0].decode()}]"
 
     def resolve(self) -> np.dtype[Any] | None:
         """The real dtype, or None for one popaudit does not rebuild."""
-        if self.spec not in _NUMPY_CODES or self.extra or self.order not in ("<", ">", "|", "="):
+        if self.extra or self.order not in ("<", ">", "|", "="):
             return None
-        dtype: np.dtype[Any] = np.dtype(self.spec)
+        if isinstance(self.spec, str) and _TEXT.fullmatch(self.spec):
+            dtype: np.dtype[Any] = np.dtype(self.spec)
+        elif self.spec in ("M8", "m8") and self.unit:
+            dtype = np.dtype(self.spec + self.unit)
+        elif self.spec in _NUMPY_CODES:
+            dtype = np.dtype(self.spec)
+        else:
+            return None
         if self.order == "<":
             return dtype.newbyteorder("<")
         return dtype.newbyteorder(">") if self.order == ">" else dtype
@@ -302,10 +319,21 @@ def _np_frombuffer(buf: Any, dtype: Any, shape: Any, order: Any = "C") -> SafeAr
 
 
 def _np_scalar(dtype: Any, data: Any = None) -> Any:
+    """A numpy scalar as the plain Python value it holds (BUILD cannot touch it): a number,
+    ``str`` for ``np.str_`` (cornac ids fit on a numpy string array), ``bytes`` for
+    ``np.bytes_``, ISO text for a ``datetime64``/``timedelta64`` (a timestamp in hparams)."""
     real = dtype.resolve() if isinstance(dtype, NumpyDtype) else None
+    if real is None:
+        raise ModelLoadError(f"the pickle holds a numpy scalar of {dtype!r}, a dtype popaudit does not rebuild "
+                             "(numbers, fixed-width text and datetimes only)")  # fmt: skip
     data = data.encode("latin-1") if isinstance(data, str) else data
-    check_call(real is not None and isinstance(data, bytes) and len(data) == real.itemsize, "numpy scalar")
-    return np.frombuffer(data, dtype=real)[0].item()  # a Python number: BUILD cannot touch it
+    check_call(isinstance(data, bytes) and len(data) == real.itemsize, f"numpy scalar of dtype {real}")
+    value = np.frombuffer(data, dtype=real)[0]
+    if real.kind == "U":
+        return str(value)
+    if real.kind == "S":
+        return bytes(value)
+    return str(value) if real.kind in "Mm" else value.item()
 
 
 _NDARRAY = Marker("numpy.ndarray")

@@ -60,12 +60,39 @@ def take_stored_ids(bundle: ModelBundle, members: Mapping[str, object], options:
         bundle.state_dict = {k: v for k, v in bundle.state_dict.items() if k not in used}
 
 
+def ids_beside_weights(checkpoint: Mapping[str, object], tensors: Mapping[str, object], model_key: str | None,
+                       path: Path) -> dict[str, object]:
+    """A checkpoint's top-level ``item_ids``/``user_ids`` that its flattened ``tensors`` lack
+    (kept beside ``model_state_dict``: ``torch.save({"model_state_dict": sd, "item_ids": ids})``,
+    or text ids no tensor holds): the file's word on the rows, as a buffer is, so they are
+    carried to :func:`take_stored_ids`, never dropped (ρ 0.99 read as −0.11). One the weights
+    also hold under that name, with other values, is refused: which maps the rows is not evident."""
+    out: dict[str, object] = {}
+    for key in ID_MEMBERS.values():
+        value = checkpoint.get(key)
+        inner = tensors.get(key)
+        if value is None or inner is value:
+            continue
+        if inner is None:
+            out[key] = value
+        elif model_key is not None and not np.array_equal(_as_array(inner), _as_array(value)):
+            raise IdMappingError(
+                f"{path} stores `{key}` both beside `{model_key}` and inside it, with different values: which "
+                f"maps the rows is not evident; keep one, or pass {setting(key)} FILE"
+            )
+    return out
+
+
+def _as_array(value: object) -> np.ndarray:
+    detach = getattr(value, "detach", None)
+    return np.asarray(detach().cpu().numpy() if callable(detach) else value)
+
+
 def _ids_of(value: object, n_rows: int, role: str, where: str, n_members: int) -> np.ndarray | str:
     """The member as int64 or text ids, or why it cannot be this table's id map."""
     if n_members > 1:
         return f"{n_members} members carry that name, so which one maps the rows is not evident"
-    detach = getattr(value, "detach", None)
-    arr = np.asarray(detach().cpu().numpy() if callable(detach) else value)
+    arr = _as_array(value)
     if arr.ndim != 1 or arr.dtype.kind not in "iuUS":
         return f"it holds {arr.dtype} values of shape {list(arr.shape)}, not a list of integer or text ids"
     if arr.shape[0] != n_rows:
@@ -112,4 +139,4 @@ def _shown(value: object) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
-__all__ = ["ID_MEMBERS", "given_over_stored", "take_stored_ids"]
+__all__ = ["ID_MEMBERS", "given_over_stored", "ids_beside_weights", "take_stored_ids"]

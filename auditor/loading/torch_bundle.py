@@ -51,7 +51,7 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
     if raw.format == "recbole":  # padding row 0 dropped; raw ids by RecBole's rule once the log is known
         finish_recbole(bundle, options)
     else:  # stored ids map the rows (a textbook MF's item bias: the load stage's one policy)
-        take_stored_ids(bundle, raw.tensors, options)
+        take_stored_ids(bundle, {**raw.tensors, **raw.stored_ids}, options)
     return bundle
 
 

@@ -21,6 +21,30 @@ def _npz_short_ids(d: Path) -> Built:
     return Built(check_args("model.npz"))
 
 
+def _implicit_save_short_ids(d: Path) -> Built:
+    """implicit's model.save members plus an item_ids member of fewer ids than rows (was dropped)."""
+    log(d)
+    table = np.random.default_rng(0).normal(size=(N_ITEMS, 4)).astype(np.float32)
+    np.savez(d / "model.npz", item_factors=table, factors=np.int64(4), item_ids=np.arange(N_ITEMS - 1))
+    return Built(check_args("model.npz"))
+
+
+def _ckpt_short_ids_beside(d: Path) -> Built:
+    """{"model_state_dict": sd, "item_ids": 9 ids} for a 10-row table (the ids were dropped)."""
+    log(d)
+    torch.save({"model_state_dict": {"item_emb.weight": torch.randn(N_ITEMS, 4)},
+                "item_ids": torch.arange(N_ITEMS - 1)}, d / "model.pt")  # fmt: skip
+    return Built(check_args("model.pt"))
+
+
+def _ckpt_ids_inside_and_beside_differ(d: Path) -> Built:
+    """item_ids inside model_state_dict and beside it, in other orders."""
+    log(d)
+    torch.save({"model_state_dict": {"item_emb.weight": torch.randn(N_ITEMS, 4), "item_ids": torch.arange(N_ITEMS)},
+                "item_ids": torch.arange(N_ITEMS).flip(0)}, d / "model.pt")  # fmt: skip
+    return Built(check_args("model.pt"))
+
+
 def _float_id_buffer(d: Path) -> Built:
     """A state dict whose item_ids buffer holds floats: no id map."""
     log(d)
@@ -64,6 +88,15 @@ CASES = [
     Case("npz-item-ids-shorter-than-table", _npz_short_ids, EXIT_ERROR,
          r"model\.npz \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
          r"the item table; pass --item-ids FILE"),
+    Case("implicit-save-item-ids-shorter-than-table", _implicit_save_short_ids, EXIT_ERROR,
+         r"model\.npz \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
+         r"the item table; pass --item-ids FILE"),
+    Case("checkpoint-item-ids-beside-weights-shorter", _ckpt_short_ids_beside, EXIT_ERROR,
+         r"model\.pt \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
+         r"the item table; pass --item-ids FILE"),
+    Case("checkpoint-item-ids-inside-and-beside-differ", _ckpt_ids_inside_and_beside_differ, EXIT_ERROR,
+         r"model\.pt stores `item_ids` both beside `model_state_dict` and inside it, with different values: which "
+         r"maps the rows is not evident; keep one, or pass --item-ids FILE"),
     Case("state-dict-float-item-ids", _float_id_buffer, EXIT_ERROR,
          r"model\.pt \(`item_ids`\) is named as the raw item id of each row, but it holds float32 values of shape "
          r"\[10\], not a list of integer or text ids; pass --item-ids FILE"),

@@ -10,6 +10,7 @@ import struct
 import subprocess
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,25 @@ class _Reduce:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return self.func, self.args
+
+
+class _Dtype:
+    """Pickles as ``numpy.dtype(spec, False, True)`` with BUILD ``state``: any dtype record."""
+
+    def __init__(self, spec: str, state: tuple[Any, ...]) -> None:
+        self.spec, self.state = spec, state
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return np.dtype, (self.spec, False, True), self.state
+
+
+def _checkpoint_with_scalar(dtype: Any, data: bytes) -> bytes:
+    """A plain-pickle checkpoint whose hparams hold ``numpy scalar(dtype, data)``."""
+    from numpy._core.multiarray import scalar  # type: ignore[attr-defined]
+
+    table = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)
+    return pickle.dumps({"state_dict": {"item_emb.weight": table}, "hparams": {"tag": _Reduce(scalar, dtype, data)}},
+                        protocol=2)
 
 
 def _marker(d: Path) -> Path:
@@ -561,6 +581,85 @@ def _onnx_without_table(d: Path) -> Built:
     return Built(check_args("model.onnx"))
 
 
+def _onnx_text_axes(d: Path) -> Built:
+    """An item side x / ReduceL2(x, axes) whose axes Constant holds text: no normalisation
+    is recognised (the tables stand in, warned), never a traceback."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    log(d)
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Gather", ["item_embedding.weight", "item_id"], ["i"]),
+             helper.make_node("Gather", ["user_embedding.weight", "user_id"], ["u"]),
+             helper.make_node("Constant", [], ["ax"], value=numpy_helper.from_array(np.array(["last"], dtype=object))),
+             helper.make_node("ReduceL2", ["i", "ax"], ["n"]), helper.make_node("Div", ["i", "n"], ["k"]),
+             helper.make_node("Mul", ["u", "k"], ["score"])]
+    ins = [helper.make_tensor_value_info(n, TensorProto.INT64, [None]) for n in ("user_id", "item_id")]
+    inits = [numpy_helper.from_array(rng.normal(size=(10, 4)).astype(np.float32), "item_embedding.weight"),
+             numpy_helper.from_array(rng.normal(size=(5, 4)).astype(np.float32), "user_embedding.weight")]
+    graph = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("score", TensorProto.FLOAT, [None])],
+                              inits)  # fmt: skip
+    onnx.save(helper.make_model(graph), str(d / "model.onnx"))
+    return Built(check_args("model.onnx"))
+
+
+def _keras_h5_config(text: str) -> Callable[[Path], Built]:
+    """A full-model Keras .h5 whose model_config root attribute is ``text``."""
+    def build(d: Path) -> Built:
+        import h5py
+
+        log(d)
+        with h5py.File(d / "model.h5", "w") as h5:
+            h5.create_dataset("model_weights/item_embedding/item_embedding/embeddings", data=np.ones((10, 4)))
+            h5["model_weights/item_embedding"].attrs["weight_names"] = [b"item_embedding/embeddings"]
+            h5["model_weights"].attrs["layer_names"] = [b"item_embedding"]
+            h5.attrs["model_config"] = text
+        return Built(check_args("model.h5"))
+    return build
+
+
+def _onnx_all_items(*extra: str) -> Callable[[Path], Built]:
+    """forward(user_id) = user_embedding(user_id) @ item_embedding.weight.T as torch.onnx
+    exports it: the item table is a transposed [4, 10] initializer a MatMul reads whole."""
+    def build(d: Path) -> Built:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+
+        log(d)
+        rng = np.random.default_rng(0)
+        nodes = [helper.make_node("Gather", ["user_embedding.weight", "user_id"], ["u"]),
+                 helper.make_node("MatMul", ["u", "onnx::MatMul_6"], ["scores"])]
+        inits = [numpy_helper.from_array(rng.normal(size=(5, 4)).astype(np.float32), "user_embedding.weight"),
+                 numpy_helper.from_array(rng.normal(size=(4, 10)).astype(np.float32), "onnx::MatMul_6")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("user_id", TensorProto.INT64, [None])],
+                                  [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None, 10])], inits)
+        onnx.save(helper.make_model(graph), str(d / "model.onnx"))
+        return Built(check_args("model.onnx", *extra))
+    return build
+
+
+def _keras_archive_deep_config(d: Path) -> Built:
+    """A .keras archive whose config.json nests 100,000 lists."""
+    import h5py
+
+    log(d)
+    weights = io.BytesIO()
+    with h5py.File(weights, "w") as h5:
+        h5.create_dataset("layers/embedding/vars/0", data=np.ones((10, 4), np.float32))
+        h5["layers/embedding/vars"].attrs["name"] = "item_embedding"
+    with zipfile.ZipFile(d / "model.keras", "w") as archive:
+        archive.writestr("config.json", "[" * 100_000 + "]" * 100_000)
+        archive.writestr("model.weights.h5", weights.getvalue())
+    return Built(check_args("model.keras"))
+
+
+def _only_bias_columns(d: Path) -> Built:
+    """Two (n, 1) item tensors and no wider item table: no bias is taken for a table silently."""
+    log(d)
+    torch.save({"item_bias.weight": torch.randn(10, 1), "item_pop.weight": torch.randn(10, 1)}, d / "model.pt")
+    return Built(check_args("model.pt"))
+
+
 CASES = [
     Case("empty-pt", _simple("model.pt", b""), EXIT_ERROR, r"model\.pt.*the file is empty \(0 bytes\)"),
     Case("empty-npy", _simple("items.npy", b""), EXIT_ERROR, r"items\.npy.*the file is empty \(0 bytes\)"),
@@ -642,6 +741,36 @@ CASES = [
     Case("onnx-no-2d-initializer", _onnx_without_table, EXIT_ERROR,
          r"no item embedding table in model\.onnx: .*no 2-D floating-point initializer \(initializers: bias \[4\]\)",
          skip=_no_onnx),
+    Case("keras-h5-model-config-not-json", _keras_h5_config("{'layers': ["), EXIT_ERROR,
+         r"cannot read model\.h5: its `model_config` attribute is no JSON model config", skip=_no_h5py),
+    Case("keras-h5-model-config-nested-1e5", _keras_h5_config("[" * 100_000 + "]" * 100_000), EXIT_ERROR,
+         r"cannot read model\.h5: its `model_config` attribute nests deeper than any model config", skip=_no_h5py),
+    Case("keras-archive-config-nested-1e5", _keras_archive_deep_config, EXIT_ERROR,
+         r"cannot read model\.keras as a \.keras archive: its config\.json nests deeper than any model config",
+         skip=_no_h5py, absent=r"RecursionError|plugin 'builtin:loading' failed"),
+    Case("state-dict-only-one-column-item-tensors", _only_bias_columns, EXIT_ERROR,
+         r"several tensors in model\.pt could be the item table \(item_bias\.weight, item_pop\.weight\); pass "
+         r"--item-key"),
+    Case("onnx-item-table-multiplied-whole", _onnx_all_items(), EXIT_ERROR,
+         r"no item embedding table in model\.onnx: popaudit reads item tables as the 2-D initializers a Gather looks "
+         r"rows up in \(here user_embedding\.weight \[5, 4\], none of them the item table\), and no Gather reads "
+         r"onnx::MatMul_6 \[4, 10\] \(read by MatMul\): an item table the graph multiplies whole", skip=_no_onnx,
+         absent=r"no 2-D floating tensor"),
+    Case("onnx-item-key-names-ungathered-initializer", _onnx_all_items("--item-key", "onnx::MatMul_6"), EXIT_ERROR,
+         r"--item-key 'onnx::MatMul_6' names an initializer of model\.onnx that no Gather looks rows up in: .*no "
+         r"Gather reads onnx::MatMul_6 \[4, 10\]", skip=_no_onnx, absent=r"is not a tensor"),
+    Case("onnx-reduce-l2-text-axes-constant", _onnx_text_axes, EXIT_OK, None, skip=_no_onnx),
+    Case("numpy-str-scalar-short-of-its-width", _pickle_case("model.pt", _checkpoint_with_scalar(
+        np.dtype("<U5"), b"abc")), EXIT_ERROR, r"model\.pt.*numpy scalar of dtype <U5 with arguments torch and numpy "
+                                               r"never write"),
+    Case("numpy-str-scalar-1e8-characters", _pickle_case("model.pt", _checkpoint_with_scalar(
+        _Dtype("U99999999", (3, "<", None, None, None, -1, -1, 8)), b"ab")), EXIT_ERROR,
+         r"model\.pt.*a numpy scalar of numpy\.dtype\(U99999999\), a dtype popaudit does not rebuild"),
+    Case("numpy-datetime-scalar-unknown-unit", _pickle_case("model.pt", _checkpoint_with_scalar(
+        _Dtype("M8", (4, "<", None, None, None, -1, -1, 0, (None, (b"zz", 1, 1, 1)))), b"\0" * 8)), EXIT_ERROR,
+         r"model\.pt.*a numpy scalar of numpy\.dtype\(M8\), a dtype popaudit does not rebuild"),
+    Case("numpy-str-scalar-in-hparams", _pickle_case("model.pt", _checkpoint_with_scalar(
+        np.dtype("<U5"), "ml-1m".encode("utf-32-le"))), EXIT_OK, None),
     Case("pickle-protocol-5-os-system", _pickle_case("evil.pt", lambda m: pickle.dumps(
         _Reduce(os.system, _touch_cmd(m)), protocol=5)), EXIT_ERROR, r"evil\.pt " + PICKLE_REFUSED),
     Case("recbole-config-build-os-system", _recbole_like({}, evil=True), EXIT_OK, None),
