@@ -119,7 +119,9 @@ def _read_files(config: AuditConfig) -> dict[str, Path]:
     from auditor.loading.side_files import side_inputs
 
     files = {**config.input_files(), **side_inputs(config.model, "the model")}
-    return {name: Path(path) for name, path in files.items() if path is not None}
+    # Absolute now: a notebook that changes directory before writing its reports must
+    # still find the log it audited among the inputs.
+    return {name: Path(path).resolve() for name, path in files.items() if path is not None}
 
 
 def _check_trace_settings(inputs: AuditInputs, config: AuditConfig, warnings: list[str]) -> None:

@@ -68,3 +68,22 @@ def test_a_result_without_recorded_files_falls_back_to_its_inputs_section(tmp_pa
         render_outputs(bare, [("markdown", model)], get_plugin_manager())
     written = render_outputs(bare, [("json", tmp_path / "r.json")], get_plugin_manager())
     assert written == [tmp_path / "r.json"]
+
+
+def test_an_input_named_relative_to_another_directory_is_still_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA Api N1: a notebook audits ``sample/log.parquet``, then ``%cd sample`` and writes
+    ``log.parquet``: the same file, and it was overwritten because the read paths were kept
+    relative to the directory of the audit."""
+    (tmp_path / "sample").mkdir()
+    monkeypatch.chdir(tmp_path)
+    model, log = Path("sample/items.npy"), Path("sample/log.parquet")
+    np.save(model, np.random.default_rng(0).normal(size=(30, 4)).astype(np.float32))
+    items = np.repeat(np.arange(30), np.arange(1, 31))
+    pq.write_table(pa.table({"user_id": np.arange(items.size) % 5, "item_id": items}), log)
+    result = run_audit(AuditConfig(model=model, interactions=log, ks=(5,), bootstrap=0, probes=False))
+    before = _sha(log)
+    monkeypatch.chdir(tmp_path / "sample")
+    with pytest.raises(InputError, match="is the input file given as interactions"):
+        render_outputs(result, [("json", Path("log.parquet"))], get_plugin_manager())
+    assert _sha(tmp_path / "sample" / "log.parquet") == before
