@@ -191,7 +191,7 @@ def write_torch(
             f"cannot write {source} back faithfully with its item table rescaled: it holds "
             + "; ".join(problems[:3])
             + (f" and {len(problems) - 3} more" if len(problems) > 3 else "")
-            + ", which popaudit never rebuilds (that would run code from the file). Pass "
+            + ", which popaudit does not rebuild (an object would run code from the file). Pass "
             f"{setting('tensors_only')} to write a state dict of its {_count(len(pool), 'tensor')} instead (every "
             "other object dropped), or re-save the model as a state dict (torch.save(model.state_dict(), ...))"
         )
@@ -292,6 +292,8 @@ def tree_problems(root: Any, target: torch.Tensor) -> tuple[list[str], int]:
         elif isinstance(obj, np.ndarray):
             if obj.dtype.hasobject:
                 problems["a numpy array of Python objects"] = None
+            elif getattr(obj, "unread", None):  # left empty by the reader: writing it back would lose it
+                problems[f"a numpy array of {obj.unread}"] = None
         elif isinstance(obj, _CONTAINERS):
             stack.extend(_children(obj))
         elif not isinstance(obj, _LEAVES) or isinstance(obj, type):

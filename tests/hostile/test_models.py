@@ -351,6 +351,18 @@ def _safetensors_item_bias(d: Path) -> Built:
     return Built(["mitigate", "mf.safetensors", "--alpha", "0.5", "-o", "o.safetensors"])
 
 
+def _record_array_pickle_mitigate(d: Path) -> Built:
+    """mitigate of a plain pickle that keeps a numpy record array beside its tables: the
+    reader leaves such an array empty, so writing the tree back would have replaced it by
+    an empty array (the output silently lost it); it is refused, nothing written."""
+    log(d)
+    record = np.array([(1, 2.0), (3, 4.0)], dtype=[("epoch", "i4"), ("loss", "f8")])
+    with open(d / "m.pkl", "wb") as fh:
+        pickle.dump({"item_embeddings": np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32),
+                     "history": record}, fh, protocol=2)
+    return Built(["mitigate", "m.pkl", "--alpha", "0.5", "--interactions", "log.parquet", "-o", "o.pkl"])
+
+
 def _scalars_pt(d: Path) -> Built:
     log(d)
     torch.save({"step": torch.tensor(3), "lr": 0.1}, d / "model.pt")
@@ -699,6 +711,8 @@ CASES = [
     Case("pt-nan-weight", _nan_weight_pt, EXIT_ERROR, r"model\.pt has 1 row with NaN or infinite values \(rows 3\)"),
     Case("safetensors-item-bias-mitigate", _safetensors_item_bias, EXIT_ERROR,
          r"mf\.safetensors adds the item bias `item_bias\.weight` to every score.*PyTorch files only"),
+    Case("pickle-record-array-mitigate", _record_array_pickle_mitigate, EXIT_ERROR,
+         r"cannot write m\.pkl back faithfully.*a numpy array of dtype numpy\.dtype\(V12\).*--tensors-only"),
     Case("pt-nan-item-bias", _nan_item_bias_pt, EXIT_ERROR,
          r"model\.pt: the item bias `item_bias\.weight` holds 2 non-finite values \(NaN or inf; rows 2, 7\)"),
     Case("npy-constant-table", _npy("const.npy", np.ones((10, 4), np.float32), "--json", "r.json",
