@@ -292,8 +292,8 @@ def tree_problems(root: Any, target: torch.Tensor) -> tuple[list[str], int]:
         elif isinstance(obj, np.ndarray):
             if obj.dtype.hasobject:
                 problems["a numpy array of Python objects"] = None
-            elif getattr(obj, "unread", None):  # left empty by the reader: writing it back would lose it
-                problems[f"a numpy array of {obj.unread}"] = None
+            elif unread := getattr(obj, "unread", None):  # left empty by the reader: written back, it is lost
+                problems[f"a numpy array of {unread}"] = None
         elif isinstance(obj, _CONTAINERS):
             stack.extend(_children(obj))
         elif not isinstance(obj, _LEAVES) or isinstance(obj, type):
