@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from auditor.retrieval import sharded_topk
+from auditor.retrieval import approximate_topk, sharded_topk
 from auditor.retrieval.dask import search_shard
 from auditor.retrieval.scorings import multi_scoring_topk
 from auditor.retrieval.search import FLOAT32_SMALL_EXPONENT, merge_topk, overflow_shifts
@@ -77,6 +77,23 @@ def test_the_tiled_scan_and_faiss_search_rank_a_tiny_table_like_float64() -> Non
     np.testing.assert_array_equal(rows, reference)
 
 
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+@pytest.mark.parametrize("scale", [1e-25, 1e25])
+def test_an_approximate_index_ranks_a_tiny_or_huge_table_like_float64(kind: str, scale: float) -> None:
+    """QA Measures N2: FAISS searched the table as it was, so at 1e-25 every product was 0
+    and dot served the lowest rows (recall@10 0.002, 'the skew is likely understated')."""
+    def recall(queries: np.ndarray, table: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        scores, rows, _ = approximate_topk(queries, table, 10, normalise=False, kind=kind)
+        expected = _reference(queries, table, 10, 1.0)
+        return float(np.mean([np.isin(r, e).mean() for r, e in zip(rows, expected)])), scores, rows
+
+    at_one, _, ordinary = recall(*_tables(1.0, n_items=2000))
+    found, scores, rows = recall(*_tables(scale, n_items=2000))
+    assert at_one >= 0.75 and found >= at_one - 0.01  # IVF probes 1/8 of its lists: 0.78 at any scale
+    assert np.mean(ordinary == rows) >= 0.99
+    assert np.all(np.isfinite(scores)) and np.all(scores[:, 0] > 0)  # scaled back, on the table's own scale
+
+
 def test_tiny_and_ordinary_shards_merge_on_one_scale() -> None:
     # The Dask path shifts each shard on its own: tiny shards' scores must stay in float64.
     queries, table = _tables(1.0, n_items=600)
@@ -129,6 +146,12 @@ def test_audit_of_a_tiny_model_equals_the_audit_at_scale_one(tmp_path: Path) -> 
                                        "--format", "json", "-o", str(out)])
         assert run.exit_code == 0, run.output
         reports.append(json.loads(out.read_text()))
+    out = tmp_path / "ivf.json"
+    run = CliRunner().invoke(cli, ["check", str(tmp_path / "m1e-25.pt"), "--interactions", str(log), "-k", "1",
+                                   "--no-probes", "-q", "--index", "ivf", "--format", "json", "-o", str(out)])
+    assert run.exit_code == 0, run.output
+    ivf = json.loads(out.read_text())  # 40 items: one IVF list, so the approximate lists are exact ones
+    assert ivf["retrieval"]["at"]["1"]["dot"]["head_share_1pct"] == pytest.approx(expected_dot)
     ordinary, tiny = reports
     assert tiny["retrieval"]["at"]["1"]["dot"]["head_share_1pct"] == pytest.approx(expected_dot)
     assert expected_dot == pytest.approx(2 / 30)

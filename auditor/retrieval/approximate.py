@@ -16,7 +16,9 @@ from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.sampling import sample_indices
 from auditor.metrics.exposure import shared_counts
 from auditor.progress import SILENT, Progress
-from auditor.retrieval.search import QUERY_BLOCK, directions, l2_normalise, require_finite, select_topk
+from auditor.retrieval.search import (
+    QUERY_BLOCK, directions, float32_where_it_fits, in_float32_range, l2_normalise, require_finite, select_topk,
+)
 
 if TYPE_CHECKING:
     import faiss
@@ -73,9 +75,12 @@ def approximate_topk(
     if check_finite:
         require_finite(table, "the item table", 0, EmbeddingTableError)
     kept: np.ndarray | None = None
+    shift = 0
     if normalise:
         queries, _ = l2_normalise(queries)
         table, kept = directions(table)
+    else:  # a tiny or huge table: powers of two keep its products in float32's range
+        table, queries, shift = in_float32_range(table, queries)
     n = queries.shape[0]
     scores = np.full((n, k), -np.inf, dtype=np.float32)
     rows = np.full((n, k), -1, dtype=np.int64)
@@ -89,6 +94,8 @@ def approximate_topk(
             width = found_rows.shape[1]
             scores[start:stop, :width], rows[start:stop, :width] = found_scores, found_rows
             advance(stop - start)
+    if shift:
+        return float32_where_it_fits(np.ldexp(scores.astype(np.float64), shift)), rows, settings
     return scores, rows, settings
 
 

@@ -18,7 +18,7 @@ from auditor.sampling import sample_indices
 from auditor.progress import Progress
 from auditor.retrieval.approximate import build_index, recall_at, slower_than_exact
 from auditor.retrieval.candidates import MAX_EXTRA_FETCH, FetchPlan, candidate_room, fetch_lists, plan_fetch
-from auditor.retrieval.search import directions, l2_normalise
+from auditor.retrieval.search import directions, in_float32_range, l2_normalise
 from auditor.retrieval.dask import dask_multi_scoring_topk
 from auditor.retrieval.scorings import multi_scoring_topk, shard_bounds
 from auditor.retrieval.serving import Exclusions, subset_exclusions
@@ -195,7 +195,9 @@ def _approximate_rows(
     for alpha, normalise, name in ((1.0, False, "dot"), (0.0, True, "cosine")):
         searched, kept = queries, None
         vectors = table32
-        if normalise:  # cosine: unit queries against the directions of the non-zero rows
+        if not normalise:  # a tiny or huge table: powers of two keep its products in float32's range
+            vectors, searched, _ = in_float32_range(table32, queries)
+        else:  # cosine: unit queries against the directions of the non-zero rows
             searched = l2_normalise(queries)[0]
             vectors, kept = directions(table32)
         if vectors.shape[0] == 0:

@@ -270,6 +270,18 @@ def float32_where_it_fits(scores: np.ndarray) -> np.ndarray:
     return scores
 
 
+def in_float32_range(table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """``table`` and ``queries`` times the powers of two of :func:`overflow_shifts` (copies
+    only when shifted) and the exponent to scale their inner products back by: the same
+    rankings, for a search (an approximate index) that cannot shift the scores itself."""
+    table_peak, query_peak = _peak(table), _peak(queries)
+    if not (math.isfinite(table_peak) and math.isfinite(query_peak)):
+        return table, queries, 0  # a non-finite entry is the caller's to refuse, not to scale
+    shift_table, shift_query = overflow_shifts(table_peak, query_peak, table.shape[1])
+    return (np.ldexp(table, -shift_table) if shift_table else table,
+            np.ldexp(queries, -shift_query) if shift_query else queries, shift_table + shift_query)
+
+
 def _peak(vectors: np.ndarray) -> float:
     """max |x| over a matrix, without a full-size temporary (0 for an empty one)."""
     if vectors.size == 0:
