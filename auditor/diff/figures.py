@@ -37,6 +37,17 @@ def check_figures(report: dict[str, Any], named: str) -> None:
                               "writes (a corrupt or edited report)")
 
 
+def unassessed_reason(vb: dict[str, Any], vn: dict[str, Any]) -> str | None:
+    """Why two severities are not comparable: ``check`` could not assess one (``assessed``
+    false: its "none" claims nothing, and its ``severity_level`` is null, so a gate on it
+    says "nothing graded the severity"); None when both were assessed."""
+    sides = [side for side, verdict in (("base", vb), ("new", vn)) if verdict.get("assessed") is False]
+    if not sides:
+        return None
+    which = "either report's" if len(sides) == 2 else f"the {sides[0]} report's"
+    return f"{which} verdict was not assessed (nothing graded its severity)"
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
