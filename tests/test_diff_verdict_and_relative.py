@@ -131,11 +131,11 @@ def test_a_verdict_check_could_not_assess_is_not_comparable(report: dict[str, An
     for base, new, side in ((report, unassessed, "the new"), (unassessed, report, "the base")):
         diff = diff_reports(base, new)
         assert diff.verdict.direction == "not comparable"
-        assert diff.verdict.reason == f"{side} report's verdict was not assessed (nothing graded its severity)"
+        assert diff.verdict.reason == f"{side} report's verdict was not assessed; nothing graded its severity"
         assert diff.graded.delta is None and diff.graded.status != "compared"
         gates = parse_diff_gates(["severity_level.delta<0"], ["severity_level"])
         with pytest.raises(UnmeasuredGateError):
             evaluate_diff_gates(gates, diff)
     both = diff_reports(unassessed, copy.deepcopy(unassessed)).verdict
-    assert (both.direction, both.reason) == ("not comparable", "either report's verdict was not assessed "
-                                             "(nothing graded its severity)")
+    assert (both.direction, both.reason) == ("not comparable", "neither report's verdict was assessed; "
+                                             "nothing graded a severity")

@@ -44,8 +44,9 @@ def unassessed_reason(vb: dict[str, Any], vn: dict[str, Any]) -> str | None:
     sides = [side for side, verdict in (("base", vb), ("new", vn)) if verdict.get("assessed") is False]
     if not sides:
         return None
-    which = "either report's" if len(sides) == 2 else f"the {sides[0]} report's"
-    return f"{which} verdict was not assessed (nothing graded its severity)"
+    if len(sides) == 2:
+        return "neither report's verdict was assessed; nothing graded a severity"
+    return f"the {sides[0]} report's verdict was not assessed; nothing graded its severity"
 
 
 def _shown(value: Any) -> str:
