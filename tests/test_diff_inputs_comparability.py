@@ -75,6 +75,7 @@ def test_a_catalogue_whose_head_holds_another_number_of_items_is_not_compared(tm
         assert (change.status, change.delta) == ("incomparable", None), name
         assert "inputs.n_items differs (199 vs 200)" in (change.reason or "")
     assert [s.setting for s in diff.settings] == ["inputs.n_items"]
+    assert not [n for n in diff.notes if n.startswith("inputs.n_items")]  # the setting row says it, once
     assert diff.metric("aplt_served@10").status == "compared"  # the short head is by mass, not by count
     assert diff.verdict.direction == "not comparable"
     gates = parse_diff_gates(["head_share_1pct_served@10.delta>0.001"], ["head_share_1pct_served@10"])

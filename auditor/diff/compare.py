@@ -287,7 +287,8 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
             differs(f"accuracy.{key}", ab.get(key), an.get(key),
                     lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES),
                     "accuracy figures are not compared: they are measured on other held-out sets")
-    notes = comparable_notes(base, new)
+    # A setting row already names both values (inputs.n_items where a head cut moved): no note too.
+    notes = [n for n in comparable_notes(base, new) if not any(n.startswith(f"{s.setting} differs") for s in settings)]
     return flags, settings, notes
 
 
