@@ -43,7 +43,7 @@ def test_an_unknown_or_missing_severity_is_a_corrupt_report(report: dict[str, An
         del edited["verdict"]["severity"]
     else:
         edited["verdict"]["severity"] = severity
-    found = "missing" if severity is None else repr(severity)
+    found = "missing" if severity is None else f'"{severity}"'
     with pytest.raises(ReportError, match=rf"after\.json: verdict\.severity is {found}, not one of none, low"):
         diff_reports(report, edited, base_name="before.json", new_name="after.json")
     with pytest.raises(ReportError, match=r"base report before\.json: verdict\.severity"):
