@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from scipy.stats import spearmanr
 
 from auditor.audit import run_audit
 from auditor.config import AuditConfig
@@ -74,6 +75,7 @@ def test_a_catalogue_whose_head_holds_another_number_of_items_is_not_compared(tm
         assert (change.status, change.delta) == ("incomparable", None), name
         assert "inputs.n_items differs (199 vs 200)" in (change.reason or "")
     assert [s.setting for s in diff.settings] == ["inputs.n_items"]
+    assert not [n for n in diff.notes if n.startswith("inputs.n_items")]  # the setting row says it, once
     assert diff.metric("aplt_served@10").status == "compared"  # the short head is by mass, not by count
     assert diff.verdict.direction == "not comparable"
     gates = parse_diff_gates(["head_share_1pct_served@10.delta>0.001"], ["head_share_1pct_served@10"])
@@ -165,3 +167,35 @@ def test_served_lists_are_compared_whatever_population_the_model_retrieved_for(t
     assert diff.metric("head_share_1pct_popular@10").status == "incomparable"  # the popular list skips seen items
     gates = parse_diff_gates(["head_share_1pct_served@10.delta>0.01"], ["head_share_1pct_served@10"])
     assert [o.value for o in evaluate_diff_gates(gates, diff)] == [0.0]
+
+
+def test_training_popularity_from_another_count_file_is_said(tmp_path: Path) -> None:
+    """QA N1: `check --frequencies countsA` vs `--frequencies countsB` (and a log vs a count
+    file) had no note: a swap of the training popularity read "less bias" with nothing said."""
+    rng = np.random.default_rng(7)
+    items = rng.standard_normal((100, 8)).astype(np.float32)
+    np.save(tmp_path / "items.npy", items)
+    counts_a = (50 / np.arange(1, 101)).astype(np.int64) + 1
+    for name, counts in (("countsA.parquet", counts_a), ("countsB.parquet", counts_a[::-1].copy())):
+        pq.write_table(pa.table({"item_id": np.arange(100), "count": counts}), tmp_path / name)
+    rows = np.repeat(np.arange(100), counts_a)
+    pq.write_table(pa.table({"user_id": rng.integers(0, 30, rows.size), "item_id": rows}), tmp_path / "logA.parquet")
+
+    def audit(**source: Path) -> dict[str, Any]:
+        config = AuditConfig(model=tmp_path / "items.npy", ks=(10,), probes=False, bootstrap=0, **source)
+        return json.loads(json.dumps(run_audit(config).to_dict(), allow_nan=False))
+
+    by_a, by_b = audit(frequencies=tmp_path / "countsA.parquet"), audit(frequencies=tmp_path / "countsB.parquet")
+    by_log = audit(interactions=tmp_path / "logA.parquet")
+    diff = diff_reports(by_a, by_b)
+    assert not diff.settings
+    assert [n.split(":")[0] for n in diff.notes] == [
+        f"settings.frequencies differs ({tmp_path / 'countsA.parquet'} vs {tmp_path / 'countsB.parquet'})"]
+    norms = np.linalg.norm(items, axis=1)  # compared, but said: each against its own counts
+    assert diff.metric("spearman").base == pytest.approx(spearmanr(norms, counts_a)[0])
+    assert diff.metric("spearman").new == pytest.approx(spearmanr(norms, counts_a[::-1])[0])
+    cross = diff_reports(by_log, by_b).notes
+    assert [n.split(":")[0] for n in cross if "training" in n or "interactions differs" in n] == [
+        f"training popularity differs (inputs.interactions {tmp_path / 'logA.parquet'} vs "
+        f"settings.frequencies {tmp_path / 'countsB.parquet'})"]
+    assert not diff_reports(by_a, copy.deepcopy(by_a)).notes

@@ -43,7 +43,7 @@ def test_an_unknown_or_missing_severity_is_a_corrupt_report(report: dict[str, An
         del edited["verdict"]["severity"]
     else:
         edited["verdict"]["severity"] = severity
-    found = "missing" if severity is None else repr(severity)
+    found = "missing" if severity is None else f'"{severity}"'
     with pytest.raises(ReportError, match=rf"after\.json: verdict\.severity is {found}, not one of none, low"):
         diff_reports(report, edited, base_name="before.json", new_name="after.json")
     with pytest.raises(ReportError, match=r"base report before\.json: verdict\.severity"):
@@ -116,3 +116,26 @@ def test_the_verdicts_grade_is_in_the_json_and_the_table_of_every_figure(report:
     same = CliRunner().invoke(cli, ["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format",
                                     "markdown"], catch_exceptions=False)
     assert lead == same.stdout.split("\n\n")[1] and "severity\\_level" not in same.stdout
+
+
+def test_a_verdict_check_could_not_assess_is_not_comparable(report: dict[str, Any]) -> None:
+    """QA (not filed): `check` writes severity "none" with assessed false when nothing graded
+    the verdict; diff read "moderate → none" as less bias while a severity_level gate said
+    "nothing graded the severity"."""
+    from auditor.diff import evaluate_diff_gates, parse_diff_gates
+    from auditor.errors import UnmeasuredGateError
+
+    assert report["verdict"]["assessed"] is True and report["verdict"]["severity"] != "none"
+    unassessed = copy.deepcopy(report)
+    unassessed["verdict"].update(severity="none", assessed=False, bias_detected=False)
+    for base, new, side in ((report, unassessed, "the new"), (unassessed, report, "the base")):
+        diff = diff_reports(base, new)
+        assert diff.verdict.direction == "not comparable"
+        assert diff.verdict.reason == f"{side} report's verdict was not assessed; nothing graded its severity"
+        assert diff.graded.delta is None and diff.graded.status != "compared"
+        gates = parse_diff_gates(["severity_level.delta<0"], ["severity_level"])
+        with pytest.raises(UnmeasuredGateError):
+            evaluate_diff_gates(gates, diff)
+    both = diff_reports(unassessed, copy.deepcopy(unassessed)).verdict
+    assert (both.direction, both.reason) == ("not comparable", "neither report's verdict was assessed; "
+                                             "nothing graded a severity")

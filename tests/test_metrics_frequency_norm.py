@@ -340,6 +340,31 @@ def test_norms_equal_to_within_rounding_are_a_constant_table(dtype, name, dim, o
     assert np.isfinite(frequency_norm_stats(norms, freqs, n_bootstrap=0)[0].spearman)
 
 
+@pytest.mark.parametrize("dim, own_dtype", [(16, False), (16, True), (300, True)])
+def test_the_slope_of_norms_equal_to_within_rounding_is_exactly_zero(dim, own_dtype):
+    """QA N2: a float32 unit-norm table (ρ undefined: one norm to within rounding) gave a
+    log-log slope of rounding noise (5.98e-10), which diff read as a base and ranked the
+    slope of a table with a small real growth at +144,240,278%. A constant's slope is 0."""
+    table = _unit_rows(np.float32, dim, own_dtype=own_dtype)
+    norms, freqs = item_norms(table), np.random.default_rng(1).zipf(1.5, 200).astype(np.float64)
+    warm = freqs > 0
+    noise = np.polyfit(np.log(freqs[warm]), np.log(norms[warm]), 1)[0]
+    assert noise != 0 and abs(noise) < 1e-6  # what the fit alone returns: rounding noise
+    with_precision, notes = frequency_norm_stats(norms, freqs, n_bootstrap=0, precision=norm_precision(table))
+    assert with_precision.loglog_slope == 0.0
+    assert loglog_slope(freqs[warm], np.full(int(warm.sum()), 1.7)) == 0.0  # equal norms: not 7e-18
+    assert loglog_slope(freqs[warm], norms[warm], norm_precision(table)) == 0.0
+    # every other figure is what it was; without the precision the slope is the fit, as before
+    without = frequency_norm_stats(norms, freqs, n_bootstrap=0)[0]
+    assert without.loglog_slope == pytest.approx(noise, rel=1e-9)
+    assert with_precision.deciles == without.deciles and with_precision.warm_norm_median == without.warm_norm_median
+    # a real growth of 0.001 per log-frequency (1e-3 of the norm over this log) is measured
+    grown = (table.astype(np.float64) * (1 + freqs)[:, None] ** 0.001).astype(np.float32)
+    slope = frequency_norm_stats(item_norms(grown), freqs, n_bootstrap=0, precision=norm_precision(grown))[0].loglog_slope
+    expected = np.polyfit(np.log(freqs), np.log(item_norms(grown)), 1)[0]
+    assert slope == pytest.approx(expected, rel=1e-12) and 0.0005 < slope < 0.001
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_real_spread_of_a_thousandth_is_measured(dtype):
     freqs = np.random.default_rng(1).permutation(200) + 1.0

@@ -12,7 +12,8 @@ Comparability, one rule per setting:
   (served vs the training log's own share) follow different rules: their change has no
   direction (``not comparable``); nor has it when either severity was graded at a K the
   other report did not measure (another ``-k`` list: the same model would read "more
-  bias" only because a new K was graded), or on a top-1% share a setting below flags.
+  bias" only because a new K was graded), or on a top-1% share a setting below flags, or
+  when ``check`` could not assess either (``verdict.assessed`` false).
 * cut-offs: a figure at a K that only one report measured is listed as only in that
   report (never compared); the shared Ks are compared.
 * ``retrieval.popularity`` (interactions or distinct users): every figure that depends
@@ -41,7 +42,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
-from auditor.diff.figures import check_figures
+from auditor.diff.figures import check_figures, unassessed_reason
 from auditor.diff.rules import catalogue_flags, comparable_notes, index_flags, of_model_lists
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry, flat_entries
@@ -286,7 +287,8 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
             differs(f"accuracy.{key}", ab.get(key), an.get(key),
                     lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES),
                     "accuracy figures are not compared: they are measured on other held-out sets")
-    notes = comparable_notes(base, new)
+    # A setting row already names both values (inputs.n_items where a head cut moved): no note too.
+    notes = [n for n in comparable_notes(base, new) if not any(n.startswith(f"{s.setting} differs") for s in settings)]
     return flags, settings, notes
 
 
@@ -325,8 +327,9 @@ def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: lis
 def from_zero(base: float, new: float) -> bool:
     """Whether ``base`` is 0 for the change to ``new``: 0, or smaller than float32 round-off
     of ``new`` (|base| ≤ 2⁻²³·|new|, :data:`ROUNDOFF`), where a figure computed from float32
-    vectors cannot tell it from 0 (the log–log slope of norms equal to within rounding,
-    6e-10 against 0.26, read +4·10¹⁰ %)."""
+    vectors cannot tell it from 0. ``check`` now writes the log–log slope of norms equal to
+    within rounding as exactly 0; reports of earlier versions carry it as noise (6e-10
+    against 0.26 read +4·10¹⁰ %), which this still reads as 0."""
     return base == 0 or (math.isfinite(new) and abs(base) <= ROUNDOFF * abs(new))
 
 
@@ -340,8 +343,9 @@ def _verdict(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> Ve
     sb, sn = str(vb["severity"]), str(vn["severity"])  # one of SEVERITIES (figures.check_figures)
     step = SEVERITIES.index(sn) - SEVERITIES.index(sb)
     basis_base, basis_new = _basis(base), _basis(new)
-    reason = (f"the base's severity judges {basis_base}, the new one's {basis_new}" if basis_base != basis_new
-              else _graded_elsewhere(base, new) or _graded_on_flagged(base, new, flags))  # fmt: skip
+    reason = unassessed_reason(vb, vn) or (
+        f"the base's severity judges {basis_base}, the new one's {basis_new}" if basis_base != basis_new
+        else _graded_elsewhere(base, new) or _graded_on_flagged(base, new, flags))  # fmt: skip
     moved: VerdictDirection = (
         "not comparable" if reason is not None
         else "unchanged" if step == 0 else "less bias" if step < 0 else "more bias"

@@ -6,6 +6,7 @@ one of none, low, moderate, high (never read as "none", which would be a verdict
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,8 +28,11 @@ def check_figures(report: dict[str, Any], named: str) -> None:
                               "where not measured): not a report popaudit wrote, or one cut short")
     verdict = report["verdict"]
     severity = verdict.get("severity") if isinstance(verdict, dict) else None
+    if not isinstance(verdict, dict):
+        raise ReportError(f"{named}: verdict is {_shown(verdict)}, not an object holding verdict.severity: not a "
+                          "verdict popaudit writes (a corrupt or edited report)")
     if severity not in SEVERITIES:  # a verdict improvement must never come from an unknown or missing grade
-        found = "missing" if not isinstance(verdict, dict) or "severity" not in verdict else _shown(severity)
+        found = "missing" if "severity" not in verdict else _shown(severity)
         raise ReportError(f"{named}: verdict.severity is {found}, not one of {', '.join(SEVERITIES)}: not a verdict "
                           "popaudit writes (a corrupt or edited report)")
     for path, value in _figures(report):
@@ -37,8 +41,21 @@ def check_figures(report: dict[str, Any], named: str) -> None:
                               "writes (a corrupt or edited report)")
 
 
+def unassessed_reason(vb: dict[str, Any], vn: dict[str, Any]) -> str | None:
+    """Why two severities are not comparable: ``check`` could not assess one (``assessed``
+    false: its "none" claims nothing, and its ``severity_level`` is null, so a gate on it
+    says "nothing graded the severity"); None when both were assessed."""
+    sides = [side for side, verdict in (("base", vb), ("new", vn)) if verdict.get("assessed") is False]
+    if not sides:
+        return None
+    if len(sides) == 2:
+        return "neither report's verdict was assessed; nothing graded a severity"
+    return f"the {sides[0]} report's verdict was not assessed; nothing graded its severity"
+
+
 def _shown(value: Any) -> str:
-    text = repr(value)
+    """The value as the JSON file spells it (null, true, "x"), not as Python prints it."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 40 else text[:37] + "..."
 
 

@@ -13,8 +13,9 @@ that differ but leave figures comparable:
   approximate index misses candidates (its recall), which moves every figure of the model's
   own lists, so those are **flagged**; served lists (``served`` scoring) are the lists given,
   whatever index the model's figures used.
-* notes: another model file, training log, served-lists file, catalogue size, log size or
-  number of queries.
+* notes: another model file, training popularity (log, count file given by
+  ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
+  file, catalogue size, log size or number of queries.
 """
 
 from __future__ import annotations
@@ -111,23 +112,67 @@ def _ks(keys: set[str]) -> str:
 
 def input_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The inputs that differ but leave the figures comparable, one note each."""
-    notes: list[str] = []
-    for section, key, what in (
-        ("inputs", "model", "another model"),
-        ("inputs", "interactions", "another training log: popularity, the reference of most figures, may differ"),
+    notes = _file_notes(base, new, (("inputs", "model", "another model"),))
+    notes += popularity_notes(base, new)
+    notes += _file_notes(base, new, (
         ("served", "source", "other served lists"),
         ("inputs", "n_items", "another catalogue size"),
         ("inputs", "n_interactions", "another training log size"),
         ("retrieval", "n_queries", "another number of queries"),
-    ):
-        a, b = ((r.get(section) or {}).get(key) for r in (base, new))
-        # A file only one report read (a model, served lists): its figures are that report's alone, listed so.
-        if a != b and (a not in (None, "") and b not in (None, "") or not isinstance(a or b, str)):
-            notes.append(f"{section}.{key} differs ({_shown(a)} vs {_shown(b)}): {what}")
+    ))  # fmt: skip
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
     if rb.get("index") == rn.get("index") and rb.get("recall") != rn.get("recall"):
         notes.append(f"retrieval.recall differs ({rb.get('recall')} vs {rn.get('recall')}): the same approximate "
                      "index found other shares of the exact lists")
+    return notes
+
+
+_COUNTED_ELSEWHERE = re.compile(r".*\(counted elsewhere: (.+)\)")
+_RECORDED = "(as recorded in the checkpoint)"
+_MAY_DIFFER = "popularity, the reference of most figures, may differ"
+
+
+def popularity_source(report: dict[str, Any]) -> tuple[str, str] | None:
+    """Where the report's training popularity came from: ("inputs.interactions", log),
+    ("settings.frequencies", count file) or ("the counts recorded in", checkpoint); None if unsaid.
+    A lists-only report files either file as ``inputs.interactions``; its ``frequency`` says which."""
+    inputs, settings = report.get("inputs") or {}, report.get("settings") or {}
+    said = str(settings.get("frequency") or "")
+    elsewhere = _COUNTED_ELSEWHERE.fullmatch(said)
+    counts = settings.get("frequencies") or (elsewhere.group(1) if elsewhere else None)
+    if counts:
+        return "settings.frequencies", str(counts)
+    if inputs.get("interactions"):
+        return "inputs.interactions", str(inputs["interactions"])
+    if said.endswith(_RECORDED) and inputs.get("model"):
+        return "the counts recorded in", str(inputs["model"])
+    return None
+
+
+def popularity_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """A note where both reports read a training popularity from different sources (a log,
+    a count file, a checkpoint's counts): every popularity-dependent figure is measured
+    against it. One report without a source says nothing to compare."""
+    sb, sn = popularity_source(base), popularity_source(new)
+    if sb is None or sn is None or sb == sn:
+        return []
+    (kb, fb), (kn, fn) = sb, sn
+    if kb == kn == "inputs.interactions":
+        return [f"inputs.interactions differs ({fb} vs {fn}): another training log: {_MAY_DIFFER}"]
+    if kb == kn == "settings.frequencies":
+        return [f"settings.frequencies differs ({fb} vs {fn}): other training counts: {_MAY_DIFFER}"]
+    if kb == kn:
+        return []  # both counts recorded in a checkpoint: the inputs.model note says the checkpoints differ
+    return [f"training popularity differs ({kb} {fb} vs {kn} {fn}): counted from another source: {_MAY_DIFFER}"]
+
+
+def _file_notes(base: dict[str, Any], new: dict[str, Any], keys: tuple[tuple[str, str, str], ...]) -> list[str]:
+    notes: list[str] = []
+    for section, key, what in keys:
+        a, b = ((r.get(section) or {}).get(key) for r in (base, new))
+        # A file only one report read (a model, served lists): its figures are that report's alone, listed so.
+        if a != b and (a not in (None, "") and b not in (None, "") or not isinstance(a or b, str)):
+            notes.append(f"{section}.{key} differs ({_shown(a)} vs {_shown(b)}): {what}")
     return notes
 
 

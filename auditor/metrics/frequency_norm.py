@@ -127,7 +127,7 @@ def frequency_norm_stats(
     if ci_reason is not None:
         notes.append(ci_reason)
     warm = freqs > 0
-    slope = loglog_slope(freqs[warm], norms[warm]) if np.isfinite(norms).all() else None
+    slope = loglog_slope(freqs[warm], norms[warm], precision) if np.isfinite(norms).all() else None
     if slope is None:
         notes.append("log-log slope undefined: fewer than two distinct positive frequencies")
     deciles = decile_rows(freqs, norms)
@@ -217,15 +217,20 @@ def _rounding_spread(norms: np.ndarray, precision: NormPrecision | None) -> str:
     )
 
 
-def loglog_slope(freqs: np.ndarray, norms: np.ndarray) -> float | None:
+def loglog_slope(freqs: np.ndarray, norms: np.ndarray, precision: NormPrecision | None = None) -> float | None:
     """Least-squares slope of log(norm) on log(frequency) over items with both > 0.
 
     Under the ideal mechanism ‖q‖⁴ grows linearly with the number of updates, so a
-    slope near 0.25 is the signature of the orthogonal-update bias.
+    slope near 0.25 is the signature of the orthogonal-update bias. Norms equal to within
+    ``precision``'s rounding (as :func:`undefined_reason` counts them constant) give exactly
+    0: the slope of a constant, where the fit would return its rounding noise (about 1e-9
+    on a float32 unit-norm table, 1e-17 on equal norms), which a diff would read as a base.
     """
     keep = (freqs > 0) & (norms > 0)
     if np.unique(freqs[keep]).size < 2:
         return None
+    if _same_norm(norms[keep], precision):
+        return 0.0
     slope, _ = np.polyfit(np.log(freqs[keep]), np.log(norms[keep]), 1)
     return float(slope)
 

@@ -69,7 +69,7 @@ def rank_figures(
     if undefined_reason(norms, freqs, precision) is None:
         rho = spearman(freqs, norms).statistic
     warm = freqs > 0
-    slope = loglog_slope(freqs[warm], norms[warm]) if np.isfinite(norms).all() else None
+    slope = loglog_slope(freqs[warm], norms[warm], precision) if np.isfinite(norms).all() else None
     if m >= population:
         return RankFigures(rho, m, "exact", None, slope)
     return RankFigures(rho, m, "sample", sample_interval(rho, m, population), slope)
