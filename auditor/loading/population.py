@@ -344,9 +344,10 @@ def _choose(
         rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format)
         matched = np.flatnonzero(rows >= 0)
         n_unmatched = int(raw.size - matched.size)
+        # Every eligible user, row or not: those without one are n_unmatched, not users without history.
+        no_history = users_without_history(bundle, raw, every, row_ids, where, column)
         order = matched[np.argsort(rows[matched], kind="stable")]
         raw, user_rows = raw[order], rows[order]
-        no_history = users_without_history(bundle, raw, every, row_ids, where, column)
         n_untrained = n_rows - int(np.unique(user_rows).size) - no_history[0]
         if raw.size == 0:
             named = f" (column {column!r})" if column else ""

@@ -169,7 +169,20 @@ def _queries(array: np.ndarray) -> Any:
     return lambda d: np.save(d / "q.npy", array, allow_pickle=array.dtype == object)
 
 
+def _empty_user_id_with_user_table(d: Path) -> Built:
+    """A model with a user table and a CSV log in which one user id cell is empty (Logs F3):
+    the default audit queries the log's users; the empty one is no user, not "not integers"."""
+    rng = np.random.default_rng(0)
+    np.savez(d / "model.npz", item_embeddings=rng.normal(size=(N_ITEMS, 4)).astype(np.float32),
+             user_embeddings=rng.normal(size=(5, 4)).astype(np.float32))
+    rows = _rows_csv().splitlines()
+    rows[6] = "," + rows[6].split(",")[1]  # data row 6: empty user id
+    write(d, "log.csv", "\n".join(rows) + "\n")
+    return Built(check_args("model.npz", interactions="log.csv"))
+
+
 CASES = [
+    Case("empty-user-id-in-default-audit", _empty_user_id_with_user_table, EXIT_OK, None),
     Case("empty-log", _log_file("log.csv", ""), EXIT_ERROR, r"no interactions in log\.csv: the file is empty \(0 bytes\)"),
     Case("blank-lines-log", _log_file("log.csv", "\n\n  \n\n"), EXIT_ERROR,
          r"no interactions in log\.csv: it holds only blank lines"),
