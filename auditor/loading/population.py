@@ -344,8 +344,7 @@ def _choose(
         rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format)
         matched = np.flatnonzero(rows >= 0)
         n_unmatched = int(raw.size - matched.size)
-        # Every eligible user, row or not: those without one are n_unmatched, not users without history.
-        no_history = users_without_history(bundle, raw, every, row_ids, where, column)
+        no_history = users_without_history(bundle, raw, every, row_ids, where, column)  # rowless ones: n_unmatched
         order = matched[np.argsort(rows[matched], kind="stable")]
         raw, user_rows = raw[order], rows[order]
         n_untrained = n_rows - int(np.unique(user_rows).size) - no_history[0]
