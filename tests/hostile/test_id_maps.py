@@ -89,7 +89,18 @@ def _text_row_numbers_parquet(d: Path) -> Built:
     return Built(check_args(model, interactions=log(d, "log.parquet", ids=[str(i) for i in range(N_ITEMS)])))
 
 
+def _id_file_missing_most_interactions(d: Path) -> Built:
+    """An id file naming ids 100.. for rows 0..8: only row 9's interactions (10 of 55) map (Logs F4)."""
+    model = table(d)
+    log(d)
+    write(d, "ids.txt", "".join(f"{100 + i}\n" for i in range(N_ITEMS - 1)) + f"{N_ITEMS - 1}\n")
+    return Built(check_args(model, "--item-ids", "ids.txt"))
+
+
 CASES = [
+    Case("id-file-leaves-most-interactions-unmapped", _id_file_missing_most_interactions, EXIT_ERROR,
+         r"45 interactions of the 55 in log\.parquet \(81\.8%\) reference 9 item ids with no row under --item-ids "
+         r"ids\.txt.*--assume-row-ids to audit the mapped interactions anyway"),
     Case("zero-padded-csv-ids-without-id-file", _padded_csv_without_ids, EXIT_ERROR,
          r"item ids in log\.csv are not integers \(the first in data row 1, counting from 1 after any header\)"
          r".*pass --item-ids FILE"),
