@@ -34,7 +34,7 @@ from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
 from auditor.loading.id_text import BlockTyper, DriftedBlock, zero_padded
-from auditor.loading.messages import LONG_LINE, arrow_reason
+from auditor.loading.messages import LONG_LINE, arrow_reason, columns_found
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
 from auditor.values import LogSpec
 from auditor.loading.sniff import (
@@ -105,6 +105,10 @@ class Log:
         for items, users, values in stream:
             assert values is not None
             yield items, users, values
+
+    def columns_found(self) -> str:
+        """The log's columns in words for an error (a Parquet schema's names always)."""
+        return columns_found(self.columns, self.kind == "parquet")
 
     def _raw(self, name: str | None) -> str | None:
         return None if name is None else self.raw_columns[self.columns.index(name)]
@@ -365,7 +369,7 @@ def open_log(spec: LogSpec, what: str = "interaction log") -> Log:
 
 def _with_columns(log: Log, user_col: str | None, item_col: str | None) -> Log:
     """``log`` with its item and user id columns chosen among ``log.columns``."""
-    log.item_col, log.user_col = choose_columns(log.columns, log.path, user_col, item_col)
+    log.item_col, log.user_col = choose_columns(log.columns, log.path, user_col, item_col, log.kind == "parquet")
     return log
 
 

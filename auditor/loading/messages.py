@@ -33,10 +33,11 @@ def looks_like_names(columns: Sequence[str]) -> bool:
     )
 
 
-def columns_found(columns: Sequence[str]) -> str:
-    """``columns found: a, b`` for a header of column names; otherwise how many columns
-    the first line has, without quoting it."""
-    if looks_like_names(columns):
+def columns_found(columns: Sequence[str], schema: bool = False) -> str:
+    """``columns found: a, b`` for a header of column names or a file's schema (``schema``:
+    Parquet, whose names are names whatever they look like); otherwise how many columns
+    the first line of a text file has, without quoting it."""
+    if schema or looks_like_names(columns):
         return "columns found: " + ", ".join(str(c) for c in columns)
     n = len(columns)
     return (

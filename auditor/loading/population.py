@@ -46,7 +46,6 @@ from auditor.loading.ids import ids_to_numpy
 from auditor.loading.log_memo import LogMemo, ids_identity, log_identity, mapping_identity
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
-from auditor.loading.messages import columns_found
 from auditor.loading.queries import sample_query_file
 from auditor.model import InteractionPairs, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
@@ -182,7 +181,7 @@ def _from_log(
     if log.user_col is None:
         raise InteractionsError(
             f"retrieval queries the users of the training log, but no user id column was found in {log.path}; "
-            f"{columns_found(log.columns)}. Pass {setting('user_col')} NAME"
+            f"{log.columns_found()}. Pass {setting('user_col')} NAME"
         )
     base = (log_identity(spec), mapping_identity(mapping))
 
