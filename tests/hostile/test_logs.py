@@ -193,6 +193,9 @@ def _parquet_items_only_with_user_table(d: Path) -> Built:
 CASES = [
     Case("parquet-log-typed-item-column-name", _parquet_log({"user_id": [1, 2], "item_id:token": [3, 4]}), EXIT_ERROR,
          r"cannot find an item id column in bad\.parquet; columns found: user_id, item_id:token\. Pass --item-col NAME"),
+    Case("parquet-log-of-other-columns", _parquet_log({"alpha": [1, 2], "beta": [3, 4]}), EXIT_ERROR,
+         r"cannot find an item id column in bad\.parquet; its 2 columns \(from its schema\) do not look like an "
+         r"interaction log's\. Pass --item-col NAME", absent="alpha"),
     Case("parquet-log-without-user-column", _parquet_items_only_with_user_table, EXIT_ERROR,
          r"no user id column was found in bad\.parquet; columns found: item_id\. Pass --user-col NAME"),
     Case("empty-user-id-in-default-audit", _empty_user_id_with_user_table, EXIT_OK, None),
