@@ -123,3 +123,15 @@ def test_text_id_file_of_integers_with_spaces_and_floats(tmp_path):
     assert read_id_file(path).tolist() == [5, 3, 7]
     path.write_text("5.0\n3.0\n")
     assert read_id_file(path).tolist() == [5, 3]
+
+
+def test_movielens_dat_keeps_padded_ids(tmp_path):
+    """The '::' reader follows the same rule: "001" stays text, "1" is an integer."""
+    padded = tmp_path / "ratings.dat"
+    padded.write_text("1::001::5::1\n2::002::4::2\n1::002::3::3\n")
+    counts = count_item_ids(LogSpec(padded))
+    assert counts.ids.tolist() == ["001", "002"] and counts.counts.tolist() == [1, 2]
+    plain = tmp_path / "plain.dat"
+    plain.write_text("1::1::5::1\n2::2::4::2\n1::2::3::3\n")
+    counts = count_item_ids(LogSpec(plain))
+    assert counts.ids.dtype == np.int64 and counts.ids.tolist() == [1, 2]
