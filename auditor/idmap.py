@@ -188,6 +188,32 @@ def check_mapped_shift(
             )
 
 
+MAX_UNMAPPED_SHARE = 0.5
+"""Share of a log's interactions whose ids may miss the rows named by an id map before the
+audit stops: past it the frequencies (ρ, every figure and gate) would describe a minority
+of the training signal (served lists with most slots unknown are refused alike)."""
+
+
+def check_mapped_share(
+    n_unmapped: int, n_interactions: int, n_unmapped_ids: int, policy: RowIdPolicy, what: str, source: object,
+    mapping: str,
+) -> None:
+    """Raise IdMappingError when more than :data:`MAX_UNMAPPED_SHARE` of the interactions
+    of ``source`` have no row under ``mapping`` (an id file or stored ids): the map and the
+    log evidently disagree (another catalogue, another spelling). Nothing when told to
+    audit the rows as mapped anyway (``assume_row_ids``)."""
+    if policy.assume_row_ids or n_interactions == 0 or n_unmapped <= MAX_UNMAPPED_SHARE * n_interactions:
+        return
+    ids = f"{n_unmapped_ids:,} {what} id" + ("" if n_unmapped_ids == 1 else "s")
+    raise IdMappingError(
+        f"{_interactions(n_unmapped)} of the {n_interactions:,} in {source} ({n_unmapped / n_interactions:.1%}) "
+        f"reference {ids} with no row under {mapping}, so the frequencies would describe only the other "
+        f"{1 - n_unmapped / n_interactions:.1%} of the log. Pass {setting(what + '_ids')} FILE with the raw {what} "
+        f"id of each row as {source} spells it (or {setting('assume_row_ids')} to audit the mapped interactions "
+        "anyway)"
+    )
+
+
 def _interactions(n: int) -> str:
     return f"{n:,} interaction" + ("" if n == 1 else "s")
 

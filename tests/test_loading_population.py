@@ -152,3 +152,34 @@ def test_refusals(tmp_path: Path) -> None:
     train = _write(tmp_path / "train.csv", "user_id,item_id\na,1\n")
     with pytest.raises(IdMappingError, match="not integers"):
         _population(_bundle(tmp_path, np.ones((2, 3), dtype=np.float32)), interactions=train)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_an_empty_user_id_is_no_user(tmp_path: Path, fmt: str) -> None:
+    """Logs F3: one empty user id among integer ids was refused as "user ids ... are not
+    integers"; it is an interaction without a user, as counting has it."""
+    user_ids = [0, 1, None, 2, 1, 3]
+    item_ids = [0, 1, 2, 3, 4, 5]
+    if fmt == "parquet":
+        train = tmp_path / "train.parquet"
+        pq.write_table(pa.table({"user_id": pa.array(user_ids, pa.int64()), "item_id": item_ids}), train)
+    else:
+        rows = "".join(f"{'' if u is None else u},{i}\n" for u, i in zip(user_ids, item_ids))
+        train = _write(tmp_path / "train.csv", "user_id,item_id\n" + rows)
+    users = np.arange(1, 5 * 3 + 1, dtype=np.float32).reshape(5, 3)  # 5 user rows; row 4 untrained
+    population = _population(_bundle(tmp_path, users), interactions=train)
+    assert population.raw_ids.tolist() == [0, 1, 2, 3] and population.source_rows.tolist() == [0, 1, 2, 3]
+    assert _seen(population) == [[0], [1, 4], [3], [5]]  # item 2 (the empty user's) is nobody's
+    assert (population.n_untrained_rows, population.n_unmatched_users) == (1, 0)
+
+
+def test_users_without_a_row_are_not_described_as_without_history(tmp_path: Path) -> None:
+    """Logs F5: users beyond the user table (their items all have rows) were described as
+    having "no interaction on a table row"; they are the unmatched users, said once."""
+    users = np.arange(1, 4 * 3 + 1, dtype=np.float32).reshape(4, 3)  # 4 user rows
+    # users 0..3 have rows; 5 and 6 do not; user 2 trained on item 9 alone, which has no row
+    train = _write(tmp_path / "train.csv", "user_id,item_id\n0,0\n1,1\n2,9\n3,3\n5,4\n6,5\n")
+    population = _population(_bundle(tmp_path, users), interactions=train, assume_row_ids=True)
+    assert population.raw_ids.tolist() == [0, 1, 3] and population.n_unmatched_users == 2
+    assert "(1 more user of it has no interaction on a table row)" in population.description
+    assert any("2 users of the training log" in w and "no row in the user table" in w for w in population.warnings)

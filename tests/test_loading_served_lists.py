@@ -169,7 +169,7 @@ def test_parquet_tsv_and_csv_give_the_same_lists(tmp_path: Path) -> None:
     parquet = read_served_lists(LogSpec(path))
     for other in (tsv, parquet):
         assert other.lists.tolist() == csv.lists.tolist()
-    assert parquet.user_ids.tolist() == ["1", "2"]  # text user ids stay text
+    assert parquet.user_ids.tolist() == [1, 2]  # text that is all plain integers is integers, as in the CSV (Logs F2)
 
 
 def test_columns_are_found_by_common_names_or_given(tmp_path: Path) -> None:

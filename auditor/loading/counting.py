@@ -343,7 +343,7 @@ def _count(log: Log, need_users: bool, as_strings: bool, progress: Progress) -> 
             pos = pc.index_in(keys, value_set=value_set).to_numpy(zero_copy_only=False)
             user_counts[pos.astype(np.int64)] = per_item.column("n").to_numpy()
         merged = merged.append_column("u", pa.array(user_counts))
-    if as_strings:
+    if pa.types.is_string(merged.column("id").type):  # text ids that are all integers sort as integers
         merged = merged.set_column(0, "id", maybe_int(merged.column("id").combine_chunks()))
     if as_strings or items_c.dense is None:  # the dense path yields ids in order already
         merged = merged.sort_by("id")

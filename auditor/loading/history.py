@@ -36,8 +36,8 @@ def eligible_users(
     with progress.track("Users of the training log", total=log.total_rows) as advance:
         for items, users in log.batches(as_strings):
             assert users is not None
-            if every is not None:
-                every.append(pc.unique(users))
+            if every is not None:  # an empty user id is no user (counted as interactions only)
+                every.append(pc.drop_null(pc.unique(users)))
             batch_users, _ = mapped_pairs(items, users, mapping, log)
             unique = pc.unique(batch_users)  # first-appearance order within the batch
             merger.add(pa.table({"u": unique, "p": pa.array(np.arange(seen, seen + len(unique)))}))

@@ -29,7 +29,6 @@ from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
 from auditor.loading.recorded_split import recorded_split_counts, recorded_split_notes, split_drops_repeats
 from auditor.values import LogSpec
-from auditor.loading.messages import columns_found
 from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
 from auditor.progress import SILENT, Progress
 
@@ -326,7 +325,7 @@ def _open(spec: LogSpec, why: str) -> Log:
     if log.user_col is None:
         raise InteractionsError(
             f"{why} needs the user of each interaction, but no user id column was found in {log.path}; "
-            f"{columns_found(log.columns)}. Pass {setting('user_col')} NAME"
+            f"{log.columns_found()}. Pass {setting('user_col')} NAME"
         )
     return log
 

@@ -16,6 +16,7 @@ import pyarrow.csv as pacsv
 from auditor.errors import IdMappingError
 from auditor.io import require_regular_file
 from auditor.loading.parquet_bounds import read_table as bounded_read_table
+from auditor.loading.id_text import infer_block
 from auditor.loading.logs import inexact_floats, maybe_int
 from auditor.loading.messages import arrow_reason
 from auditor.loading.npy import load_npy
@@ -35,6 +36,11 @@ def ids_to_numpy(arr: pa.Array | pa.ChunkedArray, what: str) -> np.ndarray:
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        # One rule for text ids from any file: all canonical integers ("12", not "012") are integers.
+        arr = maybe_int(arr.cast(pa.string()))
+        if not pa.types.is_integer(arr.type):
+            return _numpy(arr)
     t = arr.type
     if pa.types.is_integer(t):
         if t == pa.uint64() and (pc.max(arr).as_py() or 0) > np.iinfo(np.int64).max:
@@ -46,8 +52,6 @@ def ids_to_numpy(arr: pa.Array | pa.ChunkedArray, what: str) -> np.ndarray:
             return _numpy(arr.cast(pa.int64(), safe=True))
         except pa.ArrowException as exc:  # lossy or unsupported cast
             raise IdMappingError(f"{what} holds non-integer numbers; ids must be integers or strings") from exc
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return _numpy(arr.cast(pa.string()))
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         try:
             return _numpy(arr.cast(pa.string()))
@@ -108,21 +112,24 @@ def read_id_file(path: Path, what: str = "item ids") -> np.ndarray:
     return ids_to_numpy(column, f"{what} file {path}")
 
 
-def _read_text_ids(path: Path) -> pa.ChunkedArray:
-    """One id per line; a first line naming an id column (id, item_id, ...) is a header."""
+def _read_text_ids(path: Path) -> pa.Array:
+    """One id per line; a first line naming an id column (id, item_id, ...) is a header.
+
+    Read as bytes and typed as a log's ids are (:func:`infer_block`): "001" stays text,
+    as it does in a Parquet or ``.npy`` id file.
+    """
     with open(path, "rb") as fh:
         first = fh.readline().decode("utf-8", errors="replace").strip()
     first_field = first.split(",")[0].strip().strip('"').lower() if path.suffix.lower() == ".csv" else first.lower()
     header = first_field in ID_COLUMN_NAMES
     delimiter = "," if path.suffix.lower() == ".csv" else "\x1f"  # .txt: whole line is the id
-    read = pacsv.ReadOptions(autogenerate_column_names=not header, skip_rows=0)
+    read = pacsv.ReadOptions(autogenerate_column_names=True, skip_rows=int(header))
     parse = pacsv.ParseOptions(delimiter=delimiter)
-    table = pacsv.read_csv(path, read_options=read, parse_options=parse)
-    column = table.column(0)
-    if inexact_floats(column):
-        # Integers beyond int64 (hashed uint64 ids) are inferred as doubles, which would
-        # merge neighbouring ids: read them again as text, kept exact (as uint64 or text).
-        as_text = pacsv.ConvertOptions(column_types={table.column_names[0]: pa.string()})
-        text = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=as_text).column(0)
-        column = pa.chunked_array([maybe_int(text.combine_chunks())])
-    return column
+    as_bytes = pacsv.ConvertOptions(column_types={"f0": pa.binary()}, strings_can_be_null=True)
+    column = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=as_bytes).column(0)
+    typed = infer_block(column.combine_chunks())
+    if inexact_floats(typed):
+        # Integers beyond int64 (hashed uint64 ids) would be merged as doubles: keep them
+        # exact, as text (ids_to_numpy makes them uint64 or text ids).
+        typed = column.combine_chunks().cast(pa.string())
+    return typed

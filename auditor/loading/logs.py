@@ -4,7 +4,8 @@ A :class:`LogSpec` names one log and how to read it (format, id columns); every 
 reader takes one. :func:`open_log` detects the format and id columns from a sample (see
 :mod:`auditor.loading.sniff`); :meth:`Log.batches` then streams (item ids, user ids)
 per record batch through pyarrow's Parquet and CSV readers, so the log is never held
-whole. Text ids are first read with inferred types; a block whose ids drift to another
+whole. Text ids are first typed block by block as pyarrow would infer them, except that
+zero-padded integers stay text (:mod:`auditor.loading.id_text`); a block whose ids drift to another
 type raises :class:`TypeDrift` and the reader starts over with every id as a string
 (:func:`read_ids`). So does a column inferred as floats holding values a float cannot
 hold exactly as integers (``|x| >= 2**53``): integers beyond int64 (hashed uint64 ids)
@@ -32,7 +33,8 @@ import pyarrow.parquet as pq
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.messages import LONG_LINE, arrow_reason
+from auditor.loading.id_text import BlockTyper, DriftedBlock, zero_padded
+from auditor.loading.messages import LONG_LINE, arrow_reason, columns_found
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
 from auditor.values import LogSpec
 from auditor.loading.sniff import (
@@ -104,6 +106,10 @@ class Log:
             assert values is not None
             yield items, users, values
 
+    def columns_found(self) -> str:
+        """The log's columns in words for an error (a Parquet schema's names always)."""
+        return columns_found(self.columns, self.kind == "parquet")
+
     def _raw(self, name: str | None) -> str | None:
         return None if name is None else self.raw_columns[self.columns.index(name)]
 
@@ -140,7 +146,8 @@ class Log:
             block_size=CSV_BLOCK_BYTES,
             column_names=None if self.header else self.raw_columns,
         )
-        types = {c: pa.string() for c in wanted} if as_strings else {}
+        # Ids are read as bytes and typed block by block (id_text): inference would read "001" as 1.
+        types = {c: pa.string() if as_strings else pa.binary() for c in wanted}
         if value_raw is not None:  # as text: its reader parses it and names a bad cell's row
             types[value_raw] = pa.string()
         convert = pacsv.ConvertOptions(
@@ -151,11 +158,14 @@ class Log:
         parse = pacsv.ParseOptions(delimiter=self.delimiter)
         try:
             reader = pacsv.open_csv(open_stream(self.path), read_options=read, parse_options=parse, convert_options=convert)
+            item_typer, user_typer = BlockTyper(), BlockTyper()
             for batch in reader:
                 items, users = batch.column(item_raw), batch.column(user_raw) if user_raw else None
-                # Inferred bools, dates or times are ids written that way: read them as text.
-                if not as_strings and not (_id_like(items.type) and (users is None or _id_like(users.type))):
-                    raise TypeDrift
+                if not as_strings:
+                    try:
+                        items, users = item_typer(items), (user_typer(users) if users is not None else None)
+                    except DriftedBlock as exc:
+                        raise TypeDrift from exc
                 # Doubles beyond 2**53 (integers past int64, inf from a huge number): re-read as text.
                 if not as_strings and (inexact_floats(items) or (users is not None and inexact_floats(users))):
                     raise TypeDrift
@@ -193,12 +203,8 @@ class Log:
                     )
                 items = pc.utf8_trim_whitespace(pc.list_element(parts, item_at))
                 users = None if user_at is None else pc.utf8_trim_whitespace(pc.list_element(parts, user_at))
-                if not as_strings:
-                    try:
-                        items = items.cast(pa.int64())
-                        users = users.cast(pa.int64()) if users is not None else None
-                    except pa.ArrowInvalid as exc:
-                        raise TypeDrift from exc
+                if not as_strings:  # plain integers, else all read as text ("001" is not 1)
+                    items, users = _plain_ints(items), (_plain_ints(users) if users is not None else None)
                 row += batch.num_rows
                 yield items, users
         except pa.ArrowInvalid as exc:
@@ -299,12 +305,15 @@ def _check_field_length(path: Path, arr: pa.Array) -> None:
         raise InteractionsError(f"cannot parse {path}: {LONG_LINE}")
 
 
-def _id_like(t: pa.DataType) -> bool:
-    """Types the CSV reader infers for id columns (null: an all-empty block; binary: not UTF-8)."""
-    return bool(
-        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
-        or pa.types.is_binary(t) or pa.types.is_null(t)  # binary: not UTF-8, ids_to_numpy says so
-    )
+def _plain_ints(text: pa.Array) -> pa.Array:
+    """``::``-file ids as int64; TypeDrift when some are not integers or are zero-padded."""
+    try:
+        ints = text.cast(pa.int64())
+    except pa.ArrowInvalid as exc:
+        raise TypeDrift from exc
+    if zero_padded(text):
+        raise TypeDrift
+    return ints
 
 
 def open_log(spec: LogSpec, what: str = "interaction log") -> Log:
@@ -360,7 +369,7 @@ def open_log(spec: LogSpec, what: str = "interaction log") -> Log:
 
 def _with_columns(log: Log, user_col: str | None, item_col: str | None) -> Log:
     """``log`` with its item and user id columns chosen among ``log.columns``."""
-    log.item_col, log.user_col = choose_columns(log.columns, log.path, user_col, item_col)
+    log.item_col, log.user_col = choose_columns(log.columns, log.path, user_col, item_col, log.kind == "parquet")
     return log
 
 

@@ -18,27 +18,34 @@ LONG_LINE = "a line is longer than 4 MiB (binary data, or a file that is not lin
 """Why a log with a line beyond the CSV reader's 4 MiB block is refused, however it shows."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .\-]{0,63}")
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .\-]{0,63}(:[a-z_]{1,16})?")
 _LOG_WORDS = re.compile(r"id|user|item|movie|product|sku|session|rating|time|event|count|query|label", re.I)
 _EXPECTED_COLUMNS = re.compile(r"Expected (\d+) columns?, got (\d+)")
 _ROW_NUMBER = re.compile(r"[Rr]ow #?(\d+)")
 
 
-def looks_like_names(columns: Sequence[str]) -> bool:
-    """True for at least two identifier-like names, one of them in a log's vocabulary."""
+def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
+    """True for at least two identifier-like names, one of them in a log's vocabulary
+    (``schema``: a file's own column names, of which one suffices, RecBole's ``:type``
+    suffixes allowed). Other names may be a file's content: they are never repeated."""
     names = [str(c).strip() for c in columns]
+    pattern = _SCHEMA_NAME if schema else _NAME
     return (
-        len(names) >= 2
-        and all(_NAME.fullmatch(n) for n in names)
+        len(names) >= (1 if schema else 2)
+        and all(pattern.fullmatch(n) for n in names)
         and any(_LOG_WORDS.search(n) for n in names)
     )
 
 
-def columns_found(columns: Sequence[str]) -> str:
-    """``columns found: a, b`` for a header of column names; otherwise how many columns
-    the first line has, without quoting it."""
-    if looks_like_names(columns):
+def columns_found(columns: Sequence[str], schema: bool = False) -> str:
+    """``columns found: a, b`` for column names that look like a log's (a text header, or
+    ``schema``: a Parquet file's own names); otherwise how many there are, without quoting
+    them (they may be content of a file that is no log)."""
+    if looks_like_names(columns, schema):
         return "columns found: " + ", ".join(str(c) for c in columns)
     n = len(columns)
+    if schema:
+        return f"its {n} column{'s' if n != 1 else ''} (from its schema) {'do' if n != 1 else 'does'} not look like an interaction log's"
     return (
         f"its first line holds {n} field{'s' if n != 1 else ''} that do not look like a header of "
         "column names (is it an interaction log?)"

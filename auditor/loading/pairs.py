@@ -13,7 +13,6 @@ from auditor.loading.alignment import mapped_pairs
 from auditor.values import ItemRows
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
-from auditor.loading.messages import columns_found
 from auditor.loading.ids import ids_to_numpy
 from auditor.model import InteractionPairs
 
@@ -29,7 +28,7 @@ def read_pairs(spec: LogSpec, mapping: ItemRows, *, max_rows: int | None = None,
     log = open_log(spec)
     if log.user_col is None:
         raise InteractionsError(
-            f"cannot find a user id column in {log.path}; {columns_found(log.columns)}. "
+            f"cannot find a user id column in {log.path}; {log.columns_found()}. "
             f"Pass {setting('user_col')} NAME"
         )
     if max_rows is not None and max_rows < 1:

@@ -46,7 +46,6 @@ from auditor.loading.ids import ids_to_numpy
 from auditor.loading.log_memo import LogMemo, ids_identity, log_identity, mapping_identity
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
-from auditor.loading.messages import columns_found
 from auditor.loading.queries import sample_query_file
 from auditor.model import InteractionPairs, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
@@ -182,7 +181,7 @@ def _from_log(
     if log.user_col is None:
         raise InteractionsError(
             f"retrieval queries the users of the training log, but no user id column was found in {log.path}; "
-            f"{columns_found(log.columns)}. Pass {setting('user_col')} NAME"
+            f"{log.columns_found()}. Pass {setting('user_col')} NAME"
         )
     base = (log_identity(spec), mapping_identity(mapping))
 
@@ -344,9 +343,9 @@ def _choose(
         rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format)
         matched = np.flatnonzero(rows >= 0)
         n_unmatched = int(raw.size - matched.size)
+        no_history = users_without_history(bundle, raw, every, row_ids, where, column)  # rowless ones: n_unmatched
         order = matched[np.argsort(rows[matched], kind="stable")]
         raw, user_rows = raw[order], rows[order]
-        no_history = users_without_history(bundle, raw, every, row_ids, where, column)
         n_untrained = n_rows - int(np.unique(user_rows).size) - no_history[0]
         if raw.size == 0:
             named = f" (column {column!r})" if column else ""

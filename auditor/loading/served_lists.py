@@ -58,7 +58,6 @@ from auditor.values import ItemRows, lookup_rows
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
-from auditor.loading.messages import columns_found
 from auditor.loading.served_ids import refuse_unmatched_items
 from auditor.loading.served_matrix import Matrix, Records, build_lists
 from auditor.loading.served_order import OrderColumn, choose_order, order_keys
@@ -191,7 +190,7 @@ def open_served(spec: LogSpec, rank_col: str | None, score_col: str | None) -> t
         )
     if log.user_col is None:
         raise ServedListsError(
-            f"cannot find a user id column in {path}; {columns_found(log.columns)}. Pass {setting('user_col')} NAME"
+            f"cannot find a user id column in {path}; {log.columns_found()}. Pass {setting('user_col')} NAME"
         )
     return log, choose_order(log.columns, path, rank_col, score_col, (log.item_col, log.user_col))
 

@@ -157,7 +157,9 @@ def _norm(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", name).lower()
 
 
-def _find_column(columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str) -> str | None:
+def _find_column(
+    columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str, schema: bool = False
+) -> str | None:
     """``given`` (exact, then case-insensitive), else the first common name present."""
     if given is not None:
         exact = [c for c in columns if c == given] or [c for c in columns if c.lower() == given.lower()]
@@ -169,7 +171,7 @@ def _find_column(columns: list[str], given: str | None, names: tuple[str, ...], 
                 "rename the duplicates so the column is unambiguous"
             )
         raise InteractionsError(
-            f"{what} column {given!r} is not in {path}; {columns_found(columns)}"
+            f"{what} column {given!r} is not in {path}; {columns_found(columns, schema)}"
         )
     for name in names:
         matches = [c for c in columns if _norm(c) == name]
@@ -183,15 +185,18 @@ def _find_column(columns: list[str], given: str | None, names: tuple[str, ...], 
     return None
 
 
-def choose_columns(columns: list[str], path: Path, user_col: str | None, item_col: str | None) -> tuple[str, str | None]:
-    """(item column, user column or None): the names given, else common id column names."""
-    item = _find_column(columns, item_col, ITEM_COLUMN_NAMES, path, "item")
+def choose_columns(
+    columns: list[str], path: Path, user_col: str | None, item_col: str | None, schema: bool = False
+) -> tuple[str, str | None]:
+    """(item column, user column or None): the names given, else common id column names
+    (``schema``: the columns are a Parquet schema's, listed as such in errors)."""
+    item = _find_column(columns, item_col, ITEM_COLUMN_NAMES, path, "item", schema)
     if item is None:
         raise InteractionsError(
-            f"cannot find an item id column in {path}; {columns_found(columns)}. "
+            f"cannot find an item id column in {path}; {columns_found(columns, schema)}. "
             f"Pass {setting('item_col')} NAME"
         )
-    user = _find_column(columns, user_col, USER_COLUMN_NAMES, path, "user")
+    user = _find_column(columns, user_col, USER_COLUMN_NAMES, path, "user", schema)
     if user == item:
         raise InteractionsError(f"user and item columns of {path} are both {item!r}")
     return item, user

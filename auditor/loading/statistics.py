@@ -21,7 +21,9 @@ from auditor.loading.alignment import align_counts
 from auditor.loading.counting import IdCounts, count_item_ids
 from auditor.loading.frequencies import read_frequencies
 from auditor.loading.log_memo import LogMemo, log_identity
-from auditor.idmap import check_assumed_rows, check_given_offset, check_mapped_shift, offset_signals
+from auditor.idmap import (
+    check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, offset_signals,
+)
 from auditor.values import ItemRows, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
@@ -136,6 +138,9 @@ def _aligned(
             f"no interaction in {counted} matches a row of the item table: "
             f"pass {setting('item_ids')} with the raw id of each row"
         )
+    if bundle.item_ids is not None:
+        check_mapped_share(stats.n_unmapped, stats.n_interactions, stats.n_unmapped_ids, policy, "item", counted,
+                           str(bundle.item_ids_source))
     return stats
 
 

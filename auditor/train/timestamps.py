@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from auditor.errors import InteractionsError, setting
 from auditor.loading.logs import BATCH_ROWS, CSV_BLOCK_BYTES, Log
-from auditor.loading.messages import arrow_reason, columns_found
+from auditor.loading.messages import arrow_reason
 from auditor.loading.sniff import open_stream
 
 TIME_COLUMN_NAMES = (
@@ -41,7 +41,7 @@ def find_time_column(log: Log, given: str | None = None) -> str | None:
         found = [c for c in columns if c == given] or [c for c in columns if c.lower() == given.lower()]
         if len(found) != 1:
             why = "is not" if not found else f"appears {len(found)} times"
-            raise InteractionsError(f"time column {given!r} {why} in {log.path}; {columns_found(log.columns)}")
+            raise InteractionsError(f"time column {given!r} {why} in {log.path}; {log.columns_found()}")
         return found[0]
     for name in TIME_COLUMN_NAMES:
         matches = [c for c in columns if _norm(c) == name]

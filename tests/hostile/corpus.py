@@ -320,7 +320,8 @@ def log(folder: Path, name: str = "log.parquet", rows: int = N_ITEMS, ids: Seque
     users = np.arange(items.size) % 5
     values = items if ids is None else [ids[int(i)] for i in items]
     if name.endswith(".parquet"):
-        column = pa.array(values, pa.uint64()) if ids is not None and max(ids) >= 2**63 else pa.array(values)
+        huge = ids is not None and all(isinstance(i, int) for i in ids) and max(ids) >= 2**63
+        column = pa.array(values, pa.uint64()) if huge else pa.array(values)
         pq.write_table(pa.table({"user_id": users, "item_id": column}), folder / name)
     else:
         rows_text = "".join(f"{u},{i}\n" for u, i in zip(users, values))

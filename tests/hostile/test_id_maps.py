@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from .corpus import EXIT_ERROR, N_ITEMS, Built, Case, check_args, log, params, parquet, run_case, write
+from .corpus import EXIT_ERROR, EXIT_OK, N_ITEMS, Built, Case, check_args, log, params, parquet, run_case, table, write
 
 
 def _npz_short_ids(d: Path) -> Built:
@@ -84,7 +84,54 @@ def _ids_off_by_one(d: Path) -> Built:
     return Built(check_args("model.npz"))
 
 
+PADDED = [f"{k:03d}" for k in range(N_ITEMS)]
+
+
+def _padded_csv_without_ids(d: Path) -> Built:
+    """A CSV log of zero-padded ids "000".."009" and no id file: text, not rows 0..9 (Logs F1)."""
+    model = table(d)
+    return Built(check_args(model, interactions=log(d, "log.csv", ids=PADDED)))
+
+
+def _padded_csv_with_unpadded_ids(d: Path) -> Built:
+    """A CSV log of "000".."009" against an id file of 0..9: spelled otherwise, nothing matches."""
+    model = table(d)
+    write(d, "ids.txt", "".join(f"{i}\n" for i in range(N_ITEMS)))
+    return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d, "log.csv", ids=PADDED)))
+
+
+def _padded_parquet_with_padded_ids(d: Path) -> Built:
+    """A Parquet string log and a .txt id file of the same padded ids: every row maps (exit 0)."""
+    model = table(d)
+    write(d, "ids.txt", "".join(f"{i}\n" for i in PADDED))
+    return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d, "log.parquet", ids=PADDED)))
+
+
+def _text_row_numbers_parquet(d: Path) -> Built:
+    """A Parquet string column holding "0".."9" for a 10-row table: row numbers (Logs F2)."""
+    model = table(d)
+    return Built(check_args(model, interactions=log(d, "log.parquet", ids=[str(i) for i in range(N_ITEMS)])))
+
+
+def _id_file_missing_most_interactions(d: Path) -> Built:
+    """An id file naming ids 100.. for rows 0..8: only row 9's interactions (10 of 55) map (Logs F4)."""
+    model = table(d)
+    log(d)
+    write(d, "ids.txt", "".join(f"{100 + i}\n" for i in range(N_ITEMS - 1)) + f"{N_ITEMS - 1}\n")
+    return Built(check_args(model, "--item-ids", "ids.txt"))
+
+
 CASES = [
+    Case("id-file-leaves-most-interactions-unmapped", _id_file_missing_most_interactions, EXIT_ERROR,
+         r"45 interactions of the 55 in log\.parquet \(81\.8%\) reference 9 item ids with no row under --item-ids "
+         r"ids\.txt.*--assume-row-ids to audit the mapped interactions anyway"),
+    Case("zero-padded-csv-ids-without-id-file", _padded_csv_without_ids, EXIT_ERROR,
+         r"item ids in log\.csv are not integers \(the first in data row 1, counting from 1 after any header\)"
+         r".*pass --item-ids FILE"),
+    Case("zero-padded-csv-ids-against-unpadded-id-file", _padded_csv_with_unpadded_ids, EXIT_ERROR,
+         r"no interaction in log\.csv matches a row of the item table"),
+    Case("zero-padded-parquet-ids-with-padded-id-file", _padded_parquet_with_padded_ids, EXIT_OK, None),
+    Case("parquet-text-row-numbers", _text_row_numbers_parquet, EXIT_OK, None),
     Case("npz-item-ids-shorter-than-table", _npz_short_ids, EXIT_ERROR,
          r"model\.npz \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
          r"the item table; pass --item-ids FILE"),

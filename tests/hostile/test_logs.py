@@ -169,7 +169,36 @@ def _queries(array: np.ndarray) -> Any:
     return lambda d: np.save(d / "q.npy", array, allow_pickle=array.dtype == object)
 
 
+def _empty_user_id_with_user_table(d: Path) -> Built:
+    """A model with a user table and a CSV log in which one user id cell is empty (Logs F3):
+    the default audit queries the log's users; the empty one is no user, not "not integers"."""
+    rng = np.random.default_rng(0)
+    np.savez(d / "model.npz", item_embeddings=rng.normal(size=(N_ITEMS, 4)).astype(np.float32),
+             user_embeddings=rng.normal(size=(5, 4)).astype(np.float32))
+    rows = _rows_csv().splitlines()
+    rows[6] = "," + rows[6].split(",")[1]  # data row 6: empty user id
+    write(d, "log.csv", "\n".join(rows) + "\n")
+    return Built(check_args("model.npz", interactions="log.csv"))
+
+
+def _parquet_items_only_with_user_table(d: Path) -> Built:
+    """A one-column Parquet log (item_id) for a model with a user table (Logs F6)."""
+    rng = np.random.default_rng(0)
+    np.savez(d / "model.npz", item_embeddings=rng.normal(size=(N_ITEMS, 4)).astype(np.float32),
+             user_embeddings=rng.normal(size=(5, 4)).astype(np.float32))
+    parquet(d, "bad.parquet", {"item_id": list(range(N_ITEMS))})
+    return Built(check_args("model.npz", interactions="bad.parquet"))
+
+
 CASES = [
+    Case("parquet-log-typed-item-column-name", _parquet_log({"user_id": [1, 2], "item_id:token": [3, 4]}), EXIT_ERROR,
+         r"cannot find an item id column in bad\.parquet; columns found: user_id, item_id:token\. Pass --item-col NAME"),
+    Case("parquet-log-of-other-columns", _parquet_log({"alpha": [1, 2], "beta": [3, 4]}), EXIT_ERROR,
+         r"cannot find an item id column in bad\.parquet; its 2 columns \(from its schema\) do not look like an "
+         r"interaction log's\. Pass --item-col NAME", absent="alpha"),
+    Case("parquet-log-without-user-column", _parquet_items_only_with_user_table, EXIT_ERROR,
+         r"no user id column was found in bad\.parquet; columns found: item_id\. Pass --user-col NAME"),
+    Case("empty-user-id-in-default-audit", _empty_user_id_with_user_table, EXIT_OK, None),
     Case("empty-log", _log_file("log.csv", ""), EXIT_ERROR, r"no interactions in log\.csv: the file is empty \(0 bytes\)"),
     Case("blank-lines-log", _log_file("log.csv", "\n\n  \n\n"), EXIT_ERROR,
          r"no interactions in log\.csv: it holds only blank lines"),
