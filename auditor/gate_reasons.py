@@ -226,9 +226,9 @@ def _one_norm_hint(fn: Mapping[str, Any], report: Mapping[str, Any]) -> str:
     verdict = report.get("verdict") or {}
     graded = (f" (graded {verdict.get('severity')} on this run)" if verdict.get("assessed")
               else " on a run that measures retrieval (this one graded nothing)")
-    return (". The norms carry no popularity here (a table rescaled to one norm, as mitigate --alpha 0 writes, "
-            "has none), so no correlation gate applies: gate the verdict's grade with "
-            f"--fail-on 'severity_level>=1'{graded} instead")
+    return (f". The norms carry no popularity here (a table rescaled to one norm, as mitigate {setting('alpha')} 0 "
+            "writes, has none), so no correlation gate applies: gate the verdict's grade with "
+            f"{setting('fail_on')} 'severity_level>=1'{graded} instead")
 
 
 def _why_alone(name: str, report: Mapping[str, Any]) -> str:
