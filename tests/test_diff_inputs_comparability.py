@@ -19,6 +19,7 @@ from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.diff import diff_reports, evaluate_diff_gates, parse_diff_gates
 from auditor.errors import UnmeasuredGateError
+from diff_samples import biased_table_report
 
 K = 10
 N_USERS = 60
@@ -100,17 +101,7 @@ def test_a_catalogue_that_grew_within_the_same_head_cuts_is_compared(tmp_path: P
 @pytest.fixture(scope="module")
 def exact(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The JSON report of a small biased table audited with exact search."""
-    folder = tmp_path_factory.mktemp("exact")
-    rng = np.random.default_rng(5)
-    counts = (60 / np.arange(1, 201) ** 0.9).astype(np.int64) + 1
-    directions = rng.standard_normal((200, 8))
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    np.save(folder / "items.npy", (directions * np.log1p(counts)[:, None]).astype(np.float32))
-    rows = np.repeat(np.arange(200), counts)
-    pq.write_table(pa.table({"user_id": rng.integers(0, 40, rows.size), "item_id": rows}), folder / "logA.parquet")
-    result = run_audit(AuditConfig(model=folder / "items.npy", interactions=folder / "logA.parquet", ks=(10,),
-                                   probes=False, bootstrap=0))
-    return json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    return biased_table_report(tmp_path_factory.mktemp("exact"), "logA.parquet")
 
 
 def test_an_approximate_index_against_exact_search_is_not_compared(exact: dict[str, Any]) -> None:

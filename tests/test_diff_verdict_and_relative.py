@@ -8,31 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from auditor.audit import run_audit
-from auditor.config import AuditConfig
 from auditor.diff import diff_reports
 from auditor.errors import ReportError
+from diff_samples import biased_table_report
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The JSON report of a small biased table (popular items longer), as written and read back."""
-    folder = tmp_path_factory.mktemp("verdict")
-    rng = np.random.default_rng(5)
-    counts = (60 / np.arange(1, 201) ** 0.9).astype(np.int64) + 1
-    directions = rng.standard_normal((200, 8))
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    np.save(folder / "items.npy", (directions * np.log1p(counts)[:, None]).astype(np.float32))
-    rows = np.repeat(np.arange(200), counts)
-    pq.write_table(pa.table({"user_id": rng.integers(0, 40, rows.size), "item_id": rows}), folder / "log.parquet")
-    result = run_audit(AuditConfig(model=folder / "items.npy", interactions=folder / "log.parquet", ks=(10,),
-                                   probes=False, bootstrap=0))
-    return json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    return biased_table_report(tmp_path_factory.mktemp("verdict"))
 
 
 @pytest.mark.parametrize("severity", ["catastrophic", None, "MODERATE"])

@@ -199,3 +199,26 @@ def test_the_one_config_walk_is_bounded_and_never_recurses(monkeypatch: pytest.M
     records = [{"class_name": "Dense", "config": {"name": "x"}}, {"class_name": "Embedding", "config": {"name": "x"}}]
     monkeypatch.setattr(keras_config, "MAX_NODES", 1_000_000)
     assert keras_config.layer_classes(records) == {"x": "Embedding"}  # a stack: the last record is met first
+
+
+def test_a_variable_length_model_config_past_the_bound_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA Loaders N1: Keras stores model_config as a variable-length string, whose storage
+    size is a 16-byte reference whatever its length, so the bound never tripped (an 80 MiB
+    config was parsed in full). The text's own length is measured too."""
+    import h5py
+
+    from auditor.config import LoadOptions
+    from auditor.errors import ModelLoadError
+    from auditor.loading import keras_h5
+
+    model = tmp_path / "m.h5"
+    _masked_full_h5(model, normalize=False)
+    with h5py.File(model, "r") as h5:
+        size = len(h5.attrs["model_config"])
+    assert size > 100  # the text, not the 16-byte reference that get_storage_size gives
+    monkeypatch.setattr(keras_h5, "MAX_CONFIG", size - 1)
+    with pytest.raises(ModelLoadError, match=rf"its `model_config` attribute holds {size:,} bytes, more than"):
+        keras_h5.read_keras(model, LoadOptions())
+    monkeypatch.setattr(keras_h5, "MAX_CONFIG", size)
+    assert keras_h5.read_keras(model, LoadOptions()).item_table.shape[0] == 80  # at the bound: read (mask row left out)

@@ -164,16 +164,21 @@ def _json_attr(h5: Any, h5py: Any, name: str, path: Path) -> Any:
         return None
     try:
         stored = h5py.h5a.open(h5.id, name.encode()).get_storage_size()
-        if stored > MAX_CONFIG:
-            raise ModelLoadError(f"cannot read {path}: its `{name}` attribute holds {stored:,} bytes, more than "
-                                 f"the {MAX_CONFIG:,} a model config may")  # fmt: skip
-        value = h5.attrs[name]
+        _refuse_larger(stored, name, path)
+        value = h5.attrs[name]  # a variable-length string stores a 16-byte reference: measure the text too
+        _refuse_larger(len(value) if isinstance(value, (bytes, str)) else 0, name, path)
         text = value.decode("utf-8") if isinstance(value, bytes) else value
         return json.loads(text) if isinstance(text, str) else None
     except RecursionError as exc:  # nested deeper than the parser goes: no model's config is
         raise ModelLoadError(f"cannot read {path}: its `{name}` attribute nests deeper than any model config") from exc
     except (UnicodeError, json.JSONDecodeError, OSError, TypeError, ValueError) as exc:
         raise ModelLoadError(f"cannot read {path}: its `{name}` attribute is no JSON model config ({reason(exc)})") from exc
+
+
+def _refuse_larger(size: int, name: str, path: Path) -> None:
+    if size > MAX_CONFIG:
+        raise ModelLoadError(f"cannot read {path}: its `{name}` attribute holds {size:,} bytes, more than "
+                             f"the {MAX_CONFIG:,} a model config may")
 
 
 class _Window(io.RawIOBase):
