@@ -5,7 +5,6 @@ gave null (``item_bias_spearman``) was left out, though ``--fail-on`` accepts bo
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
