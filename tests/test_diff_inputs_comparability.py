@@ -128,6 +128,30 @@ def test_an_approximate_index_against_exact_search_is_not_compared(exact: dict[s
     assert not again.settings and any(n.startswith("retrieval.recall differs") for n in again.notes)
 
 
+def test_a_gate_on_an_incomparable_figure_says_so_on_its_line(exact: dict[str, Any], tmp_path: Path) -> None:
+    """QA Diff B: the gate's own line read "not measured" before the error that says the
+    figure is not comparable; the line now says what the diff found of it."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    approximate = copy.deepcopy(exact)
+    approximate["retrieval"]["index"] = "ivf"
+    approximate["frequency_norm"]["kendall"] = None  # a figure only the base report holds
+    for name, report in (("exact.json", exact), ("ivf.json", approximate)):
+        (tmp_path / name).write_text(json.dumps(report))
+    ran = CliRunner().invoke(cli, ["diff", str(tmp_path / "exact.json"), str(tmp_path / "ivf.json"), "-q",
+                                   "--fail-on", "head_share_1pct_dot@10.delta>0.005", "--fail-on", "kendall.delta>0"])
+    assert ran.exit_code == 1
+    assert "gate head_share_1pct_dot@10.delta>0.005: not comparable" not in ran.stderr  # -q: only tripped lines
+    ran = CliRunner().invoke(cli, ["diff", str(tmp_path / "exact.json"), str(tmp_path / "ivf.json"),
+                                   "--fail-on", "head_share_1pct_dot@10.delta>0.005", "--fail-on", "kendall.delta>0"])
+    assert ran.exit_code == 1
+    assert "gate head_share_1pct_dot@10.delta>0.005: not comparable\n" in ran.stderr
+    assert "gate kendall.delta>0: in the base report only\n" in ran.stderr
+    assert "not measured" not in ran.stderr.split("Error:")[0]
+
+
 def test_another_training_log_or_model_is_said(exact: dict[str, Any]) -> None:
     """QA F3: the notes were empty for another log of the same size and for another model."""
     other = copy.deepcopy(exact)

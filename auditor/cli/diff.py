@@ -46,7 +46,7 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
           --fail-on 'head_share_1pct_dot@10.delta>0.01'
     """
     from auditor.diff import diff_reports, parse_diff_gates, read_report
-    from auditor.diff.gates import require_evaluated
+    from auditor.diff.gates import gate_line, require_evaluated
     from auditor.errors import GateError
     from auditor.gate import evaluate_gates
     from auditor.output_guard import check_not_inputs
@@ -79,7 +79,7 @@ def command(base: Path, new: Path, fmt: str, output: Path | None, json_path: Pat
     outcomes = evaluate_gates(gates, diff.flat())
     for outcome in outcomes:
         if outcome.tripped or not quiet:
-            stderr.print(f"gate {outcome.describe()}", style="red" if outcome.tripped else None, markup=False)
+            stderr.print(f"gate {gate_line(outcome, diff)}", style="red" if outcome.tripped else None, markup=False)
     require_evaluated(outcomes, diff, reports)
     if any(o.tripped for o in outcomes):
         sys.exit(3)

@@ -54,6 +54,23 @@ def evaluate_diff_gates(gates: Sequence[Gate], diff: ReportDiff, reports: Report
     return outcomes
 
 
+def gate_line(outcome: GateOutcome, diff: ReportDiff) -> str:
+    """One gate's console line: its value and state, or, without a value, what the diff
+    found of the figure (``not comparable``, ``in one report only``, ``not measured``)."""
+    if outcome.value is not None:
+        return outcome.describe()
+    name = _split(outcome.gate.metric)[0]
+    try:
+        status = diff.metric(name).status
+    except KeyError:
+        status = "not_measured"
+    shown = {"incomparable": "not comparable", "only_base": "in the base report only",
+             "only_new": "in the new report only"}.get(status, "not measured")
+    if status == "compared":  # a .rel gate on a base of 0 (or an infinite one): the figure exists
+        shown = "relative change undefined"
+    return f"{outcome.gate}: {shown}"
+
+
 def require_evaluated(outcomes: Sequence[GateOutcome], diff: ReportDiff, reports: Reports | None = None) -> None:
     """UnmeasuredGateError naming every gate without a value in ``diff``, each with why."""
     missing = [f"{o.gate}: {why_unevaluated(o.gate, diff, reports)}" for o in dict.fromkeys(outcomes) if o.value is None]
