@@ -127,9 +127,10 @@ def _read_text_ids(path: Path) -> pa.Array:
     parse = pacsv.ParseOptions(delimiter=delimiter)
     as_bytes = pacsv.ConvertOptions(column_types={"f0": pa.binary()}, strings_can_be_null=True)
     column = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=as_bytes).column(0)
-    typed = infer_block(column.combine_chunks())
+    raw = column.combine_chunks()
+    typed = infer_block(raw)
     if inexact_floats(typed):
         # Integers beyond int64 (hashed uint64 ids) would be merged as doubles: keep them
         # exact, as text (ids_to_numpy makes them uint64 or text ids).
-        typed = column.combine_chunks().cast(pa.string())
+        typed = raw.cast(pa.string())
     return typed

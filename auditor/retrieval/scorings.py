@@ -132,10 +132,8 @@ def multi_scoring_topk(
     tile = OneTile(table, norms, exponents, shift_table) if dense else None
     if tile is not None and tile.fits:  # one tile: nothing for the scan to prune
         keys = _one_tile_keys(scaled, tile, k, exclude, query_block, n_threads, progress, description)
-        return {
-            a: _float32_if_it_fits(*_final_lists(best, k, a, query_norms, shift_table, shift_query, True))
-            for a, best in zip(exponents, keys)
-        }
+        lists = [_final_lists(best, k, a, query_norms, shift_table, shift_query, True) for a, best in zip(exponents, keys)]
+        return {a: (float32_where_it_fits(scores), rows) for a, (scores, rows) in zip(exponents, lists)}
     chunk = max(query_block, state_bytes // (len(exponents) * buffer_capacity(k) * 8))
     # Without rescaling every |score| <= |q| |k| <= dim max|x| max|q| fits float32.
     dtype = np.float64 if shift_table or shift_query else np.float32
@@ -195,7 +193,7 @@ def multi_scoring_topk(
         torch.set_num_threads(previous_threads)
         if device != "cpu":
             torch.backends.cuda.matmul.allow_tf32 = previous_tf32
-    return {a: _float32_if_it_fits(scores, rows) for a, (scores, rows) in found.items()}
+    return {a: (float32_where_it_fits(scores), rows) for a, (scores, rows) in found.items()}
 
 
 def _one_tile_keys(
@@ -389,8 +387,3 @@ def _final_lists(
             scores = scores * query_factors(query_norms, alpha)[:, None]
     scores[rows < 0] = -np.inf
     return scores, rows
-
-
-def _float32_if_it_fits(scores: np.ndarray, rows: np.ndarray) -> TopK:
-    """Rescaled scores back in float32 where they fit (as sharded_topk does)."""
-    return float32_where_it_fits(scores), rows

@@ -278,8 +278,12 @@ def in_float32_range(table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray
     if not (math.isfinite(table_peak) and math.isfinite(query_peak)):
         return table, queries, 0  # a non-finite entry is the caller's to refuse, not to scale
     shift_table, shift_query = overflow_shifts(table_peak, query_peak, table.shape[1])
-    return (np.ldexp(table, -shift_table) if shift_table else table,
-            np.ldexp(queries, -shift_query) if shift_query else queries, shift_table + shift_query)
+    return _shifted(table, shift_table), _shifted(queries, shift_query), shift_table + shift_query
+
+
+def _shifted(vectors: np.ndarray, shift: int) -> np.ndarray:
+    """``vectors`` divided by 2**shift (exact: powers of two), the array itself for 0."""
+    return np.ldexp(vectors, -shift) if shift else vectors
 
 
 def _peak(vectors: np.ndarray) -> float:
@@ -299,10 +303,8 @@ def _search_shard(
     shift_table, shift_query = overflow_shifts(_peak(shard), query_peak, queries.shape[1]) if query_peak else (0, 0)
     if not (shift_table or shift_query):
         return _search_blocks(queries, shard, k, advance, block, threads)
-    # Powers of two: exact, ranking unchanged.
-    scaled_queries = np.ldexp(queries, -shift_query) if shift_query else queries
-    scaled_shard = np.ldexp(shard, -shift_table) if shift_table else shard
-    scores, local = _search_blocks(scaled_queries, scaled_shard, k, advance, block, threads)
+    scores, local = _search_blocks(_shifted(queries, shift_query), _shifted(shard, shift_table), k, advance, block,
+                                   threads)  # fmt: skip
     return np.ldexp(scores.astype(np.float64), shift_table + shift_query), local
 
 
