@@ -17,7 +17,8 @@ baseline in the same round:
   still pays;
 * the same ``check`` under ``python -X importtime``: the time its imports took (summed
   over top-level imports, with the largest packages apart), and the modules it must not
-  load (torch's compiler stack, sympy, matplotlib without a figure);
+  load (torch's compiler stack, sympy, matplotlib without a figure, torch's forward-mode
+  decompositions);
 * in one process, after the imports: ``run_audit`` and, within it, the numeric probes
   (the cross-Jacobian apart);
 * the commands that read no torch file (:data:`NO_TORCH_FILE`: ``diff``, ``plugins``, a
@@ -51,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = ("torch._dynamo", "torch._inductor", "sympy", "matplotlib")
+FORBIDDEN = ("torch._dynamo", "torch._inductor", "sympy", "matplotlib", "torch._decomp.decompositions_for_jvp")
 HELP_GOAL = 0.2
 """Seconds wall that ``--help`` and an error path may take (issue 25, goal 3)."""
 CHECK_GOAL = 2.0

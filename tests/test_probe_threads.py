@@ -1,7 +1,7 @@
-"""The forward-mode probe passes are safe in threads (QA Api F2): torch's forward-AD
-level is one per process, so two audits in a ThreadPoolExecutor nested it and one lost
-its C3 probe ("Nested forward mode AD is not supported"), at random. Both threads' kernels
-must now be the known answer: for the identity item function f(t) = t, J Jᵀ = I, so the
+"""The probe's J·v products are safe in threads (QA Api F2): they were forward-mode
+passes, and torch's forward-AD level is one per process, so two audits in a
+ThreadPoolExecutor nested it and one lost its C3 probe ("Nested forward mode AD is not
+supported"), at random. Both threads' kernels must be the known answer: for the identity item function f(t) = t, J Jᵀ = I, so the
 kernel's column (item i, coordinate c) is 1 at (item i, coordinate c) and 0 elsewhere."""
 
 from __future__ import annotations

@@ -1,27 +1,22 @@
 """The item tower's tangent kernel J Jᵀ on sampled items and output coordinates, with
-plain autograd (reverse mode, and forward mode when the Jacobian rows do not fit even on
-the parameters they move).
+plain reverse-mode autograd: Jacobian rows Jᵀe, and products J·v by differentiating the
+linear map u ↦ Jᵀu once more (the double-backward trick).
 
-torch.func's transforms are not used: its vjp imports torch._dynamo (and with it sympy
-and the compiler stack, about two seconds) even when nothing is compiled, and a small
-audit should not pay that.
+Neither torch.func nor torch's forward mode is used: torch.func's vjp imports
+torch._dynamo (with sympy and the compiler stack, about two seconds) even when nothing is
+compiled, and forward mode loads its decompositions on first use (0.1-0.2 s) and keeps
+one dual level per process, which two audits in threads would nest (QA Api F2). A small
+audit pays neither.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
 import torch
-import torch.autograd.forward_ad as fwad
 
 ItemFunction = Callable[[dict[str, torch.Tensor]], torch.Tensor]
-
-_DUAL_LEVEL = threading.Lock()
-"""torch's forward-AD level is one for the whole process, not per thread: two audits in
-threads would nest it ("Nested forward mode AD is not supported") and lose the C3 probe
-at random (QA Api F2), so one forward-mode pass runs at a time."""
 
 
 def sampled_kernel(
@@ -37,9 +32,8 @@ def sampled_kernel(
     K is the Gram matrix of the Jacobian rows Jᵀe (one reverse pass each) when they fit
     ``budget_bytes``: whole, or restricted to the parameters any of them moves (an id
     table's row moves only its own entries, so a large table's rows fit too). Otherwise
-    each column of K is one reverse pass and one forward-mode pass (J·Jᵀe), holding a
-    single parameter-sized tangent; torch's forward mode loads its decompositions on
-    first use (0.2 s), which the Gram paths never pay.
+    each column of K is two reverse passes (Jᵀe, then J·Jᵀe), holding a single
+    parameter-sized vector.
     """
     leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
     out = f(leaves)
@@ -58,9 +52,10 @@ def sampled_kernel(
     if rows is not None:
         kernel = (rows @ rows.T).reshape(m, k, m, k)
     else:
+        times_j = _jacobian_product(out, leaves)
         kernel = torch.empty(len(pairs), m, k, dtype=torch.float64, device=out.device)
         for r, (i, c) in enumerate(pairs):
-            kernel[r] = _jvp(f, leaves, _vjp(out, leaves, i, c), (m, dim))[:, cols]
+            kernel[r] = times_j(_vjp(out, leaves, i, c))[:, cols]
         kernel = kernel.reshape(m, k, m, k)
     return kernel.permute(0, 2, 1, 3).cpu(), dim  # small (m, m, k, k): summarised on the host
 
@@ -68,18 +63,19 @@ def sampled_kernel(
 def kernel_columns(f: ItemFunction, params: dict[str, torch.Tensor], columns: torch.Tensor) -> torch.Tensor:
     """K[i, j, s, t] = (J_i J_jᵀ)[s, c_t] in float64: the kernel's whole columns at the
     output coordinates ``columns`` of every item, every row coordinate s kept (dim × k
-    blocks). Each column is one reverse pass (Jᵀe) and one forward-mode pass (J·Jᵀe),
-    which yields the column over every item and coordinate at once; a column sample, unlike
+    blocks). Each column is two reverse passes (Jᵀe, then J·Jᵀe), the second of which
+    yields the column over every item and coordinate at once; a column sample, unlike
     a principal sub-block, keeps each sampled column's whole mass, so the squared Frobenius
     norm of a block scaled by dim/k is an unbiased estimate of the whole block's."""
     leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
     out = f(leaves)
     m, dim = int(out.shape[0]), int(out.shape[1])
     k = int(columns.numel())
+    times_j = _jacobian_product(out, leaves)
     kernel = torch.empty(m, k, m, dim, dtype=torch.float64, device=out.device)
     for i in range(m):
         for t, c in enumerate(columns.tolist()):
-            kernel[i, t] = _jvp(f, leaves, _vjp(out, leaves, i, int(c)), (m, dim))
+            kernel[i, t] = times_j(_vjp(out, leaves, i, int(c)))
     return kernel.permute(2, 0, 3, 1).cpu()  # (j, i, s, t): B_ji[s, c_t]
 
 
@@ -114,16 +110,24 @@ def _vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], i: int, c: int) -> 
     return [torch.zeros_like(p) if g is None else g for g, p in zip(grads, leaves.values())]
 
 
-def _jvp(
-    f: ItemFunction, leaves: dict[str, torch.Tensor], tangent: list[torch.Tensor], shape: tuple[int, int]
-) -> torch.Tensor:
-    """J·v by forward-mode AD: one forward pass with dual parameters, in float64."""
-    with _DUAL_LEVEL, fwad.dual_level():
-        duals = {
-            name: fwad.make_dual(p.detach(), t.to(p.dtype))  # type: ignore[no-untyped-call]
-            for (name, p), t in zip(leaves.items(), tangent)
-        }
-        derivative = fwad.unpack_dual(f(duals)).tangent  # type: ignore[no-untyped-call]
-    if derivative is None:  # the output does not depend on the parameters
-        return torch.zeros(shape, dtype=torch.float64, device=next(iter(leaves.values())).device)
-    return derivative.detach().double()
+def _jacobian_product(
+    out: torch.Tensor, leaves: dict[str, torch.Tensor]
+) -> Callable[[list[torch.Tensor]], torch.Tensor]:
+    """v ↦ J·v (float64, shaped like ``out``) by the double-backward trick: Jᵀu is linear
+    in a dummy u, so the gradient of ⟨Jᵀu, v⟩ with respect to u is J·v. The graph of
+    u ↦ Jᵀu is built once; each product is then one reverse pass through it."""
+    u = torch.zeros_like(out, requires_grad=True)
+    # ∇_θ⟨out, u⟩ rather than grad_outputs=u: torch checks a given grad_outputs' shape
+    # with torch.fx's symbolic shapes, which imports sympy (a second).
+    grads = torch.autograd.grad((out * u).sum(), list(leaves.values()), create_graph=True, allow_unused=True)
+    moved = [(g, p) for g, p in zip(grads, leaves.values()) if g is not None and g.requires_grad]
+
+    def times_j(v: list[torch.Tensor]) -> torch.Tensor:
+        by_leaf = {id(p): t for p, t in zip(leaves.values(), v)}
+        if not moved:  # the output does not depend on the parameters
+            return torch.zeros(out.shape, dtype=torch.float64, device=out.device)
+        inner = torch.stack([(g * by_leaf[id(p)].to(g.dtype)).sum().to(out.dtype) for g, p in moved]).sum()
+        (product,) = torch.autograd.grad(inner, u, retain_graph=True)
+        return product.detach().double()
+
+    return times_j
