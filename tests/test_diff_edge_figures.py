@@ -125,10 +125,10 @@ def test_a_verdict_graded_on_another_popularity_definition_is_not_comparable(
     verdict = data["verdict"]
     assert verdict["direction"] == "not comparable" and verdict["base_severity"] == verdict["new_severity"]
     reason = ("the severity is graded on head_share_1pct_dot@10, which is not compared: retrieval.popularity differs "
-              "('interactions' vs 'users')")
+              '("interactions" vs "users")')
     assert verdict["reason"] == reason
     for fmt, text in texts.items():
-        flat = " ".join(text.replace("&#x27;", "'").replace("&#39;", "'").split())
+        flat = " ".join(text.replace("&quot;", '"').replace("&#34;", '"').split())
         assert f"(not comparable: {reason})" in flat, fmt
     # Two reports of one definition still compare their verdicts.
     _code, _texts, same = _diff(tmp_path, report, copy.deepcopy(report))

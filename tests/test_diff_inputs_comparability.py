@@ -120,7 +120,7 @@ def test_an_approximate_index_against_exact_search_is_not_compared(exact: dict[s
     assert diff.metric("spearman").status == "compared"
     assert diff.verdict.direction == "not comparable"
     gates = parse_diff_gates(["head_share_1pct_dot@10.delta>0.005"], ["head_share_1pct_dot@10"])
-    with pytest.raises(UnmeasuredGateError, match=r"retrieval.index differs \('exact' vs 'ivf'\)"):
+    with pytest.raises(UnmeasuredGateError, match=r'retrieval.index differs \("exact" vs "ivf"\)'):
         evaluate_diff_gates(gates, diff)
     other_recall = copy.deepcopy(approximate)
     other_recall["retrieval"]["recall"] = {"10": 0.9}

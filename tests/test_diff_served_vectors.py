@@ -39,7 +39,7 @@ def test_propagated_against_stood_in_tables_are_not_compared(tmp_path: Path) -> 
     diff = diff_reports(base, new)
     head = diff.metric("head_share_1pct_dot@5")
     assert head.status == "incomparable" and head.delta is None
-    assert "served_vectors.source differs ('propagated' vs 'tables')" in (head.reason or "")
+    assert 'served_vectors.source differs ("propagated" vs "tables")' in (head.reason or "")
     assert {s.setting for s in diff.settings} >= {"served_vectors.source", "served_vectors.as_served"}
     assert diff.metric("spearman").status == "compared"  # the stored table's own figure
     same = diff_reports(base, base)

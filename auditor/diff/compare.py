@@ -35,6 +35,7 @@ queries, a catalogue size that moves no head cut) are listed as notes.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -251,6 +252,11 @@ def _check_report(report: Any, side: str, name: str | None) -> None:
 Flag = tuple[Callable[[FlatEntry], bool], str]
 
 
+def _as_json(value: Any) -> str:
+    """A setting's value as the reports spell it ("exact", null, true), not as Python does."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag], list[SettingChange], list[str]]:
     """The flags (which figures a differing setting makes incomparable, and why), the
     settings that differ and the notes (module docstring)."""
@@ -260,7 +266,7 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
     def differs(setting: str, a: Any, b: Any, affects: Callable[[FlatEntry], bool], effect: str) -> None:
         if a != b:
             settings.append(SettingChange(setting, a, b, effect))
-            flags.append((affects, f"{setting} differs ({a!r} vs {b!r})"))
+            flags.append((affects, f"{setting} differs ({_as_json(a)} vs {_as_json(b)})"))
 
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
     if rb and rn:

@@ -154,7 +154,7 @@ CASES: list[Case] = [
     Case("mitigate-recbole-split-not-reproducible", _mitigate_unreproducible_split, EXIT_OK, None,
          stderr=r"the log-log slopes count the whole x\.inter, not RecBole's training part: .*order 'RO'"),
     Case("diff-of-propagated-against-stood-in-tables-gate", _diff_of_other_served_vectors, EXIT_ERROR,
-         r"gini_dot@5\.delta>0\.02: not comparable: served_vectors\.source differs \('propagated' vs 'tables'\)"),
+         r'gini_dot@5\.delta>0\.02: not comparable: served_vectors\.source differs \("propagated" vs "tables"\)'),
     Case("log-user-of-row-less-items-only", _users_of_row_less_items, EXIT_OK, None),
     Case("lightning-checkpoint-recording-lightgcn-gate", _lightning_lightgcn, EXIT_ERROR, NOT_MEASURED),
     Case("onnx-per-item-initializer-multiplied-gate", _onnx_multiplied_bias, EXIT_ERROR, NOT_MEASURED, skip=_no_onnx),
