@@ -214,9 +214,10 @@ def _eligible(
 
         batches: list[pa.Array] = []
         users = eligible_users(log, mapping, as_strings, progress, batches)
-        if len(users) == 0:
-            raise InteractionsError(f"no interaction in {log.path} maps onto a row of the item table, so no user can be queried")
         column = f"user column {log.user_col!r} of {log.path}"
+        if len(users) == 0:  # the users' cells all empty, or no item with a row: say which
+            why = f"the {column} is empty in every row" if not any(map(len, batches)) else f"no interaction in {log.path} maps onto a row of the item table"
+            raise InteractionsError(f"{why}, so no user can be queried")
         every = pc.unique(pa.chunked_array(batches)) if batches else users
         memo.get(("every user", *base, as_strings), lambda: ids_to_numpy(maybe_int(every) if as_strings else every, column))
         return ids_to_numpy(maybe_int(users) if as_strings else users, column)

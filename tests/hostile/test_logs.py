@@ -275,6 +275,14 @@ CASES = [
          r"big\.csv reach 9223372036854775\d+, beyond any table row.*--item-ids FILE", absent=r"non-integer"),
     Case("uint64-ids-parquet-mapped", _u64_log("big.parquet", mapped=True), EXIT_OK, None),
     Case("uint64-ids-csv-mapped", _u64_log("big.csv", mapped=True), EXIT_OK, None),
+    # Every user cell empty: the user column is to blame, not the item table (no item lacks a row).
+    Case("user-column-all-empty-csv", _log_file("log.csv", "user_id,item_id\n" + ",1\n" * 30), EXIT_ERROR,
+         r"the user column 'user_id' of log\.csv is empty in every row, so no user can be queried",
+         absent=r"item table"),
+    Case("user-column-all-null-parquet", _with_log("--interactions", "nulls.parquet", make=lambda d: parquet(
+        d, "nulls.parquet", {"user_id": pa.array([None] * 30, pa.string()), "item_id": pa.array([1] * 30)})),
+         EXIT_ERROR,
+         r"the user column 'user_id' of nulls\.parquet is empty in every row", absent=r"item table"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
