@@ -252,11 +252,6 @@ def _check_report(report: Any, side: str, name: str | None) -> None:
 Flag = tuple[Callable[[FlatEntry], bool], str]
 
 
-def _as_json(value: Any) -> str:
-    """A setting's value as the reports spell it ("exact", null, true), not as Python does."""
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
 def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag], list[SettingChange], list[str]]:
     """The flags (which figures a differing setting makes incomparable, and why), the
     settings that differ and the notes (module docstring)."""
@@ -266,7 +261,8 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
     def differs(setting: str, a: Any, b: Any, affects: Callable[[FlatEntry], bool], effect: str) -> None:
         if a != b:
             settings.append(SettingChange(setting, a, b, effect))
-            flags.append((affects, f"{setting} differs ({_as_json(a)} vs {_as_json(b)})"))
+            shown = [json.dumps(v, ensure_ascii=False, default=str) for v in (a, b)]  # "exact", null: as reports spell them
+            flags.append((affects, f"{setting} differs ({shown[0]} vs {shown[1]})"))
 
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
     if rb and rn:
