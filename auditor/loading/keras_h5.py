@@ -159,7 +159,7 @@ def _h5_config(h5: Any, h5py: Any, path: Path) -> tuple[dict[str, str], dict[str
 
 
 def _json_attr(h5: Any, h5py: Any, name: str, path: Path) -> Any:
-    """A JSON text root attribute (at most :data:`MAX_CONFIG` bytes), parsed; None when absent."""
+    """A JSON object root attribute (at most :data:`MAX_CONFIG` bytes), parsed; None when absent."""
     if name not in h5.attrs:
         return None
     try:
@@ -168,11 +168,15 @@ def _json_attr(h5: Any, h5py: Any, name: str, path: Path) -> Any:
         value = h5.attrs[name]  # a variable-length string stores a 16-byte reference: measure the text too
         _refuse_larger(len(value) if isinstance(value, (bytes, str)) else 0, name, path)
         text = value.decode("utf-8") if isinstance(value, bytes) else value
-        return json.loads(text) if isinstance(text, str) else None
+        parsed = json.loads(text) if isinstance(text, str) else None
     except RecursionError as exc:  # nested deeper than the parser goes: no model's config is
         raise ModelLoadError(f"cannot read {path}: its `{name}` attribute nests deeper than any model config") from exc
     except (UnicodeError, json.JSONDecodeError, OSError, TypeError, ValueError) as exc:
         raise ModelLoadError(f"cannot read {path}: its `{name}` attribute is no JSON model config ({reason(exc)})") from exc
+    if parsed is not None and not isinstance(parsed, dict):  # Keras writes an object: anything else is no config
+        raise ModelLoadError(f"cannot read {path}: its `{name}` attribute is no JSON model config (a JSON "
+                             f"{type(parsed).__name__.replace('dict', 'object')}, where Keras writes an object)")
+    return parsed
 
 
 def _refuse_larger(size: int, name: str, path: Path) -> None:

@@ -757,6 +757,9 @@ CASES = [
          skip=_no_onnx),
     Case("keras-h5-model-config-not-json", _keras_h5_config("{'layers': ["), EXIT_ERROR,
          r"cannot read model\.h5: its `model_config` attribute is no JSON model config", skip=_no_h5py),
+    Case("keras-h5-model-config-a-list", _keras_h5_config('[{"class_name": "Embedding"}]'), EXIT_ERROR,
+         r"cannot read model\.h5: its `model_config` attribute is no JSON model config \(a JSON list, where Keras "
+         r"writes an object\)", skip=_no_h5py),
     Case("keras-h5-model-config-nested-1e5", _keras_h5_config("[" * 100_000 + "]" * 100_000), EXIT_ERROR,
          r"cannot read model\.h5: its `model_config` attribute nests deeper than any model config", skip=_no_h5py),
     Case("keras-archive-config-nested-1e5", _keras_archive_deep_config, EXIT_ERROR,
