@@ -220,7 +220,12 @@ def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: A
     """Held-out accuracy of the served lists (None: no holdout, or nothing served)."""
     if inputs.heldout is None or serving is None or inputs.population is None:
         return None
-    return evaluate(inputs.heldout, serving.lists, sorted(serving.retrieval.at), tolerance=config.accuracy_tolerance,
+    lists, untrained = serving.lists, inputs.heldout.untrained
+    if untrained is not None and inputs.stats is not None:  # RecBole's test users who never trained
+        from auditor.retrieval.measure import with_untrained_lists
+
+        lists = with_untrained_lists(lists, inputs.serving_bundle, inputs.stats, config, untrained)
+    return evaluate(inputs.heldout, lists, sorted(serving.retrieval.at), tolerance=config.accuracy_tolerance,
                     keep_seen=config.keep_seen, seen_excluded=inputs.population.exclude is not None)
 
 

@@ -22,6 +22,12 @@ PROTOCOL = (
     "scoring with their training items excluded; evaluated: those of them with a held-out item, on the same lists; "
     "held-out items without a table row dropped; measures @K (RecBole's definitions) averaged over evaluated users"
 )
+UNTRAINED = (
+    "also evaluated, as RecBole's own test evaluates them: {n:,} held-out users with no training interaction in "
+    "RecBole's split, ranked by their stored (untrained) user rows with their validation items masked, on lists "
+    "no exposure figure counts"
+)
+"""RecBole's route (:func:`auditor.loading.recbole_eval.recbole_heldout`): its untrained test users."""
 PROTOCOL_KEEP_SEEN = PROTOCOL.replace("with their training items excluded", "with their training items kept")
 
 
@@ -63,8 +69,10 @@ def evaluate(
                 per_user = hits.at(k)
                 at[k][name], ndcg[k][name] = per_user.mean(), per_user.ndcg
     repeats = repeats_convention(keep_seen, heldout.repeats_dropped)
+    untrained = "" if not heldout.n_untrained else (
+        f"; {UNTRAINED.format(n=heldout.n_untrained)}")
     accuracy = Accuracy(
-        protocol=(PROTOCOL_KEEP_SEEN if keep_seen else PROTOCOL) + "; " + repeats,
+        protocol=(PROTOCOL_KEEP_SEEN if keep_seen else PROTOCOL) + untrained + "; " + repeats,
         n_users_evaluated=heldout.n,
         n_dropped=heldout.n_dropped,
         at=at,

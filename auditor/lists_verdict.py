@@ -7,7 +7,7 @@ share of the served top-K slots is compared with their share of the training
 popularity (interactions, or distinct users with ``popularity`` ``users``), at every
 measured K, with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
 ratio and absolute excess both count). The worst K (highest band, then larger ratio)
-decides and is quoted. The most-popular list's share is quoted beside it as a reference, not
+decides and is quoted (``graded_by`` ``served``: the lists graded it, there being no model). The most-popular list's share is quoted beside it as a reference, not
 a ceiling: the served lists are measured as served, so they may hold head items a user
 trained on, which the most-popular list skips.
 
@@ -84,7 +84,8 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
     section = sections.served
     worst = None if section is None else worst_cutoff(section)
     if section is None or worst is None:
-        return Verdict(False, "none", "Served lists not measured.", rule=LISTS_SEVERITY_RULE, assessed=False)
+        return Verdict(False, "none", "Served lists not measured.", rule=LISTS_SEVERITY_RULE, assessed=False,
+                       graded_by="served")
     k, severity, ratio = worst
     cut = section.at[k]
     share, popular = cut.served.get(HEAD), cut.popular.get(HEAD)
@@ -107,7 +108,7 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
         ]
     return Verdict(bias_detected=severity != "none", severity=severity, summary=summary,
                    recommendations=recommendations, quoted_k=k, rule=LISTS_SEVERITY_RULE,
-                   gate=SEVERITY_GATE)
+                   gate=SEVERITY_GATE, graded_by="served")  # no model: the lists graded it
 
 
 SERVED_BESIDE_MODEL_RULE = (

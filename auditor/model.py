@@ -8,7 +8,7 @@ Data flows one way (docs/architecture.md): loaders build a :class:`ModelBundle` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -297,7 +297,7 @@ class HeldOutQueries:
     n_dropped_users: int = 0
     """Held-out users without a user-table row."""
     n_not_in_training: int = 0
-    """Held-out users absent from the training log (no trained vector): not evaluated."""
+    """Held-out users absent from the training log (no trained vector) left out of the accuracy."""
     n_not_sampled: int = 0
     """Held-out users who trained but were not queried (sampled out, zero vector)."""
     warnings: tuple[str, ...] = ()
@@ -307,6 +307,29 @@ class HeldOutQueries:
     with training items excluded they count as misses (RecBole's convention)."""
     n_repeats_dropped: int = 0
     """Of ``n_interactions``, those the recorded split dropped as repeats (not evaluated)."""
+    n_queried: int = 0
+    """The queried users' positions come first (only read with :attr:`untrained`)."""
+    untrained: QueryPopulation | None = None
+    """Held-out users absent from the training log who are evaluated all the same, queried
+    by their stored user rows (RecBole's split: RecBole's own test ranks them so), their
+    positions following the queried users'; accuracy alone ranks them (None: none)."""
+
+    @property
+    def n_untrained(self) -> int:
+        """Evaluated users absent from the training log (:attr:`untrained`)."""
+        return 0 if self.untrained is None else self.untrained.n_queries
+
+    def queried_only(self) -> HeldOutQueries:
+        """Without the :attr:`untrained` users (counted as absent from the training log
+        again): for lists served to the queried users alone."""
+        if self.untrained is None:
+            return self
+        keep = self.positions < self.n_queried
+        counts = np.diff(self.indptr)
+        items = self.items[np.repeat(keep, counts)]
+        indptr = np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64)
+        return replace(self, positions=self.positions[keep], indptr=indptr, items=items, untrained=None,
+                       n_not_in_training=self.n_not_in_training + int((~keep).sum()))
 
     @property
     def n(self) -> int:

@@ -207,8 +207,8 @@ class Verdict:
     the headline to quote the same head. Kept out of the JSON report, as ``first_seen_k``:
     the summary names it."""
     graded_by: str = "model"
-    """What graded the severity: ``model`` (its serving, or the lists alone in a lists-only
-    audit) or ``served`` (the served lists beside the model graded worse:
+    """What graded the severity: ``model`` (its own serving) or ``served`` (the served lists:
+    alone in a lists-only audit, or beside the model when they graded worse,
     :func:`auditor.lists_verdict.with_served_lists`)."""
     served_k: int | None = None
     """Beside a model, the K of the served lists' worst amplification, which the headline

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from auditor.cli.mitigate import served_table_note
 from auditor.config import LoadOptions
 from auditor.loading import load_model
 from auditor.loading.recbole_split import recbole_split
@@ -92,7 +93,10 @@ def test_next_audits_the_model_whose_scoring_the_output_serves(
     output = run("mitigate", str(model), "--interactions", str(inter), "--alpha", alpha, "-o", str(out))
     assert f"Next: popaudit check {model} --interactions {inter}{flag}\n" in output, output
     said = "".join(output.split())  # the console folds a long path anywhere
-    assert "".join(f"{out} serves as the 'alpha_{alpha}' scoring of this audit of {model} does".split()) in said
+    note = served_table_note(out, model, f"alpha_{alpha}")
+    assert note == (f"{out}, served with the user vectors {model} serves, gives the lists that the 'alpha_{alpha}' scoring "
+                    f"of this audit of {model} measures")  # QA6 served F3: was "... serves as the ... of MODEL does"
+    assert "".join(f"note: {note}".split()) in said
     sidecar = json.loads((tmp_path / f"out.{fmt}.popaudit.json").read_text())
     assert any("check of the table alone does not rebuild" in w for w in sidecar["warnings"])
 

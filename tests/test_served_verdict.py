@@ -63,7 +63,7 @@ def test_served_lists_beside_a_model_grade_the_severity_as_alone(tmp_path: Path)
     assert alone.verdict.severity == "high" and bare.verdict.severity == "none"
     # The model alone grades none; its served lists grade high, as they do alone.
     assert beside.verdict.severity == "high" and beside.verdict.bias_detected
-    assert beside.verdict.graded_by == "served" and alone.verdict.graded_by == "model"
+    assert beside.verdict.graded_by == "served" and alone.verdict.graded_by == "served"
     assert beside.verdict.summary.startswith(
         "The served lists amplify popularity: the served lists give the top-1% most popular items 50.0% of their "
         "top-2 slots, against 25.0% of the training interactions, 2.00×")
@@ -124,3 +124,25 @@ def test_overlaps_and_short_lists_count_listed_users_only(tmp_path: Path) -> Non
     assert len(read) == 1 and "served.short_lists" in read[0], beside.warnings
     assert any(w.startswith("at K=2, 5 of the 15 queried users' served lists") for w in beside.warnings), beside.warnings
     assert any(w.startswith("at K=2, 5 of the 15 served lists hold fewer than 2 items") for w in alone.warnings)
+
+
+def test_lists_alone_are_graded_by_the_served_lists_and_diff_reads_older_reports(tmp_path: Path) -> None:
+    """QA6 served F2: without a model, ``verdict.graded_by`` is ``served`` (was ``model``,
+    naming a model that does not exist), in the JSON and the headline; a diff against a
+    report written with the old ``model`` reads the same basis and the same verdict."""
+    import copy
+
+    from auditor.diff import diff_reports
+
+    _, log, lists = _files(tmp_path)
+    alone = run_audit(AuditConfig(model=None, interactions=log, recommendations=lists, ks=(2,), probes=False,
+                                  bootstrap=0))  # type: ignore[arg-type]
+    report = alone.to_dict()
+    assert report["verdict"]["graded_by"] == "served" and report["verdict"]["severity"] == "high"
+    assert headline(alone).startswith("Popularity bias detected in the served lists (severity high): ")
+    older = copy.deepcopy(report)
+    older["verdict"]["graded_by"] = "model"  # what earlier versions wrote for lists alone
+    for base, new in ((older, report), (report, older)):
+        verdict = diff_reports(base, new).verdict
+        assert verdict.base_basis == verdict.new_basis == "served lists"
+        assert verdict.direction == "unchanged" and not verdict.changed

@@ -120,9 +120,15 @@ def _next_check(result: Any, output: Path, settings: dict[str, Any]) -> str:
         return check_command(output, settings)
     model, scoring = found
     alphas = DEFAULT_ALPHAS if result.alpha in (0.0, 1.0, *DEFAULT_ALPHAS) else (result.alpha,)
-    stderr.print(f"note: {output} serves as the '{scoring}' scoring of this audit of {model} does", style="yellow",
-                 markup=False, highlight=False)
+    stderr.print(f"note: {served_table_note(output, model, scoring)}", style="yellow", markup=False, highlight=False)
     return check_command(model, {**settings, "alphas": alphas})
+
+
+def served_table_note(output: Path, model: Path, scoring: str) -> str:
+    """Why ``Next`` names ``check`` of the model, not of the output: a graph model's served
+    item table is served with the model's own served users, which only that check rebuilds."""
+    return (f"{output}, served with the user vectors {model} serves, gives the lists that the '{scoring}' scoring of "
+            f"this audit of {model} measures")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from auditor.loading.population import population_of
 from auditor.loading.recbole_eval import (
     RecBoleEvaluation,
     recbole_evaluation,
+    recbole_heldout,
     recbole_population,
     reproduces_split,
     served_of,
@@ -213,7 +214,11 @@ def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> He
     elif inputs.population.raw_ids is None:
         reason = _anonymous(inputs.population, config)
     else:
-        heldout = heldout_queries(inputs.bundle, config, inputs.population, progress)
+        heldout = (  # RecBole's route evaluates its untrained test users as RecBole does (served lists: queried only)
+            recbole_heldout(inputs.bundle, inputs.serving_bundle, config, inputs.population, inputs.recbole, progress)
+            if inputs.recbole is not None and config.recommendations is None else
+            heldout_queries(inputs.bundle, config, inputs.population, progress)
+        )
         inputs.warnings.extend(heldout.warnings)
         if (none := heldout.none_evaluated()) is None:
             return heldout

@@ -28,12 +28,13 @@ import pyarrow as pa
 from auditor.config import AuditConfig, ReadSettings
 from auditor.errors import IdMappingError, setting
 from auditor.loading.csr import build_csr
+from auditor.loading.holdout import heldout_queries
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
 from auditor.loading.recbole_inter import ORDER_CAVEAT
 from auditor.loading.served import ServedVectors, read_cache, served_vectors
 from auditor.loading.stand_in import cosine_note
-from auditor.model import InteractionPairs, ItemStats, ModelBundle, QueryPopulation
+from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 from auditor.values import RowLookup
 
@@ -180,6 +181,68 @@ def masked_population(population: QueryPopulation, evaluation: RecBoleEvaluation
     )
 
 
+def recbole_heldout(
+    bundle: ModelBundle, serving: ModelBundle, config: AuditConfig, population: QueryPopulation,
+    evaluation: RecBoleEvaluation, progress: Progress = SILENT,
+) -> HeldOutQueries:
+    """The test part at the queried users, and the test users absent from the training part
+    evaluated as RecBole's own test evaluates them. RecBole numbers users over the whole
+    file, so each has a user-table row, which its full-sort test scores (untrained; served
+    vectors: what the model computes for them) with their validation items masked. They
+    are what a global split (TS, RS with group_by none) holds out; retrieval and exposure
+    keep to the queried (trained) users, and these follow them in accuracy's positions
+    (:attr:`HeldOutQueries.untrained`). ``serving``: the bundle with the served vectors."""
+    untrained = _untrained_test_users(serving, population, evaluation)
+    if untrained is None:
+        return heldout_queries(bundle, config, population, progress)
+    heldout = heldout_queries(bundle, config, _joined(population, untrained), progress)
+    n_held = heldout.n + heldout.n_not_in_training + heldout.n_not_sampled + heldout.n_dropped_users
+    note = (
+        f"{untrained.n_queries:,} of the {n_held:,} held-out users of {heldout.source} have no training interaction "
+        f"in RecBole's split ({evaluation.split.description}): evaluated as RecBole's own test evaluates them, ranked "
+        "by their stored (untrained) user rows with only their validation items masked, so that accuracy is "
+        f"RecBole's; exposure and retrieval keep to the {population.n_queries:,} queried (trained) users"
+    )
+    return replace(heldout, warnings=(*heldout.warnings, note), untrained=untrained, n_queried=population.n_queries)
+
+
+def _untrained_test_users(
+    serving: ModelBundle, population: QueryPopulation, evaluation: RecBoleEvaluation
+) -> QueryPopulation | None:
+    """The test users without a training interaction, each queried by their user-table
+    row (a zero row stays left out: no direction to rank by) with RecBole's test masking;
+    None when there is none, or the population is no user-table one."""
+    users = serving.user_table
+    if population.source != "users" or population.raw_ids is None or users is None:
+        return None
+    split = evaluation.split
+    rows = np.setdiff1d(split.test.users, split.train.users)
+    vectors = np.asarray(users[rows], dtype=np.float32)
+    rows, vectors = rows[np.any(vectors != 0, axis=1)], vectors[np.any(vectors != 0, axis=1)]
+    if not rows.size:
+        return None
+    untrained = QueryPopulation(
+        vectors=vectors, source="users", raw_ids=split.user_ids[rows], source_rows=rows, keep_seen=population.keep_seen,
+        description=f"the {rows.size:,} test users of RecBole's split of {split.source} with no training interaction, "
+                    "by their stored user rows",
+    )
+    return masked_population(untrained, evaluation)
+
+
+def _joined(population: QueryPopulation, untrained: QueryPopulation) -> QueryPopulation:
+    """``population`` with the ``untrained`` queries after its own (ids, rows and masks)."""
+    assert population.raw_ids is not None and untrained.raw_ids is not None
+    rows = None if population.source_rows is None or untrained.source_rows is None else np.concatenate(
+        [population.source_rows, untrained.source_rows])
+    indptr, seen = population.seen_indptr, population.seen_rows
+    if indptr is not None and seen is not None and untrained.seen_indptr is not None and untrained.seen_rows is not None:
+        indptr = np.concatenate([indptr, untrained.seen_indptr[1:] + indptr[-1]])
+        seen = np.concatenate([seen, untrained.seen_rows])
+    return replace(population, vectors=np.concatenate([population.vectors, untrained.vectors]),
+                   raw_ids=np.concatenate([population.raw_ids, untrained.raw_ids]), source_rows=rows,
+                   seen_indptr=indptr, seen_rows=seen)
+
+
 def served_of(
     bundle: ModelBundle, evaluation: RecBoleEvaluation | None, config: AuditConfig | None = None
 ) -> ServedVectors | None:
@@ -204,4 +267,4 @@ def serving_bundle(bundle: ModelBundle, served: ServedVectors | None) -> ModelBu
 
 
 __all__ = ["THE_USERS_CHOICE", "RecBoleEvaluation", "masked_population", "no_split_reason", "recbole_evaluation",
-           "recbole_population", "reproduces_split", "served_of", "serving_bundle", "training_stats"]
+           "recbole_heldout", "recbole_population", "reproduces_split", "served_of", "serving_bundle", "training_stats"]

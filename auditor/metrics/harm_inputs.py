@@ -28,6 +28,8 @@ def relevant_rows(
         return None
     owner = np.repeat(np.asarray(heldout.positions, dtype=np.int64), np.diff(heldout.indptr))
     items = np.asarray(heldout.items, dtype=np.int64)
+    queried = owner < n_queries  # the untrained users that accuracy alone ranks follow the queried ones
+    owner, items = owner[queried], items[queried]
     if n_items is not None:
         inside = items < n_items
         owner, items = owner[inside], items[inside]

@@ -73,7 +73,7 @@ def output_tradeoff(config: AuditConfig, k: int, *, pm: pluggy.PluginManager, pr
                          overlap_dot_cosine=math.nan,
                          norm_aware={name: s.cut.dot for name, s in served.items() if name not in ("dot", "cosine")})
     lists = {name: s.lists for name, s in served.items()}
-    evaluation = evaluate(inputs.heldout, lists, [k], tolerance=config.accuracy_tolerance, keep_seen=config.keep_seen,
+    evaluation = evaluate(inputs.heldout.queried_only(), lists, [k], tolerance=config.accuracy_tolerance, keep_seen=config.keep_seen,
                           seen_excluded=inputs.population.exclude is not None)
     values = UserValues(evaluation.ndcg[k], head_slots(lists, served["dot"].popularity, k))
     return judge_tradeoff(evaluation.accuracy, cut, k, values, config.bootstrap, config.seed), cut

@@ -153,6 +153,30 @@ def _scoring_lists(
     return index_kind, lists, definitions
 
 
+def with_untrained_lists(
+    lists: dict[str, np.ndarray], bundle: ModelBundle, stats: ItemStats, settings: RetrievalSettings,
+    untrained: QueryPopulation, progress: Progress = SILENT,
+) -> dict[str, np.ndarray]:
+    """``lists`` (each scoring's, over the queried users) with the ``untrained`` users' rows
+    after them, served by every scoring alike: users accuracy alone ranks (RecBole's test
+    users without a training interaction), in no exposure figure. A scoring they are not
+    served by (the served lists) gets empty rows."""
+    n_items, n = bundle.n_items, untrained.n_queries
+    ks = sorted({min(k, n_items) for k in settings.ks})
+    _, found, _ = _scoring_lists(untrained, bundle.item_table, ks, settings, bundle, progress)
+    popularity = _popularity(stats, settings.popularity, n_items)
+    extra = _named(found, popular_lists(ExposureMeasures(popularity), ks[-1], n, untrained.exclude))
+    joined = {}
+    for name, rows in lists.items():
+        width = int(rows.shape[1])
+        added = np.full((n, width), -1, dtype=np.int64)
+        if name in extra:
+            served = np.asarray(extra[name])[:, :width]
+            added[:, :served.shape[1]] = served
+        joined[name] = np.concatenate([np.asarray(rows, dtype=np.int64), added])
+    return joined
+
+
 def _named(lists: ScoringLists, popular: np.ndarray) -> dict[str, np.ndarray]:
     """Scoring name -> lists: dot, cosine, popular, then alpha_<a> in the order given."""
     named = {"dot": lists.rows[1.0], "cosine": lists.rows[0.0], "popular": popular}
