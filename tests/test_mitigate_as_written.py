@@ -103,3 +103,21 @@ def test_the_sidecar_of_a_float16_table_gives_the_figures_of_the_table_as_writte
     assert tradeoff["head_share_1pct"]["after"] == pytest.approx(share, abs=1e-12)
     assert tradeoff["read_back"] is True
     assert "Held-out figures: of the float16 table as written" in " ".join(res.output.split())
+
+
+def test_an_output_whose_rounding_misses_the_tolerance_says_so(tmp_path: Path) -> None:
+    """alpha_0.5 keeps 0.890395 of dot's NDCG@10 as check scores it (0.5596149 / 0.6285016)
+    and 0.889844 as written in float16 (0.5592684): a tolerance of 0.89039 admits the
+    former and not the latter, so the α is written and a warning says the rounded output
+    misses the rule, with the figures of the table as written."""
+    _build(tmp_path)
+    res = CliRunner().invoke(cli, ["mitigate", str(tmp_path / "model16.pt"), "--alpha", "auto", "--accuracy-tolerance",
+                                   "0.89039", "-o", str(tmp_path / "out.pt"), "--interactions",
+                                   str(tmp_path / "train.parquet"), "--holdout", str(tmp_path / "holdout.parquet")])
+    assert res.exit_code == 0, res.output
+    side = json.loads((tmp_path / "out.pt.popaudit.json").read_text())
+    assert side["alpha"] == 0.5 and side["tradeoff"]["read_back"] is True
+    kept = side["tradeoff"]["ndcg"]["after"] / side["tradeoff"]["ndcg"]["before"]
+    assert kept == pytest.approx(0.5592684433194156 / 0.6285016224584816, abs=1e-9) and kept < 0.89039
+    said = [w for w in side["warnings"] if "no longer meets the rule alpha_0.5 was chosen by" in w]
+    assert len(said) == 1 and said[0].startswith("stored as float16, the output's table rounds the rescaled rows")

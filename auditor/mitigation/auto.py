@@ -127,8 +127,8 @@ def figures_as_written(config: AuditConfig, figures: dict[str, Any], output: Pat
     if accuracy.recommended == scoring:
         return measured, []
     return measured, [f"stored as {dtype}, the output's table rounds the rescaled rows, and dot serving of it no longer "
-                      f"meets the rule {scoring} was chosen by: {accuracy.recommendation} (the sidecar's tradeoff "
-                      "holds the figures of the table as written)"]
+                      f"meets the rule {scoring} was chosen by: {accuracy.recommendation.rstrip('.')} (the sidecar's "
+                      "tradeoff holds the figures of the table as written)"]
 
 
 def _beside(kept: Accuracy, rebuilt: Accuracy) -> str:
