@@ -36,7 +36,7 @@ from auditor.alpha import canonical_name
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.flat import metric_names
-from auditor.gate_reasons import per_k_name, well_formed, why_not_asked, why_unmeasured
+from auditor.gate_reasons import per_k_name, well_formed, why_each_not_asked, why_unmeasured
 from auditor.harm import EDGE_SLACK
 from auditor.sections import SERVED
 
@@ -178,8 +178,8 @@ def gates_for(
     ks, alphas = sorted(set(ks)), list(alphas)
     gates = parse_run_gates(expressions, ks, measures, alphas, list_measures)
     known = set(metric_names(ks, measures, alphas, list_measures))
-    unasked = {gate: why_not_asked(per_k_name(gate.metric, list_measures), ks, alphas) for gate in gates
-               if gate.metric not in known}
+    unasked = why_each_not_asked({gate: per_k_name(gate.metric, list_measures) for gate in gates
+                                  if gate.metric not in known}, ks, alphas)
     if unasked:
         require_measured(list(unasked), [], where="with these settings", reasons=unasked)
     return gates

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
 from auditor.errors import setting
@@ -21,6 +21,8 @@ from auditor.sections import (
     ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, WHO_PAYS,
     finite_figure,
 )
+
+Key = TypeVar("Key")
 
 _PER_K = re.compile(r"^(?P<stem>[A-Za-z_][\w.]*)@(?P<k>[1-9]\d*)$")
 _UNSCORED = ("overlap_dot_cosine", "recall", *(f"overlap_served_{s}" for s in OVERLAP_SERVED))
@@ -133,21 +135,52 @@ def _alpha_of(name: PerK) -> float | None:
     return scoring_alpha(name.scoring) if name.scoring and name.scoring.startswith(ALPHA_PREFIX) else None
 
 
-def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float]) -> str:
+def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float], *, named_ks: Iterable[int] = (),
+                  named_alphas: Iterable[float] = (), whole: bool = True) -> str:
     """Why the settings (cut-offs ``ks``, norm-aware ``alphas``) do not measure ``name``,
     and what would; "" when they ask for it. α 0 and 1 are not measured apart: they are
-    cosine's and dot's own lists."""
+    cosine's and dot's own lists. ``-k`` and ``--alpha`` replace their defaults, so with
+    ``whole`` the advice gives the whole list to pass: the values measured now, then
+    ``named_ks``/``named_alphas`` (every value the run's gates name), so that following
+    it drops no figure another gate, the verdict or the trade-off reads. ``whole=False``:
+    the bare value (a batch says per row where it goes: cells keep their other values)."""
     if name is None:
         return "not measured with these settings"
     exponent = _alpha_of(name)
     if exponent in (0.0, 1.0):
         same = "cosine" if exponent == 0 else "dot"
         return f"α={exponent:g} is {same} serving, not measured apart: gate {name.at(name.k, same)} instead"
+    ks = list(ks)
     if name.k not in set(ks):
-        return f"K={name.k} was not asked for (add {setting('ks')} {name.k})"
+        return f"K={name.k} was not asked for ({_add('ks', name.k, ks, named_ks, whole)})"
+    alphas = list(alphas)
     if exponent is not None and exponent not in set(alphas):
-        return f"α={exponent:g} was not asked for (add {setting('alphas')} {exponent:g})"
+        return f"α={exponent:g} was not asked for ({_add('alphas', exponent, alphas, named_alphas, whole)})"
     return ""
+
+
+def why_each_not_asked(names: Mapping[Key, PerK | None], ks: Iterable[int], alphas: Iterable[float]) -> dict[Key, str]:
+    """:func:`why_not_asked` of each of ``names`` (a gate's per-K name by its key), each
+    advice giving the whole list of cut-offs and α to pass: those measured now and every
+    one that any of ``names`` asks for, so one command measures them all."""
+    ks, alphas = list(ks), list(alphas)
+    wanted = [name for name in names.values() if name is not None]
+    named_alphas = [a for a in map(_alpha_of, wanted) if a is not None]
+    return {key: why_not_asked(name, ks, alphas, named_ks=[n.k for n in wanted], named_alphas=named_alphas)
+            for key, name in names.items()}
+
+
+def _add(option: str, value: float, measured: list[Any], named: Iterable[float], whole: bool) -> str:
+    """The advice to measure ``value`` of ``option`` (``ks``, ``alphas``): "add -k 20", and
+    with ``whole`` (and values measured now), the whole list, since the option replaces them."""
+    said = f"add {setting(option)} {value:g}"
+    wanted = list(dict.fromkeys([*measured, *(v for v in named if v not in (0.0, 1.0) or option == "ks"), value]))
+    if not whole or not measured:
+        return said
+    flag = setting(option)
+    what = "cut-offs" if option == "ks" else "α"
+    return (f"{said}; {flag} replaces the {what} measured now ({', '.join(f'{v:g}' for v in measured)}), so pass "
+            "them all: " + " ".join(f"{flag} {v:g}" for v in wanted))
 
 
 def _why_clamped(name: PerK, report: Mapping[str, Any]) -> str:

@@ -37,7 +37,8 @@ results.md."""
 
 @dataclass(frozen=True)
 class ExperimentSizes:
-    """The synthetic data (when no log is given) and the reference training config
+    """The synthetic data (when no log is given; results.json writes those fields null
+    when the runs trained on a log: :func:`sizes_dict`) and the reference training config
     every setting starts from (:func:`auditor.train.experiments.reference_config`)."""
 
     n_users: int = 1000
@@ -58,6 +59,20 @@ class ExperimentSizes:
             raise InputError(f"k must be at least 1, got {self.k}")
         if self.n_bootstrap < 0:
             raise InputError(f"n_bootstrap must be >= 0, got {self.n_bootstrap}")
+
+
+SYNTHETIC_SIZES = ("n_users", "n_items", "n_interactions", "zipf")
+"""The fields of :class:`ExperimentSizes` that describe the synthetic data alone."""
+
+
+def sizes_dict(sizes: ExperimentSizes, data: dict[str, Any]) -> dict[str, Any]:
+    """``sizes`` as results.json writes them: the synthetic data's fields null when the
+    runs trained on a log (``data`` names its kind other than ``synthetic``), so that a
+    reader never takes the generator's defaults for the log's sizes (those are ``data``'s)."""
+    out = asdict(sizes)
+    if data and data.get("kind") != "synthetic":
+        out.update(dict.fromkeys(SYNTHETIC_SIZES))
+    return out
 
 
 @dataclass
@@ -86,7 +101,7 @@ class ExperimentResult:
             "tool": {"name": "popaudit", "version": __version__},
             "seeds": list(self.seeds),
             "data": dict(self.data),
-            "sizes": asdict(self.sizes),
+            "sizes": sizes_dict(self.sizes, self.data),
             "angle_histogram_edges": ANGLE_EDGES.tolist(),
             "lists": SERVED_LISTS,
             "rows": self.rows,
@@ -122,11 +137,12 @@ class MitigationResult:
             "alphas": list(self.alphas),
             "k": self.k,
             "lists": SERVED_LISTS,
-            "sizes": asdict(self.sizes),
+            "sizes": sizes_dict(self.sizes, self.data),
             "rows": self.rows,
         }
 
 
 __all__ = [
     "ANGLE_EDGES", "ExperimentResult", "ExperimentSizes", "MitigationResult", "STATUS_ERROR", "STATUS_OK",
+    "SYNTHETIC_SIZES", "sizes_dict",
 ]  # fmt: skip

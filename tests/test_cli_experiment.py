@@ -152,6 +152,7 @@ def test_conditions_on_a_recbole_log_states_the_data_and_one_seed_values(tmp_pat
     doc = json.loads((out / "results.json").read_text())
     assert doc["data"] == {"kind": "file", "path": str(log), "format": "recbole", "user_col": "user_id",
                            "item_col": "item_id", "n_interactions": n_inter, "n_users": n_users, "n_items": n_items}
+    assert [doc["sizes"][k] for k in ("n_users", "n_items", "n_interactions", "zipf")] == [None] * 4  # QA accuracy F3
     md = (out / "results.md").read_text()
     assert (f"Data: {log} (recbole, columns user_id/item_id): {n_users} users, {n_items} items, {n_inter} interactions, "
             "the same interactions for every seed. Seed 3 (one run per setting); 2 epochs per run.") in md

@@ -106,7 +106,8 @@ _DEFINITIONS = {"pop_reo": "pop_reo: std / mean of P(g) over groups; null withou
          "head_share_1pct_cosine@10 instead"),
         ("pop_reo_cosine@10", _report(retrieval={"at": _CUT, "definitions": _DEFINITIONS}),
          "pop_reo is null without a holdout or without each user's training items"),
-        ("head_share_1pct_ratio@100", _report(retrieval={"at": _CUT}), "K=100 was not asked for (add ks 100)"),
+        ("head_share_1pct_ratio@100", _report(retrieval={"at": _CUT}), "K=100 was not asked for (add ks 100; ks replaces the cut-offs "
+         "measured now (10), so pass them all: ks 10 ks 100)"),
         # QA F8: a run that asked for K=10 alone refuses ...@6 before its audit; the message says both steps.
         ("head_share_1pct_ratio@10", {**_report(retrieval={"at": {"6": _CUT["10"]}}), "inputs": {"n_items": 6},
                                       "settings": {"ks": [10]}},
@@ -118,7 +119,8 @@ _DEFINITIONS = {"pop_reo": "pop_reo: std / mean of P(g) over groups; null withou
          "(gate head_share_1pct_ratio@6)"),
         ("gini_alpha_0@10", _report(retrieval={"at": _CUT}),
          "α=0 is cosine serving, not measured apart: gate gini_cosine@10 instead"),
-        ("gini_alpha_0.25@10", _report(retrieval={"at": _CUT}), "α=0.25 was not asked for (add alphas 0.25)"),
+        ("gini_alpha_0.25@10", _report(retrieval={"at": _CUT}), "α=0.25 was not asked for (add alphas 0.25; alphas replaces "
+         "the α measured now (0.5), so pass them all: alphas 0.5 alphas 0.25)"),
         ("ndcg_dot@10", _report(not_measured={"accuracy": "no held-out interactions"}),
          "accuracy not measured: no held-out interactions"),
         ("gini_served@10", _report(retrieval={"at": _CUT}),

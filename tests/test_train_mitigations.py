@@ -97,6 +97,10 @@ def test_mitigations_on_a_log_with_times(tmp_path: Path) -> None:
         "reference", "logq", "cosine", "alpha_0.5", "popular"]
     assert "each user's latest 0.2" in (out / "results.md").read_text()
     assert "┃ mitigation" in res.stdout
+    # QA accuracy F3: a log's sizes are data's; sizes holds no synthetic defaults (1000 items) for it
+    assert {k: doc["sizes"][k] for k in ("n_users", "n_items", "n_interactions", "zipf")} == dict.fromkeys(
+        ("n_users", "n_items", "n_interactions", "zipf"))
+    assert doc["sizes"]["epochs"] == 1 and doc["sizes"]["k"] == 10 and doc["data"]["n_interactions"] == 1500
 
 
 @pytest.mark.slow  # two spawned workers import torch and FAISS

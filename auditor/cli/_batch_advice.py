@@ -53,9 +53,11 @@ def _gate_problems(name: PerK, parsed: Manifest, defaults: Mapping[str, Any]) ->
             said.append(f"no served lists were given for {_where(bare)} (pass {setting('recommendations')})")
         rows = [row for row in rows if row not in bare]
     found: dict[str, None] = {}
+    whole = not any(n in row.settings for row in rows for n in _COLUMNS)  # cells keep their other values: no list
     for row in rows:  # the K first, then the α: a row may lack both
         ks, alphas = _effective(row, "ks", defaults) or (), _effective(row, "alphas", defaults) or ()
-        found.update(dict.fromkeys((why_not_asked(name, ks, alphas), why_not_asked(name, (name.k,), alphas))))
+        found.update(dict.fromkeys((why_not_asked(name, ks, alphas, whole=whole),
+                                     why_not_asked(name, (name.k,), alphas, whole=whole))))
     for reason in (reason for reason in found if reason):
         text = cell_advice(reason, parsed, rows, defaults)
         if name.scoring == SERVED or name.measure.startswith("overlap_served_"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,7 +155,8 @@ def _work(job: _Job, staged: tuple[Path, Path] | None) -> Any:
     ``staged``: the temporary files (model, sidecar) to write instead of renaming into
     place, which the caller renames when this returns."""
     from auditor.config import AuditConfig
-    from auditor.mitigation.auto import auto_alpha
+    from auditor.loading.statistics import InputCache
+    from auditor.mitigation.auto import auto_alpha, figures_as_written
     from auditor.mitigation.run import MitigateConfig, check_outputs, mitigate, writable_formats
     from auditor.plugins import get_plugin_manager
 
@@ -176,9 +179,12 @@ def _work(job: _Job, staged: tuple[Path, Path] | None) -> Any:
             holdout=job.holdout, accuracy_tolerance=job.tolerance, seed=job.seed, probes=False, plugins=job.plugins,
         )
         audit.check_inputs()
-        chosen, sentence, figures = auto_alpha(audit, pm=pm, progress=progress)
+        cache = InputCache()  # the log read once, for the audit and the output as written
+        chosen, sentence, figures = auto_alpha(audit, pm=pm, progress=progress, cache=cache)
         config = MitigateConfig(model=model, output=output, alpha=chosen, alpha_source=sentence, tradeoff=figures,
                                 **options)
+        as_written = functools.partial(figures_as_written, audit, figures, output, pm=pm, progress=progress, cache=cache)
+        return mitigate(config, pm=pm, progress=progress, inputs=inputs, staged=staged, as_written=as_written)
     return mitigate(config, pm=pm, progress=progress, inputs=inputs, staged=staged)
 
 
@@ -224,6 +230,9 @@ def _summary(result: Any) -> None:
         shares = pct_pair(figures["head_share_1pct"]["before"], figures["head_share_1pct"]["after"])
         table.add_row(f"top-1% head share @{k}", *shares)
     console.print(table)
+    if result.tradeoff is not None and result.tradeoff.get("read_back"):
+        console.print(f"Held-out figures: of the {result.dtype} table as written, read back as `popaudit check` of the "
+                      "output reads it (its rounding moves some lists).", markup=False)
     if result.tradeoff is not None and str(result.tradeoff.get("queries", "")).startswith("history"):
         console.print("Held-out figures: dot serving of the output with each user's mean training-item vector rebuilt "
                       "from the rescaled table as queries, as `popaudit check` of the output builds them (the model "

@@ -4,6 +4,8 @@ recommends, and the trade-off figures the sidecar records for it."""
 from __future__ import annotations
 
 import math
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -14,6 +16,7 @@ from auditor.config import AuditConfig
 from auditor.errors import InputError, NoClearGainError, setting
 from auditor.loading.statistics import InputCache
 from auditor.mitigation.history import QUERIES_REBUILT, output_tradeoff
+from auditor.mitigation.sidecar import FULL_PRECISION
 from auditor.plugins import get_plugin_manager
 from auditor.progress import SILENT, Progress
 from auditor.result import Accuracy, AuditResult, CutoffMeasures
@@ -98,7 +101,34 @@ def tradeoff_figures(accuracy: Accuracy, cut: CutoffMeasures, scoring: str, quer
         "head_share_delta_ci": None if change is None else change.head_share_delta_ci,
         "n_bootstrap": accuracy.n_bootstrap,
         "recommendation": accuracy.recommendation,
+        "read_back": False,
     }
+
+
+def figures_as_written(config: AuditConfig, figures: dict[str, Any], output: Path, written: Path, dtype: str, *,
+                       pm: pluggy.PluginManager, progress: Progress = SILENT,
+                       cache: InputCache | None = None) -> tuple[dict[str, Any], list[str]]:
+    """``figures`` (:func:`tradeoff_figures`) measured again on the output as written,
+    where its dtype is not one of :data:`FULL_PRECISION`
+    (``written``: the staged file, read as ``check`` reads ``output``, its table stored in
+    ``dtype``), the α unchanged; and a warning when, so rounded, the output no longer
+    meets the rule the α was chosen by."""
+    from auditor.mitigation.history import written_tradeoff
+
+    k, scoring = int(figures["k"]), str(figures["scoring"])
+    alpha = 0.0 if scoring == "cosine" else scoring_alpha(scoring)
+    assert alpha is not None
+    with tempfile.TemporaryDirectory(prefix="popaudit-written-") as folder:
+        named = Path(folder) / output.name  # the name check OUT reads: its suffix says the format
+        named.symlink_to(Path(written).resolve())
+        accuracy, cut = written_tradeoff(config, k, scoring, alpha, named, pm=pm, progress=progress, cache=cache)
+    measured = {**tradeoff_figures(accuracy, cut, scoring, str(figures["queries"])),
+                "recommendation": figures["recommendation"], "read_back": True}
+    if accuracy.recommended == scoring:
+        return measured, []
+    return measured, [f"stored as {dtype}, the output's table rounds the rescaled rows, and dot serving of it no longer "
+                      f"meets the rule {scoring} was chosen by: {accuracy.recommendation.rstrip('.')} (the sidecar's "
+                      "tradeoff holds the figures of the table as written)"]
 
 
 def _beside(kept: Accuracy, rebuilt: Accuracy) -> str:
@@ -112,8 +142,8 @@ def _beside(kept: Accuracy, rebuilt: Accuracy) -> str:
             f"rescaled table serves): {kept.recommendation}")
 
 
-def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
-               progress: Progress = SILENT) -> tuple[float, str, dict[str, Any]]:
+def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None, progress: Progress = SILENT,
+               cache: InputCache | None = None) -> tuple[float, str, dict[str, Any]]:
     """Run the audit of ``config`` and take the α its accuracy trade-off recommends: (α,
     the recommendation's sentence, the trade-off figures of that scoring). The held-out
     interactions are ``holdout``, or the split a popaudit checkpoint stored, as for
@@ -121,7 +151,7 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
     each candidate output with its queries rebuilt from it (:mod:`auditor.mitigation.history`),
     what ``check OUT`` measures."""
     pm = pm if pm is not None else get_plugin_manager(config.plugins)
-    cache = InputCache()  # the log read and counted once, for the audit and the outputs' trade-off
+    cache = cache if cache is not None else InputCache()  # the log read once, for the audit and the outputs' trade-off
     result = run_audit(config, pm=pm, progress=progress, cache=cache)
     accuracy = measured_accuracy(result)
     population = result.retrieval.population if result.retrieval is not None else None
@@ -146,4 +176,7 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None,
     return alpha, sentence, tradeoff_figures(accuracy, cut, accuracy.recommended, QUERIES_REBUILT if history else unchanged)
 
 
-__all__ = ["auto_alpha", "chosen_alpha", "measured_accuracy", "recommended_alpha", "tradeoff_figures"]
+__all__ = [
+    "FULL_PRECISION", "auto_alpha", "chosen_alpha", "figures_as_written", "measured_accuracy", "recommended_alpha",
+    "tradeoff_figures",
+]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pluggy
@@ -68,8 +69,36 @@ def output_tradeoff(config: AuditConfig, k: int, *, pm: pluggy.PluginManager, pr
         raise InputError(f"accuracy was not measured ({inputs.not_measured.get('accuracy', 'no held-out log')})")
     named = {"dot": 1.0, "cosine": 0.0, **{alpha_scoring(a): a for a in config.alphas if 0.0 < a < 1.0}}
     served = {name: _serve(inputs, alpha, config, k, progress, cache) for name, alpha in named.items()}
+    return _judged(inputs, served, config, k)
+
+
+def written_tradeoff(config: AuditConfig, k: int, scoring: str, alpha: float, written: Path, *,
+                     pm: pluggy.PluginManager, progress: Progress = SILENT,
+                     cache: InputCache | None = None) -> tuple[Accuracy, CutoffMeasures]:
+    """The trade-off of dot serving of the output ``written`` (read as ``check OUT`` reads
+    it: its table as stored, its history queries, if any, rebuilt from it), named
+    ``scoring`` (rescaled by ``alpha``), against the original's dot serving at ``k``, judged
+    by the trade-off's policy, and the exposure measures at ``k``: the figures of a table
+    whose dtype rounds the rescaled rows (float16, bfloat16), which can move lists."""
+    cache = cache if cache is not None else InputCache()
+    inputs = load_inputs(replace(config, probes=False), pm, progress, cache)
+    output = load_inputs(replace(config, model=written, probes=False), pm, progress, cache)
+    if inputs.heldout is None or inputs.population is None or output.population is None:
+        raise InputError(f"accuracy was not measured ({inputs.not_measured.get('accuracy', 'no held-out log')})")
+    _same_users(inputs.population, output.population, alpha)
+    served = {"dot": _serve(inputs, 1.0, config, k, progress, cache),
+              scoring: _serve(output, 1.0, config, k, progress, cache, relevant_of=inputs)}
+    return _judged(inputs, served, config, k)
+
+
+def _judged(inputs: AuditInputs, served: dict[str, _Served], config: AuditConfig,
+            k: int) -> tuple[Accuracy, CutoffMeasures]:
+    """The trade-off of ``served`` (``dot``: the original's dot serving; the others named
+    ``cosine`` or ``alpha_<a>``) over ``inputs``' holdout at ``k``, and its exposure measures."""
+    assert inputs.heldout is not None and inputs.population is not None
     base = served["dot"].cut
-    cut = CutoffMeasures(dot=base.dot, cosine=served["cosine"].cut.dot, popular=base.popular,
+    cosine = served["cosine"].cut.dot if "cosine" in served else base.cosine  # the original's: no candidate is judged by it
+    cut = CutoffMeasures(dot=base.dot, cosine=cosine, popular=base.popular,
                          overlap_dot_cosine=math.nan,
                          norm_aware={name: s.cut.dot for name, s in served.items() if name not in ("dot", "cosine")})
     lists = {name: s.lists for name, s in served.items()}
@@ -80,8 +109,9 @@ def output_tradeoff(config: AuditConfig, k: int, *, pm: pluggy.PluginManager, pr
 
 
 def _serve(inputs: AuditInputs, alpha: float, config: AuditConfig, k: int, progress: Progress,
-           cache: InputCache) -> _Served:
-    """Dot serving of the table rescaled by ``alpha`` with its own history queries."""
+           cache: InputCache, relevant_of: AuditInputs | None = None) -> _Served:
+    """Dot serving of the table rescaled by ``alpha`` with its own history queries
+    (``relevant_of``: the inputs whose holdout the lists are scored against; default ``inputs``)."""
     from auditor.retrieval import measure_retrieval
 
     assert inputs.population is not None and inputs.stats is not None
@@ -89,8 +119,9 @@ def _serve(inputs: AuditInputs, alpha: float, config: AuditConfig, k: int, progr
     bundle = served if alpha == 1.0 else _rescaled(served, alpha, config)
     population = inputs.population if alpha == 1.0 else _queries(inputs, bundle, config, progress, cache)
     _same_users(inputs.population, population, alpha)
+    heldout = (relevant_of or inputs).heldout
     outcome = measure_retrieval(bundle, inputs.stats, replace(config, alphas=()), population, progress,
-                                relevant=relevant_rows(inputs.heldout, population.n_queries))
+                                relevant=relevant_rows(heldout, population.n_queries))
     assert outcome.popularity is not None
     return _Served(outcome.lists["dot"], outcome.retrieval.at[k], outcome.popularity)
 
@@ -128,4 +159,4 @@ def _same_users(original: QueryPopulation, rebuilt: QueryPopulation, alpha: floa
         f"same users; give {setting('alpha')} a number in [0, 1]"
     )
 
-__all__ = ["QUERIES_REBUILT", "output_tradeoff"]
+__all__ = ["QUERIES_REBUILT", "output_tradeoff", "written_tradeoff"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,7 +41,7 @@ from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, t
 from auditor.loading.statistics import item_stats
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.mitigation.rescale import NormSummary, RowNorms
-from auditor.mitigation.sidecar import earlier_rescaling, sidecar_path
+from auditor.mitigation.sidecar import FULL_PRECISION, earlier_rescaling, sidecar_path
 from auditor.mitigation.writers import with_writers
 from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
@@ -188,8 +188,12 @@ def _kind_name(kind: str) -> str:
     return names.get(kind, f"a .{kind} file")
 
 
+AsWritten = Callable[[Path, str], tuple[dict[str, Any], list[str]]]  # auto.figures_as_written: (staged OUT, dtype)
+
+
 def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, progress: Progress = SILENT,
-             inputs: dict[str, Path | None] | None = None, staged: tuple[Path, Path] | None = None) -> Mitigation:
+             inputs: dict[str, Path | None] | None = None, staged: tuple[Path, Path] | None = None,
+             as_written: AsWritten | None = None) -> Mitigation:
     """Write ``config.output`` (the model, rescaled) and its sidecar; return the sidecar's content.
 
     Both files are written to temporary files renamed into place only when both are
@@ -198,6 +202,8 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
     in a child process, whose death must leave nothing behind). A plugin format's output
     is read back and checked against the input as ``check`` reads it
     (:func:`~auditor.mitigation.verify.verify_written`) before anything is renamed.
+    ``as_written``: with ``config.tradeoff``, what measures it again on the output as
+    written when its dtype is narrower than float32 (whose rounding moves lists).
     """
     pm = pm if pm is not None else get_plugin_manager()
     bundle, writer, job = _prepare(config, pm, inputs, progress)
@@ -230,6 +236,10 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             read_dtype = verify_written(pm, writer, out_tmp, source_rows, float(config.alpha), norms,
                                         config.load_options, config.output)
             written, source_rows = _as_read_back(written, read_dtype), None
+        tradeoff, notes = config.tradeoff, list(written.notes)
+        if as_written is not None and tradeoff is not None and written.dtype not in FULL_PRECISION:
+            tradeoff, more = as_written(out_tmp, written.dtype)
+            notes += more
         result = Mitigation(
             alpha=float(config.alpha),
             alpha_source=config.alpha_source,
@@ -244,8 +254,8 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             layout=written.layout,
             norms={"before": asdict(NormSummary.of(norms.before)), "after": asdict(NormSummary.of(norms.after))},
             frequency_norm=None if freqs is None else _slopes(norms, freqs, config),
-            warnings=warnings + written.notes + _zero_rows_note(float(config.alpha), norms.after),
-            tradeoff=config.tradeoff,
+            warnings=warnings + notes + _zero_rows_note(float(config.alpha), norms.after),
+            tradeoff=tradeoff,
             input_rescaled=earlier,
         )
         with open(side_tmp, "w", encoding="utf-8") as fh:

@@ -10,6 +10,12 @@ from typing import Any
 from auditor.loading.mitigated import SIDECAR_READ_LIMIT, SIDECAR_SUFFIX, read_rescaled, sidecar_path
 
 
+FULL_PRECISION = ("float32", "float64")
+"""Output dtypes whose table ranks as the trade-off's scoring does (``check`` reads OUT as
+float32): a narrower one (float16, bfloat16, float8) rounds the rescaled rows enough to
+move some lists, so ``--alpha auto`` measures its figures on OUT as written."""
+
+
 def earlier_rescaling(model: Path, sha256: str, alpha: float) -> dict[str, Any] | None:
     """When ``model`` is a table mitigate wrote (the sidecar beside it records it, its
     sha256 matching ``sha256``): the α it carries (in all, through a chain of outputs),
@@ -27,4 +33,4 @@ def earlier_rescaling(model: Path, sha256: str, alpha: float) -> dict[str, Any] 
     return {"alpha": before, "sidecar": str(sidecar), "combined_alpha": combined, "warning": warning}
 
 
-__all__ = ["SIDECAR_READ_LIMIT", "SIDECAR_SUFFIX", "earlier_rescaling", "sidecar_path"]
+__all__ = ["FULL_PRECISION", "SIDECAR_READ_LIMIT", "SIDECAR_SUFFIX", "earlier_rescaling", "sidecar_path"]

@@ -113,7 +113,7 @@ CASES = [
     Case("gate-on-k-neither-measured", pair(report(0.6, settings={"ks": [5]}, retrieval={"at": {"5": {}}}), "--fail-on",
                                             "gini_dot@10.delta>0", base=report(settings={"ks": [5]}, retrieval={"at": {"5": {}}})),
          EXIT_ERROR, r"^Error: cannot evaluate --fail-on gini_dot@10\.delta>0: neither report has it: K=10 was not asked for "
-         r"\(add -k 10\)$"),
+         r"\(add -k 10; -k replaces the cut-offs measured now \(5\), so pass them all: -k 5 -k 10\)$"),
     Case("gate-on-accuracy-without-holdout", pair(report(0.6, not_measured={"accuracy": "no held-out interactions"}),
                                                   "--fail-on", "ndcg_dot@10.rel<-0.02"), EXIT_ERROR,
          r"ndcg_dot@10\.rel<-0\.02: neither report has it \(base: accuracy not measured: no such section in the report; "

@@ -177,6 +177,15 @@ CASES = [
          stderr=r"gate spearman>-2: .*TRIPPED"),
     Case("fail-on-unmeasured", _check("--no-retrieval", "--fail-on", "head_share_1pct_ratio@100>1.5"), EXIT_ERROR,
          r"cannot evaluate --fail-on head_share_1pct_ratio@100>1\.5: retrieval not measured: skipped with --no-retrieval$"),
+    # QA accuracy F2: -k/--alpha replace their defaults; the advice names every value to pass (those measured now,
+    # then each the gates name), so following it drops no gate's figure
+    Case("fail-on-alpha-not-asked-names-the-whole-grid",
+         _check("--fail-on", "gini_alpha_0.3@10>2", "--fail-on", "gini_alpha_0.4@10>2"), EXIT_ERROR,
+         r"gini_alpha_0\.3@10>2: α=0\.3 was not asked for \(add --alpha 0\.3; --alpha replaces the α measured now "
+         r"\(0\.25, 0\.5, 0\.75\), so pass them all: --alpha 0\.25 --alpha 0\.5 --alpha 0\.75 --alpha 0\.3 --alpha 0\.4\)"),
+    Case("fail-on-k-not-asked-names-every-k", _check("-k", "10", "--fail-on", "gini_dot@20>2"), EXIT_ERROR,
+         r"K=20 was not asked for \(add -k 20; -k replaces the cut-offs measured now \(10\), so pass them all: "
+         r"-k 10 -k 20\)$"),
     Case("fail-on-undefined", _check("--no-retrieval", "--bootstrap", "0", "--fail-on", "spearman_ci_lo>0"), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman_ci_lo>0: no CI without a bootstrap \(--bootstrap 0\)$"),
     # Measures F4: a correlation gate on a table of one norm (a cured model) says which gate still judges it.
@@ -188,7 +197,8 @@ CASES = [
          EXIT_ERROR, r"cannot evaluate --fail-on kendall<0: every item has the same norm.*--fail-on "
          r"'severity_level>=1' on a run that measures retrieval \(this one graded nothing\) instead$"),
     Case("fail-on-k-not-asked", _check("-k", "5", "--fail-on", "head_share_1pct_ratio@8>1.5"), EXIT_ERROR,
-         r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@8>1\.5: K=8 was not asked for \(add -k 8\)$"),
+         r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@8>1\.5: K=8 was not asked for \(add -k 8; -k replaces the "
+         r"cut-offs measured now \(5\), so pass them all: -k 5 -k 8\)$"),
     Case("fail-on-k-clamped", _check("-k", "50", "--fail-on", "gini_dot@50>0.5"), EXIT_ERROR,
          r"^Error: cannot evaluate --fail-on gini_dot@50>0\.5: K=50 exceeds the catalogue \(10 items\) and was clamped "
          r"to 10: its figures are filed under K=10 \(gate gini_dot@10 and add -k 10\)$"),
