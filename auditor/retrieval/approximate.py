@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError, setting
+from auditor.sections import APPROXIMATE_ERROR
 from auditor.sampling import sample_indices
-from auditor.metrics.exposure import shared_counts
+from auditor.metrics.exposure import HeadShare, shared_counts
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.search import (
     QUERY_BLOCK, directions, float32_where_it_fits, in_float32_range, l2_normalise, require_finite, select_topk,
@@ -138,4 +139,31 @@ def slower_than_exact(kind: str, approximate_cpu: float, exact_cpu: float, n_sam
         f"{approximate_cpu:.1f} s of CPU, exact search of the {n_queries:,} queries about {estimate:.1f} s (the "
         f"recall check's exact search of {n_sampled:,} took {exact_cpu:.1f} s); {setting('index')} exact gives the "
         "exact lists faster"
+    ]
+
+
+def sampled_head_error(
+    kind: str, exact_rows: np.ndarray, approximate_rows: np.ndarray, popularity: np.ndarray, ks: list[int],
+) -> list[str]:
+    """The note of which way the index erred where it was checked: the top-1% items' share
+    of the dot lists' slots at each K, approximate against exact, over the recall check's
+    sampled queries (``exact_rows``, ``approximate_rows``: their dot lists, K_max wide).
+    Measured, since the sign depends on the index (:data:`~auditor.sections.APPROXIMATE_ERROR`)."""
+    if exact_rows.shape[0] == 0:
+        return []
+    head = HeadShare(popularity, 1)
+    parts = []
+    for k in ks:
+        approx, exact = head.measure(approximate_rows[:, :k]), head.measure(exact_rows[:, :k])
+        if not (math.isfinite(approx) and math.isfinite(exact)):
+            continue
+        points = 100 * (approx - exact)
+        way = "higher" if points > 0 else "lower" if points < 0 else "equal"
+        parts.append(f"@{k} {100 * approx:.3f}% against {100 * exact:.3f}% ({points:+.3f} points, {way})")
+    if not parts:
+        return []
+    return [
+        f"on the recall check's {exact_rows.shape[0]:,} sampled queries the {kind} index's dot lists gave the "
+        f"top-1% items this share of the slots, against exact search's: {'; '.join(parts)}; {APPROXIMATE_ERROR}, "
+        f"so a gate on its figures is no bound either way ({setting('index')} exact measures them)"
     ]
