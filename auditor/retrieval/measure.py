@@ -44,7 +44,7 @@ from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
 from auditor.sections import APPROXIMATE_ERROR, OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, RECALL_FLOOR, SERVED
 from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
-from auditor.retrieval.approximate import sampled_head_error
+from auditor.retrieval.approximate import preflight_note, sampled_head_error
 from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
@@ -141,6 +141,9 @@ def _scoring_lists(
         exponents = tuple(dict.fromkeys((1.0, 0.0, *settings.alphas)))
         lists = exact_lists(queries, table, ks[-1], exponents, exclude, settings, progress, bundle)
     else:
+        if settings.index != "auto":  # asked for: say before the build when it will not pay off
+            for note in preflight_note(index_kind, n_items, population.n_queries, dim):
+                progress.note(f"Warning: {note}")
         lists = approximate_lists(queries, table, index_kind, ks, exclude, settings.seed, progress, settings.max_memory)
         definitions["recall"] = lists.recall_note or ""
     definitions["index"] = lists.note
