@@ -236,7 +236,7 @@ def unmeasured_reasons(
 def approximate_gates(gates: Iterable[Gate], metrics: Mapping[str, Any]) -> dict[Gate, str]:
     """The gates whose figure came from an approximate index's lists (dot, cosine, their
     ratio and overlap, under exposure or held-out accuracy), each with how its line says
-    so, e.g. ``approximate (recall@10 0.649)``, from the flat ``recall@K`` of the index
+    so, e.g. ``approximate (recall@10 0.649, can err either way)``, from the flat ``recall@K`` of the index
     that ``metrics`` (a run's flat metrics, or a batch row) holds; they still evaluate."""
     said = {}
     for gate in gates:
@@ -245,5 +245,6 @@ def approximate_gates(gates: Iterable[Gate], metrics: Mapping[str, Any]) -> dict
             continue  # not from the index's lists (the popular list, served lists, the index's own recall)
         recall = metrics.get(f"recall@{name.k}")
         if isinstance(recall, (int, float)) and math.isfinite(recall):
-            said[gate] = f"approximate (recall@{name.k} {recall:.3f})"
+            # Either way: HNSW can pass more of the head than exact search, IVF less (sections.APPROXIMATE_ERROR).
+            said[gate] = f"approximate (recall@{name.k} {recall:.3f}, can err either way)"
     return said

@@ -195,4 +195,5 @@ def approximate_lead(result: MeasuredSections) -> str:
         return ""
     skew = worst_skew(result)
     said = retrieval.approximate(skew.k if skew is not None else None)
-    return f"{said[0].upper()}{said[1:]}: the retrieval figures come from an approximate index's lists, not exact search's. "
+    return (f"{said[0].upper()}{said[1:]}: the retrieval figures come from an approximate index's lists, not exact "
+            "search's, and can be higher or lower than exact search's. ")

@@ -6,7 +6,11 @@ then. A row's provenance is its full settings after the batch defaults (every
 counts) and, for each file it reads (model, an ONNX model's external data, logs, id
 files, queries, plugins), the file's size, modification time (ns) and, for files up to :data:`HASH_LIMIT` bytes, the
 SHA-256 of its content (a file rewritten in place with the same size and time still
-counts as changed). It is stored as JSON in the results' ``provenance`` column; a row
+counts as changed). A larger file (a big table or log) is not hashed whole: its inode,
+change time (ns) and the SHA-256 of three 1 MiB blocks (first, middle, last) stand in, so
+a same-size rewrite with its old modification time put back still counts as changed (its
+change time moves), and so does a file only touched or moved (which cannot be told from a
+rewrite without reading it all). It is stored as JSON in the results' ``provenance`` column; a row
 whose provenance differs, or is missing, is audited again and the reason said.
 """
 
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.config import QUERY_SOURCES, AuditConfig
-from auditor.io import file_sha256
+from auditor.io import file_sha256, sampled_sha256
 from auditor.loading.side_files import side_files
 
 HASH_LIMIT = 64 << 20
@@ -30,11 +34,12 @@ PROVENANCE_VERSION = 1
 
 
 class FileStates:
-    """Each file's (size, mtime_ns, sha256) once per batch, however many rows read it."""
+    """Each file's (size, mtime_ns, sha256; over :data:`HASH_LIMIT` inode, ctime_ns and
+    sampled_sha256 instead of sha256) once per batch, however many rows read it."""
 
-    def __init__(self, hash_limit: int = HASH_LIMIT) -> None:
-        self.hash_limit = hash_limit
-        self._seen: dict[tuple[str, int, int], str | None] = {}
+    def __init__(self, hash_limit: int | None = None) -> None:
+        self.hash_limit = HASH_LIMIT if hash_limit is None else hash_limit
+        self._seen: dict[tuple[str, int, int, int, int], dict[str, Any]] = {}
 
     def state(self, path: Path) -> dict[str, Any]:
         """The identity of ``path`` now (``missing`` when it cannot be read)."""
@@ -44,15 +49,19 @@ class FileStates:
             return {"missing": type(exc).__name__}
         if not stat.S_ISREG(st.st_mode):
             return {"kind": "folder" if stat.S_ISDIR(st.st_mode) else "special", "mtime_ns": st.st_mtime_ns}
-        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         if key not in self._seen:
-            self._seen[key] = _sha256(path) if st.st_size <= self.hash_limit else None
-        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": self._seen[key]}
+            if st.st_size <= self.hash_limit:
+                self._seen[key] = {"sha256": _digest(file_sha256, path)}
+            else:  # too large to hash whole: its identity and a sample of its content
+                self._seen[key] = {"sha256": None, "inode": st.st_ino, "ctime_ns": st.st_ctime_ns,
+                                   "sampled_sha256": _digest(lambda p: sampled_sha256(p, st.st_size), path)}
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, **self._seen[key]}
 
 
-def _sha256(path: Path) -> str | None:
+def _digest(digest: Callable[[Path], str], path: Path) -> str | None:
     try:
-        return file_sha256(path)
+        return digest(path)
     except OSError:
         return None
 
@@ -150,20 +159,37 @@ def change(recorded: str | None, now: dict[str, Any]) -> str | None:
                 return f"its {name} file {path} is missing"
             if not before or not after or before.get("size") != after.get("size"):
                 return f"its {name} file {path} changed (size)"
-            what = "content" if before.get("sha256") and after.get("sha256") else "modification time"
-            return f"its {name} file {path} changed ({what})"
+            return f"its {name} file {path} changed ({_what_changed(before, after)})"
     return None
+
+
+LARGE_FILE_KEYS = ("sampled_sha256", "mtime_ns", "ctime_ns", "inode")
+"""What identifies a file too large to hash whole, in the order a change is said."""
+
+
+def _what_changed(before: dict[str, Any], after: dict[str, Any]) -> str:
+    if before.get("sha256") and after.get("sha256"):
+        return "content"
+    if "sampled_sha256" in after:
+        key = next((key for key in LARGE_FILE_KEYS if before.get(key) != after.get(key)), "inode")
+        return {"sampled_sha256": "content, sampled", "mtime_ns": "modification time", "ctime_ns": "change time",
+                "inode": "inode: replaced or moved"}[key] + "; too large to hash whole"
+    return "modification time"
 
 
 def _same_file(before: Any, after: Any) -> bool:
     """Same path and size, and the same content where both were hashed (a file only
-    touched is unchanged), else the same modification time."""
+    touched is unchanged); a file too large to hash whole keeps its sampled hash, times and
+    inode (a rewrite putting its old modification time back moves its change time); else
+    the same modification time."""
     if not isinstance(before, dict) or not isinstance(after, dict) or "missing" in after:
         return False
     if before.get("path") != after.get("path") or before.get("size") != after.get("size"):
         return False
     if before.get("sha256") and after.get("sha256"):
         return bool(before["sha256"] == after["sha256"])
+    if "sampled_sha256" in after or "sampled_sha256" in before:
+        return all(before.get(key) == after.get(key) for key in LARGE_FILE_KEYS)
     return bool(before.get("mtime_ns") == after.get("mtime_ns")) and before.get("kind") == after.get("kind")
 
 

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError, setting
+from auditor.sections import APPROXIMATE_ERROR
 from auditor.sampling import sample_indices
-from auditor.metrics.exposure import shared_counts
+from auditor.metrics.exposure import HeadShare, shared_counts
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.search import (
     QUERY_BLOCK, directions, float32_where_it_fits, in_float32_range, l2_normalise, require_finite, select_topk,
@@ -27,6 +28,64 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 
 
+def ivf_lists(n_items: int) -> tuple[int, int]:
+    """IVF's (nlist, nprobe) for a table of ``n_items`` rows."""
+    # ~4 sqrt(n) lists with >= 39 training points each (FAISS's minimum per centroid);
+    # probing 1/8 of them: MIPS clusters are coarse (norms vary), so probe generously.
+    nlist = int(min(max(1, round(4 * math.sqrt(n_items))), max(1, n_items // 39)))
+    return nlist, int(min(nlist, max(1, math.ceil(nlist / 8))))
+
+
+IVF_TRAIN_PASSES = 4
+"""Exact-search-equivalent passes of IVF's k-means over its training points (FAISS runs 10
+iterations, below BLAS speed in part; 4 reproduces the lowest measured cost: one build of
+100k x 32 took as much CPU as exact search of about 5,100 queries, so the estimate errs
+towards silence; QA at 300k x 32 measured about 14,000 per build)."""
+HNSW_BUILD_QUERIES = 13_000
+"""One HNSW build (M=32, efConstruction=80) costs about as much CPU as exact search of this
+many queries over the same table: the lowest measured (100k x 32: 18 s against 2.75 s for
+2,000 queries); 100k items at 10,000 queries gave about 29,000, QA's 300k x 32 about 100,000."""
+PREFLIGHT_MIN_FLOPS = 2e10
+"""Estimated costs below this (about a second of two cores) are not said before the build."""
+
+
+def index_cost(kind: str, n_items: int, n_queries: int, dim: int) -> float:
+    """Estimated CPU of an approximate run in exact-search FLOPs (2 x items x dim per
+    query): its two index builds (dot and cosine) and the recall check's exact search.
+    IVF: k-means over 64 points per list plus assigning every item; HNSW:
+    :data:`HNSW_BUILD_QUERIES` per build. The searches themselves are left out (cheaper)."""
+    check = 2.0 * n_items * min(n_queries, 1000) * dim
+    if kind == "ivf":
+        nlist = ivf_lists(n_items)[0]
+        train_points = min(n_items, 64 * nlist)
+        build = 2.0 * dim * nlist * (IVF_TRAIN_PASSES * train_points + n_items)
+    else:
+        build = 2.0 * n_items * HNSW_BUILD_QUERIES * dim
+    return 2 * build + check
+
+
+def preflight_note(kind: str, n_items: int, n_queries: int, dim: int) -> list[str]:
+    """Said before an asked-for approximate index is built where its estimated cost
+    (:func:`index_cost`, a low estimate) exceeds exact search of every query; [] otherwise."""
+    exact = 2.0 * n_items * n_queries * dim
+    cost = index_cost(kind, n_items, n_queries, dim)
+    if cost <= exact or cost < PREFLIGHT_MIN_FLOPS:
+        return []
+    return [
+        f"{setting('index')} {kind} will likely be slower than exact search here: building its two indexes "
+        f"({n_items:,} items x {dim} dims) and checking its recall cost about {cost / exact:.0f}x or more exact search of "
+        f"the {n_queries:,} queries (estimated; an index pays off only from about "
+        f"{_break_even(kind, n_items, dim):,} queries on this table; measured at 300k items x 2,000 queries x 32 "
+        f"dims: exact 2 s of CPU, IVF 58 s, HNSW 199 s)"
+    ]
+
+
+def _break_even(kind: str, n_items: int, dim: int) -> int:
+    """The query count from which :func:`index_cost` falls below exact search's."""
+    per_query = 2.0 * n_items * dim
+    return int(math.ceil((index_cost(kind, n_items, 0, dim)) / per_query + 1000))
+
+
 def build_index(kind: str, table: np.ndarray, k: int, seed: int) -> tuple[faiss.Index, dict[str, int]]:
     """An IVF or HNSW inner-product index over ``table`` (float32, contiguous) for searches
     of ``k`` candidates, and its settings."""
@@ -34,10 +93,7 @@ def build_index(kind: str, table: np.ndarray, k: int, seed: int) -> tuple[faiss.
     n, dim = table.shape
     index: faiss.Index
     if kind == "ivf":
-        # ~4 sqrt(n) lists with >= 39 training points each (FAISS's minimum per centroid);
-        # probing 1/8 of them: MIPS clusters are coarse (norms vary), so probe generously.
-        nlist = int(min(max(1, round(4 * math.sqrt(n))), max(1, n // 39)))
-        nprobe = int(min(nlist, max(1, math.ceil(nlist / 8))))
+        nlist, nprobe = ivf_lists(n)
         quantizer = faiss.IndexFlatIP(dim)
         ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         train_rows = sample_indices(n, 64 * nlist, seed)
@@ -138,4 +194,31 @@ def slower_than_exact(kind: str, approximate_cpu: float, exact_cpu: float, n_sam
         f"{approximate_cpu:.1f} s of CPU, exact search of the {n_queries:,} queries about {estimate:.1f} s (the "
         f"recall check's exact search of {n_sampled:,} took {exact_cpu:.1f} s); {setting('index')} exact gives the "
         "exact lists faster"
+    ]
+
+
+def sampled_head_error(
+    kind: str, exact_rows: np.ndarray, approximate_rows: np.ndarray, popularity: np.ndarray, ks: list[int],
+) -> list[str]:
+    """The note of which way the index erred where it was checked: the top-1% items' share
+    of the dot lists' slots at each K, approximate against exact, over the recall check's
+    sampled queries (``exact_rows``, ``approximate_rows``: their dot lists, K_max wide).
+    Measured, since the sign depends on the index (:data:`~auditor.sections.APPROXIMATE_ERROR`)."""
+    if exact_rows.shape[0] == 0:
+        return []
+    head = HeadShare(popularity, 1)
+    parts = []
+    for k in ks:
+        approx, exact = head.measure(approximate_rows[:, :k]), head.measure(exact_rows[:, :k])
+        if not (math.isfinite(approx) and math.isfinite(exact)):
+            continue
+        points = 100 * (approx - exact)
+        way = "higher" if points > 0 else "lower" if points < 0 else "equal"
+        parts.append(f"@{k} {100 * approx:.3f}% against {100 * exact:.3f}% ({points:+.3f} points, {way})")
+    if not parts:
+        return []
+    return [
+        f"on the recall check's {exact_rows.shape[0]:,} sampled queries the {kind} index's dot lists gave the "
+        f"top-1% items this share of the slots, against exact search's: {'; '.join(parts)}; {APPROXIMATE_ERROR}, "
+        f"so a gate on its figures is no bound either way ({setting('index')} exact measures them)"
     ]

@@ -71,6 +71,8 @@ class ScoringLists:
     recall_note: str | None = None
     notes: list[str] = field(default_factory=list)
     """What the caller should warn about (e.g. a scheduler left unused)."""
+    sample_dot: tuple[np.ndarray, np.ndarray] | None = None
+    """Approximate only: the recall check's sampled queries' dot lists, (exact, approximate)."""
 
 
 def exact_lists(
@@ -179,7 +181,7 @@ def approximate_lists(
         "the lower of dot and cosine is reported ("
         + "; ".join(f"@{k}: {', '.join(parts)}" for k, parts in per_k.items()) + ")"
     )
-    lists = ScoringLists(rows, note, recall, recall_note)
+    lists = ScoringLists(rows, note, recall, recall_note, sample_dot=(exact[1.0][1], rows[1.0][sample_idx]))
     lists.notes += slower_than_exact(kind, approximate_cpu, exact_cpu, sample_idx.shape[0], queries.shape[0])
     return lists
 

@@ -42,8 +42,9 @@ from auditor.metrics.user_measures import group_definitions, group_table, tied_g
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
-from auditor.sections import OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, RECALL_FLOOR, SERVED
+from auditor.sections import APPROXIMATE_ERROR, OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, RECALL_FLOOR, SERVED
 from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
+from auditor.retrieval.approximate import preflight_note, sampled_head_error
 from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
@@ -140,6 +141,9 @@ def _scoring_lists(
         exponents = tuple(dict.fromkeys((1.0, 0.0, *settings.alphas)))
         lists = exact_lists(queries, table, ks[-1], exponents, exclude, settings, progress, bundle)
     else:
+        if settings.index != "auto":  # asked for: say before the build when it will not pay off
+            for note in preflight_note(index_kind, n_items, population.n_queries, dim):
+                progress.note(f"Warning: {note}")
         lists = approximate_lists(queries, table, index_kind, ks, exclude, settings.seed, progress, settings.max_memory)
         definitions["recall"] = lists.recall_note or ""
     definitions["index"] = lists.note
@@ -288,7 +292,7 @@ def measure_retrieval(
             f"{n_zero_items} item vectors are zero: cosine never serves them (no direction), dot scores them 0"
         )
     index_kind, found, definitions = _scoring_lists(population, table, ks, settings, bundle, progress)
-    warnings += _low_recall(index_kind, found.recall) + found.notes
+    warnings += _low_recall(index_kind, found.recall) + found.notes + _sampled_error(index_kind, found, popularity, ks)
     popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
     lists = _named(found, popular)
     definitions.update(_definitions(list_measures, settings, population))
@@ -325,9 +329,14 @@ def _low_recall(index_kind: str, recall: dict[int, float] | None) -> list[str]:
     figures = ", ".join(f"recall@{k} {value:.3f}" for k, value in sorted(low.items()))
     return [
         f"the {index_kind} index's lists are approximate and miss much of exact search ({figures}, below "
-        f"{RECALL_FLOOR:g}): the dot figures likely understate the skew, since an inner-product index misses "
-        f"high-norm (popular) items first; {setting('index')} exact measures it"
+        f"{RECALL_FLOOR:g}), so their figures can be far off: {APPROXIMATE_ERROR}; {setting('index')} exact "
+        "measures it"
     ]
+
+
+def _sampled_error(index_kind: str, found: ScoringLists, popularity: np.ndarray, ks: list[int]) -> list[str]:
+    """Which way an approximate index erred where its recall check can tell ([] for exact lists)."""
+    return [] if found.sample_dot is None else sampled_head_error(index_kind, *found.sample_dot, popularity, ks)
 
 
 def _alphas_unmeasured(settings: RetrievalSettings, index_kind: str) -> dict[str, str]:
