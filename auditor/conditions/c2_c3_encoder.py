@@ -93,7 +93,7 @@ def assess_c2(static: Static, probe: ProbeOutcome | None) -> Condition:
             f"second difference ‖f(θ+εv)+f(θ−εv)−2f(θ)‖/‖f‖ over {c2.n_directions} random directions "
             f"({numbers}; tolerance {c2.tolerance:.0e}"
             f"{f', the precision of the encoder’s {c2.output_dtype} output' if c2.output_dtype else ''})"
-            f"{_flat_text(c2.flat_over_epsilon)}{layers}"
+            f"{_flat_text(c2.flat_over_epsilon, c2.rounding_level)}{layers}"
         )
         status: Status = "holds" if c2.linear else "violated"
         details = {"second_difference": c2.to_dict(), "max_relative": max(c2.relative), "static": static[1]}
@@ -218,8 +218,9 @@ def _unproven_text(c3: CrossJacobian) -> str:
     )
 
 
-def _flat_text(flat: bool) -> str:
+def _flat_text(flat: bool, level: float | None = None) -> str:
     """Why second differences above the tolerance still read as linear."""
     if not flat:
         return ""
-    return "; the figures do not shrink as ε², so they are rounding, not curvature"
+    within = "" if level is None else f" stay within {level:.1e}, the rounding of the tower's coarsest dtype, and"
+    return f"; the figures{within} do not shrink as ε², so they are rounding, not curvature"
