@@ -522,7 +522,8 @@ def test_c5_with_a_declared_lr_reads_the_table_without_a_probe() -> None:
     declared = DeclaredTraining(optimizer="sgd", lr=1.0)
     grown = _c(_bundle(), declared, frequency_norm=_fn(0.62, 0.55, 0.68))[0]["C5"]
     assert grown.status == "holds"
-    assert grown.evidence.startswith("lr=1 (lr); no probe step ran; the trained table shows the growth materialised")
+    assert grown.evidence.startswith("lr=1 (lr) is not tested: no probe step ran, so no measured growth ties the "
+                                     "table to this rate; the trained table shows the growth materialised (")
     assert "Spearman ρ = 0.62, 95% CI [0.55, 0.68]" in grown.evidence
     # No growth while every update was orthogonal (C1-C4 hold): the lr was too small.
     orthogonal = {key: Condition(CONDITION_NAMES[key], "holds", "test") for key in ("C1", "C2", "C3", "C4")}
