@@ -59,6 +59,8 @@ def test_param_groups_matched_only_by_a_shape_the_user_table_shares_are_unknown(
     assert c1.status == "unknown", c1.evidence
     assert "user_emb.weight has the item table's shape (40, 8)" in c1.evidence
     assert "1 parameter has no optimizer state" in c1.evidence and "param_names" in c1.evidence
+    # F6: remedies that settle it (recorded names, a plugin, a trace), not item_key, which does not
+    assert "item_key" not in c1.evidence and "trace" in c1.evidence and "plugin's C1 evidence" in c1.evidence
     assert [g["group"] for g in c1.details["candidate_groups"]] == [0, 1]
 
 
