@@ -13,7 +13,7 @@ from auditor.conditions.c2_c3_encoder import static_c2_c3
 from auditor.conditions.facts import read_config
 from auditor.model import ModelBundle
 
-NEEDED = "a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check"
+NEEDED = "a live encoder (a popaudit retrain checkpoint, or a plugin's popaudit_live_model) is needed to check"
 
 
 def _tower(fmt: str = "qa_scaled") -> ModelBundle:
@@ -41,3 +41,14 @@ def test_no_structure_names_the_live_encoder_when_there_is_one() -> None:
     (_, with_live), _ = static_c2_c3(bundle, read_config(None), live=True)
     assert without == "no live encoder and no structure to inspect in the custom file"
     assert with_live.startswith("no structure to inspect in the custom file; the file alone does not show it")
+
+
+def test_a_torchscript_file_is_not_sent_to_a_torchscript_encoder() -> None:
+    """Conditions QA F7: a TorchScript MLP tower was told "a live encoder (popaudit checkpoint,
+    TorchScript, plugin) is needed", but popaudit never runs TorchScript modules itself."""
+    bundle = _tower("torchscript")
+    (c2, text), _ = static_c2_c3(bundle, read_config(None))
+    assert c2 == "unknown" and "TorchScript" not in text and NEEDED not in text
+    assert text.endswith("popaudit does not run the torchscript module itself (which of its methods encode items "
+                         "and users, and the loss, are not recorded); a plugin's popaudit_live_model wrapping it "
+                         "runs the numeric checks")

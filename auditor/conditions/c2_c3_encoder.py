@@ -44,6 +44,19 @@ _ENCODER_C2_C3: dict[str, tuple[Static, Static]] = {
 }
 
 
+LIVE_NEEDED = "a live encoder (a popaudit retrain checkpoint, or a plugin's popaudit_live_model) is needed to check"
+
+
+def _live_needed(fmt: str) -> str:
+    """What would check C2/C3 where the file shows no structure to judge and nothing runs:
+    popaudit runs no TorchScript or pickled module of its own accord (it cannot tell which
+    methods encode items and users, nor the loss), so for those a plugin must wrap it."""
+    if fmt in ("torchscript", "pickle"):
+        return (f"popaudit does not run the {fmt} module itself (which of its methods encode items and users, and "
+                "the loss, are not recorded); a plugin's popaudit_live_model wrapping it runs the numeric checks")
+    return LIVE_NEEDED
+
+
 def static_c2_c3(bundle: ModelBundle, config: RecordedConfig, *, live: bool = False) -> tuple[Static, Static]:
     """C2/C3 from what the file shows, without a live encoder; ``live``: one is at hand (a
     plugin's, a checkpoint's), so where the file shows nothing its probes are what checks."""
@@ -75,7 +88,7 @@ def static_c2_c3(bundle: ModelBundle, config: RecordedConfig, *, live: bool = Fa
             f"the item side has tensors besides `{key}` ({listed}): the encoder is more than a table"
             if item_side else f"tensors not attributable to either tower ({listed})"
         )
-        text = f"{why}; {_LIVE_CHECKS if live else 'a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check'}"
+        text = f"{why}; {_LIVE_CHECKS if live else _live_needed(bundle.format)}"
         return ("unknown", text), ("unknown", text)
     text = (f"no structure to inspect in the {bundle.format} file; {_LIVE_CHECKS}" if live
             else f"no live encoder and no structure to inspect in the {bundle.format} file")
