@@ -52,3 +52,20 @@ def test_a_torchscript_file_is_not_sent_to_a_torchscript_encoder() -> None:
     assert text.endswith("popaudit does not run the torchscript module itself (which of its methods encode items "
                          "and users, and the loss, are not recorded); a plugin's popaudit_live_model wrapping it "
                          "runs the numeric checks")
+
+
+def test_c3_evidence_quotes_both_jackknife_standard_errors() -> None:
+    """Conditions QA F8: the square tower's C3 evidence quoted one "jackknife standard error 0"
+    (the off-diagonal's) beside the isotropy deviation 0.883 that decided it, whose error is 0.040."""
+    from auditor.conditions.c2_c3_encoder import assess_c3
+    from auditor.probe_results import CrossJacobian, ProbeOutcome
+
+    c3 = CrossJacobian(items=tuple(range(8)), n_items=8, n_pairs=28, max_offdiag_relative=0.0,
+                       median_offdiag_relative=0.0, max_isotropy_deviation=0.883, n_items_without_parameters=0,
+                       tolerance=1e-9, shared=False, isotropic=False, dim=16, n_coordinates=8,
+                       max_offdiag_standard_error=0.0, max_isotropy_standard_error=0.040)
+    probe = ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=0, cross_jacobian=c3)
+    cond = assess_c3(("unknown", "static"), probe)
+    assert cond.status == "violated"
+    assert ("on 8 of 16 output coordinates, sampled (jackknife standard errors: 0 of the largest ‖J_iJ_jᵀ‖ ratio, "
+            "0.04 of the largest deviation from αI)") in cond.evidence, cond.evidence

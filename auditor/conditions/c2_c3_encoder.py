@@ -196,9 +196,12 @@ def _sampled_text(c3: CrossJacobian) -> str:
     """The coordinate sample behind the C3 figures, when the blocks were not taken in full."""
     if c3.n_coordinates >= c3.dim or c3.max_offdiag_standard_error is None:
         return ""
+    errors = [f"{c3.max_offdiag_standard_error:.2g} of the largest ‖J_iJ_jᵀ‖ ratio"]
+    if c3.max_isotropy_standard_error is not None:
+        errors.append(f"{c3.max_isotropy_standard_error:.2g} of the largest deviation from αI")
     return (
         f"; on {c3.n_coordinates} of {c3.dim} output coordinates, sampled "
-        f"(jackknife standard error {c3.max_offdiag_standard_error:.2g})"
+        f"(jackknife standard errors: {', '.join(errors)})"
     )
 
 
