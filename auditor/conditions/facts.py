@@ -27,7 +27,6 @@ from auditor.optimizers import (
     item_groups,
     normalise_optimizer,
     optimizer_family,
-    recognise_optimizer,
 )
 
 V = TypeVar("V")
