@@ -37,7 +37,7 @@ from auditor.plugins import (
     get_plugin_manager,
     measure_descriptions,
 )
-from auditor.optimizers import item_optimizer_state
+from auditor.optimizers import has_optimizer_state
 from auditor.progress import SILENT, Progress
 from auditor.result import (
     Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, ServedSection, ServedVectorsSection,
@@ -129,7 +129,7 @@ def _check_trace_settings(inputs: AuditInputs, config: AuditConfig, warnings: li
     if inputs.training is not None:
         from auditor.conditions.trace_settings import check_declared
 
-        state = item_optimizer_state(inputs.bundle)[0] is not None
+        state = has_optimizer_state(inputs.bundle)
         inputs.training = check_declared(inputs.training, config.declared, inputs.bundle.config, state, warnings)
 
 

@@ -27,8 +27,9 @@ format version: written by :mod:`auditor.train.loop`, read by the loader and the
 class LiveModel(Protocol):
     """A live two-tower model the numeric probes can evaluate and step.
 
-    Built by ``popaudit retrain`` checkpoints, TorchScript/trusted-pickle modules (when
-    their structure is understood) and plugins. Probes always work on a deep copy of
+    Built by ``popaudit retrain`` checkpoints and plugins (``popaudit_live_model``, which
+    may wrap a TorchScript or trusted-pickle module: popaudit does not run those itself,
+    not knowing which methods encode items and users). Probes always work on a deep copy of
     ``module``; implementations must not keep hidden state outside it.
     """
 

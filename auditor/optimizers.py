@@ -1,8 +1,8 @@
 """C1's evidence: recognising a torch optimizer from its ``state_dict`` or its name.
 
 :func:`recognise_optimizer` reads each param group's kind (SGD, Adam, ...) and
-settings; :func:`locate_item_parameter` and :func:`item_optimizer_state` find which
-group and which optimizer train the item table; :func:`normalise_optimizer` maps a
+settings; :func:`item_groups` finds which groups, of every recorded optimizer, can train
+the item table (never a guess: a shape another parameter shares leaves several); :func:`normalise_optimizer` maps a
 recorded or declared name to the same kinds. :mod:`auditor.conditions.facts` merges
 these with the config and the declared settings; :mod:`auditor.conditions.c1_sgd`
 judges C1 from them.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,14 @@ class OptimizerGroup:
     weight_decay: float | None
     params: list[int]
     settings: dict[str, Any] = field(default_factory=dict)
+    optimizer: int | None = None
+    """Which recorded optimizer (0-based) holds the group, when the file holds several."""
+
+    @property
+    def label(self) -> str:
+        """``param group 1``, or ``optimizer 2, param group 0`` when the file holds several."""
+        where = f"optimizer {self.optimizer + 1}, " if self.optimizer is not None else ""
+        return f"{where}param group {self.index}"
 
     @property
     def adaptive(self) -> bool:
@@ -93,6 +101,7 @@ class OptimizerGroup:
             "group": self.index, "optimizer": self.kind, "lr": self.lr, "momentum": self.momentum,
             "nesterov": self.nesterov, "weight_decay": self.weight_decay,
             "n_params": len(self.params), "status": self.status(),
+            **({"optimizer_index": self.optimizer} if self.optimizer is not None else {}),
         }
 
 
@@ -173,37 +182,147 @@ def _optimizer_kind(keys: set[str], state_keys: set[str], group: Mapping[str, An
     return "unknown"
 
 
-def locate_item_parameter(groups: list[OptimizerGroup], state: Mapping[str, Any], bundle: ModelBundle) -> tuple[int | None, str]:
-    """Which optimizer parameter index is the item table, and how that was found.
+@dataclass(frozen=True)
+class ItemGroups:
+    """The recorded param groups, and those that can train the item table (:func:`item_groups`)."""
 
-    First by the shape of its per-parameter state ((n_items, dim) or the transposed
-    linear-weight layout); then by position, when the optimizer holds exactly the
-    state dict's parameters (buffers left out) in order and every state shape agrees.
+    groups: tuple[OptimizerGroup, ...] = ()
+    """Every recognised param group, of every recorded optimizer."""
+    candidates: tuple[OptimizerGroup, ...] = ()
+    """The groups holding a parameter that can be the item table (all when nothing tells)."""
+    how: str = ""
+    """How the item table was found among the parameters, or why several remain."""
+    n_states: int = 0
+    """How many optimizer states the file holds (with or without param groups)."""
+
+    def settled(self) -> OptimizerGroup | None:
+        """The item table's group, or the first candidate when every candidate trains it
+        alike (same kind, momentum, Nesterov, weight decay): its lr kept only where all
+        candidates share it. None when the candidates differ: C1 is then theirs to say."""
+        if len(self.candidates) == 1:
+            return self.candidates[0]
+        if not self.candidates or len({_c1_terms(g) for g in self.candidates}) > 1:
+            return None
+        first = self.candidates[0]
+        if len({(g.lr, g.settings.get("initial_lr")) for g in self.candidates}) == 1:
+            return first
+        settings = {k: v for k, v in first.settings.items() if k not in ("lr", "initial_lr")}
+        return replace(first, lr=None, settings=settings)
+
+
+def _c1_terms(group: OptimizerGroup) -> tuple[Any, ...]:
+    return group.kind, group.momentum, group.nesterov, group.weight_decay, group.status()
+
+
+def optimizer_states(bundle: ModelBundle) -> list[Mapping[str, Any]]:
+    """The file's optimizer states: Lightning's several ``optimizer_states`` (kept whole
+    by the loader), else the one state; empty when none is recorded."""
+    state = bundle.optimizer_state
+    if not isinstance(state, Mapping):
+        return []
+    several = [s for s in (state.get("optimizer_states") or []) if isinstance(s, Mapping)]
+    return several if len(several) > 1 else [state]
+
+
+def item_groups(bundle: ModelBundle) -> ItemGroups:
+    """Which recorded param groups can train the item table (one policy for C1 and the trace).
+
+    A parameter is identified by its recorded name (``param_names``, written by torch for an
+    optimizer built from ``named_parameters()``), else by shape: a per-parameter state of
+    another parameter's shape rules it out, one of the item table's shape makes it a
+    candidate, and a parameter without state (plain SGD keeps none) is one while fewer
+    parameters show the item table's shape than the model has of that shape. A shape that
+    the user table (or any other parameter) shares therefore never picks a group alone.
     """
-    n, d = bundle.n_items, bundle.dim
-    targets = {(n, d), (d, n)}
-    per_param = state.get("state") or {}
-    shapes: dict[int, set[tuple[int, ...]]] = {}
-    for key, entry in per_param.items():
-        if isinstance(entry, Mapping) and str(key).isdigit():
-            shapes[int(key)] = {tuple(v.shape) for v in entry.values() if hasattr(v, "shape") and len(v.shape) >= 1}
-    matches = [i for i, s in shapes.items() if s & targets]
-    if len(matches) == 1 and (n, d) != (d, n):
-        return matches[0], "matched by the shape of its optimizer state"
-    indices = [p for g in groups for p in g.params]
-    keys = [
-        k for k, v in bundle.state_dict.items()
-        if hasattr(v, "is_floating_point") and v.is_floating_point() and not k.endswith(_BUFFER_SUFFIXES)
+    states = optimizer_states(bundle)
+    several = len(states) > 1
+    groups = tuple(
+        replace(g, optimizer=o if several else None) for o, s in enumerate(states) for g in recognise_optimizer(s)
+    )
+    if len(groups) <= 1:
+        return ItemGroups(groups, groups, "one param group, so it covers the item table", len(states))
+    slots, how = _named_slots(groups, bundle.item_key or "")
+    if not slots:
+        slots, how = _shaped_slots(groups, states, bundle)
+    candidates = tuple(g for g in groups if any((g.optimizer or 0, p) in slots for p in g.params))
+    return ItemGroups(groups, candidates or groups, how, len(states))
+
+
+def _named_slots(groups: tuple[OptimizerGroup, ...], item_key: str) -> tuple[set[tuple[int, int]], str]:
+    """The item table's (optimizer, parameter) by its recorded name: exact, else by a
+    module prefix one side adds (Lightning's ``model.``); nothing unless exactly one."""
+    named = [
+        (g.optimizer or 0, p, str(name)) for g in groups
+        if isinstance(g.settings.get("param_names"), list) and len(g.settings["param_names"]) == len(g.params)
+        for p, name in zip(g.params, g.settings["param_names"])
     ]
-    if bundle.item_key in keys and len(keys) == len(indices):
-        order = sorted(indices)
-        position = {idx: keys[i] for i, idx in enumerate(order)}
-        consistent = all(
-            tuple(bundle.state_dict[position[idx]].shape) in s for idx, s in shapes.items() if s and idx in position
-        )
-        if consistent:
-            return order[keys.index(bundle.item_key)], "matched by position in the state dict's parameter order"
-    return None, "could not tell which parameter is the item table"
+    if not item_key:
+        return set(), ""
+    exact = {(o, p) for o, p, n in named if n == item_key}
+    prefixed = {(o, p) for o, p, n in named if item_key.endswith("." + n) or n.endswith("." + item_key)}
+    for hits in (exact, prefixed):
+        if len(hits) == 1:
+            return hits, "found by its recorded name in param_names"
+    return set(), ""
+
+
+def _model_shapes(bundle: ModelBundle) -> tuple[dict[str, tuple[int, ...]], str]:
+    """Each trainable tensor's shape (the state dict's floats, buffers left out), and the
+    item table's name there; the two tables alone when the state dict lacks the item key."""
+    shapes = {
+        str(k): tuple(v.shape) for k, v in (bundle.state_dict or {}).items()
+        if _floating(v) and not str(k).endswith(_BUFFER_SUFFIXES)
+    }
+    if bundle.item_key in shapes:
+        return shapes, bundle.item_key
+    tables: dict[str, tuple[int, ...]] = {"item table": (bundle.n_items, bundle.dim)}
+    if bundle.user_table is not None:
+        tables["user table"] = tuple(bundle.user_table.shape)
+    return tables, "item table"
+
+
+def _floating(value: Any) -> bool:
+    if hasattr(value, "is_floating_point"):
+        return bool(value.is_floating_point())
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and hasattr(value, "shape") and np.issubdtype(dtype, np.floating)
+
+
+def _shaped_slots(
+    groups: tuple[OptimizerGroup, ...], states: list[Mapping[str, Any]], bundle: ModelBundle,
+) -> tuple[set[tuple[int, int]], str]:
+    """The (optimizer, parameter) slots that can be the item table by the shapes of the
+    per-parameter states, and in words how (one) or why several remain."""
+    shapes, item_name = _model_shapes(bundle)
+    item_shape, known = shapes[item_name], set(shapes.values())
+    slot_shape: dict[tuple[int, int], tuple[int, ...] | None] = {}
+    for g in groups:
+        per_param = states[g.optimizer or 0].get("state") or {}
+        for p in g.params:
+            entry = per_param.get(p, per_param.get(str(p)))
+            seen = {tuple(v.shape) for v in entry.values() if hasattr(v, "shape") and len(v.shape) >= 1} \
+                if isinstance(entry, Mapping) else set()
+            seen &= known
+            slot_shape[(g.optimizer or 0, p)] = seen.pop() if len(seen) == 1 else None
+    sharing = sorted(k for k, v in shapes.items() if v == item_shape and k != item_name)
+    shaped = [slot for slot, shape in slot_shape.items() if shape == item_shape]
+    blank = [slot for slot, shape in slot_shape.items() if shape is None]
+    slots = set(shaped + (blank if len(shaped) < len(sharing) + 1 else []))
+    shape_text = "(" + ", ".join(map(str, item_shape)) + ")"
+    if len(slots) == 1:
+        if shaped:
+            return slots, f"its optimizer state has the item table's shape {shape_text}" + (
+                ", which no other parameter has" if not sharing else ", and no other parameter's can be it")
+        return slots, "the only parameter whose optimizer state does not show another parameter's shape"
+    reasons = []
+    if sharing:
+        reasons.append(f"{', '.join(sharing[:3])}{' ...' if len(sharing) > 3 else ''} "
+                       f"{'has' if len(sharing) == 1 else 'have'} the item table's shape {shape_text}")
+    if blank and len(slots) > 1:
+        many = len(blank) > 1
+        reasons.append(f"{len(blank)} {'parameters have' if many else 'parameter has'} no optimizer state that "
+                       f"shows {'their' if many else 'its'} shape (plain SGD keeps none)")
+    return slots, "; ".join(reasons) or "no parameter's optimizer state has the item table's shape"
 
 
 def normalise_optimizer(name: str) -> tuple[str | None, bool]:
@@ -212,32 +331,9 @@ def normalise_optimizer(name: str) -> tuple[str | None, bool]:
     return _OPTIMIZER_NAMES.get(low), low in _MOMENTUM_NAMES
 
 
-def item_optimizer_state(bundle: ModelBundle) -> tuple[Mapping[str, Any] | None, str]:
-    """The optimizer state that trains the item table, and a note when several exist.
-
-    Lightning checkpoints may hold several optimizers (``optimizer_states``, kept whole
-    by the loader); the one with a per-parameter state of the item table's shape is the
-    item optimizer. When none or several match, the first is used and the note says so.
-    """
-    state = bundle.optimizer_state
-    if not isinstance(state, Mapping):
-        return None, ""
-    states = [s for s in (state.get("optimizer_states") or []) if isinstance(s, Mapping)]
-    if len(states) <= 1:
-        return state, ""
-    n, d = bundle.n_items, bundle.dim
-    targets = {(n, d), (d, n)}
-    hits = [
-        i for i, s in enumerate(states)
-        if any(
-            hasattr(v, "shape") and tuple(v.shape) in targets
-            for entry in (s.get("state") or {}).values() if isinstance(entry, Mapping)
-            for v in entry.values()
-        )
-    ]
-    if len(hits) == 1:
-        return states[hits[0]], f"optimizer {hits[0] + 1} of {len(states)} (its state has the item table's shape)"
-    return states[0], f"the first of {len(states)} optimizers (which one trains the item table is not recorded)"
+def has_optimizer_state(bundle: ModelBundle) -> bool:
+    """Whether the file records any optimizer state."""
+    return bool(optimizer_states(bundle))
 
 
 def optimizer_family(kind: str | None) -> str:

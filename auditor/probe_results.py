@@ -64,6 +64,9 @@ class SecondDifference:
     """The dtype the item encoder returns (the tolerance follows the coarser of it and the parameters')."""
     flat_over_epsilon: bool = False
     """Figures above the tolerance that do not scale with ε²: rounding, read as linear."""
+    rounding_level: float | None = None
+    """The most rounding in the tower's coarsest dtype can make (8 eps, at least float32's):
+    figures within it that do not shrink as ε² are rounding."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``c2_second_difference`` block."""

@@ -13,7 +13,7 @@ from auditor.conditions.c2_c3_encoder import static_c2_c3
 from auditor.conditions.facts import read_config
 from auditor.model import ModelBundle
 
-NEEDED = "a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check"
+NEEDED = "a live encoder (a popaudit retrain checkpoint, or a plugin's popaudit_live_model) is needed to check"
 
 
 def _tower(fmt: str = "qa_scaled") -> ModelBundle:
@@ -41,3 +41,31 @@ def test_no_structure_names_the_live_encoder_when_there_is_one() -> None:
     (_, with_live), _ = static_c2_c3(bundle, read_config(None), live=True)
     assert without == "no live encoder and no structure to inspect in the custom file"
     assert with_live.startswith("no structure to inspect in the custom file; the file alone does not show it")
+
+
+def test_a_torchscript_file_is_not_sent_to_a_torchscript_encoder() -> None:
+    """Conditions QA F7: a TorchScript MLP tower was told "a live encoder (popaudit checkpoint,
+    TorchScript, plugin) is needed", but popaudit never runs TorchScript modules itself."""
+    bundle = _tower("torchscript")
+    (c2, text), _ = static_c2_c3(bundle, read_config(None))
+    assert c2 == "unknown" and "TorchScript" not in text and NEEDED not in text
+    assert text.endswith("popaudit does not run the torchscript module itself (which of its methods encode items "
+                         "and users, and the loss, are not recorded); a plugin's popaudit_live_model wrapping it "
+                         "runs the numeric checks")
+
+
+def test_c3_evidence_quotes_both_jackknife_standard_errors() -> None:
+    """Conditions QA F8: the square tower's C3 evidence quoted one "jackknife standard error 0"
+    (the off-diagonal's) beside the isotropy deviation 0.883 that decided it, whose error is 0.040."""
+    from auditor.conditions.c2_c3_encoder import assess_c3
+    from auditor.probe_results import CrossJacobian, ProbeOutcome
+
+    c3 = CrossJacobian(items=tuple(range(8)), n_items=8, n_pairs=28, max_offdiag_relative=0.0,
+                       median_offdiag_relative=0.0, max_isotropy_deviation=0.883, n_items_without_parameters=0,
+                       tolerance=1e-9, shared=False, isotropic=False, dim=16, n_coordinates=8,
+                       max_offdiag_standard_error=0.0, max_isotropy_standard_error=0.040)
+    probe = ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=0, cross_jacobian=c3)
+    cond = assess_c3(("unknown", "static"), probe)
+    assert cond.status == "violated"
+    assert ("on 8 of 16 output coordinates, sampled (jackknife standard errors: 0 of the largest ‖J_iJ_jᵀ‖ ratio, "
+            "0.04 of the largest deviation from αI)") in cond.evidence, cond.evidence

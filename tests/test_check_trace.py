@@ -86,7 +86,9 @@ def bare_table(trained: tuple[Path, Path], folder: Path, rows: slice = slice(Non
 def test_measured_angles_settle_c1_c4_c5_of_a_bare_table(trained: tuple[Path, Path], tmp_path: Path) -> None:
     args = bare_table(trained, tmp_path)
     alone = json.loads(check(*args).stdout)["conditions"]
-    assert (alone["C1"]["status"], alone["C4"]["status"], alone["C5"]["status"]) == ("unknown", "unknown", "unknown")
+    assert (alone["C1"]["status"], alone["C4"]["status"]) == ("unknown", "unknown")
+    # C5 from the table alone, which needs no learning rate (conditions QA F4)
+    assert alone["C5"]["details"]["decided_by"] == "table" and "growth_source" not in alone["C5"]["details"]
 
     report = json.loads(check(*args, "--trace", str(trained[1])).stdout)
     c = report["conditions"]

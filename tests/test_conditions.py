@@ -110,12 +110,13 @@ def test_c1_lr_feeds_c5_and_details() -> None:
     assert conds["C5"].status == "unknown" and "lr=0.25" in conds["C5"].evidence
 
 
-def test_c1_param_groups_item_group_found_by_position() -> None:
+def test_c1_param_groups_item_group_found_as_the_one_without_another_shape() -> None:
     item, user = _tables()
     opt = torch.optim.SGD([{"params": [item], "lr": 1.0}, {"params": [user], "lr": 0.1, "momentum": 0.9}])
     conds, _ = _c(_bundle(_stepped(opt)))
     assert conds["C1"].status == "holds", conds["C1"].evidence
-    assert "group 0" in conds["C1"].evidence and "position" in conds["C1"].evidence
+    # the momentum buffer has the user table's shape (30, 8): the item table is the other parameter
+    assert "param group 0" in conds["C1"].evidence and "another parameter's shape" in conds["C1"].evidence
     assert conds["C1"].details["lr"] == 1.0
 
 
@@ -137,7 +138,8 @@ def test_c1_param_groups_item_group_found_by_state_shape() -> None:
 
 def test_c1_param_groups_that_differ_and_cannot_be_told_apart() -> None:
     item, user = _tables()
-    opt = torch.optim.SGD([{"params": [item], "lr": 1.0}, {"params": [user], "momentum": 0.9}], lr=0.1)
+    # no momentum buffer on either side: no state shows a shape, and the groups differ in weight decay
+    opt = torch.optim.SGD([{"params": [item], "lr": 1.0}, {"params": [user], "weight_decay": 0.1}], lr=0.1)
     conds, _ = _c(_bundle(_stepped(opt), state_dict={}))
     assert conds["C1"].status == "unknown"
     assert "2 param groups" in conds["C1"].evidence and len(conds["C1"].details["groups"]) == 2
@@ -520,7 +522,8 @@ def test_c5_with_a_declared_lr_reads_the_table_without_a_probe() -> None:
     declared = DeclaredTraining(optimizer="sgd", lr=1.0)
     grown = _c(_bundle(), declared, frequency_norm=_fn(0.62, 0.55, 0.68))[0]["C5"]
     assert grown.status == "holds"
-    assert grown.evidence.startswith("lr=1 (lr); no probe step ran; the trained table shows the growth materialised")
+    assert grown.evidence.startswith("lr=1 (lr) is not tested: no probe step ran, so no measured growth ties the "
+                                     "table to this rate; the trained table shows the growth materialised (")
     assert "Spearman ρ = 0.62, 95% CI [0.55, 0.68]" in grown.evidence
     # No growth while every update was orthogonal (C1-C4 hold): the lr was too small.
     orthogonal = {key: Condition(CONDITION_NAMES[key], "holds", "test") for key in ("C1", "C2", "C3", "C4")}

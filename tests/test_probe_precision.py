@@ -72,3 +72,44 @@ def test_cross_jacobian_and_tolerance_follow_the_output_dtype() -> None:
     assert probe_dtype(torch.float64, torch.int64) == torch.float64
     assert tolerance(torch.bfloat16) == pytest.approx(8 * 2.0**-7)
     assert tolerance(torch.float16) == pytest.approx(8 * 2.0**-10)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_float32_rounding_behind_a_float64_output_holds_on_every_seed(seed: int) -> None:
+    """The QA's f32 id table (300 x 16, std 0.1; E(rows).float().double()): exactly linear, its
+    figures float32 rounding that falls 12-50x over ε = 0.1 → 0.001 (a step εv partly rounds away),
+    some exactly 0. The old 10x rule read half the seeds as curvature."""
+    live = RoundedLive(Towers(300, N_USERS, 16, "embedding", seed=seed, init_std=0.1))
+    out = second_difference(live, live.module, torch.arange(64), generator=torch.Generator().manual_seed(seed))
+    assert max(out.relative) < 8 * torch.finfo(torch.float32).eps == out.rounding_level
+    assert out.linear and out.flat_over_epsilon, out.relative
+
+
+def test_rounding_rule_reads_decaying_float32_rounding_and_zeros_as_rounding() -> None:
+    level, tol = 8 * float(torch.finfo(torch.float32).eps), 1e-9
+    # the QA's seed 0 (x52 over two decades, below float32's rounding): not ε² (x10^4)
+    assert is_rounding(np.array([1.87e-8, 6.66e-9, 3.56e-10]), EPSILONS, level, tol)
+    assert is_rounding(np.array([1.87e-8, 6.66e-9, 0.0]), EPSILONS, level, tol)  # εv rounded away
+    # curvature below float32's rounding level still shows as ε²: not rounding
+    assert not is_rounding(np.array([4e-7, 4e-9, 4e-11]), EPSILONS, level, tol)
+    assert not is_rounding(np.array([4e-7, 4e-9, 0.0]), EPSILONS, level, tol)
+    # past the rounding level of the tower's coarsest dtype: never rounding
+    assert not is_rounding(np.array([2e-6, 2e-6, 2e-6]), EPSILONS, level, tol)
+    # a float16 layer inside rounds coarser: its level (8 eps16) admits flat figures of 1e-4
+    assert is_rounding(np.array([1e-4, 1e-4, 1e-4]), EPSILONS, 8 * float(torch.finfo(torch.float16).eps), tol)
+
+
+class HalfInsideLive(TinyLive):
+    """Float64 out, float16 inside: the coarsest dtype is seen in the forward, not the output."""
+
+    def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        return module.items(rows).half().double()
+
+
+def test_the_coarsest_dtype_inside_the_tower_sets_the_rounding_level() -> None:
+    live = HalfInsideLive(Towers(N_ITEMS, N_USERS, DIM, "embedding"))
+    out = second_difference(live, live.module, ROWS, generator=torch.Generator().manual_seed(0))
+    assert out.rounding_level == 8 * torch.finfo(torch.float16).eps and out.linear, out.relative
+    curved = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "mlp"))
+    out = second_difference(curved, curved.module, ROWS, generator=torch.Generator().manual_seed(0))
+    assert not out.linear and out.rounding_level == 8 * torch.finfo(torch.float32).eps

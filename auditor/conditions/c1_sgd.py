@@ -19,8 +19,6 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
         details["groups"] = [g.to_dict() for g in state.groups]
     if state.ambiguous:
         return _ambiguous(state, details)
-    if state.choice:
-        details["optimizer_choice"] = state.choice
     group = state.group
     if group is not None:
         details["item_group"] = group.index
@@ -76,18 +74,23 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
 
 
 def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:
-    """Param groups that differ, none known to hold the item table: violated only when
-    every group breaks plain SGD."""
-    statuses = {g.status() for g in state.groups}
-    listing = "; ".join(f"group {g.index}: {g.describe()}" for g in state.groups)
+    """Candidate param groups that differ, none known to hold the item table: violated
+    only when every candidate breaks plain SGD, else unknown with the reason named."""
+    candidates = state.candidates or state.groups
+    statuses = {g.status() for g in candidates}
+    listing = "; ".join(f"{g.label}: {g.describe()}" for g in candidates)
     status: Status = "violated" if statuses == {"violated"} else "unknown"
+    details["candidate_groups"] = [g.to_dict() for g in candidates]
     why = (
-        "every group breaks plain SGD" if status == "violated"
-        else f"which group holds the item table is unknown (use {setting('item_key')}, or a plugin)"
+        "every one breaks plain SGD" if status == "violated"
+        else "which one trains the item table is not recorded; optimizers built from named_parameters() "
+             f"record it (param_names), else a plugin's C1 evidence or a training trace ({setting('trace')}) "
+             "settles it"
     )
     return Condition(
         CONDITION_NAMES[C1], status,
-        f"optimizer state has {len(state.groups)} param groups that differ ({listing}); {why}",
+        f"optimizer state: the item table can be in any of {len(candidates)} param groups that differ "
+        f"({listing}), as {state.ambiguity}; {why}",
         details,
     )
 

@@ -44,6 +44,19 @@ _ENCODER_C2_C3: dict[str, tuple[Static, Static]] = {
 }
 
 
+LIVE_NEEDED = "a live encoder (a popaudit retrain checkpoint, or a plugin's popaudit_live_model) is needed to check"
+
+
+def _live_needed(fmt: str) -> str:
+    """What would check C2/C3 where the file shows no structure to judge and nothing runs:
+    popaudit runs no TorchScript or pickled module of its own accord (it cannot tell which
+    methods encode items and users, nor the loss), so for those a plugin must wrap it."""
+    if fmt in ("torchscript", "pickle"):
+        return (f"popaudit does not run the {fmt} module itself (which of its methods encode items and users, and "
+                "the loss, are not recorded); a plugin's popaudit_live_model wrapping it runs the numeric checks")
+    return LIVE_NEEDED
+
+
 def static_c2_c3(bundle: ModelBundle, config: RecordedConfig, *, live: bool = False) -> tuple[Static, Static]:
     """C2/C3 from what the file shows, without a live encoder; ``live``: one is at hand (a
     plugin's, a checkpoint's), so where the file shows nothing its probes are what checks."""
@@ -75,7 +88,7 @@ def static_c2_c3(bundle: ModelBundle, config: RecordedConfig, *, live: bool = Fa
             f"the item side has tensors besides `{key}` ({listed}): the encoder is more than a table"
             if item_side else f"tensors not attributable to either tower ({listed})"
         )
-        text = f"{why}; {_LIVE_CHECKS if live else 'a live encoder (popaudit checkpoint, TorchScript, plugin) is needed to check'}"
+        text = f"{why}; {_LIVE_CHECKS if live else _live_needed(bundle.format)}"
         return ("unknown", text), ("unknown", text)
     text = (f"no structure to inspect in the {bundle.format} file; {_LIVE_CHECKS}" if live
             else f"no live encoder and no structure to inspect in the {bundle.format} file")
@@ -93,7 +106,7 @@ def assess_c2(static: Static, probe: ProbeOutcome | None) -> Condition:
             f"second difference ‖f(θ+εv)+f(θ−εv)−2f(θ)‖/‖f‖ over {c2.n_directions} random directions "
             f"({numbers}; tolerance {c2.tolerance:.0e}"
             f"{f', the precision of the encoder’s {c2.output_dtype} output' if c2.output_dtype else ''})"
-            f"{_flat_text(c2.flat_over_epsilon)}{layers}"
+            f"{_flat_text(c2.flat_over_epsilon, c2.rounding_level)}{layers}"
         )
         status: Status = "holds" if c2.linear else "violated"
         details = {"second_difference": c2.to_dict(), "max_relative": max(c2.relative), "static": static[1]}
@@ -183,9 +196,12 @@ def _sampled_text(c3: CrossJacobian) -> str:
     """The coordinate sample behind the C3 figures, when the blocks were not taken in full."""
     if c3.n_coordinates >= c3.dim or c3.max_offdiag_standard_error is None:
         return ""
+    errors = [f"{c3.max_offdiag_standard_error:.2g} of the largest ‖J_iJ_jᵀ‖ ratio"]
+    if c3.max_isotropy_standard_error is not None:
+        errors.append(f"{c3.max_isotropy_standard_error:.2g} of the largest deviation from αI")
     return (
         f"; on {c3.n_coordinates} of {c3.dim} output coordinates, sampled "
-        f"(jackknife standard error {c3.max_offdiag_standard_error:.2g})"
+        f"(jackknife standard errors: {', '.join(errors)})"
     )
 
 
@@ -218,8 +234,9 @@ def _unproven_text(c3: CrossJacobian) -> str:
     )
 
 
-def _flat_text(flat: bool) -> str:
+def _flat_text(flat: bool, level: float | None = None) -> str:
     """Why second differences above the tolerance still read as linear."""
     if not flat:
         return ""
-    return "; the figures do not shrink as ε², so they are rounding, not curvature"
+    within = "" if level is None else f" stay within {level:.1e}, the rounding of the tower's coarsest dtype, and"
+    return f"; the figures{within} do not shrink as ε², so they are rounding, not curvature"

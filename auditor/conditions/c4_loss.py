@@ -14,15 +14,14 @@ from auditor.model import LiveModel
 from auditor.probe_results import ProbeOutcome
 from auditor.result import C1, C2, C3, C4, CONDITION_NAMES, Condition, Status
 
-_COSINE_TOKENS = frozenset({"cos", "cosine", "cossim", "normalized", "normalised", "angular", "spherical",
-                            "arcface", "cosface", "sphereface"})
-"""Words of a loss name that say it scores by cosine, as whole tokens of the name."""
-_COSINE_PREFIXES = ("cosine", "normalized", "normalised")
-"""Tokens that begin so are cosine words too (``CosineEmbeddingLoss`` lower-cased whole)."""
+_COSINE_WORDS = frozenset({"cos", "cosine", "cossim", "normalized", "normalised", "angular", "spherical",
+                           "arcface", "cosface", "sphereface"})
+"""Words of a loss name that say it scores by cosine."""
 _NOT_COSINE_WORDS = {
     "dot": "dot-product logits", "inner": "inner-product logits",
     "bpr": "BPR ranks by dot-product scores", "mse": "squared error on raw scores",
     "rmse": "squared error on raw scores", "l2": "L2 distances", "euclid": "Euclidean distances",
+    "euclidean": "Euclidean distances",
     "triplet": "distance-based triplet loss", "hinge": "margin loss on raw scores",
     "bce": "binary cross-entropy on raw scores", "logistic": "logistic loss on raw scores",
     "wmf": "matrix-factorisation loss on dot products", "als": "matrix-factorisation loss on dot products",
@@ -30,14 +29,56 @@ _NOT_COSINE_WORDS = {
     "logcosh": "log-cosh, a regression loss log(cosh(ŷ − y)) on raw scores",
     "huber": "Huber regression loss on raw scores", "mae": "absolute error on raw scores",
 }
-"""Tokens of a loss name (whole, or beginning a token: ``bprloss``) that say it scores
-by dot products or distances."""
-_PREFIX_WORDS = ("dot", "inner", "bpr", "euclid", "triplet", "hinge", "logistic")
-"""Not-cosine words that also count where they begin a token (``dotproduct``, ``bprmf``);
-the others must be the whole token or it followed by ``loss``."""
-_TOKEN = re.compile(r"[A-Z]+[0-9]*(?![a-z])|[A-Z]?[a-z]+[0-9]*|[0-9]+")
-"""A loss name's words: split at non-letters and at case changes (``LogCosh``: log, cosh;
-``infonce-cos``: infonce, cos; ``BPRLoss``: bpr, loss)."""
+"""Words of a loss name that say it scores by dot products or distances."""
+_NEUTRAL_WORDS = frozenset({
+    "loss", "losses", "info", "nce", "infonce", "softmax", "sampled", "sampling", "cross", "entropy", "crossentropy",
+    "ce", "contrastive", "embedding", "embeddings", "margin", "ranking", "pairwise", "pointwise", "listwise", "with",
+    "logits", "logit", "log", "logq", "temperature", "temp", "scaled", "weighted", "focal", "product", "products",
+    "similarity", "sim", "score", "scores", "distance", "neg", "negative", "negatives", "in", "batch", "inbatch",
+    "full", "cost", "costs", "sensitive", "mf", "nn", "torch", "criterion", "objective", "fn", "function", "multi",
+    "label", "class", "smoothing", "soft", "hard", "mean", "sum", "custom", "my", "gcn", "sgd", "ssm", "ccl",
+})
+"""Words that say nothing of the scores, read so that their letters are not taken for
+another word's (``cost`` is no ``cos``, ``infonce`` no ``info`` and ``nce``)."""
+_VOCABULARY = _COSINE_WORDS | frozenset(_NOT_COSINE_WORDS) | _NEUTRAL_WORDS
+_LONGEST_WORD = max(map(len, _VOCABULARY))
+_GLUED = 3
+"""Unknown letters glued to a word, fewer than this, make it part of a longer unknown word
+(``cos`` in ``cost``: ``cos`` + ``t``); a run of this many or more is a word of its own."""
+
+
+def loss_words(name: str) -> list[str]:
+    """The words of a loss name, the same however it is spelled (``cosine_bpr``,
+    ``CosineBPR``, ``cosinebpr``): its letters and digits run together, lower-cased, read
+    as known words with the fewest unknown letters, then the fewest words; a known word
+    counts unless fewer than :data:`_GLUED` unknown letters touch it (part of a longer word)."""
+    text = "".join(re.findall(r"[a-z0-9]+", str(name).lower()))[:200]
+    n = len(text)
+    best: list[tuple[int, int]] = [(0, 0)] + [(n + 1, n + 1)] * n
+    back: list[int] = [0] * (n + 1)
+    for i in range(n):
+        unknown, count = best[i]
+        if (unknown + 1, count + 1) < best[i + 1]:
+            best[i + 1], back[i + 1] = (unknown + 1, count + 1), i
+        for j in range(i + 2, min(n, i + _LONGEST_WORD) + 1):
+            if text[i:j] in _VOCABULARY and (unknown, count + 1) < best[j]:
+                best[j], back[j] = (unknown, count + 1), i
+    pieces: list[tuple[str, bool]] = []  # (piece, known), unknown letters merged into runs
+    end = n
+    while end > 0:
+        start = back[end]
+        piece, known = text[start:end], text[start:end] in _VOCABULARY and end - start > 1
+        if not known and pieces and not pieces[-1][1]:
+            pieces[-1] = (piece + pieces[-1][0], False)
+        else:
+            pieces.append((piece, known))
+        end = start
+    pieces.reverse()
+
+    def glued(k: int) -> bool:
+        return 0 <= k < len(pieces) and not pieces[k][1] and len(pieces[k][0]) < _GLUED
+
+    return [w for k, (w, known) in enumerate(pieces) if known and not glued(k - 1) and not glued(k + 1)]
 
 
 # Models whose loss is fixed by the model itself, checked in RecBole 1.2.1's
@@ -62,16 +103,14 @@ _MODEL_LOSSES: dict[str, tuple[str, str]] = {
 def classify_loss(name: str) -> tuple[Status, str]:
     """C4 verdict from a loss name: cosine-based names hold, dot/distance ones do not.
 
-    The name is read as words (:data:`_TOKEN`), never as substrings: ``cos`` counts as a
-    word of its own (``infonce-cos``), not inside ``log_cosh`` or ``cost_sensitive``. A
-    name with words of both kinds, or of neither, is unknown and says so.
+    The name is read as words (:func:`loss_words`), the same in every spelling, never as
+    substrings: ``cos`` counts as a word of its own (``infonce-cos``), not inside
+    ``log_cosh`` or ``cost_sensitive``. A name with words of both kinds (``cosine_bpr``,
+    ``cosinebpr``), or of neither, is unknown and says so.
     """
-    tokens = [t.lower() for t in _TOKEN.findall(str(name))]
-    if len(tokens) > 1:  # the words run together too: ArcFace is arcface, LogCosh logcosh
-        tokens.append("".join(tokens))
-    cosine = [t for t in tokens if t in _COSINE_TOKENS or t.startswith(_COSINE_PREFIXES)]
-    other = [(t, why) for t in tokens if t not in _COSINE_TOKENS for word, why in _NOT_COSINE_WORDS.items()
-             if t in (word, word + "loss") or (word in _PREFIX_WORDS and t.startswith(word))]
+    words = loss_words(name)
+    cosine = [w for w in words if w in _COSINE_WORDS]
+    other = [(w, _NOT_COSINE_WORDS[w]) for w in words if w in _NOT_COSINE_WORDS]
     if cosine and other:
         return "unknown", (f"the name has a cosine word ({cosine[0]!r}) and a dot-product or distance word "
                            f"({other[0][0]!r}), so it does not say which the scores are")

@@ -54,11 +54,8 @@ def assess_c5(
     known_lr = None if lr is None else lr.value
     details: dict[str, Any] = {"lr": known_lr}
     if update is None or update.growth.size == 0:
-        if known_lr is None:
-            return Condition(name, "unknown", "no learning rate known and no probe step measured the growth", details)
         why = "no probe step ran" if update is None else "no item moved in the probe step"
-        assert lr is not None
-        return _from_the_table(name, f"lr={known_lr:g} ({lr.source})", why, table, bundle.dim, others, details)
+        return _from_the_table(name, lr, why, table, bundle.dim, others, details)
     g = float(np.median(growth_sample(update)))
     if shrank(update):
         return _shrank(name, g, update, bundle, others, details, table)
@@ -269,14 +266,17 @@ def grade_projection(
                     f"training) can only understate the growth training made; {clause}"), decided_by
 
 
-def grade_table(table: TableGrowth, threshold: float, others: Mapping[str, Condition]) -> tuple[Status, str, bool]:
+def grade_table(
+    table: TableGrowth, threshold: float, others: Mapping[str, Condition], at_rate: bool = True,
+) -> tuple[Status, str, bool]:
     """C5 from what the trained table shows, where no projection shows the growth: its
     status, the clause that says why, and whether the table alone decided.
 
     Growth the table shows (:meth:`TableGrowth.grown`) materialised at the learning rate:
     holds, unless one of C1–C4 is violated, which then may have made it (unknown). No
     material growth (:meth:`TableGrowth.flat`) while C1–C4 hold, so that every update grew
-    a norm: the rate was too small, violated. Anything else: unknown.
+    a norm: the rate was too small, violated. Anything else: unknown. ``at_rate``: a
+    measured growth ties the table to the learning rate (the evidence says "at it").
     """
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
     orthogonal = all(k in others and others[k].status == "holds" for k in ORTHOGONALITY_IDS)
@@ -284,7 +284,8 @@ def grade_table(table: TableGrowth, threshold: float, others: Mapping[str, Condi
     if table.flat(threshold):  # say the allowance the rule gives a few head items (TableGrowth.flat)
         shown += f"; a ratio within twice the init spread, below {1 + 2 * (threshold - 1):.3f}, is no material growth"
     if table.grown(threshold) and not broken:
-        return "holds", f"the trained table shows the growth materialised at it ({shown}): decided by the table", True
+        at = " at it" if at_rate else ""
+        return "holds", f"the trained table shows the growth materialised{at} ({shown}): decided by the table", True
     if broken:
         what = "growth" if table.grown(threshold) else "no clear growth"
         verb = "is" if len(broken) == 1 else "are"
@@ -307,23 +308,29 @@ def _count(value: float) -> str:
 
 
 def _from_the_table(
-    name: str, lr_text: str, why: str, table: TableGrowth, dim: int, others: Mapping[str, Condition],
+    name: str, lr: Fact[float] | None, why: str, table: TableGrowth, dim: int, others: Mapping[str, Condition],
     details: dict[str, Any],
 ) -> Condition:
-    """C5 with a known learning rate but no measured growth: what the finished table shows,
-    by :func:`grade_table`, the rule a projection below the init spread defers to (so a
-    verdict the table supports is the same with the probes on or off; growth beside a
-    violated C1–C4 cannot tell the learning rate's part, unknown)."""
+    """C5 with no measured growth: what the finished table shows, by :func:`grade_table`,
+    the rule a projection below the init spread defers to (so a verdict the table supports
+    is the same with the probes on or off, and with or without a learning rate: the rule
+    uses none; growth beside a violated C1–C4 cannot tell the learning rate's part, unknown).
+    A known rate is quoted, never credited: nothing measured ties the table's growth to it."""
+    if lr is None:
+        lr_text = f"no learning rate known and {why}"
+    else:
+        lr_text = (f"lr={lr.value:g} ({lr.source}) is not tested: {why}, so no measured growth ties the table "
+                   "to this rate")
     if table.rho is None:
         return Condition(
             name, "unknown",
-            f"{lr_text} is known but {why}, and the frequency–norm correlation was not measured; whether it is large "
-            "enough depends on the per-update growth c/s², which needs a live encoder or the training log",
+            f"{lr_text}, and the frequency–norm correlation was not measured; whether the rate is large enough "
+            "depends on the per-update growth c/s², which needs a live encoder or the training log",
             details,
         )
     threshold = 1 + 1 / math.sqrt(2 * dim)
-    status, clause, _ = grade_table(table, threshold, others)
+    status, clause, _ = grade_table(table, threshold, others, at_rate=False)
     details.update({"evidence": "the audited table", "spearman": table.rho, "table_spearman": table.rho,
                     "threshold": threshold,
                     "table_head_median_norm_ratio": table.ratio, "decided_by": None if status == "unknown" else "table"})
-    return Condition(name, status, f"{lr_text}; {why}; {clause}", details)
+    return Condition(name, status, f"{lr_text}; {clause}", details)

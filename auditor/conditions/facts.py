@@ -24,11 +24,9 @@ from auditor.optimizers import (
     ADAPTIVE,
     OptimizerGroup,
     as_float,
-    item_optimizer_state,
-    locate_item_parameter,
+    item_groups,
     normalise_optimizer,
     optimizer_family,
-    recognise_optimizer,
 )
 
 V = TypeVar("V")
@@ -191,47 +189,44 @@ class StateReading:
     """The param group that trains the item table, when it is known."""
     note: str = ""
     """Where the evidence was read (``optimizer state, param group 1 (...)``)."""
-    choice: str = ""
-    """Which of several optimizers was read, when the file holds several."""
+    candidates: tuple[OptimizerGroup, ...] = ()
+    """The groups that can hold the item table."""
+    ambiguity: str = ""
+    """Why several groups remain (``user_emb.weight has the item table's shape ...``)."""
     ambiguous: bool = False
-    """The groups differ and none is known to hold the item table: C1 rests on them alone."""
+    """The candidate groups differ and none is known to hold the item table: C1 rests on them alone."""
 
 
 def read_optimizer_state(bundle: ModelBundle, warnings: list[str]) -> StateReading:
-    """Find the item table's param group in the recorded optimizer state."""
-    state, choice = item_optimizer_state(bundle)
-    groups: list[OptimizerGroup] = []
-    if state is not None:
-        groups = recognise_optimizer(state)
-        if not groups:
-            warnings.append(
-                "the checkpoint's optimizer state has no torch param_groups "
-                f"(keys: {', '.join(map(str, list(state)[:8]))}); C1 uses the config and flags"
-            )
-    group: OptimizerGroup | None = None
-    note = ""
-    if state is not None and groups:
+    """Find the item table's param group in the recorded optimizer states
+    (:func:`~auditor.optimizers.item_groups`: identified, or every candidate alike)."""
+    found = item_groups(bundle)
+    if found.n_states and not found.groups:
+        state = bundle.optimizer_state or {}
+        warnings.append(
+            "the checkpoint's optimizer state has no torch param_groups "
+            f"(keys: {', '.join(map(str, list(state)[:8]))}); C1 uses the config and flags"
+        )
+    groups = found.groups
+    if not groups:
+        return StateReading()
+    if bundle.format == "popaudit":  # popaudit records the item tower's optimizer alone
         alike = len({(g.kind, g.momentum, g.weight_decay) for g in groups}) == 1
-        if bundle.format == "popaudit":
-            group = groups[0] if alike else None
-            note = "the item tower's optimizer state"
-        elif len(groups) == 1:
-            group = groups[0]
-            note = "optimizer state (one param group, so it covers the item table)"
-        else:
-            index, how = locate_item_parameter(groups, state, bundle)
-            hit = [g for g in groups if index is not None and index in g.params]
-            if hit:
-                group = hit[0]
-                note = f"optimizer state, param group {group.index} (item table is parameter {index}, {how})"
-            elif alike and len({g.status() for g in groups}) == 1:
-                group = groups[0]
-                note = f"optimizer state (all {len(groups)} param groups alike)"
-            else:
-                return StateReading(groups=tuple(groups), ambiguous=True)
-    if choice:
-        note = f"{note}, {choice}" if note else choice
-    return StateReading(groups=tuple(groups), group=group, note=note, choice=choice)
+        return StateReading(groups=groups, group=groups[0] if alike else None,
+                            note="the item tower's optimizer state")
+    group = found.settled()
+    of = f" of {found.n_states}" if found.n_states > 1 else ""
+    if group is None:
+        return StateReading(groups=groups, candidates=found.candidates, ambiguity=found.how, ambiguous=True)
+    if len(groups) == 1:
+        note = f"optimizer state ({found.how})"
+    elif len(found.candidates) == 1:
+        note = f"optimizer state, {group.label.replace(', ', f'{of}, ', 1)} (item table: {found.how})"
+    else:
+        differ = "" if group.lr is not None or found.candidates[0].lr is None else ", their learning rates differ"
+        note = (f"optimizer state ({len(found.candidates)} param groups can hold the item table, "
+                f"all alike{differ}: {found.how})")
+    return StateReading(groups=groups, group=group, note=note, candidates=found.candidates)
 
 
 # ---------------------------------------------------------------------------- merge

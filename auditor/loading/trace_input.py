@@ -23,7 +23,7 @@ from typing import Any
 
 from auditor.errors import setting
 from auditor.model import ModelBundle
-from auditor.optimizers import as_float, item_optimizer_state, normalise_optimizer, optimizer_family, recognise_optimizer
+from auditor.optimizers import as_float, item_groups, normalise_optimizer, optimizer_family
 from auditor.loading.trace import Trace, read_trace
 from auditor.trace_section import TrainingAlert, TrainingPoint, TrainingSection
 
@@ -275,10 +275,9 @@ def _kind(name: Any) -> str | None:
 
 
 def _state_kind(bundle: ModelBundle) -> str | None:
-    """The optimizer kind the checkpoint's optimizer state shows, when its groups agree."""
-    state, _note = item_optimizer_state(bundle)
-    groups = recognise_optimizer(state) if state is not None else []
-    kinds = {g.kind for g in groups}
+    """The optimizer kind the checkpoint's optimizer state shows for the item table, when
+    the groups that can train it agree."""
+    kinds = {g.kind for g in item_groups(bundle).candidates}
     return kinds.pop() if len({optimizer_family(k) for k in kinds}) == 1 else None
 
 

@@ -7,8 +7,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
@@ -64,23 +67,69 @@ def second_difference(
     worst = relative.max(axis=1)
     out_dtype = probe_dtype(dtype, base.dtype)
     tol = tolerance(out_dtype)
-    flat = not bool(np.all(worst <= tol)) and is_rounding(worst, epsilons)
+    level = rounding_level(narrowest_dtype(f, params, base.dtype))
+    flat = not bool(np.all(worst <= tol)) and is_rounding(worst, epsilons, level, tol)
     return SecondDifference(
         epsilons=tuple(epsilons), relative=tuple(float(x) for x in worst), n_directions=n_directions,
         n_items=int(rows.numel()), tolerance=tol, linear=bool(np.all(worst <= tol)) or flat,
-        output_dtype=str(base.dtype).removeprefix("torch."), flat_over_epsilon=flat,
+        output_dtype=str(base.dtype).removeprefix("torch."), flat_over_epsilon=flat, rounding_level=level,
     )
 
 
-def is_rounding(worst: np.ndarray, epsilons: tuple[float, ...]) -> bool:
-    """Whether second differences above the tolerance are rounding, not curvature: a
-    curved encoder's scale as ε² (a factor 10⁴ over ε from 0.1 to 0.001), rounding stays
-    put; figures changing by less than 10× over at least two decades of ε, and no larger
-    than float32's rounding (the tolerance of float32, which some layer may compute in
-    while the output is float64), are read as rounding."""
-    if len(epsilons) < 2 or max(epsilons) / min(epsilons) < 100 or float(worst.min()) <= 0.0:
+class _FloatDtypes(TorchFunctionMode):
+    """Records the floating dtype of every tensor the torch calls inside it return."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[torch.dtype] = set()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for value in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                self.seen.add(value.dtype)
+        return out
+
+
+def narrowest_dtype(f: Any, params: dict[str, torch.Tensor], output: torch.dtype) -> torch.dtype:
+    """The coarsest floating dtype the encoder computes in (a ``.float()`` or a half-precision
+    layer behind a float64 output shows here, never in the output), from one forward pass."""
+    recorder = _FloatDtypes()
+    try:
+        with torch.no_grad(), recorder:
+            f(params)
+    except Exception:  # noqa: BLE001 - an encoder the mode upsets: float32, the old assumption
+        recorder.seen.add(torch.float32)
+    return max(recorder.seen | {output}, key=lambda d: torch.finfo(d).eps)
+
+
+def rounding_level(dtype: torch.dtype) -> float:
+    """The largest second difference, relative to ‖f‖, that rounding in ``dtype`` (at least
+    float32, which an op the recording cannot see may compute in) can make: each of the
+    three outputs carries a relative error of at most eps/2 per coordinate, so the sum is
+    within 2·eps; eight eps leave room for the error earlier layers pass on."""
+    return 8.0 * max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
+
+
+def is_rounding(
+    worst: np.ndarray, epsilons: tuple[float, ...], level: float | None = None, tol: float = 1e-9,
+) -> bool:
+    """Whether second differences above the tolerance ``tol`` are rounding, not curvature.
+
+    Rounding is bounded by ``level`` (:func:`rounding_level` of the tower's coarsest dtype)
+    at every ε and does not follow ε; curvature scales as ε² (×100 per decade). Figures all
+    within ``level`` are rounding unless those measurable (above ``tol``) at neighbouring ε
+    shrink as ε² (at least ε^1.5) over each step; exact zeros, where a step εv rounds away
+    below half a unit in the last place, are rounding too. Two decades of ε are needed.
+    """
+    level = rounding_level(torch.float32) if level is None else level
+    if len(epsilons) < 2 or max(epsilons) / min(epsilons) < 100 or float(worst.max()) > level:
         return False
-    return float(worst.max()) / float(worst.min()) < 10.0 and float(worst.max()) <= tolerance(torch.float32)
+    order = np.argsort(np.asarray(epsilons))[::-1]
+    eps, figs = np.asarray(epsilons, dtype=float)[order], np.asarray(worst, dtype=float)[order]
+    steps = [(i, i + 1) for i in range(len(eps) - 1) if figs[i] > tol and figs[i + 1] > tol]
+    curved = bool(steps) and all(figs[i] / figs[j] >= (eps[i] / eps[j]) ** 1.5 for i, j in steps)
+    return not curved
 
 
 def cross_jacobian(
