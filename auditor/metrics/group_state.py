@@ -131,7 +131,7 @@ class Prepared:
     profiled: tuple[np.ndarray, ...] = ()
     """Per user group: its rows whose profile popularity is finite."""
     n_members: tuple[int, ...] = ()
-    """Per user group: its rows."""
+    """Per user group: its users (its rows, or its users of ``ListContext.population``)."""
     n_evaluated: tuple[int, ...] = ()
     """Per user group: its rows with held-out items (empty without a holdout)."""
     source_profiles: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
@@ -185,7 +185,7 @@ def _shared_key(context: ListContext) -> tuple[object, ...] | None:
     """What the prepared state depends on, when it can outlive its context: read-only
     profile arrays (they cannot change; kept by identity), no holdout, the popularity
     and group cut-offs by value. None otherwise."""
-    if context.profiles is None or context.relevant is not None:
+    if context.profiles is None or context.relevant is not None or context.population is not None:
         return None
     indptr, rows = context.profiles
     if indptr.flags.writeable or rows.flags.writeable:
@@ -221,10 +221,13 @@ def _prepare(context: ListContext) -> Prepared:
             state.profile_shares = shares / np.where(sizes > 0, sizes, np.nan)[:, None]
         state.profiles = profiles
         ratio = popular_ratio(popularity, profiles, policy)
-        state.user_group, state.sole_ratio = groups_by_ratio(ratio, policy), sole_ratio(ratio)
+        among = ratio if context.population is None else popular_ratio(
+            popularity, as_profiles(context.population, n_items, "population"), policy)
+        state.user_group, state.sole_ratio = groups_by_ratio(ratio, policy, among), sole_ratio(among)
         state.members = tuple(state.user_group == code for code in range(len(USER_GROUPS)))
         state.profiled = tuple(members & np.isfinite(state.profile_pop) for members in state.members)
-        state.n_members = tuple(int(members.sum()) for members in state.members)
+        drawn = state.user_group if context.population is None else groups_by_ratio(among, policy)
+        state.n_members = tuple(int((drawn == code).sum()) for code in range(len(USER_GROUPS)))
         state.rsp_denominator = _candidates(profiles, state.tail, context.seen_kept)
     if context.relevant is not None:
         relevant = as_profiles(context.relevant, n_items, "relevant")

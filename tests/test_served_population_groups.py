@@ -1,0 +1,108 @@
+"""Served lists' figures per user and per list do not depend on which path reads them
+(QA harms F1, F2, F3): a user's group is drawn among the training log's users whoever has
+a list, ACLT averages over users with a list, and PopRSP/PopREO drop a user's training
+items from their candidates unless that user's own list re-serves some.
+
+Known answers: figures computed here with numpy from the log and the lists (Abdollahpouri
+et al.'s groups and GAP, Elliot's ACLT and PopRSP), against the JSON report."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+N_ITEMS, N_USERS, K = 30, 20, 3
+
+
+def _log(tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A log of 20 users over 30 items (Zipf-like popularity, distinct popular ratios)."""
+    rng = np.random.default_rng(11)
+    weights = 1.0 / np.arange(1, N_ITEMS + 1)
+    users, items = [], []
+    for u in range(N_USERS):
+        p = np.ones(N_ITEMS) / N_ITEMS if u % 2 else weights / weights.sum()
+        chosen = rng.choice(N_ITEMS, size=int(rng.integers(3, 9)), replace=False, p=p)
+        users += [u] * chosen.size
+        items += chosen.tolist()
+    missing = sorted(set(range(N_ITEMS)) - set(items))  # every item trained: the catalogue is the 30 items
+    users += [N_USERS - 1] * len(missing)
+    items += missing
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp_path / "log.parquet")
+    return np.asarray(users), np.asarray(items)
+
+
+def _lists(users: np.ndarray, items: np.ndarray, listed: list[int]) -> dict[int, list[int]]:
+    """Each listed user's K least-indexed items they did not train on (a fixed, simple serving)."""
+    return {u: [i for i in range(N_ITEMS) if i not in set(items[users == u].tolist())][u % 5: u % 5 + K]
+            for u in listed}
+
+
+def _write(tmp_path: Path, lists: dict[int, list[int]], name: str = "lists.parquet") -> Path:
+    rows = [(u, i, r + 1) for u, items in lists.items() for r, i in enumerate(items)]
+    path = tmp_path / name
+    pq.write_table(pa.table({"user_id": [r[0] for r in rows], "item_id": [r[1] for r in rows],
+                             "rank": [r[2] for r in rows]}), path)
+    return path
+
+
+def _served(tmp_path: Path, lists: Path, *extra: object) -> dict[str, float]:
+    out = tmp_path / "r.json"
+    ran = CliRunner().invoke(cli, ["check", "--recommendations", str(lists), "--interactions",
+                                   str(tmp_path / "log.parquet"), "-k", str(K), "-q", "--json", str(out),
+                                   *map(str, extra)], catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    report = json.loads(out.read_text())
+    served: dict[str, float] = report["retrieval"]["at"][str(K)]["served"]
+    return served
+
+
+def _groups(popularity: np.ndarray, profiles: dict[int, set[int]], among: list[int]) -> dict[int, int]:
+    """Abdollahpouri et al.'s split drawn among ``among``: ⌊0.2·n⌋ niche, n − ⌊0.8·n⌋ blockbuster."""
+    cut = np.sort(popularity)[::-1][int(0.2 * N_ITEMS) - 1]  # the top 20% of items, ties at the cut in
+    popular = set(np.flatnonzero((popularity >= cut) & (popularity > 0)).tolist())
+    assert len(popular) < 0.3 * N_ITEMS
+    ratio = {u: len(profiles[u] & popular) / len(profiles[u]) for u in among}
+    ranked = sorted(ratio.values())
+    n = len(ranked)
+    low, high = ranked[math.floor(0.2 * n) - 1], ranked[n - (n - math.floor(0.8 * n))]
+    return {u: 0 if r <= low else 2 if r >= high else 1 for u, r in ratio.items()}
+
+
+def _gap_delta(popularity: np.ndarray, profiles: dict[int, set[int]], lists: dict[int, list[int]],
+               group: dict[int, int], code: int) -> float:
+    members = [u for u in lists if group[u] == code]
+    profile = np.mean([popularity[sorted(profiles[u])].mean() for u in members])
+    listed = np.mean([popularity[lists[u]].mean() for u in members])
+    return float((listed - profile) / profile)
+
+
+def test_lists_alone_draw_user_groups_among_every_user_of_the_log(tmp_path: Path) -> None:
+    """F1: the 6 users with the most popular profiles have no list. Their groups are still
+    drawn among all 20 users of the log, so the 14 listed users keep the groups they have
+    beside a model; drawn among the listed users only, some would change group and the
+    niche ΔGAP would differ."""
+    users, items = _log(tmp_path)
+    popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
+    profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
+    head = set(np.argsort(-popularity, kind="stable")[:6].tolist())
+    by_ratio = sorted(range(N_USERS), key=lambda u: -len(profiles[u] & head) / len(profiles[u]))
+    listed = sorted(by_ratio[6:])
+    lists = _lists(users, items, listed)
+    served = _served(tmp_path, _write(tmp_path, lists))
+    every = _groups(popularity, profiles, list(range(N_USERS)))
+    only_listed = _groups(popularity, profiles, listed)
+    assert any(every[u] != only_listed[u] for u in listed)  # the old rule moves users: the test can tell
+    for code, name in enumerate(("niche", "diverse", "blockbuster")):
+        if any(every[u] == code for u in listed):
+            assert served[f"gap_delta_{name}"] == pytest.approx(_gap_delta(popularity, profiles, lists, every, code))
+    old = _gap_delta(popularity, profiles, lists, only_listed, 0)
+    assert served["gap_delta_niche"] != pytest.approx(old)
