@@ -38,9 +38,9 @@ def test_hand_computed_list_set() -> None:
     assert got["head_share_20pct"] == 4 / 8
     # Mean popularity of the three non-empty lists: 90/3, 5/2, 80/3.
     assert got["arp"] == pytest.approx((30 + 2.5 + 80 / 3) / 3, rel=1e-15)
-    # Long-tail shares 1/3, 2/2, 1/3 (the empty list is left out); ACLT counts every list: 1, 2, 0, 1.
+    # Long-tail shares 1/3, 2/2, 1/3 (the empty list is left out); ACLT too (Elliot): 1, 2, 1.
     assert got["aplt"] == pytest.approx(5 / 9, rel=1e-15)
-    assert got["aclt"] == 1.0
+    assert got["aclt"] == pytest.approx(4 / 3, rel=1e-15)
     # Exposure 2, 2, 1, 1, 0, 0, 1, 0, 0, 1: sorted, sum (2i - 11) x_(i) = 40, over 10 x 8.
     assert got["gini"] == 0.5 and got["coverage"] == 0.6
     # PopRSP: recommended (short head, long tail) = (4, 4); not trained on, summed over the 4
@@ -78,7 +78,8 @@ def test_shared_figures_equal_the_reference_classes_bit_for_bit(seed: int, empty
         assert _same(got["aplt"], LongTailShare(popularity).measure(lists[:, :k]))
         tail = long_tail(popularity)
         in_tail = np.where(lists[:, :k] >= 0, tail[lists[:, :k]], False).sum(axis=1)
-        assert _same(got["aclt"], float(in_tail.mean()))
+        listed = (lists[:, :k] >= 0).any(axis=1)  # Elliot: over the users with a list
+        assert _same(got["aclt"], float(in_tail[listed].mean()))
 
 
 def _naive_groups(popularity: np.ndarray, lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray]) -> list[dict[str, float]]:

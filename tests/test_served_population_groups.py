@@ -106,3 +106,43 @@ def test_lists_alone_draw_user_groups_among_every_user_of_the_log(tmp_path: Path
             assert served[f"gap_delta_{name}"] == pytest.approx(_gap_delta(popularity, profiles, lists, every, code))
     old = _gap_delta(popularity, profiles, lists, only_listed, 0)
     assert served["gap_delta_niche"] != pytest.approx(old)
+
+
+def _model(tmp_path: Path) -> Path:
+    import torch
+
+    rng = np.random.default_rng(5)
+    path = tmp_path / "model.pt"
+    torch.save({"user_embedding.weight": torch.from_numpy(rng.standard_normal((N_USERS, 4)).astype(np.float32)),
+                "item_embedding.weight": torch.from_numpy(rng.standard_normal((N_ITEMS, 4)).astype(np.float32))}, path)
+    return path
+
+
+def _long_tail(popularity: np.ndarray, mass: float = 0.8) -> np.ndarray:
+    """Elliot's long tail: outside the most popular items holding ``mass`` (ties at the cut in the head)."""
+    ordered = np.sort(popularity)[::-1]
+    last = int(np.argmax(np.cumsum(ordered) / ordered.sum() >= mass - 1e-12))
+    return ~((popularity >= ordered[last]) & (popularity > 0))
+
+
+def test_aclt_averages_over_users_with_a_list_on_both_paths(tmp_path: Path) -> None:
+    """F2: 5 of the 20 users have no served list. ACLT is the mean over the 15 lists of their
+    long-tail items (Elliot), alone and beside the model (which serves the 5 an empty list):
+    with full lists, ACLT = K · APLT in the same report. The old figure beside the model
+    counted the 5 as lists of 0 long-tail items (15 / 20 of it). The group figures are the
+    same on both paths (F1)."""
+    users, items = _log(tmp_path)
+    popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
+    lists = _lists(users, items, [u for u in range(N_USERS) if u % 4])
+    path = _write(tmp_path, lists)
+    tail = _long_tail(popularity)
+    expected = float(np.mean([tail[items].sum() for items in lists.values()]))
+    alone = _served(tmp_path, path)
+    beside = _served(tmp_path, path, _model(tmp_path))
+    assert expected != pytest.approx(expected * 15 / 20)
+    for served in (alone, beside):
+        assert served["aclt"] == pytest.approx(expected)
+        assert served["aclt"] == pytest.approx(K * served["aplt"])
+    for name in ("niche", "diverse", "blockbuster"):
+        for measure in ("gap_delta", "miscalibration"):
+            assert beside[f"{measure}_{name}"] == pytest.approx(alone[f"{measure}_{name}"], nan_ok=True)

@@ -11,7 +11,8 @@ popularity mass, every other item is long tail (the split of ``aplt``; Elliot's
   standard deviation std/mean of the two (population std: |a − b| / (a + b));
 * ``pop_reo`` (Elliot ``PopREO``), over rows with held-out items R_u:
   P(g) = Σ_u |L_u ∩ R_u ∩ g| / Σ_u |(g ∩ R_u) − T_u|, then std/mean;
-* ``aclt`` (Abdollahpouri et al. 2019; Elliot ``ACLT``): mean over rows of |L_u ∩ long tail|.
+* ``aclt`` (Abdollahpouri et al. 2019; Elliot ``ACLT``): mean of |L_u ∩ long tail| over the
+  rows with a non-empty list.
 
 The ``− T_u`` is Elliot's, who never serves training items; when they stay candidates
 (``keep_seen``, ``ListContext.seen_kept``) it is dropped, as every item can then be served
@@ -52,10 +53,15 @@ def pop_reo(state: Prepared, slots: Slots) -> float:
 
 
 def aclt(state: Prepared, slots: Slots) -> float:
-    """ACLT: mean over every list row of its number of long-tail items (NaN: no rows)."""
-    if slots.lists.shape[0] == 0:
+    """ACLT: mean over the rows with a list (a filled slot) of their long-tail items (NaN:
+    none). A row without a list is a user nobody served (no served list, or no candidate),
+    not a list of no long-tail item: Elliot averages over the users with recommendations,
+    as APLT and ARP skip empty rows, so that full lists keep ACLT = K · APLT."""
+    figures = state.figures(slots)
+    listed = figures.filled > 0
+    if not listed.any():
         return math.nan
-    return float(state.figures(slots).count(state.kinds.column("long_tail")).mean())
+    return float(figures.count(state.kinds.column("long_tail"))[listed].mean())
 
 
 def _make_rsp(context: ListContext) -> Scorer | None:
@@ -97,7 +103,8 @@ ITEM_MEASURES: tuple[DeclaredListMeasure, ...] = (
     ),
     DeclaredListMeasure(
         *shown("aclt"),
-        f"aclt: mean over every list of its number of long-tail items (Abdollahpouri et al. 2019, Elliot ACLT); "
+        f"aclt: mean over every non-empty list of its number of long-tail items (Abdollahpouri et al. 2019, "
+        f"Elliot ACLT); "
         f"{_SPLIT}",
         _make_aclt,
     ),
