@@ -146,3 +146,41 @@ def test_aclt_averages_over_users_with_a_list_on_both_paths(tmp_path: Path) -> N
     for name in ("niche", "diverse", "blockbuster"):
         for measure in ("gap_delta", "miscalibration"):
             assert beside[f"{measure}_{name}"] == pytest.approx(alone[f"{measure}_{name}"], nan_ok=True)
+
+
+def _pop_rsp(popularity: np.ndarray, profiles: dict[int, set[int]], lists: dict[int, list[int]]) -> float:
+    """Elliot's PopRSP, a user's training items among their candidates only where their list re-serves one."""
+    tail = _long_tail(popularity)
+    recommended = np.zeros(2)
+    candidates = np.zeros(2)
+    for u, items in lists.items():
+        recommended += [np.sum(~tail[items]), np.sum(tail[items])]
+        allowed = np.ones(N_ITEMS, bool)
+        if not profiles[u] & set(items):
+            allowed[sorted(profiles[u])] = False
+        candidates += [np.sum(~tail & allowed), np.sum(tail & allowed)]
+    p = recommended / candidates
+    return float(np.std(p) / np.mean(p))
+
+
+def test_one_reserved_training_item_moves_one_users_candidates(tmp_path: Path) -> None:
+    """F3: one slot of 60 re-serves a training item of its user. PopRSP counts that user's
+    training items among their candidates, everyone else's not: the figure barely moves
+    (the old rule dropped − T_u for all 20 users at once, and PopRSP fell by half)."""
+    users, items = _log(tmp_path)
+    popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
+    profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
+    clean = _lists(users, items, list(range(N_USERS)))
+    changed = {u: list(lst) for u, lst in clean.items()}
+    changed[3][-1] = min(profiles[3])
+    before = _served(tmp_path, _write(tmp_path, clean, "clean.parquet"))["pop_rsp"]
+    out = tmp_path / "r.json"
+    ran = CliRunner().invoke(cli, ["check", "--recommendations", str(_write(tmp_path, changed)), "--interactions",
+                                   str(tmp_path / "log.parquet"), "-k", str(K), "-q", "--json", str(out)])
+    assert ran.exit_code == 0, ran.output
+    report = json.loads(out.read_text())
+    after = report["retrieval"]["at"][str(K)]["served"]["pop_rsp"]
+    assert before == pytest.approx(_pop_rsp(popularity, profiles, clean))
+    assert after == pytest.approx(_pop_rsp(popularity, profiles, changed))
+    assert abs(after - before) < 0.1 * before
+    assert any(w.startswith("1 of the 20 served lists re-serve") for w in report["warnings"])

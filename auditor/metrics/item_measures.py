@@ -14,10 +14,11 @@ popularity mass, every other item is long tail (the split of ``aplt``; Elliot's
 * ``aclt`` (Abdollahpouri et al. 2019; Elliot ``ACLT``): mean of |L_u ∩ long tail| over the
   rows with a non-empty list.
 
-The ``− T_u`` is Elliot's, who never serves training items; when they stay candidates
-(``keep_seen``, ``ListContext.seen_kept``) it is dropped, as every item can then be served
-(the report's ``seen_items`` definition says so; the definitions above, which ``diff``
-compares between reports, are unchanged).
+The ``− T_u`` is Elliot's, who never serves training items. It is dropped for every row
+when training items stay candidates (``keep_seen``, ``ListContext.seen_kept``), and
+otherwise for the rows whose own list re-serves one of their training items (served lists
+are measured as served), so one slot moves one user's denominator
+(:mod:`auditor.metrics.parity_candidates`). Rows without a list add no candidates.
 
 0 is parity for the first two; both are NaN when a probability is undefined (an empty
 group) or both are 0. Lists hold distinct items (as every scoring serves), so a list's
@@ -28,28 +29,35 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from auditor.metrics.exposure import ListContext, Slots
-from auditor.metrics.group_state import Prepared, prepared, relative_std
+from auditor.metrics.group_state import ListFigures, Prepared, prepared, relative_std
 from auditor.metrics.user_measures import shown
 from auditor.plugin_api import DeclaredListMeasure, Scorer
 
 
 def pop_rsp(state: Prepared, slots: Slots) -> float:
     """PopRSP of one list matrix (module docstring)."""
-    if state.rsp_denominator is None:
+    if state.rsp_candidates is None:
         return math.nan
     figures = state.figures(slots)
     in_tail = int(figures.counts[:, state.kinds.column("long_tail")].sum())
     numerator = (float(int(figures.filled.sum()) - in_tail), float(in_tail))
-    return relative_std(numerator, state.rsp_denominator)
+    return relative_std(numerator, state.rsp_candidates.summed(figures.filled > 0, _kept(state, figures)))
 
 
 def pop_reo(state: Prepared, slots: Slots) -> float:
     """PopREO of one list matrix (module docstring)."""
     figures = state.figures(slots)
-    if figures.reo_numerator is None or state.reo_denominator is None:
+    if figures.reo_numerator is None or state.reo_candidates is None:
         return math.nan
-    return relative_std(figures.reo_numerator, state.reo_denominator)
+    return relative_std(figures.reo_numerator, state.reo_candidates.summed(figures.filled > 0, _kept(state, figures)))
+
+
+def _kept(state: Prepared, figures: ListFigures) -> np.ndarray | bool:
+    """Whose training items are candidates: everyone's with keep_seen, else those whose list re-serves one."""
+    return True if state.seen_kept or figures.reserving is None else figures.reserving
 
 
 def aclt(state: Prepared, slots: Slots) -> float:

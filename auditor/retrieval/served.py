@@ -23,7 +23,7 @@ import numpy as np
 
 from auditor.config import GroupPolicy
 from auditor.loading.served_lists import ServedLists
-from auditor.loading.csr import holds_own, own_slots
+from auditor.loading.csr import own_rows, own_slots
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
 from auditor.metrics.user_measures import group_definitions, tied_groups_warning
@@ -117,6 +117,19 @@ def unlisted_users_said(profiles: tuple[np.ndarray, np.ndarray], population: tup
             "and those users contribute no list figure (each group's figures are over its users with a list)"]
 
 
+def reserved_said(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int) -> list[str]:
+    """A warning when some served lists (``lists``, rows of ``profiles``: each user's training
+    items) re-serve training items of their user: PopRSP and PopREO count those users'
+    training items among their candidates (docs/measures.md, "Item-side measures")."""
+    users = own_rows(lists, *profiles, n_items)
+    if not users:
+        return []
+    listed = int((np.asarray(lists) >= 0).any(axis=1).sum())
+    return [f"{users:,} of the {listed:,} served lists re-serve some of their user's training items: for those "
+            "users PopRSP and PopREO count their training items among the candidates (Σ_u |g| instead of "
+            "Σ_u |g − T_u|); every other user's exclude them, as Elliot's"]
+
+
 def head_share_of_log(popularity: np.ndarray) -> float | None:
     """The top-1% items' share of all popularity (training interactions or users)."""
     total = float(popularity.sum())
@@ -152,15 +165,15 @@ def measure_served(
     groups = groups or GroupPolicy()
     measures = ExposureMeasures(weights, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_ids=served.items.item_ids, profiles=profiles, relevant=relevant,
-                                groups=groups,  # PopRSP/PopREO: lists holding training items keep them
-                                seen_kept=profiles is not None and holds_own(served.lists, *profiles, n_items),
-                                population=None if profiles is None else population)
+                                groups=groups, population=None if profiles is None else population)
     popular = popular_lists(measures, max(ks), served.n_users, exclude_popular)
     section = describe_served(served)
     exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}
     warnings: list[str] = [note] if (note := tied_groups_warning(measures.context)) else []
     if profiles is not None and population is not None:
         warnings += unlisted_users_said(profiles, population)
+    if profiles is not None:
+        warnings += reserved_said(served.lists, profiles, n_items)
     with progress.track("served lists: exposure measures", len(ks)) as advance:
         for k in ks:
             mine, theirs = Slots(served.lists[:, :k], n_items), Slots(popular[:, :k], n_items)
