@@ -36,10 +36,11 @@ import numpy as np
 
 from auditor.config import GroupPolicy
 from auditor.metrics.popularity_sets import head_mask, short_head_mask
+from auditor.sections import USER_GROUP_NAMES
 
 ITEM_GROUPS = ("head", "mid", "tail")
 """Item group names, in the order of their codes 0, 1, 2."""
-USER_GROUPS = ("niche", "diverse", "blockbuster")
+USER_GROUPS = USER_GROUP_NAMES
 """User group names, in the order of their codes 0, 1, 2 (-1: no profile)."""
 HEAD, MID, TAIL = 0, 1, 2
 NICHE, DIVERSE, BLOCKBUSTER = 0, 1, 2

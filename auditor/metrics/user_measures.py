@@ -33,7 +33,7 @@ from auditor.metrics.exposure import ListContext, Slots
 from auditor.plugin_api import DeclaredListMeasure, Scorer
 from auditor.metrics.group_state import GroupFigures, ListFigures, Prepared, prepared
 from auditor.metrics.popularity_groups import DEFAULT_GROUPS, USER_GROUPS, cut_sizes
-from auditor.sections import GROUP_LIST_MEASURES
+from auditor.sections import GROUP_LIST_MEASURES, TIED_GROUPS
 from auditor.sections import WHO_PAYS as WHO_PAYS  # its home is the values layer; audit code reads it here
 
 
@@ -95,7 +95,7 @@ def tied_groups_warning(context: ListContext) -> str | None:
     if (ratio := tied_ratio(context)) is None:
         return _uneven_groups_warning(context)
     n = sum(group_sizes(context) or ())
-    return (f"all {n:,} users with training items share one popular ratio ({ratio:.2f} of their items "
+    return (f"all {n:,} users with training items {TIED_GROUPS} ({ratio:.2f} of their items "
             "popular): no user is more niche or more blockbuster than another, so the user groups are undefined: "
             "all count as diverse, and the niche and blockbuster figures are null")
 
