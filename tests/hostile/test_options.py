@@ -234,6 +234,14 @@ CASES = [
                                        make=_uneven_log), EXIT_ERROR,
          r"gap_delta_niche_dot@5<0: gap_delta_niche: the niche group is empty under the cut-offs \(user groups drawn: "
          r"0 niche \(0\.0%\), .* of 5 users with training items\): a larger --niche-fraction draws users into it$"),
+    # QA harms F6: cut-offs that cannot hold together are a usage error (exit 2) naming both options.
+    Case("group-fractions-overlap", _check("--niche-fraction", "0.6", "--blockbuster-fraction", "0.5"), EXIT_USAGE,
+         r"Error: --niche-fraction \+ --blockbuster-fraction must be at most 1, got 0\.6 \+ 0\.5$"),
+    Case("group-masses-overlap", _check("--head-mass", "0.7", "--tail-mass", "0.4"), EXIT_USAGE,
+         r"Error: --head-mass \+ --tail-mass must be at most 1 \(the head and the tail may not overlap\), "
+         r"got 0\.7 \+ 0\.4$"),
+    Case("group-one-fraction-past-the-default", _check("--blockbuster-fraction", "0.9"), EXIT_USAGE,
+         r"Error: --niche-fraction \+ --blockbuster-fraction must be at most 1, got 0\.2 \+ 0\.9$"),
     Case("fail-on-k-typo", _check("-k", "5", "--fail-on", "gini_dot@05>0.5"), EXIT_USAGE, r"unknown metric 'gini_dot@05'"),
     Case("output-is-model", _check("-o", "items.npy"), EXIT_ERROR, r"-o items\.npy " + NEVER_OVERWRITES.format(given="MODEL")),
     Case("output-is-log", _check("--json", "log.parquet"), EXIT_ERROR,
