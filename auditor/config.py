@@ -7,6 +7,7 @@ import numbers
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from auditor.alpha import name_clash
@@ -51,12 +52,22 @@ class GroupPolicy:
             upper = 100.0 if f.name == "popular_percent" else 1.0
             if not (isinstance(value, (int, float)) and math.isfinite(value) and 0.0 < value <= upper):
                 raise InputError(f"{setting(f.name)} must be a number in (0, {upper:g}], got {value!r}")
-        if self.head_mass + self.tail_mass > 1.0:
-            raise InputError(f"{setting('head_mass')} + {setting('tail_mass')} must be at most 1 (the head and "
-                             f"the tail may not overlap), got {self.head_mass:g} + {self.tail_mass:g}")
-        if self.niche_fraction + self.blockbuster_fraction > 1.0:
-            raise InputError(f"{setting('niche_fraction')} + {setting('blockbuster_fraction')} must be at most 1, "
-                             f"got {self.niche_fraction:g} + {self.blockbuster_fraction:g}")
+        if (clash := GroupPolicy.overlap(vars(self))) is not None:
+            raise InputError(clash)
+
+    @staticmethod
+    def overlap(values: Mapping[str, Any]) -> str | None:
+        """Why cut-offs ``values`` (by field name; those absent take the defaults) cannot hold
+        together, or None: the head and the tail may not overlap, nor niche and blockbuster
+        users. The one check the command line (a usage error), a manifest cell and the
+        library ask."""
+        given = {f.name: values.get(f.name, f.default) for f in fields(GroupPolicy)}
+        for first, second, why in (("head_mass", "tail_mass", " (the head and the tail may not overlap)"),
+                                   ("niche_fraction", "blockbuster_fraction", "")):
+            a, b = given[first], given[second]
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a + b > 1.0:
+                return f"{setting(first)} + {setting(second)} must be at most 1{why}, got {a:g} + {b:g}"
+        return None
 
     def describe(self) -> str:
         """The cut-offs in one sentence (a report's ``retrieval.definitions`` entry, so two

@@ -18,8 +18,8 @@ from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
 from auditor.errors import setting
 from auditor.flat import BASE_METRICS, CORRELATIONS, RATIO
 from auditor.sections import (
-    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, WHO_PAYS,
-    finite_figure,
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, TIED_GROUPS,
+    USER_GROUP_NAMES, WHO_PAYS, finite_figure,
 )
 
 Key = TypeVar("Key")
@@ -127,7 +127,7 @@ def _why_per_k(name: PerK, report: Mapping[str, Any]) -> str:
         if lists_only and name.scoring != "popular":
             return f"{name.scoring or name.measure} not measured: {lists_only}"
         return f"{name.scoring or name.measure} was not measured at K={name.k}"
-    return _why_null(name.measure, section, report)
+    return _why_group_null(name, section, report) or _why_null(name.measure, section, report)
 
 
 def _alpha_of(name: PerK) -> float | None:
@@ -231,6 +231,33 @@ def _why_no_ratio(name: PerK, cut: Mapping[str, Any], report: Mapping[str, Any])
         return (f"a ratio of two signed figures is undefined (dot {dot:.4g}, cosine {cosine:.4g}: it does not say "
                 f"which is larger); gate {figures} instead")
     return f"a ratio of two zeros is undefined (dot and cosine are both 0); gate {figures} instead"
+
+
+def _why_group_null(name: PerK, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """Why a user group's figure is null although each user's training items are known: every
+    user ties at one popular ratio (the report's own warning), the group is empty under the
+    cut-offs, or none of its users has a list (or, for its NDCG, held-out items); "" otherwise."""
+    group = next((g for g in USER_GROUP_NAMES if name.measure.endswith(f"_{g}")), None)
+    if group is None or WHO_PAYS in (report.get("not_measured") or {}):
+        return ""
+    if group != "diverse":
+        tied = [str(w) for w in report.get("warnings") or () if TIED_GROUPS in str(w)]
+        if tied:
+            return f"{name.measure}: {tied[0]}"
+    definitions = section.get("definitions") or {}
+    drawn = str(definitions.get("user_group_sizes") or "")
+    size = re.search(rf"([\d,]+) {group} \(", drawn)
+    if size and int(size.group(1).replace(",", "")) == 0:
+        remedy = (f"a larger {setting(group + '_fraction')}" if group != "diverse" else
+                  f"a smaller {setting('niche_fraction')} or {setting('blockbuster_fraction')}")
+        return (f"{name.measure}: the {group} group is empty under the cut-offs ({drawn.split(' (asked')[0]}): "
+                f"{remedy} draws users into it")
+    if size and name.measure.startswith("ndcg_"):
+        return ""  # the definition's clause: without a holdout, or none of its users has held-out items
+    if size:
+        return (f"{name.measure}: none of the {size.group(1)} {group} users has a non-empty "
+                f"{name.scoring or 'served'} list at K={name.k}")
+    return ""
 
 
 def _why_null(measure: str, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:

@@ -77,7 +77,7 @@ def run_lists_audit(
     # The popular baseline skips each user's training items unless keep_seen, as a model's does.
     exclude = None if config.keep_seen else inputs.profiles
     outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress,
-                             profiles=inputs.profiles, groups=config.groups,
+                             profiles=inputs.profiles, population=inputs.population, groups=config.groups,
                              relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items),
                              exclude_popular=exclude)
     if inputs.profiles is not None:  # served as served: how many slots hold the user's own training items

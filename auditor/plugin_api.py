@@ -94,6 +94,10 @@ class ListContext:
     seen_kept: bool = False
     """Each row's training items stay among its candidates (``keep_seen``): every item can be
     served to every row, so PopRSP and PopREO count training items in their denominators."""
+    population: tuple[np.ndarray, np.ndarray] | None = None
+    """CSR of the training profiles of every user the user groups are drawn among, when the
+    list rows are only some of them (served lists alone: the training log's users, with a
+    served list or not); None: the list rows themselves (a model's queried users)."""
 
     @property
     def n_items(self) -> int:

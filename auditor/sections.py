@@ -86,8 +86,11 @@ BUILTIN_LIST_MEASURES: dict[str, ListMeasureInfo] = {
 definitions and how they are measured: :mod:`auditor.metrics.builtin_measures`)."""
 
 
+USER_GROUP_NAMES = ("niche", "diverse", "blockbuster")
+"""The user groups, in report order (``auditor.metrics.popularity_groups.USER_GROUPS``)."""
+
 GROUP_LIST_MEASURES: dict[str, ListMeasureInfo] = {
-    **{name: info for group in ("niche", "diverse", "blockbuster") for name, info in (
+    **{name: info for group in USER_GROUP_NAMES for name, info in (
         (f"gap_delta_{group}", ListMeasureInfo(f"ΔGAP, {group} users (list vs profile popularity)", "pct")),
         (f"miscalibration_{group}", ListMeasureInfo(f"popularity miscalibration, {group} users (JS, bits)", "num3")),
         (f"ndcg_{group}", ListMeasureInfo(f"NDCG, {group} users", "num3")),
@@ -105,6 +108,10 @@ WHO_PAYS = "who_pays"
 """The ``not_measured`` key of the user- and item-side measures (the Who-pays table, ΔGAP,
 miscalibration, the group NDCG, PopRSP and PopREO) when each user's training items are
 unknown: the one reason the report and every gate on those measures quote."""
+
+TIED_GROUPS = "share one popular ratio"
+"""The words of the warning that every user ties at one popular ratio (niche and blockbuster
+groups undefined, their figures null), by which a gate on those figures finds and quotes it."""
 
 
 

@@ -188,7 +188,8 @@ def test_an_infinite_ratio_reads_as_infinite_in_every_view(recwarn: pytest.Warni
          "most biased first: lowest first, since a higher value is less bias"),
         ("coverage_ratio@10", (1.0, 0.4, 0.8), ["b", "c", "a"],
          "most biased first: lowest first, since a higher value is less bias"),
-        ("gap_delta_niche_dot@10", (-0.9, 0.2, 0.5), ["a", "c", "b"], "most biased first: farthest from 0 first"),
+        # ΔGAP: the highest popularity lift first (QA harms F5: its distance from 0 is no bias)
+        ("gap_delta_niche_dot@10", (-0.9, 0.2, 0.5), ["c", "b", "a"], "most biased first"),
         ("ndcg_dot@10", (0.2, 0.4, 0.3), ["b", "c", "a"], "highest first; ndcg_dot@10 is no bias measure"),
         ("seconds", (3.0, 1.0, 2.0), ["a", "c", "b"], "highest first; seconds is no bias measure"),
     ],

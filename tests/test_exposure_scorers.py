@@ -38,14 +38,16 @@ def test_hand_computed_list_set() -> None:
     assert got["head_share_20pct"] == 4 / 8
     # Mean popularity of the three non-empty lists: 90/3, 5/2, 80/3.
     assert got["arp"] == pytest.approx((30 + 2.5 + 80 / 3) / 3, rel=1e-15)
-    # Long-tail shares 1/3, 2/2, 1/3 (the empty list is left out); ACLT counts every list: 1, 2, 0, 1.
+    # Long-tail shares 1/3, 2/2, 1/3 (the empty list is left out); ACLT too (Elliot): 1, 2, 1.
     assert got["aplt"] == pytest.approx(5 / 9, rel=1e-15)
-    assert got["aclt"] == 1.0
+    assert got["aclt"] == pytest.approx(4 / 3, rel=1e-15)
     # Exposure 2, 2, 1, 1, 0, 0, 1, 0, 0, 1: sorted, sum (2i - 11) x_(i) = 40, over 10 x 8.
     assert got["gini"] == 0.5 and got["coverage"] == 0.6
-    # PopRSP: recommended (short head, long tail) = (4, 4); not trained on, summed over the 4
-    # rows: short head 4 x 2 - 2 = 6, long tail 4 x 8 - 5 = 27; |4/6 - 4/27| / (4/6 + 4/27) = 7/11.
-    assert got["pop_rsp"] == pytest.approx(7 / 11, rel=1e-12)
+    # PopRSP: recommended (short head, long tail) = (4, 4); candidates over the 3 rows with a
+    # list: row 0 trained 3, 4 (2 head, 6 tail), row 1 trained 0 (1, 8), row 3's list re-serves
+    # its training item 1, so its training items stay candidates (2, 8): head 5, tail 22;
+    # |4/5 - 4/22| / (4/5 + 4/22) = 17/27.
+    assert got["pop_rsp"] == pytest.approx(17 / 27, rel=1e-12)
 
 
 def _random_case(seed: int, empty: bool) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
@@ -78,7 +80,8 @@ def test_shared_figures_equal_the_reference_classes_bit_for_bit(seed: int, empty
         assert _same(got["aplt"], LongTailShare(popularity).measure(lists[:, :k]))
         tail = long_tail(popularity)
         in_tail = np.where(lists[:, :k] >= 0, tail[lists[:, :k]], False).sum(axis=1)
-        assert _same(got["aclt"], float(in_tail.mean()))
+        listed = (lists[:, :k] >= 0).any(axis=1)  # Elliot: over the users with a list
+        assert _same(got["aclt"], float(in_tail[listed].mean()))
 
 
 def _naive_groups(popularity: np.ndarray, lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray]) -> list[dict[str, float]]:

@@ -47,9 +47,9 @@ def test_ties_that_move_the_groups_are_said_with_the_sizes_drawn(tmp_path: Path)
 def test_the_sizes_without_ties_are_the_sizes_by_position(tmp_path: Path, n_users: int) -> None:
     """Every served user has a popular ratio of its own (no ties): the sizes by position, no warning."""
     lines = ["user_id,item_id"]
-    for u in range(n_users):  # user u: item 0 (popular) once, and u + 1 unpopular items
-        lines += [f"{u},0"] + [f"{u},{10 + j}" for j in range(u + 1)]
-    lines += [f"{100 + r},1" for r in range(40)]  # item 1 popular too; 40 users of their own, ratio 1 (tied)
+    for u in range(n_users):  # user u: item 0 (the most popular) five times, and items 10 .. 10 + u
+        lines += [f"{u},0"] * 5 + [f"{u},{10 + j}" for j in range(u + 1)]
+    # The groups are drawn among every user of the log (all served here): popular items 0 and 10, ratio 2 / (u + 2)
     log = tmp_path / "log.csv"
     log.write_text("\n".join(lines) + "\n")
     recs = tmp_path / "recs.csv"

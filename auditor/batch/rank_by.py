@@ -61,8 +61,8 @@ class RankSense(NamedTuple):
 def rank_sense(rank_by: str) -> RankSense:
     """Most biased first, in the direction the measure means more bias (the table ``diff``
     judges changes by, :mod:`auditor.diff.directions`): descending where lower is less
-    bias, ascending where higher is (long-tail share, coverage, novelty), farthest from 0
-    first for ΔGAP; a column that is no bias measure (accuracy, seconds, a plugin's measure
+    bias (ΔGAP, the popularity lift, included), ascending where higher is (long-tail share,
+    coverage, novelty); a column that is no bias measure (accuracy, seconds, a plugin's measure
     of unknown direction) ranks descending and the title says so."""
     parsed = per_k_name(rank_by)
     entry = (FlatEntry(None, "retrieval", parsed.measure, parsed.scoring, parsed.k) if parsed is not None

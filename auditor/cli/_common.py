@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from auditor.alpha import name_clash
-from auditor.config import DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining
+from auditor.config import (
+    DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining, GroupPolicy,
+)
 from auditor.errors import AuditError
 from auditor.io import descriptor_named
 from auditor.output_guard import file_key
@@ -313,6 +315,8 @@ def audit_fields(options: dict[str, Any]) -> dict[str, Any]:
     fields["retrieval"] = not fields.pop("no_retrieval")
     fields["probes"] = not fields.pop("no_probes")
     fields["declared"] = DeclaredTraining(*declared)
+    if (clash := GroupPolicy.overlap(fields)) is not None:  # options that cannot hold together: usage
+        raise click.UsageError(clash)
     if "alphas" in fields:
         fields["alphas"] = tuple(fields["alphas"]) or DEFAULT_ALPHAS
         if (clash := name_clash(fields["alphas"])) is not None:  # never merged silently into one scoring

@@ -79,8 +79,19 @@ def holds_own(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items
 
 def own_slots(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> int:
     """How many filled slots of ``lists`` hold an item of their row's own set (as :func:`holds_own`)."""
+    return int(_own(lists, indptr, values, n_items)[1].sum())
+
+
+def own_rows(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> int:
+    """How many rows of ``lists`` hold at least one item of their own set (as :func:`holds_own`)."""
+    listed, own = _own(lists, indptr, values, n_items)
+    return int(np.unique(listed[own]).size)
+
+
+def _own(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row of each filled slot of ``lists`` and whether it holds an item of its row's set."""
     n = lists.shape[0]
     owners = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr[: n + 1]))
     listed = np.repeat(np.arange(n, dtype=np.int64), lists.shape[1])[lists.reshape(-1) >= 0]
     keys = listed * (n_items + 1) + lists.reshape(-1)[lists.reshape(-1) >= 0]
-    return int(np.isin(keys, owners * (n_items + 1) + values[: owners.size]).sum())
+    return listed, np.isin(keys, owners * (n_items + 1) + values[: owners.size])

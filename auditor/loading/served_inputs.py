@@ -53,6 +53,9 @@ class ListsInputs:
     profiles: tuple[np.ndarray, np.ndarray] | None = None
     """CSR of each served user's training items (list rows; the user- and item-side
     measures read them); None without a log of users, or when no served user is one of its users."""
+    population: tuple[np.ndarray, np.ndarray] | None = None
+    """CSR of every training-log user's training items (the users the user groups are drawn
+    among, as a model's queried users are, with a served list or not); None with ``profiles``."""
     unmatched_users: str | None = None
     """Why the figures that need each user's training items are not measured: no served
     user is a user of the log (:func:`~auditor.loading.served_ids.unmatched_users_reason`)."""
@@ -127,23 +130,28 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
         warnings.extend(heldout.warnings)
     if unmatched is not None:
         warnings.insert(0, unmatched)
+    profiles, population = (None, None) if unmatched else _profiles(config, served, progress)
     return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings,
-                       heldout=heldout, profiles=None if unmatched else _profiles(config, served, progress),
-                       unmatched_users=unmatched)
+                       heldout=heldout, profiles=profiles, population=population, unmatched_users=unmatched)
 
 
-def _profiles(config: AuditConfig, served: ServedLists, progress: Progress) -> tuple[np.ndarray, np.ndarray] | None:
+Csr = tuple[np.ndarray, np.ndarray]
+
+
+def _profiles(config: AuditConfig, served: ServedLists, progress: Progress) -> tuple[Csr | None, Csr | None]:
     """CSR of each served user's training items over the lists' catalogue, at their list
-    rows (users without training items: empty); None without a log that names users."""
+    rows (users without training items: empty), and of every log user's (the population the
+    user groups are drawn among); (None, None) without a log that names users."""
     spec = config.training_log
     if spec is None or open_log(spec).user_col is None:
-        return None
+        return None, None
     log = read_holdout(spec, served.items, progress=progress)  # a log read as users -> item rows
     at = lookup_rows(log.users.raw_ids, served.user_ids)
     listed = np.flatnonzero(at >= 0)
     users = log.users.subset(listed)
     owner = np.repeat(at[listed], np.diff(users.indptr))
-    return build_csr(owner, np.asarray(users.item_rows, dtype=np.int64), served.n_users)
+    population = (np.asarray(log.users.indptr, dtype=np.int64), np.asarray(log.users.item_rows, dtype=np.int64))
+    return build_csr(owner, np.asarray(users.item_rows, dtype=np.int64), served.n_users), population
 
 
 def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQueries:

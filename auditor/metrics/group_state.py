@@ -25,6 +25,13 @@ import numpy as np
 
 from auditor.metrics.exposure import HeadShare, ListContext, LongTailShare, Slots
 from auditor.metrics.held_hits import HeldTable, held_table
+from auditor.metrics.parity_candidates import (
+    Candidates,
+    catalogue_candidates,
+    held_candidates,
+    reserving,
+    trained_table,
+)
 from auditor.metrics.item_kinds import ItemKinds, item_kinds
 from auditor.metrics.popularity_groups import (
     DEFAULT_GROUPS,
@@ -84,6 +91,8 @@ class ListFigures:
     """Jensen–Shannon divergence of the profile's and the list's head/mid/tail shares (NaN: no profile or no list)."""
     ndcg: np.ndarray | None = None
     """NDCG@K of each row with held-out items (aligned with ``Prepared.relevant_rows``)."""
+    reserving: np.ndarray | None = None
+    """bool (n_rows,): the row's list holds one of its training items (None: ``seen_kept`` or no profiles)."""
     reo_numerator: tuple[float, float] | None = None
     """Recommended relevant short-head and long-tail items, summed over users (PopREO)."""
     groups: tuple[GroupFigures, ...] | None = None
@@ -117,21 +126,25 @@ class Prepared:
     """Mean popularity of each row's profile items (NaN: empty profile)."""
     profile_shares: np.ndarray | None = None
     """(n_rows, 3) head/mid/tail shares of each row's profile (NaN rows: empty profile)."""
-    rsp_denominator: tuple[float, float] | None = None
-    """Short-head and long-tail items each user has not trained on, summed over rows (PopRSP)."""
+    seen_kept: bool = False
+    """Training items are candidates of every row (``keep_seen``)."""
+    rsp_candidates: Candidates | None = None
+    """Each row's short-head and long-tail candidates (PopRSP; :mod:`~auditor.metrics.parity_candidates`)."""
+    trained: HeldTable | None = None
+    """Each row's training items, to find the lists that re-serve some (without ``seen_kept``)."""
     relevant: Profiles | None = None
     relevant_rows: np.ndarray | None = None
     """The list rows with held-out items, ascending."""
     held: HeldTable | None = None
     """``relevant`` restricted to ``relevant_rows``, ready to find a list matrix's hits."""
-    reo_denominator: tuple[float, float] | None = None
-    """Held-out short-head and long-tail items each user has not trained on, summed (PopREO)."""
+    reo_candidates: Candidates | None = None
+    """Each row's held-out short-head and long-tail items, without and with its training items (PopREO)."""
     members: tuple[np.ndarray, ...] = ()
     """Per user group: which list rows belong to it (with profiles)."""
     profiled: tuple[np.ndarray, ...] = ()
     """Per user group: its rows whose profile popularity is finite."""
     n_members: tuple[int, ...] = ()
-    """Per user group: its rows."""
+    """Per user group: its users (its rows, or its users of ``ListContext.population``)."""
     n_evaluated: tuple[int, ...] = ()
     """Per user group: its rows with held-out items (empty without a holdout)."""
     source_profiles: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
@@ -185,7 +198,7 @@ def _shared_key(context: ListContext) -> tuple[object, ...] | None:
     """What the prepared state depends on, when it can outlive its context: read-only
     profile arrays (they cannot change; kept by identity), no holdout, the popularity
     and group cut-offs by value. None otherwise."""
-    if context.profiles is None or context.relevant is not None:
+    if context.profiles is None or context.relevant is not None or context.population is not None:
         return None
     indptr, rows = context.profiles
     if indptr.flags.writeable or rows.flags.writeable:
@@ -221,11 +234,17 @@ def _prepare(context: ListContext) -> Prepared:
             state.profile_shares = shares / np.where(sizes > 0, sizes, np.nan)[:, None]
         state.profiles = profiles
         ratio = popular_ratio(popularity, profiles, policy)
-        state.user_group, state.sole_ratio = groups_by_ratio(ratio, policy), sole_ratio(ratio)
+        among = ratio if context.population is None else popular_ratio(
+            popularity, as_profiles(context.population, n_items, "population"), policy)
+        state.user_group, state.sole_ratio = groups_by_ratio(ratio, policy, among), sole_ratio(among)
         state.members = tuple(state.user_group == code for code in range(len(USER_GROUPS)))
         state.profiled = tuple(members & np.isfinite(state.profile_pop) for members in state.members)
-        state.n_members = tuple(int(members.sum()) for members in state.members)
-        state.rsp_denominator = _candidates(profiles, state.tail, context.seen_kept)
+        drawn = state.user_group if context.population is None else groups_by_ratio(among, policy)
+        state.n_members = tuple(int((drawn == code).sum()) for code in range(len(USER_GROUPS)))
+        state.seen_kept = context.seen_kept
+        state.rsp_candidates = catalogue_candidates(profiles, state.tail)
+        if not context.seen_kept:
+            state.trained = trained_table(profiles, n_items)
     if context.relevant is not None:
         relevant = as_profiles(context.relevant, n_items, "relevant")
         state.relevant = relevant
@@ -234,8 +253,7 @@ def _prepare(context: ListContext) -> Prepared:
         sub = _take(relevant, rows)
         state.held = held_table(sub.indptr, sub.rows, n_items)
         if state.profiles is not None:
-            state.reo_denominator = _candidate_relevant(relevant, state.profiles, state.tail, n_items,
-                                                        context.seen_kept)
+            state.reo_candidates = held_candidates(relevant, state.profiles, state.tail, n_items)
             state.n_evaluated = tuple(int(members[rows].sum()) for members in state.members)
     return state
 
@@ -247,38 +265,6 @@ def _take(csr: Profiles, rows: np.ndarray) -> Profiles:
     np.cumsum(counts, out=indptr[1:])
     at = np.repeat(starts - indptr[:-1], counts) + np.arange(int(indptr[-1]), dtype=np.int64)
     return Profiles(indptr, csr.rows[at])
-
-
-def _candidates(profiles: Profiles, tail: np.ndarray, seen_kept: bool) -> tuple[float, float]:
-    """PopRSP's denominators: the short-head and long-tail items each row could be served,
-    summed over rows: Σ_u |g − T_u| (T_u trained, never served), or Σ_u |g| when training
-    items stay candidates (``seen_kept``), where a trained item can fill a slot too."""
-    head = ~tail
-    if seen_kept:
-        return float(profiles.n * head.sum()), float(profiles.n * tail.sum())
-    trained_head = profiles.row_sums(head)
-    return (
-        float(profiles.n * head.sum() - trained_head.sum()),
-        float(profiles.n * tail.sum() - (profiles.sizes - trained_head).sum()),
-    )
-
-
-def _candidate_relevant(
-    relevant: Profiles, profiles: Profiles, tail: np.ndarray, n_items: int, seen_kept: bool
-) -> tuple[float, float]:
-    """PopREO's denominators: Σ_u |(short head ∩ R_u) − T_u| and Σ_u |(long tail ∩ R_u) − T_u|
-    over distinct items (R_u held out, T_u trained); without ``− T_u`` when training items
-    stay candidates (``seen_kept``), where a held-out item also trained can still be hit."""
-    if relevant.n != profiles.n:
-        raise ValueError(f"relevant has {relevant.n} rows but profiles {profiles.n}; both must align with the lists")
-    if seen_kept:
-        in_tail_held = tail[relevant.rows]
-        return float((~in_tail_held).sum()), float(in_tail_held.sum())
-    held = relevant.owner * n_items + relevant.rows  # distinct keys (as_profiles), < n_rows * n_items
-    trained = profiles.owner * n_items + profiles.rows
-    items = (held[~np.isin(held, trained, assume_unique=True)] % n_items).astype(np.int64)
-    in_tail = tail[items]
-    return float((~in_tail).sum()), float(in_tail.sum())
 
 
 def item_masks(popularity: np.ndarray, groups: np.ndarray, tail: np.ndarray) -> dict[str, np.ndarray]:
@@ -299,6 +285,8 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
     n_rows, width = slots.lists.shape
     filled = np.full(n_rows, width, dtype=np.int64) if slots.all_valid else slots.valid.sum(axis=1, dtype=np.int64)
     figures = ListFigures(list_pop=slots.per_list_mean(state.popularity), counts=counts, filled=filled)
+    if state.trained is not None:
+        figures.reserving = reserving(state.trained, slots.lists)
     if state.profile_shares is not None:
         columns = [state.kinds.column(name) for name in GROUP_MASKS]
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -37,8 +37,9 @@ class ExposureMeasures:
     most-popular list (interactions or distinct users per item, ``popularity``);
     novelty always uses distinct users and is None when they are unknown. ``profiles`` and
     ``relevant`` (CSR of each list row's training and held-out items) and ``groups`` (the
-    cut-offs) are what the user- and item-side measures read; ``seen_kept``: training items
-    stay candidates (``keep_seen``). ``measures``
+    cut-offs) are what the user- and item-side measures read, the user groups drawn among
+    ``population`` (CSR of every user's training items; None: the list rows); ``seen_kept``:
+    training items stay candidates (``keep_seen``). ``measures``
     (default: the built-in ones) are the registered list measures, in report order.
     """
 
@@ -55,11 +56,12 @@ class ExposureMeasures:
         relevant: tuple[np.ndarray, np.ndarray] | None = None,
         groups: GroupPolicy | None = None,
         seen_kept: bool = False,
+        population: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.popularity = np.asarray(popularity)
         self.n_items = int(self.popularity.shape[0])
         context = ListContext(self.popularity, user_counts, n_users, item_table, item_ids, profiles, relevant, groups,
-                              seen_kept)
+                              seen_kept, population)
         self.context = context
         """What every measure was bound to (the report's per-group table reads it too)."""
         self.info = measure_info(measures)
@@ -75,7 +77,7 @@ class ExposureMeasures:
             return self
         return ExposureMeasures(c.popularity, c.user_counts, c.n_users, measures=self._measures, seen_kept=kept,
                                 item_table=c.item_table, item_ids=c.item_ids, profiles=c.profiles,
-                                relevant=c.relevant, groups=c.groups)
+                                relevant=c.relevant, groups=c.groups, population=c.population)
 
     def measure(self, lists: np.ndarray | Slots) -> ListMeasures:
         """Every measure of one (n_queries, K) list matrix (None: not measurable)."""

@@ -36,10 +36,11 @@ import numpy as np
 
 from auditor.config import GroupPolicy
 from auditor.metrics.popularity_sets import head_mask, short_head_mask
+from auditor.sections import USER_GROUP_NAMES
 
 ITEM_GROUPS = ("head", "mid", "tail")
 """Item group names, in the order of their codes 0, 1, 2."""
-USER_GROUPS = ("niche", "diverse", "blockbuster")
+USER_GROUPS = USER_GROUP_NAMES
 """User group names, in the order of their codes 0, 1, 2 (-1: no profile)."""
 HEAD, MID, TAIL = 0, 1, 2
 NICHE, DIVERSE, BLOCKBUSTER = 0, 1, 2
@@ -129,14 +130,18 @@ def user_groups(popularity: np.ndarray, profiles: Profiles, policy: GroupPolicy 
     return groups_by_ratio(popular_ratio(popularity, profiles, policy), policy)
 
 
-def groups_by_ratio(ratio: np.ndarray, policy: GroupPolicy = DEFAULT_GROUPS) -> np.ndarray:
-    """Group code per row of its popular ``ratio`` (NaN: :data:`NO_GROUP`) (module docstring)."""
+def groups_by_ratio(ratio: np.ndarray, policy: GroupPolicy = DEFAULT_GROUPS,
+                    among: np.ndarray | None = None) -> np.ndarray:
+    """Group code per row of its popular ``ratio`` (NaN: :data:`NO_GROUP`) (module docstring),
+    the cuts drawn among the ratios ``among`` (default: ``ratio`` itself): a user's group is
+    where their profile stands in the population, whichever of its users are measured."""
     codes = np.full(ratio.shape[0], NO_GROUP, dtype=np.int8)
     known = ~np.isnan(ratio)
-    n = int(known.sum())
+    drawn = ratio if among is None else among
+    n = int((~np.isnan(drawn)).sum())
     if n == 0:
         return codes
-    ordered = np.sort(ratio[known])
+    ordered = np.sort(drawn[~np.isnan(drawn)])
     codes[known] = DIVERSE
     if ordered[0] == ordered[-1]:
         return codes  # one shared ratio: no niche/blockbuster contrast (:func:`sole_ratio`)

@@ -33,7 +33,7 @@ from auditor.metrics.exposure import ListContext, Slots
 from auditor.plugin_api import DeclaredListMeasure, Scorer
 from auditor.metrics.group_state import GroupFigures, ListFigures, Prepared, prepared
 from auditor.metrics.popularity_groups import DEFAULT_GROUPS, USER_GROUPS, cut_sizes
-from auditor.sections import GROUP_LIST_MEASURES
+from auditor.sections import GROUP_LIST_MEASURES, TIED_GROUPS
 from auditor.sections import WHO_PAYS as WHO_PAYS  # its home is the values layer; audit code reads it here
 
 
@@ -61,7 +61,7 @@ def group_sizes(context: ListContext) -> tuple[int, ...] | None:
     state = prepared(context)
     if state.user_group is None:
         return None
-    return tuple(int(n) for n in np.bincount(state.user_group[state.user_group >= 0], minlength=len(USER_GROUPS)))
+    return state.n_members  # drawn among the population: the list rows, or every user of the log
 
 
 def _asked(context: ListContext) -> tuple[float, float, float]:
@@ -94,10 +94,8 @@ def tied_groups_warning(context: ListContext) -> str | None:
     (past :data:`GROUP_SIZE_FACTOR`); None: neither, or no profiles."""
     if (ratio := tied_ratio(context)) is None:
         return _uneven_groups_warning(context)
-    state = prepared(context)
-    assert state.user_group is not None  # a tie is found among grouped users
-    n = int((state.user_group >= 0).sum())
-    return (f"all {n:,} users with training items share one popular ratio ({ratio:.2f} of their items "
+    n = sum(group_sizes(context) or ())
+    return (f"all {n:,} users with training items {TIED_GROUPS} ({ratio:.2f} of their items "
             "popular): no user is more niche or more blockbuster than another, so the user groups are undefined: "
             "all count as diverse, and the niche and blockbuster figures are null")
 

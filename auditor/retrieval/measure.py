@@ -31,7 +31,6 @@ import numpy as np
 
 from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.model import QueryPopulation
-from auditor.loading.csr import holds_own
 from auditor.memory import approximate_index_bytes, block_rows, check_index_ceiling, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
@@ -48,6 +47,7 @@ from auditor.retrieval.approximate import preflight_note, sampled_head_error
 from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
+from auditor.retrieval.served import reserved_said
 from auditor.retrieval.serving import popular_lists
 
 if TYPE_CHECKING:
@@ -227,13 +227,14 @@ def _measure_lists(
     return at, exposure, tables
 
 
-def _serves_seen(served: np.ndarray, population: QueryPopulation, n_items: int) -> bool:
-    """Whether served lists hold training items of their users: PopRSP and PopREO then keep
-    training items among the served lists' candidates (a probability of a slot above 1
-    otherwise), whatever keep-seen does to the scorings (the service was not filtered by it)."""
-    if population.seen_indptr is None or population.seen_rows is None:
-        return False
-    return holds_own(served, population.seen_indptr, population.seen_rows, n_items)
+def _served_measures(measures: ExposureMeasures, served: np.ndarray, population: QueryPopulation,
+                     warnings: list[str]) -> ExposureMeasures:
+    """The served lists' measures: they were not filtered by keep_seen, so whose training items
+    are PopRSP/PopREO candidates is decided per user, by whether their own list re-serves one
+    (:mod:`auditor.metrics.parity_candidates`); ``warnings`` gets how many do."""
+    if (trained := _profiles(population)) is not None:
+        warnings += reserved_said(served, trained, measures.n_items)
+    return measures.with_seen_kept(False)
 
 
 def _served_overlaps(slots: dict[str, Slots]) -> dict[str, float]:
@@ -300,7 +301,7 @@ def measure_retrieval(
     if served is not None:
         lists[SERVED] = served
         definitions["overlap_served"] = OVERLAP_SERVED_DEFINITION
-    served_measures = None if served is None else measures.with_seen_kept(_serves_seen(served, population, n_items))
+    served_measures = None if served is None else _served_measures(measures, served, population, warnings)
     at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress, served_measures)
     retrieval = Retrieval(
         n_queries=population.n_queries,

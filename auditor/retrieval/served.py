@@ -23,7 +23,7 @@ import numpy as np
 
 from auditor.config import GroupPolicy
 from auditor.loading.served_lists import ServedLists
-from auditor.loading.csr import holds_own, own_slots
+from auditor.loading.csr import own_rows, own_slots
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
 from auditor.metrics.user_measures import group_definitions, tied_groups_warning
@@ -105,6 +105,31 @@ def training_slots(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n
     return own_slots(lists, *profiles, n_items), int((lists >= 0).sum())
 
 
+def unlisted_users_said(profiles: tuple[np.ndarray, np.ndarray], population: tuple[np.ndarray, np.ndarray]) -> list[str]:
+    """A warning when some users of the training log (``population``) have no served list
+    (``profiles``: the listed users' training items): they are grouped, not measured."""
+    n_users = int((np.diff(population[0]) > 0).sum())
+    unlisted = n_users - int((np.diff(profiles[0]) > 0).sum())
+    if unlisted <= 0:
+        return []
+    return [f"{unlisted:,} of the {n_users:,} users of the training log have no served list: the user groups are "
+            "drawn among all of them (a user's group is a property of their training profile, as beside a model), "
+            "and those users contribute no list figure (each group's figures are over its users with a list)"]
+
+
+def reserved_said(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int) -> list[str]:
+    """A warning when some served lists (``lists``, rows of ``profiles``: each user's training
+    items) re-serve training items of their user: PopRSP and PopREO count those users'
+    training items among their candidates (docs/measures.md, "Item-side measures")."""
+    users = own_rows(lists, *profiles, n_items)
+    if not users:
+        return []
+    listed = int((np.asarray(lists) >= 0).any(axis=1).sum())
+    return [f"{users:,} of the {listed:,} served lists re-serve some of their user's training items: for those "
+            "users PopRSP and PopREO count their training items among the candidates (Σ_u |g| instead of "
+            "Σ_u |g − T_u|); every other user's exclude them, as Elliot's"]
+
+
 def head_share_of_log(popularity: np.ndarray) -> float | None:
     """The top-1% items' share of all popularity (training interactions or users)."""
     total = float(popularity.sum())
@@ -125,11 +150,14 @@ def measure_served(
     relevant: tuple[np.ndarray, np.ndarray] | None = None,
     groups: GroupPolicy | None = None,
     exclude_popular: Exclusions | None = None,
+    population: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ServedOutcome:
     """Every list measure of the served lists and of the most-popular list at each of
     ``ks`` (each at most the lists' width), over ``served``'s catalogue; ``profiles`` and
     ``relevant`` (CSR at the list rows: training and held-out items) feed the user- and
-    item-side measures, grouped by ``groups``. The most-popular list skips each user's
+    item-side measures, grouped by ``groups`` among ``population`` (CSR of every log user's
+    training items, as a model's queried users: a user's group does not depend on who else
+    was served a list; None: among the list rows). The most-popular list skips each user's
     ``exclude_popular`` rows (their training items), as a model's popular list skips them:
     ``*_popular@K`` is one list under one name with or without a model."""
     weights = popularity_of(stats, popularity)
@@ -137,12 +165,15 @@ def measure_served(
     groups = groups or GroupPolicy()
     measures = ExposureMeasures(weights, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_ids=served.items.item_ids, profiles=profiles, relevant=relevant,
-                                groups=groups,  # PopRSP/PopREO: lists holding training items keep them
-                                seen_kept=profiles is not None and holds_own(served.lists, *profiles, n_items))
+                                groups=groups, population=None if profiles is None else population)
     popular = popular_lists(measures, max(ks), served.n_users, exclude_popular)
     section = describe_served(served)
     exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}
     warnings: list[str] = [note] if (note := tied_groups_warning(measures.context)) else []
+    if profiles is not None and population is not None:
+        warnings += unlisted_users_said(profiles, population)
+    if profiles is not None:
+        warnings += reserved_said(served.lists, profiles, n_items)
     with progress.track("served lists: exposure measures", len(ks)) as advance:
         for k in ks:
             mine, theirs = Slots(served.lists[:, :k], n_items), Slots(popular[:, :k], n_items)

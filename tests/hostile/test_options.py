@@ -18,6 +18,7 @@ from .corpus import (
     EXIT_GATE,
     EXIT_OK,
     EXIT_USAGE,
+    N_ITEMS,
     Built,
     Case,
     Outcome,
@@ -34,6 +35,13 @@ from .corpus import (
 )
 
 NEVER_OVERWRITES = r"is the input file given as {given}; popaudit never overwrites an input"
+
+
+def _uneven_log(d: Path) -> None:
+    """The standard log's items, each user trained on a share of popular items of their own."""
+    top = N_ITEMS - 1  # trained 4 times by every user: the most popular item
+    pairs = [(u, i) for u in range(5) for i in [top] * 4 + list(range(u + 1))]
+    pq.write_table(pa.table({"user_id": [u for u, _ in pairs], "item_id": [i for _, i in pairs]}), d / "log.parquet")
 
 
 def _check(*extra: str, outputs: tuple[str, ...] = (), must_exist: tuple[str, ...] = (), check: Any = None,
@@ -228,6 +236,22 @@ CASES = [
          r"gap_delta_diverse_ratio@5>1: a ratio of two signed figures is undefined \(dot -[\d.]+, cosine -[\d.]+: it "
          r"does not say which is larger\); gate gap_delta_diverse_dot@5 and gap_delta_diverse_cosine@5 instead; "
          r"head_share_1pct_ratio@5>1: a ratio of two zeros is undefined \(dot and cosine are both 0\)"),
+    # QA harms F4: a null group figure says why: the report's tie warning, or the group empty under the cut-offs.
+    Case("fail-on-group-of-tied-users", _check("-k", "5", "--fail-on", "miscalibration_niche_dot@5>0.2"), EXIT_ERROR,
+         r"miscalibration_niche_dot@5>0\.2: miscalibration_niche: all 5 users with training items share one popular "
+         r"ratio \(0\.\d\d of their items popular\).*the niche and blockbuster figures are null$"),
+    Case("fail-on-empty-group", _check("-k", "5", "--niche-fraction", "0.01", "--fail-on", "gap_delta_niche_dot@5<0",
+                                       make=_uneven_log), EXIT_ERROR,
+         r"gap_delta_niche_dot@5<0: gap_delta_niche: the niche group is empty under the cut-offs \(user groups drawn: "
+         r"0 niche \(0\.0%\), .* of 5 users with training items\): a larger --niche-fraction draws users into it$"),
+    # QA harms F6: cut-offs that cannot hold together are a usage error (exit 2) naming both options.
+    Case("group-fractions-overlap", _check("--niche-fraction", "0.6", "--blockbuster-fraction", "0.5"), EXIT_USAGE,
+         r"Error: --niche-fraction \+ --blockbuster-fraction must be at most 1, got 0\.6 \+ 0\.5$"),
+    Case("group-masses-overlap", _check("--head-mass", "0.7", "--tail-mass", "0.4"), EXIT_USAGE,
+         r"Error: --head-mass \+ --tail-mass must be at most 1 \(the head and the tail may not overlap\), "
+         r"got 0\.7 \+ 0\.4$"),
+    Case("group-one-fraction-past-the-default", _check("--blockbuster-fraction", "0.9"), EXIT_USAGE,
+         r"Error: --niche-fraction \+ --blockbuster-fraction must be at most 1, got 0\.2 \+ 0\.9$"),
     Case("fail-on-k-typo", _check("-k", "5", "--fail-on", "gini_dot@05>0.5"), EXIT_USAGE, r"unknown metric 'gini_dot@05'"),
     Case("output-is-model", _check("-o", "items.npy"), EXIT_ERROR, r"-o items\.npy " + NEVER_OVERWRITES.format(given="MODEL")),
     Case("output-is-log", _check("--json", "log.parquet"), EXIT_ERROR,
