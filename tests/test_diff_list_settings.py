@@ -66,7 +66,7 @@ def test_the_served_lists_overlaps_have_rules_of_their_own() -> None:
     for name, popular in (("overlap_served_dot", False), ("overlap_served_cosine", False),
                           ("overlap_served_popular", True)):
         entry = FlatEntry(0.5, "retrieval", name, None, 10)
-        assert rule_for(entry).patterns != () and direction(entry, 0.1, 0.5) == "neutral", name
+        assert rule_for(entry).patterns != () and direction(entry, 0.1) == "neutral", name
         assert depends_on_popularity(entry) is popular, name
     diff = diff_reports(_lists(), _lists(popularity="users"))
     change = diff.metric("overlap_served_popular@5")

@@ -72,6 +72,4 @@ def rank_sense(rank_by: str) -> RankSense:
         return RankSense(lambda v: -v, f"highest first; {rank_by} is no bias measure")
     if rule.better == "higher":
         return RankSense(lambda v: v, "most biased first: lowest first, since a higher value is less bias")
-    if rule.better == "zero":
-        return RankSense(lambda v: -abs(v), "most biased first: farthest from 0 first")
     return RankSense(lambda v: -v, "most biased first")

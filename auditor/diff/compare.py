@@ -323,7 +323,7 @@ def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: lis
     # From 0, from round-off of 0 or from an infinite ratio, a change has no relative size;
     # no change (0 → 0 included) is 0 relative.
     relative = 0.0 if unchanged else None if from_zero(a, b) or not math.isfinite(a) else delta / abs(a)
-    return MetricChange(name, a, b, delta, relative, direction(entry, delta, a), "compared")
+    return MetricChange(name, a, b, delta, relative, direction(entry, delta), "compared")
 
 
 def from_zero(base: float, new: float) -> bool:

@@ -23,15 +23,11 @@ from auditor.flat import RATIO, FlatEntry
 from auditor.wording import CHANGE_WORDS
 
 Aspect = Literal["bias", "accuracy", "none"]
-Better = Literal["lower", "higher", "zero", "none"]
-"""Which way is better; ``zero``: closer to 0 (a popularity lift, where lists less popular
-than the profiles they serve are as miscalibrated as lists more popular)."""
+Better = Literal["lower", "higher", "none"]
+"""Which way is better."""
 Direction = Literal["less bias", "more bias", "more accuracy", "less accuracy", "smaller gap", "larger gap",
                    "better fit", "worse fit", "less concentrated", "more concentrated", "unchanged", "neutral",
-                   "unknown", "changed sign"]
-"""``changed sign``: a ``zero`` figure that crossed 0 (lists that were less popular than the
-profiles they serve are now more popular, or the reverse): another kind of miscalibration,
-not a smaller or larger one, so neither a better nor a worse fit."""
+                   "unknown"]
 
 
 @dataclass(frozen=True)
@@ -97,8 +93,8 @@ def depends_on_popularity(entry: FlatEntry) -> bool:
     return entry.scoring == "popular" or rule_for(entry).popularity
 
 
-def direction(entry: FlatEntry, delta: float | None, base: float | None = None) -> Direction:
-    """Which way ``delta`` (new − ``base``) moved the figure (a ``zero`` rule needs ``base``)."""
+def direction(entry: FlatEntry, delta: float | None) -> Direction:
+    """Which way ``delta`` (new − base) moved the figure."""
     rule = rule_for(entry)
     if delta is None:
         return "unknown"
@@ -106,13 +102,6 @@ def direction(entry: FlatEntry, delta: float | None, base: float | None = None) 
         return "unchanged"
     if not has_direction(entry):
         return "unknown" if rule is _UNKNOWN else "neutral"
-    if rule.better == "zero":
-        if base is None:
-            return "unknown"
-        if base * (base + delta) < 0:
-            return "changed sign"
-        improved = abs(base + delta) < abs(base)
-    else:
-        improved = (delta < 0) == (rule.better == "lower")
+    improved = (delta < 0) == (rule.better == "lower")
     better, worse = CHANGE_WORDS[rule.words or rule.aspect]
     return cast(Direction, better if improved else worse)

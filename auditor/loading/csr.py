@@ -71,19 +71,14 @@ def take_csr(indptr: np.ndarray, values: np.ndarray, index: np.ndarray) -> tuple
     return new, values[at]
 
 
-def holds_own(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> bool:
-    """Whether any row of ``lists`` (n, K item rows, -1 empty) holds an item of its own
-    set (``indptr``, ``values``: n sets, as :func:`build_csr` makes them), vectorised."""
-    return own_slots(lists, indptr, values, n_items) > 0
-
-
 def own_slots(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> int:
-    """How many filled slots of ``lists`` hold an item of their row's own set (as :func:`holds_own`)."""
+    """How many filled slots of ``lists`` (n, K item rows, -1 empty) hold an item of their
+    row's own set (``indptr``, ``values``: n sets, as :func:`build_csr` makes them), vectorised."""
     return int(_own(lists, indptr, values, n_items)[1].sum())
 
 
 def own_rows(lists: np.ndarray, indptr: np.ndarray, values: np.ndarray, n_items: int) -> int:
-    """How many rows of ``lists`` hold at least one item of their own set (as :func:`holds_own`)."""
+    """How many rows of ``lists`` hold at least one item of their own set (as :func:`own_slots`)."""
     listed, own = _own(lists, indptr, values, n_items)
     return int(np.unique(listed[own]).size)
 

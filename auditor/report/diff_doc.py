@@ -41,8 +41,6 @@ GRADED = "severity_level"
 """The verdict's grade (0 none … 3 high), last in the diff's ``metrics``."""
 LARGEST = 5
 """Figures listed on each side of the largest changes."""
-CHANGED_SIGN = "changed sign"
-"""A ΔGAP that crossed 0 (``auditor.diff.directions.direction``): listed apart, never ranked."""
 WORSE, BETTER = WORSE_WORDS, BETTER_WORDS
 """The directions "Largest changes" lists as worse and as better (``auditor.wording.CHANGE_WORDS``)."""
 _HEADERS = ("figure", "base", "new", "change", "relative", "direction")
@@ -89,9 +87,6 @@ def lead_sentence(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]])
     others = [f"{counts[w]} {w}" for pair in zip(BETTER[2:], WORSE[2:]) for w in pair if counts[w]]
     if others:
         text += f" ({', '.join(others)})"
-    crossed = sum(m.get("direction") == CHANGED_SIGN for m in metrics)
-    if crossed:
-        text += f"; {crossed} changed sign (ΔGAP across 0: not scored, see Largest changes)"
     return text + (f"; {flagged} not comparable (see Comparability)." if flagged else ".")
 
 
@@ -178,13 +173,6 @@ def _largest_section(metrics: Sequence[Mapping[str, Any]]) -> Section:
                                                           f"changes of the {len(moved):,} ranked{rest}."))
         else:
             blocks.append(Paragraph(f"None ranked{rest}." if side else "None.", "note"))
-    crossed = sorted((m for m in metrics if m.get("direction") == CHANGED_SIGN),
-                     key=lambda m: (-abs(float(m.get("delta") or 0)), str(m.get("name"))))
-    if crossed:
-        shown = f"the {LARGEST} largest changes; " if len(crossed) > LARGEST else ""
-        caption = (f"ΔGAP across 0 ({shown}the lists went from less popular than the profiles they serve to more "
-                   "popular, or back): another kind of miscalibration, neither a better nor a worse fit, so not ranked above.")
-        blocks += [Heading(f"Changed sign ({plural(len(crossed), 'figure')})"), _metrics_table(crossed[:LARGEST], caption)]
     return Section("largest", "Largest changes", tuple(blocks))
 
 
