@@ -36,32 +36,35 @@ def ivf_lists(n_items: int) -> tuple[int, int]:
     return nlist, int(min(nlist, max(1, math.ceil(nlist / 8))))
 
 
-IVF_TRAIN_PASSES = 4
-"""Exact-search-equivalent passes of IVF's k-means over its training points (FAISS runs 10
-iterations, below BLAS speed in part; 4 reproduces the lowest measured cost: one build of
-100k x 32 took as much CPU as exact search of about 5,100 queries, so the estimate errs
-towards silence; QA at 300k x 32 measured about 14,000 per build)."""
-HNSW_BUILD_QUERIES = 13_000
-"""One HNSW build (M=32, efConstruction=80) costs about as much CPU as exact search of this
-many queries over the same table: the lowest measured (100k x 32: 18 s against 2.75 s for
-2,000 queries); 100k items at 10,000 queries gave about 29,000, QA's 300k x 32 about 100,000."""
+BUILD_QUERIES = {"ivf": 14_000, "hnsw": 34_000}
+"""One index build over :data:`BUILD_REFERENCE_ITEMS` items costs at least about as much
+CPU as exact search of this many queries over the same table (all their scorings in one
+pass, as the recall check times them). From QA's runs on a 2-core box (100k x 32, 2,000
+queries): IVF's two builds and its search took 17.1 s of CPU and HNSW's 38.6 s, against
+0.55 s of exact search per 1,000 queries (about 31,000 and 70,000 queries' worth); at
+300k x 32, 58 s and 199 s against 1 s per 1,000 (about 27,500 and 98,000 per build)."""
+BUILD_REFERENCE_ITEMS = 100_000
 PREFLIGHT_MIN_FLOPS = 2e10
 """Estimated costs below this (about a second of two cores) are not said before the build."""
 
 
+def build_queries(kind: str, n_items: int) -> float:
+    """One build's CPU in exact searches of one query (:data:`BUILD_QUERIES`), scaled from
+    100k items as the items below it and as their square root above it: the lower of the
+    growths measured (100k to 300k items: IVF about x1.9, HNSW about x2.9), so a floor."""
+    ratio = n_items / BUILD_REFERENCE_ITEMS
+    return BUILD_QUERIES[kind] * min(ratio, math.sqrt(ratio))
+
+
 def index_cost(kind: str, n_items: int, n_queries: int, dim: int) -> float:
-    """Estimated CPU of an approximate run in exact-search FLOPs (2 x items x dim per
-    query): its two index builds (dot and cosine) and the recall check's exact search.
-    IVF: k-means over 64 points per list plus assigning every item; HNSW:
-    :data:`HNSW_BUILD_QUERIES` per build. The searches themselves are left out (cheaper)."""
-    check = 2.0 * n_items * min(n_queries, 1000) * dim
-    if kind == "ivf":
-        nlist = ivf_lists(n_items)[0]
-        train_points = min(n_items, 64 * nlist)
-        build = 2.0 * dim * nlist * (IVF_TRAIN_PASSES * train_points + n_items)
-    else:
-        build = 2.0 * n_items * HNSW_BUILD_QUERIES * dim
-    return 2 * build + check
+    """A low estimate of the CPU of an approximate run in exact-search FLOPs (2 x items x
+    dim per query): its two index builds (dot and cosine, :func:`build_queries` each) and
+    the recall check's exact search of up to 1,000 queries. The index's own searches are
+    left out: on CPU they cost about as much per query as exact search (QA, 100k x 32 IVF:
+    0.52 s per 1,000 queries against exact's 0.41 s), so where they are many the real cost
+    is higher still."""
+    per_query = 2.0 * n_items * dim
+    return per_query * (2 * build_queries(kind, n_items) + min(n_queries, 1000))
 
 
 def preflight_note(kind: str, n_items: int, n_queries: int, dim: int) -> list[str]:
@@ -73,17 +76,20 @@ def preflight_note(kind: str, n_items: int, n_queries: int, dim: int) -> list[st
         return []
     return [
         f"{setting('index')} {kind} will likely be slower than exact search here: building its two indexes "
-        f"({n_items:,} items x {dim} dims) and checking its recall cost about {cost / exact:.0f}x or more exact search of "
-        f"the {n_queries:,} queries (estimated; an index pays off only from about "
-        f"{_break_even(kind, n_items, dim):,} queries on this table; measured at 300k items x 2,000 queries x 32 "
-        f"dims: exact 2 s of CPU, IVF 58 s, HNSW 199 s)"
+        f"({n_items:,} items x {dim} dims) and checking its recall cost about {cost / exact:.{1 if cost < 10 * exact else 0}f}x or more exact search of "
+        f"the {n_queries:,} queries (estimated without the index's own searches, which on CPU cost about as much as "
+        f"exact search; an index can pay off only from at least about {_break_even(kind, n_items, dim):,} queries on "
+        f"this table (a low estimate); measured at 300k items x 2,000 queries x 32 dims: exact 2 s of CPU, "
+        f"IVF 58 s, HNSW 199 s; at 100k items x 20,000 queries IVF still took twice exact's CPU)"
     ]
 
 
 def _break_even(kind: str, n_items: int, dim: int) -> int:
-    """The query count from which :func:`index_cost` falls below exact search's."""
-    per_query = 2.0 * n_items * dim
-    return int(math.ceil((index_cost(kind, n_items, 0, dim)) / per_query + 1000))
+    """The query count from which :func:`index_cost` falls below exact search's, rounded
+    down to three significant figures (a floor, not a figure to the query)."""
+    queries = index_cost(kind, n_items, 0, dim) / (2.0 * n_items * dim) + 1000
+    step = 10 ** max(0, int(math.floor(math.log10(queries))) - 2)
+    return int(queries // step * step)
 
 
 def build_index(kind: str, table: np.ndarray, k: int, seed: int) -> tuple[faiss.Index, dict[str, int]]:
