@@ -95,7 +95,41 @@ def test_the_reasons_for_a_large_file(tmp_path: Path) -> None:
         old = {**now, "files": {"model": {**state, key: "other"}}}
         reason = change(json.dumps(old), now)
         assert reason is not None and f"({said}" in reason and "too large to hash whole" in reason, reason
-    # A provenance recorded before these keys existed (size and mtime only) is not trusted.
+    # A provenance recorded before these keys existed (size and mtime only) is not trusted,
+    # and said as what it is (QA scale N2: it read "changed (content, sampled; ...)").
     legacy = {**now, "files": {"model": {k: state[k] for k in ("path", "size", "mtime_ns", "sha256")}}}
-    assert change(json.dumps(legacy), now) is not None
+    assert change(json.dumps(legacy), now) == (
+        f"recorded by an older popaudit without a sampled hash of its model file {tmp_path / 't.npy'}")
+    # ... unless what it did record says the file changed.
+    moved = {**legacy, "files": {"model": {**legacy["files"]["model"], "mtime_ns": state["mtime_ns"] - 1}}}
+    assert change(json.dumps(moved), now) == (
+        f"its model file {tmp_path / 't.npy'} changed (modification time; too large to hash whole)")
+    grown = {**legacy, "files": {"model": {**legacy["files"]["model"], "size": 4095}}}
+    assert change(json.dumps(grown), now) == f"its model file {tmp_path / 't.npy'} changed (size)"
     assert change(json.dumps(now), now) is None
+
+
+def test_a_row_recorded_by_an_older_popaudit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA scale N2: a row whose big files were recorded without inode, change time and
+    sampled hash is audited again once, said as recorded by an older popaudit (the log is
+    untouched, so "its interactions file changed (content, sampled)" sent the user looking
+    for who rewrote it), then kept."""
+    monkeypatch.setattr(provenance, "HASH_LIMIT", 1024)
+    counts, table = _inputs(tmp_path)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    rc, _, first = _batch(tmp_path)
+    results = pq.read_table(tmp_path / "r.parquet")
+    recorded = json.loads(results["provenance"][0].as_py())
+    for state in recorded["files"].values():
+        for key in ("inode", "ctime_ns", "sampled_sha256"):
+            state.pop(key)
+    column = results.schema.get_field_index("provenance")
+    pq.write_table(results.set_column(column, "provenance", pa.array([json.dumps(recorded)])), tmp_path / "r.parquet")
+    rc, stderr, resumed = _batch(tmp_path, "--resume")
+    said = " ".join(stderr.split())
+    assert rc == 0 and ("row 0: recorded by an older popaudit without a sampled hash of its interactions file "
+                        f"{tmp_path / 'log.parquet'})") in said, said
+    assert "content" not in said
+    assert resumed == first == pytest.approx(spearmanr(counts, norms).statistic, abs=1e-9)
+    rc, stderr, again = _batch(tmp_path, "--resume")
+    assert rc == 0 and "audited again" not in stderr and again == first

@@ -11,7 +11,9 @@ change time (ns) and the SHA-256 of three 1 MiB blocks (first, middle, last) sta
 a same-size rewrite with its old modification time put back still counts as changed (its
 change time moves), and so does a file only touched or moved (which cannot be told from a
 rewrite without reading it all). It is stored as JSON in the results' ``provenance`` column; a row
-whose provenance differs, or is missing, is audited again and the reason said.
+whose provenance differs, or is missing, is audited again and the reason said (a big
+file recorded by an older popaudit, without a sampled hash, is audited again once and said
+as such, not as a change).
 """
 
 from __future__ import annotations
@@ -159,6 +161,8 @@ def change(recorded: str | None, now: dict[str, Any]) -> str | None:
                 return f"its {name} file {path} is missing"
             if not before or not after or before.get("size") != after.get("size"):
                 return f"its {name} file {path} changed (size)"
+            if _recorded_without_sample(before, after):
+                return f"recorded by an older popaudit without a sampled hash of its {name} file {path}"
             return f"its {name} file {path} changed ({_what_changed(before, after)})"
     return None
 
@@ -167,11 +171,21 @@ LARGE_FILE_KEYS = ("sampled_sha256", "mtime_ns", "ctime_ns", "inode")
 """What identifies a file too large to hash whole, in the order a change is said."""
 
 
+def _recorded_without_sample(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """A file too large to hash whole now, recorded with neither a hash nor a sampled one
+    (a row written before sampled hashes) and with the same modification time: nothing
+    says it changed, only that it cannot be checked (a new modification time is said as a
+    change)."""
+    return ("sampled_sha256" in after and "sampled_sha256" not in before and not before.get("sha256")
+            and before.get("mtime_ns") == after.get("mtime_ns"))
+
+
 def _what_changed(before: dict[str, Any], after: dict[str, Any]) -> str:
     if before.get("sha256") and after.get("sha256"):
         return "content"
     if "sampled_sha256" in after:
-        key = next((key for key in LARGE_FILE_KEYS if before.get(key) != after.get(key)), "inode")
+        # a key the earlier popaudit did not record says nothing of what changed
+        key = next((key for key in LARGE_FILE_KEYS if key in before and before[key] != after.get(key)), "inode")
         return {"sampled_sha256": "content, sampled", "mtime_ns": "modification time", "ctime_ns": "change time",
                 "inode": "inode: replaced or moved"}[key] + "; too large to hash whole"
     return "modification time"

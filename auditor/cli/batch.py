@@ -208,7 +208,7 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
         shown = "; ".join(f"row {row}: {why}" for row, why in outcome.recomputed[:10])
         more = f"; and {len(outcome.recomputed) - 10} more" if len(outcome.recomputed) > 10 else ""
         stderr.print(f"--resume: {len(outcome.recomputed)} finished row(s) audited again because what produced "
-                     f"them changed ({shown}{more})", markup=False, highlight=False, soft_wrap=True)
+                     f"them changed or could not be checked ({shown}{more})", markup=False, highlight=False, soft_wrap=True)
     summary = summarise(outcome.table, rank_by=rank_by, checked=True)  # checked before the run
     document = batch_document(summary, title=f"popaudit batch: {manifest.name}", n_resumed=outcome.n_resumed,
                               output=output)

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from auditor.batch import provenance
 from auditor.cli import cli
 
 from .corpus import EXIT_ERROR, EXIT_OK, FAST, Built, Case, Outcome, log, params, run_case, table, write
@@ -184,8 +185,28 @@ def _retrained_onnx_data(d: Path) -> None:
     os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def _recorded_by_older_popaudit(d: Path) -> None:
+    """Every row's provenance as a popaudit before sampled hashes wrote it for files too
+    large to hash whole: no inode, change time or sampled hash (the case lowers HASH_LIMIT
+    so that every input takes that route)."""
+    t = pq.read_table(d / "r.parquet")
+    cells = []
+    for cell in t.column("provenance").to_pylist():
+        recorded = json.loads(cell)
+        for state in recorded["files"].values():
+            for key in ("inode", "ctime_ns", "sampled_sha256"):
+                state.pop(key, None)
+        cells.append(json.dumps(recorded))
+    t = t.set_column(t.schema.get_field_index("provenance"), t.schema.field("provenance"), pa.array(cells))
+    pq.write_table(t, d / "r.parquet")
+
+
+BIG_FILE_CASES = {"resume-big-files-recorded-by-older-popaudit"}
+"""Cases run with HASH_LIMIT lowered to 64 bytes, so that every input is too large to hash whole."""
+
+
 def _says(pattern: str) -> str:
-    return r"--resume: \d+ finished row\(s\) audited again because what produced them changed \(.*" + pattern
+    return r"--resume: \d+ finished row\(s\) audited again because what produced them changed or could not be checked \(.*" + pattern
 
 
 CASES = [
@@ -241,6 +262,10 @@ CASES = [
     Case("resume-onnx-external-data-rewritten", _resume(_retrained_onnx_data, make=_onnx_model, check=_kept(0),
                                                         manifest=MANIFEST.replace("b.npy", "onnx/model.onnx")),
          EXIT_OK, None, stderr=_says(r"row 1: its model_data file .*onnx/model\.data changed \(content\)")),
+    # QA scale N2: said as a row recorded by an older popaudit, not as a log whose content changed.
+    Case("resume-big-files-recorded-by-older-popaudit", _resume(_recorded_by_older_popaudit, check=_kept()), EXIT_OK,
+         None, stderr=_says(r"row 0: recorded by an older popaudit without a sampled hash of its interactions file "
+                            r"\S*log\.parquet; row 1: recorded by an older popaudit"), absent=r"\(content"),
     Case("resume-journal-symlink-not-followed", _resume(_journal_link), EXIT_ERROR,
          r"cannot write \.r\.parquet\.journal: it is a symbolic link \(to elsewhere/forged\.jsonl\), and popaudit "
          r"neither writes through a link nor replaces it"),
@@ -255,6 +280,8 @@ PRODUCT_FAILURES: list[Case] = []
 
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_resume(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if case.id in BIG_FILE_CASES:
+        monkeypatch.setattr(provenance, "HASH_LIMIT", 64)
     run_case(case, tmp_path, monkeypatch)
 
 
