@@ -89,6 +89,7 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
     "c2_second_difference.linear": ("item encoder linear in its parameters (C2 holds)", "bool"),
     "c2_second_difference.output_dtype": ("dtype the item encoder returns", "text"),
     "c2_second_difference.flat_over_epsilon": ("above the tolerance but flat over ε (rounding, not curvature)", "bool"),
+    "c2_second_difference.rounding_level": ("rounding level (8 × eps of the tower's coarsest float type)", "number"),
     "c3_cross_jacobian.items": ("item rows probed", "text"),
     "c3_cross_jacobian.n_items": ("items probed", "count"),
     "c3_cross_jacobian.n_pairs": ("pairs of distinct items", "count"),
