@@ -104,6 +104,24 @@ def served_for_model(
     return served, rows, notes
 
 
+def served_for_untrained(served: ServedLists, untrained: QueryPopulation) -> tuple[np.ndarray, str]:
+    """The served lists of RecBole's test users who never trained (``untrained``, in its
+    order; -1: none in the file) and the warning saying what accuracy does with them: a
+    list the file holds is scored as the queried users' are, a user without one counts as
+    a miss (an empty list, as a queried user without one), and none counts in exposure."""
+    rows, missing = lists_for(served, np.asarray(untrained.raw_ids))
+    n = untrained.n_queries
+    note = (
+        f"{n - missing:,} of the {n:,} held-out users with no training interaction in RecBole's split have a list in "
+        f"{served.source}: not queried, so in no exposure figure, but the served scoring's accuracy scores those "
+        "lists, as RecBole's test evaluates these users"
+    )
+    if missing:
+        note += (f"; the other {missing:,} have none there, so they count as misses for the served scoring (an "
+                 "empty list), while the model's own scorings rank them")
+    return rows, note
+
+
 def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress = SILENT) -> ListsInputs:
     """The served lists of ``config.recommendations`` over the catalogue of the training
     log and the lists, the log's counts aligned to it, and the cut-offs measured: every
