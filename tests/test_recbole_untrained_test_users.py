@@ -201,3 +201,27 @@ def test_another_inter_than_the_run_read_is_warned(tmp_path: Path) -> None:
         notes[0])
     assert str(other) in notes[0] and result.accuracy is not None and result.accuracy.n_users_evaluated == 3
 
+
+def test_diff_does_not_compare_accuracy_under_another_protocol(audited: AuditResult) -> None:
+    """QA6 served N4: a report from before F1 (the untrained test users not evaluated: a
+    protocol without that clause, NDCG@4 dot over u1 alone) against today's: the accuracy
+    figures are flagged (setting accuracy.protocol), not read as "more accuracy"; the
+    exposure figures stay compared."""
+    import copy
+
+    from auditor.diff import diff_reports
+    from test_diff import as_json
+
+    new = as_json(audited)
+    old = copy.deepcopy(new)
+    old["accuracy"]["protocol"] = new["accuracy"]["protocol"].split("; also evaluated")[0] + "; " + (
+        new["accuracy"]["repeats"])
+    old["accuracy"]["n_users_evaluated"] = 1
+    old["accuracy"]["at"]["4"]["dot"]["ndcg"] = new["accuracy"]["at"]["4"]["dot"]["ndcg"] / 2
+    diff = diff_reports(old, new)
+    assert "accuracy.protocol" in [s.setting for s in diff.settings]
+    ndcg = diff.metric("ndcg_dot@4")
+    assert ndcg.status == "incomparable" and ndcg.delta is None and "accuracy.protocol differs" in (ndcg.reason or "")
+    assert diff.metric("gini_dot@4").status == "compared" and diff.metric("gini_dot@4").delta == 0
+    same = diff_reports(new, copy.deepcopy(new))
+    assert same.metric("ndcg_dot@4").status == "compared" and not same.settings
