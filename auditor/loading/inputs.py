@@ -145,7 +145,7 @@ def load_inputs(
         from auditor.loading.served_inputs import served_for_model  # served lists: only when given
 
         inputs.served, inputs.served_rows, notes = served_for_model(
-            config, bundle, inputs.population, cache, progress)
+            config, bundle, inputs.population, cache, progress, evaluates_untrained=evaluation is not None)
         inputs.warnings.extend(notes)
     inputs.heldout = _heldout(inputs, config, progress)
     if bundle.live is None:  # a plugin may know how to run this model
