@@ -224,9 +224,11 @@ def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: A
     if untrained is not None and inputs.stats is not None:  # RecBole's test users who never trained
         from auditor.retrieval.measure import with_untrained_lists
 
-        lists = with_untrained_lists(lists, inputs.serving_bundle, inputs.stats, config, untrained)
+        lists = with_untrained_lists(lists, inputs.serving_bundle, inputs.stats, config, untrained,
+                                     served=inputs.served_untrained)
     return evaluate(inputs.heldout, lists, sorted(serving.retrieval.at), tolerance=config.accuracy_tolerance,
-                    keep_seen=config.keep_seen, seen_excluded=inputs.population.exclude is not None)
+                    keep_seen=config.keep_seen, seen_excluded=inputs.population.exclude is not None,
+                    untrained_served=inputs.served_untrained)
 
 
 def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: MeasuredSections,

@@ -24,9 +24,13 @@ PROTOCOL = (
 )
 UNTRAINED = (
     "also evaluated, as RecBole's own test evaluates them: {n:,} held-out users with no training interaction in "
-    "RecBole's split, ranked by their stored (untrained) user rows with their validation items masked, on lists "
-    "no exposure figure counts"
+    "RecBole's split, ranked by {by} with their validation items masked, on lists no exposure figure counts"
 )
+UNTRAINED_SERVED = (
+    "the served scoring scores the list the file holds for each of them, and counts one without a list as a miss "
+    "(how many had one: the warnings)"
+)
+"""No count (how many had a list depends on the file): ``popaudit diff`` flags accuracy where the protocol differs."""
 """RecBole's route (:func:`auditor.loading.recbole_eval.recbole_heldout`): its untrained test users."""
 PROTOCOL_KEEP_SEEN = PROTOCOL.replace("with their training items excluded", "with their training items kept")
 
@@ -56,10 +60,11 @@ class Evaluation:
 
 def evaluate(
     heldout: HeldOutQueries, lists: dict[str, np.ndarray], ks: list[int], *, tolerance: float, keep_seen: bool,
-    seen_excluded: bool,
+    seen_excluded: bool, untrained_served: np.ndarray | None = None,
 ) -> Evaluation:
     """Accuracy at every K of each scoring's ``lists`` (rows aligned with the query
-    population) for the evaluated users of ``heldout``."""
+    population) for the evaluated users of ``heldout``; ``untrained_served``: the served
+    lists of its untrained users (None: no served lists), said in the protocol."""
     at: dict[int, dict[str, RankingAccuracy]] = {k: {} for k in ks}
     ndcg: dict[int, dict[str, np.ndarray]] = {k: {} for k in ks}
     if heldout.n:
@@ -69,8 +74,9 @@ def evaluate(
                 per_user = hits.at(k)
                 at[k][name], ndcg[k][name] = per_user.mean(), per_user.ndcg
     repeats = repeats_convention(keep_seen, heldout.repeats_dropped)
-    untrained = "" if not heldout.n_untrained else (
-        f"; {UNTRAINED.format(n=heldout.n_untrained)}")
+    untrained = "" if heldout.untrained is None else f"; {UNTRAINED.format(n=heldout.n_untrained, by=heldout.untrained.what)}"
+    if heldout.untrained is not None and untrained_served is not None:
+        untrained += f"; {UNTRAINED_SERVED}"
     accuracy = Accuracy(
         protocol=(PROTOCOL_KEEP_SEEN if keep_seen else PROTOCOL) + untrained + "; " + repeats,
         n_users_evaluated=heldout.n,

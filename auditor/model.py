@@ -312,8 +312,9 @@ class HeldOutQueries:
     """The queried users' positions come first (only read with :attr:`untrained`)."""
     untrained: QueryPopulation | None = None
     """Held-out users absent from the training log who are evaluated all the same, queried
-    by their stored user rows (RecBole's split: RecBole's own test ranks them so), their
-    positions following the queried users'; accuracy alone ranks them (None: none)."""
+    by the user vectors RecBole scores them with (RecBole's split: its own test ranks them
+    so; ``what`` says which), their positions following the queried users'; accuracy alone
+    ranks them, served lists included (None: none)."""
 
     @property
     def n_untrained(self) -> int:

@@ -187,7 +187,7 @@ def test_lightgcn_without_its_cache_is_propagated(tmp_path: Path) -> None:
     assert config is not None
     path = tmp_path / "uncached.pth"
     write_checkpoint(path, "LightGCN", {"eval_args": config["eval_args"], "load_col": config["load_col"],
-                                        "n_layers": config["n_layers"]}, 160, 120,
+                                        "n_layers": config["n_layers"], "dataset": config["dataset"]}, 160, 120,
                      tables=(weights["user_embedding.weight"].numpy(), weights["item_embedding.weight"].numpy()))
     result = _audit(path)
     assert result.served_vectors is not None and result.served_vectors.source == "propagated"

@@ -115,3 +115,115 @@ def test_queried_only_drops_the_untrained_users_and_counts_them() -> None:
     queried = heldout.queried_only()
     assert queried.positions.tolist() == [1, 0] and queried.indptr.tolist() == [0, 2, 3]
     assert queried.items.tolist() == [5, 6, 8] and queried.n_not_in_training == 2 and queried.untrained is None
+
+
+def _ranks(scorer: dict[int, list[int]]) -> dict[int, float]:
+    """RecBole's figures at each K for one list per test user (``scorer``: user -> list)."""
+    ranks = [scorer[user].index(item) + 1 if item in scorer[user] else 10**6 for user, item in TEST]
+    return {k: float(np.mean([1.0 / np.log2(r + 1) if r <= k else 0.0 for r in ranks])) for k in KS}
+
+
+def test_served_lists_beside_keep_recboles_population(tmp_path: Path) -> None:
+    """QA6 served N1: with --recommendations the model's scorings still evaluate all three
+    test users (the old route fell back to u1 alone: NDCG@2 dot 0.0 -> RecBole's figure);
+    the served scoring scores the untrained users' own lists (u5's here) and counts a
+    user without one (u4) as a miss."""
+    model, inter = _write(tmp_path)
+    recs = tmp_path / "recs.csv"
+    served = {1: [7, 0, 1, 2], 5: [3, 6, 0, 1]}  # u1's hit at rank 1, u5's at rank 2; u4 has no list
+    recs.write_text("user_id,item_id,rank\n" + "".join(
+        f"u{u},i{i},{r}\n" for u, items in served.items() for r, i in enumerate(items, start=1)), encoding="utf-8")
+    result = run_audit(AuditConfig(model=model, interactions=inter, recommendations=recs, ks=KS, bootstrap=100,
+                                   probes=False))
+    accuracy = result.accuracy
+    assert accuracy is not None and accuracy.n_users_evaluated == 3
+    for k, expected in _expected().items():
+        assert accuracy.at[k]["dot"].ndcg == pytest.approx(expected["ndcg"], abs=1e-12), k
+    for k, expected_ndcg in _ranks({**served, 4: []}).items():  # (1 + 1/log2(3) + 0) / 3 at K >= 2
+        assert accuracy.at[k]["served"].ndcg == pytest.approx(expected_ndcg, abs=1e-12), k
+    assert accuracy.at[2]["served"].ndcg == pytest.approx((1 + 1 / np.log2(3)) / 3)
+    assert "the served scoring scores the list the file holds for each of them, and counts one without a list as a " \
+           "miss" in accuracy.protocol
+    note = next(w for w in result.warnings if "have a list in" in w)
+    assert note.startswith("1 of the 2 held-out users with no training interaction in RecBole's split have a list")
+    assert "the other 1 have none there, so they count as misses for the served scoring" in note
+    assert f"1 of the 2 users in {recs} do not appear in the training log: their lists are in no exposure figure" in (
+        "\n".join(result.warnings))  # not "not measured": u5's list is scored for accuracy
+    assert result.retrieval is not None and result.retrieval.n_queries == 4  # exposure: the trained users alone
+
+
+def test_wording_names_the_vectors_recbole_scores_them_with(audited: AuditResult) -> None:
+    """QA6 served N2: a stored-table model ranks them by its stored rows (said so), and the
+    rows warning says they were not queried for exposure but evaluated for accuracy."""
+    accuracy = audited.accuracy
+    assert accuracy is not None
+    assert "ranked by their stored user-table rows (never trained; RecBole scores them so)" in accuracy.protocol
+    assert "stored (untrained) user rows" not in accuracy.protocol
+    rows = [w for w in audited.warnings if "user-table rows belong to users who never appear" in w]
+    assert rows == ["2 user-table rows belong to users who never appear in the training part of RecBole's split of "
+                    f"{audited.inputs.interactions} (untrained vectors): they were not queried for exposure (2 of them "
+                    "evaluated for accuracy)"]
+
+
+def test_computed_vectors_are_named_as_such(tmp_path: Path) -> None:
+    """A graph model or SimpleX serves computed user vectors: the untrained users are
+    ranked by those, and the wording says so (not 'stored rows')."""
+    from dataclasses import replace
+
+    from auditor.loading import load_model
+    from auditor.config import LoadOptions
+    from auditor.loading.recbole_eval import _untrained_test_users, recbole_evaluation, recbole_population
+
+    model, inter = _write(tmp_path)
+    bundle = load_model(model, LoadOptions())
+    config = AuditConfig(model=model, interactions=inter, ks=KS, probes=False)
+    evaluation = recbole_evaluation(bundle, config)
+    population = recbole_population(bundle, config, evaluation)
+    assert bundle.user_table is not None
+    computed = replace(bundle, user_table=bundle.user_table * 2.0)
+    untrained = _untrained_test_users(bundle, computed, population, evaluation)
+    assert untrained is not None and untrained.n_queries == 2
+    assert untrained.what.startswith("the user vectors the model computes for them without training edges")
+    np.testing.assert_array_equal(untrained.vectors, computed.user_table[[4, 5]].astype(np.float32))
+
+
+def test_another_inter_than_the_run_read_is_warned(tmp_path: Path) -> None:
+    """QA6 served N3: the checkpoint records dataset 'g' (RecBole read g.inter); auditing
+    it with other.inter (same rows) runs, with a warning naming both files."""
+    model, inter = _write(tmp_path)
+    write_checkpoint(model, "BPR", {**GLOBAL, "dataset": "g", "data_path": str(tmp_path)}, N_USERS, N_ITEMS, dim=3,
+                     tables=_tables())
+    same = run_audit(AuditConfig(model=model, interactions=inter, ks=KS, bootstrap=0, probes=False))
+    assert not [w for w in same.warnings if "is not the file the run of" in w]
+    other = tmp_path / "other.inter"
+    other.write_bytes(inter.read_bytes())
+    result = run_audit(AuditConfig(model=model, interactions=other, ks=KS, bootstrap=0, probes=False))
+    notes = [w for w in result.warnings if "is not the file the run of" in w]
+    assert len(notes) == 1 and f"records dataset 'g', and RecBole reads {{data_path}}/{{dataset}}.inter ({inter})" in (
+        notes[0])
+    assert str(other) in notes[0] and result.accuracy is not None and result.accuracy.n_users_evaluated == 3
+
+
+def test_diff_does_not_compare_accuracy_under_another_protocol(audited: AuditResult) -> None:
+    """QA6 served N4: a report from before F1 (the untrained test users not evaluated: a
+    protocol without that clause, NDCG@4 dot over u1 alone) against today's: the accuracy
+    figures are flagged (setting accuracy.protocol), not read as "more accuracy"; the
+    exposure figures stay compared."""
+    import copy
+
+    from auditor.diff import diff_reports
+    from test_diff import as_json
+
+    new = as_json(audited)
+    old = copy.deepcopy(new)
+    old["accuracy"]["protocol"] = new["accuracy"]["protocol"].split("; also evaluated")[0] + "; " + (
+        new["accuracy"]["repeats"])
+    old["accuracy"]["n_users_evaluated"] = 1
+    old["accuracy"]["at"]["4"]["dot"]["ndcg"] = new["accuracy"]["at"]["4"]["dot"]["ndcg"] / 2
+    diff = diff_reports(old, new)
+    assert "accuracy.protocol" in [s.setting for s in diff.settings]
+    ndcg = diff.metric("ndcg_dot@4")
+    assert ndcg.status == "incomparable" and ndcg.delta is None and "accuracy.protocol differs" in (ndcg.reason or "")
+    assert diff.metric("gini_dot@4").status == "compared" and diff.metric("gini_dot@4").delta == 0
+    same = diff_reports(new, copy.deepcopy(new))
+    assert same.metric("ndcg_dot@4").status == "compared" and not same.settings

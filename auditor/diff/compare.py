@@ -26,7 +26,8 @@ Comparability, one rule per setting:
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
 * the held-out set (``accuracy.n_holdout_interactions``, ``seen_excluded``, ``repeats``,
-  ``popular_seen_excluded``): every accuracy figure, and the group NDCG and PopREO, are flagged.
+  ``popular_seen_excluded``) or the users evaluated (``accuracy.protocol``,
+  :func:`~auditor.diff.rules.accuracy_flags`): every accuracy figure, and the group NDCG and PopREO, are flagged.
 
 A flagged figure keeps both values but no change (``delta`` None), so no gate on its change
 can pass silently. Differences that leave figures comparable (another model file or training log, more
@@ -44,7 +45,7 @@ from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.diff.figures import check_figures, unassessed_reason
-from auditor.diff.rules import catalogue_flags, comparable_notes, index_flags, of_model_lists
+from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags, of_model_lists
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry, flat_entries
 from auditor.errors import ReportError
@@ -285,10 +286,7 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
     catalogue_flags(base, new, differs)
     ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
     if ab and an:
-        for key in ("n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded"):  # repeats: how |H_u| counts them
-            differs(f"accuracy.{key}", ab.get(key), an.get(key),
-                    lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES),
-                    "accuracy figures are not compared: they are measured on other held-out sets")
+        accuracy_flags(ab, an, differs, lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES))
     # A setting row already names both values (inputs.n_items where a head cut moved): no note too.
     notes = [n for n in comparable_notes(base, new) if not any(n.startswith(f"{s.setting} differs") for s in settings)]
     return flags, settings, notes

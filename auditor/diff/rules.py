@@ -13,6 +13,8 @@ that differ but leave figures comparable:
   approximate index misses candidates (its recall), which moves every figure of the model's
   own lists, so those are **flagged**; served lists (``served`` scoring) are the lists given,
   whatever index the model's figures used.
+* the accuracy protocol (``accuracy.protocol``) and held-out set (:func:`accuracy_flags`):
+  every accuracy figure is **flagged**.
 * notes: another model file, training popularity (log, count file given by
   ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
   file, catalogue size, log size or number of queries.
@@ -77,6 +79,22 @@ def catalogue_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs)
     differs("inputs.n_items", nb, nn, affected,
             "head shares whose top-p% head holds another number of items (c = max(1, floor(p/100 · n_items))) "
             "are not compared" + (", nor the user groups' figures (their popular items moved)" if grouped else ""))
+
+
+HELD_OUT_SET = ("n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded")
+"""What the held-out set is, and how ``|H_u|`` counts repeats of a training pair."""
+
+
+def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, affects: Callable[[FlatEntry], bool]) -> None:
+    """Flag the accuracy figures (``affects``) where the held-out set differs, or the
+    protocol: who is evaluated and how (e.g. RecBole's test users with no training
+    interaction evaluated since QA6 served F1, which moves every mean at the same K)."""
+    for key in HELD_OUT_SET:
+        differs(f"accuracy.{key}", ab.get(key), an.get(key), affects,
+                "accuracy figures are not compared: they are measured on other held-out sets")
+    differs("accuracy.protocol", ab.get("protocol"), an.get("protocol"), affects,
+            "accuracy figures are not compared: they are measured under another protocol (other users evaluated, "
+            "or otherwise ranked)")
 
 
 def index_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> None:

@@ -62,6 +62,15 @@ def users_without_history(bundle: ModelBundle, eligible: np.ndarray, every: np.n
     return int(np.unique(rows[rows >= 0]).size), int(others.size)
 
 
+def untrained_rows_note(rows: int, where: str, evaluated: int = 0) -> str:
+    """The warning for ``rows`` user-table rows of users absent from ``where`` (untrained
+    vectors), not queried; ``evaluated``: how many of them are evaluated for accuracy all
+    the same (RecBole's test users with no training interaction)."""
+    fate = f"not queried for exposure ({evaluated:,} of them evaluated for accuracy)" if evaluated else "not queried"
+    return (f"{plural(rows, 'user-table row')} {'belongs to a user who never appears' if rows == 1 else 'belong to users who never appear'}"
+            f" in {where} (untrained vectors): {'it was' if rows == 1 else 'they were'} {fate}")
+
+
 def without_history_notes(counts: tuple[int, int], where: str) -> tuple[str | None, str]:
     """The warning for the user-table rows of :func:`users_without_history` (None: none) and
     what the population's description adds about those users."""

@@ -29,6 +29,7 @@ from auditor.loading.pickle_globals import globals_warning, replaced_globals
 from auditor.loading.population import population_of
 from auditor.loading.recbole_eval import (
     RecBoleEvaluation,
+    other_dataset_note,
     recbole_evaluation,
     recbole_heldout,
     recbole_population,
@@ -36,6 +37,7 @@ from auditor.loading.recbole_eval import (
     served_of,
     serving_bundle,
     training_stats,
+    untrained_said,
 )
 from auditor.loading.served import ServedVectors
 from auditor.loading.stand_in import raw_user_rows, tables_stand_in
@@ -77,6 +79,9 @@ class AuditInputs:
     """The served lists given as ``recommendations`` (None: none given)."""
     served_rows: np.ndarray | None = None
     """int64 (n_queries, max K): the served list of each queried user (-1: empty slot)."""
+    served_untrained: np.ndarray | None = None
+    """The same for :attr:`HeldOutQueries.untrained` (RecBole's test users who never trained):
+    accuracy alone scores them (None: no served lists, or no such user)."""
     written_back: bool | None = None
     """Whether ``popaudit mitigate`` writes the model back in its format (``formats.written_back``)."""
     rescaled: Rescaled | None = None
@@ -116,6 +121,8 @@ def load_inputs(
     evaluation = recbole_evaluation(bundle, config) if reproduces_split(bundle, config) else None
     found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
     inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings), recbole=evaluation)
+    if (other := other_dataset_note(bundle, config)) is not None:
+        inputs.warnings.insert(0, other)
     inputs.written_back = written_back(model_formats(pm), bundle.format)
     inputs.rescaled = read_rescaled(Path(config.model))
     if inputs.rescaled is not None:
@@ -138,7 +145,7 @@ def load_inputs(
         from auditor.loading.served_inputs import served_for_model  # served lists: only when given
 
         inputs.served, inputs.served_rows, notes = served_for_model(
-            config, bundle, inputs.population, cache, progress)
+            config, bundle, inputs.population, cache, progress, evaluates_untrained=evaluation is not None)
         inputs.warnings.extend(notes)
     inputs.heldout = _heldout(inputs, config, progress)
     if bundle.live is None:  # a plugin may know how to run this model
@@ -214,12 +221,18 @@ def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> He
     elif inputs.population.raw_ids is None:
         reason = _anonymous(inputs.population, config)
     else:
-        heldout = (  # RecBole's route evaluates its untrained test users as RecBole does (served lists: queried only)
+        heldout = (  # RecBole's route evaluates its untrained test users as RecBole does, served lists or not
             recbole_heldout(inputs.bundle, inputs.serving_bundle, config, inputs.population, inputs.recbole, progress)
-            if inputs.recbole is not None and config.recommendations is None else
-            heldout_queries(inputs.bundle, config, inputs.population, progress)
+            if inputs.recbole is not None else heldout_queries(inputs.bundle, config, inputs.population, progress)
         )
         inputs.warnings.extend(heldout.warnings)
+        if inputs.recbole is not None and heldout.untrained is not None:
+            inputs.population = untrained_said(inputs.population, heldout, inputs.recbole)
+            if inputs.served is not None:  # their own served lists where the file holds them
+                from auditor.loading.served_inputs import served_for_untrained
+
+                inputs.served_untrained, note = served_for_untrained(inputs.served, heldout.untrained)
+                inputs.warnings.append(note)
         if (none := heldout.none_evaluated()) is None:
             return heldout
         reason = none

@@ -36,7 +36,7 @@ import numpy as np
 from auditor.errors import IdMappingError, InteractionsError, QueryError, setting
 from auditor.loading.alignment import mapped_pairs
 from auditor.values import ItemRows, RowLookup
-from auditor.loading.history import eligible_users, users_without_history, without_history_notes
+from auditor.loading.history import eligible_users, untrained_rows_note, users_without_history, without_history_notes
 from auditor.sampling import sample_indices
 from auditor.loading.csr import build_csr, mean_rows, take_csr
 from auditor.loading.holdout import plain_ids
@@ -49,7 +49,6 @@ from auditor.values import LogSpec
 from auditor.loading.queries import sample_query_file
 from auditor.model import InteractionPairs, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
-from auditor.wording import plural
 
 SOURCES = ("users", "history", "file")
 
@@ -307,11 +306,7 @@ class _Chosen:
                     f"{self.eligible_ids.size:,} users in {where}{sampled}")
         warnings: list[str] = []
         if self.n_untrained_rows:
-            warnings.append(
-                f"{plural(self.n_untrained_rows, 'user-table row')} "
-                f"{'belongs to a user who never appears' if self.n_untrained_rows == 1 else 'belong to users who never appear'}"
-                f" in {where} (untrained vectors): {'it was' if self.n_untrained_rows == 1 else 'they were'} not queried"
-            )
+            warnings.append(untrained_rows_note(self.n_untrained_rows, where))
         note, more = without_history_notes(self.no_history, where)
         warnings += [note] if note else []
         what += more

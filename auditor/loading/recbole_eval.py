@@ -28,6 +28,7 @@ import pyarrow as pa
 from auditor.config import AuditConfig, ReadSettings
 from auditor.errors import IdMappingError, setting
 from auditor.loading.csr import build_csr
+from auditor.loading.history import untrained_rows_note
 from auditor.loading.holdout import heldout_queries
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
@@ -90,6 +91,24 @@ def no_split_reason(bundle: ModelBundle, config: ReadSettings) -> str | None:
     return None
 
 
+def other_dataset_note(bundle: ModelBundle, config: ReadSettings) -> str | None:
+    """A warning when the RecBole ``.inter`` file given as the training log is not named as
+    the one the checkpoint's run read (``{data_path}/{dataset}.inter``): ids, split and
+    figures are then of a file RecBole may never have read. None: it is, or nothing says."""
+    if bundle.format != "recbole" or bundle.config is None or config.interactions is None:
+        return None
+    dataset, inter = bundle.config.get("dataset"), Path(config.interactions)
+    spec = config.training_log
+    if not isinstance(dataset, str) or not dataset or inter.stem == dataset or spec is None or (
+            open_log(spec).format != "recbole"):
+        return None
+    read = Path(str(bundle.config.get("data_path") or dataset)) / f"{dataset}.inter"
+    return (f"{setting('interactions')} {inter} is not the file the run of {bundle.source} read: its config records "
+            f"dataset {dataset!r}, and RecBole reads {{data_path}}/{{dataset}}.inter ({read}). Ids, split and accuracy "
+            f"are those of {inter.name}, which equal RecBole's only if it holds the same rows; pass {dataset}.inter "
+            "if it does not")
+
+
 def recbole_evaluation(bundle: ModelBundle, config: ReadSettings) -> RecBoleEvaluation:
     """Reproduce the split and set ``bundle``'s ids, training pairs and held-out pairs from it.
 
@@ -148,10 +167,12 @@ def recbole_population(
         max_queries=config.max_queries, seed=config.seed, keep_seen=config.keep_seen, progress=progress,
     )
     where = f"the training part of RecBole's split of {evaluation.split.source}"
-    described = population.description.replace(f"the training pairs recorded in {bundle.source}", where)
+    recorded = f"the training pairs recorded in {bundle.source}"
+    described = population.description.replace(recorded, where)
     if not config.keep_seen:
         described += "; each without their training and validation items, as RecBole's full-sort test masks them"
-    population = replace(population, description=described)
+    warnings = tuple(note.replace(recorded, where) for note in population.warnings)
+    population = replace(population, description=described, warnings=warnings)
     return masked_population(population, evaluation)
 
 
@@ -192,7 +213,7 @@ def recbole_heldout(
     are what a global split (TS, RS with group_by none) holds out; retrieval and exposure
     keep to the queried (trained) users, and these follow them in accuracy's positions
     (:attr:`HeldOutQueries.untrained`). ``serving``: the bundle with the served vectors."""
-    untrained = _untrained_test_users(serving, population, evaluation)
+    untrained = _untrained_test_users(bundle, serving, population, evaluation)
     if untrained is None:
         return heldout_queries(bundle, config, population, progress)
     heldout = heldout_queries(bundle, config, _joined(population, untrained), progress)
@@ -200,18 +221,31 @@ def recbole_heldout(
     note = (
         f"{untrained.n_queries:,} of the {n_held:,} held-out users of {heldout.source} have no training interaction "
         f"in RecBole's split ({evaluation.split.description}): evaluated as RecBole's own test evaluates them, ranked "
-        "by their stored (untrained) user rows with only their validation items masked, so that accuracy is "
-        f"RecBole's; exposure and retrieval keep to the {population.n_queries:,} queried (trained) users"
+        f"by {untrained.what} with only their validation items masked, so that accuracy is RecBole's; exposure and "
+        f"retrieval keep to the {population.n_queries:,} queried (trained) users"
     )
     return replace(heldout, warnings=(*heldout.warnings, note), untrained=untrained, n_queried=population.n_queries)
 
 
+def untrained_said(population: QueryPopulation, heldout: HeldOutQueries, evaluation: RecBoleEvaluation) -> QueryPopulation:
+    """``population`` whose warning on the user-table rows of users absent from the training
+    part says how many of them :func:`recbole_heldout` evaluated for accuracy all the same."""
+    if not heldout.n_untrained or not population.n_untrained_rows:
+        return population
+    where = f"the training part of RecBole's split of {evaluation.split.source}"
+    said, says = (untrained_rows_note(population.n_untrained_rows, where, evaluated) for evaluated in (
+        0, heldout.n_untrained))
+    return replace(population, warnings=tuple(says if note == said else note for note in population.warnings))
+
+
 def _untrained_test_users(
-    serving: ModelBundle, population: QueryPopulation, evaluation: RecBoleEvaluation
+    bundle: ModelBundle, serving: ModelBundle, population: QueryPopulation, evaluation: RecBoleEvaluation
 ) -> QueryPopulation | None:
-    """The test users without a training interaction, each queried by their user-table
-    row (a zero row stays left out: no direction to rank by) with RecBole's test masking;
-    None when there is none, or the population is no user-table one."""
+    """The test users without a training interaction, each queried by the user vector
+    RecBole scores them with (``serving``'s row: the stored, never trained row, or what a
+    graph model or SimpleX computes for a user without training edges; a zero vector stays
+    left out: no direction to rank by) with RecBole's test masking; None when there is
+    none, or the population is no user-table one."""
     users = serving.user_table
     if population.source != "users" or population.raw_ids is None or users is None:
         return None
@@ -221,10 +255,14 @@ def _untrained_test_users(
     rows, vectors = rows[np.any(vectors != 0, axis=1)], vectors[np.any(vectors != 0, axis=1)]
     if not rows.size:
         return None
+    by = ("their stored user-table rows (never trained; RecBole scores them so)"
+          if serving.user_table is bundle.user_table else
+          "the user vectors the model computes for them without training edges (RecBole scores them so; not the "
+          "stored rows)")
     untrained = QueryPopulation(
         vectors=vectors, source="users", raw_ids=split.user_ids[rows], source_rows=rows, keep_seen=population.keep_seen,
         description=f"the {rows.size:,} test users of RecBole's split of {split.source} with no training interaction, "
-                    "by their stored user rows",
+                    f"by {by}", what=by,
     )
     return masked_population(untrained, evaluation)
 
@@ -267,4 +305,5 @@ def serving_bundle(bundle: ModelBundle, served: ServedVectors | None) -> ModelBu
 
 
 __all__ = ["THE_USERS_CHOICE", "RecBoleEvaluation", "masked_population", "no_split_reason", "recbole_evaluation",
-           "recbole_heldout", "recbole_population", "reproduces_split", "served_of", "serving_bundle", "training_stats"]
+           "other_dataset_note", "recbole_heldout", "recbole_population", "reproduces_split", "served_of", "serving_bundle", "training_stats",
+           "untrained_said"]

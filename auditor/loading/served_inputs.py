@@ -31,7 +31,7 @@ from auditor.loading.holdout import read_holdout
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import open_log, read_ids
 from auditor.loading.served_ids import refuse_unmatched_users, unmatched_users_reason
-from auditor.loading.served_lists import ServedLists, lists_for, read_served_lists
+from auditor.loading.served_lists import NOT_MEASURED, ServedLists, lists_for, read_served_lists
 from auditor.loading.statistics import InputCache
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
@@ -63,7 +63,7 @@ class ListsInputs:
 
 def served_for_model(
     config: AuditConfig, bundle: ModelBundle, population: QueryPopulation | None, cache: InputCache,
-    progress: Progress = SILENT,
+    progress: Progress = SILENT, evaluates_untrained: bool = False,
 ) -> tuple[ServedLists, np.ndarray | None, list[str]]:
     """The served lists read through the model's item rows; their rows lined up with the
     queried users, as wide as the longest list (None: the queries have no user identity:
@@ -80,6 +80,8 @@ def served_for_model(
         progress=progress,
     )
     notes = list(served.warnings)
+    if evaluates_untrained:  # RecBole's test users who never trained: their lists are scored for accuracy
+        notes = [note.replace(NOT_MEASURED, NOT_QUERIED) for note in notes]
     if population is None:  # no retrieval: the lists are described, not measured
         return served, None, notes
     if population.raw_ids is None:
@@ -102,6 +104,32 @@ def served_for_model(
             f"at K={', '.join(map(str, above))} ({setting('ks')} {served.k} measures them at their length)"
         )
     return served, rows, notes
+
+
+NOT_QUERIED = (
+    "are in no exposure figure (the model's lists are lined up with the users it queries, the log's); those of "
+    "RecBole's test users with no training interaction, if any, are scored for accuracy (a warning counts them)"
+)
+"""What :data:`~auditor.loading.served_lists.NOT_MEASURED` says on RecBole's route
+(``evaluates_untrained``: :func:`auditor.loading.recbole_eval.recbole_heldout`)."""
+
+
+def served_for_untrained(served: ServedLists, untrained: QueryPopulation) -> tuple[np.ndarray, str]:
+    """The served lists of RecBole's test users who never trained (``untrained``, in its
+    order; -1: none in the file) and the warning saying what accuracy does with them: a
+    list the file holds is scored as the queried users' are, a user without one counts as
+    a miss (an empty list, as a queried user without one), and none counts in exposure."""
+    rows, missing = lists_for(served, np.asarray(untrained.raw_ids))
+    n = untrained.n_queries
+    note = (
+        f"{n - missing:,} of the {n:,} held-out users with no training interaction in RecBole's split have a list in "
+        f"{served.source}: not queried, so in no exposure figure, but the served scoring's accuracy scores those "
+        "lists, as RecBole's test evaluates these users"
+    )
+    if missing:
+        note += (f"; the other {missing:,} have none there, so they count as misses for the served scoring (an "
+                 "empty list), while the model's own scorings rank them")
+    return rows, note
 
 
 def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress = SILENT) -> ListsInputs:

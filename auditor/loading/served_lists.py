@@ -294,6 +294,11 @@ def _no_item_has_a_row(log: Log, items: ItemRows, n: int) -> IdMappingError:
     )
 
 
+NOT_MEASURED = "are not measured (the model's lists are lined up with the users it queries, the log's)"
+"""Beside a model, the lists of users absent from the training log (RecBole's route:
+:data:`auditor.loading.served_inputs.NOT_QUERIED` instead)."""
+
+
 def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items: np.ndarray | None,
              log_users: np.ndarray | None) -> ServedLists:
     """``served`` with what was left out, changed or kept counted and worded."""
@@ -322,8 +327,7 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
         )
     absent = None if log_users is None else int((lookup_rows(served.user_ids, np.asarray(log_users)) < 0).sum())
     if absent:
-        fate = ("are measured all the same" if served.catalogue else
-                "are not measured (the model's lists are lined up with the users it queries, the log's)")
+        fate = "are measured all the same" if served.catalogue else NOT_MEASURED
         notes.append(f"{absent:,} of the {n_users:,} users in {path} do not appear in the training log: their lists {fate}")
     if m.n_gap_lists:
         notes.append(f"{m.n_gap_lists:,} of the {n_users:,} lists in {path} skip ranks (as 1, 2, 4): only the order of "
@@ -361,4 +365,4 @@ def lists_for(served: ServedLists, raw_ids: np.ndarray) -> tuple[np.ndarray, int
     return out, int((~have).sum())
 
 
-__all__ = ["FORMATS", "ServedLists", "lists_for", "open_served", "read_served_lists"]
+__all__ = ["FORMATS", "NOT_MEASURED", "ServedLists", "lists_for", "open_served", "read_served_lists"]

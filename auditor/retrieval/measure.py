@@ -159,17 +159,19 @@ def _scoring_lists(
 
 def with_untrained_lists(
     lists: dict[str, np.ndarray], bundle: ModelBundle, stats: ItemStats, settings: RetrievalSettings,
-    untrained: QueryPopulation, progress: Progress = SILENT,
+    untrained: QueryPopulation, progress: Progress = SILENT, served: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """``lists`` (each scoring's, over the queried users) with the ``untrained`` users' rows
     after them, served by every scoring alike: users accuracy alone ranks (RecBole's test
-    users without a training interaction), in no exposure figure. A scoring they are not
-    served by (the served lists) gets empty rows."""
+    users without a training interaction), in no exposure figure. The served scoring takes
+    their rows of ``served`` (the file's lists, -1 where it has none: a miss)."""
     n_items, n = bundle.n_items, untrained.n_queries
     ks = sorted({min(k, n_items) for k in settings.ks})
     _, found, _ = _scoring_lists(untrained, bundle.item_table, ks, settings, bundle, progress)
     popularity = _popularity(stats, settings.popularity, n_items)
     extra = _named(found, popular_lists(ExposureMeasures(popularity), ks[-1], n, untrained.exclude))
+    if served is not None:
+        extra["served"] = served
     joined = {}
     for name, rows in lists.items():
         width = int(rows.shape[1])

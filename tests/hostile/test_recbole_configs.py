@@ -11,6 +11,7 @@ refuses each the same way, exit 1, the inputs unchanged (:func:`test_recbole_con
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from auditor.loading.recbole_split import recbole_split
 
 from recbole_helpers import write_checkpoint, write_inter
 
-from .corpus import EXIT_ERROR, Built, Case, check_args, params, run_case, snapshot
+from .corpus import EXIT_ERROR, EXIT_OK, Built, Case, Outcome, check_args, params, run_case, snapshot
 
 N_USERS, N_ITEMS = 6, 8
 ROUTE = r"holdout.* FILE .*field2id_token"
@@ -91,6 +92,25 @@ def _case(setting_: Setting, route: bool = True) -> Case:
 
 
 CASES = [*(_case(s) for s in SETTINGS), _case(FILTER, route=False)]  # the filter: refused by RecBole's id rule first
+
+
+def _other_file(d: Path) -> Built:
+    """QA6 served N3: the run recorded dataset 'fake' (RecBole read fake.inter); audited
+    with other.inter, it runs (the ids may well agree) and says so, naming both files."""
+    write_checkpoint(d / "fake.pth", "BPR", {**_eval(group_by="none"), "data_path": "data"}, N_USERS, N_ITEMS)
+    write_inter(d / "other.inter", N_USERS, N_ITEMS)
+    return Built(check_args("fake.pth", "--json", "r.json", interactions="other.inter"), outputs=["r.json"],
+                 must_exist=["r.json"], check=_warned_other_file)
+
+
+def _warned_other_file(d: Path, outcome: Outcome) -> None:
+    warnings = json.loads((d / "r.json").read_text(encoding="utf-8"))["warnings"]
+    assert warnings[0].startswith(
+        "--interactions other.inter is not the file the run of fake.pth read: its config records dataset 'fake', "
+        "and RecBole reads {data_path}/{dataset}.inter (data/fake.inter)"), warnings[0]
+
+
+CASES.append(Case("recbole-other-dataset-file", _other_file, EXIT_OK, None))
 
 
 @pytest.mark.parametrize("case", params(CASES))
