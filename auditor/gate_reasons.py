@@ -135,7 +135,7 @@ def _alpha_of(name: PerK) -> float | None:
     return scoring_alpha(name.scoring) if name.scoring and name.scoring.startswith(ALPHA_PREFIX) else None
 
 
-def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float], *, named_ks: Iterable[int] = (),
+def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float], *, named_ks: Iterable[float] = (),
                   named_alphas: Iterable[float] = (), whole: bool = True) -> str:
     """Why the settings (cut-offs ``ks``, norm-aware ``alphas``) do not measure ``name``,
     and what would; "" when they ask for it. α 0 and 1 are not measured apart: they are
@@ -163,23 +163,37 @@ def why_each_not_asked(names: Mapping[Key, PerK | None], ks: Iterable[int], alph
     """:func:`why_not_asked` of each of ``names`` (a gate's per-K name by its key), each
     advice giving the whole list of cut-offs and α to pass: those measured now and every
     one that any of ``names`` asks for, so one command measures them all."""
-    ks, alphas = list(ks), list(alphas)
-    wanted = [name for name in names.values() if name is not None]
-    named_alphas = [a for a in map(_alpha_of, wanted) if a is not None]
-    return {key: why_not_asked(name, ks, alphas, named_ks=[n.k for n in wanted], named_alphas=named_alphas)
+    named = named_values(names.values())
+    return {key: why_not_asked(name, ks, alphas, named_ks=named["ks"], named_alphas=named["alphas"])
             for key, name in names.items()}
+
+
+def named_values(names: Iterable[PerK | None]) -> dict[str, list[float]]:
+    """The cut-offs (``ks``) and norm-aware α (``alphas``) that ``names`` (gates' per-K
+    names) ask for: what a whole-list advice adds to the values measured now."""
+    wanted = [name for name in names if name is not None]
+    return {"ks": [float(n.k) for n in wanted], "alphas": [a for a in map(_alpha_of, wanted) if a is not None]}
 
 
 def _add(option: str, value: float, measured: list[Any], named: Iterable[float], whole: bool) -> str:
     """The advice to measure ``value`` of ``option`` (``ks``, ``alphas``): "add -k 20", and
     with ``whole`` (and values measured now), the whole list, since the option replaces them."""
     said = f"add {setting(option)} {value:g}"
+    rest = pass_them_all(option, value, measured, named) if whole else ""
+    return f"{said}; {rest}" if rest else said
+
+
+def pass_them_all(option: str, value: float, measured: Iterable[float], named: Iterable[float]) -> str:
+    """"-k replaces the cut-offs measured now (10, 100), so pass them all: -k 10 -k 100 -k 20":
+    the option replaces its values, so adding ``value`` means passing them with it and every
+    value another gate names (``named``); "" when nothing is measured now (nothing to drop)."""
+    measured = list(measured)
+    if not measured:
+        return ""
     wanted = list(dict.fromkeys([*measured, *(v for v in named if v not in (0.0, 1.0) or option == "ks"), value]))
-    if not whole or not measured:
-        return said
     flag = setting(option)
     what = "cut-offs" if option == "ks" else "α"
-    return (f"{said}; {flag} replaces the {what} measured now ({', '.join(f'{v:g}' for v in measured)}), so pass "
+    return (f"{flag} replaces the {what} measured now ({', '.join(f'{v:g}' for v in measured)}), so pass "
             "them all: " + " ".join(f"{flag} {v:g}" for v in wanted))
 
 

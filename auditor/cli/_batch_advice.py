@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import UnmeasuredGateError, setting
-from auditor.gate_reasons import PerK, per_k_name, why_not_asked
+from auditor.gate_reasons import PerK, named_values, pass_them_all, per_k_name, why_not_asked
 from auditor.sections import SERVED
 
 if TYPE_CHECKING:
@@ -34,16 +34,25 @@ def refuse_unasked_rows(gates: Iterable[Gate], parsed: Manifest, defaults: Mappi
     the manifest says: a K or α its cells (else the options) do not ask for, served
     figures without served lists; each with advice that works for those rows."""
     said = []
-    for gate in dict.fromkeys(gates):
+    gates = list(dict.fromkeys(gates))
+    named = gate_values(gates, list_measures)
+    for gate in gates:
         name = per_k_name(gate.metric, list_measures)
-        reasons = [] if name is None else _gate_problems(name, parsed, defaults)
+        reasons = [] if name is None else _gate_problems(name, parsed, defaults, named)
         if reasons:
             said.append(f"{gate}: " + "; ".join(reasons))
     if said:
         raise UnmeasuredGateError(f"cannot evaluate {setting('fail_on')} {'; '.join(said)}")
 
 
-def _gate_problems(name: PerK, parsed: Manifest, defaults: Mapping[str, Any]) -> list[str]:
+def gate_values(gates: Iterable[Gate], list_measures: Iterable[str] | None) -> dict[str, list[float]]:
+    """The cut-offs and α that ``gates`` name: an advice to pass an option names them all."""
+    measures = None if list_measures is None else list(list_measures)
+    return named_values(per_k_name(gate.metric, measures) for gate in gates)
+
+
+def _gate_problems(name: PerK, parsed: Manifest, defaults: Mapping[str, Any],
+                   named: Mapping[str, Sequence[float]]) -> list[str]:
     """Why rows of ``parsed`` cannot measure ``name`` (empty when every row can)."""
     rows: Sequence[ManifestRow] = parsed.rows
     said = []
@@ -53,13 +62,12 @@ def _gate_problems(name: PerK, parsed: Manifest, defaults: Mapping[str, Any]) ->
             said.append(f"no served lists were given for {_where(bare)} (pass {setting('recommendations')})")
         rows = [row for row in rows if row not in bare]
     found: dict[str, None] = {}
-    whole = not any(n in row.settings for row in rows for n in _COLUMNS)  # cells keep their other values: no list
-    for row in rows:  # the K first, then the α: a row may lack both
+    for row in rows:  # the K first, then the α: a row may lack both; the bare value, cell_advice says where
         ks, alphas = _effective(row, "ks", defaults) or (), _effective(row, "alphas", defaults) or ()
-        found.update(dict.fromkeys((why_not_asked(name, ks, alphas, whole=whole),
-                                     why_not_asked(name, (name.k,), alphas, whole=whole))))
+        found.update(dict.fromkeys((why_not_asked(name, ks, alphas, whole=False),
+                                     why_not_asked(name, (name.k,), alphas, whole=False))))
     for reason in (reason for reason in found if reason):
-        text = cell_advice(reason, parsed, rows, defaults)
+        text = cell_advice(reason, parsed, rows, defaults, named)
         if name.scoring == SERVED or name.measure.startswith("overlap_served_"):
             if reason.startswith("K="):  # the lists' length is read only when a row is audited
                 text += (f"; whether a row's served lists hold K={name.k} items is known when it is audited (a K "
@@ -68,33 +76,43 @@ def _gate_problems(name: PerK, parsed: Manifest, defaults: Mapping[str, Any]) ->
     return said
 
 
-def cell_advice(text: str, parsed: Manifest, rows: Sequence[ManifestRow], defaults: Mapping[str, Any]) -> str:
-    """``text`` with its advice (``add -k 20``, ``add --alpha 0.3``) made to work in this
-    batch: for those of ``rows`` whose effective setting lacks the value, the option for
-    the rows without a cell and the cells of the others (a cell overrides the option),
-    each group named unless the advice reaches every row of ``rows``."""
+def cell_advice(text: str, parsed: Manifest, rows: Sequence[ManifestRow], defaults: Mapping[str, Any],
+                named: Mapping[str, Sequence[float]]) -> str:
+    """``text`` with its advice (``add -k 20``, ``add --alpha 0.3``, with or without its
+    whole list) made to work in this batch: for those of ``rows`` whose effective setting
+    lacks the value, the option for the rows without a cell (with the whole list to pass,
+    the option's values and every value ``named`` by a gate: the option replaces them for
+    every such row) and the cells of the others (a cell overrides the option), each group
+    named unless the advice reaches every row of ``rows``."""
     from auditor.batch.manifest import column_spellings
 
     for name in ("ks", "alphas"):
         column = column_spellings(parsed).get(name, _COLUMNS[name])
-        text = re.sub(rf"add {re.escape(setting(name))} (\d[\d.]*\d|\d)",
-                      lambda m: _advice(m[0], m[1], name, column, rows, defaults), text)
+        flag = re.escape(setting(name))
+        whole = rf"(?:; {flag} replaces the [^()]*\([^()]*\), so pass them all:(?: {flag} [\d.e+-]+)+)?"
+        text = re.sub(rf"add {flag} (\d[\d.]*\d|\d){whole}",
+                      lambda m: _advice(m[0], m[1], name, column, rows, defaults, named.get(name, ())), text)
     return text
 
 
 def _advice(said: str, value: str, name: str, column: str, rows: Sequence[ManifestRow],
-            defaults: Mapping[str, Any]) -> str:
+            defaults: Mapping[str, Any], named: Sequence[float]) -> str:
     """The advice to add ``value`` to setting ``name`` for the rows that lack it ("add -k 20
-    (row 1 has no k cell) and add 20 to the k cells of row 0 (...)"); ``said`` unchanged
-    when no row lacks it or the option reaches all of them."""
+    (row 1 has no k cell; -k replaces ... so pass them all: -k 10 -k 100 -k 20) and add 20
+    to the k cells of row 0 (...)"); ``said`` unchanged when no row lacks it."""
     lacking = [row for row in rows if float(value) not in (_effective(row, name, defaults) or ())]
     celled = [row for row in lacking if name in row.settings]
     plain = [row for row in lacking if name not in row.settings]
     parts = []
     if plain:
-        named = bool(celled) or len(lacking) < len(rows)
         has = "has" if len(plain) == 1 else "have"
-        parts.append(f"add {setting(name)} {value}" + (f" ({_where(plain)} {has} no {column} cell)" if named else ""))
+        where = f"{_where(plain)} {has} no {column} cell" if celled or len(lacking) < len(rows) else ""
+        whole = pass_them_all(name, float(value), defaults.get(name) or (), named)
+        add = f"add {setting(name)} {value}"
+        if where:  # the rows named, then the list
+            parts.append(f"{add} (" + "; ".join(part for part in (where, whole) if part) + ")")
+        else:  # every row takes the option: as check says it
+            parts.append(f"{add}; {whole}" if whole else add)
     if celled:
         parts.append(f"add {value} to the {column} cells of {_where(celled)} (a row's {column} cell overrides "
                      f"{setting(name)} for that row)")

@@ -30,7 +30,7 @@ from auditor.cli._common import (
     stderr,
     table_key_options,
 )
-from auditor.cli._batch_advice import cell_advice, refuse_unasked_rows
+from auditor.cli._batch_advice import cell_advice, gate_values, refuse_unasked_rows
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError, UnmeasuredGateError, setting, spelled_as
 
@@ -243,7 +243,8 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest, defaults: 
     try:
         require_measured(gates, runs, where="in any audited row", reasons=_row_reasons(gates, audited, runs))
     except UnmeasuredGateError as exc:  # advice that works in a batch, as before the audits
-        raise UnmeasuredGateError(cell_advice(str(exc), parsed, parsed.rows, defaults)) from None
+        raise UnmeasuredGateError(cell_advice(str(exc), parsed, parsed.rows, defaults,
+                                              gate_values(gates, None))) from None
     tripped = any(gate.tripped for outcomes in runs for gate in outcomes)
     unseen = _rows_not_gated(gates, audited, runs, [record for record in records if record["status"] != "ok"], parsed,
                              defaults)
@@ -265,13 +266,14 @@ def _rows_not_gated(gates: list[Gate], audited: list[dict[str, Any]], runs: list
     from auditor.gate_reasons import why_unmeasured
 
     said = []
+    named = gate_values(gates, None)
     for gate in dict.fromkeys(gates):
         rows = [record for record, outcomes in zip(audited, runs)
                 if any(o.gate == gate and o.value is None for o in outcomes)]
         if rows:
             shown = "; ".join(f"{row_title(r['row'], r['model'])}: " + cell_advice(
                 why_unmeasured(gate.metric, json.loads(r.get("report_json") or "{}")), parsed,
-                [row for row in parsed.rows if row.index == r["row"]], defaults) for r in rows[:3])
+                [row for row in parsed.rows if row.index == r["row"]], defaults, named) for r in rows[:3])
             said.append(f"{gate}: not measured in {len(rows)} of the {len(audited)} audited rows ({shown}"
                         + ("; ..." if len(rows) > 3 else "") + ")")
     if failed:

@@ -225,7 +225,31 @@ def choose_tables(
         raise ModelLoadError(
             f"{setting('item_key')} and {setting('user_key')} both name {item.key!r} in {source}"
         )
+    _refuse_unnamed_layer(item, user, source)
     return TableChoice(item, user, warnings)
+
+
+def _refuse_unnamed_layer(item: TensorInfo, user: TensorInfo | None, source: Path) -> None:
+    """A ``*.weight`` item table whose rows, not columns, match the user table's dimension is
+    a linear layer (dim × inputs) by its shape. Its inputs may be one-hot item ids (its
+    columns are the items) or item features (then it holds no item vectors at all): the
+    shapes cannot tell, so it is read transposed only when its name says a linear layer,
+    and otherwise refused here, saying so, rather than as a bare dimension mismatch."""
+    if user is None or item.onehot_linear or len(item.shape) != 2 or len(user.shape) != 2:
+        return
+    rows, columns = item.shape
+    dim = user.shape[0] if user.onehot_linear else user.shape[1]  # a user layer is read transposed too
+    if item.key.rsplit(".", 1)[-1] != "weight" or columns == dim or rows != dim:
+        return
+    raise ModelLoadError(
+        f"the item table {item.key!r} of {source} has shape {list(item.shape)}: read as {rows} item rows of "
+        f"dimension {columns}, it does not match the user table {user.key!r} {list(user.shape)} (dimension {dim}), "
+        f"but its {rows} rows do: it looks like a linear layer (dim × inputs). popaudit reads such a layer as one over "
+        f"one-hot item ids, its {columns} columns the items, only when its name says a linear layer "
+        f"({', '.join(_LINEAR_WORDS)}), since over item features it holds no item vectors. If its columns are the "
+        f"items, save its transpose ({columns} × {rows}) as the item table or name the layer so; if its inputs are "
+        "item features, save the item vectors it computes as the item table"
+    )
 
 
 def _refuse_unread_item(unread: Mapping[str, str], source: Path, item_key: str | None = None) -> None:

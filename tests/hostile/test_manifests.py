@@ -286,8 +286,27 @@ CASES = [
     # works as printed for this manifest.
     Case("fail-on-k-a-row-takes-the-option", _batch("model,k\nitems.npy,5\nitems.npy,\n", "-k", "5",
                                                      "--fail-on", "gini_dot@7>0.5", check=_nothing_audited),
-         EXIT_ERROR, r"K=7 was not asked for \(add -k 7 \(row 1 has no k cell\) and add 7 to the k cells of row 0 "
+         EXIT_ERROR, r"K=7 was not asked for \(add -k 7 \(row 1 has no k cell; -k replaces the cut-offs measured now "
+                     r"\(5\), so pass them all: -k 5 -k 7\) and add 7 to the k cells of row 0 "
                      r"\(a row's k cell overrides -k for that row\)\)$"),
+    # -k replaces the default cut-offs of every row without a cell (QA accuracy F2, second round): its advice gives
+    # the whole list, the default 10 and 100 another gate reads for row 1 kept, not a bare "add -k 20".
+    Case("fail-on-k-a-row-keeps-its-defaults", _batch("model,k\nitems.npy,10\nitems.npy,\n", "--fail-on",
+                                                      "gini_dot@20>0.5", "--fail-on", "gini_dot@100>0.5",
+                                                      check=_nothing_audited),
+         EXIT_ERROR, r"K=20 was not asked for \(add -k 20 \(row 1 has no k cell; -k replaces the cut-offs measured "
+                     r"now \(10, 100\), so pass them all: -k 10 -k 100 -k 20\) and add 20 to the k cells of row 0 "),
+    # The same for --alpha: the default grid (0.25, 0.5, 0.75) of a row without an alpha cell is kept in the advice,
+    # also where the manifest has k cells but no alpha column at all.
+    Case("fail-on-alpha-a-row-keeps-the-grid", _batch("model,alpha\nitems.npy,0.5\nitems.npy,\n", "--fail-on",
+                                                      "gini_alpha_0.3@10>0.5", check=_nothing_audited),
+         EXIT_ERROR, r"α=0\.3 was not asked for \(add --alpha 0\.3 \(row 1 has no alpha cell; --alpha replaces the α "
+                     r"measured now \(0\.25, 0\.5, 0\.75\), so pass them all: --alpha 0\.25 --alpha 0\.5 --alpha "
+                     r"0\.75 --alpha 0\.3\) and add 0\.3 to the alpha cells of row 0 "),
+    Case("fail-on-alpha-k-cells-only", _batch("model,k\nitems.npy,10\n", "--fail-on", "gini_alpha_0.3@10>0.5",
+                                              check=_nothing_audited),
+         EXIT_ERROR, r"α=0\.3 was not asked for \(add --alpha 0\.3; --alpha replaces the α measured now \(0\.25, "
+                     r"0\.5, 0\.75\), so pass them all: --alpha 0\.25 --alpha 0\.5 --alpha 0\.75 --alpha 0\.3\)$"),
     # -k asks for the gate's K but row 0's cell does not: refused before any audit, naming row 0's cell only.
     Case("fail-on-k-one-cell-lacks-it", _batch("model,k\nitems.npy,5\nitems.npy,\nitems.npy,\"5,7\"\n", "-k", "7",
                                                "--fail-on", "gini_dot@7>0.5", check=_nothing_audited),

@@ -330,6 +330,15 @@ def _nan_weight_pt(d: Path) -> Built:
     return Built(check_args("model.pt"))
 
 
+def _unnamed_linear_pt(d: Path) -> Built:
+    """QA accuracy misc (d): a bare ``item_tower.weight`` of shape dim × items beside a user
+    table of that dim. Its columns may be one-hot items or item features (the shapes cannot
+    tell): refused saying so, not as a bare dimension mismatch of 10 against 4."""
+    log(d)
+    torch.save({"user_embedding.weight": torch.randn(5, 4), "item_tower.weight": torch.randn(4, 10)}, d / "model.pt")
+    return Built(check_args("model.pt"))
+
+
 def _nan_item_bias_pt(d: Path) -> Built:
     """A textbook MF state dict whose item bias (served with the table) holds a NaN and an inf."""
     log(d)
@@ -708,6 +717,11 @@ CASES = [
          r"nan\.npy has 10 rows with NaN or infinite values"),
     Case("npy-some-inf", _npy("inf.npy", np.where(np.eye(10, 4) > 0, np.inf, 1.0).astype(np.float32)), EXIT_ERROR,
          r"inf\.npy has 4 rows with NaN or infinite values \(rows 0, 1, 2, 3\)"),
+    Case("pt-unnamed-linear-item-layer", _unnamed_linear_pt, EXIT_ERROR,
+         r"the item table 'item_tower\.weight' of .*model\.pt has shape \[4, 10\]: read as 4 item rows of dimension "
+         r"10, it does not match the user table 'user_embedding\.weight' \[5, 4\] \(dimension 4\), but its 4 rows do: "
+         r"it looks like a linear layer .*save its transpose \(10 × 4\) as the item table",
+         absent=r"has dimension 4 but the item table has 10"),
     Case("pt-nan-weight", _nan_weight_pt, EXIT_ERROR, r"model\.pt has 1 row with NaN or infinite values \(rows 3\)"),
     Case("safetensors-item-bias-mitigate", _safetensors_item_bias, EXIT_ERROR,
          r"mf\.safetensors adds the item bias `item_bias\.weight` to every score.*PyTorch files only"),
