@@ -118,14 +118,21 @@ def unlisted_users_said(profiles: tuple[np.ndarray, np.ndarray], population: tup
             "holdout, their held-out items are misses of the accuracy and the group NDCG, as beside a model)"]
 
 
-def reserved_said(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int) -> list[str]:
+def reserved_said(
+    lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int, seen_kept: bool = False
+) -> list[str]:
     """A warning when some served lists (``lists``, rows of ``profiles``: each user's training
     items) re-serve training items of their user: PopRSP and PopREO count those users'
-    training items among their candidates (docs/measures.md, "Item-side measures")."""
+    training items among their candidates, or every user's with ``seen_kept`` (keep_seen)
+    (docs/measures.md, "Item-side measures")."""
     users = own_rows(lists, *profiles, n_items)
     if not users:
         return []
     listed = int((np.asarray(lists) >= 0).any(axis=1).sum())
+    if seen_kept:
+        return [f"{users:,} of the {listed:,} served lists re-serve some of their user's training items; with "
+                "keep_seen PopRSP and PopREO count every user's training items among the candidates (Σ_u |g|), "
+                "as for a model's scorings"]
     return [f"{users:,} of the {listed:,} served lists re-serve some of their user's training items: for those "
             "users PopRSP and PopREO count their training items among the candidates (Σ_u |g| instead of "
             "Σ_u |g − T_u|); every other user's exclude them, as Elliot's"]
@@ -170,6 +177,7 @@ def measure_served(
     exclude_popular: Exclusions | None = None,
     population: tuple[np.ndarray, np.ndarray] | None = None,
     n_unlisted: int = 0,
+    seen_kept: bool = False,
 ) -> ServedOutcome:
     """Every list measure of the served lists and of the most-popular list at each of
     ``ks`` (each at most the lists' width), over ``served``'s catalogue; ``profiles`` and
@@ -181,7 +189,8 @@ def measure_served(
     ``*_popular@K`` is one list under one name with or without a model. ``n_unlisted``:
     rows of ``profiles`` and ``relevant`` past the lists' (held-out users of the log without a
     list), served an empty list, as beside a model: their held-out items are misses; no
-    exposure or list figure counts an empty list."""
+    exposure or list figure counts an empty list. ``seen_kept`` (keep_seen): every user's
+    training items are PopRSP/PopREO candidates, as for a model's scorings."""
     lists = served.lists if not n_unlisted else np.vstack(
         (served.lists, np.full((n_unlisted, served.k), -1, dtype=served.lists.dtype)))
     listed = slice(0, served.n_users)
@@ -190,7 +199,8 @@ def measure_served(
     groups = groups or GroupPolicy()
     measures = ExposureMeasures(weights, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_ids=served.items.item_ids, profiles=profiles, relevant=relevant,
-                                groups=groups, population=None if profiles is None else population)
+                                groups=groups, population=None if profiles is None else population,
+                                seen_kept=seen_kept)
     popular = popular_lists(measures, max(ks), lists.shape[0], exclude_popular)
     section = describe_served(served)
     exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}
@@ -198,7 +208,7 @@ def measure_served(
     if profiles is not None and population is not None:
         warnings += unlisted_users_said((profiles[0][:served.n_users + 1], profiles[1]), population)
     if profiles is not None:
-        warnings += reserved_said(lists, profiles, n_items)
+        warnings += reserved_said(lists, profiles, n_items, seen_kept)
     with progress.track("served lists: exposure measures", len(ks)) as advance:
         for k in ks:
             mine, theirs = Slots(lists[:, :k], n_items), Slots(popular[:, :k], n_items)
