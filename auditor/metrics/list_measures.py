@@ -65,7 +65,6 @@ class ExposureMeasures:
         self.context = context
         """What every measure was bound to (the report's per-group table reads it too)."""
         self.info = measure_info(measures)
-        self._measures = tuple(measures)
         self._bound: dict[str, Callable[[Slots], float | None] | None] = {
             m.name: m.bind(context) for m in measures
         }
