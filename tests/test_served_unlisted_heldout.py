@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +52,27 @@ def _ndcg(served: list[int], held: set[int]) -> float:
     return float(dcg / sum(1 / np.log2(r + 2) for r in range(min(len(held), K))))
 
 
+def _report(tmp_path: Path, *model: str) -> dict[str, Any]:
+    out = tmp_path / "r.json"
+    ran = CliRunner().invoke(cli, ["check", *model, "--recommendations", str(tmp_path / "lists.parquet"),
+                                   "--interactions", str(tmp_path / "log.parquet"), "--holdout",
+                                   str(tmp_path / "held.parquet"), "-k", str(K), "-q", "--json", str(out)],
+                             catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def _model(tmp_path: Path) -> str:
+    import torch
+
+    rng = np.random.default_rng(5)
+    path = tmp_path / "model.pt"
+    torch.save({"user_embedding.weight": torch.from_numpy(rng.standard_normal((N_USERS, 4)).astype(np.float32)),
+                "item_embedding.weight": torch.from_numpy(rng.standard_normal((N_ITEMS, 4)).astype(np.float32))}, path)
+    return str(path)
+
+
 def test_unlisted_heldout_log_users_count_as_misses(tmp_path: Path) -> None:
     users, items = _log(tmp_path)
     profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
@@ -65,12 +87,7 @@ def test_unlisted_heldout_log_users_count_as_misses(tmp_path: Path) -> None:
     pairs = [(u, i) for u, h in held.items() for i in sorted(h)]
     pq.write_table(pa.table({"user_id": [p[0] for p in pairs], "item_id": [p[1] for p in pairs]}),
                    tmp_path / "held.parquet")
-    out = tmp_path / "r.json"
-    ran = CliRunner().invoke(cli, ["check", "--recommendations", str(tmp_path / "lists.parquet"), "--interactions",
-                                   str(tmp_path / "log.parquet"), "--holdout", str(tmp_path / "held.parquet"),
-                                   "-k", str(K), "-q", "--json", str(out)], catch_exceptions=False)
-    assert ran.exit_code == 0, ran.output
-    report = json.loads(out.read_text())
+    report = _report(tmp_path)
 
     popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
     group = _groups(popularity, profiles)
@@ -91,3 +108,8 @@ def test_unlisted_heldout_log_users_count_as_misses(tmp_path: Path) -> None:
                         float(np.mean([_ndcg(popular[u], held[u]) for u in range(N_USERS)])), rel_tol=1e-12)
     assert any(f"{len(UNLISTED)} held-out users of the training log have no served list" in w
                for w in report["warnings"])
+    # beside a model, which serves the 5 an empty list: the same figures
+    beside = _report(tmp_path, _model(tmp_path))
+    for name in ("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster"):
+        assert math.isclose(beside["retrieval"]["at"][str(K)]["served"][name], served[name], rel_tol=1e-12)
+    assert beside["accuracy"]["at"][str(K)]["served"] == accuracy["at"][str(K)]["served"]
