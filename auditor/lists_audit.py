@@ -33,8 +33,9 @@ from auditor.sections import LISTS_ONLY_FORMAT
 
 NO_MODEL = "no model: served lists alone have no item vectors"
 LISTS_PROTOCOL = (
-    "queries: the users of the served lists; evaluated: those of them with a held-out item, on their served lists "
-    "as they are (what was served) and on the most-popular list without the user's training items (as with a "
+    "queries: the users of the served lists, and the held-out users of the training log without one (served "
+    "nothing: their held-out items are misses, as beside a model); evaluated: those with a held-out item, on the "
+    "served lists as they are (what was served) and on the most-popular list without the user's training items (as with a "
     "model); held-out items neither trained nor served count as misses; measures @K (RecBole's definitions) "
     "averaged over evaluated users"
 )
@@ -78,11 +79,12 @@ def run_lists_audit(
     exclude = None if config.keep_seen else inputs.profiles
     outcome = measure_served(served, stats, inputs.ks, config.popularity, registered.lists, progress,
                              profiles=inputs.profiles, population=inputs.population, groups=config.groups,
-                             relevant=relevant_rows(inputs.heldout, served.n_users, served.items.n_items),
-                             exclude_popular=exclude)
+                             relevant=relevant_rows(inputs.heldout, served.n_users + inputs.n_unlisted,
+                                                    served.items.n_items),
+                             exclude_popular=exclude, n_unlisted=inputs.n_unlisted, seen_kept=config.keep_seen)
     if inputs.profiles is not None:  # served as served: how many slots hold the user's own training items
         outcome.section.n_training_slots, outcome.section.n_slots = training_slots(
-            served.lists, inputs.profiles, served.items.n_items)
+            outcome.lists["served"], inputs.profiles, served.items.n_items)
     counted = config.interactions or config.frequencies
     not_measured = _not_measured(registered)
     if inputs.profiles is None:

@@ -184,3 +184,36 @@ def test_one_reserved_training_item_moves_one_users_candidates(tmp_path: Path) -
     assert after == pytest.approx(_pop_rsp(popularity, profiles, changed))
     assert abs(after - before) < 0.1 * before
     assert any(w.startswith("1 of the 20 served lists re-serve") for w in report["warnings"])
+
+
+def test_keep_seen_makes_every_users_training_items_candidates_of_the_served_lists(tmp_path: Path) -> None:
+    """N1: with --keep-seen, the model's own dot lists (training items allowed) written as
+    served lists give dot's PopRSP beside the model and alone: every user's training items are
+    candidates (Σ_u |g|), as for the scorings. The old rule counted them only for the users
+    whose list re-serves one, another figure for the very same lists in one report."""
+    import torch
+
+    users, items = _log(tmp_path)
+    popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
+    profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
+    model = _model(tmp_path)
+    weights = torch.load(model)
+    scores = weights["user_embedding.weight"].numpy() @ weights["item_embedding.weight"].numpy().T
+    dot = {u: np.argsort(-scores[u], kind="stable")[:K].tolist() for u in range(N_USERS)}
+    reserving = [u for u in dot if profiles[u] & set(dot[u])]
+    assert 0 < len(reserving) < N_USERS  # the two rules differ here
+    tail = _long_tail(popularity)
+    recommended = np.sum([[np.sum(~tail[lst]), np.sum(tail[lst])] for lst in dot.values()], axis=0)
+    p = recommended / (N_USERS * np.array([np.sum(~tail), np.sum(tail)]))
+    expected = float(np.std(p) / np.mean(p))
+    assert expected != pytest.approx(_pop_rsp(popularity, profiles, dot))
+    path = _write(tmp_path, dot)
+    out = tmp_path / "beside.json"
+    ran = CliRunner().invoke(cli, ["check", str(model), "--recommendations", str(path), "--interactions",
+                                   str(tmp_path / "log.parquet"), "-k", str(K), "-q", "--keep-seen", "--json",
+                                   str(out)], catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    at = json.loads(out.read_text())["retrieval"]["at"][str(K)]
+    assert at["dot"]["pop_rsp"] == pytest.approx(expected)
+    assert at["served"]["pop_rsp"] == pytest.approx(expected)
+    assert _served(tmp_path, path, "--keep-seen")["pop_rsp"] == pytest.approx(expected)

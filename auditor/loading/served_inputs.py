@@ -56,6 +56,10 @@ class ListsInputs:
     population: tuple[np.ndarray, np.ndarray] | None = None
     """CSR of every training-log user's training items (the users the user groups are drawn
     among, as a model's queried users are, with a served list or not); None with ``profiles``."""
+    n_unlisted: int = 0
+    """Held-out users of the training log without a served list, at the rows past the
+    lists' (``heldout``, ``profiles``): served nothing, so each counts as a miss, as
+    beside a model (docs/served-lists.md, "Policies")."""
     unmatched_users: str | None = None
     """Why the figures that need each user's training items are not measured: no served
     user is a user of the log (:func:`~auditor.loading.served_ids.unmatched_users_reason`)."""
@@ -153,38 +157,50 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
             warnings.append(f"cut-off K={k} exceeds the longest served list ({longest:,} items in "
                             f"{served.source}); measured at K={longest}")
     ks = tuple(sorted({min(k, longest) for k in config.ks}))
-    heldout = None if config.holdout_log is None else _heldout(config.holdout_log, served, progress)
-    if heldout is not None:
+    row_ids = served.user_ids
+    heldout = None
+    if config.holdout_log is not None:
+        heldout, row_ids = _heldout(config.holdout_log, served, None if unmatched else log_users, progress)
         warnings.extend(heldout.warnings)
     if unmatched is not None:
         warnings.insert(0, unmatched)
-    profiles, population = (None, None) if unmatched else _profiles(config, served, progress)
+    profiles, population = (None, None) if unmatched else _profiles(config, served, row_ids, progress)
     return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings,
-                       heldout=heldout, profiles=profiles, population=population, unmatched_users=unmatched)
+                       heldout=heldout, profiles=profiles, population=population, unmatched_users=unmatched,
+                       n_unlisted=len(row_ids) - served.n_users)
 
 
 Csr = tuple[np.ndarray, np.ndarray]
 
 
-def _profiles(config: AuditConfig, served: ServedLists, progress: Progress) -> tuple[Csr | None, Csr | None]:
-    """CSR of each served user's training items over the lists' catalogue, at their list
-    rows (users without training items: empty), and of every log user's (the population the
-    user groups are drawn among); (None, None) without a log that names users."""
+def _profiles(
+    config: AuditConfig, served: ServedLists, row_ids: np.ndarray, progress: Progress
+) -> tuple[Csr | None, Csr | None]:
+    """CSR of the training items over the lists' catalogue of each user of ``row_ids`` (the
+    served users, then the held-out log users without a list), at their rows (users without
+    training items: empty), and of every log user's (the population the user groups are
+    drawn among); (None, None) without a log that names users."""
     spec = config.training_log
     if spec is None or open_log(spec).user_col is None:
         return None, None
     log = read_holdout(spec, served.items, progress=progress)  # a log read as users -> item rows
-    at = lookup_rows(log.users.raw_ids, served.user_ids)
+    at = lookup_rows(log.users.raw_ids, row_ids)
     listed = np.flatnonzero(at >= 0)
     users = log.users.subset(listed)
     owner = np.repeat(at[listed], np.diff(users.indptr))
     population = (np.asarray(log.users.indptr, dtype=np.int64), np.asarray(log.users.item_rows, dtype=np.int64))
-    return build_csr(owner, np.asarray(users.item_rows, dtype=np.int64), served.n_users), population
+    return build_csr(owner, np.asarray(users.item_rows, dtype=np.int64), len(row_ids)), population
 
 
-def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQueries:
+def _heldout(
+    spec: LogSpec, served: ServedLists, log_users: np.ndarray | None, progress: Progress
+) -> tuple[HeldOutQueries, np.ndarray]:
     """The holdout over the lists' catalogue, at the rows of the served users who have held-out
-    items; held-out users without a list left out and said. A held-out item neither trained
+    items, and the user id of every row: the served users', then those of the held-out users
+    of the training log (``log_users``) without a list, at rows past the lists'. Those were
+    served nothing: every figure of theirs is a miss, as beside a model, whose queried users
+    without a list are served an empty one (one rule on both paths). Other held-out users
+    without a list (not in the log) are left out and said. A held-out item neither trained
     nor served is a real item no list holds: it gets a row past the catalogue (``_beyond``),
     so it counts as a miss, as it does against a model's table, where it is a row never served."""
     mapping = _beyond(spec, served.items, progress)
@@ -195,9 +211,17 @@ def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQ
                              f"or the served lists of {served.source}: the holdout must come from the same "
                              "catalogue") from exc
     at = lookup_rows(held.users.raw_ids, served.user_ids)
+    row_ids = served.user_ids
+    if log_users is not None:  # held-out log users without a list: rows of their own, served nothing
+        empty = np.flatnonzero((at < 0) & (lookup_rows(held.users.raw_ids, log_users) >= 0))
+        at[empty] = served.n_users + np.arange(empty.size, dtype=at.dtype)
+        row_ids = np.concatenate((np.asarray(served.user_ids), np.asarray(held.users.raw_ids)[empty]))
     listed = np.flatnonzero(at >= 0)
     users = held.users.subset(listed)
     notes = list(held.warnings)
+    if (n_empty := len(row_ids) - served.n_users):
+        notes.append(f"{n_empty:,} held-out users of the training log have no served list in {served.source}: "
+                     "served nothing, each counts as a miss in the accuracy and the group NDCG (as beside a model)")
     beyond = int((users.item_rows >= served.items.n_items).sum())
     if beyond:
         notes.append(f"{beyond:,} held-out items of the served users in {spec.path} are neither in the training log "
@@ -205,11 +229,11 @@ def _heldout(spec: LogSpec, served: ServedLists, progress: Progress) -> HeldOutQ
     unlisted = held.users.n - listed.size
     if unlisted:
         notes.append(f"{unlisted:,} of the {held.users.n:,} held-out users in {spec.path} have no served list in "
-                     f"{served.source}: left out of the accuracy")
+                     f"{served.source} and are not users of the training log: left out of the accuracy")
     return HeldOutQueries(
         positions=at[listed], indptr=users.indptr, items=users.item_rows, source=str(spec.path),
         n_interactions=held.n_interactions, n_dropped=held.n_dropped, n_not_sampled=unlisted, warnings=tuple(notes),
-    )
+    ), np.asarray(row_ids)
 
 
 def _beyond(spec: LogSpec, catalogue: ItemRows, progress: Progress) -> ItemRows:

@@ -65,19 +65,9 @@ class ExposureMeasures:
         self.context = context
         """What every measure was bound to (the report's per-group table reads it too)."""
         self.info = measure_info(measures)
-        self._measures = tuple(measures)
         self._bound: dict[str, Callable[[Slots], float | None] | None] = {
             m.name: m.bind(context) for m in measures
         }
-
-    def with_seen_kept(self, kept: bool) -> ExposureMeasures:
-        """The same measures with training items among the candidates or not (``seen_kept``)."""
-        c = self.context
-        if c.seen_kept == kept:
-            return self
-        return ExposureMeasures(c.popularity, c.user_counts, c.n_users, measures=self._measures, seen_kept=kept,
-                                item_table=c.item_table, item_ids=c.item_ids, profiles=c.profiles,
-                                relevant=c.relevant, groups=c.groups, population=c.population)
 
     def measure(self, lists: np.ndarray | Slots) -> ListMeasures:
         """Every measure of one (n_queries, K) list matrix (None: not measurable)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from auditor.report.formatting import Table, fmt_num, fmt_pct
+from auditor.report.formatting import MISSING, Table, finite, fmt_num, fmt_pct
 from auditor.result import Retrieval
 
 GROUPS_NOTE = (
@@ -68,10 +68,12 @@ def group_table(retrieval: Retrieval, k: int) -> Table | None:
 
 
 def _points(dot: Any, cosine: Any) -> str:
-    """Dot's ΔGAP minus cosine's, signed, in points of the profiles' GAP ("n/a" where either is null)."""
-    if not isinstance(dot, (int, float)) or not isinstance(cosine, (int, float)):
-        return fmt_pct(None)
-    text = fmt_pct(dot - cosine)
+    """Dot's ΔGAP minus cosine's, signed, in points of the profiles' GAP ("n/a", unsigned,
+    where either is null or NaN: an empty group)."""
+    dot_lift, cosine_lift = finite(dot), finite(cosine)
+    if dot_lift is None or cosine_lift is None:
+        return MISSING
+    text = fmt_pct(dot_lift - cosine_lift)
     return text if text.startswith("-") else f"+{text}"
 
 

@@ -231,12 +231,14 @@ def _measure_lists(
 
 def _served_measures(measures: ExposureMeasures, served: np.ndarray, population: QueryPopulation,
                      warnings: list[str]) -> ExposureMeasures:
-    """The served lists' measures: they were not filtered by keep_seen, so whose training items
-    are PopRSP/PopREO candidates is decided per user, by whether their own list re-serves one
+    """The served lists' measures: with keep_seen, every user's training items are PopRSP/PopREO
+    candidates, as for the model's scorings (the same lists give one figure in one report);
+    otherwise the lists were not filtered as the scorings were, so whose training items are
+    candidates is decided per user, by whether their own list re-serves one
     (:mod:`auditor.metrics.parity_candidates`); ``warnings`` gets how many do."""
     if (trained := _profiles(population)) is not None:
-        warnings += reserved_said(served, trained, measures.n_items)
-    return measures.with_seen_kept(False)
+        warnings += reserved_said(served, trained, measures.n_items, measures.context.seen_kept)
+    return measures
 
 
 def _served_overlaps(slots: dict[str, Slots]) -> dict[str, float]:

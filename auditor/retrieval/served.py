@@ -34,7 +34,7 @@ from auditor.plugin_api import Slots
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.serving import Exclusions, popular_lists
-from auditor.sections import ServedCutoff, ServedSection
+from auditor.sections import ListMeasures, ServedCutoff, ServedSection
 
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
@@ -114,20 +114,45 @@ def unlisted_users_said(profiles: tuple[np.ndarray, np.ndarray], population: tup
         return []
     return [f"{unlisted:,} of the {n_users:,} users of the training log have no served list: the user groups are "
             "drawn among all of them (a user's group is a property of their training profile, as beside a model), "
-            "and those users contribute no list figure (each group's figures are over its users with a list)"]
+            "and those users contribute no list figure (each group's figures are over its users with a list; with a "
+            "holdout, their held-out items are misses of the accuracy and the group NDCG, as beside a model)"]
 
 
-def reserved_said(lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int) -> list[str]:
+def reserved_said(
+    lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int, seen_kept: bool = False
+) -> list[str]:
     """A warning when some served lists (``lists``, rows of ``profiles``: each user's training
     items) re-serve training items of their user: PopRSP and PopREO count those users'
-    training items among their candidates (docs/measures.md, "Item-side measures")."""
+    training items among their candidates, or every user's with ``seen_kept`` (keep_seen)
+    (docs/measures.md, "Item-side measures")."""
     users = own_rows(lists, *profiles, n_items)
     if not users:
         return []
     listed = int((np.asarray(lists) >= 0).any(axis=1).sum())
+    if seen_kept:
+        return [f"{users:,} of the {listed:,} served lists re-serve some of their user's training items; with "
+                "keep_seen PopRSP and PopREO count every user's training items among the candidates (Σ_u |g|), "
+                "as for a model's scorings"]
     return [f"{users:,} of the {listed:,} served lists re-serve some of their user's training items: for those "
             "users PopRSP and PopREO count their training items among the candidates (Σ_u |g| instead of "
             "Σ_u |g − T_u|); every other user's exclude them, as Elliot's"]
+
+
+HELD_OUT_MEASURES = ("ndcg_", "pop_reo")
+"""The measures read on held-out users (prefixes): the popular list's are over every evaluated user."""
+
+
+def _popular_measures(measures: ExposureMeasures, popular: Slots, n_listed: int) -> ListMeasures:
+    """The popular list's measures: its exposure figures over the served users (rows before
+    ``n_listed``), as the served lists'; its held-out figures over every evaluated user, the
+    held-out log users without a served list included (the rows past), as its accuracy."""
+    if popular.lists.shape[0] == n_listed:
+        return measures.measure(popular)
+    listed = np.array(popular.lists)
+    listed[n_listed:] = -1  # no exposure figure counts an empty list
+    exposure, held = measures.measure(Slots(listed, popular.n_items)), measures.measure(popular)
+    return ListMeasures({name: held[name] if name.startswith(HELD_OUT_MEASURES) else value
+                         for name, value in exposure.items()})
 
 
 def head_share_of_log(popularity: np.ndarray) -> float | None:
@@ -151,6 +176,8 @@ def measure_served(
     groups: GroupPolicy | None = None,
     exclude_popular: Exclusions | None = None,
     population: tuple[np.ndarray, np.ndarray] | None = None,
+    n_unlisted: int = 0,
+    seen_kept: bool = False,
 ) -> ServedOutcome:
     """Every list measure of the served lists and of the most-popular list at each of
     ``ks`` (each at most the lists' width), over ``served``'s catalogue; ``profiles`` and
@@ -159,29 +186,39 @@ def measure_served(
     training items, as a model's queried users: a user's group does not depend on who else
     was served a list; None: among the list rows). The most-popular list skips each user's
     ``exclude_popular`` rows (their training items), as a model's popular list skips them:
-    ``*_popular@K`` is one list under one name with or without a model."""
+    ``*_popular@K`` is one list under one name with or without a model. ``n_unlisted``:
+    rows of ``profiles`` and ``relevant`` past the lists' (held-out users of the log without a
+    list), served an empty list, as beside a model: their held-out items are misses; no
+    exposure or list figure counts an empty list. ``seen_kept`` (keep_seen): every user's
+    training items are PopRSP/PopREO candidates, as for a model's scorings."""
+    lists = served.lists if not n_unlisted else np.vstack(
+        (served.lists, np.full((n_unlisted, served.k), -1, dtype=served.lists.dtype)))
+    listed = slice(0, served.n_users)
     weights = popularity_of(stats, popularity)
     n_items = served.items.n_items
     groups = groups or GroupPolicy()
     measures = ExposureMeasures(weights, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_ids=served.items.item_ids, profiles=profiles, relevant=relevant,
-                                groups=groups, population=None if profiles is None else population)
-    popular = popular_lists(measures, max(ks), served.n_users, exclude_popular)
+                                groups=groups, population=None if profiles is None else population,
+                                seen_kept=seen_kept)
+    popular = popular_lists(measures, max(ks), lists.shape[0], exclude_popular)
     section = describe_served(served)
     exposure: dict[str, dict[int, np.ndarray]] = {"served": {}, "popular": {}}
     warnings: list[str] = [note] if (note := tied_groups_warning(measures.context)) else []
     if profiles is not None and population is not None:
-        warnings += unlisted_users_said(profiles, population)
+        warnings += unlisted_users_said((profiles[0][:served.n_users + 1], profiles[1]), population)
     if profiles is not None:
-        warnings += reserved_said(served.lists, profiles, n_items)
+        warnings += reserved_said(lists, profiles, n_items, seen_kept)
     with progress.track("served lists: exposure measures", len(ks)) as advance:
         for k in ks:
-            mine, theirs = Slots(served.lists[:, :k], n_items), Slots(popular[:, :k], n_items)
+            mine, theirs = Slots(lists[:, :k], n_items), Slots(popular[:, :k], n_items)
             short = int(((served.lists[:, :k] >= 0).sum(axis=1) < k).sum())
             warnings += short_lists_said({k: short}, served.n_users, "served lists")
             # k <= the longest list <= the catalogue (a list shows an item once): both are k wide.
-            section.at[k] = ServedCutoff(served=measures.measure(mine), popular=measures.measure(theirs),
-                                         overlap_popular=overlap(theirs.lists, mine.lists), n_short_lists=short)
+            section.at[k] = ServedCutoff(served=measures.measure(mine),
+                                         popular=_popular_measures(measures, theirs, served.n_users),
+                                         overlap_popular=overlap(theirs.lists[listed], mine.lists[listed]),
+                                         n_short_lists=short)
             exposure["served"][k], exposure["popular"][k] = mine.counts, theirs.counts
             advance(1)
     section.head_share_log = head_share_of_log(weights)
@@ -195,4 +232,4 @@ def measure_served(
         **group_definitions(measures.context),
     )
     return ServedOutcome(section=section, exposure=exposure, warnings=warnings,
-                         lists={"served": served.lists, "popular": np.asarray(popular)})
+                         lists={"served": lists, "popular": np.asarray(popular)})

@@ -1,0 +1,115 @@
+"""Lists alone count a held-out user of the training log without a served list as a miss,
+as a model's audit does (QA harms F1 remainder): the same lists give the same ``ndcg_<group>``
+and held-out accuracy alone and beside a model. Known answers computed here with numpy
+(RecBole's NDCG@K, Abdollahpouri et al.'s groups drawn among the log's users)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+N_ITEMS, N_USERS, K = 30, 20, 3
+UNLISTED = (1, 4, 6, 9, 15)
+
+
+def _log(tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(11)
+    weights = 1.0 / np.arange(1, N_ITEMS + 1)
+    users, items = [], []
+    for u in range(N_USERS):
+        p = np.ones(N_ITEMS) / N_ITEMS if u % 2 else weights / weights.sum()
+        chosen = rng.choice(N_ITEMS, size=int(rng.integers(3, 9)), replace=False, p=p)
+        users += [u] * chosen.size
+        items += chosen.tolist()
+    missing = sorted(set(range(N_ITEMS)) - set(items))
+    users += [N_USERS - 1] * len(missing)
+    items += missing
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp_path / "log.parquet")
+    return np.asarray(users), np.asarray(items)
+
+
+def _groups(popularity: np.ndarray, profiles: dict[int, set[int]]) -> dict[int, int]:
+    cut = np.sort(popularity)[::-1][int(0.2 * N_ITEMS) - 1]
+    popular = set(np.flatnonzero((popularity >= cut) & (popularity > 0)).tolist())
+    ratio = {u: len(profiles[u] & popular) / len(profiles[u]) for u in profiles}
+    ranked = sorted(ratio.values())
+    n = len(ranked)
+    low, high = ranked[math.floor(0.2 * n) - 1], ranked[n - (n - math.floor(0.8 * n))]
+    return {u: 0 if r <= low else 2 if r >= high else 1 for u, r in ratio.items()}
+
+
+def _ndcg(served: list[int], held: set[int]) -> float:
+    dcg = sum(1 / np.log2(r + 2) for r, i in enumerate(served[:K]) if i in held)
+    return float(dcg / sum(1 / np.log2(r + 2) for r in range(min(len(held), K))))
+
+
+def _report(tmp_path: Path, *model: str) -> dict[str, Any]:
+    out = tmp_path / "r.json"
+    ran = CliRunner().invoke(cli, ["check", *model, "--recommendations", str(tmp_path / "lists.parquet"),
+                                   "--interactions", str(tmp_path / "log.parquet"), "--holdout",
+                                   str(tmp_path / "held.parquet"), "-k", str(K), "-q", "--json", str(out)],
+                             catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def _model(tmp_path: Path) -> str:
+    import torch
+
+    rng = np.random.default_rng(5)
+    path = tmp_path / "model.pt"
+    torch.save({"user_embedding.weight": torch.from_numpy(rng.standard_normal((N_USERS, 4)).astype(np.float32)),
+                "item_embedding.weight": torch.from_numpy(rng.standard_normal((N_ITEMS, 4)).astype(np.float32))}, path)
+    return str(path)
+
+
+def test_unlisted_heldout_log_users_count_as_misses(tmp_path: Path) -> None:
+    users, items = _log(tmp_path)
+    profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
+    unseen = {u: [i for i in range(N_ITEMS) if i not in profiles[u]] for u in range(N_USERS)}
+    lists = {u: unseen[u][u % 5: u % 5 + K] for u in range(N_USERS) if u not in UNLISTED}
+    # every user holds out two unseen items: the list's first for even users (a hit), two others for odd ones
+    held = {u: {unseen[u][u % 5], unseen[u][-1]} if u % 2 == 0 else {unseen[u][-1], unseen[u][-2]}
+            for u in range(N_USERS)}
+    rows = [(u, i, r + 1) for u, served in lists.items() for r, i in enumerate(served)]
+    pq.write_table(pa.table({"user_id": [r[0] for r in rows], "item_id": [r[1] for r in rows],
+                             "rank": [r[2] for r in rows]}), tmp_path / "lists.parquet")
+    pairs = [(u, i) for u, h in held.items() for i in sorted(h)]
+    pq.write_table(pa.table({"user_id": [p[0] for p in pairs], "item_id": [p[1] for p in pairs]}),
+                   tmp_path / "held.parquet")
+    report = _report(tmp_path)
+
+    popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
+    group = _groups(popularity, profiles)
+    per_user = {u: _ndcg(lists.get(u, []), held[u]) for u in range(N_USERS)}  # no list: nothing served, 0
+    assert all(per_user[u] == 0 for u in UNLISTED) and any(per_user[u] > 0 for u in lists)
+    served = report["retrieval"]["at"][str(K)]["served"]
+    for code, name in enumerate(("niche", "diverse", "blockbuster")):
+        members = [u for u in range(N_USERS) if group[u] == code]
+        assert math.isclose(served[f"ndcg_{name}"], float(np.mean([per_user[u] for u in members])), rel_tol=1e-12)
+    accuracy = report["accuracy"]
+    assert accuracy["n_users_evaluated"] == N_USERS
+    assert math.isclose(accuracy["at"][str(K)]["served"]["ndcg"], float(np.mean(list(per_user.values()))),
+                        rel_tol=1e-12)
+    # the most-popular list is evaluated for every held-out log user too (its K most popular unseen items)
+    order = np.lexsort((np.arange(N_ITEMS), -popularity))
+    popular = {u: [int(i) for i in order if i not in profiles[u]][:K] for u in range(N_USERS)}
+    assert math.isclose(accuracy["at"][str(K)]["popular"]["ndcg"],
+                        float(np.mean([_ndcg(popular[u], held[u]) for u in range(N_USERS)])), rel_tol=1e-12)
+    assert any(f"{len(UNLISTED)} held-out users of the training log have no served list" in w
+               for w in report["warnings"])
+    # beside a model, which serves the 5 an empty list: the same figures
+    beside = _report(tmp_path, _model(tmp_path))
+    for name in ("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster"):
+        assert math.isclose(beside["retrieval"]["at"][str(K)]["served"][name], served[name], rel_tol=1e-12)
+    assert beside["accuracy"]["at"][str(K)]["served"] == accuracy["at"][str(K)]["served"]
