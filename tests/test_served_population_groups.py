@@ -19,25 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from served_samples import N_ITEMS, N_USERS, served_groups_log
 
-N_ITEMS, N_USERS, K = 30, 20, 3
-
-
-def _log(tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """A log of 20 users over 30 items (Zipf-like popularity, distinct popular ratios)."""
-    rng = np.random.default_rng(11)
-    weights = 1.0 / np.arange(1, N_ITEMS + 1)
-    users, items = [], []
-    for u in range(N_USERS):
-        p = np.ones(N_ITEMS) / N_ITEMS if u % 2 else weights / weights.sum()
-        chosen = rng.choice(N_ITEMS, size=int(rng.integers(3, 9)), replace=False, p=p)
-        users += [u] * chosen.size
-        items += chosen.tolist()
-    missing = sorted(set(range(N_ITEMS)) - set(items))  # every item trained: the catalogue is the 30 items
-    users += [N_USERS - 1] * len(missing)
-    items += missing
-    pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp_path / "log.parquet")
-    return np.asarray(users), np.asarray(items)
+K = 3
 
 
 def _lists(users: np.ndarray, items: np.ndarray, listed: list[int]) -> dict[int, list[int]]:
@@ -90,7 +74,7 @@ def test_lists_alone_draw_user_groups_among_every_user_of_the_log(tmp_path: Path
     drawn among all 20 users of the log, so the 14 listed users keep the groups they have
     beside a model; drawn among the listed users only, some would change group and the
     niche ΔGAP would differ."""
-    users, items = _log(tmp_path)
+    users, items = served_groups_log(tmp_path)
     popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
     profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
     head = set(np.argsort(-popularity, kind="stable")[:6].tolist())
@@ -131,7 +115,7 @@ def test_aclt_averages_over_users_with_a_list_on_both_paths(tmp_path: Path) -> N
     with full lists, ACLT = K · APLT in the same report. The old figure beside the model
     counted the 5 as lists of 0 long-tail items (15 / 20 of it). The group figures are the
     same on both paths (F1)."""
-    users, items = _log(tmp_path)
+    users, items = served_groups_log(tmp_path)
     popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
     lists = _lists(users, items, [u for u in range(N_USERS) if u % 4])
     path = _write(tmp_path, lists)
@@ -167,7 +151,7 @@ def test_one_reserved_training_item_moves_one_users_candidates(tmp_path: Path) -
     """F3: one slot of 60 re-serves a training item of its user. PopRSP counts that user's
     training items among their candidates, everyone else's not: the figure barely moves
     (the old rule dropped − T_u for all 20 users at once, and PopRSP fell by half)."""
-    users, items = _log(tmp_path)
+    users, items = served_groups_log(tmp_path)
     popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
     profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
     clean = _lists(users, items, list(range(N_USERS)))
@@ -193,7 +177,7 @@ def test_keep_seen_makes_every_users_training_items_candidates_of_the_served_lis
     whose list re-serves one, another figure for the very same lists in one report."""
     import torch
 
-    users, items = _log(tmp_path)
+    users, items = served_groups_log(tmp_path)
     popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
     profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
     model = _model(tmp_path)

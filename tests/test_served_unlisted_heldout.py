@@ -16,25 +16,10 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from served_samples import N_ITEMS, N_USERS, served_groups_log
 
-N_ITEMS, N_USERS, K = 30, 20, 3
+K = 3
 UNLISTED = (1, 4, 6, 9, 15)
-
-
-def _log(tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(11)
-    weights = 1.0 / np.arange(1, N_ITEMS + 1)
-    users, items = [], []
-    for u in range(N_USERS):
-        p = np.ones(N_ITEMS) / N_ITEMS if u % 2 else weights / weights.sum()
-        chosen = rng.choice(N_ITEMS, size=int(rng.integers(3, 9)), replace=False, p=p)
-        users += [u] * chosen.size
-        items += chosen.tolist()
-    missing = sorted(set(range(N_ITEMS)) - set(items))
-    users += [N_USERS - 1] * len(missing)
-    items += missing
-    pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp_path / "log.parquet")
-    return np.asarray(users), np.asarray(items)
 
 
 def _groups(popularity: np.ndarray, profiles: dict[int, set[int]]) -> dict[int, int]:
@@ -74,7 +59,7 @@ def _model(tmp_path: Path) -> str:
 
 
 def test_unlisted_heldout_log_users_count_as_misses(tmp_path: Path) -> None:
-    users, items = _log(tmp_path)
+    users, items = served_groups_log(tmp_path)
     profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
     unseen = {u: [i for i in range(N_ITEMS) if i not in profiles[u]] for u in range(N_USERS)}
     lists = {u: unseen[u][u % 5: u % 5 + K] for u in range(N_USERS) if u not in UNLISTED}
