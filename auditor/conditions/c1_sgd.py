@@ -30,7 +30,11 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
     lr = None if facts.lr is None else facts.lr.value
     sources = facts.sources()
     details.update({"optimizer": kind, "lr": lr, "momentum": momentum, "weight_decay": decay, "sources": sources})
+    if state.outside:
+        details["item_table_outside_optimizer_state"] = state.outside
     where = state.note or (sources.get("kind") or sources.get("momentum") or sources.get("weight_decay") or "")
+    if state.outside and where:
+        where += f" (the optimizer state is not read for the item table: {state.outside})"
     if group is not None and group.kind != "unknown":
         violations = group.violations()  # the group's kind is the merged kind here
     else:
@@ -54,7 +58,12 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
         if sources.get("momentum") != sources.get("kind") or sources.get("weight_decay") != sources.get("kind"):
             evidence += f" [momentum from {sources['momentum']}, weight decay from {sources['weight_decay']}]"
         return Condition(name, "holds", evidence, details)
-    if kind is None and momentum is None and decay is None:
+    if kind is None and momentum is None and decay is None and state.outside:
+        evidence = (
+            f"the optimizer state does not settle the item table's optimizer ({state.outside}), and no recorded "
+            f"optimizer or {setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')} names it"
+        )
+    elif kind is None and momentum is None and decay is None:
         evidence = (
             f"no optimizer state, recorded optimizer or "
             f"{setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')}"
