@@ -58,28 +58,32 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
         if sources.get("momentum") != sources.get("kind") or sources.get("weight_decay") != sources.get("kind"):
             evidence += f" [momentum from {sources['momentum']}, weight decay from {sources['weight_decay']}]"
         return Condition(name, "holds", evidence, details)
+    return Condition(name, "unknown", _unknown_evidence(state, kind, momentum, decay, where), details)
+
+
+def _unknown_evidence(state: StateReading, kind: str | None, momentum: float | None, decay: float | None,
+                      where: str) -> str:
+    """Why C1 is unknown: nothing names the item table's optimizer, or what names it leaves open."""
     if kind is None and momentum is None and decay is None and state.outside:
-        evidence = (
+        return (
             f"the optimizer state does not settle the item table's optimizer ({state.outside}), and no recorded "
             f"optimizer or {setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')} names it"
         )
-    elif kind is None and momentum is None and decay is None:
-        evidence = (
+    if kind is None and momentum is None and decay is None:
+        return (
             f"no optimizer state, recorded optimizer or "
             f"{setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')}"
         )
-    elif kind == "SGD":
+    if kind == "SGD":
         missing = [n for n, v in (("momentum", momentum), ("weight decay", decay)) if v is None]
-        evidence = (
+        return (
             f"{where} names SGD but not its {' or '.join(missing)}; declare them "
             f"({setting('momentum')} 0 {setting('weight_decay')} 0) to settle C1"
         )
-    else:
-        evidence = (
-            f"no momentum or weight decay known, but the optimizer itself is "
-            f"{'unknown' if kind is None else repr(kind) + ' (not recognised)'}"
-        )
-    return Condition(name, "unknown", evidence, details)
+    return (
+        f"no momentum or weight decay known, but the optimizer itself is "
+        f"{'unknown' if kind is None else repr(kind) + ' (not recognised)'}"
+    )
 
 
 def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:
