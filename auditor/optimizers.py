@@ -194,6 +194,8 @@ class ItemGroups:
     """How the item table was found among the parameters, or why several remain."""
     n_states: int = 0
     """How many optimizer states the file holds (with or without param groups)."""
+    outside: str = ""
+    """Why the recorded optimizers are not shown to hold the item table (then no candidates)."""
 
     def settled(self) -> OptimizerGroup | None:
         """The item table's group, or the first candidate when every candidate trains it
@@ -239,13 +241,24 @@ def item_groups(bundle: ModelBundle) -> ItemGroups:
     groups = tuple(
         replace(g, optimizer=o if several else None) for o, s in enumerate(states) for g in recognise_optimizer(s)
     )
-    if len(groups) <= 1:
-        return ItemGroups(groups, groups, "one param group, so it covers the item table", len(states))
+    if not groups or bundle.format == "popaudit":  # popaudit records the item tower's optimizer alone
+        return ItemGroups(groups, groups, "the item tower's optimizer state" if groups else "", len(states))
     slots, how = _named_slots(groups, bundle.item_key or "")
+    if not slots and len(groups) == 1 and _holds_every_tensor(groups, bundle):
+        return ItemGroups(groups, groups, "one param group holding every trainable tensor, so it covers the item table",
+                          len(states))
     if not slots:
         slots, how = _shaped_slots(groups, states, bundle)
     candidates = tuple(g for g in groups if any((g.optimizer or 0, p) in slots for p in g.params))
+    if not candidates and not _holds_every_tensor(groups, bundle):
+        return ItemGroups(groups, (), "", len(states), outside=how)
     return ItemGroups(groups, candidates or groups, how, len(states))
+
+
+def _holds_every_tensor(groups: tuple[OptimizerGroup, ...], bundle: ModelBundle) -> bool:
+    """Whether the recorded optimizers hold as many parameters as the model has trainable
+    tensors (so a parameter without state can be the item table)."""
+    return len({(g.optimizer or 0, p) for g in groups for p in g.params}) >= len(_model_shapes(bundle)[0])
 
 
 def _named_slots(groups: tuple[OptimizerGroup, ...], item_key: str) -> tuple[set[tuple[int, int]], str]:
@@ -307,8 +320,19 @@ def _shaped_slots(
     sharing = sorted(k for k, v in shapes.items() if v == item_shape and k != item_name)
     shaped = [slot for slot, shape in slot_shape.items() if shape == item_shape]
     blank = [slot for slot, shape in slot_shape.items() if shape is None]
-    slots = set(shaped + (blank if len(shaped) < len(sharing) + 1 else []))
+    every = _holds_every_tensor(groups, bundle)
+    slots = set(shaped + (blank if len(shaped) < len(sharing) + 1 and every else []))
     shape_text = "(" + ", ".join(map(str, item_shape)) + ")"
+    held = f"the recorded optimizer state holds {len(slot_shape)} parameters of the model's {len(shapes)} tensors"
+    if not every and sharing and len(shaped) < len(sharing) + 1:  # the shaped ones may all be the others
+        return set(), (f"{held}; {len(shaped)} {'has' if len(shaped) == 1 else 'have'} the item table's shape "
+                       f"{shape_text}, which {', '.join(sharing[:3])} also {'has' if len(sharing) == 1 else 'have'}, "
+                       "so which tensors they are is not recorded")
+    if not slots and not every:
+        if blank:
+            return slots, (f"{held}; none shows the item table's shape {shape_text}, and whether it is among the "
+                           f"{len(blank)} without state that shows a shape (plain SGD keeps none) is not recorded")
+        return slots, f"{held}, none with the item table's shape {shape_text}: the item table is not among them"
     if len(slots) == 1:
         if shaped:
             return slots, f"its optimizer state has the item table's shape {shape_text}" + (

@@ -110,3 +110,75 @@ def test_candidates_that_all_break_plain_sgd_are_violated() -> None:
     _step(user_opt, item_opt)
     c1 = _c1(item, user, _lightning(user_opt, item_opt), fmt="lightning")
     assert c1.status == "violated" and "every one breaks plain SGD" in c1.evidence, c1.evidence
+
+
+# Conditions QA round 2, N3: an optimizer that provably does not hold the item table (the items
+# had another optimizer that was not saved, or were frozen) was read for it.
+def _c1_mlp(state: Any, item: torch.Tensor, user: torch.Tensor, mlp: torch.nn.Linear) -> Condition:
+    bundle = ModelBundle(
+        source=Path("model.pt"), format="checkpoint", item_table=item.detach().numpy(), item_key="item_emb.weight",
+        user_table=user.detach().numpy(), user_key="user_emb.weight",
+        state_dict={"user_emb.weight": user.detach(), "item_emb.weight": item.detach(),
+                    "user_mlp.weight": mlp.weight.detach(), "user_mlp.bias": mlp.bias.detach()},
+        optimizer_state=state,
+    )
+    return assess_conditions(bundle, None, None, DeclaredTraining(), run_probes=False).conditions["C1"]
+
+
+def test_a_saved_user_tower_optimizer_says_nothing_of_the_item_table() -> None:
+    item, user = _tables(30, 20)
+    mlp = torch.nn.Linear(DIM, DIM)
+    user_opt = torch.optim.SGD([user, *mlp.parameters()], lr=1.0, momentum=0.9)  # the one saved
+    item_opt = torch.optim.SGD([item], lr=10.0)  # plain SGD on the items, not saved
+    _step(user_opt, item_opt)
+    c1 = _c1_mlp(user_opt.state_dict(), item, user, mlp)
+    # every held parameter has a momentum buffer of its own shape, none (30, 8): was "violated,
+    # one param group, so it covers the item table: momentum 0.9 on the item parameters"
+    assert c1.status == "unknown", c1.evidence
+    assert "holds 3 parameters of the model's 4 tensors" in c1.evidence
+    assert "none with the item table's shape (30, 8): the item table is not among them" in c1.evidence
+    assert c1.details["item_table_outside_optimizer_state"]
+
+
+def test_a_plain_sgd_user_optimizer_does_not_vouch_for_an_adam_item_table() -> None:
+    item, user = _tables(30, 20)
+    mlp = torch.nn.Linear(DIM, DIM)
+    user_opt, item_opt = torch.optim.SGD([user, *mlp.parameters()], lr=1.0), torch.optim.Adam([item], lr=0.01)
+    _step(user_opt, item_opt)
+    c1 = _c1_mlp(user_opt.state_dict(), item, user, mlp)
+    assert c1.status == "unknown", c1.evidence  # was "holds: SGD (lr=1 ...)"; the items were on Adam
+    assert "whether it is among the 3 without state" in c1.evidence
+
+
+def test_a_frozen_item_table_is_not_found_by_elimination() -> None:
+    item, user = _tables(30, 20)
+    mlp = torch.nn.Linear(DIM, DIM)
+    opt = torch.optim.SGD([{"params": list(mlp.parameters())}, {"params": [user], "momentum": 0.9}], lr=1.0)
+    _step(opt)
+    c1 = _c1_mlp(opt.state_dict(), item, user, mlp)
+    # was "holds, param group 0 (item table: 2 parameters have no optimizer state that shows their shape)"
+    assert c1.status == "unknown", c1.evidence
+    assert "holds 3 parameters of the model's 4 tensors" in c1.evidence
+
+
+def test_one_group_over_every_tensor_still_covers_the_item_table() -> None:
+    item, user = _tables(30, 20)
+    mlp = torch.nn.Linear(DIM, DIM)
+    opt = torch.optim.SGD([user, item, *mlp.parameters()], lr=1.0, momentum=0.9)
+    _step(opt)
+    c1 = _c1_mlp(opt.state_dict(), item, user, mlp)
+    assert c1.status == "violated" and "covers the item table" in c1.evidence, c1.evidence
+    # a declared optimizer still speaks for an item table the saved state does not hold
+    item_opt = torch.optim.SGD([user, *mlp.parameters()], lr=1.0, momentum=0.9)
+    _step(item_opt)
+    bundle_state = item_opt.state_dict()
+    bundle = ModelBundle(
+        source=Path("model.pt"), format="checkpoint", item_table=item.detach().numpy(), item_key="item_emb.weight",
+        user_table=user.detach().numpy(), user_key="user_emb.weight",
+        state_dict={"user_emb.weight": user.detach(), "item_emb.weight": item.detach(),
+                    "user_mlp.weight": mlp.weight.detach(), "user_mlp.bias": mlp.bias.detach()},
+        optimizer_state=bundle_state,
+    )
+    declared = DeclaredTraining(optimizer="sgd", momentum=0.0, weight_decay=0.0)
+    c1 = assess_conditions(bundle, None, None, declared, run_probes=False).conditions["C1"]
+    assert c1.status == "holds" and "not read for the item table" in c1.evidence, c1.evidence

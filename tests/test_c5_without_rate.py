@@ -58,3 +58,17 @@ def test_a_flat_table_under_c1_c4_is_a_rate_too_small_without_knowing_the_rate()
     c5 = _c5(_table(grown=False), None, c1="holds")
     assert c5.status == "violated" and "too small" in c5.evidence, c5.evidence
     assert _c5(_table(grown=False), None).status == "unknown"  # C1 not known to hold: no proof
+
+
+def test_a_grown_table_beside_an_unknown_c1_names_it() -> None:
+    """Conditions QA round 2, N4: a momentum-trained state dict (no optimizer state: C1 unknown)
+    held C5 from the table with nothing said of C1; it still holds (docs/theory.md) and now names
+    the unknown condition, while the same table beside a violated C1 is unknown."""
+    table = _table(grown=True)
+    unknown_c1 = _c5(table, None)
+    assert unknown_c1.status == "holds", unknown_c1.evidence
+    assert "C1 is unknown, so part of this growth may come from a step that is not orthogonal" in unknown_c1.evidence
+    known_c1 = _c5(table, None, c1="holds")
+    assert known_c1.status == "holds" and "unknown" not in known_c1.evidence.split("decided by the table")[1]
+    violated_c1 = _c5(table, None, c1="violated")
+    assert violated_c1.status == "unknown" and "C1 is violated" in violated_c1.evidence, violated_c1.evidence

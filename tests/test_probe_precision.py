@@ -113,3 +113,47 @@ def test_the_coarsest_dtype_inside_the_tower_sets_the_rounding_level() -> None:
     curved = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "mlp"))
     out = second_difference(curved, curved.module, ROWS, generator=torch.Generator().manual_seed(0))
     assert not out.linear and out.rounding_level == 8 * torch.finfo(torch.float32).eps
+
+
+class HalfPrecisionLive(TinyLive):
+    """The QA's curved towers computed in bfloat16 behind a float64 output (conditions QA
+    round 2, N1): E² (``bf16_square``) or tanh(5·E·W) (``bf16_mlp``), or float64 throughout."""
+
+    def __init__(self, module: torch.nn.Module, kind: str, dtype: torch.dtype) -> None:
+        super().__init__(module)
+        self.kind, self.dtype = kind, dtype
+        self.w = torch.randn(16, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+    def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        e = module.items(rows).to(self.dtype)
+        out = e**2 if self.kind == "square" else torch.tanh(e @ self.w.to(self.dtype) * 5)
+        return out.double()
+
+
+@pytest.mark.parametrize("kind", ["square", "mlp"])
+def test_a_curved_tower_computed_in_bfloat16_is_not_rounding(kind: str) -> None:
+    """Its ε = 0.1 figure is the curvature (the float64 tower's, which shrinks exactly as ε²),
+    while the small-ε figures sit on bfloat16's rounding floor (~0.7 eps = 5e-3): the F3 rule,
+    which wanted ε² over every step, read this as rounding and C2 held."""
+    figures = {}
+    for dtype in (torch.float64, torch.bfloat16):
+        live = HalfPrecisionLive(Towers(300, N_USERS, 16, "embedding", seed=0, init_std=0.1), kind, dtype)
+        out = second_difference(live, live.module, torch.arange(64), generator=torch.Generator().manual_seed(0))
+        figures[dtype] = out
+    exact, half = figures[torch.float64].relative, figures[torch.bfloat16].relative
+    assert exact[0] / exact[1] == pytest.approx(100, rel=0.1) and exact[1] / exact[2] == pytest.approx(100, rel=0.1)
+    eps16 = float(torch.finfo(torch.bfloat16).eps)
+    assert abs(half[0] - exact[0]) < 2 * eps16 and half[0] > 2 * eps16  # curvature, past bfloat16's rounding
+    assert max(half[1:]) > exact[1] * 5  # the small-ε steps: rounding swamps the curvature
+    assert figures[torch.bfloat16].rounding_level == 8 * eps16 and not figures[torch.bfloat16].linear
+    status = assess_c2(("unknown", "static"), ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=0,
+                                                           second_difference=figures[torch.bfloat16])).status
+    assert status == "violated"
+
+
+def test_rounding_rule_reads_bfloat16_curvature_on_its_floor_as_curvature() -> None:
+    level, tol = 8 * float(torch.finfo(torch.bfloat16).eps), 1e-9
+    assert not is_rounding(np.array([2.25e-2, 8.97e-3, 5.07e-3]), EPSILONS, level, tol)  # QA's bf16_square
+    assert not is_rounding(np.array([4.07e-2, 7.70e-3, 5.51e-3]), EPSILONS, level, tol)  # QA's bf16_mlp
+    assert not is_rounding(np.array([2e-2, 2e-4, 5e-3]), EPSILONS, level, tol)  # one ε² step above one eps
+    assert is_rounding(np.array([4.23e-3, 4.19e-3, 2.84e-3]), EPSILONS, level, tol)  # QA's bf16_linear: flat

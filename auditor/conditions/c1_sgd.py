@@ -30,7 +30,11 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
     lr = None if facts.lr is None else facts.lr.value
     sources = facts.sources()
     details.update({"optimizer": kind, "lr": lr, "momentum": momentum, "weight_decay": decay, "sources": sources})
+    if state.outside:
+        details["item_table_outside_optimizer_state"] = state.outside
     where = state.note or (sources.get("kind") or sources.get("momentum") or sources.get("weight_decay") or "")
+    if state.outside and where:
+        where += f" (the optimizer state is not read for the item table: {state.outside})"
     if group is not None and group.kind != "unknown":
         violations = group.violations()  # the group's kind is the merged kind here
     else:
@@ -54,23 +58,32 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
         if sources.get("momentum") != sources.get("kind") or sources.get("weight_decay") != sources.get("kind"):
             evidence += f" [momentum from {sources['momentum']}, weight decay from {sources['weight_decay']}]"
         return Condition(name, "holds", evidence, details)
+    return Condition(name, "unknown", _unknown_evidence(state, kind, momentum, decay, where), details)
+
+
+def _unknown_evidence(state: StateReading, kind: str | None, momentum: float | None, decay: float | None,
+                      where: str) -> str:
+    """Why C1 is unknown: nothing names the item table's optimizer, or what names it leaves open."""
+    if kind is None and momentum is None and decay is None and state.outside:
+        return (
+            f"the optimizer state does not settle the item table's optimizer ({state.outside}), and no recorded "
+            f"optimizer or {setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')} names it"
+        )
     if kind is None and momentum is None and decay is None:
-        evidence = (
+        return (
             f"no optimizer state, recorded optimizer or "
             f"{setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')}"
         )
-    elif kind == "SGD":
+    if kind == "SGD":
         missing = [n for n, v in (("momentum", momentum), ("weight decay", decay)) if v is None]
-        evidence = (
+        return (
             f"{where} names SGD but not its {' or '.join(missing)}; declare them "
             f"({setting('momentum')} 0 {setting('weight_decay')} 0) to settle C1"
         )
-    else:
-        evidence = (
-            f"no momentum or weight decay known, but the optimizer itself is "
-            f"{'unknown' if kind is None else repr(kind) + ' (not recognised)'}"
-        )
-    return Condition(name, "unknown", evidence, details)
+    return (
+        f"no momentum or weight decay known, but the optimizer itself is "
+        f"{'unknown' if kind is None else repr(kind) + ' (not recognised)'}"
+    )
 
 
 def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:

@@ -239,4 +239,5 @@ def _flat_text(flat: bool, level: float | None = None) -> str:
     if not flat:
         return ""
     within = "" if level is None else f" stay within {level:.1e}, the rounding of the tower's coarsest dtype, and"
-    return f"; the figures{within} do not shrink as ε², so they are rounding, not curvature"
+    return (f"; the figures{within} neither shrink as ε² nor grow with ε past that rounding, so they are "
+            "rounding, not curvature")

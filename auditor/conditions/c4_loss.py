@@ -47,12 +47,28 @@ _GLUED = 3
 (``cos`` in ``cost``: ``cos`` + ``t``); a run of this many or more is a word of its own."""
 
 
+_SOFT_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
+"""Where a segment changes case (``Cosine|BPR``, ``BPR|Loss``) or between letters and digits (``bpr|2``)."""
+
+
 def loss_words(name: str) -> list[str]:
-    """The words of a loss name, the same however it is spelled (``cosine_bpr``,
-    ``CosineBPR``, ``cosinebpr``): its letters and digits run together, lower-cased, read
-    as known words with the fewest unknown letters, then the fewest words; a known word
-    counts unless fewer than :data:`_GLUED` unknown letters touch it (part of a longer word)."""
-    text = "".join(re.findall(r"[a-z0-9]+", str(name).lower()))[:200]
+    """The words of a loss name, the same however it is run together (``CosineBPR``,
+    ``cosinebpr``): each segment between separators (``_``, ``-``, ``.``…) is read,
+    lower-cased, as known words with the fewest unknown letters, then the fewest words. A
+    known word counts unless fewer than :data:`_GLUED` unknown letters touch it inside the
+    same run of letters (part of a longer word: ``cos`` in ``cost``); a separator, a case
+    change or a digit ends that run, so the tags users add (``bpr_v2``, ``cos_t0.07``,
+    ``BPRLossV2``) never hide a word."""
+    words: list[str] = []
+    for segment in re.findall(r"[A-Za-z0-9]+", str(name)[:200]):
+        cuts = {0, len(segment)} | {m.start() for m in _SOFT_BOUNDARY.finditer(segment)}
+        words += _segment_words(segment.lower(), sorted(cuts))
+    return words
+
+
+def _segment_words(text: str, cuts: list[int]) -> list[str]:
+    """Known words of one separator-free segment (see :func:`loss_words`); ``cuts`` are its
+    case and letter/digit boundaries, 0 and its length included."""
     n = len(text)
     best: list[tuple[int, int]] = [(0, 0)] + [(n + 1, n + 1)] * n
     back: list[int] = [0] * (n + 1)
@@ -63,22 +79,29 @@ def loss_words(name: str) -> list[str]:
         for j in range(i + 2, min(n, i + _LONGEST_WORD) + 1):
             if text[i:j] in _VOCABULARY and (unknown, count + 1) < best[j]:
                 best[j], back[j] = (unknown, count + 1), i
-    pieces: list[tuple[str, bool]] = []  # (piece, known), unknown letters merged into runs
+    pieces: list[tuple[int, int, bool]] = []  # (start, end, known), unknown letters merged into runs
     end = n
     while end > 0:
         start = back[end]
-        piece, known = text[start:end], text[start:end] in _VOCABULARY and end - start > 1
-        if not known and pieces and not pieces[-1][1]:
-            pieces[-1] = (piece + pieces[-1][0], False)
+        known = text[start:end] in _VOCABULARY and end - start > 1
+        if not known and pieces and not pieces[-1][2]:
+            pieces[-1] = (start, pieces[-1][1], False)
         else:
-            pieces.append((piece, known))
+            pieces.append((start, end, known))
         end = start
     pieces.reverse()
 
-    def glued(k: int) -> bool:
-        return 0 <= k < len(pieces) and not pieces[k][1] and len(pieces[k][0]) < _GLUED
+    def glued(k: int, at: int) -> bool:
+        """Whether unknown piece ``k`` glues fewer than _GLUED letters to a word at ``at``."""
+        if not 0 <= k < len(pieces) or pieces[k][2] or at in cuts:
+            return False
+        start, end, _ = pieces[k]
+        if start == at:  # letters after the word, up to the next boundary
+            return min(end, min(c for c in cuts if c > at)) - at < _GLUED
+        return at - max(start, max(c for c in cuts if c < at)) < _GLUED
 
-    return [w for k, (w, known) in enumerate(pieces) if known and not glued(k - 1) and not glued(k + 1)]
+    return [text[start:end] for k, (start, end, known) in enumerate(pieces)
+            if known and not glued(k - 1, start) and not glued(k + 1, end)]
 
 
 # Models whose loss is fixed by the model itself, checked in RecBole 1.2.1's

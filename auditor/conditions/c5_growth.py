@@ -273,7 +273,8 @@ def grade_table(
     status, the clause that says why, and whether the table alone decided.
 
     Growth the table shows (:meth:`TableGrowth.grown`) materialised at the learning rate:
-    holds, unless one of C1–C4 is violated, which then may have made it (unknown). No
+    holds, unless one of C1–C4 is violated, which then may have made it (unknown); those of
+    C1–C4 that are unknown are named beside it (the table still shows the bias arose). No
     material growth (:meth:`TableGrowth.flat`) while C1–C4 hold, so that every update grew
     a norm: the rate was too small, violated. Anything else: unknown. ``at_rate``: a
     measured growth ties the table to the learning rate (the evidence says "at it").
@@ -285,7 +286,13 @@ def grade_table(
         shown += f"; a ratio within twice the init spread, below {1 + 2 * (threshold - 1):.3f}, is no material growth"
     if table.grown(threshold) and not broken:
         at = " at it" if at_rate else ""
-        return "holds", f"the trained table shows the growth materialised{at} ({shown}): decided by the table", True
+        unknown = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "unknown"]
+        caveat = "" if not unknown else (
+            f"; {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} unknown, so part of this growth may come "
+            "from a step that is not orthogonal (momentum, an adaptive optimizer, weight decay, a dot-product loss) "
+            "rather than the rate alone")
+        return ("holds", f"the trained table shows the growth materialised{at} ({shown}): decided by the table{caveat}",
+                True)
     if broken:
         what = "growth" if table.grown(threshold) else "no clear growth"
         verb = "is" if len(broken) == 1 else "are"

@@ -195,6 +195,9 @@ class StateReading:
     """Why several groups remain (``user_emb.weight has the item table's shape ...``)."""
     ambiguous: bool = False
     """The candidate groups differ and none is known to hold the item table: C1 rests on them alone."""
+    outside: str = ""
+    """Why the recorded optimizer state says nothing of the item table (it does not hold it, or
+    does not show that it does): C1 then rests on the config and declarations."""
 
 
 def read_optimizer_state(bundle: ModelBundle, warnings: list[str]) -> StateReading:
@@ -214,6 +217,8 @@ def read_optimizer_state(bundle: ModelBundle, warnings: list[str]) -> StateReadi
         alike = len({(g.kind, g.momentum, g.weight_decay) for g in groups}) == 1
         return StateReading(groups=groups, group=groups[0] if alike else None,
                             note="the item tower's optimizer state")
+    if found.outside:
+        return StateReading(groups=groups, outside=found.outside)
     group = found.settled()
     of = f" of {found.n_states}" if found.n_states > 1 else ""
     if group is None:

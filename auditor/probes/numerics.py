@@ -24,6 +24,8 @@ EPSILONS = (1e-1, 1e-2, 1e-3)
 """Relative step sizes of the C2 second difference (‖εv_p‖ = ε‖θ_p‖ per tensor)."""
 _TANGENT_BYTES = 64 * 2**20
 """Memory allowed for the Jacobian rows :func:`cross_jacobian` holds (beyond it, one tangent at a time)."""
+_LEVEL_EPS = 8.0
+"""The rounding level in eps of the tower's coarsest dtype (:func:`rounding_level`)."""
 MAX_KERNEL_COLUMNS = 64
 """Columns of J Jᵀ :func:`cross_jacobian` computes (a reverse and a forward pass each)."""
 
@@ -108,7 +110,7 @@ def rounding_level(dtype: torch.dtype) -> float:
     float32, which an op the recording cannot see may compute in) can make: each of the
     three outputs carries a relative error of at most eps/2 per coordinate, so the sum is
     within 2·eps; eight eps leave room for the error earlier layers pass on."""
-    return 8.0 * max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
+    return _LEVEL_EPS * max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
 
 
 def is_rounding(
@@ -116,20 +118,28 @@ def is_rounding(
 ) -> bool:
     """Whether second differences above the tolerance ``tol`` are rounding, not curvature.
 
-    Rounding is bounded by ``level`` (:func:`rounding_level` of the tower's coarsest dtype)
-    at every ε and does not follow ε; curvature scales as ε² (×100 per decade). Figures all
-    within ``level`` are rounding unless those measurable (above ``tol``) at neighbouring ε
-    shrink as ε² (at least ε^1.5) over each step; exact zeros, where a step εv rounds away
-    below half a unit in the last place, are rounding too. Two decades of ε are needed.
+    Rounding is bounded by ``level`` (:func:`rounding_level` of the tower's coarsest dtype,
+    :data:`_LEVEL_EPS` of its eps) at every ε and does not follow ε; curvature scales as ε²
+    (×100 per decade). Figures all within ``level`` are rounding unless they show curvature:
+    those measurable (above ``tol``) shrink as ε² (at least ε^1.5) over every step; or one
+    step does, from a figure above one eps (a bfloat16 tower whose small-ε steps sit on its
+    rounding floor); or the largest-ε figure is above two eps and more than twice the
+    smallest-ε one (rounding there is about 0.7 eps and does not grow with ε). Exact zeros,
+    where a step εv rounds away below half a unit in the last place, are rounding too. Two
+    decades of ε are needed.
     """
     level = rounding_level(torch.float32) if level is None else level
     if len(epsilons) < 2 or max(epsilons) / min(epsilons) < 100 or float(worst.max()) > level:
         return False
+    eps_unit = level / _LEVEL_EPS
     order = np.argsort(np.asarray(epsilons))[::-1]
     eps, figs = np.asarray(epsilons, dtype=float)[order], np.asarray(worst, dtype=float)[order]
     steps = [(i, i + 1) for i in range(len(eps) - 1) if figs[i] > tol and figs[i + 1] > tol]
-    curved = bool(steps) and all(figs[i] / figs[j] >= (eps[i] / eps[j]) ** 1.5 for i, j in steps)
-    return not curved
+    shrinks = [figs[i] / figs[j] >= (eps[i] / eps[j]) ** 1.5 for i, j in steps]
+    every_step = bool(steps) and all(shrinks)
+    one_step_above_eps = any(ok and figs[i] > eps_unit for ok, (i, _) in zip(shrinks, steps))
+    grows_past_floor = figs[0] > 2 * eps_unit and figs[0] > 2 * figs[-1]
+    return not (every_step or one_step_above_eps or grows_past_floor)
 
 
 def cross_jacobian(

@@ -98,6 +98,34 @@ def _recorded_loss(loss: str, expect: str) -> Any:
     return build
 
 
+def _user_tower_optimizer(momentum: float) -> Any:
+    """A checkpoint whose one saved optimizer trains the user table and a user MLP only (the
+    item table's optimizer was not saved): C1 must be unknown, the reason stated (QA N3)."""
+
+    def build(d: Path) -> Built:
+        log(d)
+        gen = torch.Generator().manual_seed(0)
+        item = torch.nn.Parameter(torch.randn(N_ITEMS, DIM, generator=gen))
+        user = torch.nn.Parameter(torch.randn(N_USERS, DIM, generator=gen))
+        mlp = torch.nn.Linear(DIM, DIM)
+        opt = torch.optim.SGD([user, *mlp.parameters()], lr=1.0, momentum=momentum)
+        for p in (user, *mlp.parameters()):
+            p.grad = torch.ones_like(p)
+        opt.step()
+        torch.save({"model_state_dict": {"item_emb.weight": item.detach(), "user_emb.weight": user.detach(),
+                                         "user_mlp.weight": mlp.weight.detach(), "user_mlp.bias": mlp.bias.detach()},
+                    "optimizer_state_dict": opt.state_dict()}, d / "model.pt")
+
+        def check(d: Path, outcome: Outcome) -> None:
+            c1 = strict_json(d / "report.json")["conditions"]["C1"]
+            assert c1["status"] == "unknown" and "holds 3 parameters of the model's 4 tensors" in c1["evidence"], c1
+
+        return Built(check_args("model.pt", "--format", "json", "-o", "report.json"), outputs=["report.json"],
+                     must_exist=["report.json"], check=check)
+
+    return build
+
+
 def _trace_config(config: dict[str, Any], expect: dict[str, str]) -> Any:
     """``check --trace`` of a bare table whose trace's config records ``config`` (text or
     nonsense where numbers belong: no fact, never a crash); statuses must be ``expect``."""
@@ -142,6 +170,11 @@ CASES = [
          EXIT_OK, None),
     Case("conditions-loss-run-together-cosine", _declared("--loss", "sphericalloss", expect={"C4": "holds"}),
          EXIT_OK, None),
+    Case("conditions-loss-version-tag", _declared("--loss", "bpr_v2", expect={"C4": "violated"}), EXIT_OK, None),
+    Case("conditions-loss-temperature-tag", _declared("--loss", "cos_t0.07", expect={"C4": "holds"}), EXIT_OK, None),
+    Case("conditions-recorded-loss-tagged", _recorded_loss("infonce_cos_tau", "holds"), EXIT_OK, None),
+    Case("conditions-optimizer-of-the-user-tower-only", _user_tower_optimizer(0.9), EXIT_OK, None),
+    Case("conditions-plain-optimizer-of-the-user-tower-only", _user_tower_optimizer(0.0), EXIT_OK, None),
     Case("conditions-momentum-optimizer-momentum-zero",
          _declared("--optimizer", "momentum", "--momentum", "0", "--weight-decay", "0", expect={"C1": "holds"},
                    warning=r"--optimizer momentum names momentum but --momentum 0 declares none"), EXIT_OK, None),
