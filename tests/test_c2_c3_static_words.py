@@ -51,7 +51,7 @@ def test_a_torchscript_file_is_not_sent_to_a_torchscript_encoder() -> None:
     assert c2 == "unknown" and "TorchScript" not in text and NEEDED not in text
     assert text.endswith("popaudit does not run the torchscript module itself (which of its methods encode items "
                          "and users, and the loss, are not recorded); a plugin's popaudit_live_model wrapping it "
-                         "runs the numeric checks")
+                         "runs the numeric checks (plugins/README.md)")
 
 
 def test_c3_evidence_quotes_both_jackknife_standard_errors() -> None:

@@ -53,7 +53,8 @@ def _live_needed(fmt: str) -> str:
     methods encode items and users, nor the loss), so for those a plugin must wrap it."""
     if fmt in ("torchscript", "pickle"):
         return (f"popaudit does not run the {fmt} module itself (which of its methods encode items and users, and "
-                "the loss, are not recorded); a plugin's popaudit_live_model wrapping it runs the numeric checks")
+                "the loss, are not recorded); a plugin's popaudit_live_model wrapping it runs the numeric checks "
+                "(plugins/README.md)")
     return LIVE_NEEDED
 
 
