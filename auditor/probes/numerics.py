@@ -27,7 +27,7 @@ _TANGENT_BYTES = 64 * 2**20
 _LEVEL_EPS = 8.0
 """The rounding level in eps of the tower's coarsest dtype (:func:`rounding_level`)."""
 MAX_KERNEL_COLUMNS = 64
-"""Columns of J Jᵀ :func:`cross_jacobian` computes (a reverse and a forward pass each)."""
+"""Columns of J Jᵀ :func:`cross_jacobian` computes (two reverse passes each)."""
 
 
 def second_difference(
@@ -153,7 +153,7 @@ def cross_jacobian(
 ) -> CrossJacobian:
     """C3: the blocks B_ij = J_i J_jᵀ of distinct items ``rows``, on sampled coordinates.
 
-    Each column of J Jᵀ costs a reverse and a forward pass, so at most ``max_columns``
+    Each column of J Jᵀ costs two reverse passes, so at most ``max_columns``
     are computed: every output coordinate when m·dim fits, else the same seeded sample of
     k coordinates for every item, whose whole columns B_ij[:, S] (every row coordinate,
     :func:`~auditor.probes.jacobian.kernel_columns`) stand for the blocks: a uniform column

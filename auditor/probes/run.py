@@ -66,7 +66,7 @@ def run_probes(
         np.sort(rng.choice(n_items, size=min(n_curvature_items, n_items), replace=False)),
         dtype=torch.int64,
     )
-    # J Jᵀ costs one vjp and one jvp per output coordinate: at most ~1024 of them.
+    # J Jᵀ costs two reverse passes (Jᵀe, then J·Jᵀe) per output coordinate: at most ~1024 of them.
     n_jac = min(n_jacobian_items, len(curve_rows), max(2, 1024 // max(1, bundle.dim)))
     jac_rows = curve_rows[torch.as_tensor(rng.choice(len(curve_rows), size=n_jac, replace=False))]
     extra = rng.choice(n_items, size=min(n_extra_items, n_items), replace=False).astype(np.int64)
