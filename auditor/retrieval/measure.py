@@ -174,11 +174,10 @@ def with_untrained_lists(
         extra["served"] = served
     joined = {}
     for name, rows in lists.items():
-        width = int(rows.shape[1])
-        added = np.full((n, width), -1, dtype=np.int64)
+        added = np.full((n, rows.shape[1]), -1, dtype=np.int64)
         if name in extra:
-            served = np.asarray(extra[name])[:, :width]
-            added[:, :served.shape[1]] = served
+            part = np.asarray(extra[name])[:, : rows.shape[1]]
+            added[:, : part.shape[1]] = part
         joined[name] = np.concatenate([np.asarray(rows, dtype=np.int64), added])
     return joined
 
@@ -231,11 +230,8 @@ def _measure_lists(
 
 def _served_measures(measures: ExposureMeasures, served: np.ndarray, population: QueryPopulation,
                      warnings: list[str]) -> ExposureMeasures:
-    """The served lists' measures: with keep_seen, every user's training items are PopRSP/PopREO
-    candidates, as for the model's scorings (the same lists give one figure in one report);
-    otherwise the lists were not filtered as the scorings were, so whose training items are
-    candidates is decided per user, by whether their own list re-serves one
-    (:mod:`auditor.metrics.parity_candidates`); ``warnings`` gets how many do."""
+    """The served lists' measures, with ``warnings`` saying how many lists re-serve their user's
+    training items: whose are PopRSP/PopREO candidates (:mod:`auditor.metrics.parity_candidates`)."""
     if (trained := _profiles(population)) is not None:
         warnings += reserved_said(served, trained, measures.n_items, measures.context.seen_kept)
     return measures
