@@ -16,6 +16,7 @@ import numpy as np
 from auditor.metrics.accuracy import find_hits
 from auditor.model import HeldOutQueries
 from auditor.result import Accuracy, RankingAccuracy
+from auditor.sections import UNTRAINED_SERVED
 
 PROTOCOL = (
     "queries: the audit's population (the training users; see retrieval.population), each served the top-K of every "
@@ -26,11 +27,6 @@ UNTRAINED = (
     "also evaluated, as RecBole's own test evaluates them: {n:,} held-out users with no training interaction in "
     "RecBole's split, ranked by {by} with their validation items masked, on lists no exposure figure counts"
 )
-UNTRAINED_SERVED = (
-    "the served scoring scores the list the file holds for each of them, and counts one without a list as a miss "
-    "(how many had one: the warnings)"
-)
-"""No count (how many had a list depends on the file): ``popaudit diff`` flags accuracy where the protocol differs."""
 """RecBole's route (:func:`auditor.loading.recbole_eval.recbole_heldout`): its untrained test users."""
 PROTOCOL_KEEP_SEEN = PROTOCOL.replace("with their training items excluded", "with their training items kept")
 

@@ -389,3 +389,11 @@ class ServedSection:
     cold_slot_share: float | None = None
     """Share of the served slots naming items the training log never saw (None: no log given);
     lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""
+
+UNTRAINED_SERVED = (
+    "the served scoring scores the list the file holds for each of them, and counts one without a list as a miss "
+    "(how many had one: the warnings)"
+)
+"""The accuracy protocol's clause for served lists beside RecBole's untrained test users (no count: how many had a
+list depends on the file). It concerns the served scoring alone, so ``popaudit diff`` leaves it out of the protocol
+it compares for the other scorings (:func:`auditor.diff.rules.accuracy_flags`)."""

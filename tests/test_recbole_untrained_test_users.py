@@ -227,3 +227,24 @@ def test_diff_does_not_compare_accuracy_under_another_protocol(audited: AuditRes
     assert diff.metric("gini_dot@4").status == "compared" and diff.metric("gini_dot@4").delta == 0
     same = diff_reports(new, copy.deepcopy(new))
     assert same.metric("ndcg_dot@4").status == "compared" and not same.settings
+
+
+def test_diff_keeps_comparing_the_scorings_when_served_lists_join(audited: AuditResult) -> None:
+    """QA6 served N6: the protocol's clause for served lists concerns the served scoring
+    alone, so the same model audited with and without a lists file keeps dot's accuracy
+    compared (it was flagged with every other accuracy figure)."""
+    import copy
+
+    from auditor.diff import diff_reports
+    from auditor.sections import UNTRAINED_SERVED
+    from test_diff import as_json
+
+    new = as_json(audited)
+    with_lists = copy.deepcopy(new)
+    protocol = new["accuracy"]["protocol"]
+    repeats = "; " + new["accuracy"]["repeats"]
+    assert protocol.endswith(repeats)
+    with_lists["accuracy"]["protocol"] = protocol.removesuffix(repeats) + f"; {UNTRAINED_SERVED}" + repeats
+    diff = diff_reports(new, with_lists)
+    assert "accuracy.protocol" not in [s.setting for s in diff.settings]
+    assert diff.metric("ndcg_dot@4").status == "compared" and diff.metric("ndcg_dot@4").delta == 0

@@ -28,6 +28,7 @@ from typing import Any
 
 from auditor.flat import FlatEntry, flat_entries
 from auditor.metrics.popularity_sets import head_count
+from auditor.sections import UNTRAINED_SERVED
 
 Differs = Callable[[str, Any, Any, Callable[[FlatEntry], bool], str], None]
 """The comparability rule's recorder: setting, base value, new value, the figures it
@@ -92,7 +93,9 @@ def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, aff
     for key in HELD_OUT_SET:
         differs(f"accuracy.{key}", ab.get(key), an.get(key), affects,
                 "accuracy figures are not compared: they are measured on other held-out sets")
-    differs("accuracy.protocol", ab.get("protocol"), an.get("protocol"), affects,
+    # The served lists' clause concerns the served scoring alone, whose figures one report lacks where it differs.
+    pb, pn = (p.replace(f"; {UNTRAINED_SERVED}", "") if isinstance(p, str) else p for p in (ab.get("protocol"), an.get("protocol")))
+    differs("accuracy.protocol", pb, pn, affects,
             "accuracy figures are not compared: they are measured under another protocol (other users evaluated, "
             "or otherwise ranked)")
 
