@@ -248,3 +248,20 @@ def test_diff_keeps_comparing_the_scorings_when_served_lists_join(audited: Audit
     diff = diff_reports(new, with_lists)
     assert "accuracy.protocol" not in [s.setting for s in diff.settings]
     assert diff.metric("ndcg_dot@4").status == "compared" and diff.metric("ndcg_dot@4").delta == 0
+
+
+def test_lists_of_untrained_test_users_only_are_refused_for_what_they_are(tmp_path: Path) -> None:
+    """QA6 served N5: a lists file holding lists only for RecBole's test users who never
+    trained (u5 here) was refused as if its ids did not match the log's; it is refused
+    because such lists count in accuracy alone and leave no service to expose."""
+    from auditor.errors import IdMappingError
+
+    model, inter = _write(tmp_path)
+    recs = tmp_path / "recs.csv"
+    recs.write_text("user_id,item_id,rank\n" + "".join(f"u5,i{i},{r}\n" for r, i in enumerate([3, 6, 0, 1], start=1)),
+                    encoding="utf-8")
+    with pytest.raises(IdMappingError) as refused:
+        run_audit(AuditConfig(model=model, interactions=inter, recommendations=recs, ks=KS, bootstrap=0, probes=False))
+    message = str(refused.value)
+    assert "is a trained user of RecBole's split" in message and "count in accuracy alone" in message
+    assert "the ids evidently do not match" not in message

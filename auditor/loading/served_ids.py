@@ -71,12 +71,23 @@ def refuse_unmatched_items(path: Path, column: str, item_ids: np.ndarray, item_c
     )
 
 
-def refuse_unmatched_users(source: Path, column: str, user_ids: np.ndarray, log_users: np.ndarray | None) -> None:
+def refuse_unmatched_users(
+    source: Path, column: str, user_ids: np.ndarray, log_users: np.ndarray | None, *, untrained_scored: bool = False
+) -> None:
     """Beside a model: IdMappingError when no user of the lists is a user of the training
     log: no list lines up with a queried user, and measuring the lists would measure the
-    failed join (empty lists, a coverage of 0), not the service."""
+    failed join (empty lists, a coverage of 0), not the service. ``untrained_scored``:
+    RecBole's route, whose test users who never trained have lists scored for accuracy
+    alone, so lists of those users only are no id mismatch, only nothing to expose."""
     if log_users is None or not len(log_users) or (lookup_rows(user_ids, np.asarray(log_users)) >= 0).any():
         return
+    if untrained_scored:
+        raise IdMappingError(
+            f"none of the {user_ids.size:,} users in {source} (column {column!r}) is a trained user of RecBole's split: "
+            "the lists of its test users who never trained count in accuracy alone, so no exposure figure would "
+            "measure the service; give the trained users' lists too (or, if these users are no test users, lists "
+            f"whose user ids are the training log's: {_sides(user_ids[0], log_users[0])})"
+        )
     raise IdMappingError(
         f"none of the {user_ids.size:,} users in {source} (column {column!r}) is a user of the training log, so no "
         f"served list lines up with a queried user: the ids evidently do not match ({_sides(user_ids[0], log_users[0])})"

@@ -95,7 +95,8 @@ def served_for_model(
     rows, missing = lists_for(served, population.raw_ids)
     if missing == population.n_queries and served.n_users:
         users = population.eligible_ids if population.eligible_ids is not None else population.raw_ids
-        refuse_unmatched_users(served.source, served.user_col, served.user_ids, users)
+        refuse_unmatched_users(served.source, served.user_col, served.user_ids, users,
+                               untrained_scored=evaluates_untrained)
     if missing:
         notes.append(
             f"{missing:,} of the {population.n_queries:,} queried users have no list in {served.source}: the served "

@@ -113,6 +113,22 @@ def _warned_other_file(d: Path, outcome: Outcome) -> None:
 CASES.append(Case("recbole-other-dataset-file", _other_file, EXIT_OK, None))
 
 
+def _untrained_users_lists(d: Path) -> Built:
+    """QA6 served N5: lists only for a test user who never trained in RecBole's global split
+    (u5 of the untrained-test-users data) are refused for that, not as mismatched ids."""
+    from test_recbole_untrained_test_users import _write  # its split has such a user (u5)
+
+    model, inter = _write(d)
+    (d / "recs.csv").write_text("user_id,item_id,rank\n" + "".join(f"u5,i{i},{r}\n" for r, i in enumerate([3, 6, 0], 1)),
+                                encoding="utf-8")
+    return Built(check_args(model.name, "--recommendations", "recs.csv", interactions=inter.name))
+
+
+CASES.append(Case("recbole-lists-of-untrained-test-users-only", _untrained_users_lists, EXIT_ERROR,
+                  r"none of the 1 users in recs\.csv \(column 'user_id'\) is a trained user of RecBole's split: the "
+                  r"lists of its test users who never trained count in accuracy alone", absent=r"evidently"))
+
+
 @pytest.mark.parametrize("case", params(CASES))
 def test_recbole_configs(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
