@@ -37,7 +37,7 @@ from auditor.plugins import (
     get_plugin_manager,
     measure_descriptions,
 )
-from auditor.optimizers import has_optimizer_state
+from auditor.optimizers import optimizer_states
 from auditor.progress import SILENT, Progress
 from auditor.result import (
     Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, ServedSection, ServedVectorsSection,
@@ -129,7 +129,7 @@ def _check_trace_settings(inputs: AuditInputs, config: AuditConfig, warnings: li
     if inputs.training is not None:
         from auditor.conditions.trace_settings import check_declared
 
-        state = has_optimizer_state(inputs.bundle)
+        state = bool(optimizer_states(inputs.bundle))  # the file records an optimizer state
         inputs.training = check_declared(inputs.training, config.declared, inputs.bundle.config, state, warnings)
 
 

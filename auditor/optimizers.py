@@ -264,13 +264,13 @@ def _holds_every_tensor(groups: tuple[OptimizerGroup, ...], bundle: ModelBundle)
 def _named_slots(groups: tuple[OptimizerGroup, ...], item_key: str) -> tuple[set[tuple[int, int]], str]:
     """The item table's (optimizer, parameter) by its recorded name: exact, else by a
     module prefix one side adds (Lightning's ``model.``); nothing unless exactly one."""
+    if not item_key:
+        return set(), ""
     named = [
         (g.optimizer or 0, p, str(name)) for g in groups
         if isinstance(g.settings.get("param_names"), list) and len(g.settings["param_names"]) == len(g.params)
         for p, name in zip(g.params, g.settings["param_names"])
     ]
-    if not item_key:
-        return set(), ""
     exact = {(o, p) for o, p, n in named if n == item_key}
     prefixed = {(o, p) for o, p, n in named if item_key.endswith("." + n) or n.endswith("." + item_key)}
     for hits in (exact, prefixed):
@@ -353,11 +353,6 @@ def normalise_optimizer(name: str) -> tuple[str | None, bool]:
     """(optimizer kind, whether the name itself implies momentum) of a recorded name."""
     low = str(name).lower().rsplit(".", 1)[-1].replace("_", "").replace("-", "").replace(" ", "")
     return _OPTIMIZER_NAMES.get(low), low in _MOMENTUM_NAMES
-
-
-def has_optimizer_state(bundle: ModelBundle) -> bool:
-    """Whether the file records any optimizer state."""
-    return bool(optimizer_states(bundle))
 
 
 def optimizer_family(kind: str | None) -> str:

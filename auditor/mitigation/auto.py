@@ -15,7 +15,7 @@ from auditor.audit import run_audit
 from auditor.config import AuditConfig
 from auditor.errors import InputError, NoClearGainError, setting
 from auditor.loading.statistics import InputCache
-from auditor.mitigation.history import QUERIES_REBUILT, output_tradeoff
+from auditor.mitigation.history import QUERIES_REBUILT, output_tradeoff, written_tradeoff
 from auditor.mitigation.sidecar import FULL_PRECISION
 from auditor.plugins import get_plugin_manager
 from auditor.progress import SILENT, Progress
@@ -113,8 +113,6 @@ def figures_as_written(config: AuditConfig, figures: dict[str, Any], output: Pat
     (``written``: the staged file, read as ``check`` reads ``output``, its table stored in
     ``dtype``), the α unchanged; and a warning when, so rounded, the output no longer
     meets the rule the α was chosen by."""
-    from auditor.mitigation.history import written_tradeoff
-
     k, scoring = int(figures["k"]), str(figures["scoring"])
     alpha = 0.0 if scoring == "cosine" else scoring_alpha(scoring)
     assert alpha is not None
