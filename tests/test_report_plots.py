@@ -211,3 +211,32 @@ def test_rendering_never_imports_pyplot(tmp_path: Path) -> None:
     env = {"MPLBACKEND": "TkAgg", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_norm_vs_frequency_follows_the_norm_axis_rule_of_the_boxes() -> None:
+    """QA F1: the scatter kept matplotlib's own axis: on a table of unit norms it zoomed to
+    the float32 rounding (an axis "1e-8+1"), and over a 1000× span it stayed linear while
+    the boxes beside it were on a log axis. Both plots now share one axis rule."""
+    rng = np.random.default_rng(3)
+    freq = rng.integers(0, 500, 400).astype(np.float64)
+    vectors = rng.normal(size=(400, 16)).astype(np.float32)
+    unit = np.linalg.norm(vectors / np.linalg.norm(vectors, axis=1, keepdims=True), axis=1).astype(np.float64)
+    assert 0 < unit.max() / unit.min() - 1 < 1e-6  # float32 rounding noise only
+    for figure in (plots.norm_vs_frequency_figure, plots.norm_by_decile_figure):
+        ax = figure(unit, freq).axes[0]
+        low, high = ax.get_ylim()
+        assert ax.get_yscale() == "linear"
+        assert low == pytest.approx(unit.min() - 0.05 * unit.max()) and high == pytest.approx(unit.max() * 1.05)
+        ax.figure.canvas.draw()
+        assert ax.yaxis.get_offset_text().get_text() == ""
+        assert ax.get_ylabel() == "item embedding norm ‖q‖"
+    span = np.geomspace(0.01, 10.0, 400)[np.argsort(np.argsort(freq, kind="stable"))]  # grows with frequency
+    assert span.max() / span.min() == pytest.approx(1000.0)
+    for figure in (plots.norm_vs_frequency_figure, plots.norm_by_decile_figure):
+        ax = figure(span, freq).axes[0]
+        assert ax.get_yscale() == "log"
+        assert ax.get_ylabel() == "item embedding norm ‖q‖ (log scale)"
+    # Under the 100× span, a linear axis on both.
+    narrow = np.linspace(1.0, 50.0, 400)
+    assert {figure(narrow, freq).axes[0].get_yscale()
+            for figure in (plots.norm_vs_frequency_figure, plots.norm_by_decile_figure)} == {"linear"}

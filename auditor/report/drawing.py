@@ -145,7 +145,7 @@ def norm_vs_frequency_figure(
     if idx.size:
         ax.set_xscale("log")
     ax.set_xlabel("training frequency (interactions per item, log scale)")
-    ax.set_ylabel("item embedding norm ‖q‖")
+    norm_axis(ax, norms[np.isfinite(norms)])  # the same axis as the by-decile boxes
     fit_title(ax, "Item norm vs training frequency")
     ax.legend(loc="best", fontsize=8, frameon=False)
     return fig
@@ -178,8 +178,7 @@ def norm_by_decile_figure(
                            "markeredgecolor": "none", "alpha": 0.7})
     ax.set_xticks(range(1, len(keep) + 1), [names[i] for i in keep], fontsize=7)
     ax.set_xlabel("popularity decile (1 = least frequent) and its frequency range")
-    log = _norm_axis(ax, norms[ok])
-    ax.set_ylabel("item embedding norm ‖q‖" + (" (log scale)" if log else ""))
+    norm_axis(ax, norms[ok])
     fit_title(ax, "Norm distribution by popularity decile (boxes: quartiles; whiskers: 1.5 IQR; "
                   "points: items beyond the whiskers)")
     return fig
@@ -193,20 +192,26 @@ FLAT_SPAN = 1e-6
 the axis then spans ±5% of the level instead of magnifying the noise (an axis "1e-8+1")."""
 
 
-def _norm_axis(ax: Axes, norms: np.ndarray) -> bool:
-    """The norm axis's scale and limits for ``norms`` (finite); True when it is logarithmic."""
+NORM_LABEL = "item embedding norm ‖q‖"
+
+
+def norm_axis(ax: Axes, norms: np.ndarray) -> bool:
+    """The y axis of every plot of item norms (the scatter against frequency and the boxes by
+    decile alike): its scale, limits and label for ``norms`` (the finite norms of the table),
+    set once everything is drawn; True when it is logarithmic (labelled so)."""
     ax.ticklabel_format(axis="y", useOffset=False)  # norms read as they are, never as "1e-8+1"
-    if norms.size == 0:
-        return False
-    low, high = float(norms.min()), float(norms.max())
-    if low > 0 and high / low >= LOG_SPAN:
-        ax.set_yscale("log")
-        return True
-    level = max(abs(low), abs(high))
-    if high - low <= FLAT_SPAN * level:
-        margin = 0.05 * level if level > 0 else 1.0
-        ax.set_ylim(low - margin, high + margin)
-    return False
+    log = False
+    if norms.size:
+        low, high = float(norms.min()), float(norms.max())
+        level = max(abs(low), abs(high))
+        if low > 0 and high / low >= LOG_SPAN:
+            ax.set_yscale("log")
+            log = True
+        elif high - low <= FLAT_SPAN * level:
+            margin = 0.05 * level if level > 0 else 1.0
+            ax.set_ylim(low - margin, high + margin)
+    ax.set_ylabel(NORM_LABEL + (" (log scale)" if log else ""))
+    return log
 
 
 def exposure_lorenz_figure(
