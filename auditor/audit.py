@@ -7,6 +7,7 @@ from the finished sections.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from dataclasses import fields as dataclass_fields
@@ -57,8 +58,11 @@ def run_audit(
     pm: pluggy.PluginManager | None = None,
     progress: Progress = SILENT,
     cache: InputCache | None = None,
+    inputs_read: Callable[[Mapping[str, str]], None] = lambda _not_measured: None,
 ) -> AuditResult:
-    """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict."""
+    """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict.
+    ``inputs_read`` sees what the read inputs leave unmeasured before anything is measured
+    (``check`` refuses a gate there that cannot be evaluated)."""
     pm = pm or get_plugin_manager(config.plugins)
     registered = collect_measures(pm)  # before any work: a malformed plugin measure stops here
     if config.model is None:  # served lists alone (docs/served-lists.md)
@@ -68,8 +72,8 @@ def run_audit(
 
         return replace(run_lists_audit(config, registered, progress, cache), read_files=_read_files(config))
     inputs = load_inputs(config, pm, progress, cache)
-    bundle, stats = inputs.bundle, inputs.stats
-    warnings, not_measured = inputs.warnings, inputs.not_measured
+    inputs_read(inputs.not_measured)
+    bundle, stats, warnings, not_measured = inputs.bundle, inputs.stats, inputs.warnings, inputs.not_measured
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
     frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table))

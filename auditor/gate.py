@@ -36,7 +36,9 @@ from auditor.alpha import canonical_name
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.flat import metric_names
-from auditor.gate_reasons import per_k_name, well_formed, why_each_not_asked, why_unmeasured
+from auditor.gate_reasons import (
+    per_k_name, well_formed, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
+)
 from auditor.harm import EDGE_SLACK
 from auditor.sections import SERVED
 
@@ -168,21 +170,39 @@ def gates_for(
     measures: Iterable[str] = (),
     alphas: Iterable[float] = DEFAULT_ALPHAS,
     list_measures: Iterable[str] | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> list[Gate]:
     """Parse gates for a run with cut-offs ``ks``, audit ``measures`` and
     ``list_measures`` (their names; list measures default to the built-in ones) and
     norm-aware ``alphas``: the valid names of ``check`` and ``batch`` alike. GateError
     lists every problem; a :func:`~auditor.gate_reasons.well_formed` name these settings do not measure (another
-    K or α) is an UnmeasuredGateError (exit 1) saying what would measure it, before any
-    audit runs."""
+    K or α, or a figure of an input not ``given``: a trace, served lists, a bootstrap,
+    :func:`~auditor.gate_reasons.why_inputs_lack`; None: not checked) is an UnmeasuredGateError (exit 1)
+    saying what would measure it, before any audit runs."""
     ks, alphas = sorted(set(ks)), list(alphas)
     gates = parse_run_gates(expressions, ks, measures, alphas, list_measures)
     known = set(metric_names(ks, measures, alphas, list_measures))
     unasked = why_each_not_asked({gate: per_k_name(gate.metric, list_measures) for gate in gates
                                   if gate.metric not in known}, ks, alphas)
+    unasked = {gate: unasked.get(gate) or (why_inputs_lack(gate.metric, given) if given is not None else "")
+               for gate in gates}
+    unasked = {gate: why for gate, why in unasked.items() if why}
     if unasked:
         require_measured(list(unasked), [], where="with these settings", reasons=unasked)
     return gates
+
+
+def refuse_unread(gates: Iterable[Gate], not_measured: Mapping[str, str],
+                  list_measures: Iterable[str] | None = None) -> None:
+    """UnmeasuredGateError, once a model's inputs are read and before any figure is
+    measured, for the gates whose section those inputs leave unmeasured (an accuracy gate
+    without held-out interactions, a retrieval gate with ``--no-retrieval``), each with its
+    reason (:func:`~auditor.gate_reasons.why_sections_unread`)."""
+    gates = list(gates)
+    said = why_sections_unread([gate.metric for gate in gates], not_measured, list_measures)
+    reasons = {gate: said[gate.metric] for gate in gates if gate.metric in said}
+    if reasons:
+        require_measured(list(reasons), [], where="with these inputs", reasons=reasons)
 
 
 def parse_run_gates(

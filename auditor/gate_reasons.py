@@ -168,6 +168,44 @@ def why_each_not_asked(names: Mapping[Key, PerK | None], ks: Iterable[int], alph
             for key, name in names.items()}
 
 
+def why_inputs_lack(name: str, given: Mapping[str, Any]) -> str:
+    """Why the inputs and options a run was given (``given``: the run's settings by their
+    config names, ``trace``, ``recommendations``, ``bootstrap``) never measure ``name``,
+    said before any audit runs, as a K or α not asked for; "" when they may. What only the
+    inputs' contents decide (a checkpoint may carry its own held-out split) is
+    :func:`why_sections_unread`'s, once they are read."""
+    if name.startswith("training_") and given.get("trace") is None:
+        return f"no training trace (pass {setting('trace')})"
+    if name.removeprefix("served_") in ("spearman_ci_lo", "spearman_ci_hi") and given.get("bootstrap") == 0:
+        return f"no CI without a bootstrap ({setting('bootstrap')} 0)"
+    if given.get("recommendations") is None:
+        if name == "head_share_log":
+            return _why_alone(name, {})
+        parsed = per_k_name(name)
+        if parsed is not None and (parsed.scoring == SERVED or parsed.measure.startswith("overlap_served_")):
+            return f"no served lists were given (pass {setting('recommendations')})"
+    return ""
+
+
+def section_of(name: str, list_measures: Iterable[str] | None = None) -> str | None:
+    """The report section that holds the flat figure ``name``: ``accuracy``, ``retrieval``
+    or ``frequency_norm`` (the served vectors' ``served_…`` figures and the rest: None)."""
+    parsed = per_k_name(name, list_measures)
+    if parsed is not None:
+        return "accuracy" if parsed.measure in ACCURACY_MEASURES and parsed.scoring is not None else "retrieval"
+    return "frequency_norm" if name in (*CORRELATIONS, "spearman_p", "spearman_ci_lo", "spearman_ci_hi") else None
+
+
+def why_sections_unread(names: Iterable[str], not_measured: Mapping[str, str],
+                        list_measures: Iterable[str] | None = None) -> dict[str, str]:
+    """Once a model's inputs are read, before any figure is measured: why each of ``names``
+    whose section those inputs leave unmeasured (``not_measured``, the inputs' reasons: no
+    held-out interactions, ``--no-retrieval``, counts without the log) has no value."""
+    report = {"not_measured": dict(not_measured)}
+    return {name: why_unmeasured(name, report) for name in names
+            if section_of(name, list_measures) in not_measured}
+
+
 def named_values(names: Iterable[PerK | None]) -> dict[str, list[float]]:
     """The cut-offs (``ks``) and norm-aware α (``alphas``) that ``names`` (gates' per-K
     names) ask for: what a whole-list advice adds to the values measured now."""

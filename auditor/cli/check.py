@@ -137,9 +137,13 @@ def command(
         with frozen_for_the_run():
             audited = _audit(job)
 
-    from auditor.gate import evaluate_gates, require_measured
+    from auditor.gate import evaluate_gates
     from auditor.plugins.renderers import stale_figures, write_all
 
+    outcomes = evaluate_gates(audited.gates, audited.metrics)
+    if any(outcome.value is None for outcome in outcomes):  # exit 1, an error: no output of the run, as for bad input
+        _say_gates(outcomes, audited, quiet)
+        _refuse_unmeasured(outcomes, audited, written=any(path is not None for path in files.values()) or mlflow)
     outputs = [(formats[flag], path) for flag, path in files.items()]
     write_all(audited.files, remove=stale_figures(outputs, audited.files))  # no plot of an earlier run left beside
     if audited.stdout is not None:
@@ -151,16 +155,32 @@ def command(
                          config=config, gate=audited.gate)
     if audited.result is not None:  # --mlflow: logged before the gates decide the exit code
         log_to_mlflow(audited.result, audited.mlflow_reports, quiet=quiet)
+    _say_gates(outcomes, audited, quiet)
+    if any(o.tripped for o in outcomes):
+        sys.exit(3)
 
-    outcomes = evaluate_gates(audited.gates, audited.metrics)
+
+def _say_gates(outcomes: list[Any], audited: _Audited, quiet: bool) -> None:
+    """Each gate's line on stderr (with -q, the tripped ones alone)."""
     for outcome in outcomes:
         if outcome.tripped or not quiet:
             said = audited.approximate.get(outcome.gate)
             stderr.print(f"gate {outcome.describe()}" + (f", {said}" if said else ""),
                          style="red" if outcome.tripped else None)
-    require_measured(audited.gates, [outcomes], where="in this run", reasons=audited.reasons)
-    if any(o.tripped for o in outcomes):
-        sys.exit(3)
+
+
+def _refuse_unmeasured(outcomes: list[Any], audited: _Audited, *, written: bool) -> None:
+    """UnmeasuredGateError (exit 1) for the gates the finished audit left without a value
+    (a ratio of two zeros, a CI the bootstrap could not give), before any report is
+    written: a run that ends in an error replaces no earlier report (outputs are all of a
+    run or none), so a CI step that keeps the report after a failed step never keeps one
+    of a run it failed."""
+    from auditor.gate import require_measured
+
+    try:
+        require_measured(audited.gates, [outcomes], where="in this run", reasons=audited.reasons)
+    except UnmeasuredGateError as exc:
+        raise UnmeasuredGateError(f"{exc}. No report was written" if written else str(exc)) from None
 
 
 def _refuse_count_conflicts(options: dict[str, Any]) -> None:
@@ -221,7 +241,7 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
         # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
         from auditor.cli._group import plugin_commands
-        from auditor.gate import approximate_gates, gates_for, unmeasured_reasons
+        from auditor.gate import approximate_gates, gates_for, refuse_unread, unmeasured_reasons
         from auditor.plugins import collect_measures, get_plugin_manager
         from auditor.plugin_api import RenderContext
         from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
@@ -240,7 +260,9 @@ def _audit(job: _Job) -> _Audited:
         )
     try:
         registered = collect_measures(pm)
-        gates = gates_for(job.fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names)
+        gates = gates_for(job.fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names,
+                          given={"trace": config.trace, "recommendations": config.recommendations,
+                                 "bootstrap": config.bootstrap})
     except UnmeasuredGateError:
         raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
     except GateError as exc:
@@ -255,7 +277,8 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():
         from auditor.audit import run_audit
 
-    result = run_audit(config, pm=pm, progress=RichProgress(enabled=not job.quiet))
+    result = run_audit(config, pm=pm, progress=RichProgress(enabled=not job.quiet),
+                       inputs_read=lambda unread: refuse_unread(gates, unread, registered.list_names))
     result = runnable_advice(result, config)  # the advice's mitigate command, with this run's inputs
     chosen = [(flag, path) for flag, path in job.files.items() if path is not None]
     files = render_files(result, [(job.formats[flag], path) for flag, path in chosen], pm,

@@ -44,6 +44,11 @@ def _uneven_log(d: Path) -> None:
     pq.write_table(pa.table({"user_id": [u for u, _ in pairs], "item_id": [i for _, i in pairs]}), d / "log.parquet")
 
 
+def _earlier_report(d: Path) -> None:
+    """The report an earlier run wrote, which a run ending in an error must leave as it is."""
+    (d / "report.json").write_text('{"previous_run": true}\n')
+
+
 def _check(*extra: str, outputs: tuple[str, ...] = (), must_exist: tuple[str, ...] = (), check: Any = None,
            make: Any = None, outside: tuple[Path, ...] = ()) -> Any:
     """The valid table and log, ``make(d)`` for more files, then ``check`` with ``extra``."""
@@ -236,6 +241,25 @@ CASES = [
          r"gap_delta_diverse_ratio@5>1: a ratio of two signed figures is undefined \(dot -[\d.]+, cosine -[\d.]+: it "
          r"does not say which is larger\); gate gap_delta_diverse_dot@5 and gap_delta_diverse_cosine@5 instead; "
          r"head_share_1pct_ratio@5>1: a ratio of two zeros is undefined \(dot and cosine are both 0\)"),
+    # QA report F2: a gate on a figure of an input the command line does not give (a trace, served lists) is
+    # refused before any audit, as a K not asked for; one without a value after the audit (a ratio of two
+    # zeros) or once the inputs are read (no holdout) replaces no earlier report and writes none.
+    Case("fail-on-trace-not-given", _check("-k", "5", "--json", "report.json", "--fail-on", "training_spearman>0.5",
+                                           make=_earlier_report), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on training_spearman>0\.5: no training trace \(pass --trace\)$"),
+    Case("fail-on-served-not-given", _check("-k", "5", "--fail-on", "head_share_1pct_served@5>0.1"), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on head_share_1pct_served@5>0\.1: no served lists were given \(pass "
+         r"--recommendations\)$"),
+    Case("fail-on-holdout-not-given-keeps-reports", _check(
+        "-k", "5", "--json", "report.json", "--markdown", "r.md", "--fail-on", "ndcg_dot@5<1", make=_earlier_report),
+        EXIT_ERROR, r"^Error: cannot evaluate --fail-on ndcg_dot@5<1: accuracy not measured: no held-out "
+                    r"interactions: pass --holdout PATH .* beside their exposure$"),
+    Case("fail-on-unmeasured-after-the-audit-keeps-reports", _check(
+        "-k", "5", "--json", "report.json", "--html", "r.html", "--fail-on", "head_share_1pct_ratio@5>1",
+        make=_earlier_report), EXIT_ERROR,
+        r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@5>1: a ratio of two zeros is undefined \(dot and "
+        r"cosine are both 0\); gate head_share_1pct_dot@5 and head_share_1pct_cosine@5 instead\. No report was "
+        r"written$"),
     # QA harms F4: a null group figure says why: the report's tie warning, or the group empty under the cut-offs.
     Case("fail-on-group-of-tied-users", _check("-k", "5", "--fail-on", "miscalibration_niche_dot@5>0.2"), EXIT_ERROR,
          r"miscalibration_niche_dot@5>0\.2: miscalibration_niche: all 5 users with training items share one popular "
