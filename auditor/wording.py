@@ -94,11 +94,13 @@ def points(delta: float) -> str:
 
 
 def interval(ci: tuple[float, float] | None, scale: float = 1.0, decimals: int = 4) -> str:
-    """A 95% CI as ``[lo, hi]`` (``scale`` 100 for points), or nothing without one."""
+    """A 95% CI as ``[lo, hi]`` (``scale`` 100 for points), or nothing without one; more
+    decimals where ``decimals`` print bounds that differ alike (:func:`interval_decimals`)."""
     if ci is None:
         return ""
     lo, hi = (scale * v for v in ci)
-    return f", 95% CI [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
+    places = interval_decimals(lo, hi, decimals)
+    return f", 95% CI [{lo:+.{places}f}, {hi:+.{places}f}]"
 
 
 def ratio_figure(ratio: float) -> str:
@@ -117,13 +119,35 @@ def ratio_figure(ratio: float) -> str:
     return max((compared_figures(ratio, edge, 2)[0] for edge in RATIO_EDGES), key=len)
 
 
+MAX_INTERVAL_DECIMALS = 6
+"""The most decimals an interval's bounds or a correlation get to print apart."""
+
+
+def bounds_apart(low: float, high: float, decimals: int) -> bool:
+    """Whether an interval's bounds print apart to ``decimals`` decimals, or are equal: the
+    one rule for every printed interval, since a collapsed "[0.99, 0.99]" between bounds
+    that differ reads as an exact interval."""
+    return low == high or f"{low:.{decimals}f}" != f"{high:.{decimals}f}"
+
+
+def interval_decimals(low: float, high: float, decimals: int) -> int:
+    """The fewest decimals, from ``decimals`` up to :data:`MAX_INTERVAL_DECIMALS`, at which
+    the bounds print apart (:func:`bounds_apart`): 0.99155 to 0.99462 needs three."""
+    return next((places for places in range(decimals, MAX_INTERVAL_DECIMALS + 1)
+                 if bounds_apart(low, high, places)), MAX_INTERVAL_DECIMALS)
+
+
 def correlation_figures(*values: float) -> list[str]:
-    """Correlations (a ρ and its CI bounds) for a sentence, to two decimals, more (up to
-    six) while one that is not ±1 would print as ±1: a ρ of 0.998 [0.997, 0.999] reads
-    "0.998 [0.997, 0.999]", never as a perfect "1.00 [1.00, 1.00]"."""
-    for decimals in range(2, 7):
+    """Correlations (a ρ, then its CI bounds) for a sentence, to two decimals, more (up to
+    six) while one that is not ±1 would print as ±1 or the bounds that differ would print
+    alike (:func:`bounds_apart`), all in one precision: a ρ of 0.998 [0.997, 0.999] reads
+    "0.998 [0.997, 0.999]", never as a perfect "1.00 [1.00, 1.00]", and 0.993 [0.992,
+    0.995] never as "0.99 [0.99, 0.99]"."""
+    bounds = values[1:3] if len(values) == 3 else ()
+    for decimals in range(2, MAX_INTERVAL_DECIMALS + 1):
         shown = [f"{v:.{decimals}f}" for v in values]
-        if not any(abs(v) != 1 and abs(float(text)) == 1 for v, text in zip(values, shown)):
+        perfect = any(abs(v) != 1 and abs(float(text)) == 1 for v, text in zip(values, shown))
+        if not perfect and (not bounds or bounds_apart(*bounds, decimals)):
             break
     return shown
 

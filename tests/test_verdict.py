@@ -407,6 +407,10 @@ def test_stored_tables_standing_in_for_served_vectors_are_said_first() -> None:
         ((0.998, 0.997, 0.999), "Spearman ρ = 0.998, 95% CI [0.997, 0.999]"),  # not a perfect "1.00 [1.00, 1.00]"
         ((0.9996, 0.9991, 1.0), "Spearman ρ = 0.9996, 95% CI [0.9991, 1.0000]"),
         ((0.62, 0.58, 0.66), "Spearman ρ = 0.62, 95% CI [0.58, 0.66]"),
+        # QA report F3: bounds that differ never print as one value, "[0.99, 0.99]"; as the table, 0.992 to 0.995.
+        ((0.99347, 0.99155, 0.99462), "Spearman ρ = 0.993, 95% CI [0.992, 0.995]"),
+        ((0.4, 0.4012, 0.4049), "Spearman ρ = 0.400, 95% CI [0.401, 0.405]"),
+        ((0.41, 0.41, 0.41), "Spearman ρ = 0.41, 95% CI [0.41, 0.41]"),  # equal bounds: nothing to part
     ],
 )
 def test_a_correlation_near_one_is_never_printed_as_one(values: tuple[float, float, float], shown: str) -> None:

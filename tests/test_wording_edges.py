@@ -9,7 +9,8 @@ import pytest
 from auditor.report.formatting import fmt_ratio
 from auditor.result import CutoffMeasures
 from auditor.sections import HARM_BANDS
-from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure
+from auditor.report.formatting import fmt_interval
+from auditor.wording import SKEW_EDGES, correlation_figures, interval, interval_decimals, pct_pair, ratio_figure
 
 
 @pytest.mark.parametrize(("ratio", "shown"), [
@@ -86,3 +87,36 @@ def test_the_retrieval_tables_print_head_shares_as_the_verdict_quotes_them():
     cut = CutoffMeasures(listed(1249 / 12450), listed(1000 / 12450), listed(0.1), 0.9)
     row = content.cutoff_table(10, cut, result.retrieval.list_measures).rows[0]
     assert row[1:4] == ("10.0%", "8.0%", "1.249×")
+
+
+@pytest.mark.parametrize(("lo", "hi", "table", "sentence"), [
+    (0.99155, 0.99462, "0.992 to 0.995", ["0.992", "0.995"]),  # QA report F3: never "0.99 to 0.99"
+    (0.99612, 0.99648, "0.9961 to 0.9965", ["0.9961", "0.9965"]),  # three decimals alike: four
+    (0.9999991, 0.9999996, "0.999999 to 1.000000", ["0.999999", "1.000000"]),  # bounded: six at most
+    (0.22, 0.62, "0.220 to 0.620", ["0.22", "0.62"]),
+    (0.5, 0.5, "0.500 to 0.500", ["0.50", "0.50"]),  # equal bounds print equal
+])
+def test_an_interval_prints_bounds_that_differ_apart(lo: float, hi: float, table: str, sentence: list[str]) -> None:
+    assert fmt_interval(lo, hi) == table
+    assert correlation_figures(lo, lo, hi)[1:] == sentence
+    # The rule itself: the fewest decimals (from 2, at most 6) at which the bounds print apart.
+    places = interval_decimals(lo, hi, 2)
+    assert places == next((p for p in range(2, 7) if lo == hi or f"{lo:.{p}f}" != f"{hi:.{p}f}"), 6)
+    # The trade-off's intervals (points, signed) follow it too.
+    assert interval((lo / 100, hi / 100), 100.0, 2) == f", 95% CI [{lo:+.{places}f}, {hi:+.{places}f}]"
+
+
+def test_the_headline_and_the_statistics_table_quote_one_interval() -> None:
+    import dataclasses
+
+    from report_samples import full_result
+
+    from auditor.report.content import frequency_norm_table, headline_parts
+
+    result = full_result()
+    fn = dataclasses.replace(result.frequency_norm, spearman=0.99347, spearman_ci=(0.99155, 0.99462))
+    result = dataclasses.replace(result, frequency_norm=fn)
+    _phrase, evidence = headline_parts(result)
+    assert "Spearman ρ = 0.993, 95% CI 0.992 to 0.995" in evidence
+    rows = dict((row[0], row[1]) for row in frequency_norm_table(fn).rows)
+    assert "0.992 to 0.995" in rows.values()

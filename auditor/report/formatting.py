@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure
+from auditor.wording import SKEW_EDGES, interval_decimals, pct_pair, ratio_figure
 
 MISSING = "n/a"
 """What a value that is absent (None, NaN) reads as."""
@@ -168,12 +168,18 @@ def fmt_range(low: Any, high: Any) -> str:
 
 
 def fmt_interval(low: Any, high: Any, joiner: str = " to ", *, resamples: int | None = None) -> str:
-    """A confidence interval's bounds (``0.22 to 0.62``); when a bound is missing (JSON
+    """A confidence interval's bounds (``0.22 to 0.62``; more decimals where three print
+    bounds that differ alike, ``0.9961 to 0.9965``); when a bound is missing (JSON
     null), ``not computed`` after 0 bootstrap ``resamples``, else ``undefined`` (a CI that
     could not be computed, its reason in the warnings)."""
-    if finite(low) is None or finite(high) is None:
+    lo, hi = finite(low), finite(high)
+    if lo is None or hi is None:
         return "not computed" if resamples == 0 else "undefined"
-    return f"{fmt_num(low)}{joiner}{fmt_num(high)}"
+    shown = fmt_num(lo), fmt_num(hi)
+    if shown[0] == shown[1] and lo != hi:  # never a collapsed "0.996 to 0.996" (wording.bounds_apart)
+        places = interval_decimals(lo, hi, 3)
+        shown = f"{lo:.{places}f}", f"{hi:.{places}f}"
+    return joiner.join(shown)
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
