@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from auditor.errors import setting
 from auditor.report.formatting import Table, fmt_num, fmt_pct
+from auditor.report.measure_rows import scoring_cells
 from auditor.report.served_lists import lists_only
 from auditor.result import Accuracy, AuditResult
 from auditor.sections import ServedSection
@@ -85,6 +86,9 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
     if served is not None:  # lists alone: the figures of the section "Served lists"
         exposure = {"served": served.served, "popular": served.popular}
     on_front = set(accuracy.pareto) if accuracy.quoted_k == k else set()
+    # The head-share cells as the K's retrieval table prints them (served lists alone: as theirs, fmt_pct).
+    shares = ({name: fmt_pct(listed.get("head_share_1pct")) for name, listed in exposure.items()} if served is not None
+              else scoring_cells(exposure, "head_share_1pct"))
     rows = []
     for name, acc in _ordered(accuracy.at[k]):
         listed = exposure.get(name)
@@ -93,7 +97,7 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
             mark = ", ".join(filter(None, (mark, "Pareto front")))
         rows.append((
             scoring_label(name), fmt_num(acc.recall, 4), fmt_num(acc.ndcg, 4), fmt_num(acc.hit_rate, 4),
-            fmt_num(acc.mrr, 4), fmt_pct(listed.get("head_share_1pct")) if listed else "—",
+            fmt_num(acc.mrr, 4), shares.get(name, "—") if listed else "—",
             fmt_num(listed.get("gini"), 3) if listed else "—", mark,
         ))  # fmt: skip
     return Table(

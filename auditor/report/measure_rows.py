@@ -43,3 +43,11 @@ def measure_cells(metric: str, display: str, values: Sequence[Any]) -> list[str]
     if display == "pct" and _HEAD_SHARE.fullmatch(metric):
         return fmt_share_row(values)
     return [format_measure(value, display) for value in values]
+
+
+def scoring_cells(scorings: Mapping[str, Mapping[str, Any]], metric: str, display: str = "pct") -> dict[str, str]:
+    """One measure's cell under each scoring (``scorings``: each list's figures by name, dot
+    and cosine first) as the K's retrieval table prints its row (:func:`measure_cells`): every
+    other table that quotes these figures (the accuracy trade-off's head share) takes its
+    cells from here, so one figure reads alike in every table of a report."""
+    return dict(zip(scorings, measure_cells(metric, display, [listed.get(metric) for listed in scorings.values()])))
