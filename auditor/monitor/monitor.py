@@ -153,13 +153,15 @@ class TrainingMonitor:
 
     def _resume(self, trace: Path | str | None, start_step: int | None, start_epoch: int | None) -> int:
         """Continue the existing trace (``resume=True``): the step and epoch to go on from
-        (:func:`~auditor.monitor.trace.resume_point`), and the bytes of it to keep."""
+        (:func:`~auditor.monitor.trace.resume_point`), the header with the alerts in force,
+        the alerts that already fired (not fired again), and the bytes of it to keep."""
         if trace is None:
             raise TrainingError("resume continues an existing trace: give trace, the path of the run's trace")
         if not Path(trace).is_file():
             raise TrainingError(f"resume: there is no trace at {trace} to continue")
         point = resume_point(Path(trace), self.header, start_step, start_epoch)
-        self.global_step, self.epoch = point.step, point.epoch
+        self.global_step, self.epoch, self.header = point.step, point.epoch, point.header
+        self._alerts.remember(point.fired)
         return point.keep
 
     # -- the calls a training loop makes ------------------------------------------------
