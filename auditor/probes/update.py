@@ -120,7 +120,7 @@ def step_geometry(
         moved = finite & (d2 > 0) & (d2 > (rel_tol**2) * s) & (s > 0)
     q, dq, s, d2 = q[moved], dq[moved], s[moved], d2[moved]
     dot = np.einsum("ij,ij->i", q, dq)
-    # atan2 of the perpendicular and parallel parts is accurate at every angle.
+    # θ = atan2(‖Δq⊥‖, q̂·Δq), both parts scaled by ‖q‖ (docs/monitor.md): accurate at every angle.
     perp = np.linalg.norm(dq - (dot / s)[:, None] * q, axis=1) * np.sqrt(s)
     angles = np.degrees(np.arctan2(perp, dot))
     # ‖q+Δq‖² − ‖q‖² − ‖Δq‖² = 2 qᵀΔq exactly; the right side avoids cancellation.
