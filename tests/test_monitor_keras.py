@@ -143,3 +143,16 @@ def test_keras_step_records_carry_the_loss(tmp_path: Path) -> None:
     trace = read_trace(path)
     assert [r.step for r in trace.steps] == [4, 8] and all(r.loss is not None for r in trace.steps)
     assert trace.steps[-1].loss == pytest.approx(trace.epochs[0].loss, rel=1e-6)
+
+
+def test_a_layer_the_model_lacks_is_a_training_error_listing_its_embeddings(tmp_path: Path) -> None:
+    """QA round 7 (monitor F4): not Keras' own ValueError, but a TrainingError naming the
+    model's Embedding layers and how to pass one; nothing trains, no trace is written."""
+    x, y, counts = data()
+    net = model()
+    with pytest.raises(TrainingError, match=(
+            r"^items: the Keras model has no layer 'items' \(its Embedding layers: user_embedding, item_embedding\); "
+            r"name the item table's layer: PopauditCallback\('item_embedding', counts=...\)$")):
+        net.fit(x, y, batch_size=128, epochs=1, verbose=0,
+                callbacks=[PopauditCallback("items", counts=counts, trace=tmp_path / "t.jsonl")])
+    assert int(net.optimizer.iterations) == 0 and not (tmp_path / "t.jsonl").exists()
