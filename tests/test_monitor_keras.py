@@ -156,3 +156,19 @@ def test_a_layer_the_model_lacks_is_a_training_error_listing_its_embeddings(tmp_
         net.fit(x, y, batch_size=128, epochs=1, verbose=0,
                 callbacks=[PopauditCallback("items", counts=counts, trace=tmp_path / "t.jsonl")])
     assert int(net.optimizer.iterations) == 0 and not (tmp_path / "t.jsonl").exists()
+
+
+def test_the_keras_trace_header_records_the_optimizers_momentum_and_weight_decay(tmp_path: Path) -> None:
+    """QA round 7 (monitor F6): the header's config records Keras' SGD momentum and weight decay
+    (None: none, 0), so ``check --trace`` can settle C1 from the trace."""
+    x, y, counts = data()
+    for optimizer, expected in [(keras.optimizers.SGD(learning_rate=2.0), {"momentum": 0.0, "weight_decay": 0.0}),
+                                (keras.optimizers.SGD(learning_rate=2.0, momentum=0.9, weight_decay=0.01),
+                                 {"momentum": 0.9, "weight_decay": 0.01})]:
+        net = model()
+        net.compile(optimizer=optimizer, loss=keras.losses.BinaryCrossentropy(from_logits=True))
+        path = tmp_path / f"{expected['momentum']}.jsonl"
+        net.fit(x, y, batch_size=128, epochs=1, verbose=0,
+                callbacks=[PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)])
+        config = dict(read_trace(path).header.config)
+        assert {k: config[k] for k in expected} == pytest.approx(expected)

@@ -37,7 +37,7 @@ from auditor.monitor.figures import (
 )
 from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, log_each, make_sinks
-from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
+from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource, optimizer_settings
 from auditor.monitor.settings import (
     TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
 )
@@ -148,7 +148,7 @@ class TrainingMonitor:
             alerts=tuple(str(g) for g in self._alerts.gates), alert_action=self._alerts.action,
             optimizer=type(self.optimizer).__name__ if self.optimizer is not None else None,
             item_ids_sha256=ids_digest(item_ids), created_unix=time.time(), popaudit_version=__version__,
-            config=dict(config or {}),
+            config={**self._optimizer_settings(), **(config or {})},  # a caller's config (retrain's) wins
         )
 
     def _resume(self, trace: Path | str | None, start_step: int | None, start_epoch: int | None) -> int:
@@ -341,6 +341,11 @@ class TrainingMonitor:
             head_share_ratio=heads.ratio if heads else None,
             lr=self._lr(), loss=None if loss is None else float(loss), seconds=seconds,
         )
+
+    def _optimizer_settings(self) -> dict[str, float]:
+        """The item optimizer's momentum and weight decay for the header (C1's evidence)."""
+        groups = self.source.groups_of(self.optimizer) or getattr(self.optimizer, "param_groups", [])
+        return {} if self.optimizer is None else optimizer_settings(self.optimizer, groups)
 
     def _lr(self) -> float | None:
         """The learning rate of the item table's parameter group (or of every group, when
