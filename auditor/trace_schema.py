@@ -86,7 +86,10 @@ class TraceHeader:
     """Up to this many items ρ is exact; above it, measured on a fixed seeded sample."""
     sample_items: int
     alerts: tuple[str, ...] = ()
+    """Every alert watched over the trace, in the order first given (a resumed run's new
+    alerts follow those before it: :attr:`alerts_added`, :attr:`alerts_dropped`)."""
     alert_action: AlertAction = "warn"
+    """The action of the last run that wrote the trace (each alert record carries its own)."""
     optimizer: str | None = None
     """The optimizer's class name, when the monitor was given it (C1's evidence)."""
     item_ids_sha256: str | None = None
@@ -95,11 +98,16 @@ class TraceHeader:
     popaudit_version: str = ""
     config: Mapping[str, Any] = field(default_factory=dict)
     """Free-form settings of the run (``retrain`` records its training config)."""
+    alerts_added: Mapping[str, Any] = field(default_factory=dict)
+    """Alert -> the step from which a resumed run watched it (alerts absent: watched from the start)."""
+    alerts_dropped: Mapping[str, Any] = field(default_factory=dict)
+    """Alert -> the step from which a resumed run no longer watched it."""
 
     def to_json(self) -> dict[str, Any]:
         out = {"record": "header", "schema": TRACE_SCHEMA, "version": TRACE_VERSION, **asdict(self)}
         out["alerts"] = list(self.alerts)
         out["config"] = dict(self.config)
+        out["alerts_added"], out["alerts_dropped"] = dict(self.alerts_added), dict(self.alerts_dropped)
         return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -262,3 +263,20 @@ def test_importing_popaudit_never_imports_a_training_framework() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_an_oblique_update_angle_is_the_true_angle_the_docs_define() -> None:
+    """QA round 7 (monitor F3): q = (2, 0) moved by Δq = (1, 1) is at 45° (the true angle,
+    arccos(q·Δq/(‖q‖‖Δq‖))); the docs' formula, read literally, must give the same (the old
+    atan2(‖Δq⊥‖, q·Δq) gave atan2(1, 2) = 26.57°)."""
+    table = torch.zeros(4, 2, dtype=torch.float64)
+    table[:, 0] = 2.0
+    monitor = TrainingMonitor(table, counts=np.arange(4.0), interval=1, n_queries=2)
+    with monitor.step(torch.tensor([1])):
+        table[1] += torch.tensor([1.0, 1.0], dtype=torch.float64)
+    q, dq = np.array([2.0, 0.0]), np.array([1.0, 1.0])
+    unit = q / np.linalg.norm(q)
+    documented = math.degrees(math.atan2(np.linalg.norm(dq - (unit @ dq) * unit), unit @ dq))
+    assert monitor.records[-1].angle_median == pytest.approx(45.0, abs=1e-12) == documented
+    docs = (Path(__file__).parents[1] / "docs" / "monitor.md").read_text(encoding="utf-8")
+    assert "θ = atan2(‖Δq⊥‖, q̂·Δq), q̂ = q/‖q‖" in docs and "atan2(‖Δq⊥‖, q·Δq)" not in docs

@@ -143,3 +143,32 @@ def test_keras_step_records_carry_the_loss(tmp_path: Path) -> None:
     trace = read_trace(path)
     assert [r.step for r in trace.steps] == [4, 8] and all(r.loss is not None for r in trace.steps)
     assert trace.steps[-1].loss == pytest.approx(trace.epochs[0].loss, rel=1e-6)
+
+
+def test_a_layer_the_model_lacks_is_a_training_error_listing_its_embeddings(tmp_path: Path) -> None:
+    """QA round 7 (monitor F4): not Keras' own ValueError, but a TrainingError naming the
+    model's Embedding layers and how to pass one; nothing trains, no trace is written."""
+    x, y, counts = data()
+    net = model()
+    with pytest.raises(TrainingError, match=(
+            r"^items: the Keras model has no layer 'items' \(its Embedding layers: user_embedding, item_embedding\); "
+            r"name the item table's layer: PopauditCallback\('item_embedding', counts=...\)$")):
+        net.fit(x, y, batch_size=128, epochs=1, verbose=0,
+                callbacks=[PopauditCallback("items", counts=counts, trace=tmp_path / "t.jsonl")])
+    assert int(net.optimizer.iterations) == 0 and not (tmp_path / "t.jsonl").exists()
+
+
+def test_the_keras_trace_header_records_the_optimizers_momentum_and_weight_decay(tmp_path: Path) -> None:
+    """QA round 7 (monitor F6): the header's config records Keras' SGD momentum and weight decay
+    (None: none, 0), so ``check --trace`` can settle C1 from the trace."""
+    x, y, counts = data()
+    for optimizer, expected in [(keras.optimizers.SGD(learning_rate=2.0), {"momentum": 0.0, "weight_decay": 0.0}),
+                                (keras.optimizers.SGD(learning_rate=2.0, momentum=0.9, weight_decay=0.01),
+                                 {"momentum": 0.9, "weight_decay": 0.01})]:
+        net = model()
+        net.compile(optimizer=optimizer, loss=keras.losses.BinaryCrossentropy(from_logits=True))
+        path = tmp_path / f"{expected['momentum']}.jsonl"
+        net.fit(x, y, batch_size=128, epochs=1, verbose=0,
+                callbacks=[PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)])
+        config = dict(read_trace(path).header.config)
+        assert {k: config[k] for k in expected} == pytest.approx(expected)

@@ -204,3 +204,70 @@ def test_an_optimizer_holding_a_sparse_tensor_is_matched_without_error() -> None
     sgd.param_groups[0]["params"].append(torch.ones(N_ITEMS, DIM).to_sparse())
     with pytest.raises(TrainingError, match=r"\(SGD holding 2 parameters, shapes \(2, 2\), \(60, 8\)\) does not hold"):
         TrainingMonitor(item_table, optimizer=sgd, counts=np.ones(N_ITEMS))
+
+
+def _trained_trace(tmp_path: Path, item_opt: torch.optim.Optimizer, item_table: torch.nn.Embedding,
+                   user_tower: torch.nn.Embedding, user_opt: torch.optim.Optimizer, **options: object) -> Path:
+    users, items = log()
+    path = tmp_path / "trace.jsonl"
+    with TrainingMonitor(item_table, optimizer=[user_opt, item_opt], counts=np.bincount(items, minlength=N_ITEMS),
+                         interval=4, trace=path, **options) as monitor:  # type: ignore[arg-type]
+        for start in range(0, 1024, 64):
+            loss = cosine_loss(user_tower(users[start:start + 64]), item_table(items[start:start + 64]))
+            user_opt.zero_grad()
+            item_opt.zero_grad()
+            loss.backward()
+            user_opt.step()
+            with monitor.step(items[start:start + 64]):
+                item_opt.step()
+    return path
+
+
+@pytest.mark.parametrize(("settings", "status", "said"), [
+    ({"momentum": 0.9}, "violated", "momentum 0.9 on the item parameters"),
+    ({"weight_decay": 0.01}, "violated", "weight decay 0.01 on the item parameters"),
+    ({}, "holds", "SGD (lr=5, momentum=0, weight_decay=0)"),
+])
+def test_the_trace_header_records_the_item_optimizers_momentum_and_weight_decay(
+        tmp_path: Path, settings: dict[str, float], status: str, said: str) -> None:
+    """QA round 7 (monitor F6): the header's config records the item group's momentum and
+    weight decay (those of the item optimizer, not the user tower's Adam), so ``check
+    --trace`` settles C1 without a declaration, as it does for a ``retrain`` trace."""
+    user_tower, item_table = towers()
+    user_opt = torch.optim.Adam(user_tower.parameters(), lr=0.01, weight_decay=0.5)
+    item_opt = torch.optim.SGD(item_table.parameters(), lr=5.0, **settings)  # type: ignore[arg-type]
+    path = _trained_trace(tmp_path, item_opt, item_table, user_tower, user_opt)
+    expected = {"momentum": 0.0, "weight_decay": 0.0, **settings}
+    assert dict(read_trace(path).header.config) == expected
+    np.save(tmp_path / "items.npy", item_table.weight.detach().numpy())
+    counts = np.bincount(log()[1].numpy(), minlength=N_ITEMS)
+    (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(counts)))
+    done = CliRunner().invoke(cli, ["check", str(tmp_path / "items.npy"), "--frequencies", str(tmp_path / "counts.csv"),
+                                    "--trace", str(path), "--bootstrap", "0", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    c1 = json.loads(done.stdout)["conditions"]["C1"]
+    assert c1["status"] == status and said in c1["evidence"]
+    assert (c1["details"]["momentum"], c1["details"]["weight_decay"]) == (expected["momentum"], expected["weight_decay"])
+
+
+def test_a_callers_config_wins_and_disagreeing_groups_or_an_adaptive_optimizer_record_what_they_can(tmp_path: Path) -> None:
+    """``config=`` (retrain's) keeps its own values; item groups that disagree record nothing
+    for that setting; Adam has no ``momentum`` to record (C1 does not read one), only its decay."""
+    user_tower, item_table = towers()
+    user_opt = torch.optim.SGD(user_tower.parameters(), lr=1.0)
+    item_opt = torch.optim.SGD(item_table.parameters(), lr=5.0, momentum=0.9)
+    header = TrainingMonitor(item_table, optimizer=[user_opt, item_opt], counts=np.ones(N_ITEMS),
+                             config={"momentum": 0.5, "loss": "infonce-cos"}).header
+    assert dict(header.config) == {"momentum": 0.5, "weight_decay": 0.0, "loss": "infonce-cos"}
+    table = torch.nn.Parameter(torch.randn(N_ITEMS, DIM))
+    split = torch.optim.SGD([{"params": [table], "momentum": 0.9}, {"params": [torch.nn.Parameter(torch.ones(2))]}],
+                            lr=1.0, weight_decay=0.1)
+    assert dict(TrainingMonitor(table, optimizer=split, counts=np.ones(N_ITEMS)).header.config) == {
+        "momentum": 0.9, "weight_decay": 0.1}  # the item table's group only
+    adam = torch.optim.Adam([table], lr=0.01, weight_decay=0.02)
+    assert dict(TrainingMonitor(table, optimizer=adam, counts=np.ones(N_ITEMS)).header.config) == {"weight_decay": 0.02}
+    assert dict(TrainingMonitor(table, counts=np.ones(N_ITEMS)).header.config) == {}
+    tower = torch.nn.Linear(DIM, DIM)  # an encoder: its optimizer's groups are all read, and disagree on momentum
+    groups = torch.optim.SGD([{"params": [tower.weight], "momentum": 0.9}, {"params": [tower.bias]}], lr=1.0)
+    encoder = TrainingMonitor(lambda rows: tower(table[rows]), n_items=N_ITEMS, optimizer=groups, counts=np.ones(N_ITEMS))
+    assert dict(encoder.header.config) == {"weight_decay": 0.0}

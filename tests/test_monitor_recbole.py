@@ -113,3 +113,29 @@ def test_a_fit_that_raises_outside_an_epoch_ends_the_trace_with_the_error(tmp_pa
     trace = read_trace(tmp_path / "t.jsonl")
     assert trace.end is not None and (trace.end.step, trace.end.epoch) == (2, 1)
     assert trace.end.reason == "error: RuntimeError: CUDA out of memory during evaluation"
+
+
+class NeuMFLike(torch.nn.Module):
+    """A model whose item tables are not called ``item_embedding`` (as RecBole's NeuMF)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.user_mf_embedding, self.item_mf_embedding = torch.nn.Embedding(3, 2), torch.nn.Embedding(5, 2)
+        self.mlp = torch.nn.Linear(2, 2)
+
+
+def test_a_model_without_the_named_item_table_is_a_training_error_naming_items(tmp_path: Path) -> None:
+    """QA round 7 (monitor F4): not an AttributeError traceback from inside fit, but a
+    TrainingError when the trainer is made, listing the model's embeddings and ``items=``."""
+    config = {"epochs": 1, "learning_rate": 0.5}
+    with pytest.raises(TrainingError, match=(
+            r"^items: the RecBole model NeuMFLike has no attribute 'item_embedding' \(its embeddings: "
+            r"user_mf_embedding, item_mf_embedding\); name its item table with items=, e.g. "
+            r"monitored\(Trainer\)\(config, model, items='item_mf_embedding'\)$")):
+        monitored(StandInTrainer)(config, NeuMFLike(), trace=tmp_path / "t.jsonl")
+    with pytest.raises(TrainingError, match=r"^items: the model's mlp is a Linear, not an embedding table \(its "
+                                            r"embeddings: user_mf_embedding, item_mf_embedding\); name its item"):
+        monitored(StandInTrainer)(config, NeuMFLike(), items="mlp", trace=tmp_path / "t.jsonl")
+    assert not (tmp_path / "t.jsonl").exists()
+    trainer = monitored(StandInTrainer)(config, NeuMFLike(), items="item_mf_embedding", trace=tmp_path / "t.jsonl")
+    assert trainer._popaudit_weight() is trainer.model.item_mf_embedding.weight

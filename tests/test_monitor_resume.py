@@ -203,3 +203,27 @@ def test_replacing_the_trace_of_a_run_that_did_not_end_warns(tmp_path: Path) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         run.monitor(path).close()  # the trace just written ended
+
+
+def test_a_resumed_run_remembers_the_alerts_that_fired_and_records_those_it_adds(tmp_path: Path) -> None:
+    """QA round 7 (monitor F1): each alert fires once over the whole trace, a resumed run's too;
+    the header lists every alert watched, with the step a resumed run added (or dropped) it."""
+    path, run = tmp_path / "trace.jsonl", Run()  # lr 5.0 at every record: lr>1 meets its first one
+    with run.monitor(path, alerts=["lr>1", "lr<1"], on_alert="stop") as first, pytest.warns(UserWarning):
+        run.epoch(first)  # lr>1 fires (and asks to stop) at step 10
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with run.monitor(path, resume=True, alerts=["lr>1", "lr>2"], on_alert="warn") as second:
+            assert not second.should_stop
+            run.epoch(second)
+            assert not second.should_stop and second.stop_reason is None
+    assert [str(w.message).split(" fired")[0] for w in caught] == ["alert lr>2"]  # lr>1 fired before: not again
+    trace = read_trace(path)
+    assert [(a.alert, a.step, a.action) for a in trace.alerts] == [("lr>1", 10, "stop"), ("lr>2", 20, "warn")]
+    assert trace.header.alerts == ("lr>1", "lr<1", "lr>2") and trace.header.alert_action == "warn"
+    assert dict(trace.header.alerts_added) == {"lr>2": 16} and dict(trace.header.alerts_dropped) == {"lr<1": 16}
+    assert lines(path).count("header") == 1 and trace.end is not None and trace.end.reason == "completed"
+    with run.monitor(path, resume=True, alerts=["lr<1"]) as third:  # given again: watched from its new step
+        run.epoch(third)
+    header = read_trace(path).header
+    assert dict(header.alerts_added) == {"lr>2": 16, "lr<1": 32} and dict(header.alerts_dropped) == {"lr>1": 32, "lr>2": 32}

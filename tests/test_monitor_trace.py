@@ -38,7 +38,9 @@ def test_every_record_reads_back_as_written(tmp_path: Path) -> None:
     monitor = _run(path)
     monitor.close()
     trace = read_trace(path)
-    assert trace.header == replace(monitor.header, config={"lr": 0.5}) and trace.header.optimizer == "SGD"
+    # the config given, and the item optimizer's momentum and weight decay (monitor F6)
+    assert trace.header == replace(monitor.header, config={"momentum": 0.0, "weight_decay": 0.0, "lr": 0.5})
+    assert trace.header.optimizer == "SGD"
     assert trace.records == tuple(monitor.records)
     assert [r.step for r in trace.steps] == [2, 4, 6] and [r.epoch for r in trace.epochs] == [1]
     assert trace.steps[0].lr == 0.5 and trace.steps[0].angle_n > 0

@@ -229,3 +229,39 @@ def test_a_loop_that_trains_on_after_a_stop_says_so_in_the_end_record(tmp_path: 
     trace = read_trace(tmp_path / "t.jsonl")
     assert trace.end is not None and (trace.end.step, trace.alerts[0].step) == (5, 2)
     assert trace.end.reason == "stopped by alert mean_norm>0 at step 2; training went on to step 5"
+
+
+def test_the_plain_loop_example_records_the_epochs_mean_batch_loss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA round 7 (monitor F5): the README's loop records each epoch's mean batch loss (the
+    figure the docs define and the adapters record), not its last batch's, and makes torch
+    warn of nothing (``float(loss)`` on a tensor that requires grad did)."""
+    import functools
+
+    import auditor.monitor
+
+    # records every 4 steps (the alert may stop the run inside an epoch: the mean is of the batches run)
+    monkeypatch.setattr(auditor.monitor, "TrainingMonitor", functools.partial(auditor.monitor.TrainingMonitor, interval=4))
+    model = TwoTower()
+    seen: list[float] = []
+    real_loss = model.loss
+
+    def loss(users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        value = real_loss(users, items)
+        seen.append(float(value.detach()))
+        return value
+
+    model.loss = loss  # type: ignore[method-assign]
+    users, items = zipf_pairs()
+    loader = [(torch.from_numpy(users[s:s + 64]), torch.from_numpy(items[s:s + 64])) for s in range(0, 1024, 64)]
+    names = {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=5.0), "loader": loader}
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile(blocks()["pytorch"], "README.md (While it trains)", "exec"), names)  # noqa: S102
+    assert [w for w in caught if w.category is UserWarning] == []
+    epochs = read_trace(tmp_path / "trace.jsonl").epochs
+    assert epochs
+    ends = [0] + [r.step for r in epochs]  # one loss per optimizer step
+    for record, start, stop in zip(epochs, ends, ends[1:]):
+        assert record.loss == pytest.approx(np.mean(seen[start:stop]), rel=1e-6)
+    assert epochs[0].loss != pytest.approx(seen[ends[1] - 1], rel=1e-6)  # not the last batch's

@@ -55,6 +55,12 @@ class Alerts:
         self.action = action
         self._fired: set[Gate] = set()
 
+    def remember(self, fired: Iterable[str]) -> None:
+        """Mark the alerts (expressions as written in alert records) that already fired in
+        the trace a resumed run continues: each fires once over the whole trace."""
+        earlier = set(fired)
+        self._fired.update(g for g in self.gates if str(g) in earlier)
+
     def fire(self, record: TraceRecord) -> list[AlertEvent]:
         """The alerts that fire at ``record`` (each at most once over the run)."""
         pending = [g for g in self.gates if g not in self._fired]

@@ -24,6 +24,7 @@ import keras
 from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
 from auditor.monitor.settings import second_fit
+from auditor.monitor.sources import item_like
 
 
 class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras ships no type information
@@ -51,7 +52,15 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
     def _table(self) -> Any:
         items = self._items
         if isinstance(items, str):
-            items = self.model.get_layer(items)
+            embeddings = [layer.name for layer in self.model.layers if isinstance(layer, keras.layers.Embedding)]
+            try:
+                items = self.model.get_layer(items)
+            except ValueError:  # Keras' "No such layer": say which layers can be passed, and how
+                raise TrainingError(
+                    f"items: the Keras model has no layer {items!r} (its Embedding layers: "
+                    f"{', '.join(embeddings) or 'none'}); name the item table's layer: "
+                    f"PopauditCallback({item_like(embeddings)!r}, counts=...)"
+                ) from None
         if isinstance(items, keras.layers.Embedding):
             items = items.embeddings
         if isinstance(items, keras.Variable):

@@ -25,7 +25,6 @@ alert with the action ``stop`` sets ``trainer.should_stop``. Imports ``lightning
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +33,7 @@ import torch
 from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
 from auditor.monitor.settings import second_fit, shard_counts
-from auditor.monitor.sources import ItemSource, ItemTable, embedding_names
+from auditor.monitor.sources import ItemSource, ItemTable, named_table
 
 try:
     import lightning.pytorch as pl
@@ -96,13 +95,8 @@ class PopauditCallback(pl.Callback):
         """The item table: given, or the LightningModule's attribute at the dotted name."""
         if not isinstance(self._items, str):
             return self._items
-        try:
-            found: ItemTable = operator.attrgetter(self._items)(pl_module)
-        except AttributeError:
-            raise TrainingError(
-                f"items: the LightningModule has no attribute {self._items!r} (its embeddings: "
-                f"{embedding_names(pl_module)}); a dotted name such as 'tower.item_embedding' reaches a sub-module's"
-            ) from None
+        found: ItemTable = named_table(pl_module, self._items, "the LightningModule",
+                                       "a dotted name such as 'tower.item_embedding' reaches a sub-module's")
         return found
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

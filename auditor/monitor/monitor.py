@@ -37,7 +37,7 @@ from auditor.monitor.figures import (
 )
 from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, log_each, make_sinks
-from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource
+from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource, optimizer_settings
 from auditor.monitor.settings import (
     TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
 )
@@ -148,18 +148,20 @@ class TrainingMonitor:
             alerts=tuple(str(g) for g in self._alerts.gates), alert_action=self._alerts.action,
             optimizer=type(self.optimizer).__name__ if self.optimizer is not None else None,
             item_ids_sha256=ids_digest(item_ids), created_unix=time.time(), popaudit_version=__version__,
-            config=dict(config or {}),
+            config={**self._optimizer_settings(), **(config or {})},  # a caller's config (retrain's) wins
         )
 
     def _resume(self, trace: Path | str | None, start_step: int | None, start_epoch: int | None) -> int:
         """Continue the existing trace (``resume=True``): the step and epoch to go on from
-        (:func:`~auditor.monitor.trace.resume_point`), and the bytes of it to keep."""
+        (:func:`~auditor.monitor.trace.resume_point`), the header with the alerts in force,
+        the alerts that already fired (not fired again), and the bytes of it to keep."""
         if trace is None:
             raise TrainingError("resume continues an existing trace: give trace, the path of the run's trace")
         if not Path(trace).is_file():
             raise TrainingError(f"resume: there is no trace at {trace} to continue")
         point = resume_point(Path(trace), self.header, start_step, start_epoch)
-        self.global_step, self.epoch = point.step, point.epoch
+        self.global_step, self.epoch, self.header = point.step, point.epoch, point.header
+        self._alerts.remember(point.fired)
         return point.keep
 
     # -- the calls a training loop makes ------------------------------------------------
@@ -339,6 +341,11 @@ class TrainingMonitor:
             head_share_ratio=heads.ratio if heads else None,
             lr=self._lr(), loss=None if loss is None else float(loss), seconds=seconds,
         )
+
+    def _optimizer_settings(self) -> dict[str, float]:
+        """The item optimizer's momentum and weight decay for the header (C1's evidence)."""
+        groups = self.source.groups_of(self.optimizer) or getattr(self.optimizer, "param_groups", [])
+        return {} if self.optimizer is None else optimizer_settings(self.optimizer, groups)
 
     def _lr(self) -> float | None:
         """The learning rate of the item table's parameter group (or of every group, when

@@ -22,7 +22,6 @@ request a callback can make).
 
 from __future__ import annotations
 
-import operator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -31,6 +30,7 @@ import torch
 from auditor.errors import TrainingError
 from auditor.monitor.alerts import check_action
 from auditor.monitor.monitor import TrainingMonitor
+from auditor.monitor.sources import embedding_names, item_like, named_table
 
 T = TypeVar("T", bound=type)
 
@@ -50,6 +50,23 @@ class PopauditTrainerMixin:
         self.popaudit_options = {"source": "recbole", **monitor_options}
         self.popaudit: TrainingMonitor | None = None
         self._popaudit_hooked: torch.optim.Optimizer | None = None
+        self._popaudit_weight()  # a wrong items= fails here, before fit trains
+
+    def _popaudit_weight(self) -> torch.Tensor:
+        """The model's item table (``items=``, a dotted name) as a 2-D weight; TrainingError
+        listing the model's embeddings and the keyword to pass when it has none there."""
+        model = type(self.model).__name__
+        names = [n for n, m in self.model.named_modules() if n and isinstance(m, torch.nn.Embedding)]
+        fix = (f"name its item table with items=, e.g. monitored(Trainer)(config, model, "
+               f"items={item_like(names)!r})")
+        table = named_table(self.model, self.popaudit_items, f"the RecBole model {model}", fix)
+        weight = table.weight if isinstance(table, torch.nn.Embedding) else table
+        if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
+            raise TrainingError(
+                f"items: the model's {self.popaudit_items} is a {type(table).__name__}, not an embedding table "
+                f"(its embeddings: {embedding_names(self.model)}); {fix}"
+            )
+        return weight
 
     def _train_epoch(self, train_data: Any, epoch_idx: int, loss_func: Any = None, show_progress: bool = False) -> Any:
         monitor = self._popaudit_monitor(train_data)
@@ -82,10 +99,7 @@ class PopauditTrainerMixin:
         current optimizer hooked."""
         if self.popaudit is None:
             dataset = train_data.dataset
-            table = operator.attrgetter(self.popaudit_items)(self.model)
-            weight = table.weight if isinstance(table, torch.nn.Embedding) else table
-            if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
-                raise TrainingError(f"the model's {self.popaudit_items} is not an embedding table")
+            weight = self._popaudit_weight()
             items = dataset.inter_feat[dataset.iid_field]
             counts = np.bincount(np.asarray(items, dtype=np.int64), minlength=weight.shape[0])[1:]
             tokens = dataset.field2id_token[dataset.iid_field][1:]

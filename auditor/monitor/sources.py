@@ -9,6 +9,7 @@ detached tensors; nothing is copied except what a caller asks to keep.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Union
@@ -189,6 +190,47 @@ def embedding_names(module: torch.nn.Module, prefix: str | None = None) -> str:
     names = [f"{prefix}.{name}" if prefix else name
              for name, sub in module.named_modules() if name and isinstance(sub, torch.nn.Embedding)]
     return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "") if names else "none"
+
+
+RECORDED_SETTINGS = ("momentum", "weight_decay")
+"""The item optimizer's settings a trace header's config records: what C1 reads beside its name."""
+
+
+def optimizer_settings(optimizer: object, groups: list[dict[str, Any]]) -> dict[str, float]:
+    """:data:`RECORDED_SETTINGS` of the item table's optimizer as it starts: a torch
+    optimizer's from ``groups`` (its param groups holding the table) where every group has
+    the setting and they agree; another's (Keras') from its attributes (a Keras
+    ``weight_decay`` of None is none: 0). A setting the optimizer lacks (Adam has no
+    ``momentum``) or that its groups disagree on is left out."""
+    out: dict[str, float] = {}
+    for key in RECORDED_SETTINGS:
+        if hasattr(optimizer, "param_groups"):
+            values = [g.get(key) for g in groups]
+        else:
+            value = getattr(optimizer, key, "absent")
+            values = [0.0 if key == "weight_decay" and value is None else value]
+        numbers = {float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if values and len(numbers) == 1 and len(values) == sum(isinstance(v, (int, float)) for v in values):
+            out[key] = numbers.pop()
+    return out
+
+
+def item_like(names: list[str]) -> str:
+    """Which of ``names`` (a model's embeddings) to show in a message's example: the first
+    named like an item table, else the first (``item_embedding`` when there is none)."""
+    return next((n for n in names if "item" in n.lower()), names[0] if names else "item_embedding")
+
+
+def named_table(module: torch.nn.Module, name: str, owner: str, fix: str) -> Any:
+    """The attribute at the dotted ``name`` of ``module`` (an adapter's ``items=``), or a
+    TrainingError naming ``owner`` (what ``module`` is, for the message), the embeddings
+    ``module`` holds by the names to pass, and ``fix`` (how to pass one, in the adapter's words)."""
+    try:
+        return operator.attrgetter(name)(module)
+    except AttributeError:
+        raise TrainingError(
+            f"items: {owner} has no attribute {name!r} (its embeddings: {embedding_names(module)}); {fix}"
+        ) from None
 
 
 class QuerySource:

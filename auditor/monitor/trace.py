@@ -20,7 +20,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,7 +43,8 @@ class TraceWriter:
 
     def __init__(self, path: Path | str, header: TraceHeader, *, fsync: bool = True, keep: int | None = None) -> None:
         """``keep``: continue the existing trace (a resumed run, :func:`resume_point`): its
-        first ``keep`` bytes are kept (its records up to, not including, its end record)
+        first ``keep`` bytes are kept (its records up to, not including, its end record),
+        its header line replaced by ``header`` (the alerts in force, :func:`resumed_header`),
         and the new records follow; None writes a new trace from ``header``."""
         self.path = Path(path)
         self.fsync = fsync and not is_special_file(self.path)
@@ -51,10 +52,9 @@ class TraceWriter:
         refuse_foreign(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh: IO[str] | None = open(self.path, "w" if keep is None else "r+", encoding="utf-8")
             if keep is not None:
-                self._fh.truncate(keep)
-                self._fh.seek(keep)
+                _rewrite_kept(self.path, header, keep)
+            self._fh: IO[str] | None = open(self.path, "w" if keep is None else "a", encoding="utf-8")
         except OSError as exc:
             raise OutputError(f"cannot write trace {self.path}: {exc.strerror or exc}") from exc
         if keep is None:
@@ -86,6 +86,24 @@ class TraceWriter:
                 self._fh = None
 
 
+def _rewrite_kept(path: Path, header: TraceHeader, keep: int) -> None:
+    """Replace the trace at ``path`` by its first ``keep`` bytes under a new header line,
+    atomically (a temporary file renamed over it): a failure leaves the trace as it was."""
+    with open(path, "rb") as fh:
+        kept = fh.read(keep)
+    body = kept[kept.find(b"\n") + 1:] if b"\n" in kept else b""
+    line = json.dumps(header.to_json(), allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.resume")
+    try:
+        with open(temporary, "wb") as out:
+            out.write(line + body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
 def refuse_foreign(path: Path) -> None:
     """OutputError when ``path`` is a folder, or a non-empty file whose first line is not
     a trace header: a mistyped path must never destroy someone's data."""
@@ -115,6 +133,10 @@ class ResumePoint:
     """The epoch in progress at the resume (1-based)."""
     keep: int
     """Bytes of the trace kept: every line before its end record (and before a cut last line)."""
+    header: TraceHeader
+    """The trace's header with the alerts of the resumed run merged in (:func:`resumed_header`)."""
+    fired: tuple[str, ...]
+    """The alerts that already fired in the trace (each fires once over the whole trace)."""
 
 
 def resume_point(path: Path, header: TraceHeader, start_step: int | None, start_epoch: int | None) -> ResumePoint:
@@ -150,7 +172,20 @@ def resume_point(path: Path, header: TraceHeader, start_step: int | None, start_
         else:  # died: in the epoch of its last record, or the next one after an epoch record
             final = trace.records[-1] if trace.records else None
             start_epoch = 1 if final is None else (final.epoch or 1) + (final.kind == "epoch")
-    return ResumePoint(step, int(start_epoch), _kept_bytes(path))
+    fired = tuple(a.alert for a in trace.alerts)
+    return ResumePoint(step, int(start_epoch), _kept_bytes(path), resumed_header(theirs, header, step), fired)
+
+
+def resumed_header(theirs: TraceHeader, ours: TraceHeader, step: int) -> TraceHeader:
+    """The header of a trace that a run resumed at ``step`` continues: the trace's own, with
+    the alerts watched over the whole trace (those before, then the resumed run's new ones),
+    the step each new one was added at and each no longer watched was dropped at, and the
+    resumed run's alert action (each alert record carries the action it fired with)."""
+    alerts = list(theirs.alerts) + [a for a in ours.alerts if a not in theirs.alerts]
+    added = dict(theirs.alerts_added)  # an alert dropped and given again: the step it was given again
+    added.update({a: step for a in ours.alerts if a not in theirs.alerts or a in theirs.alerts_dropped})
+    dropped = {a: theirs.alerts_dropped.get(a, step) for a in alerts if a not in ours.alerts}
+    return replace(theirs, alerts=tuple(alerts), alert_action=ours.alert_action, alerts_added=added, alerts_dropped=dropped)
 
 
 def _kept_bytes(path: Path) -> int:

@@ -103,7 +103,10 @@ def step_geometry(
     """Angles, Pythagorean residuals, c/s² and relative change of s for moved items.
 
     ``before`` and ``after`` are float64 (n, d) rows of the same items around one step;
-    an item counts as moved when ‖Δq‖ > ``rel_tol`` · ‖q‖ (and ‖q‖ > 0). Returns the
+    an item counts as moved when ‖Δq‖ > ``rel_tol`` · ‖q‖ (and ‖q‖ > 0), and only when
+    its row is finite before and after the step: a NaN or infinite row (training diverged)
+    has no angle nor growth, so it is left out (the monitor counts it in ``n_nonfinite``)
+    rather than counted as an angle off 90° or turning the median NaN. Returns the
     four per-moved-item arrays and the boolean ``moved`` mask over the n rows. Shared
     with the training monitor (:mod:`auditor.monitor`), so a probe step and a measured
     training step are one geometry.
@@ -112,10 +115,12 @@ def step_geometry(
     dq = (after - before).numpy()
     s = np.einsum("ij,ij->i", q, q)
     d2 = np.einsum("ij,ij->i", dq, dq)
-    moved = (d2 > 0) & (d2 > (rel_tol**2) * s) & (s > 0)
+    finite = np.isfinite(q).all(axis=1) & np.isfinite(after.numpy()).all(axis=1)
+    with np.errstate(invalid="ignore", over="ignore"):  # the non-finite rows' figures, masked out here
+        moved = finite & (d2 > 0) & (d2 > (rel_tol**2) * s) & (s > 0)
     q, dq, s, d2 = q[moved], dq[moved], s[moved], d2[moved]
     dot = np.einsum("ij,ij->i", q, dq)
-    # atan2 of the perpendicular and parallel parts is accurate at every angle.
+    # θ = atan2(‖Δq⊥‖, q̂·Δq), both parts scaled by ‖q‖ (docs/monitor.md): accurate at every angle.
     perp = np.linalg.norm(dq - (dot / s)[:, None] * q, axis=1) * np.sqrt(s)
     angles = np.degrees(np.arctan2(perp, dot))
     # ‖q+Δq‖² − ‖q‖² − ‖Δq‖² = 2 qᵀΔq exactly; the right side avoids cancellation.

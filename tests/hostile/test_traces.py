@@ -157,6 +157,10 @@ NO_ITEMS = GOOD.replace('"n_items": 10, ', "", 1)
 NOT_A_RECORD = GOOD.replace("\n", "\n[1, 2, 3]\n", 1)
 NEWER = GOOD.replace('"version": 1', '"version": 99', 1)
 BAD_TYPE = GOOD.replace('"step": 4,', '"step": "four",', 1)
+ALERTS_ADDED_NOT_A_MAP = GOOD.replace('"alerts_added": {}', '"alerts_added": ["spearman>0.5"]', 1)
+RESUMED_WITH_ALERTS = GOOD.replace('"alerts": []', '"alerts": ["spearman>0.5", "lr>2"]', 1).replace(
+    '"alerts_added": {}, "alerts_dropped": {}', '"alerts_added": {"lr>2": 2}, "alerts_dropped": {"spearman>0.5": 2}', 1)
+"""A header a run resumed at step 2 rewrote (monitor F1): it added lr>2 and dropped spearman>0.5."""
 
 CASES = [
     Case("trace-ok", _trace(GOOD, "--json", "r.json", outputs=("r.json",), check=_used), EXIT_OK, None),
@@ -178,6 +182,10 @@ CASES = [
          r"trace\.jsonl: line 2 is not valid JSON \(UTF-8\)"),
     Case("trace-field-of-wrong-type", _trace(BAD_TYPE), EXIT_ERROR,
          r"trace\.jsonl: line 3: 'step' is not of the documented type \(int\)", absent="four"),
+    Case("trace-alerts-added-not-a-mapping", _trace(ALERTS_ADDED_NOT_A_MAP), EXIT_ERROR,
+         r"trace\.jsonl: line 1: 'alerts_added' is not of the documented type \(Mapping\[str, Any\]\)"),
+    Case("trace-header-of-a-resumed-run-with-new-alerts", _trace(RESUMED_WITH_ALERTS, "--json", "r.json",
+                                                                 outputs=("r.json",), check=_used), EXIT_OK, None),
     Case("trace-header-lacks-a-key", _trace(NO_ITEMS), EXIT_ERROR,
          r"trace\.jsonl: line 1: the header record lacks 'n_items'"),
     Case("trace-line-not-a-record", _trace(NOT_A_RECORD), EXIT_ERROR,
