@@ -129,16 +129,35 @@ def metric_names(
     """Every flat metric name a ``check`` with cut-offs ``ks``, norm-aware exponents
     ``alphas``, the registered ``list_measures`` (default: the built-in ones) and the
     audit measures ``extra`` can produce (accuracy names need a held-out log)."""
-    names = list(BASE_METRICS)
-    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas), SERVED]
+    return list(_unmeasured(ks, extra, alphas, list_measures))
+
+
+_BASE_SECTIONS: dict[str, Section] = {
+    **dict.fromkeys(BASE_METRICS[:9], "frequency_norm"), "training_spearman": "training",
+    "training_angle_share_90_1": "training", "unsafe_globals": "inputs", "head_share_log": "served",
+    "severity_level": "verdict",
+}  # fmt: skip
+"""The section each name of :data:`BASE_METRICS` is read from (:func:`flat_entries`)."""
+
+
+def _unmeasured(ks: Iterable[int], extra: Iterable[str], alphas: Iterable[float],
+                list_measures: Iterable[str] | None) -> dict[str, FlatEntry]:
+    """Every name of :func:`metric_names`, in its order, with its origin and no value: the
+    one list of names a gate accepts and the diff and ``flat_metrics_from_report`` fill."""
+    out = {name: FlatEntry(None, _BASE_SECTIONS[name], name) for name in BASE_METRICS}
+    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas), SERVED, RATIO]
     list_measures = list({**BUILTIN_LIST_MEASURES, **GROUP_LIST_MEASURES} if list_measures is None else list_measures)
     for k in ks:
         for metric in list_measures:
-            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
-        names += [f"overlap_dot_cosine@{k}", f"recall@{k}"] + [f"overlap_served_{s}@{k}" for s in OVERLAP_SERVED]
+            out.update({f"{metric}_{s}@{k}": FlatEntry(None, "retrieval", metric, s, k) for s in scorings})
+        out[f"overlap_dot_cosine@{k}"] = FlatEntry(None, "retrieval", "overlap_dot_cosine", None, k)
+        out[f"recall@{k}"] = FlatEntry(None, "retrieval", "index_recall", None, k)
+        for s in OVERLAP_SERVED:
+            out[f"overlap_served_{s}@{k}"] = FlatEntry(None, "retrieval", f"overlap_served_{s}", None, k)
         for metric in ACCURACY_MEASURES:
-            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
-    return names + list(extra)
+            out.update({f"{metric}_{s}@{k}": FlatEntry(None, "accuracy", metric, s, k) for s in scorings})
+    out.update({name: FlatEntry(None, "measures", name) for name in extra})
+    return out
 
 
 def _severity_level(verdict: dict[str, Any] | None) -> float | None:
@@ -261,8 +280,14 @@ def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:
     result that wrote it. Every name a ``--fail-on`` gate of its settings accepts is
     there (:func:`gateable_names`), ``None`` where nothing was measured, so a caller's
     ``flat["ndcg_dot@10"] is not None`` reads "not measured" instead of raising KeyError."""
-    flat = {name: entry.value for name, entry in flat_entries(report).items()}
-    return {**flat, **{name: None for name in gateable_names(report) if name not in flat}}
+    return {name: entry.value for name, entry in gateable_entries(report).items()}
+
+
+def gateable_entries(report: dict[str, Any], named: str = "the report") -> dict[str, FlatEntry]:
+    """:func:`flat_entries`, then every other name a gate of the report's settings accepts
+    with its origin and no value: the names of ``flat_metrics_from_report`` and of the diff."""
+    flat = flat_entries(report, named)
+    return {**flat, **{name: entry for name, entry in _report_names(report).items() if name not in flat}}
 
 
 def gateable_names(report: dict[str, Any]) -> list[str]:
@@ -270,9 +295,13 @@ def gateable_names(report: dict[str, Any]) -> list[str]:
     its settings' cut-offs and norm-aware exponents, with the built-in list measures and
     its own audit measures (the numbers and the nulls; a plugin's list measures are in the
     report wherever its lists were measured)."""
+    return list(_report_names(report))
+
+
+def _report_names(report: dict[str, Any]) -> dict[str, FlatEntry]:
     settings = report.get("settings") or {}
     ks = [k for k in settings.get("ks") or () if isinstance(k, int) and not isinstance(k, bool)]
     alphas = [a for a in settings.get("alphas") or DEFAULT_ALPHAS if isinstance(a, (int, float))]
     measures = [name for name, value in (report.get("measures") or {}).items()
                 if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))]
-    return metric_names(ks, measures, alphas)
+    return _unmeasured(ks, measures, alphas, None)

@@ -47,7 +47,7 @@ from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.diff.figures import check_figures, unassessed_reason
 from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags, of_model_lists
 from auditor.diff.served import served_vector_flags
-from auditor.flat import FlatEntry, flat_entries
+from auditor.flat import FlatEntry, flat_entries, gateable_entries
 from auditor.errors import ReportError
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
 from auditor.sections import LISTS_ONLY_FORMAT
@@ -214,7 +214,8 @@ def _side(side: str, name: str | None) -> str:
 
 
 def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
-    entries_base, entries_new = flat_entries(base), flat_entries(new)
+    # Every name a gate accepts (gateable_entries): one a report lacks is listed, never a KeyError.
+    entries_base, entries_new = gateable_entries(base), gateable_entries(new)
     flags, settings, notes = _comparability(base, new)
     # The verdict's grade (severity_level) is compared as the verdict, with its own comparability.
     metrics = [
