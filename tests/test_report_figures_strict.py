@@ -83,3 +83,13 @@ def test_a_corrupt_figure_or_section_is_refused_not_read_as_not_measured(path: s
         diff_reports(edited(path, value), report(), base_name="before.json", new_name="after.json")
     with pytest.raises(AuditError, match=message):
         flat_metrics_from_report(edited(path, value))
+
+
+@pytest.mark.parametrize(("version", "shown"), [(True, "true"), ("1", '"1"'), (1.0, "1.0"), (None, "null")])
+def test_a_schema_version_of_another_kind_is_quoted_not_read_as_one(version: Any, shown: str) -> None:
+    """QA diffapi F5: ``true`` was compared as schema 1 (True == 1); "1" and 1.0 read as "no
+    schema_version" though the field is there."""
+    with pytest.raises(ReportError, match=rf"^new report after\.json: schema_version is {shown}, not an integer such as 1"):
+        diff_reports(report(), {**report(), "schema_version": version}, base_name="before.json", new_name="after.json")
+    with pytest.raises(ReportError, match=r"^the base report is not a popaudit JSON report \(no schema_version\)$"):
+        diff_reports({k: v for k, v in report().items() if k != "schema_version"}, report())

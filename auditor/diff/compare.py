@@ -44,7 +44,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
-from auditor.diff.figures import check_figures, unassessed_reason
+from auditor.diff.figures import check_figures, check_tagged, unassessed_reason
 from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags, of_model_lists
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry, flat_entries, gateable_entries
@@ -243,11 +243,7 @@ def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
 def _check_report(report: Any, side: str, name: str | None) -> None:
     """ReportError unless ``report`` is a popaudit report; the message names the file when known."""
     named = f"the {side} report" if name is None else f"{side} report {name}"
-    if not isinstance(report, dict) or not isinstance(report.get("schema_version"), int):
-        raise ReportError(f"{named} is not a popaudit JSON report (no schema_version)")
-    tool = report.get("tool")
-    if not isinstance(tool, dict) or tool.get("name") != "popaudit":
-        raise ReportError(f"{named} was not written by popaudit (tool.name is not 'popaudit')")
+    check_tagged(report, named)
     check_figures(report, named)
 
 

@@ -11,10 +11,25 @@ from typing import Any
 
 from auditor.errors import ReportError
 from auditor.flat import flat_entries, shown_json
+from auditor.result import SCHEMA_VERSION
 from auditor.sections import SEVERITIES
 
 SECTIONS = ("inputs", "retrieval", "verdict")
 """Keys every JSON report popaudit writes holds (``retrieval`` null when not measured)."""
+
+
+def check_tagged(report: Any, named: str) -> None:
+    """ReportError unless ``report`` is an object with an integer ``schema_version`` and
+    ``tool.name`` popaudit; a version present but of another kind (true, "1", 1.0) is quoted."""
+    if not isinstance(report, dict) or "schema_version" not in report:
+        raise ReportError(f"{named} is not a popaudit JSON report (no schema_version)")
+    version = report["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int):  # true is no version, though True == 1
+        raise ReportError(f"{named}: schema_version is {shown_json(version)}, not an integer such as "
+                          f"{SCHEMA_VERSION}: not a popaudit JSON report (a corrupt or edited one)")
+    tool = report.get("tool")
+    if not isinstance(tool, dict) or tool.get("name") != "popaudit":
+        raise ReportError(f"{named} was not written by popaudit (tool.name is not 'popaudit')")
 
 
 def check_figures(report: dict[str, Any], named: str) -> None:
