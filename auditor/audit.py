@@ -17,6 +17,7 @@ import pluggy
 
 from auditor.config import AuditConfig
 from auditor.devices import resolve_device
+from auditor.environment import environment_kept
 from auditor.evaluation import Evaluation, evaluate
 from auditor.idmap import describe_mapping
 from auditor.loading.frequencies import needs_the_log
@@ -58,7 +59,14 @@ def run_audit(
     progress: Progress = SILENT,
     cache: InputCache | None = None,
 ) -> AuditResult:
-    """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict."""
+    """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict.
+    The caller's ``os.environ`` is as it was on return (:mod:`auditor.environment`)."""
+    with environment_kept():  # what lazily imported libraries write there is undone
+        return _run_audit(config, pm, progress, cache)
+
+
+def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: Progress,
+               cache: InputCache | None) -> AuditResult:
     pm = pm or get_plugin_manager(config.plugins)
     registered = collect_measures(pm)  # before any work: a malformed plugin measure stops here
     if config.model is None:  # served lists alone (docs/served-lists.md)
