@@ -113,10 +113,11 @@ class ReportReader:
             return value
         self.refuse(path, value, "not a list" + ("" if length is None else f" of {length}") + " or null", kind="section")
 
-    def cutoff(self, key: str, where: str) -> int:
-        """A cut-off K as its key spells it (``"10"``)."""
-        if key.isdecimal() and 0 < len(key) <= 9 and int(key) > 0:
-            return int(key)
+    def cutoff(self, key: Any, where: str) -> int:
+        """A cut-off K as its key spells it (``"10"``; an int key of a dict built in Python too)."""
+        text = str(key) if isinstance(key, int) and not isinstance(key, bool) else key
+        if isinstance(text, str) and text.isdecimal() and 0 < len(text) <= 9 and int(text) > 0:
+            return int(text)
         self.refuse(f"{where}.{key}", key, "a key that is not a cut-off K", kind="section")
 
 

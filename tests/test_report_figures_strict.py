@@ -44,6 +44,9 @@ def test_every_figure_is_read_as_written() -> None:
                 "training_spearman": 0.375, "training_angle_share_90_1": 0.5}  # fmt: skip
     assert {name: flat[name] for name in expected} == expected
     assert diff_reports(report(), report()).metric("recall@10").status == "compared"
+    built = report()
+    built["retrieval"]["at"] = {10: built["retrieval"]["at"]["10"]}  # a dict built in Python: int keys read as JSON's
+    assert flat_metrics_from_report(built)["arp_dot@10"] == 4.0
 
 
 OUT_OF_RANGE = [
