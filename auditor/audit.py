@@ -18,6 +18,7 @@ import pluggy
 
 from auditor.config import AuditConfig
 from auditor.devices import resolve_device
+from auditor.environment import environment_kept
 from auditor.evaluation import Evaluation, evaluate
 from auditor.idmap import describe_mapping
 from auditor.loading.frequencies import needs_the_log
@@ -62,7 +63,14 @@ def run_audit(
 ) -> AuditResult:
     """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict.
     ``inputs_read`` sees what the read inputs leave unmeasured before anything is measured
-    (``check`` refuses a gate there that cannot be evaluated)."""
+    (``check`` refuses a gate there that cannot be evaluated). The caller's ``os.environ``
+    is as it was on return (:mod:`auditor.environment`)."""
+    with environment_kept():  # what lazily imported libraries write there is undone
+        return _run_audit(config, pm, progress, cache, inputs_read)
+
+
+def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: Progress,
+               cache: InputCache | None, inputs_read: Callable[[Mapping[str, str]], None]) -> AuditResult:
     pm = pm or get_plugin_manager(config.plugins)
     registered = collect_measures(pm)  # before any work: a malformed plugin measure stops here
     if config.model is None:  # served lists alone (docs/served-lists.md)

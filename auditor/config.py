@@ -8,12 +8,12 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from auditor.alpha import name_clash
 from auditor.devices import DEVICES
 from auditor.errors import InputError, setting
-from auditor.ranges import check_ranges, plain_numbers
+from auditor.ranges import check_ranges, plain_numbers, plain_paths
 
 from auditor.values import ItemRows, LogSpec, RowIdPolicy
 
@@ -150,6 +150,12 @@ class ReadSettings:
     """Take raw ids as table rows even when the log shows they evidently are not."""
     max_memory: int | None = None
     """Bytes the run may hold for tables and indexes; None: half the available memory."""
+    PATHS: ClassVar[tuple[str, ...]] = ("interactions", "item_ids")  # the settings naming a file; subclasses add theirs
+
+    def __post_init__(self) -> None:
+        # Paths as pathlib.Path (from str, os.PathLike); anything else refused here, naming the setting.
+        for name, value in plain_paths({n: getattr(self, n) for n in self.PATHS}, ("plugins",)).items():
+            object.__setattr__(self, name, value)
 
     @property
     def training_log(self) -> LogSpec | None:
@@ -230,7 +236,10 @@ class AuditConfig(ReadSettings):
     """Where the one-pass scoring kernel and the numeric probes run: cpu, cuda, or auto
     (cuda when torch sees a CUDA device); auditor/devices.py."""
 
+    PATHS = (*ReadSettings.PATHS, "model", "frequencies", "user_ids", "holdout", "trace", "recommendations", "plugins")
+
     def __post_init__(self) -> None:
+        super().__post_init__()
         # One normal form whatever the caller passed (numpy scalars, a list, repeats):
         # the frozen config is hashable and records what the command line would.
         plain = plain_numbers({name: getattr(self, name) for name in (*_RANGED, *_GROUP_FIELDS, "top_items")},

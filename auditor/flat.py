@@ -6,15 +6,19 @@ exactly like the audit that wrote it. Each name also records where it comes from
 
 from __future__ import annotations
 
+import json
+import math
+import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from auditor.config import DEFAULT_ALPHAS
 from auditor.alpha import alpha_scoring
+from auditor.errors import ReportError
 from auditor.sections import (
     ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, SEVERITIES,
-    finite_figure, share_ratio,
+    share_ratio,
 )
 
 Section = Literal["frequency_norm", "retrieval", "accuracy", "inputs", "measures", "training", "served", "verdict"]
@@ -56,6 +60,67 @@ class FlatEntry:
 
 
 
+def shown_json(value: Any) -> str:
+    """The value as the JSON file spells it (null, true, "x"), not as Python prints it, cut short."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class ReportReader:
+    """How the flat names read a JSON report (one policy for the diff, gates, batch columns
+    and ``flat_metrics_from_report``): a figure is a finite float64 or null, as popaudit
+    writes it; a section is an object (a list where popaudit writes one) or null. Anything
+    else (text, true, a list, a number beyond float range such as 1e400 or a 400-digit
+    integer) is a ReportError naming the report and the field."""
+
+    def __init__(self, named: str) -> None:
+        self.named = named
+
+    def refuse(self, path: str, value: Any, wanted: str, *, kind: str = "figure", shown: str | None = None) -> NoReturn:
+        raise ReportError(f"{self.named}: {path} is {shown or shown_json(value)}, {wanted}: not a {kind} popaudit "
+                          "writes (a corrupt or edited report)")
+
+    def figure(self, holder: Any, key: str | int, where: str) -> float | None:
+        """``holder[key]`` (None where the holder or the key is missing) as a float."""
+        if holder is None or (isinstance(holder, dict) and key not in holder):
+            return None
+        value, path = holder[key], f"{where}.{key}"
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            self.refuse(path, value, "not a number or null")
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            self.refuse(path, value, "beyond float range, not a finite number or null")
+        if math.isinf(number):  # JSON's 1e400 reads as infinity
+            self.refuse(path, value, "not a finite number or null", shown="a number beyond float range")
+        if math.isnan(number):
+            self.refuse(path, value, "not a finite number or null", shown="NaN")
+        return number
+
+    def obj(self, value: Any, path: str, *, null: bool = True) -> Any:
+        """``value``: an object, or None where it may be null."""
+        if isinstance(value, dict) or (value is None and null):
+            return value
+        self.refuse(path, value, "not an object" + (" or null" if null else ""), kind="section")
+
+    def listed(self, value: Any, path: str, *, length: int | None = None) -> list[Any] | None:
+        """``value``: a list (of ``length`` items when given), or None."""
+        if value is None or (isinstance(value, list) and (length is None or len(value) == length)):
+            return value
+        self.refuse(path, value, "not a list" + ("" if length is None else f" of {length}") + " or null", kind="section")
+
+    def cutoff(self, key: Any, where: str) -> int:
+        """A cut-off K as its key spells it (``"10"``; an int key of a dict built in Python too)."""
+        text = str(key) if isinstance(key, int) and not isinstance(key, bool) else key
+        if isinstance(text, str) and text.isdecimal() and 0 < len(text) <= 9 and int(text) > 0:
+            return int(text)
+        self.refuse(f"{where}.{key}", key, "a key that is not a cut-off K", kind="section")
+
+
 def metric_names(
     ks: Iterable[int],
     extra: Iterable[str] = (),
@@ -65,16 +130,35 @@ def metric_names(
     """Every flat metric name a ``check`` with cut-offs ``ks``, norm-aware exponents
     ``alphas``, the registered ``list_measures`` (default: the built-in ones) and the
     audit measures ``extra`` can produce (accuracy names need a held-out log)."""
-    names = list(BASE_METRICS)
-    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas), SERVED]
+    return list(_unmeasured(ks, extra, alphas, list_measures))
+
+
+_BASE_SECTIONS: dict[str, Section] = {
+    **dict.fromkeys(BASE_METRICS[:9], "frequency_norm"), "training_spearman": "training",
+    "training_angle_share_90_1": "training", "unsafe_globals": "inputs", "head_share_log": "served",
+    "severity_level": "verdict",
+}  # fmt: skip
+"""The section each name of :data:`BASE_METRICS` is read from (:func:`flat_entries`)."""
+
+
+def _unmeasured(ks: Iterable[int], extra: Iterable[str], alphas: Iterable[float],
+                list_measures: Iterable[str] | None) -> dict[str, FlatEntry]:
+    """Every name of :func:`metric_names`, in its order, with its origin and no value: the
+    one list of names a gate accepts and the diff and ``flat_metrics_from_report`` fill."""
+    out = {name: FlatEntry(None, _BASE_SECTIONS[name], name) for name in BASE_METRICS}
+    scorings = [*SCORINGS, *dict.fromkeys(alpha_scoring(a) for a in alphas), SERVED, RATIO]
     list_measures = list({**BUILTIN_LIST_MEASURES, **GROUP_LIST_MEASURES} if list_measures is None else list_measures)
     for k in ks:
         for metric in list_measures:
-            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
-        names += [f"overlap_dot_cosine@{k}", f"recall@{k}"] + [f"overlap_served_{s}@{k}" for s in OVERLAP_SERVED]
+            out.update({f"{metric}_{s}@{k}": FlatEntry(None, "retrieval", metric, s, k) for s in scorings})
+        out[f"overlap_dot_cosine@{k}"] = FlatEntry(None, "retrieval", "overlap_dot_cosine", None, k)
+        out[f"recall@{k}"] = FlatEntry(None, "retrieval", "index_recall", None, k)
+        for s in OVERLAP_SERVED:
+            out[f"overlap_served_{s}@{k}"] = FlatEntry(None, "retrieval", f"overlap_served_{s}", None, k)
         for metric in ACCURACY_MEASURES:
-            names += [f"{metric}_{s}@{k}" for s in scorings] + [f"{metric}_ratio@{k}"]
-    return names + list(extra)
+            out.update({f"{metric}_{s}@{k}": FlatEntry(None, "accuracy", metric, s, k) for s in scorings})
+    out.update({name: FlatEntry(None, "measures", name) for name in extra})
+    return out
 
 
 def _severity_level(verdict: dict[str, Any] | None) -> float | None:
@@ -86,79 +170,110 @@ def _severity_level(verdict: dict[str, Any] | None) -> float | None:
     return float(SEVERITIES.index(verdict["severity"]))
 
 
-def flat_entries(report: dict[str, Any]) -> dict[str, FlatEntry]:
-    """Every flat metric of ``report`` with its origin, in ``flat_metrics`` order."""
+def flat_entries(report: dict[str, Any], named: str = "the report") -> dict[str, FlatEntry]:
+    """Every flat metric of ``report`` with its origin, in ``flat_metrics`` order.
+    ReportError naming ``named`` (the report, or its file) and the field where a figure it
+    reads is neither a finite number nor null, or a section it reads is of the wrong kind:
+    a corrupt or edited report is refused where it is read, never read as "not measured"."""
+    read = ReportReader(named)
     flat: dict[str, FlatEntry] = {}
-    fn = report.get("frequency_norm")
+    fn = read.obj(report.get("frequency_norm"), "frequency_norm")
     for name in CORRELATIONS:
-        flat[name] = FlatEntry(finite_figure(fn.get(name)) if fn else None, "frequency_norm", name)
+        flat[name] = FlatEntry(read.figure(fn, name, "frequency_norm"), "frequency_norm", name)
     if fn:
-        ci = fn.get("spearman_ci") or [None, None]
-        flat["spearman_ci_lo"] = FlatEntry(finite_figure(ci[0]), "frequency_norm", "spearman_ci_lo")
-        flat["spearman_ci_hi"] = FlatEntry(finite_figure(ci[1]), "frequency_norm", "spearman_ci_hi")
-        flat["spearman_p"] = FlatEntry(finite_figure(fn.get("spearman_p")), "frequency_norm", "spearman_p")
+        ci = read.listed(fn.get("spearman_ci"), "frequency_norm.spearman_ci", length=2) or [None, None]
+        for i, end in enumerate(("lo", "hi")):
+            flat[f"spearman_ci_{end}"] = FlatEntry(read.figure(ci, i, "frequency_norm.spearman_ci"), "frequency_norm",
+                                                   f"spearman_ci_{end}")
+        flat["spearman_p"] = FlatEntry(read.figure(fn, "spearman_p", "frequency_norm"), "frequency_norm", "spearman_p")
     # What dot serving sees: the served vectors where the model serves with others than its
     # table (RecBole's graph models), else the stored table itself.
-    served = report.get("served_vectors") or {}
+    served = read.obj(report.get("served_vectors"), "served_vectors") or {}
+    served_fn = read.obj(served.get("frequency_norm"), "served_vectors.frequency_norm")
     # Stored tables standing in for vectors the model serves otherwise: what it serves is unknown.
-    served_fn = None if served.get("as_served") is False else served.get("frequency_norm") or fn
+    where = "served_vectors.frequency_norm" if served_fn else "frequency_norm"
+    served_fn = None if served.get("as_served") is False else served_fn or fn
     for name in ("spearman", "loglog_slope"):
-        flat[f"served_{name}"] = FlatEntry(finite_figure(served_fn.get(name)) if served_fn else None, "frequency_norm",
-                                           f"served_{name}")
-    _training_entries(report.get("training"), flat)
+        flat[f"served_{name}"] = FlatEntry(read.figure(served_fn, name, where), "frequency_norm", f"served_{name}")
+    _training_entries(read, read.obj(report.get("training"), "training"), flat)
     # Served lists alone: the top-1% items' share of the training popularity, what the verdict compares them with.
-    served = report.get("served") or {}
-    flat["head_share_log"] = FlatEntry(finite_figure(served.get("head_share_log")), "served", "head_share_log")
-    flat["severity_level"] = FlatEntry(_severity_level(report.get("verdict")), "verdict", "severity_level")
-    retrieval = report.get("retrieval")
-    if retrieval:
-        for key, cut in (retrieval.get("at") or {}).items():
-            k = int(key)
-            scorings = {name: measures for name, measures in cut.items() if isinstance(measures, dict)}
-            for scoring, measures in scorings.items():
-                for metric, value in measures.items():
-                    flat[f"{metric}_{scoring}@{k}"] = FlatEntry(finite_figure(value), "retrieval", metric, scoring, k)
-            for metric, value in (scorings.get("dot") or {}).items():
-                ratio = share_ratio(value, (scorings.get("cosine") or {}).get(metric))
-                flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "retrieval", metric, RATIO, k)
-            flat[f"overlap_dot_cosine@{k}"] = FlatEntry(
-                finite_figure(cut.get("overlap_dot_cosine")), "retrieval", "overlap_dot_cosine", None, k
-            )
-            for name in OVERLAP_SERVED:
-                if f"overlap_served_{name}" in cut:
-                    flat[f"overlap_served_{name}@{k}"] = FlatEntry(
-                        finite_figure(cut[f"overlap_served_{name}"]), "retrieval", f"overlap_served_{name}", None, k)
-        for key, value in (retrieval.get("recall") or {}).items():
-            flat[f"recall@{int(key)}"] = FlatEntry(finite_figure(value), "retrieval", "index_recall", None, int(key))
-    accuracy = report.get("accuracy")
-    for key, by_scoring in ((accuracy.get("at") or {}).items() if accuracy else ()):
-        k = int(key)
+    served = read.obj(report.get("served"), "served")
+    flat["head_share_log"] = FlatEntry(read.figure(served, "head_share_log", "served"), "served", "head_share_log")
+    verdict = read.obj(report.get("verdict"), "verdict")
+    flat["severity_level"] = FlatEntry(_severity_level(verdict), "verdict", "severity_level")
+    _retrieval_entries(read, read.obj(report.get("retrieval"), "retrieval"), flat)
+    _accuracy_entries(read, read.obj(report.get("accuracy"), "accuracy"), flat)
+    replaced = read.listed(report.get("replaced_globals"), "replaced_globals")
+    unsafe = None if replaced is None else float(sum(
+        (read.obj(g, f"replaced_globals.{i}") or {}).get("severity") == "runs-code" for i, g in enumerate(replaced)))
+    flat["unsafe_globals"] = FlatEntry(unsafe, "inputs", "unsafe_globals")
+    measures = read.obj(report.get("measures"), "measures") or {}
+    for name, value in measures.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):  # numeric measures are flat metrics
+            flat[name] = FlatEntry(read.figure(measures, name, "measures"), "measures", name)
+    return flat
+
+
+def _retrieval_entries(read: ReportReader, retrieval: dict[str, Any] | None, flat: dict[str, FlatEntry]) -> None:
+    """The list measures per scoring and K, their dot / cosine ratios, the overlaps, and
+    the approximate index's recall."""
+    retrieval = retrieval or {}
+    for key, cut in (read.obj(retrieval.get("at"), "retrieval.at") or {}).items():
+        k, where = read.cutoff(key, "retrieval.at"), f"retrieval.at.{key}"
+        cut = read.obj(cut, where, null=False)
+        scorings = {name: measures for name, measures in cut.items() if isinstance(measures, dict)}
+        for scoring, measures in scorings.items():
+            for metric in measures:
+                value = read.figure(measures, metric, f"{where}.{scoring}")
+                flat[f"{metric}_{scoring}@{k}"] = FlatEntry(value, "retrieval", metric, scoring, k)
+        # Every other value of a cut-off is a figure: overlap_dot_cosine, overlap_served_*.
+        overlaps = {name: read.figure(cut, name, where) for name in cut if name not in scorings}
+        for metric, value in (scorings.get("dot") or {}).items():
+            ratio = share_ratio(value, (scorings.get("cosine") or {}).get(metric))
+            flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "retrieval", metric, RATIO, k)
+        flat[f"overlap_dot_cosine@{k}"] = FlatEntry(overlaps.get("overlap_dot_cosine"), "retrieval",
+                                                    "overlap_dot_cosine", None, k)
+        for name in OVERLAP_SERVED:
+            if f"overlap_served_{name}" in cut:
+                flat[f"overlap_served_{name}@{k}"] = FlatEntry(
+                    overlaps[f"overlap_served_{name}"], "retrieval", f"overlap_served_{name}", None, k)
+    recall = read.obj(retrieval.get("recall"), "retrieval.recall") or {}
+    for key in recall:
+        k = read.cutoff(key, "retrieval.recall")
+        flat[f"recall@{k}"] = FlatEntry(read.figure(recall, key, "retrieval.recall"), "retrieval", "index_recall", None, k)
+
+
+def _accuracy_entries(read: ReportReader, accuracy: dict[str, Any] | None, flat: dict[str, FlatEntry]) -> None:
+    """The held-out accuracy per scoring and K, and its dot / cosine ratios."""
+    for key, by_scoring in (read.obj((accuracy or {}).get("at"), "accuracy.at") or {}).items():
+        k, where = read.cutoff(key, "accuracy.at"), f"accuracy.at.{key}"
+        by_scoring = read.obj(by_scoring, where, null=False)
         for scoring, values in by_scoring.items():
+            values = read.obj(values, f"{where}.{scoring}", null=False)
+            figures = {name: read.figure(values, name, f"{where}.{scoring}") for name in values}
             for metric in ACCURACY_MEASURES:
-                flat[f"{metric}_{scoring}@{k}"] = FlatEntry(finite_figure(values.get(metric)), "accuracy", metric, scoring, k)
+                flat[f"{metric}_{scoring}@{k}"] = FlatEntry(figures.get(metric), "accuracy", metric, scoring, k)
         if "dot" in by_scoring and "cosine" in by_scoring:
             for metric in ACCURACY_MEASURES:
                 ratio = share_ratio(by_scoring["dot"].get(metric), by_scoring["cosine"].get(metric))
                 flat[f"{metric}_ratio@{k}"] = FlatEntry(ratio, "accuracy", metric, RATIO, k)
-    replaced = report.get("replaced_globals")
-    unsafe = None if replaced is None else float(sum(g.get("severity") == "runs-code" for g in replaced))
-    flat["unsafe_globals"] = FlatEntry(unsafe, "inputs", "unsafe_globals")
-    for name, value in (report.get("measures") or {}).items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            flat[name] = FlatEntry(finite_figure(value), "measures", name)
-    return flat
 
 
-def _training_entries(training: dict[str, Any] | None, flat: dict[str, FlatEntry]) -> None:
+def _training_entries(read: ReportReader, training: dict[str, Any] | None, flat: dict[str, FlatEntry]) -> None:
     """A training trace's (``check --trace``) last ρ and pooled 90° ± 1° share of update
     angles; None without a trace, or for a trace of another model (its figures are not this
     model's)."""
+    training = training or {}
+    points = read.listed(training.get("points"), "training.points") or []
+    rhos = [read.figure(read.obj(p, f"training.points.{i}", null=False), "spearman", f"training.points.{i}")
+            for i, p in enumerate(points)]
+    share = read.figure(read.obj(training.get("angles"), "training.angles"), "share_90_1", "training.angles")
     # Another model's trace (matches_model false) says nothing about this one.
-    usable = training if training and training.get("matches_model") is not False else {}
-    rhos = [p["spearman"] for p in usable.get("points") or [] if p.get("spearman") is not None]
-    share = (usable.get("angles") or {}).get("share_90_1")
-    flat["training_spearman"] = FlatEntry(finite_figure(rhos[-1]) if rhos else None, "training", "training_spearman")
-    flat["training_angle_share_90_1"] = FlatEntry(finite_figure(share), "training", "training_angle_share_90_1")
+    if training.get("matches_model") is False:
+        rhos, share = [], None
+    last = [rho for rho in rhos if rho is not None]
+    flat["training_spearman"] = FlatEntry(last[-1] if last else None, "training", "training_spearman")
+    flat["training_angle_share_90_1"] = FlatEntry(share, "training", "training_angle_share_90_1")
 
 
 def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:
@@ -166,8 +281,14 @@ def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:
     result that wrote it. Every name a ``--fail-on`` gate of its settings accepts is
     there (:func:`gateable_names`), ``None`` where nothing was measured, so a caller's
     ``flat["ndcg_dot@10"] is not None`` reads "not measured" instead of raising KeyError."""
-    flat = {name: entry.value for name, entry in flat_entries(report).items()}
-    return {**flat, **{name: None for name in gateable_names(report) if name not in flat}}
+    return {name: entry.value for name, entry in gateable_entries(report).items()}
+
+
+def gateable_entries(report: dict[str, Any], named: str = "the report") -> dict[str, FlatEntry]:
+    """:func:`flat_entries`, then every other name a gate of the report's settings accepts
+    with its origin and no value: the names of ``flat_metrics_from_report`` and of the diff."""
+    flat = flat_entries(report, named)
+    return {**flat, **{name: entry for name, entry in _report_names(report).items() if name not in flat}}
 
 
 def gateable_names(report: dict[str, Any]) -> list[str]:
@@ -175,9 +296,13 @@ def gateable_names(report: dict[str, Any]) -> list[str]:
     its settings' cut-offs and norm-aware exponents, with the built-in list measures and
     its own audit measures (the numbers and the nulls; a plugin's list measures are in the
     report wherever its lists were measured)."""
+    return list(_report_names(report))
+
+
+def _report_names(report: dict[str, Any]) -> dict[str, FlatEntry]:
     settings = report.get("settings") or {}
     ks = [k for k in settings.get("ks") or () if isinstance(k, int) and not isinstance(k, bool)]
     alphas = [a for a in settings.get("alphas") or DEFAULT_ALPHAS if isinstance(a, (int, float))]
     measures = [name for name, value in (report.get("measures") or {}).items()
                 if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))]
-    return metric_names(ks, measures, alphas)
+    return _unmeasured(ks, measures, alphas, None)

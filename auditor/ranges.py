@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from auditor.errors import InputError, setting
@@ -164,6 +166,37 @@ def plain_numbers(values: dict[str, Any], optional: Iterable[str] = ()) -> dict[
             raise InputError(f"{setting(name)} must be a sequence of {SEQUENCES[name]}, got {value!r}")
         out[name] = tuple(dict.fromkeys(_plain(name, one) for one in value))
     return out
+
+
+def plain_paths(values: dict[str, Any], sequences: Iterable[str] = ()) -> dict[str, Any]:
+    """``values`` (path setting -> value) as ``pathlib.Path`` (None kept: not set): a str
+    or any ``os.PathLike`` naming a file; a setting in ``sequences`` (``plugins``) a tuple of
+    them. Anything else (an in-memory table, a tensor, a dict, a number, bytes, an empty
+    str) is an InputError naming the setting when the config is built, never a TypeError
+    deep in the run or an unhashable config."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if name not in sequences:
+            out[name] = None if value is None else _path(name, value)
+        elif isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, (tuple, list)):
+            raise InputError(f"{setting(name)} must be a sequence of paths, such as (Path('my_plugin.py'),), "
+                             f"got {type(value).__name__}")
+        else:
+            out[name] = tuple(_path(name, one) for one in value)
+    return out
+
+
+def _path(name: str, value: Any) -> Path:
+    """One path setting's value as a Path (:func:`plain_paths`)."""
+    spelled = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if isinstance(spelled, str) and spelled.strip():
+        return Path(spelled)
+    module = type(value).__module__.split(".")[0]
+    kind = ("an empty path" if isinstance(spelled, str)
+            else type(value).__name__ if module == "builtins" else f"{module}.{type(value).__name__}")
+    hint = ("; save an in-memory table to a file (numpy.save, torch.save, DataFrame.to_parquet) and pass its path"
+            if hasattr(value, "shape") or isinstance(value, dict) else "")
+    raise InputError(f"{setting(name)} must be a path to a file (a str or pathlib.Path), got {kind}{hint}")
 
 
 def _plain(name: str, value: Any) -> Any:

@@ -48,3 +48,33 @@ def test_the_api_and_the_cli_record_the_same_ks(tmp_path: Path) -> None:
     assert ran.exit_code == 0, ran.output
     cli_report = json.loads((tmp_path / "r.json").read_text())
     assert api["settings"]["ks"] == cli_report["settings"]["ks"] == [5, 3]
+
+
+class _Spelled:
+    """An os.PathLike of the caller's own (what a notebook's path objects are)."""
+
+    def __fspath__(self) -> str:
+        return "sample_data/interactions.parquet"
+
+
+def test_paths_are_pathlib_paths_whatever_names_them() -> None:
+    """QA diffapi F3: str and os.PathLike paths are one normal form (pathlib.Path), so the
+    config equals and hashes as the one built with Path; ``plugins`` a tuple of them."""
+    config = AuditConfig(model="sample_data/biased.pt", interactions=_Spelled(), holdout="h.parquet",  # type: ignore[arg-type]
+                         plugins=["a.py", Path("b.py")])  # type: ignore[arg-type]
+    same = AuditConfig(model=Path("sample_data/biased.pt"), interactions=Path("sample_data/interactions.parquet"),
+                       holdout=Path("h.parquet"), plugins=(Path("a.py"), Path("b.py")))
+    assert config == same and hash(config) == hash(same)
+    assert type(config.model) is type(Path()) and type(config.interactions) is type(Path())
+    assert config.plugins == (Path("a.py"), Path("b.py")) and config.trace is None
+
+
+def test_an_in_memory_table_is_refused_when_the_config_is_built() -> None:
+    """QA diffapi F3: an ndarray as ``model`` built an unhashable config and run_audit
+    raised TypeError (not an AuditError); now an InputError naming the setting, at build."""
+    import pytest
+
+    from auditor.errors import InputError
+
+    with pytest.raises(InputError, match=r"^model must be a path to a file \(a str or pathlib\.Path\), got numpy\.ndarray"):
+        AuditConfig(model=np.zeros((4, 2)), interactions=Path("log.parquet"))  # type: ignore[arg-type]

@@ -44,10 +44,10 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
-from auditor.diff.figures import check_figures, unassessed_reason
+from auditor.diff.figures import check_figures, check_tagged, unassessed_reason
 from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags, of_model_lists
 from auditor.diff.served import served_vector_flags
-from auditor.flat import FlatEntry, flat_entries
+from auditor.flat import FlatEntry, flat_entries, gateable_entries
 from auditor.errors import ReportError
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
 from auditor.sections import LISTS_ONLY_FORMAT
@@ -214,7 +214,8 @@ def _side(side: str, name: str | None) -> str:
 
 
 def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
-    entries_base, entries_new = flat_entries(base), flat_entries(new)
+    # Every name a gate accepts (gateable_entries): one a report lacks is listed, never a KeyError.
+    entries_base, entries_new = gateable_entries(base), gateable_entries(new)
     flags, settings, notes = _comparability(base, new)
     # The verdict's grade (severity_level) is compared as the verdict, with its own comparability.
     metrics = [
@@ -242,11 +243,7 @@ def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
 def _check_report(report: Any, side: str, name: str | None) -> None:
     """ReportError unless ``report`` is a popaudit report; the message names the file when known."""
     named = f"the {side} report" if name is None else f"{side} report {name}"
-    if not isinstance(report, dict) or not isinstance(report.get("schema_version"), int):
-        raise ReportError(f"{named} is not a popaudit JSON report (no schema_version)")
-    tool = report.get("tool")
-    if not isinstance(tool, dict) or tool.get("name") != "popaudit":
-        raise ReportError(f"{named} was not written by popaudit (tool.name is not 'popaudit')")
+    check_tagged(report, named)
     check_figures(report, named)
 
 

@@ -1,27 +1,41 @@
-"""A report's figures are numbers or null (docs/diff.md, "Inputs"): popaudit writes null for
-a figure it has no value for, so any other value (text, a list, true) is a corrupt report,
-refused with the field named rather than read as "not measured". Sections popaudit writes
+"""A report's figures are finite numbers or null (docs/diff.md, "Inputs"): popaudit writes
+null for a figure it has no value for, so any other value (text, a list, true, 1e400) or a
+section of the wrong kind is a corrupt report, refused with the field named rather than read
+as "not measured" (by the one reader of report figures, :func:`auditor.flat.flat_entries`). Sections popaudit writes
 in every report (``null`` where not measured) must be there too, and the verdict's severity
 one of none, low, moderate, high (never read as "none", which would be a verdict improvement)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from typing import Any
 
 from auditor.errors import ReportError
-from auditor.flat import CORRELATIONS
+from auditor.flat import flat_entries, shown_json
+from auditor.result import SCHEMA_VERSION
 from auditor.sections import SEVERITIES
 
 SECTIONS = ("inputs", "retrieval", "verdict")
 """Keys every JSON report popaudit writes holds (``retrieval`` null when not measured)."""
 
 
+def check_tagged(report: Any, named: str) -> None:
+    """ReportError unless ``report`` is an object with an integer ``schema_version`` and
+    ``tool.name`` popaudit; a version present but of another kind (true, "1", 1.0) is quoted."""
+    if not isinstance(report, dict) or "schema_version" not in report:
+        raise ReportError(f"{named} is not a popaudit JSON report (no schema_version)")
+    version = report["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int):  # true is no version, though True == 1
+        raise ReportError(f"{named}: schema_version is {shown_json(version)}, not an integer such as "
+                          f"{SCHEMA_VERSION}: not a popaudit JSON report (a corrupt or edited one)")
+    tool = report.get("tool")
+    if not isinstance(tool, dict) or tool.get("name") != "popaudit":
+        raise ReportError(f"{named} was not written by popaudit (tool.name is not 'popaudit')")
+
+
 def check_figures(report: dict[str, Any], named: str) -> None:
     """ReportError naming ``named`` (the report, or its file) and the first field whose
-    figure is neither a number nor null, or the first section popaudit always writes that
-    is missing."""
+    figure is neither a finite number nor null (or whose section is of the wrong kind), or
+    the first section popaudit always writes that is missing."""
     for section in SECTIONS:
         if section not in report:
             raise ReportError(f"{named} has no {section!r} section, which every popaudit JSON report holds (null "
@@ -29,16 +43,13 @@ def check_figures(report: dict[str, Any], named: str) -> None:
     verdict = report["verdict"]
     severity = verdict.get("severity") if isinstance(verdict, dict) else None
     if not isinstance(verdict, dict):
-        raise ReportError(f"{named}: verdict is {_shown(verdict)}, not an object holding verdict.severity: not a "
+        raise ReportError(f"{named}: verdict is {shown_json(verdict)}, not an object holding verdict.severity: not a "
                           "verdict popaudit writes (a corrupt or edited report)")
     if severity not in SEVERITIES:  # a verdict improvement must never come from an unknown or missing grade
-        found = "missing" if "severity" not in verdict else _shown(severity)
+        found = "missing" if "severity" not in verdict else shown_json(severity)
         raise ReportError(f"{named}: verdict.severity is {found}, not one of {', '.join(SEVERITIES)}: not a verdict "
                           "popaudit writes (a corrupt or edited report)")
-    for path, value in _figures(report):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ReportError(f"{named}: {path} is {_shown(value)}, not a number or null: not a figure popaudit "
-                              "writes (a corrupt or edited report)")
+    flat_entries(report, named)  # refuses the first figure or section it cannot read
 
 
 def unassessed_reason(vb: dict[str, Any], vn: dict[str, Any]) -> str | None:
@@ -51,28 +62,3 @@ def unassessed_reason(vb: dict[str, Any], vn: dict[str, Any]) -> str | None:
     if len(sides) == 2:
         return "neither report's verdict was assessed; nothing graded a severity"
     return f"the {sides[0]} report's verdict was not assessed; nothing graded its severity"
-
-
-def _shown(value: Any) -> str:
-    """The value as the JSON file spells it (null, true, "x"), not as Python prints it."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _figures(report: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """(field path, value) of every figure the flat names read (auditor/flat.py)."""
-    fn = report.get("frequency_norm")
-    if isinstance(fn, dict):
-        for name in (*CORRELATIONS, "spearman_p"):
-            yield f"frequency_norm.{name}", fn.get(name)
-    served = report.get("served")
-    if isinstance(served, dict):
-        yield "served.head_share_log", served.get("head_share_log")
-    for section in ("retrieval", "accuracy"):
-        at = (report.get(section) or {}).get("at") if isinstance(report.get(section), dict) else None
-        for k, cut in (at.items() if isinstance(at, dict) else ()):
-            for scoring, measures in (cut.items() if isinstance(cut, dict) else ()):
-                if isinstance(measures, dict):
-                    yield from ((f"{section}.at.{k}.{scoring}.{m}", v) for m, v in measures.items())
-                elif section == "retrieval":  # overlap_dot_cosine, overlap_served_*
-                    yield f"{section}.at.{k}.{scoring}", measures

@@ -77,7 +77,10 @@ class MitigateConfig(ReadSettings):
     tradeoff: dict[str, Any] | None = None
     """With ``auto``: the trade-off figures of the chosen scoring (:func:`tradeoff_figures`)."""
 
+    PATHS = (*ReadSettings.PATHS, "model", "output")
+
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and 0.0 <= self.alpha <= 1.0):
             raise InputError(f"{setting('alpha')} must be a number in [0, 1], got {self.alpha!r}")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -231,6 +232,15 @@ def test_bootstrap_is_zero_or_at_least_the_minimum() -> None:
     ({"alphas": (None,)}, r"^alphas must be a number >= 0 and <= 1, got None$"),
     ({"accuracy_tolerance": "0.9"}, r"^accuracy_tolerance must be a number > 0 and <= 1, got '0\.9'$"),
     ({"head_mass": [0.2]}, r"^head_mass must be a number > 0 and <= 1, got \[0\.2\]$"),
+    # A path setting given an object (QA diffapi F3: a bare TypeError in run_audit, an unhashable config).
+    ({"model": np.zeros((3, 2))}, r"^model must be a path to a file \(a str or pathlib\.Path\), got numpy\.ndarray; "
+                                  r"save an in-memory table to a file"),
+    ({"model": {"item_embeddings": [1.0]}}, r"^model must be a path to a file \(a str or pathlib\.Path\), got dict; save"),
+    ({"interactions": 5}, r"^interactions must be a path to a file \(a str or pathlib\.Path\), got int$"),
+    ({"holdout": b"h.parquet"}, r"^holdout must be a path to a file \(a str or pathlib\.Path\), got bytes$"),
+    ({"trace": ""}, r"^trace must be a path to a file \(a str or pathlib\.Path\), got an empty path$"),
+    ({"plugins": "my_plugin.py"}, r"^plugins must be a sequence of paths, such as \(Path\('my_plugin\.py'\),\), got str$"),
+    ({"plugins": (Path("a.py"), 3)}, r"^plugins must be a path to a file \(a str or pathlib\.Path\), got int$"),
 ])
 def test_a_library_setting_of_the_wrong_type_is_an_audit_error(fields: dict[str, Any], message: str) -> None:
     """QA Api F4: a wrong type in AuditConfig is an InputError naming the setting (an
@@ -239,4 +249,4 @@ def test_a_library_setting_of_the_wrong_type_is_an_audit_error(fields: dict[str,
     from auditor.errors import InputError
 
     with pytest.raises(InputError, match=message):
-        AuditConfig(model="m.npy", **fields)
+        AuditConfig(**{"model": "m.npy", **fields})
