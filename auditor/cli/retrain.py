@@ -107,6 +107,12 @@ def command(
         lambda with_time: data.read(config.seed, with_time=with_time, progress=progress), config, output,
         holdout_fraction=holdout_fraction, split=split, watch=watch, threads=threads, progress=progress,
     )
+    if done.holdout is not None and not len(done.holdout.holdout):
+        from auditor.loading.recorded_split import empty_holdout_reason  # here: auditor.loading brings numpy
+
+        where = "synthetic data" if data.path is None else str(data.path)
+        click.echo(f"Warning: the holdout of {where} came out empty: "
+                   f"{empty_holdout_reason({'holdout': done.holdout.record()})}.", err=True)
     if not quiet:
         _summary(done, data.path, output, trace)
 
@@ -148,7 +154,11 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
              f"{plural(record['n_holdout_interactions'], 'interaction')} of {plural(record['n_holdout_users'], 'user')}, "
              "never trained on") + "."
         )
-        click.echo("The held-out pairs are stored in the checkpoint: `popaudit check` of it measures accuracy on them.")
+        if record["n_holdout_pairs"]:
+            click.echo("The held-out pairs are stored in the checkpoint: `popaudit check` of it measures accuracy on them.")
+        else:  # the model is fine: check audits it and lists accuracy as not measured (the warning said why)
+            click.echo("The holdout came out empty, so `popaudit check` of it audits the model and lists accuracy "
+                       "under Not measured.")
     click.echo(
         f"Model: {config.item_encoder} item tower, {config.user_encoder} user tower, dim {config.dim}, "
         f"loss {config.loss}{' with logQ correction' if config.logq else ''}; "

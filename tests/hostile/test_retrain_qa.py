@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .corpus import EXIT_USAGE, Built, Case, params, run_case
+from .corpus import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Built, Case, params, run_case
 
 TOP = str(2**64 - 1)
 """The largest seed torch and numpy take (auditor/ranges.py)."""
@@ -32,7 +32,30 @@ def _retrain(*extra: str) -> Any:
     return build
 
 
+def _log(name: str, rows: str, *args: str) -> Any:
+    """A small CSV log ``name`` with ``rows`` (after the header) and the command on it."""
+    def build(d: Path) -> Built:
+        (d / name).write_text(rows)
+        return Built([*args, "--data", name, "--epochs", "1", "--threads", "1", "-o", "out.pt"],
+                     outputs=["out.pt", "out.pt.*"])
+
+    return build
+
+
+SINGLE = "user_id,item_id\n" + "".join(f"{u},{u % 3}\n" for u in range(8))
+"""8 users of one interaction each: no user holds anything out."""
+REPEATS = "user_id,item_id,timestamp\n" + "".join(f"{u},{u % 3},{t}\n" for u in range(8) for t in (1, 2))
+"""8 users with the same item twice: each held-out interaction repeats the training pair."""
+
 CASES = [
+    Case("retrain-holdout-empty-single-interaction-users", _log("single.csv", SINGLE, "retrain", "--holdout-fraction",
+         "0.2"), EXIT_OK, None, stderr=r"Warning: the holdout of single.csv came out empty: .*8 users with a single "
+         r"interaction keep it for training", absent=r"measures accuracy on them"),
+    Case("retrain-holdout-empty-repeats", _log("repeats.csv", REPEATS, "retrain", "--holdout-fraction", "0.5"), EXIT_OK,
+         None, stderr=r"came out empty: .*all 8 held-out interactions repeat one of the user's training pairs"),
+    Case("experiment-mitigations-empty-holdout", _log("single.csv", SINGLE, "experiment", "mitigations", "--seeds", "1"),
+         EXIT_ERROR, r"experiment mitigations measures held-out accuracy, but on single.csv \(random split, seed 0\) .*8 "
+         r"users with a single interaction", absent=r"popaudit-mitigation"),
     Case("retrain-temperature-with-the-pointwise-loss", _retrain("--loss", "cosine", "--temperature", "10"),
          EXIT_USAGE, r"--temperature applies to the InfoNCE losses \(infonce-cos, infonce-dot\); --loss cosine is "
          r"pointwise and has no temperature"),
