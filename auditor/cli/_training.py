@@ -69,7 +69,7 @@ _DATA_OPTIONS = option_group(
     click.option("--data-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of the --data file when its name does not tell."),
     click.option("--user-col", help="User column of the --data file (auto-detected from common names)."),
     click.option("--item-col", help="Item column of the --data file (auto-detected from common names)."),
-    click.option("--time-col", help="Time column of the --data file, for --split time (auto-detected: timestamp, time, ts, datetime, ...)."),
+    click.option("--time-col", help="Time column of the --data file, for --split time and the transformer user tower's recent items (auto-detected: timestamp, time, ts, datetime, ...)."),
     click.option("--n-users", type=ranged("n_users"), default=1000, show_default=True, help="Synthetic data: users."),
     click.option("--n-items", type=ranged("n_items"), default=1000, show_default=True, help="Synthetic data: items."),
     click.option("--n-interactions", type=ranged("n_interactions"), default=50_000, show_default=True, help="Synthetic data: interactions."),

@@ -242,7 +242,7 @@ def run_experiment(
     quiet: bool = False,
 ) -> None:
     """Run grid ``name`` with the parsed options, print its table (not ``quiet``) and write its files."""
-    from auditor.train.experiments import ExperimentSizes
+    from auditor.train.experiments import ExperimentSizes, builds_histories
     from auditor.train.threads import set_threads
 
     try:  # a command line whose seeds pass the range is a usage error, before any work
@@ -259,7 +259,11 @@ def run_experiment(
     progress = RichProgress(enabled=not quiet)
     if jobs == 1:
         set_threads(threads)
-    log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
+    histories = name == "conditions" and builds_histories(names, sizes)  # recent items: latest by time
+    log = (data.read(with_time=(name == "mitigations" and split != "random") or histories, progress=progress)
+           if data.path else None)
+    if histories and log is not None and (note := log.history_order_warning()) is not None:
+        click.echo(f"Warning: {note}", err=True)
     if name == "mitigations":
         from auditor.report.mitigation_summary import mitigation_document
         from auditor.report.mitigation_summary import write_results as write_mitigations

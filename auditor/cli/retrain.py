@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 @click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU).")
 @click.option("--init-std", type=ranged("init_std"), default=0.1, show_default=True, help="Standard deviation of the normal initialisation of the id tables.")
 @click.option("--hidden-dim", type=ranged("hidden_dim"), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers.")
-@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
+@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower: the latest by the log's time column (ties in file order); a log with no time column gives its last rows in file order (with a warning).")
 @click.option("-o", "--output", type=PathArg, default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
 @click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), help="Write the training monitor's trace (JSON lines: rho, slope, update angles, head share every --trace-every steps and at each epoch end, alerts) as training goes; readable if training dies (docs/monitor.md).")
 @click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")
@@ -107,6 +107,8 @@ def command(
         lambda with_time: data.read(config.seed, with_time=with_time, progress=progress), config, output,
         holdout_fraction=holdout_fraction, split=split, watch=watch, threads=threads, progress=progress,
     )
+    if (note := done.history_order_warning()) is not None:
+        click.echo(f"Warning: {note}", err=True)
     if done.holdout is not None and not len(done.holdout.holdout):
         from auditor.loading.recorded_split import empty_holdout_reason  # here: auditor.loading brings numpy
 

@@ -81,10 +81,13 @@ class TrainingData:
         """int64 (n_users, length): each user's ``length`` most recent item rows.
 
         Right-aligned (most recent last); empty slots hold ``n_items`` (the padding row).
-        Interactions are taken to be in time order.
+        Recent means latest by ``timestamps`` (ties in log order) when the log's times were
+        read, else the log's own order (:meth:`history_order_warning` says so).
         """
-        # Row order is time order (the log's order); a stable sort by user keeps it.
-        order = np.argsort(self.users, kind="stable")
+        if self.timestamps is not None:  # by user, then time, then log order
+            order = np.lexsort((np.arange(len(self.users)), self.timestamps, self.users))
+        else:  # a stable sort by user keeps the log's order within each user
+            order = np.argsort(self.users, kind="stable")
         users, items = self.users[order], self.items[order]
         ends = np.cumsum(np.bincount(users, minlength=self.n_users))
         from_end = ends[users] - 1 - np.arange(len(users))  # 0 = most recent of that user
@@ -92,6 +95,15 @@ class TrainingData:
         hist = np.full((self.n_users, length), self.n_items, dtype=np.int64)
         hist[users[keep], length - 1 - from_end[keep]] = items[keep]
         return hist
+
+    def history_order_warning(self) -> str | None:
+        """What a history tower trained on this log should be told: a log read without its
+        times (it has no time column) orders each user's recent items by its rows."""
+        if self.timestamps is not None or self.description.get("kind") != "file":
+            return None
+        return (f"{self.description.get('path')} has no time column (timestamp, time, ts, datetime, ...; pass "
+                f"{setting('time_col')} NAME): each user's recent items for the transformer user tower are its last "
+                "rows in file order")
 
 
 def batch_starts(n_interactions: int, batch_size: int) -> list[int]:
@@ -226,7 +238,8 @@ def read_interactions(
     Formats and column detection are those of :mod:`auditor.loading.logs`
     (MovieLens ``u.data``/``ratings.dat``/``ratings.csv``, RecBole ``.inter``, Parquet,
     CSV/TSV). Item rows follow the raw item ids sorted ascending; user rows follow
-    first appearance in the log. Log order is taken as time order (for histories).
+    first appearance in the log; interactions keep the log's order (histories sort by
+    time when times are read, by that order when not).
 
     With ``with_time`` (or a ``time_col``), the time of each interaction is read too
     (:mod:`auditor.train.timestamps`; the column is found by its name when not given)

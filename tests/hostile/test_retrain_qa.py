@@ -53,6 +53,10 @@ CASES = [
          r"interaction keep it for training", absent=r"measures accuracy on them"),
     Case("retrain-holdout-empty-repeats", _log("repeats.csv", REPEATS, "retrain", "--holdout-fraction", "0.5"), EXIT_OK,
          None, stderr=r"came out empty: .*all 8 held-out interactions repeat one of the user's training pairs"),
+    Case("retrain-transformer-log-without-time-column",
+         _log("notime.csv", SINGLE + "".join(f"{u},{(u + 1) % 3}\n" for u in range(8)), "retrain", "--user-encoder",
+              "transformer"), EXIT_OK, None, stderr=r"^(?!(?s:.*)no time column(?s:.*)no time column)(?s:.*)Warning: notime.csv has no time column .*: each user's recent items "
+         r"for the transformer user tower are its last rows in file order\n$"),
     Case("experiment-mitigations-empty-holdout", _log("single.csv", SINGLE, "experiment", "mitigations", "--seeds", "1"),
          EXIT_ERROR, r"experiment mitigations measures held-out accuracy, but on single.csv \(random split, seed 0\) .*8 "
          r"users with a single interaction", absent=r"popaudit-mitigation"),
