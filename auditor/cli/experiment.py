@@ -262,7 +262,8 @@ def run_experiment(
     histories = name == "conditions" and builds_histories(names, sizes)  # recent items: latest by time
     log = (data.read(with_time=(name == "mitigations" and split != "random") or histories, progress=progress)
            if data.path else None)
-    if histories and log is not None and (note := log.history_order_warning()) is not None:
+    notes = [*log.warnings, *([log.history_order_warning()] if histories else [])] if log is not None else []
+    for note in filter(None, notes):
         click.echo(f"Warning: {note}", err=True)
     if name == "mitigations":
         from auditor.report.mitigation_summary import mitigation_document

@@ -107,6 +107,8 @@ def command(
         lambda with_time: data.read(config.seed, with_time=with_time, progress=progress), config, output,
         holdout_fraction=holdout_fraction, split=split, watch=watch, threads=threads, progress=progress,
     )
+    for left_out in done.data.warnings:
+        click.echo(f"Warning: {left_out}", err=True)
     if (note := done.history_order_warning()) is not None:
         click.echo(f"Warning: {note}", err=True)
     if done.holdout is not None and not len(done.holdout.holdout):

@@ -37,7 +37,7 @@ def _log(name: str, rows: str, *args: str) -> Any:
     def build(d: Path) -> Built:
         (d / name).write_text(rows)
         return Built([*args, "--data", name, "--epochs", "1", "--threads", "1", "-o", "out.pt"],
-                     outputs=["out.pt", "out.pt.*"])
+                     outputs=["out.pt", "out.pt.*", "out.pt/*"])
 
     return build
 
@@ -57,6 +57,16 @@ CASES = [
          _log("notime.csv", SINGLE + "".join(f"{u},{(u + 1) % 3}\n" for u in range(8)), "retrain", "--user-encoder",
               "transformer"), EXIT_OK, None, stderr=r"^(?!(?s:.*)no time column(?s:.*)no time column)(?s:.*)Warning: notime.csv has no time column .*: each user's recent items "
          r"for the transformer user tower are its last rows in file order\n$"),
+    Case("retrain-blank-ids", _log("holes.csv", "user_id,item_id\n1,2\n1,\n,4\n2,3\n", "retrain"), EXIT_OK, None,
+         stderr=r"Warning: holes.csv: 2 of 4 rows \(50.0%\) have a blank id and are left out of training and the "
+         r"catalogue: 1 with no item id \(column 'item_id', first at data row 2\); 1 with no user id \(column "
+         r"'user_id', first at data row 3\)"),
+    Case("retrain-one-item-left-after-blank-users", _log("phantom.csv", "user_id,item_id\n1,2\n2,2\n,4\n", "retrain"),
+         EXIT_ERROR, r"phantom.csv: training needs at least 2 distinct items, found 1"),
+    Case("experiment-blank-ids", _log("holes.csv", "user_id,item_id\n" + "".join(f"{u},{u % 5}\n" for u in range(30))
+                                      + ",3\n", "experiment", "lr-sweep", "--lrs", "1", "--seeds", "1", "--bootstrap", "0"),
+         EXIT_OK, None, stderr=r"Warning: holes.csv: 1 of 31 rows \(3.2%\) have a blank id .*1 with no user id "
+         r"\(column 'user_id', first at data row 31\)"),
     Case("experiment-mitigations-empty-holdout", _log("single.csv", SINGLE, "experiment", "mitigations", "--seeds", "1"),
          EXIT_ERROR, r"experiment mitigations measures held-out accuracy, but on single.csv \(random split, seed 0\) .*8 "
          r"users with a single interaction", absent=r"popaudit-mitigation"),
