@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from auditor.cli._common import option_group, ranged
 from auditor.config import INTERACTION_FORMATS
 from auditor.progress import SILENT, Progress
-from auditor.train import SPLITS
+from auditor.train import OPTION_APPLIES, SPLITS, inapplicable
 
 if TYPE_CHECKING:
     from auditor.train.data import TrainingData
@@ -62,6 +62,15 @@ def _given(name: str) -> bool:
     """Whether option ``name`` was set on the command line (or the environment)."""
     source = click.get_current_context().get_parameter_source(name)
     return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def refuse_inapplicable(settings: dict[str, Any]) -> None:
+    """A usage error for a training option given where it does nothing (the table
+    :data:`auditor.train.OPTION_APPLIES`): ignoring it would run another model than the
+    one asked for (``--momentum 0.9`` with plain SGD trains the all-hold reference)."""
+    for option in OPTION_APPLIES:
+        if _given(option) and (why := inapplicable(option, settings)) is not None:
+            raise click.UsageError(f"--{option.replace('_', '-')} {why}")
 
 
 _DATA_OPTIONS = option_group(

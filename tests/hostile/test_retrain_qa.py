@@ -78,6 +78,17 @@ CASES = [
     Case("retrain-logq-and-temperature-with-the-pointwise-loss",
          _retrain("--logq", "--temperature", "0.2", "--loss", "cosine"), EXIT_USAGE,
          r"--temperature applies to the InfoNCE losses"),
+    Case("retrain-momentum-without-a-momentum-optimizer", _retrain("--momentum", "0.9"), EXIT_USAGE,
+         r"--momentum is the momentum of the 'momentum' optimizer, which neither tower uses \(--optimizer sgd, "
+         r"--user-optimizer sgd\): pass --optimizer momentum or --user-optimizer momentum"),
+    Case("retrain-momentum-with-adam", _retrain("--optimizer", "adam", "--momentum", "0.5"), EXIT_USAGE,
+         r"--momentum .*\(--optimizer adam, --user-optimizer adam\)"),
+    Case("retrain-hidden-dim-without-a-hidden-layer", _retrain("--hidden-dim", "7"), EXIT_USAGE,
+         r"--hidden-dim is the hidden width of .*; --item-encoder embedding and --user-encoder embedding have no hidden "
+         r"layer"),
+    Case("retrain-history-length-without-the-transformer", _retrain("--history-length", "5", "--user-encoder", "mlp"),
+         EXIT_USAGE, r"--history-length is the number of recent items the transformer user tower reads; "
+         r"--user-encoder mlp reads none"),
     Case("experiment-lrs-not-a-number", _experiment("lr-sweep", "--lrs", "abc"), EXIT_USAGE,
          r"Invalid value for '--lrs': 'abc' is not a number"),
     Case("experiment-lrs-zero", _experiment("lr-sweep", "--lrs", "0,1"), EXIT_USAGE,
