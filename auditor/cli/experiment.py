@@ -97,15 +97,26 @@ class CommaList(click.ParamType):  # type: ignore[type-arg]  # generic in recent
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, (list, tuple)):
             return value
-        parts = [part.strip() for part in str(value).split(",") if part.strip()]
-        if not parts:
+        parts = [part.strip() for part in str(value).split(",")]
+        if not any(parts):
             self.fail(f"{value!r} names nothing: give one or more, comma-separated", param, ctx)
+        if "" in parts:  # a typo (1,,3) would otherwise run a grid other than the one written
+            self.fail(f"{value!r} has an empty entry (entry {parts.index('') + 1}): give one or more, "
+                      "comma-separated, with nothing empty between commas", param, ctx)
         if self.item is not None:
-            return [self.item.convert(part, param, ctx) for part in parts]
-        unknown = [part for part in parts if part not in self.choices]
-        if unknown:
-            self.fail(f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(self.choices)}", param, ctx)
-        return parts
+            converted = [self.item.convert(part, param, ctx) for part in parts]
+        else:
+            unknown = [part for part in parts if part not in self.choices]
+            if unknown:
+                self.fail(f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(self.choices)}", param, ctx)
+            converted = parts
+        first: dict[Any, int] = {}  # each value (numbers as numbers: 1 and 1.0 are one rate) and where it first appears
+        for at, item in enumerate(converted):
+            if item in first:  # the same run twice: twice the work, the same row listed twice
+                self.fail(f"{value!r} repeats {parts[first[item]]!r} (entries {first[item] + 1} and {at + 1}, "
+                          f"{parts[at]!r}): give each once", param, ctx)
+            first[item] = at
+        return converted
 
 
 def _own_options(name: str) -> Callable[[Any], Any]:
