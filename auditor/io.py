@@ -201,11 +201,16 @@ def _write_error(target: Path, exc: OSError) -> OutputError:
 
 def torch_save(obj: Any, path: Path, target: Path | None = None, *, zip_format: bool = True) -> None:
     """``torch.save`` to ``path``; torch's failed writes (RuntimeError for a full disk or
-    ``/dev/full``) become an OutputError naming ``target`` (default: ``path``)."""
+    ``/dev/full``) become an OutputError naming ``target`` (default: ``path``).
+
+    Written through a file handle: torch then names the archive's inner folder ``archive``,
+    where given a path it names it after the file, here the atomic write's random temp
+    name, so the same object would never give the same bytes twice."""
     import torch  # heavy: loaded only by the commands that write checkpoints
 
     try:
-        torch.save(obj, path, _use_new_zipfile_serialization=zip_format)
+        with open(path, "wb") as handle:
+            torch.save(obj, handle, _use_new_zipfile_serialization=zip_format)
     except RuntimeError as exc:
         raise serializer_error(target or path, exc) from exc
 

@@ -132,6 +132,10 @@ class GradientAlignment:
     max: float | None
     tolerance: float
     orthogonal: bool | None
+    n_rounding: int = 0
+    """Slots left out because their gradient is at rounding level (no direction to grade)."""
+    unmeasured: str | None = None
+    """Why no slot was graded (``orthogonal`` None), when there were slots."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``c4_gradient_alignment`` block."""

@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from auditor.cli._common import option_group, ranged
 from auditor.config import INTERACTION_FORMATS
 from auditor.progress import SILENT, Progress
-from auditor.train import SPLITS
+from auditor.train import OPTION_APPLIES, SPLITS, inapplicable
 
 if TYPE_CHECKING:
     from auditor.train.data import TrainingData
@@ -64,12 +64,21 @@ def _given(name: str) -> bool:
     return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
+def refuse_inapplicable(settings: dict[str, Any]) -> None:
+    """A usage error for a training option given where it does nothing (the table
+    :data:`auditor.train.OPTION_APPLIES`): ignoring it would run another model than the
+    one asked for (``--momentum 0.9`` with plain SGD trains the all-hold reference)."""
+    for option in OPTION_APPLIES:
+        if _given(option) and (why := inapplicable(option, settings)) is not None:
+            raise click.UsageError(f"--{option.replace('_', '-')} {why}")
+
+
 _DATA_OPTIONS = option_group(
     click.option("--data", "source", default="synthetic", show_default=True, metavar="synthetic|PATH", help="Training data: 'synthetic' (Zipf popularity, topical users) or an interaction log (MovieLens u.data/ratings.dat/ratings.csv, RecBole .inter, Parquet, CSV/TSV)."),
     click.option("--data-format", type=click.Choice(INTERACTION_FORMATS), default="auto", show_default=True, help="Format of the --data file when its name does not tell."),
     click.option("--user-col", help="User column of the --data file (auto-detected from common names)."),
     click.option("--item-col", help="Item column of the --data file (auto-detected from common names)."),
-    click.option("--time-col", help="Time column of the --data file, for --split time (auto-detected: timestamp, time, ts, datetime, ...)."),
+    click.option("--time-col", help="Time column of the --data file, for --split time and the transformer user tower's recent items (auto-detected: timestamp, time, ts, datetime, ...)."),
     click.option("--n-users", type=ranged("n_users"), default=1000, show_default=True, help="Synthetic data: users."),
     click.option("--n-items", type=ranged("n_items"), default=1000, show_default=True, help="Synthetic data: items."),
     click.option("--n-interactions", type=ranged("n_interactions"), default=50_000, show_default=True, help="Synthetic data: interactions."),

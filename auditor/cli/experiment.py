@@ -97,15 +97,26 @@ class CommaList(click.ParamType):  # type: ignore[type-arg]  # generic in recent
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, (list, tuple)):
             return value
-        parts = [part.strip() for part in str(value).split(",") if part.strip()]
-        if not parts:
+        parts = [part.strip() for part in str(value).split(",")]
+        if not any(parts):
             self.fail(f"{value!r} names nothing: give one or more, comma-separated", param, ctx)
+        if "" in parts:  # a typo (1,,3) would otherwise run a grid other than the one written
+            self.fail(f"{value!r} has an empty entry (entry {parts.index('') + 1}): give one or more, "
+                      "comma-separated, with nothing empty between commas", param, ctx)
         if self.item is not None:
-            return [self.item.convert(part, param, ctx) for part in parts]
-        unknown = [part for part in parts if part not in self.choices]
-        if unknown:
-            self.fail(f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(self.choices)}", param, ctx)
-        return parts
+            converted = [self.item.convert(part, param, ctx) for part in parts]
+        else:
+            unknown = [part for part in parts if part not in self.choices]
+            if unknown:
+                self.fail(f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(self.choices)}", param, ctx)
+            converted = parts
+        first: dict[Any, int] = {}  # each value (numbers as numbers: 1 and 1.0 are one rate) and where it first appears
+        for at, item in enumerate(converted):
+            if item in first:  # the same run twice: twice the work, the same row listed twice
+                self.fail(f"{value!r} repeats {parts[first[item]]!r} (entries {first[item] + 1} and {at + 1}, "
+                          f"{parts[at]!r}): give each once", param, ctx)
+            first[item] = at
+        return converted
 
 
 def _own_options(name: str) -> Callable[[Any], Any]:
@@ -242,7 +253,7 @@ def run_experiment(
     quiet: bool = False,
 ) -> None:
     """Run grid ``name`` with the parsed options, print its table (not ``quiet``) and write its files."""
-    from auditor.train.experiments import ExperimentSizes
+    from auditor.train.experiments import ExperimentSizes, builds_histories
     from auditor.train.threads import set_threads
 
     try:  # a command line whose seeds pass the range is a usage error, before any work
@@ -259,7 +270,12 @@ def run_experiment(
     progress = RichProgress(enabled=not quiet)
     if jobs == 1:
         set_threads(threads)
-    log = data.read(with_time=name == "mitigations" and split != "random", progress=progress) if data.path else None
+    histories = name == "conditions" and builds_histories(names, sizes)  # recent items: latest by time
+    log = (data.read(with_time=(name == "mitigations" and split != "random") or histories, progress=progress)
+           if data.path else None)
+    notes = [*log.warnings, *([log.history_order_warning()] if histories else [])] if log is not None else []
+    for note in filter(None, notes):
+        click.echo(f"Warning: {note}", err=True)
     if name == "mitigations":
         from auditor.report.mitigation_summary import mitigation_document
         from auditor.report.mitigation_summary import write_results as write_mitigations

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from click.core import ParameterSource
 
 from auditor.cli._common import PathArg, RichProgress, common_options, ranged
 from auditor.wording import plural
-from auditor.cli._training import DataChoice, data_options, holdout_options, threads_option
+from auditor.cli._training import DataChoice, data_options, holdout_options, refuse_inapplicable, threads_option
 from auditor.output_guard import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
 @holdout_options(None)
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="sgd", show_default=True, help="Item-tower optimizer (C1 holds only for plain sgd without weight decay).")
 @click.option("--lr", type=ranged("train_lr"), help="Item-tower learning rate. [default: 10 for sgd/momentum on a cosine loss, 1 for sgd/momentum on infonce-dot, 0.01 for adam/adamw]")
-@click.option("--momentum", type=ranged("train_momentum"), default=0.9, show_default=True, help="Momentum of the 'momentum' optimizer.")
+@click.option("--momentum", type=ranged("train_momentum"), default=0.9, show_default=True, help="Momentum of the 'momentum' optimizer (a usage error unless --optimizer or --user-optimizer is momentum).")
 @click.option("--weight-decay", type=ranged("weight_decay"), default=0.0, show_default=True, help="Weight decay of both towers' optimizers.")
 @click.option("--item-encoder", type=click.Choice(ITEM_ENCODERS), default="embedding", show_default=True, help="Item tower: id table (embedding, onehot-linear: C2/C3 hold), linear over dense features (dense-linear: C3 violated), embedding-linear or mlp (C2 and C3 violated).")
 @click.option("--user-encoder", type=click.Choice(USER_ENCODERS), default="embedding", show_default=True, help="User tower: id table, MLP, or a small transformer over the user's recent items.")
@@ -36,10 +35,10 @@ if TYPE_CHECKING:
 @click.option("--dim", type=ranged("dim"), default=32, show_default=True, help="Embedding dimension of both towers.")
 @click.option("--epochs", type=ranged("epochs"), default=10, show_default=True, help="Passes over the interactions.")
 @click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
-@click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU).")
+@click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU: the same settings and seed write a byte-identical checkpoint on the same machine and --threads).")
 @click.option("--init-std", type=ranged("init_std"), default=0.1, show_default=True, help="Standard deviation of the normal initialisation of the id tables.")
-@click.option("--hidden-dim", type=ranged("hidden_dim"), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers.")
-@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower.")
+@click.option("--hidden-dim", type=ranged("hidden_dim"), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers (a usage error with towers that have no hidden layer).")
+@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower (a usage error with other user towers): the latest by the log's time column (ties in file order); a log with no time column gives its last rows in file order (with a warning).")
 @click.option("-o", "--output", type=PathArg, default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
 @click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), help="Write the training monitor's trace (JSON lines: rho, slope, update angles, head share every --trace-every steps and at each epoch end, alerts) as training goes; readable if training dies (docs/monitor.md).")
 @click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")
@@ -98,7 +97,7 @@ def command(
 
     if holdout_fraction is None and split != "auto":
         raise click.UsageError("--split applies with --holdout-fraction only")
-    _refuse_softmax_options(settings)
+    refuse_inapplicable(settings)
     check_not_inputs({"-o": output, "--trace": trace}, {"--data": data.path})
     progress = RichProgress(enabled=not quiet)
     config = TrainConfig(**settings)  # every other option is a training setting of the same name
@@ -107,23 +106,18 @@ def command(
         lambda with_time: data.read(config.seed, with_time=with_time, progress=progress), config, output,
         holdout_fraction=holdout_fraction, split=split, watch=watch, threads=threads, progress=progress,
     )
+    for left_out in done.data.warnings:
+        click.echo(f"Warning: {left_out}", err=True)
+    if (note := done.history_order_warning()) is not None:
+        click.echo(f"Warning: {note}", err=True)
+    if done.holdout is not None and not len(done.holdout.holdout):
+        from auditor.loading.recorded_split import empty_holdout_reason  # here: auditor.loading brings numpy
+
+        where = "synthetic data" if data.path is None else str(data.path)
+        click.echo(f"Warning: the holdout of {where} came out empty: "
+                   f"{empty_holdout_reason({'holdout': done.holdout.record()})}.", err=True)
     if not quiet:
         _summary(done, data.path, output, trace)
-
-
-def _refuse_softmax_options(settings: dict[str, Any]) -> None:
-    """The options of the in-batch softmax, given with the pointwise loss that has none: a
-    usage error, both in one place (the library refuses ``logq`` with it too, for callers
-    that never pass the command line)."""
-    if settings["loss"] != "cosine":
-        return
-    if click.get_current_context().get_parameter_source("temperature") == ParameterSource.COMMANDLINE:
-        # the pointwise loss has no softmax: a temperature would change nothing yet read as used
-        raise click.UsageError("--temperature applies to the InfoNCE losses (infonce-cos, infonce-dot); "
-                               "--loss cosine is pointwise and has no temperature")
-    if settings.get("logq"):
-        raise click.UsageError("--logq corrects in-batch softmax logits: use it with --loss infonce-cos or "
-                               "infonce-dot, not cosine (pointwise, no softmax)")
 
 
 def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | None) -> None:
@@ -148,7 +142,11 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
              f"{plural(record['n_holdout_interactions'], 'interaction')} of {plural(record['n_holdout_users'], 'user')}, "
              "never trained on") + "."
         )
-        click.echo("The held-out pairs are stored in the checkpoint: `popaudit check` of it measures accuracy on them.")
+        if record["n_holdout_pairs"]:
+            click.echo("The held-out pairs are stored in the checkpoint: `popaudit check` of it measures accuracy on them.")
+        else:  # the model is fine: check audits it and lists accuracy as not measured (the warning said why)
+            click.echo("The holdout came out empty, so `popaudit check` of it audits the model and lists accuracy "
+                       "under Not measured.")
     click.echo(
         f"Model: {config.item_encoder} item tower, {config.user_encoder} user tower, dim {config.dim}, "
         f"loss {config.loss}{' with logQ correction' if config.logq else ''}; "

@@ -148,8 +148,23 @@ def assess_c4(
     config: RecordedConfig, declared: DeclaredTraining, live: LiveModel | None, probe: ProbeOutcome | None,
     warnings: list[str],
 ) -> Condition:
-    """The gradient-alignment probe decides when it ran; a loss name that disagrees with it
-    is a warning. Without it, the recorded, live or declared loss name (in that order)."""
+    """The gradient-alignment probe decides when it ran and graded a slot; a loss name that
+    disagrees with it is a warning. Without it, the recorded, live or declared loss name (in
+    that order), beside why the probe graded no slot (every gradient at rounding level)."""
+    condition = _assess_c4(config, declared, live, probe, warnings)
+    alignment = probe.gradient_alignment if probe is not None else None
+    if alignment is None or alignment.unmeasured is None:
+        return condition
+    details = {**condition.details, "gradient_alignment": alignment.to_dict()}
+    return replace(condition, evidence=f"{condition.evidence}; the gradient-alignment probe graded no item slot: "
+                   f"{alignment.unmeasured}", details=details)
+
+
+def _assess_c4(
+    config: RecordedConfig, declared: DeclaredTraining, live: LiveModel | None, probe: ProbeOutcome | None,
+    warnings: list[str],
+) -> Condition:
+    """:func:`assess_c4` before the probe's reason for grading nothing is added."""
     name = CONDITION_NAMES[C4]
     named: tuple[str, str] | None = None
     by_model = False

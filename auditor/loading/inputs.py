@@ -27,6 +27,7 @@ from auditor.loading.pairs import read_pairs
 from auditor.loading.plugin_formats import model_formats
 from auditor.loading.pickle_globals import globals_warning, replaced_globals
 from auditor.loading.population import population_of
+from auditor.loading.recorded_split import empty_holdout_reason
 from auditor.loading.recbole_eval import (
     RecBoleEvaluation,
     other_dataset_note,
@@ -214,6 +215,10 @@ def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> He
             f"no held-out interactions: pass {setting('holdout')} PATH (a log of interactions kept out of "
             "training) to measure recall/NDCG of dot, cosine and norm-aware serving beside their exposure"
         )
+    elif config.holdout is None and inputs.bundle.holdout_pairs is not None and not len(inputs.bundle.holdout_pairs):
+        # the model trained fine: audit it, and say why accuracy has nothing to rank against
+        reason = f"{inputs.bundle.source}: " + empty_holdout_reason(inputs.bundle.config)
+        inputs.warnings.append(f"accuracy not measured: {reason}")
     elif not config.retrieval:
         reason = f"skipped with {setting('retrieval')} (accuracy ranks the same lists as retrieval)"
     elif inputs.population is None:

@@ -79,4 +79,26 @@ def split_drops_repeats(config: Mapping[str, Any] | None) -> bool:
     return isinstance(split, Mapping) and isinstance(split.get("n_repeats_dropped"), int)
 
 
-__all__ = ["SplitCounts", "recorded_split_counts", "recorded_split_notes", "split_drops_repeats"]
+__all__ = ["SplitCounts", "empty_holdout_reason", "recorded_split_counts", "recorded_split_notes", "split_drops_repeats"]
+
+
+def empty_holdout_reason(config: Mapping[str, Any] | None) -> str:
+    """Why a recorded split kept no held-out pair, from its counts: users with a single
+    interaction keep it for training, and held-out interactions that repeat a training pair
+    are dropped. The one wording of ``retrain``'s notice, ``check``'s "not measured" reason
+    and ``experiment mitigations``' refusal."""
+    split = config.get("holdout") if isinstance(config, Mapping) else None
+    split = split if isinstance(split, Mapping) else {}
+    counts, single = recorded_split_counts(config), _count(split.get("n_users_one_interaction"))
+    why: list[str] = []
+    if single:
+        why.append(f"{plural(single, 'user')} with a single interaction keep{'s' if single == 1 else ''} it for "
+                   "training (a user needs two or more to hold one out)")
+    if counts is not None and counts.repeats:
+        one = counts.repeats == 1
+        why.append(f"{'the' if one else 'all'} {plural(counts.repeats, 'held-out interaction')} "
+                   f"{'repeats' if one else 'repeat'} one of the user's training pairs (or an earlier held-out one) "
+                   f"and {'is' if one else 'are'} dropped")
+    fraction = f" (fraction {split['fraction']})" if "fraction" in split else ""
+    return (f"the held-out split{fraction} kept no (user, item) pair to measure accuracy on"
+            + (": " + "; ".join(why) if why else ""))

@@ -140,6 +140,7 @@ def run_mitigations(
             raise InputError(f"{setting('alphas')} {alpha:g} is {scoring} serving, which the table holds already: "
                              "pass alphas strictly between 0 and 1")
     configs = [reference_config(sizes, seeds[0], **s.overrides) for s in grid]  # validates before training
+    _refuse_empty_holdouts(sizes, data, seeds, fraction, split)
     tasks = [MitigationTask(sizes, s, seed, fraction, split, alphas) for s in grid for seed in seeds]
     runs = run_tasks(audit_one, tasks, shared=data, jobs=jobs, threads=threads, progress=progress,
                      description="experiment mitigations")
@@ -160,6 +161,26 @@ def run_mitigations(
     method = runs[0]["split"] if runs else split
     return MitigationResult(sizes, list(seeds), float(fraction), method, alphas, rows + serving,
                             data_description(sizes, data))
+
+
+def _refuse_empty_holdouts(sizes: ExperimentSizes, data: TrainingData | None, seeds: Sequence[int], fraction: float,
+                           split: str) -> None:
+    """InputError, before any training, when a seed's split keeps no held-out pair: every
+    row's accuracy would be empty. Named after the user's data, not the temporary checkpoint
+    the audit reads."""
+    from auditor.loading.recorded_split import empty_holdout_reason
+    from auditor.train.split import split_holdout
+
+    for seed in seeds:
+        held = split_holdout(run_data(sizes, data, seed), fraction, split, seed=seed)
+        if not len(held.holdout):
+            where = data.description.get("path", "the data") if data is not None else f"the synthetic data of seed {seed}"
+            raise InputError(
+                f"experiment mitigations measures held-out accuracy, but on {where} ({held.method} split, seed {seed}) "
+                f"{empty_holdout_reason({'holdout': held.record()})}: it needs users with two or more distinct items"
+            )
+        if held.method == "time" and data is not None:
+            return  # a time split of one log is the same for every seed
 
 
 def _flat(run: dict[str, Any], scoring: str) -> dict[str, Any]:

@@ -249,7 +249,8 @@ def gradient_alignment(
     """C4: |q_j·g_j| / (‖q_j‖‖g_j‖), g_j = ∇_{q_j}L, per item slot of a real batch.
 
     Zero (up to rounding) when the loss depends on each item embedding only through its
-    direction; slots whose gradient vanishes are left out.
+    direction; slots whose gradient vanishes, or is at rounding level
+    (:func:`gradient_rounding_floor`), are left out and counted.
     """
     users = torch.as_tensor(batch.users, dtype=torch.int64, device=module_device(module))
     items = torch.as_tensor(batch.items, dtype=torch.int64, device=module_device(module))
@@ -262,14 +263,36 @@ def gradient_alignment(
     qd, gd = q.detach().double(), g.double()
     gn = torch.linalg.vector_norm(gd, dim=1)
     qn = torch.linalg.vector_norm(qd, dim=1)
-    ok = (gn > 0) & (qn > 0)
-    align = ((qd * gd).sum(dim=1).abs() / (qn * gn))[ok]
     tol = tolerance(q.dtype)
-    n = int(align.numel())
+    nonzero = (gn > 0) & (qn > 0)
+    ok = nonzero & (qn * gn > gradient_rounding_floor(float(loss.detach()), int(q.shape[0]), q.dtype))
+    align = ((qd * gd).sum(dim=1).abs() / (qn * gn))[ok]
+    n, n_rounding = int(align.numel()), int((nonzero & ~ok).sum())
     return GradientAlignment(
         n=n,
         median=float(np.median(align.cpu().numpy())) if n else None,
         max=float(align.max()) if n else None,
         tolerance=tol,
         orthogonal=bool(float(align.max()) <= tol) if n else None,
+        n_rounding=n_rounding,
+        unmeasured=None if n or not n_rounding else (
+            f"the gradient of all {n_rounding} item slots is at rounding level (‖q‖‖∇_qL‖ at most "
+            f"{float((qn * gn)[nonzero].max()):.1e} beside a loss of {float(loss.detach()):.3g}), so it has no direction "
+            "to grade" + (": in one dimension a loss of q's direction alone (cosine) has a gradient of exactly 0"
+                          if q.shape[1] == 1 else "")
+        ),
     )
+
+
+def gradient_rounding_floor(loss: float, n_slots: int, dtype: torch.dtype) -> float:
+    """Below this ‖q_j‖·‖∇_{q_j}L‖ a slot's gradient is rounding, with no direction to grade.
+
+    A loss of q's direction alone has q·∇_qL = 0 exactly (Euler, degree 0), so what its
+    computed gradient shows along q is rounding, about eps·|L|/n per slot of an n-slot
+    batch mean. That rounding stays a tenth of the tolerance only while ‖q‖‖∇_qL‖ is at
+    least 10·eps/tolerance times |L|/n; below it, as in one dimension (where the cosine
+    loss's gradient is exactly 0, every vector being parallel to q), |cos(q, ∇_qL)| is
+    noise and would grade C4 violated.
+    """
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else torch.finfo(torch.float32).eps
+    return 10.0 * eps / tolerance(dtype) * abs(loss) / max(1, n_slots)

@@ -113,6 +113,8 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
     "c4_gradient_alignment.max": ("largest |cos(q, ∇_q L)|", "number"),
     "c4_gradient_alignment.tolerance": ("tolerance (orthogonal at or below it)", "number"),
     "c4_gradient_alignment.orthogonal": ("gradient orthogonal to the embedding (C4 holds)", "bool"),
+    "c4_gradient_alignment.n_rounding": ("item slots whose gradient is at rounding level (left out)", "count"),
+    "c4_gradient_alignment.unmeasured": ("why no item slot was graded", "text"),
     "errors.item_tower": ("item tower structure", "text"),
     "errors.c2": ("C2 second difference", "text"),
     "errors.c3": ("C3 cross Jacobian", "text"),

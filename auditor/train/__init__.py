@@ -14,6 +14,8 @@ without importing torch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 ITEM_ENCODERS = ("embedding", "onehot-linear", "dense-linear", "embedding-linear", "mlp")
 ENCODER_VIOLATES: dict[str, tuple[str, ...]] = {
     "embedding": (), "onehot-linear": (), "dense-linear": ("C3",), "embedding-linear": ("C2", "C3"),
@@ -32,6 +34,56 @@ CONDITION_SETTINGS = (
 """The rows of ``experiment conditions`` by name (:func:`auditor.train.experiments.condition_settings`)."""
 MITIGATION_SETTINGS = ("reference", "logq", "weight-decay", "adam")
 """The trained models of ``experiment mitigations`` by name (``auditor.mitigation.experiment``)."""
+SOFTMAX_LOSSES = ("infonce-cos", "infonce-dot")
+HIDDEN_ENCODERS = ("embedding-linear", "mlp", "transformer")
+"""The towers with a hidden layer (item embedding-linear and mlp, user mlp and transformer)."""
+HISTORY_ENCODERS = ("transformer",)
+"""The user towers over each user's recent items (:mod:`auditor.train.models` ``NEEDS_HISTORIES``)."""
+
+
+@dataclass(frozen=True)
+class Applies:
+    """When a training option does something: one of ``settings`` takes one of ``values``."""
+
+    settings: tuple[str, ...]
+    values: tuple[str, ...]
+    why: str
+    """What follows the option's flag in the usage error (``{setting}`` fields filled in)."""
+
+
+OPTION_APPLIES: dict[str, Applies] = {
+    "temperature": Applies(("loss",), SOFTMAX_LOSSES, "applies to the InfoNCE losses (infonce-cos, infonce-dot); "
+                           "--loss {loss} is pointwise and has no temperature"),
+    "logq": Applies(("loss",), SOFTMAX_LOSSES, "corrects in-batch softmax logits: use it with --loss infonce-cos or "
+                    "infonce-dot, not {loss} (pointwise, no softmax)"),
+    "momentum": Applies(("optimizer", "user_optimizer"), ("momentum",),
+                        "is the momentum of the 'momentum' optimizer, which neither tower uses (--optimizer "
+                        "{optimizer}, --user-optimizer {user_optimizer}): pass --optimizer momentum or "
+                        "--user-optimizer momentum"),
+    "hidden_dim": Applies(("item_encoder", "user_encoder"), HIDDEN_ENCODERS,
+                          "is the hidden width of the embedding-linear and mlp item towers and the mlp and "
+                          "transformer user towers; --item-encoder {item_encoder} and --user-encoder {user_encoder} "
+                          "have no hidden layer"),
+    "history_length": Applies(("user_encoder",), HISTORY_ENCODERS,
+                              "is the number of recent items the transformer user tower reads; --user-encoder "
+                              "{user_encoder} reads none"),
+}
+"""Which ``retrain`` option applies to which settings, in one place: an option given where
+it does nothing is a usage error naming it and why (``auditor.cli._training``)."""
+
+
+def inapplicable(option: str, settings: dict[str, object]) -> str | None:
+    """Why ``option`` does nothing with ``settings`` (None: it applies, or is always used).
+    ``user_optimizer`` None means the item tower's optimizer."""
+    rule = OPTION_APPLIES.get(option)
+    if rule is None:
+        return None
+    values = {**settings, "user_optimizer": settings.get("user_optimizer") or settings.get("optimizer")}
+    if any(values.get(name) in rule.values for name in rule.settings):
+        return None
+    return rule.why.format(**{name: values.get(name) for name in rule.settings})
+
+
 EXPERIMENTS = ("conditions", "lr-sweep", "mitigations")
 SPLITS = ("auto", "time", "random")
 

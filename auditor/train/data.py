@@ -17,7 +17,7 @@ import numpy as np
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InputError, InteractionsError, setting
 from auditor.values import ItemRows
-from auditor.loading.counting import count_item_ids
+from auditor.loading.counting import IdCounts, count_item_ids
 from auditor.loading.logs import open_log
 from auditor.values import LogSpec
 from auditor.loading.pairs import read_pairs
@@ -48,6 +48,8 @@ class TrainingData:
     """float32 (n_items, F) dense item features, when the source has them."""
     timestamps: np.ndarray | None = field(default=None, repr=False)
     """float64 (n,): the time of each interaction, when read (``with_time``)."""
+    warnings: tuple[str, ...] = ()
+    """What reading the log left out, to tell the user (rows with a blank id)."""
 
     def __post_init__(self) -> None:
         if self.users.shape != self.items.shape or self.users.ndim != 1:
@@ -81,10 +83,13 @@ class TrainingData:
         """int64 (n_users, length): each user's ``length`` most recent item rows.
 
         Right-aligned (most recent last); empty slots hold ``n_items`` (the padding row).
-        Interactions are taken to be in time order.
+        Recent means latest by ``timestamps`` (ties in log order) when the log's times were
+        read, else the log's own order (:meth:`history_order_warning` says so).
         """
-        # Row order is time order (the log's order); a stable sort by user keeps it.
-        order = np.argsort(self.users, kind="stable")
+        if self.timestamps is not None:  # by user, then time, then log order
+            order = np.lexsort((np.arange(len(self.users)), self.timestamps, self.users))
+        else:  # a stable sort by user keeps the log's order within each user
+            order = np.argsort(self.users, kind="stable")
         users, items = self.users[order], self.items[order]
         ends = np.cumsum(np.bincount(users, minlength=self.n_users))
         from_end = ends[users] - 1 - np.arange(len(users))  # 0 = most recent of that user
@@ -92,6 +97,15 @@ class TrainingData:
         hist = np.full((self.n_users, length), self.n_items, dtype=np.int64)
         hist[users[keep], length - 1 - from_end[keep]] = items[keep]
         return hist
+
+    def history_order_warning(self) -> str | None:
+        """What a history tower trained on this log should be told: a log read without its
+        times (it has no time column) orders each user's recent items by its rows."""
+        if self.timestamps is not None or self.description.get("kind") != "file":
+            return None
+        return (f"{self.description.get('path')} has no time column (timestamp, time, ts, datetime, ...; pass "
+                f"{setting('time_col')} NAME): each user's recent items for the transformer user tower are its last "
+                "rows in file order")
 
 
 def batch_starts(n_interactions: int, batch_size: int) -> list[int]:
@@ -226,7 +240,8 @@ def read_interactions(
     Formats and column detection are those of :mod:`auditor.loading.logs`
     (MovieLens ``u.data``/``ratings.dat``/``ratings.csv``, RecBole ``.inter``, Parquet,
     CSV/TSV). Item rows follow the raw item ids sorted ascending; user rows follow
-    first appearance in the log. Log order is taken as time order (for histories).
+    first appearance in the log; interactions keep the log's order (histories sort by
+    time when times are read, by that order when not).
 
     With ``with_time`` (or a ``time_col``), the time of each interaction is read too
     (:mod:`auditor.train.timestamps`; the column is found by its name when not given)
@@ -244,6 +259,12 @@ def read_interactions(
         raise InteractionsError(f"{path}: training needs at least 2 distinct items, found {counts.ids.size}")
     found = LogSpec(path, fmt, counts.user_col, counts.item_col)  # the columns the counting chose
     pairs = read_pairs(found, ItemRows(counts.ids, int(counts.ids.size)))
+    # The catalogue is the items of trainable rows: an item seen only beside a blank user
+    # would be a phantom item of frequency 0 (users come from the pairs already).
+    used = np.bincount(pairs.item_rows, minlength=counts.ids.size) > 0
+    item_ids, item_rows = counts.ids[used], (np.cumsum(used) - 1)[pairs.item_rows]
+    if item_ids.size < 2:
+        raise InteractionsError(f"{path}: training needs at least 2 distinct items, found {item_ids.size}")
     description = {
         "kind": "file",
         "path": str(path),
@@ -255,14 +276,49 @@ def read_interactions(
     times = _read_times(found, time_col, len(pairs), description) if with_time or time_col is not None else None
     return TrainingData(
         users=pairs.user_index.astype(np.int64, copy=False),
-        items=pairs.item_rows.astype(np.int64, copy=False),
+        items=item_rows.astype(np.int64, copy=False),
         n_users=int(pairs.user_ids.size),
-        n_items=int(counts.ids.size),
+        n_items=int(item_ids.size),
         user_ids=pairs.user_ids.tolist(),
-        item_ids=counts.ids.tolist(),
+        item_ids=item_ids.tolist(),
         description=description,
         timestamps=times,
+        warnings=_blank_ids_warning(found, counts, len(pairs)),
     )
+
+
+def _blank_ids_warning(log_spec: LogSpec, counts: IdCounts, n_pairs: int) -> tuple[str, ...]:
+    """The rows left out for a blank user or item id: how many, by column, and the first of
+    each (data rows counted from 1 after any header); none when every row has both ids."""
+    if not (counts.n_null_items or counts.n_null_users):
+        return ()
+    first_item, first_user = _first_blank_rows(log_spec, bool(counts.n_null_items), bool(counts.n_null_users))
+    parts = [f"{counts.n_null_items:,} with no item id (column {counts.item_col!r}, first at data row {first_item})"
+             if counts.n_null_items else "",
+             f"{counts.n_null_users:,} with no user id (column {counts.user_col!r}, first at data row {first_user})"
+             if counts.n_null_users else ""]
+    dropped = counts.n_null_items + counts.n_null_users
+    return (f"{log_spec.path}: {dropped:,} of {dropped + n_pairs:,} rows ({dropped / (dropped + n_pairs):.1%}) have a "
+            f"blank id and are left out of training and the catalogue: {'; '.join(p for p in parts if p)}",)
+
+
+def _first_blank_rows(log_spec: LogSpec, want_item: bool, want_user: bool) -> tuple[int | None, int | None]:
+    """The first data row (from 1) with a blank item id, and with a blank user id beside an
+    item id: a second pass, made only when the counting found such rows."""
+    log, seen = open_log(log_spec), 0
+    first_item: int | None = None
+    first_user: int | None = None
+    for items, users in log.batches(as_strings=True):
+        item_blank = np.asarray(items.is_null().to_numpy(zero_copy_only=False))
+        user_blank = np.asarray(users.is_null().to_numpy(zero_copy_only=False)) & ~item_blank if users is not None else None
+        if first_item is None and item_blank.any():
+            first_item = seen + 1 + int(np.argmax(item_blank))
+        if first_user is None and user_blank is not None and user_blank.any():
+            first_user = seen + 1 + int(np.argmax(user_blank))
+        seen += len(items)
+        if (first_item is not None or not want_item) and (first_user is not None or not want_user):
+            break
+    return first_item, first_user
 
 
 def _read_times(log_spec: LogSpec, time_col: str | None, n_pairs: int, description: dict[str, Any]) -> np.ndarray | None:

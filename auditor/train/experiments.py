@@ -27,6 +27,7 @@ from auditor.summaries import ANGLE_EDGES, ExperimentResult, ExperimentSizes
 from auditor.train.data import TrainingData, synthetic_interactions
 from auditor.train.grid import run_tasks
 from auditor.train.loop import TrainConfig, train
+from auditor.train.models import NEEDS_HISTORIES
 from auditor.train.measures import (
     aggregate,
     angle_summary,
@@ -130,6 +131,12 @@ class RunTask:
     sizes: ExperimentSizes
     overrides: dict[str, Any]
     seed: int
+
+
+def builds_histories(names: Sequence[str] | None, sizes: ExperimentSizes) -> bool:
+    """Whether the conditions grid's settings ``names`` (None: all) train a history user tower."""
+    return any(s.overrides.get("user_encoder") in NEEDS_HISTORIES for s in condition_settings(sizes)
+               if names is None or s.name in names)
 
 
 def run_data(sizes: ExperimentSizes, data: TrainingData | None, seed: int) -> TrainingData:

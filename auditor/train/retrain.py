@@ -14,6 +14,7 @@ from pathlib import Path
 
 from auditor.progress import SILENT, Progress
 from auditor.train.data import TrainingData
+from auditor.train.models import NEEDS_HISTORIES
 from auditor.train.loop import TrainConfig, TrainResult, save_checkpoint, train
 from auditor.train.split import HoldoutSplit, split_holdout
 from auditor.train.threads import set_threads
@@ -32,6 +33,10 @@ class Retrained:
     """Training time (reading, splitting and saving not counted)."""
     threads: int
     """torch threads the training used."""
+
+    def history_order_warning(self) -> str | None:
+        """The log's order stood in for time in the user tower's histories (it has no time column)."""
+        return self.data.history_order_warning() if self.result.config.user_encoder in NEEDS_HISTORIES else None
 
     @property
     def train_data(self) -> TrainingData:
@@ -52,15 +57,16 @@ def retrain(
 ) -> Retrained:
     """Train a two-tower model as ``config`` says and write its checkpoint to ``output``.
 
-    ``read(with_time)`` gives the interactions (with their times when the split needs
-    them). With ``holdout_fraction``, that share of each user's interactions is held out
+    ``read(with_time)`` gives the interactions (with their times when the split or the
+    user tower's histories need them). With ``holdout_fraction``, that share of each user's interactions is held out
     (:func:`~auditor.train.split.split_holdout` by ``split``, seeded by the config's
     seed), never trained on, and stored in the checkpoint. ``threads``: torch threads
     (None: :func:`~auditor.train.threads.set_threads`' default). Raises TrainingError
     (training diverged), InputError and the monitor's AlertTripped (``watch``).
     """
     n_threads = set_threads(threads)
-    data = read(holdout_fraction is not None and split != "random")
+    # times: for a time split, and for the recent items of a history tower (latest by time)
+    data = read((holdout_fraction is not None and split != "random") or config.user_encoder in NEEDS_HISTORIES)
     holdout = split_holdout(data, holdout_fraction, split, seed=config.seed) if holdout_fraction is not None else None
     tic = time.perf_counter()
     result = train(holdout.train if holdout is not None else data, config, progress=progress, watch=watch)

@@ -14,7 +14,10 @@ interaction) is dropped from the holdout, as are repeats within it: it could nev
 recommended to that user (served lists leave out training items) and it was trained on.
 So a user whose held-out interactions all repeat training pairs is not evaluated: the
 record counts the dropped repeats and those users (``n_users_without_holdout``), and
-``check`` of the checkpoint says both.
+``check`` of the checkpoint says both. When no pair is left at all (every user has one
+interaction, or every held-out interaction repeats), the split is still written: ``check``
+audits the model and lists accuracy as not measured, saying why
+(:func:`auditor.loading.recorded_split.empty_holdout_reason`).
 The training part keeps its log order, sorted by time when there are times (so the
 transformer user tower's histories are the latest items).
 """
@@ -53,6 +56,8 @@ class HoldoutSplit:
     """Interactions taken out of training (repeats included): with ``train``, the whole log."""
     n_users_without_holdout: int = 0
     """Users with two or more interactions whose held-out interactions were all repeats."""
+    n_users_single: int = 0
+    """Users with one interaction: they keep it for training and hold nothing out."""
 
     def record(self) -> dict[str, Any]:
         """What the checkpoint's config says about the split."""
@@ -66,6 +71,7 @@ class HoldoutSplit:
             "n_holdout_users": int(np.unique(self.holdout[:, 0]).size),
             "n_repeats_dropped": self.n_repeats_dropped,
             "n_users_without_holdout": self.n_users_without_holdout,
+            "n_users_one_interaction": self.n_users_single,
             "rule": "per user: floor(F*n), at least 1 when the user keeps one (RecBole ratio split)",
         }
         if self.method == "time":
@@ -131,7 +137,7 @@ def split_holdout(data: TrainingData, fraction: float, method: str = "auto", *, 
         n_interactions=int(train_rows.size),
     )
     return HoldoutSplit(train, pairs, float(fraction), method, seed, n_repeats, n_sampled, n - int(train_rows.size),
-                        emptied)
+                        emptied, int(np.count_nonzero(counts == 1)))
 
 
 def _drop_repeats(

@@ -83,15 +83,15 @@ def query_users(n_users: int, seed: int) -> torch.Tensor:
 
 def trace_row(record: TraceRecord) -> dict[str, float]:
     """``retrain``'s per-epoch trace row (the checkpoint's ``trace``) from the monitor's
-    epoch record: epoch, loss, spearman, mean_norm, seconds as always, then the
-    monitor's other figures; unmeasured figures are NaN."""
+    epoch record: epoch, loss, spearman, mean_norm and step as always, then the
+    monitor's other figures; unmeasured figures are NaN. No wall-clock time: the same
+    seed gives a byte-identical checkpoint (``--trace`` files keep each epoch's seconds)."""
     nan = math.nan
     row: dict[str, float] = {
         "epoch": record.epoch or 0,
         "loss": nan if record.loss is None else record.loss,
         "spearman": nan if record.spearman is None else record.spearman,
         "mean_norm": nan if record.mean_norm is None else record.mean_norm,
-        "seconds": nan if record.seconds is None else record.seconds,
         "step": record.step,
     }
     for name in ("loglog_slope", "angle_share_90_1", "angle_share_90_10", "angle_median", "growth_per_update",
