@@ -82,11 +82,11 @@ def why_unmeasured(name: str, report: Mapping[str, Any]) -> str:
     section not measured (the report's own reason), a ratio that is undefined (two zeros,
     signed figures), a CI without a bootstrap, an undefined correlation. One clause, to
     follow the gate in an error message."""
-    parsed = per_k_name(name, _list_measures_of(report))
+    parsed = per_k_name(name, list_measures_of(report))
     return _why_per_k(parsed, report) if parsed is not None else _why_alone(name, report)
 
 
-def _list_measures_of(report: Mapping[str, Any]) -> set[str]:
+def list_measures_of(report: Mapping[str, Any]) -> set[str]:
     """The list measures ``report`` measured (plugins' included) and the built-in ones."""
     cuts = ((report.get("retrieval") or {}).get("at") or {}).values()
     found = {measure for cut in cuts for scoring in cut.values() if isinstance(scoring, dict) for measure in scoring}
