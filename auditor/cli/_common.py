@@ -237,7 +237,7 @@ log_column_options = option_group(
 """--interactions-format, --user-col, --item-col."""
 
 frequencies_options = option_group(
-    click.option("--frequencies", type=PathArg, help="Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct users per item) in place of --interactions: frequency-norm and retrieval exposure need only counts; history queries, probe batches and seen-item filtering need the log (the report says what was not measured). --item-col names its id column."),
+    click.option("--frequencies", type=PathArg, help="Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct users per item) in place of --interactions: the frequency-norm figures, popularity and head/tail sets are the log's; retrieval then queries every user-table row with training items among the candidates (not the log's protocol, as the report and gate lines say); history queries, probe batches and seen-item filtering need the log (the report says what was not measured). --item-col names its id column."),
     click.option("--count-col", help="Count column of --frequencies (auto-detected: count, frequency, freq, interactions, ...)."),
     click.option("--user-count-col", help="Distinct-users column of --frequencies (optional; auto-detected: users, n_users, distinct_users, ...)."),
 )
