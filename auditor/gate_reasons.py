@@ -329,7 +329,8 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
             return "the training trace is of another model"
         return "the training trace holds no " + ("ρ" if name == "training_spearman" else "update angles (step records)")
     if name == "unsafe_globals":
-        return f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded"
+        return str(not_measured.get("replaced_globals") or  # a report written before the reason was recorded
+                   f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded")
     if name == "head_share_log":
         return f"measured for served lists ({setting('recommendations')}), alone or beside a model"
     if name == "severity_level":

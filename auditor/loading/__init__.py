@@ -66,10 +66,26 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
         raise PluginError(
             f"a popaudit_load_model plugin returned {type(bundle).__name__} for {path}, not a ModelBundle"
         )
+    if bundle.replaced_globals is None and not bundle.globals_unrecorded:  # not the built-in loader's
+        bundle.globals_unrecorded = _unrecorded_by(pm, bundle, from_hook)
     try:
         return finish_bundle(bundle, options)
     except AuditError as exc:  # a table or count a plugin's loader returned: say which plugins load models
         raise type(exc)(f"{exc}{_loaders_named(pm) if from_hook else ''}") from exc
+
+
+def _unrecorded_by(pm: pluggy.PluginManager, bundle: ModelBundle, from_hook: bool) -> str:
+    """Why a plugin's bundle has no ``replaced_globals``: the plugin's loader (or format
+    reader) did not report them (None: not recorded, the contract of plugins/README.md)."""
+    from auditor.plugins import BUILTIN_PREFIX
+
+    names = [impl.plugin_name for impl in pm.hook.popaudit_load_model.get_hookimpls()
+             if not impl.plugin_name.startswith(BUILTIN_PREFIX)] if from_hook else []
+    who = (f"plugin {names[0]!r}" if len(names) == 1 else "one of the plugins " + ", ".join(map(repr, names))
+           if names else "a plugin")
+    hook = "popaudit_load_model" if from_hook else f"model format {bundle.format!r}"
+    return (f"the model ({bundle.format!r}) was read by {who} ({hook}), which does not record the globals a pickle in "
+            "the file named (ModelBundle.replaced_globals None)")
 
 
 def _loaders_named(pm: pluggy.PluginManager) -> str:

@@ -502,6 +502,24 @@ CASES += [
     Case("check-plugin-tower-refuses-the-catalogue-batch", _small_batches_only, EXIT_OK, None, timeout=120),
 ]
 
+UNRECORDED_LOADER = HOOKIMPL + """import numpy as np
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    return ModelBundle(source=Path(path), format="rows_alone", item_table=np.load(path))
+"""
+
+CASES += [  # QA plugins F2: a loader that records no pickle globals is named, never "--trust-pickle"
+    Case("unsafe-globals-gate-on-a-plugin-loader", _plugin(UNRECORDED_LOADER, "--fail-on", "unsafe_globals>0"),
+         EXIT_ERROR, r"cannot evaluate --fail-on unsafe_globals>0: the model \('rows_alone'\) was read by plugin "
+                     r"'file:plug\.py' \(popaudit_load_model\), which does not record the globals",
+         absent=r"trust-pickle"),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
