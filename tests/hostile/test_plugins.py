@@ -519,6 +519,27 @@ CASES += [  # QA plugins F2: a loader that records no pickle globals is named, n
          absent=r"trust-pickle"),
 ]
 
+RAISING_COMMAND = """import click
+from auditor.cli._common import common_options
+from auditor.hookspecs import hookimpl
+
+
+@click.command("boom")
+@common_options
+def boom():
+    raise ZeroDivisionError("a plugin command's bug")
+
+
+@hookimpl
+def popaudit_cli_commands():
+    return [boom]
+"""
+
+CASES += [  # QA plugins F3: one Error line naming the plugin and the command, no traceback
+    Case("plugin-command-raises", _plugin(RAISING_COMMAND, command="boom"), EXIT_ERROR,
+         r"^Error: plugin 'file:plug\.py' failed in command boom: ZeroDivisionError: a plugin command's bug$"),
+]
+
 
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
