@@ -135,6 +135,10 @@ class ModelBundle:
     recorded by the loader that read the file (a full unpickle, or a plugin's loader
     that does not report them: plugins/README.md). A plugin that reads a pickle with
     ``auditor.loading.torch_archive.read_torch_file`` passes its ``placeholders`` here."""
+    loader: str = ""
+    """Who read the file, for messages: ``the built-in loader``, ``plugin 'file:x.py'
+    (popaudit_load_model)``; set by :func:`auditor.loading.load_model` ('' for a bundle
+    built by hand)."""
     globals_unrecorded: str = ""
     """Why ``replaced_globals`` is None, as the report and the ``unsafe_globals`` gate say it
     (set by popaudit's loading: the full unpickle, or the plugin loader that read the file)."""

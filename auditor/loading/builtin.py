@@ -28,6 +28,8 @@ def load_builtin(path: Path, options: LoadOptions) -> ModelBundle | None:
     if fmt is None or fmt.read is None:
         return None
     bundle = fmt.read(path, options)
+    if bundle is not None:
+        bundle.loader = "the built-in loader"
     if bundle is not None and bundle.replaced_globals is None:
         if fmt.pickle_free:
             bundle.replaced_globals = {}

@@ -540,6 +540,22 @@ CASES += [  # QA plugins F3: one Error line naming the plugin and the command, n
          r"^Error: plugin 'file:plug\.py' failed in command boom: ZeroDivisionError: a plugin command's bug$"),
 ]
 
+INTEGER_LOADER = HOOKIMPL + """import numpy as np
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    return ModelBundle(source=Path(path), format="rounded", item_table=np.rint(4 * np.load(path)).astype(np.int32))
+"""
+
+CASES += [  # QA plugins F4: an integer item table is refused, never its truncated norms audited
+    Case("plugin-integer-item-table", _plugin(INTEGER_LOADER, "--json", "r.json"), EXIT_ERROR,
+         r"item table in items\.npy holds integer values \(int32\); a model's tables must be floating point.*"
+         r"plugin 'file:plug\.py' implements"),
+]
+
 
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
