@@ -336,5 +336,9 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     if name == "severity_level":
         reasons = [str(not_measured[key]) for key in ("frequency_norm", "retrieval", "served") if not_measured.get(key)]
         return "nothing graded the severity (the verdict's assessed is false)" + (f": {reasons[0]}" if reasons else "")
+    if name not in not_measured and name not in BASE_METRICS and name not in (report.get("measures") or {}):
+        # Not null: absent. No measure of that name was registered in that run (a plugin not loaded there).
+        return (f"no measure named {name} was registered in its audit (a plugin's measure whose plugin that run did "
+                f"not load; {setting('plugins')} PATH loads it): the name is absent from the report, not null")
     return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no finite number in this "
                "run (None, NaN or an infinite value: null in the JSON report, which no gate compares)")
