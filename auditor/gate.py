@@ -37,9 +37,10 @@ from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.flat import metric_names
 from auditor.gate_reasons import (
-    per_k_name, well_formed, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
+    list_measures_of, per_k_name, well_formed, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
 from auditor.harm import EDGE_SLACK
+from auditor.protocol import protocol_clause
 from auditor.sections import SERVED
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
@@ -268,3 +269,29 @@ def approximate_gates(gates: Iterable[Gate], metrics: Mapping[str, Any]) -> dict
             # Either way: HNSW can pass more of the head than exact search, IVF less (sections.APPROXIMATE_ERROR).
             said[gate] = f"approximate (recall@{name.k} {recall:.3f}, can err either way)"
     return said
+
+
+def protocol_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gate, str]:
+    """The gates whose figure is of the model's own lists measured under another protocol
+    than the training log's (:mod:`auditor.protocol`: counts for the log, a query file),
+    each with how its line says so, read from the JSON ``report``; they still evaluate."""
+    clause = protocol_clause(((report.get("retrieval") or {}).get("population") or {}).get("seen_items"))
+    if clause is None:
+        return {}
+    measures = list_measures_of(report)
+    said = {}
+    for gate in gates:
+        name = per_k_name(gate.metric, measures)
+        if name is None or name.scoring == SERVED or (name.measure == "recall" and name.scoring is None):
+            continue  # not of the model's lists (served lists, an index's own recall)
+        said[gate] = clause
+    return said
+
+
+def gate_notes(gates: Sequence[Gate], metrics: Mapping[str, Any], report: Mapping[str, Any]) -> dict[Gate, str]:
+    """What each gate's line adds (:func:`approximate_gates`, :func:`protocol_gates`), joined."""
+    notes: dict[Gate, list[str]] = {}
+    for said in (approximate_gates(gates, metrics), protocol_gates(gates, report)):
+        for gate, note in said.items():
+            notes.setdefault(gate, []).append(note)
+    return {gate: ", ".join(parts) for gate, parts in notes.items()}

@@ -82,11 +82,11 @@ def why_unmeasured(name: str, report: Mapping[str, Any]) -> str:
     section not measured (the report's own reason), a ratio that is undefined (two zeros,
     signed figures), a CI without a bootstrap, an undefined correlation. One clause, to
     follow the gate in an error message."""
-    parsed = per_k_name(name, _list_measures_of(report))
+    parsed = per_k_name(name, list_measures_of(report))
     return _why_per_k(parsed, report) if parsed is not None else _why_alone(name, report)
 
 
-def _list_measures_of(report: Mapping[str, Any]) -> set[str]:
+def list_measures_of(report: Mapping[str, Any]) -> set[str]:
     """The list measures ``report`` measured (plugins' included) and the built-in ones."""
     cuts = ((report.get("retrieval") or {}).get("at") or {}).values()
     found = {measure for cut in cuts for scoring in cut.values() if isinstance(scoring, dict) for measure in scoring}
@@ -367,11 +367,16 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
             return "the training trace is of another model"
         return "the training trace holds no " + ("ρ" if name == "training_spearman" else "update angles (step records)")
     if name == "unsafe_globals":
-        return f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded"
+        return str(not_measured.get("replaced_globals") or  # a report written before the reason was recorded
+                   f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded")
     if name == "head_share_log":
         return f"measured for served lists ({setting('recommendations')}), alone or beside a model"
     if name == "severity_level":
         reasons = [str(not_measured[key]) for key in ("frequency_norm", "retrieval", "served") if not_measured.get(key)]
         return "nothing graded the severity (the verdict's assessed is false)" + (f": {reasons[0]}" if reasons else "")
+    if name not in not_measured and name not in BASE_METRICS and name not in (report.get("measures") or {}):
+        # Not null: absent. No measure of that name was registered in that run (a plugin not loaded there).
+        return (f"no measure named {name} was registered in its audit (a plugin's measure whose plugin that run did "
+                f"not load; {setting('plugins')} PATH loads it): the name is absent from the report, not null")
     return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no finite number in this "
                "run (None, NaN or an infinite value: null in the JSON report, which no gate compares)")

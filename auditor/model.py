@@ -131,8 +131,17 @@ class ModelBundle:
     warnings: list[str] = field(default_factory=list)
     replaced_globals: dict[str, int] | None = None
     """Globals the file's pickle named that popaudit replaced by inert placeholders ->
-    count; {} for files the built-in readers read with no such global (or no pickle);
-    None when unknown (a plugin's loader, a full unpickle)."""
+    count; {} for a file read with no such global (or holding no pickle); None: not
+    recorded by the loader that read the file (a full unpickle, or a plugin's loader
+    that does not report them: plugins/README.md). A plugin that reads a pickle with
+    ``auditor.loading.torch_archive.read_torch_file`` passes its ``placeholders`` here."""
+    loader: str = ""
+    """Who read the file, for messages: ``the built-in loader``, ``plugin 'file:x.py'
+    (popaudit_load_model)``; set by :func:`auditor.loading.load_model` ('' for a bundle
+    built by hand)."""
+    globals_unrecorded: str = ""
+    """Why ``replaced_globals`` is None, as the report and the ``unsafe_globals`` gate say it
+    (set by popaudit's loading: the full unpickle, or the plugin loader that read the file)."""
     item_bias_key: str | None = None
     """Where ``item_biases`` came from in the file (a state-dict key such as
     ``item_bias.weight``, implicit's ``item_factors[:, 8]``), for the report."""

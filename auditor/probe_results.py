@@ -270,6 +270,8 @@ class ProbeOutcome:
     gradient_alignment: GradientAlignment | None = None
     update: UpdateProbe | None = None
     errors: Mapping[ProbeKey, ProbeFailure] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    """What the probes found beside their figures (the loader's table is not the encoder's outputs)."""
 
     def error(self, key: ProbeKey) -> str | None:
         """The failure message of probe ``key``, or None when it ran."""

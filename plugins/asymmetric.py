@@ -187,6 +187,7 @@ def bundle_from_checkpoint(checkpoint: Mapping[str, Any], path: Path) -> ModelBu
     return ModelBundle(
         source=path,
         format=FORMAT,
+        replaced_globals={},  # torch.load(weights_only=True) refuses any global outside torch's allow-list
         item_table=module.item_embedding.weight.detach().numpy().astype(np.float32).copy(),
         item_key="item_embedding.weight",
         user_table=users,

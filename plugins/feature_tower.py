@@ -190,6 +190,7 @@ def bundle_from_checkpoint(checkpoint: Mapping[str, Any], path: Path) -> ModelBu
     return ModelBundle(
         source=path,
         format=FORMAT,
+        replaced_globals={},  # torch.load(weights_only=True) refuses any global outside torch's allow-list
         item_table=items,
         item_key="item_tower",
         user_table=users,

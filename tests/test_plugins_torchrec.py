@@ -168,3 +168,38 @@ def test_other_files_pass_to_the_builtin_loader(tmp_path: Path) -> None:
     # Embedding-bag keys without a `tables` entry are the built-in loader's too.
     torch.save({"embedding_bags.t_item.weight": torch.ones(4, 2)}, path)
     assert load(path).format != "torchrec"
+
+
+class _RunsCode:
+    """A pickled object whose unpickling would run ``os.system`` (never run: the reader replaces it)."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("true",))
+
+
+@pytest.mark.usefixtures("torchrec_installed")
+def test_the_pickle_globals_it_replaced_reach_the_report_and_the_gate(tmp_path: Path) -> None:
+    """QA plugins F2: the torchrec loader passes its reader's placeholders on, as the
+    built-in loader does: the hostile global is listed, warned and gated (exit 3 where it
+    was an error claiming --trust-pickle), and a clean file gates 0."""
+    from auditor.audit import run_audit
+    from auditor.config import AuditConfig
+    from auditor.gate import evaluate_gates, gates_for
+
+    hostile, clean = tmp_path / "hostile.pt", tmp_path / "clean.pt"
+    torchrec_checkpoint(hostile, note=_RunsCode())
+    torchrec_checkpoint(clean)
+    gates = gates_for(["unsafe_globals>0"], (5,))
+    for path, unsafe in ((hostile, 1.0), (clean, 0.0)):
+        config = AuditConfig(model=path, retrieval=False, probes=False, bootstrap=0, ks=(5,))
+        result = run_audit(config, pm=get_plugin_manager())
+        report = result.to_dict()
+        assert report["inputs"]["format"] == "torchrec"
+        [outcome] = evaluate_gates(gates, result.flat_metrics())
+        assert outcome.value == unsafe and outcome.tripped is bool(unsafe)  # before: None, an error
+        assert "replaced_globals" not in report["not_measured"]
+    assert report["replaced_globals"] == []
+    hostile_report = run_audit(AuditConfig(model=hostile, retrieval=False, probes=False, bootstrap=0, ks=(5,)),
+                               pm=get_plugin_manager()).to_dict()
+    assert hostile_report["replaced_globals"] == [{"name": "posix.system", "severity": "runs-code", "count": 1}]
+    assert any("posix.system" in w for w in hostile_report["warnings"])

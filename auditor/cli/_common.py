@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -73,8 +74,17 @@ class FilePath(click.Path):
 PathArg = FilePath(path_type=Path, dir_okay=False)
 
 
+PLUGIN_COMMAND = "popaudit.plugin_command"
+"""``ctx.meta`` key: (plugin, command) of the plugin command running, whose failures name
+the plugin (set by :func:`~auditor.cli._group.plugin_commands`)."""
+
+
 def common_options(command: F) -> F:
-    """Add ``--plugin`` and ``--debug`` and turn AuditError into ``Error: ...`` + exit code."""
+    """Add ``--plugin`` and ``--debug`` and turn failures into ``Error: ...`` + exit code
+    (:func:`command_failed`). The command gets ``plugins`` (the ``--plugin`` paths) when it
+    has a parameter of that name or ``**kwargs``: a plugin command that needs none takes none."""
+    parameters = inspect.signature(command).parameters.values()
+    takes_plugins = any(p.name == "plugins" or p.kind is p.VAR_KEYWORD for p in parameters)
 
     @click.option(
         "--plugin",
@@ -86,26 +96,45 @@ def common_options(command: F) -> F:
     @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
     @functools.wraps(command)
     def wrapper(*args: Any, debug: bool = False, **kwargs: Any) -> Any:
+        if not takes_plugins:
+            kwargs.pop("plugins", None)
         try:
             return command(*args, **kwargs)
-        except AuditError as exc:
-            if debug:
-                raise
-            if exc.exit_code == 3:  # a tripped alert is no error: said as check says a tripped gate
-                click.secho(str(exc), err=True, fg="red")
-                sys.exit(3)
-            fail(str(exc), exc.exit_code)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-        except (MemoryError, OSError) as exc:
-            if debug:
-                raise
-            fail(f"{type(exc).__name__}: {exc}", 1)
+        except (Exception, KeyboardInterrupt) as exc:
+            command_failed(exc, debug)
 
     return wrapper  # type: ignore[return-value]
 
 
-def fail(message: str, code: int = 1) -> None:
+def command_failed(exc: BaseException, debug: bool) -> NoReturn:
+    """The one error policy of every command: an AuditError is ``Error: ...`` with its exit
+    code (a tripped alert, 3, said as a tripped gate), Ctrl-C exit 130, MemoryError and
+    OSError exit 1; anything else a plugin command raised is ``Error: plugin 'NAME'
+    failed in command CMD: Type: message`` (exit 1, as a failing hook is said), and a
+    built-in's other exception, a bug, propagates. ``debug``: the traceback instead
+    (Ctrl-C aside). click's own exceptions (usage errors, ``ctx.exit``) pass through."""
+    if isinstance(exc, KeyboardInterrupt):
+        fail("interrupted", 130)
+    if debug or isinstance(exc, (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort)):
+        raise exc
+    context = click.get_current_context(silent=True)
+    owner = None if context is None else context.meta.get(PLUGIN_COMMAND)
+    said = "" if owner is None else f"plugin {owner[0]!r} (command {owner[1]}): "
+    if isinstance(exc, AuditError):
+        if exc.exit_code == 3:  # a tripped alert is no error: said as check says a tripped gate
+            click.secho(said + str(exc), err=True, fg="red")
+            sys.exit(3)
+        fail(said + str(exc), exc.exit_code)
+    if owner is not None:
+        from auditor.plugins.manager import describe_failure  # loaded already: the plugin's command came from it
+
+        fail(f"plugin {owner[0]!r} failed in command {owner[1]}: {describe_failure(exc)}", 1)
+    if isinstance(exc, (MemoryError, OSError)):
+        fail(f"{type(exc).__name__}: {exc}", 1)
+    raise exc
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``Error: message`` on stderr and exit with ``code``."""
     click.echo(f"Error: {message}", err=True)
     sys.exit(code)
@@ -237,7 +266,7 @@ log_column_options = option_group(
 """--interactions-format, --user-col, --item-col."""
 
 frequencies_options = option_group(
-    click.option("--frequencies", type=PathArg, help="Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct users per item) in place of --interactions: frequency-norm and retrieval exposure need only counts; history queries, probe batches and seen-item filtering need the log (the report says what was not measured). --item-col names its id column."),
+    click.option("--frequencies", type=PathArg, help="Item counts computed elsewhere (Parquet/CSV: item id, count, optionally distinct users per item) in place of --interactions: the frequency-norm figures, popularity and head/tail sets are the log's; retrieval then queries every user-table row with training items among the candidates (not the log's protocol, as the report and gate lines say); history queries, probe batches and seen-item filtering need the log (the report says what was not measured). --item-col names its id column."),
     click.option("--count-col", help="Count column of --frequencies (auto-detected: count, frequency, freq, interactions, ...)."),
     click.option("--user-count-col", help="Distinct-users column of --frequencies (optional; auto-detected: users, n_users, distinct_users, ...)."),
 )

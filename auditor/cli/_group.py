@@ -12,6 +12,7 @@ the command).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -137,5 +138,29 @@ def plugin_commands(plugin_paths: Any, *, builtin_names: Any = ()) -> dict[str, 
                     f"and plugin {result.plugin!r}"
                 )
             owners[command.name] = result.plugin
-            commands[command.name] = command
+            commands[command.name] = _owned(command, result.plugin)
     return commands
+
+
+def _owned(command: click.Command, plugin: str) -> click.Command:
+    """``command`` with its failures named after ``plugin``: one ``Error:`` line, decorated
+    with ``common_options`` or not (:func:`~auditor.cli._common.command_failed`; ``--debug``
+    where the command has it: the traceback). Wrapped once, however often it is listed."""
+    callback = command.callback
+    if callback is None or getattr(callback, "popaudit_plugin", None) is not None:
+        return command
+
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from auditor.cli._common import PLUGIN_COMMAND, command_failed
+
+        context = click.get_current_context()
+        context.meta[PLUGIN_COMMAND] = (plugin, command.name)
+        try:
+            return callback(*args, **kwargs)
+        except (Exception, KeyboardInterrupt) as exc:
+            command_failed(exc, bool(context.params.get("debug")))
+
+    setattr(run, "popaudit_plugin", plugin)
+    command.callback = run
+    return command

@@ -226,13 +226,14 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest, defaults: 
     """Each gate that trips for an audited row, said on stderr; True when any did.
     GateError when no audited row measured a gate's metric."""
     from auditor.batch.jobs import row_title
-    from auditor.gate import approximate_gates, evaluate_gates, require_measured
+    from auditor.gate import evaluate_gates, gate_notes, require_measured
 
     records = table.to_pylist()
     audited = [record for record in records if record["status"] == "ok"]
     runs = [evaluate_gates(gates, record) for record in audited]
     for record, outcomes in zip(audited, runs):
-        said = approximate_gates(gates, record)
+        tripped = any(gate.tripped for gate in outcomes)  # a row's report is read only for a line to print
+        said = gate_notes(gates, record, json.loads(record.get("report_json") or "{}")) if tripped else {}
         for gate in outcomes:
             if gate.tripped:
                 stderr.print(

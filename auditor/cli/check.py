@@ -164,7 +164,7 @@ def _say_gates(outcomes: list[Any], audited: _Audited, quiet: bool) -> None:
     """Each gate's line on stderr (with -q, the tripped ones alone)."""
     for outcome in outcomes:
         if outcome.tripped or not quiet:
-            said = audited.approximate.get(outcome.gate)
+            said = audited.gate_notes.get(outcome.gate)
             stderr.print(f"gate {outcome.describe()}" + (f", {said}" if said else ""),
                          style="red" if outcome.tripped else None)
 
@@ -231,8 +231,8 @@ class _Audited:
     """The verdict's CI gate (:attr:`~auditor.result.Verdict.gate`), which ``Next:`` suggests."""
     reasons: dict[Any, str] = field(default_factory=dict)
     """Why each gate without a value has none (:func:`~auditor.gate.unmeasured_reasons`)."""
-    approximate: dict[Any, str] = field(default_factory=dict)
-    """The gates whose figures an approximate index's lists gave, and how they are said (:func:`~auditor.gate.approximate_gates`)."""
+    gate_notes: dict[Any, str] = field(default_factory=dict)
+    """What each gate's line adds: an approximate index's lists, another protocol than the log's (:func:`~auditor.gate.gate_notes`)."""
 
 
 def _audit(job: _Job) -> _Audited:
@@ -241,7 +241,7 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
         # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
         from auditor.cli._group import plugin_commands
-        from auditor.gate import approximate_gates, gates_for, refuse_unread, unmeasured_reasons
+        from auditor.gate import gate_notes, gates_for, refuse_unread, unmeasured_reasons
         from auditor.plugins import collect_measures, get_plugin_manager
         from auditor.plugin_api import RenderContext
         from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
@@ -287,13 +287,14 @@ def _audit(job: _Job) -> _Audited:
     if report_to_stdout(job.files["-o"], job.fmt, job.quiet):
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
     metrics = result.flat_metrics()
-    reasons = unmeasured_reasons(gates, metrics, result.to_dict)
-    said = approximate_gates(gates, metrics)
+    made = result.to_dict() if gates else {}
+    reasons = unmeasured_reasons(gates, metrics, lambda: made)
+    said = gate_notes(gates, metrics, made)
     if not job.mlflow:
-        return _Audited(files, stdout, metrics, gates, gate=result.verdict.gate, reasons=reasons, approximate=said)
+        return _Audited(files, stdout, metrics, gates, gate=result.verdict.gate, reasons=reasons, gate_notes=said)
     logged = {fmt: render(result, fmt, pm, RenderContext(color=False, width=job.width)) for fmt in REPORT_FORMATS}
     return _Audited(files, stdout, metrics, gates, result, logged, gate=result.verdict.gate, reasons=reasons,
-                    approximate=said)
+                    gate_notes=said)
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,

@@ -141,6 +141,7 @@ def _probes(
             not_run = ProbesNotRun("failed", str(exc))
             warnings.append(not_run.describe())
         else:
+            warnings.extend(probe.warnings)
             warnings.extend(
                 f"probe {key} could not run: {failure.message}"
                 for key, failure in probe.errors.items() if not failure.skipped

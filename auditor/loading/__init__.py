@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.config import LoadOptions
-from auditor.errors import AuditError, IdMappingError, ModelLoadError, PluginError, setting
+from auditor.errors import AuditError, EmbeddingTableError, IdMappingError, ModelLoadError, PluginError, setting
 from auditor.lazy_names import imported_on_first_use
 from auditor.model import ModelBundle
 
@@ -66,10 +66,30 @@ def load_model(path: Path, options: LoadOptions, pm: pluggy.PluginManager | None
         raise PluginError(
             f"a popaudit_load_model plugin returned {type(bundle).__name__} for {path}, not a ModelBundle"
         )
+    if not bundle.loader:  # not the built-in loader's
+        bundle.loader = _plugin_loader(pm, bundle, from_hook)
+    if bundle.replaced_globals is None and not bundle.globals_unrecorded:
+        bundle.globals_unrecorded = (f"the model ({bundle.format!r}) was read by {bundle.loader}, which does not "
+                                     "record the globals a pickle in the file named (ModelBundle.replaced_globals None)")
     try:
         return finish_bundle(bundle, options)
     except AuditError as exc:  # a table or count a plugin's loader returned: say which plugins load models
         raise type(exc)(f"{exc}{_loaders_named(pm) if from_hook else ''}") from exc
+
+
+def _plugin_loader(pm: pluggy.PluginManager, bundle: ModelBundle, from_hook: bool) -> str:
+    """Which plugin read the file, for messages: the third-party ``popaudit_load_model``
+    implementation (all of them when several are installed: the first answer wins, unseen),
+    or a plugin format's reader."""
+    from auditor.plugins import BUILTIN_PREFIX
+
+    if not from_hook:
+        return f"the reader of plugin format {bundle.format!r}"
+    names = [impl.plugin_name for impl in pm.hook.popaudit_load_model.get_hookimpls()
+             if not impl.plugin_name.startswith(BUILTIN_PREFIX)]
+    who = (f"plugin {names[0]!r}" if len(names) == 1 else "one of the plugins " + ", ".join(map(repr, names))
+           if names else "a plugin")
+    return f"{who} (popaudit_load_model)"
 
 
 def _loaders_named(pm: pluggy.PluginManager) -> str:
@@ -148,8 +168,10 @@ def _as_float32(table: object, what: str, source: str) -> np.ndarray:
     import numpy as np
 
     arr = np.asarray(table)
-    if arr.dtype.kind not in "fiu":
-        raise ModelLoadError(f"{what} in {source} holds {arr.dtype} values, not numbers")
+    if arr.dtype.kind != "f":  # integers would audit truncated norms silently: the readers convert what they read
+        kind = "integer" if arr.dtype.kind in "iu" else "non-numeric"
+        raise EmbeddingTableError(f"{what} in {source} holds {kind} values ({arr.dtype}); a model's tables must be "
+                                  "floating point (float32: the item encoder's outputs for a custom tower)")
     if arr.dtype != np.float32 or not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr, dtype=np.float32)
     return arr

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from auditor.config import LoadOptions
-from auditor.errors import ModelLoadError
+from auditor.errors import ModelLoadError, setting
 from auditor.hookspecs import hookimpl
 from auditor.loading.formats import BUILTIN_FORMATS, SUPPORTED_FORMATS, detect_format, detect_kind
 from auditor.model import ModelBundle
@@ -28,8 +28,16 @@ def load_builtin(path: Path, options: LoadOptions) -> ModelBundle | None:
     if fmt is None or fmt.read is None:
         return None
     bundle = fmt.read(path, options)
-    if bundle is not None and bundle.replaced_globals is None and fmt.pickle_free:
-        bundle.replaced_globals = {}
+    if bundle is not None:
+        bundle.loader = "the built-in loader"
+    if bundle is not None and bundle.replaced_globals is None:
+        if fmt.pickle_free:
+            bundle.replaced_globals = {}
+        else:  # the built-in readers record them but for --trust-pickle's full unpickle
+            bundle.globals_unrecorded = (
+                f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not "
+                "recorded" if options.trust_pickle else f"the built-in {fmt.name!r} reader did not record the "
+                "globals a pickle in the file named")
     return bundle
 
 

@@ -122,6 +122,8 @@ def load_inputs(
     evaluation = recbole_evaluation(bundle, config) if reproduces_split(bundle, config) else None
     found_globals = replaced_globals(bundle.replaced_globals)  # what a pickle tried
     inputs = AuditInputs(bundle, None, None, None, None, found_globals, list(bundle.warnings), recbole=evaluation)
+    if found_globals is None:  # the unsafe_globals gate and the report say why
+        inputs.not_measured["replaced_globals"] = bundle.globals_unrecorded or "the loader did not record them"
     if (other := other_dataset_note(bundle, config)) is not None:
         inputs.warnings.insert(0, other)
     inputs.written_back = written_back(model_formats(pm), bundle.format)

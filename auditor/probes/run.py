@@ -20,6 +20,7 @@ from auditor.probes.sampling import sample_batches
 from auditor.probes.structure import item_tower_layers
 from auditor.probes.rows_read import rows_read
 from auditor.probes.supports import support_search
+from auditor.probes.table_agreement import table_disagreement
 from auditor.probes.update import update_step
 from auditor.progress import SILENT, Progress
 
@@ -71,6 +72,7 @@ def run_probes(
     jac_rows = curve_rows[torch.as_tensor(rng.choice(len(curve_rows), size=n_jac, replace=False))]
     extra = rng.choice(n_items, size=min(n_extra_items, n_items), replace=False).astype(np.int64)
     errors: dict[ProbeKey, ProbeFailure] = {}
+    disagreement = table_disagreement(live, module, bundle, np.sort(extra))  # rows the update step encodes too
     with progress.track("numeric probes", 5) as advance:
         layers = _attempt(errors, "item_tower", lambda: item_tower_layers(live, module))
         layers = _with_rows_read(live, module, layers, n_items)
@@ -93,6 +95,7 @@ def run_probes(
         batch_source=batches[0].source, batch_size=int(len(batches[0].items)),
         layers=layers, second_difference=second, cross_jacobian=cross,
         gradient_alignment=alignment, update=update, errors=errors,
+        warnings=(disagreement,) if disagreement else (),
     )
 
 

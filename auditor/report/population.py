@@ -4,6 +4,7 @@ and the verdict are over (docs/measures.md, "Query population")."""
 from __future__ import annotations
 
 from auditor.errors import setting
+from auditor.protocol import other_protocol
 from auditor.report.formatting import fmt_num
 from auditor.result import Retrieval
 
@@ -27,6 +28,9 @@ def population_rows(retrieval: Retrieval) -> list[tuple[str, str]]:
         ("queries", drawn + (f" (sampled, seed {population.seed})" if population.sampled else "")),
         ("training items", SEEN_ITEMS.get(population.seen_items, population.seen_items)),
     ]
+    protocol = other_protocol(population.seen_items, population.source)
+    if protocol:  # the figures below are not the log's: said beside them, in every format
+        rows.append(("protocol", protocol))
     if population.n_untrained_user_rows:
         rows.append(("user-table rows not queried (never in the training log)",
                      fmt_num(population.n_untrained_user_rows)))

@@ -41,6 +41,7 @@ from auditor.metrics.user_measures import group_definitions, group_table, tied_g
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
+from auditor.protocol import UNKNOWN, other_protocol
 from auditor.sections import APPROXIMATE_ERROR, OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, RECALL_FLOOR, SERVED
 from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
 from auditor.retrieval.approximate import preflight_note, sampled_head_error
@@ -367,8 +368,7 @@ def _definitions(
         "excluded": "each query's training items are never served (as a deployed recommender serves)",
         "kept": f"training items stay among the candidates ({setting('keep_seen')}), so PopRSP and PopREO count "
                 "them in their denominators (no − T_u)",
-        "unknown": "training items could not be excluded (the queries' users or their training items are unknown)",
-    }[population.seen_items]
+    }.get(population.seen_items) or f"training items could not be excluded: {other_protocol(UNKNOWN, population.source)}"
     definitions = {m.name: m.definition for m in list_measures}
     definitions.update(
         overlap_dot_cosine=OVERLAP_DEFINITION,

@@ -165,6 +165,11 @@ CASES = [
          r"cannot evaluate --fail-on spearman\.rel>0\.1: relative change undefined: the base value is 0"),
     Case("gate-tripped", pair(report(0.6), "--fail-on", "spearman.delta>0.05", "--json", "d.json",
                               outputs=("d.json",)), EXIT_GATE, None, stderr=r"gate spearman\.delta>0\.05"),
+    # QA plugins F5: a plugin measure the base run did not load is absent, not a null it returned.
+    Case("gate-on-a-measure-absent-from-base", pair(report(0.6, measures={"norm_gini": 0.2}), "--fail-on",
+                                                     "norm_gini.delta>0", base=report(measures={})), EXIT_ERROR,
+         r"cannot evaluate --fail-on norm_gini\.delta>0: only the new report measured it.*\(the base report: no "
+         r"measure named norm_gini was registered in its audit", absent=r"returned no finite number"),
     Case("compared", pair(report(0.6), "--format", "markdown"), EXIT_OK, None,
          stdout=r"\| spearman \| 0\.5000 \| 0\.6000 \| \+0\.1000 \| \+20\.0% \| more bias \|"),
 ]

@@ -502,6 +502,61 @@ CASES += [
     Case("check-plugin-tower-refuses-the-catalogue-batch", _small_batches_only, EXIT_OK, None, timeout=120),
 ]
 
+UNRECORDED_LOADER = HOOKIMPL + """import numpy as np
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    return ModelBundle(source=Path(path), format="rows_alone", item_table=np.load(path))
+"""
+
+CASES += [  # QA plugins F2: a loader that records no pickle globals is named, never "--trust-pickle"
+    Case("unsafe-globals-gate-on-a-plugin-loader", _plugin(UNRECORDED_LOADER, "--fail-on", "unsafe_globals>0"),
+         EXIT_ERROR, r"cannot evaluate --fail-on unsafe_globals>0: the model \('rows_alone'\) was read by plugin "
+                     r"'file:plug\.py' \(popaudit_load_model\), which does not record the globals",
+         absent=r"trust-pickle"),
+]
+
+RAISING_COMMAND = """import click
+from auditor.cli._common import common_options
+from auditor.hookspecs import hookimpl
+
+
+@click.command("boom")
+@common_options
+def boom():
+    raise ZeroDivisionError("a plugin command's bug")
+
+
+@hookimpl
+def popaudit_cli_commands():
+    return [boom]
+"""
+
+CASES += [  # QA plugins F3: one Error line naming the plugin and the command, no traceback
+    Case("plugin-command-raises", _plugin(RAISING_COMMAND, command="boom"), EXIT_ERROR,
+         r"^Error: plugin 'file:plug\.py' failed in command boom: ZeroDivisionError: a plugin command's bug$"),
+]
+
+INTEGER_LOADER = HOOKIMPL + """import numpy as np
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    return ModelBundle(source=Path(path), format="rounded", item_table=np.rint(4 * np.load(path)).astype(np.int32))
+"""
+
+CASES += [  # QA plugins F4: an integer item table is refused, never its truncated norms audited
+    Case("plugin-integer-item-table", _plugin(INTEGER_LOADER, "--json", "r.json"), EXIT_ERROR,
+         r"item table in items\.npy holds integer values \(int32\); a model's tables must be floating point.*"
+         r"plugin 'file:plug\.py' implements"),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)

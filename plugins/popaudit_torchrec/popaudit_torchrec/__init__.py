@@ -67,10 +67,15 @@ class Table:
 @hookimpl
 def popaudit_load_model(path: Path, options: LoadOptions) -> ModelBundle | None:
     """Read a TorchRec embedding-collection checkpoint; None for any other file."""
-    checkpoint = _read(Path(path))
-    if checkpoint is None:
+    found = _read(Path(path))
+    if found is None:
         return None
-    return bundle_from_checkpoint(checkpoint, Path(path), options)
+    checkpoint, placeholders = found
+    bundle = bundle_from_checkpoint(checkpoint, Path(path), options)
+    # What the restricted reader replaced (posix.system, a pickled class): the report lists
+    # them, warns of those that run code, and --fail-on 'unsafe_globals>0' reads them.
+    bundle.replaced_globals = placeholders
+    return bundle
 
 
 def bundle_from_checkpoint(checkpoint: Mapping[str, Any], path: Path, options: LoadOptions) -> ModelBundle:
@@ -198,9 +203,10 @@ def _state_dict(checkpoint: Mapping[str, Any]) -> Mapping[str, Any]:
     return checkpoint
 
 
-def _read(path: Path) -> Mapping[str, Any] | None:
+def _read(path: Path) -> tuple[Mapping[str, Any], dict[str, int]] | None:
     """The checkpoint, read with popaudit's restricted reader (no code from the file runs),
-    with any DistributedModelParallel wrapping undone; None when it is no TorchRec file."""
+    with any DistributedModelParallel wrapping undone, and the globals its pickle named
+    that the reader replaced by placeholders (-> count); None when it is no TorchRec file."""
     if path.suffix.lower() not in (".pt", ".pth", ".ckpt") or not path.is_file():
         return None
     from auditor.loading.safe_pickle import as_mapping
@@ -221,7 +227,7 @@ def _read(path: Path) -> Mapping[str, Any] | None:
     checkpoint = {k: v for k, v in checkpoint.items() if k not in STATE_KEYS}
     if "tables" not in checkpoint:  # a bare DMP state dict: each table's shape is its config
         checkpoint["tables"] = _tables_from_keys(tensors)
-    return {**checkpoint, "state_dict": tensors, "notes": notes}
+    return {**checkpoint, "state_dict": tensors, "notes": notes}, dict(found.placeholders)
 
 
 def _tables_from_keys(tensors: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,144 @@
+"""Counts computed elsewhere (``--frequencies``) for a model with a user table: the
+frequency-norm figures, popularity and head sets are the log's, while the retrieval lists
+are measured under another protocol (every user-table row queried, training items kept
+among the candidates). Every format says so, a gate on such a figure says so in its line,
+and ``diff`` does not compare those figures with a log run's (QA plugins F1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+N_USERS, N_ITEMS, DIM, K = 90, 200, 8, 10
+PROTOCOL = "not the training log's protocol"
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Zipf log in which every user-table row trains, its GROUP BY counts, and a model
+    whose item norms grow with frequency."""
+    d = tmp_path_factory.mktemp("counts_protocol")
+    rng = np.random.default_rng(3)
+    p = 1.0 / np.arange(1, N_ITEMS + 1)
+    items = rng.choice(N_ITEMS, size=3000, p=p / p.sum())
+    users = np.concatenate([np.arange(N_USERS), rng.integers(0, N_USERS, items.size - N_USERS)])
+    log = pa.table({"user_id": users, "item_id": items})
+    pq.write_table(log, d / "log.parquet")
+    grouped = log.group_by("item_id").aggregate([("user_id", "count"), ("user_id", "count_distinct")])
+    pq.write_table(grouped.rename_columns(["item_id", "count", "users"]), d / "counts.parquet")
+    freq = np.bincount(items, minlength=N_ITEMS)
+    table = rng.normal(size=(N_ITEMS, DIM))
+    table *= ((1 + np.log1p(freq)) / np.linalg.norm(table, axis=1))[:, None]
+    torch.save({"user_embedding.weight": torch.tensor(rng.normal(size=(N_USERS, DIM)), dtype=torch.float32),
+                "item_embedding.weight": torch.tensor(table, dtype=torch.float32)}, d / "model.pt")
+    return d
+
+
+def _run(d: Path, name: str, *args: str) -> tuple[dict[str, Any], Any]:
+    out = d / f"{name}.json"
+    result = CliRunner().invoke(cli, ["check", str(d / "model.pt"), "-k", str(K), "--bootstrap", "0", "--no-probes",
+                                      "--json", str(out), "--markdown", str(d / f"{name}.md"), "-q", *args])
+    assert result.exit_code in (0, 3), result.output
+    return json.loads(out.read_text()), result
+
+
+def _numpy_figures(d: Path, exclude_seen: bool) -> dict[str, float]:
+    """Top-K of every user row (ties: lower row first), independently: head share of the
+    top-1% items (2 of 200, ties included) under dot and cosine, dot's Gini over the catalogue."""
+    state = torch.load(d / "model.pt")
+    items = state["item_embedding.weight"].double().numpy()
+    users = state["user_embedding.weight"].double().numpy()
+    log = pq.read_table(d / "log.parquet").to_pydict()
+    freq = np.bincount(log["item_id"], minlength=N_ITEMS)
+    head = freq >= np.sort(freq)[::-1][1]
+    seen = np.zeros((N_USERS, N_ITEMS), dtype=bool)
+    seen[log["user_id"], log["item_id"]] = True
+    unit = items / np.linalg.norm(items, axis=1, keepdims=True)
+    figures = {}
+    for scoring, scores in (("dot", users @ items.T), ("cosine", users @ unit.T)):
+        if exclude_seen:
+            scores = np.where(seen, -np.inf, scores)
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :K]
+        figures[f"head_share_1pct_{scoring}"] = float(head[top].mean())
+        if scoring == "dot":
+            c = np.sort(np.bincount(top.ravel(), minlength=N_ITEMS)).astype(float)
+            figures["gini_dot"] = float((2 * np.arange(1, N_ITEMS + 1) - N_ITEMS - 1) @ c / (N_ITEMS * c.sum()))
+    return figures
+
+
+def _figures(report: dict[str, Any]) -> dict[str, float]:
+    cut = report["retrieval"]["at"][str(K)]
+    return {"head_share_1pct_dot": cut["dot"]["head_share_1pct"], "head_share_1pct_cosine":
+            cut["cosine"]["head_share_1pct"], "gini_dot": cut["dot"]["gini"]}
+
+
+def test_counts_keep_the_log_figures_and_say_which_retrieval_figures_are_not(workspace: Path) -> None:
+    log, _ = _run(workspace, "log", "--interactions", str(workspace / "log.parquet"))
+    counts, _ = _run(workspace, "counts", "--frequencies", str(workspace / "counts.parquet"))
+    kept, _ = _run(workspace, "kept", "--interactions", str(workspace / "log.parquet"), "--keep-seen")
+    assert counts["frequency_norm"] == log["frequency_norm"]  # ρ, slope, deciles: the log's
+    excluded, every_row_kept = _numpy_figures(workspace, True), _numpy_figures(workspace, False)
+    assert _figures(log) == pytest.approx(excluded, abs=1e-12)
+    assert _figures(counts) == pytest.approx(every_row_kept, abs=1e-12)
+    assert _figures(counts) != pytest.approx(_figures(log))  # the other protocol: not the log's figures
+    # Every user row trains here, so the log with --keep-seen is the counts' protocol: the same lists.
+    assert _figures(kept) == _figures(counts)
+    assert counts["retrieval"]["population"]["seen_items"] == "unknown"
+    assert log["retrieval"]["population"]["seen_items"] == "excluded"
+    # Said in the JSON's retrieval section and beside the retrieval figures of the rendered formats.
+    assert PROTOCOL in counts["retrieval"]["definitions"]["seen_items"]
+    assert PROTOCOL not in json.dumps(log) and PROTOCOL not in json.dumps(kept)
+    assert PROTOCOL in (workspace / "counts.md").read_text()
+    assert PROTOCOL not in (workspace / "log.md").read_text()
+
+
+def test_a_gate_on_a_retrieval_figure_of_counts_says_its_protocol(workspace: Path) -> None:
+    gates = ["--fail-on", "gini_dot@10>0", "--fail-on", "spearman>0"]
+    _, counts = _run(workspace, "gate_counts", "--frequencies", str(workspace / "counts.parquet"), *gates)
+    _, log = _run(workspace, "gate_log", "--interactions", str(workspace / "log.parquet"), *gates)
+    assert counts.exit_code == log.exit_code == 3
+    lines = {line.split(":")[0]: line for line in counts.stderr.splitlines() if line.startswith("gate ")}
+    assert PROTOCOL in lines["gate gini_dot@10>0"]  # before: the bare figure, like a log run's line
+    assert PROTOCOL not in lines["gate spearman>0"]  # the frequency-norm figures are the log's
+    assert PROTOCOL not in log.stderr
+
+
+def test_diff_does_not_compare_a_counts_run_with_a_log_run(workspace: Path) -> None:
+    _run(workspace, "d_log", "--interactions", str(workspace / "log.parquet"))
+    _run(workspace, "d_counts", "--frequencies", str(workspace / "counts.parquet"))
+    out = workspace / "diff.json"
+    result = CliRunner().invoke(cli, ["diff", str(workspace / "d_log.json"), str(workspace / "d_counts.json"),
+                                      "--format", "json", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    metrics = {m["name"]: m for m in json.loads(out.read_text())["metrics"]}
+    gini = metrics[f"gini_dot@{K}"]
+    assert gini["status"] == "incomparable" and "retrieval.population.seen_items differs" in gini["reason"]
+    assert metrics["spearman"]["status"] == "compared" and metrics["spearman"]["delta"] == 0.0
+
+
+def test_a_batch_row_of_counts_says_its_protocol_in_the_gate_line(workspace: Path) -> None:
+    manifest = workspace / "manifest.csv"
+    manifest.write_text(f"model,frequencies\n{workspace / 'model.pt'},{workspace / 'counts.parquet'}\n")
+    result = CliRunner().invoke(cli, ["batch", str(manifest), "-o", str(workspace / "b.parquet"), "-k", str(K),
+                                      "--bootstrap", "0", "--no-probes", "-q", "--fail-on", "gini_dot@10>0"])
+    assert result.exit_code == 3, result.output
+    assert "gini_dot@10>0: " in result.stderr and PROTOCOL in result.stderr
+
+
+def test_protocol_gates_name_the_model_lists_figures_only() -> None:
+    from auditor.gate import gates_for, protocol_gates
+
+    gates = gates_for(["gini_dot@10>0", "head_share_1pct_ratio@10>1", "arp_served@10>0", "spearman>0"], [10])
+    report = {"retrieval": {"population": {"seen_items": "unknown"}}}
+    assert [str(g) for g in protocol_gates(gates, report)] == ["gini_dot@10>0", "head_share_1pct_ratio@10>1"]
+    assert protocol_gates(gates, {"retrieval": {"population": {"seen_items": "excluded"}}}) == {}
