@@ -274,13 +274,18 @@ def approximate_gates(gates: Iterable[Gate], metrics: Mapping[str, Any]) -> dict
 def protocol_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gate, str]:
     """The gates whose figure is of the model's own lists measured under another protocol
     than the training log's (:mod:`auditor.protocol`: counts for the log, a query file),
-    each with how its line says so, read from the JSON ``report``; they still evaluate."""
+    and ``severity_level`` when the verdict was graded from those lists, each with how its
+    line says so, read from the JSON ``report``; they still evaluate."""
     clause = protocol_clause(((report.get("retrieval") or {}).get("population") or {}).get("seen_items"))
     if clause is None:
         return {}
     measures = list_measures_of(report)
+    graded = (report.get("verdict") or {}).get("quoted_k") is not None  # the severity rests on those lists
     said = {}
     for gate in gates:
+        if gate.metric == "severity_level" and graded:
+            said[gate] = clause
+            continue
         name = per_k_name(gate.metric, measures)
         if name is None or name.scoring == SERVED or (name.measure == "recall" and name.scoring is None):
             continue  # not of the model's lists (served lists, an index's own recall)

@@ -46,4 +46,14 @@ def protocol_clause(seen_items: str | None) -> str | None:
     return "not the training log's protocol (training items not excluded, see retrieval.population)"
 
 
-__all__ = ["UNKNOWN", "other_protocol", "protocol_clause"]
+def protocol_lead(seen_items: str | None, graded: bool) -> str:
+    """The verdict's first words when its severity is graded from the model's lists measured
+    under another protocol ("" when they are the log's, or when no skew was graded)."""
+    if not graded or seen_items != UNKNOWN:
+        return ""
+    return ("The severity is graded from lists measured under another protocol than the training log's (every user "
+            "row queried, training items not excluded; see retrieval.population): compare it, and gate on it, only "
+            "against runs measured the same way. ")
+
+
+__all__ = ["UNKNOWN", "other_protocol", "protocol_clause", "protocol_lead"]

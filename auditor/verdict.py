@@ -36,6 +36,7 @@ from auditor.harm import (
     skew_text, worst_skew,
 )
 from auditor.lists_verdict import with_served_lists
+from auditor.protocol import protocol_lead
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
 from auditor.wording import SKEW_EDGES, compared_figures, correlation_figures, pct, pct_pair, ratio_figure
@@ -96,7 +97,9 @@ def decide_verdict(result: MeasuredSections) -> Verdict:
                                    "cannot make it useful.")
     led = int(weak is not None and stand_in is None)  # the weak-model advice stays first
     summary, recommendations = _with_item_bias(result, summary, recommendations, rises, led)
-    summary = approximate_lead(result) + _with_served(result, summary, recommendations, stand_in)
+    population = result.retrieval.population if result.retrieval is not None else None
+    summary = (approximate_lead(result) + protocol_lead(population.seen_items if population else None, graded is not None)
+               + _with_served(result, summary, recommendations, stand_in))
     first = first_seen_skew(result)
     return with_served_lists(Verdict(
         bias_detected=detected,

@@ -113,6 +113,19 @@ def test_a_gate_on_a_retrieval_figure_of_counts_says_its_protocol(workspace: Pat
     assert PROTOCOL not in log.stderr
 
 
+def test_a_severity_graded_from_lists_of_counts_says_its_protocol(workspace: Path) -> None:
+    """The severity rests on the head shares of those lists (QA report F5: high with counts,
+    moderate with the log for one model), so its gate line and the verdict say so."""
+    gates = ["--fail-on", "severity_level>=0"]
+    counts, by_counts = _run(workspace, "sev_counts", "--frequencies", str(workspace / "counts.parquet"), *gates)
+    log, by_log = _run(workspace, "sev_log", "--interactions", str(workspace / "log.parquet"), *gates)
+    assert counts["verdict"]["quoted_k"] == log["verdict"]["quoted_k"] == K  # graded from the lists on both
+    line = next(line for line in by_counts.stderr.splitlines() if line.startswith("gate severity_level"))
+    assert PROTOCOL in line and PROTOCOL not in by_log.stderr
+    assert counts["verdict"]["summary"].startswith("The severity is graded from lists measured under another protocol")
+    assert "another protocol" not in log["verdict"]["summary"]
+
+
 def test_diff_does_not_compare_a_counts_run_with_a_log_run(workspace: Path) -> None:
     _run(workspace, "d_log", "--interactions", str(workspace / "log.parquet"))
     _run(workspace, "d_counts", "--frequencies", str(workspace / "counts.parquet"))
@@ -138,7 +151,10 @@ def test_a_batch_row_of_counts_says_its_protocol_in_the_gate_line(workspace: Pat
 def test_protocol_gates_name_the_model_lists_figures_only() -> None:
     from auditor.gate import gates_for, protocol_gates
 
-    gates = gates_for(["gini_dot@10>0", "head_share_1pct_ratio@10>1", "arp_served@10>0", "spearman>0"], [10])
+    gates = gates_for(["gini_dot@10>0", "head_share_1pct_ratio@10>1", "arp_served@10>0", "spearman>0",
+                       "severity_level>=1"], [10])
     report = {"retrieval": {"population": {"seen_items": "unknown"}}}
     assert [str(g) for g in protocol_gates(gates, report)] == ["gini_dot@10>0", "head_share_1pct_ratio@10>1"]
+    graded = {**report, "verdict": {"quoted_k": 10}}  # a severity graded from those lists: its gate too
+    assert [str(g) for g in protocol_gates(gates, graded)][-1] == "severity_level>=1"
     assert protocol_gates(gates, {"retrieval": {"population": {"seen_items": "excluded"}}}) == {}
