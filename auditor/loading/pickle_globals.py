@@ -34,6 +34,10 @@ _CODE_MODULES = frozenset({
 _CODE_PREFIXES = ("torch.hub", "torch.jit", "torch.load", "torch.serialization", "torch._C", "torch.ops",
                   "torch.utils.cpp_extension", "numpy.load", "numpy.testing", "numpy.f2py", "numpy.distutils",
                   "numpy.ctypeslib", "pandas.read_pickle", "tensorflow", "keras.utils")
+# Exact names under a code prefix that only look something up: torch's own weights_only
+# unpickler allows them (``_get_layout`` reads a ``torch.layout`` from ``torch.__dict__``;
+# sharded and sparse tensors name it), so a clean checkpoint is not called hostile.
+_LOOKUPS = frozenset({"torch.serialization._get_layout"})
 _CODE_BUILTINS = frozenset({
     "eval", "exec", "execfile", "compile", "__import__", "open", "file", "input", "raw_input", "breakpoint",
     "getattr", "setattr", "delattr", "globals", "locals", "vars", "apply", "reload", "help", "exit", "quit",
@@ -46,6 +50,8 @@ def severity(name: str) -> str:
     top = module.split(".", 1)[0]
     if top in ("builtins", "__builtin__", "__builtins__"):
         return RUNS_CODE if attr.split(".", 1)[0] in _CODE_BUILTINS else INERT
+    if name in _LOOKUPS:
+        return INERT
     if top in _CODE_MODULES or any(name == p or name.startswith(p + ".") for p in _CODE_PREFIXES):
         return RUNS_CODE
     return INERT
