@@ -114,11 +114,61 @@ class ReportReader:
         self.refuse(path, value, "not a list" + ("" if length is None else f" of {length}") + " or null", kind="section")
 
     def cutoff(self, key: Any, where: str) -> int:
-        """A cut-off K as its key spells it (``"10"``; an int key of a dict built in Python too)."""
+        """A cut-off K as popaudit spells its key: JSON's ``"10"``, or the int 10 of a dict
+        built in Python. Any other spelling (``"010"``, ``" 10"``, ``"10.0"``, ``"1e1"``,
+        ``"-10"``, true) is refused: one K, one key, so no two keys of a section name it."""
         text = str(key) if isinstance(key, int) and not isinstance(key, bool) else key
-        if isinstance(text, str) and text.isdecimal() and 0 < len(text) <= 9 and int(text) > 0:
+        if isinstance(text, str) and text.isdecimal() and 0 < len(text) <= 9 and text == str(int(text)) != "0":
             return int(text)
-        self.refuse(f"{where}.{key}", key, "a key that is not a cut-off K", kind="section")
+        self.refuse(f"{where}.{key}", key, "a key that is not a cut-off K (a whole number such as 10, as popaudit "
+                    "writes it)", kind="section")
+
+    def cutoffs(self, section: Any, where: str) -> dict[str, Any]:
+        """A section keyed by cut-off K (``retrieval.at``, ``retrieval.recall``, ``accuracy.at``)
+        with JSON's keys, ``"10"`` for 10 or ``"10"``: the one spelling every reader sees.
+        A K keyed twice (10 and ``"10"`` in a dict built in Python) is refused, never one
+        figure silently chosen."""
+        out: dict[str, Any] = {}
+        for key, value in (self.obj(section, where) or {}).items():
+            k = str(self.cutoff(key, where))
+            if k in out:
+                self.refuse(f"{where}.{key}", key, f"a second key for K={k}", kind="section",
+                            shown=f"{shown_json(key)} ({type(key).__name__})")
+            out[k] = value
+        return out
+
+
+_NESTED_SECTIONS = (("retrieval", "population"), ("retrieval", "definitions"), ("settings", "groups"))
+"""Objects inside sections that the diff's comparability rules read (object or null)."""
+
+
+def report_as_read(report: dict[str, Any], named: str = "the report") -> dict[str, Any]:
+    """``report`` as every reader of it sees it, read once where it comes in (the diff,
+    ``flat_metrics_from_report``): each section popaudit writes as an object is an object
+    or null (``"inputs": []``, ``"conditions": "x"`` are refused naming the field, not read
+    as empty), and the cut-off sections keyed by JSON's ``"10"``
+    (:meth:`ReportReader.cutoffs`). A shallow copy; the caller's dict is left as given."""
+    read, out = ReportReader(named), dict(report)
+    for name, value in report.items():
+        if name in OBJECT_SECTIONS:
+            out[name] = read.obj(value, name)
+    conditions = out.get("conditions") or {}
+    for key, value in conditions.items():
+        read.obj(value, f"conditions.{key}")
+    for section, name in _NESTED_SECTIONS:
+        read.obj((out.get(section) or {}).get(name), f"{section}.{name}")
+    for name in ("ks", "alphas"):  # the cut-offs and exponents whose names a gate accepts
+        read.listed((out.get("settings") or {}).get(name), f"settings.{name}")
+    for section, name in (("retrieval", "at"), ("retrieval", "recall"), ("accuracy", "at")):
+        if isinstance(out.get(section), dict) and name in out[section]:
+            out[section] = {**out[section], name: read.cutoffs(out[section][name], f"{section}.{name}")}
+    return out
+
+
+OBJECT_SECTIONS = ("inputs", "settings", "conditions", "frequency_norm", "served_vectors", "training", "served",
+                   "retrieval", "accuracy", "measures")
+"""The top-level sections popaudit writes as an object (or null where not measured); the
+verdict, never null, and ``tool`` are checked with the report's tag (diff.figures)."""
 
 
 def metric_names(
@@ -218,8 +268,8 @@ def _retrieval_entries(read: ReportReader, retrieval: dict[str, Any] | None, fla
     """The list measures per scoring and K, their dot / cosine ratios, the overlaps, and
     the approximate index's recall."""
     retrieval = retrieval or {}
-    for key, cut in (read.obj(retrieval.get("at"), "retrieval.at") or {}).items():
-        k, where = read.cutoff(key, "retrieval.at"), f"retrieval.at.{key}"
+    for key, cut in read.cutoffs(retrieval.get("at"), "retrieval.at").items():
+        k, where = int(key), f"retrieval.at.{key}"
         cut = read.obj(cut, where, null=False)
         scorings = {name: measures for name, measures in cut.items() if isinstance(measures, dict)}
         for scoring, measures in scorings.items():
@@ -237,16 +287,16 @@ def _retrieval_entries(read: ReportReader, retrieval: dict[str, Any] | None, fla
             if f"overlap_served_{name}" in cut:
                 flat[f"overlap_served_{name}@{k}"] = FlatEntry(
                     overlaps[f"overlap_served_{name}"], "retrieval", f"overlap_served_{name}", None, k)
-    recall = read.obj(retrieval.get("recall"), "retrieval.recall") or {}
+    recall = read.cutoffs(retrieval.get("recall"), "retrieval.recall")
     for key in recall:
-        k = read.cutoff(key, "retrieval.recall")
+        k = int(key)
         flat[f"recall@{k}"] = FlatEntry(read.figure(recall, key, "retrieval.recall"), "retrieval", "index_recall", None, k)
 
 
 def _accuracy_entries(read: ReportReader, accuracy: dict[str, Any] | None, flat: dict[str, FlatEntry]) -> None:
     """The held-out accuracy per scoring and K, and its dot / cosine ratios."""
-    for key, by_scoring in (read.obj((accuracy or {}).get("at"), "accuracy.at") or {}).items():
-        k, where = read.cutoff(key, "accuracy.at"), f"accuracy.at.{key}"
+    for key, by_scoring in read.cutoffs((accuracy or {}).get("at"), "accuracy.at").items():
+        k, where = int(key), f"accuracy.at.{key}"
         by_scoring = read.obj(by_scoring, where, null=False)
         for scoring, values in by_scoring.items():
             values = read.obj(values, f"{where}.{scoring}", null=False)
@@ -281,7 +331,7 @@ def flat_metrics_from_report(report: dict[str, Any]) -> dict[str, float | None]:
     result that wrote it. Every name a ``--fail-on`` gate of its settings accepts is
     there (:func:`gateable_names`), ``None`` where nothing was measured, so a caller's
     ``flat["ndcg_dot@10"] is not None`` reads "not measured" instead of raising KeyError."""
-    return {name: entry.value for name, entry in gateable_entries(report).items()}
+    return {name: entry.value for name, entry in gateable_entries(report_as_read(report)).items()}
 
 
 def gateable_entries(report: dict[str, Any], named: str = "the report") -> dict[str, FlatEntry]:

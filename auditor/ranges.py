@@ -172,7 +172,7 @@ def plain_paths(values: dict[str, Any], sequences: Iterable[str] = ()) -> dict[s
     """``values`` (path setting -> value) as ``pathlib.Path`` (None kept: not set): a str
     or any ``os.PathLike`` naming a file; a setting in ``sequences`` (``plugins``) a tuple of
     them. Anything else (an in-memory table, a tensor, a dict, a number, bytes, an empty
-    str) is an InputError naming the setting when the config is built, never a TypeError
+    str, a str holding a NUL byte) is an InputError naming the setting when the config is built, never a TypeError
     deep in the run or an unhashable config."""
     out: dict[str, Any] = {}
     for name, value in values.items():
@@ -189,6 +189,9 @@ def plain_paths(values: dict[str, Any], sequences: Iterable[str] = ()) -> dict[s
 def _path(name: str, value: Any) -> Path:
     """One path setting's value as a Path (:func:`plain_paths`)."""
     spelled = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if isinstance(spelled, str) and "\x00" in spelled:  # no file system takes one: open() raises a bare ValueError
+        raise InputError(f"{setting(name)} must be a path to a file, got {spelled!r}, which holds a NUL byte "
+                         "(\\x00) no file name can hold")
     if isinstance(spelled, str) and spelled.strip():
         return Path(spelled)
     module = type(value).__module__.split(".")[0]

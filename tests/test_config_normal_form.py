@@ -78,3 +78,22 @@ def test_an_in_memory_table_is_refused_when_the_config_is_built() -> None:
 
     with pytest.raises(InputError, match=r"^model must be a path to a file \(a str or pathlib\.Path\), got numpy\.ndarray"):
         AuditConfig(model=np.zeros((4, 2)), interactions=Path("log.parquet"))  # type: ignore[arg-type]
+
+
+def test_a_path_holding_a_nul_byte_is_refused_when_the_config_is_built() -> None:
+    """QA diffapi N2: ``model="bia\\x00sed.pt"`` built, then run_audit raised a bare
+    ValueError (embedded null byte), not an AuditError; now an InputError naming the setting."""
+    import pytest
+
+    from auditor.errors import InputError
+    from auditor.mitigation.run import MitigateConfig
+
+    nul = r"must be a path to a file, got 'bia\\x00sed\.pt', which holds a NUL byte"
+    with pytest.raises(InputError, match=r"^model " + nul):
+        AuditConfig(model="bia\x00sed.pt", interactions=Path("log.parquet"))
+    with pytest.raises(InputError, match=r"^interactions " + nul):
+        AuditConfig(model=Path("m.pt"), interactions=Path("bia\x00sed.pt"))
+    with pytest.raises(InputError, match=r"^plugins " + nul):
+        AuditConfig(model=Path("m.pt"), interactions=Path("log.parquet"), plugins=(Path("bia\x00sed.pt"),))
+    with pytest.raises(InputError, match=r"^output " + nul):
+        MitigateConfig(model=Path("m.pt"), output=Path("bia\x00sed.pt"), alpha=0.5)

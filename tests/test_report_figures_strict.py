@@ -96,3 +96,58 @@ def test_a_schema_version_of_another_kind_is_quoted_not_read_as_one(version: Any
         diff_reports(report(), {**report(), "schema_version": version}, base_name="before.json", new_name="after.json")
     with pytest.raises(ReportError, match=r"^the base report is not a popaudit JSON report \(no schema_version\)$"):
         diff_reports({k: v for k, v in report().items() if k != "schema_version"}, report())
+
+
+def test_a_cut_off_spelled_10_or_10_as_text_is_one_k_for_every_reader() -> None:
+    """QA diffapi N1: a report dict built in Python (int keys) against one read from JSON
+    ("10") raised ReportError (TypeError in the cut-off note) and the note called {10} and
+    {"10"} other cut-offs; now both read as one K, normalised once where the report is read."""
+    built = report()
+    built["retrieval"]["at"] = {10: {"dot": {"arp": 5.0}, "cosine": {"arp": 2.0}, "overlap_dot_cosine": 0.75}}
+    built["retrieval"]["recall"] = {10: 0.5}
+    for base, new, delta in ((report(), built, 1.0), (built, report(), -1.0)):
+        diff = diff_reports(base, new)
+        assert diff.metric("arp_dot@10").delta == pytest.approx(delta)
+        assert diff.metric("recall@10").delta == pytest.approx(-delta * 0.375)
+        assert not any(note.startswith("cut-offs differ") for note in diff.notes)
+    assert built["retrieval"]["at"].keys() == {10}  # the caller's dict is left as given
+
+
+BAD_CUTOFF_KEYS = [
+    # QA diffapi N4: "010" was K=10, and of "10" and "010" the later one won silently.
+    ({"10": {"dot": {"arp": 4.0}}, "010": {"dot": {"arp": 9.0}}}, r"retrieval\.at\.010 is \"010\", a key that is not a cut-off K"),
+    ({"010": {"dot": {"arp": 9.0}}}, r"retrieval\.at\.010 is \"010\", a key that is not a cut-off K"),
+    ({10: {"dot": {"arp": 9.0}}, "10": {"dot": {"arp": 4.0}}}, r"retrieval\.at\.10 is \"10\" \(str\), a second key for K=10"),
+    ({"0": {"dot": {"arp": 9.0}}}, r"retrieval\.at\.0 is \"0\", a key that is not a cut-off K"),
+]
+
+
+@pytest.mark.parametrize(("at", "message"), BAD_CUTOFF_KEYS, ids=["010-and-10", "010", "int-and-str-10", "zero"])
+def test_a_cut_off_has_one_spelling_and_one_key(at: dict[Any, Any], message: str) -> None:
+    bad = report()
+    bad["retrieval"]["at"] = at
+    with pytest.raises(ReportError, match=r"^new report after\.json: " + message):
+        diff_reports(report(), bad, base_name="before.json", new_name="after.json")
+    with pytest.raises(ReportError, match=r"^the report: " + message):
+        flat_metrics_from_report(bad)
+
+
+BAD_SECTIONS = [
+    # QA diffapi N3: [] read as empty (rc 0, "n_items differs (800 vs none)"); text gave a field-less AttributeError.
+    ("inputs", [], r"inputs is \[\], not an object or null"),
+    ("conditions", [], r"conditions is \[\], not an object or null"),
+    ("conditions", {"C1": "holds"}, r"conditions\.C1 is \"holds\", not an object or null"),
+    ("retrieval.population", "x", r"retrieval\.population is \"x\", not an object or null"),
+    ("retrieval.definitions", [], r"retrieval\.definitions is \[\], not an object or null"),
+    ("settings", "x", r"settings is \"x\", not an object or null"),
+    ("settings", {"ks": 10}, r"settings\.ks is 10, not a list or null"),
+    ("settings", {"groups": "x"}, r"settings\.groups is \"x\", not an object or null"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "message"), BAD_SECTIONS, ids=[f"{c[0]}-{i}" for i, c in enumerate(BAD_SECTIONS)])
+def test_a_section_of_the_wrong_kind_is_refused_naming_its_field(path: str, value: Any, message: str) -> None:
+    with pytest.raises(ReportError, match=r"^base report before\.json: " + message + r": not a section popaudit writes"):
+        diff_reports(edited(path, value), report(), base_name="before.json", new_name="after.json")
+    with pytest.raises(ReportError, match=r"^the report: " + message):
+        flat_metrics_from_report(edited(path, value))

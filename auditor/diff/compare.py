@@ -47,7 +47,7 @@ from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.diff.figures import check_figures, check_tagged, unassessed_reason
 from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags, of_model_lists
 from auditor.diff.served import served_vector_flags
-from auditor.flat import FlatEntry, flat_entries, gateable_entries
+from auditor.flat import FlatEntry, flat_entries, gateable_entries, report_as_read
 from auditor.errors import ReportError
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
 from auditor.sections import LISTS_ONLY_FORMAT
@@ -194,8 +194,8 @@ def diff_reports(base: dict[str, Any], new: dict[str, Any], *, base_name: str | 
     """Compare two JSON reports (``AuditResult.to_dict()``, docs/report.md); ReportError
     when either is not a popaudit report or their schema versions differ. ``base_name`` and
     ``new_name`` (the files read) are named in those errors."""
-    _check_report(base, "base", base_name)
-    _check_report(new, "new", new_name)
+    # Read once where they come in (flat.report_as_read): every reader below sees JSON's "10" keys and checked sections.
+    base, new = _checked_report(base, "base", base_name), _checked_report(new, "new", new_name)
     if base["schema_version"] != new["schema_version"]:
         raise ReportError(f"the reports have schema versions {base['schema_version']} ({_side('base', base_name)}) "
                           f"and {new['schema_version']} ({_side('new', new_name)}): their figures are not "
@@ -240,11 +240,14 @@ def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
     )
 
 
-def _check_report(report: Any, side: str, name: str | None) -> None:
-    """ReportError unless ``report`` is a popaudit report; the message names the file when known."""
+def _checked_report(report: Any, side: str, name: str | None) -> dict[str, Any]:
+    """``report`` as read (:func:`~auditor.flat.report_as_read`); ReportError unless it is a
+    popaudit report, naming the file when known."""
     named = f"the {side} report" if name is None else f"{side} report {name}"
     check_tagged(report, named)
+    report = report_as_read(report, named)
     check_figures(report, named)
+    return report
 
 
 Flag = tuple[Callable[[FlatEntry], bool], str]

@@ -170,6 +170,18 @@ CASES = [
                                                      "norm_gini.delta>0", base=report(measures={})), EXIT_ERROR,
          r"cannot evaluate --fail-on norm_gini\.delta>0: only the new report measured it.*\(the base report: no "
          r"measure named norm_gini was registered in its audit", absent=r"returned no finite number"),
+    # QA diffapi N3: a section of the wrong kind was read as empty (rc 0) or gave a field-less AttributeError.
+    Case("inputs-a-list", pair(report(0.6, inputs=[])), EXIT_ERROR,
+         r"^Error: new report new\.json: inputs is \[\], not an object or null: not a section popaudit writes"),
+    Case("conditions-a-list", pair(report(0.6, conditions=[])), EXIT_ERROR, r"new\.json: conditions is \[\], not an object"),
+    Case("condition-a-text", pair(report(0.6, conditions={"C1": "holds"})), EXIT_ERROR,
+         r"new\.json: conditions\.C1 is \"holds\", not an object or null", absent=r"AttributeError"),
+    Case("population-a-text", pair(report(0.6, retrieval={"at": {}, "population": "x"})), EXIT_ERROR,
+         r"new\.json: retrieval\.population is \"x\", not an object or null", absent=r"AttributeError"),
+    Case("settings-a-text", pair(report(0.6, settings="x")), EXIT_ERROR, r"new\.json: settings is \"x\", not an object"),
+    # QA diffapi N4: "010" was K=10 (beside "10", whichever came later won).
+    Case("cutoff-with-a-leading-zero", pair(report(0.6, retrieval={"at": {"10": {"dot": {"arp": 4.0}}, "010": {
+        "dot": {"arp": 9.0}}}})), EXIT_ERROR, r"new\.json: retrieval\.at\.010 is \"010\", a key that is not a cut-off K"),
     Case("compared", pair(report(0.6), "--format", "markdown"), EXIT_OK, None,
          stdout=r"\| spearman \| 0\.5000 \| 0\.6000 \| \+0\.1000 \| \+20\.0% \| more bias \|"),
 ]
