@@ -227,3 +227,24 @@ def test_a_resumed_run_remembers_the_alerts_that_fired_and_records_those_it_adds
         run.epoch(third)
     header = read_trace(path).header
     assert dict(header.alerts_added) == {"lr>2": 16, "lr<1": 32} and dict(header.alerts_dropped) == {"lr>1": 32, "lr>2": 32}
+
+
+def test_a_resumed_run_continues_the_trace_a_symlink_names_at_its_target_and_mode(tmp_path: Path) -> None:
+    """QA round 7 (monitor N1): the resumed header rewrite replaced a symlinked trace by a regular
+    file (mode from the umask), so the link's target (an artifact folder) missed the resumed
+    records; now the target is rewritten and continued, the link stays and the mode is kept."""
+    (tmp_path / "artifacts").mkdir()
+    target, link, run = tmp_path / "artifacts" / "trace.jsonl", tmp_path / "trace.jsonl", Run()
+    with run.monitor(target) as first:
+        run.epoch(first)
+    link.symlink_to(Path("artifacts") / "trace.jsonl")
+    target.chmod(0o640)
+    with run.monitor(link, resume=True, alerts=["lr>1"]) as second:
+        run.epoch(second)
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert target.stat().st_mode & 0o777 == 0o640
+    trace = read_trace(target)
+    assert [r.step for r in trace.records] == [10, 16, 20, 30, 32] and trace.header.alerts == ("lr>1",)
+    assert [a.step for a in trace.alerts] == [20] and lines(target).count("header") == 1
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["artifacts", "trace.jsonl", "trace.jsonl"]  # no temp file
+

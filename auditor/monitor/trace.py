@@ -26,7 +26,7 @@ from typing import IO, Any
 
 
 from auditor.errors import OutputError, TraceError, TrainingError
-from auditor.io import is_special_file
+from auditor.io import is_special_file, write_atomic
 from auditor.loading.trace import read_trace
 from auditor.monitor.settings import MonitorInputWarning
 from auditor.trace_schema import (
@@ -88,20 +88,14 @@ class TraceWriter:
 
 def _rewrite_kept(path: Path, header: TraceHeader, keep: int) -> None:
     """Replace the trace at ``path`` by its first ``keep`` bytes under a new header line,
-    atomically (a temporary file renamed over it): a failure leaves the trace as it was."""
+    atomically (:func:`auditor.io.write_atomic`: a failure leaves the trace as it was). A
+    trace named by a symlink is rewritten at the link's target, keeping its mode, as the
+    appends that follow (an open() through the link) continue it."""
     with open(path, "rb") as fh:
         kept = fh.read(keep)
     body = kept[kept.find(b"\n") + 1:] if b"\n" in kept else b""
     line = json.dumps(header.to_json(), allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.resume")
-    try:
-        with open(temporary, "wb") as out:
-            out.write(line + body)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    write_atomic(path, line + body, follow_link=True, durable=True)
 
 
 def refuse_foreign(path: Path) -> None:
