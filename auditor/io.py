@@ -4,7 +4,8 @@ What an output path names decides how it is written (:func:`output_plan`, the on
 policy every command's outputs go through):
 
 - a regular file, or nothing yet: a temp file beside the target renamed onto it, so a
-  crash never leaves half a report;
+  crash never leaves half a report; a file replaced keeps its mode, as one rewritten in
+  place would (a new file gets the mode the umask gives);
 - a descriptor of this process (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
   ``/proc/self/fd/N``, or a link whose chain leads there), recognised by its name, never
   by what the descriptor holds: the finished content is copied onto the descriptor at
@@ -17,7 +18,8 @@ policy every command's outputs go through):
 - anything else is refused: a symlink to a regular file, a folder or nothing (popaudit
   neither writes through a link, which someone may have planted: ``report.json ->
   ~/.bashrc``, nor replaces it, which would break the link its owner made), a folder, a
-  block device or a socket.
+  block device or a socket; but a file continued by its path (a resumed training trace)
+  is rewritten at the link's end with ``follow_link=True`` (the link stays).
 
 Every write error (a full disk included) is an :class:`~auditor.errors.OutputError`
 naming the target.
@@ -223,7 +225,7 @@ def serializer_error(target: Path, exc: BaseException) -> OutputError:
 
 
 @contextmanager
-def atomic_path(target: Path) -> Iterator[Path]:
+def atomic_path(target: Path, *, follow_link: bool = False) -> Iterator[Path]:
     """Yield the path to write ``target``'s content to, as :func:`output_plan` says.
 
     For a regular target: a temporary file in the same folder, renamed onto ``target``
@@ -231,10 +233,11 @@ def atomic_path(target: Path) -> Iterator[Path]:
     temp file). For a descriptor (``/dev/stdout``): a temporary file whose content is
     copied onto the descriptor on success. For a FIFO with a reader or a character
     device: the target itself; a FIFO without a reader is an OutputError. A target
-    popaudit does not write (a symlink to a file, a folder) is an OutputError. Write
-    errors become :class:`OutputError`.
+    popaudit does not write (a symlink to a file, a folder) is an OutputError, unless
+    ``follow_link``: then the file the link chain ends at is the target. Write errors
+    become :class:`OutputError`.
     """
-    target = Path(target)
+    target = Path(os.path.realpath(target)) if follow_link and Path(target).is_symlink() else Path(target)
     plan = output_plan(target)
     if plan.how == "descriptor":
         assert plan.fd is not None
@@ -263,10 +266,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
     os.close(fd)
     tmp_path = Path(tmp)
     try:  # from here on, any failure removes the temp file (and the folders made for it)
-        # mkstemp creates 0600; give the report the mode a plain open() would (umask applies).
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_path, 0o666 & ~umask)
+        os.chmod(tmp_path, _open_mode(target))
         try:
             yield tmp_path
             output_plan(target)  # a link or folder put there while the content was written
@@ -278,6 +278,19 @@ def atomic_path(target: Path) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
         if not written:
             _remove_empty(created)
+
+
+def _open_mode(target: Path) -> int:
+    """The mode open() would leave ``target`` with (mkstemp makes 0600): its own, or 0666 less the umask."""
+    try:
+        existing = os.stat(target)
+        if stat.S_ISREG(existing.st_mode):
+            return stat.S_IMODE(existing.st_mode)
+    except OSError:
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def _check_folder(target: Path) -> None:
@@ -372,8 +385,14 @@ def _hold_fifo(target: Path) -> int | None:
     return fd
 
 
-def write_atomic(target: Path, data: str | bytes) -> None:
-    """Write text (UTF-8) or bytes to ``target`` (atomically when it is a regular file)."""
-    with atomic_path(target) as path:
+def write_atomic(target: Path, data: str | bytes, *, follow_link: bool = False, durable: bool = False) -> None:
+    """Write text (UTF-8) or bytes to ``target`` (atomically when it is a regular file;
+    ``follow_link``: see :func:`atomic_path`). ``durable``: on the disk before the rename
+    (fsync), so a power loss leaves the old content or the new, never an empty file; for a
+    file that cannot be written again (a training trace), not for a report a rerun rewrites."""
+    with atomic_path(target, follow_link=follow_link) as path:
         with open(path, "wb") as fh:
             fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())

@@ -240,3 +240,28 @@ def test_a_fifo_output_needs_a_reader_and_its_reader_sees_the_whole_report(tmp_p
             continue
     reader.join(10)
     assert got == [b"x" * 100_000]
+
+
+def test_a_replaced_file_keeps_its_mode_and_follow_link_rewrites_the_links_target(tmp_path):
+    """QA round 7 (monitor N1): a rewritten file keeps its mode, as open() would; a caller that
+    continues a file by its path (follow_link) rewrites the link's target and keeps the link."""
+    old = os.umask(0o022)
+    try:
+        (tmp_path / "r.json").write_text("old")
+        os.chmod(tmp_path / "r.json", 0o600)
+        write_atomic(tmp_path / "r.json", "new")
+        assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o600
+        (tmp_path / "data").mkdir()
+        (tmp_path / "data" / "t.jsonl").write_text("old")
+        os.chmod(tmp_path / "data" / "t.jsonl", 0o640)
+        (tmp_path / "t.jsonl").symlink_to(Path("data") / "t.jsonl")
+        write_atomic(tmp_path / "t.jsonl", "new", follow_link=True, durable=True)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "t.jsonl").is_symlink() and (tmp_path / "data" / "t.jsonl").read_text() == "new"
+    assert (tmp_path / "data" / "t.jsonl").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["t.jsonl"]
+    from auditor.errors import OutputError
+
+    with pytest.raises(OutputError, match="symbolic link"):  # a report still never writes through a link
+        write_atomic(tmp_path / "t.jsonl", "x")

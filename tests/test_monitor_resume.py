@@ -227,3 +227,54 @@ def test_a_resumed_run_remembers_the_alerts_that_fired_and_records_those_it_adds
         run.epoch(third)
     header = read_trace(path).header
     assert dict(header.alerts_added) == {"lr>2": 16, "lr<1": 32} and dict(header.alerts_dropped) == {"lr>1": 32, "lr>2": 32}
+
+
+def test_a_resumed_run_continues_the_trace_a_symlink_names_at_its_target_and_mode(tmp_path: Path) -> None:
+    """QA round 7 (monitor N1): the resumed header rewrite replaced a symlinked trace by a regular
+    file (mode from the umask), so the link's target (an artifact folder) missed the resumed
+    records; now the target is rewritten and continued, the link stays and the mode is kept."""
+    (tmp_path / "artifacts").mkdir()
+    target, link, run = tmp_path / "artifacts" / "trace.jsonl", tmp_path / "trace.jsonl", Run()
+    with run.monitor(target) as first:
+        run.epoch(first)
+    link.symlink_to(Path("artifacts") / "trace.jsonl")
+    target.chmod(0o640)
+    with run.monitor(link, resume=True, alerts=["lr>1"]) as second:
+        run.epoch(second)
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert target.stat().st_mode & 0o777 == 0o640
+    trace = read_trace(target)
+    assert [r.step for r in trace.records] == [10, 16, 20, 30, 32] and trace.header.alerts == ("lr>1",)
+    assert [a.step for a in trace.alerts] == [20] and lines(target).count("header") == 1
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["artifacts", "trace.jsonl", "trace.jsonl"]  # no temp file
+
+
+def test_a_resumed_run_compares_alerts_by_figure_operator_and_number(tmp_path: Path) -> None:
+    """QA round 7 (monitor N3): alerts were compared as text, so ``lr>1.0`` on resume fired again
+    after ``lr>1`` had fired, and the header listed both; the same figure, operator and threshold
+    (a number) are one alert, under the trace's spelling, in the header and in alert records."""
+    path, run = tmp_path / "trace.jsonl", Run()  # lr 5.0: lr>1 fires at step 10, lr>10 does not
+    with run.monitor(path, alerts=["lr>1", "lr>10"]) as first, pytest.warns(UserWarning):
+        run.epoch(first)
+    for group in run.opt.param_groups:
+        group["lr"] = 50.0  # the resumed run's lr meets lr>10 at its first record (step 20)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with run.monitor(path, resume=True, alerts=["lr > 1.0", "lr>1e1", "lr>2.50"]) as second:
+            run.epoch(second)
+    assert sorted(str(w.message).split(" fired")[0] for w in caught) == ["alert lr>10", "alert lr>2.50"]
+    trace = read_trace(path)
+    assert [(a.alert, a.step) for a in trace.alerts] == [("lr>1", 10), ("lr>10", 20), ("lr>2.50", 20)]
+    assert trace.header.alerts == ("lr>1", "lr>10", "lr>2.50")
+    assert dict(trace.header.alerts_added) == {"lr>2.50": 16} and dict(trace.header.alerts_dropped) == {}
+
+
+def test_alert_identity_is_the_parsed_gate() -> None:
+    from auditor.monitor.alerts import alert_identity
+
+    assert alert_identity("spearman>0.60") == alert_identity(" spearman > 6e-1") == alert_identity("spearman>0.6")
+    assert alert_identity("spearman>=0.6") != alert_identity("spearman>0.6") != alert_identity("loss>0.6")
+    assert alert_identity("retired_figure > 1") == "retired_figure>1"  # a trace of another version: its text
+    from auditor.monitor.alerts import Alerts
+
+    assert [str(g) for g in Alerts(["lr>1", "lr > 1.0", "lr>=1"], "warn").gates] == ["lr>1", "lr>=1"]

@@ -1,6 +1,7 @@
 """The README's "While it trains" examples run as printed (issue #26): each Python block of
 that section is executed with only the names it leaves to the reader defined (a model, its
 optimizer and data), and the trace it writes is read back and rendered by ``check --trace``.
+docs/monitor.md's plain-loop block ("In a plain PyTorch loop") is run as printed too.
 
 RecBole needs numpy < 2 and cannot run here; its block is compiled and held to the calls
 ``tests/data/recbole/make_trace.py`` makes with real RecBole (which wrote the trace the
@@ -265,3 +266,34 @@ def test_the_plain_loop_example_records_the_epochs_mean_batch_loss(tmp_path: Pat
     for record, start, stop in zip(epochs, ends, ends[1:]):
         assert record.loss == pytest.approx(np.mean(seen[start:stop]), rel=1e-6)
     assert epochs[0].loss != pytest.approx(seen[ends[1] - 1], rel=1e-6)  # not the last batch's
+
+
+@pytest.mark.parametrize("interval", [None, 4])
+def test_the_docs_plain_loop_stops_at_the_alert_in_both_loops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              interval: int | None) -> None:
+    """QA round 7 (monitor N2): docs/monitor.md's loop left only the batch loop on should_stop, so
+    a stop set at an epoch record (default interval) or mid-epoch (records every 4 steps) still
+    trained the first step of each epoch left (end: 'training went on to step ...'); run as
+    printed for 10 epochs of 16 steps, it now stops at the step that fired."""
+    import functools
+
+    import auditor.monitor
+
+    if interval is not None:
+        monkeypatch.setattr(auditor.monitor, "TrainingMonitor",
+                            functools.partial(auditor.monitor.TrainingMonitor, interval=interval))
+    text = (ROOT / "docs" / "monitor.md").read_text(encoding="utf-8")
+    code = re.findall(r"```python\n(.*?)```", text.split("\n## In a plain PyTorch loop\n", 1)[1], re.S)[0]
+    model = TwoTower()
+    users, items = zipf_pairs()
+    loader = [(torch.from_numpy(users[s:s + 64]), torch.from_numpy(items[s:s + 64])) for s in range(0, 1024, 64)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=5.0)
+    steps = []
+    optimizer.register_step_post_hook(lambda *_: steps.append(1))
+    run(code, {"model": model, "optimizer": optimizer, "loader": loader, "epochs": 10}, tmp_path, monkeypatch)
+    trace = read_trace(tmp_path / "trace.jsonl")
+    assert [a.alert for a in trace.alerts] == ["spearman>0.5"]
+    fired = trace.alerts[0].step
+    assert fired == (96 if interval is None else 88)  # epoch 6's record, or its 8th step: 4 epochs are left
+    assert len(steps) == fired and trace.records[-1].step == fired
+    assert trace.end is not None and trace.end.reason == f"stopped by alert spearman>0.5 at step {fired}"

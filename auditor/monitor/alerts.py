@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from auditor.errors import AlertTripped, GateError, TrainingError, setting
 from auditor.gate import Gate, evaluate_gates, parse_gates
@@ -40,6 +41,18 @@ def parse_alerts(expressions: Iterable[str], interval: int | None = None) -> lis
     return gates
 
 
+def alert_identity(expression: str) -> Gate | str:
+    """What makes two alert expressions one alert: the figure, the operator and the threshold
+    as a number (a :class:`~auditor.gate.Gate` compares those), so ``spearman>0.60``,
+    ``spearman > 0.6`` and ``spearman>6e-1`` are one alert, which fires once over a trace
+    however a resumed run spells it. An expression that no longer parses (a trace written by
+    another version) is its text without spaces."""
+    try:
+        return parse_gates([expression], FIGURES, option="alerts", rule=None)[0]
+    except GateError:
+        return "".join(expression.split())
+
+
 def check_action(action: str, allowed: Sequence[str] = ALERT_ACTIONS) -> AlertAction:
     """``action`` when it is one of ``allowed`` (an adapter may support fewer), else TrainingError."""
     if action not in allowed:
@@ -51,15 +64,22 @@ class Alerts:
     """The parsed alerts of one monitor and which of them have fired."""
 
     def __init__(self, expressions: Iterable[str], action: AlertAction, interval: int | None = None) -> None:
-        self.gates = parse_alerts(expressions, interval)
+        self.gates = list(dict.fromkeys(parse_alerts(expressions, interval)))  # one alert, given twice: once
         self.action = action
         self._fired: set[Gate] = set()
 
-    def remember(self, fired: Iterable[str]) -> None:
+    def remember(self, fired: Iterable[str], names: Iterable[str] = ()) -> None:
         """Mark the alerts (expressions as written in alert records) that already fired in
-        the trace a resumed run continues: each fires once over the whole trace."""
-        earlier = set(fired)
-        self._fired.update(g for g in self.gates if str(g) in earlier)
+        the trace a resumed run continues: each fires once over the whole trace, compared by
+        :func:`alert_identity`. ``names``: the trace's spelling of its alerts (its header),
+        which this run's alert records then use for the same alerts."""
+        earlier = {alert_identity(a) for a in fired}
+        spelled: dict[Gate, str] = {}
+        for known in map(alert_identity, names):
+            if isinstance(known, Gate):
+                spelled.setdefault(known, known.given)
+        self.gates = [replace(g, given=spelled[g]) if g in spelled else g for g in self.gates]
+        self._fired.update(g for g in self.gates if g in earlier)
 
     def fire(self, record: TraceRecord) -> list[AlertEvent]:
         """The alerts that fire at ``record`` (each at most once over the run)."""

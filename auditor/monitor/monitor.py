@@ -161,7 +161,7 @@ class TrainingMonitor:
             raise TrainingError(f"resume: there is no trace at {trace} to continue")
         point = resume_point(Path(trace), self.header, start_step, start_epoch)
         self.global_step, self.epoch, self.header = point.step, point.epoch, point.header
-        self._alerts.remember(point.fired)
+        self._alerts.remember(point.fired, point.header.alerts)
         return point.keep
 
     # -- the calls a training loop makes ------------------------------------------------

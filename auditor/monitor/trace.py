@@ -26,8 +26,9 @@ from typing import IO, Any
 
 
 from auditor.errors import OutputError, TraceError, TrainingError
-from auditor.io import is_special_file
+from auditor.io import is_special_file, write_atomic
 from auditor.loading.trace import read_trace
+from auditor.monitor.alerts import alert_identity
 from auditor.monitor.settings import MonitorInputWarning
 from auditor.trace_schema import (
     TRACE_SCHEMA,
@@ -88,20 +89,14 @@ class TraceWriter:
 
 def _rewrite_kept(path: Path, header: TraceHeader, keep: int) -> None:
     """Replace the trace at ``path`` by its first ``keep`` bytes under a new header line,
-    atomically (a temporary file renamed over it): a failure leaves the trace as it was."""
+    atomically (:func:`auditor.io.write_atomic`: a failure leaves the trace as it was). A
+    trace named by a symlink is rewritten at the link's target, keeping its mode, as the
+    appends that follow (an open() through the link) continue it."""
     with open(path, "rb") as fh:
         kept = fh.read(keep)
     body = kept[kept.find(b"\n") + 1:] if b"\n" in kept else b""
     line = json.dumps(header.to_json(), allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.resume")
-    try:
-        with open(temporary, "wb") as out:
-            out.write(line + body)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    write_atomic(path, line + body, follow_link=True, durable=True)
 
 
 def refuse_foreign(path: Path) -> None:
@@ -180,11 +175,20 @@ def resumed_header(theirs: TraceHeader, ours: TraceHeader, step: int) -> TraceHe
     """The header of a trace that a run resumed at ``step`` continues: the trace's own, with
     the alerts watched over the whole trace (those before, then the resumed run's new ones),
     the step each new one was added at and each no longer watched was dropped at, and the
-    resumed run's alert action (each alert record carries the action it fired with)."""
-    alerts = list(theirs.alerts) + [a for a in ours.alerts if a not in theirs.alerts]
+    resumed run's alert action (each alert record carries the action it fired with). Alerts
+    are one alert when :func:`~auditor.monitor.alerts.alert_identity` says so (``spearman>0.60``
+    is the trace's ``spearman>0.6``), under the trace's spelling."""
+    key = {a: alert_identity(a) for a in (*theirs.alerts, *ours.alerts)}
+    before, watched = {key[a] for a in theirs.alerts}, {key[a] for a in ours.alerts}  # before: grows with new
+    new: list[str] = []
+    for alert in ours.alerts:
+        if key[alert] not in before:
+            new.append(alert)
+            before.add(key[alert])
+    alerts = list(theirs.alerts) + new
     added = dict(theirs.alerts_added)  # an alert dropped and given again: the step it was given again
-    added.update({a: step for a in ours.alerts if a not in theirs.alerts or a in theirs.alerts_dropped})
-    dropped = {a: theirs.alerts_dropped.get(a, step) for a in alerts if a not in ours.alerts}
+    added.update({a: step for a in alerts if a in new or (a in theirs.alerts_dropped and key[a] in watched)})
+    dropped = {a: theirs.alerts_dropped.get(a, step) for a in alerts if key[a] not in watched}
     return replace(theirs, alerts=tuple(alerts), alert_action=ours.alert_action, alerts_added=added, alerts_dropped=dropped)
 
 
