@@ -374,7 +374,7 @@ def test_ctrl_c_saves_the_finished_rows_and_prints_the_command_to_continue(slow_
         # sends SIGINT to the whole foreground process group).
         assert wait_for(lambda: "slow2" in started(d), 60, proc), proc.communicate(timeout=5)
         # Rows finished in quick succession are saved together a moment later (results.py).
-        assert wait_for(lambda: saved_rows(out) == 2, 10), saved_rows(out)
+        assert wait_for(lambda: saved_rows(out) == 2, 60), saved_rows(out)
         os.killpg(proc.pid, signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=20)
         gone = wait_for(lambda: not marked_processes(token), 10)
