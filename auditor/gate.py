@@ -40,7 +40,7 @@ from auditor.gate_reasons import (
     list_measures_of, per_k_name, well_formed, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
 from auditor.harm import EDGE_SLACK
-from auditor.protocol import protocol_clause
+from auditor.protocol import protocol_clause, report_population
 from auditor.sections import SERVED
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
@@ -276,7 +276,7 @@ def protocol_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gat
     than the training log's (:mod:`auditor.protocol`: counts for the log, a query file),
     and ``severity_level`` when the verdict was graded from those lists, each with how its
     line says so, read from the JSON ``report``; they still evaluate."""
-    clause = protocol_clause(((report.get("retrieval") or {}).get("population") or {}).get("seen_items"))
+    clause = protocol_clause(report_population(report)["seen_items"])
     if clause is None:
         return {}
     measures = list_measures_of(report)

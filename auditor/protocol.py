@@ -8,13 +8,24 @@ which the user asked for). Without each user's training items (``seen_items``
 user numbering) every user-table row (or file row) is queried and training items stay
 among the candidates: the lists, and every figure of them, are measured under another
 protocol, while the frequency-norm figures, the popularity weights and the head and tail
-sets stay the log's. ``seen_items`` is the one record of it: ``diff`` flags the model's
-list figures of two reports whose ``seen_items`` differ as not comparable.
+sets stay the log's. ``seen_items`` is the one record of it.
+
+Which figures two audits can compare is one rule (:data:`POPULATION_KEYS`,
+:func:`of_model_lists`, :func:`population_apart`): the figures of the model's own lists
+are comparable only between audits whose ``retrieval.population`` has the same ``source``
+and ``seen_items``. ``diff`` flags them (docs/diff.md, "Comparability"), and the ``batch``
+summary marks a change or a trend between rows measured differently as not comparable
+(docs/report.md, "Batch summary"), where each row's population is also a column.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from auditor.errors import setting
+from auditor.flat import FlatEntry
 
 UNKNOWN = "unknown"
 """The ``seen_items`` of a population measured under another protocol than the log's."""
@@ -56,4 +67,46 @@ def protocol_lead(seen_items: str | None, graded: bool) -> str:
             "against runs measured the same way. ")
 
 
-__all__ = ["UNKNOWN", "other_protocol", "protocol_clause", "protocol_lead"]
+POPULATION = "retrieval.population"
+POPULATION_KEYS = ("source", "seen_items")
+"""What a report's ``retrieval.population`` records of the protocol its model's lists were
+measured under: who was queried (``users``, ``history``, ``file``) and whether their
+training items were excluded (``excluded``, ``kept``, ``unknown``)."""
+
+
+def of_model_lists(entry: FlatEntry) -> bool:
+    """A figure of the lists popaudit retrieves itself (the model's scorings, the most-popular
+    list, their accuracy), not of served lists given to it (``served`` scoring): what another
+    population (:func:`population_apart`) makes incomparable."""
+    return entry.section in ("retrieval", "accuracy") and entry.scoring != "served"
+
+
+def report_population(report: Any) -> dict[str, Any]:
+    """The :data:`POPULATION_KEYS` of a JSON report's ``retrieval.population`` (each None
+    where the report records none: no retrieval, a lists-only audit, not a report)."""
+    retrieval = report.get("retrieval") if isinstance(report, Mapping) else None
+    population = retrieval.get("population") if isinstance(retrieval, Mapping) else None
+    population = population if isinstance(population, Mapping) else {}
+    return {key: population.get(key) for key in POPULATION_KEYS}
+
+
+def population_apart(populations: Iterable[Mapping[str, Any] | None]) -> str | None:
+    """Why the figures of the model's own lists of audits with these populations (of
+    :func:`report_population`) are not comparable, as ``diff`` words its setting lines:
+    ``retrieval.population.seen_items differs ("excluded" vs "unknown")`` (every value, in
+    order of appearance, where more than two differ); None when they agree. A population
+    that records nothing (no retrieval: its lists have no figures) agrees with any."""
+    recorded = [p for p in populations if p and any(p.get(key) is not None for key in POPULATION_KEYS)]
+    reasons = []
+    for key in POPULATION_KEYS:
+        values = list(dict.fromkeys(p.get(key) for p in recorded))
+        if len(values) > 1:
+            shown = " vs ".join(json.dumps(v, ensure_ascii=False, default=str) for v in values)
+            reasons.append(f"{POPULATION}.{key} differs ({shown})")
+    return "; ".join(reasons) or None
+
+
+__all__ = [
+    "POPULATION", "POPULATION_KEYS", "UNKNOWN", "of_model_lists", "other_protocol", "population_apart",
+    "protocol_clause", "protocol_lead", "report_population",
+]

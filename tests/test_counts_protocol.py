@@ -158,3 +158,101 @@ def test_protocol_gates_name_the_model_lists_figures_only() -> None:
     graded = {**report, "verdict": {"quoted_k": 10}}  # a severity graded from those lists: its gate too
     assert [str(g) for g in protocol_gates(gates, graded)][-1] == "severity_level>=1"
     assert protocol_gates(gates, {"retrieval": {"population": {"seen_items": "excluded"}}}) == {}
+
+
+# ---------------------------------------------------------------- batch (QA plugins N2)
+
+BATCH_APART = 'retrieval.population.seen_items differs ("excluded" vs "unknown")'
+
+
+@pytest.fixture(scope="module")
+def protocol_batch(workspace: Path) -> tuple[pa.Table, Any]:
+    """One model with its log, its counts, its counts again and its log again."""
+    manifest = workspace / "protocols.csv"
+    log, counts = workspace / "log.parquet", workspace / "counts.parquet"
+    manifest.write_text(f"model,interactions,frequencies\nmodel.pt,{log},\nmodel.pt,,{counts}\nmodel.pt,,{counts}\n"
+                        f"model.pt,{log},\n")
+    result = CliRunner().invoke(cli, ["batch", str(manifest), "-o", str(workspace / "protocols.parquet"), "-k", str(K),
+                                      "--bootstrap", "0", "--no-probes"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    return pq.read_table(workspace / "protocols.parquet"), result
+
+
+def test_batch_rows_say_their_protocol_in_flat_columns(workspace: Path, protocol_batch: tuple[pa.Table, Any]) -> None:
+    table, _ = protocol_batch
+    assert table.column("seen_items").to_pylist() == ["excluded", "unknown", "unknown", "excluded"]
+    assert table.column("query_source").to_pylist() == ["users"] * 4  # before: no column said either
+    excluded, kept = _numpy_figures(workspace, True), _numpy_figures(workspace, False)
+    ratio = [f["head_share_1pct_dot"] / f["head_share_1pct_cosine"] for f in (excluded, kept, kept, excluded)]
+    assert table.column(f"head_share_1pct_ratio@{K}").to_pylist() == pytest.approx(ratio, rel=1e-12)
+    assert ratio[0] != pytest.approx(ratio[1])  # the same model: the change is the protocol's alone
+    for report, seen in zip(table.column("report_json").to_pylist(), table.column("seen_items").to_pylist()):
+        assert json.loads(report)["retrieval"]["population"]["seen_items"] == seen
+
+
+def test_batch_summary_does_not_compare_rows_of_another_protocol(
+    workspace: Path, protocol_batch: tuple[pa.Table, Any]
+) -> None:
+    """The change of the head-share ratio between a log row and a counts row is diff's
+    "not comparable", for diff's reason; between two rows measured alike it is compared."""
+    from auditor.batch.summary import summarise
+    from auditor.diff import diff_reports
+
+    table, result = protocol_batch
+    summary = summarise(table, rank_by="spearman")
+    head = f"head_share_1pct_ratio@{K}"
+    assert summary.head_share_metric == head
+    deltas = [(s.delta_head_share, s.head_share_apart) for s in summary.order]
+    back = 'retrieval.population.seen_items differs ("unknown" vs "excluded")'  # the previous row's first, as diff's base
+    assert deltas == [(None, None), (None, BATCH_APART), (0.0, None), (None, back)]  # before: -0.4, 0, +0.4
+    assert [s.delta_spearman for s in summary.order] == [None, 0.0, 0.0, 0.0]  # the log's figures in every row
+    reports = [json.loads(r) for r in table.column("report_json").to_pylist()]
+    by_diff = {m.name: m for m in diff_reports(reports[0], reports[1]).metrics}[head]
+    assert by_diff.status == "incomparable" and by_diff.reason == BATCH_APART  # one rule, one wording
+    trends = {t.metric: t for t in summary.trends}
+    assert (trends[head].direction, trends[head].change, trends[head].apart) == ("not comparable", None, BATCH_APART)
+    assert (trends["spearman"].direction, trends["spearman"].change) == ("no clear trend", 0.0)
+    assert summary.protocols == 'retrieval.population.seen_items "excluded": rows 0, 3; "unknown": rows 1, 2'
+    by_gini = summarise(table, rank_by=f"gini_dot@{K}")  # a list measure ranked by: its trend too
+    assert {t.metric: t for t in by_gini.trends}[f"gini_dot@{K}"].direction == "not comparable"
+    # The console: the note, and "not comparable" where the change was a bare -0.429-like figure.
+    order = result.output[result.output.index("Row by row"):]
+    change = f"{ratio_change(table):.3f}"
+    assert change not in result.output and order.count("not comparable") >= 3
+    assert "measured under different protocols" in result.output
+
+
+def ratio_change(table: pa.Table) -> float:
+    values = table.column(f"head_share_1pct_ratio@{K}").to_pylist()
+    return float(values[1] - values[0])
+
+
+def test_batch_summary_of_one_protocol_compares_every_row(workspace: Path) -> None:
+    manifest = workspace / "one_protocol.csv"
+    manifest.write_text(f"model,interactions\nmodel.pt,{workspace / 'log.parquet'}\nmodel.pt,{workspace / 'log.parquet'}\n")
+    out = workspace / "one_protocol.parquet"
+    result = CliRunner().invoke(cli, ["batch", str(manifest), "-o", str(out), "-k", str(K), "--bootstrap", "0",
+                                      "--no-probes", "--html", str(workspace / "one.html")], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    from auditor.batch.summary import summarise
+
+    summary = summarise(pq.read_table(out))
+    assert summary.protocols is None and summary.order[1].delta_head_share == 0.0
+    assert summary.order[1].head_share_apart is None and summary.trends[1].apart is None
+    assert "not comparable" not in result.output and "not comparable" not in (workspace / "one.html").read_text()
+
+
+def test_resumed_rows_of_an_earlier_version_get_their_population_columns(
+    workspace: Path, protocol_batch: tuple[pa.Table, Any]
+) -> None:
+    """Rows kept on --resume from a results file written before the columns existed are
+    filled from their own reports."""
+    table, _ = protocol_batch
+    out = workspace / "resumed.parquet"
+    pq.write_table(table.drop_columns(["seen_items", "query_source"]), out)
+    result = CliRunner().invoke(cli, ["batch", str(workspace / "protocols.csv"), "-o", str(out), "-k", str(K),
+                                      "--bootstrap", "0", "--no-probes", "--resume", "-q"])
+    assert result.exit_code == 0, result.output
+    resumed = pq.read_table(out)
+    assert resumed.column("seen_items").to_pylist() == ["excluded", "unknown", "unknown", "excluded"]
+    assert resumed.column("seconds").to_pylist() == table.column("seconds").to_pylist()  # kept, not audited again

@@ -23,6 +23,14 @@ bias_detected       bool     the verdict's ``bias_detected``
 C1_status..C5_status string  ``holds`` / ``violated`` / ``unknown`` per condition
 n_items, dim        int64    item table shape
 n_interactions      int64    interactions read from the log (null: none)
+query_source        string   who the model's lists were retrieved for: ``users``,
+                             ``history`` or ``file`` (``retrieval.population.source``;
+                             null: no retrieval)
+seen_items          string   ``excluded`` (the training log's protocol), ``kept``
+                             (``keep_seen``) or ``unknown`` (counts for the log, a query
+                             file: another protocol; ``retrieval.population.seen_items``).
+                             The figures of the model's lists compare only between rows
+                             whose two population columns agree (:mod:`auditor.protocol`)
 seconds             float64  wall time of the audit (differs between runs; everything
                              else is deterministic for a given manifest and seed)
 <flat metrics>      float64  :func:`auditor.flat.metric_names` order: ``spearman``,
@@ -86,6 +94,7 @@ from auditor.batch.journal import Journal, journal_path
 from auditor.errors import InputError
 from auditor.flat import metric_names
 from auditor.io import atomic_path, is_special_file
+from auditor.protocol import report_population
 from auditor.result import CONDITION_IDS
 
 RESULTS_VERSION = 2
@@ -107,6 +116,10 @@ _FIXED_HEAD: tuple[tuple[str, pa.DataType, str], ...] = (
     ("n_items", pa.int64(), "rows of the item table"),
     ("dim", pa.int64(), "embedding dimension"),
     ("n_interactions", pa.int64(), "interactions read from the log (null: none)"),
+    ("query_source", pa.string(), "who the model's lists were retrieved for: users, history or file "
+                                  "(retrieval.population.source; null: no retrieval)"),
+    ("seen_items", pa.string(), "excluded (the training log's protocol), kept or unknown (another protocol: counts "
+                                "for the log, a query file); retrieval.population.seen_items"),
     ("seconds", pa.float64(), "wall time of the audit in seconds"),
 )
 _FIXED_TAIL: tuple[tuple[str, pa.DataType, str], ...] = (
@@ -115,6 +128,20 @@ _FIXED_TAIL: tuple[tuple[str, pa.DataType, str], ...] = (
     ("report_json", pa.string(), "the full JSON report (docs/report.md, schema_version 1)"),
 )
 FIXED_COLUMNS = {name for name, _, _ in _FIXED_HEAD + _FIXED_TAIL}
+POPULATION_COLUMNS = {"query_source": "source", "seen_items": "seen_items"}
+"""Column -> key of the report's ``retrieval.population`` (:data:`auditor.protocol.POPULATION_KEYS`)."""
+
+
+def population_columns(report: Any) -> dict[str, Any]:
+    """A row's population columns, read from its JSON report (a dict, or its text: a row kept
+    on resume from a file written before the columns were)."""
+    if isinstance(report, str):
+        try:
+            report = json.loads(report)
+        except ValueError:
+            report = None
+    population = report_population(report)
+    return {column: population[key] for column, key in POPULATION_COLUMNS.items()}
 
 
 def _field(name: str, dtype: pa.DataType, doc: str) -> pa.Field:

@@ -1,6 +1,12 @@
 """A ``popaudit batch`` results table summarised: models ranked by bias, how the metrics
 move across the manifest order (Kendall's τ against the row order), and the failed rows.
 
+A figure of the model's own lists (the head-share ratio, a list or accuracy ``rank_by``,
+``severity_level`` where the verdict graded those lists) changes comparably only between
+rows measured under the same protocol: ``diff``'s rule (:func:`auditor.protocol.population_apart`
+on each row's ``retrieval.population``). A change or trend across rows measured differently
+(a log and counts for one model) is not comparable, and the summary says which rows differ.
+
 :func:`summarise` reads a results table (the schema of :mod:`auditor.batch.results`) into
 the report's :class:`~auditor.report.batch_summary.BatchSummary`, which
 :func:`~auditor.report.batch_summary.batch_document` renders. The trend test is
@@ -13,15 +19,18 @@ from __future__ import annotations
 import math
 import json
 import re
+from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from auditor.batch.rank_by import RankSense, did_you_mean, rank_sense
-from auditor.errors import InputError
+from auditor.errors import InputError, ReportError
+from auditor.flat import FlatEntry, gateable_entries
 from auditor.harm import served_ks
 from auditor.metrics.correlations import kendall_tau_test
+from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, population_apart, report_population
 from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
 from auditor.result import SEVERITIES
 from auditor.summaries import STATUS_ERROR, STATUS_OK
@@ -38,6 +47,13 @@ class _ReportFacts(NamedTuple):
     """The K the trade-off recommended at (``accuracy.quoted_k``)."""
     quoted_k: int | None
     """The K the verdict quotes (``verdict.quoted_k``)."""
+    population: dict[str, Any]
+    """The report's ``retrieval.population`` (:func:`auditor.protocol.report_population`)."""
+
+
+_NO_FACTS = _ReportFacts(None, None, None, {})
+Entries = dict[str, FlatEntry | None]
+"""The origin of each followed column (None: no flat name, e.g. ``seconds``)."""
 
 
 def _head_ratio_ks(table: pa.Table, ok: list[dict[str, Any]]) -> tuple[int | None, dict[int, int]]:
@@ -75,20 +91,22 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
         numeric = [f.name for f in table.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
         raise InputError(f"cannot rank by {rank_by!r}: not a results column{did_you_mean(rank_by, numeric)}; the "
                          f"table has {len(numeric)} numeric columns")
-    facts = _report_facts(table)
+    facts, entries = _report_facts(table, _followed(table, rank_by))
     # The reports (tens of KB a row) are read above one at a time: leave them in Arrow.
     if "report_json" in table.column_names and rank_by != "report_json":
         table = table.drop_columns(["report_json"])
     records = sorted(table.to_pylist(), key=lambda r: r["row"])
     ok = [r for r in records if r["status"] == STATUS_OK]
     shared_k, own_k = _head_ratio_ks(table, ok)
-    order = _order(ok, rank_by, shared_k, own_k, facts)
+    lists = _of_lists(entries, facts)
+    order = _order(ok, rank_by, shared_k, own_k, facts, lists)
     sense = rank_sense(rank_by)
     head = None if shared_k is None else f"head_share_1pct_ratio@{shared_k}"
     trends = []
     for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
         points = [(r["row"], r[metric]) for r in ok if r.get(metric) is not None]
-        trends.append(_trend(metric, points))
+        apart = population_apart(_population(facts, row) for row, _ in points) if lists(metric) else None
+        trends.append(_trend(metric, points, apart))
     failures = [(r["row"], r["model"], r["error"] or "") for r in records if r["status"] == STATUS_ERROR]
     return BatchSummary(
         n_rows=len(records),
@@ -102,29 +120,81 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
         trends=trends,
         failures=failures,
         per_row_k=shared_k is None and bool(own_k),
+        protocols=_protocols(ok, facts),
     )
 
 
 def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: dict[int, int],
-           facts: dict[int, _ReportFacts]) -> list[SummaryRow]:
+           facts: dict[int, _ReportFacts], lists: Callable[[str], bool]) -> list[SummaryRow]:
     """The ok rows in manifest order, each with its figures at the summary's K (the shared
-    one, else its own) and the changes from the previous row (head share: at the same K)."""
+    one, else its own) and the changes from the previous row (head share: at the same K and
+    under the same protocol, else no change and why not)."""
     order: list[SummaryRow] = []
     for r in ok:
-        fact = facts.get(r["row"], _ReportFacts(None, None, None))
+        fact = facts.get(r["row"], _NO_FACTS)
         k = shared_k if shared_k is not None else _own_k(r, own_k.get(r["row"]), fact.quoted_k)
         share = r.get(f"head_share_1pct_ratio@{k}") if k is not None else None
         before = order[-1] if order else None
+        apart = None
+        if before is not None and share is not None and before.head_share is not None and lists(f"head_share_1pct_ratio@{k}"):
+            apart = population_apart([_population(facts, before.row), fact.population])
         order.append(SummaryRow(
             row=r["row"], model=r["model"], label=r.get("label"), severity=r.get("verdict_severity"),
             spearman=r.get("spearman"), head_share=share, rank_value=r.get(rank_by),
             delta_spearman=_delta(r.get("spearman"), before.spearman if before else None),
-            delta_head_share=_delta(share, before.head_share if before and before.k == k else None),
+            delta_head_share=_delta(share, before.head_share if before and before.k == k and not apart else None),
             ndcg=r.get(f"ndcg_dot@{k}") if k is not None else None,
             recall=r.get(f"recall_dot@{k}") if k is not None else None,
             recommended=fact.recommended, k=k, recommended_k=fact.recommended_k,
+            seen_items=fact.population.get("seen_items"), query_source=fact.population.get("source"),
+            head_share_apart=apart,
         ))  # fmt: skip
     return order
+
+
+def _population(facts: dict[int, _ReportFacts], row: int) -> dict[str, Any]:
+    return facts.get(row, _NO_FACTS).population
+
+
+def _followed(table: pa.Table, rank_by: str) -> list[str]:
+    """The columns whose changes the summary states: Spearman's rho, the head-share ratios, ``rank_by``."""
+    heads = [name for name in table.column_names if _HEAD_RATIO.fullmatch(name)]
+    return list(dict.fromkeys(["spearman", *heads, rank_by]))
+
+
+def _of_lists(entries: Entries, facts: dict[int, _ReportFacts]) -> Callable[[str], bool]:
+    """Whether a column is a figure of the model's own lists (:func:`auditor.protocol.of_model_lists`,
+    diff's rule), or ``severity_level`` where a verdict graded those lists (diff compares no
+    severity graded on a figure it does not compare)."""
+    graded = any(fact.quoted_k is not None for fact in facts.values())
+
+    def lists(metric: str) -> bool:
+        if metric == "severity_level":
+            return graded
+        entry = entries.get(metric)
+        return entry is not None and of_model_lists(entry)
+
+    return lists
+
+
+def _protocols(ok: list[dict[str, Any]], facts: dict[int, _ReportFacts]) -> str | None:
+    """Which ok rows were measured under which protocol, where they differ: e.g.
+    ``retrieval.population.seen_items "excluded": rows 0, 2; "unknown": row 1``; None when
+    every row with a population agrees (:func:`auditor.protocol.population_apart`)."""
+    populations = {r["row"]: _population(facts, r["row"]) for r in ok}
+    if population_apart(populations.values()) is None:
+        return None
+    parts = []
+    for key in POPULATION_KEYS:
+        rows: dict[Any, list[int]] = {}
+        for row, population in populations.items():
+            if population.get(key) is not None:
+                rows.setdefault(population[key], []).append(row)
+        if len(rows) > 1:
+            said = "; ".join(f"{json.dumps(value, default=str)}: row{'s' if len(at) > 1 else ''} "
+                             f"{', '.join(map(str, at))}" for value, at in rows.items())
+            parts.append(f"{POPULATION}.{key} {said}")
+    return ". ".join(parts)
 
 
 def _own_k(record: dict[str, Any], largest: int | None, quoted: int | None) -> int | None:
@@ -146,13 +216,15 @@ def ranking_key(row: SummaryRow, sense: RankSense) -> tuple[bool, float, int, bo
     return (row.rank_value is None, value, -severity, row.head_share is None, -(row.head_share or 0.0), row.row)
 
 
-def _report_facts(table: pa.Table) -> dict[int, _ReportFacts]:
-    """Each row's recommended scoring and the Ks its report quotes, read from its JSON
-    report one row at a time (the reports are tens of kilobytes each: never all decoded
-    at once)."""
+def _report_facts(table: pa.Table, followed: Collection[str]) -> tuple[dict[int, _ReportFacts], Entries]:
+    """Each row's recommended scoring, the Ks its report quotes and its population, read
+    from its JSON report one row at a time (the reports are tens of kilobytes each: never
+    all decoded at once); and the origin of each ``followed`` column (:class:`FlatEntry`),
+    read from the first report that has a value for it."""
     if "report_json" not in table.column_names or "row" not in table.column_names:
-        return {}
+        return {}, {}
     out: dict[int, _ReportFacts] = {}
+    entries: Entries = {}
     rows, reports = table.column("row"), table.column("report_json")
     for i in range(table.num_rows):
         text = reports[i].as_py()
@@ -161,6 +233,8 @@ def _report_facts(table: pa.Table) -> dict[int, _ReportFacts]:
         except ValueError:
             report = None
         report = report if isinstance(report, dict) else {}
+        _add_entries(entries, report, [m for m in followed if m not in entries and m in table.column_names
+                                       and table.column(m)[i].is_valid])
         accuracy, verdict = report.get("accuracy"), report.get("verdict")
         accuracy = accuracy if isinstance(accuracy, dict) else {}
         chosen = accuracy.get("recommended")
@@ -168,8 +242,22 @@ def _report_facts(table: pa.Table) -> dict[int, _ReportFacts]:
             chosen if isinstance(chosen, str) else None,
             _int_or_none(accuracy.get("quoted_k")) if isinstance(chosen, str) else None,
             _int_or_none(verdict.get("quoted_k")) if isinstance(verdict, dict) else None,
+            report_population(report),
         )
-    return out
+    return out, entries
+
+
+def _add_entries(entries: dict[str, FlatEntry | None], report: dict[str, Any], missing: list[str]) -> None:
+    """The origins of the ``missing`` columns, which this row's report has values for; None
+    for a column that is no flat name of it (``seconds``, ``n_items``), which is not looked
+    for again (a report that does not read as popaudit writes one tells nothing)."""
+    if not missing or not report:
+        return
+    try:
+        found = gateable_entries(report)
+    except ReportError:
+        return
+    entries.update({name: found.get(name) for name in missing})
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -183,14 +271,16 @@ def _delta(value: float | None, before: float | None) -> float | None:
     return value - before
 
 
-def _trend(metric: str, points: list[tuple[int, float]]) -> Trend:
+def _trend(metric: str, points: list[tuple[int, float]], apart: str | None = None) -> Trend:
+    """How ``metric`` moved along the rows; with ``apart`` (why the rows' figures are not
+    comparable) its first and last values and extremes, and no change, τ or direction."""
     if not points:
         return Trend(metric, 0, None, None, None, None, None, None, None, "no clear trend")
     rows = np.array([p[0] for p in points], dtype=np.float64)
     values = np.array([p[1] for p in points], dtype=np.float64)
     tau = p = None
-    direction = "no clear trend"
-    if len(points) >= 3 and len(np.unique(values)) > 1:  # not np.ptp: a ratio of +inf minus +inf is NaN
+    direction = "not comparable" if apart else "no clear trend"
+    if not apart and len(points) >= 3 and len(np.unique(values)) > 1:  # not np.ptp: a ratio of +inf minus +inf is NaN
         test = kendall_tau_test(rows, values)
         tau, p = float(test.statistic), float(test.pvalue)
         if p < 0.05:
@@ -200,10 +290,11 @@ def _trend(metric: str, points: list[tuple[int, float]]) -> Trend:
         n=len(points),
         first=float(values[0]),
         last=float(values[-1]),
-        change=float(values[-1] - values[0]) if np.isfinite(values[[0, -1]]).all() else None,
+        change=float(values[-1] - values[0]) if not apart and np.isfinite(values[[0, -1]]).all() else None,
         min_row=int(rows[int(np.argmin(values))]),
         max_row=int(rows[int(np.argmax(values))]),
         kendall_tau=tau,
         p_value=p,
         direction=direction,
+        apart=apart,
     )

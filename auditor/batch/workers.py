@@ -21,7 +21,7 @@ from auditor.batch.jobs import BatchJob
 from auditor.batch.manifest import setting_columns
 from auditor.errors import spelled_as, spelling_active
 from auditor.plugins.prints import prints_to_stderr
-from auditor.batch.results import FIXED_COLUMNS
+from auditor.batch.results import FIXED_COLUMNS, population_columns
 from auditor.flat import flat_metrics_from_report
 from auditor.parallel import task_started, usable_cores
 from auditor.progress import SILENT
@@ -142,6 +142,7 @@ def result_record(job: BatchJob, result: Any, seconds: float) -> dict[str, Any]:
     n = result.inputs.n_interactions
     record["n_interactions"] = None if n is None else int(n)
     report = result.to_dict()  # once: the flat metrics are read from it (as result.flat_metrics() does)
+    record.update(population_columns(report))
     for name, value in flat_metrics_from_report(report).items():
         if name not in FIXED_COLUMNS:
             record[name] = value

@@ -45,10 +45,11 @@ from typing import Any, Literal
 
 from auditor.diff.directions import Direction, depends_on_popularity, direction
 from auditor.diff.figures import check_figures, check_tagged, unassessed_reason
-from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags, of_model_lists
+from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry, flat_entries, gateable_entries, report_as_read
 from auditor.errors import ReportError
+from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, report_population
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
 from auditor.sections import LISTS_ONLY_FORMAT
 
@@ -270,9 +271,9 @@ def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag
         differs("retrieval.popularity", rb.get("popularity"), rn.get("popularity"),
                 lambda e: e.section in ("retrieval", "accuracy", "served") and depends_on_popularity(e),
                 "figures that depend on the popularity definition are not compared")
-        pb, pn = rb.get("population") or {}, rn.get("population") or {}
-        for key in ("source", "seen_items"):
-            differs(f"retrieval.population.{key}", pb.get(key), pn.get(key), of_model_lists,
+        pb, pn = report_population(base), report_population(new)  # the one rule (auditor.protocol), batch's too
+        for key in POPULATION_KEYS:
+            differs(f"{POPULATION}.{key}", pb[key], pn[key], of_model_lists,
                     "figures of the model's own lists are not compared: they serve other queries or candidates")
         index_flags(rb, rn, differs)
         db, dn = rb.get("definitions") or {}, rn.get("definitions") or {}

@@ -28,6 +28,7 @@ from typing import Any
 
 from auditor.flat import FlatEntry, flat_entries
 from auditor.metrics.popularity_sets import head_count
+from auditor.protocol import of_model_lists
 from auditor.sections import UNTRAINED_SERVED
 
 Differs = Callable[[str, Any, Any, Callable[[FlatEntry], bool], str], None]
@@ -38,12 +39,6 @@ GROUPED_BY_USERS = re.compile(r"(gap_delta|miscalibration|ndcg)_(niche|diverse|b
 _HEAD_SHARE = re.compile(r"head_share_(\d+(?:\.\d+)?)pct")
 LOG_HEAD_PERCENT = 1.0
 """``head_share_log``: the top-1% items' share of the training popularity (retrieval/served.py)."""
-
-
-def of_model_lists(entry: FlatEntry) -> bool:
-    """A figure of the lists popaudit retrieves itself (the model's scorings, the most-popular
-    list, their accuracy), not of served lists given to it (``served`` scoring)."""
-    return entry.section in ("retrieval", "accuracy") and entry.scoring != "served"
 
 
 def _retrieved(entry: FlatEntry) -> bool:

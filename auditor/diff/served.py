@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from auditor.diff.rules import of_model_lists
+from auditor.protocol import of_model_lists
 from auditor.flat import FlatEntry
 
 EFFECT = "figures of the model's own lists and served figures are not compared: the two audits served other vectors"

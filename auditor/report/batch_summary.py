@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from auditor.report.document import Block, Document, Figure, Paragraph, Section, Table
+from auditor.protocol import UNKNOWN
 from auditor.report.formatting import fmt_num, fmt_ratio
 from auditor.result import json_safe
 
@@ -57,6 +58,14 @@ class SummaryRow:
     row, or (``BatchSummary.per_row_k``) the row's own."""
     recommended_k: int | None = None
     """The K the trade-off recommended at (``accuracy.quoted_k`` of the row's report)."""
+    seen_items: str | None = None
+    """``retrieval.population.seen_items`` of the row's report: ``unknown`` is another
+    protocol than the training log's (None: no retrieval)."""
+    query_source: str | None = None
+    """``retrieval.population.source`` of the row's report (None: no retrieval)."""
+    head_share_apart: str | None = None
+    """Why ``delta_head_share`` states no change: the two rows' lists were measured under
+    different protocols (``auditor.protocol.population_apart``); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +83,11 @@ class Trend:
     """Kendall's tau between manifest order and the metric (needs 3+ values)."""
     p_value: float | None
     direction: str
-    """``rising``, ``falling`` (tau's p < 0.05) or ``no clear trend``."""
+    """``rising``, ``falling`` (tau's p < 0.05), ``no clear trend`` or ``not comparable``
+    (``apart``)."""
+    apart: str | None = None
+    """Why the rows' figures of this metric are not comparable (figures of the model's lists
+    measured under different protocols): no change, tau or direction then; None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,10 @@ class BatchSummary:
     own K (the verdict's quoted K), said in each cell; ``head_share_metric`` is then None."""
     rank_order: str = "most biased first"
     """How ``ranking`` reads ``rank_by`` (:func:`auditor.batch.rank_by.rank_sense`)."""
+    protocols: str | None = None
+    """Which rows' lists were measured under which protocol, where rows differ
+    (``retrieval.population.seen_items "excluded": rows 0, 2; "unknown": row 1``); None
+    when every row was measured the same way."""
 
 
 @dataclass(frozen=True)
@@ -200,7 +217,7 @@ def batch_document(
         sections.append(Section("failures", "Failed rows", (failed,)))
     lead = Paragraph(f"{summary.n_rows} rows: {summary.n_ok} audited, {summary.n_error} failed.")
     return Document(
-        kind="batch", title=title, lead=(lead,), sections=tuple(sections),
+        kind="batch", title=title, lead=(lead, *_protocol_note(summary)), sections=tuple(sections),
         brief=_brief(summary, share, n_resumed, output), payload=lambda: json_safe(asdict(summary)),
     )  # fmt: skip
 
@@ -234,29 +251,58 @@ def _ranking_table(summary: BatchSummary, share: str) -> Table:
                  "no scoring found a held-out item).", wrap=(2,))  # fmt: skip
 
 
+NOT_COMPARABLE = "not comparable"
+"""A change between rows whose figures are not comparable (``diff``'s word)."""
+
+
+def _protocol_note(summary: BatchSummary) -> tuple[Paragraph, ...]:
+    """Which rows' lists were measured under which protocol, where rows differ (none otherwise)."""
+    if summary.protocols is None:
+        return ()
+    unknown = any(s.seen_items == UNKNOWN for s in summary.order)
+    return (Paragraph(
+        f"The rows' lists were measured under different protocols: {summary.protocols}."
+        + (f' "{UNKNOWN}" is not the training log\'s protocol (training items not excluded; see each report\'s '
+           "retrieval.population)." if unknown else "")
+        + " A figure of the model's lists (the head-share ratio, NDCG, recall, every list measure) compares only "
+        f"between rows measured the same way: a change or trend across rows measured differently is {NOT_COMPARABLE},"
+        " as in popaudit diff."),)  # fmt: skip
+
+
+def _apart_caption(reasons: list[str | None]) -> str:
+    """The caption naming why changes are not comparable ("" when every change is)."""
+    said = list(dict.fromkeys(r for r in reasons if r))
+    return f"{NOT_COMPARABLE}: the lists were measured under different protocols ({'; '.join(said)})." if said else ""
+
+
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
     def figure(metric: str, value: float | None) -> str:  # a dot/cosine ratio may be +inf: ∞×, never n/a
         return fmt_ratio(value) if "_ratio@" in metric else fmt_num(value)
 
     rows = tuple(
-        (t.metric, figure(t.metric, t.first), figure(t.metric, t.last), fmt_num(t.change), fmt_num(t.kendall_tau),
-         fmt_num(t.p_value), t.direction)
+        (t.metric, figure(t.metric, t.first), figure(t.metric, t.last),
+         NOT_COMPARABLE if t.apart else fmt_num(t.change), fmt_num(t.kendall_tau), fmt_num(t.p_value), t.direction)
         for t in summary.trends
     )  # fmt: skip
     return Table(("metric", "first", "last", "change", tau, "p", "trend"), rows,
-                 (False, True, True, True, True, True, False))  # fmt: skip
+                 (False, True, True, True, True, True, False), _apart_caption([t.apart for t in summary.trends]))
+
+
+def _order_rows(summary: BatchSummary) -> tuple[tuple[str, ...], ...]:
+    """The row-by-row cells: each ok row's figures and its changes from the previous one."""
+    cols = _columns(summary)
+    return tuple(
+        (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+         cols.figure(fmt_ratio(s.head_share), s), NOT_COMPARABLE if s.head_share_apart else fmt_num(s.delta_head_share))
+        for s in summary.order
+    )  # fmt: skip
 
 
 def _order_table(summary: BatchSummary, share: str) -> Table:
-    cols = _columns(summary)
-    rows = tuple(
-        (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-         cols.figure(fmt_ratio(s.head_share), s), fmt_num(s.delta_head_share))
-        for s in summary.order
-    )  # fmt: skip
-    return Table(("row", "model", "label", "spearman", "Δ spearman", share, "Δ"), rows,
-                 (True, False, False, True, True, True, True), "Changes are from the previous audited row.",
-                 wrap=(1,))  # fmt: skip
+    caption = " ".join(c for c in ("Changes are from the previous audited row.",
+                                   _apart_caption([s.head_share_apart for s in summary.order])) if c)
+    return Table(("row", "model", "label", "spearman", "Δ spearman", share, "Δ"), _order_rows(summary),
+                 (True, False, False, True, True, True, True), caption, wrap=(1,))  # fmt: skip
 
 
 def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | None) -> tuple[Block, ...]:
@@ -268,6 +314,7 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
     ranked, values = _ranked_column(summary)
     blocks: list[Block] = [
         Paragraph(f"{summary.n_rows} rows: {summary.n_ok} ok, {summary.n_error} failed{resumed}.{where}"),
+        *_protocol_note(summary),
         Table(
             ("#", "row", "model", "label", "severity", *ranked, "spearman", cols.share, cols.ndcg, cols.recommended),
             tuple((str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", *value, fmt_num(s.spearman),
@@ -280,11 +327,9 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
     if len(summary.order) > 1:
         blocks.append(replace(_trends_table(summary, "Kendall τ"), title="Across the manifest order"))
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
-        rows = tuple((str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-                      cols.figure(fmt_ratio(s.head_share), s), fmt_num(s.delta_head_share))
-                     for s in summary.order)  # fmt: skip
-        blocks.append(Table(("row", "model", "label", "spearman", "Δ", share, "Δ "), rows,
+        blocks.append(Table(("row", "model", "label", "spearman", "Δ", share, "Δ "), _order_rows(summary),
                             (True, False, False, True, True, True, True),
+                            _apart_caption([s.head_share_apart for s in summary.order]),
                             title="Row by row (changes from the previous audited row)"))  # fmt: skip
     return tuple(blocks)
 

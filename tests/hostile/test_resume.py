@@ -129,6 +129,24 @@ def _old_version(d: Path) -> None:
     pq.write_table(t, d / "r.parquet")
 
 
+def _before_population_columns(d: Path) -> None:
+    """The file as popaudit wrote it before the query_source and seen_items columns, row 1's
+    report garbled."""
+    t = pq.read_table(d / "r.parquet").drop_columns(["query_source", "seen_items"])
+    reports = t.column("report_json").to_pylist()
+    reports[1] = "{not json"
+    t = t.set_column(t.schema.get_field_index("report_json"), t.schema.field("report_json"), pa.array(reports))
+    pq.write_table(t, d / "r.parquet")
+
+
+def _population_filled(d: Path, outcome: Outcome, before: dict[int, dict[str, Any]]) -> None:
+    """Both rows kept; row 0's population columns read back from its report, row 1's null."""
+    after = {r["row"]: r for r in _rows(d)}
+    assert [after[r]["seconds"] for r in (0, 1)] == [before[r]["seconds"] for r in (0, 1)]
+    assert (after[0]["query_source"], after[0]["seen_items"]) == (before[0]["query_source"], before[0]["seen_items"])
+    assert after[0]["seen_items"] == "excluded" and (after[1]["query_source"], after[1]["seen_items"]) == (None, None)
+
+
 def _garble_row_1(d: Path) -> None:
     t = pq.read_table(d / "r.parquet")
     cells = t.column("provenance").to_pylist()
@@ -257,6 +275,9 @@ CASES = [
          EXIT_OK, None, stderr=_says(r"row 0: its item_ids file .*ids\.txt changed \(content\)")),
     Case("resume-plugin-edited", _resume(_edit_plugin, first=("--plugin", "p.py"), check=_kept()), EXIT_OK, None,
          stderr=_says(r"its plugins\[0\] file .*p\.py changed \(content\)")),
+    # QA plugins N2: rows kept from a file written before the population columns get them from their reports.
+    Case("resume-rows-before-population-columns", _resume(_before_population_columns, check=_population_filled),
+         EXIT_OK, None),
     Case("resume-garbled-provenance", _resume(_garble_row_1, check=_kept(0)), EXIT_OK, None,
          stderr=_says(r"row 1: its recorded provenance is unreadable")),
     Case("resume-onnx-external-data-rewritten", _resume(_retrained_onnx_data, make=_onnx_model, check=_kept(0),
