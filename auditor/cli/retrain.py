@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 @click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU: the same settings and seed write a byte-identical checkpoint on the same machine and --threads).")
 @click.option("--init-std", type=ranged("init_std"), default=0.1, show_default=True, help="Standard deviation of the normal initialisation of the id tables.")
 @click.option("--hidden-dim", type=ranged("hidden_dim"), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers (a usage error with towers that have no hidden layer).")
-@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower (a usage error with other user towers): the latest by the log's time column (ties in file order); a log with no time column gives its last rows in file order (with a warning).")
+@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower (a usage error with other user towers): the latest by the log's time column (ties in file order); a log with no time column, or one with a blank or unreadable time, gives its last rows in file order (with a warning).")
 @click.option("-o", "--output", type=PathArg, default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
 @click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), help="Write the training monitor's trace (JSON lines: rho, slope, update angles, head share every --trace-every steps and at each epoch end, alerts) as training goes; readable if training dies (docs/monitor.md).")
 @click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")
@@ -103,7 +103,7 @@ def command(
     config = TrainConfig(**settings)  # every other option is a training setting of the same name
     watch = WatchOptions(trace=trace, interval=trace_every, alerts=alerts, on_alert="raise" if on_alert == "fail" else on_alert)
     done = retrain(
-        lambda with_time: data.read(config.seed, with_time=with_time, progress=progress), config, output,
+        lambda times: data.read(config.seed, times=times, progress=progress), config, output,
         holdout_fraction=holdout_fraction, split=split, watch=watch, threads=threads, progress=progress,
     )
     for left_out in done.data.warnings:
