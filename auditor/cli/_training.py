@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from auditor.cli._common import option_group, ranged
 from auditor.config import INTERACTION_FORMATS
 from auditor.progress import SILENT, Progress
-from auditor.train import OPTION_APPLIES, SPLITS, inapplicable
+from auditor.train import OPTION_APPLIES, SPLITS, hidden_width_problem, inapplicable
 
 if TYPE_CHECKING:
     from auditor.train.data import TrainingData
@@ -71,6 +71,8 @@ def refuse_inapplicable(settings: dict[str, Any]) -> None:
     for option in OPTION_APPLIES:
         if _given(option) and (why := inapplicable(option, settings)) is not None:
             raise click.UsageError(f"--{option.replace('_', '-')} {why}")
+    if (why := hidden_width_problem(str(settings.get("user_encoder")), int(settings.get("hidden_dim", 0)))) is not None:
+        raise click.UsageError(f"--hidden-dim {why}")  # before any work (the model would refuse it after reading)
 
 
 _DATA_OPTIONS = option_group(

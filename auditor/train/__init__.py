@@ -39,6 +39,17 @@ HIDDEN_ENCODERS = ("embedding-linear", "mlp", "transformer")
 """The towers with a hidden layer (item embedding-linear and mlp, user mlp and transformer)."""
 HISTORY_ENCODERS = ("transformer",)
 """The user towers over each user's recent items (:mod:`auditor.train.models` ``NEEDS_HISTORIES``)."""
+TRANSFORMER_HEADS = 2
+"""Attention heads of the transformer user tower (``TrainConfig.n_heads``; no option sets it)."""
+
+
+def hidden_width_problem(user_encoder: str, hidden_dim: int, n_heads: int = TRANSFORMER_HEADS) -> str | None:
+    """Why ``hidden_dim`` cannot be the transformer user tower's width (its heads split it
+    evenly), or None: what follows the width's name in the error, in one place."""
+    if user_encoder not in HISTORY_ENCODERS or hidden_dim % n_heads == 0:
+        return None
+    return (f"{hidden_dim} cannot be split among the transformer user tower's {n_heads} attention heads: give a "
+            f"multiple of {n_heads}")
 
 
 @dataclass(frozen=True)

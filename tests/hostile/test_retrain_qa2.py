@@ -28,6 +28,14 @@ def _log(name: str, rows: str, *args: str) -> Any:
     return build
 
 
+def _retrain(*extra: str) -> Any:
+    def build(d: Path) -> Built:
+        return Built(["retrain", *extra, "--n-users", "20", "--n-items", "10", "--n-interactions", "100",
+                      "--epochs", "1", "-o", "model.pt"])
+
+    return build
+
+
 def _experiment(name: str, rows: str, *args: str) -> Any:
     def build(d: Path) -> Built:
         (d / name).write_text(rows)
@@ -60,6 +68,9 @@ CASES = [
          _experiment("t.csv", FREE_TEXT, "conditions", "--settings", "reference,asymmetric"), EXIT_OK, None,
          stderr=r"Warning: the time column 'timestamp' of t.csv has no usable time at data row 1 .*" + FILE_ORDER,
          absent=r"--split"),
+    Case("retrain-transformer-odd-hidden-dim", _retrain("--user-encoder", "transformer", "--hidden-dim", "7"),
+         EXIT_USAGE, r"--hidden-dim 7 cannot be split among the transformer user tower's 2 attention heads: give a "
+         r"multiple of 2", absent=r"n_heads"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
