@@ -31,3 +31,36 @@ def test_the_transformer_width_must_split_among_its_heads(width: int, refused: b
         assert "n_heads" not in got.stderr and not (tmp_path / "m.pt").exists()
         with pytest.raises(TrainingError, match=f"hidden_dim {width} cannot be split"):
             ModelSpec(n_users=3, n_items=3, user_encoder="transformer", hidden_dim=width)
+
+
+def test_on_alert_without_an_alert_is_a_usage_error(tmp_path: Path) -> None:
+    """N2: --on-alert fail without --alert trained and said nothing (rc 0)."""
+    out = tmp_path / "m.pt"
+    got = CliRunner().invoke(cli, ["retrain", *SMALL, "--on-alert", "fail", "-o", str(out)])
+    assert got.exit_code == 2
+    assert "--on-alert says what a training alert does when it fires, and no --alert is given" in got.stderr
+    assert not out.exists()
+    with_alert = CliRunner().invoke(cli, ["retrain", *SMALL, "--on-alert", "stop", "--alert", "spearman>2", "-o",
+                                          str(out)])
+    assert with_alert.exit_code == 0, with_alert.output
+
+
+def test_trace_every_without_trace_sets_the_checkpoints_angle_steps(tmp_path: Path) -> None:
+    """N2, kept: --trace-every without --trace is not ignored. 100 interactions in batches of 50
+    are 2 steps; the default interval (500) samples none of them, so the epoch row's angle share is
+    NaN, while --trace-every 1 samples both: under the all-hold reference (plain SGD, id tables,
+    cosine InfoNCE) every update is orthogonal to its vector (docs/theory.md), a share of exactly 1."""
+    import math
+
+    import torch
+
+    shares = {}
+    for every in ("1", None):
+        out = tmp_path / f"m{every}.pt"
+        args = ["retrain", *SMALL, "--batch-size", "50", "-o", str(out), *(["--trace-every", every] if every else [])]
+        got = CliRunner().invoke(cli, args)
+        assert got.exit_code == 0, got.output
+        trace = torch.load(out, weights_only=False)["trace"]
+        assert len(trace) == 1
+        shares[every] = trace[0]["angle_share_90_1"]
+    assert shares["1"] == 1.0 and math.isnan(shares[None])

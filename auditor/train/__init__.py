@@ -54,7 +54,8 @@ def hidden_width_problem(user_encoder: str, hidden_dim: int, n_heads: int = TRAN
 
 @dataclass(frozen=True)
 class Applies:
-    """When a training option does something: one of ``settings`` takes one of ``values``."""
+    """When a training option does something: one of ``settings`` takes one of ``values``
+    (``values`` empty: one of ``settings`` is given at all, e.g. an ``--alert``)."""
 
     settings: tuple[str, ...]
     values: tuple[str, ...]
@@ -78,9 +79,12 @@ OPTION_APPLIES: dict[str, Applies] = {
     "history_length": Applies(("user_encoder",), HISTORY_ENCODERS,
                               "is the number of recent items the transformer user tower reads; --user-encoder "
                               "{user_encoder} reads none"),
+    "on_alert": Applies(("alerts",), (), "says what a training alert does when it fires, and no --alert is given"),
 }
 """Which ``retrain`` option applies to which settings, in one place: an option given where
-it does nothing is a usage error naming it and why (``auditor.cli._training``)."""
+it does nothing is a usage error naming it and why (``auditor.cli._training``).
+``--trace-every`` is not here: without ``--trace`` it still sets which steps the
+checkpoint's epoch trace measures update angles around (0: none, NaN angles)."""
 
 
 def inapplicable(option: str, settings: dict[str, object]) -> str | None:
@@ -90,7 +94,7 @@ def inapplicable(option: str, settings: dict[str, object]) -> str | None:
     if rule is None:
         return None
     values = {**settings, "user_optimizer": settings.get("user_optimizer") or settings.get("optimizer")}
-    if any(values.get(name) in rule.values for name in rule.settings):
+    if any(values.get(name) in rule.values if rule.values else values.get(name) for name in rule.settings):
         return None
     return rule.why.format(**{name: values.get(name) for name in rule.settings})
 

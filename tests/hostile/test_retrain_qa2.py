@@ -71,6 +71,8 @@ CASES = [
     Case("retrain-transformer-odd-hidden-dim", _retrain("--user-encoder", "transformer", "--hidden-dim", "7"),
          EXIT_USAGE, r"--hidden-dim 7 cannot be split among the transformer user tower's 2 attention heads: give a "
          r"multiple of 2", absent=r"n_heads"),
+    Case("retrain-on-alert-without-an-alert", _retrain("--on-alert", "fail"), EXIT_USAGE,
+         r"--on-alert says what a training alert does when it fires, and no --alert is given"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
