@@ -64,3 +64,26 @@ def test_trace_every_without_trace_sets_the_checkpoints_angle_steps(tmp_path: Pa
         assert len(trace) == 1
         shares[every] = trace[0]["angle_share_90_1"]
     assert shares["1"] == 1.0 and math.isnan(shares[None])
+
+
+def test_whitespace_only_ids_are_blank_ids(tmp_path: Path) -> None:
+    """N4: '3, ' and ' ,4' made item ' ' and user ' ' real ids (and every id a string), silently."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from auditor.train.data import read_interactions
+
+    csv = tmp_path / "ws.csv"
+    csv.write_text("user_id,item_id\n1,2\n3, \n ,4\n5,6\n1,6\n\t,2\n")
+    parquet = tmp_path / "ws.parquet"
+    pq.write_table(pa.table({"user_id": ["1", "3", " ", "5", "1", "\t"], "item_id": ["2", " ", "4", "6", "6", "2"]}),
+                   parquet)
+    for log in (csv, parquet):
+        data = read_interactions(log)
+        # rows 1, 4 and 5 keep both ids: items {2, 6}, users 1 and 5 in order of appearance
+        assert [str(i) for i in data.item_ids] == ["2", "6"] and [str(u) for u in data.user_ids] == ["1", "5"]
+        assert data.item_frequencies.tolist() == [1, 2]
+        assert data.warnings == (f"{log}: 3 of 6 rows (50.0%) have a blank id and are left out of training and the "
+                                 "catalogue: 1 with no item id (column 'item_id', first at data row 2); 2 with no user "
+                                 "id (column 'user_id', first at data row 3)",)
+    assert read_interactions(csv).item_ids == [2, 6]  # the blanks no longer turn the ids into text

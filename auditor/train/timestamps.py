@@ -20,6 +20,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from auditor.errors import InteractionsError
+from auditor.loading.id_text import blank_as_null
 from auditor.loading.logs import BATCH_ROWS, CSV_BLOCK_BYTES, Log
 from auditor.loading.messages import arrow_reason
 from auditor.loading.sniff import open_stream
@@ -135,7 +136,7 @@ def _batches(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Arr
     if log.kind == "parquet":
         pf = pq.ParquetFile(log.path, pre_buffer=False)
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=[log.item_col, log.user_col, column]):
-            yield batch.column(log.item_col), batch.column(log.user_col), batch.column(column)
+            yield _present(batch.column(log.item_col)), _present(batch.column(log.user_col)), batch.column(column)
     elif log.kind == "dat":
         yield from _dat(log, column)
     else:
@@ -151,7 +152,14 @@ def _batches(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Arr
         parse = pacsv.ParseOptions(delimiter=log.delimiter)
         reader = pacsv.open_csv(open_stream(log.path), read_options=read, parse_options=parse, convert_options=convert)
         for batch in reader:
-            yield batch.column(raw[log.item_col]), batch.column(raw[log.user_col]), batch.column(raw[column])
+            # blank ids as the log's reader sees them, so the times line up with its pairs
+            items, users = blank_as_null(batch.column(raw[log.item_col])), blank_as_null(batch.column(raw[log.user_col]))
+            yield items, users, batch.column(raw[column])
+
+
+def _present(ids: pa.Array) -> pa.Array:
+    """Parquet ids with blank ones null (:func:`~auditor.loading.id_text.blank_as_null`), as the log's reader has them."""
+    return blank_as_null(ids.dictionary_decode() if pa.types.is_dictionary(ids.type) else ids)
 
 
 def _dat(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]:

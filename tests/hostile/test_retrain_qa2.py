@@ -71,6 +71,10 @@ CASES = [
     Case("retrain-transformer-odd-hidden-dim", _retrain("--user-encoder", "transformer", "--hidden-dim", "7"),
          EXIT_USAGE, r"--hidden-dim 7 cannot be split among the transformer user tower's 2 attention heads: give a "
          r"multiple of 2", absent=r"n_heads"),
+    Case("retrain-whitespace-only-ids", _log("ws.csv", "user_id,item_id\n1,2\n3, \n ,4\n5,6\n1,6\n", "retrain", "-q"),
+         EXIT_OK, None, stderr=r"^Warning: ws.csv: 2 of 5 rows \(40.0%\) have a blank id and are left out of training "
+         r"and the catalogue: 1 with no item id \(column 'item_id', first at data row 2\); 1 with no user id \(column "
+         r"'user_id', first at data row 3\)\n$"),
     Case("retrain-on-alert-without-an-alert", _retrain("--on-alert", "fail"), EXIT_USAGE,
          r"--on-alert says what a training alert does when it fires, and no --alert is given"),
 ]
