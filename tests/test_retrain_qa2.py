@@ -87,3 +87,13 @@ def test_whitespace_only_ids_are_blank_ids(tmp_path: Path) -> None:
                                  "catalogue: 1 with no item id (column 'item_id', first at data row 2); 2 with no user "
                                  "id (column 'user_id', first at data row 3)",)
     assert read_interactions(csv).item_ids == [2, 6]  # the blanks no longer turn the ids into text
+
+
+def test_an_empty_time_split_names_no_seed(tmp_path: Path) -> None:
+    """Minor wording: the refusal of a time split said '(time split, seed 0)', but a time split draws nothing."""
+    log = tmp_path / "single.csv"
+    log.write_text("user_id,item_id,timestamp\n" + "".join(f"{u},{u % 3},{100 + u}\n" for u in range(8)))
+    got = CliRunner().invoke(cli, ["experiment", "mitigations", "--data", str(log), "--seeds", "1", "--epochs", "1",
+                                   "--threads", "1", "-q", "-o", str(tmp_path / "out")])
+    assert got.exit_code == 1
+    assert f"on {log} (time split) " in got.stderr and "seed" not in got.stderr

@@ -40,7 +40,7 @@ def _experiment(name: str, rows: str, *args: str) -> Any:
     def build(d: Path) -> Built:
         (d / name).write_text(rows)
         return Built(["experiment", *args, "--data", name, "--epochs", "1", "--threads", "1", "--seeds", "1",
-                      "--bootstrap", "0", "-o", "out"], outputs=["out", "out/*"])
+                      "-o", "out"], outputs=["out", "out/*"])
 
     return build
 
@@ -65,7 +65,7 @@ CASES = [
          r"the time column 'timestamp' of t.csv has no usable time at data row 5 \(it is blank\); fix the column, or "
          r"leave out --time-col$"),
     Case("experiment-conditions-free-text-times",
-         _experiment("t.csv", FREE_TEXT, "conditions", "--settings", "reference,asymmetric"), EXIT_OK, None,
+         _experiment("t.csv", FREE_TEXT, "conditions", "--settings", "reference,asymmetric", "--bootstrap", "0"), EXIT_OK, None,
          stderr=r"Warning: the time column 'timestamp' of t.csv has no usable time at data row 1 .*" + FILE_ORDER,
          absent=r"--split"),
     Case("retrain-transformer-odd-hidden-dim", _retrain("--user-encoder", "transformer", "--hidden-dim", "7"),
@@ -75,6 +75,11 @@ CASES = [
          EXIT_OK, None, stderr=r"^Warning: ws.csv: 2 of 5 rows \(40.0%\) have a blank id and are left out of training "
          r"and the catalogue: 1 with no item id \(column 'item_id', first at data row 2\); 1 with no user id \(column "
          r"'user_id', first at data row 3\)\n$"),
+    Case("experiment-mitigations-empty-time-split",
+         _experiment("s.csv", "user_id,item_id,timestamp\n" + "".join(f"{u},{u % 3},{u}\n" for u in range(8)),
+                     "mitigations"), EXIT_ERROR,
+         r"experiment mitigations measures held-out accuracy, but on s.csv \(time split\) .*8 users with a single "
+         r"interaction", absent=r"seed 0"),
     Case("retrain-on-alert-without-an-alert", _retrain("--on-alert", "fail"), EXIT_USAGE,
          r"--on-alert says what a training alert does when it fires, and no --alert is given"),
 ]
