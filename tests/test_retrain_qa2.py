@@ -97,3 +97,17 @@ def test_an_empty_time_split_names_no_seed(tmp_path: Path) -> None:
                                    "--threads", "1", "-q", "-o", str(tmp_path / "out")])
     assert got.exit_code == 1
     assert f"on {log} (time split) " in got.stderr and "seed" not in got.stderr
+
+
+def test_blank_ids_of_a_movielens_dat_log_are_blank_too(tmp_path: Path) -> None:
+    """N4, the '::' reader: an empty or whitespace-only field was the real id '' (and made every id text)."""
+    from auditor.train.data import read_interactions
+
+    log = tmp_path / "ratings.dat"
+    log.write_text("1::10::5::978300760\n2::::3::978300761\n::11::4::978300762\n3::11::4::978300763\n1:: ::4::978300764\n")
+    data = read_interactions(log, times="split")
+    assert data.item_ids == [10, 11] and data.user_ids == [1, 3]
+    assert data.timestamps is not None and data.timestamps.tolist() == [978300760.0, 978300763.0]  # rows 1 and 4
+    assert data.warnings[0].endswith("3 of 5 rows (60.0%) have a blank id and are left out of training and the "
+                                     "catalogue: 2 with no item id (column 'item_id', first at data row 2); 1 with no "
+                                     "user id (column 'user_id', first at data row 3)")

@@ -202,8 +202,8 @@ class Log:
                         f"line {row + int(short[0]) + 1} of {self.path} has fewer than {needed} "
                         "'::'-separated fields"
                     )
-                items = pc.utf8_trim_whitespace(pc.list_element(parts, item_at))
-                users = None if user_at is None else pc.utf8_trim_whitespace(pc.list_element(parts, user_at))
+                items = blank_as_null(pc.utf8_trim_whitespace(pc.list_element(parts, item_at)))
+                users = None if user_at is None else blank_as_null(pc.utf8_trim_whitespace(pc.list_element(parts, user_at)))
                 if not as_strings:  # plain integers, else all read as text ("001" is not 1)
                     items, users = _plain_ints(items), (_plain_ints(users) if users is not None else None)
                 row += batch.num_rows

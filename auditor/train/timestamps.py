@@ -175,5 +175,5 @@ def _dat(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]
         if pc.any(short).as_py():
             raise InteractionsError(f"{log.path} has lines with fewer than {max(at) + 1} '::'-separated fields")
         item, user, times = (pc.utf8_trim_whitespace(pc.list_element(parts, i)) for i in at)
-        yield item, user, times
+        yield blank_as_null(item), blank_as_null(user), times
 
