@@ -33,7 +33,7 @@ def test_split_counts_single_users_and_repeats(tmp_path: Path) -> None:
     record = single.record()
     # 50 users of one interaction each: floor(0.2*1) = 0 held out, each keeps its one item
     assert (record["n_holdout_pairs"], record["n_holdout_interactions"], record["n_users_one_interaction"]) == (0, 0, 50)
-    repeats = split_holdout(read_interactions(_repeats(tmp_path / "r.csv"), with_time=True), 0.2, "time", seed=0)
+    repeats = split_holdout(read_interactions(_repeats(tmp_path / "r.csv"), times="split"), 0.2, "time", seed=0)
     record = repeats.record()
     # 60 users x 2 rows of one item: one held out each (n = 2), each repeats the training pair
     assert (record["n_holdout_pairs"], record["n_holdout_interactions"], record["n_repeats_dropped"],

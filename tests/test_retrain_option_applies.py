@@ -53,4 +53,4 @@ def test_applicable_options_are_used(tmp_path: Path) -> None:
     assert got.exit_code == 0, got.output
     ck = torch.load(out, weights_only=False)
     assert ck["config"]["user_momentum"] == 0.5 and ck["config"]["momentum"] == 0.0 and ck["config"]["hidden_dim"] == 12
-    assert set(OPTION_APPLIES) == {"temperature", "logq", "momentum", "hidden_dim", "history_length"}
+    assert set(OPTION_APPLIES) == {"temperature", "logq", "momentum", "hidden_dim", "history_length", "on_alert"}

@@ -74,3 +74,47 @@ def test_retrain_without_a_time_column_warns_once_of_file_order(tmp_path: Path) 
     plain = CliRunner().invoke(cli, ["retrain", "--data", str(log), "--epochs", "1", "--threads", "1", "-q", "-o",
                                      str(tmp_path / "e.pt")])
     assert plain.exit_code == 0 and "time column" not in plain.stderr  # no history tower: nothing to say
+
+
+def _file_order(users: list[str], items: list[str], k: int) -> dict[str, list[str]]:
+    """Each user's last k items in file order: plain Python."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for user, item in zip(users, items):
+        out[user].append(item)
+    return {user: seen[-k:] for user, seen in out.items()}
+
+
+def test_an_unusable_time_column_leaves_file_order_when_only_histories_read_it(tmp_path: Path) -> None:
+    """Retrain QA N1: a blank time at data row 6 (or free text from row 1) stopped a transformer run
+    with advice (--split random) that could not work; it now trains on file order and says why."""
+    rng = np.random.default_rng(3)
+    users, items = [str(u) for u in rng.integers(0, 12, 300)], [str(i) for i in rng.integers(0, 40, 300)]
+    times = [str(2_000 - r) if r != 5 else "" for r in range(300)]  # reversed: by time would flip each history
+    log = tmp_path / "oneblank.csv"
+    log.write_text("user_id,item_id,timestamp\n" + "".join(f"{u},{i},{t}\n" for u, i, t in zip(users, items, times)))
+    out = tmp_path / "m.pt"
+    got = CliRunner().invoke(cli, ["retrain", "--data", str(log), "--user-encoder", "transformer", "--history-length",
+                                   "4", "--epochs", "1", "--threads", "1", "-q", "-o", str(out)])
+    assert got.exit_code == 0, got.output
+    assert got.stderr.count("Warning:") == 1
+    assert (f"the time column 'timestamp' of {log} has no usable time at data row 6 (it is blank): each user's "
+            "recent items for the transformer user tower are its last rows in file order") in got.stderr
+    assert "--split" not in got.stderr
+    ckpt = torch.load(out, weights_only=False)
+    ids, uids = [str(x) for x in ckpt["item_ids"]], [str(x) for x in ckpt["user_ids"]]
+    hist, expected = ckpt["user_histories"].numpy(), _file_order(users, items, 4)
+    for row, user in enumerate(uids):
+        assert [ids[x] for x in hist[row] if x < len(ids)] == expected[user]
+
+
+def test_a_time_split_or_a_named_time_column_still_refuses_an_unusable_time(tmp_path: Path) -> None:
+    log = tmp_path / "free.csv"
+    log.write_text("user_id,item_id,timestamp\n" + "".join(f"{u % 5},{u % 7},{u}\n" for u in range(30)) + "1,2,soon\n")
+    base = ["retrain", "--data", str(log), "--user-encoder", "transformer", "--epochs", "1", "--threads", "1", "-q"]
+    split = CliRunner().invoke(cli, [*base, "--holdout-fraction", "0.2", "-o", str(tmp_path / "a.pt")])
+    assert split.exit_code == 1
+    assert "has no usable time at data row 31 (neither a number nor an ISO 8601 date and time); fix the column or " \
+           "pass --split random" in split.stderr
+    named = CliRunner().invoke(cli, [*base, "--time-col", "timestamp", "-o", str(tmp_path / "b.pt")])
+    assert named.exit_code == 1 and "data row 31" in named.stderr and "leave out --time-col" in named.stderr
+    assert "--split" not in named.stderr

@@ -96,7 +96,7 @@ def test_refusals() -> None:
 def test_time_columns_of_every_log_kind(tmp_path: Path) -> None:
     inter = tmp_path / "a.inter"
     inter.write_text("user_id:token\titem_id:token\ttimestamp:float\nu1\ti1\t30.5\nu2\ti2\t10\n\ti3\t99\nu1\ti2\t20\n")
-    d = read_interactions(inter, with_time=True)
+    d = read_interactions(inter, times="split")
     assert d.timestamps.tolist() == [30.5, 10.0, 20.0]  # the row without a user is dropped, as from the pairs
     csv = tmp_path / "b.csv"
     csv.write_text("user,item,when\n1,5,2024-01-02T00:00:00\n2,6,2024-01-01T00:00:00\n")
@@ -104,10 +104,10 @@ def test_time_columns_of_every_log_kind(tmp_path: Path) -> None:
     assert d.timestamps.tolist() == [1704153600e9, 1704067200e9] and d.description["time_col"] == "when"
     dat = tmp_path / "ratings.dat"
     dat.write_text("1::10::5::978300760\n1::20::3::978302109\n2::10::4::978301968\n")
-    assert read_interactions(dat, with_time=True).timestamps.tolist() == [978300760, 978302109, 978301968]
+    assert read_interactions(dat, times="split").timestamps.tolist() == [978300760, 978302109, 978301968]
     plain = tmp_path / "c.csv"
     plain.write_text("user_id,item_id\n1,2\n1,3\n")
-    assert read_interactions(plain, with_time=True).timestamps is None  # no time column: random split
+    assert read_interactions(plain, times="split").timestamps is None  # no time column: random split
 
 
 # ------------------------------------------------------------- checkpoint round trip

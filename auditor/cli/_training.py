@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from auditor.cli._common import option_group, ranged
 from auditor.config import INTERACTION_FORMATS
 from auditor.progress import SILENT, Progress
-from auditor.train import OPTION_APPLIES, SPLITS, inapplicable
+from auditor.train import OPTION_APPLIES, SPLITS, hidden_width_problem, inapplicable
 
 if TYPE_CHECKING:
     from auditor.train.data import TrainingData
@@ -45,8 +45,8 @@ class DataChoice:
         """The log, None for synthetic data."""
         return None if self.source == "synthetic" else Path(self.source)
 
-    def read(self, seed: int = 0, *, with_time: bool = False, progress: Progress = SILENT) -> TrainingData:
-        """The log's interactions (times too with ``with_time``), or synthetic data for ``seed``."""
+    def read(self, seed: int = 0, *, times: str | None = None, progress: Progress = SILENT) -> TrainingData:
+        """The log's interactions (times too, for what ``times`` says), or synthetic data for ``seed``."""
         from auditor.train.data import read_interactions, synthetic_interactions
 
         if self.path is None:
@@ -54,7 +54,7 @@ class DataChoice:
         progress.note(f"reading {self.path}")
         return read_interactions(
             self.path, fmt=self.data_format, user_col=self.user_col, item_col=self.item_col,
-            time_col=self.time_col, with_time=with_time, progress=progress,
+            time_col=self.time_col, times=times, progress=progress,
         )
 
 
@@ -71,6 +71,8 @@ def refuse_inapplicable(settings: dict[str, Any]) -> None:
     for option in OPTION_APPLIES:
         if _given(option) and (why := inapplicable(option, settings)) is not None:
             raise click.UsageError(f"--{option.replace('_', '-')} {why}")
+    if (why := hidden_width_problem(str(settings.get("user_encoder")), int(settings.get("hidden_dim", 0)))) is not None:
+        raise click.UsageError(f"--hidden-dim {why}")  # before any work (the model would refuse it after reading)
 
 
 _DATA_OPTIONS = option_group(

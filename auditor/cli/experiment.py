@@ -253,6 +253,7 @@ def run_experiment(
     quiet: bool = False,
 ) -> None:
     """Run grid ``name`` with the parsed options, print its table (not ``quiet``) and write its files."""
+    from auditor.train.data import times_use
     from auditor.train.experiments import ExperimentSizes, builds_histories
     from auditor.train.threads import set_threads
 
@@ -271,7 +272,7 @@ def run_experiment(
     if jobs == 1:
         set_threads(threads)
     histories = name == "conditions" and builds_histories(names, sizes)  # recent items: latest by time
-    log = (data.read(with_time=(name == "mitigations" and split != "random") or histories, progress=progress)
+    log = (data.read(times=times_use(name == "mitigations" and split != "random", histories), progress=progress)
            if data.path else None)
     notes = [*log.warnings, *([log.history_order_warning()] if histories else [])] if log is not None else []
     for note in filter(None, notes):

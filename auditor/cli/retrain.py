@@ -37,13 +37,13 @@ if TYPE_CHECKING:
 @click.option("--batch-size", type=ranged("batch_size"), default=256, show_default=True, help="Interactions per batch (the other items of a batch are the negatives).")
 @click.option("--seed", type=ranged("seed"), default=0, show_default=True, help="Seed of the data generator, initialisation and shuffling (runs are deterministic on CPU: the same settings and seed write a byte-identical checkpoint on the same machine and --threads).")
 @click.option("--init-std", type=ranged("init_std"), default=0.1, show_default=True, help="Standard deviation of the normal initialisation of the id tables.")
-@click.option("--hidden-dim", type=ranged("hidden_dim"), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers (a usage error with towers that have no hidden layer).")
-@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower (a usage error with other user towers): the latest by the log's time column (ties in file order); a log with no time column gives its last rows in file order (with a warning).")
+@click.option("--hidden-dim", type=ranged("hidden_dim"), default=64, show_default=True, help="Hidden width of the mlp, embedding-linear and transformer towers (a usage error with towers that have no hidden layer; a multiple of the transformer's 2 attention heads).")
+@click.option("--history-length", type=ranged("history_length"), default=20, show_default=True, help="Recent items per user seen by the transformer user tower (a usage error with other user towers): the latest by the log's time column (ties in file order); a log with no time column, or one with a blank or unreadable time, gives its last rows in file order (with a warning).")
 @click.option("-o", "--output", type=PathArg, default="model.pt", show_default=True, help="Checkpoint to write (atomically).")
 @click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), help="Write the training monitor's trace (JSON lines: rho, slope, update angles, head share every --trace-every steps and at each epoch end, alerts) as training goes; readable if training dies (docs/monitor.md).")
-@click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only).")
+@click.option("--trace-every", type=click.IntRange(min=0), default=500, show_default=True, help="Optimizer steps between the monitor's step records (0: epoch records only). It applies without --trace too: the checkpoint's epoch trace measures update angles around these steps (0: none, NaN).")
 @click.option("--alert", "alerts", multiple=True, metavar="EXPR", help="Training alert in --fail-on syntax over the monitor's figures, e.g. 'spearman>0.5' or 'angle_share_90_1>0.9'; repeatable.")
-@click.option("--on-alert", type=click.Choice(["warn", "stop", "fail"]), default="warn", show_default=True, help="When an alert fires: print it, stop training (the checkpoint holds the model so far), or fail (exit 3, no checkpoint).")
+@click.option("--on-alert", type=click.Choice(["warn", "stop", "fail"]), default="warn", show_default=True, help="When an alert fires: print it, stop training (the checkpoint holds the model so far), or fail (exit 3, no checkpoint). A usage error without --alert.")
 @threads_option
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and alerts: no progress, no summary.")
 @common_options
@@ -97,13 +97,13 @@ def command(
 
     if holdout_fraction is None and split != "auto":
         raise click.UsageError("--split applies with --holdout-fraction only")
-    refuse_inapplicable(settings)
+    refuse_inapplicable({**settings, "alerts": alerts})  # --on-alert needs an --alert
     check_not_inputs({"-o": output, "--trace": trace}, {"--data": data.path})
     progress = RichProgress(enabled=not quiet)
     config = TrainConfig(**settings)  # every other option is a training setting of the same name
     watch = WatchOptions(trace=trace, interval=trace_every, alerts=alerts, on_alert="raise" if on_alert == "fail" else on_alert)
     done = retrain(
-        lambda with_time: data.read(config.seed, with_time=with_time, progress=progress), config, output,
+        lambda times: data.read(config.seed, times=times, progress=progress), config, output,
         holdout_fraction=holdout_fraction, split=split, watch=watch, threads=threads, progress=progress,
     )
     for left_out in done.data.warnings:

@@ -14,6 +14,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+_WHITESPACE_ONLY = r"^[ \t\r\n\f\v]*$"
+
+
+def blank_as_null(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``ids`` with every empty or whitespace-only text id as null: a blank id, however the
+    file spells it (a CSV's ``3, `` as its ``3,``), so every reader leaves out and counts the
+    same rows. Other types are returned as they are."""
+    t = ids.type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)):
+        return ids
+    blank = pc.match_substring_regex(ids, _WHITESPACE_ONLY)
+    if not pc.any(blank).as_py():  # the common case: nothing to replace, no copy
+        return ids
+    return pc.if_else(blank, pa.scalar(None, t), ids)
+
+
 class DriftedBlock(Exception):
     """A block's ids cannot take the type the earlier blocks fixed (re-read all as text)."""
 

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.id_text import BlockTyper, DriftedBlock, zero_padded
+from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, zero_padded
 from auditor.loading.messages import LONG_LINE, arrow_reason, columns_found
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
 from auditor.values import LogSpec
@@ -131,8 +131,8 @@ class Log:
                 batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=cols)
             decoder = TextDecoder(self.path, self.max_memory, InteractionsError)
             for batch in batches:
-                yield decoder.plain(batch.column(self.item_col), self.item_col), (
-                    decoder.plain(batch.column(self.user_col), self.user_col) if self.user_col else None
+                yield blank_as_null(decoder.plain(batch.column(self.item_col), self.item_col)), (
+                    blank_as_null(decoder.plain(batch.column(self.user_col), self.user_col)) if self.user_col else None
                 ), decoder.plain(batch.column(value_col), value_col) if value_col else None
         except (OSError, pa.ArrowException) as exc:
             raise InteractionsError(f"cannot read {self.path} as Parquet: {arrow_reason(exc)}") from exc
@@ -160,7 +160,8 @@ class Log:
             reader = pacsv.open_csv(open_stream(self.path), read_options=read, parse_options=parse, convert_options=convert)
             item_typer, user_typer = BlockTyper(), BlockTyper()
             for batch in reader:
-                items, users = batch.column(item_raw), batch.column(user_raw) if user_raw else None
+                items = blank_as_null(batch.column(item_raw))  # "3, " is "3," (a blank user id)
+                users = blank_as_null(batch.column(user_raw)) if user_raw else None
                 if not as_strings:
                     try:
                         items, users = item_typer(items), (user_typer(users) if users is not None else None)
@@ -201,8 +202,8 @@ class Log:
                         f"line {row + int(short[0]) + 1} of {self.path} has fewer than {needed} "
                         "'::'-separated fields"
                     )
-                items = pc.utf8_trim_whitespace(pc.list_element(parts, item_at))
-                users = None if user_at is None else pc.utf8_trim_whitespace(pc.list_element(parts, user_at))
+                items = blank_as_null(pc.utf8_trim_whitespace(pc.list_element(parts, item_at)))
+                users = None if user_at is None else blank_as_null(pc.utf8_trim_whitespace(pc.list_element(parts, user_at)))
                 if not as_strings:  # plain integers, else all read as text ("001" is not 1)
                     items, users = _plain_ints(items), (_plain_ints(users) if users is not None else None)
                 row += batch.num_rows

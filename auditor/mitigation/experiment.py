@@ -175,8 +175,9 @@ def _refuse_empty_holdouts(sizes: ExperimentSizes, data: TrainingData | None, se
         held = split_holdout(run_data(sizes, data, seed), fraction, split, seed=seed)
         if not len(held.holdout):
             where = data.description.get("path", "the data") if data is not None else f"the synthetic data of seed {seed}"
+            drawn = f", seed {seed}" if held.method == "random" else ""  # a time split draws nothing
             raise InputError(
-                f"experiment mitigations measures held-out accuracy, but on {where} ({held.method} split, seed {seed}) "
+                f"experiment mitigations measures held-out accuracy, but on {where} ({held.method} split{drawn}) "
                 f"{empty_holdout_reason({'holdout': held.record()})}: it needs users with two or more distinct items"
             )
         if held.method == "time" and data is not None:

@@ -39,11 +39,23 @@ HIDDEN_ENCODERS = ("embedding-linear", "mlp", "transformer")
 """The towers with a hidden layer (item embedding-linear and mlp, user mlp and transformer)."""
 HISTORY_ENCODERS = ("transformer",)
 """The user towers over each user's recent items (:mod:`auditor.train.models` ``NEEDS_HISTORIES``)."""
+TRANSFORMER_HEADS = 2
+"""Attention heads of the transformer user tower (``TrainConfig.n_heads``; no option sets it)."""
+
+
+def hidden_width_problem(user_encoder: str, hidden_dim: int, n_heads: int = TRANSFORMER_HEADS) -> str | None:
+    """Why ``hidden_dim`` cannot be the transformer user tower's width (its heads split it
+    evenly), or None: what follows the width's name in the error, in one place."""
+    if user_encoder not in HISTORY_ENCODERS or hidden_dim % n_heads == 0:
+        return None
+    return (f"{hidden_dim} cannot be split among the transformer user tower's {n_heads} attention heads: give a "
+            f"multiple of {n_heads}")
 
 
 @dataclass(frozen=True)
 class Applies:
-    """When a training option does something: one of ``settings`` takes one of ``values``."""
+    """When a training option does something: one of ``settings`` takes one of ``values``
+    (``values`` empty: one of ``settings`` is given at all, e.g. an ``--alert``)."""
 
     settings: tuple[str, ...]
     values: tuple[str, ...]
@@ -67,9 +79,12 @@ OPTION_APPLIES: dict[str, Applies] = {
     "history_length": Applies(("user_encoder",), HISTORY_ENCODERS,
                               "is the number of recent items the transformer user tower reads; --user-encoder "
                               "{user_encoder} reads none"),
+    "on_alert": Applies(("alerts",), (), "says what a training alert does when it fires, and no --alert is given"),
 }
 """Which ``retrain`` option applies to which settings, in one place: an option given where
-it does nothing is a usage error naming it and why (``auditor.cli._training``)."""
+it does nothing is a usage error naming it and why (``auditor.cli._training``).
+``--trace-every`` is not here: without ``--trace`` it still sets which steps the
+checkpoint's epoch trace measures update angles around (0: none, NaN angles)."""
 
 
 def inapplicable(option: str, settings: dict[str, object]) -> str | None:
@@ -79,7 +94,7 @@ def inapplicable(option: str, settings: dict[str, object]) -> str | None:
     if rule is None:
         return None
     values = {**settings, "user_optimizer": settings.get("user_optimizer") or settings.get("optimizer")}
-    if any(values.get(name) in rule.values for name in rule.settings):
+    if any(values.get(name) in rule.values if rule.values else values.get(name) for name in rule.settings):
         return None
     return rule.why.format(**{name: values.get(name) for name in rule.settings})
 

@@ -22,10 +22,19 @@ from auditor.loading.logs import open_log
 from auditor.values import LogSpec
 from auditor.loading.pairs import read_pairs
 from auditor.progress import SILENT, Progress
-from auditor.train.timestamps import find_time_column, read_times
+from auditor.train.timestamps import TimeColumnError, find_time_column, read_times
 
 DATA_FORMATS = INTERACTION_FORMATS
 """auto, parquet, csv, tsv, movielens, recbole (the foundation's readers)."""
+TIME_USES = ("split", "order")
+"""What a run reads a log's times for (:func:`times_use`)."""
+
+
+def times_use(time_split: bool, histories: bool) -> str | None:
+    """What a run reads the log's times for, in one place: ``"split"`` when it holds out by
+    time (every time must be usable), ``"order"`` when they only order a history user tower's
+    recent items (file order stands in for a column it cannot use), None when neither."""
+    return "split" if time_split else "order" if histories else None
 
 
 @dataclass(frozen=True)
@@ -47,9 +56,11 @@ class TrainingData:
     item_features: np.ndarray | None = field(default=None, repr=False)
     """float32 (n_items, F) dense item features, when the source has them."""
     timestamps: np.ndarray | None = field(default=None, repr=False)
-    """float64 (n,): the time of each interaction, when read (``with_time``)."""
+    """float64 (n,): the time of each interaction, when read (``times``)."""
     warnings: tuple[str, ...] = ()
     """What reading the log left out, to tell the user (rows with a blank id)."""
+    time_problem: str | None = None
+    """Why the log's time column was not used to order histories (read with ``times="order"``)."""
 
     def __post_init__(self) -> None:
         if self.users.shape != self.items.shape or self.users.ndim != 1:
@@ -100,12 +111,12 @@ class TrainingData:
 
     def history_order_warning(self) -> str | None:
         """What a history tower trained on this log should be told: a log read without its
-        times (it has no time column) orders each user's recent items by its rows."""
+        times (it has no time column, or one it cannot use) orders each user's recent items by its rows."""
         if self.timestamps is not None or self.description.get("kind") != "file":
             return None
-        return (f"{self.description.get('path')} has no time column (timestamp, time, ts, datetime, ...; pass "
-                f"{setting('time_col')} NAME): each user's recent items for the transformer user tower are its last "
-                "rows in file order")
+        why = self.time_problem or (f"{self.description.get('path')} has no time column (timestamp, time, ts, "
+                                    f"datetime, ...; pass {setting('time_col')} NAME)")
+        return f"{why}: each user's recent items for the transformer user tower are its last rows in file order"
 
 
 def batch_starts(n_interactions: int, batch_size: int) -> list[int]:
@@ -232,7 +243,7 @@ def read_interactions(
     user_col: str | None = None,
     item_col: str | None = None,
     time_col: str | None = None,
-    with_time: bool = False,
+    times: str | None = None,
     progress: Progress = SILENT,
 ) -> TrainingData:
     """Read an interaction log into dense rows through the foundation's readers.
@@ -243,9 +254,13 @@ def read_interactions(
     first appearance in the log; interactions keep the log's order (histories sort by
     time when times are read, by that order when not).
 
-    With ``with_time`` (or a ``time_col``), the time of each interaction is read too
+    With ``times`` (or a ``time_col``), the time of each interaction is read too
     (:mod:`auditor.train.timestamps`; the column is found by its name when not given)
-    when the log has such a column; ``timestamps`` stays None when it has none.
+    when the log has such a column; ``timestamps`` stays None when it has none. What they
+    are for (:data:`TIME_USES`) decides what a column with a blank or unreadable time does:
+    ``"split"`` (a time split) refuses it; ``"order"`` (only the order of a history tower's
+    recent items) falls back to file order, ``time_problem`` saying why, unless the user
+    named the column (``time_col``), which is then refused.
     """
     path = Path(path)
     if fmt not in DATA_FORMATS:
@@ -273,7 +288,10 @@ def read_interactions(
         "item_col": counts.item_col,
         "n_interactions": len(pairs),
     }
-    times = _read_times(found, time_col, len(pairs), description) if with_time or time_col is not None else None
+    use = times or ("order" if time_col is not None else None)
+    if use not in (None, *TIME_USES):
+        raise InputError(f"times must be one of {', '.join(TIME_USES)} or None, got {use!r}")
+    stamps, time_problem = _read_times(found, time_col, len(pairs), description, use) if use else (None, None)
     return TrainingData(
         users=pairs.user_index.astype(np.int64, copy=False),
         items=item_rows.astype(np.int64, copy=False),
@@ -282,8 +300,9 @@ def read_interactions(
         user_ids=pairs.user_ids.tolist(),
         item_ids=item_ids.tolist(),
         description=description,
-        timestamps=times,
+        timestamps=stamps,
         warnings=_blank_ids_warning(found, counts, len(pairs)),
+        time_problem=time_problem,
     )
 
 
@@ -321,18 +340,25 @@ def _first_blank_rows(log_spec: LogSpec, want_item: bool, want_user: bool) -> tu
     return first_item, first_user
 
 
-def _read_times(log_spec: LogSpec, time_col: str | None, n_pairs: int, description: dict[str, Any]) -> np.ndarray | None:
+def _read_times(
+    log_spec: LogSpec, time_col: str | None, n_pairs: int, description: dict[str, Any], use: str
+) -> tuple[np.ndarray | None, str | None]:
     """The time of each of the log's ``n_pairs`` interactions (its column, named in
-    ``description``), or None when the log has no time column."""
+    ``description``), or None when the log has no time column, or (``use`` "order", the
+    column found by name) one it cannot use, with why."""
     log = open_log(log_spec)
     column = find_time_column(log, time_col)
     if column is None:
-        return None
-    times = read_times(log, column)
-    if times.shape[0] != n_pairs:  # both keep the rows whose two ids are present
-        raise InteractionsError(
-            f"{log_spec.path}: read {times.shape[0]:,} times for {n_pairs:,} interactions; pass "
-            f"{setting('split')} random"
-        )
+        return None, None
+    try:
+        times = read_times(log, column)
+        if times.shape[0] != n_pairs:  # both keep the rows whose two ids are present
+            raise TimeColumnError(log_spec.path, column, None, f"{times.shape[0]:,} times for {n_pairs:,} interactions")
+    except TimeColumnError as exc:
+        if use == "split":
+            raise InteractionsError(f"{exc}; fix the column or pass {setting('split')} random") from exc
+        if time_col is not None:  # the user named it: file order would not be what was asked
+            raise InteractionsError(f"{exc}; fix the column, or leave out {setting('time_col')}") from exc
+        return None, str(exc)
     description["time_col"] = column
-    return times
+    return times, None

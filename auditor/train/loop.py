@@ -28,7 +28,7 @@ from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION, LiveModel
 from auditor.monitor import TrainingAlertWarning, TrainingMonitor
 from auditor.probes.eager import compiler_free, eager_step
 from auditor.progress import SILENT, Progress
-from auditor.train import LOSSES, OPTIMIZERS, default_lr
+from auditor.train import LOSSES, OPTIMIZERS, TRANSFORMER_HEADS, default_lr
 from auditor.train.data import TrainingData, batch_starts, random_projection_features
 from auditor.train.losses import two_tower_loss
 from auditor.train.models import (
@@ -77,7 +77,7 @@ class TrainConfig:
     hidden_dim: int = 64
     n_features: int = 32
     history_length: int = 20
-    n_heads: int = 2
+    n_heads: int = TRANSFORMER_HEADS
     n_layers: int = 1
     logq: bool = False
     """Subtract log p_j (p_j: item j's share of the training interactions) from the

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from auditor.errors import TrainingError, setting
-from auditor.train import ITEM_ENCODERS, USER_ENCODERS
+from auditor.train import ITEM_ENCODERS, TRANSFORMER_HEADS, USER_ENCODERS, hidden_width_problem
 
 NEEDS_FEATURES = frozenset({"dense-linear"})
 NEEDS_HISTORIES = frozenset({"transformer"})
@@ -37,7 +37,7 @@ class ModelSpec:
     hidden_dim: int = 64
     n_features: int = 32
     history_length: int = 20
-    n_heads: int = 2
+    n_heads: int = TRANSFORMER_HEADS
     n_layers: int = 1
 
     def __post_init__(self) -> None:
@@ -54,10 +54,8 @@ class ModelSpec:
                 raise TrainingError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.init_std <= 0:
             raise TrainingError(f"{setting('init_std')} must be positive, got {self.init_std}")
-        if self.user_encoder == "transformer" and self.hidden_dim % self.n_heads:
-            raise TrainingError(
-                f"hidden_dim {self.hidden_dim} must be divisible by n_heads {self.n_heads}"
-            )
+        if (why := hidden_width_problem(self.user_encoder, self.hidden_dim, self.n_heads)) is not None:
+            raise TrainingError(f"{setting('hidden_dim')} {why}")
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, as recorded in the checkpoint's config."""

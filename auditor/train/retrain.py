@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.progress import SILENT, Progress
-from auditor.train.data import TrainingData
+from auditor.train.data import TrainingData, times_use
 from auditor.train.models import NEEDS_HISTORIES
 from auditor.train.loop import TrainConfig, TrainResult, save_checkpoint, train
 from auditor.train.split import HoldoutSplit, split_holdout
@@ -35,7 +35,7 @@ class Retrained:
     """torch threads the training used."""
 
     def history_order_warning(self) -> str | None:
-        """The log's order stood in for time in the user tower's histories (it has no time column)."""
+        """The log's order stood in for time in the user tower's histories (it has no usable time column)."""
         return self.data.history_order_warning() if self.result.config.user_encoder in NEEDS_HISTORIES else None
 
     @property
@@ -45,7 +45,7 @@ class Retrained:
 
 
 def retrain(
-    read: Callable[[bool], TrainingData],
+    read: Callable[[str | None], TrainingData],
     config: TrainConfig,
     output: Path,
     *,
@@ -57,8 +57,8 @@ def retrain(
 ) -> Retrained:
     """Train a two-tower model as ``config`` says and write its checkpoint to ``output``.
 
-    ``read(with_time)`` gives the interactions (with their times when the split or the
-    user tower's histories need them). With ``holdout_fraction``, that share of each user's interactions is held out
+    ``read(times)`` gives the interactions, with their times for what ``times`` says
+    (:func:`~auditor.train.data.times_use`: a time split, or the order of the user tower's histories). With ``holdout_fraction``, that share of each user's interactions is held out
     (:func:`~auditor.train.split.split_holdout` by ``split``, seeded by the config's
     seed), never trained on, and stored in the checkpoint. ``threads``: torch threads
     (None: :func:`~auditor.train.threads.set_threads`' default). Raises TrainingError
@@ -66,7 +66,7 @@ def retrain(
     """
     n_threads = set_threads(threads)
     # times: for a time split, and for the recent items of a history tower (latest by time)
-    data = read((holdout_fraction is not None and split != "random") or config.user_encoder in NEEDS_HISTORIES)
+    data = read(times_use(holdout_fraction is not None and split != "random", config.user_encoder in NEEDS_HISTORIES))
     holdout = split_holdout(data, holdout_fraction, split, seed=config.seed) if holdout_fraction is not None else None
     tic = time.perf_counter()
     result = train(holdout.train if holdout is not None else data, config, progress=progress, watch=watch)

@@ -1,4 +1,6 @@
-"""The time of each interaction of a log, for ``retrain --split time``.
+"""The time of each interaction of a log, for a time split and the transformer user
+tower's recent items (what each does with a time column it cannot use:
+:func:`auditor.train.data.read_interactions`).
 
 The log is opened as :mod:`auditor.loading.logs` opens it (same format detection, id
 columns, delimiter and header); its time column is streamed beside the id columns and
@@ -17,7 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from auditor.errors import InteractionsError, setting
+from auditor.errors import InteractionsError
+from auditor.loading.id_text import blank_as_null
 from auditor.loading.logs import BATCH_ROWS, CSV_BLOCK_BYTES, Log
 from auditor.loading.messages import arrow_reason
 from auditor.loading.sniff import open_stream
@@ -50,30 +53,61 @@ def find_time_column(log: Log, given: str | None = None) -> str | None:
     return None
 
 
+class TimeColumnError(InteractionsError):
+    """The time column gives no usable time at data row ``row`` (from 1, after any header;
+    None when no row is to blame): what uses the times decides what to advise."""
+
+    def __init__(self, path: object, column: str, row: int | None, why: str) -> None:
+        self.column, self.row, self.why = column, row, why
+        at = f" at data row {row}" if row is not None else ""
+        super().__init__(f"the time column {column!r} of {path} has no usable time{at} ({why})")
+
+
+class _Unusable(Exception):
+    """Times that :func:`_numbers` cannot turn into numbers, and why (no values quoted)."""
+
+
 def read_times(log: Log, column: str) -> np.ndarray:
-    """float64 time of every row with both ids present, in log order."""
+    """float64 time of every row with both ids present, in log order. TimeColumnError names
+    the first such row whose time is blank, not a number or date, or not finite."""
     parts: list[np.ndarray] = []
+    seen = 0  # data rows before this batch
     try:
         for items, users, times in _batches(log, column):
             valid = pc.and_(pc.is_valid(items), pc.is_valid(users))
-            parts.append(_numbers(times.filter(valid), column, log))
+            kept = times.filter(valid)
+            try:
+                parts.append(_numbers(kept))
+            except _Unusable as exc:  # an error path: find the row, for the message
+                rows = np.flatnonzero(np.asarray(valid.to_numpy(zero_copy_only=False)))
+                raise TimeColumnError(log.path, column, seen + 1 + int(rows[_first_unusable(kept)]), str(exc)) from exc
+            seen += len(times)
     except pa.ArrowInvalid as exc:
-        raise InteractionsError(
-            f"cannot read the time column {column!r} of {log.path}: {arrow_reason(exc)}; pass "
-            f"{setting('split')} random to split without it"
-        ) from exc
+        raise TimeColumnError(log.path, column, None, arrow_reason(exc)) from exc
     except OSError as exc:
         raise InteractionsError(f"cannot read {log.path}: {exc}") from exc
     return np.concatenate(parts) if parts else np.empty(0, np.float64)
 
 
-def _numbers(times: pa.Array, column: str, log: Log) -> np.ndarray:
-    """Times as float64: numbers as they are, timestamps and dates in ns since the epoch."""
+def _first_unusable(times: pa.Array) -> int:
+    """The position of the first time that makes ``times`` unusable (some prefix is): a
+    bisection over prefixes, since a mix of numbers and dates fails only as a whole."""
+    lo, hi = 0, len(times) - 1  # the answer lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            _numbers(times.slice(0, mid + 1))
+            lo = mid + 1
+        except _Unusable:
+            hi = mid
+    return lo
+
+
+def _numbers(times: pa.Array) -> np.ndarray:
+    """Times as float64: numbers as they are, timestamps and dates in ns since the epoch;
+    _Unusable when one is blank, not a number or date, or not finite."""
     if times.null_count:
-        raise InteractionsError(
-            f"{times.null_count:,} interactions of {log.path} have no time in column {column!r}; "
-            f"fill them or pass {setting('split')} random"
-        )
+        raise _Unusable("it is blank")
     t = times.type
     if pa.types.is_dictionary(t):
         times, t = times.dictionary_decode(), t.value_type
@@ -81,18 +115,18 @@ def _numbers(times: pa.Array, column: str, log: Log) -> np.ndarray:
         try:
             times = times.cast(pa.float64())
         except pa.ArrowInvalid:
-            times = times.cast(pa.timestamp("ns"))  # ISO 8601 text; ArrowInvalid if not that either
+            try:
+                times = times.cast(pa.timestamp("ns"))  # ISO 8601 text
+            except pa.ArrowInvalid:
+                raise _Unusable("neither a number nor an ISO 8601 date and time") from None
         t = times.type
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         times = times.cast(pa.timestamp("ns")).cast(pa.int64())
     elif not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-        raise InteractionsError(
-            f"the time column {column!r} of {log.path} holds {t}, not numbers or dates; pass "
-            f"{setting('split')} random"
-        )
+        raise _Unusable(f"the column holds {t}, not numbers or dates")
     out = np.asarray(times.to_numpy(zero_copy_only=False), dtype=np.float64)
     if not np.isfinite(out).all():
-        raise InteractionsError(f"the time column {column!r} of {log.path} holds values that are not finite")
+        raise _Unusable("not a finite number")
     return out
 
 
@@ -102,7 +136,7 @@ def _batches(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Arr
     if log.kind == "parquet":
         pf = pq.ParquetFile(log.path, pre_buffer=False)
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=[log.item_col, log.user_col, column]):
-            yield batch.column(log.item_col), batch.column(log.user_col), batch.column(column)
+            yield _present(batch.column(log.item_col)), _present(batch.column(log.user_col)), batch.column(column)
     elif log.kind == "dat":
         yield from _dat(log, column)
     else:
@@ -118,7 +152,14 @@ def _batches(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Arr
         parse = pacsv.ParseOptions(delimiter=log.delimiter)
         reader = pacsv.open_csv(open_stream(log.path), read_options=read, parse_options=parse, convert_options=convert)
         for batch in reader:
-            yield batch.column(raw[log.item_col]), batch.column(raw[log.user_col]), batch.column(raw[column])
+            # blank ids as the log's reader sees them, so the times line up with its pairs
+            items, users = blank_as_null(batch.column(raw[log.item_col])), blank_as_null(batch.column(raw[log.user_col]))
+            yield items, users, batch.column(raw[column])
+
+
+def _present(ids: pa.Array) -> pa.Array:
+    """Parquet ids with blank ones null (:func:`~auditor.loading.id_text.blank_as_null`), as the log's reader has them."""
+    return blank_as_null(ids.dictionary_decode() if pa.types.is_dictionary(ids.type) else ids)
 
 
 def _dat(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]:
@@ -134,5 +175,5 @@ def _dat(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]
         if pc.any(short).as_py():
             raise InteractionsError(f"{log.path} has lines with fewer than {max(at) + 1} '::'-separated fields")
         item, user, times = (pc.utf8_trim_whitespace(pc.list_element(parts, i)) for i in at)
-        yield item, user, times
+        yield blank_as_null(item), blank_as_null(user), times
 

@@ -56,11 +56,13 @@ CASES = [
     Case("retrain-time-not-a-time",
          _retrain("--data", "log.csv", "--holdout-fraction", "0.5",
                   files={"log.csv": "user_id,item_id,timestamp\n1,5,yesterday\n1,6,today\n"}, synthetic=False),
-         EXIT_ERROR, r"cannot read the time column 'timestamp' of log\.csv.*--split random"),
+         EXIT_ERROR, r"the time column 'timestamp' of log\.csv has no usable time at data row 1 \(neither a number nor an "
+         r"ISO 8601 date and time\); fix the column or pass --split random"),
     Case("retrain-time-empty",
          _retrain("--data", "log.csv", "--holdout-fraction", "0.5",
                   files={"log.csv": "user_id,item_id,timestamp\n1,5,10\n1,6,\n"}, synthetic=False),
-         EXIT_ERROR, r"1 interactions of log\.csv have no time in column 'timestamp'.*--split random"),
+         EXIT_ERROR, r"the time column 'timestamp' of log\.csv has no usable time at data row 2 \(it is blank\); fix the "
+         r"column or pass --split random"),
     Case("retrain-logq-pointwise", _retrain("--logq", "--loss", "cosine"), EXIT_USAGE,
          r"--logq corrects in-batch softmax logits: use it with --loss infonce-cos or infonce-dot"),
     Case("retrain-threads-zero", _retrain("--threads", "0"), EXIT_USAGE, r"'--threads': 0 is not in the range 1<=x<=1024"),
