@@ -366,7 +366,8 @@ def option_names() -> dict[str, str]:
     # Settings of the commands themselves (batch, retrain) that library messages name.
     names += ["output", "jobs", "flush_interval", "fail_on", "resume", "data_format", "zipf", "row_timeout", "plugin_timeout"]
     names += ["threads", "holdout_fraction", "split", "time_col", "logq"]  # retrain, experiment
-    names += ["temperature", "epochs", "batch_size", "init_std", "hidden_dim"]  # retrain, experiment (training settings)
+    names += ["temperature", "epochs", "batch_size", "init_std", "hidden_dim", "history_length", "item_encoder",
+              "user_encoder", "user_optimizer"]  # retrain, experiment (training settings)
     names += ["alpha", "tensors_only"]  # popaudit mitigate
     names += ["markdown"]  # check's report outputs
     names += ["rank_by"]  # batch's summary

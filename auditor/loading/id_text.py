@@ -25,7 +25,11 @@ def blank_as_null(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray
     if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
             or pa.types.is_large_binary(t)):
         return ids
-    blank = pc.match_substring_regex(ids, _WHITESPACE_ONLY)
+    try:  # utf8_is_space (false on "") is about twice as fast as a regex over every id
+        blank = pc.or_(pc.utf8_is_space(ids.cast(pa.large_string() if pa.types.is_large_binary(t) else pa.string())),
+                       pc.equal(pc.binary_length(ids), 0))
+    except pa.ArrowInvalid:  # bytes that are not UTF-8: their reader names them
+        blank = pc.match_substring_regex(ids, _WHITESPACE_ONLY)
     if not pc.any(blank).as_py():  # the common case: nothing to replace, no copy
         return ids
     return pc.if_else(blank, pa.scalar(None, t), ids)

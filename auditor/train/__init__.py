@@ -15,6 +15,7 @@ without importing torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from auditor.errors import setting
 
 ITEM_ENCODERS = ("embedding", "onehot-linear", "dense-linear", "embedding-linear", "mlp")
 ENCODER_VIOLATES: dict[str, tuple[str, ...]] = {
@@ -60,26 +61,27 @@ class Applies:
     settings: tuple[str, ...]
     values: tuple[str, ...]
     why: str
-    """What follows the option's flag in the usage error (``{setting}`` fields filled in)."""
+    """What follows the option's flag in the usage error (``{setting}`` fields filled in with
+    the settings' values, ``{setting_flag}`` with how the front end names them)."""
 
 
 OPTION_APPLIES: dict[str, Applies] = {
     "temperature": Applies(("loss",), SOFTMAX_LOSSES, "applies to the InfoNCE losses (infonce-cos, infonce-dot); "
-                           "--loss {loss} is pointwise and has no temperature"),
-    "logq": Applies(("loss",), SOFTMAX_LOSSES, "corrects in-batch softmax logits: use it with --loss infonce-cos or "
+                           "{loss_flag} {loss} is pointwise and has no temperature"),
+    "logq": Applies(("loss",), SOFTMAX_LOSSES, "corrects in-batch softmax logits: use it with {loss_flag} infonce-cos or "
                     "infonce-dot, not {loss} (pointwise, no softmax)"),
     "momentum": Applies(("optimizer", "user_optimizer"), ("momentum",),
-                        "is the momentum of the 'momentum' optimizer, which neither tower uses (--optimizer "
-                        "{optimizer}, --user-optimizer {user_optimizer}): pass --optimizer momentum or "
-                        "--user-optimizer momentum"),
+                        "is the momentum of the 'momentum' optimizer, which neither tower uses ({optimizer_flag} "
+                        "{optimizer}, {user_optimizer_flag} {user_optimizer}): pass {optimizer_flag} momentum or "
+                        "{user_optimizer_flag} momentum"),
     "hidden_dim": Applies(("item_encoder", "user_encoder"), HIDDEN_ENCODERS,
                           "is the hidden width of the embedding-linear and mlp item towers and the mlp and "
-                          "transformer user towers; --item-encoder {item_encoder} and --user-encoder {user_encoder} "
+                          "transformer user towers; {item_encoder_flag} {item_encoder} and {user_encoder_flag} {user_encoder} "
                           "have no hidden layer"),
     "history_length": Applies(("user_encoder",), HISTORY_ENCODERS,
-                              "is the number of recent items the transformer user tower reads; --user-encoder "
+                              "is the number of recent items the transformer user tower reads; {user_encoder_flag} "
                               "{user_encoder} reads none"),
-    "on_alert": Applies(("alerts",), (), "says what a training alert does when it fires, and no --alert is given"),
+    "on_alert": Applies(("alerts",), (), "says what a training alert does when it fires, and no {alerts_flag} is given"),
 }
 """Which ``retrain`` option applies to which settings, in one place: an option given where
 it does nothing is a usage error naming it and why (``auditor.cli._training``).
@@ -96,7 +98,8 @@ def inapplicable(option: str, settings: dict[str, object]) -> str | None:
     values = {**settings, "user_optimizer": settings.get("user_optimizer") or settings.get("optimizer")}
     if any(values.get(name) in rule.values if rule.values else values.get(name) for name in rule.settings):
         return None
-    return rule.why.format(**{name: values.get(name) for name in rule.settings})
+    return rule.why.format(**{name: values.get(name) for name in rule.settings},
+                           **{f"{name}_flag": setting(name) for name in rule.settings})
 
 
 EXPERIMENTS = ("conditions", "lr-sweep", "mitigations")
