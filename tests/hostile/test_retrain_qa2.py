@@ -11,29 +11,12 @@ from typing import Any
 import pytest
 
 from .corpus import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Built, Case, params, run_case
+from .test_retrain_qa import _log, _retrain  # the same small logs and runs
 
 FREE_TEXT = "user_id,item_id,timestamp\n" + "".join(f"{u % 7},{u % 5},{'soon' if u % 2 else 'later'}\n" for u in range(40))
 """A time column of free text: no row has a usable time (data row 1 is the first)."""
 ONE_BLANK = "user_id,item_id,timestamp\n" + "".join(f"{u % 7},{u % 5},{'' if u == 4 else 100 + u}\n" for u in range(40))
 """One blank time, at data row 5."""
-
-
-def _log(name: str, rows: str, *args: str) -> Any:
-    """A small CSV log ``name`` with ``rows`` and the command on it."""
-    def build(d: Path) -> Built:
-        (d / name).write_text(rows)
-        return Built([*args, "--data", name, "--epochs", "1", "--threads", "1", "-o", "out.pt"],
-                     outputs=["out.pt", "out.pt.*", "out.pt/*"])
-
-    return build
-
-
-def _retrain(*extra: str) -> Any:
-    def build(d: Path) -> Built:
-        return Built(["retrain", *extra, "--n-users", "20", "--n-items", "10", "--n-interactions", "100",
-                      "--epochs", "1", "-o", "model.pt"])
-
-    return build
 
 
 def _experiment(name: str, rows: str, *args: str) -> Any:
