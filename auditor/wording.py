@@ -98,9 +98,15 @@ def interval(ci: tuple[float, float] | None, scale: float = 1.0, decimals: int =
     decimals where ``decimals`` print bounds that differ alike (:func:`interval_decimals`)."""
     if ci is None:
         return ""
-    lo, hi = (scale * v for v in ci)
-    places = interval_decimals(lo, hi, decimals)
-    return f", 95% CI [{lo:+.{places}f}, {hi:+.{places}f}]"
+    return f", 95% CI {interval_bounds(scale * ci[0], scale * ci[1], decimals, sign='+')}"
+
+
+def interval_bounds(low: float, high: float, decimals: int, *, sign: str = "") -> str:
+    """An interval's bounds as ``[lo, hi]`` in one precision, ``decimals`` or more
+    (:func:`interval_decimals`): every bracketed interval of a sentence or table (``sign``
+    "+" for changes), so [-0.000121, -0.000117] never prints as "[-0.0001, -0.0001]"."""
+    places = interval_decimals(low, high, decimals)
+    return f"[{low:{sign}.{places}f}, {high:{sign}.{places}f}]"
 
 
 def ratio_figure(ratio: float) -> str:
