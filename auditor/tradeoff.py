@@ -28,7 +28,7 @@ import numpy as np
 from auditor.metrics.popularity_sets import head_mask
 from auditor.metrics.resampling import percentile_intervals
 from auditor.result import Accuracy, CutoffMeasures, RankingAccuracy, ScoringChange
-from auditor.wording import interval, kept_share, moves, points as point_change, tolerance_pct
+from auditor.wording import interval, kept_share, moves, points as point_change, share_row, tolerance_pct
 
 REFERENCE_SCORINGS = ("popular", "served")
 """Scorings shown on the trade-off but never recommended (not a way to serve a model; served: lists given as input)."""
@@ -167,12 +167,17 @@ def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, see
 
 def choose_scoring(
     candidates: list[Point], tolerance: float, changes: Mapping[str, ScoringChange] | None = None, base: str = "dot",
-    gap: str | None = None,
+    gap: str | None = None, shown: Mapping[str, str] | None = None,
 ) -> tuple[str | None, str, str | None]:
     """The recommended scoring, the sentence that says why (quoting the numbers and their
     intervals), and the best alternative to the incumbent ``base`` (recommended or not);
-    ``gap``: why a bootstrap asked for gave no interval (:func:`unresampled`)."""
+    ``gap``: why a bootstrap asked for gave no interval (:func:`unresampled`); ``shown``:
+    each scoring's head share as the K's tables print it (:func:`shown_shares`), which the
+    sentence quotes (by default, from ``candidates``)."""
     by_name = {p.scoring: p for p in candidates}
+    if shown is None:
+        ordered = sorted(candidates, key=lambda p: {"dot": 0, "cosine": 1}.get(p.scoring, 2))
+        shown = dict(zip((p.scoring for p in ordered), share_row([p.head_share for p in ordered])))
     dot = by_name.get(base)
     if dot is None:
         return None, f"{_name(base)} accuracy was not measured, so no scoring can be compared with it", None
@@ -192,40 +197,65 @@ def choose_scoring(
     if better:
         best = min(better, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring]))
         cosine = by_name.get("cosine") if base != "cosine" else None
-        return best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance, gap), best.scoring
+        return best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance, gap, shown), best.scoring
     pool = within or served
     if not pool:
         return base, f"no other scoring was measured, so {base} stays", None
     alternative = (min(pool, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring])) if within
                    else max(pool, key=lambda p: (p.ndcg, -p.head_share)))
-    return base, _keep_dot(alternative, dot, changes[alternative.scoring], tolerance, gap), alternative.scoring
+    return base, _keep_dot(alternative, dot, changes[alternative.scoring], tolerance, gap, shown), alternative.scoring
 
 
 def _name(base: str) -> str:
     return "dot-product" if base == "dot" else base
 
 
-def _figures(p: Point, dot: Point, change: ScoringChange, tolerance: float) -> str:
+def shown_shares(cut: CutoffMeasures) -> dict[str, str]:
+    """Each scoring's head share at ``cut`` as the K's retrieval table (and the trade-off
+    table, which takes its cells from that row) prints it: :func:`share_row` over the row."""
+    exposure = cut.scorings()
+    return dict(zip(exposure, share_row([m.number("head_share_1pct") for m in exposure.values()])))
+
+
+def _head_moves(dot: Point, p: Point, shown: Mapping[str, str]) -> str:
+    """The head share from ``dot`` to ``p`` in the tables' figures (3.37%, as the tables
+    print it, never 3.4% beside them), both to the finer cell's decimals (dot's 4.1% cell
+    reads 4.13% beside 3.37%, so the two subtract in one precision); more decimals only
+    where those print alike."""
+    what = "the top-1% head share"
+    cells = [shown.get(dot.scoring), shown.get(p.scoring)]
+    if None in cells or "n/a" in cells:
+        return moves(dot.head_share, p.head_share, what)
+    places = [len(str(cell).rstrip("%").partition(".")[2]) for cell in cells]
+    a, b = (cell if n == max(places) else f"{100 * share:.{max(places)}f}%"
+            for cell, n, share in zip(cells, places, (dot.head_share, p.head_share)))
+    if a == b and dot.head_share != p.head_share:
+        return moves(dot.head_share, p.head_share, what)
+    return f"{what} stays at {a}" if a == b else f"{what} goes from {a} to {b}"
+
+
+def _figures(p: Point, dot: Point, change: ScoringChange, tolerance: float, shown: Mapping[str, str]) -> str:
     base = dot.scoring
     below = p.ndcg < tolerance * dot.ndcg  # the choice's own test, which the printed share must agree with
     kept = (f"keeps {kept_share(p.ndcg / dot.ndcg, tolerance, below)} of {base}'s NDCG" if dot.ndcg > 0 else
             f"finds held-out items {base}'s lists miss" if p.ndcg > 0 else "finds no held-out item either")
     return (
         f"{kept} ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
-        f"{change.ndcg_delta:+.4f}{interval(change.ndcg_delta_ci)}), and {moves(dot.head_share, p.head_share, 'the top-1% head share')} "
+        f"{change.ndcg_delta:+.4f}{interval(change.ndcg_delta_ci)}), and {_head_moves(dot, p, shown)} "
         f"({point_change(change.head_share_delta)}{interval(change.head_share_delta_ci, 100, 2)})"
     )
 
 
 def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None, tolerance: float,
-                gap: str | None) -> str:
-    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance)}{_unmeasured(change, gap)}"
+                gap: str | None, shown: Mapping[str, str]) -> str:
+    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance, shown)}{_unmeasured(change, gap)}"
     if best.scoring != "cosine" and cosine is not None and cosine.ndcg >= dot.ndcg:
         text += f"; cosine costs no accuracy either (NDCG {cosine.ndcg:.4f})"
     return text
 
 
-def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: float, gap: str | None) -> str:
+def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: float, gap: str | None,
+              shown: Mapping[str, str]) -> str:
     """Why dot stays, naming every reason that held ``alternative`` back (loosening the
     tolerance alone admits nothing when its head-share change is not clear either), with
     the tolerance as given (0.9046 is 90.46%, not a rounded 90%)."""
@@ -241,7 +271,7 @@ def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: 
     own = "" if dot.scoring == "dot" else f" (the model's own scoring, which it keeps)"
     return (
         f"no serving change is clearly better than {dot.scoring}{own}: the best alternative, {alternative.scoring}, "
-        f"{_figures(alternative, dot, change, tolerance)}, but {' and '.join(why)}{_unmeasured(change, gap)}"
+        f"{_figures(alternative, dot, change, tolerance, shown)}, but {' and '.join(why)}{_unmeasured(change, gap)}"
     )
 
 
@@ -267,7 +297,8 @@ def judge_tradeoff(
         incumbent = "dot"
     judged = changes if incumbent == "dot" else paired_changes(candidates, values, n_bootstrap, seed, incumbent)
     gap = unresampled(values, n_bootstrap) if changes else None
-    recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, judged, incumbent, gap)
+    recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, judged, incumbent, gap,
+                                                        shown_shares(cut))
     resampled = values is not None and bool(changes) and any(
         c.ndcg_delta_ci is not None or c.head_share_delta_ci is not None for c in changes.values())
     return replace(

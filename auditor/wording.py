@@ -4,7 +4,7 @@ stated between two numbers that print the same."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from auditor.sections import EDGE_SLACK, HARM_BANDS
 
@@ -55,6 +55,38 @@ RATIO_EDGES = tuple(ratio for _name, ratio, _excess in HARM_BANDS)
 """The dot/cosine ratios the harm bands are judged on, for :func:`ratio_figure`."""
 
 
+def percent_text(percent: float) -> str:
+    """``percent`` (already in %) with the decimals its size needs: one from 1% (``34.1%``),
+    two below (``0.42%``), and two significant digits below 0.1% (``0.036%``), so a small
+    share never reads as 0."""
+    magnitude = abs(percent)
+    if magnitude == 0 or magnitude >= 1:
+        return f"{percent:.1f}%"
+    # Decimals for two significant digits, at least two (0.42%), at most eight.
+    decimals = min(8, max(2, 1 - math.floor(math.log10(magnitude))))
+    return f"{percent:.{decimals}f}%"
+
+
+def share_row(shares: Sequence[float | None]) -> list[str]:
+    """Head shares of one K, dot's and cosine's first, as every table and the trade-off's
+    sentence print them: dot's and cosine's as :func:`pct_pair` writes them against
+    :data:`SKEW_EDGES` (their difference on its side of every harm band's edge, as the
+    verdict quotes them), every other (norm-aware, most-popular) as :func:`percent_text`
+    with at least as many decimals, so one row reads in one precision (3.37%, never 3.4%
+    beside a dot share of 4.13%); ``n/a`` where unknown."""
+    known = [x if x is not None and math.isfinite(x) else None for x in shares]
+    cells = ["n/a" if x is None else percent_text(100.0 * x) for x in known]
+    if len(known) < 2:
+        return cells
+    if known[0] is not None and known[1] is not None:
+        cells[:2] = pct_pair(known[0], known[1], SKEW_EDGES)
+    places = max((len(text.rstrip("%").partition(".")[2]) for text in cells[:2] if text != "n/a"), default=0)
+    for i, x in enumerate(known[2:], start=2):
+        if x is not None and len(cells[i].rstrip("%").partition(".")[2]) < places:
+            cells[i] = f"{100.0 * x:.{places}f}%"
+    return cells
+
+
 def _decimals(x: float | None) -> int:
     """Decimals that give a share two significant digits as a percentage (1 to 3)."""
     if x is None or not math.isfinite(x) or x == 0:
@@ -98,9 +130,15 @@ def interval(ci: tuple[float, float] | None, scale: float = 1.0, decimals: int =
     decimals where ``decimals`` print bounds that differ alike (:func:`interval_decimals`)."""
     if ci is None:
         return ""
-    lo, hi = (scale * v for v in ci)
-    places = interval_decimals(lo, hi, decimals)
-    return f", 95% CI [{lo:+.{places}f}, {hi:+.{places}f}]"
+    return f", 95% CI {interval_bounds(scale * ci[0], scale * ci[1], decimals, sign='+')}"
+
+
+def interval_bounds(low: float, high: float, decimals: int, *, sign: str = "") -> str:
+    """An interval's bounds as ``[lo, hi]`` in one precision, ``decimals`` or more
+    (:func:`interval_decimals`): every bracketed interval of a sentence or table (``sign``
+    "+" for changes), so [-0.000121, -0.000117] never prints as "[-0.0001, -0.0001]"."""
+    places = interval_decimals(low, high, decimals)
+    return f"[{low:{sign}.{places}f}, {high:{sign}.{places}f}]"
 
 
 def ratio_figure(ratio: float) -> str:

@@ -123,3 +123,32 @@ def test_gate_without_a_value_after_the_audit_replaces_no_report(inputs: Path) -
     # Without the unmeasurable gate, the tripped one writes the reports and exits 3.
     tripped = check(inputs, "--fail-on", "spearman>0.5")
     assert tripped.exit_code == 3 and json.loads((inputs / "audit.json").read_text())["schema_version"] == 1
+
+
+@pytest.mark.parametrize(("outputs", "ending"), [
+    (["--format", "json"], "No report was printed"),  # the JSON report asked for on stdout
+    ([], "No report was printed"),  # the console report (no -q)
+    (["--format", "json", "--markdown", "{d}/audit.md"], "No report was written or printed"),
+    (["--markdown", "{d}/audit.md"], "No report was written"),  # -q: the console report is not asked for
+    ([], None),  # -q and no file: no report was asked for, nothing to say
+])
+def test_a_refused_gate_says_which_reports_the_run_did_not_give(
+    inputs: Path, outputs: list[str], ending: str | None,
+) -> None:
+    """QA verification note: a gate refused after the audit with the report on stdout left
+    stdout empty, and its Error: line said nothing of it ("No report was written" came only
+    with report files or MLflow). It now says the report was not printed either."""
+    quiet = ["-q"] if outputs != [] or ending is None else []
+    args = ["check", str(inputs / "items.npy"), "--interactions", str(inputs / "log.parquet"), "--bootstrap", "0",
+            "--no-probes", "-k", "10", *quiet, *(o.format(d=inputs) for o in outputs),
+            "--fail-on", "gap_delta_diverse_ratio@10>1"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""  # nothing of the run's report on stdout
+    error = result.stderr.rstrip()
+    assert "a ratio of two signed figures is undefined" in error
+    if ending is None:
+        assert not error.endswith(("written", "printed")) and "No report" not in error
+    else:
+        assert error.endswith(ending) and error.count("No report") == 1
+    assert not (inputs / "audit.md").exists() and (inputs / "audit.json").read_text() == EARLIER

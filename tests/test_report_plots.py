@@ -240,3 +240,50 @@ def test_norm_vs_frequency_follows_the_norm_axis_rule_of_the_boxes() -> None:
     narrow = np.linspace(1.0, 50.0, 400)
     assert {figure(narrow, freq).axes[0].get_yscale()
             for figure in (plots.norm_vs_frequency_figure, plots.norm_by_decile_figure)} == {"linear"}
+
+
+def test_a_zero_norm_row_keeps_the_log_norm_axis_and_sits_on_its_floor() -> None:
+    """QA N1: one all-zero item row (a padding row) made the smallest norm 0, so a 1000×
+    span of the positive norms went back to a linear axis on both plots (9 deciles flat on
+    0). The log decision is now the positive norms'; the zero row is drawn on a floor half a
+    decade below the smallest positive norm, and a legend line and the caption say so."""
+    from auditor.report import figures
+
+    rng = np.random.default_rng(3)
+    freq = rng.integers(0, 500, 400).astype(np.float64)
+    norms = np.geomspace(0.01, 10.0, 400)[np.argsort(np.argsort(freq, kind="stable"))]
+    padding = int(np.flatnonzero(freq == 0)[0])
+    norms[padding] = 0.0
+    positive = norms[norms > 0]
+    assert positive.max() / positive.min() > 900  # far over the 100× of a log axis
+    floor = positive.min() / np.sqrt(10.0)  # half a decade below the smallest positive norm
+    legend = "1 zero-norm item (‖q‖ = 0), drawn on this floor"
+    scatter = plots.norm_vs_frequency_figure(norms, freq).axes[0]
+    boxes = plots.norm_by_decile_figure(norms, freq).axes[0]
+    for ax in (scatter, boxes):
+        assert ax.get_yscale() == "log"
+        assert ax.get_ylabel() == "item embedding norm ‖q‖ (log scale)"
+        assert legend in [t.get_text() for t in ax.get_legend().get_texts()]
+        low, high = ax.get_ylim()
+        assert low < floor < positive.min() and high >= 10.0
+        floor_lines = [line for line in ax.get_lines() if line.get_label() == legend]
+        assert floor_lines and np.allclose(floor_lines[0].get_ydata(), floor)
+    # The padding row is cold: the boxes' cold group reaches down to the floor (its whisker).
+    cold = norms[freq == 0]
+    assert cold.size == 2 and np.median(np.where(cold > 0, cold, floor)) == pytest.approx((floor + cold.max()) / 2)
+    whisker_ends = [float(np.min(line.get_ydata())) for line in boxes.get_lines() if len(line.get_ydata())]
+    assert min(whisker_ends) == pytest.approx(floor)
+    # The caption (the figure's text alternative) says the same.
+    result = dataclasses.replace(full_result(), plot_data=PlotData(norms=norms, frequencies=freq))
+    alts = {f.name: f.alt for f in figures.audit_figures(result)}
+    for name in ("norm_vs_frequency", "norm_by_decile"):
+        assert alts[name].endswith("Norm axis: log scale over the positive norms; 1 zero-norm item "
+                                   "drawn on a dotted floor line below them.")
+    # Without the zero row: log, no floor line; on a linear axis a zero norm stays at 0.
+    norms[padding] = positive.min()
+    ax = plots.norm_by_decile_figure(norms, freq).axes[0]
+    assert ax.get_yscale() == "log" and ax.get_legend() is None
+    narrow = np.linspace(1.0, 50.0, 400)
+    narrow[padding] = 0.0
+    ax = plots.norm_by_decile_figure(narrow, freq).axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] <= 0.0 and ax.get_legend() is None

@@ -143,7 +143,8 @@ def command(
     outcomes = evaluate_gates(audited.gates, audited.metrics)
     if any(outcome.value is None for outcome in outcomes):  # exit 1, an error: no output of the run, as for bad input
         _say_gates(outcomes, audited, quiet)
-        _refuse_unmeasured(outcomes, audited, written=any(path is not None for path in files.values()) or mlflow)
+        _refuse_unmeasured(outcomes, audited, written=any(path is not None for path in files.values()) or mlflow,
+                           printed=audited.stdout is not None)
     outputs = [(formats[flag], path) for flag, path in files.items()]
     write_all(audited.files, remove=stale_figures(outputs, audited.files))  # no plot of an earlier run left beside
     if audited.stdout is not None:
@@ -169,18 +170,26 @@ def _say_gates(outcomes: list[Any], audited: _Audited, quiet: bool) -> None:
                          style="red" if outcome.tripped else None)
 
 
-def _refuse_unmeasured(outcomes: list[Any], audited: _Audited, *, written: bool) -> None:
+NO_REPORT = {(True, False): "No report was written", (False, True): "No report was printed",
+             (True, True): "No report was written or printed"}
+"""The last words of a refused gate's ``Error:`` line, by (report files or MLflow asked
+for, a report asked for on stdout): the run ends with none of them; nothing is added
+where neither was asked for (``-q`` and no output)."""
+
+
+def _refuse_unmeasured(outcomes: list[Any], audited: _Audited, *, written: bool, printed: bool) -> None:
     """UnmeasuredGateError (exit 1) for the gates the finished audit left without a value
     (a ratio of two zeros, a CI the bootstrap could not give), before any report is
-    written: a run that ends in an error replaces no earlier report (outputs are all of a
-    run or none), so a CI step that keeps the report after a failed step never keeps one
-    of a run it failed."""
+    written or printed: a run that ends in an error replaces no earlier report (outputs
+    are all of a run or none), so a CI step that keeps the report after a failed step
+    never keeps one of a run it failed, and a pipe reading stdout gets no report."""
     from auditor.gate import require_measured
 
     try:
         require_measured(audited.gates, [outcomes], where="in this run", reasons=audited.reasons)
     except UnmeasuredGateError as exc:
-        raise UnmeasuredGateError(f"{exc}. No report was written" if written else str(exc)) from None
+        ending = NO_REPORT.get((written, printed))
+        raise UnmeasuredGateError(f"{exc}. {ending}" if ending else str(exc)) from None
 
 
 def _refuse_count_conflicts(options: dict[str, Any]) -> None:

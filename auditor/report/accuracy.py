@@ -14,6 +14,7 @@ from auditor.report.measure_rows import scoring_cells
 from auditor.report.served_lists import lists_only
 from auditor.result import Accuracy, AuditResult
 from auditor.sections import ServedSection
+from auditor.wording import interval_bounds
 
 if TYPE_CHECKING:  # drawn on demand: a report that shows no figure never loads matplotlib
     from matplotlib.figure import Figure
@@ -139,7 +140,8 @@ def changes_table(accuracy: Accuracy) -> Table:
 
 
 def _interval(ci: tuple[float, float] | None, scale: float, decimals: int) -> str:
-    return "n/a" if ci is None else f"[{scale * ci[0]:+.{decimals}f}, {scale * ci[1]:+.{decimals}f}]"
+    """A change's interval as the recommendation sentence prints it (the one rule)."""
+    return "n/a" if ci is None else interval_bounds(scale * ci[0], scale * ci[1], decimals, sign="+")
 
 
 def _ordered(by_scoring: Mapping[str, T]) -> list[tuple[str, T]]:

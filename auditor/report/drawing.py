@@ -28,7 +28,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from auditor.report.plot_text import bar_labels, fit_title
-from auditor.report.plot_data import lorenz_curve, popularity_groups
+from auditor.report.plot_data import (
+    FLAT_SPAN, ZERO_FLOOR, NormScale, lorenz_curve, norm_scale, popularity_groups,
+)
 from auditor.result import DecileRow, Retrieval
 
 COLORS = {"dot": "#D55E00", "cosine": "#0072B2", "popular": "#7F7F7F"}
@@ -101,8 +103,9 @@ def norm_vs_frequency_figure(
     """Item norm against training frequency (log x) with decile medians and the log–log fit.
 
     Cold items (frequency 0) cannot sit on a log axis: their median norm is a dashed
-    line. The fitted line uses ``slope`` (the reported log–log slope; fitted here when
-    None) with the least-squares intercept over the items seen in training.
+    line. Zero norms on a log norm axis sit on its floor (:func:`norm_scale`). The fitted
+    line uses ``slope`` (the reported log–log slope; fitted here when None) with the
+    least-squares intercept over the items seen in training.
     """
     norms = np.asarray(norms, dtype=np.float64).ravel()
     freq = np.asarray(frequencies, dtype=np.float64).ravel()
@@ -112,12 +115,13 @@ def norm_vs_frequency_figure(
     fig = new_figure()
     ax = fig.add_subplot()
     style_axes(ax)
+    scale = norm_scale(norms[np.isfinite(norms)])  # the same axis as the by-decile boxes
     idx = np.flatnonzero(warm)
     shown = idx
     if idx.size > max_points:
         shown = np.sort(np.random.default_rng(seed).choice(idx, max_points, replace=False))
     label = f"items ({shown.size:,} of {idx.size:,} shown)" if shown.size < idx.size else "items"
-    ax.scatter(freq[shown], norms[shown], s=4, alpha=0.35, color="#555555", linewidths=0,
+    ax.scatter(freq[shown], scale.drawn(norms[shown]), s=4, alpha=0.35, color="#555555", linewidths=0,
                rasterized=True, label=label)
     # Each decile's marker sits at its median frequency and median norm (the same
     # grouping as the by-decile figure and, when it matches, the decile table).
@@ -129,7 +133,7 @@ def norm_vs_frequency_figure(
     ]
     if medians:
         x, y = np.array(medians).T
-        ax.plot(x, y, "o-", color=COLORS["cosine"], markersize=5, linewidth=1.5, label="decile medians")
+        ax.plot(x, scale.drawn(y), "o-", color=COLORS["cosine"], markersize=5, linewidth=1.5, label="decile medians")
     positive = warm & (norms > 0)
     if np.count_nonzero(positive) >= 2 and np.ptp(freq[positive]) > 0:
         log_f, log_n = np.log10(freq[positive]), np.log10(norms[positive])
@@ -140,12 +144,12 @@ def norm_vs_frequency_figure(
     n_cold = int(np.count_nonzero(cold))
     if n_cold:
         plural = "s" if n_cold != 1 else ""
-        ax.axhline(float(np.median(norms[cold])), color="#999999", linestyle="--", linewidth=1,
+        ax.axhline(float(scale.drawn(np.median(norms[cold]))), color="#999999", linestyle="--", linewidth=1,
                    label=f"median of {n_cold:,} cold item{plural} (frequency 0)")
     if idx.size:
         ax.set_xscale("log")
     ax.set_xlabel("training frequency (interactions per item, log scale)")
-    norm_axis(ax, norms[np.isfinite(norms)])  # the same axis as the by-decile boxes
+    norm_axis(ax, scale)
     fit_title(ax, "Item norm vs training frequency")
     ax.legend(loc="best", fontsize=8, frameon=False)
     return fig
@@ -169,49 +173,43 @@ def norm_by_decile_figure(
     ax = fig.add_subplot()
     style_axes(ax)
     keep = [i for i, d in enumerate(data) if d.size]
+    scale = norm_scale(norms[ok])
     # Fliers drawn: the items beyond the whiskers are often the head items whose norms the
     # audit is about (the most frequent ones of a biased model).
-    ax.boxplot([data[i] for i in keep], showfliers=True, widths=0.6, patch_artist=True,
+    ax.boxplot([scale.drawn(data[i]) for i in keep], showfliers=True, widths=0.6, patch_artist=True,
                boxprops={"facecolor": "#cfe3f3", "edgecolor": COLORS["cosine"]},
                medianprops={"color": COLORS["dot"], "linewidth": 2},
                flierprops={"marker": "o", "markersize": 3, "markerfacecolor": COLORS["dot"],
                            "markeredgecolor": "none", "alpha": 0.7})
     ax.set_xticks(range(1, len(keep) + 1), [names[i] for i in keep], fontsize=7)
     ax.set_xlabel("popularity decile (1 = least frequent) and its frequency range")
-    norm_axis(ax, norms[ok])
+    if norm_axis(ax, scale) and scale.floor is not None:
+        ax.legend(loc="best", fontsize=8, frameon=False)  # says what the floor line is
     fit_title(ax, "Norm distribution by popularity decile (boxes: quartiles; whiskers: 1.5 IQR; "
                   "points: items beyond the whiskers)")
     return fig
 
 
-LOG_SPAN = 100.0
-"""Norms whose largest is this many times their smallest (all positive) are drawn on a log
-axis: a head of norm 100 over a body of norm 1 otherwise squeezes every box into a line."""
-FLAT_SPAN = 1e-6
-"""A relative spread of norms under this is float rounding (float32 norms of one value):
-the axis then spans ±5% of the level instead of magnifying the noise (an axis "1e-8+1")."""
-
-
 NORM_LABEL = "item embedding norm ‖q‖"
 
 
-def norm_axis(ax: Axes, norms: np.ndarray) -> bool:
-    """The y axis of every plot of item norms (the scatter against frequency and the boxes by
-    decile alike): its scale, limits and label for ``norms`` (the finite norms of the table),
-    set once everything is drawn; True when it is logarithmic (labelled so)."""
+def norm_axis(ax: Axes, scale: NormScale) -> bool:
+    """Set ``scale`` on ``ax`` (scale, limits, label and the zero-norm floor), once everything
+    is drawn with :meth:`NormScale.drawn`; True when it is logarithmic (labelled so)."""
     ax.ticklabel_format(axis="y", useOffset=False)  # norms read as they are, never as "1e-8+1"
-    log = False
-    if norms.size:
-        low, high = float(norms.min()), float(norms.max())
-        level = max(abs(low), abs(high))
-        if low > 0 and high / low >= LOG_SPAN:
-            ax.set_yscale("log")
-            log = True
-        elif high - low <= FLAT_SPAN * level:
-            margin = 0.05 * level if level > 0 else 1.0
-            ax.set_ylim(low - margin, high + margin)
-    ax.set_ylabel(NORM_LABEL + (" (log scale)" if log else ""))
-    return log
+    level = max(abs(scale.low), abs(scale.high))
+    if scale.log:
+        ax.set_yscale("log")
+        if scale.floor is not None:
+            plural = "s" if scale.zeros != 1 else ""
+            ax.axhline(scale.floor, color="#999999", linestyle=":", linewidth=1,
+                       label=f"{scale.zeros:,} zero-norm item{plural} (‖q‖ = 0), drawn on this floor")
+            ax.set_ylim(bottom=scale.floor * ZERO_FLOOR**0.5)
+    elif scale.count and scale.high - scale.low <= FLAT_SPAN * level:
+        margin = 0.05 * level if level > 0 else 1.0
+        ax.set_ylim(scale.low - margin, scale.high + margin)
+    ax.set_ylabel(NORM_LABEL + (" (log scale)" if scale.log else ""))
+    return scale.log
 
 
 def exposure_lorenz_figure(

@@ -23,7 +23,7 @@ from auditor.report.plot_text import fit_title
 from auditor.report.drawing import figure_png, new_figure
 from auditor.result import json_safe
 from auditor.summaries import ANGLE_EDGES, SERVED_LISTS, ExperimentResult
-from auditor.wording import plural
+from auditor.wording import interval_bounds, plural
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -112,7 +112,7 @@ def grid_table(result: ExperimentResult) -> tuple[list[str], list[list[str]]]:
         opt = c["optimizer"] + (f" (wd {c['weight_decay']:g})" if c["weight_decay"] else "")
         bounds = np.array([r["spearman_ci"] for r in row["runs"]], dtype=np.float64)
         bounds = bounds[~np.isnan(bounds).any(axis=1)]
-        ci = f"[{bounds[:, 0].mean():.3f}, {bounds[:, 1].mean():.3f}]" if len(bounds) else MISSING
+        ci = interval_bounds(bounds[:, 0].mean(), bounds[:, 1].mean(), 3) if len(bounds) else MISSING
         rows.append([
             row["label"], row["violates"], opt, f"{c['lr']:g}", c["item_encoder"], _user_tower(c), c["loss"],
             mean_pm(s, "share_90pm1", seeds=n), mean_pm(s, "share_90pm10", seeds=n), mean_pm(s, "spearman", seeds=n), ci,

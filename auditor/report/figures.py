@@ -20,6 +20,7 @@ import numpy as np
 from auditor.report import accuracy as accuracy_view
 from auditor.report.content import quoted_cutoffs
 from auditor.report.document import Figure
+from auditor.report.plot_data import norm_scale
 from auditor.report.training import training_figure
 from auditor.result import AuditResult, DecileRow, Retrieval
 
@@ -60,13 +61,27 @@ def _frequency_figures(result: AuditResult) -> list[Figure]:
         return norm_by_decile_figure(norms, freq, deciles)
 
     fit = f" (slope {slope:.3f})." if slope is not None else "."
+    axis = _norm_axis_caption(np.asarray(norms, dtype=np.float64))
     return [
         Figure("norm_vs_frequency", "frequency_norm", "Item norm vs training frequency",
                "Scatter of item embedding norm against training frequency on a log axis, with the "
-               "median norm of each popularity decile and the fitted log–log line" + fit, scatter),
+               "median norm of each popularity decile and the fitted log–log line" + fit + axis, scatter),
         Figure("norm_by_decile", "frequency_norm", "Norm distribution by popularity decile",
-               "Box plots of item embedding norm for each popularity decile, least frequent first.", boxes),
+               "Box plots of item embedding norm for each popularity decile, least frequent first." + axis,
+               boxes),
     ]  # fmt: skip
+
+
+def _norm_axis_caption(norms: np.ndarray) -> str:
+    """What the norm axis of both plots is, when it is not a plain linear one."""
+    scale = norm_scale(norms[np.isfinite(norms)])
+    if not scale.log:
+        return ""
+    if not scale.zeros:
+        return " Norm axis: log scale."
+    plural = "s" if scale.zeros != 1 else ""
+    return (f" Norm axis: log scale over the positive norms; {scale.zeros:,} zero-norm item{plural} "
+            "drawn on a dotted floor line below them.")
 
 
 def _retrieval_figures(result: AuditResult) -> list[Figure]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from auditor.wording import SKEW_EDGES, interval_decimals, pct_pair, ratio_figure
+from auditor.wording import SKEW_EDGES, interval_decimals, pct_pair, percent_text, ratio_figure, share_row
 
 MISSING = "n/a"
 """What a value that is absent (None, NaN) reads as."""
@@ -88,16 +88,6 @@ def fmt_pct(value: Any) -> str:
     return MISSING if number is None else percent_text(100.0 * number)
 
 
-def percent_text(percent: float) -> str:
-    """``percent`` (already in %) as :func:`fmt_pct` writes it."""
-    magnitude = abs(percent)
-    if magnitude == 0 or magnitude >= 1:
-        return f"{percent:.1f}%"
-    # Decimals for two significant digits, at least two (0.42%), at most eight.
-    decimals = min(8, max(2, 1 - math.floor(math.log10(magnitude))))
-    return f"{percent:.{decimals}f}%"
-
-
 def fmt_ratio(value: Any) -> str:
     """A ratio such as dot/cosine, as ``4.16×`` (``∞×``: only the divisor is 0)."""
     if isinstance(value, (int, float)) and value == math.inf:
@@ -114,25 +104,9 @@ def fmt_skew_pair(dot: Any, cosine: Any) -> tuple[str, str]:
 
 
 def fmt_share_row(shares: Sequence[Any]) -> list[str]:
-    """A table row of head shares: dot's and cosine's (the first two) as
-    :func:`fmt_skew_pair` writes them (their difference on its side of every harm band's
-    edge, as the verdict quotes them: never "8.0% | 6.0%" beside a verdict's 7.99% vs
-    6.00% graded below the 2-point edge), every other cell (norm-aware, most-popular) to
-    at least as many decimals, so one row reads in one precision."""
-    if len(shares) < 2:
-        return [fmt_pct(value) for value in shares]
-    pair = fmt_skew_pair(shares[0], shares[1])
-    places = max((len(text.rstrip("%").partition(".")[2]) for text in pair if text != MISSING), default=0)
-    return [*pair, *(_pct_at_least(value, places) for value in shares[2:])]
-
-
-def _pct_at_least(value: Any, places: int) -> str:
-    """A share as :func:`fmt_pct` writes it, with at least ``places`` decimals."""
-    shown = fmt_pct(value)
-    number = finite(value)
-    if number is None or len(shown.rstrip("%").partition(".")[2]) >= places:
-        return shown
-    return f"{100.0 * number:.{places}f}%"
+    """A table row of head shares, dot's and cosine's first, as :func:`auditor.wording.share_row`
+    writes it (the recommendation sentence quotes its shares from the same rule)."""
+    return share_row([finite(value) for value in shares])
 
 
 def fmt_scalar(value: Any) -> str:

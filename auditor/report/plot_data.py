@@ -4,6 +4,7 @@ exactly (and reused by other reports) without matplotlib."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -70,3 +71,46 @@ def popularity_groups(
             span = f"{members.min():,.0f}–{members.max():,.0f}"
         labels.append(f"{numbers[g]}\n{span}")
     return groups, labels
+
+
+LOG_SPAN = 100.0
+"""Norms whose largest positive is this many times their smallest positive are drawn on a
+log axis: a head of norm 100 over a body of norm 1 otherwise squeezes every box into a line.
+Zero norms (a padding row) take no part in the decision: they are drawn at a floor below."""
+FLAT_SPAN = 1e-6
+"""A relative spread of norms under this is float rounding (float32 norms of one value):
+the axis then spans ±5% of the level instead of magnifying the noise (an axis "1e-8+1")."""
+ZERO_FLOOR = 10**-0.5
+"""On a log axis, zero norms are drawn at the smallest positive norm times this (half a
+decade below every positive norm), on a dotted line saying how many they are."""
+
+
+@dataclass(frozen=True)
+class NormScale:
+    """The y axis of every plot of item norms, decided once from the finite norms of the
+    table: ``log`` from the positive ones only, ``floor`` where its ``zeros`` zero norms
+    are drawn on a log axis (None on a linear axis, where 0 has its own place)."""
+
+    log: bool
+    count: int
+    low: float
+    high: float
+    zeros: int
+    floor: float | None
+
+    def drawn(self, values: np.ndarray) -> np.ndarray:
+        """``values`` as plotted: zero norms lifted to the floor on a log axis."""
+        values = np.asarray(values, dtype=np.float64)
+        return values if self.floor is None else np.where(values > 0, values, self.floor)
+
+
+def norm_scale(norms: np.ndarray) -> NormScale:
+    """The axis for ``norms`` (the finite norms of the table)."""
+    norms = np.asarray(norms, dtype=np.float64)
+    positive = norms[norms > 0]
+    if not norms.size:
+        return NormScale(False, 0, 0.0, 0.0, 0, None)
+    zeros = int(norms.size - positive.size)
+    log = bool(positive.size) and float(positive.max()) / float(positive.min()) >= LOG_SPAN
+    floor = float(positive.min()) * ZERO_FLOOR if log and zeros else None
+    return NormScale(log, norms.size, float(norms.min()), float(norms.max()), zeros, floor)

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextToPath
 
-from auditor.report.formatting import percent_text
+from auditor.wording import percent_text
 
 PHRASE_BREAK = re.compile(r"(?<=[:;,])\s+|\s+(?=\()")
 """Where a title may wrap: after a colon, semicolon or comma, or before a parenthesis."""
@@ -81,6 +81,6 @@ _TEXT_PATH = TextToPath()
 
 def bar_labels(ax: Axes, bars: BarContainer, percents: np.ndarray, *, rotate: bool) -> None:
     """Each bar's percentage above it, with the decimals its size needs (``0.42%``, never
-    ``0``; :func:`auditor.report.formatting.percent_text`, as in the tables)."""
+    ``0``; :func:`auditor.wording.percent_text`, as in the tables)."""
     ax.bar_label(bars, labels=[percent_text(float(p)) for p in percents], fontsize=7, padding=1,
                  rotation=90 if rotate else 0)

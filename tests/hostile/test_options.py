@@ -260,6 +260,11 @@ CASES = [
         r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@5>1: a ratio of two zeros is undefined \(dot and "
         r"cosine are both 0\); gate head_share_1pct_dot@5 and head_share_1pct_cosine@5 instead\. No report was "
         r"written$"),
+    # The same gate with the JSON report on stdout: stdout stays empty and the Error: line says so.
+    Case("fail-on-unmeasured-after-the-audit-prints-no-report", _check(
+        "-k", "5", "--format", "json", "--fail-on", "head_share_1pct_ratio@5>1"), EXIT_ERROR,
+        r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@5>1: a ratio of two zeros is undefined .* "
+        r"instead\. No report was printed$", stdout=r"\A\Z"),
     # QA harms F4: a null group figure says why: the report's tie warning, or the group empty under the cut-offs.
     Case("fail-on-group-of-tied-users", _check("-k", "5", "--fail-on", "miscalibration_niche_dot@5>0.2"), EXIT_ERROR,
          r"miscalibration_niche_dot@5>0\.2: miscalibration_niche: all 5 users with training items share one popular "
