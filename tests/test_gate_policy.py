@@ -11,16 +11,15 @@ import functools
 import json
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 
 import auditor.batch
 from auditor.cli import cli
 from auditor.gate import UnmeasuredGateError, evaluate_gates, gates_for, require_measured
+from gate_samples import write_popular_table
 
 PLUGIN = ["--plugin", str(Path(__file__).parents[1] / "plugins" / "norm_measures.py")]
 FAST = ["-k", "10", "--bootstrap", "0", "--no-retrieval", "--no-probes", "-q"]
@@ -29,13 +28,7 @@ FAST = ["-k", "10", "--bootstrap", "0", "--no-retrieval", "--no-probes", "-q"]
 @pytest.fixture()
 def biased(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A table whose norms follow popularity exactly, its log, and a one-row manifest."""
-    rng = np.random.default_rng(0)
-    freqs = np.arange(1, 61)
-    directions = rng.normal(size=(60, 8))
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    np.save(tmp_path / "items.npy", (directions * freqs[:, None] ** 0.25).astype(np.float32))
-    items = np.repeat(np.arange(60), freqs)
-    pq.write_table(pa.table({"user_id": rng.integers(0, 40, items.size), "item_id": items}), tmp_path / "log.parquet")
+    write_popular_table(tmp_path)
     pacsv.write_csv(pa.table({"model": ["items.npy"]}), tmp_path / "m.csv")
     monkeypatch.setattr("auditor.batch.run_batch", functools.partial(auditor.batch.run_batch, inline=True))
     return tmp_path

@@ -10,9 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 
@@ -20,6 +17,7 @@ import auditor.audit
 from auditor.cli import cli
 from auditor.gate import UnmeasuredGateError, gates_for, refuse_unread
 from auditor.gate_reasons import section_of, why_inputs_lack
+from gate_samples import write_popular_table
 
 EARLIER = '{"previous_run": true}\n'
 
@@ -27,13 +25,7 @@ EARLIER = '{"previous_run": true}\n'
 @pytest.fixture()
 def inputs(tmp_path: Path) -> Path:
     """60 items whose norms grow with popularity, their log, and an earlier run's reports."""
-    rng = np.random.default_rng(0)
-    freqs = np.arange(1, 61)
-    directions = rng.normal(size=(60, 8))
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    np.save(tmp_path / "items.npy", (directions * freqs[:, None] ** 0.25).astype(np.float32))
-    items = np.repeat(np.arange(60), freqs)
-    pq.write_table(pa.table({"user_id": rng.integers(0, 40, items.size), "item_id": items}), tmp_path / "log.parquet")
+    write_popular_table(tmp_path)
     (tmp_path / "audit.json").write_text(EARLIER)
     return tmp_path
 
