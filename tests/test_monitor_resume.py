@@ -249,6 +249,20 @@ def test_a_resumed_run_continues_the_trace_a_symlink_names_at_its_target_and_mod
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["artifacts", "trace.jsonl", "trace.jsonl"]  # no temp file
 
 
+def test_a_resume_with_the_same_alerts_continues_every_hard_link_of_the_trace(tmp_path: Path) -> None:
+    """QA round 7 (monitor N4): the header rewrite gave the trace a new inode even when the
+    header did not change, so a second hard link kept the old records; with the same alerts
+    the trace is only cut in place and continued, under every name."""
+    path, other, run = tmp_path / "trace.jsonl", tmp_path / "copy.jsonl", Run()
+    with run.monitor(path) as first:
+        run.epoch(first)
+    other.hardlink_to(path)
+    with run.monitor(path, resume=True) as second:
+        run.epoch(second)
+    assert path.stat().st_ino == other.stat().st_ino
+    assert [r.step for r in read_trace(other).records] == [10, 16, 20, 30, 32]
+
+
 def test_a_resumed_run_compares_alerts_by_figure_operator_and_number(tmp_path: Path) -> None:
     """QA round 7 (monitor N3): alerts were compared as text, so ``lr>1.0`` on resume fired again
     after ``lr>1`` had fired, and the header listed both; the same figure, operator and threshold

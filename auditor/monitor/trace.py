@@ -91,12 +91,17 @@ def _rewrite_kept(path: Path, header: TraceHeader, keep: int) -> None:
     """Replace the trace at ``path`` by its first ``keep`` bytes under a new header line,
     atomically (:func:`auditor.io.write_atomic`: a failure leaves the trace as it was). A
     trace named by a symlink is rewritten at the link's target, keeping its mode, as the
-    appends that follow (an open() through the link) continue it."""
+    appends that follow (an open() through the link) continue it. With the header unchanged
+    (the same alerts) the file is only cut to ``keep`` in place: its inode, and so every
+    hard link to it, stays (a changed header gives a new file under that name alone)."""
     with open(path, "rb") as fh:
         kept = fh.read(keep)
-    body = kept[kept.find(b"\n") + 1:] if b"\n" in kept else b""
+    first = kept.find(b"\n") + 1
     line = json.dumps(header.to_json(), allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
-    write_atomic(path, line + body, follow_link=True, durable=True)
+    if first and kept[:first] == line:
+        os.truncate(path, keep)
+        return
+    write_atomic(path, line + (kept[first:] if first else b""), follow_link=True, durable=True)
 
 
 def refuse_foreign(path: Path) -> None:
