@@ -37,12 +37,9 @@ def towers() -> tuple[torch.nn.Embedding, torch.nn.Embedding]:
     return torch.nn.Embedding(N_USERS, DIM), torch.nn.Embedding(N_ITEMS, DIM)
 
 
-def test_a_plain_loop_with_two_optimizers_records_the_item_tables(tmp_path: Path) -> None:
-    """Adam (lr 0.01) on the user tower listed first, SGD (lr 5) on the item table: the
-    trace says SGD at lr 5, and plain SGD on a cosine loss moves every item at 90°."""
-    user_tower, item_table = towers()
-    user_opt = torch.optim.Adam(user_tower.parameters(), lr=0.01)
-    item_opt = torch.optim.SGD(item_table.parameters(), lr=5.0)
+def _trained_trace(tmp_path: Path, item_opt: torch.optim.Optimizer, item_table: torch.nn.Embedding,
+                   user_tower: torch.nn.Embedding, user_opt: torch.optim.Optimizer) -> tuple[Path, TrainingMonitor]:
+    """The trace of 16 steps of a two-tower loop, the user optimizer listed first, and its monitor."""
     users, items = log()
     path = tmp_path / "trace.jsonl"
     with TrainingMonitor(item_table, optimizer=[user_opt, item_opt], counts=np.bincount(items, minlength=N_ITEMS),
@@ -55,6 +52,16 @@ def test_a_plain_loop_with_two_optimizers_records_the_item_tables(tmp_path: Path
             user_opt.step()
             with monitor.step(items[start:start + 64]):
                 item_opt.step()
+    return path, monitor
+
+
+def test_a_plain_loop_with_two_optimizers_records_the_item_tables(tmp_path: Path) -> None:
+    """Adam (lr 0.01) on the user tower listed first, SGD (lr 5) on the item table: the
+    trace says SGD at lr 5, and plain SGD on a cosine loss moves every item at 90°."""
+    user_tower, item_table = towers()
+    user_opt = torch.optim.Adam(user_tower.parameters(), lr=0.01)
+    item_opt = torch.optim.SGD(item_table.parameters(), lr=5.0)
+    path, monitor = _trained_trace(tmp_path, item_opt, item_table, user_tower, user_opt)
     trace = read_trace(path)
     assert monitor.optimizer is item_opt and trace.header.optimizer == "SGD"
     assert [r.lr for r in trace.steps] == [5.0, 5.0, 5.0, 5.0]
@@ -206,23 +213,6 @@ def test_an_optimizer_holding_a_sparse_tensor_is_matched_without_error() -> None
         TrainingMonitor(item_table, optimizer=sgd, counts=np.ones(N_ITEMS))
 
 
-def _trained_trace(tmp_path: Path, item_opt: torch.optim.Optimizer, item_table: torch.nn.Embedding,
-                   user_tower: torch.nn.Embedding, user_opt: torch.optim.Optimizer, **options: object) -> Path:
-    users, items = log()
-    path = tmp_path / "trace.jsonl"
-    with TrainingMonitor(item_table, optimizer=[user_opt, item_opt], counts=np.bincount(items, minlength=N_ITEMS),
-                         interval=4, trace=path, **options) as monitor:  # type: ignore[arg-type]
-        for start in range(0, 1024, 64):
-            loss = cosine_loss(user_tower(users[start:start + 64]), item_table(items[start:start + 64]))
-            user_opt.zero_grad()
-            item_opt.zero_grad()
-            loss.backward()
-            user_opt.step()
-            with monitor.step(items[start:start + 64]):
-                item_opt.step()
-    return path
-
-
 @pytest.mark.parametrize(("settings", "status", "said"), [
     ({"momentum": 0.9}, "violated", "momentum 0.9 on the item parameters"),
     ({"weight_decay": 0.01}, "violated", "weight decay 0.01 on the item parameters"),
@@ -236,7 +226,7 @@ def test_the_trace_header_records_the_item_optimizers_momentum_and_weight_decay(
     user_tower, item_table = towers()
     user_opt = torch.optim.Adam(user_tower.parameters(), lr=0.01, weight_decay=0.5)
     item_opt = torch.optim.SGD(item_table.parameters(), lr=5.0, **settings)  # type: ignore[arg-type]
-    path = _trained_trace(tmp_path, item_opt, item_table, user_tower, user_opt)
+    path, _ = _trained_trace(tmp_path, item_opt, item_table, user_tower, user_opt)
     expected = {"momentum": 0.0, "weight_decay": 0.0, **settings}
     assert dict(read_trace(path).header.config) == expected
     np.save(tmp_path / "items.npy", item_table.weight.detach().numpy())
