@@ -114,7 +114,8 @@ def test_candidates_that_all_break_plain_sgd_are_violated() -> None:
 
 # Conditions QA round 2, N3: an optimizer that provably does not hold the item table (the items
 # had another optimizer that was not saved, or were frozen) was read for it.
-def _c1_mlp(state: Any, item: torch.Tensor, user: torch.Tensor, mlp: torch.nn.Linear) -> Condition:
+def _c1_mlp(state: Any, item: torch.Tensor, user: torch.Tensor, mlp: torch.nn.Linear,
+            declared: DeclaredTraining | None = None) -> Condition:
     bundle = ModelBundle(
         source=Path("model.pt"), format="checkpoint", item_table=item.detach().numpy(), item_key="item_emb.weight",
         user_table=user.detach().numpy(), user_key="user_emb.weight",
@@ -122,7 +123,7 @@ def _c1_mlp(state: Any, item: torch.Tensor, user: torch.Tensor, mlp: torch.nn.Li
                     "user_mlp.weight": mlp.weight.detach(), "user_mlp.bias": mlp.bias.detach()},
         optimizer_state=state,
     )
-    return assess_conditions(bundle, None, None, DeclaredTraining(), run_probes=False).conditions["C1"]
+    return assess_conditions(bundle, None, None, declared or DeclaredTraining(), run_probes=False).conditions["C1"]
 
 
 def test_a_saved_user_tower_optimizer_says_nothing_of_the_item_table() -> None:
@@ -171,14 +172,6 @@ def test_one_group_over_every_tensor_still_covers_the_item_table() -> None:
     # a declared optimizer still speaks for an item table the saved state does not hold
     item_opt = torch.optim.SGD([user, *mlp.parameters()], lr=1.0, momentum=0.9)
     _step(item_opt)
-    bundle_state = item_opt.state_dict()
-    bundle = ModelBundle(
-        source=Path("model.pt"), format="checkpoint", item_table=item.detach().numpy(), item_key="item_emb.weight",
-        user_table=user.detach().numpy(), user_key="user_emb.weight",
-        state_dict={"user_emb.weight": user.detach(), "item_emb.weight": item.detach(),
-                    "user_mlp.weight": mlp.weight.detach(), "user_mlp.bias": mlp.bias.detach()},
-        optimizer_state=bundle_state,
-    )
     declared = DeclaredTraining(optimizer="sgd", momentum=0.0, weight_decay=0.0)
-    c1 = assess_conditions(bundle, None, None, declared, run_probes=False).conditions["C1"]
+    c1 = _c1_mlp(item_opt.state_dict(), item, user, mlp, declared)
     assert c1.status == "holds" and "not read for the item table" in c1.evidence, c1.evidence
