@@ -190,6 +190,12 @@ def correlation_figures(*values: float) -> list[str]:
     return shown
 
 
+def training_rho(rho: float) -> str:
+    """A training epoch's frequency-norm ρ, signed to three decimals; undefined (never
+    "+nan") where every item was trained equally often or every norm is equal."""
+    return f"{rho:+.3f}" if math.isfinite(rho) else "undefined (equal frequencies or equal norms)"
+
+
 CHANGE_WORDS: dict[str, tuple[str, str]] = {
     "bias": ("less bias", "more bias"),
     "accuracy": ("more accuracy", "less accuracy"),

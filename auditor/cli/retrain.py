@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from auditor.cli._common import PathArg, RichProgress, common_options, ranged
-from auditor.wording import plural
+from auditor.wording import plural, training_rho
 from auditor.cli._training import DataChoice, data_options, holdout_options, refuse_inapplicable, threads_option
 from auditor.output_guard import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
@@ -154,7 +154,7 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
         f"{config.resolved_user_optimizer} (lr {config.resolved_user_lr:g})."
     )
     click.echo(
-        f"Final epoch: loss {last['loss']:.4f}, frequency-norm Spearman ρ {last['spearman']:+.3f}, "
+        f"Final epoch: loss {last['loss']:.4f}, frequency-norm Spearman ρ {training_rho(last['spearman'])}, "
         f"mean item norm {last['mean_norm']:.3f}."
     )
     if result.stopped is not None:

@@ -31,16 +31,10 @@ from auditor.progress import SILENT, Progress
 from auditor.train import LOSSES, OPTIMIZERS, TRANSFORMER_HEADS, default_lr
 from auditor.train.data import TrainingData, batch_starts, random_projection_features
 from auditor.train.losses import two_tower_loss
-from auditor.train.models import (
-    NEEDS_FEATURES,
-    NEEDS_HISTORIES,
-    ModelSpec,
-    TwoTower,
-    build_model,
-    encode_all,
-)
+from auditor.train.models import NEEDS_FEATURES, NEEDS_HISTORIES, ModelSpec, TwoTower, build_model, encode_all
 from auditor.train.optim import effective_momentum, make_optimizer
 from auditor.train.watch import WatchOptions, require_finite, retrain_monitor, trace_row
+from auditor.wording import training_rho
 
 if TYPE_CHECKING:
     from auditor.train.split import HoldoutSplit
@@ -261,7 +255,7 @@ def _epochs(result: TrainResult, monitor: TrainingMonitor, progress: Progress) -
         total = torch.zeros((), dtype=torch.float64)
         desc = f"epoch {epoch}/{config.epochs}"
         if epoch > 1:
-            desc += f" · loss {mean_loss:.4f} · ρ {rho:+.3f}"
+            desc += f" · loss {mean_loss:.4f} · ρ {training_rho(rho)}"
         done = 0
         with progress.track(desc, total=len(starts)) as advance:
             for start in starts:
@@ -292,7 +286,7 @@ def _epochs(result: TrainResult, monitor: TrainingMonitor, progress: Progress) -
         rho = row["spearman"]
         result.trace.append(row)
         progress.note(
-            f"epoch {epoch}/{config.epochs}: loss {mean_loss:.4f}, frequency-norm ρ {rho:+.3f}, "
+            f"epoch {epoch}/{config.epochs}: loss {mean_loss:.4f}, frequency-norm ρ {training_rho(rho)}, "
             f"mean item norm {row['mean_norm']:.3f}"
         )
         if monitor.should_stop:
