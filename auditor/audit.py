@@ -362,7 +362,7 @@ def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None,
 def _settings(config: AuditConfig) -> dict[str, Any]:
     return {
         "ks": list(config.ks),
-        "queries": config.queries,
+        "queries": str(config.queries),
         "max_queries": config.max_queries,
         "index": config.index,
         **config.list_settings(),

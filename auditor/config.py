@@ -192,8 +192,9 @@ class AuditConfig(ReadSettings):
     user_ids: Path | None = None
     """Raw user id of each user-table row, in row order (where user rows meet log users)."""
     ks: tuple[int, ...] = (10, 100)
-    queries: str = "auto"
-    """auto | users | history | a path to a .npy/Parquet file of query vectors."""
+    queries: str | Path = "auto"
+    """auto | users | history | a path to a .npy/Parquet file of query vectors (a str other
+    than the three words, or a pathlib.Path: ``Path("users")`` is a file)."""
     max_queries: int | None = 10_000
     index: str = "auto"
     popularity: str = "interactions"
@@ -240,6 +241,11 @@ class AuditConfig(ReadSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not (isinstance(self.queries, str) and self.queries in QUERY_SOURCES):  # else a file, refused as paths are
+            try:
+                object.__setattr__(self, "queries", plain_paths({"queries": self.queries})["queries"])
+            except InputError as error:
+                raise InputError(f"{error}, or one of the words {', '.join(QUERY_SOURCES)}") from None
         # One normal form whatever the caller passed (numpy scalars, a list, repeats):
         # the frozen config is hashable and records what the command line would.
         plain = plain_numbers({name: getattr(self, name) for name in (*_RANGED, *_GROUP_FIELDS, "top_items")},
@@ -328,8 +334,8 @@ class AuditConfig(ReadSettings):
             setting(name): getattr(self, name)
             for name in ("model", "interactions", "frequencies", "item_ids", "user_ids", "holdout", "trace", "recommendations")
         }
-        if self.queries not in QUERY_SOURCES:
-            files[setting("queries")] = Path(self.queries)
+        if isinstance(self.queries, Path):
+            files[setting("queries")] = self.queries
         for plugin in self.plugins:
             files[f"{setting('plugins')} {plugin}"] = plugin
         return files
@@ -347,7 +353,7 @@ class AuditConfig(ReadSettings):
                            (self.trace, "trace"), (self.recommendations, "recommendations file")):
             if path is not None:
                 require_regular_file(path, what)
-        if self.queries not in QUERY_SOURCES:
+        if isinstance(self.queries, Path):
             require_regular_file(self.queries, "query file")
 
     @property

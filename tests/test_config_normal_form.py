@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 
 from auditor import AuditConfig, run_audit
@@ -72,7 +73,6 @@ def test_paths_are_pathlib_paths_whatever_names_them() -> None:
 def test_an_in_memory_table_is_refused_when_the_config_is_built() -> None:
     """QA diffapi F3: an ndarray as ``model`` built an unhashable config and run_audit
     raised TypeError (not an AuditError); now an InputError naming the setting, at build."""
-    import pytest
 
     from auditor.errors import InputError
 
@@ -83,7 +83,6 @@ def test_an_in_memory_table_is_refused_when_the_config_is_built() -> None:
 def test_a_path_holding_a_nul_byte_is_refused_when_the_config_is_built() -> None:
     """QA diffapi N2: ``model="bia\\x00sed.pt"`` built, then run_audit raised a bare
     ValueError (embedded null byte), not an AuditError; now an InputError naming the setting."""
-    import pytest
 
     from auditor.errors import InputError
     from auditor.mitigation.run import MitigateConfig
@@ -97,3 +96,20 @@ def test_a_path_holding_a_nul_byte_is_refused_when_the_config_is_built() -> None
         AuditConfig(model=Path("m.pt"), interactions=Path("log.parquet"), plugins=(Path("bia\x00sed.pt"),))
     with pytest.raises(InputError, match=r"^output " + nul):
         MitigateConfig(model=Path("m.pt"), output=Path("bia\x00sed.pt"), alpha=0.5)
+
+
+def test_queries_is_a_word_or_a_path_refused_in_the_config_as_paths_are(tmp_path: Path) -> None:
+    """``queries`` took anything: 3, b"x" and "a\\x00b" ended in a bare TypeError/ValueError
+    deep in the run, "" in "query file . is a folder". A word stays a word, a str or
+    os.PathLike naming a file becomes a Path (``Path("users")`` is a file, never the word)."""
+    from auditor.errors import InputError
+
+    assert AuditConfig(model=Path("m.pt"), queries="users").queries == "users"
+    assert AuditConfig(model=Path("m.pt"), queries="q.npy").queries == Path("q.npy")
+    named = AuditConfig(model=Path("m.pt"), queries=Path("users"))
+    assert named.queries == Path("users") and named.input_files()["queries"] == Path("users")
+    words = r", or one of the words auto, users, history$"
+    for value, said in ((3, "got int"), (b"q.npy", "got bytes"), ("", "got an empty path"),
+                        ("q\x00.npy", r"got 'q\\x00\.npy', which holds a NUL byte")):
+        with pytest.raises(InputError, match=r"^queries must be a path to a file.*" + said + r".*" + words):
+            AuditConfig(model=Path("m.pt"), queries=value)  # type: ignore[arg-type]

@@ -57,7 +57,7 @@ class PopulationSettings(Protocol):
     """The settings a population is defined by (an :class:`~auditor.config.AuditConfig` has them all)."""
 
     @property
-    def queries(self) -> str: ...
+    def queries(self) -> str | Path: ...
     @property
     def max_queries(self) -> int | None: ...
     @property
@@ -85,7 +85,7 @@ def population_of(
 def load_population(
     bundle: ModelBundle,
     *,
-    queries: str,
+    queries: str | Path,
     log: LogSpec | None,
     mapping: ItemRows,
     row_ids: RowIdPolicy,
@@ -104,7 +104,7 @@ def load_population(
         population = _every_user_row(bundle, max_queries, seed, bundle.user_rows_unknown,
                                      f"pass {setting('user_ids')} to query the training users only")
     elif source == "file":
-        population = _from_file(bundle, queries, max_queries, seed, has_log=log is not None)
+        population = _from_file(bundle, Path(queries), max_queries, seed, has_log=log is not None)
     elif log is not None:
         population = _from_log(bundle, source, log, mapping, row_ids, max_queries, seed, progress, memo or LogMemo())
     elif bundle.train_pairs is not None and len(bundle.train_pairs):
@@ -120,7 +120,7 @@ def load_population(
     return _without_zero_vectors(replace(population, keep_seen=keep_seen, seed=seed), what)
 
 
-def _source(bundle: ModelBundle, queries: str, log: LogSpec | None) -> str:
+def _source(bundle: ModelBundle, queries: str | Path, log: LogSpec | None) -> str:
     flag = setting("queries")
     if queries == "auto":
         if bundle.user_table is not None:
@@ -139,8 +139,8 @@ def _source(bundle: ModelBundle, queries: str, log: LogSpec | None) -> str:
     return queries if queries in ("users", "history") else "file"
 
 
-def _from_file(bundle: ModelBundle, path: str, max_queries: int | None, seed: int, *, has_log: bool) -> QueryPopulation:
-    vectors, rows, n_rows = sample_query_file(Path(path), bundle.dim, max_queries, seed)
+def _from_file(bundle: ModelBundle, path: Path, max_queries: int | None, seed: int, *, has_log: bool) -> QueryPopulation:
+    vectors, rows, n_rows = sample_query_file(path, bundle.dim, max_queries, seed)
     sampled = f", {rows.size:,} sampled with seed {seed}" if rows.size < n_rows else ""
     note = (f"the query vectors of {path} carry no user identity, so training items could not be excluded from the "
             "candidates (every scoring may serve items a user already has)")

@@ -260,6 +260,9 @@ CASES = [
          EXIT_ERROR, r"duplicate item id 5 in --item-ids file ids\.txt"),
     Case("item-ids-latin1", _with_log("--item-ids", "ids.txt", make=lambda d: write(
         d, "ids.txt", b"".join(b"caf\xe9%d\n" % i for i in range(10)))), EXIT_ERROR, r"ids\.txt.*not valid UTF-8"),
+    Case("queries-empty-path", _with_log("--queries", "", make=lambda d: None), EXIT_ERROR,
+         r"--queries must be a path to a file .*got an empty path, or one of the words auto, users, history",
+         absent=r"is a folder"),
     Case("queries-nan", _with_log("--queries", "q.npy", make=_queries(np.full((3, 4), np.nan, np.float32))),
          EXIT_ERROR, r"query file q\.npy holds NaN or infinite values"),
     Case("queries-object-dtype", _with_log("--queries", "q.npy", make=_queries(np.array([{"a": 1}] * 3, dtype=object))),
