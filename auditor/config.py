@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from auditor.alpha import name_clash
 from auditor.devices import DEVICES
 from auditor.errors import InputError, setting
-from auditor.ranges import check_ranges, plain_numbers, plain_paths
+from auditor.ranges import check_ranges, plain_numbers, plain_paths, word_or_path
 
 from auditor.values import ItemRows, LogSpec, RowIdPolicy
 
@@ -193,8 +193,7 @@ class AuditConfig(ReadSettings):
     """Raw user id of each user-table row, in row order (where user rows meet log users)."""
     ks: tuple[int, ...] = (10, 100)
     queries: str | Path = "auto"
-    """auto | users | history | a path to a .npy/Parquet file of query vectors (a str other
-    than the three words, or a pathlib.Path: ``Path("users")`` is a file)."""
+    """auto | users | history | a .npy/Parquet file of query vectors (``Path("users")`` is a file)."""
     max_queries: int | None = 10_000
     index: str = "auto"
     popularity: str = "interactions"
@@ -241,11 +240,7 @@ class AuditConfig(ReadSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (isinstance(self.queries, str) and self.queries in QUERY_SOURCES):  # else a file, refused as paths are
-            try:
-                object.__setattr__(self, "queries", plain_paths({"queries": self.queries})["queries"])
-            except InputError as error:
-                raise InputError(f"{error}, or one of the words {', '.join(QUERY_SOURCES)}") from None
+        object.__setattr__(self, "queries", word_or_path("queries", self.queries, QUERY_SOURCES))
         # One normal form whatever the caller passed (numpy scalars, a list, repeats):
         # the frozen config is hashable and records what the command line would.
         plain = plain_numbers({name: getattr(self, name) for name in (*_RANGED, *_GROUP_FIELDS, "top_items")},

@@ -186,6 +186,17 @@ def plain_paths(values: dict[str, Any], sequences: Iterable[str] = ()) -> dict[s
     return out
 
 
+def word_or_path(name: str, value: Any, words: tuple[str, ...]) -> str | Path:
+    """Setting ``name``'s value: one of ``words`` as given (a str), else a file refused as
+    :func:`plain_paths` refuses one (a Path, even one spelled like a word, names a file)."""
+    if isinstance(value, str) and value in words:
+        return value
+    try:
+        return _path(name, value)
+    except InputError as error:
+        raise InputError(f"{error}, or one of the words {', '.join(words)}") from None
+
+
 def _path(name: str, value: Any) -> Path:
     """One path setting's value as a Path (:func:`plain_paths`)."""
     spelled = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
