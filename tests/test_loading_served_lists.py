@@ -179,6 +179,11 @@ def test_columns_are_found_by_common_names_or_given(tmp_path: Path) -> None:
     assert both.order.name == "rank" and both.lists.tolist() == [[0, 1]]  # the served order wins
     by_score = read_served_lists(_csv(tmp_path, "user_id,item_id,score,rank\n1,5,0.1,1\n1,6,0.9,2\n"), score_col="SCORE")
     assert by_score.order.name == "score" and by_score.lists.tolist() == [[1, 0]]
+    # Two rank names (or two score names) are ambiguous (Served F2); the setting picks one.
+    two = "user_id,item_id,position,rank,score,prediction\n1,5,1,2,0.1,0.9\n1,6,2,1,0.9,0.1\n"
+    assert read_served_lists(_csv(tmp_path, two), rank_col="position").lists.tolist() == [[0, 1]]
+    assert read_served_lists(_csv(tmp_path, two), rank_col="rank").lists.tolist() == [[1, 0]]
+    assert read_served_lists(_csv(tmp_path, two), score_col="prediction").lists.tolist() == [[0, 1]]
     given = read_served_lists(LogSpec(_csv(tmp_path, "a,b,c\n1,5,2\n1,6,1\n").path, user_col="a", item_col="b"),
                               rank_col="c")
     assert given.lists.tolist() == [[1, 0]] and (given.user_col, given.item_col) == ("a", "b")
@@ -190,6 +195,10 @@ def test_columns_are_found_by_common_names_or_given(tmp_path: Path) -> None:
     ("user_id,item_id,weight\n1,5,1\n", {}, r"cannot find a rank or score column in .*columns found: user_id, item_id, "
                                             r"weight\. Pass " + _s("rank_col") + r" NAME \(lower first\) or " + _s("score_col") + " NAME"),
     ("user_id,item_id,rank,Rank\n1,5,1,1\n", {}, r"several columns of .* could be the rank column"),
+    ("user_id,item_id,position,rank\n1,5,1,2\n1,6,2,1\n", {}, r"several columns of .* could be the rank column "
+                                                             r"\('position', 'rank'\); pass " + _s("rank_col") + " NAME"),
+    ("user_id,item_id,score,prediction\n1,5,0.9,0.1\n", {}, r"several columns of .* could be the score column "
+                                                          r"\('score', 'prediction'\); pass " + _s("score_col") + " NAME"),
     ("user_id,item_id,rank\n1,5,1\n", {"rank_col": "item_id"}, r"rank column of .* is 'item_id', which is also an id"),
     ("item_id,rank\n5,1\n", {}, r"cannot find a user id column in .*Pass " + _s("user_col") + " NAME"),
     ("1,5,1\n1,6,2\n", {}, r"has no header: name its columns"),

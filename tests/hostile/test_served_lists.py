@@ -206,6 +206,17 @@ CASES = [
          r"rank column 'position' \((--rank-col|rank_col)\) is not in recs\.csv; columns found: user_id, item_id, rank"),
     Case("recs-rank-col-is-item-col", _recs("recs.csv", GOOD, "--rank-col", "item_id"), EXIT_ERROR,
          r"the rank column of recs\.csv is 'item_id', which is also an id column"),
+    # Two recognised order columns that may disagree (a re-ranker's position beside the
+    # model's rank; Served F2): refused, naming both and the option that picks one.
+    Case("recs-rank-and-position", _recs("r.parquet", {"user_id": [0, 0, 0], "item_id": [3, 5, 9],
+                                                       "position": [1, 2, 3], "rank": [3, 2, 1]}), EXIT_ERROR,
+         r"several columns of r\.parquet could be the rank column \('position', 'rank'\); pass (--rank-col|rank_col) NAME"),
+    Case("recs-score-and-prediction", _recs("recs.csv", "user_id,item_id,score,prediction\n0,3,0.9,0.1\n0,5,0.1,0.9\n"),
+         EXIT_ERROR, r"several columns of recs\.csv could be the score column \('score', 'prediction'\); pass "
+                     r"(--score-col|score_col) NAME"),
+    Case("recs-rank-and-position-picked", _recs("recs.csv", "user_id,item_id,position,rank\n0,3,1,3\n0,5,2,2\n0,9,3,1\n",
+                                                "--rank-col", "position"), EXIT_OK, None,
+         stdout=r"users=1 k=3 lists=\[\[3, 5, 9\]\]"),
     Case("recs-user-col-given", _recs("recs.csv", GOOD.replace("user_id", "visitor"), "--user-col", "visitor"),
          EXIT_OK, None, stdout=OK),
     Case("recs-repeated-item", _recs("recs.csv", GOOD + "1,2,4\n"), EXIT_ERROR,
