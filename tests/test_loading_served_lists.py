@@ -51,7 +51,7 @@ def test_ranked_lists_in_sorted_user_order_through_the_catalogue(tmp_path: Path)
     assert "ordered by rank column 'rank', 1-based" in served.description
 
 
-def test_scores_order_higher_first_and_ties_fall_to_the_lower_item_row(tmp_path: Path) -> None:
+def test_scores_order_higher_first_and_ties_fall_to_the_lower_item_id(tmp_path: Path) -> None:
     text = "user,item,score\nu,a,0.5\nu,b,0.9\nu,c,0.5\nu,d,-inf\nv,c,2\nv,a,1\n"
     served = read_served_lists(_csv(tmp_path, text))
     assert served.order.kind == "score" and served.matrix.rank_base is None
@@ -59,14 +59,15 @@ def test_scores_order_higher_first_and_ties_fall_to_the_lower_item_row(tmp_path:
     # rows a0 b1 c2 d3; u: b (0.9), then a and c tied at 0.5 -> lower row a first, then d.
     assert served.lists.tolist() == [[1, 0, 2, 3], [2, 0, -1, -1]]
     assert served.matrix.n_tied_lists == 1 and served.matrix.n_short_lists == 1
-    # Under a model whose rows run the other way, the tie goes the other way.
+    # Under a model whose rows run the other way, the tie still goes to the lower id, a (row 3)
+    # before c (row 1): one file, one order on both routes (Served F3).
     reverse = ItemRows(np.array(["d", "c", "b", "a"], dtype=object), 4)
     by_model = read_served_lists(_csv(tmp_path, text), items=reverse)
-    assert by_model.lists.tolist() == [[2, 1, 3, 0], [1, 3, -1, -1]]
+    assert by_model.lists.tolist() == [[2, 3, 1, 0], [1, 3, -1, -1]]
     assert not by_model.catalogue and by_model.items is reverse
 
 
-def test_tied_ranks_are_ordered_by_item_row_and_counted(tmp_path: Path) -> None:
+def test_tied_ranks_are_ordered_by_item_id_and_counted(tmp_path: Path) -> None:
     served = read_served_lists(_csv(tmp_path, "user_id,item_id,rank\n1,7,2\n1,5,1\n1,6,2\n"))
     assert served.lists.tolist() == [[0, 1, 2]]  # 5, then 6 before 7 (rows 1 < 2)
     assert served.matrix.n_tied_lists == 1 and served.matrix.n_gap_lists == 0

@@ -266,7 +266,12 @@ CASES = [
     Case("recs-gaps-compacted", _recs("recs.csv", "user_id,item_id,rank\n0,3,1\n0,5,4\n0,9,9\n"), EXIT_OK, None,
          stdout=r"lists=\[\[3, 5, 9\]\] .*gaps=1", stderr=r"Warning: 1 of the 1 lists in recs\.csv skip ranks"),
     Case("recs-tied-ranks", _recs("recs.csv", "user_id,item_id,rank\n0,9,1\n0,5,1\n"), EXIT_OK, None,
-         stdout=r"lists=\[\[5, 9\]\] .*ties=1", stderr=r"give several items the same rank"),
+         stdout=r"lists=\[\[5, 9\]\] .*ties=1",
+         stderr=r"give several items the same rank: tied items are ordered by their item id in recs\.csv \(lower first: "
+                r"numbers numerically, text as text\), with or without a model"),
+    # Tied scores over ids 9 and 10 (10 never trained): numbers order numerically, not as text (Served F3).
+    Case("recs-tied-scores-by-numeric-id", _recs("recs.csv", "user_id,item_id,score\n0,10,0.5\n0,9,0.5\n0,3,0.5\n"),
+         EXIT_OK, None, stdout=r"lists=\[\[3, 9, 10\]\] .*ties=1", stderr=r"ordered by their item id in recs\.csv"),
     Case("recs-short-lists-padded", _recs("recs.csv", GOOD + "2,7,1\n"), EXIT_OK, None,
          stdout=r"users=3 k=3 .*\[7, -1, -1\]\] .*short=1", stderr=r"1 of the 3 lists in recs\.csv hold fewer than 3"),
     Case("recs-empty-ids-left-out", _recs("recs.csv", GOOD + ",4,1\n2,,1\n"), EXIT_OK, None, stdout=OK + r" empty_ids=2",
