@@ -81,7 +81,8 @@ def run_lists_audit(
                              profiles=inputs.profiles, population=inputs.population, groups=config.groups,
                              relevant=relevant_rows(inputs.heldout, served.n_users + inputs.n_unlisted,
                                                     served.items.n_items),
-                             exclude_popular=exclude, n_unlisted=inputs.n_unlisted, seen_kept=config.keep_seen)
+                             exclude_popular=exclude, n_unlisted=inputs.n_unlisted, seen_kept=config.keep_seen,
+                             log_read_whole=inputs.log_read_whole)
     if inputs.profiles is not None:  # served as served: how many slots hold the user's own training items
         outcome.section.n_training_slots, outcome.section.n_slots = training_slots(
             outcome.lists["served"], inputs.profiles, served.items.n_items)

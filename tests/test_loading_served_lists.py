@@ -51,7 +51,7 @@ def test_ranked_lists_in_sorted_user_order_through_the_catalogue(tmp_path: Path)
     assert "ordered by rank column 'rank', 1-based" in served.description
 
 
-def test_scores_order_higher_first_and_ties_fall_to_the_lower_item_row(tmp_path: Path) -> None:
+def test_scores_order_higher_first_and_ties_fall_to_the_lower_item_id(tmp_path: Path) -> None:
     text = "user,item,score\nu,a,0.5\nu,b,0.9\nu,c,0.5\nu,d,-inf\nv,c,2\nv,a,1\n"
     served = read_served_lists(_csv(tmp_path, text))
     assert served.order.kind == "score" and served.matrix.rank_base is None
@@ -59,14 +59,15 @@ def test_scores_order_higher_first_and_ties_fall_to_the_lower_item_row(tmp_path:
     # rows a0 b1 c2 d3; u: b (0.9), then a and c tied at 0.5 -> lower row a first, then d.
     assert served.lists.tolist() == [[1, 0, 2, 3], [2, 0, -1, -1]]
     assert served.matrix.n_tied_lists == 1 and served.matrix.n_short_lists == 1
-    # Under a model whose rows run the other way, the tie goes the other way.
+    # Under a model whose rows run the other way, the tie still goes to the lower id, a (row 3)
+    # before c (row 1): one file, one order on both routes (Served F3).
     reverse = ItemRows(np.array(["d", "c", "b", "a"], dtype=object), 4)
     by_model = read_served_lists(_csv(tmp_path, text), items=reverse)
-    assert by_model.lists.tolist() == [[2, 1, 3, 0], [1, 3, -1, -1]]
+    assert by_model.lists.tolist() == [[2, 3, 1, 0], [1, 3, -1, -1]]
     assert not by_model.catalogue and by_model.items is reverse
 
 
-def test_tied_ranks_are_ordered_by_item_row_and_counted(tmp_path: Path) -> None:
+def test_tied_ranks_are_ordered_by_item_id_and_counted(tmp_path: Path) -> None:
     served = read_served_lists(_csv(tmp_path, "user_id,item_id,rank\n1,7,2\n1,5,1\n1,6,2\n"))
     assert served.lists.tolist() == [[0, 1, 2]]  # 5, then 6 before 7 (rows 1 < 2)
     assert served.matrix.n_tied_lists == 1 and served.matrix.n_gap_lists == 0
@@ -179,6 +180,11 @@ def test_columns_are_found_by_common_names_or_given(tmp_path: Path) -> None:
     assert both.order.name == "rank" and both.lists.tolist() == [[0, 1]]  # the served order wins
     by_score = read_served_lists(_csv(tmp_path, "user_id,item_id,score,rank\n1,5,0.1,1\n1,6,0.9,2\n"), score_col="SCORE")
     assert by_score.order.name == "score" and by_score.lists.tolist() == [[1, 0]]
+    # Two rank names (or two score names) are ambiguous (Served F2); the setting picks one.
+    two = "user_id,item_id,position,rank,score,prediction\n1,5,1,2,0.1,0.9\n1,6,2,1,0.9,0.1\n"
+    assert read_served_lists(_csv(tmp_path, two), rank_col="position").lists.tolist() == [[0, 1]]
+    assert read_served_lists(_csv(tmp_path, two), rank_col="rank").lists.tolist() == [[1, 0]]
+    assert read_served_lists(_csv(tmp_path, two), score_col="prediction").lists.tolist() == [[0, 1]]
     given = read_served_lists(LogSpec(_csv(tmp_path, "a,b,c\n1,5,2\n1,6,1\n").path, user_col="a", item_col="b"),
                               rank_col="c")
     assert given.lists.tolist() == [[1, 0]] and (given.user_col, given.item_col) == ("a", "b")
@@ -190,6 +196,10 @@ def test_columns_are_found_by_common_names_or_given(tmp_path: Path) -> None:
     ("user_id,item_id,weight\n1,5,1\n", {}, r"cannot find a rank or score column in .*columns found: user_id, item_id, "
                                             r"weight\. Pass " + _s("rank_col") + r" NAME \(lower first\) or " + _s("score_col") + " NAME"),
     ("user_id,item_id,rank,Rank\n1,5,1,1\n", {}, r"several columns of .* could be the rank column"),
+    ("user_id,item_id,position,rank\n1,5,1,2\n1,6,2,1\n", {}, r"several columns of .* could be the rank column "
+                                                             r"\('position', 'rank'\); pass " + _s("rank_col") + " NAME"),
+    ("user_id,item_id,score,prediction\n1,5,0.9,0.1\n", {}, r"several columns of .* could be the score column "
+                                                          r"\('score', 'prediction'\); pass " + _s("score_col") + " NAME"),
     ("user_id,item_id,rank\n1,5,1\n", {"rank_col": "item_id"}, r"rank column of .* is 'item_id', which is also an id"),
     ("item_id,rank\n5,1\n", {}, r"cannot find a user id column in .*Pass " + _s("user_col") + " NAME"),
     ("1,5,1\n1,6,2\n", {}, r"has no header: name its columns"),

@@ -63,6 +63,9 @@ class ListsInputs:
     unmatched_users: str | None = None
     """Why the figures that need each user's training items are not measured: no served
     user is a user of the log (:func:`~auditor.loading.served_ids.unmatched_users_reason`)."""
+    log_read_whole: bool = False
+    """The training log is a whole RecBole ``.inter`` (:func:`whole_inter_said`): the items a
+    list shares with its user's log may be held-out hits, not re-served training items."""
 
 
 def served_for_model(
@@ -165,10 +168,34 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
         warnings.extend(heldout.warnings)
     if unmatched is not None:
         warnings.insert(0, unmatched)
+    if (whole := whole_inter_said(config.training_log)) is not None:
+        warnings.insert(0, whole)
     profiles, population = (None, None) if unmatched else _profiles(config, served, row_ids, progress)
     return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings,
                        heldout=heldout, profiles=profiles, population=population, unmatched_users=unmatched,
-                       n_unlisted=len(row_ids) - served.n_users)
+                       n_unlisted=len(row_ids) - served.n_users, log_read_whole=whole is not None)
+
+
+def whole_inter_said(spec: LogSpec | None) -> str | None:
+    """The warning that lists alone read a RecBole ``.inter`` (typed header) whole as the
+    training log; None for any other log, or RecBole's benchmark training part
+    (``DATASET.train.inter``). RecBole splits the file at load time by the run's config,
+    which only a checkpoint carries, so its validation and test interactions count as
+    training here: every figure read from the log is then not the run's (docs/served-lists.md,
+    "A RecBole .inter")."""
+    if spec is None:
+        return None
+    log = open_log(spec)
+    if log.format != "recbole" or log.path.name.lower().endswith(".train.inter"):
+        return None
+    return (f"{log.path} is a RecBole .inter read whole as the training log: RecBole splits it when it trains, by "
+            "the run's config, which served lists alone do not have, so its validation and test interactions count "
+            "as training here. The figures read from the log are then not the run's: the items' popularity (ARP, "
+            "novelty, the head and long-tail items, head_share_log and the severity graded against it), the user "
+            "groups, the training items the lists hold (served.n_training_slots, PopRSP, PopREO) and the "
+            "most-popular list, which skips them. Pass the checkpoint as MODEL (popaudit check MODEL.pth "
+            "--interactions ... --recommendations ...), which reproduces the run's split, or a log of the training "
+            "part only (RecBole's benchmark file DATASET.train.inter, say)")
 
 
 Csr = tuple[np.ndarray, np.ndarray]

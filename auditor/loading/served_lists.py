@@ -28,8 +28,10 @@ its ``warnings`` where something was changed or left out:
   exposure figures would describe mostly the spelling, not the service); below that the
   share is a warning, listed first, and ``ServedSection.cold_slot_share``.
 * **order**: rank (lower first; 0- or 1-based, from the file's lowest rank) or score
-  (higher first). Ties are broken by the lower item row, the retrieval contract
-  (:func:`~auditor.retrieval.search.select_topk`); lists with ties are counted. Ranks
+  (higher first). Ties are broken by the file's item ids (lower first: numbers
+  numerically, text as text), not by item row, so one file gives one top K with or
+  without a model (a RecBole table numbers items by first appearance, a catalogue by
+  sorted id); lists with ties are counted. Ranks
   are compacted (1, 2, 4 fill slots 1, 2, 3; lists with gaps counted): only their order
   counts, so no rank value sizes anything.
 * **lengths**: K is the longest list (or ``max_k``, the largest cut-off to be measured);
@@ -334,7 +336,8 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
                      "ranks counts, so their items fill consecutive slots")
     if m.n_tied_lists:
         notes.append(f"{m.n_tied_lists:,} of the {n_users:,} lists in {path} give several items the same "
-                     f"{served.order.kind}: tied items are ordered by item row (lower first), as retrieval breaks ties")
+                     f"{served.order.kind}: tied items are ordered by their item id in {path} (lower first: "
+                     "numbers numerically, text as text), with or without a model")
     if m.n_short_lists:
         beside = "" if served.catalogue else (
             "; the queried users' lists short of each K once matched to the model's item rows are counted apart "

@@ -6,8 +6,10 @@ All steps are sorts and scatters over the records (no loop per user or per item)
 * an item twice in one user's list is refused, naming the data rows (a list shows an
   item once; repeats would count its exposure twice);
 * each list is its records ordered by rank (lower first) or score (higher first), ties
-  broken by the lower item row as :func:`auditor.retrieval.search.select_topk` breaks
-  them, items without a row (-1) after the others; tied lists are counted;
+  broken by the file's own item ids (lower first: numbers numerically, text as text, the
+  order of the item codes), so one file gives one order whatever its items are numbered
+  by (a model's table rows or the lists' catalogue), items without a row (-1) after the
+  others; tied lists are counted;
 * ranks are compacted: only their order counts, so ranks 1, 2, 4 fill slots 1, 2, 3 and
   the list is counted as having a gap. A rank is never a size or an index: the matrix
   is as wide as the longest list (or ``max_k``), whatever the ranks say;
@@ -84,8 +86,10 @@ def build_lists(
     rows = code_rows[records.item_codes]
     users = records.user_codes
     primary = records.keys if records.kind == "rank" else -records.keys.astype(np.float64)
-    # The top-K contract: lower row first, items without a row last.
-    secondary = np.where(rows >= 0, rows, max(int(code_rows.max()), 0) + 1)
+    # Ties: lower item id first (the codes are the file's distinct ids, sorted), never the
+    # row, which differs by route (a RecBole table numbers items by first appearance);
+    # items without a row last.
+    secondary = np.where(rows >= 0, records.item_codes, code_rows.size)
     order = _list_order(users, records.n_users, primary, secondary)
     users, rows, keys = users[order], rows[order], primary[order]
     counts = np.bincount(users, minlength=records.n_users)

@@ -1,10 +1,13 @@
 """The column that orders served lists: a rank (lower first) or a score (higher first).
 
 Which column: the one named by the ``rank_col`` or ``score_col`` setting (exact, then
-case-insensitive), else the first column with a common rank name (``rank``,
-``position``, ``pos``...), else the first with a common score name (``score``,
-``prediction``...). A rank wins over a score when a file has both: the rank is the order
-the users were served; a score may have been re-ranked after it. Evidently's
+case-insensitive), else the column with a common rank name (``rank``, ``position``,
+``pos``...), else the one with a common score name (``score``, ``prediction``...). Two
+columns with rank names (``rank`` and ``position``, or ``rank`` and ``Rank``), or, in a
+file without one, two with score names (``score`` and ``prediction``), are an error asking
+for the setting that picks one: they may disagree, and the choice decides every figure. A
+rank wins over a score when a file has one of each: the rank is the order the users were
+served; a score may have been re-ranked after it. Evidently's
 ``prediction`` column may hold either: it is read as a score unless ``rank_col`` names it.
 
 What a cell must hold, checked for every row (the message names the column and the
@@ -76,16 +79,16 @@ def _given(columns: list[str], given: str, kind: str, path: Path) -> str:
 
 
 def _detected(columns: list[str], names: tuple[str, ...], kind: str, path: Path) -> str | None:
-    for name in names:
-        matches = [c for c in columns if _norm(c) == name]
-        if len(matches) > 1:
-            raise ServedListsError(
-                f"several columns of {path} could be the {kind} column ({', '.join(map(repr, matches))}); "
-                f"pass {setting(kind + '_col')} NAME"
-            )
-        if matches:
-            return matches[0]
-    return None
+    """The one column whose name is one of ``names``; two such columns (``rank`` and
+    ``Rank``, or ``rank`` and ``position``: a re-ranker's slot beside the model's rank,
+    say) are ambiguous whichever names they spell, since the choice decides the lists."""
+    matches = [c for c in columns if _norm(c) in names]
+    if len(matches) > 1:
+        raise ServedListsError(
+            f"several columns of {path} could be the {kind} column ({', '.join(map(repr, matches))}); "
+            f"pass {setting(kind + '_col')} NAME"
+        )
+    return matches[0] if matches else None
 
 
 def choose_order(columns: list[str], path: Path, rank_col: str | None, score_col: str | None,

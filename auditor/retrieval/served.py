@@ -119,16 +119,26 @@ def unlisted_users_said(profiles: tuple[np.ndarray, np.ndarray], population: tup
 
 
 def reserved_said(
-    lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int, seen_kept: bool = False
+    lists: np.ndarray, profiles: tuple[np.ndarray, np.ndarray], n_items: int, seen_kept: bool = False,
+    log_read_whole: bool = False,
 ) -> list[str]:
     """A warning when some served lists (``lists``, rows of ``profiles``: each user's training
     items) re-serve training items of their user: PopRSP and PopREO count those users'
     training items among their candidates, or every user's with ``seen_kept`` (keep_seen)
-    (docs/measures.md, "Item-side measures")."""
+    (docs/measures.md, "Item-side measures"). ``log_read_whole``: the log is a whole RecBole
+    ``.inter`` (:func:`auditor.loading.served_inputs.whole_inter_said`), held-out part
+    included, so an item a list shares with it may be a test hit: said so, never claimed
+    to be a training item."""
     users = own_rows(lists, *profiles, n_items)
     if not users:
         return []
     listed = int((np.asarray(lists) >= 0).any(axis=1).sum())
+    if log_read_whole:
+        return [f"{users:,} of the {listed:,} served lists hold some items their user has in the training log, a "
+                "RecBole .inter read whole (its test and validation interactions included): these may be held-out "
+                "hits rather than re-served training items; for those users PopRSP and PopREO count them among the "
+                + ("candidates, as every user's with keep_seen" if seen_kept else
+                   "candidates (Σ_u |g| instead of Σ_u |g − T_u|); every other user's exclude them, as Elliot's")]
     if seen_kept:
         return [f"{users:,} of the {listed:,} served lists re-serve some of their user's training items; with "
                 "keep_seen PopRSP and PopREO count every user's training items among the candidates (Σ_u |g|), "
@@ -178,6 +188,7 @@ def measure_served(
     population: tuple[np.ndarray, np.ndarray] | None = None,
     n_unlisted: int = 0,
     seen_kept: bool = False,
+    log_read_whole: bool = False,
 ) -> ServedOutcome:
     """Every list measure of the served lists and of the most-popular list at each of
     ``ks`` (each at most the lists' width), over ``served``'s catalogue; ``profiles`` and
@@ -190,7 +201,8 @@ def measure_served(
     rows of ``profiles`` and ``relevant`` past the lists' (held-out users of the log without a
     list), served an empty list, as beside a model: their held-out items are misses; no
     exposure or list figure counts an empty list. ``seen_kept`` (keep_seen): every user's
-    training items are PopRSP/PopREO candidates, as for a model's scorings."""
+    training items are PopRSP/PopREO candidates, as for a model's scorings. ``log_read_whole``:
+    the log is a whole RecBole ``.inter`` (:func:`reserved_said`)."""
     lists = served.lists if not n_unlisted else np.vstack(
         (served.lists, np.full((n_unlisted, served.k), -1, dtype=served.lists.dtype)))
     listed = slice(0, served.n_users)
@@ -208,7 +220,7 @@ def measure_served(
     if profiles is not None and population is not None:
         warnings += unlisted_users_said((profiles[0][:served.n_users + 1], profiles[1]), population)
     if profiles is not None:
-        warnings += reserved_said(lists, profiles, n_items, seen_kept)
+        warnings += reserved_said(lists, profiles, n_items, seen_kept, log_read_whole)
     with progress.track("served lists: exposure measures", len(ks)) as advance:
         for k in ks:
             mine, theirs = Slots(lists[:, :k], n_items), Slots(popular[:, :k], n_items)

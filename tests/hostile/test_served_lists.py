@@ -206,6 +206,17 @@ CASES = [
          r"rank column 'position' \((--rank-col|rank_col)\) is not in recs\.csv; columns found: user_id, item_id, rank"),
     Case("recs-rank-col-is-item-col", _recs("recs.csv", GOOD, "--rank-col", "item_id"), EXIT_ERROR,
          r"the rank column of recs\.csv is 'item_id', which is also an id column"),
+    # Two recognised order columns that may disagree (a re-ranker's position beside the
+    # model's rank; Served F2): refused, naming both and the option that picks one.
+    Case("recs-rank-and-position", _recs("r.parquet", {"user_id": [0, 0, 0], "item_id": [3, 5, 9],
+                                                       "position": [1, 2, 3], "rank": [3, 2, 1]}), EXIT_ERROR,
+         r"several columns of r\.parquet could be the rank column \('position', 'rank'\); pass (--rank-col|rank_col) NAME"),
+    Case("recs-score-and-prediction", _recs("recs.csv", "user_id,item_id,score,prediction\n0,3,0.9,0.1\n0,5,0.1,0.9\n"),
+         EXIT_ERROR, r"several columns of recs\.csv could be the score column \('score', 'prediction'\); pass "
+                     r"(--score-col|score_col) NAME"),
+    Case("recs-rank-and-position-picked", _recs("recs.csv", "user_id,item_id,position,rank\n0,3,1,3\n0,5,2,2\n0,9,3,1\n",
+                                                "--rank-col", "position"), EXIT_OK, None,
+         stdout=r"users=1 k=3 lists=\[\[3, 5, 9\]\]"),
     Case("recs-user-col-given", _recs("recs.csv", GOOD.replace("user_id", "visitor"), "--user-col", "visitor"),
          EXIT_OK, None, stdout=OK),
     Case("recs-repeated-item", _recs("recs.csv", GOOD + "1,2,4\n"), EXIT_ERROR,
@@ -255,7 +266,12 @@ CASES = [
     Case("recs-gaps-compacted", _recs("recs.csv", "user_id,item_id,rank\n0,3,1\n0,5,4\n0,9,9\n"), EXIT_OK, None,
          stdout=r"lists=\[\[3, 5, 9\]\] .*gaps=1", stderr=r"Warning: 1 of the 1 lists in recs\.csv skip ranks"),
     Case("recs-tied-ranks", _recs("recs.csv", "user_id,item_id,rank\n0,9,1\n0,5,1\n"), EXIT_OK, None,
-         stdout=r"lists=\[\[5, 9\]\] .*ties=1", stderr=r"give several items the same rank"),
+         stdout=r"lists=\[\[5, 9\]\] .*ties=1",
+         stderr=r"give several items the same rank: tied items are ordered by their item id in recs\.csv \(lower first: "
+                r"numbers numerically, text as text\), with or without a model"),
+    # Tied scores over ids 9 and 10 (10 never trained): numbers order numerically, not as text (Served F3).
+    Case("recs-tied-scores-by-numeric-id", _recs("recs.csv", "user_id,item_id,score\n0,10,0.5\n0,9,0.5\n0,3,0.5\n"),
+         EXIT_OK, None, stdout=r"lists=\[\[3, 9, 10\]\] .*ties=1", stderr=r"ordered by their item id in recs\.csv"),
     Case("recs-short-lists-padded", _recs("recs.csv", GOOD + "2,7,1\n"), EXIT_OK, None,
          stdout=r"users=3 k=3 .*\[7, -1, -1\]\] .*short=1", stderr=r"1 of the 3 lists in recs\.csv hold fewer than 3"),
     Case("recs-empty-ids-left-out", _recs("recs.csv", GOOD + ",4,1\n2,,1\n"), EXIT_OK, None, stdout=OK + r" empty_ids=2",

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from .corpus import (
@@ -162,7 +163,29 @@ def _no_model(*args: str) -> object:
     return build
 
 
+def _whole_inter(d: Path) -> Built:
+    """Lists alone against a RecBole .inter (typed header; Served F1): the corpus log's rows as
+    the .inter, the lists of GOOD (user 0's item 3 and user 1's items 2-4 are in it)."""
+    items = np.repeat(np.arange(10), np.arange(1, 11))
+    write(d, "data.inter", "user_id:token\titem_id:token\n" + "".join(
+        f"{u}\t{i}\n" for u, i in zip(np.arange(items.size) % 5, items)))
+    write(d, "recs.csv", GOOD)
+    return Built(["check", "--recommendations", "recs.csv", "--interactions", "data.inter", "-k", "3", "--json", "r.json"],
+                 outputs=["r.json"], must_exist=["r.json"], check=_read_whole)
+
+
+def _read_whole(work: Path, outcome: Outcome) -> None:
+    """Said first, once; the lists' logged items never called re-served training items."""
+    warnings = json.loads((work / "r.json").read_text())["warnings"]
+    assert warnings[0].startswith("data.inter is a RecBole .inter read whole as the training log: ") and \
+        sum("read whole" in w for w in warnings) == 2, warnings
+    assert "2 of the 2 served lists hold some items their user has in the training log, a RecBole .inter read whole" \
+        in "\n".join(warnings) and not any("lists re-serve" in w for w in warnings), warnings
+
+
 OWN_CASES = [
+    # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
+    Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
          r"Missing argument 'MODEL' \(or --recommendations FILE to audit served lists alone\)"),
     Case("cli-recs-rank-col-without-lists", _no_model("--interactions", "log.parquet", "--rank-col", "rank"),
