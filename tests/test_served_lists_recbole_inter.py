@@ -11,6 +11,7 @@ whole file they give the whole file's, computed here with numpy.
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
@@ -113,7 +114,9 @@ def test_other_logs_are_not_said_to_be_read_whole(tmp_path: Path, split: RecBole
         line.split("\t")[0] + "," + line.split("\t")[1] for line in INTER.read_text().splitlines()[1:]) + "\n")
     renamed = tmp_path / "eval.train.inter"
     shutil.copyfile(INTER, renamed)
-    for log in (csv, renamed):
+    gzipped = tmp_path / "eval.train.inter.gz"  # read decompressed, as its name says: still the training part
+    gzipped.write_bytes(gzip.compress(INTER.read_bytes()))
+    for log in (csv, renamed, gzipped):
         result = _audit(tmp_path, log)
         assert not any(WHOLE in w or "read whole" in w for w in result.warnings), log
         assert any("served lists re-serve some of their user's training items" in w for w in result.warnings), log

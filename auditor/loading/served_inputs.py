@@ -32,6 +32,7 @@ from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import open_log, read_ids
 from auditor.loading.served_ids import refuse_unmatched_users, unmatched_users_reason
 from auditor.loading.served_lists import NOT_MEASURED, ServedLists, lists_for, read_served_lists
+from auditor.loading.sniff import name_as_read
 from auditor.loading.statistics import InputCache
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
@@ -186,7 +187,7 @@ def whole_inter_said(spec: LogSpec | None) -> str | None:
     if spec is None:
         return None
     log = open_log(spec)
-    if log.format != "recbole" or log.path.name.lower().endswith(".train.inter"):
+    if log.format != "recbole" or name_as_read(log.path).lower().endswith(".train.inter"):
         return None
     return (f"{log.path} is a RecBole .inter read whole as the training log: RecBole splits it when it trains, by "
             "the run's config, which served lists alone do not have, so its validation and test interactions count "

@@ -55,6 +55,17 @@ def open_stream(path: Path) -> pa.NativeFile:
     return pa.input_stream(str(path), compression="detect")
 
 
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".lz4", ".zst")
+"""Name endings :func:`open_stream` decompresses (pyarrow's ``compression="detect"``)."""
+
+
+def name_as_read(path: Path) -> str:
+    """The file's name without a compression ending :func:`open_stream` decompresses:
+    ``x.train.inter.gz`` is read as ``x.train.inter``."""
+    name = path.name
+    return name[: -len(path.suffix)] if path.suffix.lower() in COMPRESSION_SUFFIXES else name
+
+
 def is_parquet(path: Path) -> bool:
     """Parquet by name (``.parquet``, ``.pq``) or by its leading magic bytes."""
     if path.suffix.lower() in (".parquet", ".pq"):
