@@ -22,7 +22,7 @@ from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jo
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.preload import start_workers
 from auditor.batch.provenance import FileStates, Stamp, change, encode, moved_since, row_provenance, stamps
-from auditor.batch.results import ResultsWriter, has_provenance, population_columns, read_results, results_manifest
+from auditor.batch.results import ResultsWriter, has_provenance, missing_protocol, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
 from auditor.io import is_special_file
@@ -332,8 +332,7 @@ def _resume(
         why = "the row is invalid now" if now is None else change(record.get("provenance"), now)
         if why is None:
             # The label is no input: the current one. A row from before the population columns gets them.
-            filled = {} if "seen_items" in record else population_columns(record.get("report_json"))
-            writer.add([{**record, **filled, "label": job.label}])
+            writer.add([{**record, **missing_protocol(record), "label": job.label}])
             kept += 1
         else:
             recomputed.append((job.row, why))
