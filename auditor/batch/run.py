@@ -26,6 +26,7 @@ from auditor.batch.results import ResultsWriter, has_provenance, missing_protoco
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
 from auditor.io import is_special_file
+from auditor.output_guard import parquet_name_problem
 from auditor.output_guard import check_not_inputs
 from auditor.ranges import check_ranges
 from auditor.progress import SILENT, Advance, Progress
@@ -110,8 +111,9 @@ def run_batch(
 
     Worker processes import the main module, so a script that calls this must do so
     under ``if __name__ == "__main__":``. Raises InputError (an output names an input,
-    bad defaults), ManifestError, AuditError (no worker process could start), and
-    :class:`BatchInterrupted` on Ctrl-C once the finished rows are saved. ``resume`` with a
+    bad defaults, an ``output`` named like text: ``results.csv``), ManifestError,
+    AuditError (no worker process could start), and :class:`BatchInterrupted` on Ctrl-C
+    once the finished rows are saved. ``resume`` with a
     results file written for another manifest (another resolved path) is a
     ManifestError, raised before the file is touched.
     """
@@ -161,6 +163,8 @@ def _jobs(
     outputs = {setting("output"): Path(output), **({} if journal is None else {f"{setting('output')} (its journal)": journal})}
     check_not_inputs({**outputs, **(other_outputs or {})}, batch_inputs(parsed, defaults))
     check_journal_place(journal)
+    if (misnamed := parquet_name_problem(Path(output), setting("output"), "the batch results")) is not None:
+        raise InputError(misnamed)  # after the inputs' guard: "would overwrite the manifest" says more
     return all_jobs
 
 
