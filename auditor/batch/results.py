@@ -31,6 +31,13 @@ seen_items          string   ``excluded`` (the training log's protocol), ``kept`
                              file: another protocol; ``retrieval.population.seen_items``).
                              The figures of the model's lists compare only between rows
                              whose two population columns agree (:mod:`auditor.protocol`)
+index               string   ``retrieval.index``: ``exact``, or an approximate index
+                             (``ivf``, ``hnsw``) whose figures of the model's lists are
+                             the index's, missing what it misses (null: no retrieval)
+popularity          string   ``retrieval.popularity``: ``interactions`` or ``users``
+                             (what an item's popularity counts; null: no retrieval).
+                             The batch summary compares two rows' figures where
+                             ``popaudit diff`` would (:mod:`auditor.diff.comparability`)
 seconds             float64  wall time of the audit (differs between runs; everything
                              else is deterministic for a given manifest and seed)
 <flat metrics>      float64  :func:`auditor.flat.metric_names` order: ``spearman``,
@@ -120,6 +127,10 @@ _FIXED_HEAD: tuple[tuple[str, pa.DataType, str], ...] = (
                                   "(retrieval.population.source; null: no retrieval)"),
     ("seen_items", pa.string(), "excluded (the training log's protocol), kept or unknown (another protocol: counts "
                                 "for the log, a query file); retrieval.population.seen_items"),
+    ("index", pa.string(), "retrieval.index: exact, or an approximate index (ivf, hnsw) whose figures of the model's "
+                           "lists are the index's (null: no retrieval)"),
+    ("popularity", pa.string(), "retrieval.popularity: what popularity counts, interactions or users (null: no "
+                                "retrieval)"),
     ("seconds", pa.float64(), "wall time of the audit in seconds"),
 )
 _FIXED_TAIL: tuple[tuple[str, pa.DataType, str], ...] = (
@@ -130,18 +141,34 @@ _FIXED_TAIL: tuple[tuple[str, pa.DataType, str], ...] = (
 FIXED_COLUMNS = {name for name, _, _ in _FIXED_HEAD + _FIXED_TAIL}
 POPULATION_COLUMNS = {"query_source": "source", "seen_items": "seen_items"}
 """Column -> key of the report's ``retrieval.population`` (:data:`auditor.protocol.POPULATION_KEYS`)."""
+RETRIEVAL_COLUMNS = ("index", "popularity")
+"""Columns that are the report's ``retrieval`` key of the same name."""
+PROTOCOL_COLUMNS = (*POPULATION_COLUMNS, *RETRIEVAL_COLUMNS)
+"""What diff's rule reads of how a row's lists were measured, as columns (:func:`population_columns`)."""
 
 
 def population_columns(report: Any) -> dict[str, Any]:
-    """A row's population columns, read from its JSON report (a dict, or its text: a row kept
-    on resume from a file written before the columns were)."""
+    """A row's population and retrieval columns (:data:`PROTOCOL_COLUMNS`), read from its
+    JSON report (a dict, or its text: a row kept on resume from a file written before the
+    columns were)."""
     if isinstance(report, str):
         try:
             report = json.loads(report)
         except ValueError:
             report = None
     population = report_population(report)
-    return {column: population[key] for column, key in POPULATION_COLUMNS.items()}
+    retrieval = report.get("retrieval") if isinstance(report, dict) else None
+    retrieval = retrieval if isinstance(retrieval, dict) else {}
+    said = {column: value if isinstance(value := retrieval.get(column), str) else None for column in RETRIEVAL_COLUMNS}
+    return {**{column: population[key] for column, key in POPULATION_COLUMNS.items()}, **said}
+
+
+def missing_protocol(record: dict[str, Any]) -> dict[str, Any]:
+    """The protocol columns of a row kept on resume from a file written before they were,
+    filled from its report ({} when the record has them all)."""
+    if all(column in record for column in PROTOCOL_COLUMNS):
+        return {}
+    return population_columns(record.get("report_json"))
 
 
 def _field(name: str, dtype: pa.DataType, doc: str) -> pa.Field:

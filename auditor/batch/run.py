@@ -22,10 +22,11 @@ from auditor.batch.jobs import BatchJob, config_template, batch_inputs, build_jo
 from auditor.batch.manifest import Manifest, read_manifest
 from auditor.batch.preload import start_workers
 from auditor.batch.provenance import FileStates, Stamp, change, encode, moved_since, row_provenance, stamps
-from auditor.batch.results import ResultsWriter, has_provenance, population_columns, read_results, results_manifest
+from auditor.batch.results import ResultsWriter, has_provenance, missing_protocol, read_results, results_manifest
 from auditor.batch.workers import AuditFn, error_record
 from auditor.errors import AuditError, InputError, ManifestError, setting
 from auditor.io import is_special_file
+from auditor.output_guard import parquet_name_problem
 from auditor.output_guard import check_not_inputs
 from auditor.ranges import check_ranges
 from auditor.progress import SILENT, Advance, Progress
@@ -110,8 +111,9 @@ def run_batch(
 
     Worker processes import the main module, so a script that calls this must do so
     under ``if __name__ == "__main__":``. Raises InputError (an output names an input,
-    bad defaults), ManifestError, AuditError (no worker process could start), and
-    :class:`BatchInterrupted` on Ctrl-C once the finished rows are saved. ``resume`` with a
+    bad defaults, an ``output`` named like text: ``results.csv``), ManifestError,
+    AuditError (no worker process could start), and :class:`BatchInterrupted` on Ctrl-C
+    once the finished rows are saved. ``resume`` with a
     results file written for another manifest (another resolved path) is a
     ManifestError, raised before the file is touched.
     """
@@ -161,6 +163,8 @@ def _jobs(
     outputs = {setting("output"): Path(output), **({} if journal is None else {f"{setting('output')} (its journal)": journal})}
     check_not_inputs({**outputs, **(other_outputs or {})}, batch_inputs(parsed, defaults))
     check_journal_place(journal)
+    if (misnamed := parquet_name_problem(Path(output), setting("output"), "the batch results")) is not None:
+        raise InputError(misnamed)  # after the inputs' guard: "would overwrite the manifest" says more
     return all_jobs
 
 
@@ -332,8 +336,7 @@ def _resume(
         why = "the row is invalid now" if now is None else change(record.get("provenance"), now)
         if why is None:
             # The label is no input: the current one. A row from before the population columns gets them.
-            filled = {} if "seen_items" in record else population_columns(record.get("report_json"))
-            writer.add([{**record, **filled, "label": job.label}])
+            writer.add([{**record, **missing_protocol(record), "label": job.label}])
             kept += 1
         else:
             recomputed.append((job.row, why))

@@ -1,11 +1,13 @@
 """A ``popaudit batch`` results table summarised: models ranked by bias, how the metrics
 move across the manifest order (Kendall's τ against the row order), and the failed rows.
 
-A figure of the model's own lists (the head-share ratio, a list or accuracy ``rank_by``,
-``severity_level`` where the verdict graded those lists) changes comparably only between
-rows measured under the same protocol: ``diff``'s rule (:func:`auditor.protocol.population_apart`
-on each row's ``retrieval.population``). A change or trend across rows measured differently
-(a log and counts for one model) is not comparable, and the summary says which rows differ.
+A figure changes comparably between two rows exactly where ``popaudit diff`` would compare
+it between their reports: diff's one rule (:func:`auditor.diff.compare.figures_apart` on each
+row's :func:`~auditor.diff.comparability.comparability_view`), which flags the figures of
+the model's lists of rows measured under another population, index (exact vs IVF/HNSW) or
+popularity definition, head shares whose top-p% head holds another number of items, and
+the verdicts' grades diff does not compare. A change or trend across such rows is not
+comparable, with diff's reason, and the summary says which rows differ.
 
 :func:`summarise` reads a results table (the schema of :mod:`auditor.batch.results`) into
 the report's :class:`~auditor.report.batch_summary.BatchSummary`, which
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 import json
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -30,7 +32,10 @@ from auditor.errors import InputError, ReportError
 from auditor.flat import FlatEntry, gateable_entries
 from auditor.harm import served_ks
 from auditor.metrics.correlations import kendall_tau_test
-from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, population_apart, report_population
+from auditor.diff.compare import figures_apart
+from auditor.diff.comparability import comparability_view
+from auditor.flat import report_as_read
+from auditor.protocol import POPULATION, POPULATION_KEYS, report_population
 from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
 from auditor.result import SEVERITIES
 from auditor.summaries import STATUS_ERROR, STATUS_OK
@@ -49,11 +54,20 @@ class _ReportFacts(NamedTuple):
     """The K the verdict quotes (``verdict.quoted_k``)."""
     population: dict[str, Any]
     """The report's ``retrieval.population`` (:func:`auditor.protocol.report_population`)."""
+    retrieval_index: str | None = None
+    """The report's ``retrieval.index`` (``exact``, ``ivf``, ``hnsw``; None: no retrieval)."""
+    recall: dict[str, Any] | None = None
+    """The report's ``retrieval.recall`` of an approximate index, by K (``"10"``)."""
+    popularity: str | None = None
+    """The report's ``retrieval.popularity`` (``interactions`` or ``users``)."""
 
 
 _NO_FACTS = _ReportFacts(None, None, None, {})
 Entries = dict[str, FlatEntry | None]
 """The origin of each followed column (None: no flat name, e.g. ``seconds``)."""
+Apart = dict[str, dict[int, str]]
+"""Column -> row -> why diff would not compare the row's figure with that of the previous
+row with a value in the column (rows it compares are absent)."""
 
 
 def _head_ratio_ks(table: pa.Table, ok: list[dict[str, Any]]) -> tuple[int | None, dict[int, int]]:
@@ -91,22 +105,20 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
         numeric = [f.name for f in table.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
         raise InputError(f"cannot rank by {rank_by!r}: not a results column{did_you_mean(rank_by, numeric)}; the "
                          f"table has {len(numeric)} numeric columns")
-    facts, entries = _report_facts(table, _followed(table, rank_by))
+    facts, entries, apart_from = _report_facts(table, _followed(table, rank_by))
     # The reports (tens of KB a row) are read above one at a time: leave them in Arrow.
     if "report_json" in table.column_names and rank_by != "report_json":
         table = table.drop_columns(["report_json"])
     records = sorted(table.to_pylist(), key=lambda r: r["row"])
     ok = [r for r in records if r["status"] == STATUS_OK]
     shared_k, own_k = _head_ratio_ks(table, ok)
-    lists = _of_lists(entries, facts)
-    order = _order(ok, rank_by, shared_k, own_k, facts, lists)
+    order = _order(ok, rank_by, shared_k, own_k, facts, apart_from)
     sense = rank_sense(rank_by)
     head = None if shared_k is None else f"head_share_1pct_ratio@{shared_k}"
     trends = []
     for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
         points = [(r["row"], r[metric]) for r in ok if r.get(metric) is not None]
-        apart = population_apart(_population(facts, row) for row, _ in points) if lists(metric) else None
-        trends.append(_trend(metric, points, apart))
+        trends.append(_trend(metric, points, _merged([apart_from.get(metric, {}).get(row) for row, _ in points])))
     failures = [(r["row"], r["model"], r["error"] or "") for r in records if r["status"] == STATUS_ERROR]
     return BatchSummary(
         n_rows=len(records),
@@ -125,10 +137,10 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
 
 
 def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: dict[int, int],
-           facts: dict[int, _ReportFacts], lists: Callable[[str], bool]) -> list[SummaryRow]:
+           facts: dict[int, _ReportFacts], apart_from: Apart) -> list[SummaryRow]:
     """The ok rows in manifest order, each with its figures at the summary's K (the shared
     one, else its own) and the changes from the previous row (head share: at the same K and
-    under the same protocol, else no change and why not)."""
+    where diff compares the two rows' figures, else no change and diff's reason)."""
     order: list[SummaryRow] = []
     for r in ok:
         fact = facts.get(r["row"], _NO_FACTS)
@@ -136,8 +148,8 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
         share = r.get(f"head_share_1pct_ratio@{k}") if k is not None else None
         before = order[-1] if order else None
         apart = None
-        if before is not None and share is not None and before.head_share is not None and lists(f"head_share_1pct_ratio@{k}"):
-            apart = population_apart([_population(facts, before.row), fact.population])
+        if before is not None and share is not None and before.head_share is not None and before.k == k:
+            apart = apart_from.get(f"head_share_1pct_ratio@{k}", {}).get(r["row"])
         order.append(SummaryRow(
             row=r["row"], model=r["model"], label=r.get("label"), severity=r.get("verdict_severity"),
             spearman=r.get("spearman"), head_share=share, rank_value=r.get(rank_by),
@@ -147,13 +159,9 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
             recall=r.get(f"recall_dot@{k}") if k is not None else None,
             recommended=fact.recommended, k=k, recommended_k=fact.recommended_k,
             seen_items=fact.population.get("seen_items"), query_source=fact.population.get("source"),
-            head_share_apart=apart,
+            head_share_apart=apart, index=fact.retrieval_index, index_recall=_recall_at(fact.recall, k),
         ))  # fmt: skip
     return order
-
-
-def _population(facts: dict[int, _ReportFacts], row: int) -> dict[str, Any]:
-    return facts.get(row, _NO_FACTS).population
 
 
 def _followed(table: pa.Table, rank_by: str) -> list[str]:
@@ -162,39 +170,44 @@ def _followed(table: pa.Table, rank_by: str) -> list[str]:
     return list(dict.fromkeys(["spearman", *heads, rank_by]))
 
 
-def _of_lists(entries: Entries, facts: dict[int, _ReportFacts]) -> Callable[[str], bool]:
-    """Whether a column is a figure of the model's own lists (:func:`auditor.protocol.of_model_lists`,
-    diff's rule), or ``severity_level`` where a verdict graded those lists (diff compares no
-    severity graded on a figure it does not compare)."""
-    graded = any(fact.quoted_k is not None for fact in facts.values())
+_DIFFERS = re.compile(r"(?P<setting>[\w.]+) differs \((?P<base>.+) vs (?P<new>.+)\)")
 
-    def lists(metric: str) -> bool:
-        if metric == "severity_level":
-            return graded
-        entry = entries.get(metric)
-        return entry is not None and of_model_lists(entry)
 
-    return lists
+def _merged(reasons: list[str | None]) -> str | None:
+    """Diff's reasons for consecutive rows, said once for the whole run as diff's setting
+    lines word them: each setting with every value in order of appearance
+    (``retrieval.index differs ("exact" vs "ivf")``, not again "ivf" vs "exact")."""
+    values: dict[str, list[str]] = {}
+    for reason in reasons:
+        for part in (reason or "").split("; ") if reason else ():
+            match = _DIFFERS.fullmatch(part)
+            key, said = (match["setting"], [match["base"], match["new"]]) if match else (part, [])
+            values.setdefault(key, [])
+            values[key] += [v for v in said if v not in values[key]]
+    return "; ".join(f"{key} differs ({' vs '.join(said)})" if said else key for key, said in values.items()) or None
+
+
+def _settings(fact: _ReportFacts) -> dict[str, Any]:
+    """The settings of a row the summary names where rows differ (diff's setting names)."""
+    return {"retrieval.index": fact.retrieval_index, "retrieval.popularity": fact.popularity,
+            **{f"{POPULATION}.{key}": fact.population.get(key) for key in POPULATION_KEYS}}
 
 
 def _protocols(ok: list[dict[str, Any]], facts: dict[int, _ReportFacts]) -> str | None:
-    """Which ok rows were measured under which protocol, where they differ: e.g.
-    ``retrieval.population.seen_items "excluded": rows 0, 2; "unknown": row 1``; None when
-    every row with a population agrees (:func:`auditor.protocol.population_apart`)."""
-    populations = {r["row"]: _population(facts, r["row"]) for r in ok}
-    if population_apart(populations.values()) is None:
-        return None
+    """Which ok rows were measured how, where they differ: e.g. ``retrieval.index "exact":
+    rows 0, 2; "ivf": row 1``; None when every row that records a setting agrees."""
+    settings = {r["row"]: _settings(facts.get(r["row"], _NO_FACTS)) for r in ok}
     parts = []
-    for key in POPULATION_KEYS:
+    for key in _settings(_NO_FACTS):
         rows: dict[Any, list[int]] = {}
-        for row, population in populations.items():
-            if population.get(key) is not None:
-                rows.setdefault(population[key], []).append(row)
+        for row, setting in settings.items():
+            if setting.get(key) is not None:
+                rows.setdefault(setting[key], []).append(row)
         if len(rows) > 1:
             said = "; ".join(f"{json.dumps(value, default=str)}: row{'s' if len(at) > 1 else ''} "
                              f"{', '.join(map(str, at))}" for value, at in rows.items())
-            parts.append(f"{POPULATION}.{key} {said}")
-    return ". ".join(parts)
+            parts.append(f"{key} {said}")
+    return ". ".join(parts) or None
 
 
 def _own_k(record: dict[str, Any], largest: int | None, quoted: int | None) -> int | None:
@@ -216,35 +229,73 @@ def ranking_key(row: SummaryRow, sense: RankSense) -> tuple[bool, float, int, bo
     return (row.rank_value is None, value, -severity, row.head_share is None, -(row.head_share or 0.0), row.row)
 
 
-def _report_facts(table: pa.Table, followed: Collection[str]) -> tuple[dict[int, _ReportFacts], Entries]:
-    """Each row's recommended scoring, the Ks its report quotes and its population, read
-    from its JSON report one row at a time (the reports are tens of kilobytes each: never
-    all decoded at once); and the origin of each ``followed`` column (:class:`FlatEntry`),
-    read from the first report that has a value for it."""
+def _report_facts(table: pa.Table, followed: Collection[str]) -> tuple[dict[int, _ReportFacts], Entries, Apart]:
+    """Each row's recommended scoring, the Ks its report quotes and its settings, read from
+    its JSON report one row at a time in row order (the reports are tens of kilobytes each:
+    never all decoded at once); the origin of each ``followed`` column (:class:`FlatEntry`),
+    read from the first report that has a value for it; and, per column, why diff would not
+    compare a row's figure with the previous row's that has one (:data:`Apart`: only the
+    last such row's :func:`comparability_view` is kept per column)."""
     if "report_json" not in table.column_names or "row" not in table.column_names:
-        return {}, {}
+        return {}, {}, {}
     out: dict[int, _ReportFacts] = {}
     entries: Entries = {}
+    apart: Apart = {}
+    last: dict[str, dict[str, Any]] = {}
     rows, reports = table.column("row"), table.column("report_json")
-    for i in range(table.num_rows):
-        text = reports[i].as_py()
-        try:
-            report = json.loads(text) if text else None
-        except ValueError:
-            report = None
-        report = report if isinstance(report, dict) else {}
-        _add_entries(entries, report, [m for m in followed if m not in entries and m in table.column_names
-                                       and table.column(m)[i].is_valid])
-        accuracy, verdict = report.get("accuracy"), report.get("verdict")
-        accuracy = accuracy if isinstance(accuracy, dict) else {}
-        chosen = accuracy.get("recommended")
-        out[int(rows[i].as_py())] = _ReportFacts(
-            chosen if isinstance(chosen, str) else None,
-            _int_or_none(accuracy.get("quoted_k")) if isinstance(chosen, str) else None,
-            _int_or_none(verdict.get("quoted_k")) if isinstance(verdict, dict) else None,
-            report_population(report),
-        )
-    return out, entries
+    for i in sorted(range(table.num_rows), key=lambda at: rows[at].as_py()):
+        row, report = int(rows[i].as_py()), _read_report(reports[i].as_py())
+        valued = [m for m in followed if m in table.column_names and table.column(m)[i].is_valid]
+        _add_entries(entries, report, [m for m in valued if m not in entries])
+        view = _view(report)
+        compared: dict[int, Any] = {}  # one comparison per earlier row (most columns share it)
+        for metric in valued if view else ():
+            entry, before = entries.get(metric), last.get(metric)
+            if entry is not None and before is not None:
+                apart_from = compared.setdefault(id(before), figures_apart(before, view))
+                if (why := apart_from(entry)) is not None:
+                    apart.setdefault(metric, {})[row] = why
+            last[metric] = view
+        out[row] = _row_facts(report)
+    return out, entries, apart
+
+
+def _read_report(text: Any) -> dict[str, Any]:
+    try:
+        report = json.loads(text) if isinstance(text, str) and text else None
+    except ValueError:
+        report = None
+    return report if isinstance(report, dict) else {}
+
+
+def _view(report: dict[str, Any]) -> dict[str, Any]:
+    """The report's :func:`comparability_view` ({} for one that does not read as a report)."""
+    try:
+        return comparability_view(report_as_read(report)) if report else {}
+    except ReportError:
+        return {}
+
+
+def _row_facts(report: dict[str, Any]) -> _ReportFacts:
+    accuracy, verdict, retrieval = (part if isinstance(part := report.get(name), dict) else {}
+                                    for name in ("accuracy", "verdict", "retrieval"))
+    chosen = accuracy.get("recommended")
+    index, popularity, recall = retrieval.get("index"), retrieval.get("popularity"), retrieval.get("recall")
+    return _ReportFacts(
+        chosen if isinstance(chosen, str) else None,
+        _int_or_none(accuracy.get("quoted_k")) if isinstance(chosen, str) else None,
+        _int_or_none(verdict.get("quoted_k")),
+        report_population(report),
+        index if isinstance(index, str) else None,
+        recall if isinstance(recall, dict) else None,
+        popularity if isinstance(popularity, str) else None,
+    )
+
+
+def _recall_at(recall: dict[str, Any] | None, k: int | None) -> float | None:
+    """An approximate index's recall at ``k`` (None: exact search, or not measured there)."""
+    value = (recall or {}).get(str(k)) if k is not None else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _add_entries(entries: dict[str, FlatEntry | None], report: dict[str, Any], missing: list[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ from auditor.cli._common import (
 from auditor.cli._batch_advice import cell_advice, gate_values, refuse_unasked_rows
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.errors import GateError, UnmeasuredGateError, setting, spelled_as
+from auditor.output_guard import parquet_name_problem
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,7 +58,7 @@ class _BatchCommand(click.Command):
 
 @click.command("batch", cls=_BatchCommand)
 @click.argument("manifest", type=PathArg)
-@click.option("-o", "--output", type=PathArg, required=True, help="Results Parquet file (one row per manifest row; rewritten atomically as rows finish). /dev/stdout gets the results once, at the end, and needs -q.")
+@click.option("-o", "--output", type=PathArg, required=True, help="Results Parquet file (one row per manifest row; rewritten atomically as rows finish; a .csv, .tsv, .txt or .json name is refused: the file is Parquet). /dev/stdout gets the results once, at the end, and needs -q.")
 @click.option("-j", "--jobs", type=ranged("jobs"), default=1, show_default=True, help="Audits run in parallel, each in a worker process (a row that crashes its worker fails only that row).")
 @click.option("--resume", is_flag=True, help="Keep the rows already ok in --output and run only the others.")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the audits on an existing Dask cluster (e.g. tcp://host:8786) instead of local processes (never a manifest column).")
@@ -125,6 +127,9 @@ def command(
     click.get_current_context().with_resource(spelled_as(_batch_spelling))
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
+    misnamed = parquet_name_problem(output, "-o", "the batch results")
+    if misnamed is not None and not (output.exists() and manifest.exists() and os.path.samefile(output, manifest)):
+        raise click.UsageError(misnamed)  # -o naming the manifest: the inputs' guard says so (exit 1)
     refuse_stdout_twice({"-o": output, "--html": html_path}, None if quiet else "summary", messages=not quiet)
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, rank_by, plugins)

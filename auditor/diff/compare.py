@@ -36,20 +36,16 @@ queries, a catalogue size that moves no head cut) are listed as notes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from auditor.diff.directions import Direction, depends_on_popularity, direction
+from auditor.diff.directions import Direction, direction
 from auditor.diff.figures import check_figures, check_tagged, unassessed_reason
-from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags
-from auditor.diff.served import served_vector_flags
+from auditor.diff.comparability import Flag, SettingChange, comparability
 from auditor.flat import FlatEntry, flat_entries, gateable_entries, report_as_read
 from auditor.errors import ReportError
-from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, report_population
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
 from auditor.sections import LISTS_ONLY_FORMAT
 
@@ -58,11 +54,8 @@ Basis = Literal["model", "served lists"]
 """What a report's severity judges: a model's dot vs cosine serving, or served lists alone
 against the training log (``inputs.format`` :data:`~auditor.sections.LISTS_ONLY_FORMAT`)."""
 VerdictDirection = Literal["less bias", "more bias", "unchanged", "not comparable"]
-GROUP_MEASURES = ("gap_delta_*", "miscalibration*", "ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_rsp",
-                  "pop_reo", "aclt")  # fmt: skip
 ROUNDOFF = 2.0**-23
 """float32's relative round-off: a base this small next to the new value is 0 (:func:`from_zero`)."""
-HOLDOUT_MEASURES = ("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_reo")
 
 
 @dataclass(frozen=True)
@@ -90,16 +83,6 @@ class MetricChange:
         infinite = {name: "+inf" if value > 0 else "-inf" for name in ("base", "new", "delta", "relative")
                     if isinstance(value := out[name], float) and math.isinf(value)}
         return {**out, "infinite": infinite} if infinite else out
-
-
-@dataclass(frozen=True)
-class SettingChange:
-    """A setting that differs between the reports, and what that does to the comparison."""
-
-    setting: str
-    base: Any
-    new: Any
-    effect: str
 
 
 @dataclass(frozen=True)
@@ -217,7 +200,7 @@ def _side(side: str, name: str | None) -> str:
 def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
     # Every name a gate accepts (gateable_entries): one a report lacks is listed, never a KeyError.
     entries_base, entries_new = gateable_entries(base), gateable_entries(new)
-    flags, settings, notes = _comparability(base, new)
+    flags, settings, notes = comparability(base, new)
     # The verdict's grade (severity_level) is compared as the verdict, with its own comparability.
     metrics = [
         _change(name, entries_base.get(name), entries_new.get(name), flags)
@@ -251,59 +234,28 @@ def _checked_report(report: Any, side: str, name: str | None) -> dict[str, Any]:
     return report
 
 
-Flag = tuple[Callable[[FlatEntry], bool], str]
+def figures_apart(base: dict[str, Any], new: dict[str, Any]) -> Callable[[FlatEntry], str | None]:
+    """Why ``diff`` would not compare a figure (the :class:`FlatEntry` the returned function
+    is given) between these two reports (each as read, or its
+    :func:`~auditor.diff.comparability.comparability_view`), in diff's words
+    (``retrieval.index differs ("exact" vs "ivf")``); None where it compares it. The
+    verdict's grade (``severity_level``) follows the verdicts' comparability. A report that
+    records nothing (``{}``: no report) compares with any."""
+    try:  # a report that is no popaudit report's structure records nothing diff reads
+        flags = comparability(base, new)[0] if base and new else []
+    except (AttributeError, TypeError, ValueError, KeyError):
+        flags = []
 
+    def apart(entry: FlatEntry) -> str | None:
+        if entry.section != "verdict":
+            return "; ".join(reason for affects, reason in flags if affects(entry)) or None
+        try:
+            reason = _verdict(base, new, flags).reason if base and new else None
+        except (AttributeError, TypeError, ValueError, KeyError):
+            reason = None
+        return None if reason is None else f"the verdicts: {reason}"
 
-def _comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag], list[SettingChange], list[str]]:
-    """The flags (which figures a differing setting makes incomparable, and why), the
-    settings that differ and the notes (module docstring)."""
-    flags: list[Flag] = []
-    settings: list[SettingChange] = []
-
-    def differs(setting: str, a: Any, b: Any, affects: Callable[[FlatEntry], bool], effect: str) -> None:
-        if a != b:
-            settings.append(SettingChange(setting, a, b, effect))
-            shown = [json.dumps(v, ensure_ascii=False, default=str) for v in (a, b)]  # "exact", null: as reports spell them
-            flags.append((affects, f"{setting} differs ({shown[0]} vs {shown[1]})"))
-
-    rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
-    if rb and rn:
-        differs("retrieval.popularity", rb.get("popularity"), rn.get("popularity"),
-                lambda e: e.section in ("retrieval", "accuracy", "served") and depends_on_popularity(e),
-                "figures that depend on the popularity definition are not compared")
-        pb, pn = report_population(base), report_population(new)  # the one rule (auditor.protocol), batch's too
-        for key in POPULATION_KEYS:
-            differs(f"{POPULATION}.{key}", pb[key], pn[key], of_model_lists,
-                    "figures of the model's own lists are not compared: they serve other queries or candidates")
-        index_flags(rb, rn, differs)
-        db, dn = rb.get("definitions") or {}, rn.get("definitions") or {}
-        for name in sorted(_list_measures(rb) & _list_measures(rn)):
-            differs(f"retrieval.definitions.{name}", db.get(name), dn.get(name),
-                    lambda e, name=name: e.section == "retrieval" and e.measure == name,  # type: ignore[misc]
-                    f"the figures of {name} are not compared: it is defined differently")
-        differs("retrieval.definitions.popularity_groups", db.get("popularity_groups"), dn.get("popularity_groups"),
-                lambda e: _named(e, GROUP_MEASURES), "the user- and item-side measures are not compared")
-    served_vector_flags(base, new, differs)
-    catalogue_flags(base, new, differs)
-    ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
-    if ab and an:
-        accuracy_flags(ab, an, differs, lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES))
-    # A setting row already names both values (inputs.n_items where a head cut moved): no note too.
-    notes = [n for n in comparable_notes(base, new) if not any(n.startswith(f"{s.setting} differs") for s in settings)]
-    return flags, settings, notes
-
-
-def _named(entry: FlatEntry, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatchcase(entry.measure, p) for p in patterns)
-
-
-def _list_measures(retrieval: dict[str, Any]) -> set[str]:
-    names: set[str] = set()
-    for cut in (retrieval.get("at") or {}).values():
-        for measures in cut.values():
-            if isinstance(measures, dict):
-                names.update(measures)
-    return names
+    return apart
 
 
 def _change(name: str, base: FlatEntry | None, new: FlatEntry | None, flags: list[Flag]) -> MetricChange:

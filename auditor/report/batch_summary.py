@@ -64,8 +64,18 @@ class SummaryRow:
     query_source: str | None = None
     """``retrieval.population.source`` of the row's report (None: no retrieval)."""
     head_share_apart: str | None = None
-    """Why ``delta_head_share`` states no change: the two rows' lists were measured under
-    different protocols (``auditor.protocol.population_apart``); None otherwise."""
+    """Why ``delta_head_share`` states no change: ``popaudit diff`` would not compare the two
+    rows' figures (its reason, ``auditor.diff.compare.figures_apart``); None otherwise."""
+    index: str | None = None
+    """``retrieval.index`` of the row's report: ``exact``, or an approximate index (``ivf``,
+    ``hnsw``) whose figures of the model's lists miss what it misses (None: no retrieval)."""
+    index_recall: float | None = None
+    """An approximate index's recall at the row's K (``retrieval.recall``; None: exact)."""
+
+    @property
+    def approximate(self) -> bool:
+        """The row's lists were retrieved by an approximate index."""
+        return self.index is not None and self.index != "exact" and not self.index.startswith("none")
 
 
 @dataclass(frozen=True)
@@ -86,8 +96,8 @@ class Trend:
     """``rising``, ``falling`` (tau's p < 0.05), ``no clear trend`` or ``not comparable``
     (``apart``)."""
     apart: str | None = None
-    """Why the rows' figures of this metric are not comparable (figures of the model's lists
-    measured under different protocols): no change, tau or direction then; None otherwise."""
+    """Why the rows' figures of this metric are not comparable (``popaudit diff``'s reasons
+    for the rows it would not compare): no change, tau or direction then; None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -111,9 +121,10 @@ class BatchSummary:
     rank_order: str = "most biased first"
     """How ``ranking`` reads ``rank_by`` (:func:`auditor.batch.rank_by.rank_sense`)."""
     protocols: str | None = None
-    """Which rows' lists were measured under which protocol, where rows differ
-    (``retrieval.population.seen_items "excluded": rows 0, 2; "unknown": row 1``); None
-    when every row was measured the same way."""
+    """Which rows' lists were measured under which setting, where rows differ
+    (``retrieval.population.seen_items "excluded": rows 0, 2; "unknown": row 1``;
+    ``retrieval.index``, ``retrieval.popularity`` likewise); None when every row was
+    measured the same way."""
 
 
 @dataclass(frozen=True)
@@ -231,20 +242,44 @@ def _ranked_column(summary: BatchSummary) -> tuple[tuple[str, ...], list[tuple[s
     return (summary.rank_by,), [(shown(s.rank_value),) for s in summary.ranking]
 
 
+def _index_column(summary: BatchSummary) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The ranking's ``index`` column, where a ranked row's lists were retrieved by an
+    approximate index (its figures of the model's lists are that index's, recall shown);
+    none where every row searched exactly."""
+    if not any(s.approximate for s in summary.ranking):
+        return (), [() for _ in summary.ranking]
+    return ("index",), [(_index_cell(s),) for s in summary.ranking]
+
+
+def _index_cell(row: SummaryRow) -> str:
+    if not row.approximate:
+        return row.index or ""
+    recall = "" if row.index_recall is None else f", recall {fmt_num(row.index_recall)}"
+    return f"{row.index} (approximate{recall})"
+
+
+def _approximate_note(summary: BatchSummary) -> str:
+    rows = [str(s.row) for s in summary.order if s.approximate]
+    return (f" Approximate index (row{'s' if len(rows) > 1 else ''} {', '.join(rows)}): its figures of the model's "
+            "lists are the index's, which misses candidates (its recall), not only the model's.") if rows else ""
+
+
 def _ranking_table(summary: BatchSummary, share: str) -> Table:
     cols = _columns(summary)
     ranked, values = _ranked_column(summary)
+    index, indexes = _index_column(summary)
     rows = tuple(
-        (str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", *value, fmt_num(s.spearman),
+        (str(i), str(s.row), s.model, s.label or "", *how, s.severity or "n/a", *value, fmt_num(s.spearman),
          cols.figure(fmt_ratio(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.figure(fmt_num(s.recall), s),
          cols.scoring(s))
-        for i, (s, value) in enumerate(zip(summary.ranking, values), 1)
+        for i, (s, value, how) in enumerate(zip(summary.ranking, values, indexes), 1)
     )
     where = ("each row's figures at its own K (the verdict's quoted K; the rows share no K)" if summary.per_row_k
              else "every row's figures at the same K")
-    return Table(("rank", "row", "model", "label", "severity", *ranked, "spearman", cols.share, cols.ndcg, cols.recall,
-                  cols.recommended), rows,
-                 (True, True, False, False, False, *[True] * len(ranked), True, True, True, True, False),
+    return Table(("rank", "row", "model", "label", *index, "severity", *ranked, "spearman", cols.share, cols.ndcg,
+                  cols.recall, cols.recommended), rows,
+                 (True, True, False, False, *[False] * len(index), False, *[True] * len(ranked), True, True, True, True,
+                  False),
                  f"Ranked by {summary.rank_by}, {summary.rank_order} (ties: by severity, then by {share}, then "
                  f"manifest row); {where}; NDCG and recall of dot serving on the holdout; recommended: the trade-off's "
                  "scoring at the K it quotes ('dot': none clearly better than dot, keep it; '—': no holdout, or "
@@ -266,13 +301,13 @@ def _protocol_note(summary: BatchSummary) -> tuple[Paragraph, ...]:
            "retrieval.population)." if unknown else "")
         + " A figure of the model's lists (the head-share ratio, NDCG, recall, every list measure) compares only "
         f"between rows measured the same way: a change or trend across rows measured differently is {NOT_COMPARABLE},"
-        " as in popaudit diff."),)  # fmt: skip
+        " as in popaudit diff." + _approximate_note(summary)),)  # fmt: skip
 
 
 def _apart_caption(reasons: list[str | None]) -> str:
     """The caption naming why changes are not comparable ("" when every change is)."""
     said = list(dict.fromkeys(r for r in reasons if r))
-    return f"{NOT_COMPARABLE}: the lists were measured under different protocols ({'; '.join(said)})." if said else ""
+    return f"{NOT_COMPARABLE} (as in popaudit diff): {'; '.join(said)}." if said else ""
 
 
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
@@ -312,15 +347,17 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
     resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
     where = f" Results: {output}" if output is not None else ""
     ranked, values = _ranked_column(summary)
+    index, indexes = _index_column(summary)
     blocks: list[Block] = [
         Paragraph(f"{summary.n_rows} rows: {summary.n_ok} ok, {summary.n_error} failed{resumed}.{where}"),
         *_protocol_note(summary),
         Table(
-            ("#", "row", "model", "label", "severity", *ranked, "spearman", cols.share, cols.ndcg, cols.recommended),
-            tuple((str(i), str(s.row), s.model, s.label or "", s.severity or "n/a", *value, fmt_num(s.spearman),
+            ("#", "row", "model", "label", *index, "severity", *ranked, "spearman", cols.share, cols.ndcg,
+             cols.recommended),
+            tuple((str(i), str(s.row), s.model, s.label or "", *how, s.severity or "n/a", *value, fmt_num(s.spearman),
                    cols.figure(fmt_ratio(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.scoring(s))
-                  for i, (s, value) in enumerate(zip(summary.ranking, values), 1)),
-            (True, True, False, False, False, *[True] * len(ranked), True, True, True, False),
+                  for i, (s, value, how) in enumerate(zip(summary.ranking, values, indexes), 1)),
+            (True, True, False, False, *[False] * len(index), False, *[True] * len(ranked), True, True, True, False),
             title=f"Models ranked by {summary.rank_by} ({summary.rank_order})",
         ),
     ]  # fmt: skip

@@ -81,6 +81,19 @@ def _batch_case(flag: str, link: str) -> Any:
     return build
 
 
+def _batch_text_name(name: str) -> Any:
+    """``batch -o`` a name that promises text (an existing file there must stay as it is):
+    the results are Parquet, whose bytes a CSV or JSON reader takes for garbage (QA8 scale F2)."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        write(d, "m.csv", "model\nitems.npy\n")
+        write(d, name, "row,model\n0,earlier.npy\n")
+        return Built(["batch", "m.csv", "--interactions", "log.parquet", *FAST, "-o", name])
+
+    return build
+
+
 def _onnx_data_output(d: Path) -> Built:
     """``check`` of an ONNX model whose table is in onnx/model.data, its JSON report
     aimed at that data file."""
@@ -178,6 +191,10 @@ CASES = [
          r"--json onnx/model\.data is the input file given as the external data of the model; popaudit never overwrites"),
     # In a process (stdout a pipe): in-process, pytest's capture makes stdout a file, and a
     # product that renamed onto /dev/stdout would replace the machine's link (QA F12).
+    Case("batch-results-named-csv", _batch_text_name("results.csv"), EXIT_USAGE,
+         r"-o results\.csv: the batch results are a Parquet file, not CSV text.*name it results\.parquet"),
+    Case("batch-results-named-json-gz", _batch_text_name("out.JSON.gz"), EXIT_USAGE,
+         r"-o out\.JSON\.gz: the batch results are a Parquet file, not JSON text.*name it out\.parquet"),
     Case("batch-results-on-stdout-beside-summary", _batch_stdout("-o"), EXIT_USAGE,
          r"-o /dev/stdout is standard output, where the summary is printed too; pass -q", process=True, timeout=60),
     Case("batch-html-on-stdout-beside-summary", _batch_stdout("--html"), EXIT_USAGE,

@@ -1,0 +1,108 @@
+"""Which figures of two reports are comparable (docs/diff.md, "Comparability"): the one
+rule ``popaudit diff`` applies (:func:`comparability`) and that the batch summary applies
+to two rows (:func:`auditor.diff.compare.figure_apart` on each row's
+:func:`comparability_view`), so that both say "not comparable" for the same figures, with
+the same reasons. The rules themselves are :mod:`auditor.diff.compare`'s module docstring."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from auditor.diff.directions import depends_on_popularity
+from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags
+from auditor.diff.served import served_vector_flags
+from auditor.flat import FlatEntry
+from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, report_population
+
+GROUP_MEASURES = ("gap_delta_*", "miscalibration*", "ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_rsp",
+                  "pop_reo", "aclt")  # fmt: skip
+HOLDOUT_MEASURES = ("ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_reo")
+
+
+@dataclass(frozen=True)
+class SettingChange:
+    """A setting that differs between the reports, and what that does to the comparison."""
+
+    setting: str
+    base: Any
+    new: Any
+    effect: str
+
+
+VIEW_SECTIONS = ("schema_version", "tool", "inputs", "settings", "retrieval", "accuracy", "served", "served_vectors",
+                 "verdict")
+"""The sections of a report :func:`comparability` and the verdict's comparability read."""
+_UNREAD_RETRIEVAL = ("exposure_shift", "user_groups")
+
+
+def comparability_view(report: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a report (as read, :func:`auditor.flat.report_as_read`) that decide
+    which of its figures compare with another report's: what a caller comparing many
+    reports two at a time keeps of each (a fraction of it) instead of the whole report."""
+    view = {name: report[name] for name in VIEW_SECTIONS if name in report}
+    retrieval = view.get("retrieval")
+    if isinstance(retrieval, dict):
+        view["retrieval"] = {k: v for k, v in retrieval.items() if k not in _UNREAD_RETRIEVAL}
+    return view
+
+
+Flag = tuple[Callable[[FlatEntry], bool], str]
+
+
+def comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag], list[SettingChange], list[str]]:
+    """The flags (which figures a differing setting makes incomparable, and why), the
+    settings that differ and the notes (module docstring)."""
+    flags: list[Flag] = []
+    settings: list[SettingChange] = []
+
+    def differs(setting: str, a: Any, b: Any, affects: Callable[[FlatEntry], bool], effect: str) -> None:
+        if a != b:
+            settings.append(SettingChange(setting, a, b, effect))
+            shown = [json.dumps(v, ensure_ascii=False, default=str) for v in (a, b)]  # "exact", null: as reports spell them
+            flags.append((affects, f"{setting} differs ({shown[0]} vs {shown[1]})"))
+
+    rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
+    if rb and rn:
+        differs("retrieval.popularity", rb.get("popularity"), rn.get("popularity"),
+                lambda e: e.section in ("retrieval", "accuracy", "served") and depends_on_popularity(e),
+                "figures that depend on the popularity definition are not compared")
+        pb, pn = report_population(base), report_population(new)  # the one rule (auditor.protocol), batch's too
+        for key in POPULATION_KEYS:
+            differs(f"{POPULATION}.{key}", pb[key], pn[key], of_model_lists,
+                    "figures of the model's own lists are not compared: they serve other queries or candidates")
+        index_flags(rb, rn, differs)
+        db, dn = rb.get("definitions") or {}, rn.get("definitions") or {}
+        for name in sorted(_list_measures(rb) & _list_measures(rn)):
+            differs(f"retrieval.definitions.{name}", db.get(name), dn.get(name),
+                    lambda e, name=name: e.section == "retrieval" and e.measure == name,  # type: ignore[misc]
+                    f"the figures of {name} are not compared: it is defined differently")
+        differs("retrieval.definitions.popularity_groups", db.get("popularity_groups"), dn.get("popularity_groups"),
+                lambda e: _named(e, GROUP_MEASURES), "the user- and item-side measures are not compared")
+    served_vector_flags(base, new, differs)
+    catalogue_flags(base, new, differs)
+    ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
+    if ab and an:
+        accuracy_flags(ab, an, differs, lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES))
+    # A setting row already names both values (inputs.n_items where a head cut moved): no note too.
+    notes = [n for n in comparable_notes(base, new) if not any(n.startswith(f"{s.setting} differs") for s in settings)]
+    return flags, settings, notes
+
+
+def _named(entry: FlatEntry, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(entry.measure, p) for p in patterns)
+
+
+def _list_measures(retrieval: dict[str, Any]) -> set[str]:
+    names: set[str] = set()
+    for cut in (retrieval.get("at") or {}).values():
+        for measures in cut.values():
+            if isinstance(measures, dict):
+                names.update(measures)
+    return names
+
+
+__all__ = ["Flag", "GROUP_MEASURES", "HOLDOUT_MEASURES", "SettingChange", "comparability", "comparability_view"]

@@ -1,0 +1,118 @@
+"""The batch summary compares two rows' figures exactly where ``popaudit diff`` compares
+them between the rows' reports (QA8 scale F1): another retrieval index (exact vs IVF),
+another popularity definition, or a catalogue whose top-1% head holds another number of
+items make a change or trend "not comparable", with diff's reason, and the results table
+carries the ``index`` and ``popularity`` columns that say why."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from auditor.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAD = "head_share_1pct_ratio@10"
+
+
+@pytest.fixture(scope="module")
+def one_row(tmp_path_factory: pytest.TempPathFactory) -> pa.Table:
+    """A real one-row results table (sample model and log, exact search, K = 10)."""
+    d = tmp_path_factory.mktemp("batch_comparability")
+    for name in ("biased.pt", "interactions.parquet"):
+        shutil.copy(ROOT / "sample_data" / name, d / name)
+    (d / "man.csv").write_text("model,label\nbiased.pt,a\n")
+    result = CliRunner().invoke(cli, ["batch", str(d / "man.csv"), "-o", str(d / "r.parquet"), "--interactions",
+                                      str(d / "interactions.parquet"), "-k", "10", "--bootstrap", "0", "--no-probes",
+                                      "-q"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return pq.read_table(d / "r.parquet")
+
+
+def test_results_say_index_and_popularity(one_row: pa.Table) -> None:
+    """The columns a reader needs to see why two rows do not compare (before: neither existed)."""
+    names = one_row.column_names
+    assert names.index("seen_items") < names.index("index") < names.index("popularity") < names.index("seconds")
+    assert (one_row.column("index")[0].as_py(), one_row.column("popularity")[0].as_py()) == ("exact", "interactions")
+
+
+def _variant(record: dict[str, Any], row: int, ratio: float, **changes: Any) -> dict[str, Any]:
+    """The row's record with its report's settings changed (``retrieval_index`` etc.) and a
+    head-share ratio of ``ratio``."""
+    report = copy.deepcopy(json.loads(record["report_json"]))
+    if "index" in changes:
+        report["retrieval"]["index"] = changes["index"]
+        report["retrieval"]["recall"] = {"10": 0.53}
+    if "popularity" in changes:
+        report["retrieval"]["popularity"] = changes["popularity"]
+    if "n_items" in changes:
+        report["inputs"]["n_items"] = changes["n_items"]
+    return {**record, "row": row, "label": f"r{row}", HEAD: ratio, "n_items": report["inputs"]["n_items"],
+            "index": report["retrieval"]["index"], "popularity": report["retrieval"]["popularity"],
+            "report_json": json.dumps(report)}
+
+
+def test_summary_follows_diff_on_index_popularity_and_head_size(one_row: pa.Table) -> None:
+    from auditor.batch.summary import summarise
+    from auditor.diff import diff_reports
+    from auditor.metrics.popularity_sets import head_count
+    from auditor.report.batch_summary import summary_console, summary_html
+
+    record = one_row.to_pylist()[0]
+    n = json.loads(record["report_json"])["inputs"]["n_items"]
+    bigger = 3 * n + 100
+    assert head_count(1.0, n) != head_count(1.0, bigger)  # the top-1% head holds another number of items
+    records = [
+        _variant(record, 0, 33.80),
+        _variant(record, 1, 22.39, index="ivf"),  # the index's 0.53 recall, not the model: -11.41 before
+        _variant(record, 2, 33.85, popularity="users"),  # +11.46 before
+        _variant(record, 3, 23.72, n_items=bigger),  # another head size
+        _variant(record, 4, 30.00, n_items=bigger),  # the same settings as row 3: compared, +6.28
+        _variant(record, 5, 31.50, n_items=bigger),  # +1.50
+    ]
+    table = pa.Table.from_pylist(records, schema=one_row.schema)
+    summary = summarise(table, rank_by="spearman")
+    assert summary.head_share_metric == HEAD
+    reports = [json.loads(r["report_json"]) for r in records]
+    by_diff = [None] + [diff_reports(a, b).metric(HEAD).reason for a, b in zip(reports, reports[1:])]
+    assert [s.head_share_apart for s in summary.order] == by_diff  # one rule, one wording
+    assert by_diff[1] == 'retrieval.index differs ("exact" vs "ivf")'
+    assert by_diff[2] is not None and 'retrieval.popularity differs ("interactions" vs "users")' in by_diff[2]
+    assert by_diff[3] is not None and f"inputs.n_items differs ({n} vs {bigger})" in by_diff[3]
+    deltas = [s.delta_head_share for s in summary.order]
+    assert deltas[:4] == [None, None, None, None]  # before: None, -11.41, +11.46, -10.13
+    assert deltas[4] == pytest.approx(30.00 - 23.72) and deltas[5] == pytest.approx(31.50 - 30.00)
+    trend = {t.metric: t for t in summary.trends}[HEAD]
+    assert (trend.direction, trend.change, trend.kendall_tau) == ("not comparable", None, None)
+    assert trend.apart is not None and 'retrieval.index differs ("exact" vs "ivf")' in trend.apart
+    assert 'retrieval.index "exact": rows 0, 2, 3, 4, 5; "ivf": row 1' in (summary.protocols or "")
+    # The ranking marks the approximate row; the terminal and the HTML say "not comparable" and why.
+    assert [s.row for s in summary.ranking if s.approximate] == [1]
+    console = Console(file=io.StringIO(), width=300)
+    for renderable in summary_console(summary, n_resumed=0, output=Path("r.parquet")):
+        console.print(renderable)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "ivf (approximate, recall 0.530)" in text and "-11.41" not in text and "not comparable" in text
+    page = summary_html(summary)
+    assert page.count("not comparable") >= 3 and "approximate" in page
+
+
+def test_rows_measured_alike_still_compare(one_row: pa.Table) -> None:
+    """Two IVF rows of one catalogue and popularity compare (diff compares them too): 22.39× → 25.00×."""
+    from auditor.batch.summary import summarise
+
+    record = one_row.to_pylist()[0]
+    records = [_variant(record, 0, 22.39, index="ivf"), _variant(record, 1, 25.00, index="ivf")]
+    summary = summarise(pa.Table.from_pylist(records, schema=one_row.schema), rank_by="spearman")
+    assert summary.order[1].head_share_apart is None and summary.protocols is None
+    assert summary.order[1].delta_head_share == pytest.approx(25.00 - 22.39)
