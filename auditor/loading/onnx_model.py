@@ -127,6 +127,8 @@ def _towers(graph: Any, item: str, user: str | None, config: dict[str, Any]) -> 
         both = " and the user vectors" if users is not None and users.normalised else ""
         config["scoring"] = "cosine"
         config["scoring_evidence"] = f"its graph L2-normalises the item vectors{both} before the score"
+        if not both:  # with an item bias the user's norm then ranks too (u·i/|i| + b_i)
+            config["scoring_sides"] = "item"
     return {"item": items.ops, "user": users.ops if users is not None else ()}
 
 
