@@ -71,6 +71,10 @@ class RawModel:
     unread: dict[str, str] = field(default_factory=dict)
     """Tensors in a layout popaudit does not read (sparse, quantized, nested ...): key -> what
     it is, so that a missing table is named, not reported absent."""
+    script: tuple[str, str] | None = None
+    """TorchScript: the root's saved ``forward`` and the model's other code, as text."""
+    padding_rows: dict[str, int] = field(default_factory=dict)
+    """``<module>.weight`` -> the ``padding_idx`` its ``nn.Embedding`` records (TorchScript, a pickled module)."""
 
 UNREAD_TENSORS = {
     "torch._utils._rebuild_sparse_tensor": "a sparse tensor",
@@ -133,7 +137,8 @@ def _raw_from(found: TorchFile, path: Path) -> RawModel:
     if found.tensors is not None:  # TorchScript: named parameters and buffers
         if not found.tensors:
             raise ModelLoadError(f"cannot read {path}: the TorchScript archive holds no parameters or buffers")
-        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings))
+        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings), script=found.script,
+                        padding_rows=found.padding_rows)
     raw = interpret(found.root, path)
     if not raw.tensors and raw.format != "popaudit":
         if isinstance(found.root, Placeholder) or (found.placeholders and _holds_placeholder(found.root)):

@@ -145,8 +145,8 @@ def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
     [u, 1] per user-table row, each side L2-normalised first where the model scores by
     cosine (module docstring). ModelLoadError when a bias is not finite."""
     biases = bundle.item_biases
-    if biases is None or biases.shape[0] != bundle.n_items:
-        return None
+    if biases is None or biases.shape[0] != bundle.n_items or (bundle.config or {}).get("scoring_doubt"):
+        return None  # none, or a score popaudit cannot place: the tables stand in (auditor/loading/stand_in.py)
     key = bundle.item_bias_key or "its item biases"
     bad = np.flatnonzero(~np.isfinite(biases))
     if bad.size:

@@ -34,6 +34,12 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         if choice.user is not None
         else None
     )
+    config = raw.config
+    if raw.script is not None:  # TorchScript: how its saved code scores, read as text
+        from auditor.loading.script_scoring import script_scoring
+
+        user_key = choice.user.key if choice.user else None
+        config = {**(config or {}), **script_scoring(*raw.script, choice.item.key, user_key)} or None
     bundle = ModelBundle(
         source=path,
         format=raw.format,
@@ -43,7 +49,7 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         user_key=choice.user.key if choice.user else None,
         state_dict=raw.tensors,
         optimizer_state=raw.optimizer_state,
-        config=raw.config,
+        config=config,
         warnings=warnings,
         module=raw.module,
         replaced_globals=raw.replaced_globals,
