@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.errors import ModelLoadError
+from auditor.loading.padding_rows import without_padding
 from auditor.loading.recbole_models import Serving
 from auditor.loading.served import ServedVectors
 from auditor.model import ModelBundle, QueryPopulation, is_weight
@@ -124,12 +125,13 @@ def read_state_dict_bias(bundle: ModelBundle) -> None:
     if bundle.item_biases is not None or bundle.format == "recbole" or bundle.graph_ops is not None:
         return
     n_users = None if bundle.user_table is None else int(bundle.user_table.shape[0])
-    key = state_dict_bias(bundle.state_dict, bundle.item_key, bundle.user_key, bundle.n_items, n_users)
+    tensors = without_padding(bundle.state_dict, bundle)  # a bias of the padded input drops the padding row too
+    key = state_dict_bias(tensors, bundle.item_key, bundle.user_key, bundle.n_items, n_users)
     if key is None:
         return
     import torch  # a state dict's bundle: torch is loaded already
 
-    set_item_bias(bundle, key, bundle.state_dict[key].detach().to(torch.float64).reshape(-1).numpy())
+    set_item_bias(bundle, key, tensors[key].detach().to(torch.float64).reshape(-1).numpy())
 
 
 def set_item_bias(bundle: ModelBundle, key: str, values: np.ndarray) -> None:

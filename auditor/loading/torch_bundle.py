@@ -17,6 +17,7 @@ from auditor.loading.discovery import choose_tables, table_to_numpy, tensor_info
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.recbole import finish_recbole
 from auditor.loading.stored_ids import take_stored_ids
+from auditor.loading.padding_rows import drop_padding_rows, recorded_padding
 from auditor.model import InteractionPairs, ModelBundle
 
 
@@ -58,6 +59,9 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         finish_recbole(bundle, options)
     else:  # stored ids map the rows (a textbook MF's item bias: the load stage's one policy)
         take_stored_ids(bundle, {**raw.tensors, **raw.stored_ids}, options)
+        what = "the TorchScript archive" if raw.format == "torchscript" else "the pickled module"
+        padded = recorded_padding(raw.tensors, raw.padding_rows, bundle.item_key, bundle.user_key, what)
+        drop_padding_rows(bundle, padded, options)  # padding_idx rows are no items (Keras mask_zero's policy)
     return bundle
 
 
