@@ -117,3 +117,38 @@ def test_a_padded_item_bias_drops_the_same_row_and_is_served(tmp_path: Path, how
     top = np.argsort(-scores, axis=1, kind="stable")[:, :5]
     assert report["retrieval"]["at"]["5"]["dot"]["arp"] == pytest.approx(freq[1:][top].mean(), rel=1e-9)
     assert report["served_vectors"]["item_bias_spearman"] == pytest.approx(spearmanr(bias, freq[1:]).statistic, abs=1e-9)
+
+
+def test_a_keras_mask_zero_table_with_an_n_plus_1_bias_serves_the_bias(tmp_path: Path) -> None:
+    """Loaders F5: Embedding(n + 1, d, mask_zero=True) beside an item bias Embedding(n + 1, 1)
+    of the same ids (Keras's model.save(".h5")): the bias loses row 0 too and is served,
+    u·i + b_i (the table stood in, the bias ignored with a warning)."""
+    h5py = pytest.importorskip("h5py")
+    module = _Padded(bias=True)
+    users = module.user_embedding.weight.detach().numpy()
+    items = module.item_embedding.weight.detach().numpy().copy()
+    items[0] = 0.3  # Keras leaves the mask row as initialised, not zero
+    bias = module.item_bias.weight.detach().numpy().copy()  # type: ignore[union-attr]
+    bias[0] = 9.0  # served with the wrong row, the mask's bias would win every list
+    layers = {"user_embedding": users, "item_embedding": items, "item_bias": bias}
+    config = {"class_name": "Functional", "config": {"layers": [
+        {"class_name": "Embedding", "config": {"name": n, "input_dim": len(v), "output_dim": v.shape[1],
+                                               "mask_zero": n == "item_embedding"}} for n, v in layers.items()]}}
+    path = tmp_path / "mask_bias.h5"
+    with h5py.File(path, "w") as h5:
+        for name, values in layers.items():
+            h5.create_dataset(f"model_weights/{name}/{name}/embeddings", data=values)
+            h5[f"model_weights/{name}"].attrs["weight_names"] = [f"{name}/embeddings".encode()]
+        h5["model_weights"].attrs["layer_names"] = [n.encode() for n in layers]
+        h5.attrs["model_config"] = json.dumps(config)
+    log, freq = _log(tmp_path)
+    code, output, report = _check(path, log)
+    assert code == 0 and report is not None, output
+    served = report["served_vectors"]
+    assert served["source"] == "bias" and served["as_served"], served
+    scores = users.astype(np.float64) @ items[1:].T.astype(np.float64) + bias[1:, 0]
+    table = pq.read_table(log).to_pydict()
+    scores[table["user_id"], np.asarray(table["item_id"]) - 1] = -np.inf
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    assert report["retrieval"]["at"]["5"]["dot"]["arp"] == pytest.approx(freq[1:][top].mean(), rel=1e-9)
+    assert served["item_bias_spearman"] == pytest.approx(spearmanr(bias[1:, 0], freq[1:]).statistic, abs=1e-9)
