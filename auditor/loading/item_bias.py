@@ -108,10 +108,15 @@ def state_dict_bias(
     n_users: int | None = None,
 ) -> str | None:
     """The key of a state dict's item bias (module docstring), or None when there is none,
-    several could be, or the item tower holds more than its table and that bias.
+    several could be, or the item tower holds more than its table and that bias. Beside an
+    item table read as a linear layer over one-hot ids (dim × n), a ``Linear(n, 1)`` bias's
+    (1, n) weight is one value per item too.
     ``n_users``: the user table's rows (None: no user table)."""
     others = [k for k in tensors if k not in (item_key, user_key)]
-    found = [k for k in others if _names_item_bias(k, n_items, n_users) and one_per_item(tensors[k], n_items)]
+    table = tuple(getattr(tensors.get(item_key or ""), "shape", ()))
+    linear = len(table) == 2 and table[1] == n_items != table[0]  # the item layer is a Linear over one-hot ids
+    found = [k for k in others if _names_item_bias(k, n_items, n_users) and (one_per_item(tensors[k], n_items) or (
+        linear and tuple(tensors[k].shape) == (1, n_items) and is_weight(tensors[k])))]  # Linear(n, 1): (1, n)
     if len(found) != 1:
         return None
     item_side = [k for k in others if k != found[0] and "item" in k.lower() and is_weight(tensors[k])]
