@@ -59,7 +59,8 @@ def _audit(model: Path, log: Path) -> AuditResult:
     return run_audit(AuditConfig(model=model, interactions=log, ks=(5,), bootstrap=0, probes=False))
 
 
-def _onnx(path: Path, users: np.ndarray, items: np.ndarray, bias: np.ndarray, user_side: bool) -> Path:
+def _onnx(path: Path, users: np.ndarray, items: np.ndarray, bias: np.ndarray, user_side: bool,
+          item_side: bool = True) -> Path:
     """score = Σ(n(u) ⊙ n(i)) + bias[item_id], n = F.normalize as torch.onnx exports it."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
@@ -73,7 +74,8 @@ def _onnx(path: Path, users: np.ndarray, items: np.ndarray, bias: np.ndarray, us
     nodes = [helper.make_node("Gather", ["user_embedding.weight", "user_id"], ["u"]),
              helper.make_node("Gather", ["item_embedding.weight", "item_id"], ["i"]),
              *(normalise("u", "uu") if user_side else [helper.make_node("Identity", ["u"], ["uu"])]),
-             *normalise("i", "ii"), helper.make_node("Mul", ["uu", "ii"], ["p"]),
+             *(normalise("i", "ii") if item_side else [helper.make_node("Identity", ["i"], ["ii"])]),
+             helper.make_node("Mul", ["uu", "ii"], ["p"]),
              helper.make_node("ReduceSum", ["p", "axes"], ["cos"], keepdims=0),
              helper.make_node("Gather", ["item_bias.weight", "item_id"], ["b"]),
              helper.make_node("Squeeze", ["b", "axes"], ["b1"]), helper.make_node("Add", ["cos", "b1"], ["score"])]
@@ -133,6 +135,16 @@ def test_an_item_side_normalisation_plus_bias_keeps_the_users_norm(tmp_path: Pat
     mine = _arp(users @ _unit(items).T + bias, log)
     result = _audit(_onnx(tmp_path / "ib.onnx", users, items, bias, user_side=False), log)
     _assert_served(result, mine, log, _arp(_unit(users) @ _unit(items).T + bias, log), "u·i/|i| + b_i")
+
+
+def test_a_user_side_normalisation_plus_bias_normalises_the_queries(tmp_path: Path) -> None:
+    """Only the user side normalised: dot ranking without a bias, but u·i/|u| + b_i with one
+    (the user's norm weighs the factors against the bias): [q/|q|, 1] against [i, b_i]."""
+    users, items, bias = _model()
+    log = _log(tmp_path)
+    mine = _arp(_unit(users) @ items.T + bias, log)
+    result = _audit(_onnx(tmp_path / "ub.onnx", users, items, bias, user_side=True, item_side=False), log)
+    _assert_served(result, mine, log, _arp(users @ items.T + bias, log), "u·i/|u| + b_i")
 
 
 def test_history_queries_of_a_cosine_bias_model_are_normalised(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ A model that scores by cosine and adds the bias (a Keras ``Dot(normalize=True)``
 bias; the config's ``scoring``, :mod:`auditor.loading.stand_in`) ranks by cos(u,i) + b_i,
 which is exactly the dot product of [u/|u|, 1] and [i/|i|, b_i]: those are its served
 vectors, the queries L2-normalised too (:func:`with_bias_column`). Where only the item side
-is normalised (``scoring_sides: item``), u·i/|i| + b_i = [u, 1]·[i/|i|, b_i]. A zero row
+is normalised (``scoring_sides: item``), u·i/|i| + b_i = [u, 1]·[i/|i|, b_i]; where only the
+user side is (``user``), u·i/|u| + b_i = [u/|u|, 1]·[i, b_i]. A zero row
 normalises to zeros, as ``F.normalize`` and Keras's ``l2_normalize`` make it.
 The stored factors stay the training mechanism (the frequency–norm statistics of the
 table); the served vectors' figures are reported beside them as served.
@@ -69,8 +70,8 @@ def _normalised_sides(bundle: ModelBundle) -> tuple[bool, bool]:
     config's ``scoring`` (``cosine``) and ``scoring_sides`` (``item``: the item side only;
     anything else: both, as ``Dot(normalize=True)`` does)."""
     config = bundle.config or {}
-    if config.get("scoring") != "cosine":
-        return False, False
+    if config.get("scoring") != "cosine":  # a user side normalised alone ranks as dot, but not beside a bias
+        return False, config.get("scoring_sides") == "user"
     return True, config.get("scoring_sides") != "item"
 
 
@@ -80,6 +81,8 @@ def _scores(items: bool, users: bool) -> str:
         return "the cosine of the factors plus this bias (cos(u,i) + b_i)"
     if items:
         return "the user factors times the L2-normalised item factors plus this bias (u·i/|i| + b_i)"
+    if users:
+        return "the L2-normalised user factors times the item factors plus this bias (u·i/|u| + b_i)"
     return DOT_SCORES
 
 
@@ -175,8 +178,9 @@ def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
     table = f"`{bundle.item_key}`" if bundle.item_key else "the item table"
     item_words = "L2-normalised, " if unit_items else ""
     query_words = "L2-normalised " if unit_users else ""
-    score = "cos(u,i) + b_i" if unit_users else "u·i/|i| + b_i" if unit_items else "u·i + b_i"
-    how = HOW_COSINE if unit_users else HOW_ITEM_UNIT if unit_items else HOW
+    score = {(True, True): "cos(u,i) + b_i", (True, False): "u·i/|i| + b_i", (False, True): "u·i/|u| + b_i"}.get(
+        (unit_items, unit_users), "u·i + b_i")
+    how = {(True, True): HOW_COSINE, (True, False): HOW_ITEM_UNIT}.get((unit_items, unit_users), HOW)
     description = (
         f"the item factors {table}, {item_words}with the item bias `{key}` as one more column, each {query_words}query "
         f"with a 1 there: dot products of these are the model's own scores, {score}"

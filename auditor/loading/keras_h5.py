@@ -33,7 +33,7 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, tensor_infos
 from auditor.loading.hdf5_safe import H5Walk, read_float32
-from auditor.loading.keras_config import normalised_dot, config_nodes, layer_classes
+from auditor.loading.keras_config import config_nodes, layer_classes, normalised_dot
 from auditor.loading.keras_mask import drop_mask_rows, masked_layers
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.zip_members import ZIP_ERRORS, ZipError, data_offset, read_member, zip_reason
