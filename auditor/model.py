@@ -95,6 +95,9 @@ class ModelBundle:
     """Raw user id of each user-table row (from the file or --user-ids); None: row = id."""
     item_ids_source: str | None = None
     """Where ``item_ids`` came from, for the report (None: rows are taken as ids)."""
+    item_padding_row: int | None = None
+    """The stored item tensors' row left out as padding (Keras mask_zero, nn.Embedding
+    padding_idx: :mod:`auditor.loading.padding_rows`); an item bias drops it too."""
     user_ids_source: str | None = None
     """Where ``user_ids`` came from, for the report."""
     item_frequencies: np.ndarray | None = None

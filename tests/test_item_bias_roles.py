@@ -277,3 +277,22 @@ def test_a_parquet_bias_column_beside_the_vectors_is_said(tmp_path: Path) -> Non
     report = check(tmp_path / "items.parquet", write_log(tmp_path), tmp_path)
     assert any("numeric columns beside the item vectors that popaudit does not read (`item_bias`)" in w
                for w in report["warnings"]), report["warnings"]
+
+
+def test_a_linear_item_bias_weight_beside_a_linear_item_layer_is_served(tmp_path: Path) -> None:
+    """Loaders F6: `item_linear.weight` (dim × n, a Linear over one-hot ids, read transposed)
+    and `item_bias.weight` (1, n), the weight of a Linear(n, 1): the bias was offered as a
+    rival item table (exit 1), then ignored; it is the per-item bias, served u·i + b_i."""
+    users, items, bias = hand_arrays()
+    model = tmp_path / "linear.pt"
+    torch.save({"user_embedding.weight": torch.from_numpy(users), "item_linear.weight": torch.from_numpy(items.T.copy()),
+                "item_bias.weight": torch.from_numpy(bias[None, :].copy())}, model)
+    report = check(model, write_log(tmp_path), tmp_path)
+    assert_served_with_bias(report, "item_bias.weight")
+    out = tmp_path / "out.pt"  # mitigate rescales the (1, n) bias with the rows, in its own shape
+    code, output = run(["mitigate", str(model), "--alpha", "0.5", "-o", str(out), "-q"])
+    assert code == 0, output
+    written = torch.load(out, weights_only=True)
+    assert tuple(written["item_bias.weight"].shape) == (1, 20)  # item 0's [-1, 0, 5] scaled by 26^(−1/4)
+    assert written["item_bias.weight"][0, 0].item() == pytest.approx(5 * 26 ** -0.25, rel=1e-6)
+    assert written["item_linear.weight"][0, 0].item() == pytest.approx(-(26 ** -0.25), rel=1e-6)

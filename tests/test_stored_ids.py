@@ -135,6 +135,24 @@ def test_ids_kept_beside_model_state_dict_map_the_rows(tmp_path: Path) -> None:
     assert code == 0 and report is not None and report["frequency_norm"]["spearman"] == pytest.approx(1.0)
 
 
+def test_identical_ids_in_a_lightning_buffer_and_beside_the_weights_are_one_record(tmp_path: Path) -> None:
+    """Loaders F4: `model.item_ids` inside a Lightning state_dict and the same ids beside it
+    were refused ("2 members carry that name"); they are one map (ρ 1.0 through PERM)."""
+    log = _log(tmp_path)
+    weights = {"model.item_embedding.weight": torch.from_numpy(_table()), "model.user_embedding.weight": torch.ones(5, DIM),
+               "model.item_ids": torch.from_numpy(PERM)}  # fmt: skip
+    model = tmp_path / "agree.ckpt"
+    torch.save({"state_dict": weights, "pytorch-lightning_version": "2.4.0", "item_ids": PERM.tolist()}, model)
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    assert report["frequency_norm"]["spearman"] == pytest.approx(1.0)
+    assert report["inputs"]["item_id_mapping"] == f"item rows mapped through the item ids stored in {model} (`model.item_ids`)"
+    differ = tmp_path / "differ.ckpt"
+    torch.save({"state_dict": weights, "pytorch-lightning_version": "2.4.0", "item_ids": PERM[::-1].tolist()}, differ)
+    code, output, _ = _audit(differ, log)
+    assert code == 1 and "inside it (`model.item_ids`), with different values" in output, output
+
+
 def test_a_member_that_is_no_id_map_is_refused_unless_an_id_file_replaces_it(tmp_path: Path) -> None:
     model = tmp_path / "model.npz"
     np.savez(model, item_embeddings=_table(), item_ids=np.arange(N - 2))

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ import torch
 from auditor.errors import ModelLoadError, UntrustedPickleError, setting
 from auditor.loading.pickle_rebuild import SafeArray
 from auditor.loading.pickle_scan import CorruptFileError, reason, shown
+from auditor.loading.padding_rows import pickled_padding
 from auditor.loading.safe_pickle import (
     Placeholder,
     as_mapping,
@@ -36,6 +37,8 @@ from auditor.loading.stored_ids import ids_beside_weights
 from auditor.loading.torch_archive import TorchFile, read_torch_file
 from auditor.model import CHECKPOINT_MARKER, CHECKPOINT_VERSION
 
+_V = TypeVar("_V")
+
 MODEL_KEYS = ("state_dict", "model_state_dict", "model")
 OPTIMIZER_KEYS = ("optimizer_state_dict", "optimizer", "optimizer_states")
 CONFIG_KEYS = ("config", "hparams", "hyper_parameters")
@@ -47,6 +50,7 @@ _METADATA_KEYS = frozenset(
     + LIGHTNING_KEYS
     + ("lr_schedulers", "callbacks", "loops", "scheduler", "lr_scheduler", "args", "hparams_name")
 )
+
 
 
 @dataclass
@@ -71,6 +75,10 @@ class RawModel:
     unread: dict[str, str] = field(default_factory=dict)
     """Tensors in a layout popaudit does not read (sparse, quantized, nested ...): key -> what
     it is, so that a missing table is named, not reported absent."""
+    script: tuple[str, str] | None = None
+    """TorchScript: the root's saved ``forward`` and the model's other code, as text."""
+    padding_rows: dict[str, int] = field(default_factory=dict)
+    """``<module>.weight`` -> the ``padding_idx`` its ``nn.Embedding`` records (TorchScript, a pickled module)."""
 
 UNREAD_TENSORS = {
     "torch._utils._rebuild_sparse_tensor": "a sparse tensor",
@@ -133,7 +141,8 @@ def _raw_from(found: TorchFile, path: Path) -> RawModel:
     if found.tensors is not None:  # TorchScript: named parameters and buffers
         if not found.tensors:
             raise ModelLoadError(f"cannot read {path}: the TorchScript archive holds no parameters or buffers")
-        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings))
+        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings), script=found.script,
+                        padding_rows=found.padding_rows)
     raw = interpret(found.root, path)
     if not raw.tensors and raw.format != "popaudit":
         if isinstance(found.root, Placeholder) or (found.placeholders and _holds_placeholder(found.root)):
@@ -181,7 +190,7 @@ def _trusted_load(path: Path, torchscript: bool, fallback_of: ModelLoadError | N
 def interpret(obj: Any, path: Path) -> RawModel:
     """Turn what a torch file holds (restricted read or ``torch.load``) into a :class:`RawModel`."""
     if isinstance(obj, torch.nn.Module) or is_module(obj):
-        raw = RawModel(_strip_ddp(_flatten(obj)), "pickle")
+        raw = RawModel(_strip_ddp(_flatten(obj)), "pickle", padding_rows=_strip_ddp(pickled_padding(obj)))
         _note_module(obj, raw.warnings, path)
         return raw
     if isinstance(obj, (torch.Tensor, np.ndarray)):
@@ -271,7 +280,7 @@ def _array_tensor(arr: np.ndarray[Any, Any]) -> torch.Tensor | None:
             return None
 
 
-def _strip_ddp(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _strip_ddp(tensors: dict[str, _V]) -> dict[str, _V]:
     """Drop the ``module.`` prefix DistributedDataParallel adds to every key."""
     if tensors and all(k.startswith("module.") for k in tensors):
         return {k[len("module.") :]: v for k, v in tensors.items()}

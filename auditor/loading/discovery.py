@@ -72,8 +72,9 @@ class TensorInfo:
     @property
     def one_column(self) -> bool:
         """A (n, 1) tensor: a per-row scalar (an ``Embedding(n, 1)`` bias), whose norm is its
-        absolute value; a table only when no wider candidate is there (:func:`_widest`)."""
-        return len(self.shape) == 2 and self.shape[1] == 1
+        absolute value; a table only when no wider candidate is there (:func:`_widest`). So is
+        a (1, n) one whose name says ``bias``: a ``Linear(n, 1)`` bias's weight (Loaders F6)."""
+        return len(self.shape) == 2 and (self.shape[1] == 1 or (self.shape[0] == 1 and "bias" in self.key.lower()))
 
     @property
     def onehot_linear(self) -> bool:

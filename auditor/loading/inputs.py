@@ -192,8 +192,8 @@ def _population(
     if inputs.recbole is not None:  # RecBole's training part and test masking
         return recbole_population(inputs.serving_bundle, config, inputs.recbole, progress)
     memo = None if cache is None else cache.logs
-    if is_biased(inputs.served_vectors):  # the stored tables' queries q, served as [q, 1] beside [i, b_i]
-        return with_bias_column(population_of(bundle, config, progress, memo))
+    if inputs.served_vectors is not None and is_biased(inputs.served_vectors):  # queries q served as [q, 1]
+        return with_bias_column(population_of(bundle, config, progress, memo), inputs.served_vectors)
     return population_of(inputs.serving_bundle, config, progress, memo)
 
 

@@ -6,6 +6,14 @@ u·i + b_i: the user bias and the global bias add the same to every item of one 
 they never change a list. The served vectors are implicit's own layout: the item vector
 with its bias as one more column, [i, b_i], and the query with a 1 there, [q, 1], so that
 every scoring of :mod:`auditor.retrieval` ranks what the model ranks (dot: u·i + b_i).
+A model that scores by cosine and adds the bias (a Keras ``Dot(normalize=True)`` then an
+``Add`` of a bias ``Embedding``; an ONNX graph that L2-normalises both sides, then adds the
+bias; the config's ``scoring``, :mod:`auditor.loading.stand_in`) ranks by cos(u,i) + b_i,
+which is exactly the dot product of [u/|u|, 1] and [i/|i|, b_i]: those are its served
+vectors, the queries L2-normalised too (:func:`with_bias_column`). Where only the item side
+is normalised (``scoring_sides: item``), u·i/|i| + b_i = [u, 1]·[i/|i|, b_i]; where only the
+user side is (``user``), u·i/|u| + b_i = [u/|u|, 1]·[i, b_i]. A zero row
+normalises to zeros, as ``F.normalize`` and Keras's ``l2_normalize`` make it.
 The stored factors stay the training mechanism (the frequency–norm statistics of the
 table); the served vectors' figures are reported beside them as served.
 
@@ -30,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.errors import ModelLoadError
+from auditor.loading.padding_rows import without_padding
 from auditor.loading.recbole_models import Serving
 from auditor.loading.served import ServedVectors
 from auditor.model import ModelBundle, QueryPopulation, is_weight
@@ -42,8 +51,7 @@ BIASED = "bias"
 
 BIAS_NOTE = (
     "{path} has an item bias term ({n} values, from `{key}`): a second channel for popularity beside the "
-    "embedding norms; retrieval serves as the model scores, the item factors plus this bias (u·i + b_i), and the "
-    "norms audited are of the factors alone"
+    "embedding norms; retrieval serves as the model scores, {scores}, and the norms audited are of the factors alone"
 )
 """The load warning of every model read with an item bias."""
 
@@ -51,6 +59,37 @@ HOW = (
     "the dot product of its factors plus a per-item bias (u·i + b_i; a user or global bias changes no user's "
     "ranking)"
 )
+DOT_SCORES = "the item factors plus this bias (u·i + b_i)"
+"""BIAS_NOTE's ``scores`` of a model scoring by dot product (a framework's MF model)."""
+HOW_COSINE = "the cosine of its factors plus a per-item bias (cos(u,i) + b_i; a user or global bias changes no user's ranking)"
+HOW_ITEM_UNIT = "the dot product of its factors, the item's L2-normalised, plus a per-item bias (u·i/|i| + b_i)"
+
+
+def _normalised_sides(bundle: ModelBundle) -> tuple[bool, bool]:
+    """(items, users): which sides the model L2-normalises before its score, from the
+    config's ``scoring`` (``cosine``) and ``scoring_sides`` (``item``: the item side only;
+    anything else: both, as ``Dot(normalize=True)`` does)."""
+    config = bundle.config or {}
+    if config.get("scoring") != "cosine":  # a user side normalised alone ranks as dot, but not beside a bias
+        return False, config.get("scoring_sides") == "user"
+    return True, config.get("scoring_sides") != "item"
+
+
+def _scores(items: bool, users: bool) -> str:
+    """The model's score in words, by the sides it normalises."""
+    if items and users:
+        return "the cosine of the factors plus this bias (cos(u,i) + b_i)"
+    if items:
+        return "the user factors times the L2-normalised item factors plus this bias (u·i/|i| + b_i)"
+    if users:
+        return "the L2-normalised user factors times the item factors plus this bias (u·i/|u| + b_i)"
+    return DOT_SCORES
+
+
+def unit_rows(table: np.ndarray) -> np.ndarray:
+    """``table``'s rows L2-normalised (float32; a zero row stays zero, as F.normalize leaves it)."""
+    norms = np.linalg.norm(table, axis=1, keepdims=True).astype(np.float32)
+    return np.divide(table, norms, out=np.zeros(table.shape, np.float32), where=norms > 0)
 
 
 def one_per_item(tensor: object, n_items: int) -> bool:
@@ -72,10 +111,15 @@ def state_dict_bias(
     n_users: int | None = None,
 ) -> str | None:
     """The key of a state dict's item bias (module docstring), or None when there is none,
-    several could be, or the item tower holds more than its table and that bias.
+    several could be, or the item tower holds more than its table and that bias. Beside an
+    item table read as a linear layer over one-hot ids (dim × n), a ``Linear(n, 1)`` bias's
+    (1, n) weight is one value per item too.
     ``n_users``: the user table's rows (None: no user table)."""
     others = [k for k in tensors if k not in (item_key, user_key)]
-    found = [k for k in others if _names_item_bias(k, n_items, n_users) and one_per_item(tensors[k], n_items)]
+    table = tuple(getattr(tensors.get(item_key or ""), "shape", ()))
+    linear = len(table) == 2 and table[1] == n_items != table[0]  # the item layer is a Linear over one-hot ids
+    found = [k for k in others if _names_item_bias(k, n_items, n_users) and (one_per_item(tensors[k], n_items) or (
+        linear and tuple(tensors[k].shape) == (1, n_items) and is_weight(tensors[k])))]  # Linear(n, 1): (1, n)
     if len(found) != 1:
         return None
     item_side = [k for k in others if k != found[0] and "item" in k.lower() and is_weight(tensors[k])]
@@ -89,27 +133,30 @@ def read_state_dict_bias(bundle: ModelBundle) -> None:
     if bundle.item_biases is not None or bundle.format == "recbole" or bundle.graph_ops is not None:
         return
     n_users = None if bundle.user_table is None else int(bundle.user_table.shape[0])
-    key = state_dict_bias(bundle.state_dict, bundle.item_key, bundle.user_key, bundle.n_items, n_users)
+    tensors = without_padding(bundle.state_dict, bundle)  # a bias of the padded input drops the padding row too
+    key = state_dict_bias(tensors, bundle.item_key, bundle.user_key, bundle.n_items, n_users)
     if key is None:
         return
     import torch  # a state dict's bundle: torch is loaded already
 
-    set_item_bias(bundle, key, bundle.state_dict[key].detach().to(torch.float64).reshape(-1).numpy())
+    set_item_bias(bundle, key, tensors[key].detach().to(torch.float64).reshape(-1).numpy())
 
 
 def set_item_bias(bundle: ModelBundle, key: str, values: np.ndarray) -> None:
     """Record ``values`` (one per item row) as ``bundle``'s item bias read from ``key``, said."""
     bundle.item_biases = np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=np.float32)
     bundle.item_bias_key = key
-    bundle.warnings.append(BIAS_NOTE.format(path=bundle.source, n=bundle.n_items, key=key))
+    scores = _scores(*_normalised_sides(bundle))
+    bundle.warnings.append(BIAS_NOTE.format(path=bundle.source, n=bundle.n_items, key=key, scores=scores))
 
 
 def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
     """The vectors a model with an item bias serves (None: it has none): [i, b_i] per item,
-    [u, 1] per user-table row (module docstring). ModelLoadError when a bias is not finite."""
+    [u, 1] per user-table row, each side L2-normalised first where the model scores by
+    cosine (module docstring). ModelLoadError when a bias is not finite."""
     biases = bundle.item_biases
-    if biases is None or biases.shape[0] != bundle.n_items:
-        return None
+    if biases is None or biases.shape[0] != bundle.n_items or (bundle.config or {}).get("scoring_doubt"):
+        return None  # none, or a score popaudit cannot place: the tables stand in (auditor/loading/stand_in.py)
     key = bundle.item_bias_key or "its item biases"
     bad = np.flatnonzero(~np.isfinite(biases))
     if bad.size:
@@ -118,19 +165,27 @@ def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
             f"{bundle.source}: the item bias `{key}` holds {bad.size:,} non-finite values (NaN or inf; rows {rows}), "
             "which every score of those items would carry"
         )
-    items = np.hstack([bundle.item_table, biases.reshape(-1, 1)]).astype(np.float32, copy=False)
+    unit_items, unit_users = _normalised_sides(bundle)
+    factors = unit_rows(bundle.item_table) if unit_items else bundle.item_table
+    items = np.hstack([factors, biases.reshape(-1, 1)]).astype(np.float32, copy=False)
     users = None
     if bundle.user_table is not None:
-        users = np.hstack([bundle.user_table, np.ones((bundle.user_table.shape[0], 1), np.float32)])
+        queries = unit_rows(bundle.user_table) if unit_users else bundle.user_table
+        users = np.hstack([queries, np.ones((bundle.user_table.shape[0], 1), np.float32)])
     config = bundle.config or {}
     name = config.get("model_class") or config.get("model") or config.get("library")
     model = name if isinstance(name, str) and name else f"the model in {bundle.source.name}"
     table = f"`{bundle.item_key}`" if bundle.item_key else "the item table"
+    item_words = "L2-normalised, " if unit_items else ""
+    query_words = "L2-normalised " if unit_users else ""
+    score = {(True, True): "cos(u,i) + b_i", (True, False): "u·i/|i| + b_i", (False, True): "u·i/|u| + b_i"}.get(
+        (unit_items, unit_users), "u·i + b_i")
+    how = {(True, True): HOW_COSINE, (True, False): HOW_ITEM_UNIT}.get((unit_items, unit_users), HOW)
     description = (
-        f"the item factors {table} with the item bias `{key}` as one more column, each query with a 1 there: "
-        "dot products of these are the model's own scores, u·i + b_i"
+        f"the item factors {table}, {item_words}with the item bias `{key}` as one more column, each {query_words}query "
+        f"with a 1 there: dot products of these are the model's own scores, {score}"
     )
-    return ServedVectors(users, items, "dot", BIASED, description, Serving(model, BIASED, HOW))
+    return ServedVectors(users, items, "dot", BIASED, description, Serving(model, BIASED, how), unit_queries=unit_users)
 
 
 def is_biased(served: ServedVectors | None) -> bool:
@@ -138,12 +193,14 @@ def is_biased(served: ServedVectors | None) -> bool:
     return served is not None and served.source == BIASED
 
 
-def with_bias_column(population: QueryPopulation) -> QueryPopulation:
+def with_bias_column(population: QueryPopulation, served: ServedVectors) -> QueryPopulation:
     """``population``'s queries q as the served [q, 1] (module docstring): what the model
-    adds to q·i is the item's bias, for user rows, history means and query files alike."""
+    adds to q·i is the item's bias, for user rows, history means and query files alike;
+    [q/|q|, 1] where ``served`` normalises its queries (a model scoring cos(u,i) + b_i)."""
     ones = np.ones((population.n_queries, 1), dtype=np.float32)
-    return replace(population, vectors=np.hstack([population.vectors, ones]))
+    queries = unit_rows(population.vectors) if served.unit_queries else population.vectors
+    return replace(population, vectors=np.hstack([queries, ones]))
 
 
-__all__ = ["BIASED", "BIAS_NOTE", "biased_vectors", "is_biased", "one_per_item", "read_state_dict_bias",
+__all__ = ["BIASED", "BIAS_NOTE", "DOT_SCORES", "biased_vectors", "unit_rows", "is_biased", "one_per_item", "read_state_dict_bias",
            "set_item_bias", "state_dict_bias", "with_bias_column"]

@@ -33,7 +33,7 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, tensor_infos
 from auditor.loading.hdf5_safe import H5Walk, read_float32
-from auditor.loading.keras_config import config_nodes, layer_classes
+from auditor.loading.keras_config import config_nodes, layer_classes, normalised_dot
 from auditor.loading.keras_mask import drop_mask_rows, masked_layers
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.zip_members import ZIP_ERRORS, ZipError, data_offset, read_member, zip_reason
@@ -249,7 +249,7 @@ def cosine_score(config: Any, where: str = "config.json") -> dict[str, Any]:
     cosines), with the layer as evidence; {} otherwise (no Dot, or several)."""
     dots = [node.get("config") for node in config_nodes(config) if node.get("class_name") == "Dot"]
     if len(dots) != 1 or not isinstance(dots[0], dict) or dots[0].get("normalize") is not True:
-        return {}
+        return normalised_dot(config, where)  # UnitNormalization on both inputs of a plain Dot
     name = dots[0].get("name")
     layer = f" `{shown(name)}`" if isinstance(name, str) else ""
     return {"scoring": "cosine", "scoring_evidence": f"its score layer{layer} is Dot(normalize=True) in {where}"}

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from auditor.config import LoadOptions
-from auditor.errors import ModelLoadError
 from auditor.loading.keras_config import config_nodes
+from auditor.loading.padding_rows import Padded, drop_padding_rows
 from auditor.model import ModelBundle
 
 _EMBEDDING_CLASSES = ("Embedding", "ReversibleEmbedding")
@@ -34,30 +32,14 @@ def masked_layers(config: Any) -> set[str]:
 
 
 def drop_mask_rows(bundle: ModelBundle, masked: set[str], options: LoadOptions) -> None:
-    """Leave row 0 out of each chosen table whose layer is in ``masked``; the remaining
-    rows hold ids 1..n (unless ``options`` gives the side's id file, which then names the
-    rows after the mask row), said in the mapping line."""
-    for role, key, given in (("item", bundle.item_key, options.item_ids), ("user", bundle.user_key, options.user_ids)):
-        layer = _layer_of(key)
-        table = bundle.item_table if role == "item" else bundle.user_table
-        if layer not in masked or table is None:
-            continue
-        if table.shape[0] < 2:
-            raise ModelLoadError(
-                f"{bundle.source}: the {role} table `{key}` has {table.shape[0]} row, but its layer `{layer}` is an "
-                "Embedding(mask_zero=True), whose row 0 is the mask: it holds no item row"
-            )
-        kept = table[1:]
-        ids = np.arange(1, table.shape[0], dtype=np.int64) if given is None else None
-        source = f"Keras's mask_zero=True on layer `{layer}` (row = id; row 0, the mask index, left out)"
-        if role == "item":
-            bundle.item_table = kept
-            if ids is not None:
-                bundle.item_ids, bundle.item_ids_source = ids, source
-        else:
-            bundle.user_table = kept
-            if ids is not None:
-                bundle.user_ids, bundle.user_ids_source = ids, source
+    """Leave row 0 out of each chosen table whose layer is in ``masked``: the padding
+    rows' one policy (:mod:`auditor.loading.padding_rows`), the remaining rows ids 1..n."""
+    padded: Padded = {}
+    for role, key in (("item", bundle.item_key), ("user", bundle.user_key)):
+        if (layer := _layer_of(key)) in masked:
+            padded[role] = (0, f"its layer `{layer}` is an Embedding(mask_zero=True)",
+                            f"Keras's mask_zero=True on layer `{layer}` (row = id; row 0, the mask index, left out)")
+    drop_padding_rows(bundle, padded, options)
 
 
 def _layer_of(key: str | None) -> str | None:

@@ -25,7 +25,7 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError, setting
 from auditor.loading.discovery import choose_tables, tensor_infos
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.item_bias import BIAS_NOTE, state_dict_bias
+from auditor.loading.item_bias import BIAS_NOTE, DOT_SCORES, state_dict_bias
 from auditor.loading.logs import maybe_int
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.safe_pickle import Placeholder, as_mapping, placeholder_attrs, qualname_of
@@ -370,7 +370,7 @@ def _bundle(found: _Found, path: Path, options: LoadOptions, how: str) -> ModelB
             f"{setting('item_key')} {options.item_key!r} names no other table popaudit reads from it"
         )
     if found.item_bias is not None:
-        notes.append(BIAS_NOTE.format(path=path, n=found.item_bias.shape[0], key=found.bias_key))
+        notes.append(BIAS_NOTE.format(path=path, n=found.item_bias.shape[0], key=found.bias_key, scores=DOT_SCORES))
     state: dict[str, torch.Tensor] = {found.item_key: torch.from_numpy(found.item)}
     if found.user is not None and found.user_key is not None:
         state[found.user_key] = torch.from_numpy(found.user)

@@ -127,6 +127,10 @@ def _towers(graph: Any, item: str, user: str | None, config: dict[str, Any]) -> 
         both = " and the user vectors" if users is not None and users.normalised else ""
         config["scoring"] = "cosine"
         config["scoring_evidence"] = f"its graph L2-normalises the item vectors{both} before the score"
+        if not both:  # with an item bias the user's norm then ranks too (u·i/|i| + b_i)
+            config["scoring_sides"] = "item"
+    elif users is not None and users.normalised:  # ranks as dot, but beside an item bias as u·i/|u| + b_i
+        config["scoring_sides"] = "user"
     return {"item": items.ops, "user": users.ops if users is not None else ()}
 
 

@@ -198,6 +198,9 @@ class ServedVectors:
     raw_queries: bool = False
     """The items are served as the model serves them, but the queries are raw user-table
     rows where the model's user tower computes more (a stand-in on the query side)."""
+    unit_queries: bool = False
+    """Queries are L2-normalised before they meet these items (a model scoring cos(u,i) + b_i,
+    :mod:`auditor.loading.item_bias`)."""
 
     @property
     def as_served(self) -> bool:

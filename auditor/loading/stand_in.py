@@ -100,6 +100,9 @@ def tables_stand_in(bundle: ModelBundle, users_queried: bool) -> ServedVectors |
     user = _beyond(bundle, "user") if users_queried and bundle.user_table is not None else None
     config = bundle.config or {}
     cosine = config.get("scoring") == "cosine"
+    doubt = config.get("scoring_doubt")
+    if isinstance(doubt, str) and doubt and not cosine:
+        return _doubted(bundle, model, doubt, _stand_in(bundle, model, item, user, "dot") if item or user else None)
     if item is None and user is None:
         if not cosine:
             return None
@@ -109,6 +112,25 @@ def tables_stand_in(bundle: ModelBundle, users_queried: bool) -> ServedVectors |
         return ServedVectors(bundle.user_table, bundle.item_table, "cosine", "tables",
                              f"the stored tables, compared by cosine{why}", serving, [cosine_note(model)])
     return _stand_in(bundle, model, item, user, "cosine" if cosine else "dot")
+
+
+def doubt_note(model: str, doubt: str) -> str:
+    """The warning of a file that normalises vectors where popaudit cannot tell how they are scored."""
+    return (
+        f"the stored tables stand in for the vectors {model} scores: {doubt}, so it may score by cosine (its own "
+        "lists would then be the 'cosine' column, not 'dot'); to audit what it serves, give a plugin that loads the "
+        f"model ({setting('plugins')}), or save its towers' outputs for every row as the tables of a plain file"
+    )
+
+
+def _doubted(bundle: ModelBundle, model: str, doubt: str, stood: ServedVectors | None) -> ServedVectors:
+    """The tables standing in, said first, where the file normalises vectors in a way
+    popaudit cannot place (the config's ``scoring_doubt``): never audited as plain dot."""
+    note = doubt_note(model, doubt)
+    if stood is not None:
+        return replace(stood, warnings=[note, *stood.warnings])
+    serving = Serving(model, OTHER, f"a score over normalised vectors ({doubt})")
+    return ServedVectors(bundle.user_table, bundle.item_table, "dot", "tables", "the stored tables", serving, [note])
 
 
 def _recorded_model(bundle: ModelBundle, serving: Serving) -> ServedVectors:
@@ -166,4 +188,4 @@ def _stand_in(bundle: ModelBundle, model: str, item: Beyond | None, user: Beyond
     return ServedVectors(bundle.user_table, bundle.item_table, scoring, "tables", description, serving, warnings)
 
 
-__all__ = ["cosine_note", "raw_user_rows", "tables_stand_in"]
+__all__ = ["cosine_note", "doubt_note", "raw_user_rows", "tables_stand_in"]

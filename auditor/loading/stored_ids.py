@@ -66,19 +66,22 @@ def ids_beside_weights(checkpoint: Mapping[str, object], tensors: Mapping[str, o
     (kept beside ``model_state_dict``: ``torch.save({"model_state_dict": sd, "item_ids": ids})``,
     or text ids no tensor holds): the file's word on the rows, as a buffer is, so they are
     carried to :func:`take_stored_ids`, never dropped (ρ 0.99 read as −0.11). One the weights
-    also hold under that name, with other values, is refused: which maps the rows is not evident."""
+    also hold under that name (or as a buffer ``<module>.item_ids``), with other values, is
+    refused: which maps the rows is not evident; with the same values, the two are one record."""
     out: dict[str, object] = {}
     for key in ID_MEMBERS.values():
         value = checkpoint.get(key)
-        inner = tensors.get(key)
-        if value is None or inner is value:
+        inner = {k: v for k, v in tensors.items() if k.rsplit(".", 1)[-1] == key}  # `item_ids`, a `model.item_ids` buffer
+        if value is None or any(v is value for v in inner.values()):
             continue
-        if inner is None:
+        if not inner:
             out[key] = value
-        elif model_key is not None and not np.array_equal(_as_array(inner), _as_array(value)):
+            continue
+        differ = [k for k, v in inner.items() if not np.array_equal(_as_array(v), _as_array(value))]
+        if differ and model_key is not None:  # identical ids inside and beside are one record (Loaders F4)
             raise IdMappingError(
-                f"{path} stores `{key}` both beside `{model_key}` and inside it, with different values: which "
-                f"maps the rows is not evident; keep one, or pass {setting(key)} FILE"
+                f"{path} stores `{key}` both beside `{model_key}` and inside it (`{differ[0]}`), with different "
+                f"values: which maps the rows is not evident; keep one, or pass {setting(key)} FILE"
             )
     return out
 

@@ -67,6 +67,11 @@ class TorchFile:
     warnings: list[str] = field(default_factory=list)
     storages: dict[str, Storage] = field(default_factory=dict)
     """zip archives: each storage read, by its key (``Storage.key`` names its zip member)."""
+    script: tuple[str, str] | None = None
+    """TorchScript: the root module's saved ``forward`` and the rest of the model's own code
+    (not torch's library classes), as text (:mod:`auditor.loading.script_scoring`)."""
+    padding_rows: dict[str, int] = field(default_factory=dict)
+    """TorchScript: ``<module>.weight`` -> the ``padding_idx`` its ``nn.Embedding`` records."""
 
     def storage_of(self, tensor: torch.Tensor) -> Storage | None:
         """The storage ``tensor`` is a view of (every view shares its storage's bytes), or None."""
@@ -152,8 +157,12 @@ def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile
     script = [i for n, i in infos.items() if n.startswith(f"{prefix}/code/")]
     if f"{prefix}/constants.pkl" not in infos and not script:
         return TorchFile(loaded.value, "zip", loaded.placeholders, storages=storages)
-    tensors, notes = _script_tensors(loaded, _script_classes(fh, size, zf, script))
-    return TorchFile(loaded.value, "torchscript", loaded.placeholders, tensors, notes)
+    classes = _script_classes(fh, size, zf, script)
+    tensors, notes, padding = _script_tensors(loaded, classes)
+    root = classes.get(qualname_of(loaded.value)) if isinstance(loaded.value, Placeholder) else None
+    own = "\n".join(c.forward for n, c in classes.items() if not n.startswith("__torch__.torch.") and c is not root)
+    return TorchFile(loaded.value, "torchscript", loaded.placeholders, tensors, notes,
+                     script=(root.forward if root else "", own), padding_rows=padding)
 
 
 # ------------------------------------------------------------------ legacy files and plain pickles
@@ -254,10 +263,14 @@ class _ScriptClass:
     buffers: list[str]
     state_names: list[str | None]
     """For a custom ``__getstate__``: the attribute each slot of its tuple holds."""
+    forward: str = ""
+    padding_idx: int | None = None
+    """An ``nn.Embedding``'s recorded ``padding_idx`` constant (None: none recorded)."""
 
 
 _CLASS = re.compile(r"^class (\w+)\((\w*)\):", re.M)
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_PADDING = re.compile(r"^  padding_idx : Final\[int\] = (-?\d+)$", re.M)
 
 
 def _script_classes(fh: io.BufferedIOBase, size: int, zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo]) -> dict[str, _ScriptClass]:
@@ -274,8 +287,10 @@ def _script_classes(fh: io.BufferedIOBase, size: int, zf: zipfile.ZipFile, infos
         found = list(_CLASS.finditer(text))
         for i, match in enumerate(found):
             body = text[match.end() : found[i + 1].start() if i + 1 < len(found) else len(text)]
+            padding = _PADDING.search(body) if match.group(1) == "Embedding" else None
             classes[f"{module}.{match.group(1)}"] = _ScriptClass(
-                match.group(2) == "Module", _listed(body, "__parameters__"), _listed(body, "__buffers__"), _state_names(body)
+                match.group(2) == "Module", _listed(body, "__parameters__"), _listed(body, "__buffers__"), _state_names(body),
+                _method(body, "forward"), int(padding.group(1)) if padding else None,
             )
     return classes
 
@@ -317,8 +332,12 @@ def _script_attrs(module: Placeholder, cls: _ScriptClass | None, notes: list[str
     return {}
 
 
-def _script_tensors(loaded: Unpickled, classes: dict[str, _ScriptClass]) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """Named parameters then named buffers, as ``named_parameters()``/``named_buffers()`` give them."""
+def _script_tensors(
+    loaded: Unpickled, classes: dict[str, _ScriptClass]
+) -> tuple[dict[str, torch.Tensor], list[str], dict[str, int]]:
+    """Named parameters then named buffers, as ``named_parameters()``/``named_buffers()``
+    give them, and each Embedding weight's recorded ``padding_idx``."""
+    padding: dict[str, int] = {}
     params: dict[str, torch.Tensor] = {}
     buffers: dict[str, torch.Tensor] = {}
     notes: list[str] = []
@@ -331,6 +350,8 @@ def _script_tensors(loaded: Unpickled, classes: dict[str, _ScriptClass]) -> tupl
         seen.add(id(module))
         cls = classes.get(qualname_of(module))
         attrs = _script_attrs(module, cls, notes)
+        if cls is not None and cls.padding_idx is not None:
+            padding[f"{prefix}weight"] = cls.padding_idx
         for name, value in attrs.items():
             if not isinstance(value, torch.Tensor) or id(value) in seen:
                 continue
@@ -340,7 +361,7 @@ def _script_tensors(loaded: Unpickled, classes: dict[str, _ScriptClass]) -> tupl
                 seen.add(id(value))  # a tensor shared by two modules is named once, as torch does
         kids = [(n, v) for n, v in attrs.items() if isinstance(v, Placeholder) and _script_module(v, classes)]
         stack.extend((f"{prefix}{n}.", v) for n, v in reversed(kids))
-    return {**params, **buffers}, notes
+    return {**params, **buffers}, notes, padding
 
 
 def _script_module(obj: Placeholder, classes: dict[str, _ScriptClass]) -> bool:

@@ -17,6 +17,7 @@ from auditor.loading.discovery import choose_tables, table_to_numpy, tensor_info
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.recbole import finish_recbole
 from auditor.loading.stored_ids import take_stored_ids
+from auditor.loading.padding_rows import drop_padding_rows, recorded_padding
 from auditor.model import InteractionPairs, ModelBundle
 
 
@@ -34,6 +35,12 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         if choice.user is not None
         else None
     )
+    config = raw.config
+    if raw.script is not None:  # TorchScript: how its saved code scores, read as text
+        from auditor.loading.script_scoring import script_scoring
+
+        user_key = choice.user.key if choice.user else None
+        config = {**(config or {}), **script_scoring(*raw.script, choice.item.key, user_key)} or None
     bundle = ModelBundle(
         source=path,
         format=raw.format,
@@ -43,7 +50,7 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         user_key=choice.user.key if choice.user else None,
         state_dict=raw.tensors,
         optimizer_state=raw.optimizer_state,
-        config=raw.config,
+        config=config,
         warnings=warnings,
         module=raw.module,
         replaced_globals=raw.replaced_globals,
@@ -52,6 +59,9 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
         finish_recbole(bundle, options)
     else:  # stored ids map the rows (a textbook MF's item bias: the load stage's one policy)
         take_stored_ids(bundle, {**raw.tensors, **raw.stored_ids}, options)
+        what = "the TorchScript archive" if raw.format == "torchscript" else "the pickled module"
+        padded = recorded_padding(raw.tensors, raw.padding_rows, bundle.item_key, bundle.user_key, what)
+        drop_padding_rows(bundle, padded, options)  # padding_idx rows are no items (Keras mask_zero's policy)
     return bundle
 
 

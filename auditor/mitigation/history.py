@@ -130,10 +130,11 @@ def _queries(inputs: AuditInputs, bundle: ModelBundle, config: AuditConfig, prog
              cache: InputCache) -> QueryPopulation:
     """The history queries ``check OUT`` builds from the rescaled rows of ``bundle``: for a
     model with an item bias, the means of its rescaled factors q, served as [q, 1]."""
-    if not is_biased(inputs.served_vectors):
+    served = inputs.served_vectors
+    if served is None or not is_biased(served):
         return population_of(bundle, config, progress, cache.logs)
     factors = replace(inputs.bundle, item_table=np.ascontiguousarray(bundle.item_table[:, :-1]))
-    return with_bias_column(population_of(factors, config, progress, cache.logs))
+    return with_bias_column(population_of(factors, config, progress, cache.logs), served)
 
 
 def _rescaled(bundle: ModelBundle, alpha: float, config: AuditConfig) -> ModelBundle:

@@ -92,7 +92,7 @@ def biased_io(
     """``read``/``write`` over the served rows [i, b_i] of an item table and its per-item
     bias (:mod:`auditor.loading.item_bias`): the rule rescales the two together."""
     read_rows, write_rows = torch_io(source, target)
-    column, column_out = bias.reshape(-1), bias_out.reshape(-1)  # (n,) views of (n,) or (n, 1)
+    column, column_out = bias.reshape(-1), bias_out.reshape(-1)  # (n,) views of (n,), (n, 1) or a Linear's (1, n)
 
     def read(start: int, stop: int) -> np.ndarray:
         return np.hstack([read_rows(start, stop), column[start:stop].to(torch.float64).numpy()[:, None]])
@@ -123,7 +123,7 @@ def _bias_of(pool: dict[str, Any], key: str | None, n_rows: int, source: Path) -
     if key is None:
         return None
     bias = pool.get(key)
-    if not isinstance(bias, torch.Tensor) or tuple(bias.shape) not in ((n_rows,), (n_rows, 1)):
+    if not isinstance(bias, torch.Tensor) or tuple(bias.shape) not in ((n_rows,), (n_rows, 1), (1, n_rows)):
         raise ModelLoadError(f"{source}: cannot find the item bias {key!r} of {n_rows} values that check serves with")
     return bias
 

@@ -45,6 +45,14 @@ def _ckpt_ids_inside_and_beside_differ(d: Path) -> Built:
     return Built(check_args("model.pt"))
 
 
+def _lightning_buffer_ids_beside_differ(d: Path) -> Built:
+    """Loaders F4: a Lightning `model.item_ids` buffer and other ids beside the state_dict."""
+    log(d)
+    torch.save({"state_dict": {"model.item_emb.weight": torch.randn(N_ITEMS, 4), "model.item_ids": torch.arange(N_ITEMS)},
+                "pytorch-lightning_version": "2.4.0", "item_ids": torch.arange(N_ITEMS).flip(0)}, d / "model.ckpt")  # fmt: skip
+    return Built(check_args("model.ckpt"))
+
+
 def _float_id_buffer(d: Path) -> Built:
     """A state dict whose item_ids buffer holds floats: no id map."""
     log(d)
@@ -142,8 +150,12 @@ CASES = [
          r"model\.pt \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 10 rows of "
          r"the item table; pass --item-ids FILE"),
     Case("checkpoint-item-ids-inside-and-beside-differ", _ckpt_ids_inside_and_beside_differ, EXIT_ERROR,
-         r"model\.pt stores `item_ids` both beside `model_state_dict` and inside it, with different values: which "
+         r"model\.pt stores `item_ids` both beside `model_state_dict` and inside it \(`item_ids`\), with different "
+         r"values: which "
          r"maps the rows is not evident; keep one, or pass --item-ids FILE"),
+    Case("lightning-buffer-item-ids-and-beside-differ", _lightning_buffer_ids_beside_differ, EXIT_ERROR,
+         r"model\.ckpt stores `item_ids` both beside `state_dict` and inside it \(`model\.item_ids`\), with different "
+         r"values: which maps the rows is not evident; keep one, or pass --item-ids FILE"),
     Case("state-dict-float-item-ids", _float_id_buffer, EXIT_ERROR,
          r"model\.pt \(`item_ids`\) is named as the raw item id of each row, but it holds float32 values of shape "
          r"\[10\], not a list of integer or text ids; pass --item-ids FILE"),

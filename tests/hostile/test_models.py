@@ -681,7 +681,21 @@ def _only_bias_columns(d: Path) -> Built:
     return Built(check_args("model.pt"))
 
 
+def _padding_out_of_range(d: Path) -> Built:
+    """A pickled module whose nn.Embedding records padding_idx=999 over 20 rows (Loaders F3):
+    the file contradicts itself, so no row is dropped silently."""
+    log(d)
+    module = torch.nn.Module()
+    module.item_embedding = torch.nn.Embedding(20, 4)
+    module.item_embedding.padding_idx = 999
+    torch.save(module, d / "model.pt")
+    return Built(check_args("model.pt"))
+
+
 CASES = [
+    Case("padding-idx-beyond-the-table", _padding_out_of_range, EXIT_ERROR,
+         r"model\.pt: the pickled module records nn\.Embedding\(padding_idx=999\) for `item_embedding`, but the item "
+         r"table `item_embedding\.weight` has no row 999 \(it has 20 rows\)"),
     Case("empty-pt", _simple("model.pt", b""), EXIT_ERROR, r"model\.pt.*the file is empty \(0 bytes\)"),
     Case("empty-npy", _simple("items.npy", b""), EXIT_ERROR, r"items\.npy.*the file is empty \(0 bytes\)"),
     Case("empty-safetensors", _simple("m.safetensors", b""), EXIT_ERROR, r"m\.safetensors.*the file is empty"),
