@@ -247,9 +247,12 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
             config: AuditConfig) -> Accuracy:
     """The accuracy section with its trade-off decided at the verdict's quoted K, with
     paired bootstrap intervals over users."""
-    from auditor.harm import quoted_cutoff
+    from auditor.harm import quoted_cutoff, saturated_text
 
     k = quoted_cutoff(sections)
+    if k is None and (full := saturated_text(sections)):  # no K can tell the scorings' head shares apart
+        return replace(evaluation.accuracy, recommendation=f"The trade-off is not judged: {full}, so no measured K "
+                       "can tell the scorings' head shares apart.")
     if k is None or sections.retrieval is None or serving is None:
         return evaluation.accuracy
     values = None

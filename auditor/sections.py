@@ -15,10 +15,8 @@ HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
     ("moderate", 1.25, 0.02),
     ("low", 1.1, 0.005),
 )
-"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share: the
-bands :mod:`auditor.harm` grades with, here at the bottom so that every figure printed
-beside them (:func:`auditor.wording.ratio_figure`, :func:`auditor.wording.pct_pair`) can
-keep to the side of an edge it is on."""
+"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share: the bands
+:mod:`auditor.harm` grades with, here so that figures printed beside them keep to their side."""
 EDGE_SLACK = 1e-9
 """Relative slack at a band's edges: head shares are ratios of slot counts, and their
 quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which must not
@@ -228,6 +226,9 @@ class Retrieval:
     exposure_shift: dict[int, dict[str, Any]] = field(default_factory=dict)
     """K -> the items dot serving raises and lowers most over cosine, JSON-ready: ``k``,
     ``n``, ``n_queries``, ``definition``, ``gained`` and ``lost`` (docs/report.md)."""
+    saturated: dict[int, bool] = field(default_factory=dict)
+    """K -> whether K reaches every query's candidate count (the catalogue less its excluded
+    training items): every scoring's list then holds every candidate (empty: not known)."""
 
     def approximate(self, k: int | None = None) -> str:
         """How figures from these lists are said when an approximate index found them,

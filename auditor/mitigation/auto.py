@@ -47,7 +47,8 @@ def chosen_alpha(accuracy: Accuracy) -> float:
     alpha = scoring_alpha(accuracy.recommended) if accuracy.recommended is not None else None
     if alpha is None:
         said = accuracy.recommendation or "no scoring was recommended"
-        raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with ({said})")
+        raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with "
+                         f"({said.rstrip('.')}); give {setting('alpha')} a number in [0, 1]")
     if alpha == 1.0:
         raise NoClearGainError(
             f"{setting('alpha')} auto wrote nothing: the trade-off keeps dot-product serving. "

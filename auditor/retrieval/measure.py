@@ -49,7 +49,7 @@ from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
 from auditor.retrieval.served import reserved_said
-from auditor.retrieval.serving import popular_lists
+from auditor.retrieval.serving import popular_lists, saturated_cutoffs
 
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
@@ -285,7 +285,6 @@ def measure_retrieval(
     warnings += [note] if (note := tied_groups_warning(measures.context)) else []
     ks = sorted({min(k, n_items) for k in settings.ks})
     warnings += _settings_notes(settings, n_items)
-
     table = bundle.item_table
     check_memory_ceiling(settings.max_memory, dim, "the item table", n_items)
     n_zero_items = _scan_items(table, settings.max_memory)
@@ -317,6 +316,7 @@ def measure_retrieval(
         population=population_section(population),
         user_groups=group_tables,
         tied_ratio=tied_ratio(measures.context),
+        saturated=saturated_cutoffs(ks, n_items, population.exclude),
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
                             popularity=popularity, context=measures.context,
