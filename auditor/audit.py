@@ -84,7 +84,7 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
     bundle, stats, warnings, not_measured = inputs.bundle, inputs.stats, inputs.warnings, inputs.not_measured
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
-    frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table))
+    frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table, bundle.item_dtype))
     _check_trace_settings(inputs, config, warnings)
     _check_trace_end(inputs, frequency_norm, warnings)
     serving = _serve(inputs, norms, config, progress, registered)

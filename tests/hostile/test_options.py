@@ -135,6 +135,18 @@ def _saturated_report(d: Path, outcome: Outcome) -> None:
     assert "the harm is not measured at K=10" in report["verdict"]["summary"]
 
 
+def _one_norm_bf16(d: Path) -> Built:
+    """The standard table rescaled to one norm and stored in bfloat16 (read as float32):
+    its norms differ by bf16 rounding alone, so ρ is undefined, not a ρ of the noise."""
+    import torch
+
+    standard(d)
+    rows = np.load(d / "items.npy").astype(np.float64)
+    torch.save({"item_embedding.weight": torch.tensor(rows / np.linalg.norm(rows, axis=1, keepdims=True)).bfloat16()},
+               d / "model.pt")
+    return Built(check_args("model.pt", "--no-retrieval", "--fail-on", "spearman>0.5"))
+
+
 def _readonly(d: Path) -> Built:
     standard(d)
     folder = unwritable_folder(d)
@@ -233,6 +245,9 @@ CASES = [
          r"cannot evaluate --fail-on spearman>0\.5: every item has the same norm.*: the correlation is undefined\. "
          r"The norms carry no popularity here .*gate the verdict's grade with --fail-on 'severity_level>=1' "
          r"\(graded none on this run\) instead$"),
+    Case("fail-on-spearman-bf16-one-norm-table", _one_norm_bf16, EXIT_ERROR,
+         r"cannot evaluate --fail-on spearman>0\.5: every item has the same norm to within bfloat16 rounding .*: the "
+         r"correlation is undefined"),
     Case("fail-on-kendall-one-norm-no-retrieval", _check("--no-retrieval", "--fail-on", "kendall<0", make=_one_norm),
          EXIT_ERROR, r"cannot evaluate --fail-on kendall<0: every item has the same norm.*--fail-on "
          r"'severity_level>=1' on a run that measures retrieval \(this one graded nothing\) instead$"),
