@@ -247,7 +247,7 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
             config: AuditConfig) -> Accuracy:
     """The accuracy section with its trade-off decided at the verdict's quoted K, with
     paired bootstrap intervals over users."""
-    from auditor.harm import quoted_cutoff, saturated_text
+    from auditor.harm import graded_head, quoted_cutoff, saturated_text
 
     k = quoted_cutoff(sections)
     if k is None and (full := saturated_text(sections)):  # no K can tell the scorings' head shares apart
@@ -255,12 +255,13 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
                        "can tell the scorings' head shares apart.")
     if k is None or sections.retrieval is None or serving is None:
         return evaluation.accuracy
-    values = None
+    values, head = None, graded_head(sections)  # the trade-off judges the head that graded the severity
     if serving.popularity is not None and k in evaluation.ndcg:
-        values = UserValues(evaluation.ndcg[k], head_slots(serving.lists, serving.popularity, k))
+        values = UserValues(evaluation.ndcg[k], head_slots(serving.lists, serving.popularity, k, head))
     served = sections.served_vectors  # a model that scores by cosine: its own lists are the incumbent
     own = "cosine" if served is not None and served.as_served and served.scoring == "cosine" else "dot"
-    return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed, own)
+    return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed, own,
+                          head)
 
 
 def _fields(sections: MeasuredSections) -> dict[str, Any]:

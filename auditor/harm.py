@@ -134,6 +134,14 @@ def worst_skew(result: MeasuredSections) -> Skew | None:
     return max(skews, key=weight)
 
 
+def graded_head(result: MeasuredSections) -> int:
+    """The head that graded the severity (the top 10% where they reached their band and the
+    top 1% graded lower, else the top 1%): the head the accuracy trade-off judges a serving
+    change on too, so that its advice is about the head share the verdict quotes."""
+    skew = worst_skew(result)
+    return HEADS[0] if skew is None else skew.head
+
+
 def narrow_skew(result: MeasuredSections, skew: Skew) -> Skew | None:
     """The top-1% skew at ``skew``'s K when a wider head graded it (what the verdict quotes
     beside it: the narrow head's smaller figures), else None."""

@@ -223,8 +223,8 @@ def _optional_change(result: MeasuredSections) -> str:
     chosen = None if accuracy is None else accuracy.recommended
     if accuracy is None or chosen is None or chosen == accuracy.incumbent:  # the model's own scoring stays
         return ""
-    return (f" (the accuracy trade-off still finds that {chosen} serves the top-1% items less within the accuracy "
-            "tolerance: an option, not a fix)")
+    return (f" (the accuracy trade-off still finds that {chosen} serves the top-{accuracy.head_percent}% items less "
+            "within the accuracy tolerance: an option, not a fix)")
 
 
 def _unseen_head(result: MeasuredSections, unseen: Skew) -> str:
