@@ -170,7 +170,7 @@ def with_untrained_lists(
     ks = sorted({min(k, n_items) for k in settings.ks})
     _, found, _ = _scoring_lists(untrained, bundle.item_table, ks, settings, bundle, progress)
     popularity = _popularity(stats, settings.popularity, n_items)
-    extra = _named(found, popular_lists(ExposureMeasures(popularity), ks[-1], n, untrained.exclude))
+    extra = _named(found, popular_lists(ExposureMeasures(popularity, item_ids=bundle.item_ids), ks[-1], n, untrained.exclude))
     if served is not None:
         extra["served"] = served
     joined = {}
@@ -375,7 +375,7 @@ def _definitions(
         popularity=f"popularity: {kind} per item (head share, arp, aplt, most-popular list)",
         queries=f"queries: {population.description}",
         seen_items=f"seen items: {seen}",
-        ties="ties: higher score first, then lower item row; popular list: by popularity, then row",
+        ties="ties: higher score first, then lower item row; popular list: by popularity, then raw item id",
         zero_vectors="zero vectors: zero queries are dropped; zero-norm items are never served by cosine",
     )
     return definitions
