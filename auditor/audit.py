@@ -27,7 +27,7 @@ from auditor.loading.item_bias import is_biased
 from auditor.loading.statistics import InputCache
 from auditor.memory import block_rows
 from auditor.metrics.builtin_measures import bias_spearman
-from auditor.metrics.exposure import novelty_unmeasured
+from auditor.metrics.exposure import canonical_rows, novelty_unmeasured
 from auditor.metrics.frequency_norm import NormPrecision, frequency_norm_stats, item_norms, norm_precision
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.metrics.harm_inputs import relevant_rows, with_exposure_shift
@@ -84,7 +84,8 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
     bundle, stats, warnings, not_measured = inputs.bundle, inputs.stats, inputs.warnings, inputs.not_measured
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
-    frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table))
+    frequency_norm = _frequency_norm(norms, stats, config, progress, warnings, norm_precision(bundle.item_table, bundle.item_dtype),
+                                     bundle.item_ids)
     _check_trace_settings(inputs, config, warnings)
     _check_trace_end(inputs, frequency_norm, warnings)
     serving = _serve(inputs, norms, config, progress, registered)
@@ -193,14 +194,19 @@ def _say_not_measured(
 
 def _frequency_norm(
     norms: Any, stats: ItemStats | None, config: AuditConfig, progress: Progress, warnings: list[str],
-    precision: NormPrecision,
+    precision: NormPrecision, item_ids: Any = None,
 ) -> FrequencyNorm | None:
     """The frequency–norm statistics of ``norms``, which count as constant when equal to
-    within the table's rounding (``precision``)."""
+    within the table's rounding (``precision``); the items in the order of their raw ids
+    (``item_ids``), so that the seeded bootstrap resamples the same items whatever order
+    the file stores the rows in (every statistic but its resamples ignores the order)."""
     if stats is None:
         return None
+    frequencies, order = stats.frequencies, canonical_rows(item_ids)
+    if order is not None:
+        norms, frequencies = np.asarray(norms)[order], np.asarray(frequencies)[order]
     with progress.track("Frequency–norm statistics"):
-        frequency_norm, notes = frequency_norm_stats(norms, stats.frequencies, n_bootstrap=config.bootstrap,
+        frequency_norm, notes = frequency_norm_stats(norms, frequencies, n_bootstrap=config.bootstrap,
                                                      seed=config.seed, precision=precision)
     warnings.extend(notes)
     return frequency_norm
@@ -218,7 +224,8 @@ def _served_vectors(
     if served.items is not inputs.bundle.item_table:  # SimpleX serves its stored item table
         table = served.items
         norms = item_norms(table, block=block_rows(int(table.shape[1]), 8, config.max_memory))
-        frequency_norm = _frequency_norm(norms, inputs.stats, config, progress, warnings, norm_precision(table))
+        frequency_norm = _frequency_norm(norms, inputs.stats, config, progress, warnings, norm_precision(table),
+                                         inputs.bundle.item_ids)  # the stored table's rows, and ids
     not_served = None if served.as_served else "; ".join(served.warnings) or None
     biases, stats = inputs.bundle.item_biases, inputs.stats
     biased = is_biased(served) and biases is not None and stats is not None
@@ -247,17 +254,21 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
             config: AuditConfig) -> Accuracy:
     """The accuracy section with its trade-off decided at the verdict's quoted K, with
     paired bootstrap intervals over users."""
-    from auditor.harm import quoted_cutoff
+    from auditor.harm import graded_head, quoted_cutoff, saturated_text
 
     k = quoted_cutoff(sections)
+    if k is None and (full := saturated_text(sections)):  # no K can tell the scorings' head shares apart
+        return replace(evaluation.accuracy, recommendation=f"The trade-off is not judged: {full}, so no measured K "
+                       "can tell the scorings' head shares apart.")
     if k is None or sections.retrieval is None or serving is None:
         return evaluation.accuracy
-    values = None
+    values, head = None, graded_head(sections)  # the trade-off judges the head that graded the severity
     if serving.popularity is not None and k in evaluation.ndcg:
-        values = UserValues(evaluation.ndcg[k], head_slots(serving.lists, serving.popularity, k))
+        values = UserValues(evaluation.ndcg[k], head_slots(serving.lists, serving.popularity, k, head))
     served = sections.served_vectors  # a model that scores by cosine: its own lists are the incumbent
     own = "cosine" if served is not None and served.as_served and served.scoring == "cosine" else "dot"
-    return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed, own)
+    return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed, own,
+                          head)
 
 
 def _fields(sections: MeasuredSections) -> dict[str, Any]:

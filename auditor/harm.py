@@ -14,7 +14,7 @@ from auditor.result import SEVERITIES, MeasuredSections, Severity
 from auditor.sections import EDGE_SLACK as EDGE_SLACK  # the bands live at the bottom, for the wording
 from auditor.sections import HARM_BANDS as HARM_BANDS
 from auditor.sections import finite_figure, share_ratio
-from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure
+from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure, saturated_said
 
 SERVED_SHARE = 0.1
 """Cut-offs K up to this share of the catalogue are the lists a user is served."""
@@ -86,11 +86,29 @@ def served_ks(ks: Iterable[int], n_items: int | None) -> list[int]:
     return [k for k in ks if k <= SERVED_SHARE * n_items] or ks[:1]
 
 
-def served_cutoffs(result: MeasuredSections) -> list[int]:
-    """The measured cut-offs K the verdict may quote (:func:`served_ks`)."""
-    if result.retrieval is None or not result.retrieval.at:
+def measured_cutoffs(result: MeasuredSections) -> list[int]:
+    """The measured cut-offs K whose lists can tell scorings apart (not
+    :data:`~auditor.wording.SATURATED`: there every list holds every candidate), ascending."""
+    if result.retrieval is None:
         return []
-    return served_ks(result.retrieval.at, result.inputs.n_items)
+    return sorted(k for k in result.retrieval.at if not result.retrieval.saturated.get(k, False))
+
+
+def saturated_cutoffs(result: MeasuredSections) -> list[int]:
+    """The measured cut-offs K at which the harm is not measured (every list holds every candidate), ascending."""
+    retrieval = result.retrieval
+    return [] if retrieval is None else sorted(k for k in retrieval.at if retrieval.saturated.get(k, False))
+
+
+def saturated_text(result: MeasuredSections) -> str:
+    """The harm not measured at the saturated K, in words ("" when none is)."""
+    return saturated_said(saturated_cutoffs(result))
+
+
+def served_cutoffs(result: MeasuredSections) -> list[int]:
+    """The measured cut-offs K the verdict may quote (:func:`served_ks` of :func:`measured_cutoffs`)."""
+    ks = measured_cutoffs(result)
+    return served_ks(ks, result.inputs.n_items) if ks else []
 
 
 def skew_at(result: MeasuredSections, k: int, head: int = 1) -> Skew:
@@ -114,6 +132,14 @@ def worst_skew(result: MeasuredSections) -> Skew | None:
         return (SEVERITIES.index(skew.severity), skew.head == HEADS[0], ratio, -skew.k)
 
     return max(skews, key=weight)
+
+
+def graded_head(result: MeasuredSections) -> int:
+    """The head that graded the severity (the top 10% where they reached their band and the
+    top 1% graded lower, else the top 1%): the head the accuracy trade-off judges a serving
+    change on too, so that its advice is about the head share the verdict quotes."""
+    skew = worst_skew(result)
+    return HEADS[0] if skew is None else skew.head
 
 
 def narrow_skew(result: MeasuredSections, skew: Skew) -> Skew | None:

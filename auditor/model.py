@@ -87,6 +87,10 @@ class ModelBundle:
     pickle, safetensors, npy, parquet, or a plugin's name."""
     item_table: np.ndarray
     item_key: str | None = None
+    item_dtype: str | None = None
+    """The dtype the file stores the item table in (``bfloat16``, ``float16``, ``float64``...),
+    which ``item_table`` (float32) no longer shows: the rounding its norms carry
+    (:func:`~auditor.metrics.frequency_norm.norm_precision`). Set by :func:`~auditor.loading.finish_bundle`."""
     user_table: np.ndarray | None = None
     user_key: str | None = None
     item_ids: np.ndarray | None = None

@@ -15,10 +15,8 @@ HARM_BANDS: tuple[tuple[Severity, float, float], ...] = (
     ("moderate", 1.25, 0.02),
     ("low", 1.1, 0.005),
 )
-"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share: the
-bands :mod:`auditor.harm` grades with, here at the bottom so that every figure printed
-beside them (:func:`auditor.wording.ratio_figure`, :func:`auditor.wording.pct_pair`) can
-keep to the side of an edge it is on."""
+"""(severity, minimum dot/cosine ratio, minimum excess share) of top-1% head share: the bands
+:mod:`auditor.harm` grades with, here so that figures printed beside them keep to their side."""
 EDGE_SLACK = 1e-9
 """Relative slack at a band's edges: head shares are ratios of slot counts, and their
 quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which must not
@@ -228,6 +226,9 @@ class Retrieval:
     exposure_shift: dict[int, dict[str, Any]] = field(default_factory=dict)
     """K -> the items dot serving raises and lowers most over cosine, JSON-ready: ``k``,
     ``n``, ``n_queries``, ``definition``, ``gained`` and ``lost`` (docs/report.md)."""
+    saturated: dict[int, bool] = field(default_factory=dict)
+    """K -> whether K reaches every query's candidate count (the catalogue less its excluded
+    training items): every scoring's list then holds every candidate (empty: not known)."""
 
     def approximate(self, k: int | None = None) -> str:
         """How figures from these lists are said when an approximate index found them,
@@ -253,8 +254,8 @@ class RankingAccuracy:
 
 @dataclass(frozen=True)
 class ScoringChange:
-    """One scoring against dot at the trade-off's K: its NDCG@K and top-1% head share minus
-    dot's, with paired bootstrap 95% intervals over users (None: no bootstrap ran)."""
+    """One scoring against dot at the trade-off's K: its NDCG@K and head share (``Accuracy.head_percent``)
+    minus dot's, with paired bootstrap 95% intervals over users (None: no bootstrap ran)."""
 
     ndcg_delta: float
     head_share_delta: float
@@ -282,13 +283,14 @@ class Accuracy:
     n_holdout_interactions: int = 0
     n_dropped_users: int = 0
     seen_excluded: bool = True
-    """Whether the user's training items were kept out of the lists evaluated (false for
-    served lists alone: they are evaluated as served; ``popular_seen_excluded`` says the
-    most-popular list's)."""
+    """Whether the user's training items were kept out of the lists evaluated (false for served lists
+    alone: they are evaluated as served; ``popular_seen_excluded`` says the most-popular list's)."""
     tolerance: float | None = 0.98
     """The share of dot's NDCG a recommended scoring keeps (None: no dot, served lists alone)."""
     quoted_k: int | None = None
     """The K the trade-off is judged at (the verdict's quoted K, where measured)."""
+    head_percent: int = 1
+    """The head whose share the trade-off judges (``head_share_<x>pct``): the one that graded the severity."""
     recommended: str | None = None
     """The scoring the trade-off recommends (dot, cosine or alpha_<a>); None: not decided."""
     recommendation: str = ""
@@ -315,9 +317,8 @@ class Accuracy:
     """How held-out pairs that repeat one of the user's training pairs count (the
     convention the NDCG and recall use, :func:`auditor.evaluation.repeats_convention`)."""
     n_repeats_dropped: int = 0
-    """Of ``n_holdout_interactions``, those a checkpoint's recorded split dropped as repeats
-    of a training pair (or of an earlier held-out one) before storing its pairs: not
-    evaluated (0 for a held-out file, whose repeats count as misses)."""
+    """Of ``n_holdout_interactions``, those a checkpoint's recorded split dropped as repeats of a training
+    pair (or of an earlier held-out one) before storing its pairs: not evaluated (0 for a held-out file)."""
     n_pairs_evaluated: int = 0
     """The distinct (user, item) held-out pairs of the evaluated users: what recall and NDCG
     average over (|H_u| summed)."""

@@ -2,7 +2,9 @@
 one policy that picks a scoring from it (docs/report.md, "Trade-off").
 
 Each scoring (dot, cosine, popular, alpha_<a>) is a point: held-out NDCG@K against the
-top-1% head share of its lists at the same K. Against dot, each other scoring's change
+head share of its lists at the same K, of the head that graded the severity
+(:func:`auditor.harm.graded_head`: the top 10% where they graded it, else the top 1%), so
+that the advice judges the share the verdict quotes. Against dot, each other scoring's change
 of both gets a paired bootstrap 95% interval over users (the same seeded resamples for
 every scoring; NDCG over the evaluated users, head share over every queried user).
 
@@ -32,8 +34,8 @@ from auditor.wording import interval, kept_share, moves, points as point_change,
 
 REFERENCE_SCORINGS = ("popular", "served")
 """Scorings shown on the trade-off but never recommended (not a way to serve a model; served: lists given as input)."""
-HEAD_PERCENT = 1.0
-"""The trade-off's exposure axis: the top-1% head share (the verdict's measure)."""
+HEAD_PERCENT = 1
+"""The trade-off's default exposure axis: the top-1% head share (``judge_tradeoff``'s ``head``)."""
 CONFIDENCE = 0.95
 MIN_RESAMPLED_USERS = 2
 """Users a paired bootstrap needs: every resample of one user is that user, so its
@@ -58,13 +60,14 @@ class UserValues:
     ndcg: Mapping[str, np.ndarray]
     """Scoring -> NDCG@K of each evaluated user."""
     head_slots: Mapping[str, tuple[np.ndarray, np.ndarray]]
-    """Scoring -> (top-1% head slots, filled slots) of each queried user's top-K list."""
+    """Scoring -> (head slots, filled slots) of each queried user's top-K list (the trade-off's head)."""
 
 
-def head_slots(lists: Mapping[str, np.ndarray], popularity: np.ndarray, k: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per query, the top-K slots held by the top-1% head (ties at the cut in) and the
-    filled slots, for every scoring's lists (-1: empty)."""
-    head = head_mask(popularity, HEAD_PERCENT)
+def head_slots(lists: Mapping[str, np.ndarray], popularity: np.ndarray, k: int,
+               percent: int = HEAD_PERCENT) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per query, the top-K slots held by the top-``percent``% head (ties at the cut in) and
+    the filled slots, for every scoring's lists (-1: empty)."""
+    head = head_mask(popularity, percent)
     out = {}
     for name, rows in lists.items():
         top = np.asarray(rows[:, :k])
@@ -73,13 +76,13 @@ def head_slots(lists: Mapping[str, np.ndarray], popularity: np.ndarray, k: int) 
     return out
 
 
-def points(accuracy: Mapping[str, RankingAccuracy], cut: CutoffMeasures) -> list[Point]:
-    """The scorings measured both ways (accuracy and exposure), in report order."""
-    exposure = cut.scorings()
+def points(accuracy: Mapping[str, RankingAccuracy], cut: CutoffMeasures, head: int = HEAD_PERCENT) -> list[Point]:
+    """The scorings measured both ways (accuracy and the top-``head``% share), in report order."""
+    exposure, share = cut.scorings(), f"head_share_{head}pct"
     return [
-        Point(name, acc.ndcg, exposure[name].number("head_share_1pct"), exposure[name].number("gini"))
+        Point(name, acc.ndcg, exposure[name].number(share), exposure[name].number("gini"))
         for name, acc in accuracy.items()
-        if name in exposure and math.isfinite(acc.ndcg) and math.isfinite(exposure[name].number("head_share_1pct"))
+        if name in exposure and math.isfinite(acc.ndcg) and math.isfinite(exposure[name].number(share))
     ]
 
 
@@ -167,13 +170,13 @@ def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, see
 
 def choose_scoring(
     candidates: list[Point], tolerance: float, changes: Mapping[str, ScoringChange] | None = None, base: str = "dot",
-    gap: str | None = None, shown: Mapping[str, str] | None = None,
+    gap: str | None = None, shown: Mapping[str, str] | None = None, head: int = HEAD_PERCENT,
 ) -> tuple[str | None, str, str | None]:
     """The recommended scoring, the sentence that says why (quoting the numbers and their
     intervals), and the best alternative to the incumbent ``base`` (recommended or not);
     ``gap``: why a bootstrap asked for gave no interval (:func:`unresampled`); ``shown``:
     each scoring's head share as the K's tables print it (:func:`shown_shares`), which the
-    sentence quotes (by default, from ``candidates``)."""
+    sentence quotes (by default, from ``candidates``); ``head``: the head the shares are of."""
     by_name = {p.scoring: p for p in candidates}
     if shown is None:
         ordered = sorted(candidates, key=lambda p: {"dot": 0, "cosine": 1}.get(p.scoring, 2))
@@ -197,32 +200,35 @@ def choose_scoring(
     if better:
         best = min(better, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring]))
         cosine = by_name.get("cosine") if base != "cosine" else None
-        return best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance, gap, shown), best.scoring
+        return (best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance, gap, shown, head),
+                best.scoring)
     pool = within or served
     if not pool:
         return base, f"no other scoring was measured, so {base} stays", None
     alternative = (min(pool, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring])) if within
                    else max(pool, key=lambda p: (p.ndcg, -p.head_share)))
-    return base, _keep_dot(alternative, dot, changes[alternative.scoring], tolerance, gap, shown), alternative.scoring
+    return (base, _keep_dot(alternative, dot, changes[alternative.scoring], tolerance, gap, shown, head),
+            alternative.scoring)
 
 
 def _name(base: str) -> str:
     return "dot-product" if base == "dot" else base
 
 
-def shown_shares(cut: CutoffMeasures) -> dict[str, str]:
-    """Each scoring's head share at ``cut`` as the K's retrieval table (and the trade-off
+def shown_shares(cut: CutoffMeasures, head: int = HEAD_PERCENT) -> dict[str, str]:
+    """Each scoring's top-``head``% share at ``cut`` as the K's retrieval table (and the trade-off
     table, which takes its cells from that row) prints it: :func:`share_row` over the row."""
     exposure = cut.scorings()
-    return dict(zip(exposure, share_row([m.number("head_share_1pct") for m in exposure.values()])))
+    return dict(zip(exposure, share_row([m.number(f"head_share_{head}pct") for m in exposure.values()])))
 
 
-def _head_moves(dot: Point, p: Point, shown: Mapping[str, str]) -> str:
+def _head_moves(dot: Point, p: Point, shown: Mapping[str, str], head: int = HEAD_PERCENT) -> str:
     """The head share from ``dot`` to ``p`` in the tables' figures (3.37%, as the tables
     print it, never 3.4% beside them), both to the finer cell's decimals (dot's 4.1% cell
     reads 4.13% beside 3.37%, so the two subtract in one precision); more decimals only
     where those print alike."""
-    what = "the top-1% head share"
+    # A wider head than the top 1% judges only where it graded the severity: the sentence says so.
+    what = f"the top-{head}% head share" + (" (the head that graded the severity)" if head != HEAD_PERCENT else "")
     cells = [shown.get(dot.scoring), shown.get(p.scoring)]
     if None in cells or "n/a" in cells:
         return moves(dot.head_share, p.head_share, what)
@@ -234,28 +240,29 @@ def _head_moves(dot: Point, p: Point, shown: Mapping[str, str]) -> str:
     return f"{what} stays at {a}" if a == b else f"{what} goes from {a} to {b}"
 
 
-def _figures(p: Point, dot: Point, change: ScoringChange, tolerance: float, shown: Mapping[str, str]) -> str:
+def _figures(p: Point, dot: Point, change: ScoringChange, tolerance: float, shown: Mapping[str, str],
+             head: int = HEAD_PERCENT) -> str:
     base = dot.scoring
     below = p.ndcg < tolerance * dot.ndcg  # the choice's own test, which the printed share must agree with
     kept = (f"keeps {kept_share(p.ndcg / dot.ndcg, tolerance, below)} of {base}'s NDCG" if dot.ndcg > 0 else
             f"finds held-out items {base}'s lists miss" if p.ndcg > 0 else "finds no held-out item either")
     return (
         f"{kept} ({p.ndcg:.4f} vs {dot.ndcg:.4f}; "
-        f"{change.ndcg_delta:+.4f}{interval(change.ndcg_delta_ci)}), and {_head_moves(dot, p, shown)} "
+        f"{change.ndcg_delta:+.4f}{interval(change.ndcg_delta_ci)}), and {_head_moves(dot, p, shown, head)} "
         f"({point_change(change.head_share_delta)}{interval(change.head_share_delta_ci, 100, 2)})"
     )
 
 
 def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None, tolerance: float,
-                gap: str | None, shown: Mapping[str, str]) -> str:
-    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance, shown)}{_unmeasured(change, gap)}"
+                gap: str | None, shown: Mapping[str, str], head: int = HEAD_PERCENT) -> str:
+    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance, shown, head)}{_unmeasured(change, gap)}"
     if best.scoring != "cosine" and cosine is not None and cosine.ndcg >= dot.ndcg:
         text += f"; cosine costs no accuracy either (NDCG {cosine.ndcg:.4f})"
     return text
 
 
 def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: float, gap: str | None,
-              shown: Mapping[str, str]) -> str:
+              shown: Mapping[str, str], head: int = HEAD_PERCENT) -> str:
     """Why dot stays, naming every reason that held ``alternative`` back (loosening the
     tolerance alone admits nothing when its head-share change is not clear either), with
     the tolerance as given (0.9046 is 90.46%, not a rounded 90%)."""
@@ -271,7 +278,7 @@ def _keep_dot(alternative: Point, dot: Point, change: ScoringChange, tolerance: 
     own = "" if dot.scoring == "dot" else f" (the model's own scoring, which it keeps)"
     return (
         f"no serving change is clearly better than {dot.scoring}{own}: the best alternative, {alternative.scoring}, "
-        f"{_figures(alternative, dot, change, tolerance, shown)}, but {' and '.join(why)}{_unmeasured(change, gap)}"
+        f"{_figures(alternative, dot, change, tolerance, shown, head)}, but {' and '.join(why)}{_unmeasured(change, gap)}"
     )
 
 
@@ -285,25 +292,27 @@ def _unmeasured(change: ScoringChange, gap: str | None) -> str:
 
 def judge_tradeoff(
     accuracy: Accuracy, cut: CutoffMeasures, k: int, values: UserValues | None = None, n_bootstrap: int = 0,
-    seed: int = 0, incumbent: str = "dot",
+    seed: int = 0, incumbent: str = "dot", head: int = HEAD_PERCENT,
 ) -> Accuracy:
     """``accuracy`` with the trade-off at cut-off ``k`` decided (front, changes against dot
-    with their intervals, choice against ``incumbent``, the model's own scoring, sentence)."""
+    with their intervals, choice against ``incumbent``, the model's own scoring, sentence),
+    on the top-``head``% share (``values``' head slots must be of the same head)."""
     if k not in accuracy.at or accuracy.tolerance is None:  # no tolerance: no dot to keep a share of (lists alone)
         return accuracy
-    candidates = points(accuracy.at[k], cut)
+    candidates = points(accuracy.at[k], cut, head)
     changes = paired_changes(candidates, values, n_bootstrap, seed)
     if incumbent not in {p.scoring for p in candidates}:
         incumbent = "dot"
     judged = changes if incumbent == "dot" else paired_changes(candidates, values, n_bootstrap, seed, incumbent)
     gap = unresampled(values, n_bootstrap) if changes else None
     recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, judged, incumbent, gap,
-                                                        shown_shares(cut))
+                                                        shown_shares(cut, head), head)
     resampled = values is not None and bool(changes) and any(
         c.ndcg_delta_ci is not None or c.head_share_delta_ci is not None for c in changes.values())
     return replace(
         accuracy,
         quoted_k=k,
+        head_percent=head,
         recommended=recommended,
         recommendation=f"At K={k}, {sentence}.",
         pareto=pareto_front(candidates),

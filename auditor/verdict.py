@@ -8,7 +8,8 @@ Two questions, kept apart:
   :data:`RHO_STRONG`.
 * **Harm** (:mod:`auditor.harm`): how much more of the served slots the top-1% items get
   under dot-product than under cosine retrieval, measured at every cut-off K a user is
-  served (K at most 10% of the catalogue; the smallest K when none is); the top-10% items
+  served (K at most 10% of the catalogue; the smallest K when none is; never a K that reaches
+  every query's candidate count, where every list holds every candidate); the top-10% items
   grade it moderate where they reach that band and the top 1% grade lower (the top-1%
   items are often in most queried users' histories, so never candidates). Both the ratio and the absolute excess
   count: 0.7% vs 0.5% is 1.4× but harms nobody.
@@ -33,7 +34,7 @@ from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
 from auditor.harm import (
     HARM_BANDS, SEVERITY_GATE, Skew, approximate_lead, dot_serves_cosine, first_seen_skew, harm_words, narrow_text,
-    skew_text, worst_skew,
+    saturated_text, skew_text, worst_skew,
 )
 from auditor.lists_verdict import with_served_lists
 from auditor.protocol import protocol_lead
@@ -51,7 +52,9 @@ SEVERITY_RULE = (
     "worst: the highest band, then the larger ratio): high from 2x and +5 points, moderate "
     "from 1.25x and +2 points, low from 1.1x and +0.5 points; below that the skew is negligible "
     "and severity is none, even when norms track popularity; without retrieval, or when neither scoring "
-    "gives the top-1% items a slot, the correlation alone gives at most moderate (docs/report.md, \"Severity\")"
+    "gives the top-1% items a slot, or at a K that reaches every query's candidate count (every list holds every "
+    "candidate: the harm is not measured there), the correlation alone gives at most moderate (docs/report.md, "
+    "\"Severity\")"
 )
 Strength = Literal["strong", "moderate", "weak", "negligible"]
 
@@ -220,8 +223,8 @@ def _optional_change(result: MeasuredSections) -> str:
     chosen = None if accuracy is None else accuracy.recommended
     if accuracy is None or chosen is None or chosen == accuracy.incumbent:  # the model's own scoring stays
         return ""
-    return (f" (the accuracy trade-off still finds that {chosen} serves the top-1% items less within the accuracy "
-            "tolerance: an option, not a fix)")
+    return (f" (the accuracy trade-off still finds that {chosen} serves the top-{accuracy.head_percent}% items less "
+            "within the accuracy tolerance: an option, not a fix)")
 
 
 def _unseen_head(result: MeasuredSections, unseen: Skew) -> str:
@@ -303,6 +306,8 @@ def _summary(
     elif unseen is not None:
         parts.append(f"{_unseen_head(result, unseen)}, so the harm rule has nothing to grade and severity rests on "
                      "the correlation")
+    elif saturated := saturated_text(result):  # every measured K holds every candidate
+        parts.append(f"{saturated}, so severity rests on the correlation")
     else:
         parts.append("the harm to serving was not measured (no retrieval), so severity rests on the correlation")
     if result.inputs.row_ids_assumed:
@@ -366,6 +371,8 @@ def _recommendations(
                         f"{cosine} (cosine){overlap}")
         elif unseen is not None:
             measured = f"here {_unseen_head(result, unseen)}"
+        elif saturated := saturated_text(result):
+            measured = f"here {saturated}: measure a smaller K ({setting('ks')}) to see the change"
         else:
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"
         recs += serving_recommendations(result, measured)

@@ -233,3 +233,16 @@ def export_served_vectors(model_format: str) -> str:
         "outputs, not a stored table): export the served item vectors as .npy or Parquet and run popaudit "
         "mitigate on that file, or multiply each item vector by ‖k‖^(α−1) where the index is built"
     )
+
+
+SATURATED = "K reaches the catalogue: every list holds every candidate"
+"""Why a K that reaches every query's candidate count (``Retrieval.saturated``) measures no
+harm: every scoring serves the same items there by construction, so dot and cosine cannot
+differ in head share, Gini or coverage; such a K never grades (nor clears) the harm
+(:func:`auditor.harm.measured_cutoffs`), and every format says so."""
+
+
+def saturated_said(ks: list[int]) -> str:
+    """The harm not measured at the saturated ``ks``, in words ("" when there is none)."""
+    return f"the harm is not measured at K={', '.join(map(str, ks))} ({SATURATED})" if ks else ""
+

@@ -118,6 +118,7 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
     from auditor.loading.validation import validate_frequencies, validate_item_table, validate_user_table
 
     source = str(bundle.source)
+    bundle.item_dtype = bundle.item_dtype or _stored_dtype(bundle)
     bundle.item_table = _as_float32(bundle.item_table, "item table", source)
     bundle.warnings.extend(validate_item_table(bundle.item_table, source))
     validate_frequencies(bundle.item_frequencies, bundle.n_items, source, bundle.format)
@@ -162,6 +163,18 @@ def _recbole_tokens(bundle: ModelBundle, ids: np.ndarray, n_rows: int) -> tuple[
 
     kept = without_pad_entry(ids, n_rows)
     return (ids, "") if kept is None else (kept, f" (its first entry, RecBole's {PAD} for the padding row, left out)")
+
+
+def _stored_dtype(bundle: ModelBundle) -> str:
+    """The dtype the file stores the item table in, for the loaders that did not say: the
+    tensor of the state dict it was read from (a torch or safetensors bf16/fp16 table is
+    read as float32 before this), else the table as the loader handed it over."""
+    import numpy as np
+
+    stored = bundle.state_dict.get(bundle.item_key) if bundle.item_key is not None else None
+    if stored is not None and hasattr(stored, "dtype") and not isinstance(stored, np.ndarray):
+        return str(stored.dtype).removeprefix("torch.")
+    return np.asarray(bundle.item_table).dtype.name
 
 
 def _as_float32(table: object, what: str, source: str) -> np.ndarray:

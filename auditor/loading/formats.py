@@ -30,18 +30,22 @@ from auditor.plugin_api import HEAD_BYTES, ModelFormat, Reader, Sniff, Writer, W
 
 
 def _npy(path: Path, options: LoadOptions) -> ModelBundle:
+    import numpy as np
+
     from auditor.loading.npy import read_npy_table
 
     table, warnings = read_npy_table(path, max_memory=options.max_memory)
-    return ModelBundle(source=path, format="npy", item_table=table, warnings=warnings)
+    stored = np.load(path, mmap_mode="r", allow_pickle=False).dtype.name  # the header only: read as float32
+    return ModelBundle(source=path, format="npy", item_table=table, item_dtype=stored, warnings=warnings)
 
 
 def _parquet(path: Path, options: LoadOptions) -> ModelBundle:
-    from auditor.loading.parquet_table import read_parquet_table
+    from auditor.loading.parquet_table import read_parquet_table, stored_list_dtype
 
     notes: list[str] = []
     table, ids, column = read_parquet_table(path, options.item_key, max_memory=options.max_memory, warnings=notes)
-    return ModelBundle(source=path, format="parquet", item_table=table, item_key=column, item_ids=ids, warnings=notes)
+    return ModelBundle(source=path, format="parquet", item_table=table, item_key=column, item_ids=ids, warnings=notes,
+                       item_dtype=stored_list_dtype(path, column))
 
 
 def _torch(path: Path, options: LoadOptions) -> ModelBundle:

@@ -250,3 +250,14 @@ def parquet_shards(
         width = shard.shape[1] if shard.shape[0] else width
         row += batch.num_rows
         yield shard
+
+
+def stored_list_dtype(path: Path, column: str | None) -> str | None:
+    """The dtype of the values of the vector ``column`` as the file stores them (``float16``,
+    ``float64``...; they are read as float32), None when the schema does not tell."""
+    try:
+        kind = pq.read_schema(path).field(column).type
+        return str(np.dtype(kind.value_type.to_pandas_dtype()).name)
+    except (AttributeError, KeyError, TypeError, ValueError, OSError, pa.ArrowException):
+        return None
+

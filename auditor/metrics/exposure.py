@@ -310,15 +310,40 @@ def filled_overlap(a: np.ndarray, b: np.ndarray, n_items: int | None = None) -> 
     return float((shared_counts(a, b, n_items)[both] / shorter[both]).mean())
 
 
-def popular_order(popularity: np.ndarray, k: int) -> np.ndarray:
-    """The k most popular item rows (ties by row), the most-popular scoring's list."""
+def popular_order(popularity: np.ndarray, k: int, tie_rank: np.ndarray | None = None) -> np.ndarray:
+    """The k most popular item rows, the most-popular scoring's list; ties by ``tie_rank``
+    (:func:`id_order`: the raw ids' order, so one model's list is the same whatever order
+    its file stores the rows in), else by row."""
     negative = -np.asarray(popularity, dtype=np.float64)
     k = min(k, negative.shape[0])
     if k == 0:
         return np.empty(0, dtype=np.int64)
     # Only items at least as popular as the k-th (ties included) can be in the list: O(n).
     rows = np.flatnonzero(negative <= np.partition(negative, k - 1)[k - 1])
-    return rows[np.lexsort((rows, negative[rows]))][:k].astype(np.int64)
+    ties = rows if tie_rank is None else tie_rank[rows]
+    return rows[np.lexsort((ties, negative[rows]))][:k].astype(np.int64)
+
+
+def canonical_rows(item_ids: np.ndarray | None) -> np.ndarray | None:
+    """The rows in the order of their raw item ids (None: no ids, the rows are the ids, or
+    ids that do not sort, such as numbers mixed with text): one model's canonical order,
+    whatever order its file stores the rows in."""
+    if item_ids is None:
+        return None
+    try:
+        return np.argsort(np.asarray(item_ids), kind="stable")
+    except TypeError:
+        return None
+
+
+def id_order(item_ids: np.ndarray | None) -> np.ndarray | None:
+    """Each row's rank in :func:`canonical_rows` (None where that is None)."""
+    order = canonical_rows(item_ids)
+    if order is None:
+        return None
+    rank = np.empty(order.shape[0], dtype=np.int64)
+    rank[order] = np.arange(order.shape[0], dtype=np.int64)
+    return rank
 
 
 def novelty_unmeasured(user_counts: np.ndarray | None, n_users: int | None, origin: str) -> str | None:

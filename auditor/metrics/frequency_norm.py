@@ -53,9 +53,15 @@ class NormPrecision(NamedTuple):
         return float(2.0 * np.sqrt(max(self.dim, 1)) * eps)
 
 
-def norm_precision(table: Any) -> NormPrecision:
-    """The precision of an item table's norms (its dtype and width)."""
-    return NormPrecision(np.dtype(table.dtype).name, int(table.shape[1]))
+def norm_precision(table: Any, stored: str | None = None) -> NormPrecision:
+    """The precision of an item table's norms: its width, and the coarser of its own dtype
+    and the one the file stores it in (``stored``, ``ModelBundle.item_dtype``): a bf16 or
+    fp16 file read as float32 keeps its own rounding, and a float64 file read as float32
+    gets float32's, the norms being computed from the float32 table."""
+    own = NormPrecision(np.dtype(table.dtype).name, int(table.shape[1]))
+    if stored is None or stored == own.dtype:
+        return own
+    return max(own, NormPrecision(stored, own.dim), key=lambda precision: precision.tolerance)
 
 
 def item_norms(table: np.ndarray, block: int | None = None) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 
 from auditor.config import GroupPolicy
 from auditor.metrics.builtin_measures import LIST_MEASURES
-from auditor.metrics.exposure import popular_order
+from auditor.metrics.exposure import id_order, popular_order
 from auditor.plugin_api import ListContext, Slots, as_slots
 from auditor.result import ListMeasureInfo, ListMeasures
 
@@ -75,5 +75,5 @@ class ExposureMeasures:
         return ListMeasures({name: None if scorer is None else scorer(slots) for name, scorer in self._bound.items()})
 
     def popular_list(self, k: int) -> np.ndarray:
-        """The k most popular item rows (ties by row), the same for every query."""
-        return popular_order(self.popularity, k)
+        """The k most popular item rows (ties by raw item id, else by row), the same for every query."""
+        return popular_order(self.popularity, k, id_order(self.context.item_ids))

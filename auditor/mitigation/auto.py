@@ -47,7 +47,8 @@ def chosen_alpha(accuracy: Accuracy) -> float:
     alpha = scoring_alpha(accuracy.recommended) if accuracy.recommended is not None else None
     if alpha is None:
         said = accuracy.recommendation or "no scoring was recommended"
-        raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with ({said})")
+        raise InputError(f"{setting('alpha')} auto: the accuracy trade-off gives no α to serve with "
+                         f"({said.rstrip('.')}); give {setting('alpha')} a number in [0, 1]")
     if alpha == 1.0:
         raise NoClearGainError(
             f"{setting('alpha')} auto wrote nothing: the trade-off keeps dot-product serving. "
@@ -95,8 +96,11 @@ def tradeoff_figures(accuracy: Accuracy, cut: CutoffMeasures, scoring: str, quer
         "scoring": scoring,
         "queries": queries,
         "ndcg": {"before": accuracy.at[k]["dot"].ndcg, "after": accuracy.at[k][scoring].ndcg},
-        "head_share_1pct": {"before": exposure["dot"].number("head_share_1pct"),
-                            "after": exposure[scoring].number("head_share_1pct")},
+        # Every head share the trade-off may judge: head_percent names the one it did (the severity's).
+        **{f"head_share_{head}pct": {"before": exposure["dot"].number(f"head_share_{head}pct"),
+                                     "after": exposure[scoring].number(f"head_share_{head}pct")}
+           for head in dict.fromkeys((1, accuracy.head_percent))},
+        "head_percent": accuracy.head_percent,
         "ndcg_delta_ci": None if change is None else change.ndcg_delta_ci,
         "head_share_delta_ci": None if change is None else change.head_share_delta_ci,
         "n_bootstrap": accuracy.n_bootstrap,
@@ -119,7 +123,8 @@ def figures_as_written(config: AuditConfig, figures: dict[str, Any], output: Pat
     with tempfile.TemporaryDirectory(prefix="popaudit-written-") as folder:
         named = Path(folder) / output.name  # the name check OUT reads: its suffix says the format
         named.symlink_to(Path(written).resolve())
-        accuracy, cut = written_tradeoff(config, k, scoring, alpha, named, pm=pm, progress=progress, cache=cache)
+        accuracy, cut = written_tradeoff(config, k, scoring, alpha, named, pm=pm, progress=progress, cache=cache,
+                                         head=int(figures.get("head_percent", 1)))
     measured = {**tradeoff_figures(accuracy, cut, scoring, str(figures["queries"])),
                 "recommendation": figures["recommendation"], "read_back": True}
     if accuracy.recommended == scoring:
@@ -158,7 +163,8 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None, p
     kept = accuracy  # check's trade-off of the model: its history queries kept from the original rows
     if history:
         assert accuracy.quoted_k is not None
-        accuracy, cut = output_tradeoff(config, accuracy.quoted_k, pm=pm, progress=progress, cache=cache)
+        accuracy, cut = output_tradeoff(config, accuracy.quoted_k, pm=pm, progress=progress, cache=cache,
+                                        head=accuracy.head_percent)
     try:
         alpha = chosen_alpha(accuracy)
     except NoClearGainError as exc:

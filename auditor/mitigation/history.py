@@ -57,24 +57,24 @@ class _Served:
 
 
 def output_tradeoff(config: AuditConfig, k: int, *, pm: pluggy.PluginManager, progress: Progress = SILENT,
-                    cache: InputCache | None = None) -> tuple[Accuracy, CutoffMeasures]:
+                    cache: InputCache | None = None, head: int = 1) -> tuple[Accuracy, CutoffMeasures]:
     """The accuracy section of dot serving of each candidate output (α = 1, 0 and every
     ``config.alphas``), history queries rebuilt from it, judged at ``k`` by the trade-off's
     policy; and the exposure measures at ``k`` by scoring name (the dot/cosine overlap is
     not measured: the two serve different queries). ``cache``: the audit's, so that the log
-    it read and counted is not read again."""
+    it read and counted is not read again; ``head``: the head check's trade-off judged."""
     cache = cache if cache is not None else InputCache()
     inputs = load_inputs(replace(config, probes=False), pm, progress, cache)
     if inputs.heldout is None or inputs.population is None or inputs.stats is None:
         raise InputError(f"accuracy was not measured ({inputs.not_measured.get('accuracy', 'no held-out log')})")
     named = {"dot": 1.0, "cosine": 0.0, **{alpha_scoring(a): a for a in config.alphas if 0.0 < a < 1.0}}
     served = {name: _serve(inputs, alpha, config, k, progress, cache) for name, alpha in named.items()}
-    return _judged(inputs, served, config, k)
+    return _judged(inputs, served, config, k, head)
 
 
 def written_tradeoff(config: AuditConfig, k: int, scoring: str, alpha: float, written: Path, *,
                      pm: pluggy.PluginManager, progress: Progress = SILENT,
-                     cache: InputCache | None = None) -> tuple[Accuracy, CutoffMeasures]:
+                     cache: InputCache | None = None, head: int = 1) -> tuple[Accuracy, CutoffMeasures]:
     """The trade-off of dot serving of the output ``written`` (read as ``check OUT`` reads
     it: its table as stored, its history queries, if any, rebuilt from it), named
     ``scoring`` (rescaled by ``alpha``), against the original's dot serving at ``k``, judged
@@ -88,11 +88,11 @@ def written_tradeoff(config: AuditConfig, k: int, scoring: str, alpha: float, wr
     _same_users(inputs.population, output.population, alpha)
     served = {"dot": _serve(inputs, 1.0, config, k, progress, cache),
               scoring: _serve(output, 1.0, config, k, progress, cache, relevant_of=inputs)}
-    return _judged(inputs, served, config, k)
+    return _judged(inputs, served, config, k, head)
 
 
 def _judged(inputs: AuditInputs, served: dict[str, _Served], config: AuditConfig,
-            k: int) -> tuple[Accuracy, CutoffMeasures]:
+            k: int, head: int = 1) -> tuple[Accuracy, CutoffMeasures]:
     """The trade-off of ``served`` (``dot``: the original's dot serving; the others named
     ``cosine`` or ``alpha_<a>``) over ``inputs``' holdout at ``k``, and its exposure measures."""
     assert inputs.heldout is not None and inputs.population is not None
@@ -104,8 +104,8 @@ def _judged(inputs: AuditInputs, served: dict[str, _Served], config: AuditConfig
     lists = {name: s.lists for name, s in served.items()}
     evaluation = evaluate(inputs.heldout.queried_only(), lists, [k], tolerance=config.accuracy_tolerance, keep_seen=config.keep_seen,
                           seen_excluded=inputs.population.exclude is not None)
-    values = UserValues(evaluation.ndcg[k], head_slots(lists, served["dot"].popularity, k))
-    return judge_tradeoff(evaluation.accuracy, cut, k, values, config.bootstrap, config.seed), cut
+    values = UserValues(evaluation.ndcg[k], head_slots(lists, served["dot"].popularity, k, head))
+    return judge_tradeoff(evaluation.accuracy, cut, k, values, config.bootstrap, config.seed, head=head), cut
 
 
 def _serve(inputs: AuditInputs, alpha: float, config: AuditConfig, k: int, progress: Progress,

@@ -88,8 +88,9 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
         exposure = {"served": served.served, "popular": served.popular}
     on_front = set(accuracy.pareto) if accuracy.quoted_k == k else set()
     # The head-share cells as the K's retrieval table prints them (served lists alone: as theirs, fmt_pct).
-    shares = ({name: fmt_pct(listed.get("head_share_1pct")) for name, listed in exposure.items()} if served is not None
-              else scoring_cells(exposure, "head_share_1pct"))
+    share = f"head_share_{accuracy.head_percent}pct"  # the head the trade-off judged (the severity's)
+    shares = ({name: fmt_pct(listed.get(share)) for name, listed in exposure.items()} if served is not None
+              else scoring_cells(exposure, share))
     rows = []
     for name, acc in _ordered(accuracy.at[k]):
         listed = exposure.get(name)
@@ -102,7 +103,8 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
             fmt_num(listed.get("gini"), 3) if listed else "—", mark,
         ))  # fmt: skip
     return Table(
-        ("scoring", f"recall@{k}", f"NDCG@{k}", f"hit rate@{k}", f"MRR@{k}", "head share 1%", "Gini", ""),
+        ("scoring", f"recall@{k}", f"NDCG@{k}", f"hit rate@{k}", f"MRR@{k}", f"head share {accuracy.head_percent}%",
+         "Gini", ""),
         tuple(rows),
         (False, True, True, True, True, True, True, False),
         (f"Top-{k} lists, training items {'excluded' if accuracy.seen_excluded else 'kept'}: accuracy over the "
@@ -132,7 +134,8 @@ def changes_table(accuracy: Accuracy) -> Table:
         how = (f"{how} ({accuracy.ci_undefined_reason})" if accuracy.n_bootstrap
                else f"none ({accuracy.ci_undefined_reason})")
     return Table(
-        ("scoring", "NDCG − dot", "95% CI", "head share − dot (points)", "95% CI", "clearly less head"),
+        ("scoring", "NDCG − dot", "95% CI", f"head share {accuracy.head_percent}% − dot (points)", "95% CI",
+         "clearly less head"),
         tuple(rows), (False, True, True, True, True, False),
         f"At K={accuracy.quoted_k}; intervals: {how}. A scoring is recommended only when its head-share "
         "interval lies below 0 and it keeps the tolerance of dot's NDCG.",
@@ -169,7 +172,8 @@ def tradeoff_figure(result: AuditResult) -> Figure:
     named = [(n, a, exposure[n]) for n, a in _ordered(accuracy.at[k]) if n in exposure]
     fig = new_figure(8.4, 3.8)
     axes = fig.subplots(1, 2, sharey=True)
-    for ax, (metric, label, scale) in zip(axes, (("head_share_1pct", "head share, top 1% (%)", 100.0),
+    share = f"head_share_{accuracy.head_percent}pct"
+    for ax, (metric, label, scale) in zip(axes, ((share, f"head share, top {accuracy.head_percent}% (%)", 100.0),
                                                  ("gini", "Gini index of exposure", 1.0))):
         style_axes(ax)
         xs = [listed.number(metric) * scale for _, _, listed in named]
@@ -181,7 +185,7 @@ def tradeoff_figure(result: AuditResult) -> Figure:
             if name == accuracy.recommended:
                 ax.scatter([x], [y], s=140, facecolors="none", edgecolors="black", linewidths=1.2, zorder=4)
         front = sorted((x, y) for (name, _, _), x, y in zip(named, xs, ys) if name in accuracy.pareto)
-        if metric == "head_share_1pct" and len(front) > 1:
+        if metric == share and len(front) > 1:
             ax.plot(*zip(*front), color="#444444", linewidth=1, linestyle="--", label="Pareto front")
             ax.legend(loc="lower right", fontsize=7.5, frameon=False)
         ax.set_xlabel(label)

@@ -49,7 +49,7 @@ from auditor.result import (
     Retrieval,
 )
 from auditor.sections import share_ratio
-from auditor.wording import correlation_figures, pct_pair
+from auditor.wording import correlation_figures, pct_pair, saturated_said
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -136,6 +136,8 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     k, first_k = quoted_cutoffs(result)
     if result.retrieval is not None and k is not None:
         parts += [_skew_text(result.retrieval, k, first_k, result.verdict.graded_head), *lists_view.beside(result)]
+    elif result.retrieval is not None and (full := saturated_said(sorted(k for k, on in result.retrieval.saturated.items() if on))):
+        parts.append(f"{full}, so severity rests on the correlation")
     else:
         parts.append("retrieval not measured")
     if result.conditions:
@@ -167,8 +169,8 @@ def quoted_cutoffs(result: AuditResult) -> tuple[int | None, int | None]:
     if verdict.quoted_k in retrieval.at:
         first = verdict.first_seen_k if verdict.first_seen_k in retrieval.at else None
         return verdict.quoted_k, first
-    ks = sorted(retrieval.at)
-    return ks[-1], (ks[0] if len(ks) > 1 else None)
+    ks = sorted(k for k in retrieval.at if not retrieval.saturated.get(k))  # a saturated K measures no harm
+    return (ks[-1], (ks[0] if len(ks) > 1 else None)) if ks else (None, None)
 
 
 def _skew_text(retrieval: Retrieval, k: int, first_k: int | None, head: int = 1) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from auditor.report.formatting import MISSING, Table, finite, fmt_num, fmt_pct
 from auditor.result import Retrieval
+from auditor.wording import SATURATED
 
 GROUPS_NOTE = (
     "Users grouped by the share of popular items in their training profiles (niche: the lowest, blockbuster: "
@@ -117,6 +118,8 @@ def _exposure(count: Any, n_queries: Any) -> str:
 
 def cutoff_title(retrieval: Retrieval | None, k: int) -> str:
     """``Top-K``, said approximate (the index and its recall@K) when an approximate index
-    found the lists: every table of figures from them is titled so, in every format."""
+    found the lists, and saturated where K reaches every query's candidate count: every
+    table of figures from them is titled so, in every format."""
     said = "" if retrieval is None else retrieval.approximate(k)
-    return f"Top-{k}" + (f", {said}" if said else "")
+    full = retrieval is not None and retrieval.saturated.get(k, False)  # the harm is not measured there
+    return f"Top-{k}" + (f", {said}" if said else "") + (f" ({SATURATED}: the harm is not measured here)" if full else "")

@@ -49,7 +49,7 @@ from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
 from auditor.retrieval.served import reserved_said
-from auditor.retrieval.serving import popular_lists
+from auditor.retrieval.serving import popular_lists, saturated_cutoffs
 
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
@@ -170,7 +170,7 @@ def with_untrained_lists(
     ks = sorted({min(k, n_items) for k in settings.ks})
     _, found, _ = _scoring_lists(untrained, bundle.item_table, ks, settings, bundle, progress)
     popularity = _popularity(stats, settings.popularity, n_items)
-    extra = _named(found, popular_lists(ExposureMeasures(popularity), ks[-1], n, untrained.exclude))
+    extra = _named(found, popular_lists(ExposureMeasures(popularity, item_ids=bundle.item_ids), ks[-1], n, untrained.exclude))
     if served is not None:
         extra["served"] = served
     joined = {}
@@ -285,7 +285,6 @@ def measure_retrieval(
     warnings += [note] if (note := tied_groups_warning(measures.context)) else []
     ks = sorted({min(k, n_items) for k in settings.ks})
     warnings += _settings_notes(settings, n_items)
-
     table = bundle.item_table
     check_memory_ceiling(settings.max_memory, dim, "the item table", n_items)
     n_zero_items = _scan_items(table, settings.max_memory)
@@ -317,6 +316,7 @@ def measure_retrieval(
         population=population_section(population),
         user_groups=group_tables,
         tied_ratio=tied_ratio(measures.context),
+        saturated=saturated_cutoffs(ks, n_items, population.exclude),
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
                             popularity=popularity, context=measures.context,
@@ -375,7 +375,7 @@ def _definitions(
         popularity=f"popularity: {kind} per item (head share, arp, aplt, most-popular list)",
         queries=f"queries: {population.description}",
         seen_items=f"seen items: {seen}",
-        ties="ties: higher score first, then lower item row; popular list: by popularity, then row",
+        ties="ties: higher score first, then lower item row; popular list: by popularity, then raw item id",
         zero_vectors="zero vectors: zero queries are dropped; zero-norm items are never served by cosine",
     )
     return definitions

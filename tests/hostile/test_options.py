@@ -90,6 +90,14 @@ def _ids(d: Path) -> None:
 def _cancelling_history(d: Path) -> None:
     """Items 0 (1, 0) and 1 (-2, 0) of user 0: their mean is (-0.5, 0), but rescaled to
     unit rows (alpha 0) they cancel, so the cosine output's audit would not query user 0."""
+    _five_items(d)
+    # Ten untrained items after them, so the default K=10 is below every user's candidates
+    # (a K that holds every candidate judges no trade-off: mitigate-auto-every-k-saturated).
+    filler = np.array([[0.1, -0.1]], dtype=np.float32) * np.arange(1, 11, dtype=np.float32)[:, None]
+    np.save(d / "items.npy", np.vstack([np.load(d / "items.npy"), filler]))
+
+
+def _five_items(d: Path) -> None:
     np.save(d / "items.npy", np.array([[1, 0], [-2, 0], [0, 1], [0, 3], [1, 1]], dtype=np.float32))
     pq.write_table(pa.table({"user_id": [0, 0, 1, 1, 2, 2], "item_id": [0, 1, 2, 3, 0, 2]}), d / "log.parquet")
     pq.write_table(pa.table({"user_id": [0, 1, 2], "item_id": [2, 0, 1]}), d / "held.parquet")
@@ -111,6 +119,32 @@ def _one_norm(d: Path) -> None:
     """The standard table rescaled to one norm (what mitigate --alpha 0 writes): ρ undefined."""
     table = np.load(d / "items.npy").astype(np.float64)
     np.save(d / "items.npy", (table / np.linalg.norm(table, axis=1, keepdims=True)).astype(np.float32))
+
+
+def _norms_rise(d: Path) -> None:
+    """The standard table with row i's norm i + 1: norms follow the log's frequencies (ρ = 1)."""
+    rows = np.load(d / "items.npy").astype(np.float64)
+    rows *= (np.arange(1, N_ITEMS + 1) / np.linalg.norm(rows, axis=1))[:, None]
+    np.save(d / "items.npy", rows.astype(np.float32))
+
+
+def _saturated_report(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["retrieval"]["saturated"] == {str(N_ITEMS): True}, report["retrieval"]["saturated"]
+    assert report["verdict"]["severity"] == "moderate" and report["verdict"]["quoted_k"] is None
+    assert "the harm is not measured at K=10" in report["verdict"]["summary"]
+
+
+def _one_norm_bf16(d: Path) -> Built:
+    """The standard table rescaled to one norm and stored in bfloat16 (read as float32):
+    its norms differ by bf16 rounding alone, so ρ is undefined, not a ρ of the noise."""
+    import torch
+
+    standard(d)
+    rows = np.load(d / "items.npy").astype(np.float64)
+    torch.save({"item_embedding.weight": torch.tensor(rows / np.linalg.norm(rows, axis=1, keepdims=True)).bfloat16()},
+               d / "model.pt")
+    return Built(check_args("model.pt", "--no-retrieval", "--fail-on", "spearman>0.5"))
 
 
 def _readonly(d: Path) -> Built:
@@ -170,6 +204,11 @@ CASES = [
     Case("retrain-lr-nan", _retrain("--lr", "nan"), EXIT_USAGE, r"'--lr': 'nan' is not a finite number"),
     Case("retrain-seed-negative", _retrain("--seed", "-1"), EXIT_USAGE, r"'--seed': -1 is not in the range"),
     Case("k-zero", _check("-k", "0"), EXIT_USAGE, r"'-k' / '--k': 0 is not in the range 1<=x<=10000"),
+    # A K past the catalogue (clamped to it) holds every candidate: it measures no harm, so the
+    # correlation (ρ = 1) grades and the gate trips; it graded "none" and passed the gate.
+    Case("k-past-catalogue-not-graded", _check("-k", "50", "--json", "r.json", "--fail-on", "severity_level>=1",
+                                               make=_norms_rise, outputs=("r.json",), check=_saturated_report),
+         EXIT_GATE, None, absent=r"not skewed"),
     Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
@@ -202,10 +241,13 @@ CASES = [
     Case("fail-on-undefined", _check("--no-retrieval", "--bootstrap", "0", "--fail-on", "spearman_ci_lo>0"), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman_ci_lo>0: no CI without a bootstrap \(--bootstrap 0\)$"),
     # Measures F4: a correlation gate on a table of one norm (a cured model) says which gate still judges it.
-    Case("fail-on-spearman-one-norm-table", _check("--fail-on", "spearman>0.5", make=_one_norm), EXIT_ERROR,
+    Case("fail-on-spearman-one-norm-table", _check("-k", "1", "--keep-seen", "--fail-on", "spearman>0.5", make=_one_norm), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman>0\.5: every item has the same norm.*: the correlation is undefined\. "
          r"The norms carry no popularity here .*gate the verdict's grade with --fail-on 'severity_level>=1' "
          r"\(graded none on this run\) instead$"),
+    Case("fail-on-spearman-bf16-one-norm-table", _one_norm_bf16, EXIT_ERROR,
+         r"cannot evaluate --fail-on spearman>0\.5: every item has the same norm to within bfloat16 rounding .*: the "
+         r"correlation is undefined"),
     Case("fail-on-kendall-one-norm-no-retrieval", _check("--no-retrieval", "--fail-on", "kendall<0", make=_one_norm),
          EXIT_ERROR, r"cannot evaluate --fail-on kendall<0: every item has the same norm.*--fail-on "
          r"'severity_level>=1' on a run that measures retrieval \(this one graded nothing\) instead$"),
@@ -357,6 +399,13 @@ CASES = [
                                                           "--holdout", "held.parquet", make=_cancelling_history),
          EXIT_ERROR, r"--alpha auto: rescaled by alpha 0, the training items of user 0 of log\.parquet average to a "
                      r"zero vector, .* give --alpha a number in \[0, 1\]"),
+    # Every K holds every user's candidates (5 items, K=10 clamped to 5): no K can tell the scorings' head shares
+    # apart, so the trade-off is not judged, and --alpha auto says why (it read "no scoring was recommended").
+    Case("mitigate-auto-every-k-saturated", _mitigate("--alpha", "auto", "--interactions", "log.parquet",
+                                                      "--holdout", "held.parquet", make=_five_items),
+         EXIT_ERROR, r"--alpha auto: the accuracy trade-off gives no α to serve with \(The trade-off is not judged: "
+                     r"the harm is not measured at K=5 \(K reaches the catalogue: every list holds every candidate\).*"
+                     r"give --alpha a number in \[0, 1\]"),
     Case("mitigate-into-missing-folder", _mitigate("--alpha", "0.5", out="new/o.npy",
                                                    outputs=("new", "new/o.npy", "new/o.npy.popaudit.json")),
          EXIT_OK, None, stdout=r"Next: popaudit check new/o\.npy"),
