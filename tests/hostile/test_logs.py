@@ -203,6 +203,10 @@ CASES = [
     Case("blank-lines-log", _log_file("log.csv", "\n\n  \n\n"), EXIT_ERROR,
          r"no interactions in log\.csv: it holds only blank lines"),
     Case("header-only-log", _log_file("log.csv", "user_id,item_id\n"), EXIT_ERROR, r"no interactions in log\.csv"),
+    # Logs F1/F2 (QA 8): "3.0" is text in every format; a log of them names the fix.
+    Case("decimal-item-ids-without-id-file",
+         _log_file("log.csv", "user_id,item_id\n" + "".join(f"{u % 5},{i}.0\n" for u, i in enumerate(range(N_ITEMS)))),
+         EXIT_ERROR, r"item ids in log\.csv are not integers.*written as decimals \(3\.0\).*astype\(\"Int64\"\)"),
     Case("utf8-bom-header", _log_file("log.csv", ("\ufeff" + _rows_csv()).encode()), EXIT_OK, None),
     Case("crlf-line-ends", _log_file("log.csv", _rows_csv().replace("\n", "\r\n").encode()), EXIT_OK, None),
     Case("empty-parquet-log", _parquet_log({"user_id": pa.array([], pa.int64()), "item_id": pa.array([], pa.int64())}),
