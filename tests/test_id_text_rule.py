@@ -115,3 +115,11 @@ def test_counts_file_keeps_decimal_ids_apart(tmp_path):
     path.write_text("item_id,count\n5,9\n5.0,29\n007,1\n")
     counts = read_frequencies(path)
     assert sorted(zip(map(str, counts.ids.tolist()), counts.counts.tolist())) == [("007", 1), ("5", 9), ("5.0", 29)]
+
+
+def test_first_non_integer_row_skips_integers_with_spaces(tmp_path):
+    """The error names the first id that is not an integer: " 5" is one (row 1), "abc" (row 3) is not."""
+    log = tmp_path / "log.csv"
+    log.write_text("user_id,item_id\n1, 5\n2,7\n3,abc\n")
+    with pytest.raises(IdMappingError, match=r"not integers \(the first in data row 3,"):
+        align_counts(count_item_ids(LogSpec(log)), ItemRows(None, N))

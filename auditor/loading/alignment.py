@@ -24,8 +24,8 @@ from auditor.values import ItemRows, LogSpec, lookup_rows
 from auditor.model import ItemStats
 
 
-# Canonical integers, as maybe_int keeps them ("12", "-3"; not "012", "+5", "1.0").
-_CANONICAL_INT = r"^(0|-?[1-9][0-9]*)$"
+# Integers as id_text.integer_ids spells them ("12", " -3 "; not "012", "+5", "1.0").
+_CANONICAL_INT = r"^\s*(0|-?[1-9][0-9]*)\s*$"
 
 
 def _first_non_integer_at(ids: pa.Array) -> int | None:
