@@ -87,6 +87,21 @@ def check_unique_ids(ids: np.ndarray, source: str, role: str = "item") -> None:
     )
 
 
+def refuse_empty_ids(column: pa.Array | pa.ChunkedArray, where: str) -> pa.Array | pa.ChunkedArray:
+    """``column`` of a table's row ids, or IdMappingError naming the rows (0-based, as
+    table rows) of its empty ids: null, blank text or NaN (:func:`blank_as_null`)."""
+    column = blank_as_null(column)
+    if column.null_count:
+        nulls = np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))
+        many = nulls.size != 1
+        nan = "NaN: " if pa.types.is_floating(column.type) else ""
+        raise IdMappingError(
+            f"{where} has {nulls.size} empty id{'s' * many} ({nan}row{'s' * many} {first_rows(nulls)}); "
+            "each table row needs its id"
+        )
+    return column
+
+
 def read_id_file(path: Path, what: str = "item ids") -> np.ndarray:
     """Raw ids, one per row in row order: .txt/.csv (one per line), .npy, or Parquet (first column)."""
     path = require_regular_file(path)
@@ -108,11 +123,7 @@ def read_id_file(path: Path, what: str = "item ids") -> np.ndarray:
         if isinstance(exc, IdMappingError):
             raise
         raise IdMappingError(f"cannot read {what} from {path}: {arrow_reason(exc)}") from exc
-    column = blank_as_null(column)  # NaN in a float file, as blank text, is an empty id
-    if column.null_count:
-        nulls = np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))
-        nan = " (NaN)" if pa.types.is_floating(column.type) else ""
-        raise IdMappingError(f"{what} file {path} has {nulls.size} empty ids{nan} (rows {first_rows(nulls)})")
+    column = refuse_empty_ids(column, f"{what} file {path}")
     return ids_to_numpy(column, f"{what} file {path}")
 
 

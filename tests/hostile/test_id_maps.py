@@ -121,7 +121,17 @@ def _id_file_missing_most_interactions(d: Path) -> Built:
     return Built(check_args(model, "--item-ids", "ids.txt"))
 
 
+def _nan_in_float_id_file(d: Path) -> Built:
+    """A float .npy id file with NaN for row 3 (Logs F3): an empty id, named by row."""
+    model = table(d)
+    log(d)
+    np.save(d / "ids.npy", np.array([float(i) if i != 3 else np.nan for i in range(N_ITEMS)]))
+    return Built(check_args(model, "--item-ids", "ids.npy"))
+
+
 CASES = [
+    Case("nan-in-float-item-id-file", _nan_in_float_id_file, EXIT_ERROR,
+         r"item ids file ids\.npy has 1 empty id \(NaN: row 3\); each table row needs its id"),
     Case("id-file-leaves-most-interactions-unmapped", _id_file_missing_most_interactions, EXIT_ERROR,
          r"45 interactions of the 55 in log\.parquet \(81\.8%\) reference 9 item ids with no row under --item-ids "
          r"ids\.txt.*--assume-row-ids to audit the mapped interactions anyway"),

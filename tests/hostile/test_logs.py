@@ -211,6 +211,9 @@ CASES = [
     Case("crlf-line-ends", _log_file("log.csv", _rows_csv().replace("\n", "\r\n").encode()), EXIT_OK, None),
     Case("empty-parquet-log", _parquet_log({"user_id": pa.array([], pa.int64()), "item_id": pa.array([], pa.int64())}),
          EXIT_ERROR, r"no interactions in bad\.parquet"),
+    # Logs F3 (QA 8): NaN in a float id column (polars' missing id) is an empty id, as a null.
+    Case("nan-item-ids-in-float-parquet-log",
+         _parquet_log({"user_id": [0.0, 1.0, 2.0, 3.0], "item_id": [1.0, float("nan"), 2.0, 3.0]}), EXIT_OK, None),
     Case("all-null-item-ids", _parquet_log({"user_id": [1, 2], "item_id": pa.array([None, None], pa.int64())}),
          EXIT_ERROR, r"no interactions in bad\.parquet \(2 rows, every item id empty\)"),
     Case("binary-log", _log_file("log.csv", bytes(range(256)) * 4), EXIT_ERROR,
