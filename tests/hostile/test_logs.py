@@ -202,6 +202,14 @@ CASES = [
     Case("empty-log", _log_file("log.csv", ""), EXIT_ERROR, r"no interactions in log\.csv: the file is empty \(0 bytes\)"),
     Case("blank-lines-log", _log_file("log.csv", "\n\n  \n\n"), EXIT_ERROR,
          r"no interactions in log\.csv: it holds only blank lines"),
+    # Logs F4 (QA 8): a mistyped column name against a real header lists it; a typed RecBole header names its format.
+    Case("mistyped-user-col-lists-the-header",
+         _log_file("abc.csv", "a,b,c\n" + "".join(f"{u % 5},{u},1\n" for u in range(N_ITEMS)), "--user-col", "x", "--item-col", "b"),
+         EXIT_ERROR, r"user column 'x' is not in abc\.csv; columns found: a, b, c"),
+    Case("recbole-header-read-as-tsv",
+         _log_file("ds.inter", "user_id:token\titem_id:token\n" + "".join(f"{u % 5}\t{u}\n" for u in range(N_ITEMS)),
+                   "--interactions-format", "tsv"),
+         EXIT_ERROR, r"RecBole header with typed names \(user_id:token, item_id:token\); pass --interactions-format recbole"),
     Case("header-only-log", _log_file("log.csv", "user_id,item_id\n"), EXIT_ERROR, r"no interactions in log\.csv"),
     # Logs F1/F2 (QA 8): "3.0" is text in every format; a log of them names the fix.
     Case("decimal-item-ids-without-id-file",
