@@ -44,6 +44,22 @@ def whole_decimals(ids: np.ndarray) -> bool:
     return bool(np.all((dot == ".") & digits & (np.char.str_len(tail) > 0) & (np.char.strip(tail, "0") == "")))
 
 
+def decimals_beside_integers(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: object) -> str | None:
+    """Why no id matched, when one side spells every id as a whole decimal ("3.0") and the
+    other as integers: the same numbers, but a decimal id is text; else None."""
+    if row_ids is None:
+        return None
+    row_ids = np.asarray(row_ids)
+    if not ((whole_decimals(row_ids) and log_ids.dtype.kind in "iu")
+            or (whole_decimals(log_ids) and row_ids.dtype.kind in "iu")):
+        return None
+    return (
+        f"one of the log and {row_source} writes every id as a decimal (3.0), the other as an integer (3); "
+        "a decimal id is text, so none match: write both the same way (pandas: .astype(\"Int64\") for a "
+        "column of integers holding missing values)"
+    )
+
+
 def whole_decimals_fix(what: str) -> str:
     """How to fix ids that are all whole decimals (:func:`whole_decimals`), in words."""
     return (

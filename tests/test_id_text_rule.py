@@ -10,6 +10,7 @@ from a CSV log (ρ 0.7531) and not from the same log in Parquet (ρ 0.8455).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -123,3 +124,25 @@ def test_first_non_integer_row_skips_integers_with_spaces(tmp_path):
     log.write_text("user_id,item_id\n1, 5\n2,7\n3,abc\n")
     with pytest.raises(IdMappingError, match=r"not integers \(the first in data row 3,"):
         align_counts(count_item_ids(LogSpec(log)), ItemRows(None, N))
+
+
+@pytest.mark.parametrize("side", ["item", "user"])
+def test_decimal_id_file_beside_an_integer_log_says_why_nothing_matches(tmp_path, side):
+    """An id file of "0.0".."N.0" against a log of integers: refused naming the spelling
+    (before F1 a .txt file of decimals read as integers and matched; a .npy of the same text did not)."""
+    import torch
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    rng = np.random.default_rng(0)
+    torch.save({"user_embedding.weight": torch.tensor(rng.normal(size=(12, 4)), dtype=torch.float32),
+                "item_embedding.weight": torch.tensor(rng.normal(size=(N, 4)), dtype=torch.float32)}, tmp_path / "m.pt")
+    (tmp_path / "log.csv").write_text("user_id,item_id\n" + "".join(f"{u % 10},{u % N}\n" for u in range(200)))
+    rows = N if side == "item" else 12
+    (tmp_path / "ids.txt").write_text("".join(f"{i}.0\n" for i in range(rows)))
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "m.pt"), "--interactions", str(tmp_path / "log.csv"),
+                                      f"--{side}-ids", str(tmp_path / "ids.txt"), "-q", "--no-probes", "--bootstrap", "0"])
+    assert result.exit_code == 1, result.output
+    assert re.search(r"writes every id as a decimal \(3\.0\), the other as an integer \(3\); a decimal id is text, "
+                     r"so none match", result.output), result.output
