@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from auditor.errors import setting
+
 LONG_LINE = "a line is longer than 4 MiB (binary data, or a file that is not line-based)"
 """Why a log with a line beyond the CSV reader's 4 MiB block is refused, however it shows."""
 
@@ -62,8 +64,6 @@ def columns_found(columns: Sequence[str], schema: bool = False, given: Sequence[
     that reads it; otherwise how many there are, without quoting them (they may be content
     of a file that is no log)."""
     if not schema and _recbole_header(columns):
-        from auditor.errors import setting  # errors imports nothing of loading: no cycle
-
         return (
             "its first line is a RecBole header with typed names (" + ", ".join(str(c).strip() for c in columns)
             + f"); pass {setting('interactions_format')} recbole to read it (or remove the ':type' suffixes)"
