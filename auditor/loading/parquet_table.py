@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from auditor.errors import AmbiguousTableError, EmbeddingTableError, IdMappingError, InputError, ModelLoadError, setting
+from auditor.errors import AmbiguousTableError, EmbeddingTableError, InputError, ModelLoadError, setting
 from auditor.loading.ids import ID_COLUMN_NAMES, ids_to_numpy, refuse_empty_ids
 from auditor.loading.messages import arrow_reason, looks_like_names
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, check_values, text_columns
