@@ -33,6 +33,42 @@ FRAMEWORK_ROWS: dict[str, str] = {
 (``ModelBundle.format`` -> the sentence the id error gives instead of guessing an offset)."""
 
 
+def whole_decimals(ids: np.ndarray) -> bool:
+    """True when every text id is a whole decimal ("3.0", "-12.00"): an integer column
+    written as floats (pandas does so for a column holding missing values). Such ids are
+    text (:mod:`auditor.loading.id_text`), so they name no table row; error path only."""
+    if ids.size == 0 or ids.dtype != object:
+        return False
+    head, dot, tail = (np.char.partition(np.char.strip(ids.astype(str)), ".")[:, k] for k in range(3))
+    digits = np.char.isdigit(np.char.lstrip(head, "-"))
+    return bool(np.all((dot == ".") & digits & (np.char.str_len(tail) > 0) & (np.char.strip(tail, "0") == "")))
+
+
+def decimals_beside_integers(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: object) -> str | None:
+    """Why no id matched, when one side spells every id as a whole decimal ("3.0") and the
+    other as integers: the same numbers, but a decimal id is text; else None."""
+    if row_ids is None:
+        return None
+    row_ids = np.asarray(row_ids)
+    if not ((whole_decimals(row_ids) and log_ids.dtype.kind in "iu")
+            or (whole_decimals(log_ids) and row_ids.dtype.kind in "iu")):
+        return None
+    return (
+        f"one of the log and {row_source} writes every id as a decimal (3.0), the other as an integer (3); "
+        "a decimal id is text, so none match: write both the same way (pandas: .astype(\"Int64\") for a "
+        "column of integers holding missing values)"
+    )
+
+
+def whole_decimals_fix(what: str) -> str:
+    """How to fix ids that are all whole decimals (:func:`whole_decimals`), in words."""
+    return (
+        f"they are written as decimals (3.0), as pandas writes an integer column holding missing values, "
+        f"and a decimal id is text, not a row number; write the column as integers (pandas: "
+        f".astype(\"Int64\")) or pass {setting(what + '_ids')} FILE with each {what}-table row's id spelled the same"
+    )
+
+
 def describe_mapping(what: str, ids_source: str | None, policy: RowIdPolicy) -> str:
     """One line for the report: how raw ``what`` ids were mapped to table rows."""
     if ids_source is not None:
@@ -115,7 +151,8 @@ def table_rows(
         named = f" (column {column!r})" if column else ""
         raise IdMappingError(
             f"{what} ids of {source}{named} are not integers, so they cannot be {what}-table row numbers; "
-            f"pass {setting(what + '_ids')} FILE with the raw {what} id of each {what}-table row"
+            + (whole_decimals_fix(what) if whole_decimals(raw) else
+               f"pass {setting(what + '_ids')} FILE with the raw {what} id of each {what}-table row")
         )
     if check:
         check_assumed_rows(raw, n_rows, policy, what, source, framework=framework)

@@ -104,7 +104,7 @@ def test_integer_table_listing_says_not_floating_point(tmp_path):
 def test_parquet_table_null_id_names_the_row(tmp_path):
     path = tmp_path / "items.parquet"
     pq.write_table(pa.table({"id": [0, None, 1], "v": [[1.0, 2.0], [1.0, 2.0], [1.0, 3.0]]}), path)
-    assert_error(run("check", path), 1, str(path), "column 'id'", "1 empty ids (rows 1)")
+    assert_error(run("check", path), 1, str(path), "column 'id'", "1 empty id (row 1)")
 
 
 @pytest.mark.parametrize(

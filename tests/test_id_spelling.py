@@ -117,12 +117,13 @@ def test_parquet_text_row_numbers_are_rows(tmp_path, column_type):
 
 
 def test_text_id_file_of_integers_with_spaces_and_floats(tmp_path):
-    """The .txt reader keeps what inference gave: " 5" is 5, "3.0" is 3, "7" is 7."""
+    """Surrounding spaces are allowed (" 5" is 5); a decimal "3.0" is text, as in a
+    Parquet or .npy id file (id_text's one rule), so it never merges with the id 3."""
     path = tmp_path / "ids.txt"
     path.write_text(" 5\n3\n7\n")
     assert read_id_file(path).tolist() == [5, 3, 7]
     path.write_text("5.0\n3.0\n")
-    assert read_id_file(path).tolist() == [5, 3]
+    assert read_id_file(path).tolist() == ["5.0", "3.0"]
 
 
 def test_movielens_dat_keeps_padded_ids(tmp_path):

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import AuditError, IdMappingError, setting
+from auditor.idmap import whole_decimals, whole_decimals_fix
 from auditor.loading.counting import IdCounts
 from auditor.loading.frequencies import FORMAT as COUNTS_FORMAT
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log
@@ -23,8 +24,8 @@ from auditor.values import ItemRows, LogSpec, lookup_rows
 from auditor.model import ItemStats
 
 
-# Canonical integers, as maybe_int keeps them ("12", "-3"; not "012", "+5", "1.0").
-_CANONICAL_INT = r"^(0|-?[1-9][0-9]*)$"
+# Integers as id_text.integer_ids spells them ("12", " -3 "; not "012", "+5", "1.0").
+_CANONICAL_INT = r"^\s*(0|-?[1-9][0-9]*)\s*$"
 
 
 def _first_non_integer_at(ids: pa.Array) -> int | None:
@@ -62,7 +63,7 @@ def _first_bad_row(log: Log) -> int | None:
     return None
 
 
-def _not_integers(log: Log | None, source: object) -> IdMappingError:
+def _not_integers(log: Log | None, source: object, ids: np.ndarray | None = None) -> IdMappingError:
     """The error for item ids that cannot be row indices, naming the data row of the first
     offending id in the file (not the first in sorted order, which the counts hold).
 
@@ -70,10 +71,9 @@ def _not_integers(log: Log | None, source: object) -> IdMappingError:
     """
     row = _first_bad_row(log) if log is not None else None
     where = f" (the first in data row {row}, counting from 1 after any header)" if row is not None else ""
-    return IdMappingError(
-        f"item ids in {source} are not integers{where}, so they cannot be table row "
-        f"indices; pass {setting('item_ids')} FILE with the raw id of each table row"
-    )
+    fix = (whole_decimals_fix("item") if ids is not None and whole_decimals(ids)
+           else f"pass {setting('item_ids')} FILE with the raw id of each table row")
+    return IdMappingError(f"item ids in {source} are not integers{where}, so they cannot be table row indices; {fix}")
 
 
 def _reopen(counts: IdCounts) -> Log | None:
@@ -94,7 +94,7 @@ def _rows_without_ids(counts: IdCounts, n_items: int, offset: int) -> np.ndarray
                 f"item ids in {counts.source} reach {max(ids, key=lambda i: (len(i), i))}, beyond any table row "
                 f"number; pass {setting('item_ids')} FILE with the raw id of each table row"
             )
-        raise _not_integers(_reopen(counts) if len(ids) else None, counts.source)
+        raise _not_integers(_reopen(counts) if len(ids) else None, counts.source, ids)
     return _id_rows(ids, n_items, offset)
 
 
@@ -153,7 +153,7 @@ def _batch_rows(items: pa.Array, mapping: ItemRows, log: Log) -> np.ndarray:
             except pa.ArrowInvalid:
                 pass
         if not pa.types.is_integer(items.type):
-            raise _not_integers(log, log.path)
+            raise _not_integers(log, log.path, items.to_numpy(zero_copy_only=False))
         return _id_rows(items.to_numpy(zero_copy_only=False), mapping.n_items, mapping.offset)
     return lookup(items)
 

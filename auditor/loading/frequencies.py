@@ -31,7 +31,8 @@ from auditor.loading.parquet_bounds import read_table as bounded_read_table
 from auditor.loading.counting import IdCounts
 from auditor.loading.counts_only import counts_only
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.logs import inexact_floats, maybe_int
+from auditor.loading.id_text import blank_as_null
+from auditor.loading.logs import maybe_int
 from auditor.loading.messages import arrow_reason, columns_found
 from auditor.loading.sniff import ITEM_COLUMN_NAMES, all_numbers, is_parquet, open_stream, sample_lines, sniff_delimiter
 from auditor.loading.validation import first_rows
@@ -60,7 +61,7 @@ def read_frequencies(
     the distinct users of the whole log.
     """
     path = require_regular_file(path, "frequencies file")
-    table, columns = _read(path)
+    table, columns = _read(path, item_col)
     item = _required(columns, item_col, ITEM_NAMES, path, "item id", "item_col")
     count = _required(columns, count_col, COUNT_NAMES, path, "count", "count_col")
     users = _column(columns, user_count_col, USER_COUNT_NAMES, path, "distinct-users", "user_count_col")
@@ -69,9 +70,8 @@ def read_frequencies(
     if table.num_rows == 0:
         raise InteractionsError(f"no item counts in {path}: it has a header but no rows")
 
-    ids = _plain(table.column(item))
-    if inexact_floats(ids):  # integers beyond int64 read as doubles would merge: read as text
-        ids = maybe_int(_read(path, text_column=item)[0].column(item).combine_chunks())
+    # Text ids are typed as a log's are (id_text: "5.0" and "007" stay text); NaN is an empty id.
+    ids = maybe_int(blank_as_null(_plain(table.column(item))))
     counts = _whole_numbers(_plain(table.column(count)), path, count, "count")
     user_counts = None if users is None else _whole_numbers(_plain(table.column(users)), path, users, "distinct-users count")
     if user_counts is not None:
@@ -111,8 +111,9 @@ def read_frequencies(
     )
 
 
-def _read(path: Path, text_column: str | None = None) -> tuple[pa.Table, list[str]]:
-    """The whole table (a counts table is O(items)) and its column names."""
+def _read(path: Path, item_col: str | None) -> tuple[pa.Table, list[str]]:
+    """The whole table (a counts table is O(items)) and its column names; a CSV's item id
+    column read as text (typed by :func:`maybe_int`, as a log's ids are, not by inference)."""
     try:
         if is_parquet(path):
             table = bounded_read_table(path, None, InteractionsError)
@@ -135,9 +136,8 @@ def _read(path: Path, text_column: str | None = None) -> tuple[pa.Table, list[st
                 "holds item id, count and optionally distinct users"
             )
         read = pacsv.ReadOptions(column_names=names, skip_rows=1 if header else 0)
-        convert = pacsv.ConvertOptions(
-            column_types={text_column: pa.string()} if text_column else None, strings_can_be_null=True
-        )
+        text_column = _required(names, item_col, ITEM_NAMES, path, "item id", "item_col")
+        convert = pacsv.ConvertOptions(column_types={text_column: pa.string()}, strings_can_be_null=True)
         table = pacsv.read_csv(
             open_stream(path), read_options=read, parse_options=pacsv.ParseOptions(delimiter=delimiter),
             convert_options=convert,

@@ -1,11 +1,14 @@
 """Typing ids read from text so that they keep their spelling.
 
-One rule for every reader (CSV/TSV/``::`` logs, ``.txt``/``.csv`` id files, Parquet
-string columns, ``.npy`` of strings): text ids that are all canonical integers ("12",
-not "012") are integers, anything else stays text (:func:`auditor.loading.logs.maybe_int`
-applies it to a whole column). pyarrow's CSV type inference reads "001" as 1, so a
-log's reader types each block itself (:class:`BlockTyper`): plain integers as int64 (as
-fast as inference), zero-padded integers as text, other numbers as inference would.
+One rule for every reader (CSV/TSV/``::``/RecBole logs, ``.txt``/``.csv`` id files,
+Parquet string columns, ``.npy`` of strings, counts files, served lists):
+:func:`integer_ids`. A text id is an integer only when it is spelled as one: an optional
+minus sign and digits, surrounding spaces allowed ("12", " -3 "). Anything else stays
+text: zero-padded integers ("012", "-0"), a plus sign ("+5"), decimals ("5.0") and
+exponents ("5E0"), so "5" and "5.0" are two ids in every format. Typed numeric columns
+(Parquet int/float, ``.npy`` numbers) keep their types (:func:`auditor.loading.ids.ids_to_numpy`).
+pyarrow's CSV type inference reads "001" as 1 and "5.0" as 5, so a log's reader types
+each block itself (:class:`BlockTyper`) with the same rule, as fast as inference.
 """
 
 from __future__ import annotations
@@ -18,10 +21,14 @@ _WHITESPACE_ONLY = r"^[ \t\r\n\f\v]*$"
 
 
 def blank_as_null(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """``ids`` with every empty or whitespace-only text id as null: a blank id, however the
-    file spells it (a CSV's ``3, `` as its ``3,``), so every reader leaves out and counts the
-    same rows. Other types are returned as they are."""
+    """``ids`` with every empty or whitespace-only text id, and every NaN of a float column,
+    as null: a blank id, however the file spells it (a CSV's ``3, `` as its ``3,``, polars'
+    NaN as pandas' null), so every reader leaves out and counts the same rows. Other types
+    are returned as they are."""
     t = ids.type
+    if pa.types.is_floating(t):
+        nan = pc.is_nan(ids)
+        return pc.if_else(nan, pa.scalar(None, t), ids) if pc.any(nan).as_py() else ids
     if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
             or pa.types.is_large_binary(t)):
         return ids
@@ -57,29 +64,45 @@ def _as_text(block: pa.Array) -> pa.Array:
         return block
 
 
-def _int64(block: pa.Array) -> pa.Array | None:
+def _cast(block: pa.Array, to: pa.DataType) -> pa.Array | None:
     try:
-        return block.cast(pa.int64())
+        return block.cast(to)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
 
 
+def integer_ids(block: pa.Array, wide: bool = True) -> pa.Array | None:
+    """``block`` (text or bytes, nulls allowed) as int64 when every id is spelled as an
+    integer (module docstring), as uint64 when some are beyond int64 (hashed 64-bit ids;
+    only when ``wide``), else None: the ids stay text.
+
+    Vectorised casts only (this runs over every id of a log): arrow's string to integer cast
+    takes digits with an optional minus sign (and "0x" hex, which :func:`zero_padded`
+    refuses with the other spellings starting with a 0); it takes no spaces, so surrounding
+    spaces are trimmed only when the plain cast fails."""
+    if block.null_count == len(block):
+        return None
+    text = block
+    for int_type in (pa.int64(), pa.uint64()) if wide else (pa.int64(),):
+        ints = _cast(text, int_type)
+        if ints is None and text is block:
+            trimmed = _as_text(block)
+            if pa.types.is_string(trimmed.type) or pa.types.is_large_string(trimmed.type):
+                text = pc.utf8_trim_whitespace(trimmed)
+                ints = _cast(text, int_type)
+        if ints is not None:
+            return None if zero_padded(text) else ints
+    return None
+
+
 def infer_block(block: pa.Array) -> pa.Array:
-    """Ids of one block read as bytes, typed: int64 when every id is a plain integer
-    (surrounding spaces allowed, as pyarrow's inference allows them), float64 when every
-    id is a number, else text (zero-padded integers included)."""
-    text, ints = block, _int64(block)
-    if ints is None and block.null_count < len(block):
-        text = _as_text(block)
-        if pa.types.is_string(text.type):
-            text = pc.utf8_trim_whitespace(text)
-            ints = _int64(text)
-    if ints is not None:
-        return _as_text(block) if zero_padded(text) else ints
-    try:
-        return block.cast(pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return _as_text(block)
+    """Ids of one block read as bytes, typed: int64 when every id is spelled as an integer
+    (:func:`integer_ids`), else text (integers beyond int64 too: their reader makes them
+    uint64 or keeps them as text, :func:`auditor.loading.ids.ids_to_numpy`)."""
+    if block.null_count == len(block):  # no id to judge by (BlockTyper gives it the column's type)
+        return pa.nulls(len(block), pa.int64())
+    ints = integer_ids(block, wide=False)
+    return _as_text(block) if ints is None else ints
 
 
 class BlockTyper:
@@ -91,7 +114,7 @@ class BlockTyper:
         self.fixed: pa.DataType | None = None
 
     def __call__(self, block: pa.Array) -> pa.Array:
-        if self.fixed is not None and not pa.types.is_integer(self.fixed) and not pa.types.is_floating(self.fixed):
+        if self.fixed is not None and not pa.types.is_integer(self.fixed):
             return _as_text(block)
         typed = infer_block(block)
         if block.null_count == len(block):  # an all-empty block: no type to judge by
@@ -99,7 +122,5 @@ class BlockTyper:
         if self.fixed is None:
             self.fixed = typed.type
         elif typed.type != self.fixed:
-            if not (pa.types.is_floating(self.fixed) and pa.types.is_integer(typed.type)):
-                raise DriftedBlock
-            typed = typed.cast(self.fixed)
+            raise DriftedBlock
         return typed

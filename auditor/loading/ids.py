@@ -16,8 +16,8 @@ import pyarrow.csv as pacsv
 from auditor.errors import IdMappingError
 from auditor.io import require_regular_file
 from auditor.loading.parquet_bounds import read_table as bounded_read_table
-from auditor.loading.id_text import infer_block
-from auditor.loading.logs import inexact_floats, maybe_int
+from auditor.loading.id_text import blank_as_null, infer_block
+from auditor.loading.logs import maybe_int
 from auditor.loading.messages import arrow_reason
 from auditor.loading.npy import load_npy
 from auditor.loading.validation import first_rows
@@ -51,7 +51,9 @@ def ids_to_numpy(arr: pa.Array | pa.ChunkedArray, what: str) -> np.ndarray:
         try:
             return _numpy(arr.cast(pa.int64(), safe=True))
         except pa.ArrowException as exc:  # lossy or unsupported cast
-            raise IdMappingError(f"{what} holds non-integer numbers; ids must be integers or strings") from exc
+            # Readers make NaN an empty id (blank_as_null); one reaching here was not left out.
+            why = "NaN (an empty id)" if pc.any(pc.is_nan(arr)).as_py() else "non-integer numbers"
+            raise IdMappingError(f"{what} holds {why}; ids must be integers or strings") from exc
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         try:
             return _numpy(arr.cast(pa.string()))
@@ -85,6 +87,21 @@ def check_unique_ids(ids: np.ndarray, source: str, role: str = "item") -> None:
     )
 
 
+def refuse_empty_ids(column: pa.Array | pa.ChunkedArray, where: str) -> pa.Array | pa.ChunkedArray:
+    """``column`` of a table's row ids, or IdMappingError naming the rows (0-based, as
+    table rows) of its empty ids: null, blank text or NaN (:func:`blank_as_null`)."""
+    column = blank_as_null(column)
+    if column.null_count:
+        nulls = np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))
+        many = nulls.size != 1
+        nan = "NaN: " if pa.types.is_floating(column.type) else ""
+        raise IdMappingError(
+            f"{where} has {nulls.size} empty id{'s' * many} ({nan}row{'s' * many} {first_rows(nulls)}); "
+            "each table row needs its id"
+        )
+    return column
+
+
 def read_id_file(path: Path, what: str = "item ids") -> np.ndarray:
     """Raw ids, one per row in row order: .txt/.csv (one per line), .npy, or Parquet (first column)."""
     path = require_regular_file(path)
@@ -106,17 +123,15 @@ def read_id_file(path: Path, what: str = "item ids") -> np.ndarray:
         if isinstance(exc, IdMappingError):
             raise
         raise IdMappingError(f"cannot read {what} from {path}: {arrow_reason(exc)}") from exc
-    if column.null_count:
-        nulls = np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))
-        raise IdMappingError(f"{what} file {path} has {nulls.size} empty ids (rows {first_rows(nulls)})")
+    column = refuse_empty_ids(column, f"{what} file {path}")
     return ids_to_numpy(column, f"{what} file {path}")
 
 
 def _read_text_ids(path: Path) -> pa.Array:
     """One id per line; a first line naming an id column (id, item_id, ...) is a header.
 
-    Read as bytes and typed as a log's ids are (:func:`infer_block`): "001" stays text,
-    as it does in a Parquet or ``.npy`` id file.
+    Read as bytes and typed as a log's ids are (:func:`infer_block`): "001" and "5.0"
+    stay text, as they do in a Parquet or ``.npy`` id file.
     """
     with open(path, "rb") as fh:
         first = fh.readline().decode("utf-8", errors="replace").strip()
@@ -127,10 +142,5 @@ def _read_text_ids(path: Path) -> pa.Array:
     parse = pacsv.ParseOptions(delimiter=delimiter)
     as_bytes = pacsv.ConvertOptions(column_types={"f0": pa.binary()}, strings_can_be_null=True)
     column = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=as_bytes).column(0)
-    raw = column.combine_chunks()
-    typed = infer_block(raw)
-    if inexact_floats(typed):
-        # Integers beyond int64 (hashed uint64 ids) would be merged as doubles: keep them
-        # exact, as text (ids_to_numpy makes them uint64 or text ids).
-        typed = raw.cast(pa.string())
-    return typed
+    # Integers beyond int64 (hashed uint64 ids) stay text here: ids_to_numpy makes them uint64.
+    return infer_block(column.combine_chunks())

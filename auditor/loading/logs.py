@@ -4,13 +4,11 @@ A :class:`LogSpec` names one log and how to read it (format, id columns); every 
 reader takes one. :func:`open_log` detects the format and id columns from a sample (see
 :mod:`auditor.loading.sniff`); :meth:`Log.batches` then streams (item ids, user ids)
 per record batch through pyarrow's Parquet and CSV readers, so the log is never held
-whole. Text ids are first typed block by block as pyarrow would infer them, except that
-zero-padded integers stay text (:mod:`auditor.loading.id_text`); a block whose ids drift to another
-type raises :class:`TypeDrift` and the reader starts over with every id as a string
-(:func:`read_ids`). So does a column inferred as floats holding values a float cannot
-hold exactly as integers (``|x| >= 2**53``): integers beyond int64 (hashed uint64 ids)
-that pyarrow reads as doubles, which would merge neighbouring ids. As text they are
-kept exact and become uint64 (:func:`maybe_int`) or text ids.
+whole. Text ids are typed block by block by one rule (:mod:`auditor.loading.id_text`):
+int64 when every id is spelled as an integer, else text ("007", "5.0" and "5E0" stay
+text, as in Parquet); a block whose ids drift to another type raises :class:`TypeDrift`
+and the reader starts over with every id as a string (:func:`read_ids`). Integers beyond
+int64 (hashed uint64 ids) stay text while read and become uint64 (:func:`maybe_int`).
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ import pyarrow.parquet as pq
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, zero_padded
+from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, integer_ids
 from auditor.loading.messages import LONG_LINE, arrow_reason, columns_found
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
 from auditor.values import LogSpec
@@ -51,8 +49,6 @@ from auditor.loading.sniff import (
 BATCH_ROWS = 1 << 20
 CSV_BLOCK_BYTES = 1 << 22
 """The CSV reader's block: a line longer than this is refused (:data:`LONG_LINE`)."""
-EXACT_FLOAT_INTS = 2.0**53
-"""Floats at or beyond this magnitude are not exact integers (ids read as text instead)."""
 # Parquet files whose row groups hold at most this many rows and uncompressed bytes of
 # the id columns are read whole row group by row group, READ_AHEAD of them decoded ahead.
 SCAN_ROW_GROUP_ROWS = 1 << 22
@@ -167,9 +163,6 @@ class Log:
                         items, users = item_typer(items), (user_typer(users) if users is not None else None)
                     except DriftedBlock as exc:
                         raise TypeDrift from exc
-                # Doubles beyond 2**53 (integers past int64, inf from a huge number): re-read as text.
-                if not as_strings and (inexact_floats(items) or (users is not None and inexact_floats(users))):
-                    raise TypeDrift
                 _check_field_length(self.path, items)
                 if users is not None:
                     _check_field_length(self.path, users)
@@ -266,31 +259,13 @@ def _largest_row_group_bytes(pf: pq.ParquetFile, columns: list[str]) -> int:
 
 
 def maybe_int(arr: pa.Array) -> pa.Array:
-    """String ids that are all canonical integers ("12", not "012") as int64 (as uint64
-    when some are beyond int64: hashed 64-bit ids), else unchanged.
-
-    Used after a re-read as strings (another column drifted, or integers too large for
-    int64): the round trip keeps distinct ids distinct.
-    """
+    """String ids that are all spelled as integers (:func:`auditor.loading.id_text.integer_ids`:
+    "12", " -3 "; not "012", "+5", "5.0") as int64 (as uint64 when some are beyond int64:
+    hashed 64-bit ids), else unchanged: the one rule every reader applies to text ids."""
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) or len(arr) == 0:
         return arr
-    for int_type in (pa.int64(), pa.uint64()):
-        try:
-            as_int = arr.cast(int_type)
-        except pa.ArrowException:  # not integers (of this range), or no cast kernel
-            continue
-        same = pc.equal(as_int.cast(arr.type), arr)
-        return as_int if pc.all(same).as_py() else arr
-    return arr
-
-
-def inexact_floats(arr: pa.Array | pa.ChunkedArray) -> bool:
-    """True for floats of which some are not exact integers by magnitude (``|x| >= 2**53``,
-    infinities): text read as doubles that was integers beyond int64 or a huge number."""
-    if not pa.types.is_floating(arr.type) or len(arr) == 0:
-        return False
-    big = pc.greater_equal(pc.abs(arr), pa.scalar(EXACT_FLOAT_INTS, arr.type))
-    return bool(pc.any(big).as_py())
+    ints = integer_ids(arr)
+    return arr if ints is None else ints
 
 
 def _check_field_length(path: Path, arr: pa.Array) -> None:
@@ -307,12 +282,11 @@ def _check_field_length(path: Path, arr: pa.Array) -> None:
 
 
 def _plain_ints(text: pa.Array) -> pa.Array:
-    """``::``-file ids as int64; TypeDrift when some are not integers or are zero-padded."""
-    try:
-        ints = text.cast(pa.int64())
-    except pa.ArrowInvalid as exc:
-        raise TypeDrift from exc
-    if zero_padded(text):
+    """``::``-file ids as int64; TypeDrift when some are not spelled as integers (id_text)."""
+    if text.null_count == len(text):
+        return pa.nulls(len(text), pa.int64())
+    ints = integer_ids(text, wide=False)
+    if ints is None:
         raise TypeDrift
     return ints
 

@@ -6,13 +6,18 @@ not in the expected format describes it in structural terms (format, number and 
 of columns) and never quotes its values. Column names are listed only when the first line
 reads as a log's header: several identifier-like names, at least one of them in a log's
 vocabulary (``user_id``, ``movieId``, ``timestamp``...). That is what a user needs to pick
-the item column, while a headerless data line (``alice,hunter2``) is never echoed.
+the item column, while a headerless data line (``alice,hunter2``) is never echoed. A line
+of identifier-like names is also listed when one of them is a column name the user gave
+(``a,b,c`` with ``--item-col b``: a header, whatever its words), and a RecBole header
+(``user_id:token``) read as another format is named as one, with the option that reads it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+from auditor.errors import setting
 
 LONG_LINE = "a line is longer than 4 MiB (binary data, or a file that is not line-based)"
 """Why a log with a line beyond the CSV reader's 4 MiB block is refused, however it shows."""
@@ -37,11 +42,33 @@ def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
     )
 
 
-def columns_found(columns: Sequence[str], schema: bool = False) -> str:
+def _named_by_user(columns: Sequence[str], given: Sequence[str | None]) -> bool:
+    """True when the line is identifier-like names, one of which the user gave as a column:
+    the user knows it is a header (their other name is the mistake)."""
+    names = [str(c).strip() for c in columns]
+    wanted = {g.strip().lower() for g in given if g}
+    return bool(wanted) and all(_NAME.fullmatch(n) for n in names) and any(n.lower() in wanted for n in names)
+
+
+def _recbole_header(columns: Sequence[str]) -> bool:
+    """RecBole's typed header (``user_id:token``, ``timestamp:float``) read as plain names."""
+    names = [str(c).strip() for c in columns]
+    return (len(names) >= 2 and all(_SCHEMA_NAME.fullmatch(n) and ":" in n for n in names)
+            and any(_LOG_WORDS.search(n) for n in names))
+
+
+def columns_found(columns: Sequence[str], schema: bool = False, given: Sequence[str | None] = ()) -> str:
     """``columns found: a, b`` for column names that look like a log's (a text header, or
-    ``schema``: a Parquet file's own names); otherwise how many there are, without quoting
-    them (they may be content of a file that is no log)."""
-    if looks_like_names(columns, schema):
+    ``schema``: a Parquet file's own names), or that hold a name in ``given`` (the column
+    names the user passed); a RecBole typed header read as another format, with the option
+    that reads it; otherwise how many there are, without quoting them (they may be content
+    of a file that is no log)."""
+    if not schema and _recbole_header(columns):
+        return (
+            "its first line is a RecBole header with typed names (" + ", ".join(str(c).strip() for c in columns)
+            + f"); pass {setting('interactions_format')} recbole to read it (or remove the ':type' suffixes)"
+        )
+    if looks_like_names(columns, schema) or _named_by_user(columns, given):
         return "columns found: " + ", ".join(str(c) for c in columns)
     n = len(columns)
     if schema:

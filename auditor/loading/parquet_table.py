@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from auditor.errors import AmbiguousTableError, EmbeddingTableError, IdMappingError, InputError, ModelLoadError, setting
-from auditor.loading.ids import ID_COLUMN_NAMES, ids_to_numpy
+from auditor.errors import AmbiguousTableError, EmbeddingTableError, InputError, ModelLoadError, setting
+from auditor.loading.ids import ID_COLUMN_NAMES, ids_to_numpy, refuse_empty_ids
 from auditor.loading.messages import arrow_reason, looks_like_names
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, check_values, text_columns
 from auditor.loading.pickle_scan import shown
@@ -165,9 +165,7 @@ def _row_ids(path: Path, field: pa.Field, ids: list[pa.Array], max_memory: int |
     ceiling); an empty id is an IdMappingError naming its rows."""
     decoder = TextDecoder(path, max_memory, ModelLoadError)
     chunked = decoder.plain(pa.chunked_array(ids), field.name) if ids else pa.chunked_array([], field.type)
-    if chunked.null_count:
-        nulls = np.flatnonzero(chunked.is_null().to_numpy(zero_copy_only=False))
-        raise IdMappingError(f"{path} id column {field.name!r} has {nulls.size} empty ids (rows {first_rows(nulls)})")
+    chunked = refuse_empty_ids(chunked, f"{path} id column {field.name!r}")
     return ids_to_numpy(chunked, f"{path} column {field.name!r}")
 
 

@@ -169,7 +169,8 @@ def _norm(name: str) -> str:
 
 
 def _find_column(
-    columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str, schema: bool = False
+    columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str, schema: bool = False,
+    named: tuple[str | None, ...] = (),
 ) -> str | None:
     """``given`` (exact, then case-insensitive), else the first common name present."""
     if given is not None:
@@ -182,7 +183,7 @@ def _find_column(
                 "rename the duplicates so the column is unambiguous"
             )
         raise InteractionsError(
-            f"{what} column {given!r} is not in {path}; {columns_found(columns, schema)}"
+            f"{what} column {given!r} is not in {path}; {columns_found(columns, schema, named)}"
         )
     for name in names:
         matches = [c for c in columns if _norm(c) == name]
@@ -201,13 +202,14 @@ def choose_columns(
 ) -> tuple[str, str | None]:
     """(item column, user column or None): the names given, else common id column names
     (``schema``: the columns are a Parquet schema's, listed as such in errors)."""
-    item = _find_column(columns, item_col, ITEM_COLUMN_NAMES, path, "item", schema)
+    given = (user_col, item_col)
+    item = _find_column(columns, item_col, ITEM_COLUMN_NAMES, path, "item", schema, given)
     if item is None:
         raise InteractionsError(
-            f"cannot find an item id column in {path}; {columns_found(columns, schema)}. "
+            f"cannot find an item id column in {path}; {columns_found(columns, schema, given)}. "
             f"Pass {setting('item_col')} NAME"
         )
-    user = _find_column(columns, user_col, USER_COLUMN_NAMES, path, "user", schema)
+    user = _find_column(columns, user_col, USER_COLUMN_NAMES, path, "user", schema, given)
     if user == item:
         raise InteractionsError(f"user and item columns of {path} are both {item!r}")
     return item, user

@@ -16,15 +16,17 @@ from typing import Any
 import numpy as np
 
 from auditor.config import AuditConfig
-from auditor.errors import IdMappingError, setting
+from auditor.errors import AuditError, IdMappingError, setting
 from auditor.loading.alignment import align_counts
 from auditor.loading.counting import IdCounts, count_item_ids
-from auditor.loading.frequencies import read_frequencies
+from auditor.loading.blank_rows import first_blank_rows
+from auditor.loading.frequencies import FORMAT as COUNTS_FORMAT, read_frequencies
 from auditor.loading.log_memo import LogMemo, log_identity
 from auditor.idmap import (
+    decimals_beside_integers,
     check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, offset_signals,
 )
-from auditor.values import ItemRows, RowIdPolicy
+from auditor.values import ItemRows, LogSpec, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
 
@@ -136,7 +138,8 @@ def _aligned(
     if int(stats.frequencies.sum()) == 0:
         raise IdMappingError(
             f"no interaction in {counted} matches a row of the item table: "
-            f"pass {setting('item_ids')} with the raw id of each row"
+            + (decimals_beside_integers(counts.ids, bundle.item_ids, bundle.item_ids_source)
+               or f"pass {setting('item_ids')} with the raw id of each row")
         )
     if bundle.item_ids is not None:
         check_mapped_share(stats.n_unmapped, stats.n_interactions, stats.n_unmapped_ids, policy, "item", counted,
@@ -147,15 +150,16 @@ def _aligned(
 def _left_out(counts: IdCounts, counted: Path, stats: ItemStats, rows_assumed: bool) -> list[str]:
     """What the counts held that the frequencies leave out, in words."""
     notes = []
+    item_at, user_at = _first_blank(counts)
     if counts.n_null_items:
         notes.append(
             f"{counts.n_null_items:,} interactions in {counted} have an empty "
-            f"item id ({counts.item_col!r} column); they are left out"
+            f"item id ({counts.item_col!r} column{item_at}); they are left out"
         )
     if counts.n_null_users:
         notes.append(
             f"{counts.n_null_users:,} interactions in {counted} have an empty "
-            f"user id ({counts.user_col!r} column); they count as interactions, not as users"
+            f"user id ({counts.user_col!r} column{user_at}); they count as interactions, not as users"
         )
     if stats.n_unmapped:
         share = stats.n_unmapped / max(1, stats.n_interactions)
@@ -166,6 +170,20 @@ def _left_out(counts: IdCounts, counted: Path, stats: ItemStats, rows_assumed: b
             + (f" ({setting('assume_row_ids')}: ids taken as rows anyway)" if rows_assumed else "")
         )
     return notes
+
+
+def _first_blank(counts: IdCounts) -> tuple[str, str]:
+    """", first at data row N" for the first empty item id and user id of a log (empty or
+    NaN, :mod:`auditor.loading.blank_rows`); nothing for a counts file (its rows are
+    items, and its warning's count is of interactions) or where the log cannot be reread."""
+    if not (counts.n_null_items or counts.n_null_users) or counts.format == COUNTS_FORMAT:
+        return "", ""
+    try:
+        spec = LogSpec(counts.source, counts.format or "auto", counts.user_col, counts.item_col)
+        item_row, user_row = first_blank_rows(spec, bool(counts.n_null_items), bool(counts.n_null_users))
+    except (AuditError, OSError):
+        return "", ""
+    return (f", first at data row {item_row}" if item_row else "", f", first at data row {user_row}" if user_row else "")
 
 
 def _count(n: int, noun: str) -> str:

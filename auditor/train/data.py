@@ -17,6 +17,7 @@ import numpy as np
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InputError, InteractionsError, setting
 from auditor.values import ItemRows
+from auditor.loading.blank_rows import first_blank_rows
 from auditor.loading.counting import IdCounts, count_item_ids
 from auditor.loading.logs import open_log
 from auditor.values import LogSpec
@@ -311,7 +312,7 @@ def _blank_ids_warning(log_spec: LogSpec, counts: IdCounts, n_pairs: int) -> tup
     each (data rows counted from 1 after any header); none when every row has both ids."""
     if not (counts.n_null_items or counts.n_null_users):
         return ()
-    first_item, first_user = _first_blank_rows(log_spec, bool(counts.n_null_items), bool(counts.n_null_users))
+    first_item, first_user = first_blank_rows(log_spec, bool(counts.n_null_items), bool(counts.n_null_users))
     parts = [f"{counts.n_null_items:,} with no item id (column {counts.item_col!r}, first at data row {first_item})"
              if counts.n_null_items else "",
              f"{counts.n_null_users:,} with no user id (column {counts.user_col!r}, first at data row {first_user})"
@@ -319,25 +320,6 @@ def _blank_ids_warning(log_spec: LogSpec, counts: IdCounts, n_pairs: int) -> tup
     dropped = counts.n_null_items + counts.n_null_users
     return (f"{log_spec.path}: {dropped:,} of {dropped + n_pairs:,} rows ({dropped / (dropped + n_pairs):.1%}) have a "
             f"blank id and are left out of training and the catalogue: {'; '.join(p for p in parts if p)}",)
-
-
-def _first_blank_rows(log_spec: LogSpec, want_item: bool, want_user: bool) -> tuple[int | None, int | None]:
-    """The first data row (from 1) with a blank item id, and with a blank user id beside an
-    item id: a second pass, made only when the counting found such rows."""
-    log, seen = open_log(log_spec), 0
-    first_item: int | None = None
-    first_user: int | None = None
-    for items, users in log.batches(as_strings=True):
-        item_blank = np.asarray(items.is_null().to_numpy(zero_copy_only=False))
-        user_blank = np.asarray(users.is_null().to_numpy(zero_copy_only=False)) & ~item_blank if users is not None else None
-        if first_item is None and item_blank.any():
-            first_item = seen + 1 + int(np.argmax(item_blank))
-        if first_user is None and user_blank is not None and user_blank.any():
-            first_user = seen + 1 + int(np.argmax(user_blank))
-        seen += len(items)
-        if (first_item is not None or not want_item) and (first_user is not None or not want_user):
-            break
-    return first_item, first_user
 
 
 def _read_times(

@@ -129,7 +129,28 @@ def _id_file_missing_most_interactions(d: Path) -> Built:
     return Built(check_args(model, "--item-ids", "ids.txt"))
 
 
+def _nan_in_float_id_file(d: Path) -> Built:
+    """A float .npy id file with NaN for row 3 (Logs F3): an empty id, named by row."""
+    model = table(d)
+    log(d)
+    np.save(d / "ids.npy", np.array([float(i) if i != 3 else np.nan for i in range(N_ITEMS)]))
+    return Built(check_args(model, "--item-ids", "ids.npy"))
+
+
+def _decimal_id_file_beside_integer_log(d: Path) -> Built:
+    """An id file "0.0".. beside a log of integers (Logs F2): decimals are text, so nothing matches."""
+    model = table(d)
+    log(d)
+    write(d, "ids.txt", "".join(f"{i}.0\n" for i in range(N_ITEMS)))
+    return Built(check_args(model, "--item-ids", "ids.txt"))
+
+
 CASES = [
+    Case("decimal-id-file-beside-integer-log", _decimal_id_file_beside_integer_log, EXIT_ERROR,
+         r"no interaction in log\.parquet matches a row of the item table: one of the log and --item-ids ids\.txt "
+         r"writes every id as a decimal \(3\.0\), the other as an integer \(3\)"),
+    Case("nan-in-float-item-id-file", _nan_in_float_id_file, EXIT_ERROR,
+         r"item ids file ids\.npy has 1 empty id \(NaN: row 3\); each table row needs its id"),
     Case("id-file-leaves-most-interactions-unmapped", _id_file_missing_most_interactions, EXIT_ERROR,
          r"45 interactions of the 55 in log\.parquet \(81\.8%\) reference 9 item ids with no row under --item-ids "
          r"ids\.txt.*--assume-row-ids to audit the mapped interactions anyway"),
