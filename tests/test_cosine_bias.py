@@ -20,9 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from auditor import AuditConfig, run_audit
-from auditor.result import AuditResult
+from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5
 
-N_USERS, N_ITEMS, DIM = 30, 40, 4
 
 
 def _log(tmp_path: Path) -> Path:
@@ -46,17 +45,6 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _arp(scores: np.ndarray, log: Path) -> float:
-    """ARP@5 of ``scores`` (users × items, rows = ids), training items excluded."""
-    table = pq.read_table(log).to_pydict()
-    scores = scores.astype(np.float64).copy()
-    scores[table["user_id"], table["item_id"]] = -np.inf
-    top = np.argsort(-scores, axis=1, kind="stable")[:, :5]
-    return float(np.bincount(table["item_id"], minlength=N_ITEMS)[top].mean())
-
-
-def _audit(model: Path, log: Path) -> AuditResult:
-    return run_audit(AuditConfig(model=model, interactions=log, ks=(5,), bootstrap=0, probes=False))
 
 
 def _onnx(path: Path, users: np.ndarray, items: np.ndarray, bias: np.ndarray, user_side: bool,
@@ -120,9 +108,9 @@ def test_cosine_plus_item_bias_is_served_as_the_model_scores(tmp_path: Path, fmt
     log = _log(tmp_path)
     model = (_onnx(tmp_path / "cosb.onnx", users, items, bias, user_side=True) if fmt == "onnx"
              else _keras_h5(tmp_path / "cosb.h5", users, items, bias))
-    mine = _arp(_unit(users) @ _unit(items).T + bias, log)
-    old = _arp(users @ items.T + bias, log)  # what was served: u·i + b_i
-    result = _audit(model, log)
+    mine = arp_at_5(_unit(users) @ _unit(items).T + bias, log)
+    old = arp_at_5(users @ items.T + bias, log)  # what was served: u·i + b_i
+    result = audit_at_5(model, log)
     _assert_served(result, mine, log, old, "cos(u,i) + b_i")
     assert "L2-normalised" in result.served_vectors.description  # type: ignore[union-attr]
 
@@ -132,9 +120,9 @@ def test_an_item_side_normalisation_plus_bias_keeps_the_users_norm(tmp_path: Pat
     against the bias, so the queries are not normalised)."""
     users, items, bias = _model()
     log = _log(tmp_path)
-    mine = _arp(users @ _unit(items).T + bias, log)
-    result = _audit(_onnx(tmp_path / "ib.onnx", users, items, bias, user_side=False), log)
-    _assert_served(result, mine, log, _arp(_unit(users) @ _unit(items).T + bias, log), "u·i/|i| + b_i")
+    mine = arp_at_5(users @ _unit(items).T + bias, log)
+    result = audit_at_5(_onnx(tmp_path / "ib.onnx", users, items, bias, user_side=False), log)
+    _assert_served(result, mine, log, arp_at_5(_unit(users) @ _unit(items).T + bias, log), "u·i/|i| + b_i")
 
 
 def test_a_user_side_normalisation_plus_bias_normalises_the_queries(tmp_path: Path) -> None:
@@ -142,9 +130,9 @@ def test_a_user_side_normalisation_plus_bias_normalises_the_queries(tmp_path: Pa
     (the user's norm weighs the factors against the bias): [q/|q|, 1] against [i, b_i]."""
     users, items, bias = _model()
     log = _log(tmp_path)
-    mine = _arp(_unit(users) @ items.T + bias, log)
-    result = _audit(_onnx(tmp_path / "ub.onnx", users, items, bias, user_side=True, item_side=False), log)
-    _assert_served(result, mine, log, _arp(users @ items.T + bias, log), "u·i/|u| + b_i")
+    mine = arp_at_5(_unit(users) @ items.T + bias, log)
+    result = audit_at_5(_onnx(tmp_path / "ub.onnx", users, items, bias, user_side=True, item_side=False), log)
+    _assert_served(result, mine, log, arp_at_5(users @ items.T + bias, log), "u·i/|u| + b_i")
 
 
 def test_history_queries_of_a_cosine_bias_model_are_normalised(tmp_path: Path) -> None:
@@ -156,6 +144,6 @@ def test_history_queries_of_a_cosine_bias_model_are_normalised(tmp_path: Path) -
     table = pq.read_table(log).to_pydict()
     sums = np.zeros((N_USERS, DIM))
     np.add.at(sums, table["user_id"], items[table["item_id"]].astype(np.float64))
-    mine = _arp(_unit(sums) @ _unit(items).T + bias, log)
+    mine = arp_at_5(_unit(sums) @ _unit(items).T + bias, log)
     result = run_audit(AuditConfig(model=model, interactions=log, ks=(5,), bootstrap=0, probes=False, queries="history"))
-    _assert_served(result, mine, log, _arp(sums @ _unit(items).T + bias, log), "cos(u,i) + b_i")
+    _assert_served(result, mine, log, arp_at_5(sums @ _unit(items).T + bias, log), "cos(u,i) + b_i")

@@ -22,10 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from auditor import AuditConfig, run_audit
-from auditor.result import AuditResult
+from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5
 
-N_USERS, N_ITEMS, DIM = 30, 40, 4
 
 
 def _log(tmp_path: Path) -> Path:
@@ -44,16 +42,6 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     return users, items
 
 
-def _arp(scores: np.ndarray, log: Path) -> float:
-    table = pq.read_table(log).to_pydict()
-    scores = scores.astype(np.float64).copy()
-    scores[table["user_id"], table["item_id"]] = -np.inf
-    top = np.argsort(-scores, axis=1, kind="stable")[:, :5]
-    return float(np.bincount(table["item_id"], minlength=N_ITEMS)[top].mean())
-
-
-def _audit(model: Path, log: Path) -> AuditResult:
-    return run_audit(AuditConfig(model=model, interactions=log, ks=(5,), bootstrap=0, probes=False))
 
 
 class _TwoTower(nn.Module):
@@ -82,7 +70,7 @@ class _Unplaced(_TwoTower):
 def _assert_cosine(result: AuditResult, log: Path) -> None:
     users, items = _tables()
     unit = items / np.linalg.norm(items, axis=1, keepdims=True)
-    mine, dot = _arp(users @ unit.T, log), _arp(users @ items.T, log)
+    mine, dot = arp_at_5(users @ unit.T, log), arp_at_5(users @ items.T, log)
     served = result.served_vectors
     assert served is not None and served.as_served and served.scoring == "cosine", served
     assert "scores by cosine: its own lists are the 'cosine' scoring" in result.warnings[0], result.warnings
@@ -96,7 +84,7 @@ def test_torchscript_cosine_is_read_from_its_saved_code(tmp_path: Path, module: 
     path = tmp_path / "cos_ts.pt"
     torch.jit.script(module()).save(str(path))
     log = _log(tmp_path)
-    result = _audit(path, log)
+    result = audit_at_5(path, log)
     _assert_cosine(result, log)
     assert result.served_vectors is not None
     assert "its saved forward()" in result.served_vectors.description
@@ -105,7 +93,7 @@ def test_torchscript_cosine_is_read_from_its_saved_code(tmp_path: Path, module: 
 def test_torchscript_normalisation_it_cannot_place_makes_the_tables_stand_in(tmp_path: Path) -> None:
     path = tmp_path / "odd_ts.pt"
     torch.jit.script(_Unplaced()).save(str(path))
-    result = _audit(path, _log(tmp_path))
+    result = audit_at_5(path, _log(tmp_path))
     served = result.served_vectors
     assert served is not None and not served.as_served
     assert result.warnings[0].startswith("the stored tables stand in for the vectors the model in odd_ts.pt scores: "
@@ -148,14 +136,14 @@ def _keras_h5(path: Path, normalised: tuple[str, ...]) -> Path:
 
 def test_keras_unit_normalization_on_both_towers_scores_by_cosine(tmp_path: Path) -> None:
     log = _log(tmp_path)
-    result = _audit(_keras_h5(tmp_path / "unit.h5", ("user", "item")), log)
+    result = audit_at_5(_keras_h5(tmp_path / "unit.h5", ("user", "item")), log)
     _assert_cosine(result, log)
     assert result.served_vectors is not None and "Dot of the UnitNormalization layers `user_norm` and `item_norm`" \
         in result.served_vectors.description
 
 
 def test_keras_unit_normalization_on_one_tower_makes_the_tables_stand_in(tmp_path: Path) -> None:
-    result = _audit(_keras_h5(tmp_path / "half.h5", ("user",)), _log(tmp_path))
+    result = audit_at_5(_keras_h5(tmp_path / "half.h5", ("user",)), _log(tmp_path))
     served = result.served_vectors
     assert served is not None and not served.as_served
     assert result.warnings[0].startswith("the stored tables stand in for the vectors the model in half.h5 scores: its "
