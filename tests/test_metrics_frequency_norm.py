@@ -317,7 +317,7 @@ def _unit_rows(dtype, dim: int, n: int = 200, *, own_dtype: bool = False) -> np.
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(dtype)
 
 
-def test_the_rounding_tolerance_is_two_sqrt_dim_epsilons_of_the_dtype():
+def test_the_rounding_tolerance_is_two_sqrt_dim_epsilons_of_a_float_the_norms_are_summed_in():
     assert NormPrecision("float32", 16).tolerance == 8 * 2.0**-23  # 2 x 4 x float32's eps
     assert NormPrecision("float64", 64).tolerance == 16 * 2.0**-52
     assert NormPrecision("int8", 16).tolerance == 0.0  # integers: only exact ties count

@@ -28,20 +28,25 @@ class NormPrecision(NamedTuple):
 
     @property
     def tolerance(self) -> float:
-        """The relative spread of norms that rounding alone can make: 2·sqrt(dim) machine
-        epsilons of the table's dtype (0 for a non-float table: only exact ties count).
+        """The relative spread of norms that rounding alone can make (0 for a non-float
+        table: only exact ties count): 2·sqrt(dim) epsilons of the dtype the norms were
+        computed in (the table's own, float32 at most), or 2 epsilons of a coarser dtype
+        the entries are stored in (bfloat16, float16), whichever is larger.
 
-        Why: a row normalised in that dtype (``F.normalize`` in float32, or a float64 unit
-        row stored as float32) has its entries rounded to half an ulp each, and the norm
-        it was divided by was summed from dim rounded squares. Independent roundings add
-        like a random walk, so a "unit" row's norm is 1 to within about sqrt(dim)·eps; two
-        rows can err in opposite directions, hence twice that for the spread (max − min)
-        of many. Measured on random rows normalised in float32 (or in float64, then stored
-        as float32): at most 2.5 eps (3.0e-7) over 200,000 rows of 2 to 8 dims, 2.1 eps
-        over 5,000 rows of 16 to 1,024 dims, within the 2.8 eps allowed at 2 dims (8 eps,
-        9.5e-7, at 16); 1 dim is exact (±1). A real spread of norms is far above
-        it: 1e-3 of the norm is 1,000 times the float32 tolerance at 16 dims. Norms closer
-        than this are equal as far as the table can tell, and their ranks are noise.
+        Why: a row normalised in float32 (``F.normalize``, or a float64 unit row stored
+        as float32) has its entries rounded to half an ulp each, and the norm it was
+        divided by was summed from dim rounded squares. Independent roundings add like a
+        random walk, so a "unit" row's norm is 1 to within about sqrt(dim)·eps; two rows
+        can err in opposite directions, hence twice that for the spread (max − min).
+        Measured on random rows normalised in float32: at most 2.5 eps (3.0e-7) over
+        200,000 rows of 2 to 8 dims, 2.1 eps over 5,000 rows of 16 to 1,024 dims, within
+        the 2.8 eps allowed at 2 dims (8 eps, 9.5e-7, at 16); 1 dim is exact (±1).
+        Entries stored in a coarser dtype are each rounded by at most half its ulp (twice
+        that if the division ran in it), after a normaliser summed in float32 or wider
+        (torch's reductions accumulate bf16/fp16 in float32): a norm moves by at most
+        that share whatever the width, so the spread stays within 2 eps of the stored
+        dtype and, unlike summation error, does not grow with sqrt(dim). A real spread
+        of norms is far above either: 1e-3 of the norm is 1,000 times float32's at 16 dims.
         """
         if self.dtype == "bfloat16":  # a torch table numpy has no dtype for: 8 significand bits
             eps = 2.0**-7
@@ -50,7 +55,8 @@ class NormPrecision(NamedTuple):
             if not np.issubdtype(kind, np.floating):
                 return 0.0
             eps = float(np.finfo(kind).eps)
-        return float(2.0 * np.sqrt(max(self.dim, 1)) * eps)
+        summed_in = min(eps, float(np.finfo(np.float32).eps))
+        return float(2.0 * max(np.sqrt(max(self.dim, 1)) * summed_in, eps))
 
 
 def norm_precision(table: Any, stored: str | None = None) -> NormPrecision:
@@ -218,8 +224,8 @@ def _rounding_spread(norms: np.ndarray, precision: NormPrecision | None) -> str:
         return ""
     return (
         f"(the norms span {float(np.ptp(norms) / np.abs(norms).max()):.2g} of the largest, within the "
-        f"{precision.tolerance:.2g} that 2·sqrt({precision.dim}) {precision.dtype} machine epsilons of rounding "
-        "can make, as in a table normalised to one norm)"
+        f"{precision.tolerance:.2g} that {precision.dtype} rounding at {precision.dim} dimensions can make, as in "
+        "a table normalised to one norm)"
     )
 
 
