@@ -134,6 +134,32 @@ def _six_rows(one_row: pa.Table) -> tuple[Any, list[str | None]]:
     return summarise(pa.Table.from_pylist(records, schema=one_row.schema), rank_by="spearman"), by_diff
 
 
+def test_row_by_row_caption_keys_each_reason_to_its_row_pair(one_row: pa.Table) -> None:
+    """QA8 scale N1: one merged caption ('index differs (exact vs ivf); popularity differs ...;
+    index differs (ivf vs exact)') named no row; each reason now says which pair it is of,
+    in the terminal, Markdown and HTML alike."""
+    import html as html_text
+    import re
+
+    from auditor.cli._reports import rendered
+    from auditor.plugin_api import RenderContext
+    from auditor.report.batch_summary import batch_document
+
+    summary, by_diff = _six_rows(one_row)
+    assert by_diff[1] == 'retrieval.index differs ("exact" vs "ivf")' and by_diff[4] is None and by_diff[5] is None
+    keyed = [f"row {i} vs row {i - 1}: {by_diff[i]}." for i in (1, 2, 3)]
+    assert by_diff[2] is not None and "; " in by_diff[2]  # popularity and index both differ from row 1
+    document = batch_document(summary)
+    for fmt in ("console", "markdown", "html"):
+        text = rendered(document, fmt, RenderContext(width=0))
+        text = text if isinstance(text, str) else text.decode()
+        text = html_text.unescape(text) if fmt == "html" else re.sub(r"\\(.)", r"\1", text)
+        flat = " ".join(text.split())
+        caption = flat[flat.index("not comparable (as in popaudit diff): row 1 vs row 0"):]
+        assert caption.startswith("not comparable (as in popaudit diff): " + " ".join(keyed)), (fmt, caption[:400])
+        assert "row 4 vs row 3" not in caption and "row 5 vs row 4" not in caption, fmt  # compared: +6.28, +1.50
+
+
 def test_the_order_chart_breaks_its_line_between_rows_diff_does_not_compare(one_row: pa.Table) -> None:
     """QA8 scale F1 (residual): the head-share line joined 33.80× (exact), 22.39× (IVF) and
     33.85× (users popularity) as one trend; it now joins only rows 3-4-5 (compared, as the

@@ -314,6 +314,15 @@ def _apart_pairs(summary: BatchSummary, reason: str | None = None) -> list[str]:
             if s.head_share_apart and reason in (None, s.head_share_apart)]
 
 
+def _pairs_caption(summary: BatchSummary) -> str:
+    """The row-by-row caption: why each change it does not state is not comparable, keyed to
+    its row pair (``row 1 vs row 0: retrieval.index differs ("exact" vs "ivf").``; pairs
+    with one reason said together); "" when every change is stated."""
+    reasons = dict.fromkeys(s.head_share_apart for s in summary.order[1:] if s.head_share_apart)
+    said = " ".join(f"{', '.join(_apart_pairs(summary, why))}: {why}." for why in reasons)
+    return f"{NOT_COMPARABLE} (as in popaudit diff): {said}" if said else ""
+
+
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
     def figure(metric: str, value: float | None) -> str:  # a dot/cosine ratio may be +inf: ∞×, never n/a
         return fmt_ratio(value) if "_ratio@" in metric else fmt_num(value)
@@ -338,8 +347,7 @@ def _order_rows(summary: BatchSummary) -> tuple[tuple[str, ...], ...]:
 
 
 def _order_table(summary: BatchSummary, share: str) -> Table:
-    caption = " ".join(c for c in ("Changes are from the previous audited row.",
-                                   _apart_caption([s.head_share_apart for s in summary.order])) if c)
+    caption = " ".join(c for c in ("Changes are from the previous audited row.", _pairs_caption(summary)) if c)
     return Table(("row", "model", "label", "spearman", "Δ spearman", share, "Δ"), _order_rows(summary),
                  (True, False, False, True, True, True, True), caption, wrap=(1,))  # fmt: skip
 
@@ -370,7 +378,7 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
         blocks.append(Table(("row", "model", "label", "spearman", "Δ", share, "Δ "), _order_rows(summary),
                             (True, False, False, True, True, True, True),
-                            _apart_caption([s.head_share_apart for s in summary.order]),
+                            _pairs_caption(summary),
                             title="Row by row (changes from the previous audited row)"))  # fmt: skip
     return tuple(blocks)
 
