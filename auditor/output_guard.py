@@ -11,24 +11,30 @@ from auditor.errors import InputError, OutputError
 from auditor.io import descriptor_named, is_special_file, output_plan
 
 
-TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".json", ".jsonl", ".ndjson")
-"""Names that promise text: a Parquet output named so would be read as garbage."""
+TEXT_SUFFIXES = {".csv": "CSV text", ".tsv": "TSV text", ".txt": "plain text", ".json": "JSON text",
+                 ".jsonl": "JSON Lines text", ".ndjson": "NDJSON text"}
+"""Names that promise text (and the text they promise): a Parquet output named so would be
+read as garbage."""
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 def parquet_name_problem(path: Path, flag: str, what: str) -> str | None:
     """Why ``path`` is no name for a Parquet output (``what``: "the batch results"), or None:
     one whose suffix promises text (:data:`TEXT_SUFFIXES`, ``results.csv``, ``results.csv.gz``)
-    would hold Parquet bytes a CSV or JSON reader takes for garbage. Special files
-    (``/dev/stdout``) and other names are the caller's to choose."""
+    would hold Parquet bytes a CSV or JSON reader takes for garbage. The name suggested
+    instead drops the text suffix (and a compressor's) and ends in ``.parquet`` once
+    (``r.parquet.csv``: ``r.parquet``). Special files (``/dev/stdout``) and other names are
+    the caller's to choose."""
     suffixes = [s.lower() for s in Path(path).suffixes]
     if suffixes and suffixes[-1] in _COMPRESSED:
         suffixes.pop()
     if not suffixes or suffixes[-1] not in TEXT_SUFFIXES:
         return None
     name = Path(path).name
-    suggested = Path(path).with_name(name[: -len("".join(Path(path).suffixes[len(suffixes) - 1:]))] + ".parquet")
-    return (f"{flag} {path}: {what} are a Parquet file, not {suffixes[-1].lstrip('.').upper()} text, so a "
+    stem = name[: -len("".join(Path(path).suffixes[len(suffixes) - 1:]))]
+    suggested = Path(path).with_name(stem if stem.lower().endswith(_PARQUET_SUFFIXES) else stem + ".parquet")
+    return (f"{flag} {path}: {what} are a Parquet file, not {TEXT_SUFFIXES[suffixes[-1]]}, so a "
             f"{suffixes[-1]} name would hold bytes a text reader takes for garbage; name it {suggested} (read it with "
             "pandas.read_parquet or pyarrow, which can also write it as CSV)")
 

@@ -21,6 +21,19 @@ def test_text_names_are_refused_with_a_parquet_name(name: str, suggested: str) -
     assert f"name it {suggested} " in said
 
 
+@pytest.mark.parametrize(("name", "suggested", "promised"), [
+    ("r.parquet.csv", "r.parquet", "CSV text"), ("R.Parquet.TSV.gz", "R.Parquet", "TSV text"),
+    ("r.pq.jsonl", "r.pq", "JSON Lines text"), ("r.txt", "r.parquet", "plain text"), ("r.json", "r.parquet", "JSON text"),
+    ("parquet.csv", "parquet.parquet", "CSV text"),  # "parquet" is the stem here, not a suffix
+])  # fmt: skip
+def test_the_suggested_name_ends_in_parquet_once_and_the_text_is_named(name: str, suggested: str, promised: str) -> None:
+    """QA8 scale F2 (second round): r.parquet.csv suggested r.parquet.parquet, and .txt read
+    'not TXT text'."""
+    said = parquet_name_problem(Path(name), "-o", "the batch results")
+    assert said is not None and f"a Parquet file, not {promised}, so a " in said
+    assert f"name it {suggested} (" in said
+
+
 @pytest.mark.parametrize("name", ["results.parquet", "results", "r.pq", "/dev/stdout", "r.gz", "csv"])
 def test_other_names_are_the_user_s(name: str) -> None:
     assert parquet_name_problem(Path(name), "-o", "the batch results") is None

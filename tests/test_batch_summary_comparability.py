@@ -116,3 +116,85 @@ def test_rows_measured_alike_still_compare(one_row: pa.Table) -> None:
     summary = summarise(pa.Table.from_pylist(records, schema=one_row.schema), rank_by="spearman")
     assert summary.order[1].head_share_apart is None and summary.protocols is None
     assert summary.order[1].delta_head_share == pytest.approx(25.00 - 22.39)
+
+
+def _six_rows(one_row: pa.Table) -> tuple[Any, list[str | None]]:
+    """The summary of six rows (exact, IVF, users popularity, a bigger catalogue twice more)
+    and diff's reason for each row against the one before (None: compared)."""
+    from auditor.batch.summary import summarise
+    from auditor.diff import diff_reports
+
+    record = one_row.to_pylist()[0]
+    bigger = 3 * json.loads(record["report_json"])["inputs"]["n_items"] + 100
+    records = [_variant(record, 0, 33.80), _variant(record, 1, 22.39, index="ivf"),
+               _variant(record, 2, 33.85, popularity="users"), _variant(record, 3, 23.72, n_items=bigger),
+               _variant(record, 4, 30.00, n_items=bigger), _variant(record, 5, 31.50, n_items=bigger)]
+    reports = [json.loads(r["report_json"]) for r in records]
+    by_diff = [None] + [diff_reports(a, b).metric(HEAD).reason for a, b in zip(reports, reports[1:])]
+    return summarise(pa.Table.from_pylist(records, schema=one_row.schema), rank_by="spearman"), by_diff
+
+
+def test_row_by_row_caption_keys_each_reason_to_its_row_pair(one_row: pa.Table) -> None:
+    """QA8 scale N1: one merged caption ('index differs (exact vs ivf); popularity differs ...;
+    index differs (ivf vs exact)') named no row; each reason now says which pair it is of,
+    in the terminal, Markdown and HTML alike."""
+    import html as html_text
+    import re
+
+    from auditor.cli._reports import rendered
+    from auditor.plugin_api import RenderContext
+    from auditor.report.batch_summary import batch_document
+
+    summary, by_diff = _six_rows(one_row)
+    assert by_diff[1] == 'retrieval.index differs ("exact" vs "ivf")' and by_diff[4] is None and by_diff[5] is None
+    keyed = [f"row {i} vs row {i - 1}: {by_diff[i]}." for i in (1, 2, 3)]
+    assert by_diff[2] is not None and "; " in by_diff[2]  # popularity and index both differ from row 1
+    document = batch_document(summary)
+    for fmt in ("console", "markdown", "html"):
+        text = rendered(document, fmt, RenderContext(width=0))
+        text = text if isinstance(text, str) else text.decode()
+        text = html_text.unescape(text) if fmt == "html" else re.sub(r"\\(.)", r"\1", text)
+        flat = " ".join(text.split())
+        caption = flat[flat.index("not comparable (as in popaudit diff): row 1 vs row 0"):]
+        assert caption.startswith("not comparable (as in popaudit diff): " + " ".join(keyed)), (fmt, caption[:400])
+        assert "row 4 vs row 3" not in caption and "row 5 vs row 4" not in caption, fmt  # compared: +6.28, +1.50
+
+
+def test_the_order_chart_breaks_its_line_between_rows_diff_does_not_compare(one_row: pa.Table) -> None:
+    """QA8 scale F1 (residual): the head-share line joined 33.80× (exact), 22.39× (IVF) and
+    33.85× (users popularity) as one trend; it now joins only rows 3-4-5 (compared, as the
+    table's +6.28 and +1.50), breaks before rows 1, 2 and 3 (dotted separators at 0.5, 1.5,
+    2.5, ringed points) and draws the IVF point hollow; the caption says so."""
+    from auditor.report.batch_summary import batch_document, summary_figure
+
+    summary, _ = _six_rows(one_row)
+    fig = summary_figure(summary)
+    twin = fig.axes[1]
+    joined = [list(line.get_xdata()) for line in twin.get_lines() if line.get_linestyle() == "--"]
+    assert joined == [[0], [1], [2], [3, 4, 5]]  # before: [[0, 1, 2, 3, 4, 5]]
+    separators = sorted(line.get_xdata()[0] for line in twin.get_lines() if line.get_linestyle() == ":")
+    assert separators == [0.5, 1.5, 2.5]
+    rings = [list(c.get_offsets()[:, 0]) for c in twin.collections]
+    assert rings == [[1.0, 2.0, 3.0]]
+    hollow = [line for line in twin.get_lines() if line.get_linestyle() == "None"]
+    assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [1] and hollow[0].get_markerfacecolor() == "white"
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "not comparable with the row before (as in popaudit diff): line broken" in legend
+    assert "approximate index (the index's figure)" in legend
+    figure = batch_document(summary).sections[1].blocks[0]
+    assert "line is broken (dotted separator, ringed point) between rows popaudit diff would not compare (row 1 vs " \
+           "row 0, row 2 vs row 1, row 3 vs row 2)" in figure.alt  # type: ignore[union-attr]
+    assert "hollow squares: approximate index (row 1)" in figure.alt  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("values", "apart", "runs"), [
+    ([1.0, 2.0, 3.0], [False, False, False], [[0, 1, 2]]),
+    ([1.0, 2.0, 3.0], [False, True, False], [[0], [1, 2]]),
+    ([1.0, None, 3.0, 4.0], [False, False, False, False], [[0], [2, 3]]),  # a row without a figure: no line across
+    ([1.0, float("inf"), 3.0], [False, False, False], [[0], [2]]),  # +inf is drawn nowhere
+    ([None, 2.0], [False, False], [[1]]),
+])  # fmt: skip
+def test_comparable_runs(values: list[float | None], apart: list[bool], runs: list[list[int]]) -> None:
+    from auditor.report.batch_figure import comparable_runs
+
+    assert comparable_runs(values, apart) == runs

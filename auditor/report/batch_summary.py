@@ -14,8 +14,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from auditor.report.document import Block, Document, Figure, Paragraph, Section, Table
 from auditor.protocol import UNKNOWN
 from auditor.report.formatting import fmt_num, fmt_ratio
@@ -173,33 +171,33 @@ def model_tick(row: SummaryRow, width: int = 24) -> str:
 
 
 def summary_figure(summary: BatchSummary) -> Any:
-    """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure)."""
-    from auditor.report.plot_text import fit_title
-    from auditor.report.drawing import new_figure
+    """Spearman and the head-share ratio across manifest rows (matplotlib Agg figure): the
+    head-share line is broken between rows the row-by-row table states no change for
+    (:mod:`auditor.report.batch_figure`)."""
+    from auditor.report.batch_figure import OrderSeries, order_figure
 
-    fig = new_figure(7.5, 4.4)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.grid(True, color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
-    rows = list(range(len(summary.order)))  # one position per audited model, in manifest order
-    spearman = [np.nan if s.spearman is None else s.spearman for s in summary.order]
-    ax.plot(rows, spearman, marker="o", color="#D55E00", label="Spearman ρ (norm vs frequency)")
-    ax.set_xlabel("model (label, else file name), in manifest order")
-    ax.set_ylabel("Spearman ρ")
-    ax.axhline(0.0, color="#999999", linewidth=0.8)
-    # Every model is named while the names fit; beyond that every n-th.
-    step = max(1, -(-len(rows) // MAX_TICK_LABELS))
-    ax.set_xticks(rows[::step], [model_tick(s) for s in summary.order[::step]], rotation=30, ha="right",
-                  fontsize="small")
-    if summary.head_share_metric:
-        twin = ax.twinx()
-        share = [np.nan if s.head_share is None else s.head_share for s in summary.order]
-        twin.plot(rows, share, marker="s", linestyle="--", color="#0072B2", label=summary.head_share_metric)
-        twin.set_ylabel(f"{summary.head_share_metric} (dot / cosine)")
-    # Below the axes, so it never hides a point.
-    fig.legend(loc="outside lower center", ncols=2, fontsize="small", frameon=False)
-    fit_title(ax, "Bias across the manifest order")
-    return fig
+    order = summary.order
+    step = max(1, -(-len(order) // MAX_TICK_LABELS))  # every model named while the names fit, else every n-th
+    return order_figure(OrderSeries(
+        ticks=[model_tick(s) for s in order], tick_step=step, spearman=[s.spearman for s in order],
+        share_metric=summary.head_share_metric, share=[s.head_share for s in order],
+        apart=[s.head_share_apart is not None for s in order], approximate=[s.approximate for s in order],
+    ))  # fmt: skip
+
+
+def _figure_caption(summary: BatchSummary, plotted: str) -> str:
+    """The figure's caption: what it plots, and where its head-share line is broken or hollow."""
+    said = f"{plotted} for each model, named on the x-axis, in manifest order"
+    if not summary.head_share_metric:
+        return said
+    pairs = _apart_pairs(summary)
+    if pairs:
+        said += (f"; the {summary.head_share_metric} line is broken (dotted separator, ringed point) between rows "
+                 f"popaudit diff would not compare ({', '.join(pairs)}): no change is drawn there")
+    approximate = [str(s.row) for s in summary.order if s.approximate and s.head_share is not None]
+    if approximate:
+        said += f"; hollow squares: approximate index (row{'s' if len(approximate) > 1 else ''} {', '.join(approximate)})"
+    return said
 
 
 def batch_document(
@@ -213,8 +211,7 @@ def batch_document(
     order: list[Block] = []
     if summary.order:
         order.append(Figure(
-            "batch_trend", "order", "Bias across the manifest order",
-            f"{plotted} for each model, named on the x-axis, in manifest order",
+            "batch_trend", "order", "Bias across the manifest order", _figure_caption(summary, plotted),
             lambda: summary_figure(summary),
         ))  # fmt: skip
     order += [_trends_table(summary, "Kendall τ vs order"), _order_table(summary, share)]
@@ -310,6 +307,22 @@ def _apart_caption(reasons: list[str | None]) -> str:
     return f"{NOT_COMPARABLE} (as in popaudit diff): {'; '.join(said)}." if said else ""
 
 
+def _apart_pairs(summary: BatchSummary, reason: str | None = None) -> list[str]:
+    """The row pairs whose head-share change is not comparable (``row 1 vs row 0``), all of
+    them or those of one ``reason``: a row's change is from the ok row before it."""
+    return [f"row {s.row} vs row {before.row}" for before, s in zip(summary.order, summary.order[1:])
+            if s.head_share_apart and reason in (None, s.head_share_apart)]
+
+
+def _pairs_caption(summary: BatchSummary) -> str:
+    """The row-by-row caption: why each change it does not state is not comparable, keyed to
+    its row pair (``row 1 vs row 0: retrieval.index differs ("exact" vs "ivf").``; pairs
+    with one reason said together); "" when every change is stated."""
+    reasons = dict.fromkeys(s.head_share_apart for s in summary.order[1:] if s.head_share_apart)
+    said = " ".join(f"{', '.join(_apart_pairs(summary, why))}: {why}." for why in reasons)
+    return f"{NOT_COMPARABLE} (as in popaudit diff): {said}" if said else ""
+
+
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
     def figure(metric: str, value: float | None) -> str:  # a dot/cosine ratio may be +inf: ∞×, never n/a
         return fmt_ratio(value) if "_ratio@" in metric else fmt_num(value)
@@ -334,8 +347,7 @@ def _order_rows(summary: BatchSummary) -> tuple[tuple[str, ...], ...]:
 
 
 def _order_table(summary: BatchSummary, share: str) -> Table:
-    caption = " ".join(c for c in ("Changes are from the previous audited row.",
-                                   _apart_caption([s.head_share_apart for s in summary.order])) if c)
+    caption = " ".join(c for c in ("Changes are from the previous audited row.", _pairs_caption(summary)) if c)
     return Table(("row", "model", "label", "spearman", "Δ spearman", share, "Δ"), _order_rows(summary),
                  (True, False, False, True, True, True, True), caption, wrap=(1,))  # fmt: skip
 
@@ -366,7 +378,7 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
         blocks.append(Table(("row", "model", "label", "spearman", "Δ", share, "Δ "), _order_rows(summary),
                             (True, False, False, True, True, True, True),
-                            _apart_caption([s.head_share_apart for s in summary.order]),
+                            _pairs_caption(summary),
                             title="Row by row (changes from the previous audited row)"))  # fmt: skip
     return tuple(blocks)
 

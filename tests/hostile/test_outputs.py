@@ -195,6 +195,8 @@ CASES = [
          r"-o results\.csv: the batch results are a Parquet file, not CSV text.*name it results\.parquet"),
     Case("batch-results-named-json-gz", _batch_text_name("out.JSON.gz"), EXIT_USAGE,
          r"-o out\.JSON\.gz: the batch results are a Parquet file, not JSON text.*name it out\.parquet"),
+    Case("batch-results-named-parquet-txt", _batch_text_name("r.parquet.txt"), EXIT_USAGE,
+         r"-o r\.parquet\.txt: the batch results are a Parquet file, not plain text.*name it r\.parquet \("),
     Case("batch-results-on-stdout-beside-summary", _batch_stdout("-o"), EXIT_USAGE,
          r"-o /dev/stdout is standard output, where the summary is printed too; pass -q", process=True, timeout=60),
     Case("batch-html-on-stdout-beside-summary", _batch_stdout("--html"), EXIT_USAGE,
