@@ -72,7 +72,7 @@ def test_lists_alone_say_a_whole_inter_is_read_as_training(tmp_path: Path, split
     assert whole.served is not None
     said = [w for w in whole.warnings if WHOLE in w]
     assert len(said) == 1 and whole.warnings[0] == said[0]
-    assert "validation and test interactions count as training" in said[0] and "Pass the checkpoint as MODEL" in said[0]
+    assert "validation and test interactions count as training" in said[0] and "Pass the checkpoint as model, beside interactions and recommendations" in said[0]
     # Every list holds its user's test items: held-out hits, never called re-served training items.
     n_users = len(np.unique(slots[:, 0]))
     assert not any("lists re-serve" in w for w in whole.warnings)

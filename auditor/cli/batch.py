@@ -128,8 +128,9 @@ def command(
     if settings.get("interactions") is not None and settings.get("frequencies") is not None:
         raise click.UsageError("--interactions and --frequencies both give the default item counts; pass one")
     misnamed = parquet_name_problem(output, "-o", "the batch results")
-    if misnamed is not None and not (output.exists() and manifest.exists() and os.path.samefile(output, manifest)):
-        raise click.UsageError(misnamed)  # -o naming the manifest: the inputs' guard says so (exit 1)
+    named = [manifest, *(value for value in settings.values() if isinstance(value, Path))]
+    if misnamed is not None and not (output.exists() and any(p.exists() and os.path.samefile(output, p) for p in named)):
+        raise click.UsageError(misnamed)  # -o naming the manifest or an input: the inputs' guard says so (exit 1)
     refuse_stdout_twice({"-o": output, "--html": html_path}, None if quiet else "summary", messages=not quiet)
     defaults = {**audit_fields(settings), "plugins": plugins}
     parsed, gates = _manifest_and_gates(manifest, defaults, fail_on, rank_by, plugins)

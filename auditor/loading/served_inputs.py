@@ -194,8 +194,8 @@ def whole_inter_said(spec: LogSpec | None) -> str | None:
             "as training here. The figures read from the log are then not the run's: the items' popularity (ARP, "
             "novelty, the head and long-tail items, head_share_log and the severity graded against it), the user "
             "groups, the training items the lists hold (served.n_training_slots, PopRSP, PopREO) and the "
-            "most-popular list, which skips them. Pass the checkpoint as MODEL (popaudit check MODEL.pth "
-            "--interactions ... --recommendations ...), which reproduces the run's split, or a log of the training "
+            f"most-popular list, which skips them. Pass the checkpoint as {setting('model')}, beside "
+            f"{setting('interactions')} and {setting('recommendations')}, which reproduces the run's split, or a log of the training "
             "part only (RecBole's benchmark file DATASET.train.inter, say)")
 
 
