@@ -77,8 +77,7 @@ def _scored(sides: dict[str, str], normalised: dict[str, str], text: str) -> dic
     if not _straight_score(vectors, text):
         return None
     if "item" not in normalised:
-        return {"scoring_sides": "user", "scoring_evidence": "its saved forward() L2-normalises the user table's rows "
-                "(torch.nn.functional.normalize) before the score"}  # fmt: skip
+        return {"scoring_sides": "user"}  # no cosine: the entries the ONNX reader records for the same module
     sides_ = "both" if "user" in normalised else "item"
     whose = "both tables' rows" if sides_ == "both" else "the item table's rows"
     return _cosine(sides_, f"its saved forward() L2-normalises {whose} (torch.nn.functional.normalize) before the score")
