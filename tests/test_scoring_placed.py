@@ -135,3 +135,35 @@ def test_a_user_only_normalisation_beside_an_item_bias_is_served(tmp_path: Path)
     assert served.description.endswith("the model's own scores, u·i/|u| + b_i"), served.description
     assert result.retrieval is not None
     assert result.retrieval.at[5].dot["arp"] == pytest.approx(mine, rel=1e-9)
+
+
+class _NormThenProjBias(_NormThenProj):
+    def __init__(self) -> None:
+        super().__init__()
+        values = np.random.default_rng(2).normal(scale=0.5, size=(N_ITEMS, 1)).astype(np.float32)
+        self.item_bias = nn.Embedding.from_pretrained(torch.from_numpy(values), freeze=False)
+
+    def forward(self, user_ids: torch.Tensor, item_ids: torch.Tensor) -> torch.Tensor:
+        u = F.normalize(self.user_embedding(user_ids), dim=-1)
+        i = F.normalize(self.item_embedding(item_ids), dim=-1)
+        return (u * self.proj(i)).sum(-1) + self.item_bias(item_ids).squeeze(-1)
+
+
+def test_a_bias_beside_a_score_it_cannot_place_is_said_to_be_left_out(tmp_path: Path) -> None:
+    """Loaders 2 N1: the tables stand in (scoring_doubt), so the figures are u·i without the
+    bias; the bias warning said 'retrieval serves as the model scores ... (u·i + b_i)'."""
+    model = _NormThenProjBias()
+    path = tmp_path / "ntpb.pt"
+    torch.jit.script(model).save(str(path))
+    log = _log(tmp_path)
+    users, items = (t.detach().numpy() for t in (model.user_embedding.weight, model.item_embedding.weight))
+    bias = model.item_bias.weight.detach().numpy().reshape(-1)
+    plain = arp_at_5(users @ items.T, log)
+    assert plain != pytest.approx(arp_at_5(users @ items.T + bias, log))
+    result = audit_at_5(path, log)
+    served = result.served_vectors
+    assert served is not None and not served.as_served and served.item_bias_spearman is None, served
+    assert not any("retrieval serves as the model scores" in w for w in result.warnings), result.warnings
+    assert any("item bias term" in w and "left out of the figures (not u·i + b_i)" in w for w in result.warnings)
+    assert result.retrieval is not None
+    assert result.retrieval.at[5].dot["arp"] == pytest.approx(plain, rel=1e-9)

@@ -55,6 +55,14 @@ BIAS_NOTE = (
 )
 """The load warning of every model read with an item bias."""
 
+BIAS_LEFT_OUT = (
+    "{path} has an item bias term ({n} values, from `{key}`): a second channel for popularity beside the "
+    "embedding norms; the stored tables stand in because popaudit cannot place the model's score, so this bias is "
+    "left out of the figures (not u·i + b_i), and the norms audited are of the factors alone"
+)
+"""The load warning of a model with an item bias whose score popaudit cannot place (the
+config's ``scoring_doubt``): :func:`biased_vectors` serves none, the tables stand in."""
+
 HOW = (
     "the dot product of its factors plus a per-item bias (u·i + b_i; a user or global bias changes no user's "
     "ranking)"
@@ -146,6 +154,9 @@ def set_item_bias(bundle: ModelBundle, key: str, values: np.ndarray) -> None:
     """Record ``values`` (one per item row) as ``bundle``'s item bias read from ``key``, said."""
     bundle.item_biases = np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=np.float32)
     bundle.item_bias_key = key
+    if (bundle.config or {}).get("scoring_doubt"):  # the one policy of biased_vectors: nothing served
+        bundle.warnings.append(BIAS_LEFT_OUT.format(path=bundle.source, n=bundle.n_items, key=key))
+        return
     scores = _scores(*_normalised_sides(bundle))
     bundle.warnings.append(BIAS_NOTE.format(path=bundle.source, n=bundle.n_items, key=key, scores=scores))
 
