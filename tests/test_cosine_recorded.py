@@ -101,7 +101,7 @@ def test_torchscript_normalisation_it_cannot_place_makes_the_tables_stand_in(tmp
     assert "may score by cosine" in result.warnings[0]
 
 
-def _keras_h5(path: Path, normalised: tuple[str, ...]) -> Path:
+def _keras_h5(path: Path, normalised: tuple[str, ...], kind: str = "UnitNormalization") -> Path:
     """Keras's model.save("m.h5") of Dot([UnitNormalization(Flatten(user)), ...(item)]),
     the UnitNormalization only on the ``normalised`` towers (Keras 3 inbound records)."""
     h5py = pytest.importorskip("h5py")
@@ -118,7 +118,7 @@ def _keras_h5(path: Path, normalised: tuple[str, ...]) -> Path:
         layers.append({"class_name": "Flatten", "config": {"name": f"{side}_flat"}, "inbound_nodes": fed(f"{side}_embedding")})
         end = f"{side}_flat"
         if side in normalised:
-            layers.append({"class_name": "UnitNormalization", "config": {"name": f"{side}_norm", "axis": -1},
+            layers.append({"class_name": kind, "config": {"name": f"{side}_norm", "axis": -1},
                            "inbound_nodes": fed(end)})
             end = f"{side}_norm"
         ends.append(end)
@@ -142,9 +142,34 @@ def test_keras_unit_normalization_on_both_towers_scores_by_cosine(tmp_path: Path
         in result.served_vectors.description
 
 
-def test_keras_unit_normalization_on_one_tower_makes_the_tables_stand_in(tmp_path: Path) -> None:
-    result = audit_at_5(_keras_h5(tmp_path / "half.h5", ("user",)), _log(tmp_path))
+def test_keras_unit_normalization_on_the_user_tower_alone_ranks_as_dot(tmp_path: Path) -> None:
+    """Loaders 2 N3: u·i/|u| ranks as u·i for each user (was: the tables stood in, 'may
+    score by cosine'); the ONNX reader reads the same module so."""
+    log = _log(tmp_path)
+    result = audit_at_5(_keras_h5(tmp_path / "half.h5", ("user",)), log)
+    users, items = _tables()
+    assert not any("stand in" in w or "scores by cosine" in w for w in result.warnings), result.warnings
+    assert result.retrieval is not None
+    assert result.retrieval.at[5].dot["arp"] == pytest.approx(arp_at_5(users @ items.T, log), rel=1e-9)
+
+
+def test_keras_unit_normalization_on_the_item_tower_alone_scores_by_cosine(tmp_path: Path) -> None:
+    """Loaders 2 N3: u·i/|i| ranks as cosine for each user (was: the tables stood in)."""
+    log = _log(tmp_path)
+    result = audit_at_5(_keras_h5(tmp_path / "item.h5", ("item",)), log)
+    _assert_cosine(result, log)
+    assert result.served_vectors is not None and "Dot of the UnitNormalization layer `item_norm`" \
+        in result.served_vectors.description
+
+
+def test_a_keras_lambda_layer_makes_the_tables_stand_in(tmp_path: Path) -> None:
+    """Loaders 2 (F2 remainder): a Lambda's function is bytecode popaudit never runs (here an
+    L2 normalisation of both towers): the tables stand in, warned that the model may score
+    by cosine (was: audited as plain dot, no word)."""
+    result = audit_at_5(_keras_h5(tmp_path / "lam.h5", ("user", "item"), kind="Lambda"), _log(tmp_path))
     served = result.served_vectors
-    assert served is not None and not served.as_served
-    assert result.warnings[0].startswith("the stored tables stand in for the vectors the model in half.h5 scores: its "
-                                         "layers `user_norm` in the .h5's model_config normalise vectors"), result.warnings
+    assert served is not None and not served.as_served and served.scoring == "dot", served
+    assert result.warnings[0].startswith("the stored tables stand in for the vectors the model in lam.h5 scores: its "
+                                         "Lambda layers `item_norm`, `user_norm` in the .h5's model_config run code "
+                                         "popaudit does not run"), result.warnings
+    assert "may score by cosine" in result.warnings[0]

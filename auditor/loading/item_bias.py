@@ -55,6 +55,14 @@ BIAS_NOTE = (
 )
 """The load warning of every model read with an item bias."""
 
+BIAS_LEFT_OUT = (
+    "{path} has an item bias term ({n} values, from `{key}`): a second channel for popularity beside the "
+    "embedding norms; the stored tables stand in because popaudit cannot place the model's score, so this bias is "
+    "left out of the figures (not u·i + b_i), and the norms audited are of the factors alone"
+)
+"""The load warning of a model with an item bias whose score popaudit cannot place (the
+config's ``scoring_doubt``): :func:`biased_vectors` serves none, the tables stand in."""
+
 HOW = (
     "the dot product of its factors plus a per-item bias (u·i + b_i; a user or global bias changes no user's "
     "ranking)"
@@ -135,17 +143,39 @@ def read_state_dict_bias(bundle: ModelBundle) -> None:
     n_users = None if bundle.user_table is None else int(bundle.user_table.shape[0])
     tensors = without_padding(bundle.state_dict, bundle)  # a bias of the padded input drops the padding row too
     key = state_dict_bias(tensors, bundle.item_key, bundle.user_key, bundle.n_items, n_users)
-    if key is None:
+    if key is None or _misaligned(bundle, key):
         return
     import torch  # a state dict's bundle: torch is loaded already
 
     set_item_bias(bundle, key, tensors[key].detach().to(torch.float64).reshape(-1).numpy())
 
 
+def _misaligned(bundle: ModelBundle, key: str) -> bool:
+    """True, said, for a bias of one row per kept item beside a table whose padding row (Keras
+    mask_zero, padding_idx) was not its last: the model looks id r up in row r of both, so
+    bias row r is not id r's once the table's padding row goes (and the last id has no bias
+    row). Which alignment the model meant cannot be known: the bias is left out (the table
+    stands in, its item-side tensor ignored), never paired silently (QA Loaders N4)."""
+    row = bundle.item_padding_row
+    if row is None or row == bundle.n_items or tuple(bundle.state_dict[key].shape)[0] != bundle.n_items:
+        return False
+    bundle.warnings.append(
+        f"{bundle.source}: the item bias `{key}` has {bundle.n_items:,} rows, but the item table `{bundle.item_key}` has "
+        f"{bundle.n_items + 1:,}, row {row} its padding (mask) row, left out: the model looks each id up in the same row of "
+        f"both, so past row {row} the bias rows do not line up with the table's ids (id {bundle.n_items} has no bias row); "
+        "the bias is left out of the figures. Save the bias with the table's {bundle.n_items + 1:,} "
+        "rows (an Embedding of the same input_dim) to have it served"
+    )
+    return True
+
+
 def set_item_bias(bundle: ModelBundle, key: str, values: np.ndarray) -> None:
     """Record ``values`` (one per item row) as ``bundle``'s item bias read from ``key``, said."""
     bundle.item_biases = np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=np.float32)
     bundle.item_bias_key = key
+    if (bundle.config or {}).get("scoring_doubt"):  # the one policy of biased_vectors: nothing served
+        bundle.warnings.append(BIAS_LEFT_OUT.format(path=bundle.source, n=bundle.n_items, key=key))
+        return
     scores = _scores(*_normalised_sides(bundle))
     bundle.warnings.append(BIAS_NOTE.format(path=bundle.source, n=bundle.n_items, key=key, scores=scores))
 

@@ -33,7 +33,7 @@ from auditor.config import LoadOptions
 from auditor.errors import ModelLoadError
 from auditor.loading.discovery import choose_tables, tensor_infos
 from auditor.loading.hdf5_safe import H5Walk, read_float32
-from auditor.loading.keras_config import config_nodes, layer_classes, normalised_dot
+from auditor.loading.keras_config import config_nodes, lambda_doubt, layer_classes, normalised_dot, resolve_unit_side
 from auditor.loading.keras_mask import drop_mask_rows, masked_layers
 from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.zip_members import ZIP_ERRORS, ZipError, data_offset, read_member, zip_reason
@@ -99,7 +99,7 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
         user_table=user,
         user_key=choice.user.key if choice.user else None,
         state_dict={**tensors, **others},  # every weight: an item bias (2-D, (n, 1)) is served, others said
-        config=training or None,
+        config=resolve_unit_side(training, choice.item.key, choice.user.key if choice.user else None) or None,
         warnings=notes,
     )
     drop_mask_rows(bundle, masked, options)  # Embedding(mask_zero=True): row 0 is the mask, not an item
@@ -247,6 +247,8 @@ def cosine_score(config: Any, where: str = "config.json") -> dict[str, Any]:
     """``scoring: cosine`` when the model's one ``Dot`` layer normalises both inputs
     (``Dot(normalize=True)``: its scores, what the loss is taken on and what it serves, are
     cosines), with the layer as evidence; {} otherwise (no Dot, or several)."""
+    if doubt := lambda_doubt(config, where):  # a Lambda's bytecode may transform the vectors first
+        return doubt
     dots = [node.get("config") for node in config_nodes(config) if node.get("class_name") == "Dot"]
     if len(dots) != 1 or not isinstance(dots[0], dict) or dots[0].get("normalize") is not True:
         return normalised_dot(config, where)  # UnitNormalization on both inputs of a plain Dot

@@ -8,7 +8,9 @@ n_cold, ρ, coverage and the head cut all shifted). Where the file records it (K
 ``config.json``; a TorchScript archive's ``padding_idx`` constant, a pickled module's
 ``padding_idx`` attribute) the row is left out and the others keep their ids, row r holding
 id r (unless an id file or stored ids name them). A per-item bias of the same input (an
-``Embedding(n + 1, 1)``) drops the same row (:func:`without_padding`). A plain state dict
+``Embedding(n + 1, 1)``) drops the same row (:func:`without_padding`); one of only n rows beside
+a table padded before its last row does not line up with the ids and is left out, said
+(:mod:`auditor.loading.item_bias`). A plain state dict
 records no ``padding_idx``: its all-zero row keeps the load warning that says so.
 """
 

@@ -39,6 +39,42 @@ def _keras_item_dense(d: Path) -> Built:
     return Built(check_args("model.weights.h5", "--fail-on", "served_spearman>0.5"))
 
 
+def _keras_h5(d: Path, layers: list[dict[str, object]], weights: dict[str, np.ndarray]) -> None:
+    import json
+
+    import h5py
+
+    with h5py.File(d / "model.h5", "w") as f:
+        for name, values in weights.items():
+            f.create_dataset(f"model_weights/{name}/{name}/embeddings", data=values)
+            f[f"model_weights/{name}"].attrs["weight_names"] = [f"{name}/embeddings".encode()]
+        f["model_weights"].attrs["layer_names"] = [n.encode() for n in weights]
+        f.attrs["model_config"] = json.dumps({"class_name": "Functional", "config": {"layers": layers}})
+
+
+def _keras_masked_table_short_bias(d: Path) -> Built:
+    """Loaders 2 N4: an Embedding(mask_zero=True) item table of 11 rows beside a bias of 10:
+    the rows do not line up with the ids, so the bias is left out, said (it was paired)."""
+    log(d, ids=list(range(1, 11)))
+    g = np.random.default_rng(0)
+    layers: list[dict[str, object]] = [{"class_name": "Embedding", "config": {"name": "item_embedding", "mask_zero": True}}]
+    _keras_h5(d, layers, {"user_embedding": g.normal(size=(5, 4)).astype(np.float32),
+                          "item_embedding": g.normal(size=(11, 4)).astype(np.float32),
+                          "item_bias": np.arange(10.0, dtype=np.float32).reshape(10, 1)})
+    return Built(check_args("model.h5", "--fail-on", "served_spearman>0.5"))
+
+
+def _keras_lambda(d: Path) -> Built:
+    """Loaders 2 (F2): a Lambda layer (bytecode, never run) may transform the vectors: the
+    tables stand in, said (it was audited as plain dot)."""
+    log(d)
+    g = np.random.default_rng(0)
+    layers: list[dict[str, object]] = [{"class_name": "Lambda", "config": {"name": "l2i", "function": "4wEAAA=="}}]
+    _keras_h5(d, layers, {"user_embedding": g.normal(size=(5, 4)).astype(np.float32),
+                          "item_embedding": g.normal(size=(10, 4)).astype(np.float32)})
+    return Built(check_args("model.h5", "--fail-on", "served_spearman>0.5"))
+
+
 def _onnx_multiplied_bias(d: Path) -> Built:
     """An ONNX scorer that multiplies the dot product by a per-item initializer looked up by
     the item ids: no bias popaudit serves, so the table stands in (it was audited as served)."""
@@ -157,6 +193,9 @@ CASES: list[Case] = [
          r'gini_dot@5\.delta>0\.02: not comparable: served_vectors\.source differs \("propagated" vs "tables"\)'),
     Case("log-user-of-row-less-items-only", _users_of_row_less_items, EXIT_OK, None),
     Case("lightning-checkpoint-recording-lightgcn-gate", _lightning_lightgcn, EXIT_ERROR, NOT_MEASURED),
+    Case("keras-masked-table-beside-a-short-bias-gate", _keras_masked_table_short_bias, EXIT_ERROR, NOT_MEASURED,
+         skip=_no_h5py),
+    Case("keras-lambda-layer-gate", _keras_lambda, EXIT_ERROR, NOT_MEASURED, skip=_no_h5py),
     Case("onnx-per-item-initializer-multiplied-gate", _onnx_multiplied_bias, EXIT_ERROR, NOT_MEASURED, skip=_no_onnx),
 ]
 
