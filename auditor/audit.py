@@ -164,6 +164,10 @@ def _serve(
     served, stats = inputs.serving_bundle, inputs.stats
     serving = _measure_retrieval(served, stats, config, inputs.population, progress, registered, inputs.heldout,
                                  inputs.served_rows, zero_rows_said=served is inputs.bundle)
+    if serving is not None:  # the one saturation policy: a K mostly saturated grades nothing
+        from auditor.harm import saturation_flags
+
+        serving.retrieval.saturated = saturation_flags(serving.retrieval)
     if serving is not None and stats is not None:
         if served is not inputs.bundle:
             norms = item_norms(served.item_table, block=block_rows(served.dim, 8, config.max_memory))

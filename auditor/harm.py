@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from auditor.result import SEVERITIES, MeasuredSections, Severity
 from auditor.sections import EDGE_SLACK as EDGE_SLACK  # the bands live at the bottom, for the wording
 from auditor.sections import HARM_BANDS as HARM_BANDS
-from auditor.sections import finite_figure, share_ratio
-from auditor.wording import SKEW_EDGES, pct_pair, ratio_figure, saturated_said
+from auditor.sections import Retrieval, finite_figure, share_ratio
+from auditor.wording import SKEW_EDGES, partly_saturated, pct_pair, ratio_figure, saturated_said
 
 SERVED_SHARE = 0.1
 """Cut-offs K up to this share of the catalogue are the lists a user is served."""
@@ -86,23 +86,54 @@ def served_ks(ks: Iterable[int], n_items: int | None) -> list[int]:
     return [k for k in ks if k <= SERVED_SHARE * n_items] or ks[:1]
 
 
+SATURATED_SHARE = 0.5
+"""A K grades (or clears) the harm only where fewer than this share of its queries are
+saturated (K holds every candidate of theirs: any scoring serves them the same items, which
+draws the dot/cosine ratio toward 1); at this share or more it is saturated, not measured."""
+
+
+def saturated_at(n_saturated: int, n_queries: int) -> bool:
+    """Whether a K that saturates ``n_saturated`` of ``n_queries`` queries measures no harm
+    (:data:`SATURATED_SHARE`): the one policy ``Retrieval.saturated`` records."""
+    return n_saturated > 0 and n_saturated >= SATURATED_SHARE * n_queries
+
+
+def saturation_flags(retrieval: Retrieval) -> dict[int, bool]:
+    """K -> :func:`saturated_at` of the retrieval's saturated-query counts (``Retrieval.saturated``)."""
+    return {k: saturated_at(n, retrieval.n_queries) for k, n in retrieval.n_saturated.items()}
+
+
 def measured_cutoffs(result: MeasuredSections) -> list[int]:
-    """The measured cut-offs K whose lists can tell scorings apart (not
-    :data:`~auditor.wording.SATURATED`: there every list holds every candidate), ascending."""
+    """The measured cut-offs K whose lists can tell scorings apart (not saturated, see
+    :data:`SATURATED_SHARE`), ascending."""
     if result.retrieval is None:
         return []
     return sorted(k for k in result.retrieval.at if not result.retrieval.saturated.get(k, False))
 
 
 def saturated_cutoffs(result: MeasuredSections) -> list[int]:
-    """The measured cut-offs K at which the harm is not measured (every list holds every candidate), ascending."""
+    """The measured cut-offs K at which the harm is not measured (:data:`SATURATED_SHARE`), ascending."""
     retrieval = result.retrieval
     return [] if retrieval is None else sorted(k for k in retrieval.at if retrieval.saturated.get(k, False))
 
 
 def saturated_text(result: MeasuredSections) -> str:
     """The harm not measured at the saturated K, in words ("" when none is)."""
-    return saturated_said(saturated_cutoffs(result))
+    retrieval = result.retrieval
+    return "" if retrieval is None else saturated_said(saturated_cutoffs(result), retrieval.n_saturated,
+                                                       retrieval.n_queries)
+
+
+def partly_saturated_text(result: MeasuredSections, ks: Iterable[int | None]) -> str:
+    """Of the graded ``ks``, those that saturate some queries, in words ("" when none does):
+    their figures come from fewer queries than the lists count."""
+    retrieval = result.retrieval
+    if retrieval is None:
+        return ""
+    counts = retrieval.n_saturated
+    said = [partly_saturated(k, counts[k], retrieval.n_queries) for k in dict.fromkeys(ks) if k and counts.get(k)]
+    return (f"{'; '.join(said)} (any scoring serves those the same items, which draws the ratio toward 1)"
+            if said else "")
 
 
 def served_cutoffs(result: MeasuredSections) -> list[int]:

@@ -31,10 +31,8 @@ SERVED = "served"
 """The scoring of served lists given as ``recommendations`` (docs/served-lists.md)."""
 OVERLAP_SERVED = ("dot", "cosine", "popular")
 """``overlap_served_<scoring>@K``: the share of that scoring's top-K found in the served top-K."""
-OVERLAP_SERVED_DEFINITION = (
-    "overlap_served_<scoring>: mean over queries with a served list of |served list ∩ that scoring's list| / K "
-    "(dot, cosine, popular)"
-)
+OVERLAP_SERVED_DEFINITION = ("overlap_served_<scoring>: mean over queries with a served list of |served list ∩ "
+                             "that scoring's list| / K (dot, cosine, popular)")
 
 
 def share_ratio(a: Any, b: Any) -> float | None:
@@ -227,8 +225,10 @@ class Retrieval:
     """K -> the items dot serving raises and lowers most over cosine, JSON-ready: ``k``,
     ``n``, ``n_queries``, ``definition``, ``gained`` and ``lost`` (docs/report.md)."""
     saturated: dict[int, bool] = field(default_factory=dict)
-    """K -> whether K reaches every query's candidate count (the catalogue less its excluded
-    training items): every scoring's list then holds every candidate (empty: not known)."""
+    """K -> whether the harm is not measured at K (:func:`auditor.harm.saturated_at` of ``n_saturated``)."""
+    n_saturated: dict[int, int] = field(default_factory=dict)
+    """K -> queries K saturates: it reaches their candidate count (the catalogue less their
+    excluded training items), so every scoring's list holds every candidate (empty: not known)."""
 
     def approximate(self, k: int | None = None) -> str:
         """How figures from these lists are said when an approximate index found them,

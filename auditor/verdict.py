@@ -34,7 +34,7 @@ from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
 from auditor.harm import (
     HARM_BANDS, SEVERITY_GATE, Skew, approximate_lead, dot_serves_cosine, first_seen_skew, harm_words, narrow_text,
-    saturated_text, skew_text, worst_skew,
+    partly_saturated_text, saturated_text, skew_text, worst_skew,
 )
 from auditor.lists_verdict import with_served_lists
 from auditor.protocol import protocol_lead
@@ -300,6 +300,8 @@ def _summary(
             times = ratio_figure(first.ratio)
             dot, cosine = pct_pair(first.dot, first.cosine, SKEW_EDGES)
             parts[-1] += f" (at K={first.k}, the first slots a user sees: {times}×, {dot} vs {cosine})"
+        if partly := partly_saturated_text(result, (skew.k, first.k if first is not None else None)):
+            parts.append(partly)
     elif unseen is not None and same:
         parts.append(f"{_unseen_head(result, unseen)}, and dot-product retrieval serves the same items as cosine "
                      "at every K (overlap 1), so dot serving adds no popularity skew of its own")

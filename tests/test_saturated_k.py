@@ -18,7 +18,8 @@ from auditor.config import AuditConfig
 from auditor.harm import measured_cutoffs, worst_skew
 from auditor.report.content import headline
 from auditor.report.harms import cutoff_title
-from auditor.retrieval.serving import saturated_cutoffs
+from auditor.harm import saturated_at
+from auditor.retrieval.serving import saturated_queries
 
 N_ITEMS = 60
 
@@ -36,11 +37,18 @@ def _model(folder: Path) -> tuple[Path, Path, np.ndarray]:
     return folder / "items.npy", folder / "log.parquet", vectors
 
 
-def test_saturated_cutoffs_count_each_querys_candidates() -> None:
-    # 6 items; query 0 excludes 1 row, query 1 excludes 3: the widest has 5 candidates.
+def test_saturated_queries_count_each_querys_candidates() -> None:
+    # 6 items; query 0 excludes 1 row, query 1 excludes 3: 5 and 3 candidates.
     exclude = (np.array([0, 1, 4]), np.array([0, 1, 2, 3]))
-    assert saturated_cutoffs([1, 4, 5, 6], 6, exclude) == {1: False, 4: False, 5: True, 6: True}
-    assert saturated_cutoffs([5, 6], 6, None) == {5: False, 6: True}  # nothing excluded: the catalogue
+    assert saturated_queries([1, 3, 4, 5, 6], 6, 2, exclude) == {1: 0, 3: 1, 4: 1, 5: 2, 6: 2}
+    assert saturated_queries([5, 6], 6, 7, None) == {5: 0, 6: 7}  # nothing excluded: the catalogue
+
+
+def test_a_k_grades_only_while_fewer_than_half_its_queries_are_saturated() -> None:
+    # QA measures N1: 30 of 35 saturated graded "not skewed" (K=56); 35 of 35 did not (K=57).
+    assert saturated_at(30, 35) and saturated_at(35, 35) and saturated_at(18, 35) and saturated_at(20, 40)
+    assert not saturated_at(17, 35) and not saturated_at(19, 40) and not saturated_at(0, 35)
+    assert not saturated_at(0, 0)  # no queries: nothing saturated
 
 
 def test_a_k_past_the_catalogue_is_not_graded_and_severity_rests_on_the_correlation(tmp_path: Path) -> None:
@@ -79,3 +87,98 @@ def test_a_k_one_short_of_every_users_candidates_is_saturated_after_seen_items(t
     result = run_audit(AuditConfig(model=model, interactions=log, ks=(59,), probes=False, bootstrap=0, seed=1))
     assert result.retrieval is not None and result.retrieval.saturated == {59: True}
     assert result.verdict.quoted_k is None
+
+
+def _qa_cliff_model(folder: Path) -> tuple[Path, Path, np.ndarray]:
+    """The QA's 60-item model (v_f1_cliff.py, gen_base seed 0): 35 trained users of 40."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    p = 1.0 / np.arange(1, N_ITEMS + 1) ** 1.1
+    p /= p.sum()
+    rows = [(u, int(i)) for u in range(35) for i in rng.choice(N_ITEMS, size=rng.integers(3, 10), replace=False, p=p)]
+    log = np.array(rows)
+    for u in range(35):  # the QA's holdout draws, which move the generator on
+        cand = [i for i in range(N_ITEMS) if i not in set(log[log[:, 0] == u, 1])]
+        rng.choice(cand, size=2, replace=False, p=np.array([p[c] for c in cand]) / sum(p[c] for c in cand))
+    freq = np.bincount(log[:, 1], minlength=N_ITEMS)
+    vectors = rng.normal(size=(N_ITEMS, 8))
+    vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors *= (0.5 + 0.3 * np.log1p(freq) + rng.uniform(0, 0.3, N_ITEMS))[:, None]
+    users = rng.normal(size=(40, 8))
+    torch.save({"user_embedding.weight": torch.tensor(users, dtype=torch.float32),
+                "item_embedding.weight": torch.tensor(vectors, dtype=torch.float32)}, folder / "model.pt")
+    pq.write_table(pa.table({"user_id": log[:, 0].astype("int64"), "item_id": log[:, 1].astype("int64")}),
+                   folder / "train.parquet")
+    return folder / "model.pt", folder / "train.parquet", log
+
+
+def _saturated_by_hand(log: np.ndarray, k: int) -> int:
+    """Queried users (those in the log) whose unseen items number at most ``k``."""
+    seen = np.array([np.unique(log[log[:, 0] == u, 1]).size for u in np.unique(log[:, 0])])
+    return int(np.sum(N_ITEMS - seen <= k))
+
+
+def test_a_k_saturated_for_most_queries_measures_no_harm(tmp_path: Path) -> None:
+    # QA measures N1: at K=56, 30 of 35 queries hold every candidate; it graded "none" (rc 0).
+    model, log_file, log = _qa_cliff_model(tmp_path)
+    assert _saturated_by_hand(log, 56) == 30 and _saturated_by_hand(log, 57) == 35
+    result = run_audit(AuditConfig(model=model, interactions=log_file, ks=(56,), probes=False, bootstrap=0, seed=1))
+    assert result.retrieval is not None and result.retrieval.n_queries == 35
+    assert result.retrieval.n_saturated == {56: 30} and result.retrieval.saturated == {56: True}
+    assert measured_cutoffs(result) == [] and result.verdict.quoted_k is None
+    assert result.verdict.severity == "moderate"  # the correlation rule, as at K=57 (was "none" at K=56)
+    said = "K=56 (holds every candidate for 30 of 35 queries, at least half"
+    assert said in result.verdict.summary and "not skewed" not in result.verdict.summary
+    assert said in headline(result)
+    assert "holds every candidate for 30 of 35 queries: the harm is not measured here" in cutoff_title(
+        result.retrieval, 56)
+    assert result.to_dict()["retrieval"]["n_saturated"] == {"56": 30}
+
+
+def test_a_graded_k_that_saturates_some_queries_says_how_many(tmp_path: Path) -> None:
+    model, log_file, log = _qa_cliff_model(tmp_path)
+    some = _saturated_by_hand(log, 53)
+    assert 0 < some < 35 / 2, some
+    result = run_audit(AuditConfig(model=model, interactions=log_file, ks=(5, 53), probes=False, bootstrap=0, seed=1))
+    assert result.retrieval is not None and result.retrieval.saturated == {5: False, 53: False}
+    assert result.retrieval.n_saturated == {5: 0, 53: some}
+    assert f"(holds every candidate for {some} of 35 queries)" in cutoff_title(result.retrieval, 53)
+    assert "holds every candidate" not in cutoff_title(result.retrieval, 5)
+
+
+def test_the_default_k_on_a_12_item_catalogue_is_mostly_saturated(tmp_path: Path) -> None:
+    # QA measures N1 (v_f1_tiny.py): 12 items, 40 users of 1-3 items; K=10 saturated 24 of 40: graded "none".
+    torch = pytest.importorskip("torch")
+    rng, n = np.random.default_rng(1), 12
+    p = 1 / np.arange(1, n + 1) ** 1.1
+    p /= p.sum()
+    rows = []
+    for u in range(40):
+        picked = rng.choice(n, size=rng.integers(1, 4), replace=False, p=p)
+        rows += [(u, int(i)) for i in picked]
+        rng.choice([i for i in range(n) if i not in picked])  # the QA's held-out draw
+    log = np.array(rows)
+    freq = np.bincount(log[:, 1], minlength=n)
+    vectors = rng.normal(size=(n, 8))
+    vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors *= (0.5 + 0.3 * np.log1p(freq) + rng.uniform(0, 0.3, n))[:, None]
+    users = rng.normal(size=(40, 8))
+    torch.save({"user_embedding.weight": torch.tensor(users), "item_embedding.weight": torch.tensor(vectors)},
+               tmp_path / "model.pt")
+    pq.write_table(pa.table({"user_id": log[:, 0], "item_id": log[:, 1]}), tmp_path / "train.parquet")
+    saturated = int(np.sum(n - np.bincount(log[:, 0]) <= 10))
+    assert saturated == 24
+    result = run_audit(AuditConfig(model=tmp_path / "model.pt", interactions=tmp_path / "train.parquet",
+                                   probes=False, bootstrap=0, seed=1))
+    assert result.retrieval is not None and result.retrieval.n_saturated == {10: 24, 12: 40}
+    assert result.retrieval.saturated == {10: True, 12: True}
+    assert result.verdict.severity == "moderate" and result.verdict.quoted_k is None  # was "none", 1.00×
+
+
+def test_a_quoted_k_that_saturates_some_queries_says_how_many_in_the_verdict(tmp_path: Path) -> None:
+    model, log_file, log = _qa_cliff_model(tmp_path)
+    some = _saturated_by_hand(log, 53)
+    result = run_audit(AuditConfig(model=model, interactions=log_file, ks=(53,), probes=False, bootstrap=0, seed=1))
+    assert result.verdict.quoted_k == 53  # 14 of 35: fewer than half, so it grades
+    said = f"K=53 holds every candidate for {some} of 35 queries"
+    assert said in result.verdict.summary and said in headline(result)

@@ -60,6 +60,9 @@ class _ReportFacts(NamedTuple):
     """The report's ``retrieval.recall`` of an approximate index, by K (``"10"``)."""
     popularity: str | None = None
     """The report's ``retrieval.popularity`` (``interactions`` or ``users``)."""
+    saturated: frozenset[int] = frozenset()
+    """The Ks the report's ``retrieval.saturated`` marks: the harm is not measured there
+    (docs/measures.md, "A K that holds every candidate"), so the summary quotes no ratio there."""
 
 
 _NO_FACTS = _ReportFacts(None, None, None, {})
@@ -111,6 +114,8 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
         table = table.drop_columns(["report_json"])
     records = sorted(table.to_pylist(), key=lambda r: r["row"])
     ok = [r for r in records if r["status"] == STATUS_OK]
+    for r in ok:  # a saturated K's ratio measures no harm: no K choice, cell, change or trend uses it
+        r.update({f"head_share_1pct_ratio@{k}": None for k in facts.get(r["row"], _NO_FACTS).saturated})
     shared_k, own_k = _head_ratio_ks(table, ok)
     order = _order(ok, rank_by, shared_k, own_k, facts, apart_from)
     sense = rank_sense(rank_by)
@@ -145,6 +150,8 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
     for r in ok:
         fact = facts.get(r["row"], _NO_FACTS)
         k = shared_k if shared_k is not None else _own_k(r, own_k.get(r["row"]), fact.quoted_k)
+        if k is None and fact.saturated:  # every K the row measured is saturated: say so at the smallest
+            k = min(fact.saturated)
         share = r.get(f"head_share_1pct_ratio@{k}") if k is not None else None
         before = order[-1] if order else None
         apart = None
@@ -160,6 +167,7 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
             recommended=fact.recommended, k=k, recommended_k=fact.recommended_k,
             seen_items=fact.population.get("seen_items"), query_source=fact.population.get("source"),
             head_share_apart=apart, index=fact.retrieval_index, index_recall=_recall_at(fact.recall, k),
+            head_share_saturated=k in fact.saturated,
         ))  # fmt: skip
     return order
 
@@ -289,7 +297,14 @@ def _row_facts(report: dict[str, Any]) -> _ReportFacts:
         index if isinstance(index, str) else None,
         recall if isinstance(recall, dict) else None,
         popularity if isinstance(popularity, str) else None,
+        _saturated_ks(retrieval.get("saturated")),
     )
+
+
+def _saturated_ks(flags: Any) -> frozenset[int]:
+    """The Ks a report's ``retrieval.saturated`` ({"5": true, ...}) marks saturated."""
+    items = flags.items() if isinstance(flags, dict) else ()
+    return frozenset(int(k) for k, on in items if on is True and isinstance(k, str) and k.isdigit())
 
 
 def _recall_at(recall: dict[str, Any] | None, k: int | None) -> float | None:

@@ -69,6 +69,9 @@ class SummaryRow:
     ``hnsw``) whose figures of the model's lists miss what it misses (None: no retrieval)."""
     index_recall: float | None = None
     """An approximate index's recall at the row's K (``retrieval.recall``; None: exact)."""
+    head_share_saturated: bool = False
+    """The row's report marks ``k`` saturated (``retrieval.saturated``): the harm is not
+    measured there, so ``head_share`` is None, said :data:`SATURATED_CELL`."""
 
     @property
     def approximate(self) -> bool:
@@ -155,7 +158,7 @@ def _columns(summary: BatchSummary) -> _Columns:
     rows = summary.order
     k = None if summary.per_row_k else next((r.k for r in rows if r.k is not None), None)
     at = f"@{k}" if k is not None else ("" if summary.per_row_k else "@K")
-    share = summary.head_share_metric or ("head_share_1pct_ratio (row's K)" if summary.per_row_k else "head share ratio")
+    share = summary.head_share_metric or ("head_share_1pct_ratio (row's K)" if summary.per_row_k else f"head_share_1pct_ratio{at}")
     suffix = " (row's K)" if summary.per_row_k else ""
     chosen = {r.recommended_k for r in rows if r.recommended is not None}
     one = next(iter(chosen)) if len(chosen) == 1 else None
@@ -267,7 +270,7 @@ def _ranking_table(summary: BatchSummary, share: str) -> Table:
     index, indexes = _index_column(summary)
     rows = tuple(
         (str(i), str(s.row), s.model, s.label or "", *how, s.severity or "n/a", *value, fmt_num(s.spearman),
-         cols.figure(fmt_ratio(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.figure(fmt_num(s.recall), s),
+         cols.figure(_share_cell(s), s), cols.figure(fmt_num(s.ndcg), s), cols.figure(fmt_num(s.recall), s),
          cols.scoring(s))
         for i, (s, value, how) in enumerate(zip(summary.ranking, values, indexes), 1)
     )
@@ -281,6 +284,15 @@ def _ranking_table(summary: BatchSummary, share: str) -> Table:
                  f"manifest row); {where}; NDCG and recall of dot serving on the holdout; recommended: the trade-off's "
                  "scoring at the K it quotes ('dot': none clearly better than dot, keep it; '—': no holdout, or "
                  "no scoring found a held-out item).", wrap=(2,))  # fmt: skip
+
+
+SATURATED_CELL = "not measured (K reaches the catalogue)"
+"""A head-share cell at a K the row's report marks saturated (docs/measures.md)."""
+
+
+def _share_cell(row: SummaryRow) -> str:
+    """A row's head-share ratio, or :data:`SATURATED_CELL` where its K is saturated."""
+    return SATURATED_CELL if row.head_share_saturated else fmt_ratio(row.head_share)
 
 
 NOT_COMPARABLE = "not comparable"
@@ -341,7 +353,7 @@ def _order_rows(summary: BatchSummary) -> tuple[tuple[str, ...], ...]:
     cols = _columns(summary)
     return tuple(
         (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
-         cols.figure(fmt_ratio(s.head_share), s), NOT_COMPARABLE if s.head_share_apart else fmt_num(s.delta_head_share))
+         cols.figure(_share_cell(s), s), NOT_COMPARABLE if s.head_share_apart else fmt_num(s.delta_head_share))
         for s in summary.order
     )  # fmt: skip
 
@@ -367,7 +379,7 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
             ("#", "row", "model", "label", *index, "severity", *ranked, "spearman", cols.share, cols.ndcg,
              cols.recommended),
             tuple((str(i), str(s.row), s.model, s.label or "", *how, s.severity or "n/a", *value, fmt_num(s.spearman),
-                   cols.figure(fmt_ratio(s.head_share), s), cols.figure(fmt_num(s.ndcg), s), cols.scoring(s))
+                   cols.figure(_share_cell(s), s), cols.figure(fmt_num(s.ndcg), s), cols.scoring(s))
                   for i, (s, value, how) in enumerate(zip(summary.ranking, values, indexes), 1)),
             (True, True, False, False, *[False] * len(index), False, *[True] * len(ranked), True, True, True, False),
             title=f"Models ranked by {summary.rank_by} ({summary.rank_order})",

@@ -49,7 +49,7 @@ from auditor.result import (
     Retrieval,
 )
 from auditor.sections import share_ratio
-from auditor.wording import correlation_figures, pct_pair, saturated_said
+from auditor.wording import correlation_figures, partly_saturated, pct_pair, saturated_said
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -136,7 +136,9 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     k, first_k = quoted_cutoffs(result)
     if result.retrieval is not None and k is not None:
         parts += [_skew_text(result.retrieval, k, first_k, result.verdict.graded_head), *lists_view.beside(result)]
-    elif result.retrieval is not None and (full := saturated_said(sorted(k for k, on in result.retrieval.saturated.items() if on))):
+    elif result.retrieval is not None and (full := saturated_said(
+            sorted(k for k, on in result.retrieval.saturated.items() if on), result.retrieval.n_saturated,
+            result.retrieval.n_queries)):
         parts.append(f"{full}, so severity rests on the correlation")
     else:
         parts.append("retrieval not measured")
@@ -191,6 +193,8 @@ def _skew_text(retrieval: Retrieval, k: int, first_k: int | None, head: int = 1)
         times += f" ({fmt_ratio(r1)})" if (r1 := share_ratio(*raw)) is not None else ""
     if head != 1:
         times += f"; the top-1% items: {fmt_pct(cut.dot.get('head_share_1pct'))} vs {fmt_pct(cut.cosine.get('head_share_1pct'))}"
+    if some := retrieval.n_saturated.get(k, 0):  # their lists are the same under any scoring
+        times += f"; {partly_saturated(k, some, retrieval.n_queries)}"
     shown = fmt_skew_pair(dot, cos)
     return f"at K={k} the top-{head}% items fill {shown[0]} of dot-product slots vs {shown[1]} under cosine" + times
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from auditor.report.formatting import MISSING, Table, finite, fmt_num, fmt_pct
 from auditor.result import Retrieval
-from auditor.wording import SATURATED
+from auditor.wording import SATURATED, partly_saturated
 
 GROUPS_NOTE = (
     "Users grouped by the share of popular items in their training profiles (niche: the lowest, blockbuster: "
@@ -118,8 +118,13 @@ def _exposure(count: Any, n_queries: Any) -> str:
 
 def cutoff_title(retrieval: Retrieval | None, k: int) -> str:
     """``Top-K``, said approximate (the index and its recall@K) when an approximate index
-    found the lists, and saturated where K reaches every query's candidate count: every
-    table of figures from them is titled so, in every format."""
+    found the lists, saturated where the harm is not measured (``Retrieval.saturated``), and
+    with the count of queries K saturates where it saturates some: every table of figures
+    from them is titled so, in every format."""
     said = "" if retrieval is None else retrieval.approximate(k)
     full = retrieval is not None and retrieval.saturated.get(k, False)  # the harm is not measured there
-    return f"Top-{k}" + (f", {said}" if said else "") + (f" ({SATURATED}: the harm is not measured here)" if full else "")
+    n = 0 if retrieval is None else getattr(retrieval, "n_saturated", {}).get(k, 0)  # stubs may not count
+    some = ("" if retrieval is None or n == 0 or n == retrieval.n_queries  # none or every query saturated
+            else partly_saturated(k, n, retrieval.n_queries).removeprefix(f"K={k} "))
+    note = f" ({some or SATURATED}: the harm is not measured here)" if full else (f" ({some})" if some else "")
+    return f"Top-{k}" + (f", {said}" if said else "") + note

@@ -49,7 +49,7 @@ from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
 from auditor.retrieval.served import reserved_said
-from auditor.retrieval.serving import popular_lists, saturated_cutoffs
+from auditor.retrieval.serving import popular_lists, saturated_queries
 
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
@@ -316,7 +316,7 @@ def measure_retrieval(
         population=population_section(population),
         user_groups=group_tables,
         tied_ratio=tied_ratio(measures.context),
-        saturated=saturated_cutoffs(ks, n_items, population.exclude),
+        n_saturated=saturated_queries(ks, n_items, population.n_queries, population.exclude),
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
                             popularity=popularity, context=measures.context,

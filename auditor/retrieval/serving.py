@@ -24,12 +24,14 @@ def max_excluded(exclude: Exclusions | None) -> int:
     return 0 if exclude is None else int(np.diff(exclude[0]).max(initial=0))
 
 
-def saturated_cutoffs(ks: list[int], n_items: int, exclude: Exclusions | None) -> dict[int, bool]:
-    """K -> whether K reaches every query's candidate count (``n_items`` less the rows it
-    excludes): every list at such a K holds every candidate, under any scoring."""
-    excluded = np.diff(exclude[0]) if exclude is not None else np.zeros(0, dtype=np.int64)
-    fewest = int(excluded.min()) if excluded.size else 0
-    return {k: k >= n_items - fewest for k in ks}
+def saturated_queries(ks: list[int], n_items: int, n_queries: int, exclude: Exclusions | None) -> dict[int, int]:
+    """K -> how many of the ``n_queries`` queries K saturates: K reaches the query's candidate
+    count (``n_items`` less the rows it excludes), so its list holds every candidate under
+    any scoring (:func:`auditor.harm.saturated_at` decides whether the K still grades)."""
+    if exclude is None:
+        return {k: n_queries if k >= n_items else 0 for k in ks}
+    candidates = np.sort(n_items - np.diff(exclude[0]))
+    return {k: int(np.searchsorted(candidates, k, side="right")) for k in ks}
 
 
 def subset_exclusions(exclude: Exclusions | None, queries: np.ndarray) -> Exclusions | None:

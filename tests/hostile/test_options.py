@@ -131,6 +131,7 @@ def _norms_rise(d: Path) -> None:
 def _saturated_report(d: Path, outcome: Outcome) -> None:
     report = strict_json(d / "r.json")
     assert report["retrieval"]["saturated"] == {str(N_ITEMS): True}, report["retrieval"]["saturated"]
+    assert report["retrieval"]["n_saturated"] == {str(N_ITEMS): report["retrieval"]["n_queries"]}
     assert report["verdict"]["severity"] == "moderate" and report["verdict"]["quoted_k"] is None
     assert "the harm is not measured at K=10" in report["verdict"]["summary"]
 
