@@ -101,3 +101,17 @@ def _share_line(twin: Any, series: OrderSeries) -> None:
         twin.plot(hollow, [share[i] for i in hollow], marker="s", linestyle="none", color=SHARE_COLOR,
                   markerfacecolor="white", zorder=4, label="approximate index (the index's figure)")
     twin.set_ylabel(f"{series.share_metric} (dot / cosine)")
+
+
+def figure_caption(plotted: str, share_metric: str | None, pairs: list[str], approximate: list[str]) -> str:
+    """The figure's caption: what it plots (``plotted``), and where its head-share line is
+    broken (the row ``pairs`` diff would not compare) or hollow (``approximate`` rows)."""
+    said = f"{plotted} for each model, named on the x-axis, in manifest order"
+    if not share_metric:
+        return said
+    if pairs:
+        said += (f"; the {share_metric} line is broken (dotted separator, ringed point) between rows "
+                 f"popaudit diff would not compare ({', '.join(pairs)}): no change is drawn there")
+    if approximate:
+        said += f"; hollow squares: approximate index (row{'s' if len(approximate) > 1 else ''} {', '.join(approximate)})"
+    return said

@@ -188,21 +188,6 @@ def summary_figure(summary: BatchSummary) -> Any:
     ))  # fmt: skip
 
 
-def _figure_caption(summary: BatchSummary, plotted: str) -> str:
-    """The figure's caption: what it plots, and where its head-share line is broken or hollow."""
-    said = f"{plotted} for each model, named on the x-axis, in manifest order"
-    if not summary.head_share_metric:
-        return said
-    pairs = _apart_pairs(summary)
-    if pairs:
-        said += (f"; the {summary.head_share_metric} line is broken (dotted separator, ringed point) between rows "
-                 f"popaudit diff would not compare ({', '.join(pairs)}): no change is drawn there")
-    approximate = [str(s.row) for s in summary.order if s.approximate and s.head_share is not None]
-    if approximate:
-        said += f"; hollow squares: approximate index (row{'s' if len(approximate) > 1 else ''} {', '.join(approximate)})"
-    return said
-
-
 def batch_document(
     summary: BatchSummary, *, title: str = "popaudit batch summary", n_resumed: int = 0, output: Path | None = None
 ) -> Document:
@@ -213,8 +198,12 @@ def batch_document(
     plotted = f"Spearman rho and {share}" if summary.head_share_metric else "Spearman rho"
     order: list[Block] = []
     if summary.order:
+        from auditor.report.batch_figure import figure_caption
+
+        hollow = [str(s.row) for s in summary.order if s.approximate and s.head_share is not None]
+        caption = figure_caption(plotted, summary.head_share_metric, _apart_pairs(summary), hollow)
         order.append(Figure(
-            "batch_trend", "order", "Bias across the manifest order", _figure_caption(summary, plotted),
+            "batch_trend", "order", "Bias across the manifest order", caption,
             lambda: summary_figure(summary),
         ))  # fmt: skip
     order += [_trends_table(summary, "Kendall τ vs order"), _order_table(summary, share)]
