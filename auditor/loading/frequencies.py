@@ -31,7 +31,7 @@ from auditor.loading.parquet_bounds import read_table as bounded_read_table
 from auditor.loading.counting import IdCounts
 from auditor.loading.counts_only import counts_only
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.id_text import blank_as_null
+from auditor.loading.id_text import blank_as_null, null_words
 from auditor.loading.logs import maybe_int
 from auditor.loading.messages import arrow_reason, columns_found
 from auditor.loading.sniff import ITEM_COLUMN_NAMES, all_numbers, is_parquet, open_stream, sample_lines, sniff_delimiter
@@ -137,7 +137,9 @@ def _read(path: Path, item_col: str | None) -> tuple[pa.Table, list[str]]:
             )
         read = pacsv.ReadOptions(column_names=names, skip_rows=1 if header else 0)
         text_column = _required(names, item_col, ITEM_NAMES, path, "item id", "item_col")
-        convert = pacsv.ConvertOptions(column_types={text_column: pa.string()}, strings_can_be_null=True)
+        convert = pacsv.ConvertOptions(
+            column_types={text_column: pa.string()}, null_values=null_words("csv"), strings_can_be_null=True
+        )
         table = pacsv.read_csv(
             open_stream(path), read_options=read, parse_options=pacsv.ParseOptions(delimiter=delimiter),
             convert_options=convert,

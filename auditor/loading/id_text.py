@@ -19,6 +19,20 @@ import pyarrow.compute as pc
 
 _WHITESPACE_ONLY = r"^[ \t\r\n\f\v]*$"
 
+PANDAS_MISSING = (
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
+    "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+)  # fmt: skip
+"""The words ``pandas.read_csv`` (2.x) reads as missing values, token columns included."""
+
+
+def null_words(fmt: str) -> list[str]:
+    """The cells a text file of format ``fmt`` reads as empty (pyarrow ``null_values``):
+    only the empty cell (blank ones become null in :func:`blank_as_null`), so an item
+    coded ``NA``, ``null`` or ``nan`` is an id, as in Parquet and ``.npy``; a RecBole
+    ``.inter`` also pandas' missing-value words, as RecBole itself reads the file."""
+    return list(PANDAS_MISSING) if fmt == "recbole" else [""]
+
 
 def blank_as_null(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """``ids`` with every empty or whitespace-only text id, and every NaN of a float column,

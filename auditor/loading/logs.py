@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, integer_ids
+from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, integer_ids, null_words
 from auditor.loading.messages import LONG_LINE, arrow_reason, columns_found
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
 from auditor.values import LogSpec
@@ -149,6 +149,7 @@ class Log:
         convert = pacsv.ConvertOptions(
             include_columns=wanted + ([value_raw] if value_raw is not None else []),
             column_types=types or None,
+            null_values=null_words(self.format),  # "NA" is an id in CSV/TSV, as in Parquet
             strings_can_be_null=True,
         )
         parse = pacsv.ParseOptions(delimiter=self.delimiter)

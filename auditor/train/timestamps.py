@@ -20,7 +20,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from auditor.errors import InteractionsError
-from auditor.loading.id_text import blank_as_null
+from auditor.loading.id_text import blank_as_null, null_words
 from auditor.loading.logs import BATCH_ROWS, CSV_BLOCK_BYTES, Log
 from auditor.loading.messages import arrow_reason
 from auditor.loading.sniff import open_stream
@@ -147,6 +147,7 @@ def _batches(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Arr
             include_columns=wanted,
             # ids as text: only whether they are present matters here (as read_pairs sees it)
             column_types={raw[log.item_col]: pa.string(), raw[log.user_col]: pa.string(), raw[column]: pa.string()},
+            null_values=null_words(log.format),
             strings_can_be_null=True,
         )
         parse = pacsv.ParseOptions(delimiter=log.delimiter)
