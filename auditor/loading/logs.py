@@ -167,7 +167,7 @@ class Log:
                 _check_field_length(self.path, items)
                 if users is not None:
                     _check_field_length(self.path, users)
-                values = batch.column(value_raw) if value_raw is not None else None
+                values = _missing_as_null(batch.column(value_raw)) if value_raw is not None else None
                 if values is not None:
                     _check_field_length(self.path, values)
                 yield items, users, values
@@ -280,6 +280,16 @@ def _check_field_length(path: Path, arr: pa.Array) -> None:
     longest = pc.max(pc.binary_length(arr)).as_py()
     if longest is not None and longest > CSV_BLOCK_BYTES:
         raise InteractionsError(f"cannot parse {path}: {LONG_LINE}")
+
+
+_MISSING_VALUE_WORDS = pa.array(pacsv.ConvertOptions().null_values, pa.string())
+
+
+def _missing_as_null(values: pa.Array) -> pa.Array:
+    """A value column's (rank, score) missing words (pyarrow's: ``NA``, ``nan``, ``null``...)
+    as null, its reader's "empty" (only the id columns keep such words: an item coded NA)."""
+    missing = pc.is_in(values, value_set=_MISSING_VALUE_WORDS)
+    return pc.if_else(missing, pa.scalar(None, values.type), values) if pc.any(missing).as_py() else values
 
 
 def _plain_ints(text: pa.Array) -> pa.Array:
