@@ -29,6 +29,28 @@ _EXPECTED_COLUMNS = re.compile(r"Expected (\d+) columns?, got (\d+)")
 _ROW_NUMBER = re.compile(r"[Rr]ow #?(\d+)")
 
 
+def normalised_name(name: str) -> str:
+    """A column name as the common-name lists spell them: lower case, no ``_ - `` or space."""
+    return re.sub(r"[\s_\-]+", "", name).lower()
+
+
+def detected_column(
+    columns: Sequence[str], names: Sequence[str], path: object, role: str, option: str, error: type[Exception],
+) -> str | None:
+    """The one column of ``columns`` whose name is a common name of ``role`` (``names``,
+    normalised), None when none is. Two such columns (``user_id`` beside ``userId``,
+    ``item_id`` beside ``movie_id``, ``count`` beside ``frequency``) raise ``error`` naming
+    both and the option that picks one: which of them holds the ids or counts decides the
+    figures, and no order of the name list can know it. The one policy for every role."""
+    matches = [c for c in columns if normalised_name(c) in names]
+    if len(matches) > 1:
+        raise error(
+            f"several columns of {path} could be the {role} column ({', '.join(map(repr, matches))}); "
+            f"pass {setting(option)} NAME to pick one"
+        )
+    return matches[0] if matches else None
+
+
 def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
     """True for at least two identifier-like names, one of them in a log's vocabulary
     (``schema``: a file's own column names, of which one suffices, RecBole's ``:type``

@@ -301,6 +301,15 @@ CASES = [
         d, "nulls.parquet", {"user_id": pa.array([None] * 30, pa.string()), "item_id": pa.array([1] * 30)})),
          EXIT_ERROR,
          r"the user column 'user_id' of nulls\.parquet is empty in every row", absent=r"item table"),
+    # Two columns of one role (Logs 2 N2): refused naming both and the option, for every role.
+    Case("log-two-item-columns", _log_file("log.csv", "user_id,movie_id,item_id\n0,3,1\n1,2,2\n"), EXIT_ERROR,
+         r"several columns of log\.csv could be the item id column \('movie_id', 'item_id'\); pass --item-col NAME"),
+    Case("log-two-user-columns-of-other-names", _log_file("log.csv", "customer_id,user_id,item_id\n0,3,1\n1,2,2\n"),
+         EXIT_ERROR,
+         r"several columns of log\.csv could be the user id column \('customer_id', 'user_id'\); pass --user-col NAME"),
+    Case("log-two-item-columns-one-picked", _log_file("log.csv", "user_id,movie_id,item_id\n" + "".join(
+        f"{u % 5},{99},{i}\n" for u, i in enumerate(np.repeat(np.arange(N_ITEMS), np.arange(1, N_ITEMS + 1)))),
+        "--item-col", "item_id"), EXIT_OK, None),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
