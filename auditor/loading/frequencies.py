@@ -106,6 +106,7 @@ def read_frequencies(
         user_col=None,
         item_col=item,
         n_null_items=n_null_items,
+        first_null_item_row=None if valid.all() else int(np.argmin(valid)) + 1,
         format=FORMAT,
     )
 

@@ -13,6 +13,7 @@ each block itself (:class:`BlockTyper`) with the same rule, as fast as inference
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -54,6 +55,24 @@ def blank_as_null(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray
     if not pc.any(blank).as_py():  # the common case: nothing to replace, no copy
         return ids
     return pc.if_else(blank, pa.scalar(None, t), ids)
+
+
+def first_unwhole(ids: pa.Array) -> tuple[int, str] | None:
+    """(position, why) of the first id of a float column that no integer id can equal:
+    a fraction (3.5), an infinity or a number beyond int64; None when there is none
+    (NaN is an empty id, :func:`blank_as_null`)."""
+    if not pa.types.is_floating(ids.type) or len(ids) == 0:
+        return None
+    values = np.asarray(ids.to_numpy(zero_copy_only=False), dtype=np.float64)  # nulls read as NaN
+    with np.errstate(invalid="ignore"):
+        infinite, beyond = np.isinf(values), ~np.isinf(values) & (np.abs(values) >= 2.0**63)
+        fraction = np.isfinite(values) & (np.floor(values) != values)
+    bad = infinite | beyond | fraction
+    if not bad.any():
+        return None
+    at = int(np.argmax(bad))
+    why = "is infinite" if infinite[at] else "is beyond int64" if beyond[at] else "is not a whole number"
+    return at, why
 
 
 class DriftedBlock(Exception):

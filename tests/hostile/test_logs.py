@@ -254,7 +254,7 @@ CASES = [
     Case("parquet-struct-ids", _parquet_log({"user_id": [[1.0], [2.0]], "item_id": [{"a": 1}, {"a": 2}]}), EXIT_ERROR,
          r"item column 'item_id' of bad\.parquet has type struct<a: int64>.*--item-col"),
     Case("parquet-float-ids", _parquet_log({"user_id": [1, 2], "item_id": [0.5, 1.5]}), EXIT_ERROR,
-         r"item column 'item_id' of bad\.parquet holds non-integer numbers"),
+         r"item column 'item_id' of bad\.parquet: data row 1 is not a whole number"),
     Case("parquet-binary-ids", _parquet_log({"user_id": [1, 2], "item_id": pa.array([b"\xff\x00", b"\x01"])}),
          EXIT_ERROR, r"'item_id' of bad\.parquet"),
     Case("huge-line-without-newline", _log_file("log.csv", "user_id,item_id\n1," + "9" * (9 << 20)), EXIT_ERROR,
@@ -301,6 +301,11 @@ CASES = [
         d, "nulls.parquet", {"user_id": pa.array([None] * 30, pa.string()), "item_id": pa.array([1] * 30)})),
          EXIT_ERROR,
          r"the user column 'user_id' of nulls\.parquet is empty in every row", absent=r"item table"),
+    # A float id no integer equals: refused naming the column and data row (Logs 2 N4; was: no row).
+    Case("parquet-log-fractional-item-id", _parquet_log({"user_id": [1, 2, 3], "item_id": [3.0, 4.0, 3.5]}), EXIT_ERROR,
+         r"item column 'item_id' of bad\.parquet: data row 3 is not a whole number; ids must be integers or strings"),
+    Case("parquet-log-infinite-user-id", _parquet_log({"user_id": [float("inf"), 2.0], "item_id": [3, 4]}), EXIT_ERROR,
+         r"user column 'user_id' of bad\.parquet: data row 1 is infinite; ids must be integers or strings"),
     # Two columns of one role (Logs 2 N2): refused naming both and the option, for every role.
     Case("log-two-item-columns", _log_file("log.csv", "user_id,movie_id,item_id\n0,3,1\n1,2,2\n"), EXIT_ERROR,
          r"several columns of log\.csv could be the item id column \('movie_id', 'item_id'\); pass --item-col NAME"),
