@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from auditor.errors import InteractionsError, setting
-from auditor.loading.messages import arrow_reason, columns_found, detected_column
+from auditor.loading.messages import another_format, arrow_reason, columns_found, detected_column
 
 # Normalised (lower-case, no _ - or space) column names of each role (unranked: two columns of one role are refused, messages.detected_column).
 ITEM_COLUMN_NAMES = (
@@ -193,10 +193,8 @@ def choose_columns(
     given = (user_col, item_col)
     item = _find_column(columns, item_col, ITEM_COLUMN_NAMES, path, "item", schema, given)
     if item is None:
-        raise InteractionsError(
-            f"cannot find an item id column in {path}; {columns_found(columns, schema, given)}. "
-            f"Pass {setting('item_col')} NAME"
-        )
+        advice = "" if another_format(columns, schema) else f" Pass {setting('item_col')} NAME."
+        raise InteractionsError(f"cannot find an item id column in {path}; {columns_found(columns, schema, given)}.{advice}")
     user = _find_column(columns, user_col, USER_COLUMN_NAMES, path, "user", schema, given)
     if user == item:
         raise InteractionsError(f"user and item columns of {path} are both {item!r}")

@@ -301,6 +301,22 @@ CASES = [
         d, "nulls.parquet", {"user_id": pa.array([None] * 30, pa.string()), "item_id": pa.array([1] * 30)})),
          EXIT_ERROR,
          r"the user column 'user_id' of nulls\.parquet is empty in every row", absent=r"item table"),
+    # Header messages (Logs 2 N4): a comma header read as TSV/RecBole names the delimiter and the format
+    # option (was "holds 1 field that do not look like a header"); a header whose every given name is
+    # mistyped is listed; a data line is still never echoed.
+    Case("csv-header-read-as-tsv", _log_file("log.csv", _rows_csv(), "--interactions-format", "tsv"), EXIT_ERROR,
+         r"cannot find an item id column in log\.csv; its first line is one field, a header separated by ',' "
+         r"\(user_id, item_id\), not by the format's delimiter; pass --interactions-format csv to read it\.",
+         absent=r"do not look|Pass --item-col"),
+    Case("csv-header-read-as-recbole", _log_file("log.csv", _rows_csv(), "--interactions-format", "recbole"),
+         EXIT_ERROR, r"separated by ',' \(user_id, item_id\).*pass --interactions-format csv to read it\."),
+    Case("every-given-column-mistyped", _log_file("abc.csv", "a,b,c\n1,2,3\n", "--user-col", "x", "--item-col", "y"),
+         EXIT_ERROR, r"item column 'y' is not in abc\.csv; columns found: a, b, c"),
+    Case("given-columns-beside-a-data-line", _log_file("s.csv", "alice,hunter2\nbob,pw9\n", "--item-col", "y"),
+         EXIT_ERROR, r"item column 'y' is not in s\.csv; its first line holds 2 fields that do not look like a header",
+         absent=r"hunter2|alice"),
+    Case("one-field-not-a-header", _log_file("w.csv", "swordfish\nmarlin\n"), EXIT_ERROR,
+         r"its first line holds 1 field that does not look like a header of column names", absent=r"swordfish"),
     # A float id no integer equals: refused naming the column and data row (Logs 2 N4; was: no row).
     Case("parquet-log-fractional-item-id", _parquet_log({"user_id": [1, 2, 3], "item_id": [3.0, 4.0, 3.5]}), EXIT_ERROR,
          r"item column 'item_id' of bad\.parquet: data row 3 is not a whole number; ids must be integers or strings"),
