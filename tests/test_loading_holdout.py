@@ -108,7 +108,8 @@ def test_empty_user_or_item_ids_are_counted(tmp_path: Path) -> None:
     held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
     assert _csr(held.users) == [[2], [4]]
     assert (held.n_interactions, held.n_empty_ids, held.n_dropped) == (4, 2, 2)
-    assert held.warnings == [f"2 held-out interactions in {path} have an empty user or item id"]
+    # Logs 2 N4: the column and data row of the first (was: neither)
+    assert held.warnings == [f"2 held-out interactions in {path} have an empty user or item id ('user_id' column, first at data row 2)"]
 
 
 def test_assumed_user_rows_with_assume_row_ids_drop_the_users_beyond(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ out or counts them alike, and every warning names how many, the column and the f
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
-from auditor.loading.logs import open_log
+from auditor.loading.logs import Log, open_log
 from auditor.values import LogSpec
 
 
@@ -31,3 +32,14 @@ def first_blank_rows(log_spec: LogSpec, want_item: bool, want_user: bool) -> tup
         if (first_item is not None or not want_item) and (first_user is not None or not want_user):
             break
     return first_item, first_user
+
+
+def first_empty_cell(items: pa.Array, users: pa.Array, log: Log, seen: int) -> str:
+    """" ('item_id' column, first at data row N)" for a batch's first row with an empty
+    item or user id (``seen``: data rows before the batch); "" when there is none."""
+    blank_item = np.asarray(items.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    blank = blank_item | np.asarray(users.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if not blank.any():
+        return ""
+    at = int(np.argmax(blank))
+    return f" ({(log.item_col if blank_item[at] else log.user_col)!r} column, first at data row {seen + at + 1})"

@@ -63,6 +63,8 @@ class IdCounts:
     format: str = ""
     n_null_users: int = 0
     """Counted rows (item id present) whose user id is empty: in ``n_interactions``, not in ``n_users``."""
+    first_null_item_row: int | None = None
+    """A counts file's first data row with an empty item id (a log's is found again when warned of)."""
 
 
 def count_item_ids(

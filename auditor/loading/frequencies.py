@@ -8,7 +8,7 @@ needs the log itself (history queries, probe batches, seen-item filtering) is no
 available from such a file; the audit says so.
 
 Columns are found by name (``item_id``/``token_id``/..., ``count``/``frequency``/...,
-``users``/``n_users``/...) unless named; a headerless file of two or three numeric
+``users``/``n_users``/...) unless named (two columns of one role are refused naming both); a headerless file of two or three numeric
 columns is read as item id, count[, users]. Refused, naming the file, column and data
 row (counting from 1 after the header): a duplicated item id, a count or user count that
 is empty, negative, not a whole number or beyond int64, and more users than interactions.
@@ -17,7 +17,6 @@ Rows whose item id is empty are left out and counted (as a log's empty ids are).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -31,15 +30,15 @@ from auditor.loading.parquet_bounds import read_table as bounded_read_table
 from auditor.loading.counting import IdCounts
 from auditor.loading.counts_only import counts_only
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.id_text import blank_as_null
+from auditor.loading.id_text import blank_as_null, null_words
 from auditor.loading.logs import maybe_int
-from auditor.loading.messages import arrow_reason, columns_found
+from auditor.loading.messages import arrow_reason, columns_found, detected_column
 from auditor.loading.sniff import ITEM_COLUMN_NAMES, all_numbers, is_parquet, open_stream, sample_lines, sniff_delimiter
 from auditor.loading.validation import first_rows
 
 FORMAT = "frequencies"
 """``IdCounts.format`` of counts read from such a file."""
-# Normalised (lower-case, no _ - or space) names, most specific first.
+# Normalised (lower-case, no _ - or space) names of each role (unranked: two columns of one role are refused, messages.detected_column).
 ITEM_NAMES = (*ITEM_COLUMN_NAMES, "tokenid", "token", "wordid", "word", "key", "id")
 COUNT_NAMES = (
     "count", "counts", "frequency", "freq", "frequencies", "interactions", "ninteractions",
@@ -107,6 +106,7 @@ def read_frequencies(
         user_col=None,
         item_col=item,
         n_null_items=n_null_items,
+        first_null_item_row=None if valid.all() else int(np.argmin(valid)) + 1,
         format=FORMAT,
     )
 
@@ -137,7 +137,9 @@ def _read(path: Path, item_col: str | None) -> tuple[pa.Table, list[str]]:
             )
         read = pacsv.ReadOptions(column_names=names, skip_rows=1 if header else 0)
         text_column = _required(names, item_col, ITEM_NAMES, path, "item id", "item_col")
-        convert = pacsv.ConvertOptions(column_types={text_column: pa.string()}, strings_can_be_null=True)
+        convert = pacsv.ConvertOptions(
+            column_types={text_column: pa.string()}, null_values=null_words("csv"), strings_can_be_null=True
+        )
         table = pacsv.read_csv(
             open_stream(path), read_options=read, parse_options=pacsv.ParseOptions(delimiter=delimiter),
             convert_options=convert,
@@ -147,13 +149,9 @@ def _read(path: Path, item_col: str | None) -> tuple[pa.Table, list[str]]:
         raise InteractionsError(f"cannot read {path} as a frequencies file (Parquet or CSV/TSV): {arrow_reason(exc)}") from exc
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-]+", "", name).lower()
-
-
 def _column(columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str, option: str) -> str | None:
-    """The column named ``given`` (exact, then case-insensitive), else the first column
-    with a common name, else None."""
+    """The column named ``given`` (exact, then case-insensitive), else the one column with
+    a common name (two are refused: :func:`~auditor.loading.messages.detected_column`), else None."""
     if given is not None:
         found = [c for c in columns if c == given] or [c for c in columns if c.lower() == given.lower()]
         if len(found) == 1:
@@ -161,16 +159,7 @@ def _column(columns: list[str], given: str | None, names: tuple[str, ...], path:
         if found:
             raise InteractionsError(f"{what} column {given!r} appears {len(found)} times in {path}")
         raise InteractionsError(f"{what} column {given!r} ({setting(option)}) is not in {path}; {columns_found(columns)}")
-    for name in names:
-        matches = [c for c in columns if _norm(c) == name]
-        if len(matches) > 1:
-            raise InteractionsError(
-                f"several columns of {path} could be the {what} column ({', '.join(map(repr, matches))}); "
-                f"pass {setting(option)} NAME"
-            )
-        if matches:
-            return matches[0]
-    return None
+    return detected_column(columns, names, path, what, option, InteractionsError)
 
 
 def _required(columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str, option: str) -> str:

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from auditor.errors import IdMappingError, InteractionsError, setting
 from auditor.loading.alignment import mapped_pairs
+from auditor.loading.blank_rows import first_empty_cell
 from auditor.loading.csr import build_csr, take_csr
 from auditor.values import RowLookup, ItemRows
 from auditor.idmap import check_assumed_rows, table_rows
@@ -70,6 +71,7 @@ class HeldOut:
     """Rows read (every held-out interaction, mapped or not)."""
     n_empty_ids: int = 0
     """Dropped: interactions with an empty user or item id."""
+    first_empty: str = ""  # where the first is, in words (blank_rows.first_empty_cell)
     n_dropped_items: int = 0
     """Dropped: interactions whose item has no row in the item table."""
     n_dropped_users: int = 0
@@ -97,7 +99,7 @@ class HeldOut:
         """What was left out, for the report."""
         out = []
         if self.n_empty_ids:
-            out.append(f"{self.n_empty_ids:,} held-out interactions in {self.source} have an empty user or item id")
+            out.append(f"{self.n_empty_ids:,} held-out interactions in {self.source} have an empty user or item id{self.first_empty}")
         if self.n_dropped_items:
             out.append(
                 f"{self.n_dropped_items:,} of the {self.n_interactions:,} held-out interactions in {self.source} "
@@ -138,7 +140,7 @@ def read_holdout(
     ``trained_ids``: the raw ids of the training users, when known; only held-out users
     among them are evidence on an assumed mapping (:func:`_check_trained_rows`).
     """
-    log = _open(spec, "held-out accuracy")
+    log, first_empty = _open(spec, "held-out accuracy"), [""]  # first_empty: where the first empty id is, in words
 
     def read(as_strings: bool) -> tuple[InteractionPairs, int, int]:
         users_parts: list[pa.Array] = []
@@ -147,6 +149,7 @@ def read_holdout(
         with progress.track(f"Held-out interactions: reading {log.path.name}", total=log.total_rows) as advance:
             for items, users in log.batches(as_strings):
                 assert users is not None
+                first_empty[0] = first_empty[0] or first_empty_cell(items, users, log, n_read)
                 n_read += len(items)
                 n_valid += int(pc.sum(pc.and_(pc.is_valid(items), pc.is_valid(users))).as_py() or 0)
                 batch_users, rows = mapped_pairs(items, users, mapping, log)
@@ -181,7 +184,7 @@ def read_holdout(
     if user_ids is None and n_user_rows is not None:
         _check_trained_rows(np.asarray(pairs.user_ids), trained_ids, n_user_rows, row_ids, str(log.path))
     held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, user_column=log.user_col)
-    return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs))
+    return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs), first_empty=first_empty[0])
 
 
 def _check_trained_rows(

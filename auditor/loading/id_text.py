@@ -13,11 +13,26 @@ each block itself (:class:`BlockTyper`) with the same rule, as fast as inference
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 
 _WHITESPACE_ONLY = r"^[ \t\r\n\f\v]*$"
+
+PANDAS_MISSING = (
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
+    "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+)  # fmt: skip
+"""The words ``pandas.read_csv`` (2.x) reads as missing values, token columns included."""
+
+
+def null_words(fmt: str) -> list[str]:
+    """The cells a text file of format ``fmt`` reads as empty (pyarrow ``null_values``):
+    only the empty cell (blank ones become null in :func:`blank_as_null`), so an item
+    coded ``NA``, ``null`` or ``nan`` is an id, as in Parquet and ``.npy``; a RecBole
+    ``.inter`` also pandas' missing-value words, as RecBole itself reads the file."""
+    return list(PANDAS_MISSING) if fmt == "recbole" else [""]
 
 
 def blank_as_null(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -40,6 +55,24 @@ def blank_as_null(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray
     if not pc.any(blank).as_py():  # the common case: nothing to replace, no copy
         return ids
     return pc.if_else(blank, pa.scalar(None, t), ids)
+
+
+def first_unwhole(ids: pa.Array) -> tuple[int, str] | None:
+    """(position, why) of the first id of a float column that no integer id can equal:
+    a fraction (3.5), an infinity or a number beyond int64; None when there is none
+    (NaN is an empty id, :func:`blank_as_null`)."""
+    if not pa.types.is_floating(ids.type) or len(ids) == 0:
+        return None
+    values = np.asarray(ids.to_numpy(zero_copy_only=False), dtype=np.float64)  # nulls read as NaN
+    with np.errstate(invalid="ignore"):
+        infinite, beyond = np.isinf(values), ~np.isinf(values) & (np.abs(values) >= 2.0**63)
+        fraction = np.isfinite(values) & (np.floor(values) != values)
+    bad = infinite | beyond | fraction
+    if not bad.any():
+        return None
+    at = int(np.argmax(bad))
+    why = "is infinite" if infinite[at] else "is beyond int64" if beyond[at] else "is not a whole number"
+    return at, why
 
 
 class DriftedBlock(Exception):

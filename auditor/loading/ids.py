@@ -16,7 +16,7 @@ import pyarrow.csv as pacsv
 from auditor.errors import IdMappingError
 from auditor.io import require_regular_file
 from auditor.loading.parquet_bounds import read_table as bounded_read_table
-from auditor.loading.id_text import blank_as_null, infer_block
+from auditor.loading.id_text import blank_as_null, infer_block, null_words
 from auditor.loading.logs import maybe_int
 from auditor.loading.messages import arrow_reason
 from auditor.loading.npy import load_npy
@@ -140,7 +140,8 @@ def _read_text_ids(path: Path) -> pa.Array:
     delimiter = "," if path.suffix.lower() == ".csv" else "\x1f"  # .txt: whole line is the id
     read = pacsv.ReadOptions(autogenerate_column_names=True, skip_rows=int(header))
     parse = pacsv.ParseOptions(delimiter=delimiter)
-    as_bytes = pacsv.ConvertOptions(column_types={"f0": pa.binary()}, strings_can_be_null=True)
+    # Only an empty line is an empty id: "NA" and "null" are ids (id_text.null_words).
+    as_bytes = pacsv.ConvertOptions(column_types={"f0": pa.binary()}, null_values=null_words("txt"), strings_can_be_null=True)
     column = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=as_bytes).column(0)
     # Integers beyond int64 (hashed uint64 ids) stay text here: ids_to_numpy makes them uint64.
     return infer_block(column.combine_chunks())

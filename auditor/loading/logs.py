@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, integer_ids
+from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, first_unwhole, integer_ids, null_words
 from auditor.loading.messages import LONG_LINE, arrow_reason, columns_found
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
 from auditor.values import LogSpec
@@ -126,12 +126,23 @@ class Log:
             else:  # big row groups: iter_batches streams within them
                 batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=cols)
             decoder = TextDecoder(self.path, self.max_memory, InteractionsError)
+            seen = 0  # data rows before this batch
             for batch in batches:
-                yield blank_as_null(decoder.plain(batch.column(self.item_col), self.item_col)), (
-                    blank_as_null(decoder.plain(batch.column(self.user_col), self.user_col)) if self.user_col else None
-                ), decoder.plain(batch.column(value_col), value_col) if value_col else None
+                items = self._whole(decoder.plain(batch.column(self.item_col), self.item_col), "item", seen)
+                users = self._whole(decoder.plain(batch.column(self.user_col), self.user_col), "user", seen) if self.user_col else None
+                seen += batch.num_rows
+                yield items, users, decoder.plain(batch.column(value_col), value_col) if value_col else None
         except (OSError, pa.ArrowException) as exc:
             raise InteractionsError(f"cannot read {self.path} as Parquet: {arrow_reason(exc)}") from exc
+
+    def _whole(self, ids: pa.Array, role: str, seen: int) -> pa.Array:
+        """Parquet ids with blank ones null; a float id no integer equals (3.5, inf) is refused naming its row."""
+        bad = first_unwhole(ids)
+        if bad is not None:
+            name = self.item_col if role == "item" else self.user_col
+            raise InteractionsError(f"{role} column {name!r} of {self.path}: data row {seen + bad[0] + 1} {bad[1]}; "
+                                    "ids must be integers or strings")
+        return blank_as_null(ids)
 
     def _delimited(
         self, as_strings: bool, value_col: str | None
@@ -149,6 +160,7 @@ class Log:
         convert = pacsv.ConvertOptions(
             include_columns=wanted + ([value_raw] if value_raw is not None else []),
             column_types=types or None,
+            null_values=null_words(self.format),  # "NA" is an id in CSV/TSV, as in Parquet
             strings_can_be_null=True,
         )
         parse = pacsv.ParseOptions(delimiter=self.delimiter)
@@ -166,7 +178,7 @@ class Log:
                 _check_field_length(self.path, items)
                 if users is not None:
                     _check_field_length(self.path, users)
-                values = batch.column(value_raw) if value_raw is not None else None
+                values = _missing_as_null(batch.column(value_raw)) if value_raw is not None else None
                 if values is not None:
                     _check_field_length(self.path, values)
                 yield items, users, values
@@ -279,6 +291,16 @@ def _check_field_length(path: Path, arr: pa.Array) -> None:
     longest = pc.max(pc.binary_length(arr)).as_py()
     if longest is not None and longest > CSV_BLOCK_BYTES:
         raise InteractionsError(f"cannot parse {path}: {LONG_LINE}")
+
+
+_MISSING_VALUE_WORDS = pa.array(pacsv.ConvertOptions().null_values, pa.string())
+
+
+def _missing_as_null(values: pa.Array) -> pa.Array:
+    """A value column's (rank, score) missing words (pyarrow's: ``NA``, ``nan``, ``null``...)
+    as null, its reader's "empty" (only the id columns keep such words: an item coded NA)."""
+    missing = pc.is_in(values, value_set=_MISSING_VALUE_WORDS)
+    return pc.if_else(missing, pa.scalar(None, values.type), values) if pc.any(missing).as_py() else values
 
 
 def _plain_ints(text: pa.Array) -> pa.Array:

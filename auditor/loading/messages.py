@@ -8,8 +8,10 @@ reads as a log's header: several identifier-like names, at least one of them in 
 vocabulary (``user_id``, ``movieId``, ``timestamp``...). That is what a user needs to pick
 the item column, while a headerless data line (``alice,hunter2``) is never echoed. A line
 of identifier-like names is also listed when one of them is a column name the user gave
-(``a,b,c`` with ``--item-col b``: a header, whatever its words), and a RecBole header
-(``user_id:token``) read as another format is named as one, with the option that reads it.
+(``a,b,c`` with ``--item-col b``: a header, whatever its words), or when the user gave
+names none of which it holds and it is two or more names without digits (``a,b,c`` with
+``--item-col y``); a RecBole header (``user_id:token``) read as another format is named
+as one, with the option that reads it, and so is a comma header read as TSV.
 """
 
 from __future__ import annotations
@@ -29,6 +31,28 @@ _EXPECTED_COLUMNS = re.compile(r"Expected (\d+) columns?, got (\d+)")
 _ROW_NUMBER = re.compile(r"[Rr]ow #?(\d+)")
 
 
+def normalised_name(name: str) -> str:
+    """A column name as the common-name lists spell them: lower case, no ``_ - `` or space."""
+    return re.sub(r"[\s_\-]+", "", name).lower()
+
+
+def detected_column(
+    columns: Sequence[str], names: Sequence[str], path: object, role: str, option: str, error: type[Exception],
+) -> str | None:
+    """The one column of ``columns`` whose name is a common name of ``role`` (``names``,
+    normalised), None when none is. Two such columns (``user_id`` beside ``userId``,
+    ``item_id`` beside ``movie_id``, ``count`` beside ``frequency``) raise ``error`` naming
+    both and the option that picks one: which of them holds the ids or counts decides the
+    figures, and no order of the name list can know it. The one policy for every role."""
+    matches = [c for c in columns if normalised_name(c) in names]
+    if len(matches) > 1:
+        raise error(
+            f"several columns of {path} could be the {role} column ({', '.join(map(repr, matches))}); "
+            f"pass {setting(option)} NAME to pick one"
+        )
+    return matches[0] if matches else None
+
+
 def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
     """True for at least two identifier-like names, one of them in a log's vocabulary
     (``schema``: a file's own column names, of which one suffices, RecBole's ``:type``
@@ -43,11 +67,34 @@ def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
 
 
 def _named_by_user(columns: Sequence[str], given: Sequence[str | None]) -> bool:
-    """True when the line is identifier-like names, one of which the user gave as a column:
-    the user knows it is a header (their other name is the mistake)."""
+    """True when the line is identifier-like names and the user gave column names: one of
+    them in the line (the user knows it is a header; their other name is the mistake), or
+    none, where the line has two or more names without digits (``a,b,c`` given ``x`` and
+    ``y``: the header, which a data line of words and numbers is not)."""
     names = [str(c).strip() for c in columns]
     wanted = {g.strip().lower() for g in given if g}
-    return bool(wanted) and all(_NAME.fullmatch(n) for n in names) and any(n.lower() in wanted for n in names)
+    if not wanted or not all(_NAME.fullmatch(n) for n in names):
+        return False
+    return any(n.lower() in wanted for n in names) or (
+        len(names) >= 2 and not any(ch.isdigit() for n in names for ch in n))
+
+
+def another_format(columns: Sequence[str], schema: bool = False) -> bool:
+    """True when :func:`columns_found` advises the format option that reads the file (a
+    RecBole header, or a comma header, read as another format): no column option helps."""
+    return not schema and (_recbole_header(columns) or _other_delimiter(columns) is not None)
+
+
+def _other_delimiter(columns: Sequence[str]) -> str | None:
+    """The one field of a first line read with another delimiter, when it splits on ``,``,
+    ``;`` or ``|`` into a log's header (``user_id,item_id`` read as TSV): that delimiter."""
+    if len(columns) != 1:
+        return None
+    line = str(columns[0])
+    for sep in ",;|":
+        if sep in line and looks_like_names([p.strip().strip('"') for p in line.split(sep)]):
+            return sep
+    return None
 
 
 def _recbole_header(columns: Sequence[str]) -> bool:
@@ -70,12 +117,17 @@ def columns_found(columns: Sequence[str], schema: bool = False, given: Sequence[
         )
     if looks_like_names(columns, schema) or _named_by_user(columns, given):
         return "columns found: " + ", ".join(str(c) for c in columns)
+    sep = None if schema else _other_delimiter(columns)
+    if sep is not None:
+        names = ", ".join(p.strip().strip('"') for p in str(columns[0]).split(sep))
+        return (f"its first line is one field, a header separated by {sep!r} ({names}), not by the format's delimiter; "
+                f"pass {setting('interactions_format')} csv to read it")
     n = len(columns)
     if schema:
         return f"its {n} column{'s' if n != 1 else ''} (from its schema) {'do' if n != 1 else 'does'} not look like an interaction log's"
     return (
-        f"its first line holds {n} field{'s' if n != 1 else ''} that do not look like a header of "
-        "column names (is it an interaction log?)"
+        f"its first line holds {n} field{'s' if n != 1 else ''} that {'do' if n != 1 else 'does'} not look like a "
+        "header of column names (is it an interaction log?)"
     )
 
 

@@ -27,16 +27,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from auditor.errors import EvaluationSplitError, InteractionsError
+from auditor.loading.id_text import PANDAS_MISSING
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import CSV_BLOCK_BYTES, maybe_int
 from auditor.loading.messages import arrow_reason
 from auditor.loading.sniff import open_stream, sample_lines
 
-PANDAS_MISSING = (
-    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
-    "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
-)  # fmt: skip
-"""The words ``pandas.read_csv`` (2.x) reads as missing values, token columns included."""
 BLOCK_BYTES = CSV_BLOCK_BYTES
 """Bytes of the file parsed per record batch (its longest line must fit)."""
 

@@ -25,7 +25,6 @@ value; :mod:`auditor.loading.messages`):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import ServedListsError, setting
-from auditor.loading.messages import columns_found
+from auditor.loading.messages import columns_found, detected_column
 from auditor.loading.validation import first_rows
 
 OrderKind = Literal["rank", "score"]
@@ -65,10 +64,6 @@ class OrderColumn:
         return f"{self.kind}_col"
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-]+", "", name).lower()
-
-
 def _given(columns: list[str], given: str, kind: str, path: Path) -> str:
     found = [c for c in columns if c == given] or [c for c in columns if c.lower() == given.lower()]
     if len(found) == 1:
@@ -82,13 +77,7 @@ def _detected(columns: list[str], names: tuple[str, ...], kind: str, path: Path)
     """The one column whose name is one of ``names``; two such columns (``rank`` and
     ``Rank``, or ``rank`` and ``position``: a re-ranker's slot beside the model's rank,
     say) are ambiguous whichever names they spell, since the choice decides the lists."""
-    matches = [c for c in columns if _norm(c) in names]
-    if len(matches) > 1:
-        raise ServedListsError(
-            f"several columns of {path} could be the {kind} column ({', '.join(map(repr, matches))}); "
-            f"pass {setting(kind + '_col')} NAME"
-        )
-    return matches[0] if matches else None
+    return detected_column(columns, names, path, kind, kind + "_col", ServedListsError)
 
 
 def choose_order(columns: list[str], path: Path, rank_col: str | None, score_col: str | None,

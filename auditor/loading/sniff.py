@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from auditor.errors import InteractionsError, setting
-from auditor.loading.messages import arrow_reason, columns_found
+from auditor.loading.messages import another_format, arrow_reason, columns_found, detected_column
 
-# Normalised (lower-case, no _ - or space) column names, most specific first.
+# Normalised (lower-case, no _ - or space) column names of each role (unranked: two columns of one role are refused, messages.detected_column).
 ITEM_COLUMN_NAMES = (
     "itemid", "item", "movieid", "movie", "productid", "product", "trackid", "track", "songid",
     "videoid", "articleid", "iid", "asin", "parentasin", "businessid", "poiid", "docid", "itemidx",
@@ -164,15 +164,12 @@ def all_numbers(fields: list[str]) -> bool:
     return all(_NUMBER.match(f.strip()) for f in fields)
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-]+", "", name).lower()
-
-
 def _find_column(
     columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str, schema: bool = False,
     named: tuple[str | None, ...] = (),
 ) -> str | None:
-    """``given`` (exact, then case-insensitive), else the first common name present."""
+    """``given`` (exact, then case-insensitive), else the one column with a common name
+    (:func:`~auditor.loading.messages.detected_column`: two are refused)."""
     if given is not None:
         exact = [c for c in columns if c == given] or [c for c in columns if c.lower() == given.lower()]
         if len(exact) == 1:
@@ -185,16 +182,7 @@ def _find_column(
         raise InteractionsError(
             f"{what} column {given!r} is not in {path}; {columns_found(columns, schema, named)}"
         )
-    for name in names:
-        matches = [c for c in columns if _norm(c) == name]
-        if len(matches) > 1:  # e.g. two item_id columns, or item_id beside ItemId
-            raise InteractionsError(
-                f"several columns of {path} could be the {what} id column ({', '.join(map(repr, matches))}); "
-                f"rename the duplicates or pass {setting(what + '_col')} NAME"
-            )
-        if matches:
-            return matches[0]
-    return None
+    return detected_column(columns, names, path, f"{what} id", what + "_col", InteractionsError)
 
 
 def choose_columns(
@@ -205,10 +193,8 @@ def choose_columns(
     given = (user_col, item_col)
     item = _find_column(columns, item_col, ITEM_COLUMN_NAMES, path, "item", schema, given)
     if item is None:
-        raise InteractionsError(
-            f"cannot find an item id column in {path}; {columns_found(columns, schema, given)}. "
-            f"Pass {setting('item_col')} NAME"
-        )
+        advice = "" if another_format(columns, schema) else f" Pass {setting('item_col')} NAME."
+        raise InteractionsError(f"cannot find an item id column in {path}; {columns_found(columns, schema, given)}.{advice}")
     user = _find_column(columns, user_col, USER_COLUMN_NAMES, path, "user", schema, given)
     if user == item:
         raise InteractionsError(f"user and item columns of {path} are both {item!r}")

@@ -174,9 +174,12 @@ def _left_out(counts: IdCounts, counted: Path, stats: ItemStats, rows_assumed: b
 
 def _first_blank(counts: IdCounts) -> tuple[str, str]:
     """", first at data row N" for the first empty item id and user id of a log (empty or
-    NaN, :mod:`auditor.loading.blank_rows`); nothing for a counts file (its rows are
-    items, and its warning's count is of interactions) or where the log cannot be reread."""
-    if not (counts.n_null_items or counts.n_null_users) or counts.format == COUNTS_FORMAT:
+    NaN, :mod:`auditor.loading.blank_rows`); a counts file's as read; nothing where the log
+    cannot be reread."""
+    if counts.format == COUNTS_FORMAT:  # its rows are items: the first row holding no id
+        row = counts.first_null_item_row
+        return (f", first at data row {row}" if row else ""), ""
+    if not (counts.n_null_items or counts.n_null_users):
         return "", ""
     try:
         spec = LogSpec(counts.source, counts.format or "auto", counts.user_col, counts.item_col)

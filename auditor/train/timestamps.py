@@ -20,25 +20,22 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from auditor.errors import InteractionsError
-from auditor.loading.id_text import blank_as_null
+from auditor.loading.id_text import blank_as_null, null_words
 from auditor.loading.logs import BATCH_ROWS, CSV_BLOCK_BYTES, Log
-from auditor.loading.messages import arrow_reason
+from auditor.loading.messages import arrow_reason, detected_column
 from auditor.loading.sniff import open_stream
 
 TIME_COLUMN_NAMES = (
     "timestamp", "time", "ts", "datetime", "date", "eventtime", "eventtimestamp", "createdat", "unixtime",
     "unixtimestamp",
 )
-"""Normalised names (lower case, no ``_ - `` or space) taken for the time column, in order."""
-
-
-def _norm(name: str) -> str:
-    return name.lower().replace("_", "").replace("-", "").replace(" ", "")
+"""Normalised names (lower case, no ``_ - `` or space) taken for the time column (two such columns are refused)."""
 
 
 def find_time_column(log: Log, given: str | None = None) -> str | None:
-    """``given`` (exact, then case-insensitive), else the first common time column name
-    present among ``log.columns``; None when there is none."""
+    """``given`` (exact, then case-insensitive), else the one column of ``log.columns``
+    with a common time column name (two are refused, as for every role:
+    :func:`~auditor.loading.messages.detected_column`); None when there is none."""
     columns = [c for c in log.columns if c not in (log.item_col, log.user_col)]
     if given is not None:
         found = [c for c in columns if c == given] or [c for c in columns if c.lower() == given.lower()]
@@ -46,11 +43,7 @@ def find_time_column(log: Log, given: str | None = None) -> str | None:
             why = "is not" if not found else f"appears {len(found)} times"
             raise InteractionsError(f"time column {given!r} {why} in {log.path}; {log.columns_found()}")
         return found[0]
-    for name in TIME_COLUMN_NAMES:
-        matches = [c for c in columns if _norm(c) == name]
-        if matches:
-            return matches[0]
-    return None
+    return detected_column(columns, TIME_COLUMN_NAMES, log.path, "time", "time_col", InteractionsError)
 
 
 class TimeColumnError(InteractionsError):
@@ -147,6 +140,7 @@ def _batches(log: Log, column: str) -> Iterator[tuple[pa.Array, pa.Array, pa.Arr
             include_columns=wanted,
             # ids as text: only whether they are present matters here (as read_pairs sees it)
             column_types={raw[log.item_col]: pa.string(), raw[log.user_col]: pa.string(), raw[column]: pa.string()},
+            null_values=null_words(log.format),
             strings_can_be_null=True,
         )
         parse = pacsv.ParseOptions(delimiter=log.delimiter)

@@ -134,6 +134,17 @@ CASES = [
          r"--interactions\), or use --popularity interactions"),
     Case("frequencies-ids-not-rows", _counts("counts.csv", "item_id,count\nabc,3\ndef,4\n"), EXIT_ERROR,
          r"item ids in counts\.csv are not integers.*--item-ids FILE"),
+    # Two count (or item id, or distinct-users) columns: refused naming both and the option (Logs 2 N2).
+    Case("frequencies-two-count-columns", _counts("counts.csv", "item_id,frequency,count\n0,2,1\n1,1,2\n"), EXIT_ERROR,
+         r"several columns of counts\.csv could be the count column \('frequency', 'count'\); pass --count-col NAME"),
+    Case("frequencies-two-item-columns", _counts("counts.csv", "item_id,movie_id,count\n0,1,1\n1,0,2\n"), EXIT_ERROR,
+         r"several columns of counts\.csv could be the item id column \('item_id', 'movie_id'\); pass --item-col NAME"),
+    Case("frequencies-two-users-columns", _counts("counts.csv", "item_id,count,users,n_users\n0,2,1,1\n1,2,2,1\n"),
+         EXIT_ERROR, r"several columns of counts\.csv could be the distinct-users column \('users', 'n_users'\); "
+         r"pass --user-count-col NAME"),
+    Case("frequencies-two-count-columns-one-picked", _counts(
+        "counts.csv", "item_id,frequency,count\n" + "".join(f"{i},{N_ITEMS - i},{i + 1}\n" for i in range(N_ITEMS)),
+        "--count-col", "count"), EXIT_OK, None),
 ]
 
 PRODUCT_FAILURES: list[Case] = []

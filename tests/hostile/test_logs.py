@@ -254,7 +254,7 @@ CASES = [
     Case("parquet-struct-ids", _parquet_log({"user_id": [[1.0], [2.0]], "item_id": [{"a": 1}, {"a": 2}]}), EXIT_ERROR,
          r"item column 'item_id' of bad\.parquet has type struct<a: int64>.*--item-col"),
     Case("parquet-float-ids", _parquet_log({"user_id": [1, 2], "item_id": [0.5, 1.5]}), EXIT_ERROR,
-         r"item column 'item_id' of bad\.parquet holds non-integer numbers"),
+         r"item column 'item_id' of bad\.parquet: data row 1 is not a whole number"),
     Case("parquet-binary-ids", _parquet_log({"user_id": [1, 2], "item_id": pa.array([b"\xff\x00", b"\x01"])}),
          EXIT_ERROR, r"'item_id' of bad\.parquet"),
     Case("huge-line-without-newline", _log_file("log.csv", "user_id,item_id\n1," + "9" * (9 << 20)), EXIT_ERROR,
@@ -301,6 +301,36 @@ CASES = [
         d, "nulls.parquet", {"user_id": pa.array([None] * 30, pa.string()), "item_id": pa.array([1] * 30)})),
          EXIT_ERROR,
          r"the user column 'user_id' of nulls\.parquet is empty in every row", absent=r"item table"),
+    # Header messages (Logs 2 N4): a comma header read as TSV/RecBole names the delimiter and the format
+    # option (was "holds 1 field that do not look like a header"); a header whose every given name is
+    # mistyped is listed; a data line is still never echoed.
+    Case("csv-header-read-as-tsv", _log_file("log.csv", _rows_csv(), "--interactions-format", "tsv"), EXIT_ERROR,
+         r"cannot find an item id column in log\.csv; its first line is one field, a header separated by ',' "
+         r"\(user_id, item_id\), not by the format's delimiter; pass --interactions-format csv to read it\.",
+         absent=r"do not look|Pass --item-col"),
+    Case("csv-header-read-as-recbole", _log_file("log.csv", _rows_csv(), "--interactions-format", "recbole"),
+         EXIT_ERROR, r"separated by ',' \(user_id, item_id\).*pass --interactions-format csv to read it\."),
+    Case("every-given-column-mistyped", _log_file("abc.csv", "a,b,c\n1,2,3\n", "--user-col", "x", "--item-col", "y"),
+         EXIT_ERROR, r"item column 'y' is not in abc\.csv; columns found: a, b, c"),
+    Case("given-columns-beside-a-data-line", _log_file("s.csv", "alice,hunter2\nbob,pw9\n", "--item-col", "y"),
+         EXIT_ERROR, r"item column 'y' is not in s\.csv; its first line holds 2 fields that do not look like a header",
+         absent=r"hunter2|alice"),
+    Case("one-field-not-a-header", _log_file("w.csv", "swordfish\nmarlin\n"), EXIT_ERROR,
+         r"its first line holds 1 field that does not look like a header of column names", absent=r"swordfish"),
+    # A float id no integer equals: refused naming the column and data row (Logs 2 N4; was: no row).
+    Case("parquet-log-fractional-item-id", _parquet_log({"user_id": [1, 2, 3], "item_id": [3.0, 4.0, 3.5]}), EXIT_ERROR,
+         r"item column 'item_id' of bad\.parquet: data row 3 is not a whole number; ids must be integers or strings"),
+    Case("parquet-log-infinite-user-id", _parquet_log({"user_id": [float("inf"), 2.0], "item_id": [3, 4]}), EXIT_ERROR,
+         r"user column 'user_id' of bad\.parquet: data row 1 is infinite; ids must be integers or strings"),
+    # Two columns of one role (Logs 2 N2): refused naming both and the option, for every role.
+    Case("log-two-item-columns", _log_file("log.csv", "user_id,movie_id,item_id\n0,3,1\n1,2,2\n"), EXIT_ERROR,
+         r"several columns of log\.csv could be the item id column \('movie_id', 'item_id'\); pass --item-col NAME"),
+    Case("log-two-user-columns-of-other-names", _log_file("log.csv", "customer_id,user_id,item_id\n0,3,1\n1,2,2\n"),
+         EXIT_ERROR,
+         r"several columns of log\.csv could be the user id column \('customer_id', 'user_id'\); pass --user-col NAME"),
+    Case("log-two-item-columns-one-picked", _log_file("log.csv", "user_id,movie_id,item_id\n" + "".join(
+        f"{u % 5},{99},{i}\n" for u, i in enumerate(np.repeat(np.arange(N_ITEMS), np.arange(1, N_ITEMS + 1)))),
+        "--item-col", "item_id"), EXIT_OK, None),
 ]
 
 PRODUCT_FAILURES: list[Case] = []

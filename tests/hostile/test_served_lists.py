@@ -249,10 +249,10 @@ CASES = [
          r"score column 'score' of recs\.csv: data row 2 is not a number", absent=r"swordfish"),
     Case("recs-score-na", _recs("recs.csv", "user_id,item_id,score\n0,3,0.5\n0,5,NA\n"), EXIT_ERROR,
          r"score column 'score' of recs\.csv: data row 2 is empty \(no value, or NA/NaN/null\)"),
-    # A float column of user ids (Parquet) holds non-integer numbers; "0.5" in a CSV is a text
+    # A float column of user ids (Parquet) holds a non-integer number (its data row named, Logs 2 N4); "0.5" in a CSV is a text
     # id, as the same text is in a Parquet string column (Logs F1, QA 8: one rule for text ids).
     Case("recs-float-user-ids", _recs("recs.parquet", {"user_id": [0.5], "item_id": [3], "rank": [1]}), EXIT_ERROR,
-         r"user column 'user_id' of recs\.parquet holds non-integer numbers"),
+         r"user column 'user_id' of recs\.parquet: data row 1 is not a whole number"),
     Case("recs-decimal-text-user-ids", _recs("recs.csv", "user_id,item_id,rank\n0.5,3,1\n"), EXIT_OK, None),
     Case("recs-latin1", _recs("recs.csv", "user_id,item_id,rank\n0,caf\xe9,1\n".encode("latin-1")), EXIT_ERROR,
          r"'item_id' of recs\.csv holds ids that are not valid UTF-8 text; re-save the file as UTF-8"),
