@@ -10,27 +10,17 @@ item side only: u·i/|i| + b_i) before adding the bias.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from auditor import AuditConfig, run_audit
-from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5
+from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5, write_keras_h5, zipf_log
 
 
-
-def _log(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    p = 1.0 / np.arange(1, N_ITEMS + 1)
-    items = np.concatenate([rng.choice(N_ITEMS, 3, replace=False, p=p / p.sum()) for _ in range(N_USERS)])
-    path = tmp_path / "log.parquet"
-    pq.write_table(pa.table({"user_id": np.repeat(np.arange(N_USERS), 3), "item_id": items}), path)
-    return path
 
 
 def _model() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,19 +66,14 @@ def _onnx(path: Path, users: np.ndarray, items: np.ndarray, bias: np.ndarray, us
 
 def _keras_h5(path: Path, users: np.ndarray, items: np.ndarray, bias: np.ndarray) -> Path:
     """Keras's model.save("m.h5") of Dot(normalize=True)([user, item]) + Add(item_bias)."""
-    h5py = pytest.importorskip("h5py")
+    pytest.importorskip("h5py")
     layers = {"user_embedding": users, "item_embedding": items, "item_bias": bias[:, None]}
     config = {"class_name": "Functional", "config": {"name": "cosb", "layers": [
         *({"class_name": "Embedding", "name": n, "config": {"name": n, "input_dim": int(v.shape[0]),
                                                              "output_dim": int(v.shape[1])}} for n, v in layers.items()),
         {"class_name": "Dot", "name": "score", "config": {"name": "score", "axes": 1, "normalize": True}},
         {"class_name": "Add", "name": "add", "config": {"name": "add"}}]}}
-    with h5py.File(path, "w") as h5:
-        for name, values in layers.items():
-            h5.create_dataset(f"model_weights/{name}/{name}/embeddings", data=values)
-            h5[f"model_weights/{name}"].attrs["weight_names"] = [f"{name}/embeddings".encode()]
-        h5["model_weights"].attrs["layer_names"] = [n.encode() for n in layers]
-        h5.attrs["model_config"] = json.dumps(config)
+    write_keras_h5(path, layers, config)
     return path
 
 
@@ -105,7 +90,7 @@ def _assert_served(result: AuditResult, expected: float, log: Path, other: float
 @pytest.mark.parametrize("fmt", ["onnx", "keras"])
 def test_cosine_plus_item_bias_is_served_as_the_model_scores(tmp_path: Path, fmt: str) -> None:
     users, items, bias = _model()
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     model = (_onnx(tmp_path / "cosb.onnx", users, items, bias, user_side=True) if fmt == "onnx"
              else _keras_h5(tmp_path / "cosb.h5", users, items, bias))
     mine = arp_at_5(_unit(users) @ _unit(items).T + bias, log)
@@ -119,7 +104,7 @@ def test_an_item_side_normalisation_plus_bias_keeps_the_users_norm(tmp_path: Pat
     """Only the item side normalised: u·i/|i| + b_i (the user's norm weighs the factors
     against the bias, so the queries are not normalised)."""
     users, items, bias = _model()
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     mine = arp_at_5(users @ _unit(items).T + bias, log)
     result = audit_at_5(_onnx(tmp_path / "ib.onnx", users, items, bias, user_side=False), log)
     _assert_served(result, mine, log, arp_at_5(_unit(users) @ _unit(items).T + bias, log), "u·i/|i| + b_i")
@@ -129,7 +114,7 @@ def test_a_user_side_normalisation_plus_bias_normalises_the_queries(tmp_path: Pa
     """Only the user side normalised: dot ranking without a bias, but u·i/|u| + b_i with one
     (the user's norm weighs the factors against the bias): [q/|q|, 1] against [i, b_i]."""
     users, items, bias = _model()
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     mine = arp_at_5(_unit(users) @ items.T + bias, log)
     result = audit_at_5(_onnx(tmp_path / "ub.onnx", users, items, bias, user_side=True, item_side=False), log)
     _assert_served(result, mine, log, arp_at_5(users @ items.T + bias, log), "u·i/|u| + b_i")
@@ -139,7 +124,7 @@ def test_history_queries_of_a_cosine_bias_model_are_normalised(tmp_path: Path) -
     """History queries q (the mean of the user's training item rows) meet [i/|i|, b_i] as
     [q/|q|, 1]: numpy's cos(q, i) + b_i."""
     users, items, bias = _model()
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     model = _onnx(tmp_path / "cosb.onnx", users, items, bias, user_side=True)
     table = pq.read_table(log).to_pydict()
     sums = np.zeros((N_USERS, DIM))

@@ -15,24 +15,14 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5
+from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5, zipf_log
 
 
-
-def _log(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    p = 1.0 / np.arange(1, N_ITEMS + 1)
-    items = np.concatenate([rng.choice(N_ITEMS, 3, replace=False, p=p / p.sum()) for _ in range(N_USERS)])
-    path = tmp_path / "log.parquet"
-    pq.write_table(pa.table({"user_id": np.repeat(np.arange(N_USERS), 3), "item_id": items}), path)
-    return path
 
 
 def _tables() -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +73,7 @@ def _assert_cosine(result: AuditResult, log: Path) -> None:
 def test_torchscript_cosine_is_read_from_its_saved_code(tmp_path: Path, module: type[_TwoTower]) -> None:
     path = tmp_path / "cos_ts.pt"
     torch.jit.script(module()).save(str(path))
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     result = audit_at_5(path, log)
     _assert_cosine(result, log)
     assert result.served_vectors is not None
@@ -93,7 +83,7 @@ def test_torchscript_cosine_is_read_from_its_saved_code(tmp_path: Path, module: 
 def test_torchscript_normalisation_it_cannot_place_makes_the_tables_stand_in(tmp_path: Path) -> None:
     path = tmp_path / "odd_ts.pt"
     torch.jit.script(_Unplaced()).save(str(path))
-    result = audit_at_5(path, _log(tmp_path))
+    result = audit_at_5(path, zipf_log(tmp_path))
     served = result.served_vectors
     assert served is not None and not served.as_served
     assert result.warnings[0].startswith("the stored tables stand in for the vectors the model in odd_ts.pt scores: "
@@ -135,7 +125,7 @@ def _keras_h5(path: Path, normalised: tuple[str, ...], kind: str = "UnitNormaliz
 
 
 def test_keras_unit_normalization_on_both_towers_scores_by_cosine(tmp_path: Path) -> None:
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     result = audit_at_5(_keras_h5(tmp_path / "unit.h5", ("user", "item")), log)
     _assert_cosine(result, log)
     assert result.served_vectors is not None and "Dot of the UnitNormalization layers `user_norm` and `item_norm`" \
@@ -145,7 +135,7 @@ def test_keras_unit_normalization_on_both_towers_scores_by_cosine(tmp_path: Path
 def test_keras_unit_normalization_on_the_user_tower_alone_ranks_as_dot(tmp_path: Path) -> None:
     """Loaders 2 N3: u·i/|u| ranks as u·i for each user (was: the tables stood in, 'may
     score by cosine'); the ONNX reader reads the same module so."""
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     result = audit_at_5(_keras_h5(tmp_path / "half.h5", ("user",)), log)
     users, items = _tables()
     assert not any("stand in" in w or "scores by cosine" in w for w in result.warnings), result.warnings
@@ -155,7 +145,7 @@ def test_keras_unit_normalization_on_the_user_tower_alone_ranks_as_dot(tmp_path:
 
 def test_keras_unit_normalization_on_the_item_tower_alone_scores_by_cosine(tmp_path: Path) -> None:
     """Loaders 2 N3: u·i/|i| ranks as cosine for each user (was: the tables stood in)."""
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     result = audit_at_5(_keras_h5(tmp_path / "item.h5", ("item",)), log)
     _assert_cosine(result, log)
     assert result.served_vectors is not None and "Dot of the UnitNormalization layer `item_norm`" \
@@ -166,7 +156,7 @@ def test_a_keras_lambda_layer_makes_the_tables_stand_in(tmp_path: Path) -> None:
     """Loaders 2 (F2 remainder): a Lambda's function is bytecode popaudit never runs (here an
     L2 normalisation of both towers): the tables stand in, warned that the model may score
     by cosine (was: audited as plain dot, no word)."""
-    result = audit_at_5(_keras_h5(tmp_path / "lam.h5", ("user", "item"), kind="Lambda"), _log(tmp_path))
+    result = audit_at_5(_keras_h5(tmp_path / "lam.h5", ("user", "item"), kind="Lambda"), zipf_log(tmp_path))
     served = result.served_vectors
     assert served is not None and not served.as_served and served.scoring == "dot", served
     assert result.warnings[0].startswith("the stored tables stand in for the vectors the model in lam.h5 scores: its "

@@ -24,8 +24,8 @@ from scipy.stats import spearmanr
 from torch import nn
 
 from auditor.cli import cli
+from scoring_samples import DIM, N_ITEMS, N_USERS, write_keras_h5
 
-N_USERS, N_ITEMS, DIM = 30, 40, 4
 
 
 class _Padded(nn.Module):
@@ -123,7 +123,7 @@ def test_a_keras_mask_zero_table_with_an_n_plus_1_bias_serves_the_bias(tmp_path:
     """Loaders F5: Embedding(n + 1, d, mask_zero=True) beside an item bias Embedding(n + 1, 1)
     of the same ids (Keras's model.save(".h5")): the bias loses row 0 too and is served,
     u·i + b_i (the table stood in, the bias ignored with a warning)."""
-    h5py = pytest.importorskip("h5py")
+    pytest.importorskip("h5py")
     module = _Padded(bias=True)
     users = module.user_embedding.weight.detach().numpy()
     items = module.item_embedding.weight.detach().numpy().copy()
@@ -135,12 +135,7 @@ def test_a_keras_mask_zero_table_with_an_n_plus_1_bias_serves_the_bias(tmp_path:
         {"class_name": "Embedding", "config": {"name": n, "input_dim": len(v), "output_dim": v.shape[1],
                                                "mask_zero": n == "item_embedding"}} for n, v in layers.items()]}}
     path = tmp_path / "mask_bias.h5"
-    with h5py.File(path, "w") as h5:
-        for name, values in layers.items():
-            h5.create_dataset(f"model_weights/{name}/{name}/embeddings", data=values)
-            h5[f"model_weights/{name}"].attrs["weight_names"] = [f"{name}/embeddings".encode()]
-        h5["model_weights"].attrs["layer_names"] = [n.encode() for n in layers]
-        h5.attrs["model_config"] = json.dumps(config)
+    write_keras_h5(path, layers, config)
     log, freq = _log(tmp_path)
     code, output, report = _check(path, log)
     assert code == 0 and report is not None, output

@@ -13,23 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5
+from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5, zipf_log
 
-
-def _log(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    p = 1.0 / np.arange(1, N_ITEMS + 1)
-    items = np.concatenate([rng.choice(N_ITEMS, 3, replace=False, p=p / p.sum()) for _ in range(N_USERS)])
-    path = tmp_path / "log.parquet"
-    pq.write_table(pa.table({"user_id": np.repeat(np.arange(N_USERS), 3), "item_id": items}), path)
-    return path
 
 
 class _Tower(nn.Module):
@@ -90,7 +80,7 @@ def test_a_projection_after_the_normalisation_is_no_cosine(tmp_path: Path) -> No
     model = _NormThenProj()
     path = tmp_path / "ntp.pt"
     torch.jit.script(model).save(str(path))
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     own = model.own_scores()
     users, items = (t.detach().numpy() for t in (model.user_embedding.weight, model.item_embedding.weight))
     assert np.allclose(own, _unit(users) @ (_unit(items) @ model.proj.weight.detach().numpy().T).T, atol=1e-5)
@@ -112,7 +102,7 @@ def test_a_user_only_normalisation_ranks_as_dot(tmp_path: Path) -> None:
     model = _UserOnly()
     path = tmp_path / "uo.pt"
     torch.jit.script(model).save(str(path))
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     mine = arp_at_5(model.own_scores(), log)
     result = audit_at_5(path, log)
     assert not any("may score by cosine" in w or "stand in" in w for w in result.warnings), result.warnings
@@ -125,7 +115,7 @@ def test_a_user_only_normalisation_beside_an_item_bias_is_served(tmp_path: Path)
     model = _UserOnlyBias()
     path = tmp_path / "uob.pt"
     torch.jit.script(model).save(str(path))
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     mine = arp_at_5(model.own_scores(), log)
     users, items = (t.detach().numpy() for t in (model.user_embedding.weight, model.item_embedding.weight))
     assert mine != pytest.approx(arp_at_5(users @ items.T, log))
@@ -155,7 +145,7 @@ def test_a_bias_beside_a_score_it_cannot_place_is_said_to_be_left_out(tmp_path: 
     model = _NormThenProjBias()
     path = tmp_path / "ntpb.pt"
     torch.jit.script(model).save(str(path))
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     users, items = (t.detach().numpy() for t in (model.user_embedding.weight, model.item_embedding.weight))
     bias = model.item_bias.weight.detach().numpy().reshape(-1)
     plain = arp_at_5(users @ items.T, log)

@@ -8,25 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
 from auditor import AuditConfig, run_audit
 from auditor.result import AuditResult
+from scoring_samples import DIM, N_ITEMS, N_USERS, zipf_log
 
-N_USERS, N_ITEMS, DIM = 30, 40, 4
 
-
-def _log(tmp_path: Path) -> Path:
-    """Every user trains on 3 items; item i is drawn with weight ~ 1/(i+1) (rows = ids)."""
-    rng = np.random.default_rng(0)
-    p = 1.0 / np.arange(1, N_ITEMS + 1)
-    items = np.concatenate([rng.choice(N_ITEMS, 3, replace=False, p=p / p.sum()) for _ in range(N_USERS)])
-    path = tmp_path / "log.parquet"
-    pq.write_table(pa.table({"user_id": np.repeat(np.arange(N_USERS), 3), "item_id": items}), path)
-    return path
 
 
 def _tables() -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +33,7 @@ def test_a_user_tower_with_a_projection_is_said_to_be_queried_raw(tmp_path: Path
     state = {"user_tower.embedding.weight": torch.tensor(users), "user_tower.proj.weight": torch.eye(DIM),
              "user_tower.proj.bias": torch.ones(DIM), "item_tower.embedding.weight": torch.tensor(items)}
     torch.save({"model_state_dict": state}, tmp_path / "tt.pt")
-    result = _audit(tmp_path / "tt.pt", _log(tmp_path))
+    result = _audit(tmp_path / "tt.pt", zipf_log(tmp_path))
     served = result.served_vectors
     assert served is not None and not served.as_served and served.source == "tables"
     assert served.description == "the stored tables, queried by the raw rows of the user table `user_tower.embedding.weight`"
@@ -61,7 +51,7 @@ def test_rank_neutral_user_tensors_and_history_queries_leave_the_tables_served(t
     """A per-user bias shifts each user's scores alike (it ranks nothing), an id map is no
     weight; history queries never use the user tower: no stand-in either way."""
     users, items = _tables()
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     biased = {"user_emb.weight": torch.tensor(users), "user_bias.weight": torch.ones(N_USERS, 1),
               "user_ids": torch.arange(N_USERS), "item_emb.weight": torch.tensor(items)}
     torch.save(biased, tmp_path / "bias.pt")
@@ -103,7 +93,7 @@ def test_onnx_nodes_after_a_gather_make_the_tables_stand_in(tmp_path: Path) -> N
     from onnx import helper
 
     users, items = _tables()
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     eye = np.eye(DIM, dtype=np.float32)
     _onnx_two_tower(tmp_path / "uproj.onnx", users, items, [helper.make_node("MatMul", ["u", "W"], ["uw"]),
                     helper.make_node("Add", ["uw", "b"], ["q"])], [], {"W": eye, "b": np.ones(DIM, np.float32)}, u="q")
@@ -131,7 +121,7 @@ def test_an_onnx_graph_that_normalises_the_items_scores_by_cosine(tmp_path: Path
     from onnx import helper
 
     users, items = _tables()
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     nodes = [helper.make_node("ReduceL2", ["i", "axes"], ["n"], keepdims=1),
              helper.make_node("Clip", ["n", "eps"], ["nc"]), helper.make_node("Div", ["i", "nc"], ["k"])]
     _onnx_two_tower(tmp_path / "cos.onnx", users, items, [], nodes, {"eps": np.array(1e-12, np.float32)}, i="k")
@@ -164,7 +154,7 @@ def test_reduce_l2_axes_from_a_constant_node_as_torch_exports_them(tmp_path: Pat
     from onnx import helper, numpy_helper
 
     users, items = _tables()
-    log = _log(tmp_path)
+    log = zipf_log(tmp_path)
     constant = (helper.make_node("Constant", [], ["l2axes"], value=numpy_helper.from_array(np.array([-1], np.int64)))
                 if axes == "value" else helper.make_node("Constant", [], ["l2axes"], value_ints=[-1]))
     nodes = [constant, helper.make_node("ReduceL2", ["i", "l2axes"], ["n"], keepdims=1),
@@ -259,4 +249,4 @@ def test_an_integer_item_side_buffer_is_no_weight_as_on_the_user_side(tmp_path: 
     state = {"user_emb.weight": torch.tensor(users), "item_emb.weight": torch.tensor(items),
              "item_index": torch.arange(N_ITEMS), "user_index": torch.arange(N_USERS)}
     torch.save(state, tmp_path / "idx.pt")
-    assert _audit(tmp_path / "idx.pt", _log(tmp_path)).served_vectors is None
+    assert _audit(tmp_path / "idx.pt", zipf_log(tmp_path)).served_vectors is None
