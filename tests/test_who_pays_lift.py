@@ -26,7 +26,7 @@ def _rows(deltas: tuple[float, ...]) -> list[dict[str, Any]]:
 
 def test_the_table_states_dots_lift_over_cosine_per_group() -> None:
     retrieval = SimpleNamespace(user_groups={5: {"dot": _rows(DOT), "cosine": _rows(COSINE)}}, tied_ratio=None,
-                                approximate=lambda k: "", saturated={})
+                                approximate=lambda k: "", saturated={}, n_saturated={})
     table = group_table(retrieval, 5)  # type: ignore[arg-type]
     assert table is not None and table.headers[-1] == "ΔGAP dot − cosine"
     assert [row[-1] for row in table.rows] == ["+16.0%", "+14.8%", "+9.5%"]
@@ -41,7 +41,7 @@ def test_an_empty_groups_lift_reads_n_a_without_a_sign() -> None:
         dot, cosine = _rows((empty, -0.283, -0.46603)), _rows((empty, -0.431, -0.56133))  # type: ignore[arg-type]
         dot[0]["n_users"] = cosine[0]["n_users"] = 0
         retrieval = SimpleNamespace(user_groups={5: {"dot": dot, "cosine": cosine}}, tied_ratio=None,
-                                    approximate=lambda k: "", saturated={})
+                                    approximate=lambda k: "", saturated={}, n_saturated={})
         table = group_table(retrieval, 5)  # type: ignore[arg-type]
         assert table is not None
         assert [row[-1] for row in table.rows] == ["n/a", "+14.8%", "+9.5%"]

@@ -123,7 +123,7 @@ def cutoff_title(retrieval: Retrieval | None, k: int) -> str:
     from them is titled so, in every format."""
     said = "" if retrieval is None else retrieval.approximate(k)
     full = retrieval is not None and retrieval.saturated.get(k, False)  # the harm is not measured there
-    n = 0 if retrieval is None else getattr(retrieval, "n_saturated", {}).get(k, 0)  # stubs may not count
+    n = 0 if retrieval is None else retrieval.n_saturated.get(k, 0)
     some = ("" if retrieval is None or n == 0 or n == retrieval.n_queries  # none or every query saturated
             else partly_saturated(k, n, retrieval.n_queries).removeprefix(f"K={k} "))
     note = f" ({some or SATURATED}: the harm is not measured here)" if full else (f" ({some})" if some else "")
