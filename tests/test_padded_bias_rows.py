@@ -83,6 +83,7 @@ def test_a_bias_one_row_short_of_a_masked_table_is_left_out(tmp_path: Path) -> N
                "do not line up with the table's ids" in w and "left out of the figures" in w for w in result.warnings), \
         result.warnings
     assert not any("retrieval serves as the model scores" in w for w in result.warnings), result.warnings
+    assert any(f"Save the bias with the table's {N_ITEMS + 1} rows" in w for w in result.warnings), result.warnings
     assert result.retrieval is not None
     assert result.retrieval.at[5].dot["arp"] == pytest.approx(mine, rel=1e-9)
 

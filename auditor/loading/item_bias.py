@@ -163,7 +163,7 @@ def _misaligned(bundle: ModelBundle, key: str) -> bool:
         f"{bundle.source}: the item bias `{key}` has {bundle.n_items:,} rows, but the item table `{bundle.item_key}` has "
         f"{bundle.n_items + 1:,}, row {row} its padding (mask) row, left out: the model looks each id up in the same row of "
         f"both, so past row {row} the bias rows do not line up with the table's ids (id {bundle.n_items} has no bias row); "
-        "the bias is left out of the figures. Save the bias with the table's {bundle.n_items + 1:,} "
+        f"the bias is left out of the figures. Save the bias with the table's {bundle.n_items + 1:,} "
         "rows (an Embedding of the same input_dim) to have it served"
     )
     return True
