@@ -124,6 +124,10 @@ class ModelBundle:
     """float32 (n_items,): the model's per-item bias term (LightFM, cornac, implicit BPR, a
     state dict's ``item_bias`` tensor), a second channel for popularity beside the norms,
     served with the table (:mod:`auditor.loading.item_bias`); None when the model has none."""
+    nonfinite_user_rows: np.ndarray | None = None
+    """int64 user-table rows holding NaN or infinite values (None: none), recorded at load
+    (:func:`auditor.loading.validation.validate_user_table`); each reader of user rows
+    refuses those it would use."""
     user_rows_unknown: str | None = None
     """Why the raw user id of each user-table row is unknown although the rows are not the
     ids (a framework numbered them and the rule could not be reproduced): retrieval then

@@ -115,7 +115,9 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
     from auditor.loading.ids import read_id_file
     from auditor.loading.item_bias import read_state_dict_bias
     from auditor.loading.stored_ids import given_over_stored
-    from auditor.loading.validation import validate_frequencies, validate_item_table, validate_user_table
+    from auditor.loading.validation import (
+        nonfinite_users_note, validate_frequencies, validate_item_table, validate_user_table,
+    )
 
     source = str(bundle.source)
     bundle.item_dtype = bundle.item_dtype or _stored_dtype(bundle)
@@ -124,7 +126,10 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
     validate_frequencies(bundle.item_frequencies, bundle.n_items, source, bundle.format)
     if bundle.user_table is not None:
         bundle.user_table = _as_float32(bundle.user_table, "user table", source)
-        validate_user_table(bundle.user_table, source, bundle.dim)
+        nonfinite = validate_user_table(bundle.user_table, source, bundle.dim)
+        if nonfinite.size:
+            bundle.nonfinite_user_rows = nonfinite
+            bundle.warnings.append(nonfinite_users_note(nonfinite, source))
     if options.item_ids is not None:
         ids, padded = _recbole_tokens(bundle, read_id_file(Path(options.item_ids)), bundle.n_items)
         _check_ids(ids, bundle.n_items, f"{setting('item_ids')} file {options.item_ids}", source, "item")

@@ -35,6 +35,7 @@ from auditor.loading.population import load_population
 from auditor.loading.recbole_inter import ORDER_CAVEAT
 from auditor.loading.served import ServedVectors, read_cache, served_vectors
 from auditor.loading.stand_in import cosine_note
+from auditor.loading.validation import refuse_nonfinite_users
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 from auditor.values import RowLookup
@@ -251,6 +252,7 @@ def _untrained_test_users(
         return None
     split = evaluation.split
     rows = np.setdiff1d(split.test.users, split.train.users)
+    refuse_nonfinite_users(bundle, rows, "RecBole's test evaluation scores (test users without a training interaction)")
     vectors = np.asarray(users[rows], dtype=np.float32)
     rows, vectors = rows[np.any(vectors != 0, axis=1)], vectors[np.any(vectors != 0, axis=1)]
     if not rows.size:

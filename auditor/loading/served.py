@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from auditor.errors import EmbeddingTableError
 from auditor.loading.recbole_models import CACHED, PROPAGATED, SIMPLEX, TABLES, Serving, not_served_warning, serving_of
+from auditor.loading.validation import first_rows, refuse_nonfinite_users
 from auditor.model import ModelBundle
 
 if TYPE_CHECKING:
@@ -179,7 +181,14 @@ def read_cache(path: Path) -> CachedVectors | None:
     if not all(isinstance(t, torch.Tensor) and t.ndim == 2 and t.is_floating_point() and t.shape[0] > 1 for t in tensors):
         return None
     assert isinstance(users, torch.Tensor) and isinstance(items, torch.Tensor)
-    return CachedVectors(users[1:].to(torch.float32).numpy().copy(), items[1:].to(torch.float32).numpy().copy())
+    cached = CachedVectors(users[1:].to(torch.float32).numpy().copy(), items[1:].to(torch.float32).numpy().copy())
+    bad = np.flatnonzero(~np.isfinite(cached.items).all(axis=1))
+    if bad.size:  # what RecBole would serve every user: no figure can stand on it
+        raise EmbeddingTableError(
+            f"the served item vectors cached in {path} (other_parameter restore_item_e) hold NaN or infinite values "
+            f"(item-table rows {first_rows(bad)})"
+        )
+    return cached
 
 
 @dataclass
@@ -248,6 +257,8 @@ def served_vectors(
 
 def _propagate(bundle: ModelBundle, serving: Serving, train: tuple[np.ndarray, np.ndarray], layers: int) -> tuple[np.ndarray, np.ndarray]:
     assert bundle.user_table is not None
+    refuse_nonfinite_users(bundle, train[0], "the graph propagation RecBole serves with carries into the items these "
+                           "users trained on")
     return propagated_embeddings(
         bundle.user_table, bundle.item_table, train[0], train[1], layers,
         adjacency=serving.adjacency, first_layer=serving.first_layer,

@@ -61,7 +61,7 @@ def sample_batches(
         else:
             items = rng.integers(0, bundle.n_items, size=size)
             source = "sampled pairs: items and users uniform (no interaction log)"
-        users = rng.integers(0, n_users, size=size)
+        users = _uniform_users(bundle, n_users, size, rng)
         batches.append(ProbeBatch(users.astype(np.int64), items.astype(np.int64), source))
     return batches
 
@@ -103,6 +103,19 @@ def _log_pairs(
         source = "interaction log (user ids taken as user-table rows)"
     else:
         return None
+    if bundle.nonfinite_user_rows is not None:  # a NaN row would make every probe through it NaN
+        ok &= ~np.isin(rows, bundle.nonfinite_user_rows)
     if not np.any(ok):
         return None
     return rows[ok].astype(np.int64), pairs.item_rows[ok].astype(np.int64), source
+
+
+def _uniform_users(bundle: ModelBundle, n_users: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` user rows drawn uniformly, from the finite rows where some are not."""
+    bad = bundle.nonfinite_user_rows
+    if bad is None:
+        return rng.integers(0, n_users, size=size)
+    finite = np.setdiff1d(np.arange(n_users), bad)
+    if not finite.size:
+        raise ProbeError("cannot form a probe batch: every user-table row holds NaN or infinite values")
+    return finite[rng.integers(0, finite.size, size=size)]
