@@ -147,7 +147,7 @@ def test_refusals(tmp_path: Path) -> None:
         _population(_bundle(tmp_path), queries="history")
     users = np.ones((2, 3), dtype=np.float32)
     users[1, 0] = np.nan
-    with pytest.raises(QueryError, match="user table holds NaN or infinite values \\(first at row 1\\)"):
+    with pytest.raises(QueryError, match="user table in .*model.npy holds NaN or infinite values \\(first at row 1, which is queried\\)"):
         _population(_bundle(tmp_path, users))
     train = _write(tmp_path / "train.csv", "user_id,item_id\na,1\n")
     with pytest.raises(IdMappingError, match="not integers"):

@@ -68,7 +68,7 @@ def test_a_never_queried_nan_row_is_warned_about_and_changes_no_figure(tmp_path:
 
 def test_a_queried_nan_row_is_refused_naming_it(tmp_path: Path) -> None:
     model, log, _, _ = _model(tmp_path, bad_row=5)
-    with pytest.raises(QueryError, match=re.escape("NaN or infinite values (first at row 5)")):
+    with pytest.raises(QueryError, match=re.escape("model_5.pt holds NaN or infinite values (first at row 5, which is queried)")):
         _audit(model, log)
 
 

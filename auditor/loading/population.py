@@ -116,7 +116,8 @@ def load_population(
         raise QueryError(
             f"{setting('queries')} history needs {setting('interactions')} (each user's training items)"
         )
-    what = population.what or {"users": f"the user table {bundle.user_key or ''}".rstrip()}.get(source, "history")
+    what = population.what or {"users": f"the user table {bundle.user_key or ''}".rstrip() + f" in {bundle.source}"}.get(
+        source, "history")
     return _without_zero_vectors(replace(population, keep_seen=keep_seen, seed=seed), what)
 
 
@@ -372,7 +373,7 @@ def _without_zero_vectors(population: QueryPopulation, what: str) -> QueryPopula
     if not finite.all():
         first = int(np.flatnonzero(~finite)[0])
         row = first if population.source_rows is None else int(population.source_rows[first])
-        raise QueryError(f"{what} holds NaN or infinite values (first at row {row})")
+        raise QueryError(f"{what} holds NaN or infinite values (first at row {row}, which is queried)")
     nonzero = np.any(population.vectors, axis=1)
     if nonzero.all():
         return population

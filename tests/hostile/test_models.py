@@ -6,6 +6,7 @@ import builtins
 import io
 import os
 import pickle
+import re
 import struct
 import subprocess
 import warnings
@@ -328,6 +329,25 @@ def _nan_weight_pt(d: Path) -> Built:
     weight[3, 1] = float("nan")
     torch.save({"item.weight": weight}, d / "model.pt")
     return Built(check_args("model.pt"))
+
+
+def _nan_user_pt(row: int, check: Callable[[Path, Outcome], None] | None = None) -> Any:
+    """A two-tower state dict whose user row ``row`` holds a NaN; the log's users are 0..4."""
+    def build(d: Path) -> Built:
+        log(d)
+        users = torch.randn(8, 4)
+        users[row, 2] = float("nan")
+        torch.save({"user_embedding.weight": users, "item_embedding.weight": torch.randn(10, 4)}, d / "model.pt")
+        extra = () if check is None else ("--json", "r.json")
+        return Built(check_args("model.pt", *extra), outputs=("r.json",) if check else (), check=check)
+
+    return build
+
+
+def _warned_of_user_row_6(d: Path, outcome: Outcome) -> None:
+    """An untrained NaN row (user 6 is not in the log) is warned about; the audit runs."""
+    warnings = strict_json(d / "r.json")["warnings"]
+    assert any(re.search(r"model\.pt has 1 row with NaN or infinite values \(rows 6\): no figure uses", w) for w in warnings)
 
 
 def _unnamed_linear_pt(d: Path) -> Built:
@@ -737,6 +757,9 @@ CASES = [
          r"it looks like a linear layer .*save its transpose \(10 × 4\) as the item table",
          absent=r"has dimension 4 but the item table has 10"),
     Case("pt-nan-weight", _nan_weight_pt, EXIT_ERROR, r"model\.pt has 1 row with NaN or infinite values \(rows 3\)"),
+    Case("pt-nan-queried-user", _nan_user_pt(2), EXIT_ERROR, r"user table user_embedding\.weight in model\.pt holds NaN or infinite values \(first at row 2, "
+         r"which is queried\)"),
+    Case("pt-nan-untrained-user", _nan_user_pt(6, _warned_of_user_row_6), EXIT_OK, None),
     Case("safetensors-item-bias-mitigate", _safetensors_item_bias, EXIT_ERROR,
          r"mf\.safetensors adds the item bias `item_bias\.weight` to every score.*PyTorch files only"),
     Case("pickle-record-array-mitigate", _record_array_pickle_mitigate, EXIT_ERROR,
