@@ -236,7 +236,7 @@ def _served_vectors(
     bias_rho = bias_spearman(biases, stats.frequencies) if biased and biases is not None and stats is not None else None
     return ServedVectorsSection(model=served.serving.model, source=served.source, description=served.description,
                                 scoring=served.scoring, as_served=served.as_served, frequency_norm=frequency_norm,
-                                not_served=not_served, item_bias_spearman=bias_rho)
+                                not_served=not_served, item_bias_spearman=bias_rho, score=served.score)
 
 
 def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig) -> Evaluation | None:

@@ -160,6 +160,9 @@ class ServedVectorsSection:
     item_bias_spearman: float | None = None
     """``bias``: Spearman ρ of the item bias the model adds to every score against training
     frequency (the measure ``item_bias_spearman``), what the verdict quotes; None otherwise."""
+    score: str | None = None
+    """``bias``: the model's own score as a formula (``u·i + b_i``, ``cos(u,i) + b_i``, ...),
+    which the 'dot' lists rank; None otherwise."""
 
 
 @dataclass

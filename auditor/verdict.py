@@ -154,8 +154,8 @@ def _with_item_bias(
     model = _sentence_start(served.model)
     summary += (
         f" {model} adds a per-item bias to every score ({follows}): retrieval serves as the model scores, its "
-        "factors plus that bias (the 'dot' lists, u·i + b_i); the frequency–norm correlation is of the factors "
-        "alone, and cosine and norm-aware serving rescale the served vectors, bias included."
+        f"factors plus that bias (the 'dot' lists, {served.score or 'u·i + b_i'}); the frequency–norm correlation is "
+        "of the factors alone, and cosine and norm-aware serving rescale the served vectors, bias included."
     )
     if rho is not None and rho >= RHO_MODERATE:  # a channel of its own, whatever the top-1% skew's band
         recommendations.insert(led if not norms_rise else len(recommendations), (

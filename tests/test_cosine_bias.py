@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from auditor import AuditConfig, run_audit
+from auditor import AuditConfig, AuditResult, run_audit
+from auditor.report.markdown import render_audit_markdown
 from scoring_samples import DIM, N_ITEMS, N_USERS, arp_at_5, audit_at_5, write_keras_h5, zipf_log
 
 
@@ -82,6 +83,10 @@ def _assert_served(result: AuditResult, expected: float, log: Path, other: float
     assert served is not None and served.as_served and served.source == "bias" and served.scoring == "dot"
     assert served.description.endswith(f"dot products of these are the model's own scores, {score}"), served.description
     assert any(f"retrieval serves as the model scores, " in w and f"({score})" in w for w in result.warnings), result.warnings
+    # The report's words name the same score: the JSON field, the verdict and the served-vectors note.
+    assert served.score == score and f"(the 'dot' lists, {score})" in result.verdict.summary, result.verdict.summary
+    assert result.to_dict()["served_vectors"]["score"] == score
+    assert f"'dot' lists rank {score} as the model does" in " ".join(render_audit_markdown(result).replace("\\|", "|").split())
     assert result.retrieval is not None
     arp = result.retrieval.at[5].dot["arp"]
     assert arp == pytest.approx(expected, rel=1e-9) and expected != pytest.approx(other)

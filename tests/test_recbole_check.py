@@ -75,7 +75,7 @@ def test_zero_option_check_equals_recboles_test_metrics(tmp_path: Path) -> None:
     assert report["accuracy"]["n_users_evaluated"] == 160 and report["accuracy"]["n_dropped"] == 0
     assert report["served_vectors"] == {"model": "BPR", "source": "tables", "description": "the stored tables",
                                 "scoring": "dot", "as_served": True, "frequency_norm": None, "not_served": None,
-                                "item_bias_spearman": None}  # fmt: skip
+                                "item_bias_spearman": None, "score": None}  # fmt: skip
     assert not any("also appear in the training log" in w for w in report["warnings"])
 
 

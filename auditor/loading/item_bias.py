@@ -215,7 +215,8 @@ def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
         f"the item factors {table}, {item_words}with the item bias `{key}` as one more column, each {query_words}query "
         f"with a 1 there: dot products of these are the model's own scores, {score}"
     )
-    return ServedVectors(users, items, "dot", BIASED, description, Serving(model, BIASED, how), unit_queries=unit_users)
+    return ServedVectors(users, items, "dot", BIASED, description, Serving(model, BIASED, how), unit_queries=unit_users,
+                         score=score)
 
 
 def is_biased(served: ServedVectors | None) -> bool:

@@ -208,6 +208,9 @@ class ServedVectors:
     """The items are served as the model serves them, but the queries are raw user-table
     rows where the model's user tower computes more (a stand-in on the query side)."""
     unit_queries: bool = False
+    score: str | None = None
+    """A bias model's own score as a formula (``cos(u,i) + b_i``), which the dot products of
+    these vectors equal; None for other models."""
     """Queries are L2-normalised before they meet these items (a model scoring cos(u,i) + b_i,
     :mod:`auditor.loading.item_bias`)."""
 

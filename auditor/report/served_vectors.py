@@ -22,7 +22,8 @@ SOURCES = {
     "cache": "the checkpoint's cache (restore_user_e/restore_item_e)",
     "propagated": "propagated by popaudit from the stored tables",
     "simplex": "SimpleX's aggregated user vectors, the stored item table",
-    "bias": "the item factors with the model's item bias as one more column (queries with a 1 there)",
+    "bias": "the item factors (L2-normalised where the model normalises them) with the model's item bias as one more "
+            "column (queries with a 1 there)",
 }
 
 
@@ -105,10 +106,11 @@ def served_blocks(result: AuditResult) -> list[Block]:
         blocks.append(comparison_table(result.frequency_norm, served.frequency_norm))
     if served.source == "bias":
         blocks.append(Paragraph(
-            "The model adds a per-item bias to every score: its served item vectors are its factors with the bias as "
-            "one more column, and each query has a 1 there, so the 'dot' lists rank u·i + b_i as the model does (a user "
-            "or global bias changes no user's ranking). The stored table's statistics, in the frequency–norm section, "
-            "are of the factors alone (the training mechanism); the served vectors' include the bias.", "note",
+            "The model adds a per-item bias to every score: its served item vectors are its factors (L2-normalised "
+            "where the model normalises them) with the bias as one more column, and each query has a 1 there, so the "
+            f"'dot' lists rank {served.score or 'u·i + b_i'} as the model does (a user or global bias changes no "
+            "user's ranking). The stored table's statistics, in the frequency–norm section, are of the factors alone "
+            "(the training mechanism); the served vectors' include the bias.", "note",
         ))  # fmt: skip
     elif served.scoring == "cosine" and served.as_served:
         blocks.append(Paragraph(
