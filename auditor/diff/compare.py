@@ -25,7 +25,7 @@ Comparability, one rule per setting:
   cut (:mod:`auditor.diff.rules`): the figures of retrieved lists, and of the moved heads.
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
-* the held-out set (``accuracy.n_holdout_interactions``, ``seen_excluded``, ``repeats``,
+* the held-out set (``accuracy.holdout``, ``n_holdout_interactions``, ``seen_excluded``, ``repeats``,
   ``popular_seen_excluded``) or the users evaluated (``accuracy.protocol``,
   :func:`~auditor.diff.rules.accuracy_flags`): every accuracy figure, and the group NDCG and PopREO, are flagged.
 

@@ -13,8 +13,8 @@ that differ but leave figures comparable:
   approximate index misses candidates (its recall), which moves every figure of the model's
   own lists, so those are **flagged**; served lists (``served`` scoring) are the lists given,
   whatever index the model's figures used.
-* the accuracy protocol (``accuracy.protocol``) and held-out set (:func:`accuracy_flags`):
-  every accuracy figure is **flagged**.
+* the accuracy protocol (``accuracy.protocol``) and held-out set (its file ``accuracy.holdout``,
+  its size, seen-item and repeat handling: :func:`accuracy_flags`): every accuracy figure is **flagged**.
 * notes: another model file, training popularity (log, count file given by
   ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
   file, catalogue size, log size or number of queries.
@@ -77,8 +77,19 @@ def catalogue_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs)
             "are not compared" + (", nor the user groups' figures (their popular items moved)" if grouped else ""))
 
 
-HELD_OUT_SET = ("n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded")
-"""What the held-out set is, and how ``|H_u|`` counts repeats of a training pair."""
+HELD_OUT_SET = ("holdout", "n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded")
+"""What the held-out set is (its file, as given to ``check``: another file of the same size is
+another held-out set, QA9 diff F1; :func:`held_out_source`), and how ``|H_u|`` counts repeats of a training pair."""
+RECORDED_HOLDOUT = " (recorded holdout)"
+"""How ``accuracy.holdout`` ends for a checkpoint's recorded split (auditor/loading/holdout.py)."""
+
+
+def held_out_source(accuracy: dict[str, Any]) -> Any:
+    """``accuracy.holdout`` as the held-out set's identity: the file given, or, for a
+    checkpoint's recorded split, the split itself (two retrain runs of one log, split and
+    seed hold out the same pairs; the ``inputs.model`` note names the checkpoints)."""
+    holdout = accuracy.get("holdout")
+    return "a checkpoint's recorded split" if isinstance(holdout, str) and holdout.endswith(RECORDED_HOLDOUT) else holdout
 
 
 def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, affects: Callable[[FlatEntry], bool]) -> None:
@@ -86,7 +97,8 @@ def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, aff
     protocol: who is evaluated and how (e.g. RecBole's test users with no training
     interaction evaluated since QA6 served F1, which moves every mean at the same K)."""
     for key in HELD_OUT_SET:
-        differs(f"accuracy.{key}", ab.get(key), an.get(key), affects,
+        pair = (held_out_source(ab), held_out_source(an)) if key == "holdout" else (ab.get(key), an.get(key))
+        differs(f"accuracy.{key}", *pair, affects,
                 "accuracy figures are not compared: they are measured on other held-out sets")
     # The served lists' clause concerns the served scoring alone, whose figures one report lacks where it differs.
     pb, pn = (p.replace(f"; {UNTRAINED_SERVED}", "") if isinstance(p, str) else p for p in (ab.get("protocol"), an.get("protocol")))

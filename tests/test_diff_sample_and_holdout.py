@@ -1,0 +1,66 @@
+"""`popaudit diff` where only what the model was measured against differs (QA report 9,
+diff F1, F3, F7): another holdout file of the same size, another sample of queries, another
+accuracy tolerance. The model file is the same in every audit here, so any "more" or
+"less" the diff read would be the holdout's, the sample's or the tolerance's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from auditor import AuditConfig, run_audit
+from auditor.diff import ReportDiff, diff_reports, evaluate_diff_gates, parse_diff_gates
+from auditor.errors import UnmeasuredGateError
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
+
+
+def _audit(**settings: Any) -> dict[str, Any]:
+    config = AuditConfig(model=SAMPLE / "biased.pt", interactions=SAMPLE / "interactions.parquet", ks=(10,),
+                         probes=False, bootstrap=0, **settings)
+    return json.loads(json.dumps(run_audit(config).to_dict()))  # as written and read back
+
+
+def _holdout(path: Path, seed: int, by_popularity: bool) -> Path:
+    """300 held-out pairs: items drawn by training popularity (the log's rows) or uniformly."""
+    log = pq.read_table(SAMPLE / "interactions.parquet")
+    users, items = log.column("user_id").to_numpy(), log.column("item_id").to_numpy()
+    rng = np.random.default_rng(seed)
+    pool = items if by_popularity else np.unique(items)
+    pq.write_table(pa.table({"user_id": rng.choice(np.unique(users), 300), "item_id": rng.choice(pool, 300)}), path)
+    return path
+
+
+def _gate(diff: ReportDiff, gate: str, base: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether ``gate`` trips on the diff (UnmeasuredGateError where it cannot be evaluated)."""
+    return evaluate_diff_gates(parse_diff_gates([gate], diff.flat()), diff, (base, new))[0].tripped
+
+
+@pytest.fixture(scope="module")
+def two_holdouts(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("holdouts")
+    return (_audit(holdout=_holdout(folder / "a.parquet", 1, True)),
+            _audit(holdout=_holdout(folder / "b.parquet", 2, False)))
+
+
+def test_another_holdout_file_of_the_same_size_makes_accuracy_incomparable(
+        two_holdouts: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    base, new = two_holdouts
+    assert base["accuracy"]["n_holdout_interactions"] == new["accuracy"]["n_holdout_interactions"] == 300
+    ndcg_a, ndcg_b = (r["accuracy"]["at"]["10"]["dot"]["ndcg"] for r in (base, new))
+    assert ndcg_a > ndcg_b > 0  # popular held-out items are hit more often: the old diff read "less accuracy"
+    diff = diff_reports(base, new)
+    change = diff.metric("ndcg_dot@10")
+    assert (change.base, change.new, change.delta, change.status) == (ndcg_a, ndcg_b, None, "incomparable")
+    assert change.reason is not None and change.reason.startswith("accuracy.holdout differs (")
+    assert "accuracy.holdout" in [s.setting for s in diff.settings]
+    assert all(m.status == "incomparable" for m in diff.metrics if m.name.startswith(("recall_dot", "ndcg_cos")))
+    assert diff.metric("head_share_1pct_dot@10").status == "compared"  # the model's lists are the same lists
+    with pytest.raises(UnmeasuredGateError, match="not comparable"):
+        _gate(diff, "ndcg_dot@10.rel<-0.02", base, new)
