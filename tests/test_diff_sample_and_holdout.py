@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from auditor import AuditConfig, run_audit
 from auditor.diff import ReportDiff, diff_reports, evaluate_diff_gates, parse_diff_gates
@@ -21,8 +22,8 @@ from auditor.errors import UnmeasuredGateError
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
 
 
-def _audit(**settings: Any) -> dict[str, Any]:
-    config = AuditConfig(model=SAMPLE / "biased.pt", interactions=SAMPLE / "interactions.parquet", ks=(10,),
+def _audit(model: Path = SAMPLE / "biased.pt", **settings: Any) -> dict[str, Any]:
+    config = AuditConfig(model=model, interactions=SAMPLE / "interactions.parquet", ks=(10,),
                          probes=False, bootstrap=0, **settings)
     return json.loads(json.dumps(run_audit(config).to_dict()))  # as written and read back
 
@@ -64,3 +65,38 @@ def test_another_holdout_file_of_the_same_size_makes_accuracy_incomparable(
     assert diff.metric("head_share_1pct_dot@10").status == "compared"  # the model's lists are the same lists
     with pytest.raises(UnmeasuredGateError, match="not comparable"):
         _gate(diff, "ndcg_dot@10.rel<-0.02", base, new)
+
+
+def _skewed(path: Path) -> Path:
+    """biased.pt with its 8 most-trained items given norms of 300 nearly orthogonal to the
+    mean user: dot serves them, cosine does not (a high harm at K=10)."""
+    state = torch.load(SAMPLE / "biased.pt", weights_only=False)
+    items, users = state["item_embeddings"].clone(), state["user_embeddings"]
+    mean = torch.nn.functional.normalize(users.mean(0), dim=0)
+    least = torch.linalg.svd(users, full_matrices=False).Vh
+    for j, row in enumerate(torch.argsort(state["item_frequencies"], descending=True)[:8]):
+        away = least[-1 - j % 4]
+        away = torch.nn.functional.normalize(away - (away @ mean) * mean, dim=0)
+        items[row] = 300 * (0.08 * mean + (1 - 0.08**2) ** 0.5 * away)
+    state["item_embeddings"] = items
+    torch.save(state, path)
+    return path
+
+
+def test_a_severity_graded_at_k_against_one_without_retrieval_is_not_comparable(tmp_path: Path) -> None:
+    """QA9 diff F2: the same model with ``--no-retrieval`` (the correlation alone, at most
+    moderate) and at K=10 (the harm bands, high) read "moderate → high (more bias)"."""
+    model = _skewed(tmp_path / "skewed.pt")
+    without, at_ten = _audit(model, retrieval=False), _audit(model)
+    assert (without["verdict"]["severity"], without["verdict"]["quoted_k"]) == ("moderate", None)
+    assert (at_ten["verdict"]["severity"], at_ten["verdict"]["quoted_k"]) == ("high", 10)
+    for base, new, side, other in ((without, at_ten, "new", "base"), (at_ten, without, "base", "new")):
+        diff = diff_reports(base, new)
+        assert diff.verdict.direction == "not comparable"
+        assert diff.verdict.reason == (f"the {side} report's severity was graded at K=10, and the {other} measured no "
+                                       "cut-off (no retrieval: its severity is graded by the norm–popularity "
+                                       "correlation alone)")
+        assert diff.graded is not None and (diff.graded.delta, diff.graded.status) == (None, "incomparable")
+        with pytest.raises(UnmeasuredGateError, match="not comparable"):
+            _gate(diff, "severity_level.delta>0", base, new)
+    assert diff_reports(without, without).verdict.direction == "unchanged"  # neither measured a K: comparable

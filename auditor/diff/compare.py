@@ -11,8 +11,8 @@ Comparability, one rule per setting:
 * the verdict's severity of a model (dot vs cosine serving) and of served lists alone
   (served vs the training log's own share) follow different rules: their change has no
   direction (``not comparable``); nor has it when either severity was graded at a K the
-  other report did not measure (another ``-k`` list: the same model would read "more
-  bias" only because a new K was graded), or on a top-1% share a setting below flags, or
+  other report did not measure (another ``-k`` list, or no retrieval at all: the same model
+  would read "more bias" only because a new K was graded), or on a top-1% share a setting below flags, or
   when ``check`` could not assess either (``verdict.assessed`` false).
 * cut-offs: a figure at a K that only one report measured is listed as only in that
   report (never compared); the shared Ks are compared.
@@ -315,14 +315,19 @@ def _verdict(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> Ve
 
 def _graded_elsewhere(base: dict[str, Any], new: dict[str, Any]) -> str | None:
     """Why two severities of one basis are not comparable: either was graded (its quoted K)
-    at a cut-off the other report did not measure; None when both graded Ks are shared."""
+    at a cut-off the other report did not measure, none at all included (a report without
+    retrieval grades by the correlation alone); None when both graded Ks are shared."""
     cut_offs = {side: {int(k) for k in ((report.get("retrieval") or {}).get("at") or {})}
                 for side, report in (("base", base), ("new", new))}  # fmt: skip
     for side, report, other in (("new", new, "base"), ("base", base, "new")):
-        k = (report.get("verdict") or {}).get("quoted_k")
-        if isinstance(k, int) and cut_offs[other] and k not in cut_offs[other]:
-            return (f"cut-offs differ, and the {side} report's severity was graded at K={k}, "
-                    f"which the {other} did not measure")
+        k = (report.get("verdict") or {}).get("quoted_k")  # an int or None (flat.report_as_read)
+        if k is None or k in cut_offs[other]:
+            continue
+        if not cut_offs[other]:  # QA9 diff F2: the other severity is the correlation's alone, which caps at moderate
+            return (f"the {side} report's severity was graded at K={k}, and the {other} measured no cut-off "
+                    f"(no retrieval: its severity is graded by the norm–popularity correlation alone)")
+        return (f"cut-offs differ, and the {side} report's severity was graded at K={k}, "
+                f"which the {other} did not measure")
     return None
 
 
