@@ -100,3 +100,25 @@ def test_a_severity_graded_at_k_against_one_without_retrieval_is_not_comparable(
         with pytest.raises(UnmeasuredGateError, match="not comparable"):
             _gate(diff, "severity_level.delta>0", base, new)
     assert diff_reports(without, without).verdict.direction == "unchanged"  # neither measured a K: comparable
+
+
+def test_another_sample_of_queries_makes_the_model_lists_and_verdict_incomparable() -> None:
+    """QA9 diff F3: 50 of the 600 users drawn with seed 0 and with seed 1 read "high →
+    moderate (less bias)" on one model, "their settings agree"; every user reads 4.1%."""
+    seed0, seed1, every = _audit(max_queries=50, seed=0), _audit(max_queries=50, seed=1), _audit()
+    shares = [r["retrieval"]["at"]["10"]["dot"]["head_share_1pct"] for r in (seed0, seed1, every)]
+    assert shares[0] != shares[1] and (seed0["verdict"]["severity"], seed1["verdict"]["severity"]) == ("high", "moderate")
+    diff = diff_reports(seed0, seed1)
+    assert [(s.setting, s.base, s.new) for s in diff.settings] == [("retrieval.population.seed", 0, 1)]
+    head = diff.metric("head_share_1pct_dot@10")
+    assert (head.base, head.new, head.delta, head.status) == (shares[0], shares[1], None, "incomparable")
+    assert diff.metric("spearman").status == "compared"  # the table's figures do not depend on the queries
+    assert diff.verdict.direction == "not comparable" and "retrieval.population.seed differs (0 vs 1)" in str(diff.verdict.reason)
+    with pytest.raises(UnmeasuredGateError, match="not comparable"):
+        _gate(diff, "severity_level.delta!=0", seed0, seed1)
+    more = diff_reports(seed0, _audit(max_queries=60, seed=0))  # a larger sample is another sample too
+    assert [s.setting for s in more.settings] == ["retrieval.population.n_queries"]
+    against_all = diff_reports(seed0, every)  # one sample against every user: compared, and said
+    assert against_all.settings == () and against_all.metric("head_share_1pct_dot@10").status == "compared"
+    assert ("only the base report sampled its queries (50 of 600, seed 0): its figures of the model's own lists, "
+            "and the verdict graded on them, may move with the sample") in against_all.notes

@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from auditor.diff.directions import depends_on_popularity
-from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags
+from auditor.diff.rules import accuracy_flags, catalogue_flags, comparable_notes, index_flags, sample_flags
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry
 from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, report_population
@@ -75,6 +75,7 @@ def comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag]
             differs(f"{POPULATION}.{key}", pb[key], pn[key], of_model_lists,
                     "figures of the model's own lists are not compared: they serve other queries or candidates")
         index_flags(rb, rn, differs)
+        sample_flags(rb, rn, differs)
         db, dn = rb.get("definitions") or {}, rn.get("definitions") or {}
         for name in sorted(_list_measures(rb) & _list_measures(rn)):
             differs(f"retrieval.definitions.{name}", db.get(name), dn.get(name),

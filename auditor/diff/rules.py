@@ -15,6 +15,9 @@ that differ but leave figures comparable:
   whatever index the model's figures used.
 * the accuracy protocol (``accuracy.protocol``) and held-out set (its file ``accuracy.holdout``,
   its size, seen-item and repeat handling: :func:`accuracy_flags`): every accuracy figure is **flagged**.
+* another sample of queries (``retrieval.population.seed`` or ``n_queries`` where both
+  reports sampled theirs: :func:`sample_flags`): every figure of the model's own lists is
+  **flagged**; one sampled report against one that queried every user is a note.
 * notes: another model file, training popularity (log, count file given by
   ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
   file, catalogue size, log size or number of queries.
@@ -117,6 +120,40 @@ def index_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> Non
             "(its recall), which moves them as much as the model does")
 
 
+def _sample(retrieval: dict[str, Any]) -> dict[str, Any] | None:
+    """The report's query sample (``retrieval.population``: ``n_queries`` of ``n_eligible``,
+    drawn with ``seed``); None where it queried every eligible query or records no sample."""
+    population = retrieval.get("population")
+    return population if isinstance(population, dict) and population.get("sampled") is True else None
+
+
+def sample_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> None:
+    """Flag the model's own lists where both reports sampled their queries and drew other
+    samples (another ``--seed`` or ``--max-queries``, QA9 diff F3): the same model moves by
+    sampling noise alone (50 of 600 users took the top-1% share from 5.4% to 4.2%, 4.1% over
+    all), and the verdict graded on them with it, so a gate would trip on the draw."""
+    sb, sn = _sample(rb), _sample(rn)
+    if sb is None or sn is None:
+        return  # one sample against every query: a note (sample_notes)
+    for key in ("seed", "n_queries"):
+        differs(f"retrieval.population.{key}", sb.get(key), sn.get(key), of_model_lists,
+                "figures of the model's own lists are not compared: they are measured on other samples of queries, "
+                "whose noise moves them (and the verdict) as a change of the model would")
+
+
+def sample_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """A note where one report sampled its queries and the other queried them all: the
+    figures are compared, but the sampled ones may move with the sample, the verdict too."""
+    samples = [_sample(r.get("retrieval") or {}) for r in (base, new)]
+    if (samples[0] is None) == (samples[1] is None) or not all(r.get("retrieval") for r in (base, new)):
+        return []
+    side, drawn = ("base", samples[0]) if samples[0] is not None else ("new", samples[1])
+    assert drawn is not None
+    return [f"only the {side} report sampled its queries ({drawn.get('n_queries')} of {drawn.get('n_eligible')}, "
+            f"seed {drawn.get('seed')}): its figures of the model's own lists, and the verdict graded on them, "
+            "may move with the sample"]
+
+
 def comparable_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Differences that leave the shared figures comparable, said once: cut-offs, sections
     only one report measured, and the inputs (:func:`input_notes`)."""
@@ -148,6 +185,7 @@ def input_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
         ("inputs", "n_interactions", "another training log size"),
         ("retrieval", "n_queries", "another number of queries"),
     ))  # fmt: skip
+    notes += sample_notes(base, new)
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
     if rb.get("index") == rn.get("index") and rb.get("recall") != rn.get("recall"):
         notes.append(f"retrieval.recall differs ({rb.get('recall')} vs {rn.get('recall')}): the same approximate "
