@@ -123,6 +123,16 @@ class ReportReader:
         self.refuse(f"{where}.{key}", key, "a key that is not a cut-off K (a whole number such as 10, as popaudit "
                     "writes it)", kind="section")
 
+    def verdict(self, verdict: dict[str, Any]) -> None:
+        """``verdict.assessed`` true or false (missing in earlier reports: assessed) and
+        ``verdict.quoted_k`` a cut-off K or null: the text "false" read as assessed, and
+        "ten" as no K, silently changed the verdict's comparability (QA9 diff F5)."""
+        assessed, k = verdict.get("assessed", True), verdict.get("quoted_k")
+        if not isinstance(assessed, bool):
+            self.refuse("verdict.assessed", assessed, "not true or false", kind="verdict")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            self.refuse("verdict.quoted_k", k, "not a cut-off K (a whole number such as 10) or null", kind="verdict")
+
     def cutoffs(self, section: Any, where: str) -> dict[str, Any]:
         """A section keyed by cut-off K (``retrieval.at``, ``retrieval.recall``, ``accuracy.at``)
         with JSON's keys, ``"10"`` for 10 or ``"10"``: the one spelling every reader sees.
@@ -146,7 +156,8 @@ def report_as_read(report: dict[str, Any], named: str = "the report") -> dict[st
     """``report`` as every reader of it sees it, read once where it comes in (the diff,
     ``flat_metrics_from_report``): each section popaudit writes as an object is an object
     or null (``"inputs": []``, ``"conditions": "x"`` are refused naming the field, not read
-    as empty), and the cut-off sections keyed by JSON's ``"10"``
+    as empty), the verdict's ``assessed`` and ``quoted_k`` of their kinds, and the cut-off
+    sections keyed by JSON's ``"10"``
     (:meth:`ReportReader.cutoffs`). A shallow copy; the caller's dict is left as given."""
     read, out = ReportReader(named), dict(report)
     for name, value in report.items():
@@ -157,6 +168,8 @@ def report_as_read(report: dict[str, Any], named: str = "the report") -> dict[st
         read.obj(value, f"conditions.{key}")
     for section, name in _NESTED_SECTIONS:
         read.obj((out.get(section) or {}).get(name), f"{section}.{name}")
+    if isinstance(out.get("verdict"), dict):  # a verdict of another kind: refused with the report's tag (diff.figures)
+        read.verdict(out["verdict"])
     for name in ("ks", "alphas"):  # the cut-offs and exponents whose names a gate accepts
         read.listed((out.get("settings") or {}).get(name), f"settings.{name}")
     for section, name in (("retrieval", "at"), ("retrieval", "recall"), ("accuracy", "at")):

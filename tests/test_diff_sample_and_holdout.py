@@ -5,7 +5,9 @@ accuracy tolerance. The model file is the same in every audit here, so any "more
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,8 @@ import pytest
 import torch
 
 from auditor import AuditConfig, run_audit
-from auditor.diff import ReportDiff, diff_reports, evaluate_diff_gates, parse_diff_gates
-from auditor.errors import UnmeasuredGateError
+from auditor.diff import ReportDiff, diff_reports, evaluate_diff_gates, flat_metrics_from_report, parse_diff_gates
+from auditor.errors import ReportError, UnmeasuredGateError
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
 
@@ -122,3 +124,19 @@ def test_another_sample_of_queries_makes_the_model_lists_and_verdict_incomparabl
     assert against_all.settings == () and against_all.metric("head_share_1pct_dot@10").status == "compared"
     assert ("only the base report sampled its queries (50 of 600, seed 0): its figures of the model's own lists, "
             "and the verdict graded on them, may move with the sample") in against_all.notes
+
+
+@pytest.mark.parametrize(("field", "value", "shown"), [
+    ("assessed", "false", '"false"'), ("assessed", None, "null"), ("quoted_k", "ten", '"ten"'),
+    ("quoted_k", 10.0, "10.0"), ("quoted_k", 0, "0")])  # fmt: skip
+def test_a_verdict_field_of_another_kind_is_refused(field: str, value: Any, shown: str) -> None:
+    """QA9 diff F5: ``assessed: "false"`` read as assessed (a "less bias" gate tripped on an
+    unassessed "none") and ``quoted_k: "ten"`` as no K (the change read "unchanged")."""
+    report = _audit(max_queries=50)
+    edited = copy.deepcopy(report)
+    edited["verdict"].update({field: value, "severity": "none"})
+    for base, new, side in ((report, edited, "new"), (edited, report, "base")):
+        with pytest.raises(ReportError, match=rf"^{side} report {side}\.json: verdict\.{field} is {re.escape(shown)}, "):
+            diff_reports(base, new, base_name="base.json", new_name="new.json")
+    with pytest.raises(ReportError, match=rf"verdict\.{field} is"):
+        flat_metrics_from_report(edited)

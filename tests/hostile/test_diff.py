@@ -83,6 +83,22 @@ CASES = [
          r"^Error: new report new\.json: verdict\.severity is \x22catastrophic\x22, not one of none, low, moderate, high"),
     Case("missing-severity-base", pair(report(), base=report(verdict={"bias_detected": True})), EXIT_ERROR,
          r"^Error: base report base\.json: verdict\.severity is missing"),
+    # verdict.assessed "false" (text) read as assessed, so a gate read a "less bias" change from an
+    # unassessed verdict; quoted_k "ten" read as no K, so the cut-off rule skipped it (QA9 diff F5).
+    Case("text-assessed", pair(report(verdict={"severity": "none", "assessed": "false"})), EXIT_ERROR,
+         r"^Error: new report new\.json: verdict\.assessed is \x22false\x22, not true or false: not a verdict popaudit "
+         r"writes"),
+    Case("null-assessed-base", pair(report(), base=report(verdict={"severity": "low", "assessed": None})), EXIT_ERROR,
+         r"^Error: base report base\.json: verdict\.assessed is null, not true or false"),
+    Case("text-quoted-k", pair(report(verdict={"severity": "low", "quoted_k": "ten"})), EXIT_ERROR,
+         r"^Error: new report new\.json: verdict\.quoted_k is \x22ten\x22, not a cut-off K \(a whole number such as "
+         r"10\) or null"),
+    Case("float-quoted-k", pair(report(verdict={"severity": "low", "quoted_k": 10.0})), EXIT_ERROR,
+         r"new\.json: verdict\.quoted_k is 10\.0, not a cut-off K"),
+    Case("zero-quoted-k", pair(report(verdict={"severity": "low", "quoted_k": 0})), EXIT_ERROR,
+         r"new\.json: verdict\.quoted_k is 0, not a cut-off K"),
+    Case("bool-quoted-k", pair(report(verdict={"severity": "low", "quoted_k": True})), EXIT_ERROR,
+         r"new\.json: verdict\.quoted_k is true, not a cut-off K"),
     Case("null-verdict", pair(report(verdict=None)), EXIT_ERROR,
          r"new\.json: verdict is null, not an object holding verdict\.severity"),
     Case("list-verdict", pair(report(verdict=["high"])), EXIT_ERROR,
