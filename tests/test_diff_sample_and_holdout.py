@@ -20,6 +20,7 @@ import torch
 from auditor import AuditConfig, run_audit
 from auditor.diff import ReportDiff, diff_reports, evaluate_diff_gates, flat_metrics_from_report, parse_diff_gates
 from auditor.errors import ReportError, UnmeasuredGateError
+from auditor.report.diff_doc import diff_document
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
 
@@ -140,3 +141,16 @@ def test_a_verdict_field_of_another_kind_is_refused(field: str, value: Any, show
             diff_reports(base, new, base_name="base.json", new_name="new.json")
     with pytest.raises(ReportError, match=rf"verdict\.{field} is"):
         flat_metrics_from_report(edited)
+
+
+def test_no_key_figures_at_a_k_neither_report_measured() -> None:
+    """QA9 diff F4: two ``--no-retrieval`` reports (settings.ks still [10]) were headed "Key
+    figures at K=10" over a table of Spearman ρ and the log–log slope alone."""
+    base, new = _audit(retrieval=False), _audit(SAMPLE / "control.pt", retrieval=False)
+    assert base["settings"]["ks"] == [10] and base["retrieval"] is None
+    doc = diff_document(diff_reports(base, new).to_dict())
+    key = next(s for s in doc.sections if s.key == "key")
+    assert key.title == "Key figures"
+    table = key.blocks[0]
+    assert [row[0] for row in table.rows] == ["spearman", "loglog_slope"]  # type: ignore[attr-defined]
+    assert "K=" not in str(key)

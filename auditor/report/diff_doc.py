@@ -114,15 +114,21 @@ def _condition_label(condition: Mapping[str, Any]) -> str:
 def quoted_k(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) -> int | None:
     """The K the key figures are read at: the new report's quoted K, else the base's, the
     first of them that both reports measured (while they share any K), else the smallest
-    shared K, else the smallest K of any figure."""
+    shared K, else the smallest K of any measured figure; None where neither measured a K."""
     verdict = diff.get("verdict") or {}
-    ks = sorted({k for m in metrics if (k := _cut_off(m)) is not None})
+    # Only Ks with a value: every name a gate accepts is listed, settings.ks' Ks of a --no-retrieval report too (QA9 F4).
+    ks = sorted({k for m in metrics if (k := _cut_off(m)) is not None and _measured(m)})
     shared = {k for m in metrics if (k := _cut_off(m)) is not None and m.get("base") is not None
               and m.get("new") is not None}  # fmt: skip
     for key in ("new_quoted_k", "base_quoted_k"):
         if isinstance(verdict.get(key), int) and (not shared or int(verdict[key]) in shared):
             return int(verdict[key])
     return min(shared) if shared else ks[0] if ks else None
+
+
+def _measured(metric: Mapping[str, Any]) -> bool:
+    """Whether either report has a value for the figure (an infinite ratio is written null)."""
+    return metric.get("base") is not None or metric.get("new") is not None or bool(metric.get("infinite"))
 
 
 def _cut_off(metric: Mapping[str, Any]) -> int | None:
@@ -138,8 +144,7 @@ def _key_section(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]) 
     by_name = {m.get("name"): m for m in metrics}
     patterns = KEY_FIGURES + (SERVED_KEY_FIGURES if lists else ())
     chosen = [by_name[name] for pattern in patterns if (name := pattern.format(k=k)) in by_name
-              and (by_name[name].get("base") is not None or by_name[name].get("new") is not None
-                   or by_name[name].get("infinite"))]
+              and _measured(by_name[name])]
     if not chosen:
         return None
     at = f" at K={k}" if k is not None else ""
