@@ -154,3 +154,18 @@ def test_no_key_figures_at_a_k_neither_report_measured() -> None:
     table = key.blocks[0]
     assert [row[0] for row in table.rows] == ["spearman", "loglog_slope"]  # type: ignore[attr-defined]
     assert "K=" not in str(key)
+
+
+def test_another_accuracy_tolerance_is_named_as_why_the_recommendation_moved(tmp_path: Path) -> None:
+    """QA9 diff F7: tolerance 0.98 against 0.5 changed only the recommended scoring, shown
+    as "Changed: recommended scoring" beside "their settings agree"."""
+    holdout = _holdout(tmp_path / "held.parquet", 1, True)
+    strict, lax = _audit(holdout=holdout), _audit(holdout=holdout, accuracy_tolerance=0.5)
+    assert (strict["accuracy"]["recommended"], lax["accuracy"]["recommended"]) == ("dot", "alpha_0.5")
+    diff = diff_reports(strict, lax)
+    assert diff.settings == () and all(m.status != "incomparable" for m in diff.metrics)  # every figure compares
+    assert diff.metric("ndcg_dot@10").delta == 0.0
+    assert ("accuracy.tolerance differs (0.98 vs 0.5): the recommended scoring is chosen under another accuracy "
+            "tolerance (the share of dot's NDCG it must keep), so it may change while no figure does") in diff.notes
+    comparability = next(s for s in diff_document(diff.to_dict()).sections if s.key == "comparability")
+    assert "their settings agree" not in str(comparability)

@@ -18,7 +18,7 @@ that differ but leave figures comparable:
 * another sample of queries (``retrieval.population.seed`` or ``n_queries`` where both
   reports sampled theirs: :func:`sample_flags`): every figure of the model's own lists is
   **flagged**; one sampled report against one that queried every user is a note.
-* notes: another model file, training popularity (log, count file given by
+* notes: another accuracy tolerance (the recommended scoring's rule, not a figure), another model file, training popularity (log, count file given by
   ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
   file, catalogue size, log size or number of queries.
 """
@@ -168,6 +168,10 @@ def comparable_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
         notes.append(f"only the {'base' if rb else 'new'} report measured retrieval")
     if bool(ab) != bool(an):
         notes.append(f"only the {'base' if ab else 'new'} report measured accuracy (a holdout)")
+    if ab and an and ab.get("tolerance") != an.get("tolerance"):  # QA9 diff F7: the choice moved, not the model
+        notes.append(f"accuracy.tolerance differs ({_shown(ab.get('tolerance'))} vs {_shown(an.get('tolerance'))}): "
+                     "the recommended scoring is chosen under another accuracy tolerance (the share of dot's NDCG "
+                     "it must keep), so it may change while no figure does")
     return notes + input_notes(base, new)
 
 
