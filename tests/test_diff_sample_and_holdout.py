@@ -16,10 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from scipy.stats import pearsonr
 
 from auditor import AuditConfig, run_audit
 from auditor.diff import ReportDiff, diff_reports, evaluate_diff_gates, flat_metrics_from_report, parse_diff_gates
 from auditor.errors import ReportError, UnmeasuredGateError
+from auditor.mitigation.run import MitigateConfig, mitigate
 from auditor.report.diff_doc import diff_document
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
@@ -169,3 +171,19 @@ def test_another_accuracy_tolerance_is_named_as_why_the_recommendation_moved(tmp
             "tolerance (the share of dot's NDCG it must keep), so it may change while no figure does") in diff.notes
     comparability = next(s for s in diff_document(diff.to_dict()).sections if s.key == "comparability")
     assert "their settings agree" not in str(comparability)
+
+
+def test_pearson_log_has_no_direction_under_a_monotone_rescaling(tmp_path: Path) -> None:
+    """QA9 diff F6: ``mitigate --alpha 0.5`` (norms ‖v‖^0.5: ρ and τ kept, the slope halved)
+    raised Pearson(‖v‖, log(1 + f)) and the diff called it the one "more bias" figure."""
+    mitigate(MitigateConfig(model=SAMPLE / "biased.pt", output=tmp_path / "fixed.pt", alpha=0.5))
+    before, after = _audit(max_queries=50), _audit(tmp_path / "fixed.pt", max_queries=50)
+    state = torch.load(SAMPLE / "biased.pt", weights_only=False)
+    norms = state["item_embeddings"].double().norm(dim=1).numpy()
+    log_f = np.log1p(state["item_frequencies"].double().numpy())
+    expected = [pearsonr(norms, log_f)[0], pearsonr(norms**0.5, log_f)[0]]
+    assert [r["frequency_norm"]["pearson_log"] for r in (before, after)] == pytest.approx(expected, abs=1e-6)
+    assert expected[1] > expected[0]  # the cure raised it
+    change = diff_reports(before, after).metric("pearson_log")
+    assert change.delta == pytest.approx(expected[1] - expected[0], abs=1e-6) and change.direction == "neutral"
+    assert diff_reports(before, after).metric("spearman").direction == "unchanged"

@@ -68,6 +68,8 @@ def rank_sense(rank_by: str) -> RankSense:
     entry = (FlatEntry(None, "retrieval", parsed.measure, parsed.scoring, parsed.k) if parsed is not None
              else FlatEntry(None, "frequency_norm", rank_by))
     rule = rule_for(entry)
+    if rule.aspect == "bias" and rule.better == "none":  # pearson_log: tied to popularity, no way that is better
+        return RankSense(lambda v: -v, f"highest first; {rank_by} has no direction of less bias")
     if not has_direction(entry) or rule.aspect != "bias":
         return RankSense(lambda v: -v, f"highest first; {rank_by} is no bias measure")
     if rule.better == "higher":
