@@ -225,7 +225,7 @@ def recbole_heldout(
         f"by {untrained.what} with only their validation items masked, so that accuracy is RecBole's; exposure and "
         f"retrieval keep to the {population.n_queries:,} queried (trained) users"
     )
-    return replace(heldout, warnings=(*heldout.warnings, note), untrained=untrained, n_queried=population.n_queries)
+    return replace(heldout, warnings=(*heldout.warnings, note), untrained=untrained, n_queried=population.n_rows)
 
 
 def untrained_said(population: QueryPopulation, heldout: HeldOutQueries, evaluation: RecBoleEvaluation) -> QueryPopulation:
@@ -270,17 +270,20 @@ def _untrained_test_users(
 
 
 def _joined(population: QueryPopulation, untrained: QueryPopulation) -> QueryPopulation:
-    """``population`` with the ``untrained`` queries after its own (ids, rows and masks)."""
-    assert population.raw_ids is not None and untrained.raw_ids is not None
+    """``population``'s rows (its queries, then its unserved users) with the ``untrained``
+    queries after them (ids, rows and masks)."""
+    ids, profiles = population.row_ids, population.row_profiles
+    assert ids is not None and untrained.raw_ids is not None
+    n_unserved, dim = population.n_unserved, population.vectors.shape[1]
     rows = None if population.source_rows is None or untrained.source_rows is None else np.concatenate(
-        [population.source_rows, untrained.source_rows])
-    indptr, seen = population.seen_indptr, population.seen_rows
+        [population.source_rows, np.full(n_unserved, -1, dtype=np.int64), untrained.source_rows])
+    indptr, seen = profiles if profiles is not None else (None, None)
     if indptr is not None and seen is not None and untrained.seen_indptr is not None and untrained.seen_rows is not None:
         indptr = np.concatenate([indptr, untrained.seen_indptr[1:] + indptr[-1]])
         seen = np.concatenate([seen, untrained.seen_rows])
-    return replace(population, vectors=np.concatenate([population.vectors, untrained.vectors]),
-                   raw_ids=np.concatenate([population.raw_ids, untrained.raw_ids]), source_rows=rows,
-                   seen_indptr=indptr, seen_rows=seen)
+    vectors = [population.vectors, np.zeros((n_unserved, dim), dtype=population.vectors.dtype), untrained.vectors]
+    return replace(population, vectors=np.concatenate(vectors), raw_ids=np.concatenate([ids, untrained.raw_ids]),
+                   source_rows=rows, seen_indptr=indptr, seen_rows=seen, unserved_ids=None, unserved_seen=None)
 
 
 def served_of(
