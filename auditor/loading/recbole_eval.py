@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from auditor.config import AuditConfig, ReadSettings
 from auditor.errors import IdMappingError, setting
-from auditor.loading.csr import build_csr
+from auditor.loading.csr import build_csr, take_csr
 from auditor.loading.history import untrained_rows_note
 from auditor.loading.holdout import heldout_queries
 from auditor.loading.logs import open_log
@@ -181,10 +181,11 @@ def masked_population(population: QueryPopulation, evaluation: RecBoleEvaluation
     """``population`` with each query's exclusions set to what RecBole's full-sort test
     masks: the user's training and validation items, less the user's own test items (an
     item trained on and held out again stays rankable)."""
-    if population.raw_ids is None:
+    ids = population.row_ids  # the unserved users' too: their profiles are what their groups read
+    if ids is None:
         return population
     split = evaluation.split
-    rows = RowLookup(split.user_ids)(pa.array(population.raw_ids))
+    rows = RowLookup(split.user_ids)(pa.array(ids))
     position = np.full(split.n_users, -1, dtype=np.int64)
     position[rows[rows >= 0]] = np.flatnonzero(rows >= 0)
     seen_users = np.concatenate([split.train.users, split.valid.users])
@@ -196,9 +197,13 @@ def masked_population(population: QueryPopulation, evaluation: RecBoleEvaluation
     tested = test_at >= 0
     test_keys = np.unique(test_at[tested] * split.n_items + split.test.items[tested])
     rankable = np.isin(at * split.n_items + seen_items, test_keys)
-    indptr, items = build_csr(at[~rankable], seen_items[~rankable], population.n_queries)
+    indptr, items = build_csr(at[~rankable], seen_items[~rankable], population.n_rows)
+    n, unserved = population.n_queries, None
+    if population.n_unserved:
+        unserved = take_csr(indptr, items, np.arange(n, population.n_rows))
+        indptr, items = take_csr(indptr, items, np.arange(n))
     return replace(
-        population, seen_indptr=indptr, seen_rows=items,
+        population, seen_indptr=indptr, seen_rows=items, unserved_seen=unserved,
         seen_source=f"{split.source} (RecBole's training and validation parts, as its full-sort test masks them)",
     )
 
