@@ -299,7 +299,7 @@ def _measure_retrieval(
     from auditor.retrieval import measure_retrieval
 
     return measure_retrieval(bundle, stats, config, population, progress, list_measures=registered.lists,
-                             relevant=relevant_rows(heldout, population.n_queries), groups=config.groups,
+                             relevant=relevant_rows(heldout, population.n_rows), groups=config.groups,
                              served=served, zero_rows_said=zero_rows_said)
 
 

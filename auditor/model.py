@@ -271,6 +271,11 @@ class QueryPopulation:
     seed: int = 0
     n_zero: int = 0
     """Queries dropped for a zero vector."""
+    unserved_ids: np.ndarray | None = None
+    """Raw ids of the trained users dropped for a zero vector (None: none, or no identity):
+    served nothing, they stay in the population, as rows after the queries' (:attr:`row_ids`)."""
+    unserved_seen: tuple[np.ndarray, np.ndarray] | None = None
+    """CSR ``(indptr, item_rows)`` of each unserved user's training items (None: unknown)."""
     n_user_rows: int | None = None
     """Rows of the user table (None: none was queried)."""
     n_untrained_rows: int | None = None
@@ -289,6 +294,29 @@ class QueryPopulation:
         if self.keep_seen or self.seen_indptr is None or self.seen_rows is None:
             return None
         return self.seen_indptr, self.seen_rows
+
+    @property
+    def n_unserved(self) -> int:
+        return 0 if self.unserved_ids is None else int(self.unserved_ids.shape[0])
+
+    @property
+    def n_rows(self) -> int:
+        """The population's rows: the queries, then the unserved users (docs/measures.md)."""
+        return self.n_queries + self.n_unserved
+
+    @property
+    def row_ids(self) -> np.ndarray | None:
+        """Raw user id of each row: the queries', then the unserved users'."""
+        ids = self.raw_ids
+        return ids if ids is None or self.unserved_ids is None else np.concatenate([ids, self.unserved_ids])
+
+    @property
+    def row_profiles(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """CSR of each row's training items (None: unknown), what the user groups are drawn among."""
+        if self.seen_indptr is None or self.seen_rows is None or self.unserved_seen is None:
+            return None if self.seen_indptr is None or self.seen_rows is None else (self.seen_indptr, self.seen_rows)
+        indptr, rows = self.unserved_seen
+        return np.concatenate([self.seen_indptr, indptr[1:] + self.seen_indptr[-1]]), np.concatenate([self.seen_rows, rows])
 
     @property
     def seen_items(self) -> str:

@@ -135,12 +135,18 @@ def unresampled(values: UserValues | None, n_bootstrap: int, base: str = "dot") 
     resample: :data:`MIN_RESAMPLED_USERS`), or None."""
     if values is None or n_bootstrap == 0 or base not in values.ndcg:
         return None
-    n_queried, n_evaluated = values.head_slots[base][0].shape[0], values.ndcg[base].shape[0]
+    n_queried, n_evaluated = int(_served_rows(values, base).sum()), values.ndcg[base].shape[0]
     if n_queried < MIN_RESAMPLED_USERS:
         return "one queried user: a bootstrap over users cannot measure the uncertainty, so the point estimates decide"
     if n_evaluated < MIN_RESAMPLED_USERS:
         return "one evaluated user: the NDCG changes have no bootstrap interval"
     return None
+
+
+def _served_rows(values: UserValues, base: str) -> np.ndarray:
+    """The queried users ``base`` served a list: not a user whose zero query vector is served
+    nothing (docs/measures.md), who has no head share to resample."""
+    return np.asarray(values.head_slots[base][1]) > 0
 
 
 def _ndcg_intervals(values: UserValues, others: list[str], n_bootstrap: int, seed: int,
@@ -159,7 +165,7 @@ def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, see
     s = len(others)
     columns = [values.head_slots[name][0] for name in others] + [values.head_slots[name][1] for name in others]
     columns += list(values.head_slots[base])
-    table = np.stack(columns, axis=1).astype(np.float64)
+    table = np.stack(columns, axis=1).astype(np.float64)[_served_rows(values, base)]
 
     def change(sums: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):

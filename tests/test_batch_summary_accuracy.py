@@ -220,3 +220,24 @@ def test_the_recommended_column_and_its_caption_agree() -> None:
     caption = " ".join(ranking.caption.split())  # type: ignore[union-attr]
     assert "'dot': none clearly better than dot, keep it; '—': no holdout, or no scoring found a held-out item" in caption
     assert "none clearly better than dot)" not in caption  # the old caption called this case '—'
+
+
+def test_accuracy_shows_where_the_head_share_ratio_is_undefined() -> None:
+    """QA harms F3: dot's and cosine's top-1% head shares both 0 at every K leave the ratio
+    undefined; the row's held-out NDCG and recall were measured all the same, so they show
+    at the trade-off's K (the verdict quotes none), and the headers name it (was n/a @K)."""
+    summary = summarise(_rows(
+        {"model": "m1.pt", "spearman": 0.431, "verdict_severity": "moderate", "head_share_1pct_ratio@10": None,
+         "ndcg_dot@10": 0.1698, "recall_dot@10": 0.25, "ndcg_dot@5": 0.07, "report_json": _report(None, "dot", 10)}))
+    assert [(s.k, s.head_share, s.ndcg, s.recall) for s in summary.order] == [(10, None, 0.1698, 0.25)]
+    assert not summary.per_row_k and summary.head_share_metric is None
+    ranking = batch_document(summary).sections[0].blocks[0]
+    assert ranking.headers[6:] == ("head_share_1pct_ratio@10", "NDCG@10 dot",  # type: ignore[union-attr]
+                                   "recall@10 dot", "recommended @10")
+    assert ranking.rows[0][7:9] == ("0.170", "0.250")  # type: ignore[union-attr]
+    # No report K: the smallest K it measured NDCG at; rows at different Ks each say theirs.
+    two = summarise(_rows({"model": "a", "spearman": 0.2, "ndcg_dot@5": 0.1, "ndcg_dot@20": 0.3},
+                          {"model": "b", "spearman": 0.1, "ndcg_dot@20": 0.4}))
+    assert [s.k for s in two.order] == [5, 20] and two.per_row_k
+    # Without a holdout there is nothing to show: no K.
+    assert summarise(_rows({"model": "c", "spearman": 0.2, "head_share_1pct_ratio@10": None})).order[0].k is None

@@ -225,9 +225,10 @@ def test_empty_end_groups_of_tiny_fractions_are_not_called_tied(files: Path, tmp
     assert "Who pays" in out and "every user shares one popular ratio" not in out
 
 
-def test_a_held_out_user_left_out_for_a_zero_vector_is_said_so(files: Path, tmp_path: Path) -> None:
-    """No --max-queries: a trained held-out user with a zero query vector is left out for
-    that reason alone, and the warning names no sampling."""
+def test_a_held_out_user_with_a_zero_vector_is_a_miss_not_left_out(files: Path, tmp_path: Path) -> None:
+    """No --max-queries: a trained held-out user with a zero query vector is served nothing
+    and counted as a miss (it was left out of the accuracy as "not among the queries"); the
+    warning says so and names no sampling."""
     state = torch.load(files / "model.pt")
     held = pq.read_table(files / "holdout.parquet").column("user_id").to_numpy()
     trained = pq.read_table(files / "train.parquet").column("user_id").to_numpy()
@@ -239,8 +240,10 @@ def test_a_held_out_user_left_out_for_a_zero_vector_is_said_so(files: Path, tmp_
                                    "--holdout", str(files / "holdout.parquet"), "-k", "10", "--no-probes",
                                    "--bootstrap", "0", "--json", str(out)])
     assert ran.exit_code in (0, 3), ran.output
-    said = [w for w in json.loads(out.read_text())["warnings"] if "were not among the queries" in w]
-    assert len(said) == 1 and said[0].startswith("1 of the ") and "(a zero query vector" in said[0]
+    warnings = json.loads(out.read_text())["warnings"]
+    assert not [w for w in warnings if "were not among the queries" in w]
+    said = [w for w in warnings if "query vectors are zero" in w]
+    assert len(said) == 1 and said[0].startswith("1 of ") and "as misses (NDCG 0)" in said[0]
     assert "max-queries" not in said[0] and "sampled" not in said[0]
 
 

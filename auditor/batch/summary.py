@@ -136,7 +136,7 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
         order=order,
         trends=trends,
         failures=failures,
-        per_row_k=shared_k is None and bool(own_k),
+        per_row_k=shared_k is None and (bool(own_k) or len({r.k for r in order if r.k is not None}) > 1),
         protocols=_protocols(ok, facts),
     )
 
@@ -152,6 +152,7 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
         k = shared_k if shared_k is not None else _own_k(r, own_k.get(r["row"]), fact.quoted_k)
         if k is None and fact.saturated:  # every K the row measured is saturated: say so at the smallest
             k = min(fact.saturated)
+        k = _accuracy_k(r, fact) if k is None else k
         share = r.get(f"head_share_1pct_ratio@{k}") if k is not None else None
         before = order[-1] if order else None
         apart = None
@@ -224,6 +225,15 @@ def _own_k(record: dict[str, Any], largest: int | None, quoted: int | None) -> i
     if quoted is not None and record.get(f"head_share_1pct_ratio@{quoted}") is not None:
         return quoted
     return largest
+
+
+def _accuracy_k(record: dict[str, Any], fact: _ReportFacts) -> int | None:
+    """A row's K where no head-share ratio sets one (dot and cosine both 0 at every K): its
+    NDCG and recall still show, at the verdict's quoted K, else the trade-off's, else the
+    smallest K with a measured ``ndcg_dot@K`` (None: no holdout)."""
+    measured = sorted(int(name.rsplit("@", 1)[1]) for name, value in record.items()
+                      if name.startswith("ndcg_dot@") and value is not None and name.rsplit("@", 1)[1].isdigit())
+    return next((k for k in (fact.quoted_k, fact.recommended_k) if k in measured), measured[0] if measured else None)
 
 
 def ranking_key(row: SummaryRow, sense: RankSense) -> tuple[bool, float, int, bool, float, int]:

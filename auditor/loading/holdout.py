@@ -355,18 +355,19 @@ def heldout_queries(
         n_user_rows = int(bundle.user_table.shape[0])
     heldout = load_holdout(bundle, config, n_user_rows, progress, trained_ids=population.eligible_ids)
     held = heldout.users
-    assert population.raw_ids is not None, "a population without user ids has no held-out users"
-    at = RowLookup(population.raw_ids)(pa.array(held.raw_ids)) if held.n else np.empty(0, np.int64)
+    row_ids = population.row_ids  # the unserved users' rows too: served nothing, each a miss
+    assert row_ids is not None, "a population without user ids has no held-out users"
+    at = RowLookup(row_ids)(pa.array(held.raw_ids)) if held.n else np.empty(0, np.int64)
     found = np.flatnonzero(at >= 0)
     eligible = (RowLookup(population.eligible_ids)(pa.array(held.raw_ids)) >= 0) if held.n and (
         population.eligible_ids is not None) else np.zeros(held.n, dtype=bool)
     not_sampled = int((eligible & (at < 0)).sum())
     untrained = held.n - found.size - not_sampled
     users, positions = held.subset(found), at[found]
-    why = _why_not_queried(population)
+    why = f"sampled out by {setting('max_queries')}"  # a zero query vector's user is a row: served nothing
     warnings = list(heldout.warnings) + _left_out(heldout.source, held.n, found.size, untrained, not_sampled, why)
-    if population.seen_indptr is not None and population.seen_rows is not None and users.n:
-        indptr, rows = take_csr(population.seen_indptr, population.seen_rows, positions)
+    if (profiles := population.row_profiles) is not None and users.n:
+        indptr, rows = take_csr(*profiles, positions)
         warnings += overlap_warnings(users, SeenItems(indptr, rows, population.seen_source), heldout.source,
                                      config.keep_seen, recorded=config.holdout_log is None)
     return HeldOutQueries(
@@ -376,12 +377,6 @@ def heldout_queries(
         repeats_dropped=config.holdout_log is None and split_drops_repeats(bundle.config),
         n_repeats_dropped=heldout.n_repeats_dropped,
     )
-
-
-def _why_not_queried(population: QueryPopulation) -> str:
-    """Why a trained user is not queried: sampled out (``max_queries``), a zero vector, or either."""
-    sampled, zero = f"sampled out by {setting('max_queries')}", "a zero query vector: no direction to rank by"
-    return (f"{sampled}, or {zero}" if population.n_zero else sampled) if population.sampled else zero
 
 
 def _left_out(source: str, n_held: int, n_found: int, untrained: int, not_sampled: int, why: str) -> list[str]:

@@ -13,8 +13,8 @@ they have not interacted with. So, whatever the other options:
   training item can be excluded.
 
 The population is sampled to ``max_queries`` with ``seed`` (users in user-row order;
-histories in order of first appearance in the log), zero vectors are dropped (they rank
-nothing), and each query carries its training item rows (CSR) to exclude from every
+histories in order of first appearance in the log), zero vectors are not queried (they rank
+nothing: those users, kept as unserved rows after the queries, are served nothing), and each query carries its training item rows (CSR) to exclude from every
 scoring's candidates unless ``keep_seen``. Without the training log (counts from
 ``frequencies``) the users of the log are unknown: every user-table row is queried and
 nothing is excluded, with a warning. A popaudit checkpoint's recorded pairs stand in for
@@ -367,8 +367,8 @@ def _choose(
 
 
 def _without_zero_vectors(population: QueryPopulation, what: str) -> QueryPopulation:
-    """The population without its zero query vectors (they rank nothing), counted; a
-    NaN or infinite vector is an error naming the row of ``what`` that holds it."""
+    """The population without its zero query vectors (they rank nothing), counted, their users
+    kept as unserved (``unserved_ids``); a NaN or infinite vector is an error naming its row."""
     finite = np.isfinite(population.vectors).all(axis=1)
     if not finite.all():
         first = int(np.flatnonzero(~finite)[0])
@@ -377,18 +377,21 @@ def _without_zero_vectors(population: QueryPopulation, what: str) -> QueryPopula
     nonzero = np.any(population.vectors, axis=1)
     if nonzero.all():
         return population
-    n_zero = int((~nonzero).sum())
-    if n_zero == population.n_queries:
+    if (n_zero := int((~nonzero).sum())) == population.n_queries:
         raise QueryError(f"all {n_zero:,} query vectors are zero; nothing can be retrieved")
-    keep = np.flatnonzero(nonzero)
-    indptr, rows = population.seen_indptr, population.seen_rows
+    keep, zero = np.flatnonzero(nonzero), np.flatnonzero(~nonzero)
+    indptr, rows, unserved_seen = population.seen_indptr, population.seen_rows, None
     if indptr is not None and rows is not None:
-        indptr, rows = take_csr(indptr, rows, keep)
-    note = (f"{n_zero:,} of {population.n_queries:,} query vectors are zero (they score every item 0) and were "
-            "left out of retrieval")
+        unserved_seen, (indptr, rows) = take_csr(indptr, rows, zero), take_csr(indptr, rows, keep)
+    ids = population.raw_ids
+    note = f"{n_zero:,} of {population.n_queries:,} query vectors are zero (they score every item 0) and were " + (
+        "left out of retrieval" if ids is None else "not queried: those trained users are served nothing by the "
+        "model's scorings (the most-popular list needs no vector), yet count in their user group, drawn among every "
+        "trained user, and with a holdout as misses (NDCG 0)")
     return replace(
         population, vectors=np.ascontiguousarray(population.vectors[keep]), seen_indptr=indptr, seen_rows=rows,
-        raw_ids=None if population.raw_ids is None else population.raw_ids[keep],
+        raw_ids=None if ids is None else ids[keep], unserved_ids=None if ids is None else ids[zero],
+        unserved_seen=None if ids is None else unserved_seen,
         source_rows=None if population.source_rows is None else population.source_rows[keep], n_zero=n_zero,
         warnings=population.warnings + (note,),
     )

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from auditor.config import AuditConfig, ReadSettings
 from auditor.errors import IdMappingError, setting
-from auditor.loading.csr import build_csr
+from auditor.loading.csr import build_csr, take_csr
 from auditor.loading.history import untrained_rows_note
 from auditor.loading.holdout import heldout_queries
 from auditor.loading.logs import open_log
@@ -181,10 +181,11 @@ def masked_population(population: QueryPopulation, evaluation: RecBoleEvaluation
     """``population`` with each query's exclusions set to what RecBole's full-sort test
     masks: the user's training and validation items, less the user's own test items (an
     item trained on and held out again stays rankable)."""
-    if population.raw_ids is None:
+    ids = population.row_ids  # the unserved users' too: their profiles are what their groups read
+    if ids is None:
         return population
     split = evaluation.split
-    rows = RowLookup(split.user_ids)(pa.array(population.raw_ids))
+    rows = RowLookup(split.user_ids)(pa.array(ids))
     position = np.full(split.n_users, -1, dtype=np.int64)
     position[rows[rows >= 0]] = np.flatnonzero(rows >= 0)
     seen_users = np.concatenate([split.train.users, split.valid.users])
@@ -196,9 +197,13 @@ def masked_population(population: QueryPopulation, evaluation: RecBoleEvaluation
     tested = test_at >= 0
     test_keys = np.unique(test_at[tested] * split.n_items + split.test.items[tested])
     rankable = np.isin(at * split.n_items + seen_items, test_keys)
-    indptr, items = build_csr(at[~rankable], seen_items[~rankable], population.n_queries)
+    indptr, items = build_csr(at[~rankable], seen_items[~rankable], population.n_rows)
+    n, unserved = population.n_queries, None
+    if population.n_unserved:
+        unserved = take_csr(indptr, items, np.arange(n, population.n_rows))
+        indptr, items = take_csr(indptr, items, np.arange(n))
     return replace(
-        population, seen_indptr=indptr, seen_rows=items,
+        population, seen_indptr=indptr, seen_rows=items, unserved_seen=unserved,
         seen_source=f"{split.source} (RecBole's training and validation parts, as its full-sort test masks them)",
     )
 
@@ -225,7 +230,7 @@ def recbole_heldout(
         f"by {untrained.what} with only their validation items masked, so that accuracy is RecBole's; exposure and "
         f"retrieval keep to the {population.n_queries:,} queried (trained) users"
     )
-    return replace(heldout, warnings=(*heldout.warnings, note), untrained=untrained, n_queried=population.n_queries)
+    return replace(heldout, warnings=(*heldout.warnings, note), untrained=untrained, n_queried=population.n_rows)
 
 
 def untrained_said(population: QueryPopulation, heldout: HeldOutQueries, evaluation: RecBoleEvaluation) -> QueryPopulation:
@@ -270,17 +275,20 @@ def _untrained_test_users(
 
 
 def _joined(population: QueryPopulation, untrained: QueryPopulation) -> QueryPopulation:
-    """``population`` with the ``untrained`` queries after its own (ids, rows and masks)."""
-    assert population.raw_ids is not None and untrained.raw_ids is not None
+    """``population``'s rows (its queries, then its unserved users) with the ``untrained``
+    queries after them (ids, rows and masks)."""
+    ids, profiles = population.row_ids, population.row_profiles
+    assert ids is not None and untrained.raw_ids is not None
+    n_unserved, dim = population.n_unserved, population.vectors.shape[1]
     rows = None if population.source_rows is None or untrained.source_rows is None else np.concatenate(
-        [population.source_rows, untrained.source_rows])
-    indptr, seen = population.seen_indptr, population.seen_rows
+        [population.source_rows, np.full(n_unserved, -1, dtype=np.int64), untrained.source_rows])
+    indptr, seen = profiles if profiles is not None else (None, None)
     if indptr is not None and seen is not None and untrained.seen_indptr is not None and untrained.seen_rows is not None:
         indptr = np.concatenate([indptr, untrained.seen_indptr[1:] + indptr[-1]])
         seen = np.concatenate([seen, untrained.seen_rows])
-    return replace(population, vectors=np.concatenate([population.vectors, untrained.vectors]),
-                   raw_ids=np.concatenate([population.raw_ids, untrained.raw_ids]), source_rows=rows,
-                   seen_indptr=indptr, seen_rows=seen)
+    vectors = [population.vectors, np.zeros((n_unserved, dim), dtype=population.vectors.dtype), untrained.vectors]
+    return replace(population, vectors=np.concatenate(vectors), raw_ids=np.concatenate([ids, untrained.raw_ids]),
+                   source_rows=rows, seen_indptr=indptr, seen_rows=seen, unserved_ids=None, unserved_seen=None)
 
 
 def served_of(

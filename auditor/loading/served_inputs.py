@@ -92,18 +92,18 @@ def served_for_model(
         notes = [note.replace(NOT_MEASURED, NOT_QUERIED) for note in notes]
     if population is None:  # no retrieval: the lists are described, not measured
         return served, None, notes
-    if population.raw_ids is None:
+    if (row_ids := population.row_ids) is None:
         notes.append(f"the queries of {setting('queries')} {config.queries} carry no user identity: the served lists "
                      f"of {served.source} cannot be lined up with them, so the served scoring is not measured")
         return served, None, notes
-    rows, missing = lists_for(served, population.raw_ids)
-    if missing == population.n_queries and served.n_users:
+    rows, missing = lists_for(served, row_ids)  # unserved users' too: the file may hold their lists
+    if missing == population.n_rows and served.n_users:
         users = population.eligible_ids if population.eligible_ids is not None else population.raw_ids
         refuse_unmatched_users(served.source, served.user_col, served.user_ids, users,
                                untrained_scored=evaluates_untrained)
     if missing:
         notes.append(
-            f"{missing:,} of the {population.n_queries:,} queried users have no list in {served.source}: the served "
+            f"{missing:,} of the {population.n_rows:,} queried users have no list in {served.source}: the served "
             "scoring serves them an empty list (no exposure; a miss for held-out accuracy)"
         )
     above = sorted(k for k in set(config.ks) if k > served.k)

@@ -121,7 +121,7 @@ def _serve(inputs: AuditInputs, alpha: float, config: AuditConfig, k: int, progr
     _same_users(inputs.population, population, alpha)
     heldout = (relevant_of or inputs).heldout
     outcome = measure_retrieval(bundle, inputs.stats, replace(config, alphas=()), population, progress,
-                                relevant=relevant_rows(heldout, population.n_queries))
+                                relevant=relevant_rows(heldout, population.n_rows))
     assert outcome.popularity is not None
     return _Served(outcome.lists["dot"], outcome.retrieval.at[k], outcome.popularity)
 

@@ -172,10 +172,10 @@ def user_groups_section(result: AuditResult, figures: Sequence[Figure]) -> Secti
     k = c.quoted_cutoffs(result)[0]
     table = None if k is None or result.retrieval is None else harms.group_table(result.retrieval, k)
     title = "Who pays: users by profile popularity"
-    if table is None:  # said where the audit recorded why (served lists alone), else left out
+    if table is None or result.retrieval is None:  # said where the audit recorded why (served lists alone)
         return Section("user-groups", title, (_not_measured(result, "user_groups"),)) \
             if "user_groups" in result.not_measured else None
-    return Section("user-groups", title, (Paragraph(harms.GROUPS_NOTE, "note"), table))
+    return Section("user-groups", title, (Paragraph(harms.groups_note(result.retrieval), "note"), table))
 
 
 def exposure_shift_section(result: AuditResult, figures: Sequence[Figure]) -> Section | None:

@@ -11,17 +11,38 @@ from auditor.report.formatting import MISSING, Table, finite, fmt_num, fmt_pct
 from auditor.result import Retrieval
 from auditor.wording import SATURATED, partly_saturated
 
-GROUPS_NOTE = (
+_GROUPS_INTRO = (
     "Users grouped by the share of popular items in their training profiles (niche: the lowest, blockbuster: "
     "the highest; cut-offs under 'popularity_groups' in the definitions). GAP is the mean popularity of a "
     "user's items, averaged over the group: ΔGAP = (lists − profiles) / profiles is the lists' popularity lift "
-    "over what the users trained on (negative: less popular). Training items are never served, so even lists "
-    "blind to popularity have a ΔGAP below 0, lowest for the most head-heavy profiles: a group's ΔGAP alone "
-    "does not say who is served worst. Read it beside cosine's for the same group: 'ΔGAP dot − cosine' is how "
+    "over what the users trained on (negative: less popular). "
+)
+_GROUPS_READING = (
+    "Read it beside cosine's for the same group: 'ΔGAP dot − cosine' is how "
     "much more popular dot's lists are than cosine's, as a share of the profiles' GAP, and the group with the "
     "largest is the one dot's popularity bias pushes furthest toward popular items. Miscalibration (JS) is the "
     "Jensen–Shannon divergence (bits) between the head/mid/tail shares of profile and list."
 )
+PROTOCOL_NOTES = {
+    "excluded": "Training items are never served, so even lists blind to popularity have a ΔGAP below 0, lowest "
+                "for the most head-heavy profiles: a group's ΔGAP alone does not say who is served worst. ",
+    "kept": "Training items stay among the candidates here (--keep-seen): a list may re-serve its user's own "
+            "items, so ΔGAP lacks the pull below 0 that excluding them gives and may be positive; a group's ΔGAP "
+            "alone still does not say who is served worst. ",
+}
+"""The note's sentence on the run's protocol (``retrieval.population.seen_items``)."""
+GROUPS_NOTE = _GROUPS_INTRO + PROTOCOL_NOTES["excluded"] + _GROUPS_READING
+"""The note under the default protocol (training items excluded)."""
+
+
+def groups_note(retrieval: Retrieval) -> str:
+    """The Who-pays note for the run's protocol: why ΔGAP sits below 0 holds only when
+    training items were excluded (``seen_items``); under ``keep_seen`` it says the opposite."""
+    seen = None if retrieval.population is None else retrieval.population.seen_items
+    protocol = PROTOCOL_NOTES.get(seen or "", "A group's ΔGAP alone does not say who is served worst. ")
+    return _GROUPS_INTRO + protocol + _GROUPS_READING
+
+
 SHIFT_NOTE = (
     "Exposure = the number of the queried users' top-K lists that hold the item. The gain is dot's exposure "
     "minus cosine's: the first table lists the items dot product serves most more often than cosine, the "

@@ -13,8 +13,9 @@ measures each set of top-K lists with the registered list measures
   ``keep_seen``) changes an exposure figure.
 * Ties: every list keeps the top-K contract of :func:`~auditor.retrieval.search.select_topk`
   (higher score, then lower row), so sharded and Dask searches equal one search.
-* Zero vectors: zero queries were dropped with the population; a zero-norm item has no
-  direction, so cosine never serves it; dot still scores it 0.
+* Zero vectors: a zero query is not ranked; its user stays a row served nothing
+  (:attr:`~auditor.model.QueryPopulation.n_unserved`); a zero-norm item has no direction,
+  so cosine never serves it; dot still scores it 0.
 * Memory: when the table and its sorted copy exceed the ceiling (``max_memory``,
   else half the available memory) exact search runs over row shards that each fit it,
   and ``index`` ``auto`` stays exact (an approximate index would hold the whole table).
@@ -233,7 +234,7 @@ def _served_measures(measures: ExposureMeasures, served: np.ndarray, population:
                      warnings: list[str]) -> ExposureMeasures:
     """The served lists' measures, with ``warnings`` saying how many lists re-serve their user's
     training items: whose are PopRSP/PopREO candidates (:mod:`auditor.metrics.parity_candidates`)."""
-    if (trained := _profiles(population)) is not None:
+    if (trained := population.row_profiles) is not None:
         warnings += reserved_said(served, trained, measures.n_items, measures.context.seen_kept)
     return measures
 
@@ -245,7 +246,7 @@ def _served_overlaps(slots: dict[str, Slots]) -> dict[str, float]:
     served = slots[SERVED].lists
     # Over the queries the file has a list for, as every other served figure and as the lists alone:
     # a queried user without a list (counted in served.n_queried_without_list) is no 0 of overlap.
-    listed = (served >= 0).any(axis=1)
+    listed = (served >= 0).any(axis=1) & (slots["dot"].lists >= 0).any(axis=1)  # not an unserved user's
     return {name: overlap(slots[name].lists[listed], served[listed], slots[SERVED].n_items) for name in OVERLAP_SERVED}
 
 
@@ -280,7 +281,7 @@ def measure_retrieval(
     groups = groups or GroupPolicy()
     measures = ExposureMeasures(popularity, stats.user_counts, stats.n_users, measures=list_measures,
                                 item_table=bundle.item_table, item_ids=bundle.item_ids,
-                                profiles=_profiles(population), relevant=relevant, groups=groups,
+                                profiles=population.row_profiles, relevant=relevant, groups=groups,
                                 seen_kept=population.seen_items == "kept")
     warnings += [note] if (note := tied_groups_warning(measures.context)) else []
     ks = sorted({min(k, n_items) for k in settings.ks})
@@ -294,8 +295,8 @@ def measure_retrieval(
         )
     index_kind, found, definitions = _scoring_lists(population, table, ks, settings, bundle, progress)
     warnings += _low_recall(index_kind, found.recall) + found.notes + _sampled_error(index_kind, found, popularity, ks)
-    popular = popular_lists(measures, ks[-1], population.n_queries, population.exclude)
-    lists = _named(found, popular)
+    exclude = None if population.exclude is None else population.row_profiles
+    lists = _unserved_empty(_named(found, popular_lists(measures, ks[-1], population.n_rows, exclude)), population)
     definitions.update(_definitions(list_measures, settings, population))
     definitions.update(group_definitions(measures.context))
     if served is not None:
@@ -352,12 +353,13 @@ def _alphas_unmeasured(settings: RetrievalSettings, index_kind: str) -> dict[str
     return {alpha_scoring(a): why for a in settings.alphas if a not in (0.0, 1.0)}
 
 
-def _profiles(population: QueryPopulation) -> tuple[np.ndarray, np.ndarray] | None:
-    """Each query's training items (CSR), what the user- and item-side measures read; None
-    when unknown (a query file). Known even with ``keep_seen``, where they stay candidates."""
-    if population.seen_indptr is None or population.seen_rows is None:
-        return None
-    return population.seen_indptr, population.seen_rows
+def _unserved_empty(lists: dict[str, np.ndarray], population: QueryPopulation) -> dict[str, np.ndarray]:
+    """``lists`` with an empty row per unserved user (a zero query vector) for every scoring
+    but the most-popular list, which reads no vector: in their group, a miss, in no exposure."""
+    if not population.n_unserved:
+        return lists
+    return {name: rows if name == "popular" else np.vstack(
+        (rows, np.full((population.n_unserved, rows.shape[1]), -1, dtype=rows.dtype))) for name, rows in lists.items()}
 
 
 def _definitions(

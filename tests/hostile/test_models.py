@@ -344,6 +344,28 @@ def _nan_user_pt(row: int, check: Callable[[Path, Outcome], None] | None = None)
     return build
 
 
+def _zero_user_pt(rows: list[int], check: Callable[[Path, Outcome], None] | None = None) -> Any:
+    """A two-tower state dict whose user rows ``rows`` are zero; the log's users are 0..4."""
+    def build(d: Path) -> Built:
+        log(d)
+        users = torch.randn(8, 4)
+        users[rows] = 0
+        torch.save({"user_embedding.weight": users, "item_embedding.weight": torch.randn(10, 4)}, d / "model.pt")
+        extra = () if check is None else ("--json", "r.json")
+        return Built(check_args("model.pt", *extra), outputs=("r.json",) if check else (), check=check)
+
+    return build
+
+
+def _zero_user_1_served_nothing(d: Path, outcome: Outcome) -> None:
+    """Trained user 1's zero vector is not queried, yet the user stays in the population (QA harms F1)."""
+    report = strict_json(d / "r.json")
+    assert report["retrieval"]["n_queries"] == 4 and report["retrieval"]["n_zero_queries"] == 1
+    assert any(w.startswith("1 of 5 query vectors are zero") and "count in their user group" in w
+               for w in report["warnings"])
+    assert "of 5 users" in report["retrieval"]["definitions"]["user_group_sizes"]
+
+
 def _warned_of_user_row_6(d: Path, outcome: Outcome) -> None:
     """An untrained NaN row (user 6 is not in the log) is warned about; the audit runs."""
     warnings = strict_json(d / "r.json")["warnings"]
@@ -760,6 +782,9 @@ CASES = [
     Case("pt-nan-queried-user", _nan_user_pt(2), EXIT_ERROR, r"user table user_embedding\.weight in model\.pt holds NaN or infinite values \(first at row 2, "
          r"which is queried\)"),
     Case("pt-nan-untrained-user", _nan_user_pt(6, _warned_of_user_row_6), EXIT_OK, None),
+    Case("pt-zero-trained-user", _zero_user_pt([1], _zero_user_1_served_nothing), EXIT_OK, None),
+    Case("pt-every-trained-user-zero", _zero_user_pt([0, 1, 2, 3, 4]), EXIT_ERROR,
+         r"all 5 query vectors are zero; nothing can be retrieved"),
     Case("safetensors-item-bias-mitigate", _safetensors_item_bias, EXIT_ERROR,
          r"mf\.safetensors adds the item bias `item_bias\.weight` to every score.*PyTorch files only"),
     Case("pickle-record-array-mitigate", _record_array_pickle_mitigate, EXIT_ERROR,
