@@ -1,0 +1,36 @@
+"""The probe step's measured update angles against the structural reading of C1–C4.
+
+C1–C4 together make every update orthogonal to the embedding (docs/theory.md §2), so a
+probe step that measured a clearly tilted share (at most :data:`TILTED_SHARE` of the
+angles within 90° ± 1°) while each of C1–C4 reads as holding shows that one of them fails
+in a way its own check does not see (a parameter sharing no probe looked for, a custom
+optimizer). The measured angles win: the four claims become unknown, with the figure as
+the reason, and a warning says so. One rule, applied once, before C5 reads C1–C4.
+"""
+
+from __future__ import annotations
+
+from auditor.probe_results import ProbeOutcome
+from auditor.result import ORTHOGONALITY_IDS, Condition
+from auditor.trace_section import TILTED_SHARE
+
+
+def angles_overrule(conditions: dict[str, Condition], probe: ProbeOutcome | None, warnings: list[str]) -> None:
+    """Turn C1–C4 from holds to unknown where the probe step's angles contradict them."""
+    update = probe.update if probe is not None else None
+    if update is None or not all(conditions[k].status == "holds" for k in ORTHOGONALITY_IDS):
+        return
+    angles = update.angle_summary
+    if not angles.n or angles.share_90pm1 is None or angles.share_90pm1 > TILTED_SHARE:
+        return
+    measured = (f"the probe step measured {angles.share_90pm1:.1%} of {angles.n} update angles within 90° ± 1° "
+                f"(median {angles.median:.2f}°), where C1–C4 holding would put every one there")
+    warnings.append(f"C1–C4 each read as holding, but {measured}: at least one fails in a way its own check "
+                    f"does not see, so they are reported unknown (the angles are measured; the readings are not)")
+    for key in ORTHOGONALITY_IDS:
+        cond = conditions[key]
+        conditions[key] = Condition(
+            cond.name, "unknown", f"{cond.evidence}; but {measured}, so the measured angles overrule this reading",
+            {**cond.details, "overruled_by_update_angles": {
+                "reading": "holds", "share_90pm1": angles.share_90pm1, "n": angles.n, "threshold": TILTED_SHARE}},
+        )
