@@ -100,3 +100,14 @@ def test_tilted_probe_angles_overrule_c1_c4_holding() -> None:
         angles_overrule(conditions, ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=9,
                                                  update=_update(kept)), warnings)
         assert all(c.status == "holds" for c in conditions.values()) and not warnings
+
+
+def test_rounding_gradients_do_not_overrule() -> None:
+    # a cosine loss in one dimension: every gradient is rounding, its angles (0°) are noise
+    from auditor.probe_results import GradientAlignment
+
+    probe = ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=6, update=_update(np.zeros(6)),
+                         gradient_alignment=GradientAlignment(0, None, None, 1e-9, None, n_rounding=47))
+    conditions, warnings = _holding(), []
+    angles_overrule(conditions, probe, warnings)
+    assert all(c.status == "holds" for c in conditions.values()) and not warnings

@@ -5,7 +5,8 @@ probe step that measured a clearly tilted share (at most :data:`TILTED_SHARE` of
 angles within 90° ± 1°) while each of C1–C4 reads as holding shows that one of them fails
 in a way its own check does not see (a parameter sharing no probe looked for, a custom
 optimizer). The measured angles win: the four claims become unknown, with the figure as
-the reason, and a warning says so. One rule, applied once, before C5 reads C1–C4.
+the reason, and a warning says so. One rule, applied once, before C5 reads C1–C4. A step
+whose gradients are all rounding (C4's probe graded no slot) measures no angle worth the name.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ def angles_overrule(conditions: dict[str, Condition], probe: ProbeOutcome | None
     update = probe.update if probe is not None else None
     if update is None or not all(conditions[k].status == "holds" for k in ORTHOGONALITY_IDS):
         return
+    alignment = probe.gradient_alignment if probe is not None else None
+    if alignment is not None and not alignment.n and alignment.n_rounding:
+        return  # every gradient of the batch is rounding (a cosine loss in one dimension): so are the angles
     angles = update.angle_summary
     if not angles.n or angles.share_90pm1 is None or angles.share_90pm1 > TILTED_SHARE:
         return
