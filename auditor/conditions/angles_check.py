@@ -11,8 +11,11 @@ whose gradients are all rounding (C4's probe graded no slot) measures no angle w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from auditor.optimizers import ADAPTIVE
 from auditor.probe_results import ProbeOutcome
-from auditor.result import ORTHOGONALITY_IDS, Condition
+from auditor.result import C1, ORTHOGONALITY_IDS, Condition
 from auditor.trace_section import TILTED_SHARE
 
 
@@ -38,3 +41,36 @@ def angles_overrule(conditions: dict[str, Condition], probe: ProbeOutcome | None
             {**cond.details, "overruled_by_update_angles": {
                 "reading": "holds", "share_90pm1": angles.share_90pm1, "n": angles.n, "threshold": TILTED_SHARE}},
         )
+
+
+_WHY = {
+    "C2": "the item encoder is not parameter-linear",
+    "C3": "item parameters shared between items or with the user tower",
+    "C4": "a loss that pulls along q",
+}
+"""What a violated C2–C4 does to the step (C1's cause comes from its recorded settings)."""
+
+
+def tilt_cause(others: Mapping[str, Condition]) -> str:
+    """Why the updates were not orthogonal to q, as the report's own conditions show it: the
+    violated ones among C1–C4 with their cause (weight decay only where C1 records it), or
+    which could not be established; never a cause the same report rules out."""
+    violated = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
+    if violated:
+        return "as violated " + ", ".join(f"{k} ({_c1_cause(others[k]) if k == C1 else _WHY[k]})" for k in violated) \
+            + (" makes them" if len(violated) == 1 else " make them")
+    unknown = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "unknown"]
+    if unknown:
+        return f"from one of C1–C4 this audit could not establish ({', '.join(unknown)} unknown)"
+    return "although C1–C4 read as holding (what tilts them is not shown)"
+
+
+def _c1_cause(c1: Condition) -> str:
+    """C1's recorded departures from plain SGD (its details), or its evidence's words."""
+    kind, momentum, decay = (c1.details.get(k) for k in ("optimizer", "momentum", "weight_decay"))
+    causes = [f"{kind}'s per-coordinate scaling"] if kind in ADAPTIVE else []
+    if isinstance(momentum, (int, float)) and momentum:
+        causes.append(f"momentum {momentum:g}")
+    if isinstance(decay, (int, float)) and decay:
+        causes.append(f"weight decay {decay:g}")
+    return ", ".join(causes) or "not a plain SGD step"
