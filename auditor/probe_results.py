@@ -122,9 +122,9 @@ class CrossJacobian:
 
 @dataclass(frozen=True)
 class UserCoupling:
-    """C3 across the towers: ‖J_iJ_uᵀ‖/√(‖J_iJ_iᵀ‖‖J_uJ_uᵀ‖) of item outputs against user
-    outputs, both differentiated with respect to the item parameters (a user tower reading
-    the item table makes it nonzero: user-side gradients move q_i)."""
+    """C3 across the towers: ‖J_iJ_uᵀr‖/√(‖J_iJ_iᵀr‖‖J_uJ_uᵀr‖) of item outputs against user
+    outputs along a random direction r, both Jacobians with respect to the item parameters
+    (a user tower reading the item table makes it nonzero: user-side gradients move q_i)."""
 
     n_users: int
     n_items: int
@@ -135,7 +135,6 @@ class UserCoupling:
     """The user row and item row of the largest block, when it is above the tolerance."""
     item: int | None
     tolerance: float
-    n_coordinates: int = 0
     dim: int = 0
 
     @property
