@@ -129,7 +129,8 @@ def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
     coupling = probe.user_coupling if probe is not None else None
     if coupling is None or not coupling.reads_items:
         return c3
-    figures = (f"largest ‖J_iJ_uᵀ‖/√(‖J_iJ_iᵀ‖‖J_uJ_uᵀ‖) = {coupling.max_relative:.3g} over {coupling.n_users} "
+    figures = (f"largest ‖J_iJ_uᵀr‖/√(‖J_iJ_iᵀr‖‖J_uJ_uᵀr‖) along a random r = {coupling.max_relative:.3g} over "
+               f"{coupling.n_users} "
                f"users × {coupling.n_items} items (tolerance {coupling.tolerance:.0e})")
     details = {**c3.details, "user_cross_jacobian": coupling.to_dict()}
     if coupling.coupled:
