@@ -17,7 +17,7 @@ from auditor.errors import setting
 ANGLE_BIN_WIDTH = 4.0
 """Histogram bins of 4° put 90° in the middle of the bin [88°, 92°)."""
 
-ProbeKey = Literal["item_tower", "c2", "c3", "c4", "update"]
+ProbeKey = Literal["item_tower", "c2", "c3", "c3_user", "c4", "update"]
 """The probes, as ``errors`` in the ``probes`` section names them."""
 TowerKind = Literal["embedding", "linear", "nonlinear", "unknown", "composed"]
 
@@ -118,6 +118,32 @@ class CrossJacobian:
     def to_dict(self) -> dict[str, Any]:
         """The ``c3_cross_jacobian`` block."""
         return _block(self)
+
+
+@dataclass(frozen=True)
+class UserCoupling:
+    """C3 across the towers: ‖J_iJ_uᵀr‖/√(‖J_iJ_iᵀr‖‖J_uJ_uᵀr‖) of item outputs against user
+    outputs along a random direction r, both Jacobians with respect to the item parameters
+    (a user tower reading the item table makes it nonzero: user-side gradients move q_i)."""
+
+    n_users: int
+    n_items: int
+    max_relative: float
+    reads_items: bool
+    """Some sampled user's output depends on an item parameter (J_u ≠ 0)."""
+    user: int | None
+    """The user row and item row of the largest block, when it is above the tolerance."""
+    item: int | None
+    tolerance: float
+    dim: int = 0
+
+    @property
+    def coupled(self) -> bool:
+        return self.max_relative > self.tolerance
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``c3_user_cross_jacobian`` block."""
+        return {**_block(self), "coupled": self.coupled}
 
 
 @dataclass(frozen=True)
@@ -267,6 +293,7 @@ class ProbeOutcome:
     layers: TowerLayers | None = None
     second_difference: SecondDifference | None = None
     cross_jacobian: CrossJacobian | None = None
+    user_coupling: UserCoupling | None = None
     gradient_alignment: GradientAlignment | None = None
     update: UpdateProbe | None = None
     errors: Mapping[ProbeKey, ProbeFailure] = field(default_factory=dict)
@@ -301,6 +328,7 @@ class ProbeOutcome:
         for key, block in (
             ("c2_second_difference", self.second_difference),
             ("c3_cross_jacobian", self.cross_jacobian),
+            ("c3_user_cross_jacobian", self.user_coupling),
             ("c4_gradient_alignment", self.gradient_alignment),
         ):
             if block is not None:

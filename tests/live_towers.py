@@ -168,3 +168,16 @@ class ScriptLive(TinyLive):
 
     def item_parameters(self, module: torch.nn.Module) -> list[torch.nn.Parameter]:
         return list(module.item_emb.parameters())
+
+
+@dataclass
+class SharedHistoryLive(TinyLive):
+    """A user tower that reads the item table: u = U[u] + mean of E[hist_u] (a history-average
+    user, as a YouTube-DNN user tower is). Over the item parameters, J_u = Σ_h (c_h/H) I on
+    the history rows h (c_h: its count among the H slots), so for an item i of the history
+    ‖J_iJ_uᵀ‖/√(‖J_iJ_iᵀ‖‖J_uJ_uᵀ‖) = c_i/√(Σ_h c_h²)."""
+
+    hist: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.int64))
+
+    def encode_users(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+        return module.user_emb(rows) + module.item_emb(self.hist.to(rows.device)[rows]).mean(dim=1)

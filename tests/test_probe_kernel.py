@@ -73,13 +73,13 @@ def test_rows_that_do_not_fit_whole_are_held_on_their_support(
     f, params = item_function(live, live.module, ROWS)
     whole = len(ROWS) * DIM * sum(p.numel() for p in params.values()) * 8
     calls: list[int] = []
-    real_product = jacobian._jacobian_product
+    real_product = jacobian.jacobian_product
 
     def counted(*args: object) -> object:
         calls.append(1)
         return real_product(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(jacobian, "_jacobian_product", counted)
+    monkeypatch.setattr(jacobian, "jacobian_product", counted)
     got, _ = sampled_kernel(f, params, None, budget_bytes=whole - 1)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     assert bool(calls) is products

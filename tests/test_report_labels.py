@@ -16,6 +16,7 @@ from auditor.probe_results import (
     SecondDifference,
     TowerLayers,
     UpdateProbe,
+    UserCoupling,
 )
 from auditor.report import RenderContext
 from auditor.report import content as c
@@ -34,13 +35,14 @@ def every_probe() -> ProbeOutcome:
         layers=TowerLayers("item_tower.table", ("Embedding",), True, "embedding", 960),
         second_difference=SecondDifference((0.1, 0.01), (1e-18, 0.0), 3, 30, 1e-9, True),
         cross_jacobian=CrossJacobian((1, 2, 3), 3, 3, 0.0, 0.0, 0.0, 0, 1e-9, False, True),
+        user_coupling=UserCoupling(8, 120, 0.447, True, 4, 0, 1e-9, 16),
         gradient_alignment=GradientAlignment(256, 2e-17, 1e-16, 1e-9, True),
         update=UpdateProbe(
             angles=angles, residuals=np.zeros(4), growth=np.full(4, 0.02), growth_per_appearance=np.full(4, 0.01),
             relative_change=np.full(4, 0.02), n_evaluated=800, optimizer="SGD", optimizer_restored=True, lr=1.0,
             steps=1,
         ),
-        errors={key: ProbeFailure("example") for key in ("item_tower", "c2", "c3", "c4", "update")},
+        errors={key: ProbeFailure("example") for key in ("item_tower", "c2", "c3", "c3_user", "c4", "update")},
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pluggy
 
+from auditor.conditions.angles_check import angles_overrule
 from auditor.conditions.c1_sgd import assess_c1, with_trace_angles
 from auditor.conditions.c2_c3_encoder import assess_c2, assess_c3, static_c2_c3
 from auditor.conditions.c4_loss import assess_c4, classify_loss, with_trace_angles_c4
@@ -112,6 +113,7 @@ def assess_conditions(
     warnings.extend(verdicts.warnings)
     # C5 reads C1-C4 as the report states them: declarations applied first.
     _apply_plugin_evidence(verdicts, conditions, (C1, C2, C3, C4), warnings)
+    angles_overrule(conditions, probe, warnings)
     conditions[C5] = assess_c5(bundle, stats, config.epochs or trace.epochs, optimizer.lr, probe, conditions,
                                frequency_norm, trace)
     _apply_plugin_evidence(verdicts, conditions, (C5,), warnings)

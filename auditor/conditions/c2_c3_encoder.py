@@ -122,6 +122,30 @@ def assess_c2(static: Static, probe: ProbeOutcome | None) -> Condition:
 
 
 def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
+    """C3 of the item tower (:func:`_item_c3`), then across the towers: a user tower whose
+    outputs read item parameters (J_iJ_uᵀ ≠ 0, ``probes/user_coupling.py``) violates it,
+    whatever the item tower alone shows (docs/theory.md §2)."""
+    c3 = _item_c3(static, probe)
+    coupling = probe.user_coupling if probe is not None else None
+    if coupling is None or not coupling.reads_items:
+        return c3
+    figures = (f"largest ‖J_iJ_uᵀr‖/√(‖J_iJ_iᵀr‖‖J_uJ_uᵀr‖) along a random r = {coupling.max_relative:.3g} over "
+               f"{coupling.n_users} "
+               f"users × {coupling.n_items} items (tolerance {coupling.tolerance:.0e})")
+    details = {**c3.details, "user_cross_jacobian": coupling.to_dict()}
+    if coupling.coupled:
+        return Condition(c3.name, "violated", (
+            f"the user tower reads item-tower parameters: {figures}, at user row {coupling.user} and item row "
+            f"{coupling.item}, so the user side's gradients move q_i too, not orthogonally to it; item tower alone: "
+            f"{c3.evidence}"), details)
+    if c3.status == "holds":
+        return Condition(c3.name, "unknown", (
+            f"{c3.evidence}; but the user tower's outputs depend on item-tower parameters, though on none the "
+            f"items compared read ({figures}), so whether user-side gradients move some q_i is not shown"), details)
+    return Condition(c3.name, c3.status, f"{c3.evidence}; the user tower also reads item-tower parameters", details)
+
+
+def _item_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
     """C3 from the cross-Jacobian when it ran, else the rows every item reads or the file."""
     name = CONDITION_NAMES[C3]
     layers = _layers_text(probe)

@@ -14,9 +14,13 @@ from auditor.model import LiveModel
 from auditor.probe_results import ProbeOutcome
 from auditor.result import C1, C2, C3, C4, CONDITION_NAMES, Condition, Status
 
-_COSINE_WORDS = frozenset({"cos", "cosine", "cossim", "normalized", "normalised", "angular", "spherical",
-                           "arcface", "cosface", "sphereface"})
-"""Words of a loss name that say it scores by cosine."""
+_COSINE_WORDS = frozenset({"cos", "cosine", "cossim", "normalized", "normalised", "normalize", "normalise",
+                           "l2norm", "angular", "spherical", "arcface", "cosface", "sphereface"})
+"""Words of a loss name that say it scores by cosine (``normalize``: torch's ``F.normalize``)."""
+_NORMALISING = frozenset({"norm", "normed", "normalize", "normalise", "normalized", "normalised", "normalization",
+                          "normalisation"})
+"""Words that, right after ``l2``, make it L2 normalisation (q/‖q‖: a cosine, ``l2_normalize``,
+``l2norm``), not L2 distances: the pair reads as the one cosine word ``l2norm``."""
 _NOT_COSINE_WORDS = {
     "dot": "dot-product logits", "inner": "inner-product logits",
     "bpr": "BPR ranks by dot-product scores", "mse": "squared error on raw scores",
@@ -35,7 +39,7 @@ _NEUTRAL_WORDS = frozenset({
     "ce", "contrastive", "embedding", "embeddings", "margin", "ranking", "pairwise", "pointwise", "listwise", "with",
     "logits", "logit", "log", "logq", "temperature", "temp", "scaled", "weighted", "focal", "product", "products",
     "similarity", "sim", "score", "scores", "distance", "neg", "negative", "negatives", "in", "batch", "inbatch",
-    "full", "cost", "costs", "sensitive", "mf", "nn", "torch", "criterion", "objective", "fn", "function", "multi",
+    "full", "cost", "costs", "norm", "normed", "normalization", "normalisation", "sensitive", "mf", "nn", "torch", "criterion", "objective", "fn", "function", "multi",
     "label", "class", "smoothing", "soft", "hard", "mean", "sum", "custom", "my", "gcn", "sgd", "ssm", "ccl",
 })
 """Words that say nothing of the scores, read so that their letters are not taken for
@@ -123,6 +127,17 @@ _MODEL_LOSSES: dict[str, tuple[str, str]] = {
 }
 
 
+def _l2_normalisation(words: list[str]) -> list[str]:
+    """``l2`` followed by a normalising word, read as the cosine word ``l2norm``; plain ``l2`` stays L2 distances."""
+    out: list[str] = []
+    for word in words:
+        if word in _NORMALISING and out and out[-1] == "l2":
+            out[-1] = "l2norm"
+        else:
+            out.append(word)
+    return out
+
+
 def classify_loss(name: str) -> tuple[Status, str]:
     """C4 verdict from a loss name: cosine-based names hold, dot/distance ones do not.
 
@@ -131,7 +146,7 @@ def classify_loss(name: str) -> tuple[Status, str]:
     ``log_cosh`` or ``cost_sensitive``. A name with words of both kinds (``cosine_bpr``,
     ``cosinebpr``), or of neither, is unknown and says so.
     """
-    words = loss_words(name)
+    words = _l2_normalisation(loss_words(name))
     cosine = [w for w in words if w in _COSINE_WORDS]
     other = [(w, _NOT_COSINE_WORDS[w]) for w in words if w in _NOT_COSINE_WORDS]
     if cosine and other:

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from auditor.conditions.angles_check import tilt_cause
 from auditor.conditions.c5_table import TableGrowth, table_growth
 from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
@@ -115,7 +116,7 @@ def _shrank(
                     "decided_by": "table" if status != "unknown" else None})
     evidence = (f"the probe step shrank the norms (median measured change of s = ‖q‖², (s′ − s)/s, {change:.3g} over the "
                 f"{update.relative_change.size} items it moved, {g:.3g} per appearance over its batch's; Pythagorean "
-                f"residual median {residual:.3g}: updates not orthogonal to q, such as weight decay's), so "
+                f"residual median {residual:.3g}: updates not orthogonal to q, {tilt_cause(others)}), so "
                 f"‖Δq‖²/‖q‖² is no growth and there is none to project; {clause}")
     return Condition(name, status, evidence, details)
 

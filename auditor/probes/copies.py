@@ -38,6 +38,18 @@ def probe_dtype(params: torch.dtype, output: torch.dtype) -> torch.dtype:
     return output if torch.finfo(output).eps > torch.finfo(params).eps else params
 
 
+def one_dtype(users: torch.Tensor, items: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The towers' outputs cast to one dtype, the coarser of theirs, before ``live.loss``.
+
+    The probes turn the module to float64, so a tower that ends in ``.float()`` returns
+    float32 beside the other tower's float64, which the loss's ``u @ qᵀ`` refuses; in
+    training both ran in the module's float32, which the coarser dtype reproduces."""
+    if not (users.dtype.is_floating_point and items.dtype.is_floating_point) or users.dtype == items.dtype:
+        return users, items
+    dtype = probe_dtype(users.dtype, items.dtype)
+    return users.to(dtype), items.to(dtype)
+
+
 def working_copy(
     live: LiveModel, *, float64: bool = True, device: str = "cpu"
 ) -> tuple[torch.nn.Module, torch.dtype]:

@@ -46,16 +46,16 @@ def sampled_kernel(
     if len(pairs) * n_params * 8 <= budget_bytes:
         rows = torch.empty(len(pairs), n_params, dtype=torch.float64, device=out.device)
         for r, (i, c) in enumerate(pairs):
-            torch.cat([g.reshape(-1) for g in _vjp(out, leaves, i, c)], out=rows[r])
+            torch.cat([g.reshape(-1) for g in vjp(out, leaves, i, c)], out=rows[r])
     else:
         rows = _rows_on_their_support(out, leaves, pairs, budget_bytes)
     if rows is not None:
         kernel = (rows @ rows.T).reshape(m, k, m, k)
     else:
-        times_j = _jacobian_product(out, leaves)
+        times_j = jacobian_product(out, leaves)
         kernel = torch.empty(len(pairs), m, k, dtype=torch.float64, device=out.device)
         for r, (i, c) in enumerate(pairs):
-            kernel[r] = times_j(_vjp(out, leaves, i, c))[:, cols]
+            kernel[r] = times_j(vjp(out, leaves, i, c))[:, cols]
         kernel = kernel.reshape(m, k, m, k)
     return kernel.permute(0, 2, 1, 3).cpu(), dim  # small (m, m, k, k): summarised on the host
 
@@ -71,11 +71,11 @@ def kernel_columns(f: ItemFunction, params: dict[str, torch.Tensor], columns: to
     out = f(leaves)
     m, dim = int(out.shape[0]), int(out.shape[1])
     k = int(columns.numel())
-    times_j = _jacobian_product(out, leaves)
+    times_j = jacobian_product(out, leaves)
     kernel = torch.empty(m, k, m, dim, dtype=torch.float64, device=out.device)
     for i in range(m):
         for t, c in enumerate(columns.tolist()):
-            kernel[i, t] = times_j(_vjp(out, leaves, i, int(c)))
+            kernel[i, t] = times_j(vjp(out, leaves, i, int(c)))
     return kernel.permute(2, 0, 3, 1).cpu()  # (j, i, s, t): B_ji[s, c_t]
 
 
@@ -89,7 +89,7 @@ def _rows_on_their_support(
     kept: list[tuple[np.ndarray, np.ndarray]] = []
     held = 0
     for i, c in pairs:
-        row = torch.cat([g.reshape(-1) for g in _vjp(out, leaves, i, c)]).double().cpu().numpy()
+        row = torch.cat([g.reshape(-1) for g in vjp(out, leaves, i, c)]).double().cpu().numpy()
         at = np.flatnonzero(row != 0)  # 15x np.flatnonzero(row); torch.nonzero waits for its pool
         held += at.size * 16
         if held > budget_bytes:
@@ -104,13 +104,13 @@ def _rows_on_their_support(
     return torch.from_numpy(rows)
 
 
-def _vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], i: int, c: int) -> list[torch.Tensor]:
+def vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], i: int, c: int) -> list[torch.Tensor]:
     """Jᵀe for the basis vector of item ``i``'s coordinate ``c``: ∇_θ out[i, c]."""
     grads = torch.autograd.grad(out[i, c], list(leaves.values()), retain_graph=True, allow_unused=True)
     return [torch.zeros_like(p) if g is None else g for g, p in zip(grads, leaves.values())]
 
 
-def _jacobian_product(
+def jacobian_product(
     out: torch.Tensor, leaves: dict[str, torch.Tensor]
 ) -> Callable[[list[torch.Tensor]], torch.Tensor]:
     """v ↦ J·v (float64, shaped like ``out``) by the double-backward trick: Jᵀu is linear

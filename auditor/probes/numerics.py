@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
-from auditor.probes.copies import item_function, module_device, probe_dtype, tolerance
+from auditor.probes.copies import item_function, module_device, one_dtype, probe_dtype, tolerance
 from auditor.probes.jacobian import kernel_columns, sampled_kernel
 from auditor.probe_results import CrossJacobian, GradientAlignment, SecondDifference
 from auditor.probes.sampling import ProbeBatch
@@ -255,8 +255,7 @@ def gradient_alignment(
     users = torch.as_tensor(batch.users, dtype=torch.int64, device=module_device(module))
     items = torch.as_tensor(batch.items, dtype=torch.int64, device=module_device(module))
     with torch.no_grad():
-        u = live.encode_users(module, users)
-        q = live.encode_items(module, items)
+        u, q = one_dtype(live.encode_users(module, users), live.encode_items(module, items))
     q = q.detach().clone().requires_grad_(True)
     loss = live.loss(u.detach(), q)
     (g,) = torch.autograd.grad(loss, q)

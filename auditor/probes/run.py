@@ -15,13 +15,16 @@ from auditor.model import InteractionPairs, LiveModel, ModelBundle
 from auditor.probes.copies import item_function, working_copy
 from auditor.probes.eager import compiler_free
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
-from auditor.probe_results import CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers
+from auditor.probe_results import (
+    CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers, UserCoupling,
+)
 from auditor.probes.sampling import sample_batches
 from auditor.probes.structure import item_tower_layers
 from auditor.probes.rows_read import rows_read
 from auditor.probes.supports import support_search
 from auditor.probes.table_agreement import table_disagreement
 from auditor.probes.update import update_step
+from auditor.probes.user_coupling import user_coupling
 from auditor.progress import SILENT, Progress
 
 T = TypeVar("T")
@@ -78,6 +81,7 @@ def run_probes(
         layers = _with_rows_read(live, module, layers, n_items)
         advance(1)
         second, cross = _numeric(live, module, layers, curve_rows, jac_rows, n_items, generator, errors, advance)
+        coupling = _attempt(errors, "c3_user", lambda: _user_coupling(live, module, batches[0].users, n_items, extra))
         alignment = _attempt(errors, "c4", lambda: gradient_alignment(live, module, batches[0]))
         advance(1)
         # A fresh copy for the step: torch.func's parameter swapping must not leak into
@@ -93,7 +97,7 @@ def run_probes(
     return ProbeOutcome(
         dtype=str(dtype).removeprefix("torch."), seed=seed,
         batch_source=batches[0].source, batch_size=int(len(batches[0].items)),
-        layers=layers, second_difference=second, cross_jacobian=cross,
+        layers=layers, second_difference=second, cross_jacobian=cross, user_coupling=coupling,
         gradient_alignment=alignment, update=update, errors=errors,
         warnings=(disagreement,) if disagreement else (),
     )
@@ -120,6 +124,16 @@ def _numeric(
     cross = _attempt(errors, "c3", lambda: _c3(live, module, jac_rows, curve_rows, n_items, generator, layers))
     advance(1)
     return second, cross
+
+
+def _user_coupling(
+    live: LiveModel, module: torch.nn.Module, batch_users: np.ndarray, n_items: int, extra: np.ndarray,
+) -> UserCoupling:
+    """C3 across the towers on the probe batch's first distinct users, against every item of a
+    catalogue up to :data:`EXHAUSTIVE_SUPPORT_ITEMS` (else the ``extra`` sample)."""
+    users = torch.as_tensor(np.unique(batch_users)[:8], dtype=torch.int64)
+    items = np.arange(n_items) if n_items <= EXHAUSTIVE_SUPPORT_ITEMS else np.sort(extra)
+    return user_coupling(live, module, users, torch.as_tensor(items, dtype=torch.int64))
 
 
 def _with_rows_read(

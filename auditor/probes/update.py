@@ -9,7 +9,7 @@ import torch
 
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
-from auditor.probes.copies import module_device, tolerance
+from auditor.probes.copies import module_device, one_dtype, tolerance
 from auditor.probes.eager import eager_step
 from auditor.probe_results import UpdateProbe
 from auditor.probes.sampling import ProbeBatch
@@ -47,7 +47,7 @@ def update_step(
         optimizer.zero_grad(set_to_none=True)
         users = live.encode_users(module, torch.as_tensor(batch.users, dtype=torch.int64, device=device))
         items = live.encode_items(module, torch.as_tensor(batch.items, dtype=torch.int64, device=device))
-        loss = live.loss(users, items)
+        loss = live.loss(*one_dtype(users, items))
         if not torch.isfinite(loss):
             raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss)})")
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
