@@ -272,7 +272,7 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
     served = sections.served_vectors  # a model that scores by cosine: its own lists are the incumbent
     own = "cosine" if served is not None and served.as_served and served.scoring == "cosine" else "dot"
     return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed, own,
-                          head)
+                          head, sections.inputs.rescaled_alpha)
 
 
 def _fields(sections: MeasuredSections) -> dict[str, Any]:

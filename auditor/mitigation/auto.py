@@ -30,8 +30,16 @@ def recommended_alpha(result: AuditResult) -> float:
 
 
 def measured_accuracy(result: AuditResult) -> Accuracy:
-    """The audit's accuracy section; InputError saying why when it was not measured."""
+    """The audit's accuracy section; InputError saying why when it was not measured, or
+    when the model is a mitigate output, whose audit recommends no α (``picked_on_output``)."""
     accuracy = result.accuracy
+    if result.inputs.rescaled_alpha is not None:  # auto would stack a second alpha on the first
+        original = result.inputs.rescaled_from or "the first table of the chain"
+        raise InputError(
+            f"{setting('alpha')} auto: {result.inputs.model} is already a popaudit mitigate output carrying alpha "
+            f"{result.inputs.rescaled_alpha:g}, whose audit recommends no α (its trade-off is against its own, "
+            f"already rescaled dot): run {setting('alpha')} auto on the original table ({original}) once instead, "
+            f"or give {setting('alpha')} a number in [0, 1]")
     if accuracy is None:
         reason = result.not_measured.get("accuracy", "no held-out log")
         raise InputError(
