@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from auditor.metrics.exposure import canonical_rows
 from auditor.metrics.popularity_sets import head_mask
 from auditor.metrics.resampling import percentile_intervals
 from auditor.result import Accuracy, CutoffMeasures, RankingAccuracy, ScoringChange
@@ -64,13 +65,16 @@ class UserValues:
 
 
 def head_slots(lists: Mapping[str, np.ndarray], popularity: np.ndarray, k: int,
-               percent: int = HEAD_PERCENT) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+               percent: int = HEAD_PERCENT, raw_ids: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per query, the top-K slots held by the top-``percent``% head (ties at the cut in) and
-    the filled slots, for every scoring's lists (-1: empty)."""
+    the filled slots, for every scoring's lists (-1: empty); queries in the order of their
+    raw user ids ``raw_ids`` where given (the bootstrap's resamples then draw the same users
+    whatever order the user table or the log stores them in; ids that do not sort: as given)."""
     head = head_mask(popularity, percent)
+    order = canonical_rows(raw_ids)
     out = {}
     for name, rows in lists.items():
-        top = np.asarray(rows[:, :k])
+        top = np.asarray(rows[:, :k] if order is None else rows[order, :k])
         filled = top >= 0
         out[name] = ((head[np.where(filled, top, 0)] & filled).sum(axis=1), filled.sum(axis=1))
     return out
