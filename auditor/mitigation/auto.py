@@ -123,8 +123,9 @@ def figures_as_written(config: AuditConfig, figures: dict[str, Any], output: Pat
     """``figures`` (:func:`tradeoff_figures`) measured again on the output as written,
     where its dtype is not one of :data:`FULL_PRECISION`
     (``written``: the staged file, read as ``check`` reads ``output``, its table stored in
-    ``dtype``), the α unchanged; and a warning when, so rounded, the output no longer
-    meets the rule the α was chosen by."""
+    ``dtype``), the α unchanged, with the sentence of that measurement (one "after" figure
+    per output, the one ``check OUT`` gives); and a warning when, so rounded, the output no
+    longer meets the rule the α was chosen by (the sentence is then the chooser's, labelled)."""
     k, scoring = int(figures["k"]), str(figures["scoring"])
     alpha = 0.0 if scoring == "cosine" else scoring_alpha(scoring)
     assert alpha is not None
@@ -133,10 +134,11 @@ def figures_as_written(config: AuditConfig, figures: dict[str, Any], output: Pat
         named.symlink_to(Path(written).resolve())
         accuracy, cut = written_tradeoff(config, k, scoring, alpha, named, pm=pm, progress=progress, cache=cache,
                                          head=int(figures.get("head_percent", 1)))
-    measured = {**tradeoff_figures(accuracy, cut, scoring, str(figures["queries"])),
-                "recommendation": figures["recommendation"], "read_back": True}
-    if accuracy.recommended == scoring:
+    measured = {**tradeoff_figures(accuracy, cut, scoring, str(figures["queries"])), "read_back": True}
+    if accuracy.recommended == scoring:  # one measurement: the sentence quotes the figures beside it, as written
         return measured, []
+    measured["recommendation"] = (f"{str(figures['recommendation']).rstrip('.')} (the figures of the rescaled table "
+                                  f"before its {dtype} rounding, which the α was chosen by).")
     return measured, [f"stored as {dtype}, the output's table rounds the rescaled rows, and dot serving of it no longer "
                       f"meets the rule {scoring} was chosen by: {accuracy.recommendation.rstrip('.')} (the sidecar's "
                       "tradeoff holds the figures of the table as written)"]
