@@ -179,7 +179,7 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
             # original's audit decides, at the combined alpha
             return ["Held-out accuracy beside exposure: " + accuracy.recommendation + " "
                     + _already_rescaled(result, accuracy.picked_on_output, accuracy.tolerance) + _alphas_left_out(result)]
-        elif _history_queries(result):
+        elif _history_queries(result) and result.inputs.rescaled_alpha is None:  # auto refuses a mitigate output
             fix = " " + history_mitigation(accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):
             fix = (

@@ -69,6 +69,7 @@ def _build(d: Path) -> None:
     hold = np.array(held)
     torch.save({"user_embedding.weight": torch.tensor(users), "item_embedding.weight": torch.tensor(items)},
                d / "model.pt")
+    np.save(d / "items.npy", items)
     pq.write_table(pa.table({"user_id": train[:, 0], "item_id": train[:, 1]}), d / "train.parquet")
     pq.write_table(pa.table({"user_id": hold[:, 0], "item_id": hold[:, 1]}), d / "hold.parquet")
 
@@ -112,3 +113,20 @@ def test_check_of_a_mitigate_output_recommends_nothing_in_any_format(tmp_path: P
     assert again.exit_code == 1 and "a09.pt is already a popaudit mitigate output carrying alpha 0.9" in said
     assert "original table (model.pt)" in said
     assert not Path("again.pt").exists()
+
+
+def test_a_history_query_output_whose_pick_is_dot_quotes_no_auto_command(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mitigate output without a user table, whose trade-off keeps dot (tolerance 1: no alpha
+    keeps all of dot's NDCG): its advice quoted `popaudit mitigate OUT --alpha auto` for history
+    queries, a command that now refuses a mitigate output."""
+    monkeypatch.chdir(tmp_path)
+    _build(tmp_path)
+    assert _run("mitigate", "items.npy", "--alpha", "0.5", "-o", "out.npy", "-q").exit_code == 0
+    checked = _run("check", "out.npy", "--interactions", "train.parquet", "--holdout", "hold.parquet", "--no-probes",
+                   "--accuracy-tolerance", "1", "-q", "--json", "o.json")
+    assert checked.exit_code == 0, checked.output
+    report = json.loads(Path("o.json").read_text())
+    assert report["accuracy"]["recommended"] is None and report["accuracy"]["picked_on_output"] == "dot"
+    advice = " ".join(report["verdict"]["recommendations"])
+    assert "--alpha auto" not in advice and "popaudit mitigate" not in advice, advice
