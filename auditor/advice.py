@@ -174,13 +174,12 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
         fix = ""
         if result.inputs.written_back is False:  # a plugin's tower: no mitigate command would run
             fix = "" if accuracy.recommended in (None, "dot") else " " + _not_written_back(result.inputs.format)
-        elif result.inputs.rescaled_alpha is not None and accuracy.recommended not in (None, "dot"):
-            # a mitigate output: serving it with another alpha rescales the original twice, against a
-            # baseline already rescaled, so its pick is no recommendation; the original's audit decides
-            return [f"Held-out accuracy beside exposure: against this output's own dot serving the trade-off "
-                    f"picks {accuracy.recommended} (the accuracy section's figures), which is not recommended here. "
-                    + _already_rescaled(result, accuracy.recommended, accuracy.tolerance) + _alphas_left_out(result)]
-        elif _history_queries(result):
+        elif result.inputs.rescaled_alpha is not None and accuracy.picked_on_output not in (None, "dot"):
+            # a mitigate output: its trade-off recommends nothing (auditor.tradeoff.judge_tradeoff); the
+            # original's audit decides, at the combined alpha
+            return ["Held-out accuracy beside exposure: " + accuracy.recommendation + " "
+                    + _already_rescaled(result, accuracy.picked_on_output, accuracy.tolerance) + _alphas_left_out(result)]
+        elif _history_queries(result) and result.inputs.rescaled_alpha is None:  # auto refuses a mitigate output
             fix = " " + history_mitigation(accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):
             fix = (

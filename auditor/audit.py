@@ -116,7 +116,8 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
         ),
     )
     if evaluation is not None:
-        sections = replace(sections, accuracy=_judged(evaluation, serving, sections, config))
+        queried = inputs.population.raw_ids if inputs.population is not None else None
+        sections = replace(sections, accuracy=_judged(evaluation, serving, sections, config, queried))
     # The vectors dot serving sees, as list measures get (the stored norms: sections.plot_data.norms).
     measures = compute_measures(registered, inputs.serving_bundle, stats, sections)
 
@@ -255,9 +256,9 @@ def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: A
 
 
 def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: MeasuredSections,
-            config: AuditConfig) -> Accuracy:
+            config: AuditConfig, queried: np.ndarray | None) -> Accuracy:
     """The accuracy section with its trade-off decided at the verdict's quoted K, with
-    paired bootstrap intervals over users."""
+    paired bootstrap intervals over users (``queried``: their raw ids, the resamples' order)."""
     from auditor.harm import graded_head, quoted_cutoff, saturated_text
 
     k = quoted_cutoff(sections)
@@ -268,11 +269,11 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
         return evaluation.accuracy
     values, head = None, graded_head(sections)  # the trade-off judges the head that graded the severity
     if serving.popularity is not None and k in evaluation.ndcg:
-        values = UserValues(evaluation.ndcg[k], head_slots(serving.lists, serving.popularity, k, head))
+        values = UserValues(evaluation.ndcg[k], head_slots(serving.lists, serving.popularity, k, head, queried))
     served = sections.served_vectors  # a model that scores by cosine: its own lists are the incumbent
     own = "cosine" if served is not None and served.as_served and served.scoring == "cosine" else "dot"
     return judge_tradeoff(evaluation.accuracy, sections.retrieval.at[k], k, values, config.bootstrap, config.seed, own,
-                          head)
+                          head, sections.inputs.rescaled_alpha)
 
 
 def _fields(sections: MeasuredSections) -> dict[str, Any]:

@@ -292,7 +292,8 @@ class Accuracy:
     head_percent: int = 1
     """The head whose share the trade-off judges (``head_share_<x>pct``): the one that graded the severity."""
     recommended: str | None = None
-    """The scoring the trade-off recommends (dot, cosine or alpha_<a>); None: not decided."""
+    """The scoring the trade-off recommends (dot, cosine or alpha_<a>); None: not decided, or a mitigate output."""
+    picked_on_output: str | None = None  # a mitigate output's pick against its own dot: named, never recommended
     recommendation: str = ""
     pareto: list[str] = field(default_factory=list)
     """Scorings on the accuracy/head-share Pareto front at ``quoted_k``."""
@@ -305,8 +306,7 @@ class Accuracy:
     n_bootstrap: int = 0
     """Resamples of the paired bootstrap over users behind ``changes`` (0: none ran)."""
     ci_undefined_reason: str | None = None
-    """Why ``changes`` lack intervals although ``--bootstrap`` asked for them (one queried
-    or one evaluated user: nothing to resample); None otherwise."""
+    """Why ``changes`` lack intervals though ``--bootstrap`` asked (one queried or evaluated user); else None."""
     best_alternative: str | None = None
     """The personalised scoring other than the incumbent with the best trade-off, recommended or not."""
     incumbent: str | None = "dot"

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from auditor.metrics.exposure import canonical_rows
 from auditor.metrics.popularity_sets import head_mask
 from auditor.metrics.resampling import percentile_intervals
 from auditor.result import Accuracy, CutoffMeasures, RankingAccuracy, ScoringChange
@@ -64,13 +65,16 @@ class UserValues:
 
 
 def head_slots(lists: Mapping[str, np.ndarray], popularity: np.ndarray, k: int,
-               percent: int = HEAD_PERCENT) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+               percent: int = HEAD_PERCENT, raw_ids: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per query, the top-K slots held by the top-``percent``% head (ties at the cut in) and
-    the filled slots, for every scoring's lists (-1: empty)."""
+    the filled slots, for every scoring's lists (-1: empty); queries in the order of their
+    raw user ids ``raw_ids`` where given (the bootstrap's resamples then draw the same users
+    whatever order the user table or the log stores them in; ids that do not sort: as given)."""
     head = head_mask(popularity, percent)
+    order = canonical_rows(raw_ids)
     out = {}
     for name, rows in lists.items():
-        top = np.asarray(rows[:, :k])
+        top = np.asarray(rows[:, :k] if order is None else rows[order, :k])
         filled = top >= 0
         out[name] = ((head[np.where(filled, top, 0)] & filled).sum(axis=1), filled.sum(axis=1))
     return out
@@ -177,12 +181,14 @@ def _head_intervals(values: UserValues, others: list[str], n_bootstrap: int, see
 def choose_scoring(
     candidates: list[Point], tolerance: float, changes: Mapping[str, ScoringChange] | None = None, base: str = "dot",
     gap: str | None = None, shown: Mapping[str, str] | None = None, head: int = HEAD_PERCENT,
+    carried: float | None = None,
 ) -> tuple[str | None, str, str | None]:
     """The recommended scoring, the sentence that says why (quoting the numbers and their
     intervals), and the best alternative to the incumbent ``base`` (recommended or not);
     ``gap``: why a bootstrap asked for gave no interval (:func:`unresampled`); ``shown``:
     each scoring's head share as the K's tables print it (:func:`shown_shares`), which the
-    sentence quotes (by default, from ``candidates``); ``head``: the head the shares are of."""
+    sentence quotes (by default, from ``candidates``); ``head``: the head the shares are of;
+    ``carried``: the α a mitigate output already carries (its pick is named, not served with)."""
     by_name = {p.scoring: p for p in candidates}
     if shown is None:
         ordered = sorted(candidates, key=lambda p: {"dot": 0, "cosine": 1}.get(p.scoring, 2))
@@ -206,8 +212,8 @@ def choose_scoring(
     if better:
         best = min(better, key=lambda p: (p.head_share, -p.ndcg, rank[p.scoring]))
         cosine = by_name.get("cosine") if base != "cosine" else None
-        return (best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance, gap, shown, head),
-                best.scoring)
+        return (best.scoring, _serve_with(best, dot, changes[best.scoring], cosine, tolerance, gap, shown, head,
+                                          carried), best.scoring)
     pool = within or served
     if not pool:
         return base, f"no other scoring was measured, so {base} stays", None
@@ -260,8 +266,12 @@ def _figures(p: Point, dot: Point, change: ScoringChange, tolerance: float, show
 
 
 def _serve_with(best: Point, dot: Point, change: ScoringChange, cosine: Point | None, tolerance: float,
-                gap: str | None, shown: Mapping[str, str], head: int = HEAD_PERCENT) -> str:
-    text = f"serve with {best.scoring}: it {_figures(best, dot, change, tolerance, shown, head)}{_unmeasured(change, gap)}"
+                gap: str | None, shown: Mapping[str, str], head: int = HEAD_PERCENT, carried: float | None = None) -> str:
+    lead = f"serve with {best.scoring}" if carried is None else (
+        f"against this output's own {dot.scoring} serving the trade-off picks {best.scoring}, which is no "
+        f"recommendation (the output already carries alpha {carried:g}, so serving it with {best.scoring} would "
+        "rescale the original twice: the original's audit decides)")
+    text = f"{lead}: it {_figures(best, dot, change, tolerance, shown, head)}{_unmeasured(change, gap)}"
     if best.scoring != "cosine" and cosine is not None and cosine.ndcg >= dot.ndcg:
         text += f"; cosine costs no accuracy either (NDCG {cosine.ndcg:.4f})"
     return text
@@ -298,11 +308,16 @@ def _unmeasured(change: ScoringChange, gap: str | None) -> str:
 
 def judge_tradeoff(
     accuracy: Accuracy, cut: CutoffMeasures, k: int, values: UserValues | None = None, n_bootstrap: int = 0,
-    seed: int = 0, incumbent: str = "dot", head: int = HEAD_PERCENT,
+    seed: int = 0, incumbent: str = "dot", head: int = HEAD_PERCENT, carried: float | None = None,
 ) -> Accuracy:
     """``accuracy`` with the trade-off at cut-off ``k`` decided (front, changes against dot
     with their intervals, choice against ``incumbent``, the model's own scoring, sentence),
-    on the top-``head``% share (``values``' head slots must be of the same head)."""
+    on the top-``head``% share (``values``' head slots must be of the same head).
+
+    ``carried``: the α the audited table already carries (a ``popaudit mitigate`` output,
+    ``inputs.rescaled_alpha``). Its trade-off is measured against its own, already rescaled
+    dot, so it recommends nothing (``recommended`` None): the choice is ``picked_on_output``
+    and the sentence names it as that, never as a scoring to serve with."""
     if k not in accuracy.at or accuracy.tolerance is None:  # no tolerance: no dot to keep a share of (lists alone)
         return accuracy
     candidates = points(accuracy.at[k], cut, head)
@@ -311,15 +326,16 @@ def judge_tradeoff(
         incumbent = "dot"
     judged = changes if incumbent == "dot" else paired_changes(candidates, values, n_bootstrap, seed, incumbent)
     gap = unresampled(values, n_bootstrap) if changes else None
-    recommended, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, judged, incumbent, gap,
-                                                        shown_shares(cut, head), head)
+    picked, sentence, alternative = choose_scoring(candidates, accuracy.tolerance, judged, incumbent, gap,
+                                                   shown_shares(cut, head), head, carried)
     resampled = values is not None and bool(changes) and any(
         c.ndcg_delta_ci is not None or c.head_share_delta_ci is not None for c in changes.values())
     return replace(
         accuracy,
         quoted_k=k,
         head_percent=head,
-        recommended=recommended,
+        recommended=picked if carried is None else None,
+        picked_on_output=None if carried is None else picked,
         recommendation=f"At K={k}, {sentence}.",
         pareto=pareto_front(candidates),
         changes=changes,

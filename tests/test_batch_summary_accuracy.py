@@ -218,7 +218,7 @@ def test_the_recommended_column_and_its_caption_agree() -> None:
     ranking = batch_document(summary).sections[0].blocks[0]
     assert [row[-1] for row in ranking.rows] == ["—", "dot"]  # type: ignore[union-attr]
     caption = " ".join(ranking.caption.split())  # type: ignore[union-attr]
-    assert "'dot': none clearly better than dot, keep it; '—': no holdout, or no scoring found a held-out item" in caption
+    assert "'dot': none clearly better than dot, keep it; '—': no holdout, or no scoring found a held-out item, or a popaudit mitigate output" in caption
     assert "none clearly better than dot)" not in caption  # the old caption called this case '—'
 
 

@@ -8,8 +8,9 @@ import json
 import os
 import pickle
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -489,6 +490,7 @@ class _Accuracy:
 class _Result:
     accuracy: Any = None
     not_measured: Any = None
+    inputs: Any = field(default_factory=lambda: SimpleNamespace(rescaled_alpha=None))  # not a mitigate output
 
 
 def test_recommended_alpha_reads_the_trade_off() -> None:

@@ -103,6 +103,15 @@ def test_the_sidecar_of_a_float16_table_gives_the_figures_of_the_table_as_writte
     assert tradeoff["head_share_1pct"]["after"] == pytest.approx(share, abs=1e-12)
     assert tradeoff["read_back"] is True
     assert "Held-out figures: of the float16 table as written" in " ".join(res.output.split())
+    # One "after" figure per output (accuracy QA9 F3): the sentence quotes the table as written,
+    # with that measurement's interval, in the sidecar, its alpha_source and the console alike.
+    before, after = _ndcg(_top(queries @ table.T, seen), held), _ndcg(as_written, held)
+    lo, hi = tradeoff["ndcg_delta_ci"]
+    quoted = f"({after:.4f} vs {before:.4f}; {after - before:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}])"
+    assert quoted in tradeoff["recommendation"], tradeoff["recommendation"]
+    assert f"({_ndcg(as_scored, held):.4f} vs" not in tradeoff["recommendation"]  # the unrounded alpha_0.5's
+    assert side["alpha_source"] == f"auto: {tradeoff['recommendation']}"
+    assert quoted in " ".join(res.output.split())
 
 
 def test_an_output_whose_rounding_misses_the_tolerance_says_so(tmp_path: Path) -> None:
@@ -121,3 +130,7 @@ def test_an_output_whose_rounding_misses_the_tolerance_says_so(tmp_path: Path) -
     assert kept == pytest.approx(0.5592684433194156 / 0.6285016224584816, abs=1e-9) and kept < 0.89039
     said = [w for w in side["warnings"] if "no longer meets the rule alpha_0.5 was chosen by" in w]
     assert len(said) == 1 and said[0].startswith("stored as float16, the output's table rounds the rescaled rows")
+    # the sentence stays the chooser's (it admits alpha_0.5), labelled as the unrounded table's figures
+    assert side["tradeoff"]["recommendation"].endswith(
+        "(the figures of the rescaled table before its float16 rounding, which the α was chosen by).")
+    assert "(0.5596 vs 0.6285" in side["tradeoff"]["recommendation"]

@@ -33,7 +33,8 @@ def _kept_dot(ndcg: dict[str, float], changes: dict[str, ScoringChange], best: s
 
 def _refusal(accuracy: Accuracy) -> str:
     with pytest.raises(NoClearGainError) as caught:
-        recommended_alpha(SimpleNamespace(accuracy=accuracy, not_measured={}))  # type: ignore[arg-type]
+        plain = SimpleNamespace(rescaled_alpha=None)  # not a mitigate output
+        recommended_alpha(SimpleNamespace(accuracy=accuracy, not_measured={}, inputs=plain))  # type: ignore[arg-type]
     return str(caught.value)
 
 

@@ -30,8 +30,16 @@ def recommended_alpha(result: AuditResult) -> float:
 
 
 def measured_accuracy(result: AuditResult) -> Accuracy:
-    """The audit's accuracy section; InputError saying why when it was not measured."""
+    """The audit's accuracy section; InputError saying why when it was not measured, or
+    when the model is a mitigate output, whose audit recommends no α (``picked_on_output``)."""
     accuracy = result.accuracy
+    if result.inputs.rescaled_alpha is not None:  # auto would stack a second alpha on the first
+        original = result.inputs.rescaled_from or "the first table of the chain"
+        raise InputError(
+            f"{setting('alpha')} auto: {result.inputs.model} is already a popaudit mitigate output carrying alpha "
+            f"{result.inputs.rescaled_alpha:g}, whose audit recommends no α (its trade-off is against its own, "
+            f"already rescaled dot): run {setting('alpha')} auto on the original table ({original}) once instead, "
+            f"or give {setting('alpha')} a number in [0, 1]")
     if accuracy is None:
         reason = result.not_measured.get("accuracy", "no held-out log")
         raise InputError(
@@ -115,8 +123,9 @@ def figures_as_written(config: AuditConfig, figures: dict[str, Any], output: Pat
     """``figures`` (:func:`tradeoff_figures`) measured again on the output as written,
     where its dtype is not one of :data:`FULL_PRECISION`
     (``written``: the staged file, read as ``check`` reads ``output``, its table stored in
-    ``dtype``), the α unchanged; and a warning when, so rounded, the output no longer
-    meets the rule the α was chosen by."""
+    ``dtype``), the α unchanged, with the sentence of that measurement (one "after" figure
+    per output, the one ``check OUT`` gives); and a warning when, so rounded, the output no
+    longer meets the rule the α was chosen by (the sentence is then the chooser's, labelled)."""
     k, scoring = int(figures["k"]), str(figures["scoring"])
     alpha = 0.0 if scoring == "cosine" else scoring_alpha(scoring)
     assert alpha is not None
@@ -125,10 +134,11 @@ def figures_as_written(config: AuditConfig, figures: dict[str, Any], output: Pat
         named.symlink_to(Path(written).resolve())
         accuracy, cut = written_tradeoff(config, k, scoring, alpha, named, pm=pm, progress=progress, cache=cache,
                                          head=int(figures.get("head_percent", 1)))
-    measured = {**tradeoff_figures(accuracy, cut, scoring, str(figures["queries"])),
-                "recommendation": figures["recommendation"], "read_back": True}
-    if accuracy.recommended == scoring:
+    measured = {**tradeoff_figures(accuracy, cut, scoring, str(figures["queries"])), "read_back": True}
+    if accuracy.recommended == scoring:  # one measurement: the sentence quotes the figures beside it, as written
         return measured, []
+    measured["recommendation"] = (f"{str(figures['recommendation']).rstrip('.')} (the figures of the rescaled table "
+                                  f"before its {dtype} rounding, which the α was chosen by).")
     return measured, [f"stored as {dtype}, the output's table rounds the rescaled rows, and dot serving of it no longer "
                       f"meets the rule {scoring} was chosen by: {accuracy.recommendation.rstrip('.')} (the sidecar's "
                       "tradeoff holds the figures of the table as written)"]

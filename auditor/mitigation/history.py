@@ -104,7 +104,8 @@ def _judged(inputs: AuditInputs, served: dict[str, _Served], config: AuditConfig
     lists = {name: s.lists for name, s in served.items()}
     evaluation = evaluate(inputs.heldout.queried_only(), lists, [k], tolerance=config.accuracy_tolerance, keep_seen=config.keep_seen,
                           seen_excluded=inputs.population.exclude is not None)
-    values = UserValues(evaluation.ndcg[k], head_slots(lists, served["dot"].popularity, k, head))
+    values = UserValues(evaluation.ndcg[k], head_slots(lists, served["dot"].popularity, k, head,
+                                                       inputs.population.raw_ids))
     return judge_tradeoff(evaluation.accuracy, cut, k, values, config.bootstrap, config.seed, head=head), cut
 
 

@@ -239,13 +239,13 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             read_dtype = verify_written(pm, writer, out_tmp, source_rows, float(config.alpha), norms,
                                         config.load_options, config.output)
             written, source_rows = _as_read_back(written, read_dtype), None
-        tradeoff, notes = config.tradeoff, list(written.notes)
+        tradeoff, notes, said = config.tradeoff, list(written.notes), config.alpha_source
         if as_written is not None and tradeoff is not None and written.dtype not in FULL_PRECISION:
-            tradeoff, more = as_written(out_tmp, written.dtype)
-            notes += more
+            chosen_by, (tradeoff, more) = str(tradeoff["recommendation"]), as_written(out_tmp, written.dtype)
+            notes, said = notes + more, said.replace(chosen_by, str(tradeoff["recommendation"]))  # one sentence
         result = Mitigation(
             alpha=float(config.alpha),
-            alpha_source=config.alpha_source,
+            alpha_source=said,
             rule=RULE,
             source=source,
             output={"path": str(config.output), "sidecar": str(sidecar), "format": written.format or fmt,

@@ -95,6 +95,8 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
     for name, acc in _ordered(accuracy.at[k]):
         listed = exposure.get(name)
         mark = "recommended" if accuracy.quoted_k == k and name == accuracy.recommended else ""
+        if accuracy.quoted_k == k and name == accuracy.picked_on_output:  # a mitigate output's pick: named only
+            mark = "picked on this output, not recommended"
         if name in on_front:
             mark = ", ".join(filter(None, (mark, "Pareto front")))
         rows.append((

@@ -49,8 +49,8 @@ class SummaryRow:
     """Held-out recall of dot serving at the summary's K (``recall_dot@K``)."""
     recommended: str | None = None
     """The trade-off's recommended scoring (``accuracy.recommended`` of the row's report;
-    ``dot``: none is clearly better than dot; None: no holdout, or no scoring found a
-    held-out item)."""
+    ``dot``: none is clearly better than dot; None: no holdout, no scoring found a
+    held-out item, or a ``popaudit mitigate`` output, whose audit recommends nothing)."""
     k: int | None = None
     """The K of ``head_share``, ``ndcg`` and ``recall``: the summary's K, the same for every
     row, or (``BatchSummary.per_row_k``) the row's own."""
@@ -272,7 +272,7 @@ def _ranking_table(summary: BatchSummary, share: str) -> Table:
                  f"Ranked by {summary.rank_by}, {summary.rank_order} (ties: by severity, then by {share}, then "
                  f"manifest row); {where}; NDCG and recall of dot serving on the holdout; recommended: the trade-off's "
                  "scoring at the K it quotes ('dot': none clearly better than dot, keep it; '—': no holdout, or "
-                 "no scoring found a held-out item).", wrap=(2,))  # fmt: skip
+                 "no scoring found a held-out item, or a popaudit mitigate output, whose audit recommends nothing).", wrap=(2,))  # fmt: skip
 
 
 SATURATED_CELL = "not measured (K reaches the catalogue)"

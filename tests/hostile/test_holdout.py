@@ -124,7 +124,25 @@ def _mitigated_beside_its_whole_log(d: Path) -> Built:
     return Built(["mitigate", "m.pt", "--alpha", "0.5", "--interactions", "log.csv", "-q", "-o", "out.pt"])
 
 
+def _auto_on_a_mitigate_output(d: Path) -> Built:
+    """`mitigate --alpha auto` of a mitigate output: its audit recommends no α (accuracy QA9
+    F1), so auto refuses rather than stacking a second alpha on the first."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    standard(d)
+    made = CliRunner().invoke(cli, ["mitigate", str(d / "items.npy"), "--alpha", "0.5", "-o", str(d / "out.npy"), "-q"])
+    assert made.exit_code == 0, made.output
+    write(d, "held.csv", _rows([(u, (u + 3) % 10) for u in range(5)]))
+    return Built(["mitigate", "out.npy", "--alpha", "auto", "--interactions", "log.parquet", "--holdout", "held.csv",
+                  "-o", "again.npy", "-q"])
+
+
 CASES = [
+    Case("mitigate-auto-of-a-mitigate-output", _auto_on_a_mitigate_output, EXIT_ERROR,
+         r"--alpha auto: out\.npy is already a popaudit mitigate output carrying alpha 0\.5, whose audit recommends "
+         r"no α.*run --alpha auto on the original table \(.*items\.npy\) once instead"),
     Case("mitigate-beside-the-whole-log-split-from", _mitigated_beside_its_whole_log, EXIT_ERROR,
          r"the training log log\.csv holds every held-out pair of .*m\.pt \(recorded holdout\) \(\d+, and every training "
          r"count\): it is the whole log the checkpoint was split from.*Leave out --interactions"),
