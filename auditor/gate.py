@@ -35,13 +35,15 @@ from typing import Any
 from auditor.alpha import canonical_name
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
-from auditor.flat import metric_names
 from auditor.gate_reasons import (
-    list_measures_of, per_k_name, well_formed, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
+    list_measures_of, why_each_not_asked, why_saturated, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
+from auditor.flat import RATIO, metric_names
+from auditor.gate_names import compares_scorings, per_k_name, well_formed
 from auditor.harm import EDGE_SLACK
 from auditor.protocol import protocol_clause, report_population
 from auditor.sections import SERVED
+from auditor.wording import partly_saturated
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -254,6 +256,36 @@ def unmeasured_reasons(
     return {gate: why_unmeasured(gate.metric, made) for gate in missing}
 
 
+def without_void(gates: Iterable[Gate], metrics: Mapping[str, Any],
+                 report: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+    """``metrics`` less the gates' figures that measure nothing in the run, read from the JSON
+    ``report()`` (made only when a gate compares scorings): a dot/cosine ratio or an overlap
+    at a K that ``retrieval.saturated`` records, where every list holds every candidate
+    (:func:`~auditor.gate_reasons.why_saturated`). Such a gate is unmeasured, exit 1 with that
+    reason, never a pass of a ratio that is 1 by construction."""
+    named = {gate.metric: name for gate in gates if (name := per_k_name(gate.metric)) is not None
+             and compares_scorings(name) and metrics.get(gate.metric) is not None}
+    made = report() if named else {}
+    return {**metrics, **{metric: None for metric, name in named.items() if why_saturated(name, made)}}
+
+
+def saturated_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gate, str]:
+    """The gates on one scoring's figure at a saturated K (``retrieval.saturated``), each
+    with how its line says so: measured, but of the candidates every list holds there, not
+    of the model's ranking; they still evaluate."""
+    retrieval = report.get("retrieval") or {}
+    said = {}
+    for gate in gates:
+        name = per_k_name(gate.metric, list_measures_of(report))
+        if name is None or name.scoring in (None, SERVED, RATIO) or \
+                not (retrieval.get("saturated") or {}).get(str(name.k)):
+            continue
+        count = int((retrieval.get("n_saturated") or {}).get(str(name.k)) or 0)
+        said[gate] = (f"{partly_saturated(name.k, count, int(retrieval.get('n_queries') or 0))}: of the candidates, "
+                      "not of the ranking")
+    return said
+
+
 def approximate_gates(gates: Iterable[Gate], metrics: Mapping[str, Any]) -> dict[Gate, str]:
     """The gates whose figure came from an approximate index's lists (dot, cosine, their
     ratio and overlap, under exposure or held-out accuracy), each with how its line says
@@ -294,9 +326,10 @@ def protocol_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gat
 
 
 def gate_notes(gates: Sequence[Gate], metrics: Mapping[str, Any], report: Mapping[str, Any]) -> dict[Gate, str]:
-    """What each gate's line adds (:func:`approximate_gates`, :func:`protocol_gates`), joined."""
+    """What each gate's line adds (:func:`approximate_gates`, :func:`protocol_gates`,
+    :func:`saturated_gates`), joined."""
     notes: dict[Gate, list[str]] = {}
-    for said in (approximate_gates(gates, metrics), protocol_gates(gates, report)):
+    for said in (approximate_gates(gates, metrics), protocol_gates(gates, report), saturated_gates(gates, report)):
         for gate, note in said.items():
             notes.setdefault(gate, []).append(note)
     return {gate: ", ".join(parts) for gate, parts in notes.items()}

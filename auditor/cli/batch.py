@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -232,11 +233,12 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest, defaults: 
     """Each gate that trips for an audited row, said on stderr; True when any did.
     GateError when no audited row measured a gate's metric."""
     from auditor.batch.jobs import row_title
-    from auditor.gate import evaluate_gates, gate_notes, require_measured
+    from auditor.gate import evaluate_gates, gate_notes, require_measured, without_void
 
     records = table.to_pylist()
     audited = [record for record in records if record["status"] == "ok"]
-    runs = [evaluate_gates(gates, record) for record in audited]
+    runs = [evaluate_gates(gates, without_void(gates, record, partial(_row_report, record)))
+            for record in audited]  # a ratio at a row's saturated K is unmeasured there
     for record, outcomes in zip(audited, runs):
         tripped = any(gate.tripped for gate in outcomes)  # a row's report is read only for a line to print
         said = gate_notes(gates, record, json.loads(record.get("report_json") or "{}")) if tripped else {}
@@ -262,6 +264,12 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest, defaults: 
         stderr.print(f"gates not evaluated everywhere: {unseen}", style="red", markup=False, highlight=False,
                      soft_wrap=True)
     return tripped
+
+
+def _row_report(record: dict[str, Any]) -> dict[str, Any]:
+    """An audited row's JSON report."""
+    made: dict[str, Any] = json.loads(record.get("report_json") or "{}")
+    return made
 
 
 def _rows_not_gated(gates: list[Gate], audited: list[dict[str, Any]], runs: list[list[Any]],

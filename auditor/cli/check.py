@@ -250,7 +250,7 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
         # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
         from auditor.cli._group import plugin_commands
-        from auditor.gate import gate_notes, gates_for, refuse_unread, unmeasured_reasons
+        from auditor.gate import gate_notes, gates_for, refuse_unread, unmeasured_reasons, without_void
         from auditor.plugins import collect_measures, get_plugin_manager
         from auditor.plugin_api import RenderContext
         from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
@@ -295,8 +295,8 @@ def _audit(job: _Job) -> _Audited:
     stdout = None
     if report_to_stdout(job.files["-o"], job.fmt, job.quiet):
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
-    metrics = result.flat_metrics()
     made = result.to_dict() if gates else {}
+    metrics = without_void(gates, result.flat_metrics(), lambda: made)  # a ratio at a saturated K: unmeasured
     reasons = unmeasured_reasons(gates, metrics, lambda: made)
     said = gate_notes(gates, metrics, made)
     if not job.mlflow:

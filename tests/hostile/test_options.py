@@ -210,6 +210,14 @@ CASES = [
     Case("k-past-catalogue-not-graded", _check("-k", "50", "--json", "r.json", "--fail-on", "severity_level>=1",
                                                make=_norms_rise, outputs=("r.json",), check=_saturated_report),
          EXIT_GATE, None, absent=r"not skewed"),
+    # A dot/cosine comparison at a K holding every candidate is 1 by construction: exit 1, not a pass (QA report F1).
+    Case("fail-on-ratio-at-saturated-k", _check("-k", "10", "--keep-seen", "--fail-on", "head_share_10pct_ratio@10>1.5"),
+         EXIT_ERROR,
+         r"head_share_10pct_ratio@10>1\.5: K=10 holds every candidate for \d+ of \d+ queries: dot and cosine serve "
+         r"the same items, the ratio measures nothing; gate it at a K below 10"),
+    Case("fail-on-overlap-clamped-to-saturated-k", _check("-k", "50", "--fail-on", "overlap_dot_cosine@50<0.5"),
+         EXIT_ERROR, r"clamped to 10.*K=10 holds every candidate: overlap_dot_cosine measures nothing there",
+         absent=r"gate overlap_dot_cosine@10"),
     Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
