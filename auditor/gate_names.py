@@ -8,9 +8,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
-from auditor.flat import BASE_METRICS, RATIO
+from auditor.flat import BASE_METRICS, CORRELATION_FIGURES, FRACTIONS, RATIO
 from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED
 
+PERCENT_SHARES = frozenset(name for name, info in BUILTIN_LIST_MEASURES.items() if info.display == "pct")
+"""The fractions the reports print as percentages (3.6%): a threshold above 1 on one was meant
+as a percentage, and the refusal says the fraction."""
 _PER_K = re.compile(r"^(?P<stem>[A-Za-z_][\w.]*)@(?P<k>[1-9]\d*)$")
 _UNSCORED = ("overlap_dot_cosine", "recall", *(f"overlap_served_{s}" for s in OVERLAP_SERVED))
 """The per-K names without a scoring: the dot/cosine overlap, the index's recall, the served lists' overlaps."""
@@ -67,3 +70,28 @@ def compares_scorings(name: PerK) -> bool:
     """Whether ``name`` compares two scorings' lists (a ``_ratio``, an overlap): a figure that
     a saturated K (every list holds every candidate) fixes by construction."""
     return name.scoring == RATIO or name.measure.startswith("overlap_")
+
+
+def figure_range(name: str, list_measures: Iterable[str] | None = None) -> tuple[float, float, str] | None:
+    """The range of the flat figure ``name`` and its unit in words, from :data:`~auditor.flat.FRACTIONS`
+    and :data:`~auditor.flat.CORRELATION_FIGURES` (a ratio, a count, a slope, a plugin's
+    measure: None, unbounded or unknown)."""
+    parsed = per_k_name(name, list_measures)
+    measure = name if parsed is None else parsed.measure
+    if parsed is not None and parsed.scoring == RATIO:
+        return None
+    if measure in FRACTIONS:
+        return 0.0, 1.0, "a fraction 0–1"
+    return (-1.0, 1.0, "a correlation from -1 to 1") if parsed is None and measure in CORRELATION_FIGURES else None
+
+
+def out_of_range(name: str, threshold: float, list_measures: Iterable[str] | None = None) -> str:
+    """Why ``threshold`` is no threshold for ``name`` (outside :func:`figure_range`: a gate on it
+    never trips, or always does), with the fraction it may have meant; "" when it is within."""
+    bounds = figure_range(name, list_measures)
+    if bounds is None or bounds[0] <= threshold <= bounds[1]:
+        return ""
+    parsed = per_k_name(name, list_measures)
+    shown_as_pct = parsed is not None and parsed.measure in PERCENT_SHARES  # as the reports print them
+    meant = f": {threshold:g}% is {threshold / 100:g}" if shown_as_pct and threshold > 1 else ""
+    return f"{name} is {bounds[2]}{meant}"

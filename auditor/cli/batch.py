@@ -67,7 +67,7 @@ class _BatchCommand(click.Command):
 @click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: as audits finish, spaced so rewriting takes at most about a fiftieth of the run; each finished row is appended to a journal beside it at once, which --resume reads after a crash).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by, most biased first in the direction the measure means more bias (lowest first for aplt, aclt, coverage, novelty; highest first for ΔGAP, a higher popularity lift being more bias, as for the other bias measures; highest first for a column that is no bias measure), shown beside the ranking: a name --fail-on accepts, or n_items, dim, n_interactions, seconds; checked before any row is audited.")
-@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; repeatable).")
+@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; shares gate as fractions: 0.2 for 20%; repeatable).")
 @click.option("--interactions", type=PathArg, help="Default training log for rows without an interactions cell.")
 @log_column_options
 @frequencies_options

@@ -65,7 +65,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--json", "json_path", type=PathArg, help="Also write the JSON report here.")
 @click.option("--html", "html_path", type=PathArg, help="Also write the HTML report (self-contained, with plots) here.")
 @click.option("--markdown", "markdown_path", type=PathArg, help="Also write the Markdown report (images beside it) here.")
-@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds, e.g. 'spearman>0.5' or 'head_share_1pct_ratio@100>1.5' (every ratio is dot / cosine; repeatable).")
+@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds, e.g. 'spearman>0.5' or 'head_share_1pct_ratio@100>1.5' (every ratio is dot / cosine; shares gate as fractions: 0.2 for 20%; repeatable).")
 @sampling_options
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling for the item table, its search and approximate indexes (not the whole process: the log's counts, the queries, the lists and the libraries come on top): bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards, each of which ranks every query (small shards cost time). [default: half the available memory]")
 @click.option("--scheduler", metavar="ADDRESS", help="Search the retrieval shards of a table larger than --max-memory on an existing Dask cluster (e.g. tcp://host:8786); workers need the table's file under the same path.")
