@@ -128,6 +128,15 @@ def _norms_rise(d: Path) -> None:
     np.save(d / "items.npy", rows.astype(np.float32))
 
 
+def _partly_unit(d: Path) -> None:
+    """The standard table with its 8 least frequent rows at unit norm (float32 noise apart) and
+    the 2 most frequent at 1.5: a plateau of one norm beside rescaled rows (QA report F4)."""
+    rows = np.load(d / "items.npy").astype(np.float64)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[-2:] *= 1.5
+    np.save(d / "items.npy", rows.astype(np.float32))
+
+
 def _saturated_report(d: Path, outcome: Outcome) -> None:
     report = strict_json(d / "r.json")
     assert report["retrieval"]["saturated"] == {str(N_ITEMS): True}, report["retrieval"]["saturated"]
@@ -224,6 +233,10 @@ CASES = [
          r"threshold 3 is outside that range", absent=r"Valid metrics"),
     Case("fail-on-correlation-threshold-out-of-range", _check("--fail-on", "spearman<-1.5"), EXIT_USAGE,
          r"'spearman<-1\.5': spearman is a correlation from -1 to 1; the threshold -1\.5 is outside that range"),
+    # Unit rows tie as a plateau: their float32 noise no longer decides ρ (QA report F4).
+    Case("fail-on-spearman-plateau-of-unit-rows", _check("--no-retrieval", "--fail-on", "spearman>0.5",
+                                                          make=_partly_unit), EXIT_GATE, None,
+         stderr=r"gate spearman>0\.5: 0\.6833 \(TRIPPED\)"),  # scipy with the 8 unit rows tied; their noise gave 0.6485
     Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
