@@ -166,9 +166,7 @@ def frequency_norm_stats(
         spearman_rho = spearman_p = pearson_log = kendall = nan
         interval = SpearmanInterval(nan, nan, "")
     else:
-        # scipy.stats' values (auditor.metrics.correlations), without its import; a plateau of
-        # norms equal to within rounding ranks as ties (plateau_ties), not by its noise.
-        ranked = plateau_ties(norms, precision)
+        ranked = plateau_ties(norms, precision)  # scipy.stats' values, a plateau of rounding noise tied
         spearman_rho, spearman_p = spearman(freqs, ranked)
         pearson_log = pearson(np.log1p(freqs), norms)
         kendall = kendall_tau_b(freqs, ranked)
