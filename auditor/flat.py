@@ -43,6 +43,17 @@ BASE_METRICS = (
 """The flat names that stand alone (no scoring, no K); the rest are ``<measure>_<scoring>@K``."""
 RATIO = "ratio"
 """The pseudo-scoring of ``<measure>_ratio@K`` (dot / cosine)."""
+FRACTIONS = frozenset({
+    "head_share_1pct", "head_share_10pct", "head_share_20pct", "aplt", "coverage", "gini", *ACCURACY_MEASURES,
+    "overlap_dot_cosine", *(f"overlap_served_{s}" for s in OVERLAP_SERVED), "spearman_p", "head_share_log",
+    "training_angle_share_90_1",
+})
+"""The figures (measures, under any scoring but the ratio, and names alone) that are fractions
+in [0, 1]: a share, a rate, a p-value. The reports print the shares as percentages (3.6%);
+the JSON and every gate read the fraction (0.036)."""
+CORRELATION_FIGURES = frozenset({"spearman", "spearman_ci_lo", "spearman_ci_hi", "pearson_log", "kendall",
+                                 "served_spearman", "training_spearman"})
+"""The figures that are correlations in [-1, 1] (the log–log slope is not bounded)."""
 
 
 @dataclass(frozen=True)

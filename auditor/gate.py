@@ -35,13 +35,15 @@ from typing import Any
 from auditor.alpha import canonical_name
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
-from auditor.flat import metric_names
 from auditor.gate_reasons import (
-    list_measures_of, per_k_name, well_formed, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
+    list_measures_of, why_each_not_asked, why_saturated, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
+from auditor.flat import RATIO, metric_names
+from auditor.gate_names import compares_scorings, out_of_range, per_k_name, well_formed
 from auditor.harm import EDGE_SLACK
 from auditor.protocol import protocol_clause, report_population
 from auditor.sections import SERVED
+from auditor.wording import partly_saturated
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -126,7 +128,7 @@ class GateOutcome:
 
 def parse_gates(
     expressions: Iterable[str], valid_names: Iterable[str], *, option: str = "fail_on", rule: str | None = RATIO_RULE,
-    well_formed: Callable[[str], bool] | None = None,
+    well_formed: Callable[[str], bool] | None = None, out_of_range: Callable[[str, float], str] | None = None,
 ) -> list[Gate]:
     """Parse every expression; all problems are reported together in one GateError.
 
@@ -135,11 +137,14 @@ def parse_gates(
     the list of valid names adds (``--fail-on``'s ratio rule; None for names without it);
     ``well_formed``: names outside ``valid_names`` that are accepted all the same, because
     other settings would measure them (a K not asked for): this run leaves them
-    unmeasured, which fails the gate with the reason (exit 1) where a typo is exit 2."""
+    unmeasured, which fails the gate with the reason (exit 1) where a typo is exit 2;
+    ``out_of_range``: why a threshold lies outside its figure's range
+    (:func:`~auditor.gate_names.out_of_range`; "" when within), a usage error as a typo is."""
     valid = list(valid_names)
     known = set(valid)
     gates: list[Gate] = []
     problems: list[str] = []
+    out_of_ranges: list[str] = []  # named names: no list of valid ones needed where these are all
     for expr in expressions:
         match = _EXPR.match(expr)
         if not match:
@@ -156,7 +161,15 @@ def parse_gates(
             problems.append(f"{expr!r}: the threshold {number} is not a finite number{overflow}; give a finite "
                             "NUMBER (a ratio that is infinite, cosine serving none of the head, trips every '>' gate)")
             continue
+        outside = out_of_range(name, threshold) if out_of_range is not None else ""
+        if outside:  # shares gate as fractions: head_share_1pct_dot@10>3 (3%) could never trip
+            out_of_ranges.append(f"{expr!r}: {outside}; the threshold {number} is outside that range")
+            continue
         gates.append(Gate(name, op, threshold, given=number))
+    if out_of_ranges and not problems:
+        raise GateError(f"invalid {setting(option)}: " + "; ".join(out_of_ranges) + " (shares, rates and "
+                        "overlaps gate as fractions, as the JSON report holds them)")
+    problems += out_of_ranges
     if problems:
         # A short list whole (the monitor's alert figures); a long one (every K and α) cut, counted.
         shown = ", ".join(valid) if len(valid) <= 16 else ", ".join(valid[:12]) + f", ... ({len(valid)} in all)"
@@ -217,7 +230,8 @@ def parse_run_gates(
     name these settings do not measure is accepted; for ``batch``, which checks what each
     row measures by its own cells."""
     names = metric_names(sorted(set(ks)), measures, list(alphas), list_measures)
-    return parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures))
+    return parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures),
+                       out_of_range=lambda name, threshold: out_of_range(name, threshold, list_measures))
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:
@@ -252,6 +266,36 @@ def unmeasured_reasons(
     missing = [gate for gate in gates if metrics.get(gate.metric) is None]
     made = report() if missing else {}
     return {gate: why_unmeasured(gate.metric, made) for gate in missing}
+
+
+def without_void(gates: Iterable[Gate], metrics: Mapping[str, Any],
+                 report: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+    """``metrics`` less the gates' figures that measure nothing in the run, read from the JSON
+    ``report()`` (made only when a gate compares scorings): a dot/cosine ratio or an overlap
+    at a K that ``retrieval.saturated`` records, where every list holds every candidate
+    (:func:`~auditor.gate_reasons.why_saturated`). Such a gate is unmeasured, exit 1 with that
+    reason, never a pass of a ratio that is 1 by construction."""
+    named = {gate.metric: name for gate in gates if (name := per_k_name(gate.metric)) is not None
+             and compares_scorings(name) and metrics.get(gate.metric) is not None}
+    made = report() if named else {}
+    return {**metrics, **{metric: None for metric, name in named.items() if why_saturated(name, made)}}
+
+
+def saturated_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gate, str]:
+    """The gates on one scoring's figure at a saturated K (``retrieval.saturated``), each
+    with how its line says so: measured, but of the candidates every list holds there, not
+    of the model's ranking; they still evaluate."""
+    retrieval = report.get("retrieval") or {}
+    said = {}
+    for gate in gates:
+        name = per_k_name(gate.metric, list_measures_of(report))
+        if name is None or name.scoring in (None, SERVED, RATIO) or \
+                not (retrieval.get("saturated") or {}).get(str(name.k)):
+            continue
+        count = int((retrieval.get("n_saturated") or {}).get(str(name.k)) or 0)
+        said[gate] = (f"{partly_saturated(name.k, count, int(retrieval.get('n_queries') or 0))}: of the candidates, "
+                      "not of the ranking")
+    return said
 
 
 def approximate_gates(gates: Iterable[Gate], metrics: Mapping[str, Any]) -> dict[Gate, str]:
@@ -294,9 +338,10 @@ def protocol_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gat
 
 
 def gate_notes(gates: Sequence[Gate], metrics: Mapping[str, Any], report: Mapping[str, Any]) -> dict[Gate, str]:
-    """What each gate's line adds (:func:`approximate_gates`, :func:`protocol_gates`), joined."""
+    """What each gate's line adds (:func:`approximate_gates`, :func:`protocol_gates`,
+    :func:`saturated_gates`), joined."""
     notes: dict[Gate, list[str]] = {}
-    for said in (approximate_gates(gates, metrics), protocol_gates(gates, report)):
+    for said in (approximate_gates(gates, metrics), protocol_gates(gates, report), saturated_gates(gates, report)):
         for gate, note in said.items():
             notes.setdefault(gate, []).append(note)
     return {gate: ", ".join(parts) for gate, parts in notes.items()}

@@ -11,69 +11,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
+from auditor.alpha import ALPHA_PREFIX, scoring_alpha
 from auditor.errors import setting
 from auditor.flat import BASE_METRICS, CORRELATIONS, RATIO
 from auditor.sections import (
-    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, TIED_GROUPS,
-    USER_GROUP_NAMES, WHO_PAYS, finite_figure,
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, SERVED, TIED_GROUPS, USER_GROUP_NAMES, WHO_PAYS,
+    finite_figure,
 )
+from auditor.gate_names import PerK, compares_scorings, per_k_name
+from auditor.wording import partly_saturated
 
 Key = TypeVar("Key")
-
-_PER_K = re.compile(r"^(?P<stem>[A-Za-z_][\w.]*)@(?P<k>[1-9]\d*)$")
-_UNSCORED = ("overlap_dot_cosine", "recall", *(f"overlap_served_{s}" for s in OVERLAP_SERVED))
-"""The per-K names without a scoring: the dot/cosine overlap, the index's recall, the served lists' overlaps."""
-
-
-@dataclass(frozen=True)
-class PerK:
-    """A per-K flat name taken apart: ``<measure>_<scoring>@K``, or an unscored name
-    (``recall@K``: ``scoring`` None)."""
-
-    stem: str
-    measure: str
-    scoring: str | None
-    k: int
-
-    def at(self, k: int, scoring: str | None = None) -> str:
-        """The same figure's name at cut-off ``k`` (and, given, under ``scoring``)."""
-        scoring = scoring or self.scoring
-        return f"{self.measure}_{scoring}@{k}" if scoring else f"{self.measure}@{k}"
-
-
-def per_k_name(name: str, list_measures: Iterable[str] | None = None) -> PerK | None:
-    """``name`` taken apart when it is a per-K flat name that some run would produce: a
-    list measure (``list_measures``, default the built-in ones) or accuracy measure under
-    dot, cosine, popular, served, ratio or a norm-aware α in [0, 1] (as ``alpha_<α>``
-    writes it), at any K; None for anything else (a typo)."""
-    match = _PER_K.match(name)
-    if match is None:
-        return None
-    stem, k = match["stem"], int(match["k"])
-    if stem in _UNSCORED:
-        return PerK(stem, stem, None, k)
-    measures = {*({**BUILTIN_LIST_MEASURES, **GROUP_LIST_MEASURES} if list_measures is None else list_measures),
-                *ACCURACY_MEASURES}
-    for scoring in (*SCORINGS, SERVED, RATIO):
-        measure = stem.removesuffix(f"_{scoring}")
-        if measure != stem and measure in measures:
-            return PerK(stem, measure, scoring, k)
-    measure, _, alpha = stem.rpartition(f"_{ALPHA_PREFIX}")
-    exponent = scoring_alpha(ALPHA_PREFIX + alpha) if measure in measures else None
-    if exponent is not None and 0 <= exponent <= 1 and alpha_scoring(exponent) == ALPHA_PREFIX + alpha:
-        return PerK(stem, measure, ALPHA_PREFIX + alpha, k)
-    return None
-
-
-def well_formed(name: str, list_measures: Iterable[str] | None = None) -> bool:
-    """Whether ``name`` is a flat name some run would produce (:data:`BASE_METRICS`, or
-    :func:`per_k_name`), though not every run does: a gate on it is accepted and fails,
-    where unmeasured, with :func:`why_unmeasured`'s reason."""
-    return name in BASE_METRICS or per_k_name(name, list_measures) is not None
 
 
 def why_unmeasured(name: str, report: Mapping[str, Any]) -> str:
@@ -115,8 +65,10 @@ def _why_per_k(name: PerK, report: Mapping[str, Any]) -> str:
     if str(name.k) not in cut:
         return _why_no_cut(name, section)
     figures = cut[str(name.k)]
-    if name.scoring == RATIO:
-        return _why_no_ratio(name, figures, report)
+    if name.scoring == RATIO:  # undefined (two zeros, signed figures) at any K, else void at a saturated one
+        return _why_no_ratio(name, figures, report) or why_saturated(name, report) or f"{name.stem} was not measured"
+    if why_saturated(name, report):  # an overlap
+        return why_saturated(name, report)
     if isinstance(figures, dict) and (name.scoring or name.measure) not in figures:  # a scoring, or an overlap
         if name.scoring == SERVED or name.measure.startswith("overlap_served_"):
             return _why_no_served(name, cut)
@@ -247,10 +199,35 @@ def _why_clamped(name: PerK, report: Mapping[str, Any]) -> str:
     return f"{said[0]} ({_gate_at(name, int(filed[0]), report)})" if filed and int(filed[0]) != name.k else ""
 
 
+def why_saturated(name: PerK, report: Mapping[str, Any]) -> str:
+    """Why a comparison of scorings (:func:`compares_scorings`) measures nothing at a K that
+    ``retrieval.saturated`` records (:data:`~auditor.harm.SATURATED_SHARE`), and the K to gate
+    instead; "" when it measures something."""
+    retrieval = report.get("retrieval") or {}
+    if not compares_scorings(name) or not (retrieval.get("saturated") or {}).get(str(name.k)):
+        return ""
+    held = partly_saturated(name.k, int((retrieval.get("n_saturated") or {}).get(str(name.k)) or 0),
+                            int(retrieval.get("n_queries") or 0))
+    what = "the ratio" if name.scoring == RATIO else "the overlap"
+    return f"{held}: dot and cosine serve the same items, {what} measures nothing; {_gate_below(name, name.k, report)}"
+
+
+def _gate_below(name: PerK, k: int, report: Mapping[str, Any]) -> str:
+    """The gate at the largest measured K below ``k`` that is not saturated, or the advice to
+    measure a smaller one."""
+    flags = (report.get("retrieval") or {}).get("saturated") or {}
+    fine = [int(kk) for kk, saturated in flags.items() if not saturated and int(kk) < k]
+    return (f"gate {name.at(max(fine))}" if fine else
+            f"gate it at a K below {k} that holds fewer than every candidate for most queries (add {setting('ks')} with it)")
+
+
 def _gate_at(name: PerK, k: int, report: Mapping[str, Any]) -> str:
     """The gate that reads ``name``'s figures filed under ``k``, with the cut-off to add
     where the run did not ask for ``k``: gates are checked against the asked cut-offs
-    before an audit runs, so ``…@6`` alone would be refused as not asked for."""
+    before an audit runs, so ``…@6`` alone would be refused as not asked for. A comparison
+    of scorings at a saturated ``k`` is advised a K below (:func:`why_saturated`)."""
+    if why_saturated(PerK(name.stem, name.measure, name.scoring, k), report):
+        return f"K={k} holds every candidate: {name.stem} measures nothing there; {_gate_below(name, k, report)}"
     settings = report.get("settings") or {}
     asked = settings.get("ks_asked", settings.get("ks"))  # lists alone record the measured Ks apart
     gate = f"gate {name.at(k)}"
@@ -274,7 +251,8 @@ def _why_no_cut(name: PerK, section: Mapping[str, Any]) -> str:
 
 
 def _why_no_ratio(name: PerK, cut: Mapping[str, Any], report: Mapping[str, Any]) -> str:
-    """Why dot / cosine has no value: one of the two is missing, both are 0, or one is signed."""
+    """Why dot / cosine has no value: one of the two is missing, both are 0, or one is signed
+    ("" when it has one)."""
     dot, cosine = (finite_figure((cut.get(s) or {}).get(name.measure)) for s in ("dot", "cosine"))
     if dot is None or cosine is None:
         return why_unmeasured(name.at(name.k, "dot" if dot is None else "cosine"), report)
@@ -282,7 +260,9 @@ def _why_no_ratio(name: PerK, cut: Mapping[str, Any], report: Mapping[str, Any])
     if dot < 0 or cosine < 0:
         return (f"a ratio of two signed figures is undefined (dot {dot:.4g}, cosine {cosine:.4g}: it does not say "
                 f"which is larger); gate {figures} instead")
-    return f"a ratio of two zeros is undefined (dot and cosine are both 0); gate {figures} instead"
+    if dot == 0 and cosine == 0:
+        return f"a ratio of two zeros is undefined (dot and cosine are both 0); gate {figures} instead"
+    return ""
 
 
 def _why_group_null(name: PerK, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("plugins", r"auditor\.plugins(\.(calls|contributions|describe|manager|prints))?"),
     ("load", r"auditor\.loading(\..+)?"),
     ("measure", r"auditor\.(metrics|retrieval|probes)(\..+)?|auditor\.evaluation"),
-    ("judge", r"auditor\.conditions(\..+)?|auditor\.(verdict|harm|lists_verdict|advice|gate|gate_reasons|tradeoff)"),
+    ("judge", r"auditor\.conditions(\..+)?|auditor\.(verdict|harm|lists_verdict|advice|gate|gate_names|gate_reasons|tradeoff)"),
     ("audit", r"auditor\.(audit|lists_audit)"),
     ("report", r"auditor\.report(\..+)?"),
     ("edges", r"auditor\.(batch|train|mitigation|monitor|diff)(\..+)?|auditor\.(mitigate|tracking|plugins\.renderers)"),

@@ -9,7 +9,8 @@ import numpy as np
 
 from auditor.flat import flat_metrics_from_report, metric_names
 from auditor.gate import evaluate_gates, parse_gates
-from auditor.gate_reasons import well_formed, why_unmeasured
+from auditor.gate_names import well_formed
+from auditor.gate_reasons import why_unmeasured
 from auditor.sections import share_ratio
 
 

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from auditor.report import plots
-from auditor.report.formatting import fmt_pct, percent_text
+from auditor.report.formatting import fmt_pct, fmt_share_row, percent_text
 from auditor.report.plot_text import PHRASE_BREAK, fit_title
 from auditor.result import CutoffMeasures, Retrieval
 from report_samples import builtin_measures, full_result
@@ -31,11 +31,23 @@ def test_small_head_shares_are_labelled_as_measured_never_as_zero() -> None:
     small = CutoffMeasures(_measures(0.012), _measures(0.00036), _measures(0.055), 0.8)
     fig = plots.head_share_figure(Retrieval(n_queries=10, index="exact", at={10: cut, 100: small}))
     labels = [t.get_text() for t in fig.axes[0].texts]
-    # dot, cosine, popular bars, each at K=10 then K=100
-    assert labels == ["3.1%", "1.2%", "0.40%", "0.036%", "54.6%", "5.5%"]
+    # dot, cosine, popular bars, each at K=10 then K=100: the tables' cells, one row rule per K
+    assert labels == ["3.1%", "1.2%", "0.40%", "0.036%", "54.60%", "5.500%"]
+    assert labels[::2] == fmt_share_row([0.0312, 0.004, 0.546]) and labels[1::2] == fmt_share_row([0.012, 0.00036, 0.055])
     assert all(t.get_rotation() == 0 for t in fig.axes[0].texts)
     crowded = plots.head_share_figure(Retrieval(n_queries=10, index="exact", at={5: cut, 10: cut, 100: small}))
     assert {t.get_rotation() for t in crowded.axes[0].texts} == {90.0}  # three K: upright labels
+
+
+def test_bar_labels_read_as_the_table_cells_they_illustrate() -> None:
+    # QA report F3 (in1): most popular 0.1795 at K=10 and 0.01795 at K=100 beside dot/cosine pairs
+    # the table prints with 2 decimals: 17.95% and 1.80% there, the bars read 17.9% and 1.8%.
+    at = {10: CutoffMeasures(_measures(0.036), _measures(0.0025), _measures(0.1795), 0.5),
+          100: CutoffMeasures(_measures(0.0067), _measures(0.00375), _measures(0.01795), 0.5)}
+    fig = plots.head_share_figure(Retrieval(n_queries=10, index="exact", at=at))
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert labels == ["3.6%", "0.67%", "0.25%", "0.38%", "17.95%", "1.80%"]  # was 17.9% and 1.8%
+    assert labels[::2] == fmt_share_row([0.036, 0.0025, 0.1795])
 
 
 def _title_texts(fig: Figure) -> list[Text]:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from auditor.diff.directions import has_direction, rule_for
 from auditor.errors import setting
 from auditor.flat import FlatEntry
-from auditor.gate_reasons import per_k_name
+from auditor.gate_names import per_k_name
 
 NUMERIC_COLUMNS = ("n_items", "dim", "n_interactions", "seconds")
 """The results table's numeric columns that are no flat metric (auditor/batch/results.py;

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import UnmeasuredGateError, setting
-from auditor.gate_reasons import PerK, named_values, pass_them_all, per_k_name, why_not_asked
+from auditor.gate_names import PerK, per_k_name
+from auditor.gate_reasons import named_values, pass_them_all, why_not_asked
 from auditor.sections import SERVED
 
 if TYPE_CHECKING:

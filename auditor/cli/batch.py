@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -66,7 +67,7 @@ class _BatchCommand(click.Command):
 @click.option("--flush-interval", type=ranged("flush_interval"), default=0.0, show_default=True, metavar="SECONDS", help="Minimum time between rewrites of --output (0: as audits finish, spaced so rewriting takes at most about a fiftieth of the run; each finished row is appended to a journal beside it at once, which --resume reads after a crash).")
 @click.option("--html", "html_path", type=PathArg, help="Also write an HTML summary (ranking, trend plot, failures) here.")
 @click.option("--rank-by", default="spearman", show_default=True, help="Results column the summary ranks models by, most biased first in the direction the measure means more bias (lowest first for aplt, aclt, coverage, novelty; highest first for ΔGAP, a higher popularity lift being more bias, as for the other bias measures; highest first for a column that is no bias measure), shown beside the ranking: a name --fail-on accepts, or n_items, dim, n_interactions, seconds; checked before any row is audited.")
-@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; repeatable).")
+@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds for any audited row, e.g. 'spearman>0.5' (every ratio is dot / cosine; shares gate as fractions: 0.2 for 20%; repeatable).")
 @click.option("--interactions", type=PathArg, help="Default training log for rows without an interactions cell.")
 @log_column_options
 @frequencies_options
@@ -232,11 +233,12 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest, defaults: 
     """Each gate that trips for an audited row, said on stderr; True when any did.
     GateError when no audited row measured a gate's metric."""
     from auditor.batch.jobs import row_title
-    from auditor.gate import evaluate_gates, gate_notes, require_measured
+    from auditor.gate import evaluate_gates, gate_notes, require_measured, without_void
 
     records = table.to_pylist()
     audited = [record for record in records if record["status"] == "ok"]
-    runs = [evaluate_gates(gates, record) for record in audited]
+    runs = [evaluate_gates(gates, without_void(gates, record, partial(_row_report, record)))
+            for record in audited]  # a ratio at a row's saturated K is unmeasured there
     for record, outcomes in zip(audited, runs):
         tripped = any(gate.tripped for gate in outcomes)  # a row's report is read only for a line to print
         said = gate_notes(gates, record, json.loads(record.get("report_json") or "{}")) if tripped else {}
@@ -262,6 +264,12 @@ def _gates_trip(gates: list[Gate], table: pa.Table, parsed: Manifest, defaults: 
         stderr.print(f"gates not evaluated everywhere: {unseen}", style="red", markup=False, highlight=False,
                      soft_wrap=True)
     return tripped
+
+
+def _row_report(record: dict[str, Any]) -> dict[str, Any]:
+    """An audited row's JSON report."""
+    made: dict[str, Any] = json.loads(record.get("report_json") or "{}")
+    return made
 
 
 def _rows_not_gated(gates: list[Gate], audited: list[dict[str, Any]], runs: list[list[Any]],

@@ -65,7 +65,7 @@ FORMATS_HELP = "console, json, markdown, html (plus any a plugin registers)"
 @click.option("--json", "json_path", type=PathArg, help="Also write the JSON report here.")
 @click.option("--html", "html_path", type=PathArg, help="Also write the HTML report (self-contained, with plots) here.")
 @click.option("--markdown", "markdown_path", type=PathArg, help="Also write the Markdown report (images beside it) here.")
-@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds, e.g. 'spearman>0.5' or 'head_share_1pct_ratio@100>1.5' (every ratio is dot / cosine; repeatable).")
+@click.option("--fail-on", multiple=True, metavar="EXPR", help="Gate: exit 3 when METRIC OP NUMBER holds, e.g. 'spearman>0.5' or 'head_share_1pct_ratio@100>1.5' (every ratio is dot / cosine; shares gate as fractions: 0.2 for 20%; repeatable).")
 @sampling_options
 @click.option("--max-memory", type=MemorySize(), help="Memory ceiling for the item table, its search and approximate indexes (not the whole process: the log's counts, the queries, the lists and the libraries come on top): bytes or a size such as 8G or 512M. A larger Parquet table is streamed to a temporary disk-backed file and searched in shards, each of which ranks every query (small shards cost time). [default: half the available memory]")
 @click.option("--scheduler", metavar="ADDRESS", help="Search the retrieval shards of a table larger than --max-memory on an existing Dask cluster (e.g. tcp://host:8786); workers need the table's file under the same path.")
@@ -250,7 +250,7 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
         # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
         from auditor.cli._group import plugin_commands
-        from auditor.gate import gate_notes, gates_for, refuse_unread, unmeasured_reasons
+        from auditor.gate import gate_notes, gates_for, refuse_unread, unmeasured_reasons, without_void
         from auditor.plugins import collect_measures, get_plugin_manager
         from auditor.plugin_api import RenderContext
         from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
@@ -295,8 +295,8 @@ def _audit(job: _Job) -> _Audited:
     stdout = None
     if report_to_stdout(job.files["-o"], job.fmt, job.quiet):
         stdout = render(result, job.fmt, pm, RenderContext(color=job.color, width=job.width))
-    metrics = result.flat_metrics()
     made = result.to_dict() if gates else {}
+    metrics = without_void(gates, result.flat_metrics(), lambda: made)  # a ratio at a saturated K: unmeasured
     reasons = unmeasured_reasons(gates, metrics, lambda: made)
     said = gate_notes(gates, metrics, made)
     if not job.mlflow:

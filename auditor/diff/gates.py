@@ -23,7 +23,8 @@ from typing import Any
 from auditor.diff.compare import MetricChange, ReportDiff, from_zero
 from auditor.errors import UnmeasuredGateError, setting
 from auditor.gate import Gate, GateOutcome, evaluate_gates, parse_gates
-from auditor.gate_reasons import well_formed, why_unmeasured
+from auditor.gate_names import well_formed
+from auditor.gate_reasons import why_unmeasured
 
 Reports = tuple[Mapping[str, Any], Mapping[str, Any]]
 """The base and new JSON reports, which say why a figure is missing from them."""

@@ -70,6 +70,42 @@ def norm_precision(table: Any, stored: str | None = None) -> NormPrecision:
     return max(own, NormPrecision(stored, own.dim), key=lambda precision: precision.tolerance)
 
 
+PLATEAU_SHARE = 0.01
+"""The share of the table (and at least :data:`PLATEAU_MIN_ROWS` rows) that rows sharing one
+norm to within rounding must hold to be ranked as ties (:func:`plateau_ties`)."""
+PLATEAU_MIN_ROWS = 3
+
+
+def plateau_ties(norms: np.ndarray, precision: NormPrecision | None) -> np.ndarray:
+    """``norms`` with each plateau set to its smallest norm, for the rank statistics: a run of
+    norms (in sorted order) spanning no more than the table's rounding
+    (:attr:`NormPrecision.tolerance` of the largest norm) and holding at least
+    :data:`PLATEAU_SHARE` of the rows (and :data:`PLATEAU_MIN_ROWS`): unit rows beside rescaled
+    ones, a max-norm clip. Their order is rounding noise, which would otherwise decide ρ.
+
+    Why that share: norms of a trained table are continuous, so rows within 1e-6 of each
+    other by chance number a few (two items of a few thousand), never 1% of the table; and
+    a plateau smaller than 1% moves ρ by at most ~0.01³ through its own order. Elsewhere the
+    raw norms are ranked as they are (the same array is returned where no plateau exists)."""
+    n = norms.shape[0]
+    if precision is None or n < PLATEAU_MIN_ROWS or not np.isfinite(norms).all():
+        return norms
+    tolerance = precision.tolerance * float(np.abs(norms).max())
+    order = np.argsort(norms, kind="stable")
+    ranked = norms[order]
+    starts = np.flatnonzero(np.r_[True, np.diff(ranked) > tolerance])  # runs of neighbours within rounding
+    ends = np.r_[starts[1:], n]
+    plateau = ((ends - starts) >= max(PLATEAU_MIN_ROWS, PLATEAU_SHARE * n)) & \
+        (ranked[ends - 1] - ranked[starts] <= tolerance)  # one norm, not a chain of near neighbours
+    if not plateau.any():
+        return norms
+    run = np.repeat(np.arange(starts.size), ends - starts)
+    tied = np.where(plateau[run], ranked[starts][run], ranked)
+    out = np.empty_like(norms)
+    out[order] = tied
+    return out
+
+
 def item_norms(table: np.ndarray, block: int | None = None) -> np.ndarray:
     """Euclidean norm of each row, in float64, computed in row blocks to bound memory
     (``block`` rows; default: :func:`~auditor.memory.block_rows` for float64).
@@ -130,11 +166,11 @@ def frequency_norm_stats(
         spearman_rho = spearman_p = pearson_log = kendall = nan
         interval = SpearmanInterval(nan, nan, "")
     else:
-        # scipy.stats' values (auditor.metrics.correlations), without its import.
-        spearman_rho, spearman_p = spearman(freqs, norms)
+        ranked = plateau_ties(norms, precision)  # scipy.stats' values, a plateau of rounding noise tied
+        spearman_rho, spearman_p = spearman(freqs, ranked)
         pearson_log = pearson(np.log1p(freqs), norms)
-        kendall = kendall_tau_b(freqs, norms)
-        interval = spearman_ci(freqs, norms, n_bootstrap=n_bootstrap, seed=seed, rho=spearman_rho)
+        kendall = kendall_tau_b(freqs, ranked)
+        interval = spearman_ci(freqs, ranked, n_bootstrap=n_bootstrap, seed=seed, rho=spearman_rho)
     ci_reason = ci_undefined_reason(interval)
     if ci_reason is not None:
         notes.append(ci_reason)

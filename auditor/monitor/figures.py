@@ -18,7 +18,7 @@ import torch
 
 from auditor.metrics.correlations import spearman
 from auditor.metrics.exposure import HeadShare
-from auditor.metrics.frequency_norm import NormPrecision, loglog_slope, undefined_reason
+from auditor.metrics.frequency_norm import NormPrecision, loglog_slope, plateau_ties, undefined_reason
 from auditor.metrics.student_t import normal_quantile
 from auditor.probes.copies import tolerance
 from auditor.probes.update import step_geometry
@@ -67,7 +67,7 @@ def rank_figures(
     m = norms.shape[0]
     rho: float | None = None
     if undefined_reason(norms, freqs, precision) is None:
-        rho = spearman(freqs, norms).statistic
+        rho = spearman(freqs, plateau_ties(norms, precision)).statistic  # as the audit ranks them
     warm = freqs > 0
     slope = loglog_slope(freqs[warm], norms[warm], precision) if np.isfinite(norms).all() else None
     if m >= population:

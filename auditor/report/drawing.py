@@ -27,7 +27,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from auditor.report.plot_text import bar_labels, fit_title
+from auditor.report.plot_text import bar_labels, fit_title, share_labels
 from auditor.report.plot_data import (
     FLAT_SPAN, ZERO_FLOOR, NormScale, lorenz_curve, norm_scale, popularity_groups,
 )
@@ -259,13 +259,15 @@ def head_share_figure(retrieval: Retrieval) -> Figure:
                                           ("head_share_10pct", "top 10% of items"))):
         style_axes(ax)
         top = 0.0
-        for i, scoring in enumerate(("dot", "cosine", "popular")):
-            values = np.array([getattr(retrieval.at[k], scoring).number(metric) for k in ks])
-            values = np.where(np.isfinite(values), values, 0.0) * 100
+        scorings = ("dot", "cosine", "popular")
+        shares = np.array([[getattr(retrieval.at[k], s).number(metric) for s in scorings] for k in ks], dtype=float)
+        labels = share_labels([[float(v) if np.isfinite(v) else None for v in row] for row in shares])
+        for i, scoring in enumerate(scorings):
+            values = np.where(np.isfinite(shares[:, i]), shares[:, i], 0.0) * 100
             top = max(top, float(values.max(initial=0.0)))
             bars = ax.bar(x + (i - 1) * width, values, width, color=COLORS[scoring],
                           label=LABELS[scoring])
-            bar_labels(ax, bars, values, rotate=rotate)
+            bar_labels(ax, bars, labels[i], rotate=rotate)  # the table's cells, by its row rule
         ax.set_xticks(x, [f"K={k}" for k in ks])
         # Head room for the value labels above the tallest bar (more when they stand upright).
         ax.set_ylim(0, top * (1.3 if rotate else 1.12) + 2)

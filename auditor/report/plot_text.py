@@ -9,9 +9,9 @@ narrow panel, and a share of 0.4% never reads as 0.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from matplotlib import rcParams
 from matplotlib.axes import Axes
 from matplotlib.container import BarContainer
@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextToPath
 
-from auditor.wording import percent_text
+from auditor.wording import share_row
 
 PHRASE_BREAK = re.compile(r"(?<=[:;,])\s+|\s+(?=\()")
 """Where a title may wrap: after a colon, semicolon or comma, or before a parenthesis."""
@@ -79,8 +79,15 @@ def _text_inches(text: str, font: FontProperties) -> float:
 _TEXT_PATH = TextToPath()
 
 
-def bar_labels(ax: Axes, bars: BarContainer, percents: np.ndarray, *, rotate: bool) -> None:
-    """Each bar's percentage above it, with the decimals its size needs (``0.42%``, never
-    ``0``; :func:`auditor.wording.percent_text`, as in the tables)."""
-    ax.bar_label(bars, labels=[percent_text(float(p)) for p in percents], fontsize=7, padding=1,
-                 rotation=90 if rotate else 0)
+def share_labels(rows: Sequence[Sequence[float | None]]) -> list[list[str]]:
+    """The head-share bars' labels, by scoring (dot, cosine, popular) then K, from ``rows``
+    (each K's shares in that order, as fractions): the cells the tables print for them
+    (:func:`auditor.wording.share_row`, one row rule: ``17.95%`` beside a 2-decimal pair,
+    never a bar of ``17.9%`` under a cell of ``17.95%``)."""
+    cells = [share_row(list(row)) for row in rows]
+    return [list(column) for column in zip(*cells)] if cells else []
+
+
+def bar_labels(ax: Axes, bars: BarContainer, labels: Sequence[str], *, rotate: bool) -> None:
+    """Each bar's label above it: its table cell (:func:`share_labels`)."""
+    ax.bar_label(bars, labels=list(labels), fontsize=7, padding=1, rotation=90 if rotate else 0)

@@ -128,6 +128,15 @@ def _norms_rise(d: Path) -> None:
     np.save(d / "items.npy", rows.astype(np.float32))
 
 
+def _partly_unit(d: Path) -> None:
+    """The standard table with its 8 least frequent rows at unit norm (float32 noise apart) and
+    the 2 most frequent at 1.5: a plateau of one norm beside rescaled rows (QA report F4)."""
+    rows = np.load(d / "items.npy").astype(np.float64)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[-2:] *= 1.5
+    np.save(d / "items.npy", rows.astype(np.float32))
+
+
 def _saturated_report(d: Path, outcome: Outcome) -> None:
     report = strict_json(d / "r.json")
     assert report["retrieval"]["saturated"] == {str(N_ITEMS): True}, report["retrieval"]["saturated"]
@@ -210,6 +219,24 @@ CASES = [
     Case("k-past-catalogue-not-graded", _check("-k", "50", "--json", "r.json", "--fail-on", "severity_level>=1",
                                                make=_norms_rise, outputs=("r.json",), check=_saturated_report),
          EXIT_GATE, None, absent=r"not skewed"),
+    # A dot/cosine comparison at a K holding every candidate is 1 by construction: exit 1, not a pass (QA report F1).
+    Case("fail-on-ratio-at-saturated-k", _check("-k", "10", "--keep-seen", "--fail-on", "head_share_10pct_ratio@10>1.5"),
+         EXIT_ERROR,
+         r"head_share_10pct_ratio@10>1\.5: K=10 holds every candidate for \d+ of \d+ queries: dot and cosine serve "
+         r"the same items, the ratio measures nothing; gate it at a K below 10"),
+    Case("fail-on-overlap-clamped-to-saturated-k", _check("-k", "50", "--fail-on", "overlap_dot_cosine@50<0.5"),
+         EXIT_ERROR, r"clamped to 10.*K=10 holds every candidate: overlap_dot_cosine measures nothing there",
+         absent=r"gate overlap_dot_cosine@10"),
+    # Shares gate as fractions: a threshold in percent could never trip (QA report F2).
+    Case("fail-on-share-threshold-in-percent", _check("--fail-on", "head_share_1pct_dot@10>3"), EXIT_USAGE,
+         r"invalid --fail-on: 'head_share_1pct_dot@10>3': head_share_1pct_dot@10 is a fraction 0–1: 3% is 0\.03; the "
+         r"threshold 3 is outside that range", absent=r"Valid metrics"),
+    Case("fail-on-correlation-threshold-out-of-range", _check("--fail-on", "spearman<-1.5"), EXIT_USAGE,
+         r"'spearman<-1\.5': spearman is a correlation from -1 to 1; the threshold -1\.5 is outside that range"),
+    # Unit rows tie as a plateau: their float32 noise no longer decides ρ (QA report F4).
+    Case("fail-on-spearman-plateau-of-unit-rows", _check("--no-retrieval", "--fail-on", "spearman>0.5",
+                                                          make=_partly_unit), EXIT_GATE, None,
+         stderr=r"gate spearman>0\.5: 0\.6833 \(TRIPPED\)"),  # scipy with the 8 unit rows tied; their noise gave 0.6485
     Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
@@ -226,17 +253,17 @@ CASES = [
     Case("fail-on-inf-threshold", _check("--fail-on", "spearman<-inf"), EXIT_USAGE,
          r"invalid --fail-on: 'spearman<-inf': the threshold -inf is not a finite number; give a finite NUMBER"),
     Case("fail-on-misspelled", _check("--fail-on", "spearmn>0.5"), EXIT_USAGE, r"unknown metric 'spearmn'"),
-    Case("fail-on-trips-exit-3", _check("--no-retrieval", "--fail-on", "spearman>-2"), EXIT_GATE, None,
-         stderr=r"gate spearman>-2: .*TRIPPED"),
+    Case("fail-on-trips-exit-3", _check("--no-retrieval", "--fail-on", "spearman>=-1"), EXIT_GATE, None,
+         stderr=r"gate spearman>=-1: .*TRIPPED"),
     Case("fail-on-unmeasured", _check("--no-retrieval", "--fail-on", "head_share_1pct_ratio@100>1.5"), EXIT_ERROR,
          r"cannot evaluate --fail-on head_share_1pct_ratio@100>1\.5: retrieval not measured: skipped with --no-retrieval$"),
     # QA accuracy F2: -k/--alpha replace their defaults; the advice names every value to pass (those measured now,
     # then each the gates name), so following it drops no gate's figure
     Case("fail-on-alpha-not-asked-names-the-whole-grid",
-         _check("--fail-on", "gini_alpha_0.3@10>2", "--fail-on", "gini_alpha_0.4@10>2"), EXIT_ERROR,
-         r"gini_alpha_0\.3@10>2: α=0\.3 was not asked for \(add --alpha 0\.3; --alpha replaces the α measured now "
+         _check("--fail-on", "gini_alpha_0.3@10>1", "--fail-on", "gini_alpha_0.4@10>1"), EXIT_ERROR,
+         r"gini_alpha_0\.3@10>1: α=0\.3 was not asked for \(add --alpha 0\.3; --alpha replaces the α measured now "
          r"\(0\.25, 0\.5, 0\.75\), so pass them all: --alpha 0\.25 --alpha 0\.5 --alpha 0\.75 --alpha 0\.3 --alpha 0\.4\)"),
-    Case("fail-on-k-not-asked-names-every-k", _check("-k", "10", "--fail-on", "gini_dot@20>2"), EXIT_ERROR,
+    Case("fail-on-k-not-asked-names-every-k", _check("-k", "10", "--fail-on", "gini_dot@20>1"), EXIT_ERROR,
          r"K=20 was not asked for \(add -k 20; -k replaces the cut-offs measured now \(10\), so pass them all: "
          r"-k 10 -k 20\)$"),
     Case("fail-on-undefined", _check("--no-retrieval", "--bootstrap", "0", "--fail-on", "spearman_ci_lo>0"), EXIT_ERROR,
@@ -259,12 +286,12 @@ CASES = [
          r"^Error: cannot evaluate --fail-on gini_dot@50>0\.5: K=50 exceeds the catalogue \(10 items\) and was clamped "
          r"to 10: its figures are filed under K=10 \(gate gini_dot@10 and add -k 10\)$"),
     # QA F8: doing what that message says is accepted (K=10 asked for, K=50 clamped onto it).
-    Case("fail-on-k-clamped-as-told", _check("-k", "50", "-k", "10", "--fail-on", "gini_dot@10>2"), EXIT_OK, None),
+    Case("fail-on-k-clamped-as-told", _check("-k", "50", "-k", "10", "--fail-on", "gini_dot@10>1"), EXIT_OK, None),
     # QA F9: an α with an exponent is named, reported and gated as a plain decimal; any spelling gates it.
-    Case("fail-on-alpha-exponent", _check("-k", "5", "--alpha", "0.00001", "--fail-on", "gini_alpha_1e-05@5>-1"),
-         EXIT_GATE, None, stderr=r"gate gini_alpha_0\.00001@5>-1: .*TRIPPED"),
-    Case("fail-on-alpha-trailing-zero", _check("-k", "5", "--alpha", "0.3", "--fail-on", "gini_alpha_0.30@5>-1"),
-         EXIT_GATE, None, stderr=r"gate gini_alpha_0\.3@5>-1: .*TRIPPED"),
+    Case("fail-on-alpha-exponent", _check("-k", "5", "--alpha", "0.00001", "--fail-on", "gini_alpha_1e-05@5>=0"),
+         EXIT_GATE, None, stderr=r"gate gini_alpha_0\.00001@5>=0: .*TRIPPED"),
+    Case("fail-on-alpha-trailing-zero", _check("-k", "5", "--alpha", "0.3", "--fail-on", "gini_alpha_0.30@5>=0"),
+         EXIT_GATE, None, stderr=r"gate gini_alpha_0\.3@5>=0: .*TRIPPED"),
     # Two α that one scoring name would file alike: refused naming both, never merged into one.
     Case("alpha-two-values-one-name", _check("-k", "5", "--alpha", "0.3", "--alpha", "0.3000001"), EXIT_USAGE,
          r"Error: --alpha 0\.3 and 0\.3000001 both name the scoring alpha_0\.3 \(a scoring's α is named to six "
@@ -272,8 +299,8 @@ CASES = [
     Case("fail-on-dash-in-name", _check("--fail-on", "gini-dot@5>0"), EXIT_USAGE,
          r"'gini-dot@5>0' is not 'METRIC OP NUMBER'"),
     # QA F7: the gate line echoes the threshold as written.
-    Case("fail-on-threshold-as-given", _check("--no-retrieval", "--fail-on", "spearman>-2.000"), EXIT_GATE, None,
-         stderr=r"gate spearman>-2\.000: .*TRIPPED"),
+    Case("fail-on-threshold-as-given", _check("--no-retrieval", "--fail-on", "spearman>=-1.000"), EXIT_GATE, None,
+         stderr=r"gate spearman>=-1\.000: .*TRIPPED"),
     Case("fail-on-alpha-one", _check("-k", "5", "--alpha", "1", "--fail-on", "gini_alpha_1@5>0.5"), EXIT_ERROR,
          r"gini_alpha_1@5>0\.5: α=1 is dot serving, not measured apart: gate gini_dot@5 instead$"),
     Case("fail-on-holdout-not-given", _check("-k", "5", "--fail-on", "ndcg_ratio@5<1"), EXIT_ERROR,
