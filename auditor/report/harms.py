@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from auditor.errors import setting
 from auditor.report.formatting import MISSING, Table, finite, fmt_num, fmt_pct
 from auditor.result import Retrieval
 from auditor.wording import SATURATED, partly_saturated
@@ -26,7 +27,7 @@ _GROUPS_READING = (
 PROTOCOL_NOTES = {
     "excluded": "Training items are never served, so even lists blind to popularity have a ΔGAP below 0, lowest "
                 "for the most head-heavy profiles: a group's ΔGAP alone does not say who is served worst. ",
-    "kept": "Training items stay among the candidates here (--keep-seen): a list may re-serve its user's own "
+    "kept": "Training items stay among the candidates here ({keep_seen}): a list may re-serve its user's own "
             "items, so ΔGAP lacks the pull below 0 that excluding them gives and may be positive; a group's ΔGAP "
             "alone still does not say who is served worst. ",
 }
@@ -40,7 +41,7 @@ def groups_note(retrieval: Retrieval) -> str:
     training items were excluded (``seen_items``); under ``keep_seen`` it says the opposite."""
     seen = None if retrieval.population is None else retrieval.population.seen_items
     protocol = PROTOCOL_NOTES.get(seen or "", "A group's ΔGAP alone does not say who is served worst. ")
-    return _GROUPS_INTRO + protocol + _GROUPS_READING
+    return _GROUPS_INTRO + protocol.format(keep_seen=setting("keep_seen")) + _GROUPS_READING
 
 
 SHIFT_NOTE = (
