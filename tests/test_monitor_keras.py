@@ -172,3 +172,19 @@ def test_the_keras_trace_header_records_the_optimizers_momentum_and_weight_decay
                 callbacks=[PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)])
         config = dict(read_trace(path).header.config)
         assert {k: config[k] for k in expected} == pytest.approx(expected)
+
+
+def test_keras_records_the_rate_each_step_trained_at(tmp_path: Path) -> None:
+    """A schedule evaluated after a step is the next step's: the record at step s carries
+    schedule(s − 1), the rate step s ran at (QA monitor F1: it carried schedule(s))."""
+    x, y, counts = data()
+    net = model()
+    schedule = keras.optimizers.schedules.ExponentialDecay(2.0, 4, 0.5)  # 2·0.5^(i/4) at iteration i
+    net.compile(optimizer=keras.optimizers.SGD(learning_rate=schedule), loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    path = tmp_path / "trace.jsonl"
+    net.fit(x, y, batch_size=128, epochs=1, shuffle=False, verbose=0,
+            callbacks=[PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)])
+    trace = read_trace(path)
+    assert [(r.step, r.lr) for r in trace.steps] == [(3, pytest.approx(2.0 * 0.5 ** (2 / 4))),
+                                                     (6, pytest.approx(2.0 * 0.5 ** (5 / 4)))]
+    assert trace.epochs[0].step == 8 and trace.epochs[0].lr == pytest.approx(2.0 * 0.5 ** (7 / 4))
