@@ -63,3 +63,28 @@ def test_an_old_trace_without_resumed_runs_reads_as_before(tmp_path: Path) -> No
     assert "resumed_runs" not in head["config"]
     c1 = check(tmp_path, run.items_t.weight.detach().numpy(), run.counts, path)["conditions"]["C1"]
     assert c1["status"] == "violated" and c1["details"]["sources"]["momentum"] == "trace (config.momentum)"
+
+
+def test_a_checkpoint_of_the_resumed_run_matches_its_trace(tmp_path: Path) -> None:
+    """Adam, then resumed under SGD: the checkpoint's optimizer state (SGD) is the last run's,
+    compared with the last run's optimizer (it was called another model's: 'used Adam')."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    path, run = tmp_path / "trace.jsonl", Run()
+    run.opt = torch.optim.Adam([*run.users_t.parameters(), *run.items_t.parameters()], lr=0.05)
+    with run.monitor(path) as monitor:
+        run.epoch(monitor)
+    run.opt = torch.optim.SGD([*run.users_t.parameters(), *run.items_t.parameters()], lr=5.0)
+    with pytest.warns(MonitorInputWarning, match="in optimizer, momentum"), run.monitor(path, resume=True) as monitor:
+        run.epoch(monitor)
+    torch.save({"state_dict": {"user_embedding.weight": run.users_t.weight.detach(),
+                               "item_embedding.weight": run.items_t.weight.detach()},
+                "optimizer": run.opt.state_dict()}, tmp_path / "m.pt")
+    (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(run.counts)))
+    done = CliRunner().invoke(cli, ["check", str(tmp_path / "m.pt"), "--frequencies", str(tmp_path / "counts.csv"),
+                                    "--trace", str(path), "--bootstrap", "0", "--format", "json"])
+    training = json.loads(done.stdout)["training"]
+    assert done.exit_code == 0 and training["mismatch"] is None and training["matches_model"] is True
+    assert training["settings_run"] is None and training["recorded_optimizer"] == "Adam"  # the run that breaks C1

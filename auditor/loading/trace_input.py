@@ -162,6 +162,13 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
     )
 
 
+def _resumed_runs(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The header config's ``resumed_runs`` that name their step (another kind of value: ignored)."""
+    listed = config.get("resumed_runs")
+    return [r for r in listed if isinstance(r, Mapping) and isinstance(r.get("step"), int)] \
+        if isinstance(listed, list) else []
+
+
 def judged_run(trace: Trace) -> tuple[int | None, Mapping[str, Any]]:
     """The optimizer settings C1 judges the trace's training by: of the first run's (the
     header's) and each resumed run's that changed them (config ``resumed_runs``), the first
@@ -170,9 +177,7 @@ def judged_run(trace: Trace) -> tuple[int | None, Mapping[str, Any]]:
     config: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
     first = {"optimizer": trace.header.optimizer, "momentum": config.get("momentum"),
              "weight_decay": config.get("weight_decay")}
-    listed = config.get("resumed_runs")
-    resumed = [r for r in listed if isinstance(r, Mapping) and isinstance(r.get("step"), int)] \
-        if isinstance(listed, list) else []  # another kind of value: written by no popaudit, ignored
+    resumed = _resumed_runs(config)
     for step, run in [(None, first), *((r["step"], r) for r in resumed)]:
         kind = _kind(run.get("optimizer"))
         if (kind is not None and kind in ADAPTIVE) or any((as_float(run.get(k)) or 0.0) > 0 for k in ("momentum", "weight_decay")):
@@ -274,7 +279,8 @@ def _setting_mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
     checkpoint's optimizer state or config), the loss and the learning rate (configs)."""
     theirs: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
     ours: Mapping[str, Any] = bundle.config if isinstance(bundle.config, Mapping) else {}
-    run = _kind(trace.header.optimizer) or _kind(theirs.get("optimizer"))
+    resumed = _resumed_runs(theirs)  # the checkpoint is of the last run: its optimizer is compared
+    run = _kind(resumed[-1].get("optimizer") if resumed else trace.header.optimizer) or _kind(theirs.get("optimizer"))
     state = _state_kind(bundle)
     model, where = (state, "optimizer state") if state is not None else (_kind(ours.get("optimizer")), "config")
     if run is not None and model is not None and optimizer_family(run) != optimizer_family(model):
