@@ -156,6 +156,9 @@ class TrainingSection:
     empty_epochs: tuple[int, ...] = ()
     """Epochs the trace recorded ending without an optimizer step (a loader that yielded
     nothing): not counted in :attr:`epochs`, nor in C5's projection."""
+    runs: int = 1
+    """The runs the trace's header lists settings of: the first and each resumed one under other
+    optimizer settings (config ``resumed_runs``)."""
     settings_run: int | None = None
     """The step a resumed run that trained under other optimizer settings began at, when its
     settings are the ones :attr:`optimizer` and ``recorded_momentum``/``recorded_weight_decay``

@@ -67,7 +67,8 @@ def test_an_old_trace_without_resumed_runs_reads_as_before(tmp_path: Path) -> No
 
 def test_a_checkpoint_of_the_resumed_run_matches_its_trace(tmp_path: Path) -> None:
     """Adam, then resumed under SGD: the checkpoint's optimizer state (SGD) is the last run's,
-    compared with the last run's optimizer (it was called another model's: 'used Adam')."""
+    compared with the last run's optimizer (it was called another model's: 'used Adam'), and
+    C1 is violated by the first run's Adam though the checkpoint records SGD."""
     from click.testing import CliRunner
 
     from auditor.cli import cli
@@ -85,6 +86,11 @@ def test_a_checkpoint_of_the_resumed_run_matches_its_trace(tmp_path: Path) -> No
     (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(run.counts)))
     done = CliRunner().invoke(cli, ["check", str(tmp_path / "m.pt"), "--frequencies", str(tmp_path / "counts.csv"),
                                     "--trace", str(path), "--bootstrap", "0", "--format", "json"])
-    training = json.loads(done.stdout)["training"]
+    report = json.loads(done.stdout)
+    training, c1 = report["training"], report["conditions"]["C1"]
     assert done.exit_code == 0 and training["mismatch"] is None and training["matches_model"] is True
-    assert training["settings_run"] is None and training["recorded_optimizer"] == "Adam"  # the run that breaks C1
+    assert training["settings_run"] is None and training["recorded_optimizer"] == "Adam" and training["runs"] == 2
+    # the checkpoint's SGD state is the last run's; the first trained under Adam (C1 said holds)
+    assert c1["status"] == "violated" and c1["evidence"].startswith(
+        "trace (header.optimizer): Adam rescales each coordinate by its gradient history on the item parameters in "
+        "the first run of the trace's 2 runs (the checkpoint's settings are the last run's: optimizer state")

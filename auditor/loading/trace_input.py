@@ -158,6 +158,7 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
         point_kind="step" if trace.steps else "epoch", alerts=alerts, angles=angles,
         epochs=epochs, **_steps(trace), **end_rho(trace), **_recorded(trace),
         start_step=_start_step(trace.header.config), empty_epochs=empty, settings_run=run_step,
+        runs=1 + len(_resumed_runs(trace.header.config if isinstance(trace.header.config, Mapping) else {})),
         recorded_momentum=as_float(run.get("momentum")), recorded_weight_decay=as_float(run.get("weight_decay")),
     )
 
