@@ -94,3 +94,30 @@ def test_a_checkpoint_of_the_resumed_run_matches_its_trace(tmp_path: Path) -> No
     assert c1["status"] == "violated" and c1["evidence"].startswith(
         "trace (header.optimizer): Adam rescales each coordinate by its gradient history on the item parameters in "
         "the first run of the trace's 2 runs (the checkpoint's settings are the last run's: optimizer state")
+
+
+def test_a_declared_optimizer_of_the_last_run_is_no_other_run(tmp_path: Path) -> None:
+    """A bare table declared --optimizer sgd (its last run's) beside a trace of an Adam run then
+    an SGD one: the trace is this model's (it was 'the trace's run used Adam'), C1 violated by Adam."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    path, run = tmp_path / "trace.jsonl", Run()
+    run.opt = torch.optim.Adam([*run.users_t.parameters(), *run.items_t.parameters()], lr=0.05)
+    with run.monitor(path) as monitor:
+        run.epoch(monitor)
+    run.opt = torch.optim.SGD([*run.users_t.parameters(), *run.items_t.parameters()], lr=5.0)
+    with pytest.warns(MonitorInputWarning), run.monitor(path, resume=True) as monitor:
+        run.epoch(monitor)
+    import numpy as np
+
+    np.save(tmp_path / "items.npy", run.items_t.weight.detach().numpy())
+    (tmp_path / "counts.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(run.counts)))
+    done = CliRunner().invoke(cli, ["check", str(tmp_path / "items.npy"), "--frequencies", str(tmp_path / "counts.csv"),
+                                    "--trace", str(path), "--bootstrap", "0", "--format", "json", "--optimizer", "sgd",
+                                    "--momentum", "0", "--weight-decay", "0"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["training"]["mismatch"] is None and report["conditions"]["C1"]["status"] == "violated"
+    assert "Adam rescales each coordinate" in report["conditions"]["C1"]["evidence"]
