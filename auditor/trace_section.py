@@ -156,6 +156,19 @@ class TrainingSection:
     empty_epochs: tuple[int, ...] = ()
     """Epochs the trace recorded ending without an optimizer step (a loader that yielded
     nothing): not counted in :attr:`epochs`, nor in C5's projection."""
+    runs: int = 1
+    """The runs the trace's header lists settings of: the first and each resumed one under other
+    optimizer settings (config ``resumed_runs``)."""
+    settings_run: int | None = None
+    """The step a resumed run that trained under other optimizer settings began at, when its
+    settings are the ones :attr:`optimizer` and ``recorded_momentum``/``recorded_weight_decay``
+    give (the first run that breaks C1 by them, of every run the header lists); None: the first run's."""
+
+    def settings_key(self, name: str) -> str:
+        """Where the trace records the judged run's setting ``name`` (C1's evidence names the run)."""
+        if self.settings_run is None:
+            return "header.optimizer" if name == "optimizer" else f"config.{name}"
+        return f"config.resumed_runs: {name} of the run resumed at step {self.settings_run:,}"
 
     @property
     def evidence(self) -> TrainingAngles | None:

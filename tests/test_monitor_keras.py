@@ -172,3 +172,74 @@ def test_the_keras_trace_header_records_the_optimizers_momentum_and_weight_decay
                 callbacks=[PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)])
         config = dict(read_trace(path).header.config)
         assert {k: config[k] for k in expected} == pytest.approx(expected)
+
+
+def test_keras_records_the_rate_each_step_trained_at(tmp_path: Path) -> None:
+    """A schedule evaluated after a step is the next step's: the record at step s carries
+    schedule(s − 1), the rate step s ran at (QA monitor F1: it carried schedule(s))."""
+    x, y, counts = data()
+    net = model()
+    schedule = keras.optimizers.schedules.ExponentialDecay(2.0, 4, 0.5)  # 2·0.5^(i/4) at iteration i
+    net.compile(optimizer=keras.optimizers.SGD(learning_rate=schedule), loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    path = tmp_path / "trace.jsonl"
+    net.fit(x, y, batch_size=128, epochs=1, shuffle=False, verbose=0,
+            callbacks=[PopauditCallback("item_embedding", counts=counts, interval=3, trace=path)])
+    trace = read_trace(path)
+    assert [(r.step, r.lr) for r in trace.steps] == [(3, pytest.approx(2.0 * 0.5 ** (2 / 4))),
+                                                     (6, pytest.approx(2.0 * 0.5 ** (5 / 4)))]
+    assert trace.epochs[0].step == 8 and trace.epochs[0].lr == pytest.approx(2.0 * 0.5 ** (7 / 4))
+
+
+def _masked_model() -> keras.Model:
+    """The model() with the item layer an Embedding(N_ITEMS + 1, mask_zero=True): ids 1..N, row 0 the mask."""
+    keras.utils.set_random_seed(0)
+    user_in, item_in = keras.Input((1,), dtype="int64"), keras.Input((1,), dtype="int64")
+    u = keras.layers.Flatten()(keras.layers.Embedding(N_USERS, 8, name="user_embedding")(user_in))
+    q = keras.layers.Flatten()(keras.layers.Embedding(N_ITEMS + 1, 8, mask_zero=True, name="item_embedding")(item_in))
+    score = keras.layers.Rescaling(5.0)(keras.layers.Dot(axes=1, normalize=True)([u, q]))
+    net = keras.Model([user_in, item_in], score)
+    net.compile(optimizer=keras.optimizers.SGD(learning_rate=2.0), loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    return net
+
+
+@pytest.mark.parametrize("per_row", [True, False], ids=["counts-per-table-row", "counts-per-item"])
+def test_keras_mask_zero_row_is_left_out_as_check_leaves_it(tmp_path: Path, per_row: bool) -> None:
+    """Embedding(mask_zero=True): the trace watches rows 1..N (the mask row 0 is no item, as
+    `check` reads the saved .keras), its ρ is scipy's over those rows, and check --trace takes
+    it as this model's trace (QA monitor F2: it watched N + 1 rows, a trace of 'another model')."""
+    import json
+
+    from click.testing import CliRunner
+    from scipy.stats import spearmanr
+
+    from auditor.cli import cli
+
+    x, y, _ = data()
+    x = [x[0], x[1] + 1]  # ids 1..N
+    counts = np.bincount(x[1][:, 0], minlength=N_ITEMS + 1)
+    assert counts[0] == 0
+    net, path = _masked_model(), tmp_path / "trace.jsonl"
+    net.fit(x, y, batch_size=128, epochs=2, verbose=0, callbacks=[
+        PopauditCallback("item_embedding", counts=counts if per_row else counts[1:], interval=0, trace=path)])
+    trace = read_trace(path)
+    table = keras.ops.convert_to_numpy(net.get_layer("item_embedding").embeddings)[1:]
+    expected = spearmanr(counts[1:], np.linalg.norm(table.astype(np.float64), axis=1)).statistic
+    assert trace.header.n_items == N_ITEMS and trace.epochs[-1].spearman == pytest.approx(expected, abs=1e-12)
+    net.save(tmp_path / "m.keras")
+    log = np.column_stack([x[0][:, 0], x[1][:, 0]])  # every row trained on: the counts above
+    np.savetxt(tmp_path / "log.csv", log, fmt="%d", delimiter=",", header="user_id,item_id", comments="")
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "m.keras"), "--interactions", str(tmp_path / "log.csv"),
+                                      "--trace", str(path), "-q", "--json", str(tmp_path / "c.json")])
+    assert result.exit_code == 0, result.output
+    training = json.loads((tmp_path / "c.json").read_text())["training"]
+    assert training["mismatch"] is None and training["matches_model"] is True, training
+
+
+def test_keras_mask_zero_refuses_a_count_at_the_mask_id(tmp_path: Path) -> None:
+    x, y, _ = data()
+    counts = np.bincount(x[1][:, 0] + 1, minlength=N_ITEMS + 1)
+    counts[0] = 3
+    callback = PopauditCallback("item_embedding", counts=counts, trace=tmp_path / "t.jsonl")
+    with pytest.raises(TrainingError, match=r"Embedding\(mask_zero=True\).*counts\[0\] is 3: give the counts of ids 1\.\.50"):
+        _masked_model().fit([x[0], x[1] + 1], y, batch_size=128, epochs=1, verbose=0, callbacks=[callback])
+    assert not (tmp_path / "t.jsonl").exists()

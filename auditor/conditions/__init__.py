@@ -18,7 +18,7 @@ import numpy as np
 import pluggy
 
 from auditor.conditions.angles_check import angles_overrule
-from auditor.conditions.c1_sgd import assess_c1, with_trace_angles
+from auditor.conditions.c1_sgd import assess_c1, with_every_run, with_trace_angles
 from auditor.conditions.c2_c3_encoder import assess_c2, assess_c3, static_c2_c3
 from auditor.conditions.c4_loss import assess_c4, classify_loss, with_trace_angles_c4
 from auditor.conditions.c5_growth import assess_c5
@@ -95,7 +95,7 @@ def assess_conditions(
     trace = read_trace_facts(training)
     rate = training_rate(state, config, warnings)
     optimizer = with_trace(merge_optimizer_facts(state, config, declared, warnings, rate), trace)
-    c1 = with_trace_angles(assess_c1(state, optimizer), trace)
+    c1 = with_trace_angles(with_every_run(assess_c1(state, optimizer), training), trace)
     live = bundle.live
     if live is None and pm is not None:
         live = call_hook(pm, "popaudit_live_model", bundle=bundle)

@@ -9,6 +9,7 @@ from auditor.conditions.facts import OptimizerFacts, StateReading, TraceFacts
 from auditor.errors import setting
 from auditor.optimizers import ADAPTIVE
 from auditor.result import C1, CONDITION_NAMES, Condition, Status
+from auditor.trace_section import TrainingSection
 
 
 def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
@@ -137,3 +138,21 @@ def with_trace_angles(c1: Condition, trace: TraceFacts) -> Condition:
     else:
         note = f"; {measured}"
     return replace(c1, evidence=c1.evidence + note, details=details)
+
+
+def with_every_run(c1: Condition, training: TrainingSection | None) -> Condition:
+    """C1 judged by every run a trace of this model lists (a resumed run under other optimizer
+    settings, header config ``resumed_runs``): the checkpoint and the declarations record the
+    last run only, so a run that breaks C1 by the trace's settings (:attr:`TrainingSection.settings_run`,
+    an adaptive optimizer, momentum or weight decay above 0) makes it violated, naming the run."""
+    if training is None or not training.matches_model or training.runs < 2 or c1.status == "violated":
+        return c1
+    kind, momentum, decay = training.recorded_optimizer, training.recorded_momentum, training.recorded_weight_decay
+    broken = ([f"{kind} rescales each coordinate by its gradient history"] if kind in ADAPTIVE else []) \
+        + ([f"momentum {momentum:g}"] if momentum else []) + ([f"weight decay {decay:g}"] if decay else [])
+    if not broken:
+        return c1
+    run = "the first run" if training.settings_run is None else f"the run resumed at step {training.settings_run:,}"
+    evidence = (f"trace ({training.settings_key('optimizer')}): {'; '.join(broken)} on the item parameters in {run} "
+                f"of the trace's {training.runs} runs (the checkpoint's settings are the last run's: {c1.evidence})")
+    return replace(c1, status="violated", evidence=evidence, details={**c1.details, "trace_run": training.settings_run})

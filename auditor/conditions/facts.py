@@ -363,20 +363,20 @@ def read_trace_facts(training: TrainingSection | None) -> TraceFacts:
     if epochs is not None and not training.complete:  # it died or still runs: what it recorded, at least
         epochs = replace(epochs, key=epochs.key.replace("steps taken", "steps recorded") + NO_END)
     return TraceFacts(
-        optimizer=Fact(kind or training.optimizer, Origin.TRACE, "header.optimizer") if training.optimizer else None,
+        optimizer=Fact(kind or training.optimizer, Origin.TRACE, training.settings_key("optimizer")) if training.optimizer else None,
         lr=None if lr is None else Fact(lr[1], Origin.TRACE, f"lr at step {lr[0]}"),
         epochs=epochs,
         angles=training.evidence,
-        momentum=_recorded(training.recorded_momentum, "momentum"),
-        weight_decay=_recorded(training.recorded_weight_decay, "weight_decay"),
+        momentum=_recorded(training.recorded_momentum, training.settings_key("momentum")),
+        weight_decay=_recorded(training.recorded_weight_decay, training.settings_key("weight_decay")),
         loss=None if training.recorded_loss is None else Fact(training.recorded_loss, Origin.TRACE,
                                                               "the trace's config.loss"),
     )
 
 
 def _recorded(value: float | None, key: str) -> Fact[float] | None:
-    """A number the trace's config records, as a trace fact."""
-    return None if value is None else Fact(value, Origin.TRACE, f"config.{key}")
+    """A number the trace's config records (at ``key``), as a trace fact."""
+    return None if value is None else Fact(value, Origin.TRACE, key)
 
 
 def with_trace(facts: OptimizerFacts, trace: TraceFacts) -> OptimizerFacts:

@@ -23,7 +23,7 @@ from typing import Any
 
 from auditor.errors import setting
 from auditor.model import ModelBundle
-from auditor.optimizers import as_float, item_groups, normalise_optimizer, optimizer_family
+from auditor.optimizers import ADAPTIVE, as_float, item_groups, normalise_optimizer, optimizer_family
 from auditor.loading.trace import Trace, read_trace
 from auditor.trace_section import TrainingAlert, TrainingPoint, TrainingSection
 
@@ -149,15 +149,41 @@ def summarise(trace: Trace, path: Path, mismatch: str | None = None) -> Training
     alerts = tuple(TrainingAlert(a.step, a.epoch, a.alert, a.metric, a.value, a.action) for a in trace.alerts)
     angles = trace.angles()
     epochs, empty = _epochs_trained(trace)
+    run_step, run = judged_run(trace)
     return TrainingSection(
         trace=str(path), source=trace.header.source, n_items=trace.header.n_items, interval=trace.header.interval,
-        optimizer=trace.header.optimizer, complete=trace.complete,
+        optimizer=run.get("optimizer") if isinstance(run.get("optimizer"), str) else None, complete=trace.complete,
         end_reason=None if trace.end is None else trace.end.reason, truncated=trace.truncated,
         matches_model=mismatch is None, mismatch=mismatch, points=points,
         point_kind="step" if trace.steps else "epoch", alerts=alerts, angles=angles,
         epochs=epochs, **_steps(trace), **end_rho(trace), **_recorded(trace),
-        start_step=_start_step(trace.header.config), empty_epochs=empty,
+        start_step=_start_step(trace.header.config), empty_epochs=empty, settings_run=run_step,
+        runs=1 + len(_resumed_runs(trace.header.config if isinstance(trace.header.config, Mapping) else {})),
+        recorded_momentum=as_float(run.get("momentum")), recorded_weight_decay=as_float(run.get("weight_decay")),
     )
+
+
+def _resumed_runs(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The header config's ``resumed_runs`` that name their step (another kind of value: ignored)."""
+    listed = config.get("resumed_runs")
+    return [r for r in listed if isinstance(r, Mapping) and isinstance(r.get("step"), int)] \
+        if isinstance(listed, list) else []
+
+
+def judged_run(trace: Trace) -> tuple[int | None, Mapping[str, Any]]:
+    """The optimizer settings C1 judges the trace's training by: of the first run's (the
+    header's) and each resumed run's that changed them (config ``resumed_runs``), the first
+    that breaks C1 by them (an adaptive optimizer, momentum or weight decay above 0), else the
+    first run's; with the step that run resumed at (None: the first run)."""
+    config: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
+    first = {"optimizer": trace.header.optimizer, "momentum": config.get("momentum"),
+             "weight_decay": config.get("weight_decay")}
+    resumed = _resumed_runs(config)
+    for step, run in [(None, first), *((r["step"], r) for r in resumed)]:
+        kind = _kind(run.get("optimizer"))
+        if (kind is not None and kind in ADAPTIVE) or any((as_float(run.get(k)) or 0.0) > 0 for k in ("momentum", "weight_decay")):
+            return step, run
+    return None, first
 
 
 def _empty_epochs(trace: Trace) -> list[int]:
@@ -210,9 +236,8 @@ def _recorded(trace: Trace) -> dict[str, Any]:
     loss = config.get("loss")
     broken = [r for r in trace.records if r.n_nonfinite > 0]
     return {"counts": trace.header.counts, "recorded_loss": loss if isinstance(loss, str) else None,
-            "recorded_lr": as_float(config.get("lr")), "recorded_momentum": as_float(config.get("momentum")),
-            "recorded_weight_decay": as_float(config.get("weight_decay")),
-            "recorded_optimizer": _kind(trace.header.optimizer) or _kind(config.get("optimizer")), "nonfinite_step": broken[0].step if broken else None,
+            "recorded_lr": as_float(config.get("lr")),
+            "recorded_optimizer": _kind(judged_run(trace)[1].get("optimizer")) or _kind(config.get("optimizer")), "nonfinite_step": broken[0].step if broken else None,
             "nonfinite_rows": max((r.n_nonfinite for r in broken), default=0)}
 
 
@@ -255,7 +280,8 @@ def _setting_mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
     checkpoint's optimizer state or config), the loss and the learning rate (configs)."""
     theirs: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
     ours: Mapping[str, Any] = bundle.config if isinstance(bundle.config, Mapping) else {}
-    run = _kind(trace.header.optimizer) or _kind(theirs.get("optimizer"))
+    resumed = _resumed_runs(theirs)  # the checkpoint is of the last run: its optimizer is compared
+    run = _kind(resumed[-1].get("optimizer") if resumed else trace.header.optimizer) or _kind(theirs.get("optimizer"))
     state = _state_kind(bundle)
     model, where = (state, "optimizer state") if state is not None else (_kind(ours.get("optimizer")), "config")
     if run is not None and model is not None and optimizer_family(run) != optimizer_family(model):

@@ -11,20 +11,49 @@
 
 Keras callbacks never see the batch's data, so the counts are given up front
 (interactions per item row) and each measured step compares the whole table before and
-after it: the angles are those of every item the step moved. An alert with the action
+after it: the angles are those of every item the step moved. An ``Embedding(mask_zero=True)``
+has its row 0 (the mask, no item) left out, as ``check`` leaves it out of the saved model. An alert with the action
 ``stop`` sets ``model.stop_training``. Imports ``keras``; ``import auditor`` never does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import keras
+import numpy as np
 
 from auditor.errors import TrainingError
 from auditor.monitor.monitor import TrainingMonitor
 from auditor.monitor.settings import second_fit
+from auditor.loading.keras_mask import masked_layers
 from auditor.monitor.sources import item_like
+
+
+def _owner(model: Any, variable: Any) -> Any:
+    """The model's ``Embedding`` layer whose table ``variable`` is (None: none is)."""
+    layers = model._flatten_layers() if hasattr(model, "_flatten_layers") else model.layers
+    return next((lay for lay in layers if isinstance(lay, keras.layers.Embedding) and lay.embeddings is variable), None)
+
+
+def without_mask_row(options: dict[str, Any], rows: int) -> dict[str, Any]:
+    """``counts`` and ``item_ids`` for the rows 1..n of a mask_zero table of ``rows`` rows:
+    given for the n items as they are, given one per table row with row 0's left out (its
+    count must be 0: id 0 is the mask, Keras never trains an item at it)."""
+    out: dict[str, Any] = {}
+    for key in ("counts", "item_ids"):
+        value = options.get(key)
+        if value is None or isinstance(value, Mapping) or len(value) != rows:
+            continue
+        if key == "counts" and float(np.asarray(value, dtype=np.float64)[0]) != 0:
+            raise TrainingError(
+                f"counts: the item layer is an Embedding(mask_zero=True), whose row 0 is the mask (id 0, no item), yet "
+                f"counts[0] is {np.asarray(value)[0]:g}: give the counts of ids 1..{rows - 1} ({rows - 1} entries), or "
+                f"{rows} entries with 0 first"
+            )
+        out[key] = value[1:]
+    return out
 
 
 class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras ships no type information
@@ -49,7 +78,9 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
         self.monitor: TrainingMonitor | None = None
         self._began = False
 
-    def _table(self) -> Any:
+    def _table(self) -> tuple[Any, bool]:
+        """The torch parameter the optimizer updates in place, and whether its row 0 is the
+        mask of an ``Embedding(mask_zero=True)`` (check's rule on the layer's config)."""
         items = self._items
         if isinstance(items, str):
             embeddings = [layer.name for layer in self.model.layers if isinstance(layer, keras.layers.Embedding)]
@@ -61,10 +92,13 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
                     f"{', '.join(embeddings) or 'none'}); name the item table's layer: "
                     f"PopauditCallback({item_like(embeddings)!r}, counts=...)"
                 ) from None
+        layer = items if isinstance(items, keras.layers.Embedding) else _owner(self.model, items)
         if isinstance(items, keras.layers.Embedding):
             items = items.embeddings
         if isinstance(items, keras.Variable):
-            return items.value  # the torch parameter the optimizer updates in place
+            masked = layer is not None and bool(masked_layers({"class_name": type(layer).__name__,
+                                                               "config": layer.get_config()}))
+            return items.value, masked
         raise TrainingError(
             f"items must name an Embedding layer of the model, or be one or its variable, not {type(items).__name__}"
         )
@@ -88,7 +122,11 @@ class PopauditCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras
         iterations = getattr(self.model.optimizer, "iterations", None)
         options.setdefault("start_step", 0 if iterations is None else int(keras.ops.convert_to_numpy(iterations)))
         options.setdefault("start_epoch", int(epoch) + 1)
-        self.monitor = TrainingMonitor(self._table(), **options)
+        table, masked = self._table()
+        if masked:  # row 0 is the mask, no item: watched as check reads the saved model (rows 1..n)
+            table = table[1:]
+            options.update(without_mask_row(options, table.shape[0] + 1))
+        self.monitor = TrainingMonitor(table, **options)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self.monitor is not None:

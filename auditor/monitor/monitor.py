@@ -37,7 +37,7 @@ from auditor.monitor.figures import (
 )
 from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, log_each, make_sinks
-from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource, optimizer_settings
+from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource, learning_rate, optimizer_settings
 from auditor.monitor.settings import (
     TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
 )
@@ -180,6 +180,7 @@ class TrainingMonitor:
         """
         if items is not None and count:
             self.observe(items)
+        self._coming_lr = (self._lr(),)  # the rate this step trains at (a scheduler may step before after_step)
         if not self._due(self.global_step + 1):
             return
         if items is None:
@@ -193,6 +194,8 @@ class TrainingMonitor:
         """Call after ``optimizer.step()`` with the batch's ``loss`` when known (read only when
         the step takes a record); returns the record when this step took one."""
         self.global_step += 1
+        self._step_lr = self._coming_lr[0] if self._coming_lr is not None else self._lr()
+        self._coming_lr = None
         if self._snapshot is not None:
             rows, before, copies = self._snapshot
             self._snapshot = None
@@ -201,7 +204,7 @@ class TrainingMonitor:
             self._epoch_updates.append(self._step_update)
         if not self._due(self.global_step):
             return None
-        record = self._record("step", self._step_update, loss=loss)
+        record = self._record("step", self._step_update, loss=loss, lr=self._step_lr)
         self._step_update = UpdateSample.empty()
         return record
 
@@ -222,7 +225,8 @@ class TrainingMonitor:
         if epoch is not None:
             self.epoch = int(epoch)
         seconds = time.perf_counter() - self._epoch_start
-        record = self._record("epoch", UpdateSample.pooled(self._epoch_updates), loss=loss, seconds=seconds)
+        lr = self._step_lr if self.global_step > self._epoch_first_step else self._lr()  # its last step's rate
+        record = self._record("epoch", UpdateSample.pooled(self._epoch_updates), loss=loss, lr=lr, seconds=seconds)
         self._epoch_updates = []
         self.epoch += 1
         self._epoch_start = time.perf_counter()
@@ -270,6 +274,10 @@ class TrainingMonitor:
     """Why the first alert that asked training to stop did (None: none did)."""
     _stop_step = 0
     """The step of the alert that asked training to stop."""
+    _coming_lr: tuple[float | None] | None = None
+    """The rate read at :meth:`before_step`, which the coming step trains at (None: none read)."""
+    _step_lr: float | None = None
+    """The rate the last step trained at: its record's and its epoch record's ``lr``."""
     diverged: tuple[int, int] | None = None
     """(step, rows) of the first record that found item rows NaN or infinite (None: none did)."""
 
@@ -290,13 +298,14 @@ class TrainingMonitor:
         self._counts += torch.bincount(rows, minlength=self.source.n_items).cpu().numpy()
 
     def _record(
-        self, kind: str, update: UpdateSample, *, loss: float | torch.Tensor | None, seconds: float | None = None
+        self, kind: str, update: UpdateSample, *, loss: float | torch.Tensor | None, lr: float | None,
+        seconds: float | None = None,
     ) -> TraceRecord:
         tic = time.perf_counter()
         self._flush_counts()
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             record = self._measure(kind, update, loss, seconds)
-        record = replace(record, monitor_s=time.perf_counter() - tic)
+        record = replace(record, lr=lr, monitor_s=time.perf_counter() - tic)
         self.records.append(record)
         if self._writer is not None:
             self._writer.write(record.to_json())
@@ -339,7 +348,7 @@ class TrainingMonitor:
             angle_median=angles.median, growth_per_update=angles.growth, growth_basis=angles.growth_basis,
             head_share_dot=heads.dot if heads else None, head_share_cosine=heads.cosine if heads else None,
             head_share_ratio=heads.ratio if heads else None,
-            lr=self._lr(), loss=None if loss is None else float(loss), seconds=seconds,
+            lr=None, loss=None if loss is None else float(loss), seconds=seconds,
         )
 
     def _optimizer_settings(self) -> dict[str, float]:
@@ -348,16 +357,7 @@ class TrainingMonitor:
         return {} if self.optimizer is None else optimizer_settings(self.optimizer, groups)
 
     def _lr(self) -> float | None:
-        """The learning rate of the item table's parameter group (or of every group, when
-        they agree); a Keras optimizer's ``learning_rate``."""
-        if self.optimizer is None:
-            return None
-        if not hasattr(self.optimizer, "param_groups"):
-            rate = getattr(self.optimizer, "learning_rate", None)
-            return None if rate is None else float(rate)
-        groups = self.source.groups_of(self.optimizer) or self.optimizer.param_groups
-        lrs = {float(g["lr"]) for g in groups if "lr" in g}
-        return lrs.pop() if len(lrs) == 1 else None
+        return learning_rate(self.optimizer, self.source.groups_of(self.optimizer))
 
     def _alert(self, event: AlertEvent) -> None:
         self.fired.append(event)

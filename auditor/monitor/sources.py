@@ -215,6 +215,19 @@ def optimizer_settings(optimizer: object, groups: list[dict[str, Any]]) -> dict[
     return out
 
 
+def learning_rate(optimizer: object, groups: list[dict[str, Any]]) -> float | None:
+    """The item table's learning rate now: a torch optimizer's from ``groups`` (its param
+    groups holding the table, else all of them) when they agree; another's (Keras')
+    ``learning_rate``, a schedule evaluated at the optimizer's ``iterations`` (the step to come)."""
+    if optimizer is None:
+        return None
+    if not hasattr(optimizer, "param_groups"):
+        rate = getattr(optimizer, "learning_rate", None)
+        return None if rate is None else float(rate)
+    lrs = {float(g["lr"]) for g in groups or getattr(optimizer, "param_groups") if "lr" in g}
+    return lrs.pop() if len(lrs) == 1 else None
+
+
 def item_like(names: list[str]) -> str:
     """Which of ``names`` (a model's embeddings) to show in a message's example: the first
     named like an item table, else the first (``item_embedding`` when there is none)."""

@@ -194,7 +194,45 @@ def resumed_header(theirs: TraceHeader, ours: TraceHeader, step: int) -> TraceHe
     added = dict(theirs.alerts_added)  # an alert dropped and given again: the step it was given again
     added.update({a: step for a in alerts if a in new or (a in theirs.alerts_dropped and key[a] in watched)})
     dropped = {a: theirs.alerts_dropped.get(a, step) for a in alerts if key[a] not in watched}
-    return replace(theirs, alerts=tuple(alerts), alert_action=ours.alert_action, alerts_added=added, alerts_dropped=dropped)
+    return replace(theirs, alerts=tuple(alerts), alert_action=ours.alert_action, alerts_added=added, alerts_dropped=dropped,
+                   config=_resumed_settings(theirs, ours, step))
+
+
+RESUMED_RUNS = "resumed_runs"
+"""The header config's key listing each resumed run that trained under other optimizer settings."""
+
+
+def run_settings(header: TraceHeader) -> dict[str, Any]:
+    """The item optimizer settings a header records for its run (C1's evidence)."""
+    config = header.config if isinstance(header.config, Mapping) else {}
+    return {"optimizer": header.optimizer, **{k: config.get(k) for k in ("momentum", "weight_decay")}}
+
+
+def _resumed_settings(theirs: TraceHeader, ours: TraceHeader, step: int) -> dict[str, Any]:
+    """The trace's config, with the resumed run's optimizer settings appended to its
+    :data:`RESUMED_RUNS` (with the step it resumed at) when they differ from those in force
+    (the first run's in the header, or the last resumed run's): a warning says so, and
+    ``check --trace`` judges C1 by every run's settings. The header keeps the first run's."""
+    config = dict(theirs.config) if isinstance(theirs.config, Mapping) else {}
+    listed = config.get(RESUMED_RUNS)
+    runs = [r for r in listed if isinstance(r, Mapping)] if isinstance(listed, list) else []
+    in_force = {k: v for k, v in runs[-1].items() if k != "step"} if runs else run_settings(theirs)
+    now = run_settings(ours)
+    if now == in_force:
+        return config
+    words = {k: v for k, v in now.items() if v != in_force.get(k)}
+    warnings.warn(
+        f"resume: this run's item optimizer ({_described(now)}) differs from the trace's ({_described(in_force)}) in "
+        f"{', '.join(words)}: the trace records it from step {step:,} (header config.{RESUMED_RUNS}), and check --trace "
+        "judges C1 by every run's settings",
+        MonitorInputWarning, stacklevel=5,
+    )
+    config[RESUMED_RUNS] = [*runs, {"step": step, **now}]
+    return config
+
+
+def _described(settings: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in settings.items() if v is not None) or "none recorded"
 
 
 def _kept_bytes(path: Path) -> int:

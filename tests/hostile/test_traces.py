@@ -121,6 +121,18 @@ def _resumed(start: int | None) -> Any:
     return check
 
 
+def _settings_run(step: int | None) -> Any:
+    """C1 judged by the run a malformed or valid ``resumed_runs`` names (None: the header's)."""
+    def check(d: Path, outcome: Outcome) -> None:
+        report = strict_json(d / "r.json")
+        c1 = report["conditions"]["C1"]
+        assert report["training"]["settings_run"] == step
+        assert c1["status"] == ("violated" if step else "holds"), c1["evidence"]
+        assert c1["details"]["sources"]["momentum"] == ("trace (config.momentum)" if step is None else
+                                                        f"trace (config.resumed_runs: momentum of the run resumed at step {step})")
+    return check
+
+
 def _with_config(config: dict[str, Any]) -> str:
     lines = trace_lines()
     header = json.loads(lines[0])
@@ -207,6 +219,14 @@ CASES = [
                                                outputs=("r.json",), check=_resumed(None)), EXIT_OK, None),
     Case("trace-start-step-negative", _trace(_with_config({"start_step": -5}), "--json", "r.json",
                                              outputs=("r.json",), check=_resumed(None)), EXIT_OK, None),
+    Case("trace-resumed-runs-not-a-list", _trace(_with_config({"momentum": 0.0, "resumed_runs": 5}), "--json", "r.json",
+                                                 outputs=("r.json",), check=_settings_run(None)), EXIT_OK, None),
+    Case("trace-resumed-runs-malformed", _trace(_with_config({"momentum": 0.0, "resumed_runs": [
+        "SGD", {"momentum": 0.9}, {"step": "ten", "momentum": 0.9}, {"step": 3, "momentum": "high"}]}), "--json", "r.json",
+        outputs=("r.json",), check=_settings_run(None)), EXIT_OK, None),
+    Case("trace-resumed-run-under-momentum", _trace(_with_config({"momentum": 0.0, "resumed_runs": [
+        {"step": 2, "optimizer": "SGD", "momentum": 0.9, "weight_decay": 0.0}]}), "--json", "r.json",
+        outputs=("r.json",), check=_settings_run(2)), EXIT_OK, None),
     Case("trace-with-an-empty-first-epoch", _trace(_empty_epoch_first(True), "--json", "r.json", outputs=("r.json",),
          check=_empty_epochs(1, "epoch 1 ended without an optimizer step (an epoch record at the step it began "
                                 "at: a loader that yielded nothing?); not counted as epochs trained (the run "
