@@ -223,8 +223,8 @@ def _resumed_settings(theirs: TraceHeader, ours: TraceHeader, step: int) -> dict
     words = {k: v for k, v in now.items() if v != in_force.get(k)}
     warnings.warn(
         f"resume: this run's item optimizer ({_described(now)}) differs from the trace's ({_described(in_force)}) in "
-        f"{', '.join(words)}: the trace records it from step {step:,} (header config.{RESUMED_RUNS}), and check --trace "
-        "judges C1 by every run's settings",
+        f"{', '.join(words)}: the trace records it from step {step:,} (header config.{RESUMED_RUNS}), and an audit of the "
+        "model with this trace judges C1 by every run's settings",
         MonitorInputWarning, stacklevel=5,
     )
     config[RESUMED_RUNS] = [*runs, {"step": step, **now}]
