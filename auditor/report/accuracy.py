@@ -58,7 +58,7 @@ def summary_table(accuracy: Accuracy, result: AuditResult | None = None) -> Tabl
         ("distinct held-out pairs evaluated", fmt_num(accuracy.n_pairs_evaluated)),
         ("users dropped (no user-table row)", fmt_num(accuracy.n_dropped_users)),
         ("held-out users left out: never in the training log", fmt_num(accuracy.n_users_not_in_training)),
-        ("held-out users left out: not among the queries (sampled out, or a zero query)",
+        (f"held-out users left out: not among the queries (sampled out by {setting('max_queries')})",
          fmt_num(accuracy.n_users_not_sampled)),
         ("training items excluded from candidates", "yes" if accuracy.seen_excluded else f"no ({setting('keep_seen')})"),
         ("tolerance (share of dot's NDCG to keep)", "—" if accuracy.tolerance is None else fmt_pct(accuracy.tolerance)),

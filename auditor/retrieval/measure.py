@@ -362,9 +362,8 @@ def _unserved_empty(lists: dict[str, np.ndarray], population: QueryPopulation) -
         (rows, np.full((population.n_unserved, rows.shape[1]), -1, dtype=rows.dtype))) for name, rows in lists.items()}
 
 
-def _definitions(
-    list_measures: Sequence[ListMeasure], settings: RetrievalSettings, population: QueryPopulation
-) -> dict[str, str]:
+def _definitions(list_measures: Sequence[ListMeasure], settings: RetrievalSettings, population: QueryPopulation,
+                 ) -> dict[str, str]:
     kind = "distinct training users" if settings.popularity == "users" else "training interactions"
     seen = {
         "excluded": "each query's training items are never served (as a deployed recommender serves)",
@@ -378,7 +377,8 @@ def _definitions(
         queries=f"queries: {population.description}",
         seen_items=f"seen items: {seen}",
         ties="ties: higher score first, then lower item row; popular list: by popularity, then raw item id",
-        zero_vectors="zero vectors: zero queries are dropped; zero-norm items are never served by cosine",
+        zero_vectors="zero vectors: a zero query's user is served nothing by the model's scorings (kept in their "
+                     "group, a miss with a holdout; popular serves them); zero-norm items are never served by cosine",
     )
     return definitions
 
