@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import PurePath
 from typing import Any
 
 from auditor.flat import FlatEntry, flat_entries
@@ -93,13 +92,7 @@ def held_out_source(accuracy: dict[str, Any]) -> Any:
     checkpoint's recorded split, the split itself (two retrain runs of one log, split and
     seed hold out the same pairs; the ``inputs.model`` note names the checkpoints)."""
     holdout = accuracy.get("holdout")
-    if not isinstance(holdout, str):
-        return holdout
-    if holdout.endswith(RECORDED_HOLDOUT):
-        return "a checkpoint's recorded split"
-    # The file's name, not the path as given: one holdout read from another folder or as an
-    # absolute path (a CI checkout, another machine) is the same held-out set.
-    return PurePath(holdout.replace("\\", "/")).name or holdout
+    return "a checkpoint's recorded split" if isinstance(holdout, str) and holdout.endswith(RECORDED_HOLDOUT) else holdout
 
 
 def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, affects: Callable[[FlatEntry], bool]) -> None:
