@@ -75,3 +75,24 @@ def test_lightning_epoch_records_carry_the_rate_the_epoch_trained_at(tmp_path: P
     assert [(r.epoch, r.step, r.lr) for r in trace.epochs] == [(1, 6, 5.0), (2, 12, pytest.approx(0.5))]
     assert [(r.step, r.lr) for r in trace.steps] == [(6, 5.0), (12, pytest.approx(0.5))]
     assert [(a.step, a.alert) for a in trace.alerts] == [(12, "lr<1")]  # not one epoch early, at step 6
+
+
+def test_the_item_groups_are_found_once_not_at_every_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading the rate before every step must not scan every group's tensors each time (a
+    600-tensor model paid 1.4 ms a step): the groups are found once, and again only when the
+    optimizer gains a group; the rate itself is read fresh (a scheduler changes it)."""
+    table = torch.nn.Embedding(N_ITEMS, DIM)
+    other = torch.nn.Linear(DIM, DIM)
+    opt = torch.optim.SGD(table.parameters(), lr=1.0)
+    monitor = TrainingMonitor(table, counts=np.ones(N_ITEMS), optimizer=opt, interval=0)
+    calls = []
+    scan = type(monitor.source).groups_of
+    monkeypatch.setattr(type(monitor.source), "groups_of", lambda self, o: calls.append(1) or scan(self, o))
+    for step, rows in enumerate(_batches()):
+        with monitor.step(rows):
+            opt.step()
+        opt.param_groups[0]["lr"] = 0.5 ** (step + 1)
+    assert len(calls) == 1 and monitor._lr() == 0.5 ** BATCHES
+    opt.add_param_group({"params": other.parameters(), "lr": 9.0})
+    assert monitor._lr() == 0.5 ** BATCHES and len(calls) == 2  # the new group holds no item row
+    monitor.close()

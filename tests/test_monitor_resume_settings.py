@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from auditor.monitor import read_trace
+from auditor.monitor import TrainingMonitor, read_trace
 from auditor.monitor.settings import MonitorInputWarning
 from tests.test_monitor_resume import Run, check
 
@@ -53,6 +53,20 @@ def test_a_resume_under_the_same_settings_changes_nothing(tmp_path: Path, recwar
     assert "resumed_runs" not in read_trace(path).header.config
     c1 = check(tmp_path, run.items_t.weight.detach().numpy(), run.counts, path)["conditions"]["C1"]
     assert c1["status"] == "holds" and c1["details"]["sources"]["momentum"] == "trace (config.momentum)"
+
+
+def test_a_resume_without_an_optimizer_records_no_phantom_run(tmp_path: Path) -> None:
+    """resume=True with no optimizer= knows nothing of the run's settings: a note that they
+    are not recorded, no resumed_runs entry of Nones (which counted as a second run)."""
+    path, run = tmp_path / "trace.jsonl", Run()
+    run.opt = torch.optim.SGD([*run.users_t.parameters(), *run.items_t.parameters()], lr=5.0)
+    with run.monitor(path) as monitor:
+        run.epoch(monitor)
+    with pytest.warns(MonitorInputWarning, match="no optimizer was given, so the item optimizer settings of the run "
+                                                 "resumed at step 16 are not recorded"):
+        with TrainingMonitor(run.items_t, counts=run.counts, interval=10, trace=path, resume=True) as monitor:
+            monitor.end_epoch()
+    assert "resumed_runs" not in read_trace(path).header.config
 
 
 def test_an_old_trace_without_resumed_runs_reads_as_before(tmp_path: Path) -> None:

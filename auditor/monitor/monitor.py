@@ -277,6 +277,8 @@ class TrainingMonitor:
     _coming_lr: tuple[float | None] | None = None
     """The rate read at :meth:`before_step`, which the coming step trains at (None: none read)."""
     _step_lr: float | None = None
+    _groups_key: tuple[int, int, int] | None = None
+    _lr_groups: tuple[dict[str, Any], ...] = ()
     """The rate the last step trained at: its record's and its epoch record's ``lr``."""
     diverged: tuple[int, int] | None = None
     """(step, rows) of the first record that found item rows NaN or infinite (None: none did)."""
@@ -357,7 +359,13 @@ class TrainingMonitor:
         return {} if self.optimizer is None else optimizer_settings(self.optimizer, groups)
 
     def _lr(self) -> float | None:
-        return learning_rate(self.optimizer, self.source.groups_of(self.optimizer))
+        # Read before every step: the item table's param groups are found once (a scan of every
+        # group's tensors), again only when the optimizer or its number of groups changes.
+        groups = getattr(self.optimizer, "param_groups", None)
+        key = (id(self.optimizer), id(groups), len(groups) if isinstance(groups, list) else 0)
+        if self._groups_key != key:
+            self._groups_key, self._lr_groups = key, tuple(self.source.groups_of(self.optimizer))
+        return learning_rate(self.optimizer, list(self._lr_groups))
 
     def _alert(self, event: AlertEvent) -> None:
         self.fired.append(event)

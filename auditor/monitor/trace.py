@@ -220,6 +220,13 @@ def _resumed_settings(theirs: TraceHeader, ours: TraceHeader, step: int) -> dict
     now = run_settings(ours)
     if now == in_force:
         return config
+    if now["optimizer"] is None:  # no optimizer= on resume: nothing known differs, no phantom run
+        warnings.warn(
+            f"resume: no optimizer was given, so the item optimizer settings of the run resumed at step {step:,} are "
+            "not recorded; the trace keeps those of the runs it records",
+            MonitorInputWarning, stacklevel=5,
+        )
+        return config
     words = {k: v for k, v in now.items() if v != in_force.get(k)}
     warnings.warn(
         f"resume: this run's item optimizer ({_described(now)}) differs from the trace's ({_described(in_force)}) in "
