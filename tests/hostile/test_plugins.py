@@ -556,6 +556,70 @@ CASES += [  # QA plugins F4: an integer item table is refused, never its truncat
          r"plugin 'file:plug\.py' implements"),
 ]
 
+# Conditions QA N1: a plugin whose item_parameters lists every parameter, the user table too
+# (one optimizer over the whole model). No item output reads the user table and every item
+# is compared, so J_iJ_uᵀ = 0 for each: C3 holds, never unknown or violated.
+USER_TABLE_AS_ITEM_PARAMETER = HOOKIMPL + """import numpy as np
+import torch
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+class Towers(torch.nn.Module):
+    def __init__(self, table):
+        super().__init__()
+        self.items = torch.nn.Embedding.from_pretrained(torch.as_tensor(table), freeze=False)
+        self.users = torch.nn.Embedding(5, table.shape[1])
+
+
+class Live:
+    def __init__(self, module):
+        self.module = module
+        self.loss_name = "infonce-cos"
+        self.n_users = 5
+
+    def encode_items(self, module, rows):
+        return module.items(rows)
+
+    def encode_users(self, module, rows):
+        return module.users(rows)
+
+    def item_parameters(self, module):
+        return list(module.parameters())
+
+    def loss(self, users, items):
+        logits = torch.nn.functional.normalize(users, dim=1) @ torch.nn.functional.normalize(items, dim=1).T
+        return torch.nn.functional.cross_entropy(logits / 0.1, torch.arange(len(users)))
+
+    def make_optimizer(self, module):
+        return torch.optim.SGD(module.parameters(), lr=0.1)
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    table = np.load(path)
+    return ModelBundle(source=Path(path), format="listed_user_table", item_table=table, live=Live(Towers(table)))
+"""
+
+
+def _c3_holds_user_table_listed(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    coupling = report["probes"]["c3_user_cross_jacobian"]
+    assert coupling["reads_items"] and coupling["max_relative"] == 0 and coupling["exhaustive"], coupling
+    assert report["conditions"]["C3"]["status"] == "holds", report["conditions"]["C3"]
+
+
+def _user_table_listed(d: Path) -> Built:
+    standard(d)
+    write(d, "plug.py", USER_TABLE_AS_ITEM_PARAMETER)
+    return Built(["check", "items.npy", "--interactions", "log.parquet", "--bootstrap", "0", "-q", "--no-retrieval",
+                  "--plugin", "plug.py", "--json", "r.json"], outputs=("r.json",), check=_c3_holds_user_table_listed)
+
+
+CASES += [
+    Case("check-plugin-lists-the-user-table-as-item-parameters", _user_table_listed, EXIT_OK, None, timeout=120),
+]
+
 
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
