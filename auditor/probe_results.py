@@ -136,6 +136,9 @@ class UserCoupling:
     item: int | None
     tolerance: float
     dim: int = 0
+    exhaustive: bool = False
+    """The items compared are the whole catalogue: a block that is 0 for each is 0 for every
+    item (J_iJ_uᵀ = 0 throughout), whatever else the user outputs read."""
 
     @property
     def coupled(self) -> bool:

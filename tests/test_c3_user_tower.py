@@ -8,6 +8,7 @@ And a probe step whose angles are clearly tilted overrules C1–C4 read as holdi
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,10 @@ import torch
 
 from auditor.conditions import assess_conditions
 from auditor.conditions.angles_check import angles_overrule
+from auditor.conditions.c2_c3_encoder import Static, assess_c3
 from auditor.config import DeclaredTraining
 from auditor.model import ModelBundle
-from auditor.probe_results import ProbeOutcome, UpdateProbe
+from auditor.probe_results import ProbeOutcome, UpdateProbe, UserCoupling
 from auditor.probes.user_coupling import user_coupling
 from auditor.result import CONDITION_NAMES, Condition
 from live_towers import SharedHistoryLive, TinyLive, Towers
@@ -111,3 +113,36 @@ def test_rounding_gradients_do_not_overrule() -> None:
     conditions, warnings = _holding(), []
     angles_overrule(conditions, probe, warnings)
     assert all(c.status == "holds" for c in conditions.values()) and not warnings
+
+
+@dataclass
+class _AllParametersLive(TinyLive):
+    """An id-table model whose ``item_parameters`` lists every parameter, the user table too
+    (an easy slip with one optimizer over the whole model)."""
+
+    def item_parameters(self, module: torch.nn.Module) -> list[torch.nn.Parameter]:
+        return list(module.parameters())
+
+
+def test_user_table_listed_as_item_parameters_keeps_c3_holding_over_the_whole_catalogue() -> None:
+    # conditions QA N1: u = U[u] reads the listed user table, which no item output reads, so
+    # J_iJ_uᵀ = 0 for every one of the 40 items (all compared): C3 holds (was unknown)
+    live = _AllParametersLive(Towers(N_ITEMS, N_USERS, DIM), lr=0.5)
+    out = user_coupling(live, live.module, torch.arange(4), torch.arange(N_ITEMS), exhaustive=True)
+    assert out.reads_items and out.max_relative == 0.0 and not out.coupled and out.exhaustive
+    result = assess_conditions(_bundle(live), None, None, DeclaredTraining(), seed=1)
+    c3 = result.conditions["C3"]
+    assert c3.status == "holds", c3.evidence
+    assert "the 40 items are the whole catalogue" in c3.evidence and "move no q_i" in c3.evidence
+    assert result.probes is not None and result.probes.user_coupling is not None
+    assert result.probes.to_dict()["c3_user_cross_jacobian"]["exhaustive"] is True
+
+
+def test_user_outputs_reading_parameters_no_sampled_item_reads_leave_c3_unknown() -> None:
+    # the same figure over a sample of the catalogue: an item outside it may read them
+    holding: Static = ("holds", "an id table")
+    for exhaustive, expected in ((False, "unknown"), (True, "holds")):
+        coupling = UserCoupling(n_users=8, n_items=1024, max_relative=0.0, reads_items=True, user=None, item=None,
+                                tolerance=1e-9, dim=DIM, exhaustive=exhaustive)
+        probe = ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=8, user_coupling=coupling)
+        assert assess_c3(holding, probe).status == expected

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from auditor.advice import training_recommendations
+from auditor.conditions.angles_check import angles_overrule
 from auditor.conditions.c5_growth import assess_c5
 from auditor.conditions.c5_table import head_median_ratio
 from auditor.conditions.facts import Fact, Origin
@@ -244,3 +245,73 @@ def test_the_bootstrap_never_changes_c5(p: float, status: Status) -> None:
     assert {c.status for c in grades.values()} == {status}
     assert f"Spearman ρ = 0.20, 95% CI [0.01, 0.39], p = {p:g}" in grades[(0.01, 0.39)].evidence
     assert f"Spearman ρ = 0.20, p = {p:g}" in grades[(nan, nan)].evidence
+
+
+WIDE = 32  # init spread 1 + 1/√64 = 1.125, below what a large growth projects over FREQ
+
+
+def _tilted_probe(g: float) -> ProbeOutcome:
+    """A probe step at lr 1 that grew every item by c/s² = ``g`` but whose angles are tilted:
+    10 of 50 within 90° ± 1° (20%, at most the 50% tilted share)."""
+    n = 50
+    angles = np.where(np.arange(n) < 10, 90.0, 80.0)
+    update = UpdateProbe(
+        angles=angles, residuals=np.zeros(n), growth=np.full(n, g), growth_per_appearance=np.full(n, g),
+        relative_change=np.full(n, g), n_evaluated=n, optimizer="SGD", optimizer_restored=True, lr=1.0, steps=1,
+    )
+    return ProbeOutcome(dtype="float64", seed=0, batch_source="test", batch_size=n, update=update)
+
+
+def _wide_c5(norms: np.ndarray, probe: ProbeOutcome, others: dict[str, Condition], fn: FrequencyNorm) -> Condition:
+    table = np.zeros((norms.size, WIDE), dtype=np.float32)
+    table[:, 0] = norms
+    bundle = ModelBundle(source=Path("model.pt"), format="checkpoint", item_table=table, item_key="item_emb.weight")
+    return assess_c5(bundle, _stats(), Fact(5.0, Origin.CONFIG, "epochs"), Fact(1.0, Origin.DECLARED, "lr"),
+                     probe, others, fn)
+
+
+def _projected_ratio(g: float, epochs: float = 5.0) -> float:
+    """((1+2g·f99·E)/(1+2g·f_med·E))^¼ over FREQ, computed here from the formula."""
+    f99, fmed = np.quantile(FREQ, 0.99), np.median(FREQ)
+    return float(((1 + 2 * g * f99 * epochs) / (1 + 2 * g * fmed * epochs)) ** 0.25)
+
+
+def test_a_projection_does_not_decide_once_the_angles_overrule_c1_c4() -> None:
+    """Conditions QA N2: a step measured not orthogonal (the angles overrule C1–C4) voids the
+    projection's premise s ← s + c/s; C5 held "by projection, so the bias materialises"."""
+    g = 1.0
+    expected = _projected_ratio(g)  # 1.1834 > 1.125: the projection alone would hold
+    assert expected == pytest.approx((1 + 2 * 99.01 * 5) ** 0.25 / (1 + 2 * 50.5 * 5) ** 0.25)
+    probe = _tilted_probe(g)
+    others, warnings = _others(), []
+    angles_overrule(others, probe, warnings)
+    assert all(others[k].status == "unknown" for k in others) and len(warnings) == 1
+    flat = np.ones(FREQ.size)
+    flat[::2] = 1.01
+    # a flat table: nothing else shows growth, so C5 is unknown (was holds, by projection)
+    c5 = _wide_c5(flat, probe, others, _fn(0.02, -0.15, 0.18, p=0.8))
+    assert c5.details["head_median_norm_ratio"] == pytest.approx(expected, rel=1e-12)
+    assert c5.status == "unknown" and c5.details["decided_by"] is None, c5.evidence
+    assert "20.0% of 50 update angles within 90° ± 1°, which overruled C1–C4 holding, so it decides nothing" \
+        in c5.evidence and "bias materialises" not in c5.evidence
+    # a grown table decides (holds), naming the unknown C1–C4 and never crediting the rate
+    grown = _wide_c5(FREQ.astype(float), probe, others, _fn(0.99, 0.98, 1.0))
+    assert grown.status == "holds" and grown.details["decided_by"] == "table", grown.evidence
+    assert "C1, C2, C3, C4 are unknown, so part of this growth may come from" in grown.evidence
+    assert "materialised at it" not in grown.evidence
+
+
+def test_a_holding_projection_names_the_unknown_conditions() -> None:
+    """N2: where C3 is merely unknown (no angle overrule), the projection holds as before but
+    says, as the table does, that C3 unknown leaves part of the growth unexplained."""
+    others = _others()
+    others["C3"] = Condition(CONDITION_NAMES["C3"], "unknown", "a sampled catalogue")
+    c5 = _wide_c5(np.ones(FREQ.size), _probe(1.0), others, _fn(0.02, -0.15, 0.18, p=0.8))
+    assert c5.status == "holds" and c5.details["decided_by"] == "projection"
+    assert c5.details["head_median_norm_ratio"] == pytest.approx(_projected_ratio(1.0), rel=1e-12)
+    assert c5.evidence.endswith(
+        "so the bias materialises; C3 is unknown, so part of this growth may come from a step that is not orthogonal "
+        "(momentum, an adaptive optimizer, weight decay, a dot-product loss) rather than the rate alone"), c5.evidence
+    # every condition holding: no caveat
+    assert _wide_c5(np.ones(FREQ.size), _probe(1.0), _others(), _fn(0.02, -0.15, 0.18, p=0.8)).evidence.endswith(
+        "so the bias materialises")

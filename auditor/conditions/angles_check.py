@@ -43,6 +43,17 @@ def angles_overrule(conditions: dict[str, Condition], probe: ProbeOutcome | None
         )
 
 
+def overruled_by_angles(others: Mapping[str, Condition]) -> str | None:
+    """What the probe step's angles measured where they overruled C1–C4 (:func:`angles_overrule`),
+    as a clause ("the probe step measured … within 90° ± 1°"); None where they did not."""
+    for key in ORTHOGONALITY_IDS:
+        overrule = others[key].details.get("overruled_by_update_angles") if key in others else None
+        if isinstance(overrule, dict):
+            return (f"the probe step measured {overrule['share_90pm1']:.1%} of {overrule['n']} update angles within "
+                    "90° ± 1°, which overruled C1–C4 holding")
+    return None
+
+
 _WHY = {
     "C2": "the item encoder is not parameter-linear",
     "C3": "item parameters shared between items or with the user tower",

@@ -124,7 +124,11 @@ def assess_c2(static: Static, probe: ProbeOutcome | None) -> Condition:
 def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
     """C3 of the item tower (:func:`_item_c3`), then across the towers: a user tower whose
     outputs read item parameters (J_iJ_uᵀ ≠ 0, ``probes/user_coupling.py``) violates it,
-    whatever the item tower alone shows (docs/theory.md §2)."""
+    whatever the item tower alone shows (docs/theory.md §2). User outputs that read only
+    parameters no compared item reads leave it as it is where every item of the catalogue
+    was compared (J_iJ_uᵀ = 0 for each, so user-side gradients move no q_i: a user table
+    listed among the item parameters), and make a holding C3 unknown where they were a
+    sample (an item outside it may read them)."""
     c3 = _item_c3(static, probe)
     coupling = probe.user_coupling if probe is not None else None
     if coupling is None or not coupling.reads_items:
@@ -138,6 +142,12 @@ def assess_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
             f"the user tower reads item-tower parameters: {figures}, at user row {coupling.user} and item row "
             f"{coupling.item}, so the user side's gradients move q_i too, not orthogonally to it; item tower alone: "
             f"{c3.evidence}"), details)
+    if coupling.exhaustive:
+        return Condition(c3.name, c3.status, (
+            f"{c3.evidence}; the user tower's outputs depend on parameters given as the item tower's, but on none "
+            f"that any item reads ({figures}; the {coupling.n_items} items are the whole catalogue): J_iJ_uᵀ = 0 for "
+            "every item, so user-side gradients move no q_i (a parameter no item reads, such as a user table listed "
+            "among the item parameters, is no item parameter)"), details)
     if c3.status == "holds":
         return Condition(c3.name, "unknown", (
             f"{c3.evidence}; but the user tower's outputs depend on item-tower parameters, though on none the "

@@ -21,6 +21,9 @@ _NORMALISING = frozenset({"norm", "normed", "normalize", "normalise", "normalize
                           "normalisation"})
 """Words that, right after ``l2``, make it L2 normalisation (q/‖q‖: a cosine, ``l2_normalize``,
 ``l2norm``), not L2 distances: the pair reads as the one cosine word ``l2norm``."""
+_NEGATING = frozenset({"no", "non", "not", "without", "un"})
+"""Words that, right before a cosine word, say the scores are *not* cosines
+(``no_normalize``, ``non_normalized``, ``unnormalized``, ``without_cosine``)."""
 _NOT_COSINE_WORDS = {
     "dot": "dot-product logits", "inner": "inner-product logits",
     "bpr": "BPR ranks by dot-product scores", "mse": "squared error on raw scores",
@@ -44,7 +47,7 @@ _NEUTRAL_WORDS = frozenset({
 })
 """Words that say nothing of the scores, read so that their letters are not taken for
 another word's (``cost`` is no ``cos``, ``infonce`` no ``info`` and ``nce``)."""
-_VOCABULARY = _COSINE_WORDS | frozenset(_NOT_COSINE_WORDS) | _NEUTRAL_WORDS
+_VOCABULARY = _COSINE_WORDS | frozenset(_NOT_COSINE_WORDS) | _NEUTRAL_WORDS | _NEGATING
 _LONGEST_WORD = max(map(len, _VOCABULARY))
 _GLUED = 3
 """Unknown letters glued to a word, fewer than this, make it part of a longer unknown word
@@ -63,16 +66,24 @@ def loss_words(name: str) -> list[str]:
     same run of letters (part of a longer word: ``cos`` in ``cost``); a separator, a case
     change or a digit ends that run, so the tags users add (``bpr_v2``, ``cos_t0.07``,
     ``BPRLossV2``) never hide a word."""
-    words: list[str] = []
+    return [word for word in _name_tokens(name) if word]
+
+
+def _name_tokens(name: str) -> list[str]:
+    """The words of a loss name in order (:func:`loss_words`), with ``""`` where unknown
+    letters stand between them (a word glued into a longer unknown one included), so that
+    two words are adjacent in the name exactly when they are adjacent here."""
+    tokens: list[str] = []
     for segment in re.findall(r"[A-Za-z0-9]+", str(name)[:200]):
         cuts = {0, len(segment)} | {m.start() for m in _SOFT_BOUNDARY.finditer(segment)}
-        words += _segment_words(segment.lower(), sorted(cuts))
-    return words
+        tokens += _segment_words(segment.lower(), sorted(cuts))
+    return tokens
 
 
 def _segment_words(text: str, cuts: list[int]) -> list[str]:
-    """Known words of one separator-free segment (see :func:`loss_words`); ``cuts`` are its
-    case and letter/digit boundaries, 0 and its length included."""
+    """Known words of one separator-free segment (see :func:`loss_words`), ``""`` for each
+    run of unknown letters; ``cuts`` are its case and letter/digit boundaries, 0 and its
+    length included."""
     n = len(text)
     best: list[tuple[int, int]] = [(0, 0)] + [(n + 1, n + 1)] * n
     back: list[int] = [0] * (n + 1)
@@ -104,8 +115,8 @@ def _segment_words(text: str, cuts: list[int]) -> list[str]:
             return min(end, min(c for c in cuts if c > at)) - at < _GLUED
         return at - max(start, max(c for c in cuts if c < at)) < _GLUED
 
-    return [text[start:end] for k, (start, end, known) in enumerate(pieces)
-            if known and not glued(k - 1, start) and not glued(k + 1, end)]
+    return [text[start:end] if known and not glued(k - 1, start) and not glued(k + 1, end) else ""
+            for k, (start, end, known) in enumerate(pieces)]
 
 
 # Models whose loss is fixed by the model itself, checked in RecBole 1.2.1's
@@ -127,15 +138,30 @@ _MODEL_LOSSES: dict[str, tuple[str, str]] = {
 }
 
 
-def _l2_normalisation(words: list[str]) -> list[str]:
-    """``l2`` followed by a normalising word, read as the cosine word ``l2norm``; plain ``l2`` stays L2 distances."""
+def _l2_normalisation(tokens: list[str]) -> list[str]:
+    """``l2`` right before a normalising word in the name (``tokens``: :func:`_name_tokens`),
+    read as the cosine word ``l2norm``; plain ``l2``, or one that an unknown or other word
+    parts from it (``l2_dist_normalized``), stays L2 distances."""
     out: list[str] = []
-    for word in words:
+    for word in tokens:
         if word in _NORMALISING and out and out[-1] == "l2":
             out[-1] = "l2norm"
         else:
             out.append(word)
     return out
+
+
+def _negated(tokens: list[str]) -> tuple[list[str], list[str]]:
+    """The tokens without the cosine words a negating word stands right before, and those
+    pairs as the evidence quotes them (``'non' before 'normalized'``)."""
+    kept: list[str] = []
+    negated: list[str] = []
+    for word in tokens:
+        if word in _COSINE_WORDS and kept and kept[-1] in _NEGATING:
+            negated.append(f"{kept[-1]!r} before {word!r}")
+        else:
+            kept.append(word)
+    return kept, negated
 
 
 def classify_loss(name: str) -> tuple[Status, str]:
@@ -144,14 +170,21 @@ def classify_loss(name: str) -> tuple[Status, str]:
     The name is read as words (:func:`loss_words`), the same in every spelling, never as
     substrings: ``cos`` counts as a word of its own (``infonce-cos``), not inside
     ``log_cosh`` or ``cost_sensitive``. A name with words of both kinds (``cosine_bpr``,
-    ``cosinebpr``), or of neither, is unknown and says so.
+    ``cosinebpr``), or of neither, is unknown and says so. A cosine word right after a
+    negating word (``no_normalize``, ``non_normalized``, ``unnormalized``,
+    ``without_cosine``) says the scores are not cosines: it is no cosine word, and unless a
+    dot-product or distance word decides (violated), the name is unknown and says why.
     """
-    words = _l2_normalisation(loss_words(name))
+    words, negated = _negated(_l2_normalisation(_name_tokens(name)))
     cosine = [w for w in words if w in _COSINE_WORDS]
     other = [(w, _NOT_COSINE_WORDS[w]) for w in words if w in _NOT_COSINE_WORDS]
     if cosine and other:
         return "unknown", (f"the name has a cosine word ({cosine[0]!r}) and a dot-product or distance word "
                            f"({other[0][0]!r}), so it does not say which the scores are")
+    if negated and (cosine or not other):
+        also = f", beside the cosine word {cosine[0]!r}" if cosine else ""
+        return "unknown", (f"the name negates a cosine word ({negated[0]}{also}): it says the scores are not "
+                           "cosines, not whether they are dot products or distances")
     if cosine:
         return "holds", "scores items by cosine (direction only)"
     if other:

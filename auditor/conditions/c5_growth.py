@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from auditor.conditions.angles_check import tilt_cause
+from auditor.conditions.angles_check import overruled_by_angles, tilt_cause
 from auditor.conditions.c5_table import TableGrowth, table_growth
 from auditor.conditions.facts import EPOCHS_BEGUN, Fact, Origin, TraceFacts
 from auditor.errors import setting
@@ -252,15 +252,24 @@ def grade_projection(
 
     A projection above the init spread holds, unless one of C1–C4 is violated: it assumes
     the orthogonal updates s ← s + c/s, so the growth is then not the rate's alone
-    (unknown, as from the table). Below it the projection only understates, and the
-    trained table decides (:func:`grade_table`)."""
+    (unknown, as from the table). Where the probe step's angles overruled C1–C4 (measured
+    the step not orthogonal), that premise is measured false and the projection decides
+    nothing either way: the table decides, as where no growth was measured. Where some of
+    C1–C4 are merely unknown, a holding projection names them, as the table does. Below
+    the init spread the projection only understates, and the trained table decides
+    (:func:`grade_table`)."""
     broken = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
     if p.status == "holds" and broken:
         return ("unknown", f", but the projection assumes the orthogonal updates s ← s + c/s, and {', '.join(broken)} "
                 f"{'is' if len(broken) == 1 else 'are'} violated, so it cannot tell the learning rate's part from "
                 "the other conditions'", None)
+    tilted = overruled_by_angles(others)
+    if tilted is not None:
+        status, clause, _ = grade_table(table, p.threshold, others, at_rate=False)
+        return status, (f", but the projection assumes the orthogonal updates s ← s + c/s, and {tilted}, so it "
+                         f"decides nothing; {clause}"), None if status == "unknown" else "table"
     if p.status == "holds":
-        return "holds", ", so the bias materialises", "projection"
+        return "holds", ", so the bias materialises" + _unknown_caveat(others), "projection"
     status, clause, by_table = grade_table(table, p.threshold, others)
     decided_by = None if status == "unknown" else ("table" if by_table else "projection and table")
     return status, (", but c/s² falls as norms grow, so growth measured at the finished checkpoint (or late in "
@@ -287,13 +296,8 @@ def grade_table(
         shown += f"; a ratio within twice the init spread, below {1 + 2 * (threshold - 1):.3f}, is no material growth"
     if table.grown(threshold) and not broken:
         at = " at it" if at_rate else ""
-        unknown = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "unknown"]
-        caveat = "" if not unknown else (
-            f"; {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} unknown, so part of this growth may come "
-            "from a step that is not orthogonal (momentum, an adaptive optimizer, weight decay, a dot-product loss) "
-            "rather than the rate alone")
-        return ("holds", f"the trained table shows the growth materialised{at} ({shown}): decided by the table{caveat}",
-                True)
+        return ("holds", f"the trained table shows the growth materialised{at} ({shown}): decided by the table"
+                f"{_unknown_caveat(others)}", True)
     if broken:
         what = "growth" if table.grown(threshold) else "no clear growth"
         verb = "is" if len(broken) == 1 else "are"
@@ -306,6 +310,17 @@ def grade_table(
         return ("unknown", f"the trained table shows no material growth ({shown}), but C1–C4 are not all known to "
                 "hold, so that is no proof that the learning rate was too small", False)
     return "unknown", f"the trained table ({shown}) neither shows the growth nor rules it out", False
+
+
+def _unknown_caveat(others: Mapping[str, Condition]) -> str:
+    """The clause a holding C5 adds where some of C1–C4 are unknown (none violated): they
+    name what else may have made the growth ("" where all are known)."""
+    unknown = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "unknown"]
+    if not unknown:
+        return ""
+    return (f"; {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} unknown, so part of this growth may come "
+            "from a step that is not orthogonal (momentum, an adaptive optimizer, weight decay, a dot-product loss) "
+            "rather than the rate alone")
 
 
 def _count(value: float) -> str:

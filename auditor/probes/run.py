@@ -130,10 +130,12 @@ def _user_coupling(
     live: LiveModel, module: torch.nn.Module, batch_users: np.ndarray, n_items: int, extra: np.ndarray,
 ) -> UserCoupling:
     """C3 across the towers on the probe batch's first distinct users, against every item of a
-    catalogue up to :data:`EXHAUSTIVE_SUPPORT_ITEMS` (else the ``extra`` sample)."""
+    catalogue up to :data:`EXHAUSTIVE_SUPPORT_ITEMS` (else the ``extra`` sample, which is the
+    whole catalogue up to its size: ``exhaustive`` then, as C3 reads it)."""
     users = torch.as_tensor(np.unique(batch_users)[:8], dtype=torch.int64)
     items = np.arange(n_items) if n_items <= EXHAUSTIVE_SUPPORT_ITEMS else np.sort(extra)
-    return user_coupling(live, module, users, torch.as_tensor(items, dtype=torch.int64))
+    return user_coupling(live, module, users, torch.as_tensor(items, dtype=torch.int64),
+                         exhaustive=np.unique(items).size == n_items)
 
 
 def _with_rows_read(

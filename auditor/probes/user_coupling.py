@@ -35,7 +35,7 @@ class _UserEncoder(torch.nn.Module):
 
 def user_coupling(
     live: LiveModel, module: torch.nn.Module, user_rows: torch.Tensor, item_rows: torch.Tensor,
-    *, generator: torch.Generator | None = None,
+    *, generator: torch.Generator | None = None, exhaustive: bool = False,
 ) -> UserCoupling:
     """The largest ‖J_iJ_uᵀr‖/√(‖J_iJ_iᵀr‖‖J_uJ_uᵀr‖) over ``user_rows`` × ``item_rows`` (J:
     Jacobians with respect to the item parameters; r: a seeded Gaussian direction per user),
@@ -43,7 +43,8 @@ def user_coupling(
     the largest block) and over the user, then J_iJ_iᵀr for that item. A zero block gives 0
     along any r and a nonzero one almost never does, so the verdict is exact; the figure is
     exact for isotropic blocks (a table read through a mean: c_i/√Σc²) and a one-direction
-    estimate otherwise. A user tower that reads no item parameter costs one reverse pass."""
+    estimate otherwise. A user tower that reads no item parameter costs one reverse pass.
+    ``exhaustive``: ``item_rows`` is the whole catalogue (recorded with the result)."""
     f_items, params = item_function(live, module, item_rows)
     device = module_device(module)
     users_fn = _UserEncoder(live, module)
@@ -58,7 +59,7 @@ def user_coupling(
         if out_u.requires_grad else [None]
     if all(g is None or not bool(g.any()) for g in reached):
         return UserCoupling(n_users=n_users, n_items=int(item_rows.numel()), max_relative=0.0, reads_items=False,
-                            user=None, item=None, tolerance=tol)
+                            user=None, item=None, tolerance=tol, exhaustive=exhaustive)
     dim = int(out_u.shape[1])
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     times_items, times_users = jacobian_product(out_i, leaves), jacobian_product(out_u, leaves)
@@ -81,7 +82,7 @@ def user_coupling(
     return UserCoupling(
         n_users=n_users, n_items=int(item_rows.numel()), max_relative=float(ratios[top]), reads_items=reads,
         user=int(user_rows[top]) if coupled else None, item=int(item_rows[int(best_item[top])]) if coupled else None,
-        tolerance=tol, dim=dim,
+        tolerance=tol, dim=dim, exhaustive=exhaustive,
     )
 
 

@@ -118,6 +118,7 @@ PROBE_FIELDS: dict[str, tuple[str, Unit]] = {
     "c3_user_cross_jacobian.tolerance": ("tolerance", "number"),
     "c3_user_cross_jacobian.dim": ("embedding width", "count"),
     "c3_user_cross_jacobian.coupled": ("user-side gradients move item embeddings (C3 violated)", "bool"),
+    "c3_user_cross_jacobian.exhaustive": ("every item of the catalogue compared", "bool"),
     "c4_gradient_alignment.n": ("item slots of the batch", "count"),
     "c4_gradient_alignment.median": ("median |cos(q, ∇_q L)|", "number"),
     "c4_gradient_alignment.max": ("largest |cos(q, ∇_q L)|", "number"),

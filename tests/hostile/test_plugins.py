@@ -556,6 +556,98 @@ CASES += [  # QA plugins F4: an integer item table is refused, never its truncat
          r"plugin 'file:plug\.py' implements"),
 ]
 
+# Conditions QA round 2: live plugin towers, an item table and a user table of their own,
+# trained (the checkpoint says) with plain SGD at lr 5, a cosine InfoNCE loss.
+TWO_TABLES = HOOKIMPL + """import numpy as np
+import torch
+from pathlib import Path
+from auditor.model import ModelBundle
+
+
+class Towers(torch.nn.Module):
+    def __init__(self, table):
+        super().__init__()
+        self.items = torch.nn.Embedding.from_pretrained(torch.as_tensor(table), freeze=False)
+        users = torch.randn(5, table.shape[1], generator=torch.Generator().manual_seed(0))
+        self.users = torch.nn.Embedding.from_pretrained(users, freeze=False)
+
+
+class Live:
+    def __init__(self, module):
+        self.module = module
+        self.loss_name = "infonce-cos"
+        self.n_users = 5
+
+    def encode_items(self, module, rows):
+        return module.items(rows)
+
+    def encode_users(self, module, rows):
+        return module.users(rows)
+
+    def item_parameters(self, module):
+        return ITEM_PARAMETERS
+
+    def loss(self, users, items):
+        logits = torch.nn.functional.normalize(users, dim=1) @ torch.nn.functional.normalize(items, dim=1).T
+        return torch.nn.functional.cross_entropy(logits / 0.1, torch.arange(len(users)))
+
+    def make_optimizer(self, module):
+        return OPTIMIZER
+
+
+@hookimpl
+def popaudit_load_model(path, options):
+    table = np.load(path)
+    return ModelBundle(source=Path(path), format="two_tables", item_table=table, live=Live(Towers(table)),
+                       config=dict(optimizer="sgd", lr=5.0, momentum=0.0, weight_decay=0.0, epochs=3))
+"""
+
+
+def _two_tables(item_parameters: str, optimizer: str, check: Any, small: bool = False) -> Any:
+    """``check`` of the TWO_TABLES plugin, probes on; ``small``: a table of norms ~0.02 and a
+    log where item i is seen 2^i times (a skew a projection of any growth passes)."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        if small:
+            np.save(d / "items.npy", (0.01 * np.random.default_rng(0).normal(size=(10, 4))).astype(np.float32))
+            items = np.repeat(np.arange(10), 2 ** np.arange(10))
+            parquet(d, "log.parquet", {"user_id": np.arange(items.size) % 5, "item_id": items})
+        write(d, "plug.py", TWO_TABLES.replace("ITEM_PARAMETERS", item_parameters).replace("OPTIMIZER", optimizer))
+        return Built(["check", "items.npy", "--interactions", "log.parquet", "--bootstrap", "0", "-q",
+                      "--no-retrieval", "--plugin", "plug.py", "--json", "r.json"], outputs=("r.json",), check=check)
+
+    return build
+
+
+def _c3_holds_user_table_listed(d: Path, outcome: Outcome) -> None:
+    """N1: the user table listed among the item parameters, which no item output reads; every
+    item compared, so J_iJ_uᵀ = 0 for each: C3 holds, never unknown or violated."""
+    report = strict_json(d / "r.json")
+    coupling = report["probes"]["c3_user_cross_jacobian"]
+    assert coupling["reads_items"] and coupling["max_relative"] == 0 and coupling["exhaustive"], coupling
+    assert report["conditions"]["C3"]["status"] == "holds", report["conditions"]["C3"]
+
+
+def _c5_not_by_projection(d: Path, outcome: Outcome) -> None:
+    """N2: the plugin's optimizer is Adam though the checkpoint says SGD: the angles overrule
+    C1–C4, so C5's projection (which assumes orthogonal steps) decides nothing."""
+    report = strict_json(d / "r.json")
+    c5 = report["conditions"]["C5"]
+    assert all(report["conditions"][k]["status"] == "unknown" for k in ("C1", "C2", "C3", "C4")), report["conditions"]
+    assert c5["details"]["decided_by"] != "projection" and "so it decides nothing" in c5["evidence"], c5
+    assert c5["status"] == "unknown", c5  # the table (random norms) shows no growth either
+
+
+CASES += [
+    Case("check-plugin-lists-the-user-table-as-item-parameters",
+         _two_tables("list(module.parameters())", "torch.optim.SGD(module.parameters(), lr=5.0)",
+                     _c3_holds_user_table_listed), EXIT_OK, None, timeout=120),
+    Case("check-plugin-optimizer-is-not-the-recorded-one",
+         _two_tables("[module.items.weight]", "torch.optim.Adam(module.parameters(), lr=0.01)", _c5_not_by_projection,
+                     small=True), EXIT_OK, None, timeout=120),
+]
+
 
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
