@@ -5,6 +5,11 @@ top-K of every scoring with their training items excluded unless ``keep_seen``);
 users evaluated are those of them with at least one held-out item
 (:class:`~auditor.model.HeldOutQueries`, formed by the load stage), scored on exactly the
 lists whose exposure the retrieval section measures (:mod:`auditor.metrics.accuracy`).
+The evaluated users are measured in the order of their raw user ids
+(:func:`~auditor.metrics.exposure.canonical_rows`, the order the trade-off's head slots
+take too), never the holdout file's order of first appearance: the means and the
+trade-off's bootstrap resamples of the per-user NDCG are then the same whatever order the
+holdout stores its rows in.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from auditor.metrics.accuracy import find_hits
+from auditor.metrics.accuracy import HeldOutHits, find_hits
+from auditor.metrics.exposure import canonical_rows
 from auditor.model import HeldOutQueries
 from auditor.result import Accuracy, RankingAccuracy
 from auditor.sections import UNTRAINED_SERVED
@@ -52,6 +58,8 @@ class Evaluation:
     accuracy: Accuracy
     ndcg: dict[int, dict[str, np.ndarray]]
     """K -> scoring -> per-user NDCG@K of the evaluated users (for the trade-off's intervals)."""
+    user_ids: np.ndarray
+    """Raw user id of each evaluated user (the rows of ``ndcg``'s arrays): ascending, where ids sort."""
 
 
 def evaluate(
@@ -63,9 +71,11 @@ def evaluate(
     lists of its untrained users (None: no served lists), said in the protocol."""
     at: dict[int, dict[str, RankingAccuracy]] = {k: {} for k in ks}
     ndcg: dict[int, dict[str, np.ndarray]] = {k: {} for k in ks}
+    order = canonical_rows(heldout.user_ids)  # None: ids that do not sort, kept as read
     if heldout.n:
         for name, served in lists.items():
             hits = find_hits(served[heldout.positions], heldout.indptr, heldout.items)
+            hits = hits if order is None else HeldOutHits(hits.hits[order], hits.n_relevant[order])
             for k in (k for k in ks if k <= served.shape[1]):  # served lists shorter than K: not measured at K
                 per_user = hits.at(k)
                 at[k][name], ndcg[k][name] = per_user.mean(), per_user.ndcg
@@ -89,4 +99,4 @@ def evaluate(
         n_repeats_dropped=heldout.n_repeats_dropped,
         n_pairs_evaluated=int(heldout.items.size),
     )
-    return Evaluation(accuracy, ndcg)
+    return Evaluation(accuracy, ndcg, heldout.user_ids if order is None else heldout.user_ids[order])

@@ -339,6 +339,8 @@ class HeldOutQueries:
     """int64: held-out item rows, distinct and ascending within each user."""
     source: str
     """The holdout (a file, or a checkpoint's recorded split)."""
+    user_ids: np.ndarray
+    """Raw user id of each evaluated user: the trade-off's bootstrap resamples them in this id's order."""
     n_interactions: int = 0
     """Held-out interactions: a file's rows, or those a recorded split took out of training."""
     n_dropped: int = 0
@@ -374,11 +376,10 @@ class HeldOutQueries:
         again): for lists served to the queried users alone."""
         if self.untrained is None:
             return self
-        keep = self.positions < self.n_queried
-        counts = np.diff(self.indptr)
-        items = self.items[np.repeat(keep, counts)]
+        keep, counts = self.positions < self.n_queried, np.diff(self.indptr)
         indptr = np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64)
-        return replace(self, positions=self.positions[keep], indptr=indptr, items=items, untrained=None,
+        return replace(self, positions=self.positions[keep], indptr=indptr, items=self.items[np.repeat(keep, counts)],
+                       user_ids=self.user_ids[keep], untrained=None,
                        n_not_in_training=self.n_not_in_training + int((~keep).sum()))
 
     @property

@@ -6,7 +6,10 @@ head share of its lists at the same K, of the head that graded the severity
 (:func:`auditor.harm.graded_head`: the top 10% where they graded it, else the top 1%), so
 that the advice judges the share the verdict quotes. Against dot, each other scoring's change
 of both gets a paired bootstrap 95% interval over users (the same seeded resamples for
-every scoring; NDCG over the evaluated users, head share over every queried user).
+every scoring; NDCG over the evaluated users, head share over every queried user, both
+resampled in the order of their raw user ids, so that a holdout, user table or log stored in
+another row order gives the same intervals: :func:`auditor.evaluation.evaluate` orders the
+first, :func:`head_slots` the second).
 
 Policy: the model's own scoring (the incumbent: dot, or cosine for a model that scores by
 cosine, such as SimpleX or a ``Dot(normalize=True)`` score layer) stays unless another

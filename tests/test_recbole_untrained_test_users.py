@@ -111,9 +111,11 @@ def test_queried_only_drops_the_untrained_users_and_counts_them() -> None:
 
     untrained = QueryPopulation(vectors=np.ones((1, 2), dtype=np.float32), source="users", description="")
     heldout = HeldOutQueries(positions=np.array([1, 2, 0]), indptr=np.array([0, 2, 3, 4]), items=np.array([5, 6, 7, 8]),
-                             source="s", n_not_in_training=1, n_queried=2, untrained=untrained)
+                             source="s", user_ids=np.array([11, 12, 10]), n_not_in_training=1, n_queried=2,
+                             untrained=untrained)
     queried = heldout.queried_only()
     assert queried.positions.tolist() == [1, 0] and queried.indptr.tolist() == [0, 2, 3]
+    assert queried.user_ids.tolist() == [11, 10]  # the raw ids follow their users
     assert queried.items.tolist() == [5, 6, 8] and queried.n_not_in_training == 2 and queried.untrained is None
 
 

@@ -227,8 +227,11 @@ def _summary(result: Any) -> None:
     if result.tradeoff is not None:
         k, figures = result.tradeoff["k"], result.tradeoff
         table.add_row(f"held-out NDCG@{k} of dot serving", *(f"{figures['ndcg'][w]:.4f}" for w in ("before", "after")))
-        shares = pct_pair(figures["head_share_1pct"]["before"], figures["head_share_1pct"]["after"])
-        table.add_row(f"top-1% head share @{k}", *shares)
+        judged = int(figures.get("head_percent", 1))  # the head the α was chosen by (the severity's)
+        for head in dict.fromkeys((judged, 1)):  # that head first; the top 1% beside a wider one
+            share = figures[f"head_share_{head}pct"]
+            label = f"top-{head}% head share @{k}" + (" (graded the severity)" if head != 1 else "")
+            table.add_row(label, *pct_pair(share["before"], share["after"]))
     console.print(table)
     if result.tradeoff is not None and result.tradeoff.get("read_back"):
         console.print(f"Held-out figures: of the {result.dtype} table as written, read back as `popaudit check` of the "

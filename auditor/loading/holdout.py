@@ -371,7 +371,7 @@ def heldout_queries(
         warnings += overlap_warnings(users, SeenItems(indptr, rows, population.seen_source), heldout.source,
                                      config.keep_seen, recorded=config.holdout_log is None)
     return HeldOutQueries(
-        positions=positions, indptr=users.indptr, items=users.item_rows, source=heldout.source,
+        positions=positions, indptr=users.indptr, items=users.item_rows, source=heldout.source, user_ids=users.raw_ids,
         n_interactions=heldout.n_interactions, n_dropped=heldout.n_dropped, n_dropped_users=heldout.n_dropped_users,
         n_not_in_training=untrained, n_not_sampled=not_sampled, warnings=tuple(warnings),
         repeats_dropped=config.holdout_log is None and split_drops_repeats(bundle.config),

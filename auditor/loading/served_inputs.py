@@ -260,7 +260,7 @@ def _heldout(
         notes.append(f"{unlisted:,} of the {held.users.n:,} held-out users in {spec.path} have no served list in "
                      f"{served.source} and are not users of the training log: left out of the accuracy")
     return HeldOutQueries(
-        positions=at[listed], indptr=users.indptr, items=users.item_rows, source=str(spec.path),
+        positions=at[listed], indptr=users.indptr, items=users.item_rows, source=str(spec.path), user_ids=users.raw_ids,
         n_interactions=held.n_interactions, n_dropped=held.n_dropped, n_not_sampled=unlisted, warnings=tuple(notes),
     ), np.asarray(row_ids)
 

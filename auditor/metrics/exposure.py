@@ -327,7 +327,7 @@ def popular_order(popularity: np.ndarray, k: int, tie_rank: np.ndarray | None = 
 def canonical_rows(item_ids: np.ndarray | None) -> np.ndarray | None:
     """The rows in the order of their raw item ids (None: no ids, the rows are the ids, or
     ids that do not sort, such as numbers mixed with text): one model's canonical order,
-    whatever order its file stores the rows in."""
+    whatever order its file stores the rows in. Users' raw ids too (the trade-off's resamples)."""
     if item_ids is None:
         return None
     try:

@@ -94,9 +94,7 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
     rows = []
     for name, acc in _ordered(accuracy.at[k]):
         listed = exposure.get(name)
-        mark = "recommended" if accuracy.quoted_k == k and name == accuracy.recommended else ""
-        if accuracy.quoted_k == k and name == accuracy.picked_on_output:  # a mitigate output's pick: named only
-            mark = "picked on this output, not recommended"
+        mark = _choice_tag(accuracy, name) if accuracy.quoted_k == k else ""
         if name in on_front:
             mark = ", ".join(filter(None, (mark, "Pareto front")))
         rows.append((
@@ -117,6 +115,17 @@ def tradeoff_table(result: AuditResult, k: int) -> Table:
          "users' held-out items; head share and Gini over every served user's list, as in the section \"Served "
          "lists\"."),
     )
+
+
+def _choice_tag(accuracy: Accuracy, name: str) -> str:
+    """The trade-off table's tag of the scoring ``name`` at the quoted K: "recommended"; on a
+    ``mitigate`` output, its pick is named, "not recommended" only where it would change the
+    serving (the output served by its own scoring, the incumbent, is how it is meant to be served)."""
+    if name == accuracy.recommended:
+        return "recommended"
+    if name != accuracy.picked_on_output:
+        return ""
+    return "picked on this output" + ("" if name == (accuracy.incumbent or "dot") else ", not recommended")
 
 
 def changes_table(accuracy: Accuracy) -> Table:
