@@ -19,6 +19,8 @@ that differ but leave figures comparable:
 * another sample of queries (``retrieval.population.seed`` or ``n_queries`` where both
   reports sampled theirs: :func:`sample_flags`): every figure of the model's own lists is
   **flagged**; one sampled report against one that queried every user is a note.
+* another resampling (``settings.seed`` or ``settings.bootstrap``: :func:`resampling_flags`):
+  spearman's bootstrap interval bounds are **flagged**.
 * notes: another accuracy tolerance (the recommended scoring's rule, not a figure), another model file, training popularity (log, count file given by
   ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
   file, catalogue size, log size or number of queries.
@@ -146,6 +148,28 @@ def sample_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> No
         differs(f"retrieval.population.{key}", sb.get(key), sn.get(key), of_model_lists,
                 "figures of the model's own lists are not compared: they are measured on other samples of queries, "
                 "whose noise moves them (and the verdict) as a change of the model would")
+
+
+RESAMPLED = ("spearman_ci_lo", "spearman_ci_hi")
+"""Figures drawn by resampling with ``settings.seed`` and ``settings.bootstrap`` resamples."""
+
+
+def resampling_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs) -> None:
+    """Flag spearman's interval bounds where the resampling differs (``settings.seed`` or
+    ``settings.bootstrap``, QA9 diff N1): they are Monte Carlo draws, so one model's lower
+    bound moved 0.9716 -> 0.9707 with the seed alone, read "less bias" and tripped a gate."""
+    sb, sn = (_settings(r) for r in (base, new))
+    if not all(isinstance(s.get("bootstrap"), int) and s["bootstrap"] > 0 for s in (sb, sn)):
+        return  # one report drew no interval (--bootstrap 0, or none recorded): its bounds are null, nothing to flag
+    for key in ("seed", "bootstrap"):
+        if sb.get(key) is not None and sn.get(key) is not None:
+            differs(f"settings.{key}", sb[key], sn[key], lambda e: e.measure in RESAMPLED,
+                    "spearman's interval bounds are not compared: another resampling draws them elsewhere")
+
+
+def _settings(report: dict[str, Any]) -> dict[str, Any]:
+    settings = report.get("settings")
+    return settings if isinstance(settings, dict) else {}
 
 
 def sample_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:

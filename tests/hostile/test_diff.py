@@ -29,6 +29,12 @@ def held_out(digit: str, ndcg: float) -> str:
     return report(accuracy=accuracy)
 
 
+def resampled(seed: int, low: float) -> str:
+    """A report whose spearman interval was drawn with ``seed``."""
+    norm = {"spearman": 0.5, "spearman_ci": [low, 0.6], "pearson_log": 0.4, "kendall": 0.3, "loglog_slope": 0.2}
+    return report(frequency_norm=norm, settings={"seed": seed, "bootstrap": 1000})
+
+
 def pair(new: str | bytes, *extra: str, base: str | bytes | None = None, outputs: tuple[str, ...] = ()) -> Any:
     def build(d: Path) -> Built:
         write(d, "base.json", report() if base is None else base)
@@ -214,6 +220,11 @@ CASES = [
          r"^Error: new report new\.json: accuracy\.holdout_fingerprint is 5, not sha256: and 64 hex digits or null"),
     Case("fingerprint-not-hex", pair(held_out("x", 0.3)), EXIT_ERROR,
          r"new\.json: accuracy\.holdout_fingerprint is \"sha256:x+\.\.\., not sha256: and 64 hex"),
+    # QA9 diff N1: spearman's interval bounds of another --seed read "less bias", and a gate on them tripped (exit 3).
+    Case("ci-bound-of-another-seed", pair(resampled(1, 0.39), "--fail-on", "spearman_ci_lo.delta<0",
+                                          base=resampled(0, 0.40)), EXIT_ERROR,
+         r"cannot evaluate --fail-on spearman_ci_lo\.delta<0: not comparable: settings\.seed differs \(0 vs 1\)",
+         absent=r"TRIPPED"),
     Case("compared", pair(report(0.6), "--format", "markdown"), EXIT_OK, None,
          stdout=r"\| spearman \| 0\.5000 \| 0\.6000 \| \+0\.1000 \| \+20\.0% \| more bias \|"),
 ]
