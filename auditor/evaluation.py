@@ -89,6 +89,7 @@ def evaluate(
         n_dropped=heldout.n_dropped,
         at=at,
         holdout=heldout.source,
+        holdout_fingerprint=heldout.fingerprint or None,
         n_holdout_interactions=heldout.n_interactions,
         n_dropped_users=heldout.n_dropped_users,
         seen_excluded=seen_excluded,

@@ -358,6 +358,7 @@ class HeldOutQueries:
     with training items excluded they count as misses (RecBole's convention)."""
     n_repeats_dropped: int = 0
     """Of ``n_interactions``, those the recorded split dropped as repeats (not evaluated)."""
+    fingerprint: str = ""  # the held-out pairs' content (loading/fingerprint.py)
     n_queried: int = 0
     """The queried users' positions come first (only read with :attr:`untrained`)."""
     untrained: QueryPopulation | None = None

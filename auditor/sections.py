@@ -280,6 +280,7 @@ class Accuracy:
     """Held-out interactions left out: item without a table row, or user without a query."""
     at: dict[int, dict[str, RankingAccuracy]]
     holdout: str = ""
+    holdout_fingerprint: str | None = None  # the held-out pairs' content (docs/report.md); None: not recorded
     n_holdout_interactions: int = 0
     n_dropped_users: int = 0
     seen_excluded: bool = True
@@ -320,8 +321,7 @@ class Accuracy:
     """Of ``n_holdout_interactions``, those a checkpoint's recorded split dropped as repeats of a training
     pair (or of an earlier held-out one) before storing its pairs: not evaluated (0 for a held-out file)."""
     n_pairs_evaluated: int = 0
-    """The distinct (user, item) held-out pairs of the evaluated users: what recall and NDCG
-    average over (|H_u| summed)."""
+    """The distinct (user, item) held-out pairs of the evaluated users: what recall and NDCG average over (|H_u| summed)."""
     popular_seen_excluded: bool | None = None
     """Served lists alone: whether the most-popular list left out each user's training
     items (None beside a model, where ``seen_excluded`` says it for every list)."""

@@ -64,8 +64,8 @@ def test_another_holdout_file_of_the_same_size_makes_accuracy_incomparable(
     diff = diff_reports(base, new)
     change = diff.metric("ndcg_dot@10")
     assert (change.base, change.new, change.delta, change.status) == (ndcg_a, ndcg_b, None, "incomparable")
-    assert change.reason is not None and change.reason.startswith("accuracy.holdout differs (")
-    assert "accuracy.holdout" in [s.setting for s in diff.settings]
+    assert change.reason is not None and change.reason.startswith("accuracy.holdout_fingerprint differs (")
+    assert "accuracy.holdout_fingerprint" in [s.setting for s in diff.settings]  # its content (QA9 diff N2)
     assert all(m.status == "incomparable" for m in diff.metrics if m.name.startswith(("recall_dot", "ndcg_cos")))
     assert diff.metric("head_share_1pct_dot@10").status == "compared"  # the model's lists are the same lists
     with pytest.raises(UnmeasuredGateError, match="not comparable"):

@@ -13,11 +13,14 @@ that differ but leave figures comparable:
   approximate index misses candidates (its recall), which moves every figure of the model's
   own lists, so those are **flagged**; served lists (``served`` scoring) are the lists given,
   whatever index the model's figures used.
-* the accuracy protocol (``accuracy.protocol``) and held-out set (its file ``accuracy.holdout``,
-  its size, seen-item and repeat handling: :func:`accuracy_flags`): every accuracy figure is **flagged**.
+* the accuracy protocol (``accuracy.protocol``) and held-out set (its content
+  ``accuracy.holdout_fingerprint``, else its file ``accuracy.holdout``; its size, seen-item and
+  repeat handling: :func:`accuracy_flags`): every accuracy figure is **flagged**.
 * another sample of queries (``retrieval.population.seed`` or ``n_queries`` where both
   reports sampled theirs: :func:`sample_flags`): every figure of the model's own lists is
   **flagged**; one sampled report against one that queried every user is a note.
+* another resampling (``settings.seed`` or ``settings.bootstrap``: :func:`resampling_flags`):
+  spearman's bootstrap interval bounds are **flagged**.
 * notes: another accuracy tolerance (the recommended scoring's rule, not a figure), another model file, training popularity (log, count file given by
   ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
   file, catalogue size, log size or number of queries.
@@ -81,18 +84,25 @@ def catalogue_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs)
 
 
 HELD_OUT_SET = ("holdout", "n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded")
-"""What the held-out set is (its file, as given to ``check``: another file of the same size is
-another held-out set, QA9 diff F1; :func:`held_out_source`), and how ``|H_u|`` counts repeats of a training pair."""
+"""What the held-out set is (its content, else its file: :func:`held_out_source`), and how
+``|H_u|`` counts repeats of a training pair."""
+FINGERPRINT = "holdout_fingerprint"
 RECORDED_HOLDOUT = " (recorded holdout)"
 """How ``accuracy.holdout`` ends for a checkpoint's recorded split (auditor/loading/holdout.py)."""
 
 
-def held_out_source(accuracy: dict[str, Any]) -> Any:
-    """``accuracy.holdout`` as the held-out set's identity: the file given, or, for a
-    checkpoint's recorded split, the split itself (two retrain runs of one log, split and
-    seed hold out the same pairs; the ``inputs.model`` note names the checkpoints)."""
-    holdout = accuracy.get("holdout")
-    return "a checkpoint's recorded split" if isinstance(holdout, str) and holdout.endswith(RECORDED_HOLDOUT) else holdout
+def held_out_source(ab: dict[str, Any], an: dict[str, Any]) -> tuple[str, Any, Any]:
+    """The held-out sets' identities, and the setting that names them: the content
+    (``accuracy.holdout_fingerprint``: the same pairs by another path or format are one set,
+    a file regenerated in place or another split seed another, QA9 diff N2) where both
+    reports record it; else, for older reports, ``accuracy.holdout``: the file given, a
+    checkpoint's recorded split counting as one set whichever checkpoint recorded it."""
+    fb, fn = ab.get(FINGERPRINT), an.get(FINGERPRINT)
+    if isinstance(fb, str) and isinstance(fn, str):
+        return f"accuracy.{FINGERPRINT}", fb, fn
+    hb, hn = (h if not (isinstance(h, str) and h.endswith(RECORDED_HOLDOUT)) else "a checkpoint's recorded split"
+              for h in (ab.get("holdout"), an.get("holdout")))
+    return "accuracy.holdout", hb, hn
 
 
 def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, affects: Callable[[FlatEntry], bool]) -> None:
@@ -100,9 +110,8 @@ def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, aff
     protocol: who is evaluated and how (e.g. RecBole's test users with no training
     interaction evaluated since QA6 served F1, which moves every mean at the same K)."""
     for key in HELD_OUT_SET:
-        pair = (held_out_source(ab), held_out_source(an)) if key == "holdout" else (ab.get(key), an.get(key))
-        differs(f"accuracy.{key}", *pair, affects,
-                "accuracy figures are not compared: they are measured on other held-out sets")
+        name, base, new = held_out_source(ab, an) if key == "holdout" else (f"accuracy.{key}", ab.get(key), an.get(key))
+        differs(name, base, new, affects, "accuracy figures are not compared: they are measured on other held-out sets")
     # The served lists' clause concerns the served scoring alone, whose figures one report lacks where it differs.
     pb, pn = (p.replace(f"; {UNTRAINED_SERVED}", "") if isinstance(p, str) else p for p in (ab.get("protocol"), an.get("protocol")))
     differs("accuracy.protocol", pb, pn, affects,
@@ -139,6 +148,28 @@ def sample_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> No
         differs(f"retrieval.population.{key}", sb.get(key), sn.get(key), of_model_lists,
                 "figures of the model's own lists are not compared: they are measured on other samples of queries, "
                 "whose noise moves them (and the verdict) as a change of the model would")
+
+
+RESAMPLED = ("spearman_ci_lo", "spearman_ci_hi")
+"""Figures drawn by resampling with ``settings.seed`` and ``settings.bootstrap`` resamples."""
+
+
+def resampling_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs) -> None:
+    """Flag spearman's interval bounds where the resampling differs (``settings.seed`` or
+    ``settings.bootstrap``, QA9 diff N1): they are Monte Carlo draws, so one model's lower
+    bound moved 0.9716 -> 0.9707 with the seed alone, read "less bias" and tripped a gate."""
+    sb, sn = (_settings(r) for r in (base, new))
+    if not all(isinstance(s.get("bootstrap"), int) and s["bootstrap"] > 0 for s in (sb, sn)):
+        return  # one report drew no interval (--bootstrap 0, or none recorded): its bounds are null, nothing to flag
+    for key in ("seed", "bootstrap"):
+        if sb.get(key) is not None and sn.get(key) is not None:
+            differs(f"settings.{key}", sb[key], sn[key], lambda e: e.measure in RESAMPLED,
+                    "spearman's interval bounds are not compared: another resampling draws them elsewhere")
+
+
+def _settings(report: dict[str, Any]) -> dict[str, Any]:
+    settings = report.get("settings")
+    return settings if isinstance(settings, dict) else {}
 
 
 def sample_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from auditor.errors import IdMappingError, InteractionsError, setting
 from auditor.loading.alignment import mapped_pairs
 from auditor.loading.blank_rows import first_empty_cell
 from auditor.loading.csr import build_csr, take_csr
+from auditor.loading.fingerprint import pairs_fingerprint
 from auditor.values import RowLookup, ItemRows
 from auditor.idmap import check_assumed_rows, table_rows
 from auditor.values import RowIdPolicy
@@ -84,6 +85,7 @@ class HeldOut:
     """Held-out interactions a checkpoint's recorded split left out before storing its pairs,
     as repeats of a training pair (or of an earlier held-out one); counted in
     ``n_interactions``, never in ``n_dropped``."""
+    fingerprint: str = ""  # the held-out pairs' content (loading/fingerprint.py): its identity in a diff
 
     @property
     def n_users_evaluated(self) -> int:
@@ -184,7 +186,8 @@ def read_holdout(
     if user_ids is None and n_user_rows is not None:
         _check_trained_rows(np.asarray(pairs.user_ids), trained_ids, n_user_rows, row_ids, str(log.path))
     held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, user_column=log.user_col)
-    return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs), first_empty=first_empty[0])
+    return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs),
+                   first_empty=first_empty[0], fingerprint=pairs_fingerprint(pairs, mapping))
 
 
 def _check_trained_rows(
@@ -314,7 +317,8 @@ def load_holdout(
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
     source = f"{bundle.source} (recorded holdout)"
     held = holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows, source=source)
-    held = replace(held, notes=recorded_split_notes(bundle.config, source))
+    held = replace(held, notes=recorded_split_notes(bundle.config, source),
+                   fingerprint=pairs_fingerprint(pairs, config.item_rows(bundle)))
     counts = recorded_split_counts(bundle.config)
     if counts is None or counts.pairs != len(pairs):  # no split recorded (or not these pairs'): the pairs read
         return held
@@ -375,7 +379,7 @@ def heldout_queries(
         n_interactions=heldout.n_interactions, n_dropped=heldout.n_dropped, n_dropped_users=heldout.n_dropped_users,
         n_not_in_training=untrained, n_not_sampled=not_sampled, warnings=tuple(warnings),
         repeats_dropped=config.holdout_log is None and split_drops_repeats(bundle.config),
-        n_repeats_dropped=heldout.n_repeats_dropped,
+        n_repeats_dropped=heldout.n_repeats_dropped, fingerprint=heldout.fingerprint,
     )
 
 

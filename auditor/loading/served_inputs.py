@@ -262,6 +262,7 @@ def _heldout(
     return HeldOutQueries(
         positions=at[listed], indptr=users.indptr, items=users.item_rows, source=str(spec.path), user_ids=users.raw_ids,
         n_interactions=held.n_interactions, n_dropped=held.n_dropped, n_not_sampled=unlisted, warnings=tuple(notes),
+        fingerprint=held.fingerprint,
     ), np.asarray(row_ids)
 
 

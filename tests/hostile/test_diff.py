@@ -22,6 +22,19 @@ def report(spearman: float = 0.5, **extra: Any) -> str:
     return json.dumps(body)
 
 
+def held_out(digit: str, ndcg: float) -> str:
+    """A report whose accuracy was measured on ``holdout.parquet`` with the fingerprint of 64 ``digit``s."""
+    accuracy = {"holdout": "holdout.parquet", "holdout_fingerprint": "sha256:" + digit * 64, "n_holdout_interactions": 300,
+                "at": {"10": {"dot": {"ndcg": ndcg}}}}
+    return report(accuracy=accuracy)
+
+
+def resampled(seed: int, low: float) -> str:
+    """A report whose spearman interval was drawn with ``seed``."""
+    norm = {"spearman": 0.5, "spearman_ci": [low, 0.6], "pearson_log": 0.4, "kendall": 0.3, "loglog_slope": 0.2}
+    return report(frequency_norm=norm, settings={"seed": seed, "bootstrap": 1000})
+
+
 def pair(new: str | bytes, *extra: str, base: str | bytes | None = None, outputs: tuple[str, ...] = ()) -> Any:
     def build(d: Path) -> Built:
         write(d, "base.json", report() if base is None else base)
@@ -198,6 +211,20 @@ CASES = [
     # QA diffapi N4: "010" was K=10 (beside "10", whichever came later won).
     Case("cutoff-with-a-leading-zero", pair(report(0.6, retrieval={"at": {"10": {"dot": {"arp": 4.0}}, "010": {
         "dot": {"arp": 9.0}}}})), EXIT_ERROR, r"new\.json: retrieval\.at\.010 is \"010\", a key that is not a cut-off K"),
+    # QA9 diff N2: a holdout regenerated in place (one path, other pairs) was compared, and a gate tripped (exit 3).
+    Case("holdout-regenerated-in-place", pair(held_out("1", 0.1), "--fail-on", "ndcg_dot@10.rel<-0.02",
+                                              base=held_out("0", 0.3)), EXIT_ERROR,
+         r"cannot evaluate --fail-on ndcg_dot@10\.rel<-0\.02: not comparable: accuracy\.holdout_fingerprint differs",
+         absent=r"TRIPPED"),
+    Case("fingerprint-a-number", pair(held_out("1", 0.3).replace('"sha256:' + "1" * 64 + '"', "5")), EXIT_ERROR,
+         r"^Error: new report new\.json: accuracy\.holdout_fingerprint is 5, not sha256: and 64 hex digits or null"),
+    Case("fingerprint-not-hex", pair(held_out("x", 0.3)), EXIT_ERROR,
+         r"new\.json: accuracy\.holdout_fingerprint is \"sha256:x+\.\.\., not sha256: and 64 hex"),
+    # QA9 diff N1: spearman's interval bounds of another --seed read "less bias", and a gate on them tripped (exit 3).
+    Case("ci-bound-of-another-seed", pair(resampled(1, 0.39), "--fail-on", "spearman_ci_lo.delta<0",
+                                          base=resampled(0, 0.40)), EXIT_ERROR,
+         r"cannot evaluate --fail-on spearman_ci_lo\.delta<0: not comparable: settings\.seed differs \(0 vs 1\)",
+         absent=r"TRIPPED"),
     Case("compared", pair(report(0.6), "--format", "markdown"), EXIT_OK, None,
          stdout=r"\| spearman \| 0\.5000 \| 0\.6000 \| \+0\.1000 \| \+20\.0% \| more bias \|"),
 ]
