@@ -350,12 +350,11 @@ class HeldOutQueries:
     n_not_in_training: int = 0
     """Held-out users absent from the training log (no trained vector) left out of the accuracy."""
     n_not_sampled: int = 0
-    """Held-out users who trained but were not queried (sampled out, zero vector)."""
+    """Held-out users who trained but were sampled out of the queries (``max_queries``)."""
     warnings: tuple[str, ...] = ()
     repeats_dropped: bool = False
-    """The held-out pairs that repeated a training pair were dropped before they were
-    stored (a popaudit checkpoint's recorded split); False: the holdout keeps them, and
-    with training items excluded they count as misses (RecBole's convention)."""
+    """Held-out repeats of a training pair were dropped before they were stored (a popaudit
+    checkpoint's recorded split); False: kept, misses with training items excluded (RecBole's)."""
     n_repeats_dropped: int = 0
     """Of ``n_interactions``, those the recorded split dropped as repeats (not evaluated)."""
     fingerprint: str = ""  # the held-out pairs' content (loading/fingerprint.py)
