@@ -39,7 +39,7 @@ from auditor.gate_reasons import (
     list_measures_of, why_each_not_asked, why_saturated, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
 from auditor.flat import RATIO, metric_names
-from auditor.gate_names import compares_scorings, out_of_range, per_k_name, well_formed
+from auditor.gate_names import compares_scorings, order_dependent, out_of_range, per_k_name, well_formed
 from auditor.harm import EDGE_SLACK
 from auditor.protocol import protocol_clause, report_population
 from auditor.sections import SERVED
@@ -271,8 +271,8 @@ def unmeasured_reasons(
 def without_void(gates: Iterable[Gate], metrics: Mapping[str, Any],
                  report: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
     """``metrics`` less the gates' figures that measure nothing in the run, read from the JSON
-    ``report()`` (made only when a gate compares scorings): a dot/cosine ratio or an overlap
-    at a K that ``retrieval.saturated`` records, where every list holds every candidate
+    ``report()`` (made only when a gate compares scorings): a dot/cosine ratio of a set-based
+    measure or an overlap at a K that ``retrieval.saturated`` records, where every list holds every candidate
     (:func:`~auditor.gate_reasons.why_saturated`). Such a gate is unmeasured, exit 1 with that
     reason, never a pass of a ratio that is 1 by construction."""
     named = {gate.metric: name for gate in gates if (name := per_k_name(gate.metric)) is not None
@@ -282,14 +282,15 @@ def without_void(gates: Iterable[Gate], metrics: Mapping[str, Any],
 
 
 def saturated_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gate, str]:
-    """The gates on one scoring's figure at a saturated K (``retrieval.saturated``), each
-    with how its line says so: measured, but of the candidates every list holds there, not
-    of the model's ranking; they still evaluate."""
+    """The gates on one scoring's set-based figure at a saturated K (``retrieval.saturated``),
+    each with how its line says so: measured, but of the candidates every list holds there,
+    not of the model's ranking; they still evaluate. NDCG and MRR
+    (:func:`~auditor.gate_names.order_dependent`) measure the ranking there: no note."""
     retrieval = report.get("retrieval") or {}
     said = {}
     for gate in gates:
         name = per_k_name(gate.metric, list_measures_of(report))
-        if name is None or name.scoring in (None, SERVED, RATIO) or \
+        if name is None or name.scoring in (None, SERVED, RATIO) or order_dependent(name) or \
                 not (retrieval.get("saturated") or {}).get(str(name.k)):
             continue
         count = int((retrieval.get("n_saturated") or {}).get(str(name.k)) or 0)

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
 from auditor.flat import BASE_METRICS, CORRELATION_FIGURES, FRACTIONS, RATIO
-from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED
+from auditor.sections import (
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, USER_GROUP_NAMES,
+)
 
 PERCENT_SHARES = frozenset(name for name, info in BUILTIN_LIST_MEASURES.items() if info.display == "pct")
 """The fractions the reports print as percentages (3.6%): a threshold above 1 on one was meant
@@ -66,10 +68,23 @@ def well_formed(name: str, list_measures: Iterable[str] | None = None) -> bool:
     return name in BASE_METRICS or per_k_name(name, list_measures) is not None
 
 
+ORDER_MEASURES = frozenset({"ndcg", "mrr", *(f"ndcg_{group}" for group in USER_GROUP_NAMES)})
+"""The measures that weigh a list's items by their rank (NDCG's discount, MRR's first hit), not
+only by which items it holds: at a K that holds every candidate, dot and cosine still rank
+those candidates apart, so these measure the ranking there. Every other measure (the list
+measures, a plugin's included, recall, hit rate, the overlaps) reads the lists' item sets."""
+
+
+def order_dependent(name: PerK) -> bool:
+    """Whether ``name``'s figure depends on the order within the lists (:data:`ORDER_MEASURES`)."""
+    return name.measure in ORDER_MEASURES
+
+
 def compares_scorings(name: PerK) -> bool:
-    """Whether ``name`` compares two scorings' lists (a ``_ratio``, an overlap): a figure that
-    a saturated K (every list holds every candidate) fixes by construction."""
-    return name.scoring == RATIO or name.measure.startswith("overlap_")
+    """Whether ``name`` compares two scorings' item sets (a ``_ratio`` of a set-based measure, an
+    overlap): a figure that a saturated K (every list holds every candidate) fixes by
+    construction. A ratio of NDCG or MRR (:func:`order_dependent`) still compares the rankings."""
+    return (name.scoring == RATIO or name.measure.startswith("overlap_")) and not order_dependent(name)
 
 
 def figure_range(name: str, list_measures: Iterable[str] | None = None) -> tuple[float, float, str] | None:
