@@ -39,7 +39,7 @@ from auditor.gate_reasons import (
     list_measures_of, why_each_not_asked, why_saturated, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
 from auditor.flat import RATIO, metric_names
-from auditor.gate_names import compares_scorings, order_dependent, out_of_range, per_k_name, well_formed
+from auditor.gate_names import FRACTION, compares_scorings, order_dependent, out_of_range, per_k_name, well_formed
 from auditor.harm import EDGE_SLACK
 from auditor.protocol import protocol_clause, report_population
 from auditor.sections import SERVED
@@ -128,7 +128,7 @@ class GateOutcome:
 
 def parse_gates(
     expressions: Iterable[str], valid_names: Iterable[str], *, option: str = "fail_on", rule: str | None = RATIO_RULE,
-    well_formed: Callable[[str], bool] | None = None, out_of_range: Callable[[str, float], str] | None = None,
+    well_formed: Callable[[str], bool] | None = None, out_of_range: Callable[[str, str, float], str] | None = None,
 ) -> list[Gate]:
     """Parse every expression; all problems are reported together in one GateError.
 
@@ -138,8 +138,8 @@ def parse_gates(
     ``well_formed``: names outside ``valid_names`` that are accepted all the same, because
     other settings would measure them (a K not asked for): this run leaves them
     unmeasured, which fails the gate with the reason (exit 1) where a typo is exit 2;
-    ``out_of_range``: why a threshold lies outside its figure's range
-    (:func:`~auditor.gate_names.out_of_range`; "" when within), a usage error as a typo is."""
+    ``out_of_range``: why a gate's operator and threshold cannot go either way on its figure's
+    range (:func:`~auditor.gate_names.out_of_range`; "" when they can), a usage error as a typo is."""
     valid = list(valid_names)
     known = set(valid)
     gates: list[Gate] = []
@@ -161,14 +161,15 @@ def parse_gates(
             problems.append(f"{expr!r}: the threshold {number} is not a finite number{overflow}; give a finite "
                             "NUMBER (a ratio that is infinite, cosine serving none of the head, trips every '>' gate)")
             continue
-        outside = out_of_range(name, threshold) if out_of_range is not None else ""
-        if outside:  # shares gate as fractions: head_share_1pct_dot@10>3 (3%) could never trip
-            out_of_ranges.append(f"{expr!r}: {outside}; the threshold {number} is outside that range")
+        outside = out_of_range(name, op, threshold) if out_of_range is not None else ""
+        if outside:  # shares gate as fractions: head_share_1pct_dot@10>3 (3%) or >1 (1%) could never trip
+            out_of_ranges.append(f"{expr!r}: {outside}")
             continue
         gates.append(Gate(name, op, threshold, given=number))
     if out_of_ranges and not problems:
-        raise GateError(f"invalid {setting(option)}: " + "; ".join(out_of_ranges) + " (shares, rates and "
-                        "overlaps gate as fractions, as the JSON report holds them)")
+        said = "; ".join(out_of_ranges)
+        raise GateError(f"invalid {setting(option)}: {said}" + (" (shares, rates and overlaps gate as fractions, as "
+                                                                  "the JSON report holds them)" if FRACTION in said else ""))
     problems += out_of_ranges
     if problems:
         # A short list whole (the monitor's alert figures); a long one (every K and α) cut, counted.
@@ -231,7 +232,7 @@ def parse_run_gates(
     row measures by its own cells."""
     names = metric_names(sorted(set(ks)), measures, list(alphas), list_measures)
     return parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures),
-                       out_of_range=lambda name, threshold: out_of_range(name, threshold, list_measures))
+                       out_of_range=lambda name, op, threshold: out_of_range(name, op, threshold, list_measures))
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:
