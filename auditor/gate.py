@@ -36,7 +36,7 @@ from auditor.alpha import canonical_name
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.gate_reasons import (
-    list_measures_of, why_each_not_asked, why_saturated, why_inputs_lack, why_sections_unread, why_unmeasured,
+    list_measures_of, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
 from auditor.flat import RATIO, metric_names
 from auditor.gate_names import FRACTION, compares_scorings, order_dependent, out_of_range, per_k_name, well_formed
@@ -274,12 +274,25 @@ def without_void(gates: Iterable[Gate], metrics: Mapping[str, Any],
     """``metrics`` less the gates' figures that measure nothing in the run, read from the JSON
     ``report()`` (made only when a gate compares scorings): a dot/cosine ratio of a set-based
     measure or an overlap at a K that ``retrieval.saturated`` records, where every list holds every candidate
-    (:func:`~auditor.gate_reasons.why_saturated`). Such a gate is unmeasured, exit 1 with that
-    reason, never a pass of a ratio that is 1 by construction."""
-    named = {gate.metric: name for gate in gates if (name := per_k_name(gate.metric)) is not None
+    (:func:`void_figures`, :func:`~auditor.gate_reasons.why_saturated`). Such a gate is unmeasured,
+    exit 1 with that reason, never a pass of a ratio that is 1 by construction."""
+    named = {gate.metric: metrics[gate.metric] for gate in gates if (name := per_k_name(gate.metric)) is not None
              and compares_scorings(name) and metrics.get(gate.metric) is not None}
-    made = report() if named else {}
-    return {**metrics, **{metric: None for metric, name in named.items() if why_saturated(name, made)}}
+    return {**metrics, **void_figures(named, report())} if named else dict(metrics)
+
+
+def void_figures(metrics: Mapping[str, Any], report: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` (a run's flat metrics) with every figure that compares two scorings' item sets
+    (:func:`~auditor.gate_names.compares_scorings`: a set-based ``_ratio``, an overlap) at a K
+    the JSON ``report`` records as saturated set to None: 1 by construction there, it is no
+    "no skew". The one policy of the batch results row and every gate (:func:`without_void`)."""
+    flags = (report.get("retrieval") or {}).get("saturated") or {}
+    if not any(flags.values()):
+        return dict(metrics)
+    measures = list_measures_of(report)
+    void = [name for name in metrics if (parsed := per_k_name(name, measures)) is not None
+            and compares_scorings(parsed) and flags.get(str(parsed.k))]
+    return {**metrics, **dict.fromkeys(void)}
 
 
 def saturated_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gate, str]:
