@@ -153,3 +153,20 @@ def test_void_figures_nulls_set_comparisons_at_a_saturated_k_alone() -> None:
     assert void_figures(metrics, report) == {**metrics, "head_share_1pct_ratio@100": None,
                                              "overlap_dot_cosine@100": None, "recall_ratio@100": None}
     assert void_figures(metrics, {"retrieval": {"saturated": {"100": False}}}) == metrics
+
+
+def test_the_advice_skips_a_k_where_the_ratio_is_undefined() -> None:
+    """QA report N4 a): the advice named K=10, where dot's and cosine's top-1% shares are both 0,
+    so the advised gate failed again as "a ratio of two zeros is undefined"."""
+    at = {"5": {"dot": {"head_share_1pct": 0.2}, "cosine": {"head_share_1pct": 0.1}},
+          "10": {"dot": {"head_share_1pct": 0.0}, "cosine": {"head_share_1pct": 0.0}},
+          "100": {"dot": {"head_share_1pct": 0.01}, "cosine": {"head_share_1pct": 0.01}}}
+    report = {"retrieval": {"saturated": {"5": False, "10": False, "100": True}, "n_saturated": {"100": 200},
+                            "n_queries": 200, "at": at}}
+    said = why_unmeasured("head_share_1pct_ratio@100", report)
+    assert said.endswith("the ratio measures nothing; gate head_share_1pct_ratio@5")  # was: …@10
+    del at["5"], report["retrieval"]["saturated"]["5"]
+    assert why_unmeasured("head_share_1pct_ratio@100", report).endswith(
+        "with it); at K=10, a ratio of two zeros is undefined (dot and cosine are both 0); gate "
+        "head_share_1pct_dot@10 and head_share_1pct_cosine@10 instead")
+    assert why_unmeasured("overlap_dot_cosine@100", report).endswith("gate overlap_dot_cosine@10")  # no ratio: K=10
