@@ -36,10 +36,10 @@ from auditor.alpha import canonical_name
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.gate_reasons import (
-    list_measures_of, why_each_not_asked, why_saturated, why_inputs_lack, why_sections_unread, why_unmeasured,
+    list_measures_of, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
 from auditor.flat import RATIO, metric_names
-from auditor.gate_names import compares_scorings, out_of_range, per_k_name, well_formed
+from auditor.gate_names import FRACTION, compares_scorings, order_dependent, out_of_range, per_k_name, well_formed
 from auditor.harm import EDGE_SLACK
 from auditor.protocol import protocol_clause, report_population
 from auditor.sections import SERVED
@@ -128,7 +128,7 @@ class GateOutcome:
 
 def parse_gates(
     expressions: Iterable[str], valid_names: Iterable[str], *, option: str = "fail_on", rule: str | None = RATIO_RULE,
-    well_formed: Callable[[str], bool] | None = None, out_of_range: Callable[[str, float], str] | None = None,
+    well_formed: Callable[[str], bool] | None = None, out_of_range: Callable[[str, str, float], str] | None = None,
 ) -> list[Gate]:
     """Parse every expression; all problems are reported together in one GateError.
 
@@ -138,8 +138,8 @@ def parse_gates(
     ``well_formed``: names outside ``valid_names`` that are accepted all the same, because
     other settings would measure them (a K not asked for): this run leaves them
     unmeasured, which fails the gate with the reason (exit 1) where a typo is exit 2;
-    ``out_of_range``: why a threshold lies outside its figure's range
-    (:func:`~auditor.gate_names.out_of_range`; "" when within), a usage error as a typo is."""
+    ``out_of_range``: why a gate's operator and threshold cannot go either way on its figure's
+    range (:func:`~auditor.gate_names.out_of_range`; "" when they can), a usage error as a typo is."""
     valid = list(valid_names)
     known = set(valid)
     gates: list[Gate] = []
@@ -161,14 +161,15 @@ def parse_gates(
             problems.append(f"{expr!r}: the threshold {number} is not a finite number{overflow}; give a finite "
                             "NUMBER (a ratio that is infinite, cosine serving none of the head, trips every '>' gate)")
             continue
-        outside = out_of_range(name, threshold) if out_of_range is not None else ""
-        if outside:  # shares gate as fractions: head_share_1pct_dot@10>3 (3%) could never trip
-            out_of_ranges.append(f"{expr!r}: {outside}; the threshold {number} is outside that range")
+        outside = out_of_range(name, op, threshold) if out_of_range is not None else ""
+        if outside:  # shares gate as fractions: head_share_1pct_dot@10>3 (3%) or >1 (1%) could never trip
+            out_of_ranges.append(f"{expr!r}: {outside}")
             continue
         gates.append(Gate(name, op, threshold, given=number))
     if out_of_ranges and not problems:
-        raise GateError(f"invalid {setting(option)}: " + "; ".join(out_of_ranges) + " (shares, rates and "
-                        "overlaps gate as fractions, as the JSON report holds them)")
+        said = "; ".join(out_of_ranges)
+        raise GateError(f"invalid {setting(option)}: {said}" + (" (shares, rates and overlaps gate as fractions, as "
+                                                                  "the JSON report holds them)" if FRACTION in said else ""))
     problems += out_of_ranges
     if problems:
         # A short list whole (the monitor's alert figures); a long one (every K and α) cut, counted.
@@ -231,7 +232,7 @@ def parse_run_gates(
     row measures by its own cells."""
     names = metric_names(sorted(set(ks)), measures, list(alphas), list_measures)
     return parse_gates(expressions, names, well_formed=lambda name: well_formed(name, list_measures),
-                       out_of_range=lambda name, threshold: out_of_range(name, threshold, list_measures))
+                       out_of_range=lambda name, op, threshold: out_of_range(name, op, threshold, list_measures))
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float | None]) -> list[GateOutcome]:
@@ -271,25 +272,39 @@ def unmeasured_reasons(
 def without_void(gates: Iterable[Gate], metrics: Mapping[str, Any],
                  report: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
     """``metrics`` less the gates' figures that measure nothing in the run, read from the JSON
-    ``report()`` (made only when a gate compares scorings): a dot/cosine ratio or an overlap
-    at a K that ``retrieval.saturated`` records, where every list holds every candidate
-    (:func:`~auditor.gate_reasons.why_saturated`). Such a gate is unmeasured, exit 1 with that
-    reason, never a pass of a ratio that is 1 by construction."""
-    named = {gate.metric: name for gate in gates if (name := per_k_name(gate.metric)) is not None
+    ``report()`` (made only when a gate compares scorings): a dot/cosine ratio of a set-based
+    measure or an overlap at a K that ``retrieval.saturated`` records, where every list holds every candidate
+    (:func:`void_figures`, :func:`~auditor.gate_reasons.why_saturated`). Such a gate is unmeasured,
+    exit 1 with that reason, never a pass of a ratio that is 1 by construction."""
+    named = {gate.metric: metrics[gate.metric] for gate in gates if (name := per_k_name(gate.metric)) is not None
              and compares_scorings(name) and metrics.get(gate.metric) is not None}
-    made = report() if named else {}
-    return {**metrics, **{metric: None for metric, name in named.items() if why_saturated(name, made)}}
+    return {**metrics, **void_figures(named, report())} if named else dict(metrics)
+
+
+def void_figures(metrics: Mapping[str, Any], report: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` (a run's flat metrics) with every figure that compares two scorings' item sets
+    (:func:`~auditor.gate_names.compares_scorings`: a set-based ``_ratio``, an overlap) at a K
+    the JSON ``report`` records as saturated set to None: 1 by construction there, it is no
+    "no skew". The one policy of the batch results row and every gate (:func:`without_void`)."""
+    flags = (report.get("retrieval") or {}).get("saturated") or {}
+    if not any(flags.values()):
+        return dict(metrics)
+    measures = list_measures_of(report)
+    void = [name for name in metrics if (parsed := per_k_name(name, measures)) is not None
+            and compares_scorings(parsed) and flags.get(str(parsed.k))]
+    return {**metrics, **dict.fromkeys(void)}
 
 
 def saturated_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gate, str]:
-    """The gates on one scoring's figure at a saturated K (``retrieval.saturated``), each
-    with how its line says so: measured, but of the candidates every list holds there, not
-    of the model's ranking; they still evaluate."""
+    """The gates on one scoring's set-based figure at a saturated K (``retrieval.saturated``),
+    each with how its line says so: measured, but of the candidates every list holds there,
+    not of the model's ranking; they still evaluate. NDCG and MRR
+    (:func:`~auditor.gate_names.order_dependent`) measure the ranking there: no note."""
     retrieval = report.get("retrieval") or {}
     said = {}
     for gate in gates:
         name = per_k_name(gate.metric, list_measures_of(report))
-        if name is None or name.scoring in (None, SERVED, RATIO) or \
+        if name is None or name.scoring in (None, SERVED, RATIO) or order_dependent(name) or \
                 not (retrieval.get("saturated") or {}).get(str(name.k)):
             continue
         count = int((retrieval.get("n_saturated") or {}).get(str(name.k)) or 0)

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from auditor.alpha import ALPHA_PREFIX, alpha_scoring, scoring_alpha
 from auditor.flat import BASE_METRICS, CORRELATION_FIGURES, FRACTIONS, RATIO
-from auditor.sections import ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED
+from auditor.sections import (
+    ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, OVERLAP_SERVED, SCORINGS, SERVED, SEVERITIES,
+    USER_GROUP_NAMES,
+)
 
 PERCENT_SHARES = frozenset(name for name, info in BUILTIN_LIST_MEASURES.items() if info.display == "pct")
 """The fractions the reports print as percentages (3.6%): a threshold above 1 on one was meant
@@ -66,32 +70,74 @@ def well_formed(name: str, list_measures: Iterable[str] | None = None) -> bool:
     return name in BASE_METRICS or per_k_name(name, list_measures) is not None
 
 
+ORDER_MEASURES = frozenset({"ndcg", "mrr", *(f"ndcg_{group}" for group in USER_GROUP_NAMES)})
+"""The measures that weigh a list's items by their rank (NDCG's discount, MRR's first hit), not
+only by which items it holds: at a K that holds every candidate, dot and cosine still rank
+those candidates apart, so these measure the ranking there. Every other measure (the list
+measures, a plugin's included, recall, hit rate, the overlaps) reads the lists' item sets."""
+
+
+def order_dependent(name: PerK) -> bool:
+    """Whether ``name``'s figure depends on the order within the lists (:data:`ORDER_MEASURES`)."""
+    return name.measure in ORDER_MEASURES
+
+
 def compares_scorings(name: PerK) -> bool:
-    """Whether ``name`` compares two scorings' lists (a ``_ratio``, an overlap): a figure that
-    a saturated K (every list holds every candidate) fixes by construction."""
-    return name.scoring == RATIO or name.measure.startswith("overlap_")
+    """Whether ``name`` compares two scorings' item sets (a ``_ratio`` of a set-based measure, an
+    overlap): a figure that a saturated K (every list holds every candidate) fixes by
+    construction. A ratio of NDCG or MRR (:func:`order_dependent`) still compares the rankings."""
+    return (name.scoring == RATIO or name.measure.startswith("overlap_")) and not order_dependent(name)
+
+
+FRACTION = "a fraction 0–1"
+FIGURE_RANGES: dict[str, tuple[float, float, str]] = {
+    "fraction": (0.0, 1.0, FRACTION),
+    "correlation": (-1.0, 1.0, "a correlation from -1 to 1"),
+    "ratio": (0.0, math.inf, "a dot / cosine ratio, never below 0"),
+    "severity_level": (0.0, float(len(SEVERITIES) - 1),
+                       f"a level 0–{len(SEVERITIES) - 1} ({', '.join(f'{i} {s}' for i, s in enumerate(SEVERITIES))})"),
+}
+"""Every bounded figure's range and unit in words: the fractions (:data:`~auditor.flat.FRACTIONS`),
+the correlations (:data:`~auditor.flat.CORRELATION_FIGURES`), every ``_ratio`` and the
+verdict's ``severity_level`` (a count, a slope, a plugin's measure: unbounded or unknown)."""
 
 
 def figure_range(name: str, list_measures: Iterable[str] | None = None) -> tuple[float, float, str] | None:
-    """The range of the flat figure ``name`` and its unit in words, from :data:`~auditor.flat.FRACTIONS`
-    and :data:`~auditor.flat.CORRELATION_FIGURES` (a ratio, a count, a slope, a plugin's
-    measure: None, unbounded or unknown)."""
+    """The range of the flat figure ``name`` and its unit in words (:data:`FIGURE_RANGES`);
+    None where it is unbounded or unknown."""
     parsed = per_k_name(name, list_measures)
     measure = name if parsed is None else parsed.measure
     if parsed is not None and parsed.scoring == RATIO:
-        return None
+        return FIGURE_RANGES["ratio"]
     if measure in FRACTIONS:
-        return 0.0, 1.0, "a fraction 0–1"
-    return (-1.0, 1.0, "a correlation from -1 to 1") if parsed is None and measure in CORRELATION_FIGURES else None
+        return FIGURE_RANGES["fraction"]
+    if parsed is None and measure in CORRELATION_FIGURES:
+        return FIGURE_RANGES["correlation"]
+    return FIGURE_RANGES["severity_level"] if name == "severity_level" else None
 
 
-def out_of_range(name: str, threshold: float, list_measures: Iterable[str] | None = None) -> str:
-    """Why ``threshold`` is no threshold for ``name`` (outside :func:`figure_range`: a gate on it
-    never trips, or always does), with the fraction it may have meant; "" when it is within."""
+def _number(threshold: float) -> str:
+    """``threshold`` as ``%g`` writes it, or every digit where that would round it."""
+    short = f"{threshold:g}"
+    return short if float(short) == threshold else repr(threshold)
+
+
+def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[str] | None = None) -> str:
+    """Why ``name OP threshold`` is no gate (:func:`figure_range`): a threshold outside the range,
+    or one on its edge where the gate could never trip (``>1`` on a fraction, meant as 1%;
+    ``<0`` on a ratio), with the fraction a percentage share may have meant; "" otherwise. A
+    gate that trips on every run (``>=0``) is loud, not silent, and is taken."""
     bounds = figure_range(name, list_measures)
-    if bounds is None or bounds[0] <= threshold <= bounds[1]:
+    if bounds is None:
+        return ""
+    low, high, unit = bounds
+    outside = not low <= threshold <= high
+    never = (op == ">" and threshold == high) or (op == "<" and threshold == low)
+    if not (outside or never):
         return ""
     parsed = per_k_name(name, list_measures)
     shown_as_pct = parsed is not None and parsed.measure in PERCENT_SHARES  # as the reports print them
-    meant = f": {threshold:g}% is {threshold / 100:g}" if shown_as_pct and threshold > 1 else ""
-    return f"{name} is {bounds[2]}{meant}"
+    meant = f": {_number(threshold)}% is {threshold / 100:g}" if shown_as_pct and threshold >= 1 else ""
+    if outside:
+        return f"{name} is {unit}{meant}; the threshold {_number(threshold)} is outside that range"
+    return f"{name} is {unit}{meant}; it is never {op} {_number(threshold)}, so the gate could never trip"

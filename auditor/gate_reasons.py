@@ -213,12 +213,21 @@ def why_saturated(name: PerK, report: Mapping[str, Any]) -> str:
 
 
 def _gate_below(name: PerK, k: int, report: Mapping[str, Any]) -> str:
-    """The gate at the largest measured K below ``k`` that is not saturated, or the advice to
-    measure a smaller one."""
+    """The gate at the largest measured K below ``k`` that is not saturated and where a ratio
+    is defined (not 0 / 0, not signed: followed, it is measured), or the advice to measure a
+    smaller one."""
     flags = (report.get("retrieval") or {}).get("saturated") or {}
-    fine = [int(kk) for kk, saturated in flags.items() if not saturated and int(kk) < k]
-    return (f"gate {name.at(max(fine))}" if fine else
-            f"gate it at a K below {k} that holds fewer than every candidate for most queries (add {setting('ks')} with it)")
+    fine = sorted((int(kk) for kk, saturated in flags.items() if not saturated and int(kk) < k), reverse=True)
+    undefined = ""
+    for below in fine:
+        at = PerK(name.stem, name.measure, name.scoring, below)
+        section = ((report.get(section_of(at.at(below)) or "retrieval") or {}).get("at") or {}).get(str(below))
+        why = _why_no_ratio(at, section or {}, report) if name.scoring == RATIO else ""
+        if not why:
+            return f"gate {name.at(below)}"
+        undefined = undefined or f"; at K={below}, {why}"  # the largest K's reason and its gates
+    return (f"gate it at a K below {k} that holds fewer than every candidate for most queries (add "
+            f"{setting('ks')} with it){undefined}")
 
 
 def _gate_at(name: PerK, k: int, report: Mapping[str, Any]) -> str:

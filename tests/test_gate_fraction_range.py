@@ -47,9 +47,9 @@ def test_the_table_holds_every_share_the_reports_print_as_a_percentage_but_the_s
     shown_as_pct = {name for name, info in BUILTIN_LIST_MEASURES.items() if info.display == "pct"}
     assert shown_as_pct <= FRACTIONS
     assert figure_range("gap_delta_niche_dot@10") is None  # ΔGAP is a signed lift, shown as % but unbounded
-    assert figure_range("head_share_1pct_ratio@10") is None
+    assert figure_range("head_share_1pct_ratio@10") == (0.0, float("inf"), "a dot / cosine ratio, never below 0")
     assert figure_range("recall@10") == (0.0, 1.0, "a fraction 0–1")  # the index's own recall
-    assert out_of_range("kendall", 0.5) == ""
+    assert out_of_range("kendall", ">", 0.5) == ""
 
 
 def test_check_and_batch_refuse_it_with_exit_2_before_any_audit(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner, Result
 
 from auditor.cli import cli
-from auditor.gate import Gate, gate_notes, without_void
+from auditor.gate import Gate, gate_notes, void_figures, without_void
 from auditor.gate_names import per_k_name
 from auditor.gate_reasons import why_saturated, why_unmeasured
 
@@ -126,3 +126,47 @@ def test_batch_leaves_a_ratio_at_a_rows_saturated_k_unmeasured(tmp_path: Path) -
     said = " ".join(result.output.split())
     assert "K=40 holds every candidate for 30 of 30 queries: dot and cosine serve the same items" in said
     assert CliRunner().invoke(cli, [*args, "--fail-on", "head_share_10pct_ratio@2>0"]).exit_code == 3
+
+
+def test_the_batch_results_row_holds_null_for_a_comparison_at_a_saturated_k(tmp_path: Path) -> None:
+    """QA report N3: the row's ``head_share_10pct_ratio@40`` and ``overlap_dot_cosine@40`` were 1.0
+    ("no skew") where the gate and the summary call them unmeasured; K=2 keeps its figures."""
+    d = _inputs(tmp_path)
+    (d / "m.csv").write_text("model\nitems.npy\n")
+    result = CliRunner().invoke(cli, ["batch", str(d / "m.csv"), "-o", str(d / "r.parquet"), "--interactions",
+                                      str(d / "log.parquet"), "-q", "--bootstrap", "0", "--no-probes", "-k", "2",
+                                      "-k", "40"])
+    assert result.exit_code == 0, result.output
+    row = pq.read_table(d / "r.parquet").to_pylist()[0]
+    at = json.loads(row["report_json"])["retrieval"]["at"]
+    assert at["40"]["dot"]["head_share_10pct"] == at["40"]["cosine"]["head_share_10pct"] > 0  # was a column of 1.0
+    assert row["head_share_10pct_ratio@40"] is None and row["overlap_dot_cosine@40"] is None
+    assert row["head_share_10pct_dot@40"] == at["40"]["dot"]["head_share_10pct"]  # one scoring's figure is kept
+    assert row["head_share_10pct_ratio@2"] == at["2"]["dot"]["head_share_10pct"] / at["2"]["cosine"]["head_share_10pct"]
+
+
+def test_void_figures_nulls_set_comparisons_at_a_saturated_k_alone() -> None:
+    report = {"retrieval": {"saturated": {"10": False, "100": True}}}
+    metrics = {"head_share_1pct_ratio@100": 1.0, "overlap_dot_cosine@100": 1.0, "recall_ratio@100": 1.0,
+               "ndcg_ratio@100": 1.2, "mrr_ratio@100": 1.5, "head_share_1pct_dot@100": 0.3,
+               "head_share_1pct_ratio@10": 2.0, "spearman": 0.5}
+    assert void_figures(metrics, report) == {**metrics, "head_share_1pct_ratio@100": None,
+                                             "overlap_dot_cosine@100": None, "recall_ratio@100": None}
+    assert void_figures(metrics, {"retrieval": {"saturated": {"100": False}}}) == metrics
+
+
+def test_the_advice_skips_a_k_where_the_ratio_is_undefined() -> None:
+    """QA report N4 a): the advice named K=10, where dot's and cosine's top-1% shares are both 0,
+    so the advised gate failed again as "a ratio of two zeros is undefined"."""
+    at = {"5": {"dot": {"head_share_1pct": 0.2}, "cosine": {"head_share_1pct": 0.1}},
+          "10": {"dot": {"head_share_1pct": 0.0}, "cosine": {"head_share_1pct": 0.0}},
+          "100": {"dot": {"head_share_1pct": 0.01}, "cosine": {"head_share_1pct": 0.01}}}
+    report = {"retrieval": {"saturated": {"5": False, "10": False, "100": True}, "n_saturated": {"100": 200},
+                            "n_queries": 200, "at": at}}
+    said = why_unmeasured("head_share_1pct_ratio@100", report)
+    assert said.endswith("the ratio measures nothing; gate head_share_1pct_ratio@5")  # was: …@10
+    del at["5"], report["retrieval"]["saturated"]["5"]
+    assert why_unmeasured("head_share_1pct_ratio@100", report).endswith(
+        "with it); at K=10, a ratio of two zeros is undefined (dot and cosine are both 0); gate "
+        "head_share_1pct_dot@10 and head_share_1pct_cosine@10 instead")
+    assert why_unmeasured("overlap_dot_cosine@100", report).endswith("gate overlap_dot_cosine@10")  # no ratio: K=10

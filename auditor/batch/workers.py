@@ -23,6 +23,7 @@ from auditor.errors import spelled_as, spelling_active
 from auditor.plugins.prints import prints_to_stderr
 from auditor.batch.results import FIXED_COLUMNS, population_columns
 from auditor.flat import flat_metrics_from_report
+from auditor.gate import void_figures
 from auditor.parallel import task_started, usable_cores
 from auditor.progress import SILENT
 from auditor.result import CONDITION_IDS
@@ -143,7 +144,8 @@ def result_record(job: BatchJob, result: Any, seconds: float) -> dict[str, Any]:
     record["n_interactions"] = None if n is None else int(n)
     report = result.to_dict()  # once: the flat metrics are read from it (as result.flat_metrics() does)
     record.update(population_columns(report))
-    for name, value in flat_metrics_from_report(report).items():
+    # A set-based dot/cosine comparison at a saturated K is null, as its gate and the summary read it.
+    for name, value in void_figures(flat_metrics_from_report(report), report).items():
         if name not in FIXED_COLUMNS:
             record[name] = value
     record["report_json"] = json.dumps(report, default=str)

@@ -233,6 +233,18 @@ CASES = [
          r"threshold 3 is outside that range", absent=r"Valid metrics"),
     Case("fail-on-correlation-threshold-out-of-range", _check("--fail-on", "spearman<-1.5"), EXIT_USAGE,
          r"'spearman<-1\.5': spearman is a correlation from -1 to 1; the threshold -1\.5 is outside that range"),
+    # A threshold on its range's edge where the gate could never trip, or always would (QA report N2).
+    Case("fail-on-share-threshold-one-percent-on-the-edge", _check("--fail-on", "head_share_1pct_dot@10>1"), EXIT_USAGE,
+         r"'head_share_1pct_dot@10>1': head_share_1pct_dot@10 is a fraction 0–1: 1% is 0\.01; it is never > 1, so the "
+         r"gate could never trip", absent=r"Valid metrics"),
+    Case("fail-on-fraction-below-zero-on-the-edge", _check("--fail-on", "aplt_dot@10<0"), EXIT_USAGE,
+         r"'aplt_dot@10<0': aplt_dot@10 is a fraction 0–1; it is never < 0, so the gate could never trip"),
+    Case("fail-on-severity-level-above-high", _check("--fail-on", "severity_level>=4"), EXIT_USAGE,
+         r"'severity_level>=4': severity_level is a level 0–3 \(0 none, 1 low, 2 moderate, 3 high\); the threshold 4 "
+         r"is outside that range", absent=r"gate as fractions"),
+    Case("fail-on-negative-ratio", _check("--fail-on", "head_share_1pct_ratio@10<-1"), EXIT_USAGE,
+         r"'head_share_1pct_ratio@10<-1': head_share_1pct_ratio@10 is a dot / cosine ratio, never below 0; the "
+         r"threshold -1 is outside that range"),
     # Unit rows tie as a plateau: their float32 noise no longer decides ρ (QA report F4).
     Case("fail-on-spearman-plateau-of-unit-rows", _check("--no-retrieval", "--fail-on", "spearman>0.5",
                                                           make=_partly_unit), EXIT_GATE, None,
@@ -260,10 +272,10 @@ CASES = [
     # QA accuracy F2: -k/--alpha replace their defaults; the advice names every value to pass (those measured now,
     # then each the gates name), so following it drops no gate's figure
     Case("fail-on-alpha-not-asked-names-the-whole-grid",
-         _check("--fail-on", "gini_alpha_0.3@10>1", "--fail-on", "gini_alpha_0.4@10>1"), EXIT_ERROR,
-         r"gini_alpha_0\.3@10>1: α=0\.3 was not asked for \(add --alpha 0\.3; --alpha replaces the α measured now "
+         _check("--fail-on", "gini_alpha_0.3@10>0.95", "--fail-on", "gini_alpha_0.4@10>0.95"), EXIT_ERROR,
+         r"gini_alpha_0\.3@10>0\.95: α=0\.3 was not asked for \(add --alpha 0\.3; --alpha replaces the α measured now "
          r"\(0\.25, 0\.5, 0\.75\), so pass them all: --alpha 0\.25 --alpha 0\.5 --alpha 0\.75 --alpha 0\.3 --alpha 0\.4\)"),
-    Case("fail-on-k-not-asked-names-every-k", _check("-k", "10", "--fail-on", "gini_dot@20>1"), EXIT_ERROR,
+    Case("fail-on-k-not-asked-names-every-k", _check("-k", "10", "--fail-on", "gini_dot@20>0.95"), EXIT_ERROR,
          r"K=20 was not asked for \(add -k 20; -k replaces the cut-offs measured now \(10\), so pass them all: "
          r"-k 10 -k 20\)$"),
     Case("fail-on-undefined", _check("--no-retrieval", "--bootstrap", "0", "--fail-on", "spearman_ci_lo>0"), EXIT_ERROR,
@@ -286,7 +298,7 @@ CASES = [
          r"^Error: cannot evaluate --fail-on gini_dot@50>0\.5: K=50 exceeds the catalogue \(10 items\) and was clamped "
          r"to 10: its figures are filed under K=10 \(gate gini_dot@10 and add -k 10\)$"),
     # QA F8: doing what that message says is accepted (K=10 asked for, K=50 clamped onto it).
-    Case("fail-on-k-clamped-as-told", _check("-k", "50", "-k", "10", "--fail-on", "gini_dot@10>1"), EXIT_OK, None),
+    Case("fail-on-k-clamped-as-told", _check("-k", "50", "-k", "10", "--fail-on", "gini_dot@10>0.95"), EXIT_OK, None),
     # QA F9: an α with an exponent is named, reported and gated as a plain decimal; any spelling gates it.
     Case("fail-on-alpha-exponent", _check("-k", "5", "--alpha", "0.00001", "--fail-on", "gini_alpha_1e-05@5>=0"),
          EXIT_GATE, None, stderr=r"gate gini_alpha_0\.00001@5>=0: .*TRIPPED"),
