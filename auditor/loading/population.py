@@ -13,9 +13,9 @@ they have not interacted with. So, whatever the other options:
   training item can be excluded.
 
 The population is sampled to ``max_queries`` with ``seed`` (users in user-row order;
-histories in order of first appearance in the log), zero vectors are not queried (they rank
-nothing: those users, kept as unserved rows after the queries, are served nothing), and each query carries its training item rows (CSR) to exclude from every
-scoring's candidates unless ``keep_seen``. Without the training log (counts from
+histories in order of first appearance in the log), zero vectors are not queried (their
+users stay as unserved rows after the queries), and each query carries its training item
+rows (CSR) to exclude from every scoring's candidates unless ``keep_seen``. Without the training log (counts from
 ``frequencies``) the users of the log are unknown: every user-table row is queried and
 nothing is excluded, with a warning. A popaudit checkpoint's recorded pairs stand in for
 the log.
@@ -116,8 +116,8 @@ def load_population(
         raise QueryError(
             f"{setting('queries')} history needs {setting('interactions')} (each user's training items)"
         )
-    what = population.what or {"users": f"the user table {bundle.user_key or ''}".rstrip() + f" in {bundle.source}"}.get(
-        source, "history")
+    table = " ".join(filter(None, ("the user table", bundle.user_key, f"in {bundle.source}")))
+    what = population.what or {"users": table}.get(source, "history")
     return _without_zero_vectors(replace(population, keep_seen=keep_seen, seed=seed), what)
 
 
