@@ -243,3 +243,18 @@ def test_keras_mask_zero_refuses_a_count_at_the_mask_id(tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match=r"Embedding\(mask_zero=True\).*counts\[0\] is 3: give the counts of ids 1\.\.50"):
         _masked_model().fit([x[0], x[1] + 1], y, batch_size=128, epochs=1, verbose=0, callbacks=[callback])
     assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_keras_mask_zero_names_both_lengths_for_counts_of_another_length(tmp_path: Path) -> None:
+    """Counts of neither N nor N + 1 entries for an Embedding(N + 1, mask_zero=True): the
+    message quotes the layer's N + 1 rows and the mask rule, not the N rows the monitor
+    watches (QA monitor N4: "counts has 49 entries but the item table has 50 rows")."""
+    x, y, _ = data()
+    counts = np.bincount(x[1][:, 0] + 1, minlength=N_ITEMS + 1)[1:-1]
+    assert counts.shape[0] == N_ITEMS - 1
+    callback = PopauditCallback("item_embedding", counts=counts, trace=tmp_path / "t.jsonl")
+    with pytest.raises(TrainingError, match=rf"counts has {N_ITEMS - 1} entries, but the item layer is an "
+                       rf"Embedding\(mask_zero=True\) of {N_ITEMS + 1} rows.*id 1\.\.{N_ITEMS} \({N_ITEMS} entries\), "
+                       rf"or {N_ITEMS + 1} entries, one per table row"):
+        _masked_model().fit([x[0], x[1] + 1], y, batch_size=128, epochs=1, verbose=0, callbacks=[callback])
+    assert not (tmp_path / "t.jsonl").exists()

@@ -44,8 +44,14 @@ def without_mask_row(options: dict[str, Any], rows: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in ("counts", "item_ids"):
         value = options.get(key)
-        if value is None or isinstance(value, Mapping) or len(value) != rows:
+        if value is None or isinstance(value, Mapping) or len(value) == rows - 1:
             continue
+        if len(value) != rows:  # the monitor's own length check would quote rows - 1 and not the mask rule
+            raise TrainingError(
+                f"{key} has {len(value)} entries, but the item layer is an Embedding(mask_zero=True) of {rows} rows, "
+                f"whose row 0 is the mask (id 0, no item): give one per id 1..{rows - 1} ({rows - 1} entries), or "
+                f"{rows} entries, one per table row"
+            )
         if key == "counts" and float(np.asarray(value, dtype=np.float64)[0]) != 0:
             raise TrainingError(
                 f"counts: the item layer is an Embedding(mask_zero=True), whose row 0 is the mask (id 0, no item), yet "
