@@ -139,6 +139,9 @@ class TrainingSection:
     """The learning rate the trace header's config records (None: none)."""
     recorded_optimizer: str | None = None
     """The optimizer kind the trace records (its header's class name, else its config's; None: none known)."""
+    last_optimizer: str | None = None
+    """The optimizer kind of the trace's last run (the last of config ``resumed_runs``, else the
+    header's), the run a checkpoint saved at its end and a declared ``--optimizer`` describe."""
     nonfinite_step: int | None = None
     """The first record's step at which item rows were NaN or infinite (training diverged; None: never)."""
     nonfinite_rows: int = 0

@@ -135,3 +135,28 @@ def test_a_declared_optimizer_of_the_last_run_is_no_other_run(tmp_path: Path) ->
     report = json.loads(done.stdout)
     assert report["training"]["mismatch"] is None and report["conditions"]["C1"]["status"] == "violated"
     assert "Adam rescales each coordinate" in report["conditions"]["C1"]["evidence"]
+
+
+@pytest.mark.parametrize(("declared", "mismatch"), [
+    ("adam", "the trace's last run (of 2) used SGD, --optimizer declares Adam"),
+    ("sgd", None),
+])
+def test_a_declared_optimizer_is_compared_with_the_last_run_of_a_resumed_trace(
+        tmp_path: Path, declared: str, mismatch: str | None) -> None:
+    """A bare table records no optimizer, so --optimizer describes the model: the trace's last
+    run (QA monitor N3: a resumed trace was never compared, so "--optimizer adam" against an
+    SGD trace passed as this model's and its angles were quoted for Adam)."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    with pytest.warns(MonitorInputWarning, match="in momentum"):
+        run, path = _two_runs(tmp_path, {}, {"momentum": 0.9})
+    np_table = run.items_t.weight.detach().numpy()
+    check(tmp_path, np_table, run.counts, path)  # writes items.npy and counts.csv
+    done = CliRunner().invoke(cli, ["check", str(tmp_path / "items.npy"), "--frequencies", str(tmp_path / "counts.csv"),
+                                    "--trace", str(path), "--optimizer", declared, "--bootstrap", "0", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    training = json.loads(done.stdout)["training"]
+    assert training["last_optimizer"] == "SGD" and training["runs"] == 2
+    assert training["mismatch"] == mismatch and training["matches_model"] is (mismatch is None)

@@ -56,8 +56,9 @@ def contradiction(
         return (f"the trace's config records the learning rate {training.recorded_lr:g}, {setting('lr')} declares "
                 f"{declared.lr:g}")
     kind = normalise_optimizer(declared.optimizer)[0] if declared.optimizer else None
-    run = training.recorded_optimizer  # of a trace of several runs, maybe not the last, which the declaration is
-    if kind and run and file.optimizer is None and not has_optimizer_state and training.runs == 1 \
+    run = training.last_optimizer  # the declaration describes the model, of the trace's last run
+    if kind and run and file.optimizer is None and not has_optimizer_state \
             and optimizer_family(kind) != optimizer_family(run):
-        return f"the trace's run used {run}, {setting('optimizer')} declares {kind}"
+        last = "run" if training.runs == 1 else f"last run (of {training.runs})"
+        return f"the trace's {last} used {run}, {setting('optimizer')} declares {kind}"
     return None

@@ -237,7 +237,8 @@ def _recorded(trace: Trace) -> dict[str, Any]:
     broken = [r for r in trace.records if r.n_nonfinite > 0]
     return {"counts": trace.header.counts, "recorded_loss": loss if isinstance(loss, str) else None,
             "recorded_lr": as_float(config.get("lr")),
-            "recorded_optimizer": _kind(judged_run(trace)[1].get("optimizer")) or _kind(config.get("optimizer")), "nonfinite_step": broken[0].step if broken else None,
+            "recorded_optimizer": _kind(judged_run(trace)[1].get("optimizer")) or _kind(config.get("optimizer")),
+            "last_optimizer": _last_run_kind(trace), "nonfinite_step": broken[0].step if broken else None,
             "nonfinite_rows": max((r.n_nonfinite for r in broken), default=0)}
 
 
@@ -274,14 +275,20 @@ LR_TOLERANCE = 1e-6
 written by two programs (a float32 0.05 read back as 0.0500000007) agrees far closer."""
 
 
+def _last_run_kind(trace: Trace) -> str | None:
+    """The optimizer kind of the trace's last run (its header's, or its config's, for one run)."""
+    config: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
+    resumed = _resumed_runs(config)
+    return _kind(resumed[-1].get("optimizer") if resumed else trace.header.optimizer) or _kind(config.get("optimizer"))
+
+
 def _setting_mismatch(trace: Trace, bundle: ModelBundle) -> str | None:
     """Which training setting the trace records otherwise than the checkpoint (None: none
-    that both record): the optimizer (the trace's class name or config against the
-    checkpoint's optimizer state or config), the loss and the learning rate (configs)."""
+    that both record): the optimizer (the trace's last run's class name or config against
+    the checkpoint's optimizer state or config), the loss and the learning rate (configs)."""
     theirs: Mapping[str, Any] = trace.header.config if isinstance(trace.header.config, Mapping) else {}
     ours: Mapping[str, Any] = bundle.config if isinstance(bundle.config, Mapping) else {}
-    resumed = _resumed_runs(theirs)  # the checkpoint is of the last run: its optimizer is compared
-    run = _kind(resumed[-1].get("optimizer") if resumed else trace.header.optimizer) or _kind(theirs.get("optimizer"))
+    run = _last_run_kind(trace)  # the checkpoint is of the last run: its optimizer is compared
     state = _state_kind(bundle)
     model, where = (state, "optimizer state") if state is not None else (_kind(ours.get("optimizer")), "config")
     if run is not None and model is not None and optimizer_family(run) != optimizer_family(model):
