@@ -52,7 +52,7 @@ FRACTIONS = frozenset({
 in [0, 1]: a share, a rate, a p-value. The reports print the shares as percentages (3.6%);
 the JSON and every gate read the fraction (0.036)."""
 CORRELATION_FIGURES = frozenset({"spearman", "spearman_ci_lo", "spearman_ci_hi", "pearson_log", "kendall",
-                                 "served_spearman", "training_spearman"})
+                                 "served_spearman", "training_spearman", "item_bias_spearman"})
 """The figures that are correlations in [-1, 1] (the log–log slope is not bounded)."""
 
 

@@ -15,9 +15,10 @@ from auditor.sections import (
     USER_GROUP_NAMES,
 )
 
-PERCENT_SHARES = frozenset(name for name, info in BUILTIN_LIST_MEASURES.items() if info.display == "pct")
-"""The fractions the reports print as percentages (3.6%): a threshold above 1 on one was meant
-as a percentage, and the refusal says the fraction."""
+PERCENT_SHARES = frozenset(name for name, info in {**BUILTIN_LIST_MEASURES, **GROUP_LIST_MEASURES}.items()
+                           if info.display == "pct")
+"""The figures the reports print as percentages (a share 3.6%, a ΔGAP -74.2%): a threshold of
+magnitude 1 or more on one was meant as a percentage, and the refusal says the fraction."""
 _PER_K = re.compile(r"^(?P<stem>[A-Za-z_][\w.]*)@(?P<k>[1-9]\d*)$")
 _UNSCORED = ("overlap_dot_cosine", "recall", *(f"overlap_served_{s}" for s in OVERLAP_SERVED))
 """The per-K names without a scoring: the dot/cosine overlap, the index's recall, the served lists' overlaps."""
@@ -94,12 +95,19 @@ FIGURE_RANGES: dict[str, tuple[float, float, str]] = {
     "fraction": (0.0, 1.0, FRACTION),
     "correlation": (-1.0, 1.0, "a correlation from -1 to 1"),
     "ratio": (0.0, math.inf, "a dot / cosine ratio, never below 0"),
+    "divergence": (0.0, 1.0, "a Jensen–Shannon divergence in bits, 0–1"),
+    "relative_change": (-1.0, math.inf, "a relative change, never below -1 (-100%)"),
     "severity_level": (0.0, float(len(SEVERITIES) - 1),
                        f"a level 0–{len(SEVERITIES) - 1} ({', '.join(f'{i} {s}' for i, s in enumerate(SEVERITIES))})"),
 }
-"""Every bounded figure's range and unit in words: the fractions (:data:`~auditor.flat.FRACTIONS`),
-the correlations (:data:`~auditor.flat.CORRELATION_FIGURES`), every ``_ratio`` and the
-verdict's ``severity_level`` (a count, a slope, a plugin's measure: unbounded or unknown)."""
+"""Every bounded figure's range and unit in words: the fractions (:data:`~auditor.flat.FRACTIONS`
+and each user group's NDCG), the correlations (:data:`~auditor.flat.CORRELATION_FIGURES`),
+every ``_ratio``, the miscalibrations, the ΔGAPs and the verdict's ``severity_level`` (a
+count, a slope, a plugin's measure: unbounded or unknown)."""
+_GROUP_RANGES = {**{f"ndcg_{g}": "fraction" for g in USER_GROUP_NAMES},
+                 **{f"miscalibration_{g}": "divergence" for g in USER_GROUP_NAMES}, "miscalibration": "divergence",
+                 **{f"gap_delta_{g}": "relative_change" for g in USER_GROUP_NAMES}}
+"""The user groups' measures and their range in :data:`FIGURE_RANGES`."""
 
 
 def figure_range(name: str, list_measures: Iterable[str] | None = None) -> tuple[float, float, str] | None:
@@ -111,6 +119,8 @@ def figure_range(name: str, list_measures: Iterable[str] | None = None) -> tuple
         return FIGURE_RANGES["ratio"]
     if measure in FRACTIONS:
         return FIGURE_RANGES["fraction"]
+    if parsed is not None and measure in _GROUP_RANGES:
+        return FIGURE_RANGES[_GROUP_RANGES[measure]]
     if parsed is None and measure in CORRELATION_FIGURES:
         return FIGURE_RANGES["correlation"]
     return FIGURE_RANGES["severity_level"] if name == "severity_level" else None
@@ -132,12 +142,13 @@ def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[s
         return ""
     low, high, unit = bounds
     outside = not low <= threshold <= high
-    never = (op == ">" and threshold == high) or (op == "<" and threshold == low)
+    never = (op == ">" and threshold == high) or (op == "<" and threshold == low) \
+        or (op == "==" and name == "severity_level" and not threshold.is_integer())  # a level is a whole number
     if not (outside or never):
         return ""
     parsed = per_k_name(name, list_measures)
-    shown_as_pct = parsed is not None and parsed.measure in PERCENT_SHARES  # as the reports print them
-    meant = f": {_number(threshold)}% is {threshold / 100:g}" if shown_as_pct and threshold >= 1 else ""
+    shown_as_pct = parsed is not None and parsed.scoring != RATIO and parsed.measure in PERCENT_SHARES  # as printed
+    meant = f": {_number(threshold)}% is {threshold / 100:g}" if shown_as_pct and abs(threshold) >= 1 else ""
     if outside:
         return f"{name} is {unit}{meant}; the threshold {_number(threshold)} is outside that range"
     return f"{name} is {unit}{meant}; it is never {op} {_number(threshold)}, so the gate could never trip"

@@ -38,6 +38,10 @@ NEVER = "so the gate could never trip"
     ("head_share_1pct_ratio@10<0", f"it is never < 0, {NEVER}"),
     ("mrr_ratio@10<0", f"mrr_ratio@10 is a dot / cosine ratio, never below 0; it is never < 0, {NEVER}"),
     ("head_share_1pct_ratio@10==-2", "the threshold -2 is outside that range"),
+    ("severity_level==1.5", f"severity_level is a level 0–3 (0 none, 1 low, 2 moderate, 3 high); it is never == 1.5, "
+                            f"{NEVER}"),
+    ("gap_delta_niche_dot@10<-1", f"it is never < -1, {NEVER}"),
+    ("miscalibration_dot@10>1", f"it is never > 1, {NEVER}"),
 ])
 def test_a_gate_that_could_never_trip_is_a_usage_error(expr: str, said: str) -> None:
     with pytest.raises(GateError) as caught:
@@ -53,7 +57,8 @@ def test_a_gate_that_could_never_trip_is_a_usage_error(expr: str, said: str) -> 
     "coverage_dot@10==1", "aplt_dot@10!=0", "spearman>-1", "spearman<1", "spearman>=1",
     "severity_level>=3", "severity_level<=0", "severity_level>2.5", "severity_level!=0",
     "head_share_1pct_ratio@10<=0", "head_share_1pct_ratio@10>0", "head_share_1pct_ratio@10>1000", "mrr_ratio@10<0.5",
-    "loglog_slope<-3", "arp_dot@10>0", "gap_delta_niche_dot@10<-1",
+    "loglog_slope<-3", "arp_dot@10>0", "gap_delta_niche_dot@10<=-1", "gap_delta_niche_dot@10>10",
+    "severity_level==2", "severity_level!=1.5", "ndcg_niche_dot@10>=1", "miscalibration_niche_dot@10>0",
     "coverage_dot@10>=0", "head_share_10pct_dot@10<=1", "severity_level>=0", "mrr_ratio@10>=0", "spearman>=-1",
 ])
 def test_a_gate_that_can_trip_is_taken(expr: str) -> None:

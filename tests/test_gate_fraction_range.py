@@ -28,6 +28,13 @@ from gate_samples import write_popular_table
     ("overlap_dot_cosine@10<2", "overlap_dot_cosine@10 is a fraction 0–1"),
     ("spearman>1.5", "spearman is a correlation from -1 to 1; the threshold 1.5 is outside that range"),
     ("served_spearman<-1.01", "served_spearman is a correlation from -1 to 1"),
+    # the user groups' figures and the item bias's ρ (they were taken unchecked)
+    ("ndcg_niche_dot@10>1.5", "ndcg_niche_dot@10 is a fraction 0–1; the threshold 1.5 is outside that range"),
+    ("miscalibration_blockbuster_dot@10>2", "miscalibration_blockbuster_dot@10 is a Jensen–Shannon divergence in bits, "
+                                            "0–1; the threshold 2"),
+    ("miscalibration_cosine@10<-0.5", "miscalibration_cosine@10 is a Jensen–Shannon divergence in bits"),
+    ("gap_delta_niche_dot@10<-50", "gap_delta_niche_dot@10 is a relative change, never below -1 (-100%): -50% is "
+                                   "-0.5; the threshold -50 is outside that range"),
 ])
 def test_a_threshold_outside_the_range_is_a_usage_error(expr: str, said: str) -> None:
     with pytest.raises(GateError) as caught:
@@ -46,10 +53,13 @@ def test_a_threshold_within_the_range_or_of_an_unbounded_figure_is_taken(expr: s
 def test_the_table_holds_every_share_the_reports_print_as_a_percentage_but_the_signed_lift() -> None:
     shown_as_pct = {name for name, info in BUILTIN_LIST_MEASURES.items() if info.display == "pct"}
     assert shown_as_pct <= FRACTIONS
-    assert figure_range("gap_delta_niche_dot@10") is None  # ΔGAP is a signed lift, shown as % but unbounded
+    assert figure_range("gap_delta_niche_dot@10") == (-1.0, float("inf"), "a relative change, never below -1 (-100%)")
     assert figure_range("head_share_1pct_ratio@10") == (0.0, float("inf"), "a dot / cosine ratio, never below 0")
     assert figure_range("recall@10") == (0.0, 1.0, "a fraction 0–1")  # the index's own recall
     assert out_of_range("kendall", ">", 0.5) == ""
+    # the item bias's ρ (a built-in figure measure) is a correlation too
+    assert out_of_range("item_bias_spearman", ">", 1.5) == ("item_bias_spearman is a correlation from -1 to 1; the "
+                                                             "threshold 1.5 is outside that range")
 
 
 def test_check_and_batch_refuse_it_with_exit_2_before_any_audit(tmp_path: Path) -> None:

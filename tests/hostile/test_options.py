@@ -245,6 +245,14 @@ CASES = [
     Case("fail-on-negative-ratio", _check("--fail-on", "head_share_1pct_ratio@10<-1"), EXIT_USAGE,
          r"'head_share_1pct_ratio@10<-1': head_share_1pct_ratio@10 is a dot / cosine ratio, never below 0; the "
          r"threshold -1 is outside that range"),
+    # The user groups' figures and a whole-number level are checked too (left from QA report N2).
+    Case("fail-on-gap-delta-in-percent", _check("--fail-on", "gap_delta_niche_dot@10<-50"), EXIT_USAGE,
+         r"'gap_delta_niche_dot@10<-50': gap_delta_niche_dot@10 is a relative change, never below -1 \(-100%\): -50% is "
+         r"-0\.5; the threshold -50 is outside that range"),
+    Case("fail-on-miscalibration-above-one-bit", _check("--fail-on", "miscalibration_dot@10>1"), EXIT_USAGE,
+         r"miscalibration_dot@10 is a Jensen–Shannon divergence in bits, 0–1; it is never > 1"),
+    Case("fail-on-severity-level-between-levels", _check("--fail-on", "severity_level==1.5"), EXIT_USAGE,
+         r"'severity_level==1\.5': severity_level is a level 0–3 .*; it is never == 1\.5, so the gate could never trip"),
     # Unit rows tie as a plateau: their float32 noise no longer decides ρ (QA report F4).
     Case("fail-on-spearman-plateau-of-unit-rows", _check("--no-retrieval", "--fail-on", "spearman>0.5",
                                                           make=_partly_unit), EXIT_GATE, None,
