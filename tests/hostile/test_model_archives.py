@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-from tests.hostile.corpus import EXIT_ERROR, Built, Case, check_args, log, params, run_case, write
+from tests.hostile.corpus import EXIT_ERROR, EXIT_OK, Built, Case, check_args, log, params, run_case, write
 
 H5_ERROR = r"cannot read model\.(weights\.h5|keras) as HDF5 \(Keras weights\): OSError: .*\(truncated or corrupt\?\)\s*$"
 
@@ -64,6 +65,37 @@ def _half() -> bytes:
     return data[: len(data) // 2]
 
 
+def _deflated_pt(d: Path) -> None:
+    """QA's bomb6.pt, scaled down: a state dict plus four 1-D optimizer tensors of 4 MB of
+    zeros, re-zipped deflated (about 17 KB); each member fits --max-memory 10M, all do not."""
+    log(d)
+    rng = np.random.default_rng(0)
+    state = {"user_embedding.weight": torch.tensor(rng.normal(size=(5, 4)), dtype=torch.float32),
+             "item_embedding.weight": torch.tensor(rng.normal(size=(10, 4)), dtype=torch.float32),
+             **{f"optimizer_state.{k}.exp_avg": torch.zeros(1_000_000) for k in range(4)}}
+    saved = io.BytesIO()
+    torch.save(state, saved)
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(d / "model.pt", "w", zipfile.ZIP_DEFLATED) as target:
+        for name in source.namelist():
+            target.writestr(name, source.read(name))
+
+
+def _pt_bomb(max_memory: str) -> Callable[[Path], Built]:
+    def build(d: Path) -> Built:
+        _deflated_pt(d)
+        return Built(check_args("model.pt", "--max-memory", max_memory))
+    return build
+
+
+def _npz_many(d: Path) -> Built:
+    """QA's many.npz, scaled down: four 4 MB zero members, savez_compressed (about 16 KB)."""
+    log(d)
+    rng = np.random.default_rng(0)
+    np.savez_compressed(d / "model.npz", item_embedding=rng.normal(size=(10, 4)).astype(np.float32),
+                        **{f"optim_state_{k}": np.zeros(1_000_000, np.float32) for k in range(4)})
+    return Built(check_args("model.npz", "--max-memory", "10M"))
+
+
 GARBAGE = b"not hdf5\n" * 10
 CASES = [
     # Loaders F4: each of these printed its Error: line, then segfaulted at exit (139, not 1).
@@ -76,6 +108,14 @@ CASES = [
     Case("keras-truncated-member", _keras_archive(_half), EXIT_ERROR, H5_ERROR, process=True, skip=_no_h5py),
     Case("keras-symlink-member", _keras_archive(lambda: b"/etc/passwd", symlink=True), EXIT_ERROR, H5_ERROR,
          process=True, skip=_no_h5py, absent=r"root:"),
+    # Loaders F3: members each under the ceiling were inflated whatever their total.
+    Case("pt-deflated-members-past-the-ceiling-in-all", _pt_bomb("10M"), EXIT_ERROR,
+         r"cannot read model\.pt: archive/data\.pkl: its compressed members declare 12,000,\d{3} bytes of data in all "
+         r"\(6 members up to storage archive/data/4, .*more than --max-memory \(10,485,760 bytes\)"),
+    Case("pt-deflated-members-within-the-ceiling", _pt_bomb("64M"), EXIT_OK, None),
+    Case("npz-compressed-members-past-the-ceiling-in-all", _npz_many, EXIT_ERROR,
+         r"cannot read model\.npz: its compressed members declare 12,000,\d{3} bytes of data in all \(4 members up to "
+         r"member optim_state_2\.npy, .*more than --max-memory \(10,485,760 bytes\)"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
