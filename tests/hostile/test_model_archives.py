@@ -96,6 +96,19 @@ def _npz_many(d: Path) -> Built:
     return Built(check_args("model.npz", "--max-memory", "10M"))
 
 
+def _padded_ids(n_ids: int) -> Callable[[Path], Built]:
+    """A TorchScript Embedding(11, 4, padding_idx=0) with an ``item_ids`` buffer of ``n_ids`` ids
+    (Loaders F5: 10, the real rows', are read; 9 name no row set)."""
+    def build(d: Path) -> Built:
+        log(d)
+        module = torch.nn.Module()
+        module.item_embedding = torch.nn.Embedding(11, 4, padding_idx=0)
+        module.register_buffer("item_ids", torch.arange(n_ids))
+        torch.jit.script(module).save(str(d / "model.pt"))
+        return Built(check_args("model.pt"))
+    return build
+
+
 GARBAGE = b"not hdf5\n" * 10
 CASES = [
     # Loaders F4: each of these printed its Error: line, then segfaulted at exit (139, not 1).
@@ -116,6 +129,10 @@ CASES = [
     Case("npz-compressed-members-past-the-ceiling-in-all", _npz_many, EXIT_ERROR,
          r"cannot read model\.npz: its compressed members declare 12,000,\d{3} bytes of data in all \(4 members up to "
          r"member optim_state_2\.npy, .*more than --max-memory \(10,485,760 bytes\)"),
+    Case("torchscript-padded-ids-of-the-real-rows", _padded_ids(10), EXIT_OK, None),
+    Case("torchscript-padded-ids-of-no-row-set", _padded_ids(9), EXIT_ERROR,
+         r"model\.pt \(`item_ids`\) is named as the raw item id of each row, but it holds 9 ids for the 11 rows of "
+         r"the item table \(10 besides its padding row 0\); pass --item-ids FILE"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
