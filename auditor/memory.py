@@ -141,13 +141,43 @@ def check_expansion(
         return  # data the file stores as it is read is paid for; a MiB always fits (no /proc read per page)
     budget = memory_budget(max_memory)
     if budget is not None and declared > budget:
-        flag = setting("max_memory")
-        ceiling = f"{flag} ({max_memory:,} bytes)" if max_memory is not None else f"half the available memory ({budget:,} bytes)"
-        raise error(
-            f"{what} declares {declared:,} bytes of data ({stored:,} stored in the file), more than "
-            f"{ceiling}; it is read only when it fits the memory ceiling (pass {flag} "
-            f"{format_size(declared * 2)} if the file is trusted and the memory is there)"
-        )
+        raise error(f"{what} declares {declared:,} bytes of data ({stored:,} stored in the file), "
+                    + _beyond_ceiling(declared, max_memory, budget))
+
+
+def _beyond_ceiling(declared: int, max_memory: int | None, budget: int) -> str:
+    flag = setting("max_memory")
+    ceiling = f"{flag} ({max_memory:,} bytes)" if max_memory is not None else f"half the available memory ({budget:,} bytes)"
+    return (f"more than {ceiling}; it is read only when it fits the memory ceiling (pass {flag} "
+            f"{format_size(declared * 2)} if the file is trusted and the memory is there)")
+
+
+class InflationBudget:
+    """The compressed members of one archive (``.pt`` storages, ``.npz`` arrays), counted
+    together: each is checked as :func:`check_expansion` checks it, and what they inflate
+    to in all must fit the memory ceiling too, so that many members, each under the
+    ceiling (or each under a MiB), cannot add up to more than a file paid for."""
+
+    def __init__(self, what: str, max_memory: int | None, error: type[InputError] = InputError) -> None:
+        """``what``: the archive's error prefix (``cannot read PATH``), or empty."""
+        self.what, self.max_memory, self.error = what, max_memory, error
+        self.budget: int | None = None  # read at the first member, once: MemAvailable falls as members inflate
+        self.declared = self.stored = self.members = 0
+
+    def admit(self, member: str, declared: int, stored: int) -> None:
+        """Count member ``member`` (``declared`` bytes once inflated, ``stored`` in the file)
+        before it is inflated; raise ``error`` when it, or the total so far, does not fit."""
+        prefix = f"{self.what}: " if self.what else ""  # none: the caller names the file
+        check_expansion(f"{prefix}{member}", declared, stored, self.max_memory, self.error)
+        self.declared, self.stored, self.members = self.declared + declared, self.stored + stored, self.members + 1
+        if self.members == 1:  # an archive without compressed members reads no /proc file
+            self.budget = memory_budget(self.max_memory)
+        if self.budget is not None and self.declared > self.budget:
+            raise self.error(
+                f"{prefix}its compressed members declare {self.declared:,} bytes of data in all ({self.members} "
+                f"members up to {member}, {self.stored:,} bytes stored in the file), "
+                + _beyond_ceiling(self.declared, self.max_memory, self.budget)
+            )
 
 
 def block_rows(dim: int, bytes_per_value: int = 4, max_memory: int | None = None) -> int:

@@ -105,7 +105,7 @@ def read_safetensors(path: Path) -> RawModel:
     return RawModel(tensors, "safetensors", config=dict(metadata) if metadata else None)
 
 
-def read_torch(path: Path, trust_pickle: bool) -> RawModel:
+def read_torch(path: Path, trust_pickle: bool, max_memory: int | None = None) -> RawModel:
     """A ``.pt``/``.pth`` file: state dict, checkpoint, Lightning, popaudit, TorchScript or
     pickled module, read without running code from it.
 
@@ -113,10 +113,11 @@ def read_torch(path: Path, trust_pickle: bool) -> RawModel:
     no tensor popaudit can reach raises UntrustedPickleError. With ``trust_pickle`` the real
     object is loaded as well when the file holds more than tensors and plain values
     (``RawModel.module``), and a file the restricted reader refuses, unless it is damaged
-    (:class:`CorruptFileError`), is loaded with ``torch.load(weights_only=False)`` instead.
+    or its compressed members exceed ``max_memory`` (:class:`CorruptFileError`), is loaded
+    with ``torch.load(weights_only=False)`` instead.
     """
     try:
-        found = read_torch_file(path)
+        found = read_torch_file(path, max_memory)
         raw = _raw_from(found, path)
     except ModelLoadError as exc:
         if not trust_pickle or isinstance(exc, CorruptFileError):

@@ -58,7 +58,7 @@ def _torch(path: Path, options: LoadOptions) -> ModelBundle:
         found = read_mf_pickle(path, options)
         if found is not None:
             return found
-    return bundle_from_raw(as_recbole(read_torch(path, options.trust_pickle)), path, options)
+    return bundle_from_raw(as_recbole(read_torch(path, options.trust_pickle, options.max_memory)), path, options)
 
 
 def _safetensors(path: Path, options: LoadOptions) -> ModelBundle:

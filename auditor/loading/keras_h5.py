@@ -69,6 +69,7 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
         else:
             fh.seek(0)
             source = fh
+        failure = None
         try:
             with h5py.File(source, "r") as h5:
                 if not archive:  # a full-model .h5 keeps the same config in its root attributes
@@ -77,7 +78,12 @@ def read_keras(path: Path, options: LoadOptions) -> ModelBundle:
         except ModelLoadError:
             raise
         except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
-            raise ModelLoadError(f"cannot read {path} as HDF5 (Keras weights): {reason(exc)} (truncated or corrupt?)") from exc
+            failure = reason(exc)
+        if failure is not None:
+            # Raised here, unchained: h5py's traceback holds the failed open's file-object
+            # property list, which must be freed now, while the file is open. Kept alive to
+            # interpreter shutdown (gc.freeze at exit), its teardown segfaults (exit 139).
+            raise ModelLoadError(f"cannot read {path} as HDF5 (Keras weights): {failure} (truncated or corrupt?)")
     if not tensors:
         raise ModelLoadError(f"no item embedding table in {path}: it holds no 2-D floating-point weights")
     choice = choose_tables(tensor_infos(tensors), path, options.item_key, options.user_key)

@@ -31,7 +31,7 @@ from auditor.loading.pickle_scan import reason, shown
 from auditor.loading.safe_pickle import Placeholder, as_mapping, placeholder_attrs, qualname_of
 from auditor.loading.stored_ids import ID_MEMBERS, take_stored_ids
 from auditor.loading.torch_archive import read_torch_file
-from auditor.memory import check_expansion
+from auditor.memory import InflationBudget
 from auditor.model import ModelBundle
 
 LIBRARIES = ("implicit", "lightfm", "cornac")
@@ -115,7 +115,7 @@ def names_library(path: Path) -> bool:
 
 def read_mf_pickle(path: Path, options: LoadOptions) -> ModelBundle | None:
     """A pickled implicit, LightFM or cornac model; None when the pickle holds none."""
-    found = read_torch_file(path)
+    found = read_torch_file(path, options.max_memory)
     model = _model_object(found.root)
     if model is None:
         return None
@@ -319,14 +319,14 @@ def _is_implicit_save(arrays: Mapping[str, np.ndarray]) -> bool:
 
 def _npz_arrays(path: Path, max_memory: int | None = None) -> dict[str, np.ndarray]:
     """Every member of an ``.npz`` as an array; object arrays are refused, never unpickled;
-    a compressed member only when its declared size is one the file can hold and fits
-    the memory ceiling (:func:`~auditor.memory.check_expansion`)."""
+    compressed members only when the size each declares is one the file can hold and all
+    of them together fit the memory ceiling (:class:`~auditor.memory.InflationBudget`)."""
+    budget = InflationBudget(f"cannot read {path}", max_memory, ModelLoadError)
     try:
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():
                 if info.compress_type != zipfile.ZIP_STORED:  # inflated in memory by np.load
-                    check_expansion(f"cannot read {path}: member {shown(info.filename)}", info.file_size,
-                                    info.compress_size, max_memory, ModelLoadError)
+                    budget.admit(f"member {shown(info.filename)}", info.file_size, info.compress_size)
                 if not info.filename.endswith(".npy"):
                     continue
                 with zf.open(info) as member:

@@ -7,7 +7,8 @@ interaction: audited as an item, the row was a cold item beside the catalogue (n
 n_cold, ρ, coverage and the head cut all shifted). Where the file records it (Keras's
 ``config.json``; a TorchScript archive's ``padding_idx`` constant, a pickled module's
 ``padding_idx`` attribute) the row is left out and the others keep their ids, row r holding
-id r (unless an id file or stored ids name them). A per-item bias of the same input (an
+id r (unless an id file or stored ids name them: one id per stored row, the padding's
+dropped with it, or one per other row). A per-item bias of the same input (an
 ``Embedding(n + 1, 1)``) drops the same row (:func:`without_padding`); one of only n rows beside
 a table padded before its last row does not line up with the ids and is left out, said
 (:mod:`auditor.loading.item_bias`). A plain state dict
@@ -51,6 +52,8 @@ def drop_padding_rows(bundle: ModelBundle, padded: Padded, options: LoadOptions)
         source: str | None
         if stored is not None and len(stored) == table.shape[0]:  # ids stored per row: the padding's goes too
             ids, source = np.delete(np.asarray(stored), row), None
+        elif stored is not None and len(stored) == table.shape[0] - 1:  # ids of the other rows alone, in order
+            ids, source = np.asarray(stored), None
         else:
             ids = np.delete(np.arange(table.shape[0], dtype=np.int64), row) if given is None else None
             source = mapping

@@ -28,11 +28,18 @@ ID_MEMBERS = {"item": "item_ids", "user": "user_ids"}
 """The member (or state-dict key's last part) that holds each side's raw id per row."""
 
 
-def take_stored_ids(bundle: ModelBundle, members: Mapping[str, object], options: LoadOptions) -> None:
+def take_stored_ids(
+    bundle: ModelBundle, members: Mapping[str, object], options: LoadOptions, padding: Mapping[str, int] | None = None
+) -> None:
     """Map ``bundle``'s rows through the ``item_ids``/``user_ids`` among ``members`` (the
     file's arrays or tensors), and drop those from its state dict: an id map is no part
     of an encoder. Raises IdMappingError for such a member that is not one integer or
-    text id per row of its table, unless an id file for that side replaces it."""
+    text id per row of its table, unless an id file for that side replaces it.
+
+    ``padding``: ``item``/``user`` -> the padding row the file records for that table
+    (:mod:`auditor.loading.padding_rows`). That row is no item, so ids of the other rows
+    alone (one fewer) map them as well as one id per stored row does; the padding row is
+    then left out by :func:`~auditor.loading.padding_rows.drop_padding_rows`."""
     used: set[str] = set()
     for role, name in ID_MEMBERS.items():
         keys = [k for k in members if k.rsplit(".", 1)[-1] == name and k not in (bundle.item_key, bundle.user_key)]
@@ -42,7 +49,7 @@ def take_stored_ids(bundle: ModelBundle, members: Mapping[str, object], options:
         used.update(keys)
         given = options.item_ids if role == "item" else options.user_ids
         where = f"{bundle.source} ({', '.join(f'`{k}`' for k in keys)})"
-        ids = _ids_of(members[keys[0]], n_rows, role, where, len(keys))
+        ids = _ids_of(members[keys[0]], n_rows, role, where, len(keys), (padding or {}).get(role))
         if isinstance(ids, str):  # why the member is no id map of this table
             if given is None:
                 raise IdMappingError(
@@ -91,15 +98,17 @@ def _as_array(value: object) -> np.ndarray:
     return np.asarray(detach().cpu().numpy() if callable(detach) else value)
 
 
-def _ids_of(value: object, n_rows: int, role: str, where: str, n_members: int) -> np.ndarray | str:
-    """The member as int64 or text ids, or why it cannot be this table's id map."""
+def _ids_of(value: object, n_rows: int, role: str, where: str, n_members: int, padding: int | None) -> np.ndarray | str:
+    """The member as int64 or text ids, or why it cannot be this table's id map (``padding``:
+    the table's recorded padding row, whose id may be left out)."""
     if n_members > 1:
         return f"{n_members} members carry that name, so which one maps the rows is not evident"
     arr = _as_array(value)
     if arr.ndim != 1 or arr.dtype.kind not in "iuUS":
         return f"it holds {arr.dtype} values of shape {list(arr.shape)}, not a list of integer or text ids"
-    if arr.shape[0] != n_rows:
-        return f"it holds {arr.shape[0]:,} ids for the {n_rows:,} rows of the {role} table"
+    if arr.shape[0] != n_rows and (padding is None or arr.shape[0] != n_rows - 1):
+        besides = "" if padding is None else f" ({n_rows - 1:,} besides its padding row {padding})"
+        return f"it holds {arr.shape[0]:,} ids for the {n_rows:,} rows of the {role} table{besides}"
     return ids_to_numpy(pa.array(arr), f"the {role} ids stored in {where}")
 
 

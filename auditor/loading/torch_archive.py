@@ -43,6 +43,7 @@ from auditor.loading.zip_members import (
     zip_reason,
 )
 from auditor.loading.safe_pickle import Placeholder, Unpickled, placeholder_attrs, qualname_of, safe_load
+from auditor.memory import InflationBudget
 
 MAX_CODE = 64 << 20  # TorchScript code read to name parameters
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
@@ -80,13 +81,16 @@ class TorchFile:
         return found[0] if len(found) == 1 else None
 
 
-def read_torch_file(path: Path) -> TorchFile:
-    """Read a ``.pt``/``.pth``/pickle file of any of the formats above (ModelLoadError if not)."""
+def read_torch_file(path: Path, max_memory: int | None = None) -> TorchFile:
+    """Read a ``.pt``/``.pth``/pickle file of any of the formats above (ModelLoadError if not).
+
+    Compressed zip members (torch never writes them) are inflated only while all of them
+    together fit the memory ceiling (``max_memory``, else half the available memory)."""
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if fh.read(4) == b"PK\x03\x04":
-                return _read_zip(path, fh, size)
+                return _read_zip(path, fh, size, max_memory)
             fh.seek(0)
             return _read_pickles(path, fh, size)
     except OSError as exc:  # a vanished file, a failing disk: say which file, never Errno text alone
@@ -104,14 +108,15 @@ def _storage_type(value: Any) -> StorageType:
 # ------------------------------------------------------------------ zip archives
 
 
-def _read_zip(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile:
+def _read_zip(path: Path, fh: io.BufferedIOBase, size: int, max_memory: int | None) -> TorchFile:
     try:
-        return _read_zip_members(path, fh, size)
+        # ZipError: named once by the callers, and final (torch.load under --trust-pickle would inflate it all)
+        return _read_zip_members(path, fh, size, InflationBudget("", max_memory, ZipError))
     except ZipError as exc:  # from the members read outside data.pkl; safe_load names data.pkl's own
         raise CorruptFileError(f"cannot read {path}: {exc}") from exc
 
 
-def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile:
+def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int, budget: InflationBudget) -> TorchFile:
     try:
         zf = zipfile.ZipFile(fh)
     except ZIP_ERRORS as exc:
@@ -146,11 +151,14 @@ def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int) -> TorchFile
                 check_crc(name, held, info.CRC)
                 data = held[:nbytes]
             else:
+                budget.admit(f"storage {shown(name)}", info.file_size, info.compress_size)
                 raw = bytearray(read_member(fh, size, zf, info, MAX_DEFLATED))
                 data = torch.frombuffer(raw, dtype=torch.uint8)[:nbytes] if nbytes else torch.empty(0, dtype=torch.uint8)
             storages[key] = Storage(data, stype.dtype, name)
         return storages[key]  # views of one storage share it, as torch.load does
 
+    if infos[pickles[0]].compress_type != zipfile.ZIP_STORED:
+        budget.admit(shown(pickles[0]), infos[pickles[0]].file_size, infos[pickles[0]].compress_size)
     data = read_member(fh, size, zf, infos[pickles[0]], MAX_DEFLATED)
     reader = BoundedReader(io.BytesIO(data), len(data), data)
     loaded = safe_load(reader, len(data), f"cannot read {path}: {shown(pickles[0])}", persistent)

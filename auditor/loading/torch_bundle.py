@@ -58,9 +58,9 @@ def bundle_from_raw(raw: RawModel, path: Path, options: LoadOptions) -> ModelBun
     if raw.format == "recbole":  # padding row 0 dropped; raw ids by RecBole's rule once the log is known
         finish_recbole(bundle, options)
     else:  # stored ids map the rows (a textbook MF's item bias: the load stage's one policy)
-        take_stored_ids(bundle, {**raw.tensors, **raw.stored_ids}, options)
         what = "the TorchScript archive" if raw.format == "torchscript" else "the pickled module"
         padded = recorded_padding(raw.tensors, raw.padding_rows, bundle.item_key, bundle.user_key, what)
+        take_stored_ids(bundle, {**raw.tensors, **raw.stored_ids}, options, {r: p[0] for r, p in padded.items()})
         drop_padding_rows(bundle, padded, options)  # padding_idx rows are no items (Keras mask_zero's policy)
     return bundle
 

@@ -58,7 +58,7 @@ def write_recbole(
     another tensor shares the table's storage.
     """
     source, target = Path(source), Path(target)
-    found = read_torch_file(source)
+    found = read_torch_file(source, max_memory)
     root = found.root if isinstance(found.root, Mapping) else {}
     state = root.get("state_dict")
     tensor = state.get(key) if isinstance(state, Mapping) else None

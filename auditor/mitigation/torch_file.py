@@ -176,7 +176,7 @@ def write_torch(
 ) -> Written:
     """Write ``source`` to ``target`` with tensor ``key`` (as ``check`` names it) rescaled,
     and the item bias ``bias_key`` with it (the served rows [i, b_i], as ``check`` serves them)."""
-    found = read_torch_file(source)
+    found = read_torch_file(source, max_memory)
     pool, extras = _tensor_pool(found, source)
     tensor = pool.get(key)
     if tensor is None or tensor.ndim != 2 or not tensor.is_floating_point():
