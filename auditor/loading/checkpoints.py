@@ -24,6 +24,7 @@ from auditor.errors import ModelLoadError, UntrustedPickleError, setting
 from auditor.loading.pickle_rebuild import SafeArray
 from auditor.loading.pickle_scan import CorruptFileError, reason, shown
 from auditor.loading.padding_rows import pickled_padding
+from auditor.loading.script_branches import folded_forward, recorded_flags
 from auditor.loading.safe_pickle import (
     Placeholder,
     as_mapping,
@@ -141,7 +142,8 @@ def _raw_from(found: TorchFile, path: Path) -> RawModel:
     if found.tensors is not None:  # TorchScript: named parameters and buffers
         if not found.tensors:
             raise ModelLoadError(f"cannot read {path}: the TorchScript archive holds no parameters or buffers")
-        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings), script=found.script,
+        script = found.script and (folded_forward(found.script[0], recorded_flags(found.root)), found.script[1])
+        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings), script=script or None,
                         padding_rows=found.padding_rows)
     raw = interpret(found.root, path)
     if not raw.tensors and raw.format != "popaudit":
