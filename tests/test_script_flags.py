@@ -11,6 +11,7 @@ head share at K=10 (u·i + b_i) and the scoring recorded.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +145,20 @@ def test_flag_on_with_bias_scores_cosine_plus_bias(tmp_path: Path) -> None:
 
 
 def test_a_condition_on_anything_but_a_recorded_bool_stays_a_doubt(tmp_path: Path) -> None:
+    """Not folded: the tables stand in, and every gate line on their lists says so (the
+    popular list's does not: it reads no vector)."""
     _, _, _, u, i, b = _model()
     _, report = _check(tmp_path, ModeMF(u, i, b))
     assert report["served_vectors"]["as_served"] is False
     assert any("cannot place" in w for w in report["warnings"])
+    out = CliRunner().invoke(cli, ["check", str(tmp_path / "m.pt"), "--interactions", str(tmp_path / "log.parquet"),
+                                   "-k", str(K), "--no-probes", "--bootstrap", "0", "--fail-on",
+                                   "head_share_10pct_dot@10>0.9", "--fail-on", "head_share_10pct_popular@10>0.99"])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())  # the console wraps long lines
+    assert re.search(r"gate head_share_10pct_dot@10>0\.9: [\d.]+ \(ok\), of the stored tables standing in, not of "
+                     r"the vectors the model serves with \(see its first warning\)", said), said
+    assert re.search(r"gate head_share_10pct_popular@10>0\.99: [\d.]+ \(ok\)(?!,)", said), said
 
 
 def test_nested_and_negated_flags_fold_to_the_branch_taken() -> None:
