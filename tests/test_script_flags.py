@@ -183,3 +183,45 @@ def test_a_hostile_length_of_forward_is_left_unfolded() -> None:
     renames = [f"    v{n + 1} = v{n}" for n in range(MAX_LINES + 1)]
     forward = "\n".join(["  def forward(s: __torch__.M,", "    cos = s.cos", "    if cos:", "      pass", *renames])
     assert folded_forward(forward, {"cos": False}) == forward
+
+
+# Loaders F6: a pickled module (torch.save(model)) holds its attributes, never its forward().
+
+
+def _pickled(tmp_path: Path, module: nn.Module) -> dict[str, Any]:
+    users, items = _model()[:2]
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), tmp_path / "log.parquet")
+    torch.save(module, tmp_path / "full.pt")
+    out = CliRunner().invoke(cli, ["check", str(tmp_path / "full.pt"), "--interactions", str(tmp_path / "log.parquet"),
+                                   "-k", str(K), "-q", "--format", "json", "--no-probes", "--bootstrap", "0"])
+    assert out.exit_code == 0, out.output
+    return dict(json.loads(out.stdout))
+
+
+def test_a_pickled_module_with_a_cosine_flag_on_stands_in_and_is_not_told_to_serve_by_cosine(tmp_path: Path) -> None:
+    _, _, _, u, i, _ = _model()
+    report = _pickled(tmp_path, CosFlagMF(u, i, cos=True))
+    assert report["served_vectors"]["as_served"] is False
+    assert report["warnings"][0].startswith("the stored tables stand in for the vectors the model in full.pt scores: "
+                                            "it records `cos` = True, and its forward() is not in the file, so it may "
+                                            "score by cosine")
+    assert report["verdict"]["recommendations"][0].startswith("Audit the vectors the model in full.pt serves")
+
+
+def test_a_pickled_module_says_its_scoring_is_assumed(tmp_path: Path) -> None:
+    """Flag off (or negated: ``no_cos``): no doubt, the dot product assumed and said."""
+    users, items, freq, u, i, b = _model()
+    report = _pickled(tmp_path, FlagMF(u, i, b, cos=False, biased=True))
+    assert report["served_vectors"]["score"] == "u·i + b_i"
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(
+        _head_share(u @ i.T + b, users, items, freq), abs=1e-9)
+    assert any("The pickle holds no code, so how" in w and "the audit assumes the dot product" in w
+               for w in report["warnings"])
+
+
+def test_cosine_flag_names() -> None:
+    from auditor.loading.pickled_module import _says_cosine
+
+    assert [n for n in ("cos", "use_cosine", "l2Normalize", "normalize_items", "spherical", "no_cos", "not_normalized",
+                        "cost", "biased", "cosmetic", "training") if _says_cosine(n)] == [
+        "cos", "use_cosine", "l2Normalize", "normalize_items", "spherical"]
