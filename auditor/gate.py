@@ -352,11 +352,32 @@ def protocol_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gat
     return said
 
 
+STAND_IN_NOTE = "of the stored tables standing in, not of the vectors the model serves with (see its first warning)"
+
+
+def stand_in_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Gate, str]:
+    """The gates whose figure is of lists the stored tables ranked where the report says they
+    stand in for what the model serves (``served_vectors.as_served`` false: a tower not run,
+    a score popaudit cannot place), and ``severity_level`` graded from them: they still
+    evaluate (the tables' figures are the training mechanism's), and each line says so."""
+    if (report.get("served_vectors") or {}).get("as_served") is not False:
+        return {}
+    measures, graded = list_measures_of(report), (report.get("verdict") or {}).get("quoted_k") is not None
+    said = {}
+    for gate in gates:
+        name = per_k_name(gate.metric, measures)
+        if (gate.metric == "severity_level" and graded) or (name is not None and name.scoring not in ("popular", SERVED)
+                                                            and not (name.measure == "recall" and name.scoring is None)):
+            said[gate] = STAND_IN_NOTE
+    return said
+
+
 def gate_notes(gates: Sequence[Gate], metrics: Mapping[str, Any], report: Mapping[str, Any]) -> dict[Gate, str]:
-    """What each gate's line adds (:func:`approximate_gates`, :func:`protocol_gates`,
-    :func:`saturated_gates`), joined."""
+    """What each gate's line adds (:func:`stand_in_gates`, :func:`approximate_gates`,
+    :func:`protocol_gates`, :func:`saturated_gates`), joined."""
     notes: dict[Gate, list[str]] = {}
-    for said in (approximate_gates(gates, metrics), protocol_gates(gates, report), saturated_gates(gates, report)):
+    for said in (stand_in_gates(gates, report), approximate_gates(gates, metrics), protocol_gates(gates, report),
+                 saturated_gates(gates, report)):
         for gate, note in said.items():
             notes.setdefault(gate, []).append(note)
     return {gate: ", ".join(parts) for gate, parts in notes.items()}

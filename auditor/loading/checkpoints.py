@@ -24,6 +24,8 @@ from auditor.errors import ModelLoadError, UntrustedPickleError, setting
 from auditor.loading.pickle_rebuild import SafeArray
 from auditor.loading.pickle_scan import CorruptFileError, reason, shown
 from auditor.loading.padding_rows import pickled_padding
+from auditor.loading.pickled_module import module_notes
+from auditor.loading.script_branches import folded_forward, recorded_flags
 from auditor.loading.safe_pickle import (
     Placeholder,
     as_mapping,
@@ -142,7 +144,8 @@ def _raw_from(found: TorchFile, path: Path) -> RawModel:
     if found.tensors is not None:  # TorchScript: named parameters and buffers
         if not found.tensors:
             raise ModelLoadError(f"cannot read {path}: the TorchScript archive holds no parameters or buffers")
-        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings), script=found.script,
+        script = found.script and (folded_forward(found.script[0], recorded_flags(found.root)), found.script[1])
+        return RawModel(found.tensors, "torchscript", warnings=list(found.warnings), script=script or None,
                         padding_rows=found.padding_rows)
     raw = interpret(found.root, path)
     if not raw.tensors and raw.format != "popaudit":
@@ -192,7 +195,7 @@ def interpret(obj: Any, path: Path) -> RawModel:
     """Turn what a torch file holds (restricted read or ``torch.load``) into a :class:`RawModel`."""
     if isinstance(obj, torch.nn.Module) or is_module(obj):
         raw = RawModel(_strip_ddp(_flatten(obj)), "pickle", padding_rows=_strip_ddp(pickled_padding(obj)))
-        _note_module(obj, raw.warnings, path)
+        _note_module(obj, raw, path)
         return raw
     if isinstance(obj, (torch.Tensor, np.ndarray)):
         return RawModel(_flatten({path.stem: obj}), "state_dict")
@@ -216,19 +219,20 @@ def interpret(obj: Any, path: Path) -> RawModel:
         fmt = "checkpoint" if any(k in obj for k in _METADATA_KEYS) else "state_dict"
     raw = RawModel(_strip_ddp(tensors), fmt, unread=unread)
     raw.stored_ids = ids_beside_weights(obj, raw.tensors, model_key, path)
-    if model_key is not None:
-        _note_module(obj[model_key], raw.warnings, path)
+    notes, doubt = module_notes(obj[model_key], path) if model_key is not None else ([], {})
+    raw.warnings.extend(notes)
     raw.optimizer_state = _optimizer_state(obj)
-    raw.config = _config(obj, raw.warnings, path)
+    config = _config(obj, raw.warnings, path)
+    raw.config = {**(config or {}), **doubt} if doubt else config
     return raw
 
 
-def _note_module(obj: Any, notes: list[str], path: Path) -> None:
-    if is_module(obj):
-        notes.append(
-            f"{path} holds a pickled {shown(qualname_of(obj))} module; its tensors were read without running code "
-            f"from the file. {setting('trust_pickle')} is only needed when a plugin must run the module itself."
-        )
+def _note_module(obj: Any, raw: RawModel, path: Path) -> None:
+    """A pickled module's warning, and its ``scoring_doubt`` (:mod:`auditor.loading.pickled_module`)."""
+    notes, config = module_notes(obj, path)
+    raw.warnings.extend(notes)
+    if config:
+        raw.config = {**(raw.config or {}), **config}
 
 
 def _is_model(value: Any) -> bool:

@@ -22,7 +22,7 @@ from auditor.loading.formats import written_back
 from auditor.loading.frequencies import needs_the_log
 from auditor.loading.holdout import heldout_queries
 from auditor.loading.mitigated import Rescaled, read_rescaled, rescaled_warning
-from auditor.loading.item_bias import biased_vectors, is_biased, with_bias_column
+from auditor.loading.item_bias import biased_vectors, is_biased
 from auditor.loading.pairs import read_pairs
 from auditor.loading.plugin_formats import model_formats
 from auditor.loading.pickle_globals import globals_warning, replaced_globals
@@ -192,8 +192,8 @@ def _population(
     if inputs.recbole is not None:  # RecBole's training part and test masking
         return recbole_population(inputs.serving_bundle, config, inputs.recbole, progress)
     memo = None if cache is None else cache.logs
-    if inputs.served_vectors is not None and is_biased(inputs.served_vectors):  # queries q served as [q, 1]
-        return with_bias_column(population_of(bundle, config, progress, memo), inputs.served_vectors)
+    if is_biased(inputs.served_vectors):  # the factors' queries q, served as [q, 1] (zero as served: left out)
+        return population_of(bundle, config, progress, memo, served=inputs.served_vectors)
     return population_of(inputs.serving_bundle, config, progress, memo)
 
 

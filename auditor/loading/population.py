@@ -13,8 +13,9 @@ they have not interacted with. So, whatever the other options:
   training item can be excluded.
 
 The population is sampled to ``max_queries`` with ``seed`` (users in user-row order;
-histories in order of first appearance in the log), zero vectors are not queried (their
-users stay as unserved rows after the queries), and each query carries its training item
+histories in order of first appearance in the log), queries that are zero as the model
+serves them are not queried (their users stay as unserved rows after the queries; a bias
+model serves a zero row as [0, 1], :mod:`auditor.loading.zero_queries`), and each query carries its training item
 rows (CSR) to exclude from every scoring's candidates unless ``keep_seen``. Without the training log (counts from
 ``frequencies``) the users of the log are unknown: every user-table row is queried and
 nothing is excluded, with a warning. A popaudit checkpoint's recorded pairs stand in for
@@ -38,7 +39,7 @@ from auditor.loading.alignment import mapped_pairs
 from auditor.values import ItemRows, RowLookup
 from auditor.loading.history import eligible_users, untrained_rows_note, users_without_history, without_history_notes
 from auditor.sampling import sample_indices
-from auditor.loading.csr import build_csr, mean_rows, take_csr
+from auditor.loading.csr import build_csr, mean_rows
 from auditor.loading.holdout import plain_ids
 from auditor.idmap import decimals_beside_integers, table_rows
 from auditor.values import RowIdPolicy
@@ -47,6 +48,8 @@ from auditor.loading.log_memo import LogMemo, ids_identity, log_identity, mappin
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
 from auditor.loading.queries import sample_query_file
+from auditor.loading.served import ServedVectors
+from auditor.loading.zero_queries import served_queries
 from auditor.model import InteractionPairs, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 
@@ -72,13 +75,14 @@ class PopulationSettings(Protocol):
 
 
 def population_of(
-    bundle: ModelBundle, settings: PopulationSettings, progress: Progress = SILENT, memo: LogMemo | None = None
+    bundle: ModelBundle, settings: PopulationSettings, progress: Progress = SILENT, memo: LogMemo | None = None,
+    served: ServedVectors | None = None,
 ) -> QueryPopulation:
     """The query population ``settings`` define for ``bundle`` (:func:`load_population`)."""
     return load_population(
         bundle, queries=settings.queries, log=settings.training_log, mapping=settings.item_rows(bundle),
         row_ids=settings.row_ids, max_queries=settings.max_queries, seed=settings.seed,
-        keep_seen=settings.keep_seen, progress=progress, memo=memo,
+        keep_seen=settings.keep_seen, progress=progress, memo=memo, served=served,
     )
 
 
@@ -94,11 +98,14 @@ def load_population(
     keep_seen: bool,
     progress: Progress = SILENT,
     memo: LogMemo | None = None,
+    served: ServedVectors | None = None,
 ) -> QueryPopulation:
     """The audit's query population (module docstring) for the ``queries`` setting
     (``auto``, ``users``, ``history`` or a path), from the training ``log`` (items mapped
     by ``mapping``, users by ``bundle.user_ids`` or ``row_ids``), else the checkpoint's pairs.
-    ``memo`` keeps what the log gave for the next audit of the same log and mapping."""
+    ``memo`` keeps what the log gave for the next audit of the same log and mapping; the
+    queries are those ``served`` serves ([q, 1] for a bias model), zero ones left out
+    (:mod:`auditor.loading.zero_queries`)."""
     source = _source(bundle, queries, log)
     if source == "users" and bundle.user_ids is None and bundle.user_rows_unknown is not None:
         population = _every_user_row(bundle, max_queries, seed, bundle.user_rows_unknown,
@@ -118,7 +125,7 @@ def load_population(
         )
     table = " ".join(filter(None, ("the user table", bundle.user_key, f"in {bundle.source}")))
     what = population.what or {"users": table}.get(source, "history")
-    return _without_zero_vectors(replace(population, keep_seen=keep_seen, seed=seed), what)
+    return served_queries(replace(population, keep_seen=keep_seen, seed=seed), what, served)
 
 
 def _source(bundle: ModelBundle, queries: str | Path, log: LogSpec | None) -> str:
@@ -363,37 +370,6 @@ def _choose(
         user_rows=None if user_rows is None else user_rows[positions],
         n_untrained_rows=n_untrained, n_unmatched=n_unmatched, sampled=picked is not None, seed=seed,
         no_history=no_history if source == "users" else (0, 0),
-    )
-
-
-def _without_zero_vectors(population: QueryPopulation, what: str) -> QueryPopulation:
-    """The population without its zero query vectors (they rank nothing), counted, their users
-    kept as unserved (``unserved_ids``); a NaN or infinite vector is an error naming its row."""
-    finite = np.isfinite(population.vectors).all(axis=1)
-    if not finite.all():
-        first = int(np.flatnonzero(~finite)[0])
-        row = first if population.source_rows is None else int(population.source_rows[first])
-        raise QueryError(f"{what} holds NaN or infinite values (first at row {row}, which is queried)")
-    nonzero = np.any(population.vectors, axis=1)
-    if nonzero.all():
-        return population
-    if (n_zero := int((~nonzero).sum())) == population.n_queries:
-        raise QueryError(f"all {n_zero:,} query vectors are zero; nothing can be retrieved")
-    keep, zero = np.flatnonzero(nonzero), np.flatnonzero(~nonzero)
-    indptr, rows, unserved_seen = population.seen_indptr, population.seen_rows, None
-    if indptr is not None and rows is not None:
-        unserved_seen, (indptr, rows) = take_csr(indptr, rows, zero), take_csr(indptr, rows, keep)
-    ids = population.raw_ids
-    note = f"{n_zero:,} of {population.n_queries:,} query vectors are zero (they score every item 0) and were " + (
-        "left out of retrieval" if ids is None else "not queried: those trained users are served nothing by the "
-        "model's scorings (the most-popular list needs no vector), yet count in their user group, drawn among every "
-        "trained user, and with a holdout as misses (NDCG 0)")
-    return replace(
-        population, vectors=np.ascontiguousarray(population.vectors[keep]), seen_indptr=indptr, seen_rows=rows,
-        raw_ids=None if ids is None else ids[keep], unserved_ids=None if ids is None else ids[zero],
-        unserved_seen=None if ids is None else unserved_seen,
-        source_rows=None if population.source_rows is None else population.source_rows[keep], n_zero=n_zero,
-        warnings=population.warnings + (note,),
     )
 
 

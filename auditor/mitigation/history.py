@@ -30,7 +30,7 @@ from auditor.config import AuditConfig
 from auditor.errors import InputError, setting
 from auditor.evaluation import evaluate
 from auditor.loading.inputs import AuditInputs, load_inputs
-from auditor.loading.item_bias import is_biased, with_bias_column
+from auditor.loading.item_bias import is_biased
 from auditor.loading.population import population_of
 from auditor.loading.statistics import InputCache
 from auditor.metrics.harm_inputs import relevant_rows
@@ -135,7 +135,7 @@ def _queries(inputs: AuditInputs, bundle: ModelBundle, config: AuditConfig, prog
     if served is None or not is_biased(served):
         return population_of(bundle, config, progress, cache.logs)
     factors = replace(inputs.bundle, item_table=np.ascontiguousarray(bundle.item_table[:, :-1]))
-    return with_bias_column(population_of(factors, config, progress, cache.logs), served)
+    return population_of(factors, config, progress, cache.logs, served=served)
 
 
 def _rescaled(bundle: ModelBundle, alpha: float, config: AuditConfig) -> ModelBundle:

@@ -377,8 +377,8 @@ def _definitions(list_measures: Sequence[ListMeasure], settings: RetrievalSettin
         queries=f"queries: {population.description}",
         seen_items=f"seen items: {seen}",
         ties="ties: higher score first, then lower item row; popular list: by popularity, then raw item id",
-        zero_vectors="zero vectors: a zero query's user is served nothing by the model's scorings (kept in their "
-                     "group, a miss with a holdout; popular serves them); zero-norm items are never served by cosine",
+        zero_vectors="zero vectors: a query zero as served (not a bias model's [0, 1]) is served nothing by the model's "
+                     "scorings (kept in their group, a miss with a holdout; popular serves them); zero-norm items never by cosine",
     )
     return definitions
 
