@@ -207,9 +207,14 @@ def why_saturated(name: PerK, report: Mapping[str, Any]) -> str:
     if not compares_scorings(name) or not (retrieval.get("saturated") or {}).get(str(name.k)):
         return ""
     held = partly_saturated(name.k, int((retrieval.get("n_saturated") or {}).get(str(name.k)) or 0),
-                            int(retrieval.get("n_queries") or 0))
+                            *queries_of(retrieval))
     what = "the ratio" if name.scoring == RATIO else "the overlap"
     return f"{held}: dot and cosine serve the same items, {what} measures nothing; {_gate_below(name, name.k, report)}"
+
+
+def queries_of(retrieval: Mapping[str, Any]) -> tuple[int, int]:
+    """A JSON retrieval section's queries and, of them, those with no candidate left."""
+    return int(retrieval.get("n_queries") or 0), int(retrieval.get("n_no_candidates") or 0)
 
 
 def _gate_below(name: PerK, k: int, report: Mapping[str, Any]) -> str:
@@ -226,8 +231,21 @@ def _gate_below(name: PerK, k: int, report: Mapping[str, Any]) -> str:
         if not why:
             return f"gate {name.at(below)}"
         undefined = undefined or f"; at K={below}, {why}"  # the largest K's reason and its gates
+    return _unmeasured_below(name, k, report.get("retrieval") or {}) + undefined
+
+
+def _unmeasured_below(name: PerK, k: int, retrieval: Mapping[str, Any]) -> str:
+    """The advice where no measured K below ``k`` grades: the largest K that would
+    (``retrieval.graded_up_to``) and its gate, or why no K can tell the scorings apart."""
+    graded = retrieval.get("graded_up_to", -1)  # absent: a report from before the field
+    if isinstance(graded, int) and 1 <= graded < k and str(graded) not in (retrieval.get("saturated") or {}):
+        return (f"gate it at K={graded}, the largest K that holds fewer than every candidate for most queries with "
+                f"a candidate: {name.at(graded)} (add {setting('ks')} {graded})")
+    if graded is None or k <= 1:
+        return ("no K can tell the scorings apart: at K=1 already at least half the queries with a candidate have "
+                "that one candidate left, so every scoring serves them the same item")
     return (f"gate it at a K below {k} that holds fewer than every candidate for most queries (add "
-            f"{setting('ks')} with it){undefined}")
+            f"{setting('ks')} with it)")
 
 
 def _gate_at(name: PerK, k: int, report: Mapping[str, Any]) -> str:
