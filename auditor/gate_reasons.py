@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from auditor.alpha import ALPHA_PREFIX, scoring_alpha
 from auditor.errors import setting
-from auditor.flat import BASE_METRICS, CORRELATIONS, RATIO
+from auditor.flat import BASE_METRICS, BIAS_SOURCE, CORRELATIONS, RATIO
 from auditor.sections import (
     ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, SERVED, TIED_GROUPS, USER_GROUP_NAMES, WHO_PAYS,
     finite_figure,
@@ -350,6 +350,15 @@ def _one_norm_hint(fn: Mapping[str, Any], report: Mapping[str, Any]) -> str:
             f"{setting('fail_on')} 'severity_level>=1'{graded} instead")
 
 
+def _why_bias(name: str, report: Mapping[str, Any]) -> str:
+    """Why a ``served_…`` correlation is null for a model with an item bias, and the gates that read it."""
+    rho = finite_figure((report.get("measures") or {}).get("item_bias_spearman"))
+    here = f", ρ = {rho:.3f} here" if rho is not None else ""
+    return (f"{name} is not comparable for a model that adds an item bias: the served vectors [i, b_i] have norms "
+            "√(‖i‖²+b_i²), which grow with |b_i| whether the bias favours popular or rare items; gate item_bias_spearman "
+            f"(the bias against training frequency{here}) and spearman (the factors' norms) instead")
+
+
 def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     """Why a name without a K (a correlation, its CI, the trace's figures, an audit
     measure) has no value."""
@@ -358,6 +367,8 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     if name.startswith("served_"):
         if (report.get("served_vectors") or {}).get("as_served") is False:
             return "the stored tables stand in for the vectors the model serves with, so what it serves is unknown"
+        if (report.get("served_vectors") or {}).get("source") == BIAS_SOURCE:
+            return _why_bias(name, report)
         name = name.removeprefix("served_")
     if name in (*CORRELATIONS, "spearman_p", "spearman_ci_lo", "spearman_ci_hi"):
         if not fn:
