@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from auditor.errors import setting
 from auditor.result import SEVERITIES, MeasuredSections, Severity
 from auditor.retrieval.serving import SATURATED_SHARE as SATURATED_SHARE  # the one saturation policy
 from auditor.retrieval.serving import saturated_at as saturated_at
@@ -117,8 +118,14 @@ def saturated_cutoffs(result: MeasuredSections) -> list[int]:
 def saturated_text(result: MeasuredSections) -> str:
     """The harm not measured at the saturated K, in words ("" when none is)."""
     retrieval = result.retrieval
-    return "" if retrieval is None else saturated_said(saturated_cutoffs(result), retrieval.n_saturated,
+    said = "" if retrieval is None else saturated_said(saturated_cutoffs(result), retrieval.n_saturated,
                                                        retrieval.n_queries, retrieval.n_no_candidates)
+    if not said or measured_cutoffs(result):
+        return said
+    assert retrieval is not None
+    graded = retrieval.graded_up_to  # every measured K saturated: the K that would grade
+    return said + (f"; K={graded} is the largest K that grades it ({setting('ks')} {graded})" if graded else
+                   "; no K grades it: K=1 already holds every candidate for at least half the queries with one")
 
 
 def partly_saturated_text(result: MeasuredSections, ks: Iterable[int | None]) -> str:

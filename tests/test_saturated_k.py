@@ -236,3 +236,16 @@ def test_users_trained_on_every_item_do_not_void_the_harm(tmp_path: Path) -> Non
                 assert getattr(got.retrieval.at[k], scoring).get(head) == getattr(ref.retrieval.at[k], scoring).get(head)
     assert got.verdict.severity == ref.verdict.severity and got.verdict.quoted_k == ref.verdict.quoted_k == 5
     assert got.to_dict()["retrieval"]["graded_up_to"] == graded
+
+
+def test_where_every_measured_k_is_saturated_the_summary_names_the_largest_k_that_grades(tmp_path: Path) -> None:
+    model, log_file, _ = _model(tmp_path)
+    table = pq.read_table(log_file)
+    log = np.column_stack([table["user_id"].to_numpy(), table["item_id"].to_numpy()])
+    users = np.unique(log[:, 0])
+    candidates = np.sort([N_ITEMS - np.unique(log[log[:, 0] == u, 1]).size for u in users])
+    graded = int(candidates[int(np.ceil(users.size / 2)) - 1]) - 1  # half the queries saturate from the next K on
+    result = run_audit(AuditConfig(model=model, interactions=log_file, ks=(100,), probes=False, bootstrap=0, seed=1))
+    assert result.retrieval is not None and result.retrieval.graded_up_to == graded
+    assert (f"every list holds every candidate); K={graded} is the largest K that grades it (ks {graded}), so severity "
+            "rests on the correlation") in result.verdict.summary
