@@ -41,6 +41,8 @@ BASE_METRICS = (
     "severity_level",
 )
 """The flat names that stand alone (no scoring, no K); the rest are ``<measure>_<scoring>@K``."""
+BIAS_SOURCE = "bias"
+"""``served_vectors.source`` of a model that adds an item bias: its ``served_…`` figures are null."""
 RATIO = "ratio"
 """The pseudo-scoring of ``<measure>_ratio@K`` (dot / cosine)."""
 FRACTIONS = frozenset({
@@ -267,6 +269,9 @@ def flat_entries(report: dict[str, Any], named: str = "the report") -> dict[str,
     # Stored tables standing in for vectors the model serves otherwise: what it serves is unknown.
     where = "served_vectors.frequency_norm" if served_fn else "frequency_norm"
     served_fn = None if served.get("as_served") is False else served_fn or fn
+    # An item bias: ‖[i, b_i]‖ grows with |b_i| whichever items the bias favours, so no norm ρ is
+    # comparable with a bias-free model's; null, and the gate points at item_bias_spearman.
+    served_fn = None if served.get("source") == BIAS_SOURCE else served_fn
     for name in ("spearman", "loglog_slope"):
         flat[f"served_{name}"] = FlatEntry(read.figure(served_fn, name, where), "frequency_norm", f"served_{name}")
     _training_entries(read, read.obj(report.get("training"), "training"), flat)

@@ -36,7 +36,7 @@ from auditor.alpha import canonical_name
 from auditor.errors import GateError, UnmeasuredGateError, setting
 from auditor.config import DEFAULT_ALPHAS
 from auditor.gate_reasons import (
-    list_measures_of, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
+    list_measures_of, queries_of, why_each_not_asked, why_inputs_lack, why_sections_unread, why_unmeasured,
 )
 from auditor.flat import RATIO, metric_names
 from auditor.gate_names import FRACTION, compares_scorings, order_dependent, out_of_range, per_k_name, well_formed
@@ -308,7 +308,7 @@ def saturated_gates(gates: Iterable[Gate], report: Mapping[str, Any]) -> dict[Ga
                 not (retrieval.get("saturated") or {}).get(str(name.k)):
             continue
         count = int((retrieval.get("n_saturated") or {}).get(str(name.k)) or 0)
-        said[gate] = (f"{partly_saturated(name.k, count, int(retrieval.get('n_queries') or 0))}: of the candidates, "
+        said[gate] = (f"{partly_saturated(name.k, count, *queries_of(retrieval))}: of the candidates, "
                       "not of the ranking")
     return said
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from auditor.alpha import ALPHA_PREFIX, scoring_alpha
 from auditor.errors import setting
-from auditor.flat import BASE_METRICS, CORRELATIONS, RATIO
+from auditor.flat import BASE_METRICS, BIAS_SOURCE, CORRELATIONS, RATIO
 from auditor.sections import (
     ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, SERVED, TIED_GROUPS, USER_GROUP_NAMES, WHO_PAYS,
     finite_figure,
@@ -207,9 +207,14 @@ def why_saturated(name: PerK, report: Mapping[str, Any]) -> str:
     if not compares_scorings(name) or not (retrieval.get("saturated") or {}).get(str(name.k)):
         return ""
     held = partly_saturated(name.k, int((retrieval.get("n_saturated") or {}).get(str(name.k)) or 0),
-                            int(retrieval.get("n_queries") or 0))
+                            *queries_of(retrieval))
     what = "the ratio" if name.scoring == RATIO else "the overlap"
     return f"{held}: dot and cosine serve the same items, {what} measures nothing; {_gate_below(name, name.k, report)}"
+
+
+def queries_of(retrieval: Mapping[str, Any]) -> tuple[int, int]:
+    """A JSON retrieval section's queries and, of them, those with no candidate left."""
+    return int(retrieval.get("n_queries") or 0), int(retrieval.get("n_no_candidates") or 0)
 
 
 def _gate_below(name: PerK, k: int, report: Mapping[str, Any]) -> str:
@@ -226,8 +231,21 @@ def _gate_below(name: PerK, k: int, report: Mapping[str, Any]) -> str:
         if not why:
             return f"gate {name.at(below)}"
         undefined = undefined or f"; at K={below}, {why}"  # the largest K's reason and its gates
+    return _unmeasured_below(name, k, report.get("retrieval") or {}) + undefined
+
+
+def _unmeasured_below(name: PerK, k: int, retrieval: Mapping[str, Any]) -> str:
+    """The advice where no measured K below ``k`` grades: the largest K that would
+    (``retrieval.graded_up_to``) and its gate, or why no K can tell the scorings apart."""
+    graded = retrieval.get("graded_up_to", -1)  # absent: a report from before the field
+    if isinstance(graded, int) and 1 <= graded < k and str(graded) not in (retrieval.get("saturated") or {}):
+        return (f"gate it at K={graded}, the largest K that holds fewer than every candidate for most queries with "
+                f"a candidate: {name.at(graded)} (add {setting('ks')} {graded})")
+    if graded is None or k <= 1:
+        return ("no K can tell the scorings apart: at K=1 already at least half the queries with a candidate have "
+                "that one candidate left, so every scoring serves them the same item")
     return (f"gate it at a K below {k} that holds fewer than every candidate for most queries (add "
-            f"{setting('ks')} with it){undefined}")
+            f"{setting('ks')} with it)")
 
 
 def _gate_at(name: PerK, k: int, report: Mapping[str, Any]) -> str:
@@ -332,6 +350,15 @@ def _one_norm_hint(fn: Mapping[str, Any], report: Mapping[str, Any]) -> str:
             f"{setting('fail_on')} 'severity_level>=1'{graded} instead")
 
 
+def _why_bias(name: str, report: Mapping[str, Any]) -> str:
+    """Why a ``served_…`` correlation is null for a model with an item bias, and the gates that read it."""
+    rho = finite_figure((report.get("measures") or {}).get("item_bias_spearman"))
+    here = f", ρ = {rho:.3f} here" if rho is not None else ""
+    return (f"{name} is not comparable for a model that adds an item bias: the served vectors [i, b_i] have norms "
+            "√(‖i‖²+b_i²), which grow with |b_i| whether the bias favours popular or rare items; gate item_bias_spearman "
+            f"(the bias against training frequency{here}) and spearman (the factors' norms) instead")
+
+
 def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     """Why a name without a K (a correlation, its CI, the trace's figures, an audit
     measure) has no value."""
@@ -340,6 +367,8 @@ def _why_alone(name: str, report: Mapping[str, Any]) -> str:
     if name.startswith("served_"):
         if (report.get("served_vectors") or {}).get("as_served") is False:
             return "the stored tables stand in for the vectors the model serves with, so what it serves is unknown"
+        if (report.get("served_vectors") or {}).get("source") == BIAS_SOURCE:
+            return _why_bias(name, report)
         name = name.removeprefix("served_")
     if name in (*CORRELATIONS, "spearman_p", "spearman_ci_lo", "spearman_ci_hi"):
         if not fn:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from auditor.errors import setting
 from auditor.result import SEVERITIES, MeasuredSections, Severity
+from auditor.retrieval.serving import SATURATED_SHARE as SATURATED_SHARE  # the one saturation policy
+from auditor.retrieval.serving import saturated_at as saturated_at
 from auditor.sections import EDGE_SLACK as EDGE_SLACK  # the bands live at the bottom, for the wording
 from auditor.sections import HARM_BANDS as HARM_BANDS
 from auditor.sections import Retrieval, finite_figure, share_ratio
@@ -86,21 +89,16 @@ def served_ks(ks: Iterable[int], n_items: int | None) -> list[int]:
     return [k for k in ks if k <= SERVED_SHARE * n_items] or ks[:1]
 
 
-SATURATED_SHARE = 0.5
-"""A K grades (or clears) the harm only where fewer than this share of its queries are
-saturated (K holds every candidate of theirs: any scoring serves them the same items, which
-draws the dot/cosine ratio toward 1); at this share or more it is saturated, not measured."""
-
-
-def saturated_at(n_saturated: int, n_queries: int) -> bool:
-    """Whether a K that saturates ``n_saturated`` of ``n_queries`` queries measures no harm
-    (:data:`SATURATED_SHARE`): the one policy ``Retrieval.saturated`` records."""
-    return n_saturated > 0 and n_saturated >= SATURATED_SHARE * n_queries
-
-
 def saturation_flags(retrieval: Retrieval) -> dict[int, bool]:
-    """K -> :func:`saturated_at` of the retrieval's saturated-query counts (``Retrieval.saturated``)."""
-    return {k: saturated_at(n, retrieval.n_queries) for k, n in retrieval.n_saturated.items()}
+    """K -> :func:`saturated_at` of the retrieval's saturated-query counts among the queries
+    with a candidate (``Retrieval.saturated``)."""
+    return {k: saturated_at(n, candidate_queries(retrieval)) for k, n in retrieval.n_saturated.items()}
+
+
+def candidate_queries(retrieval: Retrieval) -> int:
+    """The queries with at least one candidate: a query trained on every item has an empty
+    list under every scoring, so no K saturates it and no share counts it."""
+    return retrieval.n_queries - retrieval.n_no_candidates
 
 
 def measured_cutoffs(result: MeasuredSections) -> list[int]:
@@ -120,8 +118,14 @@ def saturated_cutoffs(result: MeasuredSections) -> list[int]:
 def saturated_text(result: MeasuredSections) -> str:
     """The harm not measured at the saturated K, in words ("" when none is)."""
     retrieval = result.retrieval
-    return "" if retrieval is None else saturated_said(saturated_cutoffs(result), retrieval.n_saturated,
-                                                       retrieval.n_queries)
+    said = "" if retrieval is None else saturated_said(saturated_cutoffs(result), retrieval.n_saturated,
+                                                       retrieval.n_queries, retrieval.n_no_candidates)
+    if not said or measured_cutoffs(result):
+        return said
+    assert retrieval is not None
+    graded = retrieval.graded_up_to  # every measured K saturated: the K that would grade
+    return said + (f"; K={graded} is the largest K that grades it ({setting('ks')} {graded})" if graded else
+                   "; no K grades it: K=1 already holds every candidate for at least half the queries with one")
 
 
 def partly_saturated_text(result: MeasuredSections, ks: Iterable[int | None]) -> str:
@@ -131,7 +135,8 @@ def partly_saturated_text(result: MeasuredSections, ks: Iterable[int | None]) ->
     if retrieval is None:
         return ""
     counts = retrieval.n_saturated
-    said = [partly_saturated(k, counts[k], retrieval.n_queries) for k in dict.fromkeys(ks) if k and counts.get(k)]
+    said = [partly_saturated(k, counts[k], retrieval.n_queries, retrieval.n_no_candidates)
+            for k in dict.fromkeys(ks) if k and counts.get(k)]
     return (f"{'; '.join(said)} (any scoring serves those the same items, which draws the ratio toward 1)"
             if said else "")
 

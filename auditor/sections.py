@@ -218,17 +218,19 @@ class Retrieval:
     ``group``, ``n_users``, ``gap_profile``, ``gap_list``, ``gap_delta``, ``miscalibration``,
     ``n_evaluated``, ``ndcg`` (docs/report.md); empty without each user's training items."""
     tied_ratio: float | None = None
-    """The one popular ratio every grouped user shares, when they all do: the user groups are
-    then undefined (niche and blockbuster empty, every user diverse), which the Who-pays table
-    says; None otherwise. Not in the JSON, whose warnings say it."""
+    """The one popular ratio every grouped user shares, when they all do: the user groups are then undefined
+    (niche and blockbuster empty, every user diverse); None otherwise. Not in the JSON (the warnings say it)."""
     exposure_shift: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """K -> the items dot serving raises and lowers most over cosine, JSON-ready: ``k``,
-    ``n``, ``n_queries``, ``definition``, ``gained`` and ``lost`` (docs/report.md)."""
+    """K -> the items dot serving raises and lowers most over cosine, JSON-ready (docs/report.md)."""
     saturated: dict[int, bool] = field(default_factory=dict)
     """K -> whether the harm is not measured at K (:func:`auditor.harm.saturated_at` of ``n_saturated``)."""
     n_saturated: dict[int, int] = field(default_factory=dict)
-    """K -> queries K saturates: it reaches their candidate count (the catalogue less their
-    excluded training items), so every scoring's list holds every candidate (empty: not known)."""
+    """K -> queries K saturates: it reaches their candidate count (the catalogue less their excluded
+    training items, at least 1): every scoring's list holds every candidate (empty: not known)."""
+    n_no_candidates: int = 0
+    """Queries trained on every item: empty lists under any scoring, in no K's saturated count or share."""
+    graded_up_to: int | None = None
+    """The largest K that would grade (not saturated: :func:`auditor.harm.saturated_at`); None: none would."""
 
     def approximate(self, k: int | None = None) -> str:
         """How figures from these lists are said when an approximate index found them,
@@ -315,16 +317,14 @@ class Accuracy:
     ``cosine`` for a model that scores by cosine (SimpleX, ``Dot(normalize=True)``, an
     L2-normalising graph); ``changes`` stay against dot. None: no model (served lists alone)."""
     repeats: str = ""
-    """How held-out pairs that repeat one of the user's training pairs count (the
-    convention the NDCG and recall use, :func:`auditor.evaluation.repeats_convention`)."""
+    """How held-out pairs repeating a training pair count (:func:`auditor.evaluation.repeats_convention`)."""
     n_repeats_dropped: int = 0
     """Of ``n_holdout_interactions``, those a checkpoint's recorded split dropped as repeats of a training
     pair (or of an earlier held-out one) before storing its pairs: not evaluated (0 for a held-out file)."""
     n_pairs_evaluated: int = 0
     """The distinct (user, item) held-out pairs of the evaluated users: what recall and NDCG average over (|H_u| summed)."""
     popular_seen_excluded: bool | None = None
-    """Served lists alone: whether the most-popular list left out each user's training
-    items (None beside a model, where ``seen_excluded`` says it for every list)."""
+    """Served lists alone: whether the most-popular list left out each user's training items (None beside a model)."""
 
     @property
     def n_dropped_all(self) -> int:

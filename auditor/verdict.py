@@ -374,7 +374,7 @@ def _recommendations(
         elif unseen is not None:
             measured = f"here {_unseen_head(result, unseen)}"
         elif saturated := saturated_text(result):
-            measured = f"here {saturated}: measure a smaller K ({setting('ks')}) to see the change"
+            measured = f"here {saturated}: the change shows only at a K that grades"
         else:
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"
         recs += serving_recommendations(result, measured)

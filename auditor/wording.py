@@ -242,17 +242,20 @@ differ in head share, Gini or coverage; such a K never grades (nor clears) the h
 (:func:`auditor.harm.measured_cutoffs`), and every format says so."""
 
 
-def partly_saturated(k: int, n_saturated: int, n_queries: int) -> str:
-    """How many queries a K saturates (it holds every candidate of theirs), in words."""
-    return f"K={k} holds every candidate for {n_saturated:,} of {n_queries:,} queries"
+def partly_saturated(k: int, n_saturated: int, n_queries: int, n_no_candidates: int = 0) -> str:
+    """How many of the queries with a candidate (``n_queries`` less ``n_no_candidates``, those
+    trained on every item) a K saturates (it holds every candidate of theirs), in words."""
+    having = f" with a candidate left ({n_no_candidates:,} have none)" if n_no_candidates else ""
+    return f"K={k} holds every candidate for {n_saturated:,} of {n_queries - n_no_candidates:,} queries{having}"
 
 
-def saturated_said(ks: list[int], n_saturated: dict[int, int] | None = None, n_queries: int = 0) -> str:
+def saturated_said(ks: list[int], n_saturated: dict[int, int] | None = None, n_queries: int = 0,
+                   n_no_candidates: int = 0) -> str:
     """The harm not measured at the saturated ``ks``, in words ("" when there is none): a K
-    that saturates some queries but not all (``n_saturated``) says how many."""
+    that saturates some queries with a candidate but not all (``n_saturated``) says how many."""
     counts = n_saturated or {}
-    full = [k for k in ks if counts.get(k, n_queries) >= n_queries]
+    full = [k for k in ks if counts.get(k, n_queries) >= n_queries - n_no_candidates]
     pieces = [f"K={', '.join(map(str, full))} ({SATURATED})"] if full else []
-    pieces += [f"K={k} ({partly_saturated(k, counts[k], n_queries).removeprefix(f'K={k} ')}, at least half: their "
-               "lists are the same under any scoring)" for k in ks if k not in full]
+    pieces += [f"K={k} ({partly_saturated(k, counts[k], n_queries, n_no_candidates).removeprefix(f'K={k} ')}, at "
+               "least half: their lists are the same under any scoring)" for k in ks if k not in full]
     return f"the harm is not measured at {' and '.join(pieces)}" if ks else ""

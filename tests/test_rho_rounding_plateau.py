@@ -83,3 +83,47 @@ def test_a_max_norm_clip_ties_the_clipped_rows_only() -> None:
     assert np.all(out[clipped] == norms[clipped].min())
     rest = np.setdiff1d(np.arange(500), clipped)
     assert np.array_equal(out[rest], norms[rest])
+
+
+BF16_64 = NormPrecision("bfloat16", 64)
+
+
+def _bf16_clip() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """QA measures F4: 1,000 norms rising with frequency, 402 held at 1 by a max_norm clip and
+    stored in bf16 (spread 1.8e-3, within the 1.56e-2 tolerance), the 598 others continuous up
+    to just below 1, their gaps (~1e-3) within the tolerance too: one chain of neighbours."""
+    rng = np.random.default_rng(11)
+    freq = rng.permutation(np.arange(1.0, 1001.0))
+    norms = np.empty(1000)
+    order = np.argsort(freq)
+    norms[order[:598]] = np.sort(rng.uniform(0.3, 0.997, 598))
+    clipped = order[598:]
+    norms[clipped] = 1.0 + rng.uniform(-9e-4, 9e-4, 402)  # the clip, bf16 noise
+    return norms, freq, clipped
+
+
+def test_a_bf16_max_norm_clip_in_a_chain_of_near_neighbours_ties_as_one_norm() -> None:
+    norms, freq, clipped = _bf16_clip()
+    tolerance = BF16_64.tolerance * norms.max()
+    ranked = np.sort(norms)
+    assert np.diff(ranked).max() <= tolerance < ranked[-1] - ranked[0]  # one chain, far wider than the tolerance
+    out = plateau_ties(norms, BF16_64)
+    assert np.all(out[clipped] == norms[clipped].min())  # was the raw noisy norms: no plateau
+    rest = np.setdiff1d(np.arange(1000), clipped)
+    assert np.array_equal(out[rest], norms[rest])  # the unclipped rows, within the tolerance or not, keep theirs
+    tied = norms.copy()
+    tied[clipped] = 1.0  # scipy on the clip held at one norm
+    section, _ = frequency_norm_stats(norms, freq, n_bootstrap=0, precision=BF16_64)
+    assert section.spearman == pytest.approx(stats.spearmanr(freq, tied).statistic, abs=1e-12)
+    assert section.kendall == pytest.approx(stats.kendalltau(freq, tied).statistic, abs=1e-12)
+    assert abs(stats.spearmanr(freq, norms).statistic - section.spearman) > 1e-3  # the noise's order moved ρ
+
+
+def test_a_dense_continuous_bf16_table_is_ranked_on_its_raw_norms() -> None:
+    # Every run within the tolerance holds ~2% of the rows, but no more than its neighbours: no plateau.
+    rng = np.random.default_rng(12)
+    norms = 1.0 + 0.05 * rng.uniform(size=2000) + 0.03 * rng.normal(size=2000)
+    freq = rng.uniform(size=2000) + norms
+    assert plateau_ties(norms, BF16_64) is norms
+    section, _ = frequency_norm_stats(norms, freq, n_bootstrap=0, precision=BF16_64)
+    assert section.spearman == stats.spearmanr(freq, norms).statistic

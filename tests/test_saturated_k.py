@@ -19,7 +19,7 @@ from auditor.harm import measured_cutoffs, worst_skew
 from auditor.report.content import headline
 from auditor.report.harms import cutoff_title
 from auditor.harm import saturated_at
-from auditor.retrieval.serving import saturated_queries
+from auditor.retrieval.serving import saturation
 
 N_ITEMS = 60
 
@@ -40,8 +40,8 @@ def _model(folder: Path) -> tuple[Path, Path, np.ndarray]:
 def test_saturated_queries_count_each_querys_candidates() -> None:
     # 6 items; query 0 excludes 1 row, query 1 excludes 3: 5 and 3 candidates.
     exclude = (np.array([0, 1, 4]), np.array([0, 1, 2, 3]))
-    assert saturated_queries([1, 3, 4, 5, 6], 6, 2, exclude) == {1: 0, 3: 1, 4: 1, 5: 2, 6: 2}
-    assert saturated_queries([5, 6], 6, 7, None) == {5: 0, 6: 7}  # nothing excluded: the catalogue
+    assert saturation([1, 3, 4, 5, 6], 6, 2, exclude)["n_saturated"] == {1: 0, 3: 1, 4: 1, 5: 2, 6: 2}
+    assert saturation([5, 6], 6, 7, None)["n_saturated"] == {5: 0, 6: 7}  # nothing excluded: the catalogue
 
 
 def test_a_k_grades_only_while_fewer_than_half_its_queries_are_saturated() -> None:
@@ -182,3 +182,70 @@ def test_a_quoted_k_that_saturates_some_queries_says_how_many_in_the_verdict(tmp
     assert result.verdict.quoted_k == 53  # 14 of 35: fewer than half, so it grades
     said = f"K=53 holds every candidate for {some} of 35 queries"
     assert said in result.verdict.summary and said in headline(result)
+
+
+def test_queries_without_a_candidate_saturate_no_k_and_leave_the_share() -> None:
+    # QA measures F1: a query trained on every item has an empty list under every scoring.
+    # 6 items; queries exclude 1, 6 (all), 3, 6 (all) and 5 rows: 5, 0, 3, 0 and 1 candidates.
+    counts = [1, 6, 3, 6, 5]
+    exclude = (np.r_[0, np.cumsum(counts)], np.concatenate([np.arange(c) for c in counts]))
+    said = saturation([1, 3, 5, 6], 6, 5, exclude)
+    assert said["n_saturated"] == {1: 1, 3: 2, 5: 3, 6: 3}  # was {1: 3, 3: 4, 5: 5, 6: 5}
+    assert said["n_no_candidates"] == 2
+    # Of the 3 queries with a candidate (1, 3, 5), 2 saturate from K=3 on: K=2 is the largest that grades.
+    assert said["graded_up_to"] == 2 and saturated_at(1, 3) is False and saturated_at(2, 3) is True
+    one_left = (np.array([0, 5, 10, 15]), np.tile(np.arange(5), 3))  # three queries, one candidate each
+    assert saturation([1], 6, 3, one_left)["graded_up_to"] is None  # K=1 already holds every candidate
+    nothing = (np.array([0, 6]), np.arange(6))
+    assert saturation([1], 6, 1, nothing) == {"n_saturated": {1: 0}, "n_no_candidates": 1, "graded_up_to": None}
+
+
+def _with_all_seen_users(folder: Path, log: np.ndarray, extra: int) -> tuple[Path, Path]:
+    """The QA cliff model's log plus ``extra`` users (ids 40 on, with user rows) trained on every item."""
+    torch = pytest.importorskip("torch")
+    state = torch.load(folder / "model.pt")
+    users = torch.cat([state["user_embedding.weight"], torch.ones(extra, 8)])
+    torch.save({"user_embedding.weight": users, "item_embedding.weight": state["item_embedding.weight"]},
+               folder / "all_seen.pt")
+    everyone = np.array([(40 + u, i) for u in range(extra) for i in range(N_ITEMS)])
+    both = np.concatenate([log, everyone])
+    pq.write_table(pa.table({"user_id": both[:, 0].astype("int64"), "item_id": both[:, 1].astype("int64")}),
+                   folder / "all_seen.parquet")
+    return folder / "all_seen.pt", folder / "all_seen.parquet"
+
+
+def test_users_trained_on_every_item_do_not_void_the_harm(tmp_path: Path) -> None:
+    # QA measures F1: 120 such users of 220 voided the harm at every K (high -> moderate).
+    model, log_file, log = _qa_cliff_model(tmp_path)
+    all_seen, all_seen_log = _with_all_seen_users(tmp_path, log, 40)
+    config = {"ks": (5, 53), "probes": False, "bootstrap": 0, "seed": 1}
+    ref = run_audit(AuditConfig(model=model, interactions=log_file, **config))  # type: ignore[arg-type]
+    got = run_audit(AuditConfig(model=all_seen, interactions=all_seen_log, **config))  # type: ignore[arg-type]
+    assert ref.retrieval is not None and got.retrieval is not None
+    assert got.retrieval.n_queries == 75 and got.retrieval.n_no_candidates == 40
+    some = _saturated_by_hand(log, 53)
+    assert got.retrieval.n_saturated == {5: 0, 53: some}  # was {5: 40, 53: 40 + some}
+    assert got.retrieval.saturated == {5: False, 53: False}  # was True at both: 40 of 75
+    candidates = np.sort(N_ITEMS - np.array([np.unique(log[log[:, 0] == u, 1]).size for u in range(35)]))
+    graded = int(candidates[17]) - 1  # 18 of 35 queries (at least half) saturate from candidates[17] on
+    assert _saturated_by_hand(log, graded) < 17.5 <= _saturated_by_hand(log, graded + 1)
+    assert got.retrieval.graded_up_to == ref.retrieval.graded_up_to == graded
+    for k in (5, 53):  # the 40 empty lists add no slot: the same head shares as without them
+        for scoring in ("dot", "cosine"):
+            for head in ("head_share_1pct", "head_share_10pct"):
+                assert getattr(got.retrieval.at[k], scoring).get(head) == getattr(ref.retrieval.at[k], scoring).get(head)
+    assert got.verdict.severity == ref.verdict.severity and got.verdict.quoted_k == ref.verdict.quoted_k == 5
+    assert got.to_dict()["retrieval"]["graded_up_to"] == graded
+
+
+def test_where_every_measured_k_is_saturated_the_summary_names_the_largest_k_that_grades(tmp_path: Path) -> None:
+    model, log_file, _ = _model(tmp_path)
+    table = pq.read_table(log_file)
+    log = np.column_stack([table["user_id"].to_numpy(), table["item_id"].to_numpy()])
+    users = np.unique(log[:, 0])
+    candidates = np.sort([N_ITEMS - np.unique(log[log[:, 0] == u, 1]).size for u in users])
+    graded = int(candidates[int(np.ceil(users.size / 2)) - 1]) - 1  # half the queries saturate from the next K on
+    result = run_audit(AuditConfig(model=model, interactions=log_file, ks=(100,), probes=False, bootstrap=0, seed=1))
+    assert result.retrieval is not None and result.retrieval.graded_up_to == graded
+    assert (f"every list holds every candidate); K={graded} is the largest K that grades it (ks {graded}), so severity "
+            "rests on the correlation") in result.verdict.summary

@@ -74,6 +74,9 @@ PLATEAU_SHARE = 0.01
 """The share of the table (and at least :data:`PLATEAU_MIN_ROWS` rows) that rows sharing one
 norm to within rounding must hold to be ranked as ties (:func:`plateau_ties`)."""
 PLATEAU_MIN_ROWS = 3
+PLATEAU_CONTRAST = 4
+"""How many times the rows within rounding on either side of it a plateau's run must hold
+(:func:`plateau_ties`): one norm stands out of its neighbourhood, a dense stretch does not."""
 
 
 def plateau_ties(norms: np.ndarray, precision: NormPrecision | None) -> np.ndarray:
@@ -81,7 +84,8 @@ def plateau_ties(norms: np.ndarray, precision: NormPrecision | None) -> np.ndarr
     norms (in sorted order) spanning no more than the table's rounding
     (:attr:`NormPrecision.tolerance` of the largest norm) and holding at least
     :data:`PLATEAU_SHARE` of the rows (and :data:`PLATEAU_MIN_ROWS`): unit rows beside rescaled
-    ones, a max-norm clip. Their order is rounding noise, which would otherwise decide ρ.
+    ones, a max-norm clip, found among near neighbours too (:func:`_tie_plateaus`). Their order
+    is rounding noise, which would otherwise decide ρ.
 
     Why that share: norms of a trained table are continuous, so rows within 1e-6 of each
     other by chance number a few (two items of a few thousand), never 1% of the table; and
@@ -92,18 +96,58 @@ def plateau_ties(norms: np.ndarray, precision: NormPrecision | None) -> np.ndarr
         return norms
     tolerance = precision.tolerance * float(np.abs(norms).max())
     order = np.argsort(norms, kind="stable")
-    ranked = norms[order]
-    starts = np.flatnonzero(np.r_[True, np.diff(ranked) > tolerance])  # runs of neighbours within rounding
-    ends = np.r_[starts[1:], n]
-    plateau = ((ends - starts) >= max(PLATEAU_MIN_ROWS, PLATEAU_SHARE * n)) & \
-        (ranked[ends - 1] - ranked[starts] <= tolerance)  # one norm, not a chain of near neighbours
-    if not plateau.any():
+    tied = _tie_plateaus(norms[order], tolerance, max(PLATEAU_MIN_ROWS, PLATEAU_SHARE * n))
+    if tied is None:
         return norms
-    run = np.repeat(np.arange(starts.size), ends - starts)
-    tied = np.where(plateau[run], ranked[starts][run], ranked)
     out = np.empty_like(norms)
     out[order] = tied
     return out
+
+
+def _tie_plateaus(ranked: np.ndarray, tolerance: float, least: float) -> np.ndarray | None:
+    """Sorted ``ranked`` with each plateau set to its smallest norm (None: no plateau). The
+    densest runs within ``tolerance`` first: a run of at least ``least`` rows holds a plateau
+    where it holds :data:`PLATEAU_CONTRAST` times the rows within ``tolerance`` on either side
+    of it, so a clip beside nearby unclipped rows ties while a dense continuous stretch,
+    whose runs hold about as many rows as their neighbours, does not; an isolated run (no
+    row on either side) ties whole. Each run taken (tied or not) leaves the rest, so at most
+    n / ``least`` passes."""
+    n = ranked.shape[0]
+    at = np.arange(n)
+    reach = np.searchsorted(ranked, ranked + tolerance, side="right")  # each run's end, from each start
+    tied = None
+    for _ in range(int(n // least) + 1):
+        start = int(np.argmax(reach - at))
+        stop = int(reach[start])
+        if stop - start < least:
+            break
+        below = start - int(np.searchsorted(ranked, ranked[start] - tolerance, side="left"))
+        above = int(np.searchsorted(ranked, ranked[stop - 1] + tolerance, side="right")) - stop
+        if stop - start >= PLATEAU_CONTRAST * (below + above):
+            first, last = _plateau_core(ranked[start:stop], below + above)
+            tied = ranked.copy() if tied is None else tied
+            tied[start + first:start + last] = ranked[start + first]
+        reach[start:stop] = at[start:stop]  # taken: no run starts in it, and none reaches into it
+        np.minimum(reach[:start], start, out=reach[:start])
+    return tied
+
+
+def _plateau_core(run: np.ndarray, beside: int) -> tuple[int, int]:
+    """[first, last) of the plateau in a sorted ``run`` whose sides hold ``beside`` rows: the
+    narrowest stretch of all but ``beside`` rows (the run's estimated background: its sides'),
+    widened over the rows next to it that lie no farther apart than twice its own widest gap
+    (a plateau's rounding tail, not its neighbours). Without rows beside, the whole run."""
+    size = run.shape[0] - beside
+    if beside == 0:
+        return 0, size
+    first = int(np.argmin(run[size - 1:] - run[: run.shape[0] - size + 1]))
+    gaps = np.diff(run)
+    limit = 2 * float(gaps[first:first + size - 1].max(initial=0.0))
+    wide_below = np.flatnonzero(gaps[:first] > limit)
+    wide_above = np.flatnonzero(gaps[first + size - 1:] > limit)
+    low = int(wide_below[-1]) + 1 if wide_below.size else 0
+    high = first + size + (int(wide_above[0]) if wide_above.size else run.shape[0] - first - size)
+    return low, high
 
 
 def item_norms(table: np.ndarray, block: int | None = None) -> np.ndarray:

@@ -138,7 +138,7 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         parts += [_skew_text(result.retrieval, k, first_k, result.verdict.graded_head), *lists_view.beside(result)]
     elif result.retrieval is not None and (full := saturated_said(
             sorted(k for k, on in result.retrieval.saturated.items() if on), result.retrieval.n_saturated,
-            result.retrieval.n_queries)):
+            result.retrieval.n_queries, result.retrieval.n_no_candidates)):
         parts.append(f"{full}, so severity rests on the correlation")
     else:
         parts.append("retrieval not measured")
@@ -194,7 +194,7 @@ def _skew_text(retrieval: Retrieval, k: int, first_k: int | None, head: int = 1)
     if head != 1:
         times += f"; the top-1% items: {fmt_pct(cut.dot.get('head_share_1pct'))} vs {fmt_pct(cut.cosine.get('head_share_1pct'))}"
     if some := retrieval.n_saturated.get(k, 0):  # their lists are the same under any scoring
-        times += f"; {partly_saturated(k, some, retrieval.n_queries)}"
+        times += f"; {partly_saturated(k, some, retrieval.n_queries, retrieval.n_no_candidates)}"
     shown = fmt_skew_pair(dot, cos)
     return f"at K={k} the top-{head}% items fill {shown[0]} of dot-product slots vs {shown[1]} under cosine" + times
 

@@ -146,7 +146,7 @@ def cutoff_title(retrieval: Retrieval | None, k: int) -> str:
     said = "" if retrieval is None else retrieval.approximate(k)
     full = retrieval is not None and retrieval.saturated.get(k, False)  # the harm is not measured there
     n = 0 if retrieval is None else retrieval.n_saturated.get(k, 0)
-    some = ("" if retrieval is None or n == 0 or n == retrieval.n_queries  # none or every query saturated
-            else partly_saturated(k, n, retrieval.n_queries).removeprefix(f"K={k} "))
+    some = ("" if retrieval is None or n == 0 or n == retrieval.n_queries - retrieval.n_no_candidates  # none or all
+            else partly_saturated(k, n, retrieval.n_queries, retrieval.n_no_candidates).removeprefix(f"K={k} "))
     note = f" ({some or SATURATED}: the harm is not measured here)" if full else (f" ({some})" if some else "")
     return f"Top-{k}" + (f", {said}" if said else "") + note

@@ -110,7 +110,9 @@ def served_blocks(result: AuditResult) -> list[Block]:
             "where the model normalises them) with the bias as one more column, and each query has a 1 there, so the "
             f"'dot' lists rank {served.score or 'u·i + b_i'} as the model does (a user or global bias changes no "
             "user's ranking). The stored table's statistics, in the frequency–norm section, are of the factors alone "
-            "(the training mechanism); the served vectors' include the bias.", "note",
+            "(the training mechanism); the served vectors' include the bias, but a served norm grows with |b_i| "
+            "whichever items the bias favours, so the gate figure served_spearman is null: item_bias_spearman "
+            "gates the bias.", "note",
         ))  # fmt: skip
     elif served.scoring == "cosine" and served.as_served:
         blocks.append(Paragraph(

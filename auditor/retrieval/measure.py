@@ -50,7 +50,7 @@ from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
 from auditor.retrieval.served import reserved_said
-from auditor.retrieval.serving import popular_lists, saturated_queries
+from auditor.retrieval.serving import popular_lists, saturation
 
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
@@ -317,7 +317,7 @@ def measure_retrieval(
         population=population_section(population),
         user_groups=group_tables,
         tied_ratio=tied_ratio(measures.context),
-        n_saturated=saturated_queries(ks, n_items, population.n_queries, population.exclude),
+        **saturation(ks, n_items, population.n_queries, population.exclude),
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
                             popularity=popularity, context=measures.context,

@@ -9,6 +9,9 @@ excluded from.
 
 from __future__ import annotations
 
+import bisect
+from typing import Any
+
 import numpy as np
 
 from auditor.metrics.list_measures import ExposureMeasures
@@ -24,14 +27,40 @@ def max_excluded(exclude: Exclusions | None) -> int:
     return 0 if exclude is None else int(np.diff(exclude[0]).max(initial=0))
 
 
-def saturated_queries(ks: list[int], n_items: int, n_queries: int, exclude: Exclusions | None) -> dict[int, int]:
-    """K -> how many of the ``n_queries`` queries K saturates: K reaches the query's candidate
-    count (``n_items`` less the rows it excludes), so its list holds every candidate under
-    any scoring (:func:`auditor.harm.saturated_at` decides whether the K still grades)."""
-    if exclude is None:
-        return {k: n_queries if k >= n_items else 0 for k in ks}
-    candidates = np.sort(n_items - np.diff(exclude[0]))
-    return {k: int(np.searchsorted(candidates, k, side="right")) for k in ks}
+SATURATED_SHARE = 0.5
+"""A K grades (or clears) the harm only where fewer than this share of the queries with a
+candidate are saturated (K holds every candidate of theirs: any scoring serves them the same
+items, which draws the dot/cosine ratio toward 1); at this share or more it is saturated,
+not measured. The one policy: :mod:`auditor.harm` grades with it, and the retrieval records
+the largest K it lets grade (``Retrieval.graded_up_to``)."""
+
+
+def saturated_at(n_saturated: int, n_queries: int) -> bool:
+    """Whether a K that saturates ``n_saturated`` of ``n_queries`` queries with a candidate
+    measures no harm (:data:`SATURATED_SHARE`): the one policy ``Retrieval.saturated`` records."""
+    return n_saturated > 0 and n_saturated >= SATURATED_SHARE * n_queries
+
+
+def candidate_counts(n_items: int, n_queries: int, exclude: Exclusions | None) -> np.ndarray:
+    """(n_queries,) int64: each query's candidates, the catalogue less the rows it excludes."""
+    return np.full(n_queries, n_items, dtype=np.int64) if exclude is None else n_items - np.diff(exclude[0])
+
+
+def saturation(ks: list[int], n_items: int, n_queries: int, exclude: Exclusions | None) -> dict[str, Any]:
+    """The retrieval's saturation fields: ``n_saturated`` (K -> the queries K saturates: it
+    reaches their candidate count, at least 1, so their list holds every candidate under any
+    scoring), ``n_no_candidates`` (queries trained on every item: their lists are empty under
+    every scoring, so they add no slot, saturate no K and count in no share) and
+    ``graded_up_to`` (the largest K :func:`saturated_at` lets grade; None where none does)."""
+    candidates = np.sort(candidate_counts(n_items, n_queries, exclude))
+    having = candidates[candidates > 0]
+    counted = {k: int(np.searchsorted(having, k, side="right")) for k in ks}
+    # The policy is monotone in the count: the first count that saturates (found by bisection)
+    # is reached at that query's candidate count, so the K one below it is the largest that grades.
+    first = bisect.bisect_left(range(1, having.size + 1), True, key=lambda m: saturated_at(m, having.size)) + 1
+    graded = int(having[first - 1]) - 1 if having.size else 0
+    return {"n_saturated": counted, "n_no_candidates": int(candidates.size - having.size),
+            "graded_up_to": graded if graded >= 1 else None}
 
 
 def subset_exclusions(exclude: Exclusions | None, queries: np.ndarray) -> Exclusions | None:

@@ -137,6 +137,28 @@ def _partly_unit(d: Path) -> None:
     np.save(d / "items.npy", rows.astype(np.float32))
 
 
+def _all_seen_users(d: Path) -> None:
+    """The standard log (each user has 2 candidates) plus 5 users trained on every item (none)."""
+    users = np.r_[np.arange(55) % 5, np.repeat(np.arange(5, 10), N_ITEMS)]
+    items = np.r_[np.repeat(np.arange(N_ITEMS), np.arange(1, N_ITEMS + 1)), np.tile(np.arange(N_ITEMS), 5)]
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), d / "log.parquet")
+
+
+def _all_seen_not_saturated(d: Path, outcome: Outcome) -> None:
+    """Users without a candidate saturate no K and count in no share (QA measures F1)."""
+    retrieval = strict_json(d / "r.json")["retrieval"]
+    assert retrieval["n_no_candidates"] == 5 and retrieval["n_queries"] == 10, retrieval
+    assert retrieval["saturated"] == {"1": False} and retrieval["n_saturated"] == {"1": 0}, retrieval  # was True, 5
+
+
+def _one_candidate_left(d: Path) -> None:
+    """5 users each trained on every item but item u (one candidate: every K holds it), and 5
+    trained on item 0 alone, which makes it the top-10% item: half the queries saturate at K=1."""
+    users = np.r_[np.repeat(np.arange(5), N_ITEMS - 1), np.arange(5, 10)]
+    items = np.concatenate([*(np.delete(np.arange(N_ITEMS), u) for u in range(5)), np.zeros(5, dtype=np.int64)])
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), d / "log.parquet")
+
+
 def _saturated_report(d: Path, outcome: Outcome) -> None:
     report = strict_json(d / "r.json")
     assert report["retrieval"]["saturated"] == {str(N_ITEMS): True}, report["retrieval"]["saturated"]
@@ -223,7 +245,17 @@ CASES = [
     Case("fail-on-ratio-at-saturated-k", _check("-k", "10", "--keep-seen", "--fail-on", "head_share_10pct_ratio@10>1.5"),
          EXIT_ERROR,
          r"head_share_10pct_ratio@10>1\.5: K=10 holds every candidate for \d+ of \d+ queries: dot and cosine serve "
-         r"the same items, the ratio measures nothing; gate it at a K below 10"),
+         r"the same items, the ratio measures nothing; gate it at K=9, the largest K that holds fewer than every "
+         r"candidate for most queries with a candidate: head_share_10pct_ratio@9 \(add -k 9\)"),
+    # Users trained on every item have empty lists under every scoring: no K saturates them (QA measures F1).
+    Case("users-trained-on-every-item-saturate-no-k", _check("-k", "1", "--json", "r.json", make=_all_seen_users,
+                                                              outputs=("r.json",), check=_all_seen_not_saturated),
+         EXIT_OK, None, absent=r"holds every candidate"),
+    # Where K=1 already holds every candidate for most queries, no K can be gated: never "a K below 1".
+    Case("fail-on-ratio-where-no-k-grades", _check("-k", "1", "--fail-on", "head_share_10pct_ratio@1>1.5",
+                                                   make=_one_candidate_left),
+         EXIT_ERROR, r"K=1 holds every candidate for 5 of 10 queries: dot and cosine serve the same items, the ratio "
+         r"measures nothing; no K can tell the scorings apart", absent=r"K below"),
     Case("fail-on-overlap-clamped-to-saturated-k", _check("-k", "50", "--fail-on", "overlap_dot_cosine@50<0.5"),
          EXIT_ERROR, r"clamped to 10.*K=10 holds every candidate: overlap_dot_cosine measures nothing there",
          absent=r"gate overlap_dot_cosine@10"),

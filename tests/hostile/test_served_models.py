@@ -25,6 +25,18 @@ def _ambiguous_bias(d: Path) -> Built:
     return Built(check_args("model.pt", "--fail-on", "served_spearman>0.5"))
 
 
+def _centred_item_bias(d: Path) -> Built:
+    """Unit-norm factors and an item bias that rises with popularity, centred (rare items
+    negative): ‖[i, b_i]‖ is U-shaped in b_i, so a served-norm ρ reads ≈0 (QA measures F3)."""
+    log(d)
+    g = torch.Generator().manual_seed(0)
+    items = torch.nn.functional.normalize(torch.randn(10, 4, generator=g), dim=1)
+    bias = torch.log1p(torch.arange(1.0, 11.0))  # the log's item i is seen i + 1 times
+    torch.save({"user_embedding.weight": torch.randn(5, 4, generator=g), "item_embedding.weight": items,
+                "item_bias.weight": (2 * (bias - bias.mean())).reshape(10, 1)}, d / "model.pt")
+    return Built(check_args("model.pt", "--fail-on", "served_spearman>0.3"))
+
+
 def _keras_item_dense(d: Path) -> Built:
     """A Keras weights file whose item tower has a Dense kernel beside its Embedding: the
     table stands in (the kernel was dropped and the table audited as served)."""
@@ -186,6 +198,9 @@ def _no_h5py() -> str | None:
 
 CASES: list[Case] = [
     Case("pt-per-item-tensor-of-no-known-role-gate", _ambiguous_bias, EXIT_ERROR, NOT_MEASURED),
+    Case("item-bias-served-spearman-gate-not-comparable", _centred_item_bias, EXIT_ERROR,
+         r"served_spearman>0\.3: served_spearman is not comparable for a model that adds an item bias.*gate "
+         r"item_bias_spearman \(the bias against training frequency, ρ = 1\.000 here\)"),
     Case("keras-item-dense-beside-the-table-gate", _keras_item_dense, EXIT_ERROR, NOT_MEASURED, skip=_no_h5py),
     Case("mitigate-recbole-split-not-reproducible", _mitigate_unreproducible_split, EXIT_OK, None,
          stderr=r"the log-log slopes count the whole x\.inter, not RecBole's training part: .*order 'RO'"),
