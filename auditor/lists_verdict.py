@@ -143,4 +143,5 @@ def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
               "adds after the model's scores (re-ranking, business rules, popularity boosts, candidate filters).")
     return replace(verdict, bias_detected=True, severity=severity, summary=f"{lead} The model itself: {verdict.summary}",
                    recommendations=[advice, *verdict.recommendations], rule=rule, assessed=True, gate=SEVERITY_GATE,
-                   graded_by="served", served_k=k)
+                   graded_by="served", served_k=k,
+                   quoted_k=k if verdict.quoted_k is None else verdict.quoted_k)  # the model graded no K: theirs is quoted

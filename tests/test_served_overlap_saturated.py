@@ -64,3 +64,24 @@ def test_served_overlaps_are_gated_at_a_saturated_k(files: tuple[Path, dict[int,
     rows = pq.read_table("rows.parquet").to_pylist()
     assert [r[f"overlap_served_popular@{K}"] for r in rows] == pytest.approx([expected, expected])  # old: [x, None]
 
+
+def test_served_lists_that_grade_at_a_saturated_k_are_quoted(files: tuple[Path, dict[int, set[int]], list[int]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA "Served F4": where the model's harm is not measured (K=8 saturates), the served lists
+    grade the severity: ``quoted_k`` is their K, as alone, and the headline names them."""
+    folder, seen, served = files
+    monkeypatch.chdir(folder)
+    counts = np.bincount([i for u in seen for i in seen[u]], minlength=N_ITEMS)
+    head = counts >= np.sort(counts)[::-1][max(1, N_ITEMS // 100) - 1]  # the top 1%: ties at the cut join it
+    share, log_share = sum(head[i] for i in served) / K, counts[head].sum() / counts.sum()
+    assert share / log_share >= 1.25 and share - log_share >= 0.02  # moderate by the lists-only rule
+    for model in ([], ["model.pt"]):
+        CliRunner().invoke(cli, ["check", *model, "--recommendations", "recs.csv", "--interactions", "train.csv",
+                                 "-k", str(K), "--no-probes", "--bootstrap", "0", "-q", "--json", "r.json",
+                                 "--markdown", "r.md"], catch_exceptions=False)
+        verdict = json.loads(Path("r.json").read_text())["verdict"]
+        assert (verdict["severity"], verdict["graded_by"], verdict["quoted_k"]) == ("moderate", "served", K)  # old: None
+    headline = Path("r.md").read_text().splitlines()[2]
+    assert (f"served lists: top-1% items' share of the served top-{K} slots {100 * share:.1f}% vs "
+            f"{100 * log_share:.1f}% of the training interactions, which graded the severity") in headline
+    assert "rests on the correlation" not in headline

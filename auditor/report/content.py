@@ -7,8 +7,7 @@ same thing with the same numbers. Nothing here knows about markup: cells are pla
 Reusable pieces:
 
 * :func:`headline` - the verdict and severity in one sentence with the numbers behind it.
-* :mod:`auditor.report.formatting` - :class:`Table` and the number formatting they use.
-* ``*_table`` builders - one per report section.
+* :mod:`auditor.report.formatting` - :class:`Table` and the number formatting; ``*_table`` builders.
 * :func:`not_measured_reason` - why a section is missing from a result.
 """
 
@@ -134,12 +133,13 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     else:
         parts.append("frequency–norm correlation not measured")
     k, first_k = quoted_cutoffs(result)
-    if result.retrieval is not None and k is not None:
+    if result.retrieval is not None and k is not None and not result.retrieval.saturated.get(k):
         parts += [_skew_text(result.retrieval, k, first_k, result.verdict.graded_head), *lists_view.beside(result)]
     elif result.retrieval is not None and (full := saturated_said(
             sorted(k for k, on in result.retrieval.saturated.items() if on), result.retrieval.n_saturated,
-            result.retrieval.n_queries)):
-        parts.append(f"{full}, so severity rests on the correlation")
+            result.retrieval.n_queries)):  # served lists beside the model may grade it there (graded_by)
+        served = result.verdict.graded_by == "served"
+        parts += [full if served else f"{full}, so severity rests on the correlation", *lists_view.beside(result)]
     else:
         parts.append("retrieval not measured")
     if result.conditions:
