@@ -1,16 +1,14 @@
 """``run_audit(config) -> AuditResult``: the one entry the CLI and ``batch`` call.
 
-load → measure → judge: the load stage (:func:`auditor.loading.inputs.load_inputs`) reads
-every file once into plain values; measuring takes those values; the verdict is decided
-from the finished sections.
+load → measure → judge: the load stage (:func:`auditor.loading.inputs.load_inputs`) reads every file
+once into plain values; measuring takes those values; the verdict is decided from the finished sections.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import fields as dataclass_fields, replace
 from pathlib import Path
-from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -306,13 +304,14 @@ def _measure_retrieval(
 
 def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig,
             warnings: list[str]) -> ServedSection | None:
-    """The ``served`` section describing the file given with a model (None: no file), with
-    the log's top-1% share the served lists' amplification is graded against, and a warning
-    per K where the queried users' lists are short of it (as ``short_lists`` counts them)."""
+    """The ``served`` section describing the file given with a model (None: no file), with the log's top-1%
+    share the served lists' amplification is graded against (and, for sampled queries, their share over every
+    list), and a warning per K where the queried users' lists are short of it (as ``short_lists`` counts them)."""
     if inputs.served is None:
         return None
     from auditor.retrieval.popularity import popularity_of
-    from auditor.retrieval.served import describe_served, head_share_of_log, short_lists_beside, short_lists_said
+    from auditor.retrieval.served import describe_served, every_list_graded, head_share_of_log, short_lists_beside
+    from auditor.retrieval.served import short_lists_said
 
     missing = None
     if inputs.served_rows is not None and serving is not None:
@@ -325,7 +324,11 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
         warnings += short_lists_said(section.short_lists, listed, "queried users' served lists (matched to the model's "
                                      "item rows: an item without a row leaves its slot empty)")
     if inputs.stats is not None and (config.popularity != "users" or inputs.stats.user_counts is not None):
-        section.head_share_log = head_share_of_log(popularity_of(inputs.stats, config.popularity))
+        section.head_share_log = head_share_of_log(weights := popularity_of(inputs.stats, config.popularity))
+        if serving is not None and serving.retrieval is not None:  # sampled queries: every list still graded
+            ks = [k for k, cut in serving.retrieval.at.items() if "served" in cut.norm_aware]
+            section.head_share_every_list, notes = every_list_graded(inputs.served, inputs.population, weights, ks)
+            warnings += notes
     return section
 
 

@@ -20,7 +20,8 @@ PERCENT_SHARES = frozenset(name for name, info in {**BUILTIN_LIST_MEASURES, **GR
 """The figures the reports print as percentages (a share 3.6%, a ΔGAP -74.2%): a threshold of
 magnitude 1 or more on one was meant as a percentage, and the refusal says the fraction."""
 _PER_K = re.compile(r"^(?P<stem>[A-Za-z_][\w.]*)@(?P<k>[1-9]\d*)$")
-_UNSCORED = ("overlap_dot_cosine", "recall", *(f"overlap_served_{s}" for s in OVERLAP_SERVED))
+SERVED_OVERLAPS = frozenset(f"overlap_served_{s}" for s in OVERLAP_SERVED)
+_UNSCORED = ("overlap_dot_cosine", "recall", *sorted(SERVED_OVERLAPS))
 """The per-K names without a scoring: the dot/cosine overlap, the index's recall, the served lists' overlaps."""
 
 
@@ -86,8 +87,11 @@ def order_dependent(name: PerK) -> bool:
 def compares_scorings(name: PerK) -> bool:
     """Whether ``name`` compares two scorings' item sets (a ``_ratio`` of a set-based measure, an
     overlap): a figure that a saturated K (every list holds every candidate) fixes by
-    construction. A ratio of NDCG or MRR (:func:`order_dependent`) still compares the rankings."""
-    return (name.scoring == RATIO or name.measure.startswith("overlap_")) and not order_dependent(name)
+    construction. A ratio of NDCG or MRR (:func:`order_dependent`) still compares the rankings;
+    ``overlap_served_<scoring>`` compares the file's lists, which are not kept to the
+    candidates (they may hold training items), with a scoring's: saturation fixes nothing there."""
+    overlap = name.measure.startswith("overlap_") and name.measure not in SERVED_OVERLAPS
+    return (name.scoring == RATIO or overlap) and not order_dependent(name)
 
 
 FRACTION = "a fraction 0–1"

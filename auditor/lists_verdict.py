@@ -70,9 +70,19 @@ def served_beside_model(sections: MeasuredSections) -> tuple[int, Severity, floa
     served, retrieval = sections.served, sections.retrieval
     if served is None or retrieval is None or served.head_share_log is None:
         return None
-    judged = [(k, *amplification(cut.norm_aware["served"].get(HEAD), served.head_share_log))
+    judged = [(k, *amplification(served_share(sections, k), served.head_share_log))
               for k, cut in retrieval.at.items() if "served" in cut.norm_aware]
     return max(judged, key=_worst) if judged else None
+
+
+def served_share(sections: MeasuredSections, k: int) -> float | None:
+    """The served lists' top-1% share of the top-``k`` slots that grades them beside a model:
+    over every eligible user's list where the model's queries were sampled
+    (``head_share_every_list``), else the served scoring's (the queried users')."""
+    served, retrieval = sections.served, sections.retrieval
+    if served is not None and k in served.head_share_every_list:
+        return served.head_share_every_list[k]
+    return None if retrieval is None else retrieval.at[k].norm_aware["served"].get(HEAD)
 
 
 def _unit(sections: MeasuredSections) -> str:
@@ -129,7 +139,7 @@ def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
     assert sections.served is not None and sections.retrieval is not None
     cut = sections.retrieval.at[k]
     times = "" if ratio is None else f", {ratio:.2f}×" if math.isfinite(ratio) else ", from none"
-    figures = (f"the served lists give the top-1% most popular items {pct(cut.norm_aware['served'].get(HEAD))} of "
+    figures = (f"the served lists give the top-1% most popular items {pct(served_share(sections, k))} of "
                f"their top-{k} slots, against {pct(sections.served.head_share_log)} of the training "
                f"{_unit(sections)}{times} (the most-popular list: {pct(cut.popular.get(HEAD))})")
     rule = verdict.rule + SERVED_BESIDE_MODEL_RULE
@@ -143,4 +153,5 @@ def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
               "adds after the model's scores (re-ranking, business rules, popularity boosts, candidate filters).")
     return replace(verdict, bias_detected=True, severity=severity, summary=f"{lead} The model itself: {verdict.summary}",
                    recommendations=[advice, *verdict.recommendations], rule=rule, assessed=True, gate=SEVERITY_GATE,
-                   graded_by="served", served_k=k)
+                   graded_by="served", served_k=k,
+                   quoted_k=k if verdict.quoted_k is None else verdict.quoted_k)  # the model graded no K: theirs is quoted

@@ -138,9 +138,9 @@ class ServedVectorsSection:
     cache), SimpleX (aggregated users, cosine), a model that adds an item bias (its factors
     with the bias as one more column, ``bias``); or, with ``as_served`` False, the stored
     tables standing in for what popaudit cannot rebuild (a graph model's cache missing, an
-    item encoder no plugin runs). Retrieval, accuracy and the verdict use them;
-    ``frequency_norm`` is the served item vectors' (what dot serving sees), beside the
-    top-level ``frequency_norm`` of the stored item table (the training mechanism)."""
+    item encoder no plugin runs). Retrieval, accuracy and the verdict use them (its
+    correlation too: :mod:`auditor.mechanism`); ``frequency_norm`` is the served item vectors'
+    (what dot serving sees), beside the top-level one of the stored item table (the training mechanism)."""
 
     model: str
     """The model's name as its framework records it (``LightGCN``)."""

@@ -1,5 +1,4 @@
-"""The retrieval and accuracy sections of the audit result: list measures per scoring and
-cut-off, who was queried, held-out accuracy and the trade-off (docs/report.md)."""
+"""The retrieval and accuracy sections of the audit result (docs/report.md)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ EDGE_SLACK = 1e-9
 quotient and difference carry float rounding (0.06 - 0.01 = 0.04999...), which must not
 drop a figure that sits exactly on an edge into the band below."""
 SEVERITIES: tuple[Severity, ...] = ("none", "low", "moderate", "high")
-"""Every severity, least harmful first: the order verdicts, rankings, diffs and the flat
-metric ``severity_level`` (its index) compare them in."""
+"""Every severity, least harmful first: the order verdicts, rankings, diffs and ``severity_level`` compare them in."""
 SCORINGS = ("dot", "cosine", "popular")
 """The fixed scorings of every audit (norm-aware ones are named by :func:`auditor.alpha.alpha_scoring`)."""
 ACCURACY_MEASURES = ("recall", "ndcg", "hit_rate", "mrr")
@@ -390,6 +388,8 @@ class ServedSection:
     cold_slot_share: float | None = None
     """Share of the served slots naming items the training log never saw (None: no log given);
     lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""
+    head_share_every_list: dict[int, float | None] = field(default_factory=dict)
+    """Beside a model whose queries were sampled: K -> the top-1% share over every eligible user's list, graded."""
 
 UNTRAINED_SERVED = (
     "the served scoring scores the list the file holds for each of them, and counts one without a list as a miss "

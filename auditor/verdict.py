@@ -37,6 +37,7 @@ from auditor.harm import (
     partly_saturated_text, saturated_text, skew_text, worst_skew,
 )
 from auditor.lists_verdict import with_served_lists
+from auditor.mechanism import graded_correlation
 from auditor.protocol import protocol_lead
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
@@ -61,7 +62,7 @@ Strength = Literal["strong", "moderate", "weak", "negligible"]
 
 def decide_verdict(result: MeasuredSections) -> Verdict:
     """The verdict of one audit; sections that are None count as not measured."""
-    fn = result.frequency_norm
+    fn = graded_correlation(result).figures  # the served vectors' where they stand in for the stored table
     rho = finite_figure(fn.spearman) if fn is not None else None
     lo, hi = (finite_figure(fn.spearman_ci[0]), finite_figure(fn.spearman_ci[1])) if fn is not None else (None, None)
     p = finite_figure(fn.spearman_p) if fn is not None else None
@@ -326,7 +327,8 @@ def _mechanism(
     significant: bool, strength: Strength | None,
 ) -> str:
     """What the frequency–norm correlation says, with its statistic (or why it is missing)."""
-    fn = result.frequency_norm
+    correlation = graded_correlation(result)
+    fn = correlation.figures
     if fn is None:
         why = result.not_measured.get("frequency_norm", f"no item frequencies (give {setting('interactions')})")
         mechanism = f"the frequency–norm correlation was not measured ({why})"
@@ -337,7 +339,7 @@ def _mechanism(
         rho_text, *bounds = correlation_figures(rho, *((lo, hi) if lo is not None and hi is not None else ()))
         ci = f"95% CI [{bounds[0]}, {bounds[1]}]" if bounds else (
             ("p < 1e-300" if p == 0 else f"p = {p:.2g}") if p is not None else "no CI")  # 0: below float range
-        stat = f"Spearman ρ = {rho_text}, {ci}, over {fn.n_items} items"
+        stat = f"Spearman ρ = {rho_text}, {ci}, over {fn.n_items} items{correlation.whose()}"
         if not significant:
             mechanism = (f"the CI of the frequency–norm correlation includes 0 ({stat})" if lo is not None else
                          f"the frequency–norm correlation is not significant at the 5% level ({stat}; no interval)")

@@ -1,15 +1,13 @@
 """Format-neutral report content: the headline sentence, number formatting and tables.
 
-The Markdown and HTML renderers (and anything else that writes a report for people,
-such as experiment or batch summaries) build their text from these pieces, so every
-format says the same thing with the same numbers. Nothing here knows about markup:
-cells are plain strings and each format escapes them itself.
+The Markdown and HTML renderers (and anything else that writes a report for people, such as
+experiment or batch summaries) build their text from these pieces, so every format says the
+same thing with the same numbers. Nothing here knows about markup: cells are plain strings.
 
 Reusable pieces:
 
 * :func:`headline` - the verdict and severity in one sentence with the numbers behind it.
-* :mod:`auditor.report.formatting` - :class:`Table` and the number formatting they use.
-* ``*_table`` builders - one per report section.
+* :mod:`auditor.report.formatting` - :class:`Table` and the number formatting; ``*_table`` builders.
 * :func:`not_measured_reason` - why a section is missing from a result.
 """
 
@@ -48,6 +46,7 @@ from auditor.result import (
     ListMeasureInfo,
     Retrieval,
 )
+from auditor.mechanism import graded_correlation
 from auditor.sections import share_ratio
 from auditor.wording import correlation_figures, partly_saturated, pct_pair, saturated_said
 
@@ -123,23 +122,24 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         return verdict_phrase(result), lists_view.headline_evidence(result)
     weak = result.verdict.weak  # as the summary: a model less accurate than the most-popular list is said first
     parts: list[str] = [] if weak is None else [weak[:1].lower() + weak[1:].rstrip(".")]
-    fn = result.frequency_norm
-    if fn is not None:
+    correlation = graded_correlation(result)  # the served vectors' where they stand in for the stored table
+    if (fn := correlation.figures) is not None:
         lo, hi = fn.spearman_ci
         bounded = finite(lo) is not None and finite(hi) is not None
         rho_text, *bounds = (correlation_figures(fn.spearman, *((lo, hi) if bounded else ()))
                              if finite(fn.spearman) is not None else [fmt_num(fn.spearman, 2)])
         ci = f", 95% CI {bounds[0]} to {bounds[1]}" if bounds else ""
-        parts.append(f"item norm vs training frequency Spearman ρ = {rho_text}{ci}")
+        parts.append(f"item norm vs training frequency Spearman ρ = {rho_text}{ci}{correlation.whose()}")
     else:
         parts.append("frequency–norm correlation not measured")
     k, first_k = quoted_cutoffs(result)
-    if result.retrieval is not None and k is not None:
+    if result.retrieval is not None and k is not None and not result.retrieval.saturated.get(k):
         parts += [_skew_text(result.retrieval, k, first_k, result.verdict.graded_head), *lists_view.beside(result)]
     elif result.retrieval is not None and (full := saturated_said(
             sorted(k for k, on in result.retrieval.saturated.items() if on), result.retrieval.n_saturated,
-            result.retrieval.n_queries, result.retrieval.n_no_candidates)):
-        parts.append(f"{full}, so severity rests on the correlation")
+            result.retrieval.n_queries, result.retrieval.n_no_candidates)):  # served lists beside the model may grade it
+        served = result.verdict.graded_by == "served"
+        parts += [full if served else f"{full}, so severity rests on the correlation", *lists_view.beside(result)]
     else:
         parts.append("retrieval not measured")
     if result.conditions:

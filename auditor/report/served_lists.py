@@ -67,6 +67,9 @@ def headline_evidence(result: AuditResult) -> str:
             f"{fmt_pct(cut.popular.get('head_share_1pct'))}); no model: norms and conditions not assessed")
 
 
+HEAD = "head_share_1pct"
+
+
 def beside(result: AuditResult) -> list[str]:
     """Beside a model, the served lists' amplification at the K the verdict graded them
     (for the headline; empty without served lists measured beside a model)."""
@@ -75,7 +78,7 @@ def beside(result: AuditResult) -> list[str]:
         return []
     graded = ", which graded the severity" if result.verdict.graded_by == "served" else ""
     return [f"served lists: top-1% items' share of the served top-{k} slots "
-            f"{fmt_pct(retrieval.at[k].norm_aware['served'].get('head_share_1pct'))} vs "
+            f"{fmt_pct(served.head_share_every_list.get(k, retrieval.at[k].norm_aware['served'].get(HEAD)))} vs "
             f"{fmt_pct(served.head_share_log)} of the training interactions{graded}"]
 
 

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.config import GroupPolicy
-from auditor.loading.served_lists import ServedLists
+from auditor.loading.served_lists import ServedLists, lists_for
 from auditor.loading.csr import own_rows, own_slots
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
 from auditor.metrics.user_measures import group_definitions, tied_groups_warning
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.metrics.popularity_sets import head_mask
-from auditor.model import ItemStats
+from auditor.model import ItemStats, QueryPopulation
 from auditor.plugin_api import Slots
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.popularity import popularity_of
@@ -171,6 +171,33 @@ def head_share_of_log(popularity: np.ndarray) -> float | None:
     if total <= 0:
         return None
     return float(popularity[head_mask(popularity, HEAD_PERCENT)].sum()) / total
+
+
+def every_list_graded(
+    served: ServedLists, population: QueryPopulation | None, popularity: np.ndarray, ks: Sequence[int],
+) -> tuple[dict[int, float | None], list[str]]:
+    """Beside a model whose queries were sampled (``--max-queries``): K -> the top-1% items'
+    share of the served top-K slots (head slots / filled slots, as ``head_share_1pct``) over
+    the list of every user the model could query, sampled or not, and the warning saying so.
+    The served lists are a record of what was served, not the model's to sample: their grade
+    must not move with ``--seed`` (QA "Served F2"). Empty, with no warning, when not sampled."""
+    if population is None or not population.sampled or population.eligible_ids is None or not ks:
+        return {}, []
+    rows, missing = lists_for(served, population.eligible_ids)
+    head = head_mask(popularity, HEAD_PERCENT)
+    shares: dict[int, float | None] = {}
+    for k in ks:  # one gather per cut-off, over every list at once
+        filled = rows[:, :k][rows[:, :k] >= 0]
+        shares[k] = float(head[filled].sum() / filled.size) if filled.size else None
+    listed = len(rows) - missing
+    queried = 0 if population.raw_ids is None else population.n_queries - lists_for(served, population.raw_ids)[1]
+    return shares, [
+        f"the model's queries were sampled ({population.n_queries:,} of {population.n_eligible:,} users): the served "
+        f"lists of {served.source} are graded over the lists of all {listed:,} of those users who have one, so their "
+        f"severity does not move with the sample; their other figures (the served scoring's list measures, overlaps "
+        f"and accuracy beside the model's) are of the {queried:,} sampled users with a list, {listed - queried:,} "
+        "lists sampled out"
+    ]
 
 
 def measure_served(

@@ -183,7 +183,18 @@ def _read_whole(work: Path, outcome: Outcome) -> None:
         in "\n".join(warnings) and not any("lists re-serve" in w for w in warnings), warnings
 
 
+def _every_list(work: Path, outcome: Outcome) -> None:
+    """--max-queries 1 beside a model: both lists still graded (Served F2), the sample said."""
+    report = json.loads((work / "r.json").read_text())
+    assert set(report["served"]["head_share_every_list"]) == {"3"}, report["served"]
+    assert any(w.startswith("the model's queries were sampled (1 of ") and "graded over the lists of all" in w
+               for w in report["warnings"]), report["warnings"]
+
+
 OWN_CASES = [
+    # --max-queries beside a model samples the model's queries, not the served lists' grade (Served F2).
+    Case("cli-recs-beside-model-sampled-queries", _recs("-k", "3", "--max-queries", "1", "--json", "r.json", model=True,
+                                                         outputs=("r.json",), check=_every_list), EXIT_OK, None),
     # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
     Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,

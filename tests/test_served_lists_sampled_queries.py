@@ -1,0 +1,83 @@
+"""Served lists beside a model whose queries are sampled (``--max-queries``, QA "Served F2"):
+the lists are a record of what was served, so they are graded over every eligible user's
+list, not the sample's (``served.head_share_every_list``, auditor/retrieval/served.py
+``every_list_graded``), with a warning that counts the lists sampled out of their other
+figures. Their severity is the same whatever ``--seed`` draws, and the same as alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+N_USERS, N_ITEMS, K, SAMPLE = 40, 50, 5, 10
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> tuple[Path, float, float]:
+    """Item 0 trained by 24 of 40 users (6% of 400 interactions, the top 1%); half the users are
+    served item 0 first, half no head item: 20 of 200 slots, 10% (1.67x, +4 points: moderate)."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for u in range(N_USERS):
+        others = rng.choice(np.arange(1, N_ITEMS), size=10 if u >= 24 else 9, replace=False)
+        rows += [(u, int(i)) for i in ([0] if u < 24 else []) + sorted(others.tolist())]
+    (tmp_path / "train.csv").write_text("user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in rows))
+    lists = {u: ([0, 1, 2, 3, 4] if u % 2 == 0 else [5, 6, 7, 8, 9]) for u in range(N_USERS)}
+    (tmp_path / "recs.csv").write_text("user_id,item_id,rank\n" + "".join(
+        f"{u},{i},{r + 1}\n" for u, items in lists.items() for r, i in enumerate(items)))
+    items = rng.normal(size=(N_ITEMS, 4))
+    items /= np.linalg.norm(items, axis=1, keepdims=True)  # equal norms: dot serves cosine's lists, no harm of its own
+    torch.save({"user_embedding.weight": torch.from_numpy(rng.normal(size=(N_USERS, 4)).astype(np.float32)),
+                "item_embedding.weight": torch.from_numpy(items.astype(np.float32))}, tmp_path / "model.pt")
+    counts = np.bincount([i for _, i in rows], minlength=N_ITEMS)
+    assert int(np.argmax(counts)) == 0 and (counts == counts.max()).sum() == 1  # one head item: item 0
+    served = sum(items[:K].count(0) for items in lists.values()) / (N_USERS * K)
+    return tmp_path, served, counts[0] / counts.sum()
+
+
+def _check(*args: str) -> tuple[int, dict[str, object]]:
+    result = CliRunner().invoke(cli, ["check", *args, "--recommendations", "recs.csv", "--interactions", "train.csv",
+                                      "-k", str(K), "--no-probes", "--bootstrap", "0", "-q", "--max-queries",
+                                      str(SAMPLE), "--fail-on", "severity_level>=2", "--json", "r.json"],
+                                catch_exceptions=False)
+    return result.exit_code, json.loads(Path("r.json").read_text())
+
+
+@pytest.mark.parametrize("seed", [str(seed) for seed in range(8)])
+def test_the_served_lists_grade_over_every_list_whatever_the_sample(
+    files: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch, seed: str,
+) -> None:
+    folder, served, log = files
+    monkeypatch.chdir(folder)
+    assert (served, log) == (pytest.approx(0.10), pytest.approx(0.06))  # 1.67x and +4 points: moderate
+    code, alone = _check()
+    assert code == 3 and alone["verdict"]["severity"] == "moderate"  # type: ignore[index]
+    code, report = _check("model.pt", "--seed", seed)
+    verdict, section = report["verdict"], report["served"]
+    assert section["head_share_every_list"] == {str(K): pytest.approx(served)}  # type: ignore[index]
+    # the model's own serving grades none, so the lists' grade is the verdict: old code read the sample's share
+    # (8% to 16% by seed: moderate or high)
+    assert (verdict["severity"], verdict["graded_by"], code) == ("moderate", "served", 3)  # type: ignore[index]
+    assert f"top-1% most popular items {100 * served:.1f}% of their top-{K} slots" in verdict["summary"]  # type: ignore[index]
+    warned = [w for w in report["warnings"] if "sampled" in w]  # type: ignore[attr-defined]
+    assert warned == [f"the model's queries were sampled ({SAMPLE} of {N_USERS} users): the served lists of recs.csv "
+                      f"are graded over the lists of all {N_USERS} of those users who have one, so their severity does "
+                      "not move with the sample; their other figures (the served scoring's list measures, overlaps and "
+                      f"accuracy beside the model's) are of the {SAMPLE} sampled users with a list, {N_USERS - SAMPLE} "
+                      "lists sampled out"]
+
+
+def test_without_sampling_nothing_changes(files: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(files[0])
+    result = CliRunner().invoke(cli, ["check", "model.pt", "--recommendations", "recs.csv", "--interactions",
+                                      "train.csv", "-k", str(K), "--no-probes", "-q", "--json", "r.json"])
+    report = json.loads(Path("r.json").read_text())
+    assert result.exit_code == 0 and report["served"]["head_share_every_list"] == {}, result.output
+    assert report["retrieval"]["at"][str(K)]["served"]["head_share_1pct"] == pytest.approx(files[1])
