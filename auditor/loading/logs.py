@@ -37,8 +37,8 @@ from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_column
 from auditor.values import LogSpec
 from auditor.loading.sniff import (
     MOVIELENS_COLUMNS,
-    all_numbers,
     choose_columns,
+    first_line_is_data,
     is_parquet,
     open_stream,
     sample_lines,
@@ -351,8 +351,8 @@ def open_log(spec: LogSpec, what: str = "interaction log") -> Log:
     label = "tsv" if delimiter == "\t" else "csv"
     if fmt == "movielens" or path.name.lower() == "u.data":
         label = "movielens"
-    if all_numbers(fields):
-        # No header (u.data and the like): user, item, rating, timestamp, then extras.
+    if first_line_is_data(lines, delimiter):
+        # No header (u.data, user_4,item_39 and the like): user, item, rating, timestamp, then extras.
         if len(fields) == 1:
             cols = ["item_id"]
         else:

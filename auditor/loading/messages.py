@@ -6,7 +6,8 @@ not in the expected format describes it in structural terms (format, number and 
 of columns) and never quotes its values. Column names are listed only when the first line
 reads as a log's header: several identifier-like names, at least one of them in a log's
 vocabulary (``user_id``, ``movieId``, ``timestamp``...). That is what a user needs to pick
-the item column, while a headerless data line (``alice,hunter2``) is never echoed. A line
+the item column, while a headerless data line (``alice,hunter2``, or ``user_4,item_39``: a digit
+in every cell) is never echoed. A line
 of identifier-like names is also listed when one of them is a column name the user gave
 (``a,b,c`` with ``--item-col b``: a header, whatever its words), or when the user gave
 names none of which it holds and it is two or more names without digits (``a,b,c`` with
@@ -53,6 +54,12 @@ def detected_column(
     return matches[0] if matches else None
 
 
+def data_like(columns: Sequence[str], schema: bool = False) -> bool:
+    """True when a text file's first line taken as its header has a digit in every cell
+    (``user_4,item_39``): data, most likely, never echoed nor offered as column names."""
+    return not schema and bool(columns) and all(any(ch.isdigit() for ch in str(c)) for c in columns)
+
+
 def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
     """True for at least two identifier-like names, one of them in a log's vocabulary
     (``schema``: a file's own column names, of which one suffices, RecBole's ``:type``
@@ -60,7 +67,8 @@ def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
     names = [str(c).strip() for c in columns]
     pattern = _SCHEMA_NAME if schema else _NAME
     return (
-        len(names) >= (1 if schema else 2)
+        not data_like(names, schema)
+        and len(names) >= (1 if schema else 2)
         and all(pattern.fullmatch(n) for n in names)
         and any(_LOG_WORDS.search(n) for n in names)
     )
@@ -123,6 +131,9 @@ def columns_found(columns: Sequence[str], schema: bool = False, given: Sequence[
         return (f"its first line is one field, a header separated by {sep!r} ({names}), not by the format's delimiter; "
                 f"pass {setting('interactions_format')} csv to read it")
     n = len(columns)
+    if data_like(columns, schema):
+        return (f"its first line holds {n} field{'s' if n != 1 else ''} with a digit in every one, as data has, "
+                "not a header of column names: add a header line naming its columns (user_id,item_id for a log)")
     if schema:
         return f"its {n} column{'s' if n != 1 else ''} (from its schema) {'do' if n != 1 else 'does'} not look like an interaction log's"
     return (

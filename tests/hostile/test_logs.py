@@ -181,6 +181,14 @@ def _empty_user_id_with_user_table(d: Path) -> Built:
     return Built(check_args("model.npz", interactions="log.csv"))
 
 
+def _headerless_text_ids(d: Path) -> Built:
+    """A log of text ids without a header, and the table's ids (Logs F1 of QA 10)."""
+    table(d)
+    write(d, "log.csv", "".join(f"user_{u % 5},item_{u}\n" for u in range(N_ITEMS)))
+    write(d, "ids.txt", "".join(f"item_{i}\n" for i in range(N_ITEMS)))
+    return Built(check_args("items.npy", "--item-ids", "ids.txt", "--queries", "history", interactions="log.csv"))
+
+
 def _parquet_items_only_with_user_table(d: Path) -> Built:
     """A one-column Parquet log (item_id) for a model with a user table (Logs F6)."""
     rng = np.random.default_rng(0)
@@ -317,6 +325,12 @@ CASES = [
          absent=r"hunter2|alice"),
     Case("one-field-not-a-header", _log_file("w.csv", "swordfish\nmarlin\n"), EXIT_ERROR,
          r"its first line holds 1 field that does not look like a header of column names", absent=r"swordfish"),
+    # Logs F1 (QA 10): a first line whose cells have the data's shape (user_4,item_39) is data; one
+    # whose every cell holds a digit is never echoed nor offered as column names (was: --item-col item_39).
+    Case("headerless-text-id-log", _headerless_text_ids, EXIT_OK, None),
+    Case("data-like-first-line-unlike-the-rest", _log_file("log.csv", "a1b2,x9\nc3,y77z\nd4,q5\n"), EXIT_ERROR,
+         r"log\.csv; its first line holds 2 fields with a digit in every one.*add a header line naming its columns",
+         absent=r"a1b2|--item-col"),
     # A float id no integer equals: refused naming the column and data row (Logs 2 N4; was: no row).
     Case("parquet-log-fractional-item-id", _parquet_log({"user_id": [1, 2, 3], "item_id": [3.0, 4.0, 3.5]}), EXIT_ERROR,
          r"item column 'item_id' of bad\.parquet: data row 3 is not a whole number; ids must be integers or strings"),
