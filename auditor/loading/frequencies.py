@@ -30,7 +30,7 @@ from auditor.loading.parquet_bounds import read_table as bounded_read_table
 from auditor.loading.counting import IdCounts
 from auditor.loading.counts_only import counts_only
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.id_text import blank_as_null, null_words
+from auditor.loading.id_text import blank_as_null, decimal_as_number, null_words
 from auditor.loading.logs import maybe_int
 from auditor.loading.messages import arrow_reason, columns_found, detected_column
 from auditor.loading.sniff import ITEM_COLUMN_NAMES, first_line_is_data, is_parquet, open_stream, sample_lines, sniff_delimiter
@@ -173,8 +173,10 @@ def _required(columns: list[str], given: str | None, names: tuple[str, ...], pat
 
 
 def _plain(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A column as one plain array: dictionaries decoded, decimals (``COUNT(*)`` unloaded as
+    ``NUMBER(18,0)``) as integers where whole (:func:`~auditor.loading.id_text.decimal_as_number`)."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
+    return decimal_as_number(arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr)
 
 
 def _whole_numbers(arr: pa.Array, path: Path, column: str, what: str) -> np.ndarray:
@@ -205,7 +207,8 @@ def _whole_numbers(arr: pa.Array, path: Path, column: str, what: str) -> np.ndar
             as_float = pc.utf8_trim_whitespace(pc.if_else(digits, arr, pa.scalar("0", arr.type))).cast(pa.float64())
             problems.append((np.asarray(as_float.fill_null(0).to_numpy(zero_copy_only=False)) >= _INT64_MAX, "is beyond int64"))
     else:
-        raise InteractionsError(f"{what} column {column!r} of {path} has type {arr.type}; counts must be whole numbers")
+        raise InteractionsError(f"{what} column {column!r} of {path} has type {arr.type}, not a number; "
+                                "counts must be whole numbers (cast the column to BIGINT)")
     for bad, why in problems:
         rows = np.flatnonzero(bad)
         if rows.size:

@@ -31,7 +31,9 @@ import pyarrow.parquet as pq
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, first_unwhole, integer_ids, null_words
+from auditor.loading.id_text import (
+    BlockTyper, DriftedBlock, blank_as_null, decimal_as_number, first_unwhole, integer_ids, null_words,
+)
 from auditor.loading.messages import LONG_LINE, arrow_reason, columns_found
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
 from auditor.values import LogSpec
@@ -136,7 +138,9 @@ class Log:
             raise InteractionsError(f"cannot read {self.path} as Parquet: {arrow_reason(exc)}") from exc
 
     def _whole(self, ids: pa.Array, role: str, seen: int) -> pa.Array:
-        """Parquet ids with blank ones null; a float id no integer equals (3.5, inf) is refused naming its row."""
+        """Parquet ids with blank ones null; decimals as integers (id_text.decimal_as_number); a
+        float or decimal id no integer equals (3.5, inf) is refused naming its row."""
+        ids = decimal_as_number(ids)
         bad = first_unwhole(ids)
         if bad is not None:
             name = self.item_col if role == "item" else self.user_col
@@ -371,14 +375,15 @@ def _with_columns(log: Log, user_col: str | None, item_col: str | None) -> Log:
 
 
 def _check_id_types(log: Log, schema: pa.Schema) -> None:
-    """The chosen Parquet id columns must hold integers or strings (floats: integral ones)."""
+    """The chosen Parquet id columns must hold integers or strings (floats and decimals: integral ones)."""
     for what, name in (("item", log.item_col), ("user", log.user_col)):
         if name is None:
             continue
         t = schema.field(name).type
         value = t.value_type if pa.types.is_dictionary(t) else t
         if not (
-            pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_string(value)
+            pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_decimal(value)
+            or pa.types.is_string(value)
             or pa.types.is_large_string(value) or pa.types.is_binary(value) or pa.types.is_large_binary(value)
         ):
             raise InteractionsError(

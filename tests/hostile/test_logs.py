@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import gzip
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,12 @@ CASES = [
          r"item column 'item_id' of bad\.parquet has type struct<a: int64>.*--item-col"),
     Case("parquet-float-ids", _parquet_log({"user_id": [1, 2], "item_id": [0.5, 1.5]}), EXIT_ERROR,
          r"item column 'item_id' of bad\.parquet: data row 1 is not a whole number"),
+    # Logs F2 (QA 10): NUMBER(18,0) ids (a warehouse unload) are integers; a fractional decimal id names its row.
+    Case("parquet-decimal-ids", _parquet_log({"user_id": pa.array([1, 2], pa.decimal128(18, 0)),
+                                              "item_id": pa.array([3, 4], pa.decimal128(18, 0))}), EXIT_OK, None),
+    Case("parquet-fractional-decimal-id", _parquet_log({"user_id": [1, 2], "item_id": pa.array(
+        [decimal.Decimal("3"), decimal.Decimal("4.5")], pa.decimal128(18, 1))}), EXIT_ERROR,
+         r"item column 'item_id' of bad\.parquet: data row 2 is not a whole number"),
     Case("parquet-binary-ids", _parquet_log({"user_id": [1, 2], "item_id": pa.array([b"\xff\x00", b"\x01"])}),
          EXIT_ERROR, r"'item_id' of bad\.parquet"),
     Case("huge-line-without-newline", _log_file("log.csv", "user_id,item_id\n1," + "9" * (9 << 20)), EXIT_ERROR,
