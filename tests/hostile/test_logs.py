@@ -293,6 +293,9 @@ CASES = [
     Case("queries-empty-path", _with_log("--queries", "", make=lambda d: None), EXIT_ERROR,
          r"--queries must be a path to a file .*got an empty path, or one of the words auto, users, history",
          absent=r"is a folder"),
+    # Logs F4 (QA 10): a mistyped word is a usage error listing the words (was: "query file not found: user", exit 1).
+    Case("queries-mistyped-word", _with_log("--queries", "user", make=lambda d: None), EXIT_USAGE,
+         r"Invalid value for '--queries': must be one of the words auto, users, history, or a path", absent=r"not found"),
     Case("queries-nan", _with_log("--queries", "q.npy", make=_queries(np.full((3, 4), np.nan, np.float32))),
          EXIT_ERROR, r"query file q\.npy holds NaN or infinite values"),
     Case("queries-object-dtype", _with_log("--queries", "q.npy", make=_queries(np.array([{"a": 1}] * 3, dtype=object))),
