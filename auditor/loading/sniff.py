@@ -21,11 +21,11 @@ from auditor.loading.messages import another_format, arrow_reason, columns_found
 # Normalised (lower-case, no _ - or space) column names of each role (unranked: two columns of one role are refused, messages.detected_column).
 ITEM_COLUMN_NAMES = (
     "itemid", "item", "movieid", "movie", "productid", "product", "trackid", "track", "songid",
-    "videoid", "articleid", "iid", "asin", "parentasin", "businessid", "poiid", "docid", "itemidx",
+    "videoid", "articleid", "iid", "asin", "parentasin", "businessid", "poiid", "docid", "itemidx", "itemindex",
 )
 USER_COLUMN_NAMES = (
     "userid", "user", "uid", "customerid", "customer", "memberid", "accountid", "visitorid",
-    "reviewerid", "sessionid", "queryid", "useridx",
+    "reviewerid", "sessionid", "queryid", "useridx", "userindex",
 )
 MOVIELENS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
 PARQUET_MAGIC = b"PAR1"

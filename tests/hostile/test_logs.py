@@ -349,6 +349,9 @@ CASES = [
     # Two columns of one role (Logs 2 N2): refused naming both and the option, for every role.
     Case("log-two-item-columns", _log_file("log.csv", "user_id,movie_id,item_id\n0,3,1\n1,2,2\n"), EXIT_ERROR,
          r"several columns of log\.csv could be the item id column \('movie_id', 'item_id'\); pass --item-col NAME"),
+    # Logs F6 (QA 10): an encoded item_index beside the raw item_id is ambiguous, as item_idx is (was: item_id taken silently).
+    Case("log-item-index-beside-item-id", _log_file("log.csv", "user_id,item_id,item_index\n0,3,1\n1,2,2\n"), EXIT_ERROR,
+         r"several columns of log\.csv could be the item id column \('item_id', 'item_index'\); pass --item-col NAME"),
     Case("log-two-user-columns-of-other-names", _log_file("log.csv", "customer_id,user_id,item_id\n0,3,1\n1,2,2\n"),
          EXIT_ERROR,
          r"several columns of log\.csv could be the user id column \('customer_id', 'user_id'\); pass --user-col NAME"),
