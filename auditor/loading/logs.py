@@ -43,6 +43,7 @@ from auditor.loading.sniff import (
     first_line_is_data,
     is_parquet,
     open_stream,
+    ragged_data_row,
     sample_lines,
     sniff_delimiter,
     typed_header,
@@ -189,7 +190,8 @@ class Log:
         except pa.ArrowInvalid as exc:
             if not as_strings and "conversion error" in str(exc):
                 raise TypeDrift from exc
-            raise InteractionsError(f"cannot parse {self.path}: {arrow_reason(exc)}") from exc
+            bad_row = ragged_data_row(self.path, read, parse, exc)
+            raise InteractionsError(f"cannot parse {self.path}: {arrow_reason(exc, bad_row)}") from exc
 
     def _dat(self, as_strings: bool) -> Iterator[tuple[pa.Array, pa.Array | None]]:
         """``::``-separated lines, split with pyarrow (no per-line Python)."""

@@ -44,8 +44,13 @@ def detected_column(
     normalised), None when none is. Two such columns (``user_id`` beside ``userId``,
     ``item_id`` beside ``movie_id``, ``count`` beside ``frequency``) raise ``error`` naming
     both and the option that picks one: which of them holds the ids or counts decides the
-    figures, and no order of the name list can know it. The one policy for every role."""
+    figures, and no order of the name list can know it; one name twice (``item_id,item_id``)
+    is refused asking to rename them, which no option can pick. The one policy for every role."""
     matches = [c for c in columns if normalised_name(c) in names]
+    repeated = next((c for c in matches if matches.count(c) > 1), None)
+    if repeated is not None:  # no option can pick one of two columns of one name
+        raise error(f"{role} column {repeated!r} appears {matches.count(repeated)} times in {path}; "
+                    "rename the duplicates so the column is unambiguous")
     if len(matches) > 1:
         raise error(
             f"several columns of {path} could be the {role} column ({', '.join(map(repr, matches))}); "
@@ -142,11 +147,12 @@ def columns_found(columns: Sequence[str], schema: bool = False, given: Sequence[
     )
 
 
-def arrow_reason(exc: BaseException) -> str:
+def arrow_reason(exc: BaseException, data_row: int | None = None) -> str:
     """A pyarrow error in words that quote no content of the file.
 
     pyarrow's CSV errors end with the offending row (``Expected 2 columns, got 3: a,b,c``)
-    and its block-size error suggests a setting popaudit does not expose.
+    and its block-size error suggests a setting popaudit does not expose. ``data_row``: the
+    row of a line of another field count, where the caller found it (``sniff.ragged_data_row``).
     """
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "straddling" in text or "block size" in text:
@@ -154,7 +160,7 @@ def arrow_reason(exc: BaseException) -> str:
     expected = _EXPECTED_COLUMNS.search(text)
     if expected:
         row = _ROW_NUMBER.search(text)
-        where = f" (row {row.group(1)})" if row else ""
+        where = f" (data row {data_row})" if data_row is not None else f" (row {row.group(1)})" if row else ""
         return f"a line has {expected.group(2)} fields where the first line has {expected.group(1)}{where}"
     if "conversion error" in text or "invalid value" in text:
         return "a value could not be read as the column's type"

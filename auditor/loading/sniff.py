@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from auditor.errors import InteractionsError, setting
 from auditor.loading.messages import another_format, arrow_reason, columns_found, data_like, detected_column
@@ -32,6 +33,8 @@ PARQUET_MAGIC = b"PAR1"
 SAMPLE_BYTES = 1 << 16
 _NUMBER = re.compile(r"^[+-]?\d+(\.\d+)?([eE][+-]?\d+)?$")
 _DIGIT_RUN = re.compile(r"\d+")
+_EXPECTED_FIELDS = re.compile(r"Expected \d+ columns?, got \d+")
+_ROW = re.compile(r"Row #(\d+)")
 # Lines below the first compared with it to tell a header from data.
 _SHAPE_LINES = 20
 
@@ -165,6 +168,26 @@ def typed_header(line: str) -> bool:
 def all_numbers(fields: list[str]) -> bool:
     """True when every field is a number: a data line, so the file has no header."""
     return all(_NUMBER.match(f.strip()) for f in fields)
+
+
+def ragged_data_row(path: Path, read: pacsv.ReadOptions, parse: pacsv.ParseOptions, exc: BaseException) -> int | None:
+    """The data row (from 1, after any header) of the line whose field count differs from
+    the first line's, when ``exc`` is pyarrow's error for one: pyarrow counts the file's
+    lines (the header too), and its threaded reader names none, so a single-threaded pass to
+    the line finds it, on this error path only. None for another error, or no row found."""
+    text = str(exc)
+    if not _EXPECTED_FIELDS.search(text):
+        return None
+    row = _ROW.search(text)
+    if row is None:
+        options = pacsv.ReadOptions(use_threads=False, block_size=read.block_size, column_names=read.column_names,
+                                    skip_rows=read.skip_rows)
+        try:
+            for _ in pacsv.open_csv(open_stream(path), read_options=options, parse_options=parse):
+                pass
+        except pa.ArrowInvalid as again:
+            row = _ROW.search(str(again))
+    return None if row is None else int(row.group(1)) - (0 if read.column_names else 1) - read.skip_rows
 
 
 def _shape(cell: str) -> str:
