@@ -259,10 +259,11 @@ def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: 
             config: AuditConfig, queried: np.ndarray | None) -> Accuracy:
     """The accuracy section with its trade-off decided at the verdict's quoted K, with
     paired bootstrap intervals over users (``queried``: their raw ids, the resamples' order)."""
-    from auditor.harm import graded_head, quoted_cutoff, saturated_text
+    from auditor.harm import graded_head, quoted_cutoff, saturated_cutoffs
+    from auditor.wording import saturated_said_at
 
     k = quoted_cutoff(sections)
-    if k is None and (full := saturated_text(sections)):  # no K can tell the scorings' head shares apart
+    if k is None and (full := saturated_said_at(sections.retrieval, saturated_cutoffs(sections), sections.inputs.n_items)):
         return replace(evaluation.accuracy, recommendation=f"The trade-off is not judged: {full}, so no measured K "
                        "can tell the scorings' head shares apart.")
     if k is None or sections.retrieval is None or serving is None:

@@ -34,13 +34,15 @@ from auditor.advice import serving_recommendations, training_recommendations
 from auditor.errors import setting
 from auditor.harm import (
     HARM_BANDS, SEVERITY_GATE, Skew, approximate_lead, dot_serves_cosine, first_seen_skew, harm_words, narrow_text,
-    partly_saturated_text, saturated_text, skew_text, worst_skew,
+    partly_saturated_text, saturated_cutoffs, skew_text, worst_skew,
 )
 from auditor.lists_verdict import with_served_lists
 from auditor.protocol import protocol_lead
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
-from auditor.wording import SKEW_EDGES, compared_figures, correlation_figures, pct, pct_pair, ratio_figure
+from auditor.wording import (
+    SKEW_EDGES, compared_figures, correlation_figures, pct, pct_pair, ratio_figure, saturated_said_at,
+)
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
@@ -308,7 +310,7 @@ def _summary(
     elif unseen is not None:
         parts.append(f"{_unseen_head(result, unseen)}, so the harm rule has nothing to grade and severity rests on "
                      "the correlation")
-    elif saturated := saturated_text(result):  # every measured K holds every candidate
+    elif saturated := saturated_said_at(result.retrieval, saturated_cutoffs(result), result.inputs.n_items):
         parts.append(f"{saturated}, so severity rests on the correlation")
     else:
         parts.append("the harm to serving was not measured (no retrieval), so severity rests on the correlation")
@@ -373,7 +375,7 @@ def _recommendations(
                         f"{cosine} (cosine){overlap}")
         elif unseen is not None:
             measured = f"here {_unseen_head(result, unseen)}"
-        elif saturated := saturated_text(result):
+        elif saturated := saturated_said_at(result.retrieval, saturated_cutoffs(result), result.inputs.n_items):
             measured = f"here {saturated}: measure a smaller K ({setting('ks')}) to see the change"
         else:
             measured = "retrieval was not measured in this audit (give queries or a user table to see the change)"

@@ -49,7 +49,7 @@ from auditor.result import (
     Retrieval,
 )
 from auditor.sections import share_ratio
-from auditor.wording import correlation_figures, partly_saturated, pct_pair, saturated_said
+from auditor.wording import correlation_figures, partly_saturated, pct_pair, saturated_said_at
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -136,9 +136,9 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     k, first_k = quoted_cutoffs(result)
     if result.retrieval is not None and k is not None:
         parts += [_skew_text(result.retrieval, k, first_k, result.verdict.graded_head), *lists_view.beside(result)]
-    elif result.retrieval is not None and (full := saturated_said(
-            sorted(k for k, on in result.retrieval.saturated.items() if on), result.retrieval.n_saturated,
-            result.retrieval.n_queries)):
+    elif result.retrieval is not None and (full := saturated_said_at(
+            result.retrieval, sorted(k for k, on in result.retrieval.saturated.items() if on),
+            result.inputs.n_items)):
         parts.append(f"{full}, so severity rests on the correlation")
     else:
         parts.append("retrieval not measured")
