@@ -17,7 +17,7 @@ from auditor.retrieval.serving import saturated_at as saturated_at
 from auditor.sections import EDGE_SLACK as EDGE_SLACK  # the bands live at the bottom, for the wording
 from auditor.sections import HARM_BANDS as HARM_BANDS
 from auditor.sections import Retrieval, finite_figure, share_ratio
-from auditor.wording import SKEW_EDGES, partly_saturated, pct_pair, ratio_figure, saturated_said
+from auditor.wording import SKEW_EDGES, partly_saturated, pct_pair, ratio_figure, saturated_said_at
 
 SERVED_SHARE = 0.1
 """Cut-offs K up to this share of the catalogue are the lists a user is served."""
@@ -118,8 +118,7 @@ def saturated_cutoffs(result: MeasuredSections) -> list[int]:
 def saturated_text(result: MeasuredSections) -> str:
     """The harm not measured at the saturated K, in words ("" when none is)."""
     retrieval = result.retrieval
-    said = "" if retrieval is None else saturated_said(saturated_cutoffs(result), retrieval.n_saturated,
-                                                       retrieval.n_queries, retrieval.n_no_candidates)
+    said = saturated_said_at(retrieval, saturated_cutoffs(result), result.inputs.n_items)
     if not said or measured_cutoffs(result):
         return said
     assert retrieval is not None

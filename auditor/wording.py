@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from auditor.sections import EDGE_SLACK, HARM_BANDS
+from auditor.errors import setting
+from auditor.sections import EDGE_SLACK, HARM_BANDS, Retrieval
 
 MAX_DECIMALS = 3
 
@@ -237,9 +238,35 @@ def export_served_vectors(model_format: str) -> str:
 
 SATURATED = "K reaches the catalogue: every list holds every candidate"
 """Why a K that reaches every query's candidate count (``Retrieval.saturated``) measures no
-harm: every scoring serves the same items there by construction, so dot and cosine cannot
-differ in head share, Gini or coverage; such a K never grades (nor clears) the harm
-(:func:`auditor.harm.measured_cutoffs`), and every format says so."""
+harm, where K reaches the catalogue itself: every scoring serves the same items there by
+construction, so dot and cosine cannot differ in head share, Gini or coverage; such a K never
+grades (nor clears) the harm (:func:`auditor.harm.measured_cutoffs`), and every format says
+so (:func:`saturated_reason`: the reason where K is below the catalogue)."""
+
+SATURATED_CANDIDATES = "K holds every candidate of every query: every list holds them all"
+"""The reason where the catalogue's size or the cause is not known (a table's title)."""
+
+
+def saturated_reason(k: int, catalogue: int | None, seen_excluded: bool) -> str:
+    """Why K (saturating every query) measures no harm, as it happened: K reaches the
+    catalogue; or, below it, each query's unseen candidates number K or fewer because the
+    users have seen the rest (seen-item filtering: ``keep_seen`` measures it); else
+    :data:`SATURATED_CANDIDATES`."""
+    if catalogue is not None and k >= catalogue:
+        return SATURATED
+    if catalogue is None or not seen_excluded:
+        return SATURATED_CANDIDATES
+    return (f"K holds every unseen candidate: every user has seen at least {catalogue - k:,} of the {catalogue:,} "
+            f"items, which leaves them {k:,} or fewer; {setting('keep_seen')} measures it")
+
+
+def saturated_said_at(retrieval: Retrieval | None, ks: list[int], catalogue: int | None) -> str:
+    """:func:`saturated_said` of a retrieval section, its reason told from the catalogue's
+    size (``catalogue``: the item table's rows) and whether seen items are excluded."""
+    if retrieval is None:
+        return ""
+    seen = retrieval.population is not None and retrieval.population.seen_items == "excluded"
+    return saturated_said(ks, retrieval.n_saturated, retrieval.n_queries, retrieval.n_no_candidates, catalogue, seen)
 
 
 def partly_saturated(k: int, n_saturated: int, n_queries: int, n_no_candidates: int = 0) -> str:
@@ -250,12 +277,15 @@ def partly_saturated(k: int, n_saturated: int, n_queries: int, n_no_candidates: 
 
 
 def saturated_said(ks: list[int], n_saturated: dict[int, int] | None = None, n_queries: int = 0,
-                   n_no_candidates: int = 0) -> str:
+                   n_no_candidates: int = 0, catalogue: int | None = None, seen_excluded: bool = False) -> str:
     """The harm not measured at the saturated ``ks``, in words ("" when there is none): a K
-    that saturates some queries with a candidate but not all (``n_saturated``) says how many."""
+    that saturates some queries with a candidate but not all (``n_saturated``) says how many;
+    the reason of those that saturate every such query is :func:`saturated_reason` of the
+    smallest (the tightest bound on what the users have seen)."""
     counts = n_saturated or {}
     full = [k for k in ks if counts.get(k, n_queries) >= n_queries - n_no_candidates]
-    pieces = [f"K={', '.join(map(str, full))} ({SATURATED})"] if full else []
+    reason = saturated_reason(min(full), catalogue, seen_excluded) if full else ""
+    pieces = [f"K={', '.join(map(str, full))} ({reason})"] if full else []
     pieces += [f"K={k} ({partly_saturated(k, counts[k], n_queries, n_no_candidates).removeprefix(f'K={k} ')}, at "
                "least half: their lists are the same under any scoring)" for k in ks if k not in full]
     return f"the harm is not measured at {' and '.join(pieces)}" if ks else ""

@@ -67,7 +67,8 @@ def test_a_k_past_the_catalogue_is_not_graded_and_severity_rests_on_the_correlat
     said = "the harm is not measured at K=60 (K reaches the catalogue: every list holds every candidate)"
     assert said in result.verdict.summary and "not skewed" not in result.verdict.summary
     assert said in headline(result)
-    assert "K reaches the catalogue" in cutoff_title(result.retrieval, N_ITEMS)
+    assert "K reaches the catalogue" in cutoff_title(result.retrieval, N_ITEMS, N_ITEMS)
+    assert "K holds every candidate of every query" in cutoff_title(result.retrieval, N_ITEMS)  # catalogue not given
     assert result.to_dict()["retrieval"]["saturated"] == {"60": True}
     assert result.flat_metrics()["severity_level"] == 2.0
 

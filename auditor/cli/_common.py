@@ -23,6 +23,7 @@ from auditor.errors import AuditError
 from auditor.io import descriptor_named
 from auditor.output_guard import file_key
 from auditor.ranges import RANGES
+from auditor.cli._queries_option import QuerySource
 from auditor.cli._progress import RichProgress as RichProgress  # bars, or plain lines off a terminal
 
 if TYPE_CHECKING:
@@ -280,7 +281,7 @@ table_key_options = option_group(
 
 retrieval_options = option_group(
     click.option("-k", "--k", "ks", type=ranged("ks"), multiple=True, help="Retrieval cut-off K (repeatable). [default: 10 and 100]"),
-    click.option("--queries", default="auto", show_default=True, help="Who is queried: users (the training log's users by their user-table rows; rows of users absent from the log are untrained and not queried), history (each training user's mean training-item vector) or a .npy/Parquet file of vectors (no user identity: nothing excluded); auto picks users, else history. Every scoring serves each user the top-K of the items they did not train on."),
+    click.option("--queries", type=QuerySource(), default="auto", show_default=True, help="Who is queried: users (the training log's users by their user-table rows; rows of users absent from the log are untrained and not queried), history (each training user's mean training-item vector) or a .npy/Parquet file of vectors (no user identity: nothing excluded); auto picks users, else history. Every scoring serves each user the top-K of the items they did not train on."),
     click.option("--max-queries", type=ranged("max_queries"), default=10_000, show_default=True, help="Sample at most N of the population's users per audit (seeded)."),
     click.option("--index", type=click.Choice(INDEX_KINDS), default="auto", show_default=True, help="FAISS index: exact (IndexFlatIP), ivf or hnsw (approximate: recall is measured and reported, the figures are said to be approximate and can err either way, IVF tending to understate the skew and HNSW to overstate it, with the sign measured on the recall sample; norm-aware scorings are not measured). On CPU an index pays off only for very many queries: its two builds cost at least as much as exact search of about 28,000 (IVF) to 68,000 (HNSW) queries at 100k items, more on larger tables, and its searches about as much as exact search's (measured at 300k items x 2,000 queries x 32 dims: exact 2 s of CPU, IVF 58 s, HNSW 199 s; at 100k items x 20,000 queries IVF still took twice exact's CPU), so it is slower than exact unless the queries are far more, which is said before the build. auto is exact up to 2*items*queries*dim = 4e12, else ivf."),
     click.option("--popularity", type=click.Choice(POPULARITY_KINDS), default="interactions", show_default=True, help="Popularity for the exposure measures: interactions per item, or distinct users per item."),

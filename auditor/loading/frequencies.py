@@ -8,8 +8,8 @@ needs the log itself (history queries, probe batches, seen-item filtering) is no
 available from such a file; the audit says so.
 
 Columns are found by name (``item_id``/``token_id``/..., ``count``/``frequency``/...,
-``users``/``n_users``/...) unless named (two columns of one role are refused naming both); a headerless file of two or three numeric
-columns is read as item id, count[, users]. Refused, naming the file, column and data
+``users``/``n_users``/...) unless named (two columns of one role are refused naming both); a headerless file of two or three
+columns (its first line data: :func:`~auditor.loading.sniff.first_line_is_data`) is read as item id, count[, users]. Refused, naming the file, column and data
 row (counting from 1 after the header): a duplicated item id, a count or user count that
 is empty, negative, not a whole number or beyond int64, and more users than interactions.
 Rows whose item id is empty are left out and counted (as a log's empty ids are).
@@ -30,10 +30,10 @@ from auditor.loading.parquet_bounds import read_table as bounded_read_table
 from auditor.loading.counting import IdCounts
 from auditor.loading.counts_only import counts_only
 from auditor.loading.ids import ids_to_numpy
-from auditor.loading.id_text import blank_as_null, null_words
+from auditor.loading.id_text import blank_as_null, decimal_as_number, null_words
 from auditor.loading.logs import maybe_int
 from auditor.loading.messages import arrow_reason, columns_found, detected_column
-from auditor.loading.sniff import ITEM_COLUMN_NAMES, all_numbers, is_parquet, open_stream, sample_lines, sniff_delimiter
+from auditor.loading.sniff import ITEM_COLUMN_NAMES, first_line_is_data, is_parquet, open_stream, sample_lines, sniff_delimiter
 from auditor.loading.validation import first_rows
 
 FORMAT = "frequencies"
@@ -128,7 +128,7 @@ def _read(path: Path, item_col: str | None) -> tuple[pa.Table, list[str]]:
             raise InteractionsError(text) from exc
         delimiter = "\t" if "\t" in lines[0] else sniff_delimiter(lines)
         fields = lines[0].split(delimiter)
-        header = not all_numbers(fields)
+        header = not first_line_is_data(lines, delimiter)
         names = [f.strip().strip('"') for f in fields] if header else list(HEADERLESS[: len(fields)])
         if not header and len(fields) not in (2, 3):
             raise InteractionsError(
@@ -173,8 +173,10 @@ def _required(columns: list[str], given: str | None, names: tuple[str, ...], pat
 
 
 def _plain(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A column as one plain array: dictionaries decoded, decimals (``COUNT(*)`` unloaded as
+    ``NUMBER(18,0)``) as integers where whole (:func:`~auditor.loading.id_text.decimal_as_number`)."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
+    return decimal_as_number(arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr)
 
 
 def _whole_numbers(arr: pa.Array, path: Path, column: str, what: str) -> np.ndarray:
@@ -205,7 +207,8 @@ def _whole_numbers(arr: pa.Array, path: Path, column: str, what: str) -> np.ndar
             as_float = pc.utf8_trim_whitespace(pc.if_else(digits, arr, pa.scalar("0", arr.type))).cast(pa.float64())
             problems.append((np.asarray(as_float.fill_null(0).to_numpy(zero_copy_only=False)) >= _INT64_MAX, "is beyond int64"))
     else:
-        raise InteractionsError(f"{what} column {column!r} of {path} has type {arr.type}; counts must be whole numbers")
+        raise InteractionsError(f"{what} column {column!r} of {path} has type {arr.type}, not a number; "
+                                "counts must be whole numbers (cast the column to BIGINT)")
     for bad, why in problems:
         rows = np.flatnonzero(bad)
         if rows.size:

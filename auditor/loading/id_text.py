@@ -57,6 +57,22 @@ def blank_as_null(ids: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray
     return pc.if_else(blank, pa.scalar(None, t), ids)
 
 
+def decimal_as_number(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A decimal column (a warehouse's ``NUMBER(18,0)``, ``DECIMAL(38,2)``) as int64 when
+    every value is whole within int64 (at any scale: ``3.00`` is 3), else uint64 when they
+    fit it, else float64, so decimals take the integer or float path of every reader (a
+    fraction is refused naming its row, as a float's); other types are returned as they are.
+    The one policy for decimal ids and counts."""
+    if not pa.types.is_decimal(values.type):
+        return values
+    for whole in (pa.int64(), pa.uint64()):
+        try:
+            return values.cast(whole)  # safe: refuses a fraction or an overflow
+        except pa.ArrowInvalid:
+            continue
+    return values.cast(pa.float64(), safe=False)
+
+
 def first_unwhole(ids: pa.Array) -> tuple[int, str] | None:
     """(position, why) of the first id of a float column that no integer id can equal:
     a fraction (3.5), an infinity or a number beyond int64; None when there is none

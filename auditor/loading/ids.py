@@ -16,7 +16,7 @@ import pyarrow.csv as pacsv
 from auditor.errors import IdMappingError
 from auditor.io import require_regular_file
 from auditor.loading.parquet_bounds import read_table as bounded_read_table
-from auditor.loading.id_text import blank_as_null, infer_block, null_words
+from auditor.loading.id_text import blank_as_null, decimal_as_number, infer_block, null_words
 from auditor.loading.logs import maybe_int
 from auditor.loading.messages import arrow_reason
 from auditor.loading.npy import load_npy
@@ -31,11 +31,12 @@ def _numpy(arr: pa.Array) -> np.ndarray:
 
 
 def ids_to_numpy(arr: pa.Array | pa.ChunkedArray, what: str) -> np.ndarray:
-    """int64 for integer ids (floats only when integral), else an object array of str."""
+    """int64 for integer ids (floats and decimals only when integral), else an object array of str."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
+    arr = decimal_as_number(arr)  # NUMBER(18,0) ids are integers
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         # One rule for text ids from any file: all canonical integers ("12", not "012") are integers.
         arr = maybe_int(arr.cast(pa.string()))

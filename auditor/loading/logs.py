@@ -31,16 +31,19 @@ import pyarrow.parquet as pq
 from auditor.config import INTERACTION_FORMATS
 from auditor.errors import InteractionsError, setting
 from auditor.io import require_regular_file
-from auditor.loading.id_text import BlockTyper, DriftedBlock, blank_as_null, first_unwhole, integer_ids, null_words
+from auditor.loading.id_text import (
+    BlockTyper, DriftedBlock, blank_as_null, decimal_as_number, first_unwhole, integer_ids, null_words,
+)
 from auditor.loading.messages import LONG_LINE, arrow_reason, columns_found
 from auditor.loading.parquet_bounds import TextDecoder, check_pages, text_columns
 from auditor.values import LogSpec
 from auditor.loading.sniff import (
     MOVIELENS_COLUMNS,
-    all_numbers,
     choose_columns,
+    first_line_is_data,
     is_parquet,
     open_stream,
+    ragged_data_row,
     sample_lines,
     sniff_delimiter,
     typed_header,
@@ -136,7 +139,9 @@ class Log:
             raise InteractionsError(f"cannot read {self.path} as Parquet: {arrow_reason(exc)}") from exc
 
     def _whole(self, ids: pa.Array, role: str, seen: int) -> pa.Array:
-        """Parquet ids with blank ones null; a float id no integer equals (3.5, inf) is refused naming its row."""
+        """Parquet ids with blank ones null; decimals as integers (id_text.decimal_as_number); a
+        float or decimal id no integer equals (3.5, inf) is refused naming its row."""
+        ids = decimal_as_number(ids)
         bad = first_unwhole(ids)
         if bad is not None:
             name = self.item_col if role == "item" else self.user_col
@@ -185,7 +190,8 @@ class Log:
         except pa.ArrowInvalid as exc:
             if not as_strings and "conversion error" in str(exc):
                 raise TypeDrift from exc
-            raise InteractionsError(f"cannot parse {self.path}: {arrow_reason(exc)}") from exc
+            bad_row = ragged_data_row(self.path, read, parse, exc)
+            raise InteractionsError(f"cannot parse {self.path}: {arrow_reason(exc, bad_row)}") from exc
 
     def _dat(self, as_strings: bool) -> Iterator[tuple[pa.Array, pa.Array | None]]:
         """``::``-separated lines, split with pyarrow (no per-line Python)."""
@@ -351,8 +357,8 @@ def open_log(spec: LogSpec, what: str = "interaction log") -> Log:
     label = "tsv" if delimiter == "\t" else "csv"
     if fmt == "movielens" or path.name.lower() == "u.data":
         label = "movielens"
-    if all_numbers(fields):
-        # No header (u.data and the like): user, item, rating, timestamp, then extras.
+    if first_line_is_data(lines, delimiter):
+        # No header (u.data, user_4,item_39 and the like): user, item, rating, timestamp, then extras.
         if len(fields) == 1:
             cols = ["item_id"]
         else:
@@ -371,14 +377,15 @@ def _with_columns(log: Log, user_col: str | None, item_col: str | None) -> Log:
 
 
 def _check_id_types(log: Log, schema: pa.Schema) -> None:
-    """The chosen Parquet id columns must hold integers or strings (floats: integral ones)."""
+    """The chosen Parquet id columns must hold integers or strings (floats and decimals: integral ones)."""
     for what, name in (("item", log.item_col), ("user", log.user_col)):
         if name is None:
             continue
         t = schema.field(name).type
         value = t.value_type if pa.types.is_dictionary(t) else t
         if not (
-            pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_string(value)
+            pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_decimal(value)
+            or pa.types.is_string(value)
             or pa.types.is_large_string(value) or pa.types.is_binary(value) or pa.types.is_large_binary(value)
         ):
             raise InteractionsError(

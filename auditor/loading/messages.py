@@ -6,7 +6,8 @@ not in the expected format describes it in structural terms (format, number and 
 of columns) and never quotes its values. Column names are listed only when the first line
 reads as a log's header: several identifier-like names, at least one of them in a log's
 vocabulary (``user_id``, ``movieId``, ``timestamp``...). That is what a user needs to pick
-the item column, while a headerless data line (``alice,hunter2``) is never echoed. A line
+the item column, while a headerless data line (``alice,hunter2``, or ``user_4,item_39``: a digit
+in every cell) is never echoed. A line
 of identifier-like names is also listed when one of them is a column name the user gave
 (``a,b,c`` with ``--item-col b``: a header, whatever its words), or when the user gave
 names none of which it holds and it is two or more names without digits (``a,b,c`` with
@@ -43,14 +44,25 @@ def detected_column(
     normalised), None when none is. Two such columns (``user_id`` beside ``userId``,
     ``item_id`` beside ``movie_id``, ``count`` beside ``frequency``) raise ``error`` naming
     both and the option that picks one: which of them holds the ids or counts decides the
-    figures, and no order of the name list can know it. The one policy for every role."""
+    figures, and no order of the name list can know it; one name twice (``item_id,item_id``)
+    is refused asking to rename them, which no option can pick. The one policy for every role."""
     matches = [c for c in columns if normalised_name(c) in names]
+    repeated = next((c for c in matches if matches.count(c) > 1), None)
+    if repeated is not None:  # no option can pick one of two columns of one name
+        raise error(f"{role} column {repeated!r} appears {matches.count(repeated)} times in {path}; "
+                    "rename the duplicates so the column is unambiguous")
     if len(matches) > 1:
         raise error(
             f"several columns of {path} could be the {role} column ({', '.join(map(repr, matches))}); "
             f"pass {setting(option)} NAME to pick one"
         )
     return matches[0] if matches else None
+
+
+def data_like(columns: Sequence[str], schema: bool = False) -> bool:
+    """True when a text file's first line taken as its header has a digit in every cell
+    (``user_4,item_39``): data, most likely, never echoed nor offered as column names."""
+    return not schema and bool(columns) and all(any(ch.isdigit() for ch in str(c)) for c in columns)
 
 
 def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
@@ -60,7 +72,8 @@ def looks_like_names(columns: Sequence[str], schema: bool = False) -> bool:
     names = [str(c).strip() for c in columns]
     pattern = _SCHEMA_NAME if schema else _NAME
     return (
-        len(names) >= (1 if schema else 2)
+        not data_like(names, schema)
+        and len(names) >= (1 if schema else 2)
         and all(pattern.fullmatch(n) for n in names)
         and any(_LOG_WORDS.search(n) for n in names)
     )
@@ -123,6 +136,9 @@ def columns_found(columns: Sequence[str], schema: bool = False, given: Sequence[
         return (f"its first line is one field, a header separated by {sep!r} ({names}), not by the format's delimiter; "
                 f"pass {setting('interactions_format')} csv to read it")
     n = len(columns)
+    if data_like(columns, schema):
+        return (f"its first line holds {n} field{'s' if n != 1 else ''} with a digit in every one, as data has, "
+                "not a header of column names: add a header line naming its columns (user_id,item_id for a log)")
     if schema:
         return f"its {n} column{'s' if n != 1 else ''} (from its schema) {'do' if n != 1 else 'does'} not look like an interaction log's"
     return (
@@ -131,11 +147,12 @@ def columns_found(columns: Sequence[str], schema: bool = False, given: Sequence[
     )
 
 
-def arrow_reason(exc: BaseException) -> str:
+def arrow_reason(exc: BaseException, data_row: int | None = None) -> str:
     """A pyarrow error in words that quote no content of the file.
 
     pyarrow's CSV errors end with the offending row (``Expected 2 columns, got 3: a,b,c``)
-    and its block-size error suggests a setting popaudit does not expose.
+    and its block-size error suggests a setting popaudit does not expose. ``data_row``: the
+    row of a line of another field count, where the caller found it (``sniff.ragged_data_row``).
     """
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "straddling" in text or "block size" in text:
@@ -143,7 +160,7 @@ def arrow_reason(exc: BaseException) -> str:
     expected = _EXPECTED_COLUMNS.search(text)
     if expected:
         row = _ROW_NUMBER.search(text)
-        where = f" (row {row.group(1)})" if row else ""
+        where = f" (data row {data_row})" if data_row is not None else f" (row {row.group(1)})" if row else ""
         return f"a line has {expected.group(2)} fields where the first line has {expected.group(1)}{where}"
     if "conversion error" in text or "invalid value" in text:
         return "a value could not be read as the column's type"

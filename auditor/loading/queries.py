@@ -9,14 +9,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from auditor.config import QUERY_SOURCES
 from auditor.errors import QueryError, setting
 from auditor.io import require_regular_file
 from auditor.loading.npy import load_npy
 from auditor.loading.parquet_table import is_vector_type, parquet_shards
+from auditor.query_source import refuse_mistyped_query_source
 
 
 def load_query_file(path: Path) -> np.ndarray:
     """Query vectors from a ``.npy`` (2-D) or Parquet file (one list-of-number column)."""
+    refuse_mistyped_query_source(path, QUERY_SOURCES)  # "user": a mistyped word, not a missing file
     require_regular_file(path, "query file", error=QueryError)
     suffix = path.suffix.lower()
     if suffix == ".npy":

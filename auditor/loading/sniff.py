@@ -14,23 +14,29 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from auditor.errors import InteractionsError, setting
-from auditor.loading.messages import another_format, arrow_reason, columns_found, detected_column
+from auditor.loading.messages import another_format, arrow_reason, columns_found, data_like, detected_column
 
 # Normalised (lower-case, no _ - or space) column names of each role (unranked: two columns of one role are refused, messages.detected_column).
 ITEM_COLUMN_NAMES = (
     "itemid", "item", "movieid", "movie", "productid", "product", "trackid", "track", "songid",
-    "videoid", "articleid", "iid", "asin", "parentasin", "businessid", "poiid", "docid", "itemidx",
+    "videoid", "articleid", "iid", "asin", "parentasin", "businessid", "poiid", "docid", "itemidx", "itemindex",
 )
 USER_COLUMN_NAMES = (
     "userid", "user", "uid", "customerid", "customer", "memberid", "accountid", "visitorid",
-    "reviewerid", "sessionid", "queryid", "useridx",
+    "reviewerid", "sessionid", "queryid", "useridx", "userindex",
 )
 MOVIELENS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
 PARQUET_MAGIC = b"PAR1"
 SAMPLE_BYTES = 1 << 16
 _NUMBER = re.compile(r"^[+-]?\d+(\.\d+)?([eE][+-]?\d+)?$")
+_DIGIT_RUN = re.compile(r"\d+")
+_EXPECTED_FIELDS = re.compile(r"Expected \d+ columns?, got \d+")
+_ROW = re.compile(r"Row #(\d+)")
+# Lines below the first compared with it to tell a header from data.
+_SHAPE_LINES = 20
 
 # Leading bytes of files that are often passed by mistake, and what they are.
 _BINARY_MAGIC = (
@@ -164,6 +170,53 @@ def all_numbers(fields: list[str]) -> bool:
     return all(_NUMBER.match(f.strip()) for f in fields)
 
 
+def ragged_data_row(path: Path, read: pacsv.ReadOptions, parse: pacsv.ParseOptions, exc: BaseException) -> int | None:
+    """The data row (from 1, after any header) of the line whose field count differs from
+    the first line's, when ``exc`` is pyarrow's error for one: pyarrow counts the file's
+    lines (the header too), and its threaded reader names none, so a single-threaded pass to
+    the line finds it, on this error path only. None for another error, or no row found."""
+    text = str(exc)
+    if not _EXPECTED_FIELDS.search(text):
+        return None
+    row = _ROW.search(text)
+    if row is None:
+        options = pacsv.ReadOptions(use_threads=False, block_size=read.block_size, column_names=read.column_names,
+                                    skip_rows=read.skip_rows)
+        try:
+            for _ in pacsv.open_csv(open_stream(path), read_options=options, parse_options=parse):
+                pass
+        except pa.ArrowInvalid as again:
+            row = _ROW.search(str(again))
+    return None if row is None else int(row.group(1)) - (0 if read.column_names else 1) - read.skip_rows
+
+
+def _shape(cell: str) -> str:
+    """A cell's shape: ``N`` for a number, else its text with each run of digits as ``#``
+    (``user_4`` and ``user_17`` are both ``user_#``)."""
+    cell = cell.strip()
+    return "N" if _NUMBER.match(cell) else _DIGIT_RUN.sub("#", cell)
+
+
+def first_line_is_data(lines: list[str], delimiter: str) -> bool:
+    """True when a text file's first line is data, so it has no header (the one rule for
+    logs and counts files): every cell a number (``u.data``), or every cell holds a digit
+    and has the shape of the same cell in most lines below it (``user_4,item_39`` above
+    ``user_7,item_2``; a one-line file: every cell holds a digit). A header of names
+    (``user_id,item_id``) has a cell without a digit, or cells of another shape than the
+    data's (``item1`` above ``5``)."""
+    rows = list(csv.reader(lines[: _SHAPE_LINES + 1], delimiter=delimiter))
+    first = rows[0] if rows else []
+    if not first or all_numbers(first):
+        return bool(first)
+    if not all(any(ch.isdigit() for ch in cell) for cell in first):
+        return False
+    below = [row for row in rows[1:] if len(row) == len(first)]
+    return all(
+        2 * sum(_shape(row[k]) == _shape(cell) for row in below) > len(below) or not below
+        for k, cell in enumerate(first)
+    )
+
+
 def _find_column(
     columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str, schema: bool = False,
     named: tuple[str | None, ...] = (),
@@ -193,7 +246,7 @@ def choose_columns(
     given = (user_col, item_col)
     item = _find_column(columns, item_col, ITEM_COLUMN_NAMES, path, "item", schema, given)
     if item is None:
-        advice = "" if another_format(columns, schema) else f" Pass {setting('item_col')} NAME."
+        advice = "" if another_format(columns, schema) or data_like(columns, schema) else f" Pass {setting('item_col')} NAME."
         raise InteractionsError(f"cannot find an item id column in {path}; {columns_found(columns, schema, given)}.{advice}")
     user = _find_column(columns, user_col, USER_COLUMN_NAMES, path, "user", schema, given)
     if user == item:

@@ -151,7 +151,7 @@ def _retrieval(result: AuditResult) -> list[Block]:
         # where the terminal is narrow ("miscalibration…" cut short named three measures
         # alike); the narrower columns of numbers keep their width.
         numeric = (False, *(True,) * len(names))
-        blocks.append(Table(("measure", *names), tuple(rows), numeric, title=harms.cutoff_title(retrieval, k), wrap=(0,)))
+        blocks.append(Table(("measure", *names), tuple(rows), numeric, title=harms.cutoff_title(retrieval, k, result.inputs.n_items), wrap=(0,)))
     if retrieval.recall:
         recall = ", ".join(f"@{k}: {fmt_num(v)}" for k, v in sorted(retrieval.recall.items()))
         blocks.append(Paragraph(f"Approximate-index recall vs exact search {recall}", "note"))
@@ -169,7 +169,7 @@ def _accuracy(result: AuditResult) -> list[Block]:
     if (caption := accuracy_caption(result)) is not None:
         blocks.append(caption)
     for k in sorted(accuracy.at):
-        blocks.append(replace(accuracy_view.tradeoff_table(result, k), title=harms.cutoff_title(result.retrieval, k), caption=""))
+        blocks.append(replace(accuracy_view.tradeoff_table(result, k), title=harms.cutoff_title(result.retrieval, k, result.inputs.n_items), caption=""))
     if accuracy.changes:
         title = f"Against dot at K={accuracy.quoted_k}"
         blocks.append(replace(accuracy_view.changes_table(accuracy), title=title, caption=""))

@@ -143,7 +143,7 @@ def retrieval_section(result: AuditResult, figures: Sequence[Figure]) -> Section
         return Section("retrieval", title, (_not_measured(result, "retrieval"),))
     blocks: list[Block] = [Paragraph(RETRIEVAL_NOTE, "note"), c.retrieval_summary_table(retrieval)]
     for k, cut in c.sorted_cutoffs(retrieval):
-        blocks += [Heading(harms.cutoff_title(retrieval, k)), c.cutoff_table(k, cut, retrieval.list_measures)]
+        blocks += [Heading(harms.cutoff_title(retrieval, k, result.inputs.n_items)), c.cutoff_table(k, cut, retrieval.list_measures)]
     blocks += _figures(figures, "retrieval")
     if retrieval.definitions:
         blocks += [Heading("Definitions used"), c.definitions_table(retrieval.definitions)]
@@ -160,7 +160,7 @@ def accuracy_section(result: AuditResult, figures: Sequence[Figure]) -> Section:
         blocks.insert(0, caption)
     blocks.append(replace(accuracy_view.summary_table(accuracy, result), wrap=(1,)))
     for k in sorted(accuracy.at):
-        blocks += [Heading(harms.cutoff_title(result.retrieval, k)), accuracy_view.tradeoff_table(result, k)]
+        blocks += [Heading(harms.cutoff_title(result.retrieval, k, result.inputs.n_items)), accuracy_view.tradeoff_table(result, k)]
     if accuracy.changes:
         blocks += [Heading(f"Against dot at K={accuracy.quoted_k}"), accuracy_view.changes_table(accuracy)]
     blocks += _figures(figures, "accuracy")

@@ -275,7 +275,7 @@ def _ranking_table(summary: BatchSummary, share: str) -> Table:
                  "no scoring found a held-out item, or a popaudit mitigate output, whose audit recommends nothing).", wrap=(2,))  # fmt: skip
 
 
-SATURATED_CELL = "not measured (K reaches the catalogue)"
+SATURATED_CELL = "not measured (K holds every candidate)"
 """A head-share cell at a K the row's report marks saturated (docs/measures.md)."""
 
 

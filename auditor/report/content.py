@@ -48,7 +48,7 @@ from auditor.result import (
 )
 from auditor.mechanism import graded_correlation
 from auditor.sections import share_ratio
-from auditor.wording import correlation_figures, partly_saturated, pct_pair, saturated_said
+from auditor.wording import correlation_figures, partly_saturated, pct_pair, saturated_said_at
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -135,9 +135,9 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
     k, first_k = quoted_cutoffs(result)
     if result.retrieval is not None and k is not None and not result.retrieval.saturated.get(k):
         parts += [_skew_text(result.retrieval, k, first_k, result.verdict.graded_head), *lists_view.beside(result)]
-    elif result.retrieval is not None and (full := saturated_said(
-            sorted(k for k, on in result.retrieval.saturated.items() if on), result.retrieval.n_saturated,
-            result.retrieval.n_queries, result.retrieval.n_no_candidates)):  # served lists beside the model may grade it
+    elif result.retrieval is not None and (full := saturated_said_at(
+            result.retrieval, sorted(k for k, on in result.retrieval.saturated.items() if on),
+            result.inputs.n_items)):  # served lists beside the model may grade it
         served = result.verdict.graded_by == "served"
         parts += [full if served else f"{full}, so severity rests on the correlation", *lists_view.beside(result)]
     else:

@@ -10,7 +10,7 @@ from typing import Any
 from auditor.errors import setting
 from auditor.report.formatting import MISSING, Table, finite, fmt_num, fmt_pct
 from auditor.result import Retrieval
-from auditor.wording import SATURATED, partly_saturated
+from auditor.wording import partly_saturated, saturated_reason
 
 _GROUPS_INTRO = (
     "Users grouped by the share of popular items in their training profiles (niche: the lowest, blockbuster: "
@@ -138,15 +138,18 @@ def _exposure(count: Any, n_queries: Any) -> str:
     return f"{int(count):,}"
 
 
-def cutoff_title(retrieval: Retrieval | None, k: int) -> str:
+def cutoff_title(retrieval: Retrieval | None, k: int, catalogue: int | None = None) -> str:
     """``Top-K``, said approximate (the index and its recall@K) when an approximate index
     found the lists, saturated where the harm is not measured (``Retrieval.saturated``), and
     with the count of queries K saturates where it saturates some: every table of figures
-    from them is titled so, in every format."""
+    from them is titled so, in every format (``catalogue``: the item table's rows, which tell
+    why K saturates: :func:`~auditor.wording.saturated_reason`)."""
     said = "" if retrieval is None else retrieval.approximate(k)
     full = retrieval is not None and retrieval.saturated.get(k, False)  # the harm is not measured there
     n = 0 if retrieval is None else retrieval.n_saturated.get(k, 0)
     some = ("" if retrieval is None or n == 0 or n == retrieval.n_queries - retrieval.n_no_candidates  # none or all
             else partly_saturated(k, n, retrieval.n_queries, retrieval.n_no_candidates).removeprefix(f"K={k} "))
-    note = f" ({some or SATURATED}: the harm is not measured here)" if full else (f" ({some})" if some else "")
+    seen = retrieval is not None and retrieval.population is not None and retrieval.population.seen_items == "excluded"
+    why = some or saturated_reason(k, catalogue, seen)
+    note = f" ({why}: the harm is not measured here)" if full else (f" ({some})" if some else "")
     return f"Top-{k}" + (f", {said}" if said else "") + note

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from .corpus import (
@@ -25,6 +27,10 @@ from .corpus import (
     table,
     write,
 )
+
+def _decimal(values: Any, scale: int = 0) -> pa.Array:
+    return pa.array([decimal.Decimal(str(v)) for v in values], pa.decimal128(18, scale))
+
 
 GOOD = "item_id,count\n" + "".join(f"{i},{i + 1}\n" for i in range(N_ITEMS))
 """The counts of the corpus's standard log (item i seen i + 1 times)."""
@@ -145,6 +151,12 @@ CASES = [
     Case("frequencies-two-count-columns-one-picked", _counts(
         "counts.csv", "item_id,frequency,count\n" + "".join(f"{i},{N_ITEMS - i},{i + 1}\n" for i in range(N_ITEMS)),
         "--count-col", "count"), EXIT_OK, None),
+    # Logs F2 (QA 10): a warehouse's NUMBER(18,0) counts and ids are integers; a fraction names its row.
+    Case("frequencies-decimal-counts", _counts("counts.parquet", {
+        "item_id": _decimal(range(N_ITEMS)), "count": _decimal(range(1, N_ITEMS + 1))}), EXIT_OK, None),
+    Case("frequencies-fractional-decimal-count", _counts("counts.parquet", {
+        "item_id": list(range(3)), "count": _decimal(["1.00", "2.50", "3.00"], 2)}), EXIT_ERROR,
+         r"count column 'count' of counts\.parquet: data row 2 is not a whole number", absent=r"has type"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import gzip
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,14 @@ def _empty_user_id_with_user_table(d: Path) -> Built:
     return Built(check_args("model.npz", interactions="log.csv"))
 
 
+def _headerless_text_ids(d: Path) -> Built:
+    """A log of text ids without a header, and the table's ids (Logs F1 of QA 10)."""
+    table(d)
+    write(d, "log.csv", "".join(f"user_{u % 5},item_{u}\n" for u in range(N_ITEMS)))
+    write(d, "ids.txt", "".join(f"item_{i}\n" for i in range(N_ITEMS)))
+    return Built(check_args("items.npy", "--item-ids", "ids.txt", "--queries", "history", interactions="log.csv"))
+
+
 def _parquet_items_only_with_user_table(d: Path) -> Built:
     """A one-column Parquet log (item_id) for a model with a user table (Logs F6)."""
     rng = np.random.default_rng(0)
@@ -229,7 +238,7 @@ CASES = [
     Case("nul-inside-csv", _log_file("log.csv", b"user_id,item_id\n1,2\n2,\x003\n"), EXIT_ERROR,
          r"log\.csv is not a text interaction log"),
     Case("two-item-id-columns", _two_item_columns, EXIT_ERROR,
-         r"log\.csv could be the item id column \('item_id', 'item_id'\).*--item-col"),
+         r"item id column 'item_id' appears 2 times in log\.csv; rename the duplicates", absent=r"--item-col"),
     Case("uint64-ids-parquet-unmapped", _u64_log("big.parquet", mapped=False), EXIT_ERROR,
          r"big\.parquet reach 9223372036854775\d+.*--item-ids FILE"),
     Case("ids-offset-by-one", _offset_by_one(), EXIT_ERROR, r"log\.parquet.*Pass --item-ids FILE.*the ids look shifted: if the rows are the ids minus 1 \(1-based ids\), pass --id-offset 1"),
@@ -255,12 +264,20 @@ CASES = [
          r"item column 'item_id' of bad\.parquet has type struct<a: int64>.*--item-col"),
     Case("parquet-float-ids", _parquet_log({"user_id": [1, 2], "item_id": [0.5, 1.5]}), EXIT_ERROR,
          r"item column 'item_id' of bad\.parquet: data row 1 is not a whole number"),
+    # Logs F2 (QA 10): NUMBER(18,0) ids (a warehouse unload) are integers; a fractional decimal id names its row.
+    Case("parquet-decimal-ids", _parquet_log({"user_id": pa.array([1, 2], pa.decimal128(18, 0)),
+                                              "item_id": pa.array([3, 4], pa.decimal128(18, 0))}), EXIT_OK, None),
+    Case("parquet-fractional-decimal-id", _parquet_log({"user_id": [1, 2], "item_id": pa.array(
+        [decimal.Decimal("3"), decimal.Decimal("4.5")], pa.decimal128(18, 1))}), EXIT_ERROR,
+         r"item column 'item_id' of bad\.parquet: data row 2 is not a whole number"),
     Case("parquet-binary-ids", _parquet_log({"user_id": [1, 2], "item_id": pa.array([b"\xff\x00", b"\x01"])}),
          EXIT_ERROR, r"'item_id' of bad\.parquet"),
     Case("huge-line-without-newline", _log_file("log.csv", "user_id,item_id\n1," + "9" * (9 << 20)), EXIT_ERROR,
          r"log\.csv: a line is longer than 4 MiB"),
     Case("ragged-csv", _log_file("log.csv", "user_id,item_id\n1,2\n2,3,4,5\n3,4\n"), EXIT_ERROR,
-         r"log\.csv: a line has 4 fields where the first line has 2"),
+         r"log\.csv: a line has 4 fields where the first line has 2 \(data row 2\)"),
+    Case("ragged-csv-without-header", _log_file("log.csv", "1,2\n2,3\n3,4\n5,6,7\n"), EXIT_ERROR,
+         r"log\.csv: a line has 3 fields where the first line has 2 \(data row 4\)"),
     Case("truncated-gzip", _truncated_gzip, EXIT_ERROR, r"log\.csv\.gz.*[Tt]runcated"),
     Case("truncated-parquet", _truncated_parquet, EXIT_ERROR, r"cut\.parquet as Parquet"),
     Case("no-item-column", _log_file("log.csv", "alpha,beta\n1,2\n3,4\n"), EXIT_ERROR,
@@ -278,6 +295,9 @@ CASES = [
     Case("queries-empty-path", _with_log("--queries", "", make=lambda d: None), EXIT_ERROR,
          r"--queries must be a path to a file .*got an empty path, or one of the words auto, users, history",
          absent=r"is a folder"),
+    # Logs F4 (QA 10): a mistyped word is a usage error listing the words (was: "query file not found: user", exit 1).
+    Case("queries-mistyped-word", _with_log("--queries", "user", make=lambda d: None), EXIT_USAGE,
+         r"Invalid value for '--queries': must be one of the words auto, users, history, or a path", absent=r"not found"),
     Case("queries-nan", _with_log("--queries", "q.npy", make=_queries(np.full((3, 4), np.nan, np.float32))),
          EXIT_ERROR, r"query file q\.npy holds NaN or infinite values"),
     Case("queries-object-dtype", _with_log("--queries", "q.npy", make=_queries(np.array([{"a": 1}] * 3, dtype=object))),
@@ -317,6 +337,12 @@ CASES = [
          absent=r"hunter2|alice"),
     Case("one-field-not-a-header", _log_file("w.csv", "swordfish\nmarlin\n"), EXIT_ERROR,
          r"its first line holds 1 field that does not look like a header of column names", absent=r"swordfish"),
+    # Logs F1 (QA 10): a first line whose cells have the data's shape (user_4,item_39) is data; one
+    # whose every cell holds a digit is never echoed nor offered as column names (was: --item-col item_39).
+    Case("headerless-text-id-log", _headerless_text_ids, EXIT_OK, None),
+    Case("data-like-first-line-unlike-the-rest", _log_file("log.csv", "a1b2,x9\nc3,y77z\nd4,q5\n"), EXIT_ERROR,
+         r"log\.csv; its first line holds 2 fields with a digit in every one.*add a header line naming its columns",
+         absent=r"a1b2|--item-col"),
     # A float id no integer equals: refused naming the column and data row (Logs 2 N4; was: no row).
     Case("parquet-log-fractional-item-id", _parquet_log({"user_id": [1, 2, 3], "item_id": [3.0, 4.0, 3.5]}), EXIT_ERROR,
          r"item column 'item_id' of bad\.parquet: data row 3 is not a whole number; ids must be integers or strings"),
@@ -325,6 +351,9 @@ CASES = [
     # Two columns of one role (Logs 2 N2): refused naming both and the option, for every role.
     Case("log-two-item-columns", _log_file("log.csv", "user_id,movie_id,item_id\n0,3,1\n1,2,2\n"), EXIT_ERROR,
          r"several columns of log\.csv could be the item id column \('movie_id', 'item_id'\); pass --item-col NAME"),
+    # Logs F6 (QA 10): an encoded item_index beside the raw item_id is ambiguous, as item_idx is (was: item_id taken silently).
+    Case("log-item-index-beside-item-id", _log_file("log.csv", "user_id,item_id,item_index\n0,3,1\n1,2,2\n"), EXIT_ERROR,
+         r"several columns of log\.csv could be the item id column \('item_id', 'item_index'\); pass --item-col NAME"),
     Case("log-two-user-columns-of-other-names", _log_file("log.csv", "customer_id,user_id,item_id\n0,3,1\n1,2,2\n"),
          EXIT_ERROR,
          r"several columns of log\.csv could be the user id column \('customer_id', 'user_id'\); pass --user-col NAME"),
