@@ -41,9 +41,7 @@ from auditor.mechanism import graded_correlation
 from auditor.protocol import protocol_lead
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
-from auditor.wording import (
-    SKEW_EDGES, compared_figures, correlation_figures, pct, pct_pair, ratio_figure,
-)
+from auditor.wording import SKEW_EDGES, compared_figures, correlation_figures, pct, pct_pair, ratio_figure
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
