@@ -38,7 +38,8 @@ from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
-from auditor.plugins import DeclaredConditions, call_hook, collect_condition_evidence
+from auditor.plugins import DeclaredConditions, collect_condition_evidence
+from auditor.plugins.lending import live_model_hook
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
@@ -98,7 +99,7 @@ def assess_conditions(
     c1 = with_trace_angles(with_every_run(assess_c1(state, optimizer), training), trace)
     live = bundle.live
     if live is None and pm is not None:
-        live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+        live = live_model_hook(pm, bundle)
     probe, not_run = _probes(live, bundle, pairs, config, optimizer.lr, run_probes, warnings,
                              seed=seed, progress=progress, row_ids=row_ids, device=device)
     static_c2, static_c3 = static_c2_c3(bundle, config, live=live is not None)

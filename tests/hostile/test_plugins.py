@@ -649,6 +649,36 @@ CASES += [
 ]
 
 
+EVIDENCE_WRITES = HOOKIMPL + '''
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    bundle.item_table[:] = 0.0
+'''
+
+# F1: a plugin is lent read-only views of the arrays the built-in figures read; an in-place
+# write fails, naming the plugin and the line (before: the figures changed silently).
+_READ_ONLY = r"it tried to change, in place, an array popaudit lends it read-only \(`{line}`, plug\.py line \d+\)"
+CASES += [
+    Case("list-measure-normalises-the-item-table-in-place",
+         _list_measure("unit", "num2", "t = context.item_table; t /= 2.0; return lambda slots: 1.0"), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_measures \(list measure 'unit'\): "
+         + _READ_ONLY.format(line=r"t = context\.item_table; t /= 2\.0; return lambda slots: 1\.0")),
+    Case("list-measure-zeroes-the-popularity",
+         _list_measure("pop", "num2", "context.popularity[:] = 0; return lambda slots: 1.0"), EXIT_ERROR,
+         _READ_ONLY.format(line=r"context\.popularity\[:\] = 0; return lambda slots: 1\.0")),
+    Case("list-measure-sorts-the-lists-in-place",
+         _list_measure("srt", "num2", "return lambda slots: slots.lists.sort(axis=1)"), EXIT_ERROR,
+         r"list measure 'srt'\): it tried to change, in place, an array popaudit lends it read-only"),
+    Case("measure-normalises-the-bundle-table-in-place",
+         _plugin(MEASURE.format(name="m", value="bundle.item_table.__itruediv__(2.0)")), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_measures \(measure 'm'\): it tried to change, in place, "
+         r"an array popaudit lends it read-only"),
+    Case("condition-evidence-zeroes-the-item-table", _plugin(EVIDENCE_WRITES), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_condition_evidence: "
+         + _READ_ONLY.format(line=r"bundle\.item_table\[:\] = 0\.0")),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
