@@ -10,7 +10,7 @@ import click
 
 from auditor.cli._common import PathArg, RichProgress, common_options, ranged
 from auditor.wording import plural, training_rho
-from auditor.cli._training import DataChoice, data_options, holdout_options, refuse_inapplicable, threads_option
+from auditor.cli._training import DataChoice, data_options, holdout_options, refuse_inapplicable, refuse_plugins, threads_option
 from auditor.output_guard import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 @threads_option
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and alerts: no progress, no summary.")
 @common_options
+@refuse_plugins("retrain writes a checkpoint and runs no plugin hook; pass the plugin to `popaudit check` on that checkpoint")
 def command(
     data: DataChoice,
     holdout_fraction: float | None,
@@ -58,7 +59,6 @@ def command(
     on_alert: str,
     threads: int | None,
     quiet: bool,
-    plugins: tuple[Path, ...],
     **settings: Any,
 ) -> None:
     """Train a two-tower baseline and write a checkpoint `popaudit check` audits as is.

@@ -112,6 +112,27 @@ CASES = [
 PRODUCT_FAILURES: list[Case] = []
 
 
+# F2: retrain and experiment run no plugin hook: --plugin is refused (before: accepted, never used).
+DECLARES_C1 = """from auditor.hookspecs import hookimpl
+
+
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    return {"C1": {"name": "SGD", "status": "violated", "evidence": "declared"}}
+"""
+CASES += [
+    Case("retrain-plugin-refused", _retrain("--plugin", "plug.py", files={"plug.py": DECLARES_C1}), EXIT_USAGE,
+         r"--plugin does not apply to retrain: retrain writes a checkpoint and runs no plugin hook"),
+    Case("experiment-conditions-plugin-refused",
+         _experiment("conditions", *SMALL, "--seeds", "1", "--plugin", "plug.py", files={"plug.py": DECLARES_C1}),
+         EXIT_USAGE, r"--plugin does not apply to experiment conditions: a grid measures each run with check's own "
+                     r"functions .* `popaudit check MODEL\.pt --plugin FILE`"),
+    Case("experiment-plugin-before-the-grid-refused",
+         _experiment("--plugin=plug.py", "lr-sweep", files={"plug.py": DECLARES_C1}), EXIT_USAGE,
+         r"--plugin does not apply to experiment lr-sweep"),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_training(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
