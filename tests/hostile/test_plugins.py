@@ -679,6 +679,41 @@ CASES += [
 ]
 
 
+DECLARES = HOOKIMPL + '''
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    return {declared!r}
+'''
+
+
+def _c5_unknown_beside_declared_c1(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["conditions"]["C1"]["status"] == "violated", report["conditions"]["C1"]
+    c5 = report["conditions"]["C5"]  # before: holds, as declared, beside the violated C1
+    assert c5["status"] == "unknown" and c5["details"]["declared"]["status"] == "holds", c5
+    assert c5["details"]["declared"]["source"] == "file:plug.py", c5
+    assert any(w.startswith("C5: plugin 'file:plug.py' declares it holds, but C1 is violated, beside which C5 is "
+                            "never graded holds") for w in report["warnings"]), report["warnings"]
+
+
+def _c5_holds_as_declared(d: Path, outcome: Outcome) -> None:
+    c5 = strict_json(d / "r.json")["conditions"]["C5"]
+    assert c5["status"] == "holds" and c5["details"]["source"] == "file:plug.py", c5
+
+
+_C1_VIOLATED = {"name": "SGD", "status": "violated", "evidence": "Adam, declared"}
+_C5_HOLDS = {"name": "lr", "status": "holds", "evidence": "a large rate, declared"}
+# F3: C5 is graded after the declarations; a declared holds beside a violated C1-C4 is unknown, said.
+CASES += [
+    Case("declares-c5-holds-beside-a-declared-violated-c1",
+         _plugin(DECLARES.format(declared={"C1": _C1_VIOLATED, "C5": _C5_HOLDS}), "--json", "r.json",
+                 outputs=("r.json",), check=_c5_unknown_beside_declared_c1), EXIT_OK, None),
+    Case("declares-c5-holds-alone", _plugin(DECLARES.format(declared={"C5": _C5_HOLDS}), "--json", "r.json",
+                                            outputs=("r.json",), check=_c5_holds_as_declared), EXIT_OK, None,
+         absent=r"never graded holds"),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
