@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .corpus import EXIT_ERROR, EXIT_USAGE, Built, Case, params, run_case, write
+from .corpus import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Built, Case, params, run_case, write
 
 SMALL = ["--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1"]
 LOG = "user_id,item_id\n1,5\n1,6\n2,5\n2,7\n3,6\n"
@@ -130,6 +130,14 @@ CASES += [
     Case("experiment-plugin-before-the-grid-refused",
          _experiment("--plugin=plug.py", "lr-sweep", files={"plug.py": DECLARES_C1}), EXIT_USAGE,
          r"--plugin does not apply to experiment lr-sweep"),
+]
+
+
+# F4: a model named like an option: the printed command names it ./-dash.pt (before: -dash.pt, exit 2 when run).
+CASES += [
+    Case("retrain-output-starts-with-a-dash", lambda d: Built(["retrain", *SMALL, "-o", "-dash.pt"],
+                                                              outputs=("-dash.pt",)),
+         EXIT_OK, None, stdout=r"Next: popaudit check \./-dash\.pt\n"),
 ]
 
 
