@@ -68,9 +68,23 @@ class Renderer(Protocol):
 # ---------------------------------------------------------------- measures
 
 
+def read_only(array: Any) -> Any:
+    """A view of ``array`` that raises ValueError on any in-place write (anything else, None
+    included, as it is): what popaudit lends plugins of the arrays its built-in figures read,
+    so that a plugin cannot change them silently (it fails, named: ``plugins/README.md``)."""
+    if not isinstance(array, np.ndarray) or not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
 @dataclass(frozen=True)
 class ListContext:
-    """What a list measure is built from, once per audit (``ListMeasure.bind``)."""
+    """What a list measure is built from, once per audit (``ListMeasure.bind``).
+
+    Every array is a read-only view (:func:`read_only`): the built-in measures and
+    retrieval read the same arrays, so a measure that changes one in place fails, named."""
 
     popularity: np.ndarray
     """Popularity per item row: training interactions, or distinct users (``popularity``)."""
@@ -99,6 +113,14 @@ class ListContext:
     list rows are only some of them (served lists alone: the training log's users, with a
     served list or not); None: the list rows themselves (a model's queried users)."""
 
+    def __post_init__(self) -> None:
+        for name in ("popularity", "user_counts", "item_table", "item_ids"):
+            object.__setattr__(self, name, read_only(getattr(self, name)))
+        for name in ("profiles", "relevant", "population"):
+            pair = getattr(self, name)
+            if pair is not None:
+                object.__setattr__(self, name, tuple(read_only(part) for part in pair))
+
     @property
     def n_items(self) -> int:
         return int(np.shape(self.popularity)[0])
@@ -106,7 +128,8 @@ class ListContext:
 
 @dataclass
 class Slots:
-    """A list matrix prepared once for several measures (validity mask, safe rows)."""
+    """A list matrix prepared once for several measures (validity mask, safe rows); its
+    arrays are read-only views (:func:`read_only`), as every measure reads the same ones."""
 
     lists: np.ndarray
     n_items: int
@@ -125,18 +148,18 @@ class Slots:
         lowest = int(lists.min()) if lists.size else 0
         if lists.size and (lists.max() >= self.n_items or lowest < -1):
             raise ValueError(f"item rows must lie in [0, {self.n_items}) or be -1 (empty)")
-        self.lists = lists
-        self.valid = lists >= 0
+        self.lists = lists = read_only(lists)
+        self.valid = read_only(lists >= 0)
         self.all_valid = lowest >= 0
         # Empty slots gather row 0 and are masked out by ``valid`` afterwards.
-        self.safe = lists if self.all_valid else np.where(self.valid, lists, 0)
+        self.safe = lists if self.all_valid else read_only(np.where(self.valid, lists, 0))
 
     @property
     def counts(self) -> np.ndarray:
         """Exposure count per item row (int64, length n_items)."""
         if self._counts is None:
             filled = self.lists.ravel() if self.all_valid else self.lists[self.valid]
-            self._counts = np.bincount(filled, minlength=self.n_items).astype(np.int64)
+            self._counts = read_only(np.bincount(filled, minlength=self.n_items).astype(np.int64))
         return self._counts
 
     def per_list_mean(self, values: np.ndarray, include: np.ndarray | None = None) -> np.ndarray:
@@ -233,7 +256,7 @@ class DeclaredListMeasure:
 
 __all__ = [
     "DeclaredListMeasure", "ItemStats", "ListContext", "ListMeasure", "LiveModel", "LogIdRule", "Measure", "ModelBundle", "RenderContext",
-    "Renderer", "Scorer", "Slots", "as_slots", "exposure_counts",
+    "Renderer", "Scorer", "Slots", "as_slots", "exposure_counts", "read_only",
 ]  # fmt: skip
 
 

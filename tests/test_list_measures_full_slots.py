@@ -23,7 +23,7 @@ def test_full_lists_give_the_masked_figures_bit_for_bit() -> None:
     n_items = 500
     lists = np.stack([rng.permutation(n_items)[:100] for _ in range(60)])
     slots = Slots(lists, n_items)
-    assert slots.all_valid and slots.safe is lists
+    assert slots.all_valid and slots.safe is slots.lists and np.shares_memory(slots.safe, lists)  # no copy
     for values in (rng.random(n_items), rng.random(n_items).astype(np.float32) * 1e3,
                    rng.random(n_items) > 0.7, rng.integers(0, 10**6, n_items)):
         got, expected = slots.per_list_mean(values), _masked_mean(values, lists)

@@ -86,14 +86,8 @@ def common_options(command: F) -> F:
     has a parameter of that name or ``**kwargs``: a plugin command that needs none takes none."""
     parameters = inspect.signature(command).parameters.values()
     takes_plugins = any(p.name == "plugins" or p.kind is p.VAR_KEYWORD for p in parameters)
+    refused = any(param.name == "plugins" for param in getattr(command, "__click_params__", ()))
 
-    @click.option(
-        "--plugin",
-        "plugins",
-        multiple=True,
-        type=click.Path(path_type=Path, dir_okay=False),
-        help="Load a single-file plugin (repeatable).",
-    )
     @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
     @functools.wraps(command)
     def wrapper(*args: Any, debug: bool = False, **kwargs: Any) -> Any:
@@ -104,7 +98,17 @@ def common_options(command: F) -> F:
         except (Exception, KeyboardInterrupt) as exc:
             command_failed(exc, debug)
 
-    return wrapper  # type: ignore[return-value]
+    if refused:  # the command runs no plugin hook: _training.refuse_plugins took --plugin
+        return wrapper  # type: ignore[return-value]
+    plugin_option = click.option(
+        "--plugin",
+        "plugins",
+        multiple=True,
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Load a single-file plugin (repeatable).",
+    )
+    return plugin_option(wrapper)  # type: ignore[return-value]
+
 
 
 def command_failed(exc: BaseException, debug: bool) -> NoReturn:

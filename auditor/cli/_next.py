@@ -23,7 +23,14 @@ _NEGATED = {"retrieval": "--no-retrieval", "probes": "--no-probes"}
 def check_command(model: Path | None, settings: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
     """``popaudit check MODEL`` with every setting in ``settings`` (AuditConfig field ->
     value) that differs from its default, then ``extra`` words (no MODEL: a lists-only audit)."""
-    return command_line(["popaudit", "check", *([] if model is None else [str(model)])], settings, extra)
+    return command_line(["popaudit", "check", *([] if model is None else [path_word(model)])], settings, extra)
+
+
+def path_word(path: Path | str) -> str:
+    """A path as an argument word that no command reads as an option: ``./-dash.pt`` for
+    ``-dash.pt`` (quoting alone cannot stop a shell word from starting with ``-``)."""
+    text = str(path)
+    return f"./{text}" if text.startswith("-") else text
 
 
 def command_line(words: Sequence[str], settings: Mapping[str, Any], extra: Sequence[str] = ()) -> str:
@@ -108,7 +115,7 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
     model = Path(config.model)
     graph = result.served_vectors is not None and result.served_vectors.source in ("cache", "propagated")
     output = model.with_name(f"{model.stem}.mitigated{'.npy' if graph else model.suffix}")
-    words = ["popaudit", "mitigate", str(model), "--alpha", "auto" if auto else _word(alpha), "-o", str(output)]
+    words = ["popaudit", "mitigate", path_word(model), "--alpha", "auto" if auto else _word(alpha), "-o", str(output)]
     return command_line(words, settings)
 
 

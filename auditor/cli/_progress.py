@@ -5,7 +5,8 @@ Plain lines are throttled so a log stays readable whatever the work's grain:
 
 * every ``note`` is a line (an epoch's summary, a failed batch row, the file being read);
 * a track whose units are slow (on average at least ``TASK_SECONDS`` each: a batch row,
-  an experiment run, a probe) prints a line per completed unit;
+  a probe) prints a line per completed unit, and so does every ``tasks`` track (an
+  experiment's runs), however fast;
 * a track of fast units (record batches, training batches) prints at most one line per
   ``INTERVAL_SECONDS``, and a closing line when it printed any or ran that long.
 """
@@ -61,6 +62,15 @@ class RichProgress(Progress):
             with _bar(self.console, description, total) as advance:
                 yield advance
 
+    @contextmanager
+    def tasks(self, description: str, total: float | None = None) -> Iterator[Advance]:
+        if self.plain is None:
+            with self.track(description, total) as advance:
+                yield advance
+        else:  # off a terminal: a line per finished unit, however fast
+            with self.plain.track(description, total, task_seconds=0.0) as advance:
+                yield advance
+
     def note(self, message: str) -> None:
         if self.plain is not None:
             self.plain.note(message)
@@ -110,7 +120,11 @@ class PlainLines:
         self.write(f"[{time.strftime('%H:%M:%S')}] {message}")
 
     @contextmanager
-    def track(self, description: str, total: float | None = None) -> Iterator[Advance]:
+    def track(
+        self, description: str, total: float | None = None, *, task_seconds: float | None = None
+    ) -> Iterator[Advance]:
+        """``task_seconds``: this track's threshold for a line per unit (None: the instance's)."""
+        threshold = self.task_seconds if task_seconds is None else task_seconds
         start = last_line = self.clock()
         done = 0.0
         done_at_line = 0.0
@@ -121,7 +135,7 @@ class PlainLines:
             done += n
             now = self.clock()
             units = done - done_at_line
-            slow_units = units >= 1 and (now - last_line) / units >= self.task_seconds
+            slow_units = units >= 1 and (now - last_line) / units >= threshold
             if slow_units or now - last_line >= self.interval:
                 self.note(self._status(description, done, total, now - start))
                 last_line, done_at_line, lines = now, done, lines + 1

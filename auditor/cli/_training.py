@@ -1,5 +1,6 @@
 """Options ``retrain`` and ``experiment`` share: the training data, torch threads,
-parallel jobs and the held-out split, each defined once."""
+parallel jobs and the held-out split, each defined once; and ``--plugin`` refused (they
+run no plugin hook)."""
 
 from __future__ import annotations
 
@@ -132,3 +133,16 @@ def holdout_options(default_fraction: float | None) -> Callable[[F], F]:
         click.option("--holdout-fraction", type=ranged("holdout_fraction"), default=default_fraction, help=f"Hold out this fraction of each user's interactions (never trained on; stored in the checkpoint, so check measures accuracy on them): floor(F*n), at least 1 for users with 2 or more, none for users with 1. [default: {default_text}]"),
         click.option("--split", type=click.Choice(SPLITS), default="auto", show_default=True, help="Which interactions are held out: each user's latest (time: needs a time column), or a seeded random draw; auto: time when the log has a time column, else random."),
     )
+
+
+def refuse_plugins(why: str) -> Callable[[F], F]:
+    """For a command that runs no plugin hook, under :func:`common_options`: ``--plugin``
+    is a usage error (exit 2) saying ``why``, and is left out of ``--help``, rather than a
+    plugin accepted and never used."""
+
+    def refuse(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> None:
+        if value:
+            command = " ".join(ctx.command_path.split()[1:])  # without the program's name
+            raise click.UsageError(f"--plugin does not apply to {command}: {why}", ctx)
+
+    return click.option("--plugin", "plugins", multiple=True, hidden=True, expose_value=False, callback=refuse)

@@ -17,7 +17,7 @@ import click
 from click.core import ParameterSource
 
 from auditor.cli._common import RichProgress, common_options, option_group, ranged
-from auditor.cli._training import DataChoice, data_options, holdout_options, jobs_option, threads_option
+from auditor.cli._training import DataChoice, data_options, holdout_options, jobs_option, refuse_plugins, threads_option
 from auditor.config import DEFAULT_ALPHAS
 from auditor.errors import InputError
 from auditor.output_guard import check_not_inputs
@@ -149,6 +149,14 @@ def _hidden_unless(decorator: Callable[[Any], Any], hidden: bool) -> Callable[[A
     return apply
 
 
+PLUGINS_REFUSED = (
+    "a grid measures each run with check's own functions (rho, head shares, C5 from the run's settings), not a "
+    "whole audit, so no plugin hook would run; audit one run with the plugin: `popaudit retrain` with the run's "
+    "settings, then `popaudit check MODEL.pt --plugin FILE`"
+)
+"""Why ``experiment --plugin`` is a usage error (``refuse_plugins``)."""
+
+
 def _refuse_foreign(name: str, ctx: click.Context) -> None:
     """An option of another grid, given on the command line, is a usage error."""
     for param in ctx.command.params:
@@ -177,9 +185,9 @@ def _subcommand(name: str) -> click.Command:
     @threads_option
     @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors: no progress, no table (the files hold it).")
     @common_options
+    @refuse_plugins(PLUGINS_REFUSED)
     def run(**options: Any) -> None:
         _refuse_foreign(name, click.get_current_context())
-        options.pop("plugins")
         run_experiment(name, **options)
 
     return run

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from auditor.cli._common import PathArg, RichProgress, common_options, ranged
+from auditor.cli._next import check_command
 from auditor.wording import plural, training_rho
-from auditor.cli._training import DataChoice, data_options, holdout_options, refuse_inapplicable, threads_option
+from auditor.cli._training import DataChoice, data_options, holdout_options, refuse_inapplicable, refuse_plugins, threads_option
 from auditor.output_guard import check_not_inputs
 from auditor.train import ITEM_ENCODERS, LOSSES, OPTIMIZERS, USER_ENCODERS
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 @threads_option
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors and alerts: no progress, no summary.")
 @common_options
+@refuse_plugins("retrain writes a checkpoint and runs no plugin hook; pass the plugin to `popaudit check` on that checkpoint")
 def command(
     data: DataChoice,
     holdout_fraction: float | None,
@@ -58,7 +59,6 @@ def command(
     on_alert: str,
     threads: int | None,
     quiet: bool,
-    plugins: tuple[Path, ...],
     **settings: Any,
 ) -> None:
     """Train a two-tower baseline and write a checkpoint `popaudit check` audits as is.
@@ -160,4 +160,4 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
     if result.stopped is not None:
         click.echo(f"Training {result.stopped}; the checkpoint holds the model at that point.")
     click.echo(f"Wrote {output}" + (f" and the trace {trace}" if trace is not None else ""))
-    click.echo("Next: " + shlex.join(["popaudit", "check", str(output)]))
+    click.echo("Next: " + check_command(output, {}))

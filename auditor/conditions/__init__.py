@@ -38,11 +38,12 @@ from auditor.config import DeclaredTraining
 from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
-from auditor.plugins import DeclaredConditions, call_hook, collect_condition_evidence
+from auditor.plugins import DeclaredConditions, collect_condition_evidence
+from auditor.plugins.lending import live_model_hook
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
-from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, Condition, FrequencyNorm
+from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm
 from auditor.trace_section import TrainingSection
 
 __all__ = ["ConditionsOutcome", "assess_conditions", "classify_loss", "config_value"]
@@ -98,7 +99,7 @@ def assess_conditions(
     c1 = with_trace_angles(with_every_run(assess_c1(state, optimizer), training), trace)
     live = bundle.live
     if live is None and pm is not None:
-        live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+        live = live_model_hook(pm, bundle)
     probe, not_run = _probes(live, bundle, pairs, config, optimizer.lr, run_probes, warnings,
                              seed=seed, progress=progress, row_ids=row_ids, device=device)
     static_c2, static_c3 = static_c2_c3(bundle, config, live=live is not None)
@@ -117,6 +118,7 @@ def assess_conditions(
     conditions[C5] = assess_c5(bundle, stats, config.epochs or trace.epochs, optimizer.lr, probe, conditions,
                                frequency_norm, trace)
     _apply_plugin_evidence(verdicts, conditions, (C5,), warnings)
+    _c5_never_holds_beside_violated(conditions, warnings)
     return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)
 
 
@@ -186,3 +188,27 @@ def _apply_plugin_evidence(
             f"declared by a plugin ({source}): {cond.evidence}",
             {**cond.details, "inferred": {"status": inferred.status, "evidence": inferred.evidence}},
         )
+
+
+def _c5_never_holds_beside_violated(conditions: dict[str, Condition], warnings: list[str]) -> None:
+    """C5 is never ``holds`` beside a violated C1–C4 (docs/theory.md §7: the growth is then
+    not the learning rate's alone): a plugin's declared ``holds`` there becomes unknown, the
+    declaration kept in the evidence and ``details["declared"]``, and a warning says so (as a
+    probe's measurement outranks a declaration). Graded C5 never holds there already."""
+    c5 = conditions[C5]
+    broken = [key for key in ORTHOGONALITY_IDS if conditions[key].status == "violated"]
+    if c5.status != "holds" or not broken:
+        return
+    source = c5.details.get("source", "a plugin")
+    verb = "is" if len(broken) == 1 else "are"
+    warnings.append(
+        f"C5: plugin {source!r} declares it holds, but {', '.join(broken)} {verb} violated, beside which C5 is "
+        "never graded holds (the norms' growth is not the learning rate's alone); C5 is unknown"
+    )
+    declared = {"status": c5.status, "evidence": c5.evidence, "source": source}
+    conditions[C5] = Condition(
+        c5.name, "unknown",
+        f"{', '.join(broken)} {verb} violated, so the growth is not the learning rate's alone; plugin {source!r} "
+        f"declared it holds ({c5.evidence})",
+        {**{k: v for k, v in c5.details.items() if k != "source"}, "declared": declared},
+    )

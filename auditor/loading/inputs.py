@@ -46,7 +46,7 @@ from auditor.memory import check_index_ceiling
 from auditor.loading.statistics import InputCache, item_statistics
 from auditor.model import HeldOutQueries, InteractionPairs, ItemStats, ModelBundle, QueryPopulation
 from auditor.result import ReplacedGlobal
-from auditor.plugins import call_hook
+from auditor.plugins.lending import live_model_hook
 from auditor.progress import SILENT, Progress
 from auditor.trace_section import TrainingSection
 
@@ -152,7 +152,7 @@ def load_inputs(
         inputs.warnings.extend(notes)
     inputs.heldout = _heldout(inputs, config, progress)
     if bundle.live is None:  # a plugin may know how to run this model
-        bundle.live = call_hook(pm, "popaudit_live_model", bundle=bundle)
+        bundle.live = live_model_hook(pm, bundle)
     queried = inputs.population is not None and inputs.population.source == "users"
     if inputs.served_vectors is None:  # an item encoder no loader or plugin runs: its table stands in
         inputs.served_vectors = tables_stand_in(bundle, queried)

@@ -94,13 +94,19 @@ def compute_measures(registered: RegisteredMeasures, bundle: Any, stats: Any, re
     A measure whose ``compute`` raises is a PluginError naming the measure and its plugin
     (an AuditError keeps its class, with them prefixed to its message).
     """
+    from auditor.plugins.lending import lend, lend_result, unchanged_tensors  # loads numpy
+
     values: dict[str, Any] = {}
+    lent_bundle, lent_stats = lend(bundle), lend(stats)
     for plugin, measure in registered.audit:
+        where = f"popaudit_measures (measure {measure.name!r})"
+        lent = result if plugin.startswith(BUILTIN_PREFIX) else lend_result(result)
         try:
-            value = measure.compute(bundle, stats, result)
+            with unchanged_tensors(bundle, f"plugin {plugin!r} (hook {where})"):
+                value = measure.compute(lent_bundle, lent_stats, lent)
         except PLUGIN_FAILURES as exc:
             reraise_interrupt(exc)
-            _raise_attributed(f"popaudit_measures (measure {measure.name!r})", exc, plugin)
+            _raise_attributed(where, exc, plugin)
         try:  # the report is JSON: a value that cannot be written must fail here, named
             json.dumps(_json_safe(value), allow_nan=False)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -225,8 +231,12 @@ def collect_condition_evidence(pm: pluggy.PluginManager, bundle: Any) -> Declare
     Values may be :class:`auditor.result.Condition` objects or mappings with ``name``,
     ``status`` and ``evidence``; keys must be C1..C5 and statuses holds/violated/unknown.
     """
+    from auditor.plugins.lending import implementers, lend, unchanged_tensors  # loads numpy
+
     declared = DeclaredConditions()
-    for result in hook_results(pm, "popaudit_condition_evidence", bundle=bundle):
+    with unchanged_tensors(bundle, implementers(pm, "popaudit_condition_evidence")):
+        answers = hook_results(pm, "popaudit_condition_evidence", bundle=lend(bundle))
+    for result in answers:
         if not isinstance(result.value, Mapping):
             raise PluginError(
                 f"plugin {result.plugin!r} returned {type(result.value).__name__} from hook "

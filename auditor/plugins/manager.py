@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import linecache
 import signal
 import sys
 from collections.abc import Iterable
@@ -70,11 +71,27 @@ def describe_failure(exc: BaseException) -> str:
     """``Type: message`` of an exception raised by plugin code (sys.exit said as such)."""
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r}); a plugin cannot end the run"
+    if isinstance(exc, ValueError) and "read-only" in str(exc):
+        return (f"it tried to change, in place, an array popaudit lends it read-only{_failing_line(exc)}: the "
+                "built-in figures read the same array; change a copy (numpy.array(...))")
     try:
         text = str(exc)
     except Exception:  # noqa: BLE001  (a plugin's __str__ may raise too)
         text = "(its message cannot be shown)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _failing_line(exc: BaseException) -> str:
+    """`` (`<line>`, <file> line N)``: the Python line that raised ``exc`` ('' when unknown)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    code = tb.tb_frame.f_code
+    text = linecache.getline(code.co_filename, tb.tb_lineno).strip()
+    where = f"{Path(code.co_filename).name} line {tb.tb_lineno}"
+    return f" (`{text}`, {where})" if text else f" ({where})"
 
 
 def get_plugin_manager(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from auditor.errors import AuditError, InputError, OutputError, PluginError, set
 from auditor.io import atomic_path
 from auditor.output_guard import check_not_inputs, refuse_linked_folder
 from auditor.plugin_api import RenderContext, Renderer
-from auditor.plugins.manager import PLUGIN_FAILURES, describe_failure, reraise_interrupt
+from auditor.plugins.manager import BUILTIN_PREFIX, PLUGIN_FAILURES, describe_failure, reraise_interrupt
 from auditor.report.document import Document
 from auditor.report.markdown import figure_paths
 from auditor.result import AuditResult
@@ -83,7 +84,7 @@ def render(
     or bytes, is a PluginError naming its plugin.
     """
     renderer, plugin = _chosen(fmt, pm)
-    return _call(lambda ctx: renderer.render(result, ctx), "render", fmt, plugin, context)
+    return _call(lambda ctx: renderer.render(_lent(result, plugin), ctx), "render", fmt, plugin, context)
 
 
 def render_document(
@@ -99,7 +100,16 @@ def render_document(
             f"the report format {fmt!r} (plugin {plugin!r}) cannot render a {document.kind} report: its "
             "renderer has no render_document method (it renders audits only)"
         )
-    return _call(lambda ctx: method(document, ctx), "render_document", fmt, plugin, context)
+    return _call(lambda ctx: method(_lent(document, plugin), ctx), "render_document", fmt, plugin, context)
+
+
+def _lent(report: Any, plugin: str) -> Any:
+    """What a plugin's renderer is given: a copy (the other formats render the original)."""
+    if plugin.startswith(BUILTIN_PREFIX):
+        return report
+    from auditor.plugins.lending import lend_result
+
+    return lend_result(report)
 
 
 def _chosen(fmt: str, pm: pluggy.PluginManager) -> tuple[Renderer, str]:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from auditor.errors import InputError, TrainingError, setting
 from auditor.parallel import WorkerPool, pool_context
-from auditor.progress import SILENT, Progress
+from auditor.progress import SILENT, Progress, tasks_of
 from auditor.train.threads import default_threads, set_threads
 
 T = TypeVar("T")
@@ -69,7 +69,7 @@ def run_tasks(
     if jobs < 1:
         raise InputError(f"{setting('jobs')} must be at least 1, got {jobs}")
     results: list[Any] = [None] * len(tasks)
-    with progress.track(description, total=len(tasks)) as advance:
+    with tasks_of(progress, description, total=len(tasks)) as advance:  # off a terminal: a line per finished run
         if jobs == 1 or len(tasks) <= 1:
             for i, task in enumerate(tasks):
                 results[i] = fn(shared, task)

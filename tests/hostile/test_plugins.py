@@ -649,6 +649,71 @@ CASES += [
 ]
 
 
+EVIDENCE_WRITES = HOOKIMPL + '''
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    bundle.item_table[:] = 0.0
+'''
+
+# F1: a plugin is lent read-only views of the arrays the built-in figures read; an in-place
+# write fails, naming the plugin and the line (before: the figures changed silently).
+_READ_ONLY = r"it tried to change, in place, an array popaudit lends it read-only \(`{line}`, plug\.py line \d+\)"
+CASES += [
+    Case("list-measure-normalises-the-item-table-in-place",
+         _list_measure("unit", "num2", "t = context.item_table; t /= 2.0; return lambda slots: 1.0"), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_measures \(list measure 'unit'\): "
+         + _READ_ONLY.format(line=r"t = context\.item_table; t /= 2\.0; return lambda slots: 1\.0")),
+    Case("list-measure-zeroes-the-popularity",
+         _list_measure("pop", "num2", "context.popularity[:] = 0; return lambda slots: 1.0"), EXIT_ERROR,
+         _READ_ONLY.format(line=r"context\.popularity\[:\] = 0; return lambda slots: 1\.0")),
+    Case("list-measure-sorts-the-lists-in-place",
+         _list_measure("srt", "num2", "return lambda slots: slots.lists.sort(axis=1)"), EXIT_ERROR,
+         r"list measure 'srt'\): it tried to change, in place, an array popaudit lends it read-only"),
+    Case("measure-normalises-the-bundle-table-in-place",
+         _plugin(MEASURE.format(name="m", value="bundle.item_table.__itruediv__(2.0)")), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_measures \(measure 'm'\): it tried to change, in place, "
+         r"an array popaudit lends it read-only"),
+    Case("condition-evidence-zeroes-the-item-table", _plugin(EVIDENCE_WRITES), EXIT_ERROR,
+         r"plugin 'file:plug\.py' failed in hook popaudit_condition_evidence: "
+         + _READ_ONLY.format(line=r"bundle\.item_table\[:\] = 0\.0")),
+]
+
+
+DECLARES = HOOKIMPL + '''
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    return {declared!r}
+'''
+
+
+def _c5_unknown_beside_declared_c1(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["conditions"]["C1"]["status"] == "violated", report["conditions"]["C1"]
+    c5 = report["conditions"]["C5"]  # before: holds, as declared, beside the violated C1
+    assert c5["status"] == "unknown" and c5["details"]["declared"]["status"] == "holds", c5
+    assert c5["details"]["declared"]["source"] == "file:plug.py", c5
+    assert any(w.startswith("C5: plugin 'file:plug.py' declares it holds, but C1 is violated, beside which C5 is "
+                            "never graded holds") for w in report["warnings"]), report["warnings"]
+
+
+def _c5_holds_as_declared(d: Path, outcome: Outcome) -> None:
+    c5 = strict_json(d / "r.json")["conditions"]["C5"]
+    assert c5["status"] == "holds" and c5["details"]["source"] == "file:plug.py", c5
+
+
+_C1_VIOLATED = {"name": "SGD", "status": "violated", "evidence": "Adam, declared"}
+_C5_HOLDS = {"name": "lr", "status": "holds", "evidence": "a large rate, declared"}
+# F3: C5 is graded after the declarations; a declared holds beside a violated C1-C4 is unknown, said.
+CASES += [
+    Case("declares-c5-holds-beside-a-declared-violated-c1",
+         _plugin(DECLARES.format(declared={"C1": _C1_VIOLATED, "C5": _C5_HOLDS}), "--json", "r.json",
+                 outputs=("r.json",), check=_c5_unknown_beside_declared_c1), EXIT_OK, None),
+    Case("declares-c5-holds-alone", _plugin(DECLARES.format(declared={"C5": _C5_HOLDS}), "--json", "r.json",
+                                            outputs=("r.json",), check=_c5_holds_as_declared), EXIT_OK, None,
+         absent=r"never graded holds"),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .corpus import EXIT_ERROR, EXIT_USAGE, Built, Case, params, run_case, write
+from .corpus import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Built, Case, params, run_case, write
 
 SMALL = ["--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1"]
 LOG = "user_id,item_id\n1,5\n1,6\n2,5\n2,7\n3,6\n"
@@ -110,6 +110,35 @@ CASES = [
 ]
 
 PRODUCT_FAILURES: list[Case] = []
+
+
+# F2: retrain and experiment run no plugin hook: --plugin is refused (before: accepted, never used).
+DECLARES_C1 = """from auditor.hookspecs import hookimpl
+
+
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    return {"C1": {"name": "SGD", "status": "violated", "evidence": "declared"}}
+"""
+CASES += [
+    Case("retrain-plugin-refused", _retrain("--plugin", "plug.py", files={"plug.py": DECLARES_C1}), EXIT_USAGE,
+         r"--plugin does not apply to retrain: retrain writes a checkpoint and runs no plugin hook"),
+    Case("experiment-conditions-plugin-refused",
+         _experiment("conditions", *SMALL, "--seeds", "1", "--plugin", "plug.py", files={"plug.py": DECLARES_C1}),
+         EXIT_USAGE, r"--plugin does not apply to experiment conditions: a grid measures each run with check's own "
+                     r"functions .* `popaudit check MODEL\.pt --plugin FILE`"),
+    Case("experiment-plugin-before-the-grid-refused",
+         _experiment("--plugin=plug.py", "lr-sweep", files={"plug.py": DECLARES_C1}), EXIT_USAGE,
+         r"--plugin does not apply to experiment lr-sweep"),
+]
+
+
+# F4: a model named like an option: the printed command names it ./-dash.pt (before: -dash.pt, exit 2 when run).
+CASES += [
+    Case("retrain-output-starts-with-a-dash", lambda d: Built(["retrain", *SMALL, "-o", "-dash.pt"],
+                                                              outputs=("-dash.pt",)),
+         EXIT_OK, None, stdout=r"Next: popaudit check \./-dash\.pt\n"),
+]
 
 
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))

@@ -1,0 +1,89 @@
+"""What popaudit lends a plugin's hook of the model and statistics its built-in figures
+read afterwards: read-only views, so that a plugin cannot change those figures silently.
+
+A numpy array is lent as a view that raises on an in-place write (a plugin that tries
+fails, named, as any plugin failure: :func:`auditor.plugins.manager.describe_failure`);
+the torch tensors of ``state_dict``, which have no read-only mode, are watched through
+their version counters instead (:func:`unchanged_tensors`). Imported by the audit's
+numpy-loading modules only (it loads numpy).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import fields, is_dataclass, replace
+from typing import Any, TypeVar
+
+from auditor.errors import PluginError
+from auditor.plugin_api import read_only
+
+Record = TypeVar("Record")
+
+
+def lend(record: Record) -> Record:
+    """A shallow copy of a dataclass ``record`` (a ``ModelBundle``, ``ItemStats``, ...) whose
+    numpy arrays, and those of the dataclasses it holds (the interaction pairs), are
+    read-only views; None stays None."""
+    if record is None or not is_dataclass(record) or isinstance(record, type):
+        return record
+    changes: dict[str, Any] = {}
+    for field in fields(record):
+        if not field.init:
+            continue
+        value = getattr(record, field.name)
+        lent = lend(value) if is_dataclass(value) and not isinstance(value, type) else read_only(value)
+        if lent is not value:
+            changes[field.name] = lent
+    return replace(record, **changes) if changes else record
+
+
+def lend_result(result: Record) -> Record:
+    """A copy of a measured result for a plugin (nested dicts and arrays: copying is the
+    read-only view there), so that what it changes is not what the verdict and the other
+    reports read."""
+    return copy.deepcopy(result)
+
+
+def _versions(state_dict: Mapping[str, Any]) -> dict[str, int]:
+    return {str(key): int(getattr(tensor, "_version", 0)) for key, tensor in state_dict.items()}
+
+
+@contextmanager
+def unchanged_tensors(bundle: Any, who: str) -> Iterator[None]:
+    """Run a plugin's hook on ``bundle``; PluginError naming ``who`` and the tensor when it
+    changed one of ``bundle.state_dict``'s tensors in place (torch has no read-only
+    tensors: every in-place operation bumps a tensor's version counter)."""
+    state_dict = getattr(bundle, "state_dict", None) or {}
+    before = _versions(state_dict)
+    yield
+    changed = [key for key, version in _versions(state_dict).items() if before.get(key, version) != version]
+    if changed:
+        raise PluginError(
+            f"{who} changed the model's tensor {changed[0]!r} in place"
+            + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
+            + ": the built-in figures read it; change a copy (tensor.clone())"
+        )
+
+
+def implementers(pm: Any, hook_name: str) -> str:
+    """``plugin 'x' (hook h)``: who implements ``hook_name`` (built-ins left out), for a
+    failure found after the hook ran."""
+    from auditor.plugins.manager import BUILTIN_PREFIX
+
+    names = [impl.plugin_name for impl in getattr(pm.hook, hook_name).get_hookimpls()
+             if not impl.plugin_name.startswith(BUILTIN_PREFIX)]
+    return f"plugin {' or '.join(map(repr, names)) or '(unknown)'} (hook {hook_name})"
+
+
+def live_model_hook(pm: Any, bundle: Any) -> Any:
+    """``popaudit_live_model`` asked about a lent ``bundle`` (a live encoder a plugin builds may
+    keep its arrays: read-only views of the ones retrieval and the probes read)."""
+    from auditor.plugins.calls import call_hook
+
+    with unchanged_tensors(bundle, implementers(pm, "popaudit_live_model")):
+        return call_hook(pm, "popaudit_live_model", bundle=lend(bundle))
+
+
+__all__ = ["lend", "lend_result", "live_model_hook", "unchanged_tensors"]
