@@ -5,7 +5,8 @@ table (README, ``--max-memory``: "deleted afterwards"). A worker process that di
 no clean-up, so the pool removes what its dead workers left: at once when
 ``--row-timeout`` kills a row or a row crashes its worker (before the next row runs),
 and when the pool ends, Ctrl-C included. A row that fails with an exception frees its
-table as it is recorded, not at the worker's next garbage collection.
+table as it is recorded, not at the worker's next garbage collection. The same holds
+for the forked child a plugin ``check`` audits in, when Ctrl-C kills it.
 
 The runs are real ``python -m auditor batch`` processes with their own ``$TMPDIR``
 (the workers fork from a server that inherits it). A measure plugin makes the 5,000-row
@@ -165,3 +166,30 @@ def test_a_failed_rows_table_file_goes_as_the_row_is_recorded(
         subprocess.run(["rm", "-rf", str(tmpdir)], check=False)
     assert record["status"] == "error" and "MemoryError: out of memory in the measure" in record["error"], record
     assert left == []  # before: ['popaudit-table-<pid>-*.npy'] until the next gc.collect()
+
+
+def test_ctrl_c_during_a_plugin_checks_streamed_audit_leaves_no_table_file(folder: Path) -> None:
+    """``check`` with a plugin audits in a forked child that Ctrl-C kills (it ignores
+    SIGINT and would end by os._exit anyway): the parent removes what it streamed."""
+    tmpdir = _tmpdir()
+    command = [sys.executable, "-m", "auditor", "check", "big.npy", "--interactions", "log.parquet", "--bootstrap", "0",
+               "--no-probes", "-q", "--max-memory", "40K", "--plugin", "probe.py"]
+    proc = subprocess.Popen(command, cwd=folder, env=_env(folder, tmpdir, "sleep"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _spills(" ".join(os.listdir(tmpdir))) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        streaming = _spills(" ".join(os.listdir(tmpdir)))
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        stderr = proc.communicate(timeout=60)[1]
+        left = sorted(os.listdir(tmpdir))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        subprocess.run(["rm", "-rf", str(tmpdir)], check=False)
+    assert len(streaming) == 1, streaming
+    assert proc.returncode == 130 and "Error: interrupted" in stderr, stderr
+    assert left == []  # before: the killed child's popaudit-table-<pid>-*.npy stayed
