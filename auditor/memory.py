@@ -3,7 +3,9 @@
 Every stage that scans a table (loading, validation, norms, retrieval) reads it in row
 blocks sized here, so a table larger than the ceiling (the ``max_memory`` setting, else
 half the available memory) is never loaded whole. Such a table lives in a temporary
-``.npy`` memory map (:func:`spill_table`) deleted once the table is garbage collected.
+``.npy`` memory map (:func:`spill_table`) deleted once the table is garbage collected;
+one a dead process left (killed, crashed) is removed by :func:`remove_stale_spills`, which
+worker pools run as they end (:class:`auditor.parallel.WorkerPool`).
 Kept apart from the loaders so metrics and retrieval need no loader to size their blocks.
 """
 

@@ -15,6 +15,9 @@ here, so every pool behaves alike:
 * **Pool folder**: multiprocessing's temporary folder is named with the owner's process
   id, so a later run removes one a kill left behind
   (:func:`auditor.memory.remove_stale_spills`).
+* **Spill files**: a worker that dies (killed by a time limit, a crash, Ctrl-C) runs no
+  clean-up, so a pool removes what its dead workers left (a streamed table's ``.npy``)
+  as it settles after a death and as it ends, however it ends.
 * **Stopping**: a pool left by an exception (Ctrl-C, a closed generator, a failed task)
   has its workers killed, not waited for.
 * **Time limits**: a worker reports (task, pid) as a task begins (:func:`task_started`);
@@ -166,8 +169,10 @@ class WorkerPool:
         return bool(self.started.value)
 
     def settle(self) -> None:
-        """After a worker died: fail every unfinished task now and release the pool."""
+        """After a worker died: fail every unfinished task now, release the pool and remove
+        what its dead workers left in the temporary folder."""
         self.executor.shutdown(wait=True, cancel_futures=True)
+        remove_stale_spills()  # the workers are joined: their process ids are dead
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -177,6 +182,7 @@ class WorkerPool:
             self.executor.shutdown(wait=True)
         else:  # interrupted or closed early: tasks in flight must not run on
             stop_pool(self.executor)
+        remove_stale_spills()  # a killed worker's table files, or those a worker still held as it exited
 
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:

@@ -133,11 +133,10 @@ def run_batch(
     batches = dispatch(runnable, audit_fn, workers=jobs, scheduler=scheduler, inline=inline, start_method=start_method,
                        row_timeout=row_timeout)
     with progress.track(f"Auditing {len(runnable)} of {len(all_jobs)} models", total=len(runnable)) as advance:
-        interrupted = _collect(batches, writer, provenance, progress, advance, flush_interval)
-    if interrupted:
-        statuses = list(writer.status.values())
-        raise BatchInterrupted(Path(output), len(all_jobs), len(statuses), statuses.count(STATUS_OK),
-                               untouched=not writer.written and Path(output).exists())
+        if _collect(batches, writer, provenance, progress, advance, flush_interval):  # raised in the track: not "done"
+            statuses = list(writer.status.values())
+            raise BatchInterrupted(Path(output), len(all_jobs), len(statuses), statuses.count(STATUS_OK),
+                                   untouched=not writer.written and Path(output).exists())
     return _outcome(writer.table(), Path(output), n_resumed, recomputed)
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from contextlib import nullcontext
 from collections.abc import Callable
 from pathlib import Path
@@ -107,7 +108,24 @@ def audit_job(job: BatchJob, audit_fn: AuditFn | None = None) -> dict[str, Any]:
             result = audit_fn(job.config, pm=pm, progress=SILENT, cache=cache)
         return result_record(job, result, time.perf_counter() - start)
     except Exception as exc:  # one bad row must never stop the batch
+        release_frames(exc)
         return error_record(job, f"{type(exc).__name__}: {exc}", time.perf_counter() - start)
+
+
+def release_frames(exc: BaseException) -> None:
+    """Clear the local variables of the frames ``exc`` and the exceptions chained to it
+    hold: a failed audit's tables (a streamed table's temporary file) are freed now, not
+    at the next garbage collection, which an idle worker may never run (the traceback's
+    frames refer back to the exception, a cycle)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)  # frames still running (this one) are skipped
+        pending += [current.__cause__, current.__context__]
 
 
 def _base_record(job: BatchJob) -> dict[str, Any]:

@@ -68,12 +68,14 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: 
     os.close(write_end)
     try:
         data = _read_all(read_end, pid, timeout, what, consequence)
-    except BaseException:
+    except BaseException:  # Ctrl-C, the time limit: the child is killed, and what it streamed goes
         _kill(pid)
+        _sweep_child_files()
         raise
     finally:
         os.close(read_end)
     status = _wait(pid)
+    _sweep_child_files()
     if not data:
         raise ChildError(
             f"{what} ended without finishing ({status}): plugin code ended the process (os._exit, a signal, "
@@ -139,6 +141,15 @@ def _read_all(fd: int, pid: int, timeout: float | None, what: str, consequence: 
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+def _sweep_child_files() -> None:
+    """Remove the temporary files of a streamed table the child left: it exits without
+    clean-up (``os._exit``) or is killed (time limit, Ctrl-C), and a failed audit's
+    exception may still hold its table as it exits. Only files of dead processes go."""
+    from auditor.memory import remove_stale_spills  # here: `popaudit --help` imports no more than it needs
+
+    remove_stale_spills()
 
 
 def _kill(pid: int) -> None:

@@ -8,7 +8,8 @@ Plain lines are throttled so a log stays readable whatever the work's grain:
   a probe) prints a line per completed unit, and so does every ``tasks`` track (an
   experiment's runs), however fast;
 * a track of fast units (record batches, training batches) prints at most one line per
-  ``INTERVAL_SECONDS``, and a closing line when it printed any or ran that long.
+  ``INTERVAL_SECONDS``, and a closing line when it printed any or ran that long: it ends
+  "· done", or "· interrupted" when Ctrl-C (KeyboardInterrupt) left the track.
 """
 
 from __future__ import annotations
@@ -140,7 +141,13 @@ class PlainLines:
                 self.note(self._status(description, done, total, now - start))
                 last_line, done_at_line, lines = now, done, lines + 1
 
-        yield advance
+        try:
+            yield advance
+        except KeyboardInterrupt:  # where Ctrl-C stopped it (never "done": a log reader keys on that)
+            if lines or self.clock() - start >= self.interval:
+                self.note(self._status(description, done, total, self.clock() - start) + " · interrupted")
+            raise
+        # Any other error: no closing line (its Error: message follows).
         elapsed = self.clock() - start
         finished = total is not None and done >= total
         if (lines or elapsed >= self.interval) and not (finished and done_at_line == done):

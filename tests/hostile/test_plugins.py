@@ -714,6 +714,32 @@ CASES += [
 ]
 
 
+def _streamed(value: str, *extra: str) -> Any:
+    """``check`` of a table streamed to $TMPDIR (5,000 x 4 float64, converted: 80,000 bytes
+    over a 40K ceiling) with a measure that evaluates ``value``: the isolated child that
+    fails, dies or is stopped must not leave the table's file (the corpus checks $TMPDIR)."""
+
+    def make(d: Path) -> None:
+        np.save(d / "big.npy", np.random.default_rng(1).normal(size=(5000, 4)))
+
+    def build(d: Path) -> Built:
+        built = _plugin(MEASURE.format(name="m", value=value), make=make)(d)
+        return Built(check_args("big.npy", "--plugin", "plug.py", "--max-memory", "40K", *extra))
+
+    return build
+
+
+# QA scale (related to F1): the plugin child's streamed table outlived it (os._exit, a kill, a held traceback).
+CASES += [
+    Case("streamed-table-measure-raises", _streamed("(_ for _ in ()).throw(MemoryError('no room'))"), EXIT_ERROR,
+         r"failed in hook popaudit_measures \(measure 'm'\): MemoryError: no room", process=True, timeout=90),
+    Case("streamed-table-measure-exits", _streamed("__import__('os')._exit(0)"), EXIT_ERROR,
+         r"the audit with plugins ended without finishing \(exit status 0\)", process=True, timeout=90),
+    Case("streamed-table-measure-past-timeout", _streamed("__import__('time').sleep(600)", "--plugin-timeout", "3"),
+         EXIT_ERROR, r"did not finish within 3 s", process=True, timeout=90),
+]
+
+
 @pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
 def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_case(case, tmp_path, monkeypatch)
@@ -721,4 +747,3 @@ def test_hostile_plugin(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_corpus_size() -> None:
     assert len(CASES) + len(PRODUCT_FAILURES) >= 15
-

@@ -104,6 +104,24 @@ def _row_timeout(d: Path) -> Built:
                   "--row-timeout", "3", "-j", "2"], outputs=("r.parquet",), check=check)
 
 
+def _streamed_row_timeout(d: Path) -> Built:
+    """A row whose table is streamed to $TMPDIR (float64, converted; 80,000 bytes over a
+    40K ceiling) and then runs past --row-timeout: its killed worker's file must not stay
+    (the corpus checks that $TMPDIR is empty)."""
+    log(d)
+    table(d, "items.npy")
+    np.save(d / "big.npy", np.random.default_rng(1).normal(size=(5000, 4)))
+    write(d, "slow.py", SLEEPER.replace("bundle.n_items == 12", "bundle.n_items == 5000"))
+    write(d, "m.csv", "model,max_memory\nbig.npy,40K\nitems.npy,\n")
+
+    def check(folder: Path, outcome: Outcome) -> None:
+        rows = pq.read_table(folder / "r.parquet").to_pylist()
+        assert [r["status"] for r in rows] == ["error", "ok"], rows
+
+    return Built(["batch", "m.csv", "-o", "r.parquet", "--interactions", "log.parquet", *FAST, "--plugin", "slow.py",
+                  "--row-timeout", "2"], outputs=("r.parquet",), check=check)
+
+
 RETRAIN = ("retrain", "--n-users", "20", "--n-items", "10", "--n-interactions", "100", "--epochs", "1", "-o", "m.pt")
 CASES = [
     Case("bootstrap-option-1e8", _check("--bootstrap", "100000000"), EXIT_USAGE,
@@ -171,6 +189,10 @@ CASES = [
     Case("row-timeout-stops-stuck-row", _row_timeout, EXIT_OK, None,
          stderr=r"row 1 \(slow\.npy\) failed: RowTimeout: the audit ran longer than --row-timeout 3 s; its worker "
                 r"process was stopped and the batch went on", process=True, timeout=120),
+    # QA scale F1: the streamed table's temporary .npy went with the killed worker? It stayed.
+    Case("row-timeout-stops-streamed-row", _streamed_row_timeout, EXIT_OK, None,
+         stderr=r"row 0 \(big\.npy\) failed: RowTimeout: the audit ran longer than --row-timeout 2 s",
+         process=True, timeout=120),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
