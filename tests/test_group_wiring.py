@@ -63,7 +63,7 @@ def test_group_measures_have_flat_names_and_gates() -> None:
 
 def test_with_a_holdout_the_group_ndcg_averages_to_the_accuracy_section(files: Path, tmp_path: Path) -> None:
     code, report, _ = check(files, tmp_path, "--holdout", str(files / "holdout.parquet"),
-                            "--fail-on", "pop_reo_dot@10>=0", "--fail-on", "ndcg_niche_dot@10<0")
+                            "--fail-on", "pop_reo_dot@10>=0", "--fail-on", "ndcg_niche_dot@10>=0")
     assert code == 3  # pop_reo >= 0 always holds: the gate is evaluated on a measured value
     dot = report["retrieval"]["at"]["10"]["dot"]
     assert dot["pop_reo"] is not None and dot["pop_rsp"] is not None

@@ -149,7 +149,8 @@ def cutoff_title(retrieval: Retrieval | None, k: int, catalogue: int | None = No
     n = 0 if retrieval is None else retrieval.n_saturated.get(k, 0)
     some = ("" if retrieval is None or n == 0 or n == retrieval.n_queries - retrieval.n_no_candidates  # none or all
             else partly_saturated(k, n, retrieval.n_queries, retrieval.n_no_candidates).removeprefix(f"K={k} "))
-    seen = retrieval is not None and retrieval.population is not None and retrieval.population.seen_items == "excluded"
-    why = some or saturated_reason(k, catalogue, seen)
-    note = f" ({why}: the harm is not measured here)" if full else (f" ({some})" if some else "")
+    note = f" ({some})" if some else ""
+    if full and retrieval is not None:
+        seen = retrieval.population is not None and retrieval.population.seen_items == "excluded"
+        note = f" ({some or saturated_reason(k, catalogue, seen)}: the harm is not measured here)"
     return f"Top-{k}" + (f", {said}" if said else "") + note
