@@ -33,7 +33,9 @@ from auditor.loading.ids import ids_to_numpy
 from auditor.loading.id_text import blank_as_null, decimal_as_number, null_words
 from auditor.loading.logs import maybe_int
 from auditor.loading.messages import arrow_reason, columns_found, detected_column
-from auditor.loading.sniff import ITEM_COLUMN_NAMES, first_line_is_data, is_parquet, open_stream, sample_lines, sniff_delimiter
+from auditor.loading.sniff import (
+    ITEM_COLUMN_NAMES, csv_reason, first_line_is_data, is_parquet, open_stream, sample_lines, sniff_delimiter,
+)
 from auditor.loading.validation import first_rows
 
 FORMAT = "frequencies"
@@ -48,6 +50,7 @@ USER_COUNT_NAMES = ("users", "nusers", "numusers", "distinctusers", "uniqueusers
 HEADERLESS = ("item_id", "count", "users")
 """Column names of a headerless file (two or three numeric columns)."""
 _INT64_MAX = float(np.iinfo(np.int64).max)
+_UNREAD = "cannot read {path} as a frequencies file (Parquet or CSV/TSV)"
 
 
 def read_frequencies(
@@ -140,13 +143,13 @@ def _read(path: Path, item_col: str | None) -> tuple[pa.Table, list[str]]:
         convert = pacsv.ConvertOptions(
             column_types={text_column: pa.string()}, null_values=null_words("csv"), strings_can_be_null=True
         )
-        table = pacsv.read_csv(
-            open_stream(path), read_options=read, parse_options=pacsv.ParseOptions(delimiter=delimiter),
-            convert_options=convert,
-        )
-        return table, names
+        parse = pacsv.ParseOptions(delimiter=delimiter)
+        try:
+            return pacsv.read_csv(open_stream(path), read_options=read, parse_options=parse, convert_options=convert), names
+        except pa.ArrowInvalid as exc:  # a ragged line named by its data row, as a log's is
+            raise InteractionsError(f"{_UNREAD.format(path=path)}: {csv_reason(path, read, parse, exc)}") from exc
     except (OSError, pa.ArrowException) as exc:
-        raise InteractionsError(f"cannot read {path} as a frequencies file (Parquet or CSV/TSV): {arrow_reason(exc)}") from exc
+        raise InteractionsError(f"{_UNREAD.format(path=path)}: {arrow_reason(exc)}") from exc
 
 
 def _column(columns: list[str], given: str | None, names: tuple[str, ...], path: Path, what: str, option: str) -> str | None:

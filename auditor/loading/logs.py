@@ -40,10 +40,10 @@ from auditor.values import LogSpec
 from auditor.loading.sniff import (
     MOVIELENS_COLUMNS,
     choose_columns,
+    csv_reason,
     first_line_is_data,
     is_parquet,
     open_stream,
-    ragged_data_row,
     sample_lines,
     sniff_delimiter,
     typed_header,
@@ -190,8 +190,7 @@ class Log:
         except pa.ArrowInvalid as exc:
             if not as_strings and "conversion error" in str(exc):
                 raise TypeDrift from exc
-            bad_row = ragged_data_row(self.path, read, parse, exc)
-            raise InteractionsError(f"cannot parse {self.path}: {arrow_reason(exc, bad_row)}") from exc
+            raise InteractionsError(f"cannot parse {self.path}: {csv_reason(self.path, read, parse, exc)}") from exc
 
     def _dat(self, as_strings: bool) -> Iterator[tuple[pa.Array, pa.Array | None]]:
         """``::``-separated lines, split with pyarrow (no per-line Python)."""

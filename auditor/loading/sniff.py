@@ -190,6 +190,13 @@ def ragged_data_row(path: Path, read: pacsv.ReadOptions, parse: pacsv.ParseOptio
     return None if row is None else int(row.group(1)) - (0 if read.column_names else 1) - read.skip_rows
 
 
+def csv_reason(path: Path, read: pacsv.ReadOptions, parse: pacsv.ParseOptions, exc: BaseException) -> str:
+    """:func:`~auditor.loading.messages.arrow_reason` of a CSV/TSV read's error, a line of
+    another field count named by its data row (:func:`ragged_data_row`): the one wording of
+    every delimited table popaudit reads with these options (logs, holdouts, counts files)."""
+    return arrow_reason(exc, ragged_data_row(path, read, parse, exc))
+
+
 def _shape(cell: str) -> str:
     """A cell's shape: ``N`` for a number, else its text with each run of digits as ``#``
     (``user_4`` and ``user_17`` are both ``user_#``)."""

@@ -101,6 +101,12 @@ CASES = [
          EXIT_ERROR, r"distinct-users column 'users' of counts\.csv exceeds the count column 'count' in data row 2"),
     Case("frequencies-all-zero", _counts("counts.csv", "item_id,count\n0,0\n1,0\n"), EXIT_ERROR,
          r"no interactions in counts\.csv: every count in column 'count' is 0"),
+    Case("frequencies-ragged-line", _counts("counts.csv", GOOD.replace("\n9,10\n", "\n9,10,1,2\n")), EXIT_ERROR,
+         r"cannot read counts\.csv as a frequencies file \(Parquet or CSV/TSV\): a line has 4 fields where the "
+         r"first line has 2 \(data row 10\)$"),
+    Case("frequencies-ragged-line-headerless", _counts("counts.tsv", "0\t1\n1\t2\n2\n3\t4\n"), EXIT_ERROR,
+         r"counts\.tsv as a frequencies file \(Parquet or CSV/TSV\): a line has 1 fields where the first line has 2 "
+         r"\(data row 3\)$"),
     Case("frequencies-header-only", _counts("counts.csv", "item_id,count\n"), EXIT_ERROR,
          r"no item counts in counts\.csv: it has a header but no rows"),
     Case("frequencies-empty-file", _counts("counts.csv", ""), EXIT_ERROR,
