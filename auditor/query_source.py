@@ -13,15 +13,22 @@ QUERY_FILE_SUFFIXES = (".npy", ".parquet", ".pq")
 """Endings of the query files :func:`auditor.loading.queries.load_query_file` reads."""
 
 
+def query_source_choices(words: tuple[str, ...]) -> str:
+    """What the setting takes, after its name: the one wording of every refusal of a value."""
+    return f"must be one of the words {', '.join(words)}, or a path to a .npy or .parquet file of query vectors"
+
+
 def mistyped_query_source(value: str | Path, words: tuple[str, ...]) -> str | None:
     """Why ``value`` is neither one of ``words`` nor a query file (``user``, ``histroy``: a
-    mistyped word, not a missing file), else None: the message after the setting's name. A value naming an existing path, or ending
-    as a query file does, is a file: its reader says what is wrong with it."""
+    mistyped word, not a missing file; an empty or blank value), else None: the message after
+    the setting's name. A value naming an existing path, or ending as a query file does, is a
+    file: its reader says what is wrong with it."""
     text = str(value)
-    if not text or text in words or os.path.lexists(text) or Path(text).suffix.lower() in QUERY_FILE_SUFFIXES:
+    if not text.strip():  # names no file and no word: the same usage error as a mistyped word
+        return f"{query_source_choices(words)}; got {text!r}, an empty value"
+    if text in words or os.path.lexists(text) or Path(text).suffix.lower() in QUERY_FILE_SUFFIXES:
         return None
-    return (f"must be one of the words {', '.join(words)}, or a path to a .npy or .parquet file of query vectors; "
-            f"got {text!r}, which is neither (no such file)")
+    return f"{query_source_choices(words)}; got {text!r}, which is neither (no such file)"
 
 
 def refuse_mistyped_query_source(value: str | Path, words: tuple[str, ...]) -> None:

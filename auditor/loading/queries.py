@@ -14,7 +14,7 @@ from auditor.errors import QueryError, setting
 from auditor.io import require_regular_file
 from auditor.loading.npy import load_npy
 from auditor.loading.parquet_table import is_vector_type, parquet_shards
-from auditor.query_source import refuse_mistyped_query_source
+from auditor.query_source import query_source_choices, refuse_mistyped_query_source
 
 
 def load_query_file(path: Path) -> np.ndarray:
@@ -48,9 +48,8 @@ def load_query_file(path: Path) -> np.ndarray:
         if not parts:
             raise QueryError(f"{path} holds no query vectors")
         return np.concatenate(parts)
-    raise QueryError(
-        f"{setting('queries')} must be users, history, or a path to a .npy or .parquet file; got {str(path)!r}"
-    )
+    raise QueryError(f"{setting('queries')} {query_source_choices(QUERY_SOURCES)}; got {str(path)!r}, a {suffix or 'suffix-less'} "
+                     "file")
 
 
 def sample_query_file(path: Path, dim: int, max_queries: int | None, seed: int) -> tuple[np.ndarray, np.ndarray, int]:

@@ -292,9 +292,15 @@ CASES = [
          EXIT_ERROR, r"duplicate item id 5 in --item-ids file ids\.txt"),
     Case("item-ids-latin1", _with_log("--item-ids", "ids.txt", make=lambda d: write(
         d, "ids.txt", b"".join(b"caf\xe9%d\n" % i for i in range(10)))), EXIT_ERROR, r"ids\.txt.*not valid UTF-8"),
-    Case("queries-empty-path", _with_log("--queries", "", make=lambda d: None), EXIT_ERROR,
-         r"--queries must be a path to a file .*got an empty path, or one of the words auto, users, history",
-         absent=r"is a folder"),
+    # Logs N2 (QA 10): an empty value is the mistyped word's usage error (was: exit 1, "(a str or pathlib.Path)").
+    Case("queries-empty-path", _with_log("--queries", "", make=lambda d: None), EXIT_USAGE,
+         r"Invalid value for '--queries': must be one of the words auto, users, history, or a path .*got '', an empty "
+         r"value", absent=r"is a folder|pathlib"),
+    Case("queries-blank-path", _with_log("--queries", "  ", make=lambda d: None), EXIT_USAGE,
+         r"Invalid value for '--queries': must be one of the words auto, users, history.*got '  ', an empty value"),
+    Case("queries-text-file", _with_log("--queries", "q.txt", make=lambda d: write(d, "q.txt", "hello\n")), EXIT_ERROR,
+         r"--queries must be one of the words auto, users, history, or a path to a \.npy or \.parquet file of query "
+         r"vectors; got 'q\.txt', a \.txt file"),
     # Logs F4 (QA 10): a mistyped word is a usage error listing the words (was: "query file not found: user", exit 1).
     Case("queries-mistyped-word", _with_log("--queries", "user", make=lambda d: None), EXIT_USAGE,
          r"Invalid value for '--queries': must be one of the words auto, users, history, or a path", absent=r"not found"),
