@@ -249,15 +249,16 @@ SATURATED_CANDIDATES = "K holds every candidate of every query: every list holds
 
 def saturated_reason(k: int, catalogue: int | None, seen_excluded: bool) -> str:
     """Why K (saturating every query) measures no harm, as it happened: K reaches the
-    catalogue; or, below it, each query's unseen candidates number K or fewer because the
-    users have seen the rest (seen-item filtering: ``keep_seen`` measures it); else
+    catalogue; or, below it, each query's unseen candidates number K or fewer (said as that
+    bound) because the users have seen the rest (seen-item filtering: ``keep_seen`` measures it); else
     :data:`SATURATED_CANDIDATES`."""
     if catalogue is not None and k >= catalogue:
         return SATURATED
     if catalogue is None or not seen_excluded:
         return SATURATED_CANDIDATES
-    return (f"K holds every unseen candidate: every user has seen at least {catalogue - k:,} of the {catalogue:,} "
-            f"items, which leaves them {k:,} or fewer; {setting('keep_seen')} measures it")
+    # A bound, not a figure of the log: the retrieval keeps no per-query candidate counts.
+    return (f"K holds every unseen candidate: seen items are not served, and each user has {k:,} or fewer of the "
+            f"{catalogue:,} items unseen; {setting('keep_seen')} measures it")
 
 
 def saturated_said_at(retrieval: Retrieval | None, ks: list[int], catalogue: int | None) -> str:
