@@ -39,6 +39,37 @@ def spelled_as(spelling: Callable[[], Mapping[str, str]] | None) -> Iterator[Non
         _SPELLING.reset(token)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a cancelled CI job, ``docker stop``, Kubernetes), raised in the
+    main thread by the CLI's handler (:mod:`auditor.cli._termination`). A KeyboardInterrupt,
+    so every path that cleans up after Ctrl-C (workers stopped, finished batch rows saved,
+    temporary files removed) runs for it too; only the words and the exit code differ
+    (:func:`interruption`)."""
+
+    def __init__(self) -> None:
+        super().__init__("terminated by SIGTERM")
+
+
+INTERRUPTED_EXIT = 130
+"""Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it)."""
+TERMINATED_EXIT = 143
+"""Exit code of a run stopped by SIGTERM (128 + SIGTERM)."""
+
+
+def interruption(exc: BaseException) -> tuple[str, int]:
+    """How a run stopped by ``exc`` (a KeyboardInterrupt, or one raised from or while
+    handling it) is said and the code it exits with: ``("terminated by SIGTERM", 143)``
+    where a :class:`Terminated` is in its chain, else ``("interrupted", 130)``."""
+    seen: BaseException | None = exc
+    for _ in range(64):  # a chain is short; a cycle must not hang an exiting run
+        if seen is None:
+            break
+        if isinstance(seen, Terminated):
+            return str(seen), TERMINATED_EXIT
+        seen = seen.__cause__ or seen.__context__
+    return "interrupted", INTERRUPTED_EXIT
+
+
 class AuditError(Exception):
     """Base class: something popaudit could not do; exit code 1."""
 

@@ -11,7 +11,9 @@ here, so every pool behaves alike:
   watches it (a pidfd on Linux, else polling) from a daemon thread, and workers that are
   its direct children also get ``PR_SET_PDEATHSIG``; the forkserver is killed as the
   main process exits (and exits by itself when that process was killed). Workers and
-  the forkserver leave Ctrl-C to the main process.
+  the forkserver leave Ctrl-C and SIGTERM to the main process, which stops them: a
+  signal sent to the whole process group (a terminal's Ctrl-C, ``timeout``) kills no
+  worker first, whose row would be recorded as failed.
 * **Pool folder**: multiprocessing's temporary folder is named with the owner's process
   id, so a later run removes one a kill left behind
   (:func:`auditor.memory.remove_stale_spills`).
@@ -254,8 +256,8 @@ def init_worker(
     main_pid: int, started: Any = None, starts: Any = None, setup: Callable[..., None] | None = None,
     setup_args: tuple[Any, ...] = (),
 ) -> None:
-    """Pool initializer: the worker leaves Ctrl-C to the main process (which stops the
-    pool and saves what finished) and exits as soon as the main process is gone;
+    """Pool initializer: the worker leaves Ctrl-C and SIGTERM to the main process (which
+    stops the pool and saves what finished) and exits as soon as the main process is gone;
     ``started`` (a shared counter) counts the workers that got this far; ``starts`` (a
     queue) hears (task, pid) as each task begins (:func:`task_started`), so the main
     process can stop a worker whose task runs past its time limit. Then
@@ -266,6 +268,7 @@ def init_worker(
     _WORKER["starts"] = starts
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     except (OSError, ValueError):
         pass
     if started is not None:

@@ -1,4 +1,4 @@
-"""The forkserver pool workers fork from: started early, deaf to Ctrl-C, killed at exit.
+"""The forkserver pool workers fork from: started early, deaf to Ctrl-C and SIGTERM, killed at exit.
 
 With the forkserver start method (:func:`auditor.parallel.default_start_method`), one
 server process imports the modules a pool preloads (torch among them: seconds) and every
@@ -8,11 +8,12 @@ worker, and leaves three things to its caller, done here:
 * **Early start**: :func:`start_server` starts it at once, so its imports run while this
   process does its own work (a batch reads its manifest and hashes its inputs meanwhile)
   instead of after it.
-* **Ctrl-C**: a terminal sends SIGINT to the whole process group, and a server still
-  importing would die of it with a traceback on stderr. The server is started with SIGINT
-  blocked (a blocked signal stays blocked across ``exec``), so Ctrl-C is left to the main
-  process, as the workers (which ignore it) leave it; no Ctrl-C of this process is lost
-  (one pressed meanwhile is delivered when the mask is restored).
+* **Ctrl-C, SIGTERM**: a terminal sends SIGINT to the whole process group (``timeout``
+  sends SIGTERM to it), and a server still importing would die of it, of SIGINT with a
+  traceback on stderr, of SIGTERM leaving the pool it serves broken. The server is started
+  with both blocked (a blocked signal stays blocked across ``exec``), so they are left to
+  the main process, as the workers (which ignore them) leave them; none sent to this
+  process is lost (one sent meanwhile is delivered when the mask is restored).
 * **Exit**: at exit, the process that started the server kills it, once none of the
   processes it forked is left (their exit status comes through the server). It has no
   work left, and left to itself it would first finish its imports (after an early error
@@ -42,16 +43,16 @@ def start_server(preload: Sequence[str] = ()) -> None:
         return  # a new worker importing its main module: starting processes there is refused (by the pool's start)
     if preload:
         multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
+    if not _OWNER:  # first: a signal delivered as the mask is restored must not skip it
+        _OWNER.append(os.getpid())
+        atexit.register(_kill_server)
     # The resource tracker first: starting its own process, it unblocks SIGINT afterwards.
     resource_tracker.ensure_running()
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    if not _OWNER:
-        _OWNER.append(os.getpid())
-        atexit.register(_kill_server)
 
 
 def _server_pid() -> int | None:

@@ -34,7 +34,7 @@ from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 
 class BatchInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`run_batch`: the finished rows are saved in ``output``.
+    """Ctrl-C or SIGTERM (raised from its Terminated) in :func:`run_batch`: the finished rows are saved in ``output``.
 
     A KeyboardInterrupt, so callers that do not know it still see an interrupt.
     """
@@ -133,10 +133,11 @@ def run_batch(
     batches = dispatch(runnable, audit_fn, workers=jobs, scheduler=scheduler, inline=inline, start_method=start_method,
                        row_timeout=row_timeout)
     with progress.track(f"Auditing {len(runnable)} of {len(all_jobs)} models", total=len(runnable)) as advance:
-        if _collect(batches, writer, provenance, progress, advance, flush_interval):  # raised in the track: not "done"
+        stop = _collect(batches, writer, provenance, progress, advance, flush_interval)
+        if stop is not None:  # raised in the track: not "done"
             statuses = list(writer.status.values())
             raise BatchInterrupted(Path(output), len(all_jobs), len(statuses), statuses.count(STATUS_OK),
-                                   untouched=not writer.written and Path(output).exists())
+                                   untouched=not writer.written and Path(output).exists()) from stop
     return _outcome(writer.table(), Path(output), n_resumed, recomputed)
 
 
@@ -195,10 +196,10 @@ def _fail_early(writer: ResultsWriter, jobs: list[BatchJob], provenance: Provena
 def _collect(
     batches: Records, writer: ResultsWriter, provenance: Provenances, progress: Progress, advance: Advance,
     flush_interval: float,
-) -> bool:
+) -> KeyboardInterrupt | None:
     """Write the records of ``batches`` as audits finish, each with its provenance (for a
-    later resume), and say each failed row; True when Ctrl-C ended the run. Either way
-    the workers are stopped (audits in flight are dropped) and the finished rows saved."""
+    later resume), and say each failed row; the Ctrl-C or SIGTERM that ended the run, if
+    any. Either way the workers are stopped (audits in flight dropped), finished rows saved."""
     n_failed = list(writer.status.values()).count(STATUS_ERROR)
     try:
         for records in batches:
@@ -213,12 +214,12 @@ def _collect(
                         f"[{n_failed} failed so far]: {record['error']}"
                     )
                 advance(1)
-    except KeyboardInterrupt:
-        return True
+    except KeyboardInterrupt as stop:
+        return stop
     finally:
         batches.close()  # stops the workers: audits in flight are dropped
         writer.finish()  # rows finished within the last flush_interval
-    return False
+    return None
 
 
 def _save_records(

@@ -14,6 +14,7 @@ from auditor import __version__
 from auditor.cli._common import option_names
 from auditor.cli._group import PluginGroup
 from auditor.cli._startup import frozen_at_exit
+from auditor.cli._termination import stopped_by_sigterm
 from auditor.errors import spelled_as
 
 # Modules that define one command each (a module-level ``command``).
@@ -50,8 +51,10 @@ for _name in COMMAND_MODULES:
 
 def main() -> None:
     """Console-script entry point; the process exits after it, its objects frozen out of
-    the shutdown's collections (:func:`~auditor.cli._startup.frozen_at_exit`)."""
+    the shutdown's collections (:func:`~auditor.cli._startup.frozen_at_exit`). SIGTERM
+    stops the command as Ctrl-C does, and it exits 143 (:mod:`auditor.cli._termination`)."""
     try:
-        cli(prog_name="popaudit")
+        with stopped_by_sigterm():
+            cli(prog_name="popaudit")
     finally:
         frozen_at_exit()

@@ -19,7 +19,7 @@ from auditor.alpha import name_clash
 from auditor.config import (
     DEFAULT_ALPHAS, INDEX_KINDS, INTERACTION_FORMATS, POPULARITY_KINDS, DeclaredTraining, GroupPolicy,
 )
-from auditor.errors import AuditError
+from auditor.errors import AuditError, interruption
 from auditor.io import descriptor_named
 from auditor.output_guard import file_key
 from auditor.ranges import RANGES
@@ -110,16 +110,15 @@ def common_options(command: F) -> F:
     return plugin_option(wrapper)  # type: ignore[return-value]
 
 
-
 def command_failed(exc: BaseException, debug: bool) -> NoReturn:
     """The one error policy of every command: an AuditError is ``Error: ...`` with its exit
-    code (a tripped alert, 3, said as a tripped gate), Ctrl-C exit 130, MemoryError and
+    code (a tripped alert, 3, said as a tripped gate), Ctrl-C exit 130 (SIGTERM 143), MemoryError and
     OSError exit 1; anything else a plugin command raised is ``Error: plugin 'NAME'
     failed in command CMD: Type: message`` (exit 1, as a failing hook is said), and a
     built-in's other exception, a bug, propagates. ``debug``: the traceback instead
     (Ctrl-C aside). click's own exceptions (usage errors, ``ctx.exit``) pass through."""
     if isinstance(exc, KeyboardInterrupt):
-        fail("interrupted", 130)
+        fail(*interruption(exc))
     if debug or isinstance(exc, (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort)):
         raise exc
     context = click.get_current_context(silent=True)

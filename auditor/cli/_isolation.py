@@ -68,7 +68,7 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: 
     os.close(write_end)
     try:
         data = _read_all(read_end, pid, timeout, what, consequence)
-    except BaseException:  # Ctrl-C, the time limit: the child is killed, and what it streamed goes
+    except BaseException:  # Ctrl-C, SIGTERM, the time limit: the child is killed, and what it streamed goes
         _kill(pid)
         _sweep_child_files()
         raise
@@ -94,7 +94,8 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], write_end: int, debug:
     """Run ``fn`` and send its outcome; stdout goes to stderr; exits without cleanup."""
     code = 0
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the parent's to handle
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         from auditor.parallel import die_with_parent  # here: `popaudit --help` needs no multiprocessing
 
         die_with_parent()  # the kernel kills the child with its parent: no audit outlives it

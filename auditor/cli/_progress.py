@@ -9,8 +9,8 @@ Plain lines are throttled so a log stays readable whatever the work's grain:
   experiment's runs), however fast;
 * a track of fast units (record batches, training batches) prints at most one line per
   ``INTERVAL_SECONDS``, and a closing line when it printed any or ran that long: it ends
-  "· done", or "· interrupted" when Ctrl-C (KeyboardInterrupt) left the track.
-"""
+  "· done", or "· interrupted" when Ctrl-C (KeyboardInterrupt) left the track
+  ("· terminated by SIGTERM" for SIGTERM: :func:`~auditor.errors.interruption`)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from auditor.errors import interruption
 from auditor.progress import Advance, Progress
 
 if TYPE_CHECKING:
@@ -143,9 +144,9 @@ class PlainLines:
 
         try:
             yield advance
-        except KeyboardInterrupt:  # where Ctrl-C stopped it (never "done": a log reader keys on that)
+        except KeyboardInterrupt as stop:  # where Ctrl-C stopped it (never "done": a log reader keys on that)
             if lines or self.clock() - start >= self.interval:
-                self.note(self._status(description, done, total, self.clock() - start) + " · interrupted")
+                self.note(self._status(description, done, total, self.clock() - start) + " · " + interruption(stop)[0])
             raise
         # Any other error: no closing line (its Error: message follows).
         elapsed = self.clock() - start

@@ -34,7 +34,7 @@ from auditor.cli._common import (
 )
 from auditor.cli._batch_advice import cell_advice, gate_values, refuse_unasked_rows
 from auditor.cli._isolation import run_isolated, third_party_plugins
-from auditor.errors import GateError, UnmeasuredGateError, setting, spelled_as
+from auditor.errors import GateError, UnmeasuredGateError, interruption, setting, spelled_as
 from auditor.output_guard import parquet_name_problem
 
 if TYPE_CHECKING:
@@ -112,12 +112,12 @@ def command(
     verdict and C1-C5 statuses, the flat metrics (spearman, <metric>_<scoring>@<k>,
     <metric>_ratio@<k>, ...) for every K requested, and report_json. It is rewritten
     atomically as audits finish, so it is always a valid file; --resume continues an
-    interrupted run (Ctrl-C prints the command). Each audit runs in a worker process: a
+    interrupted run (Ctrl-C and SIGTERM print the command). Each audit runs in a worker process: a
     failing row, even one that crashes its worker, is recorded and never stops the
     others; the command still exits 0 (3 when a --fail-on gate holds for an audited row,
     else 1 with --fail-on when a row failed or did not measure a gate's metric, each named,
-    130 when interrupted by Ctrl-C: the rows finished are saved and the command that
-    resumes the run is printed).
+    130 when interrupted by Ctrl-C, 143 by SIGTERM: the rows finished are saved and the
+    command that resumes the run is printed).
 
     \b
     Example:
@@ -336,7 +336,8 @@ def _plugin_measures(plugins: tuple[Path, ...], gated: bool) -> tuple[list[str],
 
 
 def _interrupted(exc: KeyboardInterrupt, output: Path) -> NoReturn:
-    """Ctrl-C: say what is saved and the command that continues the run; exit 130."""
+    """Ctrl-C or SIGTERM: say what is saved and the command that continues the run; exit
+    130 or 143 (:func:`~auditor.errors.interruption`)."""
     from auditor.batch import BatchInterrupted
 
     if isinstance(exc, BatchInterrupted):
@@ -349,12 +350,13 @@ def _interrupted(exc: KeyboardInterrupt, output: Path) -> NoReturn:
         )
     else:
         saved = "no row was audited yet"
+    said, code = interruption(exc)
     click.echo(
-        f"Error: interrupted: {saved}. To continue (rows already ok are kept), run:\n"
+        f"Error: {said}: {saved}. To continue (rows already ok are kept), run:\n"
         f"  {resume_command()}",
         err=True,
     )
-    sys.exit(130)
+    sys.exit(code)
 
 
 def resume_command() -> str:

@@ -28,7 +28,7 @@ from types import ModuleType
 import pluggy
 
 from auditor import hookspecs
-from auditor.errors import InputError, PluginError
+from auditor.errors import InputError, PluginError, Terminated
 from auditor.io import require_regular_file
 from auditor.plugin_names import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP  # defined once, light
 from auditor.plugin_names import PROJECT as PROJECT
@@ -52,19 +52,27 @@ handler passes on through :func:`reraise_interrupt`."""
 
 
 def reraise_interrupt(exc: BaseException) -> None:
-    """Re-raise ``exc`` when it is a KeyboardInterrupt that may be Ctrl-C: the user stopping
-    the run, not the plugin failing. Where SIGINT is ignored (the child process ``check``
-    and ``mitigate`` run plugin code in) no Ctrl-C can raise one: the plugin raised it, and
+    """Re-raise ``exc`` when it is a KeyboardInterrupt that may be Ctrl-C, or a Terminated
+    that may be SIGTERM (the CLI's handler raises it): the user stopping the run, not the
+    plugin failing. Where SIGINT is ignored (the child process ``check`` and ``mitigate``
+    run plugin code in, pool workers, a background job) no Ctrl-C can raise one, nor
+    SIGTERM a Terminated where no handler of it is installed: the plugin raised it, and
     it fails as any other exception does, named."""
-    if isinstance(exc, KeyboardInterrupt) and _ctrl_c_possible():
+    if isinstance(exc, Terminated):
+        if _signal_raises(signal.SIGTERM):
+            raise exc
+    elif isinstance(exc, KeyboardInterrupt) and _signal_raises(signal.SIGINT):
         raise exc
 
 
-def _ctrl_c_possible() -> bool:
+def _signal_raises(signum: int) -> bool:
+    """Whether ``signum`` can raise in this process: SIGINT unless ignored (Python's own
+    handler), SIGTERM where a Python handler is installed (the CLI's)."""
     try:
-        return signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        handler = signal.getsignal(signum)
     except ValueError:  # not a signal this platform knows
         return True
+    return callable(handler) if signum == signal.SIGTERM else handler is not signal.SIG_IGN
 
 
 def describe_failure(exc: BaseException) -> str:
