@@ -186,9 +186,11 @@ def every_list_graded(
     rows, missing = lists_for(served, population.eligible_ids)
     shares = head_shares(rows, popularity, ks)
     listed = len(rows) - missing
-    queried = 0 if population.raw_ids is None else population.n_queries - lists_for(served, population.raw_ids)[1]
+    # The sampled users' lists are every row's, a zero-vector user's too (served as a row): QA "Served N2".
+    sampled = population.row_ids
+    queried = 0 if sampled is None else len(sampled) - lists_for(served, sampled)[1]
     return shares, [
-        f"the model's queries were sampled ({population.n_queries:,} of {population.n_eligible:,} users): the served "
+        f"the model's queries were sampled ({population.n_rows:,} of {population.n_eligible:,} users): the served "
         f"lists of {served.source} are graded over the lists of all {listed:,} of those users who have one, so their "
         f"severity does not move with the sample; their other figures (the served scoring's list measures, overlaps "
         f"and accuracy beside the model's) are of the {queried:,} sampled users with a list, {listed - queried:,} "
