@@ -49,7 +49,8 @@ def files(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, float, 
 def _check(*args: str) -> tuple[int, dict[str, object]]:
     result = CliRunner().invoke(cli, ["check", *args, "--recommendations", "recs.csv", "--interactions", "train.csv",
                                       "--no-probes", "--bootstrap", "0", "-q", "--no-retrieval",
-                                      "--fail-on", "severity_level>=2", "--json", "r.json"], catch_exceptions=False)
+                                      "--fail-on", "severity_level>=2", "--json", "r.json", "--markdown", "r.md"],
+                                catch_exceptions=False)
     return result.exit_code, json.loads(Path("r.json").read_text())
 
 
@@ -75,6 +76,9 @@ def test_the_served_lists_grade_beside_a_model_that_queries_nobody(
         f"({N_USERS} lists of the training log's users, by the lists-only rule), so they count in the severity as "
         "without the model; their other figures (list measures, overlaps, accuracy) are not measured"]
     assert "retrieval" in report["not_measured"]  # type: ignore[operator]
+    headline = Path("r.md").read_text().splitlines()[2]  # old: 'retrieval not measured' and nothing of the lists
+    assert f"retrieval not measured; served lists: top-1% items' share of the served top-{K} slots {100 * served:.1f}% " \
+           f"vs {100 * log:.1f}% of the training interactions, which graded the severity;" in headline, headline
 
 
 def test_a_k_above_the_lists_is_not_graded_and_said(
