@@ -304,18 +304,15 @@ def _measure_retrieval(
 
 def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig,
             warnings: list[str]) -> ServedSection | None:
-    """The ``served`` section describing the file given with a model (None: no file), with the log's top-1%
-    share the served lists' amplification is graded against (and, for sampled queries, their share over every
-    list), and a warning per K where the queried users' lists are short of it (as ``short_lists`` counts them)."""
+    """The ``served`` section of the file given with a model (None: none), the log's top-1% share it is graded against
+    (and its share over every list: queries sampled, or none), and a warning per K short lists fill less than."""
     if inputs.served is None:
         return None
     from auditor.retrieval.popularity import popularity_of
     from auditor.retrieval.served import describe_served, every_list_graded, head_share_of_log, short_lists_beside
-    from auditor.retrieval.served import short_lists_said
+    from auditor.retrieval.served import short_lists_said, unqueried_lists_graded
 
-    missing = None
-    if inputs.served_rows is not None and serving is not None:
-        missing = int((inputs.served_rows < 0).all(axis=1).sum())
+    missing = int((inputs.served_rows < 0).all(axis=1).sum()) if inputs.served_rows is not None and serving else None
     section = describe_served(inputs.served, missing)
     if inputs.served_rows is not None and serving is not None and serving.retrieval is not None:
         section.short_lists = short_lists_beside(
@@ -328,7 +325,10 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
         if serving is not None and serving.retrieval is not None:  # sampled queries: every list still graded
             ks = [k for k, cut in serving.retrieval.at.items() if "served" in cut.norm_aware]
             section.head_share_every_list, notes = every_list_graded(inputs.served, inputs.population, weights, ks)
-            warnings += notes
+        else:  # nobody queried (no population): the lists need no model to be graded (QA "Served N1")
+            section.head_share_every_list, notes = unqueried_lists_graded(
+                inputs.served, inputs.served_log_users, weights, config.ks, inputs.not_measured.get("retrieval"))
+        warnings += notes
     return section
 
 

@@ -68,10 +68,11 @@ def served_beside_model(sections: MeasuredSections) -> tuple[int, Severity, floa
     """Beside a model: (K, severity, ratio) of the served scoring's worst K by the
     lists-only rule, at every K the served lists were measured (None: not measured)."""
     served, retrieval = sections.served, sections.retrieval
-    if served is None or retrieval is None or served.head_share_log is None:
+    if served is None or served.head_share_log is None:
         return None
-    judged = [(k, *amplification(served_share(sections, k), served.head_share_log))
-              for k, cut in retrieval.at.items() if "served" in cut.norm_aware]
+    ks = list(served.head_share_every_list) if retrieval is None else [  # unqueried: graded over the log's lists
+        k for k, cut in retrieval.at.items() if "served" in cut.norm_aware]
+    judged = [(k, *amplification(served_share(sections, k), served.head_share_log)) for k in ks]
     return max(judged, key=_worst) if judged else None
 
 
@@ -136,21 +137,24 @@ def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
     if worst is None:
         return verdict
     k, severity, ratio = worst
-    assert sections.served is not None and sections.retrieval is not None
-    cut = sections.retrieval.at[k]
+    assert sections.served is not None
+    retrieval = sections.retrieval
     times = "" if ratio is None else f", {ratio:.2f}×" if math.isfinite(ratio) else ", from none"
+    popular = "" if retrieval is None else f" (the most-popular list: {pct(retrieval.at[k].popular.get(HEAD))})"
     figures = (f"the served lists give the top-1% most popular items {pct(served_share(sections, k))} of "
                f"their top-{k} slots, against {pct(sections.served.head_share_log)} of the training "
-               f"{_unit(sections)}{times} (the most-popular list: {pct(cut.popular.get(HEAD))})")
+               f"{_unit(sections)}{times}{popular}")
     rule = verdict.rule + SERVED_BESIDE_MODEL_RULE
     if SEVERITIES.index(severity) <= SEVERITIES.index(verdict.severity):
         graded = "they amplify popularity" if severity != "none" else "they do not amplify popularity beyond the log"
         return replace(verdict, summary=f"{verdict.summary} Served lists: {figures}; {graded} (severity {severity} "
                                          "by themselves).", rule=rule, served_k=k)
-    lead = (f"The served lists amplify popularity: {figures}; severity {severity} is theirs (the model's own serving "
-            f"grades {verdict.severity}).")
+    own = "the model's own serving grades" if retrieval is not None else "the model, its serving not measured, grades"
+    lead = f"The served lists amplify popularity: {figures}; severity {severity} is theirs ({own} {verdict.severity})."
     advice = ("The served lists skew more than the model's own dot-product serving: look at what the serving system "
-              "adds after the model's scores (re-ranking, business rules, popularity boosts, candidate filters).")
+              "adds after the model's scores (re-ranking, business rules, popularity boosts, candidate filters)."
+              if retrieval is not None else "The served lists amplify popularity and the model's own serving was not "
+              "measured: audit with retrieval to tell whether its scores or the serving system cause the skew.")
     return replace(verdict, bias_detected=True, severity=severity, summary=f"{lead} The model itself: {verdict.summary}",
                    recommendations=[advice, *verdict.recommendations], rule=rule, assessed=True, gate=SEVERITY_GATE,
                    graded_by="served", served_k=k,

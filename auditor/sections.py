@@ -389,7 +389,7 @@ class ServedSection:
     """Share of the served slots naming items the training log never saw (None: no log given);
     lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""
     head_share_every_list: dict[int, float | None] = field(default_factory=dict)
-    """Beside a model whose queries were sampled: K -> the top-1% share over every eligible user's list, graded."""
+    """Beside a model whose queries were sampled or that queries nobody: K -> the top-1% share of every list, graded."""
 
 UNTRAINED_SERVED = (
     "the served scoring scores the list the file holds for each of them, and counts one without a list as a miss "

@@ -81,3 +81,27 @@ def test_without_sampling_nothing_changes(files: tuple[Path, float, float], monk
     report = json.loads(Path("r.json").read_text())
     assert result.exit_code == 0 and report["served"]["head_share_every_list"] == {}, result.output
     assert report["retrieval"]["at"][str(K)]["served"]["head_share_1pct"] == pytest.approx(files[1])
+
+
+def test_the_warning_counts_sampled_users_with_a_zero_vector(
+    files: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Users whose vector is zero are sampled all the same and their lists lined up as rows (QA "Served N2"):
+    the warning counts all SAMPLE sampled users' lists, not only the queried ones (old: '7 of 40 users')."""
+    folder = files[0]
+    monkeypatch.chdir(folder)
+    weights = torch.load("model.pt")
+    weights["user_embedding.weight"][:10] = 0  # 10 of the 40 users are served nothing by the model
+    torch.save(weights, "model.pt")
+    drawn_zero = 0
+    for seed in ("0", "1", "2"):
+        _, report = _check("model.pt", "--seed", seed)
+        zero = [w for w in report["warnings"] if "query vectors are zero" in w]  # type: ignore[attr-defined]
+        drawn_zero += len(zero)
+        sampled = [w for w in report["warnings"] if "sampled (" in w]  # type: ignore[attr-defined]
+        assert len(sampled) == 1 and f"sampled ({SAMPLE} of {N_USERS} users)" in sampled[0], sampled
+        assert sampled[0].endswith(f"are of the {SAMPLE} sampled users with a list, {N_USERS - SAMPLE} lists sampled "
+                                   "out"), sampled[0]
+        share = report["retrieval"]["at"][str(K)]["served"]["head_share_1pct"]  # type: ignore[index]
+        assert share * SAMPLE * K == pytest.approx(round(share * SAMPLE * K))  # whole slots of all SAMPLE lists
+    assert drawn_zero  # some sample held zero-vector users

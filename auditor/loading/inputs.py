@@ -80,6 +80,9 @@ class AuditInputs:
     """The served lists given as ``recommendations`` (None: none given)."""
     served_rows: np.ndarray | None = None
     """int64 (n_queries, max K): the served list of each queried user (-1: empty slot)."""
+    served_log_users: np.ndarray | None = None
+    """Nobody queried (retrieval not measured): the training log's users, whose served lists grade
+    the severity (None: queried, or the log names no users: every list grades)."""
     served_untrained: np.ndarray | None = None
     """The same for :attr:`HeldOutQueries.untrained` (RecBole's test users who never trained):
     accuracy alone scores them (None: no served lists, or no such user)."""
@@ -145,11 +148,7 @@ def load_inputs(
         inputs.not_measured["frequency_norm"] = f"no item frequencies: pass {setting('interactions')} with the training log"
     inputs.population = _population(inputs, config, progress, cache)
     if config.recommendations is not None:
-        from auditor.loading.served_inputs import served_for_model  # served lists: only when given
-
-        inputs.served, inputs.served_rows, notes = served_for_model(
-            config, bundle, inputs.population, cache, progress, evaluates_untrained=evaluation is not None)
-        inputs.warnings.extend(notes)
+        _read_served(inputs, config, cache, progress)
     inputs.heldout = _heldout(inputs, config, progress)
     if bundle.live is None:  # a plugin may know how to run this model
         bundle.live = live_model_hook(pm, bundle)
@@ -167,6 +166,19 @@ def load_inputs(
             spec, config.item_rows(bundle), max_rows=PROBE_PAIRS, seed=config.seed
         )
     return inputs
+
+
+def _read_served(inputs: AuditInputs, config: AuditConfig, cache: InputCache, progress: Progress) -> None:
+    """The served lists given with the model, lined up with its queried users; where nobody is
+    queried, with the training log's users, whose lists grade all the same (QA "Served N1")."""
+    from auditor.loading.served_inputs import served_for_model, unqueried_log_users  # only when given
+
+    if inputs.population is None and inputs.stats is not None:
+        inputs.served_log_users = unqueried_log_users(config, cache, progress)
+    inputs.served, inputs.served_rows, notes = served_for_model(
+        config, inputs.bundle, inputs.population, cache, progress, evaluates_untrained=inputs.recbole is not None,
+        log_users=inputs.served_log_users)
+    inputs.warnings.extend(notes)
 
 
 def _population(

@@ -71,17 +71,19 @@ class ListsInputs:
 
 def served_for_model(
     config: AuditConfig, bundle: ModelBundle, population: QueryPopulation | None, cache: InputCache,
-    progress: Progress = SILENT, evaluates_untrained: bool = False,
+    progress: Progress = SILENT, evaluates_untrained: bool = False, log_users: np.ndarray | None = None,
 ) -> tuple[ServedLists, np.ndarray | None, list[str]]:
     """The served lists read through the model's item rows; their rows lined up with the
     queried users, as wide as the longest list (None: the queries have no user identity:
     the served scoring is measured at each K up to that width, as lists alone are); and
-    the warnings (the reader's, queried users without a list, cut-offs above the lists)."""
+    the warnings (the reader's, queried users without a list, cut-offs above the lists).
+    ``log_users``: without a population (retrieval not measured), the training log's users
+    (:func:`unqueried_log_users`), whose lists still grade the severity."""
     spec = config.served_log
     assert spec is not None
     counted = config.interactions or config.frequencies
     log_items = None if counted is None else cache.item_counts(config, need_users=False, progress=progress).ids
-    log_users = None if population is None else population.eligible_ids
+    log_users = log_users if population is None else population.eligible_ids
     served = read_served_lists(
         spec, rank_col=config.rank_col, score_col=config.score_col, items=config.item_rows(bundle),
         log_items=log_items, log_users=log_users, max_k=max(config.ks), max_memory=config.max_memory,
@@ -276,6 +278,14 @@ def _beyond(spec: LogSpec, catalogue: ItemRows, progress: Progress) -> ItemRows:
         return catalogue
     extended = np.concatenate((np.asarray(catalogue.item_ids), ids[unknown]))
     return ItemRows(extended, int(extended.shape[0]))
+
+
+def unqueried_log_users(config: AuditConfig, cache: InputCache, progress: Progress = SILENT) -> np.ndarray | None:
+    """Beside a model that queries nobody (retrieval not measured): the distinct users of the
+    training log, whose served lists grade the severity (None: no log, or it names no users)."""
+    if config.training_log is None:
+        return None
+    return _log_users(config, cache.item_counts(config, need_users=False, progress=progress).ids, progress)
 
 
 def _log_users(config: AuditConfig, log_items: np.ndarray, progress: Progress) -> np.ndarray | None:

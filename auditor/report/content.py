@@ -141,7 +141,7 @@ def headline_parts(result: AuditResult) -> tuple[str, str]:
         served = result.verdict.graded_by == "served"
         parts += [full if served else f"{full}, so severity rests on the correlation", *lists_view.beside(result)]
     else:
-        parts.append("retrieval not measured")
+        parts += ["retrieval not measured", *lists_view.beside(result)]  # the lists grade without it (Served N1)
     if result.conditions:
         groups = condition_groups(result)
         pieces = []

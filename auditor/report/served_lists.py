@@ -74,11 +74,16 @@ def beside(result: AuditResult) -> list[str]:
     """Beside a model, the served lists' amplification at the K the verdict graded them
     (for the headline; empty without served lists measured beside a model)."""
     served, retrieval, k = result.served, result.retrieval, result.verdict.served_k
-    if served is None or retrieval is None or k not in retrieval.at or "served" not in retrieval.at[k].norm_aware:
+    if served is None or k is None:
+        return []
+    if k in served.head_share_every_list:  # every list (sampled queries, or nobody queried)
+        share = served.head_share_every_list[k]
+    elif retrieval is not None and k in retrieval.at and "served" in retrieval.at[k].norm_aware:
+        share = retrieval.at[k].norm_aware["served"].get(HEAD)
+    else:
         return []
     graded = ", which graded the severity" if result.verdict.graded_by == "served" else ""
-    return [f"served lists: top-1% items' share of the served top-{k} slots "
-            f"{fmt_pct(served.head_share_every_list.get(k, retrieval.at[k].norm_aware['served'].get(HEAD)))} vs "
+    return [f"served lists: top-1% items' share of the served top-{k} slots {fmt_pct(share)} vs "
             f"{fmt_pct(served.head_share_log)} of the training interactions{graded}"]
 
 

@@ -184,19 +184,49 @@ def every_list_graded(
     if population is None or not population.sampled or population.eligible_ids is None or not ks:
         return {}, []
     rows, missing = lists_for(served, population.eligible_ids)
-    head = head_mask(popularity, HEAD_PERCENT)
-    shares: dict[int, float | None] = {}
-    for k in ks:  # one gather per cut-off, over every list at once
-        filled = rows[:, :k][rows[:, :k] >= 0]
-        shares[k] = float(head[filled].sum() / filled.size) if filled.size else None
+    shares = head_shares(rows, popularity, ks)
     listed = len(rows) - missing
-    queried = 0 if population.raw_ids is None else population.n_queries - lists_for(served, population.raw_ids)[1]
+    # The sampled users' lists are every row's, a zero-vector user's too (served as a row): QA "Served N2".
+    sampled = population.row_ids
+    queried = 0 if sampled is None else len(sampled) - lists_for(served, sampled)[1]
     return shares, [
-        f"the model's queries were sampled ({population.n_queries:,} of {population.n_eligible:,} users): the served "
+        f"the model's queries were sampled ({population.n_rows:,} of {population.n_eligible:,} users): the served "
         f"lists of {served.source} are graded over the lists of all {listed:,} of those users who have one, so their "
         f"severity does not move with the sample; their other figures (the served scoring's list measures, overlaps "
         f"and accuracy beside the model's) are of the {queried:,} sampled users with a list, {listed - queried:,} "
         "lists sampled out"
+    ]
+
+
+def head_shares(rows: np.ndarray, popularity: np.ndarray, ks: Sequence[int]) -> dict[int, float | None]:
+    """K -> the top-1% items' share of the filled top-K slots of ``rows`` (-1: empty slot), as
+    ``head_share_1pct`` (None: no slot filled)."""
+    head = head_mask(popularity, HEAD_PERCENT)
+    shares: dict[int, float | None] = {}
+    for k in ks:  # one gather per cut-off, over every list at once
+        filled = rows[:, :k][rows[:, :k] >= 0]
+        shares[int(k)] = float(head[filled].sum() / filled.size) if filled.size else None
+    return shares
+
+
+def unqueried_lists_graded(
+    served: ServedLists, log_users: np.ndarray | None, popularity: np.ndarray, ks: Sequence[int], why: str | None,
+) -> tuple[dict[int, float | None], list[str]]:
+    """Beside a model that queries nobody (``why`` retrieval was not measured, e.g. ``--no-retrieval``):
+    K -> the served lists' top-1% share of the top-K slots over the lists of the training log's
+    users ``log_users`` (every list where the log names none), at each of ``ks`` the lists fill, and
+    the warning saying so. Grading them needs nothing of the model, so adding MODEL never drops
+    them from the severity (QA "Served N1")."""
+    rows = served.lists if log_users is None else lists_for(served, np.asarray(log_users))[0]
+    listed = int((rows >= 0).any(axis=1).sum())
+    measured = sorted({int(k) for k in ks if k <= served.k})
+    whose = "of every user in it" if log_users is None else "of the training log's users"
+    above = sorted({int(k) for k in ks if k > served.k})
+    unfilled = f"; not at K={', '.join(map(str, above))}, above their length {served.k:,}" if above else ""
+    return head_shares(rows, popularity, measured), [
+        f"retrieval not measured ({why or 'no queries'}): the served lists of {served.source} are graded all the same ({listed:,} lists {whose}, by the "
+        f"lists-only rule{unfilled}), so they count in the severity as without the model; their other figures "
+        "(list measures, overlaps, accuracy) are not measured"
     ]
 
 

@@ -191,7 +191,18 @@ def _every_list(work: Path, outcome: Outcome) -> None:
                for w in report["warnings"]), report["warnings"]
 
 
+def _unqueried(work: Path, outcome: Outcome) -> None:
+    """--no-retrieval beside a model: the lists still graded, over the log's users' lists (Served N1), and said."""
+    report = json.loads((work / "r.json").read_text())
+    assert set(report["served"]["head_share_every_list"]) == {"3"}, report["served"]
+    assert any(w.startswith("retrieval not measured (skipped with --no-retrieval): the served lists of recs.csv are "
+                            "graded all the same") for w in report["warnings"]), report["warnings"]
+
+
 OWN_CASES = [
+    # --no-retrieval beside a model queries nobody: the served lists still grade the severity (Served N1).
+    Case("cli-recs-beside-model-no-retrieval", _recs("-k", "3", "--no-retrieval", "--json", "r.json", model=True,
+                                                      outputs=("r.json",), check=_unqueried), EXIT_OK, None),
     # --max-queries beside a model samples the model's queries, not the served lists' grade (Served F2).
     Case("cli-recs-beside-model-sampled-queries", _recs("-k", "3", "--max-queries", "1", "--json", "r.json", model=True,
                                                          outputs=("r.json",), check=_every_list), EXIT_OK, None),
