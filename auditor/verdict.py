@@ -41,7 +41,7 @@ from auditor.mechanism import graded_correlation
 from auditor.protocol import protocol_lead
 from auditor.result import ORTHOGONALITY_IDS, MeasuredSections, Condition, Severity, Verdict
 from auditor.sections import finite_figure
-from auditor.wording import SKEW_EDGES, compared_figures, correlation_figures, pct, pct_pair, ratio_figure
+from auditor.wording import SKEW_EDGES, compared_figures, correlation_figures, no_list_served, pct, pct_pair, ratio_figure
 
 RHO_WEAK = 0.1
 RHO_MODERATE = 0.3
@@ -230,7 +230,7 @@ def _optional_change(result: MeasuredSections) -> str:
 
 def _unseen_head(result: MeasuredSections, unseen: Skew) -> str:
     """Neither scoring serves the top-1% items at the quoted K, in words, with the top 10%'s
-    shares (where the skew shows instead)."""
+    shares (where the skew shows instead); where every list is empty, why (no_list_served)."""
     assert result.retrieval is not None
     cut = result.retrieval.at[unseen.k]
     dot, cosine = pct_pair(finite_figure(cut.dot.get("head_share_10pct")), finite_figure(cut.cosine.get("head_share_10pct")))
@@ -242,8 +242,8 @@ def _unseen_head(result: MeasuredSections, unseen: Skew) -> str:
         why = " (the queried users trained on them, and training items are not served)"
     else:
         why = ""
-    return (f"neither dot-product nor cosine retrieval gives the top-1% items a slot at K={unseen.k}{why}, while the "
-            f"top-10% items get {dot} vs {cosine}")
+    return no_list_served(result.retrieval) or (f"neither dot-product nor cosine retrieval gives the top-1% items a "
+                                                f"slot at K={unseen.k}{why}, while the top-10% items get {dot} vs {cosine}")
 
 
 def _band_shortfall(skew: Skew) -> str:

@@ -290,3 +290,14 @@ def saturated_said(ks: list[int], n_saturated: dict[int, int] | None = None, n_q
     pieces += [f"K={k} ({partly_saturated(k, counts[k], n_queries, n_no_candidates).removeprefix(f'K={k} ')}, at "
                "least half: their lists are the same under any scoring)" for k in ks if k not in full]
     return f"the harm is not measured at {' and '.join(pieces)}" if ks else ""
+
+
+def no_list_served(retrieval: Retrieval | None) -> str:
+    """Where no queried user has a candidate left (each trained on every item, and training
+    items are not served: ``Retrieval.n_no_candidates`` is every query), why every list is
+    empty, in words ("" where some query has one): the harm has no slot to grade at any K."""
+    if retrieval is None or not 0 < retrieval.n_queries <= retrieval.n_no_candidates:
+        return ""
+    who = "the one queried user" if retrieval.n_queries == 1 else f"all {retrieval.n_queries:,} queried users"
+    return (f"no queried user has an unseen item left ({who} trained on every item, and training items are not "
+            f"served; {setting('keep_seen')} measures it): no list is served")

@@ -127,3 +127,35 @@ def test_a_dense_continuous_bf16_table_is_ranked_on_its_raw_norms() -> None:
     assert plateau_ties(norms, BF16_64) is norms
     section, _ = frequency_norm_stats(norms, freq, n_bootstrap=0, precision=BF16_64)
     assert section.spearman == stats.spearmanr(freq, norms).statistic
+
+
+def _bf16_clip_beside_near_rows(isolated: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """QA measures F4 (verification): 391 rows clipped at 1 and stored in bf16 (spread 1.8e-3),
+    9 unclipped rows 0.0115-0.0145 below them (within the 1.56e-2 bf16 tolerance, yet five
+    times the clip's own spread away: bf16 tells them apart), and 600 continuous rows below,
+    ending 0.015 below the 9 (``isolated``: 0.03, no row beside the run)."""
+    rng = np.random.default_rng(13)
+    freq = rng.permutation(np.arange(1.0, 1001.0))
+    order = np.argsort(freq)
+    norms = np.empty(1000)
+    norms[order[:600]] = np.sort(rng.uniform(0.3, 0.955 if isolated else 0.97, 600))
+    norms[order[600:609]] = np.sort(rng.uniform(0.9855, 0.9885, 9))
+    clipped = order[609:]
+    norms[clipped] = 1.0 + rng.uniform(-9e-4, 9e-4, 391)
+    return norms, freq, clipped
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_bf16_clip_does_not_tie_unclipped_rows_bf16_tells_apart(isolated: bool) -> None:
+    # QA measures F4 remainder: the clip at 0.7 tied 9 such rows into it (rho 0.7288 in bf16
+    # against 0.7361 in f32/f16); only the clipped rows tie, as in f32.
+    norms, freq, clipped = _bf16_clip_beside_near_rows(isolated)
+    out = plateau_ties(norms, BF16_64)
+    assert np.all(out[clipped] == norms[clipped].min())
+    rest = np.setdiff1d(np.arange(1000), clipped)
+    assert np.array_equal(out[rest], norms[rest])  # was: the 9 near rows tied into the clip
+    tied = norms.copy()
+    tied[clipped] = 1.0  # scipy on the clip held at one norm
+    section, _ = frequency_norm_stats(norms, freq, n_bootstrap=0, precision=BF16_64)
+    assert section.spearman == pytest.approx(stats.spearmanr(freq, tied).statistic, abs=1e-12)
+    assert section.kendall == pytest.approx(stats.kendalltau(freq, tied).statistic, abs=1e-12)

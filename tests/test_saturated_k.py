@@ -15,6 +15,7 @@ from scipy import stats
 
 from auditor.audit import run_audit
 from auditor.config import AuditConfig
+from auditor.errors import setting
 from auditor.harm import measured_cutoffs, worst_skew
 from auditor.report.content import headline
 from auditor.report.harms import cutoff_title
@@ -250,3 +251,29 @@ def test_where_every_measured_k_is_saturated_the_summary_names_the_largest_k_tha
     assert result.retrieval is not None and result.retrieval.graded_up_to == graded
     assert (f"every list holds every candidate); K={graded} is the largest K that grades it (ks {graded}), so severity "
             "rests on the correlation") in result.verdict.summary
+
+
+@pytest.mark.parametrize("n_users", [1, 30])
+def test_where_no_queried_user_has_a_candidate_left_the_reports_say_so(tmp_path: Path, n_users: int) -> None:
+    # QA measures N1: every queried user trained on every item: every list is empty, and the
+    # summary read "the top-10% items get n/a vs n/a", the headline "fill n/a ... vs n/a".
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    items = rng.normal(size=(N_ITEMS, 8)) * np.linspace(1, 3, N_ITEMS)[:, None]
+    torch.save({"user_embedding.weight": torch.tensor(rng.normal(size=(n_users, 8)), dtype=torch.float32),
+                "item_embedding.weight": torch.tensor(items, dtype=torch.float32)}, tmp_path / "model.pt")
+    log = np.array([(u, i) for u in range(n_users) for i in range(N_ITEMS) for _ in range(1 + i // 6)])  # norms' order
+    pq.write_table(pa.table({"user_id": log[:, 0], "item_id": log[:, 1]}), tmp_path / "log.parquet")
+    result = run_audit(AuditConfig(model=tmp_path / "model.pt", interactions=tmp_path / "log.parquet", ks=(5,),
+                                   probes=False, bootstrap=0, seed=1))
+    assert result.retrieval is not None
+    assert result.retrieval.n_no_candidates == result.retrieval.n_queries == n_users
+    assert np.isnan(result.retrieval.at[5].dot.get("head_share_10pct"))  # no slot: the figure is null in the JSON
+    who = "the one queried user" if n_users == 1 else f"all {n_users} queried users"
+    said = (f"no queried user has an unseen item left ({who} trained on every item, and training items are not "
+            f"served; {setting('keep_seen')} measures it): no list is served")
+    assert f"{said}, so the harm rule has nothing to grade and severity rests on the correlation" in result.verdict.summary
+    assert f"{said}, so severity rests on the correlation" in headline(result)
+    assert "n/a" not in result.verdict.summary and "n/a" not in headline(result)
+    assert result.verdict.severity == "moderate"  # the correlation alone (rho > 0.5) gives at most moderate
+    assert any(f"here {said}" in advice for advice in result.verdict.recommendations)

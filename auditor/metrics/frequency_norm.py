@@ -58,6 +58,12 @@ class NormPrecision(NamedTuple):
         summed_in = min(eps, float(np.finfo(np.float32).eps))
         return float(2.0 * max(np.sqrt(max(self.dim, 1)) * summed_in, eps))
 
+    @property
+    def summed(self) -> float:
+        """The share of :attr:`tolerance` the norm's own summation makes (2·sqrt(dim) float32
+        epsilons at most): norms closer than that are never told apart, whatever the spread."""
+        return min(self.tolerance, float(2.0 * np.sqrt(max(self.dim, 1)) * np.finfo(np.float32).eps))
+
 
 def norm_precision(table: Any, stored: str | None = None) -> NormPrecision:
     """The precision of an item table's norms: its width, and the coarser of its own dtype
@@ -94,9 +100,10 @@ def plateau_ties(norms: np.ndarray, precision: NormPrecision | None) -> np.ndarr
     n = norms.shape[0]
     if precision is None or n < PLATEAU_MIN_ROWS or not np.isfinite(norms).all():
         return norms
-    tolerance = precision.tolerance * float(np.abs(norms).max())
+    largest = float(np.abs(norms).max())
     order = np.argsort(norms, kind="stable")
-    tied = _tie_plateaus(norms[order], tolerance, max(PLATEAU_MIN_ROWS, PLATEAU_SHARE * n))
+    tied = _tie_plateaus(norms[order], precision.tolerance * largest, max(PLATEAU_MIN_ROWS, PLATEAU_SHARE * n),
+                         precision.summed * largest)
     if tied is None:
         return norms
     out = np.empty_like(norms)
@@ -104,13 +111,14 @@ def plateau_ties(norms: np.ndarray, precision: NormPrecision | None) -> np.ndarr
     return out
 
 
-def _tie_plateaus(ranked: np.ndarray, tolerance: float, least: float) -> np.ndarray | None:
+def _tie_plateaus(ranked: np.ndarray, tolerance: float, least: float, floor: float) -> np.ndarray | None:
     """Sorted ``ranked`` with each plateau set to its smallest norm (None: no plateau). The
     densest runs within ``tolerance`` first: a run of at least ``least`` rows holds a plateau
     where it holds :data:`PLATEAU_CONTRAST` times the rows within ``tolerance`` on either side
     of it, so a clip beside nearby unclipped rows ties while a dense continuous stretch,
     whose runs hold about as many rows as their neighbours, does not; an isolated run (no
-    row on either side) ties whole. Each run taken (tied or not) leaves the rest, so at most
+    row on either side) ties whole; neither ties rows told apart from its core (:func:`_told_apart`,
+    never closer than ``floor``). Each run taken (tied or not) leaves the rest, so at most
     n / ``least`` passes."""
     n = ranked.shape[0]
     at = np.arange(n)
@@ -124,7 +132,7 @@ def _tie_plateaus(ranked: np.ndarray, tolerance: float, least: float) -> np.ndar
         below = start - int(np.searchsorted(ranked, ranked[start] - tolerance, side="left"))
         above = int(np.searchsorted(ranked, ranked[stop - 1] + tolerance, side="right")) - stop
         if stop - start >= PLATEAU_CONTRAST * (below + above):
-            first, last = _plateau_core(ranked[start:stop], below + above)
+            first, last = _plateau_core(ranked[start:stop], below + above, least, floor)
             tied = ranked.copy() if tied is None else tied
             tied[start + first:start + last] = ranked[start + first]
         reach[start:stop] = at[start:stop]  # taken: no run starts in it, and none reaches into it
@@ -132,15 +140,16 @@ def _tie_plateaus(ranked: np.ndarray, tolerance: float, least: float) -> np.ndar
     return tied
 
 
-def _plateau_core(run: np.ndarray, beside: int) -> tuple[int, int]:
+def _plateau_core(run: np.ndarray, beside: int, least: float, floor: float) -> tuple[int, int]:
     """[first, last) of the plateau in a sorted ``run`` whose sides hold ``beside`` rows: the
     narrowest stretch of all but ``beside`` rows (the run's estimated background: its sides'),
-    widened over the rows next to it that lie no farther apart than twice its own widest gap
-    (a plateau's rounding tail, not its neighbours). Without rows beside, the whole run."""
+    less any rows it holds beyond a gap wider than the rest's whole span (rows told apart from
+    it: :func:`_told_apart`), widened over the rows next to it that lie no farther apart than
+    twice its own widest gap (a plateau's rounding tail, not its neighbours). Without rows
+    beside, the whole run less the rows told apart."""
     size = run.shape[0] - beside
-    if beside == 0:
-        return 0, size
     first = int(np.argmin(run[size - 1:] - run[: run.shape[0] - size + 1]))
+    first, size = _told_apart(run, first, size, least, floor)
     gaps = np.diff(run)
     limit = 2 * float(gaps[first:first + size - 1].max(initial=0.0))
     wide_below = np.flatnonzero(gaps[:first] > limit)
@@ -148,6 +157,26 @@ def _plateau_core(run: np.ndarray, beside: int) -> tuple[int, int]:
     low = int(wide_below[-1]) + 1 if wide_below.size else 0
     high = first + size + (int(wide_above[0]) if wide_above.size else run.shape[0] - first - size)
     return low, high
+
+
+def _told_apart(run: np.ndarray, first: int, size: int, least: float, floor: float) -> tuple[int, int]:
+    """(first, size) of the stretch ``run[first:first + size]`` less the rows on the far side of
+    its widest gap, while that gap is wider than the other side's whole span (and than
+    ``floor``, the summation's rounding) and that side holds a plateau's ``least`` rows: a
+    plateau's own norms lie within that span of each other, so a row farther off is told apart
+    from it (a bf16 clip's rounding spans 0.002, an unclipped row 0.01 below is not the clip),
+    however wide the dtype's worst-case rounding is. Each pass drops at least one row."""
+    while size > least:
+        core = run[first:first + size]
+        gaps = np.diff(core)
+        widest = int(np.argmax(gaps))
+        low, high = widest + 1, size - widest - 1  # rows below and above the widest gap
+        keep_low = low > high  # the larger side is the plateau
+        rest = core[:low] if keep_low else core[low:]
+        if rest.shape[0] < least or gaps[widest] <= max(float(rest[-1] - rest[0]), floor):
+            break
+        first, size = (first, low) if keep_low else (first + low, high)
+    return first, size
 
 
 def item_norms(table: np.ndarray, block: int | None = None) -> np.ndarray:

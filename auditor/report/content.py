@@ -24,17 +24,7 @@ from auditor.report.measure_rows import measure_cells, shown_rows
 from auditor.report.population import population_rows
 from auditor.report import served_lists as lists_view
 from auditor.report.formatting import (
-    MISSING,
-    Table,
-    finite,
-    flatten,
-    fmt_interval,
-    fmt_num,
-    fmt_pct,
-    fmt_range,
-    fmt_ratio,
-    fmt_skew_pair,
-    fmt_value,
+    MISSING, Table, finite, flatten, fmt_interval, fmt_num, fmt_pct, fmt_range, fmt_ratio, fmt_skew_pair, fmt_value,
     join_words,
 )
 from auditor.result import (
@@ -48,7 +38,7 @@ from auditor.result import (
 )
 from auditor.mechanism import graded_correlation
 from auditor.sections import share_ratio
-from auditor.wording import correlation_figures, partly_saturated, pct_pair, saturated_said_at
+from auditor.wording import correlation_figures, no_list_served, partly_saturated, pct_pair, saturated_said_at
 
 SECTIONS = ("frequency_norm", "retrieval", "conditions", "probes")
 """The optional result sections; each missing one gets a 'not measured' line."""
@@ -178,6 +168,8 @@ def quoted_cutoffs(result: AuditResult) -> tuple[int | None, int | None]:
 def _skew_text(retrieval: Retrieval, k: int, first_k: int | None, head: int = 1) -> str:
     """The top-``head``% head share (the verdict's ``graded_head``; the top 1%'s beside a wider
     head's) of dot vs cosine lists at ``k`` (and at ``first_k``, the first slots a user sees)."""
+    if empty := no_list_served(retrieval):  # as the summary: every list is empty, no share to quote
+        return f"{empty}, so severity rests on the correlation"
     cut, name = retrieval.at[k], f"head_share_{head}pct"
     dot, cos = cut.dot.get(name), cut.cosine.get(name)
     if head == 1 and finite(dot) == 0 and finite(cos) == 0:  # as the summary: the top 10% quoted instead

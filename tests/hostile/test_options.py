@@ -151,6 +151,22 @@ def _all_seen_not_saturated(d: Path, outcome: Outcome) -> None:
     assert retrieval["saturated"] == {"1": False} and retrieval["n_saturated"] == {"1": 0}, retrieval  # was True, 5
 
 
+def _no_candidate_left(d: Path) -> None:
+    """10 users, each trained on every item (items ever more often): no query has a candidate."""
+    users = np.repeat(np.arange(10), N_ITEMS * (N_ITEMS + 1) // 2)
+    items = np.tile(np.repeat(np.arange(N_ITEMS), np.arange(1, N_ITEMS + 1)), 10)
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), d / "log.parquet")
+
+
+def _no_list_said(d: Path, outcome: Outcome) -> None:
+    """Every list is empty: the summary says why, not 'n/a vs n/a' (QA measures N1)."""
+    report = strict_json(d / "r.json")
+    assert report["retrieval"]["n_no_candidates"] == report["retrieval"]["n_queries"] == 10, report["retrieval"]
+    assert ("no queried user has an unseen item left (all 10 queried users trained on every item, and training items "
+            "are not served; --keep-seen measures it): no list is served") in report["verdict"]["summary"]
+    assert "n/a" not in report["verdict"]["summary"], report["verdict"]["summary"]
+
+
 def _one_candidate_left(d: Path) -> None:
     """5 users each trained on every item but item u (one candidate: every K holds it), and 5
     trained on item 0 alone, which makes it the top-10% item: half the queries saturate at K=1."""
@@ -251,6 +267,10 @@ CASES = [
     Case("users-trained-on-every-item-saturate-no-k", _check("-k", "1", "--json", "r.json", make=_all_seen_users,
                                                               outputs=("r.json",), check=_all_seen_not_saturated),
          EXIT_OK, None, absent=r"holds every candidate"),
+    # No queried user has a candidate left: the summary says so and why (QA measures N1).
+    Case("no-user-has-a-candidate-left", _check("-k", "1", "--json", "r.json", make=_no_candidate_left,
+                                                outputs=("r.json",), check=_no_list_said),
+         EXIT_OK, None, absent=r"n/a vs n/a"),
     # Where K=1 already holds every candidate for most queries, no K can be gated: never "a K below 1".
     Case("fail-on-ratio-where-no-k-grades", _check("-k", "1", "--fail-on", "head_share_10pct_ratio@1>1.5",
                                                    make=_one_candidate_left),
