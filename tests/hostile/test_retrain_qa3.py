@@ -1,0 +1,37 @@
+"""Hostile plugins and checkpoints from the retrain QA's third round: a list or audit measure
+that writes through ``torch.from_numpy`` of a lent array (N1), ``--plugin`` given to retrain
+or experiment (N2: refused before the file is imported), a plugin's own 'read-only' error
+(N3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .corpus import EXIT_ERROR, EXIT_USAGE, Case, params, run_case
+from .test_plugins import MEASURE, _list_measure, _plugin
+
+_THROUGH_TORCH = r"changed, in place, the array '{array}' popaudit lends it read-only, through a view that ignores " \
+                 r"numpy's read-only flag \(torch\.from_numpy"
+CASES = [
+    Case("list-measure-normalises-the-table-through-torch",
+         _list_measure("unit", "num2", "import torch; t = torch.from_numpy(context.item_table); "
+                                       "t /= t.norm(dim=1, keepdim=True); return lambda slots: 1.0"), EXIT_ERROR,
+         r"plugin 'file:plug\.py' \(hook popaudit_measures, list measure 'unit'\) "
+         + _THROUGH_TORCH.format(array=r"context\.item_table")),
+    Case("list-measure-zeroes-the-lists-through-torch",
+         _list_measure("zl", "num2", "import torch; return lambda slots: float(torch.as_tensor(slots.lists).zero_().sum())"),
+         EXIT_ERROR, r"list measure 'zl'\) " + _THROUGH_TORCH.format(array=r"slots\.lists")),
+    Case("measure-halves-the-bundle-table-through-torch",
+         _plugin("import torch\n" + MEASURE.format(name="m", value="float(torch.from_numpy(bundle.item_table).mul_(0.5).sum())")),
+         EXIT_ERROR, r"plugin 'file:plug\.py' \(hook popaudit_measures \(measure 'm'\)\) "
+         + _THROUGH_TORCH.format(array=r"bundle\.item_table")),
+]
+
+PRODUCT_FAILURES: list[Case] = []
+
+
+@pytest.mark.parametrize("case", params(CASES, PRODUCT_FAILURES))
+def test_hostile_retrain_qa3(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_case(case, tmp_path, monkeypatch)
