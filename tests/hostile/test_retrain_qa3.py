@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .corpus import EXIT_ERROR, EXIT_USAGE, Case, params, run_case
+from .corpus import EXIT_ERROR, EXIT_USAGE, Case, Outcome, params, run_case
 from .test_plugins import MEASURE, _list_measure, _plugin
 
 _THROUGH_TORCH = r"changed, in place, the array '{array}' popaudit lends it read-only, through a view that ignores " \
@@ -27,6 +27,37 @@ CASES = [
          _plugin("import torch\n" + MEASURE.format(name="m", value="float(torch.from_numpy(bundle.item_table).mul_(0.5).sum())")),
          EXIT_ERROR, r"plugin 'file:plug\.py' \(hook popaudit_measures \(measure 'm'\)\) "
          + _THROUGH_TORCH.format(array=r"bundle\.item_table")),
+]
+
+
+SIDE_EFFECT = "open(__file__ + '.imported', 'w').close()\n"
+"""A plugin file that leaves a mark when it is imported."""
+TYPO = "from auditor.hookspecs import hookimpl\n@hookimpl\ndef popaudit_measurez():\n    return []\n"
+"""A plugin file pluggy refuses (a hook that is not popaudit's) when it is imported."""
+SMALL = ("--n-users", "30", "--n-items", "30", "--n-interactions", "200", "--epochs", "1", "-o", "r.pt")
+
+
+def _not_imported(d: Path, outcome: Outcome) -> None:
+    assert not (d / "plug.py.imported").exists(), "the refused plugin file was imported"
+    assert not (d / "r.pt").exists()
+
+
+# N2: retrain and experiment refuse --plugin before any plugin file is imported: the same
+# usage error whatever the file (before: its code ran, a broken file gave exit 1).
+_REFUSED = r"--plugin does not apply to {command}: "
+CASES += [
+    Case("retrain-plugin-is-refused-unimported", _plugin(SIDE_EFFECT, *SMALL, command="retrain", check=_not_imported),
+         EXIT_USAGE, _REFUSED.format(command="retrain")),
+    Case("retrain-plugin-with-a-bad-hook-is-refused", _plugin(TYPO, *SMALL, command="retrain"), EXIT_USAGE,
+         _REFUSED.format(command="retrain"), absent=r"popaudit_measurez"),
+    Case("retrain-plugin-missing-file-is-refused", _plugin(None, *SMALL, command="retrain"), EXIT_USAGE,
+         _REFUSED.format(command="retrain"), absent=r"not found"),
+    Case("experiment-plugin-is-refused-unimported",
+         _plugin(SIDE_EFFECT, "conditions", "--seeds", "1", *SMALL, command="experiment", check=_not_imported),
+         EXIT_USAGE, _REFUSED.format(command="experiment conditions")),
+    Case("experiment-plugin-with-a-bad-hook-is-refused",
+         _plugin(TYPO, "lr-sweep", "--seeds", "1", *SMALL, command="experiment"), EXIT_USAGE,
+         _REFUSED.format(command="experiment lr-sweep"), absent=r"popaudit_measurez"),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
