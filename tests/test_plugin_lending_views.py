@@ -18,6 +18,7 @@ from auditor.metrics.list_measures import ExposureMeasures
 from auditor.model import ItemStats, ModelBundle
 from auditor.plugin_api import DeclaredListMeasure, ListContext, Slots
 from auditor.plugins.contributions import AttributedListMeasure, RegisteredMeasures, compute_measures
+from auditor.plugins.manager import describe_failure
 
 TABLE = np.array([[3.0, 4.0], [0.0, 2.0], [1.0, 0.0]], dtype=np.float32)
 POPULARITY = np.array([5, 2, 1])
@@ -97,3 +98,28 @@ def test_an_audit_measure_writing_through_torch_fails_named(write: Any, array: s
         compute_measures(registered, bundle, stats, result=None)
     kept = _AuditMeasure(lambda bundle, stats: float(torch.from_numpy(bundle.item_table).sum()))
     assert compute_measures(RegisteredMeasures(audit=(("file:p.py", kept),)), bundle, stats, None) == {"m": 1.0}
+
+
+def _numpy_error(write: Any) -> ValueError:
+    lent = np.arange(4.0).view()
+    lent.flags.writeable = False
+    with pytest.raises(ValueError) as raised:
+        write(lent)
+    return raised.value
+
+
+@pytest.mark.parametrize("write", [
+    lambda a: a.__setitem__(0, 1.0), lambda a: a.__itruediv__(2.0), lambda a: np.add(a, 1, out=a), lambda a: a.sort(),
+    lambda a: a.partition(1), lambda a: a.put(0, 1.0), lambda a: np.random.default_rng(0).shuffle(a),
+    lambda a: a.byteswap(inplace=True), lambda a: np.copyto(a, 0.0), lambda a: a.fill(0.0),
+])
+def test_numpy_read_only_errors_are_said_as_a_write_to_a_lent_array(write: Any) -> None:
+    assert describe_failure(_numpy_error(write)).startswith(
+        "it tried to change, in place, an array popaudit lends it read-only")
+
+
+def test_a_plugins_own_read_only_error_keeps_its_text() -> None:
+    # N3, before: "it tried to change, in place, an array popaudit lends it read-only ...", its text lost
+    own = ValueError("cannot write the cache: /srv/cache is mounted read-only")
+    assert describe_failure(own) == "ValueError: cannot write the cache: /srv/cache is mounted read-only"
+    assert describe_failure(ValueError("array is read-only, says my own store")).startswith("ValueError: array is")

@@ -60,6 +60,15 @@ CASES += [
          _REFUSED.format(command="experiment lr-sweep"), absent=r"popaudit_measurez"),
 ]
 
+# N3: a plugin's own error that mentions 'read-only' keeps its text (before: said as a write
+# to a lent array, its text lost); numpy's own read-only errors are still said as such.
+CASES += [
+    Case("measure-raises-its-own-read-only-error",
+         _plugin(MEASURE.format(name="m", value="(_ for _ in ()).throw(ValueError('/srv/cache is mounted read-only'))")),
+         EXIT_ERROR, r"failed in hook popaudit_measures \(measure 'm'\): ValueError: /srv/cache is mounted read-only",
+         absent=r"lends it read-only"),
+]
+
 PRODUCT_FAILURES: list[Case] = []
 
 
