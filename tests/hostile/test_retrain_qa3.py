@@ -5,11 +5,14 @@ or experiment (N2: refused before the file is imported), a plugin's own 'read-on
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from .corpus import EXIT_ERROR, EXIT_USAGE, Case, Outcome, params, run_case
+from .corpus import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Built, Case, Outcome, params, run_case, strict_json
 from .test_plugins import MEASURE, _list_measure, _plugin
 
 _THROUGH_TORCH = r"changed, in place, the array '{array}' popaudit lends it read-only, through a view that ignores " \
@@ -67,6 +70,38 @@ CASES += [
          _plugin(MEASURE.format(name="m", value="(_ for _ in ()).throw(ValueError('/srv/cache is mounted read-only'))")),
          EXIT_ERROR, r"failed in hook popaudit_measures \(measure 'm'\): ValueError: /srv/cache is mounted read-only",
          absent=r"lends it read-only"),
+]
+
+
+def _no_recorded(*keys: str) -> object:
+    """A small retrained checkpoint whose config has ``keys`` removed (the optimizer state kept)."""
+
+    def build(d: Path) -> Built:
+        popaudit = Path(sys.executable).parent / "popaudit"
+        subprocess.run([str(popaudit), "retrain", *SMALL[:-1], "full.pt", "--optimizer", "adam", "-q"], cwd=d, check=True)
+        checkpoint = torch.load(d / "full.pt", weights_only=False)
+        for key in keys:
+            checkpoint["config"].pop(key)
+        torch.save(checkpoint, d / "model.pt")
+        return Built(["check", "model.pt", "--format", "json", "-o", "r.json", "-q"], outputs=["r.json"],
+                     check=_c1_still_violated)
+
+    return build
+
+
+def _c1_still_violated(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    assert report["conditions"]["C1"]["status"] == "violated"  # from the saved Adam state
+    said = [w for w in report["warnings"] if w.startswith("probe update could not run")]
+    assert said == ["probe update could not run: the checkpoint's config records no 'optimizer': the update probe "
+                    "steps the item tower with the optimizer training used and cannot rebuild it (the conditions "
+                    "still read what --optimizer/--lr declare)"], report["warnings"]
+
+
+# N4: a popaudit checkpoint whose config records no optimizer: the probe says so (before: KeyError: 'optimizer').
+CASES += [
+    Case("checkpoint-config-without-optimizer", _no_recorded("optimizer"), EXIT_OK, None, absent=r"KeyError",
+         timeout=120),
 ]
 
 PRODUCT_FAILURES: list[Case] = []
