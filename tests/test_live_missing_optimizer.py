@@ -29,3 +29,4 @@ def test_a_config_without_optimizer_is_a_sentence(config: dict[str, Any], missin
         "training used and cannot rebuild it (the conditions still read what --optimizer/--lr declare)")
     with pytest.raises(ProbeError):
         live.make_optimizer(live.module)
+

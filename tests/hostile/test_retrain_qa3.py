@@ -104,6 +104,36 @@ CASES += [
          timeout=120),
 ]
 
+DECLARES_C5_HOLDS = """from auditor.hookspecs import hookimpl
+from auditor.result import Condition
+@hookimpl
+def popaudit_condition_evidence(bundle):
+    return {"C5": Condition("growth", "holds", "the author says so")}
+"""
+
+
+def _declared_over_measured(d: Path) -> Built:
+    """A retrained checkpoint at a small rate (C5 measured violated: the projection and the
+    table) and a plugin declaring C5 holds."""
+    popaudit = Path(sys.executable).parent / "popaudit"
+    subprocess.run([str(popaudit), "retrain", *SMALL[:-1], "m.pt", "--lr", "0.001", "-q"], cwd=d, check=True)
+    (d / "plug.py").write_text(DECLARES_C5_HOLDS)
+    return Built(["check", "m.pt", "--plugin", "plug.py", "--format", "json", "-o", "r.json", "-q"], outputs=["r.json"],
+                 check=_measured_c5_stands)
+
+
+def _measured_c5_stands(d: Path, outcome: Outcome) -> None:
+    report = strict_json(d / "r.json")
+    c5 = report["conditions"]["C5"]
+    assert c5["status"] == "violated" and c5["details"]["decided_by"] == "projection and table", c5  # before: holds
+    assert c5["details"]["declared"]["status"] == "holds", c5
+    assert any(w.startswith("C5: plugin 'file:plug.py' declares it holds, but popaudit's numeric probe measured it "
+                            "violated; the measurement stands") for w in report["warnings"]), report["warnings"]
+
+
+# N5: a C5 measured through the probe's growth outranks a declaration, as C2–C4's do.
+CASES += [Case("plugin-declares-c5-holds-against-measured-growth", _declared_over_measured, EXIT_OK, None, timeout=120)]
+
 PRODUCT_FAILURES: list[Case] = []
 
 
