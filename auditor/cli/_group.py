@@ -51,6 +51,15 @@ def plugin_paths_from_argv(argv: Iterable[str]) -> tuple[Path, ...]:
     return tuple(paths)
 
 
+def refuses_plugins(command: click.Command) -> bool:
+    """Whether ``command`` (every subcommand of a group) refuses ``--plugin``
+    (``_training.refuse_plugins``): no plugin file is imported for it, so the refusal is
+    the same usage error whatever the file holds, or when it does not exist."""
+    group = command.commands.values() if isinstance(command, click.Group) else ()
+    return all(refuses_plugins(sub) for sub in group) if group else any(
+        getattr(getattr(param, "callback", None), "refuses_plugins", False) for param in command.params)
+
+
 class PluginGroup(click.Group):
     """A click group whose command list also holds the plugins' commands."""
 
@@ -77,6 +86,8 @@ class PluginGroup(click.Group):
                     for path in paths:  # said before click's own path checks
                         check_plugin_file(path)
                 return command
+            if command is not None and refuses_plugins(command):
+                return command  # click's callback refuses --plugin, before any plugin code runs
             # Asked for built-ins too: a plugin adding a command named like one (check) is an
             # error, not silently shadowed. Plugins load anyway for the command that runs.
             plugin = self._plugin_commands(ctx).get(cmd_name)

@@ -145,4 +145,5 @@ def refuse_plugins(why: str) -> Callable[[F], F]:
             command = " ".join(ctx.command_path.split()[1:])  # without the program's name
             raise click.UsageError(f"--plugin does not apply to {command}: {why}", ctx)
 
+    refuse.refuses_plugins = True  # type: ignore[attr-defined]  # read by _group.refuses_plugins
     return click.option("--plugin", "plugins", multiple=True, hidden=True, expose_value=False, callback=refuse)

@@ -157,11 +157,23 @@ _MEASURED = {C2: "second_difference", C3: "cross_jacobian", C4: "gradient_alignm
 """The details key of each condition's numeric probe: a verdict it measured outranks a declaration."""
 
 
+def measured(key: str, condition: Condition) -> bool:
+    """Whether popaudit measured ``condition`` (``key``) to hold or to be violated, which
+    then outranks a plugin's declaration: C2–C4 by their numeric probe (:data:`_MEASURED`),
+    C5 by the growth per update it projects (the probe step's, or a training trace's),
+    where that projection decided (``decided_by`` names it; the table alone does not)."""
+    if condition.status == "unknown":
+        return False
+    if key == C5:
+        return "projection" in str(condition.details.get("decided_by") or "")
+    return key in _MEASURED and _MEASURED[key] in condition.details
+
+
 def _apply_plugin_evidence(
     declared: DeclaredConditions, conditions: dict[str, Condition], keys: tuple[str, ...], warnings: list[str],
 ) -> None:
     """Plugin-declared verdicts replace inferred ones (the first plugin to declare a key
-    wins), except where a numeric probe measured the condition (holds or violated) and the
+    wins), except where popaudit measured the condition (:func:`measured`) and the
     declaration says otherwise: the measurement stands, the declaration is kept in the
     details and evidence, and a warning says so."""
     for key in keys:
@@ -170,8 +182,7 @@ def _apply_plugin_evidence(
             continue
         inferred = conditions[key]
         source = cond.details["source"]
-        if key in _MEASURED and _MEASURED[key] in inferred.details and inferred.status != "unknown" \
-                and cond.status != inferred.status:
+        if measured(key, inferred) and cond.status != inferred.status:
             warnings.append(
                 f"{key}: plugin {source!r} declares it {cond.status}, but popaudit's numeric probe measured it "
                 f"{inferred.status}; the measurement stands ({inferred.evidence})"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import numbers
 import re
+from contextlib import nullcontext
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -100,9 +101,10 @@ def compute_measures(registered: RegisteredMeasures, bundle: Any, stats: Any, re
     lent_bundle, lent_stats = lend(bundle), lend(stats)
     for plugin, measure in registered.audit:
         where = f"popaudit_measures (measure {measure.name!r})"
-        lent = result if plugin.startswith(BUILTIN_PREFIX) else lend_result(result)
-        try:
-            with unchanged_tensors(bundle, f"plugin {plugin!r} (hook {where})"):
+        builtin = plugin.startswith(BUILTIN_PREFIX)
+        lent = result if builtin else lend_result(result)
+        try:  # only a plugin's call is watched: the checksums cost a pass over the arrays
+            with nullcontext() if builtin else unchanged_tensors(bundle, f"plugin {plugin!r} (hook {where})", stats):
                 value = measure.compute(lent_bundle, lent_stats, lent)
         except PLUGIN_FAILURES as exc:
             reraise_interrupt(exc)
@@ -176,12 +178,18 @@ class AttributedListMeasure:
         self.name, self.label, self.display, self.definition = (str(getattr(measure, a)) for a in LIST_ATTRIBUTES)
 
     def bind(self, context: Any) -> Callable[[Any], float | None] | None:
-        """The measure built for one audit (None: not measurable there)."""
+        """The measure built for one audit (None: not measurable there). A plugin's calls are
+        watched (:class:`~auditor.plugins.lending.ArrayWatch`): the context's and the slots'
+        arrays must be as lent after each, whatever view the plugin wrote through."""
+        watch = None if self.plugin.startswith(BUILTIN_PREFIX) else _watch(context, "context")
+        who = f"plugin {self.plugin!r} (hook popaudit_measures, list measure {self.name!r})"
         try:
             scorer = self.measure.bind(context)
         except PLUGIN_FAILURES as exc:
             reraise_interrupt(exc)
             _raise_attributed(f"popaudit_measures (list measure {self.name!r})", exc, self.plugin)
+        if watch is not None:
+            watch.check(who)
         if scorer is None:
             return None
         if not callable(scorer):
@@ -189,11 +197,15 @@ class AttributedListMeasure:
                               f"{type(scorer).__name__} from bind(); expected a callable(slots) -> float or None")
 
         def measure(slots: Any) -> float | None:
+            slots_watch = None if watch is None else _watch(slots, "slots")
             try:
                 value = scorer(slots)
             except PLUGIN_FAILURES as exc:
                 reraise_interrupt(exc)
                 _raise_attributed(f"popaudit_measures (list measure {self.name!r})", exc, self.plugin)
+            if watch is not None and slots_watch is not None:
+                watch.check(who)
+                slots_watch.check(who)
             if value is None:
                 return None
             if type(value) is float:  # the common answer, without the ABC check below
@@ -204,6 +216,15 @@ class AttributedListMeasure:
             return float(value)
 
         return measure
+
+
+def _watch(lent: Any, name: str) -> Any:
+    """An ArrayWatch of ``lent``'s arrays (a Slots' exposure counts computed first, so that
+    they are watched too)."""
+    from auditor.plugins.lending import ArrayWatch, named_arrays  # loads numpy
+
+    getattr(lent, "counts", None)
+    return ArrayWatch(named_arrays(lent, name))
 
 
 def _raise_attributed(where: str, exc: BaseException, plugin: str) -> NoReturn:

@@ -4,17 +4,23 @@ read afterwards: read-only views, so that a plugin cannot change those figures s
 A numpy array is lent as a view that raises on an in-place write (a plugin that tries
 fails, named, as any plugin failure: :func:`auditor.plugins.manager.describe_failure`);
 the torch tensors of ``state_dict``, which have no read-only mode, are watched through
-their version counters instead (:func:`unchanged_tensors`). Imported by the audit's
-numpy-loading modules only (it loads numpy).
+their version counters instead (:func:`unchanged_tensors`). A view's read-only flag binds
+numpy only: ``torch.from_numpy`` or ``torch.as_tensor`` of it writes through, so the lent
+arrays are also checked after each plugin call (:class:`ArrayWatch`, a CRC-32 of their
+bytes, around plugin calls only). Imported by the audit's numpy-loading modules only (it
+loads numpy).
 """
 
 from __future__ import annotations
 
 import copy
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields, is_dataclass, replace
 from typing import Any, TypeVar
+
+import numpy as np
 
 from auditor.errors import PluginError
 from auditor.plugin_api import read_only
@@ -46,17 +52,60 @@ def lend_result(result: Record) -> Record:
     return copy.deepcopy(result)
 
 
+def named_arrays(value: Any, name: str = "") -> dict[str, np.ndarray]:
+    """The numpy arrays of a lent ``value`` by dotted name: a dataclass's fields (nested ones
+    included), a tuple's parts (``profiles[0]``) or the array itself."""
+    if isinstance(value, np.ndarray):
+        return {} if value.dtype.hasobject else {name or "array": value}
+    found: dict[str, np.ndarray] = {}
+    if is_dataclass(value) and not isinstance(value, type):
+        for field in fields(value):
+            found.update(named_arrays(getattr(value, field.name, None), f"{name}.{field.name}".lstrip(".")))
+    elif isinstance(value, tuple):
+        for index, part in enumerate(value):
+            found.update(named_arrays(part, f"{name}[{index}]"))
+    return found
+
+
+def _checksum(array: np.ndarray) -> int:
+    return zlib.crc32(np.ascontiguousarray(array).data)
+
+
+class ArrayWatch:
+    """CRC-32s of the arrays lent to plugins, taken now; :meth:`check` after a plugin call
+    fails naming the plugin and the array it changed. A read-only view binds numpy only:
+    ``torch.from_numpy(view)`` (or ``as_tensor``, or a buffer) writes through it, and
+    retrieval and the built-in figures read the same memory afterwards."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        self.arrays = dict(arrays)
+        self.sums = {name: _checksum(array) for name, array in self.arrays.items()}
+
+    def check(self, who: str) -> None:
+        changed = [name for name, array in self.arrays.items() if _checksum(array) != self.sums[name]]
+        if changed:
+            raise PluginError(
+                f"{who} changed, in place, the array {changed[0]!r} popaudit lends it read-only"
+                + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
+                + ", through a view that ignores numpy's read-only flag (torch.from_numpy, torch.as_tensor, "
+                "a buffer): the built-in figures and retrieval read the same memory; change a copy "
+                "(numpy.array(...), tensor.clone())"
+            )
+
+
 def _versions(state_dict: Mapping[str, Any]) -> dict[str, int]:
     return {str(key): int(getattr(tensor, "_version", 0)) for key, tensor in state_dict.items()}
 
 
 @contextmanager
-def unchanged_tensors(bundle: Any, who: str) -> Iterator[None]:
+def unchanged_tensors(bundle: Any, who: str, stats: Any = None) -> Iterator[None]:
     """Run a plugin's hook on ``bundle``; PluginError naming ``who`` and the tensor when it
     changed one of ``bundle.state_dict``'s tensors in place (torch has no read-only
-    tensors: every in-place operation bumps a tensor's version counter)."""
+    tensors: every in-place operation bumps a tensor's version counter), or the array when
+    it changed one of ``bundle``'s or ``stats``'s numpy arrays (:class:`ArrayWatch`)."""
     state_dict = getattr(bundle, "state_dict", None) or {}
     before = _versions(state_dict)
+    watch = ArrayWatch({**named_arrays(bundle, "bundle"), **named_arrays(stats, "stats")})
     yield
     changed = [key for key, version in _versions(state_dict).items() if before.get(key, version) != version]
     if changed:
@@ -65,6 +114,7 @@ def unchanged_tensors(bundle: Any, who: str) -> Iterator[None]:
             + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
             + ": the built-in figures read it; change a copy (tensor.clone())"
         )
+    watch.check(who)
 
 
 def implementers(pm: Any, hook_name: str) -> str:
@@ -86,4 +136,4 @@ def live_model_hook(pm: Any, bundle: Any) -> Any:
         return call_hook(pm, "popaudit_live_model", bundle=lend(bundle))
 
 
-__all__ = ["lend", "lend_result", "live_model_hook", "unchanged_tensors"]
+__all__ = ["ArrayWatch", "lend", "named_arrays", "lend_result", "live_model_hook", "unchanged_tensors"]

@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import inspect
 import linecache
+import re
 import signal
 import sys
 from collections.abc import Iterable
@@ -75,11 +76,18 @@ def _signal_raises(signum: int) -> bool:
     return callable(handler) if signum == signal.SIGTERM else handler is not signal.SIG_IGN
 
 
+NUMPY_READ_ONLY = re.compile(r"(?:put: )?(?:assignment destination|output array|(?:sort |partition )?array"
+                             r"(?: to be byte-swapped)?) is read-only")
+"""Numpy's own errors for a write to a read-only array (``a[0] = 1``, ``a /= 2``, ``out=``,
+``a.sort()``, ``put``, ``shuffle``...): only these are said as a write to a lent array; a
+plugin's own error that mentions 'read-only' keeps its text."""
+
+
 def describe_failure(exc: BaseException) -> str:
     """``Type: message`` of an exception raised by plugin code (sys.exit said as such)."""
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r}); a plugin cannot end the run"
-    if isinstance(exc, ValueError) and "read-only" in str(exc):
+    if isinstance(exc, ValueError) and NUMPY_READ_ONLY.fullmatch(str(exc)):
         return (f"it tried to change, in place, an array popaudit lends it read-only{_failing_line(exc)}: the "
                 "built-in figures read the same array; change a copy (numpy.array(...))")
     try:

@@ -196,4 +196,5 @@ def _attempt(errors: dict[ProbeKey, ProbeFailure], key: ProbeKey, probe: Callabl
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    """A ProbeError is popaudit's own sentence; anything else is named by its type."""
+    return str(exc) if isinstance(exc, ProbeError) else f"{type(exc).__name__}: {exc}"
