@@ -166,6 +166,27 @@ class InflationBudget:
         self.budget: int | None = None  # read at the first member, once: MemAvailable falls as members inflate
         self.declared = self.stored = self.members = 0
 
+    def plan(self, members: list[tuple[str, int, int]]) -> None:
+        """Check every compressed member the archive's directory lists, (name, declared,
+        stored), before the first is inflated: each one's ratio, and their declared total
+        against the ceiling, so that one refusal names a ceiling enough for all of them
+        (admitting them one by one named only the total so far, so following its advice led
+        to the next refusal, after members were inflated). One member: :func:`check_expansion`."""
+        prefix = f"{self.what}: " if self.what else ""
+        for member, declared, stored in members:
+            check_expansion(f"{prefix}{member}", declared, stored, self.max_memory, self.error, in_memory=len(members) == 1)
+        total = sum(declared for _, declared, _ in members)
+        if len(members) < 2 or total <= EXPANSION_SLACK:
+            return
+        budget = memory_budget(self.max_memory)
+        if budget is not None and total > budget:
+            largest, size, _ = max(members, key=lambda m: m[1])
+            raise self.error(
+                f"{prefix}its compressed members declare {total:,} bytes of data in all ({len(members)} members, the "
+                f"largest {largest} of {size:,}; {sum(stored for _, _, stored in members):,} bytes stored in the file), "
+                + _beyond_ceiling(total, self.max_memory, budget)
+            )
+
     def admit(self, member: str, declared: int, stored: int) -> None:
         """Count member ``member`` (``declared`` bytes once inflated, ``stored`` in the file)
         before it is inflated; raise ``error`` when it, or the total so far, does not fit."""

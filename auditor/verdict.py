@@ -152,9 +152,9 @@ def _with_item_bias(
     else:
         trend = "rises" if rho >= RHO_WEAK else "falls" if rho <= -RHO_WEAK else "barely varies"
         follows = f"it {trend} with training frequency, Spearman ρ = {correlation_figures(rho)[0]}"
-    model = _sentence_start(served.model)
+    model, how = _sentence_start(served.model), "as the model scores" if served.as_served else "in place of a score popaudit cannot place"
     summary += (
-        f" {model} adds a per-item bias to every score ({follows}): retrieval serves as the model scores, its "
+        f" {model} adds a per-item bias to every score ({follows}): retrieval serves, {how}, its "
         f"factors plus that bias (the 'dot' lists, {served.score or 'u·i + b_i'}); the frequency–norm correlation is "
         "of the factors alone, and cosine and norm-aware serving rescale the served vectors, bias included."
     )

@@ -35,16 +35,39 @@ def _deflated_pt(path: Path, n_extra: int, floats: int) -> None:
             target.writestr(name, source.read(name))
 
 
-def test_pt_members_each_under_the_ceiling_are_refused_in_all(tmp_path: Path) -> None:
+def _compressed_total(path: Path, torch_data: bool = False) -> tuple[int, int]:
+    """The declared total and count of the compressed members that inflate (of a .pt: its
+    data.pkl and storages; its version or byteorder record is read capped, never counted)."""
+    with zipfile.ZipFile(path) as zf:
+        sizes = [i.file_size for i in zf.infolist() if i.compress_type != zipfile.ZIP_STORED
+                 and (not torch_data or i.filename == "archive/data.pkl" or i.filename.startswith("archive/data/"))]
+    return sum(sizes), len(sizes)
+
+
+def test_pt_members_each_under_the_ceiling_are_refused_in_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loaders 3 N1: refused on the directory's declared total of every compressed member
+    (data.pkl and 6 storages), before any is inflated, naming a ceiling that reads it (the
+    refusal named the total up to the member that crossed, then the next one, and so on)."""
+    from auditor.loading import torch_archive
+    from auditor.config import format_size
+
     path = tmp_path / "bomb.pt"
     _deflated_pt(path, n_extra=4, floats=MB)  # 4 x 4 MB of zeros, about 16 KB on disk
-    with zipfile.ZipFile(path) as zf:  # data.pkl, then the storages in key order, until past 10 MiB
-        sizes = [zf.getinfo("archive/data.pkl").file_size] + [zf.getinfo(f"archive/data/{k}").file_size for k in range(6)]
-    total = next(sum(sizes[:n]) for n in range(1, 8) if sum(sizes[:n]) > 10 << 20)
-    assert total == sizes[0] + 40 * 4 + 5 * 4 * 4 + 3 * 4 * MB  # the 3rd 4 MB member crosses 10 MiB
-    with pytest.raises(ModelLoadError, match=rf"cannot read .*bomb\.pt: .*declare {total:,} bytes of data in all "
-                                             rf"\(6 members up to storage archive/data/4, .*max_memory \(10,485,760 bytes\)"):
+    total, members = _compressed_total(path, torch_data=True)
+    assert members == 7 and total > 4 * 4 * MB
+    inflated: list[str] = []
+    real = torch_archive.read_member
+    monkeypatch.setattr(torch_archive, "read_member", lambda fh, size, zf, info, cap: (
+        inflated.append(info.filename) if info.compress_type != zipfile.ZIP_STORED else None, real(fh, size, zf, info, cap))[1])
+    advice = format_size(total * 2)
+    with pytest.raises(ModelLoadError, match=rf"cannot read .*bomb\.pt: its compressed members declare {total:,} bytes of "
+                                             rf"data in all \(7 members, .*max_memory \(10,485,760 bytes\).*{advice} if "):
         read_torch_file(path, 10 << 20)
+    assert inflated == ["archive/byteorder"]  # 16 bytes at most (read capped), no data member
+    from auditor.config import parse_memory_size
+
+    state = read_torch_file(path, parse_memory_size(advice)).root  # following the advice reads it
+    assert float(state["optimizer_state.3.exp_avg"].abs().sum()) == 0.0
 
 
 def test_pt_members_within_the_ceiling_are_read(tmp_path: Path) -> None:
@@ -56,14 +79,15 @@ def test_pt_members_within_the_ceiling_are_read(tmp_path: Path) -> None:
 
 
 def test_npz_members_each_under_the_ceiling_are_refused_in_all(tmp_path: Path) -> None:
+    from auditor.config import format_size
+
     path = tmp_path / "many.npz"
     extra = {f"optim_state_{k}": np.zeros(MB, np.float32) for k in range(4)}
     np.savez_compressed(path, item_embedding=ITEMS, user_embedding=USERS, **extra)
-    with zipfile.ZipFile(path) as zf:
-        sizes = [i.file_size for i in zf.infolist()]
-    crossing = next(n for n in range(1, len(sizes) + 1) if sum(sizes[:n]) > 10 << 20)
-    with pytest.raises(ModelLoadError, match=rf"many\.npz: its compressed members declare {sum(sizes[:crossing]):,} "
-                                             rf"bytes of data in all \({crossing} members"):
+    total, members = _compressed_total(path)
+    assert members == 6
+    with pytest.raises(ModelLoadError, match=rf"many\.npz: its compressed members declare {total:,} "
+                                             rf"bytes of data in all \(6 members, .*{format_size(total * 2)} if "):
         read_npz(path, LoadOptions(max_memory=10 << 20))
     assert read_npz(path, LoadOptions(max_memory=64 << 20)).item_table.shape == (10, 4)
 

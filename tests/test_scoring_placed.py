@@ -139,21 +139,23 @@ class _NormThenProjBias(_NormThenProj):
         return (u * self.proj(i)).sum(-1) + self.item_bias(item_ids).squeeze(-1)
 
 
-def test_a_bias_beside_a_score_it_cannot_place_is_said_to_be_left_out(tmp_path: Path) -> None:
-    """Loaders 2 N1: the tables stand in (scoring_doubt), so the figures are u·i without the
-    bias; the bias warning said 'retrieval serves as the model scores ... (u·i + b_i)'."""
+def test_a_bias_beside_a_score_it_cannot_place_is_kept_standing_in(tmp_path: Path) -> None:
+    """Loaders 2 N1 said the bias was left out of bare tables' figures; Loaders 3 N2 keeps it:
+    the bias enters the score whatever the rest is, so u·i + b_i stands in (not as served),
+    said first, and the figures are u·i + b_i."""
     model = _NormThenProjBias()
     path = tmp_path / "ntpb.pt"
     torch.jit.script(model).save(str(path))
     log = zipf_log(tmp_path)
     users, items = (t.detach().numpy() for t in (model.user_embedding.weight, model.item_embedding.weight))
     bias = model.item_bias.weight.detach().numpy().reshape(-1)
-    plain = arp_at_5(users @ items.T, log)
-    assert plain != pytest.approx(arp_at_5(users @ items.T + bias, log))
+    with_bias = arp_at_5(users @ items.T + bias, log)
+    assert with_bias != pytest.approx(arp_at_5(users @ items.T, log))
     result = audit_at_5(path, log)
     served = result.served_vectors
-    assert served is not None and not served.as_served and served.item_bias_spearman is None, served
-    assert not any("retrieval serves as the model scores" in w for w in result.warnings), result.warnings
-    assert any("item bias term" in w and "left out of the figures (not u·i + b_i)" in w for w in result.warnings)
+    assert served is not None and not served.as_served and served.source == "bias", served
+    assert result.warnings[0].startswith("u·i + b_i (the stored tables with the item bias) stands in"), result.warnings
+    assert not any("retrieval serves as the model scores" in w or "left out" in w for w in result.warnings)
+    assert any("item bias term" in w and "the figures are of u·i + b_i standing in" in w for w in result.warnings)
     assert result.retrieval is not None
-    assert result.retrieval.at[5].dot["arp"] == pytest.approx(plain, rel=1e-9)
+    assert result.retrieval.at[5].dot["arp"] == pytest.approx(with_bias, rel=1e-9)

@@ -225,3 +225,56 @@ def test_cosine_flag_names() -> None:
     assert [n for n in ("cos", "use_cosine", "l2Normalize", "normalize_items", "spherical", "no_cos", "not_normalized",
                         "cost", "biased", "cosmetic", "training") if _says_cosine(n)] == [
         "cos", "use_cosine", "l2Normalize", "normalize_items", "spherical"]
+
+
+# Loaders 3 N2: a flag's name must say the scoring is cosine; a bias model in doubt keeps its bias.
+
+
+def test_only_names_that_say_the_scoring_is_cosine_cast_doubt() -> None:
+    from auditor.loading.pickled_module import _says_cosine
+
+    scoring = ("cos", "cosine", "use_cosine", "normalize_embeddings", "l2_normalize", "useCosine", "cosine_similarity")
+    other = ("cos_lr_schedule", "cosine_annealing", "use_cosine_scheduler", "normalize_inputs", "batch_normalize",
+             "layer_normalization", "normalize_rewards", "no_normalize")
+    assert [n for n in scoring if not _says_cosine(n)] == []
+    assert [n for n in other if _says_cosine(n)] == []
+
+
+class _ScheduledBiasMF(FlagMF):
+    """u·i + b_i, with an unrelated True attribute whose name holds 'cos'."""
+
+    def __init__(self, users: np.ndarray, items: np.ndarray, bias: np.ndarray, flag: str) -> None:
+        super().__init__(users, items, bias, cos=False, biased=True)
+        setattr(self, flag, True)
+
+
+def test_a_schedule_flag_leaves_a_pickled_bias_model_served(tmp_path: Path) -> None:
+    """Was: the tables stood in, the bias left out of the figures (a dot gate passed)."""
+    users, items, freq, u, i, b = _model()
+    report = _pickled(tmp_path, _ScheduledBiasMF(u, i, b, "cos_lr_schedule"))
+    assert report["served_vectors"]["as_served"] is True and report["served_vectors"]["score"] == "u·i + b_i"
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(
+        _head_share(u @ i.T + b, users, items, freq), abs=1e-9)
+    assert not any("may score by cosine" in w for w in report["warnings"])
+
+
+def test_a_pickled_bias_model_in_doubt_keeps_its_bias(tmp_path: Path) -> None:
+    """``use_cosine`` = True: its score may be u·i + b_i or cos(u,i) + b_i; both trip a dot
+    gate the bare tables pass, so u·i + b_i stands in, said, and the gate line says so."""
+    users, items, freq, u, i, b = _model()
+    dot_bias = _head_share(u @ i.T + b, users, items, freq)
+    assert min(dot_bias, _head_share(_unit(u) @ _unit(i).T + b, users, items, freq)) > 0.14 > _head_share(
+        u @ i.T, users, items, freq)
+    report = _pickled(tmp_path, _ScheduledBiasMF(u, i, b, "use_cosine"))
+    served = report["served_vectors"]
+    assert (served["as_served"], served["source"], served["score"]) == (False, "bias", "u·i + b_i")
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(dot_bias, abs=1e-9)
+    assert report["warnings"][0].startswith("u·i + b_i (the stored tables with the item bias) stands in for the score "
+                                            "of the model in full.pt: it records `use_cosine` = True")
+    assert not any("left out" in w for w in report["warnings"])
+    out = CliRunner().invoke(cli, ["check", str(tmp_path / "full.pt"), "--interactions", str(tmp_path / "log.parquet"),
+                                   "-k", str(K), "--no-probes", "--bootstrap", "0", "--fail-on",
+                                   "head_share_10pct_dot@10>0.14"])
+    assert out.exit_code == 3, out.output
+    assert re.search(r"gate head_share_10pct_dot@10>0\.14: [\d.]+ \(TRIPPED\), of the stored tables standing in",
+                     " ".join(out.output.split()))

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from auditor.errors import ModelLoadError
+from auditor.errors import ModelLoadError, setting
 from auditor.loading.padding_rows import without_padding
 from auditor.loading.recbole_models import Serving
 from auditor.loading.served import ServedVectors
@@ -55,13 +55,14 @@ BIAS_NOTE = (
 )
 """The load warning of every model read with an item bias."""
 
-BIAS_LEFT_OUT = (
+BIAS_UNPLACED = (
     "{path} has an item bias term ({n} values, from `{key}`): a second channel for popularity beside the "
-    "embedding norms; the stored tables stand in because popaudit cannot place the model's score, so this bias is "
-    "left out of the figures (not u·i + b_i), and the norms audited are of the factors alone"
+    "embedding norms; popaudit cannot place the model's score, so the figures are of u·i + b_i standing in for it "
+    "(the stored tables with this bias, not bare tables: the bias is part of the score whatever the rest is), and the "
+    "norms audited are of the factors alone"
 )
 """The load warning of a model with an item bias whose score popaudit cannot place (the
-config's ``scoring_doubt``): :func:`biased_vectors` serves none, the tables stand in."""
+config's ``scoring_doubt``): :func:`biased_vectors` serves u·i + b_i as a stand-in."""
 
 HOW = (
     "the dot product of its factors plus a per-item bias (u·i + b_i; a user or global bias changes no user's "
@@ -173,8 +174,8 @@ def set_item_bias(bundle: ModelBundle, key: str, values: np.ndarray) -> None:
     """Record ``values`` (one per item row) as ``bundle``'s item bias read from ``key``, said."""
     bundle.item_biases = np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=np.float32)
     bundle.item_bias_key = key
-    if (bundle.config or {}).get("scoring_doubt"):  # the one policy of biased_vectors: nothing served
-        bundle.warnings.append(BIAS_LEFT_OUT.format(path=bundle.source, n=bundle.n_items, key=key))
+    if (bundle.config or {}).get("scoring_doubt"):  # the one policy of biased_vectors: u·i + b_i stands in
+        bundle.warnings.append(BIAS_UNPLACED.format(path=bundle.source, n=bundle.n_items, key=key))
         return
     scores = _scores(*_normalised_sides(bundle))
     bundle.warnings.append(BIAS_NOTE.format(path=bundle.source, n=bundle.n_items, key=key, scores=scores))
@@ -183,10 +184,12 @@ def set_item_bias(bundle: ModelBundle, key: str, values: np.ndarray) -> None:
 def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
     """The vectors a model with an item bias serves (None: it has none): [i, b_i] per item,
     [u, 1] per user-table row, each side L2-normalised first where the model scores by
-    cosine (module docstring). ModelLoadError when a bias is not finite."""
+    cosine (module docstring). ModelLoadError when a bias is not finite. Where the config's
+    ``scoring_doubt`` says the score cannot be placed, u·i + b_i stands in, said first
+    (:func:`_doubted`): the bias is known to enter the score, bare tables would drop it."""
     biases = bundle.item_biases
-    if biases is None or biases.shape[0] != bundle.n_items or (bundle.config or {}).get("scoring_doubt"):
-        return None  # none, or a score popaudit cannot place: the tables stand in (auditor/loading/stand_in.py)
+    if biases is None or biases.shape[0] != bundle.n_items:
+        return None
     key = bundle.item_bias_key or "its item biases"
     bad = np.flatnonzero(~np.isfinite(biases))
     if bad.size:
@@ -211,12 +214,27 @@ def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
     score = {(True, True): "cos(u,i) + b_i", (True, False): "u·i/|i| + b_i", (False, True): "u·i/|u| + b_i"}.get(
         (unit_items, unit_users), "u·i + b_i")
     how = {(True, True): HOW_COSINE, (True, False): HOW_ITEM_UNIT}.get((unit_items, unit_users), HOW)
+    doubt = config.get("scoring_doubt")
+    doubted = isinstance(doubt, str) and bool(doubt)
+    equal = f"{score}, in place of a score popaudit cannot place" if doubted else f"the model's own scores, {score}"
     description = (
         f"the item factors {table}, {item_words}with the item bias `{key}` as one more column, each {query_words}query "
-        f"with a 1 there: dot products of these are the model's own scores, {score}"
+        f"with a 1 there: dot products of these are {equal}"
     )
-    return ServedVectors(users, items, "dot", BIASED, description, Serving(model, BIASED, how), unit_queries=unit_users,
-                         score=score)
+    served = ServedVectors(users, items, "dot", BIASED, description, Serving(model, BIASED, how), unit_queries=unit_users,
+                           score=score)
+    return _doubted(served, model, str(doubt)) if doubted else served
+
+
+def _doubted(served: ServedVectors, model: str, doubt: str) -> ServedVectors:
+    """``served`` (u·i + b_i) standing in for a bias model whose score popaudit cannot place."""
+    note = (
+        f"{served.score} (the stored tables with the item bias) stands in for the score of {model}: {doubt}, so it "
+        "may score otherwise, by cosine (cos(u,i) + b_i: its own lists would then differ from the 'dot' column); to audit what it "
+        f"serves, give a plugin that loads the model ({setting('plugins')}), or save its towers' outputs for every "
+        "row as the tables of a plain file"
+    )
+    return replace(served, doubt=doubt, warnings=[note, *served.warnings])
 
 
 def is_biased(served: ServedVectors | None) -> bool:

@@ -324,6 +324,8 @@ def _npz_arrays(path: Path, max_memory: int | None = None) -> dict[str, np.ndarr
     budget = InflationBudget(f"cannot read {path}", max_memory, ModelLoadError)
     try:
         with zipfile.ZipFile(path) as zf:
+            budget.plan([(f"member {shown(i.filename)}", i.file_size, i.compress_size)  # all, before any inflates
+                         for i in zf.infolist() if i.compress_type != zipfile.ZIP_STORED])
             for info in zf.infolist():
                 if info.compress_type != zipfile.ZIP_STORED:  # inflated in memory by np.load
                     budget.admit(f"member {shown(info.filename)}", info.file_size, info.compress_size)

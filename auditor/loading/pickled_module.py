@@ -4,10 +4,14 @@ A pickle holds a module's attributes, never its code: ``forward()`` lives in the
 that saved it (``__main__.MF``), which popaudit does not import. So how the module scores
 is unknown, and the audit assumes the dot product of its tables (the ``dot`` column is its
 own lists only if it scores so), said in the load warning. Where the module records a
-``True`` flag whose name says cosine (``cos``, ``use_cosine``, ``normalize``,
-``l2norm``...; not after ``no``/``not``/``without``), it may score by cosine: that is a
-``scoring_doubt``, so the tables stand in, said first, as for a TorchScript ``forward()``
-whose normalisation popaudit cannot place (:mod:`auditor.loading.stand_in`).
+``True`` flag whose name says its scoring is cosine (``cos``, ``use_cosine``,
+``normalize_embeddings``, ``l2_normalize``...: a cosine word with nothing beside it but
+words of use and of what is scored; never a schedule or a layer, ``cos_lr_schedule``,
+``cosine_annealing``, ``batch_normalize``, ``normalize_inputs``; never after
+``no``/``not``/``without``), it may score by cosine: that is a ``scoring_doubt``, so the
+stored tables stand in, said first, as for a TorchScript ``forward()`` whose normalisation
+popaudit cannot place (:mod:`auditor.loading.stand_in`); with an item bias, u·i + b_i
+stands in, the bias kept (:mod:`auditor.loading.item_bias`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ COSINE_FLAG_WORDS = frozenset({
     "l2norm", "l2normalize", "spherical", "angular",
 })
 _NEGATING = frozenset({"no", "not", "without", "skip", "disable", "disabled"})
+_OF_USE = frozenset({"use", "uses", "is", "do", "apply", "enable", "enabled", "with", "by", "l2", "should", "score",
+                     "scores", "scoring", "similarity", "sim", "emb", "embs", "embedding", "embeddings", "vec", "vecs",
+                     "vector", "vectors", "user", "users", "item", "items", "query", "queries", "both", "factors",
+                     "latent", "dot"})
+"""Words that may stand beside a cosine word in a flag saying the scoring is cosine; any
+other (``lr``, ``schedule``, ``annealing``, ``batch``, ``layer``, ``inputs``) names something else."""
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
@@ -35,8 +45,10 @@ def cosine_flags(obj: Any) -> list[str]:
 
 
 def _says_cosine(name: str) -> bool:
+    """True when ``name`` says the scoring is cosine (module docstring)."""
     words = [w.lower() for w in _WORDS.findall(name)]
-    return any(w in COSINE_FLAG_WORDS and (at == 0 or words[at - 1] not in _NEGATING) for at, w in enumerate(words))
+    return (any(w in COSINE_FLAG_WORDS for w in words) and not any(w in _NEGATING for w in words)
+            and all(w in COSINE_FLAG_WORDS or w in _OF_USE for w in words))
 
 
 def module_notes(obj: Any, path: Path) -> tuple[list[str], dict[str, str]]:

@@ -208,16 +208,19 @@ class ServedVectors:
     """The items are served as the model serves them, but the queries are raw user-table
     rows where the model's user tower computes more (a stand-in on the query side)."""
     unit_queries: bool = False
+    """Queries are L2-normalised before they meet these items (a model scoring cos(u,i) + b_i,
+    :mod:`auditor.loading.item_bias`)."""
     score: str | None = None
     """A bias model's own score as a formula (``cos(u,i) + b_i``), which the dot products of
     these vectors equal; None for other models."""
-    """Queries are L2-normalised before they meet these items (a model scoring cos(u,i) + b_i,
-    :mod:`auditor.loading.item_bias`)."""
+    doubt: str | None = None
+    """Why the model's score cannot be placed (the config's ``scoring_doubt``) where these
+    vectors stand in for it all the same (a bias model's u·i + b_i): never as served."""
 
     @property
     def as_served(self) -> bool:
         """True when these are the vectors the model serves with (not a stand-in)."""
-        return not self.raw_queries and (self.source != "tables" or self.serving.kind == TABLES)
+        return not self.raw_queries and self.doubt is None and (self.source != "tables" or self.serving.kind == TABLES)
 
 
 def served_vectors(

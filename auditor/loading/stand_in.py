@@ -154,7 +154,7 @@ def raw_user_rows(bundle: ModelBundle, served: ServedVectors) -> ServedVectors |
     if user is None:
         return None
     stood = _stand_in(bundle, _model_name(bundle), None, user, served.scoring)
-    return replace(served, warnings=stood.warnings, raw_queries=True,
+    return replace(served, warnings=[*served.warnings, *stood.warnings], raw_queries=True,
                    description=f"{served.description}, queried by the raw rows of the user table (its user tower not run)")
 
 

@@ -129,6 +129,9 @@ def _read_zip_members(path: Path, fh: io.BufferedIOBase, size: int, budget: Infl
     order = infos.get(f"{prefix}/byteorder")
     if order is not None and read_member(fh, size, zf, order, 16) != b"little":
         raise ZipError("it was written on a big-endian machine; popaudit reads little-endian files")
+    budget.plan([(shown(n) if n == pickles[0] else f"storage {shown(n)}", i.file_size, i.compress_size)  # before any inflates
+                 for n, i in infos.items()
+                 if i.compress_type != zipfile.ZIP_STORED and (n == pickles[0] or n.startswith(f"{prefix}/data/"))])
     files = FileBytes(path, fh, size)
     storages: dict[str, Storage] = {}
 

@@ -5,13 +5,14 @@ passed on the stored tables' figures; no input changes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from .corpus import EXIT_ERROR, EXIT_OK, Built, Case, Outcome, check_args, log, params, run_case, strict_json, write
+from .corpus import EXIT_ERROR, EXIT_GATE, EXIT_OK, Built, Case, Outcome, check_args, log, params, run_case, strict_json, write
 
 NOT_MEASURED = r"served_spearman.*stored tables stand in"
 
@@ -108,6 +109,30 @@ def _onnx_multiplied_bias(d: Path) -> Built:
     model = helper.make_model(helper.make_graph(nodes, "mf", ids, out, inits), opset_imports=[helper.make_opsetid("", 13)])
     onnx.save(model, str(d / "model.onnx"))
     return Built(check_args("model.onnx", "--fail-on", "served_spearman>0.5"))
+
+
+class _FlaggedBiasMF(torch.nn.Module):
+    """u·i + b_i with one recorded bool attribute (pickled: its forward() is not in the file)."""
+
+    def __init__(self, flag: str) -> None:
+        super().__init__()
+        setattr(self, flag, True)
+        g = torch.Generator().manual_seed(0)
+        self.user_embedding = torch.nn.Embedding.from_pretrained(torch.randn(5, 4, generator=g))
+        self.item_embedding = torch.nn.Embedding.from_pretrained(torch.randn(10, 4, generator=g))
+        self.item_bias = torch.nn.Embedding.from_pretrained(torch.arange(10.0).reshape(10, 1))
+
+
+def _pickled_bias_module(flag: str, *gates: str) -> Callable[[Path], Built]:
+    """Loaders 3 N2: a pickled bias module recording ``flag`` = True. A schedule's name
+    (``cos_lr_schedule``) says nothing about scoring: u·i + b_i served, the bias gate trips;
+    ``use_cosine`` casts doubt, and u·i + b_i stands in, the bias kept (both were bare
+    tables, the bias left out, and a served gate not measured)."""
+    def build(d: Path) -> Built:
+        log(d)
+        torch.save(_FlaggedBiasMF(flag), d / "model.pt")
+        return Built(check_args("model.pt", "--fail-on", "item_bias_spearman>0.9", *gates))
+    return build
 
 
 def _lightning_lightgcn(d: Path) -> Built:
@@ -211,6 +236,11 @@ CASES: list[Case] = [
     Case("keras-masked-table-beside-a-short-bias-gate", _keras_masked_table_short_bias, EXIT_ERROR, NOT_MEASURED,
          skip=_no_h5py),
     Case("keras-lambda-layer-gate", _keras_lambda, EXIT_ERROR, NOT_MEASURED, skip=_no_h5py),
+    Case("pickled-bias-module-with-a-schedule-flag-gate", _pickled_bias_module("cos_lr_schedule"), EXIT_GATE, None,
+         stderr=r"gate item_bias_spearman>0\.9: 1(\.0+)? \(TRIPPED\)"),
+    Case("pickled-bias-module-recording-use-cosine-gate", _pickled_bias_module(
+        "use_cosine", "-k", "3", "--fail-on", "arp_dot@3>0"), EXIT_GATE, None,
+         stderr=r"item_bias_spearman>0\.9: 1(\.0+)? \(TRIPPED\).*arp_dot@3>0: [\d.]+ \(TRIPPED\), of the stored tables\s+standing in"),
     Case("onnx-per-item-initializer-multiplied-gate", _onnx_multiplied_bias, EXIT_ERROR, NOT_MEASURED, skip=_no_onnx),
 ]
 
