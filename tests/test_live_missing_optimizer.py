@@ -26,7 +26,7 @@ def test_a_config_without_optimizer_is_a_sentence(config: dict[str, Any], missin
     # before: "KeyError: 'optimizer'"
     assert errors["update"].message == (
         f"the checkpoint's config records no {missing}: the update probe steps the item tower with the optimizer "
-        "training used and cannot rebuild it (the conditions still read what --optimizer/--lr declare)")
+        "training used and cannot rebuild it (the conditions still read the declared optimizer and lr)")
     with pytest.raises(ProbeError):
         live.make_optimizer(live.module)
 

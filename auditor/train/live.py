@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from auditor.errors import ModelLoadError, ProbeError
+from auditor.errors import ModelLoadError, ProbeError, setting
 from auditor.model import CHECKPOINT_MARKER, ModelBundle
 from auditor.train.losses import two_tower_loss
 from auditor.train.models import NEEDS_FEATURES, NEEDS_HISTORIES, ModelSpec, TwoTower, build_model
@@ -69,7 +69,7 @@ class PopauditLiveModel:
             raise ProbeError(
                 f"the checkpoint's config records no {' and no '.join(map(repr, missing))}: the update probe steps "
                 "the item tower with the optimizer training used and cannot rebuild it (the conditions still read "
-                "what --optimizer/--lr declare)"
+                f"the declared {setting('optimizer')} and {setting('lr')})"
             )
         momentum = float(cfg.get("momentum", 0.0)) or 0.9
         opt = make_optimizer(

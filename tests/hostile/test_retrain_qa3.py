@@ -95,7 +95,7 @@ def _c1_still_violated(d: Path, outcome: Outcome) -> None:
     said = [w for w in report["warnings"] if w.startswith("probe update could not run")]
     assert said == ["probe update could not run: the checkpoint's config records no 'optimizer': the update probe "
                     "steps the item tower with the optimizer training used and cannot rebuild it (the conditions "
-                    "still read what --optimizer/--lr declare)"], report["warnings"]
+                    "still read the declared --optimizer and --lr)"], report["warnings"]
 
 
 # N4: a popaudit checkpoint whose config records no optimizer: the probe says so (before: KeyError: 'optimizer').
