@@ -120,10 +120,12 @@ def test_a_dead_workers_table_file_is_removed_before_the_next_row(
         assert _spills((folder / "notes.txt").read_text()) == []
 
 
-def test_ctrl_c_during_a_streamed_row_at_j2_leaves_no_table_file(folder: Path) -> None:
+def _ctrl_c_once_streaming(command: list[str], folder: Path) -> tuple[list[str], int, str, list[str]]:
+    """Run ``command`` with its own $TMPDIR and press Ctrl-C once its table file is written (the
+    measure then sleeps): (the table files seen, exit code, stderr, what is left in $TMPDIR)."""
     tmpdir = _tmpdir()
-    proc = subprocess.Popen(_batch("-j", "2"), cwd=folder, env=_env(folder, tmpdir, "sleep"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(command, cwd=folder, env=_env(folder, tmpdir, "sleep"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while not _spills(" ".join(os.listdir(tmpdir))) and time.monotonic() < deadline and proc.poll() is None:
@@ -138,8 +140,13 @@ def test_ctrl_c_during_a_streamed_row_at_j2_leaves_no_table_file(folder: Path) -
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         subprocess.run(["rm", "-rf", str(tmpdir)], check=False)
+    return streaming, proc.returncode, stderr, left
+
+
+def test_ctrl_c_during_a_streamed_row_at_j2_leaves_no_table_file(folder: Path) -> None:
+    streaming, returncode, stderr, left = _ctrl_c_once_streaming(_batch("-j", "2"), folder)
     assert len(streaming) == 1, streaming
-    assert proc.returncode == 130 and "Error: interrupted:" in stderr, stderr
+    assert returncode == 130 and "Error: interrupted:" in stderr, stderr
     assert left == []  # before: the killed worker's table file stayed
 
 
@@ -171,25 +178,9 @@ def test_a_failed_rows_table_file_goes_as_the_row_is_recorded(
 def test_ctrl_c_during_a_plugin_checks_streamed_audit_leaves_no_table_file(folder: Path) -> None:
     """``check`` with a plugin audits in a forked child that Ctrl-C kills (it ignores
     SIGINT and would end by os._exit anyway): the parent removes what it streamed."""
-    tmpdir = _tmpdir()
     command = [sys.executable, "-m", "auditor", "check", "big.npy", "--interactions", "log.parquet", "--bootstrap", "0",
                "--no-probes", "-q", "--max-memory", "40K", "--plugin", "probe.py"]
-    proc = subprocess.Popen(command, cwd=folder, env=_env(folder, tmpdir, "sleep"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not _spills(" ".join(os.listdir(tmpdir))) and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
-        streaming = _spills(" ".join(os.listdir(tmpdir)))
-        time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
-        stderr = proc.communicate(timeout=60)[1]
-        left = sorted(os.listdir(tmpdir))
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        subprocess.run(["rm", "-rf", str(tmpdir)], check=False)
+    streaming, returncode, stderr, left = _ctrl_c_once_streaming(command, folder)
     assert len(streaming) == 1, streaming
-    assert proc.returncode == 130 and "Error: interrupted" in stderr, stderr
+    assert returncode == 130 and "Error: interrupted" in stderr, stderr
     assert left == []  # before: the killed child's popaudit-table-<pid>-*.npy stayed
