@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import fields as dataclass_fields, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pluggy
 
+from auditor.audit_record import inputs_section, mitigate_facts, read_files, settings_section
 from auditor.config import AuditConfig
 from auditor.devices import resolve_device
 from auditor.environment import environment_kept
 from auditor.evaluation import Evaluation, evaluate
-from auditor.idmap import describe_mapping
 from auditor.loading.frequencies import needs_the_log
 from auditor.loading.inputs import AuditInputs, load_inputs
 from auditor.loading.item_bias import is_biased
@@ -40,7 +39,7 @@ from auditor.plugins import (
 from auditor.optimizers import optimizer_states
 from auditor.progress import SILENT, Progress
 from auditor.result import (
-    Accuracy, AuditResult, FrequencyNorm, Inputs, MeasuredSections, PlotData, ServedSection, ServedVectorsSection,
+    Accuracy, AuditResult, FrequencyNorm, MeasuredSections, PlotData, ServedSection, ServedVectorsSection,
 )
 from auditor.tradeoff import UserValues, head_slots, judge_tradeoff
 
@@ -76,7 +75,7 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
         # is a subsystem a model's audit never runs.
         from auditor.lists_audit import run_lists_audit
 
-        return replace(run_lists_audit(config, registered, progress, cache), read_files=_read_files(config))
+        return replace(run_lists_audit(config, registered, progress, cache), read_files=read_files(config))
     inputs = load_inputs(config, pm, progress, cache)
     inputs_read(inputs.not_measured)
     bundle, stats, warnings, not_measured = inputs.bundle, inputs.stats, inputs.warnings, inputs.not_measured
@@ -93,13 +92,13 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
     warnings += (serving.warnings if serving else []) + assessed.warnings
 
     sections = MeasuredSections(
-        inputs=replace(_inputs(bundle, config, stats, inputs.population), **_mitigate_facts(inputs),
+        inputs=replace(inputs_section(bundle, config, stats, inputs.population), **mitigate_facts(inputs),
                        split=None if inputs.recbole is None else inputs.recbole.description),
         frequency_norm=frequency_norm,
         retrieval=serving.retrieval if serving else None,
         conditions=assessed.conditions,
         probes=assessed.probes,
-        settings=_settings(config),
+        settings=settings_section(config),
         warnings=warnings,
         not_measured=not_measured,
         replaced_globals=inputs.replaced_globals,
@@ -122,18 +121,7 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
     from auditor.verdict import decide_verdict
 
     return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures,
-                       measure_descriptions=measure_descriptions(registered), read_files=_read_files(config))
-
-
-def _read_files(config: AuditConfig) -> dict[str, Path]:
-    """Every file the audit read (the external data of an ONNX graph too), which no report
-    written from its result may replace (:func:`auditor.plugins.renderers.render_files`)."""
-    from auditor.loading.side_files import side_inputs
-
-    files = {**config.input_files(), **side_inputs(config.model, "the model")}
-    # Absolute now: a notebook that changes directory before writing its reports must
-    # still find the log it audited among the inputs.
-    return {name: Path(path).resolve() for name, path in files.items() if path is not None}
+                       measure_descriptions=measure_descriptions(registered), read_files=read_files(config))
 
 
 def _check_trace_settings(inputs: AuditInputs, config: AuditConfig, warnings: list[str]) -> None:
@@ -343,58 +331,3 @@ def _assess_conditions(
         run_probes=config.probes, progress=progress, row_ids=config.row_ids, frequency_norm=frequency_norm,
         training=inputs.training, device=resolve_device(config.device) if config.probes else "cpu",
     )
-
-
-def _mitigate_facts(inputs: AuditInputs) -> dict[str, Any]:
-    """What the report's ``inputs`` say of the model for ``popaudit mitigate``: whether it
-    writes the model back, and the α a mitigate output already carries (and its original)."""
-    rescaled = inputs.rescaled
-    return {"written_back": inputs.written_back, "rescaled_alpha": None if rescaled is None else rescaled.alpha,
-            "rescaled_from": None if rescaled is None else rescaled.original}
-
-
-def _inputs(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None,
-            population: QueryPopulation | None) -> Inputs:
-    policy = config.row_ids
-    assumed = bundle.item_ids is None and policy.offset is None and stats is not None and not stats.from_checkpoint
-    return Inputs(
-        model=str(config.model),
-        interactions=str(config.interactions) if config.interactions else None,
-        item_table=bundle.item_key,
-        user_table=bundle.user_key,
-        n_items=bundle.n_items,
-        dim=bundle.dim,
-        n_interactions=None if stats is None else stats.n_interactions,
-        format=bundle.format,
-        item_ids=str(config.item_ids) if config.item_ids else None,
-        n_users=None if stats is None else stats.n_users,
-        n_unmapped_interactions=0 if stats is None else stats.n_unmapped,
-        item_id_mapping=describe_mapping("item", bundle.item_ids_source, policy),
-        user_id_mapping=(
-            describe_mapping("user", bundle.user_ids_source, policy) if bundle.user_table is not None else None
-        ),
-        row_ids_assumed=assumed,
-        n_untrained_user_rows=None if population is None else population.n_untrained_rows,
-    )
-
-
-def _settings(config: AuditConfig) -> dict[str, Any]:
-    return {
-        "ks": list(config.ks),
-        "queries": str(config.queries),
-        "max_queries": config.max_queries,
-        "index": config.index,
-        **config.list_settings(),
-        "seed": config.seed,
-        "bootstrap": config.bootstrap,
-        "probes": config.probes,
-        **({"frequencies": str(config.frequencies)} if config.frequencies else {}),
-        "frequency": "interactions per item row in the training log"
-        + ("" if config.interactions else f" (counted elsewhere: {config.frequencies})" if config.frequencies
-           else " (as recorded in the checkpoint)"),
-        "spearman_over": "all items, cold (frequency 0) included",
-        "loglog_slope_over": "items with frequency > 0",
-        "declared": {k: v for k, v in vars(config.declared).items() if v is not None},
-        "top_items": config.top_items,
-        "alphas": list(config.alphas),
-    }

@@ -22,7 +22,7 @@ from auditor.metrics.accuracy import HeldOutHits, find_hits
 from auditor.metrics.exposure import canonical_rows
 from auditor.model import HeldOutQueries
 from auditor.result import Accuracy, RankingAccuracy
-from auditor.sections import UNTRAINED_SERVED
+from auditor.served_section import UNTRAINED_SERVED
 
 PROTOCOL = (
     "queries: the audit's population (the training users; see retrieval.population), each served the top-K of every "

@@ -29,7 +29,7 @@ from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
 from auditor.retrieval.served import measure_served, training_slots
-from auditor.sections import LISTS_ONLY_FORMAT
+from auditor.served_section import LISTS_ONLY_FORMAT
 
 NO_MODEL = "no model: served lists alone have no item vectors"
 LISTS_PROTOCOL = (

@@ -25,7 +25,8 @@ from dataclasses import replace
 
 from auditor.errors import setting
 from auditor.result import SEVERITIES, MeasuredSections, Severity, Verdict
-from auditor.sections import ServedSection, share_ratio
+from auditor.sections import share_ratio
+from auditor.served_section import ServedSection
 from auditor.harm import SEVERITY_GATE, harm_band
 from auditor.wording import pct
 

@@ -26,12 +26,11 @@ from auditor.sections import (
     RankingAccuracy,
     Retrieval,
     ScoringChange,
-    ServedCutoff,
     SEVERITIES,
-    ServedSection,
     Severity,
     builtin_list_measures,
 )
+from auditor.served_section import ServedCutoff, ServedSection, served_dict, served_retrieval_dict
 
 from auditor.trace_section import TrainingSection
 
@@ -344,33 +343,6 @@ def _cutoff_dict(cut: CutoffMeasures) -> dict[str, Any]:
     out["overlap_dot_cosine"] = cut.overlap_dot_cosine
     out.update({f"overlap_served_{name}": value for name, value in cut.overlap_served.items()})
     return {**out, **{name: dict(measures) for name, measures in cut.norm_aware.items()}}
-
-
-def served_dict(served: ServedSection) -> dict[str, Any]:
-    """The ``served`` section's JSON: the file as read; a lists-only audit's figures are
-    its ``retrieval`` section (:func:`served_retrieval_dict`), here only the short lists per K."""
-    out = asdict(served)
-    del out["list_measures"], out["at"], out["definitions"]  # presentation; the figures are retrieval's
-    shorts = {k: cut.n_short_lists for k, cut in served.at.items()} or served.short_lists
-    out["short_lists"] = {str(k): n for k, n in shorts.items()}
-    return out
-
-
-def served_retrieval_dict(served: ServedSection, popularity: str) -> dict[str, Any]:
-    """A lists-only audit's ``retrieval`` JSON: the served lists are the scoring ``served``
-    beside ``popular`` at each K, under the keys of a model's retrieval section."""
-    return {
-        "n_queries": served.n_users,
-        "index": "none (served lists)",
-        "at": {str(k): {"served": dict(cut.served), "popular": dict(cut.popular),
-                        "overlap_served_popular": cut.overlap_popular} for k, cut in served.at.items()},
-        "recall": None,
-        "queries": f"served lists: the {served.n_users:,} users of {served.source}",
-        "popularity": popularity,
-        "n_zero_queries": 0,
-        "definitions": dict(served.definitions),
-        "population": None,
-    }
 
 
 def json_safe(value: Any) -> Any:

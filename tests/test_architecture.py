@@ -34,13 +34,13 @@ Linux-only call."""
 LAZY_STDLIB = frozenset({"ctypes"})
 
 LAYERS: tuple[tuple[str, str], ...] = (
-    ("values", r"auditor(\.(errors|config|values|ranges|model|plugin_api|hookspecs|result|sections|summaries|flat"
+    ("values", r"auditor(\.(errors|config|values|ranges|model|plugin_api|hookspecs|result|sections|served_section|summaries|flat"
                r"|wording|io|output_guard|memory|progress|sampling|idmap|parallel|pool_server|optimizers|probe_results|alpha|lazy_names|trace_section|trace_schema|plugin_names|devices|plain|environment|protocol|mechanism|query_source))?"),
     ("plugins", r"auditor\.plugins(\.(calls|contributions|describe|lending|manager|prints))?"),
     ("load", r"auditor\.loading(\..+)?"),
     ("measure", r"auditor\.(metrics|retrieval|probes)(\..+)?|auditor\.evaluation"),
-    ("judge", r"auditor\.conditions(\..+)?|auditor\.(verdict|harm|lists_verdict|advice|gate|gate_names|gate_reasons|tradeoff)"),
-    ("audit", r"auditor\.(audit|lists_audit)"),
+    ("judge", r"auditor\.conditions(\..+)?|auditor\.(verdict|verdict_text|harm|lists_verdict|advice|gate|gate_names|gate_reasons|tradeoff)"),
+    ("audit", r"auditor\.(audit|audit_record|lists_audit)"),
     ("report", r"auditor\.report(\..+)?"),
     ("edges", r"auditor\.(batch|train|mitigation|monitor|diff)(\..+)?|auditor\.(mitigate|tracking|plugins\.renderers)"),
     ("face", r"auditor\.cli(\..+)?|auditor\.__main__"),

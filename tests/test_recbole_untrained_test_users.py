@@ -238,7 +238,7 @@ def test_diff_keeps_comparing_the_scorings_when_served_lists_join(audited: Audit
     import copy
 
     from auditor.diff import diff_reports
-    from auditor.sections import UNTRAINED_SERVED
+    from auditor.served_section import UNTRAINED_SERVED
     from test_diff import as_json
 
     new = as_json(audited)

@@ -47,7 +47,7 @@ from auditor.diff.comparability import Flag, SettingChange, comparability
 from auditor.flat import FlatEntry, flat_entries, gateable_entries, report_as_read
 from auditor.errors import ReportError
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
-from auditor.sections import LISTS_ONLY_FORMAT
+from auditor.served_section import LISTS_ONLY_FORMAT
 
 Status = Literal["compared", "only_base", "only_new", "incomparable", "not_measured"]
 Basis = Literal["model", "served lists"]

@@ -35,7 +35,7 @@ from typing import Any
 from auditor.flat import FlatEntry, flat_entries
 from auditor.metrics.popularity_sets import head_count
 from auditor.protocol import of_model_lists
-from auditor.sections import UNTRAINED_SERVED
+from auditor.served_section import UNTRAINED_SERVED
 
 Differs = Callable[[str, Any, Any, Callable[[FlatEntry], bool], str], None]
 """The comparability rule's recorder: setting, base value, new value, the figures it

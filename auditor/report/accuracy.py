@@ -13,7 +13,7 @@ from auditor.report.formatting import Table, fmt_num, fmt_pct
 from auditor.report.measure_rows import scoring_cells
 from auditor.report.served_lists import lists_only
 from auditor.result import Accuracy, AuditResult
-from auditor.sections import ServedSection
+from auditor.served_section import ServedSection
 from auditor.wording import interval_bounds
 
 if TYPE_CHECKING:  # drawn on demand: a report that shows no figure never loads matplotlib

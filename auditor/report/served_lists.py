@@ -11,7 +11,7 @@ from auditor.report.document import Block, Heading, Paragraph, Section, Table
 from auditor.report.formatting import fmt_num, fmt_pct, text_or_missing
 from auditor.report.measure_rows import shown_rows
 from auditor.result import AuditResult
-from auditor.sections import ServedCutoff, ServedSection
+from auditor.served_section import ServedCutoff, ServedSection
 
 TITLE = "Served lists"
 SERVED_NOTE = (

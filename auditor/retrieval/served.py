@@ -34,7 +34,8 @@ from auditor.plugin_api import Slots
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.serving import Exclusions, popular_lists
-from auditor.sections import ListMeasures, ServedCutoff, ServedSection
+from auditor.sections import ListMeasures
+from auditor.served_section import ServedCutoff, ServedSection
 
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
