@@ -168,6 +168,19 @@ def test_new_users_past_the_user_table_are_dropped_and_counted_not_refused(tmp_p
         ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS), n_user_rows=2, trained_ids=np.array([0, 2]))
 
 
+def test_trained_users_without_a_row_are_kept_as_misses(tmp_path: Path) -> None:
+    """A held-out user who trained but has no user-table row ("cy" beside rows al, bo) is
+    kept (row -1): the population serves them nothing, so they count as a miss; one who
+    never trained ("dee") is still dropped and counted."""
+    path = _write(tmp_path / "holdout.csv", "user,item\nbo,1\ncy,2\ndee,3\ncy,4\n")
+    held = ho.read_holdout(LogSpec(path, user_col="user", item_col="item"), ItemRows(None, N_ITEMS),
+                           user_ids=np.array(["al", "bo"], dtype=object), n_user_rows=2,
+                           trained_ids=np.array(["al", "bo", "cy"], dtype=object))
+    assert held.users.raw_ids.tolist() == ["bo", "cy"] and held.users.user_rows.tolist() == [1, -1]
+    assert _csr(held.users) == [[1], [2, 4]]
+    assert (held.n_dropped_users, held.n_dropped_user_interactions) == (1, 1)
+
+
 def test_text_user_ids_without_user_ids(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\nalice,1\n")
     with pytest.raises(IdMappingError, match=rf"user ids of {path} \(column 'user_id'\) are not integers.*"

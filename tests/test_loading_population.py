@@ -78,7 +78,35 @@ def test_users_population_skips_untrained_rows_and_counts_them(tmp_path: Path) -
     assert (population.n_user_rows, population.n_untrained_rows, population.n_unmatched_users) == (6, 4, 1)
     assert any("4 user-table rows belong to users who never appear in the training log" in w
                for w in population.warnings)
-    assert any("1 users of the training log" in w and "no row in the user table" in w for w in population.warnings)
+    assert any("1 user of the training log" in w and "has no row in the user table" in w and "serve them nothing" in w
+               for w in population.warnings)
+    # User 9 (no row) is served nothing, as a zero vector is: a row after the queries, with
+    # their training profile (their group reads it), never queried.
+    assert population.unserved_ids.tolist() == [9] and population.row_ids.tolist() == [2, 5, 9]
+    assert population.row_profiles is not None and population.row_profiles[1].tolist() == [2, 3, 1, 4, 0]
+    assert (population.n_queries, population.n_rows, population.n_eligible, population.n_zero) == (2, 3, 3, 0)
+    assert "for the 3 users in the training log" in population.description
+    assert "(1 of them without a row, served nothing)" in population.description
+
+
+def test_rowless_users_are_sampled_with_the_others_and_a_sample_of_them_alone_is_refused(tmp_path: Path) -> None:
+    """The eligible users are the rows' users in row order, then the rowless ones: the sample
+    draws among all of them; one that draws only rowless users has nothing to query."""
+    users = np.arange(1, 4 * 3 + 1, dtype=np.float32).reshape(4, 3)
+    users[1] = 0.0  # user 1's vector is zero: served nothing too, after the rowless users
+    train = _write(tmp_path / "train.csv", "user_id,item_id\n8,1\n3,2\n0,3\n1,4\n9,5\n")  # 8, 9: no row
+    bundle = _bundle(tmp_path, users, user_ids=np.arange(4))
+    every = _population(bundle, interactions=train)
+    assert every.eligible_ids.tolist() == [0, 1, 3, 8, 9] and every.raw_ids.tolist() == [0, 3]
+    assert every.unserved_ids.tolist() == [8, 9, 1] and every.n_zero == 1 and every.n_unmatched_users == 2
+    assert every.row_profiles is not None and every.row_profiles[1].tolist() == [3, 2, 1, 5, 4]
+    picked = np.sort(np.random.default_rng(5).choice(5, size=3, replace=False))
+    sample = _population(bundle, interactions=train, max_queries=3, seed=5)
+    assert sample.row_ids is not None and sorted(sample.row_ids.tolist()) == sorted([0, 1, 3, 8, 9][i] for i in picked)
+    seed = next(s for s in range(50) if set(np.random.default_rng(s).choice(5, size=2, replace=False)) == {3, 4})
+    with pytest.raises(QueryError, match=rf"none of the 2 users sampled from the training log .* with seed {seed} "
+                                         r"has a row in the user table"):
+        _population(bundle, interactions=train, max_queries=2, seed=seed)
 
 
 def test_users_matched_through_user_ids_and_text_ids(tmp_path: Path) -> None:

@@ -71,6 +71,15 @@ def untrained_rows_note(rows: int, where: str, evaluated: int = 0) -> str:
             f" in {where} (untrained vectors): {'it was' if rows == 1 else 'they were'} {fate}")
 
 
+def rowless_users_note(users: int, where: str, sampled: int | None = None) -> str:
+    """The warning for the ``users`` of ``where`` without a user-table row (``sampled``: how
+    many the query sample drew): served nothing, as a zero query is, and why they still count."""
+    among = "" if sampled is None else f" ({sampled:,} of them sampled)"
+    return (f"{plural(users, 'user')} of {where} {'has' if users == 1 else 'have'} no row in the user table{among}: "
+            "the model cannot query them, so its scorings serve them nothing (the most-popular list needs no vector), "
+            "yet they count in their user group, drawn among every trained user, and with a holdout as misses (NDCG 0)")
+
+
 def without_history_notes(counts: tuple[int, int], where: str) -> tuple[str | None, str]:
     """The warning for the user-table rows of :func:`users_without_history` (None: none) and
     what the population's description adds about those users."""

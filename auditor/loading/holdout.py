@@ -29,7 +29,9 @@ from auditor.idmap import check_assumed_rows, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
-from auditor.loading.recorded_split import recorded_split_counts, recorded_split_notes, split_drops_repeats
+from auditor.loading.recorded_split import (
+    recorded_split_counts, recorded_split_notes, split_drops_repeats, whole_log_error,
+)
 from auditor.values import LogSpec
 from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
 from auditor.progress import SILENT, Progress
@@ -140,7 +142,9 @@ def read_holdout(
 
     ``n_user_rows`` None: no user table (every user is evaluated, ``user_rows`` -1).
     ``trained_ids``: the raw ids of the training users, when known; only held-out users
-    among them are evidence on an assumed mapping (:func:`_check_trained_rows`).
+    among them are evidence on an assumed mapping (:func:`_check_trained_rows`), and those
+    without a user-table row are kept all the same (``user_rows`` -1): the population holds
+    them as served nothing (:mod:`auditor.loading.zero_queries`), so each is a miss.
     """
     log, first_empty = _open(spec, "held-out accuracy"), [""]  # first_empty: where the first empty id is, in words
 
@@ -185,7 +189,8 @@ def read_holdout(
         )
     if user_ids is None and n_user_rows is not None:
         _check_trained_rows(np.asarray(pairs.user_ids), trained_ids, n_user_rows, row_ids, str(log.path))
-    held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, user_column=log.user_col)
+    held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, user_column=log.user_col,
+                     trained_ids=trained_ids)
     return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs),
                    first_empty=first_empty[0], fingerprint=pairs_fingerprint(pairs, mapping))
 
@@ -206,21 +211,27 @@ def _check_trained_rows(
 
 
 def holdout_from_pairs(
-    pairs: InteractionPairs, *, user_ids: np.ndarray | None, n_user_rows: int | None, source: str
+    pairs: InteractionPairs, *, user_ids: np.ndarray | None, n_user_rows: int | None, source: str,
+    trained_ids: np.ndarray | None = None,
 ) -> HeldOut:
     """The same objects from held-out pairs recorded in a popaudit checkpoint (item rows
-    already; ``pairs.user_ids[user_index]`` the raw user ids, mapped through ``user_ids``)."""
+    already; ``pairs.user_ids[user_index]`` the raw user ids, mapped through ``user_ids``;
+    ``trained_ids`` as :func:`read_holdout`'s)."""
     if len(pairs) == 0:
         raise InteractionsError(f"the held-out pairs recorded in {source} are empty")
-    return _held_out(pairs, source, user_ids, n_user_rows, RowIdPolicy(), user_column=None)
+    return _held_out(pairs, source, user_ids, n_user_rows, RowIdPolicy(), user_column=None, trained_ids=trained_ids)
 
 
 def _held_out(
     pairs: InteractionPairs, source: str, user_ids: np.ndarray | None, n_user_rows: int | None,
-    row_ids: RowIdPolicy, *, user_column: str | None,
+    row_ids: RowIdPolicy, *, user_column: str | None, trained_ids: np.ndarray | None = None,
 ) -> HeldOut:
-    """Users matched to user-table rows, the unmatched dropped, the rest as CSR."""
+    """Users matched to user-table rows, the unmatched dropped unless they trained
+    (``trained_ids``: served nothing, a miss), the rest as CSR."""
     raw = np.asarray(pairs.user_ids)
+    trained = np.zeros(raw.shape[0], dtype=bool)
+    if trained_ids is not None and raw.size:
+        trained = RowLookup(np.asarray(trained_ids))(pa.array(raw)) >= 0
     column = f" (column {user_column!r})" if user_column else ""
     if n_user_rows is None:
         rows = np.full(raw.shape[0], -1, dtype=np.int64)
@@ -228,13 +239,13 @@ def _held_out(
         if user_ids is not None and len(user_ids) != n_user_rows:
             raise IdMappingError(f"{len(user_ids)} user ids for a user table of {n_user_rows} rows")
         rows = table_rows(raw, user_ids, n_user_rows, row_ids, "user", source, user_column, check=False)
-        if user_ids is not None and not np.any(rows >= 0):
+        if user_ids is not None and not np.any((rows >= 0) | trained):
             raise IdMappingError(
                 f"none of the {raw.shape[0]:,} user ids of {source}{column} is among the raw ids of the user "
                 f"table's rows ({setting('user_ids')}): the holdout's users are not the model's users"
             )
     present = np.bincount(pairs.user_index, minlength=raw.shape[0]) > 0  # recorded ids may lack pairs
-    kept = np.flatnonzero(present & ((rows >= 0) | (n_user_rows is None)))
+    kept = np.flatnonzero(present & ((rows >= 0) | trained | (n_user_rows is None)))
     position = np.full(raw.shape[0], -1, dtype=np.int64)
     position[kept] = np.arange(kept.size)
     user_of = position[pairs.user_index]
@@ -244,28 +255,6 @@ def _held_out(
     n_dropped_users = int(present.sum()) - kept.size
     return HeldOut(users, source, len(pairs), n_dropped_users=n_dropped_users,
                    n_dropped_user_interactions=int((~mapped).sum()))
-
-
-def refuse_whole_log_counts(frequencies: np.ndarray, bundle: ModelBundle, log: object) -> None:
-    """InteractionsError when ``log``'s interactions per item row are exactly the
-    checkpoint's recorded training counts plus its recorded holdout: the whole log it was
-    split from, given where its training part belongs (the count-level form of the test
-    :func:`overlap_warnings` makes on pairs, for commands that count items only)."""
-    held, trained = bundle.holdout_pairs, bundle.item_frequencies
-    if held is None or trained is None or not len(held) or trained.shape != frequencies.shape:
-        return
-    if np.array_equal(frequencies, np.asarray(trained, dtype=np.int64) + np.bincount(held.item_rows,
-                                                                                   minlength=frequencies.size)):
-        raise _whole_log(log, f"{bundle.source} (recorded holdout)", f"{len(held):,}, and every training count")
-
-
-def _whole_log(log: object, holdout: str, held: str) -> InteractionsError:
-    return InteractionsError(
-        f"the training log {log} holds every held-out pair of {holdout} ({held}): it is the whole log the "
-        "checkpoint was split from, not its training part, so the held-out pairs would count as training and could "
-        f"never be hit. Leave out {setting('interactions')} (the checkpoint records its training pairs), or pass the "
-        "training part only"
-    )
 
 
 def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_seen: bool,
@@ -282,7 +271,7 @@ def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_se
     if n_both == 0 or n_held == 0:
         return []
     if n_both == n_held and recorded:
-        raise _whole_log(seen.source, holdout, f"{n_held:,} for its {users.n:,} users")
+        raise whole_log_error(seen.source, holdout, f"{n_held:,} for its {users.n:,} users")
     if n_both == n_held:
         same = "identical to" if seen.rows.size == n_held else "a subset of"
         message = (
@@ -316,7 +305,8 @@ def load_holdout(
     if not isinstance(pairs, InteractionPairs):
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
     source = f"{bundle.source} (recorded holdout)"
-    held = holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows, source=source)
+    held = holdout_from_pairs(pairs, user_ids=bundle.user_ids, n_user_rows=n_user_rows, source=source,
+                              trained_ids=trained_ids)
     held = replace(held, notes=recorded_split_notes(bundle.config, source),
                    fingerprint=pairs_fingerprint(pairs, config.item_rows(bundle)))
     counts = recorded_split_counts(bundle.config)

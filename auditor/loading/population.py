@@ -6,7 +6,8 @@ they have not interacted with. So, whatever the other options:
 
 * **users** (a user table): the users who appear in the training log, each by their
   user-table row. Rows of users who never appear in it (initial, untrained vectors)
-  are not queried; they are counted.
+  are not queried; they are counted. Users of the log without a row are served nothing,
+  as a zero query is (:func:`~auditor.loading.zero_queries.served_nothing`), and counted.
 * **history** (no user table, or asked for): the same users, each by the mean vector of
   the distinct items in their training history.
 * **file** (``queries`` PATH): the file's rows; nothing identifies their users, so no
@@ -37,7 +38,9 @@ import numpy as np
 from auditor.errors import IdMappingError, InteractionsError, QueryError, setting
 from auditor.loading.alignment import mapped_pairs
 from auditor.values import ItemRows, RowLookup
-from auditor.loading.history import eligible_users, untrained_rows_note, users_without_history, without_history_notes
+from auditor.loading.history import (
+    eligible_users, rowless_users_note, untrained_rows_note, users_without_history, without_history_notes,
+)
 from auditor.sampling import sample_indices
 from auditor.loading.csr import build_csr, mean_rows
 from auditor.loading.holdout import plain_ids
@@ -49,7 +52,7 @@ from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
 from auditor.loading.queries import sample_query_file
 from auditor.loading.served import ServedVectors
-from auditor.loading.zero_queries import served_queries
+from auditor.loading.zero_queries import served_nothing, served_queries
 from auditor.model import InteractionPairs, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 
@@ -264,7 +267,7 @@ def _from_pairs(
     raw = np.asarray(pairs.user_ids)[present]
     chosen = _choose(bundle, source, raw, RowIdPolicy(), str(bundle.source), None, max_queries, seed)
     position = np.full(len(pairs.user_ids), -1, dtype=np.int64)
-    position[present[chosen.picked_positions]] = np.arange(chosen.raw_ids.shape[0])
+    position[present[chosen.input_positions]] = np.arange(chosen.raw_ids.shape[0])
     owner = position[pairs.user_index]
     keep = owner >= 0
     indptr, seen = build_csr(owner[keep], pairs.item_rows[keep], chosen.raw_ids.shape[0])
@@ -287,27 +290,38 @@ class _Chosen:
     picked_positions: np.ndarray
     """Positions in ``eligible_ids`` of the chosen users, in query order."""
     user_rows: np.ndarray | None
-    """User-table row of each chosen user (``users`` only)."""
+    """User-table row of each chosen user (``users`` only; -1: a trained user without a row, served nothing)."""
     n_untrained_rows: int | None
     n_unmatched: int
     sampled: bool
     seed: int
     no_history: tuple[int, int] = (0, 0)
     """:func:`~auditor.loading.history.users_without_history`: not queried, not untrained either."""
+    order: np.ndarray | None = None
+    """Position in the ids :func:`_choose` was given of each eligible user (None: the same order)."""
 
     @property
     def raw_ids(self) -> np.ndarray:
         return self.eligible_ids[self.picked_positions]
+
+    @property
+    def input_positions(self) -> np.ndarray:
+        """Position in the ids :func:`_choose` was given of each chosen user, in query order."""
+        return self.picked_positions if self.order is None else self.order[self.picked_positions]
 
     def finish(
         self, bundle: ModelBundle, indptr: np.ndarray, seen: np.ndarray, where: str, seen_source: str
     ) -> QueryPopulation:
         n = int(self.picked_positions.size)
         sampled = f", {n:,} sampled with seed {self.seed}" if self.sampled else ""
+        rowless = np.zeros(n, dtype=bool)
         if self.source == "users":
             assert self.user_rows is not None and bundle.user_table is not None
-            vectors = np.asarray(bundle.user_table[self.user_rows], dtype=np.float32)
-            what = f"their user-table rows, for the {self.eligible_ids.size:,} users in {where}{sampled}"
+            rowless = self.user_rows < 0
+            vectors = np.asarray(bundle.user_table[np.where(rowless, 0, self.user_rows)], dtype=np.float32)
+            vectors[rowless] = 0.0  # never queried: served_nothing moves them out below
+            without = f" ({self.n_unmatched:,} of them without a row, served nothing)" if self.n_unmatched else ""
+            what = f"their user-table rows, for the {self.eligible_ids.size:,} users in {where}{without}{sampled}"
         else:
             vectors = mean_rows(bundle.item_table, indptr, seen)
             what = (f"the mean of their training items (each distinct item once), for the "
@@ -319,10 +333,13 @@ class _Chosen:
         warnings += [note] if note else []
         what += more
         if self.n_unmatched:
-            warnings.append(
-                f"{self.n_unmatched:,} users of {where} have no row in the user table: they could not be queried"
+            warnings.append(rowless_users_note(self.n_unmatched, where, int(rowless.sum()) if self.sampled else None))
+        if rowless.all():
+            raise QueryError(
+                f"none of the {n:,} users sampled from {where} with seed {self.seed} has a row in the user table, so "
+                f"none can be queried; raise {setting('max_queries')} or pass another {setting('seed')}"
             )
-        return QueryPopulation(
+        population = QueryPopulation(
             vectors=vectors, source=self.source, description=f"{self.source}: {what}", raw_ids=self.raw_ids,
             source_rows=self.user_rows,
             seen_indptr=indptr, seen_rows=seen, seen_source=seen_source, n_eligible=int(self.eligible_ids.size),
@@ -330,14 +347,17 @@ class _Chosen:
             n_user_rows=None if bundle.user_table is None or self.source != "users" else int(bundle.user_table.shape[0]),
             n_untrained_rows=self.n_untrained_rows, n_unmatched_users=self.n_unmatched, warnings=tuple(warnings),
         )
+        return served_nothing(population, rowless) if rowless.any() else population
 
 
 def _choose(
     bundle: ModelBundle, source: str, raw: np.ndarray, row_ids: RowIdPolicy, where: str, column: str | None,
     max_queries: int | None, seed: int, every: np.ndarray | None = None,
 ) -> _Chosen:
-    """The eligible users (``users``: those with a user-table row, in row order) and the sample."""
-    user_rows = None
+    """The eligible users and the sample (``users``: those with a user-table row in row order,
+    then the trained users without one, in the order given: they are served nothing, as a
+    zero query is, so that a row missing from the table moves no other user's group)."""
+    user_rows = order = None
     n_untrained = None
     n_unmatched = 0
     no_history = (0, 0)
@@ -348,10 +368,9 @@ def _choose(
         matched = np.flatnonzero(rows >= 0)
         n_unmatched = int(raw.size - matched.size)
         no_history = users_without_history(bundle, raw, every, row_ids, where, column)  # rowless ones: n_unmatched
-        order = matched[np.argsort(rows[matched], kind="stable")]
-        raw, user_rows = raw[order], rows[order]
-        n_untrained = n_rows - int(np.unique(user_rows).size) - no_history[0]
-        if raw.size == 0:
+        order = np.concatenate([matched[np.argsort(rows[matched], kind="stable")], np.flatnonzero(rows < 0)])
+        n_untrained = n_rows - int(np.unique(rows[matched]).size) - no_history[0]
+        if matched.size == 0:
             named = f" (column {column!r})" if column else ""
             if bundle.user_ids is not None:
                 raise IdMappingError(
@@ -363,13 +382,14 @@ def _choose(
                 f"none of the users of {where}{named} has a row in the user table, so no user can be queried; pass "
                 f"{setting('user_ids')} FILE with the raw user id of each user-table row"
             )
+        raw, user_rows = raw[order], rows[order]
     picked = sample_indices(raw.size, max_queries, seed)
     positions = np.arange(raw.size) if picked is None else picked
     return _Chosen(
         source=source, eligible_ids=raw, picked_positions=positions,
         user_rows=None if user_rows is None else user_rows[positions],
         n_untrained_rows=n_untrained, n_unmatched=n_unmatched, sampled=picked is not None, seed=seed,
-        no_history=no_history if source == "users" else (0, 0),
+        no_history=no_history if source == "users" else (0, 0), order=order,
     )
 
 

@@ -13,9 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from auditor.errors import InteractionsError, setting
 from auditor.wording import plural
+
+if TYPE_CHECKING:
+    from auditor.model import ModelBundle
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,35 @@ def split_drops_repeats(config: Mapping[str, Any] | None) -> bool:
     return isinstance(split, Mapping) and isinstance(split.get("n_repeats_dropped"), int)
 
 
-__all__ = ["SplitCounts", "empty_holdout_reason", "recorded_split_counts", "recorded_split_notes", "split_drops_repeats"]
+def refuse_whole_log_counts(frequencies: np.ndarray, bundle: ModelBundle, log: object) -> None:
+    """InteractionsError when ``log``'s interactions per item row are exactly the
+    checkpoint's recorded training counts plus its recorded holdout: the whole log it was
+    split from, given where its training part belongs (the count-level form of the test
+    :func:`auditor.loading.holdout.overlap_warnings` makes on pairs, for commands that
+    count items only)."""
+    held, trained = bundle.holdout_pairs, bundle.item_frequencies
+    if held is None or trained is None or not len(held) or trained.shape != frequencies.shape:
+        return
+    if np.array_equal(frequencies, np.asarray(trained, dtype=np.int64) + np.bincount(held.item_rows,
+                                                                                   minlength=frequencies.size)):
+        raise whole_log_error(log, f"{bundle.source} (recorded holdout)", f"{len(held):,}, and every training count")
+
+
+def whole_log_error(log: object, holdout: str, held: str) -> InteractionsError:
+    """The refusal of a training ``log`` that holds every held-out pair of a checkpoint's
+    recorded ``holdout`` (``held``: how many, in words): the whole log it was split from."""
+    return InteractionsError(
+        f"the training log {log} holds every held-out pair of {holdout} ({held}): it is the whole log the "
+        "checkpoint was split from, not its training part, so the held-out pairs would count as training and could "
+        f"never be hit. Leave out {setting('interactions')} (the checkpoint records its training pairs), or pass the "
+        "training part only"
+    )
+
+
+__all__ = [
+    "SplitCounts", "empty_holdout_reason", "recorded_split_counts", "recorded_split_notes", "refuse_whole_log_counts",
+    "split_drops_repeats", "whole_log_error",
+]
 
 
 def empty_holdout_reason(config: Mapping[str, Any] | None) -> str:

@@ -7,6 +7,12 @@ cosine), so a zero user row is served [0, 1]: it ranks by the items' bias, as th
 own u·i + b_i (or cos(u,i) + b_i, F.normalize leaving 0 at 0) ranks it, and that user is
 queried like any other. Only a query that is zero *as served* scores every item 0: it is
 not queried, counted (``n_zero``), and its trained user stays a row served nothing.
+
+:func:`served_nothing` is the one way a trained user the model serves nothing stays in the
+population, whatever the reason: a zero query here, or a training-log user the user table
+has no row for (:mod:`auditor.loading.population`). Each stays a row after the queries,
+with their training profile: in their user group, drawn among every trained user, and
+with a holdout a miss.
 """
 
 from __future__ import annotations
@@ -44,22 +50,36 @@ def without_zero_queries(population: QueryPopulation, what: str) -> QueryPopulat
         return population
     if (n_zero := int((~nonzero).sum())) == population.n_queries:
         raise QueryError(f"all {n_zero:,} query vectors are zero; nothing can be retrieved")
-    keep, zero = np.flatnonzero(nonzero), np.flatnonzero(~nonzero)
-    indptr, rows, unserved_seen = population.seen_indptr, population.seen_rows, None
-    if indptr is not None and rows is not None:
-        unserved_seen, (indptr, rows) = take_csr(indptr, rows, zero), take_csr(indptr, rows, keep)
     ids = population.raw_ids
     note = f"{n_zero:,} of {population.n_queries:,} query vectors are zero (they score every item 0) and were " + (
         "left out of retrieval" if ids is None else "not queried: those trained users are served nothing by the "
         "model's scorings (the most-popular list needs no vector), yet count in their user group, drawn among every "
         "trained user, and with a holdout as misses (NDCG 0)")
+    return replace(served_nothing(population, ~nonzero), n_zero=n_zero, warnings=population.warnings + (note,))
+
+
+def served_nothing(population: QueryPopulation, nothing: np.ndarray) -> QueryPopulation:
+    """``population`` less the queries flagged in ``nothing`` (bool, one per query): their
+    trained users move to the unserved rows (``unserved_ids``, after any already there),
+    each with their training profile (``unserved_seen``); without user identity they are
+    only dropped. The caller counts them and says why."""
+    keep, dropped = np.flatnonzero(~nothing), np.flatnonzero(nothing)
+    indptr, rows, moved_seen = population.seen_indptr, population.seen_rows, None
+    if indptr is not None and rows is not None:
+        moved_seen, (indptr, rows) = take_csr(indptr, rows, dropped), take_csr(indptr, rows, keep)
+    ids, unserved_ids, unserved_seen = population.raw_ids, population.unserved_ids, population.unserved_seen
+    if ids is not None:
+        unserved_ids = ids[dropped] if unserved_ids is None else np.concatenate([unserved_ids, ids[dropped]])
+        if moved_seen is not None and unserved_seen is not None:  # both known: one CSR, the earlier rows first
+            before, before_rows = unserved_seen
+            moved_seen = (np.concatenate([before, moved_seen[0][1:] + before[-1]]),
+                          np.concatenate([before_rows, moved_seen[1]]))
+        unserved_seen = moved_seen
     return replace(
         population, vectors=np.ascontiguousarray(population.vectors[keep]), seen_indptr=indptr, seen_rows=rows,
-        raw_ids=None if ids is None else ids[keep], unserved_ids=None if ids is None else ids[zero],
-        unserved_seen=None if ids is None else unserved_seen,
-        source_rows=None if population.source_rows is None else population.source_rows[keep], n_zero=n_zero,
-        warnings=population.warnings + (note,),
+        raw_ids=None if ids is None else ids[keep], unserved_ids=unserved_ids, unserved_seen=unserved_seen,
+        source_rows=None if population.source_rows is None else population.source_rows[keep],
     )
 
 
-__all__ = ["served_queries", "without_zero_queries"]
+__all__ = ["served_nothing", "served_queries", "without_zero_queries"]

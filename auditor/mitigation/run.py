@@ -35,7 +35,7 @@ from auditor.output_guard import check_not_inputs
 from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
 from auditor.plugin_api import ModelFormat, WriteJob, Written
-from auditor.loading.holdout import refuse_whole_log_counts
+from auditor.loading.recorded_split import refuse_whole_log_counts
 from auditor.loading.stand_in import tables_stand_in
 from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, training_stats
 from auditor.loading.statistics import item_stats

@@ -35,5 +35,6 @@ def population_rows(retrieval: Retrieval) -> list[tuple[str, str]]:
         rows.append(("user-table rows not queried (never in the training log)",
                      fmt_num(population.n_untrained_user_rows)))
     if population.n_unmatched_log_users:
-        rows.append(("training-log users without a user-table row", fmt_num(population.n_unmatched_log_users)))
+        rows.append(("training-log users without a user-table row (served nothing, in their groups)",
+                     fmt_num(population.n_unmatched_log_users)))
     return rows

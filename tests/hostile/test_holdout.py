@@ -90,6 +90,18 @@ def _warned(pattern: str) -> Any:
     return check
 
 
+def _rowless_served_nothing(d: Path, outcome: Outcome) -> None:
+    """Log user 4 has no user-table row: not queried, yet one of the 5 evaluated (a miss)."""
+    report = strict_json(d / "r.json")
+    population, accuracy = report["retrieval"]["population"], report["accuracy"]
+    assert (population["n_queries"], population["n_eligible"], population["n_unmatched_log_users"]) == (4, 5, 1)
+    assert (accuracy["n_users_evaluated"], accuracy["n_dropped_users"]) == (5, 0), accuracy
+    assert "of 5 users" in report["retrieval"]["definitions"]["user_group_sizes"]
+    said = [w for w in report["warnings"] if "no row in the user table" in w]
+    assert len(said) == 1 and "1 user of the training log log.parquet has no row" in said[0], said
+    assert "serve them nothing" in said[0] and "as misses (NDCG 0)" in said[0]
+
+
 def _same_as_training(d: Path) -> Built:
     standard(d)
     return Built(check_args("items.npy", "--holdout", "log.parquet", "-k", "5", "--json", "r.json"),
@@ -168,6 +180,20 @@ CASES = [
          _holdout(_rows([(0, 1), (1, 2), (5, 3)]), model="tt.pt", json=True,
                   check=_accuracy(n_dropped=1, n_dropped_users=1, n_users_evaluated=2)),
          EXIT_OK, None),
+    # A training user the user table has no row for (row 4 named 99 in --user-ids) is served
+    # nothing, as a zero vector is: queried by no scoring, yet evaluated as a miss (was dropped,
+    # which redrew every user group and raised the accuracy: QA "harms F1").
+    Case("holdout-trained-user-without-user-table-row",
+         _holdout(_rows([(u, (u + 5) % 10) for u in range(5)]), "--user-ids", "users.txt", model="tt.pt", json=True,
+                  make=lambda d: write(d, "users.txt", "0\n1\n2\n3\n99\n"),
+                  check=_rowless_served_nothing),
+         EXIT_OK, None),
+    # The query sample (--max-queries 1, seed 0) draws only that user: nothing can be retrieved.
+    Case("max-queries-samples-only-users-without-rows",
+         _holdout(_rows([(0, 1)]), "--user-ids", "users.txt", "--max-queries", "1", "--seed", "0", model="tt.pt",
+                  make=lambda d: write(d, "users.txt", "0\n1\n2\n3\n99\n")),
+         EXIT_ERROR, r"none of the 1 users sampled from the training log log\.parquet with seed 0 has a row in the "
+                     r"user table.*raise --max-queries or pass another --seed"),
     Case("holdout-text-users-without-user-ids", _holdout(_rows([("alice", 1), ("bob", 2)]), model="tt.pt"),
          EXIT_ERROR, r"user ids of held\.csv \(column 'user_id'\) are not integers.*--user-ids FILE"),
     Case("holdout-users-not-among-user-ids",
