@@ -198,3 +198,37 @@ def test_comparable_runs(values: list[float | None], apart: list[bool], runs: li
     from auditor.report.batch_figure import comparable_runs
 
     assert comparable_runs(values, apart) == runs
+
+
+def test_a_quoted_definition_holding_semicolons_stays_one_reason(one_row: pa.Table) -> None:
+    """QA "harms F3": the popularity-groups definition diff quotes holds "; ", and the
+    summary re-split diff's joined reasons on it: the run's reason lost its setting name
+    (a bare "users by the share ... (ties on one side)" fragment) and said another setting
+    twice. Diff's reasons now come as items: each setting once, with every value in order."""
+    from auditor.batch.summary import summarise
+    from auditor.diff import diff_reports
+
+    record = one_row.to_pylist()[0]
+    metric = "gap_delta_niche_dot@10"
+    assert record[metric] is not None
+    base = json.loads(record["report_json"])["retrieval"]["definitions"]["popularity_groups"]
+    assert "; " in base and "top 20%" in base and "lowest 20% niche" in base
+    defined = [base, base.replace("lowest 20% niche", "lowest 30% niche"), base.replace("top 20%", "top 10%")]
+    records = []
+    for row, (definition, popularity) in enumerate(zip(defined, ("interactions", "users", "users"))):
+        report = copy.deepcopy(json.loads(record["report_json"]))
+        report["retrieval"]["definitions"]["popularity_groups"] = definition
+        report["retrieval"]["popularity"] = popularity
+        records.append({**record, "row": row, "label": f"r{row}", metric: -0.1 * (row + 1),
+                        "popularity": popularity, "report_json": json.dumps(report)})
+    summary = summarise(pa.Table.from_pylist(records, schema=one_row.schema), rank_by=metric)
+    reports = [json.loads(r["report_json"]) for r in records]
+    said = [diff_reports(a, b).metric(metric).reason for a, b in zip(reports, reports[1:])]
+    quoted = [json.dumps(d, ensure_ascii=False) for d in defined]
+    groups = f"retrieval.definitions.popularity_groups differs ({quoted[0]} vs {quoted[1]} vs {quoted[2]})"
+    popularity = 'retrieval.popularity differs ("interactions" vs "users")'
+    assert said[0] is not None and groups.replace(f" vs {quoted[2]}", "") in said[0] and popularity in said[0]
+    trend = {t.metric: t for t in summary.trends}[metric]
+    assert trend.direction == "not comparable"
+    # Before: popularity, groups (first pair), popularity again, then a bare fragment of row 2's definition.
+    assert trend.apart == f"{popularity}; {groups}" or trend.apart == f"{groups}; {popularity}", trend.apart

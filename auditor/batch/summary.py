@@ -68,9 +68,9 @@ class _ReportFacts(NamedTuple):
 _NO_FACTS = _ReportFacts(None, None, None, {})
 Entries = dict[str, FlatEntry | None]
 """The origin of each followed column (None: no flat name, e.g. ``seconds``)."""
-Apart = dict[str, dict[int, str]]
+Apart = dict[str, dict[int, tuple[str, ...]]]
 """Column -> row -> why diff would not compare the row's figure with that of the previous
-row with a value in the column (rows it compares are absent)."""
+row with a value in the column, each of diff's reasons apart (rows it compares are absent)."""
 
 
 def _head_ratio_ks(table: pa.Table, ok: list[dict[str, Any]]) -> tuple[int | None, dict[int, int]]:
@@ -123,7 +123,7 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
     trends = []
     for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
         points = [(r["row"], r[metric]) for r in ok if r.get(metric) is not None]
-        trends.append(_trend(metric, points, _merged([apart_from.get(metric, {}).get(row) for row, _ in points])))
+        trends.append(_trend(metric, points, _merged([apart_from.get(metric, {}).get(row, ()) for row, _ in points])))
     failures = [(r["row"], r["model"], r["error"] or "") for r in records if r["status"] == STATUS_ERROR]
     return BatchSummary(
         n_rows=len(records),
@@ -157,7 +157,7 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
         before = order[-1] if order else None
         apart = None
         if before is not None and share is not None and before.head_share is not None and before.k == k:
-            apart = apart_from.get(f"head_share_1pct_ratio@{k}", {}).get(r["row"])
+            apart = "; ".join(apart_from.get(f"head_share_1pct_ratio@{k}", {}).get(r["row"], ())) or None
         order.append(SummaryRow(
             row=r["row"], model=r["model"], label=r.get("label"), severity=r.get("verdict_severity"),
             spearman=r.get("spearman"), head_share=share, rank_value=r.get(rank_by),
@@ -182,17 +182,17 @@ def _followed(table: pa.Table, rank_by: str) -> list[str]:
 _DIFFERS = re.compile(r"(?P<setting>[\w.]+) differs \((?P<base>.+) vs (?P<new>.+)\)")
 
 
-def _merged(reasons: list[str | None]) -> str | None:
-    """Diff's reasons for consecutive rows, said once for the whole run as diff's setting
-    lines word them: each setting with every value in order of appearance
+def _merged(reasons: list[tuple[str, ...]]) -> str | None:
+    """Diff's reasons for consecutive rows (each pair's, one item each: never re-split, since
+    a quoted definition may hold "; "), said once for the whole run as diff's setting lines
+    word them: each setting with every value in order of appearance
     (``retrieval.index differs ("exact" vs "ivf")``, not again "ivf" vs "exact")."""
     values: dict[str, list[str]] = {}
-    for reason in reasons:
-        for part in (reason or "").split("; ") if reason else ():
-            match = _DIFFERS.fullmatch(part)
-            key, said = (match["setting"], [match["base"], match["new"]]) if match else (part, [])
-            values.setdefault(key, [])
-            values[key] += [v for v in said if v not in values[key]]
+    for reason in (part for pair in reasons for part in pair):
+        match = _DIFFERS.fullmatch(reason)
+        key, said = (match["setting"], [match["base"], match["new"]]) if match else (reason, [])
+        values.setdefault(key, [])
+        values[key] += [v for v in said if v not in values[key]]
     return "; ".join(f"{key} differs ({' vs '.join(said)})" if said else key for key, said in values.items()) or None
 
 
@@ -271,7 +271,7 @@ def _report_facts(table: pa.Table, followed: Collection[str]) -> tuple[dict[int,
             entry, before = entries.get(metric), last.get(metric)
             if entry is not None and before is not None:
                 apart_from = compared.setdefault(id(before), figures_apart(before, view))
-                if (why := apart_from(entry)) is not None:
+                if why := apart_from(entry):
                     apart.setdefault(metric, {})[row] = why
             last[metric] = view
         out[row] = _row_facts(report)

@@ -234,26 +234,27 @@ def _checked_report(report: Any, side: str, name: str | None) -> dict[str, Any]:
     return report
 
 
-def figures_apart(base: dict[str, Any], new: dict[str, Any]) -> Callable[[FlatEntry], str | None]:
+def figures_apart(base: dict[str, Any], new: dict[str, Any]) -> Callable[[FlatEntry], tuple[str, ...]]:
     """Why ``diff`` would not compare a figure (the :class:`FlatEntry` the returned function
     is given) between these two reports (each as read, or its
-    :func:`~auditor.diff.comparability.comparability_view`), in diff's words
-    (``retrieval.index differs ("exact" vs "ivf")``); None where it compares it. The
-    verdict's grade (``severity_level``) follows the verdicts' comparability. A report that
-    records nothing (``{}``: no report) compares with any."""
+    :func:`~auditor.diff.comparability.comparability_view`): each reason in diff's words
+    (``retrieval.index differs ("exact" vs "ivf")``), one item each, so a reader never splits
+    text (a quoted definition may hold "; "); () where it compares it. The verdict's grade
+    (``severity_level``) follows the verdicts' comparability. A report that records nothing
+    (``{}``: no report) compares with any."""
     try:  # a report that is no popaudit report's structure records nothing diff reads
         flags = comparability(base, new)[0] if base and new else []
     except (AttributeError, TypeError, ValueError, KeyError):
         flags = []
 
-    def apart(entry: FlatEntry) -> str | None:
+    def apart(entry: FlatEntry) -> tuple[str, ...]:
         if entry.section != "verdict":
-            return "; ".join(reason for affects, reason in flags if affects(entry)) or None
+            return tuple(reason for affects, reason in flags if affects(entry))
         try:
             reason = _verdict(base, new, flags).reason if base and new else None
         except (AttributeError, TypeError, ValueError, KeyError):
             reason = None
-        return None if reason is None else f"the verdicts: {reason}"
+        return () if reason is None else (f"the verdicts: {reason}",)
 
     return apart
 
