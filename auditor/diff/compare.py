@@ -23,6 +23,8 @@ Comparability, one rule per setting:
   of served lists given to popaudit).
 * ``retrieval.index`` (exact or approximate) and a catalogue size that moves a top-p% head
   cut (:mod:`auditor.diff.rules`): the figures of retrieved lists, and of the moved heads.
+* the raw id → row mapping (:func:`~auditor.diff.rules.id_mapping_flags`): every figure of
+  the model (item mapping) or of its lists (user mapping), and the verdict graded on them.
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
 * the held-out set (``accuracy.holdout``, ``n_holdout_interactions``, ``seen_excluded``, ``repeats``,
@@ -334,12 +336,13 @@ def _graded_elsewhere(base: dict[str, Any], new: dict[str, Any]) -> str | None:
 def _graded_on_flagged(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> str | None:
     """Why two severities of one basis are not comparable: the top-1% share either was graded
     on is a figure a differing setting makes incomparable (another popularity definition
-    defines another top 1%); None when it is compared."""
+    defines another top 1%, another item mapping another popularity per row), or, graded at
+    no K, the correlation; None when it is compared."""
     scoring = "served" if _basis(base) == "served lists" else "dot"
     for report in (new, base):
         k = (report.get("verdict") or {}).get("quoted_k")
-        name = f"head_share_1pct_{scoring}@{k}"
-        entry = flat_entries(report).get(name) if isinstance(k, int) else None
+        name = f"head_share_1pct_{scoring}@{k}" if isinstance(k, int) else "spearman"
+        entry = flat_entries(report).get(name)
         reasons = [] if entry is None else [reason for affects, reason in flags if affects(entry)]
         if reasons:
             return f"the severity is graded on {name}, which is not compared: {'; '.join(reasons)}"

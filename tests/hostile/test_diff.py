@@ -190,6 +190,12 @@ CASES = [
     Case("gate-on-one-sided-figure", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0", base=report(
         retrieval={"at": {"10": {"dot": {"gini": 0.5}, "cosine": {"gini": 0.2}}}})), EXIT_ERROR,
         r"gini_dot@10\.delta.*cannot be evaluated|gini_dot@10\.delta.*not measured|gini_dot@10\.delta"),
+    # One model read through another id mapping: the verdict graded on it is not compared (QA11 diffapi F1).
+    Case("gate-on-another-item-mapping", pair(report(0.6, inputs={"item_id_mapping": "item rows mapped through --item-ids "
+                                                                  "ids.txt"}), "--fail-on", "severity_level.delta!=0",
+                                              base=report(inputs={"item_id_mapping": "item table row = raw item id"})),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on severity_level\.delta!=0: not comparable: the verdicts: .*"
+         r"inputs\.item_id_mapping differs"),
     Case("gate-rel-from-zero", pair(report(0.6), "--fail-on", "spearman.rel>0.1", base=report(0.0)), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman\.rel>0\.1: relative change undefined: the base value is 0"),
     Case("gate-tripped", pair(report(0.6), "--fail-on", "spearman.delta>0.05", "--json", "d.json",
