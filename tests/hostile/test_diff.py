@@ -196,6 +196,12 @@ CASES = [
                                               base=report(inputs={"item_id_mapping": "item table row = raw item id"})),
          EXIT_ERROR, r"^Error: cannot evaluate --fail-on severity_level\.delta!=0: not comparable: the verdicts: .*"
          r"inputs\.item_id_mapping differs"),
+    # A severity the served lists graded beside a model against the model's own (QA11 diffapi F2).
+    Case("gate-on-severity-graded-by-served-lists", pair(report(0.6, verdict={"severity": "high", "graded_by": "served"},
+                                                                served={"source": "recs.parquet"}),
+                                                         "--fail-on", "severity_level.delta>0"),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on severity_level\.delta>0: not comparable: the verdicts: the base's "
+         r"severity was graded by the model's own serving .*, the new one's by the served lists"),
     Case("gate-rel-from-zero", pair(report(0.6), "--fail-on", "spearman.rel>0.1", base=report(0.0)), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman\.rel>0\.1: relative change undefined: the base value is 0"),
     Case("gate-tripped", pair(report(0.6), "--fail-on", "spearman.delta>0.05", "--json", "d.json",
