@@ -202,6 +202,16 @@ CASES = [
                                                          "--fail-on", "severity_level.delta>0"),
          EXIT_ERROR, r"^Error: cannot evaluate --fail-on severity_level\.delta>0: not comparable: the verdicts: the base's "
          r"severity was graded by the model's own serving .*, the new one's by the served lists"),
+    # check's range check: a change beyond its figure's range, a share given as a percentage (QA11 diffapi F3).
+    Case("gate-delta-beyond-range", pair(report(0.6), "--fail-on", "spearman.delta>2.5"), EXIT_USAGE,
+         r"invalid --fail-on: 'spearman\.delta>2\.5': spearman\.delta is a change of a correlation from -1 to 1, so "
+         r"from -2 to 2; the threshold 2\.5 is outside that range"),
+    Case("gate-delta-as-points", pair(report(0.6), "--fail-on", "coverage_dot@10.delta<-5"), EXIT_USAGE,
+         r"coverage_dot@10\.delta is a change of a fraction 0–1, so from -1 to 1: -5% is -0\.05"),
+    Case("gate-share-as-percent", pair(report(0.6), "--fail-on", "head_share_1pct_dot@10>3"), EXIT_USAGE,
+         r"head_share_1pct_dot@10 is a fraction 0–1: 3% is 0\.03; the threshold 3 is outside that range"),
+    Case("gate-rel-below-minus-one", pair(report(0.6), "--fail-on", "ndcg_dot@10.rel<-2"), EXIT_USAGE,
+         r"ndcg_dot@10\.rel is the relative change of a fraction 0–1, never below -1 \(-100%\): -2% is -0\.02"),
     Case("gate-rel-from-zero", pair(report(0.6), "--fail-on", "spearman.rel>0.1", base=report(0.0)), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman\.rel>0\.1: relative change undefined: the base value is 0"),
     Case("gate-tripped", pair(report(0.6), "--fail-on", "spearman.delta>0.05", "--json", "d.json",
