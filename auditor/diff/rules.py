@@ -23,13 +23,14 @@ that differ but leave figures comparable:
   **flagged**; one sampled report against one that queried every user is a note.
 * another resampling (``settings.seed`` or ``settings.bootstrap``: :func:`resampling_flags`):
   spearman's bootstrap interval bounds are **flagged**.
-* notes: another accuracy tolerance (the recommended scoring's rule, not a figure), another model file, training popularity (log, count file given by
+* notes: another declaration about training (``settings.declared``: :func:`declared_notes`), another accuracy tolerance (the recommended scoring's rule, not a figure), another model file, training popularity (log, count file given by
   ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
   file, catalogue size, log size or number of queries.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -271,12 +272,28 @@ def input_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
         ("inputs", "n_interactions", "another training log size"),
         ("retrieval", "n_queries", "another number of queries"),
     ))  # fmt: skip
-    notes += sample_notes(base, new)
+    notes += sample_notes(base, new) + declared_notes(base, new)
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
     if rb.get("index") == rn.get("index") and rb.get("recall") != rn.get("recall"):
         notes.append(f"retrieval.recall differs ({rb.get('recall')} vs {rn.get('recall')}): the same approximate "
                      "index found other shares of the exact lists")
     return notes
+
+
+def declared_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """A note where what the user declared about training differs (``settings.declared``:
+    the optimizer, momentum, weight decay, learning rate, loss; QA11 diffapi F4): the
+    conditions that read a declaration (C1, C4, C5) may change with it, not with the model,
+    and the figures are compared. A report that records none (an older one) says nothing."""
+    db, dn = (_settings(r).get("declared") for r in (base, new))
+    if not isinstance(db, dict) or not isinstance(dn, dict) or db == dn:
+        return []
+    shown = [json.dumps(d, ensure_ascii=False, default=str) if d else "none declared" for d in (db, dn)]
+    moved = ", ".join(sorted(k for k in {*db, *dn} if db.get(k) != dn.get(k)))
+    return [f"settings.declared differs ({shown[0]} vs {shown[1]}: {moved}): what was declared about the model's "
+            "training changed, so the conditions that read it (C1 plain SGD, C4 cosine-based loss, C5 sufficiently large "
+            "learning rate) may change with the declaration, "
+            "not with the model"]
 
 
 _COUNTED_ELSEWHERE = re.compile(r".*\(counted elsewhere: (.+)\)")
