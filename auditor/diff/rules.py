@@ -37,7 +37,7 @@ from typing import Any
 
 from auditor.flat import FlatEntry, flat_entries
 from auditor.metrics.popularity_sets import head_count
-from auditor.protocol import of_model_lists
+from auditor.protocol import RECORDED_SPLIT_REPEATS, of_model_lists
 from auditor.served_section import LISTS_ONLY_FORMAT, UNTRAINED_SERVED
 
 Differs = Callable[[str, Any, Any, Callable[[FlatEntry], bool], str], None]
@@ -157,18 +157,39 @@ def held_out_source(ab: dict[str, Any], an: dict[str, Any]) -> tuple[str, Any, A
     return "accuracy.holdout", hb, hn
 
 
+def same_split_by_another_route(ab: dict[str, Any], an: dict[str, Any]) -> bool:
+    """Whether both reports evaluated one held-out set (their fingerprints agree) and one of
+    them read it as a checkpoint's recorded split (QA11 diffapi F5): its stored pairs hold no
+    repeat of a training pair, so neither how repeats count (``repeats``) nor the rows the
+    split took out of training, repeats and duplicates included (``n_holdout_interactions``,
+    against the file's rows) can move a figure, which averages over the distinct pairs."""
+    fb, fn = ab.get(FINGERPRINT), an.get(FINGERPRINT)
+    return isinstance(fb, str) and fb == fn and RECORDED_SPLIT_REPEATS in (ab.get("repeats"), an.get("repeats"))
+
+
 def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, affects: Callable[[FlatEntry], bool]) -> None:
     """Flag the accuracy figures (``affects``) where the held-out set differs, or the
     protocol: who is evaluated and how (e.g. RecBole's test users with no training
     interaction evaluated since QA6 served F1, which moves every mean at the same K)."""
+    routes = same_split_by_another_route(ab, an)
     for key in HELD_OUT_SET:
+        if routes and key in ("n_holdout_interactions", "repeats"):
+            continue
         name, base, new = held_out_source(ab, an) if key == "holdout" else (f"accuracy.{key}", ab.get(key), an.get(key))
         differs(name, base, new, affects, "accuracy figures are not compared: they are measured on other held-out sets")
-    # The served lists' clause concerns the served scoring alone, whose figures one report lacks where it differs.
-    pb, pn = (p.replace(f"; {UNTRAINED_SERVED}", "") if isinstance(p, str) else p for p in (ab.get("protocol"), an.get("protocol")))
+    # The served lists' clause concerns the served scoring alone, whose figures one report lacks where it differs;
+    # the repeats' clause (the protocol's end) cannot matter on one split read by another route.
+    dropped = [f"; {UNTRAINED_SERVED}", *([f"; {a.get('repeats')}" for a in (ab, an)] if routes else [])]
+    pb, pn = (_without(p, dropped) if isinstance(p, str) else p for p in (ab.get("protocol"), an.get("protocol")))
     differs("accuracy.protocol", pb, pn, affects,
             "accuracy figures are not compared: they are measured under another protocol (other users evaluated, "
             "or otherwise ranked)")
+
+
+def _without(text: str, clauses: list[str]) -> str:
+    for clause in clauses:
+        text = text.replace(clause, "")
+    return text
 
 
 def index_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> None:
@@ -255,6 +276,11 @@ def comparable_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
         notes.append(f"accuracy.tolerance differs ({_shown(ab.get('tolerance'))} vs {_shown(an.get('tolerance'))}): "
                      "the recommended scoring is chosen under another accuracy tolerance (the share of dot's NDCG "
                      "it must keep), so it may change while no figure does")
+    if ab and an and same_split_by_another_route(ab, an):  # QA11 diffapi F5: compared, and said why
+        notes.append(f"accuracy.holdout differs ({_shown(ab.get('holdout'))} vs {_shown(an.get('holdout'))}): one held-out "
+                     f"set by its fingerprint, read by another route ({_shown(ab.get('n_holdout_interactions'))} vs "
+                     f"{_shown(an.get('n_holdout_interactions'))} held-out rows); its pairs hold no repeat of a training "
+                     "pair, so the accuracy figures are compared")
     return notes + input_notes(base, new)
 
 
