@@ -40,6 +40,7 @@ queries, a catalogue size that moves no head cut) are listed as notes.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -232,6 +233,9 @@ def _checked_report(report: Any, side: str, name: str | None) -> dict[str, Any]:
     """``report`` as read (:func:`~auditor.flat.report_as_read`); ReportError unless it is a
     popaudit report, naming the file when known."""
     named = f"the {side} report" if name is None else f"{side} report {name}"
+    if isinstance(report, (str, bytes, os.PathLike)):  # a file's path: not read here (QA11 diffapi F6)
+        raise ReportError(f"diff_reports takes the reports as dicts (json.load of each file, or "
+                          f"auditor.diff.read_report(PATH, {side!r})); {named} is a {type(report).__name__}: {report!r}")
     check_tagged(report, named)
     report = report_as_read(report, named)
     check_figures(report, named)
