@@ -23,6 +23,16 @@ def setting(name: str) -> str:
     return name if spelling is None else spelling().get(name, name)
 
 
+def setting_off(name: str) -> str:
+    """How a message names the boolean setting ``name`` (``retrieval``, ``probes``) turned
+    off: the front end's flag that turns it off (the CLI's ``--no-retrieval``), else
+    ``retrieval=False``, the call that did (QA11 diffapi F6: the bare field name read
+    "skipped with retrieval", the opposite of why)."""
+    spelling = _SPELLING.get()
+    spelled = None if spelling is None else spelling().get(name)
+    return spelled if spelled is not None else f"{name}=False"
+
+
 def spelling_active() -> bool:
     """Whether a front end names settings here (within :func:`spelled_as` with a spelling)."""
     return _SPELLING.get() is not None

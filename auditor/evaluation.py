@@ -22,6 +22,7 @@ from auditor.metrics.accuracy import HeldOutHits, find_hits
 from auditor.metrics.exposure import canonical_rows
 from auditor.model import HeldOutQueries
 from auditor.result import Accuracy, RankingAccuracy
+from auditor.protocol import RECORDED_SPLIT_REPEATS
 from auditor.served_section import UNTRAINED_SERVED
 
 PROTOCOL = (
@@ -45,7 +46,7 @@ def repeats_convention(keep_seen: bool, repeats_dropped: bool) -> str:
     same split scores lower by the second route wherever there are repeats, so the report
     names the convention beside the figures."""
     if repeats_dropped:
-        return "held-out repeats of a training pair dropped by the recorded split, not evaluated"
+        return RECORDED_SPLIT_REPEATS
     if keep_seen:
         return "held-out repeats of a training pair kept and hittable, training items being candidates"
     return "held-out repeats of a training pair kept as misses, never served so never hit, as RecBole counts them"

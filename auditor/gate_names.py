@@ -136,23 +136,41 @@ def _number(threshold: float) -> str:
     return short if float(short) == threshold else repr(threshold)
 
 
-def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[str] | None = None) -> str:
-    """Why ``name OP threshold`` is no gate (:func:`figure_range`): a threshold outside the range,
+def change_range(bounds: tuple[float, float, str] | None, change: str) -> tuple[float, float, str] | None:
+    """The range of a change of a figure in ``bounds`` (:func:`figure_range`), as ``diff``
+    gates read it: ``delta`` (new − base) of a figure in [a, b] lies in [a − b, b − a];
+    ``rel`` ((new − base) / |base|) of a figure never below 0 is never below -1; "" is the
+    figure itself. None where the change is unbounded (a ratio's delta, a ΔGAP's rel)."""
+    if bounds is None or not change:
+        return bounds
+    low, high, unit = bounds
+    if change == "delta":
+        return None if math.isinf(high - low) else (low - high, high - low, f"a change of {unit}, so from "
+                                                                           f"{_number(low - high)} to {_number(high - low)}")
+    return (-1.0, math.inf, f"the relative change of {unit}, never below -1 (-100%)") if low >= 0 else None
+
+
+def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[str] | None = None,
+                 change: str = "") -> str:
+    """Why ``name OP threshold`` is no gate (:func:`figure_range`; ``change``: ``delta`` or
+    ``rel`` of ``name``, a ``diff`` gate, :func:`change_range`): a threshold outside the range,
     or one on its edge where the gate could never trip (``>1`` on a fraction, meant as 1%;
     ``<0`` on a ratio), with the fraction a percentage share may have meant; "" otherwise. A
     gate that trips on every run (``>=0``) is loud, not silent, and is taken."""
-    bounds = figure_range(name, list_measures)
+    bounds = change_range(figure_range(name, list_measures), change)
     if bounds is None:
         return ""
     low, high, unit = bounds
     outside = not low <= threshold <= high
+    whole = name == "severity_level" and change != "rel"  # a level, and its change, is a whole number
     never = (op == ">" and threshold == high) or (op == "<" and threshold == low) \
-        or (op == "==" and name == "severity_level" and not threshold.is_integer())  # a level is a whole number
+        or (op == "==" and whole and not threshold.is_integer())
     if not (outside or never):
         return ""
     parsed = per_k_name(name, list_measures)
-    shown_as_pct = parsed is not None and parsed.scoring != RATIO and parsed.measure in PERCENT_SHARES  # as printed
+    shown_as_pct = change == "rel" or parsed is not None and parsed.scoring != RATIO and parsed.measure in PERCENT_SHARES
     meant = f": {_number(threshold)}% is {threshold / 100:g}" if shown_as_pct and abs(threshold) >= 1 else ""
+    shown = f"{name}.{change}" if change else name
     if outside:
-        return f"{name} is {unit}{meant}; the threshold {_number(threshold)} is outside that range"
-    return f"{name} is {unit}{meant}; it is never {op} {_number(threshold)}, so the gate could never trip"
+        return f"{shown} is {unit}{meant}; the threshold {_number(threshold)} is outside that range"
+    return f"{shown} is {unit}{meant}; it is never {op} {_number(threshold)}, so the gate could never trip"

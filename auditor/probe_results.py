@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from auditor.errors import setting
+from auditor.errors import setting_off
 
 ANGLE_BIN_WIDTH = 4.0
 """Histogram bins of 4° put 90° in the middle of the bin [88°, 92°)."""
@@ -352,7 +352,7 @@ class ProbesNotRun:
     def describe(self) -> str:
         """The reason in words (for ``failed`` also the audit's warning)."""
         if self.reason == "disabled":
-            return f"skipped with {setting('probes')}"
+            return f"skipped with {setting_off('probes')}"
         if self.reason == "failed":
             return f"numeric probes could not run: {self.detail}"
         return (

@@ -27,6 +27,10 @@ from typing import Any
 from auditor.errors import setting
 from auditor.flat import FlatEntry
 
+RECORDED_SPLIT_REPEATS = "held-out repeats of a training pair dropped by the recorded split, not evaluated"
+"""``accuracy.repeats`` (and the end of ``accuracy.protocol``) of a popaudit checkpoint's
+recorded split, whose stored pairs hold no repeat of a training pair
+(:func:`auditor.evaluation.repeats_convention`; ``diff`` reads it: auditor/diff/rules.py)."""
 UNKNOWN = "unknown"
 """The ``seen_items`` of a population measured under another protocol than the log's."""
 

@@ -13,8 +13,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from auditor.diff.directions import depends_on_popularity
-from auditor.diff.rules import (accuracy_flags, catalogue_flags, comparable_notes, index_flags, resampling_flags,
-                                sample_flags)
+from auditor.diff.rules import (accuracy_flags, catalogue_flags, comparable_notes, id_mapping_flags, index_flags,
+                                resampling_flags, sample_flags)
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry
 from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, report_population
@@ -84,6 +84,7 @@ def comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag]
                     f"the figures of {name} are not compared: it is defined differently")
         differs("retrieval.definitions.popularity_groups", db.get("popularity_groups"), dn.get("popularity_groups"),
                 lambda e: _named(e, GROUP_MEASURES), "the user- and item-side measures are not compared")
+    id_mapping_flags(base, new, differs)
     resampling_flags(base, new, differs)
     served_vector_flags(base, new, differs)
     catalogue_flags(base, new, differs)

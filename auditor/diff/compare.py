@@ -8,9 +8,10 @@ Comparability, one rule per setting:
   :class:`~auditor.errors.ReportError` naming the file; nothing is compared.
 * a figure one report has no value for (another K, no model, no holdout) is listed as only
   in the other report; one neither has a value for is listed as measured in neither.
-* the verdict's severity of a model (dot vs cosine serving) and of served lists alone
-  (served vs the training log's own share) follow different rules: their change has no
-  direction (``not comparable``); nor has it when either severity was graded at a K the
+* the verdict's severity graded by a model (dot vs cosine serving) and by served lists
+  (served vs the training log's own share: ``verdict.graded_by`` ``served``, alone or beside
+  a model) follow different rules: their change has no direction (``not comparable``), unless
+  both reports took the worse of a model's and its served lists' grades; nor has it when either severity was graded at a K the
   other report did not measure (another ``-k`` list, or no retrieval at all: the same model
   would read "more bias" only because a new K was graded), or on a top-1% share a setting below flags, or
   when ``check`` could not assess either (``verdict.assessed`` false).
@@ -23,6 +24,8 @@ Comparability, one rule per setting:
   of served lists given to popaudit).
 * ``retrieval.index`` (exact or approximate) and a catalogue size that moves a top-p% head
   cut (:mod:`auditor.diff.rules`): the figures of retrieved lists, and of the moved heads.
+* the raw id → row mapping (:func:`~auditor.diff.rules.id_mapping_flags`): every figure of
+  the model (item mapping) or of its lists (user mapping), and the verdict graded on them.
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
 * the held-out set (``accuracy.holdout``, ``n_holdout_interactions``, ``seen_excluded``, ``repeats``,
@@ -37,6 +40,7 @@ queries, a catalogue size that moves no head cut) are listed as notes.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -51,8 +55,9 @@ from auditor.served_section import LISTS_ONLY_FORMAT
 
 Status = Literal["compared", "only_base", "only_new", "incomparable", "not_measured"]
 Basis = Literal["model", "served lists"]
-"""What a report's severity judges: a model's dot vs cosine serving, or served lists alone
-against the training log (``inputs.format`` :data:`~auditor.sections.LISTS_ONLY_FORMAT`)."""
+"""What a report's severity judges: a model's dot vs cosine serving, or served lists against
+the training log (``verdict.graded_by`` ``served``, or ``inputs.format``
+:data:`~auditor.sections.LISTS_ONLY_FORMAT`): :func:`_basis`."""
 VerdictDirection = Literal["less bias", "more bias", "unchanged", "not comparable"]
 ROUNDOFF = 2.0**-23
 """float32's relative round-off: a base this small next to the new value is 0 (:func:`from_zero`)."""
@@ -228,6 +233,9 @@ def _checked_report(report: Any, side: str, name: str | None) -> dict[str, Any]:
     """``report`` as read (:func:`~auditor.flat.report_as_read`); ReportError unless it is a
     popaudit report, naming the file when known."""
     named = f"the {side} report" if name is None else f"{side} report {name}"
+    if isinstance(report, (str, bytes, os.PathLike)):  # a file's path: not read here (QA11 diffapi F6)
+        raise ReportError(f"diff_reports takes the reports as dicts (json.load of each file, or "
+                          f"auditor.diff.read_report(PATH, {side!r})); {named} is a {type(report).__name__}: {report!r}")
     check_tagged(report, named)
     report = report_as_read(report, named)
     check_figures(report, named)
@@ -288,8 +296,31 @@ def from_zero(base: float, new: float) -> bool:
 
 
 def _basis(report: dict[str, Any]) -> Basis:
-    """What the report's severity judges (:data:`Basis`)."""
-    return "served lists" if (report.get("inputs") or {}).get("format") == LISTS_ONLY_FORMAT else "model"
+    """What the report's severity judges (:data:`Basis`), as the report says: served lists
+    where they graded it (``verdict.graded_by`` ``served``: alone, or beside a model when they
+    grade worse than its own serving, QA11 diffapi F2) or the report is a lists-only audit
+    (earlier versions wrote ``graded_by`` ``model`` for one); else the model's own serving."""
+    lists_only = (report.get("inputs") or {}).get("format") == LISTS_ONLY_FORMAT
+    return "served lists" if lists_only or (report.get("verdict") or {}).get("graded_by") == "served" else "model"
+
+
+def _worse_of_both(report: dict[str, Any]) -> bool:
+    """Whether the severity is the worse of a model's own grade and that of the served lists
+    beside it (docs/report.md, "Served lists beside a model grade too"): one rule, whichever
+    of the two graded worse (``graded_by``)."""
+    served = report.get("served")
+    return (report.get("inputs") or {}).get("format") != LISTS_ONLY_FORMAT and isinstance(served, dict) and bool(served)
+
+
+def _bases_apart(base: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """Why the two severities follow different rules (None: one rule): a model's own serving
+    against served lists, unless both graded the worse of the two (:func:`_worse_of_both`)."""
+    basis_base, basis_new = _basis(base), _basis(new)
+    if basis_base == basis_new or (_worse_of_both(base) and _worse_of_both(new)):
+        return None
+    graded = {"model": "the model's own serving (dot against cosine)",
+              "served lists": "the served lists (their top-1% share against the training log's)"}
+    return f"the base's severity was graded by {graded[basis_base]}, the new one's by {graded[basis_new]}: two rules"
 
 
 def _verdict(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> VerdictChange:
@@ -297,9 +328,8 @@ def _verdict(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> Ve
     sb, sn = str(vb["severity"]), str(vn["severity"])  # one of SEVERITIES (figures.check_figures)
     step = SEVERITIES.index(sn) - SEVERITIES.index(sb)
     basis_base, basis_new = _basis(base), _basis(new)
-    reason = unassessed_reason(vb, vn) or (
-        f"the base's severity judges {basis_base}, the new one's {basis_new}" if basis_base != basis_new
-        else _graded_elsewhere(base, new) or _graded_on_flagged(base, new, flags))  # fmt: skip
+    reason = unassessed_reason(vb, vn) or _bases_apart(base, new) or _graded_elsewhere(base, new) \
+        or _graded_on_flagged(base, new, flags)
     moved: VerdictDirection = (
         "not comparable" if reason is not None
         else "unchanged" if step == 0 else "less bias" if step < 0 else "more bias"
@@ -335,12 +365,13 @@ def _graded_elsewhere(base: dict[str, Any], new: dict[str, Any]) -> str | None:
 def _graded_on_flagged(base: dict[str, Any], new: dict[str, Any], flags: list[Flag]) -> str | None:
     """Why two severities of one basis are not comparable: the top-1% share either was graded
     on is a figure a differing setting makes incomparable (another popularity definition
-    defines another top 1%); None when it is compared."""
-    scoring = "served" if _basis(base) == "served lists" else "dot"
+    defines another top 1%, another item mapping another popularity per row), or, graded at
+    no K, the correlation; None when it is compared."""
     for report in (new, base):
+        scoring = "served" if _basis(report) == "served lists" else "dot"
         k = (report.get("verdict") or {}).get("quoted_k")
-        name = f"head_share_1pct_{scoring}@{k}"
-        entry = flat_entries(report).get(name) if isinstance(k, int) else None
+        name = f"head_share_1pct_{scoring}@{k}" if isinstance(k, int) else "spearman"
+        entry = flat_entries(report).get(name)
         reasons = [] if entry is None else [reason for affects, reason in flags if affects(entry)]
         if reasons:
             return f"the severity is graded on {name}, which is not compared: {'; '.join(reasons)}"

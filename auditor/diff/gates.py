@@ -23,7 +23,7 @@ from typing import Any
 from auditor.diff.compare import MetricChange, ReportDiff, from_zero
 from auditor.errors import UnmeasuredGateError, setting
 from auditor.gate import Gate, GateOutcome, evaluate_gates, parse_gates
-from auditor.gate_names import well_formed
+from auditor.gate_names import out_of_range, well_formed
 from auditor.gate_reasons import why_unmeasured
 
 Reports = tuple[Mapping[str, Any], Mapping[str, Any]]
@@ -41,9 +41,18 @@ def diff_gate_names(metric_names: Iterable[str]) -> list[str]:
 def parse_diff_gates(expressions: Iterable[str], metric_names: Iterable[str]) -> list[Gate]:
     """Parse ``--fail-on`` expressions of ``diff`` (GateError lists every problem). A
     well-formed name neither report holds (another K, an accuracy figure without a
-    holdout: :func:`~auditor.gate.well_formed`) is accepted, to fail as not measured."""
-    return parse_gates(expressions, diff_gate_names(metric_names),
-                       well_formed=lambda name: well_formed(_split(name)[0]))
+    holdout: :func:`~auditor.gate.well_formed`) is accepted, to fail as not measured. A
+    threshold outside the range of the figure or of its change, or on its edge where the gate
+    could never trip, is refused as ``check`` refuses it (:func:`~auditor.gate_names.out_of_range`,
+    QA11 diffapi F3: ``head_share_1pct_dot@10.delta>1``, meant as a point, passed a 3.5-point rise)."""
+    return parse_gates(expressions, diff_gate_names(metric_names), well_formed=lambda name: well_formed(_split(name)[0]),
+                       out_of_range=_out_of_range)
+
+
+def _out_of_range(name: str, op: str, threshold: float) -> str:
+    """:func:`~auditor.gate_names.out_of_range` of a diff gate's figure, or of its change."""
+    figure, change = _split(name)
+    return out_of_range(figure, op, threshold, change=change)
 
 
 def evaluate_diff_gates(gates: Sequence[Gate], diff: ReportDiff, reports: Reports | None = None) -> list[GateOutcome]:

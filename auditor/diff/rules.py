@@ -13,6 +13,8 @@ that differ but leave figures comparable:
   approximate index misses candidates (its recall), which moves every figure of the model's
   own lists, so those are **flagged**; served lists (``served`` scoring) are the lists given,
   whatever index the model's figures used.
+* the raw id → row mapping (``inputs.item_id_mapping``, ``user_id_mapping``: :func:`id_mapping_flags`):
+  another item mapping flags every figure of the model, another user mapping its lists.
 * the accuracy protocol (``accuracy.protocol``) and held-out set (its content
   ``accuracy.holdout_fingerprint``, else its file ``accuracy.holdout``; its size, seen-item and
   repeat handling: :func:`accuracy_flags`): every accuracy figure is **flagged**.
@@ -21,21 +23,22 @@ that differ but leave figures comparable:
   **flagged**; one sampled report against one that queried every user is a note.
 * another resampling (``settings.seed`` or ``settings.bootstrap``: :func:`resampling_flags`):
   spearman's bootstrap interval bounds are **flagged**.
-* notes: another accuracy tolerance (the recommended scoring's rule, not a figure), another model file, training popularity (log, count file given by
+* notes: another declaration about training (``settings.declared``: :func:`declared_notes`), another accuracy tolerance (the recommended scoring's rule, not a figure), another model file, training popularity (log, count file given by
   ``--frequencies``, a checkpoint's recorded counts: :func:`popularity_notes`), served-lists
   file, catalogue size, log size or number of queries.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 from auditor.flat import FlatEntry, flat_entries
 from auditor.metrics.popularity_sets import head_count
-from auditor.protocol import of_model_lists
-from auditor.served_section import UNTRAINED_SERVED
+from auditor.protocol import RECORDED_SPLIT_REPEATS, of_model_lists
+from auditor.served_section import LISTS_ONLY_FORMAT, UNTRAINED_SERVED
 
 Differs = Callable[[str, Any, Any, Callable[[FlatEntry], bool], str], None]
 """The comparability rule's recorder: setting, base value, new value, the figures it
@@ -83,6 +86,55 @@ def catalogue_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs)
             "are not compared" + (", nor the user groups' figures (their popular items moved)" if grouped else ""))
 
 
+ID_MAPPINGS = {
+    "item": ("every figure of the model is not compared: another item mapping gives every item row another "
+             "popularity, and every query other seen items"),
+    "user": ("figures of the model's own lists are not compared: another user mapping gives every query another "
+             "user's seen items"),
+}
+"""What another raw id → row mapping (``inputs.item_id_mapping``, ``user_id_mapping``) does."""
+_CLI_FLAG = re.compile(r"--([a-z]+(?:-[a-z]+)+)")
+
+
+def id_mapping(report: dict[str, Any], what: str) -> str | None:
+    """The report's ``what`` (item, user) id → row mapping as one comparable rule: its
+    recorded description with the CLI's and the API's spellings of a setting made one
+    (``--item-ids`` is ``item_ids``), ``assume_row_ids`` dropped (rows taken as ids either
+    way: it only lifts the check) and the model file and log named by role (ids stored in a
+    checkpoint are one rule whichever checkpoint stored them). None: unrecorded, or a
+    lists-only report (no table rows: its served lists are read by raw id)."""
+    inputs = report.get("inputs") or {}
+    said = inputs.get(f"{what}_id_mapping")
+    if inputs.get("format") == LISTS_ONLY_FORMAT:
+        return None
+    if not isinstance(said, str) or not said:
+        return None if inputs.get(f"{what}_ids") is None else f"{what} rows mapped through {inputs[f'{what}_ids']}"
+    said = _CLI_FLAG.sub(lambda m: m.group(1).replace("-", "_"), said).replace(", assume_row_ids", "")
+    for path, role in ((inputs.get("model"), "the model file"), (inputs.get("interactions"), "the training log")):
+        if isinstance(path, str) and path:
+            said = said.replace(path, role)
+    return said
+
+
+def _model_figure(entry: FlatEntry) -> bool:
+    """A figure measured on the model's table rows: its correlations with popularity, its
+    item biases, its training trace and its own lists (their accuracy included)."""
+    return entry.section in ("frequency_norm", "measures", "training") or _retrieved(entry)
+
+
+def id_mapping_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs) -> None:
+    """Flag the figures another id mapping moves (QA11 diffapi F1: one model and log read with
+    rows as ids, then through ``--item-ids``, moved spearman 0.978 → 0.035 and read "less
+    bias", "settings agree"): an item mapping every figure of the model, a user mapping its
+    lists. Rules that cannot be shown to agree (a file against the ids stored in the
+    checkpoint, two files) differ: popaudit cannot know they map alike."""
+    for what, affects in (("item", _model_figure), ("user", _retrieved)):
+        mb, mn = id_mapping(base, what), id_mapping(new, what)
+        if mb is not None and mn is not None and mb != mn:  # shown as recorded, compared as one rule
+            said = [(r.get("inputs") or {}).get(f"{what}_id_mapping") or mapped for r, mapped in ((base, mb), (new, mn))]
+            differs(f"inputs.{what}_id_mapping", said[0], said[1], affects, ID_MAPPINGS[what])
+
+
 HELD_OUT_SET = ("holdout", "n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded")
 """What the held-out set is (its content, else its file: :func:`held_out_source`), and how
 ``|H_u|`` counts repeats of a training pair."""
@@ -105,18 +157,39 @@ def held_out_source(ab: dict[str, Any], an: dict[str, Any]) -> tuple[str, Any, A
     return "accuracy.holdout", hb, hn
 
 
+def same_split_by_another_route(ab: dict[str, Any], an: dict[str, Any]) -> bool:
+    """Whether both reports evaluated one held-out set (their fingerprints agree) and one of
+    them read it as a checkpoint's recorded split (QA11 diffapi F5): its stored pairs hold no
+    repeat of a training pair, so neither how repeats count (``repeats``) nor the rows the
+    split took out of training, repeats and duplicates included (``n_holdout_interactions``,
+    against the file's rows) can move a figure, which averages over the distinct pairs."""
+    fb, fn = ab.get(FINGERPRINT), an.get(FINGERPRINT)
+    return isinstance(fb, str) and fb == fn and RECORDED_SPLIT_REPEATS in (ab.get("repeats"), an.get("repeats"))
+
+
 def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, affects: Callable[[FlatEntry], bool]) -> None:
     """Flag the accuracy figures (``affects``) where the held-out set differs, or the
     protocol: who is evaluated and how (e.g. RecBole's test users with no training
     interaction evaluated since QA6 served F1, which moves every mean at the same K)."""
+    routes = same_split_by_another_route(ab, an)
     for key in HELD_OUT_SET:
+        if routes and key in ("n_holdout_interactions", "repeats"):
+            continue
         name, base, new = held_out_source(ab, an) if key == "holdout" else (f"accuracy.{key}", ab.get(key), an.get(key))
         differs(name, base, new, affects, "accuracy figures are not compared: they are measured on other held-out sets")
-    # The served lists' clause concerns the served scoring alone, whose figures one report lacks where it differs.
-    pb, pn = (p.replace(f"; {UNTRAINED_SERVED}", "") if isinstance(p, str) else p for p in (ab.get("protocol"), an.get("protocol")))
+    # The served lists' clause concerns the served scoring alone, whose figures one report lacks where it differs;
+    # the repeats' clause (the protocol's end) cannot matter on one split read by another route.
+    dropped = [f"; {UNTRAINED_SERVED}", *([f"; {a.get('repeats')}" for a in (ab, an)] if routes else [])]
+    pb, pn = (_without(p, dropped) if isinstance(p, str) else p for p in (ab.get("protocol"), an.get("protocol")))
     differs("accuracy.protocol", pb, pn, affects,
             "accuracy figures are not compared: they are measured under another protocol (other users evaluated, "
             "or otherwise ranked)")
+
+
+def _without(text: str, clauses: list[str]) -> str:
+    for clause in clauses:
+        text = text.replace(clause, "")
+    return text
 
 
 def index_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> None:
@@ -203,6 +276,11 @@ def comparable_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
         notes.append(f"accuracy.tolerance differs ({_shown(ab.get('tolerance'))} vs {_shown(an.get('tolerance'))}): "
                      "the recommended scoring is chosen under another accuracy tolerance (the share of dot's NDCG "
                      "it must keep), so it may change while no figure does")
+    if ab and an and same_split_by_another_route(ab, an):  # QA11 diffapi F5: compared, and said why
+        notes.append(f"accuracy.holdout differs ({_shown(ab.get('holdout'))} vs {_shown(an.get('holdout'))}): one held-out "
+                     f"set by its fingerprint, read by another route ({_shown(ab.get('n_holdout_interactions'))} vs "
+                     f"{_shown(an.get('n_holdout_interactions'))} held-out rows); its pairs hold no repeat of a training "
+                     "pair, so the accuracy figures are compared")
     return notes + input_notes(base, new)
 
 
@@ -220,12 +298,28 @@ def input_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
         ("inputs", "n_interactions", "another training log size"),
         ("retrieval", "n_queries", "another number of queries"),
     ))  # fmt: skip
-    notes += sample_notes(base, new)
+    notes += sample_notes(base, new) + declared_notes(base, new)
     rb, rn = base.get("retrieval") or {}, new.get("retrieval") or {}
     if rb.get("index") == rn.get("index") and rb.get("recall") != rn.get("recall"):
         notes.append(f"retrieval.recall differs ({rb.get('recall')} vs {rn.get('recall')}): the same approximate "
                      "index found other shares of the exact lists")
     return notes
+
+
+def declared_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """A note where what the user declared about training differs (``settings.declared``:
+    the optimizer, momentum, weight decay, learning rate, loss; QA11 diffapi F4): the
+    conditions that read a declaration (C1, C4, C5) may change with it, not with the model,
+    and the figures are compared. A report that records none (an older one) says nothing."""
+    db, dn = (_settings(r).get("declared") for r in (base, new))
+    if not isinstance(db, dict) or not isinstance(dn, dict) or db == dn:
+        return []
+    shown = [json.dumps(d, ensure_ascii=False, default=str) if d else "none declared" for d in (db, dn)]
+    moved = ", ".join(sorted(k for k in {*db, *dn} if db.get(k) != dn.get(k)))
+    return [f"settings.declared differs ({shown[0]} vs {shown[1]}: {moved}): what was declared about the model's "
+            "training changed, so the conditions that read it (C1 plain SGD, C4 cosine-based loss, C5 sufficiently large "
+            "learning rate) may change with the declaration, "
+            "not with the model"]
 
 
 _COUNTED_ELSEWHERE = re.compile(r".*\(counted elsewhere: (.+)\)")

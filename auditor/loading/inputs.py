@@ -16,7 +16,7 @@ import numpy as np
 import pluggy
 
 from auditor.config import AuditConfig
-from auditor.errors import setting
+from auditor.errors import setting, setting_off
 from auditor.loading import load_model
 from auditor.loading.formats import written_back
 from auditor.loading.frequencies import needs_the_log
@@ -187,7 +187,7 @@ def _population(
     """Who retrieval serves, or None with the reason recorded."""
     bundle = inputs.bundle
     if not config.retrieval:
-        inputs.not_measured["retrieval"] = f"skipped with {setting('retrieval')}"
+        inputs.not_measured["retrieval"] = f"skipped with {setting_off('retrieval')}"
         return None
     if inputs.stats is None:
         inputs.not_measured["retrieval"] = f"needs item frequencies: pass {setting('interactions')}"
@@ -234,7 +234,7 @@ def _heldout(inputs: AuditInputs, config: AuditConfig, progress: Progress) -> He
         reason = f"{inputs.bundle.source}: " + empty_holdout_reason(inputs.bundle.config)
         inputs.warnings.append(f"accuracy not measured: {reason}")
     elif not config.retrieval:
-        reason = f"skipped with {setting('retrieval')} (accuracy ranks the same lists as retrieval)"
+        reason = f"skipped with {setting_off('retrieval')} (accuracy ranks the same lists as retrieval)"
     elif inputs.population is None:
         reason = f"needs the retrieval section ({inputs.not_measured.get('retrieval', 'not measured')})"
     elif inputs.population.raw_ids is None:

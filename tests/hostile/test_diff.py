@@ -190,6 +190,28 @@ CASES = [
     Case("gate-on-one-sided-figure", pair(report(0.6), "--fail-on", "gini_dot@10.delta>0", base=report(
         retrieval={"at": {"10": {"dot": {"gini": 0.5}, "cosine": {"gini": 0.2}}}})), EXIT_ERROR,
         r"gini_dot@10\.delta.*cannot be evaluated|gini_dot@10\.delta.*not measured|gini_dot@10\.delta"),
+    # One model read through another id mapping: the verdict graded on it is not compared (QA11 diffapi F1).
+    Case("gate-on-another-item-mapping", pair(report(0.6, inputs={"item_id_mapping": "item rows mapped through --item-ids "
+                                                                  "ids.txt"}), "--fail-on", "severity_level.delta!=0",
+                                              base=report(inputs={"item_id_mapping": "item table row = raw item id"})),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on severity_level\.delta!=0: not comparable: the verdicts: .*"
+         r"inputs\.item_id_mapping differs"),
+    # A severity the served lists graded beside a model against the model's own (QA11 diffapi F2).
+    Case("gate-on-severity-graded-by-served-lists", pair(report(0.6, verdict={"severity": "high", "graded_by": "served"},
+                                                                served={"source": "recs.parquet"}),
+                                                         "--fail-on", "severity_level.delta>0"),
+         EXIT_ERROR, r"^Error: cannot evaluate --fail-on severity_level\.delta>0: not comparable: the verdicts: the base's "
+         r"severity was graded by the model's own serving .*, the new one's by the served lists"),
+    # check's range check: a change beyond its figure's range, a share given as a percentage (QA11 diffapi F3).
+    Case("gate-delta-beyond-range", pair(report(0.6), "--fail-on", "spearman.delta>2.5"), EXIT_USAGE,
+         r"invalid --fail-on: 'spearman\.delta>2\.5': spearman\.delta is a change of a correlation from -1 to 1, so "
+         r"from -2 to 2; the threshold 2\.5 is outside that range"),
+    Case("gate-delta-as-points", pair(report(0.6), "--fail-on", "coverage_dot@10.delta<-5"), EXIT_USAGE,
+         r"coverage_dot@10\.delta is a change of a fraction 0–1, so from -1 to 1: -5% is -0\.05"),
+    Case("gate-share-as-percent", pair(report(0.6), "--fail-on", "head_share_1pct_dot@10>3"), EXIT_USAGE,
+         r"head_share_1pct_dot@10 is a fraction 0–1: 3% is 0\.03; the threshold 3 is outside that range"),
+    Case("gate-rel-below-minus-one", pair(report(0.6), "--fail-on", "ndcg_dot@10.rel<-2"), EXIT_USAGE,
+         r"ndcg_dot@10\.rel is the relative change of a fraction 0–1, never below -1 \(-100%\): -2% is -0\.02"),
     Case("gate-rel-from-zero", pair(report(0.6), "--fail-on", "spearman.rel>0.1", base=report(0.0)), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman\.rel>0\.1: relative change undefined: the base value is 0"),
     Case("gate-tripped", pair(report(0.6), "--fail-on", "spearman.delta>0.05", "--json", "d.json",

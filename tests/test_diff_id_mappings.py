@@ -1,0 +1,98 @@
+"""`popaudit diff` of one model and log read through other raw id → row mappings (QA11
+diffapi F1): another item mapping gives every item row another popularity, another user
+mapping every query another user's seen items, so those figures and the verdict graded on
+them are not compared, and a gate on them cannot pass or trip on the mapping alone."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from scipy.stats import spearmanr
+
+from auditor import AuditConfig, run_audit
+from auditor.diff import diff_reports, evaluate_diff_gates, parse_diff_gates
+from auditor.errors import UnmeasuredGateError
+from diff_samples import biased_table_report
+
+
+def _with_inputs(report: dict[str, Any], **inputs: Any) -> dict[str, Any]:
+    out = copy.deepcopy(report)
+    out["inputs"].update(inputs)
+    return out
+
+
+def test_another_item_mapping_makes_the_models_figures_and_the_verdict_incomparable(tmp_path: Path) -> None:
+    base = biased_table_report(tmp_path)
+    permutation = np.random.default_rng(7).permutation(200)
+    (tmp_path / "ids.txt").write_text("\n".join(map(str, permutation)) + "\n")
+    result = run_audit(AuditConfig(model=tmp_path / "items.npy", interactions=tmp_path / "log.parquet", ks=(10,),
+                                   probes=False, bootstrap=0, item_ids=tmp_path / "ids.txt"))
+    new = json.loads(json.dumps(result.to_dict()))
+    # The figures are right for each mapping (scipy): row r holds raw item permutation[r]; its
+    # norm is log(1 + count of item r) (diff_samples), ties of counts tied norms.
+    counts_by_row = np.bincount(pq.read_table(tmp_path / "log.parquet")["item_id"].to_numpy(), minlength=200)
+    norms = np.log1p(counts_by_row)
+    counts = np.bincount(pq.read_table(tmp_path / "log.parquet")["item_id"].to_numpy(), minlength=200)
+    assert base["frequency_norm"]["spearman"] == pytest.approx(spearmanr(norms, counts)[0], abs=1e-5)
+    assert new["frequency_norm"]["spearman"] == pytest.approx(spearmanr(norms, counts[permutation])[0], abs=1e-3)
+    assert base["frequency_norm"]["spearman"] > 0.9 > 0.3 > new["frequency_norm"]["spearman"]
+    diff = diff_reports(base, new)
+    assert [s.setting for s in diff.settings] == ["inputs.item_id_mapping"]
+    for name in ("spearman", "loglog_slope", "head_share_1pct_dot@10", "coverage_cosine@10", "gini_alpha_0.5@10"):
+        change = diff.metric(name)
+        assert (change.status, change.delta) == ("incomparable", None), name
+        assert "inputs.item_id_mapping differs" in (change.reason or "")
+    assert diff.metric("head_share_1pct_popular@10").status == "compared"  # counted by raw id: no row read
+    assert diff.verdict.direction == "not comparable" and "inputs.item_id_mapping" in (diff.verdict.reason or "")
+    assert diff.graded is not None and diff.graded.status == "incomparable"
+    for gate in ("severity_level.delta!=0", "spearman.delta<-0.1"):
+        with pytest.raises(UnmeasuredGateError, match="inputs.item_id_mapping differs"):
+            evaluate_diff_gates(parse_diff_gates([gate], [*(m.name for m in diff.metrics), "severity_level"]), diff)
+
+
+def test_another_user_mapping_makes_the_lists_incomparable_not_the_correlation(tmp_path: Path) -> None:
+    base = biased_table_report(tmp_path)
+    base["inputs"]["user_id_mapping"] = "user table row = raw user id (assumed: no user_ids given)"
+    new = _with_inputs(base, user_id_mapping="user rows mapped through user_ids users.txt", user_ids="users.txt")
+    diff = diff_reports(base, new)
+    assert [s.setting for s in diff.settings] == ["inputs.user_id_mapping"]
+    assert diff.metric("head_share_1pct_dot@10").status == "incomparable"
+    assert diff.metric("spearman").status == "compared"  # no user row is read
+    assert diff.verdict.direction == "not comparable"
+
+
+@pytest.mark.parametrize(("base_rule", "new_rule", "models"), [
+    # The CLI's and the API's spellings of one setting, and --assume-row-ids (rows as ids either way).
+    ("item table row = raw item id (assumed: no --item-ids given)",
+     "item table row = raw item id (assumed: no item_ids given, assume_row_ids)", ("a.npy", "a.npy")),
+    ("item rows mapped through --item-ids ids.txt", "item rows mapped through item_ids ids.txt", ("a.npy", "b.npy")),
+    # The ids each checkpoint stores: one rule, whichever checkpoint stored them.
+    ("item rows mapped through the item ids stored in a.pt (`item_ids`)",
+     "item rows mapped through the item ids stored in b.pt (`item_ids`)", ("a.pt", "b.pt")),
+])
+def test_one_mapping_rule_spelled_otherwise_is_compared(tmp_path: Path, base_rule: str, new_rule: str,
+                                                         models: tuple[str, str]) -> None:
+    report = biased_table_report(tmp_path)
+    base = _with_inputs(report, item_id_mapping=base_rule, model=models[0])
+    diff = diff_reports(base, _with_inputs(report, item_id_mapping=new_rule, model=models[1]))
+    assert not diff.settings and diff.metric("spearman").status == "compared"
+    assert diff.verdict.direction == "unchanged"
+
+
+@pytest.mark.parametrize(("base_rule", "new_rule"), [
+    # A file against the ids stored in the checkpoint: nothing shows they map alike.
+    ("item rows mapped through the item ids stored in a.pt (`item_ids`)", "item rows mapped through --item-ids ids.txt"),
+    ("item table row = raw item id (assumed: no --item-ids given)", "item table row = raw item id − 1 (--id-offset 1)"),
+])
+def test_mappings_not_shown_to_agree_differ(tmp_path: Path, base_rule: str, new_rule: str) -> None:
+    report = biased_table_report(tmp_path)
+    base = _with_inputs(report, item_id_mapping=base_rule, model="a.pt")
+    diff = diff_reports(base, _with_inputs(report, item_id_mapping=new_rule, model="a.pt"))
+    assert [(s.setting, s.base, s.new) for s in diff.settings] == [("inputs.item_id_mapping", base_rule, new_rule)]
+    assert diff.metric("spearman").status == "incomparable"
