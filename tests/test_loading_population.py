@@ -211,3 +211,18 @@ def test_users_without_a_row_are_not_described_as_without_history(tmp_path: Path
     assert population.raw_ids.tolist() == [0, 1, 3] and population.n_unmatched_users == 2
     assert "(1 more user of it has no interaction on a table row)" in population.description
     assert any("2 users of the training log" in w and "no row in the user table" in w for w in population.warnings)
+
+
+def test_recorded_pairs_keep_each_users_items_when_their_ids_are_in_another_order_than_the_table(
+    tmp_path: Path,
+) -> None:
+    """The recorded pairs name users in their own order ("c", "a", "b"); the user table's rows
+    are "a", "b", "c": each queried user keeps their own training items (c trained on 1 and 2,
+    a on 3, b on 4), in user-row order."""
+    pairs = InteractionPairs(np.array([0, 0, 1, 2]), np.array([1, 2, 3, 4]), np.array(["c", "a", "b"], dtype=object))
+    users = np.arange(1, 10, dtype=np.float32).reshape(3, 3)
+    bundle = _bundle(tmp_path, users, train_pairs=pairs, item_frequencies=np.array([0, 1, 1, 1, 1, 0]),
+                     user_ids=np.array(["a", "b", "c"], dtype=object))
+    population = _population(bundle)
+    assert population.raw_ids.tolist() == ["a", "b", "c"]
+    assert _seen(population) == [[3], [4], [1, 2]]
