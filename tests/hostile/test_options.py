@@ -305,6 +305,10 @@ CASES = [
          r"miscalibration_dot@10 is a Jensen–Shannon divergence in bits, 0–1; it is never > 1"),
     Case("fail-on-severity-level-between-levels", _check("--fail-on", "severity_level==1.5"), EXIT_USAGE,
          r"'severity_level==1\.5': severity_level is a level 0–3 .*; it is never == 1\.5, so the gate could never trip"),
+    # A model with no item bias is said so, not as a NaN (QA11 report F4).
+    Case("fail-on-item-bias-without-a-bias", _check("--fail-on", "item_bias_spearman>0.5"), EXIT_ERROR,
+         r"cannot evaluate --fail-on item_bias_spearman>0\.5: the model has no item bias \(no per-item b_i added to "
+         r"its scores.*gate spearman \(the item norms\) instead", absent=r"no finite number"),
     # ARP, novelty, ACLT and counts are never below 0, PopRSP/PopREO lie in [0, 1] (QA11 report F3).
     Case("fail-on-arp-below-zero", _check("--fail-on", "arp_dot@10<0"), EXIT_USAGE,
          r"'arp_dot@10<0': arp_dot@10 is a mean training popularity .*never below 0; it is never < 0, so the gate "
