@@ -105,11 +105,21 @@ def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float],
         return f"α={exponent:g} is {same} serving, not measured apart: gate {name.at(name.k, same)} instead"
     ks = list(ks)
     if name.k not in set(ks):
-        return f"K={name.k} was not asked for ({_add('ks', name.k, ks, named_ks, whole)})"
+        return f"K={name.k} was not asked for ({_add('ks', name.k, ks, named_ks, whole)})" + _served_length(name, whole)
     alphas = list(alphas)
     if exponent is not None and exponent not in set(alphas):
         return f"α={exponent:g} was not asked for ({_add('alphas', exponent, alphas, named_alphas, whole)})"
     return ""
+
+
+def _served_length(name: PerK, whole: bool) -> str:
+    """What else a served figure at a K not asked for needs: lists that long, which only
+    reading them tells (after the advice, so that following it is no surprise); "" for
+    other figures, and for a batch row (``whole`` false: its advice says it per row)."""
+    if not whole or not (name.scoring == SERVED or name.measure.startswith("overlap_served_")):
+        return ""
+    return (f"; the served lists are measured at K={name.k} only if the longest of them holds {name.k} items or "
+            f"more: a K past every list is not measured, and the gate then names the K to gate instead")
 
 
 def why_each_not_asked(names: Mapping[Key, PerK | None], ks: Iterable[int], alphas: Iterable[float]) -> dict[Key, str]:
