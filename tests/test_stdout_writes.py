@@ -13,14 +13,20 @@ from __future__ import annotations
 import ast
 import errno
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 import auditor.cli._stdout as stdout_module
+from auditor.cli import cli
 from auditor.cli._stdout import write_stdout
 from auditor.errors import OutputError
 
@@ -114,3 +120,27 @@ def test_every_command_writes_stdout_through_the_one_helper() -> None:
     bypass = {path.name: calls for path in sorted(CLI.glob("*.py"))
               if (calls := _stdout_calls(ast.parse(path.read_text(encoding="utf-8"))))}
     assert not bypass, f"stdout written around auditor.cli._stdout.write_stdout: {bypass}"
+
+
+def test_a_full_device_named_by_an_option_is_an_error_never_wrote(tmp_path: Path) -> None:
+    """``--json /dev/full`` (the QA's machine had no /dev/full: the name made a regular file
+    there, which is written as any new file): the full device itself, made here where this
+    process may, is one Error: line and exit 1, never "Wrote"."""
+    device = tmp_path / "full"
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        with open(device, "wb") as probe:
+            probe.write(b"x")
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            pytest.skip(f"no full device here ({exc.strerror})")
+    else:
+        pytest.skip("the device made here is not the full device")
+    np.save(tmp_path / "items.npy", np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32))
+    items = np.repeat(np.arange(10), np.arange(1, 11))
+    pq.write_table(pa.table({"user_id": np.arange(items.size) % 5, "item_id": items}), tmp_path / "log.parquet")
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "items.npy"), "--interactions", str(tmp_path / "log.parquet"),
+                                      "--bootstrap", "0", "--no-probes", "--json", str(device)])
+    assert result.exit_code == 1, result.output
+    assert f"Error: cannot write {device}: No space left on device" in result.stderr
+    assert "Wrote" not in result.stderr
