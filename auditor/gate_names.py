@@ -103,15 +103,28 @@ FIGURE_RANGES: dict[str, tuple[float, float, str]] = {
     "relative_change": (-1.0, math.inf, "a relative change, never below -1 (-100%)"),
     "severity_level": (0.0, float(len(SEVERITIES) - 1),
                        f"a level 0–{len(SEVERITIES) - 1} ({', '.join(f'{i} {s}' for i, s in enumerate(SEVERITIES))})"),
+    "parity": (0.0, 1.0, "a relative standard deviation of two rates, |a − b| / (a + b), 0–1"),
+    "mean_count": (0.0, math.inf, "a mean training popularity (interactions or users per item), never below 0"),
+    "novelty": (0.0, math.inf, "a mean self-information −log2(users(i)/n_users) in bits, never below 0"),
+    "item_count": (0.0, math.inf, "a mean number of items per list, never below 0"),
+    "count": (0.0, math.inf, "a count, never below 0"),
 }
 """Every bounded figure's range and unit in words: the fractions (:data:`~auditor.flat.FRACTIONS`
 and each user group's NDCG), the correlations (:data:`~auditor.flat.CORRELATION_FIGURES`),
-every ``_ratio``, the miscalibrations, the ΔGAPs and the verdict's ``severity_level`` (a
-count, a slope, a plugin's measure: unbounded or unknown)."""
+every ``_ratio``, the miscalibrations, the ΔGAPs, PopRSP and PopREO (parities), ARP, novelty
+and ACLT (never below 0), ``unsafe_globals`` (a count) and the verdict's ``severity_level``.
+Unbounded: the log–log slopes; unknown: a plugin's measure."""
 _GROUP_RANGES = {**{f"ndcg_{g}": "fraction" for g in USER_GROUP_NAMES},
                  **{f"miscalibration_{g}": "divergence" for g in USER_GROUP_NAMES}, "miscalibration": "divergence",
-                 **{f"gap_delta_{g}": "relative_change" for g in USER_GROUP_NAMES}}
-"""The user groups' measures and their range in :data:`FIGURE_RANGES`."""
+                 **{f"gap_delta_{g}": "relative_change" for g in USER_GROUP_NAMES},
+                 "pop_rsp": "parity", "pop_reo": "parity", "arp": "mean_count", "novelty": "novelty",
+                 "aclt": "item_count"}
+"""The per-K measures (the user groups', and the list measures that are no fraction) and their
+range in :data:`FIGURE_RANGES`."""
+_NAME_RANGES = {"severity_level": "severity_level", "unsafe_globals": "count"}
+"""The names alone (no K) that are no fraction or correlation, and their range."""
+UNBOUNDED = frozenset({"loglog_slope", "served_loglog_slope"})
+"""The built-in figures with no range: a slope of log norm on log frequency may take any sign."""
 
 
 def figure_range(name: str, list_measures: Iterable[str] | None = None) -> tuple[float, float, str] | None:
@@ -127,7 +140,7 @@ def figure_range(name: str, list_measures: Iterable[str] | None = None) -> tuple
         return FIGURE_RANGES[_GROUP_RANGES[measure]]
     if parsed is None and measure in CORRELATION_FIGURES:
         return FIGURE_RANGES["correlation"]
-    return FIGURE_RANGES["severity_level"] if name == "severity_level" else None
+    return FIGURE_RANGES[_NAME_RANGES[name]] if name in _NAME_RANGES else None
 
 
 def _number(threshold: float) -> str:

@@ -15,12 +15,13 @@ from typing import Any, TypeVar
 
 from auditor.alpha import ALPHA_PREFIX, scoring_alpha
 from auditor.errors import setting
-from auditor.flat import BASE_METRICS, BIAS_SOURCE, CORRELATIONS, RATIO
+from auditor.flat import CORRELATIONS, RATIO
 from auditor.sections import (
     ACCURACY_MEASURES, BUILTIN_LIST_MEASURES, GROUP_LIST_MEASURES, SERVED, TIED_GROUPS, USER_GROUP_NAMES, WHO_PAYS,
     finite_figure,
 )
 from auditor.gate_names import PerK, compares_scorings, per_k_name
+from auditor.gate_reasons_alone import why_alone
 from auditor.wording import partly_saturated
 
 Key = TypeVar("Key")
@@ -33,7 +34,7 @@ def why_unmeasured(name: str, report: Mapping[str, Any]) -> str:
     signed figures), a CI without a bootstrap, an undefined correlation. One clause, to
     follow the gate in an error message."""
     parsed = per_k_name(name, list_measures_of(report))
-    return _why_per_k(parsed, report) if parsed is not None else _why_alone(name, report)
+    return _why_per_k(parsed, report) if parsed is not None else why_alone(name, report)
 
 
 def list_measures_of(report: Mapping[str, Any]) -> set[str]:
@@ -104,11 +105,21 @@ def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float],
         return f"α={exponent:g} is {same} serving, not measured apart: gate {name.at(name.k, same)} instead"
     ks = list(ks)
     if name.k not in set(ks):
-        return f"K={name.k} was not asked for ({_add('ks', name.k, ks, named_ks, whole)})"
+        return f"K={name.k} was not asked for ({_add('ks', name.k, ks, named_ks, whole)})" + _served_length(name, whole)
     alphas = list(alphas)
     if exponent is not None and exponent not in set(alphas):
         return f"α={exponent:g} was not asked for ({_add('alphas', exponent, alphas, named_alphas, whole)})"
     return ""
+
+
+def _served_length(name: PerK, whole: bool) -> str:
+    """What else a served figure at a K not asked for needs: lists that long, which only
+    reading them tells (after the advice, so that following it is no surprise); "" for
+    other figures, and for a batch row (``whole`` false: its advice says it per row)."""
+    if not whole or not (name.scoring == SERVED or name.measure.startswith("overlap_served_")):
+        return ""
+    return (f"; the served lists are measured at K={name.k} only if the longest of them holds {name.k} items or "
+            f"more: a K past every list is not measured, and the gate then names the K to gate instead")
 
 
 def why_each_not_asked(names: Mapping[Key, PerK | None], ks: Iterable[int], alphas: Iterable[float]) -> dict[Key, str]:
@@ -132,7 +143,7 @@ def why_inputs_lack(name: str, given: Mapping[str, Any]) -> str:
         return f"no CI without a bootstrap ({setting('bootstrap')} 0)"
     if given.get("recommendations") is None:
         if name == "head_share_log":
-            return _why_alone(name, {})
+            return why_alone(name, {})
         parsed = per_k_name(name)
         if parsed is not None and (parsed.scoring == SERVED or parsed.measure.startswith("overlap_served_")):
             return f"no served lists were given (pass {setting('recommendations')})"
@@ -334,67 +345,3 @@ def _why_null(measure: str, section: Mapping[str, Any], report: Mapping[str, Any
     # A plugin's list measure: its function returned None or a value that is not finite.
     return (f"{measure} has no value in this run: its function returned None, NaN or an infinite value there (null "
             "in the JSON report), which no gate compares")
-
-
-def _one_norm_hint(fn: Mapping[str, Any], report: Mapping[str, Any]) -> str:
-    """Where ρ is undefined because every item has one norm (the table ``mitigate --alpha 0``
-    writes, or any L2-normalised one; the wording of ``frequency_norm.undefined_reason``):
-    the gate that still judges such a model, the verdict's grade, and its value here."""
-    if "the same norm" not in str(fn.get("undefined_reason") or ""):
-        return ""
-    verdict = report.get("verdict") or {}
-    graded = (f" (graded {verdict.get('severity')} on this run)" if verdict.get("assessed")
-              else " on a run that measures retrieval (this one graded nothing)")
-    return (f". The norms carry no popularity here (a table rescaled to one norm, as mitigate {setting('alpha')} 0 "
-            "writes, has none), so no correlation gate applies: gate the verdict's grade with "
-            f"{setting('fail_on')} 'severity_level>=1'{graded} instead")
-
-
-def _why_bias(name: str, report: Mapping[str, Any]) -> str:
-    """Why a ``served_…`` correlation is null for a model with an item bias, and the gates that read it."""
-    rho = finite_figure((report.get("measures") or {}).get("item_bias_spearman"))
-    here = f", ρ = {rho:.3f} here" if rho is not None else ""
-    return (f"{name} is not comparable for a model that adds an item bias: the served vectors [i, b_i] have norms "
-            "√(‖i‖²+b_i²), which grow with |b_i| whether the bias favours popular or rare items; gate item_bias_spearman "
-            f"(the bias against training frequency{here}) and spearman (the factors' norms) instead")
-
-
-def _why_alone(name: str, report: Mapping[str, Any]) -> str:
-    """Why a name without a K (a correlation, its CI, the trace's figures, an audit
-    measure) has no value."""
-    not_measured = report.get("not_measured") or {}
-    fn = report.get("frequency_norm")
-    if name.startswith("served_"):
-        if (report.get("served_vectors") or {}).get("as_served") is False:
-            return "the stored tables stand in for the vectors the model serves with, so what it serves is unknown"
-        if (report.get("served_vectors") or {}).get("source") == BIAS_SOURCE:
-            return _why_bias(name, report)
-        name = name.removeprefix("served_")
-    if name in (*CORRELATIONS, "spearman_p", "spearman_ci_lo", "spearman_ci_hi"):
-        if not fn:
-            return "frequency–norm not measured: " + str(not_measured.get("frequency_norm") or "it needs a model's item table")
-        if name.startswith("spearman_ci") and not fn.get("undefined_reason"):  # ρ itself defined: the CI's own reason
-            if fn.get("ci_undefined_reason") or not fn.get("n_bootstrap"):
-                return str(fn.get("ci_undefined_reason") or f"no CI without a bootstrap ({setting('bootstrap')} 0)")
-        return str(fn.get("undefined_reason") or f"{name} is undefined here") + _one_norm_hint(fn, report)
-    if name.startswith("training_"):
-        training = report.get("training")
-        if not training:
-            return f"no training trace (pass {setting('trace')})"
-        if training.get("matches_model") is False:
-            return "the training trace is of another model"
-        return "the training trace holds no " + ("ρ" if name == "training_spearman" else "update angles (step records)")
-    if name == "unsafe_globals":
-        return str(not_measured.get("replaced_globals") or  # a report written before the reason was recorded
-                   f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded")
-    if name == "head_share_log":
-        return f"measured for served lists ({setting('recommendations')}), alone or beside a model"
-    if name == "severity_level":
-        reasons = [str(not_measured[key]) for key in ("frequency_norm", "retrieval", "served") if not_measured.get(key)]
-        return "nothing graded the severity (the verdict's assessed is false)" + (f": {reasons[0]}" if reasons else "")
-    if name not in not_measured and name not in BASE_METRICS and name not in (report.get("measures") or {}):
-        # Not null: absent. No measure of that name was registered in that run (a plugin not loaded there).
-        return (f"no measure named {name} was registered in its audit (a plugin's measure whose plugin that run did "
-                f"not load; {setting('plugins')} PATH loads it): the name is absent from the report, not null")
-    return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no finite number in this "
-               "run (None, NaN or an infinite value: null in the JSON report, which no gate compares)")

@@ -28,7 +28,7 @@ from auditor.result import SEVERITIES, MeasuredSections, Severity, Verdict
 from auditor.sections import share_ratio
 from auditor.served_section import ServedSection
 from auditor.harm import SEVERITY_GATE, harm_band
-from auditor.wording import pct
+from auditor.wording import SKEW_EDGES, pct_pair, percent_text, ratio_figure
 
 HEAD = "head_share_1pct"
 LISTS_SEVERITY_RULE = (
@@ -47,6 +47,19 @@ def amplification(served: float | None, log: float | None) -> tuple[Severity, fl
     return harm_band(ratio, served - log), ratio
 
 
+def amplification_figures(served: float | None, log: float | None, ratio: float | None) -> tuple[str, str, str]:
+    """The served share, the log's and ``", RATIO×"`` for a sentence, worded as the model's
+    dot/cosine skew is (:func:`~auditor.wording.pct_pair` with the bands' edges,
+    :func:`~auditor.wording.ratio_figure`): a pair below a band never prints its edges
+    (9.98% vs 7.99%, 1.249×, never 10.0% vs 8.0%, 1.25×), a small share never reads 0.0%."""
+    served_text, log_text = pct_pair(served, log, SKEW_EDGES)
+    times = "" if ratio is None else f", {ratio_figure(ratio)}×" if math.isfinite(ratio) else ", from none"
+    return served_text, log_text, times
+
+
+def share_text(share: float | None) -> str:
+    """One share with the decimals its size needs (``0.036%``, never ``0.0%``)."""
+    return "n/a" if share is None or not math.isfinite(share) else percent_text(100 * share)
 
 
 def worst_cutoff(section: ServedSection) -> tuple[int, Severity, float | None] | None:
@@ -100,11 +113,10 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
                        graded_by="served")
     k, severity, ratio = worst
     cut = section.at[k]
-    share, popular = cut.served.get(HEAD), cut.popular.get(HEAD)
-    times = "" if ratio is None else f", {ratio:.2f}×" if math.isfinite(ratio) else ", from none"
+    share, log_text, times = amplification_figures(cut.served.get(HEAD), section.head_share_log, ratio)
     summary = (
-        f"The served lists give the top-1% most popular items {pct(share)} of their top-{k} slots, against "
-        f"{pct(section.head_share_log)} of the training {_unit(sections)}{times} (the most-popular list: {pct(popular)})."
+        f"The served lists give the top-1% most popular items {share} of their top-{k} slots, against "
+        f"{log_text} of the training {_unit(sections)}{times} (the most-popular list: {share_text(cut.popular.get(HEAD))})."
     )
     if severity == "none":
         summary += " They do not amplify popularity beyond the training log."
@@ -140,11 +152,10 @@ def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
     k, severity, ratio = worst
     assert sections.served is not None
     retrieval = sections.retrieval
-    times = "" if ratio is None else f", {ratio:.2f}×" if math.isfinite(ratio) else ", from none"
-    popular = "" if retrieval is None else f" (the most-popular list: {pct(retrieval.at[k].popular.get(HEAD))})"
-    figures = (f"the served lists give the top-1% most popular items {pct(served_share(sections, k))} of "
-               f"their top-{k} slots, against {pct(sections.served.head_share_log)} of the training "
-               f"{_unit(sections)}{times}{popular}")
+    share, log_text, times = amplification_figures(served_share(sections, k), sections.served.head_share_log, ratio)
+    popular = "" if retrieval is None else f" (the most-popular list: {share_text(retrieval.at[k].popular.get(HEAD))})"
+    figures = (f"the served lists give the top-1% most popular items {share} of their top-{k} slots, against "
+               f"{log_text} of the training {_unit(sections)}{times}{popular}")
     rule = verdict.rule + SERVED_BESIDE_MODEL_RULE
     if SEVERITIES.index(severity) <= SEVERITIES.index(verdict.severity):
         graded = "they amplify popularity" if severity != "none" else "they do not amplify popularity beyond the log"

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("plugins", r"auditor\.plugins(\.(calls|contributions|describe|lending|manager|prints))?"),
     ("load", r"auditor\.loading(\..+)?"),
     ("measure", r"auditor\.(metrics|retrieval|probes)(\..+)?|auditor\.evaluation"),
-    ("judge", r"auditor\.conditions(\..+)?|auditor\.(verdict|verdict_text|harm|lists_verdict|advice|gate|gate_names|gate_reasons|tradeoff)"),
+    ("judge", r"auditor\.conditions(\..+)?|auditor\.(verdict|verdict_text|harm|lists_verdict|advice|gate|gate_names|gate_reasons|gate_reasons_alone|tradeoff)"),
     ("audit", r"auditor\.(audit|audit_record|lists_audit)"),
     ("report", r"auditor\.report(\..+)?"),
     ("edges", r"auditor\.(batch|train|mitigation|monitor|diff)(\..+)?|auditor\.(mitigate|tracking|plugins\.renderers)"),

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import sys
 
-import click
-
+from auditor.cli._stdout import write_stdout
 from auditor.plugin_api import RenderContext
 from auditor.report.document import Document
 
@@ -26,4 +25,4 @@ def print_report(document: Document, *, width: int) -> None:
     """``document``'s terminal view on standard output, coloured on a terminal; ``width``
     0 lays it out for a log file (tables at their natural width, text unwrapped)."""
     text = rendered(document, "console", RenderContext(color=sys.stdout.isatty(), width=width))
-    click.echo(text if isinstance(text, str) else text.decode("utf-8"), nl=False)
+    write_stdout(text)

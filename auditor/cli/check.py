@@ -36,6 +36,7 @@ from auditor.cli._common import (
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command, runnable_advice
 from auditor.cli._startup import frozen_for_the_run, imports_without_gc
+from auditor.cli._stdout import write_stdout
 from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
 from auditor.devices import DEVICES, resolve_device
@@ -147,9 +148,8 @@ def command(
                            printed=audited.stdout is not None)
     outputs = [(formats[flag], path) for flag, path in files.items()]
     write_all(audited.files, remove=stale_figures(outputs, audited.files))  # no plot of an earlier run left beside
-    if audited.stdout is not None:
-        text = audited.stdout
-        click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)
+    if audited.stdout is not None:  # whole or an error, before the gates decide the exit code
+        write_stdout(audited.stdout)
     chosen = [(formats[flag], path) for flag, path in files.items() if path is not None]
     if not quiet:
         _confirm_written(chosen, list(audited.files), bool(fail_on), suggest=output is None and fmt == "console",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from auditor.cli._common import QUIET_HELP, PathArg, common_options, refuse_stdout_twice, report_to_stdout, stderr
+from auditor.cli._stdout import write_stdout
 
 if TYPE_CHECKING:
     import pluggy
@@ -108,5 +109,5 @@ def _render(data: dict[str, Any], files: dict[str, tuple[str, Path | None]], fmt
     if to_terminal:
         color = sys.stdout.isatty() and fmt == "console"
         text = render_document(document(fmt), fmt, pm, RenderContext(color=color, width=100))
-        click.echo(text, nl=False) if isinstance(text, str) else sys.stdout.buffer.write(text)
+        write_stdout(text)
     return list(written)

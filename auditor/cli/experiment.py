@@ -324,8 +324,9 @@ def show(document: Document, written: list[Path], quiet: bool = False) -> None:
     from rich.console import Console
 
     from auditor.cli._reports import print_report
+    from auditor.cli._stdout import echo_stdout
 
     console = Console()
     print_report(document, width=console.width if console.is_terminal else 0)
     for path in written:
-        click.echo(f"Wrote {path}")
+        echo_stdout(f"Wrote {path}")

@@ -12,6 +12,7 @@ import click
 
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command
+from auditor.cli._stdout import echo_stdout, write_stdout
 from auditor.cli._common import (
     MemorySize,
     PathArg,
@@ -107,8 +108,8 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     stderr.print(f"Wrote {output}", markup=False, highlight=False)
     stderr.print(f"Wrote {result.output['sidecar']}", markup=False, highlight=False)
     # The plugins too: an output in a plugin's format is read only with the plugin that defines it.
-    click.echo("Next: " + _next_check(result, output, {**options, "user_ids": user_ids, "holdout": holdout,
-                                                       "plugins": plugins}))
+    echo_stdout("Next: " + _next_check(result, output, {**options, "user_ids": user_ids, "holdout": holdout,
+                                                        "plugins": plugins}))
 
 
 def _next_check(result: Any, output: Path, settings: dict[str, Any]) -> str:
@@ -203,13 +204,21 @@ def _inputs(job: _Job) -> tuple[Any, dict[str, Path | None]]:
 def _summary(result: Any) -> None:
     """The before/after figures the rescaling changes, as a small table on stdout."""
     from rich.console import Console  # here: `popaudit --help` needs no rich
-    from rich.table import Table
-
-    from auditor.wording import pct_pair
 
     console = Console(highlight=False)
     if not console.is_terminal:
         console.width = 100
+    with console.capture() as captured:  # printed whole by write_stdout, or an error
+        _summary_lines(console, result)
+    write_stdout(captured.get())
+
+
+def _summary_lines(console: Any, result: Any) -> None:
+    """The lines :func:`_summary` prints, on ``console``."""
+    from rich.table import Table
+
+    from auditor.wording import pct_pair
+
     key = f" {result.item_key}" if result.item_key else ""
     console.print(f"Item table{key} rescaled, k -> k*|k|^(alpha-1) with alpha = {result.alpha:g}", markup=False)
     table = Table()

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from auditor.cli._common import common_options
+from auditor.cli._stdout import echo_stdout, write_stdout
 
 
 @click.command("plugins")
@@ -36,7 +37,7 @@ def command(as_json: bool, no_entry_points: bool, plugins: tuple[Path, ...]) -> 
         infos = describe_plugins(pm)
     if as_json:
         payload = {"plugins": [info.to_dict() for info in infos], "hooks": list(hook_names())}
-        click.echo(json.dumps(payload, indent=2))
+        echo_stdout(json.dumps(payload, indent=2))
         return
     table = Table(title="popaudit plugins", show_lines=False)
     table.add_column("plugin", style="bold")
@@ -55,4 +56,6 @@ def command(as_json: bool, no_entry_points: bool, plugins: tuple[Path, ...]) -> 
     console = Console(highlight=False)
     if not console.is_terminal:  # logs and pipes: do not fold paths and hook names at 80 columns
         console.width = 160
-    console.print(table)
+    with console.capture() as captured:
+        console.print(table)
+    write_stdout(captured.get())

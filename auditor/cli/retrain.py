@@ -9,6 +9,7 @@ import click
 
 from auditor.cli._common import PathArg, RichProgress, common_options, ranged
 from auditor.cli._next import check_command
+from auditor.cli._stdout import echo_stdout
 from auditor.wording import plural, training_rho
 from auditor.cli._training import DataChoice, data_options, holdout_options, refuse_inapplicable, refuse_plugins, threads_option
 from auditor.output_guard import check_not_inputs
@@ -125,7 +126,7 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
     result, config, trained_on, holdout = done.result, done.result.config, done.train_data, done.holdout
     last = result.trace[-1]
     source = "synthetic" if path is None else str(path)
-    click.echo(
+    echo_stdout(
         f"Trained on {source}: {done.data.n_users} users, {done.data.n_items} items, "
         f"{trained_on.n_interactions} interactions, {plural(len(result.trace), 'epoch')} in {done.seconds:.1f} s "
         f"({done.threads} thread{'s' if done.threads != 1 else ''})."
@@ -136,28 +137,28 @@ def _summary(done: Retrained, path: Path | None, output: Path, trace: Path | Non
         record = holdout.record()
         # check's own sentence on a recorded split (interactions held out vs distinct pairs evaluated)
         said = recorded_split_notes({"holdout": record}, f"Held out ({holdout.method} split, never trained on)")
-        click.echo(
+        echo_stdout(
             (said[0] if said else
              f"Held out ({holdout.method} split, fraction {holdout.fraction:g}): "
              f"{plural(record['n_holdout_interactions'], 'interaction')} of {plural(record['n_holdout_users'], 'user')}, "
              "never trained on") + "."
         )
         if record["n_holdout_pairs"]:
-            click.echo("The held-out pairs are stored in the checkpoint: `popaudit check` of it measures accuracy on them.")
+            echo_stdout("The held-out pairs are stored in the checkpoint: `popaudit check` of it measures accuracy on them.")
         else:  # the model is fine: check audits it and lists accuracy as not measured (the warning said why)
-            click.echo("The holdout came out empty, so `popaudit check` of it audits the model and lists accuracy "
+            echo_stdout("The holdout came out empty, so `popaudit check` of it audits the model and lists accuracy "
                        "under Not measured.")
-    click.echo(
+    echo_stdout(
         f"Model: {config.item_encoder} item tower, {config.user_encoder} user tower, dim {config.dim}, "
         f"loss {config.loss}{' with logQ correction' if config.logq else ''}; "
         f"item optimizer {config.optimizer} (lr {config.item_lr:g}), user optimizer "
         f"{config.resolved_user_optimizer} (lr {config.resolved_user_lr:g})."
     )
-    click.echo(
+    echo_stdout(
         f"Final epoch: loss {last['loss']:.4f}, frequency-norm Spearman ρ {training_rho(last['spearman'])}, "
         f"mean item norm {last['mean_norm']:.3f}."
     )
     if result.stopped is not None:
-        click.echo(f"Training {result.stopped}; the checkpoint holds the model at that point.")
-    click.echo(f"Wrote {output}" + (f" and the trace {trace}" if trace is not None else ""))
-    click.echo("Next: " + check_command(output, {}))
+        echo_stdout(f"Training {result.stopped}; the checkpoint holds the model at that point.")
+    echo_stdout(f"Wrote {output}" + (f" and the trace {trace}" if trace is not None else ""))
+    echo_stdout("Next: " + check_command(output, {}))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from auditor.report.document import Block, Heading, Paragraph, Section, Table
-from auditor.report.formatting import fmt_num, fmt_pct, text_or_missing
+from auditor.report.formatting import fmt_num, fmt_pct, fmt_skew_pair, text_or_missing
 from auditor.report.measure_rows import shown_rows
 from auditor.result import AuditResult
 from auditor.served_section import ServedCutoff, ServedSection
@@ -42,6 +42,9 @@ GRADED_BESIDE_POINTER = (
 )
 
 
+HEAD = "head_share_1pct"
+
+
 def pointer(result: AuditResult) -> str | None:
     """Where the severity rule of an audit with served lists is explained (None: the model's pointer)."""
     if lists_only(result):
@@ -62,12 +65,10 @@ def headline_evidence(result: AuditResult) -> str:
     cut = served.at.get(k) if k is not None else None
     if cut is None:
         return "served lists not measured"
-    return (f"top-1% items' share of the served top-{k} slots {fmt_pct(cut.served.get('head_share_1pct'))} vs "
-            f"{fmt_pct(served.head_share_log)} of the training interactions (most-popular list "
-            f"{fmt_pct(cut.popular.get('head_share_1pct'))}); no model: norms and conditions not assessed")
-
-
-HEAD = "head_share_1pct"
+    shares = fmt_skew_pair(cut.served.get(HEAD), served.head_share_log)  # as the verdict says them
+    return (f"top-1% items' share of the served top-{k} slots {shares[0]} vs {shares[1]} of the training "
+            f"interactions (most-popular list {fmt_pct(cut.popular.get(HEAD))}); no model: norms and conditions "
+            "not assessed")
 
 
 def beside(result: AuditResult) -> list[str]:
@@ -83,8 +84,9 @@ def beside(result: AuditResult) -> list[str]:
     else:
         return []
     graded = ", which graded the severity" if result.verdict.graded_by == "served" else ""
-    return [f"served lists: top-1% items' share of the served top-{k} slots {fmt_pct(share)} vs "
-            f"{fmt_pct(served.head_share_log)} of the training interactions{graded}"]
+    shares = fmt_skew_pair(share, served.head_share_log)  # as the verdict says them: never onto a band's edge
+    return [f"served lists: top-1% items' share of the served top-{k} slots {shares[0]} vs {shares[1]} of the "
+            f"training interactions{graded}"]
 
 
 def summary_table(served: ServedSection) -> Table:

@@ -34,6 +34,7 @@ import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,10 @@ class Case:
     slow: bool = False
     skip: Callable[[], str | None] | None = None
     """Returns a reason to skip on this machine, or None."""
+    stdout_limit: int | None = None
+    """Stdout is a file on a disk that fills up after this many bytes (RLIMIT_FSIZE: a
+    write past it fails with EFBIG, "File too large", as a full disk fails with ENOSPC);
+    implies ``process``. The outcome's stdout is what reached the file."""
 
 
 @dataclass
@@ -158,8 +163,8 @@ def run_case(case: Case, root: Path, monkeypatch: pytest.MonkeyPatch) -> Outcome
     if built.in_tmp is not None:
         built.in_tmp(tmpdir)
     try:
-        if case.process or case.peak_memory is not None:
-            outcome = _run_process(built.args, work, tmpdir, case.timeout, case.peak_memory)
+        if case.process or case.peak_memory is not None or case.stdout_limit is not None:
+            outcome = _run_process(built.args, work, tmpdir, case.timeout, case.peak_memory, case.stdout_limit)
         else:
             outcome = _run_inline(built.args, work, tmpdir, monkeypatch)
         _check(case, built, work, tmpdir, before, outcome)
@@ -201,29 +206,43 @@ runpy.run_module("auditor", run_name="__main__", alter_sys=True)
 
 
 def _run_process(args: Sequence[str], work: Path, tmpdir: Path, timeout: float,
-                 peak_memory: int | None = None) -> Outcome:
+                 peak_memory: int | None = None, stdout_limit: int | None = None) -> Outcome:
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     command = [sys.executable, "-m", "auditor", *args]
     peak_file = Path(tempfile.mkdtemp(prefix="peak-", dir=_REAL_TMP)) / "rss"
     if peak_memory is not None:
         command = [sys.executable, "-c", _PEAK_WRAPPER, str(peak_file), *args]
+    stdout_file = peak_file.parent / "stdout"
     try:
-        done = subprocess.run(
-            command, cwd=work, env=env, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )
+        with open(stdout_file, "wb") as sink:
+            done = subprocess.run(
+                command, cwd=work, env=env, timeout=timeout, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                stdout=subprocess.PIPE if stdout_limit is None else sink,
+                preexec_fn=None if stdout_limit is None else partial(_limit_files, stdout_limit),
+            )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"popaudit {shlex.join(args)} hung: still running after {timeout:.0f} s "
                     f"(output so far: {exc.stderr!r})")
     finally:
         peak = int(peak_file.read_text()) if peak_file.exists() else None
+        printed = stdout_file.read_bytes() if stdout_limit is not None else None
         _remove(peak_file.parent)
-    outcome = Outcome(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    stdout = done.stdout if printed is None else printed
+    outcome = Outcome(done.returncode, stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
     if peak_memory is not None:
         assert peak is not None, f"the run left no peak-memory record{outcome.stderr[-2000:]}"
         assert peak <= peak_memory, (
             f"popaudit {shlex.join(args)} peaked at {peak:,} bytes of memory, more than {peak_memory:,}"
         )
     return outcome
+
+
+def _limit_files(size: int) -> None:
+    """In the child: no file may grow past ``size`` bytes (Python ignores SIGXFSZ, so the
+    write fails with EFBIG instead of killing the process)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
 
 def _check(case: Case, built: Built, work: Path, tmpdir: Path, before: dict[str, tuple[Any, ...]], outcome: Outcome) -> None:

@@ -305,6 +305,25 @@ CASES = [
          r"miscalibration_dot@10 is a Jensen–Shannon divergence in bits, 0–1; it is never > 1"),
     Case("fail-on-severity-level-between-levels", _check("--fail-on", "severity_level==1.5"), EXIT_USAGE,
          r"'severity_level==1\.5': severity_level is a level 0–3 .*; it is never == 1\.5, so the gate could never trip"),
+    # A model with no item bias is said so, not as a NaN (QA11 report F4).
+    Case("fail-on-item-bias-without-a-bias", _check("--fail-on", "item_bias_spearman>0.5"), EXIT_ERROR,
+         r"cannot evaluate --fail-on item_bias_spearman>0\.5: the model has no item bias \(no per-item b_i added to "
+         r"its scores.*gate spearman \(the item norms\) instead", absent=r"no finite number"),
+    # ARP, novelty, ACLT and counts are never below 0, PopRSP/PopREO lie in [0, 1] (QA11 report F3).
+    Case("fail-on-arp-below-zero", _check("--fail-on", "arp_dot@10<0"), EXIT_USAGE,
+         r"'arp_dot@10<0': arp_dot@10 is a mean training popularity .*never below 0; it is never < 0, so the gate "
+         r"could never trip"),
+    Case("fail-on-novelty-below-zero", _check("--fail-on", "novelty_dot@10<0"), EXIT_USAGE,
+         r"'novelty_dot@10<0': novelty_dot@10 is a mean self-information .* in bits, never below 0; it is never < 0"),
+    Case("fail-on-aclt-negative-threshold", _check("--fail-on", "aclt_dot@10<-1"), EXIT_USAGE,
+         r"'aclt_dot@10<-1': aclt_dot@10 is a mean number of items per list, never below 0; the threshold -1 is "
+         r"outside that range"),
+    Case("fail-on-pop-rsp-above-one", _check("--fail-on", "pop_rsp_dot@10>1"), EXIT_USAGE,
+         r"'pop_rsp_dot@10>1': pop_rsp_dot@10 is a relative standard deviation of two rates, \|a − b\| / \(a \+ b\), "
+         r"0–1; it is never > 1, so the gate could never trip"),
+    Case("fail-on-unsafe-globals-below-zero", _check("--fail-on", "unsafe_globals<0"), EXIT_USAGE,
+         r"'unsafe_globals<0': unsafe_globals is a count, never below 0; it is never < 0, so the gate could never "
+         r"trip"),
     # Unit rows tie as a plateau: their float32 noise no longer decides ρ (QA report F4).
     Case("fail-on-spearman-plateau-of-unit-rows", _check("--no-retrieval", "--fail-on", "spearman>0.5",
                                                           make=_partly_unit), EXIT_GATE, None,

@@ -7,6 +7,7 @@ and a failed write is one Error: line (issue #23, items 5, 7, 8)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +246,45 @@ CASES = [
          r"cannot write /dev/full: the write failed \(.*\); is the disk full", skip=no_dev_full),
     Case("batch-results-dev-full", _full(["batch", "m.csv", "-o", "/dev/full", "--interactions", "log.parquet",
                                           *FAST]), EXIT_ERROR, r"cannot write /dev/full: .*No space left", skip=no_dev_full),
+]
+
+
+def _to_full_stdout(*args: str, diff: bool = False) -> Any:
+    """A command whose output goes to stdout, a file on a disk that fills up: the standard
+    table and log (``check``), or two small reports (``diff``)."""
+
+    def build(d: Path) -> Built:
+        standard(d)
+        for name, rho in (("base.json", 0.5), ("new.json", 0.7)):
+            write(d, name, json.dumps({"schema_version": 1, "tool": {"name": "popaudit", "version": "0.1.0"},
+                                       "inputs": {}, "frequency_norm": {"spearman": rho, "pearson_log": 0.4},
+                                       "retrieval": None, "verdict": {"severity": "low"}}))
+        return Built(["diff", "base.json", "new.json", *args] if diff else list(args))
+
+    return build
+
+
+STDOUT_FULL = r"^Error: cannot write stdout: File too large\n$"
+"""A report on stdout cut short by a full disk (F2): one Error: line, exit 1."""
+
+CASES += [
+    # A report on stdout is the output asked for: a disk that fills up under `> audit.json`
+    # is exit 1, never a cut report behind exit 0 or 3 (QA11 report F2).
+    Case("stdout-full-check-json", _to_full_stdout(*check_args("items.npy", "--format", "json")), EXIT_ERROR,
+         STDOUT_FULL, stdout_limit=2048, timeout=60),
+    Case("stdout-full-check-markdown", _to_full_stdout(*check_args("items.npy", "--format", "markdown")), EXIT_ERROR,
+         STDOUT_FULL, stdout_limit=1024, timeout=60),
+    Case("stdout-full-check-console", _to_full_stdout("check", "items.npy", "--interactions", "log.parquet",
+                                                      "--bootstrap", "0", "--no-probes"),
+         EXIT_ERROR, r"^Error: cannot write stdout: File too large\n$", absent=r"Next:|Wrote", stdout_limit=512,
+         timeout=60),
+    Case("stdout-full-check-gate-tripped", _to_full_stdout(*check_args("items.npy", "--format", "json", "--fail-on",
+                                                                       "severity_level>=0")),
+         EXIT_ERROR, STDOUT_FULL, stdout_limit=2048, timeout=60),
+    Case("stdout-full-diff-json", _to_full_stdout("--format", "json", diff=True), EXIT_ERROR, STDOUT_FULL,
+         stdout_limit=512, timeout=60),
+    Case("stdout-full-plugins-json", lambda d: Built(["plugins", "--json"]), EXIT_ERROR, STDOUT_FULL,
+         stdout_limit=256, timeout=60),
 ]
 
 PRODUCT_FAILURES: list[Case] = []

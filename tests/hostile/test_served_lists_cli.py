@@ -230,6 +230,10 @@ OWN_CASES = [
     Case("cli-recs-gate-past-the-lists", _recs("-k", "3", "-k", "5", "--fail-on", "gini_served@5>0.9"), EXIT_ERROR,
          r"gini_served@5>0\.9: cut-off K=5 exceeds the longest served list \(3 items in recs\.csv\); measured at K=3 "
          r"\(gate gini_served@3\)$"),
+    # A K not asked for: the advice says the lists must hold K items too (QA11 report F5).
+    Case("cli-recs-gate-at-a-k-not-asked", _recs("-k", "3", "--fail-on", "gini_served@5>0.9"), EXIT_ERROR,
+         r"gini_served@5>0\.9: K=5 was not asked for \(add -k 5; .*pass them all: -k 3 -k 5\); the served lists are "
+         r"measured at K=5 only if the longest of them holds 5 items or more"),
     Case("cli-recs-gate-past-the-lists-as-advised", _recs("-k", "5", "-k", "3", "--fail-on", "gini_served@3>0.9"),
          EXIT_OK, None),
     Case("cli-recs-beside-model-some-users-without-list",
