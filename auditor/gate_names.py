@@ -103,11 +103,14 @@ FIGURE_RANGES: dict[str, tuple[float, float, str]] = {
     "relative_change": (-1.0, math.inf, "a relative change, never below -1 (-100%)"),
     "severity_level": (0.0, float(len(SEVERITIES) - 1),
                        f"a level 0–{len(SEVERITIES) - 1} ({', '.join(f'{i} {s}' for i, s in enumerate(SEVERITIES))})"),
+    "angle_degrees": (0.0, 180.0, "an angle in degrees, 0–180"),
+    "non_negative": (0.0, math.inf, "a non-negative figure, never below 0"),
 }
 """Every bounded figure's range and unit in words: the fractions (:data:`~auditor.flat.FRACTIONS`
 and each user group's NDCG), the correlations (:data:`~auditor.flat.CORRELATION_FIGURES`),
-every ``_ratio``, the miscalibrations, the ΔGAPs and the verdict's ``severity_level`` (a
-count, a slope, a plugin's measure: unbounded or unknown)."""
+every ``_ratio``, the miscalibrations, the ΔGAPs, the verdict's ``severity_level`` and the
+training monitor's figures (:data:`~auditor.trace_schema.FIGURE_RANGE_KINDS`) (a count, a
+slope, a plugin's measure: unbounded or unknown)."""
 _GROUP_RANGES = {**{f"ndcg_{g}": "fraction" for g in USER_GROUP_NAMES},
                  **{f"miscalibration_{g}": "divergence" for g in USER_GROUP_NAMES}, "miscalibration": "divergence",
                  **{f"gap_delta_{g}": "relative_change" for g in USER_GROUP_NAMES}}
@@ -136,12 +139,15 @@ def _number(threshold: float) -> str:
     return short if float(short) == threshold else repr(threshold)
 
 
-def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[str] | None = None) -> str:
+def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[str] | None = None,
+                 kind: str | None = None) -> str:
     """Why ``name OP threshold`` is no gate (:func:`figure_range`): a threshold outside the range,
     or one on its edge where the gate could never trip (``>1`` on a fraction, meant as 1%;
     ``<0`` on a ratio), with the fraction a percentage share may have meant; "" otherwise. A
-    gate that trips on every run (``>=0``) is loud, not silent, and is taken."""
-    bounds = figure_range(name, list_measures)
+    gate that trips on every run (``>=0``) is loud, not silent, and is taken. ``kind``: the
+    figure's key in :data:`FIGURE_RANGES` where the caller names it (the training monitor's
+    figures; a kind not in the table is unbounded), its fractions taken as percentage shares."""
+    bounds = figure_range(name, list_measures) if kind is None else FIGURE_RANGES.get(kind)
     if bounds is None:
         return ""
     low, high, unit = bounds
@@ -151,7 +157,8 @@ def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[s
     if not (outside or never):
         return ""
     parsed = per_k_name(name, list_measures)
-    shown_as_pct = parsed is not None and parsed.scoring != RATIO and parsed.measure in PERCENT_SHARES  # as printed
+    shown_as_pct = kind == "fraction" if kind is not None else \
+        parsed is not None and parsed.scoring != RATIO and parsed.measure in PERCENT_SHARES  # as printed
     meant = f": {_number(threshold)}% is {threshold / 100:g}" if shown_as_pct and abs(threshold) >= 1 else ""
     if outside:
         return f"{name} is {unit}{meant}; the threshold {_number(threshold)} is outside that range"
