@@ -176,6 +176,9 @@ class TraceRecord:
     """Epoch records: the epoch's duration."""
     monitor_s: float = 0.0
     """Seconds the monitor spent on this record."""
+    n_zero_queries: int = 0
+    """Head-share queries left out because they are zero as served (they score every item 0 and
+    rank nothing, as ``check`` leaves them out): the shares are over the others."""
     growth_basis: str | None = None
     """What :attr:`growth_per_update` is per: ``appearance`` (each moved row's growth divided by
     its copies in the batch: what C5 projects) or ``step`` (the batch's rows unknown: the whole

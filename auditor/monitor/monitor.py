@@ -337,7 +337,7 @@ class TrainingMonitor:
         # a table with a NaN or infinite row anywhere has no ρ, sampled or not (as the audit's)
         picked = slice(None) if self._sample is None or not finite.all() else self._sample.numpy()
         ranks = rank_figures(norms[picked], self._counts[picked], population=self.source.n_items, precision=precision)
-        heads = head_figures(self.queries.vectors().to(vectors.dtype), vectors, self._counts, self.k, self.head_percent) \
+        heads = head_figures(self.queries.vectors(vectors.dtype), vectors, self._counts, self.k, self.head_percent) \
             if finite.all() else None
         angles = angle_figures(update)
         now = time.perf_counter()
@@ -349,7 +349,7 @@ class TrainingMonitor:
             angle_n=angles.n, angle_share_90_1=angles.share_90_1, angle_share_90_10=angles.share_90_10,
             angle_median=angles.median, growth_per_update=angles.growth, growth_basis=angles.growth_basis,
             head_share_dot=heads.dot if heads else None, head_share_cosine=heads.cosine if heads else None,
-            head_share_ratio=heads.ratio if heads else None,
+            head_share_ratio=heads.ratio if heads else None, n_zero_queries=self.queries.n_zero if heads else 0,
             lr=None, loss=None if loss is None else float(loss), seconds=seconds,
         )
 
