@@ -36,12 +36,12 @@ from auditor.monitor.figures import (
     UpdateSample, angle_figures, head_figures, rank_figures, table_precision, update_sample,
 )
 from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
-from auditor.monitor.sinks import Sink, log_each, make_sinks
+from auditor.monitor.sinks import Sink, log_each, open_outputs
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource, learning_rate, optimizer_settings
 from auditor.monitor.settings import (
     TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
 )
-from auditor.monitor.trace import TraceWriter, resume_point, warn_if_unfinished
+from auditor.monitor.trace import TraceWriter, resume_point
 
 DEFAULT_INTERVAL = 500
 """Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
@@ -104,7 +104,7 @@ class TrainingMonitor:
         mlflow_client: Any = None,
     ) -> None:
         check_settings(interval, k, head_percent, max_exact_items, sample_items)
-        check_ranks(counts is not None)
+        self.processes = check_ranks(counts is not None)  # above 1: the angles compare the whole table
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)
@@ -132,7 +132,7 @@ class TrainingMonitor:
         self.header = self._make_header(source, item_ids, max_exact_items, sample_items, config)
         keep = self._resume(trace, start_step, start_epoch) if resume else None
         self._epoch_first_step = self.global_step
-        self._sinks, self._writer = _outputs(trace, self.header, fsync, (mlflow, mlflow_client), tensorboard, keep)
+        self._sinks, self._writer = open_outputs(trace, self.header, fsync, (mlflow, mlflow_client), tensorboard, keep)
         self._sink_failed: set[int] = set()
 
     def _make_header(
@@ -176,14 +176,15 @@ class TrainingMonitor:
 
         Counts them (unless ``count`` is False: already passed to :meth:`observe`), and
         when the coming step is due for a record keeps the rows' vectors (the whole
-        table when ``items`` is None), to measure the update angles.
+        table when ``items`` is None, or under several processes, :attr:`processes`: the
+        step moves every rank's rows), to measure the update angles.
         """
         if items is not None and count:
             self.observe(items)
         self._coming_lr = (self._lr(),)  # the rate this step trains at (a scheduler may step before after_step)
         if not self._due(self.global_step + 1):
             return
-        if items is None:
+        if items is None or self.processes > 1:
             self._snapshot = (None, self.source.table().clone(), None)
             return
         rows, copies = torch.unique(batch_rows(items), return_counts=True)
@@ -380,20 +381,3 @@ class TrainingMonitor:
             self.close(f"raised by alert {event.alert} at step {event.step}")
         act(event)
 
-
-def _outputs(
-    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: tuple[bool | str | None, Any], tensorboard: Any,
-    keep: int | None = None,
-) -> tuple[list[Sink], TraceWriter | None]:
-    """The trackers and the trace writer. Every argument is checked (the trackers' too)
-    before the trace file is touched: the writer replaces an earlier trace, which a monitor
-    that fails to start must keep."""
-    sinks = make_sinks(mlflow[0], tensorboard, mlflow[1])
-    if trace is not None and keep is None:
-        warn_if_unfinished(Path(trace))
-    try:
-        return sinks, TraceWriter(trace, header, fsync=fsync, keep=keep) if trace is not None else None
-    except BaseException:
-        for sink in sinks:
-            sink.close()
-        raise

@@ -156,13 +156,15 @@ def shard_counts(world: int) -> TrainingError:
     )
 
 
-def check_ranks(given: bool) -> None:
+def check_ranks(given: bool) -> int:
     """The one multi-process policy: a monitor is made on global rank 0 only (it alone writes
     the trace and the trackers), with its counts given. A monitor made on another rank, or
-    with running counts under several processes, is a TrainingError."""
+    with running counts under several processes, is a TrainingError. Returns the number of
+    processes: above 1, a step moves every rank's batch rows and rank 0 sees only its own, so
+    the update angles compare the whole table around the step (``growth_basis`` ``step``)."""
     rank, world = process_rank()
     if world <= 1:
-        return
+        return 1
     if rank != 0:
         raise TrainingError(
             f"this is process rank {rank} of {world}: make the monitor on rank 0 only (every rank would write the "
@@ -170,3 +172,4 @@ def check_ranks(given: bool) -> None:
         )
     if not given:
         raise shard_counts(world)
+    return world
