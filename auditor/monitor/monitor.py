@@ -39,7 +39,8 @@ from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
 from auditor.monitor.sinks import Sink, log_each, open_outputs
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource, learning_rate, optimizer_settings
 from auditor.monitor.settings import (
-    TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
+    TrainingDivergedWarning, batch_rows, check_ranks, check_settings, divergence_note, given_counts, ids_digest,
+    rho_sample, start_point,
 )
 from auditor.monitor.trace import TraceWriter, resume_point
 
@@ -246,7 +247,8 @@ class TrainingMonitor:
         if reason == self.stop_reason and self.global_step > self._stop_step:  # a loop that did not stop at once
             reason += f"; training went on to step {self.global_step}"
         if self.diverged is not None:  # said wherever training ended: a trace of a NaN run is no quiet one
-            reason += f"; {self.diverged[1]:,} item rows NaN or infinite from step {self.diverged[0]} (training diverged)"
+            last = self.records[-1]
+            reason += "; " + divergence_note(self.diverged, (last.step, last.n_nonfinite), self.source.n_items)
         end = TraceEnd(self.global_step, max(begun, 0) or None, reason)
         if self._writer is not None:
             self._writer.write(end.to_json())
