@@ -68,4 +68,4 @@ def without_zero_queries(population: QueryPopulation, what: str) -> QueryPopulat
     )
 
 
-__all__ = ["queried_rows", "served_queries", "without_zero_queries"]
+__all__ = ["served_queries", "without_zero_queries"]
