@@ -36,13 +36,13 @@ from auditor.monitor.figures import (
     UpdateSample, angle_figures, head_figures, rank_figures, table_precision, update_sample,
 )
 from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
-from auditor.monitor.sinks import Sink, log_each, open_outputs
+from auditor.monitor.sinks import log_each, open_outputs
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource, learning_rate, optimizer_settings
 from auditor.monitor.settings import (
     TrainingDivergedWarning, batch_rows, check_ranks, check_settings, divergence_note, given_counts, ids_digest,
     rho_sample, start_point,
 )
-from auditor.monitor.trace import TraceWriter, resume_point
+from auditor.monitor.trace import resume_point
 
 DEFAULT_INTERVAL = 500
 """Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
