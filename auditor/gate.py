@@ -168,8 +168,8 @@ def parse_gates(
         gates.append(Gate(name, op, threshold, given=number))
     if out_of_ranges and not problems:
         said = "; ".join(out_of_ranges)
-        raise GateError(f"invalid {setting(option)}: {said}" + (" (shares, rates and overlaps gate as fractions, as "
-                                                                  "the JSON report holds them)" if FRACTION in said else ""))
+        held = " (shares, rates and overlaps gate as fractions, as the JSON report and a training trace hold them)"
+        raise GateError(f"invalid {setting(option)}: {said}" + (held if FRACTION in said else ""))
     problems += out_of_ranges
     if problems:
         # A short list whole (the monitor's alert figures); a long one (every K and α) cut, counted.

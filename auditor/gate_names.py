@@ -108,12 +108,15 @@ FIGURE_RANGES: dict[str, tuple[float, float, str]] = {
     "novelty": (0.0, math.inf, "a mean self-information −log2(users(i)/n_users) in bits, never below 0"),
     "item_count": (0.0, math.inf, "a mean number of items per list, never below 0"),
     "count": (0.0, math.inf, "a count, never below 0"),
+    "angle_degrees": (0.0, 180.0, "an angle in degrees, 0–180"),
+    "non_negative": (0.0, math.inf, "a non-negative figure, never below 0"),
 }
 """Every bounded figure's range and unit in words: the fractions (:data:`~auditor.flat.FRACTIONS`
 and each user group's NDCG), the correlations (:data:`~auditor.flat.CORRELATION_FIGURES`),
 every ``_ratio``, the miscalibrations, the ΔGAPs, PopRSP and PopREO (parities), ARP, novelty
-and ACLT (never below 0), ``unsafe_globals`` (a count) and the verdict's ``severity_level``.
-Unbounded: the log–log slopes; unknown: a plugin's measure."""
+and ACLT (never below 0), ``unsafe_globals`` (a count), the verdict's ``severity_level`` and the
+training monitor's figures (:data:`~auditor.trace_schema.FIGURE_RANGE_KINDS`). Unbounded: the
+log–log slopes; unknown: a plugin's measure."""
 _GROUP_RANGES = {**{f"ndcg_{g}": "fraction" for g in USER_GROUP_NAMES},
                  **{f"miscalibration_{g}": "divergence" for g in USER_GROUP_NAMES}, "miscalibration": "divergence",
                  **{f"gap_delta_{g}": "relative_change" for g in USER_GROUP_NAMES},
@@ -164,13 +167,15 @@ def change_range(bounds: tuple[float, float, str] | None, change: str) -> tuple[
 
 
 def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[str] | None = None,
-                 change: str = "") -> str:
+                 change: str = "", kind: str | None = None) -> str:
     """Why ``name OP threshold`` is no gate (:func:`figure_range`; ``change``: ``delta`` or
     ``rel`` of ``name``, a ``diff`` gate, :func:`change_range`): a threshold outside the range,
     or one on its edge where the gate could never trip (``>1`` on a fraction, meant as 1%;
     ``<0`` on a ratio), with the fraction a percentage share may have meant; "" otherwise. A
-    gate that trips on every run (``>=0``) is loud, not silent, and is taken."""
-    bounds = change_range(figure_range(name, list_measures), change)
+    gate that trips on every run (``>=0``) is loud, not silent, and is taken. ``kind``: the
+    figure's key in :data:`FIGURE_RANGES` where the caller names it (the training monitor's
+    figures; a kind not in the table is unbounded), its fractions taken as percentage shares."""
+    bounds = change_range(figure_range(name, list_measures) if kind is None else FIGURE_RANGES.get(kind), change)
     if bounds is None:
         return ""
     low, high, unit = bounds
@@ -181,7 +186,8 @@ def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[s
     if not (outside or never):
         return ""
     parsed = per_k_name(name, list_measures)
-    shown_as_pct = change == "rel" or parsed is not None and parsed.scoring != RATIO and parsed.measure in PERCENT_SHARES
+    shown_as_pct = change == "rel" or (kind == "fraction" if kind is not None else  # as printed
+                                       parsed is not None and parsed.scoring != RATIO and parsed.measure in PERCENT_SHARES)
     meant = f": {_number(threshold)}% is {threshold / 100:g}" if shown_as_pct and abs(threshold) >= 1 else ""
     shown = f"{name}.{change}" if change else name
     if outside:

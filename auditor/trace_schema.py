@@ -40,6 +40,26 @@ FIGURES = (
 """The numeric figures of a record that alerts, trackers and plots read, by name
 (``n_nonfinite``: item rows NaN or infinite, so ``n_nonfinite>0`` alerts on a run that diverged)."""
 
+UNBOUNDED = "unbounded"
+FIGURE_RANGE_KINDS: dict[str, str] = {
+    "spearman": "correlation",
+    "loglog_slope": UNBOUNDED,
+    "mean_norm": "non_negative",
+    "angle_share_90_1": "fraction",
+    "angle_share_90_10": "fraction",
+    "angle_median": "angle_degrees",
+    "growth_per_update": "non_negative",
+    "head_share_dot": "fraction",
+    "head_share_cosine": "fraction",
+    "head_share_ratio": "ratio",
+    "loss": UNBOUNDED,
+    "lr": "non_negative",
+    "n_nonfinite": "non_negative",
+}
+"""Each figure's range, a kind of :data:`auditor.gate_names.FIGURE_RANGES` (the one table of
+ranges), or :data:`UNBOUNDED` (a slope, a loss that may be negative): an alert whose threshold
+is outside it, or on its edge where it could never fire, is refused as ``--fail-on``'s gate is."""
+
 STEP_FIGURES = ("angle_share_90_1", "angle_share_90_10", "angle_median", "growth_per_update")
 """Figures measured around an optimizer step only: a step record's, and an epoch record's
 pool of its epoch's step records. With no step records (interval 0) they are never measured."""
@@ -156,6 +176,9 @@ class TraceRecord:
     """Epoch records: the epoch's duration."""
     monitor_s: float = 0.0
     """Seconds the monitor spent on this record."""
+    n_zero_queries: int = 0
+    """Head-share queries left out because they are zero as served (they score every item 0 and
+    rank nothing, as ``check`` leaves them out): the shares are over the others."""
     growth_basis: str | None = None
     """What :attr:`growth_per_update` is per: ``appearance`` (each moved row's growth divided by
     its copies in the batch: what C5 projects) or ``step`` (the batch's rows unknown: the whole

@@ -68,7 +68,9 @@ def test_a_diverged_table_fires_n_nonfinite_and_an_infinite_mean_norm(tmp_path: 
     trace = read_trace(path)
     assert [(a.step, a.alert) for a in trace.alerts] == [(1, "spearman>0.5"), (2, "n_nonfinite>0"), (2, "mean_norm>10")]
     assert trace.end is not None
-    assert trace.end.reason == "completed; 1 item rows NaN or infinite from step 2 (training diverged)"
+    # the count at the last record (2 rows at step 3), not the first record's 1 (QA 11 monitor F4)
+    assert trace.end.reason == ("completed; training diverged: 2 of 10 item rows NaN or infinite at the last record "
+                                "(step 3); first at step 2 (1 row)")
 
 
 def test_counts_by_ids_that_are_not_item_ids(tmp_path: Path) -> None:

@@ -97,3 +97,25 @@ def test_lightning_ddp_writes_one_trace_from_rank_0(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(script), "running"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "running counts would count only one rank's shard" in done.stderr
     assert not (tmp_path / "trace.jsonl").exists()
+
+
+def test_under_several_processes_a_plain_loop_compares_the_whole_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA 11 monitor F3: rank 0 is given its own batch rows (2, 5, 5), but the all-reduced step
+    also moves row 7, another rank's. Rows along e_1 with norms i + 1, each moved 0.5 across
+    e_1: growth ‖Δq‖²/‖q‖² = 0.25/(i+1)². The whole table compared, per step (as the Lightning
+    callback does): 3 rows, median 0.25/36. Per rank-0 appearance it was 2 rows,
+    median(0.25/9, 0.25/36/2) and growth_basis 'appearance'."""
+    def run() -> tuple[int, float | None, str | None]:
+        table = torch.zeros(10, 4, dtype=torch.float64)
+        table[:, 0] = torch.arange(1, 11, dtype=torch.float64)
+        monitor = TrainingMonitor(table, counts=np.ones(10), interval=1, n_queries=3)
+        with monitor.step(torch.tensor([2, 5, 5])):
+            table[[2, 5, 7], 1] += 0.5
+        record = monitor.records[-1]
+        assert record.angle_median == 90.0
+        return record.angle_n, record.growth_per_update, record.growth_basis
+
+    alone = run()  # one process: the batch's rows, per appearance
+    assert alone == (2, pytest.approx(np.median([0.25 / 9, 0.25 / 36 / 2]), rel=1e-12), "appearance")
+    fake_group(monkeypatch, 0, 2)
+    assert run() == (3, pytest.approx(0.25 / 36, rel=1e-12), "step")

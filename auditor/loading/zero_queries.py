@@ -37,6 +37,12 @@ def served_queries(population: QueryPopulation, what: str, served: ServedVectors
     return without_zero_queries(population, what)
 
 
+def queried_rows(vectors: np.ndarray) -> np.ndarray:
+    """Which query vectors are queried: not one zero in every component, which scores every
+    item 0 and ranks nothing (every population's rule; the training monitor's head shares too)."""
+    return np.any(vectors, axis=1)
+
+
 def without_zero_queries(population: QueryPopulation, what: str) -> QueryPopulation:
     """The population without its zero query vectors (they rank nothing), counted, their users
     kept as unserved (``unserved_ids``); a NaN or infinite vector is an error naming its row."""
@@ -45,7 +51,7 @@ def without_zero_queries(population: QueryPopulation, what: str) -> QueryPopulat
         first = int(np.flatnonzero(~finite)[0])
         row = first if population.source_rows is None else int(population.source_rows[first])
         raise QueryError(f"{what} holds NaN or infinite values (first at row {row}, which is queried)")
-    nonzero = np.any(population.vectors, axis=1)
+    nonzero = queried_rows(population.vectors)
     if nonzero.all():
         return population
     if (n_zero := int((~nonzero).sum())) == population.n_queries:
@@ -82,4 +88,4 @@ def served_nothing(population: QueryPopulation, nothing: np.ndarray) -> QueryPop
     )
 
 
-__all__ = ["served_nothing", "served_queries", "without_zero_queries"]
+__all__ = ["queried_rows", "served_nothing", "served_queries", "without_zero_queries"]

@@ -17,20 +17,30 @@ from dataclasses import replace
 
 from auditor.errors import AlertTripped, GateError, TrainingError, setting
 from auditor.gate import Gate, evaluate_gates, parse_gates
-from auditor.trace_schema import ALERT_ACTIONS, FIGURES, STEP_FIGURES, AlertAction, AlertEvent, TraceRecord
+from auditor.gate_names import out_of_range
+from auditor.trace_schema import (
+    ALERT_ACTIONS, FIGURE_RANGE_KINDS, FIGURES, STEP_FIGURES, AlertAction, AlertEvent, TraceRecord,
+)
 
 
 class TrainingAlertWarning(UserWarning):
     """An alert of the training monitor fired (action ``warn`` or ``stop``)."""
 
 
+def _out_of_range(name: str, op: str, threshold: float) -> str:
+    """Why an alert on ``name`` could never fire (its range kind, :data:`FIGURE_RANGE_KINDS`);
+    "" when it can. The one range check of ``--fail-on``'s gates."""
+    return out_of_range(name, op, threshold, kind=FIGURE_RANGE_KINDS[name])
+
+
 def parse_alerts(expressions: Iterable[str], interval: int | None = None) -> list[Gate]:
     """Alert expressions (``spearman>0.5``, ``angle_share_90_1>0.9``) over the figures of
     a trace record; every problem in one :class:`~auditor.errors.GateError`, as ``--fail-on``
     (its list of valid names without ``--fail-on``'s ratio rule: the monitor has no
-    ``<metric>_ratio@K``). ``interval`` 0 (epoch records only) refuses alerts on the
+    ``<metric>_ratio@K``), a threshold outside its figure's range included (``head_share_dot>5``:
+    a fraction, 5% is 0.05). ``interval`` 0 (epoch records only) refuses alerts on the
     figures only a step record measures (:data:`STEP_FIGURES`): they could never fire."""
-    gates = parse_gates(expressions, FIGURES, option="alerts", rule=None)
+    gates = parse_gates(expressions, FIGURES, option="alerts", rule=None, out_of_range=_out_of_range)
     blind = sorted({g.metric for g in gates if g.metric in STEP_FIGURES})
     if interval == 0 and blind:
         raise GateError(

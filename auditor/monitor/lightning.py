@@ -136,8 +136,8 @@ class PopauditCallback(pl.Callback):
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer) -> None:
         if self.monitor is None or not self._steps_items(optimizer):
             return
-        # under DDP a step moves every rank's rows, and this rank sees only its own: compare the whole table
-        pending = torch.cat(self._pending) if self._pending and self._world == 1 else None
+        # under DDP the monitor compares the whole table (TrainingMonitor.processes): one rule for every loop
+        pending = torch.cat(self._pending) if self._pending else None
         self._pending = []
         self.monitor.before_step(pending, count=False)  # counted at batch start
         self._stepped = True

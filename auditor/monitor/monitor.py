@@ -36,12 +36,13 @@ from auditor.monitor.figures import (
     UpdateSample, angle_figures, head_figures, rank_figures, table_precision, update_sample,
 )
 from auditor.trace_schema import AlertEvent, TraceEnd, TraceHeader, TraceRecord
-from auditor.monitor.sinks import Sink, log_each, make_sinks
+from auditor.monitor.sinks import log_each, open_outputs
 from auditor.monitor.sources import ItemSource, ItemTable, Queries, QuerySource, learning_rate, optimizer_settings
 from auditor.monitor.settings import (
-    TrainingDivergedWarning, batch_rows, check_ranks, check_settings, given_counts, ids_digest, rho_sample, start_point,
+    TrainingDivergedWarning, batch_rows, check_ranks, check_settings, divergence_note, given_counts, ids_digest,
+    rho_sample, start_point,
 )
-from auditor.monitor.trace import TraceWriter, resume_point, warn_if_unfinished
+from auditor.monitor.trace import resume_point
 
 DEFAULT_INTERVAL = 500
 """Optimizer steps between records: at most 5% of a ``retrain`` step (benchmarks/bench_monitor.py)."""
@@ -104,7 +105,7 @@ class TrainingMonitor:
         mlflow_client: Any = None,
     ) -> None:
         check_settings(interval, k, head_percent, max_exact_items, sample_items)
-        check_ranks(counts is not None)
+        self.processes = check_ranks(counts is not None)  # above 1: the angles compare the whole table
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)
@@ -132,7 +133,7 @@ class TrainingMonitor:
         self.header = self._make_header(source, item_ids, max_exact_items, sample_items, config)
         keep = self._resume(trace, start_step, start_epoch) if resume else None
         self._epoch_first_step = self.global_step
-        self._sinks, self._writer = _outputs(trace, self.header, fsync, (mlflow, mlflow_client), tensorboard, keep)
+        self._sinks, self._writer = open_outputs(trace, self.header, fsync, (mlflow, mlflow_client), tensorboard, keep)
         self._sink_failed: set[int] = set()
 
     def _make_header(
@@ -176,14 +177,15 @@ class TrainingMonitor:
 
         Counts them (unless ``count`` is False: already passed to :meth:`observe`), and
         when the coming step is due for a record keeps the rows' vectors (the whole
-        table when ``items`` is None), to measure the update angles.
+        table when ``items`` is None, or under several processes, :attr:`processes`: the
+        step moves every rank's rows), to measure the update angles.
         """
         if items is not None and count:
             self.observe(items)
         self._coming_lr = (self._lr(),)  # the rate this step trains at (a scheduler may step before after_step)
         if not self._due(self.global_step + 1):
             return
-        if items is None:
+        if items is None or self.processes > 1:
             self._snapshot = (None, self.source.table().clone(), None)
             return
         rows, copies = torch.unique(batch_rows(items), return_counts=True)
@@ -245,7 +247,8 @@ class TrainingMonitor:
         if reason == self.stop_reason and self.global_step > self._stop_step:  # a loop that did not stop at once
             reason += f"; training went on to step {self.global_step}"
         if self.diverged is not None:  # said wherever training ended: a trace of a NaN run is no quiet one
-            reason += f"; {self.diverged[1]:,} item rows NaN or infinite from step {self.diverged[0]} (training diverged)"
+            last = self.records[-1]
+            reason += "; " + divergence_note(self.diverged, (last.step, last.n_nonfinite), self.source.n_items)
         end = TraceEnd(self.global_step, max(begun, 0) or None, reason)
         if self._writer is not None:
             self._writer.write(end.to_json())
@@ -337,7 +340,7 @@ class TrainingMonitor:
         # a table with a NaN or infinite row anywhere has no ρ, sampled or not (as the audit's)
         picked = slice(None) if self._sample is None or not finite.all() else self._sample.numpy()
         ranks = rank_figures(norms[picked], self._counts[picked], population=self.source.n_items, precision=precision)
-        heads = head_figures(self.queries.vectors().to(vectors.dtype), vectors, self._counts, self.k, self.head_percent) \
+        heads = head_figures(self.queries.vectors(vectors.dtype), vectors, self._counts, self.k, self.head_percent) \
             if finite.all() else None
         angles = angle_figures(update)
         now = time.perf_counter()
@@ -349,7 +352,7 @@ class TrainingMonitor:
             angle_n=angles.n, angle_share_90_1=angles.share_90_1, angle_share_90_10=angles.share_90_10,
             angle_median=angles.median, growth_per_update=angles.growth, growth_basis=angles.growth_basis,
             head_share_dot=heads.dot if heads else None, head_share_cosine=heads.cosine if heads else None,
-            head_share_ratio=heads.ratio if heads else None,
+            head_share_ratio=heads.ratio if heads else None, n_zero_queries=self.queries.n_zero if heads else 0,
             lr=None, loss=None if loss is None else float(loss), seconds=seconds,
         )
 
@@ -380,20 +383,3 @@ class TrainingMonitor:
             self.close(f"raised by alert {event.alert} at step {event.step}")
         act(event)
 
-
-def _outputs(
-    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: tuple[bool | str | None, Any], tensorboard: Any,
-    keep: int | None = None,
-) -> tuple[list[Sink], TraceWriter | None]:
-    """The trackers and the trace writer. Every argument is checked (the trackers' too)
-    before the trace file is touched: the writer replaces an earlier trace, which a monitor
-    that fails to start must keep."""
-    sinks = make_sinks(mlflow[0], tensorboard, mlflow[1])
-    if trace is not None and keep is None:
-        warn_if_unfinished(Path(trace))
-    try:
-        return sinks, TraceWriter(trace, header, fsync=fsync, keep=keep) if trace is not None else None
-    except BaseException:
-        for sink in sinks:
-            sink.close()
-        raise

@@ -138,6 +138,19 @@ def second_fit(trace: Any) -> TrainingError:
     )
 
 
+def divergence_note(first: tuple[int, int], last: tuple[int, int], n_items: int) -> str:
+    """The end record's words on a run whose item rows became NaN or infinite, from (step, rows)
+    of the first record that found any and of the last record: the count at the last, which is
+    how training ended (the first record's may be a small part of it), and where it began."""
+    def rows(n: int) -> str:
+        return f"{n:,} row" + ("" if n == 1 else "s")
+
+    said = f"training diverged: {last[1]:,} of {n_items:,} item rows NaN or infinite"
+    if first[0] == last[0]:
+        return f"{said} at step {last[0]}, the last record and the first to find any"
+    return f"{said} at the last record (step {last[0]}); first at step {first[0]} ({rows(first[1])})"
+
+
 def process_rank() -> tuple[int, int]:
     """(rank, world size) of torch.distributed's default process group; (0, 1) without one."""
     dist = torch.distributed
@@ -156,13 +169,15 @@ def shard_counts(world: int) -> TrainingError:
     )
 
 
-def check_ranks(given: bool) -> None:
+def check_ranks(given: bool) -> int:
     """The one multi-process policy: a monitor is made on global rank 0 only (it alone writes
     the trace and the trackers), with its counts given. A monitor made on another rank, or
-    with running counts under several processes, is a TrainingError."""
+    with running counts under several processes, is a TrainingError. Returns the number of
+    processes: above 1, a step moves every rank's batch rows and rank 0 sees only its own, so
+    the update angles compare the whole table around the step (``growth_basis`` ``step``)."""
     rank, world = process_rank()
     if world <= 1:
-        return
+        return 1
     if rank != 0:
         raise TrainingError(
             f"this is process rank {rank} of {world}: make the monitor on rank 0 only (every rank would write the "
@@ -170,3 +185,4 @@ def check_ranks(given: bool) -> None:
         )
     if not given:
         raise shard_counts(world)
+    return world

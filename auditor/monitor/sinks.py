@@ -1,4 +1,5 @@
-"""Where the monitor's records go besides the trace: MLflow metrics and TensorBoard scalars.
+"""Where the monitor's records go besides the trace: MLflow metrics and TensorBoard scalars
+(:func:`open_outputs` opens them and the trace writer, trackers first).
 
 Names: step records as ``popaudit/<figure>`` at the optimizer step, epoch records as
 ``popaudit/epoch/<figure>`` at the epoch number; unmeasured figures are left out, and so
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from auditor.errors import AuditError, TrainingError
-from auditor.trace_schema import TraceRecord
+from auditor.monitor.trace import TraceWriter, warn_if_unfinished
+from auditor.trace_schema import TraceHeader, TraceRecord
 from auditor.tracking import MlflowRun
 
 
@@ -127,3 +129,21 @@ def make_sinks(mlflow: bool | str | None, tensorboard: Any, mlflow_client: Any =
     if tensorboard is not None:
         sinks.append(TensorBoardSink(tensorboard))
     return sinks
+
+
+def open_outputs(
+    trace: Path | str | None, header: TraceHeader, fsync: bool, mlflow: tuple[bool | str | None, Any], tensorboard: Any,
+    keep: int | None = None,
+) -> tuple[list[Sink], TraceWriter | None]:
+    """The trackers and the trace writer. Every argument is checked (the trackers' too)
+    before the trace file is touched: the writer replaces an earlier trace, which a monitor
+    that fails to start must keep."""
+    sinks = make_sinks(mlflow[0], tensorboard, mlflow[1])
+    if trace is not None and keep is None:
+        warn_if_unfinished(Path(trace))
+    try:
+        return sinks, TraceWriter(trace, header, fsync=fsync, keep=keep) if trace is not None else None
+    except BaseException:
+        for sink in sinks:
+            sink.close()
+        raise

@@ -10,6 +10,7 @@ detached tensors; nothing is copied except what a caller asks to keep.
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Union
@@ -18,6 +19,8 @@ import numpy as np
 import torch
 
 from auditor.errors import TrainingError
+from auditor.loading.zero_queries import queried_rows
+from auditor.monitor.settings import MonitorInputWarning
 
 ItemTable = Union[torch.nn.Embedding, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 """What :class:`~auditor.monitor.TrainingMonitor` accepts as the item table."""
@@ -272,8 +275,15 @@ class QuerySource:
         else:
             raise TrainingError(f"queries must be a tensor, an array, a callable or None, not {type(queries).__name__}")
 
-    def vectors(self) -> torch.Tensor:
-        """(n_queries, dim), detached."""
+    n_zero = 0
+    """Query vectors left out at the last read: zero as served (:meth:`vectors`)."""
+    _warned = False
+
+    def vectors(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """(n_queries, dim), detached, in ``dtype`` (the table's: as served), less the vectors
+        zero as served: they score every item 0 and rank nothing, so they are not queried, by
+        ``check``'s rule (:func:`~auditor.loading.zero_queries.queried_rows`); :attr:`n_zero`
+        counts them, and the first read that finds any warns."""
         with quiet():
             if self._fixed is not None:
                 out = self._fixed
@@ -285,4 +295,13 @@ class QuerySource:
         if out.ndim != 2 or out.shape[1] != self._items.dim:
             raise TrainingError(f"the queries callable returned shape {tuple(out.shape)}, not (n, {self._items.dim})")
         self.n = int(out.shape[0])
-        return out
+        out = out if dtype is None else out.to(dtype)
+        queried = torch.from_numpy(queried_rows((out != 0).cpu().numpy())).to(out.device)
+        self.n_zero = self.n - int(queried.sum())
+        if self.n_zero and not self._warned:
+            self._warned = True
+            unmeasured = "so the head shares are unmeasured" if self.n_zero == self.n else "left out of the head shares"
+            warnings.warn(f"{self.n_zero:,} of {self.n:,} query vectors are zero (they score every item 0): "
+                          f"{unmeasured}, as check leaves them out; each record's n_zero_queries counts them",
+                          MonitorInputWarning, stacklevel=5)
+        return out[queried] if self.n_zero else out

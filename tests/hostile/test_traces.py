@@ -173,6 +173,9 @@ ALERTS_ADDED_NOT_A_MAP = GOOD.replace('"alerts_added": {}', '"alerts_added": ["s
 RESUMED_WITH_ALERTS = GOOD.replace('"alerts": []', '"alerts": ["spearman>0.5", "lr>2"]', 1).replace(
     '"alerts_added": {}, "alerts_dropped": {}', '"alerts_added": {"lr>2": 2}, "alerts_dropped": {"spearman>0.5": 2}', 1)
 """A header a run resumed at step 2 rewrote (monitor F1): it added lr>2 and dropped spearman>0.5."""
+ZERO_QUERIES_NOT_A_COUNT = GOOD.replace('"n_zero_queries": 0,', '"n_zero_queries": "thirty",', 1)
+BEFORE_ZERO_QUERIES = GOOD.replace('"n_zero_queries": 0, ', '')
+"""A trace written before records counted their zero queries (QA 11 monitor F1): read as 0."""
 
 CASES = [
     Case("trace-ok", _trace(GOOD, "--json", "r.json", outputs=("r.json",), check=_used), EXIT_OK, None),
@@ -194,6 +197,10 @@ CASES = [
          r"trace\.jsonl: line 2 is not valid JSON \(UTF-8\)"),
     Case("trace-field-of-wrong-type", _trace(BAD_TYPE), EXIT_ERROR,
          r"trace\.jsonl: line 3: 'step' is not of the documented type \(int\)", absent="four"),
+    Case("trace-zero-queries-not-a-count", _trace(ZERO_QUERIES_NOT_A_COUNT), EXIT_ERROR,
+         r"trace\.jsonl: line 2: 'n_zero_queries' is not of the documented type \(int\)", absent="thirty"),
+    Case("trace-written-before-zero-queries-were-counted", _trace(BEFORE_ZERO_QUERIES, "--json", "r.json",
+                                                                  outputs=("r.json",), check=_used), EXIT_OK, None),
     Case("trace-alerts-added-not-a-mapping", _trace(ALERTS_ADDED_NOT_A_MAP), EXIT_ERROR,
          r"trace\.jsonl: line 1: 'alerts_added' is not of the documented type \(Mapping\[str, Any\]\)"),
     Case("trace-header-of-a-resumed-run-with-new-alerts", _trace(RESUMED_WITH_ALERTS, "--json", "r.json",

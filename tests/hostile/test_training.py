@@ -80,6 +80,18 @@ CASES = [
     Case("retrain-alert-fail-on-ratio-name", _retrain("--alert", "head_share_1pct_ratio@10>1"), EXIT_USAGE,
          r"invalid --alert: 'head_share_1pct_ratio@10>1': unknown metric 'head_share_1pct_ratio@10'\. Valid metrics: "
          r"spearman, .*, loss, lr, n_nonfinite$"),
+    Case("retrain-alert-share-as-a-percentage", _retrain("--alert", "head_share_dot>5", "--on-alert", "fail"),
+         EXIT_USAGE, r"invalid --alert: 'head_share_dot>5': head_share_dot is a fraction 0–1: 5% is 0\.05; the "
+         r"threshold 5 is outside that range"),
+    Case("retrain-alert-angle-share-as-a-percentage", _retrain("--alert", "angle_share_90_1>90"), EXIT_USAGE,
+         r"invalid --alert: 'angle_share_90_1>90': angle_share_90_1 is a fraction 0–1: 90% is 0\.9"),
+    Case("retrain-alert-rho-beyond-one", _retrain("--alert", "spearman>1.5", "--on-alert", "fail"), EXIT_USAGE,
+         r"invalid --alert: 'spearman>1\.5': spearman is a correlation from -1 to 1; the threshold 1\.5 is outside"),
+    Case("retrain-alert-angle-beyond-180", _retrain("--alert", "angle_median>180"), EXIT_USAGE,
+         r"invalid --alert: 'angle_median>180': angle_median is an angle in degrees, 0–180; it is never > 180, so "
+         r"the gate could never trip"),
+    Case("retrain-alert-lr-below-zero", _retrain("--alert", "lr<0"), EXIT_USAGE,
+         r"invalid --alert: 'lr<0': lr is a non-negative figure, never below 0; it is never < 0"),
     Case("retrain-trace-every-negative", _retrain("--trace-every", "-1"), EXIT_USAGE,
          r"'--trace-every': -1 is not in the range x>=0"),
     Case("retrain-trace-is-the-log",
