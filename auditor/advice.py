@@ -103,11 +103,19 @@ def mitigate_suggestion() -> str:
     return f"popaudit mitigate MODEL {setting('alpha')} auto {setting('output')} OUT"
 
 
-def _history_queries(result: MeasuredSections) -> bool:
-    """Whether retrieval queried the model with history queries (no user table): means of
-    the item rows a rescaling changes."""
+def _queried_by_history(result: MeasuredSections) -> bool:
+    """Whether retrieval queried the model with history queries: means of the item rows a rescaling changes."""
     population = result.retrieval.population if result.retrieval is not None else None
     return population is not None and population.source == "history"
+
+
+def rebuilt_history_queries(result: MeasuredSections) -> bool:
+    """Whether ``popaudit mitigate --alpha auto`` judges this model as its audit did: with
+    history queries rebuilt from each rescaled table. Its audit queries as ``check``'s
+    default does, by history only where the model has no user table, so a ``--queries
+    history`` audit of a model with one is judged with the user table instead
+    (:func:`history_beside_user_table`)."""
+    return _queried_by_history(result) and result.inputs.user_table is None
 
 
 def history_mitigation(recommended: str | None) -> str:
@@ -125,6 +133,28 @@ def history_mitigation(recommended: str | None) -> str:
         "trade-off recommends (which may differ from the one above), or nothing when no table is clearly better "
         "than dot."
     )
+
+
+def history_beside_user_table(result: MeasuredSections, recommended: str | None) -> str:
+    """The serving fix for a model with a user table audited with ``--queries history``:
+    ``mitigate`` has no ``--queries`` and judges with the user table, so ``--alpha auto``
+    answers another question; the α this trade-off chose (``recommended``) is quoted as a
+    number (``cli/_next.py`` fills in the command), and ``check`` of the output with
+    ``--queries history`` measures it as these queries serve it, rebuilt from its rows."""
+    queries = f"{setting('queries')} history"
+    check = (f"`popaudit check` of the output with {queries} and this audit's {setting('interactions')} and "
+             f"{setting('holdout')} measures it as history queries serve it (rebuilt from its rescaled rows, which the "
+             "trade-off above kept from the original ones)")
+    head = (f"This audit queried by history ({queries}) although the model has a user table "
+            f"({result.inputs.user_table}): popaudit mitigate has no {setting('queries')} option and judges any α "
+            f"with the user table's queries, so its {setting('alpha')} auto answers for user-table serving, not for "
+            "this trade-off")
+    if recommended in (None, "dot"):
+        return (f"{head}, which keeps dot; no mitigate command measures the history-query trade-off of a rescaled "
+                f"table. To try an α: `popaudit mitigate {result.inputs.model} {setting('alpha')} A "
+                f"{setting('output')} OUT` writes the table rescaled by A, and {check}.")
+    return (f"{head}. `{mitigate_suggestion()}` writes the table rescaled by the α above (k·‖k‖^(α−1)), and "
+            f"{check}.")
 
 
 def _not_written_back(model_format: str) -> str:
@@ -179,8 +209,10 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
             # original's audit decides, at the combined alpha
             return ["Held-out accuracy beside exposure: " + accuracy.recommendation + " "
                     + _already_rescaled(result, accuracy.picked_on_output, accuracy.tolerance) + _alphas_left_out(result)]
-        elif _history_queries(result) and result.inputs.rescaled_alpha is None:  # auto refuses a mitigate output
+        elif rebuilt_history_queries(result) and result.inputs.rescaled_alpha is None:  # auto refuses a mitigate output
             fix = " " + history_mitigation(accuracy.recommended)
+        elif _queried_by_history(result) and result.inputs.rescaled_alpha is None:  # mitigate judges with the users
+            fix = " " + history_beside_user_table(result, accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):
             fix = (
                 f" `{mitigate_suggestion()}` writes the item table rescaled for it "
