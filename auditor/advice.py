@@ -168,7 +168,10 @@ def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: flo
     against its own (rescaled) dot, so a second rescaling compounds the first and the
     accuracy tolerance no longer holds against the original; the α to audit the original
     with, whose own audit (not this one) decides what to serve: the combined α may keep
-    less than the tolerance of the original's accuracy, so it is never recommended here."""
+    less than the tolerance of the original's accuracy, so it is never recommended here.
+    That audit is quoted with the combined α beside the grid ``mitigate --alpha auto``
+    chooses from (``--alpha`` replaces the grid, so all are passed), so the original's
+    audit is one, and says which command writes each answer it may give."""
     carried = result.inputs.rescaled_alpha or 1.0
     more = scoring_alpha(recommended)
     more = 1.0 if more is None else more
@@ -176,16 +179,26 @@ def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: flo
     original = result.inputs.rescaled_from
     table = f"the original table ({original})" if original else "the original table (the first of the chain)"
     same = f" and {setting('accuracy_tolerance')} {tolerance:g}" if tolerance is not None else ""
+    grid, named = ", ".join(f"{a:g}" for a in DEFAULT_ALPHAS), "cosine" if combined == 0 else f"alpha {combined:g}"
+    auto = (f"popaudit mitigate of the original with {setting('alpha')} auto, the same holdout{same} writes the "
+            "alpha the original's audit recommends (or nothing, where no alpha is clearly better than dot)")
+    if 0.0 < combined < 1.0 and combined not in DEFAULT_ALPHAS:
+        alphas = " ".join(f"{setting('alphas')} {a:g}" for a in (combined, *DEFAULT_ALPHAS))
+        audit = (f"audit {table} with {alphas} ({setting('alphas')} replaces the default grid {grid}, which "
+                 f"mitigate {setting('alpha')} auto chooses from, so pass them all; the same holdout{same})")
+        auto = (f"Write its answer once: popaudit mitigate of the original with {setting('alpha')} auto, the same "
+                f"holdout{same}, where it recommends an alpha of the grid (or keeps dot: auto then writes nothing); "
+                f"with {setting('alpha')} {combined:g} where it recommends alpha_{combined:g}, which auto's grid "
+                "lacks (auto would choose another)")
+    else:  # the default grid (or cosine) already holds the combined alpha: the audit auto repeats
+        audit = f"audit {table} with the default α grid ({grid}, and cosine; the same holdout{same})"
     return (
         f"This model is already a popaudit mitigate output carrying alpha {carried:g}: the shares of dot's accuracy "
         f"above are of its own dot serving, not of {table}'s, and rescaling it again by {more:g} leaves the "
         f"original's norms raised to {combined:g} in all, which may keep less of the original's accuracy than the "
-        f"tolerance asks. Rescale the original once instead: audit {table} with {setting('alphas')} {combined:g} "
-        f"(the same holdout{same}), which measures that alpha against "
-        f"the original's dot; that audit decides what to serve, not this one: alpha {combined:g} only where it "
-        f"keeps the tolerance there. popaudit mitigate of the original with {setting('alpha')} auto, the same "
-        f"holdout{same} writes the alpha the original's audit "
-        "recommends (or nothing, where no alpha is clearly better than dot)."
+        f"tolerance asks. Rescale the original once instead: {audit}, which measures {named} against "
+        f"the original's dot; that audit decides what to serve, not this one: {named} only where it "
+        f"keeps the tolerance there and that audit recommends it. {auto}."
     )
 
 
