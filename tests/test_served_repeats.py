@@ -69,9 +69,9 @@ def test_served_lists_count_repeats_as_every_row_does(
     expected = _figures(served, held, hittable)
     repeats_hit = sum(1 for u in held for i in served[u] if i in held[u] and i in seen[u])
     assert repeats_hit > 10  # the lists do re-serve held-out repeats: the two conventions differ
-    args = ["check", *(["model.pt"] if with_model else []), "--interactions", "train.parquet", "--holdout",
-            "holdout.parquet", "--recommendations", "recs.parquet", "-k", str(K), "--json", "r.json", "-q",
-            *(["--keep-seen"] if keep_seen else [])]
+    common = ["--interactions", "train.parquet", "--holdout", "holdout.parquet", "--recommendations", "recs.parquet",
+              "-k", str(K), "-q", *(["--keep-seen"] if keep_seen else [])]
+    args = ["check", *(["model.pt"] if with_model else []), *common, "--json", "r.json"]
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code in (0, 3), result.output
@@ -80,6 +80,20 @@ def test_served_lists_count_repeats_as_every_row_does(
     for name, value in expected.items():
         assert got[name] == pytest.approx(value, abs=1e-9), name
     assert ("hittable" if keep_seen else "misses for every row") in accuracy["repeats"]
+    # The group NDCG of the served lists follows the same convention: over the groups' evaluated
+    # users (every user here has a profile and held-out items) it averages to the served NDCG.
+    report = json.loads((tmp_path / "r.json").read_text())
+    if with_model:
+        rows = report["retrieval"]["user_groups"][str(K)]["served"]
+        weighted = sum(g["ndcg"] * g["n_evaluated"] for g in rows) / sum(g["n_evaluated"] for g in rows)
+        assert weighted == pytest.approx(expected["ndcg"], abs=1e-9)
+    else:  # alone, the same group figures as beside a model (docs/measures.md)
+        beside = CliRunner().invoke(cli, ["check", "model.pt", *common, "--json", "m.json"], catch_exceptions=False)
+        assert beside.exit_code in (0, 3), beside.output
+        model_served = json.loads((tmp_path / "m.json").read_text())["retrieval"]["at"][str(K)]["served"]
+        alone = report["retrieval"]["at"][str(K)]["served"]
+        for group in ("niche", "diverse", "blockbuster"):
+            assert alone[f"ndcg_{group}"] == pytest.approx(model_served[f"ndcg_{group}"], abs=1e-12), group
     report = json.loads((tmp_path / "r.json").read_text())
     cost = [w for w in report["warnings"] if "held-out repeats of a training pair; the accuracy" in w]
     if keep_seen:
