@@ -103,11 +103,19 @@ def mitigate_suggestion() -> str:
     return f"popaudit mitigate MODEL {setting('alpha')} auto {setting('output')} OUT"
 
 
-def _history_queries(result: MeasuredSections) -> bool:
-    """Whether retrieval queried the model with history queries (no user table): means of
-    the item rows a rescaling changes."""
+def _queried_by_history(result: MeasuredSections) -> bool:
+    """Whether retrieval queried the model with history queries: means of the item rows a rescaling changes."""
     population = result.retrieval.population if result.retrieval is not None else None
     return population is not None and population.source == "history"
+
+
+def rebuilt_history_queries(result: MeasuredSections) -> bool:
+    """Whether ``popaudit mitigate --alpha auto`` judges this model as its audit did: with
+    history queries rebuilt from each rescaled table. Its audit queries as ``check``'s
+    default does, by history only where the model has no user table, so a ``--queries
+    history`` audit of a model with one is judged with the user table instead
+    (:func:`history_beside_user_table`)."""
+    return _queried_by_history(result) and result.inputs.user_table is None
 
 
 def history_mitigation(recommended: str | None) -> str:
@@ -127,6 +135,28 @@ def history_mitigation(recommended: str | None) -> str:
     )
 
 
+def history_beside_user_table(result: MeasuredSections, recommended: str | None) -> str:
+    """The serving fix for a model with a user table audited with ``--queries history``:
+    ``mitigate`` has no ``--queries`` and judges with the user table, so ``--alpha auto``
+    answers another question; the α this trade-off chose (``recommended``) is quoted as a
+    number (``cli/_next.py`` fills in the command), and ``check`` of the output with
+    ``--queries history`` measures it as these queries serve it, rebuilt from its rows."""
+    queries = f"{setting('queries')} history"
+    check = (f"`popaudit check` of the output with {queries} and this audit's {setting('interactions')} and "
+             f"{setting('holdout')} measures it as history queries serve it (rebuilt from its rescaled rows, which the "
+             "trade-off above kept from the original ones)")
+    head = (f"This audit queried by history ({queries}) although the model has a user table "
+            f"({result.inputs.user_table}): popaudit mitigate has no {setting('queries')} option and judges any α "
+            f"with the user table's queries, so its {setting('alpha')} auto answers for user-table serving, not for "
+            "this trade-off")
+    if recommended in (None, "dot"):
+        return (f"{head}, which keeps dot; no mitigate command measures the history-query trade-off of a rescaled "
+                f"table. To try an α: `popaudit mitigate {result.inputs.model} {setting('alpha')} A "
+                f"{setting('output')} OUT` writes the table rescaled by A, and {check}.")
+    return (f"{head}. `{mitigate_suggestion()}` writes the table rescaled by the α above (k·‖k‖^(α−1)), and "
+            f"{check}.")
+
+
 def _not_written_back(model_format: str) -> str:
     """The serving fix for a model ``popaudit mitigate`` does not write back (a plugin's
     custom tower): what it serves are encoder outputs, so the rescaling applies to those."""
@@ -138,7 +168,10 @@ def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: flo
     against its own (rescaled) dot, so a second rescaling compounds the first and the
     accuracy tolerance no longer holds against the original; the α to audit the original
     with, whose own audit (not this one) decides what to serve: the combined α may keep
-    less than the tolerance of the original's accuracy, so it is never recommended here."""
+    less than the tolerance of the original's accuracy, so it is never recommended here.
+    That audit is quoted with the combined α beside the grid ``mitigate --alpha auto``
+    chooses from (``--alpha`` replaces the grid, so all are passed), so the original's
+    audit is one, and says which command writes each answer it may give."""
     carried = result.inputs.rescaled_alpha or 1.0
     more = scoring_alpha(recommended)
     more = 1.0 if more is None else more
@@ -146,16 +179,26 @@ def _already_rescaled(result: MeasuredSections, recommended: str, tolerance: flo
     original = result.inputs.rescaled_from
     table = f"the original table ({original})" if original else "the original table (the first of the chain)"
     same = f" and {setting('accuracy_tolerance')} {tolerance:g}" if tolerance is not None else ""
+    grid, named = ", ".join(f"{a:g}" for a in DEFAULT_ALPHAS), "cosine" if combined == 0 else f"alpha {combined:g}"
+    auto = (f"popaudit mitigate of the original with {setting('alpha')} auto, the same holdout{same} writes the "
+            "alpha the original's audit recommends (or nothing, where no alpha is clearly better than dot)")
+    if 0.0 < combined < 1.0 and combined not in DEFAULT_ALPHAS:
+        alphas = " ".join(f"{setting('alphas')} {a:g}" for a in (combined, *DEFAULT_ALPHAS))
+        audit = (f"audit {table} with {alphas} ({setting('alphas')} replaces the default grid {grid}, which "
+                 f"mitigate {setting('alpha')} auto chooses from, so pass them all; the same holdout{same})")
+        auto = (f"Write its answer once: popaudit mitigate of the original with {setting('alpha')} auto, the same "
+                f"holdout{same}, where it recommends an alpha of the grid (or keeps dot: auto then writes nothing); "
+                f"with {setting('alpha')} {combined:g} where it recommends alpha_{combined:g}, which auto's grid "
+                "lacks (auto would choose another)")
+    else:  # the default grid (or cosine) already holds the combined alpha: the audit auto repeats
+        audit = f"audit {table} with the default α grid ({grid}, and cosine; the same holdout{same})"
     return (
         f"This model is already a popaudit mitigate output carrying alpha {carried:g}: the shares of dot's accuracy "
         f"above are of its own dot serving, not of {table}'s, and rescaling it again by {more:g} leaves the "
         f"original's norms raised to {combined:g} in all, which may keep less of the original's accuracy than the "
-        f"tolerance asks. Rescale the original once instead: audit {table} with {setting('alphas')} {combined:g} "
-        f"(the same holdout{same}), which measures that alpha against "
-        f"the original's dot; that audit decides what to serve, not this one: alpha {combined:g} only where it "
-        f"keeps the tolerance there. popaudit mitigate of the original with {setting('alpha')} auto, the same "
-        f"holdout{same} writes the alpha the original's audit "
-        "recommends (or nothing, where no alpha is clearly better than dot)."
+        f"tolerance asks. Rescale the original once instead: {audit}, which measures {named} against "
+        f"the original's dot; that audit decides what to serve, not this one: {named} only where it "
+        f"keeps the tolerance there and that audit recommends it. {auto}."
     )
 
 
@@ -179,8 +222,10 @@ def serving_recommendations(result: MeasuredSections, measured: str) -> list[str
             # original's audit decides, at the combined alpha
             return ["Held-out accuracy beside exposure: " + accuracy.recommendation + " "
                     + _already_rescaled(result, accuracy.picked_on_output, accuracy.tolerance) + _alphas_left_out(result)]
-        elif _history_queries(result) and result.inputs.rescaled_alpha is None:  # auto refuses a mitigate output
+        elif rebuilt_history_queries(result) and result.inputs.rescaled_alpha is None:  # auto refuses a mitigate output
             fix = " " + history_mitigation(accuracy.recommended)
+        elif _queried_by_history(result) and result.inputs.rescaled_alpha is None:  # mitigate judges with the users
+            fix = " " + history_beside_user_table(result, accuracy.recommended)
         elif accuracy.recommended not in (None, "dot"):
             fix = (
                 f" `{mitigate_suggestion()}` writes the item table rescaled for it "

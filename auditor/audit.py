@@ -89,7 +89,7 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
     evaluation = _evaluation(inputs, serving, config)
     assessed = _assess_conditions(inputs, config, pm, progress, frequency_norm)
     _say_not_measured(inputs, config, serving, assessed)
-    warnings += (serving.warnings if serving else []) + assessed.warnings
+    warnings += (serving.warnings if serving else []) + list(evaluation.notes if evaluation else ()) + assessed.warnings
 
     sections = MeasuredSections(
         inputs=replace(inputs_section(bundle, config, stats, inputs.population), **mitigate_facts(inputs),
@@ -238,7 +238,7 @@ def _evaluation(inputs: AuditInputs, serving: RetrievalOutcome | None, config: A
                                      served=inputs.served_untrained)
     return evaluate(inputs.heldout, lists, sorted(serving.retrieval.at), tolerance=config.accuracy_tolerance,
                     keep_seen=config.keep_seen, seen_excluded=inputs.population.exclude is not None,
-                    untrained_served=inputs.served_untrained)
+                    untrained_served=inputs.served_untrained, training=inputs.population.row_profiles)
 
 
 def _judged(evaluation: Evaluation, serving: RetrievalOutcome | None, sections: MeasuredSections,

@@ -35,13 +35,15 @@ NO_MODEL = "no model: served lists alone have no item vectors"
 LISTS_PROTOCOL = (
     "queries: the users of the served lists, and the held-out users of the training log without one (served "
     "nothing: their held-out items are misses, as beside a model); evaluated: those with a held-out item, on the "
-    "served lists as they are (what was served) and on the most-popular list without the user's training items (as with a "
-    "model); held-out items neither trained nor served count as misses; measures @K (RecBole's definitions) "
+    "served lists as they are (what was served; a held-out repeat of a training pair is a miss there too, as for every "
+    "row) and on the most-popular list without the user's training items (as with a model); held-out items neither trained nor served count as misses; measures @K (RecBole's definitions) "
     "averaged over evaluated users"
 )
 LISTS_PROTOCOL_KEPT = LISTS_PROTOCOL.replace(
     "without the user's training items (as with a model)",
-    "with the user's training items kept (as asked, or where the log names no users or none of the served users)")
+    "with the user's training items kept (as asked, or where the log names no users or none of the served users)").replace(
+    "a held-out repeat of a training pair is a miss there too, as for every row",
+    "a held-out repeat of a training pair is hittable, as for every row")
 """The protocol when the popular list keeps training items (``seen_excluded`` false, which
 ``diff`` and batch summaries compare)."""
 DOT_COSINE = "dot_cosine"
@@ -92,7 +94,7 @@ def run_lists_audit(
         not_measured[WHO_PAYS] = inputs.unmatched_users or who_pays_unmeasured(
             "frequencies" if config.frequencies else "unknown")
     not_measured.update(_dot_cosine_sections(inputs.profiles is not None))
-    accuracy = None
+    accuracy, notes = None, []
     if inputs.heldout is None:
         not_measured["accuracy"] = (f"no held-out interactions: pass {setting('holdout')} PATH to measure the served "
                                     "lists' recall and NDCG beside the most-popular list's")
@@ -100,7 +102,8 @@ def run_lists_audit(
         not_measured["accuracy"] = none
     else:
         evaluation = evaluate(inputs.heldout, outcome.lists, list(inputs.ks), tolerance=config.accuracy_tolerance,
-                              keep_seen=exclude is None, seen_excluded=exclude is not None)
+                              keep_seen=exclude is None, seen_excluded=exclude is not None, training=exclude)
+        notes = list(evaluation.notes)
         # No dot to judge against or keep a share of, and the served lists evaluated as served
         accuracy = replace(evaluation.accuracy, protocol=LISTS_PROTOCOL if exclude is not None else LISTS_PROTOCOL_KEPT,
                            incumbent=None, tolerance=None, seen_excluded=False,
@@ -117,7 +120,7 @@ def run_lists_audit(
         ),
         frequency_norm=None,
         settings=_settings(config, inputs.ks),
-        warnings=inputs.warnings + outcome.warnings + _ignored(config),  # what was measured first, then what was not read
+        warnings=inputs.warnings + outcome.warnings + notes + _ignored(config),  # what was measured first, then what was not read
         not_measured=not_measured,
         plot_data=PlotData(frequencies=stats.frequencies, exposure=outcome.exposure),
         served=outcome.section,

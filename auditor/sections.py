@@ -301,7 +301,7 @@ class Accuracy:
     n_users_not_in_training: int = 0
     """Held-out users absent from the training log (no trained vector): not evaluated."""
     n_users_not_sampled: int = 0
-    """Held-out users who trained but were not queried (sampled out, zero vector)."""
+    """Held-out users who trained but were not queried (sampled out, zero vector, no training item on a table row)."""
     changes: dict[str, ScoringChange] = field(default_factory=dict)
     """Each other scoring against dot at ``quoted_k``, with paired bootstrap intervals."""
     n_bootstrap: int = 0

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from auditor.alpha import scoring_alpha
 from auditor.cli import cli
+from auditor.config import DEFAULT_ALPHAS
 from auditor.loading.mitigated import read_rescaled, sidecar_path
 from test_mitigate_auto import _history_model
 
@@ -42,15 +43,18 @@ def test_check_of_a_mitigate_output_says_so_and_advises_the_original(tmp_path: P
     assert "`popaudit mitigate" not in advice  # no second rescaling of the output quoted
     if recommended not in (None, "dot"):
         combined = 0.5 * (scoring_alpha(recommended) or 0.0)
-        said = re.search(r"audit the original table \(items.npy\) with --alpha (\S+) ", advice)
-        assert said is not None and float(said.group(1)) == combined, advice
+        said = re.search(r"audit the original table \(items.npy\) with ((?:--alpha \S+ )+)", advice)
+        if combined == 0 or combined in DEFAULT_ALPHAS:  # the default grid holds it: the audit auto repeats
+            assert said is None and "audit the original table (items.npy) with the default α grid" in advice
+        else:  # the combined alpha beside auto's grid, all passed (--alpha replaces the grid: QA accuracy F3)
+            assert said is not None and said.group(1).split()[1::2] == [f"{a:g}" for a in (combined, *DEFAULT_ALPHAS)]
         # the combined alpha is audited, never recommended (plugins QA verify, F8 nit): the
         # original's audit decides, and mitigate --alpha auto keeps the tolerance asked
         assert re.search(r"mitigate the original with --alpha [0-9]", advice) is None, advice
         assert "that audit decides what to serve" in advice
         assert f"serve with {recommended}" not in advice  # the output's own pick is no recommendation
         assert f"the trade-off picks {recommended}, which is no recommendation" in advice
-        assert "--alpha auto, the same holdout and --accuracy-tolerance 0.01 writes" in advice
+        assert "--alpha auto, the same holdout and --accuracy-tolerance 0.01" in advice
 
 
 def test_a_file_the_sidecar_does_not_describe_is_not_an_output(tmp_path: Path) -> None:

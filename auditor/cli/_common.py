@@ -297,7 +297,7 @@ accuracy_options = option_group(
     click.option("--holdout", type=PathArg, help="Held-out interactions (any --interactions format, same id columns): recall, NDCG, hit rate and MRR @K of the lists retrieval serves (dot, cosine, popular, norm-aware), for the queried users with a held-out item (users the training log, or a checkpoint's recorded pairs, names: not with --frequencies alone); changes no exposure figure."),
     click.option("--alpha", "alphas", type=ranged("alphas"), multiple=True, help="Norm-aware scoring alpha_A measured beside dot and cosine: score = |q|^A |k|^A cos(q, k) (0 is cosine, 1 is dot); repeatable. [default: 0.25, 0.5, 0.75]"),
     click.option("--accuracy-tolerance", type=ranged("accuracy_tolerance"), default=0.98, show_default=True, help="A scoring is recommended over dot only when it keeps at least this share of dot's NDCG@K and its head-share reduction's 95% interval excludes 0."),
-    click.option("--keep-seen", is_flag=True, help="Keep each user's training items among every scoring's candidates, for exposure and accuracy alike (default: excluded, as a deployed recommender serves)."),
+    click.option("--keep-seen", is_flag=True, help="Keep each user's training items among every scoring's candidates, for exposure and accuracy alike (default: excluded, as a deployed recommender serves); held-out repeats of a training pair are then hittable for every row, served lists included (default: a miss for every row)."),
 )
 """--holdout, --alpha, --accuracy-tolerance, --keep-seen."""
 

@@ -92,10 +92,12 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
     recommends, to run as printed: the model, the run's log, holdout and id options (those
     ``mitigate`` takes), ``--alpha auto`` when its audit repeats this one (else the α
     recommended), and an output named after the model (``.npy`` for the served vectors of
-    a RecBole graph model). A history-query model (no user table) gets ``--alpha auto``
+    a RecBole graph model). A history-query model (no user table; ``--queries history``
+    beside one is judged by mitigate with the table, so it gets the α) gets ``--alpha auto``
     whatever the settings, also when the trade-off keeps dot: its output's queries are
     rebuilt from the rescaled rows, which only ``auto`` measures. None without a model or
     a recommended α, and when the trade-off keeps dot for any other model."""
+    from auditor.advice import rebuilt_history_queries
     from auditor.alpha import scoring_alpha
 
     accuracy = result.accuracy
@@ -106,8 +108,7 @@ def mitigate_command(config: AuditConfig, result: AuditResult) -> str | None:
         return None
     defaults = AuditConfig(model=config.model)
     repeats = all(getattr(config, name) == getattr(defaults, name) for name in SHAPES_THE_TRADEOFF)
-    population = result.retrieval.population if result.retrieval is not None else None
-    history = population is not None and population.source == "history"
+    history = rebuilt_history_queries(result)  # --queries history beside a user table: mitigate judges with the table
     if alpha == 1.0 and not history:
         return None  # dot kept: only a history-query model's rebuilt trade-off (auto) may still find a table
     auto = repeats or history  # a history-query model: auto's rebuilt queries decide, whatever check's settings

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command
@@ -81,9 +82,7 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     """
     holdout, user_ids = options.pop("holdout"), options.pop("user_ids")
     tolerance, seed, plugin_timeout = options.pop("accuracy_tolerance"), options.pop("seed"), options.pop("plugin_timeout")
-    if alpha != "auto" and (holdout is not None or user_ids is not None):
-        given = "--holdout" if holdout is not None else "--user-ids"
-        raise click.UsageError(f"{given} is read only with --alpha auto", ctx=click.get_current_context())
+    _refuse_auto_only(alpha, holdout, user_ids)
     job = _Job(model, alpha, output, quiet, plugins, options, holdout, user_ids, tolerance, seed)
     if third_party_plugins(plugins):  # their death must not pass for a written model (exit 0, nothing written)
         from auditor.io import atomic_path
@@ -111,6 +110,24 @@ def command(model: Path, alpha: float | str, output: Path, quiet: bool, plugins:
     echo_stdout("Next: " + _next_check(result, output, {**options, "user_ids": user_ids, "holdout": holdout,
                                                         "plugins": plugins}))
 
+
+
+def _refuse_auto_only(alpha: float | str, holdout: object, user_ids: object) -> None:
+    """UsageError for an option read only with ``--alpha auto`` given beside a number: the
+    two without a default when set, the two with one (``--accuracy-tolerance``, ``--seed``)
+    when given on the command line, never silently ignored (QA accuracy F5)."""
+    if alpha == "auto":
+        return
+    ctx = click.get_current_context()
+    given = [flag for flag, set_ in (
+        ("--holdout", holdout is not None), ("--user-ids", user_ids is not None),
+        ("--accuracy-tolerance", ctx.get_parameter_source("accuracy_tolerance") is ParameterSource.COMMANDLINE),
+        ("--seed", ctx.get_parameter_source("seed") is ParameterSource.COMMANDLINE),
+    ) if set_]  # fmt: skip
+    if given:
+        raise click.UsageError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} read only with --alpha "
+                               f"auto (--alpha {alpha} writes that α unchecked: drop {'it' if len(given) == 1 else 'them'}"
+                               ", or pass --alpha auto to choose α by the trade-off)", ctx=ctx)
 
 def _next_check(result: Any, output: Path, settings: dict[str, Any]) -> str:
     """``check OUT``, or ``check MODEL`` with the scoring OUT serves as where the output's

@@ -7,6 +7,8 @@ users, merged rarely).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +21,9 @@ from auditor.loading.logs import Log
 from auditor.loading.merging import Merger
 from auditor.progress import SILENT, Progress
 from auditor.wording import plural
+
+if TYPE_CHECKING:
+    from auditor.config import AuditConfig
 
 
 def _first_appearance(t: pa.Table) -> pa.Table:
@@ -91,3 +96,63 @@ def without_history_notes(counts: tuple[int, int], where: str) -> tuple[str | No
     )
     more = f" ({plural(users, 'more user')} of it {'has' if users == 1 else 'have'} no interaction on a table row)"
     return note, more if users else ""
+
+
+def users_in_log(log: Log, ids: np.ndarray, progress: Progress = SILENT) -> np.ndarray:
+    """bool over ``ids``: which raw user ids have any interaction in ``log``, on a table row
+    or not (one streamed pass, for the few held-out users found neither among the queried
+    nor the eligible users: a user whose every training item lacks a row is in the log)."""
+    from auditor.loading.logs import read_ids
+    from auditor.values import RowLookup
+
+    found = np.zeros(len(ids), dtype=bool)
+    if not len(ids):
+        return found
+    lookup = RowLookup(ids)
+
+    def read(as_strings: bool) -> np.ndarray:
+        found[:] = False
+        with progress.track("Held-out users in the training log", total=log.total_rows) as advance:
+            for items, users in log.batches(as_strings):
+                assert users is not None
+                at = lookup(pc.drop_null(users))
+                found[at[at >= 0]] = True
+                advance(len(items))
+        return found
+
+    return read_ids(log, read)
+
+
+def held_out_without_history(config: AuditConfig, absent: np.ndarray, progress: Progress) -> int:
+    """Of the held-out users ``absent`` from the queried and eligible users, those with
+    interactions in the training log all the same, every one with an item without a table
+    row: trained, though not queried (no training item on a row), never "absent from the
+    training log" (docs/measures.md)."""
+    spec = config.training_log
+    if not absent.size or spec is None:
+        return 0
+    from auditor.loading.logs import open_log
+
+    log = open_log(spec)
+    return 0 if log.user_col is None else int(users_in_log(log, absent, progress).sum())
+
+
+def left_out_said(source: str, n_held: int, n_found: int, untrained: int, not_sampled: int, why: str,
+                  rowless: int = 0) -> list[str]:
+    """What the counts of held-out users left out of the accuracy mean, in words."""
+    warnings = []
+    if rowless:
+        warnings.append(f"{rowless:,} of the {n_held:,} held-out users in {source} trained only on items without a "
+                        "row in the item table (users of the training log, none of their training items on a row): "
+                        "not queried, so left out of the accuracy (counted as trained but not queried)")
+    if untrained:
+        warnings.append(
+            f"{untrained:,} of the {n_held:,} held-out users in {source} never appear in the training log "
+            "(no trained vector, no history to rank by): left out of the accuracy"
+        )
+    if not_sampled:
+        warnings.append(f"{not_sampled:,} of the {n_held - untrained - rowless:,} held-out users who trained were not "
+                        f"among the queries ({why}): accuracy is over the {n_found:,} that were")
+    if n_found == 0:
+        warnings.append(f"no held-out user of {source} is among the queried users: accuracy is not defined")
+    return warnings

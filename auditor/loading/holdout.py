@@ -24,6 +24,7 @@ from auditor.loading.alignment import mapped_pairs
 from auditor.loading.blank_rows import first_empty_cell
 from auditor.loading.csr import build_csr, take_csr
 from auditor.loading.fingerprint import pairs_fingerprint
+from auditor.loading.history import held_out_without_history, left_out_said
 from auditor.values import RowLookup, ItemRows
 from auditor.idmap import check_assumed_rows, table_rows
 from auditor.values import RowIdPolicy
@@ -356,10 +357,12 @@ def heldout_queries(
     eligible = (RowLookup(population.eligible_ids)(pa.array(held.raw_ids)) >= 0) if held.n and (
         population.eligible_ids is not None) else np.zeros(held.n, dtype=bool)
     not_sampled = int((eligible & (at < 0)).sum())
-    untrained = held.n - found.size - not_sampled
+    rowless = held_out_without_history(config, held.raw_ids[~eligible & (at < 0)], progress)
+    untrained = held.n - found.size - not_sampled - rowless
     users, positions = held.subset(found), at[found]
     why = f"sampled out by {setting('max_queries')}"  # a zero query vector's user is a row: served nothing
-    warnings = list(heldout.warnings) + _left_out(heldout.source, held.n, found.size, untrained, not_sampled, why)
+    warnings = list(heldout.warnings) + left_out_said(heldout.source, held.n, found.size, untrained, not_sampled, why,
+                                                  rowless)
     if (profiles := population.row_profiles) is not None and users.n:
         indptr, rows = take_csr(*profiles, positions)
         warnings += overlap_warnings(users, SeenItems(indptr, rows, population.seen_source), heldout.source,
@@ -367,23 +370,7 @@ def heldout_queries(
     return HeldOutQueries(
         positions=positions, indptr=users.indptr, items=users.item_rows, source=heldout.source, user_ids=users.raw_ids,
         n_interactions=heldout.n_interactions, n_dropped=heldout.n_dropped, n_dropped_users=heldout.n_dropped_users,
-        n_not_in_training=untrained, n_not_sampled=not_sampled, warnings=tuple(warnings),
+        n_not_in_training=untrained, n_not_sampled=not_sampled + rowless, warnings=tuple(warnings),
         repeats_dropped=config.holdout_log is None and split_drops_repeats(bundle.config),
         n_repeats_dropped=heldout.n_repeats_dropped, fingerprint=heldout.fingerprint,
     )
-
-
-def _left_out(source: str, n_held: int, n_found: int, untrained: int, not_sampled: int, why: str) -> list[str]:
-    """What the counts of held-out users left out of the accuracy mean, in words."""
-    warnings = []
-    if untrained:
-        warnings.append(
-            f"{untrained:,} of the {n_held:,} held-out users in {source} never appear in the training log "
-            "(no trained vector, no history to rank by): left out of the accuracy"
-        )
-    if not_sampled:
-        warnings.append(f"{not_sampled:,} of the {n_held - untrained:,} held-out users who trained were not among the "
-                        f"queries ({why}): accuracy is over the {n_found:,} that were")
-    if n_found == 0:
-        warnings.append(f"no held-out user of {source} is among the queried users: accuracy is not defined")
-    return warnings

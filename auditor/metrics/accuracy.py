@@ -13,7 +13,9 @@ Inputs: ``lists``, the ``(n_users, width)`` int matrix of item rows a scoring se
 held-out sets as CSR, ``indptr`` (n_users + 1,) over ``items`` (item rows; a repeated
 item counts once). A user without held-out items is not evaluated: callers drop them,
 passing one is a ValueError. An item repeated within one list is a hit once, at its
-first rank. Hits are found for every list slot at once (no per-user Python loop): list
+first rank. A held-out entry flagged ``unhittable`` stays in |H| but no slot hits it
+(a held-out repeat of a training pair under the seen-excluded convention,
+:func:`auditor.evaluation.unhittable_repeats`). Hits are found for every list slot at once (no per-user Python loop): list
 and held-out entries get keys ``user × m + code``, ``code`` the item's rank among the m
 distinct held-out items of a block of users, so keys stay far below 2**63 whatever the
 item rows are.
@@ -95,15 +97,22 @@ class HeldOutHits:
         return self.at(k).mean()
 
 
-def find_hits(lists: np.ndarray, indptr: np.ndarray, items: np.ndarray) -> HeldOutHits:
-    """The hit matrix of ``lists`` against the CSR held-out sets (module docstring)."""
+def find_hits(
+    lists: np.ndarray, indptr: np.ndarray, items: np.ndarray, unhittable: np.ndarray | None = None
+) -> HeldOutHits:
+    """The hit matrix of ``lists`` against the CSR held-out sets (module docstring);
+    ``unhittable``: bool over ``items``, entries counted in |H| that no slot hits."""
     lists, indptr, items = _checked(lists, indptr, items)
+    if unhittable is not None and np.shape(unhittable) != items.shape:
+        raise ValueError(f"unhittable must flag each held-out item, got shape {list(np.shape(unhittable))}")
+    hittable = np.ones(items.shape, dtype=bool) if unhittable is None else ~np.asarray(unhittable, dtype=bool)
     n_users, width = lists.shape
     hits = np.zeros((n_users, width), dtype=bool)
     n_relevant = np.zeros(n_users, dtype=np.int64)
     for start in range(0, n_users, BLOCK_USERS):
         stop = min(start + BLOCK_USERS, n_users)
-        _block_hits(lists[start:stop], indptr[start : stop + 1], items, hits[start:stop], n_relevant[start:stop])
+        _block_hits(lists[start:stop], indptr[start : stop + 1], items, hits[start:stop], n_relevant[start:stop],
+                    hittable)
     empty = np.flatnonzero(n_relevant == 0)
     if empty.size:
         raise ValueError(
@@ -149,9 +158,10 @@ def _checked(lists: np.ndarray, indptr: np.ndarray, items: np.ndarray) -> tuple[
 
 
 def _block_hits(
-    lists: np.ndarray, indptr: np.ndarray, items: np.ndarray, hits: np.ndarray, n_relevant: np.ndarray
+    lists: np.ndarray, indptr: np.ndarray, items: np.ndarray, hits: np.ndarray, n_relevant: np.ndarray,
+    hittable: np.ndarray,
 ) -> None:
-    """Fill ``hits`` and ``n_relevant`` (views) for one block of users."""
+    """Fill ``hits`` and ``n_relevant`` (views) for one block of users (``hittable``: over every held-out item)."""
     n_block, width = lists.shape
     held = items[indptr[0] : indptr[-1]]
     if held.size == 0:
@@ -162,8 +172,11 @@ def _block_hits(
     if n_block * m >= _KEY_LIMIT:  # pragma: no cover - needs ~2**46 distinct held-out items per block
         raise ValueError("too many distinct held-out items to key a block of users")
     code = _coder(distinct)
-    held_keys = _distinct(owner * m + code(held))  # duplicates count once
-    n_relevant[:] = np.bincount(held_keys // m, minlength=n_block)
+    all_keys = owner * m + code(held)
+    n_relevant[:] = np.bincount(_distinct(all_keys) // m, minlength=n_block)  # duplicates count once
+    held_keys = _distinct(all_keys[hittable[indptr[0] : indptr[-1]]])
+    if held_keys.size == 0:
+        return
     flat_code = code(lists.ravel())
     slots = np.flatnonzero(flat_code >= 0)
     if slots.size == 0:

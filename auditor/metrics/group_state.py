@@ -23,13 +23,13 @@ import weakref
 from dataclasses import dataclass, field
 import numpy as np
 
+from auditor.metrics.accuracy import HeldOutHits
 from auditor.metrics.exposure import HeadShare, ListContext, LongTailShare, Slots
 from auditor.metrics.held_hits import HeldTable, held_table
 from auditor.metrics.parity_candidates import (
     Candidates,
     catalogue_candidates,
     held_candidates,
-    reserving,
     trained_table,
 )
 from auditor.metrics.item_kinds import ItemKinds, item_kinds
@@ -285,8 +285,10 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
     n_rows, width = slots.lists.shape
     filled = np.full(n_rows, width, dtype=np.int64) if slots.all_valid else slots.valid.sum(axis=1, dtype=np.int64)
     figures = ListFigures(list_pop=slots.per_list_mean(state.popularity), counts=counts, filled=filled)
+    own = None  # slots holding their row's own training item (lists served as served may re-serve one)
     if state.trained is not None:
-        figures.reserving = reserving(state.trained, slots.lists)
+        own = state.trained.hits(slots.lists).hits
+        figures.reserving = np.asarray(own.any(axis=1))
     if state.profile_shares is not None:
         columns = [state.kinds.column(name) for name in GROUP_MASKS]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -295,7 +297,9 @@ def _list_figures(state: Prepared, slots: Slots) -> ListFigures:
     if state.held is not None and state.relevant_rows is not None:
         lists = slots.lists[state.relevant_rows]
         hits = state.held.hits(lists)
-        figures.ndcg = hits.at(max(int(lists.shape[1]), 1)).ndcg
+        # A held-out repeat of a training pair is a miss for every list (auditor.evaluation.repeats_convention)
+        scored = hits if own is None else HeldOutHits(hits.hits & ~own[state.relevant_rows], hits.n_relevant)
+        figures.ndcg = scored.at(max(int(lists.shape[1]), 1)).ndcg
         hit_tail = hits.hits & state.tail[np.where(lists >= 0, lists, 0)]
         figures.reo_numerator = (float(hits.hits.sum() - hit_tail.sum()), float(hit_tail.sum()))
     if state.user_group is not None and state.profile_pop is not None:

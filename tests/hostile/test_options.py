@@ -525,6 +525,15 @@ CASES = [
          EXIT_ERROR, r"--alpha auto: the accuracy trade-off gives no α to serve with \(The trade-off is not judged: "
                      r"the harm is not measured at K=5 \(K reaches the catalogue: every list holds every candidate\).*"
                      r"give --alpha a number in \[0, 1\]"),
+    # Options read only with --alpha auto, given beside a number: refused, never silently ignored (QA accuracy F5);
+    # the two with defaults only when given on the command line (their defaults with --alpha 0.5 are fine).
+    Case("mitigate-number-with-accuracy-tolerance", _mitigate("--alpha", "0.5", "--accuracy-tolerance", "0.999"),
+         EXIT_USAGE, r"--accuracy-tolerance is read only with --alpha auto \(--alpha 0\.5 writes that α unchecked"),
+    Case("mitigate-number-with-seed", _mitigate("--alpha", "0.5", "--seed", "7"),
+         EXIT_USAGE, r"--seed is read only with --alpha auto \(--alpha 0\.5 writes that α unchecked"),
+    Case("mitigate-number-with-default-tolerance-given", _mitigate("--alpha", "0.5", "--accuracy-tolerance", "0.98",
+                                                                   "--seed", "0"),
+         EXIT_USAGE, r"--accuracy-tolerance and --seed are read only with --alpha auto"),
     Case("mitigate-into-missing-folder", _mitigate("--alpha", "0.5", out="new/o.npy",
                                                    outputs=("new", "new/o.npy", "new/o.npy.popaudit.json")),
          EXIT_OK, None, stdout=r"Next: popaudit check new/o\.npy"),
