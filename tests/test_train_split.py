@@ -302,8 +302,8 @@ def test_both_check_routes_name_their_repeat_convention(tmp_path: Path) -> None:
     for scoring in ("dot", "cosine"):
         assert file["at"]["2"][scoring]["ndcg"] == pytest.approx(recorded["at"]["2"][scoring]["ndcg"] / 2)
     assert recorded["repeats"] == "held-out repeats of a training pair dropped by the recorded split, not evaluated"
-    assert file["repeats"] == ("held-out repeats of a training pair kept as misses, never served so never hit, as "
-                               "RecBole counts them")
+    assert file["repeats"] == ("held-out repeats of a training pair kept as misses for every row, as RecBole counts "
+                               "them (never hit: a served list that re-serves one is scored as served, that slot a miss)")
     for accuracy, said, dropped in ((recorded, said_recorded, "without a table row"),
                                     (file, said_file, "held-out interactions dropped")):
         assert accuracy["protocol"].endswith("; " + accuracy["repeats"])
