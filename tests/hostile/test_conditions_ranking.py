@@ -1,7 +1,8 @@
 """Hostile evidence for C1–C5 that disagrees with itself (conditions QA11): a plugin declaring
 what the checkpoint's optimizer state contradicts (F1), declarations against param groups
 that cannot be told apart (F2), a recorded config whose momentum or weight decay the
-optimizer state contradicts (F3), declarations that leave the optimizer unnamed (F5). The
+optimizer state contradicts (F3), declarations that leave the optimizer unnamed (F5), an
+item tower under a name that says neither tower (F6). The
 audit runs (exit 0), ranks the evidence (measured > recorded config > declared), and says
 in a warning where a weaker source lost."""
 
@@ -126,6 +127,31 @@ CASES = [
         warning=r"--optimizer momentum names momentum but --momentum 0 declares none",
         evidence=r"weight decay from torch\.optim\.SGD's default, assumed from --optimizer momentum"), EXIT_OK, None),
 ]
+
+
+
+def _neutral_tower(d: Path) -> Built:
+    """A state dict whose item MLP is named ``tower.*`` (no 'item' in its keys)."""
+    log(d)
+    gen = torch.Generator().manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(DIM, 8), torch.nn.ReLU(), torch.nn.Linear(8, DIM))
+    torch.save({"item_embedding.weight": torch.randn(N_ITEMS, DIM, generator=gen),
+                "user_embedding.weight": torch.randn(N_USERS, DIM, generator=gen),
+                **{f"tower.{k}": v.detach() for k, v in mlp.state_dict().items()}}, d / "model.pt")
+
+    def check(d: Path, outcome: Outcome) -> None:
+        report = strict_json(d / "report.json")
+        assert report["warnings"][0].startswith(
+            "audited the stored id table `item_embedding.weight` only: the checkpoint's tensors `tower.0.weight`, "
+            "`tower.2.weight`, which name neither tower but can be layers over the 4-wide item embeddings, are "
+            "ignored, so these may not be the item vectors"), report["warnings"]
+        assert report["served_vectors"]["as_served"] is False
+
+    return Built(check_args("model.pt", "--format", "json", "-o", "report.json"), outputs=["report.json"],
+                 must_exist=["report.json"], check=check)
+
+
+CASES += [Case("conditions-neutrally-named-item-mlp", _neutral_tower, EXIT_OK, None)]
 
 
 @pytest.mark.parametrize("case", params(CASES))
