@@ -175,6 +175,7 @@ def test_ambiguous_groups_a_declaration_matching_one_settles_c1() -> None:
     # matching both: still unknown, and the evidence says how far the declaration went
     conds, _ = _run(_ambiguous(), DeclaredTraining(optimizer="sgd"))
     assert conds["C1"].status == "unknown" and "(the declared optimizer sgd matches 2 of them)" in conds["C1"].evidence
+    assert conds["C1"].details["declared_match"] == "the declared optimizer sgd matches 2 of them"
     assert "optimizer/momentum/weight_decay matching one group" in conds["C1"].evidence
 
 

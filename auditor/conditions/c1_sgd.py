@@ -120,9 +120,9 @@ def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:
              f"{setting('weight_decay')} matching one group, a plugin's C1 evidence or a training trace "
              f"({setting('trace')}) settles it"
     )
-    if state.declared_match:
+    if state.declared_match:  # matched several candidates: it narrowed them, and chose none
         why += f" ({state.declared_match})"
-        details["group_chosen_by"] = state.declared_match
+        details["declared_match"] = state.declared_match
     details["basis"] = Origin.STATE.value
     return Condition(
         CONDITION_NAMES[C1], status,
