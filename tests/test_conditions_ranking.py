@@ -216,3 +216,25 @@ def test_declaration_messages_say_what_was_declared() -> None:
         "torch.optim.SGD's default")
     conds, _ = _run(_bundle(config={"optimizer": "sgd", "momentum": 0.0}))
     assert conds["C1"].evidence.endswith("names SGD but not its weight decay; declare it (weight_decay 0) to settle C1")
+
+
+def test_plugin_c2_to_c4_lose_to_the_recorded_config_and_win_over_structure_and_flags() -> None:
+    violated = {k: Condition("x", "violated", "author: an MLP serves") for k in ("C2", "C3")}
+    # the recorded config names the id table as the encoder, and a BPR loss
+    config = {"item_encoder": "embedding", "loss": "bpr"}
+    pm = _declaring(**violated, C4=Condition("cosine loss", "holds", "author: cosine InfoNCE"))
+    out = assess_conditions(_bundle(config=config), None, None, NONE, pm=pm, run_probes=False)
+    conds = out.conditions
+    assert [conds[k].status for k in ("C2", "C3", "C4")] == ["holds", "holds", "violated"]
+    assert all(conds[k].details["declared"]["source"] == "file:author.py" for k in ("C2", "C3", "C4"))
+    said = [w.split(":")[0] for w in out.warnings if "stands" in w]
+    assert said == ["C2", "C3", "C4"], out.warnings
+    # the tensors' structure alone (an id table) ranks nothing: the author's declaration is taken
+    out = assess_conditions(_bundle(), None, None, NONE, pm=_declaring(**violated), run_probes=False)
+    assert [out.conditions[k].status for k in ("C2", "C3")] == ["violated", "violated"] and not out.warnings
+    # a --loss declaration is the plugin's rank: the plugin's is taken, both named
+    pm = _declaring(C4=Condition("cosine loss", "holds", "author: cosine InfoNCE"))
+    out = assess_conditions(_bundle(), None, None, DeclaredTraining(loss="bpr"), pm=pm, run_probes=False)
+    assert out.conditions["C4"].status == "holds"
+    assert any(w.startswith("C4: plugin 'file:author.py' declares it holds, where loss gives it violated; the "
+                            "plugin's declaration is taken") for w in out.warnings), out.warnings

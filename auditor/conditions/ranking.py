@@ -8,11 +8,13 @@ stronger source loses: that verdict stands, the declaration is kept in the detai
 evidence, and a warning names both. Against a verdict from the CLI's declarations (the same
 rank) the plugin's is taken, and a warning names both. A reading of the tensors' structure
 alone (an id table is linear by construction) ranks nothing: the plugin's author knows the
-tower that serves, which the file may not show.
+tower that serves, which the file may not show; a recorded item encoder (``item_encoder``)
+is the recorded config.
 """
 
 from __future__ import annotations
 
+from auditor.conditions.c2_c3_encoder import RECORDED_ENCODER
 from auditor.conditions.facts import TIERS, Origin
 from auditor.errors import setting
 from auditor.plugins import DeclaredConditions
@@ -32,6 +34,10 @@ def verdict_basis(key: str, condition: Condition) -> tuple[int, str, str] | None
         return None
     if key in _MEASURED and _MEASURED[key] in details:
         return _PROBE
+    if key in (C2, C3) and condition.evidence.startswith(RECORDED_ENCODER):
+        return TIERS[Origin.CONFIG], "the recorded item encoder gives", "the recorded config"
+    if key == C4 and details.get("decided_by_trace"):
+        return TIERS[Origin.TRACE], "the training trace's update angles show", "the measurement"
     if key == C1:
         origin = next((o for o in Origin if o.value == details.get("basis")), None)
         if origin is None:
