@@ -62,7 +62,10 @@ def popaudit_condition_evidence(bundle: ModelBundle) -> dict[str, Condition] | N
 
     Return a mapping such as ``{"C3": Condition(...)}`` (keys C1..C5, status holds,
     violated or unknown), or None to pass. Every plugin is asked; declared evidence
-    overrides what popaudit infers, and the report says where it came from.
+    settles what popaudit leaves unknown and replaces what it reads from the tensors'
+    structure or the CLI's declarations, and the report says where it came from. A verdict
+    popaudit measured (a probe, the trained table, the optimizer state) or read from the
+    recorded config stands against a declaration that contradicts it, with a warning.
     """
 
 

@@ -56,3 +56,51 @@ def test_dense_linear_retrain_blames_c3_not_weight_decay(tmp_path) -> None:  # t
     c5 = conditions["C5"]["evidence"]
     assert "shrank the norms" in c5 and "weight decay" not in c5  # was: "such as weight decay's"
     assert "as violated C3 (item parameters shared" in c5
+
+
+def test_c3_cause_follows_what_its_probes_found() -> None:
+    # conditions QA11 F4: C3 violated by anisotropy alone (blocks J_iJ_jᵀ = 0) shares nothing
+    conds = _conds()
+    conds["C3"] = Condition(CONDITION_NAMES["C3"], "violated", "", {"cross_jacobian": {"shared": False, "isotropic": False}})
+    assert tilt_cause(conds) == "as violated C3 (an item Jacobian that is not isotropic (J_iJ_iᵀ ≠ αI)) makes them"
+    conds["C3"] = Condition(CONDITION_NAMES["C3"], "violated", "", {"cross_jacobian": {"shared": True, "isotropic": True},
+                                                                    "user_cross_jacobian": {"coupled": True}})
+    assert tilt_cause(conds) == ("as violated C3 (the user tower reads item-tower parameters, item parameters shared "
+                                 "between items (J_iJ_jᵀ ≠ 0)) makes them")
+
+
+def test_frozen_anisotropic_projection_is_not_blamed_on_sharing() -> None:
+    # q_i = E[i] @ W with a frozen W = diag(0.3 … 3): each item owns its row (J_iJ_jᵀ = 0 for
+    # i ≠ j) but J_iJ_iᵀ = WᵀW, whose spread from αI is what C3 measures
+    from pathlib import Path
+
+    import numpy as np
+    import torch
+
+    from auditor.conditions import assess_conditions
+    from auditor.config import DeclaredTraining
+    from auditor.model import ItemStats, ModelBundle
+    from live_towers import TinyLive, Towers
+
+    class FrozenProjection(TinyLive):
+        def encode_items(self, module: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
+            items = module.items(rows)
+            return items @ torch.diag(torch.linspace(0.3, 3.0, items.shape[1], dtype=items.dtype))
+
+    n_items, dim = 40, 8
+    live = FrozenProjection(Towers(n_items, 30, dim), lr=2.0)
+    table = live.encode_items(live.module, torch.arange(n_items)).detach().numpy()
+    bundle = ModelBundle(source=Path("m.pt"), format="popaudit", item_table=table, live=live,
+                         user_table=live.module.user_emb.weight.detach().numpy(), config={"epochs": 3})
+    freq = np.maximum(1, (1000 / np.arange(1, n_items + 1) ** 1.1)).astype(np.int64)
+    out = assess_conditions(bundle, ItemStats(frequencies=freq, n_interactions=int(freq.sum())), None,
+                            DeclaredTraining(), seed=0)
+    c3 = out.conditions["C3"]
+    cross = c3.details["cross_jacobian"]
+    assert c3.status == "violated" and cross["max_offdiag_relative"] == 0 and cross["isotropic"] is False
+    # WᵀW = diag(w²): its deviation from αI is what the probe reports (sampled coordinates: a lower bound)
+    w2 = np.linspace(0.3, 3.0, dim) ** 2
+    assert 0 < cross["max_isotropy_deviation"] <= np.linalg.norm(w2 - w2.mean()) / np.linalg.norm(w2) + 1e-9
+    # the cause C5 gives where the probe step shrank the norms (the QA's trained checkpoint)
+    assert tilt_cause(out.conditions) == (  # before: "(item parameters shared between items or with the user tower)"
+        "as violated C3 (an item Jacobian that is not isotropic (J_iJ_iᵀ ≠ αI)) makes them")

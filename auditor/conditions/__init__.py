@@ -1,10 +1,12 @@
 """The sufficient conditions C1-C5 (docs/theory.md §2-3): a verdict and its evidence for each.
 
-Evidence comes, strongest first, from plugins (``popaudit_condition_evidence``), the
-numeric probes on a live encoder (:mod:`auditor.probes`), the file (optimizer state,
-recorded config, what the tensors show) and the settings the user declared (which fill
-in only what the file does not say; a conflict is a warning and the file wins). Anything
-that cannot be established is ``unknown``, never a guess.
+Evidence is ranked once (:data:`~auditor.conditions.facts.TIERS`): what is measured (the
+numeric probes on a live encoder, :mod:`auditor.probes`; the trained table; the optimizer
+state; a trace of this model) over the recorded config over what is declared (the CLI's
+settings, a plugin's ``popaudit_condition_evidence``). A declaration fills what the
+stronger sources leave open; one that disagrees with them is a warning naming both, and
+loses (:mod:`~auditor.conditions.ranking`). Anything that cannot be established is
+``unknown``, never a guess.
 
 :mod:`~auditor.conditions.facts` reads the training facts with their sources; one module
 per group of checks judges them: ``c1_sgd``, ``c2_c3_encoder``, ``c4_loss``, ``c5_growth``.
@@ -22,14 +24,15 @@ from auditor.conditions.c1_sgd import assess_c1, with_every_run, with_trace_angl
 from auditor.conditions.c2_c3_encoder import assess_c2, assess_c3, static_c2_c3
 from auditor.conditions.c4_loss import assess_c4, classify_loss, with_trace_angles_c4
 from auditor.conditions.c5_growth import assess_c5
+from auditor.conditions.ranking import apply_plugin_evidence
 from auditor.conditions.rates import training_rate
+from auditor.conditions.state_reading import read_optimizer_state, settle_by_declaration
 from auditor.conditions.facts import (
     Fact,
     RecordedConfig,
     config_value,
     merge_optimizer_facts,
     read_config,
-    read_optimizer_state,
     read_trace_facts,
     with_trace,
     with_trace_loss,
@@ -43,7 +46,7 @@ from auditor.plugins.lending import live_model_hook
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
-from auditor.result import C1, C2, C3, C4, C5, CONDITION_NAMES, ORTHOGONALITY_IDS, Condition, FrequencyNorm
+from auditor.result import C1, C2, C3, C4, C5, ORTHOGONALITY_IDS, Condition, FrequencyNorm
 from auditor.trace_section import TrainingSection
 
 __all__ = ["ConditionsOutcome", "assess_conditions", "classify_loss", "config_value"]
@@ -85,14 +88,15 @@ def assess_conditions(
 
     The probes run on a float64 deep copy of the live model (``bundle.live`` or one a
     plugin builds); the user's model and files are never touched. Plugin evidence
-    (``popaudit_condition_evidence``) overrides the inferred verdicts. A training trace
+    (``popaudit_condition_evidence``) overrides the inferred verdicts that rest on nothing
+    stronger than a declaration (:func:`~auditor.conditions.ranking.apply_plugin_evidence`). A training trace
     (``training``, of this model) adds its optimizer name, learning rate and measured
     update angles to C1, C4 and C5 (:func:`~auditor.conditions.facts.read_trace_facts`).
     ``device``: where the probes' copy runs (``"cpu"`` or ``"cuda"``, resolved).
     """
     warnings: list[str] = []
     config = read_config(bundle.config)
-    state = read_optimizer_state(bundle, warnings)
+    state = settle_by_declaration(read_optimizer_state(bundle, warnings), declared, warnings)
     trace = read_trace_facts(training)
     rate = training_rate(state, config, warnings)
     optimizer = with_trace(merge_optimizer_facts(state, config, declared, warnings, rate), trace)
@@ -113,11 +117,11 @@ def assess_conditions(
     verdicts = collect_condition_evidence(pm, bundle) if pm is not None else DeclaredConditions()
     warnings.extend(verdicts.warnings)
     # C5 reads C1-C4 as the report states them: declarations applied first.
-    _apply_plugin_evidence(verdicts, conditions, (C1, C2, C3, C4), warnings)
+    apply_plugin_evidence(verdicts, conditions, (C1, C2, C3, C4), warnings)
     angles_overrule(conditions, probe, warnings)
     conditions[C5] = assess_c5(bundle, stats, config.epochs or trace.epochs, optimizer.lr, probe, conditions,
                                frequency_norm, trace)
-    _apply_plugin_evidence(verdicts, conditions, (C5,), warnings)
+    apply_plugin_evidence(verdicts, conditions, (C5,), warnings)
     _c5_never_holds_beside_violated(conditions, warnings)
     return ConditionsOutcome(conditions=conditions, probes=probe, probes_not_run=not_run, warnings=warnings)
 
@@ -151,54 +155,6 @@ def _probes(
                 for key, failure in probe.errors.items() if not failure.skipped
             )
     return probe, not_run
-
-
-_MEASURED = {C2: "second_difference", C3: "cross_jacobian", C4: "gradient_alignment"}
-"""The details key of each condition's numeric probe: a verdict it measured outranks a declaration."""
-
-
-def measured(key: str, condition: Condition) -> bool:
-    """Whether popaudit measured ``condition`` (``key``) to hold or to be violated, which
-    then outranks a plugin's declaration: C2–C4 by their numeric probe (:data:`_MEASURED`),
-    C5 by the growth per update it projects (the probe step's, or a training trace's),
-    where that projection decided (``decided_by`` names it; the table alone does not)."""
-    if condition.status == "unknown":
-        return False
-    if key == C5:
-        return "projection" in str(condition.details.get("decided_by") or "")
-    return key in _MEASURED and _MEASURED[key] in condition.details
-
-
-def _apply_plugin_evidence(
-    declared: DeclaredConditions, conditions: dict[str, Condition], keys: tuple[str, ...], warnings: list[str],
-) -> None:
-    """Plugin-declared verdicts replace inferred ones (the first plugin to declare a key
-    wins), except where popaudit measured the condition (:func:`measured`) and the
-    declaration says otherwise: the measurement stands, the declaration is kept in the
-    details and evidence, and a warning says so."""
-    for key in keys:
-        cond = declared.conditions.get(key)
-        if cond is None:
-            continue
-        inferred = conditions[key]
-        source = cond.details["source"]
-        if measured(key, inferred) and cond.status != inferred.status:
-            warnings.append(
-                f"{key}: plugin {source!r} declares it {cond.status}, but popaudit's numeric probe measured it "
-                f"{inferred.status}; the measurement stands ({inferred.evidence})"
-            )
-            conditions[key] = Condition(
-                inferred.name, inferred.status,
-                f"{inferred.evidence}; plugin {source!r} declared it {cond.status}, which the measurement contradicts",
-                {**inferred.details, "declared": {"status": cond.status, "evidence": cond.evidence, "source": source}},
-            )
-            continue
-        conditions[key] = Condition(
-            cond.name or CONDITION_NAMES[key],
-            cond.status,
-            f"declared by a plugin ({source}): {cond.evidence}",
-            {**cond.details, "inferred": {"status": inferred.status, "evidence": inferred.evidence}},
-        )
 
 
 def _c5_never_holds_beside_violated(conditions: dict[str, Condition], warnings: list[str]) -> None:

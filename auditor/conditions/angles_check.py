@@ -11,7 +11,7 @@ whose gradients are all rounding (C4's probe graded no slot) measures no angle w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from auditor.optimizers import ADAPTIVE
 from auditor.probe_results import ProbeOutcome
@@ -59,7 +59,8 @@ _WHY = {
     "C3": "item parameters shared between items or with the user tower",
     "C4": "a loss that pulls along q",
 }
-"""What a violated C2–C4 does to the step (C1's cause comes from its recorded settings)."""
+"""What a violated C2–C4 does to the step (C1's cause comes from its recorded settings, C3's
+from what its probes found where they ran)."""
 
 
 def tilt_cause(others: Mapping[str, Condition]) -> str:
@@ -68,7 +69,7 @@ def tilt_cause(others: Mapping[str, Condition]) -> str:
     which could not be established; never a cause the same report rules out."""
     violated = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "violated"]
     if violated:
-        return "as violated " + ", ".join(f"{k} ({_c1_cause(others[k]) if k == C1 else _WHY[k]})" for k in violated) \
+        return "as violated " + ", ".join(f"{k} ({_CAUSES.get(k, _why)(others[k], k)})" for k in violated) \
             + (" makes them" if len(violated) == 1 else " make them")
     unknown = [k for k in ORTHOGONALITY_IDS if k in others and others[k].status == "unknown"]
     if unknown:
@@ -76,7 +77,24 @@ def tilt_cause(others: Mapping[str, Condition]) -> str:
     return "although C1–C4 read as holding (what tilts them is not shown)"
 
 
-def _c1_cause(c1: Condition) -> str:
+def _why(cond: Condition, key: str) -> str:
+    """A violated C2 or C4's effect on the step."""
+    return _WHY[key]
+
+
+def _c3_cause(c3: Condition, key: str = "C3") -> str:
+    """What C3's own probes found (a user tower reading item parameters, blocks J_iJ_jᵀ ≠ 0,
+    a J_iJ_iᵀ that is not αI), else the condition's general cause (a verdict from the file)."""
+    cross, user = c3.details.get("cross_jacobian"), c3.details.get("user_cross_jacobian")
+    causes = ["the user tower reads item-tower parameters"] if isinstance(user, dict) and user.get("coupled") else []
+    if isinstance(cross, dict) and cross.get("shared"):
+        causes.append("item parameters shared between items (J_iJ_jᵀ ≠ 0)")
+    if isinstance(cross, dict) and cross.get("isotropic") is False:
+        causes.append("an item Jacobian that is not isotropic (J_iJ_iᵀ ≠ αI)")
+    return ", ".join(causes) or _WHY[key]
+
+
+def _c1_cause(c1: Condition, key: str = C1) -> str:
     """C1's recorded departures from plain SGD (its details), or its evidence's words."""
     kind, momentum, decay = (c1.details.get(k) for k in ("optimizer", "momentum", "weight_decay"))
     causes = [f"{kind}'s per-coordinate scaling"] if kind in ADAPTIVE else []
@@ -85,3 +103,7 @@ def _c1_cause(c1: Condition) -> str:
     if isinstance(decay, (int, float)) and decay:
         causes.append(f"weight decay {decay:g}")
     return ", ".join(causes) or "not a plain SGD step"
+
+
+_CAUSES: dict[str, Callable[[Condition, str], str]] = {C1: _c1_cause, "C3": _c3_cause}
+"""The causes read from the condition's own evidence; the others are :data:`_WHY`'s."""

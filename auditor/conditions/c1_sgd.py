@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
-from auditor.conditions.facts import OptimizerFacts, StateReading, TraceFacts
+from auditor.conditions.facts import TIERS, OptimizerFacts, Origin, TraceFacts
+from auditor.conditions.state_reading import StateReading
 from auditor.errors import setting
 from auditor.optimizers import ADAPTIVE
 from auditor.result import C1, CONDITION_NAMES, Condition, Status
@@ -36,34 +37,48 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
     where = state.note or (sources.get("kind") or sources.get("momentum") or sources.get("weight_decay") or "")
     if state.outside and where:
         where += f" (the optimizer state is not read for the item table: {state.outside})"
+    if state.declared_match:
+        details["group_chosen_by"] = state.declared_match
     if group is not None and group.kind != "unknown":
         violations = group.violations()  # the group's kind is the merged kind here
+        basis = [Origin.DECLARED if state.declared_match else Origin.STATE]
     else:
-        violations = []
-        if kind in ADAPTIVE:
-            violations.append(f"{kind} rescales each coordinate by its gradient history")
-        if momentum:
-            violations.append(f"momentum {momentum:g}")
-        elif facts.momentum_implied and momentum is None:
-            violations.append("momentum (named by the optimizer, value not recorded)")
-        if decay:
-            violations.append(f"weight decay {decay:g}")
-        if kind in ("ASGD", "LBFGS"):
-            violations.append(f"{kind} is not plain SGD")
+        violations, basis = _violations(facts)
     name = CONDITION_NAMES[C1]
     if violations:
+        details["basis"] = min(basis, key=TIERS.__getitem__).value  # one recorded violation suffices
         return Condition(name, "violated", f"{where}: {'; '.join(violations)} on the item parameters", details)
     if kind == "SGD" and momentum is not None and decay is not None:
+        details["basis"] = (Origin.DECLARED if state.declared_match else max(
+            (f.origin for f in (facts.kind, facts.momentum, facts.weight_decay) if f is not None),
+            key=TIERS.__getitem__)).value  # holding needs every fact: the weakest decides
         lr_text = f"lr={lr:g}, " if lr is not None else ""
         evidence = f"{where}: SGD ({lr_text}momentum={momentum:g}, weight_decay={decay:g})"
         if sources.get("momentum") != sources.get("kind") or sources.get("weight_decay") != sources.get("kind"):
             evidence += f" [momentum from {sources['momentum']}, weight decay from {sources['weight_decay']}]"
         return Condition(name, "holds", evidence, details)
-    return Condition(name, "unknown", _unknown_evidence(state, kind, momentum, decay, where), details)
+    return Condition(name, "unknown", _unknown_evidence(state, kind, momentum, decay, where, sources), details)
+
+
+def _violations(facts: OptimizerFacts) -> tuple[list[str], list[Origin]]:
+    """Departures from plain SGD the merged facts record, and the sources that record them."""
+    out: list[tuple[str, Origin]] = []
+    kind = facts.kind
+    if kind is not None and kind.value in ADAPTIVE:
+        out.append((f"{kind.value} rescales each coordinate by its gradient history", kind.origin))
+    if facts.momentum is not None and facts.momentum.value:
+        out.append((f"momentum {facts.momentum.value:g}", facts.momentum.origin))
+    elif facts.momentum_implied and facts.momentum is None and kind is not None:
+        out.append(("momentum (named by the optimizer, value not recorded)", kind.origin))
+    if facts.weight_decay is not None and facts.weight_decay.value:
+        out.append((f"weight decay {facts.weight_decay.value:g}", facts.weight_decay.origin))
+    if kind is not None and kind.value in ("ASGD", "LBFGS"):
+        out.append((f"{kind.value} is not plain SGD", kind.origin))
+    return [text for text, _ in out], [origin for _, origin in out]
 
 
 def _unknown_evidence(state: StateReading, kind: str | None, momentum: float | None, decay: float | None,
-                      where: str) -> str:
+                      where: str, sources: dict[str, str]) -> str:
     """Why C1 is unknown: nothing names the item table's optimizer, or what names it leaves open."""
     if kind is None and momentum is None and decay is None and state.outside:
         return (
@@ -76,15 +91,18 @@ def _unknown_evidence(state: StateReading, kind: str | None, momentum: float | N
             f"{setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')}"
         )
     if kind == "SGD":
-        missing = [n for n, v in (("momentum", momentum), ("weight decay", decay)) if v is None]
+        missing = [(n, flag) for n, flag, v in (("momentum", "momentum", momentum),
+                                                 ("weight decay", "weight_decay", decay)) if v is None]
         return (
-            f"{where} names SGD but not its {' or '.join(missing)}; declare them "
-            f"({setting('momentum')} 0 {setting('weight_decay')} 0) to settle C1"
+            f"{where} names SGD but not its {' or '.join(n for n, _ in missing)}; declare "
+            f"{'it' if len(missing) == 1 else 'them'} ({' '.join(f'{setting(flag)} 0' for _, flag in missing)}) "
+            "to settle C1"
         )
-    return (
-        f"no momentum or weight decay known, but the optimizer itself is "
-        f"{'unknown' if kind is None else repr(kind) + ' (not recognised)'}"
-    )
+    known = [f"{n} {v:g} ({sources[k]})" for n, k, v in (("momentum", "momentum", momentum),
+                                                         ("weight decay", "weight_decay", decay)) if v is not None]
+    said = f"{' and '.join(known)} known" if known else "no momentum or weight decay known"
+    named = f"not named ({setting('optimizer')})" if kind is None else f"{kind!r}, which is not recognised"
+    return f"{said}, but the optimizer itself is {named}"
 
 
 def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:
@@ -98,9 +116,14 @@ def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:
     why = (
         "every one breaks plain SGD" if status == "violated"
         else "which one trains the item table is not recorded; optimizers built from named_parameters() "
-             f"record it (param_names), else a plugin's C1 evidence or a training trace ({setting('trace')}) "
-             "settles it"
+             f"record it (param_names), else {setting('optimizer')}/{setting('momentum')}/"
+             f"{setting('weight_decay')} matching one group, a plugin's C1 evidence or a training trace "
+             f"({setting('trace')}) settles it"
     )
+    if state.declared_match:  # matched several candidates: it narrowed them, and chose none
+        why += f" ({state.declared_match})"
+        details["declared_match"] = state.declared_match
+    details["basis"] = Origin.STATE.value
     return Condition(
         CONDITION_NAMES[C1], status,
         f"optimizer state: the item table can be in any of {len(candidates)} param groups that differ "
@@ -129,7 +152,7 @@ def with_trace_angles(c1: Condition, trace: TraceFacts) -> Condition:
             c1.name, "holds",
             f"{measured}: the geometry of plain SGD on a cosine loss (momentum, weight decay or adaptive steps "
             f"would tilt them off 90°) [the file alone: {c1.evidence}]",
-            details,
+            {**details, "basis": Origin.TRACE.value},
         )
     if angles.orthogonal is False:
         note = f"; {measured}: not orthogonal, so at least one of C1–C4 fails"
@@ -155,4 +178,5 @@ def with_every_run(c1: Condition, training: TrainingSection | None) -> Condition
     run = "the first run" if training.settings_run is None else f"the run resumed at step {training.settings_run:,}"
     evidence = (f"trace ({training.settings_key('optimizer')}): {'; '.join(broken)} on the item parameters in {run} "
                 f"of the trace's {training.runs} runs (the checkpoint's settings are the last run's: {c1.evidence})")
-    return replace(c1, status="violated", evidence=evidence, details={**c1.details, "trace_run": training.settings_run})
+    return replace(c1, status="violated", evidence=evidence, details={**c1.details, "trace_run": training.settings_run,
+                                                                      "basis": Origin.TRACE.value})

@@ -14,7 +14,7 @@ from auditor.result import C2, C3, CONDITION_NAMES, Condition, Status
 
 Static = tuple[Status, str]
 """A verdict from the file alone, and why."""
-_RECORDED = "recorded item encoder"
+RECORDED_ENCODER = "recorded item encoder"
 """How a verdict from the encoder kind the file records begins (an architecture that fixes
 how every item reads its parameters, so a sample's one row per item stands for all)."""
 _LIVE_CHECKS = "the file alone does not show it; the live encoder's numeric probes check it where they run"
@@ -64,7 +64,7 @@ def static_c2_c3(bundle: ModelBundle, config: RecordedConfig, *, live: bool = Fa
     enc = (config.item_encoder.value if config.item_encoder else "").lower()
     if enc in _ENCODER_C2_C3:
         c2, c3 = _ENCODER_C2_C3[enc]
-        return (c2[0], f"{_RECORDED} {enc!r}: {c2[1]}"), (c3[0], f"{_RECORDED} {enc!r}: {c3[1]}")
+        return (c2[0], f"{RECORDED_ENCODER} {enc!r}: {c2[1]}"), (c3[0], f"{RECORDED_ENCODER} {enc!r}: {c3[1]}")
     if bundle.format in ("npy", "parquet"):
         text = (
             f"the file is an item table ({bundle.format}), audited as an id embedding table: "
@@ -172,7 +172,7 @@ def _item_c3(static: Static, probe: ProbeOutcome | None) -> Condition:
         if read is not None and (status == "holds" or read.rows_sharing_items):
             evidence += _rows_text(read)
         elif status == "holds" and not c3.non_sharing_proven:
-            if c3.support_indexed_per_item and static[0] == "holds" and static[1].startswith(_RECORDED):
+            if c3.support_indexed_per_item and static[0] == "holds" and static[1].startswith(RECORDED_ENCODER):
                 evidence += (f"; each of the {c3.support_items} items compared moves only its own row of every "
                              f"parameter tensor, as the {static[1]}, which says it of every item")
             else:

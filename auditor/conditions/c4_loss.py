@@ -311,5 +311,6 @@ def with_trace_angles_c4(c4: Condition, trace: TraceFacts, others: Mapping[str, 
             f"the loss is named {details['loss']!r} but the update angles of the training trace say C4 {status}; "
             "the measurement wins"
         )
+    details["decided_by_trace"] = True  # the measured angles decided (a rank above a recorded or declared name)
     evidence = f"{measured}: {why}" + (f" [{c4.evidence}]" if details.get("loss") else "")
     return Condition(CONDITION_NAMES[C4], status, evidence, details)

@@ -18,13 +18,11 @@ from typing import Any, Generic, TypeVar
 
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
-from auditor.model import ModelBundle
+from auditor.conditions.state_reading import StateReading
 from auditor.trace_section import NO_END, TrainingAngles, TrainingSection
 from auditor.optimizers import (
     ADAPTIVE,
-    OptimizerGroup,
     as_float,
-    item_groups,
     normalise_optimizer,
     optimizer_family,
 )
@@ -46,6 +44,13 @@ class Origin(Enum):
     PROBE = "probe"
     TRACE = "trace"
     """The training monitor's trace (``check --trace``): what it recorded or measured."""
+
+
+TIERS = {Origin.STATE: 0, Origin.PROBE: 0, Origin.TRACE: 0, Origin.CONFIG: 1, Origin.DECLARED: 2, Origin.ASSUMED: 2}
+"""The one ranking of evidence: measured (optimizer state, probes, a trace of this model) over
+the recorded config over what the user or a plugin declares (and its assumed defaults). A
+weaker source that disagrees with a stronger one loses, and a warning names both
+(:func:`merge_optimizer_facts`; plugin verdicts: :mod:`~auditor.conditions.ranking`)."""
 
 
 @dataclass(frozen=True)
@@ -177,63 +182,6 @@ def epochs_taken(steps: float | None, per_epoch: float | None, origin: Origin) -
     return Fact(steps / per_epoch, origin, f"{steps:g} steps taken ÷ {per_epoch:g} steps per epoch")
 
 
-# ---------------------------------------------------------------------------- optimizer state
-
-
-@dataclass(frozen=True)
-class StateReading:
-    """What the checkpoint's optimizer state shows about the item table's optimizer."""
-
-    groups: tuple[OptimizerGroup, ...] = ()
-    group: OptimizerGroup | None = None
-    """The param group that trains the item table, when it is known."""
-    note: str = ""
-    """Where the evidence was read (``optimizer state, param group 1 (...)``)."""
-    candidates: tuple[OptimizerGroup, ...] = ()
-    """The groups that can hold the item table."""
-    ambiguity: str = ""
-    """Why several groups remain (``user_emb.weight has the item table's shape ...``)."""
-    ambiguous: bool = False
-    """The candidate groups differ and none is known to hold the item table: C1 rests on them alone."""
-    outside: str = ""
-    """Why the recorded optimizer state says nothing of the item table (it does not hold it, or
-    does not show that it does): C1 then rests on the config and declarations."""
-
-
-def read_optimizer_state(bundle: ModelBundle, warnings: list[str]) -> StateReading:
-    """Find the item table's param group in the recorded optimizer states
-    (:func:`~auditor.optimizers.item_groups`: identified, or every candidate alike)."""
-    found = item_groups(bundle)
-    if found.n_states and not found.groups:
-        state = bundle.optimizer_state or {}
-        warnings.append(
-            "the checkpoint's optimizer state has no torch param_groups "
-            f"(keys: {', '.join(map(str, list(state)[:8]))}); C1 uses the config and flags"
-        )
-    groups = found.groups
-    if not groups:
-        return StateReading()
-    if bundle.format == "popaudit":  # popaudit records the item tower's optimizer alone
-        alike = len({(g.kind, g.momentum, g.weight_decay) for g in groups}) == 1
-        return StateReading(groups=groups, group=groups[0] if alike else None,
-                            note="the item tower's optimizer state")
-    if found.outside:
-        return StateReading(groups=groups, outside=found.outside)
-    group = found.settled()
-    of = f" of {found.n_states}" if found.n_states > 1 else ""
-    if group is None:
-        return StateReading(groups=groups, candidates=found.candidates, ambiguity=found.how, ambiguous=True)
-    if len(groups) == 1:
-        note = f"optimizer state ({found.how})"
-    elif len(found.candidates) == 1:
-        note = f"optimizer state, {group.label.replace(', ', f'{of}, ', 1)} (item table: {found.how})"
-    else:
-        differ = "" if group.lr is not None or found.candidates[0].lr is None else ", their learning rates differ"
-        note = (f"optimizer state ({len(found.candidates)} param groups can hold the item table, "
-                f"all alike{differ}: {found.how})")
-    return StateReading(groups=groups, group=group, note=note, candidates=found.candidates)
-
-
 # ---------------------------------------------------------------------------- merge
 
 
@@ -261,11 +209,12 @@ def merge_optimizer_facts(
     rate: Fact[float] | None = None,
 ) -> OptimizerFacts:
     """Optimizer state, then config, then declarations: each fills only what the stronger
-    sources leave open; a weaker source that disagrees is a warning and loses. ``rate``:
-    the file's training rate where its stored rates differ
-    (:func:`~auditor.conditions.rates.training_rate`), which the learning rate is then."""
-    if state.ambiguous:
-        return OptimizerFacts()
+    sources leave open; a weaker source that disagrees is a warning naming both, and loses.
+    ``rate``: the file's training rate where its stored rates differ
+    (:func:`~auditor.conditions.rates.training_rate`, which warns of those), which the
+    learning rate is then. Where differing param groups can hold the item table
+    (``state.ambiguous``) only the learning rate is merged: the one every candidate records,
+    else the config's or the declared (C1 rests on the groups, :mod:`~auditor.conditions.c1_sgd`)."""
     kind: Fact[str] | None = None
     numbers: dict[str, Fact[float] | None] = {"momentum": None, "weight_decay": None, "lr": None}
     if state.group is not None:
@@ -274,7 +223,10 @@ def merge_optimizer_facts(
         kind = None if group.kind == "unknown" else Fact(group.kind, Origin.STATE)
         for name, value in (("momentum", group.momentum), ("weight_decay", group.weight_decay), ("lr", group.lr)):
             numbers[name] = None if value is None else Fact(value, Origin.STATE)
-    if config.optimizer is not None:
+    elif state.ambiguous and (shared := state.shared_lr()) is not None:
+        numbers["lr"] = Fact(shared, Origin.STATE, "every candidate param group")
+    names = ("lr",) if state.ambiguous else tuple(numbers)
+    if config.optimizer is not None and not state.ambiguous:
         if kind is None:
             kind = config.optimizer
         elif optimizer_family(config.optimizer.value) != optimizer_family(kind.value):
@@ -282,44 +234,61 @@ def merge_optimizer_facts(
                 f"the recorded config names optimizer {config.optimizer.value!r} but the optimizer state is "
                 f"{kind.value}; the optimizer state wins"
             )
-    for name in numbers:
+    for name in names:
         recorded: Fact[float] | None = getattr(config, name)
-        adaptive_momentum = name == "momentum" and kind is not None and kind.value in ADAPTIVE
-        if numbers[name] is None and recorded is not None and not adaptive_momentum:
+        current = numbers[name]
+        if recorded is None or (name == "momentum" and kind is not None and kind.value in ADAPTIVE):
+            continue
+        if current is None:
             numbers[name] = recorded
+        elif name != "lr" and not _same(recorded.value, current.value):  # training_rate warns of rates
+            warnings.append(f"the recorded config's {name.replace('_', ' ')} {recorded.value:g} ({recorded.key}) "
+                            f"differs from the optimizer state's {current.value:g}; the optimizer state wins")
     if rate is not None:
         numbers["lr"] = rate
     implied = config.momentum_implied and kind is not None and kind.origin is Origin.CONFIG
-    if declared.optimizer:
-        declared_kind, declared_implied = normalise_optimizer(declared.optimizer)
-        if declared_implied and declared.momentum == 0:
-            warnings.append(f"{setting('optimizer')} {declared.optimizer} names momentum but {setting('momentum')} 0 "
-                            "declares none: the declarations contradict each other, and the number is taken")
-        if kind is None:
-            kind = Fact(declared_kind or declared.optimizer, Origin.DECLARED, "optimizer")
-            implied = implied or declared_implied
-        elif optimizer_family(declared_kind or declared.optimizer) != optimizer_family(kind.value):
-            warnings.append(
-                f"{setting('optimizer')} {declared.optimizer} conflicts with the file ({kind.value} from "
-                f"{kind.source}); the file wins"
-            )
-    for name, current in list(numbers.items()):
-        value = getattr(declared, name)
+    if declared.optimizer and not state.ambiguous:
+        kind, implied = _declared_kind(kind, implied, declared, warnings)
+    for name in names:
+        value, current = getattr(declared, name), numbers[name]
         if value is None:
             continue
         if current is None:
             numbers[name] = Fact(value, Origin.DECLARED, name)
-        elif not math.isclose(float(value), current.value, rel_tol=1e-9, abs_tol=1e-12):
+        elif not _same(float(value), current.value):
             warnings.append(
                 f"{setting(name)} {value:g} conflicts with the file ({current.value:g} from {current.source}); "
                 "the file wins"
             )
-    if kind is not None and kind.origin is Origin.DECLARED and kind.value == "SGD" and not implied:
-        # A declared "sgd" means torch.optim.SGD: what nothing records takes its defaults.
-        for name in ("momentum", "weight_decay"):
+    if kind is not None and kind.origin is Origin.DECLARED and kind.value == "SGD":
+        # A declared "sgd" (or "momentum" with its momentum declared) is torch.optim.SGD: what
+        # nothing records takes its defaults, except a momentum the name says it has.
+        for name in ("weight_decay",) if implied else ("momentum", "weight_decay"):
             if numbers[name] is None:
                 numbers[name] = Fact(0.0, Origin.ASSUMED, str(declared.optimizer))
     return OptimizerFacts(kind=kind, momentum_implied=implied, **numbers)
+
+
+def _same(a: float, b: float) -> bool:
+    """Whether two sources record the same setting."""
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _declared_kind(kind: Fact[str] | None, implied: bool, declared: DeclaredTraining,
+                   warnings: list[str]) -> tuple[Fact[str] | None, bool]:
+    """The optimizer's name with ``--optimizer``: it fills a name the file leaves open; one that
+    conflicts with the file's is a warning, and the file wins."""
+    name = str(declared.optimizer)
+    declared_kind, declared_implied = normalise_optimizer(name)
+    if declared_implied and declared.momentum == 0:
+        warnings.append(f"{setting('optimizer')} {name} names momentum but {setting('momentum')} 0 "
+                        "declares none: the declarations contradict each other, and the number is taken")
+    if kind is None:
+        return Fact(declared_kind or name, Origin.DECLARED, "optimizer"), implied or declared_implied
+    if optimizer_family(declared_kind or name) != optimizer_family(kind.value):
+        warnings.append(f"{setting('optimizer')} {name} conflicts with the file ({kind.value} from "
+                        f"{kind.source}); the file wins")
+    return kind, implied
 
 
 # ---------------------------------------------------------------------------- trace

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-from auditor.conditions.facts import Fact, Origin, RecordedConfig, StateReading
+from auditor.conditions.facts import Fact, Origin, RecordedConfig
+from auditor.conditions.state_reading import StateReading
 from auditor.loading.trace_input import LR_TOLERANCE
 from auditor.optimizers import as_float
 

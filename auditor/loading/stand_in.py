@@ -18,7 +18,7 @@ from auditor.errors import setting
 from auditor.loading.item_bias import one_per_item
 from auditor.loading.recbole_models import OTHER, TABLES, Serving, not_served_warning, recorded_serving
 from auditor.loading.served import ServedVectors
-from auditor.model import ModelBundle
+from auditor.model import ModelBundle, is_weight
 
 SHOWN = 5
 """Tensors or nodes named in a warning before the rest are counted."""
@@ -32,6 +32,8 @@ class Beyond:
     """``the checkpoint's item-side tensors `a`, `b``` or the graph's nodes."""
     encoder: str
     """The same as part of the model (``an item encoder with ...``)."""
+    certain: bool = True
+    """The tensors are the tower's (False: they name neither tower, but can be its layers)."""
 
 
 def cosine_note(model: str) -> str:
@@ -57,19 +59,36 @@ def _beyond(bundle: ModelBundle, side: str) -> Beyond | None:
         listed = _listed(ops, quote=False)
         return Beyond(f"the graph's nodes between the {side} table's Gather and the score ({listed})",
                       f"{_a(side)} tower with {listed} after its table lookup")
-    names = _item_side(bundle) if side == "item" else bundle.user_side_tensors()
-    if not names:
-        return None
-    listed = _listed(names)
-    return Beyond(f"the checkpoint's {side}-side tensors {listed}", f"{_a(side)} tower with {listed} beside its id table")
+    names, layers = _item_side(bundle) if side == "item" else (bundle.user_side_tensors(), [])
+    if names:
+        listed = _listed(names)
+        return Beyond(f"the checkpoint's {side}-side tensors {listed}", f"{_a(side)} tower with {listed} beside its id table")
+    if layers:
+        listed = _listed(layers)
+        return Beyond(f"the checkpoint's tensors {listed}, which name neither tower but can be layers over the "
+                      f"{bundle.dim}-wide {side} embeddings,", f"{_a(side)} tower that may apply {listed} after its "
+                      "id table", certain=False)
+    return None
 
 
-def _item_side(bundle: ModelBundle) -> list[str]:
-    """The item-side tensors beside the table, and the unattributed ones holding a value per
-    item row: a bias whose role the names cannot establish (the item bias's policy,
-    :mod:`auditor.loading.item_bias`, served none) may enter every score of its item."""
+def _item_side(bundle: ModelBundle) -> tuple[list[str], list[str]]:
+    """The item-side tensors beside the table, with the unattributed ones holding a value per
+    item row (a bias whose role the names cannot establish, the item bias's policy,
+    :mod:`auditor.loading.item_bias`, served none, may enter every score of its item); and
+    the unattributed ones that can be a layer over the embeddings (:func:`_layer_over`), which
+    may be the item tower's (a neutrally named ``projection``, ``tower.0``)."""
     item_side, unclear = bundle.tensors_beside_tables()
-    return item_side + [k for k in unclear if one_per_item(bundle.state_dict[k], bundle.n_items)]
+    per_item = [k for k in unclear if one_per_item(bundle.state_dict[k], bundle.n_items)]
+    return item_side + per_item, [k for k in unclear if k not in per_item and _layer_over(bundle.state_dict[k], bundle.dim)]
+
+
+def _layer_over(tensor: object, dim: int) -> bool:
+    """A floating-point tensor of two or more axes, one of them the embeddings' width: it can
+    map a ``dim``-vector (a Linear's weight, a shared projection). A bias, a scalar (a
+    temperature), a counter or a normalisation's 1-D statistics cannot, and say nothing."""
+    shape = tuple(getattr(tensor, "shape", ()))
+    return len(shape) >= 2 and dim in shape and is_weight(tensor) \
+        and not bool(getattr(tensor, "is_complex", lambda: False)())
 
 
 def _a(side: str) -> str:
@@ -167,8 +186,9 @@ def _stand_in(bundle: ModelBundle, model: str, item: Beyond | None, user: Beyond
     warnings: list[str] = []
     if item is not None:
         warnings.append(
-            f"audited the stored id table {key} only: {item.what} are ignored, so these are not the item vectors "
-            f"{model} serves{named}; to audit those, give a plugin that loads its item encoder ({setting('plugins')})"
+            f"audited the stored id table {key} only: {item.what} are ignored, so these "
+            f"{'are not' if item.certain else 'may not be'} the item vectors {model} serves{named}; to audit those, "
+            f"give a plugin that loads its item encoder ({setting('plugins')})"
         )
     if user is not None:
         warnings.append(
