@@ -187,8 +187,8 @@ def _stand_in(bundle: ModelBundle, model: str, item: Beyond | None, user: Beyond
     if item is not None:
         warnings.append(
             f"audited the stored id table {key} only: {item.what} are ignored, so these "
-            f"{'are not' if item.certain else 'may not be'} the item vectors {model} serves{named}; to audit those, "
-            f"give a plugin that loads its item encoder ({setting('plugins')})"
+            f"{'are not' if item.certain else 'may not be (audited as if they were)'} the item vectors {model} "
+            f"serves{named}; to audit those, give a plugin that loads its item encoder ({setting('plugins')})"
         )
     if user is not None:
         warnings.append(
@@ -204,7 +204,11 @@ def _stand_in(bundle: ModelBundle, model: str, item: Beyond | None, user: Beyond
     else:
         description = f"the stored tables, queried by the raw rows of the user table {user_key}"
     how = " and ".join(b.encoder + (named if b is item else "") for b in (item, user) if b is not None)
-    serving = Serving(model, OTHER, how, scoring=scoring)
+    # Layers the names do not place (a sequence model's encoder, a shared projection) may be
+    # the query side's alone: the table is audited as served, with the warning, never said
+    # categorically not to be what the model serves.
+    kind = TABLES if user is None and item is not None and not item.certain else OTHER
+    serving = Serving(model, kind, how, scoring=scoring)
     return ServedVectors(bundle.user_table, bundle.item_table, scoring, "tables", description, serving, warnings)
 
 
