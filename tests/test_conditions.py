@@ -23,39 +23,15 @@ from auditor.hookspecs import hookimpl
 from auditor.model import ItemStats, ModelBundle
 from auditor.optimizers import recognise_optimizer
 from auditor.result import CONDITION_NAMES, Condition
+from condition_bundles import DIM, N_ITEMS, N_USERS, seeded_tables, stepped, table_bundle
 from live_towers import TinyLive, Towers
 
-N_ITEMS, N_USERS, DIM = 40, 30, 8
 NONE = DeclaredTraining()
 
 
-def _tables() -> tuple[torch.nn.Parameter, torch.nn.Parameter]:
-    gen = torch.Generator().manual_seed(0)
-    return (torch.nn.Parameter(torch.randn(N_ITEMS, DIM, generator=gen)),
-            torch.nn.Parameter(torch.randn(N_USERS, DIM, generator=gen)))
-
-
-def _stepped(opt: torch.optim.Optimizer) -> dict[str, Any]:
-    for group in opt.param_groups:
-        for p in group["params"]:
-            p.grad = torch.ones_like(p)
-    opt.step()
-    return opt.state_dict()
-
-
 def _state(cls: type[torch.optim.Optimizer], **kw: Any) -> dict[str, Any]:
-    item, user = _tables()
-    return _stepped(cls([item, user], **kw))
-
-
-def _bundle(optimizer_state: Any = None, config: Any = None, fmt: str = "checkpoint", **kw: Any) -> ModelBundle:
-    item, user = _tables()
-    state_dict = kw.pop("state_dict", {"item_emb.weight": item.detach(), "user_emb.weight": user.detach()})
-    return ModelBundle(
-        source=Path("model.pt"), format=fmt, item_table=item.detach().numpy(), item_key="item_emb.weight",
-        user_table=user.detach().numpy(), user_key="user_emb.weight", state_dict=state_dict,
-        optimizer_state=optimizer_state, config=config, **kw,
-    )
+    item, user = seeded_tables()
+    return stepped(cls([item, user], **kw))
 
 
 def _c(bundle: ModelBundle, declared: DeclaredTraining = NONE, **kw: Any) -> tuple[dict[str, Condition], list[str]]:
@@ -86,7 +62,7 @@ def _c(bundle: ModelBundle, declared: DeclaredTraining = NONE, **kw: Any) -> tup
     ],
 )
 def test_c1_from_real_optimizer_state(cls: type, kw: dict, status: str, words: list[str]) -> None:
-    conds, _ = _c(_bundle(_state(cls, **kw)))
+    conds, _ = _c(table_bundle(_state(cls, **kw)))
     c1 = conds["C1"]
     assert c1.status == status, c1.evidence
     for word in words:
@@ -105,15 +81,15 @@ def test_adam_and_adamw_are_told_apart_by_torch_keys() -> None:
 
 
 def test_c1_lr_feeds_c5_and_details() -> None:
-    conds, _ = _c(_bundle(_state(torch.optim.SGD, lr=0.25)))
+    conds, _ = _c(table_bundle(_state(torch.optim.SGD, lr=0.25)))
     assert conds["C1"].details["lr"] == 0.25
     assert conds["C5"].status == "unknown" and "lr=0.25" in conds["C5"].evidence
 
 
 def test_c1_param_groups_item_group_found_as_the_one_without_another_shape() -> None:
-    item, user = _tables()
+    item, user = seeded_tables()
     opt = torch.optim.SGD([{"params": [item], "lr": 1.0}, {"params": [user], "lr": 0.1, "momentum": 0.9}])
-    conds, _ = _c(_bundle(_stepped(opt)))
+    conds, _ = _c(table_bundle(stepped(opt)))
     assert conds["C1"].status == "holds", conds["C1"].evidence
     # the momentum buffer has the user table's shape (30, 8): the item table is the other parameter
     assert "param group 0" in conds["C1"].evidence and "another parameter's shape" in conds["C1"].evidence
@@ -121,65 +97,65 @@ def test_c1_param_groups_item_group_found_as_the_one_without_another_shape() -> 
 
 
 def test_c1_param_groups_item_group_found_by_state_shape() -> None:
-    item, user = _tables()
+    item, user = seeded_tables()
     # The user tower first and plain SGD; the item table with Adam: its exp_avg has the table's shape.
     opt_sgd = torch.optim.SGD([user], lr=0.1)
     opt_sgd.add_param_group({"params": [item], "lr": 0.01, "momentum": 0.0})
-    state = _stepped(opt_sgd)
+    state = stepped(opt_sgd)
     # Replace group 1 by a real Adam group (torch cannot mix classes; emulate Adam's keys and state).
-    adam = _stepped(torch.optim.Adam([item], lr=0.01))
+    adam = stepped(torch.optim.Adam([item], lr=0.01))
     state["param_groups"][1] = {**adam["param_groups"][0], "params": [1]}
     state["state"] = {1: adam["state"][0]}
-    bundle = _bundle(state, state_dict={})  # no state dict: position unknown, shape decides
+    bundle = table_bundle(state, state_dict={})  # no state dict: position unknown, shape decides
     conds, _ = _c(bundle)
     assert conds["C1"].status == "violated"
     assert "shape" in conds["C1"].evidence and "Adam" in conds["C1"].evidence
 
 
 def test_c1_param_groups_that_differ_and_cannot_be_told_apart() -> None:
-    item, user = _tables()
+    item, user = seeded_tables()
     # no momentum buffer on either side: no state shows a shape, and the groups differ in weight decay
     opt = torch.optim.SGD([{"params": [item], "lr": 1.0}, {"params": [user], "weight_decay": 0.1}], lr=0.1)
-    conds, _ = _c(_bundle(_stepped(opt), state_dict={}))
+    conds, _ = _c(table_bundle(stepped(opt), state_dict={}))
     assert conds["C1"].status == "unknown"
     assert "2 param groups" in conds["C1"].evidence and len(conds["C1"].details["groups"]) == 2
 
 
 def test_c1_lightning_style_config_and_popaudit_config() -> None:
     config = {"hyper_parameters": {"optimizer": {"class_path": "torch.optim.Adam", "init_args": {"lr": 0.001}}}}
-    conds, _ = _c(_bundle(config=config))
+    conds, _ = _c(table_bundle(config=config))
     assert conds["C1"].status == "violated" and "Adam" in conds["C1"].evidence
     assert conds["C1"].details["lr"] == 0.001
     assert config_value(config, ("lr",)) == (0.001, "hyper_parameters.optimizer.init_args.lr")
     popaudit = {"optimizer": "momentum", "lr": 0.5, "momentum": 0.9, "weight_decay": 0.0, "loss": "infonce-cos",
                 "user_optimizer": "adam", "user_lr": 0.001, "item_encoder": "embedding"}
-    conds, _ = _c(_bundle(config=popaudit, fmt="popaudit"))
+    conds, _ = _c(table_bundle(config=popaudit, fmt="popaudit"))
     assert conds["C1"].status == "violated" and "momentum 0.9" in conds["C1"].evidence
     popaudit.update(optimizer="sgd", momentum=0.0)
-    conds, _ = _c(_bundle(config=popaudit, fmt="popaudit"))
+    conds, _ = _c(table_bundle(config=popaudit, fmt="popaudit"))
     assert conds["C1"].status == "holds" and conds["C1"].details["lr"] == 0.5
 
 
 def test_c1_declared_flags_fill_gaps_and_lose_conflicts() -> None:
-    assert _c(_bundle())[0]["C1"].status == "unknown"
-    conds, _ = _c(_bundle(), DeclaredTraining(optimizer="sgd", momentum=0.0, weight_decay=0.0, lr=0.3))
+    assert _c(table_bundle())[0]["C1"].status == "unknown"
+    conds, _ = _c(table_bundle(), DeclaredTraining(optimizer="sgd", momentum=0.0, weight_decay=0.0, lr=0.3))
     assert conds["C1"].status == "holds" and "optimizer" in conds["C1"].evidence
     # A declared "sgd" is torch.optim.SGD: momentum 0 and weight decay 0 unless declared, said as assumed.
-    conds, _ = _c(_bundle(), DeclaredTraining(optimizer="sgd"))
+    conds, _ = _c(table_bundle(), DeclaredTraining(optimizer="sgd"))
     assert conds["C1"].status == "holds"
     assert "SGD (momentum=0, weight_decay=0)" in conds["C1"].evidence
     assert "torch.optim.SGD's default, assumed from optimizer sgd" in conds["C1"].evidence
-    assert _c(_bundle(), DeclaredTraining(optimizer="sgd", weight_decay=1e-4))[0]["C1"].status == "violated"
-    assert _c(_bundle(), DeclaredTraining(optimizer="nesterov"))[0]["C1"].status == "violated"
+    assert _c(table_bundle(), DeclaredTraining(optimizer="sgd", weight_decay=1e-4))[0]["C1"].status == "violated"
+    assert _c(table_bundle(), DeclaredTraining(optimizer="nesterov"))[0]["C1"].status == "violated"
     # A config that names SGD without its settings is not a declaration: still unknown.
-    conds, _ = _c(_bundle(config={"optimizer": "sgd"}))
+    conds, _ = _c(table_bundle(config={"optimizer": "sgd"}))
     assert conds["C1"].status == "unknown" and "momentum or weight decay" in conds["C1"].evidence
-    conds, _ = _c(_bundle(), DeclaredTraining(momentum=0.9))
+    conds, _ = _c(table_bundle(), DeclaredTraining(momentum=0.9))
     assert conds["C1"].status == "violated"
-    conds, _ = _c(_bundle(), DeclaredTraining(momentum=0.0, weight_decay=0.0))
+    conds, _ = _c(table_bundle(), DeclaredTraining(momentum=0.0, weight_decay=0.0))
     assert conds["C1"].status == "unknown"  # Adam would still violate C1
     # The file shows momentum 0.9; momentum 0 is a conflict: a warning, and the file wins.
-    conds, warnings = _c(_bundle(_state(torch.optim.SGD, lr=0.1, momentum=0.9)),
+    conds, warnings = _c(table_bundle(_state(torch.optim.SGD, lr=0.1, momentum=0.9)),
                          DeclaredTraining(optimizer="adam", momentum=0.0))
     assert conds["C1"].status == "violated"
     assert any("momentum 0 conflicts" in w and "file wins" in w for w in warnings)
@@ -187,7 +163,7 @@ def test_c1_declared_flags_fill_gaps_and_lose_conflicts() -> None:
 
 
 def test_c1_unrecognised_optimizer_state() -> None:
-    conds, warnings = _c(_bundle({"exp_avg": 1}))
+    conds, warnings = _c(table_bundle({"exp_avg": 1}))
     assert conds["C1"].status == "unknown"
     assert any("no torch param_groups" in w for w in warnings)
 
@@ -197,22 +173,22 @@ def test_c1_unrecognised_optimizer_state() -> None:
 
 def test_c2_c3_tables_hold_by_construction() -> None:
     for fmt in ("npy", "parquet"):
-        conds, _ = _c(_bundle(fmt=fmt, state_dict={}))
+        conds, _ = _c(table_bundle(fmt=fmt, state_dict={}))
         assert conds["C2"].status == conds["C3"].status == "holds"
         assert "embedding table" in conds["C2"].evidence
-    conds, _ = _c(_bundle(fmt="state_dict"))
+    conds, _ = _c(table_bundle(fmt="state_dict"))
     assert conds["C2"].status == conds["C3"].status == "holds"
     assert "only item-side tensor" in conds["C2"].evidence
 
 
 def test_c2_c3_unknown_when_the_item_side_has_more_layers() -> None:
-    item, user = _tables()
+    item, user = seeded_tables()
     sd = {"item_emb.weight": item.detach(), "item_mlp.0.weight": torch.zeros(DIM, DIM),
           "user_emb.weight": user.detach()}
-    conds, _ = _c(_bundle(state_dict=sd))
+    conds, _ = _c(table_bundle(state_dict=sd))
     assert conds["C2"].status == conds["C3"].status == "unknown"
     assert "item_mlp.0.weight" in conds["C2"].evidence
-    conds, _ = _c(_bundle(fmt="torchscript", state_dict={}))
+    conds, _ = _c(table_bundle(fmt="torchscript", state_dict={}))
     assert conds["C2"].status == conds["C3"].status == "unknown"
 
 
@@ -222,7 +198,7 @@ def test_c2_c3_unknown_when_the_item_side_has_more_layers() -> None:
      ("embedding-linear", "violated", "violated"), ("mlp", "violated", "violated")],
 )
 def test_c2_c3_from_recorded_item_encoder(encoder: str, c2: str, c3: str) -> None:
-    conds, _ = _c(_bundle(config={"item_encoder": encoder}, fmt="popaudit"))
+    conds, _ = _c(table_bundle(config={"item_encoder": encoder}, fmt="popaudit"))
     assert (conds["C2"].status, conds["C3"].status) == (c2, c3)
 
 
@@ -252,19 +228,19 @@ def test_loss_names_are_read_as_words(name: str, status: str) -> None:
 
 
 def test_c4_from_config_flag_and_conflict() -> None:
-    assert _c(_bundle(config={"loss": "infonce-cos"}))[0]["C4"].status == "holds"
-    assert _c(_bundle(config={"loss": "infonce-dot"}))[0]["C4"].status == "violated"
-    assert _c(_bundle())[0]["C4"].status == "unknown"
-    conds, _ = _c(_bundle(), DeclaredTraining(loss="cosine"))
+    assert _c(table_bundle(config={"loss": "infonce-cos"}))[0]["C4"].status == "holds"
+    assert _c(table_bundle(config={"loss": "infonce-dot"}))[0]["C4"].status == "violated"
+    assert _c(table_bundle())[0]["C4"].status == "unknown"
+    conds, _ = _c(table_bundle(), DeclaredTraining(loss="cosine"))
     assert conds["C4"].status == "holds" and "loss" in conds["C4"].evidence
-    conds, warnings = _c(_bundle(config={"loss": "infonce-dot"}), DeclaredTraining(loss="cosine"))
+    conds, warnings = _c(table_bundle(config={"loss": "infonce-dot"}), DeclaredTraining(loss="cosine"))
     assert conds["C4"].status == "violated" and any("loss cosine conflicts" in w for w in warnings)
 
 
 # ---------------------------------------------------------------------------- live models
 
 
-def _live_bundle(live: TinyLive, config: dict | None = None, **kw: Any) -> ModelBundle:
+def _livetable_bundle(live: TinyLive, config: dict | None = None, **kw: Any) -> ModelBundle:
     table = live.encode_items(live.module, torch.arange(N_ITEMS)).detach().numpy()
     return ModelBundle(source=Path("m.pt"), format="popaudit", item_table=table, live=live,
                        user_table=live.module.user_emb.weight.detach().numpy(), config=config, **kw)
@@ -287,7 +263,7 @@ def _zipf_stats(n: int = N_ITEMS) -> ItemStats:
 )
 def test_numeric_c2_c3_c4_on_live_towers(encoder: str, loss: str, expected: dict[str, str]) -> None:
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, encoder), loss_name=loss)
-    out = assess_conditions(_live_bundle(live), None, None, NONE, seed=1)
+    out = assess_conditions(_livetable_bundle(live), None, None, NONE, seed=1)
     got = {k: out.conditions[k].status for k in expected}
     assert got == expected, {k: out.conditions[k].evidence for k in expected}
     assert "second difference" in out.conditions["C2"].evidence
@@ -299,11 +275,11 @@ def test_numeric_c2_c3_c4_on_live_towers(encoder: str, loss: str, expected: dict
 
 def test_probe_angles_follow_the_conditions() -> None:
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM), loss_name="infonce-cos", lr=0.5)
-    out = assess_conditions(_live_bundle(live), None, None, NONE, seed=2)
+    out = assess_conditions(_livetable_bundle(live), None, None, NONE, seed=2)
     assert out.probes.update.angle_summary.share_90pm1 == 1.0
     assert np.max(np.abs(out.probes.update.residuals)) < 1e-9
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM), loss_name="infonce-dot", lr=0.05)
-    out = assess_conditions(_live_bundle(live), None, None, NONE, seed=2)
+    out = assess_conditions(_livetable_bundle(live), None, None, NONE, seed=2)
     assert out.probes.update.angle_summary.share_90pm1 < 0.5
 
 
@@ -311,7 +287,7 @@ def test_c5_from_probe_growth_and_frequencies() -> None:
     # Small initial norms (init_std 0.1, as popaudit retrain uses) make c/s² large.
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, init_std=0.1), lr=2.0)
     stats = _zipf_stats()
-    bundle = _live_bundle(live, config={"optimizer": "sgd", "lr": 2.0, "momentum": 0.0, "weight_decay": 0.0,
+    bundle = _livetable_bundle(live, config={"optimizer": "sgd", "lr": 2.0, "momentum": 0.0, "weight_decay": 0.0,
                                         "epochs": 5, "loss": "infonce-cos"})
     out = assess_conditions(bundle, stats, None, NONE, seed=0)
     c5 = out.conditions["C5"]
@@ -332,31 +308,31 @@ def test_c5_from_probe_growth_and_frequencies() -> None:
     # shows no growth either, and with C1-C4 holding that is a learning rate too small.
     live_small = TinyLive(Towers(N_ITEMS, N_USERS, DIM, init_std=0.1), lr=1e-4)
     plain = {"optimizer": "sgd", "momentum": 0.0, "weight_decay": 0.0, "epochs": 5, "loss": "infonce-cos"}
-    out = assess_conditions(_live_bundle(live_small, config=plain), stats, None, NONE, seed=0)
+    out = assess_conditions(_livetable_bundle(live_small, config=plain), stats, None, NONE, seed=0)
     c5 = out.conditions["C5"]
     assert c5.status == "violated", c5.evidence
     assert c5.details["head_median_norm_ratio"] < 1.01 and c5.details["decided_by"] == "projection and table"
     assert c5.details["table_head_median_norm_ratio"] < c5.details["threshold"]
     # Without C1 known to hold, a small projection alone proves nothing: unknown.
-    out = assess_conditions(_live_bundle(live_small, config={"epochs": 5}), stats, None, NONE, seed=0)
+    out = assess_conditions(_livetable_bundle(live_small, config={"epochs": 5}), stats, None, NONE, seed=0)
     assert out.conditions["C5"].status == "unknown" and out.conditions["C5"].details["decided_by"] is None
 
 
 def test_c5_unknown_cases() -> None:
-    assert _c(_bundle())[0]["C5"].status == "unknown"
+    assert _c(table_bundle())[0]["C5"].status == "unknown"
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM))
-    out = assess_conditions(_live_bundle(live), None, None, NONE)
+    out = assess_conditions(_livetable_bundle(live), None, None, NONE)
     assert out.conditions["C5"].status == "unknown" and "frequencies are unknown" in out.conditions["C5"].evidence
     # No rebuilt optimizer and no lr: growth only per unit lr².
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM), rebuild_optimizer=False)
-    out = assess_conditions(_live_bundle(live), _zipf_stats(), None, NONE)
+    out = assess_conditions(_livetable_bundle(live), _zipf_stats(), None, NONE)
     assert out.conditions["C5"].status == "unknown" and "per unit lr²" in out.conditions["C5"].evidence
     assert out.probes.update.optimizer_restored is False
 
 
 def test_no_probes_when_disabled() -> None:
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM))
-    out = assess_conditions(_live_bundle(live), None, None, NONE, run_probes=False)
+    out = assess_conditions(_livetable_bundle(live), None, None, NONE, run_probes=False)
     assert out.probes is None and out.update_angles is None
 
 
@@ -383,7 +359,7 @@ def test_plugin_evidence_overrides_and_live_model_hook() -> None:
         def popaudit_live_model(self, bundle: ModelBundle) -> TinyLive:
             return live
 
-    bundle = _live_bundle(live)
+    bundle = _livetable_bundle(live)
     bundle.live = None
     out = assess_conditions(bundle, None, None, NONE, pm=_pm(Plugin()))
     c3 = out.conditions["C3"]
@@ -421,7 +397,7 @@ def test_c5_is_graded_from_the_declared_c1_to_c4(monkeypatch: pytest.MonkeyPatch
         def popaudit_condition_evidence(self, bundle: ModelBundle) -> dict[str, Condition]:
             return {key: Condition(CONDITION_NAMES[key], "violated", "shared by design") for key in ("C2", "C3")}
 
-    out = assess_conditions(_live_bundle(live), _zipf_stats(), None, NONE, pm=_pm(Plugin()), run_probes=False)
+    out = assess_conditions(_livetable_bundle(live), _zipf_stats(), None, NONE, pm=_pm(Plugin()), run_probes=False)
     assert out.conditions["C2"].status == out.conditions["C3"].status == "violated"
     assert seen["C2"] == seen["C3"] == "violated"
 
@@ -433,16 +409,16 @@ def test_plugin_with_bad_evidence_is_named() -> None:
             return {"C9": Condition("x", "holds", "y")}
 
     with pytest.raises(PluginError, match="C9"):
-        assess_conditions(_bundle(), None, None, NONE, pm=_pm(Bad()), run_probes=False)
+        assess_conditions(table_bundle(), None, None, NONE, pm=_pm(Bad()), run_probes=False)
 
 
 def test_c1_lightning_several_optimizers_item_one_found_by_shape() -> None:
-    item, user = _tables()
-    user_state = _stepped(torch.optim.SGD([user], lr=0.1))
-    item_state = _stepped(torch.optim.Adam([item], lr=0.01))
+    item, user = seeded_tables()
+    user_state = stepped(torch.optim.SGD([user], lr=0.1))
+    item_state = stepped(torch.optim.Adam([item], lr=0.01))
     # As the loader keeps a Lightning checkpoint: the first state, with the whole list.
     state = {**user_state, "optimizer_states": [user_state, item_state]}
-    conds, _ = _c(_bundle(state, fmt="lightning"))
+    conds, _ = _c(table_bundle(state, fmt="lightning"))
     assert conds["C1"].status == "violated"
     assert "optimizer 2 of 2" in conds["C1"].evidence and "Adam" in conds["C1"].evidence
     assert conds["C1"].details["lr"] == 0.01
@@ -450,7 +426,7 @@ def test_c1_lightning_several_optimizers_item_one_found_by_shape() -> None:
 
 def test_c5_projection_flagged_when_updates_are_not_orthogonal() -> None:
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM, "mlp", init_std=0.1), lr=2.0)
-    out = assess_conditions(_live_bundle(live, config={"epochs": 5}), _zipf_stats(), None, NONE, seed=0)
+    out = assess_conditions(_livetable_bundle(live, config={"epochs": 5}), _zipf_stats(), None, NONE, seed=0)
     c5 = out.conditions["C5"]
     assert "C2, C3 are violated" in c5.evidence
     # above the init spread or below it, neither the projection nor the table can tell the
@@ -482,7 +458,7 @@ def test_popaudit_retrain_checkpoint_end_to_end(tmp_path: Path) -> None:
 def test_c1_unrecognised_optimizer_keys_leave_the_name_to_the_config() -> None:
     state = {"param_groups": [{"lr": 0.1, "params": [0, 1], "custom_knob": 3}], "state": {}}
     config = {"optimizer": "sgd", "momentum": 0.0, "weight_decay": 0.0}
-    conds, warnings = _c(_bundle(state, config=config))
+    conds, warnings = _c(table_bundle(state, config=config))
     assert conds["C1"].status == "holds", conds["C1"].evidence
     assert conds["C1"].details["lr"] == 0.1 and conds["C1"].details["sources"]["lr"] == "optimizer state"
     assert warnings == []
@@ -491,7 +467,7 @@ def test_c1_unrecognised_optimizer_keys_leave_the_name_to_the_config() -> None:
 def test_probe_that_cannot_form_a_batch_is_a_warning_not_a_crash() -> None:
     live = TinyLive(Towers(N_ITEMS, N_USERS, DIM))
     live.n_users = None  # type: ignore[assignment]  # and the bundle has no user table
-    bundle = _live_bundle(live)
+    bundle = _livetable_bundle(live)
     bundle.user_table = None
     out = assess_conditions(bundle, None, None, DeclaredTraining(loss="infonce-cos"))
     assert out.probes is None
@@ -503,11 +479,11 @@ def test_probe_that_cannot_form_a_batch_is_a_warning_not_a_crash() -> None:
 
 
 def test_c4_from_recbole_model_names() -> None:
-    simplex, _ = _c(_bundle(config={"model": "SimpleX", "reg_weight": 1e-5}, fmt="recbole"))
+    simplex, _ = _c(table_bundle(config={"model": "SimpleX", "reg_weight": 1e-5}, fmt="recbole"))
     assert simplex["C4"].status == "holds" and "CCL loss on cosines" in simplex["C4"].evidence
     assert "L2 penalty (reg_weight = 1e-05)" in simplex["C4"].evidence and simplex["C4"].details["norm_penalty"] == 1e-5
     for model in ("BPR", "LightGCN", "NGCF", "SGL", "NCL", "DGCF", "SpectralCF"):
-        c4 = _c(_bundle(config={"model": model}, fmt="recbole"))[0]["C4"]
+        c4 = _c(table_bundle(config={"model": model}, fmt="recbole"))[0]["C4"]
         assert c4.status == "violated" and "dot" in c4.evidence, model
 
 
@@ -520,7 +496,7 @@ def _fn(rho: float, lo: float, hi: float) -> "FrequencyNorm":
 
 def test_c5_with_a_declared_lr_reads_the_table_without_a_probe() -> None:
     declared = DeclaredTraining(optimizer="sgd", lr=1.0)
-    grown = _c(_bundle(), declared, frequency_norm=_fn(0.62, 0.55, 0.68))[0]["C5"]
+    grown = _c(table_bundle(), declared, frequency_norm=_fn(0.62, 0.55, 0.68))[0]["C5"]
     assert grown.status == "holds"
     assert grown.evidence.startswith("lr=1 (lr) is not tested: no probe step ran, so no measured growth ties the "
                                      "table to this rate; the trained table shows the growth materialised (")
@@ -529,12 +505,12 @@ def test_c5_with_a_declared_lr_reads_the_table_without_a_probe() -> None:
     orthogonal = {key: Condition(CONDITION_NAMES[key], "holds", "test") for key in ("C1", "C2", "C3", "C4")}
     from auditor.conditions.c5_growth import assess_c5
 
-    flat = assess_c5(_bundle(), None, None, _declared_lr(0.01), None, orthogonal, _fn(0.02, -0.05, 0.09))
+    flat = assess_c5(table_bundle(), None, None, _declared_lr(0.01), None, orthogonal, _fn(0.02, -0.05, 0.09))
     assert flat.status == "violated" and "too small" in flat.evidence
     # The same table while C2 is unknown: the learning rate's part cannot be told apart.
     unsure = {**orthogonal, "C2": Condition(CONDITION_NAMES["C2"], "unknown", "test")}
-    assert assess_c5(_bundle(), None, None, _declared_lr(0.01), None, unsure, _fn(0.02, -0.05, 0.09)).status == "unknown"
-    assert "was not measured" in assess_c5(_bundle(), None, None, _declared_lr(0.01), None, unsure, None).evidence
+    assert assess_c5(table_bundle(), None, None, _declared_lr(0.01), None, unsure, _fn(0.02, -0.05, 0.09)).status == "unknown"
+    assert "was not measured" in assess_c5(table_bundle(), None, None, _declared_lr(0.01), None, unsure, None).evidence
 
 
 def _declared_lr(lr: float) -> Any:

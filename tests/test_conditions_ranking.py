@@ -6,7 +6,6 @@ naming both. Optimizer states come from real torch optimizers."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pluggy
@@ -19,32 +18,10 @@ from auditor.hookspecs import hookimpl
 from auditor.model import ItemStats, ModelBundle
 from auditor.result import Condition, FrequencyNorm
 from auditor.trace_section import TILTED_SHARE
+from condition_bundles import DIM, N_ITEMS, N_USERS, seeded_tables, stepped, table_bundle
 from live_towers import TinyLive, Towers, train_state
 
-N_ITEMS, N_USERS, DIM = 40, 30, 8
 NONE = DeclaredTraining()
-
-
-def _tables() -> tuple[torch.nn.Parameter, torch.nn.Parameter]:
-    gen = torch.Generator().manual_seed(0)
-    return (torch.nn.Parameter(torch.randn(N_ITEMS, DIM, generator=gen)),
-            torch.nn.Parameter(torch.randn(N_USERS, DIM, generator=gen)))
-
-
-def _stepped(opt: torch.optim.Optimizer) -> dict[str, Any]:
-    for group in opt.param_groups:
-        for p in group["params"]:
-            p.grad = torch.ones_like(p)
-    opt.step()
-    return opt.state_dict()
-
-
-def _bundle(optimizer_state: Any = None, config: Any = None, **kw: Any) -> ModelBundle:
-    item, user = _tables()
-    state_dict = kw.pop("state_dict", {"item_emb.weight": item.detach(), "user_emb.weight": user.detach()})
-    return ModelBundle(source=Path("model.pt"), format="checkpoint", item_table=item.detach().numpy(),
-                       item_key="item_emb.weight", user_table=user.detach().numpy(), user_key="user_emb.weight",
-                       state_dict=state_dict, optimizer_state=optimizer_state, config=config, **kw)
 
 
 def _declaring(**verdicts: Condition) -> pluggy.PluginManager:
@@ -66,9 +43,9 @@ SGD_HOLDS = Condition("plain SGD", "holds", "author: item table trained with pla
 
 
 def test_plugin_c1_loses_to_the_optimizer_state_it_contradicts() -> None:
-    item, user = _tables()
-    state = _stepped(torch.optim.AdamW([item, user], lr=0.01, weight_decay=0.0))
-    out = assess_conditions(_bundle(state), None, None, NONE, pm=_declaring(C1=SGD_HOLDS), run_probes=False)
+    item, user = seeded_tables()
+    state = stepped(torch.optim.AdamW([item, user], lr=0.01, weight_decay=0.0))
+    out = assess_conditions(table_bundle(state), None, None, NONE, pm=_declaring(C1=SGD_HOLDS), run_probes=False)
     c1 = out.conditions["C1"]
     # before: holds, "declared by a plugin", no warning
     assert c1.status == "violated" and "AdamW rescales each coordinate" in c1.evidence, c1.evidence
@@ -81,15 +58,15 @@ def test_plugin_c1_loses_to_the_optimizer_state_it_contradicts() -> None:
 
 def test_plugin_c1_loses_to_the_recorded_config_and_fills_an_unknown() -> None:
     pm = _declaring(C1=SGD_HOLDS)
-    out = assess_conditions(_bundle(config={"optimizer": "adam"}), None, None, NONE, pm=pm, run_probes=False)
+    out = assess_conditions(table_bundle(config={"optimizer": "adam"}), None, None, NONE, pm=pm, run_probes=False)
     assert out.conditions["C1"].status == "violated"
     assert any("the recorded config shows it violated; the recorded config stands" in w for w in out.warnings)
     # nothing recorded: the declaration settles C1, as before, without a warning
-    out = assess_conditions(_bundle(), None, None, NONE, pm=pm, run_probes=False)
+    out = assess_conditions(table_bundle(), None, None, NONE, pm=pm, run_probes=False)
     assert out.conditions["C1"].status == "holds" and out.conditions["C1"].evidence.startswith("declared by a plugin")
     assert not out.warnings
     # against the CLI's declaration (the same rank) the plugin's is taken, and both are named
-    out = assess_conditions(_bundle(), None, None, DeclaredTraining(optimizer="adam"), pm=pm, run_probes=False)
+    out = assess_conditions(table_bundle(), None, None, DeclaredTraining(optimizer="adam"), pm=pm, run_probes=False)
     assert out.conditions["C1"].status == "holds"
     assert any("declares it holds, where the declared optimizer/momentum/weight_decay give it violated; the "
                "plugin's declaration is taken" in w for w in out.warnings), out.warnings
@@ -132,10 +109,10 @@ def test_plugin_c5_loses_to_the_trained_table() -> None:
     # C1–C4 hold (id table; declared plain SGD and a cosine loss), the table's norms are flat
     # (random rows: head/median ratio near 1, ρ 0.02): the table grades C5 violated
     declared = DeclaredTraining(optimizer="sgd", lr=0.01, loss="infonce-cos")
-    before = assess_conditions(_bundle(), None, None, declared, run_probes=False, frequency_norm=_flat())
+    before = assess_conditions(table_bundle(), None, None, declared, run_probes=False, frequency_norm=_flat())
     assert before.conditions["C5"].status == "violated" and before.conditions["C5"].details["decided_by"] == "table"
     pm = _declaring(C5=Condition("lr", "holds", "author: lr large enough"))
-    out = assess_conditions(_bundle(), None, None, declared, pm=pm, run_probes=False, frequency_norm=_flat())
+    out = assess_conditions(table_bundle(), None, None, declared, pm=pm, run_probes=False, frequency_norm=_flat())
     c5 = out.conditions["C5"]
     assert c5.status == "violated" and c5.details["declared"]["status"] == "holds"  # before: holds, silently
     assert any(w.startswith("C5: plugin 'file:author.py' declares it holds, but the trained table's norms grade it "
@@ -148,9 +125,9 @@ def test_plugin_c5_loses_to_the_trained_table() -> None:
 def _ambiguous(user_lr: float = 5.0) -> ModelBundle:
     """Item and user tables in plain-SGD groups that differ in weight decay (no per-parameter
     state shows which holds the item table)."""
-    item, user = _tables()
+    item, user = seeded_tables()
     opt = torch.optim.SGD([{"params": [user], "lr": user_lr}, {"params": [item], "weight_decay": 1e-3}], lr=5.0)
-    return _bundle(_stepped(opt), state_dict={})
+    return table_bundle(stepped(opt), state_dict={})
 
 
 def _run(bundle: ModelBundle, declared: DeclaredTraining = NONE) -> tuple[dict[str, Condition], list[str]]:
@@ -193,28 +170,28 @@ def test_ambiguous_groups_pass_a_shared_or_declared_rate_to_c5() -> None:
 
 
 def test_config_momentum_or_weight_decay_against_the_state_is_warned() -> None:
-    item, user = _tables()
-    state = _stepped(torch.optim.SGD([item, user], lr=5.0))
-    conds, warnings = _run(_bundle(state, config={"optimizer": "sgd", "momentum": 0.9, "weight_decay": 0.01}))
+    item, user = seeded_tables()
+    state = stepped(torch.optim.SGD([item, user], lr=5.0))
+    conds, warnings = _run(table_bundle(state, config={"optimizer": "sgd", "momentum": 0.9, "weight_decay": 0.01}))
     assert conds["C1"].status == "holds"  # the optimizer state wins
     assert warnings == [  # before: none
         "the recorded config's momentum 0.9 (momentum) differs from the optimizer state's 0; the optimizer state wins",
         "the recorded config's weight decay 0.01 (weight_decay) differs from the optimizer state's 0; the optimizer "
         "state wins"]
-    conds, warnings = _run(_bundle(state, config={"optimizer": "sgd", "momentum": 0.0, "weight_decay": 0}))
+    conds, warnings = _run(table_bundle(state, config={"optimizer": "sgd", "momentum": 0.0, "weight_decay": 0}))
     assert conds["C1"].status == "holds" and not warnings
 
 
 def test_declaration_messages_say_what_was_declared() -> None:
-    conds, _ = _run(_bundle(), DeclaredTraining(momentum=0.0, weight_decay=0.0))
+    conds, _ = _run(table_bundle(), DeclaredTraining(momentum=0.0, weight_decay=0.0))
     assert conds["C1"].status == "unknown"
     assert conds["C1"].evidence == ("momentum 0 (momentum) and weight decay 0 (weight_decay) known, but the optimizer "
                                     "itself is not named (optimizer)")  # before: "no momentum or weight decay known"
     # "momentum" with momentum 0 is torch.optim.SGD: its default weight decay 0 is assumed, as for "sgd"
-    conds, _ = _run(_bundle(), DeclaredTraining(optimizer="momentum", momentum=0.0))
+    conds, _ = _run(table_bundle(), DeclaredTraining(optimizer="momentum", momentum=0.0))
     assert conds["C1"].status == "holds" and conds["C1"].details["sources"]["weight_decay"].startswith(
         "torch.optim.SGD's default")
-    conds, _ = _run(_bundle(config={"optimizer": "sgd", "momentum": 0.0}))
+    conds, _ = _run(table_bundle(config={"optimizer": "sgd", "momentum": 0.0}))
     assert conds["C1"].evidence.endswith("names SGD but not its weight decay; declare it (weight_decay 0) to settle C1")
 
 
@@ -223,18 +200,18 @@ def test_plugin_c2_to_c4_lose_to_the_recorded_config_and_win_over_structure_and_
     # the recorded config names the id table as the encoder, and a BPR loss
     config = {"item_encoder": "embedding", "loss": "bpr"}
     pm = _declaring(**violated, C4=Condition("cosine loss", "holds", "author: cosine InfoNCE"))
-    out = assess_conditions(_bundle(config=config), None, None, NONE, pm=pm, run_probes=False)
+    out = assess_conditions(table_bundle(config=config), None, None, NONE, pm=pm, run_probes=False)
     conds = out.conditions
     assert [conds[k].status for k in ("C2", "C3", "C4")] == ["holds", "holds", "violated"]
     assert all(conds[k].details["declared"]["source"] == "file:author.py" for k in ("C2", "C3", "C4"))
     said = [w.split(":")[0] for w in out.warnings if "stands" in w]
     assert said == ["C2", "C3", "C4"], out.warnings
     # the tensors' structure alone (an id table) ranks nothing: the author's declaration is taken
-    out = assess_conditions(_bundle(), None, None, NONE, pm=_declaring(**violated), run_probes=False)
+    out = assess_conditions(table_bundle(), None, None, NONE, pm=_declaring(**violated), run_probes=False)
     assert [out.conditions[k].status for k in ("C2", "C3")] == ["violated", "violated"] and not out.warnings
     # a --loss declaration is the plugin's rank: the plugin's is taken, both named
     pm = _declaring(C4=Condition("cosine loss", "holds", "author: cosine InfoNCE"))
-    out = assess_conditions(_bundle(), None, None, DeclaredTraining(loss="bpr"), pm=pm, run_probes=False)
+    out = assess_conditions(table_bundle(), None, None, DeclaredTraining(loss="bpr"), pm=pm, run_probes=False)
     assert out.conditions["C4"].status == "holds"
     assert any(w.startswith("C4: plugin 'file:author.py' declares it holds, where loss gives it violated; the "
                             "plugin's declaration is taken") for w in out.warnings), out.warnings
