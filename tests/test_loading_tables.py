@@ -70,6 +70,23 @@ def test_embedding_wins_over_tower_mlp_and_positional(tmp_path, pm):
     assert bundle.warnings == []
 
 
+def test_an_attention_query_projection_is_no_user_table(tmp_path, pm):
+    """A sequence model's state dict (SASRec's names): its attention's ``query.weight`` is a
+    (d, d) layer of the query side, not a table of user vectors; taken as one, every log user
+    id past row d was refused as unmapped. No user table: history queries stand in."""
+    g = torch.Generator().manual_seed(0)
+    sd = {
+        "item_embedding.weight": torch.randn(30, 8, generator=g),
+        "position_embedding.weight": torch.randn(50, 8, generator=g),
+        "trm_encoder.layer.0.multi_head_attention.query.weight": torch.randn(8, 8, generator=g),
+        "trm_encoder.layer.0.multi_head_attention.key.weight": torch.randn(8, 8, generator=g),
+        "trm_encoder.layer.0.self_attn.query_proj.weight": torch.randn(8, 8, generator=g),
+        "trm_encoder.layer.0.feed_forward.dense_1.weight": torch.randn(32, 8, generator=g),
+    }
+    bundle = _load(_save(tmp_path, sd), pm)
+    assert (bundle.item_key, bundle.user_key) == ("item_embedding.weight", None)
+
+
 def test_torchrec_embedding_bags(tmp_path, pm):
     sd = {
         "sparse_arch.embedding_bag_collection.embedding_bags.t_movie_id.weight": torch.randn(40, 6),

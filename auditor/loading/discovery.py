@@ -24,6 +24,9 @@ USER_WORDS = ("user", "query", "customer", "member", "account")
 # Words that mark an embedding-style table (higher score than an MLP weight of the tower).
 _TABLE_WORDS = ("emb", "table", "lookup", "factor", "vector")
 _LINEAR_WORDS = ("linear", "fc", "proj", "dense")
+_ATTENTION_WORDS = ("attention", "attn")
+"""An attention layer's ``query``/``key``/``value`` projections (a sequence model's encoder): the
+query side's layers, never its table of vectors."""
 ONEHOT_RATIO = 4
 """A Linear weight (d, n) over one-hot ids: n must be at least this many times d."""
 
@@ -88,9 +91,9 @@ class TensorInfo:
     def score(self, role: str) -> int:
         """Name score for ``role`` (0: the name does not say ``role``)."""
         found = table_role(self.key)
-        if found not in (role, "both"):
-            return 0
         toks = [t for p in self.key.split(".") for t in _tokens(p)]
+        if found not in (role, "both") or any(t in _ATTENTION_WORDS for t in toks):
+            return 0
         score = 10 if found == role else 5
         if any(t.startswith(w) for t in toks for w in _TABLE_WORDS):
             score += 5
