@@ -333,6 +333,7 @@ class TrainingMonitor:
         # max_exact_items (rows sampled from the same norms, so a sample equals check's rows).
         vectors = self.source.table()
         precision = table_precision(vectors)  # the stored dtype's rounding, before any widening
+        served = vectors.dtype  # queries are rounded (and judged zero) in it, as served
         if vectors.dtype not in (torch.float32, torch.float64):  # half precision: numpy has no bfloat16
             vectors = vectors.float()
         norms = item_norms(vectors.to("cpu").numpy())
@@ -340,8 +341,8 @@ class TrainingMonitor:
         # a table with a NaN or infinite row anywhere has no ρ, sampled or not (as the audit's)
         picked = slice(None) if self._sample is None or not finite.all() else self._sample.numpy()
         ranks = rank_figures(norms[picked], self._counts[picked], population=self.source.n_items, precision=precision)
-        heads = head_figures(self.queries.vectors(vectors.dtype), vectors, self._counts, self.k, self.head_percent) \
-            if finite.all() else None
+        heads = head_figures(self.queries.vectors(served).to(vectors.dtype), vectors, self._counts, self.k,
+                             self.head_percent) if finite.all() else None
         angles = angle_figures(update)
         now = time.perf_counter()
         return TraceRecord(
