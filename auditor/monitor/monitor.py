@@ -105,7 +105,7 @@ class TrainingMonitor:
         mlflow_client: Any = None,
     ) -> None:
         check_settings(interval, k, head_percent, max_exact_items, sample_items)
-        self.processes = check_ranks(counts is not None)  # above 1: the angles compare the whole table
+        self.processes, self._ranks_settled = check_ranks(counts is not None)  # above 1: angles of the whole table
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)
@@ -180,6 +180,8 @@ class TrainingMonitor:
         table when ``items`` is None, or under several processes, :attr:`processes`: the
         step moves every rank's rows), to measure the update angles.
         """
+        if not self._ranks_settled:
+            self._settle_ranks()
         if items is not None and count:
             self.observe(items)
         self._coming_lr = (self._lr(),)  # the rate this step trains at (a scheduler may step before after_step)
@@ -286,6 +288,16 @@ class TrainingMonitor:
     diverged: tuple[int, int] | None = None
     """(step, rows) of the first record that found item rows NaN or infinite (None: none did)."""
 
+    def _settle_ranks(self) -> None:
+        """:func:`check_ranks` again, until a process group answers: a monitor made before
+        ``init_process_group`` is judged by the group at its first step or record, as one made
+        after (its trace then ends with the error)."""
+        try:
+            self.processes, self._ranks_settled = check_ranks(self._given)
+        except TrainingError as error:
+            self.close(f"error: TrainingError: {error}")
+            raise
+
     def _due(self, step: int) -> bool:
         return self.interval > 0 and step % self.interval == 0
 
@@ -307,6 +319,8 @@ class TrainingMonitor:
         seconds: float | None = None,
     ) -> TraceRecord:
         tic = time.perf_counter()
+        if not self._ranks_settled:
+            self._settle_ranks()
         self._flush_counts()
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             record = self._measure(kind, update, loss, seconds)
