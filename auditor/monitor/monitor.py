@@ -117,7 +117,7 @@ class TrainingMonitor:
         self._given = counts is not None
         self._counts = given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
         self._pending: list[torch.Tensor] = []
-        self._alerts = Alerts(alerts, check_action(on_alert), interval)
+        self._alerts = Alerts(alerts, check_action(on_alert), interval, n)
         self.global_step, self.epoch, config = start_point(start_step, start_epoch, resume, config)
         """The epoch in progress (1-based); :meth:`end_epoch` moves it on."""
         self.records: list[TraceRecord] = []
