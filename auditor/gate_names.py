@@ -167,15 +167,17 @@ def change_range(bounds: tuple[float, float, str] | None, change: str) -> tuple[
 
 
 def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[str] | None = None,
-                 change: str = "", kind: str | None = None) -> str:
+                 change: str = "", kind: str | None = None, bounds: tuple[float, float, str] | None = None) -> str:
     """Why ``name OP threshold`` is no gate (:func:`figure_range`; ``change``: ``delta`` or
     ``rel`` of ``name``, a ``diff`` gate, :func:`change_range`): a threshold outside the range,
     or one on its edge where the gate could never trip (``>1`` on a fraction, meant as 1%;
     ``<0`` on a ratio), with the fraction a percentage share may have meant; "" otherwise. A
     gate that trips on every run (``>=0``) is loud, not silent, and is taken. ``kind``: the
     figure's key in :data:`FIGURE_RANGES` where the caller names it (the training monitor's
-    figures; a kind not in the table is unbounded), its fractions taken as percentage shares."""
-    bounds = change_range(figure_range(name, list_measures) if kind is None else FIGURE_RANGES.get(kind), change)
+    figures; a kind not in the table is unbounded), its fractions taken as percentage shares;
+    ``bounds``: the range itself where the data sets it (a count of the monitor's item rows)."""
+    if bounds is None:
+        bounds = change_range(figure_range(name, list_measures) if kind is None else FIGURE_RANGES.get(kind), change)
     if bounds is None:
         return ""
     low, high, unit = bounds

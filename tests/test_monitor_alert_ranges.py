@@ -104,3 +104,19 @@ def test_a_record_s_figures_lie_in_their_declared_ranges() -> None:
             low, high, _ = FIGURE_RANGES[kind]
             assert low <= value <= high, (figure, value)
     assert record.loss == -2.5  # a loss below 0 is measured: it has no range
+
+
+def test_an_alert_on_more_non_finite_rows_than_the_table_holds_is_refused_when_the_monitor_is_made(tmp_path) -> None:
+    # QA 11 monitor N3: n_nonfinite counts the watched table's rows, so with 400 items it is
+    # never above 400; the table is known when the monitor is made (an adapter's: when fit starts).
+    path = tmp_path / "t.jsonl"
+    table = torch.zeros(400, 2)
+    with pytest.raises(GateError) as caught:  # both were taken
+        TrainingMonitor(table, counts=np.ones(400), alerts=["n_nonfinite>400", "n_nonfinite>=401"], trace=path)
+    rows = "n_nonfinite is a number of item rows, 0–400 (the watched table's)"
+    assert str(caught.value).startswith(f"invalid alerts: 'n_nonfinite>400': {rows}; it is never > 400, so the gate "
+                                        f"could never trip; 'n_nonfinite>=401': {rows}; the threshold 401 is outside")
+    assert not path.exists()
+    monitor = TrainingMonitor(table, counts=np.ones(400), alerts=["n_nonfinite>=400", "n_nonfinite>399"])
+    assert [str(g) for g in monitor._alerts.gates] == ["n_nonfinite>=400", "n_nonfinite>399"]  # every row NaN: fires
+    assert [str(g) for g in parse_alerts(["n_nonfinite>400"])] == ["n_nonfinite>400"]  # no table yet: unbounded

@@ -119,3 +119,56 @@ def test_under_several_processes_a_plain_loop_compares_the_whole_table(monkeypat
     assert alone == (2, pytest.approx(np.median([0.25 / 9, 0.25 / 36 / 2]), rel=1e-12), "appearance")
     fake_group(monkeypatch, 0, 2)
     assert run() == (3, pytest.approx(0.25 / 36, rel=1e-12), "step")
+
+
+def test_a_monitor_made_before_the_process_group_is_judged_by_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """QA 11 monitor N2: a monitor made before ``init_process_group`` (no launcher variables)
+    took one process for good: rank 0's rows per appearance (basis 'appearance', 2 rows), and no
+    rank check. The group is asked again at the first step: the whole table (3 rows, 'step')."""
+    for name in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    table = torch.zeros(10, 4, dtype=torch.float64)
+    table[:, 0] = torch.arange(1, 11, dtype=torch.float64)
+    monitor = TrainingMonitor(table, counts=np.ones(10), interval=1, n_queries=3)
+    assert monitor.processes == 1
+    fake_group(monkeypatch, 0, 2)  # init_process_group, after the monitor
+    with monitor.step(torch.tensor([2, 5, 5])):
+        table[[2, 5, 7], 1] += 0.5
+    record = monitor.records[-1]
+    assert monitor.processes == 2
+    assert (record.angle_n, record.growth_basis) == (3, "step")  # was (2, 'appearance')
+    assert record.growth_per_update == pytest.approx(0.25 / 36, rel=1e-12)
+
+
+def test_a_monitor_made_before_the_group_on_another_rank_is_refused_at_its_first_step(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "trace.jsonl"
+    monitor = TrainingMonitor(torch.nn.Embedding(10, 4), counts=np.ones(10), interval=1, trace=path)
+    fake_group(monkeypatch, 1, 2)
+    with pytest.raises(TrainingError, match="process rank 1 of 2: make the monitor on rank 0 only"):
+        monitor.before_step(torch.tensor([1]))  # was accepted: the check ran only when it was made
+    trace = read_trace(path)
+    assert trace.end is not None and trace.end.reason.startswith("error: TrainingError: this is process rank 1 of 2")
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)  # the same rule for running counts
+    running = TrainingMonitor(torch.nn.Embedding(10, 4), interval=0)
+    fake_group(monkeypatch, 0, 2)
+    with pytest.raises(TrainingError, match="training runs on 2 processes: running counts"):
+        running.end_epoch()
+
+
+def test_torchruns_variables_stand_in_before_the_group_exists(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Under torchrun (RANK, WORLD_SIZE set), a monitor made before the group is refused on
+    another rank before anything is written, as one made after it."""
+    path = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(TrainingError, match="process rank 1 of 2: make the monitor on rank 0 only"):
+        TrainingMonitor(torch.nn.Embedding(10, 4), counts=np.ones(10), trace=path)
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(TrainingError, match="training runs on 2 processes: running counts"):
+        TrainingMonitor(torch.nn.Embedding(10, 4), trace=path)
+    assert not path.exists()
+    assert TrainingMonitor(torch.nn.Embedding(10, 4), counts=np.ones(10)).processes == 2

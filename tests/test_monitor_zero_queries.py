@@ -102,3 +102,27 @@ def test_a_monitor_without_zero_queries_records_none_and_says_nothing() -> None:
         warnings.simplefilter("error")
         record = TrainingMonitor(torch.eye(4) + 0.1, counts=[3, 1, 1, 1], interval=0, k=1).end_epoch()
     assert record.n_zero_queries == 0 and record.head_share_dot is not None
+
+
+def test_a_half_precision_table_judges_and_scores_its_queries_in_its_own_dtype() -> None:
+    # QA 11 monitor N1: float32 queries of 1e-9 are 0 in float16, the dtype the table serves in,
+    # so they are no queries there (they were ranked: the table was widened to float32 first);
+    # the other queries are rounded to float16 as served. The same queries against the float32
+    # table are kept: 1e-9 is no zero there.
+    data = np.load(DATA)
+    users, items, counts = data["users"], data["items"], data["counts"]
+    queries = users.astype(np.float32).copy()
+    queries[~queried_rows(users)] = 1e-9  # the 30 zero users, now tiny: zero in float16 only
+    served = queries.astype(np.float16).astype(np.float64)
+    assert int((~queried_rows(served)).sum()) == 30
+    table16 = items.astype(np.float16)
+    monitor = TrainingMonitor(torch.from_numpy(table16), counts=counts, interval=0, queries=torch.from_numpy(queries))
+    with pytest.warns(MonitorInputWarning, match="30 of 300 query vectors are zero"):
+        record = monitor.end_epoch()
+    assert record.n_zero_queries == 30  # was 0
+    wide = table16.astype(np.float64)
+    assert record.head_share_dot == pytest.approx(_head_share(counts, served, wide, 10, False), abs=1e-15)
+    assert record.head_share_cosine == pytest.approx(_head_share(counts, served, wide, 10, True), abs=1e-15)
+    kept = TrainingMonitor(torch.from_numpy(items.astype(np.float32)), counts=counts, interval=0,
+                           queries=torch.from_numpy(queries)).end_epoch()
+    assert kept.n_zero_queries == 0

@@ -12,7 +12,7 @@ after the alert and the end of training are in the trace).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from auditor.errors import AlertTripped, GateError, TrainingError, setting
@@ -27,20 +27,27 @@ class TrainingAlertWarning(UserWarning):
     """An alert of the training monitor fired (action ``warn`` or ``stop``)."""
 
 
-def _out_of_range(name: str, op: str, threshold: float) -> str:
+def _range_check(n_items: int | None) -> Callable[[str, str, float], str]:
     """Why an alert on ``name`` could never fire (its range kind, :data:`FIGURE_RANGE_KINDS`);
-    "" when it can. The one range check of ``--fail-on``'s gates."""
-    return out_of_range(name, op, threshold, kind=FIGURE_RANGE_KINDS[name])
+    "" when it can. The one range check of ``--fail-on``'s gates; with the watched table's
+    ``n_items``, ``n_nonfinite`` (a count of its rows) is bounded by it too."""
+    def check(name: str, op: str, threshold: float) -> str:
+        rows = (0.0, float(n_items), f"a number of item rows, 0–{n_items:,} (the watched table's)") \
+            if name == "n_nonfinite" and n_items is not None else None
+        return out_of_range(name, op, threshold, kind=FIGURE_RANGE_KINDS[name], bounds=rows)
+    return check
 
 
-def parse_alerts(expressions: Iterable[str], interval: int | None = None) -> list[Gate]:
+def parse_alerts(expressions: Iterable[str], interval: int | None = None, n_items: int | None = None) -> list[Gate]:
     """Alert expressions (``spearman>0.5``, ``angle_share_90_1>0.9``) over the figures of
     a trace record; every problem in one :class:`~auditor.errors.GateError`, as ``--fail-on``
     (its list of valid names without ``--fail-on``'s ratio rule: the monitor has no
     ``<metric>_ratio@K``), a threshold outside its figure's range included (``head_share_dot>5``:
     a fraction, 5% is 0.05). ``interval`` 0 (epoch records only) refuses alerts on the
-    figures only a step record measures (:data:`STEP_FIGURES`): they could never fire."""
-    gates = parse_gates(expressions, FIGURES, option="alerts", rule=None, out_of_range=_out_of_range)
+    figures only a step record measures (:data:`STEP_FIGURES`): they could never fire. ``n_items``:
+    the watched table's rows, the most ``n_nonfinite`` can be (None: not known yet, as in
+    ``retrain``'s options before its data is read; the monitor passes it when made)."""
+    gates = parse_gates(expressions, FIGURES, option="alerts", rule=None, out_of_range=_range_check(n_items))
     blind = sorted({g.metric for g in gates if g.metric in STEP_FIGURES})
     if interval == 0 and blind:
         raise GateError(
@@ -73,8 +80,10 @@ def check_action(action: str, allowed: Sequence[str] = ALERT_ACTIONS) -> AlertAc
 class Alerts:
     """The parsed alerts of one monitor and which of them have fired."""
 
-    def __init__(self, expressions: Iterable[str], action: AlertAction, interval: int | None = None) -> None:
-        self.gates = list(dict.fromkeys(parse_alerts(expressions, interval)))  # one alert, given twice: once
+    def __init__(
+        self, expressions: Iterable[str], action: AlertAction, interval: int | None = None, n_items: int | None = None
+    ) -> None:
+        self.gates = list(dict.fromkeys(parse_alerts(expressions, interval, n_items)))  # one alert, given twice: once
         self.action = action
         self._fired: set[Gate] = set()
 

@@ -105,7 +105,7 @@ class TrainingMonitor:
         mlflow_client: Any = None,
     ) -> None:
         check_settings(interval, k, head_percent, max_exact_items, sample_items)
-        self.processes = check_ranks(counts is not None)  # above 1: the angles compare the whole table
+        self.processes, self._ranks_settled = check_ranks(counts is not None)  # above 1: angles of the whole table
         self.source = ItemSource(items, n_items)
         n = self.source.n_items
         self.interval = int(interval)
@@ -117,7 +117,7 @@ class TrainingMonitor:
         self._given = counts is not None
         self._counts = given_counts(counts, item_ids, n) if counts is not None else np.zeros(n, dtype=np.int64)
         self._pending: list[torch.Tensor] = []
-        self._alerts = Alerts(alerts, check_action(on_alert), interval)
+        self._alerts = Alerts(alerts, check_action(on_alert), interval, n)
         self.global_step, self.epoch, config = start_point(start_step, start_epoch, resume, config)
         """The epoch in progress (1-based); :meth:`end_epoch` moves it on."""
         self.records: list[TraceRecord] = []
@@ -180,6 +180,8 @@ class TrainingMonitor:
         table when ``items`` is None, or under several processes, :attr:`processes`: the
         step moves every rank's rows), to measure the update angles.
         """
+        if not self._ranks_settled:
+            self._settle_ranks()
         if items is not None and count:
             self.observe(items)
         self._coming_lr = (self._lr(),)  # the rate this step trains at (a scheduler may step before after_step)
@@ -286,6 +288,16 @@ class TrainingMonitor:
     diverged: tuple[int, int] | None = None
     """(step, rows) of the first record that found item rows NaN or infinite (None: none did)."""
 
+    def _settle_ranks(self) -> None:
+        """:func:`check_ranks` again, until a process group answers: a monitor made before
+        ``init_process_group`` is judged by the group at its first step or record, as one made
+        after (its trace then ends with the error)."""
+        try:
+            self.processes, self._ranks_settled = check_ranks(self._given)
+        except TrainingError as error:
+            self.close(f"error: TrainingError: {error}")
+            raise
+
     def _due(self, step: int) -> bool:
         return self.interval > 0 and step % self.interval == 0
 
@@ -307,6 +319,8 @@ class TrainingMonitor:
         seconds: float | None = None,
     ) -> TraceRecord:
         tic = time.perf_counter()
+        if not self._ranks_settled:
+            self._settle_ranks()
         self._flush_counts()
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             record = self._measure(kind, update, loss, seconds)
@@ -333,6 +347,7 @@ class TrainingMonitor:
         # max_exact_items (rows sampled from the same norms, so a sample equals check's rows).
         vectors = self.source.table()
         precision = table_precision(vectors)  # the stored dtype's rounding, before any widening
+        served = vectors.dtype  # queries are rounded (and judged zero) in it, as served
         if vectors.dtype not in (torch.float32, torch.float64):  # half precision: numpy has no bfloat16
             vectors = vectors.float()
         norms = item_norms(vectors.to("cpu").numpy())
@@ -340,8 +355,8 @@ class TrainingMonitor:
         # a table with a NaN or infinite row anywhere has no ρ, sampled or not (as the audit's)
         picked = slice(None) if self._sample is None or not finite.all() else self._sample.numpy()
         ranks = rank_figures(norms[picked], self._counts[picked], population=self.source.n_items, precision=precision)
-        heads = head_figures(self.queries.vectors(vectors.dtype), vectors, self._counts, self.k, self.head_percent) \
-            if finite.all() else None
+        heads = head_figures(self.queries.vectors(served).to(vectors.dtype), vectors, self._counts, self.k,
+                             self.head_percent) if finite.all() else None
         angles = angle_figures(update)
         now = time.perf_counter()
         return TraceRecord(

@@ -8,6 +8,7 @@ naming the argument at fault; counts keyed by ids that partly miss ``item_ids`` 
 from __future__ import annotations
 
 import hashlib
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -151,12 +152,18 @@ def divergence_note(first: tuple[int, int], last: tuple[int, int], n_items: int)
     return f"{said} at the last record (step {last[0]}); first at step {first[0]} ({rows(first[1])})"
 
 
-def process_rank() -> tuple[int, int]:
-    """(rank, world size) of torch.distributed's default process group; (0, 1) without one."""
+def process_rank() -> tuple[int, int, bool]:
+    """(rank, world size, settled) of torch.distributed's default process group (settled: it
+    exists, so the answer is final). Before one exists, the launcher's ``RANK`` and
+    ``WORLD_SIZE`` (torchrun's) stand in, so a monitor made before ``init_process_group`` is
+    judged as one made after; without them (0, 1), until a group appears."""
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
-        return int(dist.get_rank()), int(dist.get_world_size())
-    return 0, 1
+        return int(dist.get_rank()), int(dist.get_world_size()), True
+    rank, world = os.environ.get("RANK", ""), os.environ.get("WORLD_SIZE", "")
+    if rank.isdigit() and world.isdigit() and int(rank) < int(world):
+        return int(rank), int(world), False
+    return 0, 1, False
 
 
 def shard_counts(world: int) -> TrainingError:
@@ -169,15 +176,17 @@ def shard_counts(world: int) -> TrainingError:
     )
 
 
-def check_ranks(given: bool) -> int:
+def check_ranks(given: bool) -> tuple[int, bool]:
     """The one multi-process policy: a monitor is made on global rank 0 only (it alone writes
     the trace and the trackers), with its counts given. A monitor made on another rank, or
     with running counts under several processes, is a TrainingError. Returns the number of
     processes: above 1, a step moves every rank's batch rows and rank 0 sees only its own, so
-    the update angles compare the whole table around the step (``growth_basis`` ``step``)."""
-    rank, world = process_rank()
+    the update angles compare the whole table around the step (``growth_basis`` ``step``);
+    and whether a process group gave it (else the monitor asks again at its next step or
+    record: :func:`process_rank`)."""
+    rank, world, settled = process_rank()
     if world <= 1:
-        return 1
+        return 1, settled
     if rank != 0:
         raise TrainingError(
             f"this is process rank {rank} of {world}: make the monitor on rank 0 only (every rank would write the "
@@ -185,4 +194,4 @@ def check_ranks(given: bool) -> int:
         )
     if not given:
         raise shard_counts(world)
-    return world
+    return world, settled

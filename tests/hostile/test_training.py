@@ -85,6 +85,9 @@ CASES = [
          r"threshold 5 is outside that range"),
     Case("retrain-alert-angle-share-as-a-percentage", _retrain("--alert", "angle_share_90_1>90"), EXIT_USAGE,
          r"invalid --alert: 'angle_share_90_1>90': angle_share_90_1 is a fraction 0–1: 90% is 0\.9"),
+    Case("retrain-alert-more-non-finite-rows-than-items", _retrain("--alert", "n_nonfinite>10", "--trace", "t.jsonl"),
+         EXIT_USAGE, r"invalid --alert: 'n_nonfinite>10': n_nonfinite is a number of item rows, 0–10 \(the watched "
+         r"table's\); it is never > 10, so the gate could never trip"),
     Case("retrain-alert-rho-beyond-one", _retrain("--alert", "spearman>1.5", "--on-alert", "fail"), EXIT_USAGE,
          r"invalid --alert: 'spearman>1\.5': spearman is a correlation from -1 to 1; the threshold 1\.5 is outside"),
     Case("retrain-alert-angle-beyond-180", _retrain("--alert", "angle_median>180"), EXIT_USAGE,
