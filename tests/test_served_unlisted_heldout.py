@@ -165,3 +165,23 @@ def test_heldout_user_without_list_beside_a_log_without_users_counts_as_not_in_t
         N_USERS - len(UNLISTED), n_unlisted, 0)
     assert any(f"{n_unlisted} of the {N_USERS + 1} held-out users" in w and "the training log names no users" in w
                for w in report["warnings"])
+
+
+def test_heldout_log_user_beside_lists_of_other_users_counts_as_trained_not_served(tmp_path: Path) -> None:
+    # No served user is a user of the log ('u0', 'u1' against 0..19): a held-out log user without
+    # a list trained, so it is never counted as absent from the log; user 50 is.
+    served_groups_log(tmp_path)
+    (tmp_path / "lists.csv").write_text("user_id,item_id,rank\nu0,3,1\nu0,5,2\nu1,2,1\n")
+    (tmp_path / "held.csv").write_text("user_id,item_id\nu0,3\n0,7\n50,1\n")
+    out = tmp_path / "r.json"
+    ran = CliRunner().invoke(cli, ["check", "--recommendations", str(tmp_path / "lists.csv"), "--interactions",
+                                   str(tmp_path / "log.parquet"), "--holdout", str(tmp_path / "held.csv"), "-k", "2",
+                                   "-q", "--json", str(out)], catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    report = json.loads(out.read_text())
+    accuracy = report["accuracy"]
+    assert (accuracy["n_users_evaluated"], accuracy["n_users_not_in_training"], accuracy["n_users_not_sampled"],
+            accuracy["n_dropped"]) == (1, 1, 1, 0)
+    assert accuracy["at"]["2"]["served"]["ndcg"] == 1.0  # u0's held-out item 3 is its rank-1 item
+    assert any("is a user of the training log without a served list" in w and "n_users_not_sampled" in w
+               for w in report["warnings"])
