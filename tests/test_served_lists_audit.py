@@ -418,7 +418,8 @@ def test_lists_alone_held_out_accuracy(tmp_path: Path) -> None:
     result = run_audit(AuditConfig(model=None, interactions=DATA / "train.csv", ks=(1, 5),
                                    recommendations=DATA / "recs.csv", holdout=holdout, bootstrap=0))
     accuracy = result.accuracy
-    assert accuracy is not None and accuracy.n_users_evaluated == 15 and accuracy.n_users_not_sampled == 1
+    assert accuracy is not None and accuracy.n_users_evaluated == 15 and accuracy.n_users_not_in_training == 1
+    assert accuracy.n_users_not_sampled == 0
     for k in (1, 5):
         served = accuracy.at[k]["served"]
         assert (served.recall, served.ndcg, served.hit_rate, served.mrr) == pytest.approx((13 / 15,) * 4)

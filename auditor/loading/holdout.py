@@ -34,6 +34,7 @@ from auditor.loading.recorded_split import (
     recorded_split_counts, recorded_split_notes, split_drops_repeats, whole_log_error,
 )
 from auditor.values import LogSpec
+from auditor.wording import plural
 from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
 from auditor.progress import SILENT, Progress
 
@@ -82,6 +83,9 @@ class HeldOut:
     """Dropped: users without a row in the user table (only when there is one)..."""
     n_dropped_user_interactions: int = 0
     """... and their interactions on table items."""
+    dropped_users_untrained: bool = False
+    """The dropped users are known never to have trained (the training users were known: one
+    who trained is kept without a row, served nothing), so the warning says why."""
     notes: tuple[str, ...] = ()
     """What else the report says (a checkpoint's recorded split: its dropped repeats)."""
     n_repeats_dropped: int = 0
@@ -112,9 +116,14 @@ class HeldOut:
                 "left out of the accuracy"
             )
         if self.n_dropped_users:
+            one = self.n_dropped_users == 1
+            why = (f" and never {'appears' if one else 'appear'} in the training log on an item with a table row "
+                   "(nothing trained; a training user without a row counts as a miss instead)"
+                   if self.dropped_users_untrained else "")
             out.append(
-                f"{self.n_dropped_users:,} held-out users in {self.source} ({self.n_dropped_user_interactions:,} "
-                "interactions) have no row in the user table; left out of the accuracy"
+                f"{plural(self.n_dropped_users, 'held-out user')} in {self.source} "
+                f"({plural(self.n_dropped_user_interactions, 'interaction')}) {'has' if one else 'have'} no row in "
+                f"the user table{why}: left out of the accuracy"
             )
         return out + list(self.notes)
 
@@ -255,7 +264,7 @@ def _held_out(
     users = HeldOutUsers(raw[kept], rows[kept], indptr, items)
     n_dropped_users = int(present.sum()) - kept.size
     return HeldOut(users, source, len(pairs), n_dropped_users=n_dropped_users,
-                   n_dropped_user_interactions=int((~mapped).sum()))
+                   n_dropped_user_interactions=int((~mapped).sum()), dropped_users_untrained=trained_ids is not None)
 
 
 def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_seen: bool,

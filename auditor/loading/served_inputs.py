@@ -37,6 +37,7 @@ from auditor.loading.statistics import InputCache
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 from auditor.values import ItemRows, LogSpec, lookup_rows
+from auditor.wording import plural
 
 
 @dataclass
@@ -167,7 +168,7 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
     row_ids = served.user_ids
     heldout = None
     if config.holdout_log is not None:
-        heldout, row_ids = _heldout(config.holdout_log, served, None if unmatched else log_users, progress)
+        heldout, row_ids = _heldout(config.holdout_log, served, log_users, progress, serve_unlisted=unmatched is None)
         warnings.extend(heldout.warnings)
     if unmatched is not None:
         warnings.insert(0, unmatched)
@@ -224,16 +225,19 @@ def _profiles(
 
 
 def _heldout(
-    spec: LogSpec, served: ServedLists, log_users: np.ndarray | None, progress: Progress
+    spec: LogSpec, served: ServedLists, log_users: np.ndarray | None, progress: Progress, *, serve_unlisted: bool
 ) -> tuple[HeldOutQueries, np.ndarray]:
     """The holdout over the lists' catalogue, at the rows of the served users who have held-out
-    items, and the user id of every row: the served users', then those of the held-out users
-    of the training log (``log_users``) without a list, at rows past the lists'. Those were
-    served nothing: every figure of theirs is a miss, as beside a model, whose queried users
-    without a list are served an empty one (one rule on both paths). Other held-out users
-    without a list (not in the log) are left out and said. A held-out item neither trained
-    nor served is a real item no list holds: it gets a row past the catalogue (``_beyond``),
-    so it counts as a miss, as it does against a model's table, where it is a row never served."""
+    items, and the user id of every row: the served users', then (``serve_unlisted``: some
+    served user is a user of the log) those of the held-out users of the training log
+    (``log_users``) without a list, at rows past the lists'. Those were served nothing: every
+    figure of theirs is a miss, as beside a model, whose queried users without a list are
+    served an empty one (one rule on both paths). The other held-out users without a list are
+    left out and counted by the model route's rule: absent from the training log
+    (``n_not_in_training``), else trained but not among the served users (``n_not_sampled``).
+    A held-out item neither trained nor served is a real item no list holds: it gets a row
+    past the catalogue (``_beyond``), so it counts as a miss, as it does against a model's
+    table, where it is a row never served."""
     mapping = _beyond(spec, served.items, progress)
     try:
         held = read_holdout(spec, mapping, progress=progress)
@@ -243,29 +247,53 @@ def _heldout(
                              "catalogue") from exc
     at = lookup_rows(held.users.raw_ids, served.user_ids)
     row_ids = served.user_ids
-    if log_users is not None:  # held-out log users without a list: rows of their own, served nothing
-        empty = np.flatnonzero((at < 0) & (lookup_rows(held.users.raw_ids, log_users) >= 0))
+    in_log = (np.zeros(held.users.n, dtype=bool) if log_users is None
+              else lookup_rows(held.users.raw_ids, log_users) >= 0)
+    if serve_unlisted:  # held-out log users without a list: rows of their own, served nothing
+        empty = np.flatnonzero((at < 0) & in_log)
         at[empty] = served.n_users + np.arange(empty.size, dtype=at.dtype)
         row_ids = np.concatenate((np.asarray(served.user_ids), np.asarray(held.users.raw_ids)[empty]))
     listed = np.flatnonzero(at >= 0)
     users = held.users.subset(listed)
     notes = list(held.warnings)
     if (n_empty := len(row_ids) - served.n_users):
-        notes.append(f"{n_empty:,} held-out users of the training log have no served list in {served.source}: "
-                     "served nothing, each counts as a miss in the accuracy and the group NDCG (as beside a model)")
-    beyond = int((users.item_rows >= served.items.n_items).sum())
-    if beyond:
+        notes.append(f"{plural(n_empty, 'held-out user')} of the training log {_have(n_empty)} no served list in "
+                     f"{served.source}: served nothing, each counts as a miss in the accuracy and the group NDCG (as "
+                     "beside a model)")
+    if (beyond := int((users.item_rows >= served.items.n_items).sum())):
         notes.append(f"{beyond:,} held-out items of the served users in {spec.path} are neither in the training log "
                      "nor in the served lists: no list holds them, so they count as misses")
-    unlisted = held.users.n - listed.size
-    if unlisted:
-        notes.append(f"{unlisted:,} of the {held.users.n:,} held-out users in {spec.path} have no served list in "
-                     f"{served.source} and are not users of the training log: left out of the accuracy")
+    untrained, not_served = int(((at < 0) & ~in_log).sum()), int(((at < 0) & in_log).sum())
+    notes += _left_out_said(spec, served, held.users.n, untrained, not_served, log_users is not None)
     return HeldOutQueries(
         positions=at[listed], indptr=users.indptr, items=users.item_rows, source=str(spec.path), user_ids=users.raw_ids,
-        n_interactions=held.n_interactions, n_dropped=held.n_dropped, n_not_sampled=unlisted, warnings=tuple(notes),
-        fingerprint=held.fingerprint,
+        n_interactions=held.n_interactions, n_dropped=held.n_dropped, n_not_in_training=untrained,
+        n_not_sampled=not_served, warnings=tuple(notes), fingerprint=held.fingerprint,
     ), np.asarray(row_ids)
+
+
+def _left_out_said(spec: LogSpec, served: ServedLists, n_held: int, untrained: int, not_served: int,
+                   log_names_users: bool) -> list[str]:
+    """The warnings on the held-out users without a list left out of the accuracy: absent
+    from the training log, or users of it the lists are not lined up with."""
+    notes = []
+    if untrained:
+        one = untrained == 1
+        why = (f"never {'appears' if one else 'appear'} in the training log" if log_names_users else
+               "the training log names no users, so none is one of its users")
+        notes.append(f"{untrained:,} of the {n_held:,} held-out users in {spec.path} {_have(untrained)} no served list "
+                     f"in {served.source} and {why}: left out of the accuracy (counted as absent from the training "
+                     "log, n_users_not_in_training, as beside a model)")
+    if not_served:
+        notes.append(f"{not_served:,} of the {n_held:,} held-out users in {spec.path} "
+                     f"{'is a user' if not_served == 1 else 'are users'} of the training log without a served list in "
+                     f"{served.source}, none of whose users is one of the log's: not served nothing but left out of "
+                     "the accuracy (counted as trained but not among the served users, n_users_not_sampled)")
+    return notes
+
+
+def _have(n: int) -> str:
+    return "has" if n == 1 else "have"
 
 
 def _beyond(spec: LogSpec, catalogue: ItemRows, progress: Progress) -> ItemRows:

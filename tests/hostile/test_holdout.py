@@ -174,7 +174,8 @@ CASES = [
     # training log's check): left out and counted, never evidence that ids are not rows.
     Case("holdout-users-beyond-user-table",
          _holdout(_rows([(100 + u, u) for u in range(8)]), model="tt.pt", json=True, check=_no_accuracy(
-             "8 held-out users in held.csv (8 interactions) have no row in the user table")),
+             "8 held-out users in held.csv (8 interactions) have no row in the user table and never appear in the "
+             "training log")),
          EXIT_OK, None),
     Case("holdout-new-user-past-user-table",
          _holdout(_rows([(0, 1), (1, 2), (5, 3)]), model="tt.pt", json=True,

@@ -199,6 +199,22 @@ def _unqueried(work: Path, outcome: Outcome) -> None:
                             "graded all the same") for w in report["warnings"]), report["warnings"]
 
 
+def _newcomer_holdout(d: Path) -> None:
+    """A holdout of a served user (0), a log user without a list (2) and user 77, never in the log."""
+    write(d, "held.csv", "user_id,item_id\n0,3\n2,7\n77,1\n77,2\n")
+
+
+def _newcomer_counted(work: Path, outcome: Outcome) -> None:
+    """User 77 is absent from the training log: counted so, as beside a model (QA accuracy N1), never as
+    trained but not queried; user 2 is served nothing (a miss); no held-out interaction is dropped."""
+    report = json.loads((work / "r.json").read_text())
+    accuracy = report["accuracy"]
+    assert (accuracy["n_users_evaluated"], accuracy["n_users_not_in_training"], accuracy["n_users_not_sampled"],
+            accuracy["n_dropped"], accuracy["n_pairs_evaluated"]) == (2, 1, 0, 0, 2), accuracy
+    assert any(w.startswith("1 of the 3 held-out users in held.csv has no served list in recs.csv and never appears "
+                            "in the training log") for w in report["warnings"]), report["warnings"]
+
+
 OWN_CASES = [
     # --no-retrieval beside a model queries nobody: the served lists still grade the severity (Served N1).
     Case("cli-recs-beside-model-no-retrieval", _recs("-k", "3", "--no-retrieval", "--json", "r.json", model=True,
@@ -219,6 +235,10 @@ OWN_CASES = [
     Case("cli-recs-alone-holdout-of-strangers", _recs("--holdout", "strangers.csv", make=_strangers), EXIT_ERROR,
          r"no item of the held-out log strangers\.csv \(--holdout\) is in the training log or the served lists of "
          r"recs\.csv: the holdout must come from the same catalogue"),
+    # A held-out user who never trained and has no list: absent from the training log, as beside a model (Accuracy N1).
+    Case("cli-recs-alone-holdout-newcomer", _recs("-k", "3", "--holdout", "held.csv", "--json", "r.json",
+                                                  make=_newcomer_holdout, outputs=("r.json",), check=_newcomer_counted),
+         EXIT_OK, None),
     Case("cli-recs-output-over-lists", _recs("--json", "recs.csv"), EXIT_ERROR, r"recs\.csv.*--recommendations"),
     Case("cli-recs-beside-model-no-item-has-a-row", _recs(model=True, content="user_id,item_id,rank\n0,500,1\n"),
          EXIT_ERROR, r"none of the 1 items in recs\.csv \(column 'item_id'\) has a row in the item table \(10 rows\)"),
