@@ -160,7 +160,7 @@ def _neutral_tower(d: Path) -> Built:
         assert report["warnings"][0].startswith(
             "audited the stored id table `item_embedding.weight` only: the checkpoint's tensors `tower.0.weight`, "
             "`tower.2.weight`, which name neither tower but can be layers over the 4-wide item embeddings, are "
-            "ignored, so these may not be (audited as if they were) the item vectors"), report["warnings"]
+            "ignored, so these, audited as the served ones, may not be the item vectors"), report["warnings"]
         assert report["served_vectors"]["as_served"] is True  # a warning: such layers may be the query side's alone
 
     return Built(check_args("model.pt", "--format", "json", "-o", "report.json"), outputs=["report.json"],
