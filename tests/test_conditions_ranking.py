@@ -166,6 +166,39 @@ def test_ambiguous_groups_pass_a_shared_or_declared_rate_to_c5() -> None:
     assert conds["C5"].details["lr"] == 5.0
 
 
+def _alike_but_rates(config: dict[str, object] | None = None) -> ModelBundle:
+    """Item and user tables in plain-SGD groups alike but for their rates (user 1, item 5):
+    C1 holds from either group, and the item table's rate is 1 or 5, unknown which."""
+    item, user = seeded_tables()
+    opt = torch.optim.SGD([{"params": [user], "lr": 1.0}, {"params": [item]}], lr=5.0)
+    return table_bundle(stepped(opt), state_dict={}, config=config)
+
+
+def test_a_rate_matching_none_of_the_groups_differing_rates_loses_warned() -> None:
+    # QA11 conditions N2: --lr 7 against groups at 1 and 5 was taken silently and shown in C1's
+    # "optimizer state (...): SGD (lr=7, ...)"; it contradicts the state, so it loses, warned
+    conds, warnings = _run(_alike_but_rates(), DeclaredTraining(lr=7.0))
+    assert conds["C1"].status == "holds" and "lr=7" not in conds["C1"].evidence
+    assert conds["C1"].evidence.endswith("SGD (momentum=0, weight_decay=0)"), conds["C1"].evidence
+    assert conds["C5"].details["lr"] is None and conds["C5"].evidence.startswith("no learning rate known")
+    assert warnings == ["lr 7 matches none of the learning rates of the 2 param groups that can hold the item table "
+                        "(param group 0: lr 1; param group 1: lr 5); the optimizer state wins, so no learning rate "
+                        "is taken from it"]
+    # one of the recorded rates: taken, and C1 says it is the declaration's, not the state's
+    conds, warnings = _run(_alike_but_rates(), DeclaredTraining(lr=5.0))
+    assert not warnings and conds["C5"].details["lr"] == 5.0 and conds["C5"].evidence.startswith("lr=5 (lr)")
+    assert conds["C1"].evidence.endswith("SGD (lr=5, momentum=0, weight_decay=0) [lr from lr]"), conds["C1"].evidence
+    # the same rule for differing groups (C1 unknown) and for a recorded config's rate
+    conds, warnings = _run(_ambiguous(user_lr=0.5), DeclaredTraining(lr=7.0))
+    assert conds["C5"].details["lr"] is None and len(warnings) == 1
+    assert warnings[0].startswith("lr 7 matches none of the learning rates of the 2 param groups"), warnings
+    conds, warnings = _run(_alike_but_rates(config={"lr": 7.0}), DeclaredTraining(lr=1.0))
+    assert warnings == ["the recorded config's lr 7 (lr) matches none of the learning rates of the 2 param groups "
+                        "that can hold the item table (param group 0: lr 1; param group 1: lr 5); the optimizer "
+                        "state wins, so no learning rate is taken from it"]
+    assert conds["C5"].details["lr"] == 1.0 and "[lr from lr]" in conds["C1"].evidence  # the declaration fills it
+
+
 # ---------------------------------------------------------------------------- F3, F5
 
 

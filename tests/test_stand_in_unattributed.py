@@ -39,8 +39,8 @@ def test_a_neutral_projection_may_be_the_item_tower(tmp_path: Path) -> None:
     # before: no warning (the names hold no "item"); C2/C3 said only "not attributable to either tower"
     assert _stand_in_warnings(result) == [
         "audited the stored id table `item_embedding.weight` only: the checkpoint's tensors `projection.weight`, "
-        f"which name neither tower but can be layers over the {DIM}-wide item embeddings, are ignored, so these may "
-        "not be (audited as if they were) the item vectors the model in m.pt serves; to audit those, give a plugin "
+        f"which name neither tower but can be layers over the {DIM}-wide item embeddings, are ignored, so these, "
+        "audited as the served ones, may not be the item vectors the model in m.pt serves; to audit those, give a plugin "
         "that loads its item encoder (plugins)"]
     served = result.served_vectors
     assert served is not None and served.description == "the stored id table `item_embedding.weight`"
@@ -54,7 +54,7 @@ def test_a_neutrally_named_mlp_may_be_the_item_tower(tmp_path: Path) -> None:
     state = _state(**{f"tower.{k}": v.detach() for k, v in mlp.state_dict().items()})
     (warning,) = _stand_in_warnings(_audit(tmp_path, state))
     assert "the checkpoint's tensors `tower.0.weight`, `tower.2.weight`, which name neither tower" in warning
-    assert "so these may not be (audited as if they were) the item vectors" in warning
+    assert "so these, audited as the served ones, may not be the item vectors" in warning
 
 
 def test_ordinary_extra_tensors_stay_silent(tmp_path: Path) -> None:

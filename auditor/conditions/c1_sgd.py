@@ -54,8 +54,13 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
             key=TIERS.__getitem__)).value  # holding needs every fact: the weakest decides
         lr_text = f"lr={lr:g}, " if lr is not None else ""
         evidence = f"{where}: SGD ({lr_text}momentum={momentum:g}, weight_decay={decay:g})"
-        if sources.get("momentum") != sources.get("kind") or sources.get("weight_decay") != sources.get("kind"):
-            evidence += f" [momentum from {sources['momentum']}, weight decay from {sources['weight_decay']}]"
+        elsewhere = ([f"momentum from {sources['momentum']}", f"weight decay from {sources['weight_decay']}"]
+                     if sources.get("momentum") != sources.get("kind") or sources.get("weight_decay") != sources.get(
+                         "kind") else [])
+        if facts.lr is not None and facts.kind is not None and facts.lr.origin is not facts.kind.origin:
+            elsewhere.insert(0, f"lr from {facts.lr.source}")  # never shown as the optimizer state's (QA11 N2)
+        if elsewhere:
+            evidence += f" [{', '.join(elsewhere)}]"
         return Condition(name, "holds", evidence, details)
     return Condition(name, "unknown", _unknown_evidence(state, kind, momentum, decay, where, sources), details)
 

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
-from auditor.conditions.state_reading import StateReading
+from auditor.conditions.state_reading import StateReading, off_every_group
 from auditor.trace_section import NO_END, TrainingAngles, TrainingSection
 from auditor.optimizers import (
     ADAPTIVE,
@@ -214,7 +214,9 @@ def merge_optimizer_facts(
     (:func:`~auditor.conditions.rates.training_rate`, which warns of those), which the
     learning rate is then. Where differing param groups can hold the item table
     (``state.ambiguous``) only the learning rate is merged: the one every candidate records,
-    else the config's or the declared (C1 rests on the groups, :mod:`~auditor.conditions.c1_sgd`)."""
+    else the config's or the declared where it is one of the candidates' rates
+    (:func:`~auditor.conditions.state_reading.off_every_group`; C1 rests on the groups,
+    :mod:`~auditor.conditions.c1_sgd`)."""
     kind: Fact[str] | None = None
     numbers: dict[str, Fact[float] | None] = {"momentum": None, "weight_decay": None, "lr": None}
     if state.group is not None:
@@ -246,6 +248,9 @@ def merge_optimizer_facts(
                             f"differs from the optimizer state's {current.value:g}; the optimizer state wins")
     if rate is not None:
         numbers["lr"] = rate
+    if (lr := numbers["lr"]) is not None and lr.origin is Origin.CONFIG and off_every_group(
+            state, lr.value, f"the recorded config's lr {lr.value:g} ({lr.key})", warnings):
+        numbers["lr"] = None
     implied = config.momentum_implied and kind is not None and kind.origin is Origin.CONFIG
     if declared.optimizer and not state.ambiguous:
         kind, implied = _declared_kind(kind, implied, declared, warnings)
@@ -254,7 +259,8 @@ def merge_optimizer_facts(
         if value is None:
             continue
         if current is None:
-            numbers[name] = Fact(value, Origin.DECLARED, name)
+            if name != "lr" or not off_every_group(state, float(value), f"{setting(name)} {value:g}", warnings):
+                numbers[name] = Fact(value, Origin.DECLARED, name)
         elif not _same(float(value), current.value):
             warnings.append(
                 f"{setting(name)} {value:g} conflicts with the file ({current.value:g} from {current.source}); "

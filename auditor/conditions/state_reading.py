@@ -9,8 +9,9 @@ from dataclasses import dataclass, replace
 
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
+from auditor.loading.trace_input import LR_TOLERANCE
 from auditor.model import ModelBundle
-from auditor.optimizers import OptimizerGroup, item_groups, normalise_optimizer, optimizer_family
+from auditor.optimizers import OptimizerGroup, as_float, item_groups, normalise_optimizer, optimizer_family
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,36 @@ class StateReading:
         """The learning rate every candidate group records alike (None where they differ)."""
         rates = {g.lr for g in self.candidates or self.groups}
         return next(iter(rates)) if len(rates) == 1 else None
+
+    def open_rates(self) -> tuple[OptimizerGroup, ...]:
+        """The candidate groups whose differing learning rates leave the item table's rate
+        open (empty where the item table's group, or every candidate, records one rate)."""
+        if (self.group is not None and self.group.lr is not None) or self.shared_lr() is not None:
+            return ()
+        candidates = self.candidates or self.groups
+        return candidates if len({rate for g in candidates for rate in _rates(g).values()}) > 1 else ()
+
+
+def off_every_group(state: StateReading, value: float, named: str, warnings: list[str]) -> bool:
+    """Whether a weaker source's learning rate (``named``: ``--lr 7``, the config's) is none
+    of the rates recorded for the candidate groups where those differ (:meth:`StateReading.open_rates`):
+    the item table trained at one of them, so such a rate contradicts the optimizer state and
+    loses, warned, as a declared optimizer that matches no group does (QA11 conditions N2)."""
+    groups = state.open_rates()
+    recorded = [rate for g in groups for rate in _rates(g).values()]
+    if not groups or any(math.isclose(value, rate, rel_tol=LR_TOLERANCE) for rate in recorded):
+        return False
+    listing = "; ".join(f"{g.label}: " + ", ".join(f"{key} {rate:g}" for key, rate in _rates(g).items())
+                        for g in groups)
+    warnings.append(f"{named} matches none of the learning rates of the {len(groups)} param groups that can hold "
+                    f"the item table ({listing}); the optimizer state wins, so no learning rate is taken from it")
+    return True
+
+
+def _rates(group: OptimizerGroup) -> dict[str, float]:
+    """The learning rates a group records: its ``lr`` and a scheduler's ``initial_lr``."""
+    recorded = {"lr": group.lr, "initial_lr": as_float(group.settings.get("initial_lr"))}
+    return {key: rate for key, rate in recorded.items() if rate is not None and math.isfinite(rate)}
 
 
 def read_optimizer_state(bundle: ModelBundle, warnings: list[str]) -> StateReading:

@@ -186,8 +186,8 @@ def _stand_in(bundle: ModelBundle, model: str, item: Beyond | None, user: Beyond
     warnings: list[str] = []
     if item is not None:
         warnings.append(
-            f"audited the stored id table {key} only: {item.what} are ignored, so these "
-            f"{'are not' if item.certain else 'may not be (audited as if they were)'} the item vectors {model} "
+            f"audited the stored id table {key} only: {item.what} are ignored, so these"
+            f"{' are not' if item.certain else ', audited as the served ones, may not be'} the item vectors {model} "
             f"serves{named}; to audit those, give a plugin that loads its item encoder ({setting('plugins')})"
         )
     if user is not None:

@@ -2,7 +2,8 @@
 what the checkpoint's optimizer state contradicts (F1), declarations against param groups
 that cannot be told apart (F2), a recorded config whose momentum or weight decay the
 optimizer state contradicts (F3), declarations that leave the optimizer unnamed (F5), an
-item tower under a name that says neither tower (F6). The
+item tower under a name that says neither tower (F6), a declared rate that none of the
+candidate groups' differing rates matches (N2). The
 audit runs (exit 0), ranks the evidence (measured > recorded config > declared), and says
 in a warning where a weaker source lost."""
 
@@ -80,6 +81,12 @@ def _groups(params_: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD([{"params": [user]}, {"params": [item], "weight_decay": 1e-3}], lr=5.0)
 
 
+def _rates_differ(params_: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """Item and user tables in plain-SGD groups alike but for their rates (user 1, item 5)."""
+    item, user = params_
+    return torch.optim.SGD([{"params": [user], "lr": 1.0}, {"params": [item]}], lr=5.0)
+
+
 def _sgd(params_: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD(params_, lr=5.0)
 
@@ -108,6 +115,15 @@ CASES = [
         _groups, "--optimizer", "sgd", expect={"C1": "unknown"}, warning=None,
         evidence=_AMBIGUOUS + r".*--optimizer/--momentum/--weight-decay matching one group.*"
                               r"\(the declared --optimizer sgd matches 2 of them\)"), EXIT_OK, None),
+    # N2: --lr matching none of the candidate groups' differing rates loses, warned (before: silent, and shown
+    # as the optimizer state's lr); one of their rates is taken, named as --lr's
+    Case("conditions-groups-rates-differ-declared-lr-matches-none", _checkpoint(
+        _rates_differ, "--lr", "7", expect={"C1": "holds"}, evidence=r"\): SGD \(momentum=0, weight_decay=0\)$",
+        warning=r"^--lr 7 matches none of the learning rates of the 2 param groups that can hold the item table "
+                r"\(param group 0: lr 1; param group 1: lr 5\); the optimizer state wins"), EXIT_OK, None),
+    Case("conditions-groups-rates-differ-declared-lr-matches-one", _checkpoint(
+        _rates_differ, "--lr", "5", expect={"C1": "holds"}, warning=None,
+        evidence=r"SGD \(lr=5, momentum=0, weight_decay=0\) \[lr from --lr\]$"), EXIT_OK, None),
     # F3: the recorded config's momentum / weight decay against the optimizer state's
     Case("conditions-config-momentum-against-state", _checkpoint(
         _sgd, config={"optimizer": "sgd", "momentum": 0.9}, expect={"C1": "holds"},
@@ -144,7 +160,7 @@ def _neutral_tower(d: Path) -> Built:
         assert report["warnings"][0].startswith(
             "audited the stored id table `item_embedding.weight` only: the checkpoint's tensors `tower.0.weight`, "
             "`tower.2.weight`, which name neither tower but can be layers over the 4-wide item embeddings, are "
-            "ignored, so these may not be (audited as if they were) the item vectors"), report["warnings"]
+            "ignored, so these, audited as the served ones, may not be the item vectors"), report["warnings"]
         assert report["served_vectors"]["as_served"] is True  # a warning: such layers may be the query side's alone
 
     return Built(check_args("model.pt", "--format", "json", "-o", "report.json"), outputs=["report.json"],
