@@ -158,3 +158,17 @@ def test_one_mapping_under_two_file_names_is_compared(tmp_path: Path) -> None:
     assert (diff.metric("spearman").status, diff.metric("spearman").delta) == ("compared", 0.0)
     assert diff.verdict.direction == "unchanged"
 
+
+def test_offset_zero_is_rows_as_ids(tmp_path: Path) -> None:
+    """QA11 diffapi N3: row = id − 0 is rows as ids, so the same figures are compared (was a
+    false "not comparable", exit 1); an offset of 1 stays another rule."""
+    rows = biased_table_report(tmp_path)
+    offset0 = _audit(tmp_path, id_offset=0)
+    assert offset0["inputs"]["item_id_mapping"] != rows["inputs"]["item_id_mapping"]
+    assert offset0["frequency_norm"]["spearman"] == rows["frequency_norm"]["spearman"]
+    for base, new in ((rows, offset0), (offset0, rows)):
+        diff = diff_reports(base, new)
+        assert not diff.settings and diff.metric("spearman").status == "compared"
+        assert diff.verdict.direction == "unchanged"
+    shifted = _with_inputs(rows, item_id_mapping="item table row = raw item id − 1 (--id-offset 1)")
+    assert [s.setting for s in diff_reports(offset0, shifted).settings] == ["inputs.item_id_mapping"]

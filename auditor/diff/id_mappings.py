@@ -26,13 +26,16 @@ ID_MAPPINGS = {
 }
 """What another raw id → row mapping (``inputs.item_id_mapping``, ``user_id_mapping``) does."""
 _CLI_FLAG = re.compile(r"--([a-z]+(?:-[a-z]+)+)")
+_ROWS_AS_IDS = re.compile(r"(item|user) table row = raw \1 id(?: − 0 \(id_offset 0\)| \(assumed: [^)]*\))")
+"""Rows taken as ids, assumed or by an offset of 0 (row = id − 0): one rule (QA11 diffapi N3)."""
 
 
 def id_mapping(report: dict[str, Any], what: str) -> str | None:
     """The report's ``what`` (item, user) id → row mapping as one comparable rule: its
     recorded description with the CLI's and the API's spellings of a setting made one
-    (``--item-ids`` is ``item_ids``), ``assume_row_ids`` dropped (rows taken as ids either
-    way: it only lifts the check) and the model file and log named by role (ids stored in a checkpoint are one rule whichever checkpoint
+    (``--item-ids`` is ``item_ids``), rows as ids one rule whether assumed, told
+    (``assume_row_ids``: it only lifts the check) or given as ``--id-offset 0``, and the model
+    file and log named by role (ids stored in a checkpoint are one rule whichever checkpoint
     stored them). None: unrecorded, or a lists-only report (no table rows: its served lists
     are read by raw id)."""
     inputs = report.get("inputs") or {}
@@ -42,6 +45,8 @@ def id_mapping(report: dict[str, Any], what: str) -> str | None:
     if not isinstance(said, str) or not said:
         return None if inputs.get(f"{what}_ids") is None else f"{what} rows mapped through {inputs[f'{what}_ids']}"
     said = _CLI_FLAG.sub(lambda m: m.group(1).replace("-", "_"), said).replace(", assume_row_ids", "")
+    if _ROWS_AS_IDS.fullmatch(said):
+        return f"{what} table row = raw {what} id"
     for path, role in ((inputs.get("model"), "the model file"), (inputs.get("interactions"), "the training log")):
         if isinstance(path, str) and path:
             said = said.replace(path, role)

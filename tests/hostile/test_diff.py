@@ -211,6 +211,11 @@ CASES = [
          r"^Error: new report new\.json: inputs\.item_id_fingerprint is 7, not sha256: and 64 hex digits or null"),
     Case("user-mapping-fingerprint-short", pair(report(inputs={"user_id_fingerprint": "sha256:abc"})), EXIT_ERROR,
          r"new\.json: inputs\.user_id_fingerprint is \"sha256:abc\", not sha256: and 64 hex digits or null"),
+    # QA11 diffapi N3: --id-offset 0 is rows as ids; a gate on the model's figures is evaluated (was exit 1).
+    Case("gate-across-offset-zero-and-rows-as-ids", pair(report(0.5, inputs={
+        "item_id_mapping": "item table row = raw item id − 0 (--id-offset 0)"}), "--fail-on", "spearman.delta<-0.1",
+        base=report(inputs={"item_id_mapping": "item table row = raw item id (assumed: no --item-ids given)"})),
+         EXIT_OK, None),
     # A severity the served lists graded beside a model against the model's own (QA11 diffapi F2).
     Case("gate-on-severity-graded-by-served-lists", pair(report(0.6, verdict={"severity": "high", "graded_by": "served"},
                                                                 served={"source": "recs.parquet"}),
