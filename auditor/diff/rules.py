@@ -108,23 +108,31 @@ def held_out_source(ab: dict[str, Any], an: dict[str, Any]) -> tuple[str, Any, A
     return "accuracy.holdout", hb, hn
 
 
+def one_held_out_set(ab: dict[str, Any], an: dict[str, Any]) -> bool:
+    """Whether both reports evaluated one held-out set by content (their fingerprints agree):
+    the evaluation keeps each user's distinct held-out items (a repeated row of a pair counts
+    once, ``HeldOutUsers.item_rows``), so the rows read (``n_holdout_interactions``: repeats,
+    rows without a table row) cannot move a figure (QA11 diffapi N4)."""
+    fb, fn = ab.get(FINGERPRINT), an.get(FINGERPRINT)
+    return isinstance(fb, str) and fb == fn
+
+
 def same_split_by_another_route(ab: dict[str, Any], an: dict[str, Any]) -> bool:
     """Whether both reports evaluated one held-out set (their fingerprints agree) and one of
     them read it as a checkpoint's recorded split (QA11 diffapi F5): its stored pairs hold no
     repeat of a training pair, so neither how repeats count (``repeats``) nor the rows the
     split took out of training, repeats and duplicates included (``n_holdout_interactions``,
     against the file's rows) can move a figure, which averages over the distinct pairs."""
-    fb, fn = ab.get(FINGERPRINT), an.get(FINGERPRINT)
-    return isinstance(fb, str) and fb == fn and RECORDED_SPLIT_REPEATS in (ab.get("repeats"), an.get("repeats"))
+    return one_held_out_set(ab, an) and RECORDED_SPLIT_REPEATS in (ab.get("repeats"), an.get("repeats"))
 
 
 def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, affects: Callable[[FlatEntry], bool]) -> None:
     """Flag the accuracy figures (``affects``) where the held-out set differs, or the
     protocol: who is evaluated and how (e.g. RecBole's test users with no training
     interaction evaluated since QA6 served F1, which moves every mean at the same K)."""
-    routes = same_split_by_another_route(ab, an)
+    routes, one_set = same_split_by_another_route(ab, an), one_held_out_set(ab, an)
     for key in HELD_OUT_SET:
-        if routes and key in ("n_holdout_interactions", "repeats"):
+        if (one_set and key == "n_holdout_interactions") or (routes and key == "repeats"):
             continue
         name, base, new = held_out_source(ab, an) if key == "holdout" else (f"accuracy.{key}", ab.get(key), an.get(key))
         differs(name, base, new, affects, "accuracy figures are not compared: they are measured on other held-out sets")
@@ -232,6 +240,11 @@ def comparable_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
                      f"set by its fingerprint, read by another route ({_shown(ab.get('n_holdout_interactions'))} vs "
                      f"{_shown(an.get('n_holdout_interactions'))} held-out rows); its pairs hold no repeat of a training "
                      "pair, so the accuracy figures are compared")
+    elif ab and an and one_held_out_set(ab, an) and ab.get("n_holdout_interactions") != an.get("n_holdout_interactions"):
+        notes.append(f"accuracy.n_holdout_interactions differs ({_shown(ab.get('n_holdout_interactions'))} vs "
+                     f"{_shown(an.get('n_holdout_interactions'))}): one held-out set by its fingerprint, read from "
+                     "rows that differ only in repeated pairs or rows left out (an empty id, an item without a table "
+                     "row); the evaluation counts each distinct pair once, so the accuracy figures are compared")
     return notes + input_notes(base, new)
 
 

@@ -258,6 +258,11 @@ CASES = [
                                               base=held_out("0", 0.3)), EXIT_ERROR,
          r"cannot evaluate --fail-on ndcg_dot@10\.rel<-0\.02: not comparable: accuracy\.holdout_fingerprint differs",
          absent=r"TRIPPED"),
+    # QA11 diffapi N4: one held-out set (one fingerprint) read from a file with repeated rows: compared (was exit 1).
+    Case("gate-across-repeated-held-out-rows", pair(held_out("1", 0.3).replace('"n_holdout_interactions": 300',
+                                                                            '"n_holdout_interactions": 340'),
+                                                    "--fail-on", "ndcg_dot@10.rel<-0.02", base=held_out("1", 0.3)),
+         EXIT_OK, None),
     Case("fingerprint-a-number", pair(held_out("1", 0.3).replace('"sha256:' + "1" * 64 + '"', "5")), EXIT_ERROR,
          r"^Error: new report new\.json: accuracy\.holdout_fingerprint is 5, not sha256: and 64 hex digits or null"),
     Case("fingerprint-not-hex", pair(held_out("x", 0.3)), EXIT_ERROR,
