@@ -75,6 +75,11 @@ class Inputs:
     """How raw item ids of the log were mapped to table rows (the rule, in words)."""
     user_id_mapping: str | None = None
     """The same for user ids, when user rows were matched to log users."""
+    item_id_fingerprint: str | None = None
+    """The item mapping by content: ``sha256:`` of its raw ids in row order as text (docs/report.md);
+    None where rows are taken as ids (or an offset), which ``item_id_mapping`` states whole."""
+    user_id_fingerprint: str | None = None
+    """The same for the user mapping."""
     row_ids_assumed: bool = False
     """True when item rows were taken to be the raw ids because nothing else was given."""
     n_untrained_user_rows: int | None = None

@@ -264,7 +264,7 @@ def test_a_model_against_served_lists_alone(mitigated: tuple[AuditResult, AuditR
     assert [c.name for c in same.conditions][4] == "sufficiently large learning rate"  # neither has conditions
     doc = diff_document(diff.to_dict())
     lead = doc.lead[0].text  # type: ignore[union-attr]
-    assert "moderate → none (not comparable: the base's severity judges a model's dot-product lists" in lead
+    assert "moderate → none (not comparable: the base's severity was graded by the model's own serving" in lead
     assert "less bias)" not in lead
 
 

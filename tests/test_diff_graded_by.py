@@ -18,6 +18,7 @@ import pytest
 from auditor import AuditConfig, run_audit
 from auditor.diff import diff_reports, evaluate_diff_gates, parse_diff_gates
 from auditor.errors import UnmeasuredGateError
+from auditor.report.diff_doc import lead_sentence
 from diff_samples import biased_table_report
 
 
@@ -55,3 +56,21 @@ def test_a_severity_the_served_lists_graded_is_not_compared_with_the_models_own(
     model_graded["verdict"].update(graded_by="model", severity="none")
     both = diff_reports(model_graded, beside).verdict
     assert (both.direction, both.base_basis, both.new_basis, both.reason) == ("more bias", "model", "served lists", None)
+
+
+def test_the_lead_sentence_gives_the_verdicts_own_reason(tmp_path: Path) -> None:
+    """QA11 diffapi N1: two reports whose served lists beside a model graded worse in one and
+    not the other compare (the worse of both); read through another item mapping they do not,
+    and the lead sentence gave the two bases as why, not the mapping the verdict names."""
+    base = biased_table_report(tmp_path)
+    base["served"] = {"head_share_log": 0.2}
+    base["verdict"].update(graded_by="model", severity="none")
+    new = copy.deepcopy(base)
+    new["verdict"].update(graded_by="served", severity="low")
+    new["inputs"].update(item_id_mapping="item rows mapped through --item-ids ids.txt", item_ids="ids.txt")
+    diff = diff_reports(base, new).to_dict()
+    assert diff["verdict"]["direction"] == "not comparable"
+    assert "inputs.item_id_mapping differs" in diff["verdict"]["reason"]
+    lead = lead_sentence(diff, diff["metrics"])
+    assert lead.startswith(f"Verdict severity none → low (not comparable: {diff['verdict']['reason']}). ")
+    assert "judges" not in lead

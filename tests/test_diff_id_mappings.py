@@ -6,6 +6,7 @@ them are not compared, and a gate on them cannot pass or trip on the mapping alo
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -96,3 +97,78 @@ def test_mappings_not_shown_to_agree_differ(tmp_path: Path, base_rule: str, new_
     diff = diff_reports(base, _with_inputs(report, item_id_mapping=new_rule, model="a.pt"))
     assert [(s.setting, s.base, s.new) for s in diff.settings] == [("inputs.item_id_mapping", base_rule, new_rule)]
     assert diff.metric("spearman").status == "incomparable"
+
+
+def _audit(folder: Path, **options: Any) -> dict[str, Any]:
+    result = run_audit(AuditConfig(model=folder / "items.npy", interactions=folder / "log.parquet", ks=(10,),
+                                   probes=False, bootstrap=0, **options))
+    report: dict[str, Any] = json.loads(json.dumps(result.to_dict()))
+    return report
+
+
+def _ids_sha256(ids: list[str]) -> str:
+    """docs/report.md's recipe, independently: each id's UTF-8 byte length (int64 little-endian), then the bytes."""
+    encoded = [i.encode() for i in ids]
+    lengths = np.array([len(e) for e in encoded], dtype="<i8").tobytes()
+    return "sha256:" + hashlib.sha256(lengths + b"".join(encoded)).hexdigest()
+
+
+def test_the_mapping_is_recorded_by_content_and_rows_as_ids_by_none(tmp_path: Path) -> None:
+    rows_as_ids = biased_table_report(tmp_path)
+    permutation = [str(i) for i in np.random.default_rng(7).permutation(200)]
+    (tmp_path / "ids.txt").write_text("\n".join(permutation) + "\n")
+    mapped = _audit(tmp_path, item_ids=tmp_path / "ids.txt")
+    assert mapped["inputs"]["item_id_fingerprint"] == _ids_sha256(permutation)
+    assert mapped["inputs"]["user_id_fingerprint"] is None  # no user table
+    assert rows_as_ids["inputs"]["item_id_fingerprint"] is None
+    assert _audit(tmp_path, id_offset=0)["inputs"]["item_id_fingerprint"] is None
+
+
+def test_a_mapping_file_rewritten_in_place_is_another_mapping(tmp_path: Path) -> None:
+    """QA11 diffapi N2: one wording ("item rows mapped through --item-ids ids.txt") over other
+    ids read "none → moderate (more bias)", "settings agree", and a gate tripped."""
+    biased_table_report(tmp_path)
+    permutation = np.random.default_rng(7).permutation(200)
+    (tmp_path / "ids.txt").write_text("\n".join(map(str, permutation)) + "\n")
+    night1 = _audit(tmp_path, item_ids=tmp_path / "ids.txt")
+    (tmp_path / "ids.txt").write_text("\n".join(map(str, range(200))) + "\n")  # corrected in place
+    night2 = _audit(tmp_path, item_ids=tmp_path / "ids.txt")
+    assert night1["inputs"]["item_id_mapping"] == night2["inputs"]["item_id_mapping"]
+    counts = np.bincount(pq.read_table(tmp_path / "log.parquet")["item_id"].to_numpy(), minlength=200)
+    norms = np.log1p(counts)
+    assert night1["frequency_norm"]["spearman"] == pytest.approx(spearmanr(norms, counts[permutation])[0], abs=1e-3)
+    assert night2["frequency_norm"]["spearman"] == pytest.approx(spearmanr(norms, counts)[0], abs=1e-5)
+    diff = diff_reports(night1, night2)
+    assert [s.setting for s in diff.settings] == ["inputs.item_id_fingerprint"]
+    assert (diff.metric("spearman").status, diff.metric("spearman").delta) == ("incomparable", None)
+    assert diff.verdict.direction == "not comparable"
+    with pytest.raises(UnmeasuredGateError, match="inputs.item_id_fingerprint differs"):
+        evaluate_diff_gates(parse_diff_gates(["severity_level.delta!=0"], ["severity_level"]), diff)
+
+
+def test_one_mapping_under_two_file_names_is_compared(tmp_path: Path) -> None:
+    """The same ids in two files (or a file and a checkpoint's stored ids) are one mapping."""
+    biased_table_report(tmp_path)
+    permutation = "\n".join(map(str, np.random.default_rng(7).permutation(200))) + "\n"
+    for name in ("ids.txt", "copy.txt"):
+        (tmp_path / name).write_text(permutation)
+    base, new = (_audit(tmp_path, item_ids=tmp_path / name) for name in ("ids.txt", "copy.txt"))
+    diff = diff_reports(base, new)
+    assert not diff.settings
+    assert (diff.metric("spearman").status, diff.metric("spearman").delta) == ("compared", 0.0)
+    assert diff.verdict.direction == "unchanged"
+
+
+def test_offset_zero_is_rows_as_ids(tmp_path: Path) -> None:
+    """QA11 diffapi N3: row = id − 0 is rows as ids, so the same figures are compared (was a
+    false "not comparable", exit 1); an offset of 1 stays another rule."""
+    rows = biased_table_report(tmp_path)
+    offset0 = _audit(tmp_path, id_offset=0)
+    assert offset0["inputs"]["item_id_mapping"] != rows["inputs"]["item_id_mapping"]
+    assert offset0["frequency_norm"]["spearman"] == rows["frequency_norm"]["spearman"]
+    for base, new in ((rows, offset0), (offset0, rows)):
+        diff = diff_reports(base, new)
+        assert not diff.settings and diff.metric("spearman").status == "compared"
+        assert diff.verdict.direction == "unchanged"
+    shifted = _with_inputs(rows, item_id_mapping="item table row = raw item id − 1 (--id-offset 1)")
+    assert [s.setting for s in diff_reports(offset0, shifted).settings] == ["inputs.item_id_mapping"]

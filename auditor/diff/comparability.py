@@ -13,8 +13,9 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from auditor.diff.directions import depends_on_popularity
-from auditor.diff.rules import (accuracy_flags, catalogue_flags, comparable_notes, id_mapping_flags, index_flags,
-                                resampling_flags, sample_flags)
+from auditor.diff.id_mappings import id_mapping_flags
+from auditor.diff.rules import (accuracy_flags, catalogue_flags, comparable_notes, index_flags, resampling_flags,
+                                sample_flags)
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry
 from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, report_population

@@ -24,8 +24,9 @@ Comparability, one rule per setting:
   of served lists given to popaudit).
 * ``retrieval.index`` (exact or approximate) and a catalogue size that moves a top-p% head
   cut (:mod:`auditor.diff.rules`): the figures of retrieved lists, and of the moved heads.
-* the raw id → row mapping (:func:`~auditor.diff.rules.id_mapping_flags`): every figure of
-  the model (item mapping) or of its lists (user mapping), and the verdict graded on them.
+* the raw id → row mapping (:func:`~auditor.diff.id_mappings.id_mapping_flags`: by the ids'
+  content where both reports record it): every figure of the model (item mapping) or of its
+  lists (user mapping), and the verdict graded on them.
 * a list measure's definition (``retrieval.definitions``): that measure's figures are flagged;
   a changed ``popularity_groups`` definition flags the user- and item-side measures.
 * the held-out set (``accuracy.holdout``, ``n_holdout_interactions``, ``seen_excluded``, ``repeats``,

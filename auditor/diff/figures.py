@@ -18,7 +18,8 @@ from auditor.sections import SEVERITIES
 SECTIONS = ("inputs", "retrieval", "verdict")
 """Keys every JSON report popaudit writes holds (``retrieval`` null when not measured)."""
 FINGERPRINT = re.compile(r"sha256:[0-9a-f]{64}")
-"""``accuracy.holdout_fingerprint`` as auditor/loading/fingerprint.py writes it."""
+"""``accuracy.holdout_fingerprint`` and ``inputs.item_id_fingerprint`` / ``user_id_fingerprint``
+as auditor/loading/fingerprint.py writes them."""
 
 
 def check_tagged(report: Any, named: str) -> None:
@@ -53,12 +54,14 @@ def check_figures(report: dict[str, Any], named: str) -> None:
         raise ReportError(f"{named}: verdict.severity is {found}, not one of {', '.join(SEVERITIES)}: not a verdict "
                           "popaudit writes (a corrupt or edited report)")
     flat_entries(report, named)  # refuses the first figure or section it cannot read
-    accuracy = report.get("accuracy")
-    fingerprint = accuracy.get("holdout_fingerprint") if isinstance(accuracy, dict) else None
-    if fingerprint is not None and not (isinstance(fingerprint, str) and FINGERPRINT.fullmatch(fingerprint)):
-        # it decides whether the accuracy figures are compared: never read as "not recorded"
-        raise ReportError(f"{named}: accuracy.holdout_fingerprint is {shown_json(fingerprint)}, not sha256: and 64 hex "
-                          "digits or null: not a fingerprint popaudit writes (a corrupt or edited report)")
+    accuracy, inputs = (report.get(section) for section in ("accuracy", "inputs"))
+    for section, key, values in (("accuracy", "holdout_fingerprint", accuracy), ("inputs", "item_id_fingerprint", inputs),
+                                 ("inputs", "user_id_fingerprint", inputs)):
+        fingerprint = values.get(key) if isinstance(values, dict) else None
+        if fingerprint is not None and not (isinstance(fingerprint, str) and FINGERPRINT.fullmatch(fingerprint)):
+            # it decides what is compared: never read as "not recorded"
+            raise ReportError(f"{named}: {section}.{key} is {shown_json(fingerprint)}, not sha256: and 64 hex "
+                              "digits or null: not a fingerprint popaudit writes (a corrupt or edited report)")
 
 
 def unassessed_reason(vb: dict[str, Any], vn: dict[str, Any]) -> str | None:

@@ -13,8 +13,8 @@ that differ but leave figures comparable:
   approximate index misses candidates (its recall), which moves every figure of the model's
   own lists, so those are **flagged**; served lists (``served`` scoring) are the lists given,
   whatever index the model's figures used.
-* the raw id → row mapping (``inputs.item_id_mapping``, ``user_id_mapping``: :func:`id_mapping_flags`):
-  another item mapping flags every figure of the model, another user mapping its lists.
+* the raw id → row mapping (:mod:`auditor.diff.id_mappings`): another item mapping flags every
+  figure of the model, another user mapping its lists.
 * the accuracy protocol (``accuracy.protocol``) and held-out set (its content
   ``accuracy.holdout_fingerprint``, else its file ``accuracy.holdout``; its size, seen-item and
   repeat handling: :func:`accuracy_flags`): every accuracy figure is **flagged**.
@@ -38,7 +38,7 @@ from typing import Any
 from auditor.flat import FlatEntry, flat_entries
 from auditor.metrics.popularity_sets import head_count
 from auditor.protocol import RECORDED_SPLIT_REPEATS, of_model_lists
-from auditor.served_section import LISTS_ONLY_FORMAT, UNTRAINED_SERVED
+from auditor.served_section import UNTRAINED_SERVED
 
 Differs = Callable[[str, Any, Any, Callable[[FlatEntry], bool], str], None]
 """The comparability rule's recorder: setting, base value, new value, the figures it
@@ -50,7 +50,7 @@ LOG_HEAD_PERCENT = 1.0
 """``head_share_log``: the top-1% items' share of the training popularity (retrieval/served.py)."""
 
 
-def _retrieved(entry: FlatEntry) -> bool:
+def retrieved(entry: FlatEntry) -> bool:
     """A figure of lists an index retrieved (the most-popular list is counted, not searched)."""
     return of_model_lists(entry) and entry.scoring != "popular" and entry.measure != "overlap_served_popular"
 
@@ -86,55 +86,6 @@ def catalogue_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs)
             "are not compared" + (", nor the user groups' figures (their popular items moved)" if grouped else ""))
 
 
-ID_MAPPINGS = {
-    "item": ("every figure of the model is not compared: another item mapping gives every item row another "
-             "popularity, and every query other seen items"),
-    "user": ("figures of the model's own lists are not compared: another user mapping gives every query another "
-             "user's seen items"),
-}
-"""What another raw id → row mapping (``inputs.item_id_mapping``, ``user_id_mapping``) does."""
-_CLI_FLAG = re.compile(r"--([a-z]+(?:-[a-z]+)+)")
-
-
-def id_mapping(report: dict[str, Any], what: str) -> str | None:
-    """The report's ``what`` (item, user) id → row mapping as one comparable rule: its
-    recorded description with the CLI's and the API's spellings of a setting made one
-    (``--item-ids`` is ``item_ids``), ``assume_row_ids`` dropped (rows taken as ids either
-    way: it only lifts the check) and the model file and log named by role (ids stored in a
-    checkpoint are one rule whichever checkpoint stored them). None: unrecorded, or a
-    lists-only report (no table rows: its served lists are read by raw id)."""
-    inputs = report.get("inputs") or {}
-    said = inputs.get(f"{what}_id_mapping")
-    if inputs.get("format") == LISTS_ONLY_FORMAT:
-        return None
-    if not isinstance(said, str) or not said:
-        return None if inputs.get(f"{what}_ids") is None else f"{what} rows mapped through {inputs[f'{what}_ids']}"
-    said = _CLI_FLAG.sub(lambda m: m.group(1).replace("-", "_"), said).replace(", assume_row_ids", "")
-    for path, role in ((inputs.get("model"), "the model file"), (inputs.get("interactions"), "the training log")):
-        if isinstance(path, str) and path:
-            said = said.replace(path, role)
-    return said
-
-
-def _model_figure(entry: FlatEntry) -> bool:
-    """A figure measured on the model's table rows: its correlations with popularity, its
-    item biases, its training trace and its own lists (their accuracy included)."""
-    return entry.section in ("frequency_norm", "measures", "training") or _retrieved(entry)
-
-
-def id_mapping_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs) -> None:
-    """Flag the figures another id mapping moves (QA11 diffapi F1: one model and log read with
-    rows as ids, then through ``--item-ids``, moved spearman 0.978 → 0.035 and read "less
-    bias", "settings agree"): an item mapping every figure of the model, a user mapping its
-    lists. Rules that cannot be shown to agree (a file against the ids stored in the
-    checkpoint, two files) differ: popaudit cannot know they map alike."""
-    for what, affects in (("item", _model_figure), ("user", _retrieved)):
-        mb, mn = id_mapping(base, what), id_mapping(new, what)
-        if mb is not None and mn is not None and mb != mn:  # shown as recorded, compared as one rule
-            said = [(r.get("inputs") or {}).get(f"{what}_id_mapping") or mapped for r, mapped in ((base, mb), (new, mn))]
-            differs(f"inputs.{what}_id_mapping", said[0], said[1], affects, ID_MAPPINGS[what])
-
-
 HELD_OUT_SET = ("holdout", "n_holdout_interactions", "seen_excluded", "repeats", "popular_seen_excluded")
 """What the held-out set is (its content, else its file: :func:`held_out_source`), and how
 ``|H_u|`` counts repeats of a training pair."""
@@ -157,23 +108,31 @@ def held_out_source(ab: dict[str, Any], an: dict[str, Any]) -> tuple[str, Any, A
     return "accuracy.holdout", hb, hn
 
 
+def one_held_out_set(ab: dict[str, Any], an: dict[str, Any]) -> bool:
+    """Whether both reports evaluated one held-out set by content (their fingerprints agree):
+    the evaluation keeps each user's distinct held-out items (a repeated row of a pair counts
+    once, ``HeldOutUsers.item_rows``), so the rows read (``n_holdout_interactions``: repeats,
+    rows without a table row) cannot move a figure (QA11 diffapi N4)."""
+    fb, fn = ab.get(FINGERPRINT), an.get(FINGERPRINT)
+    return isinstance(fb, str) and fb == fn
+
+
 def same_split_by_another_route(ab: dict[str, Any], an: dict[str, Any]) -> bool:
     """Whether both reports evaluated one held-out set (their fingerprints agree) and one of
     them read it as a checkpoint's recorded split (QA11 diffapi F5): its stored pairs hold no
     repeat of a training pair, so neither how repeats count (``repeats``) nor the rows the
     split took out of training, repeats and duplicates included (``n_holdout_interactions``,
     against the file's rows) can move a figure, which averages over the distinct pairs."""
-    fb, fn = ab.get(FINGERPRINT), an.get(FINGERPRINT)
-    return isinstance(fb, str) and fb == fn and RECORDED_SPLIT_REPEATS in (ab.get("repeats"), an.get("repeats"))
+    return one_held_out_set(ab, an) and RECORDED_SPLIT_REPEATS in (ab.get("repeats"), an.get("repeats"))
 
 
 def accuracy_flags(ab: dict[str, Any], an: dict[str, Any], differs: Differs, affects: Callable[[FlatEntry], bool]) -> None:
     """Flag the accuracy figures (``affects``) where the held-out set differs, or the
     protocol: who is evaluated and how (e.g. RecBole's test users with no training
     interaction evaluated since QA6 served F1, which moves every mean at the same K)."""
-    routes = same_split_by_another_route(ab, an)
+    routes, one_set = same_split_by_another_route(ab, an), one_held_out_set(ab, an)
     for key in HELD_OUT_SET:
-        if routes and key in ("n_holdout_interactions", "repeats"):
+        if (one_set and key == "n_holdout_interactions") or (routes and key == "repeats"):
             continue
         name, base, new = held_out_source(ab, an) if key == "holdout" else (f"accuracy.{key}", ab.get(key), an.get(key))
         differs(name, base, new, affects, "accuracy figures are not compared: they are measured on other held-out sets")
@@ -197,7 +156,7 @@ def index_flags(rb: dict[str, Any], rn: dict[str, Any], differs: Differs) -> Non
     ib, in_ = rb.get("index"), rn.get("index")
     if _served_only(ib) or _served_only(in_):
         return  # a lists-only report retrieves nothing: the model's figures are one report's alone
-    differs("retrieval.index", ib, in_, _retrieved,
+    differs("retrieval.index", ib, in_, retrieved,
             "figures of the model's own lists are not compared: an approximate index misses candidates "
             "(its recall), which moves them as much as the model does")
 
@@ -281,6 +240,11 @@ def comparable_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
                      f"set by its fingerprint, read by another route ({_shown(ab.get('n_holdout_interactions'))} vs "
                      f"{_shown(an.get('n_holdout_interactions'))} held-out rows); its pairs hold no repeat of a training "
                      "pair, so the accuracy figures are compared")
+    elif ab and an and one_held_out_set(ab, an) and ab.get("n_holdout_interactions") != an.get("n_holdout_interactions"):
+        notes.append(f"accuracy.n_holdout_interactions differs ({_shown(ab.get('n_holdout_interactions'))} vs "
+                     f"{_shown(an.get('n_holdout_interactions'))}): one held-out set by its fingerprint, read from "
+                     "rows that differ only in repeated pairs or rows left out (an empty id, an item without a table "
+                     "row); the evaluation counts each distinct pair once, so the accuracy figures are compared")
     return notes + input_notes(base, new)
 
 

@@ -1,7 +1,9 @@
 """The held-out set's identity by content (``accuracy.holdout_fingerprint``, docs/report.md):
 SHA-256 over its distinct (raw user id, raw item id) pairs in a canonical order, each id
 as text, so the same pairs read from CSV or Parquet, in any row order, with repeats, by any
-path, or recorded in a checkpoint, agree, and a holdout regenerated in place does not."""
+path, or recorded in a checkpoint, agree, and a holdout regenerated in place does not.
+An id → row mapping's identity (``inputs.item_id_fingerprint``, ``user_id_fingerprint``) is
+SHA-256 over its raw ids in row order, each as text, hashed the same way (:func:`ids_fingerprint`)."""
 
 from __future__ import annotations
 
@@ -46,5 +48,17 @@ def pairs_fingerprint(pairs: InteractionPairs, items: ItemRows) -> str:
         user, item = user.filter(keep), item.filter(keep)
     digest = hashlib.sha256()
     for part in (*_length_and_bytes(user), *_length_and_bytes(item)):
+        digest.update(part)
+    return FINGERPRINT_PREFIX + digest.hexdigest()
+
+
+def ids_fingerprint(ids: np.ndarray | None) -> str | None:
+    """``sha256:<hex>`` of the raw ids of a table's rows, in row order, each as text (the
+    lengths then the bytes, as :func:`pairs_fingerprint` hashes one column): one mapping by
+    content, whatever file or checkpoint gave it; None where rows are taken as ids."""
+    if ids is None:
+        return None
+    digest = hashlib.sha256()
+    for part in _length_and_bytes(_as_text(np.asarray(ids))):
         digest.update(part)
     return FINGERPRINT_PREFIX + digest.hexdigest()

@@ -319,13 +319,16 @@ def inputs_table(inputs: Inputs) -> Table:
         "n_unmapped_interactions": "interactions with unknown items (dropped)",
         "item_id_mapping": "item id → row",
         "user_id_mapping": "user id → row",
+        "item_id_fingerprint": "item ids by content",
+        "user_id_fingerprint": "user ids by content",
         "row_ids_assumed": "item rows assumed to be ids",
         "split": "training log and holdout",
         "n_untrained_user_rows": "user-table rows never in the training log (not queried)",
     }
     values = {f.name: getattr(inputs, f.name) for f in fields(inputs)}
-    if values.get("split") is None:  # only a reproduced evaluation split (RecBole) has one
-        values.pop("split", None)
+    for optional in ("split", "item_id_fingerprint", "user_id_fingerprint"):
+        if values.get(optional) is None:  # a reproduced evaluation split (RecBole), a mapping by ids
+            values.pop(optional, None)
     rows = tuple(
         (labels.get(name, name), MISSING if value == "" else fmt_value(value))
         for name, value in values.items()

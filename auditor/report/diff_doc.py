@@ -75,11 +75,10 @@ def lead_sentence(diff: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]])
     counts = {d: sum(m.get("direction") == d for m in metrics) for d in (*BETTER, *WORSE)}
     flagged = sum(m.get("status") == "incomparable" for m in metrics)
     moved = verdict.get("direction", "unchanged")
-    if moved == "not comparable":  # the two severities follow different rules: no direction between them
+    if moved == "not comparable":  # the comparison's own reason (QA11 diffapi N1: two bases may compare)
         bases = [JUDGES.get(str(verdict.get(f"{side}_basis")), "?") for side in ("base", "new")]
-        moved = f"not comparable: the base's severity judges {bases[0]}, the new one's {bases[1]}"
-        if verdict.get("base_basis") == verdict.get("new_basis") and verdict.get("reason"):
-            moved = f"not comparable: {verdict['reason']}"  # one basis, graded at a K only one report measured
+        moved = (f"not comparable: {verdict['reason']}" if verdict.get("reason")
+                 else f"not comparable: the base's severity judges {bases[0]}, the new one's {bases[1]}")
     text = (f"Verdict severity {verdict.get('base_severity')} → {verdict.get('new_severity')} ({moved}). "
             f"Figures: {counts['less bias']} less bias, {counts['more bias']} more bias, "
             f"{counts['more accuracy']} more accuracy, {counts['less accuracy']} less accuracy")  # fmt: skip

@@ -29,6 +29,12 @@ def held_out(digit: str, ndcg: float) -> str:
     return report(accuracy=accuracy)
 
 
+def mapped(digit: str) -> str:
+    """A report whose items were mapped through ``ids.txt`` holding the ids fingerprinted by 64 ``digit``s."""
+    return report(0.5 + 0.1 * int(digit), inputs={"item_id_mapping": "item rows mapped through --item-ids ids.txt",
+                                                  "item_id_fingerprint": "sha256:" + digit * 64})
+
+
 def resampled(seed: int, low: float) -> str:
     """A report whose spearman interval was drawn with ``seed``."""
     norm = {"spearman": 0.5, "spearman_ci": [low, 0.6], "pearson_log": 0.4, "kendall": 0.3, "loglog_slope": 0.2}
@@ -196,6 +202,20 @@ CASES = [
                                               base=report(inputs={"item_id_mapping": "item table row = raw item id"})),
          EXIT_ERROR, r"^Error: cannot evaluate --fail-on severity_level\.delta!=0: not comparable: the verdicts: .*"
          r"inputs\.item_id_mapping differs"),
+    # QA11 diffapi N2: a mapping file rewritten in place (one wording, other ids) was compared and tripped (exit 3).
+    Case("gate-on-a-mapping-file-rewritten-in-place", pair(mapped("1"), "--fail-on", "spearman.delta!=0",
+                                                           base=mapped("0")), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on spearman\.delta!=0: not comparable: inputs\.item_id_fingerprint differs",
+         absent=r"TRIPPED"),
+    Case("mapping-fingerprint-a-number", pair(mapped("1").replace('"sha256:' + "1" * 64 + '"', "7")), EXIT_ERROR,
+         r"^Error: new report new\.json: inputs\.item_id_fingerprint is 7, not sha256: and 64 hex digits or null"),
+    Case("user-mapping-fingerprint-short", pair(report(inputs={"user_id_fingerprint": "sha256:abc"})), EXIT_ERROR,
+         r"new\.json: inputs\.user_id_fingerprint is \"sha256:abc\", not sha256: and 64 hex digits or null"),
+    # QA11 diffapi N3: --id-offset 0 is rows as ids; a gate on the model's figures is evaluated (was exit 1).
+    Case("gate-across-offset-zero-and-rows-as-ids", pair(report(0.5, inputs={
+        "item_id_mapping": "item table row = raw item id − 0 (--id-offset 0)"}), "--fail-on", "spearman.delta<-0.1",
+        base=report(inputs={"item_id_mapping": "item table row = raw item id (assumed: no --item-ids given)"})),
+         EXIT_OK, None),
     # A severity the served lists graded beside a model against the model's own (QA11 diffapi F2).
     Case("gate-on-severity-graded-by-served-lists", pair(report(0.6, verdict={"severity": "high", "graded_by": "served"},
                                                                 served={"source": "recs.parquet"}),
@@ -238,6 +258,11 @@ CASES = [
                                               base=held_out("0", 0.3)), EXIT_ERROR,
          r"cannot evaluate --fail-on ndcg_dot@10\.rel<-0\.02: not comparable: accuracy\.holdout_fingerprint differs",
          absent=r"TRIPPED"),
+    # QA11 diffapi N4: one held-out set (one fingerprint) read from a file with repeated rows: compared (was exit 1).
+    Case("gate-across-repeated-held-out-rows", pair(held_out("1", 0.3).replace('"n_holdout_interactions": 300',
+                                                                            '"n_holdout_interactions": 340'),
+                                                    "--fail-on", "ndcg_dot@10.rel<-0.02", base=held_out("1", 0.3)),
+         EXIT_OK, None),
     Case("fingerprint-a-number", pair(held_out("1", 0.3).replace('"sha256:' + "1" * 64 + '"', "5")), EXIT_ERROR,
          r"^Error: new report new\.json: accuracy\.holdout_fingerprint is 5, not sha256: and 64 hex digits or null"),
     Case("fingerprint-not-hex", pair(held_out("x", 0.3)), EXIT_ERROR,

@@ -1,0 +1,85 @@
+"""Comparability of the raw id → row mappings (``inputs.item_id_mapping``, ``user_id_mapping``):
+another item mapping gives every item row another popularity and every query other seen
+items, so every figure of the model is flagged; another user mapping gives every query
+another user's seen items, so the figures of the model's own lists are flagged.
+
+A mapping by a list of ids (a file, the ids stored in a checkpoint) is compared by its
+content, ``inputs.item_id_fingerprint`` / ``user_id_fingerprint`` (the ids in row order,
+hashed: docs/report.md), where both reports record one: the same ids under two file names
+are one mapping, a file rewritten in place with other ids another (QA11 diffapi N2). Else
+the recorded rule is compared, not its spelling (:func:`id_mapping`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from auditor.diff.rules import Differs, retrieved
+from auditor.flat import FlatEntry
+from auditor.served_section import LISTS_ONLY_FORMAT
+
+ID_MAPPINGS = {
+    "item": ("every figure of the model is not compared: another item mapping gives every item row another "
+             "popularity, and every query other seen items"),
+    "user": ("figures of the model's own lists are not compared: another user mapping gives every query another "
+             "user's seen items"),
+}
+"""What another raw id → row mapping (``inputs.item_id_mapping``, ``user_id_mapping``) does."""
+_CLI_FLAG = re.compile(r"--([a-z]+(?:-[a-z]+)+)")
+_ROWS_AS_IDS = re.compile(r"(item|user) table row = raw \1 id(?: − 0 \(id_offset 0\)| \(assumed: [^)]*\))")
+"""Rows taken as ids, assumed or by an offset of 0 (row = id − 0): one rule (QA11 diffapi N3)."""
+
+
+def id_mapping(report: dict[str, Any], what: str) -> str | None:
+    """The report's ``what`` (item, user) id → row mapping as one comparable rule: its
+    recorded description with the CLI's and the API's spellings of a setting made one
+    (``--item-ids`` is ``item_ids``), rows as ids one rule whether assumed, told
+    (``assume_row_ids``: it only lifts the check) or given as ``--id-offset 0``, and the model
+    file and log named by role (ids stored in a checkpoint are one rule whichever checkpoint
+    stored them). None: unrecorded, or a lists-only report (no table rows: its served lists
+    are read by raw id)."""
+    inputs = report.get("inputs") or {}
+    said = inputs.get(f"{what}_id_mapping")
+    if inputs.get("format") == LISTS_ONLY_FORMAT:
+        return None
+    if not isinstance(said, str) or not said:
+        return None if inputs.get(f"{what}_ids") is None else f"{what} rows mapped through {inputs[f'{what}_ids']}"
+    said = _CLI_FLAG.sub(lambda m: m.group(1).replace("-", "_"), said).replace(", assume_row_ids", "")
+    if _ROWS_AS_IDS.fullmatch(said):
+        return f"{what} table row = raw {what} id"
+    for path, role in ((inputs.get("model"), "the model file"), (inputs.get("interactions"), "the training log")):
+        if isinstance(path, str) and path:
+            said = said.replace(path, role)
+    return said
+
+
+def id_fingerprint(report: dict[str, Any], what: str) -> str | None:
+    """The report's ``what`` mapping by content (``inputs.<what>_id_fingerprint``); None where
+    rows are taken as ids or by an offset, or the report was written before it."""
+    fingerprint = (report.get("inputs") or {}).get(f"{what}_id_fingerprint")
+    return fingerprint if isinstance(fingerprint, str) else None
+
+
+def _model_figure(entry: FlatEntry) -> bool:
+    """A figure measured on the model's table rows: its correlations with popularity, its
+    item biases, its training trace and its own lists (their accuracy included)."""
+    return entry.section in ("frequency_norm", "measures", "training") or retrieved(entry)
+
+
+def id_mapping_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs) -> None:
+    """Flag the figures another id mapping moves (QA11 diffapi F1: one model and log read with
+    rows as ids, then through ``--item-ids``, moved spearman 0.978 → 0.035 and read "less
+    bias", "settings agree"): an item mapping every figure of the model, a user mapping its
+    lists. Two lists of ids compare by content where both fingerprints are recorded; else
+    rules that cannot be shown to agree (a file against rows as ids, two files of reports
+    written before the fingerprint) differ: popaudit cannot know they map alike."""
+    for what, affects in (("item", _model_figure), ("user", retrieved)):
+        mb, mn = id_mapping(base, what), id_mapping(new, what)
+        if mb is None or mn is None:
+            continue
+        fb, fn = id_fingerprint(base, what), id_fingerprint(new, what)
+        if fb is not None and fn is not None:  # the ids themselves, whichever file or checkpoint held them
+            differs(f"inputs.{what}_id_fingerprint", fb, fn, affects, ID_MAPPINGS[what])
+        elif mb != mn:  # shown as recorded, compared as one rule
+            said = [(r.get("inputs") or {}).get(f"{what}_id_mapping") or mapped for r, mapped in ((base, mb), (new, mn))]
+            differs(f"inputs.{what}_id_mapping", said[0], said[1], affects, ID_MAPPINGS[what])
