@@ -126,6 +126,21 @@ def _no_list_note(missing: int, population: QueryPopulation, served: ServedLists
             "serves them an empty list (no exposure; a miss for held-out accuracy)")
 
 
+def catalogue_note(served: ServedLists, frequencies: np.ndarray, model: object) -> str | None:
+    """Beside a model whose user groups are drawn: its item rows neither trained on (no
+    interaction in the log) nor served, which are in this audit's catalogue but not in that
+    of the same lists audited alone, so the popular items that group the users can differ."""
+    touched = frequencies > 0
+    touched[served.lists[served.lists >= 0]] = True
+    n_other = int(touched.size - np.count_nonzero(touched))
+    if not n_other:
+        return None
+    return (f"{n_other:,} of the {touched.size:,} item rows of {model} are neither in the training log nor in the "
+            f"served lists of {served.source}: they count in the catalogue whose top items group the users here, "
+            "while the same lists audited alone do not know them, so the user groups and per-group figures (ΔGAP, "
+            "miscalibration, NDCG) of the two routes can differ (docs/served-lists.md)")
+
+
 NOT_QUERIED = (
     "are in no exposure figure (the model's lists are lined up with the users it queries, the log's); those of "
     "RecBole's test users with no training interaction, if any, are scored for accuracy (a warning counts them)"
