@@ -106,24 +106,22 @@ FIGURE_RANGES: dict[str, tuple[float, float, str]] = {
     "parity": (0.0, 1.0, "a relative standard deviation of two rates, |a − b| / (a + b), 0–1"),
     "mean_count": (0.0, math.inf, "a mean training popularity (interactions or users per item), never below 0"),
     "novelty": (0.0, math.inf, "a mean self-information −log2(users(i)/n_users) in bits, never below 0"),
-    "item_count": (0.0, math.inf, "a mean number of items per list, never below 0"),
     "count": (0.0, math.inf, "a count, never below 0"),
     "angle_degrees": (0.0, 180.0, "an angle in degrees, 0–180"),
     "non_negative": (0.0, math.inf, "a non-negative figure, never below 0"),
 }
 """Every bounded figure's range and unit in words: the fractions (:data:`~auditor.flat.FRACTIONS`
 and each user group's NDCG), the correlations (:data:`~auditor.flat.CORRELATION_FIGURES`),
-every ``_ratio``, the miscalibrations, the ΔGAPs, PopRSP and PopREO (parities), ARP, novelty
-and ACLT (never below 0), ``unsafe_globals`` (a count), the verdict's ``severity_level`` and the
+every ``_ratio``, the miscalibrations, the ΔGAPs, PopRSP and PopREO (parities), ARP and novelty
+(never below 0), ACLT@K (0 to K, :func:`figure_range`), ``unsafe_globals`` (a count), the verdict's ``severity_level`` and the
 training monitor's figures (:data:`~auditor.trace_schema.FIGURE_RANGE_KINDS`). Unbounded: the
 log–log slopes; unknown: a plugin's measure."""
 _GROUP_RANGES = {**{f"ndcg_{g}": "fraction" for g in USER_GROUP_NAMES},
                  **{f"miscalibration_{g}": "divergence" for g in USER_GROUP_NAMES}, "miscalibration": "divergence",
                  **{f"gap_delta_{g}": "relative_change" for g in USER_GROUP_NAMES},
-                 "pop_rsp": "parity", "pop_reo": "parity", "arp": "mean_count", "novelty": "novelty",
-                 "aclt": "item_count"}
+                 "pop_rsp": "parity", "pop_reo": "parity", "arp": "mean_count", "novelty": "novelty"}
 """The per-K measures (the user groups', and the list measures that are no fraction) and their
-range in :data:`FIGURE_RANGES`."""
+range in :data:`FIGURE_RANGES` (ACLT's depends on K: :func:`figure_range`)."""
 _NAME_RANGES = {"severity_level": "severity_level", "unsafe_globals": "count"}
 """The names alone (no K) that are no fraction or correlation, and their range."""
 UNBOUNDED = frozenset({"loglog_slope", "served_loglog_slope"})
@@ -139,6 +137,8 @@ def figure_range(name: str, list_measures: Iterable[str] | None = None) -> tuple
         return FIGURE_RANGES["ratio"]
     if measure in FRACTIONS:
         return FIGURE_RANGES["fraction"]
+    if parsed is not None and measure == "aclt":  # a mean count of long-tail items in K-item lists
+        return 0.0, float(parsed.k), f"a mean number of long-tail items per {parsed.k}-item list, 0–{parsed.k}"
     if parsed is not None and measure in _GROUP_RANGES:
         return FIGURE_RANGES[_GROUP_RANGES[measure]]
     if parsed is None and measure in CORRELATION_FIGURES:

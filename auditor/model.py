@@ -228,11 +228,11 @@ class InteractionPairs:
     """(user, item-row) pairs of a log, for history queries and probe batches."""
 
     user_index: np.ndarray
-    """int64: dense user index 0..n_users-1 in order of first appearance."""
+    """int64: dense user index 0..n_users-1 in order of first appearance (recorded: table row)."""
     item_rows: np.ndarray
     """int64: table row of the item (only interactions whose item has a row)."""
     user_ids: np.ndarray
-    """Raw user id of each dense user index."""
+    """Raw user id of each dense user index (recorded: each row's, as ``--user-ids`` names it)."""
     source: Path | None = None
     """The log the pairs were read from (None: pairs recorded in a checkpoint)."""
 

@@ -232,3 +232,17 @@ def test_a_quoted_definition_holding_semicolons_stays_one_reason(one_row: pa.Tab
     assert trend.direction == "not comparable"
     # Before: popularity, groups (first pair), popularity again, then a bare fragment of row 2's definition.
     assert trend.apart == f"{popularity}; {groups}" or trend.apart == f"{groups}; {popularity}", trend.apart
+    # Harms F3 (verification): the trends table's caption joined each trend's reasons and said
+    # "retrieval.popularity differs" twice (once from the head-share trend, once from this one).
+    from auditor.cli._reports import rendered
+    from auditor.plugin_api import RenderContext
+    from auditor.report.batch_summary import batch_document
+
+    parted = [t for t in summary.trends if t.apart]
+    assert len(parted) == 2 and {t.apart for t in parted} == {popularity, trend.apart}, [t.apart for t in parted]
+    text = " ".join(str(rendered(batch_document(summary), "markdown", RenderContext(width=0))).split())
+    text = text.replace("\\", "")
+    caption = text[text.index("not comparable (as in popaudit diff): "):]
+    caption = caption[:caption.index("not comparable (as in popaudit diff): ", 1)]  # up to the row-by-row caption
+    assert caption.count("retrieval.popularity differs") == 1 and caption.count("popularity_groups differs") == 1, caption
+    assert summary.trends_apart in (f"{popularity}; {groups}", f"{groups}; {popularity}"), summary.trends_apart

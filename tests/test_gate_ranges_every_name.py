@@ -30,7 +30,12 @@ NEVER = "so the gate could never trip"
     ("arp_popular@10<=-5", "the threshold -5 is outside that range"),
     ("novelty_dot@10<0", f"novelty_dot@10 is a mean self-information −log2(users(i)/n_users) in bits, never below 0; "
                          f"it is never < 0, {NEVER}"),
-    ("aclt_served@10<0", f"aclt_served@10 is a mean number of items per list, never below 0; it is never < 0, {NEVER}"),
+    ("aclt_served@10<0", f"aclt_served@10 is a mean number of long-tail items per 10-item list, 0–10; it is never < 0, "
+                         f"{NEVER}"),
+    # ACLT@K counts long-tail items in K-item lists: never above K (Harms F2; was taken at 5 and 6)
+    ("aclt_dot@5>5", f"aclt_dot@5 is a mean number of long-tail items per 5-item list, 0–5; it is never > 5, {NEVER}"),
+    ("aclt_dot@5>6", "aclt_dot@5 is a mean number of long-tail items per 5-item list, 0–5; the threshold 6 is outside "
+                     "that range"),
     ("pop_rsp_dot@10>1", f"pop_rsp_dot@10 is a relative standard deviation of two rates, |a − b| / (a + b), 0–1; it is "
                          f"never > 1, {NEVER}"),
     ("pop_reo_alpha_0.5@10>1.5", "the threshold 1.5 is outside that range"),
@@ -38,16 +43,16 @@ NEVER = "so the gate could never trip"
 ])
 def test_a_gate_on_a_non_negative_or_parity_figure_that_could_never_trip_is_refused(expr: str, said: str) -> None:
     with pytest.raises(GateError) as caught:
-        gates_for([expr], [10], alphas=[0.5])
+        gates_for([expr], [5, 10], alphas=[0.5])
     assert said in str(caught.value)
 
 
 @pytest.mark.parametrize("expr", [
-    "arp_dot@10>0", "arp_dot@10<=0", "novelty_dot@10>=0", "aclt_dot@10<1", "pop_rsp_dot@10>=1", "pop_reo_dot@10<0.1",
+    "arp_dot@10>0", "arp_dot@10<=0", "novelty_dot@10>=0", "aclt_dot@10<1", "aclt_dot@10>9.5", "aclt_dot@5>=5", "pop_rsp_dot@10>=1", "pop_reo_dot@10<0.1",
     "unsafe_globals>0", "unsafe_globals>=1", "arp_ratio@10>2", "loglog_slope<-3", "served_loglog_slope>5",
 ])
 def test_a_gate_that_can_trip_on_them_is_taken(expr: str) -> None:
-    assert len(gates_for([expr], [10])) == 1
+    assert len(gates_for([expr], [5, 10])) == 1
 
 
 @pytest.fixture(scope="module")

@@ -147,6 +147,11 @@ def test_rowless_log_users_give_the_same_figures_beside_the_model_as_the_lists_a
     assert "(2 of them without a row, served nothing)" in population["description"]
     said = [w for w in beside["warnings"] if "no row in the user table" in w]
     assert len(said) == 1 and said[0].startswith("2 users of the training log") and "as misses (NDCG 0)" in said[0]
+    # Harms N3: the two users without a list are no queried users (n_queries 20; was "2 of the 22 queried users")
+    no_list = [w for w in beside["warnings"] if "have no list in" in w]
+    assert len(no_list) == 1 and no_list[0].startswith(
+        "2 of the 22 users of the population (20 queried; 2 the model cannot query: no user-table row or a zero "
+        "vector), 2 of them not queried, have no list in "), no_list
 
 
 def test_naming_a_users_row_as_another_id_equals_zeroing_that_users_vector(files: Path, tmp_path: Path) -> None:

@@ -120,10 +120,12 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
     order = _order(ok, rank_by, shared_k, own_k, facts, apart_from)
     sense = rank_sense(rank_by)
     head = None if shared_k is None else f"head_share_1pct_ratio@{shared_k}"
-    trends = []
+    trends, reasons = [], []
     for metric in dict.fromkeys(m for m in ("spearman", head, rank_by) if m):
         points = [(r["row"], r[metric]) for r in ok if r.get(metric) is not None]
-        trends.append(_trend(metric, points, _merged([apart_from.get(metric, {}).get(row, ()) for row, _ in points])))
+        why = [apart_from.get(metric, {}).get(row, ()) for row, _ in points]
+        trends.append(_trend(metric, points, _merged(why)))
+        reasons += why
     failures = [(r["row"], r["model"], r["error"] or "") for r in records if r["status"] == STATUS_ERROR]
     return BatchSummary(
         n_rows=len(records),
@@ -138,6 +140,7 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
         failures=failures,
         per_row_k=shared_k is None and (bool(own_k) or len({r.k for r in order if r.k is not None}) > 1),
         protocols=_protocols(ok, facts),
+        trends_apart=_merged(reasons),  # each setting once for the whole table, whichever trends it parts
     )
 
 

@@ -9,13 +9,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.config import LoadOptions
 from auditor.errors import AuditError, EmbeddingTableError, IdMappingError, ModelLoadError, PluginError, setting
 from auditor.lazy_names import imported_on_first_use
-from auditor.model import ModelBundle
+from auditor.model import InteractionPairs, ModelBundle
 
 if TYPE_CHECKING:
     import numpy as np
@@ -152,10 +153,18 @@ def finish_bundle(bundle: ModelBundle, options: LoadOptions) -> ModelBundle:
             bundle.warnings.append(note)
         bundle.user_ids = ids
         bundle.user_ids_source = f"{setting('user_ids')} {options.user_ids}{padded}"
+        bundle.train_pairs, bundle.holdout_pairs = (_rows_renamed(p, ids) for p in (bundle.train_pairs, bundle.holdout_pairs))
     elif bundle.user_ids is not None:
         bundle.user_ids_source = bundle.user_ids_source or f"the user ids stored in {source}"
     read_state_dict_bias(bundle)
     return bundle
+
+
+def _rows_renamed(pairs: InteractionPairs | None, ids: np.ndarray) -> InteractionPairs | None:
+    """Pairs a checkpoint recorded (``source`` None) index user-table rows, so their users
+    take the ids ``--user-ids`` gives those rows (the row numbers, or the stored ids, they
+    were read with would name other rows' users); a log's pairs carry their own raw ids."""
+    return pairs if pairs is None or pairs.source is not None else replace(pairs, user_ids=ids)
 
 
 def _recbole_tokens(bundle: ModelBundle, ids: np.ndarray, n_rows: int) -> tuple[np.ndarray, str]:

@@ -171,7 +171,7 @@ def load_inputs(
 def _read_served(inputs: AuditInputs, config: AuditConfig, cache: InputCache, progress: Progress) -> None:
     """The served lists given with the model, lined up with its queried users; where nobody is
     queried, with the training log's users, whose lists grade all the same (QA "Served N1")."""
-    from auditor.loading.served_inputs import served_for_model, unqueried_log_users  # only when given
+    from auditor.loading.served_inputs import catalogue_note, served_for_model, unqueried_log_users  # only when given
 
     if inputs.population is None and inputs.stats is not None:
         inputs.served_log_users = unqueried_log_users(config, cache, progress)
@@ -179,6 +179,9 @@ def _read_served(inputs: AuditInputs, config: AuditConfig, cache: InputCache, pr
         config, inputs.bundle, inputs.population, cache, progress, evaluates_untrained=inputs.recbole is not None,
         log_users=inputs.served_log_users)
     inputs.warnings.extend(notes)
+    if inputs.served_rows is not None and inputs.stats is not None and config.interactions is not None:  # groups drawn
+        if note := catalogue_note(inputs.served, inputs.stats.frequencies, inputs.bundle.source):
+            inputs.warnings.append(note)
 
 
 def _population(

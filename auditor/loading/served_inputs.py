@@ -105,10 +105,7 @@ def served_for_model(
         refuse_unmatched_users(served.source, served.user_col, served.user_ids, users,
                                untrained_scored=evaluates_untrained)
     if missing:
-        notes.append(
-            f"{missing:,} of the {population.n_rows:,} queried users have no list in {served.source}: the served "
-            "scoring serves them an empty list (no exposure; a miss for held-out accuracy)"
-        )
+        notes.append(_no_list_note(missing, population, served, rows))
     above = sorted(k for k in set(config.ks) if k > served.k)
     if above:  # as lists alone: a K the lists cannot fill is not measured, so a gate there cannot pass unseen
         notes.append(
@@ -116,6 +113,33 @@ def served_for_model(
             f"at K={', '.join(map(str, above))} ({setting('ks')} {served.k} measures them at their length)"
         )
     return served, rows, notes
+
+
+def _no_list_note(missing: int, population: QueryPopulation, served: ServedLists, rows: np.ndarray) -> str:
+    """The users of the population without a list in the file: the queried ones, and those
+    the model cannot query (no user-table row, a zero vector), which stay in the population
+    but are no queried user."""
+    unqueried = int(np.count_nonzero((rows[population.n_queries:] < 0).all(axis=1))) if population.n_unserved else 0
+    whom = "queried users" if not population.n_unserved else (
+        f"users of the population ({population.n_queries:,} queried; {population.n_unserved:,} the model cannot "
+        f"query: no user-table row or a zero vector), {unqueried:,} of them not queried,")
+    return (f"{missing:,} of the {population.n_rows:,} {whom} have no list in {served.source}: the served scoring "
+            "serves them an empty list (no exposure; a miss for held-out accuracy)")
+
+
+def catalogue_note(served: ServedLists, frequencies: np.ndarray, model: object) -> str | None:
+    """Beside a model whose user groups are drawn: its item rows neither trained on (no
+    interaction in the log) nor served, which are in this audit's catalogue but not in that
+    of the same lists audited alone, so the popular items that group the users can differ."""
+    touched = frequencies > 0
+    touched[served.lists[served.lists >= 0]] = True
+    n_other = int(touched.size - np.count_nonzero(touched))
+    if not n_other:
+        return None
+    return (f"{n_other:,} of the {touched.size:,} item rows of {model} are neither in the training log nor in the "
+            f"served lists of {served.source}: they count in the catalogue whose top items group the users here, "
+            "while the same lists audited alone do not know them, so the user groups and per-group figures (ΔGAP, "
+            "miscalibration, NDCG) of the two routes can differ (docs/served-lists.md)")
 
 
 NOT_QUERIED = (

@@ -93,8 +93,9 @@ def _popaudit_bundle(raw: RawModel, path: Path, options: LoadOptions, warnings: 
                 f"popaudit checkpoint {path}: item_frequencies has shape {list(frequencies.shape)} but the "
                 f"item table has {item.shape[0]} rows"
             )
-    train_pairs = _train_pairs(ex.get("train_pairs"), user_ids, item.shape[0], path)
-    holdout_pairs = _train_pairs(ex.get("holdout_pairs"), user_ids, item.shape[0], path, "holdout_pairs")
+    n_rows = len(user_ids) if user_ids is not None else (user.shape[0] if user is not None else None)
+    train_pairs = _train_pairs(ex.get("train_pairs"), n_rows, user_ids, item.shape[0], path)
+    holdout_pairs = _train_pairs(ex.get("holdout_pairs"), n_rows, user_ids, item.shape[0], path, "holdout_pairs")
     if user is not None and user_ids is not None and len(user_ids) != user.shape[0]:
         raise ModelLoadError(
             f"popaudit checkpoint {path}: {len(user_ids)} user_ids but the user table has {user.shape[0]} rows"
@@ -121,10 +122,13 @@ def _popaudit_bundle(raw: RawModel, path: Path, options: LoadOptions, warnings: 
 
 
 def _train_pairs(
-    value: object, user_ids: np.ndarray | None, n_items: int, path: Path, key: str = "train_pairs"
+    value: object, n_user_rows: int | None, user_ids: np.ndarray | None, n_items: int, path: Path,
+    key: str = "train_pairs",
 ) -> InteractionPairs | None:
     """The recorded (user_row, item_row) training (or held-out: ``key``) pairs, checked
-    against the tables."""
+    against the tables (``n_user_rows`` None: no user table, history queries). Without
+    stored ids the users are named by their row number until ``--user-ids`` names the rows
+    (:func:`auditor.loading.finish_bundle`)."""
     if value is None:
         return None
     pairs = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
@@ -135,7 +139,7 @@ def _train_pairs(
         )
     pairs = pairs.astype(np.int64, copy=False)
     users, items = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
-    n_users = len(user_ids) if user_ids is not None else (int(users.max()) + 1 if users.size else 0)
+    n_users = n_user_rows if n_user_rows is not None else (int(users.max()) + 1 if users.size else 0)
     bad_items = np.flatnonzero((items < 0) | (items >= n_items))
     bad_users = np.flatnonzero((users < 0) | (users >= n_users))
     if bad_items.size or bad_users.size:

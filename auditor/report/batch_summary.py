@@ -126,6 +126,8 @@ class BatchSummary:
     (``retrieval.population.seen_items "excluded": rows 0, 2; "unknown": row 1``;
     ``retrieval.index``, ``retrieval.popularity`` likewise); None when every row was
     measured the same way."""
+    trends_apart: str | None = None
+    """Why the trends' changes are not comparable, each setting once with all its values."""
 
 
 @dataclass(frozen=True)
@@ -302,10 +304,9 @@ def _protocol_note(summary: BatchSummary) -> tuple[Paragraph, ...]:
         " as in popaudit diff." + _approximate_note(summary)),)  # fmt: skip
 
 
-def _apart_caption(reasons: list[str | None]) -> str:
+def _apart_caption(said: str | None) -> str:
     """The caption naming why changes are not comparable ("" when every change is)."""
-    said = list(dict.fromkeys(r for r in reasons if r))
-    return f"{NOT_COMPARABLE} (as in popaudit diff): {'; '.join(said)}." if said else ""
+    return f"{NOT_COMPARABLE} (as in popaudit diff): {said}." if said else ""
 
 
 def _apart_pairs(summary: BatchSummary, reason: str | None = None) -> list[str]:
@@ -334,7 +335,7 @@ def _trends_table(summary: BatchSummary, tau: str) -> Table:
         for t in summary.trends
     )  # fmt: skip
     return Table(("metric", "first", "last", "change", tau, "p", "trend"), rows,
-                 (False, True, True, True, True, True, False), _apart_caption([t.apart for t in summary.trends]))
+                 (False, True, True, True, True, True, False), _apart_caption(summary.trends_apart))
 
 
 def _order_rows(summary: BatchSummary) -> tuple[tuple[str, ...], ...]:

@@ -145,6 +145,36 @@ def _decimal_id_file_beside_integer_log(d: Path) -> Built:
     return Built(check_args(model, "--item-ids", "ids.txt"))
 
 
+def _recorded_pairs_checkpoint(d: Path, pair_users: list[int]) -> None:
+    """A popaudit checkpoint of 4 user rows that stores no user ids, its training pairs
+    recorded by user-table row (``pair_users``)."""
+    g = torch.Generator().manual_seed(0)
+    users, items = torch.randn(4, 4, generator=g), torch.randn(N_ITEMS, 4, generator=g)
+    pair_items = [i % N_ITEMS for i in range(len(pair_users))]
+    config = {"optimizer": "sgd", "lr": 0.5, "momentum": 0.0, "weight_decay": 0.0, "item_encoder": "embedding",
+              "user_encoder": "embedding", "loss": "infonce-cos", "temperature": 0.1, "dim": 4, "init_std": 0.1,
+              "epochs": 1, "batch_size": 256, "seed": 0, "n_users": 4, "n_items": N_ITEMS}
+    torch.save({"popaudit_checkpoint": 1, "config": config,
+                "state_dict": {"user_tower.table.weight": users, "item_tower.table.weight": items},
+                "item_embeddings": items, "user_embeddings": users, "item_ids": list(range(N_ITEMS)),
+                "item_frequencies": torch.bincount(torch.tensor(pair_items), minlength=N_ITEMS),
+                "train_pairs": torch.tensor([pair_users, pair_items]).T.contiguous()}, d / "model.pt")
+
+
+def _recorded_pairs_renamed_by_user_ids(d: Path) -> Built:
+    """No stored user ids, --user-ids names the 4 rows by text ids in another order: the
+    recorded pairs follow the rows (was refused: none of the row numbers is among the ids)."""
+    _recorded_pairs_checkpoint(d, [0, 0, 1, 2, 3, 3])
+    write(d, "users.txt", "u3\nu1\nu0\nu2\n")
+    return Built(check_args("model.pt", "--user-ids", "users.txt", interactions=None))
+
+
+def _recorded_pairs_past_the_user_table(d: Path) -> Built:
+    """A recorded training pair names user row 6 of a 4-row user table (was taken as a 7th user)."""
+    _recorded_pairs_checkpoint(d, [0, 1, 6])
+    return Built(check_args("model.pt", interactions=None))
+
+
 CASES = [
     Case("decimal-id-file-beside-integer-log", _decimal_id_file_beside_integer_log, EXIT_ERROR,
          r"no interaction in log\.parquet matches a row of the item table: one of the log and --item-ids ids\.txt "
@@ -192,7 +222,12 @@ CASES = [
     Case("log-ids-off-by-one-from-stored-ids", _ids_off_by_one, EXIT_ERROR,
          r"1 of the 10 distinct item ids in log\.parquet \(1 interaction\) have no row under the item ids stored in "
          r"model\.npz \(`item_ids`\), while every id plus 1 has one.*--item-ids FILE"),
+    Case("recorded-pairs-without-stored-ids-renamed-by-user-ids", _recorded_pairs_renamed_by_user_ids, EXIT_OK,
+         None),
+    Case("recorded-pairs-past-the-user-table", _recorded_pairs_past_the_user_table, EXIT_ERROR,
+         r"model\.pt: train_pairs row 2 \(6, 2\) is outside the tables \(4 users, 10 items\)"),
 ]
+
 
 PRODUCT_FAILURES: list[Case] = []
 

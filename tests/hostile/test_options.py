@@ -316,8 +316,11 @@ CASES = [
     Case("fail-on-novelty-below-zero", _check("--fail-on", "novelty_dot@10<0"), EXIT_USAGE,
          r"'novelty_dot@10<0': novelty_dot@10 is a mean self-information .* in bits, never below 0; it is never < 0"),
     Case("fail-on-aclt-negative-threshold", _check("--fail-on", "aclt_dot@10<-1"), EXIT_USAGE,
-         r"'aclt_dot@10<-1': aclt_dot@10 is a mean number of items per list, never below 0; the threshold -1 is "
-         r"outside that range"),
+         r"'aclt_dot@10<-1': aclt_dot@10 is a mean number of long-tail items per 10-item list, 0–10; the threshold -1 "
+         r"is outside that range"),
+    Case("fail-on-aclt-above-k", _check("--fail-on", "aclt_dot@10>10"), EXIT_USAGE,
+         r"'aclt_dot@10>10': aclt_dot@10 is a mean number of long-tail items per 10-item list, 0–10; it is never > 10, "
+         r"so the gate could never trip"),
     Case("fail-on-pop-rsp-above-one", _check("--fail-on", "pop_rsp_dot@10>1"), EXIT_USAGE,
          r"'pop_rsp_dot@10>1': pop_rsp_dot@10 is a relative standard deviation of two rates, \|a − b\| / \(a \+ b\), "
          r"0–1; it is never > 1, so the gate could never trip"),
