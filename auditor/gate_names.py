@@ -163,7 +163,10 @@ def change_range(bounds: tuple[float, float, str] | None, change: str) -> tuple[
     if change == "delta":
         return None if math.isinf(high - low) else (low - high, high - low, f"a change of {unit}, so from "
                                                                            f"{_number(low - high)} to {_number(high - low)}")
-    return (-1.0, math.inf, f"the relative change of {unit}, never below -1 (-100%)") if low >= 0 else None
+    if low < 0:
+        return None
+    kind = unit.removesuffix(", never below 0")  # said once, as the reason for the bound
+    return (-1.0, math.inf, f"the relative change of a figure never below 0 ({kind}), so never below -1 (-100%)")
 
 
 def out_of_range(name: str, op: str, threshold: float, list_measures: Iterable[str] | None = None,

@@ -5,12 +5,14 @@ served vectors' figures, the training trace's, ``unsafe_globals``, ``head_share_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from auditor.errors import setting
 from auditor.flat import BASE_METRICS, BIAS_SOURCE, CORRELATIONS
 from auditor.sections import finite_figure
+from auditor.served_section import LISTS_ONLY_FORMAT, with_the_model
 
 ITEM_BIAS = "item_bias_spearman"
 """The built-in audit measure of a model's per-item bias against training frequency."""
@@ -64,6 +66,8 @@ def why_alone(name: str, report: Mapping[str, Any]) -> str:
         if training.get("matches_model") is False:
             return "the training trace is of another model"
         return "the training trace holds no " + ("ρ" if name == "training_spearman" else "update angles (step records)")
+    if (report.get("inputs") or {}).get("format") == LISTS_ONLY_FORMAT and name in _model_only(not_measured):
+        return _why_no_model(name, not_measured)
     if name == "unsafe_globals":
         return str(not_measured.get("replaced_globals") or  # a report written before the reason was recorded
                    f"the model was unpickled in full ({setting('trust_pickle')}), so the globals it named were not recorded")
@@ -80,6 +84,22 @@ def why_alone(name: str, report: Mapping[str, Any]) -> str:
         return _why_no_item_bias(report)
     return str(not_measured.get(name) or f"not measured: the audit measure {name} returned no finite number in this "
                "run (None, NaN or an infinite value: null in the JSON report, which no gate compares)")
+
+
+def _model_only(not_measured: Mapping[str, Any]) -> set[str]:
+    """The names without a K that only a model has: its pickle's globals, the built-in
+    item-bias measure and every audit measure a lists-only run lists as taking a model."""
+    listed = re.search(r"audit measures \(([^)]*)\) take a model", str(not_measured.get("measures") or ""))
+    return {"unsafe_globals", ITEM_BIAS, *(listed.group(1).split(", ") if listed else ())}
+
+
+def _why_no_model(name: str, not_measured: Mapping[str, Any]) -> str:
+    """Why a model-only name has no value on a run of served lists alone."""
+    if name == "unsafe_globals":
+        return f"no model: served lists alone were audited, so no model file was read whose globals could be recorded; " \
+               f"{with_the_model()}"
+    return f"{not_measured.get('measures') or f'no model: served lists alone have no model to measure {name} on'}; " \
+           f"{with_the_model()}"
 
 
 def _why_no_item_bias(report: Mapping[str, Any]) -> str:

@@ -29,7 +29,7 @@ from auditor.plugins import RegisteredMeasures
 from auditor.progress import SILENT, Progress
 from auditor.result import AuditResult, Inputs, MeasuredSections, PlotData
 from auditor.retrieval.served import measure_served, training_slots
-from auditor.served_section import LISTS_ONLY_FORMAT
+from auditor.served_section import LISTS_ONLY_FORMAT, with_the_model
 
 NO_MODEL = "no model: served lists alone have no item vectors"
 LISTS_PROTOCOL = (
@@ -55,7 +55,7 @@ set a model's dot lists beside its cosine lists."""
 
 def _not_measured(registered: RegisteredMeasures) -> dict[str, str]:
     """Why each section that needs a model is absent."""
-    with_model = f"pass the model with {setting('recommendations')} to measure it beside the served lists"
+    with_model = with_the_model()
     reasons = {
         "frequency_norm": f"{NO_MODEL} whose norms could follow popularity; {with_model}",
         DOT_COSINE: f"{NO_MODEL} to serve by dot product or cosine: the retrieval section holds the served lists "

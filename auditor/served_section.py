@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from auditor.errors import setting
 from auditor.sections import ListMeasureInfo, ListMeasures, builtin_list_measures
 
 
@@ -23,6 +24,11 @@ class ServedCutoff:
 
 
 LISTS_ONLY_FORMAT = "served lists"
+
+
+def with_the_model() -> str:
+    """The remedy for what a lists-only audit cannot measure (the flags as spelled now)."""
+    return f"pass the model with {setting('recommendations')} to measure it beside the served lists"
 """The report's ``inputs.format`` of a lists-only audit (served lists, no model): its verdict
 follows the lists' rule (served vs the training log), not a model's (dot vs cosine)."""
 

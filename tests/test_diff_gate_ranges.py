@@ -35,8 +35,13 @@ NEVER = "so the gate could never trip"
     ("spearman.delta>2.5", "spearman.delta is a change of a correlation from -1 to 1, so from -2 to 2; the threshold 2.5"),
     ("severity_level.delta>3", f"so from -3 to 3; it is never > 3, {NEVER}"),
     ("severity_level.delta==0.5", f"it is never == 0.5, {NEVER}"),
-    ("ndcg_dot@10.rel<-2", "ndcg_dot@10.rel is the relative change of a fraction 0–1, never below -1 (-100%): -2% is "
-                           "-0.02; the threshold -2 is outside that range"),
+    ("ndcg_dot@10.rel<-2", "ndcg_dot@10.rel is the relative change of a figure never below 0 (a fraction 0–1), so "
+                           "never below -1 (-100%): -2% is -0.02; the threshold -2 is outside that range"),
+    # each bound said of its own quantity (QA11 verification N4: "…, never below 0, never below -1")
+    ("arp_dot@10.rel<-1", "arp_dot@10.rel is the relative change of a figure never below 0 (a mean training popularity "
+                          "(interactions or users per item)), so never below -1 (-100%): -1% is -0.01; it is never < -1"),
+    ("unsafe_globals.rel<-1", "unsafe_globals.rel is the relative change of a figure never below 0 (a count), so never "
+                              "below -1 (-100%)"),
     ("head_share_1pct_ratio@10.rel<-1", f"it is never < -1, {NEVER}"),
 ])
 def test_a_diff_gate_that_could_never_trip_is_a_usage_error(expr: str, said: str) -> None:

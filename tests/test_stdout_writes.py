@@ -87,9 +87,13 @@ def test_a_captured_stream_gets_the_text(capsys: pytest.CaptureFixture[str]) -> 
     assert capsys.readouterr().out == "report\nbytes\n"
 
 
-def test_a_closed_pipe_is_one_error_line_exit_1(tmp_path: Path) -> None:
-    """`popaudit plugins --json | true`: the reader is gone before the write (chosen: said
-    as ``--json /dev/stdout`` says it, exit 1; it was a BrokenPipeError line before)."""
+def test_a_closed_pipe_is_said_and_the_run_goes_on(tmp_path: Path) -> None:
+    """`popaudit plugins --json | true`: the reader is gone before the write. It chose to
+    read no more (QA11 verification N2): one stderr line naming the bytes, exit 0 (it was
+    "Error: cannot write stdout: Broken pipe", exit 1, and only when the report outgrew
+    the pipe's buffer)."""
+    whole = subprocess.run([sys.executable, "-m", "auditor", "plugins", "--json"], capture_output=True,
+                           stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=120, check=True).stdout
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
@@ -97,8 +101,42 @@ def test_a_closed_pipe_is_one_error_line_exit_1(tmp_path: Path) -> None:
                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=120)
     finally:
         os.close(write_end)
-    assert done.returncode == 1
-    assert done.stderr.decode() == "Error: cannot write stdout: Broken pipe\n"
+    assert done.returncode == 0
+    assert done.stderr.decode() == (f"stdout closed by its reader after 0 of {len(whole)} bytes: "
+                                    "the report was not read whole\n")
+
+
+def test_a_reader_gone_mid_report_stops_stdout_not_the_run(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The pipe takes 4 bytes, then its reader closes it: no error, the count said, and
+    stdout written no more (descriptor 1 is pointed at the null device)."""
+    taken: list[bytes] = []
+    moved: list[tuple[int, int]] = []
+    monkeypatch.setattr(stdout_module, "_READER_GONE", [])
+    monkeypatch.setattr(sys, "stdout", _Descriptor(41))
+
+    def write(fd: int, data: Any) -> int:
+        if taken:
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+        taken.append(bytes(data[:4]))
+        return 4
+
+    monkeypatch.setattr(stdout_module.os, "write", write)
+    monkeypatch.setattr(stdout_module.os, "dup2", lambda fd, to: moved.append((fd, to)))
+    write_stdout(b'{"spearman": 0.5}')  # 17 bytes
+    write_stdout("more\n")  # not attempted
+    assert taken == [b'{"sp']
+    assert capsys.readouterr().err == "stdout closed by its reader after 4 of 17 bytes: the report was not read whole\n"
+    assert [to for _fd, to in moved] == [1]
+
+
+def test_no_stdout_at_all_is_an_error_naming_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`>&-`: Python starts with sys.stdout None (it was an AttributeError traceback, N3)."""
+    monkeypatch.setattr(stdout_module, "_READER_GONE", [])
+    monkeypatch.setattr(sys, "stdout", None)
+    assert stdout_module.stdout_is_terminal() is False
+    with pytest.raises(OutputError, match=r"^cannot write stdout: Bad file descriptor$"):
+        write_stdout("report\n")
 
 
 def _stdout_calls(tree: ast.AST) -> list[str]:

@@ -58,8 +58,9 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: float | None, what: 
     """
     if not hasattr(os, "fork"):
         return fn(*args)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):  # None where the descriptor was closed at start (`>&-`)
+        if stream is not None:
+            stream.flush()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns

@@ -6,9 +6,8 @@ to print a summary (``batch`` loads plugins only when a gate may name their meas
 
 from __future__ import annotations
 
-import sys
 
-from auditor.cli._stdout import write_stdout
+from auditor.cli._stdout import stdout_is_terminal, write_stdout
 from auditor.plugin_api import RenderContext
 from auditor.report.document import Document
 
@@ -24,5 +23,5 @@ def rendered(document: Document, fmt: str, context: RenderContext | None = None)
 def print_report(document: Document, *, width: int) -> None:
     """``document``'s terminal view on standard output, coloured on a terminal; ``width``
     0 lays it out for a log file (tables at their natural width, text unwrapped)."""
-    text = rendered(document, "console", RenderContext(color=sys.stdout.isatty(), width=width))
+    text = rendered(document, "console", RenderContext(color=stdout_is_terminal(), width=width))
     write_stdout(text)

@@ -20,13 +20,25 @@ files removed), and the command exits 143 (:func:`~auditor.errors.interruption`)
   SIGHUP).
 * **After the command**: SIGTERM is ignored while the process exits (its exit code is
   decided; atexit clean-up runs to the end).
+* **Never swallowed**: a handler raises where the main thread happens to be, and inside a
+  garbage collector's or a weakref's callback Python swallows the exception ("Exception
+  ignored in ...") and runs on. :func:`resend_swallowed` (``sys.unraisablehook`` while the
+  handler is installed) re-arms the handler and has SIGTERM sent again, every few
+  milliseconds from a short-lived thread until the handler has raised outside the hook
+  (inside it, the handler does not raise: Python would swallow that too). Terminated is
+  then raised at the next bytecode the main thread runs (or ends its sleep or wait), and
+  one swallowed again is sent again.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager
 from types import FrameType
 
@@ -42,10 +54,47 @@ def term_handler(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         return
+    if _in_the_hook(frame):  # raised there it would be swallowed again: the thread sends it on
+        return
     if _STATE.get("fired"):  # a clean-up is under way: a second SIGTERM must not break it off
         return
     _STATE["fired"] = 1
     raise Terminated()
+
+
+def resend_swallowed(unraisable: Any) -> None:
+    """``sys.unraisablehook`` while the handler is installed: a Terminated that Python
+    swallowed (raised in a GC or weakref callback) is sent again, to be raised where it
+    stops the command; anything else goes to the hook that was there before."""
+    if isinstance(unraisable.exc_value, Terminated) and os.getpid() == _STATE.get("owner"):
+        _STATE.pop("fired", None)
+        threading.Thread(target=_send_again, args=(os.getpid(),), name="popaudit-sigterm", daemon=True).start()
+        return
+    _PREVIOUS_HOOK[-1](unraisable)
+
+
+def _send_again(pid: int) -> None:
+    """SIGTERM to ``pid`` until its handler has raised (or is no longer installed)."""
+    while not _STATE.get("fired") and signal.getsignal(signal.SIGTERM) is term_handler:
+        time.sleep(_RESEND_DELAY_S)
+        os.kill(pid, signal.SIGTERM)
+
+
+_RESEND_DELAY_S = 0.01
+"""Between two SIGTERMs sent again: short next to a human's wait."""
+
+
+def _in_the_hook(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside :func:`resend_swallowed` (the handler runs in whatever
+    frame the main thread is in)."""
+    while frame is not None:
+        if frame.f_code is resend_swallowed.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+_PREVIOUS_HOOK: list[Any] = [sys.__unraisablehook__]
+"""The unraisable hook :func:`stopped_by_sigterm` replaced (Python's own by default)."""
 
 
 def terminated() -> bool:
@@ -66,6 +115,8 @@ def stopped_by_sigterm() -> Iterator[None]:
             _STATE.clear()
             _STATE["owner"] = os.getpid()
             signal.signal(signal.SIGTERM, term_handler)
+            _PREVIOUS_HOOK.append(sys.unraisablehook)
+            sys.unraisablehook = resend_swallowed
             installed = True
     except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM here
         pass
@@ -80,3 +131,4 @@ def stopped_by_sigterm() -> Iterator[None]:
     finally:
         if installed:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            sys.unraisablehook = _PREVIOUS_HOOK.pop()

@@ -36,7 +36,7 @@ from auditor.cli._common import (
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command, runnable_advice
 from auditor.cli._startup import frozen_for_the_run, imports_without_gc
-from auditor.cli._stdout import write_stdout
+from auditor.cli._stdout import stdout_is_terminal, write_stdout
 from auditor.cli._tracking import REPORT_FORMATS, log_to_mlflow, require_mlflow
 from auditor.config import AuditConfig
 from auditor.devices import DEVICES, resolve_device
@@ -130,7 +130,7 @@ def command(
     formats = {"-o": fmt, "--json": "json", "--html": "html", "--markdown": "markdown"}
     shown = f"{fmt} report" if report_to_stdout(output, fmt, quiet) else None
     refuse_stdout_twice(files, shown, messages=not quiet)  # -o sets no shown: stderr alone
-    job = _Job(config, fmt, files, formats, fail_on, quiet, sys.stdout.isatty() and fmt == "console", _width(), mlflow)
+    job = _Job(config, fmt, files, formats, fail_on, quiet, stdout_is_terminal() and fmt == "console", _width(), mlflow)
     if third_party_plugins(plugins):  # their death or their prints must not pass for a report
         audited = run_isolated(_audit, job, timeout=plugin_timeout or None, what="the audit with plugins",
                                debug=bool(click.get_current_context().params.get("debug")))
@@ -335,4 +335,4 @@ _FORMAT_NAMES = {"html": "HTML", "json": "JSON", "markdown": "Markdown", "consol
 
 
 def _width() -> int:
-    return max(80, min(120, shutil.get_terminal_size().columns)) if sys.stdout.isatty() else 100
+    return max(80, min(120, shutil.get_terminal_size().columns)) if stdout_is_terminal() else 100

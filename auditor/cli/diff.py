@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from auditor.cli._common import QUIET_HELP, PathArg, common_options, refuse_stdout_twice, report_to_stdout, stderr
-from auditor.cli._stdout import write_stdout
+from auditor.cli._stdout import stdout_is_terminal, write_stdout
 
 if TYPE_CHECKING:
     import pluggy
@@ -107,7 +107,7 @@ def _render(data: dict[str, Any], files: dict[str, tuple[str, Path | None]], fmt
         written.update(context.attachments)
     write_all(written)
     if to_terminal:
-        color = sys.stdout.isatty() and fmt == "console"
+        color = stdout_is_terminal() and fmt == "console"
         text = render_document(document(fmt), fmt, pm, RenderContext(color=color, width=100))
         write_stdout(text)
     return list(written)

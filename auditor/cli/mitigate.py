@@ -13,7 +13,7 @@ from click.core import ParameterSource
 
 from auditor.cli._isolation import run_isolated, third_party_plugins
 from auditor.cli._next import check_command
-from auditor.cli._stdout import echo_stdout, write_stdout
+from auditor.cli._stdout import echo_stdout, stdout_console, write_stdout
 from auditor.cli._common import (
     MemorySize,
     PathArg,
@@ -220,14 +220,9 @@ def _inputs(job: _Job) -> tuple[Any, dict[str, Path | None]]:
 
 def _summary(result: Any) -> None:
     """The before/after figures the rescaling changes, as a small table on stdout."""
-    from rich.console import Console  # here: `popaudit --help` needs no rich
-
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = 100
-    with console.capture() as captured:  # printed whole by write_stdout, or an error
-        _summary_lines(console, result)
-    write_stdout(captured.get())
+    console = stdout_console(width=100)
+    _summary_lines(console, result)
+    write_stdout(console.file.getvalue())  # printed whole, or an error
 
 
 def _summary_lines(console: Any, result: Any) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from auditor.cli._common import common_options
-from auditor.cli._stdout import echo_stdout, write_stdout
+from auditor.cli._stdout import echo_stdout, stdout_console, write_stdout
 
 
 @click.command("plugins")
@@ -26,7 +26,6 @@ def command(as_json: bool, no_entry_points: bool, plugins: tuple[Path, ...]) -> 
     packages) and `--plugin PATH` files. A plugin that fails to load is reported as an
     error naming it (exit 1).
     """
-    from rich.console import Console  # here: `popaudit --help` needs no rich
     from rich.table import Table
 
     from auditor.plugins import describe_plugins, get_plugin_manager, hook_names
@@ -53,9 +52,6 @@ def command(as_json: bool, no_entry_points: bool, plugins: tuple[Path, ...]) -> 
         else:
             source = info.path or info.module or ""
         table.add_row(info.name, kind, source, "\n".join(info.hooks) or "(none)")
-    console = Console(highlight=False)
-    if not console.is_terminal:  # logs and pipes: do not fold paths and hook names at 80 columns
-        console.width = 160
-    with console.capture() as captured:
-        console.print(table)
-    write_stdout(captured.get())
+    console = stdout_console(width=160)  # off a terminal: paths and hook names not folded at 80 columns
+    console.print(table)
+    write_stdout(console.file.getvalue())

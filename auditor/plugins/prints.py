@@ -20,9 +20,12 @@ from collections.abc import Iterator
 def prints_to_stderr() -> Iterator[None]:
     """Within the block, file descriptor 1 and ``sys.stdout`` are stderr (Python prints
     and native writes alike); both are restored after it. Nesting is safe: each block
-    restores what it found."""
+    restores what it found, a closed descriptor 1 included."""
     _flush(sys.stdout)
-    saved = os.dup(1)
+    try:
+        saved: int | None = os.dup(1)
+    except OSError:  # descriptor 1 closed (`>&-`): opened onto stderr here, closed again after
+        saved = None
     previous = sys.stdout
     try:
         os.dup2(2, 1)
@@ -31,8 +34,11 @@ def prints_to_stderr() -> Iterator[None]:
     finally:
         _flush(sys.stdout)
         sys.stdout = previous
-        os.dup2(saved, 1)
-        os.close(saved)
+        if saved is None:
+            os.close(1)
+        else:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _flush(stream: object) -> None:

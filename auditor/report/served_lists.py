@@ -147,10 +147,14 @@ def brief(result: AuditResult) -> list[Block]:
     served = result.served
     if served is None or not served.at:
         return []
+    k = result.verdict.quoted_k
+    cut = served.at.get(k) if k is not None else None
+    log_share = (fmt_skew_pair(cut.served.get(HEAD), served.head_share_log)[1] if cut is not None
+                 else fmt_pct(served.head_share_log))  # with the verdict's digits: never the band's edge it is not on
     blocks: list[Block] = [Paragraph(
         f"Served lists: {fmt_num(served.n_users)} users of {served.source}, lists of {fmt_num(served.shortest)} to "
         f"{fmt_num(served.longest)} items by {text_or_missing(served.order)}; the top-1% items hold "
-        f"{fmt_pct(served.head_share_log)} of the training interactions", "title")]
+        f"{log_share} of the training interactions", "title")]
     for k, cut in sorted(served.at.items()):
         blocks.append(replace(cutoff_table(k, cut, served), title=f"Top-{k}", caption=""))
     return blocks

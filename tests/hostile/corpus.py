@@ -115,6 +115,9 @@ class Case:
     """Stdout is a file on a disk that fills up after this many bytes (RLIMIT_FSIZE: a
     write past it fails with EFBIG, "File too large", as a full disk fails with ENOSPC);
     implies ``process``. The outcome's stdout is what reached the file."""
+    stdout_gone: str | None = None
+    """``"reader"``: stdout is a pipe whose reader closed it before the run (``| true``);
+    ``"closed"``: descriptor 1 is not open (``>&-``). Implies ``process``."""
 
 
 @dataclass
@@ -163,8 +166,9 @@ def run_case(case: Case, root: Path, monkeypatch: pytest.MonkeyPatch) -> Outcome
     if built.in_tmp is not None:
         built.in_tmp(tmpdir)
     try:
-        if case.process or case.peak_memory is not None or case.stdout_limit is not None:
-            outcome = _run_process(built.args, work, tmpdir, case.timeout, case.peak_memory, case.stdout_limit)
+        if case.process or case.peak_memory is not None or case.stdout_limit is not None or case.stdout_gone:
+            outcome = _run_process(built.args, work, tmpdir, case.timeout, case.peak_memory, case.stdout_limit,
+                                   case.stdout_gone)
         else:
             outcome = _run_inline(built.args, work, tmpdir, monkeypatch)
         _check(case, built, work, tmpdir, before, outcome)
@@ -206,28 +210,36 @@ runpy.run_module("auditor", run_name="__main__", alter_sys=True)
 
 
 def _run_process(args: Sequence[str], work: Path, tmpdir: Path, timeout: float,
-                 peak_memory: int | None = None, stdout_limit: int | None = None) -> Outcome:
+                 peak_memory: int | None = None, stdout_limit: int | None = None,
+                 stdout_gone: str | None = None) -> Outcome:
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     command = [sys.executable, "-m", "auditor", *args]
     peak_file = Path(tempfile.mkdtemp(prefix="peak-", dir=_REAL_TMP)) / "rss"
     if peak_memory is not None:
         command = [sys.executable, "-c", _PEAK_WRAPPER, str(peak_file), *args]
     stdout_file = peak_file.parent / "stdout"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # stdout_gone "reader": the pipe's reader is gone before the run
+    preexec = None if stdout_limit is None else partial(_limit_files, stdout_limit)
     try:
         with open(stdout_file, "wb") as sink:
+            target: Any = subprocess.PIPE if stdout_limit is None else sink
+            if stdout_gone is not None:
+                target = write_end if stdout_gone == "reader" else subprocess.DEVNULL
+                preexec = None if stdout_gone == "reader" else partial(os.close, 1)
             done = subprocess.run(
                 command, cwd=work, env=env, timeout=timeout, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                stdout=subprocess.PIPE if stdout_limit is None else sink,
-                preexec_fn=None if stdout_limit is None else partial(_limit_files, stdout_limit),
+                stdout=target, preexec_fn=preexec,
             )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"popaudit {shlex.join(args)} hung: still running after {timeout:.0f} s "
                     f"(output so far: {exc.stderr!r})")
     finally:
+        os.close(write_end)
         peak = int(peak_file.read_text()) if peak_file.exists() else None
         printed = stdout_file.read_bytes() if stdout_limit is not None else None
         _remove(peak_file.parent)
-    stdout = done.stdout if printed is None else printed
+    stdout = (done.stdout or b"") if printed is None else printed
     outcome = Outcome(done.returncode, stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
     if peak_memory is not None:
         assert peak is not None, f"the run left no peak-memory record{outcome.stderr[-2000:]}"

@@ -231,7 +231,8 @@ CASES = [
     Case("gate-share-as-percent", pair(report(0.6), "--fail-on", "head_share_1pct_dot@10>3"), EXIT_USAGE,
          r"head_share_1pct_dot@10 is a fraction 0–1: 3% is 0\.03; the threshold 3 is outside that range"),
     Case("gate-rel-below-minus-one", pair(report(0.6), "--fail-on", "ndcg_dot@10.rel<-2"), EXIT_USAGE,
-         r"ndcg_dot@10\.rel is the relative change of a fraction 0–1, never below -1 \(-100%\): -2% is -0\.02"),
+         r"ndcg_dot@10\.rel is the relative change of a figure never below 0 \(a fraction 0–1\), so never below -1 "
+         r"\(-100%\): -2% is -0\.02"),
     Case("gate-rel-from-zero", pair(report(0.6), "--fail-on", "spearman.rel>0.1", base=report(0.0)), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman\.rel>0\.1: relative change undefined: the base value is 0"),
     Case("gate-tripped", pair(report(0.6), "--fail-on", "spearman.delta>0.05", "--json", "d.json",

@@ -15,6 +15,7 @@ import pytest
 
 from .corpus import (
     EXIT_ERROR,
+    EXIT_GATE,
     EXIT_OK,
     EXIT_USAGE,
     FAST,
@@ -249,7 +250,7 @@ CASES = [
 ]
 
 
-def _to_full_stdout(*args: str, diff: bool = False) -> Any:
+def _to_full_stdout(*args: str, diff: bool = False, outputs: tuple[str, ...] = ()) -> Any:
     """A command whose output goes to stdout, a file on a disk that fills up: the standard
     table and log (``check``), or two small reports (``diff``)."""
 
@@ -259,7 +260,7 @@ def _to_full_stdout(*args: str, diff: bool = False) -> Any:
             write(d, name, json.dumps({"schema_version": 1, "tool": {"name": "popaudit", "version": "0.1.0"},
                                        "inputs": {}, "frequency_norm": {"spearman": rho, "pearson_log": 0.4},
                                        "retrieval": None, "verdict": {"severity": "low"}}))
-        return Built(["diff", "base.json", "new.json", *args] if diff else list(args))
+        return Built(["diff", "base.json", "new.json", *args] if diff else list(args), outputs=outputs)
 
     return build
 
@@ -285,6 +286,39 @@ CASES += [
          stdout_limit=512, timeout=60),
     Case("stdout-full-plugins-json", lambda d: Built(["plugins", "--json"]), EXIT_ERROR, STDOUT_FULL,
          stdout_limit=256, timeout=60),
+    Case("stdout-full-plugins-table", lambda d: Built(["plugins"]), EXIT_ERROR, STDOUT_FULL, absent="OSError",
+         stdout_limit=256, timeout=60),
+]
+
+READER_GONE = r"^stdout closed by its reader after 0 of \d+ bytes: the report was not read whole\n"
+"""A reader that closed the pipe before the report (``| true``): said, not a failed run."""
+
+CASES += [
+    # A reader that closed the pipe chose to read no more: the gate still decides the exit
+    # code (0 or 3) and its line is still printed (QA11 verification N2).
+    Case("stdout-reader-gone-check-gate-tripped",
+         _to_full_stdout(*check_args("items.npy", "--format", "json", "--fail-on", "severity_level>=0")),
+         EXIT_GATE, None, stderr=READER_GONE + r"gate severity_level>=0: .*\(TRIPPED\)", stdout_gone="reader",
+         timeout=60),
+    Case("stdout-reader-gone-check-passes", _to_full_stdout(*check_args("items.npy", "--format", "json")),
+         EXIT_OK, None, stderr=READER_GONE + "$", stdout_gone="reader", timeout=60),
+    Case("stdout-reader-gone-plugins-json", lambda d: Built(["plugins", "--json"]), EXIT_OK, None,
+         stderr=READER_GONE + "$", stdout_gone="reader", timeout=60),
+    # Descriptor 1 closed (`>&-`, a daemon): no traceback; a run that writes nothing to
+    # stdout succeeds, one that must is one Error: line (N3).
+    Case("stdout-closed-check-report-to-file", _to_full_stdout(*check_args("items.npy", "--format", "json", "-o",
+                                                                           "r.json"), outputs=("r.json",)),
+         EXIT_OK, None, stderr=r"^$", stdout_gone="closed", timeout=60),
+    Case("stdout-closed-check-json", _to_full_stdout(*check_args("items.npy", "--format", "json")), EXIT_ERROR,
+         r"^Error: cannot write stdout: Bad file descriptor\n$", absent="Traceback", stdout_gone="closed", timeout=60),
+    Case("stdout-closed-diff", _to_full_stdout(diff=True), EXIT_ERROR,
+         r"^Error: cannot write stdout: Bad file descriptor\n$", absent="Traceback|OSError", stdout_gone="closed",
+         timeout=60),
+    Case("stdout-closed-diff-to-file", _to_full_stdout("-q", "-o", "d.md", diff=True, outputs=("d.md",)), EXIT_OK, None,
+         stderr=r"^$", stdout_gone="closed", timeout=60),
+    Case("stdout-closed-plugins", lambda d: Built(["plugins"]), EXIT_ERROR,
+         r"^Error: cannot write stdout: Bad file descriptor\n$", absent="Traceback|OSError", stdout_gone="closed",
+         timeout=60),
 ]
 
 PRODUCT_FAILURES: list[Case] = []

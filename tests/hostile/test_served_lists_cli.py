@@ -245,6 +245,14 @@ OWN_CASES = [
     Case("cli-recs-gate-trips", _recs("-k", "3", "--fail-on", "head_share_1pct_served@3>0.01"), EXIT_GATE, None,
          stderr=r"head_share_1pct_served@3>0\.01: 0\.1667 \(TRIPPED\)"),
     Case("cli-recs-gate-on-a-model-measure", _recs("--fail-on", "spearman>0.5"), EXIT_ERROR, r"spearman"),
+    # A model's own figures on served lists alone: "no model", never a plugin not loaded or a
+    # --trust-pickle never given (QA11 verification N1).
+    Case("cli-recs-gate-on-the-item-bias", _recs("--fail-on", "item_bias_spearman>0.5"), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on item_bias_spearman>0\.5: no model: served lists alone .*audit measures "
+         r"\(item_bias_spearman\) take a model; pass the model with --recommendations", absent=r"plugin|--plugin"),
+    Case("cli-recs-gate-on-unsafe-globals", _recs("--fail-on", "unsafe_globals>0"), EXIT_ERROR,
+         r"^Error: cannot evaluate --fail-on unsafe_globals>0: no model: served lists alone were audited, so no model "
+         r"file was read .*; pass the model with --recommendations", absent=r"trust-pickle"),
     Case("cli-recs-gate-on-dot-without-a-model", _recs("-k", "3", "--fail-on", "head_share_1pct_ratio@3>1"), EXIT_ERROR,
          r"^Error: cannot evaluate --fail-on head_share_1pct_ratio@3>1: dot not measured: no model: served lists alone"),
     Case("cli-recs-gate-past-the-lists", _recs("-k", "3", "-k", "5", "--fail-on", "gini_served@5>0.9"), EXIT_ERROR,
