@@ -10,48 +10,18 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-import torch
 from click.testing import CliRunner
 
 from auditor.cli import cli
-
-
-def _build(folder: Path) -> None:
-    """The QA's 200-user × 300-item model (norms 0.5 + √count), Zipf training log, holdout
-    drawn from popularity and user affinity: history queries keep dot at the default
-    tolerance (α 0.75 keeps 82.4% of dot's NDCG@10)."""
-    rng = np.random.default_rng(0)
-    n_users, n_items, dim = 200, 300, 16
-    weights = 1.0 / np.arange(1, n_items + 1)
-    weights /= weights.sum()
-    train = np.array([(u, int(i)) for u in range(n_users)
-                      for i in rng.choice(n_items, size=rng.integers(5, 20), replace=False, p=weights)])
-    counts = np.bincount(train[:, 1], minlength=n_items)
-    directions = rng.normal(size=(n_items, dim))
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    items = (directions * (0.5 + np.sqrt(counts))[:, None]).astype(np.float32)
-    users = rng.normal(size=(n_users, dim)).astype(np.float32)
-    held = []
-    for u in range(n_users):
-        scores = users[u] @ items.T
-        p = np.exp(scores / scores.std())
-        held += [(u, int(i)) for i in rng.choice(n_items, size=rng.integers(1, 5), replace=False, p=p / p.sum())]
-    holdout = np.array(held)
-    torch.save({"user_embedding.weight": torch.tensor(users), "item_embedding.weight": torch.tensor(items)},
-               folder / "model.pt")
-    pq.write_table(pa.table({"user_id": train[:, 0], "item_id": train[:, 1]}), folder / "train.parquet")
-    pq.write_table(pa.table({"user_id": holdout[:, 0], "item_id": holdout[:, 1]}), folder / "hold.parquet")
+from qa_norm_model import write_norm_model
 
 
 @pytest.mark.parametrize("tolerance", [None, 0.8])
 def test_history_queries_beside_a_user_table_quote_what_mitigate_measures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tolerance: float | None
 ) -> None:
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     monkeypatch.chdir(tmp_path)
     args = ["check", "model.pt", "--interactions", "train.parquet", "--holdout", "hold.parquet", "--queries",
             "history", "--json", "r.json", "-q", *([] if tolerance is None else ["--accuracy-tolerance", str(tolerance)])]

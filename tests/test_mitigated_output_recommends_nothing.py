@@ -10,17 +10,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import torch
 from click.testing import CliRunner
 
 from auditor.cli import cli
 from report_samples import builtin_measures
 from auditor.result import Accuracy, CutoffMeasures, ListMeasures, RankingAccuracy
 from auditor.tradeoff import judge_tradeoff
+from qa_norm_model import write_norm_model
 
 
 def _lm(head: float) -> ListMeasures:
@@ -48,32 +46,6 @@ def test_a_mitigate_outputs_pick_is_named_not_recommended() -> None:
     assert output.pareto == plain.pareto and output.changes == plain.changes
 
 
-def _build(d: Path) -> None:
-    """200 users x 300 items, norms growing with training popularity (the QA's build)."""
-    rng = np.random.default_rng(0)
-    n_users, n_items, dim = 200, 300, 16
-    weights = 1.0 / np.arange(1, n_items + 1)
-    weights /= weights.sum()
-    train = np.array([(u, int(i)) for u in range(n_users)
-                      for i in rng.choice(n_items, size=rng.integers(5, 20), replace=False, p=weights)])
-    counts = np.bincount(train[:, 1], minlength=n_items)
-    directions = rng.normal(size=(n_items, dim))
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    items = (directions * (0.5 + np.sqrt(counts))[:, None]).astype(np.float32)
-    users = rng.normal(size=(n_users, dim)).astype(np.float32)
-    held = []
-    for u in range(n_users):
-        score = users[u] @ items.T
-        p = np.exp(score / score.std())
-        held += [(u, int(i)) for i in rng.choice(n_items, size=rng.integers(1, 5), replace=False, p=p / p.sum())]
-    hold = np.array(held)
-    torch.save({"user_embedding.weight": torch.tensor(users), "item_embedding.weight": torch.tensor(items)},
-               d / "model.pt")
-    np.save(d / "items.npy", items)
-    pq.write_table(pa.table({"user_id": train[:, 0], "item_id": train[:, 1]}), d / "train.parquet")
-    pq.write_table(pa.table({"user_id": hold[:, 0], "item_id": hold[:, 1]}), d / "hold.parquet")
-
-
 def _run(*args: Any) -> Any:
     result = CliRunner().invoke(cli, [str(a) for a in args])
     return result
@@ -86,7 +58,7 @@ def test_check_of_a_mitigate_output_recommends_nothing_in_any_format(tmp_path: P
     its own dot (old code: `recommended` "alpha_0.75", "serve with alpha_0.75", tagged
     "recommended", batch "alpha_0.75"); now null, named as the output's pick, batch "—"."""
     monkeypatch.chdir(tmp_path)
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     assert _run("mitigate", "model.pt", "--alpha", "0.9", "-o", "a09.pt", "--interactions", "train.parquet",
                 "-q").exit_code == 0
     checked = _run("check", "a09.pt", "--interactions", "train.parquet", "--holdout", "hold.parquet", "--no-probes",
@@ -121,7 +93,7 @@ def test_a_history_query_output_whose_pick_is_dot_quotes_no_auto_command(tmp_pat
     keeps all of dot's NDCG): its advice quoted `popaudit mitigate OUT --alpha auto` for history
     queries, a command that now refuses a mitigate output."""
     monkeypatch.chdir(tmp_path)
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     assert _run("mitigate", "items.npy", "--alpha", "0.5", "-o", "out.npy", "-q").exit_code == 0
     checked = _run("check", "out.npy", "--interactions", "train.parquet", "--holdout", "hold.parquet", "--no-probes",
                    "--accuracy-tolerance", "1", "-q", "--json", "o.json")
