@@ -93,6 +93,7 @@ def _in_the_hook(frame: FrameType | None) -> bool:
         frame = frame.f_back
     return False
 
+
 _PREVIOUS_HOOK: list[Any] = [sys.__unraisablehook__]
 """The unraisable hook :func:`stopped_by_sigterm` replaced (Python's own by default)."""
 
