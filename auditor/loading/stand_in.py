@@ -146,8 +146,8 @@ def _doubted(bundle: ModelBundle, model: str, doubt: str, stood: ServedVectors |
     """The tables standing in, said first, where the file normalises vectors in a way
     popaudit cannot place (the config's ``scoring_doubt``): never audited as plain dot."""
     note = doubt_note(model, doubt)
-    if stood is not None:
-        return replace(stood, warnings=[note, *stood.warnings])
+    if stood is not None:  # stood in, even where layers the names do not place alone would be audited as served
+        return replace(stood, warnings=[note, *stood.warnings], serving=replace(stood.serving, kind=OTHER))
     serving = Serving(model, OTHER, f"a score over normalised vectors ({doubt})")
     return ServedVectors(bundle.user_table, bundle.item_table, "dot", "tables", "the stored tables", serving, [note])
 
