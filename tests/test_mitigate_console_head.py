@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
-from test_mitigated_output_recommends_nothing import _build
+from qa_norm_model import write_norm_model
 
 
 def _history_head_share(items: np.ndarray, users: np.ndarray, rows: np.ndarray, percent: int, k: int = 10) -> float:
@@ -36,7 +36,7 @@ def _history_head_share(items: np.ndarray, users: np.ndarray, rows: np.ndarray, 
 @pytest.mark.filterwarnings("ignore")
 def test_the_console_shows_the_head_the_alpha_was_chosen_by(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     result = CliRunner().invoke(cli, ["mitigate", "items.npy", "--alpha", "auto", "-o", "out.npy", "--interactions",
                                       "train.parquet", "--holdout", "hold.parquet", "--accuracy-tolerance", "0.8"])
     assert result.exit_code == 0, result.output
@@ -58,7 +58,7 @@ def test_the_console_shows_the_head_the_alpha_was_chosen_by(tmp_path: Path, monk
 @pytest.mark.filterwarnings("ignore")
 def test_a_top_1_percent_choice_shows_one_head_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     result = CliRunner().invoke(cli, ["mitigate", "model.pt", "--alpha", "auto", "-o", "out.pt", "--interactions",
                                       "train.parquet", "--holdout", "hold.parquet"])
     assert result.exit_code == 0, result.output

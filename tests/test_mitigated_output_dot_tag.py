@@ -16,7 +16,7 @@ from auditor.cli import cli
 from auditor.report import accuracy as accuracy_view
 from auditor.result import Accuracy, RankingAccuracy
 from report_samples import full_result
-from test_mitigated_output_recommends_nothing import _build
+from qa_norm_model import write_norm_model
 
 
 def _tags(**choice: str | None) -> dict[str, str]:
@@ -40,7 +40,7 @@ def test_the_qa_output_whose_trade_off_keeps_dot(tmp_path: Path, monkeypatch: py
     """QA9 N3's repro: the output at alpha 0.9 checked with tolerance 0.999 keeps dot (old code:
     "| dot product | ... | picked on this output, not recommended, Pareto front |")."""
     monkeypatch.chdir(tmp_path)
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     run = CliRunner().invoke
     assert run(cli, ["mitigate", "model.pt", "--alpha", "0.9", "-o", "a09.pt", "--interactions", "train.parquet",
                      "-q"]).exit_code == 0

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
-from test_history_queries_user_table_advice import _build
+from qa_norm_model import write_norm_model
 
 
 def _run(*args: str) -> None:
@@ -30,7 +30,7 @@ def _advice(path: str) -> str:
 def test_advice_on_an_output_quotes_the_whole_grid_and_the_command_for_each_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     monkeypatch.chdir(tmp_path)
     logs = ["--interactions", "train.parquet", "--holdout", "hold.parquet", "--accuracy-tolerance", "0.95"]
     _run("mitigate", "model.pt", "--alpha", "0.75", "-o", "out75.pt", "--interactions", "train.parquet", "-q")

@@ -20,7 +20,7 @@ from auditor.cli import cli
 from auditor.evaluation import evaluate
 from auditor.model import HeldOutQueries
 from auditor.tradeoff import Point, UserValues, paired_changes
-from test_mitigated_output_recommends_nothing import _build
+from qa_norm_model import write_norm_model
 
 
 def _independent_interval(delta: np.ndarray, n: int, seed: int) -> list[float]:
@@ -80,7 +80,7 @@ def test_the_ndcg_interval_does_not_depend_on_holdout_row_order(tmp_path: Path, 
     as built (users ascending), [-0.00882, +0.00386] shuffled, [-0.00878, +0.00416] sorted by
     user descending; for items.npy [-0.01165, -0.00254] / [-0.01209, -0.00222] / [-0.01213, -0.00241]."""
     monkeypatch.chdir(tmp_path)
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     hold = pq.read_table("hold.parquet")
     pq.write_table(hold.take(pa.array(np.random.default_rng(2).permutation(hold.num_rows))), "hold_shuf.parquet")
     pq.write_table(hold.sort_by([("user_id", "descending"), ("item_id", "ascending")]), "hold_desc.parquet")

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from auditor.cli import cli
 from auditor.tradeoff import head_slots
-from test_mitigated_output_recommends_nothing import _build
+from qa_norm_model import write_norm_model
 
 
 def _accuracy(*args: str) -> dict[str, object]:
@@ -43,7 +43,7 @@ def test_the_head_share_interval_does_not_depend_on_user_storage_order(tmp_path:
     """QA9's repro (old code: [-0.95, -0.30] points for rows as built, [-0.90, -0.30] with the user
     table permuted; [-8.95, -6.75] vs [-9.00, -6.75] for history queries over a shuffled log)."""
     monkeypatch.chdir(tmp_path)
-    _build(tmp_path)
+    write_norm_model(tmp_path)
     state = torch.load("model.pt")
     perm = np.random.default_rng(9).permutation(200)  # row r holds user perm[r]
     torch.save({"user_embedding.weight": state["user_embedding.weight"][torch.tensor(perm)],
