@@ -9,37 +9,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from served_head_lists import K, N_USERS, write_head_lists
 
-N_USERS, N_ITEMS, K, SAMPLE = 40, 50, 5, 10
+SAMPLE = 10
 
 
 @pytest.fixture()
 def files(tmp_path: Path) -> tuple[Path, float, float]:
     """Item 0 trained by 24 of 40 users (6% of 400 interactions, the top 1%); half the users are
     served item 0 first, half no head item: 20 of 200 slots, 10% (1.67x, +4 points: moderate)."""
-    rng = np.random.default_rng(2)
-    rows = []
-    for u in range(N_USERS):
-        others = rng.choice(np.arange(1, N_ITEMS), size=10 if u >= 24 else 9, replace=False)
-        rows += [(u, int(i)) for i in ([0] if u < 24 else []) + sorted(others.tolist())]
-    (tmp_path / "train.csv").write_text("user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in rows))
-    lists = {u: ([0, 1, 2, 3, 4] if u % 2 == 0 else [5, 6, 7, 8, 9]) for u in range(N_USERS)}
-    (tmp_path / "recs.csv").write_text("user_id,item_id,rank\n" + "".join(
-        f"{u},{i},{r + 1}\n" for u, items in lists.items() for r, i in enumerate(items)))
-    items = rng.normal(size=(N_ITEMS, 4))
-    items /= np.linalg.norm(items, axis=1, keepdims=True)  # equal norms: dot serves cosine's lists, no harm of its own
-    torch.save({"user_embedding.weight": torch.from_numpy(rng.normal(size=(N_USERS, 4)).astype(np.float32)),
-                "item_embedding.weight": torch.from_numpy(items.astype(np.float32))}, tmp_path / "model.pt")
-    counts = np.bincount([i for _, i in rows], minlength=N_ITEMS)
-    assert int(np.argmax(counts)) == 0 and (counts == counts.max()).sum() == 1  # one head item: item 0
-    served = sum(items[:K].count(0) for items in lists.values()) / (N_USERS * K)
-    return tmp_path, served, counts[0] / counts.sum()
+    return write_head_lists(tmp_path)
 
 
 def _check(*args: str) -> tuple[int, dict[str, object]]:

@@ -9,15 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import torch
 from click.testing import CliRunner
 
 from auditor.cli import cli
-
-N_USERS, N_ITEMS, K = 40, 50, 5
+from served_head_lists import K, N_USERS, write_head_lists
 
 
 @pytest.fixture(params=["equal norms", "random norms"])
@@ -25,25 +22,7 @@ def files(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, float, 
     """Item 0 trained by 24 of 40 users (6% of 400 interactions, the top 1%); half the users are
     served item 0 first, half no head item (10% of the slots: 1.67x, +4 points, moderate); a
     user absent from the log is served item 0 five times over lists of their own: not graded."""
-    rng = np.random.default_rng(2)
-    rows = []
-    for u in range(N_USERS):
-        others = rng.choice(np.arange(1, N_ITEMS), size=10 if u >= 24 else 9, replace=False)
-        rows += [(u, int(i)) for i in ([0] if u < 24 else []) + sorted(others.tolist())]
-    (tmp_path / "train.csv").write_text("user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in rows))
-    lists = {u: ([0, 1, 2, 3, 4] if u % 2 == 0 else [5, 6, 7, 8, 9]) for u in range(N_USERS)}
-    absent = {1000 + a: [0, 10, 11, 12, 13] for a in range(20)}  # not the log's users: not graded beside a model
-    (tmp_path / "recs.csv").write_text("user_id,item_id,rank\n" + "".join(
-        f"{u},{i},{r + 1}\n" for u, items in {**lists, **absent}.items() for r, i in enumerate(items)))
-    items = rng.normal(size=(N_ITEMS, 4))
-    if request.param == "equal norms":  # no correlation to grade: the old code refused the gate (exit 1)
-        items /= np.linalg.norm(items, axis=1, keepdims=True)
-    torch.save({"user_embedding.weight": torch.from_numpy(rng.normal(size=(N_USERS, 4)).astype(np.float32)),
-                "item_embedding.weight": torch.from_numpy(items.astype(np.float32))}, tmp_path / "model.pt")
-    counts = np.bincount([i for _, i in rows], minlength=N_ITEMS)
-    assert int(np.argmax(counts)) == 0 and (counts == counts.max()).sum() == 1  # one head item: item 0
-    served = sum(items[:K].count(0) for items in lists.values()) / (N_USERS * K)
-    return tmp_path, served, counts[0] / counts.sum()
+    return write_head_lists(tmp_path, absent_users=True, equal_norms=request.param == "equal norms")
 
 
 def _check(*args: str) -> tuple[int, dict[str, object]]:
