@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from auditor.loading.csr import take_csr
 from auditor.metrics.accuracy import HeldOutHits, find_hits
 from auditor.metrics.exposure import canonical_rows
 from auditor.model import HeldOutQueries
@@ -68,15 +69,13 @@ def unhittable_repeats(
     if keep_seen or heldout.repeats_dropped or training is None or not heldout.items.size:
         return None
     indptr, rows = np.asarray(training[0], dtype=np.int64), np.asarray(training[1], dtype=np.int64)
-    positions = np.asarray(heldout.positions, dtype=np.int64)
-    known = positions < indptr.size - 1  # RecBole's untrained test users follow the rows: no training item
-    starts = np.where(known, indptr[np.minimum(positions, indptr.size - 2)], 0)
-    counts = np.where(known, indptr[np.minimum(positions + 1, indptr.size - 1)] - starts, 0)
-    owner = np.repeat(np.arange(positions.size, dtype=np.int64), counts)
-    at = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(owner.size)
-    held_owner = np.repeat(np.arange(positions.size, dtype=np.int64), np.diff(heldout.indptr))
+    # RecBole's untrained test users follow the rows: an empty set appended stands for them
+    ext = np.append(indptr, indptr[-1])
+    own_indptr, own = take_csr(ext, rows, np.minimum(np.asarray(heldout.positions, dtype=np.int64), indptr.size - 1))
+    owner = np.repeat(np.arange(own_indptr.size - 1, dtype=np.int64), np.diff(own_indptr))
+    held_owner = np.repeat(np.arange(own_indptr.size - 1, dtype=np.int64), np.diff(heldout.indptr))
     span = int(max(heldout.items.max(), rows.max() if rows.size else 0)) + 1
-    repeats = np.isin(held_owner * span + heldout.items, owner * span + rows[at])
+    repeats = np.isin(held_owner * span + heldout.items, owner * span + own)
     return repeats if repeats.any() else None
 
 
