@@ -15,7 +15,7 @@ from auditor.flat import metric_names
 from auditor.progress import SILENT
 from auditor.retrieval.approximate import sampled_head_error
 from auditor.retrieval.lists import approximate_lists
-from auditor.retrieval.measure import _low_recall
+from auditor.retrieval.measure_text import low_recall_warning
 from auditor.sections import APPROXIMATE_ERROR
 
 N_ITEMS, N_USERS, N_LOG, DIM, K = 2000, 1000, 40_000, 16, 50
@@ -62,7 +62,7 @@ def test_hnsw_overstates_the_head_share_and_says_so(one_thread: None) -> None:
     assert exact_share == pytest.approx(0.042)  # 2,100 of 50,000 slots
     assert hnsw_share == pytest.approx(0.04204)  # 2,102: more of the head than exact search, not less
     assert found.recall is not None and found.recall[K] > 0.99  # no low-recall warning would say anything
-    assert _low_recall("hnsw", found.recall) == []
+    assert low_recall_warning("hnsw", found.recall) == []
     # The recall sample (all 1,000 queries here) measures the same sign and says it.
     assert found.sample_dot is not None
     note = sampled_head_error("hnsw", *found.sample_dot, counts.astype(np.float64), [K])
@@ -75,7 +75,7 @@ def test_hnsw_overstates_the_head_share_and_says_so(one_thread: None) -> None:
 
 def test_the_wording_says_either_way() -> None:
     assert "understate" in APPROXIMATE_ERROR and "overstate" in APPROXIMATE_ERROR
-    (low,) = _low_recall("ivf", {10: 0.649, 100: 0.95})
+    (low,) = low_recall_warning("ivf", {10: 0.649, 100: 0.95})
     assert low == (f"the ivf index's lists are approximate and miss much of exact search (recall@10 0.649, below 0.9), "
                    f"so their figures can be far off: {APPROXIMATE_ERROR}; index exact measures it")
     gates = parse_gates(["head_share_1pct_dot@100>0.0665"], metric_names([100]))

@@ -34,7 +34,7 @@ from auditor.errors import EmbeddingTableError, InputError, setting
 from auditor.model import QueryPopulation
 from auditor.memory import approximate_index_bytes, block_rows, check_index_ceiling, check_memory_ceiling, memory_budget
 from auditor.metrics.builtin_measures import LIST_MEASURES
-from auditor.metrics.exposure import OVERLAP_DEFINITION, filled_overlap, overlap
+from auditor.metrics.exposure import filled_overlap, overlap
 from auditor.config import GroupPolicy
 from auditor.plugin_api import ListContext, Slots
 from auditor.metrics.list_measures import ExposureMeasures
@@ -42,13 +42,19 @@ from auditor.metrics.user_measures import group_definitions, group_table, tied_g
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
-from auditor.protocol import UNKNOWN, other_protocol
-from auditor.sections import APPROXIMATE_ERROR, OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, RECALL_FLOOR, SERVED
-from auditor.result import CutoffMeasures, ListMeasures, Population, Retrieval
-from auditor.retrieval.approximate import preflight_note, sampled_head_error
+from auditor.sections import OVERLAP_SERVED, OVERLAP_SERVED_DEFINITION, SERVED
+from auditor.result import CutoffMeasures, ListMeasures, Retrieval
+from auditor.retrieval.approximate import preflight_note
 from auditor.retrieval.popularity import popularity_of
 from auditor.retrieval.lists import RetrievalSettings, ScoringLists, approximate_lists, exact_lists
 from auditor.retrieval.search import require_finite
+from auditor.retrieval.measure_text import (
+    alphas_unmeasured,
+    low_recall_warning,
+    population_section,
+    retrieval_definitions,
+    sampled_error_warning,
+)
 from auditor.retrieval.served import reserved_said
 from auditor.retrieval.serving import popular_lists, saturation
 
@@ -294,10 +300,10 @@ def measure_retrieval(
             f"{n_zero_items} item vectors are zero: cosine never serves them (no direction), dot scores them 0"
         )
     index_kind, found, definitions = _scoring_lists(population, table, ks, settings, bundle, progress)
-    warnings += _low_recall(index_kind, found.recall) + found.notes + _sampled_error(index_kind, found, popularity, ks)
+    warnings += low_recall_warning(index_kind, found.recall) + found.notes + sampled_error_warning(index_kind, found, popularity, ks)
     exclude = None if population.exclude is None else population.row_profiles
     lists = _unserved_empty(_named(found, popular_lists(measures, ks[-1], population.n_rows, exclude)), population)
-    definitions.update(_definitions(list_measures, settings, population))
+    definitions.update(retrieval_definitions(list_measures, settings, population))
     definitions.update(group_definitions(measures.context))
     if served is not None:
         lists[SERVED] = served
@@ -321,36 +327,7 @@ def measure_retrieval(
     )
     return RetrievalOutcome(retrieval=retrieval, exposure=exposure, warnings=warnings, lists=lists,
                             popularity=popularity, context=measures.context,
-                            not_measured=_alphas_unmeasured(settings, index_kind))
-
-
-def _low_recall(index_kind: str, recall: dict[int, float] | None) -> list[str]:
-    """The warning of an approximate index whose recall@K falls below :data:`RECALL_FLOOR`."""
-    low = {k: value for k, value in (recall or {}).items() if value < RECALL_FLOOR}
-    if not low:
-        return []
-    figures = ", ".join(f"recall@{k} {value:.3f}" for k, value in sorted(low.items()))
-    return [
-        f"the {index_kind} index's lists are approximate and miss much of exact search ({figures}, below "
-        f"{RECALL_FLOOR:g}), so their figures can be far off: {APPROXIMATE_ERROR}; {setting('index')} exact "
-        "measures it"
-    ]
-
-
-def _sampled_error(index_kind: str, found: ScoringLists, popularity: np.ndarray, ks: list[int]) -> list[str]:
-    """Which way an approximate index erred where its recall check can tell ([] for exact lists)."""
-    return [] if found.sample_dot is None else sampled_head_error(index_kind, *found.sample_dot, popularity, ks)
-
-
-def _alphas_unmeasured(settings: RetrievalSettings, index_kind: str) -> dict[str, str]:
-    """Each norm-aware scoring an approximate index left out, with the reason: its indexes
-    rank by dot and cosine only (an α ranking is neither's), and re-ranking their
-    candidates would be a third approximation whose recall nothing measures."""
-    if index_kind == "exact":
-        return {}
-    why = (f"the approximate index ({setting('index')} {index_kind}) ranks by dot and cosine only; "
-           f"{setting('index')} exact measures the norm-aware scorings")
-    return {alpha_scoring(a): why for a in settings.alphas if a not in (0.0, 1.0)}
+                            not_measured=alphas_unmeasured(settings, index_kind))
 
 
 def _unserved_empty(lists: dict[str, np.ndarray], population: QueryPopulation) -> dict[str, np.ndarray]:
@@ -360,41 +337,3 @@ def _unserved_empty(lists: dict[str, np.ndarray], population: QueryPopulation) -
         return lists
     return {name: rows if name == "popular" else np.vstack(
         (rows, np.full((population.n_unserved, rows.shape[1]), -1, dtype=rows.dtype))) for name, rows in lists.items()}
-
-
-def _definitions(list_measures: Sequence[ListMeasure], settings: RetrievalSettings, population: QueryPopulation,
-                 ) -> dict[str, str]:
-    kind = "distinct training users" if settings.popularity == "users" else "training interactions"
-    seen = {
-        "excluded": "each query's training items are never served (as a deployed recommender serves)",
-        "kept": f"training items stay among the candidates ({setting('keep_seen')}), so PopRSP and PopREO count "
-                "them in their denominators (no − T_u)",
-    }.get(population.seen_items) or f"training items could not be excluded: {other_protocol(UNKNOWN, population.source)}"
-    definitions = {m.name: m.definition for m in list_measures}
-    definitions.update(
-        overlap_dot_cosine=OVERLAP_DEFINITION,
-        popularity=f"popularity: {kind} per item (head share, arp, aplt, most-popular list)",
-        queries=f"queries: {population.description}",
-        seen_items=f"seen items: {seen}",
-        ties="ties: higher score first, then lower item row; popular list: by popularity, then raw item id",
-        zero_vectors="zero vectors: a query zero as served (not a bias model's [0, 1]) is served nothing by the model's "
-                     "scorings (kept in their group, a miss with a holdout; popular serves them); zero-norm items never by cosine",
-    )
-    return definitions
-
-
-def population_section(population: QueryPopulation) -> Population:
-    """The report's statement of who was queried."""
-    return Population(
-        source=population.source,
-        n_queries=population.n_queries,
-        n_eligible=population.n_eligible,
-        sampled=population.sampled,
-        seed=population.seed,
-        n_zero_queries=population.n_zero,
-        seen_items=population.seen_items,
-        n_user_rows=population.n_user_rows,
-        n_untrained_user_rows=population.n_untrained_rows,
-        n_unmatched_log_users=population.n_unmatched_users,
-        description=population.description,
-    )
