@@ -317,10 +317,9 @@ def _widened(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` in ``schema``'s columns (a plugin metric that appeared later: nulls before)."""
     if table.schema.names == schema.names:
         return table
-    return pa.table(
-        [table[f.name] if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in schema],
-        schema=schema,
-    )
+    present = set(table.column_names)  # a set: a results table can have a thousand columns
+    return pa.table([table[f.name] if f.name in present else pa.nulls(table.num_rows, f.type) for f in schema],
+                    schema=schema)
 
 
 def results_manifest(table: pa.Table) -> tuple[str | None, str | None]:
