@@ -10,7 +10,7 @@ the verdicts' grades diff does not compare. A change or trend across such rows i
 comparable, with diff's reason, and the summary says which rows differ.
 
 :func:`summarise` reads a results table (the schema of :mod:`auditor.batch.results`) into
-the report's :class:`~auditor.report.batch_summary.BatchSummary`, which
+the report's :class:`~auditor.report.batch_rows.BatchSummary`, which
 :func:`~auditor.report.batch_summary.batch_document` renders. The trend test is
 :func:`auditor.metrics.correlations.kendall_tau_test` (scipy's values without importing
 scipy.stats, which alone took 2 s of a batch's start).
@@ -36,7 +36,7 @@ from auditor.diff.compare import figures_apart
 from auditor.diff.comparability import comparability_view
 from auditor.flat import report_as_read
 from auditor.protocol import POPULATION, POPULATION_KEYS, report_population
-from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
+from auditor.report.batch_rows import BatchSummary, SummaryRow, Trend
 from auditor.result import SEVERITIES
 from auditor.summaries import STATUS_ERROR, STATUS_OK
 
