@@ -45,6 +45,12 @@ class SummaryRow:
     head_share_apart: str | None = None
     """Why ``delta_head_share`` states no change: ``popaudit diff`` would not compare the two
     rows' figures (its reason, ``auditor.diff.compare.figures_apart``); None otherwise."""
+    spearman_apart: str | None = None
+    """Why ``delta_spearman`` states no change (diff's reason, e.g. another item id mapping:
+    the same model's rows read another way); None otherwise."""
+    pair_apart: str | None = None
+    """Diff's reasons for every change of this row the summary withholds (Spearman's, the
+    head share's), each once: the row-by-row caption's; None when every change is stated."""
     index: str | None = None
     """``retrieval.index`` of the row's report: ``exact``, or an approximate index (``ivf``,
     ``hnsw``) whose figures of the model's lists miss what it misses (None: no retrieval)."""

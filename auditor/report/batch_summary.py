@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from auditor.report.batch_rows import BatchSummary, SummaryRow
 from auditor.report.document import Block, Document, Figure, Paragraph, Section, Table
@@ -86,6 +86,7 @@ def summary_figure(summary: BatchSummary) -> Any:
         ticks=[model_tick(s) for s in order], tick_step=step, spearman=[s.spearman for s in order],
         share_metric=summary.head_share_metric, share=[s.head_share for s in order],
         apart=[s.head_share_apart is not None for s in order], approximate=[s.approximate for s in order],
+        spearman_apart=[s.spearman_apart is not None for s in order],
     ))  # fmt: skip
 
 
@@ -102,7 +103,8 @@ def batch_document(
         from auditor.report.batch_figure import figure_caption
 
         hollow = [str(s.row) for s in summary.order if s.approximate and s.head_share is not None]
-        caption = figure_caption(plotted, summary.head_share_metric, _apart_pairs(summary), hollow)
+        caption = figure_caption(plotted, summary.head_share_metric, _apart_pairs(summary, _share_reason), hollow,
+                                 _apart_pairs(summary, _spearman_reason))
         order.append(Figure(
             "batch_trend", "order", "Bias across the manifest order", caption,
             lambda: summary_figure(summary),
@@ -203,24 +205,37 @@ def _protocol_note(summary: BatchSummary) -> tuple[Paragraph, ...]:
         " as in popaudit diff." + _approximate_note(summary)),)  # fmt: skip
 
 
+def _share_reason(row: SummaryRow) -> str | None:
+    return row.head_share_apart
+
+
+def _spearman_reason(row: SummaryRow) -> str | None:
+    return row.spearman_apart
+
+
 def _apart_caption(said: str | None) -> str:
     """The caption naming why changes are not comparable ("" when every change is)."""
     return f"{NOT_COMPARABLE} (as in popaudit diff): {said}." if said else ""
 
 
-def _apart_pairs(summary: BatchSummary, reason: str | None = None) -> list[str]:
-    """The row pairs whose head-share change is not comparable (``row 1 vs row 0``), all of
-    them or those of one ``reason``: a row's change is from the ok row before it."""
+def _apart_pairs(summary: BatchSummary, why: Callable[[SummaryRow], str | None], reason: str | None = None) -> list[str]:
+    """The row pairs with a change not comparable (``row 1 vs row 0``) by ``why`` (a row's
+    reason: its head share's, its Spearman's, any of its changes'), all of them or those of
+    one ``reason``: a row's change is from the ok row before it."""
     return [f"row {s.row} vs row {before.row}" for before, s in zip(summary.order, summary.order[1:])
-            if s.head_share_apart and reason in (None, s.head_share_apart)]
+            if (said := why(s)) and reason in (None, said)]
+
+
+def _pair_reason(row: SummaryRow) -> str | None:
+    return row.pair_apart
 
 
 def _pairs_caption(summary: BatchSummary) -> str:
     """The row-by-row caption: why each change it does not state is not comparable, keyed to
     its row pair (``row 1 vs row 0: retrieval.index differs ("exact" vs "ivf").``; pairs
     with one reason said together); "" when every change is stated."""
-    reasons = dict.fromkeys(s.head_share_apart for s in summary.order[1:] if s.head_share_apart)
-    said = " ".join(f"{', '.join(_apart_pairs(summary, why))}: {why}." for why in reasons)
+    reasons = dict.fromkeys(s.pair_apart for s in summary.order[1:] if s.pair_apart)
+    said = " ".join(f"{', '.join(_apart_pairs(summary, _pair_reason, why))}: {why}." for why in reasons)
     return f"{NOT_COMPARABLE} (as in popaudit diff): {said}" if said else ""
 
 
@@ -241,7 +256,8 @@ def _order_rows(summary: BatchSummary) -> tuple[tuple[str, ...], ...]:
     """The row-by-row cells: each ok row's figures and its changes from the previous one."""
     cols = _columns(summary)
     return tuple(
-        (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+        (str(s.row), s.model, s.label or "", fmt_num(s.spearman),
+         NOT_COMPARABLE if s.spearman_apart else fmt_num(s.delta_spearman),
          cols.figure(_share_cell(s), s), NOT_COMPARABLE if s.head_share_apart else fmt_num(s.delta_head_share))
         for s in summary.order
     )  # fmt: skip
