@@ -93,7 +93,7 @@ def test_the_tables_caption_and_figure_say_not_comparable(batch_run: dict[str, A
         flat = " ".join(text.split())
         assert old not in flat, where  # before: the Δ spearman cell of row 1
         assert fmt_num(rho[2] - rho[1]) in flat, where  # row 2's change is compared
-        assert re.search(r"row 1 vs row 0: inputs\.item_id_mapping differs \(", flat), where
+        assert re.search(r"row 0 vs row 1: inputs\.item_id_mapping differs \(", flat), where
     summary = summarise(batch_run["table"], rank_by="spearman")
     assert [row[4] for row in batch_document(summary).sections[1].blocks[2].rows] == [  # type: ignore[union-attr]
         "n/a", "not comparable", fmt_num(rho[2] - rho[1])]
@@ -104,4 +104,4 @@ def test_the_tables_caption_and_figure_say_not_comparable(batch_run: dict[str, A
     assert separators == [0.5]
     figure = batch_document(summary).sections[1].blocks[0]
     assert "Spearman ρ line is broken (dotted separator) between rows popaudit diff would not compare " \
-           "(row 1 vs row 0)" in figure.alt  # type: ignore[union-attr]
+           "(row 0 vs row 1)" in figure.alt  # type: ignore[union-attr]

@@ -219,10 +219,11 @@ def _apart_caption(said: str | None) -> str:
 
 
 def _apart_pairs(summary: BatchSummary, why: Callable[[SummaryRow], str | None], reason: str | None = None) -> list[str]:
-    """The row pairs with a change not comparable (``row 1 vs row 0``) by ``why`` (a row's
-    reason: its head share's, its Spearman's, any of its changes'), all of them or those of
-    one ``reason``: a row's change is from the ok row before it."""
-    return [f"row {s.row} vs row {before.row}" for before, s in zip(summary.order, summary.order[1:])
+    """The row pairs with a change not comparable by ``why`` (a row's reason: its head
+    share's, its Spearman's, any of its changes'), all of them or those of one ``reason``: a
+    row's change is from the ok row before it. Each pair is named in diff's order, BASE (the
+    earlier row) vs NEW (``row 0 vs row 1``), as diff's reasons give their values."""
+    return [f"row {before.row} vs row {s.row}" for before, s in zip(summary.order, summary.order[1:])
             if (said := why(s)) and reason in (None, said)]
 
 
@@ -232,7 +233,7 @@ def _pair_reason(row: SummaryRow) -> str | None:
 
 def _pairs_caption(summary: BatchSummary) -> str:
     """The row-by-row caption: why each change it does not state is not comparable, keyed to
-    its row pair (``row 1 vs row 0: retrieval.index differs ("exact" vs "ivf").``; pairs
+    its row pair (``row 0 vs row 1: retrieval.index differs ("exact" vs "ivf").``; pairs
     with one reason said together); "" when every change is stated."""
     reasons = dict.fromkeys(s.pair_apart for s in summary.order[1:] if s.pair_apart)
     said = " ".join(f"{', '.join(_apart_pairs(summary, _pair_reason, why))}: {why}." for why in reasons)
