@@ -147,7 +147,7 @@ def test_row_by_row_caption_keys_each_reason_to_its_row_pair(one_row: pa.Table) 
 
     summary, by_diff = _six_rows(one_row)
     assert by_diff[1] == 'retrieval.index differs ("exact" vs "ivf")' and by_diff[4] is None and by_diff[5] is None
-    keyed = [f"row {i} vs row {i - 1}: {by_diff[i]}." for i in (1, 2, 3)]
+    keyed = [f"row {i - 1} vs row {i}: {by_diff[i]}." for i in (1, 2, 3)]
     assert by_diff[2] is not None and "; " in by_diff[2]  # popularity and index both differ from row 1
     document = batch_document(summary)
     for fmt in ("console", "markdown", "html"):
@@ -155,9 +155,9 @@ def test_row_by_row_caption_keys_each_reason_to_its_row_pair(one_row: pa.Table) 
         text = text if isinstance(text, str) else text.decode()
         text = html_text.unescape(text) if fmt == "html" else re.sub(r"\\(.)", r"\1", text)
         flat = " ".join(text.split())
-        caption = flat[flat.index("not comparable (as in popaudit diff): row 1 vs row 0"):]
+        caption = flat[flat.index("not comparable (as in popaudit diff): row 0 vs row 1"):]
         assert caption.startswith("not comparable (as in popaudit diff): " + " ".join(keyed)), (fmt, caption[:400])
-        assert "row 4 vs row 3" not in caption and "row 5 vs row 4" not in caption, fmt  # compared: +6.28, +1.50
+        assert "row 3 vs row 4" not in caption and "row 4 vs row 5" not in caption, fmt  # compared: +6.28, +1.50
 
 
 def test_the_order_chart_breaks_its_line_between_rows_diff_does_not_compare(one_row: pa.Table) -> None:
@@ -182,8 +182,8 @@ def test_the_order_chart_breaks_its_line_between_rows_diff_does_not_compare(one_
     assert "not comparable with the row before (as in popaudit diff): line broken" in legend
     assert "approximate index (the index's figure)" in legend
     figure = batch_document(summary).sections[1].blocks[0]
-    assert "line is broken (dotted separator, ringed point) between rows popaudit diff would not compare (row 1 vs " \
-           "row 0, row 2 vs row 1, row 3 vs row 2)" in figure.alt  # type: ignore[union-attr]
+    assert "line is broken (dotted separator, ringed point) between rows popaudit diff would not compare (row 0 vs " \
+           "row 1, row 1 vs row 2, row 2 vs row 3)" in figure.alt  # type: ignore[union-attr]
     assert "hollow squares: approximate index (row 1)" in figure.alt  # type: ignore[union-attr]
 
 

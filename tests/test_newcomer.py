@@ -20,7 +20,8 @@ from auditor.cli import cli
 from auditor.cli._progress import PlainLines, RichProgress
 from auditor.metrics.frequency_norm import frequency_norm_stats
 from auditor.report import RenderContext
-from auditor.report.batch_summary import BatchSummary, SummaryRow, summary_figure
+from auditor.report.batch_rows import BatchSummary, SummaryRow
+from auditor.report.batch_summary import summary_figure
 from auditor.report.console import ConsoleRenderer
 from report_samples import full_result
 

@@ -10,7 +10,7 @@ the verdicts' grades diff does not compare. A change or trend across such rows i
 comparable, with diff's reason, and the summary says which rows differ.
 
 :func:`summarise` reads a results table (the schema of :mod:`auditor.batch.results`) into
-the report's :class:`~auditor.report.batch_summary.BatchSummary`, which
+the report's :class:`~auditor.report.batch_rows.BatchSummary`, which
 :func:`~auditor.report.batch_summary.batch_document` renders. The trend test is
 :func:`auditor.metrics.correlations.kendall_tau_test` (scipy's values without importing
 scipy.stats, which alone took 2 s of a batch's start).
@@ -36,7 +36,7 @@ from auditor.diff.compare import figures_apart
 from auditor.diff.comparability import comparability_view
 from auditor.flat import report_as_read
 from auditor.protocol import POPULATION, POPULATION_KEYS, report_population
-from auditor.report.batch_summary import BatchSummary, SummaryRow, Trend
+from auditor.report.batch_rows import BatchSummary, SummaryRow, Trend
 from auditor.result import SEVERITIES
 from auditor.summaries import STATUS_ERROR, STATUS_OK
 
@@ -147,8 +147,8 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
 def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: dict[int, int],
            facts: dict[int, _ReportFacts], apart_from: Apart) -> list[SummaryRow]:
     """The ok rows in manifest order, each with its figures at the summary's K (the shared
-    one, else its own) and the changes from the previous row (head share: at the same K and
-    where diff compares the two rows' figures, else no change and diff's reason)."""
+    one, else its own) and the changes from the previous row (:func:`_change`; the head
+    share's at the same K only)."""
     order: list[SummaryRow] = []
     for r in ok:
         fact = facts.get(r["row"], _NO_FACTS)
@@ -158,19 +158,19 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
         k = _accuracy_k(r, fact) if k is None else k
         share = r.get(f"head_share_1pct_ratio@{k}") if k is not None else None
         before = order[-1] if order else None
-        apart = None
-        if before is not None and share is not None and before.head_share is not None and before.k == k:
-            apart = "; ".join(apart_from.get(f"head_share_1pct_ratio@{k}", {}).get(r["row"], ())) or None
+        spearman = _change(apart_from, "spearman", r["row"], r.get("spearman"), before.spearman if before else None)
+        head = _change(apart_from, f"head_share_1pct_ratio@{k}", r["row"], share,
+                       before.head_share if before is not None and before.k == k else None)
         order.append(SummaryRow(
             row=r["row"], model=r["model"], label=r.get("label"), severity=r.get("verdict_severity"),
             spearman=r.get("spearman"), head_share=share, rank_value=r.get(rank_by),
-            delta_spearman=_delta(r.get("spearman"), before.spearman if before else None),
-            delta_head_share=_delta(share, before.head_share if before and before.k == k and not apart else None),
+            delta_spearman=spearman.delta, spearman_apart=_said(spearman.apart),
+            delta_head_share=head.delta, pair_apart=_said(tuple(dict.fromkeys(head.apart + spearman.apart))),
             ndcg=r.get(f"ndcg_dot@{k}") if k is not None else None,
             recall=r.get(f"recall_dot@{k}") if k is not None else None,
             recommended=fact.recommended, k=k, recommended_k=fact.recommended_k,
             seen_items=fact.population.get("seen_items"), query_source=fact.population.get("source"),
-            head_share_apart=apart, index=fact.retrieval_index, index_recall=_recall_at(fact.recall, k),
+            head_share_apart=_said(head.apart), index=fact.retrieval_index, index_recall=_recall_at(fact.recall, k),
             head_share_saturated=k in fact.saturated,
         ))  # fmt: skip
     return order
@@ -341,6 +341,27 @@ def _add_entries(entries: dict[str, FlatEntry | None], report: dict[str, Any], m
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class _Change(NamedTuple):
+    delta: float | None
+    apart: tuple[str, ...] = ()
+    """Diff's reasons (one item each) where it would not compare the two rows' figures."""
+
+
+def _change(apart_from: Apart, metric: str, row: int, value: float | None, before: float | None) -> _Change:
+    """A figure's change from the previous row's (``before``), for every change the summary
+    states: where diff compares the two rows' figures of ``metric`` (:data:`Apart`, the rule
+    the trends follow), ``value - before``; else no change and diff's reasons (Spearman's rho
+    too: another item id mapping reads the same model another way). None where either is missing."""
+    if value is None or before is None:
+        return _Change(None)
+    why = apart_from.get(metric, {}).get(row, ())
+    return _Change(None, why) if why else _Change(_delta(value, before))
+
+
+def _said(reasons: tuple[str, ...]) -> str | None:
+    return "; ".join(reasons) or None
 
 
 def _delta(value: float | None, before: float | None) -> float | None:

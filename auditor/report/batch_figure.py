@@ -6,7 +6,8 @@ The head-share line joins two neighbouring rows only where the row-by-row table 
 change between them: between rows ``popaudit diff`` would not compare (another index,
 popularity definition, head size...) the line is broken at a dotted separator and the
 later point is ringed, and an approximate index's points are hollow, so a drop that is the
-index's, not the model's, is never drawn as a trend.
+index's, not the model's, is never drawn as a trend. The Spearman line is broken likewise
+where diff would not compare the rows' rho (another item id mapping).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class OrderSeries:
     """``apart[i]``: diff would not compare row i's head share with row i - 1's (line broken)."""
     approximate: list[bool]
     """``approximate[i]``: row i's lists were retrieved by an approximate index."""
+    spearman_apart: list[bool]
+    """``spearman_apart[i]``: diff would not compare row i's Spearman rho with row i - 1's
+    (another item id mapping): the Spearman line is broken there too."""
 
 
 def _finite(value: float | None) -> bool:
@@ -43,7 +47,7 @@ def _finite(value: float | None) -> bool:
 
 
 def comparable_runs(values: list[float | None], apart: list[bool]) -> list[list[int]]:
-    """The positions the head-share line joins, as runs: a run ends before a missing or
+    """The positions a line (head share, Spearman) joins, as runs: a run ends before a missing or
     non-finite value and before a point diff would not compare with the one before it."""
     runs: list[list[int]] = []
     for i, value in enumerate(values):
@@ -67,8 +71,14 @@ def order_figure(series: OrderSeries) -> Any:
     ax.grid(True, color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     rows = list(range(len(series.ticks)))  # one position per audited model, in manifest order
+    # One line per run of comparable rows (none measured: an empty line keeps the legend's entry).
     spearman = [np.nan if s is None else s for s in series.spearman]
-    ax.plot(rows, spearman, marker="o", color=SPEARMAN_COLOR, label="Spearman ρ (norm vs frequency)")
+    for n, run in enumerate(comparable_runs(series.spearman, series.spearman_apart) or [[]]):
+        ax.plot(run, [spearman[i] for i in run], marker="o", color=SPEARMAN_COLOR,
+                label="Spearman ρ (norm vs frequency)" if n == 0 else None)
+    for i, apart in enumerate(series.spearman_apart):
+        if apart and _finite(series.spearman[i]):
+            ax.axvline(i - 0.5, color=BREAK_COLOR, linestyle=":", linewidth=1.0)
     ax.set_xlabel("model (label, else file name), in manifest order")
     ax.set_ylabel("Spearman ρ")
     ax.axhline(0.0, color="#999999", linewidth=0.8)
@@ -103,10 +113,15 @@ def _share_line(twin: Any, series: OrderSeries) -> None:
     twin.set_ylabel(f"{series.share_metric} (dot / cosine)")
 
 
-def figure_caption(plotted: str, share_metric: str | None, pairs: list[str], approximate: list[str]) -> str:
+def figure_caption(plotted: str, share_metric: str | None, pairs: list[str], approximate: list[str],
+                   spearman_pairs: list[str] | None = None) -> str:
     """The figure's caption: what it plots (``plotted``), and where its head-share line is
-    broken (the row ``pairs`` diff would not compare) or hollow (``approximate`` rows)."""
+    broken (the row ``pairs`` diff would not compare) or hollow (``approximate`` rows), and
+    where its Spearman line is broken (``spearman_pairs``)."""
     said = f"{plotted} for each model, named on the x-axis, in manifest order"
+    if spearman_pairs:
+        said += (f"; the Spearman ρ line is broken (dotted separator) between rows popaudit diff would not "
+                 f"compare ({', '.join(spearman_pairs)}): no change is drawn there")
     if not share_metric:
         return said
     if pairs:

@@ -1,7 +1,7 @@
 """Summaries of a ``popaudit batch`` results table, as reports: models ranked by bias, how
 the metrics move across the manifest order, and the failed rows.
 
-A :class:`BatchSummary` (made from a results table by :func:`auditor.batch.summary.summarise`)
+A :class:`~auditor.report.batch_rows.BatchSummary` (made from a results table by :func:`auditor.batch.summary.summarise`)
 becomes a report document with :func:`batch_document`, which every format renders
 (:func:`summary_console` and :func:`summary_html` are its terminal view and its HTML
 page), with :func:`summary_figure`, the trend plot. Nothing here prints or writes files:
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
+from auditor.report.batch_rows import BatchSummary, SummaryRow
 from auditor.report.document import Block, Document, Figure, Paragraph, Section, Table
 from auditor.protocol import UNKNOWN
 from auditor.report.formatting import fmt_num, fmt_ratio
@@ -26,108 +27,6 @@ MAX_ORDER_ROWS = 40
 """The console lists every row in manifest order up to this many (the HTML always does)."""
 MAX_TICK_LABELS = 30
 """The trend plot names at most this many models on its x-axis (every n-th beyond)."""
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    """One ok row of the summary: where it sits in the manifest and its bias numbers."""
-
-    row: int
-    model: str
-    label: str | None
-    severity: str | None
-    spearman: float | None
-    head_share: float | None
-    """The summary's head-share ratio metric (dot over cosine), see ``head_share_metric``."""
-    rank_value: float | None
-    delta_spearman: float | None = None
-    """Change from the previous ok row in manifest order (None for the first)."""
-    delta_head_share: float | None = None
-    ndcg: float | None = None
-    """Held-out NDCG of dot serving at the summary's K (``ndcg_dot@K``; None: no holdout)."""
-    recall: float | None = None
-    """Held-out recall of dot serving at the summary's K (``recall_dot@K``)."""
-    recommended: str | None = None
-    """The trade-off's recommended scoring (``accuracy.recommended`` of the row's report;
-    ``dot``: none is clearly better than dot; None: no holdout, no scoring found a
-    held-out item, or a ``popaudit mitigate`` output, whose audit recommends nothing)."""
-    k: int | None = None
-    """The K of ``head_share``, ``ndcg`` and ``recall``: the summary's K, the same for every
-    row, or (``BatchSummary.per_row_k``) the row's own."""
-    recommended_k: int | None = None
-    """The K the trade-off recommended at (``accuracy.quoted_k`` of the row's report)."""
-    seen_items: str | None = None
-    """``retrieval.population.seen_items`` of the row's report: ``unknown`` is another
-    protocol than the training log's (None: no retrieval)."""
-    query_source: str | None = None
-    """``retrieval.population.source`` of the row's report (None: no retrieval)."""
-    head_share_apart: str | None = None
-    """Why ``delta_head_share`` states no change: ``popaudit diff`` would not compare the two
-    rows' figures (its reason, ``auditor.diff.compare.figures_apart``); None otherwise."""
-    index: str | None = None
-    """``retrieval.index`` of the row's report: ``exact``, or an approximate index (``ivf``,
-    ``hnsw``) whose figures of the model's lists miss what it misses (None: no retrieval)."""
-    index_recall: float | None = None
-    """An approximate index's recall at the row's K (``retrieval.recall``; None: exact)."""
-    head_share_saturated: bool = False
-    """The row's report marks ``k`` saturated (``retrieval.saturated``): the harm is not
-    measured there, so ``head_share`` is None, said :data:`SATURATED_CELL`."""
-
-    @property
-    def approximate(self) -> bool:
-        """The row's lists were retrieved by an approximate index."""
-        return self.index is not None and self.index != "exact" and not self.index.startswith("none")
-
-
-@dataclass(frozen=True)
-class Trend:
-    """How one metric moved across the manifest order (ok rows only)."""
-
-    metric: str
-    n: int
-    first: float | None
-    last: float | None
-    change: float | None
-    min_row: int | None
-    max_row: int | None
-    kendall_tau: float | None
-    """Kendall's tau between manifest order and the metric (needs 3+ values)."""
-    p_value: float | None
-    direction: str
-    """``rising``, ``falling`` (tau's p < 0.05), ``no clear trend`` or ``not comparable``
-    (``apart``)."""
-    apart: str | None = None
-    """Why the rows' figures of this metric are not comparable (``popaudit diff``'s reasons
-    for the rows it would not compare): no change, tau or direction then; None otherwise."""
-
-
-@dataclass(frozen=True)
-class BatchSummary:
-    """Models ranked by bias, the manifest-order view, trends and the failed rows."""
-
-    n_rows: int
-    n_ok: int
-    n_error: int
-    rank_by: str
-    head_share_metric: str | None
-    ranking: list[SummaryRow]
-    """Most biased first (``rank_by`` read as ``rank_order`` says; rows without a value last)."""
-    order: list[SummaryRow]
-    """Manifest order, with changes from the previous row."""
-    trends: list[Trend]
-    failures: list[tuple[int, str, str]]
-    per_row_k: bool = False
-    """The rows that measured a head-share ratio share no K: each row's figures are at its
-    own K (the verdict's quoted K), said in each cell; ``head_share_metric`` is then None."""
-    rank_order: str = "most biased first"
-    """How ``ranking`` reads ``rank_by`` (:func:`auditor.batch.rank_by.rank_sense`)."""
-    protocols: str | None = None
-    """Which rows' lists were measured under which setting, where rows differ
-    (``retrieval.population.seen_items "excluded": rows 0, 2; "unknown": row 1``;
-    ``retrieval.index``, ``retrieval.popularity`` likewise); None when every row was
-    measured the same way."""
-    trends_apart: str | None = None
-    """Why the trends' changes are not comparable, each setting once with all its values."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +86,7 @@ def summary_figure(summary: BatchSummary) -> Any:
         ticks=[model_tick(s) for s in order], tick_step=step, spearman=[s.spearman for s in order],
         share_metric=summary.head_share_metric, share=[s.head_share for s in order],
         apart=[s.head_share_apart is not None for s in order], approximate=[s.approximate for s in order],
+        spearman_apart=[s.spearman_apart is not None for s in order],
     ))  # fmt: skip
 
 
@@ -203,7 +103,8 @@ def batch_document(
         from auditor.report.batch_figure import figure_caption
 
         hollow = [str(s.row) for s in summary.order if s.approximate and s.head_share is not None]
-        caption = figure_caption(plotted, summary.head_share_metric, _apart_pairs(summary), hollow)
+        caption = figure_caption(plotted, summary.head_share_metric, _apart_pairs(summary, _share_reason), hollow,
+                                 _apart_pairs(summary, _spearman_reason))
         order.append(Figure(
             "batch_trend", "order", "Bias across the manifest order", caption,
             lambda: summary_figure(summary),
@@ -304,24 +205,38 @@ def _protocol_note(summary: BatchSummary) -> tuple[Paragraph, ...]:
         " as in popaudit diff." + _approximate_note(summary)),)  # fmt: skip
 
 
+def _share_reason(row: SummaryRow) -> str | None:
+    return row.head_share_apart
+
+
+def _spearman_reason(row: SummaryRow) -> str | None:
+    return row.spearman_apart
+
+
 def _apart_caption(said: str | None) -> str:
     """The caption naming why changes are not comparable ("" when every change is)."""
     return f"{NOT_COMPARABLE} (as in popaudit diff): {said}." if said else ""
 
 
-def _apart_pairs(summary: BatchSummary, reason: str | None = None) -> list[str]:
-    """The row pairs whose head-share change is not comparable (``row 1 vs row 0``), all of
-    them or those of one ``reason``: a row's change is from the ok row before it."""
-    return [f"row {s.row} vs row {before.row}" for before, s in zip(summary.order, summary.order[1:])
-            if s.head_share_apart and reason in (None, s.head_share_apart)]
+def _apart_pairs(summary: BatchSummary, why: Callable[[SummaryRow], str | None], reason: str | None = None) -> list[str]:
+    """The row pairs with a change not comparable by ``why`` (a row's reason: its head
+    share's, its Spearman's, any of its changes'), all of them or those of one ``reason``: a
+    row's change is from the ok row before it. Each pair is named in diff's order, BASE (the
+    earlier row) vs NEW (``row 0 vs row 1``), as diff's reasons give their values."""
+    return [f"row {before.row} vs row {s.row}" for before, s in zip(summary.order, summary.order[1:])
+            if (said := why(s)) and reason in (None, said)]
+
+
+def _pair_reason(row: SummaryRow) -> str | None:
+    return row.pair_apart
 
 
 def _pairs_caption(summary: BatchSummary) -> str:
     """The row-by-row caption: why each change it does not state is not comparable, keyed to
-    its row pair (``row 1 vs row 0: retrieval.index differs ("exact" vs "ivf").``; pairs
+    its row pair (``row 0 vs row 1: retrieval.index differs ("exact" vs "ivf").``; pairs
     with one reason said together); "" when every change is stated."""
-    reasons = dict.fromkeys(s.head_share_apart for s in summary.order[1:] if s.head_share_apart)
-    said = " ".join(f"{', '.join(_apart_pairs(summary, why))}: {why}." for why in reasons)
+    reasons = dict.fromkeys(s.pair_apart for s in summary.order[1:] if s.pair_apart)
+    said = " ".join(f"{', '.join(_apart_pairs(summary, _pair_reason, why))}: {why}." for why in reasons)
     return f"{NOT_COMPARABLE} (as in popaudit diff): {said}" if said else ""
 
 
@@ -342,7 +257,8 @@ def _order_rows(summary: BatchSummary) -> tuple[tuple[str, ...], ...]:
     """The row-by-row cells: each ok row's figures and its changes from the previous one."""
     cols = _columns(summary)
     return tuple(
-        (str(s.row), s.model, s.label or "", fmt_num(s.spearman), fmt_num(s.delta_spearman),
+        (str(s.row), s.model, s.label or "", fmt_num(s.spearman),
+         NOT_COMPARABLE if s.spearman_apart else fmt_num(s.delta_spearman),
          cols.figure(_share_cell(s), s), NOT_COMPARABLE if s.head_share_apart else fmt_num(s.delta_head_share))
         for s in summary.order
     )  # fmt: skip
