@@ -95,9 +95,10 @@ def check_assumed_rows(
     numbering: ids shifted by a constant (1-based ids), a table of another catalogue,
     or rows in another order. The message puts the raw id of each row first; it names
     the framework's own numbering where the file says which framework wrote it
-    (``framework``, a ``ModelBundle.format`` in :data:`FRAMEWORK_ROWS`), and offers an
-    offset only otherwise, when one constant shift puts every id on a row of a densely
-    covered table. Does nothing when the user asked to assume row ids anyway.
+    (``framework``, a ``ModelBundle.format`` in :data:`FRAMEWORK_ROWS`), and otherwise
+    offers an offset whenever one constant shift puts every id on a row (ids covering
+    fewer than :data:`DENSE_SHIFT` of the rows: as a possibility). Does nothing when the
+    user asked to assume row ids anyway.
     """
     if policy.assume_row_ids or distinct_ids.size == 0:
         return
@@ -120,9 +121,12 @@ def check_assumed_rows(
     if framework in FRAMEWORK_ROWS:
         message += f" ({FRAMEWORK_ROWS[framework]})"
     elif (offset := _evident_offset(ids, n_rows)) is not None:
+        one_based = " (1-based ids)" if offset == 1 else ""
         message += (
-            f"; the ids look shifted: if the rows are the ids minus {offset}"
-            f"{' (1-based ids)' if offset == 1 else ''}, pass {setting('id_offset')} {offset} instead"
+            f"; the ids look shifted: if the rows are the ids minus {offset}{one_based}, pass "
+            f"{setting('id_offset')} {offset} instead" if np.unique(ids).size >= DENSE_SHIFT * n_rows else
+            f"; every id has a row if the rows are the ids minus {offset}{one_based}, though the ids cover only "
+            f"{np.unique(ids).size:,} of the {n_rows:,} rows: if they are, pass {setting('id_offset')} {offset}"
         )
     message += f" (or {setting('assume_row_ids')} to audit with ids as rows anyway)"
     raise IdMappingError(message)
@@ -255,12 +259,21 @@ def _interactions(n: int) -> str:
     return f"{n:,} interaction" + ("" if n == 1 else "s")
 
 
+DENSE_SHIFT = 0.9
+"""Share of the rows the shifted ids must cover for :func:`check_assumed_rows` to call them
+shifted (a dense numbering off by a constant); below it the offset is offered as a
+possibility: a 1-based log that leaves a quarter of a Zipf catalogue cold is still 1-based."""
+
+
 def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
-    """The shift c that puts every id on a row, when the ids then cover at least 90% of
-    the rows (a dense numbering off by a constant); None when no shift is evident."""
+    """The shift c ≥ 0 that puts every id on a row (1 where it does, 1-based ids being the
+    common case, else the smallest), however few rows the ids cover: an escape that takes
+    the ids as rows is never offered without it (QA12 logs F1: a 1-based log covering 75%
+    of the rows was offered only --assume-row-ids, which read ρ 0.85 as 0.20); None when no
+    shift puts every id on a row."""
     low, high = int(ids.min()), int(ids.max())
     first, last = high - (n_rows - 1), low  # offsets with high - c <= n_rows - 1 and low - c >= 0
-    if not (0 <= first <= last) or np.unique(ids).size < 0.9 * n_rows:
+    if not (0 <= first <= last):
         return None
     return 1 if first <= 1 <= last else first
 
@@ -272,7 +285,8 @@ def offset_signals(
     """Warnings when ids taken as rows fit the table by chance (no id beyond it, so
     :func:`check_assumed_rows` passed) but the evidence points at 1-based ids, or at a
     padding row: row 0 never occurs while every other row does, or (``assume_row_ids``)
-    the last id is the only one beyond the table. For a Keras table (``framework``) whose
+    the last id is the only one beyond the table, or some ids are beyond it and one shift
+    (:func:`_evident_offset`) puts every id on a row. For a Keras table (``framework``) whose
     file does not record ``mask_zero`` (a weights file without its config), row 0 may
     be the mask index instead, where the offset would be wrong."""
     if policy.offset is not None or distinct_ids.size == 0 or n_rows < 3:
@@ -286,6 +300,13 @@ def offset_signals(
             f"only the largest {what} id of {source} ({n_rows}) has no row of the {n_rows:,}-row {what} table and row 0 "
             f"never occurs: the ids look 1-based; pass {setting('id_offset')} 1 (row = id − 1) unless the rows are "
             f"the ids ({setting('assume_row_ids')} took them as rows)"
+        ]
+    if policy.assume_row_ids and outside.size and (offset := _evident_offset(ids, n_rows)) is not None:
+        return [
+            f"{outside.size:,} of the {ids.size:,} distinct {what} ids of {source} have no row of the {n_rows:,}-row "
+            f"{what} table ({setting('assume_row_ids')} took the ids as rows and left their interactions out), while "
+            f"every id has a row if the rows are the ids minus {offset}: if they are, pass {setting('id_offset')} "
+            f"{offset} (row = id − {offset})"
         ]
     if outside.size or not rest_all_there:
         return []
