@@ -44,20 +44,81 @@ def whole_decimals(ids: np.ndarray) -> bool:
     return bool(np.all((dot == ".") & digits & (np.char.str_len(tail) > 0) & (np.char.strip(tail, "0") == "")))
 
 
-def decimals_beside_integers(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: object) -> str | None:
-    """Why no id matched, when one side spells every id as a whole decimal ("3.0") and the
-    other as integers: the same numbers, but a decimal id is text; else None."""
+def zero_padded(ids: np.ndarray) -> np.ndarray | None:
+    """Which ids are zero-padded ("007", "-01") when every id is text spelling an integer
+    (digits after an optional minus) and some are padded: such ids stay text
+    (:mod:`auditor.loading.id_text`), so they name no integer's row; else None. Error path only."""
+    if ids.size == 0 or ids.dtype != object:
+        return None
+    text = np.char.strip(ids.astype(str))
+    negative = np.char.startswith(text, "-")
+    body = np.where(negative, np.char.lstrip(text, "-"), text)
+    digits = np.char.isdigit(body) & (np.char.str_len(text) - np.char.str_len(body) == negative)
+    padded = np.char.startswith(body, "0") & ((np.char.str_len(body) > 1) | negative)
+    return padded if np.all(digits) and np.any(padded) else None
+
+
+def _padded_pair(padded_ids: np.ndarray, mask: np.ndarray, plain: np.ndarray) -> tuple[str, str]:
+    """One zero-padded id and the plain integer it spells ("007", 7), the other side's
+    first id where it has none."""
+    text = np.char.strip(padded_ids.astype(str))
+    try:
+        same = mask & np.isin(text.astype(np.int64), plain)
+    except (OverflowError, ValueError):  # beyond int64: no pair shown
+        same = np.zeros_like(mask)
+    at = int(np.argmax(same)) if same.any() else int(np.argmax(mask))
+    return repr(str(text[at])), str(int(text[at]) if same.any() else plain.flat[0])
+
+
+def spelled_apart(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: object) -> str | None:
+    """Why no id matched, when one side spells the other's integers as text: every id a
+    whole decimal ("3.0") or zero-padded integers ("007") beside integers ("3", "7"); else
+    None. The one place these spellings are told apart, for item and user ids alike."""
     if row_ids is None:
         return None
-    row_ids = np.asarray(row_ids)
-    if not ((whole_decimals(row_ids) and log_ids.dtype.kind in "iu")
+    log_ids, row_ids = np.asarray(log_ids), np.asarray(row_ids)
+    if ((whole_decimals(row_ids) and log_ids.dtype.kind in "iu")
             or (whole_decimals(log_ids) and row_ids.dtype.kind in "iu")):
-        return None
-    return (
-        f"one of the log and {row_source} writes every id as a decimal (3.0), the other as an integer (3); "
-        "a decimal id is text, so none match: write both the same way (pandas: .astype(\"Int64\") for a "
-        "column of integers holding missing values)"
-    )
+        return (
+            f"one of the log and {row_source} writes every id as a decimal (3.0), the other as an integer (3); "
+            "a decimal id is text, so none match: write both the same way (pandas: .astype(\"Int64\") for a "
+            "column of integers holding missing values)"
+        )
+    for padded, plain, padded_side, plain_side in ((row_ids, log_ids, f"the ids of {row_source}", "the log's"),
+                                                   (log_ids, row_ids, "the log's ids", f"those of {row_source}")):
+        if plain.dtype.kind in "iu" and plain.size and (mask := zero_padded(padded)) is not None:
+            example, integer = _padded_pair(padded, mask, plain)
+            return (
+                f"{padded_side} are zero-padded ({example}), {plain_side} are not ({integer}); a zero-padded id is "
+                "text, so none match: write both the same way"
+            )
+    return None
+
+
+def why_none_match(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: object, what: str) -> str:
+    """What to do when no ``what`` id of a log names a table row: the spelling that keeps
+    them apart (:func:`spelled_apart`), else the raw ids to give, never through an option
+    ``row_source`` says was given (QA12 logs F2: a padded --item-ids was told to "pass
+    --item-ids")."""
+    if (apart := spelled_apart(log_ids, row_ids, row_source)) is not None:
+        return apart
+    option = setting(what + "_ids")
+    if row_ids is None:
+        return f"pass {option} FILE with the raw {what} id of each row"
+    log_ids, row_ids = np.asarray(log_ids), np.asarray(row_ids)
+    spelled = [repr(i) if isinstance(i, str) else str(i) for i in (*log_ids.flat[:1], *row_ids.flat[:1])]
+    ids = f" (the log: {spelled[0]}; {row_source}: {spelled[1]})" if len(spelled) == 2 else ""
+    return (f"the log's {what}s are not the model's {what}s, or are spelled otherwise{ids}; "
+            + _raw_ids_advice(what, row_source, "the log"))
+
+
+def _raw_ids_advice(what: str, mapping: object, source: object) -> str:
+    """Give the raw id of each row as ``source`` spells them: through the id-file option,
+    unless ``mapping`` is that option already given (then its file is what to rewrite)."""
+    option = setting(what + "_ids")
+    if str(mapping).startswith(f"{option} "):
+        return f"list in {mapping} the raw {what} id of each row as {source} spells it"
+    return f"pass {option} FILE with the raw {what} id of each row as {source} spells it"
 
 
 def whole_decimals_fix(what: str) -> str:
@@ -95,9 +156,10 @@ def check_assumed_rows(
     numbering: ids shifted by a constant (1-based ids), a table of another catalogue,
     or rows in another order. The message puts the raw id of each row first; it names
     the framework's own numbering where the file says which framework wrote it
-    (``framework``, a ``ModelBundle.format`` in :data:`FRAMEWORK_ROWS`), and offers an
-    offset only otherwise, when one constant shift puts every id on a row of a densely
-    covered table. Does nothing when the user asked to assume row ids anyway.
+    (``framework``, a ``ModelBundle.format`` in :data:`FRAMEWORK_ROWS`), and otherwise
+    offers an offset whenever one constant shift puts every id on a row (ids covering
+    fewer than :data:`DENSE_SHIFT` of the rows: as a possibility). Does nothing when the
+    user asked to assume row ids anyway.
     """
     if policy.assume_row_ids or distinct_ids.size == 0:
         return
@@ -120,9 +182,12 @@ def check_assumed_rows(
     if framework in FRAMEWORK_ROWS:
         message += f" ({FRAMEWORK_ROWS[framework]})"
     elif (offset := _evident_offset(ids, n_rows)) is not None:
+        one_based = " (1-based ids)" if offset == 1 else ""
         message += (
-            f"; the ids look shifted: if the rows are the ids minus {offset}"
-            f"{' (1-based ids)' if offset == 1 else ''}, pass {setting('id_offset')} {offset} instead"
+            f"; the ids look shifted: if the rows are the ids minus {offset}{one_based}, pass "
+            f"{setting('id_offset')} {offset} instead" if np.unique(ids).size >= DENSE_SHIFT * n_rows else
+            f"; every id has a row if the rows are the ids minus {offset}{one_based}, though the ids cover only "
+            f"{np.unique(ids).size:,} of the {n_rows:,} rows: if they are, pass {setting('id_offset')} {offset}"
         )
     message += f" (or {setting('assume_row_ids')} to audit with ids as rows anyway)"
     raise IdMappingError(message)
@@ -242,12 +307,12 @@ def check_mapped_share(
     if policy.assume_row_ids or n_interactions == 0 or n_unmapped <= MAX_UNMAPPED_SHARE * n_interactions:
         return
     ids = f"{n_unmapped_ids:,} {what} id" + ("" if n_unmapped_ids == 1 else "s")
+    advice = _raw_ids_advice(what, mapping, source)
     raise IdMappingError(
         f"{_interactions(n_unmapped)} of the {n_interactions:,} in {source} ({n_unmapped / n_interactions:.1%}) "
         f"reference {ids} with no row under {mapping}, so the frequencies would describe only the other "
-        f"{1 - n_unmapped / n_interactions:.1%} of the log. Pass {setting(what + '_ids')} FILE with the raw {what} "
-        f"id of each row as {source} spells it (or {setting('assume_row_ids')} to audit the mapped interactions "
-        "anyway)"
+        f"{1 - n_unmapped / n_interactions:.1%} of the log. {advice[:1].upper()}{advice[1:]} "
+        f"(or {setting('assume_row_ids')} to audit the mapped interactions anyway)"
     )
 
 
@@ -255,12 +320,21 @@ def _interactions(n: int) -> str:
     return f"{n:,} interaction" + ("" if n == 1 else "s")
 
 
+DENSE_SHIFT = 0.9
+"""Share of the rows the shifted ids must cover for :func:`check_assumed_rows` to call them
+shifted (a dense numbering off by a constant); below it the offset is offered as a
+possibility: a 1-based log that leaves a quarter of a Zipf catalogue cold is still 1-based."""
+
+
 def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
-    """The shift c that puts every id on a row, when the ids then cover at least 90% of
-    the rows (a dense numbering off by a constant); None when no shift is evident."""
+    """The shift c ≥ 0 that puts every id on a row (1 where it does, 1-based ids being the
+    common case, else the smallest), however few rows the ids cover: an escape that takes
+    the ids as rows is never offered without it (QA12 logs F1: a 1-based log covering 75%
+    of the rows was offered only --assume-row-ids, which read ρ 0.85 as 0.20); None when no
+    shift puts every id on a row."""
     low, high = int(ids.min()), int(ids.max())
     first, last = high - (n_rows - 1), low  # offsets with high - c <= n_rows - 1 and low - c >= 0
-    if not (0 <= first <= last) or np.unique(ids).size < 0.9 * n_rows:
+    if not (0 <= first <= last):
         return None
     return 1 if first <= 1 <= last else first
 
@@ -272,7 +346,8 @@ def offset_signals(
     """Warnings when ids taken as rows fit the table by chance (no id beyond it, so
     :func:`check_assumed_rows` passed) but the evidence points at 1-based ids, or at a
     padding row: row 0 never occurs while every other row does, or (``assume_row_ids``)
-    the last id is the only one beyond the table. For a Keras table (``framework``) whose
+    the last id is the only one beyond the table, or some ids are beyond it and one shift
+    (:func:`_evident_offset`) puts every id on a row. For a Keras table (``framework``) whose
     file does not record ``mask_zero`` (a weights file without its config), row 0 may
     be the mask index instead, where the offset would be wrong."""
     if policy.offset is not None or distinct_ids.size == 0 or n_rows < 3:
@@ -286,6 +361,13 @@ def offset_signals(
             f"only the largest {what} id of {source} ({n_rows}) has no row of the {n_rows:,}-row {what} table and row 0 "
             f"never occurs: the ids look 1-based; pass {setting('id_offset')} 1 (row = id − 1) unless the rows are "
             f"the ids ({setting('assume_row_ids')} took them as rows)"
+        ]
+    if policy.assume_row_ids and outside.size and (offset := _evident_offset(ids, n_rows)) is not None:
+        return [
+            f"{outside.size:,} of the {ids.size:,} distinct {what} ids of {source} have no row of the {n_rows:,}-row "
+            f"{what} table ({setting('assume_row_ids')} took the ids as rows and left their interactions out), while "
+            f"every id has a row if the rows are the ids minus {offset}: if they are, pass {setting('id_offset')} "
+            f"{offset} (row = id − {offset})"
         ]
     if outside.size or not rest_all_there:
         return []

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
+from scipy.stats import spearmanr
 
 from auditor.cli import cli
 from auditor.errors import IdMappingError
@@ -75,12 +77,49 @@ def test_the_raw_ids_come_first_and_an_offset_only_on_evidence() -> None:
         message = str(exc)
     assert message.index("item_ids FILE") < message.index("id_offset 1")
     assert "if the rows are the ids minus 1 (1-based ids), pass id_offset 1 instead" in message
-    sparse = np.array([1, 5, 40, 100])  # ids fit after a shift, but cover 4% of the rows: no evidence
+    sparse = np.array([1, 5, 40, 100])  # ids fit after a shift but cover 4% of the rows: a possibility
     try:
         check_assumed_rows(sparse, 100, RowIdPolicy(), "item", "log.csv")
     except IdMappingError as exc:
         message = str(exc)
-    assert "item_ids FILE" in message and "id_offset" not in message
+    assert message.index("item_ids FILE") < message.index("id_offset 1") < message.index("assume_row_ids")
+    assert "look shifted" not in message
+    assert "every id has a row if the rows are the ids minus 1 (1-based ids), though the ids cover only 4 of the " \
+           "100 rows: if they are, pass id_offset 1" in message
+    wide = np.array([1, 50, 101])  # no shift puts every id on a row: no offset offered
+    try:
+        check_assumed_rows(wide, 100, RowIdPolicy(), "item", "log.csv")
+    except IdMappingError as exc:
+        message = str(exc)
+    assert "id_offset" not in message and "assume_row_ids" in message
+
+
+def test_a_sparse_one_based_log_is_offered_the_offset(tmp_path: Path) -> None:
+    """QA12 logs F1: a 1-based MovieLens log leaving 10 of the 40 rows cold was offered only
+    --assume-row-ids (ρ 0.196, severity none) while --id-offset 1 reads ρ 0.8455 (moderate)."""
+    rng = np.random.default_rng(1)
+    n_items = 40
+    rows = np.minimum(rng.zipf(1.5, 300) - 1, n_items - 1)
+    rows = np.concatenate([rows[~np.isin(rows, np.arange(5, 15))], [n_items - 1]])  # rows 5..14 cold
+    counts = np.bincount(rows, minlength=n_items)
+    table = rng.normal(size=(n_items, 8)) * (1 + np.log1p(counts))[:, None]
+    np.save(tmp_path / "items.npy", table.astype(np.float32))
+    log = tmp_path / "ratings.dat"
+    log.write_text("".join(f"{k % 9 + 1}::{row + 1}::4::{978300760 + k}\n" for k, row in enumerate(rows)))
+    code, output = _check(tmp_path / "items.npy", "--interactions", log)
+    text = " ".join(output.split())
+    assert code == 1 and "Pass --item-ids FILE" in text
+    covered = np.unique(rows).size
+    assert covered == 25  # under 90% of the 40 rows, where the offset was offered before
+    assert f"every id has a row if the rows are the ids minus 1 (1-based ids), though the ids cover only {covered} of " \
+           "the 40 rows: if they are, pass --id-offset 1 (or --assume-row-ids" in text
+    report = tmp_path / "r.json"
+    assert _check(tmp_path / "items.npy", "--interactions", log, "--id-offset", "1", "--json", report)[0] == 0
+    expected = spearmanr(counts, np.linalg.norm(table.astype(np.float32).astype(np.float64), axis=1))[0]
+    assert json.loads(report.read_text())["frequency_norm"]["spearman"] == pytest.approx(expected, abs=1e-12)
+    assert _check(tmp_path / "items.npy", "--interactions", log, "--assume-row-ids", "--json", report)[0] == 0
+    assert any("every id has a row if the rows are the ids minus 1: if they are, pass --id-offset 1" in warning
+               for warning in json.loads(report.read_text())["warnings"])
 
 
 def test_ids_that_fit_by_chance_are_warned_about() -> None:

@@ -26,7 +26,7 @@ from auditor.loading.csr import build_csr, take_csr
 from auditor.loading.fingerprint import pairs_fingerprint
 from auditor.loading.history import held_out_without_history, left_out_said
 from auditor.values import RowLookup, ItemRows
-from auditor.idmap import check_assumed_rows, table_rows
+from auditor.idmap import check_assumed_rows, spelled_apart, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
@@ -252,7 +252,8 @@ def _held_out(
         if user_ids is not None and not np.any((rows >= 0) | trained):
             raise IdMappingError(
                 f"none of the {raw.shape[0]:,} user ids of {source}{column} is among the raw ids of the user "
-                f"table's rows ({setting('user_ids')}): the holdout's users are not the model's users"
+                f"table's rows ({setting('user_ids')}): "
+                + (spelled_apart(raw, user_ids, setting("user_ids")) or "the holdout's users are not the model's users")
             )
     present = np.bincount(pairs.user_index, minlength=raw.shape[0]) > 0  # recorded ids may lack pairs
     kept = np.flatnonzero(present & ((rows >= 0) | trained | (n_user_rows is None)))

@@ -44,7 +44,7 @@ from auditor.loading.history import (
 from auditor.sampling import sample_indices
 from auditor.loading.csr import build_csr, mean_rows
 from auditor.loading.holdout import plain_ids
-from auditor.idmap import decimals_beside_integers, table_rows
+from auditor.idmap import table_rows, why_none_match
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.log_memo import LogMemo, ids_identity, log_identity, mapping_identity
@@ -376,7 +376,7 @@ def _choose(
                 raise IdMappingError(
                     f"none of the {n_unmatched:,} user ids of {where}{named} is among the raw ids of the user table's "
                     f"rows ({bundle.user_ids_source or setting('user_ids')}): "
-                    + (decimals_beside_integers(raw, bundle.user_ids, bundle.user_ids_source) or "the log's users are not the model's users")
+                    + why_none_match(raw, bundle.user_ids, bundle.user_ids_source, "user")
                 )
             raise QueryError(
                 f"none of the users of {where}{named} has a row in the user table, so no user can be queried; pass "

@@ -23,8 +23,7 @@ from auditor.loading.blank_rows import first_blank_rows
 from auditor.loading.frequencies import FORMAT as COUNTS_FORMAT, read_frequencies
 from auditor.loading.log_memo import LogMemo, log_identity
 from auditor.idmap import (
-    decimals_beside_integers,
-    check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, offset_signals,
+    check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, offset_signals, why_none_match,
 )
 from auditor.values import ItemRows, LogSpec, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
@@ -138,8 +137,7 @@ def _aligned(
     if int(stats.frequencies.sum()) == 0:
         raise IdMappingError(
             f"no interaction in {counted} matches a row of the item table: "
-            + (decimals_beside_integers(counts.ids, bundle.item_ids, bundle.item_ids_source)
-               or f"pass {setting('item_ids')} with the raw id of each row")
+            + why_none_match(counts.ids, bundle.item_ids, bundle.item_ids_source, "item")
         )
     if bundle.item_ids is not None:
         check_mapped_share(stats.n_unmapped, stats.n_interactions, stats.n_unmapped_ids, policy, "item", counted,

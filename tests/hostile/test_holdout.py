@@ -206,7 +206,21 @@ CASES = [
          _holdout(_rows([("x", 1), ("y", 2)]), "--user-ids", "users.txt", model="tt.pt",
                   make=lambda d: write(d, "users.txt", "a\nb\nc\nd\ne\n")),
          EXIT_ERROR, r"none of the 5 user ids of the training log log\.parquet \(column 'user_id'\) is among the raw "
-         r"ids of the user table's rows \(--user-ids users\.txt\): the log's users are not the model's users"),
+         r"ids of the user table's rows \(--user-ids users\.txt\): the log's users are not the model's users, or are "
+         r"spelled otherwise \(the log: \d; --user-ids users\.txt: 'a'\); list in --user-ids users\.txt the raw user "
+         r"id of each row as the log spells it", absent=r"pass --user-ids"),
+    # Logs F2 (QA 12): zero-padded user ids beside integers are named as the cause, on both ways in.
+    Case("training-users-against-zero-padded-user-ids",
+         _holdout(_rows([(0, 1), (1, 2)]), "--user-ids", "users.txt", model="tt.pt",
+                  make=lambda d: write(d, "users.txt", "000\n001\n002\n003\n004\n")),
+         EXIT_ERROR, r"\(--user-ids users\.txt\): the ids of --user-ids users\.txt are zero-padded \('000'\), the "
+         r"log's are not \(0\); a zero-padded id is text, so none match: write both the same way",
+         absent=r"pass --user-ids"),
+    Case("zero-padded-holdout-users-against-user-ids",
+         _holdout(_rows([("001", 1), ("002", 2)]), "--user-ids", "users.txt", model="tt.pt",
+                  make=lambda d: write(d, "users.txt", "0\n1\n2\n3\n4\n")),
+         EXIT_ERROR, r"none of the 2 user ids of held\.csv \(column 'user_id'\) is among the raw ids of the user "
+         r"table's rows \(--user-ids\): the log's ids are zero-padded \('001'\), those of --user-ids are not \(1\)"),
     Case("holdout-one-user-without-row",
          _holdout(_rows([(0, 1), (99, 2), (2, 3)]), "--user-ids", "users.txt", model="tt.pt", json=True,
                   make=lambda d: write(d, "users.txt", "0\n1\n2\n3\n4\n"),

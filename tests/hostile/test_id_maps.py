@@ -108,6 +108,20 @@ def _padded_csv_with_unpadded_ids(d: Path) -> Built:
     return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d, "log.csv", ids=PADDED)))
 
 
+def _plain_log_with_padded_ids(d: Path) -> Built:
+    """A log of 0..9 against an id file of "000".."009": spelled otherwise, nothing matches."""
+    model = table(d)
+    write(d, "ids.txt", "".join(f"{i}\n" for i in PADDED))
+    return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d)))
+
+
+def _other_ids_file(d: Path) -> Built:
+    """A log of 0..9 against an id file of "x0".."x9": no spelling in common."""
+    model = table(d)
+    write(d, "ids.txt", "".join(f"x{i}\n" for i in range(N_ITEMS)))
+    return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d)))
+
+
 def _padded_parquet_with_padded_ids(d: Path) -> Built:
     """A Parquet string log and a .txt id file of the same padded ids: every row maps (exit 0)."""
     model = table(d)
@@ -183,12 +197,23 @@ CASES = [
          r"item ids file ids\.npy has 1 empty id \(NaN: row 3\); each table row needs its id"),
     Case("id-file-leaves-most-interactions-unmapped", _id_file_missing_most_interactions, EXIT_ERROR,
          r"45 interactions of the 55 in log\.parquet \(81\.8%\) reference 9 item ids with no row under --item-ids "
-         r"ids\.txt.*--assume-row-ids to audit the mapped interactions anyway"),
+         r"ids\.txt.*List in --item-ids ids\.txt the raw item id of each row as log\.parquet spells it \(or "
+         r"--assume-row-ids to audit the mapped interactions anyway", absent=r"Pass --item-ids"),
     Case("zero-padded-csv-ids-without-id-file", _padded_csv_without_ids, EXIT_ERROR,
          r"item ids in log\.csv are not integers \(the first in data row 1, counting from 1 after any header\)"
          r".*pass --item-ids FILE"),
     Case("zero-padded-csv-ids-against-unpadded-id-file", _padded_csv_with_unpadded_ids, EXIT_ERROR,
-         r"no interaction in log\.csv matches a row of the item table"),
+         r"no interaction in log\.csv matches a row of the item table: the log's ids are zero-padded \('000'\), "
+         r"those of --item-ids ids\.txt are not \(0\); a zero-padded id is text, so none match: write both the same way",
+         absent=r"pass --item-ids"),
+    # Logs F2 (QA 12): a padded id file beside a log of integers was told to "pass --item-ids", already passed.
+    Case("unpadded-log-against-zero-padded-id-file", _plain_log_with_padded_ids, EXIT_ERROR,
+         r"no interaction in log\.parquet matches a row of the item table: the ids of --item-ids ids\.txt are "
+         r"zero-padded \('000'\), the log's are not \(0\); a zero-padded id is text", absent=r"pass --item-ids"),
+    Case("id-file-of-other-ids-names-both-spellings", _other_ids_file, EXIT_ERROR,
+         r"no interaction in log\.parquet matches a row of the item table: the log's items are not the model's items, "
+         r"or are spelled otherwise \(the log: 0; --item-ids ids\.txt: 'x0'\); list in --item-ids ids\.txt the raw "
+         r"item id of each row as the log spells it", absent=r"pass --item-ids"),
     Case("zero-padded-parquet-ids-with-padded-id-file", _padded_parquet_with_padded_ids, EXIT_OK, None),
     Case("parquet-text-row-numbers", _text_row_numbers_parquet, EXIT_OK, None),
     Case("npz-item-ids-shorter-than-table", _npz_short_ids, EXIT_ERROR,

@@ -112,6 +112,23 @@ def _offset_by_one(*extra: str, outputs: tuple[str, ...] = ()) -> Any:
     return build
 
 
+_ONE_BASED_SPARSE = "user_id,item_id\n" + "".join(f"{u % 5},{i}\n" for u, i in enumerate([1, 2, 2, 4, 5, 7, 7, 9, 10]))
+"""A 1-based log over the 10-row table whose items 3, 6 and 8 are cold: only id 10 is past the end."""
+
+
+def _one_based_assumed(d: Path) -> Built:
+    table(d)
+    write(d, "log.csv", _ONE_BASED_SPARSE)
+    return Built(check_args("items.npy", "--assume-row-ids", "--json", "r.json", interactions="log.csv"),
+                 outputs=["r.json"], must_exist=["r.json"], check=_one_based_warned)
+
+
+def _one_based_warned(d: Path, outcome: Outcome) -> None:
+    warnings = strict_json(d / "r.json")["warnings"]
+    assert any("every id has a row if the rows are the ids minus 1: if they are, pass --id-offset 1" in w
+               for w in warnings), warnings
+
+
 def _scrambled(d: Path) -> Built:
     table(d)
     log(d, ids=[int(i) for i in np.random.default_rng(0).choice(10**9, N_ITEMS, replace=False)])
@@ -244,6 +261,11 @@ CASES = [
     Case("ids-offset-by-one", _offset_by_one(), EXIT_ERROR, r"log\.parquet.*Pass --item-ids FILE.*the ids look shifted: if the rows are the ids minus 1 \(1-based ids\), pass --id-offset 1"),
     Case("ids-offset-by-one-declared", _offset_by_one("--id-offset", "1", "--json", "r.json", outputs=("r.json",)),
          EXIT_OK, None),
+    # Logs F1 (QA 12): a 1-based log leaving rows cold (7 of 10 covered) is offered the offset, as a possibility.
+    Case("ids-one-based-sparse", _log_file("log.csv", _ONE_BASED_SPARSE), EXIT_ERROR,
+         r"log\.csv.*Pass --item-ids FILE.*; every id has a row if the rows are the ids minus 1 \(1-based ids\), "
+         r"though the ids cover only 7 of the 10 rows: if they are, pass --id-offset 1 \(or --assume-row-ids"),
+    Case("ids-one-based-sparse-assumed", _one_based_assumed, EXIT_OK, None),
     Case("scrambled-ids-beyond-table", _scrambled, EXIT_ERROR,
          r"10 of the 10 distinct item ids in log\.parquet.*evidently not the table's row numbers.*--item-ids FILE"),
     Case("negative-ids", _log_file("log.csv", "user_id,item_id\n1,-3\n2,4\n"), EXIT_ERROR,
