@@ -89,3 +89,49 @@ def test_a_recorded_lightgcn_with_an_item_bias_stands_in(tmp_path: Path) -> None
     assert re.search(r"gate head_share_10pct_dot@10>0\.14: [\d.]+ \(TRIPPED\), of the stored tables standing in", output)
     code, output, _ = _audit(model, log, "--fail-on", "served_spearman>0.5")
     assert code == 1 and "stand in" in output, output
+
+
+@pytest.mark.parametrize("entry", ["hyper_parameters", "config", "hparams"])
+def test_a_recorded_cosine_flag_makes_the_tables_stand_in(tmp_path: Path, entry: str) -> None:
+    """Was: no served_vectors and no doubt; ``served_spearman>0.5`` evaluated on the raw
+    table (0.8555, tripped). The flag is read as the pickled module's attribute is."""
+    model, log, d = _checkpoint(tmp_path, {"use_cosine": True, "lr": 0.01}, biased=False)
+    if entry != "hyper_parameters":
+        saved = torch.load(model, weights_only=False)
+        saved[entry] = saved.pop("hyper_parameters")
+        torch.save(saved, model)
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    assert report["served_vectors"]["as_served"] is False and report["served_vectors"]["source"] == "tables"
+    assert report["warnings"][0].startswith("the stored tables stand in for the vectors the model in model.ckpt scores: "
+                                            "its config records `use_cosine` = True")
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(
+        _head_share(d["u"] @ d["i"].T, d["users"], d["items"], d["freq"]), abs=1e-9)
+    code, output, _ = _audit(model, log, "--fail-on", "served_spearman>0.5")
+    assert code == 1 and "stored tables stand in" in output, output
+
+
+def test_a_recorded_cosine_flag_beside_an_item_bias_keeps_it(tmp_path: Path) -> None:
+    """Was: as_served true, "u·i + b_i", the dot gate line unqualified. Both readings trip it."""
+    model, log, d = _checkpoint(tmp_path, {"use_cosine": True}, biased=True)
+    unit_u = d["u"] / np.linalg.norm(d["u"], axis=1, keepdims=True)
+    unit_i = d["i"] / np.linalg.norm(d["i"], axis=1, keepdims=True)
+    dot_bias = _head_share(d["u"] @ d["i"].T + d["b"], d["users"], d["items"], d["freq"])
+    assert min(dot_bias, _head_share(unit_u @ unit_i.T + d["b"], d["users"], d["items"], d["freq"])) > 0.14
+    code, output, report = _audit(model, log, "--fail-on", "head_share_10pct_dot@10>0.14")
+    assert code == 3 and report is not None, output
+    served = report["served_vectors"]
+    assert (served["as_served"], served["source"], served["score"]) == (False, "bias", "u·i + b_i")
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(dot_bias, abs=1e-9)
+    assert report["warnings"][0].startswith("u·i + b_i (the stored tables with the item bias) stands in for the score "
+                                            "of the model in model.ckpt: its config records `use_cosine` = True")
+    assert re.search(r"gate head_share_10pct_dot@10>0\.14: [\d.]+ \(TRIPPED\), of the stored tables standing in", output)
+
+
+def test_a_recorded_schedule_flag_changes_nothing(tmp_path: Path) -> None:
+    """``cos_lr_schedule`` names a schedule, not a scoring: u·i + b_i is served."""
+    model, log, _ = _checkpoint(tmp_path, {"cos_lr_schedule": True, "use_cosine": False}, biased=True)
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    assert report["served_vectors"]["as_served"] is True and report["served_vectors"]["score"] == "u·i + b_i"
+    assert not any("stands in" in w or "stand in" in w for w in report["warnings"])
