@@ -110,20 +110,17 @@ def check_assumed_rows(
     interactions = (
         f" ({n_unmapped_interactions:,} interactions)" if n_unmapped_interactions else ""
     )
-    shifted = f" minus {policy.shift}" if policy.shift else ""
+    minus = f" minus {policy.shift}" if policy.shift else ""
     message = (
         f"{outside:,} of the {ids.size:,} distinct {what} ids in {source}{interactions} have no row "
-        f"when taken{shifted} as rows of the {n_rows:,}-row {what} table (ids run from {low} to {high}), "
+        f"when taken{minus} as rows of the {n_rows:,}-row {what} table (ids run from {low} to {high}), "
         f"so the {what} ids are evidently not the table's row numbers"
     )
     message += f". Pass {setting(what + '_ids')} FILE with the raw {what} id of each table row"
     if framework in FRAMEWORK_ROWS:
         message += f" ({FRAMEWORK_ROWS[framework]})"
-    elif (offset := _evident_offset(ids, n_rows)) is not None:
-        message += (
-            f"; the ids look shifted: if the rows are the ids minus {offset}"
-            f"{' (1-based ids)' if offset == 1 else ''}, pass {setting('id_offset')} {offset} instead"
-        )
+    elif (offset := evident_shift(ids, n_rows)) is not None and offset > 0:  # an offset is never negative
+        message += f"; {shifted(offset)}, pass {setting('id_offset')} {offset} instead"
     message += f" (or {setting('assume_row_ids')} to audit with ids as rows anyway)"
     raise IdMappingError(message)
 
@@ -187,42 +184,63 @@ def check_given_offset(
     )
 
 
-SHIFT_EVIDENCE = 0.01
-"""Share of the interactions the ids without a row must carry before ids that all land on
-a row once shifted by one are called off by one (below it, a few new ids are likelier)."""
-
-
 def check_mapped_shift(
     distinct_ids: np.ndarray, counts: np.ndarray, row_ids: np.ndarray, policy: RowIdPolicy, what: str, source: object,
     mapping: str,
 ) -> None:
     """Raise IdMappingError when integer ids mapped through ``row_ids`` (the raw id of each
-    row) miss some rows only because they are off by one: every id ± 1 has a row, the ids
-    cover at least 90% of the rows, and the ids without a row carry at least
-    :data:`SHIFT_EVIDENCE` of the interactions (a 0-based log against rows numbered from 1,
-    such as a Keras ``mask_zero`` table's, pairs every item with its neighbour's row; one
-    rare new id at the end of the numbering is no such evidence). ``counts``: interactions
-    per distinct id. Nothing when told to audit the rows as mapped anyway."""
+    row: stored in the file, an id file, Keras's ``mask_zero`` ids) look shifted against
+    them (:func:`evident_shift`, the rule rows taken as ids are held to): some id has no row,
+    and every id moved by one constant has one, so the ids that do have a row are on their
+    neighbours' rows (a 0-based log against rows numbered from 1, such as a Keras
+    ``mask_zero`` table's; stored ids 0..n−1 against a 1-based log read ρ 0.47 for 0.86,
+    QA12 Loaders F3). Refused as rows taken as ids are, whatever share of the interactions
+    the ids without a row carry. ``counts``: interactions per distinct id. Nothing when told
+    to audit the rows as mapped anyway."""
     ids, rows = np.asarray(distinct_ids), np.asarray(row_ids)
     if policy.assume_row_ids or ids.size == 0 or ids.dtype.kind not in "iu" or rows.dtype.kind not in "iu":
         return
     ids, rows = ids.astype(np.int64), rows.astype(np.int64)
-    missing = ~np.isin(ids, rows)
-    counts = np.asarray(counts)
-    if not missing.any() or np.unique(ids).size < 0.9 * rows.size or (
-        counts[missing].sum() < SHIFT_EVIDENCE * counts.sum()
-    ):
+    shift = evident_shift(ids, rows.size, rows)
+    if shift is None:
         return
-    for shift in (1, -1):
-        if np.isin(ids + shift, rows).all():
-            lost = int(counts[missing].sum())
-            raise IdMappingError(
-                f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source} ({_interactions(lost)}) "
-                f"have no row under {mapping}, while every id {'plus' if shift > 0 else 'minus'} 1 has one: the ids "
-                f"look off by one against the rows, which would pair each {what} with its neighbour's row. Pass "
-                f"{setting(what + '_ids')} FILE with the raw {what} id of each row as {source} spells it (or "
-                f"{setting('assume_row_ids')} to audit the rows as mapped anyway)"
-            )
+    missing = ~np.isin(ids, rows)
+    lost = int(np.asarray(counts)[missing].sum())
+    raise IdMappingError(
+        f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source} ({_interactions(lost)}) have no "
+        f"row under {mapping}, while every id {'minus' if shift > 0 else 'plus'} {abs(shift)} has one: {shifted(shift)}, "
+        f"this mapping pairs each {what} with its neighbour's row. Pass {setting(what + '_ids')} FILE with the raw {what} id of each row "
+        f"as {source} spells it (or {setting('assume_row_ids')} to audit the rows as mapped anyway)"
+    )
+
+
+def evident_shift(ids: np.ndarray, n_rows: int, row_ids: np.ndarray | None = None) -> int | None:
+    """The constant c by which integer ``ids`` look shifted against a table's rows, one rule
+    for rows taken as ids and for rows mapped through ids: some id has no row, every id − c
+    has one (a row number 0..n_rows−1, or with ``row_ids`` an id one of the ``n_rows`` rows
+    holds), and the ids cover at least 90% of the rows (a dense numbering off by a
+    constant, such as 1-based ids against 0-based rows). c = 1 or −1 where it fits, else
+    the smallest fit; None when no shift is evident (or none is needed)."""
+    ids = np.unique(np.asarray(ids, dtype=np.int64))
+    if ids.size == 0 or ids.size < 0.9 * n_rows:
+        return None
+    if row_ids is None:
+        first, last = int(ids.max()) - (n_rows - 1), int(ids.min())  # the c with 0 <= id - c < n_rows for every id
+        if first > last or first <= 0 <= last:
+            return None
+        return next((c for c in (1, -1) if first <= c <= last), first if first > 0 else last)
+    rows = np.asarray(row_ids, dtype=np.int64)
+    if rows.size == 0 or np.isin(ids, rows).all():
+        return None
+    candidates = (1, -1, int(ids.min()) - int(rows.min()), int(ids.max()) - int(rows.max()))
+    return next((c for c in candidates if c and np.isin(ids - c, rows).all()), None)
+
+
+def shifted(shift: int) -> str:
+    """The words for ids that look shifted by ``shift`` (:func:`evident_shift`): row = id − shift."""
+    if shift > 0:
+        return f"the ids look shifted: if the rows are the ids minus {shift}{' (1-based ids)' if shift == 1 else ''}"
+    return f"the ids look shifted: if the rows are the ids plus {-shift}{' (0-based ids, 1-based rows)' if shift == -1 else ''}"
 
 
 MAX_UNMAPPED_SHARE = 0.5
@@ -253,16 +271,6 @@ def check_mapped_share(
 
 def _interactions(n: int) -> str:
     return f"{n:,} interaction" + ("" if n == 1 else "s")
-
-
-def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
-    """The shift c that puts every id on a row, when the ids then cover at least 90% of
-    the rows (a dense numbering off by a constant); None when no shift is evident."""
-    low, high = int(ids.min()), int(ids.max())
-    first, last = high - (n_rows - 1), low  # offsets with high - c <= n_rows - 1 and low - c >= 0
-    if not (0 <= first <= last) or np.unique(ids).size < 0.9 * n_rows:
-        return None
-    return 1 if first <= 1 <= last else first
 
 
 def offset_signals(
