@@ -172,22 +172,21 @@ def check_assumed_rows(
     interactions = (
         f" ({n_unmapped_interactions:,} interactions)" if n_unmapped_interactions else ""
     )
-    shifted = f" minus {policy.shift}" if policy.shift else ""
+    minus = f" minus {policy.shift}" if policy.shift else ""
     message = (
         f"{outside:,} of the {ids.size:,} distinct {what} ids in {source}{interactions} have no row "
-        f"when taken{shifted} as rows of the {n_rows:,}-row {what} table (ids run from {low} to {high}), "
+        f"when taken{minus} as rows of the {n_rows:,}-row {what} table (ids run from {low} to {high}), "
         f"so the {what} ids are evidently not the table's row numbers"
     )
     message += f". Pass {setting(what + '_ids')} FILE with the raw {what} id of each table row"
     if framework in FRAMEWORK_ROWS:
         message += f" ({FRAMEWORK_ROWS[framework]})"
-    elif (offset := _evident_offset(ids, n_rows)) is not None:
-        one_based = " (1-based ids)" if offset == 1 else ""
+    elif (offset := fitting_shift(ids, n_rows)) is not None and offset > 0:  # an offset is never negative
+        covered = np.unique(ids).size
         message += (
-            f"; the ids look shifted: if the rows are the ids minus {offset}{one_based}, pass "
-            f"{setting('id_offset')} {offset} instead" if np.unique(ids).size >= DENSE_SHIFT * n_rows else
-            f"; every id has a row if the rows are the ids minus {offset}{one_based}, though the ids cover only "
-            f"{np.unique(ids).size:,} of the {n_rows:,} rows: if they are, pass {setting('id_offset')} {offset}"
+            f"; {shifted(offset)}, pass {setting('id_offset')} {offset} instead" if covered >= DENSE_SHIFT * n_rows else
+            f"; every id has a row if the rows are the ids minus {offset}{' (1-based ids)' if offset == 1 else ''}, "
+            f"though the ids cover only {covered:,} of the {n_rows:,} rows: if they are, pass {setting('id_offset')} {offset}"
         )
     message += f" (or {setting('assume_row_ids')} to audit with ids as rows anyway)"
     raise IdMappingError(message)
@@ -252,42 +251,78 @@ def check_given_offset(
     )
 
 
-SHIFT_EVIDENCE = 0.01
-"""Share of the interactions the ids without a row must carry before ids that all land on
-a row once shifted by one are called off by one (below it, a few new ids are likelier)."""
-
-
 def check_mapped_shift(
     distinct_ids: np.ndarray, counts: np.ndarray, row_ids: np.ndarray, policy: RowIdPolicy, what: str, source: object,
     mapping: str,
 ) -> None:
     """Raise IdMappingError when integer ids mapped through ``row_ids`` (the raw id of each
-    row) miss some rows only because they are off by one: every id ± 1 has a row, the ids
-    cover at least 90% of the rows, and the ids without a row carry at least
-    :data:`SHIFT_EVIDENCE` of the interactions (a 0-based log against rows numbered from 1,
-    such as a Keras ``mask_zero`` table's, pairs every item with its neighbour's row; one
-    rare new id at the end of the numbering is no such evidence). ``counts``: interactions
-    per distinct id. Nothing when told to audit the rows as mapped anyway."""
+    row: stored in the file, an id file, Keras's ``mask_zero`` ids) look shifted against
+    them (:func:`evident_shift`, the rule rows taken as ids are held to): some id has no row,
+    and every id moved by one constant has one, so the ids that do have a row are on their
+    neighbours' rows (a 0-based log against rows numbered from 1, such as a Keras
+    ``mask_zero`` table's; stored ids 0..n−1 against a 1-based log read ρ 0.47 for 0.86,
+    QA12 Loaders F3). Refused as rows taken as ids are, whatever share of the interactions
+    the ids without a row carry. ``counts``: interactions per distinct id. Nothing when told
+    to audit the rows as mapped anyway."""
     ids, rows = np.asarray(distinct_ids), np.asarray(row_ids)
     if policy.assume_row_ids or ids.size == 0 or ids.dtype.kind not in "iu" or rows.dtype.kind not in "iu":
         return
     ids, rows = ids.astype(np.int64), rows.astype(np.int64)
-    missing = ~np.isin(ids, rows)
-    counts = np.asarray(counts)
-    if not missing.any() or np.unique(ids).size < 0.9 * rows.size or (
-        counts[missing].sum() < SHIFT_EVIDENCE * counts.sum()
-    ):
+    shift = evident_shift(ids, rows.size, rows)
+    if shift is None:
         return
-    for shift in (1, -1):
-        if np.isin(ids + shift, rows).all():
-            lost = int(counts[missing].sum())
-            raise IdMappingError(
-                f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source} ({_interactions(lost)}) "
-                f"have no row under {mapping}, while every id {'plus' if shift > 0 else 'minus'} 1 has one: the ids "
-                f"look off by one against the rows, which would pair each {what} with its neighbour's row. Pass "
-                f"{setting(what + '_ids')} FILE with the raw {what} id of each row as {source} spells it (or "
-                f"{setting('assume_row_ids')} to audit the rows as mapped anyway)"
-            )
+    missing = ~np.isin(ids, rows)
+    lost = int(np.asarray(counts)[missing].sum())
+    raise IdMappingError(
+        f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source} ({_interactions(lost)}) have no "
+        f"row under {mapping}, while every id {'minus' if shift > 0 else 'plus'} {abs(shift)} has one: {shifted(shift)}, "
+        f"this mapping pairs each {what} with its neighbour's row. Pass {setting(what + '_ids')} FILE with the raw {what} id of each row "
+        f"as {source} spells it (or {setting('assume_row_ids')} to audit the rows as mapped anyway)"
+    )
+
+
+DENSE_SHIFT = 0.9
+"""Share of the rows the ids must cover for a constant shift to be evident (a dense
+numbering off by a constant): the stored ids' refusal, and the rows-as-ids refusal's
+"look shifted"; below it the rows-as-ids refusal offers the offset as a possibility (a
+1-based log that leaves a quarter of a Zipf catalogue cold is still 1-based)."""
+
+
+def fitting_shift(ids: np.ndarray, n_rows: int, row_ids: np.ndarray | None = None) -> int | None:
+    """The constant c that puts every integer id on a row when some id has none: ``id − c``
+    is a row number 0..n_rows−1, or with ``row_ids`` an id one of the ``n_rows`` rows
+    holds. c = 1 or −1 where it fits, else the smallest fit; None when no shift fits (or
+    none is needed). However few rows the ids cover: an escape that takes the ids as rows
+    is never offered without it (QA12 logs F1)."""
+    ids = np.unique(np.asarray(ids, dtype=np.int64))
+    if ids.size == 0:
+        return None
+    if row_ids is None:
+        first, last = int(ids.max()) - (n_rows - 1), int(ids.min())  # the c with 0 <= id - c < n_rows for every id
+        if first > last or first <= 0 <= last:
+            return None
+        return next((c for c in (1, -1) if first <= c <= last), first if first > 0 else last)
+    rows = np.asarray(row_ids, dtype=np.int64)
+    if rows.size == 0 or np.isin(ids, rows).all():
+        return None
+    candidates = (1, -1, int(ids.min()) - int(rows.min()), int(ids.max()) - int(rows.max()))
+    return next((c for c in candidates if c and np.isin(ids - c, rows).all()), None)
+
+
+def evident_shift(ids: np.ndarray, n_rows: int, row_ids: np.ndarray | None = None) -> int | None:
+    """The shift of :func:`fitting_shift` where it is evident, one rule for rows taken as
+    ids and for rows mapped through ids: the ids also cover at least :data:`DENSE_SHIFT` of
+    the rows (a dense numbering off by a constant, such as 1-based ids against 0-based rows)."""
+    if np.unique(np.asarray(ids)).size < DENSE_SHIFT * n_rows:
+        return None
+    return fitting_shift(ids, n_rows, row_ids)
+
+
+def shifted(shift: int) -> str:
+    """The words for ids that look shifted by ``shift`` (:func:`evident_shift`): row = id − shift."""
+    if shift > 0:
+        return f"the ids look shifted: if the rows are the ids minus {shift}{' (1-based ids)' if shift == 1 else ''}"
+    return f"the ids look shifted: if the rows are the ids plus {-shift}{' (0-based ids, 1-based rows)' if shift == -1 else ''}"
 
 
 MAX_UNMAPPED_SHARE = 0.5
@@ -320,25 +355,6 @@ def _interactions(n: int) -> str:
     return f"{n:,} interaction" + ("" if n == 1 else "s")
 
 
-DENSE_SHIFT = 0.9
-"""Share of the rows the shifted ids must cover for :func:`check_assumed_rows` to call them
-shifted (a dense numbering off by a constant); below it the offset is offered as a
-possibility: a 1-based log that leaves a quarter of a Zipf catalogue cold is still 1-based."""
-
-
-def _evident_offset(ids: np.ndarray, n_rows: int) -> int | None:
-    """The shift c ≥ 0 that puts every id on a row (1 where it does, 1-based ids being the
-    common case, else the smallest), however few rows the ids cover: an escape that takes
-    the ids as rows is never offered without it (QA12 logs F1: a 1-based log covering 75%
-    of the rows was offered only --assume-row-ids, which read ρ 0.85 as 0.20); None when no
-    shift puts every id on a row."""
-    low, high = int(ids.min()), int(ids.max())
-    first, last = high - (n_rows - 1), low  # offsets with high - c <= n_rows - 1 and low - c >= 0
-    if not (0 <= first <= last):
-        return None
-    return 1 if first <= 1 <= last else first
-
-
 def offset_signals(
     distinct_ids: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object, first_row: np.ndarray,
     framework: str | None = None,
@@ -347,7 +363,7 @@ def offset_signals(
     :func:`check_assumed_rows` passed) but the evidence points at 1-based ids, or at a
     padding row: row 0 never occurs while every other row does, or (``assume_row_ids``)
     the last id is the only one beyond the table, or some ids are beyond it and one shift
-    (:func:`_evident_offset`) puts every id on a row. For a Keras table (``framework``) whose
+    (:func:`fitting_shift`) puts every id on a row. For a Keras table (``framework``) whose
     file does not record ``mask_zero`` (a weights file without its config), row 0 may
     be the mask index instead, where the offset would be wrong."""
     if policy.offset is not None or distinct_ids.size == 0 or n_rows < 3:
@@ -362,7 +378,7 @@ def offset_signals(
             f"never occurs: the ids look 1-based; pass {setting('id_offset')} 1 (row = id − 1) unless the rows are "
             f"the ids ({setting('assume_row_ids')} took them as rows)"
         ]
-    if policy.assume_row_ids and outside.size and (offset := _evident_offset(ids, n_rows)) is not None:
+    if policy.assume_row_ids and outside.size and (offset := fitting_shift(ids, n_rows)) is not None and offset > 0:
         return [
             f"{outside.size:,} of the {ids.size:,} distinct {what} ids of {source} have no row of the {n_rows:,}-row "
             f"{what} table ({setting('assume_row_ids')} took the ids as rows and left their interactions out), while "

@@ -158,10 +158,17 @@ def test_check_mapped_shift_needs_a_dense_shift() -> None:
     check_mapped_shift(np.r_[0, 2:12], np.ones(11), rows, RowIdPolicy(), "item", "log", "m")  # no one shift fits
     check_mapped_shift(np.arange(10), np.ones(10), rows, RowIdPolicy(assume_row_ids=True), "item", "log", "m")
     check_mapped_shift(np.arange(10), np.ones(10), rows.astype(str), RowIdPolicy(), "item", "log", "m")
-    # One rare new id past the numbering (ids 0..99 as rows, a log of 1..100 with 3 of 2,003
-    # interactions on the new 100): a new item, not a shift; audited with the usual warning.
-    counts = np.r_[np.full(99, 2000 / 99), 3.0]
-    check_mapped_shift(np.arange(1, 101), counts, np.arange(100), RowIdPolicy(), "item", "log", "m")
+    # One rare new id past the numbering where row id 0 occurs (a log of 0..100 against ids
+    # 0..99, 3 of 2,003 interactions on the new 100): no shift places every id, so a new item.
+    counts = np.r_[np.full(100, 2000 / 100), 3.0]
+    check_mapped_shift(np.arange(0, 101), counts, np.arange(100), RowIdPolicy(), "item", "log", "m")
+    # Row id 0 never occurring and every id minus 1 having a row is the shift rows taken as
+    # ids are refused for, however few interactions the id past the numbering carries
+    # (QA12 Loaders F3; it was let through under 1% of the interactions).
+    with pytest.raises(IdMappingError, match=r"while every id minus 1 has one: the ids look shifted: if the rows are "
+                                             r"the ids minus 1 \(1-based ids\)"):
+        check_mapped_shift(np.arange(1, 101), np.r_[np.full(99, 2000 / 99), 3.0], np.arange(100), RowIdPolicy(),
+                           "item", "log", "m")
 
 
 def test_masked_layers_reads_nested_configs() -> None:

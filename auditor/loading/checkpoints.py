@@ -24,7 +24,7 @@ from auditor.errors import ModelLoadError, UntrustedPickleError, setting
 from auditor.loading.pickle_rebuild import SafeArray
 from auditor.loading.pickle_scan import CorruptFileError, reason, shown
 from auditor.loading.padding_rows import pickled_padding
-from auditor.loading.pickled_module import module_notes
+from auditor.loading.pickled_module import module_notes, recorded_config
 from auditor.loading.script_branches import folded_forward, recorded_flags
 from auditor.loading.safe_pickle import (
     Placeholder,
@@ -222,8 +222,7 @@ def interpret(obj: Any, path: Path) -> RawModel:
     notes, doubt = module_notes(obj[model_key], path) if model_key is not None else ([], {})
     raw.warnings.extend(notes)
     raw.optimizer_state = _optimizer_state(obj)
-    config = _config(obj, raw.warnings, path)
-    raw.config = {**(config or {}), **doubt} if doubt else config
+    raw.config = recorded_config(_config(obj, raw.warnings, path), doubt)  # the module's or the config's flags
     return raw
 
 

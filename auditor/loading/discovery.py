@@ -230,7 +230,34 @@ def choose_tables(
             f"{setting('item_key')} and {setting('user_key')} both name {item.key!r} in {source}"
         )
     _refuse_unnamed_layer(item, user, source)
+    _refuse_scalar_table(item, user, source, infos, {"item": item_key, "user": user_key})
     return TableChoice(item, user, warnings)
+
+
+def _refuse_scalar_table(
+    item: TensorInfo, user: TensorInfo | None, source: Path, infos: list[TensorInfo], keys: Mapping[str, str | None],
+) -> None:
+    """A one-column tensor (a per-row scalar: a bias) as one side's table beside a wider
+    table on the other is refused, naming both (QA12 Loaders F4): a bias is never a table
+    while a wider one is there (:func:`_widest`), and a ``--user-key`` naming the item table
+    left only the item bias for the item side, refused as a bare dimension mismatch that
+    named neither tensor. ``keys``: role -> the key option given for it."""
+    if user is None or item.one_column == user.one_column or item.onehot_linear or user.onehot_linear:
+        return
+    role, other = ("item", "user") if item.one_column else ("user", "item")
+    scalar, table = (item, user) if role == "item" else (user, item)
+    how = (f"named by {setting(role + '_key')}" if keys[role] else
+           "the best candidate left" + (f" once {setting(other + '_key')} took {table.key!r}" if keys[other] else ""))
+    raise ModelLoadError(
+        f"the {role} table of {source} would be {scalar.describe()} ({how}): one value per row, a per-row scalar such as "
+        f"{_a_bias(role)}, not an embedding table, beside the {other} table {table.describe()}"
+        + (f" ({setting(other + '_key')})" if keys[other] else "")
+        + f". Pass {setting(role + '_key')} with the {role} table; 2-D tensors available: {_candidates_listing(infos)}"
+    )
+
+
+def _a_bias(role: str) -> str:
+    return f"an {role} bias" if role == "item" else f"a {role} bias"
 
 
 def _refuse_unnamed_layer(item: TensorInfo, user: TensorInfo | None, source: Path) -> None:

@@ -23,6 +23,8 @@ recognised by name and shape only: the one floating-point tensor beside the tabl
 holds one value per item row ((n,) or (n, 1), an ``nn.Embedding(n, 1)``) and whose name
 says ``bias`` and not ``user``, and says ``item`` too unless the item and user tables
 differ in rows (``bias_i.weight`` beside 400 items and 300 users can only be the items').
+Where the file's config records a model that serves more than its tables (``model: LightGCN``)
+or a score popaudit cannot place (``scoring_doubt``), u·i + b_i stands in, said (:func:`unplaced`).
 A file with other item-side tensors (a projection, an MLP) keeps its stand-in warning
 (:mod:`auditor.loading.stand_in`), as does a per-item tensor whose role the names cannot
 establish. A graph (ONNX) shows the role instead of the names: its reader serves a bias
@@ -33,13 +35,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from auditor.errors import ModelLoadError, setting
 from auditor.loading.padding_rows import without_padding
-from auditor.loading.recbole_models import Serving
+from auditor.loading.recbole_models import Serving, recorded_remedy, recorded_serving
 from auditor.loading.served import ServedVectors
 from auditor.model import ModelBundle, QueryPopulation, is_weight
 
@@ -174,7 +176,7 @@ def set_item_bias(bundle: ModelBundle, key: str, values: np.ndarray) -> None:
     """Record ``values`` (one per item row) as ``bundle``'s item bias read from ``key``, said."""
     bundle.item_biases = np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=np.float32)
     bundle.item_bias_key = key
-    if (bundle.config or {}).get("scoring_doubt"):  # the one policy of biased_vectors: u·i + b_i stands in
+    if unplaced(bundle.config) is not None:  # the one policy of biased_vectors: u·i + b_i stands in
         bundle.warnings.append(BIAS_UNPLACED.format(path=bundle.source, n=bundle.n_items, key=key))
         return
     scores = _scores(*_normalised_sides(bundle))
@@ -214,8 +216,8 @@ def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
     score = {(True, True): "cos(u,i) + b_i", (True, False): "u·i/|i| + b_i", (False, True): "u·i/|u| + b_i"}.get(
         (unit_items, unit_users), "u·i + b_i")
     how = {(True, True): HOW_COSINE, (True, False): HOW_ITEM_UNIT}.get((unit_items, unit_users), HOW)
-    doubt = config.get("scoring_doubt")
-    doubted = isinstance(doubt, str) and bool(doubt)
+    doubt = unplaced(config)
+    doubted = doubt is not None
     equal = f"{score}, in place of a score popaudit cannot place" if doubted else f"the model's own scores, {score}"
     description = (
         f"the item factors {table}, {item_words}with the item bias `{key}` as one more column, each {query_words}query "
@@ -223,16 +225,30 @@ def biased_vectors(bundle: ModelBundle) -> ServedVectors | None:
     )
     served = ServedVectors(users, items, "dot", BIASED, description, Serving(model, BIASED, how), unit_queries=unit_users,
                            score=score)
-    return _doubted(served, model, str(doubt)) if doubted else served
+    return _doubted(served, model, doubt, recorded_serving(config)) if doubt is not None else served
 
 
-def _doubted(served: ServedVectors, model: str, doubt: str) -> ServedVectors:
-    """``served`` (u·i + b_i) standing in for a bias model whose score popaudit cannot place."""
-    note = (
-        f"{served.score} (the stored tables with the item bias) stands in for the score of {model}: {doubt}, so it "
-        "may score otherwise, by cosine (cos(u,i) + b_i: its own lists would then differ from the 'dot' column); to audit what it "
-        f"serves, give a plugin that loads the model ({setting('plugins')}), or save its towers' outputs for every "
-        "row as the tables of a plain file"
+def unplaced(config: Mapping[str, Any] | None) -> str | None:
+    """Why the stored tables with the item bias (u·i + b_i) only stand in for the model's score,
+    from what its file records: its config names a model that serves more than its tables
+    (:func:`~auditor.loading.recbole_models.recorded_serving`, the rule by which the bare
+    tables stand in too, ``model: LightGCN``), or the score cannot be placed (the config's
+    ``scoring_doubt``: a cosine flag, a normalisation popaudit cannot place); None: placed."""
+    recorded = recorded_serving(config)
+    if recorded is not None:
+        return f"its config records {recorded.model}, which scores with {recorded.how}"
+    doubt = (config or {}).get("scoring_doubt")
+    return doubt if isinstance(doubt, str) and doubt else None
+
+
+def _doubted(served: ServedVectors, model: str, doubt: str, recorded: Serving | None) -> ServedVectors:
+    """``served`` (u·i + b_i) standing in for a bias model whose score popaudit cannot place
+    (:func:`unplaced`), said first; the bias kept: it is part of the score whatever the rest is."""
+    stands = f"{served.score} (the stored tables with the item bias) stands in for the score of {model}: {doubt}"
+    note = f"{stands}, not its stored tables; {recorded_remedy(recorded)}" if recorded is not None else (
+        f"{stands}, so it may score otherwise, by cosine (cos(u,i) + b_i: its own lists would then differ from the "
+        f"'dot' column); to audit what it serves, give a plugin that loads the model ({setting('plugins')}), or save "
+        "its towers' outputs for every row as the tables of a plain file"
     )
     return replace(served, doubt=doubt, warnings=[note, *served.warnings])
 
@@ -252,4 +268,4 @@ def with_bias_column(population: QueryPopulation, served: ServedVectors) -> Quer
 
 
 __all__ = ["BIASED", "BIAS_NOTE", "DOT_SCORES", "biased_vectors", "unit_rows", "is_biased", "one_per_item", "read_state_dict_bias",
-           "set_item_bias", "state_dict_bias", "with_bias_column"]
+           "set_item_bias", "state_dict_bias", "unplaced", "with_bias_column"]

@@ -11,12 +11,15 @@ words of use and of what is scored; never a schedule or a layer, ``cos_lr_schedu
 ``no``/``not``/``without``), it may score by cosine: that is a ``scoring_doubt``, so the
 stored tables stand in, said first, as for a TorchScript ``forward()`` whose normalisation
 popaudit cannot place (:mod:`auditor.loading.stand_in`); with an item bias, u·i + b_i
-stands in, the bias kept (:mod:`auditor.loading.item_bias`).
+stands in, the bias kept (:mod:`auditor.loading.item_bias`). A checkpoint's recorded config
+(Lightning's ``hyper_parameters``: the module's constructor arguments) is read by the same
+rule, its top-level entries (:func:`recorded_config`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +43,30 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 def cosine_flags(obj: Any) -> list[str]:
     """The root module's ``True`` attributes whose names say cosine (module docstring)."""
-    attrs = placeholder_attrs(obj) or {}
-    return [name for name, value in attrs.items() if value is True and _says_cosine(name)]
+    return _flagged(placeholder_attrs(obj) or {})
+
+
+def _flagged(values: Mapping[Any, Any]) -> list[str]:
+    """The names of ``values``' ``True`` entries that say the scoring is cosine (module docstring)."""
+    return [name for name, value in values.items() if value is True and isinstance(name, str) and _says_cosine(name)]
+
+
+def _doubt(whose: str, flags: list[str]) -> dict[str, str]:
+    """The ``scoring_doubt`` of ``flags`` recorded by ``whose`` (``it``, ``its config``); none without flags."""
+    if not flags:
+        return {}
+    shown_flags = ", ".join(f"`{f}` = True" for f in flags[:3])
+    return {"scoring_doubt": f"{whose} records {shown_flags}, and its forward() is not in the file"}
+
+
+def recorded_config(config: Mapping[str, Any] | None, module: dict[str, str]) -> Mapping[str, Any] | None:
+    """A checkpoint's recorded config (Lightning's ``hyper_parameters``, ``config``,
+    ``hparams``) with the ``scoring_doubt`` its pickled module's attributes imply
+    (``module``, :func:`module_notes`), else its own top-level flags: the constructor
+    arguments a module records as ``self.hparams`` are the same evidence as its attributes,
+    so one rule reads both (QA12 Loaders F2: ``use_cosine: True`` there was ignored)."""
+    doubt = module or _doubt("its config", _flagged(config or {}))
+    return {**(config or {}), **doubt} if doubt else config
 
 
 def _says_cosine(name: str) -> bool:
@@ -61,11 +86,8 @@ def module_notes(obj: Any, path: Path) -> tuple[list[str], dict[str, str]]:
             f"{setting('trust_pickle')} is only needed when a plugin must run the module itself. The pickle holds no "
             f"code, so how {name}'s forward() scores is unknown: the audit assumes the dot product of its tables (and "
             "of an item bias its names show)")
-    flags = cosine_flags(obj)
-    if not flags:
-        return [note + " (the 'dot' column is the module's own lists only if it scores so)."], {}
-    shown_flags = ", ".join(f"`{f}` = True" for f in flags[:3])
-    return [note + "."], {"scoring_doubt": f"it records {shown_flags}, and its forward() is not in the file"}
+    doubt = _doubt("it", cosine_flags(obj))
+    return [note + ("." if doubt else " (the 'dot' column is the module's own lists only if it scores so).")], doubt
 
 
-__all__ = ["COSINE_FLAG_WORDS", "cosine_flags", "module_notes"]
+__all__ = ["COSINE_FLAG_WORDS", "cosine_flags", "module_notes", "recorded_config"]

@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from auditor.errors import setting
+
 TABLES = "tables"
 PROPAGATED = "propagated"
 SIMPLEX = "simplex"
@@ -143,6 +145,16 @@ def recorded_serving(config: Mapping[str, Any] | None) -> Serving | None:
     known = {key.lower(): serving for key, serving in {**SERVING_GNN, **SERVING}.items()}
     found = known.get(name.lower())
     return None if found is None or found.kind == TABLES else found
+
+
+def recorded_remedy(serving: Serving) -> str:
+    """What to give to audit the vectors a model named by a non-RecBole file's config serves
+    (:func:`recorded_serving`), in words."""
+    return (
+        f"popaudit rebuilds those only for a RecBole checkpoint with its .inter file: to audit the vectors "
+        f"{serving.model} serves, save its output for every user and item (e.g. its forward() or computer() tables) "
+        f"as the tables of a file without its config, or give a plugin that loads the model ({setting('plugins')})"
+    )
 
 
 def not_served_warning(serving: Serving, what: str = "the stored tables") -> str:

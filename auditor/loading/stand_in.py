@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 
 from auditor.errors import setting
 from auditor.loading.item_bias import one_per_item
-from auditor.loading.recbole_models import OTHER, TABLES, Serving, not_served_warning, recorded_serving
+from auditor.loading.recbole_models import (
+    OTHER, TABLES, Serving, not_served_warning, recorded_remedy, recorded_serving,
+)
 from auditor.loading.served import ServedVectors
 from auditor.model import ModelBundle, is_weight
 
@@ -155,12 +157,7 @@ def _doubted(bundle: ModelBundle, model: str, doubt: str, stood: ServedVectors |
 def _recorded_model(bundle: ModelBundle, serving: Serving) -> ServedVectors:
     """The stored tables standing in for a model the file's config names, which serves with
     more than them (:func:`~auditor.loading.recbole_models.recorded_serving`)."""
-    warning = (
-        f"{not_served_warning(serving)} (the model its config records); popaudit rebuilds those only for a RecBole "
-        f"checkpoint with its .inter file: to audit the vectors {serving.model} serves, save its output for every user "
-        f"and item (e.g. its forward() or computer() tables) as the tables of a file without its config, or give a "
-        f"plugin that loads the model ({setting('plugins')})"
-    )
+    warning = f"{not_served_warning(serving)} (the model its config records); {recorded_remedy(serving)}"
     return ServedVectors(bundle.user_table, bundle.item_table, serving.scoring, "tables", "the stored tables", serving,
                          [warning])
 

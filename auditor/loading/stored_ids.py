@@ -7,8 +7,10 @@ taking rows as ids beside it silently paired items with other items' rows (ρ 0.
 −0.003). A member of that name that cannot be one id per row is refused, never ignored.
 
 An ``item_ids``/``user_ids`` file given as well replaces the stored ids only where it
-renames them (ids the file does not hold); placing ids the file holds on other rows is a
-contradiction one of the two must be wrong about, and stops the audit.
+renames them (ids the file does not hold, or every row's id moved by one constant: the same
+order renumbered, the fix for a log whose ids look shifted against them); placing ids the
+file holds on other rows is a contradiction one of the two must be wrong about, and stops
+the audit.
 """
 
 from __future__ import annotations
@@ -124,6 +126,10 @@ def given_over_stored(stored: np.ndarray, given: np.ndarray, role: str, path: Pa
         return None
     moved = np.flatnonzero(differ & np.isin(b, a))
     option = f"{setting(role + '_ids')} {path}"
+    steps = np.unique(b - a) if a.dtype.kind == "i" else np.empty(0)
+    if steps.size == 1:  # every row's id moved by one constant: the same order renumbered (a shifted log's fix)
+        return (f"{option} renumbers the {role} ids stored in {source}: every row's id {int(steps[0]):+d}, the rows in "
+                "the same order; the log is matched against the given ids")
     if moved.size:
         row = int(moved[0])
         there = int(np.flatnonzero(a == b[row])[0])

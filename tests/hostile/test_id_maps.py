@@ -3,10 +3,12 @@ contradicts them, an id offset the table's padding row contradicts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -90,6 +92,23 @@ def _ids_off_by_one(d: Path) -> Built:
     table = np.random.default_rng(0).normal(size=(N_ITEMS, 4)).astype(np.float32)
     np.savez(d / "model.npz", item_embeddings=table, item_ids=np.arange(1, N_ITEMS + 1))
     return Built(check_args("model.npz"))
+
+
+def _rare_id_past_stored_ids(renumbered: bool) -> Callable[[Path], Built]:
+    """QA12 Loaders F3: ids 0..99 stored for the rows, a log of the same items as 1..100 whose
+    id past the numbering (100) carries 1 of 991 interactions: it was audited silently on
+    every item's neighbour's row. ``renumbered``: with the fix, an id file of each stored id
+    plus 1 (the same order renumbered, audited with a warning)."""
+    def build(d: Path) -> Built:
+        items = np.r_[np.repeat(np.arange(1, 100), 10), 100]
+        pq.write_table(pa.table({"user_id": np.arange(items.size) % 7, "item_id": items}), d / "log.parquet")
+        table = np.random.default_rng(0).normal(size=(100, 4)).astype(np.float32)
+        np.savez(d / "model.npz", item_embeddings=table, item_ids=np.arange(100))
+        if not renumbered:
+            return Built(check_args("model.npz"))
+        (d / "ids.txt").write_text("".join(f"{k + 1}\n" for k in range(100)))
+        return Built(check_args("model.npz", "--item-ids", "ids.txt", "--format", "json"))
+    return build
 
 
 PADDED = [f"{k:03d}" for k in range(N_ITEMS)]
@@ -247,6 +266,11 @@ CASES = [
     Case("log-ids-off-by-one-from-stored-ids", _ids_off_by_one, EXIT_ERROR,
          r"1 of the 10 distinct item ids in log\.parquet \(1 interaction\) have no row under the item ids stored in "
          r"model\.npz \(`item_ids`\), while every id plus 1 has one.*--item-ids FILE"),
+    Case("log-ids-shifted-from-stored-ids-by-a-rare-new-id", _rare_id_past_stored_ids(False), EXIT_ERROR,
+         r"1 of the 100 distinct item ids in log\.parquet \(1 interaction\) have no row under the item ids stored in "
+         r"model\.npz \(`item_ids`\), while every id minus 1 has one: the ids look shifted.*--item-ids FILE"),
+    Case("stored-ids-renumbered-by-an-id-file", _rare_id_past_stored_ids(True), EXIT_OK, None,
+         stdout=r"--item-ids ids\.txt renumbers the item ids stored in model\.npz: every row's id \+1"),
     Case("recorded-pairs-without-stored-ids-renamed-by-user-ids", _recorded_pairs_renamed_by_user_ids, EXIT_OK,
          None),
     Case("recorded-pairs-past-the-user-table", _recorded_pairs_past_the_user_table, EXIT_ERROR,

@@ -734,6 +734,19 @@ def _padding_out_of_range(d: Path) -> Built:
     return Built(check_args("model.pt"))
 
 
+def _key_leaving_the_bias(*options: str) -> Callable[[Path], Built]:
+    """QA12 Loaders F4: a state dict with an (n, 1) item bias beside the tables, and a key
+    option that leaves (``--user-key`` on the item table) or names it as the item table: refused
+    naming both tensors (it read "user table ... has dimension 4 but the item table has 1")."""
+    def build(d: Path) -> Built:
+        log(d)
+        g = torch.Generator().manual_seed(0)
+        torch.save({"user_embedding.weight": torch.randn(5, 4, generator=g), "item_embedding.weight": torch.randn(
+            10, 4, generator=g), "item_bias.weight": torch.randn(10, 1, generator=g)}, d / "model.pt")
+        return Built(check_args("model.pt", *options))
+    return build
+
+
 CASES = [
     Case("padding-idx-beyond-the-table", _padding_out_of_range, EXIT_ERROR,
          r"model\.pt: the pickled module records nn\.Embedding\(padding_idx=999\) for `item_embedding`, but the item "
@@ -869,6 +882,13 @@ CASES = [
     Case("recbole-config-build-os-system", _recbole_like({}, evil=True), EXIT_OK, None),
     Case("recbole-filtered-needs-item-ids", _recbole_like({"item_inter_num_interval": "[5,inf)"}), EXIT_ERROR,
          r"BPR\.pth was trained by RecBole .*item_inter_num_interval='\[5,inf\)'.*--item-ids FILE"),
+    Case("user-key-leaving-the-item-bias-as-the-item-table", _key_leaving_the_bias("--user-key", "item_embedding.weight"),
+         EXIT_ERROR, r"the item table of model\.pt would be item_bias\.weight \[10, 1\] \(the best candidate left once "
+         r"--user-key took 'item_embedding\.weight'\): one value per row, .*an item bias, not an embedding table.*"
+         r"Pass --item-key with the item table", absent=r"has dimension"),
+    Case("item-key-naming-the-item-bias", _key_leaving_the_bias("--item-key", "item_bias.weight"), EXIT_ERROR,
+         r"item_bias\.weight \[10, 1\] \(named by --item-key\).*beside the user table user_embedding\.weight \[5, 4\]",
+         absent=r"has dimension"),
     Case("recbole-log-of-other-ids", _recbole_like({}, log_rows=6), EXIT_ERROR,
          r"x\.inter holds 5 distinct item ids .* BPR\.pth has 8 rows after its padding row.*--item-ids FILE"),
 ]

@@ -138,11 +138,30 @@ def _pickled_bias_module(flag: str, *gates: str) -> Callable[[Path], Built]:
 def _lightning_lightgcn(d: Path) -> Built:
     """A Lightning checkpoint whose hyper-parameters record LightGCN: its layer-0 tables are
     not what it serves, so a served gate is not measured (it passed on the stored ρ)."""
+    return _lightning(d, {"model": "LightGCN", "n_layers": 3}, False, "served_spearman>0.3")
+
+
+def _lightning(d: Path, hyper: dict[str, object], biased: bool, gate: str) -> Built:
+    """A Lightning checkpoint recording ``hyper`` (``biased``: with an item bias) checked with ``gate``."""
     log(d)
     g = torch.Generator().manual_seed(0)
     state = {"embedding_user.weight": torch.randn(5, 4, generator=g), "embedding_item.weight": torch.randn(10, 4, generator=g)}
-    torch.save({"state_dict": state, "hyper_parameters": {"model": "LightGCN", "n_layers": 3}}, d / "model.ckpt")
-    return Built(check_args("model.ckpt", "--fail-on", "served_spearman>0.3"))
+    if biased:
+        state["item_bias.weight"] = torch.arange(10.0).reshape(10, 1)
+    torch.save({"state_dict": state, "hyper_parameters": hyper}, d / "model.ckpt")
+    return Built(check_args("model.ckpt", "-k", "3", "--fail-on", gate))
+
+
+def _lightning_cosine(biased: bool, gate: str) -> Callable[[Path], Built]:
+    """QA12 Loaders F2: a Lightning checkpoint recording ``use_cosine: True``: its tables
+    stand in (a served gate was evaluated on them), with a bias u·i + b_i does (was as served)."""
+    return lambda d: _lightning(d, {"use_cosine": True, "lr": 0.01}, biased, gate)
+
+
+def _lightning_lightgcn_bias(d: Path) -> Built:
+    """QA12 Loaders F1: the same with an item bias: u·i + b_i stands in (it was "as served"),
+    so a list gate's line says so."""
+    return _lightning(d, {"model": "LightGCN", "n_layers": 3}, True, "arp_dot@3>0")
 
 
 def _mitigate_unreproducible_split(d: Path) -> Built:
@@ -233,6 +252,12 @@ CASES: list[Case] = [
          r'gini_dot@5\.delta>0\.02: not comparable: served_vectors\.source differs \("propagated" vs "tables"\)'),
     Case("log-user-of-row-less-items-only", _users_of_row_less_items, EXIT_OK, None),
     Case("lightning-checkpoint-recording-lightgcn-gate", _lightning_lightgcn, EXIT_ERROR, NOT_MEASURED),
+    Case("lightning-checkpoint-recording-use-cosine-gate", _lightning_cosine(False, "served_spearman>0.3"), EXIT_ERROR,
+         NOT_MEASURED),
+    Case("lightning-checkpoint-recording-use-cosine-with-a-bias-gate", _lightning_cosine(True, "arp_dot@3>0"), EXIT_GATE,
+         None, stderr=r"arp_dot@3>0: [\d.]+ \(TRIPPED\), of the stored tables\s+standing in"),
+    Case("lightning-checkpoint-recording-lightgcn-with-a-bias-gate", _lightning_lightgcn_bias, EXIT_GATE, None,
+         stderr=r"arp_dot@3>0: [\d.]+ \(TRIPPED\), of the stored tables\s+standing in"),
     Case("keras-masked-table-beside-a-short-bias-gate", _keras_masked_table_short_bias, EXIT_ERROR, NOT_MEASURED,
          skip=_no_h5py),
     Case("keras-lambda-layer-gate", _keras_lambda, EXIT_ERROR, NOT_MEASURED, skip=_no_h5py),

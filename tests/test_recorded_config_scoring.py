@@ -1,0 +1,137 @@
+"""Loaders QA12 F1/F2: a checkpoint's recorded config (Lightning's ``hyper_parameters``, a
+``config``/``hparams`` entry) is evidence of how the model scores on every route, with an
+item bias or without, as a pickled module's attributes are. ``model: LightGCN`` with an
+item bias was reported ``as_served`` "u·i + b_i"; ``use_cosine: True`` in
+``hyper_parameters`` was ignored (a ``served_spearman`` gate passed or tripped on the raw
+table), while the same flag in a pickled module made the tables stand in.
+
+Known answer: numpy's ranking of u·i + b_i over the stored tables (training items
+excluded, head = the ⌊10%·n⌋ most frequent items): the figure stands, but as a stand-in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from click.testing import CliRunner
+
+from auditor.cli import cli
+
+N_USERS, N_ITEMS, DIM, K = 40, 60, 8, 10
+
+
+def _data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    g = np.random.default_rng(0)
+    p = 1.0 / np.arange(1, N_ITEMS + 1) ** 1.1
+    p /= p.sum()
+    items = np.concatenate([g.choice(N_ITEMS, size=8, replace=False, p=p) for _ in range(N_USERS)])
+    users = np.repeat(np.arange(N_USERS), 8)
+    freq = np.bincount(items, minlength=N_ITEMS)
+    item_table = (g.normal(size=(N_ITEMS, DIM)) * (0.3 + np.log1p(freq))[:, None]).astype(np.float32)
+    user_table = g.normal(size=(N_USERS, DIM)).astype(np.float32)
+    bias = (8 * (0.2 * np.log1p(freq) + 0.05 * g.normal(size=N_ITEMS))).astype(np.float32)
+    return users, items, freq, user_table, item_table, bias
+
+
+def _head_share(scores: np.ndarray, users: np.ndarray, items: np.ndarray, freq: np.ndarray) -> float:
+    scores = scores.astype(np.float64).copy()
+    scores[users, items] = -np.inf
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :K]
+    head = np.argsort(-freq, kind="stable")[: N_ITEMS // 10]
+    threshold = freq[head].min()
+    return float(np.isin(top, np.flatnonzero(freq >= threshold)).mean())
+
+
+def _checkpoint(tmp_path: Path, hyper: dict[str, Any], biased: bool) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    users, items, freq, u, i, b = _data()
+    state = {"model.user_embedding.weight": torch.from_numpy(u), "model.item_embedding.weight": torch.from_numpy(i)}
+    if biased:
+        state["model.item_bias.weight"] = torch.from_numpy(b)[:, None]
+    path = tmp_path / "model.ckpt"
+    torch.save({"state_dict": state, "hyper_parameters": hyper, "epoch": 3, "global_step": 30,
+                "pytorch-lightning_version": "2.4.0"}, path)
+    log = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"user_id": pa.array(users), "item_id": pa.array(items)}), log)
+    return path, log, {"users": users, "items": items, "freq": freq, "u": u, "i": i, "b": b}
+
+
+def _audit(model: Path, log: Path, *extra: str) -> tuple[int, str, dict[str, Any] | None]:
+    report = model.parent / "r.json"
+    report.unlink(missing_ok=True)
+    result = CliRunner().invoke(cli, ["check", str(model), "--interactions", str(log), "--no-probes", "--bootstrap",
+                                      "0", "-k", str(K), "--json", str(report), *extra], catch_exceptions=False)
+    loaded = json.loads(report.read_text()) if report.exists() else None
+    return result.exit_code, " ".join(result.output.split()), loaded
+
+
+def test_a_recorded_lightgcn_with_an_item_bias_stands_in(tmp_path: Path) -> None:
+    """Was: as_served true, "u·i + b_i", the dot gate line unqualified, no word of LightGCN."""
+    model, log, d = _checkpoint(tmp_path, {"model": "LightGCN", "n_layers": 3}, biased=True)
+    dot_bias = _head_share(d["u"] @ d["i"].T + d["b"], d["users"], d["items"], d["freq"])
+    assert dot_bias > 0.14
+    code, output, report = _audit(model, log, "--fail-on", "head_share_10pct_dot@10>0.14")
+    assert code == 3 and report is not None, output
+    served = report["served_vectors"]
+    assert (served["as_served"], served["source"], served["score"], served["model"]) == (
+        False, "bias", "u·i + b_i", "LightGCN")
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(dot_bias, abs=1e-9)
+    assert report["warnings"][0].startswith(
+        "u·i + b_i (the stored tables with the item bias) stands in for the score of LightGCN: its config records "
+        "LightGCN, which scores with the mean of layers 0..n_layers of light-graph propagation")
+    assert re.search(r"gate head_share_10pct_dot@10>0\.14: [\d.]+ \(TRIPPED\), of the stored tables standing in", output)
+    code, output, _ = _audit(model, log, "--fail-on", "served_spearman>0.5")
+    assert code == 1 and "stand in" in output, output
+
+
+@pytest.mark.parametrize("entry", ["hyper_parameters", "config", "hparams"])
+def test_a_recorded_cosine_flag_makes_the_tables_stand_in(tmp_path: Path, entry: str) -> None:
+    """Was: no served_vectors and no doubt; ``served_spearman>0.5`` evaluated on the raw
+    table (0.8555, tripped). The flag is read as the pickled module's attribute is."""
+    model, log, d = _checkpoint(tmp_path, {"use_cosine": True, "lr": 0.01}, biased=False)
+    if entry != "hyper_parameters":
+        saved = torch.load(model, weights_only=False)
+        saved[entry] = saved.pop("hyper_parameters")
+        torch.save(saved, model)
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    assert report["served_vectors"]["as_served"] is False and report["served_vectors"]["source"] == "tables"
+    assert report["warnings"][0].startswith("the stored tables stand in for the vectors the model in model.ckpt scores: "
+                                            "its config records `use_cosine` = True")
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(
+        _head_share(d["u"] @ d["i"].T, d["users"], d["items"], d["freq"]), abs=1e-9)
+    code, output, _ = _audit(model, log, "--fail-on", "served_spearman>0.5")
+    assert code == 1 and "stored tables stand in" in output, output
+
+
+def test_a_recorded_cosine_flag_beside_an_item_bias_keeps_it(tmp_path: Path) -> None:
+    """Was: as_served true, "u·i + b_i", the dot gate line unqualified. Both readings trip it."""
+    model, log, d = _checkpoint(tmp_path, {"use_cosine": True}, biased=True)
+    unit_u = d["u"] / np.linalg.norm(d["u"], axis=1, keepdims=True)
+    unit_i = d["i"] / np.linalg.norm(d["i"], axis=1, keepdims=True)
+    dot_bias = _head_share(d["u"] @ d["i"].T + d["b"], d["users"], d["items"], d["freq"])
+    assert min(dot_bias, _head_share(unit_u @ unit_i.T + d["b"], d["users"], d["items"], d["freq"])) > 0.14
+    code, output, report = _audit(model, log, "--fail-on", "head_share_10pct_dot@10>0.14")
+    assert code == 3 and report is not None, output
+    served = report["served_vectors"]
+    assert (served["as_served"], served["source"], served["score"]) == (False, "bias", "u·i + b_i")
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(dot_bias, abs=1e-9)
+    assert report["warnings"][0].startswith("u·i + b_i (the stored tables with the item bias) stands in for the score "
+                                            "of the model in model.ckpt: its config records `use_cosine` = True")
+    assert re.search(r"gate head_share_10pct_dot@10>0\.14: [\d.]+ \(TRIPPED\), of the stored tables standing in", output)
+
+
+def test_a_recorded_schedule_flag_changes_nothing(tmp_path: Path) -> None:
+    """``cos_lr_schedule`` names a schedule, not a scoring: u·i + b_i is served."""
+    model, log, _ = _checkpoint(tmp_path, {"cos_lr_schedule": True, "use_cosine": False}, biased=True)
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    assert report["served_vectors"]["as_served"] is True and report["served_vectors"]["score"] == "u·i + b_i"
+    assert not any("stands in" in w or "stand in" in w for w in report["warnings"])
