@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from scipy.stats import spearmanr
 
 from auditor.cli import cli
-from auditor.idmap import spelled_apart, zero_padded
+from auditor.id_spelling import spelled_apart, zero_padded
 
 FAST = ("--no-probes", "--bootstrap", "0", "-q")
 N_ITEMS, N_USERS = 40, 12

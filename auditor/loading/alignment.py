@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditor.errors import AuditError, IdMappingError, setting
-from auditor.idmap import whole_decimals, whole_decimals_fix
+from auditor.id_spelling import whole_decimals, whole_decimals_fix
 from auditor.loading.counting import IdCounts
 from auditor.loading.frequencies import FORMAT as COUNTS_FORMAT
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log

@@ -26,7 +26,8 @@ from auditor.loading.csr import build_csr, take_csr
 from auditor.loading.fingerprint import pairs_fingerprint
 from auditor.loading.history import held_out_without_history, left_out_said
 from auditor.values import RowLookup, ItemRows
-from auditor.idmap import check_assumed_rows, spelled_apart, table_rows
+from auditor.id_spelling import spelled_apart
+from auditor.idmap import check_assumed_rows, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids

@@ -44,7 +44,8 @@ from auditor.loading.history import (
 from auditor.sampling import sample_indices
 from auditor.loading.csr import build_csr, mean_rows
 from auditor.loading.holdout import plain_ids
-from auditor.idmap import table_rows, why_none_match
+from auditor.id_spelling import why_none_match
+from auditor.idmap import table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.log_memo import LogMemo, ids_identity, log_identity, mapping_identity

@@ -22,9 +22,8 @@ from auditor.loading.counting import IdCounts, count_item_ids
 from auditor.loading.blank_rows import first_blank_rows
 from auditor.loading.frequencies import FORMAT as COUNTS_FORMAT, read_frequencies
 from auditor.loading.log_memo import LogMemo, log_identity
-from auditor.idmap import (
-    check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, offset_signals, why_none_match,
-)
+from auditor.id_spelling import why_none_match
+from auditor.idmap import check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, offset_signals
 from auditor.values import ItemRows, LogSpec, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
