@@ -4,8 +4,10 @@ Without a model there is no cosine baseline and no mechanism to test: the questi
 whether the served lists *amplify* popularity, i.e. give the most popular items more of
 the users' slots than those items hold of the training interactions. The top-1% items'
 share of the served top-K slots is compared with their share of the training
-popularity (interactions, or distinct users with ``popularity`` ``users``), at every
-measured K, with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
+popularity (interactions, or distinct users with ``popularity`` ``users``), over every list
+of the file at each K asked, a K past the lists' length at their length
+(``served.head_share_every_list``, :func:`auditor.retrieval.served.graded_shares`: one policy
+with a model or without), with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
 ratio and absolute excess both count). The worst K (highest band, then larger ratio)
 decides and is quoted (``graded_by`` ``served``: the lists graded it, there being no model). The most-popular list's share is quoted beside it as a reference, not
 a ceiling: the served lists are measured as served, so they may hold head items a user

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.config import GroupPolicy
-from auditor.errors import setting
 from auditor.loading.served_lists import ServedLists
 from auditor.loading.csr import own_rows, own_slots
 from auditor.metrics.builtin_measures import LIST_MEASURES
