@@ -309,11 +309,11 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
         in_figures = int((rows >= 0).any(axis=1).sum())
         warnings += short_lists_said(section.short_lists, in_figures, "queried users' served lists (matched to the "
                                      "model's item rows: an item without a row leaves its slot empty)")
+    section.n_graded_apart = int((inputs.served.lists >= 0).any(axis=1).sum()) - in_figures  # diff's population rule
     if inputs.stats is not None and (config.popularity != "users" or inputs.stats.user_counts is not None):
         weights = popularity_of(inputs.stats, config.popularity)
         section.head_share_log = head_share_of_log(weights)
         section.head_share_every_list = graded_shares(inputs.served, weights, config.ks)
-        section.n_graded_apart = int((inputs.served.lists >= 0).any(axis=1).sum()) - in_figures
         apart = (f"their other figures (list measures, overlaps, accuracy, the *_served@K gates) are not measured "
                  f"(retrieval not measured: {inputs.not_measured.get('retrieval') or 'no queries'})"
                  if retrieval is None else "the served scoring is not measured (the queries carry no user identity)"

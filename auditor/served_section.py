@@ -77,8 +77,9 @@ class ServedSection:
     """The served lists' grade, with a model or without (:func:`auditor.retrieval.served.graded_shares`): K -> the
     top-1% share of the top-K slots of every list of the file, each K asked at most the lists' length."""
     n_graded_apart: int = 0
-    """Beside a model: the lists that grade the severity but are in none of the served scoring's per-K figures
-    (users the log lacks, sampled out, not queried; every list where retrieval is not measured)."""
+    """Beside a model: the file's lists in none of the served scoring's per-K figures, which the grade covers
+    (users the log lacks, sampled out, not queried; every list where retrieval is not measured); ``diff``
+    compares served figures only between reports where it agrees (:func:`auditor.protocol.served_lists_measured`)."""
 
 
 UNTRAINED_SERVED = (
