@@ -292,32 +292,50 @@ def _measure_retrieval(
 
 def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig,
             warnings: list[str]) -> ServedSection | None:
-    """The ``served`` section of the file given with a model (None: none), the log's top-1% share it is graded against
-    (and its share over every list: queries sampled, or none), and a warning per K short lists fill less than."""
+    """The ``served`` section of the file given with a model (None: none), the log's top-1% share it is graded against,
+    the grade itself (every list, as lists alone: ``graded_shares``), and a warning per K short lists fill less than."""
     if inputs.served is None:
         return None
     from auditor.retrieval.popularity import popularity_of
-    from auditor.retrieval.served import describe_served, every_list_graded, head_share_of_log, short_lists_beside
-    from auditor.retrieval.served import short_lists_said, unqueried_lists_graded
+    from auditor.retrieval.served import describe_served, graded_apart_said, graded_shares, head_share_of_log
+    from auditor.retrieval.served import short_lists_beside, short_lists_said
 
     missing = int((inputs.served_rows < 0).all(axis=1).sum()) if inputs.served_rows is not None and serving else None
     section = describe_served(inputs.served, missing)
-    if inputs.served_rows is not None and serving is not None and serving.retrieval is not None:
-        section.short_lists = short_lists_beside(
-            inputs.served_rows, [k for k, cut in serving.retrieval.at.items() if "served" in cut.norm_aware])
-        listed = int((inputs.served_rows >= 0).any(axis=1).sum())
-        warnings += short_lists_said(section.short_lists, listed, "queried users' served lists (matched to the model's "
-                                     "item rows: an item without a row leaves its slot empty)")
+    retrieval, rows = (None if serving is None else serving.retrieval), inputs.served_rows
+    in_figures = 0
+    if retrieval is not None and rows is not None:
+        section.short_lists = short_lists_beside(rows, [k for k, cut in retrieval.at.items() if "served" in cut.norm_aware])
+        in_figures = int((rows >= 0).any(axis=1).sum())
+        warnings += short_lists_said(section.short_lists, in_figures, "queried users' served lists (matched to the "
+                                     "model's item rows: an item without a row leaves its slot empty)")
+    section.n_graded_apart = int((inputs.served.lists >= 0).any(axis=1).sum()) - in_figures  # diff's population rule
     if inputs.stats is not None and (config.popularity != "users" or inputs.stats.user_counts is not None):
-        section.head_share_log = head_share_of_log(weights := popularity_of(inputs.stats, config.popularity))
-        if serving is not None and serving.retrieval is not None:  # sampled queries: every list still graded
-            ks = [k for k, cut in serving.retrieval.at.items() if "served" in cut.norm_aware]
-            section.head_share_every_list, notes = every_list_graded(inputs.served, inputs.population, weights, ks)
-        else:  # nobody queried (no population): the lists need no model to be graded (QA "Served N1")
-            section.head_share_every_list, notes = unqueried_lists_graded(
-                inputs.served, inputs.served_log_users, weights, config.ks, inputs.not_measured.get("retrieval"))
-        warnings += notes
+        weights = popularity_of(inputs.stats, config.popularity)
+        section.head_share_log = head_share_of_log(weights)
+        section.head_share_every_list = graded_shares(inputs.served, weights, config.ks)
+        apart = (f"their other figures (list measures, overlaps, accuracy, the *_served@K gates) are not measured "
+                 f"(retrieval not measured: {inputs.not_measured.get('retrieval') or 'no queries'})"
+                 if retrieval is None else "the served scoring is not measured (the queries carry no user identity)"
+                 if rows is None else _apart_why(inputs, section.n_graded_apart, in_figures))
+        warnings += graded_apart_said(inputs.served, section.n_graded_apart, apart)
     return section
+
+
+def _apart_why(inputs: AuditInputs, n_apart: int, in_figures: int) -> str:
+    """Whose lists (``n_apart``) the served scoring's per-K figures, over the ``in_figures`` queried users' lists,
+    leave out: users the log lacks, lists sampled out (``--max-queries``), users the model cannot query."""
+    assert inputs.served is not None
+    unknown = min(inputs.served.n_unknown_users or 0, n_apart)
+    parts = [f"{unknown:,} users the training log lacks"] if unknown else []
+    population = inputs.population
+    if n_apart > unknown and population is not None and population.sampled:
+        parts.append(f"{n_apart - unknown:,} users sampled out (the model's queries were sampled: {population.n_rows:,} "
+                     f"of {population.n_eligible:,} users)")
+    elif n_apart > unknown:
+        parts.append(f"{n_apart - unknown:,} users the model does not query")
+    return (f"the lists of {' and '.join(parts)} are in none of the served scoring's per-K figures (its list measures, "
+            f"overlaps and accuracy beside the model's), which are over the {in_figures:,} queried users' lists")
 
 
 def _assess_conditions(

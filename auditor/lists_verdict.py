@@ -4,8 +4,10 @@ Without a model there is no cosine baseline and no mechanism to test: the questi
 whether the served lists *amplify* popularity, i.e. give the most popular items more of
 the users' slots than those items hold of the training interactions. The top-1% items'
 share of the served top-K slots is compared with their share of the training
-popularity (interactions, or distinct users with ``popularity`` ``users``), at every
-measured K, with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
+popularity (interactions, or distinct users with ``popularity`` ``users``), over every list
+of the file at each K asked, a K past the lists' length at their length
+(``served.head_share_every_list``, :func:`auditor.retrieval.served.graded_shares`: one policy
+with a model or without), with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
 ratio and absolute excess both count). The worst K (highest band, then larger ratio)
 decides and is quoted (``graded_by`` ``served``: the lists graded it, there being no model). The most-popular list's share is quoted beside it as a reference, not
 a ceiling: the served lists are measured as served, so they may hold head items a user
@@ -62,42 +64,24 @@ def share_text(share: float | None) -> str:
     return "n/a" if share is None or not math.isfinite(share) else percent_text(100 * share)
 
 
-def worst_cutoff(section: ServedSection) -> tuple[int, Severity, float | None] | None:
-    """(K, severity, ratio) of the K that decides the severity (None: nothing measured)."""
-    judged = []
-    for k, cut in section.at.items():
-        severity, ratio = amplification(cut.served.get(HEAD), section.head_share_log)
-        judged.append((k, severity, ratio))
-    if not judged:
-        return None
-    return max(judged, key=_worst)
+def graded_worst(section: ServedSection) -> tuple[int, Severity, float | None] | None:
+    """(K, severity, ratio) of the K that decides the served lists' severity, with a model or without
+    (None: nothing graded): the lists-only rule over their grade, every list of the file at each K
+    asked, at most their length (``head_share_every_list``, :func:`auditor.retrieval.served.graded_shares`)."""
+    judged = [(k, *amplification(share, section.head_share_log)) for k, share in section.head_share_every_list.items()]
+    return max(judged, key=_worst) if judged else None
 
 
 def _worst(judged: tuple[int, Severity, float | None]) -> tuple[int, float, int]:
-    """The order of :func:`worst_cutoff`: the highest band, then the larger ratio, then the smaller K."""
+    """The order of :func:`graded_worst`: the highest band, then the larger ratio, then the smaller K."""
     return SEVERITIES.index(judged[1]), -math.inf if judged[2] is None else judged[2], -judged[0]
 
 
 def served_beside_model(sections: MeasuredSections) -> tuple[int, Severity, float | None] | None:
-    """Beside a model: (K, severity, ratio) of the served scoring's worst K by the
-    lists-only rule, at every K the served lists were measured (None: not measured)."""
-    served, retrieval = sections.served, sections.retrieval
-    if served is None or served.head_share_log is None:
-        return None
-    ks = list(served.head_share_every_list) if retrieval is None else [  # unqueried: graded over the log's lists
-        k for k, cut in retrieval.at.items() if "served" in cut.norm_aware]
-    judged = [(k, *amplification(served_share(sections, k), served.head_share_log)) for k in ks]
-    return max(judged, key=_worst) if judged else None
-
-
-def served_share(sections: MeasuredSections, k: int) -> float | None:
-    """The served lists' top-1% share of the top-``k`` slots that grades them beside a model:
-    over every eligible user's list where the model's queries were sampled
-    (``head_share_every_list``), else the served scoring's (the queried users')."""
-    served, retrieval = sections.served, sections.retrieval
-    if served is not None and k in served.head_share_every_list:
-        return served.head_share_every_list[k]
-    return None if retrieval is None else retrieval.at[k].norm_aware["served"].get(HEAD)
+    """Beside a model: (K, severity, ratio) of the served lists' worst K, graded as lists alone
+    (:func:`graded_worst`; None: not graded, e.g. no training log)."""
+    served = sections.served
+    return None if served is None or served.head_share_log is None else graded_worst(served)
 
 
 def _unit(sections: MeasuredSections) -> str:
@@ -107,13 +91,13 @@ def _unit(sections: MeasuredSections) -> str:
 def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
     """The verdict of a lists-only audit (module docstring)."""
     section = sections.served
-    worst = None if section is None else worst_cutoff(section)
-    if section is None or worst is None:
+    worst = None if section is None else graded_worst(section)
+    if section is None or worst is None or worst[0] not in section.at:
         return Verdict(False, "none", "Served lists not measured.", rule=LISTS_SEVERITY_RULE, assessed=False,
                        graded_by="served")
     k, severity, ratio = worst
     cut = section.at[k]
-    share, log_text, times = amplification_figures(cut.served.get(HEAD), section.head_share_log, ratio)
+    share, log_text, times = amplification_figures(section.head_share_every_list[k], section.head_share_log, ratio)
     summary = (
         f"The served lists give the top-1% most popular items {share} of their top-{k} slots, against "
         f"{log_text} of the training {_unit(sections)}{times} (the most-popular list: {share_text(cut.popular.get(HEAD))})."
@@ -138,7 +122,8 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
 SERVED_BESIDE_MODEL_RULE = (
     "; with served lists beside the model (recommendations), severity is the worse of that and the served lists' "
     "amplification by the lists-only rule (the top-1% items' share of the served top-K slots vs their share of the "
-    "training popularity, at the worst K the lists were measured), and graded_by names which one graded it "
+    "training popularity, over every list of the file at the worst K asked, a K past their length at their length, "
+    "as lists alone grade them), and graded_by names which one graded it "
     "(docs/served-lists.md, \"Beside a model\")"
 )
 
@@ -152,10 +137,13 @@ def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
     k, severity, ratio = worst
     assert sections.served is not None
     retrieval = sections.retrieval
-    share, log_text, times = amplification_figures(served_share(sections, k), sections.served.head_share_log, ratio)
-    popular = "" if retrieval is None else f" (the most-popular list: {share_text(retrieval.at[k].popular.get(HEAD))})"
+    served = sections.served
+    share, log_text, times = amplification_figures(served.head_share_every_list[k], served.head_share_log, ratio)
+    popular = [f"the most-popular list: {share_text(retrieval.at[k].popular.get(HEAD))}"] if (
+        retrieval is not None and k in retrieval.at) else []
+    scope = "; ".join(popular + _grade_scope(served, k, k in sections.settings.get("ks", ()), retrieval is not None))
     figures = (f"the served lists give the top-1% most popular items {share} of their top-{k} slots, against "
-               f"{log_text} of the training {_unit(sections)}{times}{popular}")
+               f"{log_text} of the training {_unit(sections)}{times}{f' ({scope})' if scope else ''}")
     rule = verdict.rule + SERVED_BESIDE_MODEL_RULE
     if SEVERITIES.index(severity) <= SEVERITIES.index(verdict.severity):
         graded = "they amplify popularity" if severity != "none" else "they do not amplify popularity beyond the log"
@@ -171,3 +159,15 @@ def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
                    recommendations=[advice, *verdict.recommendations], rule=rule, assessed=True, gate=SEVERITY_GATE,
                    graded_by="served", served_k=k,
                    quoted_k=k if verdict.quoted_k is None else verdict.quoted_k)  # the model graded no K: theirs is quoted
+
+
+def _grade_scope(served: ServedSection, k: int, asked: bool, retrieved: bool) -> list[str]:
+    """Where the grade covers more than the served scoring's per-K figures (``retrieved``: measured at
+    all): how many lists, and the lists' length standing for the K asked (the verdict's reason says so)."""
+    parts = []
+    if served.n_graded_apart:
+        apart = f", {served.n_graded_apart:,} of them in none of the served scoring's per-K figures" if retrieved else ""
+        parts.append(f"graded over all {served.n_users:,} lists of the file{apart}")
+    if not asked:
+        parts.append(f"at K={k}, their length, which no K asked fits")
+    return parts

@@ -13,7 +13,8 @@ sets stay the log's. ``seen_items`` is the one record of it.
 Which figures two audits can compare is one rule (:data:`POPULATION_KEYS`,
 :func:`of_model_lists`, :func:`population_apart`): the figures of the model's own lists
 are comparable only between audits whose ``retrieval.population`` has the same ``source``
-and ``seen_items``. ``diff`` flags them (docs/diff.md, "Comparability"), and the ``batch``
+and ``seen_items``; the figures of the served lists given (:func:`of_served_lists`) only
+between audits whose served figures cover the same lists (:func:`served_lists_measured`). ``diff`` flags them (docs/diff.md, "Comparability"), and the ``batch``
 summary marks a change or a trend between rows measured differently as not comparable
 (docs/report.md, "Batch summary"), where each row's population is also a column.
 """
@@ -110,7 +111,43 @@ def population_apart(populations: Iterable[Mapping[str, Any] | None]) -> str | N
     return "; ".join(reasons) or None
 
 
+SERVED_LISTS_APART = "served.n_graded_apart"
+"""Which lists of the served file a report's served-scoring figures cover (:func:`served_lists_measured`)."""
+
+
+def of_served_lists(entry: FlatEntry) -> bool:
+    """A figure of the served lists given to popaudit (the ``served`` scoring's list measures
+    and accuracy, its overlaps with the other lists): what another list population makes incomparable."""
+    return entry.section in ("retrieval", "accuracy") and (
+        entry.scoring == "served" or entry.measure.startswith("overlap_served_"))
+
+
+def served_lists_measured(report: Any) -> str | None:
+    """The population of a report's served-scoring figures, the served lists' counterpart of
+    :func:`report_population`: ``"every list of the file"`` (lists alone, or a model that queries
+    every listed user), else how many lists its queried users leave out (``served.n_graded_apart``:
+    users the log lacks, sampled out, not queried) and the query sample that drew them. Two reports'
+    served figures compare only where these agree (QA "Served F3": the same file alone and beside a
+    model that queries 30 of its 75 users moved 12.0% to 0.0% "less bias"). None: not recorded
+    (no served lists, an older report), which agrees with any."""
+    served = report.get("served") if isinstance(report, Mapping) else None
+    apart = served.get("n_graded_apart") if isinstance(served, Mapping) else None
+    if apart is None:
+        return None
+    if not isinstance(apart, int) or isinstance(apart, bool) or apart < 0:  # not popaudit's: agrees with no count
+        return f"not a count of lists ({json.dumps(apart, ensure_ascii=False, default=str)[:40]})"
+    if apart == 0:
+        return "every list of the file"
+    n_users = served.get("n_users") if isinstance(served, Mapping) else None
+    retrieval = report.get("retrieval")
+    population = retrieval.get("population") if isinstance(retrieval, Mapping) else None
+    sampled = "" if not isinstance(population, Mapping) or population.get("sampled") is not True else (
+        f", queries sampled: {population.get('n_queries')} with seed {population.get('seed')}")
+    return f"{apart} of the {n_users} lists left out (users not queried{sampled})"
+
+
 __all__ = [
-    "POPULATION", "POPULATION_KEYS", "UNKNOWN", "of_model_lists", "other_protocol", "population_apart",
-    "protocol_clause", "protocol_lead", "report_population",
+    "POPULATION", "POPULATION_KEYS", "SERVED_LISTS_APART", "UNKNOWN", "of_model_lists", "of_served_lists",
+    "other_protocol", "population_apart", "protocol_clause", "protocol_lead", "report_population",
+    "served_lists_measured",
 ]

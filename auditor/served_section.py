@@ -74,7 +74,12 @@ class ServedSection:
     """Share of the served slots naming items the training log never saw (None: no log given);
     lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""
     head_share_every_list: dict[int, float | None] = field(default_factory=dict)
-    """Beside a model whose queries were sampled or that queries nobody: K -> the top-1% share of every list, graded."""
+    """The served lists' grade, with a model or without (:func:`auditor.retrieval.served.graded_shares`): K -> the
+    top-1% share of the top-K slots of every list of the file, each K asked at most the lists' length."""
+    n_graded_apart: int = 0
+    """Beside a model: the file's lists in none of the served scoring's per-K figures, which the grade covers
+    (users the log lacks, sampled out, not queried; every list where retrieval is not measured); ``diff``
+    compares served figures only between reports where it agrees (:func:`auditor.protocol.served_lists_measured`)."""
 
 
 UNTRAINED_SERVED = (

@@ -149,7 +149,7 @@ def test_served_lists_beside_keep_recboles_population(tmp_path: Path) -> None:
     note = next(w for w in result.warnings if "have a list in" in w)
     assert note.startswith("1 of the 2 held-out users with no training interaction in RecBole's split have a list")
     assert "the other 1 have none there, so they count as misses for the served scoring" in note
-    assert f"1 of the 2 users in {recs} do not appear in the training log: their lists are in no exposure figure" in (
+    assert f"1 of the 2 users in {recs} do not appear in the training log: their lists are in no per-K exposure figure" in (
         "\n".join(result.warnings))  # not "not measured": u5's list is scored for accuracy
     assert result.retrieval is not None and result.retrieval.n_queries == 4  # exposure: the trained users alone
 

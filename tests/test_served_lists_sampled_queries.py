@@ -1,8 +1,8 @@
 """Served lists beside a model whose queries are sampled (``--max-queries``, QA "Served F2"):
 the lists are a record of what was served, so they are graded over every eligible user's
 list, not the sample's (``served.head_share_every_list``, auditor/retrieval/served.py
-``every_list_graded``), with a warning that counts the lists sampled out of their other
-figures. Their severity is the same whatever ``--seed`` draws, and the same as alone."""
+``graded_shares``, every list of the file as lists alone), with a warning that counts the lists
+sampled out of their other figures. Their severity is the same whatever ``--seed`` draws, and the same as alone."""
 
 from __future__ import annotations
 
@@ -51,19 +51,21 @@ def test_the_served_lists_grade_over_every_list_whatever_the_sample(
     assert (verdict["severity"], verdict["graded_by"], code) == ("moderate", "served", 3)  # type: ignore[index]
     assert f"top-1% most popular items {100 * served:.1f}% of their top-{K} slots" in verdict["summary"]  # type: ignore[index]
     warned = [w for w in report["warnings"] if "sampled" in w]  # type: ignore[attr-defined]
-    assert warned == [f"the model's queries were sampled ({SAMPLE} of {N_USERS} users): the served lists of recs.csv "
-                      f"are graded over the lists of all {N_USERS} of those users who have one, so their severity does "
-                      "not move with the sample; their other figures (the served scoring's list measures, overlaps and "
-                      f"accuracy beside the model's) are of the {SAMPLE} sampled users with a list, {N_USERS - SAMPLE} "
-                      "lists sampled out"]
+    assert warned == [f"the severity grades the served lists of recs.csv by the lists-only rule over all {N_USERS} "
+                      "lists, as lists alone do (served.head_share_every_list); the lists of "
+                      f"{N_USERS - SAMPLE} users sampled out (the model's queries were sampled: {SAMPLE} of {N_USERS} "
+                      "users) are in none of the served scoring's per-K figures (its list measures, overlaps and "
+                      f"accuracy beside the model's), which are over the {SAMPLE} queried users' lists: adding the "
+                      "model never drops a list from the grade"]
 
 
-def test_without_sampling_nothing_changes(files: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_sampling_the_grade_is_the_served_scorings_figure(files: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(files[0])
     result = CliRunner().invoke(cli, ["check", "model.pt", "--recommendations", "recs.csv", "--interactions",
                                       "train.csv", "-k", str(K), "--no-probes", "-q", "--json", "r.json"])
     report = json.loads(Path("r.json").read_text())
-    assert result.exit_code == 0 and report["served"]["head_share_every_list"] == {}, result.output
+    assert result.exit_code == 0 and report["served"]["head_share_every_list"] == {str(K): pytest.approx(files[1])}
+    assert report["served"]["n_graded_apart"] == 0 and not [w for w in report["warnings"] if "grades the" in w]
     assert report["retrieval"]["at"][str(K)]["served"]["head_share_1pct"] == pytest.approx(files[1])
 
 
@@ -82,10 +84,10 @@ def test_the_warning_counts_sampled_users_with_a_zero_vector(
         _, report = _check("model.pt", "--seed", seed)
         zero = [w for w in report["warnings"] if "query vectors are zero" in w]  # type: ignore[attr-defined]
         drawn_zero += len(zero)
-        sampled = [w for w in report["warnings"] if "sampled (" in w]  # type: ignore[attr-defined]
-        assert len(sampled) == 1 and f"sampled ({SAMPLE} of {N_USERS} users)" in sampled[0], sampled
-        assert sampled[0].endswith(f"are of the {SAMPLE} sampled users with a list, {N_USERS - SAMPLE} lists sampled "
-                                   "out"), sampled[0]
+        sampled = [w for w in report["warnings"] if "sampled:" in w]  # type: ignore[attr-defined]
+        assert len(sampled) == 1 and f"sampled: {SAMPLE} of {N_USERS} users)" in sampled[0], sampled
+        assert sampled[0].endswith(f"over the {SAMPLE} queried users' lists: adding the model never drops a list "
+                                   "from the grade"), sampled[0]
         share = report["retrieval"]["at"][str(K)]["served"]["head_share_1pct"]  # type: ignore[index]
         assert share * SAMPLE * K == pytest.approx(round(share * SAMPLE * K))  # whole slots of all SAMPLE lists
     assert drawn_zero  # some sample held zero-vector users

@@ -18,7 +18,8 @@ from auditor.diff.rules import (accuracy_flags, catalogue_flags, comparable_note
                                 sample_flags)
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry
-from auditor.protocol import POPULATION, POPULATION_KEYS, of_model_lists, report_population
+from auditor.protocol import POPULATION, POPULATION_KEYS, SERVED_LISTS_APART, of_model_lists, of_served_lists
+from auditor.protocol import report_population, served_lists_measured
 
 GROUP_MEASURES = ("gap_delta_*", "miscalibration*", "ndcg_niche", "ndcg_diverse", "ndcg_blockbuster", "pop_rsp",
                   "pop_reo", "aclt")  # fmt: skip
@@ -76,6 +77,10 @@ def comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag]
         for key in POPULATION_KEYS:
             differs(f"{POPULATION}.{key}", pb[key], pn[key], of_model_lists,
                     "figures of the model's own lists are not compared: they serve other queries or candidates")
+        lb, ln = served_lists_measured(base), served_lists_measured(new)  # the served lists' population
+        if lb is not None and ln is not None:
+            differs(SERVED_LISTS_APART, lb, ln, of_served_lists, "figures of the served lists are not compared: they "
+                    "are over other users' lists (beside a model, the served scoring's are the queried users')")
         index_flags(rb, rn, differs)
         sample_flags(rb, rn, differs)
         db, dn = rb.get("definitions") or {}, rn.get("definitions") or {}

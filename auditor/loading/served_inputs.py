@@ -93,6 +93,13 @@ def served_for_model(
     notes = list(served.warnings)
     if evaluates_untrained:  # RecBole's test users who never trained: their lists are scored for accuracy
         notes = [note.replace(NOT_MEASURED, NOT_QUERIED) for note in notes]
+    above = sorted(k for k in set(config.ks) if k > served.k)
+    if above:  # as lists alone: a K the lists cannot fill is not measured, so a gate there cannot pass unseen
+        notes.append(
+            f"the served lists of {served.source} hold at most {served.k:,} items: the served scoring is not measured "
+            f"at K={', '.join(map(str, above))} ({setting('ks')} {served.k} measures them at their length); the "
+            f"severity grades them at K={served.k}, their length, as lists alone do"
+        )
     if population is None:  # no retrieval: the lists are described, not measured
         return served, None, notes
     if (row_ids := population.row_ids) is None:
@@ -106,12 +113,6 @@ def served_for_model(
                                untrained_scored=evaluates_untrained)
     if missing:
         notes.append(_no_list_note(missing, population, served, rows))
-    above = sorted(k for k in set(config.ks) if k > served.k)
-    if above:  # as lists alone: a K the lists cannot fill is not measured, so a gate there cannot pass unseen
-        notes.append(
-            f"the served lists of {served.source} hold at most {served.k:,} items: the served scoring is not measured "
-            f"at K={', '.join(map(str, above))} ({setting('ks')} {served.k} measures them at their length)"
-        )
     return served, rows, notes
 
 
@@ -143,7 +144,8 @@ def catalogue_note(served: ServedLists, frequencies: np.ndarray, model: object) 
 
 
 NOT_QUERIED = (
-    "are in no exposure figure (the model's lists are lined up with the users it queries, the log's); those of "
+    "are in no per-K exposure figure (the model's lists are lined up with the users it queries, the log's) but grade "
+    "the severity, as lists alone grade them; those of "
     "RecBole's test users with no training interaction, if any, are scored for accuracy (a warning counts them)"
 )
 """What :data:`~auditor.loading.served_lists.NOT_MEASURED` says on RecBole's route
@@ -188,7 +190,7 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
         if k > longest:
             warnings.append(f"cut-off K={k} exceeds the longest served list ({longest:,} items in "
                             f"{served.source}); measured at K={longest}")
-    ks = tuple(sorted({min(k, longest) for k in config.ks}))
+    ks = served.cutoffs(config.ks)  # the one K policy of the lists' grade, with a model or without
     row_ids = served.user_ids
     heldout = None
     if config.holdout_log is not None:

@@ -46,6 +46,7 @@ Memory: the rows' codes and keys (about 24 bytes a row) and the matrix.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -111,6 +112,11 @@ class ServedLists:
     def k(self) -> int:
         """Slots per list: the longest list (or ``max_k``)."""
         return int(self.lists.shape[1])
+
+    def cutoffs(self, ks: Iterable[int]) -> tuple[int, ...]:
+        """The cut-offs the lists are graded at, with a model or without: each of ``ks``, a K
+        past their length at their length (so lists shorter than every K asked are graded too)."""
+        return tuple(sorted({min(int(k), self.k) for k in ks}))
 
     @property
     def description(self) -> str:
@@ -296,7 +302,8 @@ def _no_item_has_a_row(log: Log, items: ItemRows, n: int) -> IdMappingError:
     )
 
 
-NOT_MEASURED = "are not measured (the model's lists are lined up with the users it queries, the log's)"
+NOT_MEASURED = ("are in none of the served scoring's per-K figures (the model's lists are lined up with the users it "
+                "queries, the log's) but grade the severity, as lists alone grade them")
 """Beside a model, the lists of users absent from the training log (RecBole's route:
 :data:`auditor.loading.served_inputs.NOT_QUERIED` instead)."""
 

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from auditor.config import GroupPolicy
-from auditor.loading.served_lists import ServedLists, lists_for
+from auditor.loading.served_lists import ServedLists
 from auditor.loading.csr import own_rows, own_slots
 from auditor.metrics.builtin_measures import LIST_MEASURES
 from auditor.metrics.exposure import overlap
 from auditor.metrics.user_measures import group_definitions, tied_groups_warning
 from auditor.metrics.list_measures import ExposureMeasures
 from auditor.metrics.popularity_sets import head_mask
-from auditor.model import ItemStats, QueryPopulation
+from auditor.model import ItemStats
 from auditor.plugin_api import Slots
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.popularity import popularity_of
@@ -174,29 +174,25 @@ def head_share_of_log(popularity: np.ndarray) -> float | None:
     return float(popularity[head_mask(popularity, HEAD_PERCENT)].sum()) / total
 
 
-def every_list_graded(
-    served: ServedLists, population: QueryPopulation | None, popularity: np.ndarray, ks: Sequence[int],
-) -> tuple[dict[int, float | None], list[str]]:
-    """Beside a model whose queries were sampled (``--max-queries``): K -> the top-1% items'
-    share of the served top-K slots (head slots / filled slots, as ``head_share_1pct``) over
-    the list of every user the model could query, sampled or not, and the warning saying so.
-    The served lists are a record of what was served, not the model's to sample: their grade
-    must not move with ``--seed`` (QA "Served F2"). Empty, with no warning, when not sampled."""
-    if population is None or not population.sampled or population.eligible_ids is None or not ks:
-        return {}, []
-    rows, missing = lists_for(served, population.eligible_ids)
-    shares = head_shares(rows, popularity, ks)
-    listed = len(rows) - missing
-    # The sampled users' lists are every row's, a zero-vector user's too (served as a row): QA "Served N2".
-    sampled = population.row_ids
-    queried = 0 if sampled is None else len(sampled) - lists_for(served, sampled)[1]
-    return shares, [
-        f"the model's queries were sampled ({population.n_rows:,} of {population.n_eligible:,} users): the served "
-        f"lists of {served.source} are graded over the lists of all {listed:,} of those users who have one, so their "
-        f"severity does not move with the sample; their other figures (the served scoring's list measures, overlaps "
-        f"and accuracy beside the model's) are of the {queried:,} sampled users with a list, {listed - queried:,} "
-        "lists sampled out"
-    ]
+def graded_shares(served: ServedLists, popularity: np.ndarray, ks: Sequence[int]) -> dict[int, float | None]:
+    """The served lists' grade, one policy with a model or without (docs/served-lists.md, "Severity"):
+    K -> the top-1% items' share of the filled top-K slots (as ``head_share_1pct``) over every list
+    of the file, at each of ``ks`` at most the lists' length (:meth:`ServedLists.cutoffs`). The
+    lists are a record of what was served: grading them needs only their slots and the log's
+    popularity, nothing of the model, so adding MODEL never drops a list (a user the log lacks,
+    one sampled out or not queried) or a K from the severity (QA "Served F1", "Served F2")."""
+    return head_shares(served.lists, popularity, served.cutoffs(ks))
+
+
+def graded_apart_said(served: ServedLists, n_apart: int, apart: str) -> list[str]:
+    """Beside a model: the warning saying that the grade covers ``n_apart`` lists the served
+    scoring's per-K figures do not (``apart``: why). Empty when none (a K past the lists' length
+    graded at their length is said where the served scoring is not measured there)."""
+    if not n_apart:
+        return []
+    return [f"the severity grades the served lists of {served.source} by the lists-only rule over all "
+            f"{served.n_users:,} lists, as lists alone do (served.head_share_every_list); {apart}: adding the model "
+            "never drops a list from the grade"]
 
 
 def head_shares(rows: np.ndarray, popularity: np.ndarray, ks: Sequence[int]) -> dict[int, float | None]:
@@ -208,27 +204,6 @@ def head_shares(rows: np.ndarray, popularity: np.ndarray, ks: Sequence[int]) -> 
         filled = rows[:, :k][rows[:, :k] >= 0]
         shares[int(k)] = float(head[filled].sum() / filled.size) if filled.size else None
     return shares
-
-
-def unqueried_lists_graded(
-    served: ServedLists, log_users: np.ndarray | None, popularity: np.ndarray, ks: Sequence[int], why: str | None,
-) -> tuple[dict[int, float | None], list[str]]:
-    """Beside a model that queries nobody (``why`` retrieval was not measured, e.g. ``--no-retrieval``):
-    K -> the served lists' top-1% share of the top-K slots over the lists of the training log's
-    users ``log_users`` (every list where the log names none), at each of ``ks`` the lists fill, and
-    the warning saying so. Grading them needs nothing of the model, so adding MODEL never drops
-    them from the severity (QA "Served N1")."""
-    rows = served.lists if log_users is None else lists_for(served, np.asarray(log_users))[0]
-    listed = int((rows >= 0).any(axis=1).sum())
-    measured = sorted({int(k) for k in ks if k <= served.k})
-    whose = "of every user in it" if log_users is None else "of the training log's users"
-    above = sorted({int(k) for k in ks if k > served.k})
-    unfilled = f"; not at K={', '.join(map(str, above))}, above their length {served.k:,}" if above else ""
-    return head_shares(rows, popularity, measured), [
-        f"retrieval not measured ({why or 'no queries'}): the served lists of {served.source} are graded all the same ({listed:,} lists {whose}, by the "
-        f"lists-only rule{unfilled}), so they count in the severity as without the model; their other figures "
-        "(list measures, overlaps, accuracy) are not measured"
-    ]
 
 
 def measure_served(
@@ -292,6 +267,7 @@ def measure_served(
             exposure["served"][k], exposure["popular"][k] = mine.counts, theirs.counts
             advance(1)
     section.head_share_log = head_share_of_log(weights)
+    section.head_share_every_list = graded_shares(served, weights, ks)  # the grade, as beside a model
     section.list_measures = measures.info
     section.definitions = {m.name: m.definition for m in list_measures}
     section.definitions.update(

@@ -41,6 +41,12 @@ def resampled(seed: int, low: float) -> str:
     return report(frequency_norm=norm, settings={"seed": seed, "bootstrap": 1000})
 
 
+def served_over(apart: Any, share: float) -> str:
+    """A report of served lists whose served figures leave out ``apart`` of its 75 lists (0: every list)."""
+    retrieval = {"at": {"5": {"served": {"head_share_1pct": share}}}, "popularity": "interactions", "population": None}
+    return report(retrieval=retrieval, served={"n_users": 75, "n_graded_apart": apart})
+
+
 def pair(new: str | bytes, *extra: str, base: str | bytes | None = None, outputs: tuple[str, ...] = ()) -> Any:
     def build(d: Path) -> Built:
         write(d, "base.json", report() if base is None else base)
@@ -269,6 +275,15 @@ CASES = [
     Case("fingerprint-not-hex", pair(held_out("x", 0.3)), EXIT_ERROR,
          r"new\.json: accuracy\.holdout_fingerprint is \"sha256:x+\.\.\., not sha256: and 64 hex"),
     # QA9 diff N1: spearman's interval bounds of another --seed read "less bias", and a gate on them tripped (exit 3).
+    # The same served lists alone (every list) and beside a model (the queried users' only): not compared (Served F3).
+    Case("served-figures-over-other-lists", pair(served_over(45, 0.0), "--fail-on", "head_share_1pct_served@5.delta<0",
+                                                  base=served_over(0, 0.12)), EXIT_ERROR,
+         r"cannot evaluate --fail-on head_share_1pct_served@5\.delta<0: not comparable: served\.n_graded_apart differs "
+         r"\(\"every list of the file\" vs \"45 of the 75 lists left out \(users not queried\)\"\)"),
+    Case("served-lists-left-out-not-a-count", pair(served_over("many", 0.0), "--fail-on",
+                                                    "head_share_1pct_served@5.delta<0", base=served_over(0, 0.12)),
+         EXIT_ERROR, r"not comparable: served\.n_graded_apart differs \(\"every list of the file\" vs \"not a count of "
+         r"lists \(\\\"many\\\"\)\"\)"),
     Case("ci-bound-of-another-seed", pair(resampled(1, 0.39), "--fail-on", "spearman_ci_lo.delta<0",
                                           base=resampled(0, 0.40)), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman_ci_lo\.delta<0: not comparable: settings\.seed differs \(0 vs 1\)",

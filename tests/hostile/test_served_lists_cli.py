@@ -108,11 +108,33 @@ def _partly_served(work: Path, outcome: Outcome) -> None:
 
 
 def _stranger_not_measured(work: Path, outcome: Outcome) -> None:
-    """Beside a model only the queried users' lists are measured: a list of a user the log
-    lacks is said not to be (lists alone measure it all the same)."""
+    """Beside a model only the queried users' lists are in the served scoring's figures: a list of a
+    user the log lacks is said not to be, but grades the severity, as lists alone grade it (Served F1)."""
     report = json.loads((work / "r.json").read_text())
-    assert "1 of the 3 users in recs.csv do not appear in the training log: their lists are not measured (the model's " \
-           "lists are lined up with the users it queries, the log's)" in report["warnings"]
+    assert "1 of the 3 users in recs.csv do not appear in the training log: their lists are in none of the served " \
+           "scoring's per-K figures (the model's lists are lined up with the users it queries, the log's) but grade " \
+           "the severity, as lists alone grade them" in report["warnings"]
+    assert report["served"]["n_graded_apart"] == 1, report["served"]
+
+
+def _newcomers_graded(work: Path, outcome: Outcome) -> None:
+    """Users the log lacks served the head item: their lists grade the severity beside a model, as alone
+    (10 head slots of 33, 30.3% vs 10 of 55 interactions, 18.2%: moderate); old: user 0's 0 of 3, none."""
+    report = json.loads((work / "r.json").read_text())
+    assert report["served"]["head_share_every_list"] == {"3": pytest.approx(10 / 33)}, report["served"]
+    assert (report["served"]["n_graded_apart"], report["verdict"]["graded_by"]) == (10, "served"), report["verdict"]
+    assert "graded over all 11 lists of the file, 10 of them in none of the served scoring's per-K figures" in \
+        report["verdict"]["summary"]
+
+
+def _short_lists_graded(work: Path, outcome: Outcome) -> None:
+    """Two-item lists audited at -k 3 beside a model: graded at K=2, their length, as alone (5 head slots
+    of 10 vs 18.2%: high); old: no K graded, severity the model's."""
+    report = json.loads((work / "r.json").read_text())
+    assert report["served"]["head_share_every_list"] == {"2": pytest.approx(0.5)}, report["served"]
+    assert report["verdict"]["severity"] == "high" and "at K=2, their length, which no K asked fits" in \
+        report["verdict"]["summary"]
+    assert any("the severity grades them at K=2, their length, as lists alone do" in w for w in report["warnings"])
 
 
 def _users_unmatched(work: Path, outcome: Outcome) -> None:
@@ -187,16 +209,17 @@ def _every_list(work: Path, outcome: Outcome) -> None:
     """--max-queries 1 beside a model: both lists still graded (Served F2), the sample said."""
     report = json.loads((work / "r.json").read_text())
     assert set(report["served"]["head_share_every_list"]) == {"3"}, report["served"]
-    assert any(w.startswith("the model's queries were sampled (1 of ") and "graded over the lists of all" in w
-               for w in report["warnings"]), report["warnings"]
+    assert any(w.startswith("the severity grades the served lists of recs.csv by the lists-only rule over all 2 lists")
+               and "the model's queries were sampled: 1 of " in w for w in report["warnings"]), report["warnings"]
 
 
 def _unqueried(work: Path, outcome: Outcome) -> None:
-    """--no-retrieval beside a model: the lists still graded, over the log's users' lists (Served N1), and said."""
+    """--no-retrieval beside a model: the lists still graded, every list of the file (Served N1, F1), and said."""
     report = json.loads((work / "r.json").read_text())
     assert set(report["served"]["head_share_every_list"]) == {"3"}, report["served"]
-    assert any(w.startswith("retrieval not measured (skipped with --no-retrieval): the served lists of recs.csv are "
-                            "graded all the same") for w in report["warnings"]), report["warnings"]
+    assert any(w.startswith("the severity grades the served lists of recs.csv by the lists-only rule over all 2 lists")
+               and "retrieval not measured: skipped with --no-retrieval" in w for w in report["warnings"]), \
+        report["warnings"]
 
 
 def _newcomer_holdout(d: Path) -> None:
@@ -222,6 +245,17 @@ OWN_CASES = [
     # --max-queries beside a model samples the model's queries, not the served lists' grade (Served F2).
     Case("cli-recs-beside-model-sampled-queries", _recs("-k", "3", "--max-queries", "1", "--json", "r.json", model=True,
                                                          outputs=("r.json",), check=_every_list), EXIT_OK, None),
+    # Lists of users the log lacks (cold-start fallbacks) grade the severity beside a model, as alone (Served F1).
+    Case("cli-recs-beside-model-newcomers-trip-the-gate",
+         _recs("-k", "3", "--json", "r.json", "--fail-on", "severity_level>=2", model=True,
+               content="user_id,item_id,rank\n0,0,1\n0,1,2\n0,2,3\n" + "".join(
+                   f"{u},9,1\n{u},8,2\n{u},7,3\n" for u in range(70, 80)),
+               outputs=("r.json",), check=_newcomers_graded), EXIT_GATE, None),
+    # Lists shorter than every -k grade the severity at their length beside a model, as alone (Served F2).
+    Case("cli-recs-beside-model-lists-shorter-than-every-k",
+         _recs("-k", "3", "--json", "r.json", "--fail-on", "severity_level>=3", model=True,
+               content="user_id,item_id,rank\n" + "".join(f"{u},9,1\n{u},0,2\n" for u in range(5)),
+               outputs=("r.json",), check=_short_lists_graded), EXIT_GATE, None),
     # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
     Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
