@@ -48,6 +48,29 @@ class NormPrecision(NamedTuple):
         return float(2.0 * max(np.sqrt(max(self.dim, 1)) * summed_in, eps))
 
     @property
+    def subnormal_step(self) -> float:
+        """The dtype's smallest subnormal, the fixed step its entries are rounded to below its
+        smallest normal (float32: 2⁻¹⁴⁹, bfloat16: 2⁻¹³³, float16: 2⁻²⁴); 0 for a non-float table."""
+        if self.dtype == "bfloat16":
+            return 2.0**-133
+        kind = np.dtype(self.dtype)
+        return float(np.finfo(kind).smallest_subnormal) if np.issubdtype(kind, np.floating) else 0.0
+
+    def spread(self, largest: float) -> float:
+        """The spread (max − min) that rounding alone can make of norms up to ``largest``:
+        :attr:`tolerance` of it, or 2·sqrt(dim) subnormal steps where that is more.
+
+        Why: an entry below the dtype's smallest normal is rounded to half a fixed step
+        (:attr:`subnormal_step`), not half an ulp of itself, so a table held in subnormals
+        carries more relative rounding than :attr:`tolerance` allows (float32 unit rows
+        times 2⁻¹³⁰: 3e-6 of the norm at 16 dims, against 9.5e-7). A row's norm moves by at
+        most sqrt(dim) half-steps (Cauchy–Schwarz), two rows err in opposite directions, and
+        twice that if the scaling ran in the dtype: measured on unit rows times 2⁻¹³⁰ to 2⁻¹⁴⁵,
+        at most 2.2 steps at 2 to 1,024 dims (2.8 allowed at 2, 8 at 16).
+        So a unit-norm table has no ρ at any power-of-two scale, as at scale 1."""
+        return max(self.tolerance * largest, 2.0 * float(np.sqrt(max(self.dim, 1))) * self.subnormal_step)
+
+    @property
     def summed(self) -> float:
         """The share of :attr:`tolerance` the norm's own summation makes (2·sqrt(dim) float32
         epsilons at most): norms closer than that are never told apart, whatever the spread."""
@@ -72,12 +95,15 @@ PLATEAU_MIN_ROWS = 3
 PLATEAU_CONTRAST = 4
 """How many times the rows within rounding on either side of it a plateau's run must hold
 (:func:`plateau_ties`): one norm stands out of its neighbourhood, a dense stretch does not."""
+TOLD_APART_CHANCE = 1e-4
+"""How seldom a plateau of rounding noise alone may be split by :func:`_told_apart` (the chance
+that the next of its rows falls beyond the gap it must exceed, :func:`apart_factor`)."""
 
 
 def plateau_ties(norms: np.ndarray, precision: NormPrecision | None) -> np.ndarray:
     """``norms`` with each plateau set to its smallest norm, for the rank statistics: a run of
     norms (in sorted order) spanning no more than the table's rounding
-    (:attr:`NormPrecision.tolerance` of the largest norm) and holding at least
+    (:meth:`NormPrecision.spread` of the largest norm) and holding at least
     :data:`PLATEAU_SHARE` of the rows (and :data:`PLATEAU_MIN_ROWS`): unit rows beside rescaled
     ones, a max-norm clip, found among near neighbours too (:func:`_tie_plateaus`). Their order
     is rounding noise, which would otherwise decide ρ.
@@ -91,7 +117,7 @@ def plateau_ties(norms: np.ndarray, precision: NormPrecision | None) -> np.ndarr
         return norms
     largest = float(np.abs(norms).max())
     order = np.argsort(norms, kind="stable")
-    tied = _tie_plateaus(norms[order], precision.tolerance * largest, max(PLATEAU_MIN_ROWS, PLATEAU_SHARE * n),
+    tied = _tie_plateaus(norms[order], precision.spread(largest), max(PLATEAU_MIN_ROWS, PLATEAU_SHARE * n),
                          precision.summed * largest)
     if tied is None:
         return norms
@@ -148,13 +174,26 @@ def _plateau_core(run: np.ndarray, beside: int, least: float, floor: float) -> t
     return low, high
 
 
+def apart_factor(rows: int) -> float:
+    """How many times its own span a gap beside a plateau of ``rows`` norms must exceed to tell
+    the rows beyond it apart (:func:`_told_apart`): α^(−1/(rows − 1)) − 1, at least 1, with α
+    :data:`TOLD_APART_CHANCE`. Why: ``rows`` draws of one noise leave rows − 1 gaps that, with the
+    next draw's, share the noise's width alike (exchangeable spacings), so that draw lies beyond
+    c times their span with chance (1 + c)^−(rows − 1). Ten rows' span is a fair measure of their
+    rounding (factor 1.78), three rows' is not (99): 9 items sharing one norm, stored in f16,
+    were cut at a gap 1.67 times the span of the other 6, then down to 3 (measured on normal
+    noise: a plateau is split at most 0.4% of the time at any size; was 40-60% at 4 to 6 rows)."""
+    return max(1.0, TOLD_APART_CHANCE ** (-1.0 / (rows - 1)) - 1.0)
+
+
 def _told_apart(run: np.ndarray, first: int, size: int, least: float, floor: float) -> tuple[int, int]:
     """(first, size) of the stretch ``run[first:first + size]`` less the rows on the far side of
-    its widest gap, while that gap is wider than the other side's whole span (and than
-    ``floor``, the summation's rounding) and that side holds a plateau's ``least`` rows: a
-    plateau's own norms lie within that span of each other, so a row farther off is told apart
-    from it (a bf16 clip's rounding spans 0.002, an unclipped row 0.01 below is not the clip),
-    however wide the dtype's worst-case rounding is. Each pass drops at least one row."""
+    its widest gap, while that gap is wider than the other side's whole span times
+    :func:`apart_factor` of its rows (and than ``floor``, the summation's rounding) and that side
+    holds a plateau's ``least`` rows: a plateau's own norms lie within about that span of each
+    other, so a row farther off is told apart from it (a bf16 clip's rounding spans 0.002, an
+    unclipped row 0.01 below is not the clip), however wide the dtype's worst-case rounding is.
+    Each pass drops at least one row."""
     while size > least:
         core = run[first:first + size]
         gaps = np.diff(core)
@@ -162,7 +201,7 @@ def _told_apart(run: np.ndarray, first: int, size: int, least: float, floor: flo
         low, high = widest + 1, size - widest - 1  # rows below and above the widest gap
         keep_low = low > high  # the larger side is the plateau
         rest = core[:low] if keep_low else core[low:]
-        if rest.shape[0] < least or gaps[widest] <= max(float(rest[-1] - rest[0]), floor):
+        if rest.shape[0] < least or gaps[widest] <= max(apart_factor(rest.shape[0]) * float(rest[-1] - rest[0]), floor):
             break
         first, size = (first, low) if keep_low else (first + low, high)
     return first, size

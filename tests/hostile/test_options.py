@@ -137,6 +137,28 @@ def _partly_unit(d: Path) -> None:
     np.save(d / "items.npy", rows.astype(np.float32))
 
 
+def _class_plateaus_f16(d: Path) -> None:
+    """QA measures F1's model stored in float16: 30 items whose norm is 0.5 + 0.4·log1p(frequency),
+    classes of 9, 5, 5 and 3 items sharing one norm, which f16 rounding spreads by 3.5e-4."""
+    rng = np.random.default_rng(7)
+    p = 1 / np.arange(1, 31) ** 0.9
+    lists = [rng.choice(30, size=rng.integers(2, 7), replace=False, p=p / p.sum()) for _ in range(25)]
+    for seen in lists:  # the QA's holdout draw, which the rows' random state follows
+        rng.choice(np.setdiff1d(np.arange(30), seen))
+    items = np.concatenate(lists)
+    rows = rng.normal(size=(30, 6))
+    rows *= ((0.5 + 0.4 * np.log1p(np.bincount(items, minlength=30))) / np.linalg.norm(rows, axis=1))[:, None]
+    np.save(d / "items.npy", rows.astype(np.float16))
+    users = np.repeat(np.arange(25), [len(seen) for seen in lists])
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), d / "log.parquet")
+
+
+def _f32s_rho(d: Path, outcome: Outcome) -> None:
+    """scipy's ρ and τ with each class of 3 or more items at one norm, the float32 figures."""
+    figures = strict_json(d / "r.json")["frequency_norm"]
+    assert abs(figures["spearman"] - 0.99976908) < 1e-8 and abs(figures["kendall"] - 0.99733688) < 1e-8, figures
+
+
 def _all_seen_users(d: Path) -> None:
     """The standard log (each user has 2 candidates) plus 5 users trained on every item (none)."""
     users = np.r_[np.arange(55) % 5, np.repeat(np.arange(5, 10), N_ITEMS)]
@@ -331,6 +353,10 @@ CASES = [
     Case("fail-on-spearman-plateau-of-unit-rows", _check("--no-retrieval", "--fail-on", "spearman>0.5",
                                                           make=_partly_unit), EXIT_GATE, None,
          stderr=r"gate spearman>0\.5: 0\.6833 \(TRIPPED\)"),  # scipy with the 8 unit rows tied; their noise gave 0.6485
+    # Measures F1: small classes of one norm in f16 tie whole, as in f32 (was 0.9849: cut at rounding gaps).
+    Case("fail-on-spearman-f16-small-plateaus", _check("--no-retrieval", "--json", "r.json", "--fail-on", "spearman<0.999",
+                                                        make=_class_plateaus_f16, outputs=("r.json",),
+                                                        must_exist=("r.json",), check=_f32s_rho), EXIT_OK, None),
     Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
