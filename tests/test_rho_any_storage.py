@@ -101,3 +101,24 @@ def test_few_rows_of_rounding_noise_stay_one_plateau_and_a_far_row_is_still_told
     apart = np.concatenate([ten, [1.0 + 1e-4 + 8e-4], far])
     tied = plateau_ties(apart, precision)
     assert np.all(tied[:10] == 1.0) and tied[10] == apart[10]
+
+
+@pytest.mark.parametrize("exponent", [0, -130, -140])
+def test_a_unit_norm_table_has_no_rho_at_any_power_of_two_scale(exponent: int) -> None:
+    # QA measures F2: 200 float32 unit rows of 16 dims; times 2^-130 and 2^-140 (subnormals) they
+    # gave ρ 0.0526 and -0.0304 (their rounding noise), where scale 1 has none.
+    rng = np.random.default_rng(5)
+    rows = rng.normal(size=(200, 16))
+    table = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32) * np.float32(2.0**exponent)
+    freq = rng.zipf(1.5, 200).astype(np.float64)
+    norms, precision = item_norms(table), norm_precision(table)
+    spread = np.ptp(norms) / norms.max()
+    assert spread > precision.tolerance if exponent else spread < precision.tolerance  # subnormals: 3e-6, 3e-3
+    assert not exponent or np.ptp(norms) <= 8 * 2.0**-149  # within 2·sqrt(16) subnormal steps
+    section, notes = frequency_norm_stats(norms, freq, n_bootstrap=50, precision=precision)
+    assert np.isnan(section.spearman) and section.loglog_slope == 0.0
+    reason = section.undefined_reason or ""
+    assert reason.startswith("every item has the same norm to within float32 rounding")
+    assert ("of entries held in subnormals (steps of 1.4e-45) at 16 dimensions" in reason) == bool(exponent)
+    allowed = max(precision.tolerance, 8 * 2.0**-149 / float(norms.max()))
+    assert f"within the {allowed:.2g} that float32 rounding" in reason

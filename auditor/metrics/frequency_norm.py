@@ -157,12 +157,12 @@ def undefined_reason(norms: np.ndarray, freqs: np.ndarray, precision: NormPrecis
 
 def _same_norm(norms: np.ndarray, precision: NormPrecision | None) -> str:
     """"same norm" when every norm is equal, "same norm to within float32 rounding" when
-    they differ by no more than the table's rounding (:attr:`NormPrecision.tolerance`,
-    relative to the largest norm), else "" (they differ)."""
+    they differ by no more than the table's rounding (:meth:`NormPrecision.spread` of the
+    largest norm), else "" (they differ)."""
     spread = float(np.ptp(norms))
     if spread == 0:
         return "same norm"
-    if precision is not None and spread <= precision.tolerance * float(np.abs(norms).max()):
+    if precision is not None and spread <= precision.spread(float(np.abs(norms).max())):
         return f"same norm to within {precision.dtype} rounding"
     return ""
 
@@ -171,9 +171,12 @@ def _rounding_spread(norms: np.ndarray, precision: NormPrecision | None) -> str:
     """The figures behind "equal to within rounding", for the reason."""
     if precision is None:
         return ""
+    largest = float(np.abs(norms).max())
+    allowed = precision.spread(largest) / largest
+    steps = f" of entries held in subnormals (steps of {precision.subnormal_step:.2g})" if allowed > precision.tolerance else ""
     return (
-        f"(the norms span {float(np.ptp(norms) / np.abs(norms).max()):.2g} of the largest, within the "
-        f"{precision.tolerance:.2g} that {precision.dtype} rounding at {precision.dim} dimensions can make, as in "
+        f"(the norms span {float(np.ptp(norms)) / largest:.2g} of the largest, within the "
+        f"{allowed:.2g} that {precision.dtype} rounding{steps} at {precision.dim} dimensions can make, as in "
         "a table normalised to one norm)"
     )
 

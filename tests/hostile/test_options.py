@@ -153,6 +153,12 @@ def _class_plateaus_f16(d: Path) -> None:
     pq.write_table(pa.table({"user_id": users, "item_id": items}), d / "log.parquet")
 
 
+def _one_norm_subnormal(d: Path) -> None:
+    """The one-norm table times 2^-130, float32 subnormals (an exact power-of-two scaling)."""
+    _one_norm(d)
+    np.save(d / "items.npy", np.load(d / "items.npy") * np.float32(2.0**-130))
+
+
 def _f32s_rho(d: Path, outcome: Outcome) -> None:
     """scipy's ρ and τ with each class of 3 or more items at one norm, the float32 figures."""
     figures = strict_json(d / "r.json")["frequency_norm"]
@@ -395,6 +401,12 @@ CASES = [
          r"\(graded none on this run\) instead$"),
     Case("fail-on-spearman-bf16-one-norm-table", _one_norm_bf16, EXIT_ERROR,
          r"cannot evaluate --fail-on spearman>0\.5: every item has the same norm to within bfloat16 rounding .*: the "
+         r"correlation is undefined"),
+    # Measures F2: the same table scaled into subnormals has no ρ either (was its noise's, and the gate judged it).
+    Case("fail-on-spearman-subnormal-one-norm-table", _check("--no-retrieval", "--fail-on", "spearman>0.3",
+                                                             make=_one_norm_subnormal), EXIT_ERROR,
+         r"cannot evaluate --fail-on spearman>0\.3: every item has the same norm to within float32 rounding \(the "
+         r"norms span .* of entries held in subnormals \(steps of 1\.4e-45\) at 4 dimensions can make.*: the "
          r"correlation is undefined"),
     Case("fail-on-kendall-one-norm-no-retrieval", _check("--no-retrieval", "--fail-on", "kendall<0", make=_one_norm),
          EXIT_ERROR, r"cannot evaluate --fail-on kendall<0: every item has the same norm.*--fail-on "
