@@ -86,7 +86,7 @@ def test_users_population_skips_untrained_rows_and_counts_them(tmp_path: Path) -
     assert population.row_profiles is not None and population.row_profiles[1].tolist() == [2, 3, 1, 4, 0]
     assert (population.n_queries, population.n_rows, population.n_eligible, population.n_zero) == (2, 3, 3, 0)
     assert "for the 3 users in the training log" in population.description
-    assert "(1 of them without a row, served nothing)" in population.description
+    assert "(1 of them without a row: zero queries)" in population.description
 
 
 def test_rowless_users_are_sampled_with_the_others_and_a_sample_of_them_alone_is_refused(tmp_path: Path) -> None:

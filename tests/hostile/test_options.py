@@ -159,6 +159,30 @@ def _one_norm_subnormal(d: Path) -> None:
     np.save(d / "items.npy", np.load(d / "items.npy") * np.float32(2.0**-130))
 
 
+def _bias_model_rowless_users(d: Path) -> Built:
+    """An item-bias model whose user table has rows for 3 of the log's 5 users (QA measures F3)."""
+    import torch
+
+    standard(d)
+    items = np.load(d / "items.npy")
+    users = np.random.default_rng(1).normal(size=(3, items.shape[1])).astype(np.float32)
+    bias = np.log1p(np.arange(1.0, N_ITEMS + 1)).astype(np.float32)
+    torch.save({"user_embedding.weight": torch.tensor(users), "item_embedding.weight": torch.tensor(items),
+                "item_bias.weight": torch.tensor(bias)}, d / "model.pt")
+    write(d, "uids.txt", "0\n1\n2\n")
+    return Built(check_args("model.pt", "--user-ids", "uids.txt", "-k", "3", "--json", "r.json"), outputs=("r.json",),
+                 must_exist=("r.json",), check=_rowless_served_by_bias)
+
+
+def _rowless_served_by_bias(d: Path, outcome: Outcome) -> None:
+    """The 2 rowless users are zero queries, served [0, 1] by the bias as zero rows are: queried."""
+    retrieval = strict_json(d / "r.json")["retrieval"]
+    assert retrieval["n_queries"] == 5 and retrieval["n_zero_queries"] == 0, retrieval  # was 3: served nothing
+    assert retrieval["population"]["n_unmatched_log_users"] == 2, retrieval["population"]
+    said = [w for w in strict_json(d / "r.json")["warnings"] if "no row in the user table" in w]
+    assert len(said) == 1 and "a model with an item bias ranks the items for them by the bias alone" in said[0], said
+
+
 def _f32s_rho(d: Path, outcome: Outcome) -> None:
     """scipy's ρ and τ with each class of 3 or more items at one norm, the float32 figures."""
     figures = strict_json(d / "r.json")["frequency_norm"]
@@ -363,6 +387,7 @@ CASES = [
     Case("fail-on-spearman-f16-small-plateaus", _check("--no-retrieval", "--json", "r.json", "--fail-on", "spearman<0.999",
                                                         make=_class_plateaus_f16, outputs=("r.json",),
                                                         must_exist=("r.json",), check=_f32s_rho), EXIT_OK, None),
+    Case("bias-model-rowless-log-users", _bias_model_rowless_users, EXIT_OK, None),
     Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
