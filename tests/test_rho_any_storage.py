@@ -122,3 +122,15 @@ def test_a_unit_norm_table_has_no_rho_at_any_power_of_two_scale(exponent: int) -
     assert ("of entries held in subnormals (steps of 1.4e-45) at 16 dimensions" in reason) == bool(exponent)
     allowed = max(precision.tolerance, 8 * 2.0**-149 / float(norms.max()))
     assert f"within the {allowed:.2g} that float32 rounding" in reason
+
+
+def test_a_plateau_quantised_to_repeated_values_stays_one_plateau() -> None:
+    # Axis-aligned rows stored in f16 have norms on f16's grid: 5 rows at 1.0 and 4 at one f16
+    # step above (9.8e-4, within the 2.0e-3 tolerance). Repeats are one draw, no span: one plateau
+    # (the span of 5 identical rows is 0, so any gap would have told the 4 apart).
+    step = float(np.spacing(np.float16(1.0)))
+    quantised = np.array([1.0] * 5 + [1.0 + step] * 4)
+    far = np.linspace(1.5, 3.0, 25)
+    tied = plateau_ties(np.concatenate([quantised, far]), NormPrecision("float16", 1))
+    assert np.all(tied[:9] == 1.0) and np.array_equal(tied[9:], far)
+    assert apart_factor(1) == float("inf")

@@ -4,6 +4,7 @@ statistics tie (:func:`plateau_ties`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -182,8 +183,10 @@ def apart_factor(rows: int) -> float:
     c times their span with chance (1 + c)^−(rows − 1). Ten rows' span is a fair measure of their
     rounding (factor 1.78), three rows' is not (99): 9 items sharing one norm, stored in f16,
     were cut at a gap 1.67 times the span of the other 6, then down to 3 (measured on normal
-    noise: a plateau is split at most 0.4% of the time at any size; was 40-60% at 4 to 6 rows)."""
-    return max(1.0, TOLD_APART_CHANCE ** (-1.0 / (rows - 1)) - 1.0)
+    noise: a plateau is split at most 0.4% of the time at any size; was 40-60% at 4 to 6 rows).
+    ``rows`` counts distinct norms: rows repeating one norm exactly (a dtype's quantised values)
+    are one draw, and one distinct norm has no span to measure (infinite: never told apart)."""
+    return math.inf if rows < 2 else max(1.0, TOLD_APART_CHANCE ** (-1.0 / (rows - 1)) - 1.0)
 
 
 def _told_apart(run: np.ndarray, first: int, size: int, least: float, floor: float) -> tuple[int, int]:
@@ -201,7 +204,9 @@ def _told_apart(run: np.ndarray, first: int, size: int, least: float, floor: flo
         low, high = widest + 1, size - widest - 1  # rows below and above the widest gap
         keep_low = low > high  # the larger side is the plateau
         rest = core[:low] if keep_low else core[low:]
-        if rest.shape[0] < least or gaps[widest] <= max(apart_factor(rest.shape[0]) * float(rest[-1] - rest[0]), floor):
+        distinct = int(np.count_nonzero(np.diff(rest))) + 1  # one repeated norm: no span, never told apart
+        factor = apart_factor(distinct) if distinct > 1 else 0.0
+        if rest.shape[0] < least or not factor or gaps[widest] <= max(factor * float(rest[-1] - rest[0]), floor):
             break
         first, size = (first, low) if keep_low else (first + low, high)
     return first, size
