@@ -334,11 +334,6 @@ class _Chosen:
         what += more
         if self.n_unmatched:
             warnings.append(rowless_users_note(self.n_unmatched, where, int(rowless.sum()) if self.sampled else None))
-        if rowless.all():
-            raise QueryError(
-                f"none of the {n:,} users sampled from {where} with seed {self.seed} has a row in the user table, so "
-                f"none can be queried; raise {setting('max_queries')} or pass another {setting('seed')}"
-            )
         population = QueryPopulation(
             vectors=vectors, source=self.source, description=f"{self.source}: {what}", raw_ids=self.raw_ids,
             source_rows=self.user_rows,

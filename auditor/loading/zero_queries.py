@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from auditor.errors import QueryError
+from auditor.errors import QueryError, setting
 from auditor.loading.csr import take_csr
 from auditor.loading.item_bias import is_biased, with_bias_column
 from auditor.loading.served import ServedVectors
@@ -40,6 +40,11 @@ def served_queries(population: QueryPopulation, what: str, served: ServedVectors
     if is_biased(served):
         assert served is not None
         population = with_bias_column(population, served)
+    elif rowless.all():
+        raise QueryError(
+            f"none of the {rowless.size:,} users sampled from {population.seen_source or 'the log'} with seed "
+            f"{population.seed} has a row in the user table, so none can be queried (a model without an item bias "
+            f"serves them nothing); raise {setting('max_queries')} or pass another {setting('seed')}")
     elif rowless.any():
         population = served_nothing(population, rowless)
     return without_zero_queries(population, what)

@@ -174,6 +174,29 @@ def _bias_model_rowless_users(d: Path) -> Built:
                  must_exist=("r.json",), check=_rowless_served_by_bias)
 
 
+def _rowless_sample(bias: bool) -> Any:
+    """The item-bias model (or the same without its bias) and a sample of one query that draws
+    a rowless user (seed 0: the 5th of the 5 eligible users, after the 3 with a row)."""
+
+    def build(d: Path) -> Built:
+        built = _bias_model_rowless_users(d)
+        if not bias:
+            import torch
+
+            state = torch.load(d / "model.pt")
+            del state["item_bias.weight"]
+            torch.save(state, d / "model.pt")
+        return Built([*built.args, "--max-queries", "1", "--seed", "0"], outputs=("r.json",),
+                     check=_one_query_by_bias if bias else None)
+
+    return build
+
+
+def _one_query_by_bias(d: Path, outcome: Outcome) -> None:
+    retrieval = strict_json(d / "r.json")["retrieval"]
+    assert retrieval["n_queries"] == 1 and retrieval["n_zero_queries"] == 0, retrieval
+
+
 def _rowless_served_by_bias(d: Path, outcome: Outcome) -> None:
     """The 2 rowless users are zero queries, served [0, 1] by the bias as zero rows are: queried."""
     retrieval = strict_json(d / "r.json")["retrieval"]
@@ -388,6 +411,12 @@ CASES = [
                                                         make=_class_plateaus_f16, outputs=("r.json",),
                                                         must_exist=("r.json",), check=_f32s_rho), EXIT_OK, None),
     Case("bias-model-rowless-log-users", _bias_model_rowless_users, EXIT_OK, None),
+    # A sample that draws only rowless users: a bias model serves them as zero rows; any other is refused.
+    Case("bias-model-sample-of-rowless-users", _rowless_sample(True), EXIT_OK, None),
+    Case("sample-of-rowless-users-without-bias", _rowless_sample(False), EXIT_ERROR,
+         r"none of the 1 users sampled from log\.parquet with seed 0 has a row in the user table, so none can be "
+         r"queried \(a model "
+         r"without an item bias serves them nothing\); raise --max-queries or pass another --seed$"),
     Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
