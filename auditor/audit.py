@@ -25,7 +25,8 @@ from auditor.loading.statistics import InputCache
 from auditor.memory import block_rows
 from auditor.metrics.builtin_measures import bias_spearman
 from auditor.metrics.exposure import canonical_rows, novelty_unmeasured
-from auditor.metrics.frequency_norm import NormPrecision, frequency_norm_stats, item_norms, norm_precision
+from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
+from auditor.metrics.norm_rounding import NormPrecision, norm_precision
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.metrics.harm_inputs import relevant_rows, with_exposure_shift
 from auditor.metrics.user_measures import WHO_PAYS, who_pays_unmeasured

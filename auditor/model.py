@@ -90,7 +90,7 @@ class ModelBundle:
     item_dtype: str | None = None
     """The dtype the file stores the item table in (``bfloat16``, ``float16``, ``float64``...),
     which ``item_table`` (float32) no longer shows: the rounding its norms carry
-    (:func:`~auditor.metrics.frequency_norm.norm_precision`). Set by :func:`~auditor.loading.finish_bundle`."""
+    (:func:`~auditor.metrics.norm_rounding.norm_precision`). Set by :func:`~auditor.loading.finish_bundle`."""
     user_table: np.ndarray | None = None
     user_key: str | None = None
     item_ids: np.ndarray | None = None

@@ -6,15 +6,14 @@ from scipy import stats as sps
 
 from auditor.errors import EmbeddingTableError
 from auditor.metrics.frequency_norm import (
-    NormPrecision,
     decile_rows,
     frequency_norm_stats,
     item_norms,
     loglog_slope,
-    norm_precision,
     popularity_deciles,
     undefined_reason,
 )
+from auditor.metrics.norm_rounding import NormPrecision, norm_precision
 from auditor.metrics.spearman_ci import (
     BOOTSTRAP_MAX_ITEMS,
     _bootstrap_rho,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from auditor.metrics.frequency_norm import NormPrecision, frequency_norm_stats, plateau_ties
+from auditor.metrics.frequency_norm import frequency_norm_stats
+from auditor.metrics.norm_rounding import NormPrecision, plateau_ties
 from auditor.monitor.figures import rank_figures
 
 F32_16 = NormPrecision("float32", 16)

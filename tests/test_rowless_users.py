@@ -144,7 +144,7 @@ def test_rowless_log_users_give_the_same_figures_beside_the_model_as_the_lists_a
     assert beside["retrieval"]["at"][str(K)]["dot"]["gap_delta_niche"] == pytest.approx(gap_niche, abs=1e-9)
     population = beside["retrieval"]["population"]
     assert (population["n_queries"], population["n_eligible"], population["n_unmatched_log_users"]) == (20, 22, 2)
-    assert "(2 of them without a row, served nothing)" in population["description"]
+    assert "(2 of them without a row: zero queries)" in population["description"]
     said = [w for w in beside["warnings"] if "no row in the user table" in w]
     assert len(said) == 1 and said[0].startswith("2 users of the training log") and "as misses (NDCG 0)" in said[0]
     # Harms N3: the two users without a list are no queried users (n_queries 20; was "2 of the 22 queried users")

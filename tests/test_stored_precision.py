@@ -19,7 +19,7 @@ from auditor.audit import run_audit
 from auditor.cli import cli
 from auditor.config import AuditConfig
 from auditor.loading.parquet_table import stored_list_dtype
-from auditor.metrics.frequency_norm import NormPrecision, norm_precision
+from auditor.metrics.norm_rounding import NormPrecision, norm_precision
 
 N_ITEMS, DIM = 200, 16
 

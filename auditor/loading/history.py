@@ -78,11 +78,13 @@ def untrained_rows_note(rows: int, where: str, evaluated: int = 0) -> str:
 
 def rowless_users_note(users: int, where: str, sampled: int | None = None) -> str:
     """The warning for the ``users`` of ``where`` without a user-table row (``sampled``: how
-    many the query sample drew): served nothing, as a zero query is, and why they still count."""
+    many the query sample drew): zero queries, served as a zero row is, and why they still count."""
     among = "" if sampled is None else f" ({sampled:,} of them sampled)"
     return (f"{plural(users, 'user')} of {where} {'has' if users == 1 else 'have'} no row in the user table{among}: "
-            "the model cannot query them, so its scorings serve them nothing (the most-popular list needs no vector), "
-            "yet they count in their user group, drawn among every trained user, and with a holdout as misses (NDCG 0)")
+            "each is a zero query, served as a zero user row is (a model with an item bias ranks the items for them by "
+            "the bias alone; any other model's scorings serve them nothing, the most-popular list needing no vector, "
+            "and with a holdout they count as misses (NDCG 0)), and they count in their user group, drawn among every "
+            "trained user")
 
 
 def without_history_notes(counts: tuple[int, int], where: str) -> tuple[str | None, str]:

@@ -6,8 +6,8 @@ they have not interacted with. So, whatever the other options:
 
 * **users** (a user table): the users who appear in the training log, each by their
   user-table row. Rows of users who never appear in it (initial, untrained vectors)
-  are not queried; they are counted. Users of the log without a row are served nothing,
-  as a zero query is (:func:`~auditor.loading.zero_queries.served_nothing`), and counted.
+  are not queried; they are counted. Users of the log without a row are zero queries, served
+  as a zero row is (:func:`~auditor.loading.zero_queries.served_queries`), and counted.
 * **history** (no user table, or asked for): the same users, each by the mean vector of
   the distinct items in their training history.
 * **file** (``queries`` PATH): the file's rows; nothing identifies their users, so no
@@ -53,7 +53,7 @@ from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
 from auditor.values import LogSpec
 from auditor.loading.queries import sample_query_file
 from auditor.loading.served import ServedVectors
-from auditor.loading.zero_queries import served_nothing, served_queries
+from auditor.loading.zero_queries import served_queries
 from auditor.model import InteractionPairs, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 
@@ -291,7 +291,7 @@ class _Chosen:
     picked_positions: np.ndarray
     """Positions in ``eligible_ids`` of the chosen users, in query order."""
     user_rows: np.ndarray | None
-    """User-table row of each chosen user (``users`` only; -1: a trained user without a row, served nothing)."""
+    """User-table row of each chosen user (``users`` only; -1: a trained user without a row, a zero query)."""
     n_untrained_rows: int | None
     n_unmatched: int
     sampled: bool
@@ -320,8 +320,8 @@ class _Chosen:
             assert self.user_rows is not None and bundle.user_table is not None
             rowless = self.user_rows < 0
             vectors = np.asarray(bundle.user_table[np.where(rowless, 0, self.user_rows)], dtype=np.float32)
-            vectors[rowless] = 0.0  # never queried: served_nothing moves them out below
-            without = f" ({self.n_unmatched:,} of them without a row, served nothing)" if self.n_unmatched else ""
+            vectors[rowless] = 0.0  # a zero query: served as a zero row is (zero_queries.served_queries)
+            without = f" ({self.n_unmatched:,} of them without a row: zero queries)" if self.n_unmatched else ""
             what = f"their user-table rows, for the {self.eligible_ids.size:,} users in {where}{without}{sampled}"
         else:
             vectors = mean_rows(bundle.item_table, indptr, seen)
@@ -335,11 +335,6 @@ class _Chosen:
         what += more
         if self.n_unmatched:
             warnings.append(rowless_users_note(self.n_unmatched, where, int(rowless.sum()) if self.sampled else None))
-        if rowless.all():
-            raise QueryError(
-                f"none of the {n:,} users sampled from {where} with seed {self.seed} has a row in the user table, so "
-                f"none can be queried; raise {setting('max_queries')} or pass another {setting('seed')}"
-            )
         population = QueryPopulation(
             vectors=vectors, source=self.source, description=f"{self.source}: {what}", raw_ids=self.raw_ids,
             source_rows=self.user_rows,
@@ -348,7 +343,7 @@ class _Chosen:
             n_user_rows=None if bundle.user_table is None or self.source != "users" else int(bundle.user_table.shape[0]),
             n_untrained_rows=self.n_untrained_rows, n_unmatched_users=self.n_unmatched, warnings=tuple(warnings),
         )
-        return served_nothing(population, rowless) if rowless.any() else population
+        return population
 
 
 def _choose(

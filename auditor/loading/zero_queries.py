@@ -10,7 +10,8 @@ not queried, counted (``n_zero``), and its trained user stays a row served nothi
 
 :func:`served_nothing` is the one way a trained user the model serves nothing stays in the
 population, whatever the reason: a zero query here, or a training-log user the user table
-has no row for (:mod:`auditor.loading.population`). Each stays a row after the queries,
+has no row for (:mod:`auditor.loading.population`), which is a zero query too: served by a
+bias model's bias as a zero row is, and nothing by any other model (:func:`served_queries`). Each stays a row after the queries,
 with their training profile: in their user group, drawn among every trained user, and
 with a holdout a miss.
 """
@@ -21,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from auditor.errors import QueryError
+from auditor.errors import QueryError, setting
 from auditor.loading.csr import take_csr
 from auditor.loading.item_bias import is_biased, with_bias_column
 from auditor.loading.served import ServedVectors
@@ -30,11 +31,31 @@ from auditor.model import QueryPopulation
 
 def served_queries(population: QueryPopulation, what: str, served: ServedVectors | None = None) -> QueryPopulation:
     """``population`` with its queries as ``served`` serves them ([q, 1] for a bias model),
-    less those that are zero as served (:func:`without_zero_queries`)."""
+    less those that are zero as served (:func:`without_zero_queries`). A training-log user
+    without a user-table row (``source_rows`` −1) is a zero query, in every model: a bias model
+    serves it [0, 1], by the items' bias, exactly as a zero row; any other model serves it
+    nothing (:func:`served_nothing`), counted as rowless (``n_unmatched_users``), not again
+    as a zero query."""
+    rowless = rowless_queries(population)
     if is_biased(served):
         assert served is not None
         population = with_bias_column(population, served)
+    elif rowless.all():
+        raise QueryError(
+            f"none of the {rowless.size:,} users sampled from {population.seen_source or 'the log'} with seed "
+            f"{population.seed} has a row in the user table, so none can be queried (a model without an item bias "
+            f"serves them nothing); raise {setting('max_queries')} or pass another {setting('seed')}")
+    elif rowless.any():
+        population = served_nothing(population, rowless)
     return without_zero_queries(population, what)
+
+
+def rowless_queries(population: QueryPopulation) -> np.ndarray:
+    """bool, one per query: a training-log user without a user-table row (``source_rows`` −1),
+    whose query is a zero vector."""
+    if population.source != "users" or population.source_rows is None:
+        return np.zeros(population.n_queries, dtype=bool)
+    return np.asarray(population.source_rows) < 0
 
 
 def queried_rows(vectors: np.ndarray) -> np.ndarray:
@@ -88,4 +109,4 @@ def served_nothing(population: QueryPopulation, nothing: np.ndarray) -> QueryPop
     )
 
 
-__all__ = ["queried_rows", "served_nothing", "served_queries", "without_zero_queries"]
+__all__ = ["queried_rows", "rowless_queries", "served_nothing", "served_queries", "without_zero_queries"]

@@ -3,7 +3,7 @@
 Each reuses the audit's own definition, so a trace and ``popaudit check`` agree on the
 same table and counts: ρ and the log–log slope as :func:`auditor.metrics.frequency_norm.
 frequency_norm_stats` computes them (the same function on the same float64 arrays,
-bit for bit, with the same rounding rule :class:`~auditor.metrics.frequency_norm.NormPrecision`), the update geometry of :func:`auditor.probes.update.step_geometry`, and the
+bit for bit, with the same rounding rule :class:`~auditor.metrics.norm_rounding.NormPrecision`), the update geometry of :func:`auditor.probes.update.step_geometry`, and the
 head share of :class:`auditor.metrics.exposure.HeadShare` over exact top-K lists kept
 to the retrieval contract, and their ratio by :func:`auditor.sections.share_ratio`.
 """
@@ -18,7 +18,8 @@ import torch
 
 from auditor.metrics.correlations import spearman
 from auditor.metrics.exposure import HeadShare
-from auditor.metrics.frequency_norm import NormPrecision, loglog_slope, plateau_ties, undefined_reason
+from auditor.metrics.frequency_norm import loglog_slope, undefined_reason
+from auditor.metrics.norm_rounding import NormPrecision, plateau_ties
 from auditor.metrics.student_t import normal_quantile
 from auditor.probes.copies import tolerance
 from auditor.probes.update import step_geometry

@@ -22,7 +22,8 @@ from auditor.conditions.c5_growth import grade_projection, growth_sample, projec
 from auditor.conditions.c5_table import table_growth
 from auditor.harm import SERVED_SHARE
 from auditor.metrics.exposure import HeadShare
-from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms, norm_precision
+from auditor.metrics.frequency_norm import frequency_norm_stats, item_norms
+from auditor.metrics.norm_rounding import norm_precision
 from auditor.probes import ProbeBatch, summarise_angles, update_step, working_copy
 from auditor.probes.eager import compiler_free
 from auditor.retrieval.scorings import multi_scoring_topk

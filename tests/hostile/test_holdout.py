@@ -193,7 +193,7 @@ CASES = [
     Case("max-queries-samples-only-users-without-rows",
          _holdout(_rows([(0, 1)]), "--user-ids", "users.txt", "--max-queries", "1", "--seed", "0", model="tt.pt",
                   make=lambda d: write(d, "users.txt", "0\n1\n2\n3\n99\n")),
-         EXIT_ERROR, r"none of the 1 users sampled from the training log log\.parquet with seed 0 has a row in the "
+         EXIT_ERROR, r"none of the 1 users sampled from log\.parquet with seed 0 has a row in the "
                      r"user table.*raise --max-queries or pass another --seed"),
     Case("holdout-text-users-without-user-ids", _holdout(_rows([("alice", 1), ("bob", 2)]), model="tt.pt"),
          EXIT_ERROR, r"user ids of held\.csv \(column 'user_id'\) are not integers.*--user-ids FILE"),

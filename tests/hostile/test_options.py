@@ -137,6 +137,81 @@ def _partly_unit(d: Path) -> None:
     np.save(d / "items.npy", rows.astype(np.float32))
 
 
+def _class_plateaus_f16(d: Path) -> None:
+    """QA measures F1's model stored in float16: 30 items whose norm is 0.5 + 0.4·log1p(frequency),
+    classes of 9, 5, 5 and 3 items sharing one norm, which f16 rounding spreads by 3.5e-4."""
+    rng = np.random.default_rng(7)
+    p = 1 / np.arange(1, 31) ** 0.9
+    lists = [rng.choice(30, size=rng.integers(2, 7), replace=False, p=p / p.sum()) for _ in range(25)]
+    for seen in lists:  # the QA's holdout draw, which the rows' random state follows
+        rng.choice(np.setdiff1d(np.arange(30), seen))
+    items = np.concatenate(lists)
+    rows = rng.normal(size=(30, 6))
+    rows *= ((0.5 + 0.4 * np.log1p(np.bincount(items, minlength=30))) / np.linalg.norm(rows, axis=1))[:, None]
+    np.save(d / "items.npy", rows.astype(np.float16))
+    users = np.repeat(np.arange(25), [len(seen) for seen in lists])
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), d / "log.parquet")
+
+
+def _one_norm_subnormal(d: Path) -> None:
+    """The one-norm table times 2^-130, float32 subnormals (an exact power-of-two scaling)."""
+    _one_norm(d)
+    np.save(d / "items.npy", np.load(d / "items.npy") * np.float32(2.0**-130))
+
+
+def _bias_model_rowless_users(d: Path) -> Built:
+    """An item-bias model whose user table has rows for 3 of the log's 5 users (QA measures F3)."""
+    import torch
+
+    standard(d)
+    items = np.load(d / "items.npy")
+    users = np.random.default_rng(1).normal(size=(3, items.shape[1])).astype(np.float32)
+    bias = np.log1p(np.arange(1.0, N_ITEMS + 1)).astype(np.float32)
+    torch.save({"user_embedding.weight": torch.tensor(users), "item_embedding.weight": torch.tensor(items),
+                "item_bias.weight": torch.tensor(bias)}, d / "model.pt")
+    write(d, "uids.txt", "0\n1\n2\n")
+    return Built(check_args("model.pt", "--user-ids", "uids.txt", "-k", "3", "--json", "r.json"), outputs=("r.json",),
+                 must_exist=("r.json",), check=_rowless_served_by_bias)
+
+
+def _rowless_sample(bias: bool) -> Any:
+    """The item-bias model (or the same without its bias) and a sample of one query that draws
+    a rowless user (seed 0: the 5th of the 5 eligible users, after the 3 with a row)."""
+
+    def build(d: Path) -> Built:
+        built = _bias_model_rowless_users(d)
+        if not bias:
+            import torch
+
+            state = torch.load(d / "model.pt")
+            del state["item_bias.weight"]
+            torch.save(state, d / "model.pt")
+        return Built([*built.args, "--max-queries", "1", "--seed", "0"], outputs=("r.json",),
+                     check=_one_query_by_bias if bias else None)
+
+    return build
+
+
+def _one_query_by_bias(d: Path, outcome: Outcome) -> None:
+    retrieval = strict_json(d / "r.json")["retrieval"]
+    assert retrieval["n_queries"] == 1 and retrieval["n_zero_queries"] == 0, retrieval
+
+
+def _rowless_served_by_bias(d: Path, outcome: Outcome) -> None:
+    """The 2 rowless users are zero queries, served [0, 1] by the bias as zero rows are: queried."""
+    retrieval = strict_json(d / "r.json")["retrieval"]
+    assert retrieval["n_queries"] == 5 and retrieval["n_zero_queries"] == 0, retrieval  # was 3: served nothing
+    assert retrieval["population"]["n_unmatched_log_users"] == 2, retrieval["population"]
+    said = [w for w in strict_json(d / "r.json")["warnings"] if "no row in the user table" in w]
+    assert len(said) == 1 and "a model with an item bias ranks the items for them by the bias alone" in said[0], said
+
+
+def _f32s_rho(d: Path, outcome: Outcome) -> None:
+    """scipy's ρ and τ with each class of 3 or more items at one norm, the float32 figures."""
+    figures = strict_json(d / "r.json")["frequency_norm"]
+    assert abs(figures["spearman"] - 0.99976908) < 1e-8 and abs(figures["kendall"] - 0.99733688) < 1e-8, figures
+
+
 def _all_seen_users(d: Path) -> None:
     """The standard log (each user has 2 candidates) plus 5 users trained on every item (none)."""
     users = np.r_[np.arange(55) % 5, np.repeat(np.arange(5, 10), N_ITEMS)]
@@ -331,6 +406,17 @@ CASES = [
     Case("fail-on-spearman-plateau-of-unit-rows", _check("--no-retrieval", "--fail-on", "spearman>0.5",
                                                           make=_partly_unit), EXIT_GATE, None,
          stderr=r"gate spearman>0\.5: 0\.6833 \(TRIPPED\)"),  # scipy with the 8 unit rows tied; their noise gave 0.6485
+    # Measures F1: small classes of one norm in f16 tie whole, as in f32 (was 0.9849: cut at rounding gaps).
+    Case("fail-on-spearman-f16-small-plateaus", _check("--no-retrieval", "--json", "r.json", "--fail-on", "spearman<0.999",
+                                                        make=_class_plateaus_f16, outputs=("r.json",),
+                                                        must_exist=("r.json",), check=_f32s_rho), EXIT_OK, None),
+    Case("bias-model-rowless-log-users", _bias_model_rowless_users, EXIT_OK, None),
+    # A sample that draws only rowless users: a bias model serves them as zero rows; any other is refused.
+    Case("bias-model-sample-of-rowless-users", _rowless_sample(True), EXIT_OK, None),
+    Case("sample-of-rowless-users-without-bias", _rowless_sample(False), EXIT_ERROR,
+         r"none of the 1 users sampled from log\.parquet with seed 0 has a row in the user table, so none can be "
+         r"queried \(a model "
+         r"without an item bias serves them nothing\); raise --max-queries or pass another --seed$"),
     Case("k-negative", _check("-k", "-5"), EXIT_USAGE, r"'-k' / '--k': -5 is not in the range 1<=x<=10000"),
     Case("max-queries-zero", _check("--max-queries", "0"), EXIT_USAGE, r"'--max-queries': 0 is not in the range"),
     Case("max-memory-garbage", _check("--max-memory", "lots"), EXIT_USAGE, r"'--max-memory': 'lots' is not a memory size"),
@@ -369,6 +455,12 @@ CASES = [
          r"\(graded none on this run\) instead$"),
     Case("fail-on-spearman-bf16-one-norm-table", _one_norm_bf16, EXIT_ERROR,
          r"cannot evaluate --fail-on spearman>0\.5: every item has the same norm to within bfloat16 rounding .*: the "
+         r"correlation is undefined"),
+    # Measures F2: the same table scaled into subnormals has no ρ either (was its noise's, and the gate judged it).
+    Case("fail-on-spearman-subnormal-one-norm-table", _check("--no-retrieval", "--fail-on", "spearman>0.3",
+                                                             make=_one_norm_subnormal), EXIT_ERROR,
+         r"cannot evaluate --fail-on spearman>0\.3: every item has the same norm to within float32 rounding \(the "
+         r"norms span .* of entries held in subnormals \(steps of 1\.4e-45\) at 4 dimensions can make.*: the "
          r"correlation is undefined"),
     Case("fail-on-kendall-one-norm-no-retrieval", _check("--no-retrieval", "--fail-on", "kendall<0", make=_one_norm),
          EXIT_ERROR, r"cannot evaluate --fail-on kendall<0: every item has the same norm.*--fail-on "
