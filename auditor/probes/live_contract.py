@@ -5,7 +5,7 @@ under torch.func transforms, where a failure can be the transform's (a tower it 
 trace: the probe cannot run on this model, a warning). Each method is first called once
 plainly, on a copy in eval mode, on the rows the probes read: a method that raises there,
 or gives what no probe can read (not a float tensor, a shape other than (rows, the item
-table's width)), is the code of whoever built the live model failing,
+table's width), non-finite values), is the code of whoever built the live model failing,
 not a probe. For a plugin's live model that fails the run (a :class:`PluginError` naming
 the plugin and the method, as plugins/README.md says of any plugin code that raises);
 popaudit's own live model (``retrain`` checkpoints) is no plugin's, so the probes do not
@@ -109,13 +109,18 @@ def _attributed(author: str | None, method: str, exc: BaseException) -> BaseExce
 
 
 def _rows(author: str | None, method: str, out: object, rows: np.ndarray, width: int, side: str) -> torch.Tensor:
-    """``out`` when it is a float tensor of shape (len(rows), width)."""
+    """``out`` when it is a float tensor of shape (len(rows), width) with finite values."""
     n = len(rows)
     if not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point:
         raise _failure(author, method, f"returned {_what(out)}, not a floating-point tensor")
     if tuple(out.shape) != (n, width):
         raise _failure(author, method, f"returned shape {list(out.shape)} for {n:,} {side} rows; the probes read "
                        f"({n:,}, {width}): one vector per row, as wide as the item table")
+    finite = torch.isfinite(out).all(dim=1)
+    if not bool(finite.all()):  # NaN rows would slip past every comparison (NaN > tolerance is False)
+        first = int(torch.nonzero(~finite)[0, 0])
+        raise _failure(author, method, f"returned non-finite values (NaN or infinite) for {int((~finite).sum()):,} of "
+                       f"{n:,} {side} rows probed ({side} row {int(rows[first])} first), which no probe can measure")
     return out
 
 

@@ -18,7 +18,7 @@ RELATIVE_TOLERANCE = 1e-3
 
 
 def table_disagreement(checked: CheckedLive, bundle: ModelBundle, rows: np.ndarray) -> str | None:
-    """A warning when ``live.encode_items`` on ``rows`` (checked as wide as the table
+    """A warning when ``live.encode_items`` on ``rows`` (checked finite and as wide as the table
     by :func:`~auditor.probes.live_contract.checked_live`) is not ``bundle.item_table``
     there, or could not be compared with it; None when they agree."""
     who = f"the item table {bundle.loader or 'the loader'} returned (format {bundle.format!r})"
@@ -29,10 +29,12 @@ def table_disagreement(checked: CheckedLive, bundle: ModelBundle, rows: np.ndarr
     table = np.asarray(bundle.item_table[rows], dtype=np.float64)
     difference = np.linalg.norm(encoded - table, axis=1)
     scale = np.maximum(np.linalg.norm(encoded, axis=1), np.linalg.norm(table, axis=1))
-    differs = difference > RELATIVE_TOLERANCE * np.maximum(scale, np.finfo(np.float32).tiny)
+    # Not "difference > tolerance", which NaN passes: a NaN row differs (the encoder's are
+    # refused by checked_live; a table a library caller built by hand may hold one).
+    differs = ~(difference <= RELATIVE_TOLERANCE * np.maximum(scale, np.finfo(np.float32).tiny))
     if not differs.any():
         return None
-    worst = int(np.argmax(difference / np.maximum(scale, np.finfo(np.float32).tiny)))
+    worst = int(np.argmax(np.nan_to_num(difference / np.maximum(scale, np.finfo(np.float32).tiny), nan=np.inf)))
     return (f"{who} differs from its live model's encode_items on {int(differs.sum()):,} of the {len(rows):,} probed "
             f"items (row {int(rows[worst])}: ‖encoded − table‖ = {difference[worst]:.4g} against a norm of "
             f"{scale[worst]:.4g}): the frequency-norm figures and retrieval are of the table, the probes and C2-C5 of "

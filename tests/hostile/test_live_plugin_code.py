@@ -94,6 +94,11 @@ CASES = [
     Case("live-encode-items-drops-a-column", _live(items="out = out[:, :-1]"), EXIT_ERROR,
          WHO + r"encode_items returned shape \[10, 3\] for 10 item rows; the probes read \(10, 4\): one vector per "
          r"row, as wide as the item table\n$"),
+    Case("live-encode-items-returns-nan-rows", _live(items="out = out.clone(); out[::2] = float('nan')"), EXIT_ERROR,
+         WHO + r"encode_items returned non-finite values \(NaN or infinite\) for 5 of 10 item rows probed \(item row 0 "
+         r"first\), which no probe can measure\n$", absent="could not run"),
+    Case("live-encode-users-returns-inf", _live(users="return module(rows) / 0.0"), EXIT_ERROR,
+         WHO + r"encode_users returned non-finite values \(NaN or infinite\) for 5 of 5 user rows probed"),
     Case("live-encode-users-raises", _live(users="raise ZeroDivisionError('no users')"), EXIT_ERROR,
          WHO + r"encode_users raised ZeroDivisionError: no users\n$"),
     Case("live-encode-users-returns-one-vector", _live(users="return module(rows)[:1]"), EXIT_ERROR,
