@@ -97,12 +97,15 @@ def _audit(d: Path, mode: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore
     return run_audit(config, pm=get_plugin_manager([d / "nan_plugin.py"], entry_points=False))
 
 
-def test_nan_rows_from_encode_items_fail_the_run_naming_the_plugin(tower: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nan_rows_from_encode_items_fail_the_run_naming_the_plugin(
+    tower: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     nan_rows = np.arange(N_ITEMS)[np.arange(N_ITEMS) % 3 == 0]  # every probed row (the catalogue, < 1,024) % 3 == 0
     with pytest.raises(PluginError) as caught:
         _audit(tower, "nan", monkeypatch)  # before: exit 0, no warning naming the plugin
     assert str(caught.value) == (
-        f"plugin 'file:{tower / 'nan_plugin.py'}': its live model's encode_items returned non-finite values (NaN or infinite) for "
+        f"plugin 'file:{tower / 'nan_plugin.py'}': its live model's encode_items returned non-finite values "
+        "(NaN or infinite) for "
         f"{len(nan_rows)} of {N_ITEMS} item rows probed (item row {nan_rows[0]} first), which no probe can measure"
     )
 

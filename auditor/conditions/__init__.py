@@ -38,11 +38,12 @@ from auditor.conditions.facts import (
     with_trace_loss,
 )
 from auditor.config import DeclaredTraining
-from auditor.errors import ProbeError
+from auditor.errors import PluginError, ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
 from auditor.plugins import DeclaredConditions, collect_condition_evidence
 from auditor.plugins.lending import live_author, live_model_hook
+from auditor.plugins.manager import PLUGIN_FAILURES, describe_failure, reraise_interrupt
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
@@ -151,6 +152,12 @@ def _probes(
         except ProbeError as exc:
             not_run = ProbesNotRun("failed", str(exc))
             warnings.append(not_run.describe())
+        except PLUGIN_FAILURES as exc:  # the probes record Exceptions: sys.exit, GeneratorExit... are the plugin's
+            if isinstance(exc, Exception) or plugin is None:
+                raise
+            reraise_interrupt(exc)
+            failure = describe_failure(exc)
+            raise PluginError(f"{plugin}: its live model failed while the probes ran it: {failure}") from exc
         else:
             warnings.extend(probe.warnings)
             warnings.extend(

@@ -109,6 +109,10 @@ CASES = [
          WHO + r"loss raised RuntimeError: loss exploded\n$"),
     Case("live-loss-returns-a-float", _live(loss="return 0.5"), EXIT_ERROR,
          WHO + r"loss returned a float, not a float scalar tensor\n$"),
+    Case("live-encode-items-exits-inside-a-probe",  # the plain calls run without grad; the probes with it
+         _live(items="if torch.is_grad_enabled():\n            raise SystemExit(3)"), EXIT_ERROR,
+         r"^Error: plugin 'file:plug\.py': its live model failed while the probes ran it: it called "
+         r"sys\.exit\(3\); a plugin cannot end the run\n$"),
     Case("live-tower-refuses-many-rows-at-once",
          _live(items="if len(rows) > 4:\n            raise ValueError('batch too large')", check=_compared_nothing),
          EXIT_OK, None),
