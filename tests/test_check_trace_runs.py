@@ -132,7 +132,7 @@ def test_c5_of_a_plain_loop_stopped_within_its_first_epoch(tmp_path: Path) -> No
     assert report["training"]["ended_within_epoch"] and report["training"]["steps"] == 1
     c5 = report["conditions"]["C5"]
     assert c5["details"]["epochs"] == 1.0
-    assert "over frequency × 1 epochs (trace (epochs begun: training ended within the last, whose steps the trace " \
+    assert "over frequency × 1 epoch (trace (epochs begun: training ended within the last, whose steps the trace " \
            "does not record, so the projection counts it whole and is an upper bound))" in c5["evidence"]
     table = stopped_loop(tmp_path / "t.jsonl", {"steps_per_epoch": 5})
     c5 = audit(tmp_path, table)["conditions"]["C5"]
@@ -209,7 +209,8 @@ def test_an_epoch_without_a_step_is_no_epoch_trained(tmp_path: Path, plan: list[
     report = audit(tmp_path, epochs_loop(tmp_path / "t.jsonl", config, plan))
     training, c5 = report["training"], report["conditions"]["C5"]
     assert training["epochs"] == epochs and training["empty_epochs"] == empty
-    assert c5["details"]["epochs"] == projected and f"over frequency × {projected:g} epochs" in c5["evidence"]
+    assert c5["details"]["epochs"] == projected and f"over frequency × {projected:g} epoch" in c5["evidence"]
+    assert "× 1 epochs" not in c5["evidence"]  # QA retrain wording: one epoch is singular
     listed = ", ".join(str(e) for e in empty)
     said = [w for w in report["warnings"] if "ended without an optimizer step" in w]
     assert said == [f"--trace {tmp_path / 't.jsonl'}: epoch{'s' if len(empty) > 1 else ''} {listed} ended without an "

@@ -95,7 +95,7 @@ def test_mitigations_on_a_log_with_times(tmp_path: Path) -> None:
     doc = json.loads((out / "results.json").read_text())
     assert doc["holdout"]["split"] == "time" and [r["name"] for r in doc["rows"]] == [
         "reference", "logq", "cosine", "alpha_0.5", "popular"]
-    assert "each user's latest 0.2" in (out / "results.md").read_text()
+    assert "Holdout: the latest 0.2 of each user's interactions, never trained on" in (out / "results.md").read_text()
     assert "┃ mitigation" in res.stdout
     # QA accuracy F3: a log's sizes are data's; sizes holds no synthetic defaults (1000 items) for it
     assert {k: doc["sizes"][k] for k in ("n_users", "n_items", "n_interactions", "zipf")} == dict.fromkeys(

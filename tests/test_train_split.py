@@ -197,7 +197,7 @@ def test_results_md_counts_trained_and_held_out_interactions_of_a_known_split() 
                    "n_users": 3, "n_items": 10, "n_interactions": 11}
     md = to_markdown(MitigationResult(ExperimentSizes(epochs=1), [0], 0.4, "time", (0.5,), [row], description))
     assert "3 users, 10 items, 11 interactions" in md and "1 epoch per run" in md
-    assert ("Holdout: each user's latest 0.4 of each user's interactions, never trained on (seed 0: 7 interactions "
+    assert ("Holdout: the latest 0.4 of each user's interactions, never trained on (seed 0: 7 interactions "
             "trained on, 4 held out; 2 distinct held-out (user, item) pairs of 2 users evaluated, 2 repeats of a "
             "training pair left out).") in md
     assert "None" not in md and "| n/a | n/a |" in md  # nothing measured: n/a, never None or nan

@@ -38,11 +38,12 @@ from auditor.conditions.facts import (
     with_trace_loss,
 )
 from auditor.config import DeclaredTraining
-from auditor.errors import ProbeError
+from auditor.errors import PluginError, ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
 from auditor.plugins import DeclaredConditions, collect_condition_evidence
-from auditor.plugins.lending import live_model_hook
+from auditor.plugins.lending import live_author, live_model_hook
+from auditor.plugins.manager import PLUGIN_FAILURES, describe_failure, reraise_interrupt
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
@@ -105,7 +106,8 @@ def assess_conditions(
     if live is None and pm is not None:
         live = live_model_hook(pm, bundle)
     probe, not_run = _probes(live, bundle, pairs, config, optimizer.lr, run_probes, warnings,
-                             seed=seed, progress=progress, row_ids=row_ids, device=device)
+                             seed=seed, progress=progress, row_ids=row_ids, device=device,
+                             plugin=live_author(pm, bundle, live) if live is not None else None)
     static_c2, static_c3 = static_c2_c3(bundle, config, live=live is not None)
     conditions = {
         C1: c1,
@@ -129,9 +131,10 @@ def assess_conditions(
 def _probes(
     live: LiveModel | None, bundle: ModelBundle, pairs: InteractionPairs | None, config: RecordedConfig,
     lr: Fact[float] | None, run_probes: bool, warnings: list[str], *, seed: int, progress: Progress,
-    row_ids: RowIdPolicy, device: str = "cpu",
+    row_ids: RowIdPolicy, device: str = "cpu", plugin: str | None = None,
 ) -> tuple[ProbeOutcome | None, ProbesNotRun | None]:
-    """The numeric probes on the live model, or why none ran (a failure is also a warning)."""
+    """The numeric probes on the live model, or why none ran (a failure is also a warning);
+    code of a plugin's live model (``plugin``: who built it) that fails raises PluginError."""
     probe: ProbeOutcome | None = None
     not_run: ProbesNotRun | None = None
     if not run_probes:
@@ -144,10 +147,17 @@ def _probes(
             probe = run_all_probes(
                 live, bundle, pairs, seed=seed, batch_size=batch_size or 256,
                 fallback_lr=lr.value if lr else None, progress=progress, row_ids=row_ids, device=device,
+                plugin=plugin,
             )
         except ProbeError as exc:
             not_run = ProbesNotRun("failed", str(exc))
             warnings.append(not_run.describe())
+        except PLUGIN_FAILURES as exc:  # the probes record Exceptions: sys.exit, GeneratorExit... are the plugin's
+            if isinstance(exc, Exception) or plugin is None:
+                raise
+            reraise_interrupt(exc)
+            failure = describe_failure(exc)
+            raise PluginError(f"{plugin}: its live model failed while the probes ran it: {failure}") from exc
         else:
             warnings.extend(probe.warnings)
             warnings.extend(

@@ -198,8 +198,13 @@ def assess_c4(
 ) -> Condition:
     """The gradient-alignment probe decides when it ran and graded a slot; a loss name that
     disagrees with it is a warning. Without it, the recorded, live or declared loss name (in
-    that order), beside why the probe graded no slot (every gradient at rounding level)."""
+    that order), beside why the probe did not measure (it failed, or graded no slot: every
+    gradient at rounding level or not finite)."""
     condition = _assess_c4(config, declared, live, probe, warnings)
+    error = probe.error("c4") if probe is not None else None
+    if error is not None:  # the weaker evidence says the measurement it stands in for failed (as C2 and C3 do)
+        return replace(condition, evidence=f"{condition.evidence} (numeric check failed: {error})",
+                       details={**condition.details, "probe_error": error})
     alignment = probe.gradient_alignment if probe is not None else None
     if alignment is None or alignment.unmeasured is None:
         return condition
@@ -253,11 +258,7 @@ def _assess_c4(
     if scored is not None:
         return scored
     if named is None:
-        why = f"no recorded loss, live loss or {setting('loss')}"
-        error = probe.error("c4") if probe is not None else None
-        if error is not None:
-            why += f" (numeric check failed: {error})"
-        return Condition(name, "unknown", why, details)
+        return Condition(name, "unknown", f"no recorded loss, live loss or {setting('loss')}", details)
     status, why = classify_loss(named[0])
     if by_model:  # the loss is the model's own, not a recorded name
         evidence = f"{named[1]}: {why}"

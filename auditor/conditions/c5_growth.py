@@ -222,7 +222,8 @@ def _projected(
         "s_growth_median": s_med, "s_growth_head": s_head,
         "head_median_norm_ratio": ratio, "threshold": threshold,
     })
-    epoch_text = f"{e:g} epochs" if n_epochs is not None else "1 epoch (epochs not recorded, so a lower estimate)"
+    epoch_text = (f"{e:g} epoch{'' if e == 1 else 's'}" if n_epochs is not None
+                  else "1 epoch (epochs not recorded, so a lower estimate)")
     if epochs is not None and epochs.key.endswith(NO_END):  # a trace of a run that died: what it recorded
         epoch_text += f" (at least: {epochs.source})"
     elif epochs is not None and not float(e).is_integer():  # a run stopped within an epoch

@@ -136,4 +136,24 @@ def live_model_hook(pm: Any, bundle: Any) -> Any:
         return call_hook(pm, "popaudit_live_model", bundle=lend(bundle))
 
 
-__all__ = ["ArrayWatch", "lend", "named_arrays", "lend_result", "live_model_hook", "unchanged_tensors"]
+def live_author(pm: Any, bundle: Any, live: object) -> str | None:
+    """Who built ``live``, for an error its code causes (``plugin 'file:x.py'``, or the hooks
+    one of which did): the plugin whose module defines its class, else the plugin loader
+    that read the file (a live model set on the bundle it returned), else the plugins
+    implementing ``popaudit_live_model``. None for popaudit's own live model."""
+    module = type(live).__module__
+    if module == "auditor" or module.startswith("auditor."):
+        return None
+    for name, plugin in pm.list_name_plugin() if pm is not None else ():
+        defined = getattr(plugin, "__name__", None)
+        if isinstance(defined, str) and (module == defined or module.startswith(defined + ".")):
+            return f"plugin {name!r}"
+    loader = str(getattr(bundle, "loader", ""))
+    if loader and loader != "the built-in loader":
+        return loader
+    if pm is not None and "(unknown)" not in (named := implementers(pm, "popaudit_live_model")):
+        return named
+    return f"the code of the live model {type(live).__qualname__!r} (module {module})"
+
+
+__all__ = ["ArrayWatch", "lend", "named_arrays", "lend_result", "live_author", "live_model_hook", "unchanged_tensors"]

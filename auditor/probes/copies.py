@@ -15,6 +15,7 @@ from torch.func import functional_call
 
 from auditor.errors import ProbeError
 from auditor.model import LiveModel
+from auditor.plugins.manager import PLUGIN_FAILURES, reraise_interrupt
 
 ItemFunction = Callable[[dict[str, torch.Tensor]], torch.Tensor]
 
@@ -61,8 +62,8 @@ def working_copy(
             with torch.no_grad():
                 live.encode_items(module64, torch.zeros(1, dtype=torch.int64, device=device))
             return module64, torch.float64
-        except Exception:  # noqa: BLE001 - a model that cannot run in float64 is probed as is
-            pass
+        except PLUGIN_FAILURES as exc:  # a model that cannot run in float64 is probed as is
+            reraise_interrupt(exc)  # anything else its code raises, checked_live calls it again to say
     module = _on(_clone(live.module), device)
     dtype = next((p.dtype for p in module.parameters()), torch.float32)
     return module, dtype

@@ -259,11 +259,16 @@ def gradient_alignment(
     q = q.detach().clone().requires_grad_(True)
     loss = live.loss(u.detach(), q)
     (g,) = torch.autograd.grad(loss, q)
+    if not bool(torch.isfinite(loss.detach()).all()):
+        raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss.detach())})")
     qd, gd = q.detach().double(), g.double()
     gn = torch.linalg.vector_norm(gd, dim=1)
     qn = torch.linalg.vector_norm(qd, dim=1)
     tol = tolerance(q.dtype)
-    nonzero = (gn > 0) & (qn > 0)
+    finite = torch.isfinite(gn) & torch.isfinite(qn)
+    if not bool(finite.any()):
+        raise ProbeError(f"the loss's gradient is not finite in any of the {int(q.shape[0])} item slots of the probe batch")
+    nonzero = (gn > 0) & (qn > 0) & finite
     ok = nonzero & (qn * gn > gradient_rounding_floor(float(loss.detach()), int(q.shape[0]), q.dtype))
     align = ((qd * gd).sum(dim=1).abs() / (qn * gn))[ok]
     n, n_rounding = int(align.numel()), int((nonzero & ~ok).sum())

@@ -14,6 +14,7 @@ from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, LiveModel, ModelBundle
 from auditor.probes.copies import item_function, working_copy
 from auditor.probes.eager import compiler_free
+from auditor.probes.live_contract import checked_live
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
 from auditor.probe_results import (
     CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers, UserCoupling,
@@ -50,13 +51,16 @@ def run_probes(
     progress: Progress = SILENT,
     row_ids: RowIdPolicy = RowIdPolicy(),
     device: str = "cpu",
+    plugin: str | None = None,
 ) -> ProbeOutcome:
     """Run every probe on copies of the model, float64 where it runs in it (never on
     ``live.module`` itself), on ``device`` (``"cpu"`` or ``"cuda"``, resolved).
 
-    A probe that raises (user or plugin code that torch.func cannot trace, say) is
-    recorded in ``errors`` and the others still run; :class:`ProbeError` means no probe
-    could run (no batch can be formed, or the module cannot be copied).
+    The live model's methods are first called plainly (``live_contract.py``): one that fails
+    there raises :class:`PluginError` naming ``plugin`` (who built it; None: popaudit's own,
+    whose failure is a ProbeError). A probe that raises after that (code torch.func cannot
+    trace, say) is recorded in ``errors`` and the others still run; :class:`ProbeError`
+    means no probe could run (no batch, a module that cannot be copied).
     """
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -66,16 +70,15 @@ def run_probes(
     except Exception as exc:  # noqa: BLE001 - a module that cannot be copied cannot be probed safely
         raise ProbeError(f"cannot copy the live model for probing: {_describe(exc)}") from exc
     n_items = bundle.n_items
-    curve_rows = torch.as_tensor(
-        np.sort(rng.choice(n_items, size=min(n_curvature_items, n_items), replace=False)),
-        dtype=torch.int64,
-    )
+    curve_rows = torch.as_tensor(np.sort(rng.choice(n_items, size=min(n_curvature_items, n_items), replace=False)))
     # J Jᵀ costs two reverse passes (Jᵀe, then J·Jᵀe) per output coordinate: at most ~1024 of them.
     n_jac = min(n_jacobian_items, len(curve_rows), max(2, 1024 // max(1, bundle.dim)))
     jac_rows = curve_rows[torch.as_tensor(rng.choice(len(curve_rows), size=n_jac, replace=False))]
     extra = rng.choice(n_items, size=min(n_extra_items, n_items), replace=False).astype(np.int64)
     errors: dict[ProbeKey, ProbeFailure] = {}
-    disagreement = table_disagreement(live, module, bundle, np.sort(extra))  # rows the update step encodes too
+    probed = np.sort(extra)  # rows the update step encodes too
+    disagreement = table_disagreement(checked_live(live, module, probed, np.unique(batches[0].users), bundle.dim,
+                                                   plugin), bundle, probed)
     with progress.track("numeric probes", 5) as advance:
         layers = _attempt(errors, "item_tower", lambda: item_tower_layers(live, module))
         layers = _with_rows_read(live, module, layers, n_items)

@@ -49,7 +49,7 @@ def update_step(
         items = live.encode_items(module, torch.as_tensor(batch.items, dtype=torch.int64, device=device))
         loss = live.loss(*one_dtype(users, items))
         if not torch.isfinite(loss):
-            raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss)})")
+            raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss.detach())})")
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         eager_step(optimizer)
         with torch.no_grad():

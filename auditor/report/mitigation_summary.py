@@ -67,7 +67,7 @@ def split_text(run: dict[str, Any]) -> str:
 def _intro(result: MitigationResult) -> str:
     sz, k = result.sizes, result.k
     first = result.rows[0]["runs"][0] if result.rows else {}
-    how = "each user's latest" if result.split == "time" else "a seeded random"
+    how = "the latest" if result.split == "time" else "a seeded random"
     return (
         f"{data_text(result.data, result.seeds, sz.epochs)} Holdout: {how} {result.fraction:g} of each user's "
         f"interactions, never trained on{split_text(first)}. Every model: two-tower, dim {sz.dim}, batch size "
