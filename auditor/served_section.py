@@ -53,7 +53,8 @@ class ServedSection:
     at: dict[int, ServedCutoff] = field(default_factory=dict)
     """K -> measures (lists-only audits; with a model the lists are the ``served`` scoring of retrieval)."""
     head_share_log: float | None = None
-    """The top-1% items' share of the training interactions (the lists-only verdict's reference)."""
+    """The grade's top-1% items' share of the training popularity (the lists' grade's reference), the head counted
+    over the grade's catalogue, the same with a model or without (:func:`auditor.retrieval.served.graded_head`)."""
     n_queried_without_list: int | None = None
     """With a model: queried users the file has no list for (served an empty list)."""
     n_unknown_users: int | None = None
