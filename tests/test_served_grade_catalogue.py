@@ -22,7 +22,7 @@ ROUTES = {"alone": [], "beside": ["model.pt"], "no-retrieval": ["model.pt", "--n
 
 
 @pytest.fixture()
-def extra_rows(tmp_path: Path) -> tuple[Path, float, float]:
+def extra_rows(tmp_path: Path) -> tuple[Path, float, float, float]:
     """Items 0, 1, 2 hold 12, 11, 10 log interactions; every list opens with item 0, never serves 1 or 2;
     the model's table has 200 rows past every item of the log and the lists (the QA's V1 case)."""
     rng = np.random.default_rng(5)
@@ -47,7 +47,9 @@ def extra_rows(tmp_path: Path) -> tuple[Path, float, float]:
     head = np.zeros(N_ROWS, dtype=bool)
     head[catalogue[counts[catalogue] >= cut]] = True
     slots = [i for items in lists.values() for i in items]
-    return tmp_path, float(np.mean(head[slots])), float(counts[head].sum() / counts.sum())
+    order = np.argsort(-counts, kind="stable")  # the most-popular list: the 5 most popular untrained items
+    popular = [int(i) for u in lists for i in [j for j in order if int(j) not in seen[u]][:5]]
+    return tmp_path, float(np.mean(head[slots])), float(counts[head].sum() / counts.sum()), float(np.mean(head[popular]))
 
 
 def _check(route: list[str]) -> tuple[int, dict[str, object]]:
@@ -59,9 +61,9 @@ def _check(route: list[str]) -> tuple[int, dict[str, object]]:
 
 @pytest.mark.parametrize("route", list(ROUTES))
 def test_model_rows_neither_trained_nor_served_do_not_move_the_head(
-    extra_rows: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch, route: str,
+    extra_rows: tuple[Path, float, float, float], monkeypatch: pytest.MonkeyPatch, route: str,
 ) -> None:
-    folder, served, log = extra_rows
+    folder, served, log, _ = extra_rows
     monkeypatch.chdir(folder)
     assert (round(served, 4), round(log, 4)) == (0.2, 0.0622)  # head {0} of 97 items: 3.22x, +13.8 points
     code, report = _check(ROUTES[route])
@@ -72,3 +74,18 @@ def test_model_rows_neither_trained_nor_served_do_not_move_the_head(
     assert "20.0% of their top-5 slots, against 6.2% of the training interactions, 3.22×" in verdict["summary"]  # type: ignore[index]
     if route != "alone":  # the per-K served figures stay over the model's 300 rows (head {0, 1, 2})
         assert section["n_catalogue"] == N_ROWS  # type: ignore[index]
+
+
+@pytest.mark.parametrize("route", ["alone", "beside"])
+def test_the_most_popular_reference_counts_the_grades_head(
+    extra_rows: tuple[Path, float, float, float], monkeypatch: pytest.MonkeyPatch, route: str,
+) -> None:
+    """The reference quoted beside the grade is the most-popular list's share of the grade's head (QA "Served
+    N2"): 14.0% on both routes; beside the model it was the per-K figure over the 300 rows' head, 43.5%."""
+    folder, _, _, popular = extra_rows
+    monkeypatch.chdir(folder)
+    assert round(popular, 4) == 0.14  # 28 of the 40 users did not train on item 0: 28 of 200 slots
+    _, report = _check(ROUTES[route])
+    assert "(the most-popular list: 14.0%)" in report["verdict"]["summary"]  # type: ignore[index]
+    if route == "beside":
+        assert report["served"]["head_share_popular"] == {"5": pytest.approx(popular)}  # type: ignore[index]

@@ -196,6 +196,17 @@ def graded_shares(served: ServedLists, popularity: np.ndarray,
     return log, head_shares(served.lists, head, served.cutoffs(ks))
 
 
+def popular_reference(served: ServedLists, popularity: np.ndarray, popular: np.ndarray, rows: np.ndarray,
+                      ks: Sequence[int]) -> dict[int, float | None]:
+    """Beside a model, the reference quoted beside the grade (QA "Served N2"): K -> the grade's head's
+    (:func:`graded_head`) share of the most-popular list's filled top-K slots (``popular``, the
+    retrieval's, rows aligned with ``rows``: the queried users' served lists), over the queried users
+    with a list, at the grade's K's. Lists the model does not query (users the log lacks, sampled out)
+    have no popular list of the model's: the sentence says whose lists the reference covers."""
+    listed = (rows >= 0).any(axis=1)
+    return head_shares(popular[listed], graded_head(served, popularity), served.cutoffs(ks))
+
+
 def graded_apart_said(served: ServedLists, n_apart: int, apart: str) -> list[str]:
     """Beside a model: the warning saying that the grade covers ``n_apart`` lists the served
     scoring's per-K figures do not (``apart``: why). Empty when none (a K past the lists' length
