@@ -16,7 +16,8 @@ trained on, which the most-popular list skips.
 Beside a model (:func:`with_served_lists`) the same rule grades the served scoring: the
 lists are what users met, so the severity is the worse of the model's and the served
 lists'; the summary opens with the served lists when they graded it (``graded_by``
-``served``) and quotes their figures otherwise.
+``served``) and quotes their figures otherwise, the most-popular reference counting the grade's head over
+the queried users' lists (``served.head_share_popular``), said so where the grade covers more lists.
 """
 
 from __future__ import annotations
@@ -139,8 +140,9 @@ def with_served_lists(verdict: Verdict, sections: MeasuredSections) -> Verdict:
     retrieval = sections.retrieval
     served = sections.served
     share, log_text, times = amplification_figures(served.head_share_every_list[k], served.head_share_log, ratio)
-    popular = [f"the most-popular list: {share_text(retrieval.at[k].popular.get(HEAD))}"] if (
-        retrieval is not None and k in retrieval.at) else []
+    over = " over the queried users' lists" if served.n_graded_apart else ""  # not the grade's every list
+    popular = [f"the most-popular list{over}: {share_text(served.head_share_popular[k])}"] if (
+        k in served.head_share_popular) else []
     scope = "; ".join(popular + _grade_scope(served, k, k in sections.settings.get("ks", ()), retrieval is not None))
     figures = (f"the served lists give the top-1% most popular items {share} of their top-{k} slots, against "
                f"{log_text} of the training {_unit(sections)}{times}{f' ({scope})' if scope else ''}")

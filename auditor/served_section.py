@@ -53,7 +53,8 @@ class ServedSection:
     at: dict[int, ServedCutoff] = field(default_factory=dict)
     """K -> measures (lists-only audits; with a model the lists are the ``served`` scoring of retrieval)."""
     head_share_log: float | None = None
-    """The top-1% items' share of the training interactions (the lists-only verdict's reference)."""
+    """The grade's top-1% items' share of the training popularity (the lists' grade's reference), the head counted
+    over the grade's catalogue, the same with a model or without (:func:`auditor.retrieval.served.graded_head`)."""
     n_queried_without_list: int | None = None
     """With a model: queried users the file has no list for (served an empty list)."""
     n_unknown_users: int | None = None
@@ -76,6 +77,10 @@ class ServedSection:
     head_share_every_list: dict[int, float | None] = field(default_factory=dict)
     """The served lists' grade, with a model or without (:func:`auditor.retrieval.served.graded_shares`): K -> the
     top-1% share of the top-K slots of every list of the file, each K asked at most the lists' length."""
+    head_share_popular: dict[int, float | None] = field(default_factory=dict)
+    """Beside a model: K -> the most-popular list's share of the grade's head over the queried users with a list
+    (:func:`auditor.retrieval.served.popular_reference`), the reference the summary quotes beside the grade; ``{}``
+    alone (the reference is ``head_share_1pct_popular@K``, over every list) or where nobody is queried."""
     n_graded_apart: int = 0
     """Beside a model: the file's lists in none of the served scoring's per-K figures, which the grade covers
     (users the log lacks, sampled out, not queried; every list where retrieval is not measured); ``diff``

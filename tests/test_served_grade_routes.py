@@ -113,6 +113,8 @@ def test_lists_of_users_the_log_lacks_grade_on_every_route(
     if route in ("beside", "sampled"):  # the grade covers 45 lists the per-K figures leave out: the reason says so
         assert report["served"]["n_graded_apart"] >= 45  # type: ignore[index]
         assert "graded over all 75 lists of the file" in verdict["summary"]  # type: ignore[index]
+        # the reference covers the queried users' lists only, and says so (QA "Served N2")
+        assert "(the most-popular list over the queried users' lists: " in verdict["summary"]  # type: ignore[index]
         assert report["retrieval"]["at"]["5"]["served"]["head_share_1pct"] == 0.0  # type: ignore[index]
 
 

@@ -166,22 +166,45 @@ def _popular_measures(measures: ExposureMeasures, popular: Slots, n_listed: int)
                          for name, value in exposure.items()})
 
 
-def head_share_of_log(popularity: np.ndarray) -> float | None:
-    """The top-1% items' share of all popularity (training interactions or users)."""
-    total = float(popularity.sum())
-    if total <= 0:
-        return None
-    return float(popularity[head_mask(popularity, HEAD_PERCENT)].sum()) / total
+def graded_head(served: ServedLists, popularity: np.ndarray) -> np.ndarray:
+    """The grade's top-1% head (ties at the cut in), one catalogue with a model or without: the items
+    with training popularity and the items served, as lists alone number them (the log's items and the
+    lists'). A model's rows neither trained on nor served (new catalogue entries, RecBole's rows of
+    valid/test-only items), or a counts file's items with count 0, would put the cut at another c
+    (QA "Served N1": 3 items of 300 rows instead of 1 of 97): they are left out of the count, so adding
+    MODEL never moves the head."""
+    catalogue = np.asarray(popularity) > 0
+    catalogue[served.lists[served.lists >= 0]] = True
+    head = np.zeros(catalogue.shape[0], dtype=bool)
+    head[catalogue] = head_mask(np.asarray(popularity)[catalogue], HEAD_PERCENT)
+    return head
 
 
-def graded_shares(served: ServedLists, popularity: np.ndarray, ks: Sequence[int]) -> dict[int, float | None]:
+def graded_shares(served: ServedLists, popularity: np.ndarray,
+                  ks: Sequence[int]) -> tuple[float | None, dict[int, float | None]]:
     """The served lists' grade, one policy with a model or without (docs/served-lists.md, "Severity"):
-    K -> the top-1% items' share of the filled top-K slots (as ``head_share_1pct``) over every list
-    of the file, at each of ``ks`` at most the lists' length (:meth:`ServedLists.cutoffs`). The
-    lists are a record of what was served: grading them needs only their slots and the log's
-    popularity, nothing of the model, so adding MODEL never drops a list (a user the log lacks,
-    one sampled out or not queried) or a K from the severity (QA "Served F1", "Served F2")."""
-    return head_shares(served.lists, popularity, served.cutoffs(ks))
+    (the head's share of all training ``popularity``, ``head_share_log``; K -> the head's share of the
+    filled top-K slots (as ``head_share_1pct``) over every list of the file, at each of ``ks`` at most
+    the lists' length (:meth:`ServedLists.cutoffs`), ``head_share_every_list``), the head over the
+    grade's catalogue (:func:`graded_head`). The lists are a record of what was served: grading them
+    needs only their slots and the log's popularity, nothing of the model, so adding MODEL never drops
+    a list (a user the log lacks, one sampled out or not queried) or a K from the severity, nor moves
+    its head (QA "Served F1", "Served F2", "Served N1")."""
+    head = graded_head(served, popularity)
+    total = float(np.asarray(popularity).sum())
+    log = float(np.asarray(popularity)[head].sum()) / total if total > 0 else None
+    return log, head_shares(served.lists, head, served.cutoffs(ks))
+
+
+def popular_reference(served: ServedLists, popularity: np.ndarray, popular: np.ndarray, rows: np.ndarray,
+                      ks: Sequence[int]) -> dict[int, float | None]:
+    """Beside a model, the reference quoted beside the grade (QA "Served N2"): K -> the grade's head's
+    (:func:`graded_head`) share of the most-popular list's filled top-K slots (``popular``, the
+    retrieval's, rows aligned with ``rows``: the queried users' served lists), over the queried users
+    with a list, at the grade's K's. Lists the model does not query (users the log lacks, sampled out)
+    have no popular list of the model's: the sentence says whose lists the reference covers."""
+    listed = (rows >= 0).any(axis=1)
+    return head_shares(popular[listed], graded_head(served, popularity), served.cutoffs(ks))
 
 
 def graded_apart_said(served: ServedLists, n_apart: int, apart: str) -> list[str]:
@@ -195,10 +218,9 @@ def graded_apart_said(served: ServedLists, n_apart: int, apart: str) -> list[str
             "never drops a list from the grade"]
 
 
-def head_shares(rows: np.ndarray, popularity: np.ndarray, ks: Sequence[int]) -> dict[int, float | None]:
-    """K -> the top-1% items' share of the filled top-K slots of ``rows`` (-1: empty slot), as
-    ``head_share_1pct`` (None: no slot filled)."""
-    head = head_mask(popularity, HEAD_PERCENT)
+def head_shares(rows: np.ndarray, head: np.ndarray, ks: Sequence[int]) -> dict[int, float | None]:
+    """K -> the share of the filled top-K slots of ``rows`` (-1: empty slot) holding an item of
+    ``head`` (a mask over the rows), as ``head_share_1pct`` (None: no slot filled)."""
     shares: dict[int, float | None] = {}
     for k in ks:  # one gather per cut-off, over every list at once
         filled = rows[:, :k][rows[:, :k] >= 0]
@@ -266,15 +288,15 @@ def measure_served(
                                          n_short_lists=short)
             exposure["served"][k], exposure["popular"][k] = mine.counts, theirs.counts
             advance(1)
-    section.head_share_log = head_share_of_log(weights)
-    section.head_share_every_list = graded_shares(served, weights, ks)  # the grade, as beside a model
+    section.head_share_log, section.head_share_every_list = graded_shares(served, weights, ks)  # as beside a model
     section.list_measures = measures.info
     section.definitions = {m.name: m.definition for m in list_measures}
     section.definitions.update(
         popular=POPULAR_DEFINITION, catalogue=CATALOGUE_DEFINITION,
         overlap_served_popular="overlap_served_popular: mean over users of |served list ∩ popular list| / K",
         head_share_log="head_share_log: the top-1% items' share of the training popularity "
-                       f"({'distinct users' if popularity == 'users' else 'interactions'}), the verdict's reference",
+                       f"({'distinct users' if popularity == 'users' else 'interactions'}), the verdict's reference; "
+                       "the top 1% counted over the items trained on or served, as beside a model",
         **group_definitions(measures.context),
     )
     return ServedOutcome(section=section, exposure=exposure, warnings=warnings,
