@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from auditor.diff.comparability import comparability_view
+from auditor.diff.comparability import comparability_notes, comparability_view
 from auditor.diff.compare import figures_apart
 from auditor.errors import ReportError
 from auditor.flat import FlatEntry, gateable_entries, report_as_read
@@ -37,9 +37,17 @@ class _ReportFacts(NamedTuple):
     saturated: frozenset[int] = frozenset()
     """The Ks the report's ``retrieval.saturated`` marks: the harm is not measured there
     (docs/measures.md, "A K that holds every candidate"), so the summary quotes no ratio there."""
+    notes_base: int | None = None
+    """The earlier row :attr:`notes` compare this row with (the previous row with a report)."""
+    notes: tuple[str, ...] = ()
+    """Diff's notes between that row's report and this one's (another training log, other
+    cut-offs, ...: differences that leave the figures comparable), but the model's, which
+    the summary's tables name in each row (:data:`SHOWN_SETTINGS`)."""
 
 
 _NO_FACTS = _ReportFacts(None, None, None, {})
+SHOWN_SETTINGS = ("inputs.model",)
+"""Settings each row of the summary names itself: diff's notes on them are not repeated."""
 Entries = dict[str, FlatEntry | None]
 """The origin of each followed column (None: no flat name, e.g. ``seconds``)."""
 Apart = dict[str, dict[int, tuple[str, ...]]]
@@ -53,13 +61,15 @@ def _report_facts(table: pa.Table, followed: Collection[str]) -> tuple[dict[int,
     never all decoded at once); the origin of each ``followed`` column (:class:`FlatEntry`),
     read from the first report that has a value for it; and, per column, why diff would not
     compare a row's figure with the previous row's that has one (:data:`Apart`: only the
-    last such row's :func:`comparability_view` is kept per column)."""
+    last such row's :func:`comparability_view` is kept per column); each row's facts carry
+    diff's notes against the previous row with a report (:attr:`_ReportFacts.notes`)."""
     if "report_json" not in table.column_names or "row" not in table.column_names:
         return {}, {}, {}
     out: dict[int, _ReportFacts] = {}
     entries: Entries = {}
     apart: Apart = {}
     last: dict[str, dict[str, Any]] = {}
+    previous: tuple[int, dict[str, Any]] | None = None  # the last row with a report, and its view
     rows, reports = table.column("row"), table.column("report_json")
     for i in sorted(range(table.num_rows), key=lambda at: rows[at].as_py()):
         row, report = int(rows[i].as_py()), _read_report(reports[i].as_py())
@@ -75,6 +85,11 @@ def _report_facts(table: pa.Table, followed: Collection[str]) -> tuple[dict[int,
                     apart.setdefault(metric, {})[row] = why
             last[metric] = view
         out[row] = _row_facts(report)
+        if view and previous is not None:
+            notes = comparability_notes(previous[1], view)
+            shown = tuple(n for n in notes if not n.startswith(tuple(f"{s} differs (" for s in SHOWN_SETTINGS)))
+            out[row] = out[row]._replace(notes_base=previous[0], notes=shown)
+        previous = (row, view) if view else previous
     return out, entries, apart
 
 

@@ -133,6 +133,7 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
             spearman=r.get("spearman"), head_share=share, rank_value=r.get(rank_by),
             delta_spearman=spearman.delta, spearman_apart=_said(spearman.apart),
             delta_head_share=head.delta, pair_apart=_said(tuple(dict.fromkeys(head.apart + spearman.apart))),
+            pair_notes=fact.notes if before is not None and fact.notes_base == before.row else (),
             ndcg=r.get(f"ndcg_dot@{k}") if k is not None else None,
             recall=r.get(f"recall_dot@{k}") if k is not None else None,
             recommended=fact.recommended, k=k, recommended_k=fact.recommended_k,
