@@ -38,7 +38,7 @@ def mitigate_facts(inputs: AuditInputs) -> dict[str, Any]:
 
 def inputs_section(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None,
             population: QueryPopulation | None) -> Inputs:
-    from auditor.loading.fingerprint import ids_fingerprint
+    from auditor.loading.fingerprint import mapping_fingerprint
 
     policy = config.row_ids
     assumed = bundle.item_ids is None and policy.offset is None and stats is not None and not stats.from_checkpoint
@@ -58,8 +58,11 @@ def inputs_section(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | 
         user_id_mapping=(
             describe_mapping("user", bundle.user_ids_source, policy) if bundle.user_table is not None else None
         ),
-        item_id_fingerprint=ids_fingerprint(bundle.item_ids),
-        user_id_fingerprint=ids_fingerprint(bundle.user_ids) if bundle.user_table is not None else None,
+        item_id_fingerprint=mapping_fingerprint(bundle.item_ids, bundle.n_items, policy.shift),
+        user_id_fingerprint=(
+            mapping_fingerprint(bundle.user_ids, bundle.user_table.shape[0], policy.shift)
+            if bundle.user_table is not None else None
+        ),
         row_ids_assumed=assumed,
         n_untrained_user_rows=None if population is None else population.n_untrained_rows,
     )

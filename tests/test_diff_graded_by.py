@@ -67,7 +67,8 @@ def test_the_lead_sentence_gives_the_verdicts_own_reason(tmp_path: Path) -> None
     base["verdict"].update(graded_by="model", severity="none")
     new = copy.deepcopy(base)
     new["verdict"].update(graded_by="served", severity="low")
-    new["inputs"].update(item_id_mapping="item rows mapped through --item-ids ids.txt", item_ids="ids.txt")
+    new["inputs"].update(item_id_mapping="item rows mapped through --item-ids ids.txt", item_ids="ids.txt",
+                         item_id_fingerprint="sha256:" + "1" * 64)  # other ids than the rows' own (QA12 scale N2)
     diff = diff_reports(base, new).to_dict()
     assert diff["verdict"]["direction"] == "not comparable"
     assert "inputs.item_id_mapping differs" in diff["verdict"]["reason"]

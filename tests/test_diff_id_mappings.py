@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from scipy.stats import spearmanr
@@ -92,7 +93,7 @@ def test_one_mapping_rule_spelled_otherwise_is_compared(tmp_path: Path, base_rul
     ("item table row = raw item id (assumed: no --item-ids given)", "item table row = raw item id − 1 (--id-offset 1)"),
 ])
 def test_mappings_not_shown_to_agree_differ(tmp_path: Path, base_rule: str, new_rule: str) -> None:
-    report = biased_table_report(tmp_path)
+    report = _with_inputs(biased_table_report(tmp_path), item_id_fingerprint=None)  # written before the fingerprint
     base = _with_inputs(report, item_id_mapping=base_rule, model="a.pt")
     diff = diff_reports(base, _with_inputs(report, item_id_mapping=new_rule, model="a.pt"))
     assert [(s.setting, s.base, s.new) for s in diff.settings] == [("inputs.item_id_mapping", base_rule, new_rule)]
@@ -113,15 +114,71 @@ def _ids_sha256(ids: list[str]) -> str:
     return "sha256:" + hashlib.sha256(lengths + b"".join(encoded)).hexdigest()
 
 
-def test_the_mapping_is_recorded_by_content_and_rows_as_ids_by_none(tmp_path: Path) -> None:
+def test_the_mapping_is_recorded_by_content_rows_as_ids_as_the_ids_in_row_order(tmp_path: Path) -> None:
     rows_as_ids = biased_table_report(tmp_path)
     permutation = [str(i) for i in np.random.default_rng(7).permutation(200)]
     (tmp_path / "ids.txt").write_text("\n".join(permutation) + "\n")
     mapped = _audit(tmp_path, item_ids=tmp_path / "ids.txt")
     assert mapped["inputs"]["item_id_fingerprint"] == _ids_sha256(permutation)
     assert mapped["inputs"]["user_id_fingerprint"] is None  # no user table
-    assert rows_as_ids["inputs"]["item_id_fingerprint"] is None
-    assert _audit(tmp_path, id_offset=0)["inputs"]["item_id_fingerprint"] is None
+    in_order = _ids_sha256([str(i) for i in range(200)])  # QA12 scale N2: was null
+    assert rows_as_ids["inputs"]["item_id_fingerprint"] == in_order
+    assert _audit(tmp_path, id_offset=0)["inputs"]["item_id_fingerprint"] == in_order
+
+
+def _summary_spearman(reports: list[dict[str, Any]]) -> list[tuple[float | None, str | None]]:
+    """The batch summary's Δ spearman and its reason for rows holding ``reports``."""
+    from auditor.batch.summary import summarise
+    from auditor.summaries import STATUS_OK
+
+    table = pa.table({"row": list(range(len(reports))), "status": [STATUS_OK] * len(reports),
+                      "model": ["items.npy"] * len(reports), "error": [None] * len(reports),
+                      "spearman": [r["frequency_norm"]["spearman"] for r in reports],
+                      "report_json": [json.dumps(r) for r in reports]})
+    return [(row.delta_spearman, row.spearman_apart) for row in summarise(table).order]
+
+
+def test_an_in_order_id_file_is_the_mapping_of_rows_as_ids(tmp_path: Path) -> None:
+    """QA12 scale N2: an id file listing 0..n-1 maps each row to the id rows as ids give it:
+    one mapping, compared by diff and the batch summary (was "inputs.item_id_mapping differs",
+    not comparable); a permuted file stays another mapping."""
+    rows_as_ids = biased_table_report(tmp_path)
+    (tmp_path / "ids.txt").write_text("\n".join(map(str, range(200))) + "\n")
+    in_order = _audit(tmp_path, item_ids=tmp_path / "ids.txt")
+    assert in_order["frequency_norm"]["spearman"] == rows_as_ids["frequency_norm"]["spearman"]
+    for base, new in ((rows_as_ids, in_order), (in_order, rows_as_ids)):
+        diff = diff_reports(base, new)
+        assert not diff.settings and (diff.metric("spearman").status, diff.metric("spearman").delta) == ("compared", 0.0)
+        assert diff.verdict.direction == "unchanged"
+    assert _summary_spearman([rows_as_ids, in_order]) == [(None, None), (0.0, None)]
+    (tmp_path / "perm.txt").write_text("\n".join(map(str, np.random.default_rng(7).permutation(200))) + "\n")
+    permuted = _audit(tmp_path, item_ids=tmp_path / "perm.txt")
+    assert [s.setting for s in diff_reports(rows_as_ids, permuted).settings] == ["inputs.item_id_mapping"]
+    (delta, why), = _summary_spearman([rows_as_ids, permuted])[1:]
+    assert delta is None and why is not None and "inputs.item_id_mapping differs" in why
+
+
+def test_an_offset_is_the_id_file_listing_its_ids(tmp_path: Path) -> None:
+    """--id-offset 3 maps row r to id r + 3: the fingerprint of the ids 3..202, as an id file listing them."""
+    biased_table_report(tmp_path)
+    log = pq.read_table(tmp_path / "log.parquet")
+    pq.write_table(log.set_column(1, "item_id", pa.array(log["item_id"].to_numpy() + 3)), tmp_path / "log.parquet")
+    shifted = _audit(tmp_path, id_offset=3)
+    (tmp_path / "ids.txt").write_text("\n".join(map(str, range(3, 203))) + "\n")
+    listed = _audit(tmp_path, item_ids=tmp_path / "ids.txt")
+    assert shifted["inputs"]["item_id_fingerprint"] == listed["inputs"]["item_id_fingerprint"] == \
+        _ids_sha256([str(i) for i in range(3, 203)])
+    diff = diff_reports(shifted, listed)
+    assert not diff.settings and diff.metric("spearman").status == "compared"
+
+
+def test_rows_as_ids_over_tables_of_other_sizes_are_one_mapping(tmp_path: Path) -> None:
+    """Row = id on both sides maps every id alike: a grown catalogue is no other mapping
+    (its fingerprint differs; the head's size is inputs.n_items's rule), as before the fingerprint."""
+    base = biased_table_report(tmp_path)
+    grown = _with_inputs(base, n_items=250, item_id_fingerprint=_ids_sha256([str(i) for i in range(250)]))
+    assert not [s for s in diff_reports(base, grown).settings if "id_" in s.setting]
+    assert diff_reports(base, grown).metric("spearman").status == "compared"
 
 
 def test_a_mapping_file_rewritten_in_place_is_another_mapping(tmp_path: Path) -> None:
@@ -170,5 +227,6 @@ def test_offset_zero_is_rows_as_ids(tmp_path: Path) -> None:
         diff = diff_reports(base, new)
         assert not diff.settings and diff.metric("spearman").status == "compared"
         assert diff.verdict.direction == "unchanged"
-    shifted = _with_inputs(rows, item_id_mapping="item table row = raw item id − 1 (--id-offset 1)")
+    shifted = _with_inputs(rows, item_id_mapping="item table row = raw item id − 1 (--id-offset 1)",
+                           item_id_fingerprint=_ids_sha256([str(i) for i in range(1, 201)]))
     assert [s.setting for s in diff_reports(offset0, shifted).settings] == ["inputs.item_id_mapping"]

@@ -21,56 +21,23 @@ from __future__ import annotations
 import math
 import json
 import re
-from collections.abc import Collection
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from auditor.batch.rank_by import RankSense, did_you_mean, rank_sense
-from auditor.errors import InputError, ReportError
-from auditor.flat import FlatEntry, gateable_entries
+from auditor.errors import InputError
 from auditor.harm import served_ks
 from auditor.metrics.correlations import kendall_tau_test
-from auditor.diff.compare import figures_apart
-from auditor.diff.comparability import comparability_view
-from auditor.flat import report_as_read
-from auditor.protocol import POPULATION, POPULATION_KEYS, report_population
+from auditor.batch.report_facts import _NO_FACTS, Apart, _recall_at, _report_facts, _ReportFacts
+from auditor.protocol import POPULATION, POPULATION_KEYS
 from auditor.report.batch_rows import BatchSummary, SummaryRow, Trend
 from auditor.result import SEVERITIES
 from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 
 _HEAD_RATIO = re.compile(r"head_share_1pct_ratio@(\d+)")
-
-
-class _ReportFacts(NamedTuple):
-    """What the summary reads from one row's JSON report."""
-
-    recommended: str | None
-    recommended_k: int | None
-    """The K the trade-off recommended at (``accuracy.quoted_k``)."""
-    quoted_k: int | None
-    """The K the verdict quotes (``verdict.quoted_k``)."""
-    population: dict[str, Any]
-    """The report's ``retrieval.population`` (:func:`auditor.protocol.report_population`)."""
-    retrieval_index: str | None = None
-    """The report's ``retrieval.index`` (``exact``, ``ivf``, ``hnsw``; None: no retrieval)."""
-    recall: dict[str, Any] | None = None
-    """The report's ``retrieval.recall`` of an approximate index, by K (``"10"``)."""
-    popularity: str | None = None
-    """The report's ``retrieval.popularity`` (``interactions`` or ``users``)."""
-    saturated: frozenset[int] = frozenset()
-    """The Ks the report's ``retrieval.saturated`` marks: the harm is not measured there
-    (docs/measures.md, "A K that holds every candidate"), so the summary quotes no ratio there."""
-
-
-_NO_FACTS = _ReportFacts(None, None, None, {})
-Entries = dict[str, FlatEntry | None]
-"""The origin of each followed column (None: no flat name, e.g. ``seconds``)."""
-Apart = dict[str, dict[int, tuple[str, ...]]]
-"""Column -> row -> why diff would not compare the row's figure with that of the previous
-row with a value in the column, each of diff's reasons apart (rows it compares are absent)."""
 
 
 def _head_ratio_ks(table: pa.Table, ok: list[dict[str, Any]]) -> tuple[int | None, dict[int, int]]:
@@ -166,6 +133,7 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
             spearman=r.get("spearman"), head_share=share, rank_value=r.get(rank_by),
             delta_spearman=spearman.delta, spearman_apart=_said(spearman.apart),
             delta_head_share=head.delta, pair_apart=_said(tuple(dict.fromkeys(head.apart + spearman.apart))),
+            pair_notes=fact.notes if before is not None and fact.notes_base == before.row else (),
             ndcg=r.get(f"ndcg_dot@{k}") if k is not None else None,
             recall=r.get(f"recall_dot@{k}") if k is not None else None,
             recommended=fact.recommended, k=k, recommended_k=fact.recommended_k,
@@ -248,99 +216,6 @@ def ranking_key(row: SummaryRow, sense: RankSense) -> tuple[bool, float, int, bo
     severity = SEVERITIES.index(row.severity) if row.severity in SEVERITIES else -1
     value = 0.0 if row.rank_value is None else sense.key(row.rank_value)
     return (row.rank_value is None, value, -severity, row.head_share is None, -(row.head_share or 0.0), row.row)
-
-
-def _report_facts(table: pa.Table, followed: Collection[str]) -> tuple[dict[int, _ReportFacts], Entries, Apart]:
-    """Each row's recommended scoring, the Ks its report quotes and its settings, read from
-    its JSON report one row at a time in row order (the reports are tens of kilobytes each:
-    never all decoded at once); the origin of each ``followed`` column (:class:`FlatEntry`),
-    read from the first report that has a value for it; and, per column, why diff would not
-    compare a row's figure with the previous row's that has one (:data:`Apart`: only the
-    last such row's :func:`comparability_view` is kept per column)."""
-    if "report_json" not in table.column_names or "row" not in table.column_names:
-        return {}, {}, {}
-    out: dict[int, _ReportFacts] = {}
-    entries: Entries = {}
-    apart: Apart = {}
-    last: dict[str, dict[str, Any]] = {}
-    rows, reports = table.column("row"), table.column("report_json")
-    for i in sorted(range(table.num_rows), key=lambda at: rows[at].as_py()):
-        row, report = int(rows[i].as_py()), _read_report(reports[i].as_py())
-        valued = [m for m in followed if m in table.column_names and table.column(m)[i].is_valid]
-        _add_entries(entries, report, [m for m in valued if m not in entries])
-        view = _view(report)
-        compared: dict[int, Any] = {}  # one comparison per earlier row (most columns share it)
-        for metric in valued if view else ():
-            entry, before = entries.get(metric), last.get(metric)
-            if entry is not None and before is not None:
-                apart_from = compared.setdefault(id(before), figures_apart(before, view))
-                if why := apart_from(entry):
-                    apart.setdefault(metric, {})[row] = why
-            last[metric] = view
-        out[row] = _row_facts(report)
-    return out, entries, apart
-
-
-def _read_report(text: Any) -> dict[str, Any]:
-    try:
-        report = json.loads(text) if isinstance(text, str) and text else None
-    except ValueError:
-        report = None
-    return report if isinstance(report, dict) else {}
-
-
-def _view(report: dict[str, Any]) -> dict[str, Any]:
-    """The report's :func:`comparability_view` ({} for one that does not read as a report)."""
-    try:
-        return comparability_view(report_as_read(report)) if report else {}
-    except ReportError:
-        return {}
-
-
-def _row_facts(report: dict[str, Any]) -> _ReportFacts:
-    accuracy, verdict, retrieval = (part if isinstance(part := report.get(name), dict) else {}
-                                    for name in ("accuracy", "verdict", "retrieval"))
-    chosen = accuracy.get("recommended")
-    index, popularity, recall = retrieval.get("index"), retrieval.get("popularity"), retrieval.get("recall")
-    return _ReportFacts(
-        chosen if isinstance(chosen, str) else None,
-        _int_or_none(accuracy.get("quoted_k")) if isinstance(chosen, str) else None,
-        _int_or_none(verdict.get("quoted_k")),
-        report_population(report),
-        index if isinstance(index, str) else None,
-        recall if isinstance(recall, dict) else None,
-        popularity if isinstance(popularity, str) else None,
-        _saturated_ks(retrieval.get("saturated")),
-    )
-
-
-def _saturated_ks(flags: Any) -> frozenset[int]:
-    """The Ks a report's ``retrieval.saturated`` ({"5": true, ...}) marks saturated."""
-    items = flags.items() if isinstance(flags, dict) else ()
-    return frozenset(int(k) for k, on in items if on is True and isinstance(k, str) and k.isdigit())
-
-
-def _recall_at(recall: dict[str, Any] | None, k: int | None) -> float | None:
-    """An approximate index's recall at ``k`` (None: exact search, or not measured there)."""
-    value = (recall or {}).get(str(k)) if k is not None else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _add_entries(entries: dict[str, FlatEntry | None], report: dict[str, Any], missing: list[str]) -> None:
-    """The origins of the ``missing`` columns, which this row's report has values for; None
-    for a column that is no flat name of it (``seconds``, ``n_items``), which is not looked
-    for again (a report that does not read as popaudit writes one tells nothing)."""
-    if not missing or not report:
-        return
-    try:
-        found = gateable_entries(report)
-    except ReportError:
-        return
-    entries.update({name: found.get(name) for name in missing})
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class _Change(NamedTuple):

@@ -102,6 +102,16 @@ def comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag]
     return flags, settings, notes
 
 
+def comparability_notes(base: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
+    """Diff's notes for two reports (each as read, or its :func:`comparability_view`): the
+    differences that leave the shared figures comparable (another training log, other cut-offs,
+    ...), in diff's words; () where a report records nothing or is no popaudit report's structure."""
+    try:
+        return tuple(comparability(base, new)[2]) if base and new else ()
+    except (AttributeError, TypeError, ValueError, KeyError):
+        return ()
+
+
 def _named(entry: FlatEntry, patterns: tuple[str, ...]) -> bool:
     return any(fnmatchcase(entry.measure, p) for p in patterns)
 
@@ -115,4 +125,5 @@ def _list_measures(retrieval: dict[str, Any]) -> set[str]:
     return names
 
 
-__all__ = ["Flag", "GROUP_MEASURES", "HOLDOUT_MEASURES", "SettingChange", "comparability", "comparability_view"]
+__all__ = ["Flag", "GROUP_MEASURES", "HOLDOUT_MEASURES", "SettingChange", "comparability", "comparability_notes",
+           "comparability_view"]

@@ -3,11 +3,14 @@ another item mapping gives every item row another popularity and every query oth
 items, so every figure of the model is flagged; another user mapping gives every query
 another user's seen items, so the figures of the model's own lists are flagged.
 
-A mapping by a list of ids (a file, the ids stored in a checkpoint) is compared by its
-content, ``inputs.item_id_fingerprint`` / ``user_id_fingerprint`` (the ids in row order,
-hashed: docs/report.md), where both reports record one: the same ids under two file names
-are one mapping, a file rewritten in place with other ids another (QA11 diffapi N2). Else
-the recorded rule is compared, not its spelling (:func:`id_mapping`)."""
+A mapping is compared by its content, ``inputs.item_id_fingerprint`` / ``user_id_fingerprint``
+(the ids in row order, hashed: docs/report.md), where both reports record one: the same ids
+under two file names are one mapping, a file rewritten in place with other ids another (QA11
+diffapi N2), and rows taken as ids (the ids 0..n−1, or N..n−1+N by ``--id-offset N``) the same
+mapping as an id file listing those ids in order (QA12 scale N2). Rows as ids by one rule on
+both sides are one mapping whatever the tables' sizes (row = id − N for every id: the
+catalogue's size is diff's ``inputs.n_items``). Else, for reports written before the
+fingerprint, the recorded rule is compared, not its spelling (:func:`id_mapping`)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ ID_MAPPINGS = {
 _CLI_FLAG = re.compile(r"--([a-z]+(?:-[a-z]+)+)")
 _ROWS_AS_IDS = re.compile(r"(item|user) table row = raw \1 id(?: − 0 \(id_offset 0\)| \(assumed: [^)]*\))")
 """Rows taken as ids, assumed or by an offset of 0 (row = id − 0): one rule (QA11 diffapi N3)."""
+_BY_OFFSET = re.compile(r"(item|user) table row = raw \1 id(?: − -?\d+ \(id_offset -?\d+\))?")
+"""A rule mapping every id alike whatever the table's size: rows as ids, or by an offset."""
 
 
 def id_mapping(report: dict[str, Any], what: str) -> str | None:
@@ -55,7 +60,7 @@ def id_mapping(report: dict[str, Any], what: str) -> str | None:
 
 def id_fingerprint(report: dict[str, Any], what: str) -> str | None:
     """The report's ``what`` mapping by content (``inputs.<what>_id_fingerprint``); None where
-    rows are taken as ids or by an offset, or the report was written before it."""
+    the report was written before it (or, before QA12 scale N2, rows were taken as ids)."""
     fingerprint = (report.get("inputs") or {}).get(f"{what}_id_fingerprint")
     return fingerprint if isinstance(fingerprint, str) else None
 
@@ -70,16 +75,20 @@ def id_mapping_flags(base: dict[str, Any], new: dict[str, Any], differs: Differs
     """Flag the figures another id mapping moves (QA11 diffapi F1: one model and log read with
     rows as ids, then through ``--item-ids``, moved spearman 0.978 → 0.035 and read "less
     bias", "settings agree"): an item mapping every figure of the model, a user mapping its
-    lists. Two lists of ids compare by content where both fingerprints are recorded; else
-    rules that cannot be shown to agree (a file against rows as ids, two files of reports
-    written before the fingerprint) differ: popaudit cannot know they map alike."""
+    lists. One offset rule on both sides is one mapping; else two mappings compare by content
+    where both fingerprints are recorded; else rules that cannot be shown to agree (reports
+    written before the fingerprint: a file against rows as ids, two files) differ: popaudit
+    cannot know they map alike."""
     for what, affects in (("item", _model_figure), ("user", retrieved)):
         mb, mn = id_mapping(base, what), id_mapping(new, what)
         if mb is None or mn is None:
             continue
         fb, fn = id_fingerprint(base, what), id_fingerprint(new, what)
-        if fb is not None and fn is not None:  # the ids themselves, whichever file or checkpoint held them
+        by_content = fb is not None and fn is not None  # the ids themselves, whichever file, checkpoint or rule gave them
+        if (mb == mn and _BY_OFFSET.fullmatch(mb)) or (fb == fn if by_content else mb == mn):
+            continue  # one mapping (row = id − N on both sides, whichever ids each table holds)
+        if mb == mn:  # one wording over other ids (a file rewritten in place)
             differs(f"inputs.{what}_id_fingerprint", fb, fn, affects, ID_MAPPINGS[what])
-        elif mb != mn:  # shown as recorded, compared as one rule
+        else:  # shown as recorded (the rules say more than two digests)
             said = [(r.get("inputs") or {}).get(f"{what}_id_mapping") or mapped for r, mapped in ((base, mb), (new, mn))]
             differs(f"inputs.{what}_id_mapping", said[0], said[1], affects, ID_MAPPINGS[what])

@@ -3,7 +3,9 @@ SHA-256 over its distinct (raw user id, raw item id) pairs in a canonical order,
 as text, so the same pairs read from CSV or Parquet, in any row order, with repeats, by any
 path, or recorded in a checkpoint, agree, and a holdout regenerated in place does not.
 An id → row mapping's identity (``inputs.item_id_fingerprint``, ``user_id_fingerprint``) is
-SHA-256 over its raw ids in row order, each as text, hashed the same way (:func:`ids_fingerprint`)."""
+SHA-256 over its raw ids in row order, each as text, hashed the same way (:func:`ids_fingerprint`);
+rows taken as ids (``--id-offset N``) are the ids N..n−1+N in row order (:func:`mapping_fingerprint`),
+so an id file listing them in order is the same mapping."""
 
 from __future__ import annotations
 
@@ -55,10 +57,19 @@ def pairs_fingerprint(pairs: InteractionPairs, items: ItemRows) -> str:
 def ids_fingerprint(ids: np.ndarray | None) -> str | None:
     """``sha256:<hex>`` of the raw ids of a table's rows, in row order, each as text (the
     lengths then the bytes, as :func:`pairs_fingerprint` hashes one column): one mapping by
-    content, whatever file or checkpoint gave it; None where rows are taken as ids."""
+    content, whatever file or checkpoint gave it; None for no ids."""
     if ids is None:
         return None
     digest = hashlib.sha256()
     for part in _length_and_bytes(_as_text(np.asarray(ids))):
         digest.update(part)
     return FINGERPRINT_PREFIX + digest.hexdigest()
+
+
+def mapping_fingerprint(ids: np.ndarray | None, n_rows: int, offset: int) -> str:
+    """:func:`ids_fingerprint` of a table's id → row mapping: its ``ids``, else (rows taken as
+    ids, row = id − ``offset``) the ids ``offset``..``n_rows``−1+``offset`` in row order, the
+    ids an in-order id file would list: one mapping, one fingerprint, however it was given."""
+    fingerprint = ids_fingerprint(np.arange(n_rows, dtype=np.int64) + offset if ids is None else ids)
+    assert fingerprint is not None
+    return fingerprint

@@ -51,6 +51,9 @@ class SummaryRow:
     pair_apart: str | None = None
     """Diff's reasons for every change of this row the summary withholds (Spearman's, the
     head share's), each once: the row-by-row caption's; None when every change is stated."""
+    pair_notes: tuple[str, ...] = ()
+    """Diff's notes on this row's report against the previous ok row's (another training log,
+    other cut-offs: the changes stand, read with them), the model's aside (each row names it)."""
     index: str | None = None
     """``retrieval.index`` of the row's report: ``exact``, or an approximate index (``ivf``,
     ``hnsw``) whose figures of the model's lists miss what it misses (None: no retrieval)."""

@@ -240,6 +240,22 @@ def _pairs_caption(summary: BatchSummary) -> str:
     return f"{NOT_COMPARABLE} (as in popaudit diff): {said}" if said else ""
 
 
+def _notes_caption(summary: BatchSummary) -> str:
+    """Diff's notes on the row pairs (:attr:`SummaryRow.pair_notes`: another training log,
+    other cut-offs; the changes are stated, to be read with them), each pair once, named in
+    diff's order, BASE vs NEW (pairs with the same notes said together); "" when diff notes nothing."""
+    pairs: dict[str, list[str]] = {}
+    for before, s in zip(summary.order, summary.order[1:]):
+        if s.pair_notes:
+            pairs.setdefault("; ".join(s.pair_notes), []).append(f"row {before.row} vs row {s.row}")
+    said = " ".join(f"{', '.join(at)}: {notes}." for notes, at in pairs.items())
+    return f"Noted, as in popaudit diff: {said}" if said else ""
+
+
+def _order_caption(summary: BatchSummary, *lead: str) -> str:
+    return " ".join(c for c in (*lead, _pairs_caption(summary), _notes_caption(summary)) if c)
+
+
 def _trends_table(summary: BatchSummary, tau: str) -> Table:
     def figure(metric: str, value: float | None) -> str:  # a dot/cosine ratio may be +inf: ∞×, never n/a
         return fmt_ratio(value) if "_ratio@" in metric else fmt_num(value)
@@ -265,7 +281,7 @@ def _order_rows(summary: BatchSummary) -> tuple[tuple[str, ...], ...]:
 
 
 def _order_table(summary: BatchSummary, share: str) -> Table:
-    caption = " ".join(c for c in ("Changes are from the previous audited row.", _pairs_caption(summary)) if c)
+    caption = _order_caption(summary, "Changes are from the previous audited row.")
     return Table(("row", "model", "label", "spearman", "Δ spearman", share, "Δ"), _order_rows(summary),
                  (True, False, False, True, True, True, True), caption, wrap=(1,))  # fmt: skip
 
@@ -296,7 +312,7 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
     if 1 < len(summary.order) <= MAX_ORDER_ROWS:
         blocks.append(Table(("row", "model", "label", "spearman", "Δ", share, "Δ "), _order_rows(summary),
                             (True, False, False, True, True, True, True),
-                            _pairs_caption(summary),
+                            _order_caption(summary),
                             title="Row by row (changes from the previous audited row)"))  # fmt: skip
     return tuple(blocks)
 
