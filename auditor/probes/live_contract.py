@@ -123,7 +123,8 @@ def _attributed(author: str | None, method: str, exc: BaseException) -> BaseExce
         if not isinstance(exc, PluginError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
             exc.args = (f"{author}: its live model's {method}: {exc.args[0]}",)
         return exc
-    return _failure(author, method, f"raised {describe_failure(exc)}")
+    said = describe_failure(exc)  # sys.exit reads "it called sys.exit(3); ...": the method is the subject
+    return _failure(author, method, said.removeprefix("it ") if isinstance(exc, SystemExit) else f"raised {said}")
 
 
 def _rows(

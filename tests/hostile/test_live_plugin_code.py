@@ -112,6 +112,8 @@ CASES = [
          WHO + r"loss raised RuntimeError: loss exploded\n$"),
     Case("live-loss-returns-a-float", _live(loss="return 0.5"), EXIT_ERROR,
          WHO + r"loss returned a float, not a float scalar tensor\n$"),
+    Case("live-encode-items-exits-in-the-contract-call", _live(items="raise SystemExit(3)"), EXIT_ERROR,
+         WHO + r"encode_items called sys\.exit\(3\); a plugin cannot end the run\n$"),  # was "raised it called"
     Case("live-encode-items-exits-inside-a-probe",  # the plain calls run without grad; the probes with it
          _live(items="if torch.is_grad_enabled():\n            raise SystemExit(3)"), EXIT_ERROR,
          r"^Error: plugin 'file:plug\.py': its live model failed while the probes ran it: it called "
