@@ -38,13 +38,14 @@ from auditor.conditions.facts import (
     with_trace_loss,
 )
 from auditor.config import DeclaredTraining
-from auditor.errors import PluginError, ProbeError
+from auditor.errors import ProbeError
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, ItemStats, LiveModel, ModelBundle
 from auditor.plugins import DeclaredConditions, collect_condition_evidence
 from auditor.plugins.lending import live_author, live_model_hook
-from auditor.plugins.manager import PLUGIN_FAILURES, describe_failure, reraise_interrupt
+from auditor.plugins.manager import PLUGIN_FAILURES, reraise_interrupt
 from auditor.probe_results import ProbeOutcome, ProbesNotRun
+from auditor.probes.live_contract import while_probing
 from auditor.probes.run import run_probes as run_all_probes
 from auditor.progress import SILENT, Progress
 from auditor.result import C1, C2, C3, C4, C5, ORTHOGONALITY_IDS, Condition, FrequencyNorm
@@ -156,8 +157,7 @@ def _probes(
             if isinstance(exc, Exception) or plugin is None:
                 raise
             reraise_interrupt(exc)
-            failure = describe_failure(exc)
-            raise PluginError(f"{plugin}: its live model failed while the probes ran it: {failure}") from exc
+            raise while_probing(plugin, exc) from exc
         else:
             warnings.extend(probe.warnings)
             warnings.extend(

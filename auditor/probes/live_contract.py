@@ -10,6 +10,12 @@ not a probe. For a plugin's live model that fails the run (a :class:`PluginError
 the plugin and the method, as plugins/README.md says of any plugin code that raises);
 popaudit's own live model (``retrain`` checkpoints) is no plugin's, so the probes do not
 run, said as a warning (:class:`ProbeError`).
+
+The same rule holds inside the probes that call the live model plainly (C4's gradient
+alignment and the update step, on the probe batch): :func:`plain_call` and
+:func:`plain_rows` raise :class:`LiveCodeFailure` there, which the probe runner turns into
+the plugin's failure (:func:`while_probing`, as a ``sys.exit`` from inside a probe is) or,
+for popaudit's own model, that probe's warning.
 """
 
 from __future__ import annotations
@@ -27,6 +33,17 @@ from auditor.plugins.manager import PLUGIN_FAILURES, describe_failure, reraise_i
 from auditor.probes.copies import module_device, one_dtype
 
 T = TypeVar("T")
+
+
+class LiveCodeFailure(ProbeError):
+    """The live model's own ``method`` failing in a plain call (no torch.func transform):
+    a ProbeError for popaudit's own model, the plugin's failure for a plugin's
+    (:func:`while_probing`)."""
+
+    def __init__(self, method: str, what: str) -> None:
+        super().__init__(f"the live model's {method} {what}")
+        self.method = method
+        self.what = what
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,7 @@ def checked_live(
         module.train(training)
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.dtype.is_floating_point:
         raise _failure(author, "loss", f"returned {_what(loss)}, not a float scalar tensor")
+    _finite_loss(author, loss, f"on {n:,} finite user and item rows")
     if refused is not None:
         return CheckedLive(None, refused)
     return CheckedLive(items.detach().to(torch.float64).cpu().numpy())
@@ -105,23 +123,74 @@ def _attributed(author: str | None, method: str, exc: BaseException) -> BaseExce
         if not isinstance(exc, PluginError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
             exc.args = (f"{author}: its live model's {method}: {exc.args[0]}",)
         return exc
-    return _failure(author, method, f"raised {describe_failure(exc)}")
+    said = describe_failure(exc)  # sys.exit reads "it called sys.exit(3); ...": the method is the subject
+    return _failure(author, method, said.removeprefix("it ") if isinstance(exc, SystemExit) else f"raised {said}")
 
 
-def _rows(author: str | None, method: str, out: object, rows: np.ndarray, width: int, side: str) -> torch.Tensor:
-    """``out`` when it is a float tensor of shape (len(rows), width) with finite values."""
+def _rows(
+    author: str | None, method: str, out: object, rows: np.ndarray, width: int | None, side: str,
+    where: str = "probed",
+) -> torch.Tensor:
+    """``out`` when it is a float tensor of shape (len(rows), width) with finite values
+    (``width`` None: any width, the probes' own calls, which the contract checked)."""
     n = len(rows)
     if not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point:
         raise _failure(author, method, f"returned {_what(out)}, not a floating-point tensor")
-    if tuple(out.shape) != (n, width):
+    if width is None and (out.dim() != 2 or out.shape[0] != n):
+        raise _failure(author, method, f"returned shape {list(out.shape)} for {n:,} {side} rows {where}")
+    if width is not None and tuple(out.shape) != (n, width):
         raise _failure(author, method, f"returned shape {list(out.shape)} for {n:,} {side} rows; the probes read "
                        f"({n:,}, {width}): one vector per row, as wide as the item table")
     finite = torch.isfinite(out).all(dim=1)
     if not bool(finite.all()):  # NaN rows would slip past every comparison (NaN > tolerance is False)
         first = int(torch.nonzero(~finite)[0, 0])
         raise _failure(author, method, f"returned non-finite values (NaN or infinite) for {int((~finite).sum()):,} of "
-                       f"{n:,} {side} rows probed ({side} row {int(rows[first])} first), which no probe can measure")
+                       f"{n:,} {side} rows {where} ({side} row {int(rows[first])} first), which no probe can measure")
     return out
+
+
+def _finite_loss(author: str | None, loss: torch.Tensor, on: str) -> None:
+    """Fails when ``loss`` (a scalar tensor) is NaN or infinite: given finite rows, that is
+    the loss's code failing (a probe would read a gradient of NaN)."""
+    if not bool(torch.isfinite(loss.detach()).all()):
+        raise _failure(author, "loss", f"returned a non-finite value ({float(loss.detach())}) {on}, which no probe "
+                       "can measure")
+
+
+def plain_call(method: str, call: Callable[[], T]) -> T:
+    """``call()``, the live model's ``method`` called plainly by a probe; an exception it
+    raises is :class:`LiveCodeFailure` (a BaseException such as ``sys.exit`` passes on: the
+    probe runner names the plugin for it the same way, :func:`while_probing`)."""
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the live model's code: named, never a probe's own failure
+        if isinstance(exc, LiveCodeFailure):
+            raise
+        raise LiveCodeFailure(method, f"on the probe batch raised {describe_failure(exc)}") from exc
+
+
+def plain_rows(method: str, out: torch.Tensor, rows: torch.Tensor | np.ndarray, side: str) -> torch.Tensor:
+    """``out``, the ``method``'s rows of the probe batch at the checkpoint's parameters, when
+    it is a float tensor of one finite row per row asked (else :class:`LiveCodeFailure`)."""
+    ids = rows.detach().cpu().numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
+    return _rows(None, method, out, ids, None, side, "of the probe batch")
+
+
+def plain_loss(loss: torch.Tensor, n: int) -> torch.Tensor:
+    """``loss`` of the probe batch's ``n`` finite rows, when finite (else :class:`LiveCodeFailure`)."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.dtype.is_floating_point:
+        raise LiveCodeFailure("loss", f"returned {_what(loss)}, not a float scalar tensor, on the probe batch")
+    _finite_loss(None, loss, f"on the probe batch's {n:,} finite user and item rows")
+    return loss
+
+
+def while_probing(author: str, exc: BaseException) -> PluginError:
+    """The plugin's failure for ``exc``, raised by its live model's code while the probes ran
+    it: a :class:`LiveCodeFailure` (a raise or unusable output of a plain call) names the
+    method, anything else (``sys.exit``, ``GeneratorExit``) is said as raised."""
+    if isinstance(exc, LiveCodeFailure):
+        return PluginError(f"{author}: its live model's {exc.method} {exc.what}")
+    return PluginError(f"{author}: its live model failed while the probes ran it: {describe_failure(exc)}")
 
 
 def _what(value: object) -> str:
@@ -132,8 +201,8 @@ def _what(value: object) -> str:
 
 def _failure(author: str | None, method: str, what: str) -> AuditError:
     if author is None:
-        return ProbeError(f"the live model's {method} {what}")
+        return LiveCodeFailure(method, what)
     return PluginError(f"{author}: its live model's {method} {what}")
 
 
-__all__ = ["CheckedLive", "checked_live"]
+__all__ = ["CheckedLive", "LiveCodeFailure", "checked_live", "plain_call", "plain_loss", "plain_rows", "while_probing"]

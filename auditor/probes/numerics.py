@@ -17,6 +17,7 @@ from auditor.errors import ProbeError
 from auditor.model import LiveModel
 from auditor.probes.copies import item_function, module_device, one_dtype, probe_dtype, tolerance
 from auditor.probes.jacobian import kernel_columns, sampled_kernel
+from auditor.probes.live_contract import plain_call, plain_loss, plain_rows
 from auditor.probe_results import CrossJacobian, GradientAlignment, SecondDifference
 from auditor.probes.sampling import ProbeBatch
 
@@ -254,13 +255,13 @@ def gradient_alignment(
     """
     users = torch.as_tensor(batch.users, dtype=torch.int64, device=module_device(module))
     items = torch.as_tensor(batch.items, dtype=torch.int64, device=module_device(module))
-    with torch.no_grad():
-        u, q = one_dtype(live.encode_users(module, users), live.encode_items(module, items))
+    with torch.no_grad():  # plain calls of the live model's code: a failure there is its own (live_contract)
+        u = plain_rows("encode_users", plain_call("encode_users", lambda: live.encode_users(module, users)), users, "user")
+        q = plain_rows("encode_items", plain_call("encode_items", lambda: live.encode_items(module, items)), items, "item")
+        u, q = one_dtype(u, q)
     q = q.detach().clone().requires_grad_(True)
-    loss = live.loss(u.detach(), q)
+    loss = plain_loss(plain_call("loss", lambda: live.loss(u.detach(), q)), len(items))
     (g,) = torch.autograd.grad(loss, q)
-    if not bool(torch.isfinite(loss.detach()).all()):
-        raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss.detach())})")
     qd, gd = q.detach().double(), g.double()
     gn = torch.linalg.vector_norm(gd, dim=1)
     qn = torch.linalg.vector_norm(qd, dim=1)

@@ -14,12 +14,12 @@ from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, LiveModel, ModelBundle
 from auditor.probes.copies import item_function, working_copy
 from auditor.probes.eager import compiler_free
-from auditor.probes.live_contract import checked_live
+from auditor.probes.live_contract import LiveCodeFailure, checked_live, while_probing
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
 from auditor.probe_results import (
     CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers, UserCoupling,
 )
-from auditor.probes.sampling import sample_batches
+from auditor.probes.sampling import ProbeBatch, sample_batches
 from auditor.probes.structure import item_tower_layers
 from auditor.probes.rows_read import rows_read
 from auditor.probes.supports import support_search
@@ -58,9 +58,13 @@ def run_probes(
 
     The live model's methods are first called plainly (``live_contract.py``): one that fails
     there raises :class:`PluginError` naming ``plugin`` (who built it; None: popaudit's own,
-    whose failure is a ProbeError). A probe that raises after that (code torch.func cannot
-    trace, say) is recorded in ``errors`` and the others still run; :class:`ProbeError`
-    means no probe could run (no batch, a module that cannot be copied).
+    whose failure is a ProbeError), on every item row a probe reads at the checkpoint's
+    parameters (the update step's sample, C2/C3's rows, the probe batches). A probe that
+    raises after that (code torch.func cannot trace, say) is recorded in ``errors`` and the
+    others still run, except the live model's code failing in a probe's plain call
+    (:class:`LiveCodeFailure`), which for a plugin's model is the plugin's
+    :class:`PluginError`; :class:`ProbeError` means no probe could run (no batch, a module
+    that cannot be copied).
     """
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -76,16 +80,17 @@ def run_probes(
     jac_rows = curve_rows[torch.as_tensor(rng.choice(len(curve_rows), size=n_jac, replace=False))]
     extra = rng.choice(n_items, size=min(n_extra_items, n_items), replace=False).astype(np.int64)
     errors: dict[ProbeKey, ProbeFailure] = {}
-    probed = np.sort(extra)  # rows the update step encodes too
-    disagreement = table_disagreement(checked_live(live, module, probed, np.unique(batches[0].users), bundle.dim,
-                                                   plugin), bundle, probed)
+    disagreement, plugin = _contract(live, module, bundle, np.concatenate([extra, curve_rows.numpy()]), batches,
+                                     plugin)
     with progress.track("numeric probes", 5) as advance:
-        layers = _attempt(errors, "item_tower", lambda: item_tower_layers(live, module))
+        layers = _attempt(errors, "item_tower", lambda: item_tower_layers(live, module), plugin)
         layers = _with_rows_read(live, module, layers, n_items)
         advance(1)
-        second, cross = _numeric(live, module, layers, curve_rows, jac_rows, n_items, generator, errors, advance)
-        coupling = _attempt(errors, "c3_user", lambda: _user_coupling(live, module, batches[0].users, n_items, extra))
-        alignment = _attempt(errors, "c4", lambda: gradient_alignment(live, module, batches[0]))
+        second, cross = _numeric(live, module, layers, curve_rows, jac_rows, n_items, generator, errors, advance,
+                                 plugin)
+        coupling = _attempt(errors, "c3_user", lambda: _user_coupling(live, module, batches[0].users, n_items, extra),
+                            plugin)
+        alignment = _attempt(errors, "c4", lambda: gradient_alignment(live, module, batches[0]), plugin)
         advance(1)
         # A fresh copy for the step: torch.func's parameter swapping must not leak into
         # it (TorchScript modules keep the swapped tensors as non-leaf parameters).
@@ -94,7 +99,7 @@ def run_probes(
         with compiler_free():  # one eager step must not import torch's compiler stack
             update = _attempt(
                 errors, "update",
-                lambda: update_step(live, step_module, batches, extra_rows=extra, fallback_lr=fallback_lr),
+                lambda: update_step(live, step_module, batches, extra_rows=extra, fallback_lr=fallback_lr), plugin,
             )
         advance(1)
     return ProbeOutcome(
@@ -106,10 +111,25 @@ def run_probes(
     )
 
 
+def _contract(
+    live: LiveModel, module: torch.nn.Module, bundle: ModelBundle, sampled: np.ndarray, batches: list[ProbeBatch],
+    plugin: str | None,
+) -> tuple[str | None, str | None]:
+    """``checked_live`` on every item row a probe reads at the checkpoint's parameters (the
+    ``sampled`` rows and the batches': not only the update step's sample, or a NaN row beyond
+    it would pass into C2's or C4's figures unsaid); the table-vs-encoder warning, and who
+    fails for the probes' own plain calls (None for a tower that refuses many rows at once:
+    the probe batch meets that limit, a warning each, not its code failing)."""
+    probed = np.unique(np.concatenate([sampled, *(b.items for b in batches)]).astype(np.int64))
+    users = np.unique(np.concatenate([b.users for b in batches]).astype(np.int64))
+    checked = checked_live(live, module, probed, users, bundle.dim, plugin)
+    return table_disagreement(checked, bundle, probed), plugin if checked.refused is None else None
+
+
 def _numeric(
     live: LiveModel, module: torch.nn.Module, layers: TowerLayers | None, curve_rows: torch.Tensor,
     jac_rows: torch.Tensor, n_items: int, generator: torch.Generator, errors: dict[ProbeKey, ProbeFailure],
-    advance: Callable[[int], None],
+    advance: Callable[[int], None], plugin: str | None,
 ) -> tuple[SecondDifference | None, CrossJacobian | None]:
     """C2's second difference and C3's cross-Jacobian, skipped (and recorded so) for a
     tower above :data:`NUMERIC_PARAMETER_LIMIT` parameters."""
@@ -122,9 +142,9 @@ def _numeric(
             )
             advance(1)
         return None, None
-    second = _attempt(errors, "c2", lambda: second_difference(live, module, curve_rows, generator=generator))
+    second = _attempt(errors, "c2", lambda: second_difference(live, module, curve_rows, generator=generator), plugin)
     advance(1)
-    cross = _attempt(errors, "c3", lambda: _c3(live, module, jac_rows, curve_rows, n_items, generator, layers))
+    cross = _attempt(errors, "c3", lambda: _c3(live, module, jac_rows, curve_rows, n_items, generator, layers), plugin)
     advance(1)
     return second, cross
 
@@ -189,11 +209,16 @@ def _c3(
     )
 
 
-def _attempt(errors: dict[ProbeKey, ProbeFailure], key: ProbeKey, probe: Callable[[], T]) -> T | None:
-    """The probe's result, or None with its failure recorded under ``key``."""
+def _attempt(
+    errors: dict[ProbeKey, ProbeFailure], key: ProbeKey, probe: Callable[[], T], plugin: str | None = None,
+) -> T | None:
+    """The probe's result, or None with its failure recorded under ``key``; the code of a
+    plugin's live model failing in the probe's plain call fails the run, naming ``plugin``."""
     try:
         return probe()
     except Exception as exc:  # noqa: BLE001
+        if plugin is not None and isinstance(exc, LiveCodeFailure):
+            raise while_probing(plugin, exc) from exc
         errors[key] = ProbeFailure(_describe(exc))
         return None
 

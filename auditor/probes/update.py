@@ -11,6 +11,7 @@ from auditor.errors import ProbeError
 from auditor.model import LiveModel
 from auditor.probes.copies import module_device, one_dtype, tolerance
 from auditor.probes.eager import eager_step
+from auditor.probes.live_contract import plain_call, plain_loss, plain_rows
 from auditor.probe_results import UpdateProbe
 from auditor.probes.sampling import ProbeBatch
 
@@ -35,7 +36,7 @@ def update_step(
     optimizer, restored, lr_used = _probe_optimizer(live, module, fallback_lr)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("a", "r", "g", "g1", "c", "c1")}
     n_eval = 0
-    for batch in batches:
+    for step, batch in enumerate(batches):
         rows, counts = np.unique(np.concatenate([batch.items, extra_rows]), return_counts=True)
         in_batch = np.unique(batch.items, return_counts=True)
         copies = np.zeros(len(rows), dtype=np.int64)
@@ -43,17 +44,23 @@ def update_step(
         device = module_device(module)  # --device: the copy's, where its inputs go too
         rows_t = torch.as_tensor(rows, dtype=torch.int64, device=device)
         with torch.no_grad():
-            before = live.encode_items(module, rows_t).detach().double().cpu().clone()
+            before = _encoded(live, module, rows_t, at_checkpoint=step == 0).detach().double().cpu().clone()
         optimizer.zero_grad(set_to_none=True)
-        users = live.encode_users(module, torch.as_tensor(batch.users, dtype=torch.int64, device=device))
-        items = live.encode_items(module, torch.as_tensor(batch.items, dtype=torch.int64, device=device))
-        loss = live.loss(*one_dtype(users, items))
-        if not torch.isfinite(loss):
-            raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss.detach())})")
+        users_t = torch.as_tensor(batch.users, dtype=torch.int64, device=device)
+        items_t = torch.as_tensor(batch.items, dtype=torch.int64, device=device)
+        users = plain_call("encode_users", lambda: live.encode_users(module, users_t))
+        items = _encoded(live, module, items_t, at_checkpoint=step == 0)
+        if step == 0:  # the checkpoint's own parameters: a non-finite row or loss is the model code's (live_contract)
+            users = plain_rows("encode_users", users, users_t, "user")
+        loss = plain_call("loss", lambda: live.loss(*one_dtype(users, items)))
+        if step == 0:
+            plain_loss(loss, len(items_t))
+        elif not torch.isfinite(loss):  # a step taken: the loss may diverge
+            raise ProbeError(f"the probe batch gives a non-finite loss ({float(loss.detach())}) after {step} steps")
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         eager_step(optimizer)
         with torch.no_grad():
-            after = live.encode_items(module, rows_t).detach().double().cpu()
+            after = _encoded(live, module, rows_t, at_checkpoint=False).detach().double().cpu()
         n_eval += len(rows)
         a, r, g, c, moved = step_geometry(before, after, tolerance(items.dtype) * 1e-4)
         parts["a"].append(a)
@@ -71,6 +78,14 @@ def update_step(
         optimizer=name if restored else f"{name} (fallback: the model's optimizer could not be rebuilt)",
         optimizer_restored=restored, lr=lr_used, steps=len(batches), change_per_appearance=cat["c1"],
     )
+
+
+def _encoded(live: LiveModel, module: torch.nn.Module, rows: torch.Tensor, *, at_checkpoint: bool) -> torch.Tensor:
+    """``encode_items`` of ``rows`` called plainly: a raise is the live model's code failing,
+    and so are non-finite rows at the checkpoint's own parameters (after a step they may be
+    the step diverging: :func:`step_geometry` leaves such rows out)."""
+    out = plain_call("encode_items", lambda: live.encode_items(module, rows))
+    return plain_rows("encode_items", out, rows, "item") if at_checkpoint else out
 
 
 def _probe_optimizer(

@@ -72,7 +72,10 @@ def _live(items: str = "pass", users: str = "pass", parameters: str = "pass", lo
 
 def _compared_nothing(d: Path, outcome: Outcome) -> None:
     report = strict_json(d / "r.json")
-    said = [w for w in report["warnings"] if "encode_items" in w]
+    said = [w for w in report["warnings"] if "encode_items" in w and not w.startswith("probe ")]
+    # the probe batch meets the same limit: each probe that reads it says so (a warning, not the plugin failing)
+    assert "probe c4 could not run: the live model's encode_items on the probe batch raised ValueError: batch too " \
+        "large" in report["warnings"], report["warnings"]
     assert said == ["the item table plugin 'file:plug.py' (popaudit_load_model) returned (format 'live_tower') was "
                     "not compared with its live model's encode_items: its encode_items refuses 10 item rows at once "
                     "(ValueError: batch too large); the frequency-norm figures and retrieval are of the table, the "
@@ -109,10 +112,26 @@ CASES = [
          WHO + r"loss raised RuntimeError: loss exploded\n$"),
     Case("live-loss-returns-a-float", _live(loss="return 0.5"), EXIT_ERROR,
          WHO + r"loss returned a float, not a float scalar tensor\n$"),
+    Case("live-encode-items-exits-in-the-contract-call", _live(items="raise SystemExit(3)"), EXIT_ERROR,
+         WHO + r"encode_items called sys\.exit\(3\); a plugin cannot end the run\n$"),  # was "raised it called"
     Case("live-encode-items-exits-inside-a-probe",  # the plain calls run without grad; the probes with it
          _live(items="if torch.is_grad_enabled():\n            raise SystemExit(3)"), EXIT_ERROR,
          r"^Error: plugin 'file:plug\.py': its live model failed while the probes ran it: it called "
          r"sys\.exit\(3\); a plugin cannot end the run\n$"),
+    Case("live-loss-returns-nan", _live(loss="return torch.tensor(float('nan'))"), EXIT_ERROR,
+         WHO + r"loss returned a non-finite value \(nan\) on 5 finite user and item rows, which no probe can "
+         r"measure\n$", absent="could not run"),
+    Case("live-encode-items-nan-on-the-probe-batch-only",  # the contract reads 10 rows; the batch is larger
+         _live(items="if len(rows) > 10:\n            out = out * float('nan')"), EXIT_ERROR,
+         WHO + r"encode_items returned non-finite values \(NaN or infinite\) for (\d+) of \1 item rows of the probe "
+         r"batch \(item row \d+ first\), which no probe can measure\n$", absent="could not run"),
+    Case("live-encode-items-raises-on-the-probe-batch-only",
+         _live(items="if len(rows) > 10:\n            raise RuntimeError('exploded on the batch')"), EXIT_ERROR,
+         WHO + r"encode_items on the probe batch raised RuntimeError: exploded on the batch\n$", absent="could not run"),
+    Case("live-loss-nan-on-the-probe-batch-only",
+         _live(loss="if len(users) > 10:\n            return torch.tensor(float('nan'))"), EXIT_ERROR,
+         WHO + r"loss returned a non-finite value \(nan\) on the probe batch's \d+ finite user and item rows, which "
+         r"no probe can measure\n$", absent="could not run"),
     Case("live-tower-refuses-many-rows-at-once",
          _live(items="if len(rows) > 4:\n            raise ValueError('batch too large')", check=_compared_nothing),
          EXIT_OK, None),
