@@ -111,6 +111,24 @@ def _rare_id_past_stored_ids(renumbered: bool) -> Callable[[Path], Built]:
     return build
 
 
+def _user_ids_shifted(renumbered: bool) -> Callable[[Path], Built]:
+    """QA12 Loaders N1: user ids 0..4 stored for the user rows, a log numbering the users
+    1..5: four of five users were queried with their neighbour's vector, silently.
+    ``renumbered``: with the fix, a user id file of each stored id plus 1."""
+    def build(d: Path) -> Built:
+        items = np.repeat(np.arange(N_ITEMS), 3)
+        pq.write_table(pa.table({"user_id": np.arange(items.size) % 5 + 1, "item_id": items}), d / "log.parquet")
+        g = np.random.default_rng(0)
+        torch.save({"user_embedding.weight": torch.from_numpy(g.normal(size=(5, 4)).astype(np.float32)),
+                    "item_embedding.weight": torch.from_numpy(g.normal(size=(N_ITEMS, 4)).astype(np.float32)),
+                    "user_ids": torch.tensor([3, 0, 4, 1, 2])}, d / "model.pt")
+        if not renumbered:
+            return Built(check_args("model.pt"))
+        (d / "uids.txt").write_text("4\n1\n5\n2\n3\n")
+        return Built(check_args("model.pt", "--user-ids", "uids.txt", "--format", "json"))
+    return build
+
+
 PADDED = [f"{k:03d}" for k in range(N_ITEMS)]
 
 
@@ -271,6 +289,12 @@ CASES = [
          r"model\.npz \(`item_ids`\), while every id minus 1 has one: the ids look shifted.*--item-ids FILE"),
     Case("stored-ids-renumbered-by-an-id-file", _rare_id_past_stored_ids(True), EXIT_OK, None,
          stdout=r"--item-ids ids\.txt renumbers the item ids stored in model\.npz: every row's id \+1"),
+    Case("log-user-ids-shifted-from-stored-user-ids", _user_ids_shifted(False), EXIT_ERROR,
+         r"1 of the 5 distinct user ids in the training log log\.parquet have no row under the user ids stored in "
+         r"model\.pt \(`user_ids`\), while every id minus 1 has one: the ids look shifted.*--user-ids FILE.*each "
+         r"row's id \+1"),
+    Case("stored-user-ids-renumbered-by-a-user-id-file", _user_ids_shifted(True), EXIT_OK, None,
+         stdout=r"--user-ids uids\.txt renumbers the user ids stored in model\.pt: every row's id \+1"),
     Case("recorded-pairs-without-stored-ids-renamed-by-user-ids", _recorded_pairs_renamed_by_user_ids, EXIT_OK,
          None),
     Case("recorded-pairs-past-the-user-table", _recorded_pairs_past_the_user_table, EXIT_ERROR,
