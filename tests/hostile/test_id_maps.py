@@ -94,18 +94,19 @@ def _ids_off_by_one(d: Path) -> Built:
     return Built(check_args("model.npz"))
 
 
-def _rare_id_past_stored_ids(renumbered: bool) -> Callable[[Path], Built]:
+def _rare_id_past_stored_ids(renumbered: bool, assumed: tuple[str, ...] = ()) -> Callable[[Path], Built]:
     """QA12 Loaders F3: ids 0..99 stored for the rows, a log of the same items as 1..100 whose
     id past the numbering (100) carries 1 of 991 interactions: it was audited silently on
     every item's neighbour's row. ``renumbered``: with the fix, an id file of each stored id
-    plus 1 (the same order renumbered, audited with a warning)."""
+    plus 1 (the same order renumbered, audited with a warning). ``assumed``: options such as
+    ``--assume-row-ids``, which audits the shifted mapping, warned with the id file (N2)."""
     def build(d: Path) -> Built:
         items = np.r_[np.repeat(np.arange(1, 100), 10), 100]
         pq.write_table(pa.table({"user_id": np.arange(items.size) % 7, "item_id": items}), d / "log.parquet")
         table = np.random.default_rng(0).normal(size=(100, 4)).astype(np.float32)
         np.savez(d / "model.npz", item_embeddings=table, item_ids=np.arange(100))
         if not renumbered:
-            return Built(check_args("model.npz"))
+            return Built(check_args("model.npz", *assumed))
         (d / "ids.txt").write_text("".join(f"{k + 1}\n" for k in range(100)))
         return Built(check_args("model.npz", "--item-ids", "ids.txt", "--format", "json"))
     return build
@@ -287,6 +288,11 @@ CASES = [
     Case("log-ids-shifted-from-stored-ids-by-a-rare-new-id", _rare_id_past_stored_ids(False), EXIT_ERROR,
          r"1 of the 100 distinct item ids in log\.parquet \(1 interaction\) have no row under the item ids stored in "
          r"model\.npz \(`item_ids`\), while every id minus 1 has one: the ids look shifted.*--item-ids FILE"),
+    Case("log-ids-shifted-from-stored-ids-assumed-as-mapped",
+         _rare_id_past_stored_ids(False, ("--assume-row-ids", "--format", "json")), EXIT_OK, None,
+         stdout=r"the ids look shifted: if the rows are the ids minus 1 \(1-based ids\), --assume-row-ids audited each "
+                r"item on its neighbour's row.*pass --item-ids FILE holding each row's id under the item ids stored in "
+                r"model\.npz \(`item_ids`\) \+1, in row order"),
     Case("stored-ids-renumbered-by-an-id-file", _rare_id_past_stored_ids(True), EXIT_OK, None,
          stdout=r"--item-ids ids\.txt renumbers the item ids stored in model\.npz: every row's id \+1"),
     Case("log-user-ids-shifted-from-stored-user-ids", _user_ids_shifted(False), EXIT_ERROR,
