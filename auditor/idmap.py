@@ -107,13 +107,17 @@ def table_rows(
     *,
     check: bool = True,
     framework: str | None = None,
+    mapping: str | None = None,
 ) -> np.ndarray:
     """Table row of each raw ``what`` id (-1: none): through ``row_ids`` (the raw id of
-    each row), else ``row = id − offset`` (``check``: with :func:`check_assumed_rows`).
+    each row, ``mapping`` in words), else ``row = id − offset``; ``check``: with
+    :func:`check_mapped_shift` or :func:`check_assumed_rows`, one rule for both routes.
 
     Raises IdMappingError when ids taken as rows are not integers.
     """
     if row_ids is not None:
+        if check:  # stored user ids shifted against a log were used silently (QA12 Loaders N1)
+            check_mapped_shift(raw, None, np.asarray(row_ids), policy, what, source, mapping or f"the {what} ids given")
         return lookup_rows(raw, np.asarray(row_ids))
     if raw.size and raw.dtype.kind not in "iu":
         named = f" (column {column!r})" if column else ""
@@ -156,8 +160,8 @@ def check_given_offset(
 
 
 def check_mapped_shift(
-    distinct_ids: np.ndarray, counts: np.ndarray, row_ids: np.ndarray, policy: RowIdPolicy, what: str, source: object,
-    mapping: str,
+    distinct_ids: np.ndarray, counts: np.ndarray | None, row_ids: np.ndarray, policy: RowIdPolicy, what: str,
+    source: object, mapping: str,
 ) -> None:
     """Raise IdMappingError when integer ids mapped through ``row_ids`` (the raw id of each
     row: stored in the file, an id file, Keras's ``mask_zero`` ids) look shifted against
@@ -166,23 +170,51 @@ def check_mapped_shift(
     neighbours' rows (a 0-based log against rows numbered from 1, such as a Keras
     ``mask_zero`` table's; stored ids 0..n−1 against a 1-based log read ρ 0.47 for 0.86,
     QA12 Loaders F3). Refused as rows taken as ids are, whatever share of the interactions
-    the ids without a row carry. ``counts``: interactions per distinct id. Nothing when told
-    to audit the rows as mapped anyway."""
-    ids, rows = np.asarray(distinct_ids), np.asarray(row_ids)
-    if policy.assume_row_ids or ids.size == 0 or ids.dtype.kind not in "iu" or rows.dtype.kind not in "iu":
+    the ids without a row carry; item ids and user ids alike. ``counts``: interactions per
+    distinct id (None: not counted). Told to audit the rows as mapped anyway, nothing here:
+    :func:`mapped_shift_signals` warns."""
+    if policy.assume_row_ids or (found := _mapped_shift(distinct_ids, counts, row_ids, what, source, mapping)) is None:
         return
+    finding, shift = found
+    raise IdMappingError(
+        f"{finding}, this mapping pairs each {what} with its neighbour's row. Pass {setting(what + '_ids')} FILE with the "
+        f"raw {what} id of each row as {source} spells it (if they are shifted: each row's id {shift:+d}, in row order; "
+        f"or {setting('assume_row_ids')} to audit the rows as mapped anyway)"
+    )
+
+
+def mapped_shift_signals(
+    distinct_ids: np.ndarray, counts: np.ndarray | None, row_ids: np.ndarray, policy: RowIdPolicy, what: str,
+    source: object, mapping: str,
+) -> list[str]:
+    """The warning, when ``assume_row_ids`` audits rows mapped through ``row_ids`` anyway, of
+    what :func:`check_mapped_shift` refuses otherwise, with the id file that fixes it (as
+    :func:`offset_signals` warns of ids taken as rows with the offset; QA12 Loaders N2)."""
+    if not policy.assume_row_ids or (found := _mapped_shift(distinct_ids, counts, row_ids, what, source, mapping)) is None:
+        return []
+    finding, shift = found
+    return [
+        f"{finding}, {setting('assume_row_ids')} audited each {what} on its neighbour's row and left the ones without a "
+        f"row out; pass {setting(what + '_ids')} FILE holding each row's id under {mapping} {shift:+d}, in row order, "
+        f"to audit each {what} on its own row"
+    ]
+
+
+def _mapped_shift(
+    distinct_ids: np.ndarray, counts: np.ndarray | None, row_ids: np.ndarray, what: str, source: object, mapping: str,
+) -> tuple[str, int] | None:
+    """The finding of :func:`check_mapped_shift` in words, and the shift; None without one."""
+    ids, rows = np.asarray(distinct_ids), np.asarray(row_ids)
+    if ids.size == 0 or ids.dtype.kind not in "iu" or rows.dtype.kind not in "iu":
+        return None
     ids, rows = ids.astype(np.int64), rows.astype(np.int64)
     shift = evident_shift(ids, rows.size, rows)
     if shift is None:
-        return
+        return None
     missing = ~np.isin(ids, rows)
-    lost = int(np.asarray(counts)[missing].sum())
-    raise IdMappingError(
-        f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source} ({_interactions(lost)}) have no "
-        f"row under {mapping}, while every id {'minus' if shift > 0 else 'plus'} {abs(shift)} has one: {shifted(shift)}, "
-        f"this mapping pairs each {what} with its neighbour's row. Pass {setting(what + '_ids')} FILE with the raw {what} id of each row "
-        f"as {source} spells it (or {setting('assume_row_ids')} to audit the rows as mapped anyway)"
-    )
+    lost = "" if counts is None else f" ({_interactions(int(np.asarray(counts)[missing].sum()))})"
+    return (f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source}{lost} have no row under "
+            f"{mapping}, while every id {'minus' if shift > 0 else 'plus'} {abs(shift)} has one: {shifted(shift)}"), shift
 
 
 DENSE_SHIFT = 0.9

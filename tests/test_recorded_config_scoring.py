@@ -135,3 +135,50 @@ def test_a_recorded_schedule_flag_changes_nothing(tmp_path: Path) -> None:
     assert code == 0 and report is not None, output
     assert report["served_vectors"]["as_served"] is True and report["served_vectors"]["score"] == "u·i + b_i"
     assert not any("stands in" in w or "stand in" in w for w in report["warnings"])
+
+
+# Loaders QA12 N3: a recorded text value naming cosine as the scoring (``similarity: "cosine"``)
+# is the same evidence as ``use_cosine: True``; a schedule's ``"cosine"`` is none.
+
+SCORING_NAMED = [{"similarity": "cosine"}, {"score": "cos"}, {"metric": "cosine"}, {"distance": "cosine"},
+                 {"similarity_fn": "cosine_similarity"}, {"scoring": "Cosine"}, {"distance_metric": "cosine"},
+                 {"sim_type": "cos"}]
+NOT_SCORING = [{"lr_scheduler_type": "cosine"}, {"scheduler": "cosine"}, {"annealing_strategy": "cos"},
+               {"loss": "cosine"}, {"eval_metric": "cosine"}, {"similarity": "dot"}, {"metric": "cosine_annealing"},
+               {"no_similarity": "cosine"}, {"similarity": "cosine " * 20}, {"similarity": 1}]
+
+
+@pytest.mark.parametrize("hyper", SCORING_NAMED + NOT_SCORING)
+def test_a_text_value_names_cosine_only_under_a_key_naming_the_scoring(hyper: dict[str, Any]) -> None:
+    from auditor.loading.pickled_module import _flagged
+
+    assert _flagged({**hyper, "lr": 0.01, "optimizer": "adam"}) == (list(hyper.items()) if hyper in SCORING_NAMED else [])
+
+
+def test_a_recorded_similarity_string_makes_the_tables_stand_in(tmp_path: Path) -> None:
+    """Was: no doubt, ``served_spearman>0.5`` evaluated on the raw table: 0.8555, tripped (rc 3)."""
+    model, log, d = _checkpoint(tmp_path, {"similarity": "cosine", "lr": 0.01}, biased=False)
+    code, output, _ = _audit(model, log, "--fail-on", "served_spearman>0.5")
+    assert code == 1 and "stored tables stand in" in output, output
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    assert report["served_vectors"]["as_served"] is False and report["served_vectors"]["source"] == "tables"
+    assert report["warnings"][0].startswith("the stored tables stand in for the vectors the model in model.ckpt scores: "
+                                            'its config records `similarity` = "cosine", and its forward() is not in '
+                                            "the file, so it may score by cosine")
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(
+        _head_share(d["u"] @ d["i"].T, d["users"], d["items"], d["freq"]), abs=1e-9)
+
+
+@pytest.mark.parametrize(("hyper", "as_served"), [({"metric": "cosine"}, False), ({"lr_scheduler_type": "cosine"}, True)])
+def test_a_recorded_scoring_string_beside_an_item_bias_keeps_it(tmp_path: Path, hyper: dict[str, Any],
+                                                                as_served: bool) -> None:
+    """Was (``metric``): as_served true, "u·i + b_i", as if the model served it. A schedule's "cosine" changes nothing."""
+    model, log, d = _checkpoint(tmp_path, hyper, biased=True)
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    served = report["served_vectors"]
+    assert (served["as_served"], served["source"], served["score"]) == (as_served, "bias", "u·i + b_i")
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(
+        _head_share(d["u"] @ d["i"].T + d["b"], d["users"], d["items"], d["freq"]), abs=1e-9)
+    assert any('its config records `metric` = "cosine"' in w for w in report["warnings"]) is not as_served

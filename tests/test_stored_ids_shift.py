@@ -82,3 +82,26 @@ def test_stored_ids_shifted_against_the_log_are_refused(tmp_path: Path) -> None:
 ])  # fmt: skip
 def test_evident_shift_is_one_rule_for_both_routes(ids: np.ndarray, rows: np.ndarray | None, shift: int | None) -> None:
     assert evident_shift(ids, 10, rows) == shift
+
+
+def test_assumed_rows_under_shifted_stored_ids_warn_with_the_id_file_fix(tmp_path: Path) -> None:
+    """Loaders QA12 N2: ``--assume-row-ids`` audits the shifted mapping (ρ 0.468, each item on
+    its neighbour's row); it said only "1 interactions ... with no row", where ids taken as
+    rows are warned with their fix. Now warned that the ids look shifted, with the id file."""
+    model, log, perm, norms = _files(tmp_path)
+    true_items = pq.read_table(log)["item_id"].to_numpy() - 1
+    freq = np.bincount(true_items, minlength=N_ITEMS)
+    # row r holds item perm[r]'s vector and, mapped through the stored id perm[r], log id perm[r] = item perm[r] - 1
+    mapped_freq = np.where(perm >= 1, freq[np.maximum(perm - 1, 0)], 0)
+    report = tmp_path / "r.json"
+    code, output = _check(str(model), "--interactions", str(log), "--assume-row-ids", "--json", str(report))
+    assert code == 0, output
+    audited = json.loads(report.read_text())
+    assert audited["frequency_norm"]["spearman"] == pytest.approx(spearmanr(norms[perm], mapped_freq).statistic,
+                                                                   abs=1e-9)
+    assert audited["warnings"][0] == (
+        f"1 of the 56 distinct item ids in {log} (1 interaction) have no row under the item ids stored in {model} "
+        "(`item_ids`), while every id minus 1 has one: the ids look shifted: if the rows are the ids minus 1 (1-based "
+        "ids), --assume-row-ids audited each item on its neighbour's row and left the ones without a row out; pass "
+        f"--item-ids FILE holding each row's id under the item ids stored in {model} (`item_ids`) +1, in row order, to "
+        "audit each item on its own row"), audited["warnings"]

@@ -8,7 +8,12 @@ own lists only if it scores so), said in the load warning. Where the module reco
 ``normalize_embeddings``, ``l2_normalize``...: a cosine word with nothing beside it but
 words of use and of what is scored; never a schedule or a layer, ``cos_lr_schedule``,
 ``cosine_annealing``, ``batch_normalize``, ``normalize_inputs``; never after
-``no``/``not``/``without``), it may score by cosine: that is a ``scoring_doubt``, so the
+``no``/``not``/``without``), or a text value that names cosine by the same rule
+(``"cosine"``, ``"cos"``, ``"cosine_similarity"``) under a key that names the scoring
+(``similarity``, ``sim``, ``score``, ``scoring``, ``scorer``, ``metric``, ``distance``, ``dist``,
+alone or with words of use and of form: ``similarity_fn``, ``distance_metric``,
+``score_type``; never ``lr_scheduler_type: "cosine"``, ``schedule``, ``annealing``, ``loss``),
+it may score by cosine: that is a ``scoring_doubt``, so the
 stored tables stand in, said first, as for a TorchScript ``forward()`` whose normalisation
 popaudit cannot place (:mod:`auditor.loading.stand_in`); with an item bias, u·i + b_i
 stands in, the bias kept (:mod:`auditor.loading.item_bias`). A checkpoint's recorded config
@@ -38,24 +43,42 @@ _OF_USE = frozenset({"use", "uses", "is", "do", "apply", "enable", "enabled", "w
                      "latent", "dot"})
 """Words that may stand beside a cosine word in a flag saying the scoring is cosine; any
 other (``lr``, ``schedule``, ``annealing``, ``batch``, ``layer``, ``inputs``) names something else."""
+SCORING_KEY_WORDS = frozenset({"similarity", "sim", "score", "scoring", "scorer", "metric", "distance", "dist"})
+"""A key whose text value may name the scoring has one of these words (QA12 Loaders N3:
+``similarity: "cosine"`` was read as no evidence, the raw table as served)."""
+_OF_FORM = frozenset({"fn", "func", "function", "type", "kind", "mode", "method", "measure", "name"})
+_LONGEST_NAME = 64
+"""Longer text is no name of a scoring (a description, a path): not read."""
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
-def cosine_flags(obj: Any) -> list[str]:
-    """The root module's ``True`` attributes whose names say cosine (module docstring)."""
+def cosine_flags(obj: Any) -> list[tuple[str, Any]]:
+    """The root module's attributes that say its scoring is cosine (module docstring)."""
     return _flagged(placeholder_attrs(obj) or {})
 
 
-def _flagged(values: Mapping[Any, Any]) -> list[str]:
-    """The names of ``values``' ``True`` entries that say the scoring is cosine (module docstring)."""
-    return [name for name, value in values.items() if value is True and isinstance(name, str) and _says_cosine(name)]
+def _flagged(values: Mapping[Any, Any]) -> list[tuple[str, Any]]:
+    """``values``' entries that say the scoring is cosine (module docstring): a ``True`` flag
+    whose name says it, or a text value that says it under a key naming the scoring."""
+    return [(name, value) for name, value in values.items() if isinstance(name, str) and (
+        (value is True and _says_cosine(name))
+        or (isinstance(value, str) and len(value) <= _LONGEST_NAME and _names_scoring(name) and _says_cosine(value))
+    )]
 
 
-def _doubt(whose: str, flags: list[str]) -> dict[str, str]:
+def _names_scoring(key: str) -> bool:
+    """True when ``key`` names the scoring (:data:`SCORING_KEY_WORDS`, beside words of use and form only)."""
+    words = [w.lower() for w in _WORDS.findall(key)]
+    return (any(w in SCORING_KEY_WORDS for w in words) and not any(w in _NEGATING for w in words)
+            and all(w in SCORING_KEY_WORDS or w in _OF_USE or w in _OF_FORM for w in words))
+
+
+def _doubt(whose: str, flags: list[tuple[str, Any]]) -> dict[str, str]:
     """The ``scoring_doubt`` of ``flags`` recorded by ``whose`` (``it``, ``its config``); none without flags."""
     if not flags:
         return {}
-    shown_flags = ", ".join(f"`{f}` = True" for f in flags[:3])
+    shown_flags = ", ".join(f"`{shown(name)}` = " + ("True" if value is True else f'"{shown(value)}"')
+                            for name, value in flags[:3])
     return {"scoring_doubt": f"{whose} records {shown_flags}, and its forward() is not in the file"}
 
 
@@ -90,4 +113,4 @@ def module_notes(obj: Any, path: Path) -> tuple[list[str], dict[str, str]]:
     return [note + ("." if doubt else " (the 'dot' column is the module's own lists only if it scores so).")], doubt
 
 
-__all__ = ["COSINE_FLAG_WORDS", "cosine_flags", "module_notes", "recorded_config"]
+__all__ = ["COSINE_FLAG_WORDS", "SCORING_KEY_WORDS", "cosine_flags", "module_notes", "recorded_config"]

@@ -360,7 +360,8 @@ def _choose(
     if source == "users":
         assert bundle.user_table is not None
         n_rows = int(bundle.user_table.shape[0])
-        rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format)
+        rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format,
+                          mapping=bundle.user_ids_source)
         matched = np.flatnonzero(rows >= 0)
         n_unmatched = int(raw.size - matched.size)
         no_history = users_without_history(bundle, raw, every, row_ids, where, column)  # rowless ones: n_unmatched

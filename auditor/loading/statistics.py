@@ -23,7 +23,9 @@ from auditor.loading.blank_rows import first_blank_rows
 from auditor.loading.frequencies import FORMAT as COUNTS_FORMAT, read_frequencies
 from auditor.loading.log_memo import LogMemo, log_identity
 from auditor.id_spelling import why_none_match
-from auditor.idmap import check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, offset_signals
+from auditor.idmap import (
+    check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, mapped_shift_signals, offset_signals,
+)
 from auditor.values import ItemRows, LogSpec, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
@@ -131,7 +133,9 @@ def _aligned(
         warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0],
                                    bundle.format)
     else:
-        check_mapped_shift(counts.ids, counts.counts, bundle.item_ids, policy, "item", counted, str(bundle.item_ids_source))
+        mapped = (counts.ids, counts.counts, bundle.item_ids, policy, "item", counted, str(bundle.item_ids_source))
+        check_mapped_shift(*mapped)
+        warnings += mapped_shift_signals(*mapped)
     warnings += _left_out(counts, counted, stats, bundle.item_ids is None)
     if int(stats.frequencies.sum()) == 0:
         raise IdMappingError(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.errors import ProbeError
-from auditor.idmap import check_assumed_rows
+from auditor.idmap import check_assumed_rows, check_mapped_shift
 from auditor.values import RowIdPolicy
 from auditor.model import InteractionPairs, LiveModel, ModelBundle
 
@@ -79,13 +79,17 @@ def _log_pairs(
     """(user rows, item rows, description) of the log's pairs the model can encode.
 
     Without user ids, integer user ids are taken as user-table rows (minus the offset);
-    a log user beyond the user table then stops the audit (:func:`check_assumed_rows`).
+    a log user beyond the user table then stops the audit (:func:`check_assumed_rows`), as
+    log ids that look shifted against the user ids do (:func:`check_mapped_shift`).
     """
     if pairs is None or len(pairs) == 0:
         return None
     raw_users = np.asarray(pairs.user_ids)[pairs.user_index]
     if bundle.user_ids is not None:
         model_ids = np.asarray(bundle.user_ids)
+        if pairs.source is not None:  # the log's ids, held to the rule the query population's are
+            check_mapped_shift(np.asarray(pairs.user_ids), None, model_ids, row_ids, "user", pairs.source,
+                               bundle.user_ids_source or "the model's user ids")
         order = np.argsort(model_ids, kind="stable")
         try:
             pos = np.searchsorted(model_ids[order], raw_users)

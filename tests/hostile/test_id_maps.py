@@ -94,20 +94,39 @@ def _ids_off_by_one(d: Path) -> Built:
     return Built(check_args("model.npz"))
 
 
-def _rare_id_past_stored_ids(renumbered: bool) -> Callable[[Path], Built]:
+def _rare_id_past_stored_ids(renumbered: bool, assumed: tuple[str, ...] = ()) -> Callable[[Path], Built]:
     """QA12 Loaders F3: ids 0..99 stored for the rows, a log of the same items as 1..100 whose
     id past the numbering (100) carries 1 of 991 interactions: it was audited silently on
     every item's neighbour's row. ``renumbered``: with the fix, an id file of each stored id
-    plus 1 (the same order renumbered, audited with a warning)."""
+    plus 1 (the same order renumbered, audited with a warning). ``assumed``: options such as
+    ``--assume-row-ids``, which audits the shifted mapping, warned with the id file (N2)."""
     def build(d: Path) -> Built:
         items = np.r_[np.repeat(np.arange(1, 100), 10), 100]
         pq.write_table(pa.table({"user_id": np.arange(items.size) % 7, "item_id": items}), d / "log.parquet")
         table = np.random.default_rng(0).normal(size=(100, 4)).astype(np.float32)
         np.savez(d / "model.npz", item_embeddings=table, item_ids=np.arange(100))
         if not renumbered:
-            return Built(check_args("model.npz"))
+            return Built(check_args("model.npz", *assumed))
         (d / "ids.txt").write_text("".join(f"{k + 1}\n" for k in range(100)))
         return Built(check_args("model.npz", "--item-ids", "ids.txt", "--format", "json"))
+    return build
+
+
+def _user_ids_shifted(renumbered: bool) -> Callable[[Path], Built]:
+    """QA12 Loaders N1: user ids 0..4 stored for the user rows, a log numbering the users
+    1..5: four of five users were queried with their neighbour's vector, silently.
+    ``renumbered``: with the fix, a user id file of each stored id plus 1."""
+    def build(d: Path) -> Built:
+        items = np.repeat(np.arange(N_ITEMS), 3)
+        pq.write_table(pa.table({"user_id": np.arange(items.size) % 5 + 1, "item_id": items}), d / "log.parquet")
+        g = np.random.default_rng(0)
+        torch.save({"user_embedding.weight": torch.from_numpy(g.normal(size=(5, 4)).astype(np.float32)),
+                    "item_embedding.weight": torch.from_numpy(g.normal(size=(N_ITEMS, 4)).astype(np.float32)),
+                    "user_ids": torch.tensor([3, 0, 4, 1, 2])}, d / "model.pt")
+        if not renumbered:
+            return Built(check_args("model.pt"))
+        (d / "uids.txt").write_text("4\n1\n5\n2\n3\n")
+        return Built(check_args("model.pt", "--user-ids", "uids.txt", "--format", "json"))
     return build
 
 
@@ -269,8 +288,19 @@ CASES = [
     Case("log-ids-shifted-from-stored-ids-by-a-rare-new-id", _rare_id_past_stored_ids(False), EXIT_ERROR,
          r"1 of the 100 distinct item ids in log\.parquet \(1 interaction\) have no row under the item ids stored in "
          r"model\.npz \(`item_ids`\), while every id minus 1 has one: the ids look shifted.*--item-ids FILE"),
+    Case("log-ids-shifted-from-stored-ids-assumed-as-mapped",
+         _rare_id_past_stored_ids(False, ("--assume-row-ids", "--format", "json")), EXIT_OK, None,
+         stdout=r"the ids look shifted: if the rows are the ids minus 1 \(1-based ids\), --assume-row-ids audited each "
+                r"item on its neighbour's row.*pass --item-ids FILE holding each row's id under the item ids stored in "
+                r"model\.npz \(`item_ids`\) \+1, in row order"),
     Case("stored-ids-renumbered-by-an-id-file", _rare_id_past_stored_ids(True), EXIT_OK, None,
          stdout=r"--item-ids ids\.txt renumbers the item ids stored in model\.npz: every row's id \+1"),
+    Case("log-user-ids-shifted-from-stored-user-ids", _user_ids_shifted(False), EXIT_ERROR,
+         r"1 of the 5 distinct user ids in the training log log\.parquet have no row under the user ids stored in "
+         r"model\.pt \(`user_ids`\), while every id minus 1 has one: the ids look shifted.*--user-ids FILE.*each "
+         r"row's id \+1"),
+    Case("stored-user-ids-renumbered-by-a-user-id-file", _user_ids_shifted(True), EXIT_OK, None,
+         stdout=r"--user-ids uids\.txt renumbers the user ids stored in model\.pt: every row's id \+1"),
     Case("recorded-pairs-without-stored-ids-renamed-by-user-ids", _recorded_pairs_renamed_by_user_ids, EXIT_OK,
          None),
     Case("recorded-pairs-past-the-user-table", _recorded_pairs_past_the_user_table, EXIT_ERROR,

@@ -158,6 +158,13 @@ def _lightning_cosine(biased: bool, gate: str) -> Callable[[Path], Built]:
     return lambda d: _lightning(d, {"use_cosine": True, "lr": 0.01}, biased, gate)
 
 
+def _lightning_recorded(hyper: dict[str, object], biased: bool, gate: str) -> Callable[[Path], Built]:
+    """QA12 Loaders N3: a Lightning checkpoint recording its scoring as text (``similarity:
+    "cosine"``): its tables stand in as for ``use_cosine: True`` (a served gate was evaluated
+    on them); a schedule's ``"cosine"`` (``lr_scheduler_type``) leaves the bias model served."""
+    return lambda d: _lightning(d, hyper, biased, gate)
+
+
 def _lightning_lightgcn_bias(d: Path) -> Built:
     """QA12 Loaders F1: the same with an item bias: u·i + b_i stands in (it was "as served"),
     so a list gate's line says so."""
@@ -256,6 +263,14 @@ CASES: list[Case] = [
          NOT_MEASURED),
     Case("lightning-checkpoint-recording-use-cosine-with-a-bias-gate", _lightning_cosine(True, "arp_dot@3>0"), EXIT_GATE,
          None, stderr=r"arp_dot@3>0: [\d.]+ \(TRIPPED\), of the stored tables\s+standing in"),
+    Case("lightning-checkpoint-recording-similarity-cosine-gate",
+         _lightning_recorded({"similarity": "cosine"}, False, "served_spearman>0.3"), EXIT_ERROR, NOT_MEASURED),
+    Case("lightning-checkpoint-recording-metric-cosine-with-a-bias-gate",
+         _lightning_recorded({"metric": "cosine"}, True, "arp_dot@3>0"), EXIT_GATE, None,
+         stderr=r"arp_dot@3>0: [\d.]+ \(TRIPPED\), of the stored tables\s+standing in"),
+    Case("lightning-checkpoint-recording-a-cosine-lr-schedule-with-a-bias-gate",
+         _lightning_recorded({"lr_scheduler_type": "cosine"}, True, "arp_dot@3>0"), EXIT_GATE, None,
+         stderr=r"arp_dot@3>0: [\d.]+ \(TRIPPED\)(?!.*standing in)"),
     Case("lightning-checkpoint-recording-lightgcn-with-a-bias-gate", _lightning_lightgcn_bias, EXIT_GATE, None,
          stderr=r"arp_dot@3>0: [\d.]+ \(TRIPPED\), of the stored tables\s+standing in"),
     Case("keras-masked-table-beside-a-short-bias-gate", _keras_masked_table_short_bias, EXIT_ERROR, NOT_MEASURED,
