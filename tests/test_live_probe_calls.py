@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from auditor.hookspecs import hookimpl
+from auditor.model import ModelBundle
 
 
 class Live:
