@@ -85,15 +85,33 @@ def check_assumed_rows(
     message += f". Pass {setting(what + '_ids')} FILE with the raw {what} id of each table row"
     if framework in FRAMEWORK_ROWS:
         message += f" ({FRAMEWORK_ROWS[framework]})"
-    elif (offset := fitting_shift(ids, n_rows)) is not None and offset > 0:  # an offset is never negative
-        covered = np.unique(ids).size
-        message += (
-            f"; {shifted(offset)}, pass {setting('id_offset')} {offset} instead" if covered >= DENSE_SHIFT * n_rows else
-            f"; every id has a row if the rows are the ids minus {offset}{' (1-based ids)' if offset == 1 else ''}, "
-            f"though the ids cover only {covered:,} of the {n_rows:,} rows: if they are, pass {setting('id_offset')} {offset}"
-        )
+    elif (advice := _offset_advice(ids, n_rows, policy.shift)) is not None:
+        message += f"; {advice}"
     message += f" (or {setting('assume_row_ids')} to audit with ids as rows anyway)"
     raise IdMappingError(message)
+
+
+def _offset_advice(ids: np.ndarray, n_rows: int, given: int) -> str | None:
+    """The offset that puts every id on a row where ``given`` (the offset passed, 0 for
+    none) does not (:func:`fitting_shift` relative to it), in words: drop the option where
+    the ids fit unshifted, else pass another (an offset is never negative); "look shifted"
+    where the ids cover :data:`DENSE_SHIFT` of the rows, else as a possibility. None when
+    no offset fits (QA12 logs N1: 0-based ids under a wrong --id-offset 1 were offered
+    only --assume-row-ids, ρ 0.066 'none' for 0.8455 'moderate')."""
+    offset = fitting_shift(ids, n_rows, given=given)
+    if offset is None or offset < 0:
+        return None
+    covered = np.unique(ids).size
+    option = setting("id_offset")
+    if offset == 0:
+        rows = "" if covered >= DENSE_SHIFT * n_rows else f", though the ids cover only {covered:,} of the {n_rows:,} rows"
+        return f"every id has a row without {option} {given} (row = id){rows}: if the rows are the ids, drop {option}"
+    if covered >= DENSE_SHIFT * n_rows:
+        return f"{shifted(offset)}, pass {option} {offset} instead"
+    return (
+        f"every id has a row if the rows are the ids minus {offset}{' (1-based ids)' if offset == 1 else ''}, "
+        f"though the ids cover only {covered:,} of the {n_rows:,} rows: if they are, pass {option} {offset}"
+    )
 
 
 def table_rows(
@@ -192,19 +210,22 @@ numbering off by a constant): the stored ids' refusal, and the rows-as-ids refus
 1-based log that leaves a quarter of a Zipf catalogue cold is still 1-based)."""
 
 
-def fitting_shift(ids: np.ndarray, n_rows: int, row_ids: np.ndarray | None = None) -> int | None:
+def fitting_shift(ids: np.ndarray, n_rows: int, row_ids: np.ndarray | None = None, given: int = 0) -> int | None:
     """The constant c that puts every integer id on a row when some id has none: ``id − c``
     is a row number 0..n_rows−1, or with ``row_ids`` an id one of the ``n_rows`` rows
     holds. c = 1 or −1 where it fits, else the smallest fit; None when no shift fits (or
     none is needed). However few rows the ids cover: an escape that takes the ids as rows
-    is never offered without it (QA12 logs F1)."""
+    is never offered without it (QA12 logs F1). ``given``: the offset already applied to
+    rows taken as ids; where it does not fit and no shift does (c = 0), 0 (QA12 logs N1)."""
     ids = np.unique(np.asarray(ids, dtype=np.int64))
     if ids.size == 0:
         return None
     if row_ids is None:
         first, last = int(ids.max()) - (n_rows - 1), int(ids.min())  # the c with 0 <= id - c < n_rows for every id
-        if first > last or first <= 0 <= last:
+        if first > last or first <= given <= last:
             return None
+        if first <= 0 <= last:
+            return 0
         return next((c for c in (1, -1) if first <= c <= last), first if first > 0 else last)
     rows = np.asarray(row_ids, dtype=np.int64)
     if rows.size == 0 or np.isin(ids, rows).all():
@@ -270,7 +291,9 @@ def offset_signals(
     (:func:`fitting_shift`) puts every id on a row. For a Keras table (``framework``) whose
     file does not record ``mask_zero`` (a weights file without its config), row 0 may
     be the mask index instead, where the offset would be wrong."""
-    if policy.offset is not None or distinct_ids.size == 0 or n_rows < 3:
+    if policy.offset is not None:
+        return _given_offset_signal(distinct_ids, n_rows, policy, what, source)
+    if distinct_ids.size == 0 or n_rows < 3:
         return []
     ids = np.unique(np.asarray(distinct_ids, dtype=np.int64))
     inside = ids[(ids >= 0) & (ids < n_rows)]
@@ -302,4 +325,21 @@ def offset_signals(
         f"{setting(what + '_ids')} FILE"
         + (", unless the layer is an Embedding(mask_zero=True), whose row 0 is the mask index and whose rows are the "
            "ids (this file does not record mask_zero; a .keras archive does)" if framework == "keras" else "")
+    ]
+
+
+def _given_offset_signal(distinct_ids: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object) -> list[str]:
+    """The warning when ``assume_row_ids`` took ids as rows under a given offset that leaves
+    some id without a row while another offset (none included) puts every id on one: the
+    refusal's advice, never to be lost by passing the escape (QA12 logs N1)."""
+    if not policy.assume_row_ids or distinct_ids.size == 0:
+        return []
+    ids = np.unique(np.asarray(distinct_ids, dtype=np.int64))
+    outside = int(np.count_nonzero((ids - policy.shift < 0) | (ids - policy.shift >= n_rows)))
+    if outside == 0 or (advice := _offset_advice(ids, n_rows, policy.shift)) is None:
+        return []
+    return [
+        f"{outside:,} of the {ids.size:,} distinct {what} ids of {source} have no row of the {n_rows:,}-row {what} "
+        f"table taken{f' minus {policy.shift}' if policy.shift else ''} as rows ({setting('assume_row_ids')} took them as rows and left their "
+        f"interactions out), while {advice}"
     ]

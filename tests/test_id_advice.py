@@ -153,3 +153,47 @@ def test_the_padding_row_warning_reaches_the_report(tmp_path: Path) -> None:
     assert code == 0, output
     warnings = json.loads(report.read_text())["warnings"]
     assert any("row 0 of the item table is all zeros and never occurs" in w and "padding row" in w for w in warnings)
+
+
+def test_a_wrong_offset_is_told_which_offset_fits(tmp_path: Path) -> None:
+    """QA12 logs N1: 0-based ids under a wrong --id-offset 1 were offered only
+    --assume-row-ids, which read ρ 0.066 (severity none) for the ids' own 0.8455; the
+    refusal and the escape's warning now say the ids fit without the offset."""
+    rng = np.random.default_rng(4)
+    n_items = 40
+    rows = np.minimum(rng.zipf(1.5, 300) - 1, n_items - 1)
+    rows = np.concatenate([rows[~np.isin(rows, np.arange(5, 15))], [0, n_items - 1]])  # rows 5..14 cold
+    counts = np.bincount(rows, minlength=n_items)
+    table = rng.normal(size=(n_items, 8)) * (1 + np.log1p(counts))[:, None]
+    np.save(tmp_path / "items.npy", table.astype(np.float32))
+    log = tmp_path / "log.csv"
+    log.write_text("user_id,item_id\n" + "".join(f"{k % 9},{row}\n" for k, row in enumerate(rows)))
+    code, output = _check(tmp_path / "items.npy", "--interactions", log, "--id-offset", "1")
+    text = " ".join(output.split())
+    assert code == 1 and "Pass --item-ids FILE" in text
+    covered = np.unique(rows).size
+    assert covered == 20  # under 90% of the 40 rows: a possibility
+    assert f"every id has a row without --id-offset 1 (row = id), though the ids cover only {covered} of the 40 " \
+           "rows: if the rows are the ids, drop --id-offset (or --assume-row-ids" in text
+    report = tmp_path / "r.json"
+    assert _check(tmp_path / "items.npy", "--interactions", log, "--json", report)[0] == 0
+    expected = spearmanr(counts, np.linalg.norm(table.astype(np.float32).astype(np.float64), axis=1))[0]
+    assert json.loads(report.read_text())["frequency_norm"]["spearman"] == pytest.approx(expected, abs=1e-12)
+    assert _check(tmp_path / "items.npy", "--interactions", log, "--id-offset", "1", "--assume-row-ids",
+                  "--json", report)[0] == 0
+    assert any("taken minus 1 as rows (--assume-row-ids took them as rows and left their interactions out), while "
+               "every id has a row without --id-offset 1 (row = id)" in warning
+               for warning in json.loads(report.read_text())["warnings"])
+    # Another offset that fits is named in place of the given one; none fits: no offset.
+    try:
+        check_assumed_rows(np.arange(2, 42), 40, RowIdPolicy(offset=1), "item", "log.csv")
+    except IdMappingError as exc:
+        assert "if the rows are the ids minus 2, pass id_offset 2 instead" in str(exc)
+    try:
+        check_assumed_rows(np.arange(0, 42), 40, RowIdPolicy(offset=1), "item", "log.csv")
+    except IdMappingError as exc:
+        assert "id_offset" not in str(exc).split(";")[-1].split("(or")[0]
+    [dense] = offset_signals(np.arange(0, 40), 40, RowIdPolicy(offset=3, assume_row_ids=True), "item", "log.csv",
+                             np.ones(4))
+    assert "every id has a row without id_offset 3 (row = id): if the rows are the ids, drop id_offset" in dense
+    assert offset_signals(np.arange(0, 40), 40, RowIdPolicy(offset=3), "item", "log.csv", np.ones(4)) == []
