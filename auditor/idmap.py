@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.errors import IdMappingError, setting
-from auditor.id_spelling import raw_ids_advice, whole_decimals, whole_decimals_fix
+from auditor.id_spelling import raw_ids_advice, spelled_apart, whole_decimals, whole_decimals_fix
 from auditor.values import RowIdPolicy, lookup_rows
 
 
@@ -258,16 +258,18 @@ of the training signal (served lists with most slots unknown are refused alike).
 
 def check_mapped_share(
     n_unmapped: int, n_interactions: int, n_unmapped_ids: int, policy: RowIdPolicy, what: str, source: object,
-    mapping: str,
+    mapping: str, log_ids: np.ndarray | None = None, row_ids: np.ndarray | None = None,
 ) -> None:
     """Raise IdMappingError when more than :data:`MAX_UNMAPPED_SHARE` of the interactions
     of ``source`` have no row under ``mapping`` (an id file or stored ids): the map and the
-    log evidently disagree (another catalogue, another spelling). Nothing when told to
-    audit the rows as mapped anyway (``assume_row_ids``)."""
+    log evidently disagree (another catalogue, another spelling). The spelling that keeps
+    ``log_ids`` (distinct) and ``row_ids`` apart is named where :func:`spelled_apart` finds
+    one, as when no id matches (QA12 logs N2: an id file writing 00..09 beside a log's 0..9).
+    Nothing when told to audit the rows as mapped anyway (``assume_row_ids``)."""
     if policy.assume_row_ids or n_interactions == 0 or n_unmapped <= MAX_UNMAPPED_SHARE * n_interactions:
         return
     ids = f"{n_unmapped_ids:,} {what} id" + ("" if n_unmapped_ids == 1 else "s")
-    advice = raw_ids_advice(what, mapping, source)
+    advice = (None if log_ids is None else spelled_apart(log_ids, row_ids, mapping)) or raw_ids_advice(what, mapping, source)
     raise IdMappingError(
         f"{_interactions(n_unmapped)} of the {n_interactions:,} in {source} ({n_unmapped / n_interactions:.1%}) "
         f"reference {ids} with no row under {mapping}, so the frequencies would describe only the other "

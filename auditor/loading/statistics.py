@@ -140,7 +140,7 @@ def _aligned(
         )
     if bundle.item_ids is not None:
         check_mapped_share(stats.n_unmapped, stats.n_interactions, stats.n_unmapped_ids, policy, "item", counted,
-                           str(bundle.item_ids_source))
+                           str(bundle.item_ids_source), counts.ids, bundle.item_ids)
     return stats
 
 
