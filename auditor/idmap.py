@@ -52,6 +52,7 @@ def check_assumed_rows(
     source: object,
     n_unmapped_interactions: int | None = None,
     framework: str | None = None,
+    other: OtherRows | None = None,
 ) -> None:
     """Raise IdMappingError when taking ``distinct_ids`` (integers) as rows of an
     ``n_rows``-row table is evidently wrong: some id has no row.
@@ -62,8 +63,9 @@ def check_assumed_rows(
     the framework's own numbering where the file says which framework wrote it
     (``framework``, a ``ModelBundle.format`` in :data:`FRAMEWORK_ROWS`), and otherwise
     offers an offset whenever one constant shift puts every id on a row (ids covering
-    fewer than :data:`DENSE_SHIFT` of the rows: as a possibility). Does nothing when the
-    user asked to assume row ids anyway.
+    fewer than :data:`DENSE_SHIFT` of the rows: as a possibility), plainly only where it
+    also fits ``other``, the other table's ids taken as rows (the option shifts both).
+    Does nothing when the user asked to assume row ids anyway.
     """
     if policy.assume_row_ids or distinct_ids.size == 0:
         return
@@ -85,13 +87,18 @@ def check_assumed_rows(
     message += f". Pass {setting(what + '_ids')} FILE with the raw {what} id of each table row"
     if framework in FRAMEWORK_ROWS:
         message += f" ({FRAMEWORK_ROWS[framework]})"
-    elif (advice := _offset_advice(ids, n_rows, policy.shift)) is not None:
+    elif (advice := _offset_advice(ids, n_rows, policy.shift, what, other)) is not None:
         message += f"; {advice}"
     message += f" (or {setting('assume_row_ids')} to audit with ids as rows anyway)"
     raise IdMappingError(message)
 
 
-def _offset_advice(ids: np.ndarray, n_rows: int, given: int) -> str | None:
+OtherRows = tuple[str, np.ndarray, int]
+"""The other table's side ("item", "user"), its raw ids taken as rows (repeats allowed)
+and its row count: what an offered ``--id-offset`` shifts beside the ids refused."""
+
+
+def _offset_advice(ids: np.ndarray, n_rows: int, given: int, what: str = "", other: OtherRows | None = None) -> str | None:
     """The offset that puts every id on a row where ``given`` (the offset passed, 0 for
     none) does not (:func:`fitting_shift` relative to it), in words: drop the option where
     the ids fit unshifted, else pass another (an offset is never negative); "look shifted"
@@ -103,6 +110,8 @@ def _offset_advice(ids: np.ndarray, n_rows: int, given: int) -> str | None:
         return None
     covered = np.unique(ids).size
     option = setting("id_offset")
+    if other is not None and other[1].size and not _fits(other[1], other[2], offset):
+        return _offset_beside(offset, given, what, n_rows, other[0])
     if offset == 0:
         rows = "" if covered >= DENSE_SHIFT * n_rows else f", though the ids cover only {covered:,} of the {n_rows:,} rows"
         return f"every id has a row without {option} {given} (row = id){rows}: if the rows are the ids, drop {option}"
@@ -144,6 +153,29 @@ def table_rows(
         check_assumed_rows(raw, n_rows, policy, what, source, framework=framework)
     rows = raw.astype(np.int64) - policy.shift
     return np.where((rows >= 0) & (rows < n_rows), rows, -1)
+
+
+def _fits(ids: np.ndarray, n_rows: int, offset: int) -> bool:
+    """Whether every id minus ``offset`` is a row of an ``n_rows``-row table."""
+    return int(np.min(ids)) - offset >= 0 and int(np.max(ids)) - offset < n_rows
+
+
+def _offset_beside(offset: int, given: int, what: str, n_rows: int, other: str) -> str:
+    """The offset that fits the refused ids but not the ``other`` table's ids taken as rows,
+    in words: one table needs its id file, since the option shifts every id taken as a row
+    (QA12 logs N3: users 3..12 were offered --id-offset 1, which the 0-based items then failed)."""
+    option, shift_note = setting("id_offset"), f"{setting('id_offset')} shifts every id taken as a row"
+    if offset == 0:
+        return (
+            f"every id has a row without {option} {given} (row = id), but the {other} ids need it and {shift_note}: "
+            f"keep it and pass {setting(what + '_ids')} FILE for the {what}s (0..{n_rows - 1} one per line where the "
+            f"rows are the ids)"
+        )
+    return (
+        f"every id has a row if the rows are the ids minus {offset}, but {shift_note} and some {other} id then has "
+        f"none: pass {option} {offset} with {setting(other + '_ids')} FILE for the {other}s (the raw {other} id of "
+        "each row)"
+    )
 
 
 def check_given_offset(

@@ -197,3 +197,23 @@ def test_a_wrong_offset_is_told_which_offset_fits(tmp_path: Path) -> None:
                              np.ones(4))
     assert "every id has a row without id_offset 3 (row = id): if the rows are the ids, drop id_offset" in dense
     assert offset_signals(np.arange(0, 40), 40, RowIdPolicy(offset=3), "item", "log.csv", np.ones(4)) == []
+
+
+def test_an_offered_offset_must_fit_the_other_table_too() -> None:
+    """QA12 logs N3: --id-offset shifts every id taken as a row. Users 3..12 on 12 rows beside
+    0-based items 0..39 were offered --id-offset 1 plainly; the items then failed it."""
+    users, items = np.arange(3, 13), np.arange(40)
+    with pytest.raises(IdMappingError) as raised:
+        check_assumed_rows(users, 12, RowIdPolicy(), "user", "log.csv", other=("item", items, 40))
+    assert "every id has a row if the rows are the ids minus 1, but id_offset shifts every id taken as a row and " \
+           "some item id then has none: pass id_offset 1 with item_ids FILE for the items" in str(raised.value)
+    # Items 2..41 need --id-offset 2; the 0-based users fit only without it: keep it, give the users' rows.
+    with pytest.raises(IdMappingError) as raised:
+        check_assumed_rows(np.arange(10), 12, RowIdPolicy(offset=2), "user", "log.csv",
+                           other=("item", np.arange(2, 42), 40))
+    assert "every id has a row without id_offset 2 (row = id), but the item ids need it and id_offset shifts every " \
+           "id taken as a row: keep it and pass user_ids FILE for the users (0..11 one per line" in str(raised.value)
+    # Where the offset fits the other table too, it is offered plainly.
+    with pytest.raises(IdMappingError) as raised:
+        check_assumed_rows(users, 12, RowIdPolicy(), "user", "log.csv", other=("item", np.arange(1, 41), 40))
+    assert "if they are, pass id_offset 1 (or assume_row_ids" in str(raised.value)
