@@ -93,9 +93,10 @@ def check_assumed_rows(
     raise IdMappingError(message)
 
 
-OtherRows = tuple[str, np.ndarray, int]
-"""The other table's side ("item", "user"), its raw ids taken as rows (repeats allowed)
-and its row count: what an offered ``--id-offset`` shifts beside the ids refused."""
+OtherRows = tuple[str, np.ndarray | None, int]
+"""The other table's side ("item", "user"), its raw ids taken as rows (repeats allowed;
+None where the caller does not hold them) and its row count: what an offered
+``--id-offset`` shifts beside the ids refused."""
 
 
 def _offset_advice(ids: np.ndarray, n_rows: int, given: int, what: str = "", other: OtherRows | None = None) -> str | None:
@@ -110,8 +111,20 @@ def _offset_advice(ids: np.ndarray, n_rows: int, given: int, what: str = "", oth
         return None
     covered = np.unique(ids).size
     option = setting("id_offset")
-    if other is not None and other[1].size and not _fits(other[1], other[2], offset):
+    if other is not None and other[1] is not None and other[1].size and not _fits(other[1], other[2], offset):
         return _offset_beside(offset, given, what, n_rows, other[0])
+    advice = _plain_offset_advice(offset, given, covered, n_rows)
+    if other is not None and other[1] is None:  # unknown here: the option's reach said, not guessed
+        advice += (f" ({option} applies to the {other[0]} ids taken as rows too: where they lack rows under it, "
+                   f"pass {setting(other[0] + '_ids')} FILE for the {other[0]}s)" if offset else
+                   f" (where the {other[0]} ids taken as rows need {option} {given}, keep it and pass "
+                   f"{setting(what + '_ids')} FILE for the {what}s instead: it applies to every id taken as a row)")
+    return advice
+
+
+def _plain_offset_advice(offset: int, given: int, covered: int, n_rows: int) -> str:
+    """:func:`_offset_advice`'s words for one table."""
+    option = setting("id_offset")
     if offset == 0:
         rows = "" if covered >= DENSE_SHIFT * n_rows else f", though the ids cover only {covered:,} of the {n_rows:,} rows"
         return f"every id has a row without {option} {given} (row = id){rows}: if the rows are the ids, drop {option}"
@@ -134,6 +147,7 @@ def table_rows(
     *,
     check: bool = True,
     framework: str | None = None,
+    other: OtherRows | None = None,
 ) -> np.ndarray:
     """Table row of each raw ``what`` id (-1: none): through ``row_ids`` (the raw id of
     each row), else ``row = id − offset`` (``check``: with :func:`check_assumed_rows`).
@@ -150,7 +164,7 @@ def table_rows(
                f"pass {setting(what + '_ids')} FILE with the raw {what} id of each {what}-table row")
         )
     if check:
-        check_assumed_rows(raw, n_rows, policy, what, source, framework=framework)
+        check_assumed_rows(raw, n_rows, policy, what, source, framework=framework, other=other)
     rows = raw.astype(np.int64) - policy.shift
     return np.where((rows >= 0) & (rows < n_rows), rows, -1)
 

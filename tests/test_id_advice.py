@@ -217,3 +217,28 @@ def test_an_offered_offset_must_fit_the_other_table_too() -> None:
     with pytest.raises(IdMappingError) as raised:
         check_assumed_rows(users, 12, RowIdPolicy(), "user", "log.csv", other=("item", np.arange(1, 41), 40))
     assert "if they are, pass id_offset 1 (or assume_row_ids" in str(raised.value)
+
+
+def test_the_offset_offered_for_users_names_its_reach_over_the_items(tmp_path: Path) -> None:
+    """QA12 logs N3 where the refusal does not hold the other side's ids (the query
+    population's users, the item counts' users): the offered offset says that it shifts
+    the other table's ids too, and which id file then goes with it (was: a second refusal)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    torch.save({"user_embedding.weight": torch.tensor(rng.normal(size=(12, 4)), dtype=torch.float32),
+                "item_embedding.weight": torch.tensor(rng.normal(size=(40, 4)), dtype=torch.float32)}, tmp_path / "m.pt")
+    log = tmp_path / "log.csv"  # users 3..12 on 12 rows (1-based, two cold), items 0-based 0..39
+    log.write_text("user_id,item_id\n" + "".join(f"{k % 10 + 3},{k % 40}\n" for k in range(200)))
+    code, text = _check(tmp_path / "m.pt", "--interactions", log)
+    text = " ".join(text.split())
+    assert code == 1 and "10 distinct user ids" in text
+    assert "if they are, pass --id-offset 1 (--id-offset applies to the item ids taken as rows too: where they lack " \
+           "rows under it, pass --item-ids FILE for the items) (or --assume-row-ids" in text
+    # Following it, as the message says: the identity item list beside the offset audits (exit 0).
+    (tmp_path / "items.txt").write_text("".join(f"{k}\n" for k in range(40)))
+    assert _check(tmp_path / "m.pt", "--interactions", log, "--id-offset", "1", "--item-ids", tmp_path / "items.txt")[0] == 0
+    # Items 2..41 need --id-offset 2, under which the 0-based users lack rows: keep it, give the users' rows.
+    log.write_text("user_id,item_id\n" + "".join(f"{k % 10},{k % 40 + 2}\n" for k in range(200)))
+    code, text = _check(tmp_path / "m.pt", "--interactions", log, "--id-offset", "2")
+    assert code == 1 and "drop --id-offset (where the item ids taken as rows need --id-offset 2, keep it and pass " \
+                         "--user-ids FILE for the users instead" in " ".join(text.split())

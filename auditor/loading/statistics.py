@@ -126,7 +126,9 @@ def _aligned(
     stats = align_counts(counts, ItemRows(bundle.item_ids, bundle.n_items, policy.shift))
     if bundle.item_ids is None:
         # align_counts refused non-integer ids already: these are integers.
-        check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format)
+        user_table = bundle.user_table if bundle.user_ids is None and bundle.user_rows_unknown is None else None
+        users = None if user_table is None else ("user", None, int(user_table.shape[0]))  # --id-offset shifts them too
+        check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format, users)
         check_given_offset(counts.ids, counts.counts, bundle.n_items, policy, "item", counted, bundle.item_table[0])
         warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0],
                                    bundle.format)
