@@ -47,9 +47,10 @@ def _padded_pair(padded_ids: np.ndarray, mask: np.ndarray, plain: np.ndarray) ->
 
 
 def spelled_apart(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: object) -> str | None:
-    """Why no id matched, when one side spells the other's integers as text: every id a
-    whole decimal ("3.0") or zero-padded integers ("007") beside integers ("3", "7"); else
-    None. The one place these spellings are told apart, for item and user ids alike."""
+    """Why ids do not match, when one side spells the other's integers as text: every id a
+    whole decimal ("3.0") or zero-padded integers ("007", some or all) beside integers
+    ("3", "7"); else None. The one place these spellings are told apart, for item and user
+    ids alike, whether no id matched or most did not (:func:`auditor.idmap.check_mapped_share`)."""
     if row_ids is None:
         return None
     log_ids, row_ids = np.asarray(log_ids), np.asarray(row_ids)
@@ -66,7 +67,7 @@ def spelled_apart(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: o
             example, integer = _padded_pair(padded, mask, plain)
             return (
                 f"{padded_side} are zero-padded ({example}), {plain_side} are not ({integer}); a zero-padded id is "
-                "text, so none match: write both the same way"
+                "text, so it matches no integer id: write both the same way"
             )
     return None
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.errors import IdMappingError, setting
-from auditor.id_spelling import raw_ids_advice, whole_decimals, whole_decimals_fix
+from auditor.id_shifts import OtherRows, evident_shift, offset_advice, shifted
+from auditor.id_spelling import raw_ids_advice, spelled_apart, whole_decimals, whole_decimals_fix
 from auditor.values import RowIdPolicy, lookup_rows
 
 
@@ -52,6 +53,7 @@ def check_assumed_rows(
     source: object,
     n_unmapped_interactions: int | None = None,
     framework: str | None = None,
+    other: OtherRows | None = None,
 ) -> None:
     """Raise IdMappingError when taking ``distinct_ids`` (integers) as rows of an
     ``n_rows``-row table is evidently wrong: some id has no row.
@@ -62,8 +64,9 @@ def check_assumed_rows(
     the framework's own numbering where the file says which framework wrote it
     (``framework``, a ``ModelBundle.format`` in :data:`FRAMEWORK_ROWS`), and otherwise
     offers an offset whenever one constant shift puts every id on a row (ids covering
-    fewer than :data:`DENSE_SHIFT` of the rows: as a possibility). Does nothing when the
-    user asked to assume row ids anyway.
+    fewer than :data:`DENSE_SHIFT` of the rows: as a possibility), plainly only where it
+    also fits ``other``, the other table's ids taken as rows (the option shifts both).
+    Does nothing when the user asked to assume row ids anyway.
     """
     if policy.assume_row_ids or distinct_ids.size == 0:
         return
@@ -85,13 +88,8 @@ def check_assumed_rows(
     message += f". Pass {setting(what + '_ids')} FILE with the raw {what} id of each table row"
     if framework in FRAMEWORK_ROWS:
         message += f" ({FRAMEWORK_ROWS[framework]})"
-    elif (offset := fitting_shift(ids, n_rows)) is not None and offset > 0:  # an offset is never negative
-        covered = np.unique(ids).size
-        message += (
-            f"; {shifted(offset)}, pass {setting('id_offset')} {offset} instead" if covered >= DENSE_SHIFT * n_rows else
-            f"; every id has a row if the rows are the ids minus {offset}{' (1-based ids)' if offset == 1 else ''}, "
-            f"though the ids cover only {covered:,} of the {n_rows:,} rows: if they are, pass {setting('id_offset')} {offset}"
-        )
+    elif (advice := offset_advice(ids, n_rows, policy.shift, what, other)) is not None:
+        message += f"; {advice}"
     message += f" (or {setting('assume_row_ids')} to audit with ids as rows anyway)"
     raise IdMappingError(message)
 
@@ -108,6 +106,7 @@ def table_rows(
     check: bool = True,
     framework: str | None = None,
     mapping: str | None = None,
+    other: OtherRows | None = None,
 ) -> np.ndarray:
     """Table row of each raw ``what`` id (-1: none): through ``row_ids`` (the raw id of
     each row, ``mapping`` in words), else ``row = id − offset``; ``check``: with
@@ -127,7 +126,7 @@ def table_rows(
                f"pass {setting(what + '_ids')} FILE with the raw {what} id of each {what}-table row")
         )
     if check:
-        check_assumed_rows(raw, n_rows, policy, what, source, framework=framework)
+        check_assumed_rows(raw, n_rows, policy, what, source, framework=framework, other=other)
     rows = raw.astype(np.int64) - policy.shift
     return np.where((rows >= 0) & (rows < n_rows), rows, -1)
 
@@ -217,50 +216,6 @@ def _mapped_shift(
             f"{mapping}, while every id {'minus' if shift > 0 else 'plus'} {abs(shift)} has one: {shifted(shift)}"), shift
 
 
-DENSE_SHIFT = 0.9
-"""Share of the rows the ids must cover for a constant shift to be evident (a dense
-numbering off by a constant): the stored ids' refusal, and the rows-as-ids refusal's
-"look shifted"; below it the rows-as-ids refusal offers the offset as a possibility (a
-1-based log that leaves a quarter of a Zipf catalogue cold is still 1-based)."""
-
-
-def fitting_shift(ids: np.ndarray, n_rows: int, row_ids: np.ndarray | None = None) -> int | None:
-    """The constant c that puts every integer id on a row when some id has none: ``id − c``
-    is a row number 0..n_rows−1, or with ``row_ids`` an id one of the ``n_rows`` rows
-    holds. c = 1 or −1 where it fits, else the smallest fit; None when no shift fits (or
-    none is needed). However few rows the ids cover: an escape that takes the ids as rows
-    is never offered without it (QA12 logs F1)."""
-    ids = np.unique(np.asarray(ids, dtype=np.int64))
-    if ids.size == 0:
-        return None
-    if row_ids is None:
-        first, last = int(ids.max()) - (n_rows - 1), int(ids.min())  # the c with 0 <= id - c < n_rows for every id
-        if first > last or first <= 0 <= last:
-            return None
-        return next((c for c in (1, -1) if first <= c <= last), first if first > 0 else last)
-    rows = np.asarray(row_ids, dtype=np.int64)
-    if rows.size == 0 or np.isin(ids, rows).all():
-        return None
-    candidates = (1, -1, int(ids.min()) - int(rows.min()), int(ids.max()) - int(rows.max()))
-    return next((c for c in candidates if c and np.isin(ids - c, rows).all()), None)
-
-
-def evident_shift(ids: np.ndarray, n_rows: int, row_ids: np.ndarray | None = None) -> int | None:
-    """The shift of :func:`fitting_shift` where it is evident, one rule for rows taken as
-    ids and for rows mapped through ids: the ids also cover at least :data:`DENSE_SHIFT` of
-    the rows (a dense numbering off by a constant, such as 1-based ids against 0-based rows)."""
-    if np.unique(np.asarray(ids)).size < DENSE_SHIFT * n_rows:
-        return None
-    return fitting_shift(ids, n_rows, row_ids)
-
-
-def shifted(shift: int) -> str:
-    """The words for ids that look shifted by ``shift`` (:func:`evident_shift`): row = id − shift."""
-    if shift > 0:
-        return f"the ids look shifted: if the rows are the ids minus {shift}{' (1-based ids)' if shift == 1 else ''}"
-    return f"the ids look shifted: if the rows are the ids plus {-shift}{' (0-based ids, 1-based rows)' if shift == -1 else ''}"
-
-
 MAX_UNMAPPED_SHARE = 0.5
 """Share of a log's interactions whose ids may miss the rows named by an id map before the
 audit stops: past it the frequencies (ρ, every figure and gate) would describe a minority
@@ -269,16 +224,18 @@ of the training signal (served lists with most slots unknown are refused alike).
 
 def check_mapped_share(
     n_unmapped: int, n_interactions: int, n_unmapped_ids: int, policy: RowIdPolicy, what: str, source: object,
-    mapping: str,
+    mapping: str, log_ids: np.ndarray | None = None, row_ids: np.ndarray | None = None,
 ) -> None:
     """Raise IdMappingError when more than :data:`MAX_UNMAPPED_SHARE` of the interactions
     of ``source`` have no row under ``mapping`` (an id file or stored ids): the map and the
-    log evidently disagree (another catalogue, another spelling). Nothing when told to
-    audit the rows as mapped anyway (``assume_row_ids``)."""
+    log evidently disagree (another catalogue, another spelling). The spelling that keeps
+    ``log_ids`` (distinct) and ``row_ids`` apart is named where :func:`spelled_apart` finds
+    one, as when no id matches (QA12 logs N2: an id file writing 00..09 beside a log's 0..9).
+    Nothing when told to audit the rows as mapped anyway (``assume_row_ids``)."""
     if policy.assume_row_ids or n_interactions == 0 or n_unmapped <= MAX_UNMAPPED_SHARE * n_interactions:
         return
     ids = f"{n_unmapped_ids:,} {what} id" + ("" if n_unmapped_ids == 1 else "s")
-    advice = raw_ids_advice(what, mapping, source)
+    advice = (None if log_ids is None else spelled_apart(log_ids, row_ids, mapping)) or raw_ids_advice(what, mapping, source)
     raise IdMappingError(
         f"{_interactions(n_unmapped)} of the {n_interactions:,} in {source} ({n_unmapped / n_interactions:.1%}) "
         f"reference {ids} with no row under {mapping}, so the frequencies would describe only the other "
@@ -291,47 +248,3 @@ def _interactions(n: int) -> str:
     return f"{n:,} interaction" + ("" if n == 1 else "s")
 
 
-def offset_signals(
-    distinct_ids: np.ndarray, n_rows: int, policy: RowIdPolicy, what: str, source: object, first_row: np.ndarray,
-    framework: str | None = None,
-) -> list[str]:
-    """Warnings when ids taken as rows fit the table by chance (no id beyond it, so
-    :func:`check_assumed_rows` passed) but the evidence points at 1-based ids, or at a
-    padding row: row 0 never occurs while every other row does, or (``assume_row_ids``)
-    the last id is the only one beyond the table, or some ids are beyond it and one shift
-    (:func:`fitting_shift`) puts every id on a row. For a Keras table (``framework``) whose
-    file does not record ``mask_zero`` (a weights file without its config), row 0 may
-    be the mask index instead, where the offset would be wrong."""
-    if policy.offset is not None or distinct_ids.size == 0 or n_rows < 3:
-        return []
-    ids = np.unique(np.asarray(distinct_ids, dtype=np.int64))
-    inside = ids[(ids >= 0) & (ids < n_rows)]
-    outside = ids[(ids < 0) | (ids >= n_rows)]
-    rest_all_there = inside.size == n_rows - 1 and (inside.size == 0 or inside[0] == 1)
-    if policy.assume_row_ids and outside.tolist() == [n_rows] and rest_all_there:
-        return [
-            f"only the largest {what} id of {source} ({n_rows}) has no row of the {n_rows:,}-row {what} table and row 0 "
-            f"never occurs: the ids look 1-based; pass {setting('id_offset')} 1 (row = id − 1) unless the rows are "
-            f"the ids ({setting('assume_row_ids')} took them as rows)"
-        ]
-    if policy.assume_row_ids and outside.size and (offset := fitting_shift(ids, n_rows)) is not None and offset > 0:
-        return [
-            f"{outside.size:,} of the {ids.size:,} distinct {what} ids of {source} have no row of the {n_rows:,}-row "
-            f"{what} table ({setting('assume_row_ids')} took the ids as rows and left their interactions out), while "
-            f"every id has a row if the rows are the ids minus {offset}: if they are, pass {setting('id_offset')} "
-            f"{offset} (row = id − {offset})"
-        ]
-    if outside.size or not rest_all_there:
-        return []
-    if not np.any(first_row):
-        return [
-            f"row 0 of the {what} table is all zeros and never occurs in {source} while every other row does: a "
-            f"padding row (as nn.Embedding(n + 1, padding_idx=0) keeps); it is audited as a cold {what} with norm 0"
-        ]
-    return [
-        f"row 0 of the {what} table never occurs in {source} while every other row does: if the {what} ids are "
-        f"1-based, the rows are off by one; pass {setting('id_offset')} 1 (row = id − 1), or "
-        f"{setting(what + '_ids')} FILE"
-        + (", unless the layer is an Embedding(mask_zero=True), whose row 0 is the mask index and whose rows are the "
-           "ids (this file does not record mask_zero; a .keras archive does)" if framework == "keras" else "")
-    ]

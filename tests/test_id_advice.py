@@ -18,7 +18,8 @@ from scipy.stats import spearmanr
 
 from auditor.cli import cli
 from auditor.errors import IdMappingError
-from auditor.idmap import check_assumed_rows, offset_signals
+from auditor.id_shifts import offset_signals
+from auditor.idmap import check_assumed_rows
 from auditor.values import RowIdPolicy
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -153,3 +154,92 @@ def test_the_padding_row_warning_reaches_the_report(tmp_path: Path) -> None:
     assert code == 0, output
     warnings = json.loads(report.read_text())["warnings"]
     assert any("row 0 of the item table is all zeros and never occurs" in w and "padding row" in w for w in warnings)
+
+
+def test_a_wrong_offset_is_told_which_offset_fits(tmp_path: Path) -> None:
+    """QA12 logs N1: 0-based ids under a wrong --id-offset 1 were offered only
+    --assume-row-ids, which read ρ 0.066 (severity none) for the ids' own 0.8455; the
+    refusal and the escape's warning now say the ids fit without the offset."""
+    rng = np.random.default_rng(4)
+    n_items = 40
+    rows = np.minimum(rng.zipf(1.5, 300) - 1, n_items - 1)
+    rows = np.concatenate([rows[~np.isin(rows, np.arange(5, 15))], [0, n_items - 1]])  # rows 5..14 cold
+    counts = np.bincount(rows, minlength=n_items)
+    table = rng.normal(size=(n_items, 8)) * (1 + np.log1p(counts))[:, None]
+    np.save(tmp_path / "items.npy", table.astype(np.float32))
+    log = tmp_path / "log.csv"
+    log.write_text("user_id,item_id\n" + "".join(f"{k % 9},{row}\n" for k, row in enumerate(rows)))
+    code, output = _check(tmp_path / "items.npy", "--interactions", log, "--id-offset", "1")
+    text = " ".join(output.split())
+    assert code == 1 and "Pass --item-ids FILE" in text
+    covered = np.unique(rows).size
+    assert covered == 20  # under 90% of the 40 rows: a possibility
+    assert f"every id has a row without --id-offset 1 (row = id), though the ids cover only {covered} of the 40 " \
+           "rows: if the rows are the ids, drop --id-offset (or --assume-row-ids" in text
+    report = tmp_path / "r.json"
+    assert _check(tmp_path / "items.npy", "--interactions", log, "--json", report)[0] == 0
+    expected = spearmanr(counts, np.linalg.norm(table.astype(np.float32).astype(np.float64), axis=1))[0]
+    assert json.loads(report.read_text())["frequency_norm"]["spearman"] == pytest.approx(expected, abs=1e-12)
+    assert _check(tmp_path / "items.npy", "--interactions", log, "--id-offset", "1", "--assume-row-ids",
+                  "--json", report)[0] == 0
+    assert any("taken minus 1 as rows (--assume-row-ids took them as rows and left their interactions out), while "
+               "every id has a row without --id-offset 1 (row = id)" in warning
+               for warning in json.loads(report.read_text())["warnings"])
+    # Another offset that fits is named in place of the given one; none fits: no offset.
+    try:
+        check_assumed_rows(np.arange(2, 42), 40, RowIdPolicy(offset=1), "item", "log.csv")
+    except IdMappingError as exc:
+        assert "if the rows are the ids minus 2, pass id_offset 2 instead" in str(exc)
+    try:
+        check_assumed_rows(np.arange(0, 42), 40, RowIdPolicy(offset=1), "item", "log.csv")
+    except IdMappingError as exc:
+        assert "id_offset" not in str(exc).split(";")[-1].split("(or")[0]
+    [dense] = offset_signals(np.arange(0, 40), 40, RowIdPolicy(offset=3, assume_row_ids=True), "item", "log.csv",
+                             np.ones(4))
+    assert "every id has a row without id_offset 3 (row = id): if the rows are the ids, drop id_offset" in dense
+    assert offset_signals(np.arange(0, 40), 40, RowIdPolicy(offset=3), "item", "log.csv", np.ones(4)) == []
+
+
+def test_an_offered_offset_must_fit_the_other_table_too() -> None:
+    """QA12 logs N3: --id-offset shifts every id taken as a row. Users 3..12 on 12 rows beside
+    0-based items 0..39 were offered --id-offset 1 plainly; the items then failed it."""
+    users, items = np.arange(3, 13), np.arange(40)
+    with pytest.raises(IdMappingError) as raised:
+        check_assumed_rows(users, 12, RowIdPolicy(), "user", "log.csv", other=("item", items, 40))
+    assert "every id has a row if the rows are the ids minus 1, but id_offset shifts every id taken as a row and " \
+           "some item id then has none: pass id_offset 1 with item_ids FILE for the items" in str(raised.value)
+    # Items 2..41 need --id-offset 2; the 0-based users fit only without it: keep it, give the users' rows.
+    with pytest.raises(IdMappingError) as raised:
+        check_assumed_rows(np.arange(10), 12, RowIdPolicy(offset=2), "user", "log.csv",
+                           other=("item", np.arange(2, 42), 40))
+    assert "every id has a row without id_offset 2 (row = id), but the item ids need it and id_offset shifts every " \
+           "id taken as a row: keep it and pass user_ids FILE for the users (0..11 one per line" in str(raised.value)
+    # Where the offset fits the other table too, it is offered plainly.
+    with pytest.raises(IdMappingError) as raised:
+        check_assumed_rows(users, 12, RowIdPolicy(), "user", "log.csv", other=("item", np.arange(1, 41), 40))
+    assert "if they are, pass id_offset 1 (or assume_row_ids" in str(raised.value)
+
+
+def test_the_offset_offered_for_users_names_its_reach_over_the_items(tmp_path: Path) -> None:
+    """QA12 logs N3 where the refusal does not hold the other side's ids (the query
+    population's users, the item counts' users): the offered offset says that it shifts
+    the other table's ids too, and which id file then goes with it (was: a second refusal)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    torch.save({"user_embedding.weight": torch.tensor(rng.normal(size=(12, 4)), dtype=torch.float32),
+                "item_embedding.weight": torch.tensor(rng.normal(size=(40, 4)), dtype=torch.float32)}, tmp_path / "m.pt")
+    log = tmp_path / "log.csv"  # users 3..12 on 12 rows (1-based, two cold), items 0-based 0..39
+    log.write_text("user_id,item_id\n" + "".join(f"{k % 10 + 3},{k % 40}\n" for k in range(200)))
+    code, text = _check(tmp_path / "m.pt", "--interactions", log)
+    text = " ".join(text.split())
+    assert code == 1 and "10 distinct user ids" in text
+    assert "if they are, pass --id-offset 1 (--id-offset applies to the item ids taken as rows too: where they lack " \
+           "rows under it, pass --item-ids FILE for the items) (or --assume-row-ids" in text
+    # Following it, as the message says: the identity item list beside the offset audits (exit 0).
+    (tmp_path / "items.txt").write_text("".join(f"{k}\n" for k in range(40)))
+    assert _check(tmp_path / "m.pt", "--interactions", log, "--id-offset", "1", "--item-ids", tmp_path / "items.txt")[0] == 0
+    # Items 2..41 need --id-offset 2, under which the 0-based users lack rows: keep it, give the users' rows.
+    log.write_text("user_id,item_id\n" + "".join(f"{k % 10},{k % 40 + 2}\n" for k in range(200)))
+    code, text = _check(tmp_path / "m.pt", "--interactions", log, "--id-offset", "2")
+    assert code == 1 and "drop --id-offset (where the item ids taken as rows need --id-offset 2, keep it and pass " \
+                         "--user-ids FILE for the users instead" in " ".join(text.split())

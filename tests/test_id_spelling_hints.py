@@ -54,8 +54,8 @@ def test_which_ids_are_zero_padded() -> None:
     assert zero_padded(np.arange(3)) is None
     padded, plain = np.array(["000", "007", "012"], dtype=object), np.array([12, 3])
     assert spelled_apart(plain, padded, "ids.txt") == (
-        "the ids of ids.txt are zero-padded ('012'), the log's are not (12); a zero-padded id is text, so none "
-        "match: write both the same way")  # the pair shown spells one integer twice
+        "the ids of ids.txt are zero-padded ('012'), the log's are not (12); a zero-padded id is text, so it "
+        "matches no integer id: write both the same way")  # the pair shown spells one integer twice
     assert "the log's ids are zero-padded ('012'), those of ids.txt are not (12)" in str(
         spelled_apart(padded, plain, "ids.txt"))
     assert spelled_apart(np.array(["a", "b"], dtype=object), plain, "ids.txt") is None
@@ -67,7 +67,7 @@ def test_zero_padded_item_ids_beside_integers(inputs: tuple[Path, np.ndarray, np
     code, text = _check(folder / "m.pt", "--interactions", folder / "log.csv", "--item-ids", folder / "ipad.txt")
     assert code == 1
     assert f"matches a row of the item table: the ids of --item-ids {folder / 'ipad.txt'} are zero-padded ('000'), " \
-           "the log's are not (0); a zero-padded id is text, so none match: write both the same way" in text
+           "the log's are not (0); a zero-padded id is text, so it matches no integer id: write both the same way" in text
     assert "pass --item-ids" not in text
     # Written the same way, as the message says, every row maps and ρ is scipy's.
     (folder / "iplain.txt").write_text("".join(f"{row}\n" for row in range(N_ITEMS)))
@@ -78,13 +78,27 @@ def test_zero_padded_item_ids_beside_integers(inputs: tuple[Path, np.ndarray, np
     assert json.loads(report.read_text())["frequency_norm"]["spearman"] == pytest.approx(expected, abs=1e-12)
 
 
+def test_partly_zero_padded_item_ids_refused_by_share(inputs: tuple[Path, np.ndarray, np.ndarray]) -> None:
+    """QA12 logs N2: an id file written f"{row:02d}" pads 0..9 alone; the rows 10..39 map,
+    most interactions (a Zipf log's head) do not, and the refusal named no cause."""
+    folder, counts, _ = inputs
+    (folder / "i02.txt").write_text("".join(f"{row:02d}\n" for row in range(N_ITEMS)))
+    code, text = _check(folder / "m.pt", "--interactions", folder / "log.csv", "--item-ids", folder / "i02.txt")
+    share = counts[:10].sum() / counts.sum()
+    assert code == 1 and share > 0.5
+    assert f"({share:.1%}) reference {np.count_nonzero(counts[:10])} item ids with no row under --item-ids " in text
+    assert f"of the log. The ids of --item-ids {folder / 'i02.txt'} are zero-padded ('00'), the log's are not (0); a " \
+           "zero-padded id is text, so it matches no integer id: write both the same way (or --assume-row-ids" in text
+    assert "List in --item-ids" not in text
+
+
 def test_zero_padded_user_ids_beside_integers(inputs: tuple[Path, np.ndarray, np.ndarray]) -> None:
     folder = inputs[0]
     (folder / "upad.txt").write_text("".join(f"{row:03d}\n" for row in range(N_USERS)))
     code, text = _check(folder / "m.pt", "--interactions", folder / "log.csv", "--user-ids", folder / "upad.txt")
     assert code == 1
     assert f"(--user-ids {folder / 'upad.txt'}): the ids of --user-ids {folder / 'upad.txt'} are zero-padded " \
-           "('000'), the log's are not (0); a zero-padded id is text, so none match" in text
+           "('000'), the log's are not (0); a zero-padded id is text, so it matches no integer id" in text
     assert "pass --user-ids" not in text and "not the model's users" not in text
 
 

@@ -21,7 +21,8 @@ from click.testing import CliRunner
 
 from auditor.cli import cli
 from auditor.errors import IdMappingError
-from auditor.idmap import check_mapped_shift, offset_signals
+from auditor.id_shifts import offset_signals
+from auditor.idmap import check_mapped_shift
 from auditor.loading.keras_mask import masked_layers
 from auditor.values import RowIdPolicy
 

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from scipy.stats import spearmanr
 
 from auditor.cli import cli
-from auditor.idmap import evident_shift
+from auditor.id_shifts import evident_shift
 
 N_USERS, N_ITEMS, DIM = 40, 60, 8
 

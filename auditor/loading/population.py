@@ -360,8 +360,9 @@ def _choose(
     if source == "users":
         assert bundle.user_table is not None
         n_rows = int(bundle.user_table.shape[0])
+        items = None if bundle.item_ids is not None else ("item", None, bundle.n_items)  # --id-offset shifts them too
         rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format,
-                          mapping=bundle.user_ids_source)
+                          mapping=bundle.user_ids_source, other=items)
         matched = np.flatnonzero(rows >= 0)
         n_unmatched = int(raw.size - matched.size)
         no_history = users_without_history(bundle, raw, every, row_ids, where, column)  # rowless ones: n_unmatched

@@ -23,9 +23,8 @@ from auditor.loading.blank_rows import first_blank_rows
 from auditor.loading.frequencies import FORMAT as COUNTS_FORMAT, read_frequencies
 from auditor.loading.log_memo import LogMemo, log_identity
 from auditor.id_spelling import why_none_match
-from auditor.idmap import (
-    check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, mapped_shift_signals, offset_signals,
-)
+from auditor.id_shifts import offset_signals
+from auditor.idmap import check_assumed_rows, check_given_offset, check_mapped_share, check_mapped_shift, mapped_shift_signals
 from auditor.values import ItemRows, LogSpec, RowIdPolicy
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import Progress
@@ -128,7 +127,9 @@ def _aligned(
     stats = align_counts(counts, ItemRows(bundle.item_ids, bundle.n_items, policy.shift))
     if bundle.item_ids is None:
         # align_counts refused non-integer ids already: these are integers.
-        check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format)
+        user_table = bundle.user_table if bundle.user_ids is None and bundle.user_rows_unknown is None else None
+        users = None if user_table is None else ("user", None, int(user_table.shape[0]))  # --id-offset shifts them too
+        check_assumed_rows(counts.ids, bundle.n_items, policy, "item", counted, stats.n_unmapped, bundle.format, users)
         check_given_offset(counts.ids, counts.counts, bundle.n_items, policy, "item", counted, bundle.item_table[0])
         warnings += offset_signals(counts.ids, bundle.n_items, policy, "item", counted, bundle.item_table[0],
                                    bundle.format)
@@ -144,7 +145,7 @@ def _aligned(
         )
     if bundle.item_ids is not None:
         check_mapped_share(stats.n_unmapped, stats.n_interactions, stats.n_unmapped_ids, policy, "item", counted,
-                           str(bundle.item_ids_source))
+                           str(bundle.item_ids_source), counts.ids, bundle.item_ids)
     return stats
 
 

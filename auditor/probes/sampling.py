@@ -101,7 +101,8 @@ def _log_pairs(
         source = "interaction log (users mapped through the model's user ids)"
     elif n_users is not None and np.issubdtype(raw_users.dtype, np.integer):
         if pairs.source is not None:  # the log's ids, not rows recorded by popaudit retrain
-            check_assumed_rows(np.asarray(pairs.user_ids), n_users, row_ids, "user", pairs.source)
+            items = None if bundle.item_ids is not None else ("item", pairs.item_rows + row_ids.shift, bundle.n_items)
+            check_assumed_rows(np.asarray(pairs.user_ids), n_users, row_ids, "user", pairs.source, other=items)
         rows = raw_users - row_ids.shift
         ok = (rows >= 0) & (rows < n_users)
         source = "interaction log (user ids taken as user-table rows)"

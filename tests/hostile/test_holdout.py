@@ -214,7 +214,7 @@ CASES = [
          _holdout(_rows([(0, 1), (1, 2)]), "--user-ids", "users.txt", model="tt.pt",
                   make=lambda d: write(d, "users.txt", "000\n001\n002\n003\n004\n")),
          EXIT_ERROR, r"\(--user-ids users\.txt\): the ids of --user-ids users\.txt are zero-padded \('000'\), the "
-         r"log's are not \(0\); a zero-padded id is text, so none match: write both the same way",
+         r"log's are not \(0\); a zero-padded id is text, so it matches no integer id: write both the same way",
          absent=r"pass --user-ids"),
     Case("zero-padded-holdout-users-against-user-ids",
          _holdout(_rows([("001", 1), ("002", 2)]), "--user-ids", "users.txt", model="tt.pt",

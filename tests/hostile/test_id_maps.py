@@ -153,6 +153,14 @@ def _plain_log_with_padded_ids(d: Path) -> Built:
     return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d)))
 
 
+def _plain_log_with_partly_padded_ids(d: Path) -> Built:
+    """A log of 0..9 (item i i + 1 times) against an id file padding 5..9 alone ("05"): the
+    most-seen items map to no row, and the share refusal names the padding (Logs N2, QA 12)."""
+    model = table(d)
+    write(d, "ids.txt", "".join(f"{i}\n" if i < 5 else f"{i:02d}\n" for i in range(N_ITEMS)))
+    return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d)))
+
+
 def _other_ids_file(d: Path) -> Built:
     """A log of 0..9 against an id file of "x0".."x9": no spelling in common."""
     model = table(d)
@@ -242,12 +250,17 @@ CASES = [
          r".*pass --item-ids FILE"),
     Case("zero-padded-csv-ids-against-unpadded-id-file", _padded_csv_with_unpadded_ids, EXIT_ERROR,
          r"no interaction in log\.csv matches a row of the item table: the log's ids are zero-padded \('000'\), "
-         r"those of --item-ids ids\.txt are not \(0\); a zero-padded id is text, so none match: write both the same way",
+         r"those of --item-ids ids\.txt are not \(0\); a zero-padded id is text, so it matches no integer id: write both the same way",
          absent=r"pass --item-ids"),
     # Logs F2 (QA 12): a padded id file beside a log of integers was told to "pass --item-ids", already passed.
     Case("unpadded-log-against-zero-padded-id-file", _plain_log_with_padded_ids, EXIT_ERROR,
          r"no interaction in log\.parquet matches a row of the item table: the ids of --item-ids ids\.txt are "
          r"zero-padded \('000'\), the log's are not \(0\); a zero-padded id is text", absent=r"pass --item-ids"),
+    Case("unpadded-log-against-partly-zero-padded-id-file", _plain_log_with_partly_padded_ids, EXIT_ERROR,
+         r"40 interactions of the 55 in log\.parquet \(72\.7%\) reference 5 item ids with no row under --item-ids "
+         r"ids\.txt.*The ids of --item-ids ids\.txt are zero-padded \('05'\), the log's are not \(5\); a zero-padded "
+         r"id is text, so it matches no integer id: write both the same way \(or --assume-row-ids",
+         absent=r"List in --item-ids"),
     Case("id-file-of-other-ids-names-both-spellings", _other_ids_file, EXIT_ERROR,
          r"no interaction in log\.parquet matches a row of the item table: the log's items are not the model's items, "
          r"or are spelled otherwise \(the log: 0; --item-ids ids\.txt: 'x0'\); list in --item-ids ids\.txt the raw "

@@ -129,6 +129,22 @@ def _one_based_warned(d: Path, outcome: Outcome) -> None:
                for w in warnings), warnings
 
 
+def _zero_based_under_offset(*extra: str) -> Any:
+    def build(d: Path) -> Built:
+        table(d)
+        log(d)
+        return Built(check_args("items.npy", "--id-offset", "1", *extra, "--json", "r.json"), outputs=["r.json"],
+                     check=_drop_offset_warned if extra else None)
+
+    return build
+
+
+def _drop_offset_warned(d: Path, outcome: Outcome) -> None:
+    warnings = strict_json(d / "r.json")["warnings"]
+    assert any("while every id has a row without --id-offset 1 (row = id): if the rows are the ids, drop --id-offset"
+               in w for w in warnings), warnings
+
+
 def _scrambled(d: Path) -> Built:
     table(d)
     log(d, ids=[int(i) for i in np.random.default_rng(0).choice(10**9, N_ITEMS, replace=False)])
@@ -199,6 +215,16 @@ def _empty_user_id_with_user_table(d: Path) -> Built:
     return Built(check_args("model.npz", interactions="log.csv"))
 
 
+def _one_based_users_zero_based_items(d: Path) -> Built:
+    """Users 1..5 on a 5-row user table beside 0-based items 0..9 (Logs N3, QA 12): the offset
+    the users are offered shifts the items too, and the message says so."""
+    rng = np.random.default_rng(0)
+    np.savez(d / "model.npz", item_embeddings=rng.normal(size=(N_ITEMS, 4)).astype(np.float32),
+             user_embeddings=rng.normal(size=(5, 4)).astype(np.float32))
+    write(d, "log.csv", "user_id,item_id\n" + "".join(f"{k % 5 + 1},{k % N_ITEMS}\n" for k in range(30)))
+    return Built(check_args("model.npz", interactions="log.csv"))
+
+
 def _headerless_text_ids(d: Path) -> Built:
     """A log of text ids without a header, and the table's ids (Logs F1 of QA 10)."""
     table(d)
@@ -266,6 +292,14 @@ CASES = [
          r"log\.csv.*Pass --item-ids FILE.*; every id has a row if the rows are the ids minus 1 \(1-based ids\), "
          r"though the ids cover only 7 of the 10 rows: if they are, pass --id-offset 1 \(or --assume-row-ids"),
     Case("ids-one-based-sparse-assumed", _one_based_assumed, EXIT_OK, None),
+    # Logs N1 (QA 12): 0-based ids under a wrong --id-offset 1 are told to drop it, in the refusal and the escape's warning.
+    Case("ids-zero-based-under-offset-one", _zero_based_under_offset(), EXIT_ERROR,
+         r"log\.parquet.*taken minus 1 as rows.*Pass --item-ids FILE.*; every id has a row without --id-offset 1 "
+         r"\(row = id\): if the rows are the ids, drop --id-offset \(or --assume-row-ids"),
+    Case("ids-zero-based-under-offset-one-assumed", _zero_based_under_offset("--assume-row-ids"), EXIT_OK, None),
+    Case("one-based-users-beside-zero-based-items", _one_based_users_zero_based_items, EXIT_ERROR,
+         r"user ids in the training log .*log\.csv.*pass --id-offset 1 instead \(--id-offset applies to the item ids taken "
+         r"as rows too: where they lack rows under it, pass --item-ids FILE for the items\)"),
     Case("scrambled-ids-beyond-table", _scrambled, EXIT_ERROR,
          r"10 of the 10 distinct item ids in log\.parquet.*evidently not the table's row numbers.*--item-ids FILE"),
     Case("negative-ids", _log_file("log.csv", "user_id,item_id\n1,-3\n2,4\n"), EXIT_ERROR,
