@@ -11,93 +11,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
 import auditor.probes.run as probe_run
-from auditor.audit import run_audit
-from auditor.config import AuditConfig
 from auditor.errors import PluginError, ProbeError
-from auditor.plugins import get_plugin_manager
 from auditor.probe_results import ProbeFailure
 from auditor.probes.live_contract import LiveCodeFailure, checked_live
 from auditor.probes.numerics import gradient_alignment
 from auditor.probes.sampling import ProbeBatch
+from tests.live_tower import PROBE_BATCH, audit_tower, write_tower
 
-N_USERS, DIM, BATCH = 12, 4, 256  # BATCH: the probe batch without a recorded batch size
-
-TOWER = '''
-import os
-from pathlib import Path
-import numpy as np
-import torch
-from auditor.hookspecs import hookimpl
-from auditor.model import ModelBundle
-
-
-class Live:
-    loss_name = "infonce-cos"
-
-    def __init__(self, module):
-        self.module = module
-
-    def encode_items(self, module, rows):
-        out = module.items(rows)
-        mode = os.environ.get("LIVE_MODE")
-        if mode == "nan_item_0":
-            out = torch.where((rows == 0)[:, None], torch.full_like(out, float("nan")), out)
-        if mode == "nan_on_batch" and len(rows) == BATCH:
-            out = out.clone(); out[5] = float("nan")
-        if mode == "raise_on_batch" and len(rows) == BATCH:
-            raise RuntimeError("encoder exploded on the batch")
-        return out
-
-    def encode_users(self, module, rows):
-        return module.users(rows)
-
-    def item_parameters(self, module):
-        return [module.items.weight]
-
-    def loss(self, users, items):
-        cos = torch.nn.functional.normalize(users, dim=1) @ torch.nn.functional.normalize(items, dim=1).T
-        loss = torch.nn.functional.cross_entropy(cos / 0.1, torch.arange(len(users)))
-        return loss * float("nan") if os.environ.get("LIVE_MODE") == "loss_nan" else loss
-
-    def make_optimizer(self, module):
-        return torch.optim.SGD(module.parameters(), lr=0.1)
-
-
-@hookimpl
-def popaudit_load_model(path, options):
-    if Path(path).suffix != ".tower":
-        return None
-    arrays = np.load(path, allow_pickle=False)
-    module = torch.nn.Module()
-    module.items = torch.nn.Embedding.from_pretrained(torch.tensor(arrays["items"]), freeze=False)
-    module.users = torch.nn.Embedding.from_pretrained(torch.tensor(arrays["users"]), freeze=False)
-    return ModelBundle(source=Path(path), format="probe_call_tower", item_table=arrays["items"],
-                       user_table=arrays["users"], live=Live(module), replaced_globals={})
-'''.replace("BATCH", str(BATCH))
-
+N_USERS, DIM = 12, 4
 
 def _tower(d: Path, n_items: int, log_items: int) -> Path:
     """A tower of ``n_items`` items whose log (600 pairs) reads only items below ``log_items``."""
     rng = np.random.default_rng(5)
-    (d / "plug.py").write_text(TOWER)
-    with open(d / "m.tower", "wb") as fh:
-        np.savez(fh, items=rng.normal(size=(n_items, DIM)).astype(np.float32),
-                 users=rng.normal(size=(N_USERS, DIM)).astype(np.float32))
-    items = rng.integers(0, log_items, 600)
-    pq.write_table(pa.table({"user_id": rng.integers(0, N_USERS, items.size), "item_id": items}), d / "log.parquet")
-    return d
-
-
-def _audit(d: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("LIVE_MODE", mode)
-    config = AuditConfig(model=d / "m.tower", interactions=d / "log.parquet", bootstrap=0, ks=(5,), retrieval=False)
-    return run_audit(config, pm=get_plugin_manager([d / "plug.py"], entry_points=False))
+    items = rng.normal(size=(n_items, DIM)).astype(np.float32)
+    users = rng.normal(size=(N_USERS, DIM)).astype(np.float32)
+    read = rng.integers(0, log_items, 600)
+    return write_tower(d, items, users, rng.integers(0, N_USERS, read.size), read)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +45,7 @@ def _who(d: Path) -> str:
 
 def test_a_nan_loss_on_finite_rows_fails_the_contract_call(small: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(PluginError) as caught:
-        _audit(small, "loss_nan", monkeypatch)  # before: exit 0, C4 from the loss's name, "probe c4 could not run"
+        audit_tower(small, "loss_nan", monkeypatch)  # before: exit 0, C4 from the loss's name, "probe c4 could not run"
     users = len(np.unique(pq.read_table(small / "log.parquet").column("user_id").to_numpy()))
     assert str(caught.value) == (  # the contract pairs min(users, items) rows: the 12 users beside 45 items
         _who(small) + f"loss returned a non-finite value (nan) on {min(users, 45)} finite user and item rows, which no "
@@ -120,23 +54,23 @@ def test_a_nan_loss_on_finite_rows_fails_the_contract_call(small: Path, monkeypa
 
 def test_nan_rows_only_on_the_probe_batch_fail_naming_the_plugin(small: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(PluginError) as caught:
-        result = _audit(small, "nan_on_batch", monkeypatch)  # before: exit 0 with two anonymous probe warnings
+        result = audit_tower(small, "nan_on_batch", monkeypatch)  # before: exit 0 with two anonymous probe warnings
         pytest.fail(f"ran: {result.warnings}")
     said = str(caught.value)
-    assert said.startswith(_who(small) + "encode_items returned non-finite values (NaN or infinite) for 1 of 256 item "
-                           "rows of the probe batch (item row "), said
+    assert said.startswith(_who(small) + "encode_items returned non-finite values (NaN or infinite) for 1 of "
+                           f"{PROBE_BATCH} item rows of the probe batch (item row "), said
     assert said.endswith(" first), which no probe can measure")
 
 
 def test_a_raise_only_on_the_probe_batch_fails_naming_the_plugin(small: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(PluginError) as caught:
-        _audit(small, "raise_on_batch", monkeypatch)  # before: "probe c4 could not run: RuntimeError: ..."
+        audit_tower(small, "raise_on_batch", monkeypatch)  # before: "probe c4 could not run: RuntimeError: ..."
     assert str(caught.value) == (
         _who(small) + "encode_items on the probe batch raised RuntimeError: encoder exploded on the batch")
 
 
 def test_the_tower_unbroken_runs(small: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    result = _audit(small, "none", monkeypatch)
+    result = audit_tower(small, "none", monkeypatch)
     assert result.probes is not None and not result.probes.errors
     assert result.probes.gradient_alignment is not None and result.probes.gradient_alignment.n > 0
 
@@ -146,7 +80,7 @@ def test_a_nan_row_beyond_the_update_sample_that_the_batch_reads_fails(
 ) -> None:
     d = _tower(tmp_path, 20_000, 5)  # the log reads items 0-4 only; item 0 is NaN
     with pytest.raises(PluginError) as caught:
-        _audit(d, "nan_item_0", monkeypatch)  # before: item 0 outside the 1,024-row sample: exit 0
+        audit_tower(d, "nan_item_0", monkeypatch)  # before: item 0 outside the 1,024-row sample: exit 0
     assert str(caught.value).startswith(_who(d) + "encode_items returned non-finite values (NaN or infinite) for 1 of ")
     assert str(caught.value).endswith(" item rows probed (item row 0 first), which no probe can measure")
 
@@ -174,7 +108,7 @@ def test_the_contract_reads_every_item_row_the_probes_read(tmp_path: Path, monke
     monkeypatch.setattr(probe_run, "checked_live", checked)
     monkeypatch.setattr(probe_run, "second_difference", second)
     monkeypatch.setattr(probe_run, "gradient_alignment", alignment)
-    _audit(d, "none", monkeypatch)
+    audit_tower(d, "none", monkeypatch)
     for probe in ("c2", "c4"):  # before: 0.95 of C2's 64 rows and of the batch lay outside the 1,024 checked
         outside = np.setdiff1d(seen[probe], seen["contract"])
         assert outside.size == 0, (probe, outside[:5])
