@@ -24,21 +24,7 @@ import torch
 from click.testing import CliRunner
 
 from auditor.cli import cli
-
-N_USERS, N_ITEMS, DIM, K = 40, 60, 8, 10
-
-
-def _data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    g = np.random.default_rng(0)
-    p = 1.0 / np.arange(1, N_ITEMS + 1) ** 1.1
-    p /= p.sum()
-    items = np.concatenate([g.choice(N_ITEMS, size=8, replace=False, p=p) for _ in range(N_USERS)])
-    users = np.repeat(np.arange(N_USERS), 8)
-    freq = np.bincount(items, minlength=N_ITEMS)
-    item_table = (g.normal(size=(N_ITEMS, DIM)) * (0.3 + np.log1p(freq))[:, None]).astype(np.float32)
-    user_table = g.normal(size=(N_USERS, DIM)).astype(np.float32)
-    bias = (8 * (0.2 * np.log1p(freq) + 0.05 * g.normal(size=N_ITEMS))).astype(np.float32)
-    return users, items, freq, user_table, item_table, bias
+from tests.loader_world import K, N_ITEMS, loader_world
 
 
 def _head_share(scores: np.ndarray, users: np.ndarray, items: np.ndarray, freq: np.ndarray) -> float:
@@ -51,7 +37,7 @@ def _head_share(scores: np.ndarray, users: np.ndarray, items: np.ndarray, freq: 
 
 
 def _checkpoint(tmp_path: Path, hyper: dict[str, Any], biased: bool) -> tuple[Path, Path, dict[str, np.ndarray]]:
-    users, items, freq, u, i, b = _data()
+    users, items, freq, u, i, b = loader_world()
     state = {"model.user_embedding.weight": torch.from_numpy(u), "model.item_embedding.weight": torch.from_numpy(i)}
     if biased:
         state["model.item_bias.weight"] = torch.from_numpy(b)[:, None]

@@ -25,20 +25,7 @@ from auditor.cli import cli
 from auditor.errors import IdMappingError
 from auditor.model import InteractionPairs, ModelBundle
 from auditor.probes.sampling import sample_batches
-
-N_USERS, N_ITEMS, DIM, K = 40, 60, 8, 10
-
-
-def _world() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    g = np.random.default_rng(0)
-    p = 1.0 / np.arange(1, N_ITEMS + 1) ** 1.1
-    p /= p.sum()
-    items = np.concatenate([g.choice(N_ITEMS, size=8, replace=False, p=p) for _ in range(N_USERS)])
-    users = np.repeat(np.arange(N_USERS), 8)
-    freq = np.bincount(items, minlength=N_ITEMS)
-    item_table = (g.normal(size=(N_ITEMS, DIM)) * (0.3 + np.log1p(freq))[:, None]).astype(np.float32)
-    user_table = g.normal(size=(N_USERS, DIM)).astype(np.float32)
-    return users, items, freq, item_table, user_table
+from tests.loader_world import DIM, K, N_ITEMS, N_USERS, loader_world
 
 
 def _head_share(user_vectors: np.ndarray, item_table: np.ndarray, users: np.ndarray, items: np.ndarray,
@@ -53,7 +40,7 @@ def _head_share(user_vectors: np.ndarray, item_table: np.ndarray, users: np.ndar
 
 
 def _files(tmp_path: Path) -> tuple[Path, Path, np.ndarray, float]:
-    users, items, freq, item_table, user_table = _world()
+    users, items, freq, user_table, item_table, _ = loader_world()
     perm = np.random.default_rng(7).permutation(N_USERS)
     log = tmp_path / "log.parquet"
     pq.write_table(pa.table({"user_id": users + 1, "item_id": items}), log)  # users numbered 1..40
