@@ -77,7 +77,7 @@ def check_assumed_rows(
         return
     low, high = int(ids.min()), int(ids.max())
     interactions = (
-        f" ({n_unmapped_interactions:,} interactions)" if n_unmapped_interactions else ""
+        f" ({_interactions(n_unmapped_interactions)})" if n_unmapped_interactions else ""
     )
     minus = f" minus {policy.shift}" if policy.shift else ""
     message = (

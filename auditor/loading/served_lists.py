@@ -321,7 +321,9 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
     if n_unknown_rows:
         notes.append(
             f"{n_unknown_rows:,} of the {item_codes.size:,} served items in {path} ({n_unknown:,} distinct) have no "
-            "row in the item table: their slots were left empty, and the items after them keep their positions"
+            "row in the item table: their slots were left empty, and the items after them keep their positions; "
+            "they are out of the lists' grade too, which lists alone would count them in, so beside a model the "
+            "severity can be lower than the lists alone get"
         )
     cold = np.zeros(code_rows.size, dtype=bool)
     if log_items is not None and len(log_items):  # items with a row that the log never saw
