@@ -40,7 +40,7 @@ def served_queries(population: QueryPopulation, what: str, served: ServedVectors
     if is_biased(served):
         assert served is not None
         population = with_bias_column(population, served)
-    elif rowless.all():
+    elif rowless.size and rowless.all():  # an empty population stays the caller's to refuse, as before
         raise QueryError(
             f"none of the {rowless.size:,} users sampled from {population.seen_source or 'the log'} with seed "
             f"{population.seed} has a row in the user table, so none can be queried (a model without an item bias "
