@@ -269,6 +269,9 @@ class UpdateProbe:
     copies k in the batch, over batch items: c/s² per appearance with its sign (equal to
     ``growth_per_appearance`` under orthogonal updates; negative where the step shrank the
     norm, as weight decay does). Empty where the probe did not record it."""
+    n_nonfinite: int = 0
+    """Item rows (counted per step) whose embedding was NaN or infinite after a probe step (the
+    step diverged): left out of the angles and growth, and warned of."""
 
     @property
     def angle_summary(self) -> AngleSummary:

@@ -6,7 +6,8 @@ audits them in one mode.
 Modes: ``nan`` (every third item row NaN), ``nan_item_0`` (item row 0 NaN), ``nan_on_batch`` /
 ``raise_on_batch`` (a NaN row in, or a raise on, a call of the probe batch's 256 rows),
 ``nan_gradient`` (a finite loss whose gradient is not), ``no_grad`` (a loss that raises when
-its input requires grad), ``loss_nan`` (a NaN loss); anything else: no fault."""
+its input requires grad), ``loss_nan`` (a NaN loss), ``diverge`` (a probe step that sends every row with a gradient to infinity);
+anything else: no fault."""
 
 from __future__ import annotations
 
@@ -70,7 +71,20 @@ class Live:
         return loss * float("nan") if mode == "loss_nan" else loss
 
     def make_optimizer(self, module):
+        if os.environ.get("LIVE_MODE") == "diverge":
+            return Diverging(module.parameters(), lr=0.1)
         return torch.optim.SGD(module.parameters(), lr=0.1)
+
+
+class Diverging(torch.optim.SGD):
+    """A step that sends every row with a gradient to infinity, as a diverging step does."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p[p.grad.abs().sum(dim=1) > 0] = float("inf")
 
 
 @hookimpl

@@ -75,6 +75,25 @@ def test_the_tower_unbroken_runs(small: Path, monkeypatch: pytest.MonkeyPatch) -
     assert result.probes.gradient_alignment is not None and result.probes.gradient_alignment.n > 0
 
 
+def test_rows_a_diverging_probe_step_leaves_non_finite_are_counted_and_said(
+    small: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """QA12 retrain verify-2 N2: rows NaN or infinite after the probe step were dropped from the
+    angles and the growth unsaid, and C5 said "no item moved in the probe step"."""
+    result = audit_tower(small, "diverge", monkeypatch)
+    update = result.probes.update
+    assert update is not None and update.growth.size == 0
+    assert 0 < update.n_nonfinite <= update.n_evaluated
+    said = [w for w in result.warnings if "NaN or infinite after it" in w]
+    assert said == [f"{update.n_nonfinite:,} of the {update.n_evaluated:,} item rows compared around the probe step "
+                    "were NaN or infinite after it (the step diverged there): they are left out of the update angles "
+                    "and the measured growth"]
+    assert "went NaN or infinite" in result.conditions["C5"].evidence
+    assert "no item moved" not in result.conditions["C5"].evidence
+    calm = audit_tower(small, "none", monkeypatch)
+    assert calm.probes.update.n_nonfinite == 0 and not [w for w in calm.warnings if "NaN or infinite after it" in w]
+
+
 def test_a_nan_row_beyond_the_update_sample_that_the_batch_reads_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

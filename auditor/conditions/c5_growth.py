@@ -55,7 +55,8 @@ def assess_c5(
     known_lr = None if lr is None else lr.value
     details: dict[str, Any] = {"lr": known_lr}
     if update is None or update.growth.size == 0:
-        why = "no probe step ran" if update is None else "no item moved in the probe step"
+        why = "no probe step ran" if update is None else "no item moved in the probe step" if not update.n_nonfinite \
+            else f"every item row the probe step changed went NaN or infinite ({update.n_nonfinite:,} rows: it diverged)"
         return _from_the_table(name, lr, why, table, bundle.dim, others, details)
     g = float(np.median(growth_sample(update)))
     if shrank(update):

@@ -17,7 +17,7 @@ from auditor.probes.eager import compiler_free
 from auditor.probes.live_contract import LiveCodeFailure, checked_live, while_probing
 from auditor.probes.numerics import cross_jacobian, gradient_alignment, second_difference
 from auditor.probe_results import (
-    CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers, UserCoupling,
+    CrossJacobian, ProbeFailure, ProbeKey, ProbeOutcome, SecondDifference, TowerLayers, UpdateProbe, UserCoupling,
 )
 from auditor.probes.sampling import ProbeBatch, sample_batches
 from auditor.probes.structure import item_tower_layers
@@ -107,8 +107,19 @@ def run_probes(
         batch_source=batches[0].source, batch_size=int(len(batches[0].items)),
         layers=layers, second_difference=second, cross_jacobian=cross, user_coupling=coupling,
         gradient_alignment=alignment, update=update, errors=errors,
-        warnings=(disagreement,) if disagreement else (),
+        warnings=((disagreement,) if disagreement else ()) + _diverged(update),
     )
+
+
+
+def _diverged(update: UpdateProbe | None) -> tuple[str, ...]:
+    """The warning for item rows the probe step left NaN or infinite (QA12 retrain: they were
+    dropped from the angles and the growth unsaid)."""
+    if update is None or not update.n_nonfinite:
+        return ()
+    return (f"{update.n_nonfinite:,} of the {update.n_evaluated:,} item rows compared around the probe step were NaN "
+            "or infinite after it (the step diverged there): they are left out of the update angles and the "
+            "measured growth",)
 
 
 def _contract(

@@ -35,7 +35,7 @@ def update_step(
     """
     optimizer, restored, lr_used = _probe_optimizer(live, module, fallback_lr)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("a", "r", "g", "g1", "c", "c1")}
-    n_eval = 0
+    n_eval = n_nonfinite = 0
     for step, batch in enumerate(batches):
         rows, counts = np.unique(np.concatenate([batch.items, extra_rows]), return_counts=True)
         in_batch = np.unique(batch.items, return_counts=True)
@@ -62,6 +62,7 @@ def update_step(
         with torch.no_grad():
             after = _encoded(live, module, rows_t, at_checkpoint=False).detach().double().cpu()
         n_eval += len(rows)
+        n_nonfinite += int((~torch.isfinite(after).all(dim=1)).sum())  # the step diverged there
         a, r, g, c, moved = step_geometry(before, after, tolerance(items.dtype) * 1e-4)
         parts["a"].append(a)
         parts["r"].append(r)
@@ -77,6 +78,7 @@ def update_step(
         relative_change=cat["c"], n_evaluated=n_eval,
         optimizer=name if restored else f"{name} (fallback: the model's optimizer could not be rebuilt)",
         optimizer_restored=restored, lr=lr_used, steps=len(batches), change_per_appearance=cat["c1"],
+        n_nonfinite=n_nonfinite,
     )
 
 
