@@ -58,6 +58,16 @@ def _model(tmp_path: Path) -> str:
     return str(path)
 
 
+def _write(tmp_path: Path, lists: dict[int, list[int]], held: dict[int, set[int]]) -> None:
+    """``lists.parquet`` (user, item, rank) and ``held.parquet`` (user, item) in ``tmp_path``."""
+    rows = [(u, i, r + 1) for u, served in lists.items() for r, i in enumerate(served)]
+    pq.write_table(pa.table({"user_id": [r[0] for r in rows], "item_id": [r[1] for r in rows],
+                             "rank": [r[2] for r in rows]}), tmp_path / "lists.parquet")
+    pairs = [(u, i) for u, h in held.items() for i in sorted(h)]
+    pq.write_table(pa.table({"user_id": [p[0] for p in pairs], "item_id": [p[1] for p in pairs]}),
+                   tmp_path / "held.parquet")
+
+
 def test_unlisted_heldout_log_users_count_as_misses(tmp_path: Path) -> None:
     users, items = served_groups_log(tmp_path)
     profiles = {u: set(items[users == u].tolist()) for u in range(N_USERS)}
@@ -66,12 +76,7 @@ def test_unlisted_heldout_log_users_count_as_misses(tmp_path: Path) -> None:
     # every user holds out two unseen items: the list's first for even users (a hit), two others for odd ones
     held = {u: {unseen[u][u % 5], unseen[u][-1]} if u % 2 == 0 else {unseen[u][-1], unseen[u][-2]}
             for u in range(N_USERS)}
-    rows = [(u, i, r + 1) for u, served in lists.items() for r, i in enumerate(served)]
-    pq.write_table(pa.table({"user_id": [r[0] for r in rows], "item_id": [r[1] for r in rows],
-                             "rank": [r[2] for r in rows]}), tmp_path / "lists.parquet")
-    pairs = [(u, i) for u, h in held.items() for i in sorted(h)]
-    pq.write_table(pa.table({"user_id": [p[0] for p in pairs], "item_id": [p[1] for p in pairs]}),
-                   tmp_path / "held.parquet")
+    _write(tmp_path, lists, held)
     report = _report(tmp_path)
 
     popularity = np.bincount(items, minlength=N_ITEMS).astype(float)
@@ -108,12 +113,7 @@ def _lists_and_holdout(tmp_path: Path, extra_user: int) -> tuple[dict[int, list[
     unseen = {u: [i for i in range(N_ITEMS) if i not in profiles[u]] for u in range(N_USERS)}
     lists = {u: unseen[u][:K] for u in range(N_USERS) if u not in UNLISTED}
     held = {u: {unseen[u][0], unseen[u][-1]} for u in range(N_USERS)} | {extra_user: {0, 1}}
-    rows = [(u, i, r + 1) for u, served in lists.items() for r, i in enumerate(served)]
-    pq.write_table(pa.table({"user_id": [r[0] for r in rows], "item_id": [r[1] for r in rows],
-                             "rank": [r[2] for r in rows]}), tmp_path / "lists.parquet")
-    pairs = [(u, i) for u, h in held.items() for i in sorted(h)]
-    pq.write_table(pa.table({"user_id": [p[0] for p in pairs], "item_id": [p[1] for p in pairs]}),
-                   tmp_path / "held.parquet")
+    _write(tmp_path, lists, held)
     return lists, held
 
 
