@@ -15,7 +15,8 @@ from auditor.progress import SILENT
 import auditor.memory as memory_module
 from auditor.retrieval.candidates import CANDIDATE_BYTES, MAX_EXTRA_FETCH, UNSET_CEILING_ROOM, candidate_room, plan_fetch
 from auditor.retrieval.lists import SHARD_NOTE_MIN, approximate_lists, shard_cost_note
-from auditor.retrieval.scorings import multi_scoring_topk, shard_bounds
+from auditor.retrieval.scorings import multi_scoring_topk
+from auditor.retrieval.shards import shard_bounds
 from auditor.retrieval.serving import Exclusions
 
 N_ITEMS, DIM, N_QUERIES, K = 4000, 8, 400, 10

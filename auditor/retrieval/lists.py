@@ -20,7 +20,8 @@ from auditor.retrieval.approximate import build_index, recall_at, slower_than_ex
 from auditor.retrieval.candidates import MAX_EXTRA_FETCH, FetchPlan, candidate_room, fetch_lists, plan_fetch
 from auditor.retrieval.search import directions, in_float32_range, l2_normalise
 from auditor.retrieval.dask import dask_multi_scoring_topk
-from auditor.retrieval.scorings import multi_scoring_topk, shard_bounds
+from auditor.retrieval.scorings import multi_scoring_topk
+from auditor.retrieval.shards import shard_bounds
 from auditor.retrieval.serving import Exclusions, subset_exclusions
 
 if TYPE_CHECKING:
