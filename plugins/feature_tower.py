@@ -153,7 +153,7 @@ def feature_overlap(features: torch.Tensor, sample: int = EVIDENCE_SAMPLE, seed:
     norms = x.norm(dim=1)
     gram = x @ x.T
     scale = torch.outer(norms, norms)
-    off = ~torch.eye(x.shape[0], dtype=torch.bool)
+    off = ~torch.eye(x.shape[0], dtype=torch.bool, device=x.device)
     valid = off & (scale > 0)
     if not bool(valid.any()):
         return {"share_overlapping": 0.0, "mean_abs_cos": 0.0, "pairs": 0.0}

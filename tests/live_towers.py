@@ -110,7 +110,7 @@ class TinyLive:
             logits = users @ items.T
         else:
             logits = F.normalize(users, dim=1) @ F.normalize(items, dim=1).T / self.temperature
-        return F.cross_entropy(logits, torch.arange(len(users)))
+        return F.cross_entropy(logits, torch.arange(len(users), device=users.device))  # device-aware: --device cuda
 
     def build_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer:
         params = list(module.parameters())

@@ -15,10 +15,12 @@ from click.testing import CliRunner
 from auditor.cli import cli
 from auditor.config import AuditConfig
 from auditor.devices import resolve_device
-from auditor.errors import InputError
+from auditor.errors import InputError, PluginError
 from auditor.model import ModelBundle
 from auditor.probes import run_probes
-from auditor.retrieval.scoring_blocks import exclude_entries
+from auditor.probes.live_contract import LiveCodeFailure, _on_device
+from auditor.retrieval.device_scan import TOP_BIT, device_blocks, device_keys
+from auditor.retrieval.scoring_blocks import encode, exclude_entries
 from auditor.retrieval.scorings import multi_scoring_topk
 
 
@@ -132,3 +134,52 @@ def test_probes_on_cuda_agree_with_the_cpu() -> None:
     assert "errors" not in gpu, gpu.get("errors")
     assert gpu["update_angles"]["median"] == pytest.approx(cpu["update_angles"]["median"], abs=1e-6)
     assert gpu["c3_cross_jacobian"]["max_offdiag_relative"] == cpu["c3_cross_jacobian"]["max_offdiag_relative"] == 0.0
+
+
+def test_device_keys_are_the_host_keys_with_the_top_bit_flipped() -> None:
+    """The device orders signed int64 keys; flipping the top bit gives the host's uint64
+    keys (encode) exactly, so both order scores, then lower rows, the same way."""
+    scores = np.array([-np.inf, -3.0e38, -2.5, -1e-45, -0.0, 0.0, 1e-45, 1.0, 1.0, 3.0e38], dtype=np.float32)
+    rows = np.array([7, 0, 4, 1, 9, 8, 2, 6, 3, 5], dtype=np.int64)
+    low = torch.from_numpy((np.int64((1 << 32) - 1) - rows).astype(np.int64))
+    device = device_keys(torch.from_numpy(scores.copy())[None, :], low[None, :])[0].numpy()
+    np.testing.assert_array_equal(device.view(np.uint64) ^ TOP_BIT, encode(scores, rows))
+    order = np.argsort(device, kind="stable")[::-1]  # as int64: score descending, then row ascending
+    np.testing.assert_array_equal(rows[order], [5, 3, 6, 2, 8, 9, 1, 4, 0, 7])  # -0.0 ties with 0.0
+
+
+def test_device_tiles_fit_a_sixth_of_the_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert device_blocks("cpu", 300) == (300, 2048)  # torch's CPU (the tests): 2**20 entries
+    assert device_blocks("cpu", 100_000) == (4096, 256)  # 4,096 x 256 = 2**20
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (140 << 30, 141 << 30))
+    assert device_blocks("cuda", 10_000) == (4096, 65536)  # 2**28 entries: the ceiling
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (6 << 30, 8 << 30))
+    q, i = device_blocks("cuda", 10_000)  # 6 GiB free: at most 1 GiB / 48 bytes = 22.4M entries
+    assert (q, i) == (4096, 4096) and q * i * 48 <= (6 << 30) // 6
+
+
+def test_a_raise_on_an_accelerator_names_the_likely_cause() -> None:
+    failure = LiveCodeFailure("loss", "raised RuntimeError: Expected all tensors to be on the same device")
+    failure.__cause__ = RuntimeError("Expected all tensors to be on the same device")
+    said = str(_on_device(failure, torch.device("cuda")))
+    assert said.startswith("the live model's loss raised RuntimeError: Expected all tensors")
+    assert "(the probes ran it on cuda (--device cuda): its methods get their tensors there" in said
+    assert "torch.arange(n, device=users.device); --device cpu runs the code as written)" in said
+    assert _on_device(failure, torch.device("cpu")) is failure  # on the CPU nothing is added
+    plugin = PluginError("tower.py: its live model's loss returned a float, not a tensor")
+    assert _on_device(plugin, torch.device("cuda")) is plugin  # wrong output, no raise: no device cause
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (GPU path untested here)")
+def test_probes_on_cuda_name_a_target_made_on_the_cpu() -> None:
+    from live_towers import TinyLive
+
+    class CpuTarget(TinyLive):
+        def loss(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.cross_entropy(users @ items.T, torch.arange(len(users)))
+
+    live, bundle = _probe_model()
+    cpu_target = CpuTarget(live.module)
+    with pytest.raises(LiveCodeFailure, match=r"loss raised .*\(the probes ran it on cuda \(--device cuda\)"):
+        run_probes(cpu_target, bundle, None, seed=5, batch_size=16, device="cuda")
+    assert "errors" not in run_probes(cpu_target, bundle, None, seed=5, batch_size=16).to_dict()

@@ -23,6 +23,22 @@ ALPHAS = (1.0, 0.0, 0.25, 0.5, 0.75)
 Exclude = tuple[np.ndarray, np.ndarray]
 
 
+@pytest.fixture(autouse=True, params=["host scan", "device scan", "cuda"])
+def scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs on the CPU's scan, again on the device scan (``--device cuda``'s
+    code path, here on torch's CPU), and on a GPU where there is one, each held to the
+    same brute-force reference."""
+    if request.param == "device scan":
+        monkeypatch.setattr(scorings_module, "scans_on_device", lambda device: True)
+    if request.param == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA device (GPU path untested here)")
+        defaults = multi_scoring_topk.__defaults__
+        assert defaults is not None and multi_scoring_topk.__code__.co_varnames[11] == "device"
+        monkeypatch.setattr(multi_scoring_topk, "__defaults__", (*defaults[:-1], "cuda"))
+    return str(request.param)
+
+
 def reference(queries: np.ndarray, table: np.ndarray, k: int, alpha: float, exclude: Exclude | None = None):
     """Brute force: float64 scores |q|^a |k|^a cos (0 for zero vectors when a > 0, zero
     vectors left out when a = 0), excluded rows left out, lexsort by (-score, row)."""
@@ -248,8 +264,10 @@ def test_non_finite_rows_do_not_crash() -> None:
         assert not (found[alpha][1] == 7).any()
 
 
-def test_candidates_are_few() -> None:
+def test_candidates_are_few(scan: str) -> None:
     """The point of the thresholds: after the first tiles, few inner products are ranked."""
+    if scan != "host scan":
+        pytest.skip("the device scan ranks every entry on the device: no thresholds")
     table, queries = _floats(60_000, 64, 16, 14)
     offered: list[int] = []
     original = blocks_module._offer

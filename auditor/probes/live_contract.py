@@ -77,6 +77,8 @@ def checked_live(
             n = min(len(items), len(users))
             u, q = one_dtype(users[:n], items[:n])
             loss = _call(author, "loss", lambda: live.loss(u, q))
+    except (LiveCodeFailure, PluginError) as failure:
+        raise _on_device(failure, device) from failure.__cause__
     finally:
         module.train(training)
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.dtype.is_floating_point:
@@ -191,6 +193,19 @@ def while_probing(author: str, exc: BaseException) -> PluginError:
     if isinstance(exc, LiveCodeFailure):
         return PluginError(f"{author}: its live model's {exc.method} {exc.what}")
     return PluginError(f"{author}: its live model failed while the probes ran it: {describe_failure(exc)}")
+
+
+def _on_device(failure: LiveCodeFailure | PluginError, device: torch.device) -> AuditError:
+    """``failure`` with, where the code raised on an accelerator, the likely cause: code
+    that makes its own tensors on the CPU (a target ``torch.arange(n)``) fails there."""
+    if device.type == "cpu" or failure.__cause__ is None:
+        return failure
+    hint = (f" (the probes ran it on {device.type} (--device {device.type}): its methods get their tensors there "
+            f"and must make theirs on the same device, as torch.arange(n, device=users.device); "
+            f"--device cpu runs the code as written)")
+    if isinstance(failure, LiveCodeFailure):
+        return LiveCodeFailure(failure.method, failure.what + hint)
+    return PluginError(str(failure) + hint)
 
 
 def _what(value: object) -> str:

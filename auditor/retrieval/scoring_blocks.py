@@ -227,7 +227,7 @@ def scan_block(
             pending, n_pending = [], 0
     if pending:
         _offer(buffers, floors, pending, shard)
-    _offer_zero_rows(buffers, shard, exclusions)
+    offer_zero_rows(buffers, shard, exclusions)
 
 
 def passing_entries(
@@ -283,7 +283,7 @@ def _offer(
         buffer.insert(query[keep], encode(scores[keep], rows[keep]))  # only the kept are packed
 
 
-def _offer_zero_rows(buffers: list[TopKBuffer], shard: PreparedShard, exclusions: BlockExclusions | None) -> None:
+def offer_zero_rows(buffers: list[TopKBuffer], shard: PreparedShard, exclusions: BlockExclusions | None) -> None:
     """Zero vectors score 0 under every scoring with a > 0 (the limit of |k|^a as |k|
     -> 0) and are never served by cosine (no direction). Per query only the lowest K
     rows it does not exclude can matter, and only while its floor is at most 0."""

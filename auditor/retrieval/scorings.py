@@ -35,8 +35,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
-from dataclasses import replace
-
 import numpy as np
 import torch
 
@@ -45,6 +43,7 @@ from auditor.errors import EmbeddingTableError, QueryError
 from auditor.memory import block_rows, memory_budget
 from auditor.progress import SILENT, Progress
 from auditor.retrieval.one_tile import ONE_TILE_ROWS, FloorSeed, OneTile, dense_query_block, one_tile_topk
+from auditor.retrieval.device_scan import DeviceShard, device_blocks, scan_on_device, to_device
 from auditor.retrieval.scoring_blocks import (
     ROW_LIMIT,
     PreparedShard,
@@ -92,9 +91,9 @@ def multi_scoring_topk(
     rows int64)}``, each (n, k) under the top-K contract, scores ``|q|^a |k|^a cos``.
     ``query_block``/``item_block`` size the score tiles (default: up to :data:`ONE_TILE_ROWS`
     rows are one tile); ``threads`` caps the threads (default: torch's). ``device``: ``"cuda"``
-    computes each score tile's inner products on the GPU (the table's tiles held there; TF32
-    off) and brings only the candidates back; the ranking is the CPU's, so lists equal the
-    CPU's up to float32 near-ties of the inner products.
+    scans on the GPU (:mod:`~auditor.retrieval.device_scan`: the table held there, TF32 off,
+    each query's K best keys brought back), so lists equal the CPU's up to float32
+    near-ties of the inner products.
     """
     exponents = _check_alphas(alphas)
     if k < 1:
@@ -119,11 +118,14 @@ def multi_scoring_topk(
     bounds = shard_bounds(m, dim, max_memory)
     n_threads = max(1, threads if threads is not None else torch.get_num_threads())
     state_bytes = STATE_BYTES
-    dense = device == "cpu" and len(bounds) == 1 and m <= (ONE_TILE_ROWS if item_block is None else item_block)
+    on_device = scans_on_device(device)
+    dense = not on_device and len(bounds) == 1 and m <= (ONE_TILE_ROWS if item_block is None else item_block)
+    if on_device:
+        query_block, item_block = device_blocks(device, n) if item_block is None else (query_block, item_block)
     item_block, query_block = (m, dense_query_block(query_block, m, MIN_QUERY_BLOCK)) if dense else (
         item_block or ITEM_BLOCK, query_block)
     budget = memory_budget(max_memory)
-    if budget is not None:  # the scan's working set (score tiles, per-query buffers): an eighth of the ceiling each
+    if budget is not None and not on_device:  # the scan's working set (score tiles, per-query buffers): an eighth of the ceiling each
         query_block = max(MIN_QUERY_BLOCK, min(query_block, budget // (8 * 4 * item_block * n_threads)))
         state_bytes = min(state_bytes, budget // 8)
     tile = OneTile(table, norms, exponents, shift_table) if dense else None
@@ -135,15 +137,14 @@ def multi_scoring_topk(
     # Without rescaling every |score| <= |q| |k| <= dim max|x| max|q| fits float32.
     dtype = np.float64 if shift_table or shift_query else np.float32
     found = {a: (np.empty((n, k), dtype=dtype), np.empty((n, k), dtype=np.int64)) for a in exponents}
-    cached: list[PreparedShard] = []
+    cached: list[PreparedShard | DeviceShard] = []
     seed = FloorSeed(table, norms, exponents, shift_table, k)
 
-    def shard_at(s0: int, s1: int, pool: Executor | None) -> PreparedShard:
+    def shard_at(s0: int, s1: int, pool: Executor | None) -> PreparedShard | DeviceShard:
         if cached:  # one shard: prepared once for every chunk of queries
             return cached[0]
-        shard = prepare_shard(table, s0, s1, norms, exponents, shift_table, item_block, k, pool)
-        if device != "cpu":
-            shard = replace(shard, blocks=[block.to(device) for block in shard.blocks])
+        prepared = prepare_shard(table, s0, s1, norms, exponents, shift_table, item_block, k, pool)
+        shard = to_device(prepared, device) if on_device else prepared
         if len(bounds) == 1:
             cached.append(shard)
         return shard
@@ -151,13 +152,13 @@ def multi_scoring_topk(
     previous_threads = torch.get_num_threads()
     previous_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
-        if device != "cpu":  # full float32 products: TF32's 10-bit mantissa would reorder lists
+        if on_device:  # full float32 products: TF32's 10-bit mantissa would reorder lists
             torch.backends.cuda.matmul.allow_tf32 = False
         with progress.track(description, n * len(bounds)) as advance, ThreadPoolExecutor(n_threads) as pool:
             for c0 in range(0, n, chunk):
                 c1 = min(c0 + chunk, n)
                 buffers = [_ChunkBuffers(c1 - c0, k) for _ in exponents]
-                if seed.usable:
+                if seed.usable and not on_device:  # the device ranks every entry: nothing to prune
                     chunk_norms = np.ldexp(query_norms[c0:c1], -shift_query)
                     seeded = seed.floors(
                         scaled[c0:c1], chunk_norms, _rows_of(exclude, c0, c1), query_block, pool if n_threads > 1 else None
@@ -167,17 +168,19 @@ def multi_scoring_topk(
                 for s0, s1 in bounds:
                     shard = shard_at(s0, s1, pool if n_threads > 1 else None)
 
-                    def run(b0: int, b1: int, shard: PreparedShard = shard, c0: int = c0) -> int:
+                    def run(b0: int, b1: int, shard: PreparedShard | DeviceShard = shard, c0: int = c0) -> int:
                         torch.set_num_threads(1)  # this thread's operations; restored below
-                        scratch = torch.empty((b1 - b0) * item_block, dtype=torch.float32, device=device)
                         views = [b.block(b0 - c0, b1 - c0) for b in buffers]
-                        exclusions = block_exclusions(shard, b0, b1, exclude)
                         block = torch.from_numpy(scaled[b0:b1]).to(device)  # the CPU's: the same tensor
-                        scan_block(block, shard, views, exclusions, scratch)
+                        if isinstance(shard, DeviceShard):
+                            scan_on_device(block, shard, views, block_exclusions(shard.host, b0, b1, exclude), k)
+                        else:
+                            scratch = torch.empty((b1 - b0) * item_block, dtype=torch.float32)
+                            scan_block(block, shard, views, block_exclusions(shard, b0, b1, exclude), scratch)
                         return b1 - b0
 
                     blocks = [(b0, min(b0 + query_block, c1)) for b0 in range(c0, c1, query_block)]
-                    if n_threads == 1:  # inline (and visible to a profiler)
+                    if n_threads == 1 or on_device:  # inline (and visible to a profiler); one stream
                         for b0, b1 in blocks:
                             advance(run(b0, b1))
                     else:
@@ -188,9 +191,14 @@ def multi_scoring_topk(
                     found[a][0][c0:c1], found[a][1][c0:c1] = scores, rows
     finally:
         torch.set_num_threads(previous_threads)
-        if device != "cpu":
+        if on_device:
             torch.backends.cuda.matmul.allow_tf32 = previous_tf32
     return {a: (float32_where_it_fits(scores), rows) for a, (scores, rows) in found.items()}
+
+
+def scans_on_device(device: str) -> bool:
+    """Whether ``device`` (resolved: ``"cpu"`` or ``"cuda"``) takes the device scan."""
+    return device != "cpu"
 
 
 def _one_tile_keys(
