@@ -19,7 +19,7 @@ from auditor.audit import run_audit
 from auditor.cli import cli
 from auditor.config import AuditConfig
 from auditor.loading.parquet_table import stored_list_dtype
-from auditor.metrics.norm_rounding import NormPrecision, norm_precision
+from auditor.metrics.norm_rounding import NormPrecision, float_format, norm_precision
 
 N_ITEMS, DIM = 200, 16
 
@@ -134,3 +134,29 @@ def test_a_real_spread_in_a_wide_bf16_table_keeps_its_rho(tmp_path: Path) -> Non
     expected = stats.spearmanr(freq, norms).statistic
     assert result.frequency_norm is not None and result.frequency_norm.undefined_reason is None  # was "same norm"
     assert result.frequency_norm.spearman == pytest.approx(expected, abs=1e-12) and expected > 0.95
+
+
+@pytest.mark.parametrize(("dtype", "name"), [(torch.float8_e4m3fn, "float8_e4m3fn"), (torch.float8_e5m2, "float8_e5m2")])
+def test_a_unit_table_stored_in_float8_has_constant_norms(tmp_path: Path, dtype: torch.dtype, name: str) -> None:
+    """A float8 table (quantised serving) used to end the audit in a TypeError: numpy has no
+    float8 dtype. Its rounding is torch's format's, read through the one float rule."""
+    stored, norms = _unit_rows_and_log(tmp_path, dtype)
+    torch.save({"user_embedding.weight": torch.full((150, DIM), 0.1), "item_embedding.weight": stored},
+               tmp_path / "model.pt")
+    spread = (norms.max() - norms.min()) / norms.max()
+    assert 2 * np.sqrt(DIM) * float(np.finfo(np.float32).eps) < spread <= 2 * float(torch.finfo(dtype).eps)
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "model.pt"), "--interactions", str(tmp_path / "log.parquet"),
+                                      "--no-retrieval", "--bootstrap", "0", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert f"same norm to within {name} rounding" in result.stdout
+
+
+def test_float_formats_of_numpy_and_torch_only_dtypes() -> None:
+    # (epsilon, smallest subnormal): 2^-mantissa bits, 2^(1 - bias) * epsilon (the formats' definitions).
+    assert float_format("float32") == (2.0**-23, 2.0**-149)
+    assert float_format("float16") == (2.0**-10, 2.0**-24)
+    assert float_format("bfloat16") == (2.0**-7, 2.0**-133)
+    assert float_format("float8_e4m3fn") == (2.0**-3, 2.0**-9)
+    assert float_format("float8_e5m2") == (2.0**-2, 2.0**-16)
+    assert float_format("int8") is None and float_format("complex64") is None and float_format("qint8") is None
+    assert NormPrecision("float8_e4m3fn", 16).tolerance == 0.25 and NormPrecision("int8", 16).tolerance == 0.0

@@ -38,13 +38,10 @@ class NormPrecision(NamedTuple):
         dtype and, unlike summation error, does not grow with sqrt(dim). A real spread
         of norms is far above either: 1e-3 of the norm is 1,000 times float32's at 16 dims.
         """
-        if self.dtype == "bfloat16":  # a torch table numpy has no dtype for: 8 significand bits
-            eps = 2.0**-7
-        else:
-            kind = np.dtype(self.dtype)
-            if not np.issubdtype(kind, np.floating):
-                return 0.0
-            eps = float(np.finfo(kind).eps)
+        floats = float_format(self.dtype)
+        if floats is None:
+            return 0.0
+        eps = floats[0]
         summed_in = min(eps, float(np.finfo(np.float32).eps))
         return float(2.0 * max(np.sqrt(max(self.dim, 1)) * summed_in, eps))
 
@@ -52,10 +49,8 @@ class NormPrecision(NamedTuple):
     def subnormal_step(self) -> float:
         """The dtype's smallest subnormal, the fixed step its entries are rounded to below its
         smallest normal (float32: 2⁻¹⁴⁹, bfloat16: 2⁻¹³³, float16: 2⁻²⁴); 0 for a non-float table."""
-        if self.dtype == "bfloat16":
-            return 2.0**-133
-        kind = np.dtype(self.dtype)
-        return float(np.finfo(kind).smallest_subnormal) if np.issubdtype(kind, np.floating) else 0.0
+        floats = float_format(self.dtype)
+        return 0.0 if floats is None else floats[1]
 
     def spread(self, largest: float) -> float:
         """The spread (max − min) that rounding alone can make of norms up to ``largest``:
@@ -76,6 +71,26 @@ class NormPrecision(NamedTuple):
         """The share of :attr:`tolerance` the norm's own summation makes (2·sqrt(dim) float32
         epsilons at most): norms closer than that are never told apart, whatever the spread."""
         return min(self.tolerance, float(2.0 * np.sqrt(max(self.dim, 1)) * np.finfo(np.float32).eps))
+
+
+def float_format(name: str) -> tuple[float, float] | None:
+    """(epsilon, smallest subnormal) of the float dtype ``name``, numpy's or one only torch
+    has (bfloat16, the float8 formats: the smallest normal times epsilon); None for a
+    dtype that is not a float (integer tables: only exact ties count)."""
+    try:
+        kind = np.dtype(name)
+    except TypeError:
+        import torch  # names numpy does not know; torch is imported by every audit already
+
+        dtype = getattr(torch, name, None)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            return None
+        info = torch.finfo(dtype)
+        return float(info.eps), float(info.smallest_normal) * float(info.eps)
+    if not np.issubdtype(kind, np.floating):
+        return None
+    finfo = np.finfo(kind)
+    return float(finfo.eps), float(finfo.smallest_subnormal)
 
 
 def norm_precision(table: Any, stored: str | None = None) -> NormPrecision:
