@@ -78,9 +78,9 @@ class ServedSection:
     """The served lists' grade, with a model or without (:func:`auditor.retrieval.served.graded_shares`): K -> the
     top-1% share of the top-K slots of every list of the file, each K asked at most the lists' length."""
     head_share_popular: dict[int, float | None] = field(default_factory=dict)
-    """Beside a model: K -> the most-popular list's share of the grade's head over the queried users with a list
-    (:func:`auditor.retrieval.served.popular_reference`), the reference the summary quotes beside the grade; ``{}``
-    alone (the reference is ``head_share_1pct_popular@K``, over every list) or where nobody is queried."""
+    """K -> the most-popular list's share of the grade's head (:func:`auditor.retrieval.served.popular_reference`),
+    the reference the summary quotes beside the grade: over every list alone, over the queried users with a list
+    beside a model; ``{}`` where nobody is queried."""
     n_graded_apart: int = 0
     """Beside a model: the file's lists in none of the served scoring's per-K figures, which the grade covers
     (users the log lacks, sampled out, not queried; every list where retrieval is not measured); ``diff``

@@ -103,6 +103,15 @@ def test_listed_items_without_a_model_row_grade_by_raw_id_on_every_route(
         assert warned and "counts them by their raw ids" in warned[0] and "can be lower" not in warned[0]
 
 
+def test_the_reference_beside_the_grade_is_the_same_alone_and_beside(
+    new_items: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(new_items[0])
+    alone, beside = _check(ROUTES["alone"])[1], _check(ROUTES["beside"])[1]
+    popular = alone["served"]["head_share_popular"]  # type: ignore[index]
+    assert popular == beside["served"]["head_share_popular"] and popular["5"] > 0  # type: ignore[index]
+
+
 def test_batch_rows_grade_listed_items_without_a_row_alike(
     new_items: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -216,14 +216,22 @@ def graded_shares(served: ServedLists, stats: ItemStats, kind: str,
 
 def popular_reference(served: ServedLists, stats: ItemStats, kind: str, popular: np.ndarray, rows: np.ndarray,
                       ks: Sequence[int]) -> dict[int, float | None]:
-    """Beside a model, the reference quoted beside the grade (QA "Served N2"): K -> the grade's head's
-    (:func:`graded_head`) share of the most-popular list's filled top-K slots (``popular``, the retrieval's, rows
-    aligned with ``rows``: the queried users' served lists), over the queried users with a list, at the grade's
-    K's. Lists the model does not query (users the log lacks, sampled out) have no popular list of the model's:
-    the sentence says whose lists the reference covers."""
+    """The reference quoted beside the grade (QA "Served N2", "Served N4"): K -> the grade's head's
+    (:func:`graded_head`) share of the most-popular list's filled top-K slots (``popular``, item rows aligned with
+    ``rows``: the served lists of the same users), over the users with a list, at the grade's K's. Beside a model
+    the lists the model does not query (users the log lacks, sampled out) have no popular list of the model's: the
+    sentence says whose lists the reference covers."""
     listed = (rows >= 0).any(axis=1)
     head = graded_head(served, graded_popularity(served, stats, kind))
     return head_shares(popular[listed], head, served.cutoffs(ks))
+
+
+def _grade(section: ServedSection, served: ServedLists, stats: ItemStats, kind: str, popular: np.ndarray,
+           ks: Sequence[int]) -> None:
+    """Lists alone: the grade (:func:`graded_shares`, as beside a model) and the reference quoted beside it, the
+    most-popular list (``popular``, the served users' rows) over the grade's head (:func:`popular_reference`)."""
+    section.head_share_log, section.head_share_every_list = graded_shares(served, stats, kind, ks)
+    section.head_share_popular = popular_reference(served, stats, kind, popular, served.lists, ks)
 
 
 def graded_apart_said(served: ServedLists, n_apart: int, apart: str) -> list[str]:
@@ -312,7 +320,7 @@ def measure_served(
                                          n_short_lists=short)
             exposure["served"][k], exposure["popular"][k] = mine.counts, theirs.counts
             advance(1)
-    section.head_share_log, section.head_share_every_list = graded_shares(served, stats, popularity, ks)  # as beside
+    _grade(section, served, stats, popularity, popular[listed], ks)
     section.list_measures = measures.info
     section.definitions = {m.name: m.definition for m in list_measures}
     section.definitions.update(
