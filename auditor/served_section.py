@@ -73,7 +73,8 @@ class ServedSection:
     """Lists alone: filled served slots (the denominator of ``n_training_slots``)."""
     cold_slot_share: float | None = None
     """Share of the served slots naming items the training log never saw (None: no log given);
-    lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""
+    lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR` (beside a model, above it of
+    slots naming items neither the log nor the model's item table knows)."""
     head_share_every_list: dict[int, float | None] = field(default_factory=dict)
     """The served lists' grade, with a model or without (:func:`auditor.retrieval.served.graded_shares`): K -> the
     top-1% share of the top-K slots of every list of the file, each K asked at most the lists' length."""

@@ -162,3 +162,21 @@ def test_a_tied_item_without_a_row_keeps_the_slot_its_id_gives_it(tmp_path: Path
     assert [int(alone.items.item_ids[r]) for r in alone.lists[0]] == [5, 7]
     assert beside.lists.tolist() == [[-1, 0]]  # item 5 has no row: its slot empty, item 7 (row 0) second
     assert (beside.rowless.ids.tolist(), beside.rowless.slot_positions.tolist()) == ([5], [0])
+
+
+@pytest.mark.parametrize("route", ["alone", "beside", "no-retrieval"])
+def test_lists_mostly_of_items_neither_the_log_nor_the_model_knows_are_refused_on_every_route(
+    new_items: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch, route: str,
+) -> None:
+    """QA's V4 (a): 3 of each list's 5 slots (60%) name items the log never saw and the model has no row for.
+    Lists alone refuse them (the ids evidently do not line up); beside the model they were graded none (old,
+    the slots dropped) or would be graded by raw id (the spelling, not the service): refused alike."""
+    monkeypatch.chdir(new_items[0])
+    Path("recs.csv").write_text("user_id,item_id,rank\n" + "".join(
+        f"{u},{i},{r + 1}\n" for u in range(N_USERS) for r, i in enumerate((1, 2, 300 + u, 400 + u, 500 + u))))
+    result = CliRunner().invoke(cli, ["check", *ROUTES[route], "--recommendations", "recs.csv", "--interactions",
+                                      "train.csv", "-k", str(K), "--no-probes", "-q"])
+    knows = "the training log never saw" if route == "alone" else \
+        "neither the training log nor the model's item table knows"
+    assert result.exit_code == 1 and f"300 of the 500 served slots in recs.csv (column 'item_id') (60.0%) name " \
+        f"items {knows}, more than the 50% an audit measures" in " ".join(result.output.split())

@@ -24,10 +24,10 @@ its ``warnings`` where something was changed or left out:
   either case, when ``log_items`` is given. Without a model, when no listed item is an item
   of the log the ids evidently do not line up (``i460`` against ``460``) and the reader
   refuses (:class:`IdMappingError` naming the column and one id of each side), as it does
-  when no item has a table row; it refuses too when more than
+  when no item has a table row; on either route it refuses when more than
   :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR` of the served slots name items the log never saw (the
-  exposure figures would describe mostly the spelling, not the service); below that the
-  share is a warning, listed first, and ``ServedSection.cold_slot_share``.
+  exposure figures would describe mostly the spelling, not the service), with a model only those
+  that have no table row either; below that the share is a warning, listed first, and ``ServedSection.cold_slot_share``.
 * **order**: rank (lower first; 0- or 1-based, from the file's lowest rank) or score
   (higher first). Ties are broken by the file's item ids (lower first: numbers
   numerically, text as text), not by item row, so one file gives one top K with or
@@ -169,6 +169,7 @@ def read_served_lists(
         code_rows = rows_of(pa.array(read.item_ids), items, log)
         if not (code_rows >= 0).any():
             raise _no_item_has_a_row(log, items, int(read.item_ids.size))
+        refuse_unmatched_items(log.path, log.item_col, read.item_ids, read.records.item_codes, log_items, code_rows)
     matrix = build_lists(read.records, code_rows, log.path, user_ids=read.user_ids, item_ids=read.item_ids,
                          max_k=max_k, max_memory=max_memory)
     served = ServedLists(

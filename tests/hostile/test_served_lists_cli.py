@@ -294,6 +294,12 @@ OWN_CASES = [
                outputs=("r.json",), check=_new_items_graded), EXIT_OK, None),
     # A counts file's zero-count items: the reference beside the grade counts the grade's head (Served N4).
     Case("cli-recs-alone-counts-with-zero-count-items", _zero_counts, EXIT_OK, None),
+    # Beside a model, slots naming items neither the log nor the table knows: refused past half, as alone (Served N3).
+    Case("cli-recs-beside-model-items-neither-knows-mostly",
+         _recs("-k", "3", model=True, content="user_id,item_id,rank\n" + "".join(
+             f"{u},{i},{r + 1}\n" for u in range(5) for r, i in enumerate((9, 100, 101, 102, 0)))), EXIT_ERROR,
+         r"15 of the 25 served slots in recs\.csv \(column 'item_id'\) \(60\.0%\) name items "
+         r"neither the training log nor the model's item table knows, more than the 50% an audit measures"),
     # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
     Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
