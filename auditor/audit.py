@@ -297,7 +297,6 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
     the grade itself (every list, as lists alone: ``graded_shares``), and a warning per K short lists fill less than."""
     if inputs.served is None:
         return None
-    from auditor.retrieval.popularity import popularity_of
     from auditor.retrieval.served import describe_served, graded_apart_said, graded_shares, popular_reference
     from auditor.retrieval.served import short_lists_beside, short_lists_said
 
@@ -311,12 +310,12 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
         warnings += short_lists_said(section.short_lists, in_figures, "queried users' served lists (matched to the "
                                      "model's item rows: an item without a row leaves its slot empty)")
     section.n_graded_apart = int((inputs.served.lists >= 0).any(axis=1).sum()) - in_figures  # diff's population rule
-    if inputs.stats is not None and (config.popularity != "users" or inputs.stats.user_counts is not None):
-        weights = popularity_of(inputs.stats, config.popularity)
-        section.head_share_log, section.head_share_every_list = graded_shares(inputs.served, weights, config.ks)
+    if (stats := inputs.stats) is not None and (config.popularity != "users" or stats.user_counts is not None):
+        section.head_share_log, section.head_share_every_list = graded_shares(inputs.served, stats, config.popularity,
+                                                                              config.ks)
         if serving is not None and rows is not None and "popular" in serving.lists:  # the reference, same head
-            section.head_share_popular = popular_reference(inputs.served, weights, serving.lists["popular"], rows,
-                                                           config.ks)
+            section.head_share_popular = popular_reference(inputs.served, stats, config.popularity,
+                                                           serving.lists["popular"], rows, config.ks)
         apart = (f"their other figures (list measures, overlaps, accuracy, the *_served@K gates) are not measured "
                  f"(retrieval not measured: {inputs.not_measured.get('retrieval') or 'no queries'})"
                  if retrieval is None else "the served scoring is not measured (the queries carry no user identity)"

@@ -9,8 +9,9 @@ of the file at each K asked, a K past the lists' length at their length
 (``served.head_share_every_list``, :func:`auditor.retrieval.served.graded_shares`: one policy
 with a model or without), with the same bands as dot vs cosine (:func:`auditor.harm.harm_band`:
 ratio and absolute excess both count). The worst K (highest band, then larger ratio)
-decides and is quoted (``graded_by`` ``served``: the lists graded it, there being no model). The most-popular list's share is quoted beside it as a reference, not
-a ceiling: the served lists are measured as served, so they may hold head items a user
+decides and is quoted (``graded_by`` ``served``: the lists graded it, there being no model). The
+most-popular list's share of the same head (``served.head_share_popular``) is quoted beside it as a
+reference, not a ceiling: the served lists are measured as served, so they may hold head items a user
 trained on, which the most-popular list skips.
 
 Beside a model (:func:`with_served_lists`) the same rule grades the served scoring: the
@@ -33,7 +34,6 @@ from auditor.served_section import ServedSection
 from auditor.harm import SEVERITY_GATE, harm_band
 from auditor.wording import SKEW_EDGES, pct_pair, percent_text, ratio_figure
 
-HEAD = "head_share_1pct"
 LISTS_SEVERITY_RULE = (
     "lists only (no model): severity = amplification: the top-1% items' share of the served top-K slots vs their "
     "share of the training popularity, at the worst measured K (highest band, then larger ratio): high from 2x and "
@@ -97,11 +97,11 @@ def decide_lists_verdict(sections: MeasuredSections) -> Verdict:
         return Verdict(False, "none", "Served lists not measured.", rule=LISTS_SEVERITY_RULE, assessed=False,
                        graded_by="served")
     k, severity, ratio = worst
-    cut = section.at[k]
     share, log_text, times = amplification_figures(section.head_share_every_list[k], section.head_share_log, ratio)
+    popular = section.head_share_popular.get(k)  # the grade's head, as beside a model (QA "Served N4")
     summary = (
         f"The served lists give the top-1% most popular items {share} of their top-{k} slots, against "
-        f"{log_text} of the training {_unit(sections)}{times} (the most-popular list: {share_text(cut.popular.get(HEAD))})."
+        f"{log_text} of the training {_unit(sections)}{times} (the most-popular list: {share_text(popular)})."
     )
     if severity == "none":
         summary += " They do not amplify popularity beyond the training log."

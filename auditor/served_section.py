@@ -73,14 +73,15 @@ class ServedSection:
     """Lists alone: filled served slots (the denominator of ``n_training_slots``)."""
     cold_slot_share: float | None = None
     """Share of the served slots naming items the training log never saw (None: no log given);
-    lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR`."""
+    lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR` (beside a model, above it of
+    slots naming items neither the log nor the model's item table knows)."""
     head_share_every_list: dict[int, float | None] = field(default_factory=dict)
     """The served lists' grade, with a model or without (:func:`auditor.retrieval.served.graded_shares`): K -> the
     top-1% share of the top-K slots of every list of the file, each K asked at most the lists' length."""
     head_share_popular: dict[int, float | None] = field(default_factory=dict)
-    """Beside a model: K -> the most-popular list's share of the grade's head over the queried users with a list
-    (:func:`auditor.retrieval.served.popular_reference`), the reference the summary quotes beside the grade; ``{}``
-    alone (the reference is ``head_share_1pct_popular@K``, over every list) or where nobody is queried."""
+    """K -> the most-popular list's share of the grade's head (:func:`auditor.retrieval.served.popular_reference`),
+    the reference the summary quotes beside the grade: over every list alone, over the queried users with a list
+    beside a model; ``{}`` where nobody is queried."""
     n_graded_apart: int = 0
     """Beside a model: the file's lists in none of the served scoring's per-K figures, which the grade covers
     (users the log lacks, sampled out, not queried; every list where retrieval is not measured); ``diff``

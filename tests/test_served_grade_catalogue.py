@@ -89,3 +89,30 @@ def test_the_most_popular_reference_counts_the_grades_head(
     assert "(the most-popular list: 14.0%)" in report["verdict"]["summary"]  # type: ignore[index]
     if route == "beside":
         assert report["served"]["head_share_popular"] == {"5": pytest.approx(popular)}  # type: ignore[index]
+
+
+def test_lists_alone_beside_zero_count_items_quote_the_reference_over_the_grades_head(
+    extra_rows: tuple[Path, float, float, float], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Lists alone with a counts file of 300 items, 203 of them count 0 (QA "Served N4"): the grade's head is {0}
+    (the top 1% of the 97 items trained on or served), the per-K figures' {0, 1, 2} (of all 300). The most-popular
+    list (no user named: the same 5 most popular items for all) holds 1 of its 5 slots in the grade's head: 20.0%,
+    quoted beside the grade as beside a model, in the summary and the report's headline; both quoted the per-K
+    60.0% before."""
+    monkeypatch.chdir(extra_rows[0])
+    log = np.loadtxt("train.csv", delimiter=",", skiprows=1, dtype=np.int64)
+    listed = np.loadtxt("recs.csv", delimiter=",", skiprows=1, dtype=np.int64)[:, 1]
+    counts = np.bincount(log[:, 1], minlength=N_ROWS)
+    Path("freq300.csv").write_text("item_id,count\n" + "".join(f"{i},{c}\n" for i, c in enumerate(counts)))
+    catalogue = np.flatnonzero((counts > 0) | np.isin(np.arange(N_ROWS), listed))
+    head = catalogue[counts[catalogue] >= np.sort(counts[catalogue])[::-1][max(1, catalogue.size // 100) - 1]]
+    top = np.argsort(-counts, kind="stable")[:5]
+    popular = float(np.isin(top, head).mean())
+    assert (catalogue.size, head.tolist(), top[:3].tolist(), popular) == (97, [0], [0, 1, 2], 0.2)
+    result = CliRunner().invoke(cli, ["check", "--recommendations", "recs.csv", "--frequencies", "freq300.csv", "-k",
+                                      "5", "-q", "--json", "r.json", "--markdown", "r.md"], catch_exceptions=False)
+    report = json.loads(Path("r.json").read_text())
+    assert result.exit_code == 0 and report["served"]["head_share_popular"] == {"5": pytest.approx(popular)}
+    assert report["retrieval"]["at"]["5"]["popular"]["head_share_1pct"] == pytest.approx(0.6)  # the per-K head's
+    assert "3.22× (the most-popular list: 20.0%)" in report["verdict"]["summary"]  # old: 60.0%
+    assert "of the training interactions (most-popular list 20.0%)" in Path("r.md").read_text()  # the headline too

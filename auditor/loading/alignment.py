@@ -109,6 +109,13 @@ def _id_rows(ids: np.ndarray, n_rows: int, offset: int) -> np.ndarray:
     return np.where((rows >= 0) & (rows < n_rows), rows, -1)
 
 
+def counted_rows(counts: IdCounts, mapping: ItemRows) -> np.ndarray:
+    """Table row of each counted id of ``counts`` under ``mapping`` (-1: no row)."""
+    if mapping.item_ids is None:
+        return _rows_without_ids(counts, mapping.n_items, mapping.offset)
+    return lookup_rows(counts.ids, mapping.item_ids)
+
+
 def align_counts(counts: IdCounts, mapping: ItemRows) -> ItemStats:
     """Frequencies (and distinct users) per table row, ids mapped by ``mapping``.
 
@@ -117,10 +124,7 @@ def align_counts(counts: IdCounts, mapping: ItemRows) -> ItemStats:
     :mod:`auditor.idmap`'s call).
     """
     n_items = mapping.n_items
-    if mapping.item_ids is None:
-        rows = _rows_without_ids(counts, n_items, mapping.offset)
-    else:
-        rows = lookup_rows(counts.ids, mapping.item_ids)
+    rows = counted_rows(counts, mapping)
     found = rows >= 0
     frequencies = np.zeros(n_items, dtype=np.int64)
     frequencies[rows[found]] = counts.counts[found]  # ids are distinct, so rows are too

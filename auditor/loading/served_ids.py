@@ -7,7 +7,9 @@ served item is popular, no served user has training items), not the service. So:
 
 * **items, lists alone**: refused when no listed item is an item of the log, or when more
   than :data:`UNMATCHED_SLOTS_FLOOR` of the served slots name items the log never saw;
-  below that the share is a warning (the reader's, listed first).
+  below that the share is a warning (the reader's, listed first). Beside a model, whose
+  rows know items too, when more than that share name items neither the log nor the
+  model's item table knows (the grade would count them by raw id).
 * **users beside a model**: refused when no user of the lists is a user of the log (no
   list lines up with a queried user).
 * **users, lists alone**: the lists are measured (their exposure needs no user), but
@@ -46,19 +48,30 @@ def _sides(listed: object, logged: object) -> str:
 
 
 def refuse_unmatched_items(path: Path, column: str, item_ids: np.ndarray, item_codes: np.ndarray,
-                           log_items: np.ndarray | None) -> None:
-    """Lists alone: IdMappingError when no listed item (``item_ids``, each row's code in
-    ``item_codes``) is an item of the training log, or when more than
-    :data:`UNMATCHED_SLOTS_FLOOR` of the served slots name items it never saw."""
+                           log_items: np.ndarray | None, code_rows: np.ndarray | None = None) -> None:
+    """IdMappingError when no listed item (``item_ids``, each row's code in ``item_codes``) is an
+    item of the training log, or when more than :data:`UNMATCHED_SLOTS_FLOOR` of the served slots
+    name items it never saw. Beside a model (``code_rows``: each item's table row, -1: none) an item
+    with a row is known too: the lists' grade counts by raw id the items neither knows (QA "Served
+    N3"), so a majority of them is refused as lists alone refuse it, never graded."""
     if log_items is None or not len(log_items) or not item_codes.size:
         return
     logged = np.asarray(log_items)
     known = lookup_rows(item_ids, logged) >= 0
+    if code_rows is not None:
+        known |= np.asarray(code_rows) >= 0
     unmatched = ~known[item_codes]
     share = float(unmatched.mean())
     if share <= UNMATCHED_SLOTS_FLOOR:
         return
     where, sides = f"{path} (column {column!r})", _sides(item_ids[int(np.argmin(known))], logged[0])
+    if code_rows is not None:
+        raise IdMappingError(
+            f"{int(unmatched.sum()):,} of the {unmatched.size:,} served slots in {where} ({share:.1%}) name items "
+            f"neither the training log nor the model's item table knows, more than the {UNMATCHED_SLOTS_FLOOR:.0%} an "
+            f"audit measures: the ids evidently do not line up ({sides}); give lists whose item ids are the training "
+            "log's and the model's"
+        )
     if not known.any():
         raise IdMappingError(
             f"none of the {item_ids.size:,} items in {where} is an item of the training log ({logged.size:,} items): "

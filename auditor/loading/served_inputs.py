@@ -17,7 +17,7 @@ against and which cut-offs they can answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import open_log, read_ids
 from auditor.loading.served_ids import refuse_unmatched_users, unmatched_users_reason
 from auditor.loading.served_lists import NOT_MEASURED, ServedLists, lists_for, read_served_lists
+from auditor.loading.served_rowless import with_log_counts
 from auditor.loading.sniff import name_as_read
 from auditor.loading.statistics import InputCache
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
@@ -83,13 +84,17 @@ def served_for_model(
     spec = config.served_log
     assert spec is not None
     counted = config.interactions or config.frequencies
-    log_items = None if counted is None else cache.item_counts(config, need_users=False, progress=progress).ids
+    counts = None if counted is None else cache.item_counts(config, need_users=False, progress=progress)
     log_users = log_users if population is None else population.eligible_ids
     served = read_served_lists(
         spec, rank_col=config.rank_col, score_col=config.score_col, items=config.item_rows(bundle),
-        log_items=log_items, log_users=log_users, max_k=max(config.ks), max_memory=config.max_memory,
-        progress=progress,
+        log_items=None if counts is None else counts.ids, log_users=log_users, max_k=max(config.ks),
+        max_memory=config.max_memory, progress=progress,
     )
+    if counts is not None and served.rowless is not None and not evaluates_untrained:
+        # The grade counts items without a row by raw id, as lists alone (RecBole's route counts the run's
+        # training split, which the log read whole is not: its items without a row stay at 0).
+        served = replace(served, rowless=with_log_counts(served.rowless, counts, config.item_rows(bundle)))
     notes = list(served.warnings)
     if evaluates_untrained:  # RecBole's test users who never trained: their lists are scored for accuracy
         notes = [note.replace(NOT_MEASURED, NOT_QUERIED) for note in notes]

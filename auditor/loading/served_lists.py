@@ -15,7 +15,8 @@ its ``warnings`` where something was changed or left out:
 * **items**: with a model (``items``, the audit's :class:`ItemRows`), an item without a
   row in the item table cannot be measured: its slot is left empty (-1) and the items
   after it keep their positions (moving them up would put into the top K items users
-  never saw there); counted, and an error when no item has a row. Without a model the
+  never saw there); counted, and an error when no item has a row. The lists' grade counts
+  such an item by raw id all the same (:attr:`ServedLists.rowless`). Without a model the
   reader builds the catalogue: the distinct item ids of the training log
   (``log_items``) and of the lists, sorted, row r being the r-th (:attr:`ServedLists.items`,
   through which the log's counts are aligned). Listed items the log never saw are kept
@@ -23,10 +24,10 @@ its ``warnings`` where something was changed or left out:
   either case, when ``log_items`` is given. Without a model, when no listed item is an item
   of the log the ids evidently do not line up (``i460`` against ``460``) and the reader
   refuses (:class:`IdMappingError` naming the column and one id of each side), as it does
-  when no item has a table row; it refuses too when more than
+  when no item has a table row; on either route it refuses when more than
   :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR` of the served slots name items the log never saw (the
-  exposure figures would describe mostly the spelling, not the service); below that the
-  share is a warning, listed first, and ``ServedSection.cold_slot_share``.
+  exposure figures would describe mostly the spelling, not the service), with a model only those
+  that have no table row either; below that the share is a warning, listed first, and ``ServedSection.cold_slot_share``.
 * **order**: rank (lower first; 0- or 1-based, from the file's lowest rank) or score
   (higher first). Ties are broken by the file's item ids (lower first: numbers
   numerically, text as text), not by item row, so one file gives one top K with or
@@ -64,6 +65,7 @@ from auditor.values import LogSpec
 from auditor.loading.served_ids import refuse_unmatched_items
 from auditor.loading.served_matrix import Matrix, Records, build_lists
 from auditor.loading.served_order import OrderColumn, choose_order, order_keys
+from auditor.loading.served_rowless import RowlessItems, listed_rowless, union_ids
 from auditor.progress import SILENT, Progress
 
 FORMATS = ("auto", "parquet", "csv", "tsv")
@@ -103,6 +105,10 @@ class ServedLists:
     cold_slot_share: float | None = None
     """Share of the served slots (rows) naming items absent from ``log_items`` (None: not given)."""
     warnings: tuple[str, ...] = ()
+    rowless: RowlessItems | None = None
+    """With a model: the items without a row in its item table, which the lists' grade counts by raw id as lists
+    alone do (the listed ones and the slots they leave empty; the log's, :func:`~auditor.loading.served_rowless.
+    with_log_counts`); None alone, where the catalogue numbers every item."""
 
     @property
     def n_users(self) -> int:
@@ -155,7 +161,7 @@ def read_served_lists(
     read = read_ids(log, lambda as_strings: _read(log, order, as_strings, progress))
     if items is None:
         refuse_unmatched_items(log.path, log.item_col, read.item_ids, read.records.item_codes, log_items)
-        catalogue = _union(log_items, read.item_ids)
+        catalogue = union_ids(log_items, read.item_ids)
         mapping = ItemRows(catalogue, int(catalogue.size))
         code_rows = lookup_rows(read.item_ids, catalogue)
     else:
@@ -163,12 +169,14 @@ def read_served_lists(
         code_rows = rows_of(pa.array(read.item_ids), items, log)
         if not (code_rows >= 0).any():
             raise _no_item_has_a_row(log, items, int(read.item_ids.size))
+        refuse_unmatched_items(log.path, log.item_col, read.item_ids, read.records.item_codes, log_items, code_rows)
     matrix = build_lists(read.records, code_rows, log.path, user_ids=read.user_ids, item_ids=read.item_ids,
                          max_k=max_k, max_memory=max_memory)
     served = ServedLists(
         source=log.path, user_ids=read.user_ids, lists=matrix.lists, items=mapping, catalogue=items is None,
         order=order, user_col=str(log.user_col), item_col=log.item_col, matrix=matrix, n_rows=read.n_rows,
         n_empty_ids=int(read.records.dropped.size),
+        rowless=None if items is None else listed_rowless(matrix.rowless, code_rows, read.item_ids),
     )
     return _counted(served, read, code_rows, log_items, log_users)
 
@@ -279,18 +287,6 @@ def _typed(column: _Distinct, as_strings: bool, what: str) -> tuple[np.ndarray, 
     return typed[order], rank[codes].astype(np.int64)
 
 
-def _union(log_items: np.ndarray | None, listed: np.ndarray) -> np.ndarray:
-    """The catalogue: distinct ids of the log and the lists, sorted; as text when either is text."""
-    if log_items is None or len(log_items) == 0:
-        return listed
-    log_items = np.asarray(log_items)
-    if log_items.dtype.kind in "iu" and listed.dtype.kind in "iu":
-        return np.union1d(log_items.astype(np.int64), listed.astype(np.int64))
-    as_text = [np.asarray(pa.array(a).cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
-               for a in (log_items, listed)]
-    return np.unique(np.concatenate(as_text))
-
-
 def _no_item_has_a_row(log: Log, items: ItemRows, n: int) -> IdMappingError:
     remedy = (
         "the lists do not name the model's items (check the item column)" if items.item_ids is not None
@@ -322,8 +318,7 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
         notes.append(
             f"{n_unknown_rows:,} of the {item_codes.size:,} served items in {path} ({n_unknown:,} distinct) have no "
             "row in the item table: their slots were left empty, and the items after them keep their positions; "
-            "they are out of the lists' grade too, which lists alone would count them in, so beside a model the "
-            "severity can be lower than the lists alone get"
+            "the lists' grade (the severity) counts them by their raw ids all the same, as lists alone do"
         )
     cold = np.zeros(code_rows.size, dtype=bool)
     if log_items is not None and len(log_items):  # items with a row that the log never saw

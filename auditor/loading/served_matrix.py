@@ -8,8 +8,9 @@ All steps are sorts and scatters over the records (no loop per user or per item)
 * each list is its records ordered by rank (lower first) or score (higher first), ties
   broken by the file's own item ids (lower first: numbers numerically, text as text, the
   order of the item codes), so one file gives one order whatever its items are numbered
-  by (a model's table rows or the lists' catalogue), items without a row (-1) after the
-  others; tied lists are counted;
+  by (a model's table rows or the lists' catalogue): an item without a row (-1) keeps its
+  place, its slot empty, and the slots it fills are counted (:attr:`Matrix.rowless`, which
+  the lists' grade reads by raw id); tied lists are counted;
 * ranks are compacted: only their order counts, so ranks 1, 2, 4 fill slots 1, 2, 3 and
   the list is counted as having a gap. A rank is never a size or an index: the matrix
   is as wide as the longest list (or ``max_k``), whatever the ranks say;
@@ -74,6 +75,8 @@ class Matrix:
     n_tied_lists: int = 0
     n_short_lists: int = 0
     n_truncated_lists: int = 0
+    rowless: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.empty(0, np.int64),) * 3
+    """The slots left empty for items without a row: (list row, position, item code) of each."""
 
 
 def build_lists(
@@ -87,11 +90,10 @@ def build_lists(
     users = records.user_codes
     primary = records.keys if records.kind == "rank" else -records.keys.astype(np.float64)
     # Ties: lower item id first (the codes are the file's distinct ids, sorted), never the
-    # row, which differs by route (a RecBole table numbers items by first appearance);
-    # items without a row last.
-    secondary = np.where(rows >= 0, records.item_codes, code_rows.size)
-    order = _list_order(users, records.n_users, primary, secondary)
-    users, rows, keys = users[order], rows[order], primary[order]
+    # row, which differs by route (a RecBole table numbers items by first appearance), nor
+    # whether it has one: one file, one top K with a model or without (QA "Served N3").
+    order = _list_order(users, records.n_users, primary, records.item_codes)
+    users, rows, keys, codes = users[order], rows[order], primary[order], records.item_codes[order]
     counts = np.bincount(users, minlength=records.n_users)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     position = np.arange(users.size) - starts[users]
@@ -105,12 +107,14 @@ def build_lists(
     lists = np.full((records.n_users, width), -1, dtype=np.int64)
     kept = position < width
     lists[users[kept], position[kept]] = rows[kept]
+    empty = kept & (rows < 0)
     base, gaps = None, 0
     if records.kind == "rank":
         base, gaps = _gaps(records.keys, users, keys, same_key, counts, starts)
     return Matrix(
         lists=lists, longest=longest, rank_base=base, n_gap_lists=gaps, n_tied_lists=int(tied.sum()),
         n_short_lists=int((counts < width).sum()), n_truncated_lists=int((counts > width).sum()),
+        rowless=(users[empty], position[empty], codes[empty]),
     )
 
 

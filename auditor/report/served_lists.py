@@ -63,12 +63,15 @@ def headline_evidence(result: AuditResult) -> str:
     assert served is not None
     k = result.verdict.quoted_k
     cut = served.at.get(k) if k is not None else None
-    if cut is None:
+    if k is None or cut is None:
         return "served lists not measured"
-    shares = fmt_skew_pair(cut.served.get(HEAD), served.head_share_log)  # as the verdict says them
+    # The grade and its reference over the grade's head, as the verdict says them (QA "Served N4"); a report
+    # written before they were recorded alone quotes the per-K figures.
+    graded = served.head_share_every_list[k] if k in served.head_share_every_list else cut.served.get(HEAD)
+    popular = served.head_share_popular[k] if k in served.head_share_popular else cut.popular.get(HEAD)
+    shares = fmt_skew_pair(graded, served.head_share_log)
     return (f"top-1% items' share of the served top-{k} slots {shares[0]} vs {shares[1]} of the training "
-            f"interactions (most-popular list {fmt_pct(cut.popular.get(HEAD))}); no model: norms and conditions "
-            "not assessed")
+            f"interactions (most-popular list {fmt_pct(popular)}); no model: norms and conditions not assessed")
 
 
 def beside(result: AuditResult) -> list[str]:

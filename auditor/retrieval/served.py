@@ -166,45 +166,72 @@ def _popular_measures(measures: ExposureMeasures, popular: Slots, n_listed: int)
                          for name, value in exposure.items()})
 
 
+def graded_popularity(served: ServedLists, stats: ItemStats, kind: str) -> np.ndarray:
+    """The grade's popularity (``kind``: :func:`popularity_of`) per grade item: the lists' item rows (a model's,
+    or the lists' catalogue alone), then beside a model the items it has no row for, by raw id
+    (:attr:`ServedLists.rowless`: listed, or in the training log), as lists alone count them (QA "Served N3")."""
+    rows = popularity_of(stats, kind)
+    return rows if served.rowless is None else np.concatenate((rows, served.rowless.popularity(kind)))
+
+
+def _rowless_slots(served: ServedLists) -> tuple[np.ndarray, np.ndarray]:
+    """(position, grade item) of each slot the lists left empty for an item without a row (none alone)."""
+    rowless = served.rowless
+    if rowless is None:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    return rowless.slot_positions, served.items.n_items + rowless.slot_items
+
+
 def graded_head(served: ServedLists, popularity: np.ndarray) -> np.ndarray:
-    """The grade's top-1% head (ties at the cut in), one catalogue with a model or without: the items
-    with training popularity and the items served, as lists alone number them (the log's items and the
-    lists'). A model's rows neither trained on nor served (new catalogue entries, RecBole's rows of
-    valid/test-only items), or a counts file's items with count 0, would put the cut at another c
-    (QA "Served N1": 3 items of 300 rows instead of 1 of 97): they are left out of the count, so adding
-    MODEL never moves the head."""
+    """The grade's top-1% head (ties at the cut in) over the grade items (``popularity``, :func:`graded_popularity`),
+    one catalogue with a model or without: the items with training popularity and the items served, as lists
+    alone number them (the log's items and the lists', by raw id where a model has no row for them). A model's
+    rows neither trained on nor served (new catalogue entries, RecBole's rows of valid/test-only items), or a
+    counts file's items with count 0, would put the cut at another c (QA "Served N1": 3 items of 300 rows instead
+    of 1 of 97): they are left out of the count, so adding MODEL never moves the head."""
     catalogue = np.asarray(popularity) > 0
     catalogue[served.lists[served.lists >= 0]] = True
+    catalogue[_rowless_slots(served)[1]] = True
     head = np.zeros(catalogue.shape[0], dtype=bool)
     head[catalogue] = head_mask(np.asarray(popularity)[catalogue], HEAD_PERCENT)
     return head
 
 
-def graded_shares(served: ServedLists, popularity: np.ndarray,
+def graded_shares(served: ServedLists, stats: ItemStats, kind: str,
                   ks: Sequence[int]) -> tuple[float | None, dict[int, float | None]]:
     """The served lists' grade, one policy with a model or without (docs/served-lists.md, "Severity"):
-    (the head's share of all training ``popularity``, ``head_share_log``; K -> the head's share of the
-    filled top-K slots (as ``head_share_1pct``) over every list of the file, at each of ``ks`` at most
-    the lists' length (:meth:`ServedLists.cutoffs`), ``head_share_every_list``), the head over the
-    grade's catalogue (:func:`graded_head`). The lists are a record of what was served: grading them
-    needs only their slots and the log's popularity, nothing of the model, so adding MODEL never drops
-    a list (a user the log lacks, one sampled out or not queried) or a K from the severity, nor moves
-    its head (QA "Served F1", "Served F2", "Served N1")."""
+    (the head's share of all training popularity (``kind``), ``head_share_log``; K -> the head's share of the
+    filled top-K slots (as ``head_share_1pct``) over every list of the file, at each of ``ks`` at most the lists'
+    length (:meth:`ServedLists.cutoffs`), ``head_share_every_list``), the head over the grade's catalogue
+    (:func:`graded_head`). The lists are a record of what was served: grading them needs only their slots and the
+    log's popularity, by raw id, nothing of the model, so adding MODEL never drops a list (a user the log lacks,
+    one sampled out or not queried), a K, or an item it has no row for from the severity, nor moves its head
+    (QA "Served F1", "Served F2", "Served N1", "Served N3")."""
+    popularity = graded_popularity(served, stats, kind)
     head = graded_head(served, popularity)
-    total = float(np.asarray(popularity).sum())
-    log = float(np.asarray(popularity)[head].sum()) / total if total > 0 else None
-    return log, head_shares(served.lists, head, served.cutoffs(ks))
+    total = float(popularity.sum())
+    log = float(popularity[head].sum()) / total if total > 0 else None
+    return log, head_shares(served.lists, head, served.cutoffs(ks), _rowless_slots(served))
 
 
-def popular_reference(served: ServedLists, popularity: np.ndarray, popular: np.ndarray, rows: np.ndarray,
+def popular_reference(served: ServedLists, stats: ItemStats, kind: str, popular: np.ndarray, rows: np.ndarray,
                       ks: Sequence[int]) -> dict[int, float | None]:
-    """Beside a model, the reference quoted beside the grade (QA "Served N2"): K -> the grade's head's
-    (:func:`graded_head`) share of the most-popular list's filled top-K slots (``popular``, the
-    retrieval's, rows aligned with ``rows``: the queried users' served lists), over the queried users
-    with a list, at the grade's K's. Lists the model does not query (users the log lacks, sampled out)
-    have no popular list of the model's: the sentence says whose lists the reference covers."""
+    """The reference quoted beside the grade (QA "Served N2", "Served N4"): K -> the grade's head's
+    (:func:`graded_head`) share of the most-popular list's filled top-K slots (``popular``, item rows aligned with
+    ``rows``: the served lists of the same users), over the users with a list, at the grade's K's. Beside a model
+    the lists the model does not query (users the log lacks, sampled out) have no popular list of the model's: the
+    sentence says whose lists the reference covers."""
     listed = (rows >= 0).any(axis=1)
-    return head_shares(popular[listed], graded_head(served, popularity), served.cutoffs(ks))
+    head = graded_head(served, graded_popularity(served, stats, kind))
+    return head_shares(popular[listed], head, served.cutoffs(ks))
+
+
+def _grade(section: ServedSection, served: ServedLists, stats: ItemStats, kind: str, popular: np.ndarray,
+           ks: Sequence[int]) -> None:
+    """Lists alone: the grade (:func:`graded_shares`, as beside a model) and the reference quoted beside it, the
+    most-popular list (``popular``, the served users' rows) over the grade's head (:func:`popular_reference`)."""
+    section.head_share_log, section.head_share_every_list = graded_shares(served, stats, kind, ks)
+    section.head_share_popular = popular_reference(served, stats, kind, popular, served.lists, ks)
 
 
 def graded_apart_said(served: ServedLists, n_apart: int, apart: str) -> list[str]:
@@ -218,13 +245,18 @@ def graded_apart_said(served: ServedLists, n_apart: int, apart: str) -> list[str
             "never drops a list from the grade"]
 
 
-def head_shares(rows: np.ndarray, head: np.ndarray, ks: Sequence[int]) -> dict[int, float | None]:
+def head_shares(rows: np.ndarray, head: np.ndarray, ks: Sequence[int],
+                rowless: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, float | None]:
     """K -> the share of the filled top-K slots of ``rows`` (-1: empty slot) holding an item of
-    ``head`` (a mask over the rows), as ``head_share_1pct`` (None: no slot filled)."""
+    ``head`` (a mask over the grade items), as ``head_share_1pct`` (None: no slot filled); ``rowless``:
+    (position, grade item) of the empty slots that hold an item without a row, counted as filled."""
+    positions, items = rowless if rowless is not None else (np.empty(0, dtype=np.int64),) * 2
     shares: dict[int, float | None] = {}
     for k in ks:  # one gather per cut-off, over every list at once
         filled = rows[:, :k][rows[:, :k] >= 0]
-        shares[int(k)] = float(head[filled].sum() / filled.size) if filled.size else None
+        extra = items[positions < k]
+        n = filled.size + extra.size
+        shares[int(k)] = float((head[filled].sum() + head[extra].sum()) / n) if n else None
     return shares
 
 
@@ -288,7 +320,7 @@ def measure_served(
                                          n_short_lists=short)
             exposure["served"][k], exposure["popular"][k] = mine.counts, theirs.counts
             advance(1)
-    section.head_share_log, section.head_share_every_list = graded_shares(served, weights, ks)  # as beside a model
+    _grade(section, served, stats, popularity, popular[listed], ks)
     section.list_measures = measures.info
     section.definitions = {m.name: m.definition for m in list_measures}
     section.definitions.update(

@@ -222,6 +222,36 @@ def _unqueried(work: Path, outcome: Outcome) -> None:
         report["warnings"]
 
 
+def _new_items_graded(work: Path, outcome: Outcome) -> None:
+    """Items 100 and 101 have no row in the 10-row table (nor a log interaction): beside the model their slots
+    are empty in the served scoring's figures but graded by raw id, as lists alone (head {9}: 5 of 15 top-3
+    slots, 5 of 25 top-5 slots; moderate at K=3); old: over the filled slots only, 5 of 5 at K=3, high (QA
+    "Served N3")."""
+    report = json.loads((work / "r.json").read_text())
+    assert report["served"]["head_share_every_list"] == {"3": pytest.approx(1 / 3), "5": pytest.approx(0.2)}
+    assert report["verdict"]["severity"] == "moderate", report["verdict"]
+    assert any("have no row in the item table" in w and "counts them by their raw ids all the same, as lists alone "
+               "do" in w for w in report["warnings"]), report["warnings"]
+
+
+def _zero_counts(d: Path) -> Built:
+    """Lists alone with a counts file of 300 items, 290 of them count 0 (QA "Served N4"): the grade's head is
+    the top 1% of the 10 items trained on or served, {9}; the per-K figures' catalogue holds all 300, {7, 8, 9}."""
+    write(d, "recs.csv", GOOD)
+    write(d, "counts.csv", "item_id,count\n" + "".join(f"{i},{i + 1 if i < 10 else 0}\n" for i in range(300)))
+    return Built(["check", "--recommendations", "recs.csv", "--frequencies", "counts.csv", "-k", "3", *FAST,
+                  "--json", "r.json"], outputs=["r.json"], must_exist=["r.json"], check=_reference_of_the_grade)
+
+
+def _reference_of_the_grade(work: Path, outcome: Outcome) -> None:
+    """The most-popular list [9, 8, 7] holds 1 of its 3 slots in the grade's head: 33.3%, quoted beside the
+    grade (old: 100.0%, the per-K head_share_1pct_popular@3 over {7, 8, 9})."""
+    report = json.loads((work / "r.json").read_text())
+    assert report["served"]["head_share_popular"] == {"3": pytest.approx(1 / 3)}, report["served"]
+    assert report["retrieval"]["at"]["3"]["popular"]["head_share_1pct"] == pytest.approx(1.0)
+    assert "(the most-popular list: 33.3%)" in report["verdict"]["summary"], report["verdict"]["summary"]
+
+
 def _newcomer_holdout(d: Path) -> None:
     """A holdout of a served user (0), a log user without a list (2) and user 77, never in the log."""
     write(d, "held.csv", "user_id,item_id\n0,3\n2,7\n77,1\n77,2\n")
@@ -256,6 +286,20 @@ OWN_CASES = [
          _recs("-k", "3", "--json", "r.json", "--fail-on", "severity_level>=3", model=True,
                content="user_id,item_id,rank\n" + "".join(f"{u},9,1\n{u},0,2\n" for u in range(5)),
                outputs=("r.json",), check=_short_lists_graded), EXIT_GATE, None),
+    # Listed items without a row in the model's table grade by raw id beside it, as alone (Served N3).
+    Case("cli-recs-beside-model-new-items-graded-by-raw-id",
+         _recs("-k", "3", "-k", "5", "--json", "r.json", "--fail-on", "severity_level>=3", model=True,
+               content="user_id,item_id,rank\n" + "".join(
+                   f"{u},{i},{r + 1}\n" for u in range(5) for r, i in enumerate((9, 100, 101, 0, 1))),
+               outputs=("r.json",), check=_new_items_graded), EXIT_OK, None),
+    # A counts file's zero-count items: the reference beside the grade counts the grade's head (Served N4).
+    Case("cli-recs-alone-counts-with-zero-count-items", _zero_counts, EXIT_OK, None),
+    # Beside a model, slots naming items neither the log nor the table knows: refused past half, as alone (Served N3).
+    Case("cli-recs-beside-model-items-neither-knows-mostly",
+         _recs("-k", "3", model=True, content="user_id,item_id,rank\n" + "".join(
+             f"{u},{i},{r + 1}\n" for u in range(5) for r, i in enumerate((9, 100, 101, 102, 0)))), EXIT_ERROR,
+         r"15 of the 25 served slots in recs\.csv \(column 'item_id'\) \(60\.0%\) name items "
+         r"neither the training log nor the model's item table knows, more than the 50% an audit measures"),
     # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
     Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
